@@ -1,0 +1,1 @@
+"""Rate cards, usage metering, statements and cost reports (built on pools)."""

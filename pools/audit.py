@@ -1,0 +1,39 @@
+"""The audit trail every app's services write: who changed what, when, from what to what, why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+
+from pools.models import AuditEvent
+
+
+def audit_event_record(
+    *,
+    actor: Any | None,
+    action: str,
+    obj: models.Model,
+    before: dict | None = None,
+    after: dict | None = None,
+    reason: str = "",
+    request_id: str = "",
+) -> AuditEvent:
+    """Write one audit event for ``obj`` inside the caller's transaction.
+
+    ``actor`` is a user or ``None`` for the system (tasks, importers run from the shell);
+    anonymous users are stored as ``None``. ``before``/``after`` are JSON-serialisable dicts of
+    the fields that changed. Returns the saved :class:`AuditEvent`.
+    """
+    user = actor if getattr(actor, "is_authenticated", False) else None
+    return AuditEvent.objects.create(
+        actor=user,
+        action=action,
+        object_type=obj._meta.label_lower,
+        object_id=str(obj.pk),
+        object_repr=str(obj)[:255],
+        before=before,
+        after=after,
+        reason=reason,
+        request_id=request_id,
+    )

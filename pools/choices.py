@@ -1,0 +1,52 @@
+"""Enumerations stored in the database (values are the field's own words)."""
+
+from django.db import models
+
+
+class CardClass(models.TextChoices):
+    CONSUMER = "consumer", "Consumer"
+    DATACENTRE = "datacentre", "Data-centre"
+
+
+class FormFactor(models.TextChoices):
+    SXM = "sxm", "SXM"
+    PCIE = "pcie", "PCIe"
+    NVL = "nvl", "NVL (PCIe pair with NVLink bridge)"
+
+
+class AliasKind(models.TextChoices):
+    NVIDIA_SMI = "nvidia-smi", "nvidia-smi name"
+    SLURM_GRES = "slurm-gres", "Slurm GRES type"
+    K8S_LABEL = "k8s-label", "Kubernetes nvidia.com/gpu.product"
+    ADMIN = "admin", "Mapped by an admin"
+
+
+class Scheduler(models.TextChoices):
+    SLURM = "slurm", "Slurm"
+    KUBERNETES = "kubernetes", "Kubernetes"
+    NONE = "none", "None"
+
+
+class NodeState(models.TextChoices):
+    UP = "up", "Up"
+    DRAIN = "drain", "Drain"
+    DOWN = "down", "Down"
+    MAINTENANCE = "maintenance", "Maintenance"
+    UNKNOWN = "unknown", "Unknown"
+
+
+class GpuHealth(models.TextChoices):
+    OK = "ok", "OK"
+    ERROR = "error", "Error"
+    UNKNOWN = "unknown", "Unknown"
+
+
+class InventorySource(models.TextChoices):
+    NVIDIA_SMI = "nvidia-smi", "nvidia-smi"
+    SLURM = "slurm", "Slurm (slurmrestd nodes)"
+    KUBERNETES = "kubernetes", "Kubernetes Node objects"
+
+
+class TeamRole(models.TextChoices):
+    MEMBER = "member", "Member"
+    MANAGER = "manager", "Manager"

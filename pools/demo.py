@@ -1,0 +1,133 @@
+"""The demo fleet, generated as the real formats the importers read.
+
+Nothing here writes to the database: :func:`demo_fleet` returns what a site would feed the
+importers (nvidia-smi CSV per node, a slurmrestd ``/nodes`` payload, a Kubernetes NodeList),
+so ``load_demo`` exercises exactly the code paths real input takes. The fleet is deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+# (hostname prefix, count, nvidia-smi name, Slurm GRES type, cards per node, MiB, driver)
+_SLURM_TRAINING = [
+    ("trn-a100", 8, "NVIDIA A100-SXM4-80GB", "a100_80g_sxm", 8, 81920, "535.129.03"),
+    ("trn-h800", 6, "NVIDIA H800", "h800_sxm", 8, 81559, "550.54.15"),
+]
+_SLURM_DEV = [
+    ("dev-4090", 8, "NVIDIA GeForce RTX 4090", "rtx4090", 4, 24564, "570.86.10"),
+    ("dev-4090d", 2, "NVIDIA GeForce RTX 4090 D", "rtx4090d", 4, 24564, "570.86.10"),
+]
+_K8S_INFERENCE = [
+    ("inf-l40s", 10, "NVIDIA L40S", 4, 46068, "550.54.15"),
+    ("inf-a100", 4, "NVIDIA A100 80GB PCIe", 2, 81920, "570.86.10"),
+]
+# Nodes only Slurm knows about, with a GRES type no catalogue alias matches.
+_LEGACY = [("legacy-v100", 2, "v100", 4)]
+
+POOLS = [
+    {"slug": "train-slurm", "name": "Training (Slurm)", "scheduler": "slurm",
+     "slurm_partition": "train", "description": "A100 and H800 SXM nodes for training jobs."},
+    {"slug": "infer-k8s", "name": "Inference (Kubernetes)", "scheduler": "kubernetes",
+     "k8s_node_selector": {"gpu-pool.example.com/pool": "inference"},
+     "description": "L40S and A100 PCIe node group for model serving."},
+    {"slug": "dev-4090", "name": "Dev (consumer cards)", "scheduler": "slurm",
+     "slurm_partition": "dev", "description": "RTX 4090 / 4090 D boxes for experiments."},
+]
+
+
+@dataclass(frozen=True)
+class NvidiaSmiCapture:
+    hostname: str
+    csv: str
+
+
+CSV_COLUMNS = "index, name, uuid, serial, pci.bus_id, memory.total [MiB], driver_version, mig.mode.current"
+
+
+def _uuid(host_number: int, index: int) -> str:
+    return f"GPU-{host_number:08x}-{index:04x}-4000-8000-{host_number * 16 + index:012x}"
+
+
+def _nvidia_smi_csv(host_number: int, name: str, cards: int, mib: int, driver: str) -> str:
+    lines = [CSV_COLUMNS]
+    mig = "[N/A]" if "GeForce" in name else "Disabled"
+    for index in range(cards):
+        lines.append(
+            f"{index}, {name}, {_uuid(host_number, index)}, {1320000000000 + host_number * 16 + index}, "
+            f"00000000:{0x18 + index * 0x10:02X}:00.0, {mib} MiB, {driver}, {mig}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _state(number: int) -> tuple[list[str], str]:
+    if number % 11 == 5:
+        return ["IDLE", "DRAIN"], "ECC errors under investigation"
+    if number % 13 == 7:
+        return ["DOWN"], "Not responding"
+    return (["MIXED"] if number % 3 else ["IDLE"]), ""
+
+
+def demo_fleet() -> tuple[list[NvidiaSmiCapture], str, str]:
+    """Return ``(nvidia-smi captures, slurmrestd nodes JSON, Kubernetes NodeList JSON)``.
+
+    About 40 nodes: 14 Slurm training nodes (A100 SXM4 80GB, H800), 10 Slurm dev nodes
+    (RTX 4090, RTX 4090 D), 14 Kubernetes inference nodes (L40S, A100 80GB PCIe) and 2 legacy
+    Slurm nodes with an unrecognised GRES type, across driver branches 535, 550 and 570.
+    """
+    captures: list[NvidiaSmiCapture] = []
+    slurm_nodes: list[dict] = []
+    k8s_nodes: list[dict] = []
+    number = 0
+    for partition, groups in (("train", _SLURM_TRAINING), ("dev", _SLURM_DEV)):
+        for prefix, count, name, gres, cards, mib, driver in groups:
+            for i in range(1, count + 1):
+                number += 1
+                host = f"{prefix}-{i:02d}"
+                captures.append(NvidiaSmiCapture(host, _nvidia_smi_csv(number, name, cards, mib, driver)))
+                state, reason = _state(number)
+                slurm_nodes.append({
+                    "name": host, "hostname": host, "state": state[0].lower(),
+                    "state_flags": state[1:], "cpus": 128, "real_memory": 1031000,
+                    "gres": f"gpu:{gres}:{cards}(S:0-1)", "gres_used": f"gpu:{gres}:0(IDX:N/A)",
+                    "partitions": [partition], "reason": reason,
+                })
+    for prefix, count, gres, cards in _LEGACY:
+        for i in range(1, count + 1):
+            host = f"{prefix}-{i:02d}"
+            slurm_nodes.append({
+                "name": host, "hostname": host, "state": "idle", "state_flags": [],
+                "gres": f"gpu:{gres}:{cards}", "partitions": ["train"], "reason": "",
+            })
+    for prefix, count, name, cards, mib, driver in _K8S_INFERENCE:
+        for i in range(1, count + 1):
+            number += 1
+            host = f"{prefix}-{i:02d}"
+            captures.append(NvidiaSmiCapture(host, _nvidia_smi_csv(number, name, cards, mib, driver)))
+            major, minor, rev = driver.split(".")
+            ready = "False" if number % 13 == 7 else "True"
+            k8s_nodes.append({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": host, "labels": {
+                    "gpu-pool.example.com/pool": "inference",
+                    "nvidia.com/gpu.product": name.replace(" ", "-"),
+                    "nvidia.com/gpu.count": str(cards),
+                    "nvidia.com/gpu.memory": str(mib),
+                    "nvidia.com/cuda.driver-version.full": driver,
+                    "nvidia.com/cuda.driver-version.major": major,
+                    "nvidia.com/cuda.driver-version.minor": minor,
+                    "nvidia.com/cuda.driver-version.revision": rev,
+                }},
+                "spec": {},
+                "status": {
+                    "allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": str(cards)},
+                    "capacity": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": str(cards)},
+                    "conditions": [{"type": "Ready", "status": ready}],
+                },
+            })
+    slurm_payload = json.dumps({"meta": {"Slurm": {"release": "22.05.8"}}, "errors": [],
+                                "nodes": slurm_nodes}, indent=1)
+    k8s_payload = json.dumps({"apiVersion": "v1", "kind": "NodeList", "items": k8s_nodes},
+                             indent=1)
+    return captures, slurm_payload, k8s_payload

@@ -1,0 +1,41 @@
+"""Domain errors. Each carries a machine-readable ``code`` and ``data`` for the API's 4xx body."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DomainError(Exception):
+    """Base of every error a service raises on purpose.
+
+    ``code`` is a stable snake_case identifier; ``data`` is JSON-serialisable detail;
+    ``status`` is the HTTP status the API answers with (400, 403, 404 or 409).
+    """
+
+    code = "domain_error"
+    status = 400
+
+    def __init__(self, message: str, **data: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+
+
+class InvalidInput(DomainError):
+    """Input that cannot be used at all (bad file, wrong format, empty upload)."""
+
+    code = "invalid_input"
+
+
+class UploadTooLarge(InvalidInput):
+    code = "upload_too_large"
+
+
+class PermissionDenied(DomainError):
+    code = "permission_denied"
+    status = 403
+
+
+class Conflict(DomainError):
+    code = "conflict"
+    status = 409

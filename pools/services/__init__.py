@@ -1,0 +1,1 @@
+"""Write-side services: one function per state change, each in one transaction."""

@@ -1,0 +1,53 @@
+"""Template helpers for list pages: sortable headers and query-string building."""
+
+from django import template
+from django.http import QueryDict
+from django.utils.html import format_html
+
+register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def sort_header(context, field: str, label: str, numeric: bool = False):
+    """A ``<th>`` whose link sorts by ``field``, toggling ascending/descending, via htmx."""
+    request = context["request"]
+    current = request.GET.get("ordering", "")
+    query = request.GET.copy()
+    query.pop("page", None)
+    descending = current == field
+    query["ordering"] = f"-{field}" if descending else field
+    arrow = " ▲" if current == field else (" ▼" if current == f"-{field}" else "")
+    url = f"?{query.urlencode()}"
+    return format_html(
+        '<th class="{}"><a href="{}" hx-get="{}" hx-target="#table" hx-push-url="true">{}{}</a></th>',
+        "num" if numeric else "", url, url, label, arrow,
+    )
+
+
+@register.simple_tag(takes_context=True)
+def with_query(context, **changes):
+    """The current query string with ``changes`` applied (a value of None removes the key)."""
+    query: QueryDict = context["request"].GET.copy()
+    for key, value in changes.items():
+        if value is None:
+            query.pop(key, None)
+        else:
+            query[key] = value
+    return f"?{query.urlencode()}"
+
+
+@register.filter
+def mib_to_gib(value):
+    """MiB -> GiB with two decimals, or an em dash for unknown."""
+    if value is None:
+        return "—"
+    return f"{value / 1024:.2f}"
+
+
+@register.filter
+def spec(value, suffix: str = ""):
+    """A catalogue number without trailing zeros (``600.0`` -> ``600``), or ``—`` if unknown."""
+    if value is None or value == "":
+        return "—"
+    text = format(value.normalize() if hasattr(value, "normalize") else value, "f")
+    return f"{text}{suffix}"

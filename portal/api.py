@@ -1,0 +1,37 @@
+"""API plumbing shared by every app: pagination and the one exception handler."""
+
+from __future__ import annotations
+
+from rest_framework import status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from pools.errors import DomainError
+
+
+class Pagination(PageNumberPagination):
+    """Page-number pagination; ``page_size`` may be raised by the client up to 500."""
+
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+def exception_handler(exc, context):
+    """Map domain errors to 400/403/404/409 with ``{"code", "detail", "data"}``.
+
+    DRF's own errors keep DRF's body and gain a ``code`` field where DRF gives none.
+    """
+    if isinstance(exc, DomainError):
+        return Response(
+            {"code": exc.code, "detail": exc.message, "data": exc.data}, status=exc.status
+        )
+    response = drf_exception_handler(exc, context)
+    if response is not None and isinstance(response.data, dict) and "code" not in response.data:
+        codes = exc.get_codes() if hasattr(exc, "get_codes") else None
+        code = codes if isinstance(codes, str) else "invalid"
+        if response.status_code == status.HTTP_400_BAD_REQUEST and not isinstance(codes, str):
+            response.data = {"code": "invalid", "detail": "Invalid input.", "errors": response.data}
+        else:
+            response.data["code"] = code
+    return response

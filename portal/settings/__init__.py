@@ -1,0 +1,1 @@
+"""Settings modules: ``base`` (everything, from the environment) and ``test``."""

@@ -1,0 +1,47 @@
+"""Top-level URLs: pages, admin, auth, health probes, the REST API and its schema."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.routers import DefaultRouter
+from rest_framework.throttling import AnonRateThrottle
+
+from pools.api import views as pools_api
+from portal.health import healthz, readyz
+
+
+class TokenView(ObtainAuthToken):
+    """``POST /api/v1/auth/token/`` with username and password -> ``{"token": ...}``."""
+
+    throttle_classes = [AnonRateThrottle]
+    throttle_scope = "token"
+
+
+router = DefaultRouter()
+router.register("gpu-models", pools_api.GpuModelViewSet, basename="gpu-model")
+router.register("driver-groups", pools_api.DriverGroupViewSet, basename="driver-group")
+router.register("pools", pools_api.PoolViewSet, basename="pool")
+router.register("nodes", pools_api.NodeViewSet, basename="node")
+router.register("gpus", pools_api.GpuViewSet, basename="gpu")
+router.register("inventory/imports", pools_api.InventoryImportViewSet, basename="inventory-import")
+
+api_v1 = [
+    path("auth/token/", TokenView.as_view(), name="auth-token"),
+    path("unrecognised-models/", pools_api.UnrecognisedModelView.as_view(),
+         name="unrecognised-models"),
+    path("", include(router.urls)),
+]
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include((api_v1, "api"), namespace="api")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("", include("pools.urls")),
+]

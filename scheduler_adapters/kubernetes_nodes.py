@@ -1,0 +1,378 @@
+"""Kubernetes Node objects into :class:`~scheduler_adapters.types.NodeSnapshot`.
+
+GPU facts come from the labels NVIDIA GPU Feature Discovery (GFD, part of
+NVIDIA/k8s-device-plugin, ``internal/lm``) puts on each node, and from the extended resources
+the device plugin advertises in ``status.allocatable``. The two disagree under time-slicing:
+allocatable ``nvidia.com/gpu`` then counts replicas, and only the ``nvidia.com/gpu.count``
+label still holds the number of physical cards.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import yaml
+
+from scheduler_adapters.types import (
+    GpuHealth,
+    GpuSnapshot,
+    InventorySource,
+    MigDeviceSnapshot,
+    NodeSnapshot,
+    NodeState,
+    ParseIssue,
+    ParseResult,
+)
+from scheduler_adapters.units import parse_k8s_extended_count
+
+GPU_RESOURCE = "nvidia.com/gpu"
+SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"  # time-slicing with renameByDefault
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+SHARED_SUFFIX = ".shared"
+
+LABEL_COUNT = "nvidia.com/gpu.count"
+LABEL_REPLICAS = "nvidia.com/gpu.replicas"
+LABEL_PRODUCT = "nvidia.com/gpu.product"
+LABEL_MEMORY_MIB = "nvidia.com/gpu.memory"
+LABEL_MIG_STRATEGY = "nvidia.com/mig.strategy"
+# GFD appends "-SHARED" to the product when a resource is replicated and not renamed.
+PRODUCT_SHARED_SUFFIX = "-SHARED"
+
+# Tried in order; the later keys are the deprecated spellings older GFD releases set.
+_DRIVER_FULL = "nvidia.com/cuda.driver-version.full"
+_DRIVER_PARTS = (
+    ("nvidia.com/cuda.driver-version.major", "nvidia.com/cuda.driver-version.minor",
+     "nvidia.com/cuda.driver-version.revision"),
+    ("nvidia.com/cuda.driver.major", "nvidia.com/cuda.driver.minor", "nvidia.com/cuda.driver.rev"),
+)  # fmt: skip
+_CUDA_FULL = "nvidia.com/cuda.runtime-version.full"
+_CUDA_PARTS = (
+    ("nvidia.com/cuda.runtime-version.major", "nvidia.com/cuda.runtime-version.minor"),
+    ("nvidia.com/cuda.runtime.major", "nvidia.com/cuda.runtime.minor"),
+)
+
+MAX_GPUS_PER_NODE = 1024
+# A100/H100/H200 split into at most 7 GPU instances; more per card means a misread count.
+MAX_MIG_DEVICES_PER_GPU = 7
+
+_WHOLE_NUMBER = re.compile(r"\d+")
+
+
+class _SkipNode(Exception):
+    """The node's GPUs cannot be known; the issue says why."""
+
+    def __init__(self, issue: ParseIssue) -> None:
+        super().__init__(issue.message)
+        self.issue = issue
+
+
+def parse_kubernetes_nodes(payload: dict[str, Any] | list[Any] | str) -> ParseResult:
+    """Turn Kubernetes Node objects into node snapshots.
+
+    ``payload`` is a ``NodeList`` (or ``kind: List``, as ``kubectl get nodes -o yaml`` prints),
+    a single ``Node``, a plain list of Nodes, or the same as YAML/JSON text.
+
+    Per node, from GFD labels and ``status.allocatable``:
+
+    - ``hostname`` = ``metadata.name``; ``labels`` = all node labels, unchanged.
+    - physical cards = label ``nvidia.com/gpu.count``. Allocatable ``nvidia.com/gpu`` (or
+      ``nvidia.com/gpu.shared`` when renamed) counts time-slicing replicas, so it is used only
+      when there is neither a count label nor a replicas label above 1.
+      ``gpu_replicas`` = label ``nvidia.com/gpu.replicas`` when above 1.
+    - ``model_name`` = label ``nvidia.com/gpu.product`` with a trailing ``-SHARED`` removed
+      (``NVIDIA-GeForce-RTX-4090-SHARED`` -> ``NVIDIA-GeForce-RTX-4090``), hyphens kept;
+      ``memory_total_mib`` = label ``nvidia.com/gpu.memory`` (MiB).
+    - MIG (``mig.strategy=mixed``): allocatable ``nvidia.com/mig-<profile>`` gives one
+      :class:`MigDeviceSnapshot` per instance (count from ``nvidia.com/mig-<profile>.count``
+      when labelled, MiB from ``nvidia.com/mig-<profile>.memory``), and ``mig_mode=True`` on
+      the cards that hold them. With one card they all sit on it. With several, the Node
+      object does not say which card holds which instance: they are dealt out in profile
+      order in equal contiguous blocks (card 0 first), so per-node and per-profile totals are
+      exact but the per-card split is a guess.
+    - ``driver_version`` = ``nvidia.com/cuda.driver-version.full``, else major.minor.revision
+      from ``nvidia.com/cuda.driver-version.*`` or the deprecated ``nvidia.com/cuda.driver.*``;
+      ``cuda_version`` likewise from ``nvidia.com/cuda.runtime-version.*`` /
+      ``nvidia.com/cuda.runtime.*``.
+    - ``state``: Ready condition ``True`` -> up, ``False``/``Unknown`` -> down (reason from the
+      condition's message); ``spec.unschedulable: true`` (cordoned) -> drain unless down.
+
+    Never raises. Quantities are read with :func:`parse_k8s_extended_count`. A node whose GPUs
+    cannot be known (non-integer ``nvidia.com/gpu``, bad count label, replicas without a count,
+    ``mig.strategy=single`` where the labels describe MIG instances) is left out with a
+    :class:`ParseIssue` naming the field, e.g. ``items[2].status.allocatable.nvidia.com/gpu``.
+    """
+    if isinstance(payload, str):
+        try:
+            payload = yaml.safe_load(payload)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = mark.line + 1 if mark is not None else None
+            problem = getattr(exc, "problem", None) or str(exc)
+            return ParseResult(issues=(ParseIssue(f"invalid YAML/JSON: {problem}", line=line),))
+
+    issues: list[ParseIssue] = []
+    nodes: list[NodeSnapshot] = []
+    for path, raw in _node_entries(payload, issues):
+        try:
+            node = _parse_node(raw, path, issues)
+        except _SkipNode as skip:
+            issues.append(skip.issue)
+            continue
+        if node is not None:
+            nodes.append(node)
+    return ParseResult(nodes=tuple(nodes), issues=tuple(issues))
+
+
+def _node_entries(payload: Any, issues: list[ParseIssue]) -> list[tuple[str, Any]]:
+    if isinstance(payload, list):
+        return [(f"[{position}]", item) for position, item in enumerate(payload)]
+    if isinstance(payload, dict) and "items" in payload:
+        items = payload["items"]
+        if items is None:
+            return []
+        if not isinstance(items, list):
+            issues.append(ParseIssue("'items' is not a list", field="items"))
+            return []
+        return [(f"items[{position}]", item) for position, item in enumerate(items)]
+    if isinstance(payload, dict) and (payload.get("kind") == "Node" or "metadata" in payload):
+        return [("", payload)]
+    issues.append(ParseIssue("expected a NodeList, a Node or a list of Nodes"))
+    return []
+
+
+def _at(path: str, field: str) -> str:
+    return f"{path}.{field}" if path else field
+
+
+def _parse_node(raw: Any, path: str, issues: list[ParseIssue]) -> NodeSnapshot | None:
+    if not isinstance(raw, dict):
+        issues.append(ParseIssue("node entry is not an object", field=path or None))
+        return None
+    kind = raw.get("kind")
+    if kind not in (None, "Node"):
+        issues.append(ParseIssue(f"not a Node (kind {kind!r})", field=_at(path, "kind")))
+        return None
+    metadata = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        issues.append(ParseIssue("node has no name", field=_at(path, "metadata.name")))
+        return None
+
+    labels = _labels(metadata.get("labels"), _at(path, "metadata.labels"), name, issues)
+    status = raw.get("status") if isinstance(raw.get("status"), dict) else {}
+    allocatable = status.get("allocatable")
+    if not isinstance(allocatable, dict):
+        allocatable = {}
+    spec = raw.get("spec") if isinstance(raw.get("spec"), dict) else {}
+
+    context = _NodeContext(
+        name=name, path=path, labels=labels, allocatable=allocatable, issues=issues
+    )
+    replicas = context.int_label(LABEL_REPLICAS)
+    cards = _card_count(context, replicas)
+    gpus = _gpus(context, cards)
+    state, reason, problem = _state(status.get("conditions"), spec.get("unschedulable") is True)
+    if problem is not None:
+        issues.append(ParseIssue(problem, field=_at(path, "status.conditions"), node=name))
+    return NodeSnapshot(
+        hostname=name,
+        source=InventorySource.KUBERNETES,
+        gpus=gpus,
+        driver_version=_version(labels, _DRIVER_FULL, _DRIVER_PARTS),
+        cuda_version=_version(labels, _CUDA_FULL, _CUDA_PARTS),
+        state=state,
+        state_reason=reason,
+        labels=labels,
+        gpu_replicas=replicas if replicas is not None and replicas > 1 else None,
+    )
+
+
+class _NodeContext:
+    """One node's labels and allocatable, with readers that skip the node on bad values."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        path: str,
+        labels: dict[str, str],
+        allocatable: dict[str, Any],
+        issues: list[ParseIssue],
+    ) -> None:
+        self.name = name
+        self.path = path
+        self.labels = labels
+        self.allocatable = allocatable
+        self.issues = issues
+
+    def skip(self, message: str, field: str) -> _SkipNode:
+        return _SkipNode(ParseIssue(message, field=_at(self.path, field), node=self.name))
+
+    def int_label(self, key: str) -> int | None:
+        value = self.labels.get(key)
+        if value is None:
+            return None
+        if not _WHOLE_NUMBER.fullmatch(value):
+            raise self.skip(
+                f"label {key}={value!r} is not a whole number", f"metadata.labels.{key}"
+            )
+        return int(value)
+
+    def optional_int_label(self, key: str) -> int | None:
+        """Like :meth:`int_label`, but a bad value only loses this one fact, not the node."""
+        try:
+            return self.int_label(key)
+        except _SkipNode as bad:
+            self.issues.append(bad.issue)
+            return None
+
+    def allocatable_count(self, resource: str) -> int | None:
+        if resource not in self.allocatable:
+            return None
+        raw = self.allocatable[resource]
+        text = str(raw) if isinstance(raw, int) and not isinstance(raw, bool) else raw
+        try:
+            return parse_k8s_extended_count(text)
+        except ValueError as exc:
+            raise self.skip(str(exc), f"status.allocatable.{resource}") from exc
+
+
+def _card_count(context: _NodeContext, replicas: int | None) -> int:
+    product = context.labels.get(LABEL_PRODUCT, "")
+    if context.labels.get(LABEL_MIG_STRATEGY) == "single" and "-MIG-" in product:
+        # GFD's single strategy rewrites the nvidia.com/gpu.* labels to describe MIG instances.
+        raise context.skip(
+            "mig.strategy=single: nvidia.com/gpu.* labels describe MIG instances, "
+            "the physical card count is not on the node",
+            f"metadata.labels.{LABEL_MIG_STRATEGY}",
+        )
+    allocatable = context.allocatable_count(GPU_RESOURCE)
+    shared = context.allocatable_count(SHARED_GPU_RESOURCE)
+    cards = context.int_label(LABEL_COUNT)
+    if cards is None:
+        if replicas is not None and replicas > 1:
+            raise context.skip(
+                f"{LABEL_REPLICAS}={replicas} without {LABEL_COUNT}: "
+                "allocatable counts replicas, the physical card count is unknown",
+                f"metadata.labels.{LABEL_COUNT}",
+            )
+        if shared is not None:
+            raise context.skip(
+                f"{SHARED_GPU_RESOURCE} counts replicas and {LABEL_COUNT} is missing",
+                f"metadata.labels.{LABEL_COUNT}",
+            )
+        cards = allocatable or 0
+    if cards > MAX_GPUS_PER_NODE:
+        raise context.skip(f"implausible GPU count {cards}", f"metadata.labels.{LABEL_COUNT}")
+    return cards
+
+
+def _gpus(context: _NodeContext, cards: int) -> tuple[GpuSnapshot, ...]:
+    product = context.labels.get(LABEL_PRODUCT) or None
+    if product is not None:
+        product = product.removesuffix(PRODUCT_SHARED_SUFFIX) or None
+    memory_mib = context.optional_int_label(LABEL_MEMORY_MIB)
+
+    per_card = _mig_devices_per_card(context, cards)
+    return tuple(
+        GpuSnapshot(
+            index=index,
+            model_name=product,
+            memory_total_mib=memory_mib,
+            mig_mode=True if per_card[index] else None,
+            mig_devices=per_card[index],
+            health=GpuHealth.UNKNOWN,
+        )
+        for index in range(cards)
+    )
+
+
+def _mig_devices_per_card(context: _NodeContext, cards: int) -> list[tuple[MigDeviceSnapshot, ...]]:
+    profiles: list[str] = []
+    for key in sorted(context.allocatable):
+        if key.startswith(MIG_RESOURCE_PREFIX):
+            profile = key[len(MIG_RESOURCE_PREFIX) :].removesuffix(SHARED_SUFFIX)
+            if profile not in profiles:
+                profiles.append(profile)
+
+    instances: list[tuple[str, int | None]] = []
+    for profile in profiles:
+        resource = MIG_RESOURCE_PREFIX + profile
+        allocated = (context.allocatable_count(resource) or 0) + (
+            context.allocatable_count(resource + SHARED_SUFFIX) or 0
+        )
+        count = context.int_label(f"{resource}.count")
+        replicas = context.int_label(f"{resource}.replicas")
+        if count is None:
+            if replicas is not None and replicas > 1:
+                raise context.skip(
+                    f"{resource}.replicas={replicas} without {resource}.count: "
+                    "the number of MIG instances is unknown",
+                    f"metadata.labels.{resource}.count",
+                )
+            count = allocated
+        if len(instances) + count > MAX_MIG_DEVICES_PER_GPU * cards:
+            raise context.skip(
+                f"{count} {profile} MIG instances cannot fit on {cards} card(s)",
+                f"status.allocatable.{resource}",
+            )
+        memory_mib = context.optional_int_label(f"{resource}.memory")
+        instances.extend([(profile, memory_mib)] * count)
+
+    per_card: list[list[MigDeviceSnapshot]] = [[] for _ in range(cards)]
+    if instances:
+        block = math.ceil(len(instances) / cards)
+        for position, (profile, memory_mib) in enumerate(instances):
+            card = per_card[position // block]
+            card.append(
+                MigDeviceSnapshot(index=len(card), profile=profile, memory_total_mib=memory_mib)
+            )
+    return [tuple(card) for card in per_card]
+
+
+def _labels(raw: Any, field: str, name: str, issues: list[ParseIssue]) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        issues.append(ParseIssue("labels is not a mapping", field=field, node=name))
+        return {}
+    labels: dict[str, str] = {}
+    for key, value in raw.items():
+        # The API serves strings; hand-written YAML may load 4 or true unquoted.
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        labels[str(key)] = "" if value is None else str(value)
+    return labels
+
+
+def _version(
+    labels: dict[str, str], full_key: str, part_keys: tuple[tuple[str, ...], ...]
+) -> str | None:
+    if labels.get(full_key):
+        return labels[full_key]
+    for keys in part_keys:
+        parts = [labels.get(key, "") for key in keys]
+        if all(parts):
+            return ".".join(parts)
+    return None
+
+
+def _state(conditions: Any, cordoned: bool) -> tuple[NodeState | None, str | None, str | None]:
+    """Return (state, reason, problem) from the Ready condition and ``spec.unschedulable``."""
+    ready = None
+    if isinstance(conditions, list):
+        ready = next(
+            (c for c in conditions if isinstance(c, dict) and c.get("type") == "Ready"), None
+        )
+    status = ready.get("status") if ready is not None else None
+    if status in ("False", "Unknown"):
+        return NodeState.DOWN, ready.get("message") or ready.get("reason") or None, None
+    if cordoned:
+        return NodeState.DRAIN, None, None
+    if status == "True":
+        return NodeState.UP, None, None
+    if ready is None:
+        return None, None, "no Ready condition"
+    return None, None, f"Ready condition status {status!r} not understood"

@@ -1,0 +1,1 @@
+"""Slurm: parsers for what slurmrestd and the Slurm commands print (nodes, GRES, TRES, numbers)."""

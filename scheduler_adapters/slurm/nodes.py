@@ -1,0 +1,216 @@
+"""slurmrestd ``GET /slurm/v0.0.3x/nodes`` into :class:`~scheduler_adapters.types.NodeSnapshot`.
+
+Shapes read:
+
+- v0.0.38 (Slurm 22.05): ``state`` is the lower-case base state (``"idle"``), flags are a
+  separate upper-case ``state_flags`` list (``["DRAIN"]``).
+- v0.0.39-v0.0.41 (Slurm 23.02-24.x): ``state`` is one list of upper-case words holding the
+  base state and the flags (``["IDLE", "DRAIN"]``); numbers are ``{set, infinite, number}``.
+- v0.0.36/37: ``state`` may be a compound string such as ``"IDLE+DRAIN"``.
+
+The words are Slurm's ``node_states`` / ``node_state_flags`` tables (slurm_protocol_defs.c).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from scheduler_adapters.slurm.gres import GPU, parse_gres_strict
+from scheduler_adapters.types import (
+    GpuHealth,
+    GpuSnapshot,
+    InventorySource,
+    NodeSnapshot,
+    NodeState,
+    ParseIssue,
+    ParseResult,
+)
+
+# More than this many cards on one node is a corrupt GRES string (e.g. "gpu:4G"), not hardware.
+MAX_GPUS_PER_NODE = 1024
+
+_UP_WORDS = {"IDLE", "MIXED", "MIX", "ALLOCATED", "ALLOC", "COMPLETING", "COMP"}
+_DOWN_WORDS = {
+    "DOWN",
+    "NOT_RESPONDING",
+    "FAIL",
+    "FAILING",
+    "ERROR",
+    "FUTURE",
+    "INVALID_REG",
+    "INVAL",
+}
+_DRAIN_WORDS = {"DRAIN", "DRAINING", "DRAINED", "DRNG"}
+_MAINTENANCE_WORDS = {"MAINTENANCE", "MAINT"}
+# Most to least severe: a drained node that is also down is reported down.
+_PRECEDENCE = (
+    (_DOWN_WORDS, NodeState.DOWN),
+    (_MAINTENANCE_WORDS, NodeState.MAINTENANCE),
+    (_DRAIN_WORDS, NodeState.DRAIN),
+    (_UP_WORDS, NodeState.UP),
+)
+
+
+def parse_slurm_nodes(payload: dict[str, Any] | str) -> ParseResult:
+    """Turn a slurmrestd nodes response (dict or JSON text) into node snapshots.
+
+    Per node: ``hostname`` = ``name`` (the Slurm node name, not the ``hostname`` field, which
+    can be ``localhost``); ``state`` from ``state``/``state_flags`` (see
+    :func:`slurm_node_state`); ``state_reason`` = ``reason`` (``""`` -> ``None``);
+    ``partitions``; one :class:`GpuSnapshot` per card of the ``gpu`` GRES entries, indexed
+    0..n-1 in GRES order, ``model_name`` = the GRES type exactly (``"a100"``) or ``None`` when
+    untyped, health unknown. CPU nodes (``gres`` ``"(null)"`` or ``""``) have no GPUs.
+
+    Never raises. Every problem becomes a :class:`ParseIssue` whose ``field`` is the JSON path
+    (``nodes[3].gres``): invalid JSON gives one issue and no nodes; a node without ``name``,
+    or whose GPUs cannot be known (malformed or ``N/A`` ``gres``), is left out so that it is
+    not mistaken for a node without GPUs, and the other nodes are kept. Entries of the
+    response's ``errors`` list are reported as issues too: slurmrestd signals failures there
+    even with HTTP 200.
+    """
+    if isinstance(payload, str):
+        try:
+            payload = json.loads(payload)
+        except json.JSONDecodeError as exc:
+            return ParseResult(issues=(ParseIssue(f"invalid JSON: {exc.msg}", line=exc.lineno),))
+    if not isinstance(payload, dict):
+        return ParseResult(issues=(ParseIssue("expected a JSON object with a 'nodes' list"),))
+
+    issues = list(_response_errors(payload.get("errors")))
+    entries = payload.get("nodes")
+    if not isinstance(entries, list):
+        issues.append(ParseIssue("expected a 'nodes' list", field="nodes"))
+        return ParseResult(issues=tuple(issues))
+
+    nodes: list[NodeSnapshot] = []
+    for position, entry in enumerate(entries):
+        node = _parse_node(entry, f"nodes[{position}]", issues)
+        if node is not None:
+            nodes.append(node)
+    return ParseResult(nodes=tuple(nodes), issues=tuple(issues))
+
+
+def _response_errors(errors: Any) -> Iterable[ParseIssue]:
+    if not isinstance(errors, list):
+        return
+    for position, error in enumerate(errors):
+        if isinstance(error, dict):
+            number = error.get("error_number", error.get("error_code"))
+            text = error.get("error") or error.get("description") or "no description"
+            message = f"slurmrestd error {number}: {text}" if number is not None else text
+        else:
+            message = f"slurmrestd error: {error!r}"
+        yield ParseIssue(message, field=f"errors[{position}]")
+
+
+def _parse_node(entry: Any, path: str, issues: list[ParseIssue]) -> NodeSnapshot | None:
+    if not isinstance(entry, dict):
+        issues.append(ParseIssue("node entry is not an object", field=path))
+        return None
+    name = entry.get("name")
+    if not isinstance(name, str) or not name.strip():
+        issues.append(ParseIssue("node has no name", field=f"{path}.name"))
+        return None
+    name = name.strip()
+
+    gpus = _gpus_from_gres(entry, path, name, issues)
+    if gpus is None:
+        return None
+
+    state, state_problem = slurm_node_state(entry.get("state"), entry.get("state_flags"))
+    if state_problem:
+        issues.append(ParseIssue(state_problem, field=f"{path}.state", node=name))
+
+    reason = entry.get("reason")
+    return NodeSnapshot(
+        hostname=name,
+        source=InventorySource.SLURM,
+        gpus=gpus,
+        state=state,
+        state_reason=(reason.strip() or None) if isinstance(reason, str) else None,
+        partitions=_partitions(entry.get("partitions"), path, name, issues),
+    )
+
+
+def _gpus_from_gres(
+    entry: dict[str, Any], path: str, name: str, issues: list[ParseIssue]
+) -> tuple[GpuSnapshot, ...] | None:
+    field = f"{path}.gres"
+    raw = entry.get("gres")
+    if raw == "":
+        return ()  # slurmrestd prints an empty string for a node without GRES
+    try:
+        items = parse_gres_strict(raw)
+    except ValueError as exc:
+        issues.append(ParseIssue(f"unreadable GRES: {exc}", field=field, node=name))
+        return None
+    if items is None:
+        issues.append(
+            ParseIssue(f"GPU inventory unknown (gres is {raw!r})", field=field, node=name)
+        )
+        return None
+    gpu_items = [item for item in items if item.name == GPU]
+    total = sum(item.count for item in gpu_items)
+    if total > MAX_GPUS_PER_NODE:
+        issues.append(
+            ParseIssue(f"implausible GPU count {total} in GRES {raw!r}", field=field, node=name)
+        )
+        return None
+    model_names = [item.type for item in gpu_items for _ in range(item.count)]
+    return tuple(
+        GpuSnapshot(index=index, model_name=model, health=GpuHealth.UNKNOWN)
+        for index, model in enumerate(model_names)
+    )
+
+
+def _partitions(raw: Any, path: str, name: str, issues: list[ParseIssue]) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if isinstance(raw, str):  # older plugins print "gpu,debug"
+        return tuple(part.strip() for part in raw.split(",") if part.strip())
+    if isinstance(raw, list) and all(isinstance(part, str) for part in raw):
+        return tuple(raw)
+    issues.append(
+        ParseIssue("partitions is not a list of names", field=f"{path}.partitions", node=name)
+    )
+    return ()
+
+
+def slurm_node_state(state: Any, flags: Any = None) -> tuple[NodeState | None, str | None]:
+    """Map Slurm's node state words to a :class:`NodeState`, with a problem text if unmapped.
+
+    ``state`` is a string (``"idle"``, ``"IDLE+DRAIN"``, ``"down*"``) or a list of words
+    (v0.0.39+); ``flags`` is v0.0.38's ``state_flags`` list. Case is ignored. From most to
+    least severe: DOWN, NOT_RESPONDING (``*``), FAIL, ERROR, FUTURE, INVALID_REG -> down;
+    MAINTENANCE (node in a maintenance reservation) -> maintenance; DRAIN and its
+    DRAINING/DRAINED forms -> drain; IDLE, MIXED, ALLOCATED, COMPLETING -> up. Flags that do not
+    change availability (CLOUD, RESERVED, POWERED_DOWN, REBOOT_REQUESTED...) are ignored.
+    Slurm's own UNKNOWN state, and words that match nothing, give ``(None, problem)``.
+    """
+    words = _state_words(state) + _state_words(flags)
+    if not words:
+        return None, "node state missing"
+    for known, mapped in _PRECEDENCE:
+        if known.intersection(words):
+            return mapped, None
+    if "UNKNOWN" in words:
+        return None, "Slurm reports the node state as UNKNOWN"
+    return None, f"unrecognised node state {' '.join(words)!r}"
+
+
+def _state_words(raw: Any) -> list[str]:
+    if raw is None:
+        return []
+    parts = raw.split("+") if isinstance(raw, str) else raw if isinstance(raw, list) else []
+    words: list[str] = []
+    for part in parts:
+        if not isinstance(part, str) or not part.strip():
+            continue
+        word = part.strip().upper()
+        if word.endswith("*"):  # sinfo/scontrol's "not responding" marker
+            words.append("NOT_RESPONDING")
+            word = word.rstrip("*")
+        words.append(word)
+    return words

@@ -1,0 +1,129 @@
+"""Plain, frozen data shapes that parsers and adapters return.
+
+Everything here is a snapshot of what a source reported, before the portal maps it onto its
+own catalogue. ``None`` always means "the source did not say" (unknown), never zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class InventorySource(StrEnum):
+    """Where an inventory snapshot came from."""
+
+    NVIDIA_SMI = "nvidia-smi"
+    SLURM = "slurm"
+    KUBERNETES = "kubernetes"
+
+
+class NodeState(StrEnum):
+    """Scheduler-neutral node state (Slurm ``idle/mixed/alloc`` are all ``up``)."""
+
+    UP = "up"
+    DRAIN = "drain"
+    DOWN = "down"
+    MAINTENANCE = "maintenance"
+
+
+class GpuHealth(StrEnum):
+    """Health of one card as far as the source tells."""
+
+    OK = "ok"
+    ERROR = "error"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class ParseIssue:
+    """One thing a parser could not read.
+
+    ``line`` is 1-based in the input text when the input is text; ``field`` names the column,
+    JSON path or XML element. ``node`` is the host the issue belongs to when known.
+    """
+
+    message: str
+    line: int | None = None
+    field: str | None = None
+    node: str | None = None
+
+    def __str__(self) -> str:
+        where = []
+        if self.node:
+            where.append(f"node {self.node}")
+        if self.line is not None:
+            where.append(f"line {self.line}")
+        if self.field:
+            where.append(f"field {self.field}")
+        return f"{', '.join(where)}: {self.message}" if where else self.message
+
+
+@dataclass(frozen=True)
+class MigDeviceSnapshot:
+    """A MIG instance under its parent GPU (``nvidia-smi -L`` / ``-q``).
+
+    ``profile`` is NVIDIA's profile name such as ``3g.40gb``; ``memory_total_mib`` is MiB.
+    """
+
+    index: int
+    uuid: str | None = None
+    profile: str | None = None
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    memory_total_mib: int | None = None
+
+
+@dataclass(frozen=True)
+class GpuSnapshot:
+    """One physical card as reported by a source.
+
+    ``model_name`` is the raw string exactly as the source printed it (for example
+    ``"NVIDIA H100 80GB HBM3"``, Slurm GRES type ``"a100"`` or Kubernetes label
+    ``"NVIDIA-A100-SXM4-80GB"``), mapped to the catalogue later. ``memory_total_mib`` is MiB
+    (nvidia-smi's and the Kubernetes ``nvidia.com/gpu.memory`` label's unit). ``mig_mode`` is
+    ``True``/``False`` or ``None`` when not reported / not supported.
+    """
+
+    index: int | None
+    model_name: str | None
+    uuid: str | None = None
+    serial: str | None = None
+    pci_bus_id: str | None = None
+    memory_total_mib: int | None = None
+    mig_mode: bool | None = None
+    mig_devices: tuple[MigDeviceSnapshot, ...] = ()
+    health: GpuHealth = GpuHealth.UNKNOWN
+    utilization_gpu_percent: float | None = None
+    memory_used_mib: int | None = None
+    power_draw_w: float | None = None
+
+
+@dataclass(frozen=True)
+class NodeSnapshot:
+    """One host and its GPUs as one source saw it.
+
+    ``driver_version`` is the raw NVIDIA driver string (``"535.129.03"``); ``cuda_version`` is
+    the highest CUDA version the driver supports as printed by nvidia-smi (``"12.2"``), not the
+    installed toolkit. ``partitions`` are Slurm partitions; ``labels`` Kubernetes node labels.
+    ``gpu_replicas`` is the Kubernetes time-slicing factor (``nvidia.com/gpu.replicas``) when >1.
+    """
+
+    hostname: str
+    source: InventorySource
+    gpus: tuple[GpuSnapshot, ...] = ()
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    state: NodeState | None = None
+    state_reason: str | None = None
+    partitions: tuple[str, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)
+    gpu_replicas: int | None = None
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """What a parser returns: every node it could read, and every issue it met."""
+
+    nodes: tuple[NodeSnapshot, ...] = ()
+    issues: tuple[ParseIssue, ...] = ()

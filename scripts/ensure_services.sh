@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Make sure what the test suite needs is running; start what can be started, fail loudly
+# (exit 1, naming it) when something cannot be had. Needed now: PostgreSQL on 127.0.0.1:5432,
+# and Debian's chromium for the browser tests.
+set -u
+fail=0
+
+say() { printf '%s\n' "ensure_services: $*" >&2; }
+
+pg_up() { pg_isready -q -h "${PGHOST:-127.0.0.1}" -p "${PGPORT:-5432}" 2>/dev/null; }
+
+if ! command -v pg_isready >/dev/null 2>&1; then
+  say "PostgreSQL client tools are missing (apt-get install postgresql)."
+  fail=1
+elif ! pg_up; then
+  say "PostgreSQL is not answering on ${PGHOST:-127.0.0.1}:${PGPORT:-5432}; trying to start it"
+  if command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then
+    for version in $(ls /etc/postgresql); do
+      pg_ctlcluster --skip-systemctl-redirect "$version" main start 2>/dev/null || true
+    done
+  fi
+  for _ in $(seq 1 20); do pg_up && break; sleep 0.5; done
+  if pg_up; then say "PostgreSQL started"; else say "REQUIRED SERVICE MISSING: PostgreSQL"; fail=1; fi
+fi
+
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing Debian's chromium for the browser tests"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1
+  fi
+  if ! command -v chromium >/dev/null 2>&1; then
+    say "REQUIRED TOOL MISSING: chromium (apt-get install chromium)"; fail=1
+  fi
+fi
+
+exit "$fail"
