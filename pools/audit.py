@@ -9,6 +9,34 @@ from django.db import models
 from pools.models import AuditEvent
 
 
+def audit_event_build(
+    *,
+    actor: Any | None,
+    action: str,
+    obj: models.Model,
+    before: dict | None = None,
+    after: dict | None = None,
+    reason: str = "",
+    request_id: str = "",
+) -> AuditEvent:
+    """An unsaved audit event for ``obj``, for services that write many rows with bulk_create.
+
+    Same fields as :func:`audit_event_record`; the caller saves it in its transaction.
+    """
+    user = actor if getattr(actor, "is_authenticated", False) else None
+    return AuditEvent(
+        actor=user,
+        action=action,
+        object_type=obj._meta.label_lower,
+        object_id=str(obj.pk),
+        object_repr=str(obj)[:255],
+        before=before,
+        after=after,
+        reason=reason,
+        request_id=request_id,
+    )
+
+
 def audit_event_record(
     *,
     actor: Any | None,
@@ -25,15 +53,7 @@ def audit_event_record(
     anonymous users are stored as ``None``. ``before``/``after`` are JSON-serialisable dicts of
     the fields that changed. Returns the saved :class:`AuditEvent`.
     """
-    user = actor if getattr(actor, "is_authenticated", False) else None
-    return AuditEvent.objects.create(
-        actor=user,
-        action=action,
-        object_type=obj._meta.label_lower,
-        object_id=str(obj.pk),
-        object_repr=str(obj)[:255],
-        before=before,
-        after=after,
-        reason=reason,
-        request_id=request_id,
-    )
+    event = audit_event_build(actor=actor, action=action, obj=obj, before=before, after=after,
+                              reason=reason, request_id=request_id)
+    event.save()
+    return event

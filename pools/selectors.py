@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from pools.choices import GpuHealth, NodeState
 from pools.driver_versions import parse_cuda_version
-from pools.models import DriverGroup, Gpu, GpuModel, InventoryImport, Node, Pool
+from pools.models import DriverGroup, Gpu, GpuModel, InventoryImport, MigDevice, Node, Pool
 
 
 def node_list() -> QuerySet[Node]:
@@ -35,9 +36,16 @@ def node_detail(*, hostname: str) -> Node:
 
 def gpu_list() -> QuerySet[Gpu]:
     """GPUs with node, pool, driver group and model joined (one query per page)."""
+    mig_count = (
+        MigDevice.objects.filter(gpu=OuterRef("pk"))
+        .order_by()
+        .values("gpu")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
     return Gpu.objects.select_related(
         "node", "node__pool", "node__driver_group", "gpu_model"
-    ).annotate(mig_device_count=Count("mig_devices"))
+    ).annotate(mig_device_count=Coalesce(Subquery(mig_count), 0))
 
 
 def gpu_model_list() -> QuerySet[GpuModel]:

@@ -45,10 +45,10 @@ def parse_k8s_quantity(text: str) -> Decimal:
 
     Base units are whatever the resource counts: bytes for ``memory``, cores for ``cpu``,
     devices for extended resources. Suffixes are case-sensitive, following the Kubernetes
-    quantity grammar: decimal SI ``m k M G T P E`` (``m`` is milli, ``M`` is mega), binary
-    ``Ki Mi Gi Ti Pi Ei`` and exponents ``e``/``E`` (``129e6`` is 129,000,000; ``1E`` alone is
-    10^18). Examples: ``"123Mi"`` -> 128974848, ``"128974848000m"`` -> 128974848, ``"500m"``
-    -> 0.5.
+    quantity grammar (``resource.Quantity`` in k8s.io/apimachinery): decimal SI
+    ``m k M G T P E`` (``m`` is milli, ``M`` is mega), binary ``Ki Mi Gi Ti Pi Ei`` and
+    exponents ``e``/``E`` (``129e6`` is 129,000,000; ``1E`` alone is 10^18). Examples:
+    ``"123Mi"`` -> 128974848, ``"128974848000m"`` -> 128974848, ``"500m"`` -> 0.5.
 
     Raises ``ValueError`` for anything outside that grammar (including surrounding
     whitespace, which the API server rejects too) and for results that cannot be held exactly.

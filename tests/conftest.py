@@ -48,3 +48,40 @@ def member_api(member):
     client = APIClient()
     client.force_authenticate(member)
     return client
+
+
+@pytest.fixture
+def admin_page(pool_admin):
+    """A Django test client signed in as a pool admin (staff)."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(pool_admin)
+    return client
+
+
+@pytest.fixture
+def member_page(member):
+    """A Django test client signed in as a plain member."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(member)
+    return client
+
+
+@pytest.fixture
+def table_counts():
+    """Row counts of every inventory table, to assert that a refused action wrote nothing."""
+
+    def counts() -> dict[str, int]:
+        from pools import models
+
+        return {
+            model.__name__: model.objects.count()
+            for model in (models.Node, models.Gpu, models.MigDevice, models.DriverGroup,
+                          models.InventoryImport, models.AuditEvent, models.GpuModelAlias,
+                          models.Pool)
+        }
+
+    return counts

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import factory
 
 from pools import models
 from pools.choices import NodeState, Scheduler
+from pools.services.driver_groups import driver_group_for_version
 
 
 class PoolFactory(factory.django.DjangoModelFactory):
@@ -28,6 +31,7 @@ class NodeFactory(factory.django.DjangoModelFactory):
     scheduler = Scheduler.SLURM
     state = NodeState.UP
     driver_version = "550.54.15"
+    driver_group = factory.LazyAttribute(lambda o: driver_group_for_version(o.driver_version))
 
 
 class GpuFactory(factory.django.DjangoModelFactory):
@@ -50,3 +54,66 @@ class TeamFactory(factory.django.DjangoModelFactory):
     slug = factory.Sequence(lambda n: f"team-{n}")
     name = factory.LazyAttribute(lambda o: o.slug.title())
     cost_centre = factory.Sequence(lambda n: f"CC-{1000 + n}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Inventory input as the sources print it, for the importer, the API and the pages.
+
+NVIDIA_SMI_CSV_HEADER = (
+    "index, name, uuid, serial, pci.bus_id, memory.total [MiB], driver_version, mig.mode.current"
+)
+A100_SXM = "NVIDIA A100-SXM4-80GB"
+MASKED_UUID = "GPU-00000000-0000-0000-0000-000000000000"
+
+
+def gpu_uuid(host: int, index: int) -> str:
+    """A well-formed, unique GPU UUID for card ``index`` of host number ``host``."""
+    return f"GPU-{host:08x}-{index:04x}-4000-8000-{host * 16 + index:012x}"
+
+
+def nvidia_smi_csv(
+    cards: list[dict] | int,
+    *,
+    name: str = A100_SXM,
+    host: int = 1,
+    driver: str = "535.129.03",
+    memory_mib: int = 81920,
+) -> bytes:
+    """``nvidia-smi --query-gpu=... --format=csv`` output.
+
+    ``cards`` is a count (identical cards with unique UUIDs) or a list of dicts overriding
+    ``name``, ``uuid``, ``serial``, ``memory_mib``, ``index`` per card.
+    """
+    if isinstance(cards, int):
+        cards = [{} for _ in range(cards)]
+    lines = [NVIDIA_SMI_CSV_HEADER]
+    for position, card in enumerate(cards):
+        index = card.get("index", position)
+        lines.append(
+            f"{index}, {card.get('name', name)}, {card.get('uuid', gpu_uuid(host, index))}, "
+            f"{card.get('serial', 1320000000000 + host * 16 + index)}, "
+            f"00000000:{0x18 + index * 0x10:02X}:00.0, {card.get('memory_mib', memory_mib)} MiB, "
+            f"{driver}, Disabled"
+        )
+    return ("\n".join(lines) + "\n").encode()
+
+
+def slurm_node(name: str, gres: str, *, state: str = "idle", flags=(), partitions=("train",),
+               reason: str = "") -> dict:
+    """One node of a slurmrestd v0.0.38 ``GET /nodes`` response."""
+    return {"name": name, "hostname": name, "state": state, "state_flags": list(flags),
+            "gres": gres, "partitions": list(partitions), "reason": reason}
+
+
+def slurm_nodes_json(*nodes: dict) -> bytes:
+    return json.dumps({"meta": {"Slurm": {"release": "22.05.8"}}, "errors": [],
+                       "nodes": list(nodes)}).encode()
+
+
+def node_with_gpus(count: int, *, gpu_model: str = "a100_80g_sxm", **node_fields) -> models.Node:
+    """A node and ``count`` cards of one catalogue model, indexed 0..count-1."""
+    node = NodeFactory(**node_fields)
+    model = models.GpuModel.objects.get(slug=gpu_model)
+    for index in range(count):
+        GpuFactory(node=node, index=index, gpu_model=model, raw_model_name=model.vendor_name)
+    return node

@@ -398,7 +398,9 @@ class _Accumulator:
     def at(self, line: int | None, field_name: str | None = None) -> _At:
         return _At(self.issues, self.hostname, line, field_name)
 
-    def issue(self, message: str, *, line: int | None = None, field_name: str | None = None):
+    def issue(
+        self, message: str, *, line: int | None = None, field_name: str | None = None
+    ) -> None:
         self.at(line, field_name).report(message)
 
     def set_version(self, name: str, raw: str | None, line: int | None) -> None:
@@ -557,11 +559,12 @@ def _by_content(kind: str, lines: Iterable[str]) -> str:
 
 def _sniff(lines: list[str]) -> str | None:
     """Name the output a bare text (no command line) holds, or ``None``."""
+    # XML may come on one long line, so it is recognised before long lines are dropped.
+    if _by_content("query", lines) == "xml":
+        return "xml"
     body = [line.strip() for line in lines if line.strip() and len(line) <= _MAX_LINE]
     if not body:
         return None
-    if body[0].startswith("<"):
-        return "xml"
     if any(_looks_like_query(line) for line in body):
         return "query"
     if any(_LIST_GPU.fullmatch(line) or _NO_DEVICES in line.casefold() for line in body):
@@ -581,7 +584,9 @@ def _looks_like_query(line: str) -> bool:
     )
 
 
-def _numbered(section: _Section, issues: list[ParseIssue], node: str | None) -> Iterator:
+def _numbered(
+    section: _Section, issues: list[ParseIssue], node: str | None
+) -> Iterator[tuple[int, str]]:
     """Yield ``(line number, line)``, skipping lines too long to be nvidia-smi output."""
     for n, line in enumerate(section.lines, start=section.first_line):
         if len(line) > _MAX_LINE:
@@ -593,7 +598,9 @@ def _numbered(section: _Section, issues: list[ParseIssue], node: str | None) -> 
 # --- readers ----------------------------------------------------------------------------------
 
 
-def _read_versions(section: _Section, acc: _Accumulator, columns=None) -> None:
+def _read_versions(
+    section: _Section, acc: _Accumulator, columns: Sequence[str] | None = None
+) -> None:
     """Read the driver and CUDA versions from the table banner or ``--version``."""
     _scan_versions(list(_numbered(section, acc.issues, acc.hostname)), acc)
 
@@ -612,7 +619,7 @@ def _scan_versions(lines: list[tuple[int, str]], acc: _Accumulator) -> None:
         acc.set_version(name, value, n)
 
 
-def _read_list(section: _Section, acc: _Accumulator, columns=None) -> None:
+def _read_list(section: _Section, acc: _Accumulator, columns: Sequence[str] | None = None) -> None:
     """Read ``nvidia-smi -L``: ``GPU 0: <name> (UUID: ...)`` and its indented MIG lines."""
     gpus: list[_Gpu] = []
     for n, line in _numbered(section, acc.issues, acc.hostname):
@@ -885,6 +892,9 @@ class _XmlEntry:
         return [_XmlEntry(e, self.line) for e in self.element.findall(name)]
 
 
+_Node = _Entry | _XmlEntry
+
+
 def _entry_tree(lines: Iterable[tuple[int, str]]) -> _Entry:
     root = _Entry("", None, 0)
     stack: list[tuple[int, _Entry]] = [(-1, root)]
@@ -907,7 +917,7 @@ def _entry_tree(lines: Iterable[tuple[int, str]]) -> _Entry:
     return root
 
 
-def _read_query(section: _Section, acc: _Accumulator, columns=None) -> None:
+def _read_query(section: _Section, acc: _Accumulator, columns: Sequence[str] | None = None) -> None:
     """Read ``nvidia-smi -q`` text: a ``GPU <bus id>`` block per card."""
     numbered = list(_numbered(section, acc.issues, acc.hostname))
     _scan_versions(numbered, acc)
@@ -927,7 +937,7 @@ def _read_query(section: _Section, acc: _Accumulator, columns=None) -> None:
     _read_tree(root, blocks, _TEXT_LAYOUT, acc, failed, line=section.first_line)
 
 
-def _read_xml(section: _Section, acc: _Accumulator, columns=None) -> None:
+def _read_xml(section: _Section, acc: _Accumulator, columns: Sequence[str] | None = None) -> None:
     """Read ``nvidia-smi -q -x``; a document that is not well-formed rejects the snapshot."""
     # An XML declaration must come first, so blank lines before it go; they still count.
     blank = next((n for n, line in enumerate(section.lines) if line.strip()), len(section.lines))
@@ -963,13 +973,23 @@ def _read_xml(section: _Section, acc: _Accumulator, columns=None) -> None:
     _read_tree(tree, blocks, _XML_LAYOUT, acc, [], line=section.first_line)
 
 
-def _read_tree(root, blocks, layout: _Layout, acc: _Accumulator, failed, *, line: int) -> None:
+def _read_tree(
+    root: _Node,
+    blocks: list[tuple[_Node, str | None]],
+    layout: _Layout,
+    acc: _Accumulator,
+    failed: list[_Gpu],
+    *,
+    line: int,
+) -> None:
+    """Turn the GPU blocks of a ``-q`` tree (text or XML) into GPUs."""
     attached_entry = root.find(layout.attached)
     attached = None
     if attached_entry is not None:
         attached = _int(attached_entry.value, "", acc.at(attached_entry.line, layout.attached))
     if attached is not None and attached != len(blocks) + len(failed):
-        acc.issue(f"{layout.attached} says {attached} but {len(blocks)} GPUs are listed", line=line)
+        listed = len(blocks) + len(failed)
+        acc.issue(f"{layout.attached} says {attached} but {listed} GPUs are listed", line=line)
     # nvidia-smi lists GPUs in index order; with `-i` it lists fewer and the order says nothing.
     by_position = attached is not None and attached == len(blocks)
     gpus = [
@@ -980,27 +1000,28 @@ def _read_tree(root, blocks, layout: _Layout, acc: _Accumulator, failed, *, line
         acc.add_gpus(failed + gpus, line=line)
 
 
-def _leaf(node, path: tuple[str, ...], acc: _Accumulator) -> tuple[str | None, _At] | None:
+def _leaf(node: _Node, path: tuple[str, ...], acc: _Accumulator) -> tuple[str | None, _At] | None:
     entry = node.find(*path)
     if entry is None:
         return None
     return entry.value, acc.at(entry.line, "/".join(path))
 
 
-def _gpu_from_tree(node, layout: _Layout, acc: _Accumulator, *, pci, index) -> _Gpu:
-    raw = {name: _leaf(node, getattr(layout, name), acc) for name in ("name", "brand", "serial")}
-    raw |= {name: _leaf(node, getattr(layout, name), acc) for name in ("uuid", "pci")}
-    value = {name: found[0] if found else None for name, found in raw.items()}
+def _gpu_from_tree(
+    node: _Node, layout: _Layout, acc: _Accumulator, *, pci: str | None, index: int | None
+) -> _Gpu:
+    value = {}
+    for name in ("name", "brand", "serial", "uuid", "pci"):
+        found = _leaf(node, getattr(layout, name), acc)
+        value[name] = found[0] if found else None
     gpu = _Gpu(
         index=index,
-        model_name=_clean(value["name"]),
+        model_name=None if _is_error(value["name"]) else _clean(value["name"]),
         uuid=_clean(value["uuid"]),
         serial=_clean(value["serial"]),
         pci_bus_id=_pci(value["pci"]) or pci,
     )
     gpu.health = _health(value.values(), named=gpu.model_name is not None)
-    if gpu.health is GpuHealth.ERROR:
-        gpu.model_name = None if _is_error(value["name"]) else gpu.model_name
     if found := _leaf(node, layout.memory_total, acc):
         gpu.memory_total_mib = _int(found[0], "MiB", found[1])
     if found := _leaf(node, layout.mig_mode, acc):
@@ -1021,7 +1042,7 @@ def _gpu_from_tree(node, layout: _Layout, acc: _Accumulator, *, pci, index) -> _
     return gpu
 
 
-def _mig_from_tree(node, layout: _Layout, acc: _Accumulator) -> _Mig | None:
+def _mig_from_tree(node: _Node, layout: _Layout, acc: _Accumulator) -> _Mig | None:
     def number(path: tuple[str, ...], unit: str) -> int | None:
         found = _leaf(node, path, acc)
         return _int(found[0], unit, found[1]) if found else None

@@ -26,8 +26,8 @@ from scheduler_adapters.slurm.gres import (
         ("gpu:tesla:0(IDX:N/A)", GresItem("gpu", "tesla", 0, ())),
     ],
 )
-def test_c06_suffixes_are_stripped_before_the_count(tricky_case, text, expected):
-    assert text in tricky_case("C06")["input"]
+def test_c06_suffixes_are_stripped_before_the_count(tricky_inputs, text, expected):
+    assert text in tricky_inputs["C06"]["input"]
     assert parse_gres(text) == (expected,)
 
 
@@ -44,8 +44,8 @@ def test_c06_totals_and_index_lengths():
 # --- C07: several GPU types and non-GPU GRES ------------------------------------------------
 
 
-def test_c07_every_line_totals(tricky_case):
-    lines = tricky_case("C07")["input"].splitlines()
+def test_c07_every_line_totals(tricky_inputs):
+    lines = tricky_inputs["C07"]["input"].splitlines()
     assert [gpu_total(parse_gres(line)) for line in lines] == [4, 2, 2, 4, 0, 8]
 
 
@@ -74,20 +74,21 @@ def test_c07_non_gpu_gres_are_kept_as_items():
 # --- C09: the three spellings of "nothing" --------------------------------------------------
 
 
-def test_c09_null_means_no_gres(tricky_case):
-    assert "(null)" in tricky_case("C09")["input"]
+def test_c09_null_means_no_gres(tricky_inputs):
+    assert "(null)" in tricky_inputs["C09"]["input"]
     assert parse_gres("(null)") == ()
     assert gpu_total(parse_gres("(null)")) == 0
     assert gpu_counts_by_type(parse_gres("(null)")) == {}
 
 
-def test_c09_gpu_zero_is_zero():
+def test_c09_gpu_zero_is_zero(tricky_inputs):
+    assert "gpu:0" in tricky_inputs["C09"]["input"]
     assert parse_gres("gpu:0") == (GresItem("gpu", None, 0),)
     assert gpu_total(parse_gres("gpu:0")) == 0
 
 
-def test_c09_null_type_is_untyped(tricky_case):
-    case_input = tricky_case("C09")["input"]
+def test_c09_null_type_is_untyped(tricky_inputs):
+    case_input = tricky_inputs["C09"]["input"]
     assert "gpu:(null):4(S:0)" in case_input and "gpu:(null):2(IDX:0-1)" in case_input
     assert parse_gres("gpu:(null):4(S:0)") == (GresItem("gpu", None, 4, None),)
     assert gpu_counts_by_type(parse_gres("gpu:(null):4(S:0)")) == {None: 4}
@@ -143,7 +144,9 @@ def test_parse_gres_never_raises(text):
     assert result is None or all(isinstance(item, GresItem) for item in result)
 
 
-_gres_type = st.one_of(st.none(), st.just("(null)"), st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True))
+_gres_type = st.one_of(
+    st.none(), st.just("(null)"), st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
+)
 _index_suffix = st.lists(st.integers(0, 15), min_size=1, max_size=4).map(
     lambda indexes: "(IDX:" + ",".join(map(str, indexes)) + ")"
 )
@@ -181,7 +184,9 @@ def test_tres_node_string_from_slurmrestd():
 
 
 def test_tres_partition_string():
-    tres = parse_tres("cpu=16,mem=32000M,node=2,billing=16,gres/gpu=6,gres/gpu:a100=4,gres/gpu:rtx4090=2")
+    tres = parse_tres(
+        "cpu=16,mem=32000M,node=2,billing=16,gres/gpu=6,gres/gpu:a100=4,gres/gpu:rtx4090=2"
+    )
     assert tres["gres/gpu"] == 6
     assert tres["gres/gpu:a100"] + tres["gres/gpu:rtx4090"] == 6
     assert tres["node"] == 2

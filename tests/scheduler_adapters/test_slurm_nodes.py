@@ -2,6 +2,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scheduler_adapters.slurm.nodes import parse_slurm_nodes, slurm_node_state
 from scheduler_adapters.types import GpuHealth, InventorySource, NodeState, ParseIssue
@@ -99,8 +101,8 @@ def test_v0041_shape_with_state_list_and_wrapped_numbers():
     assert second.state is NodeState.UP
 
 
-def test_c15_node(tricky_case):
-    payload = tricky_case("C15")["input"].split("\njob fragment:")[0]
+def test_c15_node(tricky_inputs):
+    payload = tricky_inputs["C15"]["input"].split("\njob fragment:")[0]
     result = parse_slurm_nodes(payload)
     (node,) = result.nodes
     assert node.hostname == "gpu-node-01"
@@ -272,3 +274,32 @@ def test_slurmrestd_errors_are_reported():
         ParseIssue("slurmrestd error 2002: Access/permission denied", field="errors[0]"),
         ParseIssue("Missing required field 'user'", field="errors[1]"),
     )
+
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=12),
+    st.sampled_from(["gpu:a100:4", "(null)", "N/A", "idle", "DRAIN", "gpu:4G"]),
+)
+_slurm_node = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": _scalars,
+        "state": st.one_of(_scalars, st.lists(_scalars, max_size=3)),
+        "state_flags": st.one_of(_scalars, st.lists(_scalars, max_size=3)),
+        "gres": st.one_of(_scalars, st.text(alphabet="gpu:a10(S)IDX,N/-", max_size=24)),
+        "partitions": st.one_of(_scalars, st.lists(_scalars, max_size=2)),
+        "reason": _scalars,
+    },
+)
+
+
+@given(
+    st.lists(st.one_of(_slurm_node, _scalars), max_size=4), st.one_of(_scalars, st.lists(_scalars))
+)
+def test_parser_never_raises_on_odd_entries(entries, errors):
+    result = parse_slurm_nodes({"nodes": entries, "errors": errors})
+    assert len(result.nodes) <= len(entries)

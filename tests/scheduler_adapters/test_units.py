@@ -31,8 +31,8 @@ def _c19_tokens(case: dict, prefix: str) -> list[str]:
     return [token.strip().strip('"') for token in line.split(":", 1)[1].split("|")]
 
 
-def test_c19_memory_quantities_give_exact_bytes(tricky_case):
-    tokens = _c19_tokens(tricky_case("C19"), "memory:")
+def test_c19_memory_quantities_give_exact_bytes(tricky_inputs):
+    tokens = _c19_tokens(tricky_inputs["C19"], "memory:")
     assert tokens == list(C19_MEMORY_BYTES)
     for token, expected in C19_MEMORY_BYTES.items():
         assert parse_k8s_quantity(token) == expected, token
@@ -48,14 +48,14 @@ def test_c19_worked_numbers():
     assert round(difference / parse_k8s_quantity("64Gi") * 100, 2) == Decimal("6.87")
 
 
-def test_c19_cpu_quantities(tricky_case):
-    assert _c19_tokens(tricky_case("C19"), "cpu:") == list(C19_CPU_CORES)
+def test_c19_cpu_quantities(tricky_inputs):
+    assert _c19_tokens(tricky_inputs["C19"], "cpu:") == list(C19_CPU_CORES)
     for token, expected in C19_CPU_CORES.items():
         assert parse_k8s_quantity(token) == expected, token
 
 
-def test_c19_fractional_gpu_request_is_rejected_not_rounded(tricky_case):
-    assert 'nvidia.com/gpu: "500m"' in tricky_case("C19")["input"]
+def test_c19_fractional_gpu_request_is_rejected_not_rounded(tricky_inputs):
+    assert 'nvidia.com/gpu: "500m"' in tricky_inputs["C19"]["input"]
     with pytest.raises(ValueError, match="whole non-negative"):
         parse_k8s_extended_count("500m")
 
@@ -85,7 +85,22 @@ def test_quantity_suffixes_are_case_sensitive(text, expected):
 
 @pytest.mark.parametrize(
     "text",
-    ["", " 1Gi", "1Gi ", "1 Gi", "Gi", "1K", "1gi", "1KI", "1GB", "1.2.3", "0x10", "1e", "e3", "1mi"],
+    [
+        "",
+        " 1Gi",
+        "1Gi ",
+        "1 Gi",
+        "Gi",
+        "1K",
+        "1gi",
+        "1KI",
+        "1GB",
+        "1.2.3",
+        "0x10",
+        "1e",
+        "e3",
+        "1mi",
+    ],
 )
 def test_bad_quantities_raise_value_error(text):
     with pytest.raises(ValueError, match="not a Kubernetes quantity"):
@@ -119,26 +134,29 @@ def test_extended_count_rejects_fractions_and_negatives(text):
 
 
 _MULTIPLIERS = {
-    "": Decimal(1),
-    "k": Decimal(10**3),
-    "M": Decimal(10**6),
-    "G": Decimal(10**9),
-    "T": Decimal(10**12),
-    "P": Decimal(10**15),
-    "E": Decimal(10**18),
-    "Ki": Decimal(2**10),
-    "Mi": Decimal(2**20),
-    "Gi": Decimal(2**30),
-    "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50),
-    "Ei": Decimal(2**60),
-    "m": Decimal("0.001"),
+    "": 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
 }
 
 
-@given(number=st.integers(min_value=0, max_value=10**15), suffix=st.sampled_from(list(_MULTIPLIERS)))
+@given(
+    number=st.integers(min_value=0, max_value=10**15), suffix=st.sampled_from(list(_MULTIPLIERS))
+)
 def test_integers_round_trip_with_every_suffix(number, suffix):
+    # Expected values in int arithmetic: Decimal's default 28-digit context would round them.
     assert parse_k8s_quantity(f"{number}{suffix}") == number * _MULTIPLIERS[suffix]
+    assert parse_k8s_quantity(f"{number}m") * 1000 == number
 
 
 @given(
@@ -161,16 +179,16 @@ def test_quantity_parser_only_raises_value_error(text):
 # --- C20: Slurm memory sizes ----------------------------------------------------------------
 
 
-def test_c20_slurm_tres_memory_is_binary(tricky_case):
-    case_input = tricky_case("C20")["input"]
+def test_c20_slurm_tres_memory_is_binary(tricky_inputs):
+    case_input = tricky_inputs["C20"]["input"]
     assert "mem=64G" in case_input and "mem=515456M" in case_input
     assert parse_slurm_memory_mib("64G") == 64 * 1024  # 65,536 MiB
     assert parse_slurm_memory_mib("515456M") == 515_456
     assert parse_slurm_memory_mib("515456M") / 1024 == Decimal("503.375")  # GiB
 
 
-def test_c20_req_mem_per_cpu_and_per_node(tricky_case):
-    case_input = tricky_case("C20")["input"]
+def test_c20_req_mem_per_cpu_and_per_node(tricky_inputs):
+    case_input = tricky_inputs["C20"]["input"]
     assert "4000Mc" in case_input and "0n" in case_input
     assert parse_slurm_req_mem_mib("4000Mc", alloc_cpus=8) == 4000 * 8  # 32,000 MiB per node
     # --mem=0 is "all the node's memory", which the string alone cannot size: unknown, not 0.

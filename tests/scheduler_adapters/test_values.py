@@ -28,8 +28,8 @@ def test_sentinel_constants_are_slurms():
     assert INFINITE64 == 2**64 - 1
 
 
-def test_c15_node_fields(tricky_case):
-    node = _c15_node(tricky_case("C15"))
+def test_c15_node_fields(tricky_inputs):
+    node = _c15_node(tricky_inputs["C15"])
     assert unwrap(node["cpus"]) == 64
     assert unwrap(node["real_memory"]) == 515_000
     assert unwrap(node["cpu_load"]) is None  # NO_VAL, not 42949672.94 after /100
@@ -40,16 +40,16 @@ def test_c15_node_fields(tricky_case):
     assert gpu_total(parse_gres(node["gres_used"])) == 2
 
 
-def test_c15_infinite_time_limit_is_unlimited_not_zero(tricky_case):
+def test_c15_infinite_time_limit_is_unlimited_not_zero(tricky_inputs):
     fragment = '"time":{"limit":{"set":true,"infinite":true,"number":0}}'
-    assert fragment in tricky_case("C15")["input"]
+    assert fragment in tricky_inputs["C15"]["input"]
     limit = json.loads("{" + fragment + "}")["time"]["limit"]
     assert unwrap(limit) == UNLIMITED
     assert unwrap(limit) != 0
 
 
-def test_c15_v0037_signed_sentinels(tricky_case):
-    assert '"free_memory":-2' in tricky_case("C15")["input"]
+def test_c15_v0037_signed_sentinels(tricky_inputs):
+    assert '"free_memory":-2' in tricky_inputs["C15"]["input"]
     assert unwrap(-2, signed32=True) is None
     assert unwrap(-1, signed32=True) == UNLIMITED
     assert unwrap(4_294_967_294, signed32=True) is None

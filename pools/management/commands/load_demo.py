@@ -18,7 +18,7 @@ from django.db import transaction
 from pools.choices import TeamRole
 from pools.demo import POOLS, demo_fleet
 from pools.models import Membership, Pool, Team
-from pools.services.inventory_import import inventory_import_file
+from pools.services.inventory_import import inventory_import_file, inventory_import_files
 from scheduler_adapters.types import InventorySource
 
 CAPTURES = Path(settings.BASE_DIR) / "tests" / "fixtures" / "nvidia-smi"
@@ -44,10 +44,9 @@ class Command(BaseCommand):
                                            node=host, pool=lab, filename=path.name)
             self._say(path.name, report)
         captures, slurm_json, k8s_json = demo_fleet()
-        for capture in captures:
-            inventory_import_file(data=capture.csv.encode(), source=InventorySource.NVIDIA_SMI,
-                                  node=capture.hostname, filename=f"{capture.hostname}.csv")
-        self.stdout.write(f"nvidia-smi CSV: {len(captures)} generated nodes")
+        self._say("nvidia-smi CSV of the generated nodes", inventory_import_files(
+            files=[(f"{c.hostname}.csv", c.csv.encode(), c.hostname) for c in captures],
+            source=InventorySource.NVIDIA_SMI))
         self._say("slurmrestd nodes", inventory_import_file(
             data=slurm_json.encode(), source=InventorySource.SLURM, filename="slurm-nodes.json"))
         self._say("kubernetes nodes", inventory_import_file(

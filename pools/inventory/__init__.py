@@ -1,0 +1,1 @@
+"""Reading inventory from what hosts report about their GPUs."""
