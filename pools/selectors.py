@@ -49,8 +49,13 @@ def gpu_list() -> QuerySet[Gpu]:
 
 
 def gpu_model_list() -> QuerySet[GpuModel]:
-    """Catalogue rows with aliases prefetched and the fleet's card count annotated."""
-    return GpuModel.objects.prefetch_related("aliases").annotate(gpu_count=Count("gpus"))
+    """Catalogue rows with aliases prefetched and the fleet's card count annotated.
+
+    The count is distinct because the list's search joins the aliases, one row per alias.
+    """
+    return GpuModel.objects.prefetch_related("aliases").annotate(
+        gpu_count=Count("gpus", distinct=True)
+    )
 
 
 def driver_group_list() -> QuerySet[DriverGroup]:

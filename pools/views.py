@@ -65,7 +65,11 @@ def filtered_list(request, *, queryset, filterset_class, template, columns, file
                   default_ordering, extra=None):
     """Render a filterable, sortable, paginated list page, its htmx fragment, or its CSV."""
     filterset = filterset_class(request.GET or None, queryset=queryset)
-    rows = filterset.qs if filterset.is_bound and filterset.is_valid() else queryset
+    if not filterset.is_bound:
+        rows = queryset
+    else:
+        # An invalid filter shows its error over no rows, never the unfiltered list (or CSV).
+        rows = filterset.qs if filterset.is_valid() else queryset.none()
     if not request.GET.get("ordering"):
         rows = rows.order_by(*default_ordering)
     if request.GET.get("export") == "csv":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from rest_framework import status
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from rest_framework import exceptions, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -26,6 +28,11 @@ def exception_handler(exc, context):
         return Response(
             {"code": exc.code, "detail": exc.message, "data": exc.data}, status=exc.status
         )
+    # Django's own 404 and 403 become DRF's, so they get DRF's codes ("not_found" ...).
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(*exc.args)
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(*exc.args)
     response = drf_exception_handler(exc, context)
     if response is not None and isinstance(response.data, dict) and "code" not in response.data:
         codes = exc.get_codes() if hasattr(exc, "get_codes") else None

@@ -35,7 +35,9 @@ def _check_broker() -> str | None:
 
     try:
         with app.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=1, timeout=2)
+            # One immediate retry: kombu's default 2 s pause before it would make a refused
+            # connection take longer than a probe's timeout.
+            conn.ensure_connection(max_retries=1, interval_start=0, timeout=2)
     except Exception as exc:  # kombu raises several types for an unreachable broker
         return f"{type(exc).__name__}: {exc}"
     return None

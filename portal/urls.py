@@ -6,7 +6,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.routers import DefaultRouter
-from rest_framework.throttling import AnonRateThrottle
+from rest_framework.throttling import ScopedRateThrottle
 
 from pools.api import views as pools_api
 from portal.health import healthz, readyz
@@ -15,7 +15,9 @@ from portal.health import healthz, readyz
 class TokenView(ObtainAuthToken):
     """``POST /api/v1/auth/token/`` with username and password -> ``{"token": ...}``."""
 
-    throttle_classes = [AnonRateThrottle]
+    # Scoped, so the rate is REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["token"] (per client
+    # address); AnonRateThrottle would look for an "anon" rate that is not set and answer 500.
+    throttle_classes = [ScopedRateThrottle]
     throttle_scope = "token"
 
 

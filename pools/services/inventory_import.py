@@ -18,6 +18,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from pools.audit import audit_event_build
+from pools.bulk import bulk_update_rows
 from pools.choices import GpuHealth, NodeState, Scheduler
 from pools.errors import InvalidInput, UploadTooLarge
 from pools.inventory.nvidia_smi import parse_nvidia_smi
@@ -94,8 +95,6 @@ def _issue_dict(issue: ParseIssue) -> dict[str, Any]:
 
 
 CHUNK_SIZE = 250
-# bulk_update writes one CASE per column; its cost grows with the square of the batch.
-_UPDATE_BATCH = 64
 _NODE_FIELDS = ("pool_id", "scheduler", "state", "state_reason", "driver_version",
                 "driver_group_id", "cuda_version", "partitions", "labels", "gpu_replicas")
 _GPU_FIELDS = ["index", "uuid", "serial", "pci_bus_id", "memory_total_mib", "mig_mode",
@@ -441,9 +440,8 @@ def _write_plans(plans: list[_NodePlan], run: _Run) -> None:
     Node.objects.bulk_create([p.node for p in plans if p.created])
     changed_nodes = [p.node for p in plans if p.node_changed and not p.created]
     if changed_nodes:
-        Node.objects.bulk_update(changed_nodes, [f.removesuffix("_id") for f in _NODE_FIELDS]
-                                 + ["last_source", "last_seen_at", "updated_at"],
-                                 batch_size=_UPDATE_BATCH)
+        bulk_update_rows(changed_nodes, [f.removesuffix("_id") for f in _NODE_FIELDS]
+                         + ["last_source", "last_seen_at", "updated_at"])
     seen_nodes = [p.node.pk for p in plans if not p.node_changed]
     if seen_nodes:
         Node.objects.filter(pk__in=seen_nodes).update(
@@ -453,7 +451,7 @@ def _write_plans(plans: list[_NodePlan], run: _Run) -> None:
         Gpu.objects.filter(pk__in=gone).delete()
     changed = [g for p in plans for g in p.changed_gpus]
     if changed:
-        Gpu.objects.bulk_update(changed, _GPU_FIELDS, batch_size=_UPDATE_BATCH)
+        bulk_update_rows(changed, _GPU_FIELDS)
     new = [g for p in plans for g in p.new_gpus]
     Gpu.objects.bulk_create(new)
     seen = [pk for p in plans for pk in p.seen_gpu_ids]

@@ -14,8 +14,7 @@ def sort_header(context, field: str, label: str, numeric: bool = False):
     current = request.GET.get("ordering", "")
     query = request.GET.copy()
     query.pop("page", None)
-    descending = current == field
-    query["ordering"] = f"-{field}" if descending else field
+    query["ordering"] = f"-{field}" if current == field else field
     arrow = " ▲" if current == field else (" ▼" if current == f"-{field}" else "")
     url = f"?{query.urlencode()}"
     return format_html(
