@@ -65,8 +65,15 @@ def driver_group_list() -> QuerySet[DriverGroup]:
 
 
 def pool_list() -> QuerySet[Pool]:
+    """Pools with ``node_count``, ``gpu_count`` and ``driver_branch_count`` annotated.
+
+    A pool with more than one driver branch is flagged on its page: a job that needs the newer
+    branch's CUDA may land on a node that cannot run it.
+    """
     return Pool.objects.annotate(
-        node_count=Count("nodes", distinct=True), gpu_count=Count("nodes__gpus")
+        node_count=Count("nodes", distinct=True),
+        gpu_count=Count("nodes__gpus"),
+        driver_branch_count=Count("nodes__driver_group", distinct=True),
     )
 
 

@@ -126,6 +126,9 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# HSTS preload is a commitment to browser vendors that a site makes on purpose
+# (SECURE_HSTS_PRELOAD=1), so its absence is not a deployment warning.
+SILENCED_SYSTEM_CHECKS = ["security.W021"]
 
 # Uploads: inventory files are read in memory up to this size; larger ones get a clear error.
 INVENTORY_UPLOAD_MAX_BYTES = env.int("INVENTORY_UPLOAD_MAX_BYTES", default=20 * 1024 * 1024)
@@ -158,6 +161,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Node.last_source, InventoryImport.source and the upload's source share one choice set.
+    "ENUM_NAME_OVERRIDES": {"InventorySourceEnum": "pools.choices.InventorySource"},
 }
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="")

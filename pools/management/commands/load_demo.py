@@ -35,13 +35,12 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         with transaction.atomic():
             self._users_and_teams()
-            pools = self._pools()
-        lab = pools["dev-4090"]
+            self._pools()
         for path in sorted(CAPTURES.glob("*.txt")):
             # linux-x86_64__nvidia-h100-mig__590.48.01.txt -> lab-h100-mig
             host = "lab-" + path.stem.split("__")[1].removeprefix("nvidia-").removeprefix("geforce-")
             report = inventory_import_file(data=path.read_bytes(), source=InventorySource.NVIDIA_SMI,
-                                           node=host, pool=lab, filename=path.name)
+                                           node=host, filename=path.name)
             self._say(path.name, report)
         captures, slurm_json, k8s_json = demo_fleet()
         self._say("nvidia-smi CSV of the generated nodes", inventory_import_files(
@@ -74,10 +73,8 @@ class Command(BaseCommand):
         Membership.objects.get_or_create(team=teams["vision"], user=bob,
                                          defaults={"role": TeamRole.MANAGER})
 
-    def _pools(self) -> dict[str, Pool]:
-        pools = {}
+    def _pools(self) -> None:
         for spec in POOLS:
             spec = dict(spec)
             slug = spec.pop("slug")
-            pools[slug], _ = Pool.objects.get_or_create(slug=slug, defaults=spec)
-        return pools
+            Pool.objects.get_or_create(slug=slug, defaults=spec)
