@@ -25,6 +25,7 @@ services:
 	bash scripts/ensure_services.sh
 
 test: install services
+	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
 

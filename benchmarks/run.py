@@ -20,8 +20,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-BENCH_DB = os.environ.get("BENCH_DATABASE_URL",
-                          "postgres://postgres@127.0.0.1:5432/gpu_pool_portal_bench")
+BENCH_DB = os.environ.get(
+    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpu_pool_portal_bench"
+)
 os.environ["DATABASE_URL"] = BENCH_DB
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
 
@@ -44,8 +45,13 @@ def slurm_payload(n: int) -> str:
     import json
 
     nodes = [
-        {"name": f"bench-{i:05d}", "state": "idle", "state_flags": [],
-         "gres": f"gpu:a100_80g_sxm:{GPUS_PER_NODE}(S:0-1)", "partitions": ["bench"]}
+        {
+            "name": f"bench-{i:05d}",
+            "state": "idle",
+            "state_flags": [],
+            "gres": f"gpu:a100_80g_sxm:{GPUS_PER_NODE}(S:0-1)",
+            "partitions": ["bench"],
+        }
         for i in range(n)
     ]
     return json.dumps({"nodes": nodes})
@@ -54,9 +60,11 @@ def slurm_payload(n: int) -> str:
 def nvidia_smi_csv(i: int) -> bytes:
     rows = ["index, name, uuid, serial, pci.bus_id, memory.total [MiB], driver_version"]
     for g in range(GPUS_PER_NODE):
-        rows.append(f"{g}, NVIDIA A100-SXM4-80GB, GPU-{i:08x}-{g:04x}-4000-8000-{i * 8 + g:012x}, "
-                    f"{1560000000000 + i * 8 + g}, 00000000:{0x10 + g:02X}:00.0, 81920 MiB, "
-                    f"{'535.129.03' if i % 2 else '550.54.15'}")
+        rows.append(
+            f"{g}, NVIDIA A100-SXM4-80GB, GPU-{i:08x}-{g:04x}-4000-8000-{i * 8 + g:012x}, "
+            f"{1560000000000 + i * 8 + g}, 00000000:{0x10 + g:02X}:00.0, 81920 MiB, "
+            f"{'535.129.03' if i % 2 else '550.54.15'}"
+        )
     return ("\n".join(rows) + "\n").encode()
 
 
@@ -102,15 +110,24 @@ def main() -> None:
     from pools.services.inventory_import import inventory_import_file, inventory_import_files
     from scheduler_adapters.types import InventorySource
 
-    pool = Pool.objects.create(slug="bench", name="Bench", scheduler="slurm",
-                               slurm_partition="bench")
+    pool = Pool.objects.create(
+        slug="bench", name="Bench", scheduler="slurm", slurm_partition="bench"
+    )
     rows = []
 
     payload = slurm_payload(NODES).encode()
     settings.INVENTORY_UPLOAD_MAX_BYTES = 100 * 1024 * 1024
-    seconds, report = timed(lambda: inventory_import_file(data=payload, source=InventorySource.SLURM))
-    rows.append((f"import slurmrestd /nodes, {NODES} nodes x {GPUS_PER_NODE} GPUs (new)",
-                 f"{seconds:.2f} s", "< 10 s", len(report.created)))
+    seconds, report = timed(
+        lambda: inventory_import_file(data=payload, source=InventorySource.SLURM)
+    )
+    rows.append(
+        (
+            f"import slurmrestd /nodes, {NODES} nodes x {GPUS_PER_NODE} GPUs (new)",
+            f"{seconds:.2f} s",
+            "< 10 s",
+            len(report.created),
+        )
+    )
 
     files = [(f"bench-{i:05d}.csv", nvidia_smi_csv(i), f"bench-{i:05d}") for i in range(NODES)]
 
@@ -118,18 +135,33 @@ def main() -> None:
         return inventory_import_files(files=files, source=InventorySource.NVIDIA_SMI, pool=pool)
 
     seconds, _ = timed(import_smi)
-    rows.append((f"import nvidia-smi CSV, {NODES} files x {GPUS_PER_NODE} GPUs, one run (add UUIDs)",
-                 f"{seconds:.2f} s", "< 10 s", Gpu.objects.exclude(uuid=None).count()))
+    rows.append(
+        (
+            f"import nvidia-smi CSV, {NODES} files x {GPUS_PER_NODE} GPUs, one run (add UUIDs)",
+            f"{seconds:.2f} s",
+            "< 10 s",
+            Gpu.objects.exclude(uuid=None).count(),
+        )
+    )
     seconds, _ = timed(import_smi)
-    rows.append((f"re-import the same nvidia-smi CSV ({NODES} unchanged)", f"{seconds:.2f} s",
-                 "< 10 s", Gpu.objects.count()))
+    rows.append(
+        (
+            f"re-import the same nvidia-smi CSV ({NODES} unchanged)",
+            f"{seconds:.2f} s",
+            "< 10 s",
+            Gpu.objects.count(),
+        )
+    )
 
     user = get_user_model().objects.create_user("bench", password="x", is_staff=True)
     client = Client()
     client.force_login(user)
     for label, url in [
         ("GET /api/v1/gpus/ (page of 50)", "/api/v1/gpus/"),
-        ("GET /api/v1/gpus/?gpu_model=a100_80g_sxm&ordering=-node", "/api/v1/gpus/?gpu_model=a100_80g_sxm&ordering=-node"),
+        (
+            "GET /api/v1/gpus/?gpu_model=a100_80g_sxm&ordering=-node",
+            "/api/v1/gpus/?gpu_model=a100_80g_sxm&ordering=-node",
+        ),
         ("GET /api/v1/nodes/ (page of 50)", "/api/v1/nodes/"),
         ("GET /nodes/ page", "/nodes/"),
         ("GET /nodes/ htmx fragment, sorted by GPUs", "/nodes/?ordering=-gpus"),
@@ -137,9 +169,14 @@ def main() -> None:
         ("GET / fleet overview", "/"),
     ]:
         p50, p95, queries, status = request_stats(client, url)
-        rows.append((f"{label} [{Gpu.objects.count()} GPUs]",
-                     f"p50 {p50:.1f} ms, p95 {p95:.1f} ms", "p50 < 50 ms",
-                     f"{queries} queries, HTTP {status}"))
+        rows.append(
+            (
+                f"{label} [{Gpu.objects.count()} GPUs]",
+                f"p50 {p50:.1f} ms, p95 {p95:.1f} ms",
+                "p50 < 50 ms",
+                f"{queries} queries, HTTP {status}",
+            )
+        )
 
     width = max(len(r[0]) for r in rows)
     print(f"\n{'benchmark'.ljust(width)} | result                     | target       | detail")

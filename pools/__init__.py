@@ -1,1 +1,1 @@
-"""The core domain: inventory, teams, requests, allocations, sizing, reclamation and the audit trail."""
+"""The core domain: inventory, teams, requests, allocations, sizing, reclamation, audit trail."""

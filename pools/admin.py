@@ -12,8 +12,17 @@ class GpuModelAliasInline(admin.TabularInline):
 
 @admin.register(models.GpuModel)
 class GpuModelAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "card_class", "form_factor", "memory_gib",
-                    "memory_bandwidth_gbps", "bf16_dense_tflops", "nvlink_gbps", "tdp_w"]
+    list_display = [
+        "name",
+        "slug",
+        "card_class",
+        "form_factor",
+        "memory_gib",
+        "memory_bandwidth_gbps",
+        "bf16_dense_tflops",
+        "nvlink_gbps",
+        "tdp_w",
+    ]
     list_filter = ["card_class", "form_factor"]
     search_fields = ["name", "slug", "vendor_name"]
     inlines = [GpuModelAliasInline]
@@ -42,8 +51,15 @@ class PoolAdmin(admin.ModelAdmin):
 class GpuInline(admin.TabularInline):
     model = models.Gpu
     extra = 0
-    fields = ["index", "gpu_model", "raw_model_name", "uuid", "memory_total_mib", "mig_mode",
-              "health"]
+    fields = [
+        "index",
+        "gpu_model",
+        "raw_model_name",
+        "uuid",
+        "memory_total_mib",
+        "mig_mode",
+        "health",
+    ]
     show_change_link = True
 
 
@@ -78,8 +94,16 @@ class MigDeviceAdmin(admin.ModelAdmin):
 
 @admin.register(models.InventoryImport)
 class InventoryImportAdmin(admin.ModelAdmin):
-    list_display = ["created_at", "source", "filename", "actor", "nodes_created",
-                    "nodes_updated", "nodes_unchanged", "nodes_rejected"]
+    list_display = [
+        "created_at",
+        "source",
+        "filename",
+        "actor",
+        "nodes_created",
+        "nodes_updated",
+        "nodes_unchanged",
+        "nodes_rejected",
+    ]
     list_filter = ["source"]
 
 

@@ -53,7 +53,14 @@ def audit_event_record(
     anonymous users are stored as ``None``. ``before``/``after`` are JSON-serialisable dicts of
     the fields that changed. Returns the saved :class:`AuditEvent`.
     """
-    event = audit_event_build(actor=actor, action=action, obj=obj, before=before, after=after,
-                              reason=reason, request_id=request_id)
+    event = audit_event_build(
+        actor=actor,
+        action=action,
+        obj=obj,
+        before=before,
+        after=after,
+        reason=reason,
+        request_id=request_id,
+    )
     event.save()
     return event

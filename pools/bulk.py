@@ -27,8 +27,7 @@ def bulk_update_rows(objs: Sequence[models.Model], fields: Sequence[str]) -> int
     concrete = [meta.get_field(name) for name in fields]
     quote = connection.ops.quote_name
     assignments = ", ".join(f"{quote(f.column)} = %s" for f in concrete)
-    sql = (f"UPDATE {quote(meta.db_table)} SET {assignments} "
-           f"WHERE {quote(meta.pk.column)} = %s")
+    sql = f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {quote(meta.pk.column)} = %s"
     params = [
         [f.get_db_prep_save(getattr(obj, f.attname), connection) for f in concrete] + [obj.pk]
         for obj in objs

@@ -27,13 +27,27 @@ _K8S_INFERENCE = [
 _LEGACY = [("legacy-v100", 2, "v100", 4)]
 
 POOLS = [
-    {"slug": "train-slurm", "name": "Training (Slurm)", "scheduler": "slurm",
-     "slurm_partition": "train", "description": "A100 and H800 SXM nodes for training jobs."},
-    {"slug": "infer-k8s", "name": "Inference (Kubernetes)", "scheduler": "kubernetes",
-     "k8s_node_selector": {"gpu-pool.example.com/pool": "inference"},
-     "description": "L40S and A100 PCIe node group for model serving."},
-    {"slug": "dev-4090", "name": "Dev (consumer cards)", "scheduler": "slurm",
-     "slurm_partition": "dev", "description": "RTX 4090 / 4090 D boxes for experiments."},
+    {
+        "slug": "train-slurm",
+        "name": "Training (Slurm)",
+        "scheduler": "slurm",
+        "slurm_partition": "train",
+        "description": "A100 and H800 SXM nodes for training jobs.",
+    },
+    {
+        "slug": "infer-k8s",
+        "name": "Inference (Kubernetes)",
+        "scheduler": "kubernetes",
+        "k8s_node_selector": {"gpu-pool.example.com/pool": "inference"},
+        "description": "L40S and A100 PCIe node group for model serving.",
+    },
+    {
+        "slug": "dev-4090",
+        "name": "Dev (consumer cards)",
+        "scheduler": "slurm",
+        "slurm_partition": "dev",
+        "description": "RTX 4090 / 4090 D boxes for experiments.",
+    },
 ]
 
 
@@ -43,7 +57,9 @@ class NvidiaSmiCapture:
     csv: str
 
 
-CSV_COLUMNS = "index, name, uuid, serial, pci.bus_id, memory.total [MiB], driver_version, mig.mode.current"
+CSV_COLUMNS = (
+    "index, name, uuid, serial, pci.bus_id, memory.total [MiB], driver_version, mig.mode.current"
+)
 
 
 def _uuid(host_number: int, index: int) -> str:
@@ -55,7 +71,8 @@ def _nvidia_smi_csv(host_number: int, name: str, cards: int, mib: int, driver: s
     mig = "[N/A]" if "GeForce" in name else "Disabled"
     for index in range(cards):
         lines.append(
-            f"{index}, {name}, {_uuid(host_number, index)}, {1320000000000 + host_number * 16 + index}, "
+            f"{index}, {name}, {_uuid(host_number, index)}, "
+            f"{1320000000000 + host_number * 16 + index}, "
             f"00000000:{0x18 + index * 0x10:02X}:00.0, {mib} MiB, {driver}, {mig}"
         )
     return "\n".join(lines) + "\n"
@@ -85,49 +102,78 @@ def demo_fleet() -> tuple[list[NvidiaSmiCapture], str, str]:
             for i in range(1, count + 1):
                 number += 1
                 host = f"{prefix}-{i:02d}"
-                captures.append(NvidiaSmiCapture(host, _nvidia_smi_csv(number, name, cards, mib, driver)))
+                captures.append(
+                    NvidiaSmiCapture(host, _nvidia_smi_csv(number, name, cards, mib, driver))
+                )
                 state, reason = _state(number)
-                slurm_nodes.append({
-                    "name": host, "hostname": host, "state": state[0].lower(),
-                    "state_flags": state[1:], "cpus": 128, "real_memory": 1031000,
-                    "gres": f"gpu:{gres}:{cards}(S:0-1)", "gres_used": f"gpu:{gres}:0(IDX:N/A)",
-                    "partitions": [partition], "reason": reason,
-                })
+                slurm_nodes.append(
+                    {
+                        "name": host,
+                        "hostname": host,
+                        "state": state[0].lower(),
+                        "state_flags": state[1:],
+                        "cpus": 128,
+                        "real_memory": 1031000,
+                        "gres": f"gpu:{gres}:{cards}(S:0-1)",
+                        "gres_used": f"gpu:{gres}:0(IDX:N/A)",
+                        "partitions": [partition],
+                        "reason": reason,
+                    }
+                )
     for prefix, count, gres, cards in _LEGACY:
         for i in range(1, count + 1):
             host = f"{prefix}-{i:02d}"
-            slurm_nodes.append({
-                "name": host, "hostname": host, "state": "idle", "state_flags": [],
-                "gres": f"gpu:{gres}:{cards}", "partitions": ["train"], "reason": "",
-            })
+            slurm_nodes.append(
+                {
+                    "name": host,
+                    "hostname": host,
+                    "state": "idle",
+                    "state_flags": [],
+                    "gres": f"gpu:{gres}:{cards}",
+                    "partitions": ["train"],
+                    "reason": "",
+                }
+            )
     for prefix, count, name, cards, mib, driver in _K8S_INFERENCE:
         for i in range(1, count + 1):
             number += 1
             host = f"{prefix}-{i:02d}"
-            captures.append(NvidiaSmiCapture(host, _nvidia_smi_csv(number, name, cards, mib, driver)))
+            captures.append(
+                NvidiaSmiCapture(host, _nvidia_smi_csv(number, name, cards, mib, driver))
+            )
             major, minor, rev = driver.split(".")
             ready = "False" if number % 13 == 7 else "True"
-            k8s_nodes.append({
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": host, "labels": {
-                    "gpu-pool.example.com/pool": "inference",
-                    "nvidia.com/gpu.product": name.replace(" ", "-"),
-                    "nvidia.com/gpu.count": str(cards),
-                    "nvidia.com/gpu.memory": str(mib),
-                    "nvidia.com/cuda.driver-version.full": driver,
-                    "nvidia.com/cuda.driver-version.major": major,
-                    "nvidia.com/cuda.driver-version.minor": minor,
-                    "nvidia.com/cuda.driver-version.revision": rev,
-                }},
-                "spec": {},
-                "status": {
-                    "allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": str(cards)},
-                    "capacity": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": str(cards)},
-                    "conditions": [{"type": "Ready", "status": ready}],
-                },
-            })
-    slurm_payload = json.dumps({"meta": {"Slurm": {"release": "22.05.8"}}, "errors": [],
-                                "nodes": slurm_nodes}, indent=1)
-    k8s_payload = json.dumps({"apiVersion": "v1", "kind": "NodeList", "items": k8s_nodes},
-                             indent=1)
+            k8s_nodes.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": host,
+                        "labels": {
+                            "gpu-pool.example.com/pool": "inference",
+                            "nvidia.com/gpu.product": name.replace(" ", "-"),
+                            "nvidia.com/gpu.count": str(cards),
+                            "nvidia.com/gpu.memory": str(mib),
+                            "nvidia.com/cuda.driver-version.full": driver,
+                            "nvidia.com/cuda.driver-version.major": major,
+                            "nvidia.com/cuda.driver-version.minor": minor,
+                            "nvidia.com/cuda.driver-version.revision": rev,
+                        },
+                    },
+                    "spec": {},
+                    "status": {
+                        "allocatable": {
+                            "cpu": "64",
+                            "memory": "512Gi",
+                            "nvidia.com/gpu": str(cards),
+                        },
+                        "capacity": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": str(cards)},
+                        "conditions": [{"type": "Ready", "status": ready}],
+                    },
+                }
+            )
+    slurm_payload = json.dumps(
+        {"meta": {"Slurm": {"release": "22.05.8"}}, "errors": [], "nodes": slurm_nodes}, indent=1
+    )
+    k8s_payload = json.dumps({"apiVersion": "v1", "kind": "NodeList", "items": k8s_nodes}, indent=1)
     return captures, slurm_payload, k8s_payload

@@ -34,7 +34,10 @@ class NodeFilterSet(filters.FilterSet):
     state = filters.ChoiceFilter(choices=NodeState.choices)
     scheduler = filters.ChoiceFilter(choices=Scheduler.choices)
     driver_group = filters.ModelChoiceFilter(
-        queryset=DriverGroup.objects.all(), to_field_name="branch", label="Driver branch", empty_label="Any"
+        queryset=DriverGroup.objects.all(),
+        to_field_name="branch",
+        label="Driver branch",
+        empty_label="Any",
     )
     gpu_model = filters.ModelChoiceFilter(
         queryset=GpuModel.objects.all(),
@@ -88,8 +91,9 @@ class GpuFilterSet(filters.FilterSet):
     driver_group = filters.NumberFilter(field_name="node__driver_group__branch")
     health = filters.ChoiceFilter(choices=GpuHealth.choices)
     mig_mode = yes_no(label="MIG mode")
-    recognised = yes_no(field_name="gpu_model", lookup_expr="isnull", exclude=True,
-                        label="Recognised model")
+    recognised = yes_no(
+        field_name="gpu_model", lookup_expr="isnull", exclude=True, label="Recognised model"
+    )
     ordering = filters.OrderingFilter(
         fields=(
             ("node__hostname", "node"),
@@ -120,10 +124,10 @@ class GpuModelFilterSet(filters.FilterSet):
     q = filters.CharFilter(method="search", label="Search")
     card_class = filters.ChoiceFilter(choices=CardClass.choices)
     form_factor = filters.ChoiceFilter(choices=FormFactor.choices)
-    nvlink = yes_no(field_name="nvlink_gbps", lookup_expr="isnull", exclude=True,
-                    label="NVLink")
-    min_memory_gib = filters.NumberFilter(field_name="memory_gib", lookup_expr="gte",
-                                          label="Memory at least (GiB)")
+    nvlink = yes_no(field_name="nvlink_gbps", lookup_expr="isnull", exclude=True, label="NVLink")
+    min_memory_gib = filters.NumberFilter(
+        field_name="memory_gib", lookup_expr="gte", label="Memory at least (GiB)"
+    )
     ordering = filters.OrderingFilter(
         fields=(("name", "name"), ("memory_gib", "memory"), ("memory_bandwidth_gbps", "bandwidth"))
     )

@@ -15,14 +15,22 @@ class InventoryUploadForm(forms.Form):
     """Upload of nvidia-smi output, slurmrestd nodes JSON or Kubernetes Node objects."""
 
     source = forms.ChoiceField(choices=InventorySource.choices)
-    file = forms.FileField(help_text="nvidia-smi capture (-L, -q, -q -x or --query-gpu CSV), "
-                                     "slurmrestd /nodes JSON, or kubectl get nodes -o json/yaml.")
+    file = forms.FileField(
+        help_text="nvidia-smi capture (-L, -q, -q -x or --query-gpu CSV), "
+        "slurmrestd /nodes JSON, or kubectl get nodes -o json/yaml."
+    )
     node = forms.CharField(
-        required=False, max_length=253, validators=[hostname_validator],
+        required=False,
+        max_length=253,
+        validators=[hostname_validator],
         help_text="Host name the nvidia-smi output came from (required for nvidia-smi).",
     )
-    pool = forms.ModelChoiceField(queryset=Pool.objects.all(), required=False,
-                                  to_field_name="slug", empty_label="(from the source)")
+    pool = forms.ModelChoiceField(
+        queryset=Pool.objects.all(),
+        required=False,
+        to_field_name="slug",
+        empty_label="(from the source)",
+    )
 
     def clean_file(self):
         upload = self.cleaned_data["file"]
@@ -46,8 +54,9 @@ class AliasMapForm(forms.Form):
     """Map a reported model name onto a catalogue model (pool admins)."""
 
     raw_model_name = forms.CharField(max_length=120, label="Reported name")
-    gpu_model = forms.ModelChoiceField(queryset=GpuModel.objects.all(), to_field_name="slug",
-                                       label="Catalogue model")
+    gpu_model = forms.ModelChoiceField(
+        queryset=GpuModel.objects.all(), to_field_name="slug", label="Catalogue model"
+    )
 
 
 class CudaCheckForm(forms.Form):

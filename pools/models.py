@@ -43,7 +43,9 @@ class GpuModel(models.Model):
     card_class = models.CharField(max_length=12, choices=CardClass.choices)
     form_factor = models.CharField(max_length=8, choices=FormFactor.choices)
     memory_gib = models.DecimalField(max_digits=7, decimal_places=2)
-    memory_bandwidth_gbps = models.DecimalField(max_digits=8, decimal_places=1, null=True, blank=True)
+    memory_bandwidth_gbps = models.DecimalField(
+        max_digits=8, decimal_places=1, null=True, blank=True
+    )
     fp16_dense_tflops = models.DecimalField(max_digits=8, decimal_places=2, null=True, blank=True)
     bf16_dense_tflops = models.DecimalField(max_digits=8, decimal_places=2, null=True, blank=True)
     fp8_dense_tflops = models.DecimalField(max_digits=8, decimal_places=2, null=True, blank=True)
@@ -147,7 +149,9 @@ class Node(models.Model):
     """A host with GPUs, the scheduler that owns it, its state and when a source last saw it."""
 
     hostname = models.CharField(max_length=253, unique=True, validators=[hostname_validator])
-    pool = models.ForeignKey(Pool, null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes")
+    pool = models.ForeignKey(
+        Pool, null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes"
+    )
     scheduler = models.CharField(max_length=12, choices=Scheduler.choices, default=Scheduler.NONE)
     state = models.CharField(max_length=12, choices=NodeState.choices, default=NodeState.UNKNOWN)
     state_reason = models.CharField(max_length=255, blank=True)
@@ -177,7 +181,8 @@ class Gpu(models.Model):
 
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
     index = models.PositiveSmallIntegerField()
-    uuid = models.CharField(max_length=64, null=True, blank=True)
+    # NULL, not "", for unknown: the partial unique constraint below must ignore unknown UUIDs.
+    uuid = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
     serial = models.CharField(max_length=64, blank=True)
     pci_bus_id = models.CharField(max_length=32, blank=True)
     gpu_model = models.ForeignKey(

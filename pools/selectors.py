@@ -116,14 +116,15 @@ def fleet_summary() -> list[FleetRow]:
     """
     rows = (
         Gpu.objects.values(
-            "node__pool__name", "gpu_model__name", "raw_model_name",
-            "node__driver_group__branch", "node__state",
+            "node__pool__name",
+            "gpu_model__name",
+            "raw_model_name",
+            "node__driver_group__branch",
+            "node__state",
         )
         .annotate(
             cards=Count("id"),
-            healthy=Count(
-                "id", filter=Q(node__state=NodeState.UP) & ~Q(health=GpuHealth.ERROR)
-            ),
+            healthy=Count("id", filter=Q(node__state=NodeState.UP) & ~Q(health=GpuHealth.ERROR)),
         )
         .order_by("node__pool__name", "gpu_model__name", "node__driver_group__branch")
     )
@@ -168,8 +169,12 @@ def pools_supporting_cuda(*, cuda: str) -> list[dict]:
         raise ValueError(f"not a CUDA version: {cuda!r}")
     result: dict[str, dict] = {}
     rows = (
-        Gpu.objects.values("node__pool__slug", "node__pool__name", "node__driver_group__branch",
-                           "node__driver_group__max_cuda")
+        Gpu.objects.values(
+            "node__pool__slug",
+            "node__pool__name",
+            "node__driver_group__branch",
+            "node__driver_group__max_cuda",
+        )
         .annotate(cards=Count("id"))
         .order_by("node__pool__name")
     )
@@ -177,15 +182,23 @@ def pools_supporting_cuda(*, cuda: str) -> list[dict]:
         name = row["node__pool__name"] or "(no pool)"
         entry = result.setdefault(
             name,
-            {"pool": name, "slug": row["node__pool__slug"], "capable_cards": 0,
-             "other_cards": 0, "driver_groups": []},
+            {
+                "pool": name,
+                "slug": row["node__pool__slug"],
+                "capable_cards": 0,
+                "other_cards": 0,
+                "driver_groups": [],
+            },
         )
         supported = parse_cuda_version(row["node__driver_group__max_cuda"] or "")
         capable = supported is not None and supported >= wanted
         entry["capable_cards" if capable else "other_cards"] += row["cards"]
         if row["node__driver_group__branch"]:
             entry["driver_groups"].append(
-                {"branch": row["node__driver_group__branch"],
-                 "max_cuda": row["node__driver_group__max_cuda"], "supports": capable}
+                {
+                    "branch": row["node__driver_group__branch"],
+                    "max_cuda": row["node__driver_group__max_cuda"],
+                    "supports": capable,
+                }
             )
     return sorted(result.values(), key=lambda e: e["pool"])

@@ -61,8 +61,9 @@ def _page_size(request) -> int:
     return size if size in PAGE_SIZES else 50
 
 
-def filtered_list(request, *, queryset, filterset_class, template, columns, filename,
-                  default_ordering, extra=None):
+def filtered_list(
+    request, *, queryset, filterset_class, template, columns, filename, default_ordering, extra=None
+):
     """Render a filterable, sortable, paginated list page, its htmx fragment, or its CSV."""
     filterset = filterset_class(request.GET or None, queryset=queryset)
     if not filterset.is_bound:
@@ -265,11 +266,13 @@ def unrecognised_models(request):
                 return redirect("pools:unrecognised-models")
     rows = selectors.unrecognised_model_list()
     if request.GET.get("export") == "csv":
-        columns = [Column(k, lambda r, k=k: r[k]) for k in ("raw_model_name", "gpu_count",
-                                                             "node_count")]
+        columns = [
+            Column(k, lambda r, k=k: r[k]) for k in ("raw_model_name", "gpu_count", "node_count")
+        ]
         return csv_response(rows, columns, "unrecognised-models.csv")
-    return render(request, "pools/unrecognised_models.html",
-                  {"rows": rows, "form": form or AliasMapForm()})
+    return render(
+        request, "pools/unrecognised_models.html", {"rows": rows, "form": form or AliasMapForm()}
+    )
 
 
 @staff_member_required
@@ -289,8 +292,9 @@ def inventory_import(request):
                 filename=upload.name,
             )
         except DomainError as exc:
-            form.add_error(exc.data.get("field") if exc.data.get("field") in form.fields
-                           else None, exc.message)
+            form.add_error(
+                exc.data.get("field") if exc.data.get("field") in form.fields else None, exc.message
+            )
     context = {"form": form, "report": report, "imports": selectors.inventory_import_list()[:20]}
     name = "pools/inventory_import.html#result" if request.htmx else "pools/inventory_import.html"
     response = render(request, name, context)

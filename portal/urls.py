@@ -31,8 +31,11 @@ router.register("inventory/imports", pools_api.InventoryImportViewSet, basename=
 
 api_v1 = [
     path("auth/token/", TokenView.as_view(), name="auth-token"),
-    path("unrecognised-models/", pools_api.UnrecognisedModelView.as_view(),
-         name="unrecognised-models"),
+    path(
+        "unrecognised-models/",
+        pools_api.UnrecognisedModelView.as_view(),
+        name="unrecognised-models",
+    ),
     path("", include(router.urls)),
 ]
 

@@ -24,8 +24,15 @@ PAGES = [
     ("api-docs", "/api/docs/"),
     ("api-nodes", "/api/v1/nodes/"),
 ]
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 OUT.mkdir(parents=True, exist_ok=True)
 with sync_playwright() as p:

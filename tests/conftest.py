@@ -79,9 +79,16 @@ def table_counts():
 
         return {
             model.__name__: model.objects.count()
-            for model in (models.Node, models.Gpu, models.MigDevice, models.DriverGroup,
-                          models.InventoryImport, models.AuditEvent, models.GpuModelAlias,
-                          models.Pool)
+            for model in (
+                models.Node,
+                models.Gpu,
+                models.MigDevice,
+                models.DriverGroup,
+                models.InventoryImport,
+                models.AuditEvent,
+                models.GpuModelAlias,
+                models.Pool,
+            )
         }
 
     return counts

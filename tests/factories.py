@@ -98,16 +98,25 @@ def nvidia_smi_csv(
     return ("\n".join(lines) + "\n").encode()
 
 
-def slurm_node(name: str, gres: str, *, state: str = "idle", flags=(), partitions=("train",),
-               reason: str = "") -> dict:
+def slurm_node(
+    name: str, gres: str, *, state: str = "idle", flags=(), partitions=("train",), reason: str = ""
+) -> dict:
     """One node of a slurmrestd v0.0.38 ``GET /nodes`` response."""
-    return {"name": name, "hostname": name, "state": state, "state_flags": list(flags),
-            "gres": gres, "partitions": list(partitions), "reason": reason}
+    return {
+        "name": name,
+        "hostname": name,
+        "state": state,
+        "state_flags": list(flags),
+        "gres": gres,
+        "partitions": list(partitions),
+        "reason": reason,
+    }
 
 
 def slurm_nodes_json(*nodes: dict) -> bytes:
-    return json.dumps({"meta": {"Slurm": {"release": "22.05.8"}}, "errors": [],
-                       "nodes": list(nodes)}).encode()
+    return json.dumps(
+        {"meta": {"Slurm": {"release": "22.05.8"}}, "errors": [], "nodes": list(nodes)}
+    ).encode()
 
 
 def node_with_gpus(count: int, *, gpu_model: str = "a100_80g_sxm", **node_fields) -> models.Node:

@@ -30,10 +30,24 @@ class GpuModelSerializer(serializers.ModelSerializer):
     class Meta:
         model = GpuModel
         fields = [
-            "slug", "name", "vendor_name", "architecture", "card_class", "form_factor",
-            "memory_gib", "memory_bandwidth_gbps", "fp16_dense_tflops", "bf16_dense_tflops",
-            "fp8_dense_tflops", "int8_dense_tops", "nvlink_gbps", "tdp_w", "cuda_cores",
-            "sources", "aliases", "gpu_count",
+            "slug",
+            "name",
+            "vendor_name",
+            "architecture",
+            "card_class",
+            "form_factor",
+            "memory_gib",
+            "memory_bandwidth_gbps",
+            "fp16_dense_tflops",
+            "bf16_dense_tflops",
+            "fp8_dense_tflops",
+            "int8_dense_tops",
+            "nvlink_gbps",
+            "tdp_w",
+            "cuda_cores",
+            "sources",
+            "aliases",
+            "gpu_count",
         ]
 
 
@@ -45,8 +59,13 @@ class DriverGroupSerializer(serializers.ModelSerializer):
     class Meta:
         model = DriverGroup
         fields = [
-            "branch", "name", "min_driver_version", "max_driver_version", "max_cuda",
-            "node_count", "gpu_count",
+            "branch",
+            "name",
+            "min_driver_version",
+            "max_driver_version",
+            "max_cuda",
+            "node_count",
+            "gpu_count",
         ]
 
 
@@ -57,8 +76,15 @@ class PoolSerializer(serializers.ModelSerializer):
     class Meta:
         model = Pool
         fields = [
-            "slug", "name", "description", "scheduler", "slurm_partition", "k8s_node_selector",
-            "overcommit_ratio", "node_count", "gpu_count",
+            "slug",
+            "name",
+            "description",
+            "scheduler",
+            "slurm_partition",
+            "k8s_node_selector",
+            "overcommit_ratio",
+            "node_count",
+            "gpu_count",
         ]
 
     def validate_k8s_node_selector(self, value):
@@ -72,8 +98,14 @@ class PoolSerializer(serializers.ModelSerializer):
 class MigDeviceSerializer(serializers.ModelSerializer):
     class Meta:
         model = MigDevice
-        fields = ["index", "uuid", "profile", "gpu_instance_id", "compute_instance_id",
-                  "memory_total_mib"]
+        fields = [
+            "index",
+            "uuid",
+            "profile",
+            "gpu_instance_id",
+            "compute_instance_id",
+            "memory_total_mib",
+        ]
 
 
 class GpuSerializer(serializers.ModelSerializer):
@@ -86,9 +118,21 @@ class GpuSerializer(serializers.ModelSerializer):
     class Meta:
         model = Gpu
         fields = [
-            "id", "node", "pool", "index", "uuid", "serial", "pci_bus_id", "gpu_model",
-            "raw_model_name", "memory_total_mib", "mig_mode", "mig_device_count", "health",
-            "driver_version", "last_seen_at",
+            "id",
+            "node",
+            "pool",
+            "index",
+            "uuid",
+            "serial",
+            "pci_bus_id",
+            "gpu_model",
+            "raw_model_name",
+            "memory_total_mib",
+            "mig_mode",
+            "mig_device_count",
+            "health",
+            "driver_version",
+            "last_seen_at",
         ]
 
 
@@ -98,8 +142,19 @@ class NodeGpuSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Gpu
-        fields = ["index", "uuid", "serial", "pci_bus_id", "gpu_model", "raw_model_name",
-                  "memory_total_mib", "mig_mode", "mig_devices", "health", "last_seen_at"]
+        fields = [
+            "index",
+            "uuid",
+            "serial",
+            "pci_bus_id",
+            "gpu_model",
+            "raw_model_name",
+            "memory_total_mib",
+            "mig_mode",
+            "mig_devices",
+            "health",
+            "last_seen_at",
+        ]
 
 
 class NodeSerializer(serializers.ModelSerializer):
@@ -111,9 +166,20 @@ class NodeSerializer(serializers.ModelSerializer):
     class Meta:
         model = Node
         fields = [
-            "hostname", "pool", "scheduler", "state", "state_reason", "driver_version",
-            "driver_group", "cuda_version", "partitions", "gpu_replicas", "gpu_count",
-            "unrecognised_count", "last_source", "last_seen_at",
+            "hostname",
+            "pool",
+            "scheduler",
+            "state",
+            "state_reason",
+            "driver_version",
+            "driver_group",
+            "cuda_version",
+            "partitions",
+            "gpu_replicas",
+            "gpu_count",
+            "unrecognised_count",
+            "last_source",
+            "last_seen_at",
         ]
 
 
@@ -140,8 +206,19 @@ class InventoryImportSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = InventoryImport
-        fields = ["id", "source", "filename", "actor", "nodes_created", "nodes_updated",
-                  "nodes_unchanged", "nodes_rejected", "gpus_seen", "errors", "created_at"]
+        fields = [
+            "id",
+            "source",
+            "filename",
+            "actor",
+            "nodes_created",
+            "nodes_updated",
+            "nodes_unchanged",
+            "nodes_rejected",
+            "gpus_seen",
+            "errors",
+            "created_at",
+        ]
 
 
 class UnrecognisedModelSerializer(serializers.Serializer):

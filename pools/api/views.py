@@ -72,18 +72,28 @@ class PoolViewSet(viewsets.ModelViewSet):
 
     def perform_create(self, serializer):
         pool = serializer.save()
-        audit_event_record(actor=self.request.user, action="pool.created", obj=pool,
-                           after=serializer.data)
+        audit_event_record(
+            actor=self.request.user, action="pool.created", obj=pool, after=serializer.data
+        )
 
     def perform_update(self, serializer):
         before = s.PoolSerializer(serializer.instance).data
         pool = serializer.save()
-        audit_event_record(actor=self.request.user, action="pool.updated", obj=pool,
-                           before=dict(before), after=dict(serializer.data))
+        audit_event_record(
+            actor=self.request.user,
+            action="pool.updated",
+            obj=pool,
+            before=dict(before),
+            after=dict(serializer.data),
+        )
 
     def perform_destroy(self, instance):
-        audit_event_record(actor=self.request.user, action="pool.deleted", obj=instance,
-                           before=dict(s.PoolSerializer(instance).data))
+        audit_event_record(
+            actor=self.request.user,
+            action="pool.deleted",
+            obj=instance,
+            before=dict(s.PoolSerializer(instance).data),
+        )
         instance.delete()
 
     @extend_schema(
@@ -98,8 +108,11 @@ class PoolViewSet(viewsets.ModelViewSet):
             rows = selectors.pools_supporting_cuda(cuda=cuda)
         except ValueError:
             return Response(
-                {"code": "invalid", "detail": f"Not a CUDA version: {cuda!r} (use e.g. 12.4).",
-                 "errors": {"cuda": ["Not a CUDA version."]}},
+                {
+                    "code": "invalid",
+                    "detail": f"Not a CUDA version: {cuda!r} (use e.g. 12.4).",
+                    "errors": {"cuda": ["Not a CUDA version."]},
+                },
                 status=status.HTTP_400_BAD_REQUEST,
             )
         return Response({"cuda": cuda, "pools": rows})
@@ -132,8 +145,9 @@ class GpuViewSet(viewsets.ReadOnlyModelViewSet):
         return selectors.gpu_list().order_by("node__hostname", "index")
 
 
-class InventoryImportViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
-                             viewsets.GenericViewSet):
+class InventoryImportViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
     """Import runs and their reports; POST a file to import (pool admins)."""
 
     serializer_class = s.InventoryImportSerializer

@@ -9,11 +9,24 @@ from pools.catalogue import load_gpu_models
 from pools.gpu_names import normalise_model_key
 
 _DECIMAL_FIELDS = (
-    "memory_gib", "memory_bandwidth_gbps", "fp16_dense_tflops", "bf16_dense_tflops",
-    "fp8_dense_tflops", "int8_dense_tops", "nvlink_gbps",
+    "memory_gib",
+    "memory_bandwidth_gbps",
+    "fp16_dense_tflops",
+    "bf16_dense_tflops",
+    "fp8_dense_tflops",
+    "int8_dense_tops",
+    "nvlink_gbps",
 )
-_PLAIN_FIELDS = ("name", "vendor_name", "architecture", "card_class", "form_factor", "tdp_w",
-                 "cuda_cores", "sources")
+_PLAIN_FIELDS = (
+    "name",
+    "vendor_name",
+    "architecture",
+    "card_class",
+    "form_factor",
+    "tdp_w",
+    "cuda_cores",
+    "sources",
+)
 
 
 def catalogue_sync(gpu_model_cls: Any, alias_cls: Any) -> tuple[int, int]:
@@ -30,16 +43,15 @@ def catalogue_sync(gpu_model_cls: Any, alias_cls: Any) -> tuple[int, int]:
             {f: None if entry.get(f) is None else Decimal(str(entry[f])) for f in _DECIMAL_FIELDS}
         )
         values["sources"] = values["sources"] or {}
-        model, created = gpu_model_cls.objects.update_or_create(slug=entry["slug"],
-                                                                defaults=values)
+        model, created = gpu_model_cls.objects.update_or_create(slug=entry["slug"], defaults=values)
         created_models += created
         for alias in entry.get("aliases", []):
             key = normalise_model_key(alias["value"])
             if not key:
                 continue
             _, made = alias_cls.objects.get_or_create(
-                key=key, defaults={"gpu_model": model, "value": alias["value"],
-                                   "kind": alias["kind"]}
+                key=key,
+                defaults={"gpu_model": model, "value": alias["value"], "kind": alias["kind"]},
             )
             created_aliases += made
     return created_models, created_aliases

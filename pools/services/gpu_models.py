@@ -58,8 +58,12 @@ def gpu_model_alias_map(*, raw_name: str, gpu_model: GpuModel, actor: Any) -> in
             alias = GpuModelAlias.objects.create(
                 gpu_model=gpu_model, value=raw_name, kind=AliasKind.ADMIN, key=key
             )
-            audit_event_record(actor=actor, action="gpu_model_alias.created", obj=alias,
-                               after={"value": raw_name, "gpu_model": gpu_model.slug})
+            audit_event_record(
+                actor=actor,
+                action="gpu_model_alias.created",
+                obj=alias,
+                after={"value": raw_name, "gpu_model": gpu_model.slug},
+            )
         pending = [
             g.pk
             for g in Gpu.objects.filter(gpu_model__isnull=True).only("pk", "raw_model_name")

@@ -95,10 +95,31 @@ def _issue_dict(issue: ParseIssue) -> dict[str, Any]:
 
 
 CHUNK_SIZE = 250
-_NODE_FIELDS = ("pool_id", "scheduler", "state", "state_reason", "driver_version",
-                "driver_group_id", "cuda_version", "partitions", "labels", "gpu_replicas")
-_GPU_FIELDS = ["index", "uuid", "serial", "pci_bus_id", "memory_total_mib", "mig_mode",
-               "raw_model_name", "gpu_model", "health", "last_seen_at"]
+_PARKING_INDEX = 32767  # largest PositiveSmallIntegerField value on every backend
+_NODE_FIELDS = (
+    "pool_id",
+    "scheduler",
+    "state",
+    "state_reason",
+    "driver_version",
+    "driver_group_id",
+    "cuda_version",
+    "partitions",
+    "labels",
+    "gpu_replicas",
+)
+_GPU_FIELDS = [
+    "index",
+    "uuid",
+    "serial",
+    "pci_bus_id",
+    "memory_total_mib",
+    "mig_mode",
+    "raw_model_name",
+    "gpu_model",
+    "health",
+    "last_seen_at",
+]
 
 
 @dataclass
@@ -145,6 +166,7 @@ class _NodePlan:
     changed_gpus: list[Gpu] = field(default_factory=list)
     gone_gpu_ids: list[int] = field(default_factory=list)
     seen_gpu_ids: list[int] = field(default_factory=list)
+    reindexed: list[Gpu] = field(default_factory=list)
     mig: list[tuple[Gpu, list[tuple]]] = field(default_factory=list)
     warnings: list[ParseIssue] = field(default_factory=list)
 
@@ -177,12 +199,16 @@ def inventory_import(
     """
     report = ImportReport(source=str(source), issues=list(result.issues))
     run = _Run(
-        source=InventorySource(source), resolver=GpuModelResolver.load(), now=timezone.now(),
-        actor=actor, pool=pool, pools=list(Pool.objects.all()) if pool is None else [],
+        source=InventorySource(source),
+        resolver=GpuModelResolver.load(),
+        now=timezone.now(),
+        actor=actor,
+        pool=pool,
+        pools=list(Pool.objects.all()) if pool is None else [],
     )
     snapshots = _screen(result.nodes, report)
     for start in range(0, len(snapshots), CHUNK_SIZE):
-        chunk = snapshots[start:start + CHUNK_SIZE]
+        chunk = snapshots[start : start + CHUNK_SIZE]
         try:
             with transaction.atomic():
                 _record(report, _write_chunk(chunk, run))
@@ -193,8 +219,11 @@ def inventory_import(
                         _record(report, _write_chunk([snapshot], run))
                 except DatabaseError as exc:
                     report.rejected.append(snapshot.hostname)
-                    report.issues.append(ParseIssue(
-                        f"the database refused this node: {exc}".strip(), node=snapshot.hostname))
+                    report.issues.append(
+                        ParseIssue(
+                            f"the database refused this node: {exc}".strip(), node=snapshot.hostname
+                        )
+                    )
     record = InventoryImport.objects.create(
         source=str(source),
         filename=filename[:255],
@@ -264,21 +293,36 @@ def _write_chunk(snapshots: list[NodeSnapshot], run: _Run) -> tuple[list[_NodePl
     for gpu in Gpu.objects.filter(node__in=list(nodes.values())).prefetch_related("mig_devices"):
         gpus_by_node[gpu.node_id].append(gpu)
     wanted = {u for s in snapshots for g in s.gpus if (u := _clean_uuid(g.uuid))}
-    held = dict(
-        (uuid, hostname)
-        for uuid, hostname in Gpu.objects.filter(uuid__in=wanted).values_list("uuid", "node__hostname")
-    ) if wanted else {}
+    held = (
+        dict(
+            (uuid, hostname)
+            for uuid, hostname in Gpu.objects.filter(uuid__in=wanted).values_list(
+                "uuid", "node__hostname"
+            )
+        )
+        if wanted
+        else {}
+    )
 
     plans: list[_NodePlan] = []
     rejected: list[tuple[str, ParseIssue]] = []
     for snapshot in snapshots:
         uuids = [u for g in snapshot.gpus if (u := _clean_uuid(g.uuid))]
-        clash = next((u for u in uuids if held.get(u, snapshot.hostname) != snapshot.hostname), None)
+        clash = next(
+            (u for u in uuids if held.get(u, snapshot.hostname) != snapshot.hostname), None
+        )
         if clash:
-            rejected.append((snapshot.hostname, ParseIssue(
-                f"GPU UUID {clash} is already held by node {held[clash]}; not moved "
-                "(resolve by hand: remove the card from the other node first)",
-                field="uuid", node=snapshot.hostname)))
+            rejected.append(
+                (
+                    snapshot.hostname,
+                    ParseIssue(
+                        f"GPU UUID {clash} is already held by node {held[clash]}; not moved "
+                        "(resolve by hand: remove the card from the other node first)",
+                        field="uuid",
+                        node=snapshot.hostname,
+                    ),
+                )
+            )
             continue
         held.update({u: snapshot.hostname for u in uuids})
         node = nodes.get(snapshot.hostname)
@@ -302,26 +346,36 @@ def _node_state(node: Node, gpu_count: int) -> dict[str, Any]:
     }
 
 
-def _plan_node(node: Node | None, existing: list[Gpu], snapshot: NodeSnapshot,
-               run: _Run) -> _NodePlan:
+def _plan_node(
+    node: Node | None, existing: list[Gpu], snapshot: NodeSnapshot, run: _Run
+) -> _NodePlan:
     created = node is None
     if created:
         node = Node(hostname=snapshot.hostname)
     before_values = None if created else _node_values(node)
     before = None if created else _node_state(node, len(existing))
     _apply_node_fields(node, snapshot, run=run)
-    plan = _NodePlan(node=node, created=created,
-                     node_changed=created or before_values != _node_values(node),
-                     before=before, after=_node_state(node, len(snapshot.gpus)))
+    plan = _NodePlan(
+        node=node,
+        created=created,
+        node_changed=created or before_values != _node_values(node),
+        before=before,
+        after=_node_state(node, len(snapshot.gpus)),
+    )
     _plan_gpus(plan, existing, snapshot, run)
     for gpu in existing:
         if gpu.uuid and _MASKED_UUID.match(gpu.uuid):
             gpu.uuid = None
     for snap in snapshot.gpus:
         if snap.uuid and _clean_uuid(snap.uuid) is None:
-            plan.warnings.append(ParseIssue(
-                f"GPU {snap.index}: UUID {snap.uuid} is a masked placeholder; stored as unknown",
-                field="uuid", node=snapshot.hostname))
+            plan.warnings.append(
+                ParseIssue(
+                    f"GPU {snap.index}: UUID {snap.uuid} is a masked placeholder; "
+                    "stored as unknown",
+                    field="uuid",
+                    node=snapshot.hostname,
+                )
+            )
     return plan
 
 
@@ -379,18 +433,41 @@ def _plan_gpus(plan: _NodePlan, existing: list[Gpu], snapshot: NodeSnapshot, run
             (plan.changed_gpus if touched else []).append(gpu)
             if not touched:
                 plan.seen_gpu_ids.append(gpu.pk)
-        rows = sorted((m.index, m.uuid or "", m.profile or "", m.gpu_instance_id,
-                       m.compute_instance_id, m.memory_total_mib) for m in snap.mig_devices)
-        current = sorted((m.index, m.uuid, m.profile, m.gpu_instance_id, m.compute_instance_id,
-                          m.memory_total_mib) for m in gpu.mig_devices.all()) if gpu.pk else []
+        rows = sorted(
+            (
+                m.index,
+                _clean_uuid(m.uuid) or "",
+                m.profile or "",
+                m.gpu_instance_id,
+                m.compute_instance_id,
+                m.memory_total_mib,
+            )
+            for m in snap.mig_devices
+        )
+        current = (
+            sorted(
+                (
+                    m.index,
+                    m.uuid,
+                    m.profile,
+                    m.gpu_instance_id,
+                    m.compute_instance_id,
+                    m.memory_total_mib,
+                )
+                for m in gpu.mig_devices.all()
+            )
+            if gpu.pk
+            else []
+        )
         if rows != current and (rows or snap.mig_mode is False):
             plan.mig.append((gpu, rows))
     plan.gone_gpu_ids = [g.pk for g in existing if g.pk not in kept]
     _renumber_clashes(plan.new_gpus, taken={g.index for g in existing if g.pk in kept})
 
 
-def _apply_gpu_fields(gpu: Gpu, snap: GpuSnapshot, *, index: int, uuid: str | None,
-                      plan: _NodePlan, run: _Run) -> bool:
+def _apply_gpu_fields(
+    gpu: Gpu, snap: GpuSnapshot, *, index: int, uuid: str | None, plan: _NodePlan, run: _Run
+) -> bool:
     values = {
         "index": index,
         "uuid": uuid,
@@ -399,6 +476,8 @@ def _apply_gpu_fields(gpu: Gpu, snap: GpuSnapshot, *, index: int, uuid: str | No
         "memory_total_mib": snap.memory_total_mib,
         "mig_mode": snap.mig_mode,
     }
+    if gpu.pk and gpu.index != index:
+        plan.reindexed.append(gpu)
     touched = False
     for name, value in values.items():
         if value is not None and getattr(gpu, name) != value:
@@ -406,9 +485,14 @@ def _apply_gpu_fields(gpu: Gpu, snap: GpuSnapshot, *, index: int, uuid: str | No
             touched = True
     model = run.resolver.resolve(snap.model_name)
     if snap.model_name and model is None:
-        plan.warnings.append(ParseIssue(
-            f"GPU {index}: model {snap.model_name!r} matches no catalogue alias; "
-            "listed as unrecognised", field="model", node=plan.node.hostname))
+        plan.warnings.append(
+            ParseIssue(
+                f"GPU {index}: model {snap.model_name!r} matches no catalogue alias; "
+                "listed as unrecognised",
+                field="model",
+                node=plan.node.hostname,
+            )
+        )
     # A recognised card keeps its name unless a source reports a different model
     # (a card swap); an unrecognised name never replaces a recognised one.
     if snap.model_name:
@@ -440,15 +524,29 @@ def _write_plans(plans: list[_NodePlan], run: _Run) -> None:
     Node.objects.bulk_create([p.node for p in plans if p.created])
     changed_nodes = [p.node for p in plans if p.node_changed and not p.created]
     if changed_nodes:
-        bulk_update_rows(changed_nodes, [f.removesuffix("_id") for f in _NODE_FIELDS]
-                         + ["last_source", "last_seen_at", "updated_at"])
+        bulk_update_rows(
+            changed_nodes,
+            [f.removesuffix("_id") for f in _NODE_FIELDS]
+            + ["last_source", "last_seen_at", "updated_at"],
+        )
     seen_nodes = [p.node.pk for p in plans if not p.node_changed]
     if seen_nodes:
         Node.objects.filter(pk__in=seen_nodes).update(
-            last_seen_at=run.now, last_source=str(run.source))
+            last_seen_at=run.now, last_source=str(run.source)
+        )
     gone = [pk for p in plans for pk in p.gone_gpu_ids]
     if gone:
         Gpu.objects.filter(pk__in=gone).delete()
+    moved = [g for p in plans for g in p.reindexed]
+    if moved:
+        # (node, index) is unique and checked row by row: park moved cards on free indices
+        # first, so two cards that swapped places never collide mid-update.
+        final = [g.index for g in moved]
+        for k, gpu in enumerate(moved):
+            gpu.index = _PARKING_INDEX - k
+        bulk_update_rows(moved, ["index"])
+        for gpu, index in zip(moved, final, strict=True):
+            gpu.index = index
     changed = [g for p in plans for g in p.changed_gpus]
     if changed:
         bulk_update_rows(changed, _GPU_FIELDS)
@@ -461,16 +559,29 @@ def _write_plans(plans: list[_NodePlan], run: _Run) -> None:
     if mig:
         MigDevice.objects.filter(gpu__in=[g for g, _ in mig if g.pk]).delete()
         MigDevice.objects.bulk_create(
-            MigDevice(gpu=gpu, index=i, uuid=u, profile=prof, gpu_instance_id=gi,
-                      compute_instance_id=ci, memory_total_mib=mem)
-            for gpu, rows in mig for i, u, prof, gi, ci, mem in rows
+            MigDevice(
+                gpu=gpu,
+                index=i,
+                uuid=u,
+                profile=prof,
+                gpu_instance_id=gi,
+                compute_instance_id=ci,
+                memory_total_mib=mem,
+            )
+            for gpu, rows in mig
+            for i, u, prof, gi, ci, mem in rows
         )
     events = [
         audit_event_build(
-            actor=run.actor, action=f"node.{p.outcome}", obj=p.node, before=p.before,
-            after=p.after, reason=f"imported from {run.source}",
+            actor=run.actor,
+            action=f"node.{p.outcome}",
+            obj=p.node,
+            before=p.before,
+            after=p.after,
+            reason=f"imported from {run.source}",
         )
-        for p in plans if p.outcome != "unchanged"
+        for p in plans
+        if p.outcome != "unchanged"
     ]
     AuditEvent.objects.bulk_create(events)
 
@@ -496,18 +607,24 @@ def inventory_parse_file(
         source = InventorySource(source)
     except ValueError:
         choices = ", ".join(s.value for s in InventorySource)
-        raise InvalidInput(f"Unknown source {source!r}; use one of: {choices}.",
-                           field="source") from None
+        raise InvalidInput(
+            f"Unknown source {source!r}; use one of: {choices}.", field="source"
+        ) from None
     label = filename or "The file"
     limit = settings.INVENTORY_UPLOAD_MAX_BYTES
     if len(data) > limit:
-        raise UploadTooLarge(f"{label} is {len(data):,} bytes; the limit is {limit:,} bytes.",
-                             field="file", size=len(data), limit=limit)
+        raise UploadTooLarge(
+            f"{label} is {len(data):,} bytes; the limit is {limit:,} bytes.",
+            field="file",
+            size=len(data),
+            limit=limit,
+        )
     if not data.strip():
         raise InvalidInput(f"{label} is empty.", field="file")
     if source == InventorySource.NVIDIA_SMI and not (node and node.strip()):
-        raise InvalidInput("nvidia-smi output needs the name of the node it came from.",
-                           field="node")
+        raise InvalidInput(
+            "nvidia-smi output needs the name of the node it came from.", field="node"
+        )
     text, decode_issues = _decode(data)
     if source == InventorySource.NVIDIA_SMI:
         result = parse_nvidia_smi(text, hostname=node.strip())
@@ -525,8 +642,9 @@ def inventory_parse_file(
 
 
 def _in_file(issue: ParseIssue, filename: str) -> ParseIssue:
-    return ParseIssue(f"{filename}: {issue.message}", line=issue.line, field=issue.field,
-                      node=issue.node)
+    return ParseIssue(
+        f"{filename}: {issue.message}", line=issue.line, field=issue.field, node=issue.node
+    )
 
 
 def inventory_import_file(
@@ -543,8 +661,9 @@ def inventory_import_file(
     Raises what :func:`inventory_parse_file` raises, before anything is written.
     """
     result = inventory_parse_file(data=data, source=source, node=node, filename=filename)
-    return inventory_import(result=result, source=InventorySource(source), pool=pool,
-                            actor=actor, filename=filename)
+    return inventory_import(
+        result=result, source=InventorySource(source), pool=pool, actor=actor, filename=filename
+    )
 
 
 def inventory_import_files(
@@ -565,8 +684,9 @@ def inventory_import_files(
         source = InventorySource(source)
     except ValueError:
         choices = ", ".join(s.value for s in InventorySource)
-        raise InvalidInput(f"Unknown source {source!r}; use one of: {choices}.",
-                           field="source") from None
+        raise InvalidInput(
+            f"Unknown source {source!r}; use one of: {choices}.", field="source"
+        ) from None
     if not files:
         raise InvalidInput("No files to import.", field="files")
     nodes: list[NodeSnapshot] = []
@@ -580,8 +700,13 @@ def inventory_import_files(
         nodes.extend(result.nodes)
         issues.extend(result.issues)
     names = ", ".join(name for name, _, _ in files[:3]) + (" …" if len(files) > 3 else "")
-    return inventory_import(result=ParseResult(nodes=tuple(nodes), issues=tuple(issues)),
-                            source=source, pool=pool, actor=actor, filename=names)
+    return inventory_import(
+        result=ParseResult(nodes=tuple(nodes), issues=tuple(issues)),
+        source=source,
+        pool=pool,
+        actor=actor,
+        filename=names,
+    )
 
 
 def _decode(data: bytes) -> tuple[str, list[ParseIssue]]:
@@ -595,7 +720,10 @@ def _decode(data: bytes) -> tuple[str, list[ParseIssue]]:
         try:
             lines.append(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
-            issues.append(ParseIssue(
-                f"bytes that are not UTF-8 at column {exc.start + 1}; replaced", line=number))
+            issues.append(
+                ParseIssue(
+                    f"bytes that are not UTF-8 at column {exc.start + 1}; replaced", line=number
+                )
+            )
             lines.append(raw.decode("utf-8", errors="replace"))
     return "\n".join(lines), issues

@@ -18,8 +18,13 @@ def sort_header(context, field: str, label: str, numeric: bool = False):
     arrow = " ▲" if current == field else (" ▼" if current == f"-{field}" else "")
     url = f"?{query.urlencode()}"
     return format_html(
-        '<th class="{}"><a href="{}" hx-get="{}" hx-target="#table" hx-push-url="true">{}{}</a></th>',
-        "num" if numeric else "", url, url, label, arrow,
+        '<th class="{}"><a href="{}" hx-get="{}" hx-target="#table" hx-push-url="true">'
+        "{}{}</a></th>",
+        "num" if numeric else "",
+        url,
+        url,
+        label,
+        arrow,
     )
 
 

@@ -1,4 +1,4 @@
-"""Playwright driving Debian's chromium (no downloaded browser) against pytest-django's live server."""
+"""Playwright driving Debian's chromium (not a downloaded browser) against the live server."""
 
 from __future__ import annotations
 
@@ -8,8 +8,15 @@ import shutil
 import pytest
 
 CHROMIUM = os.environ.get("CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +31,16 @@ def browser():
         instance = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield instance
         instance.close()
+
+
+@pytest.fixture(autouse=True)
+def gpu_catalogue(transactional_db):
+    """Browser tests are transactional: the database is flushed after each, migration data
+    included, so the shipped catalogue is loaded again before each one."""
+    from pools.catalogue.sync import catalogue_sync
+    from pools.models import GpuModel, GpuModelAlias
+
+    catalogue_sync(GpuModel, GpuModelAlias)
 
 
 @pytest.fixture

@@ -10,12 +10,14 @@ from playwright.sync_api import expect
 from pools.services.inventory_import import inventory_import_file
 from scheduler_adapters.types import InventorySource
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def _slurm_fleet(count: int) -> bytes:
-    nodes = [{"name": f"gpu-{i:02d}", "state": "idle", "gres": "gpu:rtx4090:4",
-              "partitions": ["dev"]} for i in range(count)]
+    nodes = [
+        {"name": f"gpu-{i:02d}", "state": "idle", "gres": "gpu:rtx4090:4", "partitions": ["dev"]}
+        for i in range(count)
+    ]
     nodes.append({"name": "odd-one", "state": "idle", "gres": "gpu:v100:2", "partitions": ["dev"]})
     return json.dumps({"nodes": nodes}).encode()
 
@@ -56,8 +58,10 @@ def test_uploading_a_capture_shows_the_report_and_the_node(signed_in, live_serve
     page.goto(f"{live_server.url}/inventory/import/")
     page.select_option("select[name=source]", "nvidia-smi")
     page.fill("input[name=node]", "lab-h200")
-    page.set_input_files("input[name=file]",
-                         str(fixtures_dir / "nvidia-smi" / "linux-x86_64__nvidia-h200__590.48.01.txt"))
+    page.set_input_files(
+        "input[name=file]",
+        str(fixtures_dir / "nvidia-smi" / "linux-x86_64__nvidia-h200__590.48.01.txt"),
+    )
     page.click("main button[type=submit]")
     report = page.locator("#report")
     expect(report).to_contain_text("1 created")

@@ -27,8 +27,15 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def run(args: list[str], env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], env=env, cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, *args],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.fixture
@@ -71,14 +78,20 @@ def test_debug_on_without_a_secret_key_starts_for_local_development(tmp_path, no
 
 
 def test_check_deploy_is_clean_with_production_settings(tmp_path, no_dotenv):
-    secret = "".join(secrets.choice(string.ascii_letters + string.digits + "!@#%^&*(-_=+)")
-                     for _ in range(60))
-    env = clean_env(DEBUG="0", SECRET_KEY=secret, ALLOWED_HOSTS="portal.example.com",
-                    DATABASE_URL=f"sqlite:///{tmp_path / 'deploy.sqlite3'}",
-                    DJANGO_SETTINGS_MODULE="portal.settings.base")
+    secret = "".join(
+        secrets.choice(string.ascii_letters + string.digits + "!@#%^&*(-_=+)") for _ in range(60)
+    )
+    env = clean_env(
+        DEBUG="0",
+        SECRET_KEY=secret,
+        ALLOWED_HOSTS="portal.example.com",
+        DATABASE_URL=f"sqlite:///{tmp_path / 'deploy.sqlite3'}",
+        DJANGO_SETTINGS_MODULE="portal.settings.base",
+    )
 
-    result = run([str(ROOT / "manage.py"), "check", "--deploy", "--fail-level", "WARNING"], env,
-                 tmp_path)
+    result = run(
+        [str(ROOT / "manage.py"), "check", "--deploy", "--fail-level", "WARNING"], env, tmp_path
+    )
 
     assert result.returncode == 0, result.stdout + result.stderr
     output = result.stdout + result.stderr

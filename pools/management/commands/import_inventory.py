@@ -1,4 +1,6 @@
-"""``manage.py import_inventory --source {nvidia-smi,slurm,kubernetes} [--node H] [--pool P] FILE...``
+"""``manage.py import_inventory --source SOURCE [--node H | --node-from-filename] [--pool P] FILE``
+
+SOURCE is one of nvidia-smi, slurm, kubernetes.
 
 All files are imported as one run and one report is printed. For nvidia-smi, ``--node`` names
 the host the output came from, or ``--node-from-filename`` takes each host from its file name
@@ -27,8 +29,11 @@ class Command(BaseCommand):
         parser.add_argument("--source", required=True, choices=[s.value for s in InventorySource])
         host = parser.add_mutually_exclusive_group()
         host.add_argument("--node", help="host name the nvidia-smi output came from")
-        host.add_argument("--node-from-filename", action="store_true",
-                          help="take each nvidia-smi file's host name from its file name")
+        host.add_argument(
+            "--node-from-filename",
+            action="store_true",
+            help="take each nvidia-smi file's host name from its file name",
+        )
         parser.add_argument("--pool", help="slug of the pool to put the nodes in")
         parser.add_argument("files", nargs="+", metavar="FILE")
 

@@ -38,27 +38,49 @@ class Command(BaseCommand):
             self._pools()
         for path in sorted(CAPTURES.glob("*.txt")):
             # linux-x86_64__nvidia-h100-mig__590.48.01.txt -> lab-h100-mig
-            host = "lab-" + path.stem.split("__")[1].removeprefix("nvidia-").removeprefix("geforce-")
-            report = inventory_import_file(data=path.read_bytes(), source=InventorySource.NVIDIA_SMI,
-                                           node=host, filename=path.name)
+            host = "lab-" + path.stem.split("__")[1].removeprefix("nvidia-").removeprefix(
+                "geforce-"
+            )
+            report = inventory_import_file(
+                data=path.read_bytes(),
+                source=InventorySource.NVIDIA_SMI,
+                node=host,
+                filename=path.name,
+            )
             self._say(path.name, report)
         captures, slurm_json, k8s_json = demo_fleet()
-        self._say("nvidia-smi CSV of the generated nodes", inventory_import_files(
-            files=[(f"{c.hostname}.csv", c.csv.encode(), c.hostname) for c in captures],
-            source=InventorySource.NVIDIA_SMI))
-        self._say("slurmrestd nodes", inventory_import_file(
-            data=slurm_json.encode(), source=InventorySource.SLURM, filename="slurm-nodes.json"))
-        self._say("kubernetes nodes", inventory_import_file(
-            data=k8s_json.encode(), source=InventorySource.KUBERNETES, filename="k8s-nodes.json"))
+        self._say(
+            "nvidia-smi CSV of the generated nodes",
+            inventory_import_files(
+                files=[(f"{c.hostname}.csv", c.csv.encode(), c.hostname) for c in captures],
+                source=InventorySource.NVIDIA_SMI,
+            ),
+        )
+        self._say(
+            "slurmrestd nodes",
+            inventory_import_file(
+                data=slurm_json.encode(), source=InventorySource.SLURM, filename="slurm-nodes.json"
+            ),
+        )
+        self._say(
+            "kubernetes nodes",
+            inventory_import_file(
+                data=k8s_json.encode(), source=InventorySource.KUBERNETES, filename="k8s-nodes.json"
+            ),
+        )
 
     def _say(self, name, report):
-        self.stdout.write(f"{name}: {len(report.created)} created, {len(report.updated)} updated, "
-                          f"{len(report.unchanged)} unchanged, {len(report.rejected)} rejected")
+        self.stdout.write(
+            f"{name}: {len(report.created)} created, {len(report.updated)} updated, "
+            f"{len(report.unchanged)} unchanged, {len(report.rejected)} rejected"
+        )
 
     def _users_and_teams(self):
         users = get_user_model().objects
-        admin, _ = users.get_or_create(username="admin", defaults={
-            "is_staff": True, "is_superuser": True, "email": "admin@example.com"})
+        admin, _ = users.get_or_create(
+            username="admin",
+            defaults={"is_staff": True, "is_superuser": True, "email": "admin@example.com"},
+        )
         alice, _ = users.get_or_create(username="alice", defaults={"email": "alice@example.com"})
         bob, _ = users.get_or_create(username="bob", defaults={"email": "bob@example.com"})
         for user in (admin, alice, bob):
@@ -67,11 +89,14 @@ class Command(BaseCommand):
         teams = {}
         for slug, name, cost_centre in TEAMS:
             teams[slug], _ = Team.objects.get_or_create(
-                slug=slug, defaults={"name": name, "cost_centre": cost_centre})
-        Membership.objects.get_or_create(team=teams["nlp"], user=alice,
-                                         defaults={"role": TeamRole.MEMBER})
-        Membership.objects.get_or_create(team=teams["vision"], user=bob,
-                                         defaults={"role": TeamRole.MANAGER})
+                slug=slug, defaults={"name": name, "cost_centre": cost_centre}
+            )
+        Membership.objects.get_or_create(
+            team=teams["nlp"], user=alice, defaults={"role": TeamRole.MEMBER}
+        )
+        Membership.objects.get_or_create(
+            team=teams["vision"], user=bob, defaults={"role": TeamRole.MANAGER}
+        )
 
     def _pools(self) -> None:
         for spec in POOLS:

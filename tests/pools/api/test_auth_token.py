@@ -40,9 +40,14 @@ def test_asking_twice_returns_the_same_token(member):
     assert first == second
 
 
-@pytest.mark.parametrize("credentials", [{"username": "member", "password": "wrong"},
-                                         {"username": "nobody", "password": "pw"},
-                                         {"username": "member"}])
+@pytest.mark.parametrize(
+    "credentials",
+    [
+        {"username": "member", "password": "wrong"},
+        {"username": "nobody", "password": "pw"},
+        {"username": "member"},
+    ],
+)
 def test_wrong_or_missing_credentials_are_400(member, credentials):
     response = APIClient().post(URL, credentials, format="json")
 
@@ -64,8 +69,9 @@ def test_a_bad_token_is_refused(member):
 
 def test_the_token_endpoint_is_throttled(member):
     client = APIClient()
-    codes = [client.post(URL, {"username": "member", "password": "wrong"}).status_code
-             for _ in range(21)]
+    codes = [
+        client.post(URL, {"username": "member", "password": "wrong"}).status_code for _ in range(21)
+    ]
 
     # 20 a minute (DEFAULT_THROTTLE_RATES["token"]), then 429.
     assert codes == [400] * 20 + [429]

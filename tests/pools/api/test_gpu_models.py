@@ -28,19 +28,45 @@ def test_detail_by_slug_carries_the_published_specs(member_api):
     assert response.status_code == 200
     body = response.json()
     # Values of the h100_sxm entry of pools/catalogue/gpu_models.json.
-    assert {k: body[k] for k in (
-        "slug", "name", "vendor_name", "architecture", "card_class", "form_factor",
-        "memory_gib", "memory_bandwidth_gbps", "bf16_dense_tflops", "fp8_dense_tflops",
-        "nvlink_gbps", "tdp_w", "cuda_cores", "gpu_count")} == {
-        "slug": "h100_sxm", "name": "H100 SXM5 80GB", "vendor_name": "NVIDIA H100 80GB HBM3",
-        "architecture": "Hopper", "card_class": "datacentre", "form_factor": "sxm",
-        "memory_gib": "79.65", "memory_bandwidth_gbps": "3350.0", "bf16_dense_tflops": "989.00",
-        "fp8_dense_tflops": "1979.00", "nvlink_gbps": "900.0", "tdp_w": 700,
-        "cuda_cores": 16896, "gpu_count": 0,
+    assert {
+        k: body[k]
+        for k in (
+            "slug",
+            "name",
+            "vendor_name",
+            "architecture",
+            "card_class",
+            "form_factor",
+            "memory_gib",
+            "memory_bandwidth_gbps",
+            "bf16_dense_tflops",
+            "fp8_dense_tflops",
+            "nvlink_gbps",
+            "tdp_w",
+            "cuda_cores",
+            "gpu_count",
+        )
+    } == {
+        "slug": "h100_sxm",
+        "name": "H100 SXM5 80GB",
+        "vendor_name": "NVIDIA H100 80GB HBM3",
+        "architecture": "Hopper",
+        "card_class": "datacentre",
+        "form_factor": "sxm",
+        "memory_gib": "79.65",
+        "memory_bandwidth_gbps": "3350.0",
+        "bf16_dense_tflops": "989.00",
+        "fp8_dense_tflops": "1979.00",
+        "nvlink_gbps": "900.0",
+        "tdp_w": 700,
+        "cuda_cores": 16896,
+        "gpu_count": 0,
     }
     # The nvidia-smi name and its Kubernetes-label spelling share one key, so one alias.
-    assert body["aliases"] == [{"value": "NVIDIA H100 80GB HBM3", "kind": "nvidia-smi"},
-                               {"value": "h100_sxm", "kind": "slurm-gres"}]
+    assert body["aliases"] == [
+        {"value": "NVIDIA H100 80GB HBM3", "kind": "nvidia-smi"},
+        {"value": "h100_sxm", "kind": "slurm-gres"},
+    ]
     assert "memory_bandwidth_gbps" in body["sources"]
 
 

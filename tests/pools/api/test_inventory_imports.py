@@ -21,42 +21,75 @@ def upload(name: str, data: bytes) -> SimpleUploadedFile:
 def test_an_admin_imports_nvidia_smi_output_201_with_the_report(admin_api, pool_admin):
     PoolFactory(slug="train")
 
-    response = admin_api.post(URL, {"source": "nvidia-smi", "node": "trn-01", "pool": "train",
-                                    "file": upload("trn-01.csv", nvidia_smi_csv(4))},
-                              format="multipart")
+    response = admin_api.post(
+        URL,
+        {
+            "source": "nvidia-smi",
+            "node": "trn-01",
+            "pool": "train",
+            "file": upload("trn-01.csv", nvidia_smi_csv(4)),
+        },
+        format="multipart",
+    )
 
     assert response.status_code == 201, response.content
     body = response.json()
-    assert {k: body[k] for k in ("source", "ok", "created", "updated", "unchanged", "rejected",
-                                 "gpus_seen", "issues", "warnings")} == {
-        "source": "nvidia-smi", "ok": True, "created": ["trn-01"], "updated": [],
-        "unchanged": [], "rejected": [], "gpus_seen": 4, "issues": [], "warnings": []}
+    assert {
+        k: body[k]
+        for k in (
+            "source",
+            "ok",
+            "created",
+            "updated",
+            "unchanged",
+            "rejected",
+            "gpus_seen",
+            "issues",
+            "warnings",
+        )
+    } == {
+        "source": "nvidia-smi",
+        "ok": True,
+        "created": ["trn-01"],
+        "updated": [],
+        "unchanged": [],
+        "rejected": [],
+        "gpus_seen": 4,
+        "issues": [],
+        "warnings": [],
+    }
     record = InventoryImport.objects.get()
     assert body["import_id"] == record.pk
     assert (record.filename, record.actor, record.nodes_created) == ("trn-01.csv", pool_admin, 1)
     assert (Node.objects.get().pool.slug, Gpu.objects.count()) == ("train", 4)
 
     listed = admin_api.get(URL).json()["results"]
-    assert [(r["id"], r["source"], r["actor"], r["nodes_created"], r["gpus_seen"])
-            for r in listed] == [(record.pk, "nvidia-smi", "root-admin", 1, 4)]
+    assert [
+        (r["id"], r["source"], r["actor"], r["nodes_created"], r["gpus_seen"]) for r in listed
+    ] == [(record.pk, "nvidia-smi", "root-admin", 1, 4)]
 
 
 def test_a_rejected_node_is_400_import_incomplete_and_the_good_nodes_are_kept(admin_api):
-    payload = slurm_nodes_json(slurm_node("gpu-node-01", "gpu:rtx4090:4"),
-                               slurm_node("gpu node 01", "gpu:rtx4090:4"),
-                               slurm_node("gpu-node-02", "gpu:rtx4090:2"))
+    payload = slurm_nodes_json(
+        slurm_node("gpu-node-01", "gpu:rtx4090:4"),
+        slurm_node("gpu node 01", "gpu:rtx4090:4"),
+        slurm_node("gpu-node-02", "gpu:rtx4090:2"),
+    )
 
-    response = admin_api.post(URL, {"source": "slurm", "file": upload("nodes.json", payload)},
-                              format="multipart")
+    response = admin_api.post(
+        URL, {"source": "slurm", "file": upload("nodes.json", payload)}, format="multipart"
+    )
 
     assert response.status_code == 400
     body = response.json()
     assert body["code"] == "import_incomplete"
     assert (body["ok"], body["created"], body["rejected"]) == (
-        False, ["gpu-node-01", "gpu-node-02"], ["gpu node 01"])
+        False,
+        ["gpu-node-01", "gpu-node-02"],
+        ["gpu node 01"],
+    )
     assert [i["node"] for i in body["issues"]] == ["gpu node 01"]
-    assert sorted(Node.objects.values_list("hostname", flat=True)) == [
-        "gpu-node-01", "gpu-node-02"]
+    assert sorted(Node.objects.values_list("hostname", flat=True)) == ["gpu-node-01", "gpu-node-02"]
     assert Gpu.objects.count() == 6
     assert InventoryImport.objects.get().nodes_rejected == 1
 
@@ -64,9 +97,11 @@ def test_a_rejected_node_is_400_import_incomplete_and_the_good_nodes_are_kept(ad
 def test_a_member_cannot_import(member_api, table_counts):
     before = table_counts()
 
-    response = member_api.post(URL, {"source": "nvidia-smi", "node": "trn-01",
-                                     "file": upload("trn-01.csv", nvidia_smi_csv(1))},
-                               format="multipart")
+    response = member_api.post(
+        URL,
+        {"source": "nvidia-smi", "node": "trn-01", "file": upload("trn-01.csv", nvidia_smi_csv(1))},
+        format="multipart",
+    )
 
     assert response.status_code == 403
     assert response.json()["code"] == "permission_denied"
@@ -85,8 +120,7 @@ def test_a_member_cannot_import(member_api, table_counts):
     ],
     ids=["no-node", "empty-file", "unknown-source", "no-file", "unknown-pool"],
 )
-def test_unusable_uploads_are_400_and_write_nothing(admin_api, table_counts, fields, status,
-                                                    code):
+def test_unusable_uploads_are_400_and_write_nothing(admin_api, table_counts, fields, status, code):
     before = table_counts()
     data = {k: upload(*v) if k == "file" else v for k, v in fields.items()}
 
@@ -101,9 +135,11 @@ def test_unusable_uploads_are_400_and_write_nothing(admin_api, table_counts, fie
 def test_an_upload_over_the_limit_is_400_upload_too_large(admin_api, table_counts):
     before = table_counts()
 
-    response = admin_api.post(URL, {"source": "nvidia-smi", "node": "n1",
-                                    "file": upload("big.csv", nvidia_smi_csv(2))},
-                              format="multipart")
+    response = admin_api.post(
+        URL,
+        {"source": "nvidia-smi", "node": "n1", "file": upload("big.csv", nvidia_smi_csv(2))},
+        format="multipart",
+    )
 
     assert response.status_code == 400
     body = response.json()

@@ -24,21 +24,44 @@ def fleet():
     train = PoolFactory(slug="train", name="Train")
     dev = PoolFactory(slug="dev", name="Dev")
     node_with_gpus(4, hostname="trn-01", pool=train)
-    trn2 = node_with_gpus(2, hostname="trn-02", pool=train, state="drain",
-                          driver_version="535.129.03", state_reason="ECC")
+    trn2 = node_with_gpus(
+        2,
+        hostname="trn-02",
+        pool=train,
+        state="drain",
+        driver_version="535.129.03",
+        state_reason="ECC",
+    )
     trn2.gpus.filter(index=1).update(health="error")
     dev1 = node_with_gpus(2, hostname="dev-01", pool=dev, gpu_model="rtx4090")
-    GpuFactory(node=dev1, index=2, gpu_model=None, raw_model_name="v100",
-               uuid="GPU-0000beef-0000-4000-8000-000000000001")
+    GpuFactory(
+        node=dev1,
+        index=2,
+        gpu_model=None,
+        raw_model_name="v100",
+        uuid="GPU-0000beef-0000-4000-8000-000000000001",
+    )
     mig = node_with_gpus(1, hostname="mig-01", pool=dev, state="down", gpu_model="h100_sxm")
     card = mig.gpus.get()
     card.mig_mode = True
     card.save()
-    MigDevice.objects.create(gpu=card, index=0, profile="3g.40gb", gpu_instance_id=2,
-                             compute_instance_id=0, memory_total_mib=40448,
-                             uuid="MIG-11111111-2222-4333-8444-555555555555")
-    MigDevice.objects.create(gpu=card, index=1, profile="4g.40gb", gpu_instance_id=1,
-                             compute_instance_id=0, memory_total_mib=40448)
+    MigDevice.objects.create(
+        gpu=card,
+        index=0,
+        profile="3g.40gb",
+        gpu_instance_id=2,
+        compute_instance_id=0,
+        memory_total_mib=40448,
+        uuid="MIG-11111111-2222-4333-8444-555555555555",
+    )
+    MigDevice.objects.create(
+        gpu=card,
+        index=1,
+        profile="4g.40gb",
+        gpu_instance_id=1,
+        compute_instance_id=0,
+        memory_total_mib=40448,
+    )
 
 
 def hostnames(api, **params) -> list[str]:
@@ -52,8 +75,17 @@ def test_node_list_is_sorted_by_hostname_with_counts(member_api, fleet):
 
     body = response.json()
     assert body["count"] == 4
-    assert [(n["hostname"], n["pool"], n["state"], n["driver_group"], n["gpu_count"],
-             n["unrecognised_count"]) for n in body["results"]] == [
+    assert [
+        (
+            n["hostname"],
+            n["pool"],
+            n["state"],
+            n["driver_group"],
+            n["gpu_count"],
+            n["unrecognised_count"],
+        )
+        for n in body["results"]
+    ] == [
         ("dev-01", "dev", "up", 550, 3, 1),
         ("mig-01", "dev", "down", 550, 1, 0),
         ("trn-01", "train", "up", 550, 4, 0),
@@ -117,15 +149,40 @@ def test_node_detail_holds_gpus_and_mig_devices(member_api, fleet):
     assert response.status_code == 200
     body = response.json()
     assert (body["hostname"], body["pool"], body["state"], body["gpu_count"]) == (
-        "mig-01", "dev", "down", 1)
+        "mig-01",
+        "dev",
+        "down",
+        1,
+    )
     (gpu,) = body["gpus"]
     assert (gpu["index"], gpu["gpu_model"], gpu["mig_mode"]) == (0, "h100_sxm", True)
     assert gpu["mig_devices"] == [
-        {"index": 0, "uuid": "MIG-11111111-2222-4333-8444-555555555555", "profile": "3g.40gb",
-         "gpu_instance_id": 2, "compute_instance_id": 0, "memory_total_mib": 40448},
-        {"index": 1, "uuid": "", "profile": "4g.40gb", "gpu_instance_id": 1,
-         "compute_instance_id": 0, "memory_total_mib": 40448},
+        {
+            "index": 0,
+            "uuid": "MIG-11111111-2222-4333-8444-555555555555",
+            "profile": "3g.40gb",
+            "gpu_instance_id": 2,
+            "compute_instance_id": 0,
+            "memory_total_mib": 40448,
+        },
+        {
+            "index": 1,
+            "uuid": "",
+            "profile": "4g.40gb",
+            "gpu_instance_id": 1,
+            "compute_instance_id": 0,
+            "memory_total_mib": 40448,
+        },
     ]
+
+
+def test_node_detail_of_a_dotted_host_name(member_api):
+    node_with_gpus(2, hostname="gpu-07.cluster.example.com")
+
+    response = member_api.get("/api/v1/nodes/gpu-07.cluster.example.com/")
+
+    assert response.status_code == 200
+    assert [g["index"] for g in response.json()["gpus"]] == [0, 1]
 
 
 def test_node_detail_of_a_missing_host_is_404(member_api, fleet):
@@ -159,8 +216,10 @@ def gpu_keys(api, **params) -> list[tuple[str, int]]:
         ({"recognised": "false"}, [("dev-01", 2)]),
         ({"driver_group": "535"}, [("trn-02", 0), ("trn-02", 1)]),
         ({"q": "beef"}, [("dev-01", 2)]),
-        ({"ordering": "-node,index", "pool": "dev"},
-         [("mig-01", 0), ("dev-01", 0), ("dev-01", 1), ("dev-01", 2)]),
+        (
+            {"ordering": "-node,index", "pool": "dev"},
+            [("mig-01", 0), ("dev-01", 0), ("dev-01", 1), ("dev-01", 2)],
+        ),
     ],
 )
 def test_gpu_filters(member_api, fleet, params, expected):
@@ -171,12 +230,31 @@ def test_gpu_list_shape(member_api, fleet):
     response = member_api.get("/api/v1/gpus/", {"node": "mig-01"})
 
     (gpu,) = response.json()["results"]
-    assert {k: gpu[k] for k in ("node", "pool", "index", "gpu_model", "raw_model_name",
-                                "memory_total_mib", "mig_mode", "mig_device_count", "health",
-                                "driver_version")} == {
-        "node": "mig-01", "pool": "dev", "index": 0, "gpu_model": "h100_sxm",
-        "raw_model_name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81920, "mig_mode": True,
-        "mig_device_count": 2, "health": "unknown", "driver_version": "550.54.15",
+    assert {
+        k: gpu[k]
+        for k in (
+            "node",
+            "pool",
+            "index",
+            "gpu_model",
+            "raw_model_name",
+            "memory_total_mib",
+            "mig_mode",
+            "mig_device_count",
+            "health",
+            "driver_version",
+        )
+    } == {
+        "node": "mig-01",
+        "pool": "dev",
+        "index": 0,
+        "gpu_model": "h100_sxm",
+        "raw_model_name": "NVIDIA H100 80GB HBM3",
+        "memory_total_mib": 81920,
+        "mig_mode": True,
+        "mig_device_count": 2,
+        "health": "unknown",
+        "driver_version": "550.54.15",
     }
 
 
@@ -185,12 +263,24 @@ def test_driver_groups(member_api, fleet):
 
     assert response.status_code == 200
     assert response.json()["results"] == [
-        {"branch": 535, "name": "R535", "min_driver_version": "535.129.03",
-         "max_driver_version": "535.129.03", "max_cuda": "12.2", "node_count": 1,
-         "gpu_count": 2},
-        {"branch": 550, "name": "R550", "min_driver_version": "550.54.15",
-         "max_driver_version": "550.54.15", "max_cuda": "12.4", "node_count": 3,
-         "gpu_count": 8},
+        {
+            "branch": 535,
+            "name": "R535",
+            "min_driver_version": "535.129.03",
+            "max_driver_version": "535.129.03",
+            "max_cuda": "12.2",
+            "node_count": 1,
+            "gpu_count": 2,
+        },
+        {
+            "branch": 550,
+            "name": "R550",
+            "min_driver_version": "550.54.15",
+            "max_driver_version": "550.54.15",
+            "max_cuda": "12.4",
+            "node_count": 3,
+            "gpu_count": 8,
+        },
     ]
     assert member_api.get("/api/v1/driver-groups/550/").json()["max_cuda"] == "12.4"
 
@@ -214,8 +304,16 @@ def queries_for(api, url: str) -> int:
     return len(ctx.captured_queries)
 
 
-@pytest.mark.parametrize("url", ["/api/v1/gpus/", "/api/v1/nodes/", "/api/v1/pools/",
-                                 "/api/v1/driver-groups/", "/api/v1/gpu-models/"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/v1/gpus/",
+        "/api/v1/nodes/",
+        "/api/v1/pools/",
+        "/api/v1/driver-groups/",
+        "/api/v1/gpu-models/",
+    ],
+)
 def test_list_query_count_does_not_grow_with_the_fleet(member_api, url):
     build_fleet(0, 5)
     small = queries_for(member_api, url)

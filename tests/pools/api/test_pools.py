@@ -13,9 +13,13 @@ from pools.models import AuditEvent, Pool
 pytestmark = pytest.mark.django_db
 
 URL = "/api/v1/pools/"
-NEW_POOL = {"slug": "infer", "name": "Inference", "scheduler": "kubernetes",
-            "k8s_node_selector": {"gpu-pool.example.com/pool": "inference"},
-            "overcommit_ratio": "1.50"}
+NEW_POOL = {
+    "slug": "infer",
+    "name": "Inference",
+    "scheduler": "kubernetes",
+    "k8s_node_selector": {"gpu-pool.example.com/pool": "inference"},
+    "overcommit_ratio": "1.50",
+}
 
 
 @pytest.fixture
@@ -30,18 +34,30 @@ def test_a_member_reads_pools_with_counts(member_api, train):
     response = member_api.get(URL)
 
     assert response.status_code == 200
-    assert response.json()["results"] == [{
-        "slug": "train", "name": "Train", "description": "", "scheduler": "slurm",
-        "slurm_partition": "train", "k8s_node_selector": {}, "overcommit_ratio": "1.00",
-        "node_count": 2, "gpu_count": 6,
-    }]
+    assert response.json()["results"] == [
+        {
+            "slug": "train",
+            "name": "Train",
+            "description": "",
+            "scheduler": "slurm",
+            "slurm_partition": "train",
+            "k8s_node_selector": {},
+            "overcommit_ratio": "1.00",
+            "node_count": 2,
+            "gpu_count": 6,
+        }
+    ]
     assert member_api.get(f"{URL}train/").json()["gpu_count"] == 6
 
 
 @pytest.mark.parametrize(
     ("method", "path", "data"),
-    [("post", URL, NEW_POOL), ("patch", f"{URL}train/", {"name": "Renamed"}),
-     ("put", f"{URL}train/", {**NEW_POOL, "slug": "train"}), ("delete", f"{URL}train/", None)],
+    [
+        ("post", URL, NEW_POOL),
+        ("patch", f"{URL}train/", {"name": "Renamed"}),
+        ("put", f"{URL}train/", {**NEW_POOL, "slug": "train"}),
+        ("delete", f"{URL}train/", None),
+    ],
 )
 def test_a_member_cannot_write_pools(member_api, train, table_counts, method, path, data):
     before = table_counts()
@@ -61,10 +77,18 @@ def test_an_admin_creates_a_pool_and_it_is_audited(admin_api, pool_admin):
     assert response.json()["slug"] == "infer"
     pool = Pool.objects.get(slug="infer")
     assert (pool.name, pool.scheduler, pool.overcommit_ratio, pool.k8s_node_selector) == (
-        "Inference", "kubernetes", Decimal("1.50"), {"gpu-pool.example.com/pool": "inference"})
+        "Inference",
+        "kubernetes",
+        Decimal("1.50"),
+        {"gpu-pool.example.com/pool": "inference"},
+    )
     event = AuditEvent.objects.get()
     assert (event.action, event.actor, event.object_type, event.object_id) == (
-        "pool.created", pool_admin, "pools.pool", str(pool.pk))
+        "pool.created",
+        pool_admin,
+        "pools.pool",
+        str(pool.pk),
+    )
     assert event.after["slug"] == "infer" and event.after["overcommit_ratio"] == "1.50"
 
 
@@ -75,22 +99,25 @@ def test_an_admin_updates_and_deletes_a_pool_with_before_and_after(admin_api, tr
     assert patched.status_code == 200 and deleted.status_code == 204
     update, delete = AuditEvent.objects.order_by("id")
     assert update.action == "pool.updated"
-    assert (update.before["overcommit_ratio"], update.after["overcommit_ratio"]) == (
-        "1.00", "2.00")
+    assert (update.before["overcommit_ratio"], update.after["overcommit_ratio"]) == ("1.00", "2.00")
     assert delete.action == "pool.deleted" and delete.before["slug"] == "train"
     assert not Pool.objects.exists()
 
 
 @pytest.mark.parametrize(
     ("change", "field"),
-    [({"slug": "Bad Slug"}, "slug"), ({"slug": "-train"}, "slug"),
-     ({"overcommit_ratio": "0"}, "overcommit_ratio"),
-     ({"overcommit_ratio": "0.05"}, "overcommit_ratio"),
-     ({"scheduler": "lsf"}, "scheduler"),
-     ({"k8s_node_selector": {"pool": 3}}, "k8s_node_selector")],
+    [
+        ({"slug": "Bad Slug"}, "slug"),
+        ({"slug": "-train"}, "slug"),
+        ({"overcommit_ratio": "0"}, "overcommit_ratio"),
+        ({"overcommit_ratio": "0.05"}, "overcommit_ratio"),
+        ({"scheduler": "lsf"}, "scheduler"),
+        ({"k8s_node_selector": {"pool": 3}}, "k8s_node_selector"),
+    ],
 )
-def test_an_invalid_pool_is_400_with_a_machine_readable_body(admin_api, table_counts, change,
-                                                            field):
+def test_an_invalid_pool_is_400_with_a_machine_readable_body(
+    admin_api, table_counts, change, field
+):
     before = table_counts()
 
     response = admin_api.post(URL, {**NEW_POOL, **change}, format="json")
@@ -110,8 +137,17 @@ def test_a_duplicate_slug_is_400(admin_api, train):
     assert Pool.objects.count() == 1
 
 
-@pytest.mark.parametrize("url", [URL, "/api/v1/nodes/", "/api/v1/gpus/", "/api/v1/gpu-models/",
-                                 "/api/v1/unrecognised-models/", "/api/v1/inventory/imports/"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        URL,
+        "/api/v1/nodes/",
+        "/api/v1/gpus/",
+        "/api/v1/gpu-models/",
+        "/api/v1/unrecognised-models/",
+        "/api/v1/inventory/imports/",
+    ],
+)
 def test_anonymous_requests_get_json_401_or_403_not_a_login_redirect(url):
     response = APIClient().get(url)
 

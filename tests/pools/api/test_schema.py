@@ -14,10 +14,16 @@ def test_the_openapi_schema_is_served(member_api):
     schema = response.json()
     assert schema["openapi"].startswith("3.")
     assert schema["info"]["title"] == "gpu-pool-portal API"
-    for path in ("/api/v1/nodes/", "/api/v1/nodes/{hostname}/", "/api/v1/gpus/",
-                 "/api/v1/gpu-models/{slug}/", "/api/v1/pools/cuda-support/",
-                 "/api/v1/inventory/imports/", "/api/v1/unrecognised-models/",
-                 "/api/v1/auth/token/"):
+    for path in (
+        "/api/v1/nodes/",
+        "/api/v1/nodes/{hostname}/",
+        "/api/v1/gpus/",
+        "/api/v1/gpu-models/{slug}/",
+        "/api/v1/pools/cuda-support/",
+        "/api/v1/inventory/imports/",
+        "/api/v1/unrecognised-models/",
+        "/api/v1/auth/token/",
+    ):
         assert path in schema["paths"], path
 
 

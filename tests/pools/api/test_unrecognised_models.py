@@ -16,10 +16,13 @@ URL = "/api/v1/unrecognised-models/"
 @pytest.fixture
 def legacy():
     inventory_import_file(
-        data=slurm_nodes_json(slurm_node("legacy-01", "gpu:v100:4"),
-                              slurm_node("legacy-02", "gpu:v100:4"),
-                              slurm_node("legacy-03", "gpu:p100:2")),
-        source="slurm")
+        data=slurm_nodes_json(
+            slurm_node("legacy-01", "gpu:v100:4"),
+            slurm_node("legacy-02", "gpu:v100:4"),
+            slurm_node("legacy-03", "gpu:p100:2"),
+        ),
+        source="slurm",
+    )
 
 
 def test_a_member_lists_unrecognised_names_largest_first(member_api, legacy):
@@ -33,22 +36,27 @@ def test_a_member_lists_unrecognised_names_largest_first(member_api, legacy):
 
 
 def test_an_admin_maps_a_name(admin_api, pool_admin, legacy):
-    response = admin_api.post(URL, {"raw_model_name": "v100", "gpu_model": "a100_40g_sxm"},
-                              format="json")
+    response = admin_api.post(
+        URL, {"raw_model_name": "v100", "gpu_model": "a100_40g_sxm"}, format="json"
+    )
 
     assert response.status_code == 200, response.content
     assert response.json() == {"mapped_gpus": 8, "gpu_model": "a100_40g_sxm"}
     assert Gpu.objects.filter(gpu_model__slug="a100_40g_sxm").count() == 8
     assert admin_api.get(URL).json() == [
-        {"raw_model_name": "p100", "gpu_count": 2, "node_count": 1}]
-    assert AuditEvent.objects.filter(action="gpu_model_alias.created", actor=pool_admin).count() == 1
+        {"raw_model_name": "p100", "gpu_count": 2, "node_count": 1}
+    ]
+    assert (
+        AuditEvent.objects.filter(action="gpu_model_alias.created", actor=pool_admin).count() == 1
+    )
 
 
 def test_a_member_cannot_map(member_api, legacy, table_counts):
     before = table_counts()
 
-    response = member_api.post(URL, {"raw_model_name": "v100", "gpu_model": "a100_40g_sxm"},
-                               format="json")
+    response = member_api.post(
+        URL, {"raw_model_name": "v100", "gpu_model": "a100_40g_sxm"}, format="json"
+    )
 
     assert response.status_code == 403
     assert table_counts() == before
@@ -58,8 +66,9 @@ def test_a_member_cannot_map(member_api, legacy, table_counts):
 def test_mapping_a_catalogue_name_elsewhere_is_409_conflict(admin_api, legacy, table_counts):
     before = table_counts()
 
-    response = admin_api.post(URL, {"raw_model_name": "rtx4090", "gpu_model": "rtx4090d"},
-                              format="json")
+    response = admin_api.post(
+        URL, {"raw_model_name": "rtx4090", "gpu_model": "rtx4090d"}, format="json"
+    )
 
     assert response.status_code == 409
     body = response.json()
@@ -68,9 +77,14 @@ def test_mapping_a_catalogue_name_elsewhere_is_409_conflict(admin_api, legacy, t
     assert table_counts() == before
 
 
-@pytest.mark.parametrize("data", [{"raw_model_name": "v100", "gpu_model": "nope"},
-                                  {"gpu_model": "l4"}, {"raw_model_name": "NVIDIA",
-                                                        "gpu_model": "l4"}])
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"raw_model_name": "v100", "gpu_model": "nope"},
+        {"gpu_model": "l4"},
+        {"raw_model_name": "NVIDIA", "gpu_model": "l4"},
+    ],
+)
 def test_a_bad_mapping_request_is_400(admin_api, legacy, data):
     response = admin_api.post(URL, data, format="json")
 

@@ -27,13 +27,14 @@ def fleet():
     n1 = node_with_gpus(4, hostname="train-01", pool=train, driver_version="550.54.15")
     n1.gpus.filter(index=0).update(health="error")
     n1.gpus.filter(index=1).update(raw_model_name="a100_80g_sxm")
-    node_with_gpus(2, hostname="train-02", pool=train, state="drain",
-                   driver_version="535.129.03")
-    n3 = node_with_gpus(2, hostname="dev-01", pool=dev, gpu_model="rtx4090",
-                        driver_version="550.54.15")
+    node_with_gpus(2, hostname="train-02", pool=train, state="drain", driver_version="535.129.03")
+    n3 = node_with_gpus(
+        2, hostname="dev-01", pool=dev, gpu_model="rtx4090", driver_version="550.54.15"
+    )
     GpuFactory(node=n3, index=2, gpu_model=None, raw_model_name="v100", memory_total_mib=None)
-    node_with_gpus(1, hostname="spare-01", pool=None, state="down", driver_version="",
-                   gpu_model="h100_sxm")
+    node_with_gpus(
+        1, hostname="spare-01", pool=None, state="down", driver_version="", gpu_model="h100_sxm"
+    )
 
 
 def test_fleet_summary_groups_cards_by_pool_model_driver_group_and_state(fleet):
@@ -51,12 +52,22 @@ def test_fleet_summary_groups_cards_by_pool_model_driver_group_and_state(fleet):
 def test_fleet_totals(fleet):
     # cards 4 + 2 + 3 + 1; healthy: up nodes only, minus the card in error: 3 + 3.
     assert selectors.fleet_totals() == {
-        "nodes": 4, "pools": 2, "cards": 10, "healthy": 6, "unrecognised": 1}
+        "nodes": 4,
+        "pools": 2,
+        "cards": 10,
+        "healthy": 6,
+        "unrecognised": 1,
+    }
 
 
 def test_fleet_totals_of_an_empty_fleet_are_zero():
     assert selectors.fleet_totals() == {
-        "nodes": 0, "pools": 0, "cards": 0, "healthy": 0, "unrecognised": 0}
+        "nodes": 0,
+        "pools": 0,
+        "cards": 0,
+        "healthy": 0,
+        "unrecognised": 0,
+    }
 
 
 def by_branch(rows):
@@ -68,18 +79,36 @@ def by_branch(rows):
 def test_pools_supporting_cuda_12_4_counts_cards_on_capable_drivers(fleet):
     # 550.54.15 >= 550.54.14 (CUDA 12.4 GA) -> capable; 535.129.03 tops out at 12.2.
     assert by_branch(selectors.pools_supporting_cuda(cuda="12.4")) == [
-        {"pool": "(no pool)", "slug": None, "capable_cards": 0, "other_cards": 1,
-         "driver_groups": []},
-        {"pool": "Dev", "slug": "dev", "capable_cards": 3, "other_cards": 0,
-         "driver_groups": [{"branch": 550, "max_cuda": "12.4", "supports": True}]},
-        {"pool": "Train", "slug": "train", "capable_cards": 4, "other_cards": 2,
-         "driver_groups": [{"branch": 535, "max_cuda": "12.2", "supports": False},
-                           {"branch": 550, "max_cuda": "12.4", "supports": True}]},
+        {
+            "pool": "(no pool)",
+            "slug": None,
+            "capable_cards": 0,
+            "other_cards": 1,
+            "driver_groups": [],
+        },
+        {
+            "pool": "Dev",
+            "slug": "dev",
+            "capable_cards": 3,
+            "other_cards": 0,
+            "driver_groups": [{"branch": 550, "max_cuda": "12.4", "supports": True}],
+        },
+        {
+            "pool": "Train",
+            "slug": "train",
+            "capable_cards": 4,
+            "other_cards": 2,
+            "driver_groups": [
+                {"branch": 535, "max_cuda": "12.2", "supports": False},
+                {"branch": 550, "max_cuda": "12.4", "supports": True},
+            ],
+        },
     ]
 
 
-@pytest.mark.parametrize(("cuda", "train_capable"), [("12.2", 6), ("12.3", 4), ("12.10", 0),
-                                                     ("11.8", 6), ("12.4.1", 4)])
+@pytest.mark.parametrize(
+    ("cuda", "train_capable"), [("12.2", 6), ("12.3", 4), ("12.10", 0), ("11.8", 6), ("12.4.1", 4)]
+)
 def test_cuda_versions_compare_as_numbers_not_text(fleet, cuda, train_capable):
     train = next(r for r in selectors.pools_supporting_cuda(cuda=cuda) if r["slug"] == "train")
     assert (train["capable_cards"], train["other_cards"]) == (train_capable, 6 - train_capable)
@@ -93,8 +122,7 @@ def test_an_invalid_cuda_version_raises_value_error(cuda):
 
 def test_node_list_counts_cards_and_unrecognised_cards(fleet):
     counts = {n.hostname: (n.gpu_count, n.unrecognised_count) for n in selectors.node_list()}
-    assert counts == {"train-01": (4, 0), "train-02": (2, 0), "dev-01": (3, 1),
-                      "spare-01": (1, 0)}
+    assert counts == {"train-01": (4, 0), "train-02": (2, 0), "dev-01": (3, 1), "spare-01": (1, 0)}
 
 
 def test_pool_and_driver_group_lists_count_nodes_and_cards(fleet):

@@ -19,15 +19,20 @@ TESLA_V100 = "NVIDIA Tesla V100-SXM2-32GB"
 @pytest.fixture
 def legacy_fleet():
     """Two Slurm nodes with 4 'v100' cards each, one nvidia-smi node with 2 Tesla V100s."""
-    inventory_import_file(data=slurm_nodes_json(slurm_node("legacy-01", "gpu:v100:4"),
-                                                slurm_node("legacy-02", "gpu:v100:4")),
-                          source="slurm")
-    inventory_import_file(data=nvidia_smi_csv(2, name=TESLA_V100, memory_mib=32768),
-                          source="nvidia-smi", node="old-01")
+    inventory_import_file(
+        data=slurm_nodes_json(
+            slurm_node("legacy-01", "gpu:v100:4"), slurm_node("legacy-02", "gpu:v100:4")
+        ),
+        source="slurm",
+    )
+    inventory_import_file(
+        data=nvidia_smi_csv(2, name=TESLA_V100, memory_mib=32768),
+        source="nvidia-smi",
+        node="old-01",
+    )
 
 
-def test_mapping_a_name_recognises_every_card_reporting_it_and_is_audited(legacy_fleet,
-                                                                           pool_admin):
+def test_mapping_a_name_recognises_every_card_reporting_it_and_is_audited(legacy_fleet, pool_admin):
     target = GpuModel.objects.get(slug="a100_40g_sxm")
 
     count = gpu_model_alias_map(raw_name="v100", gpu_model=target, actor=pool_admin)
@@ -35,15 +40,21 @@ def test_mapping_a_name_recognises_every_card_reporting_it_and_is_audited(legacy
     assert count == 8
     assert Gpu.objects.filter(gpu_model=target).count() == 8
     assert set(Gpu.objects.filter(gpu_model=target).values_list("node__hostname", flat=True)) == {
-        "legacy-01", "legacy-02"}
+        "legacy-01",
+        "legacy-02",
+    }
     # Exact matching: the Tesla V100 name is another key and stays unrecognised.
     assert selectors.unrecognised_model_list() == [
-        {"raw_model_name": TESLA_V100, "gpu_count": 2, "node_count": 1}]
+        {"raw_model_name": TESLA_V100, "gpu_count": 2, "node_count": 1}
+    ]
     alias = GpuModelAlias.objects.get(key="v100")
     assert (alias.value, alias.kind, alias.gpu_model) == ("v100", "admin", target)
     event = AuditEvent.objects.get(action="gpu_model_alias.created")
     assert (event.actor, event.object_type, event.object_id) == (
-        pool_admin, "pools.gpumodelalias", str(alias.pk))
+        pool_admin,
+        "pools.gpumodelalias",
+        str(alias.pk),
+    )
     assert event.after == {"value": "v100", "gpu_model": "a100_40g_sxm"}
 
 
@@ -51,8 +62,9 @@ def test_a_mapped_name_is_recognised_by_later_imports():
     target = GpuModel.objects.get(slug="a100_40g_sxm")
     gpu_model_alias_map(raw_name=" V-100 ", gpu_model=target, actor=None)
 
-    inventory_import_file(data=slurm_nodes_json(slurm_node("legacy-03", "gpu:v100:2")),
-                          source="slurm")
+    inventory_import_file(
+        data=slurm_nodes_json(slurm_node("legacy-03", "gpu:v100:2")), source="slurm"
+    )
 
     assert resolved_slug("v100") == "a100_40g_sxm"
     assert list(Gpu.objects.values_list("gpu_model__slug", flat=True)) == ["a100_40g_sxm"] * 2
@@ -63,8 +75,7 @@ def resolved_slug(raw: str) -> str | None:
     return model.slug if model else None
 
 
-def test_mapping_the_same_name_again_to_the_same_model_maps_nothing_new(legacy_fleet,
-                                                                       pool_admin):
+def test_mapping_the_same_name_again_to_the_same_model_maps_nothing_new(legacy_fleet, pool_admin):
     target = GpuModel.objects.get(slug="a100_40g_sxm")
     gpu_model_alias_map(raw_name="v100", gpu_model=target, actor=pool_admin)
 
@@ -76,16 +87,19 @@ def test_mapping_the_same_name_again_to_the_same_model_maps_nothing_new(legacy_f
 
 
 @pytest.mark.parametrize("raw_name", ["v100", "V100"])
-def test_mapping_a_name_already_mapped_to_another_model_is_a_conflict(legacy_fleet, pool_admin,
-                                                                      table_counts, raw_name):
-    gpu_model_alias_map(raw_name="v100", gpu_model=GpuModel.objects.get(slug="a100_40g_sxm"),
-                        actor=pool_admin)
+def test_mapping_a_name_already_mapped_to_another_model_is_a_conflict(
+    legacy_fleet, pool_admin, table_counts, raw_name
+):
+    gpu_model_alias_map(
+        raw_name="v100", gpu_model=GpuModel.objects.get(slug="a100_40g_sxm"), actor=pool_admin
+    )
     before = table_counts()
     mapped = list(Gpu.objects.order_by("id").values_list("id", "gpu_model_id"))
 
     with pytest.raises(Conflict) as excinfo:
-        gpu_model_alias_map(raw_name=raw_name, gpu_model=GpuModel.objects.get(slug="h100_sxm"),
-                            actor=pool_admin)
+        gpu_model_alias_map(
+            raw_name=raw_name, gpu_model=GpuModel.objects.get(slug="h100_sxm"), actor=pool_admin
+        )
 
     assert excinfo.value.code == "conflict" and excinfo.value.status == 409
     assert excinfo.value.data == {"raw_name": raw_name, "gpu_model": "a100_40g_sxm"}
@@ -97,8 +111,11 @@ def test_a_catalogue_name_cannot_be_mapped_onto_another_model(pool_admin, table_
     before = table_counts()
 
     with pytest.raises(Conflict) as excinfo:
-        gpu_model_alias_map(raw_name="NVIDIA GeForce RTX 4090",
-                            gpu_model=GpuModel.objects.get(slug="rtx4090d"), actor=pool_admin)
+        gpu_model_alias_map(
+            raw_name="NVIDIA GeForce RTX 4090",
+            gpu_model=GpuModel.objects.get(slug="rtx4090d"),
+            actor=pool_admin,
+        )
 
     assert excinfo.value.data["gpu_model"] == "rtx4090"
     assert table_counts() == before
@@ -109,8 +126,9 @@ def test_an_empty_name_is_invalid_input(raw_name, pool_admin, table_counts):
     before = table_counts()
 
     with pytest.raises(InvalidInput) as excinfo:
-        gpu_model_alias_map(raw_name=raw_name, gpu_model=GpuModel.objects.get(slug="l4"),
-                            actor=pool_admin)
+        gpu_model_alias_map(
+            raw_name=raw_name, gpu_model=GpuModel.objects.get(slug="l4"), actor=pool_admin
+        )
 
     assert excinfo.value.data == {"field": "raw_name"}
     assert table_counts() == before

@@ -41,9 +41,20 @@ def gpu_rows(hostname: str | None = None) -> list[tuple]:
     qs = Gpu.objects.order_by("node__hostname", "index")
     if hostname:
         qs = qs.filter(node__hostname=hostname)
-    return list(qs.values_list("node__hostname", "index", "uuid", "serial", "pci_bus_id",
-                               "gpu_model__slug", "raw_model_name", "memory_total_mib",
-                               "mig_mode", "health"))
+    return list(
+        qs.values_list(
+            "node__hostname",
+            "index",
+            "uuid",
+            "serial",
+            "pci_bus_id",
+            "gpu_model__slug",
+            "raw_model_name",
+            "memory_total_mib",
+            "mig_mode",
+            "health",
+        )
+    )
 
 
 # --- created / updated / unchanged -----------------------------------------------------------
@@ -56,28 +67,65 @@ def test_the_same_nvidia_smi_csv_imported_twice_is_unchanged_the_second_time():
     second = import_smi("trn-01", csv, filename="trn-01.csv")
 
     assert (first.created, first.updated, first.unchanged, first.rejected) == (
-        ["trn-01"], [], [], [])
+        ["trn-01"],
+        [],
+        [],
+        [],
+    )
     assert first.gpus_seen == 2 and first.ok
     assert (second.created, second.updated, second.unchanged, second.rejected) == (
-        [], [], ["trn-01"], [])
+        [],
+        [],
+        ["trn-01"],
+        [],
+    )
     assert second.ok
     # Card 0 of host 7: GPU-00000007-0000-4000-8000-{7*16+0 = 112 = 0x70}, serial 1320000000000
     # + 7*16 + 0, bus 0x18; card 1: 0x71, ...113, bus 0x28.
     assert gpu_rows() == [
-        ("trn-01", 0, "GPU-00000007-0000-4000-8000-000000000070", "1320000000112",
-         "00000000:18:00.0", "a100_80g_sxm", A100_SXM, 81920, False, "ok"),
-        ("trn-01", 1, "GPU-00000007-0001-4000-8000-000000000071", "1320000000113",
-         "00000000:28:00.0", "a100_80g_sxm", A100_SXM, 81920, False, "ok"),
+        (
+            "trn-01",
+            0,
+            "GPU-00000007-0000-4000-8000-000000000070",
+            "1320000000112",
+            "00000000:18:00.0",
+            "a100_80g_sxm",
+            A100_SXM,
+            81920,
+            False,
+            "ok",
+        ),
+        (
+            "trn-01",
+            1,
+            "GPU-00000007-0001-4000-8000-000000000071",
+            "1320000000113",
+            "00000000:28:00.0",
+            "a100_80g_sxm",
+            A100_SXM,
+            81920,
+            False,
+            "ok",
+        ),
     ]
     node = Node.objects.get()
     assert (node.driver_version, node.last_source, node.scheduler) == (
-        "535.129.03", "nvidia-smi", "none")
-    records = list(InventoryImport.objects.order_by("created_at", "id").values_list(
-        "source", "filename", "nodes_created", "nodes_unchanged", "gpus_seen", "errors"))
-    assert records == [("nvidia-smi", "trn-01.csv", 1, 0, 2, []),
-                       ("nvidia-smi", "trn-01.csv", 0, 1, 2, [])]
+        "535.129.03",
+        "nvidia-smi",
+        "none",
+    )
+    records = list(
+        InventoryImport.objects.order_by("created_at", "id").values_list(
+            "source", "filename", "nodes_created", "nodes_unchanged", "gpus_seen", "errors"
+        )
+    )
+    assert records == [
+        ("nvidia-smi", "trn-01.csv", 1, 0, 2, []),
+        ("nvidia-smi", "trn-01.csv", 0, 1, 2, []),
+    ]
     assert list(AuditEvent.objects.values_list("action", "object_repr")) == [
-        ("node.created", "trn-01")]
+        ("node.created", "trn-01")
+    ]
 
 
 def test_a_new_driver_makes_the_node_updated_with_before_and_after_in_the_audit_trail():
@@ -93,21 +141,39 @@ def test_a_new_driver_makes_the_node_updated_with_before_and_after_in_the_audit_
 
 
 def test_cards_that_swap_indices_after_a_reboot_are_updated_in_place():
-    import_smi("trn-01", nvidia_smi_csv([{"uuid": "GPU-aaaaaaaa-0000-4000-8000-000000000001"},
-                                         {"uuid": "GPU-bbbbbbbb-0000-4000-8000-000000000002"}]))
+    import_smi(
+        "trn-01",
+        nvidia_smi_csv(
+            [
+                {"uuid": "GPU-aaaaaaaa-0000-4000-8000-000000000001"},
+                {"uuid": "GPU-bbbbbbbb-0000-4000-8000-000000000002"},
+            ]
+        ),
+    )
     ids = dict(Gpu.objects.values_list("uuid", "id"))
 
-    report = import_smi("trn-01", nvidia_smi_csv([
-        {"uuid": "GPU-bbbbbbbb-0000-4000-8000-000000000002"},
-        {"uuid": "GPU-aaaaaaaa-0000-4000-8000-000000000001"},
-    ]))
+    report = import_smi(
+        "trn-01",
+        nvidia_smi_csv(
+            [
+                {"uuid": "GPU-bbbbbbbb-0000-4000-8000-000000000002"},
+                {"uuid": "GPU-aaaaaaaa-0000-4000-8000-000000000001"},
+            ]
+        ),
+    )
 
-    assert report.updated == ["trn-01"] and report.ok, report.as_dict()
+    assert report.updated == ["trn-01"] and report.ok
     assert list(Gpu.objects.order_by("index").values_list("index", "uuid", "id")) == [
-        (0, "GPU-bbbbbbbb-0000-4000-8000-000000000002",
-         ids["GPU-bbbbbbbb-0000-4000-8000-000000000002"]),
-        (1, "GPU-aaaaaaaa-0000-4000-8000-000000000001",
-         ids["GPU-aaaaaaaa-0000-4000-8000-000000000001"]),
+        (
+            0,
+            "GPU-bbbbbbbb-0000-4000-8000-000000000002",
+            ids["GPU-bbbbbbbb-0000-4000-8000-000000000002"],
+        ),
+        (
+            1,
+            "GPU-aaaaaaaa-0000-4000-8000-000000000001",
+            ids["GPU-aaaaaaaa-0000-4000-8000-000000000001"],
+        ),
     ]
 
 
@@ -139,7 +205,9 @@ def test_invalid_hostname_rejects_that_node_only_and_keeps_the_others():
     assert "invalid node name 'gpu node 01'" in report.issues[0].message
     assert report.gpus_seen == 6
     assert list(Node.objects.values_list("hostname", "pool__slug", "scheduler", "state")) == [
-        ("gpu-node-01", dev.slug, "slurm", "up"), ("gpu-node-02", dev.slug, "slurm", "up")]
+        ("gpu-node-01", dev.slug, "slurm", "up"),
+        ("gpu-node-02", dev.slug, "slurm", "up"),
+    ]
     assert Gpu.objects.count() == 6
     assert not Gpu.objects.filter(raw_model_name="v100").exists()
     assert not AuditEvent.objects.filter(object_repr="gpu node 01").exists()
@@ -154,8 +222,9 @@ def test_a_uuid_held_by_another_node_rejects_the_node_and_does_not_move_the_card
     audit_before = AuditEvent.objects.count()
 
     # node-b reports card 1 of node-a plus a card of its own.
-    report = import_smi("node-b", nvidia_smi_csv([{"uuid": gpu_uuid(1, 1)},
-                                                  {"uuid": gpu_uuid(2, 1)}], host=2))
+    report = import_smi(
+        "node-b", nvidia_smi_csv([{"uuid": gpu_uuid(1, 1)}, {"uuid": gpu_uuid(2, 1)}], host=2)
+    )
 
     assert report.rejected == ["node-b"] and report.created == []
     assert report.issues[0].node == "node-b"
@@ -172,8 +241,12 @@ def test_an_existing_node_rejected_for_a_held_uuid_keeps_all_its_old_values():
     import_smi("node-b", nvidia_smi_csv(1, host=2, driver="550.54.15"))
     before = gpu_rows()
 
-    report = import_smi("node-b", nvidia_smi_csv(
-        [{"uuid": gpu_uuid(2, 0)}, {"uuid": gpu_uuid(1, 0)}], host=2, driver="570.86.10"))
+    report = import_smi(
+        "node-b",
+        nvidia_smi_csv(
+            [{"uuid": gpu_uuid(2, 0)}, {"uuid": gpu_uuid(1, 0)}], host=2, driver="570.86.10"
+        ),
+    )
 
     assert report.rejected == ["node-b"]
     assert gpu_rows() == before
@@ -187,21 +260,27 @@ def test_the_same_uuid_twice_in_one_snapshot_rejects_the_node():
     report = import_smi("dup-01", nvidia_smi_csv([{"uuid": twice}, {"uuid": twice}]))
 
     assert report.rejected == ["dup-01"]
-    assert any(i.field == "uuid" and i.node == "dup-01" and "appears twice" in i.message
-               for i in report.issues)
+    assert any(
+        i.field == "uuid" and i.node == "dup-01" and "appears twice" in i.message
+        for i in report.issues
+    )
     assert Node.objects.count() == 0 and Gpu.objects.count() == 0
 
 
 def test_a_snapshot_built_in_code_with_duplicate_uuids_is_rejected_too():
     uuid = "GPU-11111111-2222-4333-8444-555555555555"
     snapshot = NodeSnapshot(
-        hostname="dup-02", source=InventorySource.NVIDIA_SMI,
-        gpus=(GpuSnapshot(index=0, model_name=A100_SXM, uuid=uuid),
-              GpuSnapshot(index=1, model_name=A100_SXM, uuid=uuid)),
+        hostname="dup-02",
+        source=InventorySource.NVIDIA_SMI,
+        gpus=(
+            GpuSnapshot(index=0, model_name=A100_SXM, uuid=uuid),
+            GpuSnapshot(index=1, model_name=A100_SXM, uuid=uuid),
+        ),
     )
 
-    report = inventory_import(result=ParseResult(nodes=(snapshot,)),
-                              source=InventorySource.NVIDIA_SMI)
+    report = inventory_import(
+        result=ParseResult(nodes=(snapshot,)), source=InventorySource.NVIDIA_SMI
+    )
 
     assert report.rejected == ["dup-02"] and report.gpus_seen == 0
     assert not Node.objects.exists()
@@ -211,8 +290,8 @@ def test_a_snapshot_built_in_code_with_duplicate_uuids_is_rejected_too():
 
 
 def test_masked_all_zero_uuids_are_stored_as_null_with_a_warning_on_two_nodes(fixtures_dir):
-    plain = (fixtures_dir / "nvidia-smi" / "linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01.txt")
-    mig = (fixtures_dir / "nvidia-smi" / "linux-x86_64__nvidia-h100-mig__590.48.01.txt")
+    plain = fixtures_dir / "nvidia-smi" / "linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01.txt"
+    mig = fixtures_dir / "nvidia-smi" / "linux-x86_64__nvidia-h100-mig__590.48.01.txt"
 
     first = import_smi("lab-h100", plain.read_bytes())
     second = import_smi("lab-h100-mig", mig.read_bytes())
@@ -224,22 +303,27 @@ def test_masked_all_zero_uuids_are_stored_as_null_with_a_warning_on_two_nodes(fi
         assert len(masked) == 1
         assert masked[0].node == host
         assert MASKED_UUID in masked[0].message and "masked placeholder" in masked[0].message
-    assert list(Gpu.objects.order_by("node__hostname").values_list(
-        "node__hostname", "uuid", "gpu_model__slug")) == [
-        ("lab-h100", None, "h100_sxm"), ("lab-h100-mig", None, "h100_sxm")]
+    assert list(
+        Gpu.objects.order_by("node__hostname").values_list(
+            "node__hostname", "uuid", "gpu_model__slug"
+        )
+    ) == [("lab-h100", None, "h100_sxm"), ("lab-h100-mig", None, "h100_sxm")]
 
 
 def test_unrecognised_models_are_kept_with_their_raw_name_and_listed():
     slurm = import_slurm(slurm_node("legacy-01", "gpu:v100:4"))
-    smi = import_smi("old-01", nvidia_smi_csv(2, name="NVIDIA Tesla V100-SXM2-32GB",
-                                              memory_mib=32768))
+    smi = import_smi(
+        "old-01", nvidia_smi_csv(2, name="NVIDIA Tesla V100-SXM2-32GB", memory_mib=32768)
+    )
 
     assert slurm.created == ["legacy-01"] and slurm.ok
     assert smi.created == ["old-01"] and smi.ok
     assert [w.field for w in slurm.warnings] == ["model"] * 4
     assert [w.field for w in smi.warnings] == ["model"] * 2
     assert set(Gpu.objects.values_list("node__hostname", "raw_model_name", "gpu_model")) == {
-        ("legacy-01", "v100", None), ("old-01", "NVIDIA Tesla V100-SXM2-32GB", None)}
+        ("legacy-01", "v100", None),
+        ("old-01", "NVIDIA Tesla V100-SXM2-32GB", None),
+    }
     assert selectors.unrecognised_model_list() == [
         {"raw_model_name": "v100", "gpu_count": 4, "node_count": 1},
         {"raw_model_name": "NVIDIA Tesla V100-SXM2-32GB", "gpu_count": 2, "node_count": 1},
@@ -247,15 +331,24 @@ def test_unrecognised_models_are_kept_with_their_raw_name_and_listed():
 
 
 def test_rtx_4090_d_resolves_to_the_4090_d_and_never_to_the_4090():
-    report = import_smi("dev-01", nvidia_smi_csv([
-        {"name": "NVIDIA GeForce RTX 4090 D"},
-        {"name": "NVIDIA GeForce RTX 4090"},
-        {"name": "NVIDIA GeForce RTX 4090D"},
-    ], memory_mib=24564))
+    report = import_smi(
+        "dev-01",
+        nvidia_smi_csv(
+            [
+                {"name": "NVIDIA GeForce RTX 4090 D"},
+                {"name": "NVIDIA GeForce RTX 4090"},
+                {"name": "NVIDIA GeForce RTX 4090D"},
+            ],
+            memory_mib=24564,
+        ),
+    )
 
     assert report.ok and report.warnings == []
     assert list(Gpu.objects.order_by("index").values_list("index", "gpu_model__slug")) == [
-        (0, "rtx4090d"), (1, "rtx4090"), (2, "rtx4090d")]
+        (0, "rtx4090d"),
+        (1, "rtx4090"),
+        (2, "rtx4090d"),
+    ]
 
 
 def test_a_later_slurm_import_keeps_the_uuids_and_names_nvidia_smi_reported():
@@ -263,14 +356,26 @@ def test_a_later_slurm_import_keeps_the_uuids_and_names_nvidia_smi_reported():
     import_smi("trn-01", nvidia_smi_csv(2, host=3))
     smi_rows = gpu_rows()
 
-    report = import_slurm(slurm_node("trn-01", "gpu:a100_80g_sxm:2(S:0-1)", flags=["DRAIN"],
-                                     reason="ECC errors", partitions=["train"]))
+    report = import_slurm(
+        slurm_node(
+            "trn-01",
+            "gpu:a100_80g_sxm:2(S:0-1)",
+            flags=["DRAIN"],
+            reason="ECC errors",
+            partitions=["train"],
+        )
+    )
 
     assert report.updated == ["trn-01"] and report.ok
     assert gpu_rows() == smi_rows
     node = Node.objects.get()
     assert (node.pool, node.scheduler, node.state, node.state_reason, node.partitions) == (
-        train, "slurm", "drain", "ECC errors", ["train"])
+        train,
+        "slurm",
+        "drain",
+        "ECC errors",
+        ["train"],
+    )
     # Slurm says nothing of drivers: nvidia-smi's stays.
     assert (node.driver_version, node.last_source) == ("535.129.03", "slurm")
 
@@ -293,14 +398,21 @@ def test_driver_group_widens_to_the_oldest_driver_and_takes_its_cuda():
     group = DriverGroup.objects.get()
     # 535.129.03 >= 535.54.03 (CUDA 12.2 GA) and < 545.23.06 (12.3 GA).
     assert (group.branch, group.min_driver_version, group.max_driver_version, group.max_cuda) == (
-        535, "535.129.03", "535.129.03", "12.2")
+        535,
+        "535.129.03",
+        "535.129.03",
+        "12.2",
+    )
 
     import_smi("n-535-old", nvidia_smi_csv(1, host=2, driver="535.54.03"))
 
     group.refresh_from_db()
     # 535.54 is older than 535.129 (a float compare would say the opposite).
     assert (group.min_driver_version, group.max_driver_version, group.max_cuda) == (
-        "535.54.03", "535.129.03", "12.2")
+        "535.54.03",
+        "535.129.03",
+        "12.2",
+    )
     assert set(Node.objects.values_list("driver_group__branch", flat=True)) == {535}
 
 
@@ -313,7 +425,10 @@ def test_an_older_driver_of_a_branch_lowers_the_groups_max_cuda():
     # 550.40.07 < 550.54.14 (12.4 GA) but >= 545.23.06 (12.3 GA).
     group = DriverGroup.objects.get(branch=550)
     assert (group.min_driver_version, group.max_driver_version, group.max_cuda) == (
-        "550.40.07", "550.54.15", "12.3")
+        "550.40.07",
+        "550.54.15",
+        "12.3",
+    )
 
 
 # --- unusable input: InvalidInput, nothing written --------------------------------------------
@@ -324,16 +439,13 @@ def test_an_older_driver_of_a_branch_lowers_the_groups_max_cuda():
     [
         ({"data": b"", "source": "nvidia-smi", "node": "n1"}, "invalid_input", "file"),
         ({"data": b" \n\t\n", "source": "slurm"}, "invalid_input", "file"),
-        ({"data": b"GPU 0: NVIDIA L4 (UUID: GPU-1)\n", "source": "lsf"}, "invalid_input",
-         "source"),
+        ({"data": b"GPU 0: NVIDIA L4 (UUID: GPU-1)\n", "source": "lsf"}, "invalid_input", "source"),
         ({"data": nvidia_smi_csv(1), "source": "nvidia-smi"}, "invalid_input", "node"),
-        ({"data": nvidia_smi_csv(1), "source": "nvidia-smi", "node": ""}, "invalid_input",
-         "node"),
+        ({"data": nvidia_smi_csv(1), "source": "nvidia-smi", "node": ""}, "invalid_input", "node"),
     ],
     ids=["empty", "blank", "unknown-source", "no-node", "empty-node"],
 )
-def test_unusable_input_raises_invalid_input_and_writes_nothing(kwargs, code, field,
-                                                                 table_counts):
+def test_unusable_input_raises_invalid_input_and_writes_nothing(kwargs, code, field, table_counts):
     before = table_counts()
 
     with pytest.raises(InvalidInput) as excinfo:
@@ -381,7 +493,8 @@ def test_bytes_that_are_not_utf8_are_reported_by_line_and_the_rest_is_imported()
     assert report.created == ["enc-01"]
     decode = [i for i in report.issues if "UTF-8" in i.message]
     assert [(i.line, i.message) for i in decode] == [
-        (3, "bytes that are not UTF-8 at column 4; replaced")]
+        (3, "bytes that are not UTF-8 at column 4; replaced")
+    ]
     assert list(Gpu.objects.order_by("index").values_list("index", "uuid", "gpu_model__slug")) == [
         (0, "GPU-11111111-0000-4000-8000-000000000001", "a100_80g_sxm"),
         (1, "GPU-11111111-0000-4000-8000-000000000002", "a100_80g_sxm"),
@@ -392,8 +505,11 @@ def test_bytes_that_are_not_utf8_are_reported_by_line_and_the_rest_is_imported()
 # --- MIG ---------------------------------------------------------------------------------------
 
 
+H100_MIG = "linux-x86_64__nvidia-h100-mig__590.48.01.txt"
+
+
 def test_mig_devices_are_recorded_under_their_parent_card(fixtures_dir):
-    capture = fixtures_dir / "nvidia-smi" / "linux-x86_64__nvidia-h100-mig__590.48.01.txt"
+    capture = fixtures_dir / "nvidia-smi" / H100_MIG
 
     first = import_smi("lab-h100-mig", capture.read_bytes())
     again = import_smi("lab-h100-mig", capture.read_bytes())
@@ -402,20 +518,42 @@ def test_mig_devices_are_recorded_under_their_parent_card(fixtures_dir):
     assert again.unchanged == ["lab-h100-mig"]
     gpu = Gpu.objects.get()
     assert (gpu.index, gpu.gpu_model.slug, gpu.mig_mode, gpu.memory_total_mib) == (
-        0, "h100_sxm", True, 81559)
+        0,
+        "h100_sxm",
+        True,
+        81559,
+    )
     node = gpu.node
     assert (node.driver_version, node.cuda_version, node.driver_group.branch) == (
-        "590.48.01", "13.1", 590)
-    # From the capture's `nvidia-smi -L` and `-q` sections. Device 0's UUID is the publisher's
-    # all-zero mask, so it is unknown like the parent's.
-    assert list(MigDevice.objects.order_by("index").values_list(
-        "gpu", "index", "uuid", "profile", "gpu_instance_id", "compute_instance_id",
-        "memory_total_mib")) == [
-        (gpu.pk, 0, "", "3g.40gb", 2, 0, 40448),
-        (gpu.pk, 1, "MIG-00000001-0000-0000-0000-000000000001", "2g.20gb", 3, 0, 20096),
-        (gpu.pk, 2, "MIG-00000002-0000-0000-0000-000000000002", "1g.10gb", 9, 0, 9984),
-        (gpu.pk, 3, "MIG-00000003-0000-0000-0000-000000000003", "1g.10gb", 10, 0, 9984),
+        "590.48.01",
+        "13.1",
+        590,
+    )
+    # From the capture's `nvidia-smi -L` (profiles, UUIDs) and `-q` (GPU and compute instance
+    # ids, "Shared FB Memory Usage" totals) sections.
+    assert list(
+        MigDevice.objects.order_by("index").values_list(
+            "gpu", "index", "profile", "gpu_instance_id", "compute_instance_id", "memory_total_mib"
+        )
+    ) == [
+        (gpu.pk, 0, "3g.40gb", 2, 0, 40448),
+        (gpu.pk, 1, "2g.20gb", 3, 0, 20096),
+        (gpu.pk, 2, "1g.10gb", 9, 0, 9984),
+        (gpu.pk, 3, "1g.10gb", 10, 0, 9984),
     ]
+    assert list(
+        MigDevice.objects.filter(index__gt=0).order_by("index").values_list("uuid", flat=True)
+    ) == [
+        "MIG-00000001-0000-0000-0000-000000000001",
+        "MIG-00000002-0000-0000-0000-000000000002",
+        "MIG-00000003-0000-0000-0000-000000000003",
+    ]
+
+
+def test_a_masked_mig_uuid_is_stored_as_unknown(fixtures_dir):
+    import_smi("lab-h100-mig", (fixtures_dir / "nvidia-smi" / H100_MIG).read_bytes())
+
+    assert MigDevice.objects.get(index=0).uuid == ""
 
 
 def test_mig_devices_from_list_output():
@@ -430,8 +568,9 @@ def test_mig_devices_from_list_output():
 
     assert report.created == ["a100-mig"] and report.gpus_seen == 2
     assert Gpu.objects.count() == 2
-    assert list(MigDevice.objects.order_by("index").values_list(
-        "gpu__index", "index", "profile", "uuid")) == [
+    assert list(
+        MigDevice.objects.order_by("index").values_list("gpu__index", "index", "profile", "uuid")
+    ) == [
         (0, 0, "3g.40gb", "MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f"),
         (0, 1, "3g.40gb", "MIG-cba663e8-9bed-5b65-a243-3b7fef6c7c77"),
     ]

@@ -23,8 +23,15 @@ def upload(name: str, data: bytes) -> SimpleUploadedFile:
 def test_an_admin_imports_a_file_and_sees_the_report(admin_page, pool_admin):
     PoolFactory(slug="train")
 
-    response = admin_page.post(IMPORT, {"source": "nvidia-smi", "node": "trn-01", "pool": "train",
-                                        "file": upload("trn-01.csv", nvidia_smi_csv(2))})
+    response = admin_page.post(
+        IMPORT,
+        {
+            "source": "nvidia-smi",
+            "node": "trn-01",
+            "pool": "train",
+            "file": upload("trn-01.csv", nvidia_smi_csv(2)),
+        },
+    )
 
     assert response.status_code == 200
     report = response.context["report"]
@@ -36,9 +43,11 @@ def test_an_admin_imports_a_file_and_sees_the_report(admin_page, pool_admin):
 
 
 def test_an_htmx_import_answers_with_the_result_fragment(admin_page):
-    response = admin_page.post(IMPORT, {"source": "nvidia-smi", "node": "trn-01",
-                                        "file": upload("trn-01.csv", nvidia_smi_csv(1))},
-                               headers={"HX-Request": "true"})
+    response = admin_page.post(
+        IMPORT,
+        {"source": "nvidia-smi", "node": "trn-01", "file": upload("trn-01.csv", nvidia_smi_csv(1))},
+        headers={"HX-Request": "true"},
+    )
 
     assert b"<html" not in response.content
     assert b'id="report"' in response.content
@@ -46,35 +55,45 @@ def test_an_htmx_import_answers_with_the_result_fragment(admin_page):
 
 
 @pytest.mark.parametrize("node", ["", "   "])
-def test_nvidia_smi_without_a_node_shows_a_field_error_and_writes_nothing(admin_page,
-                                                                          table_counts, node):
+def test_nvidia_smi_without_a_node_shows_a_field_error_and_writes_nothing(
+    admin_page, table_counts, node
+):
     before = table_counts()
 
-    response = admin_page.post(IMPORT, {"source": "nvidia-smi", "node": node,
-                                        "file": upload("a.csv", nvidia_smi_csv(1))})
+    response = admin_page.post(
+        IMPORT, {"source": "nvidia-smi", "node": node, "file": upload("a.csv", nvidia_smi_csv(1))}
+    )
 
     assert response.status_code == 200
     form = response.context["form"]
     assert form.errors["node"] == ["nvidia-smi output needs the name of the node it came from."]
     assert response.context["report"] is None
     assert "nvidia-smi output needs the name of the node it came from." in (
-        response.content.decode())
+        response.content.decode()
+    )
     assert table_counts() == before
 
 
 @pytest.mark.parametrize(
     ("fields", "field", "message"),
     [
-        ({"source": "nvidia-smi", "node": "gpu node 01", "file": ("a.csv", nvidia_smi_csv(1))},
-         "node", "no spaces"),
+        (
+            {"source": "nvidia-smi", "node": "gpu node 01", "file": ("a.csv", nvidia_smi_csv(1))},
+            "node",
+            "no spaces",
+        ),
         ({"source": "slurm", "file": ("a.json", b"")}, "file", "empty"),
         ({"source": "lsf", "file": ("a.json", b"{}")}, "source", "Select a valid choice"),
-        ({"source": "slurm", "pool": "nope", "file": ("a.json", b"{}")}, "pool",
-         "Select a valid choice"),
+        (
+            {"source": "slurm", "pool": "nope", "file": ("a.json", b"{}")},
+            "pool",
+            "Select a valid choice",
+        ),
     ],
 )
-def test_an_unusable_upload_shows_its_field_error_and_writes_nothing(admin_page, table_counts,
-                                                                     fields, field, message):
+def test_an_unusable_upload_shows_its_field_error_and_writes_nothing(
+    admin_page, table_counts, fields, field, message
+):
     before = table_counts()
     data = {k: upload(*v) if k == "file" else v for k, v in fields.items()}
 
@@ -89,16 +108,18 @@ def test_an_unusable_upload_shows_its_field_error_and_writes_nothing(admin_page,
 def test_an_upload_over_the_limit_shows_a_file_error(admin_page, table_counts):
     before = table_counts()
 
-    response = admin_page.post(IMPORT, {"source": "nvidia-smi", "node": "n1",
-                                        "file": upload("big.csv", nvidia_smi_csv(2))})
+    response = admin_page.post(
+        IMPORT, {"source": "nvidia-smi", "node": "n1", "file": upload("big.csv", nvidia_smi_csv(2))}
+    )
 
     assert response.context["form"].errors["file"][0].endswith("the limit is 64 bytes.")
     assert table_counts() == before
 
 
 def test_an_import_with_a_rejected_node_reports_it_and_keeps_the_others(admin_page):
-    payload = slurm_nodes_json(slurm_node("gpu-node-01", "gpu:rtx4090:4"),
-                               slurm_node("gpu node 01", "gpu:rtx4090:4"))
+    payload = slurm_nodes_json(
+        slurm_node("gpu-node-01", "gpu:rtx4090:4"), slurm_node("gpu node 01", "gpu:rtx4090:4")
+    )
 
     response = admin_page.post(IMPORT, {"source": "slurm", "file": upload("n.json", payload)})
 
@@ -111,8 +132,10 @@ def test_an_import_with_a_rejected_node_reports_it_and_keeps_the_others(admin_pa
 def test_a_member_cannot_post_an_import(member_page, table_counts):
     before = table_counts()
 
-    response = member_page.post(IMPORT, {"source": "nvidia-smi", "node": "trn-01",
-                                         "file": upload("trn-01.csv", nvidia_smi_csv(1))})
+    response = member_page.post(
+        IMPORT,
+        {"source": "nvidia-smi", "node": "trn-01", "file": upload("trn-01.csv", nvidia_smi_csv(1))},
+    )
 
     assert response.status_code in (302, 403)
     assert table_counts() == before
@@ -123,25 +146,31 @@ def test_a_member_cannot_post_an_import(member_page, table_counts):
 
 @pytest.fixture
 def legacy():
-    inventory_import_file(data=slurm_nodes_json(slurm_node("legacy-01", "gpu:v100:4"),
-                                                slurm_node("legacy-02", "gpu:v100:4")),
-                          source="slurm")
+    inventory_import_file(
+        data=slurm_nodes_json(
+            slurm_node("legacy-01", "gpu:v100:4"), slurm_node("legacy-02", "gpu:v100:4")
+        ),
+        source="slurm",
+    )
 
 
-def test_the_unrecognised_page_lists_names_and_offers_the_mapping_to_admins(admin_page,
-                                                                          member_page, legacy):
+def test_the_unrecognised_page_lists_names_and_offers_the_mapping_to_admins(
+    admin_page, member_page, legacy
+):
     admin_view = admin_page.get(UNRECOGNISED)
     member_view = member_page.get(UNRECOGNISED)
 
     assert admin_view.context["rows"] == [
-        {"raw_model_name": "v100", "gpu_count": 8, "node_count": 2}]
+        {"raw_model_name": "v100", "gpu_count": 8, "node_count": 2}
+    ]
     assert b'name="gpu_model"' in admin_view.content
     assert b'name="gpu_model"' not in member_view.content
 
 
 def test_an_admin_maps_a_name_from_the_page(admin_page, pool_admin, legacy):
-    response = admin_page.post(UNRECOGNISED, {"raw_model_name": "v100",
-                                              "gpu_model": "a100_40g_sxm"}, follow=True)
+    response = admin_page.post(
+        UNRECOGNISED, {"raw_model_name": "v100", "gpu_model": "a100_40g_sxm"}, follow=True
+    )
 
     assert response.redirect_chain == [(UNRECOGNISED, 302)]
     assert response.context["rows"] == []
@@ -150,12 +179,14 @@ def test_an_admin_maps_a_name_from_the_page(admin_page, pool_admin, legacy):
     assert AuditEvent.objects.filter(action="gpu_model_alias.created", actor=pool_admin).exists()
 
 
-def test_a_conflicting_mapping_shows_the_error_and_changes_nothing(admin_page, legacy,
-                                                                   table_counts):
+def test_a_conflicting_mapping_shows_the_error_and_changes_nothing(
+    admin_page, legacy, table_counts
+):
     before = table_counts()
 
-    response = admin_page.post(UNRECOGNISED, {"raw_model_name": "NVIDIA GeForce RTX 4090",
-                                              "gpu_model": "rtx4090d"})
+    response = admin_page.post(
+        UNRECOGNISED, {"raw_model_name": "NVIDIA GeForce RTX 4090", "gpu_model": "rtx4090d"}
+    )
 
     assert response.status_code == 200
     assert "already maps to GeForce RTX 4090" in response.content.decode()
@@ -165,8 +196,9 @@ def test_a_conflicting_mapping_shows_the_error_and_changes_nothing(admin_page, l
 def test_a_member_cannot_map_a_name(member_page, legacy, table_counts):
     before = table_counts()
 
-    response = member_page.post(UNRECOGNISED, {"raw_model_name": "v100",
-                                               "gpu_model": "a100_40g_sxm"})
+    response = member_page.post(
+        UNRECOGNISED, {"raw_model_name": "v100", "gpu_model": "a100_40g_sxm"}
+    )
 
     assert response.status_code == 403
     assert table_counts() == before
@@ -177,4 +209,6 @@ def test_the_unrecognised_list_exports_csv(member_page, legacy):
     response = member_page.get(UNRECOGNISED, {"export": "csv"})
 
     assert b"".join(response.streaming_content).decode().splitlines() == [
-        "raw_model_name,gpu_count,node_count", "v100,8,2"]
+        "raw_model_name,gpu_count,node_count",
+        "v100,8,2",
+    ]

@@ -20,8 +20,14 @@ def fleet():
     train = PoolFactory(slug="train", name="Train")
     dev = PoolFactory(slug="dev", name="Dev")
     node_with_gpus(4, hostname="trn-01", pool=train)
-    node_with_gpus(2, hostname="trn-02", pool=train, state="drain",
-                   driver_version="535.129.03", state_reason="ECC errors")
+    node_with_gpus(
+        2,
+        hostname="trn-02",
+        pool=train,
+        state="drain",
+        driver_version="535.129.03",
+        state_reason="ECC errors",
+    )
     dev1 = node_with_gpus(2, hostname="dev-01", pool=dev, gpu_model="rtx4090")
     GpuFactory(node=dev1, index=2, gpu_model=None, raw_model_name="v100")
 
@@ -58,8 +64,18 @@ def test_csv_export_has_a_header_and_one_row_per_node(member_page, fleet):
     assert response["Content-Type"] == "text/csv; charset=utf-8"
     assert response["Content-Disposition"] == 'attachment; filename="nodes.csv"'
     rows = csv_rows(response)
-    assert [(r["hostname"], r["pool"], r["state"], r["driver_version"], r["driver_branch"],
-             r["gpus"], r["unrecognised_gpus"]) for r in rows] == [
+    assert [
+        (
+            r["hostname"],
+            r["pool"],
+            r["state"],
+            r["driver_version"],
+            r["driver_branch"],
+            r["gpus"],
+            r["unrecognised_gpus"],
+        )
+        for r in rows
+    ] == [
         ("dev-01", "dev", "up", "550.54.15", "550", "3", "1"),
         ("trn-01", "train", "up", "550.54.15", "550", "4", "0"),
         ("trn-02", "train", "drain", "535.129.03", "535", "2", "0"),
@@ -69,9 +85,13 @@ def test_csv_export_has_a_header_and_one_row_per_node(member_page, fleet):
 
 @pytest.mark.parametrize(
     ("params", "expected"),
-    [({"pool": "train"}, ["trn-01", "trn-02"]), ({"state": "drain"}, ["trn-02"]),
-     ({"q": "v100"}, ["dev-01"]), ({"gpu_model": "rtx4090"}, ["dev-01"]),
-     ({"ordering": "-gpus"}, ["trn-01", "dev-01", "trn-02"])],
+    [
+        ({"pool": "train"}, ["trn-01", "trn-02"]),
+        ({"state": "drain"}, ["trn-02"]),
+        ({"q": "v100"}, ["dev-01"]),
+        ({"gpu_model": "rtx4090"}, ["dev-01"]),
+        ({"ordering": "-gpus"}, ["trn-01", "dev-01", "trn-02"]),
+    ],
 )
 def test_csv_export_is_filtered_like_the_page(member_page, fleet, params, expected):
     page = member_page.get("/nodes/", params)
@@ -108,8 +128,9 @@ def test_gpu_list_page_fragment_and_csv(member_page, fleet):
     export = member_page.get("/gpus/", {"pool": "dev", "export": "csv"})
 
     assert b"<html" not in fragment.content and b"v100" in fragment.content
-    assert [(r["node"], r["index"], r["gpu_model"], r["raw_model_name"])
-            for r in csv_rows(export)] == [
+    assert [
+        (r["node"], r["index"], r["gpu_model"], r["raw_model_name"]) for r in csv_rows(export)
+    ] == [
         ("dev-01", "0", "rtx4090", "NVIDIA GeForce RTX 4090"),
         ("dev-01", "1", "rtx4090", "NVIDIA GeForce RTX 4090"),
         ("dev-01", "2", "", "v100"),
@@ -125,18 +146,30 @@ def queries_for(client, url: str, **params) -> int:
     return len(ctx.captured_queries)
 
 
-@pytest.mark.parametrize(("url", "params"), [("/nodes/", {}), ("/nodes/", {"export": "csv"}),
-                                             ("/gpus/", {}), ("/gpus/", {"export": "csv"}),
-                                             ("/", {}), ("/pools/", {"cuda": "12.4"}),
-                                             ("/gpu-models/", {})])
+@pytest.mark.parametrize(
+    ("url", "params"),
+    [
+        ("/nodes/", {}),
+        ("/nodes/", {"export": "csv"}),
+        ("/gpus/", {}),
+        ("/gpus/", {"export": "csv"}),
+        ("/", {}),
+        ("/pools/", {"cuda": "12.4"}),
+        ("/gpu-models/", {}),
+    ],
+)
 def test_list_page_query_count_does_not_grow_with_the_fleet(member_page, url, params):
     pool = PoolFactory(slug="bulk")
     for number in range(3):
         node_with_gpus(8, hostname=f"bulk-{number:03d}", pool=pool)
     small = queries_for(member_page, url, **params)
     for number in range(3, 30):
-        node_with_gpus(8, hostname=f"bulk-{number:03d}", pool=pool,
-                       driver_version="535.129.03" if number % 2 else "550.54.15")
+        node_with_gpus(
+            8,
+            hostname=f"bulk-{number:03d}",
+            pool=pool,
+            driver_version="535.129.03" if number % 2 else "550.54.15",
+        )
 
     large = queries_for(member_page, url, **params)
 

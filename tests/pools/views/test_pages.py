@@ -13,22 +13,36 @@ from pools.services.inventory_import import inventory_import_file
 
 pytestmark = pytest.mark.django_db
 
-PAGES = ["/", "/nodes/", "/nodes/trn-01/", "/nodes/mig-01/", "/gpus/", "/gpu-models/",
-         "/pools/", "/pools/?cuda=12.4", "/unrecognised-models/"]
+PAGES = [
+    "/",
+    "/nodes/",
+    "/nodes/trn-01/",
+    "/nodes/mig-01/",
+    "/gpus/",
+    "/gpu-models/",
+    "/pools/",
+    "/pools/?cuda=12.4",
+    "/unrecognised-models/",
+]
 
 
 @pytest.fixture
 def fleet():
     train = PoolFactory(slug="train", name="Train")
     node_with_gpus(4, hostname="trn-01", pool=train)
-    old = node_with_gpus(2, hostname="trn-02", pool=train, driver_version="535.129.03",
-                         state="drain", state_reason="ECC errors")
+    old = node_with_gpus(
+        2,
+        hostname="trn-02",
+        pool=train,
+        driver_version="535.129.03",
+        state="drain",
+        state_reason="ECC errors",
+    )
     GpuFactory(node=old, index=2, gpu_model=None, raw_model_name="v100")
     mig = node_with_gpus(1, hostname="mig-01", pool=None, gpu_model="h100_sxm")
-    MigDevice.objects.create(gpu=mig.gpus.get(), index=0, profile="3g.40gb",
-                             memory_total_mib=40448)
-    inventory_import_file(data=b"GPU 0: NVIDIA L4 (UUID: GPU-1a2b3c4d-0000-4000-8000-0000000000aa)\n",
-                          source="nvidia-smi", node="l4-01", filename="l4-01.txt")
+    MigDevice.objects.create(gpu=mig.gpus.get(), index=0, profile="3g.40gb", memory_total_mib=40448)
+    listing = b"GPU 0: NVIDIA L4 (UUID: GPU-1a2b3c4d-0000-4000-8000-0000000000aa)\n"
+    inventory_import_file(data=listing, source="nvidia-smi", node="l4-01", filename="l4-01.txt")
 
 
 @pytest.mark.parametrize("url", PAGES)
@@ -71,8 +85,10 @@ def test_anonymous_users_are_sent_to_a_sign_in_page_from_the_import_page():
 
     assert response.status_code == 302
     # staff_member_required names the admin's sign-in page.
-    assert response["Location"] in ("/login/?next=/inventory/import/",
-                                    "/admin/login/?next=/inventory/import/")
+    assert response["Location"] in (
+        "/login/?next=/inventory/import/",
+        "/admin/login/?next=/inventory/import/",
+    )
 
 
 def test_the_sign_in_page_is_open():
@@ -109,8 +125,13 @@ def test_the_fleet_overview_shows_the_totals(member_page, fleet):
 
     # trn-01 4 + trn-02 3 + mig-01 1 + l4-01 1 cards on 4 nodes; healthy: the up nodes
     # trn-01 and mig-01 (l4-01 came from `nvidia-smi -L`, which has no node state).
-    assert response.context["totals"] == {"nodes": 4, "pools": 1, "cards": 9, "healthy": 5,
-                                          "unrecognised": 1}
+    assert response.context["totals"] == {
+        "nodes": 4,
+        "pools": 1,
+        "cards": 9,
+        "healthy": 5,
+        "unrecognised": 1,
+    }
     assert [r["raw_model_name"] for r in response.context["unrecognised"]] == ["v100"]
 
 
@@ -119,20 +140,24 @@ def test_the_fleet_overview_exports_csv(member_page, fleet):
 
     lines = b"".join(response.streaming_content).decode().splitlines()
     assert lines[0] == "pool,gpu_model,driver_group,node_state,cards,healthy_cards"
-    assert sorted(lines[1:]) == sorted([
-        "(no pool),H100 SXM5 80GB,R550,up,1,1",
-        "(no pool),L4,(unknown driver),unknown,1,0",
-        "Train,A100 SXM4 80GB,R550,up,4,4",
-        "Train,A100 SXM4 80GB,R535,drain,2,0",
-        "Train,? v100,R535,drain,1,0",
-    ])
+    assert sorted(lines[1:]) == sorted(
+        [
+            "(no pool),H100 SXM5 80GB,R550,up,1,1",
+            "(no pool),L4,(unknown driver),unknown,1,0",
+            "Train,A100 SXM4 80GB,R550,up,4,4",
+            "Train,A100 SXM4 80GB,R535,drain,2,0",
+            "Train,? v100,R535,drain,1,0",
+        ]
+    )
 
 
 def test_the_pools_page_answers_the_cuda_question(member_page, fleet):
     response = member_page.get("/pools/", {"cuda": "12.4"})
 
-    support = {row["pool"]: (row["capable_cards"], row["other_cards"])
-               for row in response.context["support"]}
+    support = {
+        row["pool"]: (row["capable_cards"], row["other_cards"])
+        for row in response.context["support"]
+    }
     # trn-01's 4 cards on 550.54.15 run 12.4; trn-02's 3 on 535.129.03 do not; mig-01 (550)
     # and l4-01 (no driver reported) have no pool.
     assert support == {"Train": (4, 3), "(no pool)": (1, 1)}
