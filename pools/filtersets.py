@@ -82,13 +82,30 @@ class NodeFilterSet(filters.FilterSet):
 
 
 class GpuFilterSet(filters.FilterSet):
-    """Filters for GPUs: node, pool, model, health, MIG mode, recognised, free-text ``q``."""
+    """Filters for GPUs: free-text ``q``, node, pool, model, driver branch, health, MIG mode."""
 
     q = filters.CharFilter(method="search", label="Search")
     node = filters.CharFilter(field_name="node__hostname", label="Node")
-    pool = filters.CharFilter(field_name="node__pool__slug", label="Pool slug")
-    gpu_model = filters.CharFilter(field_name="gpu_model__slug", label="GPU model slug")
-    driver_group = filters.NumberFilter(field_name="node__driver_group__branch")
+    pool = filters.ModelChoiceFilter(
+        queryset=Pool.objects.all(),
+        to_field_name="slug",
+        field_name="node__pool",
+        label="Pool",
+        empty_label="Any",
+    )
+    gpu_model = filters.ModelChoiceFilter(
+        queryset=GpuModel.objects.all(),
+        to_field_name="slug",
+        label="GPU model",
+        empty_label="Any",
+    )
+    driver_group = filters.ModelChoiceFilter(
+        queryset=DriverGroup.objects.all(),
+        to_field_name="branch",
+        field_name="node__driver_group",
+        label="Driver branch",
+        empty_label="Any",
+    )
     health = filters.ChoiceFilter(choices=GpuHealth.choices)
     mig_mode = yes_no(label="MIG mode")
     recognised = yes_no(
