@@ -19,10 +19,22 @@ def node_list() -> QuerySet[Node]:
     Annotations: ``gpu_count`` (cards), ``unrecognised_count`` (cards with no catalogue model).
     The query count does not grow with the number of rows.
     """
+    # Correlated subqueries, not a GROUP BY over every GPU: a page computes them for its rows only.
     return Node.objects.select_related("pool", "driver_group").annotate(
-        gpu_count=Count("gpus", distinct=True),
-        unrecognised_count=Count("gpus", filter=Q(gpus__gpu_model__isnull=True), distinct=True),
+        gpu_count=_gpu_count(),
+        unrecognised_count=_gpu_count(gpu_model__isnull=True),
     )
+
+
+def _gpu_count(**filters):
+    per_node = (
+        Gpu.objects.filter(node=OuterRef("pk"), **filters)
+        .order_by()
+        .values("node")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    return Coalesce(Subquery(per_node), 0)
 
 
 def node_detail(*, hostname: str) -> Node:
@@ -43,9 +55,11 @@ def gpu_list() -> QuerySet[Gpu]:
         .annotate(n=Count("id"))
         .values("n")
     )
-    return Gpu.objects.select_related(
-        "node", "node__pool", "node__driver_group", "gpu_model"
-    ).annotate(mig_device_count=Coalesce(Subquery(mig_count), 0))
+    return (
+        Gpu.objects.select_related("node", "node__pool", "node__driver_group", "gpu_model")
+        .defer("node__labels", "node__partitions", "gpu_model__sources")
+        .annotate(mig_device_count=Coalesce(Subquery(mig_count), 0))
+    )
 
 
 def gpu_model_list() -> QuerySet[GpuModel]:
