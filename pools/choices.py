@@ -50,3 +50,42 @@ class InventorySource(models.TextChoices):
 class TeamRole(models.TextChoices):
     MEMBER = "member", "Member"
     MANAGER = "manager", "Manager"
+
+
+class WorkloadKind(models.TextChoices):
+    TRAINING = "training", "Training (Slurm)"
+    INFERENCE = "inference", "Inference (Kubernetes)"
+
+
+class RequestStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    SUBMITTED = "submitted", "Submitted"
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class AllocationStatus(models.TextChoices):
+    APPROVED = "approved", "Approved"
+    PROVISIONING = "provisioning", "Provisioning"
+    ACTIVE = "active", "Active"
+    EXPIRING = "expiring", "Expiring"
+    ENDED = "ended", "Ended"
+    FAILED = "failed", "Failed"
+    RECLAIMED = "reclaimed", "Reclaimed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+# Allocations in these states hold cards against the pool's capacity.
+HOLDING_STATUSES = (
+    AllocationStatus.APPROVED,
+    AllocationStatus.PROVISIONING,
+    AllocationStatus.ACTIVE,
+    AllocationStatus.EXPIRING,
+)
+
+
+class PricingMethod(models.TextChoices):
+    RESERVED = "reserved", "Reserved card-hours"
+    USED = "used", "Used card-hours"
+    TOKENS = "tokens", "Tokens"

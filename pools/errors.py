@@ -39,3 +39,22 @@ class PermissionDenied(DomainError):
 class Conflict(DomainError):
     code = "conflict"
     status = 409
+
+
+class InvalidTransition(Conflict):
+    """The object is not in a state that allows this action (data: ``status``, ``action``)."""
+
+    code = "invalid_transition"
+
+
+class InsufficientCapacity(Conflict):
+    """Not enough free cards in the pool for the window (data: ``free``, ``requested``)."""
+
+    code = "insufficient_capacity"
+
+
+class NotFound(DomainError):
+    """The object does not exist or the caller may not see it (never leaks which)."""
+
+    code = "not_found"
+    status = 404

@@ -16,13 +16,17 @@ from django.db.models import Q
 
 from pools.choices import (
     AliasKind,
+    AllocationStatus,
     CardClass,
     FormFactor,
     GpuHealth,
     InventorySource,
     NodeState,
+    PricingMethod,
+    RequestStatus,
     Scheduler,
     TeamRole,
+    WorkloadKind,
 )
 
 # RFC 1123 host names, plus '_' which Slurm node names allow. No spaces.
@@ -132,6 +136,12 @@ class Pool(models.Model):
         decimal_places=2,
         default=Decimal("1.00"),
         validators=[MinValueValidator(Decimal("0.10"))],
+    )
+    auto_approve_max_cards = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Requests of at most this many cards … (empty: never)"
+    )
+    auto_approve_max_days = models.PositiveIntegerField(
+        null=True, blank=True, help_text="… lasting at most this many days are approved at once."
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -317,3 +327,106 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.object_type}:{self.object_id}"
+
+
+class CapacityRequest(models.Model):
+    """What a team asks for: cards of a GPU model (or any with enough memory) for a window.
+
+    ``pool`` empty means "any eligible pool"; ``gpu_model`` empty means "any model with at least
+    ``min_memory_gib`` GiB". ``starts_at``/``ends_at`` are aware datetimes, end exclusive.
+    ``extends`` is set when the request asks for more time on an existing allocation.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="requests")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="capacity_requests"
+    )
+    workload_kind = models.CharField(max_length=10, choices=WorkloadKind.choices)
+    pool = models.ForeignKey(Pool, null=True, blank=True, on_delete=models.PROTECT,
+                             related_name="requests")
+    gpu_model = models.ForeignKey(GpuModel, null=True, blank=True, on_delete=models.PROTECT,
+                                  related_name="requests")
+    min_memory_gib = models.DecimalField(max_digits=7, decimal_places=2, null=True, blank=True)
+    card_count = models.PositiveIntegerField()
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    cuda_version = models.CharField(max_length=8, blank=True)
+    justification = models.TextField()
+    status = models.CharField(max_length=10, choices=RequestStatus.choices,
+                              default=RequestStatus.DRAFT, db_index=True)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_reason = models.TextField(blank=True)
+    extends = models.ForeignKey("Allocation", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="extension_requests")
+    created_at = models.DateTimeField(auto_now_add=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(card_count__gt=0), name="request_cards_positive"),
+            models.CheckConstraint(condition=Q(ends_at__gt=models.F("starts_at")),
+                                   name="request_window_positive"),
+            models.CheckConstraint(
+                condition=Q(gpu_model__isnull=False) | Q(min_memory_gib__isnull=False),
+                name="request_names_model_or_memory",
+            ),
+        ]
+        indexes = [models.Index(fields=["team", "status"])]
+
+    def __str__(self) -> str:
+        return f"Request #{self.pk} {self.team.slug} {self.card_count}× {self.model_label}"
+
+    @property
+    def model_label(self) -> str:
+        if self.gpu_model_id:
+            return self.gpu_model.name
+        return f"any ≥ {self.min_memory_gib} GiB"
+
+    @property
+    def duration_hours(self) -> Decimal:
+        return Decimal((self.ends_at - self.starts_at).total_seconds()) / Decimal(3600)
+
+
+class Allocation(models.Model):
+    """What was granted: team × pool × GPU model × cards × window, and its scheduler binding.
+
+    One per approved request (``request`` is unique, so approving twice cannot grant twice).
+    Holding states (approved, provisioning, active, expiring) count against the pool's capacity.
+    """
+
+    request = models.OneToOneField(CapacityRequest, on_delete=models.PROTECT,
+                                   related_name="allocation")
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="allocations")
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="allocations")
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="allocations")
+    card_count = models.PositiveIntegerField()
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    status = models.CharField(max_length=12, choices=AllocationStatus.choices,
+                              default=AllocationStatus.APPROVED, db_index=True)
+    pricing_method = models.CharField(max_length=8, choices=PricingMethod.choices,
+                                      default=PricingMethod.RESERVED)
+    scheduler_binding = models.JSONField(default=dict, blank=True,
+                                         help_text="Slurm account/association or namespace.")
+    status_reason = models.TextField(blank=True)
+    expiry_notified_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["starts_at", "id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(card_count__gt=0), name="allocation_cards_positive"),
+            models.CheckConstraint(condition=Q(ends_at__gt=models.F("starts_at")),
+                                   name="allocation_window_positive"),
+        ]
+        indexes = [
+            models.Index(fields=["pool", "gpu_model", "status"]),
+            models.Index(fields=["team", "status"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"Allocation #{self.pk} {self.team.slug} {self.card_count}× {self.gpu_model.name}"

@@ -10,7 +10,19 @@ from django.db.models.functions import Coalesce
 
 from pools.choices import GpuHealth, NodeState
 from pools.driver_versions import parse_cuda_version
-from pools.models import DriverGroup, Gpu, GpuModel, InventoryImport, MigDevice, Node, Pool
+from pools.models import (
+    Allocation,
+    AuditEvent,
+    CapacityRequest,
+    DriverGroup,
+    Gpu,
+    GpuModel,
+    InventoryImport,
+    MigDevice,
+    Node,
+    Pool,
+    Team,
+)
 
 
 def node_list() -> QuerySet[Node]:
@@ -216,3 +228,46 @@ def pools_supporting_cuda(*, cuda: str) -> list[dict]:
                 }
             )
     return sorted(result.values(), key=lambda e: e["pool"])
+
+
+def team_list(*, user) -> QuerySet[Team]:
+    """Teams the user can see: all for pool admins, their own for everyone else."""
+    teams = Team.objects.all()
+    return teams if user.is_staff else teams.filter(memberships__user=user).distinct()
+
+
+def capacity_request_list(*, user) -> QuerySet[CapacityRequest]:
+    """Requests the user may see (their teams', or all for pool admins), related rows joined."""
+    qs = CapacityRequest.objects.select_related(
+        "team", "requested_by", "pool", "gpu_model", "decided_by", "allocation"
+    )
+    return qs if user.is_staff else qs.filter(team__memberships__user=user)
+
+
+def allocation_list(*, user) -> QuerySet[Allocation]:
+    """Allocations the user may see, with team, pool, model and request joined."""
+    qs = Allocation.objects.select_related("team", "pool", "gpu_model", "request")
+    return qs if user.is_staff else qs.filter(team__memberships__user=user)
+
+
+def audit_event_list(*, user) -> QuerySet[AuditEvent]:
+    """Audit events the user may see: all for pool admins; for others, the events of the
+    requests and allocations of their teams."""
+    qs = AuditEvent.objects.select_related("actor")
+    if user.is_staff:
+        return qs
+    request_ids = [str(i) for i in capacity_request_list(user=user).values_list("pk", flat=True)]
+    allocation_ids = [str(i) for i in allocation_list(user=user).values_list("pk", flat=True)]
+    return qs.filter(
+        Q(object_type="pools.capacityrequest", object_id__in=request_ids)
+        | Q(object_type="pools.allocation", object_id__in=allocation_ids)
+    )
+
+
+def object_audit_trail(*, obj) -> QuerySet[AuditEvent]:
+    """Events of one object, oldest first."""
+    return (
+        AuditEvent.objects.filter(object_type=obj._meta.label_lower, object_id=str(obj.pk))
+        .select_related("actor")
+        .order_by("created_at", "id")
+    )

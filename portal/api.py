@@ -22,12 +22,18 @@ class Pagination(PageNumberPagination):
 def exception_handler(exc, context):
     """Map domain errors to 400/403/404/409 with ``{"code", "detail", "data"}``.
 
-    DRF's own errors keep DRF's body and gain a ``code`` field where DRF gives none.
+    Field errors (a domain error's ``errors`` or DRF validation) are under ``errors`` as
+    ``{field: [message, ...]}`` in both cases. DRF's other errors gain a ``code`` field.
     """
     if isinstance(exc, DomainError):
-        return Response(
-            {"code": exc.code, "detail": exc.message, "data": exc.data}, status=exc.status
-        )
+        data = dict(exc.data)
+        body = {"code": exc.code, "detail": exc.message}
+        if isinstance(data.get("errors"), dict):
+            body["errors"] = {
+                k: v if isinstance(v, list) else [v] for k, v in data.pop("errors").items()
+            }
+        body["data"] = data
+        return Response(body, status=exc.status)
     # Django's own 404 and 403 become DRF's, so they get DRF's codes ("not_found" ...).
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(*exc.args)

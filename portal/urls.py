@@ -8,6 +8,7 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.routers import DefaultRouter
 from rest_framework.throttling import ScopedRateThrottle
 
+from pools.api import requests as requests_api
 from pools.api import views as pools_api
 from portal.health import healthz, readyz
 
@@ -28,6 +29,10 @@ router.register("pools", pools_api.PoolViewSet, basename="pool")
 router.register("nodes", pools_api.NodeViewSet, basename="node")
 router.register("gpus", pools_api.GpuViewSet, basename="gpu")
 router.register("inventory/imports", pools_api.InventoryImportViewSet, basename="inventory-import")
+router.register("teams", requests_api.TeamViewSet, basename="team")
+router.register("requests", requests_api.CapacityRequestViewSet, basename="request")
+router.register("allocations", requests_api.AllocationViewSet, basename="allocation")
+router.register("audit-events", requests_api.AuditEventViewSet, basename="audit-event")
 
 api_v1 = [
     path("auth/token/", TokenView.as_view(), name="auth-token"),

@@ -1,0 +1,337 @@
+"""API of teams, capacity requests, allocations and the audit trail (``/api/v1/``).
+
+Lists and details are scoped by the selectors (a member sees their teams' objects; others are
+404, never 403, so existence does not leak). Writes call the services; their domain errors become
+400 / 403 / 409 bodies in :func:`portal.api.exception_handler`.
+"""
+
+from __future__ import annotations
+
+import django_filters as filters
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from pools import selectors
+from pools.choices import AllocationStatus, RequestStatus, WorkloadKind
+from pools.models import Allocation, AuditEvent, CapacityRequest, GpuModel, Pool, Team
+from pools.services import allocations as allocation_services
+from pools.services import requests as request_services
+
+
+class AwareDateTimeField(serializers.DateTimeField):
+    """ISO 8601 with an offset (``2026-12-07T09:00:00+01:00`` or ``…Z``); naive is refused."""
+
+    def to_internal_value(self, value):
+        parsed = super().to_internal_value(value)
+        text = str(value)
+        if not (text.endswith(("Z", "z")) or "+" in text[10:] or "-" in text[10:]):
+            self.fail("invalid", format="ISO 8601 with a UTC offset, e.g. 2026-12-07T09:00:00Z")
+        return parsed
+
+
+class TeamSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Team
+        fields = ["slug", "name", "cost_centre"]
+
+
+class AllocationSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    pool = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    request = serializers.PrimaryKeyRelatedField(read_only=True)
+    card_hours = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Allocation
+        fields = [
+            "id",
+            "request",
+            "team",
+            "pool",
+            "gpu_model",
+            "card_count",
+            "starts_at",
+            "ends_at",
+            "status",
+            "status_reason",
+            "pricing_method",
+            "scheduler_binding",
+            "card_hours",
+            "created_at",
+            "updated_at",
+        ]
+
+    def get_card_hours(self, obj) -> str:
+        """Reserved card-hours of the whole window, 2 decimals (cards × hours)."""
+        hours = (obj.ends_at - obj.starts_at).total_seconds() / 3600
+        return f"{obj.card_count * hours:.2f}"
+
+
+class CapacityRequestSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", queryset=Team.objects.all())
+    pool = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Pool.objects.all(), required=False, allow_null=True
+    )
+    gpu_model = serializers.SlugRelatedField(
+        slug_field="slug", queryset=GpuModel.objects.all(), required=False, allow_null=True
+    )
+    requested_by = serializers.StringRelatedField()
+    decided_by = serializers.StringRelatedField()
+    starts_at = AwareDateTimeField()
+    ends_at = AwareDateTimeField()
+    card_count = serializers.IntegerField(min_value=1)
+    min_memory_gib = serializers.DecimalField(
+        max_digits=7, decimal_places=2, required=False, allow_null=True, min_value=1
+    )
+    workload_kind = serializers.ChoiceField(choices=WorkloadKind.choices)
+    submit = serializers.BooleanField(write_only=True, default=True)
+    allocation = AllocationSerializer(read_only=True)
+
+    class Meta:
+        model = CapacityRequest
+        fields = [
+            "id",
+            "team",
+            "workload_kind",
+            "pool",
+            "gpu_model",
+            "min_memory_gib",
+            "card_count",
+            "starts_at",
+            "ends_at",
+            "cuda_version",
+            "justification",
+            "status",
+            "requested_by",
+            "decided_by",
+            "decided_at",
+            "decision_reason",
+            "extends",
+            "created_at",
+            "submitted_at",
+            "submit",
+            "allocation",
+        ]
+        read_only_fields = [
+            "status",
+            "decided_at",
+            "decision_reason",
+            "extends",
+            "created_at",
+            "submitted_at",
+        ]
+
+
+class ApproveSerializer(serializers.Serializer):
+    card_count = serializers.IntegerField(min_value=1, required=False)
+    ends_at = AwareDateTimeField(required=False)
+    pool = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Pool.objects.all(), required=False
+    )
+    gpu_model = serializers.SlugRelatedField(
+        slug_field="slug", queryset=GpuModel.objects.all(), required=False
+    )
+    reason = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class ReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class ExtendSerializer(serializers.Serializer):
+    ends_at = AwareDateTimeField()
+    justification = serializers.CharField()
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    actor = serializers.StringRelatedField()
+
+    class Meta:
+        model = AuditEvent
+        fields = [
+            "id",
+            "created_at",
+            "actor",
+            "action",
+            "object_type",
+            "object_id",
+            "object_repr",
+            "before",
+            "after",
+            "reason",
+            "request_id",
+        ]
+
+
+class CapacityRequestFilterSet(filters.FilterSet):
+    team = filters.CharFilter(field_name="team__slug")
+    pool = filters.CharFilter(field_name="pool__slug")
+    gpu_model = filters.CharFilter(field_name="gpu_model__slug")
+    status = filters.MultipleChoiceFilter(choices=RequestStatus.choices)
+    workload_kind = filters.ChoiceFilter(choices=WorkloadKind.choices)
+    ordering = filters.OrderingFilter(
+        fields=(("created_at", "created"), ("starts_at", "starts"), ("card_count", "cards"))
+    )
+
+    class Meta:
+        model = CapacityRequest
+        fields = ["team", "pool", "gpu_model", "status", "workload_kind"]
+
+
+class AllocationFilterSet(filters.FilterSet):
+    team = filters.CharFilter(field_name="team__slug")
+    pool = filters.CharFilter(field_name="pool__slug")
+    gpu_model = filters.CharFilter(field_name="gpu_model__slug")
+    status = filters.MultipleChoiceFilter(choices=AllocationStatus.choices)
+    ordering = filters.OrderingFilter(
+        fields=(("starts_at", "starts"), ("ends_at", "ends"), ("card_count", "cards"))
+    )
+
+    class Meta:
+        model = Allocation
+        fields = ["team", "pool", "gpu_model", "status"]
+
+
+class AuditEventFilterSet(filters.FilterSet):
+    object_type = filters.CharFilter()
+    object_id = filters.CharFilter()
+    action = filters.CharFilter()
+
+    class Meta:
+        model = AuditEvent
+        fields = ["object_type", "object_id", "action"]
+
+
+class TeamViewSet(viewsets.ReadOnlyModelViewSet):
+    """Teams the caller belongs to (all teams for pool admins)."""
+
+    serializer_class = TeamSerializer
+    lookup_field = "slug"
+
+    def get_queryset(self):
+        return selectors.team_list(user=self.request.user).order_by("name")
+
+
+class CapacityRequestViewSet(
+    mixins.CreateModelMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Capacity requests of the caller's teams; create, then submit / approve / reject / cancel."""
+
+    serializer_class = CapacityRequestSerializer
+    filterset_class = CapacityRequestFilterSet
+
+    def get_queryset(self):
+        return selectors.capacity_request_list(user=self.request.user).order_by("-created_at")
+
+    def create(self, request, *args, **kwargs):
+        form = self.get_serializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = dict(form.validated_data)
+        created = request_services.capacity_request_create(
+            actor=request.user,
+            team=data.pop("team"),
+            workload_kind=data.pop("workload_kind"),
+            card_count=data.pop("card_count"),
+            starts_at=data.pop("starts_at"),
+            ends_at=data.pop("ends_at"),
+            justification=data.pop("justification"),
+            pool=data.pop("pool", None),
+            gpu_model=data.pop("gpu_model", None),
+            min_memory_gib=data.pop("min_memory_gib", None),
+            cuda_version=data.pop("cuda_version", ""),
+            submit=data.pop("submit", True),
+        )
+        return Response(
+            self.get_serializer(self._fresh(created)).data, status=status.HTTP_201_CREATED
+        )
+
+    def _fresh(self, obj):
+        return self.get_queryset().get(pk=obj.pk)
+
+    @extend_schema(request=None, responses=CapacityRequestSerializer)
+    @action(detail=True, methods=["post"])
+    def submit(self, request, pk=None):
+        obj = request_services.capacity_request_submit(
+            request=self.get_object(), actor=request.user
+        )
+        return Response(self.get_serializer(self._fresh(obj)).data)
+
+    @extend_schema(request=ApproveSerializer, responses=AllocationSerializer)
+    @action(detail=True, methods=["post"])
+    def approve(self, request, pk=None):
+        """Approve (pool admins): answers with the allocation; again → the same allocation."""
+        form = ApproveSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        allocation = request_services.capacity_request_approve(
+            request=self.get_object(), actor=request.user, **form.validated_data
+        )
+        allocation.refresh_from_db()  # provisioning may have run on commit (eager tasks)
+        return Response(AllocationSerializer(allocation).data)
+
+    @extend_schema(request=ReasonSerializer, responses=CapacityRequestSerializer)
+    @action(detail=True, methods=["post"])
+    def reject(self, request, pk=None):
+        form = ReasonSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        obj = request_services.capacity_request_reject(
+            request=self.get_object(), actor=request.user, reason=form.validated_data["reason"]
+        )
+        return Response(self.get_serializer(self._fresh(obj)).data)
+
+    @extend_schema(request=ReasonSerializer, responses=CapacityRequestSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        form = ReasonSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        obj = request_services.capacity_request_cancel(
+            request=self.get_object(), actor=request.user, reason=form.validated_data["reason"]
+        )
+        return Response(self.get_serializer(self._fresh(obj)).data)
+
+
+class AllocationViewSet(viewsets.ReadOnlyModelViewSet):
+    """Allocations of the caller's teams; release early or ask to extend."""
+
+    serializer_class = AllocationSerializer
+    filterset_class = AllocationFilterSet
+
+    def get_queryset(self):
+        return selectors.allocation_list(user=self.request.user).order_by("starts_at", "id")
+
+    @extend_schema(request=ReasonSerializer, responses=AllocationSerializer)
+    @action(detail=True, methods=["post"])
+    def release(self, request, pk=None):
+        form = ReasonSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        allocation = allocation_services.allocation_release(
+            allocation=self.get_object(), actor=request.user, reason=form.validated_data["reason"]
+        )
+        return Response(self.get_serializer(allocation).data)
+
+    @extend_schema(request=ExtendSerializer, responses={201: CapacityRequestSerializer})
+    @action(detail=True, methods=["post"])
+    def extend(self, request, pk=None):
+        """Ask for more time: creates a request for the extra window."""
+        form = ExtendSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        new_request = allocation_services.allocation_extend(
+            allocation=self.get_object(), actor=request.user, **form.validated_data
+        )
+        fresh = selectors.capacity_request_list(user=request.user).get(pk=new_request.pk)
+        return Response(CapacityRequestSerializer(fresh).data, status=status.HTTP_201_CREATED)
+
+
+class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
+    """Who changed what and when; filter by ``object_type`` and ``object_id``."""
+
+    serializer_class = AuditEventSerializer
+    filterset_class = AuditEventFilterSet
+
+    def get_queryset(self):
+        return selectors.audit_event_list(user=self.request.user).order_by("-created_at", "-id")

@@ -1,0 +1,52 @@
+"""Capacity arithmetic, pure functions: peak concurrent cards over a window, free cards.
+
+Intervals are half-open ``[start, end)``: an allocation ending at 12:00 does not compete with one
+starting at 12:00, and a request for next week does not compete with one that ends tomorrow.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from datetime import datetime
+from decimal import Decimal
+
+
+def peak_cards(
+    intervals: Iterable[tuple[datetime, datetime, int]], start: datetime, end: datetime
+) -> int:
+    """Largest number of cards held at any instant of ``[start, end)``.
+
+    ``intervals`` are ``(starts_at, ends_at, cards)``; those not overlapping the window are
+    ignored. Sweep line over the clipped endpoints: ends sort before starts at the same instant
+    (half-open intervals). Returns 0 for no overlap.
+    """
+    events: list[tuple[datetime, int]] = []
+    for s, e, cards in intervals:
+        lo, hi = max(s, start), min(e, end)
+        if lo < hi and cards > 0:
+            events.append((lo, cards))
+            events.append((hi, -cards))
+    events.sort(key=lambda ev: (ev[0], ev[1]))  # -cards (an end) before +cards at one instant
+    held = peak = 0
+    for _, delta in events:
+        held += delta
+        peak = max(peak, held)
+    return peak
+
+
+def usable_cards(schedulable: int, overcommit_ratio: Decimal) -> int:
+    """Cards that may be promised: ``floor(schedulable × over-commit ratio)``, an integer."""
+    return math.floor(Decimal(schedulable) * Decimal(overcommit_ratio))
+
+
+def free_cards(
+    *,
+    schedulable: int,
+    overcommit_ratio: Decimal,
+    intervals: Iterable[tuple[datetime, datetime, int]],
+    start: datetime,
+    end: datetime,
+) -> int:
+    """Cards still free for the whole window ``[start, end)`` (never negative)."""
+    return max(0, usable_cards(schedulable, overcommit_ratio) - peak_cards(intervals, start, end))

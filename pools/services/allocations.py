@@ -1,0 +1,249 @@
+"""Allocations after approval: provision, release, extend, expire, end.
+
+Every transition is one function, one transaction and one audit event. Provisioning is called by
+a Celery task after the approval committed; the scheduler binding (Slurm GrpTRES, Kubernetes
+ResourceQuota) is applied by the adapter configured for the pool's scheduler.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.utils import timezone
+
+from pools.audit import audit_event_record
+from pools.choices import AllocationStatus, TeamRole
+from pools.errors import InvalidInput, InvalidTransition
+from pools.locks import allocation_lock, pool_lock
+from pools.models import Allocation, CapacityRequest, Membership
+from pools.services.requests import (
+    _require_manager,
+    _require_member,
+    allocation_snapshot,
+    capacity_request_create,
+)
+
+# How long before its window an allocation is applied in the scheduler.
+PROVISION_LEAD = timedelta(minutes=15)
+RELEASABLE = (
+    AllocationStatus.APPROVED,
+    AllocationStatus.PROVISIONING,
+    AllocationStatus.ACTIVE,
+    AllocationStatus.EXPIRING,
+)
+
+
+def _transition(
+    allocation: Allocation, *, to: str, actor: Any, action: str, reason: str = "", **fields
+) -> Allocation:
+    before = allocation_snapshot(allocation)
+    allocation.status = to
+    for name, value in fields.items():
+        setattr(allocation, name, value)
+    allocation.status_reason = reason or allocation.status_reason
+    allocation.save()
+    audit_event_record(
+        actor=actor,
+        action=action,
+        obj=allocation,
+        before=before,
+        after=allocation_snapshot(allocation),
+        reason=reason,
+    )
+    return allocation
+
+
+def allocation_provision(*, allocation_id: int) -> Allocation:
+    """approved → provisioning → active, applying the scheduler binding in between.
+
+    Safe to run twice: an allocation already provisioning or active is applied again (adapters
+    are idempotent) and left active; one in any other state is left alone. With no scheduler
+    adapter configured for the pool (the demo), the binding is recorded as not applied.
+    """
+    with transaction.atomic():
+        allocation = allocation_lock(allocation_id)
+        if allocation.status not in (AllocationStatus.APPROVED, AllocationStatus.PROVISIONING):
+            return allocation
+        if allocation.starts_at > timezone.now() + PROVISION_LEAD:
+            return allocation  # the lifecycle sweep provisions it when its window opens
+        if allocation.status == AllocationStatus.APPROVED:
+            _transition(
+                allocation,
+                to=AllocationStatus.PROVISIONING,
+                actor=None,
+                action="allocation.provisioning",
+            )
+    binding = {
+        "scheduler": allocation.pool.scheduler,
+        "applied": False,
+        "note": "no scheduler adapter configured for this pool",
+    }
+    with transaction.atomic():
+        allocation = allocation_lock(allocation_id)
+        if allocation.status != AllocationStatus.PROVISIONING:
+            return allocation
+        return _transition(
+            allocation,
+            to=AllocationStatus.ACTIVE,
+            actor=None,
+            action="allocation.active",
+            scheduler_binding=binding,
+        )
+
+
+def allocation_release(*, allocation: Allocation, actor: Any, reason: str = "") -> Allocation:
+    """End an allocation early (team managers, pool admins): its cards return to the pool now.
+
+    A window that has not started yet ends as cancelled. Idempotent for an ended allocation;
+    :class:`InvalidTransition` for failed, reclaimed or cancelled ones.
+    """
+    _require_manager(actor, allocation.team)
+    with transaction.atomic():
+        pool_lock(allocation.pool_id)
+        allocation = allocation_lock(allocation.pk)
+        if allocation.status == AllocationStatus.ENDED:
+            return allocation
+        if allocation.status not in RELEASABLE:
+            raise InvalidTransition(
+                f"A {allocation.status} allocation cannot be released.",
+                status=allocation.status,
+                action="release",
+            )
+        now = timezone.now()
+        if allocation.starts_at >= now:
+            return _transition(
+                allocation,
+                to=AllocationStatus.CANCELLED,
+                actor=actor,
+                action="allocation.cancelled",
+                reason=reason or "released",
+            )
+        return _transition(
+            allocation,
+            to=AllocationStatus.ENDED,
+            actor=actor,
+            action="allocation.released",
+            reason=reason or "released early",
+            ends_at=min(allocation.ends_at, now),
+        )
+
+
+def allocation_extend(
+    *, allocation: Allocation, actor: Any, ends_at: datetime, justification: str
+) -> CapacityRequest:
+    """Ask for more time: a new submitted request for ``[current end, ends_at)``.
+
+    Any team member may ask. Raises :class:`InvalidInput` when ``ends_at`` is not after the
+    current end and :class:`InvalidTransition` when the allocation no longer holds cards.
+    """
+    _require_member(actor, allocation.team)
+    if allocation.status not in RELEASABLE:
+        raise InvalidTransition(
+            f"A {allocation.status} allocation cannot be extended.",
+            status=allocation.status,
+            action="extend",
+        )
+    if ends_at <= allocation.ends_at:
+        raise InvalidInput(
+            "The new end must be after the current end.",
+            errors={"ends_at": f"After {allocation.ends_at:%Y-%m-%d %H:%M %Z}."},
+        )
+    source = allocation.request
+    return capacity_request_create(
+        actor=actor,
+        team=allocation.team,
+        workload_kind=source.workload_kind,
+        card_count=allocation.card_count,
+        starts_at=allocation.ends_at,
+        ends_at=ends_at,
+        justification=justification,
+        pool=allocation.pool,
+        gpu_model=allocation.gpu_model,
+        cuda_version=source.cuda_version,
+        extends=allocation,
+    )
+
+
+def allocation_lifecycle_sweep(
+    *, now: datetime | None = None, warn_days: int | None = None
+) -> dict[str, int]:
+    """Move allocations along with the clock; safe to run any number of times.
+
+    Approved allocations whose window opens within ``PROVISION_LEAD`` are provisioned; active
+    ones ending within ``warn_days`` (default ``settings.ALLOCATION_EXPIRY_WARNING_DAYS``, 3)
+    become ``expiring`` and the team is emailed once; those past their end become ``ended``.
+    Returns ``{"provisioned": n, "expiring": m, "ended": k}``.
+    """
+    now = now or timezone.now()
+    warn = timedelta(
+        days=warn_days
+        if warn_days is not None
+        else getattr(settings, "ALLOCATION_EXPIRY_WARNING_DAYS", 3)
+    )
+    counts = {"provisioned": 0, "expiring": 0, "ended": 0}
+    ending = Allocation.objects.filter(status__in=RELEASABLE, ends_at__lte=now)
+    for allocation_id in ending.values_list("pk", flat=True):
+        with transaction.atomic():
+            allocation = allocation_lock(allocation_id)
+            if allocation.status in RELEASABLE and allocation.ends_at <= now:
+                _transition(
+                    allocation,
+                    to=AllocationStatus.ENDED,
+                    actor=None,
+                    action="allocation.ended",
+                    reason="window ended",
+                )
+                counts["ended"] += 1
+    due = Allocation.objects.filter(
+        status=AllocationStatus.APPROVED, ends_at__gt=now, starts_at__lte=now + PROVISION_LEAD
+    )
+    for allocation_id in due.values_list("pk", flat=True):
+        if allocation_provision(allocation_id=allocation_id).status == AllocationStatus.ACTIVE:
+            counts["provisioned"] += 1
+    soon = Allocation.objects.filter(
+        status=AllocationStatus.ACTIVE, ends_at__gt=now, ends_at__lte=now + warn
+    )
+    for allocation_id in soon.values_list("pk", flat=True):
+        with transaction.atomic():
+            allocation = allocation_lock(allocation_id)
+            if allocation.status != AllocationStatus.ACTIVE:
+                continue
+            _transition(
+                allocation,
+                to=AllocationStatus.EXPIRING,
+                actor=None,
+                action="allocation.expiring",
+                expiry_notified_at=now,
+                reason=f"ends within {warn.days} days",
+            )
+            transaction.on_commit(lambda a=allocation: _email_expiry(a))
+            counts["expiring"] += 1
+    return counts
+
+
+def _email_expiry(allocation: Allocation) -> None:
+    recipients = list(
+        Membership.objects.filter(team=allocation.team)
+        .exclude(user__email="")
+        .values_list("user__email", flat=True)
+    )
+    if not recipients:
+        return
+    managers = Membership.objects.filter(team=allocation.team, role=TeamRole.MANAGER).count()
+    send_mail(
+        subject=f"[gpu-pool] {allocation.card_count}× {allocation.gpu_model.name} in "
+        f"{allocation.pool.name} ends {allocation.ends_at:%Y-%m-%d %H:%M %Z}",
+        message=(
+            f"Allocation #{allocation.pk} of team {allocation.team.name} ends on "
+            f"{allocation.ends_at:%Y-%m-%d %H:%M %Z}. After that its cards return to the pool.\n"
+            f"To keep them, ask for an extension on the allocation's page"
+            f"{' (a manager approves it)' if managers else ''}."
+        ),
+        from_email=None,
+        recipient_list=recipients,
+        fail_silently=True,
+    )

@@ -1,0 +1,175 @@
+"""The GPU facts the estimator needs, as a small frozen :class:`GpuSpec`.
+
+Built from the shipped catalogue (``pools/catalogue/gpu_models.json``, read through
+:func:`pools.catalogue.load_gpu_models`) or from a ``GpuModel`` row, which carries the same field
+names: ``gpu_spec_from_fields(**{f: getattr(row, f) for f in GPU_SPEC_FIELDS})``. Catalogue slugs
+are the GPU ids of the shared sizing dataset (``h100_sxm``, ``a100_80g_sxm`` ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from pools.catalogue import load_gpu_models
+from pools.sizing import SizingInputError
+
+GIB = 1024**3
+
+#: Catalogue / model fields :func:`gpu_spec_from_fields` reads.
+GPU_SPEC_FIELDS = (
+    "slug",
+    "name",
+    "architecture",
+    "card_class",
+    "form_factor",
+    "memory_gib",
+    "memory_bandwidth_gbps",
+    "fp16_dense_tflops",
+    "bf16_dense_tflops",
+    "fp8_dense_tflops",
+    "int8_dense_tops",
+    "nvlink_gbps",
+    "sources",
+)
+
+#: PCIe bandwidth per direction between two cards, GB/s (1e9 B/s): x16 Gen4 32, Gen5 64. These are
+#: the intra-node bandwidths NVIDIA aiconfigurator assigns to PCIe systems (systems/*.yaml: L40S,
+#: L4, A100-PCIe 32 GB/s; H100 PCIe 64 GB/s), see shared/research/sizing_anchors.md section 2.4.
+PCIE_GEN4_GBPS = 32.0
+PCIE_GEN5_GBPS = 64.0
+
+
+def _number(value: Any) -> float | None:
+    if value is None:
+        return None
+    return float(Decimal(str(value)))
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU model (SKU) as the sizing model uses it.
+
+    ``memory_bytes`` is the usable capacity in bytes (catalogue ``memory_gib`` × 2**30).
+    Bandwidths are GB/s = 1e9 B/s: ``memory_bandwidth_gbps`` HBM/GDDR peak,
+    ``nvlink_gbps`` NVLink total both directions (``None``: no NVLink), ``pcie_gbps`` PCIe per
+    direction. Tensor rates are dense (no sparsity) peaks in TFLOPS / TOPS; ``None`` = unknown or
+    absent. ``fp8_native`` is True when the card has FP8 tensor cores, False when the catalogue
+    says it has none (Ampere, Turing), ``None`` when unknown.
+    """
+
+    slug: str
+    name: str
+    architecture: str
+    card_class: str
+    form_factor: str
+    memory_bytes: int
+    memory_bandwidth_gbps: float | None
+    fp16_dense_tflops: float | None
+    bf16_dense_tflops: float | None
+    fp8_dense_tflops: float | None
+    int8_dense_tops: float | None
+    nvlink_gbps: float | None
+    pcie_gbps: float
+    fp8_native: bool | None
+
+    @property
+    def has_nvlink(self) -> bool:
+        """True when the card links to its peers over NVLink."""
+        return self.nvlink_gbps is not None and self.nvlink_gbps > 0
+
+    @property
+    def peer_bandwidth_bytes_per_s(self) -> float:
+        """Bandwidth for tensor-parallel all-reduce, B/s per direction: NVLink total / 2, else PCIe."""
+        if self.has_nvlink:
+            return self.nvlink_gbps / 2 * 1e9
+        return self.pcie_gbps * 1e9
+
+    @property
+    def memory_gib(self) -> float:
+        """Capacity in GiB (2**30 bytes)."""
+        return self.memory_bytes / GIB
+
+
+def gpu_spec_from_fields(
+    *,
+    slug: str,
+    name: str,
+    memory_gib: Any,
+    memory_bandwidth_gbps: Any,
+    architecture: str = "",
+    card_class: str = "",
+    form_factor: str = "",
+    fp16_dense_tflops: Any = None,
+    bf16_dense_tflops: Any = None,
+    fp8_dense_tflops: Any = None,
+    int8_dense_tops: Any = None,
+    nvlink_gbps: Any = None,
+    sources: Mapping[str, str] | None = None,
+) -> GpuSpec:
+    """Build a :class:`GpuSpec` from catalogue-style fields (numbers, Decimals or ``None``).
+
+    ``memory_gib`` is GiB; bandwidths GB/s; tensor rates dense TFLOPS/TOPS. ``sources`` is the
+    catalogue's field -> citation map: an FP8 citation starting ``none:`` marks a card without FP8
+    tensor cores. PCIe generation: Gen5 for Hopper cards, Gen4 otherwise (every PCIe card in the
+    catalogue that is not Hopper is Ampere, Ada or Turing, all Gen4).
+
+    Raises :class:`SizingInputError` (reason ``not_positive``) for a missing or non-positive
+    memory size.
+    """
+    memory = _number(memory_gib)
+    if memory is None or memory <= 0:
+        raise SizingInputError(
+            f"GPU {slug!r} has no positive memory size", reason="not_positive", field="memory_gib"
+        )
+    fp8 = _number(fp8_dense_tflops)
+    fp8_source = (sources or {}).get("fp8_dense_tflops", "")
+    if fp8 is not None:
+        fp8_native: bool | None = True
+    elif fp8_source.startswith("none:"):
+        fp8_native = False
+    else:
+        fp8_native = None
+    hopper = "hopper" in (architecture or "").lower()
+    return GpuSpec(
+        slug=slug,
+        name=name,
+        architecture=architecture or "",
+        card_class=card_class or "",
+        form_factor=form_factor or "",
+        memory_bytes=int(round(memory * GIB)),
+        memory_bandwidth_gbps=_number(memory_bandwidth_gbps),
+        fp16_dense_tflops=_number(fp16_dense_tflops),
+        bf16_dense_tflops=_number(bf16_dense_tflops),
+        fp8_dense_tflops=fp8,
+        int8_dense_tops=_number(int8_dense_tops),
+        nvlink_gbps=_number(nvlink_gbps),
+        pcie_gbps=PCIE_GEN5_GBPS if hopper else PCIE_GEN4_GBPS,
+        fp8_native=fp8_native,
+    )
+
+
+def gpu_specs_from_catalogue() -> dict[str, GpuSpec]:
+    """Return every GPU model of the shipped catalogue as a :class:`GpuSpec`, by slug."""
+    return {
+        entry["slug"]: gpu_spec_from_fields(**{key: entry.get(key) for key in GPU_SPEC_FIELDS})
+        for entry in load_gpu_models()
+    }
+
+
+def gpu_spec(slug: str, specs: Mapping[str, GpuSpec] | None = None) -> GpuSpec:
+    """Return the spec with this slug from ``specs`` (default: the shipped catalogue).
+
+    Raises :class:`SizingInputError` (reason ``unknown_gpu``) listing the known slugs.
+    """
+    specs = gpu_specs_from_catalogue() if specs is None else specs
+    try:
+        return specs[slug]
+    except (KeyError, TypeError):
+        raise SizingInputError(
+            f"unknown GPU model {slug!r}; known: {', '.join(specs)}",
+            reason="unknown_gpu",
+            field="gpu",
+        ) from None

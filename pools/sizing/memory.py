@@ -1,0 +1,338 @@
+"""Memory per GPU of one serving replica: weights, KV cache, engine overhead, reserve; fit; TP.
+
+Formulas (DESIGN.md "Sizing", after the seed documents, checked against vLLM's cache engine):
+
+- weights bytes = parameters × weight bits / 8;
+- KV bytes per token = 2 (K and V) × layers × KV heads × head dim × KV bytes per element;
+- KV cache bytes = KV bytes per token × tokens per sequence × sequences.
+
+With tensor parallelism (TP) every card holds weights / TP and the KV of max(1, ceil(KV heads /
+TP)) heads: vLLM replicates KV heads when TP exceeds their number (``get_num_kv_heads``), so the
+per-card KV stops shrinking there. Sliding-window models keep at most the window per sequence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pools.sizing import SizingInputError
+from pools.sizing.presets import ModelArch
+
+GIB = 1024**3
+MIB = 1024**2
+
+#: Engine overhead per card, bytes: CUDA context, CUDA-graph memory pools and the activation
+#: workspace of a forward pass. DESIGN.md gives 2-4 GB; vLLM logs "CUDA graphs can take additional
+#: 1~3 GiB memory per GPU" and NVIDIA aiconfigurator budgets 3.5 GiB for "others"
+#: (shared/research/sizing_anchors.md 2.1, 2.4). 3 GiB is the middle of those.
+ENGINE_OVERHEAD_BYTES = 3 * GIB
+
+#: NCCL buffers per card when TP > 1, bytes: aiconfigurator's 342 MB (TP 2) and 392 MB (TP >= 4).
+NCCL_BUFFER_BYTES = {2: 342 * MIB}
+NCCL_BUFFER_BYTES_LARGE_TP = 392 * MIB
+
+#: Share of card memory left unused: vLLM's default gpu_memory_utilization 0.9 and TensorRT-LLM's
+#: free_gpu_memory_fraction 0.9 both leave 10 % (sizing_anchors.md 2.1, 2.2); never below 1 GiB,
+#: the low end of DESIGN.md's 1-2 GB system reserve.
+RESERVE_FRACTION = 0.10
+RESERVE_MIN_BYTES = 1 * GIB
+
+
+@dataclass(frozen=True)
+class Precision:
+    """How the weights are stored and what the matrix multiplies run in.
+
+    ``weight_bits``: bits per weight (16, 8, 4). ``compute``: tensor-core input type of the GEMMs
+    (``fp16``, ``bf16``, ``fp8``, ``int8``). ``weight_only``: weights are de-quantised to 16 bit
+    before the multiply (AWQ, GPTQ, W8A16), so compute runs at the FP16 rate.
+    """
+
+    name: str
+    weight_bits: int
+    compute: str
+    weight_only: bool
+
+
+_PRECISIONS = {
+    "FP16": Precision("FP16", 16, "fp16", False),
+    "BF16": Precision("BF16", 16, "bf16", False),
+    "FP8": Precision("FP8", 8, "fp8", False),
+    "INT8": Precision("INT8", 8, "int8", False),
+    "FP8-WO": Precision("FP8-WO", 8, "fp16", True),
+    "W8A16": Precision("W8A16", 8, "fp16", True),
+    "INT8-WO": Precision("W8A16", 8, "fp16", True),
+    "INT4": Precision("INT4", 4, "fp16", True),
+    "W4A16": Precision("W4A16", 4, "fp16", True),
+    "INT4-AWQ": Precision("INT4-AWQ", 4, "fp16", True),
+    "AWQ": Precision("INT4-AWQ", 4, "fp16", True),
+    "INT4-GPTQ": Precision("INT4-GPTQ", 4, "fp16", True),
+    "GPTQ": Precision("INT4-GPTQ", 4, "fp16", True),
+}
+
+#: KV-cache element sizes in bits. ``AUTO`` follows the 16-bit activations, as vLLM's "auto" does.
+_KV_BITS = {"FP16": 16, "BF16": 16, "AUTO": 16, "FP8": 8, "FP8-E4M3": 8, "FP8-E5M2": 8, "INT8": 8}
+
+PRECISION_NAMES = tuple(_PRECISIONS)
+KV_CACHE_DTYPE_NAMES = tuple(_KV_BITS)
+
+
+def _key(text: object) -> str:
+    return str(text).strip().upper().replace("_", "-").replace(" ", "-")
+
+
+def precision_parse(text: str) -> Precision:
+    """Return the :class:`Precision` named ``text`` (case-insensitive).
+
+    Accepted: FP16, BF16, FP8 (W8A8, FP8 tensor cores), INT8 (W8A8, SmoothQuant-style), and the
+    weight-only forms INT4 / W4A16 / INT4-AWQ / INT4-GPTQ / AWQ / GPTQ (4-bit), W8A16 / INT8-WO /
+    FP8-WO (8-bit). Plain INT4 means weight-only 4-bit, the form vLLM and TensorRT-LLM serve.
+    Raises :class:`SizingInputError` (reason ``unknown_precision``).
+    """
+    try:
+        return _PRECISIONS[_key(text)]
+    except KeyError:
+        raise SizingInputError(
+            f"unknown precision {text!r}; use one of {', '.join(PRECISION_NAMES)}",
+            reason="unknown_precision",
+            field="precision",
+        ) from None
+
+
+def kv_cache_bits(text: str | None) -> int:
+    """Bits per KV-cache element for ``text`` (FP16, BF16, FP8, INT8; ``None``/``auto`` = 16).
+
+    Raises :class:`SizingInputError` (reason ``unknown_kv_cache_dtype``).
+    """
+    if text is None:
+        return 16
+    try:
+        return _KV_BITS[_key(text)]
+    except KeyError:
+        raise SizingInputError(
+            f"unknown KV-cache dtype {text!r}; use one of {', '.join(KV_CACHE_DTYPE_NAMES)}",
+            reason="unknown_kv_cache_dtype",
+            field="kv_cache_dtype",
+        ) from None
+
+
+def weights_bytes(*, params: int, weight_bits: int) -> int:
+    """Bytes of ``params`` weights stored at ``weight_bits`` each: params × bits / 8, rounded up.
+
+    7e9 parameters at FP16 → 14e9 B (14 GB). Quantisation scales and zero points (about 0.25 bit
+    per weight for group size 128) are not counted.
+    """
+    return -(-params * weight_bits // 8)
+
+
+def kv_bytes_per_token(*, num_layers: int, num_kv_heads: int, head_dim: int, kv_bits: int) -> int:
+    """KV-cache bytes one token adds: 2 × layers × KV heads × head dim × bits / 8.
+
+    Llama-3-8B (32 layers, 8 KV heads, head dim 128) at FP16: 131,072 B (128 KiB) per token.
+    """
+    return 2 * num_layers * num_kv_heads * head_dim * kv_bits // 8
+
+
+def kv_cache_bytes(*, kv_bytes_per_token: int, tokens_per_sequence: int, sequences: int) -> int:
+    """KV-cache bytes for ``sequences`` sequences of ``tokens_per_sequence`` tokens each.
+
+    Llama-3-8B FP16, 2,048 tokens × 32 sequences: 131,072 × 2,048 × 32 = 8,589,934,592 B (8 GiB).
+    """
+    return kv_bytes_per_token * tokens_per_sequence * sequences
+
+
+def kv_heads_per_gpu(*, num_kv_heads: int, tp: int) -> int:
+    """KV heads each card of a TP group stores: max(1, ceil(KV heads / TP)) (vLLM replicates)."""
+    return max(1, -(-num_kv_heads // tp))
+
+
+def kv_tokens_per_sequence(model: ModelArch, context_tokens: int) -> int:
+    """Tokens of KV kept per sequence: the context, capped at the model's sliding window."""
+    if model.sliding_window_tokens is not None:
+        return min(context_tokens, model.sliding_window_tokens)
+    return context_tokens
+
+
+def engine_overhead_bytes(*, tp: int) -> int:
+    """Per-card engine overhead in bytes: :data:`ENGINE_OVERHEAD_BYTES` plus NCCL buffers if TP > 1."""
+    if tp <= 1:
+        return ENGINE_OVERHEAD_BYTES
+    return ENGINE_OVERHEAD_BYTES + NCCL_BUFFER_BYTES.get(tp, NCCL_BUFFER_BYTES_LARGE_TP)
+
+
+def reserve_bytes(*, gpu_memory_bytes: int) -> int:
+    """Per-card memory left unused, bytes: max(1 GiB, 10 % of the card) (see RESERVE_FRACTION)."""
+    return max(RESERVE_MIN_BYTES, int(gpu_memory_bytes * RESERVE_FRACTION))
+
+
+def tp_degrees(*, model: ModelArch, max_tp: int) -> list[int]:
+    """Tensor-parallel degrees to consider: powers of two up to ``max_tp`` (the node's cards)
+    that divide the attention heads (engines shard heads evenly; Qwen2.5-7B's 28 heads rule out 8).
+    """
+    degrees = []
+    tp = 1
+    while tp <= max_tp:
+        if model.num_attention_heads % tp == 0:
+            degrees.append(tp)
+        tp *= 2
+    return degrees
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Memory of one replica (a TP group of ``tp`` cards) for one workload; bytes unless named.
+
+    ``sequences`` is the requested concurrency per replica (``None`` = saturation: as many as
+    fit, then ``max_sequences``). ``kv_cache_bytes_per_gpu`` is the KV for ``sequences`` (for
+    saturation: for ``max_sequences``). ``kv_budget_bytes_per_gpu`` is what is left for KV after
+    weights, overhead and reserve (0 when nothing is left). ``fits``: the weights, overhead,
+    reserve and the requested KV (saturation: one full-context sequence) fit on every card.
+    """
+
+    tp: int
+    weight_bits: int
+    kv_bits: int
+    weights_bytes: int
+    weights_bytes_per_gpu: int
+    kv_bytes_per_token: int
+    kv_bytes_per_token_per_gpu: int
+    context_tokens: int
+    kv_tokens_per_sequence: int
+    kv_bytes_per_sequence_per_gpu: int
+    sequences: int | None
+    kv_cache_bytes: int
+    kv_cache_bytes_per_gpu: int
+    engine_overhead_bytes_per_gpu: int
+    reserve_bytes_per_gpu: int
+    gpu_memory_bytes: int
+    total_bytes_per_gpu: int
+    kv_budget_bytes_per_gpu: int
+    max_sequences: int
+    fits: bool
+
+
+def _check_positive(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise SizingInputError(
+            f"{name} must be a positive integer, got {value!r}", reason="not_positive", field=name
+        )
+
+
+def memory_estimate(
+    *,
+    model: ModelArch,
+    precision: Precision,
+    kv_bits: int,
+    gpu_memory_bytes: int,
+    tp: int,
+    context_tokens: int,
+    sequences: int | None,
+    overhead_bytes: int | None = None,
+    reserve: int | None = None,
+) -> MemoryEstimate:
+    """Weights, KV cache, overhead and reserve per card for ``sequences`` of ``context_tokens``.
+
+    ``context_tokens`` = input + output tokens of one request (the KV a sequence reaches).
+    ``overhead_bytes`` / ``reserve`` override :func:`engine_overhead_bytes` /
+    :func:`reserve_bytes`. Raises :class:`SizingInputError`: ``not_positive`` for a size, TP,
+    memory or sequence count below 1; ``context_too_long`` above the model's maximum context.
+    """
+    _check_positive("context_tokens", context_tokens)
+    _check_positive("tp", tp)
+    _check_positive("gpu_memory_bytes", gpu_memory_bytes)
+    if sequences is not None:
+        _check_positive("concurrency", sequences)
+    if context_tokens > model.max_context_tokens:
+        raise SizingInputError(
+            f"context of {context_tokens:,} tokens exceeds {model.name}'s maximum of "
+            f"{model.max_context_tokens:,}",
+            reason="context_too_long",
+            field="input_len",
+        )
+    weights = weights_bytes(params=model.total_params, weight_bits=precision.weight_bits)
+    weights_per_gpu = -(-weights // tp)
+    per_token = kv_bytes_per_token(
+        num_layers=model.num_layers,
+        num_kv_heads=model.num_kv_heads,
+        head_dim=model.head_dim,
+        kv_bits=kv_bits,
+    )
+    per_token_per_gpu = kv_bytes_per_token(
+        num_layers=model.num_layers,
+        num_kv_heads=kv_heads_per_gpu(num_kv_heads=model.num_kv_heads, tp=tp),
+        head_dim=model.head_dim,
+        kv_bits=kv_bits,
+    )
+    kept = kv_tokens_per_sequence(model, context_tokens)
+    per_sequence_per_gpu = per_token_per_gpu * kept
+    overhead = engine_overhead_bytes(tp=tp) if overhead_bytes is None else overhead_bytes
+    kept_free = reserve_bytes(gpu_memory_bytes=gpu_memory_bytes) if reserve is None else reserve
+    budget = max(0, gpu_memory_bytes - weights_per_gpu - overhead - kept_free)
+    max_sequences = budget // per_sequence_per_gpu
+    counted = sequences if sequences is not None else max_sequences
+    needed = sequences if sequences is not None else 1
+    kv_per_gpu = per_sequence_per_gpu * counted
+    return MemoryEstimate(
+        tp=tp,
+        weight_bits=precision.weight_bits,
+        kv_bits=kv_bits,
+        weights_bytes=weights,
+        weights_bytes_per_gpu=weights_per_gpu,
+        kv_bytes_per_token=per_token,
+        kv_bytes_per_token_per_gpu=per_token_per_gpu,
+        context_tokens=context_tokens,
+        kv_tokens_per_sequence=kept,
+        kv_bytes_per_sequence_per_gpu=per_sequence_per_gpu,
+        sequences=sequences,
+        kv_cache_bytes=kv_cache_bytes(
+            kv_bytes_per_token=per_token, tokens_per_sequence=kept, sequences=counted
+        ),
+        kv_cache_bytes_per_gpu=kv_per_gpu,
+        engine_overhead_bytes_per_gpu=overhead,
+        reserve_bytes_per_gpu=kept_free,
+        gpu_memory_bytes=gpu_memory_bytes,
+        total_bytes_per_gpu=weights_per_gpu + kv_per_gpu + overhead + kept_free,
+        kv_budget_bytes_per_gpu=budget,
+        max_sequences=max_sequences,
+        fits=max_sequences >= needed,
+    )
+
+
+def smallest_fitting_tp(
+    *,
+    model: ModelArch,
+    precision: Precision,
+    kv_bits: int,
+    gpu_memory_bytes: int,
+    max_tp: int,
+    context_tokens: int,
+    sequences: int | None,
+) -> MemoryEstimate | None:
+    """The estimate at the smallest TP degree of :func:`tp_degrees` that fits, else ``None``.
+
+    Same arguments and errors as :func:`memory_estimate`; ``max_tp`` is the node's card count.
+    """
+    _check_positive("max_tp", max_tp)
+    for tp in tp_degrees(model=model, max_tp=max_tp):
+        estimate = memory_estimate(
+            model=model,
+            precision=precision,
+            kv_bits=kv_bits,
+            gpu_memory_bytes=gpu_memory_bytes,
+            tp=tp,
+            context_tokens=context_tokens,
+            sequences=sequences,
+        )
+        if estimate.fits:
+            return estimate
+    return None
+
+
+def bytes_to_gb(value: float) -> float:
+    """Bytes to GB (1e9 bytes), the unit of vendor memory sizes and of the issue's examples."""
+    return value / 1e9
+
+
+def bytes_to_gib(value: float) -> float:
+    """Bytes to GiB (2**30 bytes), the unit nvidia-smi and engines report."""
+    return value / GIB
+
