@@ -36,8 +36,12 @@ def peak_cards(
 
 
 def usable_cards(schedulable: int, overcommit_ratio: Decimal) -> int:
-    """Cards that may be promised: ``floor(schedulable × over-commit ratio)``, an integer."""
-    return math.floor(Decimal(schedulable) * Decimal(overcommit_ratio))
+    """Cards that may be promised: ``floor(schedulable × over-commit ratio)``, an integer.
+
+    The ratio goes through ``str`` so a float (an unsaved model instance's attribute) counts as
+    the decimal it was written as: ``Decimal(1.15)`` is 1.1499…, and 20 × it would floor to 22.
+    """
+    return math.floor(Decimal(schedulable) * Decimal(str(overcommit_ratio)))
 
 
 def free_cards(

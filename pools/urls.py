@@ -1,6 +1,6 @@
 from django.urls import path
 
-from pools import views
+from pools import views, views_requests
 
 app_name = "pools"
 
@@ -13,4 +13,15 @@ urlpatterns = [
     path("pools/", views.pool_list, name="pool-list"),
     path("unrecognised-models/", views.unrecognised_models, name="unrecognised-models"),
     path("inventory/import/", views.inventory_import, name="inventory-import"),
+    path("teams/mine/", views_requests.my_teams, name="my-teams"),
+    path("requests/", views_requests.request_list, name="request-list"),
+    path("requests/new/", views_requests.request_new, name="request-new"),
+    path("requests/queue/", views_requests.approval_queue, name="approval-queue"),
+    path("requests/<int:pk>/", views_requests.request_detail, name="request-detail"),
+    path("requests/<int:pk>/<str:action>/", views_requests.request_action,
+         name="request-action"),
+    path("allocations/", views_requests.allocation_list, name="allocation-list"),
+    path("allocations/<int:pk>/<str:action>/", views_requests.allocation_action,
+         name="allocation-action"),
+    path("timeline/", views_requests.timeline, name="timeline"),
 ]

@@ -22,6 +22,14 @@ PAGES = [
     ("unrecognised", "/unrecognised-models/"),
     ("import", "/inventory/import/"),
     ("api-docs", "/api/docs/"),
+    ("my-teams", "/teams/mine/"),
+    ("requests", "/requests/"),
+    ("request-new", "/requests/new/?gpu_model=l40s&workload_kind=inference&card_count=2"),
+    ("approval-queue", "/requests/queue/"),
+    ("request-detail-submitted", "/requests/4/"),
+    ("request-detail-approved", "/requests/3/"),
+    ("allocations", "/allocations/"),
+    ("timeline", "/timeline/"),
     ("api-nodes", "/api/v1/nodes/"),
 ]
 CHROMIUM_ARGS = [

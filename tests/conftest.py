@@ -92,3 +92,110 @@ def table_counts():
         }
 
     return counts
+
+
+# ---------------------------------------------------------------------------------------------
+# Capacity requests and allocations: two pools, two teams, one user per role.
+
+
+@pytest.fixture
+def l40s(db):
+    from pools.models import GpuModel
+
+    return GpuModel.objects.get(slug="l40s")
+
+
+@pytest.fixture
+def infer_pool(db):
+    """Kubernetes pool ``infer``: 2 nodes x 4 L40S on driver 550.54.15 (CUDA up to 12.4)."""
+    from factories import PoolFactory, node_with_gpus
+
+    from pools.choices import Scheduler
+
+    pool = PoolFactory(
+        slug="infer", name="Inference", scheduler=Scheduler.KUBERNETES, slurm_partition=""
+    )
+    for host in (1, 2):
+        node_with_gpus(
+            4,
+            gpu_model="l40s",
+            hostname=f"inf-{host:02d}",
+            pool=pool,
+            scheduler=Scheduler.KUBERNETES,
+            driver_version="550.54.15",
+        )
+    return pool
+
+
+@pytest.fixture
+def train_pool(db):
+    """Slurm pool ``train``: 1 node x 8 A100 SXM4 80GB on driver 535.129.03 (CUDA up to 12.2)."""
+    from factories import PoolFactory, node_with_gpus
+
+    pool = PoolFactory(slug="train", name="Training", slurm_partition="train")
+    node_with_gpus(8, hostname="trn-01", pool=pool, driver_version="535.129.03")
+    return pool
+
+
+@pytest.fixture
+def team(db):
+    from factories import TeamFactory
+
+    return TeamFactory(slug="nlp", name="NLP")
+
+
+@pytest.fixture
+def team_member(team):
+    """``alice``, a plain member of team ``nlp``."""
+    from factories import MembershipFactory
+
+    return MembershipFactory(team=team, user__username="alice").user
+
+
+@pytest.fixture
+def team_manager(team):
+    """``mia``, manager of team ``nlp``."""
+    from factories import MembershipFactory
+
+    from pools.choices import TeamRole
+
+    return MembershipFactory(team=team, user__username="mia", role=TeamRole.MANAGER).user
+
+
+@pytest.fixture
+def other_member(db):
+    """``victor``, a member of team ``vision`` only."""
+    from factories import MembershipFactory
+
+    return MembershipFactory(team__slug="vision", team__name="Vision", user__username="victor").user
+
+
+@pytest.fixture
+def api_as():
+    """``api_as(user)``: an API client signed in as ``user`` (``None``: anonymous)."""
+    from rest_framework.test import APIClient
+
+    def client_for(user):
+        client = APIClient()
+        if user is not None:
+            client.force_authenticate(user)
+        return client
+
+    return client_for
+
+
+@pytest.fixture
+def request_state():
+    """Every request and allocation row, and the audit event count: a refused action leaves
+    this exactly as it was."""
+
+    def state() -> dict:
+        from pools.models import Allocation, AuditEvent, CapacityRequest
+
+        return {
+            "requests": list(CapacityRequest.objects.order_by("pk").values()),
+            "allocations": list(Allocation.objects.order_by("pk").values()),
+            "audit_events": AuditEvent.objects.count(),
+        }
+
+    return state

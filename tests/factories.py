@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 
 import factory
+from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from pools import models
-from pools.choices import NodeState, Scheduler
+from pools.choices import (
+    AllocationStatus,
+    NodeState,
+    RequestStatus,
+    Scheduler,
+    TeamRole,
+    WorkloadKind,
+)
 from pools.services.driver_groups import driver_group_for_version
 
 
@@ -54,6 +64,82 @@ class TeamFactory(factory.django.DjangoModelFactory):
     slug = factory.Sequence(lambda n: f"team-{n}")
     name = factory.LazyAttribute(lambda o: o.slug.title())
     cost_centre = factory.Sequence(lambda n: f"CC-{1000 + n}")
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ("username",)
+
+    username = factory.Sequence(lambda n: f"user-{n}")
+    email = factory.LazyAttribute(lambda o: f"{o.username}@example.com")
+    password = factory.django.Password("pw")
+
+
+class MembershipFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = models.Membership
+
+    team = factory.SubFactory(TeamFactory)
+    user = factory.SubFactory(UserFactory)
+    role = TeamRole.MEMBER
+
+
+def _kind_of(pool: models.Pool | None) -> str:
+    if pool is not None and pool.scheduler == Scheduler.SLURM:
+        return WorkloadKind.TRAINING
+    return WorkloadKind.INFERENCE
+
+
+def next_week_9am() -> datetime:
+    """09:00 UTC seven days from now: a window start every validation accepts."""
+    return (timezone.now() + timedelta(days=7)).replace(hour=9, minute=0, second=0, microsecond=0)
+
+
+class CapacityRequestFactory(factory.django.DjangoModelFactory):
+    """A submitted request for 1 L40S card for a week from next week; no validation runs."""
+
+    class Meta:
+        model = models.CapacityRequest
+
+    team = factory.SubFactory(TeamFactory)
+    requested_by = factory.SubFactory(UserFactory)
+    pool = factory.SubFactory(PoolFactory, scheduler=Scheduler.KUBERNETES, slurm_partition="")
+    workload_kind = factory.LazyAttribute(lambda o: _kind_of(o.pool))
+    gpu_model = factory.LazyFunction(lambda: models.GpuModel.objects.get(slug="l40s"))
+    card_count = 1
+    starts_at = factory.LazyFunction(next_week_9am)
+    ends_at = factory.LazyAttribute(lambda o: o.starts_at + timedelta(days=7))
+    justification = "factory"
+    status = RequestStatus.SUBMITTED
+    submitted_at = factory.LazyAttribute(
+        lambda o: None if o.status == RequestStatus.DRAFT else timezone.now()
+    )
+
+
+class AllocationFactory(factory.django.DjangoModelFactory):
+    """An allocation and the approved request it came from, both with the same fields."""
+
+    class Meta:
+        model = models.Allocation
+
+    team = factory.SubFactory(TeamFactory)
+    pool = factory.SubFactory(PoolFactory, scheduler=Scheduler.KUBERNETES, slurm_partition="")
+    gpu_model = factory.LazyFunction(lambda: models.GpuModel.objects.get(slug="l40s"))
+    card_count = 1
+    starts_at = factory.LazyFunction(next_week_9am)
+    ends_at = factory.LazyAttribute(lambda o: o.starts_at + timedelta(days=7))
+    status = AllocationStatus.APPROVED
+    request = factory.SubFactory(
+        CapacityRequestFactory,
+        team=factory.SelfAttribute("..team"),
+        pool=factory.SelfAttribute("..pool"),
+        gpu_model=factory.SelfAttribute("..gpu_model"),
+        card_count=factory.SelfAttribute("..card_count"),
+        starts_at=factory.SelfAttribute("..starts_at"),
+        ends_at=factory.SelfAttribute("..ends_at"),
+        status=RequestStatus.APPROVED,
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -82,7 +82,7 @@ class GpuSpec:
 
     @property
     def peer_bandwidth_bytes_per_s(self) -> float:
-        """Bandwidth for tensor-parallel all-reduce, B/s per direction: NVLink total / 2, else PCIe."""
+        """All-reduce bandwidth, B/s per direction: NVLink total / 2, else PCIe."""
         if self.has_nvlink:
             return self.nvlink_gbps / 2 * 1e9
         return self.pcie_gbps * 1e9

@@ -31,11 +31,76 @@ ENGINE_OVERHEAD_BYTES = 3 * GIB
 NCCL_BUFFER_BYTES = {2: 342 * MIB}
 NCCL_BUFFER_BYTES_LARGE_TP = 392 * MIB
 
-#: Share of card memory left unused: vLLM's default gpu_memory_utilization 0.9 and TensorRT-LLM's
-#: free_gpu_memory_fraction 0.9 both leave 10 % (sizing_anchors.md 2.1, 2.2); never below 1 GiB,
-#: the low end of DESIGN.md's 1-2 GB system reserve.
+#: Share of memory an engine leaves unused by default: vLLM's gpu_memory_utilization 0.9 is of the
+#: card's total memory; TensorRT-LLM's free_gpu_memory_fraction 0.9 is of the memory still free
+#: after the weights and activations (sizing_anchors.md 2.1, 2.2). Never below 1 GiB, the low end
+#: of DESIGN.md's 1-2 GB system reserve.
 RESERVE_FRACTION = 0.10
 RESERVE_MIN_BYTES = 1 * GIB
+
+
+def _key(text: object) -> str:
+    return str(text).strip().upper().replace("_", "-").replace(" ", "-")
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """What distinguishes serving engines in this model: memory rule and batch cap.
+
+    ``reserve_of_free``: the unused share :data:`RESERVE_FRACTION` is taken of the memory left
+    after weights and overhead (TensorRT-LLM) instead of the card's total (vLLM, SGLang).
+    ``max_batch`` caps sequences in flight per replica (``None``: only KV memory limits it).
+    Bandwidth and compute efficiencies are the same for every engine: the public data do not
+    justify separate constants.
+    """
+
+    name: str
+    reserve_of_free: bool
+    max_batch: int | None
+    source: str
+
+
+ENGINE_PROFILES = {
+    "vllm": EngineProfile(
+        "vllm",
+        False,
+        256,
+        "vLLM: KV = total x gpu_memory_utilization (0.9) - weights - activation peak "
+        "(v1/worker/gpu_worker.py); --max-num-seqs default 256 (engine arguments)",
+    ),
+    "sglang": EngineProfile(
+        "sglang",
+        False,
+        None,
+        "SGLang: --mem-fraction-static is a share of total memory for weights and KV pool; "
+        "max_running_requests follows from the KV token pool when not set",
+    ),
+    "tensorrt-llm": EngineProfile(
+        "tensorrt-llm",
+        True,
+        4096,
+        "TensorRT-LLM: KV = free_gpu_memory_fraction (0.9) x free memory after weights and "
+        "activations (docs reference/memory.md); trtllm-bench max_batch_size default 4096 "
+        "(sizing_dataset.json trt014 rows' notes)",
+    ),
+}
+
+
+def engine_profile(name: str | None) -> EngineProfile:
+    """The profile for ``name`` (vllm, sglang, tensorrt-llm / trt-llm; ``None`` = vllm).
+
+    Raises :class:`SizingInputError` (reason ``unknown_engine``).
+    """
+    key = _key(name or "vllm").lower()
+    key = {"trt-llm": "tensorrt-llm", "trtllm": "tensorrt-llm"}.get(key, key)
+    try:
+        return ENGINE_PROFILES[key]
+    except KeyError:
+        raise SizingInputError(
+            f"unknown engine {name!r}; use one of {', '.join(ENGINE_PROFILES)}",
+            reason="unknown_engine",
+            field="engine",
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -74,10 +139,6 @@ _KV_BITS = {"FP16": 16, "BF16": 16, "AUTO": 16, "FP8": 8, "FP8-E4M3": 8, "FP8-E5
 
 PRECISION_NAMES = tuple(_PRECISIONS)
 KV_CACHE_DTYPE_NAMES = tuple(_KV_BITS)
-
-
-def _key(text: object) -> str:
-    return str(text).strip().upper().replace("_", "-").replace(" ", "-")
 
 
 def precision_parse(text: str) -> Precision:
@@ -153,15 +214,24 @@ def kv_tokens_per_sequence(model: ModelArch, context_tokens: int) -> int:
 
 
 def engine_overhead_bytes(*, tp: int) -> int:
-    """Per-card engine overhead in bytes: :data:`ENGINE_OVERHEAD_BYTES` plus NCCL buffers if TP > 1."""
+    """Per-card overhead, bytes: :data:`ENGINE_OVERHEAD_BYTES`, plus NCCL buffers if TP > 1."""
     if tp <= 1:
         return ENGINE_OVERHEAD_BYTES
     return ENGINE_OVERHEAD_BYTES + NCCL_BUFFER_BYTES.get(tp, NCCL_BUFFER_BYTES_LARGE_TP)
 
 
-def reserve_bytes(*, gpu_memory_bytes: int) -> int:
-    """Per-card memory left unused, bytes: max(1 GiB, 10 % of the card) (see RESERVE_FRACTION)."""
-    return max(RESERVE_MIN_BYTES, int(gpu_memory_bytes * RESERVE_FRACTION))
+def reserve_bytes(
+    *, gpu_memory_bytes: int, used_bytes: int = 0, profile: EngineProfile | None = None
+) -> int:
+    """Per-card memory the engine leaves unused, bytes (:data:`RESERVE_FRACTION`, >= 1 GiB).
+
+    10 % of the card's total memory (vLLM, SGLang; the default), or 10 % of what is left after
+    ``used_bytes`` (weights and overhead) for an engine with ``reserve_of_free`` (TensorRT-LLM).
+    """
+    base = gpu_memory_bytes
+    if profile is not None and profile.reserve_of_free:
+        base = max(0, gpu_memory_bytes - used_bytes)
+    return max(RESERVE_MIN_BYTES, int(base * RESERVE_FRACTION))
 
 
 def tp_degrees(*, model: ModelArch, max_tp: int) -> list[int]:
@@ -226,19 +296,23 @@ def memory_estimate(
     tp: int,
     context_tokens: int,
     sequences: int | None,
+    engine: str | None = None,
     overhead_bytes: int | None = None,
     reserve: int | None = None,
 ) -> MemoryEstimate:
     """Weights, KV cache, overhead and reserve per card for ``sequences`` of ``context_tokens``.
 
     ``context_tokens`` = input + output tokens of one request (the KV a sequence reaches).
-    ``overhead_bytes`` / ``reserve`` override :func:`engine_overhead_bytes` /
-    :func:`reserve_bytes`. Raises :class:`SizingInputError`: ``not_positive`` for a size, TP,
-    memory or sequence count below 1; ``context_too_long`` above the model's maximum context.
+    ``engine`` (vllm, sglang, tensorrt-llm) picks the reserve rule; ``overhead_bytes`` /
+    ``reserve`` override :func:`engine_overhead_bytes` / :func:`reserve_bytes`.
+
+    Raises :class:`SizingInputError`: ``not_positive`` for a size, TP, memory or sequence count
+    below 1; ``context_too_long`` above the model's maximum context; ``unknown_engine``.
     """
     _check_positive("context_tokens", context_tokens)
     _check_positive("tp", tp)
     _check_positive("gpu_memory_bytes", gpu_memory_bytes)
+    profile = engine_profile(engine)
     if sequences is not None:
         _check_positive("concurrency", sequences)
     if context_tokens > model.max_context_tokens:
@@ -265,7 +339,14 @@ def memory_estimate(
     kept = kv_tokens_per_sequence(model, context_tokens)
     per_sequence_per_gpu = per_token_per_gpu * kept
     overhead = engine_overhead_bytes(tp=tp) if overhead_bytes is None else overhead_bytes
-    kept_free = reserve_bytes(gpu_memory_bytes=gpu_memory_bytes) if reserve is None else reserve
+    if reserve is None:
+        kept_free = reserve_bytes(
+            gpu_memory_bytes=gpu_memory_bytes,
+            used_bytes=weights_per_gpu + overhead,
+            profile=profile,
+        )
+    else:
+        kept_free = reserve
     budget = max(0, gpu_memory_bytes - weights_per_gpu - overhead - kept_free)
     max_sequences = budget // per_sequence_per_gpu
     counted = sequences if sequences is not None else max_sequences
@@ -306,6 +387,7 @@ def smallest_fitting_tp(
     max_tp: int,
     context_tokens: int,
     sequences: int | None,
+    engine: str | None = None,
 ) -> MemoryEstimate | None:
     """The estimate at the smallest TP degree of :func:`tp_degrees` that fits, else ``None``.
 
@@ -321,6 +403,7 @@ def smallest_fitting_tp(
             tp=tp,
             context_tokens=context_tokens,
             sequences=sequences,
+            engine=engine,
         )
         if estimate.fits:
             return estimate
@@ -335,4 +418,3 @@ def bytes_to_gb(value: float) -> float:
 def bytes_to_gib(value: float) -> float:
     """Bytes to GiB (2**30 bytes), the unit nvidia-smi and engines report."""
     return value / GIB
-

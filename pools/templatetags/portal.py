@@ -55,3 +55,9 @@ def spec(value, suffix: str = ""):
         return "—"
     text = format(value.normalize() if hasattr(value, "normalize") else value, "f")
     return f"{text}{suffix}"
+
+
+@register.filter
+def get_item(mapping, key):
+    """``mapping[key]`` in a template, ``None`` when missing."""
+    return mapping.get(key) if hasattr(mapping, "get") else None

@@ -1,0 +1,771 @@
+"""Estimates people ask for: one configuration (:func:`estimate_replica`) or a plan over GPU
+models (:func:`sizing_plan`) with replicas, cards, monthly cost, warnings and a recommendation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from decimal import ROUND_HALF_UP, Decimal
+
+from pools.sizing import SizingInputError, SizingWarning
+from pools.sizing.demand import Demand, cards_for_rate, replicas_for_demand
+from pools.sizing.gpus import GpuSpec
+from pools.sizing.memory import (
+    MemoryEstimate,
+    Precision,
+    engine_profile,
+    kv_cache_bits,
+    memory_estimate,
+    precision_parse,
+    tp_degrees,
+)
+from pools.sizing.presets import ModelArch
+from pools.sizing.throughput import (
+    ThroughputEstimate,
+    batch_for_request_rate,
+    batch_for_targets,
+    precision_on_gpu,
+    replica_throughput,
+    tensor_tflops,
+)
+
+#: Hours in an average month: 8,760 h a year / 12.
+HOURS_PER_MONTH = Decimal("730")
+
+#: Cards per node when the caller does not say: the 8-GPU server (HGX / DGX, most PCIe servers).
+DEFAULT_CARDS_PER_NODE = 8
+
+CENT = Decimal("0.01")
+
+
+def monthly_cost(
+    *, cards: int, price_per_card_hour: Decimal | None, hours_per_month: Decimal = HOURS_PER_MONTH
+) -> Decimal | None:
+    """cards × price per card-hour × hours per month, rounded half-up to cents; ``None`` when
+    there is no price (no rate card yet). 463 cards × 2.50 × 730 h = 844,975.00.
+
+    Raises :class:`SizingInputError` (``out_of_range``) for a negative price, count or hours.
+    """
+    if price_per_card_hour is None:
+        return None
+    price = Decimal(str(price_per_card_hour))
+    hours = Decimal(str(hours_per_month))
+    if cards < 0 or price < 0 or hours < 0:
+        raise SizingInputError(
+            "cards, price and hours must not be negative",
+            reason="out_of_range",
+            field="price_per_card_hour",
+        )
+    return (Decimal(cards) * price * hours).quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+@dataclass(frozen=True)
+class ReplicaEstimate:
+    """One model on one GPU model at one TP degree, for one workload.
+
+    ``precision`` is what the card runs (FP8 on Ampere becomes FP8-WO), ``requested_precision``
+    what was asked. ``batch_limit`` says what set the sequences in flight: ``concurrency``
+    (given), ``memory`` (KV cache full), ``engine`` (engine batch cap), ``request_rate``
+    (Little's law at the given rate) or ``saturated`` (the rate exceeds what the replica
+    serves). ``throughput`` is ``None`` when the model does not fit. ``replicas`` = gpu_count /
+    tp; ``output_tok_s_total`` covers all of them.
+    """
+
+    model_id: str
+    gpu_slug: str
+    engine: str
+    requested_precision: str
+    precision: str
+    kv_bits: int
+    tp: int
+    replicas: int
+    input_tokens: int
+    output_tokens: int
+    memory: MemoryEstimate
+    throughput: ThroughputEstimate | None
+    batch_limit: str
+    warnings: tuple[SizingWarning, ...]
+
+    @property
+    def fits(self) -> bool:
+        """The model and the requested KV cache fit on the cards."""
+        return self.memory.fits
+
+    @property
+    def output_tok_s_total(self) -> float | None:
+        """Generated tokens per second of all replicas, ``None`` when it does not fit."""
+        if self.throughput is None:
+            return None
+        return self.throughput.output_tok_s_total * self.replicas
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise SizingInputError(
+            f"{name} must be a positive integer, got {value!r}", reason="not_positive", field=name
+        )
+    return value
+
+
+def _tp_warnings(*, gpu: GpuSpec, tp: int, throughput: ThroughputEstimate) -> list[SizingWarning]:
+    if tp == 1 or gpu.has_nvlink:
+        return []
+    return [
+        SizingWarning(
+            "no_nvlink_tp",
+            f"{gpu.name} has no NVLink: tensor parallelism over {tp} cards all-reduces over PCIe, "
+            f"{throughput.allreduce_ms:.1f} ms of every {throughput.step_ms:.1f} ms decode step. "
+            "Prefer replicas of a model that fits on one card.",
+        )
+    ]
+
+
+def _compute_warnings(precision: Precision, gpu: GpuSpec) -> list[SizingWarning]:
+    if tensor_tflops(precision, gpu) is not None:
+        return []
+    return [
+        SizingWarning(
+            "compute_unknown",
+            f"No tensor TFLOPS on record for {gpu.name}: prefill and compute-bound decode are not "
+            "modelled, so TTFT is unknown and the token rate is an upper bound.",
+        )
+    ]
+
+
+def estimate_replica(
+    *,
+    model: ModelArch,
+    gpu: GpuSpec,
+    precision: str,
+    kv_cache_dtype: str | None,
+    tp: int,
+    input_tokens: int,
+    output_tokens: int,
+    concurrency: int | None = None,
+    request_rate: float | None = None,
+    gpu_count: int | None = None,
+    engine: str | None = None,
+    cached_input_tokens: int = 0,
+) -> ReplicaEstimate:
+    """Memory and speed of ``model`` on ``tp`` cards of ``gpu`` (the ``estimate`` command's core).
+
+    ``concurrency``: sequences in flight per replica (closed loop); ``None`` = saturation (as many
+    as the KV cache and the engine's batch cap allow), unless ``request_rate`` (requests/s per
+    replica, open loop) is given. ``gpu_count`` (default ``tp``) must be a multiple of ``tp``;
+    the extra cards are further replicas. ``kv_cache_dtype`` ``None`` = 16-bit.
+
+    Raises :class:`SizingInputError` for unknown precision / KV dtype / engine, non-positive
+    sizes, a context above the model's maximum, a TP that does not divide the attention heads,
+    or a card without a known memory bandwidth.
+    """
+    _positive_int("tp", tp)
+    count = tp if gpu_count is None else _positive_int("gpu_count", gpu_count)
+    if count % tp:
+        raise SizingInputError(
+            f"gpu_count {count} is not a multiple of tp {tp}", reason="inconsistent", field="tp"
+        )
+    if model.num_attention_heads % tp:
+        raise SizingInputError(
+            f"tp {tp} does not divide {model.name}'s {model.num_attention_heads} attention heads",
+            reason="inconsistent",
+            field="tp",
+        )
+    for name, value in (("input_len", input_tokens), ("output_len", output_tokens)):
+        _positive_int(name, value)
+    if concurrency is not None:
+        _positive_int("concurrency", concurrency)
+    asked = precision_parse(precision)
+    runs, warnings = precision_on_gpu(asked, gpu)
+    kv_bits = kv_cache_bits(kv_cache_dtype)
+    profile = engine_profile(engine)
+    memory = memory_estimate(
+        model=model,
+        precision=runs,
+        kv_bits=kv_bits,
+        gpu_memory_bytes=gpu.memory_bytes,
+        tp=tp,
+        context_tokens=input_tokens + output_tokens,
+        sequences=concurrency,
+        engine=profile.name,
+    )
+    replica = {
+        "model": model,
+        "precision": runs,
+        "gpu": gpu,
+        "tp": tp,
+        "kv_bits": kv_bits,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "engine": profile.name,
+        "cached_input_tokens": cached_input_tokens,
+    }
+    throughput = None
+    limit = "concurrency"
+    if memory.fits:
+        cap = memory.max_sequences
+        limit = "memory"
+        if profile.max_batch is not None and profile.max_batch < cap:
+            cap, limit = profile.max_batch, "engine"
+        if concurrency is not None:
+            throughput, limit = replica_throughput(batch=concurrency, **replica), "concurrency"
+        elif request_rate is not None:
+            throughput, saturated = batch_for_request_rate(
+                requests_per_s=request_rate, max_batch=cap, **replica
+            )
+            limit = "saturated" if saturated else "request_rate"
+            if saturated:
+                warnings.append(
+                    SizingWarning(
+                        "saturated",
+                        f"{request_rate:g} requests/s is more than one replica serves "
+                        f"({throughput.requests_per_s:.2f} requests/s at {cap} sequences).",
+                    )
+                )
+        else:
+            throughput = replica_throughput(batch=cap, **replica)
+        warnings += _tp_warnings(gpu=gpu, tp=tp, throughput=throughput)
+        warnings += _compute_warnings(runs, gpu)
+    else:
+        warnings.append(_does_not_fit(memory, gpu, concurrency))
+    return ReplicaEstimate(
+        model_id=model.id,
+        gpu_slug=gpu.slug,
+        engine=profile.name,
+        requested_precision=asked.name,
+        precision=runs.name,
+        kv_bits=kv_bits,
+        tp=tp,
+        replicas=count // tp,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        memory=memory,
+        throughput=throughput,
+        batch_limit=limit,
+        warnings=tuple(warnings),
+    )
+
+
+def _does_not_fit(memory: MemoryEstimate, gpu: GpuSpec, concurrency: int | None) -> SizingWarning:
+    wanted = concurrency or 1
+    need = (
+        memory.weights_bytes_per_gpu
+        + memory.engine_overhead_bytes_per_gpu
+        + memory.reserve_bytes_per_gpu
+        + wanted * memory.kv_bytes_per_sequence_per_gpu
+    )
+    return SizingWarning(
+        "does_not_fit",
+        f"Needs {need / 1e9:,.1f} GB per card at TP {memory.tp} (weights "
+        f"{memory.weights_bytes_per_gpu / 1e9:,.1f} GB, KV {wanted} x "
+        f"{memory.kv_bytes_per_sequence_per_gpu / 1e9:,.2f} GB, overhead and reserve "
+        f"{(memory.engine_overhead_bytes_per_gpu + memory.reserve_bytes_per_gpu) / 1e9:,.1f} GB);"
+        f" {gpu.name} has {gpu.memory_bytes / 1e9:,.1f} GB.",
+    )
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """The plan for one GPU model. ``estimate`` is at the chosen TP (``None``: nothing fits or
+    the card cannot be modelled). ``min_fit_tp`` is the smallest TP degree whose memory fits;
+    ``tp`` the degree chosen (the one needing fewest cards that meets the targets).
+    ``replica_requests_per_s`` / ``per_card_equivalent_tok_s`` are the modelled rates at the
+    largest batch that meets the latency targets. ``monthly_cost`` is Decimal money or ``None``.
+    """
+
+    gpu_slug: str
+    gpu_name: str
+    min_fit_tp: int | None
+    tp: int | None
+    estimate: ReplicaEstimate | None
+    replica_requests_per_s: float | None
+    per_card_equivalent_tok_s: float | None
+    replicas: int | None
+    cards: int | None
+    free_cards: int | None
+    price_per_card_hour: Decimal | None
+    monthly_cost: Decimal | None
+    meets_targets: bool
+    fits_free_capacity: bool | None
+    warnings: tuple[SizingWarning, ...]
+
+
+@dataclass(frozen=True)
+class SizingPlan:
+    """Rows per GPU model, ranked, with the demand and the seeds' card count beside them.
+
+    ``recommended``: the cheapest row that fits and meets the targets (by monthly cost where
+    priced, then by cards). ``recommended_in_free_capacity``: the same among rows whose cards fit
+    in today's free capacity. ``seed_rule_cards``: demand / the seeds' per-card rate, when given.
+    """
+
+    demand: Demand | None
+    seed_per_card_tok_s: float | None
+    seed_rule_cards: int | None
+    rows: tuple[PlanRow, ...]
+    recommended: PlanRow | None
+    recommended_in_free_capacity: PlanRow | None
+
+
+def _option(
+    *,
+    model: ModelArch,
+    gpu: GpuSpec,
+    precision: str,
+    kv_cache_dtype: str | None,
+    tp: int,
+    demand: Demand | None,
+    input_tokens: int,
+    output_tokens: int,
+    engine: str | None,
+    cached: int,
+    tpot_target_ms: float | None,
+    ttft_target_ms: float | None,
+) -> tuple[ReplicaEstimate, ThroughputEstimate | None]:
+    base = estimate_replica(
+        model=model,
+        gpu=gpu,
+        precision=precision,
+        kv_cache_dtype=kv_cache_dtype,
+        tp=tp,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        engine=engine,
+        cached_input_tokens=cached,
+    )
+    if not base.fits:
+        return base, None
+    profile = engine_profile(engine)
+    cap = base.memory.max_sequences
+    if profile.max_batch is not None:
+        cap = min(cap, profile.max_batch)
+    replica = {
+        "model": model,
+        "precision": precision_on_gpu(precision_parse(precision), gpu)[0],
+        "gpu": gpu,
+        "tp": tp,
+        "kv_bits": base.kv_bits,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "engine": profile.name,
+        "cached_input_tokens": cached,
+    }
+    at_targets = batch_for_targets(
+        max_batch=cap, tpot_target_ms=tpot_target_ms, ttft_target_ms=ttft_target_ms, **replica
+    )
+    if at_targets is None:
+        return base, None
+    return base, at_targets
+
+
+def sizing_plan(
+    *,
+    model: ModelArch,
+    gpus: Sequence[GpuSpec],
+    precision: str,
+    kv_cache_dtype: str | None,
+    input_tokens: int,
+    output_tokens: int,
+    demand: Demand | None = None,
+    tpot_target_ms: float | None = None,
+    ttft_target_ms: float | None = None,
+    engine: str | None = None,
+    cards_per_node: int | Mapping[str, int] = DEFAULT_CARDS_PER_NODE,
+    free_cards: Mapping[str, int] | None = None,
+    prices: Mapping[str, Decimal | None] | None = None,
+    hours_per_month: Decimal = HOURS_PER_MONTH,
+    seed_per_card_tok_s: float | None = None,
+) -> SizingPlan:
+    """One :class:`PlanRow` per GPU model in ``gpus``, ranked, plus the recommendation.
+
+    For each GPU model every TP degree (powers of two up to the node's cards, dividing the
+    heads) that fits is tried; at each, the largest batch meeting ``tpot_target_ms`` /
+    ``ttft_target_ms`` gives the replica's requests/s, then replicas = ceil(peak requests/s /
+    that) and cards = replicas × TP (one replica when ``demand`` is ``None``). The option with
+    fewest cards meeting the targets wins; if none does, the smallest fitting TP is shown with
+    warnings. ``cards_per_node`` (int or per slug) bounds TP; ``free_cards`` (per slug) adds
+    the free-capacity check; ``prices`` (Decimal per card-hour, per slug) gives
+    ``monthly_cost``; ``seed_per_card_tok_s`` adds the seeds' rule (demand / that rate).
+
+    Raises :class:`SizingInputError` for bad precision, KV dtype, engine or lengths, or a
+    context above the model's maximum.
+    """
+    precision_parse(precision)
+    kv_cache_bits(kv_cache_dtype)
+    engine_profile(engine)
+    input_len = _positive_int("input_len", input_tokens)
+    output_len = _positive_int("output_len", output_tokens)
+    if input_len + output_len > model.max_context_tokens:
+        raise SizingInputError(
+            f"context of {input_len + output_len:,} tokens exceeds {model.name}'s maximum of "
+            f"{model.max_context_tokens:,}",
+            reason="context_too_long",
+            field="input_len",
+        )
+    cached = 0
+    if demand is not None:
+        cached = min(input_len - 1, round(input_len * demand.prompt_cache_hit_rate))
+    rows = [
+        _plan_row(
+            model=model,
+            gpu=gpu,
+            precision=precision,
+            kv_cache_dtype=kv_cache_dtype,
+            input_tokens=input_len,
+            output_tokens=output_len,
+            demand=demand,
+            tpot_target_ms=tpot_target_ms,
+            ttft_target_ms=ttft_target_ms,
+            engine=engine,
+            cached=cached,
+            max_tp=cards_per_node.get(gpu.slug, DEFAULT_CARDS_PER_NODE)
+            if isinstance(cards_per_node, Mapping)
+            else cards_per_node,
+            free=None if free_cards is None else free_cards.get(gpu.slug, 0),
+            price=None if prices is None else prices.get(gpu.slug),
+            hours_per_month=hours_per_month,
+        )
+        for gpu in gpus
+    ]
+    rows.sort(key=_rank_key)
+    good = [row for row in rows if row.meets_targets]
+    in_free = [row for row in good if row.fits_free_capacity]
+    seed_cards = None
+    if demand is not None and seed_per_card_tok_s is not None:
+        seed_cards = cards_for_rate(
+            equivalent_tok_s=demand.peak_equivalent_output_tok_s,
+            per_card_tok_s=seed_per_card_tok_s,
+        )
+    return SizingPlan(
+        demand=demand,
+        seed_per_card_tok_s=seed_per_card_tok_s,
+        seed_rule_cards=seed_cards,
+        rows=tuple(rows),
+        recommended=good[0] if good else None,
+        recommended_in_free_capacity=in_free[0] if in_free else None,
+    )
+
+
+def _rank_key(row: PlanRow) -> tuple:
+    return (
+        not row.meets_targets,
+        row.cards is None,
+        row.monthly_cost is None,
+        row.monthly_cost or Decimal(0),
+        row.cards or 0,
+        row.gpu_slug,
+    )
+
+
+def _plan_row(
+    *,
+    model: ModelArch,
+    gpu: GpuSpec,
+    precision: str,
+    kv_cache_dtype: str | None,
+    input_tokens: int,
+    output_tokens: int,
+    demand: Demand | None,
+    tpot_target_ms: float | None,
+    ttft_target_ms: float | None,
+    engine: str | None,
+    cached: int,
+    max_tp: int,
+    free: int | None,
+    price: Decimal | None,
+    hours_per_month: Decimal,
+) -> PlanRow:
+    def row(**fields) -> PlanRow:
+        values = {
+            "gpu_slug": gpu.slug,
+            "gpu_name": gpu.name,
+            "min_fit_tp": None,
+            "tp": None,
+            "estimate": None,
+            "replica_requests_per_s": None,
+            "per_card_equivalent_tok_s": None,
+            "replicas": None,
+            "cards": None,
+            "free_cards": free,
+            "price_per_card_hour": price,
+            "monthly_cost": None,
+            "meets_targets": False,
+            "fits_free_capacity": None,
+            "warnings": (),
+        }
+        values.update(fields)
+        return PlanRow(**values)
+
+    if gpu.memory_bandwidth_gbps is None:
+        return row(
+            warnings=(
+                SizingWarning(
+                    "cannot_estimate",
+                    f"{gpu.name} has no memory bandwidth on record; it cannot be sized.",
+                ),
+            )
+        )
+    options = []
+    smallest_failure = None
+    for tp in tp_degrees(model=model, max_tp=max(1, max_tp)):
+        base, at_targets = _option(
+            model=model,
+            gpu=gpu,
+            precision=precision,
+            kv_cache_dtype=kv_cache_dtype,
+            tp=tp,
+            demand=demand,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            engine=engine,
+            cached=cached,
+            tpot_target_ms=tpot_target_ms,
+            ttft_target_ms=ttft_target_ms,
+        )
+        if not base.fits:
+            smallest_failure = smallest_failure or base
+            continue
+        options.append((tp, base, at_targets))
+    if not options:
+        failure = smallest_failure
+        warnings = failure.warnings if failure is not None else ()
+        return row(warnings=tuple(warnings))
+    min_fit_tp = options[0][0]
+    scored = []
+    for tp, base, at_targets in options:
+        chosen = at_targets or _batch_one(base, model, gpu, cached)
+        rps = chosen.requests_per_s
+        replicas = 1
+        if demand is not None:
+            replicas = replicas_for_demand(
+                peak_requests_per_s=demand.peak_requests_per_s, replica_requests_per_s=rps
+            )
+        scored.append((at_targets is None, replicas * tp, tp, base, chosen, replicas))
+    scored.sort(key=lambda item: (item[0], item[1], item[2]))
+    missed, cards, tp, base, chosen, replicas = scored[0]
+    if missed:
+        # Nothing meets the targets: show the smallest TP that fits, not the cheapest miss.
+        missed, cards, tp, base, chosen, replicas = next(s for s in scored if s[2] == min_fit_tp)
+    warnings = list(base.warnings)
+    if missed:
+        warnings += _target_warnings(chosen, tpot_target_ms, ttft_target_ms)
+    fits_free = None
+    if free is not None:
+        fits_free = cards <= free
+        if not fits_free:
+            warnings.append(
+                SizingWarning(
+                    "fewer_free_cards",
+                    f"Needs {cards} {gpu.name} cards; {free} are free in the pool now.",
+                )
+            )
+    equivalent = None
+    if demand is not None:
+        equivalent = chosen.requests_per_s * demand.equivalent_output_tokens_per_request / tp
+    return row(
+        min_fit_tp=min_fit_tp,
+        tp=tp,
+        estimate=_with_throughput(base, chosen),
+        replica_requests_per_s=chosen.requests_per_s,
+        per_card_equivalent_tok_s=equivalent,
+        replicas=replicas,
+        cards=cards,
+        monthly_cost=monthly_cost(
+            cards=cards, price_per_card_hour=price, hours_per_month=hours_per_month
+        ),
+        meets_targets=not missed,
+        fits_free_capacity=fits_free,
+        warnings=tuple(warnings),
+    )
+
+
+def _batch_one(
+    base: ReplicaEstimate, model: ModelArch, gpu: GpuSpec, cached: int
+) -> ThroughputEstimate:
+    return replica_throughput(
+        model=model,
+        precision=precision_parse(base.precision),
+        gpu=gpu,
+        tp=base.tp,
+        kv_bits=base.kv_bits,
+        input_tokens=base.input_tokens,
+        output_tokens=base.output_tokens,
+        batch=1,
+        engine=base.engine,
+        cached_input_tokens=cached,
+    )
+
+
+def _with_throughput(base: ReplicaEstimate, chosen: ThroughputEstimate) -> ReplicaEstimate:
+    return replace(base, throughput=chosen, batch_limit="targets")
+
+
+def _target_warnings(
+    estimate: ThroughputEstimate, tpot_target_ms: float | None, ttft_target_ms: float | None
+) -> list[SizingWarning]:
+    warnings = []
+    if tpot_target_ms is not None and estimate.tpot_ms > tpot_target_ms:
+        warnings.append(
+            SizingWarning(
+                "tpot_over_target",
+                f"TPOT {estimate.tpot_ms:.1f} ms at {estimate.batch:g} sequences is over the "
+                f"{tpot_target_ms:g} ms target.",
+            )
+        )
+    if (
+        ttft_target_ms is not None
+        and estimate.ttft_ms is not None
+        and estimate.ttft_ms > ttft_target_ms
+    ):
+        warnings.append(
+            SizingWarning(
+                "ttft_over_target",
+                f"TTFT {estimate.ttft_ms:.0f} ms is over the {ttft_target_ms:g} ms target.",
+            )
+        )
+    return warnings
+
+
+#: Fields of an estimate request, as in the measurement rows of the shared sizing dataset.
+REQUEST_FIELDS = (
+    "model",
+    "gpu",
+    "gpu_count",
+    "tp",
+    "precision",
+    "kv_cache_dtype",
+    "input_len",
+    "output_len",
+    "concurrency",
+    "request_rate",
+    "engine",
+    "prompt_cache_hit_rate",
+)
+
+
+def _int_field(fields: Mapping[str, object], name: str, default: int | None) -> int | None:
+    value = fields.get(name, default)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return _positive_int(name, value)
+
+
+def _rate_field(fields: Mapping[str, object], name: str) -> float | None:
+    value = fields.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e12:
+        raise SizingInputError(
+            f"{name} must be a positive number, got {value!r}", reason="not_positive", field=name
+        )
+    return float(value)
+
+
+def estimate_from_fields(
+    fields: Mapping[str, object],
+    *,
+    presets: Mapping[str, ModelArch],
+    gpus: Mapping[str, GpuSpec],
+) -> ReplicaEstimate:
+    """:func:`estimate_replica` for a request given as a JSON-like mapping (see REQUEST_FIELDS).
+
+    ``model`` / ``gpu`` are preset and catalogue ids (``llama3_8b``, ``h100_sxm``); ``tp``
+    defaults to 1, ``gpu_count`` to ``tp``, ``precision`` to FP16, ``engine`` to vllm;
+    ``concurrency`` null = saturation; ``request_rate`` (requests/s over all ``gpu_count`` cards)
+    switches to an open-loop load; ``prompt_cache_hit_rate`` in [0, 1) of the input is cached.
+    Unknown keys are ignored. Raises :class:`SizingInputError` for anything it cannot use.
+    """
+    if not isinstance(fields, Mapping):
+        raise SizingInputError("each input must be a JSON object", reason="not_an_object")
+    for name in ("model", "gpu"):
+        if not isinstance(fields.get(name), str):
+            raise SizingInputError(
+                f"{name} must be a string id, got {fields.get(name)!r}",
+                reason="missing",
+                field=name,
+            )
+    model = presets.get(fields["model"])
+    if model is None:
+        raise SizingInputError(
+            f"unknown model {fields['model']!r}; known: {', '.join(presets)}",
+            reason="unknown_model",
+            field="model",
+        )
+    gpu = gpus.get(fields["gpu"])
+    if gpu is None:
+        raise SizingInputError(
+            f"unknown GPU model {fields['gpu']!r}; known: {', '.join(gpus)}",
+            reason="unknown_gpu",
+            field="gpu",
+        )
+    tp = _int_field(fields, "tp", 1)
+    gpu_count = _int_field(fields, "gpu_count", tp)
+    input_len = _int_field(fields, "input_len", None)
+    output_len = _int_field(fields, "output_len", None)
+    for name, value in (("input_len", input_len), ("output_len", output_len)):
+        if value is None:
+            raise SizingInputError(f"{name} is required", reason="missing", field=name)
+    precision = fields.get("precision") or "FP16"
+    kv_dtype = fields.get("kv_cache_dtype")
+    engine = fields.get("engine")
+    for name, value in (("precision", precision), ("kv_cache_dtype", kv_dtype), ("engine", engine)):
+        if value is not None and not isinstance(value, str):
+            raise SizingInputError(
+                f"{name} must be a string, got {value!r}", reason="not_a_string", field=name
+            )
+    rate = _rate_field(fields, "request_rate")
+    hit_rate = fields.get("prompt_cache_hit_rate") or 0.0
+    if isinstance(hit_rate, bool) or not isinstance(hit_rate, int | float) or not 0 <= hit_rate < 1:
+        raise SizingInputError(
+            "prompt_cache_hit_rate must be a number in [0, 1)",
+            reason="out_of_range",
+            field="prompt_cache_hit_rate",
+        )
+    replicas = gpu_count // tp if gpu_count % tp == 0 else 1
+    return estimate_replica(
+        model=model,
+        gpu=gpu,
+        precision=precision,
+        kv_cache_dtype=kv_dtype,
+        tp=tp,
+        gpu_count=gpu_count,
+        input_tokens=input_len,
+        output_tokens=output_len,
+        concurrency=_int_field(fields, "concurrency", None),
+        request_rate=None if rate is None else rate / replicas,
+        engine=engine,
+        cached_input_tokens=min(input_len - 1, round(input_len * hit_rate)),
+    )
+
+
+def replica_estimate_as_dict(estimate: ReplicaEstimate) -> dict[str, object]:
+    """A JSON-ready dict: the headline numbers first (``weights_bytes``, ``kv_cache_bytes``,
+    ``fits``, ``output_tok_s_total``, ``tpot_ms``, ``ttft_ms``, ``warnings``), then every
+    intermediate number under ``memory`` and ``throughput`` (units in the key names).
+    """
+    throughput = estimate.throughput
+    return {
+        "model": estimate.model_id,
+        "gpu": estimate.gpu_slug,
+        "engine": estimate.engine,
+        "tp": estimate.tp,
+        "replicas": estimate.replicas,
+        "requested_precision": estimate.requested_precision,
+        "precision": estimate.precision,
+        "kv_cache_bits": estimate.kv_bits,
+        "input_len": estimate.input_tokens,
+        "output_len": estimate.output_tokens,
+        "weights_bytes": estimate.memory.weights_bytes,
+        "kv_cache_bytes": estimate.memory.kv_cache_bytes,
+        "fits": estimate.fits,
+        "batch": None if throughput is None else throughput.batch,
+        "batch_limit": estimate.batch_limit,
+        "output_tok_s_total": estimate.output_tok_s_total,
+        "tpot_ms": None if throughput is None else throughput.tpot_ms,
+        "ttft_ms": None if throughput is None else throughput.ttft_ms,
+        "warnings": [warning.as_dict() for warning in estimate.warnings],
+        "memory": dict(estimate.memory.__dict__),
+        "throughput": None if throughput is None else dict(throughput.__dict__),
+    }

@@ -1,0 +1,424 @@
+"""Speed of one serving replica (a TP group of cards): decode step time, TPOT, TTFT, tok/s.
+
+The model, after DESIGN.md "Sizing" and the public estimators in
+``shared/research/sizing_anchors.md`` (a per-operation roofline as in LLM-Viewer and llm-analysis,
+with aiconfigurator's empirical constants):
+
+- **Decode is memory-bandwidth bound.** One decode step reads every weight once (for a mixture of
+  experts: the shared weights and the experts the batch's tokens route to) plus the batch's KV
+  cache. GEMM time = max(weight bytes / (bandwidth × efficiency), 2 × active params × tokens /
+  (tensor FLOPS × efficiency)); attention time = max(KV bytes read / (bandwidth × efficiency),
+  attention FLOPs / (FLOPS × efficiency)); plus a fixed per-kernel latency and, for TP > 1, two
+  all-reduces per layer.
+- **Prefill is compute bound**: 2 × active params FLOPs per input token plus causal attention
+  2 × layers × heads × head dim × tokens². Engines with continuous batching and chunked prefill
+  (vLLM, SGLang, TensorRT-LLM in-flight batching) mix prefill chunks into decode steps, so at a
+  steady state each step carries the batch's decode tokens plus batch × input / output prefill
+  tokens, and the step time above is taken over all of them.
+- **Tensor parallelism** splits weights, KV heads, bandwidth and FLOPS across the ``tp`` cards and
+  costs two all-reduces per layer of tokens × hidden × 2 bytes: latency + 2 (tp - 1) / tp × bytes
+  / peer bandwidth. NVLink cards use NVLink; others go over PCIe, which the PCIe latency and
+  bandwidth make expensive (the "PCIe all-reduce penalty", stated per result).
+
+Output rate = sequences in flight / step time; TPOT = step time; TTFT = the prefill of one request
+alone (compute or weight streaming, whichever is slower) plus one step of the running batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pools.sizing import SizingInputError, SizingWarning
+from pools.sizing.gpus import GpuSpec
+from pools.sizing.memory import (
+    Precision,
+    engine_profile,
+    kv_bytes_per_token,
+    kv_heads_per_gpu,
+    kv_tokens_per_sequence,
+    precision_parse,
+)
+from pools.sizing.presets import ModelArch
+
+#: Share of peak memory bandwidth that decode kernels reach. NVIDIA aiconfigurator's empirical
+#: mode uses ``mem_bw_empirical_scaling_factor: 0.8`` (systems/*.yaml); single-stream TPOTs in the
+#: sizing dataset reach 75-84 % of bandwidth / weight bytes on one card (sizing_anchors.md 3.2).
+BANDWIDTH_EFFICIENCY = 0.8
+
+#: Share of dense tensor peak that inference GEMMs reach. llm-analysis: "up to 0.7 for inference";
+#: kipply / FasterTransformer prefill on A100 and MLPerf-class servers sit at 0.5-0.7 MFU. 0.6 is
+#: the middle of that range, one constant for every precision and engine.
+COMPUTE_EFFICIENCY = 0.6
+
+#: Fixed latency per memory-bound kernel, seconds: aiconfigurator ``mem_empirical_constant_latency``
+#: 3 us. A Llama-style layer runs about ten kernels per step (input norm, QKV GEMM, rotary,
+#: attention, O GEMM, residual + post norm, gate/up GEMM, activation, down GEMM, residual).
+KERNEL_LATENCY_S = 3e-6
+KERNELS_PER_LAYER = 10
+
+#: Start-up latency of one all-reduce, seconds. NVLink: aiconfigurator ``p2p_latency`` 10 us.
+#: PCIe: nccl-tests all_reduce_perf on eight PCIe RTX 3090s took 54 us for an 8-byte all-reduce
+#: (github.com/NVIDIA/nccl/issues/1439); 50 us is used for every card without NVLink.
+ALLREDUCE_LATENCY_NVLINK_S = 10e-6
+ALLREDUCE_LATENCY_PCIE_S = 50e-6
+
+#: Bytes per activation element exchanged by TP all-reduces (16-bit activations).
+ACTIVATION_BYTES = 2
+
+
+def precision_on_gpu(precision: Precision, gpu: GpuSpec) -> tuple[Precision, list[SizingWarning]]:
+    """The precision the card really runs, and why it differs from the one asked for.
+
+    FP8 on a card without FP8 tensor cores (A100, A10, Turing) runs only as weight-only
+    quantisation: weights stored in 8 bits, de-quantised to FP16 for the multiply (vLLM's FP8
+    Marlin path), so memory and bandwidth halve but compute runs at the FP16 rate. FP8 on a card
+    whose FP8 support is unknown is kept, with a warning.
+    """
+    if precision.compute != "fp8":
+        return precision, []
+    if gpu.fp8_native is False:
+        return precision_parse("FP8-WO"), [
+            SizingWarning(
+                "fp8_weight_only",
+                f"{gpu.name} has no FP8 tensor cores: FP8 runs only as weight-only quantisation "
+                "(8-bit weights de-quantised to FP16 for the multiply); memory and bandwidth as "
+                "FP8, compute at the FP16 rate.",
+            )
+        ]
+    if gpu.fp8_native is None:
+        return precision, [
+            SizingWarning(
+                "fp8_support_unknown",
+                f"The catalogue does not say whether {gpu.name} has FP8 tensor cores.",
+            )
+        ]
+    return precision, []
+
+
+def tensor_tflops(precision: Precision, gpu: GpuSpec) -> float | None:
+    """Dense tensor peak in TFLOPS (TOPS for INT8) for the precision's compute type on ``gpu``.
+
+    Falls back to the FP16 rate when the FP8 / INT8 / BF16 figure is unknown; ``None`` when no
+    rate is known at all (the compute-bound parts then cannot be modelled).
+    """
+    rates = {
+        "fp8": gpu.fp8_dense_tflops,
+        "int8": gpu.int8_dense_tops,
+        "bf16": gpu.bf16_dense_tflops,
+        "fp16": gpu.fp16_dense_tflops,
+    }
+    return rates.get(precision.compute) or gpu.fp16_dense_tflops
+
+
+def allreduce_s(*, message_bytes: float, tp: int, gpu: GpuSpec) -> float:
+    """Seconds for one ring all-reduce of ``message_bytes`` across ``tp`` cards of ``gpu``.
+
+    latency + 2 × (tp - 1) / tp × bytes / peer bandwidth (NVLink per direction, else PCIe);
+    0 for tp = 1. Ring all-reduce traffic per card is the llm-analysis formula
+    (sizing_anchors.md 2.5).
+    """
+    if tp <= 1:
+        return 0.0
+    latency = ALLREDUCE_LATENCY_NVLINK_S if gpu.has_nvlink else ALLREDUCE_LATENCY_PCIE_S
+    return latency + 2 * (tp - 1) / tp * message_bytes / gpu.peer_bandwidth_bytes_per_s
+
+
+def weight_bytes_read(*, model: ModelArch, weight_bits: int, tokens: float) -> float:
+    """Weight bytes one forward pass over ``tokens`` tokens reads, whole model (all TP ranks).
+
+    Dense: every weight. Mixture of experts: the shared weights plus, per layer, the experts the
+    tokens route to: E × (1 - (1 - k / E) ** tokens) experts in expectation under uniform routing
+    (k of E per token), so 1 token reads the active parameters and large batches read all.
+    """
+    if not model.is_moe:
+        return model.total_params * weight_bits / 8
+    shared = model.total_params - model.expert_params
+    share = 1 - (1 - model.experts_per_token / model.num_experts) ** max(tokens, 1.0)
+    return (shared + model.expert_params * share) * weight_bits / 8
+
+
+def _linear_params(model: ModelArch) -> int:
+    # The input embedding is a table lookup, not a matrix multiply.
+    return model.active_params - model.vocab_size * model.hidden_size
+
+
+def prefill_flops(*, model: ModelArch, input_tokens: int, cached_tokens: int = 0) -> float:
+    """FLOPs to prefill ``input_tokens`` of which the first ``cached_tokens`` hit the prompt cache.
+
+    2 × active linear params per new token (kipply, "Transformer Inference Arithmetic") plus
+    causal attention over the prefix: 2 × layers × heads × head dim × (input² - cached²).
+    """
+    new = input_tokens - cached_tokens
+    linear = 2 * _linear_params(model) * new
+    attention = 2 * model.num_layers * model.attention_width * (input_tokens**2 - cached_tokens**2)
+    return float(linear + attention)
+
+
+@dataclass(frozen=True)
+class ThroughputEstimate:
+    """Speed of one replica of ``tp`` cards with ``batch`` sequences in flight.
+
+    Units are in the names: ``_bytes`` (whole TP group), ``_ms`` milliseconds, ``_tok_s`` output
+    tokens per second, ``_tflops`` dense peak per card, ``_gbps`` GB/s (1e9 B/s) per card.
+    ``decode_ceiling_batch1_*`` is the seeds' bound: bandwidth / weight bytes at batch 1, no
+    efficiency factor. ``tokens_per_step`` = batch decode tokens + amortised prefill tokens.
+    ``ttft_ms`` is ``None`` when no tensor FLOPS figure is known for the card.
+    """
+
+    engine: str
+    tp: int
+    batch: float
+    bandwidth_gbps_per_gpu: float
+    bandwidth_efficiency: float
+    compute_tflops_per_gpu: float | None
+    compute_efficiency: float
+    decode_ceiling_batch1_ms: float
+    decode_ceiling_batch1_tok_s: float
+    tokens_per_step: float
+    weight_bytes_read_per_step: float
+    kv_bytes_read_per_step: float
+    gemm_ms: float
+    attention_ms: float
+    kernel_overhead_ms: float
+    allreduce_ms: float
+    allreduce_over: str
+    step_ms: float
+    prefill_flops_per_request: float
+    prefill_ms: float | None
+    tpot_ms: float
+    ttft_ms: float | None
+    output_tok_s_total: float
+    output_tok_s_per_gpu: float
+    requests_per_s: float
+
+
+def _check_lengths(input_tokens: int, output_tokens: int, cached_tokens: int) -> None:
+    for name, value in (("input_len", input_tokens), ("output_len", output_tokens)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise SizingInputError(
+                f"{name} must be a positive integer, got {value!r}",
+                reason="not_positive",
+                field=name,
+            )
+    if not 0 <= cached_tokens < input_tokens:
+        raise SizingInputError(
+            "cached input tokens must be at least 0 and fewer than the input tokens",
+            reason="out_of_range",
+            field="prompt_cache_hit_rate",
+        )
+
+
+def replica_throughput(
+    *,
+    model: ModelArch,
+    precision: Precision,
+    gpu: GpuSpec,
+    tp: int,
+    kv_bits: int,
+    input_tokens: int,
+    output_tokens: int,
+    batch: float,
+    engine: str | None = None,
+    cached_input_tokens: int = 0,
+) -> ThroughputEstimate:
+    """Step time, TPOT, TTFT and output tok/s of one replica with ``batch`` sequences in flight.
+
+    ``precision`` should already be the one the card runs (:func:`precision_on_gpu`).
+    ``batch`` may be fractional (a time average, as for a request rate). ``cached_input_tokens``
+    of each prompt are served from the prompt cache (no prefill FLOPs). Raises
+    :class:`SizingInputError` for non-positive lengths, batch or TP, or a card without a known
+    memory bandwidth (reason ``bandwidth_unknown``).
+    """
+    _check_lengths(input_tokens, output_tokens, cached_input_tokens)
+    if not batch > 0 or batch != batch or batch == float("inf"):
+        raise SizingInputError(
+            f"batch must be positive, got {batch!r}", reason="not_positive", field="concurrency"
+        )
+    if gpu.memory_bandwidth_gbps is None or gpu.memory_bandwidth_gbps <= 0:
+        raise SizingInputError(
+            f"{gpu.name} has no memory bandwidth on record; cannot model decode",
+            reason="bandwidth_unknown",
+            field="gpu",
+        )
+    profile = engine_profile(engine)
+    bandwidth = gpu.memory_bandwidth_gbps * 1e9 * tp
+    effective_bandwidth = bandwidth * BANDWIDTH_EFFICIENCY
+    tflops = tensor_tflops(precision, gpu)
+    flops_rate = tflops * 1e12 * tp * COMPUTE_EFFICIENCY if tflops else None
+
+    ceiling_s = weight_bytes_read(model=model, weight_bits=precision.weight_bits, tokens=1) / (
+        bandwidth
+    )
+
+    new_input = input_tokens - cached_input_tokens
+    prefill_tokens_per_step = batch * new_input / output_tokens
+    tokens = batch + prefill_tokens_per_step
+    weights_read = weight_bytes_read(model=model, weight_bits=precision.weight_bits, tokens=tokens)
+    linear_flops = 2 * _linear_params(model) * tokens
+
+    kv_per_token_group = tp * kv_bytes_per_token(
+        num_layers=model.num_layers,
+        num_kv_heads=kv_heads_per_gpu(num_kv_heads=model.num_kv_heads, tp=tp),
+        head_dim=model.head_dim,
+        kv_bits=kv_bits,
+    )
+    mean_context = kv_tokens_per_sequence(model, input_tokens + (output_tokens + 1) // 2)
+    kv_read = batch * mean_context * kv_per_token_group
+    request_prefill_flops = prefill_flops(
+        model=model, input_tokens=input_tokens, cached_tokens=cached_input_tokens
+    )
+    prefill_attention_flops = request_prefill_flops - 2 * _linear_params(model) * new_input
+    attention_flops = (
+        4 * model.num_layers * model.attention_width * batch * mean_context
+        + batch / output_tokens * prefill_attention_flops
+    )
+
+    gemm_s = weights_read / effective_bandwidth
+    attention_s = kv_read / effective_bandwidth
+    if flops_rate:
+        gemm_s = max(gemm_s, linear_flops / flops_rate)
+        attention_s = max(attention_s, attention_flops / flops_rate)
+    kernel_s = model.num_layers * KERNELS_PER_LAYER * KERNEL_LATENCY_S
+    allreduce_step_s = (
+        2
+        * model.num_layers
+        * allreduce_s(message_bytes=tokens * model.hidden_size * ACTIVATION_BYTES, tp=tp, gpu=gpu)
+    )
+    step_s = gemm_s + attention_s + kernel_s + allreduce_step_s
+
+    prefill_alone_s = None
+    ttft_s = None
+    if flops_rate:
+        prefill_weights = weight_bytes_read(
+            model=model, weight_bits=precision.weight_bits, tokens=new_input
+        )
+        prefill_alone_s = (
+            max(request_prefill_flops / flops_rate, prefill_weights / effective_bandwidth)
+            + kernel_s
+            + 2
+            * model.num_layers
+            * allreduce_s(
+                message_bytes=new_input * model.hidden_size * ACTIVATION_BYTES, tp=tp, gpu=gpu
+            )
+        )
+        ttft_s = prefill_alone_s + (step_s if batch > 1 else 0.0)
+
+    output_tok_s = batch / step_s
+    return ThroughputEstimate(
+        engine=profile.name,
+        tp=tp,
+        batch=batch,
+        bandwidth_gbps_per_gpu=gpu.memory_bandwidth_gbps,
+        bandwidth_efficiency=BANDWIDTH_EFFICIENCY,
+        compute_tflops_per_gpu=tflops,
+        compute_efficiency=COMPUTE_EFFICIENCY,
+        decode_ceiling_batch1_ms=ceiling_s * 1e3,
+        decode_ceiling_batch1_tok_s=1 / ceiling_s,
+        tokens_per_step=tokens,
+        weight_bytes_read_per_step=weights_read,
+        kv_bytes_read_per_step=kv_read,
+        gemm_ms=gemm_s * 1e3,
+        attention_ms=attention_s * 1e3,
+        kernel_overhead_ms=kernel_s * 1e3,
+        allreduce_ms=allreduce_step_s * 1e3,
+        allreduce_over="none" if tp == 1 else ("NVLink" if gpu.has_nvlink else "PCIe"),
+        step_ms=step_s * 1e3,
+        prefill_flops_per_request=request_prefill_flops,
+        prefill_ms=None if prefill_alone_s is None else prefill_alone_s * 1e3,
+        tpot_ms=step_s * 1e3,
+        ttft_ms=None if ttft_s is None else ttft_s * 1e3,
+        output_tok_s_total=output_tok_s,
+        output_tok_s_per_gpu=output_tok_s / tp,
+        requests_per_s=output_tok_s / output_tokens,
+    )
+
+
+def decode_ceiling_batch1_tok_s(*, weight_bytes: float, bandwidth_gbps: float) -> float:
+    """The seeds' single-stream decode bound: tok/s = bandwidth / bytes read per token.
+
+    7B at FP16 (14e9 B) on an A100 SXM 80GB (2,039 GB/s): 2,039e9 / 14e9 = 145.6 tok/s, i.e.
+    6.87 ms per token. It ignores KV reads, kernel latency and achieved bandwidth.
+    """
+    return bandwidth_gbps * 1e9 / weight_bytes
+
+
+def batch_for_request_rate(
+    *, requests_per_s: float, max_batch: float, **replica: object
+) -> tuple[ThroughputEstimate, bool]:
+    """The steady state of a replica fed ``requests_per_s`` (open loop, e.g. Poisson arrivals).
+
+    Solves Little's law, batch = rate × (TTFT + output tokens × TPOT(batch)), by bisection on
+    the batch in (0, ``max_batch``]. Returns ``(estimate, saturated)``: when the rate exceeds what
+    ``max_batch`` sequences deliver, the estimate at ``max_batch`` and ``True``. ``replica``
+    holds the other keyword arguments of :func:`replica_throughput`.
+    """
+    if not requests_per_s > 0 or requests_per_s == float("inf"):
+        raise SizingInputError(
+            f"request rate must be positive, got {requests_per_s!r}",
+            reason="not_positive",
+            field="request_rate",
+        )
+    output_tokens = replica["output_tokens"]
+
+    def excess(batch: float) -> tuple[float, ThroughputEstimate]:
+        estimate = replica_throughput(batch=batch, **replica)
+        latency_s = (estimate.ttft_ms or estimate.step_ms) / 1e3 + output_tokens * (
+            estimate.tpot_ms / 1e3
+        )
+        return requests_per_s * latency_s - batch, estimate
+
+    top_excess, top = excess(max_batch)
+    if top_excess > 0 or top.requests_per_s < requests_per_s:
+        return top, True
+    low, high = min(1e-6, max_batch / 2), float(max_batch)
+    estimate = top
+    for _ in range(80):
+        middle = (low + high) / 2
+        gap, estimate = excess(middle)
+        if gap > 0:
+            low = middle
+        else:
+            high = middle
+        if high - low < 1e-6 * max(1.0, high):
+            break
+    return estimate, False
+
+
+def batch_for_targets(
+    *,
+    max_batch: int,
+    tpot_target_ms: float | None,
+    ttft_target_ms: float | None,
+    **replica: object,
+) -> ThroughputEstimate | None:
+    """The estimate at the largest whole batch <= ``max_batch`` that meets the latency targets.
+
+    TPOT and TTFT grow with the batch, so a binary search finds it. ``None`` targets are not
+    checked (then the answer is ``max_batch``); ``None`` result: even one sequence misses them.
+    ``replica`` holds the other keyword arguments of :func:`replica_throughput`.
+    """
+
+    def meets(estimate: ThroughputEstimate) -> bool:
+        if tpot_target_ms is not None and estimate.tpot_ms > tpot_target_ms:
+            return False
+        if ttft_target_ms is not None and (
+            estimate.ttft_ms is not None and estimate.ttft_ms > ttft_target_ms
+        ):
+            return False
+        return True
+
+    best = replica_throughput(batch=1, **replica)
+    if not meets(best):
+        return None
+    low, high = 1, int(max_batch)
+    top = replica_throughput(batch=high, **replica)
+    if meets(top):
+        return top
+    while high - low > 1:
+        middle = (low + high) // 2
+        estimate = replica_throughput(batch=middle, **replica)
+        if meets(estimate):
+            low, best = middle, estimate
+        else:
+            high = middle
+    return best

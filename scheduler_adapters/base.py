@@ -1,0 +1,122 @@
+"""The interface every batch-scheduler adapter offers: :class:`SchedulerAdapter`.
+
+Implemented by :class:`~scheduler_adapters.slurm.client.SlurmRestAdapter` (slurmrestd) and
+:class:`~scheduler_adapters.fake.FakeScheduler` (in memory, for unit tests); both pass the
+contract tests in ``tests/scheduler_adapters/contract/``.
+
+Rules every implementation keeps:
+
+- **Idempotent writes.** ``ensure_*``, ``set_gpu_limit``, ``remove_gpu_limit`` and
+  ``cancel_job`` may be called any number of times; the second call changes nothing and does
+  not fail. They return ``True`` when they changed something, ``False`` when it was already so.
+  ``submit_job`` is the one call that is not idempotent: each call is a new job.
+- **Errors** come from :mod:`scheduler_adapters.errors` only: :class:`SchedulerUnavailable`
+  (transient: down, timed out), :class:`SchedulerAuthError`, :class:`SchedulerRejected` (the
+  scheduler's error numbers kept), :class:`NotFound`, :class:`UnexpectedResponse`. A name the
+  scheduler would mangle raises ``ValueError`` before anything is sent.
+- **No partial limits.** A limit change is read back; when the scheduler did not apply it the
+  call raises instead of returning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from scheduler_adapters.records import GpuLimit, JobRecord, JobSpec
+from scheduler_adapters.types import ParseResult
+
+
+@runtime_checkable
+class SchedulerAdapter(Protocol):
+    """Accounts, GPU limits and jobs of one batch-scheduler cluster."""
+
+    def list_nodes(self) -> ParseResult:
+        """Every node with its GPUs (one ``GpuSnapshot`` per card, model = GRES type), state and
+        partitions. Unreadable nodes become issues, not errors.
+
+        Raises SchedulerUnavailable, SchedulerAuthError, UnexpectedResponse.
+        """
+        ...
+
+    def ensure_account(self, account: str, *, description: str, organization: str) -> bool:
+        """Make the account exist under the configured parent, with this description and
+        organization; ``True`` when the account or its association was created.
+
+        Raises SchedulerUnavailable, SchedulerAuthError, SchedulerRejected.
+        """
+        ...
+
+    def ensure_user_association(self, account: str, user: str, partition: str) -> bool:
+        """Let ``user`` run jobs under ``account`` in ``partition`` (a user association);
+        ``True`` when it was created.
+
+        Raises NotFound (account or partition missing), SchedulerUnavailable,
+        SchedulerAuthError, SchedulerRejected.
+        """
+        ...
+
+    def set_gpu_limit(self, limit: GpuLimit) -> bool:
+        """Cap the account at ``limit.cards`` cards of ``limit.gres_type`` (0 means none may
+        run), leaving its limits on other types as they are; ``True`` when it changed.
+
+        Raises NotFound (account or partition missing), SchedulerRejected (the partition has
+        no such GPU type), SchedulerUnavailable (also when the scheduler dropped the change
+        and it could not be confirmed), SchedulerAuthError.
+        """
+        ...
+
+    def remove_gpu_limit(self, account: str, partition: str | None, gres_type: str) -> bool:
+        """Lift the account's cap on ``gres_type``; ``True`` when there was one. A missing
+        account has no limit, so it gives ``False``, not NotFound.
+
+        Raises SchedulerUnavailable, SchedulerAuthError, SchedulerRejected.
+        """
+        ...
+
+    def get_gpu_limits(self, account: str) -> tuple[GpuLimit, ...]:
+        """The account's GPU caps, one per GRES type, sorted by type.
+
+        Raises NotFound (no such account), SchedulerUnavailable, SchedulerAuthError.
+        """
+        ...
+
+    def submit_job(self, spec: JobSpec) -> int:
+        """Queue a batch job as ``spec.user``; returns the job id. Not idempotent.
+
+        Raises SchedulerRejected (no association: Slurm 2045; no such GPU type or too many
+        cards: 2014; bad partition: 2000), SchedulerUnavailable, SchedulerAuthError.
+        """
+        ...
+
+    def cancel_job(self, job_id: int) -> None:
+        """Cancel the job; cancelling a finished job does nothing.
+
+        Raises NotFound (unknown id), SchedulerUnavailable, SchedulerAuthError.
+        """
+        ...
+
+    def get_job(self, job_id: int) -> JobRecord:
+        """The job as the controller sees it now, or from accounting once the controller has
+        forgotten it.
+
+        Raises NotFound, SchedulerUnavailable, SchedulerAuthError, UnexpectedResponse.
+        """
+        ...
+
+    def jobs_from_accounting(
+        self, start: datetime, end: datetime, *, accounts: Sequence[str] | None = None
+    ) -> tuple[JobRecord, ...]:
+        """Jobs that existed at any time in ``[start, end]`` (aware datetimes), from the
+        accounting database, optionally only of ``accounts``; sorted by job id. Nothing
+        found gives ``()``.
+
+        Raises ValueError (naive datetimes, end before start), SchedulerUnavailable,
+        SchedulerAuthError, UnexpectedResponse.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release connections; the adapter is not used afterwards."""
+        ...

@@ -1,0 +1,180 @@
+"""Frozen shapes that scheduler adapters take and return (accounts, limits, jobs).
+
+Inventory snapshots live in :mod:`scheduler_adapters.types`; these are the shapes of the
+allocation side. ``None`` always means "the scheduler did not say", never zero. Times are aware
+UTC datetimes; durations are whole seconds (``_s``); memory is MiB (``_mib``); time limits are
+minutes (``_min``, Slurm's unit for ``--time``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+# Slurm folds account and user names to lower case and keeps them in a text column; anything
+# outside this set is stored as given and then cannot be matched or passed to sbatch.
+SLURM_NAME = re.compile(r"[a-z0-9_][a-z0-9_.\-]{0,63}")
+GRES_TYPE = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+
+
+def check_name(kind: str, value: str, pattern: re.Pattern[str] = SLURM_NAME) -> str:
+    """Return ``value`` when it is a usable scheduler name, else raise ``ValueError``.
+
+    Slurm accepts an account named ``"Team A!"`` over REST and stores it, so adapters refuse
+    such names themselves before they reach the scheduler.
+    """
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise ValueError(f"{kind} name {value!r} must match {pattern.pattern}")
+    return value
+
+
+class JobState(StrEnum):
+    """Slurm job states (``job_state_string`` in slurm_protocol_defs.c; squeue/sacct docs)."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUSPENDED = "SUSPENDED"
+    COMPLETING = "COMPLETING"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
+    FAILED = "FAILED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    PREEMPTED = "PREEMPTED"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    REQUEUED = "REQUEUED"
+
+    @property
+    def finished(self) -> bool:
+        """The job holds no resources any more and never will again."""
+        return self not in _UNFINISHED
+
+
+_UNFINISHED = {
+    JobState.PENDING,
+    JobState.RUNNING,
+    JobState.SUSPENDED,
+    JobState.COMPLETING,
+    JobState.REQUEUED,
+}
+
+
+@dataclass(frozen=True)
+class GpuLimit:
+    """A team's cap on cards of one GPU type: Slurm ``GrpTRES=gres/gpu:<gres_type>=<cards>``.
+
+    ``partition`` is the pool's partition the limit is meant for. Slurm keeps association
+    limits per account, not per partition (only user associations carry a partition; see
+    https://slurm.schedmd.com/resource_limits.html), so a Slurm adapter stores the cap on the
+    account's own association, where it applies to that GPU type in every partition; when it
+    reads a limit back, ``partition`` is the one partition that offers that GPU type, or
+    ``None`` when none or several do.
+    """
+
+    account: str
+    partition: str | None
+    gres_type: str
+    cards: int
+
+    def __post_init__(self) -> None:
+        check_name("account", self.account)
+        check_name("GRES type", self.gres_type, GRES_TYPE)
+        if self.partition is not None:
+            check_name("partition", self.partition, GRES_TYPE)
+        if isinstance(self.cards, bool) or not isinstance(self.cards, int) or self.cards < 0:
+            raise ValueError(f"cards must be a whole number >= 0, got {self.cards!r}")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A batch job to submit (``sbatch`` semantics, https://slurm.schedmd.com/sbatch.html).
+
+    ``user`` is the unix user the job runs as; it needs an association with ``account`` (and
+    ``partition``). ``gpus`` cards of ``gres_type`` per node (``--gres=gpu:<type>:<n>``;
+    ``gres_type=None`` asks for untyped GPUs). ``script`` must start with ``#!``.
+    ``time_limit_min`` is the wall-clock limit in minutes; ``memory_mib`` per node.
+    ``stdout`` must be writable by ``user`` (``/dev/null`` by default).
+    """
+
+    account: str
+    user: str
+    partition: str
+    script: str
+    gpus: int = 0
+    gres_type: str | None = None
+    name: str = "portal-job"
+    time_limit_min: int = 10
+    memory_mib: int = 100
+    working_directory: str = "/tmp"
+    stdout: str = "/dev/null"
+    environment: Mapping[str, str] = field(default_factory=lambda: {"PATH": "/usr/bin:/bin"})
+
+    def __post_init__(self) -> None:
+        check_name("account", self.account)
+        check_name("user", self.user)
+        check_name("partition", self.partition, GRES_TYPE)
+        if self.gres_type is not None:
+            check_name("GRES type", self.gres_type, GRES_TYPE)
+        if not self.script.startswith("#!"):
+            raise ValueError("script must start with #! (Slurm fails the job otherwise)")
+        if self.gpus < 0 or self.time_limit_min < 1 or self.memory_mib < 1:
+            raise ValueError("gpus must be >= 0, time_limit_min and memory_mib >= 1")
+
+
+GpuCounts = Mapping[str | None, int]
+"""Cards per GRES type (``{"a100": 2}``); untyped cards are under the key ``None``."""
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One job as the scheduler reports it (slurmctld for live jobs, slurmdbd for history).
+
+    ``gpus_requested`` / ``gpus_allocated`` come from the job's TRES (``gres/gpu:<type>=N``;
+    untyped cards under ``None``); ``gpus_allocated`` is empty until the job starts.
+    ``start``/``end`` are ``None`` until they happen; ``elapsed_s`` is the wall time the job
+    has run so far (``end - start``, or up to now while it runs; Slurm's ``Elapsed``), not
+    clipped to any reporting window. ``state_reason`` is Slurm's ``Reason``
+    (``"AssocGrpGRES"`` for a job held by its account's GPU limit), ``None`` when "None".
+    """
+
+    job_id: int
+    name: str | None
+    account: str | None
+    user: str | None
+    partition: str | None
+    state: JobState | None
+    state_reason: str | None
+    gpus_requested: GpuCounts
+    gpus_allocated: GpuCounts
+    submit: datetime | None
+    start: datetime | None
+    end: datetime | None
+    elapsed_s: int | None
+
+    @property
+    def card_seconds(self) -> dict[str | None, int] | None:
+        """Allocated cards x elapsed seconds per GRES type; ``None`` when elapsed is unknown."""
+        if self.elapsed_s is None:
+            return None
+        return {gres_type: cards * self.elapsed_s for gres_type, cards in self.gpus_allocated.items()}
+
+
+@dataclass(frozen=True)
+class Association:
+    """A Slurm association (https://slurm.schedmd.com/accounting.html#database-configuration).
+
+    ``user`` and ``partition`` are ``None`` for an account's own association. ``grp_tres``
+    holds the ``GrpTRES`` limits by TRES name as sacctmgr prints them (``{"gres/gpu:a100": 2,
+    "cpu": 64}``); empty when unlimited.
+    """
+
+    account: str
+    user: str | None
+    partition: str | None
+    parent_account: str | None
+    grp_tres: Mapping[str, int]

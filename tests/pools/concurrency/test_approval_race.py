@@ -1,0 +1,111 @@
+"""The capacity invariant under concurrency, on real PostgreSQL.
+
+60 threads, each with its own database connection, approve 60 one-card requests at once against
+a pool with 5 free cards. Exactly 5 approvals may succeed; the other 55 must get a clear
+"insufficient capacity" answer, and the cards held never exceed the cards that exist.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection, connections
+from django.utils import timezone
+
+from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
+from pools.choices import AllocationStatus, RequestStatus, Scheduler
+from pools.errors import InsufficientCapacity
+from pools.models import Allocation, CapacityRequest, GpuModel, Membership
+from pools.services.requests import capacity_request_approve
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+THREADS = 60
+
+
+@pytest.fixture
+def crowded_pool(django_user_model):
+    if connection.vendor != "postgresql":
+        pytest.fail("the concurrency test needs PostgreSQL (row locks)")
+    from pools.catalogue.sync import catalogue_sync
+    from pools.models import GpuModelAlias
+
+    catalogue_sync(GpuModel, GpuModelAlias)
+    l40s = GpuModel.objects.get(slug="l40s")
+    pool = PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")
+    for host in range(2):  # 2 nodes x 4 cards = 8 schedulable L40S
+        node = NodeFactory(pool=pool, scheduler=Scheduler.KUBERNETES)
+        for index in range(4):
+            GpuFactory(node=node, index=index, gpu_model=l40s, raw_model_name="NVIDIA L40S")
+    team = TeamFactory(slug="nlp")
+    user = django_user_model.objects.create_user("alice", password="x")
+    Membership.objects.create(team=team, user=user)
+    start = timezone.now() + timedelta(days=7)
+    end = start + timedelta(days=7)
+    # 3 cards already held in an overlapping window -> 8 - 3 = 5 free.
+    held = CapacityRequest.objects.create(
+        team=team, requested_by=user, workload_kind="inference", pool=pool, gpu_model=l40s,
+        card_count=3, starts_at=start - timedelta(days=1), ends_at=end, justification="held",
+        status=RequestStatus.APPROVED)
+    Allocation.objects.create(request=held, team=team, pool=pool, gpu_model=l40s, card_count=3,
+                              starts_at=held.starts_at, ends_at=end)
+    # A 4-card allocation that ended before the window must not compete (interval overlap).
+    past = CapacityRequest.objects.create(
+        team=team, requested_by=user, workload_kind="inference", pool=pool, gpu_model=l40s,
+        card_count=4, starts_at=start - timedelta(days=3), ends_at=start, justification="past",
+        status=RequestStatus.APPROVED)
+    Allocation.objects.create(request=past, team=team, pool=pool, gpu_model=l40s, card_count=4,
+                              starts_at=past.starts_at, ends_at=start)
+    pending = [
+        CapacityRequest.objects.create(
+            team=team, requested_by=user, workload_kind="inference", pool=pool, gpu_model=l40s,
+            card_count=1, starts_at=start, ends_at=end, justification=f"race {i}",
+            status=RequestStatus.SUBMITTED)
+        for i in range(THREADS)
+    ]
+    admin = get_user_model().objects.create_user("admin", password="x", is_staff=True)
+    return pool, l40s, pending, admin
+
+
+def test_concurrent_approvals_never_over_commit_the_pool(crowded_pool):
+    pool, l40s, pending, admin = crowded_pool
+    barrier = threading.Barrier(THREADS)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def approve(request):
+        try:
+            barrier.wait(timeout=30)
+            capacity_request_approve(request=request, actor=admin)
+            result = "approved"
+        except InsufficientCapacity as exc:
+            result = "insufficient" if "Insufficient capacity" in exc.message else exc.message
+        except Exception as exc:  # any other outcome is a failure of the invariant test
+            result = f"error: {type(exc).__name__}: {exc}"
+        finally:
+            connections.close_all()
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=approve, args=(r,)) for r in pending]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    assert len(outcomes) == THREADS
+    assert outcomes.count("approved") == 5  # 8 cards - 3 held in the window
+    assert outcomes.count("insufficient") == THREADS - 5
+    new = Allocation.objects.filter(pool=pool, gpu_model=l40s, card_count=1)
+    assert new.count() == 5
+    assert CapacityRequest.objects.filter(pk__in=[r.pk for r in pending],
+                                          status=RequestStatus.APPROVED).count() == 5
+    assert CapacityRequest.objects.filter(pk__in=[r.pk for r in pending],
+                                          status=RequestStatus.SUBMITTED).count() == THREADS - 5
+    held = sum(a.card_count for a in Allocation.objects.filter(
+        pool=pool, status__in=[AllocationStatus.APPROVED, AllocationStatus.ACTIVE],
+        ends_at__gt=pending[0].starts_at))
+    assert held == 8  # 3 + 5: exactly the pool's cards, never more
