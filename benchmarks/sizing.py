@@ -86,9 +86,10 @@ def _rate(row: dict) -> float | None:
     if value is None:
         return None
     try:
-        return float(value)
+        rate = float(value)
     except ValueError:
-        return None  # "INF": saturation
+        return None
+    return rate if 0 < rate < float("inf") else None  # "INF": saturation
 
 
 def request_for(row: dict) -> tuple[dict | None, str]:

@@ -367,7 +367,7 @@ def approval_queue(request):
     held = team_usage(team_ids=list({r.team_id for r in pending}), at=timezone.now())
     rows = []
     for item in pending:
-        free = None
+        suggestion = None
         if item.pool_id and item.gpu_model_id:
             free = pool_free_cards(
                 pool=item.pool,
@@ -376,7 +376,27 @@ def approval_queue(request):
                 end=item.ends_at,
                 cuda=item.cuda_version or None,
             )
-        rows.append({"req": item, "team_cards": held.get(item.team_id, 0), "free": free})
+        else:  # "any eligible pool / model": show where approval would place it
+            options = request_options(
+                workload_kind=item.workload_kind,
+                card_count=item.card_count,
+                start=item.starts_at,
+                end=item.ends_at,
+                pool=item.pool,
+                gpu_model=item.gpu_model,
+                min_memory_gib=item.min_memory_gib,
+                cuda=item.cuda_version or None,
+            )
+            suggestion = next((o for o in options if o.eligible), None)
+            free = suggestion.free if suggestion else 0
+        rows.append(
+            {
+                "req": item,
+                "team_cards": held.get(item.team_id, 0),
+                "free": free,
+                "suggestion": suggestion,
+            }
+        )
     return render(
         request,
         "pools/requests/approval_queue.html",

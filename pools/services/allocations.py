@@ -57,18 +57,20 @@ def _transition(
     return allocation
 
 
-def allocation_provision(*, allocation_id: int) -> Allocation:
+def allocation_provision(*, allocation_id: int, now: datetime | None = None) -> Allocation:
     """approved → provisioning → active, applying the scheduler binding in between.
 
     Safe to run twice: an allocation already provisioning or active is applied again (adapters
     are idempotent) and left active; one in any other state is left alone. With no scheduler
-    adapter configured for the pool (the demo), the binding is recorded as not applied.
+    adapter configured for the pool (the demo), the binding is recorded as not applied. ``now``
+    is the sweep's clock (default: the real one).
     """
+    now = now or timezone.now()
     with transaction.atomic():
         allocation = allocation_lock(allocation_id)
         if allocation.status not in (AllocationStatus.APPROVED, AllocationStatus.PROVISIONING):
             return allocation
-        if allocation.starts_at > timezone.now() + PROVISION_LEAD:
+        if allocation.starts_at > now + PROVISION_LEAD:
             return allocation  # the lifecycle sweep provisions it when its window opens
         if allocation.status == AllocationStatus.APPROVED:
             _transition(
@@ -98,14 +100,15 @@ def allocation_provision(*, allocation_id: int) -> Allocation:
 def allocation_release(*, allocation: Allocation, actor: Any, reason: str = "") -> Allocation:
     """End an allocation early (team managers, pool admins): its cards return to the pool now.
 
-    A window that has not started yet ends as cancelled. Idempotent for an ended allocation;
-    :class:`InvalidTransition` for failed, reclaimed or cancelled ones.
+    A window that has not started yet ends as cancelled. Idempotent for an ended or cancelled
+    allocation (releasing twice answers the first outcome); :class:`InvalidTransition` for failed
+    or reclaimed ones.
     """
     _require_manager(actor, allocation.team)
     with transaction.atomic():
         pool_lock(allocation.pool_id)
         allocation = allocation_lock(allocation.pk)
-        if allocation.status == AllocationStatus.ENDED:
+        if allocation.status in (AllocationStatus.ENDED, AllocationStatus.CANCELLED):
             return allocation
         if allocation.status not in RELEASABLE:
             raise InvalidTransition(
@@ -141,6 +144,10 @@ def allocation_extend(
     current end and :class:`InvalidTransition` when the allocation no longer holds cards.
     """
     _require_member(actor, allocation.team)
+    # The caller's copy may be stale (released or ended since): decide on the row as it is now.
+    allocation = Allocation.objects.select_related("team", "pool", "gpu_model", "request").get(
+        pk=allocation.pk
+    )
     if allocation.status not in RELEASABLE:
         raise InvalidTransition(
             f"A {allocation.status} allocation cannot be extended.",
@@ -202,7 +209,8 @@ def allocation_lifecycle_sweep(
         status=AllocationStatus.APPROVED, ends_at__gt=now, starts_at__lte=now + PROVISION_LEAD
     )
     for allocation_id in due.values_list("pk", flat=True):
-        if allocation_provision(allocation_id=allocation_id).status == AllocationStatus.ACTIVE:
+        provisioned = allocation_provision(allocation_id=allocation_id, now=now)
+        if provisioned.status == AllocationStatus.ACTIVE:
             counts["provisioned"] += 1
     soon = Allocation.objects.filter(
         status=AllocationStatus.ACTIVE, ends_at__gt=now, ends_at__lte=now + warn

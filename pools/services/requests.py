@@ -269,13 +269,19 @@ def capacity_request_approve(
     target_pool = pool or request.pool
     target_model = gpu_model or request.gpu_model
     if target_pool is None or target_model is None:
-        target_pool, target_model = _choose_option(request, target_pool, target_model)
+        # An open request: pick where the grant fits (checked again under the pool lock). Only
+        # while it is submitted: an approved one answers its allocation without looking for room.
+        current = CapacityRequest.objects.filter(pk=request.pk).values_list("status", flat=True)
+        if current.get() == RequestStatus.SUBMITTED:
+            target_pool, target_model = _choose_option(
+                request, target_pool, target_model, card_count=card_count, ends_at=ends_at
+            )
     with transaction.atomic():
-        locked_pool = pool_lock(target_pool.pk)
+        locked_pool = pool_lock(target_pool.pk) if target_pool is not None else None
         request = request_lock(request.pk)
         if request.status == RequestStatus.APPROVED:
             return request.allocation
-        if request.status != RequestStatus.SUBMITTED:
+        if request.status != RequestStatus.SUBMITTED or locked_pool is None:
             raise InvalidTransition(
                 f"A {request.status} request cannot be approved.",
                 status=request.status,
@@ -360,13 +366,22 @@ def _check_grant(
 
 
 def _choose_option(
-    request: CapacityRequest, pool: Pool | None, model: GpuModel | None
+    request: CapacityRequest,
+    pool: Pool | None,
+    model: GpuModel | None,
+    *,
+    card_count: Any = None,
+    ends_at: datetime | None = None,
 ) -> tuple[Pool, GpuModel]:
+    # Look for room for what is granted (fewer cards, a shorter window), not what was asked;
+    # an unusable grant is refused by _check_grant afterwards.
+    cards = card_count if _is_count(card_count) else request.card_count
+    end = ends_at if ends_at is not None and ends_at > request.starts_at else request.ends_at
     options = request_options(
         workload_kind=request.workload_kind,
-        card_count=request.card_count,
+        card_count=cards,
         start=request.starts_at,
-        end=request.ends_at,
+        end=end,
         pool=pool,
         gpu_model=model,
         min_memory_gib=request.min_memory_gib,
@@ -377,9 +392,13 @@ def _choose_option(
         raise InsufficientCapacity(
             "Insufficient capacity: no eligible pool has enough free cards for that window.",
             free=max((o.free for o in options), default=0),
-            requested=request.card_count,
+            requested=cards,
         )
     return eligible[0].pool, eligible[0].gpu_model
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def capacity_request_reject(

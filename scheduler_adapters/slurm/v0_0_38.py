@@ -52,8 +52,12 @@ def accounting_job_path(job_id: int) -> str:
     return f"{DBD}/job/{int(job_id)}"
 
 
-def partition_path(name: str) -> str:
-    return f"{CTLD}/partition/{name}"
+def account_path(name: str) -> str:
+    return f"{DBD}/account/{name}"
+
+
+def user_path(name: str) -> str:
+    return f"{DBD}/user/{name}"
 
 
 # --------------------------------------------------------------------------- request bodies
@@ -169,6 +173,20 @@ def plugin_type(payload: Mapping[str, Any]) -> str | None:
 
 def read_submitted_job_id(payload: Mapping[str, Any]) -> int:
     return _int(payload, "job_id", "job_id")
+
+
+def read_account(payload: Mapping[str, Any]) -> tuple[str | None, str | None] | None:
+    """``GET /account/{name}`` -> ``(description, organization)``; ``None`` when not listed."""
+    accounts = _list(payload, "accounts", "accounts")
+    if not accounts:
+        return None
+    entry = accounts[0]
+    if not isinstance(entry, dict):
+        raise _unexpected("accounts[0]", "an object", entry)
+    return (
+        _optional_str(entry, "description", "accounts[0].description"),
+        _optional_str(entry, "organization", "accounts[0].organization"),
+    )
 
 
 def read_partition_gpus(payload: Mapping[str, Any]) -> dict[str, dict[str, int]]:

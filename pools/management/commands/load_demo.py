@@ -21,12 +21,12 @@ from pools.choices import TeamRole
 from pools.demo import POOLS, demo_fleet
 from pools.models import CapacityRequest, GpuModel, Membership, Pool, Team
 from pools.services.allocations import allocation_lifecycle_sweep
+from pools.services.inventory_import import inventory_import_file, inventory_import_files
 from pools.services.requests import (
     capacity_request_approve,
     capacity_request_create,
     capacity_request_reject,
 )
-from pools.services.inventory_import import inventory_import_file, inventory_import_files
 from scheduler_adapters.types import InventorySource
 
 CAPTURES = Path(settings.BASE_DIR) / "tests" / "fixtures" / "nvidia-smi"

@@ -14,8 +14,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection, connections
 from django.utils import timezone
-
 from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
+
 from pools.choices import AllocationStatus, RequestStatus, Scheduler
 from pools.errors import InsufficientCapacity
 from pools.models import Allocation, CapacityRequest, GpuModel, Membership
@@ -36,7 +36,7 @@ def crowded_pool(django_user_model):
     catalogue_sync(GpuModel, GpuModelAlias)
     l40s = GpuModel.objects.get(slug="l40s")
     pool = PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")
-    for host in range(2):  # 2 nodes x 4 cards = 8 schedulable L40S
+    for _host in range(2):  # 2 nodes x 4 cards = 8 schedulable L40S
         node = NodeFactory(pool=pool, scheduler=Scheduler.KUBERNETES)
         for index in range(4):
             GpuFactory(node=node, index=index, gpu_model=l40s, raw_model_name="NVIDIA L40S")
@@ -47,23 +47,61 @@ def crowded_pool(django_user_model):
     end = start + timedelta(days=7)
     # 3 cards already held in an overlapping window -> 8 - 3 = 5 free.
     held = CapacityRequest.objects.create(
-        team=team, requested_by=user, workload_kind="inference", pool=pool, gpu_model=l40s,
-        card_count=3, starts_at=start - timedelta(days=1), ends_at=end, justification="held",
-        status=RequestStatus.APPROVED)
-    Allocation.objects.create(request=held, team=team, pool=pool, gpu_model=l40s, card_count=3,
-                              starts_at=held.starts_at, ends_at=end)
+        team=team,
+        requested_by=user,
+        workload_kind="inference",
+        pool=pool,
+        gpu_model=l40s,
+        card_count=3,
+        starts_at=start - timedelta(days=1),
+        ends_at=end,
+        justification="held",
+        status=RequestStatus.APPROVED,
+    )
+    Allocation.objects.create(
+        request=held,
+        team=team,
+        pool=pool,
+        gpu_model=l40s,
+        card_count=3,
+        starts_at=held.starts_at,
+        ends_at=end,
+    )
     # A 4-card allocation that ended before the window must not compete (interval overlap).
     past = CapacityRequest.objects.create(
-        team=team, requested_by=user, workload_kind="inference", pool=pool, gpu_model=l40s,
-        card_count=4, starts_at=start - timedelta(days=3), ends_at=start, justification="past",
-        status=RequestStatus.APPROVED)
-    Allocation.objects.create(request=past, team=team, pool=pool, gpu_model=l40s, card_count=4,
-                              starts_at=past.starts_at, ends_at=start)
+        team=team,
+        requested_by=user,
+        workload_kind="inference",
+        pool=pool,
+        gpu_model=l40s,
+        card_count=4,
+        starts_at=start - timedelta(days=3),
+        ends_at=start,
+        justification="past",
+        status=RequestStatus.APPROVED,
+    )
+    Allocation.objects.create(
+        request=past,
+        team=team,
+        pool=pool,
+        gpu_model=l40s,
+        card_count=4,
+        starts_at=past.starts_at,
+        ends_at=start,
+    )
     pending = [
         CapacityRequest.objects.create(
-            team=team, requested_by=user, workload_kind="inference", pool=pool, gpu_model=l40s,
-            card_count=1, starts_at=start, ends_at=end, justification=f"race {i}",
-            status=RequestStatus.SUBMITTED)
+            team=team,
+            requested_by=user,
+            workload_kind="inference",
+            pool=pool,
+            gpu_model=l40s,
+            card_count=1,
+            starts_at=start,
+            ends_at=end,
+            justification=f"race {i}",
+            status=RequestStatus.SUBMITTED,
+        )
         for i in range(THREADS)
     ]
     admin = get_user_model().objects.create_user("admin", password="x", is_staff=True)
@@ -101,11 +139,24 @@ def test_concurrent_approvals_never_over_commit_the_pool(crowded_pool):
     assert outcomes.count("insufficient") == THREADS - 5
     new = Allocation.objects.filter(pool=pool, gpu_model=l40s, card_count=1)
     assert new.count() == 5
-    assert CapacityRequest.objects.filter(pk__in=[r.pk for r in pending],
-                                          status=RequestStatus.APPROVED).count() == 5
-    assert CapacityRequest.objects.filter(pk__in=[r.pk for r in pending],
-                                          status=RequestStatus.SUBMITTED).count() == THREADS - 5
-    held = sum(a.card_count for a in Allocation.objects.filter(
-        pool=pool, status__in=[AllocationStatus.APPROVED, AllocationStatus.ACTIVE],
-        ends_at__gt=pending[0].starts_at))
+    assert (
+        CapacityRequest.objects.filter(
+            pk__in=[r.pk for r in pending], status=RequestStatus.APPROVED
+        ).count()
+        == 5
+    )
+    assert (
+        CapacityRequest.objects.filter(
+            pk__in=[r.pk for r in pending], status=RequestStatus.SUBMITTED
+        ).count()
+        == THREADS - 5
+    )
+    held = sum(
+        a.card_count
+        for a in Allocation.objects.filter(
+            pool=pool,
+            status__in=[AllocationStatus.APPROVED, AllocationStatus.ACTIVE],
+            ends_at__gt=pending[0].starts_at,
+        )
+    )
     assert held == 8  # 3 + 5: exactly the pool's cards, never more

@@ -1,0 +1,126 @@
+"""``manage.py estimate --json FILE``: LLM sizing estimates for scripts (``-`` reads stdin).
+
+FILE holds one JSON object or a list of them, with the fields of the measurement rows of the shared
+sizing dataset: ``model`` (preset id, e.g. ``llama3_8b``), ``gpu`` (catalogue slug, e.g.
+``h100_sxm``), ``gpu_count``, ``tp``, ``precision`` (FP16, BF16, FP8, INT8, INT4, or weight-only
+INT4-AWQ / INT4-GPTQ / W8A16 / FP8-WO), ``kv_cache_dtype``, ``input_len``, ``output_len``,
+``concurrency`` (null = saturation). Optional: ``engine`` (vllm, sglang, tensorrt-llm),
+``request_rate`` (requests/s, open loop), ``prompt_cache_hit_rate``, and traffic -
+``requests_per_day`` with ``peak_share``, ``peak_hours``, ``input_weight`` - which adds the demand
+and the replicas and cards needed.
+
+Prints the same shape it read (an object, or a list of objects): per input ``weights_bytes``,
+``kv_cache_bytes``, ``fits``, ``output_tok_s_total``, ``tpot_ms``, ``ttft_ms``, ``warnings`` and
+every intermediate number, or ``{"input": ..., "error": {"reason", "field", "message"}}``.
+
+Exit status: 0 when every input was estimated, 1 when any was refused, 2 when FILE is unreadable.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import asdict
+
+from django.core.management.base import BaseCommand
+
+from pools.sizing import SizingInputError
+from pools.sizing.demand import demand_from_traffic, replicas_for_demand
+from pools.sizing.gpus import gpu_specs_from_catalogue
+from pools.sizing.plan import estimate_from_fields, replica_estimate_as_dict
+from pools.sizing.presets import model_presets
+
+TRAFFIC_DEFAULTS = {"peak_share": 1.0, "peak_hours": 24.0, "input_weight": 0.5}
+
+
+def _rounded(value):
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise SizingInputError("the estimate is not a finite number", reason="not_finite")
+        return round(value, 3)
+    if isinstance(value, dict):
+        return {key: _rounded(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_rounded(item) for item in value]
+    return value
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a number this command accepts")
+
+
+def _error(exc: SizingInputError) -> dict:
+    return {
+        "reason": exc.data.get("reason", exc.code),
+        "field": exc.data.get("field"),
+        "message": exc.message,
+    }
+
+
+def _traffic(fields: dict, result: dict, estimate) -> None:
+    if fields.get("requests_per_day") is None:
+        return
+    options = {key: fields.get(key, default) for key, default in TRAFFIC_DEFAULTS.items()}
+    demand = demand_from_traffic(
+        requests_per_day=fields["requests_per_day"],
+        input_tokens=estimate.input_tokens,
+        output_tokens=estimate.output_tokens,
+        prompt_cache_hit_rate=fields.get("prompt_cache_hit_rate") or 0.0,
+        **options,
+    )
+    result["demand"] = asdict(demand)
+    if estimate.throughput is None:
+        result["replicas_needed"] = None
+        result["cards_needed"] = None
+        return
+    replicas = replicas_for_demand(
+        peak_requests_per_s=demand.peak_requests_per_s,
+        replica_requests_per_s=estimate.throughput.requests_per_s,
+    )
+    result["replicas_needed"] = replicas
+    result["cards_needed"] = replicas * estimate.tp
+
+
+class Command(BaseCommand):
+    help = "Estimate memory, TP, throughput, TPOT and TTFT for LLM serving requests in JSON."
+    stealth_options = ("stdin",)
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--json", required=True, dest="json_file", metavar="FILE", help="JSON file, - = stdin"
+        )
+
+    def handle(self, *args, json_file, **options):
+        try:
+            if json_file == "-":
+                text = (options.get("stdin") or sys.stdin).read()
+            else:
+                with open(json_file, encoding="utf-8") as fh:
+                    text = fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            self.stderr.write(f"estimate: cannot read {json_file}: {exc}")
+            sys.exit(2)
+        try:
+            data = json.loads(text, parse_constant=_refuse_constant)
+        except ValueError as exc:
+            self._write({"input": None, "error": {"reason": "invalid_json", "message": str(exc)}})
+            sys.exit(1)
+        inputs = data if isinstance(data, list) else [data]
+        presets, gpus = model_presets(), gpu_specs_from_catalogue()
+        results = [self._one(fields, presets, gpus) for fields in inputs]
+        self._write(results if isinstance(data, list) else results[0])
+        if any("error" in result for result in results):
+            sys.exit(1)
+
+    def _one(self, fields, presets, gpus) -> dict:
+        try:
+            estimate = estimate_from_fields(fields, presets=presets, gpus=gpus)
+            result = {"input": fields, **replica_estimate_as_dict(estimate)}
+            _traffic(fields, result, estimate)
+            return _rounded(result)
+        except SizingInputError as exc:
+            return {"input": fields, "error": _error(exc)}
+
+    def _write(self, payload) -> None:
+        self.stdout.write(json.dumps(payload, indent=2, allow_nan=False))

@@ -1,0 +1,164 @@
+"""Model presets: the issue's required list, every field from the published config, params."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pools.sizing import SizingInputError
+from pools.sizing.presets import ModelArch, model_params_from_config, model_preset, model_presets
+
+REQUIRED = {
+    "llama2_7b": "Llama-2-7B",
+    "llama2_13b": "Llama-2-13B",
+    "llama2_70b": "Llama-2-70B",
+    "llama3_8b": "Llama-3.1-8B",
+    "llama3_70b": "Llama-3.1-70B",
+    "qwen2_5_7b": "Qwen2.5-7B",
+    "qwen2_5_14b": "Qwen2.5-14B",
+    "qwen2_5_32b": "Qwen2.5-32B",
+    "qwen2_5_72b": "Qwen2.5-72B",
+    "mistral_7b": "Mistral-7B-v0.1",
+    "mixtral_8x7b": "Mixtral-8x7B-v0.1",
+}
+
+CONFIG_FIELDS = {
+    "num_layers": "num_layers",
+    "hidden_size": "hidden_size",
+    "num_attention_heads": "num_attention_heads",
+    "num_kv_heads": "num_kv_heads",
+    "head_dim": "head_dim",
+    "intermediate_size": "intermediate_size",
+    "vocab_size": "vocab_size",
+    "max_context_tokens": "max_position_embeddings",
+    "num_experts": "num_experts",
+    "experts_per_token": "experts_per_token",
+}
+
+
+DATASET = Path(__file__).resolve().parents[2] / "fixtures" / "sizing_dataset.json"
+
+
+@pytest.fixture(scope="module")
+def dataset_models():
+    data = json.loads(DATASET.read_text(encoding="utf-8"))
+    return {row["id"]: row for row in data["models"]}
+
+
+def test_every_required_model_is_a_preset_under_the_dataset_id():
+    presets = model_presets()
+
+    assert {model_id: presets[model_id].name for model_id in REQUIRED} == REQUIRED
+
+
+def test_preset_ids_are_the_dataset_model_ids(dataset_models):
+    assert set(model_presets()) == set(dataset_models)
+
+
+@pytest.mark.parametrize("model_id", sorted(REQUIRED))
+def test_config_fields_match_the_dataset_and_cite_the_hub_config(model_id, dataset_models):
+    preset, row = model_preset(model_id), dataset_models[model_id]
+
+    for field, dataset_field in CONFIG_FIELDS.items():
+        assert getattr(preset, field) == row[dataset_field], field
+    config_url = f"https://huggingface.co/{row['hf_repo']}/blob/main/config.json"
+    for field in (*CONFIG_FIELDS.values(), "tie_word_embeddings", "qkv_bias", "sliding_window"):
+        assert preset.sources[field].startswith(config_url), field
+    assert preset.sources["total_params"]
+    assert preset.sources["active_params"]
+
+
+@pytest.mark.parametrize("model_id", sorted(REQUIRED))
+def test_parameter_counts_match_the_dataset_to_half_a_million(model_id, dataset_models):
+    preset, row = model_preset(model_id), dataset_models[model_id]
+
+    assert abs(preset.total_params - row["total_params_b"] * 1e9) <= 0.5e6
+    assert abs(preset.active_params - row["active_params_b"] * 1e9) <= 0.5e6
+
+
+def test_llama3_8b_parameters_by_hand():
+    embeddings = 2 * 128_256 * 4_096  # embed + untied lm_head
+    attention = 4_096 * 4_096 + 2 * 4_096 * 1_024 + 4_096 * 4_096  # q, k, v, o
+    mlp = 3 * 4_096 * 14_336
+    layer = attention + mlp + 2 * 4_096
+    expected = embeddings + 32 * layer + 4_096
+
+    total, active = model_params_from_config(
+        num_layers=32,
+        hidden_size=4_096,
+        num_attention_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        intermediate_size=14_336,
+        vocab_size=128_256,
+    )
+
+    assert total == active == expected == 8_030_261_248
+
+
+def test_mixtral_counts_all_experts_in_total_and_two_in_active():
+    mixtral = model_preset("mixtral_8x7b")
+    per_expert = 32 * 3 * 4_096 * 14_336
+
+    assert mixtral.is_moe
+    assert mixtral.expert_params == 8 * per_expert
+    assert mixtral.total_params - mixtral.active_params == 6 * per_expert
+
+
+def test_mistral_keeps_its_sliding_window_and_the_others_have_none():
+    windows = {model_id: preset.sliding_window_tokens for model_id, preset in model_presets().items()}
+
+    assert windows.pop("mistral_7b") == 4_096
+    assert set(windows.values()) == {None}
+
+
+def test_unknown_model_is_a_clear_error():
+    with pytest.raises(SizingInputError) as error:
+        model_preset("gpt5")
+
+    assert error.value.data == {"reason": "unknown_model", "field": "model"}
+    assert "llama3_8b" in error.value.message
+
+
+def _custom(**changes):
+    fields = {
+        "id": "custom",
+        "name": "Custom",
+        "num_layers": 2,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_kv_heads": 2,
+        "head_dim": 16,
+        "intermediate_size": 128,
+        "vocab_size": 1_000,
+        "max_context_tokens": 2_048,
+        "total_params": 1_000_000,
+        "active_params": 1_000_000,
+    }
+    fields.update(changes)
+    return ModelArch(**fields)
+
+
+def test_a_custom_architecture_is_accepted():
+    assert _custom().attention_width == 64
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"num_layers": 0}, "not_positive"),
+        ({"hidden_size": -64}, "not_positive"),
+        ({"head_dim": 1.5}, "not_positive"),
+        ({"num_kv_heads": 3}, "inconsistent"),
+        ({"active_params": 2_000_000}, "inconsistent"),
+        ({"num_experts": 8}, "inconsistent"),
+        ({"num_experts": 2, "experts_per_token": 4}, "inconsistent"),
+    ],
+)
+def test_a_custom_architecture_with_bad_fields_is_refused(changes, reason):
+    with pytest.raises(SizingInputError) as error:
+        _custom(**changes)
+
+    assert error.value.data["reason"] == reason
