@@ -237,9 +237,17 @@ def team_list(*, user) -> QuerySet[Team]:
 
 
 def capacity_request_list(*, user) -> QuerySet[CapacityRequest]:
-    """Requests the user may see (their teams', or all for pool admins), related rows joined."""
+    """Requests the user may see (their teams', or all for pool admins), related rows joined,
+    the allocation's too (the API nests it with its team, pool and model slugs)."""
     qs = CapacityRequest.objects.select_related(
-        "team", "requested_by", "pool", "gpu_model", "decided_by", "allocation"
+        "team",
+        "requested_by",
+        "pool",
+        "gpu_model",
+        "decided_by",
+        "allocation__team",
+        "allocation__pool",
+        "allocation__gpu_model",
     )
     return qs if user.is_staff else qs.filter(team__memberships__user=user)
 

@@ -27,8 +27,12 @@ class RemoteError:
     source: str | None = None
 
     def __str__(self) -> str:
-        detail = f" ({self.description})" if self.description and self.description != self.text else ""
-        return f"{self.number}: {self.text}{detail}" if self.number is not None else self.text + detail
+        detail = (
+            f" ({self.description})" if self.description and self.description != self.text else ""
+        )
+        return (
+            f"{self.number}: {self.text}{detail}" if self.number is not None else self.text + detail
+        )
 
 
 class SchedulerError(Exception):

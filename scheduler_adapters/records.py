@@ -161,7 +161,9 @@ class JobRecord:
         """Allocated cards x elapsed seconds per GRES type; ``None`` when elapsed is unknown."""
         if self.elapsed_s is None:
             return None
-        return {gres_type: cards * self.elapsed_s for gres_type, cards in self.gpus_allocated.items()}
+        return {
+            gres_type: cards * self.elapsed_s for gres_type, cards in self.gpus_allocated.items()
+        }
 
 
 @dataclass(frozen=True)

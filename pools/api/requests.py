@@ -208,6 +208,7 @@ class AuditEventFilterSet(filters.FilterSet):
 class TeamViewSet(viewsets.ReadOnlyModelViewSet):
     """Teams the caller belongs to (all teams for pool admins)."""
 
+    queryset = Team.objects.none()  # for the schema; get_queryset scopes by user
     serializer_class = TeamSerializer
     lookup_field = "slug"
 
@@ -223,6 +224,7 @@ class CapacityRequestViewSet(
 ):
     """Capacity requests of the caller's teams; create, then submit / approve / reject / cancel."""
 
+    queryset = CapacityRequest.objects.none()  # for the schema; get_queryset scopes by user
     serializer_class = CapacityRequestSerializer
     filterset_class = CapacityRequestFilterSet
 
@@ -298,6 +300,7 @@ class CapacityRequestViewSet(
 class AllocationViewSet(viewsets.ReadOnlyModelViewSet):
     """Allocations of the caller's teams; release early or ask to extend."""
 
+    queryset = Allocation.objects.none()  # for the schema; get_queryset scopes by user
     serializer_class = AllocationSerializer
     filterset_class = AllocationFilterSet
 
@@ -330,6 +333,7 @@ class AllocationViewSet(viewsets.ReadOnlyModelViewSet):
 class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
     """Who changed what and when; filter by ``object_type`` and ``object_id``."""
 
+    queryset = AuditEvent.objects.none()  # for the schema; get_queryset scopes by user
     serializer_class = AuditEventSerializer
     filterset_class = AuditEventFilterSet
 

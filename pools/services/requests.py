@@ -98,7 +98,7 @@ def validate_request_fields(
         errors["gpu_model"] = "Choose a GPU model, or a minimum memory per card."
     if min_memory_gib is not None and min_memory_gib <= 0:
         errors["min_memory_gib"] = "The minimum memory must be positive."
-    if cuda_version and parse_cuda_version(cuda_version) is None:
+    if cuda_version and _cuda_or_none(cuda_version) is None:
         errors["cuda_version"] = "Write a CUDA version as MAJOR.MINOR, e.g. 12.4."
     if pool is not None and workload_kind in WorkloadKind.values:
         if pool.scheduler != SCHEDULER_OF_KIND[workload_kind]:
@@ -128,6 +128,14 @@ def validate_request_fields(
         most = max((o.usable for o in offered), default=0)
         errors["card_count"] = f"No eligible pool has {card_count} such cards (the most is {most})."
     return errors
+
+
+def _cuda_or_none(text: str) -> tuple[int, int] | None:
+    # parse_cuda_version raises on "twelve" or "12" and answers None for "N/A": both are unusable.
+    try:
+        return parse_cuda_version(text)
+    except ValueError:
+        return None
 
 
 def capacity_request_create(

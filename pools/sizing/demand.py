@@ -24,6 +24,14 @@ MAX_PEAK_REQUESTS_PER_S = 1e6
 SECONDS_PER_HOUR = 3600
 
 
+def _ceil(value: float) -> int:
+    # Float quotients like 0.3 / 0.1 land a hair above a whole number; that is the number.
+    nearest = round(value)
+    if abs(value - nearest) <= 1e-9 * abs(value):
+        return int(nearest)
+    return math.ceil(value)
+
+
 def _check_range(name: str, value: float, low: float, high: float, *, low_open: bool) -> None:
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if ok:
@@ -204,7 +212,7 @@ def cards_for_rate(*, equivalent_tok_s: float, per_card_tok_s: float) -> int:
     """
     _check_range("equivalent_tok_s", equivalent_tok_s, 0.0, 1e15, low_open=False)
     _check_range("per_card_tok_s", per_card_tok_s, 0.0, 1e12, low_open=True)
-    return math.ceil(equivalent_tok_s / per_card_tok_s - 1e-9)
+    return _ceil(equivalent_tok_s / per_card_tok_s)
 
 
 def replicas_for_demand(*, peak_requests_per_s: float, replica_requests_per_s: float) -> int:
@@ -215,4 +223,4 @@ def replicas_for_demand(*, peak_requests_per_s: float, replica_requests_per_s: f
     """
     _check_range("peak_requests_per_s", peak_requests_per_s, 0.0, 1e12, low_open=False)
     _check_range("replica_requests_per_s", replica_requests_per_s, 0.0, 1e12, low_open=True)
-    return max(1, math.ceil(peak_requests_per_s / replica_requests_per_s - 1e-9))
+    return max(1, _ceil(peak_requests_per_s / replica_requests_per_s))

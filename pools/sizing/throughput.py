@@ -347,10 +347,11 @@ def batch_for_request_rate(
 ) -> tuple[ThroughputEstimate, bool]:
     """The steady state of a replica fed ``requests_per_s`` (open loop, e.g. Poisson arrivals).
 
-    Solves Little's law, batch = rate × (TTFT + output tokens × TPOT(batch)), by bisection on
-    the batch in (0, ``max_batch``]. Returns ``(estimate, saturated)``: when the rate exceeds what
-    ``max_batch`` sequences deliver, the estimate at ``max_batch`` and ``True``. ``replica``
-    holds the other keyword arguments of :func:`replica_throughput`.
+    Solves Little's law for the sequences in decode, batch = rate × output tokens × TPOT(batch),
+    by bisection on the batch in (0, ``max_batch``]; the output rate is then rate × output
+    tokens (prefill is already amortised into the step). Returns ``(estimate, saturated)``: when
+    the rate exceeds what ``max_batch`` sequences deliver, the estimate at ``max_batch`` and
+    ``True``. ``replica`` holds the other keyword arguments of :func:`replica_throughput`.
     """
     if not requests_per_s > 0 or requests_per_s == float("inf"):
         raise SizingInputError(
@@ -362,10 +363,7 @@ def batch_for_request_rate(
 
     def excess(batch: float) -> tuple[float, ThroughputEstimate]:
         estimate = replica_throughput(batch=batch, **replica)
-        latency_s = (estimate.ttft_ms or estimate.step_ms) / 1e3 + output_tokens * (
-            estimate.tpot_ms / 1e3
-        )
-        return requests_per_s * latency_s - batch, estimate
+        return requests_per_s * output_tokens * estimate.tpot_ms / 1e3 - batch, estimate
 
     top_excess, top = excess(max_batch)
     if top_excess > 0 or top.requests_per_s < requests_per_s:

@@ -210,7 +210,9 @@ class SlurmRestAdapter:
     # ------------------------------------------------------------------ operations
 
     def list_nodes(self) -> ParseResult:
-        """``GET /slurm/<v>/nodes`` read by :func:`~scheduler_adapters.slurm.nodes.parse_slurm_nodes`."""
+        """``GET /slurm/<v>/nodes``, read by
+        :func:`scheduler_adapters.slurm.nodes.parse_slurm_nodes` (one GPU per card of each
+        node's ``gres``, model = GRES type)."""
         reply = self._request("list_nodes", "GET", self._dialect.NODES)
         return parse_slurm_nodes(reply.payload)
 
@@ -226,8 +228,12 @@ class SlurmRestAdapter:
         reply = self._request(
             operation, "GET", self._dialect.account_path(account), handles={_NOTHING_FOUND}
         )
-        current = None if reply.errors else self._dialect.read_account(reply.payload)
-        if current != (description, organization):
+        found = (
+            None
+            if reply.errors
+            else self._dialect.read_account(reply.payload, cluster=self._cluster)
+        )
+        if found is None or found[:2] != (description, organization):
             self._request(
                 operation,
                 "POST",
@@ -237,7 +243,7 @@ class SlurmRestAdapter:
                 ),
             )
             changed = True
-        if self._account_association(operation, account) is None:
+        if found is None or not found[2]:
             self._create_account_association(operation, account)
             changed = True
         return changed
@@ -261,7 +267,9 @@ class SlurmRestAdapter:
         )
         if reply.errors:
             # only when missing: re-posting an existing user could reset its admin level
-            self._request(operation, "POST", self._dialect.USERS, body=self._dialect.user_body(user))
+            self._request(
+                operation, "POST", self._dialect.USERS, body=self._dialect.user_body(user)
+            )
         self._request(
             operation,
             "POST",
@@ -397,7 +405,9 @@ class SlurmRestAdapter:
         )
         if reply.errors:
             return ()
-        return tuple(sorted(self._dialect.read_accounting_jobs(reply.payload), key=lambda j: j.job_id))
+        return tuple(
+            sorted(self._dialect.read_accounting_jobs(reply.payload), key=lambda j: j.job_id)
+        )
 
     # ------------------------------------------------------------------ associations
 
@@ -724,7 +734,11 @@ def _remote_error(entry: Any) -> RemoteError:
     if not isinstance(entry, dict):
         return RemoteError(None, str(entry))
     number = next(
-        (entry[key] for key in ("error_number", "error_code", "errno") if isinstance(entry.get(key), int)),
+        (
+            entry[key]
+            for key in ("error_number", "error_code", "errno")
+            if isinstance(entry.get(key), int)
+        ),
         None,
     )
     description = entry.get("description")

@@ -65,7 +65,9 @@ def user_path(name: str) -> str:
 
 def account_body(account: str, *, description: str, organization: str) -> dict[str, Any]:
     """``POST /accounts``: an upsert of the account record only (no association)."""
-    return {"accounts": [{"name": account, "description": description, "organization": organization}]}
+    return {
+        "accounts": [{"name": account, "description": description, "organization": organization}]
+    }
 
 
 def account_association_body(account: str, *, cluster: str, parent: str) -> dict[str, Any]:
@@ -83,7 +85,9 @@ def user_body(user: str) -> dict[str, Any]:
     return {"users": [{"name": user}]}
 
 
-def user_association_body(account: str, user: str, *, cluster: str, partition: str) -> dict[str, Any]:
+def user_association_body(
+    account: str, user: str, *, cluster: str, partition: str
+) -> dict[str, Any]:
     return {
         "associations": [
             {"account": account, "cluster": cluster, "user": user, "partition": partition}
@@ -100,14 +104,20 @@ def grp_tres_body(account: str, *, cluster: str, grp_tres: Mapping[str, int]) ->
     -1 entries instead of an empty list.
     """
     if not grp_tres:
-        raise ValueError("GrpTRES modify needs at least one entry (an empty list crashes slurmrestd)")
+        raise ValueError(
+            "GrpTRES modify needs at least one entry (an empty list crashes slurmrestd)"
+        )
     return {
         "associations": [
             {
                 "account": account,
                 "cluster": cluster,
                 "user": "",
-                "max": {"tres": {"total": [_tres_entry(name, count) for name, count in grp_tres.items()]}},
+                "max": {
+                    "tres": {
+                        "total": [_tres_entry(name, count) for name, count in grp_tres.items()]
+                    }
+                },
             }
         ]
     }
@@ -119,7 +129,7 @@ def _tres_entry(name: str, count: int) -> dict[str, Any]:
 
 
 def job_submit_body(spec: JobSpec) -> dict[str, Any]:
-    """``POST /job/submit`` (sbatch). ``environment`` is required by 22.05 (error 2127 if absent)."""
+    """``POST /job/submit`` (sbatch). 22.05 requires ``environment`` (error 2127 without it)."""
     job: dict[str, Any] = {
         "name": spec.name,
         "account": spec.account,
@@ -175,17 +185,28 @@ def read_submitted_job_id(payload: Mapping[str, Any]) -> int:
     return _int(payload, "job_id", "job_id")
 
 
-def read_account(payload: Mapping[str, Any]) -> tuple[str | None, str | None] | None:
-    """``GET /account/{name}`` -> ``(description, organization)``; ``None`` when not listed."""
+def read_account(
+    payload: Mapping[str, Any], *, cluster: str
+) -> tuple[str | None, str | None, bool] | None:
+    """``GET /account/{name}`` -> ``(description, organization, has its own association on
+    cluster)``; ``None`` when no account is listed."""
     accounts = _list(payload, "accounts", "accounts")
     if not accounts:
         return None
     entry = accounts[0]
     if not isinstance(entry, dict):
         raise _unexpected("accounts[0]", "an object", entry)
+    associations = entry.get("associations") or []
+    if not isinstance(associations, list):
+        raise _unexpected("accounts[0].associations", "a list", associations)
+    own = any(
+        isinstance(a, dict) and a.get("cluster") == cluster and not a.get("user")
+        for a in associations
+    )
     return (
         _optional_str(entry, "description", "accounts[0].description"),
         _optional_str(entry, "organization", "accounts[0].organization"),
+        own,
     )
 
 
@@ -200,7 +221,9 @@ def read_partition_gpus(payload: Mapping[str, Any]) -> dict[str, dict[str, int]]
         name = _str(entry, "name", f"{path}.name")
         tres = _tres_string(entry.get("tres"), f"{path}.tres")
         result[name] = {
-            gres_type: cards for gres_type, cards in _gpu_counts(tres).items() if gres_type is not None
+            gres_type: cards
+            for gres_type, cards in _gpu_counts(tres).items()
+            if gres_type is not None
         }
     return result
 

@@ -851,6 +851,9 @@ def test_the_sweep_provisions_expires_and_ends_with_a_fixed_clock(team, infer_po
     assert [status[a.pk] for a in (over, never_started)] == ["ended", "ended"]
     assert [a for a, *_ in trail(opened)] == ["allocation.provisioning", "allocation.active"]
     assert trail(over) == [("allocation.ended", None, "active", "ended", "window ended")]
+    assert trail(ending) == [
+        ("allocation.expiring", None, "active", "expiring", "ends within 3 days")
+    ]
     assert Allocation.objects.get(pk=ending.pk).expiry_notified_at == NOW
 
     events = AuditEvent.objects.count()

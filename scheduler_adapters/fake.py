@@ -1,0 +1,369 @@
+"""``FakeScheduler``: an in-memory :class:`~scheduler_adapters.base.SchedulerAdapter` that
+behaves like the Slurm adapter, for fast unit tests.
+
+Same idempotency, same errors (with the Slurm error numbers the real cluster gives), and a
+small scheduler: on every call, running jobs past their time limit end as TIMEOUT and pending
+jobs start in id order when their account's GPU limit (reason ``AssocGrpGRES``) and the
+partition's free cards (reason ``Resources``) allow. Jobs run until cancelled, until
+:meth:`FakeScheduler.finish_job`, or until their time limit passes on ``clock``.
+
+Failure switches, for the errors a caller must survive:
+
+- ``down = True``: every call raises :class:`SchedulerUnavailable` (connection refused);
+- ``timeout = True``: every call raises :class:`SchedulerUnavailable` (timed out);
+- ``expire_token()``: the next call meets an expired token; like the real adapter it renews it
+  once and succeeds (``token_renewals`` counts this);
+- ``auth_broken = True``: every call raises :class:`SchedulerAuthError` (renewing did not help);
+- ``reject_next(number, text)``: the next call raises :class:`SchedulerRejected` carrying it;
+- ``fail_next(error)``: the next call raises ``error``.
+
+``calls`` lists the operations called, in order, for idempotency assertions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from scheduler_adapters.errors import (
+    NotFound,
+    RemoteError,
+    SchedulerAuthError,
+    SchedulerError,
+    SchedulerRejected,
+    SchedulerUnavailable,
+)
+from scheduler_adapters.records import (
+    GRES_TYPE,
+    GpuLimit,
+    JobRecord,
+    JobSpec,
+    JobState,
+    check_name,
+)
+from scheduler_adapters.types import (
+    GpuHealth,
+    GpuSnapshot,
+    InventorySource,
+    NodeSnapshot,
+    NodeState,
+    ParseResult,
+)
+
+DEFAULT_PARTITIONS: Mapping[str, Mapping[str, int]] = {"gpu": {"a100": 4, "rtx4090": 2}}
+"""The test cluster of ``scripts/services/slurm.sh``: partition ``gpu`` with 4 a100, 2 rtx4090."""
+
+_REJECTIONS = {
+    2000: "Invalid partition name specified",
+    2014: "Requested node configuration is not available",
+    2045: "Invalid account or account/partition combination specified",
+}
+
+
+@dataclass
+class _Account:
+    description: str
+    organization: str
+    grp_tres: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Job:
+    spec: JobSpec
+    job_id: int
+    gres_type: str | None  # the type it gets: requested, or the first that fits when untyped
+    state: JobState
+    reason: str | None
+    submit: datetime
+    start: datetime | None = None
+    end: datetime | None = None
+
+
+class FakeScheduler:
+    """In-memory Slurm-like scheduler. ``partitions`` maps partition -> GRES type -> cards
+    (one fake node per partition and type); ``clock`` returns aware datetimes."""
+
+    def __init__(
+        self,
+        partitions: Mapping[str, Mapping[str, int]] = DEFAULT_PARTITIONS,
+        *,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.partitions = {name: dict(types) for name, types in partitions.items()}
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.accounts: dict[str, _Account] = {}
+        self.associations: set[tuple[str, str, str]] = set()
+        self.jobs: dict[int, _Job] = {}
+        self.calls: list[str] = []
+        self.down = False
+        self.timeout = False
+        self.auth_broken = False
+        self.token_renewals = 0
+        self._token_expired = False
+        self._next_failure: SchedulerError | None = None
+        self._next_job_id = 1
+        self._closed = False
+
+    # ------------------------------------------------------------------ failure switches
+
+    def expire_token(self) -> None:
+        self._token_expired = True
+
+    def reject_next(self, number: int, text: str = "rejected by the fake") -> None:
+        self._next_failure = SchedulerRejected(
+            "Slurm refused the request", errors=(RemoteError(number, text),), http_status=500
+        )
+
+    def fail_next(self, error: SchedulerError) -> None:
+        self._next_failure = error
+
+    def finish_job(self, job_id: int, state: JobState = JobState.COMPLETED) -> None:
+        """End a running job as if its script exited (test hook, not part of the Protocol)."""
+        self._advance()
+        job = self.jobs[job_id]
+        if job.state is JobState.RUNNING:
+            job.state, job.reason, job.end = state, None, self.clock()
+        self._advance()
+
+    # ------------------------------------------------------------------ Protocol
+
+    def list_nodes(self) -> ParseResult:
+        self._enter("list_nodes")
+        nodes = []
+        for partition, types in sorted(self.partitions.items()):
+            for gres_type, cards in sorted(types.items()):
+                nodes.append(
+                    NodeSnapshot(
+                        hostname=f"fake-{partition}-{gres_type}",
+                        source=InventorySource.SLURM,
+                        gpus=tuple(
+                            GpuSnapshot(index=i, model_name=gres_type, health=GpuHealth.UNKNOWN)
+                            for i in range(cards)
+                        ),
+                        state=NodeState.UP,
+                        partitions=(partition,),
+                    )
+                )
+        return ParseResult(nodes=tuple(nodes))
+
+    def ensure_account(self, account: str, *, description: str, organization: str) -> bool:
+        check_name("account", account)
+        self._enter("ensure_account")
+        existing = self.accounts.get(account)
+        if existing is None:
+            self.accounts[account] = _Account(description, organization)
+            return True
+        if (existing.description, existing.organization) == (description, organization):
+            return False
+        existing.description, existing.organization = description, organization
+        return True
+
+    def ensure_user_association(self, account: str, user: str, partition: str) -> bool:
+        check_name("account", account)
+        check_name("user", user)
+        check_name("partition", partition, GRES_TYPE)
+        operation = "ensure_user_association"
+        self._enter(operation)
+        if partition not in self.partitions:
+            raise NotFound("partition", partition, operation=operation)
+        if account not in self.accounts:
+            raise NotFound("account", account, operation=operation)
+        key = (account, user, partition)
+        if key in self.associations:
+            return False
+        self.associations.add(key)
+        return True
+
+    def set_gpu_limit(self, limit: GpuLimit) -> bool:
+        operation = "set_gpu_limit"
+        self._enter(operation)
+        if limit.partition is not None:
+            if limit.partition not in self.partitions:
+                raise NotFound("partition", limit.partition, operation=operation)
+            if limit.gres_type not in self.partitions[limit.partition]:
+                raise SchedulerRejected(
+                    f"partition {limit.partition!r} has no GPUs of type {limit.gres_type!r}",
+                    operation=operation,
+                )
+        account = self.accounts.get(limit.account)
+        if account is None:
+            raise NotFound("account", limit.account, operation=operation)
+        key = f"gres/gpu:{limit.gres_type}"
+        if account.grp_tres.get(key) == limit.cards:
+            return False
+        account.grp_tres[key] = limit.cards
+        self._advance()
+        return True
+
+    def remove_gpu_limit(self, account: str, partition: str | None, gres_type: str) -> bool:
+        check_name("account", account)
+        check_name("GRES type", gres_type, GRES_TYPE)
+        self._enter("remove_gpu_limit")
+        found = self.accounts.get(account)
+        if found is None or found.grp_tres.pop(f"gres/gpu:{gres_type}", None) is None:
+            return False
+        self._advance()
+        return True
+
+    def get_gpu_limits(self, account: str) -> tuple[GpuLimit, ...]:
+        check_name("account", account)
+        operation = "get_gpu_limits"
+        self._enter(operation)
+        found = self.accounts.get(account)
+        if found is None:
+            raise NotFound("account", account, operation=operation)
+        limits = []
+        for name, cards in sorted(found.grp_tres.items()):
+            gres_type = name.removeprefix("gres/gpu:")
+            offering = [p for p, types in self.partitions.items() if gres_type in types]
+            limits.append(
+                GpuLimit(account, offering[0] if len(offering) == 1 else None, gres_type, cards)
+            )
+        return tuple(limits)
+
+    def submit_job(self, spec: JobSpec) -> int:
+        operation = "submit_job"
+        self._enter(operation)
+        if spec.partition not in self.partitions:
+            raise self._rejection(operation, 2000)
+        if spec.account not in self.accounts or (
+            (spec.account, spec.user, spec.partition) not in self.associations
+        ):
+            raise self._rejection(operation, 2045)
+        types = self.partitions[spec.partition]
+        if spec.gpus and (
+            (spec.gres_type is not None and spec.gpus > types.get(spec.gres_type, 0))
+            or (spec.gres_type is None and spec.gpus > max(types.values(), default=0))
+        ):
+            raise self._rejection(operation, 2014)
+        job_id = self._next_job_id
+        self._next_job_id += 1
+        gres_type = spec.gres_type
+        if spec.gpus and gres_type is None:
+            gres_type = next(t for t, cards in sorted(types.items()) if cards >= spec.gpus)
+        self.jobs[job_id] = _Job(spec, job_id, gres_type, JobState.PENDING, None, self.clock())
+        self._advance()
+        return job_id
+
+    def cancel_job(self, job_id: int) -> None:
+        operation = "cancel_job"
+        self._enter(operation)
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise NotFound("job", job_id, operation=operation)
+        if not job.state.finished:
+            job.state, job.reason, job.end = JobState.CANCELLED, None, self.clock()
+        self._advance()
+
+    def get_job(self, job_id: int) -> JobRecord:
+        operation = "get_job"
+        self._enter(operation)
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise NotFound("job", job_id, operation=operation)
+        return self._record(job)
+
+    def jobs_from_accounting(
+        self, start: datetime, end: datetime, *, accounts: Sequence[str] | None = None
+    ) -> tuple[JobRecord, ...]:
+        if start.tzinfo is None or end.tzinfo is None:
+            raise ValueError("start and end must be aware datetimes")
+        if end < start:
+            raise ValueError("end is before start")
+        names = {check_name("account", name) for name in accounts} if accounts else None
+        self._enter("jobs_from_accounting")
+        return tuple(
+            self._record(job)
+            for job_id, job in sorted(self.jobs.items())
+            if job.submit <= end
+            and (job.end is None or job.end >= start)
+            and (names is None or job.spec.account in names)
+        )
+
+    def close(self) -> None:
+        self._closed = True
+
+    # ------------------------------------------------------------------ internals
+
+    def _enter(self, operation: str) -> None:
+        self.calls.append(operation)
+        if self.down:
+            raise SchedulerUnavailable("connection refused (fake)", operation=operation)
+        if self.timeout:
+            raise SchedulerUnavailable("timed out (fake)", operation=operation)
+        if self.auth_broken:
+            raise SchedulerAuthError(
+                "slurmrestd refused a freshly issued token (fake)", operation=operation
+            )
+        if self._token_expired:
+            self._token_expired = False
+            self.token_renewals += 1
+        if self._next_failure is not None:
+            failure, self._next_failure = self._next_failure, None
+            failure.operation = failure.operation or operation
+            raise failure
+        self._advance()
+
+    def _rejection(self, operation: str, number: int) -> SchedulerRejected:
+        return SchedulerRejected(
+            "Slurm refused the request",
+            operation=operation,
+            errors=(RemoteError(number, _REJECTIONS[number]),),
+            http_status=500,
+        )
+
+    def _advance(self) -> None:
+        now = self.clock()
+        for job in self.jobs.values():
+            if job.state is JobState.RUNNING and job.start is not None:
+                limit_end = job.start + timedelta(minutes=job.spec.time_limit_min)
+                if now >= limit_end:
+                    job.state, job.reason, job.end = JobState.TIMEOUT, None, limit_end
+        for job in sorted(self.jobs.values(), key=lambda j: j.job_id):
+            if job.state is JobState.PENDING:
+                reason = self._blocker(job)
+                if reason is None:
+                    job.state, job.reason, job.start = JobState.RUNNING, None, now
+                else:
+                    job.reason = reason
+
+    def _blocker(self, job: _Job) -> str | None:
+        spec = job.spec
+        if not spec.gpus:
+            return None
+        running = [
+            j
+            for j in self.jobs.values()
+            if j.state is JobState.RUNNING and j.gres_type == job.gres_type
+        ]
+        limit = self.accounts[spec.account].grp_tres.get(f"gres/gpu:{job.gres_type}")
+        used_by_account = sum(j.spec.gpus for j in running if j.spec.account == spec.account)
+        if limit is not None and used_by_account + spec.gpus > limit:
+            return "AssocGrpGRES"
+        used = sum(j.spec.gpus for j in running if j.spec.partition == spec.partition)
+        if used + spec.gpus > self.partitions[spec.partition].get(job.gres_type or "", 0):
+            return "Resources"
+        return None
+
+    def _record(self, job: _Job) -> JobRecord:
+        spec = job.spec
+        requested = {spec.gres_type: spec.gpus} if spec.gpus else {}
+        allocated = {job.gres_type: spec.gpus} if spec.gpus else {}
+        started = job.start is not None
+        now = self.clock()
+        return JobRecord(
+            job_id=job.job_id,
+            name=spec.name,
+            account=spec.account,
+            user=spec.user,
+            partition=spec.partition,
+            state=job.state,
+            state_reason=job.reason,
+            gpus_requested=requested,
+            gpus_allocated=allocated if started else {},
+            submit=job.submit,
+            start=job.start,
+            end=job.end,
+            elapsed_s=int(((job.end or now) - job.start).total_seconds()) if started else 0,
+        )

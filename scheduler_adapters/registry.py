@@ -1,0 +1,149 @@
+"""Build a :class:`~scheduler_adapters.base.SchedulerAdapter` from a plain settings dict.
+
+No Django here: the portal passes ``settings.SCHEDULERS["slurm"]`` (or any mapping). Keys,
+upper case like Django's ``DATABASES``:
+
+==================== ============================================================ ==========
+key                  meaning                                                      default
+==================== ============================================================ ==========
+BACKEND              ``"slurm"`` (slurmrestd) or ``"fake"`` (in memory)           required
+URL                  slurmrestd base URL, ``http://127.0.0.1:6820``               required*
+USER                 admin identity (AdminLevel=Administrator in slurmdbd)        required*
+CLUSTER              Slurm ClusterName                                            required*
+JWT_KEY_PATH         HS256 key file: tokens are minted here                       one of*
+TOKEN                a fixed token for every user (e.g. a SlurmUser token)        one of*
+TOKEN_LIFESPAN_S     lifespan of minted tokens                                    900
+API_VERSION          ``"v0.0.38"``; discovered from the server when absent        None
+TIMEOUT_S            read timeout per request (keep above slurmrestd's ~9 s)       30
+CONNECT_TIMEOUT_S    connect timeout                                              5
+PARENT_ACCOUNT       parent of team accounts                                      ``root``
+SENTINEL_ACCOUNT     empty sibling account for the 22.05 modify bug               ``zz-portal-sentinel``
+TIME_ZONE            time zone of the slurmdbd host (accounting query times)      ``UTC``
+SACCTMGR             ``{"ENABLED": bool, "PATH": str, "TIMEOUT_S": float}``       disabled
+PARTITIONS           fake only: ``{partition: {gres_type: cards}}``               test cluster
+==================== ============================================================ ==========
+
+(* slurm backend only.) :func:`slurm_settings_from_env` reads the same names the test
+cluster's env file (``scripts/services/slurm.sh``) writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from scheduler_adapters.base import SchedulerAdapter
+from scheduler_adapters.fake import DEFAULT_PARTITIONS, FakeScheduler
+from scheduler_adapters.slurm.client import SlurmRestAdapter
+from scheduler_adapters.slurm.sacctmgr import SacctmgrFallback
+
+_SLURM_KEYS = {
+    "BACKEND",
+    "URL",
+    "USER",
+    "CLUSTER",
+    "JWT_KEY_PATH",
+    "TOKEN",
+    "TOKEN_LIFESPAN_S",
+    "API_VERSION",
+    "TIMEOUT_S",
+    "CONNECT_TIMEOUT_S",
+    "PARENT_ACCOUNT",
+    "SENTINEL_ACCOUNT",
+    "TIME_ZONE",
+    "SACCTMGR",
+}
+_FAKE_KEYS = {"BACKEND", "PARTITIONS"}
+_SACCTMGR_KEYS = {"ENABLED", "PATH", "TIMEOUT_S"}
+
+
+def build_scheduler_adapter(settings: Mapping[str, Any]) -> SchedulerAdapter:
+    """Return the adapter ``settings`` describe; ``ValueError`` names a missing or unknown key
+    (a typo must not silently fall back to a default)."""
+    backend = settings.get("BACKEND")
+    if backend == "fake":
+        _check_keys(settings, _FAKE_KEYS)
+        return FakeScheduler(settings.get("PARTITIONS") or DEFAULT_PARTITIONS)
+    if backend != "slurm":
+        raise ValueError(f"BACKEND must be 'slurm' or 'fake', got {backend!r}")
+    _check_keys(settings, _SLURM_KEYS)
+    for key in ("URL", "USER", "CLUSTER"):
+        if not settings.get(key):
+            raise ValueError(f"Slurm adapter settings need {key}")
+    key_path, token = settings.get("JWT_KEY_PATH"), settings.get("TOKEN")
+    if bool(key_path) == bool(token):
+        raise ValueError("Slurm adapter settings need exactly one of JWT_KEY_PATH and TOKEN")
+    credentials: dict[str, Any]
+    if key_path:
+        credentials = {"jwt_key": Path(key_path).read_bytes()}
+    else:
+        fixed = str(token)
+        credentials = {"token_provider": lambda _user: fixed}
+    return SlurmRestAdapter(
+        url=settings["URL"],
+        user=settings["USER"],
+        cluster=settings["CLUSTER"],
+        token_lifespan_s=int(settings.get("TOKEN_LIFESPAN_S", 900)),
+        api_version=settings.get("API_VERSION") or None,
+        timeout_s=float(settings.get("TIMEOUT_S", 30)),
+        connect_timeout_s=float(settings.get("CONNECT_TIMEOUT_S", 5)),
+        parent_account=settings.get("PARENT_ACCOUNT", "root"),
+        sentinel_account=settings.get("SENTINEL_ACCOUNT", "zz-portal-sentinel"),
+        time_zone=settings.get("TIME_ZONE", "UTC"),
+        sacctmgr=_sacctmgr(settings.get("SACCTMGR"), settings["CLUSTER"]),
+        **credentials,
+    )
+
+
+def slurm_settings_from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    """Settings for the slurm backend from environment-style names: ``SLURMRESTD_URL``,
+    ``SLURM_ADMIN_USER``, ``SLURM_CLUSTER``, ``SLURM_JWT_KEY`` (key path) or
+    ``SLURM_JWT`` (token), ``SLURM_API_VERSION``, ``SLURM_TIME_ZONE``, ``SLURM_SACCTMGR``
+    (``1`` enables the fallback)."""
+    settings: dict[str, Any] = {
+        "BACKEND": "slurm",
+        "URL": env.get("SLURMRESTD_URL", ""),
+        "USER": env.get("SLURM_ADMIN_USER", ""),
+        "CLUSTER": env.get("SLURM_CLUSTER", ""),
+        "API_VERSION": env.get("SLURM_API_VERSION") or None,
+        "TIME_ZONE": env.get("SLURM_TIME_ZONE", "UTC"),
+        "SACCTMGR": {"ENABLED": env.get("SLURM_SACCTMGR", "") in ("1", "true", "yes")},
+    }
+    if env.get("SLURM_JWT_KEY"):
+        settings["JWT_KEY_PATH"] = env["SLURM_JWT_KEY"]
+    elif env.get("SLURM_JWT"):
+        settings["TOKEN"] = env["SLURM_JWT"]
+    return settings
+
+
+def read_env_file(path: str | Path) -> dict[str, str]:
+    """``KEY=value`` lines (``#`` comments, optional double quotes), as written by
+    ``scripts/services/slurm.sh``."""
+    values: dict[str, str] = {}
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        values[key.strip()] = value.strip().strip('"')
+    return values
+
+
+def _sacctmgr(config: Mapping[str, Any] | None, cluster: str) -> SacctmgrFallback | None:
+    if not config:
+        return None
+    _check_keys(config, _SACCTMGR_KEYS, where="SACCTMGR")
+    if not config.get("ENABLED"):
+        return None
+    return SacctmgrFallback(
+        cluster=cluster,
+        executable=config.get("PATH", "sacctmgr"),
+        timeout_s=float(config.get("TIMEOUT_S", 30)),
+    )
+
+
+def _check_keys(settings: Mapping[str, Any], allowed: set[str], where: str = "settings") -> None:
+    unknown = set(settings) - allowed
+    if unknown:
+        raise ValueError(f"unknown scheduler {where} keys: {', '.join(sorted(unknown))}")

@@ -1,0 +1,284 @@
+"""Plans over GPU models: rows, replicas and cards, cost, warnings and the recommendation."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+import pytest
+
+from pools.sizing import SizingInputError
+from pools.sizing.demand import demand_from_output_rate, demand_from_traffic
+from pools.sizing.gpus import gpu_spec, gpu_specs_from_catalogue
+from pools.sizing.plan import (
+    HOURS_PER_MONTH,
+    estimate_from_fields,
+    estimate_replica,
+    monthly_cost,
+    replica_estimate_as_dict,
+    sizing_plan,
+)
+from pools.sizing.presets import model_preset, model_presets
+
+PRICES = {
+    "h100_sxm": Decimal("2.50"),
+    "a100_80g_sxm": Decimal("1.60"),
+    "rtx4090": Decimal("0.40"),
+    "rtx2080s": Decimal("0.10"),
+}
+
+
+def test_monthly_cost_is_cards_times_price_times_hours():
+    assert HOURS_PER_MONTH == Decimal(8_760) / 12
+    assert monthly_cost(cards=463, price_per_card_hour=Decimal("2.50")) == Decimal("844975.00")
+    assert monthly_cost(
+        cards=3, price_per_card_hour=Decimal("1.005"), hours_per_month=Decimal("1")
+    ) == Decimal("3.02")  # 3.015 rounds half up
+    assert monthly_cost(cards=3, price_per_card_hour=None) is None
+
+
+def test_negative_money_is_refused():
+    with pytest.raises(SizingInputError):
+        monthly_cost(cards=1, price_per_card_hour=Decimal("-1"))
+
+
+@pytest.fixture(scope="module")
+def plan():
+    gpus = gpu_specs_from_catalogue()
+    return sizing_plan(
+        model=model_preset("llama3_8b"),
+        gpus=[gpus[slug] for slug in ("h100_sxm", "a100_80g_sxm", "rtx4090", "rtx2080s")],
+        precision="FP16",
+        kv_cache_dtype="FP16",
+        input_tokens=1_000,
+        output_tokens=200,
+        demand=demand_from_output_rate(output_tok_s=2_000, input_tokens=1_000, output_tokens=200),
+        tpot_target_ms=50,
+        ttft_target_ms=2_000,
+        free_cards={"h100_sxm": 0, "a100_80g_sxm": 100},
+        prices=PRICES,
+    )
+
+
+def test_cards_are_replicas_times_tp_with_replicas_covering_the_peak(plan):
+    for row in plan.rows:
+        if row.cards is None:
+            continue
+        assert row.replicas == max(1, math.ceil(10.0 / row.replica_requests_per_s))
+        assert row.cards == row.replicas * row.tp
+        assert row.monthly_cost == Decimal(row.cards) * PRICES[row.gpu_slug] * Decimal(730)
+
+
+def test_rows_meeting_targets_stay_within_them(plan):
+    for row in plan.rows:
+        if row.meets_targets:
+            assert row.estimate.throughput.tpot_ms <= 50
+            assert row.estimate.throughput.ttft_ms <= 2_000
+            assert row.estimate.batch_limit == "targets"
+
+
+def test_the_recommendation_is_the_cheapest_row_that_meets_the_targets(plan):
+    meeting = [row for row in plan.rows if row.meets_targets]
+
+    assert plan.recommended.monthly_cost == min(row.monthly_cost for row in meeting)
+    assert plan.rows[0] is plan.recommended
+
+
+def test_the_free_capacity_option_only_uses_free_cards(plan):
+    by_slug = {row.gpu_slug: row for row in plan.rows}
+
+    assert by_slug["h100_sxm"].fits_free_capacity is False
+    assert "fewer_free_cards" in [w.code for w in by_slug["h100_sxm"].warnings]
+    assert plan.recommended_in_free_capacity.gpu_slug == "a100_80g_sxm"
+
+
+def test_a_card_too_small_is_a_row_with_the_reason(plan):
+    row = {row.gpu_slug: row for row in plan.rows}["rtx2080s"]
+
+    assert (row.cards, row.monthly_cost, row.meets_targets) == (None, None, False)
+    assert [w.code for w in row.warnings] == ["does_not_fit"]
+    assert plan.rows[-1] is row
+
+
+def test_the_seeds_rule_is_shown_next_to_the_model():
+    demand = demand_from_traffic(
+        requests_per_day=100_000, peak_hours=4, input_tokens=5_000, output_tokens=1_500
+    )
+
+    result = sizing_plan(
+        model=model_preset("llama3_8b"),
+        gpus=[gpu_spec("h100_sxm")],
+        precision="FP16",
+        kv_cache_dtype=None,
+        input_tokens=5_000,
+        output_tokens=1_500,
+        demand=demand,
+        seed_per_card_tok_s=60,
+    )
+    row = result.rows[0]
+
+    assert result.seed_rule_cards == 463
+    assert row.per_card_equivalent_tok_s == pytest.approx(
+        row.replica_requests_per_s * 4_000 / row.tp
+    )
+    assert row.per_card_equivalent_tok_s > 60  # batching beats the seeds' per-card figure
+
+
+def test_tensor_parallel_consumer_cards_are_warned_about_pcie():
+    result = sizing_plan(
+        model=model_preset("llama3_70b"),
+        gpus=[gpu_spec("rtx4090")],
+        precision="FP16",
+        kv_cache_dtype=None,
+        input_tokens=500,
+        output_tokens=200,
+    )
+    row = result.rows[0]
+
+    assert (row.min_fit_tp, row.tp, row.replicas, row.cards) == (8, 8, 1, 8)
+    assert "no_nvlink_tp" in [w.code for w in row.warnings]
+    assert "PCIe" in row.warnings[0].message
+
+
+def test_an_unreachable_tpot_target_is_flagged_and_not_recommended():
+    result = sizing_plan(
+        model=model_preset("llama3_70b"),
+        gpus=[gpu_spec("a100_80g_sxm")],
+        precision="FP16",
+        kv_cache_dtype=None,
+        input_tokens=500,
+        output_tokens=200,
+        tpot_target_ms=1,
+    )
+    row = result.rows[0]
+
+    assert not row.meets_targets
+    assert row.tp == row.min_fit_tp == 2
+    assert "tpot_over_target" in [w.code for w in row.warnings]
+    assert result.recommended is None
+
+
+def test_a_card_without_bandwidth_is_listed_as_not_estimable():
+    result = sizing_plan(
+        model=model_preset("llama3_8b"),
+        gpus=[gpu_spec("h800_pcie")],
+        precision="FP16",
+        kv_cache_dtype=None,
+        input_tokens=500,
+        output_tokens=200,
+    )
+
+    assert [w.code for w in result.rows[0].warnings] == ["cannot_estimate"]
+
+
+def test_a_context_above_the_model_maximum_is_refused():
+    with pytest.raises(SizingInputError) as error:
+        sizing_plan(
+            model=model_preset("llama2_7b"),
+            gpus=[gpu_spec("h100_sxm")],
+            precision="FP16",
+            kv_cache_dtype=None,
+            input_tokens=4_000,
+            output_tokens=100,
+        )
+
+    assert error.value.data["reason"] == "context_too_long"
+
+
+def test_estimate_replica_counts_every_replica():
+    one = estimate_replica(
+        model=model_preset("llama3_8b"),
+        gpu=gpu_spec("h100_sxm"),
+        precision="FP16",
+        kv_cache_dtype=None,
+        tp=2,
+        input_tokens=1_000,
+        output_tokens=1_000,
+    )
+    two = estimate_replica(
+        model=model_preset("llama3_8b"),
+        gpu=gpu_spec("h100_sxm"),
+        precision="FP16",
+        kv_cache_dtype=None,
+        tp=2,
+        gpu_count=4,
+        input_tokens=1_000,
+        output_tokens=1_000,
+    )
+
+    assert two.replicas == 2
+    assert two.output_tok_s_total == pytest.approx(2 * one.output_tok_s_total)
+    assert one.batch_limit == "engine"  # vLLM's 256 sequences, well below what fits
+    assert one.throughput.batch == 256
+
+
+def test_a_model_that_does_not_fit_has_no_speed_and_says_why():
+    estimate = estimate_replica(
+        model=model_preset("llama3_70b"),
+        gpu=gpu_spec("h100_sxm"),
+        precision="FP16",
+        kv_cache_dtype=None,
+        tp=1,
+        input_tokens=1_000,
+        output_tokens=1_000,
+    )
+
+    assert not estimate.fits
+    assert estimate.throughput is None
+    assert estimate.output_tok_s_total is None
+    assert [w.code for w in estimate.warnings] == ["does_not_fit"]
+
+
+BASE = {
+    "model": "llama3_8b",
+    "gpu": "h100_sxm",
+    "tp": 1,
+    "gpu_count": 1,
+    "precision": "FP16",
+    "input_len": 1_000,
+    "output_len": 100,
+}
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason", "field"),
+    [
+        ({"model": "gpt5"}, "unknown_model", "model"),
+        ({"gpu": "tpu_v5"}, "unknown_gpu", "gpu"),
+        ({"gpu": None}, "missing", "gpu"),
+        ({"input_len": None}, "missing", "input_len"),
+        ({"input_len": "1000"}, "not_positive", "input_len"),
+        ({"input_len": True}, "not_positive", "input_len"),
+        ({"output_len": 0}, "not_positive", "output_len"),
+        ({"concurrency": 2.5}, "not_positive", "concurrency"),
+        ({"concurrency": -3}, "not_positive", "concurrency"),
+        ({"tp": 2, "gpu_count": 3}, "inconsistent", "tp"),
+        ({"model": "qwen2_5_7b", "tp": 8, "gpu_count": 8}, "inconsistent", "tp"),
+        ({"precision": "FP4"}, "unknown_precision", "precision"),
+        ({"precision": 16}, "not_a_string", "precision"),
+        ({"request_rate": -1}, "not_positive", "request_rate"),
+        ({"prompt_cache_hit_rate": 1}, "out_of_range", "prompt_cache_hit_rate"),
+    ],
+)
+def test_estimate_from_fields_refuses_bad_input(changes, reason, field):
+    fields = {**BASE, **changes}
+
+    with pytest.raises(SizingInputError) as error:
+        estimate_from_fields(fields, presets=model_presets(), gpus=gpu_specs_from_catalogue())
+
+    assert (error.value.data["reason"], error.value.data.get("field")) == (reason, field)
+
+
+def test_estimate_as_dict_has_the_headline_fields_first():
+    estimate = estimate_from_fields(
+        {**BASE, "concurrency": 4}, presets=model_presets(), gpus=gpu_specs_from_catalogue()
+    )
+
+    result = replica_estimate_as_dict(estimate)
+
+    assert result["weights_bytes"] == 8_030_261_248 * 2
+    assert result["kv_cache_bytes"] == 4 * 1_100 * 131_072
+    assert result["fits"] is True
+    assert result["batch"] == 4
+    assert result["tpot_ms"] == result["throughput"]["tpot_ms"]
+    assert result["warnings"] == []

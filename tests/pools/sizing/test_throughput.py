@@ -1,0 +1,292 @@
+"""Decode ceiling, step time, TPOT, TTFT, TP, MoE and request-rate solving, worked by hand."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pools.sizing import SizingInputError
+from pools.sizing.gpus import gpu_spec, gpu_specs_from_catalogue
+from pools.sizing.memory import precision_parse
+from pools.sizing.presets import model_preset
+from pools.sizing.throughput import (
+    BANDWIDTH_EFFICIENCY,
+    COMPUTE_EFFICIENCY,
+    allreduce_s,
+    batch_for_request_rate,
+    batch_for_targets,
+    decode_ceiling_batch1_tok_s,
+    precision_on_gpu,
+    prefill_flops,
+    replica_throughput,
+    weight_bytes_read,
+)
+
+FP16 = precision_parse("FP16")
+
+
+def replica(model_id="llama3_8b", gpu="h100_sxm", tp=1, batch=1, **overrides):
+    arguments = {
+        "model": model_preset(model_id),
+        "precision": FP16,
+        "gpu": gpu_spec(gpu),
+        "tp": tp,
+        "kv_bits": 16,
+        "input_tokens": 1000,
+        "output_tokens": 1000,
+        "batch": batch,
+    }
+    arguments.update(overrides)
+    return replica_throughput(**arguments)
+
+
+def test_7b_fp16_on_a100_decodes_at_most_146_tokens_per_second():
+    seconds_per_token = 14e9 / 2039e9
+
+    rate = decode_ceiling_batch1_tok_s(weight_bytes=14e9, bandwidth_gbps=2039)
+
+    assert seconds_per_token * 1e3 == pytest.approx(6.87, abs=0.005)
+    assert rate == pytest.approx(1 / seconds_per_token)
+    assert rate == pytest.approx(145.6, abs=0.05)
+
+
+def test_70b_fp16_on_h100_sxm_decodes_at_most_24_tokens_per_second():
+    seconds_per_token = 140e9 / 3350e9
+
+    rate = decode_ceiling_batch1_tok_s(weight_bytes=140e9, bandwidth_gbps=3350)
+
+    assert seconds_per_token * 1e3 == pytest.approx(41.8, abs=0.05)
+    assert rate == pytest.approx(23.9, abs=0.05)
+
+
+def test_the_estimate_reports_the_ceiling_of_the_preset():
+    weights = 6_738_415_616 * 2  # Llama-2-7B, FP16
+
+    estimate = replica("llama2_7b", "a100_80g_sxm")
+
+    assert estimate.decode_ceiling_batch1_ms == pytest.approx(weights / 2039e9 * 1e3)
+    assert estimate.decode_ceiling_batch1_tok_s == pytest.approx(2039e9 / weights)
+
+
+def test_tp_splits_weights_and_bandwidth():
+    one = replica("llama3_70b", tp=1)
+    four = replica("llama3_70b", tp=4)
+
+    assert four.decode_ceiling_batch1_ms == pytest.approx(one.decode_ceiling_batch1_ms / 4)
+
+
+def test_batch_one_step_time_by_hand():
+    weights = 8_030_261_248 * 2
+    bandwidth = 3350e9 * BANDWIDTH_EFFICIENCY
+    kv_read = 1 * (1000 + 500) * 131_072  # mean context: input + half the output
+    kernels = 32 * 10 * 3e-6
+    step = weights / bandwidth + kv_read / bandwidth + kernels
+
+    estimate = replica()
+
+    assert estimate.tokens_per_step == 2  # one decode token + 1000/1000 amortised prefill
+    assert estimate.gemm_ms == pytest.approx(weights / bandwidth * 1e3)
+    assert estimate.attention_ms == pytest.approx(kv_read / bandwidth * 1e3)
+    assert estimate.kernel_overhead_ms == pytest.approx(kernels * 1e3)
+    assert estimate.allreduce_ms == 0
+    assert estimate.tpot_ms == estimate.step_ms == pytest.approx(step * 1e3)
+    assert estimate.output_tok_s_total == pytest.approx(1 / step)
+    assert estimate.requests_per_s == pytest.approx(1 / step / 1000)
+
+
+def test_ttft_at_batch_one_is_the_compute_bound_prefill():
+    linear = 8_030_261_248 - 128_256 * 4_096  # the embedding lookup is not a multiply
+    flops = 2 * linear * 1000 + 2 * 32 * 4096 * 1000**2
+    seconds = flops / (989e12 * COMPUTE_EFFICIENCY) + 32 * 10 * 3e-6
+
+    estimate = replica()
+
+    assert prefill_flops(model=model_preset("llama3_8b"), input_tokens=1000) == flops
+    assert estimate.ttft_ms == pytest.approx(seconds * 1e3)
+
+
+def test_prompt_cache_hits_skip_their_prefill_flops():
+    model = model_preset("llama3_8b")
+    linear = 8_030_261_248 - 128_256 * 4_096
+
+    flops = prefill_flops(model=model, input_tokens=1000, cached_tokens=600)
+
+    assert flops == 2 * linear * 400 + 2 * 32 * 4096 * (1000**2 - 600**2)
+
+
+def test_all_reduce_costs_latency_plus_ring_traffic():
+    message = 8192.0
+
+    nvlink = allreduce_s(message_bytes=message, tp=2, gpu=gpu_spec("h100_sxm"))
+    pcie = allreduce_s(message_bytes=message, tp=2, gpu=gpu_spec("l40s"))
+
+    assert nvlink == pytest.approx(10e-6 + 2 * (1 / 2) * message / 450e9)
+    assert pcie == pytest.approx(50e-6 + 2 * (1 / 2) * message / 32e9)
+    assert allreduce_s(message_bytes=message, tp=1, gpu=gpu_spec("l40s")) == 0
+
+
+def test_pcie_tp_pays_a_larger_all_reduce_penalty_than_nvlink():
+    pcie = replica("llama3_8b", "l40s", tp=2, batch=16)
+    nvlink = replica("llama3_8b", "h100_sxm", tp=2, batch=16)
+
+    assert pcie.allreduce_over == "PCIe"
+    assert nvlink.allreduce_over == "NVLink"
+    assert pcie.allreduce_ms > 4 * nvlink.allreduce_ms
+
+
+def test_moe_reads_the_active_experts_for_one_token_and_all_for_many():
+    mixtral = model_preset("mixtral_8x7b")
+
+    one = weight_bytes_read(model=mixtral, weight_bits=16, tokens=1)
+    many = weight_bytes_read(model=mixtral, weight_bits=16, tokens=10_000)
+
+    assert one == pytest.approx(mixtral.active_params * 2)
+    assert many == pytest.approx(mixtral.total_params * 2)
+
+
+def test_fp8_on_a100_runs_as_weight_only_with_a_warning():
+    runs, warnings = precision_on_gpu(precision_parse("FP8"), gpu_spec("a100_80g_sxm"))
+
+    assert (runs.name, runs.weight_bits, runs.compute, runs.weight_only) == (
+        "FP8-WO",
+        8,
+        "fp16",
+        True,
+    )
+    assert [warning.code for warning in warnings] == ["fp8_weight_only"]
+
+
+def test_fp8_on_hopper_is_native_and_on_h20_is_flagged_unknown():
+    native, none = precision_on_gpu(precision_parse("FP8"), gpu_spec("h100_sxm"))
+    kept, unknown = precision_on_gpu(precision_parse("FP8"), gpu_spec("h20"))
+
+    assert (native.name, none) == ("FP8", [])
+    assert kept.name == "FP8"
+    assert [warning.code for warning in unknown] == ["fp8_support_unknown"]
+
+
+def test_a_card_without_tensor_figures_has_no_ttft():
+    estimate = replica("llama3_8b", "l20")
+
+    assert estimate.ttft_ms is None
+    assert estimate.prefill_ms is None
+    assert estimate.output_tok_s_total > 0
+
+
+def test_a_card_without_bandwidth_cannot_be_modelled():
+    with pytest.raises(SizingInputError) as error:
+        replica("llama3_8b", "h800_pcie")
+
+    assert error.value.data["reason"] == "bandwidth_unknown"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"input_tokens": 0}, "input_len"),
+        ({"output_tokens": -1}, "output_len"),
+        ({"batch": 0}, "concurrency"),
+        ({"batch": float("nan")}, "concurrency"),
+    ],
+)
+def test_bad_sizes_are_refused(overrides, field):
+    with pytest.raises(SizingInputError) as error:
+        replica(**overrides)
+
+    assert error.value.data["field"] == field
+
+
+def test_a_low_request_rate_is_served_in_full():
+    estimate, saturated = batch_for_request_rate(
+        requests_per_s=1.0,
+        max_batch=256,
+        model=model_preset("llama3_8b"),
+        precision=FP16,
+        gpu=gpu_spec("h100_sxm"),
+        tp=1,
+        kv_bits=16,
+        input_tokens=200,
+        output_tokens=200,
+    )
+    decoding_s = 200 * estimate.tpot_ms / 1e3
+
+    assert not saturated
+    assert estimate.requests_per_s == pytest.approx(1.0, rel=1e-3)
+    assert estimate.batch == pytest.approx(1.0 * decoding_s, rel=1e-3)  # Little's law
+
+
+def test_a_request_rate_above_capacity_is_flagged_saturated():
+    estimate, saturated = batch_for_request_rate(
+        requests_per_s=10_000.0,
+        max_batch=256,
+        model=model_preset("llama3_8b"),
+        precision=FP16,
+        gpu=gpu_spec("h100_sxm"),
+        tp=1,
+        kv_bits=16,
+        input_tokens=200,
+        output_tokens=200,
+    )
+
+    assert saturated
+    assert estimate.batch == 256
+    assert estimate.requests_per_s < 10_000
+
+
+def test_batch_for_targets_is_the_largest_batch_within_the_tpot_target():
+    arguments = {
+        "model": model_preset("llama3_8b"),
+        "precision": FP16,
+        "gpu": gpu_spec("h100_sxm"),
+        "tp": 1,
+        "kv_bits": 16,
+        "input_tokens": 1000,
+        "output_tokens": 1000,
+    }
+
+    best = batch_for_targets(max_batch=400, tpot_target_ms=20, ttft_target_ms=None, **arguments)
+    next_one = replica_throughput(batch=best.batch + 1, **arguments)
+
+    assert best.tpot_ms <= 20 < next_one.tpot_ms
+    assert batch_for_targets(max_batch=400, tpot_target_ms=1, ttft_target_ms=None, **arguments) is None
+
+
+def test_gpu_specs_from_the_catalogue():
+    specs = gpu_specs_from_catalogue()
+
+    assert specs["h100_sxm"].memory_bytes == round(79.65 * 1024**3)
+    assert specs["a100_80g_sxm"].fp8_native is False
+    assert specs["h100_sxm"].fp8_native is True
+    assert specs["h20"].fp8_native is None
+    assert specs["h100_pcie"].pcie_gbps == 64
+    assert specs["l40s"].pcie_gbps == 32
+    assert not specs["rtx4090"].has_nvlink
+    assert specs["h100_sxm"].peer_bandwidth_bytes_per_s == 450e9
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    model_id=st.sampled_from(["llama3_8b", "llama3_70b", "mixtral_8x7b", "qwen2_5_7b"]),
+    gpu=st.sampled_from(["h100_sxm", "l40s", "a100_80g_pcie"]),
+    tp=st.sampled_from([1, 2, 4]),
+    batches=st.lists(st.integers(min_value=1, max_value=2_048), min_size=2, max_size=2),
+    input_tokens=st.integers(min_value=1, max_value=16_000),
+    output_tokens=st.integers(min_value=1, max_value=4_000),
+)
+def test_tpot_grows_and_throughput_never_falls_with_the_batch(
+    model_id, gpu, tp, batches, input_tokens, output_tokens
+):
+    few, many = sorted(batches)
+    common = {
+        "model_id": model_id,
+        "gpu": gpu,
+        "tp": tp,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+    }
+
+    small, large = replica(batch=few, **common), replica(batch=many, **common)
+
+    assert 0 < small.tpot_ms <= large.tpot_ms
+    assert 0 < small.output_tok_s_total <= large.output_tok_s_total * (1 + 1e-9)
