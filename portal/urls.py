@@ -1,5 +1,6 @@
 """Top-level URLs: pages, admin, auth, health probes, the REST API and its schema."""
 
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
@@ -45,9 +46,11 @@ api_v1 = [
 ]
 
 urlpatterns = [
+    *([path("oidc/", include("mozilla_django_oidc.urls"))] if settings.OIDC_ENABLED else []),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", auth_views.LoginView.as_view(
+        extra_context={"oidc_enabled": settings.OIDC_ENABLED}), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_v1, "api"), namespace="api")),

@@ -128,7 +128,7 @@ def _compute_warnings(precision: Precision, gpu: GpuSpec) -> list[SizingWarning]
         SizingWarning(
             "compute_unknown",
             f"No tensor TFLOPS on record for {gpu.name}: prefill and compute-bound decode are not "
-            "modelled, so TTFT is unknown and the token rate is an upper bound.",
+            "modelled, so TTFT is unknown and the token rate is an upper bound (not ranked).",
         )
     ]
 
@@ -506,7 +506,7 @@ def _plan_row(
             )
         )
     options = []
-    smallest_failure = None
+    largest_failure = None
     for tp in tp_degrees(model=model, max_tp=max(1, max_tp)):
         base, at_targets = _option(
             model=model,
@@ -523,12 +523,11 @@ def _plan_row(
             ttft_target_ms=ttft_target_ms,
         )
         if not base.fits:
-            smallest_failure = smallest_failure or base
+            largest_failure = base
             continue
         options.append((tp, base, at_targets))
     if not options:
-        failure = smallest_failure
-        warnings = failure.warnings if failure is not None else ()
+        warnings = largest_failure.warnings if largest_failure is not None else ()
         return row(warnings=tuple(warnings))
     min_fit_tp = options[0][0]
     scored = []
@@ -549,6 +548,9 @@ def _plan_row(
     warnings = list(base.warnings)
     if missed:
         warnings += _target_warnings(chosen, tpot_target_ms, ttft_target_ms)
+    if chosen.ttft_ms is None:
+        # Without a tensor rate the speed is an upper bound: shown, never recommended.
+        missed = True
     fits_free = None
     if free is not None:
         fits_free = cards <= free

@@ -62,9 +62,12 @@ def test_at_the_seeds_60_tokens_per_card_it_takes_463_cards():
 
 
 def test_prompt_cache_hits_lower_the_input_weight():
-    assert equivalent_output_tokens(
-        input_tokens=5_000, output_tokens=1_500, input_weight=0.5, prompt_cache_hit_rate=0.5
-    ) == 1_500 + 5_000 * 0.5 * 0.5
+    assert (
+        equivalent_output_tokens(
+            input_tokens=5_000, output_tokens=1_500, input_weight=0.5, prompt_cache_hit_rate=0.5
+        )
+        == 1_500 + 5_000 * 0.5 * 0.5
+    )
 
 
 def test_part_of_the_day_in_the_peak():
@@ -165,7 +168,9 @@ def test_card_counts_are_non_negative_integers(
         assert error.data["reason"] == "absurd_traffic"
         return
 
-    cards = cards_for_rate(equivalent_tok_s=demand.peak_equivalent_output_tok_s, per_card_tok_s=per_card)
+    cards = cards_for_rate(
+        equivalent_tok_s=demand.peak_equivalent_output_tok_s, per_card_tok_s=per_card
+    )
     replicas = replicas_for_demand(
         peak_requests_per_s=demand.peak_requests_per_s, replica_requests_per_s=replica_rps
     )

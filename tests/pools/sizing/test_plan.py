@@ -92,12 +92,32 @@ def test_the_free_capacity_option_only_uses_free_cards(plan):
     assert plan.recommended_in_free_capacity.gpu_slug == "a100_80g_sxm"
 
 
-def test_a_card_too_small_is_a_row_with_the_reason(plan):
+def test_a_card_without_tensor_figures_is_shown_but_never_recommended(plan):
     row = {row.gpu_slug: row for row in plan.rows}["rtx2080s"]
 
+    assert row.cards == 8  # 16 GB of weights over eight 8 GB cards
+    assert row.estimate.throughput.ttft_ms is None
+    assert not row.meets_targets
+    assert "compute_unknown" in [w.code for w in row.warnings]
+    assert plan.recommended is not row
+
+
+def test_a_card_too_small_is_a_row_with_the_reason():
+    result = sizing_plan(
+        model=model_preset("llama3_70b"),
+        gpus=[gpu_spec("rtx2080s"), gpu_spec("h100_sxm")],
+        precision="FP16",
+        kv_cache_dtype=None,
+        input_tokens=1_000,
+        output_tokens=200,
+        prices=PRICES,
+    )
+    row = result.rows[-1]
+
+    assert row.gpu_slug == "rtx2080s"
     assert (row.cards, row.monthly_cost, row.meets_targets) == (None, None, False)
     assert [w.code for w in row.warnings] == ["does_not_fit"]
-    assert plan.rows[-1] is row
+    assert result.recommended.gpu_slug == "h100_sxm"
 
 
 def test_the_seeds_rule_is_shown_next_to_the_model():

@@ -108,7 +108,9 @@ def test_mixtral_counts_all_experts_in_total_and_two_in_active():
 
 
 def test_mistral_keeps_its_sliding_window_and_the_others_have_none():
-    windows = {model_id: preset.sliding_window_tokens for model_id, preset in model_presets().items()}
+    windows = {
+        model_id: preset.sliding_window_tokens for model_id, preset in model_presets().items()
+    }
 
     assert windows.pop("mistral_7b") == 4_096
     assert set(windows.values()) == {None}

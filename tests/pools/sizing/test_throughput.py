@@ -249,7 +249,9 @@ def test_batch_for_targets_is_the_largest_batch_within_the_tpot_target():
     next_one = replica_throughput(batch=best.batch + 1, **arguments)
 
     assert best.tpot_ms <= 20 < next_one.tpot_ms
-    assert batch_for_targets(max_batch=400, tpot_target_ms=1, ttft_target_ms=None, **arguments) is None
+    assert (
+        batch_for_targets(max_batch=400, tpot_target_ms=1, ttft_target_ms=None, **arguments) is None
+    )
 
 
 def test_gpu_specs_from_the_catalogue():

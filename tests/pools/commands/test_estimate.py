@@ -1,0 +1,162 @@
+"""``manage.py estimate --json FILE``: measurement rows in, estimates out; bad input, no traceback."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+DATASET = Path(__file__).resolve().parents[2] / "fixtures" / "sizing_dataset.json"
+REQUEST_KEYS = (
+    "model",
+    "gpu",
+    "gpu_count",
+    "tp",
+    "precision",
+    "kv_cache_dtype",
+    "input_len",
+    "output_len",
+    "concurrency",
+)
+
+
+def measurement(row_id: str) -> dict:
+    rows = json.loads(DATASET.read_text(encoding="utf-8"))["measurements"]
+    row = next(row for row in rows if row["id"] == row_id)
+    return {key: row[key] for key in REQUEST_KEYS} | {"model": row["model_ref"]}
+
+
+def estimate(payload, tmp_path: Path, *, stdin: str | None = None) -> tuple[int, object]:
+    """Run the command in-process on ``payload``; return (exit status, parsed stdout)."""
+    out = io.StringIO()
+    if stdin is not None:
+        arguments = {"stdin": io.StringIO(stdin)}
+        path = "-"
+    else:
+        arguments = {}
+        path = tmp_path / "in.json"
+        path.write_text(json.dumps(payload), encoding="utf-8")
+    try:
+        call_command("estimate", "--json", str(path), stdout=out, stderr=io.StringIO(), **arguments)
+        status = 0
+    except SystemExit as exit_:
+        status = exit_.code
+    text = out.getvalue()
+    return status, json.loads(text) if text else None
+
+
+def test_two_measurement_rows_are_estimated(tmp_path):
+    rows = [
+        measurement("trt014_llama3_8b_h100_sxm_fp16_tp1_128_2048"),
+        measurement("mr_mistral7b_v03_4090_c4") | {"precision": "FP16", "kv_cache_dtype": "FP16"},
+    ]
+
+    status, results = estimate(rows, tmp_path)
+
+    assert status == 0
+    assert [result["input"] for result in results] == rows
+    llama, mistral = results
+    assert llama["weights_bytes"] == 8_030_261_248 * 2
+    assert llama["fits"] is True
+    assert llama["batch_limit"] == "memory"  # concurrency null: as many as fit
+    assert mistral["kv_cache_bytes"] == 4 * (256 + 128) * 131_072  # concurrency 4
+    assert mistral["batch"] == 4
+    for result in results:
+        for key in ("output_tok_s_total", "tpot_ms", "ttft_ms"):
+            assert math.isfinite(result[key]) and result[key] > 0
+        assert result["warnings"] == []
+        assert result["memory"]["kv_bytes_per_token"] == 131_072
+        assert result["throughput"]["decode_ceiling_batch1_tok_s"] > 0
+
+
+def test_one_object_on_stdin_gives_one_object(tmp_path):
+    row = measurement("trt014_mixtral_8x7b_h100_sxm_fp16_tp2_1000_1000")
+
+    status, result = estimate(None, tmp_path, stdin=json.dumps(row))
+
+    assert status == 0
+    assert isinstance(result, dict)
+    assert result["tp"] == 2
+    assert result["output_tok_s_total"] > 0
+
+
+def test_fp8_on_a100_is_estimated_as_weight_only_with_a_warning(tmp_path):
+    row = measurement("trt014_llama3_70b_a100_80g_sxm_fp16_tp8_1000_1000") | {"precision": "FP8"}
+
+    status, result = estimate(row, tmp_path)
+
+    assert status == 0
+    assert result["precision"] == "FP8-WO"
+    assert result["weights_bytes"] == 70_553_706_496  # 8 bits per weight
+    assert [warning["code"] for warning in result["warnings"]] == ["fp8_weight_only"]
+
+
+def test_traffic_adds_the_replicas_and_cards_needed(tmp_path):
+    row = measurement("trt014_llama3_8b_h100_sxm_fp16_tp1_128_2048") | {
+        "requests_per_day": 100_000,
+        "peak_hours": 4,
+        "concurrency": 64,
+    }
+
+    status, result = estimate(row, tmp_path)
+    replica_rps = result["throughput"]["requests_per_s"]
+
+    assert status == 0
+    assert result["demand"]["peak_window_s"] == 14_400
+    assert result["replicas_needed"] == math.ceil(100_000 / 14_400 / replica_rps)
+    assert result["cards_needed"] == result["replicas_needed"]
+
+
+def test_bad_inputs_give_an_error_object_each_and_exit_1(tmp_path):
+    good = measurement("trt014_llama3_8b_h100_sxm_fp16_tp1_128_2048")
+    rows = [
+        good | {"model": "gpt5"},
+        good | {"gpu": "tpu_v5"},
+        good | {"input_len": 0},
+        good | {"output_len": -10},
+        good | {"input_len": 200_000},
+        good | {"requests_per_day": 10**12},
+        good | {"concurrency": "many"},
+        "not an object",
+        good,
+    ]
+
+    status, results = estimate(rows, tmp_path)
+
+    assert status == 1
+    reasons = [result.get("error", {}).get("reason") for result in results]
+    assert reasons == [
+        "unknown_model",
+        "unknown_gpu",
+        "not_positive",
+        "not_positive",
+        "context_too_long",
+        "absurd_traffic",
+        "not_positive",
+        "not_an_object",
+        None,
+    ]
+    assert all(result["error"]["message"] for result in results[:-1])
+    assert results[-1]["fits"] is True
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"input_len": NaN}', ""])
+def test_malformed_json_is_an_error_object(tmp_path, text):
+    status, result = estimate(None, tmp_path, stdin=text)
+
+    assert status == 1
+    assert result["error"]["reason"] == "invalid_json"
+
+
+def test_an_unreadable_file_exits_2(tmp_path):
+    err = io.StringIO()
+
+    with pytest.raises(SystemExit) as exit_:
+        call_command("estimate", "--json", str(tmp_path / "missing.json"), stderr=err)
+
+    assert exit_.value.code == 2
+    assert "cannot read" in err.getvalue()
