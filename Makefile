@@ -34,6 +34,7 @@ test-fast: install
 
 bench: install services
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/sizing.py
 
 lint: install
 	$(BIN)/ruff check .

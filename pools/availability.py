@@ -25,13 +25,17 @@ SCHEDULER_OF_KIND = {
 
 def schedulable_cards(*, pool: Pool, gpu_model: GpuModel, cuda: str | None = None) -> int:
     """Cards of ``gpu_model`` in ``pool`` that a scheduler can hand out now (see module doc)."""
-    return _schedulable_by_model(pool=pool, cuda=cuda).get(gpu_model.pk, 0)
+    return _schedulable_by_model(pool=pool, cuda=cuda, gpu_model=gpu_model).get(gpu_model.pk, 0)
 
 
-def _schedulable_by_model(*, pool: Pool, cuda: str | None) -> dict[int, int]:
+def _schedulable_by_model(
+    *, pool: Pool, cuda: str | None, gpu_model: GpuModel | None = None
+) -> dict[int, int]:
     gpus = Gpu.objects.filter(
         node__pool=pool, node__state=NodeState.UP, gpu_model__isnull=False
     ).exclude(health=GpuHealth.ERROR)
+    if gpu_model is not None:  # the approval asks about one model: count only its cards
+        gpus = gpus.filter(gpu_model=gpu_model)
     rows = gpus.values("gpu_model", "node__driver_group__max_cuda").annotate(n=Count("id"))
     wanted = parse_cuda_version(cuda) if cuda else None
     counts: dict[int, int] = {}

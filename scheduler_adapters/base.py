@@ -62,16 +62,17 @@ class SchedulerAdapter(Protocol):
         run), leaving its limits on other types as they are; ``True`` when it changed.
 
         Raises NotFound (account or partition missing), SchedulerRejected (the partition has
-        no such GPU type), SchedulerUnavailable (also when the scheduler dropped the change
-        and it could not be confirmed), SchedulerAuthError.
+        no such GPU type; with ``transient=True`` when the scheduler accepted the change but
+        did not apply it, even after retries), SchedulerUnavailable, SchedulerAuthError.
         """
         ...
 
     def remove_gpu_limit(self, account: str, partition: str | None, gres_type: str) -> bool:
-        """Lift the account's cap on ``gres_type``; ``True`` when there was one. A missing
-        account has no limit, so it gives ``False``, not NotFound.
+        """Lift the account's cap on ``gres_type``, so that jobs held by it can start; ``True``
+        when there was one. A missing account has no limit, so it gives ``False``, not NotFound.
 
-        Raises SchedulerUnavailable, SchedulerAuthError, SchedulerRejected.
+        Raises SchedulerUnavailable, SchedulerAuthError, SchedulerRejected (as for
+        :meth:`set_gpu_limit`).
         """
         ...
 

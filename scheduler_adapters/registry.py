@@ -3,25 +3,20 @@
 No Django here: the portal passes ``settings.SCHEDULERS["slurm"]`` (or any mapping). Keys,
 upper case like Django's ``DATABASES``:
 
-==================== ============================================================ ==========
-key                  meaning                                                      default
-==================== ============================================================ ==========
-BACKEND              ``"slurm"`` (slurmrestd) or ``"fake"`` (in memory)           required
-URL                  slurmrestd base URL, ``http://127.0.0.1:6820``               required*
-USER                 admin identity (AdminLevel=Administrator in slurmdbd)        required*
-CLUSTER              Slurm ClusterName                                            required*
-JWT_KEY_PATH         HS256 key file: tokens are minted here                       one of*
-TOKEN                a fixed token for every user (e.g. a SlurmUser token)        one of*
-TOKEN_LIFESPAN_S     lifespan of minted tokens                                    900
-API_VERSION          ``"v0.0.38"``; discovered from the server when absent        None
-TIMEOUT_S            read timeout per request (keep above slurmrestd's ~9 s)       30
-CONNECT_TIMEOUT_S    connect timeout                                              5
-PARENT_ACCOUNT       parent of team accounts                                      ``root``
-SENTINEL_ACCOUNT     empty sibling account for the 22.05 modify bug               ``zz-portal-sentinel``
-TIME_ZONE            time zone of the slurmdbd host (accounting query times)      ``UTC``
-SACCTMGR             ``{"ENABLED": bool, "PATH": str, "TIMEOUT_S": float}``       disabled
-PARTITIONS           fake only: ``{partition: {gres_type: cards}}``               test cluster
-==================== ============================================================ ==========
+- ``BACKEND``: ``"slurm"`` (slurmrestd) or ``"fake"`` (in memory); required.
+- ``URL``, ``USER``, ``CLUSTER``: slurmrestd's base URL (``http://127.0.0.1:6820``), the admin
+  identity (AdminLevel=Administrator in slurmdbd) and the ClusterName; required*.
+- ``JWT_KEY_PATH`` (the HS256 key file; tokens are minted here) or ``TOKEN`` (one fixed token
+  for every user, e.g. a SlurmUser token); exactly one*.
+- ``TOKEN_LIFESPAN_S``: lifespan of minted tokens, default 900.
+- ``API_VERSION``: ``"v0.0.38"``; discovered from the server when absent.
+- ``TIMEOUT_S`` (default 30; keep it above slurmrestd's own ~9 s wait for a controller that
+  is down) and ``CONNECT_TIMEOUT_S`` (default 5).
+- ``PARENT_ACCOUNT`` (default ``root``) and ``SENTINEL_ACCOUNT`` (default
+  ``zz-portal-sentinel``, an empty sibling used to work around a 22.05 slurmdbd bug).
+- ``TIME_ZONE``: the slurmdbd host's zone, in which accounting query times are read; ``UTC``.
+- ``SACCTMGR``: ``{"ENABLED": bool, "PATH": str, "TIMEOUT_S": float}``; disabled by default.
+- ``PARTITIONS``: fake only, ``{partition: {gres_type: cards}}``; default the test cluster.
 
 (* slurm backend only.) :func:`slurm_settings_from_env` reads the same names the test
 cluster's env file (``scripts/services/slurm.sh``) writes.

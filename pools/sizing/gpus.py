@@ -80,10 +80,19 @@ class GpuSpec:
         """True when the card links to its peers over NVLink."""
         return self.nvlink_gbps is not None and self.nvlink_gbps > 0
 
-    @property
-    def peer_bandwidth_bytes_per_s(self) -> float:
-        """All-reduce bandwidth, B/s per direction: NVLink total / 2, else PCIe."""
-        if self.has_nvlink:
+    def nvlink_spans(self, tp: int) -> bool:
+        """True when a TP group of ``tp`` cards talks over NVLink: always for SXM NVLink cards;
+        for bridged PCIe cards (form factor ``nvl``, sold as NVLink-bridged pairs) only up to 2.
+        """
+        if not self.has_nvlink:
+            return False
+        return self.form_factor != "nvl" or tp <= 2
+
+    def peer_bandwidth_bytes_per_s(self, tp: int) -> float:
+        """All-reduce bandwidth for a TP group of ``tp``, B/s per direction: NVLink total / 2
+        where :meth:`nvlink_spans` the group, else PCIe.
+        """
+        if self.nvlink_spans(tp):
             return self.nvlink_gbps / 2 * 1e9
         return self.pcie_gbps * 1e9
 

@@ -109,13 +109,14 @@ def _positive_int(name: str, value: object) -> int:
 
 
 def _tp_warnings(*, gpu: GpuSpec, tp: int, throughput: ThroughputEstimate) -> list[SizingWarning]:
-    if tp == 1 or gpu.has_nvlink:
+    if tp == 1 or gpu.nvlink_spans(tp):
         return []
     return [
         SizingWarning(
             "no_nvlink_tp",
-            f"{gpu.name} has no NVLink: tensor parallelism over {tp} cards all-reduces over PCIe, "
-            f"{throughput.allreduce_ms:.1f} ms of every {throughput.step_ms:.1f} ms decode step. "
+            f"{gpu.name} has no NVLink across {tp} cards: tensor parallelism all-reduces over "
+            f"PCIe, {throughput.allreduce_ms:.1f} ms of every {throughput.step_ms:.1f} ms decode "
+            "step. "
             "Prefer replicas of a model that fits on one card.",
         )
     ]
@@ -314,7 +315,6 @@ def _option(
     precision: str,
     kv_cache_dtype: str | None,
     tp: int,
-    demand: Demand | None,
     input_tokens: int,
     output_tokens: int,
     engine: str | None,
@@ -353,8 +353,6 @@ def _option(
     at_targets = batch_for_targets(
         max_batch=cap, tpot_target_ms=tpot_target_ms, ttft_target_ms=ttft_target_ms, **replica
     )
-    if at_targets is None:
-        return base, None
     return base, at_targets
 
 
@@ -514,7 +512,6 @@ def _plan_row(
             precision=precision,
             kv_cache_dtype=kv_cache_dtype,
             tp=tp,
-            demand=demand,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             engine=engine,

@@ -45,9 +45,10 @@ from pools.sizing.presets import ModelArch
 #: sizing dataset reach 75-84 % of bandwidth / weight bytes on one card (sizing_anchors.md 3.2).
 BANDWIDTH_EFFICIENCY = 0.8
 
-#: Share of dense tensor peak that inference GEMMs reach. llm-analysis: "up to 0.7 for inference";
-#: kipply / FasterTransformer prefill on A100 and MLPerf-class servers sit at 0.5-0.7 MFU. 0.6 is
-#: the middle of that range, one constant for every precision and engine.
+#: Share of dense tensor peak that inference GEMMs reach. llm-analysis documents flops efficiency
+#: "up to 0.7" for inference and gpu_poor checks compute at 0.85 (sizing_anchors.md 2.5, 2.7);
+#: 0.6 stays below both because attention, norms and (for FP8/INT8) activation quantisation do
+#: not run at the tensor peak. One constant for every precision and engine.
 COMPUTE_EFFICIENCY = 0.6
 
 #: Fixed latency per memory-bound kernel, seconds: aiconfigurator ``mem_empirical_constant_latency``
@@ -113,14 +114,16 @@ def tensor_tflops(precision: Precision, gpu: GpuSpec) -> float | None:
 def allreduce_s(*, message_bytes: float, tp: int, gpu: GpuSpec) -> float:
     """Seconds for one ring all-reduce of ``message_bytes`` across ``tp`` cards of ``gpu``.
 
-    latency + 2 × (tp - 1) / tp × bytes / peer bandwidth (NVLink per direction, else PCIe);
+    latency + 2 × (tp - 1) / tp × bytes / peer bandwidth (NVLink per direction where it spans
+    the group, else PCIe);
     0 for tp = 1. Ring all-reduce traffic per card is the llm-analysis formula
     (sizing_anchors.md 2.5).
     """
     if tp <= 1:
         return 0.0
-    latency = ALLREDUCE_LATENCY_NVLINK_S if gpu.has_nvlink else ALLREDUCE_LATENCY_PCIE_S
-    return latency + 2 * (tp - 1) / tp * message_bytes / gpu.peer_bandwidth_bytes_per_s
+    nvlink = gpu.nvlink_spans(tp)
+    latency = ALLREDUCE_LATENCY_NVLINK_S if nvlink else ALLREDUCE_LATENCY_PCIE_S
+    return latency + 2 * (tp - 1) / tp * message_bytes / gpu.peer_bandwidth_bytes_per_s(tp)
 
 
 def weight_bytes_read(*, model: ModelArch, weight_bits: int, tokens: float) -> float:
@@ -223,13 +226,20 @@ def replica_throughput(
 ) -> ThroughputEstimate:
     """Step time, TPOT, TTFT and output tok/s of one replica with ``batch`` sequences in flight.
 
-    ``precision`` should already be the one the card runs (:func:`precision_on_gpu`).
+    step = GEMM + attention + kernel latencies + all-reduces (module docstring); TPOT = step;
+    output tok/s = batch / step; requests/s = that / output tokens; TTFT = prefill alone
+    (+ one step when other sequences run). ``precision`` should already be the one the card runs
+    (:func:`precision_on_gpu`).
     ``batch`` may be fractional (a time average, as for a request rate). ``cached_input_tokens``
     of each prompt are served from the prompt cache (no prefill FLOPs). Raises
     :class:`SizingInputError` for non-positive lengths, batch or TP, or a card without a known
     memory bandwidth (reason ``bandwidth_unknown``).
     """
     _check_lengths(input_tokens, output_tokens, cached_input_tokens)
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp <= 0:
+        raise SizingInputError(
+            f"tp must be a positive integer, got {tp!r}", reason="not_positive", field="tp"
+        )
     if not batch > 0 or batch != batch or batch == float("inf"):
         raise SizingInputError(
             f"batch must be positive, got {batch!r}", reason="not_positive", field="concurrency"
@@ -321,7 +331,7 @@ def replica_throughput(
         attention_ms=attention_s * 1e3,
         kernel_overhead_ms=kernel_s * 1e3,
         allreduce_ms=allreduce_step_s * 1e3,
-        allreduce_over="none" if tp == 1 else ("NVLink" if gpu.has_nvlink else "PCIe"),
+        allreduce_over="none" if tp == 1 else ("NVLink" if gpu.nvlink_spans(tp) else "PCIe"),
         step_ms=step_s * 1e3,
         prefill_flops_per_request=request_prefill_flops,
         prefill_ms=None if prefill_alone_s is None else prefill_alone_s * 1e3,

@@ -86,6 +86,9 @@ _AMBIGUOUS = {-1, 5005}
 _INVALID_JOB_ID = 2017
 _INVALID_PARTITION = 2000
 _NOTHING_FOUND = 9003
+UNLIMITED_STAND_IN = 2**63 - 1
+"""What slurmdbd stores for a GrpTRES of INFINITE64; no GPU count comes near it, so an entry
+holding it is read as "no limit" (it is left behind only when a removal was interrupted)."""
 _VERSION_IN_PATH = re.compile(r"^/slurm(?:db)?/(v\d+\.\d+\.\d+)/")
 
 
@@ -313,8 +316,14 @@ class SlurmRestAdapter:
         return True
 
     def remove_gpu_limit(self, account: str, partition: str | None, gres_type: str) -> bool:
-        """Drop ``gres/gpu:<type>`` from the account's GrpTRES (other entries stay); sent as
-        ``count: -1``, Slurm's "clear", since an empty list crashes 22.05's slurmrestd."""
+        """Drop ``gres/gpu:<type>`` from the account's GrpTRES (other entries stay).
+
+        Over REST in 22.05.8 a clear (``count: -1``; an empty list crashes slurmrestd) is
+        stored by slurmdbd but never reaches slurmctld, which keeps enforcing the old cap: a job
+        pending on ``AssocGrpGRES`` would stay pending. So the entry is first raised to
+        :data:`UNLIMITED_STAND_IN` (that does reach slurmctld), then cleared; both steps are read
+        back. ``sacctmgr`` (when configured) clears in one step and has no such bug.
+        """
         check_name("account", account)
         check_name("GRES type", gres_type, GRES_TYPE)
         operation = "remove_gpu_limit"
@@ -337,7 +346,7 @@ class SlurmRestAdapter:
         typed = {
             name.removeprefix("gres/gpu:"): cards
             for name, cards in association.grp_tres.items()
-            if name.startswith("gres/gpu:")
+            if name.startswith("gres/gpu:") and cards < UNLIMITED_STAND_IN
         }
         if not typed:
             return ()
@@ -448,39 +457,64 @@ class SlurmRestAdapter:
     def _apply_grp_tres(
         self, operation: str, association: Association, desired: Mapping[str, int]
     ) -> None:
-        current = dict(association.grp_tres)
-        cleared = {name: -1 for name in current if name not in desired}
         account = association.account
+        current = dict(association.grp_tres)
+        cleared = [name for name in current if name not in desired]
         if self._sacctmgr is not None:
-            changes = {n: c for n, c in desired.items() if current.get(n) != c} | cleared
+            changes = {n: c for n, c in desired.items() if current.get(n) != c}
+            changes |= {name: -1 for name in cleared}
             self._sacctmgr.set_grp_tres(account, changes, operation=operation)
-            attempts = 1
-        elif not self._dialect.MODIFIES_ASSOCIATIONS:
+            self._verify_grp_tres(operation, account, desired, attempts=1)
+            return
+        if not self._dialect.MODIFIES_ASSOCIATIONS:
             raise SchedulerRejected(
                 f"API {self._dialect.VERSION} cannot modify associations over REST; "
                 "enable the sacctmgr fallback",
                 operation=operation,
             )
-        else:
-            attempts = 3
-        read_back: Mapping[str, int] | None = None
+        if cleared:
+            # 22.05.8: a clear (-1) over REST reaches slurmdbd but not slurmctld, which keeps
+            # enforcing the old limit until it restarts. A raise does reach slurmctld, so the
+            # entries are first raised to a stand-in for "unlimited", then cleared.
+            raised = dict(desired) | {name: UNLIMITED_STAND_IN for name in cleared}
+            self._modify_grp_tres(operation, account, send=raised, expect=raised)
+        cleared_too = dict(desired) | {name: -1 for name in cleared}
+        self._modify_grp_tres(operation, account, send=cleared_too, expect=desired)
+
+    def _modify_grp_tres(
+        self, operation: str, account: str, *, send: Mapping[str, int], expect: Mapping[str, int]
+    ) -> None:
+        def attempt() -> None:
+            self._touch_sentinel(operation)
+            self._request(
+                operation,
+                "POST",
+                self._dialect.ASSOCIATIONS,
+                body=self._dialect.grp_tres_body(account, cluster=self._cluster, grp_tres=send),
+            )
+
+        self._verify_grp_tres(operation, account, expect, attempts=3, before_each=attempt)
+
+    def _verify_grp_tres(
+        self,
+        operation: str,
+        account: str,
+        expect: Mapping[str, int],
+        *,
+        attempts: int,
+        before_each: Callable[[], None] | None = None,
+    ) -> None:
+        """Read the association back after each attempt; slurmdbd may drop a change silently."""
+        read_back: dict[str, int] | None = None
         for _ in range(attempts):
-            if self._sacctmgr is None:
-                self._touch_sentinel(operation)
-                self._request(
-                    operation,
-                    "POST",
-                    self._dialect.ASSOCIATIONS,
-                    body=self._dialect.grp_tres_body(
-                        account, cluster=self._cluster, grp_tres=dict(desired) | cleared
-                    ),
-                )
+            if before_each is not None:
+                before_each()
             found = self._account_association(operation, account)
             read_back = None if found is None else dict(found.grp_tres)
-            if read_back == dict(desired):
+            if read_back == dict(expect):
                 return
         raise SchedulerRejected(
-            f"slurmdbd did not apply GrpTRES {dict(desired)} to account {account!r} "
+            f"slurmdbd did not apply GrpTRES {dict(expect)} to account {account!r} "
             f"(read back {read_back}) after {attempts} attempt(s)",
             operation=operation,
             transient=True,

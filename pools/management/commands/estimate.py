@@ -38,7 +38,7 @@ def _rounded(value):
     if isinstance(value, float):
         if not math.isfinite(value):
             raise SizingInputError("the estimate is not a finite number", reason="not_finite")
-        return round(value, 3)
+        return float(f"{value:.6g}")
     if isinstance(value, dict):
         return {key: _rounded(item) for key, item in value.items()}
     if isinstance(value, list | tuple):

@@ -1,4 +1,4 @@
-"""``manage.py estimate --json FILE``: measurement rows in, estimates out; bad input, no traceback."""
+"""``manage.py estimate --json FILE``: estimates per row; bad input gives errors, no traceback."""
 
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ import math
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pools.sizing import SizingInputError
 from pools.sizing.demand import demand_from_output_rate, demand_from_traffic
@@ -302,3 +304,41 @@ def test_estimate_as_dict_has_the_headline_fields_first():
     assert result["batch"] == 4
     assert result["tpot_ms"] == result["throughput"]["tpot_ms"]
     assert result["warnings"] == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    model_id=st.sampled_from(sorted(model_presets())),
+    output_tok_s=st.floats(min_value=0.01, max_value=1e6),
+    input_tokens=st.integers(min_value=1, max_value=2_000),  # within every preset's context
+    output_tokens=st.integers(min_value=1, max_value=2_000),
+    tpot_target_ms=st.one_of(st.none(), st.floats(min_value=1, max_value=500)),
+)
+def test_plan_card_counts_are_whole_and_cover_whole_replicas(
+    model_id, output_tok_s, input_tokens, output_tokens, tpot_target_ms
+):
+    try:
+        demand = demand_from_output_rate(
+            output_tok_s=output_tok_s, input_tokens=input_tokens, output_tokens=output_tokens
+        )
+    except SizingInputError as error:
+        assert error.data["reason"] == "absurd_traffic"
+        return
+
+    result = sizing_plan(
+        model=model_presets()[model_id],
+        gpus=[gpu_spec(slug) for slug in ("h100_sxm", "l40s", "rtx4090")],
+        precision="FP16",
+        kv_cache_dtype=None,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        demand=demand,
+        tpot_target_ms=tpot_target_ms,
+    )
+
+    for row in result.rows:
+        if row.cards is None:
+            continue
+        assert isinstance(row.cards, int) and isinstance(row.replicas, int)
+        assert row.replicas >= 1 and row.cards == row.replicas * row.tp
+        assert row.replicas * row.replica_requests_per_s >= demand.peak_requests_per_s * (1 - 1e-9)

@@ -264,7 +264,10 @@ def test_gpu_specs_from_the_catalogue():
     assert specs["h100_pcie"].pcie_gbps == 64
     assert specs["l40s"].pcie_gbps == 32
     assert not specs["rtx4090"].has_nvlink
-    assert specs["h100_sxm"].peer_bandwidth_bytes_per_s == 450e9
+    assert specs["h100_sxm"].peer_bandwidth_bytes_per_s(8) == 450e9
+    assert specs["h100_nvl"].nvlink_spans(2)
+    assert not specs["h100_nvl"].nvlink_spans(4)  # NVLink bridges join pairs only
+    assert specs["h100_nvl"].peer_bandwidth_bytes_per_s(4) == 64e9
 
 
 @settings(max_examples=100, deadline=None)

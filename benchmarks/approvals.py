@@ -1,0 +1,389 @@
+"""Benchmark of capacity approvals on PostgreSQL; prints a table like ``benchmarks/run.py``.
+
+On a fresh database ``gpu_pool_portal_bench_approvals`` (dropped and recreated each run):
+- a fleet of 4 pools (2 Slurm, 2 Kubernetes) x 3 GPU models x 16 nodes x 8 cards (1,536 cards)
+  and 10,000 existing allocations of 10 teams spread over those pools, models and windows from
+  90 days ago to 180 days ahead (ended, active, approved, cancelled);
+- approve ``BENCH_APPROVALS`` (500) submitted requests one after another in this one process,
+  through the service (``capacity_request_approve``, with its pool lock, capacity check,
+  allocation, audit events and on-commit provisioning task), then ``BENCH_API_APPROVALS`` (200)
+  more through ``POST /api/v1/requests/{id}/approve/``: approvals/s and p50/p95 ms per approval;
+- with 1,000 pending requests, server-side time and SQL query count of
+  ``GET /api/v1/requests/?status=submitted`` (as a pool admin and as a team member, page of 50
+  and of 500: the query count must not change).
+
+Targets (issue #3): >= 100 approvals/s in a single process; query count constant in list size.
+Run: ``.venv/bin/python benchmarks/approvals.py`` (PostgreSQL on 127.0.0.1:5432).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+BENCH_DB = os.environ.get(
+    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpu_pool_portal_bench_approvals"
+)
+os.environ["DATABASE_URL"] = BENCH_DB
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
+
+EXISTING = int(os.environ.get("BENCH_ALLOCATIONS", "10000"))
+APPROVALS = int(os.environ.get("BENCH_APPROVALS", "500"))
+API_APPROVALS = int(os.environ.get("BENCH_API_APPROVALS", "200"))
+PENDING = int(os.environ.get("BENCH_PENDING", "1000"))
+REQUESTS = int(os.environ.get("BENCH_REQUESTS", "30"))
+PROFILE = os.environ.get("BENCH_PROFILE", "") == "1"
+
+POOLS = [
+    ("train-a", "slurm"),
+    ("train-b", "slurm"),
+    ("infer-a", "kubernetes"),
+    ("infer-b", "kubernetes"),
+]
+MODELS = ["a100_80g_sxm", "h100_sxm", "l40s"]
+NODES_PER_MODEL = 16
+CARDS_PER_NODE = 8
+TEAMS = 10
+
+
+def recreate_database() -> None:
+    import psycopg
+
+    name = BENCH_DB.rsplit("/", 1)[1]
+    admin_url = BENCH_DB.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def build_fleet():
+    """Pools, nodes and cards: every (pool, model) has 16 x 8 = 128 schedulable cards."""
+    from pools.models import Gpu, GpuModel, Node, Pool
+    from pools.services.driver_groups import driver_group_for_version
+
+    models = {m.slug: m for m in GpuModel.objects.filter(slug__in=MODELS)}
+    pools, nodes = [], []
+    for p, (slug, scheduler) in enumerate(POOLS):
+        pool = Pool.objects.create(
+            slug=slug,
+            name=slug.replace("-", " ").title(),
+            scheduler=scheduler,
+            slurm_partition=slug if scheduler == "slurm" else "",
+        )
+        pools.append(pool)
+        driver = "550.54.15" if p % 2 == 0 else "535.129.03"
+        group = driver_group_for_version(driver)
+        for model in MODELS:
+            for n in range(NODES_PER_MODEL):
+                nodes.append(
+                    Node(
+                        hostname=f"{slug}-{model}-{n:02d}".replace("_", "-"),
+                        pool=pool,
+                        scheduler=scheduler,
+                        state="up",
+                        driver_version=driver,
+                        driver_group=group,
+                    )
+                )
+    Node.objects.bulk_create(nodes, batch_size=1000)
+    gpus = []
+    for node in Node.objects.all():
+        model = next(
+            models[m]
+            for m in MODELS
+            if node.hostname.split("-", 2)[2].startswith(m.replace("_", "-"))
+        )
+        gpus.extend(
+            Gpu(node=node, index=i, gpu_model=model, raw_model_name=model.vendor_name, health="ok")
+            for i in range(CARDS_PER_NODE)
+        )
+    Gpu.objects.bulk_create(gpus, batch_size=2000)
+    return pools, [models[m] for m in MODELS]
+
+
+def build_tenants():
+    from django.contrib.auth import get_user_model
+
+    from pools.models import Membership, Team
+
+    User = get_user_model()
+    teams = Team.objects.bulk_create(
+        [Team(slug=f"team-{t}", name=f"Team {t}", cost_centre=f"CC-{t}") for t in range(TEAMS)]
+    )
+    users = User.objects.bulk_create(
+        [User(username=f"user-{t}", email=f"user-{t}@example.com") for t in range(TEAMS)]
+    )
+    Membership.objects.bulk_create(
+        [Membership(team=t, user=u, role="manager") for t, u in zip(teams, users, strict=True)]
+    )
+    admin = User.objects.create_user("bench-admin", password="x", is_staff=True)
+    return teams, users, admin
+
+
+def kind_of(pool) -> str:
+    return "training" if pool.scheduler == "slurm" else "inference"
+
+
+def build_existing(pools, models, teams, users, rng: random.Random) -> None:
+    """``EXISTING`` allocations over [-90 d, +180 d), each with the approved request it came
+    from. Statuses follow the clock: ended in the past, active now, approved ahead; one in ten
+    cancelled. The peak held per (pool, model) stays under its 128 cards."""
+    from django.utils import timezone
+
+    from pools.models import Allocation, CapacityRequest
+
+    now = timezone.now().replace(minute=0, second=0, microsecond=0)
+    requests, specs = [], []
+    for _ in range(EXISTING):
+        pool, model = rng.choice(pools), rng.choice(models)
+        t = rng.randrange(len(teams))
+        start = now + timedelta(hours=rng.randrange(-90 * 24, 180 * 24))
+        end = start + timedelta(hours=rng.randrange(24, 10 * 24))
+        cards = rng.choice([1, 1, 2, 2, 4])
+        if rng.random() < 0.1:
+            status = "cancelled"
+        elif end <= now:
+            status = "ended"
+        elif start <= now:
+            status = "active"
+        else:
+            status = "approved"
+        requests.append(
+            CapacityRequest(
+                team=teams[t],
+                requested_by=users[t],
+                workload_kind=kind_of(pool),
+                pool=pool,
+                gpu_model=model,
+                card_count=cards,
+                starts_at=start,
+                ends_at=end,
+                justification="bench",
+                status="approved",
+                submitted_at=now,
+                decided_at=now,
+            )
+        )
+        specs.append((pool, model, teams[t], cards, start, end, status))
+    CapacityRequest.objects.bulk_create(requests, batch_size=2000)
+    Allocation.objects.bulk_create(
+        [
+            Allocation(
+                request=r,
+                team=team,
+                pool=pool,
+                gpu_model=model,
+                card_count=cards,
+                starts_at=start,
+                ends_at=end,
+                status=status,
+            )
+            for r, (pool, model, team, cards, start, end, status) in zip(
+                requests, specs, strict=True
+            )
+        ],
+        batch_size=2000,
+    )
+
+
+def build_pending(n, pools, models, teams, users, rng: random.Random):
+    """``n`` submitted one- or two-card requests, each for 1-7 days within the next 60."""
+    from django.utils import timezone
+
+    from pools.models import CapacityRequest
+
+    now = timezone.now().replace(minute=0, second=0, microsecond=0)
+    rows = []
+    for i in range(n):
+        pool, model = rng.choice(pools), rng.choice(models)
+        t = rng.randrange(len(teams))
+        start = now + timedelta(days=1, hours=rng.randrange(0, 60 * 24))
+        rows.append(
+            CapacityRequest(
+                team=teams[t],
+                requested_by=users[t],
+                workload_kind=kind_of(pool),
+                pool=pool,
+                gpu_model=model,
+                card_count=rng.choice([1, 2]),
+                starts_at=start,
+                ends_at=start + timedelta(hours=rng.randrange(24, 7 * 24)),
+                cuda_version="12.2" if i % 5 == 0 else "",
+                justification="bench",
+                status="submitted",
+                submitted_at=now,
+            )
+        )
+    return CapacityRequest.objects.bulk_create(rows, batch_size=2000)
+
+
+def analyze() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:  # what autovacuum does after a bulk load
+        cursor.execute("ANALYZE")
+
+
+def summarise(label, samples_ms, rows, target="≥ 100/s", detail=""):
+    samples_ms = sorted(samples_ms)
+    total_s = sum(samples_ms) / 1000
+    rate = len(samples_ms) / total_s
+    p50 = statistics.median(samples_ms)
+    p95 = samples_ms[max(0, int(len(samples_ms) * 0.95) - 1)]
+    rows.append(
+        (label, f"{rate:.0f} approvals/s", target, f"p50 {p50:.2f} ms, p95 {p95:.2f} ms{detail}")
+    )
+    return rate, p50
+
+
+def request_stats(client, url: str) -> tuple[float, float, int, int]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.get(url)  # warm caches and connections
+    samples = []
+    queries = status = 0
+    for _ in range(REQUESTS):
+        with CaptureQueriesContext(connection) as ctx:
+            start = time.perf_counter()
+            response = client.get(url)
+            samples.append((time.perf_counter() - start) * 1000)
+        queries = len(ctx.captured_queries)
+        status = response.status_code
+    samples.sort()
+    p95 = samples[max(0, int(len(samples) * 0.95) - 1)]
+    return statistics.median(samples), p95, queries, status
+
+
+def main() -> None:
+    recreate_database()
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from pools.choices import HOLDING_STATUSES
+    from pools.models import Allocation, CapacityRequest
+    from pools.services.requests import capacity_request_approve
+
+    settings.ALLOWED_HOSTS = ["*"]
+    call_command("migrate", verbosity=0)
+    rng = random.Random(3)
+    rows = []
+
+    started = time.perf_counter()
+    pools, models = build_fleet()
+    teams, users, admin = build_tenants()
+    build_existing(pools, models, teams, users, rng)
+    pending = build_pending(APPROVALS + API_APPROVALS, pools, models, teams, users, rng)
+    analyze()
+    holding = Allocation.objects.filter(status__in=HOLDING_STATUSES).count()
+    rows.append(
+        (
+            f"load {EXISTING} allocations ({holding} holding), {len(pending)} submitted requests",
+            f"{time.perf_counter() - started:.2f} s",
+            "",
+            f"{len(pools) * len(models) * 128} cards",
+        )
+    )
+
+    # Service path: what a task, a form view and the API all call.
+    by_service = pending[:APPROVALS]
+    with CaptureQueriesContext(connection) as ctx:
+        capacity_request_approve(request=by_service[0], actor=admin)
+    per_approval = len(ctx.captured_queries)
+    samples, refused = [], 0
+    profiler = None
+    if PROFILE:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    for request in by_service[1:]:
+        start = time.perf_counter()
+        try:
+            capacity_request_approve(request=request, actor=admin)
+        except Exception as exc:  # the bench data leaves room for all of them; count any refusal
+            refused += 1
+            if refused == 1:
+                print(f"refused: {exc!r}")
+        samples.append((time.perf_counter() - start) * 1000)
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+    summarise(
+        f"approve {len(samples)} requests, service, one after another",
+        samples,
+        rows,
+        detail=f", {per_approval} queries each, {refused} refused",
+    )
+
+    # API path: the same through POST /api/v1/requests/{id}/approve/ (session, serializer).
+    client = Client()
+    client.force_login(admin)
+    samples, failed = [], 0
+    for request in pending[APPROVALS:]:
+        start = time.perf_counter()
+        response = client.post(f"/api/v1/requests/{request.pk}/approve/")
+        samples.append((time.perf_counter() - start) * 1000)
+        failed += response.status_code != 200
+    if samples:
+        summarise(
+            f"approve {len(samples)} requests, POST /api/v1/requests/<id>/approve/",
+            samples,
+            rows,
+            detail=f", {failed} not 200",
+        )
+    approved = CapacityRequest.objects.filter(pk__in=[r.pk for r in pending], status="approved")
+    rows.append(
+        (
+            "requests approved / allocations now",
+            str(approved.count()),
+            "",
+            f"{Allocation.objects.count()} allocations",
+        )
+    )
+
+    # The approval queue: 1,000 pending requests, one page at a time.
+    build_pending(PENDING, pools, models, teams, users, rng)
+    analyze()
+    member = users[0]
+    member_client = Client()
+    member_client.force_login(member)
+    submitted = CapacityRequest.objects.filter(status="submitted").count()
+    for who, c in (("pool admin", client), ("team member", member_client)):
+        for size in (50, 500):
+            url = f"/api/v1/requests/?status=submitted&page_size={size}"
+            p50, p95, queries, status = request_stats(c, url)
+            rows.append(
+                (
+                    f"GET /api/v1/requests/?status=submitted, page of {size}, {who} "
+                    f"[{submitted} pending]",
+                    f"p50 {p50:.1f} ms, p95 {p95:.1f} ms",
+                    "constant queries",
+                    f"{queries} queries, HTTP {status}",
+                )
+            )
+
+    width = max(len(r[0]) for r in rows)
+    print(f"\n{'benchmark'.ljust(width)} | result                     | target           | detail")
+    print("-" * (width + 90))
+    for name, result, target, detail in rows:
+        print(f"{name.ljust(width)} | {result.ljust(26)} | {target.ljust(16)} | {detail}")
+
+
+if __name__ == "__main__":
+    main()
