@@ -89,3 +89,12 @@ class PricingMethod(models.TextChoices):
     RESERVED = "reserved", "Reserved card-hours"
     USED = "used", "Used card-hours"
     TOKENS = "tokens", "Tokens"
+
+
+class EstimateStatus(models.TextChoices):
+    """A sizing estimate's job: pending → running → done, or failed (with the reason)."""
+
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"

@@ -71,6 +71,9 @@ class CudaCheckForm(forms.Form):
         return value
 
 
+JUSTIFICATION_MAX = 5000
+
+
 class CapacityRequestForm(forms.Form):
     """A new capacity request; the service validates capacity and eligibility."""
 
@@ -108,11 +111,18 @@ class CapacityRequestForm(forms.Form):
     cuda_version = forms.CharField(
         required=False, max_length=8, label="CUDA version needed", help_text="Optional, e.g. 12.4"
     )
-    justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False,
+                                    max_length=JUSTIFICATION_MAX)
 
     def __init__(self, *args, teams=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["team"].queryset = teams if teams is not None else Team.objects.none()
+
+    def clean_cuda_version(self):
+        value = self.cleaned_data["cuda_version"].strip()
+        if value and not re.fullmatch(r"\d{1,2}\.\d{1,2}", value):
+            raise forms.ValidationError("Write a CUDA version as MAJOR.MINOR, e.g. 12.4.")
+        return value
 
     def clean(self):
         data = super().clean()
@@ -141,6 +151,7 @@ class ApproveForm(forms.Form):
         to_field_name="slug",
         required=False,
         empty_label="(as requested / first eligible)",
+        label="GPU model",
     )
     reason = forms.CharField(required=False, max_length=500)
 
@@ -153,4 +164,6 @@ class ExtendForm(forms.Form):
     ends_at = forms.DateTimeField(
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}), label="New end"
     )
-    justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
+    justification = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}), max_length=JUSTIFICATION_MAX
+    )

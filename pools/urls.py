@@ -1,6 +1,6 @@
 from django.urls import path
 
-from pools import views, views_requests
+from pools import views, views_requests, views_sizing
 
 app_name = "pools"
 
@@ -24,4 +24,9 @@ urlpatterns = [
     path("allocations/<int:pk>/<str:action>/", views_requests.allocation_action,
          name="allocation-action"),
     path("timeline/", views_requests.timeline, name="timeline"),
+    path("sizing/", views_sizing.sizing_page, name="sizing"),
+    path("sizing/save/", views_sizing.sizing_save, name="sizing-save"),
+    path("sizing/estimates/", views_sizing.sizing_estimate_list, name="sizing-estimate-list"),
+    path("sizing/estimates/<int:pk>/", views_sizing.sizing_estimate_detail,
+         name="sizing-estimate-detail"),
 ]

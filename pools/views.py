@@ -6,9 +6,10 @@ from __future__ import annotations
 import csv
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import wraps
 
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
@@ -24,6 +25,18 @@ from pools.services.gpu_models import gpu_model_alias_map
 from pools.services.inventory_import import inventory_import_file
 
 PAGE_SIZES = (25, 50, 100, 200)
+
+
+def pool_admin_required(view):
+    """Pool admins only: others get the portal's 403 page (not the Django admin login)."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not request.user.is_staff:
+            raise PermissionDenied("This page is for pool admins.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
 
 
 @dataclass(frozen=True)
@@ -65,13 +78,19 @@ def filtered_list(
     request, *, queryset, filterset_class, template, columns, filename, default_ordering, extra=None
 ):
     """Render a filterable, sortable, paginated list page, its htmx fragment, or its CSV."""
-    filterset = filterset_class(request.GET or None, queryset=queryset)
+    params = request.GET.copy()
+    filterset = filterset_class(params or None, queryset=queryset)
+    if filterset.is_bound and not filterset.is_valid() and set(filterset.errors) == {"ordering"}:
+        # A stale or hand-written sort key (?ordering=name) sorts the default way rather than
+        # looking like the data is gone.
+        params.pop("ordering")
+        filterset = filterset_class(params or None, queryset=queryset)
     if not filterset.is_bound:
         rows = queryset
     else:
         # An invalid filter shows its error over no rows, never the unfiltered list (or CSV).
         rows = filterset.qs if filterset.is_valid() else queryset.none()
-    if not request.GET.get("ordering"):
+    if not params.get("ordering"):
         rows = rows.order_by(*default_ordering)
     if request.GET.get("export") == "csv":
         return csv_response(rows.iterator(chunk_size=2000), columns, filename)
@@ -83,7 +102,7 @@ def filtered_list(
         "filterset": filterset,
         "page": page,
         "query": query.urlencode(),
-        "ordering": request.GET.get("ordering", ""),
+        "ordering": params.get("ordering", ""),
         "page_sizes": PAGE_SIZES,
         **(extra or {}),
     }
@@ -275,7 +294,7 @@ def unrecognised_models(request):
     )
 
 
-@staff_member_required
+@pool_admin_required
 @require_http_methods(["GET", "POST"])
 def inventory_import(request):
     form = InventoryUploadForm(request.POST or None, request.FILES or None)

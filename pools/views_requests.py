@@ -7,7 +7,6 @@ from collections import defaultdict
 from datetime import timedelta
 
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -21,9 +20,10 @@ from pools.capacity import usable_cards
 from pools.choices import HOLDING_STATUSES, RequestStatus
 from pools.errors import DomainError
 from pools.forms import ApproveForm, CapacityRequestForm, ExtendForm, ReasonForm
+from pools.models import Allocation
 from pools.services import allocations as allocation_services
 from pools.services import requests as request_services
-from pools.views import Column, filtered_list
+from pools.views import Column, filtered_list, pool_admin_required
 
 # Colour-blind-safe qualitative palette (Okabe–Ito).
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442"]
@@ -192,7 +192,14 @@ def request_new(request):
     template = "pools/requests/request_new.html"
     name = f"{template}#options" if request.htmx else template
     response = render(
-        request, name, {"form": form, "options": options, "has_teams": teams.exists()}
+        request,
+        name,
+        {
+            "form": form,
+            "options": options,
+            "panel_errors": _panel_errors(form) if data is not None else [],
+            "has_teams": teams.exists(),
+        },
     )
     patch_vary_headers(response, ["HX-Request"])
     return response
@@ -206,8 +213,35 @@ def _initial_window() -> dict:
     }
 
 
+PANEL_FIELDS = (
+    "workload_kind",
+    "card_count",
+    "starts_at",
+    "ends_at",
+    "cuda_version",
+    "min_memory_gib",
+)
+
+
+def _panel_errors(form) -> list[str]:
+    """The field errors that make the eligibility panel meaningless, as readable lines."""
+    form.is_valid()
+    lines = [
+        f"{form.fields[name].label or name}: {' '.join(form.errors[name])}"
+        for name in PANEL_FIELDS
+        if name in form.errors
+    ]
+    start, end = form.cleaned_data.get("starts_at"), form.cleaned_data.get("ends_at")
+    if start and end and end <= start:
+        lines.append("End: must be after the start.")
+    if start and start < timezone.now() - request_services.START_GRACE:
+        lines.append("Start: is in the past.")
+    return lines
+
+
 def _options_for(form):
-    form.is_valid()  # fills cleaned_data for what parses; errors are shown with the form
+    if _panel_errors(form):
+        return None
     d = form.cleaned_data
     needed = ("workload_kind", "starts_at", "ends_at")
     if any(not d.get(k) for k in needed) or d["ends_at"] <= d["starts_at"]:
@@ -345,7 +379,7 @@ def allocation_action(request, pk: int, action: str):
     return redirect("pools:request-detail", pk=allocation.request_id)
 
 
-@staff_member_required
+@pool_admin_required
 def approval_queue(request):
     """Submitted requests with the team's current usage and the pool's free cards beside each."""
     ordering = request.GET.get("ordering", "submitted_at")
@@ -409,11 +443,14 @@ def timeline(request):
     start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     days = [start + timedelta(days=i) for i in range(56)]
     end = days[-1] + timedelta(days=1)
+    # Capacity is shared, so every team's holdings count; a member sees other teams' cards
+    # summed as "other teams", never their names or allocations.
     allocations = list(
-        selectors.allocation_list(user=request.user).filter(
+        Allocation.objects.select_related("team", "pool", "gpu_model").filter(
             status__in=HOLDING_STATUSES, starts_at__lt=end, ends_at__gt=start
         )
     )
+    mine = set(selectors.team_list(user=request.user).values_list("pk", flat=True))
     charts = []
     groups: dict[tuple, list] = defaultdict(list)
     for allocation in allocations:
@@ -428,7 +465,8 @@ def timeline(request):
                 # cards held at noon of that day, a readable daily sample
                 noon = day + timedelta(hours=12)
                 if allocation.starts_at <= noon < allocation.ends_at:
-                    per_team[allocation.team.name][i] += allocation.card_count
+                    label = allocation.team.name if allocation.team_id in mine else "other teams"
+                    per_team[label][i] += allocation.card_count
         charts.append(
             {
                 "id": f"tl-{pool.pk}-{model.pk}",
@@ -459,7 +497,9 @@ def timeline(request):
                         }
                     ],
                 },
-                "allocations": sorted(items, key=lambda a: a.starts_at),
+                "allocations": sorted(
+                    (a for a in items if a.team_id in mine), key=lambda a: a.starts_at
+                ),
             }
         )
     return render(

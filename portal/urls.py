@@ -9,6 +9,8 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.routers import DefaultRouter
 from rest_framework.throttling import ScopedRateThrottle
 
+from billing.api import views as billing_api
+from pools.api import estimates as estimates_api
 from pools.api import requests as requests_api
 from pools.api import views as pools_api
 from portal.health import healthz, readyz
@@ -34,6 +36,8 @@ router.register("teams", requests_api.TeamViewSet, basename="team")
 router.register("requests", requests_api.CapacityRequestViewSet, basename="request")
 router.register("allocations", requests_api.AllocationViewSet, basename="allocation")
 router.register("audit-events", requests_api.AuditEventViewSet, basename="audit-event")
+router.register("estimates", estimates_api.SizingEstimateViewSet, basename="estimate")
+router.register("statements", billing_api.StatementViewSet, basename="statement")
 
 api_v1 = [
     path("auth/token/", TokenView.as_view(), name="auth-token"),
@@ -42,6 +46,7 @@ api_v1 = [
         pools_api.UnrecognisedModelView.as_view(),
         name="unrecognised-models",
     ),
+    path("usage/tokens/", billing_api.TokenUsageView.as_view(), name="usage-tokens"),
     path("", include(router.urls)),
 ]
 
@@ -56,5 +61,6 @@ urlpatterns = [
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("costs/", include("billing.urls")),
     path("", include("pools.urls")),
 ]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Make sure what the test suite needs is running; start what can be started, fail loudly
 # (exit 1, naming it) when something cannot be had. Needed now: PostgreSQL on 127.0.0.1:5432,
-# and Debian's chromium for the browser tests.
+# Debian's chromium for the browser tests, and the single-machine Slurm of
+# scripts/services/slurm.sh (slurmrestd on 127.0.0.1:6820) for the Slurm integration tests.
 set -u
 fail=0
 
@@ -31,6 +32,19 @@ if ! command -v chromium >/dev/null 2>&1; then
   if ! command -v chromium >/dev/null 2>&1; then
     say "REQUIRED TOOL MISSING: chromium (apt-get install chromium)"; fail=1
   fi
+fi
+
+# Slurm: the script is idempotent (about 1 s when everything already runs) and needs root to
+# install packages and start daemons; without root, an already running cluster is enough.
+slurm_script="$(dirname "$0")/services/slurm.sh"
+if [ "$(id -u)" = 0 ]; then
+  if ! bash "$slurm_script"; then
+    say "REQUIRED SERVICE MISSING: Slurm (scripts/services/slurm.sh failed; logs in /var/lib/slurm-test/log)"
+    fail=1
+  fi
+elif ! bash "$slurm_script" status >/dev/null 2>&1; then
+  say "REQUIRED SERVICE MISSING: Slurm (not running; start it as root: sudo bash scripts/services/slurm.sh)"
+  fail=1
 fi
 
 exit "$fail"

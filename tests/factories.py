@@ -212,3 +212,27 @@ def node_with_gpus(count: int, *, gpu_model: str = "a100_80g_sxm", **node_fields
     for index in range(count):
         GpuFactory(node=node, index=index, gpu_model=model, raw_model_name=model.vendor_name)
     return node
+
+
+def inference_fleet() -> models.Pool:
+    """The demo's inference pool as factories: Kubernetes pool ``infer-k8s`` with 10 nodes x 4
+    L40S and 4 nodes x 2 A100 80GB PCIe (driver 550), plus a Slurm pool ``train-slurm`` with
+    2 nodes x 8 A100 SXM4 80GB that serving requests cannot use."""
+    pool = PoolFactory(
+        slug="infer-k8s",
+        name="Inference (Kubernetes)",
+        scheduler=Scheduler.KUBERNETES,
+        slurm_partition="",
+    )
+    for host, (model, cards) in enumerate([("l40s", 4)] * 10 + [("a100_80g_pcie", 2)] * 4):
+        node_with_gpus(
+            cards,
+            gpu_model=model,
+            hostname=f"inf-{host:02d}",
+            pool=pool,
+            scheduler=Scheduler.KUBERNETES,
+        )
+    train = PoolFactory(slug="train-slurm", name="Training (Slurm)", slurm_partition="train")
+    for host in range(2):
+        node_with_gpus(8, hostname=f"trn-{host:02d}", pool=train)
+    return pool

@@ -170,7 +170,9 @@ class CapacityRequestFilterSet(filters.FilterSet):
     team = filters.CharFilter(field_name="team__slug")
     pool = filters.CharFilter(field_name="pool__slug")
     gpu_model = filters.CharFilter(field_name="gpu_model__slug")
-    status = filters.MultipleChoiceFilter(choices=RequestStatus.choices)
+    # distinct=False: the status is the row's own column, so no join can repeat a row, and
+    # DISTINCT over the joined columns made ?status= pages 30 ms slower (benchmarks/approvals.py).
+    status = filters.MultipleChoiceFilter(choices=RequestStatus.choices, distinct=False)
     workload_kind = filters.ChoiceFilter(choices=WorkloadKind.choices)
     ordering = filters.OrderingFilter(
         fields=(("created_at", "created"), ("starts_at", "starts"), ("card_count", "cards"))
@@ -185,7 +187,7 @@ class AllocationFilterSet(filters.FilterSet):
     team = filters.CharFilter(field_name="team__slug")
     pool = filters.CharFilter(field_name="pool__slug")
     gpu_model = filters.CharFilter(field_name="gpu_model__slug")
-    status = filters.MultipleChoiceFilter(choices=AllocationStatus.choices)
+    status = filters.MultipleChoiceFilter(choices=AllocationStatus.choices, distinct=False)
     ordering = filters.OrderingFilter(
         fields=(("starts_at", "starts"), ("ends_at", "ends"), ("card_count", "cards"))
     )

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.audit import audit_event_record
-from pools.choices import AllocationStatus, TeamRole
+from pools.choices import AllocationStatus, RequestStatus, TeamRole
 from pools.errors import InvalidInput, InvalidTransition
 from pools.locks import allocation_lock, pool_lock
 from pools.models import Allocation, CapacityRequest, Membership
@@ -82,7 +82,9 @@ def allocation_provision(*, allocation_id: int, now: datetime | None = None) -> 
     binding = {
         "scheduler": allocation.pool.scheduler,
         "applied": False,
-        "note": "no scheduler adapter configured for this pool",
+        "note": f"Not applied in {allocation.pool.get_scheduler_display()}: no scheduler "
+        "connection is configured for this pool (demo mode). The cards are reserved in the "
+        "portal only.",
     }
     with transaction.atomic():
         allocation = allocation_lock(allocation_id)
@@ -140,39 +142,59 @@ def allocation_extend(
 ) -> CapacityRequest:
     """Ask for more time: a new submitted request for ``[current end, ends_at)``.
 
-    Any team member may ask. Raises :class:`InvalidInput` when ``ends_at`` is not after the
-    current end and :class:`InvalidTransition` when the allocation no longer holds cards.
+    The extra window starts where the allocation — or the last approved extension of it — ends,
+    so extensions chain and never overlap (two approved extensions of one window would hold the
+    same cards twice). One extension may be pending at a time. Any team member may ask. Raises
+    :class:`InvalidInput` when ``ends_at`` is not after that end and :class:`InvalidTransition`
+    when the allocation no longer holds cards or an extension is already pending.
     """
     _require_member(actor, allocation.team)
-    # The caller's copy may be stale (released or ended since): decide on the row as it is now.
-    allocation = Allocation.objects.select_related("team", "pool", "gpu_model", "request").get(
-        pk=allocation.pk
-    )
-    if allocation.status not in RELEASABLE:
-        raise InvalidTransition(
-            f"A {allocation.status} allocation cannot be extended.",
-            status=allocation.status,
-            action="extend",
+    with transaction.atomic():
+        # Decide on the row as it is now, locked so two clicks cannot both pass the checks.
+        allocation = allocation_lock(allocation.pk)
+        if allocation.status not in RELEASABLE:
+            raise InvalidTransition(
+                f"This allocation is {allocation.status} and can no longer be extended.",
+                status=allocation.status,
+                action="extend",
+            )
+        pending = CapacityRequest.objects.filter(
+            extends=allocation, status__in=(RequestStatus.DRAFT, RequestStatus.SUBMITTED)
+        ).first()
+        if pending is not None:
+            raise InvalidTransition(
+                f"An extension of this allocation is already waiting: request #{pending.pk}.",
+                status=allocation.status,
+                action="extend",
+                pending_request=pending.pk,
+            )
+        granted_until = max(
+            [allocation.ends_at]
+            + list(
+                Allocation.objects.filter(
+                    request__extends=allocation, status__in=RELEASABLE
+                ).values_list("ends_at", flat=True)
+            )
         )
-    if ends_at <= allocation.ends_at:
-        raise InvalidInput(
-            "The new end must be after the current end.",
-            errors={"ends_at": f"After {allocation.ends_at:%Y-%m-%d %H:%M %Z}."},
+        if ends_at <= granted_until:
+            raise InvalidInput(
+                "The new end must be after the current end.",
+                errors={"ends_at": f"After {timezone.localtime(granted_until):%Y-%m-%d %H:%M %Z}."},
+            )
+        source = allocation.request
+        return capacity_request_create(
+            actor=actor,
+            team=allocation.team,
+            workload_kind=source.workload_kind,
+            card_count=allocation.card_count,
+            starts_at=granted_until,
+            ends_at=ends_at,
+            justification=justification,
+            pool=allocation.pool,
+            gpu_model=allocation.gpu_model,
+            cuda_version=source.cuda_version,
+            extends=allocation,
         )
-    source = allocation.request
-    return capacity_request_create(
-        actor=actor,
-        team=allocation.team,
-        workload_kind=source.workload_kind,
-        card_count=allocation.card_count,
-        starts_at=allocation.ends_at,
-        ends_at=ends_at,
-        justification=justification,
-        pool=allocation.pool,
-        gpu_model=allocation.gpu_model,
-        cuda_version=source.cuda_version,
-        extends=allocation,
-    )
 
 
 def allocation_lifecycle_sweep(

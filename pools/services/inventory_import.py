@@ -20,6 +20,7 @@ from django.utils import timezone
 from pools.audit import audit_event_build
 from pools.bulk import bulk_update_rows
 from pools.choices import GpuHealth, NodeState, Scheduler
+from pools.driver_versions import parse_driver_version
 from pools.errors import InvalidInput, UploadTooLarge
 from pools.inventory.nvidia_smi import parse_nvidia_smi
 from pools.models import (
@@ -355,6 +356,7 @@ def _plan_node(
     before_values = None if created else _node_values(node)
     before = None if created else _node_state(node, len(existing))
     _apply_node_fields(node, snapshot, run=run)
+    odd = _implausible(snapshot)
     plan = _NodePlan(
         node=node,
         created=created,
@@ -362,6 +364,7 @@ def _plan_node(
         before=before,
         after=_node_state(node, len(snapshot.gpus)),
     )
+    plan.warnings.extend(odd)
     _plan_gpus(plan, existing, snapshot, run)
     for gpu in existing:
         if gpu.uuid and _MASKED_UUID.match(gpu.uuid):
@@ -377,6 +380,47 @@ def _plan_node(
                 )
             )
     return plan
+
+
+# No GPU has (yet) a TiB of memory; a larger reading is a unit slip or garbage.
+MAX_GPU_MEMORY_MIB = 1024 * 1024
+
+
+def _plausible_mib(value: int | None) -> int | None:
+    return value if value is not None and 0 < value <= MAX_GPU_MEMORY_MIB else None
+
+
+def _is_driver_version(raw: str) -> bool:
+    try:
+        parse_driver_version(raw)
+    except ValueError:
+        return False
+    return True
+
+
+def _implausible(snapshot: NodeSnapshot) -> list[ParseIssue]:
+    """Values a parser read but the portal will not store, each as a warning."""
+    found = []
+    if snapshot.driver_version and not _is_driver_version(snapshot.driver_version):
+        found.append(
+            ParseIssue(
+                f"driver version {snapshot.driver_version!r} is not an NVIDIA driver version; "
+                "not stored",
+                field="driver_version",
+                node=snapshot.hostname,
+            )
+        )
+    for gpu in snapshot.gpus:
+        if gpu.memory_total_mib is not None and _plausible_mib(gpu.memory_total_mib) is None:
+            found.append(
+                ParseIssue(
+                    f"GPU {gpu.index}: memory {gpu.memory_total_mib} MiB is not plausible; "
+                    "stored as unknown",
+                    field="memory.total",
+                    node=snapshot.hostname,
+                )
+            )
+    return found
 
 
 def _apply_node_fields(node: Node, snapshot: NodeSnapshot, *, run: _Run) -> None:
@@ -396,7 +440,7 @@ def _apply_node_fields(node: Node, snapshot: NodeSnapshot, *, run: _Run) -> None
         node.state_reason = (snapshot.state_reason or "")[:255]
     elif not node.state:
         node.state = NodeState.UNKNOWN
-    if snapshot.driver_version:
+    if snapshot.driver_version and _is_driver_version(snapshot.driver_version):
         node.driver_version = snapshot.driver_version[:32]
         node.driver_group = run.driver_group(snapshot.driver_version)
     if snapshot.cuda_version:
@@ -473,7 +517,7 @@ def _apply_gpu_fields(
         "uuid": uuid,
         "serial": (snap.serial or None) and snap.serial[:64],
         "pci_bus_id": (snap.pci_bus_id or None) and snap.pci_bus_id[:32],
-        "memory_total_mib": snap.memory_total_mib,
+        "memory_total_mib": _plausible_mib(snap.memory_total_mib),
         "mig_mode": snap.mig_mode,
     }
     if gpu.pk and gpu.index != index:

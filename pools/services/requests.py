@@ -31,6 +31,7 @@ from pools.models import (
 # A start a few minutes in the past is "now" (clock skew, a slow form); more is an error.
 START_GRACE = timedelta(minutes=10)
 MAX_WINDOW = timedelta(days=366)
+JUSTIFICATION_MAX = 5000
 
 
 def team_role(*, user: Any, team: Team) -> str | None:
@@ -182,6 +183,8 @@ def capacity_request_create(
     )
     if not (justification or "").strip():
         errors["justification"] = "Say what the cards are for."
+    elif len(justification) > JUSTIFICATION_MAX:
+        errors["justification"] = f"Keep it under {JUSTIFICATION_MAX:,} characters."
     if errors:
         raise InvalidInput("The request has invalid fields.", errors=errors)
     with transaction.atomic():
@@ -465,19 +468,17 @@ def capacity_request_cancel(
     """draft/submitted → cancelled; an approved request whose allocation has not started
     provisioning is cancelled together with it.
 
-    Allowed to the requester (own request), the team's managers and pool admins. Idempotent for
-    a cancelled request; :class:`InvalidTransition` once the allocation is provisioning or
-    later (release it instead).
+    The requester may cancel their own draft or submitted request; cancelling an approved one
+    (which gives granted cards back) is for the team's managers and pool admins, like a release.
+    Idempotent for a cancelled request; :class:`InvalidTransition` once the allocation is
+    provisioning or later (release it instead). The admin's decision note is kept; the reason
+    for cancelling goes to the audit trail.
     """
-    is_requester = getattr(actor, "pk", None) == request.requested_by_id
-    if not is_requester:
-        _require_manager(actor, request.team)
-    else:
-        _require_member(actor, request.team)
+    _require_member(actor, request.team)
     with transaction.atomic():
         if request.pool_id:
             pool_lock(request.pool_id)
-        request = request_lock(request.pk)
+        request = request_lock(request.pk)  # decide on the row as it is now
         if request.status == RequestStatus.CANCELLED:
             return request
         allocation = getattr(request, "allocation", None) if request.status == "approved" else None
@@ -486,15 +487,17 @@ def capacity_request_cancel(
         )
         if not cancellable:
             raise InvalidTransition(
-                f"A {request.status} request cannot be cancelled"
-                + (" — release its allocation instead." if allocation else "."),
+                f"This request is {request.status} and can no longer be cancelled"
+                + ("; release its allocation instead." if allocation else "."),
                 status=request.status,
                 action="cancel",
             )
+        is_requester = getattr(actor, "pk", None) == request.requested_by_id
+        if allocation is not None or not is_requester:
+            _require_manager(actor, request.team)
         before = _snapshot(request)
         request.status = RequestStatus.CANCELLED
-        request.decision_reason = reason or request.decision_reason
-        request.save(update_fields=["status", "decision_reason"])
+        request.save(update_fields=["status"])
         audit_event_record(
             actor=actor,
             action="request.cancelled",

@@ -4,7 +4,7 @@ models (:func:`sizing_plan`) with replicas, cards, monthly cost, warnings and a 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -365,6 +365,7 @@ def sizing_plan(
     input_tokens: int,
     output_tokens: int,
     demand: Demand | None = None,
+    concurrency: int | None = None,
     tpot_target_ms: float | None = None,
     ttft_target_ms: float | None = None,
     engine: str | None = None,
@@ -373,17 +374,21 @@ def sizing_plan(
     prices: Mapping[str, Decimal | None] | None = None,
     hours_per_month: Decimal = HOURS_PER_MONTH,
     seed_per_card_tok_s: float | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> SizingPlan:
     """One :class:`PlanRow` per GPU model in ``gpus``, ranked, plus the recommendation.
 
     For each GPU model every TP degree (powers of two up to the node's cards, dividing the
     heads) that fits is tried; at each, the largest batch meeting ``tpot_target_ms`` /
     ``ttft_target_ms`` gives the replica's requests/s, then replicas = ceil(peak requests/s /
-    that) and cards = replicas × TP (one replica when ``demand`` is ``None``). The option with
+    that) and cards = replicas × TP (one replica when ``demand`` is ``None``). With
+    ``concurrency`` instead (sequences in flight at once, closed loop) replicas = ceil(concurrency
+    / that largest batch); give one of the two, not both. The option with
     fewest cards meeting the targets wins; if none does, the smallest fitting TP is shown with
     warnings. ``cards_per_node`` (int or per slug) bounds TP; ``free_cards`` (per slug) adds
     the free-capacity check; ``prices`` (Decimal per card-hour, per slug) gives
     ``monthly_cost``; ``seed_per_card_tok_s`` adds the seeds' rule (demand / that rate).
+    ``on_progress(done, total)`` is called after each GPU model (a job reports its progress).
 
     Raises :class:`SizingInputError` for bad precision, KV dtype, engine or lengths, or a
     context above the model's maximum.
@@ -391,6 +396,14 @@ def sizing_plan(
     precision_parse(precision)
     kv_cache_bits(kv_cache_dtype)
     engine_profile(engine)
+    if concurrency is not None:
+        _positive_int("concurrency", concurrency)
+        if demand is not None:
+            raise SizingInputError(
+                "give a demand or a concurrency, not both",
+                reason="inconsistent",
+                field="concurrency",
+            )
     input_len = _positive_int("input_len", input_tokens)
     output_len = _positive_int("output_len", output_tokens)
     if input_len + output_len > model.max_context_tokens:
@@ -403,28 +416,32 @@ def sizing_plan(
     cached = 0
     if demand is not None:
         cached = min(input_len - 1, round(input_len * demand.prompt_cache_hit_rate))
-    rows = [
-        _plan_row(
-            model=model,
-            gpu=gpu,
-            precision=precision,
-            kv_cache_dtype=kv_cache_dtype,
-            input_tokens=input_len,
-            output_tokens=output_len,
-            demand=demand,
-            tpot_target_ms=tpot_target_ms,
-            ttft_target_ms=ttft_target_ms,
-            engine=engine,
-            cached=cached,
-            max_tp=cards_per_node.get(gpu.slug, DEFAULT_CARDS_PER_NODE)
-            if isinstance(cards_per_node, Mapping)
-            else cards_per_node,
-            free=None if free_cards is None else free_cards.get(gpu.slug, 0),
-            price=None if prices is None else prices.get(gpu.slug),
-            hours_per_month=hours_per_month,
+    rows = []
+    for done, gpu in enumerate(gpus, start=1):
+        rows.append(
+            _plan_row(
+                model=model,
+                gpu=gpu,
+                precision=precision,
+                kv_cache_dtype=kv_cache_dtype,
+                input_tokens=input_len,
+                output_tokens=output_len,
+                demand=demand,
+                concurrency=concurrency,
+                tpot_target_ms=tpot_target_ms,
+                ttft_target_ms=ttft_target_ms,
+                engine=engine,
+                cached=cached,
+                max_tp=cards_per_node.get(gpu.slug, DEFAULT_CARDS_PER_NODE)
+                if isinstance(cards_per_node, Mapping)
+                else cards_per_node,
+                free=None if free_cards is None else free_cards.get(gpu.slug, 0),
+                price=None if prices is None else prices.get(gpu.slug),
+                hours_per_month=hours_per_month,
+            )
         )
-        for gpu in gpus
-    ]
+        if on_progress is not None:
+            on_progress(done, len(gpus))
     rows.sort(key=_rank_key)
     good = [row for row in rows if row.meets_targets]
     in_free = [row for row in good if row.fits_free_capacity]
@@ -464,6 +481,7 @@ def _plan_row(
     input_tokens: int,
     output_tokens: int,
     demand: Demand | None,
+    concurrency: int | None,
     tpot_target_ms: float | None,
     ttft_target_ms: float | None,
     engine: str | None,
@@ -532,7 +550,10 @@ def _plan_row(
         chosen = at_targets or _batch_one(base, model, gpu, cached)
         rps = chosen.requests_per_s
         replicas = 1
-        if demand is not None:
+        if concurrency is not None:
+            # Whole sequences per replica: batch_for_targets answers whole batches, batch 1 else.
+            replicas = -(-concurrency // max(1, int(chosen.batch)))
+        elif demand is not None:
             replicas = replicas_for_demand(
                 peak_requests_per_s=demand.peak_requests_per_s, replica_requests_per_s=rps
             )

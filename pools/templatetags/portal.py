@@ -53,6 +53,8 @@ def spec(value, suffix: str = ""):
     """A catalogue number without trailing zeros (``600.0`` -> ``600``), or ``—`` if unknown."""
     if value is None or value == "":
         return "—"
+    if isinstance(value, int):
+        return f"{value}{suffix}"
     text = format(value.normalize() if hasattr(value, "normalize") else value, "f")
     return f"{text}{suffix}"
 

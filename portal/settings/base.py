@@ -8,6 +8,7 @@ when ``DEBUG`` is off), ``DEBUG``, ``TIME_ZONE``, ``ALLOWED_HOSTS``, ``CSRF_TRUS
 
 from pathlib import Path
 
+from celery.schedules import crontab
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
@@ -176,7 +177,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Node.last_source, InventoryImport.source and the upload's source share one choice set.
-    "ENUM_NAME_OVERRIDES": {"InventorySourceEnum": "pools.choices.InventorySource"},
+    "ENUM_NAME_OVERRIDES": {
+        "InventorySourceEnum": "pools.choices.InventorySource",
+        "EstimateStatusEnum": "pools.choices.EstimateStatus",
+    },
 }
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="")
@@ -190,7 +194,14 @@ CELERY_TIMEZONE = TIME_ZONE
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "allocation-lifecycle": {"task": "pools.tasks.allocation_lifecycle_task", "schedule": 5 * 60},
+    # Hourly; the task acts only on the 1st in BILLING_TIME_ZONE and is idempotent.
+    "statements-close-month": {
+        "task": "billing.tasks.statements_close_month_task",
+        "schedule": crontab(minute=7),
+    },
 }
+BILLING_TIME_ZONE = env.str("BILLING_TIME_ZONE", default="UTC")
+BILLING_CURRENCY = env.str("BILLING_CURRENCY", default="EUR")
 ALLOCATION_EXPIRY_WARNING_DAYS = env.int("ALLOCATION_EXPIRY_WARNING_DAYS", default=3)
 
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")

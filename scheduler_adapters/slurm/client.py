@@ -192,7 +192,6 @@ class SlurmRestAdapter:
             transport=transport,
             headers={"Accept": "application/json"},
         )
-        self._timeout_s = timeout_s
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -217,6 +216,11 @@ class SlurmRestAdapter:
         :func:`scheduler_adapters.slurm.nodes.parse_slurm_nodes` (one GPU per card of each
         node's ``gres``, model = GRES type)."""
         reply = self._request("list_nodes", "GET", self._dialect.NODES)
+        if not isinstance(reply.payload.get("nodes"), list):
+            raise UnexpectedResponse(
+                f"{self._dialect.VERSION} nodes response has no 'nodes' list",
+                operation="list_nodes",
+            )
         return parse_slurm_nodes(reply.payload)
 
     def ensure_account(self, account: str, *, description: str, organization: str) -> bool:
@@ -473,9 +477,10 @@ class SlurmRestAdapter:
                 operation=operation,
             )
         if cleared:
-            # 22.05.8: a clear (-1) over REST reaches slurmdbd but not slurmctld, which keeps
-            # enforcing the old limit until it restarts. A raise does reach slurmctld, so the
-            # entries are first raised to a stand-in for "unlimited", then cleared.
+            # 22.05.8: a clear (-1) over REST reaches slurmdbd but not always slurmctld, which
+            # then keeps enforcing the old cap until it restarts (seen on a real cluster when
+            # the last entry was cleared; with other entries sent along it did arrive). A raise
+            # always arrives, so entries are first raised to a stand-in for "unlimited".
             raised = dict(desired) | {name: UNLIMITED_STAND_IN for name in cleared}
             self._modify_grp_tres(operation, account, send=raised, expect=raised)
         cleared_too = dict(desired) | {name: -1 for name in cleared}

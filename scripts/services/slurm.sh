@@ -5,7 +5,7 @@
 #                                       until slurmrestd answers, write the env file (idempotent;
 #                                       about 1 s when everything already runs)
 #   scripts/services/slurm.sh stop      cancel jobs, stop the daemons this script started
-#   scripts/services/slurm.sh status    exit 0 when slurmrestd answers, 1 otherwise
+#   scripts/services/slurm.sh status    exit 0 when slurmrestd answers, 1 otherwise (any user)
 #
 # What runs (no systemd; every daemon is found again through its pid file, never by name):
 #   munged -> slurmdbd (on the machine's MariaDB at 127.0.0.1:3306, database slurm_acct_db)
@@ -150,6 +150,12 @@ case "$ACTION" in
         exit 0
         ;;
     status)
+        if [ "$(id -u)" -ne 0 ]; then
+            # no token without root; slurmrestd answering 401 to an anonymous ping is enough
+            code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' \
+                "http://127.0.0.1:$REST_PORT/slurm/$API_VERSION/ping" || true)
+            [ "$code" = 401 ] && { say "slurmrestd answers on 127.0.0.1:$REST_PORT"; exit 0; }
+        fi
         rest_answers && { say "slurmrestd answers on 127.0.0.1:$REST_PORT"; exit 0; }
         say "slurmrestd does not answer on 127.0.0.1:$REST_PORT"
         exit 1
@@ -338,10 +344,23 @@ if ! sacctmgr -n -P list cluster format=cluster | grep -qx "$CLUSTER"; then
     sacctmgr -i add cluster "$CLUSTER" >/dev/null # before slurmctld first starts
     say "registered cluster $CLUSTER"
 fi
-if ! sacctmgr -n -P list user "$ADMIN_USER" format=user | grep -qx "$ADMIN_USER"; then
+associations=$(sacctmgr -n -P list assoc format=cluster,account,user)
+if ! grep -qx "$CLUSTER|root|$ADMIN_USER" <<<"$associations"; then
     sacctmgr -i add user "$ADMIN_USER" account=root cluster="$CLUSTER" adminlevel=Administrator >/dev/null
     say "added slurmdb administrator $ADMIN_USER"
 fi
+# The test users' default account: a user's first association becomes its default, and
+# slurmdbd refuses to delete a default account, so tests' own accounts must never be one.
+for user in $TEST_USERS; do
+    if ! grep -qx "$CLUSTER|sandbox|$user" <<<"$associations"; then
+        grep -q "^$CLUSTER|sandbox|$" <<<"$associations" || sacctmgr -i add account sandbox \
+            cluster="$CLUSTER" parent=root description="test users' default" organization=portal >/dev/null
+        associations+=$'\n'"$CLUSTER|sandbox|"
+        sacctmgr -i add user "$user" account=sandbox cluster="$CLUSTER" >/dev/null
+        sacctmgr -i modify user "$user" set defaultaccount=sandbox >/dev/null
+        say "test user $user: default account sandbox"
+    fi
+done
 
 # --------------------------------------------------------------------------- slurmctld, slurmd
 if ! running "$ROOT/run/slurmctld.pid" slurmctld; then

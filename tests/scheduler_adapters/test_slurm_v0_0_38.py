@@ -13,18 +13,22 @@ SUBMITTED = datetime.fromtimestamp(1795968514, tz=UTC)
 
 
 def test_bodies_match_the_recorded_requests(rec):
-    assert api.account_body(
-        "fx-team", description="Fixture team", organization="acme"
-    ) == rec.recording("accounts_post")["request_body"]
-    assert api.account_association_body(
-        "fx-team", cluster="portal", parent="root"
-    ) == rec.recording("association_add_account")["request_body"]
-    assert api.user_association_body(
-        "fx-team", "alice", cluster="portal", partition="gpu"
-    ) == rec.recording("association_add_user")["request_body"]
-    assert api.grp_tres_body(
-        "fx-team", cluster="portal", grp_tres={"gres/gpu:a100": 1}
-    ) == rec.recording("association_modify_grp_tres")["request_body"]
+    assert (
+        api.account_body("fx-team", description="Fixture team", organization="acme")
+        == rec.recording("accounts_post")["request_body"]
+    )
+    assert (
+        api.account_association_body("fx-team", cluster="portal", parent="root")
+        == rec.recording("association_add_account")["request_body"]
+    )
+    assert (
+        api.user_association_body("fx-team", "alice", cluster="portal", partition="gpu")
+        == rec.recording("association_add_user")["request_body"]
+    )
+    assert (
+        api.grp_tres_body("fx-team", cluster="portal", grp_tres={"gres/gpu:a100": 1})
+        == rec.recording("association_modify_grp_tres")["request_body"]
+    )
 
 
 def test_job_submit_body_matches_the_recorded_request(rec):

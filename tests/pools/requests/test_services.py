@@ -554,7 +554,7 @@ def test_the_requester_a_manager_or_an_admin_cancels(submitted, who, username, r
     cancelled = capacity_request_cancel(request=submitted, actor=actor, reason="not needed")
 
     assert cancelled.status == RequestStatus.CANCELLED
-    assert cancelled.decision_reason == "not needed"
+    assert cancelled.decision_reason == ""  # the why of a cancel is in the audit trail
     assert trail(cancelled)[-1] == (
         "request.cancelled",
         username,
@@ -573,6 +573,20 @@ def test_another_plain_member_cannot_cancel(submitted, team, other_member, reque
             capacity_request_cancel(request=submitted, actor=actor)
 
     assert request_state() == before
+
+
+def test_the_requester_cannot_cancel_an_approved_request_a_manager_can(
+    submitted, team_member, team_manager, pool_admin, request_state
+):
+    capacity_request_approve(request=submitted, actor=pool_admin, reason="ok")
+    before = request_state()
+
+    with pytest.raises(PermissionDenied):
+        capacity_request_cancel(request=submitted, actor=team_member)
+
+    assert request_state() == before
+    cancelled = capacity_request_cancel(request=submitted, actor=team_manager, reason="moved")
+    assert (cancelled.status, cancelled.decision_reason) == ("cancelled", "ok")
 
 
 def test_cancel_twice_changes_nothing_the_second_time(submitted, team_member, request_state):

@@ -190,6 +190,13 @@ def test_a_justification_is_required(create, request_state, justification):
     }
 
 
+def test_a_justification_of_at_most_5000_characters(create, request_state):
+    assert create(justification="x" * 5000).justification == "x" * 5000
+    assert refused(create, request_state, justification="x" * 5001) == {
+        "justification": "Keep it under 5,000 characters."
+    }
+
+
 def test_several_errors_are_reported_together(create, request_state):
     past = timezone.now() - timedelta(days=3)
 

@@ -342,3 +342,55 @@ def test_plan_card_counts_are_whole_and_cover_whole_replicas(
         assert isinstance(row.cards, int) and isinstance(row.replicas, int)
         assert row.replicas >= 1 and row.cards == row.replicas * row.tp
         assert row.replicas * row.replica_requests_per_s >= demand.peak_requests_per_s * (1 - 1e-9)
+
+
+def test_concurrency_sizes_replicas_by_the_sequences_each_holds():
+    gpus = gpu_specs_from_catalogue()
+    result = sizing_plan(
+        model=model_preset("llama3_70b"),
+        gpus=[gpus["h100_sxm"], gpus["a100_80g_sxm"]],
+        precision="FP16",
+        kv_cache_dtype="FP16",
+        input_tokens=1_000,
+        output_tokens=200,
+        concurrency=300,
+        tpot_target_ms=50,
+    )
+
+    for row in result.rows:
+        batch = row.estimate.throughput.batch
+        assert batch == int(batch) and row.estimate.throughput.tpot_ms <= 50
+        assert row.replicas == math.ceil(300 / batch)
+        assert row.cards == row.replicas * row.tp
+    assert result.seed_rule_cards is None
+
+
+def test_a_plan_takes_a_demand_or_a_concurrency_not_both():
+    with pytest.raises(SizingInputError) as caught:
+        sizing_plan(
+            model=model_preset("llama3_8b"),
+            gpus=[gpu_spec("h100_sxm")],
+            precision="FP16",
+            kv_cache_dtype=None,
+            input_tokens=100,
+            output_tokens=100,
+            demand=demand_from_output_rate(output_tok_s=100, input_tokens=100, output_tokens=100),
+            concurrency=4,
+        )
+
+    assert caught.value.data["reason"] == "inconsistent"
+
+
+def test_progress_is_called_after_each_gpu_model():
+    calls = []
+    sizing_plan(
+        model=model_preset("llama3_8b"),
+        gpus=[gpu_spec("h100_sxm"), gpu_spec("l40s")],
+        precision="FP16",
+        kv_cache_dtype=None,
+        input_tokens=100,
+        output_tokens=100,
+        on_progress=lambda done, total: calls.append((done, total)),
+    )
+
+    assert calls == [(1, 2), (2, 2)]

@@ -1,0 +1,105 @@
+"""Billing API: statements (read-only, scoped), their lines, and token usage ingest."""
+
+from __future__ import annotations
+
+import django_filters
+from rest_framework import permissions, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from billing import selectors
+from billing.errors import UsageRejected
+from billing.models import Statement, StatementLine
+from billing.services.tokens import usage_tokens_ingest
+
+
+class MonthFilter(django_filters.CharFilter):
+    def filter(self, qs, value):
+        if not value:
+            return qs
+        try:
+            year, month = (int(p) for p in value.split("-"))
+            return qs.filter(month__year=year, month__month=month)
+        except ValueError:
+            return qs.none()
+
+
+class StatementFilterSet(django_filters.FilterSet):
+    month = MonthFilter(help_text="YYYY-MM")
+    team = django_filters.CharFilter(field_name="team__slug")
+    status = django_filters.CharFilter()
+
+    class Meta:
+        model = Statement
+        fields = ["month", "team", "status"]
+
+
+class StatementSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    month = serializers.DateField(format="%Y-%m")
+    line_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Statement
+        fields = ["id", "team", "cost_centre", "month", "status", "currency", "usage_amount",
+                  "adjustment_amount", "total_amount", "rounding", "warnings", "line_count",
+                  "built_at", "finalized_at"]  # fmt: skip
+
+
+class StatementLineSerializer(serializers.ModelSerializer):
+    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    period = serializers.DateField(format="%Y-%m")
+
+    class Meta:
+        model = StatementLine
+        fields = ["position", "kind", "period", "gpu_model", "served_model", "basis", "quantity",
+                  "unit", "unit_price", "amount", "rate_from", "rate_to"]  # fmt: skip
+
+
+class StatementViewSet(viewsets.ReadOnlyModelViewSet):
+    """Statements the caller may see (their teams'; all for staff). Others answer 404."""
+
+    serializer_class = StatementSerializer
+    filterset_class = StatementFilterSet
+
+    def get_queryset(self):
+        return selectors.statement_list(user=self.request.user).order_by("-month", "team__slug")
+
+    @action(detail=True, methods=["get"])
+    def lines(self, request, pk=None):
+        statement = self.get_object()
+        page = self.paginate_queryset(selectors.statement_lines(statement=statement))
+        return self.get_paginated_response(StatementLineSerializer(page, many=True).data)
+
+
+class CanPostUsage(permissions.BasePermission):
+    """Staff, or an account granted ``billing.add_usagerecord`` (the inference gateway)."""
+
+    def has_permission(self, request, view):
+        user = request.user
+        return bool(user and (user.is_staff or user.has_perm("billing.add_usagerecord")))
+
+
+class TokenUsageView(APIView):
+    """``POST {"records": [{idempotency_key, team, served_model, prompt_tokens,
+    completion_tokens, cached_tokens?, timestamp}, ...]}`` → accepted / duplicates / rejected.
+
+    ``prompt_tokens`` includes ``cached_tokens`` (OpenAI usage semantics). 200 when every record
+    was stored or already known; 400 with ``code: usage_rejected`` when any was rejected (the
+    others are kept).
+    """
+
+    permission_classes = [permissions.IsAuthenticated, CanPostUsage]
+
+    def post(self, request):
+        records = request.data.get("records") if isinstance(request.data, dict) else None
+        if not isinstance(records, list):
+            raise UsageRejected("Send {\"records\": [...]}.", errors={"records": "a list"})
+        result = usage_tokens_ingest(records=records)
+        body = {"accepted": result.accepted, "duplicates": result.duplicates,
+                "rejected": result.rejected}  # fmt: skip
+        if result.rejected:
+            return Response({"code": "usage_rejected", "detail": "Some records were rejected.",
+                             **body}, status=status.HTTP_400_BAD_REQUEST)  # fmt: skip
+        return Response(body, status=status.HTTP_200_OK)

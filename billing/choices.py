@@ -1,0 +1,64 @@
+"""Enumerations stored in the database (values are the field's own words)."""
+
+from django.db import models
+
+
+class UsageSource(models.TextChoices):
+    SLURM_ACCOUNTING = "slurm-accounting", "Slurm accounting"
+    KUBERNETES = "kubernetes", "Kubernetes (kube-state-metrics)"
+    TOKEN_API = "token-api", "Token API (inference gateway)"
+    PROMETHEUS_TOKENS = "prometheus-tokens", "Prometheus vLLM counters"
+    RESERVATION = "reservation", "Reservation (allocation)"
+
+
+class UsageUnit(models.TextChoices):
+    CARD_SECONDS = "card-seconds", "card-seconds"
+    INPUT_TOKENS = "input-tokens", "input tokens (uncached)"
+    CACHED_INPUT_TOKENS = "cached-input-tokens", "cached input tokens"
+    OUTPUT_TOKENS = "output-tokens", "output tokens"
+
+
+TOKEN_UNITS = (
+    UsageUnit.INPUT_TOKENS,
+    UsageUnit.CACHED_INPUT_TOKENS,
+    UsageUnit.OUTPUT_TOKENS,
+)
+
+
+class ChargeBasis(models.TextChoices):
+    """How a usage record is charged. The first three are the allocation's pricing methods;
+    ``included`` is GPU time used inside a reserved allocation, already paid by the reservation
+    (kept for showback, never charged again)."""
+
+    RESERVED = "reserved", "Reserved card-hours"
+    USED = "used", "Used card-hours"
+    TOKENS = "tokens", "Tokens"
+    INCLUDED = "included", "Used within a reservation (not charged)"
+
+
+class UsageFlag(models.TextChoices):
+    NONE = "", "—"
+    CLOCK_SKEW = "clock_skew", "End before start (clock skew): clamped to 0, review"
+    UNKNOWN_GPU_MODEL = "unknown_gpu_model", "GPU type matches no catalogue model"
+
+
+class RateKind(models.TextChoices):
+    GPU_RESERVED = "gpu-reserved", "Reserved, per card-hour"
+    GPU_USED = "gpu-used", "On use, per card-hour"
+    TOKEN_INPUT = "token-input", "Input, per million tokens"
+    TOKEN_CACHED_INPUT = "token-cached-input", "Cached input, per million tokens"
+    TOKEN_OUTPUT = "token-output", "Output, per million tokens"
+
+
+GPU_RATE_KINDS = (RateKind.GPU_RESERVED, RateKind.GPU_USED)
+TOKEN_RATE_KINDS = (RateKind.TOKEN_INPUT, RateKind.TOKEN_CACHED_INPUT, RateKind.TOKEN_OUTPUT)
+
+
+class StatementStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    FINAL = "final", "Final"
+
+
+class LineKind(models.TextChoices):
+    USAGE = "usage", "Usage"
+    ADJUSTMENT = "adjustment", "Adjustment (late usage of a closed month)"

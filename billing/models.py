@@ -1,0 +1,256 @@
+"""Rate cards, metered usage and monthly statements.
+
+Money is ``Decimal`` (prices to 6 places; statement amounts rounded once per line, half-up, to
+the currency's minor unit, see :mod:`billing.pricing`). Datetimes are aware. Units are in the
+names: ``quantity`` + ``unit`` on usage (card-seconds or tokens), card-hours or tokens on lines.
+A month is stored as the date of its first day in the billing time zone
+(``settings.BILLING_TIME_ZONE``).
+"""
+
+from __future__ import annotations
+
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import F, Q
+
+from billing.choices import (
+    GPU_RATE_KINDS,
+    TOKEN_RATE_KINDS,
+    ChargeBasis,
+    LineKind,
+    RateKind,
+    StatementStatus,
+    UsageFlag,
+    UsageSource,
+    UsageUnit,
+)
+from pools.models import Allocation, GpuModel, Team
+
+currency_validator = RegexValidator(r"^[A-Z]{3}$", "An ISO 4217 code: three capital letters.")
+
+
+class RateCard(models.Model):
+    """A price list valid from ``effective_from`` (inclusive) to ``effective_to`` (exclusive,
+    empty: open-ended), dates in the billing time zone. Cards must not overlap (checked by
+    :func:`billing.services.rates.rate_card_create`); a price change is a new card."""
+
+    name = models.CharField(max_length=100)
+    currency = models.CharField(max_length=3, validators=[currency_validator])
+    effective_from = models.DateField()
+    effective_to = models.DateField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["effective_from", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(effective_to__isnull=True) | Q(effective_to__gt=F("effective_from")),
+                name="ratecard_window_positive",
+            ),
+            models.UniqueConstraint(fields=["effective_from"], name="ratecard_unique_start"),
+        ]
+
+    def __str__(self) -> str:
+        end = self.effective_to or "…"
+        return f"{self.name} ({self.currency}, {self.effective_from} → {end})"
+
+
+class RateCardEntry(models.Model):
+    """One price: per card-hour of a GPU model (reserved or on use), or per million tokens of a
+    served model (input, cached input, output)."""
+
+    rate_card = models.ForeignKey(RateCard, on_delete=models.CASCADE, related_name="entries")
+    kind = models.CharField(max_length=20, choices=RateKind.choices)
+    gpu_model = models.ForeignKey(
+        GpuModel, null=True, blank=True, on_delete=models.PROTECT, related_name="rates"
+    )
+    served_model = models.CharField(max_length=120, blank=True)
+    price = models.DecimalField(max_digits=14, decimal_places=6)
+
+    class Meta:
+        ordering = ["rate_card", "kind", "gpu_model__name", "served_model"]
+        verbose_name_plural = "rate card entries"
+        constraints = [
+            models.CheckConstraint(condition=Q(price__gte=0), name="rate_price_not_negative"),
+            models.CheckConstraint(
+                condition=(
+                    Q(kind__in=GPU_RATE_KINDS, gpu_model__isnull=False, served_model="")
+                    | Q(kind__in=TOKEN_RATE_KINDS, gpu_model__isnull=True) & ~Q(served_model="")
+                ),
+                name="rate_gpu_or_served_model",
+            ),
+            models.UniqueConstraint(
+                fields=["rate_card", "kind", "gpu_model", "served_model"],
+                name="rate_unique_per_card",
+                nulls_distinct=False,
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.gpu_model or self.served_model}: {self.price}"
+
+
+class UsageRecord(models.Model):
+    """Metered usage of one team, within one billing month, from one source.
+
+    ``(source, source_id)`` is unique, so re-importing a window changes nothing and a running
+    job's record is replaced in place when it is metered again. ``quantity`` is never negative;
+    a record with an unusable interval (clock skew) is kept at 0 with ``flag`` set for review.
+    ``basis`` is fixed at import: reserved (an allocation's wall time), used (jobs outside any
+    reserved allocation), tokens, or included (jobs inside a reserved allocation; not charged).
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="usage_records")
+    gpu_model = models.ForeignKey(
+        GpuModel, null=True, blank=True, on_delete=models.PROTECT, related_name="usage_records"
+    )
+    served_model = models.CharField(max_length=120, blank=True)
+    allocation = models.ForeignKey(
+        Allocation, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage_records"
+    )
+    quantity = models.DecimalField(max_digits=24, decimal_places=6)
+    unit = models.CharField(max_length=20, choices=UsageUnit.choices)
+    basis = models.CharField(max_length=10, choices=ChargeBasis.choices)
+    month = models.DateField(help_text="First day of the billing month the period lies in.")
+    period_start = models.DateTimeField()
+    period_end = models.DateTimeField()
+    source = models.CharField(max_length=20, choices=UsageSource.choices)
+    source_id = models.CharField(max_length=200)
+    flag = models.CharField(max_length=20, choices=UsageFlag.choices, blank=True, default="")
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["period_start", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "source_id"], name="usage_unique_source"),
+            models.CheckConstraint(condition=Q(quantity__gte=0), name="usage_quantity_not_neg"),
+            models.CheckConstraint(
+                condition=Q(period_end__gte=F("period_start")), name="usage_period_ordered"
+            ),
+            models.CheckConstraint(
+                condition=Q(gpu_model__isnull=True) | Q(served_model=""),
+                name="usage_gpu_xor_served_model",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["team", "month"]),
+            models.Index(fields=["month"]),
+        ]
+
+    def __str__(self) -> str:
+        what = self.gpu_model or self.served_model or "?"
+        return f"{self.team} {what} {self.quantity} {self.unit} ({self.source})"
+
+
+class UsageImport(models.Model):
+    """One importer run for a window, and what it found (``issues``: one dict per problem)."""
+
+    source = models.CharField(max_length=20, choices=UsageSource.choices)
+    window_start = models.DateTimeField()
+    window_end = models.DateTimeField()
+    records_created = models.PositiveIntegerField(default=0)
+    records_updated = models.PositiveIntegerField(default=0)
+    records_unchanged = models.PositiveIntegerField(default=0)
+    jobs_seen = models.PositiveIntegerField(default=0)
+    flagged = models.PositiveIntegerField(default=0)
+    issues = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.source} usage {self.window_start:%Y-%m-%d} → {self.window_end:%Y-%m-%d}"
+
+
+class Statement(models.Model):
+    """A team's charges for one billing month. Drafts are rebuilt from usage any number of
+    times with identical lines; a final statement never changes (late usage of its month
+    becomes adjustment lines on a later statement)."""
+
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="statements")
+    month = models.DateField()
+    status = models.CharField(
+        max_length=5, choices=StatementStatus.choices, default=StatementStatus.DRAFT
+    )
+    currency = models.CharField(max_length=3, validators=[currency_validator])
+    cost_centre = models.CharField(max_length=40, blank=True)
+    usage_amount = models.DecimalField(max_digits=18, decimal_places=4, default=0)
+    adjustment_amount = models.DecimalField(max_digits=18, decimal_places=4, default=0)
+    total_amount = models.DecimalField(max_digits=18, decimal_places=4, default=0)
+    rounding = models.CharField(max_length=120, blank=True)
+    warnings = models.JSONField(default=list, blank=True)
+    built_at = models.DateTimeField()
+    finalized_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-month", "team__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "month"], name="statement_unique_team_month"),
+            models.CheckConstraint(
+                condition=Q(status=StatementStatus.DRAFT, finalized_at__isnull=True)
+                | Q(status=StatementStatus.FINAL, finalized_at__isnull=False),
+                name="statement_final_has_time",
+            ),
+            models.CheckConstraint(
+                condition=Q(total_amount=F("usage_amount") + F("adjustment_amount")),
+                name="statement_total_adds_up",
+            ),
+        ]
+        indexes = [models.Index(fields=["month", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.team} {self.month:%Y-%m} ({self.status})"
+
+    @property
+    def is_final(self) -> bool:
+        return self.status == StatementStatus.FINAL
+
+
+class StatementLine(models.Model):
+    """One priced line: a GPU model or served model × basis × unit × rate period.
+
+    ``quantity`` is in ``unit`` (card-hours, or tokens for token units); ``unit_price`` per
+    card-hour or per million tokens; ``amount`` is rounded once, here. ``period`` is the month
+    the usage belongs to (the statement's own month, or an earlier one for adjustments).
+    """
+
+    statement = models.ForeignKey(Statement, on_delete=models.CASCADE, related_name="lines")
+    position = models.PositiveIntegerField()
+    kind = models.CharField(max_length=10, choices=LineKind.choices, default=LineKind.USAGE)
+    period = models.DateField()
+    gpu_model = models.ForeignKey(
+        GpuModel, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    served_model = models.CharField(max_length=120, blank=True)
+    basis = models.CharField(max_length=10, choices=ChargeBasis.choices)
+    unit = models.CharField(max_length=20)
+    quantity = models.DecimalField(max_digits=24, decimal_places=6)
+    unit_price = models.DecimalField(max_digits=14, decimal_places=6)
+    amount = models.DecimalField(max_digits=18, decimal_places=4)
+    rate_from = models.DateField()
+    rate_to = models.DateField()
+    rate_card = models.ForeignKey(
+        RateCard, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["statement", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["statement", "position"], name="line_unique_position"),
+            models.CheckConstraint(
+                condition=Q(kind=LineKind.ADJUSTMENT) | Q(amount__gte=0, quantity__gte=0),
+                name="line_usage_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(rate_to__gt=F("rate_from")), name="line_rate_period_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.statement} #{self.position} {self.label}: {self.amount}"
+
+    @property
+    def label(self) -> str:
+        return self.gpu_model.name if self.gpu_model_id else self.served_model

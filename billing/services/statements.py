@@ -1,0 +1,334 @@
+"""Statements: build (rebuildable drafts), finalize (frozen), close a month (the beat task).
+
+Lines are computed from usage records in SQL (``GROUP BY`` GPU model / served model / basis /
+unit / rate period); only records that straddle a rate change are prorated in Python, by
+seconds. One line per key and rate period (adjacent periods with the same price merge), so a
+rate change on the 15th splits a line in two. Money is rounded once per line.
+
+Late usage: a final statement never changes. When a draft is built, every earlier *final*
+month of the team whose usage changed after it was finalized is recomputed; the difference
+from what was billed for it (its lines plus adjustments already finalized elsewhere) becomes
+adjustment lines whose ``period`` is that month.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Case, Exists, IntegerField, OuterRef, Q, Sum, Value, When
+from django.utils import timezone
+
+from billing.choices import ChargeBasis, LineKind, StatementStatus, UsageUnit
+from billing.conf import billing_zone, default_currency
+from billing.errors import StatementFinal
+from billing.models import Statement, StatementLine, UsageRecord
+from billing.pricing import (
+    card_hour_amount,
+    card_hours,
+    month_of,
+    previous_month,
+    round_money,
+    rounding_note,
+    token_amount,
+)
+from billing.services.rates import RatePeriod, price_for, rate_kind, rate_periods
+from pools.audit import audit_event_record
+from pools.choices import TeamRole
+from pools.models import GpuModel, Team
+
+_BASIS_ORDER = {ChargeBasis.RESERVED: 0, ChargeBasis.USED: 1, ChargeBasis.TOKENS: 2}
+_UNIT_ORDER = {u: i for i, u in enumerate(UsageUnit.values)}
+CARD_HOURS = "card-hours"
+
+
+@dataclass(frozen=True)
+class LineData:
+    kind: str
+    period: date
+    gpu_model_id: int | None
+    served_model: str
+    basis: str
+    unit: str
+    raw_quantity: Decimal  # card-seconds or tokens, unrounded
+    quantity: Decimal  # card-hours (6 places) or tokens
+    unit_price: Decimal
+    amount: Decimal
+    rate_from: date
+    rate_to: date
+    rate_card_id: int | None
+
+    @property
+    def key(self) -> tuple:
+        return (self.gpu_model_id, self.served_model, self.basis, self.unit, self.unit_price,
+                self.rate_from, self.rate_to)  # fmt: skip
+
+
+def _priced(period: date, key: tuple, raw: Decimal, rate: RatePeriod, price: Decimal,
+            currency: str) -> LineData:  # fmt: skip
+    gpu_model_id, served, basis, unit = key
+    if unit == UsageUnit.CARD_SECONDS:
+        quantity, amount, shown = card_hours(raw), card_hour_amount(raw, price, currency), CARD_HOURS
+    else:
+        quantity, amount, shown = raw, token_amount(raw, price, currency), unit
+    return LineData(LineKind.USAGE, period, gpu_model_id, served, basis, shown, raw, quantity,
+                    price, amount, rate.rate_from, rate.rate_to, rate.card_id)  # fmt: skip
+
+
+def _segment_sums(team_id: int, month: date, periods: list[RatePeriod]) -> dict[tuple, list[Decimal]]:  # noqa: E501
+    """Raw quantity per (gpu model, served model, basis, unit) and rate period index."""
+    sums: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0)] * len(periods))
+    records = UsageRecord.objects.filter(team_id=team_id, month=month, quantity__gt=0).exclude(
+        basis=ChargeBasis.INCLUDED
+    )
+    cuts = [p.start for p in periods[1:]]
+    straddles = Q()
+    for cut in cuts:
+        straddles |= Q(period_start__lt=cut, period_end__gt=cut)
+    whole = records.exclude(straddles) if cuts else records
+    segment = (
+        Case(*[When(period_start__lt=c, then=Value(i)) for i, c in enumerate(cuts)],
+             default=Value(len(cuts)), output_field=IntegerField())  # fmt: skip
+        if cuts
+        else Value(0, output_field=IntegerField())
+    )
+    rows = (
+        whole.annotate(segment=segment)
+        .values("gpu_model_id", "served_model", "basis", "unit", "segment")
+        .annotate(total=Sum("quantity"))
+        .order_by()
+    )
+    for row in rows:
+        key = (row["gpu_model_id"], row["served_model"], row["basis"], row["unit"])
+        sums[key][row["segment"]] += Decimal(row["total"])
+    if cuts:
+        for record in records.filter(straddles):
+            key = (record.gpu_model_id, record.served_model, record.basis, record.unit)
+            length = Decimal(int((record.period_end - record.period_start).total_seconds()))
+            for index, period in enumerate(periods):
+                a, b = max(record.period_start, period.start), min(record.period_end, period.end)
+                if b > a:
+                    share = Decimal(int((b - a).total_seconds())) / length
+                    sums[key][index] += record.quantity * share
+    return sums
+
+
+def statement_lines_compute(*, team_id: int, month: date) -> tuple[list[LineData], list[dict], str]:
+    """The usage lines of a team's month, its warnings (unpriced usage) and currency."""
+    periods = rate_periods(month=month, zone=billing_zone())
+    currency = next((p.currency for p in periods if p.currency), None) or default_currency()
+    lines: list[LineData] = []
+    warnings: list[dict[str, Any]] = []
+    for key, per_period in _segment_sums(team_id, month, periods).items():
+        gpu_model_id, served, basis, unit = key
+        kind = rate_kind(basis, unit)
+        current: LineData | None = None
+        for period, raw in zip(periods, per_period, strict=True):
+            if not raw:
+                continue
+            price = price_for(period, kind, gpu_model_id, served) if kind else None
+            if price is None:
+                warnings.append({"code": "unpriced", "gpu_model_id": gpu_model_id,
+                                 "served_model": served, "basis": basis, "unit": unit,
+                                 "quantity": str(raw), "from": period.rate_from.isoformat(),
+                                 "to": period.rate_to.isoformat()})  # fmt: skip
+                continue
+            if current is not None and current.unit_price == price and current.rate_to == period.rate_from:  # noqa: E501
+                raw_total = current.raw_quantity + raw
+                merged = _priced(month, key, raw_total, period, price, currency)
+                current = replace(merged, rate_from=current.rate_from, rate_card_id=current.rate_card_id)  # noqa: E501
+                lines[-1] = current
+                continue
+            current = _priced(month, key, raw, period, price, currency)
+            lines.append(current)
+    return lines, warnings, currency
+
+
+def _sort_key(names: dict[int, str]):
+    def key(line: LineData) -> tuple:
+        return (
+            line.kind != LineKind.USAGE,
+            line.period,
+            _BASIS_ORDER.get(line.basis, 9),
+            names.get(line.gpu_model_id, "") if line.gpu_model_id else line.served_model,
+            line.served_model,
+            line.unit,
+            line.rate_from,
+        )
+
+    return key
+
+
+def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
+    """Differences between recomputed and billed amounts of earlier final months whose usage
+    changed after they were finalized."""
+    late = UsageRecord.objects.filter(
+        team_id=team_id, month=OuterRef("month"), updated_at__gt=OuterRef("finalized_at")
+    )
+    closed = Statement.objects.filter(
+        team_id=team_id, status=StatementStatus.FINAL, month__lt=month
+    ).filter(Exists(late))
+    result: list[LineData] = []
+    for old in closed.order_by("month"):
+        recomputed, _, _ = statement_lines_compute(team_id=team_id, month=old.month)
+        billed_lines = StatementLine.objects.filter(
+            Q(statement=old, kind=LineKind.USAGE)
+            | Q(statement__team_id=team_id, statement__status=StatementStatus.FINAL,
+                kind=LineKind.ADJUSTMENT, period=old.month)  # fmt: skip
+        )
+        billed: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
+        meta: dict[tuple, Any] = {}
+        for line in billed_lines:
+            key = (line.gpu_model_id, line.served_model, line.basis, line.unit, line.unit_price,
+                   line.rate_from, line.rate_to)  # fmt: skip
+            billed[key][0] += line.quantity
+            billed[key][1] += line.amount
+            meta[key] = line.rate_card_id
+        now_lines = {line.key: line for line in recomputed}
+        for key in sorted(set(now_lines) | set(billed), key=str):
+            new = now_lines.get(key)
+            quantity = (new.quantity if new else 0) - billed[key][0]
+            amount = (new.amount if new else 0) - billed[key][1]
+            if not quantity and not amount:
+                continue
+            gpu_model_id, served, basis, unit, price, rate_from, rate_to = key
+            result.append(
+                LineData(LineKind.ADJUSTMENT, old.month, gpu_model_id, served, basis, unit,
+                         Decimal(0), quantity, price, round_money(amount, currency), rate_from,
+                         rate_to, new.rate_card_id if new else meta.get(key))  # fmt: skip
+            )
+    return result
+
+
+@transaction.atomic
+def statement_build(*, team: Team, month: date, now: datetime | None = None) -> Statement:
+    """(Re)build the team's draft for ``month``: same usage in, same lines out.
+
+    Raises :class:`StatementFinal` when the month's statement is final.
+    """
+    month = month.replace(day=1)
+    now = now or timezone.now()
+    statement, _ = Statement.objects.get_or_create(
+        team=team, month=month, defaults={"currency": default_currency(), "built_at": now}
+    )
+    statement = Statement.objects.select_for_update().get(pk=statement.pk)
+    if statement.is_final:
+        raise StatementFinal(
+            f"The {month:%Y-%m} statement of {team} is final.", statement=statement.pk,
+            month=f"{month:%Y-%m}",
+        )  # fmt: skip
+    lines, warnings, currency = statement_lines_compute(team_id=team.pk, month=month)
+    lines += _adjustments(team.pk, month, currency)
+    names = dict(GpuModel.objects.filter(pk__in={x.gpu_model_id for x in lines}).values_list("pk", "name"))  # noqa: E501
+    lines.sort(key=_sort_key(names))
+    StatementLine.objects.filter(statement=statement).delete()
+    StatementLine.objects.bulk_create(
+        [
+            StatementLine(
+                statement=statement, position=position, kind=x.kind, period=x.period,
+                gpu_model_id=x.gpu_model_id, served_model=x.served_model, basis=x.basis,
+                unit=x.unit, quantity=x.quantity, unit_price=x.unit_price, amount=x.amount,
+                rate_from=x.rate_from, rate_to=x.rate_to, rate_card_id=x.rate_card_id,
+            )  # fmt: skip
+            for position, x in enumerate(lines, start=1)
+        ]
+    )
+    usage = sum((x.amount for x in lines if x.kind == LineKind.USAGE), Decimal(0))
+    adjustment = sum((x.amount for x in lines if x.kind == LineKind.ADJUSTMENT), Decimal(0))
+    statement.currency = currency
+    statement.cost_centre = team.cost_centre
+    statement.usage_amount, statement.adjustment_amount = usage, adjustment
+    statement.total_amount = usage + adjustment
+    statement.rounding = rounding_note(currency)
+    statement.warnings = warnings
+    statement.built_at = now
+    statement.save()
+    return statement
+
+
+def statement_finalize(
+    *, team: Team, month: date, actor: Any = None, now: datetime | None = None
+) -> Statement:
+    """Build the draft one last time and freeze it; managers get the PDF once committed.
+
+    Raises :class:`StatementFinal` when it already is final.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        statement = statement_build(team=team, month=month, now=now)
+        statement.status = StatementStatus.FINAL
+        statement.finalized_at = now
+        statement.save(update_fields=["status", "finalized_at"])
+        audit_event_record(actor=actor, action="statement.finalized", obj=statement,
+                           after={"total": str(statement.total_amount),
+                                  "currency": statement.currency})  # fmt: skip
+        statement_id = statement.pk
+        transaction.on_commit(lambda: statement_email_managers(statement_id=statement_id))
+    return statement
+
+
+def statement_email_managers(*, statement_id: int) -> int:
+    """Email the statement's PDF to the team's managers; returns how many were sent to."""
+    from django.core.mail import EmailMessage
+
+    from billing.reports import statement_pdf
+
+    statement = Statement.objects.select_related("team").get(pk=statement_id)
+    emails = sorted(
+        {
+            m.user.email
+            for m in statement.team.memberships.select_related("user").filter(
+                role=TeamRole.MANAGER
+            )
+            if m.user.email
+        }
+    )
+    if not emails:
+        return 0
+    message = EmailMessage(
+        subject=f"GPU statement {statement.month:%Y-%m} for {statement.team.name}: "
+        f"{statement.total_amount:.2f} {statement.currency}",
+        body=(
+            f"The {statement.month:%B %Y} statement of {statement.team.name} "
+            f"(cost centre {statement.cost_centre or '—'}) is final: "
+            f"{statement.total_amount} {statement.currency}.\n{statement.rounding}\n"
+        ),
+        to=emails,
+    )
+    message.attach(
+        f"statement-{statement.team.slug}-{statement.month:%Y-%m}.pdf",
+        statement_pdf(statement),
+        "application/pdf",
+    )
+    message.send()
+    return len(emails)
+
+
+def statements_close_month(*, month: date | None = None, now: datetime | None = None) -> list[Statement]:  # noqa: E501
+    """Build and finalize every team's statement for ``month`` (default: the previous month in
+    the billing time zone). Teams with usage in the month or late usage for earlier final
+    months get one. Safe to run again: final statements are skipped."""
+    now = now or timezone.now()
+    month = (month or previous_month(month_of(now, billing_zone()))).replace(day=1)
+    team_ids = set(UsageRecord.objects.filter(month=month).values_list("team_id", flat=True))
+    late = UsageRecord.objects.filter(
+        team_id=OuterRef("team_id"), month=OuterRef("month"), updated_at__gt=OuterRef("finalized_at")
+    )
+    team_ids |= set(
+        Statement.objects.filter(status=StatementStatus.FINAL, month__lt=month)
+        .filter(Exists(late))
+        .values_list("team_id", flat=True)
+    )
+    team_ids |= set(Statement.objects.filter(month=month).values_list("team_id", flat=True))
+    closed = []
+    for team in Team.objects.filter(pk__in=team_ids).order_by("slug"):
+        statement = Statement.objects.filter(team=team, month=month).first()
+        if statement is not None and statement.is_final:
+            closed.append(statement)
+            continue
+        closed.append(statement_finalize(team=team, month=month, now=now))
+    return closed

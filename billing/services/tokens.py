@@ -1,0 +1,132 @@
+"""Token usage posted by an inference gateway: ``POST /api/v1/usage/tokens/``.
+
+A batch is a list of records, each with its own idempotency key; a key seen before is a
+duplicate and changes nothing (the unique ``(source, source_id)`` key, inserted with
+``ON CONFLICT DO NOTHING``, also settles two concurrent posts of the same batch). Valid records
+are kept even when others in the batch are rejected; the answer lists the rejected ones.
+
+C29: ``prompt_tokens`` includes ``cached_tokens`` (OpenAI usage object); see
+:func:`billing.pricing.split_prompt_tokens`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from billing.choices import ChargeBasis, UsageSource, UsageUnit
+from billing.conf import billing_zone
+from billing.models import UsageRecord
+from billing.pricing import month_of, split_prompt_tokens
+from pools.models import Team
+
+MAX_BATCH = 50_000
+
+
+@dataclass
+class TokenIngestResult:
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _timestamp(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        parsed = parse_datetime(value)
+    else:
+        return None
+    return parsed if parsed is not None and timezone.is_aware(parsed) else None
+
+
+def usage_tokens_ingest(*, records: list[dict[str, Any]], teams: set[int] | None = None) -> TokenIngestResult:  # noqa: E501
+    """Store a batch of token records. Each record: ``idempotency_key``, ``team`` (slug),
+    ``served_model``, ``prompt_tokens``, ``completion_tokens``, optional ``cached_tokens``,
+    ``timestamp`` (ISO 8601 with offset). ``teams`` limits which team ids may be charged.
+    """
+    result = TokenIngestResult()
+    if len(records) > MAX_BATCH:
+        result.rejected.append({"index": None, "error": f"at most {MAX_BATCH} records a batch"})
+        return result
+    team_ids = dict(Team.objects.values_list("slug", "id"))
+    zone = billing_zone()
+    now = timezone.now()
+    rows: list[UsageRecord] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(records):
+        error = None
+        if not isinstance(raw, dict):
+            result.rejected.append({"index": index, "error": "not an object"})
+            continue
+        key = raw.get("idempotency_key")
+        team_id = team_ids.get(raw.get("team"))
+        served = raw.get("served_model")
+        at = _timestamp(raw.get("timestamp"))
+        if not isinstance(key, str) or not 0 < len(key) <= 150:
+            error = "idempotency_key: a string of 1 to 150 characters"
+        elif team_id is None or (teams is not None and team_id not in teams):
+            error = f"team: unknown team {raw.get('team')!r}"
+        elif not isinstance(served, str) or not 0 < len(served) <= 120:
+            error = "served_model: a string of 1 to 120 characters"
+        elif at is None:
+            error = "timestamp: ISO 8601 with an offset"
+        else:
+            try:
+                split = split_prompt_tokens(
+                    raw.get("prompt_tokens"),
+                    raw.get("completion_tokens"),
+                    raw.get("cached_tokens", 0) or 0,
+                )
+            except ValueError as exc:
+                error = str(exc)
+        if error:
+            result.rejected.append({"index": index, "idempotency_key": key, "error": error})
+            continue
+        if key in seen:
+            result.duplicates += 1
+            continue
+        seen.add(key)
+        month = month_of(at, zone)
+        for unit, amount in (
+            (UsageUnit.INPUT_TOKENS, split.uncached_input),
+            (UsageUnit.CACHED_INPUT_TOKENS, split.cached_input),
+            (UsageUnit.OUTPUT_TOKENS, split.output),
+        ):
+            if amount:
+                rows.append(
+                    UsageRecord(
+                        team_id=team_id,
+                        served_model=served,
+                        quantity=Decimal(amount),
+                        unit=unit,
+                        basis=ChargeBasis.TOKENS,
+                        month=month,
+                        period_start=at,
+                        period_end=at,
+                        source=UsageSource.TOKEN_API,
+                        source_id=f"{key}:{unit}",
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+    keys = {r.source_id for r in rows}
+    known = set()
+    key_list = list(keys)
+    for offset in range(0, len(key_list), 10_000):
+        known.update(
+            UsageRecord.objects.filter(
+                source=UsageSource.TOKEN_API, source_id__in=key_list[offset : offset + 10_000]
+            ).values_list("source_id", flat=True)
+        )
+    fresh = [r for r in rows if r.source_id not in known]
+    UsageRecord.objects.bulk_create(fresh, batch_size=5000, ignore_conflicts=True)
+    known_records = {sid.rsplit(":", 1)[0] for sid in known}
+    result.duplicates += len(known_records)
+    result.accepted = len(seen) - len(known_records)
+    return result

@@ -1,0 +1,341 @@
+"""Usage importers: reservations, Slurm accounting, token batches. Each is idempotent.
+
+Every record lies inside one billing month (usage is split at month starts in the billing
+time zone) and has a key that does not depend on the import window, so importing the same or an
+overlapping window again finds the same keys: unchanged records are left alone, records of a
+running job metered further are updated in place, nothing is counted twice.
+
+Keys (``source_id``):
+
+- reservation: ``alloc:<allocation id>:<YYYY-MM>`` — cards × wall time of the allocation within
+  that month, clipped to "now" (never charged ahead);
+- Slurm: ``job:<job id>:<run start, epoch s>:<GRES type>:<YYYY-MM>`` — a requeued job's runs
+  have different starts, so each run counts once; a running job is metered up to "now" and its
+  record replaced when it is seen again, finished;
+- tokens: ``<idempotency key>:<unit>``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Protocol
+
+from django.db import transaction
+from django.utils import timezone
+
+from billing.choices import ChargeBasis, UsageFlag, UsageSource, UsageUnit
+from billing.conf import billing_zone
+from billing.models import UsageImport, UsageRecord
+from billing.pricing import (
+    UnusableInterval,
+    clip,
+    meter_interval,
+    mig_share,
+    month_of,
+    split_at_months,
+)
+from pools.choices import AllocationStatus, PricingMethod
+from pools.gpu_names import normalise_model_key
+from pools.models import Allocation, Gpu, GpuModelAlias, Pool, Team
+from scheduler_adapters.records import JobRecord
+
+# Allocations whose cards were held (and are charged when priced "reserved"). A released
+# allocation has its ends_at moved to the release time, so its wall time is what it held.
+CHARGED_STATUSES = (
+    AllocationStatus.APPROVED,
+    AllocationStatus.PROVISIONING,
+    AllocationStatus.ACTIVE,
+    AllocationStatus.EXPIRING,
+    AllocationStatus.ENDED,
+    AllocationStatus.RECLAIMED,
+)
+_COMPARED = ("quantity", "period_start", "period_end", "basis", "allocation_id", "flag",
+             "gpu_model_id", "team_id", "month")  # fmt: skip
+
+
+class AccountingSource(Protocol):
+    """What the Slurm importer needs of an adapter (a subset of ``SchedulerAdapter``)."""
+
+    def jobs_from_accounting(
+        self, start: datetime, end: datetime, *, accounts: Sequence[str] | None = None
+    ) -> tuple[JobRecord, ...]: ...
+
+
+@dataclass
+class ImportReport:
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    jobs_seen: int = 0
+    flagged: int = 0
+    issues: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _upsert(records: list[UsageRecord], report: ImportReport, now: datetime) -> None:
+    """Insert new keys, update changed ones, leave equal ones untouched (not even updated_at)."""
+    if not records:
+        return
+    by_key: dict[tuple[str, str], UsageRecord] = {}
+    for record in records:
+        by_key[(record.source, record.source_id)] = record
+    existing: dict[tuple[str, str], UsageRecord] = {}
+    sources = {source for source, _ in by_key}
+    for source in sources:
+        ids = [sid for s, sid in by_key if s == source]
+        for chunk_start in range(0, len(ids), 5000):
+            chunk = ids[chunk_start : chunk_start + 5000]
+            for row in UsageRecord.objects.filter(source=source, source_id__in=chunk):
+                existing[(row.source, row.source_id)] = row
+    new, changed = [], []
+    for key, record in by_key.items():
+        old = existing.get(key)
+        if old is None:
+            record.created_at = record.updated_at = now
+            new.append(record)
+        elif any(getattr(old, f) != getattr(record, f) for f in _COMPARED):
+            for name in _COMPARED:
+                setattr(old, name, getattr(record, name))
+            old.updated_at = now
+            changed.append(old)
+        else:
+            report.unchanged += 1
+    UsageRecord.objects.bulk_create(new, batch_size=2000)
+    UsageRecord.objects.bulk_update(changed, [*_COMPARED, "updated_at"], batch_size=2000)
+    report.created += len(new)
+    report.updated += len(changed)
+
+
+def _save_report(source: str, start: datetime, end: datetime, report: ImportReport) -> UsageImport:
+    return UsageImport.objects.create(
+        source=source,
+        window_start=start,
+        window_end=end,
+        records_created=report.created,
+        records_updated=report.updated,
+        records_unchanged=report.unchanged,
+        jobs_seen=report.jobs_seen,
+        flagged=report.flagged,
+        issues=report.issues,
+    )
+
+
+def _check_window(start: datetime, end: datetime) -> None:
+    if timezone.is_naive(start) or timezone.is_naive(end):
+        raise ValueError("the window needs aware datetimes")
+    if end <= start:
+        raise ValueError("the window must end after it starts")
+
+
+# --------------------------------------------------------------------------- reservations
+
+
+@transaction.atomic
+def usage_import_reservations(
+    *, start: datetime, end: datetime, now: datetime | None = None
+) -> UsageImport:
+    """Card-seconds of every allocation priced "reserved" for each month of ``[start, end)``.
+
+    Quantity per month = cards × seconds of ``[allocation start, min(end, now))`` inside the
+    month, so overlapping windows yield the same records.
+    """
+    _check_window(start, end)
+    now = now or timezone.now()
+    zone = billing_zone()
+    report = ImportReport()
+    records = []
+    allocations = Allocation.objects.filter(
+        pricing_method=PricingMethod.RESERVED,
+        status__in=CHARGED_STATUSES,
+        starts_at__lt=min(end, now),
+        ends_at__gt=start,
+    ).order_by("id")
+    for allocation in allocations:
+        held = clip(allocation.starts_at, allocation.ends_at, allocation.starts_at, now)
+        if held is None:
+            continue
+        for month, piece_start, piece_end in split_at_months(*held, zone):
+            if clip(piece_start, piece_end, start, end) is None:
+                continue
+            seconds = int((piece_end - piece_start).total_seconds())
+            records.append(
+                UsageRecord(
+                    team_id=allocation.team_id,
+                    gpu_model_id=allocation.gpu_model_id,
+                    allocation_id=allocation.id,
+                    quantity=Decimal(allocation.card_count * seconds),
+                    unit=UsageUnit.CARD_SECONDS,
+                    basis=ChargeBasis.RESERVED,
+                    month=month,
+                    period_start=piece_start,
+                    period_end=piece_end,
+                    source=UsageSource.RESERVATION,
+                    source_id=f"alloc:{allocation.id}:{month:%Y-%m}",
+                )
+            )
+    _upsert(records, report, now)
+    return _save_report(UsageSource.RESERVATION, start, end, report)
+
+
+# --------------------------------------------------------------------------- Slurm
+
+
+class _Catalogue:
+    """Resolves Slurm accounts to teams and GRES types to GPU models, loaded once per import."""
+
+    def __init__(self) -> None:
+        self.alias = dict(GpuModelAlias.objects.values_list("key", "gpu_model_id"))
+        self.slugs = dict(
+            (normalise_model_key(slug), model_id)
+            for slug, model_id in GpuModelAlias.objects.values_list("gpu_model__slug", "gpu_model_id")
+        )
+        self.pool_models: dict[str, set[int]] = defaultdict(set)
+        partition_of = dict(Pool.objects.exclude(slurm_partition="").values_list("id", "slurm_partition"))
+        for pool_id, model_id in (
+            Gpu.objects.filter(node__pool_id__in=partition_of, gpu_model__isnull=False)
+            .values_list("node__pool_id", "gpu_model_id")
+            .distinct()
+        ):
+            self.pool_models[partition_of[pool_id]].add(model_id)
+        self.model_slug = dict(GpuModelAlias.objects.values_list("gpu_model_id", "gpu_model__slug"))
+        self.teams = {slug: team_id for team_id, slug in Team.objects.values_list("id", "slug")}
+        self.reserved: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = defaultdict(list)
+        for a in Allocation.objects.filter(
+            pricing_method=PricingMethod.RESERVED, status__in=CHARGED_STATUSES
+        ).only("id", "team_id", "gpu_model_id", "starts_at", "ends_at", "scheduler_binding"):
+            self.reserved[(a.team_id, a.gpu_model_id)].append((a.starts_at, a.ends_at, a.id))
+        self.accounts = dict(self.teams)
+        for team_id, binding in Allocation.objects.values_list("team_id", "scheduler_binding"):
+            account = (binding or {}).get("account")
+            if isinstance(account, str):
+                self.accounts.setdefault(account, team_id)
+
+    def gpu_model(self, gres_type: str | None, partition: str | None) -> int | None:
+        """A typed GRES matches an alias exactly, else the one model of the partition's pool
+        whose slug starts with it (``a100`` → ``a100_80g_sxm``); an untyped GRES is the
+        partition's GPU model when its pool has exactly one."""
+        in_pool = self.pool_models.get(partition or "", set())
+        if gres_type is None:
+            return next(iter(in_pool)) if len(in_pool) == 1 else None
+        key = normalise_model_key(gres_type)
+        if key in self.alias:
+            return self.alias[key]
+        candidates = {
+            m for m in in_pool if normalise_model_key(self.model_slug.get(m, "")).startswith(key)
+        }
+        return candidates.pop() if len(candidates) == 1 else None
+
+    def covering_reservation(self, team_id: int, model_id: int, at: datetime) -> int | None:
+        for starts, ends, allocation_id in self.reserved.get((team_id, model_id), ()):
+            if starts <= at < ends:
+                return allocation_id
+        return None
+
+
+def _gpu_shares(job: JobRecord) -> list[tuple[str | None, str | None, Decimal]]:
+    """``(key, gres type of the full card, cards)`` per GRES entry; MIG slices become their share
+    of a full card (C10: 1 × ``a100_3g.20gb`` = 3/7 of an A100)."""
+    shares = []
+    for gres_type, count in sorted(job.gpus_allocated.items(), key=lambda kv: str(kv[0])):
+        if not count:
+            continue
+        mig = mig_share(gres_type) if gres_type else None
+        if mig:
+            base, fraction = mig
+            cards = Decimal(count) * fraction.numerator / fraction.denominator
+            shares.append((gres_type, base, cards))
+        else:
+            shares.append((gres_type, gres_type, Decimal(count)))
+    return shares
+
+
+def usage_import_slurm(
+    *, scheduler: AccountingSource, start: datetime, end: datetime, now: datetime | None = None
+) -> UsageImport:
+    """Card-seconds of every job run in ``[start, end)`` from Slurm accounting.
+
+    Each run is metered over ``[start, end or now)`` (running jobs up to now), split at month
+    starts, per GRES type: cards × seconds. Jobs inside a reserved allocation of the same team
+    and GPU model are recorded as ``included`` (not charged again); all others as ``used``.
+    Problems (unknown account or GPU type, clock skew) are listed in the report; clock skew is
+    also kept as a 0 record flagged for review.
+    """
+    _check_window(start, end)
+    now = now or timezone.now()
+    jobs = scheduler.jobs_from_accounting(start, end)
+    zone = billing_zone()
+    catalogue = _Catalogue()
+    report = ImportReport()
+    records: list[UsageRecord] = []
+    for job in jobs:
+        report.jobs_seen += 1
+        team_id = catalogue.accounts.get(job.account or "")
+        run_end = job.end if job.end is not None else (now if job.start is not None else None)
+        try:
+            seconds = meter_interval(job.start, run_end)
+        except UnusableInterval as problem:
+            if problem.code == "clock_skew":
+                report.flagged += 1
+                report.issues.append({"job_id": job.job_id, "code": problem.code,
+                                      "detail": problem.reason})  # fmt: skip
+                if team_id is not None and job.start is not None:
+                    records.extend(_skew_records(job, team_id, catalogue, zone))
+            continue
+        del seconds
+        if team_id is None:
+            report.issues.append({"job_id": job.job_id, "code": "unknown_account",
+                                  "detail": f"account {job.account!r} is no team's"})  # fmt: skip
+            continue
+        for key, gres_type, cards in _gpu_shares(job):
+            model_id = catalogue.gpu_model(gres_type, job.partition)
+            if model_id is None:
+                report.issues.append({"job_id": job.job_id, "code": "unknown_gpu_model",
+                                      "detail": f"GRES type {key!r} in partition "
+                                                f"{job.partition!r} matches no GPU model"})  # fmt: skip
+                continue
+            for month, piece_start, piece_end in split_at_months(job.start, run_end, zone):
+                piece_seconds = int((piece_end - piece_start).total_seconds())
+                covering = catalogue.covering_reservation(team_id, model_id, piece_start)
+                records.append(
+                    UsageRecord(
+                        team_id=team_id,
+                        gpu_model_id=model_id,
+                        allocation_id=covering,
+                        quantity=(cards * piece_seconds).quantize(Decimal("0.000001")),
+                        unit=UsageUnit.CARD_SECONDS,
+                        basis=ChargeBasis.INCLUDED if covering else ChargeBasis.USED,
+                        month=month,
+                        period_start=piece_start,
+                        period_end=piece_end,
+                        source=UsageSource.SLURM_ACCOUNTING,
+                        source_id=_job_key(job, key, month),
+                    )
+                )
+    with transaction.atomic():
+        _upsert(records, report, now)
+        return _save_report(UsageSource.SLURM_ACCOUNTING, start, end, report)
+
+
+def _job_key(job: JobRecord, gres_key: str | None, month) -> str:
+    return f"job:{job.job_id}:{int(job.start.timestamp())}:{gres_key or '-'}:{month:%Y-%m}"
+
+
+def _skew_records(job: JobRecord, team_id: int, catalogue: _Catalogue, zone) -> Iterable[UsageRecord]:  # noqa: E501
+    month = month_of(job.start, zone)
+    for key, gres_type, _cards in _gpu_shares(job) or [(None, None, Decimal(0))]:
+        yield UsageRecord(
+            team_id=team_id,
+            gpu_model_id=catalogue.gpu_model(gres_type, job.partition),
+            quantity=Decimal(0),
+            unit=UsageUnit.CARD_SECONDS,
+            basis=ChargeBasis.USED,
+            month=month,
+            period_start=job.start,
+            period_end=job.start,
+            source=UsageSource.SLURM_ACCOUNTING,
+            source_id=_job_key(job, key, month),
+            flag=UsageFlag.CLOCK_SKEW,
+        )

@@ -1,0 +1,50 @@
+"""Celery tasks of billing: thin callers of services, safe to run twice."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.utils import timezone
+
+from billing.conf import billing_zone
+from billing.services.statements import statements_close_month
+from billing.services.usage_import import usage_import_reservations, usage_import_slurm
+from scheduler_adapters.errors import SchedulerUnavailable
+from scheduler_adapters.registry import build_scheduler_adapter
+
+
+@shared_task(acks_late=True)
+def statements_close_month_task() -> list[int]:
+    """Beat (hourly): on the 1st in the billing time zone, import the last days' usage and close
+    the previous month. Other days do nothing; closing twice changes nothing."""
+    now = timezone.now()
+    if now.astimezone(billing_zone()).day != 1:
+        return []
+    usage_import_task(hours=72)
+    return [s.pk for s in statements_close_month(now=now)]
+
+
+@shared_task(
+    acks_late=True,
+    autoretry_for=(SchedulerUnavailable,),
+    retry_backoff=True,
+    max_retries=6,
+)
+def usage_import_task(hours: int = 48) -> dict[str, int]:
+    """Import reservations and Slurm accounting of the last ``hours`` (overlapping windows are
+    harmless: records are keyed independently of the window)."""
+    end = timezone.now()
+    start = end - timedelta(hours=hours)
+    counts = {"reservation": usage_import_reservations(start=start, end=end).records_created}
+    config = getattr(settings, "SCHEDULERS", {}).get("slurm")
+    if config:
+        adapter = build_scheduler_adapter(config)
+        try:
+            counts["slurm"] = usage_import_slurm(
+                scheduler=adapter, start=start, end=end
+            ).records_created
+        finally:
+            adapter.close()
+    return counts

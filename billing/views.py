@@ -1,0 +1,112 @@
+"""Cost pages: a team's month and finance's month, with CSV and PDF downloads of the same data."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+
+from billing import selectors
+from billing.conf import billing_zone
+from billing.pricing import month_of, next_month, previous_month
+from billing.reports import statement_pdf, statements_csv
+from pools.models import Team
+from pools.selectors import team_list
+
+
+def _month(text: str | None) -> date:
+    if not text:
+        return previous_month(month_of(timezone.now(), billing_zone()))
+    try:
+        year, month = (int(p) for p in text.split("-"))
+        return date(year, month, 1)
+    except ValueError as exc:
+        raise Http404("month is YYYY-MM") from exc
+
+
+def _chart(items, label):
+    return {
+        "labels": [i["label"] for i in items],
+        "datasets": [{"label": label, "data": [float(i["amount"]) for i in items]}],
+    }
+
+
+@login_required
+def costs_index(request):
+    """Staff land on the finance page; members on their first team's month."""
+    month = _month(request.GET.get("month"))
+    if request.user.is_staff:
+        return redirect("billing:finance-month", month=f"{month:%Y-%m}")
+    team = team_list(user=request.user).first()
+    if team is None:
+        return render(request, "billing/no_team.html")
+    return redirect("billing:team-month", team=team.slug, month=f"{month:%Y-%m}")
+
+
+@login_required
+def team_month(request, team: str, month: str):
+    team_obj = get_object_or_404(Team, slug=team)
+    if not selectors.team_visible(user=request.user, team=team_obj):
+        raise Http404("No such team.")
+    month_d = _month(month)
+    statement = selectors.statement_list(user=request.user).filter(team=team_obj, month=month_d).first()
+    lines = list(selectors.statement_lines(statement=statement)) if statement else []
+    export = request.GET.get("export")
+    if export and statement is None:
+        raise Http404("No statement for this month.")
+    if export == "csv":
+        response = HttpResponse(statements_csv([statement]), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="statement-{team}-{month}.csv"'
+        return response
+    if export == "pdf":
+        response = HttpResponse(statement_pdf(statement), content_type="application/pdf")
+        response["Content-Disposition"] = f'attachment; filename="statement-{team}-{month}.pdf"'
+        return response
+    trend = selectors.month_trend(team=team_obj, month=month_d)
+    by_model = selectors.cost_by_gpu_model(lines)
+    context = {
+        "team": team_obj,
+        "month": month_d,
+        "prev": previous_month(month_d),
+        "next": next_month(month_d),
+        "statement": statement,
+        "lines": lines,
+        "top_allocations": selectors.top_allocations(month=month_d, team=team_obj),
+        "trend_chart": _chart(
+            [{"label": f"{t['month']:%Y-%m}", "amount": t["total"]} for t in trend], "Total"
+        ),
+        "model_chart": _chart(by_model, "Cost"),
+        "teams": team_list(user=request.user),
+    }
+    return render(request, "billing/team_month.html", context)
+
+
+@staff_member_required
+def finance_month(request, month: str):
+    month_d = _month(month)
+    data = selectors.finance_month(month=month_d)
+    if request.GET.get("export") == "csv":
+        response = HttpResponse(
+            statements_csv(data["statements"]), content_type="text/csv; charset=utf-8"
+        )
+        response["Content-Disposition"] = f'attachment; filename="statements-{month}.csv"'
+        return response
+    trend = selectors.month_trend(team=None, month=month_d)
+    context = {
+        **data,
+        "month": month_d,
+        "prev": previous_month(month_d),
+        "next": next_month(month_d),
+        "idle": selectors.pool_idle_costs(month=month_d),
+        "top_allocations": selectors.top_allocations(month=month_d),
+        "trend_chart": _chart(
+            [{"label": f"{t['month']:%Y-%m}", "amount": t["total"]} for t in trend], "Total"
+        ),
+        "team_chart": _chart(data["by_team"], "Cost"),
+        "model_chart": _chart(data["by_gpu_model"], "Cost"),
+    }
+    return render(request, "billing/finance_month.html", context)

@@ -1,0 +1,71 @@
+// Sizing pages: show only the inputs of the chosen load and model kind, and draw the chart of
+// cards (and monthly cost) per GPU model - again after every htmx swap of the results.
+(function () {
+  "use strict";
+
+  function toggleInputs(form) {
+    if (!form) return;
+    const kind = form.querySelector("input[name=demand_kind]:checked");
+    form.querySelectorAll("[data-kind]").forEach((el) => {
+      el.hidden = !kind || el.dataset.kind !== kind.value;
+    });
+    const model = form.querySelector("select[name=model]");
+    const custom = document.getElementById("custom-model");
+    if (model && custom) custom.hidden = model.value !== "custom";
+  }
+
+  let chart = null;
+
+  function drawChart() {
+    if (chart) {
+      chart.destroy();
+      chart = null;
+    }
+    const canvas = document.getElementById("sizing-chart");
+    const source = document.getElementById("sizing-chart-data");
+    if (!canvas || !source || !window.Chart) return;
+    const data = JSON.parse(source.textContent);
+    const datasets = [{
+      label: "cards needed",
+      data: data.cards,
+      backgroundColor: data.meets.map((ok) => (ok ? "#0072B2" : "#B8BEC8")),
+      xAxisID: "x",
+    }];
+    // Log axes: cards run from 1 to thousands. Label only 1, 2 and 5 of each decade.
+    const ticks = {
+      callback: (value) => {
+        const lead = value / 10 ** Math.floor(Math.log10(value) + 1e-9);
+        const shown = [1, 2, 5].some((n) => Math.abs(lead - n) < 1e-6);
+        return shown ? Number(value).toLocaleString() : "";
+      },
+    };
+    const scales = {
+      x: { type: "logarithmic", ticks: ticks, title: { display: true, text: "cards (log scale)" } },
+    };
+    if (data.cost) {
+      datasets.push({ label: "monthly cost", data: data.cost, backgroundColor: "#E69F00", xAxisID: "x2" });
+      scales.x2 = {
+        type: "logarithmic", position: "top", grid: { drawOnChartArea: false }, ticks: ticks,
+        title: { display: true, text: "monthly cost (log scale)" },
+      };
+    }
+    chart = new Chart(canvas, {
+      type: "bar",
+      data: { labels: data.labels, datasets: datasets },
+      options: {
+        indexAxis: "y", maintainAspectRatio: false, animation: false, scales: scales,
+        plugins: { legend: { display: Boolean(data.cost), position: "bottom" } },
+      },
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    toggleInputs(document.getElementById("sizing-form"));
+    drawChart();
+  });
+  document.addEventListener("change", (event) => {
+    const form = event.target.closest && event.target.closest("#sizing-form");
+    if (form) toggleInputs(form);
+  });
+  document.addEventListener("htmx:afterSettle", drawChart);
+})();

@@ -1,0 +1,120 @@
+"""The real test cluster of ``scripts/services/slurm.sh``, for the integration tier.
+
+Tests fail, never skip, when it is not there: a green run must mean Slurm was exercised.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from scheduler_adapters.errors import SchedulerError
+from scheduler_adapters.registry import (
+    build_scheduler_adapter,
+    read_env_file,
+    slurm_settings_from_env,
+)
+from scheduler_adapters.slurm.client import SlurmRestAdapter
+
+ENV_FILE = Path(os.environ.get("SLURM_TEST_ENV", "/var/lib/slurm-test/slurm-test.env"))
+SETUP_HINT = "start it with `sudo bash scripts/services/slurm.sh` (or `make services`)"
+T = TypeVar("T")
+
+
+def slurm_env() -> dict[str, str]:
+    """The env file the setup script writes; fails the test when it is missing."""
+    if not ENV_FILE.is_file():
+        pytest.fail(
+            f"Slurm test cluster not set up: {ENV_FILE} is missing; {SETUP_HINT}", pytrace=False
+        )
+    return read_env_file(ENV_FILE)
+
+
+def build_adapter(env: dict[str, str], **overrides: Any) -> SlurmRestAdapter:
+    settings = slurm_settings_from_env(env) | overrides
+    adapter = build_scheduler_adapter(settings)
+    assert isinstance(adapter, SlurmRestAdapter)
+    return adapter
+
+
+def require_reachable(adapter: SlurmRestAdapter) -> None:
+    try:
+        adapter.list_nodes()
+    except SchedulerError as exc:
+        pytest.fail(f"Slurm test cluster not reachable ({exc}); {SETUP_HINT}", pytrace=False)
+
+
+def unique_account(prefix: str = "ct") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def eventually(read: Callable[[], T], accept: Callable[[T], bool], *, timeout_s: float = 30) -> T:
+    """Call ``read`` until ``accept`` holds for its result; fail showing the last one."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = read()
+        if accept(value):
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"still not there after {timeout_s}s: {value!r}")
+        time.sleep(0.25)
+
+
+def sacctmgr(*arguments: str) -> str:
+    """Run sacctmgr on this host (the test cluster's own client), return its output."""
+    done = subprocess.run(
+        ["sacctmgr", "--noheader", "--parsable2", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    return done.stdout.strip()
+
+
+def enforced_grp_tres(account: str) -> str:
+    """The GrpTRES slurmctld enforces for the account's association (its cached copy, which
+    22.05 can let drift from slurmdbd's)."""
+    done = subprocess.run(
+        ["scontrol", "show", "assoc_mgr", f"accounts={account}", "flags=assoc"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    for index, line in enumerate(lines):
+        if f"Account={account} UserName= " in line:
+            for detail in lines[index + 1 :]:
+                if "GrpTRES=" in detail:
+                    return detail.strip().removeprefix("GrpTRES=")
+    raise AssertionError(f"slurmctld has no association for {account}: {done.stdout}")
+
+
+class Cleanup:
+    """Cancels the jobs and deletes the accounts a test made, so reruns start clean."""
+
+    def __init__(self, adapter: SlurmRestAdapter) -> None:
+        self.adapter = adapter
+        self.jobs: list[int] = []
+        self.accounts: list[str] = []
+
+    def run(self) -> None:
+        for job_id in self.jobs:
+            try:
+                self.adapter.cancel_job(job_id)
+            except SchedulerError:
+                pass
+        if self.accounts:
+            names = ",".join(self.accounts)
+            for _ in range(20):  # slurmdbd refuses while a cancelled job is still completing
+                if "Job(s) active" not in sacctmgr("-i", "delete", "account", f"name={names}"):
+                    break
+                time.sleep(0.5)

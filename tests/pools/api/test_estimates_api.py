@@ -1,0 +1,198 @@
+"""/api/v1/estimates/: create answers 202 with the estimate's URL, polling shows the job's
+status, progress and results; bad input is a 400 with field errors and writes nothing; a caller
+sees their own and their teams' estimates only (others are 404)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from factories import inference_fleet
+
+from pools.models import AuditEvent, SizingEstimate
+
+pytestmark = pytest.mark.django_db
+
+URL = "/api/v1/estimates/"
+
+QWEN_72B = {
+    "model": "qwen2_5_72b",
+    "precision": "FP8",
+    "kv_cache_dtype": "FP8",
+    "input_len": 1000,
+    "output_len": 200,
+    "demand_kind": "output_rate",
+    "output_tok_s": 2000,
+    "tpot_target_ms": 50,
+    "ttft_target_ms": 2000,
+}
+
+
+@pytest.fixture
+def fleet(db):
+    return inference_fleet()
+
+
+def _create(client, body, capture):
+    with capture(execute=False) as callbacks:
+        response = client.post(URL, body, format="json")
+    return response, callbacks
+
+
+def test_create_is_202_with_the_location_then_polling_reaches_done(
+    fleet, team, team_member, api_as, django_capture_on_commit_callbacks
+):
+    client = api_as(team_member)
+
+    response, callbacks = _create(
+        client, {**QWEN_72B, "team": "nlp"}, django_capture_on_commit_callbacks
+    )
+
+    assert response.status_code == 202
+    estimate = SizingEstimate.objects.get()
+    assert response["Location"] == f"http://testserver/api/v1/estimates/{estimate.pk}/"
+    assert response.json()["url"] == response["Location"]
+    assert response.json()["page_url"] == f"/sizing/estimates/{estimate.pk}/"
+    assert (response.json()["status"], response.json()["progress"]) == ("pending", 0)
+    assert response.json()["team"] == "nlp"
+
+    pending = client.get(response["Location"]).json()
+    assert (pending["status"], pending["results"], pending["request_url"]) == ("pending", None, None)
+
+    for callback in callbacks:  # the worker (eager without a broker) runs the job
+        callback()
+    done = client.get(response["Location"]).json()
+
+    assert (done["status"], done["progress"], done["error"]) == ("done", 100, "")
+    assert done["results"]["request"]["card_count"] == 28
+    assert done["results"]["recommended_in_free_capacity"] == "l40s"
+    assert done["request_url"] == (
+        "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=28&pool=infer-k8s"
+    )
+    assert done["inputs"]["output_tok_s"] == 2000.0
+
+
+@pytest.mark.parametrize(
+    ("change", "fields"),
+    [
+        ({"input_len": 0, "output_len": -5}, {"input_len", "output_len"}),
+        ({"input_len": 32_000, "output_len": 1_000}, {"input_len"}),
+        ({"demand_kind": "traffic", "requests_per_day": 1e12}, {"requests_per_day"}),
+        ({"model": "llama-9000"}, {"model"}),
+        ({"gpu_models": ["h100_sxm", "nope"]}, {"gpu_models"}),
+        ({"custom_model": {"num_layers": 2}, "model": "custom"}, None),
+    ],
+)
+def test_bad_input_is_400_with_field_errors_and_writes_nothing(
+    fleet, member, api_as, change, fields, django_capture_on_commit_callbacks
+):
+    response, callbacks = _create(
+        api_as(member), {**QWEN_72B, **change}, django_capture_on_commit_callbacks
+    )
+
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "invalid_input"
+    if fields is not None:
+        assert set(body["errors"]) == fields
+    else:
+        assert "custom_model.hidden_size" in body["errors"]
+    assert all(isinstance(v, list) for v in body["errors"].values())
+    assert not SizingEstimate.objects.exists() and not AuditEvent.objects.exists()
+    assert callbacks == []
+
+
+def test_absurd_traffic_says_why(fleet, member, api_as):
+    body = {**QWEN_72B, "demand_kind": "traffic", "requests_per_day": 10**12}
+
+    response = api_as(member).post(URL, body, format="json")
+
+    assert "beyond any real deployment" in response.json()["errors"]["requests_per_day"][0]
+
+
+def test_a_body_that_is_not_an_object_is_400(member, api_as):
+    response = api_as(member).post(URL, [1, 2], format="json")
+
+    assert response.status_code == 400
+
+
+def test_an_unknown_team_is_a_field_error_and_a_foreign_team_is_403(
+    fleet, member, other_member, team, api_as
+):
+    unknown = api_as(member).post(URL, {**QWEN_72B, "team": "nope"}, format="json")
+    foreign = api_as(other_member).post(URL, {**QWEN_72B, "team": "nlp"}, format="json")
+
+    assert (unknown.status_code, list(unknown.json()["errors"])) == (400, ["team"])
+    assert foreign.status_code == 403
+    assert not SizingEstimate.objects.exists()
+
+
+def test_anonymous_callers_are_refused(api_as):
+    assert api_as(None).post(URL, QWEN_72B, format="json").status_code in (401, 403)
+    assert api_as(None).get(URL).status_code in (401, 403)
+
+
+@pytest.fixture
+def estimates(team, team_member, team_manager, other_member, db):
+    def make(user, team=None):
+        return SizingEstimate.objects.create(
+            inputs={**QWEN_72B, "model": "llama3_8b"}, created_by=user, team=team
+        )
+
+    return {
+        "alice_private": make(team_member),
+        "alice_for_nlp": make(team_member, team),
+        "mia_private": make(team_manager),
+        "victor_private": make(other_member),
+    }
+
+
+@pytest.mark.parametrize(
+    ("who", "visible"),
+    [
+        ("alice", {"alice_private", "alice_for_nlp"}),
+        ("mia", {"alice_for_nlp", "mia_private"}),
+        ("victor", {"victor_private"}),
+        ("admin", {"alice_private", "alice_for_nlp", "mia_private", "victor_private"}),
+    ],
+)
+def test_a_caller_sees_their_own_and_their_teams_estimates(
+    estimates, team_member, team_manager, other_member, pool_admin, api_as, who, visible
+):
+    user = {"alice": team_member, "mia": team_manager, "victor": other_member}.get(who, pool_admin)
+    client = api_as(user)
+
+    listed = {row["id"] for row in client.get(URL).json()["results"]}
+
+    assert listed == {estimates[name].pk for name in visible}
+    for name, estimate in estimates.items():
+        expected = 200 if name in visible else 404
+        assert client.get(f"{URL}{estimate.pk}/").status_code == expected
+
+
+def test_list_rows_carry_the_recommendation_not_the_whole_results(estimates, team_member, api_as):
+    row = api_as(team_member).get(URL).json()["results"][0]
+
+    assert "results" not in row and "inputs" not in row
+    assert row["model"] == "llama3_8b" and row["recommendation"] is None
+
+
+def test_the_list_filters_by_status(estimates, pool_admin, api_as):
+    SizingEstimate.objects.filter(pk=estimates["mia_private"].pk).update(status="failed")
+
+    rows = api_as(pool_admin).get(URL, {"status": "failed"}).json()["results"]
+
+    assert [row["id"] for row in rows] == [estimates["mia_private"].pk]
+
+
+def test_the_list_does_not_grow_queries_with_rows(team, team_member, api_as):
+    client = api_as(team_member)
+    SizingEstimate.objects.create(inputs=QWEN_72B, created_by=team_member, team=team)
+    with CaptureQueriesContext(connection) as one:
+        client.get(URL)
+    for _ in range(10):
+        SizingEstimate.objects.create(inputs=QWEN_72B, created_by=team_member, team=team)
+    with CaptureQueriesContext(connection) as eleven:
+        client.get(URL)
+
+    assert len(eleven) == len(one)

@@ -1,0 +1,154 @@
+"""pools.availability.pool_free_cards on a pool with every kind of card and allocation that must
+or must not count, by hand; and its one-statement PostgreSQL path against the ORM queries.
+
+Pool ``p`` (Kubernetes), L40S cards:
+  n1 up,   driver 550.54.15 (CUDA 12.4), 4 cards, one of them health=error  -> 3
+  n2 up,   driver 535.129.03 (CUDA 12.2), 4 cards                          -> 4
+  n3 down, driver 550.54.15, 4 cards                                       -> 0
+  n4 up,   no driver reported, 2 cards                                     -> 2 (no CUDA asked)
+  n5 up,   driver 550.54.15, 4 L20 (another model)                         -> 0
+Pool ``q`` has 8 more L40S that never count for ``p``.
+Schedulable L40S: no CUDA 9; CUDA 12.2: 3 + 4 = 7; CUDA 12.4: 3; CUDA 12.8: 0.
+
+Allocations of L40S in ``p``, days from T:  a1 approved 2 [0, 5); a2 active 3 [3, 8);
+a5 expiring 1 [-2, 1); a6 provisioning 1 [10, 12); cancelled and ended ones, an L20 one and one in
+``q`` do not count. Held over [0, 10): [0,1) 3, [1,3) 2, [3,5) 5, [5,8) 3 -> peak 5.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from types import SimpleNamespace
+
+import pytest
+from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, node_with_gpus
+
+from pools import availability
+from pools.availability import holding_intervals, pool_free_cards, schedulable_cards
+from pools.capacity import free_cards
+from pools.choices import GpuHealth, NodeState, Scheduler
+from pools.models import GpuModel
+
+pytestmark = pytest.mark.django_db
+
+T = datetime(2031, 3, 3, 9, 0, tzinfo=UTC)
+
+
+def day(n: float) -> datetime:
+    return T + timedelta(days=n)
+
+
+@pytest.fixture
+def fleet(team):
+    l40s = GpuModel.objects.get(slug="l40s")
+    k8s = {"scheduler": Scheduler.KUBERNETES}
+    p = PoolFactory(slug="p", name="P", slurm_partition="", **k8s)
+    q = PoolFactory(slug="q", name="Q", slurm_partition="", **k8s)
+    n1 = node_with_gpus(3, gpu_model="l40s", pool=p, driver_version="550.54.15", **k8s)
+    GpuFactory(node=n1, index=3, gpu_model=l40s, health=GpuHealth.ERROR)
+    node_with_gpus(4, gpu_model="l40s", pool=p, driver_version="535.129.03", **k8s)
+    node_with_gpus(4, gpu_model="l40s", pool=p, state=NodeState.DOWN, **k8s)
+    unknown = NodeFactory(pool=p, driver_version="", **k8s)
+    for index in range(2):
+        GpuFactory(node=unknown, index=index, gpu_model=l40s)
+    node_with_gpus(4, gpu_model="l20", pool=p, driver_version="550.54.15", **k8s)
+    node_with_gpus(8, gpu_model="l40s", pool=q, **k8s)
+
+    def alloc(status, start, end, cards, pool=p, model=l40s):
+        return AllocationFactory(
+            team=team,
+            pool=pool,
+            gpu_model=model,
+            status=status,
+            card_count=cards,
+            starts_at=day(start),
+            ends_at=day(end),
+        )
+
+    a2 = alloc("active", 3, 8, 3)
+    alloc("approved", 0, 5, 2)
+    alloc("expiring", -2, 1, 1)
+    alloc("provisioning", 10, 12, 1)
+    alloc("cancelled", 0, 10, 4)
+    alloc("ended", -1, 9, 4)
+    alloc("approved", 0, 10, 4, model=GpuModel.objects.get(slug="l20"))
+    alloc("approved", 0, 10, 5, pool=q)
+    return SimpleNamespace(p=p, q=q, l40s=l40s, a2=a2)
+
+
+@pytest.fixture(params=["one statement (PostgreSQL)", "ORM queries"])
+def path(request, monkeypatch):
+    if request.param == "ORM queries":
+        monkeypatch.setattr(availability, "connection", SimpleNamespace(vendor="other"))
+    return request.param
+
+
+@pytest.mark.parametrize(
+    ("cuda", "free"),
+    [(None, 4), ("12.2", 2), ("12.4", 0), ("12.8", 0)],  # 9-5, 7-5, 3-5 -> 0, 0-5 -> 0
+)
+def test_free_cards_by_hand(fleet, path, cuda, free):
+    assert (
+        pool_free_cards(pool=fleet.p, gpu_model=fleet.l40s, start=day(0), end=day(10), cuda=cuda)
+        == free
+    )
+
+
+def test_windows_and_exclusion_by_hand(fleet, path):
+    def free(start, end, **kw):
+        return pool_free_cards(
+            pool=fleet.p, gpu_model=fleet.l40s, start=day(start), end=day(end), **kw
+        )
+
+    assert free(8, 10) == 9  # nothing held; a6 starts as the window ends
+    assert free(5, 8) == 6  # a2 alone: 9 - 3
+    assert free(0, 3) == 6  # [0,1): a1 + a5 = 3
+    assert free(0, 10, exclude_allocation=fleet.a2.pk) == 6  # peak without a2: 3
+    assert free(10, 11) == 8  # a6: 9 - 1
+
+
+def test_over_commit_by_hand(fleet, path):
+    fleet.p.overcommit_ratio = Decimal("1.50")
+
+    # floor(9 x 1.5) = 13 usable, 5 held.
+    assert pool_free_cards(pool=fleet.p, gpu_model=fleet.l40s, start=day(0), end=day(10)) == 8
+
+
+def test_the_one_statement_agrees_with_the_orm_queries_everywhere(fleet):
+    """Every window between half-day marks of [-3, 13) days, every CUDA version, with and
+    without an excluded allocation: the fast path returns what the ORM definitions give."""
+    marks = [day(d / 2) for d in range(-6, 27)]
+    checked = 0
+    for i, start in enumerate(marks):
+        for end in marks[i + 1 :: 7]:  # 90 windows
+            for cuda in (None, "12.2", "12.4"):
+                for exclude in (None, fleet.a2.pk):
+                    expected = free_cards(
+                        schedulable=schedulable_cards(
+                            pool=fleet.p, gpu_model=fleet.l40s, cuda=cuda
+                        ),
+                        overcommit_ratio=fleet.p.overcommit_ratio,
+                        intervals=holding_intervals(
+                            pool=fleet.p,
+                            gpu_model=fleet.l40s,
+                            start=start,
+                            end=end,
+                            exclude_allocation=exclude,
+                        ),
+                        start=start,
+                        end=end,
+                    )
+                    assert (
+                        pool_free_cards(
+                            pool=fleet.p,
+                            gpu_model=fleet.l40s,
+                            start=start,
+                            end=end,
+                            cuda=cuda,
+                            exclude_allocation=exclude,
+                        )
+                        == expected
+                    )
+                    checked += 1
+    assert checked == 540

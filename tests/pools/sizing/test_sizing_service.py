@@ -1,0 +1,419 @@
+"""The sizing service: inputs checked before anything is written, the plan computed from the
+database's GPU models and the inference pools' free cards, and the job's life (pending →
+running → done / failed), idempotent.
+
+The issue's "Done when" case: Qwen2.5-72B for 2,000 output tok/s on the demo fleet
+(:func:`factories.inference_fleet`), served in FP8, turned into a request for L40S cards.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from factories import AllocationFactory, MembershipFactory, inference_fleet
+
+from pools.choices import EstimateStatus
+from pools.errors import InvalidInput, PermissionDenied
+from pools.models import AuditEvent, GpuModel, Pool, SizingEstimate
+from pools.services.sizing import (
+    capacity_window,
+    sizing_estimate_create,
+    sizing_estimate_run,
+    sizing_inputs_clean,
+    sizing_preview,
+    sizing_request_url,
+    sizing_results,
+)
+from pools.tasks import sizing_estimate_task
+
+pytestmark = pytest.mark.django_db
+
+QWEN_72B = {
+    "model": "qwen2_5_72b",
+    "precision": "FP8",
+    "kv_cache_dtype": "FP8",
+    "engine": "vllm",
+    "input_len": 1000,
+    "output_len": 200,
+    "demand_kind": "output_rate",
+    "output_tok_s": 2000,
+    "tpot_target_ms": 50,
+    "ttft_target_ms": 2000,
+}
+
+# Qwen2.5-72B's published config (hf.co/Qwen/Qwen2.5-72B-Instruct config.json): 80 layers,
+# 8 KV heads, head dim 8192 / 64 = 128; parameters counted by the dataset's rule.
+QWEN_72B_PARAMS = 72_706_203_648
+
+
+@pytest.fixture
+def fleet(db):
+    return inference_fleet()
+
+
+@pytest.fixture
+def qwen(fleet):
+    inputs, results = sizing_preview(raw=QWEN_72B)
+    return results
+
+
+def _row(results, slug):
+    return next(row for row in results["rows"] if row["gpu_model"] == slug)
+
+
+# ---------------------------------------------------------------------------------------------
+# The "Done when" case
+
+
+def test_qwen_72b_demand_and_memory_are_the_hand_arithmetic(qwen):
+    demand = qwen["demand"]
+
+    assert demand["peak_requests_per_s"] == 10.0  # 2,000 tok/s ÷ 200 output tokens
+    assert demand["equivalent_output_tokens_per_request"] == 700.0  # 200 + 1,000 × 0.5
+    assert demand["peak_equivalent_output_tok_s"] == 7000.0
+    assert qwen["seed_rule"] == {"per_card_tok_s": 60.0, "equivalent_tok_s": 7000.0, "cards": 117}
+    assert qwen["weights_bytes"] == QWEN_72B_PARAMS  # FP8: one byte per parameter
+    assert qwen["kv_bytes_per_token"] == 2 * 80 * 8 * 128 * 1  # 163,840 B at FP8
+    assert qwen["kv_bytes_per_sequence"] == 163_840 * 1_200
+
+
+def test_qwen_72b_every_sized_row_covers_the_peak(qwen):
+    sized = [row for row in qwen["rows"] if row["cards"] is not None]
+
+    assert sized
+    for row in sized:
+        assert row["replicas"] == math.ceil(10.0 / row["replica_requests_per_s"] - 1e-9)
+        assert row["cards"] == row["replicas"] * row["tp"]
+        assert row["weights_bytes_per_gpu"] == math.ceil(QWEN_72B_PARAMS / row["tp"])
+        if row["meets_targets"]:
+            assert row["tpot_ms"] <= 50 and row["ttft_ms"] <= 2000
+
+
+def test_qwen_72b_recommends_l40s_in_the_inference_pool_and_links_the_request(qwen):
+    l40s = _row(qwen, "l40s")
+
+    # L40S nodes have 4 cards: TP 4; 16 sequences per replica meet 50 ms TPOT.
+    assert (l40s["tp"], l40s["cards_per_node"], l40s["batch"]) == (4, 4, 16)
+    assert l40s["replicas"] == 7 and l40s["cards"] == 28
+    assert (l40s["free_cards"], l40s["pool"], l40s["fits_free_capacity"]) == (40, "infer-k8s", True)
+    assert qwen["recommended_in_free_capacity"] == "l40s"
+    # The cheapest overall (fewest cards: no prices) is a card the inference pool does not have.
+    best = _row(qwen, qwen["recommended"])
+    assert best["cards"] == min(r["cards"] for r in qwen["rows"] if r["meets_targets"]) == 2
+    assert best["pool"] is None
+    assert qwen["request"] == {
+        "basis": "recommended_in_free_capacity",
+        "workload_kind": "inference",
+        "gpu_model": "l40s",
+        "card_count": 28,
+        "pool": "infer-k8s",
+    }
+    assert sizing_request_url(qwen["request"]) == (
+        "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=28&pool=infer-k8s"
+    )
+
+
+def test_cards_held_in_the_window_are_not_free(fleet):
+    start, end = capacity_window()
+    AllocationFactory(
+        pool=fleet,
+        gpu_model=GpuModel.objects.get(slug="l40s"),
+        card_count=20,
+        starts_at=start - timedelta(days=1),
+        ends_at=end,
+    )
+
+    _, results = sizing_preview(raw=QWEN_72B)
+
+    assert _row(results, "l40s")["free_cards"] == 20
+    assert _row(results, "l40s")["fits_free_capacity"] is False
+    assert "20 are free in pool infer-k8s" in str(_row(results, "l40s")["warnings"])
+    # A100 PCIe: 8 cards in the pool, 16 needed; nothing fits, so the request names the
+    # cheapest option the pool offers, which waits for cards.
+    assert results["recommended_in_free_capacity"] is None
+    assert results["request"]["basis"] == "offered_by_a_pool"
+    assert results["request"]["pool"] == "infer-k8s"
+
+
+def test_training_pools_do_not_count_as_free_serving_capacity(qwen):
+    a100_sxm = _row(qwen, "a100_80g_sxm")
+
+    assert a100_sxm["pool"] is None
+    assert a100_sxm["cards_per_node"] == 8  # no inference node: the usual 8-card server
+    codes = [w["code"] for w in a100_sxm["warnings"]]
+    assert codes == ["fp8_weight_only", "not_in_inference_pools"]  # Ampere has no FP8 cores
+    assert a100_sxm["precision"] == "FP8-WO"
+
+
+def test_bf16_misses_the_targets_on_the_pool_and_the_page_says_so(fleet):
+    _, results = sizing_preview(raw={**QWEN_72B, "precision": "BF16", "kv_cache_dtype": "FP16"})
+
+    l40s = _row(results, "l40s")
+    assert l40s["meets_targets"] is False
+    assert "tpot_over_target" in [w["code"] for w in l40s["warnings"]]
+    assert results["recommended_in_free_capacity"] is None
+    assert results["weights_bytes"] == 2 * QWEN_72B_PARAMS
+
+
+# ---------------------------------------------------------------------------------------------
+# Other loads, prices, filters
+
+
+def test_concurrency_needs_replicas_for_every_sequence(fleet):
+    raw = {**QWEN_72B, "demand_kind": "concurrency", "concurrency": 100, "output_tok_s": None}
+
+    inputs, results = sizing_preview(raw=raw)
+
+    assert results["demand"] is None and results["seed_rule"] is None
+    assert results["kv_bytes_for_concurrency"] == 163_840 * 1_200 * 100
+    for row in results["rows"]:
+        if row["cards"] is not None:
+            assert row["replicas"] == math.ceil(100 / row["batch"])
+            assert row["cards"] == row["replicas"] * row["tp"]
+
+
+def test_traffic_is_spread_over_its_peak_window(fleet):
+    raw = {
+        **QWEN_72B,
+        "demand_kind": "traffic",
+        "requests_per_day": 100_000,
+        "peak_share": 1,
+        "peak_hours": 4,
+        "input_len": 5000,
+        "output_len": 1500,
+    }
+
+    _, results = sizing_preview(raw=raw)
+
+    assert results["demand"]["peak_window_s"] == 14_400
+    assert results["demand"]["peak_requests_per_s"] == pytest.approx(100_000 / 14_400, rel=1e-5)
+    assert results["seed_rule"]["cards"] == 463  # 27,778 equivalent tok/s ÷ 60
+
+
+def test_a_price_gives_the_monthly_cost_and_no_price_gives_none(fleet):
+    _, results = sizing_preview(raw={**QWEN_72B, "prices": {"l40s": "1.20"}})
+
+    assert _row(results, "l40s")["price_per_card_hour"] == "1.20"
+    assert _row(results, "l40s")["monthly_cost"] == "24528.00"  # 28 × 1.20 × 730 h
+    assert _row(results, "h100_sxm")["monthly_cost"] is None
+    assert results["priced"] is True
+
+
+def test_only_free_capacity_keeps_the_models_an_inference_pool_has_free(fleet):
+    _, results = sizing_preview(raw={**QWEN_72B, "only_free_capacity": True})
+
+    assert {row["gpu_model"] for row in results["rows"]} == {"l40s", "a100_80g_pcie"}
+
+
+def test_progress_is_reported_per_gpu_model(fleet):
+    inputs = sizing_inputs_clean({**QWEN_72B, "gpu_models": ["l40s", "h100_sxm", "l4"]})
+    calls = []
+
+    sizing_results(inputs=inputs, on_progress=lambda done, total: calls.append((done, total)))
+
+    assert calls == [(1, 3), (2, 3), (3, 3)]
+
+
+def test_a_custom_architecture_counts_its_parameters_like_the_preset(fleet):
+    custom = {
+        "num_layers": 32,
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_kv_heads": 8,
+        "head_dim": 128,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "max_context_tokens": 131072,
+    }
+    raw = {**QWEN_72B, "model": "custom", "custom_model": custom, "precision": "BF16"}
+
+    _, results = sizing_preview(raw=raw)
+
+    assert results["model"]["total_params"] == 8_030_261_248  # Llama-3.1-8B by the same rule
+    assert results["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input: field errors, nothing written
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"input_len": 0}, "input_len", "at least 1"),
+        ({"output_len": -200}, "output_len", "at least 1"),
+        ({"input_len": 32_000, "output_len": 1_000}, "input_len", "maximum context of 32,768"),
+        ({"output_tok_s": 0}, "output_tok_s", "(0, 1e+12]"),
+        ({"output_tok_s": 1e11}, "output_tok_s", "beyond any real deployment"),
+        (
+            {"demand_kind": "traffic", "requests_per_day": 10**12},
+            "requests_per_day",
+            "beyond any real deployment",
+        ),
+        ({"demand_kind": "concurrency", "concurrency": 0}, "concurrency", "at least 1"),
+        ({"prompt_cache_hit_rate": 1}, "prompt_cache_hit_rate", "[0, 1)"),
+        ({"model": "gpt-5"}, "model", "Unknown model"),
+        ({"precision": "FP3"}, "precision", "unknown precision"),
+        ({"engine": "ollama"}, "engine", "unknown engine"),
+        ({"gpu_models": ["b200"]}, "gpu_models", "Unknown GPU models: b200"),
+        ({"prices": {"l40s": "-1"}}, "prices.l40s", "price per card-hour"),
+        ({"input_len": "lots"}, "input_len", "whole number"),
+        ({"tpot_target_ms": 0}, "tpot_target_ms", "(0,"),
+    ],
+)
+def test_bad_inputs_are_field_errors_and_write_nothing(fleet, member, change, field, words):
+    before = (SizingEstimate.objects.count(), AuditEvent.objects.count())
+
+    with pytest.raises(InvalidInput) as caught:
+        sizing_estimate_create(actor=member, inputs={**QWEN_72B, **change})
+
+    assert words in caught.value.data["errors"][field]
+    assert (SizingEstimate.objects.count(), AuditEvent.objects.count()) == before
+
+
+def test_every_bad_field_is_named_at_once(fleet):
+    with pytest.raises(InvalidInput) as caught:
+        sizing_inputs_clean({**QWEN_72B, "input_len": 0, "output_len": 0, "engine": "x"})
+
+    assert set(caught.value.data["errors"]) == {"input_len", "output_len", "engine"}
+
+
+def test_required_inputs_have_no_default(fleet):
+    with pytest.raises(InvalidInput) as caught:
+        sizing_inputs_clean({})
+
+    assert set(caught.value.data["errors"]) == {"model", "input_len", "output_len", "output_tok_s"}
+
+
+def test_an_inconsistent_custom_architecture_names_the_field(fleet):
+    custom = {
+        "num_layers": 32,
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_kv_heads": 7,
+        "head_dim": 128,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "max_context_tokens": 8192,
+    }
+    with pytest.raises(InvalidInput) as caught:
+        sizing_inputs_clean({**QWEN_72B, "model": "custom", "custom_model": custom})
+
+    assert "multiple of num_kv_heads" in caught.value.data["errors"]["custom_model.num_kv_heads"]
+
+
+def test_sharing_with_a_team_the_actor_is_not_in_is_refused(fleet, team, other_member):
+    with pytest.raises(PermissionDenied):
+        sizing_estimate_create(actor=other_member, inputs=QWEN_72B, team=team)
+
+    assert not SizingEstimate.objects.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# The job
+
+
+def test_create_stores_clean_inputs_and_queues_the_job_on_commit(
+    fleet, team_member, team, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        estimate = sizing_estimate_create(actor=team_member, inputs=QWEN_72B, team=team)
+
+    assert estimate.status == EstimateStatus.PENDING and estimate.progress == 0
+    assert estimate.inputs["input_len"] == 1000 and estimate.inputs["gpu_models"] == []
+    assert estimate.inputs["tpot_target_ms"] == 50.0
+    assert len(callbacks) == 1
+    callbacks[0]()  # the eager task, as with no broker
+    estimate.refresh_from_db()
+    assert estimate.status == EstimateStatus.DONE and estimate.progress == 100
+    assert estimate.results["request"]["card_count"] == 28
+    assert estimate.finished_at is not None
+    assert list(
+        AuditEvent.objects.filter(object_id=str(estimate.pk)).values_list("action", flat=True)
+    ) == ["sizing_estimate.done", "sizing_estimate.created"]
+
+
+def test_running_twice_changes_nothing_the_second_time(fleet, member):
+    estimate = SizingEstimate.objects.create(
+        inputs=sizing_inputs_clean(QWEN_72B), created_by=member
+    )
+
+    first = sizing_estimate_run(estimate_id=estimate.pk)
+    second_status = sizing_estimate_task(estimate.pk)
+    second = SizingEstimate.objects.get(pk=estimate.pk)
+
+    assert first.status == second_status == EstimateStatus.DONE
+    assert (second.results, second.finished_at) == (first.results, first.finished_at)
+    assert AuditEvent.objects.filter(action="sizing_estimate.done").count() == 1
+
+
+def test_an_interrupted_run_is_run_again(fleet, member):
+    estimate = SizingEstimate.objects.create(
+        inputs=sizing_inputs_clean(QWEN_72B),
+        created_by=member,
+        status=EstimateStatus.RUNNING,
+        progress=40,
+    )
+
+    assert sizing_estimate_run(estimate_id=estimate.pk).status == EstimateStatus.DONE
+
+
+def test_inputs_the_arithmetic_refuses_fail_with_the_reason(fleet, member):
+    inputs = {**sizing_inputs_clean(QWEN_72B), "precision": "FP3"}  # written around the service
+    estimate = SizingEstimate.objects.create(inputs=inputs, created_by=member)
+
+    failed = sizing_estimate_run(estimate_id=estimate.pk)
+
+    assert failed.status == EstimateStatus.FAILED and failed.results is None
+    assert failed.error.startswith("The inputs cannot be estimated: unknown precision 'FP3'")
+    assert sizing_estimate_run(estimate_id=estimate.pk).status == EstimateStatus.FAILED
+
+
+def test_an_unexpected_error_fails_the_estimate_instead_of_leaving_it_running(
+    fleet, member, monkeypatch
+):
+    estimate = SizingEstimate.objects.create(
+        inputs=sizing_inputs_clean(QWEN_72B), created_by=member
+    )
+
+    def broken(**kwargs):
+        raise ZeroDivisionError("bug")
+
+    monkeypatch.setattr("pools.services.sizing.sizing_results", broken)
+
+    failed = sizing_estimate_run(estimate_id=estimate.pk)
+
+    assert failed.status == EstimateStatus.FAILED
+    assert "internal error (ZeroDivisionError)" in failed.error
+
+
+def test_a_deleted_estimate_is_nothing_to_do_for_the_task(db):
+    assert sizing_estimate_task(987654) == "missing"
+
+
+def test_gpu_specs_come_from_the_database_rows(fleet):
+    GpuModel.objects.filter(slug="l40s").update(memory_bandwidth_gbps=Decimal("1728"))
+
+    _, results = sizing_preview(raw=QWEN_72B)
+
+    assert _row(results, "l40s")["memory_bandwidth_gbps"] == 1728.0
+
+
+def test_an_empty_fleet_still_sizes_every_catalogue_model(db):
+    _, results = sizing_preview(raw=QWEN_72B)
+
+    assert len(results["rows"]) == GpuModel.objects.count()
+    assert results["recommended_in_free_capacity"] is None
+    assert results["request"] is None
+    assert not Pool.objects.exists()
+
+
+def test_a_team_member_can_share_an_estimate(fleet, team, team_member):
+    MembershipFactory(team=team, user__username="zoe")
+
+    estimate = sizing_estimate_create(actor=team_member, inputs=QWEN_72B, team=team)
+
+    assert estimate.team == team

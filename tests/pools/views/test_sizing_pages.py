@@ -1,0 +1,228 @@
+"""The sizing pages: the what-if page and its htmx fragment, CSV export, saving an estimate
+(and polling it until done), the list and detail of saved estimates, scoped like the API."""
+
+from __future__ import annotations
+
+import csv
+import io
+from urllib.parse import urlencode
+
+import pytest
+from django.test import Client
+from factories import inference_fleet
+
+from pools.models import SizingEstimate
+from pools.services.sizing import sizing_inputs_clean
+
+pytestmark = pytest.mark.django_db
+
+QWEN_72B = {
+    "model": "qwen2_5_72b",
+    "precision": "FP8",
+    "kv_cache_dtype": "FP8",
+    "engine": "vllm",
+    "input_len": "1000",
+    "output_len": "200",
+    "demand_kind": "output_rate",
+    "output_tok_s": "2000",
+    "peak_share": "1",
+    "peak_hours": "24",
+    "prompt_cache_hit_rate": "0",
+    "input_weight": "0.5",
+    "tpot_target_ms": "50",
+    "ttft_target_ms": "2000",
+    "seed_per_card_tok_s": "60",
+}
+REQUEST_LINK = "/requests/new/?workload_kind=inference&amp;gpu_model=l40s&amp;card_count=28&amp;pool=infer-k8s"
+
+
+@pytest.fixture
+def fleet(db):
+    return inference_fleet()
+
+
+@pytest.fixture
+def alice_page(team_member):
+    client = Client()
+    client.force_login(team_member)
+    return client
+
+
+def _htmx(client, url, data=None, method="get"):
+    return getattr(client, method)(url, data or {}, HTTP_HX_REQUEST="true")
+
+
+def test_the_page_opens_with_qwen_72b_at_2000_tok_s(fleet, member_page):
+    response = member_page.get("/sizing/")
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "<html" in html and 'id="sizing-form"' in html
+    assert 'option value="qwen2_5_72b" selected' in html
+    assert 'id="sizing-chart-data"' in html
+    assert "7,000 equivalent tok/s ÷ 60 tok/s per card = <strong>117 cards</strong>" in html
+    assert 'href="/sizing/"' in html  # the nav's "Size a model"
+
+
+def test_changing_an_input_answers_only_the_results_fragment(fleet, member_page):
+    response = _htmx(member_page, "/sizing/", QWEN_72B)
+
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "<html" not in html and 'id="sizing-form"' not in html
+    assert html.lstrip().startswith('<div id="results">')
+    assert "HX-Request" in response["Vary"]
+    assert REQUEST_LINK in html
+    assert 'id="request-cards"' in html
+    assert "28 × L40S" in html
+
+
+def test_bad_inputs_show_their_errors_in_the_fragment(fleet, member_page):
+    response = _htmx(member_page, "/sizing/", {**QWEN_72B, "input_len": "0", "output_len": "-1"})
+
+    html = response.content.decode()
+    assert "Fix these inputs" in html
+    assert "<code>input_len</code>: Must be at least 1." in html
+    assert "<code>output_len</code>" in html
+    assert "request-cards" not in html
+
+
+def test_a_context_above_the_models_maximum_is_an_error(fleet, member_page):
+    response = _htmx(member_page, "/sizing/", {**QWEN_72B, "input_len": "40000"})
+
+    assert "maximum context of 32,768" in response.content.decode()
+
+
+def test_csv_export_has_one_row_per_gpu_model_with_the_numbers(fleet, member_page):
+    response = member_page.get("/sizing/?" + urlencode({**QWEN_72B, "export": "csv"}))
+
+    assert response["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    l40s = next(row for row in rows if row["gpu_model"] == "l40s")
+    assert len(rows) == 21
+    assert (l40s["tp"], l40s["replicas"], l40s["cards"], l40s["pool"]) == ("4", "7", "28", "infer-k8s")
+    assert l40s["recommended"] == "fits free capacity"
+    assert l40s["kv_bytes_per_token"] == "163840"
+    assert int(l40s["weights_bytes"]) == 72_706_203_648
+
+
+def test_csv_export_of_bad_inputs_is_400(fleet, member_page):
+    response = member_page.get("/sizing/?" + urlencode({**QWEN_72B, "input_len": "0", "export": "csv"}))
+
+    assert response.status_code == 400
+
+
+def test_save_creates_the_estimate_and_sends_htmx_to_its_page(
+    fleet, team, alice_page, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = _htmx(alice_page, "/sizing/save/", {**QWEN_72B, "team": "nlp"}, method="post")
+
+    estimate = SizingEstimate.objects.get()
+    assert response.status_code == 204
+    assert response["HX-Redirect"] == f"/sizing/estimates/{estimate.pk}/"
+    assert estimate.team == team and estimate.status == "done"
+    assert estimate.results["request"]["card_count"] == 28
+
+
+def test_saving_bad_inputs_writes_nothing_and_shows_the_errors(fleet, alice_page):
+    response = _htmx(
+        alice_page,
+        "/sizing/save/",
+        {**QWEN_72B, "demand_kind": "traffic", "requests_per_day": "1000000000000"},
+        method="post",
+    )
+
+    assert response.status_code == 200
+    assert "beyond any real deployment" in response.content.decode()
+    assert not SizingEstimate.objects.exists()
+
+
+@pytest.fixture
+def pending(team, team_member):
+    return SizingEstimate.objects.create(
+        inputs=sizing_inputs_clean({**QWEN_72B}), created_by=team_member, team=team
+    )
+
+
+def test_a_pending_estimate_polls_until_done(fleet, pending, alice_page):
+    from pools.services.sizing import sizing_estimate_run
+
+    url = f"/sizing/estimates/{pending.pk}/"
+    page = alice_page.get(url).content.decode()
+    poll = _htmx(alice_page, url).content.decode()
+
+    assert 'hx-trigger="every 1s"' in page and "Pending" in page
+    assert poll.lstrip().startswith('<div id="estimate-body"') and "<html" not in poll
+    assert 'hx-trigger="every 1s"' in poll
+
+    sizing_estimate_run(estimate_id=pending.pk)
+    done = _htmx(alice_page, url).content.decode()
+
+    assert "every 1s" not in done
+    assert "Done" in done and REQUEST_LINK in done
+
+
+def test_a_failed_estimate_says_why(fleet, team, team_member, alice_page):
+    estimate = SizingEstimate.objects.create(
+        inputs=sizing_inputs_clean(QWEN_72B),
+        created_by=team_member,
+        status="failed",
+        error="The inputs cannot be estimated: reasons.",
+    )
+
+    html = alice_page.get(f"/sizing/estimates/{estimate.pk}/").content.decode()
+
+    assert "The estimate failed." in html and "reasons." in html
+    assert "every 1s" not in html
+
+
+def test_the_detail_exports_its_rows(fleet, pending, alice_page):
+    from pools.services.sizing import sizing_estimate_run
+
+    assert alice_page.get(f"/sizing/estimates/{pending.pk}/?export=csv").status_code == 409
+    sizing_estimate_run(estimate_id=pending.pk)
+
+    response = alice_page.get(f"/sizing/estimates/{pending.pk}/?export=csv")
+
+    text = b"".join(response.streaming_content).decode()
+    assert f"sizing-estimate-{pending.pk}.csv" in response["Content-Disposition"]
+    assert "l40s,L40S,fits free capacity" in text
+
+
+def test_another_teams_estimate_is_404(fleet, pending, other_member):
+    client = Client()
+    client.force_login(other_member)
+
+    assert client.get(f"/sizing/estimates/{pending.pk}/").status_code == 404
+    assert client.get("/sizing/estimates/999999/").status_code == 404
+    assert f"#{pending.pk}" not in client.get("/sizing/estimates/").content.decode()
+
+
+def test_the_list_shows_the_teams_estimates_and_exports_csv(fleet, pending, team_manager):
+    client = Client()
+    client.force_login(team_manager)
+
+    html = client.get("/sizing/estimates/").content.decode()
+    csv_text = b"".join(client.get("/sizing/estimates/?export=csv").streaming_content).decode()
+
+    assert f'href="/sizing/estimates/{pending.pk}/"' in html and "Qwen2.5-72B" in html
+    assert csv_text.splitlines()[1].startswith(f"{pending.pk},")
+
+
+def test_the_what_if_link_of_an_estimate_reopens_its_inputs(fleet, pending, alice_page):
+    html = alice_page.get(f"/sizing/estimates/{pending.pk}/").content.decode()
+    start = html.index('href="/sizing/?') + len('href="')
+    link = html[start : html.index('"', start)].replace("&amp;", "&")
+
+    reopened = alice_page.get(link).content.decode()
+
+    assert 'option selected>FP8</option>' in reopened
+    assert 'name="output_tok_s" value="2000.0"' in reopened
+
+
+@pytest.mark.parametrize("url", ["/sizing/", "/sizing/estimates/", "/sizing/estimates/1/"])
+def test_anonymous_users_are_sent_to_sign_in(url):
+    response = Client().get(url)
+
+    assert response.status_code == 302 and response["Location"].startswith("/login/")

@@ -1,0 +1,90 @@
+"""One harness, two schedulers: every contract test runs against FakeScheduler (unit tier) and
+against SlurmRestAdapter on the real test cluster (integration tier)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import pytest
+from integration.slurm.slurm_cluster import (
+    Cleanup,
+    build_adapter,
+    eventually,
+    require_reachable,
+    slurm_env,
+    unique_account,
+)
+
+from scheduler_adapters.base import SchedulerAdapter
+from scheduler_adapters.fake import FakeScheduler
+from scheduler_adapters.records import JobSpec
+
+T = TypeVar("T")
+
+
+@dataclass
+class Scheduler:
+    """What a contract test gets: the adapter, and helpers that hide fake-versus-real."""
+
+    adapter: SchedulerAdapter
+    real: bool
+    cleanup: Cleanup | None = None
+    partition: str = "gpu"
+    made: list[str] = field(default_factory=list)
+
+    def account_name(self) -> str:
+        name = unique_account()
+        self.made.append(name)
+        if self.cleanup is not None:
+            self.cleanup.accounts.append(name)
+        return name
+
+    def account(self, *, user: str | None = None) -> str:
+        """A new account, with ``user`` associated on the partition when given."""
+        name = self.account_name()
+        self.adapter.ensure_account(name, description="contract test", organization="portal")
+        if user is not None:
+            self.adapter.ensure_user_association(name, user, self.partition)
+        return name
+
+    def job(self, account: str, **fields) -> JobSpec:
+        values = {
+            "account": account,
+            "user": "alice",
+            "partition": self.partition,
+            "script": "#!/bin/bash\nsleep 300\n",
+            "gpus": 1,
+            "gres_type": "a100",
+            "name": "contract",
+        }
+        return JobSpec(**(values | fields))
+
+    def submit(self, spec: JobSpec) -> int:
+        job_id = self.adapter.submit_job(spec)
+        if self.cleanup is not None:
+            self.cleanup.jobs.append(job_id)
+        return job_id
+
+    def eventually(self, read: Callable[[], T], accept: Callable[[T], bool]) -> T:
+        return eventually(read, accept, timeout_s=30)
+
+
+@pytest.fixture(scope="session")
+def real_slurm() -> Iterator[SchedulerAdapter]:
+    adapter = build_adapter(slurm_env())
+    require_reachable(adapter)
+    yield adapter
+    adapter.close()
+
+
+@pytest.fixture(params=["fake", pytest.param("slurm", marks=pytest.mark.integration)])
+def scheduler(request) -> Iterator[Scheduler]:
+    if request.param == "fake":
+        yield Scheduler(FakeScheduler(), real=False)
+        return
+    adapter = request.getfixturevalue("real_slurm")
+    tidy = Cleanup(adapter)
+    yield Scheduler(adapter, real=True, cleanup=tidy)
+    tidy.run()

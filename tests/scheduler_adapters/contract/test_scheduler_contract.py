@@ -1,0 +1,170 @@
+"""What every SchedulerAdapter promises (scheduler_adapters/base.py), checked on the fake and on
+the real Slurm alike. Values are the test cluster's: partition gpu with 4 a100 and 2 rtx4090."""
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from scheduler_adapters.errors import NotFound, SchedulerRejected
+from scheduler_adapters.records import GpuLimit, JobState
+
+
+def test_nodes_report_cards_by_gres_type(scheduler):
+    result = scheduler.adapter.list_nodes()
+
+    cards = Counter(
+        (partition, gpu.model_name)
+        for node in result.nodes
+        for partition in node.partitions
+        for gpu in node.gpus
+    )
+    assert cards == Counter({("gpu", "a100"): 4, ("gpu", "rtx4090"): 2})
+    assert result.issues == ()
+
+
+def test_ensure_account_is_idempotent(scheduler):
+    adapter = scheduler.adapter
+    account = scheduler.account_name()
+
+    assert adapter.ensure_account(account, description="Team", organization="acme") is True
+    assert adapter.ensure_account(account, description="Team", organization="acme") is False
+    assert adapter.ensure_account(account, description="Team, renamed", organization="acme") is True
+    assert adapter.get_gpu_limits(account) == ()
+
+
+def test_user_association_is_idempotent_and_needs_real_targets(scheduler):
+    adapter = scheduler.adapter
+    account = scheduler.account()
+
+    assert adapter.ensure_user_association(account, "alice", "gpu") is True
+    assert adapter.ensure_user_association(account, "alice", "gpu") is False
+
+    with pytest.raises(NotFound) as no_partition:
+        adapter.ensure_user_association(account, "alice", "no-such-partition")
+    with pytest.raises(NotFound) as no_account:
+        adapter.ensure_user_association(scheduler.account_name(), "alice", "gpu")
+    assert no_partition.value.kind == "partition"
+    assert no_account.value.kind == "account"
+
+
+def test_gpu_limits_are_kept_per_type(scheduler):
+    adapter = scheduler.adapter
+    account = scheduler.account()
+
+    assert adapter.set_gpu_limit(GpuLimit(account, "gpu", "a100", 2)) is True
+    assert adapter.set_gpu_limit(GpuLimit(account, "gpu", "a100", 2)) is False
+    assert adapter.set_gpu_limit(GpuLimit(account, "gpu", "rtx4090", 1)) is True
+    assert adapter.get_gpu_limits(account) == (
+        GpuLimit(account, "gpu", "a100", 2),
+        GpuLimit(account, "gpu", "rtx4090", 1),
+    )
+
+    assert adapter.remove_gpu_limit(account, "gpu", "rtx4090") is True
+    assert adapter.remove_gpu_limit(account, "gpu", "rtx4090") is False
+    assert adapter.get_gpu_limits(account) == (GpuLimit(account, "gpu", "a100", 2),)
+
+
+def test_limit_targets_must_exist(scheduler):
+    adapter = scheduler.adapter
+    missing = scheduler.account_name()
+    account = scheduler.account()
+
+    with pytest.raises(NotFound) as no_account:
+        adapter.set_gpu_limit(GpuLimit(missing, "gpu", "a100", 1))
+    with pytest.raises(NotFound) as no_partition:
+        adapter.set_gpu_limit(GpuLimit(account, "no-such-partition", "a100", 1))
+    with pytest.raises(SchedulerRejected):
+        adapter.set_gpu_limit(GpuLimit(account, "gpu", "h100", 1))
+    with pytest.raises(NotFound):
+        adapter.get_gpu_limits(missing)
+
+    assert (no_account.value.kind, no_partition.value.kind) == ("account", "partition")
+    assert adapter.remove_gpu_limit(missing, "gpu", "a100") is False
+    assert adapter.get_gpu_limits(account) == ()
+
+
+def test_a_job_over_the_limit_pends_until_the_limit_is_lifted(scheduler):
+    adapter = scheduler.adapter
+    account = scheduler.account(user="alice")
+    adapter.set_gpu_limit(GpuLimit(account, "gpu", "a100", 1))
+    window_start = datetime.now(UTC) - timedelta(seconds=5)
+
+    first = scheduler.submit(scheduler.job(account))
+    second = scheduler.submit(scheduler.job(account))
+
+    running = scheduler.eventually(
+        lambda: adapter.get_job(first), lambda j: j.state is JobState.RUNNING
+    )
+    held = scheduler.eventually(
+        lambda: adapter.get_job(second),
+        lambda j: j.state_reason is not None and j.state_reason.startswith("AssocGrp"),
+    )
+    assert running.gpus_allocated == {"a100": 1}
+    assert (running.account, running.user, running.partition) == (account, "alice", "gpu")
+    assert held.state is JobState.PENDING
+    assert held.state_reason == "AssocGrpGRES"
+    assert held.gpus_requested == {"a100": 1}
+    assert held.gpus_allocated == {}
+
+    adapter.remove_gpu_limit(account, "gpu", "a100")
+    scheduler.eventually(lambda: adapter.get_job(second), lambda j: j.state is JobState.RUNNING)
+
+    for job_id in (first, second):
+        adapter.cancel_job(job_id)
+        adapter.cancel_job(job_id)  # a second cancel is a no-op
+    records = scheduler.eventually(
+        lambda: adapter.jobs_from_accounting(
+            window_start, datetime.now(UTC) + timedelta(minutes=1), accounts=[account]
+        ),
+        lambda found: (
+            [(r.job_id, r.state) for r in found]
+            == [(first, JobState.CANCELLED), (second, JobState.CANCELLED)]
+        ),
+    )
+    for record in records:
+        assert record.gpus_allocated == {"a100": 1}
+        assert record.start is not None and record.end is not None
+        assert record.elapsed_s == int((record.end - record.start).total_seconds())
+        assert record.card_seconds == {"a100": record.elapsed_s}
+
+
+def test_submissions_the_scheduler_refuses(scheduler):
+    adapter = scheduler.adapter
+    account = scheduler.account(user="alice")
+
+    with pytest.raises(SchedulerRejected) as no_association:
+        adapter.submit_job(scheduler.job(account, user="bob"))
+    with pytest.raises(SchedulerRejected) as unknown_type:
+        adapter.submit_job(scheduler.job(account, gres_type="h100"))
+    with pytest.raises(SchedulerRejected) as too_many:
+        adapter.submit_job(scheduler.job(account, gpus=5))
+
+    assert no_association.value.error_numbers == (2045,)
+    assert unknown_type.value.error_numbers == (2014,)
+    assert too_many.value.error_numbers == (2014,)
+
+
+def test_unknown_jobs_are_not_found(scheduler):
+    with pytest.raises(NotFound) as by_get:
+        scheduler.adapter.get_job(2_000_000_000)
+    with pytest.raises(NotFound):
+        scheduler.adapter.cancel_job(2_000_000_000)
+
+    assert (by_get.value.kind, by_get.value.key) == ("job", 2_000_000_000)
+
+
+def test_accounting_window(scheduler):
+    adapter = scheduler.adapter
+    long_ago = datetime(2001, 1, 1, tzinfo=UTC)
+
+    assert adapter.jobs_from_accounting(long_ago, long_ago + timedelta(days=1)) == ()
+    with pytest.raises(ValueError):
+        adapter.jobs_from_accounting(datetime(2001, 1, 1), datetime(2001, 1, 2))
+
+
+def test_names_the_scheduler_would_mangle_are_refused(scheduler):
+    with pytest.raises(ValueError):
+        scheduler.adapter.ensure_account("Team A!", description="x", organization="y")
+    with pytest.raises(ValueError):
+        GpuLimit("team a", "gpu", "a100", 1)
