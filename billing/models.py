@@ -80,9 +80,14 @@ class RateCardEntry(models.Model):
                 name="rate_gpu_or_served_model",
             ),
             models.UniqueConstraint(
-                fields=["rate_card", "kind", "gpu_model", "served_model"],
-                name="rate_unique_per_card",
-                nulls_distinct=False,
+                fields=["rate_card", "kind", "gpu_model"],
+                condition=Q(gpu_model__isnull=False),
+                name="rate_unique_gpu_per_card",
+            ),
+            models.UniqueConstraint(
+                fields=["rate_card", "kind", "served_model"],
+                condition=~Q(served_model=""),
+                name="rate_unique_served_per_card",
             ),
         ]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, tzinfo
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
@@ -87,7 +87,8 @@ def month_of(instant: datetime, zone: tzinfo) -> date:
 def hours_between(start: datetime, end: datetime) -> Decimal:
     """Real elapsed hours: aware subtraction counts UTC seconds, so 30 Mar 2025 in
     Europe/Berlin is 23 h and 26 Oct 2025 is 25 h (Python datetime docs, "aware arithmetic")."""
-    return Decimal(int((end - start).total_seconds())) / SECONDS_PER_HOUR
+    seconds = (end.astimezone(UTC) - start.astimezone(UTC)).total_seconds()
+    return Decimal(int(seconds)) / SECONDS_PER_HOUR
 
 
 def split_at(
@@ -139,7 +140,7 @@ def meter_interval(start: datetime | None, end: datetime | None) -> int:
     if end is None:
         raise UnusableInterval("not_started", "no end and no 'now' to meter up to")
     _require_aware(end)
-    seconds = (end - start).total_seconds()
+    seconds = (end.astimezone(UTC) - start.astimezone(UTC)).total_seconds()
     if seconds < 0:
         raise UnusableInterval(
             "clock_skew",

@@ -25,7 +25,7 @@ def statement_list(*, user) -> QuerySet[Statement]:
 
 
 def statement_lines(*, statement: Statement) -> QuerySet[StatementLine]:
-    return statement.lines.select_related("gpu_model").order_by("position")
+    return statement.lines.select_related("gpu_model", "statement").order_by("position")
 
 
 def team_visible(*, user, team: Team) -> bool:

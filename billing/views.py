@@ -81,6 +81,7 @@ def team_month(request, team: str, month: str):
         ),
         "model_chart": _chart(by_model, "Cost"),
         "teams": team_list(user=request.user),
+        "currency": statement.currency if statement else None,
     }
     return render(request, "billing/team_month.html", context)
 

@@ -5,20 +5,48 @@ from __future__ import annotations
 from celery import shared_task
 
 from pools.errors import NotFound
-from pools.services.allocations import allocation_lifecycle_sweep, allocation_provision
-from pools.services.sizing import sizing_estimate_run
-
-
-@shared_task(
-    acks_late=True,
-    autoretry_for=(ConnectionError, TimeoutError),
-    retry_backoff=True,
-    retry_backoff_max=600,
-    max_retries=8,
+from pools.services.allocations import (
+    allocation_lifecycle_sweep,
+    allocation_provision,
+    allocation_unbind,
 )
-def allocation_provision_task(allocation_id: int) -> str:
-    """Apply an approved allocation in its scheduler; returns the allocation's status."""
-    return allocation_provision(allocation_id=allocation_id).status
+from pools.services.sizing import sizing_estimate_run
+from scheduler_adapters.errors import SchedulerError
+
+MAX_RETRIES = 8
+
+
+def _backoff(retries: int) -> int:
+    """Seconds before retry ``retries`` + 1: 5, 10, 20 … capped at 10 minutes."""
+    return min(600, 5 * 2**retries)
+
+
+@shared_task(bind=True, acks_late=True, max_retries=MAX_RETRIES)
+def allocation_provision_task(self, allocation_id: int) -> str:
+    """Apply an approved allocation in its scheduler; returns the allocation's status.
+
+    A transient scheduler error is retried with exponential back-off; after the last retry the
+    allocation is ``failed`` with the scheduler's message.
+    """
+    final = self.request.retries >= MAX_RETRIES and not self.request.is_eager
+    try:
+        return allocation_provision(allocation_id=allocation_id, final_attempt=final).status
+    except SchedulerError as exc:
+        if self.request.is_eager:
+            # No worker to retry later (the demo): the lifecycle sweep picks it up again.
+            return "provisioning"
+        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+
+
+@shared_task(bind=True, acks_late=True, max_retries=MAX_RETRIES)
+def allocation_unbind_task(self, allocation_id: int) -> dict | None:
+    """Lower the team's scheduler cap after an allocation stopped holding cards."""
+    try:
+        return allocation_unbind(allocation_id=allocation_id)
+    except SchedulerError as exc:
+        if not exc.transient or self.request.is_eager:
+            return None  # reconcile repairs the cap (and records the drift)
+        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
 
 
 @shared_task(acks_late=True)

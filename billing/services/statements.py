@@ -42,8 +42,9 @@ from pools.choices import TeamRole
 from pools.models import GpuModel, Team
 
 _BASIS_ORDER = {ChargeBasis.RESERVED: 0, ChargeBasis.USED: 1, ChargeBasis.TOKENS: 2}
-_UNIT_ORDER = {u: i for i, u in enumerate(UsageUnit.values)}
 CARD_HOURS = "card-hours"
+_UNIT_ORDER = {CARD_HOURS: 0, UsageUnit.INPUT_TOKENS: 1, UsageUnit.CACHED_INPUT_TOKENS: 2,
+               UsageUnit.OUTPUT_TOKENS: 3}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,7 @@ def _sort_key(names: dict[int, str]):
             _BASIS_ORDER.get(line.basis, 9),
             names.get(line.gpu_model_id, "") if line.gpu_model_id else line.served_model,
             line.served_model,
-            line.unit,
+            _UNIT_ORDER.get(line.unit, 9),
             line.rate_from,
         )
 

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.audit import audit_event_record
-from pools.choices import AllocationStatus, RequestStatus, TeamRole
+from pools.choices import AllocationStatus, RequestStatus, Scheduler, TeamRole
 from pools.errors import InvalidInput, InvalidTransition
 from pools.locks import allocation_lock, pool_lock
 from pools.models import Allocation, CapacityRequest, Membership
@@ -26,6 +26,13 @@ from pools.services.requests import (
     allocation_snapshot,
     capacity_request_create,
 )
+from pools.services.scheduler_binding import (
+    APPLIED_STATUSES,
+    binding_apply,
+    scheduler_adapter,
+    slurm_limit_sync,
+)
+from scheduler_adapters.errors import SchedulerError
 
 # How long before its window an allocation is applied in the scheduler.
 PROVISION_LEAD = timedelta(minutes=15)
@@ -41,7 +48,14 @@ def _transition(
     allocation: Allocation, *, to: str, actor: Any, action: str, reason: str = "", **fields
 ) -> Allocation:
     before = allocation_snapshot(allocation)
+    was_applied = allocation.status in APPLIED_STATUSES
     allocation.status = to
+    if was_applied and to not in APPLIED_STATUSES:
+        # The scheduler still enforces the old cap: lower it once this commits (a task, so the
+        # scheduler is never called with a lock held).
+        from pools.tasks import allocation_unbind_task
+
+        allocation_unbind_task.delay_on_commit(allocation.pk)
     for name, value in fields.items():
         setattr(allocation, name, value)
     allocation.status_reason = reason or allocation.status_reason
@@ -57,13 +71,17 @@ def _transition(
     return allocation
 
 
-def allocation_provision(*, allocation_id: int, now: datetime | None = None) -> Allocation:
+def allocation_provision(
+    *, allocation_id: int, now: datetime | None = None, final_attempt: bool = True
+) -> Allocation:
     """approved → provisioning → active, applying the scheduler binding in between.
 
-    Safe to run twice: an allocation already provisioning or active is applied again (adapters
-    are idempotent) and left active; one in any other state is left alone. With no scheduler
-    adapter configured for the pool (the demo), the binding is recorded as not applied. ``now``
-    is the sweep's clock (default: the real one).
+    The scheduler is called with no lock held, between two transactions. A transient scheduler
+    error (down, timeout) is raised again while ``final_attempt`` is false, leaving the
+    allocation ``provisioning`` for the caller to retry; a permanent one, or a transient one on
+    the final attempt, marks it ``failed`` with the scheduler's message. Safe to run twice: an
+    allocation already provisioning is applied again (bindings are idempotent); one in any other
+    state is left alone. ``now`` is the sweep's clock (default: the real one).
     """
     now = now or timezone.now()
     with transaction.atomic():
@@ -79,13 +97,12 @@ def allocation_provision(*, allocation_id: int, now: datetime | None = None) -> 
                 actor=None,
                 action="allocation.provisioning",
             )
-    binding = {
-        "scheduler": allocation.pool.scheduler,
-        "applied": False,
-        "note": f"Not applied in {allocation.pool.get_scheduler_display()}: no scheduler "
-        "connection is configured for this pool (demo mode). The cards are reserved in the "
-        "portal only.",
-    }
+    try:
+        binding = binding_apply(allocation, now=now)
+    except SchedulerError as exc:
+        if exc.transient and not final_attempt:
+            raise
+        return allocation_fail(allocation_id=allocation_id, reason=f"{exc}")
     with transaction.atomic():
         allocation = allocation_lock(allocation_id)
         if allocation.status != AllocationStatus.PROVISIONING:
@@ -97,6 +114,38 @@ def allocation_provision(*, allocation_id: int, now: datetime | None = None) -> 
             action="allocation.active",
             scheduler_binding=binding,
         )
+
+
+def allocation_fail(*, allocation_id: int, reason: str) -> Allocation:
+    """provisioning → failed, with the scheduler's message; the cards return to the pool."""
+    with transaction.atomic():
+        allocation = allocation_lock(allocation_id)
+        if allocation.status != AllocationStatus.PROVISIONING:
+            return allocation
+        return _transition(
+            allocation,
+            to=AllocationStatus.FAILED,
+            actor=None,
+            action="allocation.failed",
+            reason=reason[:2000],
+        )
+
+
+def allocation_unbind(*, allocation_id: int) -> dict | None:
+    """After an allocation stopped holding cards (released, ended, cancelled, reclaimed), set the
+    team's scheduler cap to what its other allocations still hold. Returns the new binding, or
+    ``None`` when the pool's scheduler is not configured. Raises the adapter's errors."""
+    allocation = Allocation.objects.select_related("team", "pool", "gpu_model").get(
+        pk=allocation_id
+    )
+    if allocation.status in RELEASABLE:
+        return None
+    adapter = scheduler_adapter(allocation.pool.scheduler)
+    if adapter is None or allocation.pool.scheduler != Scheduler.SLURM:
+        return None
+    return slurm_limit_sync(
+        adapter=adapter, team=allocation.team, pool=allocation.pool, gpu_model=allocation.gpu_model
+    )
 
 
 def allocation_release(*, allocation: Allocation, actor: Any, reason: str = "") -> Allocation:
@@ -228,10 +277,17 @@ def allocation_lifecycle_sweep(
                 )
                 counts["ended"] += 1
     due = Allocation.objects.filter(
-        status=AllocationStatus.APPROVED, ends_at__gt=now, starts_at__lte=now + PROVISION_LEAD
+        status__in=(AllocationStatus.APPROVED, AllocationStatus.PROVISIONING),
+        ends_at__gt=now,
+        starts_at__lte=now + PROVISION_LEAD,
     )
     for allocation_id in due.values_list("pk", flat=True):
-        provisioned = allocation_provision(allocation_id=allocation_id, now=now)
+        try:
+            provisioned = allocation_provision(
+                allocation_id=allocation_id, now=now, final_attempt=False
+            )
+        except SchedulerError:
+            continue  # stays provisioning; the next sweep (or the task) tries again
         if provisioned.status == AllocationStatus.ACTIVE:
             counts["provisioned"] += 1
     soon = Allocation.objects.filter(

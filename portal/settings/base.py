@@ -8,8 +8,8 @@ when ``DEBUG`` is off), ``DEBUG``, ``TIME_ZONE``, ``ALLOWED_HOSTS``, ``CSRF_TRUS
 
 from pathlib import Path
 
-from celery.schedules import crontab
 import environ
+from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -203,6 +203,22 @@ CELERY_BEAT_SCHEDULE = {
 BILLING_TIME_ZONE = env.str("BILLING_TIME_ZONE", default="UTC")
 BILLING_CURRENCY = env.str("BILLING_CURRENCY", default="EUR")
 ALLOCATION_EXPIRY_WARNING_DAYS = env.int("ALLOCATION_EXPIRY_WARNING_DAYS", default=3)
+
+# Scheduler connections (scheduler_adapters.registry keys). Without one, allocations of that
+# scheduler's pools are reserved in the portal only (the demo).
+SCHEDULERS = {}
+if env.str("SLURM_REST_URL", default=""):
+    SCHEDULERS["slurm"] = {
+        "BACKEND": "slurm",
+        "URL": env.str("SLURM_REST_URL"),
+        "USER": env.str("SLURM_ADMIN_USER", default="portal"),
+        "CLUSTER": env.str("SLURM_CLUSTER", default="portal"),
+        "JWT_KEY_PATH": env.str("SLURM_JWT_KEY_PATH", default="") or None,
+        "TOKEN": env.str("SLURM_TOKEN", default="") or None,
+        "API_VERSION": env.str("SLURM_API_VERSION", default="") or None,
+        "TIME_ZONE": env.str("SLURM_TIME_ZONE", default="UTC"),
+    }
+    SCHEDULERS["slurm"] = {k: v for k, v in SCHEDULERS["slurm"].items() if v is not None}
 
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 

@@ -286,6 +286,27 @@ def test_approve_any_eligible_pool_picks_the_one_with_room(
     assert held(infer_b, l40s, *window) == 1
 
 
+def test_approve_fewer_cards_of_an_any_pool_request_looks_for_room_for_the_grant(
+    team, team_member, pool_admin, infer_pool, l40s, window
+):
+    # 6 of 8 held: 2 free. The request asks 4 anywhere; the admin grants the 2 that fit.
+    AllocationFactory(
+        team=team,
+        pool=infer_pool,
+        gpu_model=l40s,
+        card_count=6,
+        starts_at=window[0],
+        ends_at=window[1],
+    )
+    request = CapacityRequestFactory(
+        team=team, requested_by=team_member, pool=None, gpu_model=l40s, card_count=4
+    )
+
+    allocation = capacity_request_approve(request=request, actor=pool_admin, card_count=2)
+
+    assert (allocation.pool, allocation.card_count) == (infer_pool, 2)
+
+
 def test_approve_any_model_with_enough_memory_picks_an_eligible_model(
     team, team_member, pool_admin, infer_pool, l40s, window
 ):
@@ -784,6 +805,48 @@ def test_an_extension_does_not_compete_with_the_allocation_it_extends(
     granted = capacity_request_approve(request=extension, actor=pool_admin)
 
     assert (granted.starts_at, granted.card_count) == (allocation.ends_at, 8)
+
+
+def test_one_extension_may_wait_at_a_time(running, team_member, request_state):
+    first = allocation_extend(
+        allocation=running,
+        actor=team_member,
+        ends_at=running.ends_at + timedelta(days=1),
+        justification="a",
+    )
+    before = request_state()
+
+    with pytest.raises(InvalidTransition) as excinfo:
+        allocation_extend(
+            allocation=running,
+            actor=team_member,
+            ends_at=running.ends_at + timedelta(days=2),
+            justification="b",
+        )
+
+    assert excinfo.value.data["pending_request"] == first.pk
+    assert request_state() == before
+
+
+def test_extensions_chain_from_the_last_granted_end(running, team_member, pool_admin):
+    one_day = running.ends_at + timedelta(days=1)
+    first = allocation_extend(
+        allocation=running, actor=team_member, ends_at=one_day, justification="a"
+    )
+    capacity_request_approve(request=first, actor=pool_admin)
+
+    second = allocation_extend(
+        allocation=running,
+        actor=team_member,
+        ends_at=one_day + timedelta(days=2),
+        justification="b",
+    )
+
+    # [end, end+1d) is granted already: the next window starts where that one ends.
+    assert (second.starts_at, second.ends_at) == (one_day, one_day + timedelta(days=2))
+    capacity_request_reject(request=second, actor=pool_admin, reason="enough")
+    with pytest.raises(InvalidInput):  # not after what is already granted
+        allocation_extend(allocation=running, actor=team_member, ends_at=one_day, justification="c")
 
 
 def test_extensions_are_never_auto_approved(running, team_member, infer_pool):

@@ -1,0 +1,164 @@
+"""Demo billing data: a clearly fake rate card, six months of usage for every demo team, drafts.
+
+Usage goes through the real importers: reservations from (demo, already ended) allocations, and
+generated Slurm-like job records through :func:`usage_import_slurm`; token usage through
+:func:`usage_tokens_ingest`. Seeded, so two runs give the same data; safe to run twice.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from billing.choices import RateKind
+from billing.conf import billing_zone
+from billing.models import RateCard
+from billing.pricing import local_midnight, month_of, next_month, previous_month
+from billing.services.rates import rate_card_create
+from billing.services.statements import statement_build
+from billing.services.tokens import usage_tokens_ingest
+from billing.services.usage_import import usage_import_reservations, usage_import_slurm
+from pools.choices import AllocationStatus, PricingMethod, RequestStatus, WorkloadKind
+from pools.models import Allocation, CapacityRequest, GpuModel, Pool, Team
+from scheduler_adapters.records import JobRecord, JobState
+
+DEMO_CARD = "Demo prices — not real"
+# EUR per card-hour (reserved, on use): H800 > A100 > L40S > RTX 4090, demo values only.
+GPU_PRICES = {
+    "h800_sxm": ("2.80", "3.40"),
+    "a100_80g_sxm": ("1.90", "2.30"),
+    "a100_80g_pcie": ("1.70", "2.10"),
+    "l40s": ("0.95", "1.20"),
+    "rtx4090": ("0.45", "0.60"),
+    "rtx4090d": ("0.42", "0.55"),
+}
+SERVED = "qwen2.5-14b-instruct"
+# (team, pool, model, cards, first day, days, pricing) — reservations each month
+RESERVATIONS = [
+    ("vision", "train-slurm", "a100_80g_sxm", 8, 3, 18, PricingMethod.RESERVED),
+    ("nlp", "infer-k8s", "l40s", 4, 1, 31, PricingMethod.RESERVED),
+    ("platform", "dev-4090", "rtx4090", 2, 5, 20, PricingMethod.USED),
+]
+# (account, partition, gres type, max cards, jobs a month)
+JOB_MIX = [
+    ("nlp", "train", "h800", 8, 40),
+    ("vision", "train", "a100", 4, 60),
+    ("vision", "train", "h800", 8, 12),
+    ("platform", "dev", "rtx4090", 2, 80),
+]
+
+
+def _rate_card(start: date) -> None:
+    if RateCard.objects.filter(name=DEMO_CARD).exists():
+        return
+    models = {m.slug: m.pk for m in GpuModel.objects.filter(slug__in=GPU_PRICES)}
+    gpu_prices = {}
+    for slug, (reserved, used) in GPU_PRICES.items():
+        if slug in models:
+            gpu_prices[(models[slug], RateKind.GPU_RESERVED)] = Decimal(reserved)
+            gpu_prices[(models[slug], RateKind.GPU_USED)] = Decimal(used)
+    rate_card_create(
+        name=DEMO_CARD, currency="EUR", effective_from=start, gpu_prices=gpu_prices,
+        token_prices={(SERVED, RateKind.TOKEN_INPUT): Decimal("0.20"),
+                      (SERVED, RateKind.TOKEN_CACHED_INPUT): Decimal("0.05"),
+                      (SERVED, RateKind.TOKEN_OUTPUT): Decimal("0.60")},
+    )  # fmt: skip
+
+
+def _allocations(month: date, zone) -> None:
+    admin = get_user_model().objects.filter(is_superuser=True).first()
+    teams = {t.slug: t for t in Team.objects.all()}
+    pools = {p.slug: p for p in Pool.objects.all()}
+    models = {m.slug: m for m in GpuModel.objects.all()}
+    for team, pool, model, cards, first_day, days, pricing in RESERVATIONS:
+        if team not in teams or pool not in pools or admin is None:
+            continue
+        starts = local_midnight(month.replace(day=first_day), zone)
+        ends = min(starts + timedelta(days=days), local_midnight(next_month(month), zone))
+        why = f"demo billing {month:%Y-%m} {team} {model}"
+        if CapacityRequest.objects.filter(justification=why).exists():
+            continue
+        kind = WorkloadKind.TRAINING if pools[pool].scheduler == "slurm" else WorkloadKind.INFERENCE
+        fields = dict(team=teams[team], pool=pools[pool], gpu_model=models[model],
+                      card_count=cards, starts_at=starts, ends_at=ends)  # fmt: skip
+        request = CapacityRequest.objects.create(
+            **fields, requested_by=admin, workload_kind=kind, justification=why,
+            status=RequestStatus.APPROVED, decided_by=admin, decided_at=starts,
+            submitted_at=starts,
+        )  # fmt: skip
+        Allocation.objects.create(**fields, request=request, status=AllocationStatus.ENDED,
+                                  pricing_method=pricing)  # fmt: skip
+
+
+def _jobs(month: date, zone, rng: random.Random, first_id: int) -> list[JobRecord]:
+    start, end = local_midnight(month, zone), local_midnight(next_month(month), zone)
+    span = int((end - start).total_seconds())
+    records, job_id = [], first_id
+    for account, partition, gres, max_cards, count in JOB_MIX:
+        for _ in range(count):
+            job_id += 1
+            began = start + timedelta(seconds=rng.randrange(span))
+            hours = rng.choice([0.25, 0.5, 1, 2, 4, 8, 12, 24, 48])
+            ended = began + timedelta(hours=hours, seconds=rng.randrange(600))
+            cards = rng.choice([c for c in (1, 2, 4, 8) if c <= max_cards])
+            records.append(JobRecord(
+                job_id=job_id, name=f"{account}-run-{job_id}", account=account, user=account,
+                partition=partition, state=JobState.COMPLETED, state_reason=None,
+                gpus_requested={gres: cards}, gpus_allocated={gres: cards},
+                submit=began, start=began, end=ended,
+                elapsed_s=int((ended - began).total_seconds()),
+            ))  # fmt: skip
+    return records
+
+
+class _Records:
+    def __init__(self, records):
+        self.records = records
+
+    def jobs_from_accounting(self, start, end, *, accounts=None):
+        return tuple(self.records)
+
+
+def _tokens(month: date, zone, rng: random.Random) -> None:
+    start = local_midnight(month, zone)
+    records = []
+    for n in range(400):
+        prompt = rng.randrange(200_000, 4_000_000)
+        records.append({
+            "idempotency_key": f"demo-{month:%Y-%m}-{n}", "team": "nlp", "served_model": SERVED,
+            "prompt_tokens": prompt, "cached_tokens": prompt * rng.randrange(0, 70) // 100,
+            "completion_tokens": rng.randrange(20_000, 600_000),
+            "timestamp": (start + timedelta(hours=n * 1.7)).isoformat(),
+        })  # fmt: skip
+    usage_tokens_ingest(records=records)
+
+
+def demo_billing_load(*, months: int = 6, now: datetime | None = None) -> list:
+    """Rate card, usage for the last ``months`` months, and draft statements for each."""
+    now = now or timezone.now()
+    zone = billing_zone()
+    last = previous_month(month_of(now, zone))
+    month_list = [last]
+    for _ in range(months - 1):
+        month_list.insert(0, previous_month(month_list[0]))
+    rng = random.Random(20261101)
+    statements = []
+    with transaction.atomic():
+        _rate_card(month_list[0])
+        for index, month in enumerate(month_list):
+            _allocations(month, zone)
+            window = {"start": local_midnight(month, zone),
+                      "end": local_midnight(next_month(month), zone), "now": now}  # fmt: skip
+            usage_import_reservations(**window)
+            usage_import_slurm(scheduler=_Records(_jobs(month, zone, rng, 100_000 * (index + 1))),
+                               **window)  # fmt: skip
+            _tokens(month, zone, rng)
+        for month in month_list:
+            for team in Team.objects.order_by("slug"):
+                statements.append(statement_build(team=team, month=month, now=now))
+    return statements

@@ -1,0 +1,111 @@
+"""The portal's approval and release applied in the real Slurm (issue #4's "Done when").
+
+Approving a request sets the team account's GrpTRES (seen by ``sacctmgr show assoc`` and by
+slurmctld); a job over the limit pends; releasing the allocation removes the limit.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.test import override_settings
+from django.utils import timezone
+from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
+from integration.slurm.slurm_cluster import eventually, sacctmgr
+
+from pools.choices import AliasKind, AllocationStatus, RequestStatus, Scheduler, TeamRole
+from pools.models import CapacityRequest, GpuModel, GpuModelAlias, Membership
+from pools.services import scheduler_binding
+from pools.services.allocations import allocation_release
+from pools.services.requests import capacity_request_approve
+from scheduler_adapters.records import JobSpec
+from scheduler_adapters.registry import slurm_settings_from_env
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+
+
+@pytest.fixture
+def portal_on_real_slurm(slurm, slurm_settings, cleanup):
+    scheduler_binding._ADAPTERS.clear()
+    config = slurm_settings_from_env(slurm_settings)
+    with override_settings(SCHEDULERS={"slurm": config}):
+        yield slurm
+    scheduler_binding._ADAPTERS.clear()
+
+
+def test_approve_sets_grptres_a_job_over_it_pends_release_removes_it(
+    portal_on_real_slurm,
+    slurm_settings,
+    cleanup,
+    django_user_model,
+    django_capture_on_commit_callbacks,
+):
+    slurm = portal_on_real_slurm
+    a100 = GpuModel.objects.get(slug="a100_80g_sxm")
+    GpuModelAlias.objects.create(gpu_model=a100, value="a100", kind=AliasKind.ADMIN, key="a100")
+    pool = PoolFactory(
+        slug="gpu",
+        scheduler=Scheduler.SLURM,
+        slurm_partition=slurm_settings.get("SLURM_PARTITION", "gpu"),
+    )
+    node = NodeFactory(pool=pool)
+    for index in range(4):
+        GpuFactory(node=node, index=index, gpu_model=a100)
+    account = f"pt-{uuid.uuid4().hex[:8]}"
+    cleanup.accounts.append(account)
+    team = TeamFactory(slug=account)
+    alice = django_user_model.objects.create_user("alice", password="x")
+    Membership.objects.create(team=team, user=alice, role=TeamRole.MANAGER)
+    admin = django_user_model.objects.create_user("admin", password="x", is_staff=True)
+    request = CapacityRequest.objects.create(
+        team=team,
+        requested_by=alice,
+        workload_kind="training",
+        pool=pool,
+        gpu_model=a100,
+        card_count=1,
+        starts_at=timezone.now(),
+        ends_at=timezone.now() + timedelta(days=7),
+        justification="integration",
+        status=RequestStatus.SUBMITTED,
+    )
+
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation = capacity_request_approve(request=request, actor=admin)
+    allocation.refresh_from_db()
+    assert allocation.status == AllocationStatus.ACTIVE, allocation.status_reason
+    assert allocation.scheduler_binding["grp_tres"] == "gres/gpu:a100=1"
+    assoc = sacctmgr("show", "assoc", f"account={account}", "user=", "format=account,grptres")
+    assert "gres/gpu:a100=1" in assoc
+
+    # Two one-card jobs as alice under the team's account: one runs, one waits on the limit.
+    spec = JobSpec(
+        account=account,
+        user="alice",
+        partition=pool.slurm_partition,
+        gres_type="a100",
+        gpus=1,
+        time_limit_min=5,
+        script="#!/bin/sh\nsleep 120\n",
+        name="portal-binding",
+    )
+    first, second = slurm.submit_job(spec), slurm.submit_job(spec)
+    cleanup.jobs.extend([first, second])
+    states = eventually(
+        lambda: (slurm.get_job(first), slurm.get_job(second)),
+        lambda pair: (
+            pair[0].state.value == "RUNNING"
+            and pair[1].state.value == "PENDING"
+            and "AssocGrp" in (pair[1].state_reason or "")
+        ),
+    )
+    assert states[1].state_reason.startswith("AssocGrp")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation_release(allocation=allocation, actor=alice, reason="done")
+    assert slurm.get_gpu_limits(account) == ()
+    assert "gres/gpu:a100" not in sacctmgr(
+        "show", "assoc", f"account={account}", "user=", "format=account,grptres"
+    )
