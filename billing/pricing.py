@@ -177,9 +177,7 @@ def round_money(amount: Decimal, currency: str) -> Decimal:
 def rounding_note(currency: str) -> str:
     places = minor_unit(currency)
     step = "1" if places == 0 else "0." + "0" * (places - 1) + "1"
-    return (
-        f"Per-second metering; each line's amount rounded once, half-up, to {step} {currency}."
-    )
+    return f"Per-second metering; each line's amount rounded once, half-up, to {step} {currency}."
 
 
 def card_hours(card_seconds: Decimal) -> Decimal:
@@ -209,7 +207,9 @@ class TokenSplit:
         return self.uncached_input + self.cached_input + self.output
 
 
-def split_prompt_tokens(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> TokenSplit:  # noqa: E501
+def split_prompt_tokens(
+    prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0
+) -> TokenSplit:  # noqa: E501
     """C29 rule: OpenAI-style ``prompt_tokens`` already contains ``cached_tokens``.
 
     ``120000 prompt, 100000 cached, 8000 completion`` → 20000 uncached + 100000 cached + 8000

@@ -21,6 +21,7 @@ from billing.pricing import gpu_counts_from_tres, parse_slurm_duration
 from scheduler_adapters.records import JobRecord, JobState
 from scheduler_adapters.slurm.gres import parse_tres
 
+UTC_ZONE = ZoneInfo("UTC")
 DEFAULT_COLUMNS = ("JobID", "State", "Account", "Partition", "Submit", "Start", "End",
                    "ElapsedRaw", "AllocTRES")  # fmt: skip
 _MISSING_TIME = {"", "NONE", "UNKNOWN", "N/A"}
@@ -42,7 +43,7 @@ def _state(text: str) -> JobState | None:
 
 
 def read_sacct(
-    text: str, *, columns: Sequence[str] | None = None, zone: tzinfo = ZoneInfo("UTC")
+    text: str, *, columns: Sequence[str] | None = None, zone: tzinfo = UTC_ZONE
 ) -> list[JobRecord]:
     """One record per allocation row. A first line naming the columns (sacct without ``-n``)
     is used as the header; otherwise ``columns`` (default :data:`DEFAULT_COLUMNS`)."""
@@ -84,7 +85,7 @@ def read_sacct(
 class SacctFile:
     """``jobs_from_accounting`` over sacct text, for :func:`usage_import_slurm`."""
 
-    def __init__(self, text: str, *, zone: tzinfo = ZoneInfo("UTC")) -> None:
+    def __init__(self, text: str, *, zone: tzinfo = UTC_ZONE) -> None:
         self.records = read_sacct(text, zone=zone)
 
     def jobs_from_accounting(self, start, end, *, accounts=None) -> tuple[JobRecord, ...]:

@@ -53,7 +53,9 @@ def team_month(request, team: str, month: str):
     if not selectors.team_visible(user=request.user, team=team_obj):
         raise Http404("No such team.")
     month_d = _month(month)
-    statement = selectors.statement_list(user=request.user).filter(team=team_obj, month=month_d).first()
+    statement = (
+        selectors.statement_list(user=request.user).filter(team=team_obj, month=month_d).first()
+    )
     lines = list(selectors.statement_lines(statement=statement)) if statement else []
     export = request.GET.get("export")
     if export and statement is None:

@@ -344,24 +344,33 @@ class CapacityRequest(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="capacity_requests"
     )
     workload_kind = models.CharField(max_length=10, choices=WorkloadKind.choices)
-    pool = models.ForeignKey(Pool, null=True, blank=True, on_delete=models.PROTECT,
-                             related_name="requests")
-    gpu_model = models.ForeignKey(GpuModel, null=True, blank=True, on_delete=models.PROTECT,
-                                  related_name="requests")
+    pool = models.ForeignKey(
+        Pool, null=True, blank=True, on_delete=models.PROTECT, related_name="requests"
+    )
+    gpu_model = models.ForeignKey(
+        GpuModel, null=True, blank=True, on_delete=models.PROTECT, related_name="requests"
+    )
     min_memory_gib = models.DecimalField(max_digits=7, decimal_places=2, null=True, blank=True)
     card_count = models.PositiveIntegerField()
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField()
     cuda_version = models.CharField(max_length=8, blank=True)
     justification = models.TextField()
-    status = models.CharField(max_length=10, choices=RequestStatus.choices,
-                              default=RequestStatus.DRAFT, db_index=True)
-    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                                   on_delete=models.SET_NULL, related_name="+")
+    status = models.CharField(
+        max_length=10, choices=RequestStatus.choices, default=RequestStatus.DRAFT, db_index=True
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     decided_at = models.DateTimeField(null=True, blank=True)
     decision_reason = models.TextField(blank=True)
-    extends = models.ForeignKey("Allocation", null=True, blank=True, on_delete=models.SET_NULL,
-                                related_name="extension_requests")
+    extends = models.ForeignKey(
+        "Allocation",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="extension_requests",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
 
@@ -369,8 +378,9 @@ class CapacityRequest(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(condition=Q(card_count__gt=0), name="request_cards_positive"),
-            models.CheckConstraint(condition=Q(ends_at__gt=models.F("starts_at")),
-                                   name="request_window_positive"),
+            models.CheckConstraint(
+                condition=Q(ends_at__gt=models.F("starts_at")), name="request_window_positive"
+            ),
             models.CheckConstraint(
                 condition=Q(gpu_model__isnull=False) | Q(min_memory_gib__isnull=False),
                 name="request_names_model_or_memory",
@@ -399,20 +409,27 @@ class Allocation(models.Model):
     Holding states (approved, provisioning, active, expiring) count against the pool's capacity.
     """
 
-    request = models.OneToOneField(CapacityRequest, on_delete=models.PROTECT,
-                                   related_name="allocation")
+    request = models.OneToOneField(
+        CapacityRequest, on_delete=models.PROTECT, related_name="allocation"
+    )
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="allocations")
     pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="allocations")
     gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="allocations")
     card_count = models.PositiveIntegerField()
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField()
-    status = models.CharField(max_length=12, choices=AllocationStatus.choices,
-                              default=AllocationStatus.APPROVED, db_index=True)
-    pricing_method = models.CharField(max_length=8, choices=PricingMethod.choices,
-                                      default=PricingMethod.RESERVED)
-    scheduler_binding = models.JSONField(default=dict, blank=True,
-                                         help_text="Slurm account/association or namespace.")
+    status = models.CharField(
+        max_length=12,
+        choices=AllocationStatus.choices,
+        default=AllocationStatus.APPROVED,
+        db_index=True,
+    )
+    pricing_method = models.CharField(
+        max_length=8, choices=PricingMethod.choices, default=PricingMethod.RESERVED
+    )
+    scheduler_binding = models.JSONField(
+        default=dict, blank=True, help_text="Slurm account/association or namespace."
+    )
     status_reason = models.TextField(blank=True)
     expiry_notified_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -422,8 +439,9 @@ class Allocation(models.Model):
         ordering = ["starts_at", "id"]
         constraints = [
             models.CheckConstraint(condition=Q(card_count__gt=0), name="allocation_cards_positive"),
-            models.CheckConstraint(condition=Q(ends_at__gt=models.F("starts_at")),
-                                   name="allocation_window_positive"),
+            models.CheckConstraint(
+                condition=Q(ends_at__gt=models.F("starts_at")), name="allocation_window_positive"
+            ),
         ]
         indexes = [
             models.Index(fields=["pool", "gpu_model", "status"]),
@@ -483,3 +501,28 @@ class SizingEstimate(models.Model):
     @property
     def finished(self) -> bool:
         return self.status in (EstimateStatus.DONE, EstimateStatus.FAILED)
+
+
+class SchedulerDrift(models.Model):
+    """A difference found between what allocations require and what a scheduler holds.
+
+    Written by reconcile each time it finds one; ``repaired`` says whether reconcile put the
+    scheduler back (it does unless the scheduler refused).
+    """
+
+    detected_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    scheduler = models.CharField(max_length=12, choices=Scheduler.choices)
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="drifts"
+    )
+    subject = models.CharField(max_length=200, help_text="e.g. account vision GrpTRES a100")
+    expected = models.CharField(max_length=200)
+    found = models.CharField(max_length=200)
+    repaired = models.BooleanField(default=False)
+    detail = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-detected_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.subject}: expected {self.expected}, found {self.found}"

@@ -10,6 +10,7 @@ from pools.services.allocations import (
     allocation_provision,
     allocation_unbind,
 )
+from pools.services.reconcile import reconcile_slurm
 from pools.services.sizing import sizing_estimate_run
 from scheduler_adapters.errors import SchedulerError
 
@@ -62,3 +63,15 @@ def sizing_estimate_task(estimate_id: int) -> str:
         return sizing_estimate_run(estimate_id=estimate_id).status
     except NotFound:
         return "missing"  # deleted before the worker got to it: nothing to do
+
+
+@shared_task(acks_late=True)
+def reconcile_task() -> dict:
+    """Beat: repair scheduler drift and refresh node inventory; returns counts."""
+    report = reconcile_slurm()
+    return {
+        "checked": report.checked,
+        "drifts": len(report.drifts),
+        "errors": report.errors,
+        "nodes": report.nodes_refreshed,
+    }

@@ -13,6 +13,7 @@ urlpatterns = [
     path("pools/", views.pool_list, name="pool-list"),
     path("unrecognised-models/", views.unrecognised_models, name="unrecognised-models"),
     path("inventory/import/", views.inventory_import, name="inventory-import"),
+    path("scheduler/drift/", views.scheduler_drift, name="scheduler-drift"),
     path("teams/mine/", views_requests.my_teams, name="my-teams"),
     path("requests/", views_requests.request_list, name="request-list"),
     path("requests/new/", views_requests.request_new, name="request-new"),

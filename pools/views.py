@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import wraps
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -20,9 +21,10 @@ from pools import selectors
 from pools.errors import DomainError
 from pools.filtersets import GpuFilterSet, GpuModelFilterSet, NodeFilterSet
 from pools.forms import AliasMapForm, CudaCheckForm, InventoryUploadForm
-from pools.models import Node
+from pools.models import Node, SchedulerDrift
 from pools.services.gpu_models import gpu_model_alias_map
 from pools.services.inventory_import import inventory_import_file
+from pools.services.reconcile import reconcile_slurm
 
 PAGE_SIZES = (25, 50, 100, 200)
 
@@ -319,3 +321,48 @@ def inventory_import(request):
     response = render(request, name, context)
     patch_vary_headers(response, ["HX-Request"])
     return response
+
+
+DRIFT_COLUMNS = [
+    Column("detected_at", lambda d: d.detected_at.isoformat()),
+    Column("scheduler", lambda d: d.scheduler),
+    Column("team", lambda d: d.team.slug if d.team else None),
+    Column("subject", lambda d: d.subject),
+    Column("expected", lambda d: d.expected),
+    Column("found", lambda d: d.found),
+    Column("repaired", lambda d: d.repaired),
+    Column("detail", lambda d: d.detail),
+]
+
+
+@pool_admin_required
+@require_http_methods(["GET", "POST"])
+def scheduler_drift(request):
+    """Drift found by reconcile (newest first), and a button to reconcile now."""
+    if request.method == "POST":
+        report = reconcile_slurm()
+        if report.drifts:
+            messages.warning(
+                request,
+                f"Reconciled: {len(report.drifts)} difference(s) found "
+                f"and {sum(d.repaired for d in report.drifts)} repaired.",
+            )
+        elif report.checked or report.nodes_refreshed:
+            messages.success(request, f"Reconciled: {report.checked} cap(s) checked, no drift.")
+        else:
+            messages.info(request, "No scheduler connection is configured: nothing to reconcile.")
+        for error in report.errors:
+            messages.error(request, error)
+        return redirect("pools:scheduler-drift")
+    rows = SchedulerDrift.objects.select_related("team")
+    if request.GET.get("export") == "csv":
+        return csv_response(rows.iterator(), DRIFT_COLUMNS, "scheduler-drift.csv")
+    paginator = Paginator(rows, 50)
+    return render(
+        request,
+        "pools/scheduler_drift.html",
+        {
+            "page": paginator.get_page(request.GET.get("page")),
+            "configured": sorted(getattr(settings, "SCHEDULERS", {})),
+        },
+    )

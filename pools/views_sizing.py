@@ -4,6 +4,8 @@ the sizing service under the service's own input names; it validates and compute
 
 from __future__ import annotations
 
+import json
+
 from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
@@ -54,6 +56,29 @@ CUSTOM_LABELS = {
     "experts_per_token": "Experts per token (MoE)",
 }
 
+FIELD_LABELS = {
+    "model": "Model",
+    "custom_model": "Custom architecture",
+    "precision": "Weights",
+    "kv_cache_dtype": "KV cache",
+    "engine": "Engine",
+    "input_len": "Input tokens",
+    "output_len": "Output tokens",
+    "demand_kind": "Load",
+    "output_tok_s": "Peak output tokens / s",
+    "requests_per_day": "Requests / day",
+    "peak_share": "Share in the peak",
+    "peak_hours": "Peak length",
+    "concurrency": "Sequences in flight",
+    "prompt_cache_hit_rate": "Prompt-cache hit rate",
+    "input_weight": "Input-token weight",
+    "tpot_target_ms": "TPOT target",
+    "ttft_target_ms": "TTFT target",
+    "seed_per_card_tok_s": "Seed's per-card tok/s",
+    "gpu_models": "GPU models",
+    "prices": "Prices",
+}
+
 ROW_COLUMNS = [
     Column("gpu_model", lambda r: r["gpu_model"]),
     Column("gpu_name", lambda r: r["gpu_name"]),
@@ -95,6 +120,23 @@ ESTIMATE_COLUMNS = [
     Column("card_count", lambda e: ((e.results or {}).get("request") or {}).get("card_count")),
     Column("pool", lambda e: ((e.results or {}).get("request") or {}).get("pool")),
 ]
+
+
+def _error_items(errors: dict[str, str]) -> list[dict[str, str]]:
+    """Field errors with the form's labels, in the form's order; ``field`` is the input's name."""
+    order = {name: position for position, name in enumerate(FIELD_LABELS)}
+    items = []
+    for field, message in errors.items():
+        head, _, tail = field.partition(".")
+        if head == "custom_model" and tail:
+            label = f"{CUSTOM_LABELS.get(tail, tail)} (custom architecture)"
+        elif head == "prices" and tail:
+            label = f"Price per card-hour of {tail}"
+        else:
+            label = FIELD_LABELS.get(field, field)
+        items.append({"field": field, "label": label, "message": message, "_at": order.get(head)})
+    items.sort(key=lambda item: len(order) if item["_at"] is None else item["_at"])
+    return items
 
 
 def _raw_inputs(data: QueryDict) -> dict:
@@ -157,13 +199,23 @@ def _decorate(results: dict) -> dict:
     return results
 
 
+def _preset_config(preset) -> dict:
+    """A preset as the custom-architecture fields, so "Custom" can start from it."""
+    fields = {name: getattr(preset, name) for name, _ in sizing_services.CUSTOM_MODEL_FIELDS}
+    return {"name": f"{preset.name} (modified)", **fields}
+
+
 def _page_context(request, form: dict) -> dict:
     # Models an inference pool has are marked in the list of GPU models.
     fleet = set(selectors.cards_per_node_by_model(scheduler=Scheduler.KUBERNETES))
     return {
         "form": form,
         "presets": [
-            (p.id, f"{p.name} ({p.total_params / 1e9:.1f} B params, {p.max_context_tokens:,} ctx)")
+            (
+                p.id,
+                f"{p.name} ({p.total_params / 1e9:.1f} B params, {p.max_context_tokens:,} ctx)",
+                json.dumps(_preset_config(p)),
+            )
             for p in model_presets().values()
         ],
         "gpu_models": GpuModel.objects.order_by("name"),
@@ -188,11 +240,12 @@ def sizing_page(request):
     try:
         _inputs, results = sizing_services.sizing_preview(raw=form)
     except DomainError as exc:
-        errors = exc.data.get("errors") or {"inputs": exc.message}
+        errors = _error_items(exc.data.get("errors") or {"model": exc.message})
     if request.GET.get("export") == "csv":
         if results is None:
             return HttpResponse(
-                "The inputs are invalid: " + "; ".join(f"{k}: {v}" for k, v in errors.items()),
+                "The inputs are invalid: "
+                + "; ".join(f"{e['field']}: {e['message']}" for e in errors),
                 status=400,
                 content_type="text/plain; charset=utf-8",
             )
@@ -223,7 +276,7 @@ def sizing_save(request):
         context = {
             **_page_context(request, form),
             "results": None,
-            "errors": exc.data.get("errors") or {"inputs": exc.message},
+            "errors": _error_items(exc.data.get("errors") or {"model": exc.message}),
             "query": "",
         }
         return render(request, "pools/sizing/sizing.html#results", context)
@@ -256,11 +309,19 @@ def sizing_estimate_detail(request, pk: int):
         "results": results,
         "errors": None,
         "what_if_query": _what_if_query(estimate.inputs),
+        "model_name": _model_name(estimate.inputs),
     }
     template = "pools/sizing/estimate_detail.html"
     response = render(request, f"{template}#body" if request.htmx else template, context)
     patch_vary_headers(response, ["HX-Request"])
     return response
+
+
+def _model_name(inputs: dict) -> str:
+    if inputs.get("model") == "custom":
+        return (inputs.get("custom_model") or {}).get("name") or "Custom model"
+    preset = model_presets().get(inputs.get("model"))
+    return preset.name if preset else str(inputs.get("model"))
 
 
 def _what_if_query(inputs: dict) -> str:
@@ -292,5 +353,8 @@ def sizing_estimate_list(request):
         columns=ESTIMATE_COLUMNS,
         filename="sizing-estimates.csv",
         default_ordering=("-created_at", "-id"),
-        extra={"preset_names": {p.id: p.name for p in model_presets().values()}},
+        extra={
+            "preset_names": {p.id: p.name for p in model_presets().values()},
+            "gpu_names": dict(GpuModel.objects.values_list("slug", "name")),
+        },
     )

@@ -95,7 +95,7 @@ class TokenUsageView(APIView):
     def post(self, request):
         records = request.data.get("records") if isinstance(request.data, dict) else None
         if not isinstance(records, list):
-            raise UsageRejected("Send {\"records\": [...]}.", errors={"records": "a list"})
+            raise UsageRejected('Send {"records": [...]}.', errors={"records": "a list"})
         result = usage_tokens_ingest(records=records)
         body = {"accepted": result.accepted, "duplicates": result.duplicates,
                 "rejected": result.rejected}  # fmt: skip

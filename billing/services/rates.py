@@ -48,7 +48,9 @@ def rate_kind(basis: str, unit: str) -> str | None:
     }.get(unit)
 
 
-def price_for(period: RatePeriod, kind: str, gpu_model_id: int | None, served: str) -> Decimal | None:  # noqa: E501
+def price_for(
+    period: RatePeriod, kind: str, gpu_model_id: int | None, served: str
+) -> Decimal | None:  # noqa: E501
     """The period's price; cached input falls back to the input price when the card has none
     (a model served without prefix caching discounts)."""
     price = period.prices.get((kind, gpu_model_id, served))

@@ -73,14 +73,20 @@ def _priced(period: date, key: tuple, raw: Decimal, rate: RatePeriod, price: Dec
             currency: str) -> LineData:  # fmt: skip
     gpu_model_id, served, basis, unit = key
     if unit == UsageUnit.CARD_SECONDS:
-        quantity, amount, shown = card_hours(raw), card_hour_amount(raw, price, currency), CARD_HOURS
+        quantity, amount, shown = (
+            card_hours(raw),
+            card_hour_amount(raw, price, currency),
+            CARD_HOURS,
+        )
     else:
         quantity, amount, shown = raw, token_amount(raw, price, currency), unit
     return LineData(LineKind.USAGE, period, gpu_model_id, served, basis, shown, raw, quantity,
                     price, amount, rate.rate_from, rate.rate_to, rate.card_id)  # fmt: skip
 
 
-def _segment_sums(team_id: int, month: date, periods: list[RatePeriod]) -> dict[tuple, list[Decimal]]:  # noqa: E501
+def _segment_sums(
+    team_id: int, month: date, periods: list[RatePeriod]
+) -> dict[tuple, list[Decimal]]:  # noqa: E501
     """Raw quantity per (gpu model, served model, basis, unit) and rate period index."""
     sums: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0)] * len(periods))
     records = UsageRecord.objects.filter(team_id=team_id, month=month, quantity__gt=0).exclude(
@@ -92,8 +98,11 @@ def _segment_sums(team_id: int, month: date, periods: list[RatePeriod]) -> dict[
         straddles |= Q(period_start__lt=cut, period_end__gt=cut)
     whole = records.exclude(straddles) if cuts else records
     segment = (
-        Case(*[When(period_start__lt=c, then=Value(i)) for i, c in enumerate(cuts)],
-             default=Value(len(cuts)), output_field=IntegerField())  # fmt: skip
+        Case(
+            *[When(period_start__lt=c, then=Value(i)) for i, c in enumerate(cuts)],
+            default=Value(len(cuts)),
+            output_field=IntegerField(),
+        )  # fmt: skip
         if cuts
         else Value(0, output_field=IntegerField())
     )
@@ -138,10 +147,16 @@ def statement_lines_compute(*, team_id: int, month: date) -> tuple[list[LineData
                                  "quantity": str(raw), "from": period.rate_from.isoformat(),
                                  "to": period.rate_to.isoformat()})  # fmt: skip
                 continue
-            if current is not None and current.unit_price == price and current.rate_to == period.rate_from:  # noqa: E501
+            if (
+                current is not None
+                and current.unit_price == price
+                and current.rate_to == period.rate_from
+            ):  # noqa: E501
                 raw_total = current.raw_quantity + raw
                 merged = _priced(month, key, raw_total, period, price, currency)
-                current = replace(merged, rate_from=current.rate_from, rate_card_id=current.rate_card_id)  # noqa: E501
+                current = replace(
+                    merged, rate_from=current.rate_from, rate_card_id=current.rate_card_id
+                )  # noqa: E501
                 lines[-1] = current
                 continue
             current = _priced(month, key, raw, period, price, currency)
@@ -178,8 +193,12 @@ def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
         recomputed, _, _ = statement_lines_compute(team_id=team_id, month=old.month)
         billed_lines = StatementLine.objects.filter(
             Q(statement=old, kind=LineKind.USAGE)
-            | Q(statement__team_id=team_id, statement__status=StatementStatus.FINAL,
-                kind=LineKind.ADJUSTMENT, period=old.month)  # fmt: skip
+            | Q(
+                statement__team_id=team_id,
+                statement__status=StatementStatus.FINAL,
+                kind=LineKind.ADJUSTMENT,
+                period=old.month,
+            )  # fmt: skip
         )
         billed: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
         meta: dict[tuple, Any] = {}
@@ -198,9 +217,21 @@ def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
                 continue
             gpu_model_id, served, basis, unit, price, rate_from, rate_to = key
             result.append(
-                LineData(LineKind.ADJUSTMENT, old.month, gpu_model_id, served, basis, unit,
-                         Decimal(0), quantity, price, round_money(amount, currency), rate_from,
-                         rate_to, new.rate_card_id if new else meta.get(key))  # fmt: skip
+                LineData(
+                    LineKind.ADJUSTMENT,
+                    old.month,
+                    gpu_model_id,
+                    served,
+                    basis,
+                    unit,
+                    Decimal(0),
+                    quantity,
+                    price,
+                    round_money(amount, currency),
+                    rate_from,
+                    rate_to,
+                    new.rate_card_id if new else meta.get(key),
+                )  # fmt: skip
             )
     return result
 
@@ -224,16 +255,28 @@ def statement_build(*, team: Team, month: date, now: datetime | None = None) -> 
         )  # fmt: skip
     lines, warnings, currency = statement_lines_compute(team_id=team.pk, month=month)
     lines += _adjustments(team.pk, month, currency)
-    names = dict(GpuModel.objects.filter(pk__in={x.gpu_model_id for x in lines}).values_list("pk", "name"))  # noqa: E501
+    names = dict(
+        GpuModel.objects.filter(pk__in={x.gpu_model_id for x in lines}).values_list("pk", "name")
+    )  # noqa: E501
     lines.sort(key=_sort_key(names))
     StatementLine.objects.filter(statement=statement).delete()
     StatementLine.objects.bulk_create(
         [
             StatementLine(
-                statement=statement, position=position, kind=x.kind, period=x.period,
-                gpu_model_id=x.gpu_model_id, served_model=x.served_model, basis=x.basis,
-                unit=x.unit, quantity=x.quantity, unit_price=x.unit_price, amount=x.amount,
-                rate_from=x.rate_from, rate_to=x.rate_to, rate_card_id=x.rate_card_id,
+                statement=statement,
+                position=position,
+                kind=x.kind,
+                period=x.period,
+                gpu_model_id=x.gpu_model_id,
+                served_model=x.served_model,
+                basis=x.basis,
+                unit=x.unit,
+                quantity=x.quantity,
+                unit_price=x.unit_price,
+                amount=x.amount,
+                rate_from=x.rate_from,
+                rate_to=x.rate_to,
+                rate_card_id=x.rate_card_id,
             )  # fmt: skip
             for position, x in enumerate(lines, start=1)
         ]
@@ -282,9 +325,7 @@ def statement_email_managers(*, statement_id: int) -> int:
     emails = sorted(
         {
             m.user.email
-            for m in statement.team.memberships.select_related("user").filter(
-                role=TeamRole.MANAGER
-            )
+            for m in statement.team.memberships.select_related("user").filter(role=TeamRole.MANAGER)
             if m.user.email
         }
     )
@@ -309,7 +350,9 @@ def statement_email_managers(*, statement_id: int) -> int:
     return len(emails)
 
 
-def statements_close_month(*, month: date | None = None, now: datetime | None = None) -> list[Statement]:  # noqa: E501
+def statements_close_month(
+    *, month: date | None = None, now: datetime | None = None
+) -> list[Statement]:  # noqa: E501
     """Build and finalize every team's statement for ``month`` (default: the previous month in
     the billing time zone). Teams with usage in the month or late usage for earlier final
     months get one. Safe to run again: final statements are skipped."""
@@ -317,7 +360,9 @@ def statements_close_month(*, month: date | None = None, now: datetime | None = 
     month = (month or previous_month(month_of(now, billing_zone()))).replace(day=1)
     team_ids = set(UsageRecord.objects.filter(month=month).values_list("team_id", flat=True))
     late = UsageRecord.objects.filter(
-        team_id=OuterRef("team_id"), month=OuterRef("month"), updated_at__gt=OuterRef("finalized_at")
+        team_id=OuterRef("team_id"),
+        month=OuterRef("month"),
+        updated_at__gt=OuterRef("finalized_at"),
     )
     team_ids |= set(
         Statement.objects.filter(status=StatementStatus.FINAL, month__lt=month)

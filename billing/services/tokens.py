@@ -45,7 +45,9 @@ def _timestamp(value: Any) -> datetime | None:
     return parsed if parsed is not None and timezone.is_aware(parsed) else None
 
 
-def usage_tokens_ingest(*, records: list[dict[str, Any]], teams: set[int] | None = None) -> TokenIngestResult:  # noqa: E501
+def usage_tokens_ingest(
+    *, records: list[dict[str, Any]], teams: set[int] | None = None
+) -> TokenIngestResult:  # noqa: E501
     """Store a batch of token records. Each record: ``idempotency_key``, ``team`` (slug),
     ``served_model``, ``prompt_tokens``, ``completion_tokens``, optional ``cached_tokens``,
     ``timestamp`` (ISO 8601 with offset). ``teams`` limits which team ids may be charged.

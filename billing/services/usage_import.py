@@ -190,10 +190,14 @@ class _Catalogue:
         self.alias = dict(GpuModelAlias.objects.values_list("key", "gpu_model_id"))
         self.slugs = dict(
             (normalise_model_key(slug), model_id)
-            for slug, model_id in GpuModelAlias.objects.values_list("gpu_model__slug", "gpu_model_id")
+            for slug, model_id in GpuModelAlias.objects.values_list(
+                "gpu_model__slug", "gpu_model_id"
+            )
         )
         self.pool_models: dict[str, set[int]] = defaultdict(set)
-        partition_of = dict(Pool.objects.exclude(slurm_partition="").values_list("id", "slurm_partition"))
+        partition_of = dict(
+            Pool.objects.exclude(slurm_partition="").values_list("id", "slurm_partition")
+        )
         for pool_id, model_id in (
             Gpu.objects.filter(node__pool_id__in=partition_of, gpu_model__isnull=False)
             .values_list("node__pool_id", "gpu_model_id")
@@ -202,7 +206,9 @@ class _Catalogue:
             self.pool_models[partition_of[pool_id]].add(model_id)
         self.model_slug = dict(GpuModelAlias.objects.values_list("gpu_model_id", "gpu_model__slug"))
         self.teams = {slug: team_id for team_id, slug in Team.objects.values_list("id", "slug")}
-        self.reserved: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = defaultdict(list)
+        self.reserved: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = defaultdict(
+            list
+        )
         for a in Allocation.objects.filter(
             pricing_method=PricingMethod.RESERVED, status__in=CHARGED_STATUSES
         ).only("id", "team_id", "gpu_model_id", "starts_at", "ends_at", "scheduler_binding"):
@@ -294,7 +300,7 @@ def usage_import_slurm(
             if model_id is None:
                 report.issues.append({"job_id": job.job_id, "code": "unknown_gpu_model",
                                       "detail": f"GRES type {key!r} in partition "
-                                                f"{job.partition!r} matches no GPU model"})  # fmt: skip
+                                                f"{job.partition!r} matches no model"})  # fmt: skip
                 continue
             for month, piece_start, piece_end in split_at_months(job.start, run_end, zone):
                 piece_seconds = int((piece_end - piece_start).total_seconds())
@@ -323,7 +329,9 @@ def _job_key(job: JobRecord, gres_key: str | None, month) -> str:
     return f"job:{job.job_id}:{int(job.start.timestamp())}:{gres_key or '-'}:{month:%Y-%m}"
 
 
-def _skew_records(job: JobRecord, team_id: int, catalogue: _Catalogue, zone) -> Iterable[UsageRecord]:  # noqa: E501
+def _skew_records(
+    job: JobRecord, team_id: int, catalogue: _Catalogue, zone
+) -> Iterable[UsageRecord]:  # noqa: E501
     month = month_of(job.start, zone)
     for key, gres_type, _cards in _gpu_shares(job) or [(None, None, Decimal(0))]:
         yield UsageRecord(

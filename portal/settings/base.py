@@ -193,6 +193,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
+    "scheduler-reconcile": {"task": "pools.tasks.reconcile_task", "schedule": 10 * 60},
     "allocation-lifecycle": {"task": "pools.tasks.allocation_lifecycle_task", "schedule": 5 * 60},
     # Hourly; the task acts only on the 1st in BILLING_TIME_ZONE and is idempotent.
     "statements-close-month": {

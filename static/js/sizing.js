@@ -14,6 +14,36 @@
     if (model && custom) custom.hidden = model.value !== "custom";
   }
 
+  // "Custom architecture" starts from the preset chosen before it, when its fields are empty.
+  let lastPreset = null;
+
+  function startCustomFromPreset(select) {
+    if (select.value !== "custom") {
+      lastPreset = select.selectedOptions[0];
+      return;
+    }
+    const fields = Array.from(document.querySelectorAll("#custom-model input"));
+    if (!lastPreset || fields.some((input) => input.value.trim() !== "")) return;
+    const config = JSON.parse(lastPreset.dataset.config || "{}");
+    fields.forEach((input) => {
+      const key = input.name.replace("custom_model.", "");
+      if (config[key] !== null && config[key] !== undefined) input.value = config[key];
+    });
+  }
+
+  // Inputs named in the results' error list are marked invalid (Pico draws them red).
+  function markInvalid() {
+    const form = document.getElementById("sizing-form");
+    if (!form) return;
+    const bad = new Set(
+      Array.from(document.querySelectorAll("#results [data-field]")).map((li) => li.dataset.field)
+    );
+    form.querySelectorAll("input[name], select[name]").forEach((input) => {
+      if (bad.has(input.name)) input.setAttribute("aria-invalid", "true");
+      else input.removeAttribute("aria-invalid");
+    });
+  }
+
   let chart = null;
 
   function drawChart() {
@@ -60,12 +90,26 @@
   }
 
   document.addEventListener("DOMContentLoaded", () => {
-    toggleInputs(document.getElementById("sizing-form"));
+    const form = document.getElementById("sizing-form");
+    toggleInputs(form);
+    const model = form && form.querySelector("select[name=model]");
+    if (model && model.value !== "custom") lastPreset = model.selectedOptions[0];
+    markInvalid();
     drawChart();
   });
-  document.addEventListener("change", (event) => {
-    const form = event.target.closest && event.target.closest("#sizing-form");
-    if (form) toggleInputs(form);
+  // Capture phase: the fields are filled before htmx, listening on the form, sends them.
+  document.addEventListener(
+    "change",
+    (event) => {
+      const form = event.target.closest && event.target.closest("#sizing-form");
+      if (!form) return;
+      if (event.target.name === "model") startCustomFromPreset(event.target);
+      toggleInputs(form);
+    },
+    true
+  );
+  document.addEventListener("htmx:afterSettle", () => {
+    markInvalid();
+    drawChart();
   });
-  document.addEventListener("htmx:afterSettle", drawChart);
 })();

@@ -75,8 +75,11 @@ def test_token_ingest_is_idempotent_and_needs_permission(admin_api, member_api, 
     again = admin_api.post("/api/v1/usage/tokens/", {"records": [record, record]}, format="json")
     assert first.json() == {"accepted": 1, "duplicates": 0, "rejected": []}
     assert again.json() == {"accepted": 0, "duplicates": 2, "rejected": []}
-    assert sorted(UsageRecord.objects.values_list("unit", "quantity")) == [
-        ("cached-input-tokens", 100000), ("input-tokens", 20000), ("output-tokens", 8000)]  # fmt: skip
+    assert sorted(UsageRecord.objects.values_list("unit", "quantity")) == [  # fmt: skip
+        ("cached-input-tokens", 100000),
+        ("input-tokens", 20000),
+        ("output-tokens", 8000),
+    ]
     bad = admin_api.post("/api/v1/usage/tokens/", {"records": [{**record, "idempotency_key": "k2",
                          "timestamp": "2026-10-05T10:00:00"}]}, format="json")  # fmt: skip
     assert bad.status_code == 400

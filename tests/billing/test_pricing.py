@@ -19,8 +19,14 @@ def test_month_split_utc():
         datetime(2026, 10, 31, 23, 30, tzinfo=UTC), datetime(2026, 11, 1, 1, 30, tzinfo=UTC), UTC
     )
     assert [(m, b - a) for m, a, b in pieces] == [
-        (date(2026, 10, 1), datetime(2026, 11, 1, tzinfo=UTC) - datetime(2026, 10, 31, 23, 30, tzinfo=UTC)),  # noqa: E501
-        (date(2026, 11, 1), datetime(2026, 11, 1, 1, 30, tzinfo=UTC) - datetime(2026, 11, 1, tzinfo=UTC)),  # noqa: E501
+        (
+            date(2026, 10, 1),
+            datetime(2026, 11, 1, tzinfo=UTC) - datetime(2026, 10, 31, 23, 30, tzinfo=UTC),
+        ),  # noqa: E501
+        (
+            date(2026, 11, 1),
+            datetime(2026, 11, 1, 1, 30, tzinfo=UTC) - datetime(2026, 11, 1, tzinfo=UTC),
+        ),  # noqa: E501
     ]
 
 
@@ -63,7 +69,11 @@ def test_split_at_rate_dates():
         (None, datetime(2024, 6, 1, 10, 5, tzinfo=UTC), "not_started"),  # C28 8101
         (datetime(2024, 6, 1, 13, tzinfo=UTC), datetime(2024, 6, 1, 13, tzinfo=UTC), "zero_length"),
         # C28 pod: started 12:00:42 (node clock), finished 12:00:00 (controller clock): -42 s
-        (datetime(2024, 6, 1, 12, 0, 42, tzinfo=UTC), datetime(2024, 6, 1, 12, tzinfo=UTC), "clock_skew"),  # noqa: E501
+        (
+            datetime(2024, 6, 1, 12, 0, 42, tzinfo=UTC),
+            datetime(2024, 6, 1, 12, tzinfo=UTC),
+            "clock_skew",
+        ),  # noqa: E501
     ],
 )
 def test_unusable_intervals_are_refused_with_a_reason(start, end, code):

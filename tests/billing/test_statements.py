@@ -19,6 +19,7 @@ from billing.services.usage_import import usage_import_slurm
 
 pytestmark = pytest.mark.django_db
 OCT = date(2026, 10, 1)
+OCT_START = utc(2026, 10, 1)
 WINDOW = {"start": utc(2026, 10, 1), "end": utc(2026, 12, 1), "now": utc(2026, 12, 2)}
 
 
@@ -111,7 +112,7 @@ def test_finalized_statement_never_changes_and_late_usage_is_an_adjustment(
     # late: a 2-card, 2 h October job arrives after the close → 4 card-h × 3.00 = 12.00
     usage_import_slurm(scheduler=Accounting([job(2, utc(2026, 10, 30), utc(2026, 10, 30, 2),
                                                  {"a100": 2})]),
-                       start=utc(2026, 10, 1), end=utc(2026, 12, 1), now=utc(2026, 11, 3))  # fmt: skip
+                       start=OCT_START, end=utc(2026, 12, 1), now=utc(2026, 11, 3))  # fmt: skip
     assert lines(Statement.objects.get(pk=final.pk)) == frozen
     november = statement_build(team=team, month=date(2026, 11, 1))
     assert lines(november) == [("adjustment", "A100 SXM4 80GB", "used", Decimal(4), "card-hours",

@@ -6,8 +6,8 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 
 import pytest
-from kit import Accounting, job, utc
 from django.test import override_settings
+from kit import Accounting, job, utc
 
 from billing.choices import ChargeBasis, UsageFlag, UsageSource
 from billing.models import UsageRecord
@@ -54,7 +54,8 @@ def test_same_job_imported_twice_is_charged_once(team, train_pool):
 def test_requeued_job_counts_each_run_once(team, train_pool):
     # run 1: 10:00 → 10:10 (requeued), run 2: 10:12 → 11:12; 2 cards: 1200 + 7200 card-s
     runs = [
-        job(9, utc(2026, 10, 5, 10), utc(2026, 10, 5, 10, 10), {"a100": 2}, state=JobState.REQUEUED),
+        job(9, utc(2026, 10, 5, 10), utc(2026, 10, 5, 10, 10), {"a100": 2},
+            state=JobState.REQUEUED),
         job(9, utc(2026, 10, 5, 10, 12), utc(2026, 10, 5, 11, 12), {"a100": 2}),
     ]  # fmt: skip
     usage_import_slurm(scheduler=Accounting(runs), **WINDOW)
@@ -77,7 +78,9 @@ def test_running_job_is_replaced_when_it_ends(team, train_pool):
     clock[0] = utc(2026, 10, 10, 11)
     fake.finish_job(job_id)  # ran 3 h: 2 × 10800
     clock[0] = utc(2026, 10, 10, 12)
-    report = usage_import_slurm(scheduler=fake, start=utc(2026, 10, 10), end=utc(2026, 10, 11), now=clock[0])  # noqa: E501
+    report = usage_import_slurm(
+        scheduler=fake, start=utc(2026, 10, 10), end=utc(2026, 10, 11), now=clock[0]
+    )  # noqa: E501
     assert (report.records_created, report.records_updated) == (0, 1)
     assert [r.quantity for r in UsageRecord.objects.all()] == [21600]
 
@@ -159,8 +162,12 @@ def test_jobs_inside_a_reserved_allocation_are_included_not_charged(team, train_
     AllocationFactory(team=team, pool=train_pool, gpu_model=a100, card_count=4,
                       starts_at=utc(2026, 10, 1), ends_at=utc(2026, 10, 20),
                       status=AllocationStatus.ENDED)  # fmt: skip
-    jobs = Accounting([job(3, utc(2026, 10, 2), utc(2026, 10, 2, 1), {"a100": 1}),
-                       job(4, utc(2026, 10, 25), utc(2026, 10, 25, 1), {"a100": 1})])
+    jobs = Accounting(
+        [
+            job(3, utc(2026, 10, 2), utc(2026, 10, 2, 1), {"a100": 1}),
+            job(4, utc(2026, 10, 25), utc(2026, 10, 25, 1), {"a100": 1}),
+        ]
+    )
     usage_import_slurm(scheduler=jobs, **WINDOW)
     assert sorted(UsageRecord.objects.values_list("basis", flat=True)) == [
         ChargeBasis.INCLUDED, ChargeBasis.USED]  # fmt: skip

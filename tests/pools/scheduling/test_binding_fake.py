@@ -9,66 +9,22 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.test import override_settings
 from django.utils import timezone
-from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
-from pools.choices import AliasKind, AllocationStatus, RequestStatus, Scheduler, TeamRole
-from pools.models import Allocation, CapacityRequest, GpuModel, GpuModelAlias, Membership
-from pools.services import scheduler_binding
+from pools.choices import AllocationStatus
+from pools.models import Allocation
 from pools.services.allocations import allocation_lifecycle_sweep, allocation_release
 from pools.services.requests import capacity_request_approve
 from scheduler_adapters.errors import SchedulerUnavailable
 
 pytestmark = pytest.mark.django_db
 
-FAKE = {"slurm": {"BACKEND": "fake", "PARTITIONS": {"gpu": {"a100": 4, "rtx4090": 2}}}}
-
-
-@pytest.fixture
-def fake_slurm():
-    scheduler_binding._ADAPTERS.clear()
-    with override_settings(SCHEDULERS=FAKE):
-        yield scheduler_binding.scheduler_adapter("slurm")
-    scheduler_binding._ADAPTERS.clear()
-
-
-@pytest.fixture
-def setup(django_user_model):
-    a100 = GpuModel.objects.get(slug="a100_80g_sxm")
-    # The site's GRES type for this model, mapped by an admin as for an unrecognised name.
-    GpuModelAlias.objects.create(gpu_model=a100, value="a100", kind=AliasKind.ADMIN, key="a100")
-    pool = PoolFactory(slug="train", scheduler=Scheduler.SLURM, slurm_partition="gpu")
-    node = NodeFactory(pool=pool)
-    for index in range(4):
-        GpuFactory(node=node, index=index, gpu_model=a100)
-    team = TeamFactory(slug="vision")
-    bob = django_user_model.objects.create_user("bob", password="x")
-    Membership.objects.create(team=team, user=bob, role=TeamRole.MANAGER)
-    admin = django_user_model.objects.create_user("admin", password="x", is_staff=True)
-    return pool, a100, team, bob, admin
-
-
-def _submitted(pool, model, team, user, cards, start, days=3):
-    return CapacityRequest.objects.create(
-        team=team,
-        requested_by=user,
-        workload_kind="training",
-        pool=pool,
-        gpu_model=model,
-        card_count=cards,
-        starts_at=start,
-        ends_at=start + timedelta(days=days),
-        justification="x",
-        status=RequestStatus.SUBMITTED,
-    )
-
 
 def test_approval_sets_grptres_and_release_removes_it(
-    fake_slurm, setup, django_capture_on_commit_callbacks
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks
 ):
     pool, a100, team, bob, admin = setup
-    request = _submitted(pool, a100, team, bob, 3, timezone.now())
+    request = submitted(pool, a100, team, bob, 3, timezone.now())
     with django_capture_on_commit_callbacks(execute=True):
         allocation = capacity_request_approve(request=request, actor=admin)
     allocation.refresh_from_db()
@@ -84,15 +40,15 @@ def test_approval_sets_grptres_and_release_removes_it(
 
 
 def test_two_allocations_of_one_type_sum_into_one_cap(
-    fake_slurm, setup, django_capture_on_commit_callbacks
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks
 ):
     pool, a100, team, bob, admin = setup
     now = timezone.now()
     with django_capture_on_commit_callbacks(execute=True):
         first = capacity_request_approve(
-            request=_submitted(pool, a100, team, bob, 1, now), actor=admin
+            request=submitted(pool, a100, team, bob, 1, now), actor=admin
         )
-        capacity_request_approve(request=_submitted(pool, a100, team, bob, 2, now), actor=admin)
+        capacity_request_approve(request=submitted(pool, a100, team, bob, 2, now), actor=admin)
     assert [lim.cards for lim in fake_slurm.get_gpu_limits("vision")] == [1 + 2]
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -101,13 +57,13 @@ def test_two_allocations_of_one_type_sum_into_one_cap(
 
 
 def test_a_future_window_is_applied_only_when_it_opens(
-    fake_slurm, setup, django_capture_on_commit_callbacks
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks
 ):
     pool, a100, team, bob, admin = setup
     start = timezone.now() + timedelta(days=2)
     with django_capture_on_commit_callbacks(execute=True):
         allocation = capacity_request_approve(
-            request=_submitted(pool, a100, team, bob, 2, start, days=10), actor=admin
+            request=submitted(pool, a100, team, bob, 2, start, days=10), actor=admin
         )
     allocation.refresh_from_db()
     assert allocation.status == AllocationStatus.APPROVED
@@ -121,13 +77,13 @@ def test_a_future_window_is_applied_only_when_it_opens(
 
 
 def test_a_scheduler_that_is_down_leaves_it_provisioning_until_a_retry_applies_it(
-    fake_slurm, setup, django_capture_on_commit_callbacks
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks
 ):
     pool, a100, team, bob, admin = setup
     fake_slurm.fail_next(SchedulerUnavailable("slurmrestd is down"))
     with django_capture_on_commit_callbacks(execute=True):
         allocation = capacity_request_approve(
-            request=_submitted(pool, a100, team, bob, 2, timezone.now(), days=10), actor=admin
+            request=submitted(pool, a100, team, bob, 2, timezone.now(), days=10), actor=admin
         )
     allocation.refresh_from_db()
     assert allocation.status == AllocationStatus.PROVISIONING  # visible, not lost, not failed
@@ -141,13 +97,13 @@ def test_a_scheduler_that_is_down_leaves_it_provisioning_until_a_retry_applies_i
 
 
 def test_a_permanent_refusal_fails_the_allocation_with_the_message(
-    fake_slurm, setup, django_capture_on_commit_callbacks
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks
 ):
     pool, a100, team, bob, admin = setup
     fake_slurm.reject_next(2045, "Invalid account or account/partition combination specified")
     with django_capture_on_commit_callbacks(execute=True):
         allocation = capacity_request_approve(
-            request=_submitted(pool, a100, team, bob, 2, timezone.now()), actor=admin
+            request=submitted(pool, a100, team, bob, 2, timezone.now()), actor=admin
         )
     allocation.refresh_from_db()
     assert allocation.status == AllocationStatus.FAILED

@@ -82,8 +82,8 @@ def test_bad_inputs_show_their_errors_in_the_fragment(fleet, member_page):
 
     html = response.content.decode()
     assert "Fix these inputs" in html
-    assert "<code>input_len</code>: Must be at least 1." in html
-    assert "<code>output_len</code>" in html
+    assert "<strong>Input tokens</strong>: Must be at least 1." in html
+    assert 'data-field="output_len"' in html
     assert "request-cards" not in html
 
 

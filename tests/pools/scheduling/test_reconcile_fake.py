@@ -1,0 +1,59 @@
+"""Reconcile finds and repairs drift between allocations and Slurm caps (fake Slurm)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from pools.models import SchedulerDrift
+from pools.services.reconcile import reconcile_slurm
+from pools.services.requests import capacity_request_approve
+from scheduler_adapters.records import GpuLimit
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def applied(fake_slurm, setup, submitted, django_capture_on_commit_callbacks):
+    pool, a100, team, bob, admin = setup
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation = capacity_request_approve(
+            request=submitted(pool, a100, team, bob, 2, timezone.now(), days=10), actor=admin
+        )
+    return fake_slurm, allocation
+
+
+def test_no_drift_when_slurm_holds_what_allocations_require(applied):
+    report = reconcile_slurm()
+    assert report.drifts == []
+    assert report.checked == 1
+    assert SchedulerDrift.objects.count() == 0
+
+
+def test_a_cap_changed_by_hand_is_recorded_and_put_back(applied):
+    fake, allocation = applied
+    fake.set_gpu_limit(GpuLimit(account="vision", partition="gpu", gres_type="a100", cards=4))
+
+    report = reconcile_slurm()
+
+    drift = SchedulerDrift.objects.get()
+    assert (drift.expected, drift.found, drift.repaired) == ("2", "4", True)
+    assert report.drifts == [drift]
+    assert [lim.cards for lim in fake.get_gpu_limits("vision")] == [2]
+    assert reconcile_slurm().drifts == []  # repaired: the next run finds nothing
+
+
+def test_a_cap_left_behind_after_the_database_moved_on_is_removed(applied):
+    fake, allocation = applied
+    # A worker died after the allocation ended in the database but before Slurm was told.
+    type(allocation).objects.filter(pk=allocation.pk).update(
+        status="ended", ends_at=timezone.now() - timedelta(minutes=1)
+    )
+
+    reconcile_slurm()
+
+    drift = SchedulerDrift.objects.get()
+    assert (drift.expected, drift.found, drift.repaired) == ("0", "2", True)
+    assert fake.get_gpu_limits("vision") == ()
