@@ -91,7 +91,7 @@ def test_team_page_csv_pdf_and_scoping(team_member, two_statements, client):
     client.force_login(team_member)
     page = client.get("/costs/nlp/2026-10/")
     assert page.status_code == 200
-    assert b"3.0000 EUR" in page.content or b"3.0000" in page.content
+    assert "3.00 EUR" in page.content.decode()  # money to the minor unit
     assert client.get("/costs/vision/2026-10/").status_code == 404
     assert client.get("/costs/finance/2026-10/").status_code == 302  # staff only
     csv_text = client.get("/costs/nlp/2026-10/?export=csv").content.decode()
@@ -107,4 +107,4 @@ def test_finance_page_shows_every_team_and_idle_cost(admin_page, two_statements)
     assert page.status_code == 200
     assert b"Vision" in page.content and b"NLP" in page.content
     # train pool: 8 A100 × 744 h × 2.00 reserved = 11,904.00 capacity, nothing allocated
-    assert b"11904.00" in page.content
+    assert "11\u202f904.00" in page.content.decode()
