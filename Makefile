@@ -18,6 +18,7 @@ install: $(VENV)/.installed
 demo: install
 	$(DEMO_ENV) $(BIN)/python manage.py migrate --noinput
 	$(DEMO_ENV) $(BIN)/python manage.py load_demo
+	$(DEMO_ENV) $(BIN)/python manage.py load_demo_billing
 	@echo "Portal: http://127.0.0.1:$(PORT)  (users admin / alice / bob, password demo)"
 	$(DEMO_ENV) $(BIN)/python manage.py runserver 127.0.0.1:$(PORT)
 

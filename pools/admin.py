@@ -131,3 +131,19 @@ class AuditEventAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+@admin.register(models.SizingEstimate)
+class SizingEstimateAdmin(admin.ModelAdmin):
+    """Read-only: estimates are created on the sizing page or the API and computed by a job."""
+
+    list_display = ("id", "created_at", "created_by", "team", "status", "progress")
+    list_filter = ("status",)
+    list_select_related = ("created_by", "team")
+    readonly_fields = [f.name for f in models.SizingEstimate._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -1,4 +1,5 @@
-"""The interface every batch-scheduler adapter offers: :class:`SchedulerAdapter`.
+"""The interfaces scheduler adapters offer: :class:`SchedulerAdapter` for batch schedulers
+(Slurm) and :class:`NamespaceQuotaAdapter` for Kubernetes namespaces.
 
 Implemented by :class:`~scheduler_adapters.slurm.client.SlurmRestAdapter` (slurmrestd) and
 :class:`~scheduler_adapters.fake.FakeScheduler` (in memory, for unit tests); both pass the
@@ -20,7 +21,8 @@ Rules every implementation keeps:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -116,6 +118,111 @@ class SchedulerAdapter(Protocol):
         Raises ValueError (naive datetimes, end before start), SchedulerUnavailable,
         SchedulerAuthError, UnexpectedResponse.
         """
+        ...
+
+    def close(self) -> None:
+        """Release connections; the adapter is not used afterwards."""
+        ...
+
+
+@dataclass(frozen=True)
+class NamespaceGpuQuota:
+    """A team's GPU quota as the cluster holds it (``get_gpu_quota``).
+
+    ``cards`` is the ResourceQuota's ``requests.nvidia.com/gpu`` (all GPU models together);
+    ``None`` when the namespace has no portal ResourceQuota, which means no GPU limit at all.
+    ``cards_by_product`` is keyed by the ``nvidia.com/gpu.product`` node label: with
+    ``kueue=True`` the ClusterQueue's ``nominalQuota`` per ResourceFlavor (enforced by Kueue);
+    without Kueue the split the portal recorded on the ResourceQuota (not enforced per model,
+    only the total is); ``None`` when the cluster holds no such record.
+    """
+
+    team: str
+    namespace: str
+    cards: int | None
+    cards_by_product: Mapping[str, int] | None
+    kueue: bool
+
+
+@runtime_checkable
+class NamespaceQuotaAdapter(Protocol):
+    """GPU quotas of teams in one Kubernetes cluster: one namespace per team.
+
+    Implemented by :class:`~scheduler_adapters.kubernetes.KubernetesAdapter` (the API server)
+    and :class:`~scheduler_adapters.kubernetes_fake.FakeKubernetes` (in memory); both pass
+    the contract tests in ``tests/scheduler_adapters/kubernetes/test_contract.py``.
+
+    ``team`` is the portal's team slug; the namespace is a configured prefix plus the slug.
+    ``gpu_quota`` maps a GPU product label (``nvidia.com/gpu.product``, e.g.
+    ``"NVIDIA-A100-SXM4-80GB"``) to whole cards. ``kueue`` chooses per-model caps through
+    Kueue; ``None`` takes the adapter's configured default.
+
+    The same rules as :class:`SchedulerAdapter`: writes are idempotent and return ``True``
+    only when they changed something (a second identical call sends no write at all);
+    errors come from :mod:`scheduler_adapters.errors`; a name Kubernetes would reject raises
+    ``ValueError`` before anything is sent.
+    """
+
+    def list_nodes(self) -> ParseResult:
+        """Every node with its GPUs, from GPU Feature Discovery labels and allocatable.
+
+        Raises SchedulerUnavailable, SchedulerAuthError, UnexpectedResponse.
+        """
+        ...
+
+    def ensure_team(
+        self,
+        team: str,
+        *,
+        group: str,
+        gpu_quota: Mapping[str, int],
+        kueue: bool | None = None,
+    ) -> bool:
+        """Make the team's namespace, GPU ResourceQuota, LimitRange and the RoleBinding of
+        ``group`` to the ``edit`` ClusterRole exist as given (with Kueue: a ResourceFlavor per
+        product, the team's ClusterQueue and a LocalQueue); ``True`` when anything changed.
+
+        Raises SchedulerRejected (the API refused an object; also a namespace that belongs to
+        another team), SchedulerUnavailable, SchedulerAuthError.
+        """
+        ...
+
+    def set_gpu_quota(
+        self, team: str, gpu_quota: Mapping[str, int], *, kueue: bool | None = None
+    ) -> bool:
+        """Raise or lower the team's GPU quota to exactly ``gpu_quota``; ``True`` when changed.
+
+        Raises NotFound (no namespace: call ``ensure_team`` first), SchedulerRejected,
+        SchedulerUnavailable, SchedulerAuthError.
+        """
+        ...
+
+    def remove_team_quota(self, team: str, *, kueue: bool | None = None) -> bool:
+        """Lower the team's GPU quota to 0 and keep the namespace and what runs in it;
+        ``True`` when it changed. A missing namespace has nothing to remove: ``False``.
+
+        Raises SchedulerRejected, SchedulerUnavailable, SchedulerAuthError.
+        """
+        ...
+
+    def get_gpu_quota(self, team: str, *, kueue: bool | None = None) -> NamespaceGpuQuota:
+        """The team's GPU quota as the cluster holds it now.
+
+        Raises NotFound (no namespace), SchedulerUnavailable, SchedulerAuthError,
+        UnexpectedResponse.
+        """
+        ...
+
+    def render_manifests(
+        self,
+        team: str,
+        *,
+        group: str,
+        gpu_quota: Mapping[str, int],
+        kueue: bool | None = None,
+    ) -> str:
+        """The objects ``ensure_team`` would apply, as multi-document YAML for
+        ``kubectl apply --server-side -f``; sends nothing."""
         ...
 
     def close(self) -> None:

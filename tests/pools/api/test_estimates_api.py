@@ -57,7 +57,8 @@ def test_create_is_202_with_the_location_then_polling_reaches_done(
     assert response.json()["team"] == "nlp"
 
     pending = client.get(response["Location"]).json()
-    assert (pending["status"], pending["results"], pending["request_url"]) == ("pending", None, None)
+    assert pending["status"] == "pending"
+    assert pending["results"] is None and pending["request_url"] is None
 
     for callback in callbacks:  # the worker (eager without a broker) runs the job
         callback()

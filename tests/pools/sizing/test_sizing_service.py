@@ -417,3 +417,16 @@ def test_a_team_member_can_share_an_estimate(fleet, team, team_member):
     estimate = sizing_estimate_create(actor=team_member, inputs=QWEN_72B, team=team)
 
     assert estimate.team == team
+
+
+def test_absent_targets_take_the_defaults_and_null_targets_are_not_checked(fleet):
+    absent = {k: v for k, v in QWEN_72B.items() if not k.endswith("_target_ms")}
+
+    defaults = sizing_inputs_clean(absent)
+    none = sizing_inputs_clean({**absent, "tpot_target_ms": None, "ttft_target_ms": ""})
+    _, results = sizing_preview(raw={**absent, "tpot_target_ms": None, "ttft_target_ms": None})
+
+    assert (defaults["tpot_target_ms"], defaults["ttft_target_ms"]) == (50.0, 2000.0)
+    assert (none["tpot_target_ms"], none["ttft_target_ms"]) == (None, None)
+    # Without a TPOT target the L40S replicas fill their KV cache: fewer cards than at 50 ms.
+    assert _row(results, "l40s")["cards"] < 28
