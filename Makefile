@@ -36,6 +36,8 @@ test-fast: install
 bench: install services
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/sizing.py
+	$(BIN)/python benchmarks/approvals.py
+	$(BIN)/python benchmarks/billing.py
 
 lint: install
 	$(BIN)/ruff check .

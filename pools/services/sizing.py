@@ -154,6 +154,10 @@ MAX_PRICE = Decimal("100000")
 # Inputs
 
 
+# Keys where an explicit blank/null means "none" rather than "use the default".
+_NULLABLE = {"tpot_target_ms", "ttft_target_ms"}
+
+
 class _Errors(dict):
     def add(self, field: str, message: str) -> None:
         self.setdefault(field, message)
@@ -452,10 +456,6 @@ def sizing_inputs_clean(raw: Mapping[str, Any]) -> dict[str, Any]:
     return clean
 
 
-# Keys where an explicit blank/null means "none" rather than "use the default".
-_NULLABLE = {"tpot_target_ms", "ttft_target_ms"}
-
-
 def _check_with_the_model(clean: dict[str, Any], errors: _Errors) -> None:
     """What only the model and the arithmetic can tell: a consistent architecture, the context
     within the model's maximum, sane traffic."""
@@ -498,7 +498,9 @@ def capacity_window(now: datetime | None = None) -> tuple[datetime, datetime]:
 def inference_free_cards(*, start: datetime, end: datetime) -> dict[str, tuple[int, str]]:
     """``{gpu model slug: (free cards, pool slug)}``: the inference pool with the most cards of
     the model free for all of ``[start, end)`` (ties: pool name order). Models no inference pool
-    offers are absent."""
+    offers are absent. Read through ``request_options``, the new-request page's panel: the same
+    arithmetic as ``pool_free_cards`` (over-commit, holding allocations) for every pool and model
+    in a few queries."""
     best: dict[str, tuple[int, str]] = {}
     scheduler = SCHEDULER_OF_KIND[WorkloadKind.INFERENCE]
     for option in request_options(
@@ -762,6 +764,12 @@ def sizing_results(
         else None,
         "priced": bool(inputs["prices"]),
     }
+    # With prices for some models only, "cheapest" ranks the priced ones first (plan.py); say so.
+    meeting = [row for row in results["rows"] if row["meets_targets"]]
+    priced = [row for row in meeting if row["monthly_cost"] is not None]
+    results["pricing"] = (
+        "none" if not priced else "all" if len(priced) == len(meeting) else "partial"
+    )
     results["request"] = _request(results)
     return _plain(results)
 

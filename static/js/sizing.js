@@ -61,7 +61,8 @@
       backgroundColor: data.meets.map((ok) => (ok ? "#0072B2" : "#B8BEC8")),
       xAxisID: "x",
     }];
-    // Log axes: cards run from 1 to thousands. Label only 1, 2 and 5 of each decade.
+    // Cards can run from 1 to thousands: a log axis when they spread over more than 20x,
+    // starting at half a card so that one card still shows a bar. Label 1, 2 and 5 per decade.
     const ticks = {
       callback: (value) => {
         const lead = value / 10 ** Math.floor(Math.log10(value) + 1e-9);
@@ -69,15 +70,21 @@
         return shown ? Number(value).toLocaleString() : "";
       },
     };
-    const scales = {
-      x: { type: "logarithmic", ticks: ticks, title: { display: true, text: "cards (log scale)" } },
-    };
+    function axis(values, label, extra) {
+      const known = values.filter((v) => v !== null && v > 0);
+      const log = known.length > 0 && Math.max(...known) / Math.min(...known) > 20;
+      return Object.assign(
+        log
+          ? { type: "logarithmic", min: Math.min(...known) / 2, ticks: ticks }
+          : { type: "linear", beginAtZero: true },
+        { title: { display: true, text: log ? label + " (log scale)" : label } },
+        extra || {}
+      );
+    }
+    const scales = { x: axis(data.cards, "cards") };
     if (data.cost) {
       datasets.push({ label: "monthly cost", data: data.cost, backgroundColor: "#E69F00", xAxisID: "x2" });
-      scales.x2 = {
-        type: "logarithmic", position: "top", grid: { drawOnChartArea: false }, ticks: ticks,
-        title: { display: true, text: "monthly cost (log scale)" },
-      };
+      scales.x2 = axis(data.cost, "monthly cost", { position: "top", grid: { drawOnChartArea: false } });
     }
     chart = new Chart(canvas, {
       type: "bar",

@@ -200,6 +200,8 @@ def test_a_price_gives_the_monthly_cost_and_no_price_gives_none(fleet):
     assert _row(results, "l40s")["monthly_cost"] == "24528.00"  # 28 × 1.20 × 730 h
     assert _row(results, "h100_sxm")["monthly_cost"] is None
     assert results["priced"] is True
+    # Priced models rank before unpriced ones, so the page says the comparison is partial.
+    assert results["recommended"] == "l40s" and results["pricing"] == "partial"
 
 
 def test_only_free_capacity_keeps_the_models_an_inference_pool_has_free(fleet):

@@ -1,0 +1,273 @@
+"""``FakeKubernetes``: the :class:`~scheduler_adapters.kubernetes.KubernetesAdapter` over an
+in-memory object store instead of an API server, for fast unit tests.
+
+It is the real adapter (same manifests, same read-compare-write, same idempotency, same
+errors); only :class:`MemoryTransport` stands in for the HTTP calls, answering as the API
+server documents: an object is created with a ``uid`` and ``resourceVersion``; creating an
+existing name raises :class:`~scheduler_adapters.kubernetes.AlreadyExists`; creating into a
+missing namespace raises ``NotFound``; an apply whose ``resourceVersion`` is stale raises
+:class:`~scheduler_adapters.kubernetes.ResourceVersionConflict`; an apply that changes
+nothing keeps the ``resourceVersion``; deleting a namespace deletes what is in it.
+
+Failure switches, for the errors a caller must survive:
+
+- ``down = True``: every call raises :class:`SchedulerUnavailable` (connection refused);
+- ``timeout = True``: every call raises :class:`SchedulerUnavailable` (timed out);
+- ``auth_broken = True``: every call raises :class:`SchedulerAuthError` (403);
+- ``reject_next(message)``: the next write raises :class:`SchedulerRejected` (422 Invalid);
+- ``conflict_next(times)``: the next ``times`` applies meet a concurrent writer (409 Conflict);
+- ``fail_next(error)``: the next call raises ``error``.
+
+``edit(...)`` and ``delete(...)`` change the cluster "by hand" (drift for reconcile tests).
+``requests`` lists ``(verb, kind, namespace, name)`` of every call; :meth:`writes` the writes.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from scheduler_adapters.errors import (
+    NotFound,
+    RemoteError,
+    SchedulerAuthError,
+    SchedulerError,
+    SchedulerRejected,
+    SchedulerUnavailable,
+)
+from scheduler_adapters.kubernetes import (
+    KINDS,
+    LABEL_NAMESPACE_NAME,
+    AlreadyExists,
+    KubernetesAdapter,
+    ResourceVersionConflict,
+)
+
+Key = tuple[str, str | None, str]  # (kind, namespace, name)
+
+
+def gpu_node(name: str, product: str, cards: int, *, memory_mib: int | None = None) -> dict:
+    """A Ready node as GPU Feature Discovery and the device plugin label it."""
+    labels = {
+        "kubernetes.io/hostname": name,
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": product,
+        "nvidia.com/gpu.count": str(cards),
+    }
+    if memory_mib is not None:
+        labels["nvidia.com/gpu.memory"] = str(memory_mib)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": {
+            "allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": str(cards)},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+        },
+    }
+
+
+DEFAULT_NODES: Sequence[Mapping[str, Any]] = (
+    gpu_node("gpu-a100-01", "NVIDIA-A100-SXM4-80GB", 4, memory_mib=81920),
+    gpu_node("gpu-4090-01", "NVIDIA-GeForce-RTX-4090", 2, memory_mib=24564),
+)
+"""One node of 4 A100 and one of 2 RTX 4090, like the Slurm fake's test cluster."""
+
+
+class MemoryTransport:
+    """A :class:`~scheduler_adapters.kubernetes.Transport` that keeps objects in a dict."""
+
+    def __init__(self, nodes: Iterable[Mapping[str, Any]] = DEFAULT_NODES) -> None:
+        self.objects: dict[Key, dict[str, Any]] = {}
+        self.requests: list[tuple[str, str, str | None, str | None]] = []
+        self.down = False
+        self.timeout = False
+        self.auth_broken = False
+        self._conflicts = 0
+        self._next_failure: SchedulerError | None = None
+        self._next_write_failure: SchedulerError | None = None
+        self._versions = itertools.count(1)
+        for node in nodes:
+            self._store(copy.deepcopy(dict(node)))
+
+    # ------------------------------------------------------------------ Transport
+
+    def get(self, obj: Mapping[str, Any], *, operation: str) -> dict[str, Any] | None:
+        key = _key(obj)
+        self._enter("get", key, operation)
+        found = self.objects.get(key)
+        return copy.deepcopy(found) if found is not None else None
+
+    def create(self, obj: Mapping[str, Any], *, operation: str) -> dict[str, Any]:
+        key = _key(obj)
+        self._enter("create", key, operation, write=True)
+        self._check_namespace(key, operation)
+        if key in self.objects:
+            plural = KINDS[key[0]].plural
+            raise AlreadyExists(
+                f'{plural} "{key[2]}" already exists', operation=operation, http_status=409
+            )
+        return copy.deepcopy(self._store(copy.deepcopy(dict(obj))))
+
+    def apply(self, obj: Mapping[str, Any], *, operation: str) -> dict[str, Any]:
+        key = _key(obj)
+        self._enter("apply", key, operation, write=True)
+        body = copy.deepcopy(dict(obj))
+        wanted_version = body["metadata"].pop("resourceVersion", None)
+        current = self.objects.get(key)
+        if current is None:
+            self._check_namespace(key, operation)
+            return copy.deepcopy(self._store(body))
+        if self._conflicts:
+            self._conflicts -= 1
+            self._bump(current)  # a concurrent writer got there first
+        if wanted_version is not None and wanted_version != current["metadata"]["resourceVersion"]:
+            raise ResourceVersionConflict(
+                f'Operation cannot be fulfilled on {KINDS[key[0]].plural} "{key[2]}": the '
+                "object has been modified; please apply your changes to the latest version "
+                "and try again",
+                operation=operation,
+                http_status=409,
+            )
+        merged = _merge(current, body)
+        if merged != current:
+            self._bump(merged)
+            self.objects[key] = merged
+        return copy.deepcopy(self.objects[key])
+
+    def list(
+        self, kind: str, *, operation: str, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        self._enter("list", (kind, None, None), operation)
+        wanted = dict(term.split("=", 1) for term in (label_selector or "").split(",") if term)
+        return [
+            copy.deepcopy(obj)
+            for key, obj in sorted(self.objects.items(), key=lambda item: str(item[0]))
+            if key[0] == kind
+            and all((obj["metadata"].get("labels") or {}).get(k) == v for k, v in wanted.items())
+        ]
+
+    def close(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ test hooks
+
+    def conflict_next(self, times: int = 1) -> None:
+        self._conflicts = times
+
+    def reject_next(self, message: str = "rejected by the fake", *, field: str | None = None):
+        self._next_write_failure = SchedulerRejected(
+            message,
+            errors=(RemoteError(None, f"{field}: {message}" if field else message, "FieldValueInvalid"),),
+            http_status=422,
+        )
+
+    def fail_next(self, error: SchedulerError) -> None:
+        self._next_failure = error
+
+    def edit(
+        self, kind: str, name: str, namespace: str | None, change: Callable[[dict], None]
+    ) -> None:
+        """Change a stored object as ``kubectl edit`` would (a new resourceVersion)."""
+        obj = self.objects[(kind, namespace, name)]
+        change(obj)
+        self._bump(obj)
+
+    def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
+        del self.objects[(kind, namespace, name)]
+        if kind == "Namespace":
+            for key in [key for key in self.objects if key[1] == name]:
+                del self.objects[key]
+
+    def writes(self) -> list[tuple[str, str, str | None, str | None]]:
+        return [request for request in self.requests if request[0] in ("create", "apply")]
+
+    # ------------------------------------------------------------------ internals
+
+    def _enter(
+        self, verb: str, key: tuple[str, str | None, str | None], operation: str, *, write=False
+    ) -> None:
+        self.requests.append((verb, *key))
+        if self.down:
+            raise SchedulerUnavailable("connection refused (fake)", operation=operation)
+        if self.timeout:
+            raise SchedulerUnavailable("read timed out (fake)", operation=operation)
+        if self.auth_broken:
+            raise SchedulerAuthError(
+                f"{KINDS[key[0]].plural} is forbidden (fake)", operation=operation, http_status=403
+            )
+        failure = self._next_failure
+        if failure is None and write:
+            failure, self._next_write_failure = self._next_write_failure, None
+        else:
+            self._next_failure = None
+        if failure is not None:
+            failure.operation = failure.operation or operation
+            raise failure
+
+    def _check_namespace(self, key: Key, operation: str) -> None:
+        kind, namespace, _ = key
+        if KINDS[kind].namespaced and ("Namespace", None, namespace) not in self.objects:
+            raise NotFound("namespaces", namespace, operation=operation, http_status=404)
+
+    def _store(self, obj: dict[str, Any]) -> dict[str, Any]:
+        metadata = obj.setdefault("metadata", {})
+        metadata.setdefault("uid", str(uuid.uuid4()))
+        metadata.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        if obj["kind"] == "Namespace":
+            metadata.setdefault("labels", {})[LABEL_NAMESPACE_NAME] = metadata["name"]
+            obj["status"] = {"phase": "Active"}
+        self._bump(obj)
+        self.objects[_key(obj)] = obj
+        return obj
+
+    def _bump(self, obj: dict[str, Any]) -> None:
+        obj["metadata"]["resourceVersion"] = str(next(self._versions))
+
+
+class FakeKubernetes(KubernetesAdapter):
+    """The adapter over :class:`MemoryTransport`; the failure switches and hooks are the
+    transport's, reachable here as attributes (``fake.down = True``)."""
+
+    def __init__(
+        self,
+        *,
+        nodes: Iterable[Mapping[str, Any]] = DEFAULT_NODES,
+        kueue: bool = False,
+        namespace_prefix: str = "team-",
+    ) -> None:
+        self.api = MemoryTransport(nodes)
+        super().__init__(transport=self.api, kueue=kueue, namespace_prefix=namespace_prefix)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for names the adapter lacks: the transport's switches and hooks.
+        if name == "api":
+            raise AttributeError(name)
+        return getattr(self.api, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("down", "timeout", "auth_broken"):
+            setattr(self.api, name, value)
+        else:
+            super().__setattr__(name, value)
+
+
+def _key(obj: Mapping[str, Any]) -> Key:
+    metadata = obj["metadata"]
+    namespace = metadata.get("namespace") if KINDS[obj["kind"]].namespaced else None
+    return obj["kind"], namespace, metadata["name"]
+
+
+def _merge(current: Any, applied: Any) -> Any:
+    """Server-side apply as the adapter uses it: maps merge key by key, lists (all atomic in
+    the objects the adapter writes) are replaced whole."""
+    if isinstance(current, dict) and isinstance(applied, dict):
+        merged = copy.deepcopy(current)
+        for key, value in applied.items():
+            merged[key] = _merge(current.get(key), value)
+        return merged
+    return copy.deepcopy(applied)
