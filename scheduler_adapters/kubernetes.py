@@ -463,10 +463,7 @@ def quota_manifests(
     team: str, namespace: str, gpu_quota: Mapping[str, int], *, kueue: bool
 ) -> list[dict[str, Any]]:
     """The objects that hold a team's GPU quota: the ResourceQuota and, with Kueue, a
-    ResourceFlavor per product, the ClusterQueue and the LocalQueue (in apply order).
-
-    Empty lists are left out rather than sent empty: the API drops them (``omitempty``), and
-    an object read back without them must still compare equal."""
+    ResourceFlavor per product, the ClusterQueue and the LocalQueue (in apply order)."""
     quota = check_gpu_quota(gpu_quota)
     labels = {LABEL_TEAM: team}
     objects: list[dict[str, Any]] = [
@@ -491,11 +488,11 @@ def quota_manifests(
                 "spec": {"nodeLabels": {LABEL_PRODUCT: product}},
             }
         )
+    # resourceGroups is sent even when empty: leaving it out would leave the old groups in
+    # place (nothing to compare against), while [] replaces them (the list is atomic).
     cluster_queue_spec: dict[str, Any] = {
         "namespaceSelector": {"matchLabels": {LABEL_NAMESPACE_NAME: namespace}},
-    }
-    if quota:
-        cluster_queue_spec["resourceGroups"] = [
+        "resourceGroups": [
             {
                 "coveredResources": [GPU_RESOURCE],
                 "flavors": [
@@ -507,6 +504,9 @@ def quota_manifests(
                 ],
             }
         ]
+        if quota
+        else [],
+    }
     objects.append(
         {
             "apiVersion": KUEUE_API_VERSION,

@@ -200,11 +200,11 @@ class MemoryTransport:
             raise SchedulerAuthError(
                 f"{KINDS[key[0]].plural} is forbidden (fake)", operation=operation, http_status=403
             )
-        failure = self._next_failure
-        if failure is None and write:
+        failure: SchedulerError | None = None
+        if self._next_failure is not None:
+            failure, self._next_failure = self._next_failure, None
+        elif write and self._next_write_failure is not None:
             failure, self._next_write_failure = self._next_write_failure, None
-        else:
-            self._next_failure = None
         if failure is not None:
             failure.operation = failure.operation or operation
             raise failure
@@ -230,8 +230,7 @@ class MemoryTransport:
 
 
 class FakeKubernetes(KubernetesAdapter):
-    """The adapter over :class:`MemoryTransport`; the failure switches and hooks are the
-    transport's, reachable here as attributes (``fake.down = True``)."""
+    """The adapter over :class:`MemoryTransport` (``self.api``), with its switches and hooks."""
 
     def __init__(
         self,
@@ -243,17 +242,57 @@ class FakeKubernetes(KubernetesAdapter):
         self.api = MemoryTransport(nodes)
         super().__init__(transport=self.api, kueue=kueue, namespace_prefix=namespace_prefix)
 
-    def __getattr__(self, name: str) -> Any:
-        # Only called for names the adapter lacks: the transport's switches and hooks.
-        if name == "api":
-            raise AttributeError(name)
-        return getattr(self.api, name)
+    @property
+    def down(self) -> bool:
+        return self.api.down
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in ("down", "timeout", "auth_broken"):
-            setattr(self.api, name, value)
-        else:
-            super().__setattr__(name, value)
+    @down.setter
+    def down(self, value: bool) -> None:
+        self.api.down = value
+
+    @property
+    def timeout(self) -> bool:
+        return self.api.timeout
+
+    @timeout.setter
+    def timeout(self, value: bool) -> None:
+        self.api.timeout = value
+
+    @property
+    def auth_broken(self) -> bool:
+        return self.api.auth_broken
+
+    @auth_broken.setter
+    def auth_broken(self, value: bool) -> None:
+        self.api.auth_broken = value
+
+    @property
+    def objects(self) -> dict[Key, dict[str, Any]]:
+        return self.api.objects
+
+    @property
+    def requests(self) -> list[tuple[str, str, str | None, str | None]]:
+        return self.api.requests
+
+    def writes(self) -> list[tuple[str, str, str | None, str | None]]:
+        return self.api.writes()
+
+    def conflict_next(self, times: int = 1) -> None:
+        self.api.conflict_next(times)
+
+    def reject_next(self, message: str = "rejected by the fake", *, field: str | None = None):
+        self.api.reject_next(message, field=field)
+
+    def fail_next(self, error: SchedulerError) -> None:
+        self.api.fail_next(error)
+
+    def edit(
+        self, kind: str, name: str, namespace: str | None, change: Callable[[dict], None]
+    ) -> None:
+        self.api.edit(kind, name, namespace, change)
+
+    def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
+        self.api.delete(kind, name, namespace)
 
 
 def _key(obj: Mapping[str, Any]) -> Key:

@@ -1,4 +1,5 @@
-"""Build a :class:`~scheduler_adapters.base.SchedulerAdapter` from a plain settings dict.
+"""Build a :class:`~scheduler_adapters.base.SchedulerAdapter` (or, for Kubernetes, a
+:class:`~scheduler_adapters.base.NamespaceQuotaAdapter`) from a plain settings dict.
 
 No Django here: the portal passes ``settings.SCHEDULERS["slurm"]`` (or any mapping). Keys,
 upper case like Django's ``DATABASES``:
@@ -20,6 +21,17 @@ upper case like Django's ``DATABASES``:
 
 (* slurm backend only.) :func:`slurm_settings_from_env` reads the same names the test
 cluster's env file (``scripts/services/slurm.sh``) writes.
+
+Kubernetes (``BACKEND`` ``"kubernetes"``, or ``"kubernetes-fake"`` in memory):
+
+- ``KUBECONFIG`` (a kubeconfig path, with optional ``CONTEXT``), or ``HOST`` and ``TOKEN``
+  (a bearer token) with optional ``CA`` (CA bundle path); one of the two is required unless
+  ``DRY_RUN``.
+- ``KUEUE``: per-GPU-model quotas through Kueue (bool, default ``False``).
+- ``DRY_RUN``: write nothing to the cluster, render YAML instead (bool, default ``False``);
+  ``DRY_RUN_DIR``: where each team's YAML is kept.
+- ``NAMESPACE_PREFIX``: default ``"team-"``.
+- ``TIMEOUT_S`` (default 30) and ``CONNECT_TIMEOUT_S`` (default 5).
 """
 
 from __future__ import annotations
@@ -28,8 +40,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from scheduler_adapters.base import SchedulerAdapter
+from scheduler_adapters.base import NamespaceQuotaAdapter, SchedulerAdapter
 from scheduler_adapters.fake import DEFAULT_PARTITIONS, FakeScheduler
+from scheduler_adapters.kubernetes import KubernetesAdapter, api_client_from_settings
+from scheduler_adapters.kubernetes_fake import FakeKubernetes
 from scheduler_adapters.slurm.client import SlurmRestAdapter
 from scheduler_adapters.slurm.sacctmgr import SacctmgrFallback
 
@@ -50,18 +64,39 @@ _SLURM_KEYS = {
     "SACCTMGR",
 }
 _FAKE_KEYS = {"BACKEND", "PARTITIONS"}
+_KUBERNETES_KEYS = {
+    "BACKEND",
+    "KUBECONFIG",
+    "CONTEXT",
+    "HOST",
+    "TOKEN",
+    "CA",
+    "KUEUE",
+    "DRY_RUN",
+    "DRY_RUN_DIR",
+    "NAMESPACE_PREFIX",
+    "TIMEOUT_S",
+    "CONNECT_TIMEOUT_S",
+}
+_KUBERNETES_FAKE_KEYS = {"BACKEND", "KUEUE", "NAMESPACE_PREFIX"}
 _SACCTMGR_KEYS = {"ENABLED", "PATH", "TIMEOUT_S"}
 
 
-def build_scheduler_adapter(settings: Mapping[str, Any]) -> SchedulerAdapter:
+def build_scheduler_adapter(
+    settings: Mapping[str, Any],
+) -> SchedulerAdapter | NamespaceQuotaAdapter:
     """Return the adapter ``settings`` describe; ``ValueError`` names a missing or unknown key
     (a typo must not silently fall back to a default)."""
     backend = settings.get("BACKEND")
     if backend == "fake":
         _check_keys(settings, _FAKE_KEYS)
         return FakeScheduler(settings.get("PARTITIONS") or DEFAULT_PARTITIONS)
+    if backend in ("kubernetes", "kubernetes-fake"):
+        return _kubernetes(settings)
     if backend != "slurm":
-        raise ValueError(f"BACKEND must be 'slurm' or 'fake', got {backend!r}")
+        raise ValueError(
+            f"BACKEND must be 'slurm', 'fake', 'kubernetes' or 'kubernetes-fake', got {backend!r}"
+        )
     _check_keys(settings, _SLURM_KEYS)
     for key in ("URL", "USER", "CLUSTER"):
         if not settings.get(key):
@@ -89,6 +124,43 @@ def build_scheduler_adapter(settings: Mapping[str, Any]) -> SchedulerAdapter:
         sacctmgr=_sacctmgr(settings.get("SACCTMGR"), settings["CLUSTER"]),
         **credentials,
     )
+
+
+def _kubernetes(settings: Mapping[str, Any]) -> NamespaceQuotaAdapter:
+    prefix = settings.get("NAMESPACE_PREFIX", "team-")
+    if settings["BACKEND"] == "kubernetes-fake":
+        _check_keys(settings, _KUBERNETES_FAKE_KEYS)
+        return FakeKubernetes(kueue=_flag(settings, "KUEUE"), namespace_prefix=prefix)
+    _check_keys(settings, _KUBERNETES_KEYS)
+    dry_run = _flag(settings, "DRY_RUN")
+    connected = bool(settings.get("KUBECONFIG") or settings.get("HOST") or settings.get("TOKEN"))
+    api_client = None
+    if connected or not dry_run:
+        if settings.get("KUBECONFIG") and (settings.get("HOST") or settings.get("TOKEN")):
+            raise ValueError("Kubernetes settings take KUBECONFIG or HOST and TOKEN, not both")
+        api_client = api_client_from_settings(
+            kubeconfig=settings.get("KUBECONFIG") or None,
+            context=settings.get("CONTEXT") or None,
+            host=settings.get("HOST") or None,
+            token=settings.get("TOKEN") or None,
+            ca_cert=settings.get("CA") or None,
+        )
+    return KubernetesAdapter(
+        api_client=api_client,
+        kueue=_flag(settings, "KUEUE"),
+        dry_run=dry_run,
+        dry_run_dir=settings.get("DRY_RUN_DIR") or None,
+        namespace_prefix=prefix,
+        timeout_s=float(settings.get("TIMEOUT_S", 30)),
+        connect_timeout_s=float(settings.get("CONNECT_TIMEOUT_S", 5)),
+    )
+
+
+def _flag(settings: Mapping[str, Any], key: str) -> bool:
+    value = settings.get(key, False)
+    if not isinstance(value, bool):  # "false" from an env file must not read as True
+        raise ValueError(f"Kubernetes setting {key} must be True or False, got {value!r}")
+    return value
 
 
 def slurm_settings_from_env(env: Mapping[str, str]) -> dict[str, Any]:

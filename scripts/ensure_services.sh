@@ -2,7 +2,8 @@
 # Make sure what the test suite needs is running; start what can be started, fail loudly
 # (exit 1, naming it) when something cannot be had. Needed now: PostgreSQL on 127.0.0.1:5432,
 # Debian's chromium for the browser tests, and the single-machine Slurm of
-# scripts/services/slurm.sh (slurmrestd on 127.0.0.1:6820) for the Slurm integration tests.
+# scripts/services/slurm.sh (slurmrestd on 127.0.0.1:6820) for the Slurm integration tests,
+# and Redis on 127.0.0.1:6379 (the Celery broker of the real-worker integration test).
 set -u
 fail=0
 
@@ -24,12 +25,50 @@ elif ! pg_up; then
   if pg_up; then say "PostgreSQL started"; else say "REQUIRED SERVICE MISSING: PostgreSQL"; fail=1; fi
 fi
 
+redis_up() {
+  python3 - <<'PY' 2>/dev/null
+import socket
+with socket.create_connection(("127.0.0.1", 6379), timeout=2) as s:
+    s.sendall(b"PING\r\n")
+    raise SystemExit(0 if s.recv(16).startswith(b"+PONG") else 1)
+PY
+}
+if ! redis_up; then
+  say "Redis is not answering on 127.0.0.1:6379; trying to start it"
+  if command -v redis-server >/dev/null 2>&1; then
+    mkdir -p /var/lib/redis /var/log/redis 2>/dev/null
+    redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+      --dir /var/lib/redis --logfile /var/log/redis/ci.log >/dev/null 2>&1 || true
+  fi
+  for _ in $(seq 1 20); do redis_up && break; sleep 0.5; done
+  if redis_up; then say "Redis started"; else say "REQUIRED SERVICE MISSING: Redis"; fail=1; fi
+fi
+
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     say "installing Debian's chromium for the browser tests"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1
   fi
-  if ! command -v chromium >/dev/null 2>&1; then
+  redis_up() {
+  python3 - <<'PY' 2>/dev/null
+import socket
+with socket.create_connection(("127.0.0.1", 6379), timeout=2) as s:
+    s.sendall(b"PING\r\n")
+    raise SystemExit(0 if s.recv(16).startswith(b"+PONG") else 1)
+PY
+}
+if ! redis_up; then
+  say "Redis is not answering on 127.0.0.1:6379; trying to start it"
+  if command -v redis-server >/dev/null 2>&1; then
+    mkdir -p /var/lib/redis /var/log/redis 2>/dev/null
+    redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+      --dir /var/lib/redis --logfile /var/log/redis/ci.log >/dev/null 2>&1 || true
+  fi
+  for _ in $(seq 1 20); do redis_up && break; sleep 0.5; done
+  if redis_up; then say "Redis started"; else say "REQUIRED SERVICE MISSING: Redis"; fail=1; fi
+fi
+
+if ! command -v chromium >/dev/null 2>&1; then
     say "REQUIRED TOOL MISSING: chromium (apt-get install chromium)"; fail=1
   fi
 fi

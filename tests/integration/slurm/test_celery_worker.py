@@ -1,0 +1,156 @@
+"""Provisioning through a real Celery worker on the machine's Redis, against the real Slurm.
+
+The worker is a separate process with its own settings (broker: Redis db 15; database: this
+test's PostgreSQL database; Slurm from the test cluster's env file), so everything the worker
+does crosses the same boundaries it does in production: the approval commits, the task travels
+through Redis, the worker calls slurmrestd and writes the database.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
+from integration.slurm.slurm_cluster import eventually, sacctmgr
+
+from pools.choices import AliasKind, AllocationStatus, RequestStatus, Scheduler, TeamRole
+from pools.models import Allocation, CapacityRequest, GpuModel, GpuModelAlias, Membership
+from pools.services.allocations import allocation_release
+from pools.services.requests import capacity_request_approve
+from portal.celery import app as celery_app
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parents[3]
+BROKER = os.environ.get("TEST_CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
+
+
+@pytest.fixture
+def worker(slurm_settings, cleanup):
+    from pools.catalogue.sync import catalogue_sync
+
+    catalogue_sync(GpuModel, GpuModelAlias)  # transactional tests start from an empty database
+    db = connection.settings_dict
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "portal.settings.test",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "CELERY_BROKER_URL": BROKER,
+        "CELERY_TASK_ALWAYS_EAGER": "0",
+        "SLURM_REST_URL": slurm_settings["SLURMRESTD_URL"],
+        "SLURM_ADMIN_USER": slurm_settings["SLURM_ADMIN_USER"],
+        "SLURM_CLUSTER": slurm_settings["SLURM_CLUSTER"],
+        "SLURM_JWT_KEY_PATH": slurm_settings["SLURM_JWT_KEY"],
+        "SLURM_API_VERSION": slurm_settings.get("SLURM_API_VERSION", ""),
+    }
+    subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "portal", "purge", "-f"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "worker",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "info",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        lines.append(line)
+        if " ready." in line:
+            break
+        if process.poll() is not None:
+            pytest.fail("the Celery worker exited:\n" + "".join(lines))
+    else:
+        process.kill()
+        pytest.fail("the Celery worker did not start within 60 s:\n" + "".join(lines))
+    previous = (celery_app.conf.task_always_eager, celery_app.conf.broker_url)
+    celery_app.conf.update(task_always_eager=False, broker_url=BROKER)
+    yield process
+    celery_app.conf.update(task_always_eager=previous[0], broker_url=previous[1])
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def test_a_worker_applies_the_approval_in_slurm_and_removes_it_on_release(
+    worker, slurm, slurm_settings, cleanup, django_user_model
+):
+    a100 = GpuModel.objects.get(slug="a100_80g_sxm")
+    GpuModelAlias.objects.create(gpu_model=a100, value="a100", kind=AliasKind.ADMIN, key="a100")
+    pool = PoolFactory(
+        slug="gpu",
+        scheduler=Scheduler.SLURM,
+        slurm_partition=slurm_settings.get("SLURM_PARTITION", "gpu"),
+    )
+    node = NodeFactory(pool=pool)
+    for index in range(4):
+        GpuFactory(node=node, index=index, gpu_model=a100)
+    account = f"wk-{uuid.uuid4().hex[:8]}"
+    cleanup.accounts.append(account)
+    team = TeamFactory(slug=account)
+    alice = django_user_model.objects.create_user("alice", password="x")
+    Membership.objects.create(team=team, user=alice, role=TeamRole.MANAGER)
+    admin = django_user_model.objects.create_user("admin", password="x", is_staff=True)
+    request = CapacityRequest.objects.create(
+        team=team,
+        requested_by=alice,
+        workload_kind="training",
+        pool=pool,
+        gpu_model=a100,
+        card_count=2,
+        starts_at=timezone.now(),
+        ends_at=timezone.now() + timedelta(days=7),
+        justification="worker test",
+        status=RequestStatus.SUBMITTED,
+    )
+
+    allocation = capacity_request_approve(request=request, actor=admin)
+
+    active = eventually(
+        lambda: Allocation.objects.get(pk=allocation.pk),
+        lambda a: (
+            a.status != AllocationStatus.APPROVED and a.status != AllocationStatus.PROVISIONING
+        ),
+        timeout_s=60,
+    )
+    assert active.status == AllocationStatus.ACTIVE, active.status_reason
+    assert active.scheduler_binding["grp_tres"] == "gres/gpu:a100=2"
+    assert "gres/gpu:a100=2" in sacctmgr(
+        "show", "assoc", f"account={account}", "user=", "format=account,grptres"
+    )
+
+    allocation_release(allocation=active, actor=alice, reason="done")
+    eventually(lambda: slurm.get_gpu_limits(account), lambda limits: limits == (), timeout_s=60)
