@@ -192,8 +192,8 @@ class NamespaceQuotaAdapter(Protocol):
     ) -> bool:
         """Raise or lower the team's GPU quota to exactly ``gpu_quota``; ``True`` when changed.
 
-        Raises NotFound (no namespace: call ``ensure_team`` first), SchedulerRejected,
-        SchedulerUnavailable, SchedulerAuthError.
+        Raises NotFound (no namespace: call ``ensure_team`` first), SchedulerRejected (also
+        a namespace of another team), SchedulerUnavailable, SchedulerAuthError.
         """
         ...
 
@@ -208,8 +208,8 @@ class NamespaceQuotaAdapter(Protocol):
     def get_gpu_quota(self, team: str, *, kueue: bool | None = None) -> NamespaceGpuQuota:
         """The team's GPU quota as the cluster holds it now.
 
-        Raises NotFound (no namespace), SchedulerUnavailable, SchedulerAuthError,
-        UnexpectedResponse.
+        Raises NotFound (no namespace), SchedulerRejected (the namespace belongs to another
+        team), SchedulerUnavailable, SchedulerAuthError, UnexpectedResponse.
         """
         ...
 

@@ -37,6 +37,7 @@ desired state in ``<dir>/<namespace>.yaml`` for ``kubectl apply --server-side -f
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -260,7 +261,7 @@ class ApiTransport:
             dict(obj),
             field_manager=FIELD_MANAGER,
             field_validation="Strict",
-            _content_type="application/json",
+            **_JSON_BODY,
         )
 
     def apply(self, obj: Mapping[str, Any], *, operation: str) -> dict[str, Any]:
@@ -389,8 +390,19 @@ class ApiTransport:
                 "the API server answered with something that is not JSON", operation=operation
             ) from exc
         if not isinstance(payload, dict):
-            raise UnexpectedResponse("the API server answered with a non-object", operation=operation)
+            raise UnexpectedResponse(
+                "the API server answered with a non-object", operation=operation
+            )
         return payload
+
+
+# kubernetes 37's create calls ignore ``_content_type`` and send no Content-Type at all; the
+# API server would take JSON, but say so rather than rely on its default.
+_JSON_BODY: dict[str, Any] = (
+    {"_headers": {"Content-Type": "application/json"}}
+    if "_headers" in inspect.signature(k8s.CoreV1Api.create_namespace).parameters
+    else {"_content_type": "application/json"}
+)
 
 
 def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str | None]:
@@ -439,7 +451,9 @@ def check_gpu_quota(gpu_quota: Mapping[str, int]) -> dict[str, int]:
             raise ValueError(f"cards for {product!r} must be a whole number >= 0, got {cards!r}")
         flavor = flavor_name(product)
         if flavor in flavors:
-            raise ValueError(f"GPU products {flavors[flavor]!r} and {product!r} share flavor {flavor!r}")
+            raise ValueError(
+                f"GPU products {flavors[flavor]!r} and {product!r} share flavor {flavor!r}"
+            )
         flavors[flavor] = product
         checked[product] = cards
     return checked
@@ -566,9 +580,7 @@ def team_manifests(
                 "kind": "ClusterRole",
                 "name": TEAM_CLUSTER_ROLE,
             },
-            "subjects": [
-                {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": group}
-            ],
+            "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": group}],
         },
         *quota[1:],
     ]
@@ -607,7 +619,11 @@ def covers(current: Any, desired: Any) -> bool:
         return all(covers(c, d) for c, d in zip(current, desired, strict=True))
     if current == desired:
         return True
-    if isinstance(desired, str) and isinstance(current, str | int) and not isinstance(current, bool):
+    if (
+        isinstance(desired, str)
+        and isinstance(current, str | int)
+        and not isinstance(current, bool)
+    ):
         try:
             return parse_k8s_quantity(str(current)) == parse_k8s_quantity(desired)
         except ValueError:
@@ -698,14 +714,18 @@ class KubernetesAdapter:
         use_kueue = self.kueue if kueue is None else kueue
         transport = self._transport(operation)
         self._read_namespace(transport, operation, team, namespace)
-        objects = {obj["kind"]: obj for obj in quota_manifests(team, namespace, {}, kueue=use_kueue)}
+        objects = {
+            obj["kind"]: obj for obj in quota_manifests(team, namespace, {}, kueue=use_kueue)
+        }
         quota = transport.get(objects["ResourceQuota"], operation=operation)
         cards: int | None = None
         recorded: dict[str, int] | None = None
         if quota is not None:
             hard = (quota.get("spec") or {}).get("hard") or {}
             if QUOTA_RESOURCE in hard:
-                cards = self._count(operation, hard[QUOTA_RESOURCE], f"ResourceQuota {QUOTA_RESOURCE}")
+                cards = self._count(
+                    operation, hard[QUOTA_RESOURCE], f"ResourceQuota {QUOTA_RESOURCE}"
+                )
             annotations = (quota.get("metadata") or {}).get("annotations") or {}
             recorded = _recorded_split(annotations.get(ANNOTATION_GPU_QUOTA))
         by_product = recorded
@@ -766,7 +786,10 @@ class KubernetesAdapter:
         if self.dry_run:
             return self._emit(team, objects)
         transport = self._transport(operation)
-        if self._read_namespace(transport, operation, team, namespace, missing_ok=missing_ok) is None:
+        if (
+            self._read_namespace(transport, operation, team, namespace, missing_ok=missing_ok)
+            is None
+        ):
             return False
         changed = False
         for obj in objects:
@@ -809,6 +832,15 @@ class KubernetesAdapter:
             try:
                 transport.create(desired, operation=operation)
                 return True
+            except NotFound as missing:
+                if desired["apiVersion"] == KUEUE_API_VERSION and missing.kind != "namespaces":
+                    raise SchedulerRejected(
+                        f"the cluster does not serve {KUEUE_API_VERSION} "
+                        f"{KINDS[desired['kind']].plural}: is Kueue >= 0.15 installed?",
+                        operation=operation,
+                        http_status=404,
+                    ) from missing
+                raise
             except AlreadyExists:
                 current = transport.get(desired, operation=operation)
                 if current is None:

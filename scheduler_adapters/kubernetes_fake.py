@@ -162,7 +162,9 @@ class MemoryTransport:
     def reject_next(self, message: str = "rejected by the fake", *, field: str | None = None):
         self._next_write_failure = SchedulerRejected(
             message,
-            errors=(RemoteError(None, f"{field}: {message}" if field else message, "FieldValueInvalid"),),
+            errors=(
+                RemoteError(None, f"{field}: {message}" if field else message, "FieldValueInvalid"),
+            ),
             http_status=422,
         )
 

@@ -317,7 +317,7 @@ def validate_object(obj: Mapping[str, Any], k8s_version: str = K8S_VERSION) -> N
                     _cause(
                         "FieldValueInvalid",
                         f"spec.resourceGroups[{index}]",
-                        "Invalid value: \"object\": flavors must have the same number of "
+                        'Invalid value: "object": flavors must have the same number of '
                         "resources as the coveredResources",
                     )
                 )
@@ -470,7 +470,8 @@ class FakeApiServer:
         self._released = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         for node in nodes:
-            self._store(("", "v1", "nodes"), None, copy.deepcopy(dict(node)), "kubelet", "Update")
+            node = {"apiVersion": "v1", "kind": "Node", **copy.deepcopy(dict(node))}
+            self._store(("", "v1", "nodes"), None, node, "kubelet", "Update")
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -496,7 +497,10 @@ class FakeApiServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        # a short poll keeps stop() (shutdown) quick
+        threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        ).start()
         return self
 
     def stop(self) -> None:
@@ -615,6 +619,21 @@ class FakeApiServer:
             self._own(stored, (manager, "Update"), changed)
             self._bump(stored)
 
+    def put_object(self, obj: Mapping[str, Any], *, manager: str = "other-controller") -> None:
+        """Store an object as another client's create would (for races and pre-existing
+        objects); validated like any request body."""
+        with self.lock:
+            group = obj["apiVersion"].rpartition("/")[0]
+            version = obj["apiVersion"].rpartition("/")[2]
+            gvr = next(
+                g
+                for g in self.resources
+                if g[0] == group and g[1] == version and self.resources[g][0] == obj["kind"]
+            )
+            namespace = obj["metadata"].get("namespace")
+            admitted = self._admit(gvr, obj["kind"], namespace, copy.deepcopy(dict(obj)))
+            self._store(gvr, namespace, admitted, manager, "Update")
+
     def get(self, group: str, plural: str, namespace: str | None, name: str) -> dict | None:
         stored = self.objects.get((group, plural, namespace, name))
         return copy.deepcopy(stored.obj) if stored else None
@@ -635,7 +654,12 @@ class FakeApiServer:
         except yaml.YAMLError:
             body = raw
         record = Recorded(
-            handler.command, url.path, query, content_type, body, dict(handler.headers.items())
+            handler.command,
+            url.path,
+            query,
+            content_type,
+            body,
+            {key.lower(): value for key, value in handler.headers.items()},
         )
         with self.lock:
             self.requests.append(record)
@@ -729,7 +753,7 @@ class FakeApiServer:
             for (group, plural, ns, _), stored in sorted(self.objects.items(), key=_sort_key)
             if (group, plural) == (gvr[0], gvr[2])
             and (namespace is None or ns == namespace)
-            and selector((stored.obj["metadata"].get("labels") or {}))
+            and selector(stored.obj["metadata"].get("labels") or {})
         ]
         start = int(query.get("continue") or 0)
         limit = int(query.get("limit") or 0) or len(items)
@@ -804,7 +828,7 @@ class FakeApiServer:
             raise ApiError(
                 422,
                 "Invalid",
-                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is "
+                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is '
                 "required for apply patch",
             )
         if not isinstance(body, dict):
@@ -1166,7 +1190,8 @@ def _fields_v1(paths: set[tuple[str, ...]]) -> dict[str, Any]:
 
 
 def _selector(text: str | None) -> Callable[[Mapping[str, str]], bool]:
-    """labelSelector: ``k=v``, ``k==v``, ``k!=v``, ``k``, ``!k``, ``k in (a,b)``, ``k notin (a,b)``."""
+    """A labelSelector: ``k=v``, ``k==v``, ``k!=v``, ``k``, ``!k``, ``k in (a,b)``,
+    ``k notin (a,b)``."""
     tests: list[Callable[[Mapping[str, str]], bool]] = []
     for term in re.findall(r"[^,(]+(?:\([^)]*\))?", text or ""):
         term = term.strip()
@@ -1187,7 +1212,8 @@ def _selector(text: str | None) -> Callable[[Mapping[str, str]], bool]:
             key, value = (part.strip() for part in re.split(r"==?", term, maxsplit=1))
             tests.append(lambda labels, k=key, v=value: labels.get(k) == v)
         elif term.startswith("!"):
-            tests.append(lambda labels, k=term[1:].strip(): k not in labels)
+            absent = term[1:].strip()
+            tests.append(lambda labels, k=absent: k not in labels)
         else:
             tests.append(lambda labels, k=term: k in labels)
     return lambda labels: all(test(labels) for test in tests)
