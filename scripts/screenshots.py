@@ -30,7 +30,7 @@ PAGES = [
     ("request-detail-approved", "/requests/3/"),
     ("allocations", "/allocations/"),
     ("timeline", "/timeline/"),
-    ("sizing", "/sizing/?model=qwen2_5_72b&weight_precision=FP8&kv_precision=FP8&output_tok_s=2000"),
+    ("sizing", "/sizing/"),
     ("costs", "/costs/"),
     ("finance-month", "/costs/finance/2026-10/"),
     ("team-month", "/costs/vision/2026-10/"),

@@ -29,6 +29,7 @@ from pools.services.requests import (
 from pools.services.scheduler_binding import (
     APPLIED_STATUSES,
     binding_apply,
+    kubernetes_quota_sync,
     scheduler_adapter,
     slurm_limit_sync,
 )
@@ -141,8 +142,10 @@ def allocation_unbind(*, allocation_id: int) -> dict | None:
     if allocation.status in RELEASABLE:
         return None
     adapter = scheduler_adapter(allocation.pool.scheduler)
-    if adapter is None or allocation.pool.scheduler != Scheduler.SLURM:
+    if adapter is None:
         return None
+    if allocation.pool.scheduler == Scheduler.KUBERNETES:
+        return kubernetes_quota_sync(adapter=adapter, team=allocation.team)
     return slurm_limit_sync(
         adapter=adapter, team=allocation.team, pool=allocation.pool, gpu_model=allocation.gpu_model
     )

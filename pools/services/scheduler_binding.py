@@ -130,6 +130,40 @@ def slurm_limit_sync(
     }
 
 
+def k8s_product_label(gpu_model: GpuModel) -> str:
+    """The ``nvidia.com/gpu.product`` label value of ``gpu_model`` (its Kubernetes alias, else
+    the NVML name sanitised as GPU Feature Discovery does: blanks become ``-``)."""
+    alias = GpuModelAlias.objects.filter(gpu_model=gpu_model, kind=AliasKind.K8S_LABEL).first()
+    return alias.value if alias else "-".join(gpu_model.vendor_name.split())
+
+
+def kubernetes_quota_sync(*, adapter, team: Team, now: datetime | None = None) -> dict:
+    """Make the team's namespace quota equal its open-window cards in Kubernetes pools.
+
+    ``ensure_team`` is idempotent (server-side apply): it creates or updates the namespace,
+    ``ResourceQuota`` on ``requests.nvidia.com/gpu`` (the total; per model through Kueue when
+    enabled), ``LimitRange`` and the ``RoleBinding`` of the team's group ``team-<slug>``.
+    """
+    quota: dict[str, int] = {}
+    models = GpuModel.objects.filter(
+        allocations__team=team, allocations__pool__scheduler=Scheduler.KUBERNETES
+    ).distinct()
+    for model in models:
+        cards = team_cards_applied(
+            team=team, gpu_model=model, scheduler=Scheduler.KUBERNETES, now=now
+        )
+        if cards:
+            quota[k8s_product_label(model)] = cards
+    adapter.ensure_team(team.slug, group=f"team-{team.slug}", gpu_quota=quota)
+    return {
+        "scheduler": "kubernetes",
+        "applied": True,
+        "namespace": f"team-{team.slug}",
+        "gpu_quota": quota,
+        "total": sum(quota.values()),
+    }
+
+
 def binding_apply(allocation: Allocation, *, now: datetime | None = None) -> dict:
     """Apply ``allocation`` in its pool's scheduler; return the binding to record.
 
@@ -146,6 +180,8 @@ def binding_apply(allocation: Allocation, *, now: datetime | None = None) -> dic
             "connection is configured for this pool (demo mode). The cards are "
             "reserved in the portal only.",
         }
+    if pool.scheduler == Scheduler.KUBERNETES:
+        return kubernetes_quota_sync(adapter=adapter, team=allocation.team, now=now)
     if pool.scheduler == Scheduler.SLURM:
         return slurm_limit_sync(
             adapter=adapter,

@@ -1,0 +1,54 @@
+"""Inference allocations applied as a namespace GPU quota (in-memory Kubernetes fake)."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+from django.utils import timezone
+from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
+
+from pools.choices import AllocationStatus, Scheduler, TeamRole
+from pools.models import GpuModel, Membership
+from pools.services import scheduler_binding
+from pools.services.allocations import allocation_release
+from pools.services.requests import capacity_request_approve
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def fake_k8s():
+    scheduler_binding._ADAPTERS.clear()
+    with override_settings(SCHEDULERS={"kubernetes": {"BACKEND": "kubernetes-fake"}}):
+        yield scheduler_binding.scheduler_adapter("kubernetes")
+    scheduler_binding._ADAPTERS.clear()
+
+
+def test_approval_sets_the_namespace_quota_and_release_lowers_it(
+    fake_k8s, submitted, django_user_model, django_capture_on_commit_callbacks
+):
+    l40s = GpuModel.objects.get(slug="l40s")
+    pool = PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")
+    node = NodeFactory(pool=pool, scheduler=Scheduler.KUBERNETES)
+    for index in range(4):
+        GpuFactory(node=node, index=index, gpu_model=l40s, raw_model_name="NVIDIA L40S")
+    team = TeamFactory(slug="nlp")
+    alice = django_user_model.objects.create_user("alice", password="x")
+    Membership.objects.create(team=team, user=alice, role=TeamRole.MANAGER)
+    admin = django_user_model.objects.create_user("admin", password="x", is_staff=True)
+    request = submitted(pool, l40s, team, alice, 3, timezone.now(), days=10)
+    request.workload_kind = "inference"
+    request.save()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation = capacity_request_approve(request=request, actor=admin)
+    allocation.refresh_from_db()
+
+    assert allocation.status == AllocationStatus.ACTIVE
+    assert allocation.scheduler_binding["gpu_quota"] == {"NVIDIA-L40S": 3}
+    quota = fake_k8s.get_gpu_quota("nlp")
+    assert quota.cards == 3
+
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation_release(allocation=allocation, actor=alice)
+    assert fake_k8s.get_gpu_quota("nlp").cards == 0
