@@ -10,7 +10,7 @@ from pools.services.allocations import (
     allocation_provision,
     allocation_unbind,
 )
-from pools.services.reconcile import reconcile_slurm
+from pools.services.reconcile import reconcile_all
 from pools.services.sizing import sizing_estimate_run
 from scheduler_adapters.errors import SchedulerError
 
@@ -68,7 +68,7 @@ def sizing_estimate_task(estimate_id: int) -> str:
 @shared_task(acks_late=True)
 def reconcile_task() -> dict:
     """Beat: repair scheduler drift and refresh node inventory; returns counts."""
-    report = reconcile_slurm()
+    report = reconcile_all()
     return {
         "checked": report.checked,
         "drifts": len(report.drifts),

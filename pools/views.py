@@ -24,7 +24,7 @@ from pools.forms import AliasMapForm, CudaCheckForm, InventoryUploadForm
 from pools.models import Node, SchedulerDrift
 from pools.services.gpu_models import gpu_model_alias_map
 from pools.services.inventory_import import inventory_import_file
-from pools.services.reconcile import reconcile_slurm
+from pools.services.reconcile import reconcile_all
 
 PAGE_SIZES = (25, 50, 100, 200)
 
@@ -340,7 +340,7 @@ DRIFT_COLUMNS = [
 def scheduler_drift(request):
     """Drift found by reconcile (newest first), and a button to reconcile now."""
     if request.method == "POST":
-        report = reconcile_slurm()
+        report = reconcile_all()
         if report.drifts:
             messages.warning(
                 request,

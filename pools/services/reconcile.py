@@ -19,6 +19,7 @@ from pools.models import Allocation, GpuModel, Pool, SchedulerDrift, Team
 from pools.services.inventory_import import inventory_import
 from pools.services.scheduler_binding import (
     APPLIED_STATUSES,
+    kubernetes_quota_sync,
     scheduler_adapter,
     slurm_gres_type,
     slurm_limit_sync,
@@ -112,3 +113,68 @@ def reconcile_slurm() -> ReconcileReport:
             drift.save()
             report.drifts.append(drift)
     return report
+
+
+def reconcile_kubernetes() -> ReconcileReport:
+    """Compare and repair every team namespace's GPU quota; refresh Kubernetes nodes.
+
+    Teams considered: those with an allocation in a Kubernetes pool. A missing namespace or a
+    quota changed by hand is recorded as drift and re-applied (``ensure_team`` is idempotent).
+    """
+    report = ReconcileReport()
+    adapter = scheduler_adapter(Scheduler.KUBERNETES)
+    if adapter is None:
+        return report
+    try:
+        imported = inventory_import(result=adapter.list_nodes(), source=InventorySource.KUBERNETES)
+        report.nodes_refreshed = (
+            len(imported.created) + len(imported.updated) + len(imported.unchanged)
+        )
+    except SchedulerError as exc:
+        report.errors.append(f"nodes: {exc}")
+    teams = Team.objects.filter(allocations__pool__scheduler=Scheduler.KUBERNETES).distinct()
+    for team in teams:
+        models = GpuModel.objects.filter(
+            allocations__team=team, allocations__pool__scheduler=Scheduler.KUBERNETES
+        ).distinct()
+        expected = sum(
+            team_cards_applied(team=team, gpu_model=m, scheduler=Scheduler.KUBERNETES)
+            for m in models
+        )
+        report.checked += 1
+        try:
+            found = adapter.get_gpu_quota(team.slug).cards
+        except NotFound:
+            found = None
+        except SchedulerError as exc:
+            report.errors.append(f"{team.slug}: {exc}")
+            continue
+        if found == expected or (found is None and expected == 0):
+            continue
+        drift = SchedulerDrift(
+            scheduler=Scheduler.KUBERNETES,
+            team=team,
+            subject=f"namespace team-{team.slug} ResourceQuota requests.nvidia.com/gpu",
+            expected=str(expected),
+            found="no namespace or quota" if found is None else str(found),
+        )
+        try:
+            kubernetes_quota_sync(adapter=adapter, team=team)
+            drift.repaired = True
+        except SchedulerError as exc:
+            drift.detail = str(exc)
+            report.errors.append(f"{team.slug}: {exc}")
+        drift.save()
+        report.drifts.append(drift)
+    return report
+
+
+def reconcile_all() -> ReconcileReport:
+    """Reconcile every configured scheduler; one report with everything found."""
+    total = ReconcileReport()
+    for part in (reconcile_slurm(), reconcile_kubernetes()):
+        total.checked += part.checked
+        total.drifts += part.drifts
+        total.errors += part.errors
+        total.nodes_refreshed += part.nodes_refreshed
+    return total

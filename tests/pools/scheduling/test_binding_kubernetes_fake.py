@@ -52,3 +52,34 @@ def test_approval_sets_the_namespace_quota_and_release_lowers_it(
     with django_capture_on_commit_callbacks(execute=True):
         allocation_release(allocation=allocation, actor=alice)
     assert fake_k8s.get_gpu_quota("nlp").cards == 0
+
+
+def test_reconcile_recreates_a_deleted_namespace_quota(
+    fake_k8s, submitted, django_user_model, django_capture_on_commit_callbacks
+):
+    from pools.models import SchedulerDrift
+    from pools.services.reconcile import reconcile_kubernetes
+
+    l40s = GpuModel.objects.get(slug="l40s")
+    pool = PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")
+    node = NodeFactory(pool=pool, scheduler=Scheduler.KUBERNETES)
+    for index in range(4):
+        GpuFactory(node=node, index=index, gpu_model=l40s, raw_model_name="NVIDIA L40S")
+    team = TeamFactory(slug="nlp")
+    alice = django_user_model.objects.create_user("alice", password="x")
+    Membership.objects.create(team=team, user=alice, role=TeamRole.MANAGER)
+    admin = django_user_model.objects.create_user("admin", password="x", is_staff=True)
+    request = submitted(pool, l40s, team, alice, 2, timezone.now(), days=10)
+    request.workload_kind = "inference"
+    request.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        capacity_request_approve(request=request, actor=admin)
+    assert reconcile_kubernetes().drifts == []
+
+    fake_k8s.set_gpu_quota("nlp", {"NVIDIA-L40S": 7})  # changed by hand in the cluster
+    report = reconcile_kubernetes()
+
+    drift = SchedulerDrift.objects.get()
+    assert (drift.expected, drift.found, drift.repaired) == ("2", "7", True)
+    assert report.drifts == [drift]
+    assert fake_k8s.get_gpu_quota("nlp").cards == 2
