@@ -34,6 +34,16 @@ ROOT = Path(__file__).resolve().parents[3]
 BROKER = os.environ.get("TEST_CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
 
 
+def _drop_connections() -> None:
+    """Forget the app's broker connections and producers, so the next send uses the broker
+    configured now."""
+    celery_app.close()
+    for name in ("_pool", "_producer_pool"):
+        for owner in (celery_app, celery_app.amqp):
+            if hasattr(owner, name):
+                setattr(owner, name, None)
+
+
 @pytest.fixture
 def worker(slurm_settings, cleanup):
     from pools.catalogue.sync import catalogue_sync
@@ -96,8 +106,10 @@ def worker(slurm_settings, cleanup):
         pytest.fail("the Celery worker did not start within 60 s:\n" + "".join(lines))
     previous = (celery_app.conf.task_always_eager, celery_app.conf.broker_url)
     celery_app.conf.update(task_always_eager=False, broker_url=BROKER)
+    _drop_connections()  # earlier tests may have built pools for the default broker
     yield process
     celery_app.conf.update(task_always_eager=previous[0], broker_url=previous[1])
+    _drop_connections()
     process.terminate()
     try:
         process.wait(timeout=20)
