@@ -336,6 +336,17 @@ if ! running "$ROOT/run/slurmdbd.pid" slurmdbd; then
         GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
         GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';" \
         || die "cannot create the slurm database user in MariaDB ($MYSQL_HOST:$MYSQL_PORT as root)"
+    # A slurmdbd killed mid-transaction (two test runs racing on one cluster, seen here) can leave
+    # user associations whose account association is gone; 22.05 then segfaults on every start.
+    # Drop such orphans (and their account rows) before starting it.
+    mysql_root slurm_acct_db -e "
+        SET @t = (SELECT COUNT(*) FROM information_schema.tables
+                  WHERE table_schema = 'slurm_acct_db' AND table_name = '${CLUSTER}_assoc_table');
+        SET @q = IF(@t = 0, 'SELECT 0', CONCAT(
+            'DELETE a FROM \`${CLUSTER}_assoc_table\` a LEFT JOIN \`${CLUSTER}_assoc_table\` p ',
+            'ON p.acct = a.acct AND p.user = \'\' WHERE a.user <> \'\' AND p.id_assoc IS NULL'));
+        PREPARE cleanup FROM @q; EXECUTE cleanup; DEALLOCATE PREPARE cleanup;" \
+        || say "could not check the accounting database for orphaned associations"
     slurmdbd
     await "slurmdbd" 60 "$ROOT/log/slurmdbd.log" sacctmgr -n list cluster
     say "slurmdbd started"
