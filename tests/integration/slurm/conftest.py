@@ -1,5 +1,6 @@
 """Fixtures of the Slurm integration tier (needs ``scripts/services/slurm.sh`` to have run)."""
 
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -26,3 +27,51 @@ def cleanup(slurm) -> Iterator[Cleanup]:
     tidy = Cleanup(slurm)
     yield tidy
     tidy.run()
+
+
+@pytest.fixture
+def portal_slurm_team(slurm_settings, cleanup, django_user_model):
+    """A Slurm pool of 4 A100 on the test cluster's partition (GRES type ``a100`` mapped by an
+    admin), a team with a fresh account name and manager alice, and a pool admin. Returns
+    ``(pool, a100, team, alice, admin, submit)``; ``submit(cards)`` files a submitted request."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
+
+    from pools.choices import AliasKind, RequestStatus, Scheduler, TeamRole
+    from pools.models import CapacityRequest, GpuModel, GpuModelAlias, Membership
+
+    a100 = GpuModel.objects.get(slug="a100_80g_sxm")
+    GpuModelAlias.objects.create(gpu_model=a100, value="a100", kind=AliasKind.ADMIN, key="a100")
+    pool = PoolFactory(
+        slug="gpu",
+        scheduler=Scheduler.SLURM,
+        slurm_partition=slurm_settings.get("SLURM_PARTITION", "gpu"),
+    )
+    node = NodeFactory(pool=pool)
+    for index in range(4):
+        GpuFactory(node=node, index=index, gpu_model=a100)
+    account = f"pt-{uuid.uuid4().hex[:8]}"
+    cleanup.accounts.append(account)
+    team = TeamFactory(slug=account)
+    alice = django_user_model.objects.create_user("alice", password="x")
+    Membership.objects.create(team=team, user=alice, role=TeamRole.MANAGER)
+    admin = django_user_model.objects.create_user("admin", password="x", is_staff=True)
+
+    def submit(cards: int) -> CapacityRequest:
+        now = timezone.now()
+        return CapacityRequest.objects.create(
+            team=team,
+            requested_by=alice,
+            workload_kind="training",
+            pool=pool,
+            gpu_model=a100,
+            card_count=cards,
+            starts_at=now,
+            ends_at=now + timedelta(days=7),
+            justification="integration",
+            status=RequestStatus.SUBMITTED,
+        )
+
+    return pool, a100, team, alice, admin, submit

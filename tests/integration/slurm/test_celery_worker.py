@@ -12,18 +12,14 @@ import os
 import subprocess
 import sys
 import time
-import uuid
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.db import connection
-from django.utils import timezone
-from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
 from integration.slurm.slurm_cluster import eventually, sacctmgr
 
-from pools.choices import AliasKind, AllocationStatus, RequestStatus, Scheduler, TeamRole
-from pools.models import Allocation, CapacityRequest, GpuModel, GpuModelAlias, Membership
+from pools.choices import AllocationStatus
+from pools.models import Allocation, GpuModel, GpuModelAlias
 from pools.services.allocations import allocation_release
 from pools.services.requests import capacity_request_approve
 from portal.celery import app as celery_app
@@ -118,36 +114,11 @@ def worker(slurm_settings, cleanup):
 
 
 def test_a_worker_applies_the_approval_in_slurm_and_removes_it_on_release(
-    worker, slurm, slurm_settings, cleanup, django_user_model
+    worker, slurm, slurm_settings, cleanup, portal_slurm_team
 ):
-    a100 = GpuModel.objects.get(slug="a100_80g_sxm")
-    GpuModelAlias.objects.create(gpu_model=a100, value="a100", kind=AliasKind.ADMIN, key="a100")
-    pool = PoolFactory(
-        slug="gpu",
-        scheduler=Scheduler.SLURM,
-        slurm_partition=slurm_settings.get("SLURM_PARTITION", "gpu"),
-    )
-    node = NodeFactory(pool=pool)
-    for index in range(4):
-        GpuFactory(node=node, index=index, gpu_model=a100)
-    account = f"wk-{uuid.uuid4().hex[:8]}"
-    cleanup.accounts.append(account)
-    team = TeamFactory(slug=account)
-    alice = django_user_model.objects.create_user("alice", password="x")
-    Membership.objects.create(team=team, user=alice, role=TeamRole.MANAGER)
-    admin = django_user_model.objects.create_user("admin", password="x", is_staff=True)
-    request = CapacityRequest.objects.create(
-        team=team,
-        requested_by=alice,
-        workload_kind="training",
-        pool=pool,
-        gpu_model=a100,
-        card_count=2,
-        starts_at=timezone.now(),
-        ends_at=timezone.now() + timedelta(days=7),
-        justification="worker test",
-        status=RequestStatus.SUBMITTED,
-    )
+    pool, a100, team, alice, admin, submit = portal_slurm_team
+    account = team.slug
+    request = submit(2)
 
     allocation = capacity_request_approve(request=request, actor=admin)
 

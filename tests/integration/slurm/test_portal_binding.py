@@ -6,17 +6,11 @@ slurmctld); a job over the limit pends; releasing the allocation removes the lim
 
 from __future__ import annotations
 
-import uuid
-from datetime import timedelta
-
 import pytest
 from django.test import override_settings
-from django.utils import timezone
-from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
 from integration.slurm.slurm_cluster import eventually, sacctmgr
 
-from pools.choices import AliasKind, AllocationStatus, RequestStatus, Scheduler, TeamRole
-from pools.models import CapacityRequest, GpuModel, GpuModelAlias, Membership
+from pools.choices import AllocationStatus
 from pools.services import scheduler_binding
 from pools.services.allocations import allocation_release
 from pools.services.requests import capacity_request_approve
@@ -39,38 +33,13 @@ def test_approve_sets_grptres_a_job_over_it_pends_release_removes_it(
     portal_on_real_slurm,
     slurm_settings,
     cleanup,
-    django_user_model,
+    portal_slurm_team,
     django_capture_on_commit_callbacks,
 ):
     slurm = portal_on_real_slurm
-    a100 = GpuModel.objects.get(slug="a100_80g_sxm")
-    GpuModelAlias.objects.create(gpu_model=a100, value="a100", kind=AliasKind.ADMIN, key="a100")
-    pool = PoolFactory(
-        slug="gpu",
-        scheduler=Scheduler.SLURM,
-        slurm_partition=slurm_settings.get("SLURM_PARTITION", "gpu"),
-    )
-    node = NodeFactory(pool=pool)
-    for index in range(4):
-        GpuFactory(node=node, index=index, gpu_model=a100)
-    account = f"pt-{uuid.uuid4().hex[:8]}"
-    cleanup.accounts.append(account)
-    team = TeamFactory(slug=account)
-    alice = django_user_model.objects.create_user("alice", password="x")
-    Membership.objects.create(team=team, user=alice, role=TeamRole.MANAGER)
-    admin = django_user_model.objects.create_user("admin", password="x", is_staff=True)
-    request = CapacityRequest.objects.create(
-        team=team,
-        requested_by=alice,
-        workload_kind="training",
-        pool=pool,
-        gpu_model=a100,
-        card_count=1,
-        starts_at=timezone.now(),
-        ends_at=timezone.now() + timedelta(days=7),
-        justification="integration",
-        status=RequestStatus.SUBMITTED,
-    )
+    pool, a100, team, alice, admin, submit = portal_slurm_team
+    account = team.slug
+    request = submit(1)
 
     with django_capture_on_commit_callbacks(execute=True):
         allocation = capacity_request_approve(request=request, actor=admin)
