@@ -38,6 +38,7 @@ bench: install services
 	$(BIN)/python benchmarks/sizing.py
 	$(BIN)/python benchmarks/approvals.py
 	$(BIN)/python benchmarks/billing.py
+	$(BIN)/python benchmarks/dashboards.py
 
 lint: install
 	$(BIN)/ruff check .

@@ -98,3 +98,14 @@ class EstimateStatus(models.TextChoices):
     RUNNING = "running", "Running"
     DONE = "done", "Done"
     FAILED = "failed", "Failed"
+
+
+class IdleFindingState(models.TextChoices):
+    """An idle finding: open (idle, team warned, grace running) → reclaimed (→ undone), or
+    resolved (busy again, or the allocation stopped) / dismissed (by an admin)."""
+
+    OPEN = "open", "Open"
+    RECLAIMED = "reclaimed", "Reclaimed"
+    UNDONE = "undone", "Reclamation undone"
+    RESOLVED = "resolved", "Resolved"
+    DISMISSED = "dismissed", "Dismissed"

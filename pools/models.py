@@ -22,6 +22,7 @@ from pools.choices import (
     EstimateStatus,
     FormFactor,
     GpuHealth,
+    IdleFindingState,
     InventorySource,
     NodeState,
     PricingMethod,
@@ -526,3 +527,137 @@ class SchedulerDrift(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject}: expected {self.expected}, found {self.found}"
+
+
+class ReclamationPolicy(models.Model):
+    """When a pool's allocated cards count as idle and what happens then (issue 7).
+
+    Idle: mean utilisation below ``idle_below_pct`` (%) over ``window_minutes``; reclaimed only
+    when *certainly* idle: peak below ``certainly_idle_below_pct`` (%) and ``DCGM_FI_DEV_FB_USED``
+    at most ``process_memory_max_mib`` (MiB). Utilisation is ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``
+    x 100, else ``DCGM_FI_DEV_GPU_UTIL``. ``min_coverage`` (0-1) of the window must carry samples.
+    A warned allocation is reclaimed ``grace_hours`` later, not within ``cooldown_minutes`` of
+    any change to it; ``dry_run`` (the default) records what would happen and changes nothing.
+    """
+
+    pool = models.OneToOneField(Pool, on_delete=models.CASCADE, related_name="reclamation_policy")
+    idle_below_pct = models.DecimalField(max_digits=5, decimal_places=2, default=Decimal("30"))
+    certainly_idle_below_pct = models.DecimalField(
+        max_digits=5, decimal_places=2, default=Decimal("5")
+    )
+    process_memory_max_mib = models.PositiveIntegerField(default=64)
+    window_minutes = models.PositiveIntegerField(default=30)
+    min_coverage = models.DecimalField(max_digits=3, decimal_places=2, default=Decimal("0.90"))
+    grace_hours = models.PositiveIntegerField(default=24)
+    cooldown_minutes = models.PositiveIntegerField(default=15)
+    dry_run = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "reclamation policies"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(idle_below_pct__gt=0) & Q(idle_below_pct__lte=100),
+                name="reclamation_policy_idle_pct_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(certainly_idle_below_pct__gte=0)
+                & Q(certainly_idle_below_pct__lte=models.F("idle_below_pct")),
+                name="reclamation_policy_certain_below_idle",
+            ),
+            models.CheckConstraint(
+                condition=Q(min_coverage__gt=0) & Q(min_coverage__lte=1),
+                name="reclamation_policy_coverage_ratio",
+            ),
+            models.CheckConstraint(
+                condition=Q(window_minutes__gte=5), name="reclamation_policy_window_min"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Reclamation policy of {self.pool}"
+
+
+class Exemption(models.Model):
+    """A team or one allocation that is never reclaimed until ``expires_at``, and why."""
+
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.CASCADE, related_name="exemptions"
+    )
+    allocation = models.ForeignKey(
+        Allocation, null=True, blank=True, on_delete=models.CASCADE, related_name="exemptions"
+    )
+    reason = models.TextField()
+    expires_at = models.DateTimeField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-expires_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(team__isnull=False) & Q(allocation__isnull=True))
+                | (Q(team__isnull=True) & Q(allocation__isnull=False)),
+                name="exemption_team_xor_allocation",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        subject = f"team {self.team_id}" if self.team_id else f"allocation {self.allocation_id}"
+        return f"Exemption of {subject} until {self.expires_at:%Y-%m-%d}"
+
+
+class IdleFinding(models.Model):
+    """An allocation seen idle by the scan, and what became of it.
+
+    Numbers from the latest scan that saw it idle: ``mean_util_pct`` (%), ``peak_util_pct`` (%),
+    ``cards_in_use`` of ``card_count``; ``cards_reclaimed`` once reclaimed (``card_count`` before
+    minus after). ``would_reclaim_at`` is set instead of reclaiming under a dry-run policy.
+    ``detail`` holds the per-card evaluation. At most one open finding per allocation.
+    """
+
+    allocation = models.ForeignKey(
+        Allocation, on_delete=models.CASCADE, related_name="idle_findings"
+    )
+    state = models.CharField(
+        max_length=10,
+        choices=IdleFindingState.choices,
+        default=IdleFindingState.OPEN,
+        db_index=True,
+    )
+    first_seen_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    warned_at = models.DateTimeField(null=True, blank=True)
+    reclaimed_at = models.DateTimeField(null=True, blank=True)
+    would_reclaim_at = models.DateTimeField(null=True, blank=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    dry_run = models.BooleanField(default=True)
+    certainly_idle = models.BooleanField(default=False)
+    mean_util_pct = models.DecimalField(max_digits=6, decimal_places=2, null=True, blank=True)
+    peak_util_pct = models.DecimalField(max_digits=6, decimal_places=2, null=True, blank=True)
+    card_count = models.PositiveIntegerField()
+    cards_in_use = models.PositiveIntegerField()
+    cards_reclaimed = models.PositiveIntegerField(default=0)
+    ends_at_before = models.DateTimeField(null=True, blank=True)
+    status_before = models.CharField(max_length=12, blank=True)
+    note = models.TextField(blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-last_seen_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["allocation"],
+                condition=Q(state="open"),
+                name="idle_finding_one_open_per_allocation",
+            ),
+            models.CheckConstraint(
+                condition=Q(cards_in_use__lte=models.F("card_count")),
+                name="idle_finding_in_use_within_count",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Idle finding #{self.pk} allocation {self.allocation_id} ({self.state})"

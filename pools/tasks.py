@@ -10,6 +10,7 @@ from pools.services.allocations import (
     allocation_provision,
     allocation_unbind,
 )
+from pools.services.reclamation import allocation_rebind, idle_scan
 from pools.services.reconcile import reconcile_all
 from pools.services.sizing import sizing_estimate_run
 from scheduler_adapters.errors import SchedulerError
@@ -75,3 +76,20 @@ def reconcile_task() -> dict:
         "errors": report.errors,
         "nodes": report.nodes_refreshed,
     }
+
+
+@shared_task(bind=True, acks_late=True, max_retries=MAX_RETRIES)
+def allocation_rebind_task(self, allocation_id: int) -> dict | None:
+    """Set the team's scheduler cap after reclamation shrank (or undo restored) an allocation."""
+    try:
+        return allocation_rebind(allocation_id=allocation_id)
+    except SchedulerError as exc:
+        if not exc.transient or self.request.is_eager:
+            return None  # reconcile repairs the cap (and records the drift)
+        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+
+
+@shared_task(acks_late=True)
+def idle_scan_task() -> dict:
+    """Beat: find idle allocations, warn, reclaim after grace (see pools.services.reclamation)."""
+    return idle_scan().as_dict()

@@ -9,6 +9,7 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.routers import DefaultRouter
 from rest_framework.throttling import ScopedRateThrottle
 
+from billing import views_dashboard
 from billing.api import views as billing_api
 from pools.api import estimates as estimates_api
 from pools.api import requests as requests_api
@@ -62,5 +63,8 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("costs/", include("billing.urls")),
+    path("dashboard/", views_dashboard.admin_dashboard, name="dashboard"),
+    path("teams/<slug:slug>/dashboard/", views_dashboard.team_dashboard, name="team-dashboard"),
+    path("", include("django_prometheus.urls")),
     path("", include("pools.urls")),
 ]

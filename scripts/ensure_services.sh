@@ -86,4 +86,11 @@ elif ! bash "$slurm_script" status >/dev/null 2>&1; then
   fail=1
 fi
 
+# Prometheus (Debian's package) on 127.0.0.1:9090 for the idle-scan integration tests; the
+# tests start their own backfilled instance through the same script.
+if ! bash "$(dirname "$0")/services/prometheus.sh"; then
+  say "REQUIRED SERVICE MISSING: Prometheus (scripts/services/prometheus.sh failed; apt-get install prometheus)"
+  fail=1
+fi
+
 exit "$fail"

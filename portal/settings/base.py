@@ -46,11 +46,14 @@ INSTALLED_APPS = [
     "django_filters",
     "django_htmx",
     "template_partials",
+    "django_prometheus",
     "pools",
     "billing",
 ]
 
 MIDDLEWARE = [
+    # Request counts and latencies for /metrics: first and last, so they time the whole stack.
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -61,6 +64,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "portal.middleware.LoginRequiredMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -195,6 +199,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "scheduler-reconcile": {"task": "pools.tasks.reconcile_task", "schedule": 10 * 60},
     "allocation-lifecycle": {"task": "pools.tasks.allocation_lifecycle_task", "schedule": 5 * 60},
+    "idle-scan": {"task": "pools.tasks.idle_scan_task", "schedule": 5 * 60},
     # Hourly; the task acts only on the 1st in BILLING_TIME_ZONE and is idempotent.
     "statements-close-month": {
         "task": "billing.tasks.statements_close_month_task",
@@ -204,6 +209,9 @@ CELERY_BEAT_SCHEDULE = {
 BILLING_TIME_ZONE = env.str("BILLING_TIME_ZONE", default="UTC")
 BILLING_CURRENCY = env.str("BILLING_CURRENCY", default="EUR")
 ALLOCATION_EXPIRY_WARNING_DAYS = env.int("ALLOCATION_EXPIRY_WARNING_DAYS", default=3)
+# Prometheus with dcgm-exporter metrics for the idle scan; empty: the scan reports it and stops.
+PROMETHEUS_URL = env.str("PROMETHEUS_URL", default="")
+PROMETHEUS_TIMEOUT_S = env.float("PROMETHEUS_TIMEOUT_S", default=30.0)
 
 # Scheduler connections (scheduler_adapters.registry keys). Without one, allocations of that
 # scheduler's pools are reserved in the portal only (the demo).

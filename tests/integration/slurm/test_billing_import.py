@@ -56,6 +56,12 @@ def test_a_finished_job_becomes_card_seconds_once(
         timeout_s=60,
     )
     window_end = timezone.now() + timedelta(minutes=1)
+    # slurmdbd learns of the job's end a moment after slurmctld does.
+    eventually(
+        lambda: [j for j in slurm.jobs_from_accounting(started, window_end) if j.job_id == job_id],
+        lambda found: bool(found) and found[0].end is not None,
+        timeout_s=60,
+    )
 
     report = usage_import_slurm(scheduler=slurm, start=started, end=window_end)
     records = list(UsageRecord.objects.filter(team=team, source="slurm-accounting"))

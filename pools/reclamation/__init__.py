@@ -1,0 +1,1 @@
+"""Idle detection and reclamation: pure evaluation (no ORM) of dcgm-exporter utilisation."""

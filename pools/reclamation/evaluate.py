@@ -1,0 +1,222 @@
+"""Busy / idle / unknown from dcgm-exporter samples: pure functions, no ORM, no clock.
+
+Units: utilisation in % (0-100; ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` ratios are already x100 by
+:func:`scheduler_adapters.prometheus.device_usage_from_series`), framebuffer in MiB
+(``DCGM_FI_DEV_FB_USED``, DCGM field 252), times in Unix seconds, windows in seconds.
+
+The rule that matters: **missing data is never idle** (tricky input C23). A card whose series is
+absent, covers less than ``min_coverage`` of the window's steps, or stopped before the window's
+end (stale) is ``unknown``; an allocation with any unknown card is ``unknown``, because then
+nobody can say how many of its cards are in use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from scheduler_adapters.prometheus import DeviceUsage, Sample
+
+
+class Verdict(StrEnum):
+    BUSY = "busy"
+    IDLE = "idle"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """A reclamation policy's numbers.
+
+    ``idle_below_pct``: mean utilisation (%) under which a card is idle over ``window_s``
+    (default 30 % over 1800 s, from the seeds). ``certainly_idle_below_pct``: the peak (%)
+    under which an idle card is *certainly* idle, with ``FB_USED`` at most
+    ``process_memory_max_mib`` (MiB) throughout: a CUDA context alone takes a few hundred MiB,
+    so 64 MiB means no process holds the card. ``min_coverage``: share (0-1) of the window's
+    ``step_s`` steps that must carry a sample. ``max_staleness_s``: the newest sample must be
+    at most this old at the window's end.
+    """
+
+    idle_below_pct: float = 30.0
+    certainly_idle_below_pct: float = 5.0
+    process_memory_max_mib: float = 64.0
+    window_s: int = 1800
+    step_s: int = 60
+    min_coverage: float = 0.9
+    max_staleness_s: int = 300
+
+
+@dataclass(frozen=True)
+class CardEvaluation:
+    """One card (a UUID; all its MIG instances together) over the window.
+
+    ``mean_util_pct``/``peak_util_pct`` in %, ``coverage`` 0-1 (the worst instance's),
+    ``peak_fb_used_mib`` in MiB (``None``: no framebuffer samples). ``low_confidence`` when
+    the reading came from ``DCGM_FI_DEV_GPU_UTIL`` (no profiling metrics: consumer cards).
+    """
+
+    uuid: str
+    hostname: str | None
+    verdict: Verdict
+    certainly_idle: bool
+    mean_util_pct: float | None
+    peak_util_pct: float | None
+    coverage: float
+    peak_fb_used_mib: float | None
+    low_confidence: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class GroupEvaluation:
+    """The cards one team holds in one pool, evaluated together.
+
+    ``cards_busy`` is the number of cards in use: an idle group is shrunk to it (0: ended).
+    """
+
+    verdict: Verdict
+    cards: tuple[CardEvaluation, ...]
+    cards_busy: int
+    certainly_idle: bool
+    mean_util_pct: float | None
+    reason: str
+
+
+def _in_window(samples: Iterable[Sample], start: float, end: float) -> list[Sample]:
+    return [s for s in samples if s.value is not None and start <= s.timestamp <= end]
+
+
+def coverage(samples: Sequence[Sample], *, end: float, t: Thresholds) -> float:
+    """Share (0-1) of the window's steps that hold a sample: a range query from
+    ``end - window_s`` to ``end`` every ``step_s`` has ``window_s // step_s + 1`` steps."""
+    expected = t.window_s // t.step_s + 1
+    start = end - t.window_s
+    steps = {round((s.timestamp - start) / t.step_s) for s in _in_window(samples, start, end)}
+    return min(1.0, len(steps) / expected)
+
+
+def evaluate_instance(
+    util_pct: Sequence[Sample],
+    fb_used_mib: Sequence[Sample],
+    *,
+    end: float,
+    t: Thresholds,
+) -> tuple[Verdict, bool, float | None, float | None, float, float | None, str]:
+    """One device or MIG instance: (verdict, certainly idle, mean %, peak %, coverage,
+    peak MiB, reason)."""
+    start = end - t.window_s
+    points = _in_window(util_pct, start, end)
+    cover = coverage(util_pct, end=end, t=t)
+    if not points:
+        return Verdict.UNKNOWN, False, None, None, 0.0, None, "no utilisation samples"
+    values = [s.value for s in points if s.value is not None]
+    mean, peak = sum(values) / len(values), max(values)
+    if cover < t.min_coverage:
+        reason = f"samples cover {cover:.0%} of the window (< {t.min_coverage:.0%})"
+        return Verdict.UNKNOWN, False, mean, peak, cover, None, reason
+    newest = max(s.timestamp for s in points)
+    if end - newest > t.max_staleness_s:
+        reason = f"newest sample is {end - newest:.0f} s old (> {t.max_staleness_s} s)"
+        return Verdict.UNKNOWN, False, mean, peak, cover, None, reason
+    memory = _in_window(fb_used_mib, start, end)
+    peak_fb = max((s.value for s in memory if s.value is not None), default=None)
+    if mean >= t.idle_below_pct:
+        return Verdict.BUSY, False, mean, peak, cover, peak_fb, f"mean {mean:.1f} %"
+    certain = (
+        peak < t.certainly_idle_below_pct
+        and peak_fb is not None
+        and peak_fb <= t.process_memory_max_mib
+        and coverage(fb_used_mib, end=end, t=t) >= t.min_coverage
+    )
+    return Verdict.IDLE, certain, mean, peak, cover, peak_fb, f"mean {mean:.1f} %"
+
+
+def evaluate_card(instances: Sequence[DeviceUsage], *, end: float, t: Thresholds) -> CardEvaluation:
+    """A card from its series (one, or one per MIG instance): busy when any instance is busy,
+    else unknown when any is unknown, else idle."""
+    results = [evaluate_instance(d.util_pct, d.fb_used_mib, end=end, t=t) for d in instances]
+    verdicts = [r[0] for r in results]
+    if Verdict.BUSY in verdicts:
+        verdict = Verdict.BUSY
+    elif Verdict.UNKNOWN in verdicts or not verdicts:
+        verdict = Verdict.UNKNOWN
+    else:
+        verdict = Verdict.IDLE
+    means = [r[2] for r in results if r[2] is not None]
+    peaks = [r[3] for r in results if r[3] is not None]
+    fbs = [r[5] for r in results if r[5] is not None]
+    reasons = [
+        (f"instance {d.gpu_instance_id} ({d.mig_profile}): " if d.gpu_instance_id else "") + r[6]
+        for d, r in zip(instances, results, strict=True)
+    ]
+    return CardEvaluation(
+        uuid=instances[0].uuid if instances else "",
+        hostname=instances[0].hostname if instances else None,
+        verdict=verdict,
+        certainly_idle=verdict == Verdict.IDLE and all(r[1] for r in results),
+        mean_util_pct=max(means) if means else None,
+        peak_util_pct=max(peaks) if peaks else None,
+        coverage=min((r[4] for r in results), default=0.0),
+        peak_fb_used_mib=max(fbs) if fbs else None,
+        low_confidence=any(d.util_source == "dev" for d in instances),
+        reason="; ".join(reasons),
+    )
+
+
+def evaluate_group(devices: Sequence[DeviceUsage], *, end: float, t: Thresholds) -> GroupEvaluation:
+    """The cards of one team in one pool (the devices the scan attributed to it).
+
+    No devices at all is ``unknown`` (the exporter reports nothing for them; C23), as is a
+    group with any unknown card. Otherwise busy when every card is busy, else idle with
+    ``cards_busy`` cards in use.
+    """
+    by_uuid: dict[str, list[DeviceUsage]] = {}
+    for device in devices:
+        by_uuid.setdefault(device.uuid, []).append(device)
+    cards = tuple(evaluate_card(by_uuid[u], end=end, t=t) for u in sorted(by_uuid))
+    busy = sum(1 for c in cards if c.verdict == Verdict.BUSY)
+    unknown = [c for c in cards if c.verdict == Verdict.UNKNOWN]
+    means = [c.mean_util_pct for c in cards if c.mean_util_pct is not None]
+    mean = sum(means) / len(means) if means else None
+    if not cards:
+        return GroupEvaluation(Verdict.UNKNOWN, (), 0, False, None, "no metrics for these cards")
+    if unknown:
+        reason = (
+            f"{len(unknown)} of {len(cards)} cards without usable metrics: " + unknown[0].reason
+        )
+        return GroupEvaluation(Verdict.UNKNOWN, cards, busy, False, mean, reason)
+    if busy == len(cards):
+        return GroupEvaluation(Verdict.BUSY, cards, busy, False, mean, f"{busy} cards busy")
+    certain = all(c.certainly_idle for c in cards if c.verdict == Verdict.IDLE)
+    reason = f"{len(cards) - busy} of {len(cards)} cards idle over the window"
+    return GroupEvaluation(Verdict.IDLE, cards, busy, certain, mean, reason)
+
+
+@dataclass(frozen=True)
+class AllocationShare:
+    """One allocation's part of a group verdict: ``cards_in_use`` of its ``card_count``."""
+
+    allocation_id: int
+    verdict: Verdict
+    card_count: int
+    cards_in_use: int
+
+
+def split_group(
+    group: GroupEvaluation, allocations: Sequence[tuple[int, int]]
+) -> tuple[AllocationShare, ...]:
+    """Share a group's busy cards among its allocations ``(id, card_count)``, in the order
+    given (the scan passes oldest first, so the oldest allocation keeps its cards first).
+    An allocation that keeps all its cards is busy; one keeping fewer is idle."""
+    remaining = group.cards_busy
+    shares = []
+    for allocation_id, card_count in allocations:
+        if group.verdict == Verdict.UNKNOWN:
+            shares.append(AllocationShare(allocation_id, Verdict.UNKNOWN, card_count, 0))
+            continue
+        keep = min(card_count, remaining)
+        remaining -= keep
+        verdict = Verdict.BUSY if keep == card_count else Verdict.IDLE
+        shares.append(AllocationShare(allocation_id, verdict, card_count, keep))
+    return tuple(shares)

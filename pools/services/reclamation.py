@@ -1,0 +1,576 @@
+"""Idle scan and reclamation (issue 7): find allocated cards that do nothing, warn the team
+once, and after the grace period give the cards back to the pool, reversibly and audited.
+
+Mapping of dcgm-exporter series to allocations:
+
+- **Kubernetes** pools: the series whose workload namespace (``exported_namespace`` when
+  Prometheus renamed it) is the team's, ``team-<slug>``, on the pool's nodes.
+- **Slurm** pools: the series of the pool's nodes that carry no Kubernetes labels. The Slurm
+  adapter's job records (slurmrestd/slurmdbd) carry no node or GPU index, so cards cannot be
+  tied to one account's jobs: a Slurm pool where more than one team holds open allocations is
+  ``unknown`` for all of them, never idle. (dcgm-exporter's ``hpc_job`` label, from
+  ``--hpc-job-mapping-dir``, would give the job id per card; the series keep it in
+  ``DeviceUsage.hpc_jobs`` for when the adapter can read jobs per node.)
+
+Reclaiming goes through the same path as release: a status transition
+(:func:`pools.services.allocations._transition`, which queues the unbind task) when no card is
+in use, or a smaller ``card_count`` followed by :func:`allocation_rebind` on commit; in both
+cases the team's Slurm ``GrpTRES`` / Kubernetes ResourceQuota is set to the team's remaining
+open-window cards. Nothing calls a scheduler while a lock is held.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from pools.audit import audit_event_record
+from pools.availability import pool_free_cards
+from pools.choices import AllocationStatus, IdleFindingState, Scheduler
+from pools.errors import InsufficientCapacity, InvalidTransition, PermissionDenied
+from pools.locks import allocation_lock, pool_lock
+from pools.models import (
+    Allocation,
+    Exemption,
+    IdleFinding,
+    Membership,
+    Node,
+    ReclamationPolicy,
+)
+from pools.reclamation.evaluate import (
+    AllocationShare,
+    GroupEvaluation,
+    Thresholds,
+    Verdict,
+    evaluate_group,
+    split_group,
+)
+from pools.services.allocations import _transition
+from pools.services.requests import allocation_snapshot
+from pools.services.scheduler_binding import binding_apply
+from scheduler_adapters.errors import SchedulerError
+from scheduler_adapters.prometheus import DeviceUsage, PrometheusAdapter
+
+SCANNED = (AllocationStatus.ACTIVE, AllocationStatus.EXPIRING)
+STEP_S = 60
+UNDO_WINDOW = timedelta(days=1)
+
+
+@dataclass
+class ScanReport:
+    """What one scan saw and did. ``error`` is set (and nothing changed) when Prometheus
+    could not be read; ``seconds`` is the scan's wall time."""
+
+    now: datetime
+    error: str | None = None
+    allocations: int = 0
+    busy: int = 0
+    idle: int = 0
+    unknown: int = 0
+    warned: int = 0
+    reclaimed: int = 0
+    would_reclaim: int = 0
+    resolved: int = 0
+    exempt: int = 0
+    devices: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in vars(self).items()}
+
+
+def policy_thresholds(policy: ReclamationPolicy) -> Thresholds:
+    """The policy's numbers for :mod:`pools.reclamation.evaluate`."""
+    return Thresholds(
+        idle_below_pct=float(policy.idle_below_pct),
+        certainly_idle_below_pct=float(policy.certainly_idle_below_pct),
+        process_memory_max_mib=float(policy.process_memory_max_mib),
+        window_s=policy.window_minutes * 60,
+        step_s=STEP_S,
+        min_coverage=float(policy.min_coverage),
+    )
+
+
+def metrics_adapter() -> PrometheusAdapter | None:
+    """The Prometheus of ``settings.PROMETHEUS_URL``, or ``None`` when none is configured."""
+    url = getattr(settings, "PROMETHEUS_URL", "")
+    if not url:
+        return None
+    return PrometheusAdapter(url, timeout_s=float(getattr(settings, "PROMETHEUS_TIMEOUT_S", 30)))
+
+
+def devices_for_group(
+    devices: list[DeviceUsage], *, scheduler: str, team_slug: str, pool_hosts: set[str]
+) -> list[DeviceUsage]:
+    """The series that belong to one team's allocations in one pool (see the module doc)."""
+    if scheduler == Scheduler.KUBERNETES:
+        namespace = f"team-{team_slug}"
+        return [
+            d
+            for d in devices
+            if d.namespace == namespace and (not pool_hosts or d.hostname in pool_hosts)
+        ]
+    return [d for d in devices if d.namespace is None and d.hostname in pool_hosts]
+
+
+def idle_scan(*, now: datetime | None = None, metrics: Any = None) -> ScanReport:
+    """Evaluate every active or expiring allocation of a pool with a reclamation policy.
+
+    One Prometheus round (three range queries over the longest policy window, 60 s steps)
+    for the whole fleet. Busy: an open finding is resolved. Unknown: nothing changes. Idle: a
+    finding is opened (the team emailed once unless the policy is dry-run) or updated, and
+    reclaimed when its grace period is over (see :func:`_maybe_reclaim`). Prometheus
+    unreachable: the report carries the error and nothing changes. Safe to run twice.
+    """
+    started = time.monotonic()
+    now = now or timezone.now()
+    report = ScanReport(now=now)
+    policies = {p.pool_id: p for p in ReclamationPolicy.objects.select_related("pool")}
+    if not policies:
+        report.notes.append("no pool has a reclamation policy")
+        return report
+    metrics = metrics if metrics is not None else metrics_adapter()
+    if metrics is None:
+        report.error = "no Prometheus configured (PROMETHEUS_URL)"
+        return report
+    longest = max(p.window_minutes for p in policies.values())
+    allocations = [
+        a
+        for a in Allocation.objects.filter(pool_id__in=policies, status__in=SCANNED)
+        .select_related("team", "pool", "gpu_model")
+        .order_by("starts_at", "id")
+        # younger than the window: the metrics may still be the previous holder's
+        if a.starts_at <= now - timedelta(minutes=policies[a.pool_id].window_minutes)
+    ]
+    report.allocations = len(allocations)
+    if not allocations:
+        return report
+    try:
+        devices = list(
+            metrics.gpu_usage(start=now - timedelta(minutes=longest), end=now, step_s=STEP_S)
+        )
+    except SchedulerError as exc:
+        report.error = f"Prometheus unavailable, nothing changed: {exc}"
+        report.seconds = time.monotonic() - started
+        return report
+    report.devices = len(devices)
+    hosts: dict[int, set[str]] = defaultdict(set)
+    for hostname, pool_id in Node.objects.filter(pool_id__in=policies).values_list(
+        "hostname", "pool_id"
+    ):
+        hosts[pool_id].add(hostname)
+    groups: dict[tuple[int, int], list[Allocation]] = defaultdict(list)
+    for allocation in allocations:
+        groups[(allocation.team_id, allocation.pool_id)].append(allocation)
+    teams_per_pool: dict[int, set[int]] = defaultdict(set)
+    for team_id, pool_id in groups:
+        teams_per_pool[pool_id].add(team_id)
+    for (_team_id, pool_id), members in groups.items():
+        policy = policies[pool_id]
+        pool = policy.pool
+        thresholds = policy_thresholds(policy)
+        if pool.scheduler == Scheduler.SLURM and len(teams_per_pool[pool_id]) > 1:
+            group = GroupEvaluation(
+                Verdict.UNKNOWN,
+                (),
+                0,
+                False,
+                None,
+                "several teams share this Slurm pool's nodes; cards cannot be tied to one "
+                "account without per-node job data",
+            )
+        else:
+            mine = devices_for_group(
+                devices,
+                scheduler=pool.scheduler,
+                team_slug=members[0].team.slug,
+                pool_hosts=hosts[pool_id],
+            )
+            group = evaluate_group(mine, end=now.timestamp(), t=thresholds)
+        shares = split_group(group, [(a.pk, a.card_count) for a in members])
+        for allocation, share in zip(members, shares, strict=True):
+            _record(allocation, share, group, policy, now, report)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _numbers(share: AllocationShare, group: GroupEvaluation) -> dict[str, Any]:
+    peaks = [c.peak_util_pct for c in group.cards if c.peak_util_pct is not None]
+    return {
+        "card_count": share.card_count,
+        "cards_in_use": min(share.cards_in_use, share.card_count),
+        "certainly_idle": group.certainly_idle,
+        "mean_util_pct": _dec(group.mean_util_pct),
+        "peak_util_pct": _dec(max(peaks) if peaks else None),
+        "detail": {
+            "reason": group.reason,
+            "cards": [
+                {
+                    "uuid": c.uuid,
+                    "hostname": c.hostname,
+                    "verdict": str(c.verdict),
+                    "mean_util_pct": c.mean_util_pct,
+                    "peak_util_pct": c.peak_util_pct,
+                    "coverage": round(c.coverage, 3),
+                    "peak_fb_used_mib": c.peak_fb_used_mib,
+                    "low_confidence": c.low_confidence,
+                }
+                for c in group.cards
+            ],
+        },
+    }
+
+
+def _dec(value: float | None) -> Decimal | None:
+    return None if value is None else Decimal(f"{value:.2f}")
+
+
+def _record(
+    allocation: Allocation,
+    share: AllocationShare,
+    group: GroupEvaluation,
+    policy: ReclamationPolicy,
+    now: datetime,
+    report: ScanReport,
+) -> None:
+    finding = IdleFinding.objects.filter(allocation=allocation, state=IdleFindingState.OPEN).first()
+    if share.verdict == Verdict.UNKNOWN:
+        report.unknown += 1
+        return  # no evidence either way: an open finding waits, its grace does not advance
+    if share.verdict == Verdict.BUSY:
+        report.busy += 1
+        if finding is not None:
+            with transaction.atomic():
+                finding.state = IdleFindingState.RESOLVED
+                finding.closed_at = now
+                finding.note = f"busy again: {group.reason}"
+                finding.save()
+                audit_event_record(
+                    actor=None, action="idle_finding.resolved", obj=finding, reason=finding.note
+                )
+            report.resolved += 1
+        return
+    report.idle += 1
+    numbers = _numbers(share, group)
+    with transaction.atomic():
+        if finding is None:
+            finding = IdleFinding.objects.create(
+                allocation=allocation,
+                first_seen_at=now,
+                last_seen_at=now,
+                dry_run=policy.dry_run,
+                **numbers,
+            )
+            audit_event_record(
+                actor=None,
+                action="idle_finding.opened",
+                obj=finding,
+                after=_finding_snapshot(finding),
+                reason=group.reason,
+            )
+        else:
+            for name, value in numbers.items():
+                setattr(finding, name, value)
+            finding.last_seen_at = now
+            finding.dry_run = policy.dry_run
+            finding.save()
+        if not policy.dry_run and finding.warned_at is None:
+            finding.warned_at = now
+            finding.save(update_fields=["warned_at"])
+            audit_event_record(
+                actor=None,
+                action="idle_finding.warned",
+                obj=finding,
+                reason=f"reclaim after {policy.grace_hours} h unless in use",
+            )
+            transaction.on_commit(lambda f=finding, p=policy: _email_warning(f, p))
+            report.warned += 1
+    _maybe_reclaim(finding, allocation, share, group, policy, now, report)
+
+
+def _maybe_reclaim(
+    finding: IdleFinding,
+    allocation: Allocation,
+    share: AllocationShare,
+    group: GroupEvaluation,
+    policy: ReclamationPolicy,
+    now: datetime,
+    report: ScanReport,
+) -> None:
+    """Reclaim when: grace over since the warning (since first seen under dry-run), the cards
+    are *certainly* idle, no exemption is in force, and the allocation has not changed within
+    the cooldown. Dry-run records ``would_reclaim_at`` (once) instead."""
+    grace = timedelta(hours=policy.grace_hours)
+    clock = finding.first_seen_at if policy.dry_run else finding.warned_at
+    if clock is None or now < clock + grace:
+        return
+    hold = None
+    if not group.certainly_idle:
+        hold = "idle but not certainly idle (a peak or process memory): not reclaimed"
+    exemption = (
+        Exemption.objects.filter(
+            Q(team_id=allocation.team_id) | Q(allocation_id=allocation.pk), expires_at__gt=now
+        )
+        .order_by("-expires_at")
+        .first()
+    )
+    if exemption is not None:
+        hold = f"exempt until {exemption.expires_at:%Y-%m-%d %H:%M}: {exemption.reason}"
+        report.exempt += 1
+    elif allocation.updated_at > now - timedelta(minutes=policy.cooldown_minutes):
+        hold = f"changed within the {policy.cooldown_minutes} min cooldown"
+    if hold:
+        if finding.note != hold:
+            finding.note = hold
+            finding.save(update_fields=["note"])
+        return
+    keep = min(share.cards_in_use, allocation.card_count)
+    action = "end it" if keep == 0 else f"shrink it from {allocation.card_count} to {keep} cards"
+    if policy.dry_run:
+        if finding.would_reclaim_at is None:
+            with transaction.atomic():
+                finding.would_reclaim_at = now
+                finding.note = f"dry run: would {action}"
+                finding.save(update_fields=["would_reclaim_at", "note"])
+                audit_event_record(
+                    actor=None,
+                    action="idle_finding.would_reclaim",
+                    obj=finding,
+                    reason=finding.note,
+                )
+        report.would_reclaim += 1
+        return
+    with transaction.atomic():
+        pool_lock(allocation.pool_id)
+        locked = allocation_lock(allocation.pk)
+        finding = IdleFinding.objects.select_for_update().get(pk=finding.pk)
+        if locked.status not in SCANNED or finding.state != IdleFindingState.OPEN:
+            return
+        keep = min(keep, locked.card_count)
+        reason = (
+            f"reclaimed: idle since {finding.first_seen_at:%Y-%m-%d %H:%M %Z}, mean "
+            f"{finding.mean_util_pct} % over {policy.window_minutes} min; {action}"
+        )
+        finding.card_count = locked.card_count
+        finding.status_before = locked.status
+        finding.ends_at_before = locked.ends_at
+        if keep == 0:
+            _transition(
+                locked,
+                to=AllocationStatus.RECLAIMED,
+                actor=None,
+                action="allocation.reclaimed",
+                reason=reason,
+                ends_at=min(locked.ends_at, now),
+            )
+        else:
+            before = allocation_snapshot(locked)
+            locked.card_count = keep
+            locked.status_reason = reason
+            locked.save()
+            audit_event_record(
+                actor=None,
+                action="allocation.shrunk",
+                obj=locked,
+                before=before,
+                after=allocation_snapshot(locked),
+                reason=reason,
+            )
+            _queue_rebind(locked.pk)
+        finding.state = IdleFindingState.RECLAIMED
+        finding.reclaimed_at = now
+        finding.cards_reclaimed = finding.card_count - keep
+        finding.cards_in_use = keep
+        finding.note = reason
+        finding.save()
+        audit_event_record(
+            actor=None,
+            action="idle_finding.reclaimed",
+            obj=finding,
+            after=_finding_snapshot(finding),
+            reason=reason,
+        )
+        transaction.on_commit(lambda f=finding: _email_reclaimed(f))
+    report.reclaimed += 1
+
+
+def _queue_rebind(allocation_id: int) -> None:
+    from pools.tasks import allocation_rebind_task
+
+    allocation_rebind_task.delay_on_commit(allocation_id)
+
+
+def allocation_rebind(*, allocation_id: int) -> dict | None:
+    """Set the team's scheduler cap to its open-window cards after ``card_count`` changed
+    (shrunk by reclamation, or restored by undo); stores and returns the binding. Raises the
+    adapter's errors."""
+    allocation = Allocation.objects.select_related("team", "pool", "gpu_model").get(
+        pk=allocation_id
+    )
+    if allocation.status not in SCANNED:
+        return None
+    binding = binding_apply(allocation)
+    Allocation.objects.filter(pk=allocation_id).update(scheduler_binding=binding)
+    return binding
+
+
+def reclamation_undo(
+    *, finding: IdleFinding, actor: Any, now: datetime | None = None
+) -> IdleFinding:
+    """Give a reclaimed allocation its cards (and window) back, within a day of the
+    reclamation, if the pool still has the cards free (pool admins only).
+
+    Raises :class:`PermissionDenied`, :class:`InvalidTransition` (not reclaimed, more than a
+    day ago, or its window is over) and :class:`InsufficientCapacity` (data: ``free``,
+    ``requested``); a refused undo changes nothing.
+    """
+    if not getattr(actor, "is_staff", False):
+        raise PermissionDenied("Only pool admins can undo a reclamation.")
+    now = now or timezone.now()
+    with transaction.atomic():
+        pool_lock(finding.allocation.pool_id)
+        allocation = allocation_lock(finding.allocation_id)
+        finding = IdleFinding.objects.select_for_update().get(pk=finding.pk)
+        if finding.state != IdleFindingState.RECLAIMED or finding.reclaimed_at is None:
+            raise InvalidTransition(
+                f"A {finding.state} finding cannot be undone.",
+                status=finding.state,
+                action="undo",
+            )
+        if now > finding.reclaimed_at + UNDO_WINDOW:
+            raise InvalidTransition(
+                "A reclamation can be undone for a day only.",
+                status=finding.state,
+                action="undo",
+                reclaimed_at=finding.reclaimed_at.isoformat(),
+            )
+        ends_at = finding.ends_at_before or allocation.ends_at
+        if ends_at <= now:
+            raise InvalidTransition(
+                "The allocation's window is over.", status=finding.state, action="undo"
+            )
+        free = pool_free_cards(
+            pool=allocation.pool,
+            gpu_model=allocation.gpu_model,
+            start=now,
+            end=ends_at,
+            exclude_allocation=allocation.pk,
+        )
+        if free < finding.card_count:
+            raise InsufficientCapacity(
+                f"Only {free} {allocation.gpu_model.name} card(s) are free in "
+                f"{allocation.pool.name}; undoing needs {finding.card_count}.",
+                free=free,
+                requested=finding.card_count,
+            )
+        before = allocation_snapshot(allocation)
+        allocation.status = finding.status_before or AllocationStatus.ACTIVE
+        allocation.card_count = finding.card_count
+        allocation.ends_at = ends_at
+        allocation.status_reason = f"reclamation undone by {actor}"
+        allocation.save()
+        audit_event_record(
+            actor=actor,
+            action="allocation.reclamation_undone",
+            obj=allocation,
+            before=before,
+            after=allocation_snapshot(allocation),
+        )
+        finding.state = IdleFindingState.UNDONE
+        finding.closed_at = now
+        finding.save()
+        audit_event_record(actor=actor, action="idle_finding.undone", obj=finding)
+        _queue_rebind(allocation.pk)
+    return finding
+
+
+def idle_finding_dismiss(*, finding: IdleFinding, actor: Any, reason: str) -> IdleFinding:
+    """Close an open finding without reclaiming (pool admins)."""
+    if not getattr(actor, "is_staff", False):
+        raise PermissionDenied("Only pool admins can dismiss a finding.")
+    with transaction.atomic():
+        finding = IdleFinding.objects.select_for_update().get(pk=finding.pk)
+        if finding.state != IdleFindingState.OPEN:
+            raise InvalidTransition(
+                f"A {finding.state} finding cannot be dismissed.",
+                status=finding.state,
+                action="dismiss",
+            )
+        finding.state = IdleFindingState.DISMISSED
+        finding.closed_at = timezone.now()
+        finding.note = reason
+        finding.save()
+        audit_event_record(actor=actor, action="idle_finding.dismissed", obj=finding, reason=reason)
+    return finding
+
+
+def _finding_snapshot(finding: IdleFinding) -> dict:
+    return {
+        "state": finding.state,
+        "allocation": finding.allocation_id,
+        "card_count": finding.card_count,
+        "cards_in_use": finding.cards_in_use,
+        "cards_reclaimed": finding.cards_reclaimed,
+        "mean_util_pct": None if finding.mean_util_pct is None else str(finding.mean_util_pct),
+        "certainly_idle": finding.certainly_idle,
+        "dry_run": finding.dry_run,
+    }
+
+
+def _team_emails(allocation: Allocation) -> list[str]:
+    return list(
+        Membership.objects.filter(team_id=allocation.team_id)
+        .exclude(user__email="")
+        .values_list("user__email", flat=True)
+    )
+
+
+def _email_warning(finding: IdleFinding, policy: ReclamationPolicy) -> None:
+    allocation = finding.allocation
+    recipients = _team_emails(allocation)
+    if not recipients:
+        return
+    send_mail(
+        subject=f"[gpu-pool] Allocation #{allocation.pk} looks idle",
+        message=(
+            f"Allocation #{allocation.pk} of team {allocation.team.name} "
+            f"({finding.card_count}x {allocation.gpu_model.name} in {allocation.pool.name}) "
+            f"averaged {finding.mean_util_pct} % GPU utilisation over the last "
+            f"{policy.window_minutes} min; {finding.cards_in_use} card(s) in use.\n"
+            f"If it stays idle, its unused cards return to the pool after "
+            f"{policy.grace_hours} h. Ask a pool admin for an exemption if you need them."
+        ),
+        from_email=None,
+        recipient_list=recipients,
+        fail_silently=True,
+    )
+
+
+def _email_reclaimed(finding: IdleFinding) -> None:
+    allocation = finding.allocation
+    recipients = _team_emails(allocation)
+    if not recipients:
+        return
+    send_mail(
+        subject=f"[gpu-pool] {finding.cards_reclaimed} card(s) of allocation "
+        f"#{allocation.pk} reclaimed",
+        message=(
+            f"{finding.note}.\n{finding.cards_reclaimed} of {finding.card_count} "
+            f"{allocation.gpu_model.name} card(s) returned to {allocation.pool.name}. "
+            f"A pool admin can undo this within a day if the cards are still free."
+        ),
+        from_email=None,
+        recipient_list=recipients,
+        fail_silently=True,
+    )

@@ -1,0 +1,410 @@
+"""``PrometheusAdapter``: read NVIDIA dcgm-exporter metrics through the Prometheus HTTP API.
+
+Two layers:
+
+- :meth:`PrometheusAdapter.query` (``GET /api/v1/query``) and
+  :meth:`PrometheusAdapter.query_range` (``GET /api/v1/query_range``) return
+  :class:`Series` (labels and :class:`Sample` values, ``None`` for ``NaN``), with timeouts and
+  errors from :mod:`scheduler_adapters.errors`: connection refused and timeouts are
+  :class:`SchedulerUnavailable`, a PromQL Prometheus refuses (HTTP 400/422, ``errorType``
+  ``bad_data``/``execution``) is :class:`SchedulerRejected`, a body that is not the API's JSON is
+  :class:`UnexpectedResponse`.
+- :meth:`PrometheusAdapter.gpu_usage` batches by metric name (three range queries, whatever
+  the number of GPUs) and returns one :class:`DeviceUsage` per GPU (or MIG instance) and
+  workload namespace, with the dcgm-exporter label traps resolved by :func:`dcgm_labels` and
+  :func:`device_usage_from_series` (pure, so unit-testable without a server).
+
+Metrics (dcgm-exporter ``etc/default-counters.csv``; DCGM field ids in brackets):
+
+- ``DCGM_FI_DEV_GPU_UTIL`` [203]: % (0-100) of the sample period a kernel ran. Unsupported on
+  MIG instances: the parent GPU reads 0 or the series is absent (dcgm-exporter #216, #105).
+- ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` [1001]: ratio 0-1 of time the graphics/compute engine was
+  active; per MIG instance (``GPU_I_ID``). Data-centre GPUs only: consumer cards such as the
+  RTX 4090 emit no ``DCGM_FI_PROF_*`` (#404), so there only ``DCGM_FI_DEV_GPU_UTIL`` is used and
+  the reading is marked low-confidence.
+- ``DCGM_FI_DEV_FB_USED`` [252]: framebuffer used, MiB (``FB_RESERVED`` is separate).
+
+Label traps (research/k8s_gpu_anchors.md §3.2):
+
+- the host is ``Hostname`` up to exporter 4.5.x and ``hostname`` on newer releases;
+- ``UUID`` is ``uuid`` with ``--use-old-namespace``, and ``namespace``/``pod`` are then
+  ``pod_namespace``/``pod_name``;
+- with ``honorLabels: false`` the workload's labels arrive as ``exported_namespace`` /
+  ``exported_pod`` and ``namespace``/``pod`` name the exporter's own pod;
+- time-sliced GPUs report one device under several pods (#642): the profiling value is the
+  device's, copied to every pod; ``DCGM_FI_DEV_GPU_UTIL`` and ``FB_USED`` are per pod (#594).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from scheduler_adapters.errors import (
+    RemoteError,
+    SchedulerAuthError,
+    SchedulerRejected,
+    SchedulerUnavailable,
+    UnexpectedResponse,
+)
+
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+FB_USED = "DCGM_FI_DEV_FB_USED"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One value at ``timestamp`` (Unix seconds). ``value`` is ``None`` for ``NaN``/``±Inf``."""
+
+    timestamp: float
+    value: float | None
+
+
+@dataclass(frozen=True)
+class Series:
+    """One time series: its metric name, its labels as sorted ``(name, value)`` pairs and its
+    samples in time order (one sample for an instant query)."""
+
+    metric: str
+    labels: tuple[tuple[str, str], ...]
+    samples: tuple[Sample, ...]
+
+    def label(self, name: str) -> str | None:
+        for key, value in self.labels:
+            if key == name:
+                return value
+        return None
+
+    @property
+    def label_map(self) -> dict[str, str]:
+        return dict(self.labels)
+
+
+@dataclass(frozen=True)
+class DcgmLabels:
+    """The labels of a dcgm-exporter series, whatever the exporter version and scrape setup.
+
+    ``gpu_instance_id``/``mig_profile`` are set only on MIG instances. ``namespace``/``pod`` are
+    the *workload's* (``None`` when the GPU runs no pod, or outside Kubernetes).
+    """
+
+    hostname: str | None
+    uuid: str | None
+    gpu: str | None
+    model_name: str | None
+    gpu_instance_id: str | None
+    mig_profile: str | None
+    namespace: str | None
+    pod: str | None
+    hpc_job: str | None
+
+
+def dcgm_labels(labels: Mapping[str, str]) -> DcgmLabels:
+    """Read ``labels`` of one dcgm-exporter series (see the module docstring for the traps).
+
+    ``exported_namespace``/``exported_pod`` win over ``namespace``/``pod``: when they exist,
+    Prometheus renamed the exporter's labels (``honorLabels: false``) and ``namespace``/``pod``
+    name the exporter's own pod, never the workload.
+    """
+
+    def first(*names: str) -> str | None:
+        for name in names:
+            value = labels.get(name)
+            if value:
+                return value
+        return None
+
+    return DcgmLabels(
+        hostname=first("Hostname", "hostname"),
+        uuid=first("UUID", "uuid"),
+        gpu=first("gpu"),
+        model_name=first("modelName", "model_name"),
+        gpu_instance_id=first("GPU_I_ID"),
+        mig_profile=first("GPU_I_PROFILE"),
+        namespace=first("exported_namespace", "pod_namespace")
+        or (None if "exported_pod" in labels else first("namespace")),
+        pod=first("exported_pod", "pod_name")
+        or (None if "exported_namespace" in labels else first("pod")),
+        hpc_job=first("hpc_job"),
+    )
+
+
+@dataclass(frozen=True)
+class DeviceUsage:
+    """What one GPU (or MIG instance) did for one workload namespace over a range query.
+
+    ``util_pct`` is utilisation in % (0-100) per step: ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` x 100
+    where the card has profiling metrics (``util_source="prof"``), else ``DCGM_FI_DEV_GPU_UTIL``
+    (``"dev"``, low confidence: 100 % only says "a kernel ran"); empty for a MIG instance
+    without profiling metrics (its DEV reading is meaningless). ``fb_used_mib`` is framebuffer
+    used, MiB. Missing steps are simply absent: coverage is the caller's to judge.
+    ``namespace`` is ``None`` for device-level series (no pod, or Slurm).
+    """
+
+    hostname: str | None
+    uuid: str
+    gpu: str | None
+    model_name: str | None
+    gpu_instance_id: str | None
+    mig_profile: str | None
+    namespace: str | None
+    pods: tuple[str, ...]
+    hpc_jobs: tuple[str, ...]
+    util_source: str | None
+    util_pct: tuple[Sample, ...]
+    fb_used_mib: tuple[Sample, ...]
+
+    @property
+    def key(self) -> tuple[str | None, str, str | None, str | None]:
+        return (self.hostname, self.uuid, self.gpu_instance_id, self.namespace)
+
+
+class PrometheusAdapter:
+    """Instant and range queries against one Prometheus server (``url``, e.g.
+    ``http://127.0.0.1:9090``). ``timeout_s`` bounds each request (Prometheus gets the same
+    as its own ``timeout`` parameter, so a heavy query is cut there, not left running).
+    ``transport`` is for tests (``httpx.MockTransport``)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_s: float = 30.0,
+        connect_timeout_s: float = 5.0,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._http = httpx.Client(
+            base_url=self.url,
+            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
+            headers=dict(headers or {}),
+            transport=transport,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    # ------------------------------------------------------------------------- raw queries
+
+    def query(self, expr: str, *, at: datetime) -> tuple[Series, ...]:
+        """Evaluate ``expr`` at ``at`` (aware datetime). A scalar result is one unlabelled
+        series named ``"scalar"``."""
+        data = self._get(
+            "query", "/api/v1/query", {"query": expr, "time": _unix(at), **self._timeout()}
+        )
+        return _parse_result(data, "query")
+
+    def query_range(
+        self, expr: str, *, start: datetime, end: datetime, step_s: float
+    ) -> tuple[Series, ...]:
+        """Evaluate ``expr`` from ``start`` to ``end`` every ``step_s`` seconds."""
+        if end < start:
+            raise ValueError("end is before start")
+        if step_s <= 0:
+            raise ValueError("step_s must be positive")
+        params = {
+            "query": expr,
+            "start": _unix(start),
+            "end": _unix(end),
+            "step": f"{step_s:g}",
+            **self._timeout(),
+        }
+        return _parse_result(self._get("query_range", "/api/v1/query_range", params), "query_range")
+
+    def ready(self) -> bool:
+        """``True`` when ``/-/ready`` answers 200."""
+        try:
+            return self._http.get("/-/ready").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    # --------------------------------------------------------------------------- dcgm view
+
+    def gpu_usage(
+        self,
+        *,
+        start: datetime,
+        end: datetime,
+        step_s: float = 60,
+        selector: str = "",
+    ) -> tuple[DeviceUsage, ...]:
+        """Every GPU's utilisation and framebuffer use from ``start`` to ``end``: three range
+        queries (one per metric), ``selector`` added to each (e.g. ``Hostname=~"gpu-0.*"``)."""
+        braces = "{" + selector + "}" if selector else ""
+        series: list[Series] = []
+        for metric in (GR_ENGINE_ACTIVE, GPU_UTIL, FB_USED):
+            series.extend(self.query_range(metric + braces, start=start, end=end, step_s=step_s))
+        return device_usage_from_series(series)
+
+    # ----------------------------------------------------------------------------- private
+
+    def _timeout(self) -> dict[str, str]:
+        return {"timeout": f"{self.timeout_s:g}s"}
+
+    def _get(self, operation: str, path: str, params: Mapping[str, str]) -> Any:
+        try:
+            response = self._http.get(path, params=params)
+        except httpx.TimeoutException as exc:
+            raise SchedulerUnavailable(
+                f"Prometheus at {self.url} did not answer in time ({type(exc).__name__})",
+                operation=operation,
+            ) from exc
+        except httpx.TransportError as exc:
+            raise SchedulerUnavailable(
+                f"cannot reach Prometheus at {self.url}: {exc or type(exc).__name__}",
+                operation=operation,
+            ) from exc
+        status = response.status_code
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        error = (
+            RemoteError(None, str(body.get("error")), description=body.get("errorType"))
+            if isinstance(body, dict) and body.get("status") == "error"
+            else None
+        )
+        errors = (error,) if error else ()
+        if status in (401, 403):
+            raise SchedulerAuthError(
+                f"Prometheus refused the credentials (HTTP {status})",
+                operation=operation,
+                http_status=status,
+            )
+        if status in (502, 503, 504) or (error and error.description in ("timeout", "canceled")):
+            raise SchedulerUnavailable(
+                f"Prometheus could not answer (HTTP {status})",
+                operation=operation,
+                errors=errors,
+                http_status=status,
+            )
+        if status in (400, 422) or error:
+            raise SchedulerRejected(
+                f"Prometheus refused the query (HTTP {status})",
+                operation=operation,
+                errors=errors,
+                http_status=status,
+            )
+        if status != 200 or not isinstance(body, dict) or body.get("status") != "success":
+            raise UnexpectedResponse(
+                f"HTTP {status} from Prometheus is not an API answer: {response.text[:200]!r}",
+                operation=operation,
+                http_status=status,
+            )
+        return body.get("data")
+
+
+def _unix(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        raise ValueError("naive datetime: pass an aware one")
+    return f"{moment.timestamp():.3f}"
+
+
+def _number(raw: Any) -> float | None:
+    value = float(raw)  # Prometheus sends values as strings: "1.5", "NaN", "+Inf"
+    return value if math.isfinite(value) else None
+
+
+def _parse_result(data: Any, operation: str) -> tuple[Series, ...]:
+    if not isinstance(data, dict) or "resultType" not in data:
+        raise UnexpectedResponse("no 'data.resultType' in the answer", operation=operation)
+    kind, result = data["resultType"], data.get("result")
+    try:
+        if kind == "scalar":
+            return (Series("scalar", (), (Sample(float(result[0]), _number(result[1])),)),)
+        if kind not in ("vector", "matrix"):
+            raise UnexpectedResponse(f"result type {kind!r} is not a series", operation=operation)
+        out = []
+        for item in result:
+            metric = dict(item["metric"])
+            name = metric.pop("__name__", "")
+            raw = [item["value"]] if kind == "vector" else item["values"]
+            samples = tuple(Sample(float(t), _number(v)) for t, v in raw)
+            out.append(Series(name, tuple(sorted(metric.items())), samples))
+        return tuple(out)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise UnexpectedResponse(f"unreadable {kind} result: {exc}", operation=operation) from exc
+
+
+def device_usage_from_series(series: Iterable[Series]) -> tuple[DeviceUsage, ...]:
+    """Group dcgm-exporter series into one :class:`DeviceUsage` per (host, UUID, MIG instance,
+    workload namespace).
+
+    - Series of one key at one timestamp (pods of a time-sliced GPU, or label churn when a pod
+      is renamed) merge by **maximum**, so nothing is counted twice and a busy pod is never
+      averaged away.
+    - A UUID with any MIG instance series is a MIG-mode GPU: its parent-level
+      ``DCGM_FI_DEV_GPU_UTIL`` (0 or absent there) is dropped, never read as "idle".
+    - ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (ratio 0-1) is multiplied by 100 and preferred; a key
+      without it falls back to ``DCGM_FI_DEV_GPU_UTIL`` (%), except on MIG instances.
+    - Series without a UUID cannot be placed on a card and are skipped.
+    """
+    by_key: dict[tuple, dict[str, dict[float, float]]] = defaultdict(lambda: defaultdict(dict))
+    meta: dict[tuple, DcgmLabels] = {}
+    pods: dict[tuple, set[str]] = defaultdict(set)
+    jobs: dict[tuple, set[str]] = defaultdict(set)
+    mig_uuids: set[str] = set()
+    parsed = []
+    for item in series:
+        labels = dcgm_labels(item.label_map)
+        if not labels.uuid:
+            continue
+        if labels.gpu_instance_id is not None:
+            mig_uuids.add(labels.uuid)
+        parsed.append((item, labels))
+    for item, labels in parsed:
+        if item.metric == GPU_UTIL and labels.uuid in mig_uuids and labels.gpu_instance_id is None:
+            continue  # DEV_GPU_UTIL of a MIG-mode parent: unsupported, reads 0
+        key = (labels.hostname, labels.uuid, labels.gpu_instance_id, labels.namespace)
+        meta.setdefault(key, labels)
+        if labels.pod:
+            pods[key].add(labels.pod)
+        if labels.hpc_job:
+            jobs[key].add(labels.hpc_job)
+        scale = 100.0 if item.metric == GR_ENGINE_ACTIVE else 1.0
+        points = by_key[key][item.metric]
+        for sample in item.samples:
+            if sample.value is None:
+                continue
+            value = sample.value * scale
+            previous = points.get(sample.timestamp)
+            points[sample.timestamp] = value if previous is None else max(previous, value)
+    out = []
+    for key in sorted(by_key, key=lambda k: tuple("" if part is None else part for part in k)):
+        metrics, labels = by_key[key], meta[key]
+        if metrics.get(GR_ENGINE_ACTIVE):
+            source, util = "prof", metrics[GR_ENGINE_ACTIVE]
+        elif metrics.get(GPU_UTIL) and labels.gpu_instance_id is None:
+            source, util = "dev", metrics[GPU_UTIL]
+        else:
+            source, util = None, {}
+        out.append(
+            DeviceUsage(
+                hostname=labels.hostname,
+                uuid=labels.uuid or "",
+                gpu=labels.gpu,
+                model_name=labels.model_name,
+                gpu_instance_id=labels.gpu_instance_id,
+                mig_profile=labels.mig_profile,
+                namespace=labels.namespace,
+                pods=tuple(sorted(pods[key])),
+                hpc_jobs=tuple(sorted(jobs[key])),
+                util_source=source,
+                util_pct=_samples(util),
+                fb_used_mib=_samples(metrics.get(FB_USED, {})),
+            )
+        )
+    return tuple(out)
+
+
+def _samples(points: Mapping[float, float]) -> tuple[Sample, ...]:
+    return tuple(Sample(t, points[t]) for t in sorted(points))

@@ -1,0 +1,93 @@
+"""Synthetic dcgm-exporter history as OpenMetrics for ``promtool tsdb create-blocks-from
+openmetrics`` (timestamps in seconds; one contiguous block per metric family; each series in
+time order; ``# EOF`` at the end). Adapted from ../shared/research/k8s_prom/backfill_dcgm.py.
+
+GPUs on node ``k8s-n1`` (each a workload of its own namespace), utilisation over the last hours:
+
+- ``team-busy``: 85 % throughout (L40S, ``Hostname`` label, older exporter);
+- ``team-idle``: 2 % throughout, 0 MiB framebuffer (H100, ``hostname`` label, newer exporter;
+  namespace arrives as ``exported_namespace``: honorLabels false);
+- ``team-mig``: an A100 in MIG mode: the parent's ``DCGM_FI_DEV_GPU_UTIL`` reads 0, instance 1
+  ``GR_ENGINE_ACTIVE`` 0.8 (80 %), instance 2 0.0;
+- ``team-gap``: 0 % but no samples in the last 20 minutes (exporter restart).
+"""
+
+from __future__ import annotations
+
+HOST = "k8s-n1"
+INSTANCE = "10.0.0.7:9400"
+
+# (uuid, model, host label, namespace label, extra labels, metric -> value(age_s) or None)
+GPUS = [
+    ("GPU-busy-0001", "NVIDIA L40S", "Hostname", "namespace", {}, "team-busy"),
+    ("GPU-idle-0002", "NVIDIA H100 80GB HBM3", "hostname", "exported_namespace", {}, "team-idle"),
+    ("GPU-mig-0003", "NVIDIA A100-SXM4-80GB", "Hostname", "namespace", {}, "team-mig"),
+    ("GPU-gap-0004", "NVIDIA L40S", "Hostname", "namespace", {}, "team-gap"),
+]
+
+
+def _labels(uuid, model, host_key, ns_key, namespace, index, extra=()):
+    pairs = [
+        ("gpu", str(index)),
+        ("UUID", uuid),
+        ("device", f"nvidia{index}"),
+        ("modelName", model),
+        (host_key, HOST),
+        ("DCGM_FI_DRIVER_VERSION", "550.54.15"),
+        ("container", "main"),
+        (ns_key, namespace),
+        ("exported_pod" if ns_key == "exported_namespace" else "pod", f"{namespace}-0"),
+    ]
+    if ns_key == "exported_namespace":  # what honorLabels false leaves in namespace/pod
+        pairs += [("namespace", "gpu-operator"), ("pod", "nvidia-dcgm-exporter-abcde")]
+    pairs += list(extra) + [("job", "dcgm"), ("instance", INSTANCE)]
+    return ",".join(f'{k}="{v}"' for k, v in pairs)
+
+
+def generate(*, end: float, minutes: int = 180, step: int = 15) -> str:
+    start = int(end) - minutes * 60
+    stamps = list(range(start, int(end) + 1, step))
+    families: dict[str, list[str]] = {
+        "DCGM_FI_DEV_GPU_UTIL": [],
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE": [],
+        "DCGM_FI_DEV_FB_USED": [],
+    }
+
+    def emit(metric, labels, value_at):
+        for t in stamps:
+            value = value_at(end - t)
+            if value is not None:
+                families[metric].append(f"{metric}{{{labels}}} {value} {t}")
+
+    for index, (uuid, model, host_key, ns_key, _extra, namespace) in enumerate(GPUS):
+        base = _labels(uuid, model, host_key, ns_key, namespace, index)
+        if namespace == "team-busy":
+            emit("DCGM_FI_DEV_GPU_UTIL", base, lambda age: 100)
+            emit("DCGM_FI_PROF_GR_ENGINE_ACTIVE", base, lambda age: 0.85)
+            emit("DCGM_FI_DEV_FB_USED", base, lambda age: 30000)
+        elif namespace == "team-idle":
+            emit("DCGM_FI_DEV_GPU_UTIL", base, lambda age: 2)
+            emit("DCGM_FI_PROF_GR_ENGINE_ACTIVE", base, lambda age: 0.02)
+            emit("DCGM_FI_DEV_FB_USED", base, lambda age: 0)
+        elif namespace == "team-mig":
+            emit("DCGM_FI_DEV_GPU_UTIL", base, lambda age: 0)  # unsupported under MIG
+            for gi, ratio in (("1", 0.8), ("2", 0.0)):
+                labels = _labels(
+                    uuid,
+                    model,
+                    host_key,
+                    ns_key,
+                    namespace,
+                    index,
+                    [("GPU_I_PROFILE", "3g.40gb"), ("GPU_I_ID", gi)],
+                )
+                emit("DCGM_FI_PROF_GR_ENGINE_ACTIVE", labels, lambda age, r=ratio: r)
+                emit("DCGM_FI_DEV_FB_USED", labels, lambda age: 20000)
+        else:  # team-gap: samples stop 20 minutes before the end
+            emit("DCGM_FI_DEV_GPU_UTIL", base, lambda age: 0 if age > 1200 else None)
+            emit("DCGM_FI_PROF_GR_ENGINE_ACTIVE", base, lambda age: 0.0 if age > 1200 else None)
+            emit("DCGM_FI_DEV_FB_USED", base, lambda age: 0 if age > 1200 else None)
+    lines = []
+    for metric, rows in families.items():
+        lines += [f"# HELP {metric} {metric}", f"# TYPE {metric} gauge", *rows]
+    return "\n".join(lines + ["# EOF"]) + "\n"

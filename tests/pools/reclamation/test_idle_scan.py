@@ -1,0 +1,289 @@
+"""idle_scan / reclamation_undo against an in-memory Prometheus and Kubernetes (the fakes).
+
+Each scenario: a Kubernetes pool with 4 L40S on one node, team ``nlp`` holding an active
+allocation of 2 cards in namespace ``team-nlp`` since two days ago; the policy is live
+(dry_run False) unless the test says otherwise: idle < 30 % over 30 min, grace 24 h.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core import mail
+from django.test import override_settings
+from django.utils import timezone
+from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
+
+from pools.choices import AllocationStatus, GpuHealth, IdleFindingState, Scheduler, TeamRole
+from pools.errors import InsufficientCapacity, InvalidTransition, PermissionDenied
+from pools.models import AuditEvent, Exemption, GpuModel, IdleFinding, Membership, ReclamationPolicy
+from pools.services import scheduler_binding
+from pools.services.reclamation import idle_scan, reclamation_undo
+from scheduler_adapters.prometheus import DeviceUsage, Sample
+from scheduler_adapters.prometheus_fake import FakePrometheus
+
+pytestmark = pytest.mark.django_db
+
+T0 = timezone.now().replace(microsecond=0)
+LATER = T0 + timedelta(hours=25)  # past the 24 h grace
+
+
+def usage(uuid, util, *, namespace="team-nlp", host="k8s-n1", gap=None, fb=0.0):
+    """Samples every 60 s from T0 - 1 h to LATER + 1 h at ``util`` % (``gap``: (from, to) with
+    no samples)."""
+    start, end = (T0 - timedelta(hours=1)).timestamp(), (LATER + timedelta(hours=1)).timestamp()
+    stamps = [start + 60 * i for i in range(int((end - start) // 60) + 1)]
+    if gap:
+        stamps = [t for t in stamps if not gap[0].timestamp() <= t <= gap[1].timestamp()]
+    return DeviceUsage(
+        hostname=host,
+        uuid=uuid,
+        gpu="0",
+        model_name="NVIDIA L40S",
+        gpu_instance_id=None,
+        mig_profile=None,
+        namespace=namespace,
+        pods=("p",),
+        hpc_jobs=(),
+        util_source="prof",
+        util_pct=tuple(Sample(t, util) for t in stamps),
+        fb_used_mib=tuple(Sample(t, fb) for t in stamps),
+    )
+
+
+@pytest.fixture
+def fake_k8s():
+    scheduler_binding._ADAPTERS.clear()
+    with override_settings(SCHEDULERS={"kubernetes": {"BACKEND": "kubernetes-fake"}}):
+        yield scheduler_binding.scheduler_adapter("kubernetes")
+    scheduler_binding._ADAPTERS.clear()
+
+
+@pytest.fixture
+def world(fake_k8s, django_user_model, django_capture_on_commit_callbacks):
+    l40s = GpuModel.objects.get(slug="l40s")
+    pool = PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")
+    node = NodeFactory(hostname="k8s-n1", pool=pool, scheduler=Scheduler.KUBERNETES)
+    for index in range(4):
+        GpuFactory(
+            node=node,
+            index=index,
+            gpu_model=l40s,
+            raw_model_name="NVIDIA L40S",
+            health=GpuHealth.OK,
+        )
+    team = TeamFactory(slug="nlp")
+    alice = django_user_model.objects.create_user("alice", email="alice@example.com")
+    Membership.objects.create(team=team, user=alice, role=TeamRole.MANAGER)
+    allocation = AllocationFactory(
+        team=team,
+        pool=pool,
+        gpu_model=l40s,
+        card_count=2,
+        status=AllocationStatus.ACTIVE,
+        starts_at=T0 - timedelta(days=2),
+        ends_at=T0 + timedelta(days=5),
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        scheduler_binding.binding_apply(allocation)
+    assert fake_k8s.get_gpu_quota("nlp").cards == 2
+    policy = ReclamationPolicy.objects.create(pool=pool, dry_run=False)
+    admin = django_user_model.objects.create_user("admin", is_staff=True)
+    return {
+        "pool": pool,
+        "team": team,
+        "allocation": allocation,
+        "policy": policy,
+        "k8s": fake_k8s,
+        "admin": admin,
+        "l40s": l40s,
+    }
+
+
+def scan(now, devices, capture, **kwargs):
+    with capture(execute=True):
+        return idle_scan(now=now, metrics=FakePrometheus(devices, **kwargs))
+
+
+def test_busy_allocation_is_never_flagged(world, django_capture_on_commit_callbacks):
+    devices = [usage("GPU-1", 85.0), usage("GPU-2", 40.0)]
+    for now in (T0, LATER):
+        report = scan(now, devices, django_capture_on_commit_callbacks)
+        assert (report.busy, report.idle, report.unknown) == (1, 0, 0)
+    assert not IdleFinding.objects.exists()
+    assert mail.outbox == []
+
+
+def test_idle_warned_once_then_reclaimed_after_grace(world, django_capture_on_commit_callbacks):
+    devices = [usage("GPU-1", 1.0), usage("GPU-2", 2.0)]
+    first = scan(T0, devices, django_capture_on_commit_callbacks)
+    assert (first.idle, first.warned, first.reclaimed) == (1, 1, 0)
+    finding = IdleFinding.objects.get()
+    assert (finding.state, finding.card_count, finding.cards_in_use) == ("open", 2, 0)
+    assert str(finding.mean_util_pct) == "1.50"
+    assert len(mail.outbox) == 1 and "looks idle" in mail.outbox[0].subject
+
+    again = scan(T0 + timedelta(hours=1), devices, django_capture_on_commit_callbacks)
+    assert (again.warned, again.reclaimed) == (0, 0)
+    assert len(mail.outbox) == 1  # warned once
+
+    done = scan(LATER, devices, django_capture_on_commit_callbacks)
+    assert done.reclaimed == 1
+    finding.refresh_from_db()
+    allocation = world["allocation"]
+    allocation.refresh_from_db()
+    assert allocation.status == AllocationStatus.RECLAIMED
+    assert allocation.ends_at == LATER
+    assert (finding.state, finding.cards_reclaimed) == ("reclaimed", 2)
+    assert world["k8s"].get_gpu_quota("nlp").cards == 0  # quota lowered through the adapter
+    assert len(mail.outbox) == 2 and "2 card(s)" in mail.outbox[1].subject
+    actions = set(AuditEvent.objects.values_list("action", flat=True))
+    assert {
+        "idle_finding.opened",
+        "idle_finding.warned",
+        "allocation.reclaimed",
+        "idle_finding.reclaimed",
+    } <= actions
+
+
+def test_partly_used_allocation_shrinks_to_the_cards_in_use(
+    world, django_capture_on_commit_callbacks
+):
+    devices = [usage("GPU-1", 90.0), usage("GPU-2", 0.0)]
+    scan(T0, devices, django_capture_on_commit_callbacks)
+    report = scan(LATER, devices, django_capture_on_commit_callbacks)
+    assert report.reclaimed == 1
+    allocation = world["allocation"]
+    allocation.refresh_from_db()
+    assert (allocation.status, allocation.card_count) == (AllocationStatus.ACTIVE, 1)
+    assert world["k8s"].get_gpu_quota("nlp").cards == 1
+    assert AuditEvent.objects.filter(action="allocation.shrunk").count() == 1
+
+
+def test_metrics_gap_is_unknown_and_nothing_reclaimed(world, django_capture_on_commit_callbacks):
+    """C23: an exporter restart leaves 20 of the last 30 minutes empty."""
+    devices = [
+        usage("GPU-1", 0.0, gap=(LATER - timedelta(minutes=20), LATER)),
+        usage("GPU-2", 0.0),
+    ]
+    scan(T0, devices, django_capture_on_commit_callbacks)  # idle at T0: warned
+    report = scan(LATER, devices, django_capture_on_commit_callbacks)
+    assert (report.unknown, report.reclaimed) == (1, 0)
+    world["allocation"].refresh_from_db()
+    assert world["allocation"].status == AllocationStatus.ACTIVE
+    assert world["k8s"].get_gpu_quota("nlp").cards == 2
+
+
+def test_no_series_for_the_namespace_is_unknown(world, django_capture_on_commit_callbacks):
+    report = scan(
+        T0, [usage("GPU-1", 0.0, namespace="team-other")], django_capture_on_commit_callbacks
+    )
+    assert (report.unknown, report.idle) == (1, 0)
+    assert not IdleFinding.objects.exists()
+
+
+def test_exemption_is_honoured(world, django_capture_on_commit_callbacks):
+    Exemption.objects.create(
+        team=world["team"], reason="paper deadline", expires_at=LATER + timedelta(days=3)
+    )
+    devices = [usage("GPU-1", 0.0), usage("GPU-2", 0.0)]
+    scan(T0, devices, django_capture_on_commit_callbacks)
+    report = scan(LATER, devices, django_capture_on_commit_callbacks)
+    assert (report.exempt, report.reclaimed) == (1, 0)
+    assert "paper deadline" in IdleFinding.objects.get().note
+    world["allocation"].refresh_from_db()
+    assert world["allocation"].card_count == 2
+
+
+def test_prometheus_down_reports_and_changes_nothing(world, django_capture_on_commit_callbacks):
+    report = scan(T0, [], django_capture_on_commit_callbacks, down=True)
+    assert "Prometheus unavailable" in report.error
+    assert not IdleFinding.objects.exists()
+    assert mail.outbox == []
+
+
+def test_dry_run_records_what_it_would_do_and_changes_nothing(
+    world, django_capture_on_commit_callbacks
+):
+    ReclamationPolicy.objects.filter(pk=world["policy"].pk).update(dry_run=True)
+    devices = [usage("GPU-1", 0.0), usage("GPU-2", 0.0)]
+    scan(T0, devices, django_capture_on_commit_callbacks)
+    report = scan(LATER, devices, django_capture_on_commit_callbacks)
+    assert (report.would_reclaim, report.reclaimed) == (1, 0)
+    finding = IdleFinding.objects.get()
+    assert finding.would_reclaim_at == LATER and finding.note == "dry run: would end it"
+    assert finding.warned_at is None and mail.outbox == []
+    world["allocation"].refresh_from_db()
+    assert world["allocation"].status == AllocationStatus.ACTIVE
+    assert world["k8s"].get_gpu_quota("nlp").cards == 2
+
+
+def test_undo_within_a_day_restores_cards_and_quota(world, django_capture_on_commit_callbacks):
+    devices = [usage("GPU-1", 0.0), usage("GPU-2", 0.0)]
+    scan(T0, devices, django_capture_on_commit_callbacks)
+    scan(LATER, devices, django_capture_on_commit_callbacks)
+    finding = IdleFinding.objects.get()
+    alice = Membership.objects.get().user
+    with pytest.raises(PermissionDenied):
+        reclamation_undo(finding=finding, actor=alice, now=LATER)
+    with pytest.raises(InvalidTransition):
+        reclamation_undo(finding=finding, actor=world["admin"], now=LATER + timedelta(days=2))
+    with django_capture_on_commit_callbacks(execute=True):
+        reclamation_undo(finding=finding, actor=world["admin"], now=LATER + timedelta(hours=1))
+    allocation = world["allocation"]
+    allocation.refresh_from_db()
+    assert (allocation.status, allocation.card_count) == (AllocationStatus.ACTIVE, 2)
+    assert allocation.ends_at == T0 + timedelta(days=5)
+    assert world["k8s"].get_gpu_quota("nlp").cards == 2
+    finding.refresh_from_db()
+    assert finding.state == IdleFindingState.UNDONE
+
+
+def test_undo_refused_when_the_cards_went_to_someone_else(
+    world, django_capture_on_commit_callbacks
+):
+    devices = [usage("GPU-1", 0.0), usage("GPU-2", 0.0)]
+    scan(T0, devices, django_capture_on_commit_callbacks)
+    scan(LATER, devices, django_capture_on_commit_callbacks)
+    AllocationFactory(
+        team=TeamFactory(slug="vision"),
+        pool=world["pool"],
+        gpu_model=world["l40s"],
+        card_count=3,
+        status=AllocationStatus.ACTIVE,
+        starts_at=LATER,
+        ends_at=LATER + timedelta(days=1),
+    )
+    finding = IdleFinding.objects.get()
+    with pytest.raises(InsufficientCapacity) as refused:
+        reclamation_undo(finding=finding, actor=world["admin"], now=LATER + timedelta(hours=1))
+    assert refused.value.data == {"free": 1, "requested": 2}
+    world["allocation"].refresh_from_db()
+    assert world["allocation"].status == AllocationStatus.RECLAIMED
+
+
+def test_slurm_pool_shared_by_two_teams_is_unknown(db, django_capture_on_commit_callbacks):
+    a100 = GpuModel.objects.get(slug="a100_80g_sxm")
+    pool = PoolFactory(slug="train", scheduler=Scheduler.SLURM)
+    NodeFactory(hostname="slurm-n1", pool=pool)
+    for slug in ("nlp", "vision"):
+        AllocationFactory(
+            team=TeamFactory(slug=slug),
+            pool=pool,
+            gpu_model=a100,
+            card_count=1,
+            status=AllocationStatus.ACTIVE,
+            starts_at=T0 - timedelta(days=1),
+            ends_at=T0 + timedelta(days=1),
+        )
+    ReclamationPolicy.objects.create(pool=pool, dry_run=False)
+    devices = [usage("GPU-9", 0.0, namespace=None, host="slurm-n1")]
+    report = scan(T0, devices, django_capture_on_commit_callbacks)
+    assert (report.unknown, report.idle) == (2, 0)
+    # with one team on the pool's nodes the same series decide
+    AllocationFactory._meta.model.objects.filter(team__slug="vision").update(
+        status=AllocationStatus.ENDED
+    )
+    report = scan(T0, devices, django_capture_on_commit_callbacks)
+    assert (report.unknown, report.idle) == (0, 1)
