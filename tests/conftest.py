@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from browser_support import browser, page  # noqa: F401  (one session browser for all)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -1,0 +1,65 @@
+"""Issue #4's "Done when", literally: a pool admin clicks Approve in the browser and the limit
+appears in the real Slurm (``sacctmgr show assoc``); releasing the allocation in the browser
+removes it."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+from integration.slurm.slurm_cluster import eventually, sacctmgr
+from playwright.sync_api import expect
+
+from pools.models import Allocation, GpuModel, GpuModelAlias
+from pools.services import scheduler_binding
+from scheduler_adapters.registry import slurm_settings_from_env
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def catalogue():
+    from pools.catalogue.sync import catalogue_sync
+
+    catalogue_sync(GpuModel, GpuModelAlias)  # transactional: the database starts empty
+
+
+def _grptres(account: str) -> str:
+    return sacctmgr("show", "assoc", f"account={account}", "user=", "format=account,grptres")
+
+
+def test_approve_and_release_in_the_browser_set_and_remove_the_slurm_limit(
+    catalogue,
+    slurm,
+    slurm_settings,
+    cleanup,
+    portal_slurm_team,
+    page,
+    live_server,
+):
+    pool, a100, team, alice, admin, submit = portal_slurm_team
+    for user in (alice, admin):
+        user.set_password("pw-123456")
+        user.save()
+    request = submit(2)
+    scheduler_binding._ADAPTERS.clear()
+    with override_settings(SCHEDULERS={"slurm": slurm_settings_from_env(slurm_settings)}):
+        page.goto(f"{live_server.url}/login/")
+        page.fill("input[name=username]", "admin")
+        page.fill("input[name=password]", "pw-123456")
+        page.click("main button[type=submit]")
+        page.goto(f"{live_server.url}/requests/{request.pk}/")
+        page.click("button:has-text('Approve')")
+        expect(page.locator(".messages")).to_contain_text("Approved: allocation")
+        assert "gres/gpu:a100=2" in eventually(
+            lambda: _grptres(team.slug), lambda out: "gres/gpu:a100=2" in out
+        )
+
+        page.goto(f"{live_server.url}/requests/{request.pk}/")
+        page.locator("summary:has-text('Release early')").click()
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.click("button:has-text('Release')")
+        expect(page.locator(".messages")).to_contain_text("released")
+        eventually(lambda: slurm.get_gpu_limits(team.slug), lambda limits: limits == ())
+        assert "gres/gpu:a100" not in _grptres(team.slug)
+    scheduler_binding._ADAPTERS.clear()
+    assert Allocation.objects.get(request=request).status == "ended"
