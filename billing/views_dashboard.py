@@ -21,8 +21,9 @@ from billing import dashboard as costs
 from billing.conf import billing_zone
 from billing.pricing import local_midnight, month_of, next_month, previous_month
 from pools import dashboard
+from pools.choices import IdleFindingState
 from pools.forms import DashboardFilterForm
-from pools.models import DriverGroup, GpuModel, Pool, Team
+from pools.models import DriverGroup, GpuModel, IdleFinding, Pool, Team
 from pools.views import Column, csv_response, pool_admin_required
 from pools.views_requests import PALETTE
 
@@ -247,7 +248,6 @@ def admin_dashboard(request):
         "filters": filters,
         "rows": rows,
         "totals": totals,
-        "idle_available": any(r.idle_allocated is not None for r in rows),
         "chart": _plan_chart(plan, rows, days),
         "unplaced_pending": unplaced.unplaced_pending if unplaced else 0,
         "forecasts": forecasts,
@@ -329,6 +329,9 @@ def team_dashboard(request, slug: str):
         "held_month": held_month,
         "month": month,
         "estimates": team.sizing_estimates.order_by("-created_at")[:5],
+        "idle_findings": IdleFinding.objects.filter(
+            allocation__team=team, state=IdleFindingState.OPEN
+        ).count(),
         "now": now,
     }
     template = "dashboard/team.html#body" if request.htmx else "dashboard/team.html"

@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.apps import apps
 from django.db.models import Count, F, Q, Sum, Window
 from django.db.models.functions import Coalesce
 
 from pools.capacity import usable_cards
 from pools.choices import HOLDING_STATUSES, GpuHealth, NodeState, RequestStatus
-from pools.models import Allocation, CapacityRequest, Gpu, Node, SchedulerDrift
+from pools.models import Allocation, CapacityRequest, Gpu, IdleFinding, Node, SchedulerDrift
 from pools.selectors import unrecognised_model_list
 
 WEEKS_AHEAD = 8
@@ -55,7 +54,7 @@ class CapacityRow:
 
     ``usable`` is schedulable × the pool's over-commit ratio (floored); ``free`` is usable minus
     ``allocated``. Allocations name a pool and a model, not a driver group, so held cards are known
-    per pool × model only. ``idle_allocated`` is ``None`` while idle detection has no data.
+    per pool × model only (``None`` on driver-group lines).
     """
 
     pool_slug: str
@@ -214,22 +213,16 @@ def capacity_rows(*, filters: DashboardFilters, now: datetime) -> list[CapacityR
         )
         row.peak_pending = max(row.peak_pending, 0)
     idle = idle_allocated_cards()
-    if idle is not None:
-        for key, row in rows.items():
-            row.idle_allocated = idle.get(key, 0)
+    for key, row in rows.items():
+        row.idle_allocated = idle.get(key, 0)
     return sorted(rows.values(), key=lambda r: (r.pool, not r.recognised, r.gpu_model))
 
 
-def idle_allocated_cards() -> dict[tuple[str, str], int] | None:
-    """Cards of holding allocations that idle detection (issue 7) found idle and has not closed:
-    per (pool slug, model slug), ``card_count − cards_in_use`` of open findings. ``None`` while
-    the reclamation app has no ``IdleFinding`` model. One query."""
-    try:
-        finding = apps.get_model("pools", "IdleFinding")
-    except LookupError:
-        return None
+def idle_allocated_cards() -> dict[tuple[str, str], int]:
+    """Cards of holding allocations that the idle scan found idle and has not closed: per
+    (pool slug, model slug), ``card_count − cards_in_use`` of open findings. One query."""
     rows = (
-        finding.objects.filter(state="open", allocation__status__in=HOLDING_STATUSES)
+        IdleFinding.objects.filter(state="open", allocation__status__in=HOLDING_STATUSES)
         .values("allocation__pool__slug", "allocation__gpu_model__slug")
         .annotate(idle=Sum(F("card_count") - F("cards_in_use")))
         .order_by()

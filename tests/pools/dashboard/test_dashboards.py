@@ -14,7 +14,6 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from django.apps import apps
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -35,11 +34,10 @@ from billing.models import Statement, UsageRecord
 from billing.pricing import month_of, previous_month
 from pools import dashboard
 from pools.choices import AllocationStatus, GpuHealth, NodeState, Scheduler
-from pools.models import GpuModel
+from pools.models import GpuModel, IdleFinding
 
 pytestmark = pytest.mark.django_db
 # Idle detection (issue 7) is built alongside: its IdleFinding may or may not be there yet.
-IDLE = any(m.__name__ == "IdleFinding" for m in apps.get_app_config("pools").get_models())
 
 
 @pytest.fixture
@@ -78,17 +76,16 @@ def test_capacity_rows_by_hand(fleet):
     ]
     assert (row.allocated, row.free) == (2, 1)
     # None ("idle data: not available yet") until idle detection's IdleFinding exists, then 0
-    assert row.idle_allocated == (0 if IDLE else None)
+    assert row.idle_allocated == 0
     assert (row.peak_held, row.peak_pending) == (2, 1)
     assert row.headroom.level == "thin"
     assert "0% spare" in row.headroom.text
 
 
-@pytest.mark.skipif(not IDLE, reason="idle detection (IdleFinding) not built yet")
 def test_idle_allocated_from_open_findings(fleet):
     # nlp's 2-card allocation, 1 card in use: 1 idle-allocated card
     now = fleet["now"]
-    apps.get_model("pools", "IdleFinding").objects.create(
+    IdleFinding.objects.create(
         allocation=fleet["allocation"], first_seen_at=now, last_seen_at=now, card_count=2,
         cards_in_use=1,
     )  # fmt: skip
@@ -208,7 +205,7 @@ def test_permissions(fleet, django_user_model, client):
 def test_admin_page_and_htmx_fragment(fleet, django_user_model):
     admin = _admin_client(django_user_model)
     page = admin.get("/dashboard/").content.decode()
-    assert ("idle data: not available yet" in page) is not IDLE
+    assert "idle data: not available yet" not in page
     assert "Thin buffer" in page and "plan-chart-data" in page
     fragment = admin.get("/dashboard/?pool=train", headers={"HX-Request": "true"})
     assert fragment["Vary"].count("HX-Request") == 1
@@ -228,7 +225,7 @@ def test_csv_exports(fleet, django_user_model):
     assert _csv(admin.get("/dashboard/?export=capacity")) == [
         "pool,gpu_model,driver_group,total,healthy,schedulable,usable,allocated,idle_allocated,"
         "free,headroom",
-        f"Train,A100 SXM4 80GB,all,6,3,3,3,2,{'0' if IDLE else ''},1,thin",
+        "Train,A100 SXM4 80GB,all,6,3,3,3,2,0,1,thin",
         "Train,A100 SXM4 80GB,R535,2,0,0,,,,,",
         "Train,A100 SXM4 80GB,R550,4,3,3,,,,,",
     ]
