@@ -28,6 +28,7 @@ from pools.services.requests import (
 )
 from pools.services.scheduler_binding import (
     APPLIED_STATUSES,
+    PROVISION_LEAD,
     binding_apply,
     kubernetes_quota_sync,
     scheduler_adapter,
@@ -35,8 +36,6 @@ from pools.services.scheduler_binding import (
 )
 from scheduler_adapters.errors import SchedulerError
 
-# How long before its window an allocation is applied in the scheduler.
-PROVISION_LEAD = timedelta(minutes=15)
 RELEASABLE = (
     AllocationStatus.APPROVED,
     AllocationStatus.PROVISIONING,

@@ -13,7 +13,7 @@ portal only, and the binding says so.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Sum
@@ -26,6 +26,8 @@ from scheduler_adapters.errors import NotFound, SchedulerRejected
 from scheduler_adapters.records import GpuLimit
 from scheduler_adapters.registry import build_scheduler_adapter
 
+# How long before its window an allocation is applied in the scheduler.
+PROVISION_LEAD = timedelta(minutes=15)
 # Allocations whose window is open hold their cards in the scheduler.
 APPLIED_STATUSES = (
     AllocationStatus.PROVISIONING,
@@ -72,16 +74,10 @@ def team_cards_applied(
         gpu_model=gpu_model,
         pool__scheduler=scheduler,
         status__in=APPLIED_STATUSES,
-        starts_at__lte=now + _lead(),
+        starts_at__lte=now + PROVISION_LEAD,
         ends_at__gt=now,
     ).aggregate(cards=Sum("card_count"))["cards"]
     return int(total or 0)
-
-
-def _lead():
-    from pools.services.allocations import PROVISION_LEAD
-
-    return PROVISION_LEAD
 
 
 def slurm_limit_sync(
