@@ -9,9 +9,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from billing.conf import billing_zone
+from billing.services.prometheus_import import usage_import_kubernetes, usage_import_vllm_tokens
 from billing.services.statements import statements_close_month
 from billing.services.usage_import import usage_import_reservations, usage_import_slurm
 from scheduler_adapters.errors import SchedulerUnavailable
+from scheduler_adapters.prometheus import PrometheusAdapter
 from scheduler_adapters.registry import build_scheduler_adapter
 
 
@@ -48,3 +50,32 @@ def usage_import_task(hours: int = 48) -> dict[str, int]:
         finally:
             adapter.close()
     return counts
+
+
+@shared_task(
+    acks_late=True,
+    autoretry_for=(SchedulerUnavailable,),
+    retry_backoff=True,
+    max_retries=6,
+)
+def usage_import_prometheus_task(hours: int = 48) -> dict[str, int]:
+    """Import Kubernetes GPU requests and vLLM token counters of the last ``hours`` from
+    ``settings.PROMETHEUS_URL`` (none configured: nothing). Records are keyed by billing day,
+    so overlapping windows are harmless."""
+    url = getattr(settings, "PROMETHEUS_URL", "")
+    if not url:
+        return {}
+    end = timezone.now()
+    start = end - timedelta(hours=hours)
+    metrics = PrometheusAdapter(url, timeout_s=float(getattr(settings, "PROMETHEUS_TIMEOUT_S", 30)))
+    try:
+        return {
+            "kubernetes": usage_import_kubernetes(
+                metrics=metrics, start=start, end=end
+            ).records_created,
+            "vllm-tokens": usage_import_vllm_tokens(
+                metrics=metrics, start=start, end=end
+            ).records_created,
+        }
+    finally:
+        metrics.close()

@@ -19,7 +19,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Case, Exists, IntegerField, OuterRef, Q, Sum, Value, When
 from django.utils import timezone
 
@@ -37,9 +37,9 @@ from billing.pricing import (
     token_amount,
 )
 from billing.services.rates import RatePeriod, price_for, rate_kind, rate_periods
-from pools.audit import audit_event_record
+from pools.audit import audit_event_build, audit_event_record
 from pools.choices import TeamRole
-from pools.models import GpuModel, Team
+from pools.models import AuditEvent, GpuModel, Membership, Team
 
 _BASIS_ORDER = {ChargeBasis.RESERVED: 0, ChargeBasis.USED: 1, ChargeBasis.TOKENS: 2}
 CARD_HOURS = "card-hours"
@@ -84,19 +84,26 @@ def _priced(period: date, key: tuple, raw: Decimal, rate: RatePeriod, price: Dec
                     price, amount, rate.rate_from, rate.rate_to, rate.card_id)  # fmt: skip
 
 
-def _segment_sums(
-    team_id: int, month: date, periods: list[RatePeriod]
-) -> dict[tuple, list[Decimal]]:  # noqa: E501
-    """Raw quantity per (gpu model, served model, basis, unit) and rate period index."""
-    sums: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0)] * len(periods))
-    records = UsageRecord.objects.filter(team_id=team_id, month=month, quantity__gt=0).exclude(
-        basis=ChargeBasis.INCLUDED
+def _segment_sums_by_team(
+    month: date, periods: list[RatePeriod], team_ids: list[int] | None = None
+) -> tuple[dict[int, dict[tuple, list[Decimal]]], set[int]]:
+    """Raw quantity per team, (gpu model, served model, basis, unit) and rate period index,
+    and the teams with any usage record in the month (charged or not).
+
+    One ``GROUP BY`` over the month's records (of ``team_ids``, or of every team); records
+    that straddle a rate change are prorated in Python, in ``(period_start, id)`` order.
+    """
+    by_team: dict[int, dict[tuple, list[Decimal]]] = defaultdict(
+        lambda: defaultdict(lambda: [Decimal(0)] * len(periods))
     )
+    month_records = UsageRecord.objects.filter(month=month)
+    if team_ids is not None:
+        month_records = month_records.filter(team_id__in=team_ids)
+    charged = Q(quantity__gt=0) & ~Q(basis=ChargeBasis.INCLUDED)
     cuts = [p.start for p in periods[1:]]
     straddles = Q()
     for cut in cuts:
         straddles |= Q(period_start__lt=cut, period_end__gt=cut)
-    whole = records.exclude(straddles) if cuts else records
     segment = (
         Case(
             *[When(period_start__lt=c, then=Value(i)) for i, c in enumerate(cuts)],
@@ -107,33 +114,53 @@ def _segment_sums(
         else Value(0, output_field=IntegerField())
     )
     rows = (
-        whole.annotate(segment=segment)
-        .values("gpu_model_id", "served_model", "basis", "unit", "segment")
-        .annotate(total=Sum("quantity"))
+        month_records.annotate(segment=segment)
+        .values_list("team_id", "gpu_model_id", "served_model", "basis", "unit", "segment")
+        .annotate(total=Sum("quantity", filter=charged & ~straddles if cuts else charged))
         .order_by()
     )
-    for row in rows:
-        key = (row["gpu_model_id"], row["served_model"], row["basis"], row["unit"])
-        sums[key][row["segment"]] += Decimal(row["total"])
+    seen: set[int] = set()
+    for team_id, gpu_model_id, served, basis, unit, index, total in rows:
+        seen.add(team_id)
+        if total is not None:
+            by_team[team_id][(gpu_model_id, served, basis, unit)][index] += Decimal(total)
+    records = month_records.filter(charged)
     if cuts:
-        for record in records.filter(straddles):
+        straddling = records.filter(straddles).order_by("period_start", "id")
+        for record in straddling.only(
+            "team_id", "gpu_model_id", "served_model", "basis", "unit", "quantity",
+            "period_start", "period_end",
+        ):  # fmt: skip
             key = (record.gpu_model_id, record.served_model, record.basis, record.unit)
+            sums = by_team[record.team_id]
             length = Decimal(int((record.period_end - record.period_start).total_seconds()))
             for index, period in enumerate(periods):
                 a, b = max(record.period_start, period.start), min(record.period_end, period.end)
                 if b > a:
                     share = Decimal(int((b - a).total_seconds())) / length
                     sums[key][index] += record.quantity * share
-    return sums
+    return by_team, seen
 
 
-def statement_lines_compute(*, team_id: int, month: date) -> tuple[list[LineData], list[dict], str]:
-    """The usage lines of a team's month, its warnings (unpriced usage) and currency."""
-    periods = rate_periods(month=month, zone=billing_zone())
-    currency = next((p.currency for p in periods if p.currency), None) or default_currency()
+def _segment_sums(
+    team_id: int, month: date, periods: list[RatePeriod]
+) -> dict[tuple, list[Decimal]]:  # noqa: E501
+    """Raw quantity per (gpu model, served model, basis, unit) and rate period index."""
+    return _segment_sums_by_team(month, periods, [team_id])[0].get(team_id, {})
+
+
+def _month_currency(periods: list[RatePeriod]) -> str:
+    return next((p.currency for p in periods if p.currency), None) or default_currency()
+
+
+def _lines_from_sums(
+    month: date, periods: list[RatePeriod], currency: str, sums: dict[tuple, list[Decimal]]
+) -> tuple[list[LineData], list[dict]]:
+    """Price one team's segment sums: one line per key and rate period (adjacent periods
+    with the same price merge), rounded once; unpriced usage becomes a warning."""
     lines: list[LineData] = []
     warnings: list[dict[str, Any]] = []
-    for key, per_period in _segment_sums(team_id, month, periods).items():
+    for key, per_period in sums.items():
         gpu_model_id, served, basis, unit = key
         kind = rate_kind(basis, unit)
         current: LineData | None = None
@@ -161,6 +188,16 @@ def statement_lines_compute(*, team_id: int, month: date) -> tuple[list[LineData
                 continue
             current = _priced(month, key, raw, period, price, currency)
             lines.append(current)
+    return lines, warnings
+
+
+def statement_lines_compute(*, team_id: int, month: date) -> tuple[list[LineData], list[dict], str]:
+    """The usage lines of a team's month, its warnings (unpriced usage) and currency."""
+    periods = rate_periods(month=month, zone=billing_zone())
+    currency = _month_currency(periods)
+    lines, warnings = _lines_from_sums(
+        month, periods, currency, _segment_sums(team_id, month, periods)
+    )
     return lines, warnings, currency
 
 
@@ -236,6 +273,43 @@ def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
     return result
 
 
+def _line_objects(statement: Statement, lines: list[LineData]) -> list[StatementLine]:
+    return [
+        StatementLine(
+            statement=statement,
+            position=position,
+            kind=x.kind,
+            period=x.period,
+            gpu_model_id=x.gpu_model_id,
+            served_model=x.served_model,
+            basis=x.basis,
+            unit=x.unit,
+            quantity=x.quantity,
+            unit_price=x.unit_price,
+            amount=x.amount,
+            rate_from=x.rate_from,
+            rate_to=x.rate_to,
+            rate_card_id=x.rate_card_id,
+        )  # fmt: skip
+        for position, x in enumerate(lines, start=1)
+    ]
+
+
+def _statement_fill(
+    statement: Statement, team: Team, lines: list[LineData], warnings: list[dict],
+    currency: str, now: datetime,
+) -> None:  # fmt: skip
+    usage = sum((x.amount for x in lines if x.kind == LineKind.USAGE), Decimal(0))
+    adjustment = sum((x.amount for x in lines if x.kind == LineKind.ADJUSTMENT), Decimal(0))
+    statement.currency = currency
+    statement.cost_centre = team.cost_centre
+    statement.usage_amount, statement.adjustment_amount = usage, adjustment
+    statement.total_amount = usage + adjustment
+    statement.rounding = rounding_note(currency)
+    statement.warnings = warnings
+    statement.built_at = now
+
+
 @transaction.atomic
 def statement_build(*, team: Team, month: date, now: datetime | None = None) -> Statement:
     """(Re)build the team's draft for ``month``: same usage in, same lines out.
@@ -260,36 +334,8 @@ def statement_build(*, team: Team, month: date, now: datetime | None = None) -> 
     )  # noqa: E501
     lines.sort(key=_sort_key(names))
     StatementLine.objects.filter(statement=statement).delete()
-    StatementLine.objects.bulk_create(
-        [
-            StatementLine(
-                statement=statement,
-                position=position,
-                kind=x.kind,
-                period=x.period,
-                gpu_model_id=x.gpu_model_id,
-                served_model=x.served_model,
-                basis=x.basis,
-                unit=x.unit,
-                quantity=x.quantity,
-                unit_price=x.unit_price,
-                amount=x.amount,
-                rate_from=x.rate_from,
-                rate_to=x.rate_to,
-                rate_card_id=x.rate_card_id,
-            )  # fmt: skip
-            for position, x in enumerate(lines, start=1)
-        ]
-    )
-    usage = sum((x.amount for x in lines if x.kind == LineKind.USAGE), Decimal(0))
-    adjustment = sum((x.amount for x in lines if x.kind == LineKind.ADJUSTMENT), Decimal(0))
-    statement.currency = currency
-    statement.cost_centre = team.cost_centre
-    statement.usage_amount, statement.adjustment_amount = usage, adjustment
-    statement.total_amount = usage + adjustment
-    statement.rounding = rounding_note(currency)
-    statement.warnings = warnings
-    statement.built_at = now
+    StatementLine.objects.bulk_create(_line_objects(statement, lines))
+    _statement_fill(statement, team, lines, warnings, currency, now)
     statement.save()
     return statement
 
@@ -350,31 +396,126 @@ def statement_email_managers(*, statement_id: int) -> int:
     return len(emails)
 
 
+_LINE_COLUMNS = [
+    "statement", "position", "kind", "period", "gpu_model", "served_model", "basis", "unit",
+    "quantity", "unit_price", "amount", "rate_from", "rate_to", "rate_card",
+]  # fmt: skip
+
+
+def _lines_insert(statements: list[tuple[Statement, list[LineData]]]) -> None:
+    """Write many statements' lines at once: ``COPY`` on PostgreSQL, else ``bulk_create``.
+
+    Decimals go through the fields' own preparation, so the stored values are the same as
+    ``bulk_create`` would store."""
+    if connection.vendor != "postgresql":
+        StatementLine.objects.bulk_create(
+            [line for statement, lines in statements for line in _line_objects(statement, lines)],
+            batch_size=5000,
+        )
+        return
+    fields = [StatementLine._meta.get_field(name) for name in _LINE_COLUMNS]
+    quantity, unit_price, amount = fields[8:11]
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    table = connection.ops.quote_name(StatementLine._meta.db_table)
+    with connection.cursor() as cursor, cursor.cursor.copy(
+        f"COPY {table} ({columns}) FROM STDIN"
+    ) as copy:  # fmt: skip
+        for statement, lines in statements:
+            for position, x in enumerate(lines, start=1):
+                copy.write_row((
+                    statement.pk, position, x.kind, x.period, x.gpu_model_id, x.served_model,
+                    x.basis, x.unit, quantity.get_db_prep_save(x.quantity, connection),
+                    unit_price.get_db_prep_save(x.unit_price, connection),
+                    amount.get_db_prep_save(x.amount, connection), x.rate_from, x.rate_to,
+                    x.rate_card_id,
+                ))  # fmt: skip
+
+
+_STATEMENT_FIELDS = [
+    "status", "currency", "cost_centre", "usage_amount", "adjustment_amount", "total_amount",
+    "rounding", "warnings", "built_at", "finalized_at",
+]  # fmt: skip
+
+
 def statements_close_month(
     *, month: date | None = None, now: datetime | None = None
 ) -> list[Statement]:  # noqa: E501
     """Build and finalize every team's statement for ``month`` (default: the previous month in
     the billing time zone). Teams with usage in the month or late usage for earlier final
-    months get one. Safe to run again: final statements are skipped."""
+    months get one. Safe to run again: final statements are skipped.
+
+    Same lines as :func:`statement_build` + :func:`statement_finalize` per team, in bulk: one
+    ``GROUP BY`` over the month's usage for all teams (split at rate periods), lines priced
+    per group in Python; statements and audit events written with ``bulk_create``, lines with
+    ``COPY`` on PostgreSQL (``bulk_create`` elsewhere), all in one transaction; managers get
+    their PDFs once it commits.
+    """
     now = now or timezone.now()
     month = (month or previous_month(month_of(now, billing_zone()))).replace(day=1)
-    team_ids = set(UsageRecord.objects.filter(month=month).values_list("team_id", flat=True))
+    periods = rate_periods(month=month, zone=billing_zone())
+    currency = _month_currency(periods)
+    sums, team_ids = _segment_sums_by_team(month, periods)
     late = UsageRecord.objects.filter(
         team_id=OuterRef("team_id"),
         month=OuterRef("month"),
         updated_at__gt=OuterRef("finalized_at"),
     )
-    team_ids |= set(
+    late_team_ids = set(
         Statement.objects.filter(status=StatementStatus.FINAL, month__lt=month)
         .filter(Exists(late))
         .values_list("team_id", flat=True)
     )
+    team_ids |= late_team_ids
     team_ids |= set(Statement.objects.filter(month=month).values_list("team_id", flat=True))
-    closed = []
-    for team in Team.objects.filter(pk__in=team_ids).order_by("slug"):
-        statement = Statement.objects.filter(team=team, month=month).first()
-        if statement is not None and statement.is_final:
-            closed.append(statement)
-            continue
-        closed.append(statement_finalize(team=team, month=month, now=now))
-    return closed
+    with transaction.atomic():
+        teams = list(Team.objects.filter(pk__in=team_ids).order_by("slug"))
+        existing = {
+            s.team_id: s
+            for s in Statement.objects.select_for_update().filter(
+                month=month, team_id__in=team_ids
+            )
+        }
+        todo = [t for t in teams if not (t.pk in existing and existing[t.pk].is_final)]
+        names = dict(GpuModel.objects.values_list("pk", "name"))
+        built: dict[int, tuple[list[LineData], list[dict]]] = {}
+        for team in todo:
+            lines, warnings = _lines_from_sums(month, periods, currency, sums.get(team.pk, {}))
+            if team.pk in late_team_ids:
+                lines += _adjustments(team.pk, month, currency)
+            lines.sort(key=_sort_key(names))
+            built[team.pk] = (lines, warnings)
+        new, old = [], []
+        for team in todo:
+            statement = existing.get(team.pk) or Statement(team=team, month=month)
+            statement.team = team
+            _statement_fill(statement, team, *built[team.pk], currency, now)
+            statement.status = StatementStatus.FINAL
+            statement.finalized_at = now
+            (old if statement.pk else new).append(statement)
+        Statement.objects.bulk_create(new)
+        if old:
+            Statement.objects.bulk_update(old, _STATEMENT_FIELDS)
+            StatementLine.objects.filter(statement__in=old).delete()
+        finalized = {s.team_id: s for s in new + old}
+        _lines_insert([(finalized[team.pk], built[team.pk][0]) for team in todo])
+        AuditEvent.objects.bulk_create(
+            [
+                audit_event_build(actor=None, action="statement.finalized", obj=s,
+                                  after={"total": str(s.total_amount), "currency": s.currency})
+                for s in (finalized[team.pk] for team in todo)
+            ]  # fmt: skip
+        )
+        with_managers = set(
+            Membership.objects.filter(
+                team_id__in=finalized, role=TeamRole.MANAGER
+            ).exclude(user__email="").values_list("team_id", flat=True)
+        )
+        for team in todo:
+            if team.pk in with_managers:
+                statement_id = finalized[team.pk].pk
+                transaction.on_commit(
+                    lambda statement_id=statement_id: statement_email_managers(
+                        statement_id=statement_id
+                    )
+                )
+    return [finalized.get(t.pk) or existing[t.pk] for t in teams]

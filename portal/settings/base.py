@@ -205,6 +205,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "billing.tasks.statements_close_month_task",
         "schedule": crontab(minute=7),
     },
+    # Hourly; records are keyed by billing day, re-importing is harmless.
+    "usage-import-prometheus": {
+        "task": "billing.tasks.usage_import_prometheus_task",
+        "schedule": crontab(minute=37),
+    },
 }
 BILLING_TIME_ZONE = env.str("BILLING_TIME_ZONE", default="UTC")
 BILLING_CURRENCY = env.str("BILLING_CURRENCY", default="EUR")

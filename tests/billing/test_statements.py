@@ -7,6 +7,7 @@ from decimal import Decimal
 
 import pytest
 from django.core import mail
+from django.db import transaction
 from kit import Accounting, job, utc
 
 from billing.choices import LineKind, RateKind, StatementStatus
@@ -16,6 +17,7 @@ from billing.services.rates import rate_card_create
 from billing.services.statements import statement_build, statement_finalize, statements_close_month
 from billing.services.tokens import usage_tokens_ingest
 from billing.services.usage_import import usage_import_slurm
+from pools.models import AuditEvent, Team
 
 pytestmark = pytest.mark.django_db
 OCT = date(2026, 10, 1)
@@ -166,3 +168,75 @@ def test_unpriced_usage_is_a_warning_not_a_zero_line(team, train_pool):
     statement = statement_build(team=team, month=OCT)
     assert statement.lines.count() == 0
     assert [w["code"] for w in statement.warnings] == ["unpriced"]
+
+
+class _Rollback(Exception):
+    pass
+
+
+def test_bulk_close_gives_the_same_lines_as_building_each_team(
+    team, team_manager, rates, train_pool, a100, django_capture_on_commit_callbacks
+):
+    """statements_close_month aggregates all teams at once; its lines equal statement_build's
+    per team: two teams, a rate change on the 15th (a job straddling it), a job across the
+    month boundary, tokens, an existing draft, and late usage of a final month."""
+    from factories import TeamFactory
+
+    TeamFactory(slug="cv", name="Vision")
+    TeamFactory(slug="idle", name="Idle")  # no usage: gets no statement
+    rate_card_create(name="autumn", currency="EUR", effective_from=date(2026, 10, 15),
+                     gpu_prices={(a100.pk, RateKind.GPU_USED): Decimal("4.00"),
+                                 (a100.pk, RateKind.GPU_RESERVED): Decimal("2.50")},
+                     token_prices={("qwen", RateKind.TOKEN_INPUT): Decimal("2.00"),
+                                   ("qwen", RateKind.TOKEN_OUTPUT): Decimal("9.00")})  # fmt: skip
+    september = Accounting([job(1, utc(2026, 9, 10), utc(2026, 9, 10, 1), {"a100": 1})])
+    usage_import_slurm(scheduler=september, start=utc(2026, 9, 1), end=utc(2026, 10, 1),
+                       now=utc(2026, 10, 1, 1))  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        statement_finalize(team=team, month=date(2026, 9, 1), now=utc(2026, 10, 1, 2))
+    jobs = Accounting([
+        # late September usage (after the September close) → an adjustment on October
+        job(2, utc(2026, 9, 30, 22), utc(2026, 9, 30, 23, 17, 13), {"a100": 3}),
+        job(3, utc(2026, 10, 14, 23, 0, 7), utc(2026, 10, 15, 1, 3), {"a100": 2}),
+        job(4, utc(2026, 10, 3), utc(2026, 10, 3, 0, 7, 11), {"a100": 1}),
+        job(5, utc(2026, 10, 31, 23, 30), utc(2026, 11, 1, 1, 30), {"a100": 2}),
+        job(6, utc(2026, 10, 14, 22), utc(2026, 10, 15, 0, 0, 1), {"a100": 1}, account="cv"),
+        job(7, utc(2026, 10, 20), utc(2026, 10, 20, 2, 0, 59), {"a100": 5}, account="cv"),
+        job(8, utc(2026, 10, 31, 22), utc(2026, 11, 2), {"a100": 1}, account="cv"),
+    ])  # fmt: skip
+    usage_import_slurm(scheduler=jobs, start=utc(2026, 9, 1), end=utc(2026, 12, 1),
+                       now=utc(2026, 12, 2))  # fmt: skip
+    usage_tokens_ingest(records=[
+        {"idempotency_key": f"t{i}", "team": slug, "served_model": "qwen",
+         "prompt_tokens": 1_234_567 + i, "completion_tokens": 76_543 * i, "cached_tokens": 1_111,
+         "timestamp": f"2026-10-{day:02d}T10:00:00+00:00"}
+        for i, (slug, day) in enumerate([("nlp", 5), ("nlp", 20), ("cv", 14), ("cv", 15)])
+    ])  # fmt: skip
+    statement_build(team=team, month=OCT)  # an existing draft is rebuilt by the close
+    expected = {}
+    try:
+        with transaction.atomic():
+            for slug in ("cv", "nlp"):
+                statement = statement_build(team=Team.objects.get(slug=slug), month=OCT)
+                expected[slug] = (lines(statement), statement.total_amount, statement.warnings,
+                                  [(x.rate_from, x.rate_to, x.rate_card_id)
+                                   for x in statement.lines.order_by("position")])  # fmt: skip
+            raise _Rollback
+    except _Rollback:
+        pass
+    assert {x[0] for x in expected["nlp"][0]} == {"usage", "adjustment"}
+    assert len({x[2] for x in expected["cv"][3]}) == 2  # the rate change splits cv's lines
+    mail.outbox.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        closed = statements_close_month(month=OCT, now=utc(2026, 11, 1, 3))
+    got = {
+        s.team.slug: (lines(s), s.total_amount, s.warnings,
+                      [(x.rate_from, x.rate_to, x.rate_card_id)
+                       for x in s.lines.order_by("position")])
+        for s in (Statement.objects.get(pk=c.pk) for c in closed)
+    }  # fmt: skip
+    assert got == expected
+    assert [(s.team.slug, s.status) for s in closed] == [("cv", "final"), ("nlp", "final")]
+    assert [m.to for m in mail.outbox] == [[team_manager.email]]
+    assert AuditEvent.objects.filter(action="statement.finalized",
+                                     object_id__in=[str(s.pk) for s in closed]).count() == 2

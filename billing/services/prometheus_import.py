@@ -1,0 +1,374 @@
+"""Usage importers reading Prometheus: Kubernetes GPU requests and vLLM token counters.
+
+Both write :class:`~billing.models.UsageRecord` through the same upsert as the Slurm importer
+(:mod:`billing.services.usage_import`), keyed by **billing day** so that overlapping or repeated
+windows find the same keys and nothing is counted twice: the window is widened to whole days
+in the billing time zone (``[local midnight of start's day, local midnight after end)``) and
+clipped at "now" (today's record is metered up to now and updated in place on the next run).
+A billing day never crosses a month boundary, so records are split at month starts by
+construction; a daylight-saving day simply has 23 or 25 hours.
+
+Kubernetes (``source="kubernetes"``), key ``k8s:<namespace>:<model slug>:<YYYY-MM-DD>:<basis>``
+where basis is ``used`` or ``alloc<id>`` (inside a reserved allocation, recorded ``included``):
+
+- series: ``kube_pod_container_resource_requests{resource="nvidia_com_gpu",node!=""}``
+  (kube-state-metrics; ``node!=""`` keeps scheduled pods only, pending pods hold no card),
+  read with a range query at ``step_s`` (default 60 s) aligned to the day's local midnight,
+  summed in Python per (namespace, node) at each step;
+- pods whose ``kube_pod_status_phase{phase="Succeeded"|"Failed"}`` is 1 at a step are not
+  counted at that step (kube-state-metrics exports a finished pod's requests until it is
+  deleted); a Pending pod already bound to a node holds its cards and is counted;
+- integration: the value at step ``t`` counts for ``[t, t + step)`` (left Riemann sum).
+  **Error**: a pod's start and end are seen to within one step, so each start or stop is off by
+  at most ``step_s`` × its cards (≤ 60 card-s per card per edge at the default step; the sum over
+  a long window is unbiased on average). A series that vanishes without a staleness marker
+  (a Prometheus restart, backfilled data) keeps its last value for up to the lookback delta
+  (5 min by default) — the same as any PromQL over these series;
+- team: namespace ``team-<slug>``, or the ``namespace`` of an allocation's scheduler binding;
+  other namespaces are reported (``unknown_namespace``), never charged;
+- GPU model, in this order: (1) the node's ``nvidia.com/gpu.product`` label (GPU feature
+  discovery), read from ``kube_node_labels{label_nvidia_com_gpu_product!=""}`` and matched
+  exactly through :class:`~pools.models.GpuModelAlias` (``NVIDIA-A100-SXM4-80GB``); (2) the
+  pools inventory: the node's hostname in ``pools.Node`` with exactly one GPU model; (3) the
+  team's allocation(s) in Kubernetes pools when they have exactly one model. Otherwise the
+  usage is reported (``unknown_gpu_model``) and not charged.
+
+vLLM tokens (``source="prometheus-tokens"``), key
+``vllm:<namespace>:<model_name>:<unit>:<YYYY-MM-DD>``:
+
+- ``vllm:prompt_tokens_total`` → input tokens, ``vllm:generation_tokens_total`` → output
+  tokens, per namespace (→ team as above) and ``model_name`` (the served model). vLLM counts
+  prefix-cache hits inside prompt tokens, so all prompt tokens are charged as input tokens;
+- the raw samples are read (``metric[<seconds>s]`` at the window's end, from the window start
+  minus ``lookback_s``) and the increase computed in Python with
+  :func:`billing.pricing.counter_increase` (a drop means a reset: the new value is all new), not
+  with PromQL ``increase()`` (which extrapolates to the window's edges). Each increase between
+  two consecutive samples belongs to the day of the later sample, so days add up exactly. The
+  first sample of a series has no predecessor and adds nothing (as in PromQL).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Protocol
+
+from django.db import transaction
+from django.utils import timezone
+
+from billing.choices import ChargeBasis, UsageSource, UsageUnit
+from billing.conf import billing_zone
+from billing.models import UsageImport, UsageRecord
+from billing.pricing import counter_increase, local_midnight, split_at
+from billing.services.usage_import import (
+    CHARGED_STATUSES,
+    ImportReport,
+    _Catalogue,
+    _check_window,
+    _save_report,
+    _upsert,
+)
+from pools.choices import Scheduler
+from pools.gpu_names import normalise_model_key
+from pools.models import Allocation, Gpu
+from scheduler_adapters.prometheus import Series
+
+GPU_REQUESTS = 'kube_pod_container_resource_requests{resource="nvidia_com_gpu",node!=""}'
+# kube-state-metrics keeps exporting the requests of Succeeded/Failed pods until they are
+# deleted; they hold no card then (a Pending pod bound to a node does: it is pulling images).
+FINISHED_PHASES = (
+    'kube_pod_status_phase{phase="Succeeded"}',
+    'kube_pod_status_phase{phase="Failed"}',
+)
+NODE_PRODUCT = 'kube_node_labels{label_nvidia_com_gpu_product!=""}'
+PRODUCT_LABEL = "label_nvidia_com_gpu_product"
+TOKEN_COUNTERS = (
+    ("vllm:prompt_tokens_total", UsageUnit.INPUT_TOKENS),
+    ("vllm:generation_tokens_total", UsageUnit.OUTPUT_TOKENS),
+)
+DEFAULT_STEP_S = 60
+DEFAULT_LOOKBACK_S = 600
+
+
+class MetricsSource(Protocol):
+    """What the importers need of :class:`~scheduler_adapters.prometheus.PrometheusAdapter`."""
+
+    def query(self, expr: str, *, at: datetime) -> tuple[Series, ...]: ...
+
+    def query_range(
+        self, expr: str, *, start: datetime, end: datetime, step_s: float
+    ) -> tuple[Series, ...]: ...
+
+
+def _days(
+    start: datetime, end: datetime, now: datetime, zone
+) -> list[tuple[date, datetime, datetime]]:
+    """Billing days covering ``[start, end)``, the last clipped at ``now``: ``(day, a, b)``."""
+    day = start.astimezone(zone).date()
+    out = []
+    while True:
+        a = local_midnight(day, zone)
+        if a >= end or a >= now:
+            break
+        b = min(local_midnight(day + timedelta(days=1), zone), now)
+        out.append((day, a, b))
+        day += timedelta(days=1)
+    return out
+
+
+class _Teams:
+    def __init__(self, catalogue: _Catalogue) -> None:
+        self.by_namespace = {f"team-{slug}": team_id for slug, team_id in catalogue.teams.items()}
+        for team_id, binding in Allocation.objects.values_list("team_id", "scheduler_binding"):
+            namespace = (binding or {}).get("namespace")
+            if isinstance(namespace, str):
+                self.by_namespace.setdefault(namespace, team_id)
+
+    def get(self, namespace: str | None) -> int | None:
+        return self.by_namespace.get(namespace or "")
+
+
+# --------------------------------------------------------------------------- Kubernetes
+
+
+class _K8sModels:
+    """GPU model of a (node, team): node product label, then inventory, then allocation."""
+
+    def __init__(self, catalogue: _Catalogue, node_products: dict[str, str]) -> None:
+        self.catalogue = catalogue
+        self.node_products = node_products
+        self.inventory: dict[str, set[int]] = defaultdict(set)
+        for hostname, model_id in (
+            Gpu.objects.filter(gpu_model__isnull=False)
+            .values_list("node__hostname", "gpu_model_id")
+            .distinct()
+        ):
+            self.inventory[hostname].add(model_id)
+        self.team_models: dict[int, set[int]] = defaultdict(set)
+        for team_id, model_id in Allocation.objects.filter(
+            pool__scheduler=Scheduler.KUBERNETES, status__in=CHARGED_STATUSES
+        ).values_list("team_id", "gpu_model_id"):
+            self.team_models[team_id].add(model_id)
+
+    def resolve(self, node: str | None, team_id: int) -> tuple[int | None, str]:
+        product = self.node_products.get(node or "")
+        if product:
+            model_id = self.catalogue.alias.get(normalise_model_key(product))
+            if model_id is not None:
+                return model_id, "node-label"
+        in_node = self.inventory.get(node or "", set())
+        if len(in_node) == 1:
+            return next(iter(in_node)), "inventory"
+        held = self.team_models.get(team_id, set())
+        if len(held) == 1:
+            return next(iter(held)), "allocation"
+        return None, f"node {node!r} (product {product!r}) and the team's allocations"
+
+
+def _node_products(metrics: MetricsSource, start: datetime, end: datetime) -> dict[str, str]:
+    seconds = max(1, math.ceil((end - start).total_seconds()))
+    products: dict[str, tuple[float, str]] = {}
+    for series in metrics.query(f"{NODE_PRODUCT}[{seconds}s]", at=end):
+        node, product = series.label("node"), series.label(PRODUCT_LABEL)
+        if not node or not product or not series.samples:
+            continue
+        last = series.samples[-1].timestamp
+        if node not in products or last >= products[node][0]:
+            products[node] = (last, product)
+    return {node: product for node, (_, product) in products.items()}
+
+
+def usage_import_kubernetes(
+    *,
+    metrics: MetricsSource,
+    start: datetime,
+    end: datetime,
+    now: datetime | None = None,
+    step_s: int = DEFAULT_STEP_S,
+) -> UsageImport:
+    """Card-seconds of GPU requests of scheduled pods per namespace and GPU model, per billing
+    day of ``[start, end)`` (see the module docstring for keys, model resolution and error)."""
+    _check_window(start, end)
+    if step_s <= 0 or 3600 % step_s:
+        raise ValueError("step_s must divide an hour")
+    now = now or timezone.now()
+    zone = billing_zone()
+    report = ImportReport()
+    days = _days(start, end, now, zone)
+    if not days:
+        with transaction.atomic():
+            return _save_report(UsageSource.KUBERNETES, start, end, report)
+    wide_start, wide_end = days[0][1], days[-1][2]
+    catalogue = _Catalogue()
+    teams = _Teams(catalogue)
+    models = _K8sModels(catalogue, _node_products(metrics, wide_start, wide_end))
+    series: list[Series] = []
+    finished: set[tuple[str, str, float]] = set()  # (namespace, pod, step) of ended pods
+    for _day, a, b in days:  # one range query per day: under Prometheus' 11,000 points
+        last_t = b - timedelta(seconds=1)  # samples at t < b only
+        if last_t < a:
+            continue
+        series.extend(metrics.query_range(GPU_REQUESTS, start=a, end=last_t, step_s=step_s))
+        for expr in FINISHED_PHASES:
+            for item in metrics.query_range(expr, start=a, end=last_t, step_s=step_s):
+                pod_key = (item.label("namespace") or "", item.label("pod") or "")
+                finished.update((*pod_key, x.timestamp) for x in item.samples if x.value == 1)
+    # (namespace, node) -> {timestamp: cards}
+    cards: dict[tuple[str, str], dict[float, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    for item in series:
+        report.jobs_seen += 1
+        key = (item.label("namespace") or "", item.label("node") or "")
+        pod = item.label("pod") or ""
+        for sample in item.samples:
+            if sample.value and (key[0], pod, sample.timestamp) not in finished:
+                cards[key][sample.timestamp] += Decimal(str(sample.value))
+    day_starts = [a for _, a, _ in days[1:]]
+    # (team, model, day, allocation) -> card-seconds
+    totals: dict[tuple[int, int, date, int | None], Decimal] = defaultdict(Decimal)
+    reported: set[tuple[str, str]] = set()
+    for (namespace, node), points in sorted(cards.items()):
+        team_id = teams.get(namespace)
+        if team_id is None:
+            if ("ns", namespace) not in reported:
+                reported.add(("ns", namespace))
+                report.issues.append({"namespace": namespace, "code": "unknown_namespace",
+                                      "detail": f"namespace {namespace!r} is no team's: "
+                                                "not charged"})  # fmt: skip
+            continue
+        model_id, how = models.resolve(node, team_id)
+        if model_id is None:
+            if (namespace, node) not in reported:
+                reported.add((namespace, node))
+                detail = f"no GPU model from {how}: not charged"
+                report.issues.append(
+                    {"namespace": namespace, "code": "unknown_gpu_model", "detail": detail}
+                )
+            continue
+        for timestamp, count in points.items():
+            t = datetime.fromtimestamp(timestamp, tz=UTC)
+            t_end = min(t + timedelta(seconds=step_s), wide_end)
+            if t < wide_start or t_end <= t:
+                continue
+            for a, b in split_at(t, t_end, day_starts):
+                day = a.astimezone(zone).date()
+                covering = catalogue.covering_reservation(team_id, model_id, a)
+                totals[(team_id, model_id, day, covering)] += count * int((b - a).total_seconds())
+    bounds = {day: (a, b) for day, a, b in days}
+    namespace_of = {team_id: ns for ns, team_id in sorted(teams.by_namespace.items(), reverse=True)}
+    records = []
+    for (team_id, model_id, day, covering), quantity in sorted(
+        totals.items(), key=lambda kv: tuple(str(part) for part in kv[0])
+    ):
+        a, b = bounds[day]
+        slug = catalogue.model_slug.get(model_id, str(model_id))
+        records.append(
+            UsageRecord(
+                team_id=team_id,
+                gpu_model_id=model_id,
+                allocation_id=covering,
+                quantity=quantity.quantize(Decimal("0.000001")),
+                unit=UsageUnit.CARD_SECONDS,
+                basis=ChargeBasis.INCLUDED if covering else ChargeBasis.USED,
+                month=day.replace(day=1),
+                period_start=a,
+                period_end=b,
+                source=UsageSource.KUBERNETES,
+                source_id=f"k8s:{namespace_of.get(team_id, team_id)}:{slug}:{day:%Y-%m-%d}:"
+                f"{f'alloc{covering}' if covering else 'used'}",
+            )
+        )
+    with transaction.atomic():
+        _upsert(records, report, now)
+        return _save_report(UsageSource.KUBERNETES, start, end, report)
+
+
+# --------------------------------------------------------------------------- vLLM tokens
+
+
+def _increase_by_day(
+    samples: Iterable[tuple[datetime, Decimal]], day_of, wide_start: datetime, wide_end: datetime
+) -> dict[date, Decimal]:
+    """Increase between consecutive samples, each given to the day of its later sample
+    (:func:`counter_increase` of the pair, so a reset counts the new value)."""
+    out: dict[date, Decimal] = defaultdict(Decimal)
+    ordered = sorted(samples)
+    for previous, current in zip(ordered, ordered[1:], strict=False):
+        if wide_start <= current[0] < wide_end:
+            out[day_of(current[0])] += counter_increase([previous, current])
+    return out
+
+
+def usage_import_vllm_tokens(
+    *,
+    metrics: MetricsSource,
+    start: datetime,
+    end: datetime,
+    now: datetime | None = None,
+    lookback_s: int = DEFAULT_LOOKBACK_S,
+) -> UsageImport:
+    """Input and output tokens per team, served model and billing day of ``[start, end)`` from
+    vLLM's counters (see the module docstring)."""
+    _check_window(start, end)
+    now = now or timezone.now()
+    zone = billing_zone()
+    report = ImportReport()
+    days = _days(start, end, now, zone)
+    records = []
+    if days:
+        wide_start, wide_end = days[0][1], days[-1][2]
+        teams = _Teams(_Catalogue())
+        at = wide_end - timedelta(milliseconds=1)  # samples at t < wide_end
+        seconds = math.ceil((at - wide_start).total_seconds()) + lookback_s
+        bounds = {day: (a, b) for day, a, b in days}
+        totals: dict[tuple[int, str, str, str, date], Decimal] = defaultdict(Decimal)
+        reported: set[str] = set()
+        for metric, unit in TOKEN_COUNTERS:
+            for item in metrics.query(f'{metric}{{namespace!=""}}[{seconds}s]', at=at):
+                report.jobs_seen += 1
+                namespace, served = item.label("namespace") or "", item.label("model_name") or ""
+                team_id = teams.get(namespace)
+                if team_id is None or not served:
+                    if namespace not in reported:
+                        reported.add(namespace)
+                        code = "unknown_namespace" if served else "no_model_name"
+                        detail = (
+                            f"namespace {namespace!r}: no team's, or no model_name; not charged"
+                        )
+                        report.issues.append(
+                            {"namespace": namespace, "code": code, "detail": detail}
+                        )
+                    continue
+                points = [
+                    (datetime.fromtimestamp(s.timestamp, tz=UTC), Decimal(str(s.value)))
+                    for s in item.samples
+                    if s.value is not None
+                ]
+                by_day = _increase_by_day(
+                    points, lambda t: t.astimezone(zone).date(), wide_start, wide_end
+                )
+                for day, tokens in by_day.items():
+                    totals[(team_id, namespace, served, unit, day)] += tokens
+        for (team_id, namespace, served, unit, day), tokens in sorted(totals.items()):
+            if not tokens:
+                continue
+            a, b = bounds[day]
+            records.append(
+                UsageRecord(
+                    team_id=team_id,
+                    served_model=served[:120],
+                    quantity=tokens.quantize(Decimal("0.000001")),
+                    unit=unit,
+                    basis=ChargeBasis.TOKENS,
+                    month=day.replace(day=1),
+                    period_start=a,
+                    period_end=b,
+                    source=UsageSource.PROMETHEUS_TOKENS,
+                    source_id=f"vllm:{namespace}:{served}:{unit.value}:{day:%Y-%m-%d}"[:200],
+                )
+            )
+    with transaction.atomic():
+        _upsert(records, report, now)
+        return _save_report(UsageSource.PROMETHEUS_TOKENS, start, end, report)
