@@ -22,6 +22,7 @@ from pools.choices import IdleFindingState
 from pools.errors import DomainError
 from pools.models import Allocation, Exemption, IdleFinding, Pool, ReclamationPolicy, Team
 from pools.services.reclamation import idle_finding_dismiss, reclamation_undo
+from pools.services.reclamation_whatif import OVERRIDABLE, reclamation_what_if
 from pools.views import Column, csv_response, pool_admin_required
 
 FINDING_COLUMNS = [
@@ -185,9 +186,14 @@ def reclamation_policies(request):
             )
             messages.success(request, "Exemption granted.")
             return redirect("pools:reclamation-policies")
+    whatif = None
     if edit and form is None:
         pool = get_object_or_404(Pool, slug=edit)
         form = PolicyForm(instance=policies.get(pool.pk) or ReclamationPolicy(pool=pool))
+        if request.GET.get("whatif"):
+            whatif = _what_if(request, pool, policies.get(pool.pk))
+            if whatif["form"] is not None:
+                form = whatif["form"]
     exemption_form = exemption_form or ExemptionForm()
     exemption_form.fields["allocation"].queryset = Allocation.objects.select_related(
         "team", "gpu_model"
@@ -215,5 +221,23 @@ def reclamation_policies(request):
             "edit": edit,
             "exemption_form": exemption_form,
             "exemptions": exemptions,
+            "whatif": whatif,
         },
     )
+
+
+def _what_if(request, pool: Pool, policy: ReclamationPolicy | None) -> dict:
+    """The what-if of the policy form's values (GET, so the page can be linked); read-only."""
+    form = None
+    overrides: dict = {}
+    if any(name in request.GET for name in OVERRIDABLE):
+        form = PolicyForm(request.GET, instance=ReclamationPolicy(pool=pool))
+        if not form.is_valid():
+            return {"form": form, "report": None, "invalid": True}
+        overrides = {name: form.cleaned_data[name] for name in OVERRIDABLE}
+    try:
+        days = min(max(int(request.GET.get("days", 7)), 1), 30)
+    except ValueError:
+        days = 7
+    report = reclamation_what_if(pool=pool, policy_overrides=overrides, days=days)
+    return {"form": form, "report": report, "invalid": False, "days": days}
