@@ -111,8 +111,9 @@ class CapacityRequestForm(forms.Form):
     cuda_version = forms.CharField(
         required=False, max_length=8, label="CUDA version needed", help_text="Optional, e.g. 12.4"
     )
-    justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False,
-                                    max_length=JUSTIFICATION_MAX)
+    justification = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=JUSTIFICATION_MAX
+    )
 
     def __init__(self, *args, teams=None, **kwargs):
         super().__init__(*args, **kwargs)

@@ -55,8 +55,11 @@ urlpatterns = [
     *([path("oidc/", include("mozilla_django_oidc.urls"))] if settings.OIDC_ENABLED else []),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
-    path("login/", auth_views.LoginView.as_view(
-        extra_context={"oidc_enabled": settings.OIDC_ENABLED}), name="login"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(extra_context={"oidc_enabled": settings.OIDC_ENABLED}),
+        name="login",
+    ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_v1, "api"), namespace="api")),

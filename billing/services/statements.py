@@ -471,9 +471,7 @@ def statements_close_month(
         teams = list(Team.objects.filter(pk__in=team_ids).order_by("slug"))
         existing = {
             s.team_id: s
-            for s in Statement.objects.select_for_update().filter(
-                month=month, team_id__in=team_ids
-            )
+            for s in Statement.objects.select_for_update().filter(month=month, team_id__in=team_ids)
         }
         todo = [t for t in teams if not (t.pk in existing and existing[t.pk].is_final)]
         names = dict(GpuModel.objects.values_list("pk", "name"))
@@ -500,15 +498,19 @@ def statements_close_month(
         _lines_insert([(finalized[team.pk], built[team.pk][0]) for team in todo])
         AuditEvent.objects.bulk_create(
             [
-                audit_event_build(actor=None, action="statement.finalized", obj=s,
-                                  after={"total": str(s.total_amount), "currency": s.currency})
+                audit_event_build(
+                    actor=None,
+                    action="statement.finalized",
+                    obj=s,
+                    after={"total": str(s.total_amount), "currency": s.currency},
+                )
                 for s in (finalized[team.pk] for team in todo)
             ]  # fmt: skip
         )
         with_managers = set(
-            Membership.objects.filter(
-                team_id__in=finalized, role=TeamRole.MANAGER
-            ).exclude(user__email="").values_list("team_id", flat=True)
+            Membership.objects.filter(team_id__in=finalized, role=TeamRole.MANAGER)
+            .exclude(user__email="")
+            .values_list("team_id", flat=True)
         )
         for team in todo:
             if team.pk in with_managers:

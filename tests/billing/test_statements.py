@@ -238,5 +238,9 @@ def test_bulk_close_gives_the_same_lines_as_building_each_team(
     assert got == expected
     assert [(s.team.slug, s.status) for s in closed] == [("cv", "final"), ("nlp", "final")]
     assert [m.to for m in mail.outbox] == [[team_manager.email]]
-    assert AuditEvent.objects.filter(action="statement.finalized",
-                                     object_id__in=[str(s.pk) for s in closed]).count() == 2
+    assert (
+        AuditEvent.objects.filter(
+            action="statement.finalized", object_id__in=[str(s.pk) for s in closed]
+        ).count()
+        == 2
+    )

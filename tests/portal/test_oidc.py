@@ -23,8 +23,9 @@ print(response.status_code, response.headers.get("Location", ""))
 def _run(extra_env: dict) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OIDC_")}
     env.update({"DEBUG": "1", "DATABASE_URL": "sqlite:///:memory:", **extra_env})
-    done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -35,12 +36,14 @@ def test_oidc_is_off_without_a_client_id():
 
 
 def test_oidc_redirects_to_the_provider_when_configured():
-    status, _, location = _run({
-        "OIDC_RP_CLIENT_ID": "portal",
-        "OIDC_OP_AUTHORIZATION_ENDPOINT": "https://sso.example.com/authorize",
-        "OIDC_OP_TOKEN_ENDPOINT": "https://sso.example.com/token",
-        "OIDC_OP_USER_ENDPOINT": "https://sso.example.com/userinfo",
-    }).partition(" ")
+    status, _, location = _run(
+        {
+            "OIDC_RP_CLIENT_ID": "portal",
+            "OIDC_OP_AUTHORIZATION_ENDPOINT": "https://sso.example.com/authorize",
+            "OIDC_OP_TOKEN_ENDPOINT": "https://sso.example.com/token",
+            "OIDC_OP_USER_ENDPOINT": "https://sso.example.com/userinfo",
+        }
+    ).partition(" ")
     assert status == "302"
     assert location.startswith("https://sso.example.com/authorize?")
     assert "client_id=portal" in location
