@@ -15,7 +15,9 @@ from django.core.exceptions import ImproperlyConfigured
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+# A .env beside manage.py fills in what the environment lacks; ENV_FILE points elsewhere
+# (``ENV_FILE=/dev/null`` reads none, as the settings tests do).
+environ.Env.read_env(env.str("ENV_FILE", default=str(BASE_DIR / ".env")), overwrite=False)
 
 DEBUG = env.bool("DEBUG", default=False)
 

@@ -13,8 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -22,6 +20,7 @@ def clean_env(**extra: str) -> dict[str, str]:
     """Only what Python needs, plus ``extra``: no SECRET_KEY, DEBUG or DATABASE_URL leaks in."""
     env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "SYSTEMROOT") if k in os.environ}
     env["PYTHONPATH"] = str(ROOT)
+    env["ENV_FILE"] = os.devnull  # a developer's .env must not supply what is under test
     env.update(extra)
     return env
 
@@ -38,13 +37,7 @@ def run(args: list[str], env: dict[str, str], tmp_path: Path) -> subprocess.Comp
     )
 
 
-@pytest.fixture
-def no_dotenv():
-    if (ROOT / ".env").exists():
-        pytest.skip("a .env file beside manage.py would supply the variables under test")
-
-
-def test_debug_off_without_a_secret_key_refuses_to_start(tmp_path, no_dotenv):
+def test_debug_off_without_a_secret_key_refuses_to_start(tmp_path):
     code = (
         "import os; os.environ.pop('SECRET_KEY', None); os.environ['DEBUG'] = '0'\n"
         "os.environ['DJANGO_SETTINGS_MODULE'] = 'portal.settings.base'\n"
@@ -64,7 +57,7 @@ def test_debug_off_without_a_secret_key_refuses_to_start(tmp_path, no_dotenv):
     assert result.stdout.startswith("refused: SECRET_KEY is not set and DEBUG is off")
 
 
-def test_debug_on_without_a_secret_key_starts_for_local_development(tmp_path, no_dotenv):
+def test_debug_on_without_a_secret_key_starts_for_local_development(tmp_path):
     code = (
         "import os; os.environ['DJANGO_SETTINGS_MODULE'] = 'portal.settings.base'\n"
         "import django; django.setup()\n"
@@ -77,7 +70,7 @@ def test_debug_on_without_a_secret_key_starts_for_local_development(tmp_path, no
     assert result.stdout.strip() == "True True"
 
 
-def test_check_deploy_is_clean_with_production_settings(tmp_path, no_dotenv):
+def test_check_deploy_is_clean_with_production_settings(tmp_path):
     secret = "".join(
         secrets.choice(string.ascii_letters + string.digits + "!@#%^&*(-_=+)") for _ in range(60)
     )
@@ -99,7 +92,7 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path, no_dotenv):
     assert "WARNING" not in output and "?: (" not in output
 
 
-def test_production_defaults_are_secure(tmp_path, no_dotenv):
+def test_production_defaults_are_secure(tmp_path):
     code = (
         "import os; os.environ['DJANGO_SETTINGS_MODULE'] = 'portal.settings.base'\n"
         "import django; django.setup()\n"
