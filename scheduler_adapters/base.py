@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from scheduler_adapters.records import GpuLimit, JobRecord, JobSpec
+from scheduler_adapters.records import GpuLimit, JobPlacement, JobRecord, JobSpec
 from scheduler_adapters.types import ParseResult
 
 
@@ -105,6 +105,15 @@ class SchedulerAdapter(Protocol):
         forgotten it.
 
         Raises NotFound, SchedulerUnavailable, SchedulerAuthError, UnexpectedResponse.
+        """
+        ...
+
+    def running_gpu_jobs(self, partition: str | None = None) -> tuple[JobPlacement, ...]:
+        """Jobs holding GPUs now (running, suspended, completing), optionally only those of
+        ``partition``, each with the cards (node, device index) it holds; sorted by job id.
+
+        Raises ValueError (bad partition name), SchedulerUnavailable, SchedulerAuthError,
+        UnexpectedResponse.
         """
         ...
 

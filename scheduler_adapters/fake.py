@@ -37,6 +37,8 @@ from scheduler_adapters.errors import (
 from scheduler_adapters.records import (
     GRES_TYPE,
     GpuLimit,
+    GpuSlot,
+    JobPlacement,
     JobRecord,
     JobSpec,
     JobState,
@@ -78,11 +80,13 @@ class _Job:
     submit: datetime
     start: datetime | None = None
     end: datetime | None = None
+    indexes: tuple[int, ...] = ()  # device indexes on its node, from when it starts
 
 
 class FakeScheduler:
     """In-memory Slurm-like scheduler. ``partitions`` maps partition -> GRES type -> cards
-    (one fake node per partition and type); ``clock`` returns aware datetimes."""
+    (one fake node ``fake-<partition>-<type>`` per partition and type, whose free cards a
+    starting job takes lowest index first); ``clock`` returns aware datetimes."""
 
     def __init__(
         self,
@@ -264,6 +268,30 @@ class FakeScheduler:
             raise NotFound("job", job_id, operation=operation)
         return self._record(job)
 
+    def running_gpu_jobs(self, partition: str | None = None) -> tuple[JobPlacement, ...]:
+        if partition is not None:
+            check_name("partition", partition, GRES_TYPE)
+        self._enter("running_gpu_jobs")
+        return tuple(
+            JobPlacement(
+                job_id=job.job_id,
+                account=job.spec.account,
+                user=job.spec.user,
+                partition=job.spec.partition,
+                state=job.state,
+                start=job.start,
+                gpus_allocated={job.gres_type: job.spec.gpus},
+                slots=tuple(
+                    GpuSlot(f"fake-{job.spec.partition}-{job.gres_type}", index, job.gres_type)
+                    for index in job.indexes
+                ),
+            )
+            for job_id, job in sorted(self.jobs.items())
+            if job.state is JobState.RUNNING
+            and job.spec.gpus
+            and (partition is None or job.spec.partition == partition)
+        )
+
     def jobs_from_accounting(
         self, start: datetime, end: datetime, *, accounts: Sequence[str] | None = None
     ) -> tuple[JobRecord, ...]:
@@ -325,6 +353,7 @@ class FakeScheduler:
                 reason = self._blocker(job)
                 if reason is None:
                     job.state, job.reason, job.start = JobState.RUNNING, None, now
+                    job.indexes = self._free_indexes(job)
                 else:
                     job.reason = reason
 
@@ -345,6 +374,19 @@ class FakeScheduler:
         if used + spec.gpus > self.partitions[spec.partition].get(job.gres_type or "", 0):
             return "Resources"
         return None
+
+    def _free_indexes(self, job: _Job) -> tuple[int, ...]:
+        taken = {
+            index
+            for other in self.jobs.values()
+            if other is not job
+            and other.state is JobState.RUNNING
+            and other.spec.partition == job.spec.partition
+            and other.gres_type == job.gres_type
+            for index in other.indexes
+        }
+        cards = self.partitions[job.spec.partition].get(job.gres_type or "", 0)
+        return tuple(i for i in range(cards) if i not in taken)[: job.spec.gpus]
 
     def _record(self, job: _Job) -> JobRecord:
         spec = job.spec

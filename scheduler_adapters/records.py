@@ -167,6 +167,42 @@ class JobRecord:
 
 
 @dataclass(frozen=True)
+class GpuSlot:
+    """One card a job holds: Slurm node name and the GPU's device index on it (the ``IDX`` of
+    ``gres_detail``, the same number as nvidia-smi's index and dcgm-exporter's ``gpu`` label
+    when gres.conf lists the devices in order)."""
+
+    node: str
+    index: int
+    gres_type: str | None
+
+
+@dataclass(frozen=True)
+class JobPlacement:
+    """A job that holds GPUs now (running, suspended or completing) and where they are.
+
+    ``slots`` are the cards slurmctld placed it on; ``gpus_allocated`` the cards per GRES type
+    from its TRES. When Slurm gave no indexes (``IDX:N/A``) or the per-node detail did not
+    match its node list, ``slots`` is shorter than the total of ``gpus_allocated``:
+    :attr:`placed` is then false and callers must not guess which cards it uses.
+    """
+
+    job_id: int
+    account: str | None
+    user: str | None
+    partition: str | None
+    state: JobState
+    start: datetime | None
+    gpus_allocated: GpuCounts
+    slots: tuple[GpuSlot, ...]
+
+    @property
+    def placed(self) -> bool:
+        """Every allocated card has a known node and index."""
+        return len(self.slots) == sum(self.gpus_allocated.values())
+
+
+@dataclass(frozen=True)
 class Association:
     """A Slurm association (https://slurm.schedmd.com/accounting.html#database-configuration).
 

@@ -56,6 +56,7 @@ from scheduler_adapters.records import (
     GRES_TYPE,
     Association,
     GpuLimit,
+    JobPlacement,
     JobRecord,
     JobSpec,
     check_name,
@@ -395,6 +396,24 @@ class SlurmRestAdapter:
             if jobs:
                 return jobs[0]
         return self._accounting_job(operation, job_id)
+
+    def running_gpu_jobs(self, partition: str | None = None) -> tuple[JobPlacement, ...]:
+        """``GET /slurm/<v>/jobs``: the jobs holding GPUs now (running, suspended or
+        completing), optionally only those of ``partition``, with the cards each holds
+        (node and device index); sorted by job id."""
+        if partition is not None:
+            check_name("partition", partition, GRES_TYPE)
+        reply = self._request("running_gpu_jobs", "GET", self._dialect.JOBS)
+        return tuple(
+            sorted(
+                (
+                    job
+                    for job in self._dialect.read_job_placements(reply.payload)
+                    if partition is None or job.partition == partition
+                ),
+                key=lambda j: j.job_id,
+            )
+        )
 
     def jobs_from_accounting(
         self, start: datetime, end: datetime, *, accounts: Sequence[str] | None = None

@@ -19,8 +19,16 @@ from decimal import Decimal
 from typing import Any
 
 from scheduler_adapters.errors import UnexpectedResponse
-from scheduler_adapters.records import Association, JobRecord, JobSpec, JobState
-from scheduler_adapters.slurm.gres import parse_tres
+from scheduler_adapters.records import (
+    Association,
+    GpuSlot,
+    JobPlacement,
+    JobRecord,
+    JobSpec,
+    JobState,
+)
+from scheduler_adapters.slurm.gres import GPU, parse_gres, parse_tres
+from scheduler_adapters.slurm.hostlist import expand_hostlist
 from scheduler_adapters.slurm.values import unwrap, unwrap_timestamp
 
 VERSION = "v0.0.38"
@@ -32,6 +40,7 @@ PING = f"{CTLD}/ping"
 NODES = f"{CTLD}/nodes"
 PARTITIONS = f"{CTLD}/partitions"
 JOB_SUBMIT = f"{CTLD}/job/submit"
+JOBS = f"{CTLD}/jobs"
 ACCOUNTS = f"{DBD}/accounts"
 USERS = f"{DBD}/users"
 ASSOCIATIONS = f"{DBD}/associations"
@@ -286,6 +295,68 @@ def read_controller_jobs(payload: Mapping[str, Any], *, now: datetime) -> list[J
             )
         )
     return records
+
+
+_HOLDING_GPUS = {JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING}
+
+
+def read_job_placements(payload: Mapping[str, Any]) -> list[JobPlacement]:
+    """``GET /slurm/.../jobs`` -> the jobs that hold cards now, with the cards they hold.
+
+    ``nodes`` is a host list (``gpu-a100-[01-02]``) and ``gres_detail`` has one GRES string
+    per node in that order (``["gpu:a100:2(IDX:0-1)"]``; ``scontrol show job -d`` prints the
+    same as ``GRES=``). A job whose details cannot be read keeps no slots (``placed`` false),
+    so the caller treats its cards as unknown instead of guessing.
+    """
+    placements = []
+    for index, entry in enumerate(_list(payload, "jobs", "jobs")):
+        path = f"jobs[{index}]"
+        if not isinstance(entry, dict):
+            raise _unexpected(path, "an object", entry)
+        state = _job_state(_str(entry, "job_state", f"{path}.job_state"))
+        if state not in _HOLDING_GPUS:
+            continue
+        allocated = _gpu_counts(_tres_string(entry.get("tres_alloc_str"), f"{path}.tres_alloc_str"))
+        if not allocated:
+            continue
+        placements.append(
+            JobPlacement(
+                job_id=_int(entry, "job_id", f"{path}.job_id"),
+                account=_optional_str(entry, "account", f"{path}.account"),
+                user=_optional_str(entry, "user_name", f"{path}.user_name"),
+                partition=_optional_str(entry, "partition", f"{path}.partition"),
+                state=state,
+                start=_timestamp(entry, "start_time", path),
+                gpus_allocated=allocated,
+                slots=_slots(entry, path),
+            )
+        )
+    return placements
+
+
+def _slots(entry: Mapping[str, Any], path: str) -> tuple[GpuSlot, ...]:
+    nodes_text = entry.get("nodes")
+    details = entry.get("gres_detail")
+    if not isinstance(nodes_text, str) or not isinstance(details, list):
+        return ()
+    try:
+        nodes = expand_hostlist(nodes_text)
+    except ValueError:
+        return ()
+    if len(nodes) != len(details):
+        return ()
+    slots = []
+    for node, detail in zip(nodes, details, strict=True):
+        items = parse_gres(detail) if isinstance(detail, str) else None
+        if items is None:
+            return ()
+        for item in items:
+            if item.name != GPU:
+                continue
+            if item.indexes is None or len(item.indexes) != item.count:
+                return ()
+            slots.extend(GpuSlot(node, device, item.type) for device in item.indexes)
+    return tuple(slots)
 
 
 def read_accounting_jobs(payload: Mapping[str, Any]) -> list[JobRecord]:

@@ -202,3 +202,74 @@ def test_unknown_job_state_word_is_unknown_not_an_error(rec):
     (job,) = api.read_controller_jobs(body, now=SUBMITTED)
 
     assert job.state is None
+
+
+def test_job_placements_read_the_cards_each_running_job_holds(rec):
+    # recorded: job 1 (2 a100) and job 2 (1 a100) on gpu-a100-01, job 3 (2 rtx4090) on
+    # gpu-4090-01, job 4 pending for lack of a100 cards (scontrol showed the same IDX lists)
+    placements = api.read_job_placements(rec.body("jobs_running"))
+    assert [(p.job_id, p.state, p.account, p.user, p.partition) for p in placements] == [
+        (1, JobState.RUNNING, "sandbox", "alice", "gpu"),
+        (2, JobState.RUNNING, "sandbox", "alice", "gpu"),
+        (3, JobState.RUNNING, "sandbox", "alice", "gpu"),
+    ]
+    slots = {p.job_id: [(s.node, s.index, s.gres_type) for s in p.slots] for p in placements}
+    assert slots == {
+        1: [("gpu-a100-01", 0, "a100"), ("gpu-a100-01", 1, "a100")],
+        2: [("gpu-a100-01", 2, "a100")],
+        3: [("gpu-4090-01", 0, "rtx4090"), ("gpu-4090-01", 1, "rtx4090")],
+    }
+    assert all(p.placed for p in placements)
+    assert placements[0].start == datetime.fromtimestamp(1795976595, tz=UTC)
+    assert placements[2].gpus_allocated == {"rtx4090": 2}
+
+
+def _running(**fields):
+    return {
+        "jobs": [
+            {
+                "job_id": 7,
+                "job_state": "RUNNING",
+                "account": "team-a",
+                "partition": "gpu",
+                "start_time": 1795976595,
+                "tres_alloc_str": "cpu=2,node=2,gres/gpu=4,gres/gpu:a100=4",
+            }
+            | fields
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    ("fields", "slots"),
+    [
+        (
+            {"nodes": "gpu-[01-02]", "gres_detail": ["gpu:a100:2(IDX:0,3)", "gpu:a100:2(IDX:1-2)"]},
+            [("gpu-01", 0), ("gpu-01", 3), ("gpu-02", 1), ("gpu-02", 2)],
+        ),
+        # other GRES beside the GPUs on one node
+        (
+            {"nodes": "gpu-01", "gres_detail": ["gpu:a100:4(IDX:0-3),mps:0"]},
+            [("gpu-01", 0), ("gpu-01", 1), ("gpu-01", 2), ("gpu-01", 3)],
+        ),
+        # Slurm could not say which cards: never guessed
+        ({"nodes": "gpu-01", "gres_detail": ["gpu:a100:4(IDX:N/A)"]}, []),
+        ({"nodes": "gpu-[01-02]", "gres_detail": ["gpu:a100:4(IDX:0-3)"]}, []),
+        ({"nodes": "gpu-[01-", "gres_detail": ["gpu:a100:4(IDX:0-3)"]}, []),
+        ({"nodes": "gpu-01", "gres_detail": ["gpu:a100:4(IDX:0-"]}, []),
+    ],
+)
+def test_job_placements_never_guess_cards(fields, slots):
+    (placement,) = api.read_job_placements(_running(**fields))
+    assert [(s.node, s.index) for s in placement.slots] == slots
+    assert placement.placed is bool(slots)
+
+
+def test_job_placements_skip_jobs_without_cards():
+    pending = _running(job_state="PENDING", nodes="", gres_detail=[], tres_alloc_str="")
+    cpu_only = _running(nodes="cpu-01", gres_detail=[], tres_alloc_str="cpu=4,node=1")
+    done = _running(job_state="COMPLETED", nodes="gpu-01", gres_detail=["gpu:a100:4(IDX:0-3)"])
+    for payload in (pending, cpu_only, done):
+        assert api.read_job_placements(payload) == []
+    with pytest.raises(UnexpectedResponse, match=r"jobs\[0\]"):
+        api.read_job_placements({"jobs": ["not a job"]})

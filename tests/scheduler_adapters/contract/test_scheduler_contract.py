@@ -168,3 +168,31 @@ def test_names_the_scheduler_would_mangle_are_refused(scheduler):
         scheduler.adapter.ensure_account("Team A!", description="x", organization="y")
     with pytest.raises(ValueError):
         GpuLimit("team a", "gpu", "a100", 1)
+
+
+def test_running_gpu_jobs_say_which_cards_each_job_holds(scheduler):
+    adapter = scheduler.adapter
+    account = scheduler.account(user="alice")
+    first = scheduler.submit(scheduler.job(account, gpus=2))
+    second = scheduler.submit(scheduler.job(account, gpus=1))
+    for job_id in (first, second):
+        scheduler.eventually(
+            lambda j=job_id: adapter.get_job(j), lambda j: j.state is JobState.RUNNING
+        )
+    mine = [p for p in adapter.running_gpu_jobs("gpu") if p.account == account]
+    assert [(p.job_id, p.gpus_allocated, p.placed) for p in mine] == [
+        (first, {"a100": 2}, True),
+        (second, {"a100": 1}, True),
+    ]
+    slots = [(s.node, s.index, s.gres_type) for p in mine for s in p.slots]
+    assert len(set(slots)) == 3  # three distinct cards of one a100 node
+    assert {s[2] for s in slots} == {"a100"} and len({s[0] for s in slots}) == 1
+    assert all(0 <= s[1] < 4 for s in slots)
+    assert [p.job_id for p in adapter.running_gpu_jobs("no-such-partition")] == []
+    with pytest.raises(ValueError):
+        adapter.running_gpu_jobs("bad partition!")
+    adapter.cancel_job(first)
+    scheduler.eventually(
+        lambda: [p.job_id for p in adapter.running_gpu_jobs() if p.account == account],
+        lambda ids: ids == [second],
+    )
