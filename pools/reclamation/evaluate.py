@@ -193,6 +193,71 @@ def evaluate_group(devices: Sequence[DeviceUsage], *, end: float, t: Thresholds)
     return GroupEvaluation(Verdict.IDLE, cards, busy, certain, mean, reason)
 
 
+def evaluate_job_cards(
+    cards: Sequence[tuple[str, Sequence[DeviceUsage]]],
+    *,
+    held: int,
+    recent_cards: int,
+    end: float,
+    t: Thresholds,
+) -> GroupEvaluation:
+    """A Slurm team's cards of one GPU model in one pool, from where its jobs run.
+
+    ``cards``: ``(label, series)`` per card that the team's running jobs hold and have held
+    for the whole window (label ``"<node>:<index>"``; no series at all makes that card
+    unknown). ``recent_cards``: cards of its jobs that started or ended within the window —
+    counted in use, never judged on a window they did not fill. ``held``: the cards its
+    allocations hold. Cards held but in no job are idle, and *certainly* idle: without a job no
+    process can use them.
+
+    Unknown when any judged card is unknown; busy when busy cards plus ``recent_cards`` reach
+    ``held``; otherwise idle with ``cards_busy`` that many. The mean is over the judged cards
+    and the jobless ones (0 %).
+    """
+    evaluated = []
+    for label, series in cards:
+        if series:
+            evaluated.append(evaluate_card(series, end=end, t=t))
+        else:
+            evaluated.append(
+                CardEvaluation(
+                    uuid=label,
+                    hostname=label.rsplit(":", 1)[0],
+                    verdict=Verdict.UNKNOWN,
+                    certainly_idle=False,
+                    mean_util_pct=None,
+                    peak_util_pct=None,
+                    coverage=0.0,
+                    peak_fb_used_mib=None,
+                    low_confidence=False,
+                    reason=f"a job holds {label} but the exporter reports nothing for it",
+                )
+            )
+    judged = tuple(evaluated)
+    busy = sum(1 for c in judged if c.verdict == Verdict.BUSY) + recent_cards
+    jobless = max(0, held - len(judged) - recent_cards)
+    means = [c.mean_util_pct for c in judged if c.mean_util_pct is not None] + [0.0] * jobless
+    mean = sum(means) / len(means) if means else None
+    unknown = [c for c in judged if c.verdict == Verdict.UNKNOWN]
+    if unknown:
+        reason = f"{len(unknown)} of {len(judged)} job cards without usable metrics: "
+        return GroupEvaluation(
+            Verdict.UNKNOWN, judged, busy, False, mean, reason + unknown[0].reason
+        )
+    if busy >= held:
+        reason = f"{busy} of {held} cards in use"
+        if recent_cards:
+            reason += f" ({recent_cards} by jobs that started or ended within the window)"
+        return GroupEvaluation(Verdict.BUSY, judged, busy, False, mean, reason)
+    idle_in_jobs = sum(1 for c in judged if c.verdict == Verdict.IDLE)
+    certain = all(c.certainly_idle for c in judged if c.verdict == Verdict.IDLE)
+    reason = (
+        f"{held - busy} of {held} cards idle over the window: {jobless} in no job, "
+        f"{idle_in_jobs} in jobs below the threshold"
+    )
+    return GroupEvaluation(Verdict.IDLE, judged, busy, certain, mean, reason)
+
+
 @dataclass(frozen=True)
 class AllocationShare:
     """One allocation's part of a group verdict: ``cards_in_use`` of its ``card_count``."""

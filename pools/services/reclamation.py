@@ -5,12 +5,13 @@ Mapping of dcgm-exporter series to allocations:
 
 - **Kubernetes** pools: the series whose workload namespace (``exported_namespace`` when
   Prometheus renamed it) is the team's, ``team-<slug>``, on the pool's nodes.
-- **Slurm** pools: the series of the pool's nodes that carry no Kubernetes labels. The Slurm
-  adapter's job records (slurmrestd/slurmdbd) carry no node or GPU index, so cards cannot be
-  tied to one account's jobs: a Slurm pool where more than one team holds open allocations is
-  ``unknown`` for all of them, never idle. (dcgm-exporter's ``hpc_job`` label, from
-  ``--hpc-job-mapping-dir``, would give the job id per card; the series keep it in
-  ``DeviceUsage.hpc_jobs`` for when the adapter can read jobs per node.)
+- **Slurm** pools: per team and GPU model, the cards its account's jobs hold now, from the
+  scheduler adapter's :meth:`running_gpu_jobs` (node and device index of every card, from
+  slurmctld's ``gres_detail``), matched to the series of the pool's nodes that carry no
+  Kubernetes labels by ``Hostname`` and ``gpu``. A job that started within the window, or one
+  that ended within it (slurmdbd accounting), counts its cards in use without being judged;
+  cards the team holds but no job of it uses are idle. Slurm not configured, unreachable, or
+  unable to say which cards a job holds: ``unknown``.
 
 Reclaiming goes through the same path as release: a status transition
 (:func:`pools.services.allocations._transition`, which queues the unbind task) when no card is
@@ -56,8 +57,15 @@ from pools.reclamation.evaluate import (
     split_group,
 )
 from pools.services.allocations import _transition
+from pools.services.reclamation_slurm import (
+    SlurmPoolJobs,
+    card_models,
+    evaluate_slurm_group,
+    series_by_card,
+    slurm_pool_jobs,
+)
 from pools.services.requests import allocation_snapshot
-from pools.services.scheduler_binding import binding_apply
+from pools.services.scheduler_binding import binding_apply, scheduler_adapter, slurm_gres_type
 from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.prometheus import DeviceUsage, PrometheusAdapter
 
@@ -124,14 +132,19 @@ def devices_for_group(
     return [d for d in devices if d.namespace is None and d.hostname in pool_hosts]
 
 
-def idle_scan(*, now: datetime | None = None, metrics: Any = None) -> ScanReport:
+def idle_scan(
+    *, now: datetime | None = None, metrics: Any = None, slurm_adapter: Any = None
+) -> ScanReport:
     """Evaluate every active or expiring allocation of a pool with a reclamation policy.
 
     One Prometheus round (three range queries over the longest policy window, 60 s steps)
     for the whole fleet. Busy: an open finding is resolved. Unknown: nothing changes. Idle: a
     finding is opened (the team emailed once unless the policy is dry-run) or updated, and
     reclaimed when its grace period is over (see :func:`_maybe_reclaim`). Prometheus
-    unreachable: the report carries the error and nothing changes. Safe to run twice.
+    unreachable: the report carries the error and nothing changes. Slurm pools also cost two
+    scheduler calls each (running jobs, recent accounting); ``slurm_adapter`` defaults to the
+    configured one, and Slurm unreachable makes those pools' allocations unknown. Safe to run
+    twice.
     """
     started = time.monotonic()
     now = now or timezone.now()
@@ -170,26 +183,18 @@ def idle_scan(*, now: datetime | None = None, metrics: Any = None) -> ScanReport
         "hostname", "pool_id"
     ):
         hosts[pool_id].add(hostname)
-    groups: dict[tuple[int, int], list[Allocation]] = defaultdict(list)
+    # Kubernetes: a team's namespace holds all its cards of a pool; Slurm: per GPU model
+    groups: dict[tuple[int, int, int | None], list[Allocation]] = defaultdict(list)
     for allocation in allocations:
-        groups[(allocation.team_id, allocation.pool_id)].append(allocation)
-    teams_per_pool: dict[int, set[int]] = defaultdict(set)
-    for team_id, pool_id in groups:
-        teams_per_pool[pool_id].add(team_id)
-    for (_team_id, pool_id), members in groups.items():
+        model = allocation.gpu_model_id if allocation.pool.scheduler == Scheduler.SLURM else None
+        groups[(allocation.team_id, allocation.pool_id, model)].append(allocation)
+    slurm = _SlurmView(policies, groups, hosts, devices, now, slurm_adapter, report)
+    for (_team_id, pool_id, _model), members in groups.items():
         policy = policies[pool_id]
         pool = policy.pool
         thresholds = policy_thresholds(policy)
-        if pool.scheduler == Scheduler.SLURM and len(teams_per_pool[pool_id]) > 1:
-            group = GroupEvaluation(
-                Verdict.UNKNOWN,
-                (),
-                0,
-                False,
-                None,
-                "several teams share this Slurm pool's nodes; cards cannot be tied to one "
-                "account without per-node job data",
-            )
+        if pool.scheduler == Scheduler.SLURM:
+            group = slurm.evaluate(members, thresholds)
         else:
             mine = devices_for_group(
                 devices,
@@ -203,6 +208,72 @@ def idle_scan(*, now: datetime | None = None, metrics: Any = None) -> ScanReport
             _record(allocation, share, group, policy, now, report)
     report.seconds = time.monotonic() - started
     return report
+
+
+class _SlurmView:
+    """The Slurm side of one scan: each Slurm pool's jobs, read once (two adapter calls) the
+    first time one of its groups is evaluated."""
+
+    def __init__(self, policies, groups, hosts, devices, now, adapter, report) -> None:
+        self.policies, self.hosts, self.devices, self.now = policies, hosts, devices, now
+        self.report = report
+        self._adapter = adapter
+        self._accounts: dict[int, set[str]] = defaultdict(set)
+        for (_team_id, pool_id, model), members in groups.items():
+            if model is not None:
+                self._accounts[pool_id].add(members[0].team.slug)
+        self._pools: dict[int, tuple[SlurmPoolJobs, dict, dict] | str] = {}
+        self._gres: dict[int, str] = {}
+
+    def evaluate(self, members: list[Allocation], thresholds: Thresholds) -> GroupEvaluation:
+        first = members[0]
+        pool = first.pool
+        window_start = self.now - timedelta(minutes=self.policies[pool.pk].window_minutes)
+        seen = self._pool(pool, window_start)
+        if isinstance(seen, str):
+            return GroupEvaluation(Verdict.UNKNOWN, (), 0, False, None, seen)
+        jobs, models, series = seen
+        if first.gpu_model_id not in self._gres:
+            self._gres[first.gpu_model_id] = slurm_gres_type(first.gpu_model)
+        return evaluate_slurm_group(
+            jobs=jobs,
+            account=first.team.slug,
+            gres_type=self._gres[first.gpu_model_id],
+            gpu_model_id=first.gpu_model_id,
+            models=models,
+            pool_hosts=self.hosts[pool.pk],
+            series=series,
+            held=sum(a.card_count for a in members),
+            window_start=window_start,
+            end=self.now,
+            t=thresholds,
+        )
+
+    def _pool(self, pool, window_start):
+        if pool.pk not in self._pools:
+            adapter = self._adapter or scheduler_adapter(Scheduler.SLURM)
+            if adapter is None:
+                self._pools[pool.pk] = "Slurm is not configured (SCHEDULERS): jobs unknown"
+            else:
+                try:
+                    jobs = slurm_pool_jobs(
+                        adapter,
+                        pool,
+                        sorted(self._accounts[pool.pk]),
+                        start=window_start,
+                        end=self.now,
+                    )
+                except SchedulerError as exc:
+                    message = f"Slurm unavailable for {pool.slug}, its allocations unknown: {exc}"
+                    self.report.notes.append(message)
+                    self._pools[pool.pk] = message
+                else:
+                    self._pools[pool.pk] = (
+                        jobs,
+                        card_models(pool),
+                        series_by_card(self.devices, self.hosts[pool.pk]),
+                    )
+        return self._pools[pool.pk]
 
 
 def _numbers(share: AllocationShare, group: GroupEvaluation) -> dict[str, Any]:

@@ -173,7 +173,8 @@ def reclamation_what_if(
                 groups[a.team_id].append(a)
         for members in groups.values():
             if pool.scheduler == Scheduler.SLURM and len(groups) > 1:
-                group = GroupEvaluation(Verdict.UNKNOWN, (), 0, False, None, "shared Slurm pool")
+                reason = "shared Slurm pool: accounting keeps no past card placement"
+                group = GroupEvaluation(Verdict.UNKNOWN, (), 0, False, None, reason)
             else:
                 mine = devices_for_group(
                     devices,

@@ -261,29 +261,3 @@ def test_undo_refused_when_the_cards_went_to_someone_else(
     assert refused.value.data == {"free": 1, "requested": 2}
     world["allocation"].refresh_from_db()
     assert world["allocation"].status == AllocationStatus.RECLAIMED
-
-
-def test_slurm_pool_shared_by_two_teams_is_unknown(db, django_capture_on_commit_callbacks):
-    a100 = GpuModel.objects.get(slug="a100_80g_sxm")
-    pool = PoolFactory(slug="train", scheduler=Scheduler.SLURM)
-    NodeFactory(hostname="slurm-n1", pool=pool)
-    for slug in ("nlp", "vision"):
-        AllocationFactory(
-            team=TeamFactory(slug=slug),
-            pool=pool,
-            gpu_model=a100,
-            card_count=1,
-            status=AllocationStatus.ACTIVE,
-            starts_at=T0 - timedelta(days=1),
-            ends_at=T0 + timedelta(days=1),
-        )
-    ReclamationPolicy.objects.create(pool=pool, dry_run=False)
-    devices = [usage("GPU-9", 0.0, namespace=None, host="slurm-n1")]
-    report = scan(T0, devices, django_capture_on_commit_callbacks)
-    assert (report.unknown, report.idle) == (2, 0)
-    # with one team on the pool's nodes the same series decide
-    AllocationFactory._meta.model.objects.filter(team__slug="vision").update(
-        status=AllocationStatus.ENDED
-    )
-    report = scan(T0, devices, django_capture_on_commit_callbacks)
-    assert (report.unknown, report.idle) == (0, 1)
