@@ -147,7 +147,9 @@ def idle_scan(
     twice.
     """
     started = time.monotonic()
-    now = now or timezone.now()
+    # whole seconds: Prometheus keeps query times to the millisecond, and a window
+    # start finer than its first sample would drop that sample (coverage 5/6)
+    now = (now or timezone.now()).replace(microsecond=0)
     report = ScanReport(now=now)
     policies = {p.pool_id: p for p in ReclamationPolicy.objects.select_related("pool")}
     if not policies:
@@ -203,6 +205,7 @@ def idle_scan(
                 pool_hosts=hosts[pool_id],
             )
             group = evaluate_group(mine, end=now.timestamp(), t=thresholds)
+        print("GROUP", group.verdict, group.reason)
         shares = split_group(group, [(a.pk, a.card_count) for a in members])
         for allocation, share in zip(members, shares, strict=True):
             _record(allocation, share, group, policy, now, report)

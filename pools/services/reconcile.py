@@ -26,6 +26,7 @@ from pools.services.scheduler_binding import (
     team_cards_applied,
 )
 from scheduler_adapters.errors import NotFound, SchedulerError
+from scheduler_adapters.records import GpuLimit
 from scheduler_adapters.types import InventorySource
 
 
@@ -104,8 +105,8 @@ def reconcile_slurm() -> ReconcileReport:
             try:
                 if model is not None:
                     slurm_limit_sync(adapter=adapter, team=team, pool=pool, gpu_model=model)
-                else:
-                    adapter.remove_gpu_limit(team.slug, None, gres)
+                else:  # a type the portal no longer maps: no cards, not no limit
+                    adapter.set_gpu_limit(GpuLimit(team.slug, None, gres, 0))
                 drift.repaired = True
             except SchedulerError as exc:
                 drift.detail = str(exc)

@@ -2,13 +2,14 @@
 
 Slurm: each team is an account (its slug) with an association per member on the pool's
 partition, and one ``GrpTRES=gres/gpu:<type>=N`` cap per GPU type, where N is the sum of the
-team's allocations of that type whose window is open. Slurm keeps the cap on the account, not
-per partition (see :class:`scheduler_adapters.records.GpuLimit`), so the portal always writes the
-team's *total* for the type — which makes every call idempotent and lets release, end, reclaim
-and reconcile share one function: :func:`slurm_limit_sync`.
+team's allocations of that type whose window is open — 0 once none is (an association
+without a ``GrpTRES`` entry is unlimited, so the cap is never removed). Slurm keeps the cap on
+the account, not per partition (see :class:`scheduler_adapters.records.GpuLimit`), so the
+portal always writes the team's *total* for the type — which makes every call idempotent and
+lets release, end, reclaim and reconcile share one function: :func:`slurm_limit_sync`.
 
-Kubernetes pools have no adapter yet (issue #4): their allocations are recorded as reserved in the
-portal only, and the binding says so.
+Kubernetes: each team is a namespace whose ResourceQuota on ``requests.nvidia.com/gpu`` is the
+team's open-window cards in Kubernetes pools (:func:`kubernetes_quota_sync`).
 """
 
 from __future__ import annotations
@@ -110,12 +111,10 @@ def slurm_limit_sync(
             adapter.ensure_user_association(team.slug, username, partition or "")
         except (NotFound, SchedulerRejected, ValueError):
             missing.append(username)
-    if cards:
-        adapter.set_gpu_limit(
-            GpuLimit(account=team.slug, partition=partition, gres_type=gres, cards=cards)
-        )
-    else:
-        adapter.remove_gpu_limit(team.slug, partition, gres)
+    # 0 is a limit (no cards); removing the limit would leave the account unlimited
+    adapter.set_gpu_limit(
+        GpuLimit(account=team.slug, partition=partition, gres_type=gres, cards=cards)
+    )
     return {
         "scheduler": "slurm",
         "applied": True,

@@ -10,12 +10,20 @@ GPUs on node ``k8s-n1`` (each a workload of its own namespace), utilisation over
 - ``team-mig``: an A100 in MIG mode: the parent's ``DCGM_FI_DEV_GPU_UTIL`` reads 0, instance 1
   ``GR_ENGINE_ACTIVE`` 0.8 (80 %), instance 2 0.0;
 - ``team-gap``: 0 % but no samples in the last 20 minutes (exporter restart).
+
+And the four A100 of the Slurm test cluster's node ``gpu-a100-01`` (scripts/services/slurm.sh),
+device-level series (no pod: Slurm), from three hours before ``end`` to an hour after it, so a
+scan can look at a window after jobs started (see SLURM_CARDS for what each card does).
 """
 
 from __future__ import annotations
 
 HOST = "k8s-n1"
 INSTANCE = "10.0.0.7:9400"
+SLURM_NODE = "gpu-a100-01"
+SLURM_AHEAD_S = 3600
+# device index -> (DCGM_FI_PROF_GR_ENGINE_ACTIVE ratio, DCGM_FI_DEV_FB_USED MiB)
+SLURM_CARDS = {0: (0.9, 30000), 1: (0.0, 0), 2: (0.7, 20000), 3: (0.0, 0)}
 
 # (uuid, model, host label, namespace label, extra labels, metric -> value(age_s) or None)
 GPUS = [
@@ -87,6 +95,26 @@ def generate(*, end: float, minutes: int = 180, step: int = 15) -> str:
             emit("DCGM_FI_DEV_GPU_UTIL", base, lambda age: 0 if age > 1200 else None)
             emit("DCGM_FI_PROF_GR_ENGINE_ACTIVE", base, lambda age: 0.0 if age > 1200 else None)
             emit("DCGM_FI_DEV_FB_USED", base, lambda age: 0 if age > 1200 else None)
+    slurm_stamps = list(range(start, int(end) + SLURM_AHEAD_S + 1, step))
+    for index, (ratio, fb_mib) in SLURM_CARDS.items():
+        labels = ",".join(
+            f'{k}="{v}"'
+            for k, v in (
+                ("gpu", str(index)),
+                ("UUID", f"GPU-slurm-a100-{index}"),
+                ("device", f"nvidia{index}"),
+                ("modelName", "NVIDIA A100-SXM4-80GB"),
+                ("Hostname", SLURM_NODE),
+                ("job", "dcgm"),
+                ("instance", f"{SLURM_NODE}:9400"),
+            )
+        )
+        for metric, value in (
+            ("DCGM_FI_DEV_GPU_UTIL", round(ratio * 100)),
+            ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", ratio),
+            ("DCGM_FI_DEV_FB_USED", fb_mib),
+        ):
+            families[metric] += [f"{metric}{{{labels}}} {value} {t}" for t in slurm_stamps]
     lines = []
     for metric, rows in families.items():
         lines += [f"# HELP {metric} {metric}", f"# TYPE {metric} gauge", *rows]

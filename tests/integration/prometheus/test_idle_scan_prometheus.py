@@ -27,7 +27,11 @@ def test_adapter_reads_backfilled_dcgm_history(prometheus):
     by_ns = {}
     for device in devices:
         by_ns.setdefault(device.namespace, []).append(device)
-    assert set(by_ns) == {"team-busy", "team-idle", "team-mig", "team-gap"}
+    assert set(by_ns) == {"team-busy", "team-idle", "team-mig", "team-gap", None}
+    slurm = {d.gpu: d for d in by_ns[None]}  # device level: the Slurm node's cards
+    assert set(slurm) == {"0", "1", "2", "3"}
+    assert {d.hostname for d in slurm.values()} == {"gpu-a100-01"}
+    assert [s.value for s in slurm["2"].util_pct] == [pytest.approx(70.0)] * 31
     (idle,) = by_ns["team-idle"]
     assert idle.hostname == "k8s-n1"  # new exporters' lower-case label
     assert idle.pods == ("team-idle-0",)  # exported_pod, not the exporter's own pod

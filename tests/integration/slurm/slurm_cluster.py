@@ -5,7 +5,9 @@ Tests fail, never skip, when it is not there: a green run must mean Slurm was ex
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import subprocess
 import time
 import uuid
@@ -96,6 +98,13 @@ def enforced_grp_tres(account: str) -> str:
                 if "GrpTRES=" in detail:
                     return detail.strip().removeprefix("GrpTRES=")
     raise AssertionError(f"slurmctld has no association for {account}: {done.stdout}")
+
+
+def enforced_cards(account: str, gres_type: str) -> float:
+    """Cards of ``gres_type`` slurmctld lets the account use: N (no limit) is infinity."""
+    match = re.search(rf"gres/gpu:{gres_type}=(\w+)\(", enforced_grp_tres(account))
+    assert match, enforced_grp_tres(account)
+    return math.inf if match[1] == "N" or int(match[1]) >= 2**62 else int(match[1])
 
 
 class Cleanup:

@@ -113,7 +113,7 @@ def worker(slurm_settings, cleanup):
         process.kill()
 
 
-def test_a_worker_applies_the_approval_in_slurm_and_removes_it_on_release(
+def test_a_worker_applies_the_approval_in_slurm_and_zeroes_it_on_release(
     worker, slurm, slurm_settings, cleanup, portal_slurm_team
 ):
     pool, a100, team, alice, admin, submit = portal_slurm_team
@@ -136,4 +136,8 @@ def test_a_worker_applies_the_approval_in_slurm_and_removes_it_on_release(
     )
 
     allocation_release(allocation=active, actor=alice, reason="done")
-    eventually(lambda: slurm.get_gpu_limits(account), lambda limits: limits == (), timeout_s=60)
+    eventually(
+        lambda: [(lim.gres_type, lim.cards) for lim in slurm.get_gpu_limits(account)],
+        lambda limits: limits == [("a100", 0)],  # 0 cards, not "no limit" (unlimited)
+        timeout_s=60,
+    )

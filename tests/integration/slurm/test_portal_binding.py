@@ -1,7 +1,8 @@
 """The portal's approval and release applied in the real Slurm (issue #4's "Done when").
 
 Approving a request sets the team account's GrpTRES (seen by ``sacctmgr show assoc`` and by
-slurmctld); a job over the limit pends; releasing the allocation removes the limit.
+slurmctld); a job over the limit pends; releasing the allocation sets it to 0 (no limit at all
+would be unlimited).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pools.choices import AllocationStatus
 from pools.services import scheduler_binding
 from pools.services.allocations import allocation_release
 from pools.services.requests import capacity_request_approve
-from scheduler_adapters.records import JobSpec
+from scheduler_adapters.records import GpuLimit, JobSpec
 from scheduler_adapters.registry import slurm_settings_from_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
@@ -29,7 +30,7 @@ def portal_on_real_slurm(slurm, slurm_settings, cleanup):
     scheduler_binding._ADAPTERS.clear()
 
 
-def test_approve_sets_grptres_a_job_over_it_pends_release_removes_it(
+def test_approve_sets_grptres_a_job_over_it_pends_release_zeroes_it(
     portal_on_real_slurm,
     slurm_settings,
     cleanup,
@@ -74,7 +75,7 @@ def test_approve_sets_grptres_a_job_over_it_pends_release_removes_it(
 
     with django_capture_on_commit_callbacks(execute=True):
         allocation_release(allocation=allocation, actor=alice, reason="done")
-    assert slurm.get_gpu_limits(account) == ()
-    assert "gres/gpu:a100" not in sacctmgr(
+    assert slurm.get_gpu_limits(account) == (GpuLimit(account, "gpu", "a100", 0),)
+    assert "gres/gpu:a100=0" in sacctmgr(
         "show", "assoc", f"account={account}", "user=", "format=account,grptres"
     )

@@ -2,13 +2,12 @@
 and a job that ends by itself read back from accounting."""
 
 import math
-import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from integration.slurm.slurm_cluster import (
     build_adapter,
-    enforced_grp_tres,
+    enforced_cards,
     eventually,
     sacctmgr,
     unique_account,
@@ -17,13 +16,6 @@ from integration.slurm.slurm_cluster import (
 from scheduler_adapters.records import GpuLimit, JobSpec, JobState
 
 pytestmark = pytest.mark.integration
-
-
-def enforced_cards(account: str, gres_type: str) -> float:
-    """Cards of ``gres_type`` slurmctld lets the account use: N (no limit) is infinity."""
-    match = re.search(rf"gres/gpu:{gres_type}=(\w+)\(", enforced_grp_tres(account))
-    assert match, enforced_grp_tres(account)
-    return math.inf if match[1] == "N" or int(match[1]) >= 2**62 else int(match[1])
 
 
 def grp_tres_in_slurmdbd(account: str) -> str:

@@ -1,6 +1,6 @@
 """Issue #4's "Done when", literally: a pool admin clicks Approve in the browser and the limit
 appears in the real Slurm (``sacctmgr show assoc``); releasing the allocation in the browser
-removes it."""
+sets it to 0 (no cards; no limit at all would be unlimited)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _grptres(account: str) -> str:
     return sacctmgr("show", "assoc", f"account={account}", "user=", "format=account,grptres")
 
 
-def test_approve_and_release_in_the_browser_set_and_remove_the_slurm_limit(
+def test_approve_and_release_in_the_browser_set_and_zero_the_slurm_limit(
     catalogue,
     slurm,
     slurm_settings,
@@ -59,7 +59,10 @@ def test_approve_and_release_in_the_browser_set_and_remove_the_slurm_limit(
         page.once("dialog", lambda dialog: dialog.accept())
         page.click("button:has-text('Release')")
         expect(page.locator(".messages")).to_contain_text("released")
-        eventually(lambda: slurm.get_gpu_limits(team.slug), lambda limits: limits == ())
-        assert "gres/gpu:a100" not in _grptres(team.slug)
+        eventually(
+            lambda: [(lim.gres_type, lim.cards) for lim in slurm.get_gpu_limits(team.slug)],
+            lambda limits: limits == [("a100", 0)],
+        )
+        assert "gres/gpu:a100=0" in _grptres(team.slug)
     scheduler_binding._ADAPTERS.clear()
     assert Allocation.objects.get(request=request).status == "ended"

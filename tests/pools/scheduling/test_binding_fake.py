@@ -16,11 +16,12 @@ from pools.models import Allocation
 from pools.services.allocations import allocation_lifecycle_sweep, allocation_release
 from pools.services.requests import capacity_request_approve
 from scheduler_adapters.errors import SchedulerUnavailable
+from scheduler_adapters.records import GpuLimit
 
 pytestmark = pytest.mark.django_db
 
 
-def test_approval_sets_grptres_and_release_removes_it(
+def test_approval_sets_grptres_and_release_sets_it_to_zero(
     fake_slurm, setup, submitted, django_capture_on_commit_callbacks
 ):
     pool, a100, team, bob, admin = setup
@@ -36,7 +37,8 @@ def test_approval_sets_grptres_and_release_removes_it(
 
     with django_capture_on_commit_callbacks(execute=True):
         allocation_release(allocation=allocation, actor=bob, reason="done early")
-    assert fake_slurm.get_gpu_limits("vision") == ()
+    # 0, not "no limit": an association without GrpTRES may use every card
+    assert fake_slurm.get_gpu_limits("vision") == (GpuLimit("vision", "gpu", "a100", 0),)
 
 
 def test_two_allocations_of_one_type_sum_into_one_cap(

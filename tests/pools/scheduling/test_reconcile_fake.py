@@ -43,7 +43,7 @@ def test_a_cap_changed_by_hand_is_recorded_and_put_back(applied):
     assert reconcile_slurm().drifts == []  # repaired: the next run finds nothing
 
 
-def test_a_cap_left_behind_after_the_database_moved_on_is_removed(applied):
+def test_a_cap_left_behind_after_the_database_moved_on_is_set_to_zero(applied):
     fake, allocation = applied
     # A worker died after the allocation ended in the database but before Slurm was told.
     type(allocation).objects.filter(pk=allocation.pk).update(status="ended")
@@ -52,4 +52,4 @@ def test_a_cap_left_behind_after_the_database_moved_on_is_removed(applied):
 
     drift = SchedulerDrift.objects.get()
     assert (drift.expected, drift.found, drift.repaired) == ("0", "2", True)
-    assert fake.get_gpu_limits("vision") == ()
+    assert fake.get_gpu_limits("vision") == (GpuLimit("vision", "gpu", "a100", 0),)

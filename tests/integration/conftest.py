@@ -1,6 +1,7 @@
-"""A real Prometheus (Debian's package, started by ``scripts/services/prometheus.sh``) on a
-free loopback port, its TSDB backfilled with three hours of dcgm-exporter history ending at
-``end`` before it starts. Missing Prometheus is a failure, never a skip."""
+"""Fixtures shared by the integration tiers: a real Prometheus (Debian's package, started by
+``scripts/services/prometheus.sh``) on a free loopback port, its TSDB backfilled with
+dcgm-exporter history (three hours before ``end``; the Slurm node's an hour past it too, see
+dcgm_history.py) before it starts. Missing Prometheus is a failure, never a skip."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from integration.prometheus.dcgm_history import generate
 
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "services" / "prometheus.sh"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "services" / "prometheus.sh"
 
 
 def _free_port() -> int:
