@@ -432,7 +432,14 @@ def test_request_filters(api_as, users, team, infer_pool, train_pool):
     assert count("admin", "pool=train") == 1
     assert count("admin", "pool=infer&team=nlp&status=rejected") == 2
     assert count("member", "status=submitted") == 4  # not vision's
-    assert count("member", "team=vision") == 0  # filtering never widens what one sees
+    # filtering never widens what one sees: another team's slug is refused like an unknown one
+    for query in ("team=vision", "team=no-such-team"):
+        foreign = api_as(users["member"]).get(f"/api/v1/requests/?{query}")
+        assert foreign.status_code == 400
+        assert foreign.json()["errors"] == {
+            "team": ["Select a valid choice. That choice is not one of the available choices."]
+        }
+    assert api_as(users["admin"]).get("/api/v1/requests/?pool=nope").status_code == 400
     bad = api_as(users["admin"]).get("/api/v1/requests/?status=bogus")
     assert bad.status_code == 400
 
