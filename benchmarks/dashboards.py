@@ -8,6 +8,9 @@ records). Prints the p50 render time and the SQL query count of the admin dashbo
 300 ms), its heatmap fragment and the team dashboard (target 150 ms).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/gpp_bench python benchmarks/dashboards.py
+
+``BENCH_SCREENSHOTS=<dir>`` also serves the generated fleet on a live server and saves
+full-page screenshots of both dashboards (headless Debian chromium, 1400 px wide) into it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from django.test.utils import (  # noqa: E402
 NODES, GPUS_PER_NODE, TEAMS = 2000, 8, 100
 USAGE_DAYS = int(os.environ.get("BENCH_USAGE_DAYS", 365))
 RUNS = int(os.environ.get("BENCH_RUNS", 15))
+SCREENSHOTS = os.environ.get("BENCH_SCREENSHOTS", "")
 
 
 def main() -> None:
@@ -180,6 +184,51 @@ def run() -> None:
         p50 = statistics.median(times)
         verdict = "ok" if p50 <= target else "OVER"
         print(f"{name:40} {p50:8.1f} {max(times):8.1f} {queries:8d} {target:5d} {verdict}")
+    if SCREENSHOTS:
+        screenshots(
+            Path(SCREENSHOTS),
+            {"admin": admin, "team": team_client},
+            [
+                ("bench-admin-dashboard", "admin", "/dashboard/"),
+                ("bench-admin-dashboard-pool", "admin", "/dashboard/?pool=pool-1"),
+                ("bench-team-dashboard", "team", f"/teams/{slug}/dashboard/"),
+            ],
+        )
+
+
+def screenshots(out: Path, clients: dict, pages: list[tuple[str, str, str]]) -> None:
+    """Serve the generated data on a live server and save a full-page PNG of each page, signed
+    in with the session of ``clients[who]``."""
+    from django.contrib.staticfiles.handlers import StaticFilesHandler
+    from django.test.testcases import LiveServerThread
+    from playwright.sync_api import sync_playwright
+
+    server = LiveServerThread("127.0.0.1", StaticFilesHandler, port=0)
+    server.daemon = True
+    server.start()
+    server.is_ready.wait()
+    if server.error:
+        raise server.error
+    base = f"http://127.0.0.1:{server.port}"
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"]
+            )
+            for name, who, path in pages:
+                context = browser.new_context(viewport={"width": 1400, "height": 900})
+                cookie = clients[who].cookies["sessionid"].value
+                context.add_cookies([{"name": "sessionid", "value": cookie, "url": base}])
+                page = context.new_page()
+                page.goto(base + path)
+                page.wait_for_load_state("networkidle")
+                page.screenshot(path=out / f"{name}.png", full_page=True)
+                context.close()
+                print(f"screenshot {out / name}.png")
+            browser.close()
+    finally:
+        server.terminate()
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@
 
 They join inventory and allocations (``pools.dashboard``) with costs (``billing.dashboard``), so
 they live on the billing floor, the lowest that may read both. One URL answers with the page,
-the htmx fragment (``HX-Request``: the 60-second refresh and the filters) or a table as CSV
-(``?export=<table>``). The query count does not grow with the fleet.
+the htmx fragment (``HX-Request``: the 60-second refresh and the filters), a part loaded after
+the page (``?part=heatmap``, ``?part=utilisation``: the chart from Prometheus, so the page never
+waits on a range query) or a table as CSV (``?export=<table>``). The query count does not grow
+with the fleet; Prometheus gets a fixed number of queries (``pools.dashboard_utilisation``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from billing import dashboard as costs
 from billing.conf import billing_zone
 from billing.pricing import local_midnight, month_of, next_month, previous_month
 from pools import dashboard
+from pools import dashboard_utilisation as utilisation
 from pools.choices import IdleFindingState
 from pools.forms import DashboardFilterForm
 from pools.models import DriverGroup, GpuModel, IdleFinding, Pool, Team
@@ -36,6 +39,8 @@ CAPACITY_COLUMNS = [
     Column("schedulable", lambda r: r["schedulable"]),
     Column("usable", lambda r: r["usable"]),
     Column("allocated", lambda r: r["allocated"]),
+    Column("in_use", lambda r: r["in_use"]),
+    Column("in_use_reporting", lambda r: r["in_use_reporting"]),
     Column("idle_allocated", lambda r: r["idle_allocated"]),
     Column("free", lambda r: r["free"]),
     Column("headroom", lambda r: r["headroom"]),
@@ -102,6 +107,13 @@ def _filter_form(request) -> tuple[DashboardFilterForm, dashboard.DashboardFilte
     )
 
 
+def _in_use_cells(in_use: dashboard.CardsInUse | None) -> dict:
+    """``in_use`` and ``in_use_reporting`` for the CSV: empty when unknown, never 0."""
+    if in_use is None or not in_use.reporting:
+        return {"in_use": None, "in_use_reporting": None}
+    return {"in_use": in_use.busy, "in_use_reporting": in_use.reporting}
+
+
 def _capacity_table(rows: list[dashboard.CapacityRow]) -> list[dict]:
     """One line per pool × model (driver group "all") followed by its driver groups."""
     table = []
@@ -116,6 +128,7 @@ def _capacity_table(rows: list[dashboard.CapacityRow]) -> list[dict]:
                 "schedulable": row.schedulable,
                 "usable": row.usable,
                 "allocated": row.allocated,
+                **_in_use_cells(row.in_use),
                 "idle_allocated": row.idle_allocated,
                 "free": row.free,
                 "headroom": row.headroom.level,
@@ -132,6 +145,7 @@ def _capacity_table(rows: list[dashboard.CapacityRow]) -> list[dict]:
                     "schedulable": g.schedulable,
                     "usable": None,
                     "allocated": None,
+                    **_in_use_cells(g.in_use),
                     "idle_allocated": None,
                     "free": None,
                     "headroom": None,
@@ -163,6 +177,34 @@ def _plan_chart(plan, rows, days) -> dict:
     }  # fmt: skip
 
 
+def _utilisation_chart(history: utilisation.UtilisationHistory) -> dict:
+    """Chart.js line data: mean utilisation % per pool × model at each step, local time."""
+    return {
+        "labels": [timezone.localtime(t).strftime("%d %b %H:%M") for t in history.timestamps],
+        "datasets": [
+            {"type": "line", "label": f"{s.pool} · {s.gpu_model}", "data": s.values,
+             "borderColor": PALETTE[i % len(PALETTE)], "backgroundColor": PALETTE[i % len(PALETTE)],
+             "pointRadius": 0, "borderWidth": 1.5, "spanGaps": False}
+            for i, s in enumerate(history.series)
+        ],
+    }  # fmt: skip
+
+
+def _utilisation_part(request, filters, now):
+    """The utilisation chart (``?part=utilisation&range=24h|7d|30d``), its error or its
+    emptiness said in the fragment; answers 200 whatever Prometheus does."""
+    range_key = request.GET.get("range", utilisation.DEFAULT_RANGE)
+    history = utilisation.utilisation_history(filters=filters, now=now, range_key=range_key)
+    response = render(
+        request,
+        "dashboard/admin.html#utilisation",
+        {"history": history, "ranges": utilisation.RANGES.values(),
+         "range": history.range.key, "chart": _utilisation_chart(history)},
+    )  # fmt: skip
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
 def _cost_month(now) -> tuple:
     """This month's top teams by cost; last month's, labelled, when this month has none."""
     this_month = month_of(now, billing_zone())
@@ -174,27 +216,39 @@ def admin_dashboard(request):
     now = timezone.now()
     form, filters = _filter_form(request)
     part = request.GET.get("part")
+    if part == "utilisation":
+        return _utilisation_part(request, filters, now)
+    heat = "util" if request.GET.get("heat") == "util" else "state"
     if part == "heatmap" or request.GET.get("export") == "heatmap":
         try:
             page = int(request.GET.get("page", 1))
         except ValueError:
             page = 1
-        heat, pages = dashboard.node_heatmap(filters=filters, now=now, page=page)
+        nodes, pages = dashboard.node_heatmap(filters=filters, now=now, page=page)
         if request.GET.get("export") == "heatmap":
-            cells = ((r, c) for r in heat for c in r.cells)
+            cells = ((r, c) for r in nodes for c in r.cells)
             return csv_response(cells, HEATMAP_COLUMNS, "dashboard-gpus.csv")
+        heat_error = None
+        if heat == "util":
+            nodes, heat_error = utilisation.heatmap_utilisation(rows=nodes, now=now)
         query = request.GET.copy()
         query.pop("page", None)
         response = render(
             request,
             "dashboard/admin.html#heatmap",
-            {"heat": heat, "page": min(max(page, 1), pages), "pages": pages,
-             "query": query.urlencode()},
+            {"heat": nodes, "page": min(max(page, 1), pages), "pages": pages,
+             "query": query.urlencode(), "colour": heat, "heat_error": heat_error,
+             "heat_warn": heat_error not in (None, utilisation.NOT_CONFIGURED)},
         )  # fmt: skip
         patch_vary_headers(response, ["HX-Request"])
         return response
 
+    export = request.GET.get("export")
     rows = dashboard.capacity_rows(filters=filters, now=now)
+    in_use = utilisation.UtilisationNow(now=now, error="not read for this export")
+    if export not in ("plan", "forecast", "teams-cards", "teams-cost", "alerts"):
+        in_use = utilisation.utilisation_now(filters=filters, now=now)  # the page and capacity
+        utilisation.apply_in_use(rows, in_use)
     plan = dashboard.allocation_plan(filters=filters, now=now)
     days = dashboard.plan_days(now)
     usable = {(r.pool_slug, r.gpu_model_slug): r.usable for r in rows}
@@ -208,7 +262,6 @@ def admin_dashboard(request):
         cost_month = last_month
         top_cost = costs.top_teams_by_cost(month=last_month, team=filters.team)
 
-    export = request.GET.get("export")
     if export == "capacity":
         return csv_response(_capacity_table(rows), CAPACITY_COLUMNS, "dashboard-capacity.csv")
     if export == "plan":
@@ -241,8 +294,11 @@ def admin_dashboard(request):
         "allocated": sum(r.allocated for r in rows),
         "free": sum(r.free for r in rows),
         "usable": sum(r.usable for r in rows),
+        "in_use": None if in_use.error else sum(c.busy for c in in_use.rows.values()),
+        "in_use_reporting": sum(c.reporting for c in in_use.rows.values()),
     }
     unplaced = plan.get(("", ""))
+    range_key = request.GET.get("range")
     context = {
         "form": form,
         "filters": filters,
@@ -256,6 +312,10 @@ def admin_dashboard(request):
         "top_cost": top_cost,
         "cost_month": cost_month,
         "this_month": this_month,
+        "in_use": in_use,
+        "colour": heat,
+        "ranges": utilisation.RANGES.values(),
+        "range": range_key if range_key in utilisation.RANGES else utilisation.DEFAULT_RANGE,
         "query": request.GET.urlencode(),
         "now": now,
     }

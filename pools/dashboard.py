@@ -41,11 +41,29 @@ class DashboardFilters:
 
 
 @dataclass
+class CardsInUse:
+    """Cards busy now by dcgm-exporter utilisation (see :mod:`pools.dashboard_utilisation`):
+    ``busy`` of the ``reporting`` cards (those with a reading) are at or above their pool's busy
+    threshold, of ``total`` cards. ``reporting == 0`` means "unknown", never "none in use"."""
+
+    busy: int = 0
+    reporting: int = 0
+    total: int = 0
+    busy_pct: float = 30.0  # the pool's threshold, %
+
+    @property
+    def unknown(self) -> int:
+        """Cards without a reading."""
+        return self.total - self.reporting
+
+
+@dataclass
 class DriverGroupRow:
     driver_group: str
     total: int = 0
     healthy: int = 0
     schedulable: int = 0
+    in_use: CardsInUse | None = None
 
 
 @dataclass
@@ -54,7 +72,8 @@ class CapacityRow:
 
     ``usable`` is schedulable × the pool's over-commit ratio (floored); ``free`` is usable minus
     ``allocated``. Allocations name a pool and a model, not a driver group, so held cards are known
-    per pool × model only (``None`` on driver-group lines).
+    per pool × model only (``None`` on driver-group lines). ``in_use`` is ``None`` until metrics
+    are read (:func:`pools.dashboard_utilisation.utilisation_now`), and stays so without them.
     """
 
     pool_slug: str
@@ -68,6 +87,7 @@ class CapacityRow:
     idle_allocated: int | None = None
     peak_held: int = 0
     peak_pending: int = 0
+    in_use: CardsInUse | None = None
 
     @property
     def total(self) -> int:
@@ -98,6 +118,7 @@ class CapacityRow:
 class Headroom:
     level: str  # "short", "thin", "ok", "idle" (no demand)
     text: str
+    summary: str = ""  # the numbers only, for a narrow table cell; ``text`` explains them
 
 
 def headroom_flag(*, usable: int, held: int, pending: int) -> Headroom:
@@ -109,13 +130,18 @@ def headroom_flag(*, usable: int, held: int, pending: int) -> Headroom:
     """
     peak = held + pending
     if peak == 0:
-        return Headroom("idle", f"No cards held or asked for in the next {WEEKS_AHEAD} weeks.")
+        return Headroom(
+            "idle",
+            f"No cards held or asked for in the next {WEEKS_AHEAD} weeks.",
+            "no demand",
+        )
     demand = f"peak {peak} cards ({held} allocated + {pending} pending) against {usable} usable"
     if usable < PEAK_SHARE * peak:
         return Headroom(
             "short",
             f"Short: {demand}; the pool covers {usable / peak:.0%} of its peak, under the 85 % "
             "the seed sizes a pool for.",
+            f"peak {peak} / {usable} usable, covers {usable / peak:.0%}",
         )
     buffer = (usable - peak) / usable if usable else 0.0
     if buffer < BUFFER_SHARE:
@@ -123,15 +149,40 @@ def headroom_flag(*, usable: int, held: int, pending: int) -> Headroom:
             "thin",
             f"Thin buffer: {demand}; {max(buffer, 0):.0%} spare, under the 30 % the seed keeps "
             "for bursts.",
+            f"peak {peak} / {usable} usable, {max(buffer, 0):.0%} spare",
         )
-    return Headroom("ok", f"OK: {demand}; {buffer:.0%} spare (30 % advised).")
+    return Headroom(
+        "ok",
+        f"OK: {demand}; {buffer:.0%} spare (30 % advised).",
+        f"peak {peak} / {usable} usable, {buffer:.0%} spare",
+    )
 
 
-def _model_label(row: dict) -> tuple[str, str, bool]:
+def model_label(row: dict) -> tuple[str, str, bool]:
+    """(slug, name, recognised) of a card row's model (``gpu_model__slug``, ``gpu_model__name``,
+    ``raw_model_name``): an unrecognised name is keyed ``?<raw name>``, as the capacity rows are."""
     if row["gpu_model__slug"]:
         return row["gpu_model__slug"], row["gpu_model__name"], True
     raw = row["raw_model_name"] or "unknown"
     return f"?{raw}", f"? {raw}", False
+
+
+def driver_group_label(branch: int | None) -> str:
+    """The driver-group line's name: ``R550``, or ``(unknown driver)`` without a branch."""
+    return f"R{branch}" if branch else "(unknown driver)"
+
+
+def pooled_gpus(filters: DashboardFilters):
+    """Cards on nodes of a pool, narrowed to the filters' pool, model and driver branch (the team
+    filter narrows allocations, not cards). A queryset: callers choose the columns."""
+    gpus = Gpu.objects.filter(node__pool__isnull=False)
+    if filters.pool:
+        gpus = gpus.filter(node__pool__slug=filters.pool)
+    if filters.gpu_model:
+        gpus = gpus.filter(gpu_model__slug=filters.gpu_model)
+    if filters.driver_branch:
+        gpus = gpus.filter(node__driver_group__branch=filters.driver_branch)
+    return gpus
 
 
 def capacity_rows(*, filters: DashboardFilters, now: datetime) -> list[CapacityRow]:
@@ -141,13 +192,7 @@ def capacity_rows(*, filters: DashboardFilters, now: datetime) -> list[CapacityR
     healthy: card health not ``error`` on an ``up`` node (as the fleet overview counts);
     schedulable: the same and a recognised model (what approvals count, before CUDA checks).
     """
-    gpus = Gpu.objects.filter(node__pool__isnull=False)
-    if filters.pool:
-        gpus = gpus.filter(node__pool__slug=filters.pool)
-    if filters.gpu_model:
-        gpus = gpus.filter(gpu_model__slug=filters.gpu_model)
-    if filters.driver_branch:
-        gpus = gpus.filter(node__driver_group__branch=filters.driver_branch)
+    gpus = pooled_gpus(filters)
     healthy = Q(node__state=NodeState.UP) & ~Q(health=GpuHealth.ERROR)
     inventory = (
         gpus.values(
@@ -168,7 +213,7 @@ def capacity_rows(*, filters: DashboardFilters, now: datetime) -> list[CapacityR
     )
     rows: dict[tuple[str, str], CapacityRow] = {}
     for r in inventory:
-        slug, name, recognised = _model_label(r)
+        slug, name, recognised = model_label(r)
         key = (r["node__pool__slug"], slug)
         row = rows.get(key)
         if row is None:
@@ -180,8 +225,7 @@ def capacity_rows(*, filters: DashboardFilters, now: datetime) -> list[CapacityR
                 recognised=recognised,
                 overcommit_ratio=r["node__pool__overcommit_ratio"],
             )
-        branch = r["node__driver_group__branch"]
-        label = f"R{branch}" if branch else "(unknown driver)"
+        label = driver_group_label(r["node__driver_group__branch"])
         group = next((g for g in row.groups if g.driver_group == label), None)
         if group is None:
             group = DriverGroupRow(label)
@@ -447,6 +491,21 @@ class HeatmapCell:
     index: int
     state: str  # ok, error, unknown (card health) or the node state when the node is not up
     title: str
+    gpu_id: int | None = None
+    uuid: str | None = None
+    mig_mode: bool | None = None
+    # Mean utilisation, % (0-100), over the last 30 min: set only when the heatmap is coloured
+    # by utilisation (pools.dashboard_utilisation.heatmap_utilisation); None is "no reading".
+    util_pct: float | None = None
+
+    @property
+    def util_level(self) -> str:
+        """CSS class of the utilisation colour: ``u0`` under 10 %, ``u1`` under 30 % (the
+        default busy threshold), ``u2`` under 60 %, ``u3`` under 90 %, ``u4`` from 90 %, and
+        ``nodata`` without a reading."""
+        if self.util_pct is None:
+            return "nodata"
+        return f"u{sum(self.util_pct >= edge for edge in (10, 30, 60, 90))}"
 
 
 @dataclass(frozen=True)
@@ -488,6 +547,7 @@ def node_heatmap(
         .values(
             "node_id", "node__hostname", "node__state", "node__pool__slug", "node__pool__name",
             "index", "health", "gpu_model__slug", "gpu_model__name", "raw_model_name",
+            "id", "uuid", "mig_mode",
         )
         .order_by("node__hostname", "index")
     )  # fmt: skip
@@ -520,7 +580,10 @@ def node_heatmap(
         if g["gpu_model__slug"]:
             row["models"][g["gpu_model__slug"]] += 1
         state = g["health"] if g["node__state"] == NodeState.UP else g["node__state"]
-        row["cells"].append(HeatmapCell(g["index"], state, f"GPU {g['index']} · {model} · {state}"))
+        title = f"GPU {g['index']} · {model} · {state}"
+        row["cells"].append(
+            HeatmapCell(g["index"], state, title, g["id"], g["uuid"], g["mig_mode"])
+        )
     result = []
     for row in rows.values():
         main = max(row["models"], key=row["models"].get) if row["models"] else ""

@@ -11,12 +11,20 @@ as the real adapter does when Prometheus cannot be reached.
 ``query_range`` mimics the evaluation at each step: the latest sample at most
 ``lookback_s`` (5 min, Prometheus' default lookback delta) before the step. No staleness
 markers: a series that stops keeps answering for the lookback, as with backfilled data.
+
+Beyond plain selectors, both calls evaluate the small part of PromQL the capacity dashboard
+sends, with Prometheus 2.x semantics: ``<fn>(<selector>[<n>s])`` for ``avg_over_time``,
+``max_over_time`` and ``min_over_time`` (raw samples in ``[t - n, t]``), and
+``<op> by (<labels>) (<expr>)`` for ``sum``, ``avg``, ``max``, ``min`` and ``count``, nested
+freely. Their results carry no metric name and, after ``by``, only the listed labels that the
+series have (an empty label is an absent one), as Prometheus answers.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
 
@@ -26,6 +34,25 @@ from scheduler_adapters.prometheus import DeviceUsage, Sample, Series
 _SELECTOR = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?P<matchers>[^}]*)\})?"
                        r"(\[(?P<range>\d+)s\])?$")  # fmt: skip
 _MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(!=|=)\s*"([^"]*)"\s*,?')
+_AGGREGATION = re.compile(
+    r"^(?P<op>sum|avg|max|min|count)\s+by\s*\((?P<by>[^)]*)\)\s*\((?P<inner>.*)\)$", re.S
+)
+_OVER_TIME = re.compile(r"^(?P<fn>avg_over_time|max_over_time|min_over_time)\s*\((?P<inner>.*)\)$",
+                        re.S)  # fmt: skip
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+_AGGREGATIONS: dict[str, Callable[[list[float]], float]] = {
+    "sum": sum, "avg": _mean, "max": max, "min": min, "count": len,
+}  # fmt: skip
+_OVER_TIME_FUNCTIONS: dict[str, Callable[[list[float]], float]] = {
+    "avg_over_time": _mean, "max_over_time": max, "min_over_time": min,
+}  # fmt: skip
+# One element of an instant vector: its labels (sorted pairs) and its value.
+_Element = tuple[tuple[tuple[str, str], ...], float]
 
 
 class FakePrometheus:
@@ -62,8 +89,12 @@ class FakePrometheus:
     def query(self, expr: str, *, at: datetime) -> tuple[Series, ...]:
         self.queries.append(expr)
         self._check_up()
-        matching, seconds = self._select(expr)
         t = at.timestamp()
+        if _is_expression(expr):
+            return tuple(
+                Series("", labels, (Sample(t, value),)) for labels, value in self._evaluate(expr, t)
+            )
+        matching, seconds = self._select(expr)
         out = []
         for item in matching:
             if seconds is None:
@@ -82,14 +113,20 @@ class FakePrometheus:
         self._check_up()
         if end < start:
             raise ValueError("end is before start")
-        matching, seconds = self._select(expr)
-        if seconds is not None:
-            raise SchedulerRejected("range vector in a range query", operation="query_range")
         steps = []
         t = start.timestamp()
         while t <= end.timestamp():
             steps.append(t)
             t += step_s
+        if _is_expression(expr):
+            points: dict[tuple, list[Sample]] = defaultdict(list)
+            for step in steps:
+                for labels, value in self._evaluate(expr, step):
+                    points[labels].append(Sample(step, value))
+            return tuple(Series("", labels, tuple(samples)) for labels, samples in points.items())
+        matching, seconds = self._select(expr)
+        if seconds is not None:
+            raise SchedulerRejected("range vector in a range query", operation="query_range")
         out = []
         for item in matching:
             samples = []
@@ -128,3 +165,47 @@ class FakePrometheus:
                 selected.append(item)
         seconds = int(found["range"]) if found["range"] else None
         return selected, seconds
+
+    def _evaluate(self, expr: str, t: float) -> list[_Element]:
+        """The instant vector of ``expr`` at ``t`` (Unix seconds); ``None`` samples are skipped."""
+        expr = expr.strip()
+        found = _AGGREGATION.match(expr)
+        if found:
+            by = [name.strip() for name in found["by"].split(",") if name.strip()]
+            groups: dict[tuple, list[float]] = defaultdict(list)
+            for labels, value in self._evaluate(found["inner"], t):
+                values = dict(labels)
+                key = tuple((name, values[name]) for name in sorted(by) if values.get(name))
+                groups[key].append(value)
+            return [(key, float(_AGGREGATIONS[found["op"]](vs))) for key, vs in groups.items()]
+        found = _OVER_TIME.match(expr)
+        if found:
+            matching, seconds = self._select(found["inner"])
+            if seconds is None:
+                raise SchedulerRejected(f"{found['fn']} needs a range selector: {expr!r}",
+                                        operation="query")  # fmt: skip
+            out = []
+            for item in matching:
+                values = [
+                    s.value
+                    for s in item.samples
+                    if t - seconds <= s.timestamp <= t and s.value is not None
+                ]
+                if values:
+                    out.append((item.labels, _OVER_TIME_FUNCTIONS[found["fn"]](values)))
+            return out
+        matching, seconds = self._select(expr)
+        if seconds is not None:
+            raise SchedulerRejected(f"range vector where an instant one is needed: {expr!r}",
+                                    operation="query")  # fmt: skip
+        out = []
+        for item in matching:
+            latest = [s for s in item.samples if t - self.lookback_s < s.timestamp <= t]
+            if latest and latest[-1].value is not None:
+                out.append((item.labels, latest[-1].value))
+        return out
+
+
+def _is_expression(expr: str) -> bool:
+    """A function call or an aggregation, as opposed to a plain selector."""
+    return bool(_AGGREGATION.match(expr.strip()) or _OVER_TIME.match(expr.strip()))

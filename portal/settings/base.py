@@ -219,6 +219,8 @@ ALLOCATION_EXPIRY_WARNING_DAYS = env.int("ALLOCATION_EXPIRY_WARNING_DAYS", defau
 # Prometheus with dcgm-exporter metrics for the idle scan; empty: the scan reports it and stops.
 PROMETHEUS_URL = env.str("PROMETHEUS_URL", default="")
 PROMETHEUS_TIMEOUT_S = env.float("PROMETHEUS_TIMEOUT_S", default=30.0)
+# The capacity dashboard waits on Prometheus for its "in use" column: a short limit per query.
+PROMETHEUS_DASHBOARD_TIMEOUT_S = env.float("PROMETHEUS_DASHBOARD_TIMEOUT_S", default=5.0)
 
 # Scheduler connections (scheduler_adapters.registry keys). Without one, allocations of that
 # scheduler's pools are reserved in the portal only (the demo).

@@ -34,3 +34,49 @@ def test_dashboard_drills_down_to_node_and_allocation(signed_in, live_server):
     page.locator("a.hm-alloc").first.click()
     page.wait_for_url("**/allocations/?pool=infer*")
     assert page.get_by_role("cell", name="nlp").first.is_visible() or "nlp" in page.content()
+
+
+def test_utilisation_chart_range_and_heatmap_colour_survive_filters_and_refresh(
+    signed_in, live_server, monkeypatch
+):
+    from pools import dashboard_utilisation
+    from scheduler_adapters.prometheus import GR_ENGINE_ACTIVE, Sample, Series
+    from scheduler_adapters.prometheus_fake import FakePrometheus
+
+    page = signed_in
+    l40s = GpuModel.objects.get(slug="l40s")
+    for slug in ("infer", "train"):
+        node = NodeFactory(hostname=f"{slug}-01", pool=PoolFactory(slug=slug, name=slug.title()))
+        GpuFactory(node=node, index=0, gpu_model=l40s, raw_model_name="NVIDIA L40S")
+    end = timezone.now().timestamp()
+    series = [
+        Series(GR_ENGINE_ACTIVE, (("Hostname", host), ("gpu", "0"), ("modelName", "NVIDIA L40S")),
+               tuple(Sample(end - age, 0.6) for age in range(7200, -1, -60)))
+        for host in ("infer-01", "train-01")
+    ]  # fmt: skip
+    monkeypatch.setattr(dashboard_utilisation, "dashboard_metrics",
+                        lambda: FakePrometheus(series=series))  # fmt: skip
+
+    page.goto(f"{live_server.url}/dashboard/")
+    page.wait_for_selector("#util-chart")
+    page.click("label:has(input[name=range][value='7d'])")
+    page.wait_for_selector("text=one point per 30 min")
+    page.click("label:has(input[name=heat][value='util'])")
+    page.wait_for_selector(".heatmap .cell.u3")  # 60 % → the 60–90 % band
+    page.select_option("select[name=pool]", "train")
+    page.wait_for_url("**pool=train**")
+    assert "range=7d" in page.url and "heat=util" in page.url
+    page.wait_for_function("document.querySelectorAll('.hm-row').length === 1")
+    page.wait_for_function(
+        "JSON.parse(document.getElementById('util-chart-data').textContent).datasets.length === 1"
+    )
+    page.evaluate(
+        "htmx.ajax('GET', '/dashboard/', {source: '#dashboard-body', target: '#dashboard-body'})"
+    )
+    page.wait_for_timeout(1000)
+    checked = page.evaluate(
+        "[...document.querySelectorAll('input[type=radio]:checked')]"
+        ".map(e => e.name + '=' + e.value)"
+    )
+    assert sorted(checked) == ["heat=util", "range=7d"]
+    assert page.locator("#util-chart").is_visible()

@@ -213,7 +213,8 @@ def test_admin_page_and_htmx_fragment(fleet, django_user_model):
     heat = admin.get("/dashboard/?part=heatmap", headers={"HX-Request": "true"}).content.decode()
     assert 'href="/nodes/trn-1/"' in heat
     assert "/allocations/?pool=train&gpu_model=a100_80g_sxm" in heat
-    assert heat.count('class="cell ok"') == 3 and heat.count('class="cell drain"') == 2
+    grid = heat.split('class="heatmap"', 1)[1]  # after the legend
+    assert grid.count('class="cell ok"') == 3 and grid.count('class="cell drain"') == 2
 
 
 def _csv(response) -> list[str]:
@@ -223,11 +224,11 @@ def _csv(response) -> list[str]:
 def test_csv_exports(fleet, django_user_model):
     admin = _admin_client(django_user_model)
     assert _csv(admin.get("/dashboard/?export=capacity")) == [
-        "pool,gpu_model,driver_group,total,healthy,schedulable,usable,allocated,idle_allocated,"
-        "free,headroom",
-        "Train,A100 SXM4 80GB,all,6,3,3,3,2,0,1,thin",
-        "Train,A100 SXM4 80GB,R535,2,0,0,,,,,",
-        "Train,A100 SXM4 80GB,R550,4,3,3,,,,,",
+        "pool,gpu_model,driver_group,total,healthy,schedulable,usable,allocated,in_use,"
+        "in_use_reporting,idle_allocated,free,headroom",
+        "Train,A100 SXM4 80GB,all,6,3,3,3,2,,,0,1,thin",  # no Prometheus: in use unknown
+        "Train,A100 SXM4 80GB,R535,2,0,0,,,,,,,",
+        "Train,A100 SXM4 80GB,R550,4,3,3,,,,,,,",
     ]
     assert _csv(admin.get("/dashboard/?export=teams-cards")) == ["team,cards_held", "nlp,2"]
     plan = _csv(admin.get("/dashboard/?export=plan"))
