@@ -39,6 +39,7 @@ bench: install services
 	$(BIN)/python benchmarks/approvals.py
 	$(BIN)/python benchmarks/billing.py
 	$(BIN)/python benchmarks/dashboards.py
+	$(BIN)/python benchmarks/reclamation.py
 
 lint: install
 	$(BIN)/ruff check .

@@ -37,12 +37,14 @@ Label traps (research/k8s_gpu_anchors.md §3.2):
 
 from __future__ import annotations
 
+import gc
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -59,9 +61,11 @@ GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 FB_USED = "DCGM_FI_DEV_FB_USED"
 
 
-@dataclass(frozen=True)
-class Sample:
-    """One value at ``timestamp`` (Unix seconds). ``value`` is ``None`` for ``NaN``/``±Inf``."""
+class Sample(NamedTuple):
+    """One value at ``timestamp`` (Unix seconds). ``value`` is ``None`` for ``NaN``/``±Inf``.
+
+    A named tuple, not a dataclass: a fleet-wide range query holds millions of them, and a
+    tuple is made in half the time (``benchmarks/reclamation.py``)."""
 
     timestamp: float
     value: float | None
@@ -238,12 +242,23 @@ class PrometheusAdapter:
         selector: str = "",
     ) -> tuple[DeviceUsage, ...]:
         """Every GPU's utilisation and framebuffer use from ``start`` to ``end``: three range
-        queries (one per metric), ``selector`` added to each (e.g. ``Hostname=~"gpu-0.*"``)."""
+        queries (one per metric), ``selector`` added to each (e.g. ``Hostname=~"gpu-0.*"``).
+
+        ``DCGM_FI_DEV_GPU_UTIL`` is asked for only where no ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``
+        series with the same labels exists at that step (``unless``: consumer cards, older
+        exporters), since the profiling value wins anyway: a third less to send and parse.
+        A profiling series that exists but reads ``NaN`` therefore gets no fallback."""
         braces = "{" + selector + "}" if selector else ""
+        queries = (
+            GR_ENGINE_ACTIVE + braces,
+            f"{GPU_UTIL}{braces} unless {GR_ENGINE_ACTIVE}{braces}",
+            FB_USED + braces,
+        )
         series: list[Series] = []
-        for metric in (GR_ENGINE_ACTIVE, GPU_UTIL, FB_USED):
-            series.extend(self.query_range(metric + braces, start=start, end=end, step_s=step_s))
-        return device_usage_from_series(series)
+        with _cyclic_gc_paused():  # across the three answers: no catching up in between
+            for expr in queries:
+                series.extend(self.query_range(expr, start=start, end=end, step_s=step_s))
+            return device_usage_from_series(series)
 
     # ----------------------------------------------------------------------------- private
 
@@ -265,7 +280,8 @@ class PrometheusAdapter:
             ) from exc
         status = response.status_code
         try:
-            body = response.json()
+            with _cyclic_gc_paused():
+                body = response.json()
         except ValueError:
             body = None
         error = (
@@ -303,6 +319,25 @@ class PrometheusAdapter:
         return body.get("data")
 
 
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while an answer is decoded and parsed.
+
+    A fleet-wide range query becomes millions of small objects (lists, then samples) that hold
+    no reference cycles, so the collector frees none of them; left running, it walks the growing
+    heap again and again (16,000 GPUs: decoding and parsing take about twice as long,
+    ``benchmarks/reclamation.py``). Reference counting frees everything as usual meanwhile.
+    Leaves the collector as it found it; nested uses are no-ops."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _unix(moment: datetime) -> str:
     if moment.tzinfo is None:
         raise ValueError("naive datetime: pass an aware one")
@@ -314,6 +349,18 @@ def _number(raw: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _parse_samples(raw: Iterable[Any]) -> tuple[Sample, ...]:
+    """``[[t, "v"], ...]`` as samples: :func:`_number` inlined, because a fleet-wide range query
+    holds millions of values (16,000 GPUs x 31 steps per metric)."""
+    samples = []
+    append, isfinite = samples.append, math.isfinite
+    for t, v in raw:
+        value = float(v)
+        append(Sample(float(t), value if isfinite(value) else None))
+    return tuple(samples)
+
+
+@_cyclic_gc_paused()
 def _parse_result(data: Any, operation: str) -> tuple[Series, ...]:
     if not isinstance(data, dict) or "resultType" not in data:
         raise UnexpectedResponse("no 'data.resultType' in the answer", operation=operation)
@@ -328,13 +375,13 @@ def _parse_result(data: Any, operation: str) -> tuple[Series, ...]:
             metric = dict(item["metric"])
             name = metric.pop("__name__", "")
             raw = [item["value"]] if kind == "vector" else item["values"]
-            samples = tuple(Sample(float(t), _number(v)) for t, v in raw)
-            out.append(Series(name, tuple(sorted(metric.items())), samples))
+            out.append(Series(name, tuple(sorted(metric.items())), _parse_samples(raw)))
         return tuple(out)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise UnexpectedResponse(f"unreadable {kind} result: {exc}", operation=operation) from exc
 
 
+@_cyclic_gc_paused()
 def device_usage_from_series(series: Iterable[Series]) -> tuple[DeviceUsage, ...]:
     """Group dcgm-exporter series into one :class:`DeviceUsage` per (host, UUID, MIG instance,
     workload namespace).
@@ -348,7 +395,7 @@ def device_usage_from_series(series: Iterable[Series]) -> tuple[DeviceUsage, ...
       without it falls back to ``DCGM_FI_DEV_GPU_UTIL`` (%), except on MIG instances.
     - Series without a UUID cannot be placed on a card and are skipped.
     """
-    by_key: dict[tuple, dict[str, dict[float, float]]] = defaultdict(lambda: defaultdict(dict))
+    by_key: dict[tuple, dict[str, list[Series]]] = defaultdict(lambda: defaultdict(list))
     meta: dict[tuple, DcgmLabels] = {}
     pods: dict[tuple, set[str]] = defaultdict(set)
     jobs: dict[tuple, set[str]] = defaultdict(set)
@@ -370,23 +417,17 @@ def device_usage_from_series(series: Iterable[Series]) -> tuple[DeviceUsage, ...
             pods[key].add(labels.pod)
         if labels.hpc_job:
             jobs[key].add(labels.hpc_job)
-        scale = 100.0 if item.metric == GR_ENGINE_ACTIVE else 1.0
-        points = by_key[key][item.metric]
-        for sample in item.samples:
-            if sample.value is None:
-                continue
-            value = sample.value * scale
-            previous = points.get(sample.timestamp)
-            points[sample.timestamp] = value if previous is None else max(previous, value)
+        by_key[key][item.metric].append(item)
     out = []
     for key in sorted(by_key, key=lambda k: tuple("" if part is None else part for part in k)):
         metrics, labels = by_key[key], meta[key]
-        if metrics.get(GR_ENGINE_ACTIVE):
-            source, util = "prof", metrics[GR_ENGINE_ACTIVE]
-        elif metrics.get(GPU_UTIL) and labels.gpu_instance_id is None:
-            source, util = "dev", metrics[GPU_UTIL]
-        else:
-            source, util = None, {}
+        # DEV_GPU_UTIL is read only where no profiling value exists (most GPUs have one)
+        source, util = "prof", _timeline(metrics.get(GR_ENGINE_ACTIVE, ()), scale=100.0)
+        if not util:
+            source, util = None, ()
+            if labels.gpu_instance_id is None:
+                util = _timeline(metrics.get(GPU_UTIL, ()), scale=1.0)
+                source = "dev" if util else None
         out.append(
             DeviceUsage(
                 hostname=labels.hostname,
@@ -399,12 +440,33 @@ def device_usage_from_series(series: Iterable[Series]) -> tuple[DeviceUsage, ...
                 pods=tuple(sorted(pods[key])),
                 hpc_jobs=tuple(sorted(jobs[key])),
                 util_source=source,
-                util_pct=_samples(util),
-                fb_used_mib=_samples(metrics.get(FB_USED, {})),
+                util_pct=util,
+                fb_used_mib=_timeline(metrics.get(FB_USED, ()), scale=1.0),
             )
         )
     return tuple(out)
 
 
-def _samples(points: Mapping[float, float]) -> tuple[Sample, ...]:
+def _timeline(series: Sequence[Series], *, scale: float) -> tuple[Sample, ...]:
+    """The samples of one key's series as one timeline: ``None`` dropped, values x ``scale``,
+    series at one timestamp merged by maximum. One series in time order without ``None`` (what
+    Prometheus sends for a steady GPU) is taken as it is, or scaled, without the merge."""
+    if len(series) == 1:
+        samples, last = series[0].samples, -math.inf
+        for sample in samples:
+            if sample.value is None or sample.timestamp <= last:
+                break
+            last = sample.timestamp
+        else:
+            if scale == 1.0:
+                return samples
+            return tuple([Sample(s.timestamp, s.value * scale) for s in samples])
+    points: dict[float, float] = {}
+    for item in series:
+        for sample in item.samples:
+            if sample.value is None:
+                continue
+            value = sample.value * scale
+            previous = points.get(sample.timestamp)
+            points[sample.timestamp] = value if previous is None else max(previous, value)
     return tuple(Sample(t, points[t]) for t in sorted(points))

@@ -22,6 +22,7 @@ open-window cards. Nothing calls a scheduler while a lock is held.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -118,18 +119,30 @@ def metrics_adapter() -> PrometheusAdapter | None:
     return PrometheusAdapter(url, timeout_s=float(getattr(settings, "PROMETHEUS_TIMEOUT_S", 30)))
 
 
+def devices_by_namespace(devices: list[DeviceUsage]) -> dict[str | None, list[DeviceUsage]]:
+    """The series grouped by workload namespace (``None``: device level), once per scan."""
+    grouped: dict[str | None, list[DeviceUsage]] = defaultdict(list)
+    for device in devices:
+        grouped[device.namespace].append(device)
+    return grouped
+
+
 def devices_for_group(
-    devices: list[DeviceUsage], *, scheduler: str, team_slug: str, pool_hosts: set[str]
+    by_namespace: dict[str | None, list[DeviceUsage]],
+    *,
+    scheduler: str,
+    team_slug: str,
+    pool_hosts: set[str],
 ) -> list[DeviceUsage]:
-    """The series that belong to one team's allocations in one pool (see the module doc)."""
+    """The series that belong to one team's allocations in one pool (see the module doc);
+    ``by_namespace`` from :func:`devices_by_namespace`."""
     if scheduler == Scheduler.KUBERNETES:
-        namespace = f"team-{team_slug}"
         return [
             d
-            for d in devices
-            if d.namespace == namespace and (not pool_hosts or d.hostname in pool_hosts)
+            for d in by_namespace.get(f"team-{team_slug}", ())
+            if not pool_hosts or d.hostname in pool_hosts
         ]
-    return [d for d in devices if d.namespace is None and d.hostname in pool_hosts]
+    return [d for d in by_namespace.get(None, ()) if d.hostname in pool_hosts]
 
 
 def idle_scan(
@@ -180,6 +193,19 @@ def idle_scan(
         report.seconds = time.monotonic() - started
         return report
     report.devices = len(devices)
+    # The series are millions of long-lived objects without cycles: frozen, the collections
+    # that the ORM's work below triggers need not walk them (benchmarks/reclamation.py).
+    gc.freeze()
+    try:
+        _judge(policies, allocations, devices, now, slurm_adapter, report)
+    finally:
+        gc.unfreeze()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _judge(policies, allocations, devices, now, slurm_adapter, report: ScanReport) -> None:
+    """Evaluate every (team, pool[, model]) group and record each allocation's verdict."""
     hosts: dict[int, set[str]] = defaultdict(set)
     for hostname, pool_id in Node.objects.filter(pool_id__in=policies).values_list(
         "hostname", "pool_id"
@@ -191,6 +217,13 @@ def idle_scan(
         model = allocation.gpu_model_id if allocation.pool.scheduler == Scheduler.SLURM else None
         groups[(allocation.team_id, allocation.pool_id, model)].append(allocation)
     slurm = _SlurmView(policies, groups, hosts, devices, now, slurm_adapter, report)
+    by_namespace = devices_by_namespace(devices)
+    open_findings = {
+        f.allocation_id: f
+        for f in IdleFinding.objects.filter(
+            allocation_id__in=[a.pk for a in allocations], state=IdleFindingState.OPEN
+        )
+    }
     for (_team_id, pool_id, _model), members in groups.items():
         policy = policies[pool_id]
         pool = policy.pool
@@ -199,18 +232,17 @@ def idle_scan(
             group = slurm.evaluate(members, thresholds)
         else:
             mine = devices_for_group(
-                devices,
+                by_namespace,
                 scheduler=pool.scheduler,
                 team_slug=members[0].team.slug,
                 pool_hosts=hosts[pool_id],
             )
             group = evaluate_group(mine, end=now.timestamp(), t=thresholds)
-        print("GROUP", group.verdict, group.reason)
         shares = split_group(group, [(a.pk, a.card_count) for a in members])
+        detail = _detail(group)
         for allocation, share in zip(members, shares, strict=True):
-            _record(allocation, share, group, policy, now, report)
-    report.seconds = time.monotonic() - started
-    return report
+            finding = open_findings.get(allocation.pk)
+            _record(allocation, finding, share, group, detail, policy, now, report)
 
 
 class _SlurmView:
@@ -279,7 +311,27 @@ class _SlurmView:
         return self._pools[pool.pk]
 
 
-def _numbers(share: AllocationShare, group: GroupEvaluation) -> dict[str, Any]:
+def _detail(group: GroupEvaluation) -> dict[str, Any]:
+    """The evaluation's per-card numbers, stored on each finding of the group (built once)."""
+    return {
+        "reason": group.reason,
+        "cards": [
+            {
+                "uuid": c.uuid,
+                "hostname": c.hostname,
+                "verdict": str(c.verdict),
+                "mean_util_pct": c.mean_util_pct,
+                "peak_util_pct": c.peak_util_pct,
+                "coverage": round(c.coverage, 3),
+                "peak_fb_used_mib": c.peak_fb_used_mib,
+                "low_confidence": c.low_confidence,
+            }
+            for c in group.cards
+        ],
+    }
+
+
+def _numbers(share: AllocationShare, group: GroupEvaluation, detail: dict) -> dict[str, Any]:
     peaks = [c.peak_util_pct for c in group.cards if c.peak_util_pct is not None]
     return {
         "card_count": share.card_count,
@@ -287,22 +339,7 @@ def _numbers(share: AllocationShare, group: GroupEvaluation) -> dict[str, Any]:
         "certainly_idle": group.certainly_idle,
         "mean_util_pct": _dec(group.mean_util_pct),
         "peak_util_pct": _dec(max(peaks) if peaks else None),
-        "detail": {
-            "reason": group.reason,
-            "cards": [
-                {
-                    "uuid": c.uuid,
-                    "hostname": c.hostname,
-                    "verdict": str(c.verdict),
-                    "mean_util_pct": c.mean_util_pct,
-                    "peak_util_pct": c.peak_util_pct,
-                    "coverage": round(c.coverage, 3),
-                    "peak_fb_used_mib": c.peak_fb_used_mib,
-                    "low_confidence": c.low_confidence,
-                }
-                for c in group.cards
-            ],
-        },
+        "detail": detail,
     }
 
 
@@ -312,13 +349,15 @@ def _dec(value: float | None) -> Decimal | None:
 
 def _record(
     allocation: Allocation,
+    finding: IdleFinding | None,
     share: AllocationShare,
     group: GroupEvaluation,
+    detail: dict,
     policy: ReclamationPolicy,
     now: datetime,
     report: ScanReport,
 ) -> None:
-    finding = IdleFinding.objects.filter(allocation=allocation, state=IdleFindingState.OPEN).first()
+    """Act on one allocation's verdict; ``finding`` is its open finding, if any."""
     if share.verdict == Verdict.UNKNOWN:
         report.unknown += 1
         return  # no evidence either way: an open finding waits, its grace does not advance
@@ -336,7 +375,7 @@ def _record(
             report.resolved += 1
         return
     report.idle += 1
-    numbers = _numbers(share, group)
+    numbers = _numbers(share, group, detail)
     with transaction.atomic():
         if finding is None:
             finding = IdleFinding.objects.create(

@@ -30,6 +30,7 @@ from pools.models import Allocation, Exemption, Node, Pool, ReclamationPolicy
 from pools.reclamation.evaluate import GroupEvaluation, Verdict, evaluate_group, split_group
 from pools.services.reclamation import (
     STEP_S,
+    devices_by_namespace,
     devices_for_group,
     metrics_adapter,
     policy_thresholds,
@@ -158,6 +159,7 @@ def reclamation_what_if(
         report.error = f"Prometheus unavailable: {exc}"
         return report
     hosts = set(Node.objects.filter(pool=pool).values_list("hostname", flat=True))
+    by_namespace = devices_by_namespace(devices)
     exemptions = list(
         Exemption.objects.filter(
             Q(team_id__in={a.team_id for a in allocations})
@@ -179,7 +181,7 @@ def reclamation_what_if(
                 group = GroupEvaluation(Verdict.UNKNOWN, (), 0, False, None, reason)
             else:
                 mine = devices_for_group(
-                    devices,
+                    by_namespace,
                     scheduler=pool.scheduler,
                     team_slug=members[0].team.slug,
                     pool_hosts=hosts,

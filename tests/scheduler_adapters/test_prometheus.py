@@ -3,6 +3,7 @@ dcgm-exporter label handling (tricky input C21 and the traps listed in issue 7).
 
 from __future__ import annotations
 
+import gc
 import socket
 from datetime import UTC, datetime
 
@@ -316,3 +317,38 @@ def test_gpu_usage_is_three_queries_whatever_the_number_of_gpus():
     assert sent[0].url.params["query"] == GR_ENGINE_ACTIVE + '{Hostname=~"n.*"}'
     assert len(devices) == 50
     assert {d.util_pct[0].value for d in devices} == {50.0}
+
+
+def test_one_series_out_of_order_or_repeated_is_still_sorted_and_merged():
+    """The single-series shortcut applies only to a series in time order without NaN."""
+    (device,) = device_usage_from_series(
+        [
+            series(GR_ENGINE_ACTIVE, [(60, 0.5), (0, 0.2), (60, 0.7), (120, None)], UUID="GPU-o"),
+            series(FB_USED, [(0, 100.0), (60, None), (120, 300.0)], UUID="GPU-o"),
+        ]
+    )
+    assert [(s.timestamp, s.value) for s in device.util_pct] == [
+        (0, pytest.approx(20.0)),
+        (60, pytest.approx(70.0)),
+    ]
+    assert [(s.timestamp, s.value) for s in device.fb_used_mib] == [(0, 100.0), (120, 300.0)]
+
+
+def test_parsing_leaves_the_garbage_collector_as_it_found_it():
+    """Decoding and parsing pause the cyclic collector; it is on again afterwards, also after
+    an unreadable answer, and stays off where the caller turned it off."""
+    good = {"resultType": "matrix", "result": [{"metric": {"UUID": "GPU-a"}, "values": [[0, "1"]]}]}
+    prom, _ = adapter(lambda r: ok(good))
+    broken, _ = adapter(lambda r: ok({"resultType": "matrix", "result": [{"values": []}]}))
+    assert gc.isenabled()
+    assert len(prom.gpu_usage(start=AT, end=AT)) == 1
+    assert gc.isenabled()
+    with pytest.raises(UnexpectedResponse):
+        broken.gpu_usage(start=AT, end=AT)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        prom.gpu_usage(start=AT, end=AT)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

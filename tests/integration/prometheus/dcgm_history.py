@@ -13,7 +13,8 @@ GPUs on node ``k8s-n1`` (each a workload of its own namespace), utilisation over
 
 And the four A100 of the Slurm test cluster's node ``gpu-a100-01`` (scripts/services/slurm.sh),
 device-level series (no pod: Slurm), from three hours before ``end`` to an hour after it, so a
-scan can look at a window after jobs started (see SLURM_CARDS for what each card does).
+scan can look at a window after jobs started (see SLURM_CARDS for what each card does); and
+card 0 of ``gpu-4090-01``, an RTX 4090 at 55 % with no profiling metrics at all.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 HOST = "k8s-n1"
 INSTANCE = "10.0.0.7:9400"
 SLURM_NODE = "gpu-a100-01"
+CONSUMER_NODE = "gpu-4090-01"  # the Slurm test cluster's RTX 4090 node
 SLURM_AHEAD_S = 3600
 # device index -> (DCGM_FI_PROF_GR_ENGINE_ACTIVE ratio, DCGM_FI_DEV_FB_USED MiB)
 SLURM_CARDS = {0: (0.9, 30000), 1: (0.0, 0), 2: (0.7, 20000), 3: (0.0, 0)}
@@ -115,6 +117,17 @@ def generate(*, end: float, minutes: int = 180, step: int = 15) -> str:
             ("DCGM_FI_DEV_FB_USED", fb_mib),
         ):
             families[metric] += [f"{metric}{{{labels}}} {value} {t}" for t in slurm_stamps]
+    # a consumer card: no profiling metrics at all, only DCGM_FI_DEV_GPU_UTIL (and FB_USED)
+    consumer = (
+        'gpu="0",UUID="GPU-4090-0",device="nvidia0",modelName="NVIDIA GeForce RTX 4090",'
+        f'Hostname="{CONSUMER_NODE}",job="dcgm",instance="{CONSUMER_NODE}:9400"'
+    )
+    families["DCGM_FI_DEV_GPU_UTIL"] += [
+        f"DCGM_FI_DEV_GPU_UTIL{{{consumer}}} 55 {t}" for t in slurm_stamps
+    ]
+    families["DCGM_FI_DEV_FB_USED"] += [
+        f"DCGM_FI_DEV_FB_USED{{{consumer}}} 9000 {t}" for t in slurm_stamps
+    ]
     lines = []
     for metric, rows in families.items():
         lines += [f"# HELP {metric} {metric}", f"# TYPE {metric} gauge", *rows]

@@ -28,7 +28,11 @@ def test_adapter_reads_backfilled_dcgm_history(prometheus):
     for device in devices:
         by_ns.setdefault(device.namespace, []).append(device)
     assert set(by_ns) == {"team-busy", "team-idle", "team-mig", "team-gap", None}
-    slurm = {d.gpu: d for d in by_ns[None]}  # device level: the Slurm node's cards
+    slurm = {d.gpu: d for d in by_ns[None] if d.hostname == "gpu-a100-01"}  # device level
+    (consumer,) = [d for d in by_ns[None] if d.hostname == "gpu-4090-01"]
+    assert consumer.util_source == "dev"  # no profiling metrics: DEV_GPU_UTIL kept by unless
+    assert [s.value for s in consumer.util_pct] == [pytest.approx(55.0)] * 31
+    assert all(d.util_source == "prof" for d in devices if d.hostname != "gpu-4090-01")
     assert set(slurm) == {"0", "1", "2", "3"}
     assert {d.hostname for d in slurm.values()} == {"gpu-a100-01"}
     assert [s.value for s in slurm["2"].util_pct] == [pytest.approx(70.0)] * 31
