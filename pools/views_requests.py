@@ -28,6 +28,13 @@ from pools.views import Column, filtered_list, pool_admin_required
 # Colour-blind-safe qualitative palette (Okabe–Ito).
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442"]
 
+def _allocation_cards(request) -> int | None:
+    """Cards the request's allocation holds now (an admin may grant fewer than asked, and
+    reclamation may shrink it); ``None`` until approved."""
+    allocation = getattr(request, "allocation", None) if request.status == "approved" else None
+    return allocation.card_count if allocation is not None else None
+
+
 REQUEST_COLUMNS = [
     Column("id", lambda r: r.pk),
     Column("team", lambda r: r.team.slug),
@@ -37,6 +44,7 @@ REQUEST_COLUMNS = [
     Column("gpu_model", lambda r: r.gpu_model.slug if r.gpu_model else None),
     Column("min_memory_gib", lambda r: r.min_memory_gib),
     Column("card_count", lambda r: r.card_count),
+    Column("allocation_card_count", lambda r: _allocation_cards(r)),
     Column("starts_at", lambda r: r.starts_at.isoformat()),
     Column("ends_at", lambda r: r.ends_at.isoformat()),
     Column("requested_by", lambda r: r.requested_by.username),

@@ -1,0 +1,42 @@
+"""The request list says what an approval granted when it granted fewer cards than asked."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+from factories import CapacityRequestFactory
+
+from pools.choices import RequestStatus
+from pools.services.requests import capacity_request_approve
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_partial_grant_shows_held_of_requested(team, team_member, pool_admin, infer_pool, l40s):
+    start = timezone.now() + timedelta(days=1)
+    request = CapacityRequestFactory(
+        team=team,
+        requested_by=team_member,
+        pool=infer_pool,
+        gpu_model=l40s,
+        card_count=4,
+        starts_at=start,
+        ends_at=start + timedelta(days=7),
+        status=RequestStatus.SUBMITTED,
+    )
+    capacity_request_approve(request=request, actor=pool_admin, card_count=2, reason="half")
+    client = Client()
+    client.force_login(team_member)
+
+    page = client.get("/requests/").content.decode()
+    assert '2 <span class="muted">of 4</span>' in page
+
+    export = client.get("/requests/?export=csv")
+    text = b"".join(export.streaming_content).decode()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [(r["card_count"], r["allocation_card_count"]) for r in rows] == [("4", "2")]
