@@ -28,6 +28,16 @@ from pools.views import Column, filtered_list, pool_admin_required
 # Colour-blind-safe qualitative palette (Okabe–Ito).
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442"]
 
+# How a service's field errors are named in a flash message (the form's labels).
+_FIELD_LABELS = {
+    "card_count": "Cards",
+    "starts_at": "Start",
+    "ends_at": "End",
+    "gpu_model": "GPU model",
+    "min_memory_gib": "Minimum memory (GiB)",
+}
+
+
 def _allocation_cards(request) -> int | None:
     """Cards the request's allocation holds now (an admin may grant fewer than asked, and
     reclamation may shrink it); ``None`` until approved."""
@@ -342,11 +352,11 @@ def request_action(request, pk: int, action: str):
         else:
             raise Http404("No such action.")
     except DomainError as exc:
-        errors = exc.data.get("errors")
-        detail = (
-            "; ".join(f"{k}: {v if isinstance(v, str) else ' '.join(v)}" for k, v in errors.items())
-            if errors
-            else ""
+        errors = exc.data.get("errors") or {}
+        detail = "; ".join(
+            f"{_FIELD_LABELS.get(k, k.replace('_', ' ').capitalize())}: "
+            f"{v if isinstance(v, str) else ' '.join(v)}"
+            for k, v in errors.items()
         )
         messages.error(request, f"{exc.message} {detail}".strip())
     return redirect(back) if back else redirect("pools:request-detail", pk=obj.pk)

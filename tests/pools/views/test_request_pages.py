@@ -40,3 +40,26 @@ def test_a_partial_grant_shows_held_of_requested(team, team_member, pool_admin, 
     text = b"".join(export.streaming_content).decode()
     rows = list(csv.DictReader(io.StringIO(text)))
     assert [(r["card_count"], r["allocation_card_count"]) for r in rows] == [("4", "2")]
+
+
+def test_a_refused_approval_names_fields_as_the_form_does(
+    team, team_member, pool_admin, infer_pool, l40s
+):
+    start = timezone.now() + timedelta(days=1)
+    request = CapacityRequestFactory(
+        team=team,
+        requested_by=team_member,
+        pool=infer_pool,
+        gpu_model=l40s,
+        card_count=2,
+        starts_at=start,
+        ends_at=start + timedelta(days=7),
+        status=RequestStatus.SUBMITTED,
+    )
+    client = Client()
+    client.force_login(pool_admin)
+    response = client.post(f"/requests/{request.pk}/approve/", {"card_count": 5}, follow=True)
+    (message,) = [str(m) for m in response.context["messages"]]
+    assert message == "The approval has invalid fields. Cards: Grant at most the 2 cards requested."
+    request.refresh_from_db()
+    assert request.status == RequestStatus.SUBMITTED  # nothing changed
