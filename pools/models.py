@@ -10,7 +10,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.conf import settings
-from django.core.validators import MinValueValidator, RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
@@ -529,6 +529,16 @@ class SchedulerDrift(models.Model):
         return f"{self.subject}: expected {self.expected}, found {self.found}"
 
 
+# Bounds of a reclamation policy. The window is read from Prometheus at 60 s steps in one range
+# query, so a day (1,441 steps) is well inside its 11,000-point limit; a month of grace and a week
+# of cooldown are longer than any use; 256 GiB is more memory than any GPU has.
+MIN_WINDOW_MINUTES = 5
+MAX_WINDOW_MINUTES = 1440
+MAX_GRACE_HOURS = 720
+MAX_COOLDOWN_MINUTES = 10080
+MAX_PROCESS_MEMORY_MIB = 262144
+
+
 class ReclamationPolicy(models.Model):
     """When a pool's allocated cards count as idle and what happens then (issue 7).
 
@@ -541,15 +551,37 @@ class ReclamationPolicy(models.Model):
     """
 
     pool = models.OneToOneField(Pool, on_delete=models.CASCADE, related_name="reclamation_policy")
-    idle_below_pct = models.DecimalField(max_digits=5, decimal_places=2, default=Decimal("30"))
-    certainly_idle_below_pct = models.DecimalField(
-        max_digits=5, decimal_places=2, default=Decimal("5")
+    idle_below_pct = models.DecimalField(
+        max_digits=5,
+        decimal_places=2,
+        default=Decimal("30"),
+        validators=[MinValueValidator(Decimal("0.01")), MaxValueValidator(Decimal("100"))],
     )
-    process_memory_max_mib = models.PositiveIntegerField(default=64)
-    window_minutes = models.PositiveIntegerField(default=30)
-    min_coverage = models.DecimalField(max_digits=3, decimal_places=2, default=Decimal("0.90"))
-    grace_hours = models.PositiveIntegerField(default=24)
-    cooldown_minutes = models.PositiveIntegerField(default=15)
+    certainly_idle_below_pct = models.DecimalField(
+        max_digits=5,
+        decimal_places=2,
+        default=Decimal("5"),
+        validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("100"))],
+    )
+    process_memory_max_mib = models.PositiveIntegerField(
+        default=64, validators=[MaxValueValidator(MAX_PROCESS_MEMORY_MIB)]
+    )
+    window_minutes = models.PositiveIntegerField(
+        default=30,
+        validators=[MinValueValidator(MIN_WINDOW_MINUTES), MaxValueValidator(MAX_WINDOW_MINUTES)],
+    )
+    min_coverage = models.DecimalField(
+        max_digits=3,
+        decimal_places=2,
+        default=Decimal("0.90"),
+        validators=[MinValueValidator(Decimal("0.01")), MaxValueValidator(Decimal("1"))],
+    )
+    grace_hours = models.PositiveIntegerField(
+        default=24, validators=[MaxValueValidator(MAX_GRACE_HOURS)]
+    )
+    cooldown_minutes = models.PositiveIntegerField(
+        default=15, validators=[MaxValueValidator(MAX_COOLDOWN_MINUTES)]
+    )
     dry_run = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -559,18 +591,39 @@ class ReclamationPolicy(models.Model):
             models.CheckConstraint(
                 condition=Q(idle_below_pct__gt=0) & Q(idle_below_pct__lte=100),
                 name="reclamation_policy_idle_pct_range",
+                violation_error_message="The idle threshold must be above 0 % and at most 100 %.",
             ),
             models.CheckConstraint(
                 condition=Q(certainly_idle_below_pct__gte=0)
                 & Q(certainly_idle_below_pct__lte=models.F("idle_below_pct")),
                 name="reclamation_policy_certain_below_idle",
+                violation_error_message=(
+                    "The certainly-idle threshold must be at most the idle threshold."
+                ),
             ),
             models.CheckConstraint(
                 condition=Q(min_coverage__gt=0) & Q(min_coverage__lte=1),
                 name="reclamation_policy_coverage_ratio",
+                violation_error_message="Coverage is a share: above 0 and at most 1.",
             ),
             models.CheckConstraint(
-                condition=Q(window_minutes__gte=5), name="reclamation_policy_window_min"
+                condition=Q(window_minutes__gte=MIN_WINDOW_MINUTES)
+                & Q(window_minutes__lte=MAX_WINDOW_MINUTES),
+                name="reclamation_policy_window_range",
+                violation_error_message=(
+                    f"The window is {MIN_WINDOW_MINUTES} to {MAX_WINDOW_MINUTES} minutes."
+                ),
+            ),
+            models.CheckConstraint(
+                condition=Q(grace_hours__lte=MAX_GRACE_HOURS)
+                & Q(cooldown_minutes__lte=MAX_COOLDOWN_MINUTES)
+                & Q(process_memory_max_mib__lte=MAX_PROCESS_MEMORY_MIB),
+                name="reclamation_policy_upper_bounds",
+                violation_error_message=(
+                    f"Grace is at most {MAX_GRACE_HOURS} h, cooldown at most "
+                    f"{MAX_COOLDOWN_MINUTES} min, process memory at most "
+                    f"{MAX_PROCESS_MEMORY_MIB} MiB."
+                ),
             ),
         ]
 

@@ -231,7 +231,14 @@ def _what_if(request, pool: Pool, policy: ReclamationPolicy | None) -> dict:
     form = None
     overrides: dict = {}
     if any(name in request.GET for name in OVERRIDABLE):
-        form = PolicyForm(request.GET, instance=ReclamationPolicy(pool=pool))
+        # The what-if asks only for the numbers it replays; cooldown and dry run stay the saved
+        # policy's, so that the form it leaves behind saves what was there.
+        current = policy or ReclamationPolicy(pool=pool)
+        data = {name: getattr(current, name) for name in PolicyForm.Meta.fields}
+        data.update({name: request.GET[name] for name in OVERRIDABLE if name in request.GET})
+        if not data["dry_run"]:
+            data.pop("dry_run")  # an unticked checkbox is an absent key
+        form = PolicyForm(data, instance=ReclamationPolicy(pool=pool))
         if not form.is_valid():
             return {"form": form, "report": None, "invalid": True}
         overrides = {name: form.cleaned_data[name] for name in OVERRIDABLE}

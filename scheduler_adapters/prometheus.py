@@ -43,7 +43,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 import httpx
@@ -256,8 +256,11 @@ class PrometheusAdapter:
         )
         series: list[Series] = []
         with _cyclic_gc_paused():  # across the three answers: no catching up in between
-            for expr in queries:
-                series.extend(self.query_range(expr, start=start, end=end, step_s=step_s))
+            for chunk_start, chunk_end in _chunks(start, end, step_s):
+                for expr in queries:
+                    series.extend(
+                        self.query_range(expr, start=chunk_start, end=chunk_end, step_s=step_s)
+                    )
             return device_usage_from_series(series)
 
     # ----------------------------------------------------------------------------- private
@@ -336,6 +339,26 @@ def _cyclic_gc_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+# Prometheus refuses a range query of more than 11,000 points per series ("exceeded maximum
+# resolution of 11,000 points per timeseries", promql/engine.go); longer ranges are asked for in
+# pieces of at most this many steps.
+MAX_POINTS = 10_000
+
+
+def _chunks(start: datetime, end: datetime, step_s: float) -> list[tuple[datetime, datetime]]:
+    """``[start, end]`` as consecutive ranges of at most :data:`MAX_POINTS` steps of ``step_s``
+    that share no step (the next starts one step after the previous ends)."""
+    span = timedelta(seconds=step_s * (MAX_POINTS - 1))
+    step = timedelta(seconds=step_s)
+    pieces = []
+    while True:
+        piece_end = min(start + span, end)
+        pieces.append((start, piece_end))
+        if piece_end >= end:
+            return pieces
+        start = piece_end + step
 
 
 def _unix(moment: datetime) -> str:

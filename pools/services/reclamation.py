@@ -73,6 +73,8 @@ from scheduler_adapters.prometheus import DeviceUsage, PrometheusAdapter
 SCANNED = (AllocationStatus.ACTIVE, AllocationStatus.EXPIRING)
 STEP_S = 60
 UNDO_WINDOW = timedelta(days=1)
+# A dismissed finding is not opened again for the same allocation within this time.
+DISMISSAL_HOLDS = timedelta(days=7)
 
 
 @dataclass
@@ -91,6 +93,7 @@ class ScanReport:
     would_reclaim: int = 0
     resolved: int = 0
     exempt: int = 0
+    dismissed: int = 0
     devices: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -224,6 +227,13 @@ def _judge(policies, allocations, devices, now, slurm_adapter, report: ScanRepor
             allocation_id__in=[a.pk for a in allocations], state=IdleFindingState.OPEN
         )
     }
+    dismissed = set(
+        IdleFinding.objects.filter(
+            allocation_id__in=[a.pk for a in allocations],
+            state=IdleFindingState.DISMISSED,
+            closed_at__gt=now - DISMISSAL_HOLDS,
+        ).values_list("allocation_id", flat=True)
+    )
     for (_team_id, pool_id, _model), members in groups.items():
         policy = policies[pool_id]
         pool = policy.pool
@@ -242,6 +252,9 @@ def _judge(policies, allocations, devices, now, slurm_adapter, report: ScanRepor
         detail = _detail(group)
         for allocation, share in zip(members, shares, strict=True):
             finding = open_findings.get(allocation.pk)
+            if finding is None and allocation.pk in dismissed and share.verdict == Verdict.IDLE:
+                report.dismissed += 1  # an admin said it is fine: not flagged again for a week
+                continue
             _record(allocation, finding, share, group, detail, policy, now, report)
 
 
@@ -609,7 +622,8 @@ def reclamation_undo(
 
 
 def idle_finding_dismiss(*, finding: IdleFinding, actor: Any, reason: str) -> IdleFinding:
-    """Close an open finding without reclaiming (pool admins)."""
+    """Close an open finding without reclaiming (pool admins); the scan does not open another
+    for the same allocation for :data:`DISMISSAL_HOLDS` (7 days)."""
     if not getattr(actor, "is_staff", False):
         raise PermissionDenied("Only pool admins can dismiss a finding.")
     with transaction.atomic():

@@ -352,3 +352,21 @@ def test_parsing_leaves_the_garbage_collector_as_it_found_it():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_long_ranges_are_cut_into_pieces_prometheus_accepts():
+    from datetime import UTC, datetime, timedelta
+
+    from scheduler_adapters.prometheus import MAX_POINTS, _chunks
+
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    end = start + timedelta(days=30)  # 43,201 steps of 60 s
+    pieces = _chunks(start, end, 60)
+    steps = [int((b - a).total_seconds() // 60) + 1 for a, b in pieces]
+    assert steps == [MAX_POINTS, MAX_POINTS, MAX_POINTS, MAX_POINTS, 43_201 - 4 * MAX_POINTS]
+    assert pieces[0][0] == start and pieces[-1][1] == end
+    for (_, previous_end), (next_start, _) in zip(pieces, pieces[1:], strict=False):
+        assert next_start - previous_end == timedelta(seconds=60)  # no step read twice
+    assert _chunks(start, start + timedelta(minutes=30), 60) == [
+        (start, start + timedelta(minutes=30))
+    ]

@@ -101,3 +101,18 @@ def test_prometheus_down_changes_nothing():
         report = idle_scan(now=now)
     assert "Prometheus unavailable" in report.error
     assert not IdleFinding.objects.exists()
+
+
+def test_a_range_longer_than_prometheus_allows_is_read_in_pieces(prometheus):
+    # 30 days at 60 s is 43,201 points; Prometheus refuses more than 11,000 in one query
+    url, end = prometheus
+    adapter = PrometheusAdapter(url, timeout_s=30)
+    at = datetime.fromtimestamp(end, tz=UTC)
+    with pytest.raises(SchedulerRejected, match="11,000|11000"):
+        adapter.query_range("DCGM_FI_DEV_FB_USED", start=at - timedelta(days=30), end=at, step_s=60)
+    devices = adapter.gpu_usage(start=at - timedelta(days=30), end=at, step_s=60)
+    (idle,) = [d for d in devices if d.namespace == "team-idle"]
+    # the history holds the last 3 hours: 181 steps, none twice across the pieces
+    assert len(idle.util_pct) == 181
+    assert len({s.timestamp for s in idle.util_pct}) == 181
+    adapter.close()

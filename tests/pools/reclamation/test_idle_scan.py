@@ -7,6 +7,7 @@ allocation of 2 cards in namespace ``team-nlp`` since two days ago; the policy i
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -19,7 +20,7 @@ from pools.choices import AllocationStatus, GpuHealth, IdleFindingState, Schedul
 from pools.errors import InsufficientCapacity, InvalidTransition, PermissionDenied
 from pools.models import AuditEvent, Exemption, GpuModel, IdleFinding, Membership, ReclamationPolicy
 from pools.services import scheduler_binding
-from pools.services.reclamation import idle_scan, reclamation_undo
+from pools.services.reclamation import idle_finding_dismiss, idle_scan, reclamation_undo
 from scheduler_adapters.prometheus import DeviceUsage, Sample
 from scheduler_adapters.prometheus_fake import FakePrometheus
 
@@ -261,3 +262,31 @@ def test_undo_refused_when_the_cards_went_to_someone_else(
     assert refused.value.data == {"free": 1, "requested": 2}
     world["allocation"].refresh_from_db()
     assert world["allocation"].status == AllocationStatus.RECLAIMED
+
+
+def test_a_dismissed_allocation_is_not_flagged_again_for_a_week(
+    world, django_capture_on_commit_callbacks
+):
+    devices = [usage("GPU-1", 1.0), usage("GPU-2", 2.0)]
+    scan(T0, devices, django_capture_on_commit_callbacks)
+    idle_finding_dismiss(finding=IdleFinding.objects.get(), actor=world["admin"], reason="demo")
+    mail.outbox.clear()
+
+    again = scan(T0 + timedelta(hours=2), devices, django_capture_on_commit_callbacks)
+    assert (again.idle, again.dismissed, again.warned) == (0, 1, 0)
+    assert not IdleFinding.objects.filter(state=IdleFindingState.OPEN).exists()
+    assert mail.outbox == []
+
+    # the usage helper's samples end at LATER + 1 h: move them a week on
+    later = T0 + timedelta(days=7, hours=1)
+    shifted = [
+        dataclasses.replace(
+            d,
+            util_pct=tuple(Sample(s.timestamp + 7 * 86400, s.value) for s in d.util_pct),
+            fb_used_mib=tuple(Sample(s.timestamp + 7 * 86400, s.value) for s in d.fb_used_mib),
+        )
+        for d in devices
+    ]
+    week_on = scan(later, shifted, django_capture_on_commit_callbacks)
+    assert (week_on.idle, week_on.dismissed) == (1, 0)
+    assert IdleFinding.objects.filter(state=IdleFindingState.OPEN).count() == 1

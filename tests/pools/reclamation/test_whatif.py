@@ -167,3 +167,17 @@ def test_policy_page_shows_the_what_if(admin_page, world, monkeypatch):
 def test_policy_page_without_prometheus(admin_page, world):
     body = admin_page.get("/idle/policies/?pool=infer&whatif=1").content.decode()
     assert "data-whatif-error" in body and "no Prometheus configured" in body
+
+
+def test_the_what_if_form_runs_and_keeps_the_saved_dry_run(admin_page, world, monkeypatch):
+    # the what-if form sends only the numbers it replays: no cooldown, no dry-run box
+    monkeypatch.setattr(reclamation_whatif, "metrics_adapter", lambda: world["metrics"])
+    ReclamationPolicy.objects.update_or_create(pool=world["pool"], defaults={"dry_run": True})
+    body = admin_page.get(
+        "/idle/policies/?pool=infer&whatif=1&days=3&idle_below_pct=0.5"
+        "&certainly_idle_below_pct=0.5&process_memory_max_mib=64&window_minutes=30"
+        "&min_coverage=0.9&grace_hours=24"
+    ).content.decode()
+    assert "Fix the values above" not in body
+    assert "freeing 0" in body
+    assert 'name="dry_run" id="id_dry_run" checked' in body  # saving keeps the dry run
