@@ -30,6 +30,7 @@ as 0.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -39,6 +40,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 
 from pools import dashboard
 from pools.dashboard import CapacityRow, CardsInUse, DashboardFilters, HeatmapRow
@@ -238,6 +240,16 @@ def busy_thresholds() -> dict[str, float]:
     }
 
 
+# "In use now" is a 30-minute mean: a reading up to two minutes old is as good, and the page's
+# minute refresh then does not wait on Prometheus every time (nor on one that hangs).
+IN_USE_CACHE_S = 120
+
+
+def _in_use_key(cards: list[CardRef]) -> str:
+    digest = hashlib.sha1(",".join(str(c.gpu_id) for c in cards).encode()).hexdigest()
+    return f"dashboard:in-use:{digest}"
+
+
 def utilisation_now(
     *, filters: DashboardFilters, now: datetime, metrics: Any = None
 ) -> UtilisationNow:
@@ -262,10 +274,18 @@ def utilisation_now(
             CardRef(g["id"], g["node__hostname"], g["index"], g["uuid"], g["mig_mode"])
             for g in gpus
         ]
-        try:
-            by_gpu = card_utilisation(metrics=adapter, cards=cards, now=now)
-        except SchedulerError as exc:
-            result.error = _why(exc)
+        cached = None if metrics is not None else cache.get(_in_use_key(cards))
+        if cached is not None:
+            by_gpu, error = cached
+        else:
+            try:
+                by_gpu, error = card_utilisation(metrics=adapter, cards=cards, now=now), None
+            except SchedulerError as exc:
+                by_gpu, error = {}, _why(exc)
+            if metrics is None:  # a slow or hung Prometheus costs one wait per IN_USE_CACHE_S
+                cache.set(_in_use_key(cards), (by_gpu, error), IN_USE_CACHE_S)
+        if error is not None:
+            result.error = error
             return result
     result.by_gpu = by_gpu
     result.busy_pct = busy_thresholds()

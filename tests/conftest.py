@@ -11,6 +11,16 @@ from browser_support import browser, page  # noqa: F401  (one session browser fo
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Each test starts with an empty cache (the dashboard caches Prometheus readings)."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES

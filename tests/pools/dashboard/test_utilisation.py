@@ -257,7 +257,8 @@ def test_page_shows_cards_in_use(fleet, admin, prometheus):
     assert [d["label"] for d in chart["datasets"]] == [
         "Dev · GeForce RTX 4090", "Infer · A100 SXM4 80GB", "Infer · L40S",
     ]  # fmt: skip
-    assert len(chart["labels"]) == 289 and len(fake.queries) == 2 + 2 + 4  # page, CSV, chart
+    # page 2, CSV 0 (the page's reading, cached for IN_USE_CACHE_S), chart 4
+    assert len(chart["labels"]) == 289 and len(fake.queries) == 2 + 0 + 4
     heat = admin.get("/dashboard/?part=heatmap&heat=util", headers={"HX-Request": "true"})
     grid = heat.content.decode().split('class="heatmap"', 1)[1]
     assert grid.count('class="cell u4"') == 1 and grid.count('class="cell nodata"') == 1
@@ -329,3 +330,10 @@ def test_queries_do_not_grow_with_the_fleet(fleet, admin, prometheus):
     fake.queries.clear()
     assert [count(url) for url in urls] == small
     assert len(fake.queries) == prometheus_small == 2 + 4 + 2
+
+
+def test_a_failed_reading_is_not_retried_on_every_refresh(fleet, admin, prometheus):
+    down = prometheus(FakePrometheus(down=True))
+    for _ in range(3):  # the page refreshes every minute
+        assert "In use: not available." in admin.get("/dashboard/").content.decode()
+    assert len(down.queries) == 1  # one attempt per IN_USE_CACHE_S, not one per refresh
