@@ -256,18 +256,21 @@ def capacity_rows(*, filters: DashboardFilters, now: datetime) -> list[CapacityR
             - row.peak_held
         )
         row.peak_pending = max(row.peak_pending, 0)
-    idle = idle_allocated_cards()
+    idle = idle_allocated_cards(team=filters.team)
     for key, row in rows.items():
         row.idle_allocated = idle.get(key, 0)
     return sorted(rows.values(), key=lambda r: (r.pool, not r.recognised, r.gpu_model))
 
 
-def idle_allocated_cards() -> dict[tuple[str, str], int]:
+def idle_allocated_cards(*, team: str | None = None) -> dict[tuple[str, str], int]:
     """Cards of holding allocations that the idle scan found idle and has not closed: per
-    (pool slug, model slug), ``card_count − cards_in_use`` of open findings. One query."""
+    (pool slug, model slug), ``card_count − cards_in_use`` of open findings, of one team's
+    allocations when ``team`` (a slug) is given. One query."""
+    findings = IdleFinding.objects.filter(state="open", allocation__status__in=HOLDING_STATUSES)
+    if team:
+        findings = findings.filter(allocation__team__slug=team)
     rows = (
-        IdleFinding.objects.filter(state="open", allocation__status__in=HOLDING_STATUSES)
-        .values("allocation__pool__slug", "allocation__gpu_model__slug")
+        findings.values("allocation__pool__slug", "allocation__gpu_model__slug")
         .annotate(idle=Sum(F("card_count") - F("cards_in_use")))
         .order_by()
     )

@@ -91,6 +91,11 @@ def test_idle_allocated_from_open_findings(fleet):
     )  # fmt: skip
     (row,) = dashboard.capacity_rows(filters=dashboard.DashboardFilters(), now=now)
     assert row.idle_allocated == 1
+    # the team filter narrows it: nlp holds the idle card, vision none
+    for team, idle in (("nlp", 1), ("vision", 0)):
+        filters = dashboard.DashboardFilters(team=team)
+        (row,) = dashboard.capacity_rows(filters=filters, now=now)
+        assert row.idle_allocated == idle
 
 
 def test_headroom_rules():
