@@ -714,3 +714,31 @@ class IdleFinding(models.Model):
 
     def __str__(self) -> str:
         return f"Idle finding #{self.pk} allocation {self.allocation_id} ({self.state})"
+
+
+class IdleScanRun(models.Model):
+    """One run of the idle scan (:func:`pools.services.reclamation.idle_scan`): what it saw and
+    did, so that admins can tell a quiet fleet from a scan that could not read Prometheus.
+    Counts are allocations; ``devices`` dcgm-exporter series; ``seconds`` wall time."""
+
+    started_at = models.DateTimeField(db_index=True)
+    seconds = models.FloatField(default=0.0)
+    allocations = models.PositiveIntegerField(default=0)
+    busy = models.PositiveIntegerField(default=0)
+    idle = models.PositiveIntegerField(default=0)
+    unknown = models.PositiveIntegerField(default=0)
+    warned = models.PositiveIntegerField(default=0)
+    reclaimed = models.PositiveIntegerField(default=0)
+    would_reclaim = models.PositiveIntegerField(default=0)
+    resolved = models.PositiveIntegerField(default=0)
+    exempt = models.PositiveIntegerField(default=0)
+    dismissed = models.PositiveIntegerField(default=0)
+    devices = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    notes = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Idle scan at {self.started_at:%Y-%m-%d %H:%M}"

@@ -10,7 +10,8 @@ from pools.services.allocations import (
     allocation_provision,
     allocation_unbind,
 )
-from pools.services.reclamation import allocation_rebind, idle_scan
+from pools.services.reclamation import allocation_rebind
+from pools.services.reclamation_runs import idle_scan_recorded
 from pools.services.reconcile import reconcile_all
 from pools.services.sizing import sizing_estimate_run
 from scheduler_adapters.errors import SchedulerError
@@ -91,5 +92,7 @@ def allocation_rebind_task(self, allocation_id: int) -> dict | None:
 
 @shared_task(acks_late=True)
 def idle_scan_task() -> dict:
-    """Beat: find idle allocations, warn, reclaim after grace (see pools.services.reclamation)."""
-    return idle_scan().as_dict()
+    """Beat: find idle allocations, warn, reclaim after grace (see pools.services.reclamation);
+    the run is recorded for the idle page. Returns the run's counts."""
+    run = idle_scan_recorded()
+    return {"run": run.pk, "error": run.error, "idle": run.idle, "reclaimed": run.reclaimed}

@@ -6,72 +6,134 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('pools', '0006_reclamation'),
+        ("pools", "0006_reclamation"),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name='reclamationpolicy',
-            name='reclamation_policy_window_min',
+            model_name="reclamationpolicy",
+            name="reclamation_policy_window_min",
         ),
         migrations.AlterField(
-            model_name='reclamationpolicy',
-            name='certainly_idle_below_pct',
-            field=models.DecimalField(decimal_places=2, default=Decimal('5'), max_digits=5, validators=[django.core.validators.MinValueValidator(Decimal('0')), django.core.validators.MaxValueValidator(Decimal('100'))]),
+            model_name="reclamationpolicy",
+            name="certainly_idle_below_pct",
+            field=models.DecimalField(
+                decimal_places=2,
+                default=Decimal("5"),
+                max_digits=5,
+                validators=[
+                    django.core.validators.MinValueValidator(Decimal("0")),
+                    django.core.validators.MaxValueValidator(Decimal("100")),
+                ],
+            ),
         ),
         migrations.AlterField(
-            model_name='reclamationpolicy',
-            name='cooldown_minutes',
-            field=models.PositiveIntegerField(default=15, validators=[django.core.validators.MaxValueValidator(10080)]),
+            model_name="reclamationpolicy",
+            name="cooldown_minutes",
+            field=models.PositiveIntegerField(
+                default=15, validators=[django.core.validators.MaxValueValidator(10080)]
+            ),
         ),
         migrations.AlterField(
-            model_name='reclamationpolicy',
-            name='grace_hours',
-            field=models.PositiveIntegerField(default=24, validators=[django.core.validators.MaxValueValidator(720)]),
+            model_name="reclamationpolicy",
+            name="grace_hours",
+            field=models.PositiveIntegerField(
+                default=24, validators=[django.core.validators.MaxValueValidator(720)]
+            ),
         ),
         migrations.AlterField(
-            model_name='reclamationpolicy',
-            name='idle_below_pct',
-            field=models.DecimalField(decimal_places=2, default=Decimal('30'), max_digits=5, validators=[django.core.validators.MinValueValidator(Decimal('0.01')), django.core.validators.MaxValueValidator(Decimal('100'))]),
+            model_name="reclamationpolicy",
+            name="idle_below_pct",
+            field=models.DecimalField(
+                decimal_places=2,
+                default=Decimal("30"),
+                max_digits=5,
+                validators=[
+                    django.core.validators.MinValueValidator(Decimal("0.01")),
+                    django.core.validators.MaxValueValidator(Decimal("100")),
+                ],
+            ),
         ),
         migrations.AlterField(
-            model_name='reclamationpolicy',
-            name='min_coverage',
-            field=models.DecimalField(decimal_places=2, default=Decimal('0.90'), max_digits=3, validators=[django.core.validators.MinValueValidator(Decimal('0.01')), django.core.validators.MaxValueValidator(Decimal('1'))]),
+            model_name="reclamationpolicy",
+            name="min_coverage",
+            field=models.DecimalField(
+                decimal_places=2,
+                default=Decimal("0.90"),
+                max_digits=3,
+                validators=[
+                    django.core.validators.MinValueValidator(Decimal("0.01")),
+                    django.core.validators.MaxValueValidator(Decimal("1")),
+                ],
+            ),
         ),
         migrations.AlterField(
-            model_name='reclamationpolicy',
-            name='process_memory_max_mib',
-            field=models.PositiveIntegerField(default=64, validators=[django.core.validators.MaxValueValidator(262144)]),
+            model_name="reclamationpolicy",
+            name="process_memory_max_mib",
+            field=models.PositiveIntegerField(
+                default=64, validators=[django.core.validators.MaxValueValidator(262144)]
+            ),
         ),
         migrations.AlterField(
-            model_name='reclamationpolicy',
-            name='window_minutes',
-            field=models.PositiveIntegerField(default=30, validators=[django.core.validators.MinValueValidator(5), django.core.validators.MaxValueValidator(1440)]),
+            model_name="reclamationpolicy",
+            name="window_minutes",
+            field=models.PositiveIntegerField(
+                default=30,
+                validators=[
+                    django.core.validators.MinValueValidator(5),
+                    django.core.validators.MaxValueValidator(1440),
+                ],
+            ),
         ),
         migrations.AddConstraint(
-            model_name='reclamationpolicy',
-            constraint=models.CheckConstraint(condition=models.Q(('window_minutes__gte', 5), ('window_minutes__lte', 1440)), name='reclamation_policy_window_range', violation_error_message='The window is 5 to 1440 minutes.'),
+            model_name="reclamationpolicy",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("window_minutes__gte", 5), ("window_minutes__lte", 1440)),
+                name="reclamation_policy_window_range",
+                violation_error_message="The window is 5 to 1440 minutes.",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='reclamationpolicy',
-            constraint=models.CheckConstraint(condition=models.Q(('grace_hours__lte', 720), ('cooldown_minutes__lte', 10080), ('process_memory_max_mib__lte', 262144)), name='reclamation_policy_upper_bounds', violation_error_message='Grace is at most 720 h, cooldown at most 10080 min, process memory at most 262144 MiB.'),
+            model_name="reclamationpolicy",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("grace_hours__lte", 720),
+                    ("cooldown_minutes__lte", 10080),
+                    ("process_memory_max_mib__lte", 262144),
+                ),
+                name="reclamation_policy_upper_bounds",
+                violation_error_message="Grace is at most 720 h, cooldown at most 10080 min, process memory at most 262144 MiB.",
+            ),
         ),
         migrations.AlterConstraint(
-            model_name='reclamationpolicy',
-            name='reclamation_policy_idle_pct_range',
-            constraint=models.CheckConstraint(condition=models.Q(('idle_below_pct__gt', 0), ('idle_below_pct__lte', 100)), name='reclamation_policy_idle_pct_range', violation_error_message='The idle threshold must be above 0 % and at most 100 %.'),
+            model_name="reclamationpolicy",
+            name="reclamation_policy_idle_pct_range",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("idle_below_pct__gt", 0), ("idle_below_pct__lte", 100)),
+                name="reclamation_policy_idle_pct_range",
+                violation_error_message="The idle threshold must be above 0 % and at most 100 %.",
+            ),
         ),
         migrations.AlterConstraint(
-            model_name='reclamationpolicy',
-            name='reclamation_policy_certain_below_idle',
-            constraint=models.CheckConstraint(condition=models.Q(('certainly_idle_below_pct__gte', 0), ('certainly_idle_below_pct__lte', models.F('idle_below_pct'))), name='reclamation_policy_certain_below_idle', violation_error_message='The certainly-idle threshold must be at most the idle threshold.'),
+            model_name="reclamationpolicy",
+            name="reclamation_policy_certain_below_idle",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("certainly_idle_below_pct__gte", 0),
+                    ("certainly_idle_below_pct__lte", models.F("idle_below_pct")),
+                ),
+                name="reclamation_policy_certain_below_idle",
+                violation_error_message="The certainly-idle threshold must be at most the idle threshold.",
+            ),
         ),
         migrations.AlterConstraint(
-            model_name='reclamationpolicy',
-            name='reclamation_policy_coverage_ratio',
-            constraint=models.CheckConstraint(condition=models.Q(('min_coverage__gt', 0), ('min_coverage__lte', 1)), name='reclamation_policy_coverage_ratio', violation_error_message='Coverage is a share: above 0 and at most 1.'),
+            model_name="reclamationpolicy",
+            name="reclamation_policy_coverage_ratio",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("min_coverage__gt", 0), ("min_coverage__lte", 1)),
+                name="reclamation_policy_coverage_ratio",
+                violation_error_message="Coverage is a share: above 0 and at most 1.",
+            ),
         ),
     ]
