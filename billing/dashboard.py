@@ -6,6 +6,7 @@ Each function runs a fixed number of queries. Money is what the statements say (
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -15,6 +16,7 @@ from django.db.models import Sum
 from billing.choices import UsageSource, UsageUnit
 from billing.models import Statement, UsageRecord
 from billing.pricing import SECONDS_PER_HOUR, previous_month
+from pools.card_timeline import card_pieces
 from pools.models import Allocation
 
 
@@ -90,9 +92,14 @@ def team_used_card_hours(*, team_id: int, month: date) -> Decimal:
     return (seconds or Decimal(0)) / SECONDS_PER_HOUR
 
 
-def held_card_hours(allocation: Allocation, start: datetime, end: datetime) -> Decimal:
-    """Cards × hours of the allocation's window inside ``[start, end)`` (0 when apart)."""
-    lo, hi = max(allocation.starts_at, start), min(allocation.ends_at, end)
-    if hi <= lo:
-        return Decimal(0)
-    return Decimal(allocation.card_count) * Decimal((hi - lo).total_seconds()) / SECONDS_PER_HOUR
+def held_card_hours(
+    allocation: Allocation, start: datetime, end: datetime, changes: Iterable = ()
+) -> Decimal:
+    """Cards × hours of the allocation's window inside ``[start, end)`` (0 when apart), with the
+    cards held at each moment; ``changes`` from :func:`pools.card_timeline.card_changes`."""
+    total = Decimal(0)
+    for piece in card_pieces(allocation, changes):
+        lo, hi = max(piece.start, start), min(piece.end, end)
+        if hi > lo:
+            total += Decimal(piece.cards) * Decimal((hi - lo).total_seconds())
+    return total / SECONDS_PER_HOUR

@@ -15,6 +15,7 @@ from billing.models import Statement, StatementLine, UsageRecord
 from billing.pricing import SECONDS_PER_HOUR, hours_between, next_month, previous_month, round_money
 from billing.services.rates import RatePeriod, rate_periods
 from billing.services.usage_import import CHARGED_STATUSES
+from pools.card_timeline import card_changes, card_pieces
 from pools.models import Allocation, Gpu, Pool, Team
 
 
@@ -76,12 +77,21 @@ def top_allocations(*, month: date, team: Team | None = None, limit: int = 10) -
     ).select_related("allocation__team", "allocation__pool", "gpu_model")
     if team is not None:
         records = records.filter(team=team)
+    records = list(records)
+    changes = card_changes(r.allocation_id for r in records)
     rows = []
     for record in records:
         allocation = record.allocation
-        cost = allocation.card_count * _price_over(
-            periods, RateKind.GPU_RESERVED, record.gpu_model_id, record.period_start,
-            record.period_end,
+        cost = sum(
+            (
+                piece.cards
+                * _price_over(
+                    periods, RateKind.GPU_RESERVED, record.gpu_model_id,
+                    max(piece.start, record.period_start), min(piece.end, record.period_end),
+                )
+                for piece in card_pieces(allocation, changes.get(allocation.pk, ()))
+            ),
+            Decimal(0),
         )  # fmt: skip
         rows.append(
             {
@@ -121,13 +131,16 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     ):
         capacity[(row["node__pool_id"], row["gpu_model_id"])] += row["n"]
     held: dict[int, Decimal] = defaultdict(Decimal)
-    for a in Allocation.objects.filter(
-        status__in=CHARGED_STATUSES, starts_at__lt=end, ends_at__gt=start
-    ):
-        held[a.pool_id] += a.card_count * _price_over(
-            periods, RateKind.GPU_RESERVED, a.gpu_model_id, max(a.starts_at, start),
-            min(a.ends_at, end),
-        )  # fmt: skip
+    allocations = list(
+        Allocation.objects.filter(status__in=CHARGED_STATUSES, starts_at__lt=end, ends_at__gt=start)
+    )
+    changes = card_changes(a.pk for a in allocations)
+    for a in allocations:
+        for piece in card_pieces(a, changes.get(a.pk, ())):
+            held[a.pool_id] += piece.cards * _price_over(
+                periods, RateKind.GPU_RESERVED, a.gpu_model_id, max(piece.start, start),
+                min(piece.end, end),
+            )  # fmt: skip
     full: dict[int, Decimal] = defaultdict(Decimal)
     for (pool_id, model_id), cards in capacity.items():
         full[pool_id] += cards * _price_over(periods, RateKind.GPU_RESERVED, model_id, start, end)

@@ -24,6 +24,7 @@ from billing.conf import billing_zone
 from billing.pricing import local_midnight, month_of, next_month, previous_month
 from pools import dashboard
 from pools import dashboard_utilisation as utilisation
+from pools.card_timeline import card_changes
 from pools.choices import IdleFindingState
 from pools.forms import DashboardFilterForm
 from pools.models import DriverGroup, GpuModel, IdleFinding, Pool, Team
@@ -355,9 +356,10 @@ def team_dashboard(request, slug: str):
     month_start, month_end = local_midnight(month, zone), local_midnight(next_month(month), zone)
     allocations = dashboard.team_allocations(team_id=team.pk, now=now)
     used = costs.used_card_hours(allocation_ids=[a.pk for a in allocations])
+    changes = card_changes(a.pk for a in allocations)
     rows = []
     for a in allocations:
-        held = costs.held_card_hours(a, a.starts_at, min(now, a.ends_at))
+        held = costs.held_card_hours(a, a.starts_at, min(now, a.ends_at), changes.get(a.pk, ()))
         used_hours = used.get(a.pk)
         rows.append(
             {
@@ -377,7 +379,10 @@ def team_dashboard(request, slug: str):
     if export == "spend":
         return csv_response([spend_before, spend_now], SPEND_COLUMNS, f"{team.slug}-spend.csv")
     held_month = sum(
-        (costs.held_card_hours(a, month_start, min(now, month_end)) for a in allocations),
+        (
+            costs.held_card_hours(a, month_start, min(now, month_end), changes.get(a.pk, ()))
+            for a in allocations
+        ),
         Decimal(0),
     )
     context = {

@@ -17,6 +17,7 @@ from pools import selectors
 from pools.api.requests import AllocationFilterSet, CapacityRequestFilterSet
 from pools.availability import pool_free_cards, request_options, schedulable_cards, team_usage
 from pools.capacity import usable_cards
+from pools.card_timeline import card_changes, card_pieces
 from pools.choices import HOLDING_STATUSES, RequestStatus
 from pools.errors import DomainError
 from pools.forms import ApproveForm, CapacityRequestForm, ExtendForm, ReasonForm
@@ -113,15 +114,21 @@ def my_teams(request):
         .order_by("-created_at")[:20]
     )
     held = team_usage(team_ids=[t.pk for t in teams], at=now)
+    allocations = list(allocations)
+    changes = card_changes(a.pk for a in allocations)
     rows = []
     for allocation in allocations:
         elapsed = max(timedelta(0), min(now, allocation.ends_at) - allocation.starts_at)
         total = allocation.ends_at - allocation.starts_at
+        held_so_far = sum(
+            piece.cards * max(0.0, (min(piece.end, now) - piece.start).total_seconds())
+            for piece in card_pieces(allocation, changes.get(allocation.pk, ()))
+        )
         rows.append(
             {
                 "allocation": allocation,
                 "time_left": allocation.ends_at - now if allocation.ends_at > now else None,
-                "held_card_hours": allocation.card_count * elapsed.total_seconds() / 3600,
+                "held_card_hours": held_so_far / 3600,
                 "window_card_hours": allocation.card_count * total.total_seconds() / 3600,
                 "progress": round(100 * elapsed / total) if total else 0,
             }

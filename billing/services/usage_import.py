@@ -38,6 +38,7 @@ from billing.pricing import (
     month_of,
     split_at_months,
 )
+from pools.card_timeline import card_changes, card_pieces
 from pools.choices import AllocationStatus, PricingMethod
 from pools.gpu_names import normalise_model_key
 from pools.models import Allocation, Gpu, GpuModelAlias, Pool, Team
@@ -140,7 +141,8 @@ def usage_import_reservations(
     """Card-seconds of every allocation priced "reserved" for each month of ``[start, end)``.
 
     Quantity per month = cards × seconds of ``[allocation start, min(end, now))`` inside the
-    month, so overlapping windows yield the same records.
+    month, with the cards held at each moment (:mod:`pools.card_timeline`: a reclamation
+    shrink does not reprice the days before it), so overlapping windows yield the same records.
     """
     _check_window(start, end)
     now = now or timezone.now()
@@ -153,20 +155,26 @@ def usage_import_reservations(
         starts_at__lt=min(end, now),
         ends_at__gt=start,
     ).order_by("id")
+    changes = card_changes(a.pk for a in allocations)
     for allocation in allocations:
         held = clip(allocation.starts_at, allocation.ends_at, allocation.starts_at, now)
         if held is None:
             continue
+        pieces = card_pieces(allocation, changes.get(allocation.pk, ()))
         for month, piece_start, piece_end in split_at_months(*held, zone):
             if clip(piece_start, piece_end, start, end) is None:
                 continue
-            seconds = int((piece_end - piece_start).total_seconds())
+            card_seconds = sum(
+                piece.cards * int((span[1] - span[0]).total_seconds())
+                for piece in pieces
+                if (span := clip(piece.start, piece.end, piece_start, piece_end)) is not None
+            )
             records.append(
                 UsageRecord(
                     team_id=allocation.team_id,
                     gpu_model_id=allocation.gpu_model_id,
                     allocation_id=allocation.id,
-                    quantity=Decimal(allocation.card_count * seconds),
+                    quantity=Decimal(card_seconds),
                     unit=UsageUnit.CARD_SECONDS,
                     basis=ChargeBasis.RESERVED,
                     month=month,

@@ -221,3 +221,27 @@ def test_month_boundary_in_berlin(team, train_pool):
     usage_import_slurm(scheduler=jobs, start=utc(2025, 10, 1), end=utc(2025, 12, 1),
                        now=utc(2025, 12, 2))  # fmt: skip
     assert by_month() == [(date(2025, 10, 1), Decimal(3600)), (date(2025, 11, 1), Decimal(10800))]
+
+
+def test_a_reclamation_shrink_does_not_reprice_the_days_before_it(team, train_pool, a100):
+    from factories import AllocationFactory
+
+    from pools.choices import AllocationStatus, IdleFindingState
+    from pools.models import IdleFinding
+
+    # 8 cards from 30 Oct 12:00; shrunk to 2 at 31 Oct 22:00 (34 h in); the reclamation undone
+    # at 1 Nov 02:00 (back to 8); shrunk again to 2 at 1 Nov 12:00; ended 2 Nov 12:00
+    allocation = AllocationFactory(team=team, pool=train_pool, gpu_model=a100, card_count=2,
+                                   starts_at=utc(2026, 10, 30, 12), ends_at=utc(2026, 11, 2, 12),
+                                   status=AllocationStatus.ENDED)  # fmt: skip
+    for reclaimed, closed, state in (
+        (utc(2026, 10, 31, 22), utc(2026, 11, 1, 2), IdleFindingState.UNDONE),
+        (utc(2026, 11, 1, 12), None, IdleFindingState.RECLAIMED),
+    ):
+        IdleFinding.objects.create(allocation=allocation, first_seen_at=reclaimed,
+                                   last_seen_at=reclaimed, reclaimed_at=reclaimed,
+                                   closed_at=closed, state=state, card_count=8,
+                                   cards_in_use=2, cards_reclaimed=6)  # fmt: skip
+    usage_import_reservations(**WINDOW)
+    # October: 8 × 34 h + 2 × 2 h = 276 card-h; November: 2 × 2 h + 8 × 10 h + 2 × 24 h = 132
+    assert by_month() == [(OCT, Decimal(276 * 3600)), (NOV, Decimal(132 * 3600))]
