@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from pools.choices import GpuHealth, NodeState
 from pools.driver_versions import parse_cuda_version
@@ -15,8 +16,10 @@ from pools.models import (
     AuditEvent,
     CapacityRequest,
     DriverGroup,
+    Exemption,
     Gpu,
     GpuModel,
+    IdleFinding,
     InventoryImport,
     MigDevice,
     Node,
@@ -299,3 +302,26 @@ def cards_per_node_by_model(*, scheduler: str | None = None) -> dict[str, int]:
         slug = row["gpu_model__slug"]
         most[slug] = max(most.get(slug, 0), row["n"])
     return most
+
+
+def idle_finding_list(*, user) -> QuerySet[IdleFinding]:
+    """Idle findings the user may see (their teams', or all for pool admins), newest first,
+    with the allocation's team, pool and model joined."""
+    qs = IdleFinding.objects.select_related(
+        "allocation__team", "allocation__pool", "allocation__gpu_model"
+    ).order_by("-last_seen_at", "-id")
+    return qs if user.is_staff else qs.filter(allocation__team__memberships__user=user)
+
+
+def exemption_list(*, user, include_expired: bool = False) -> QuerySet[Exemption]:
+    """Exemptions the user may see (of their teams or their teams' allocations; all for pool
+    admins), in force only unless ``include_expired``; latest expiry first."""
+    qs = Exemption.objects.select_related(
+        "team", "allocation__team", "allocation__pool", "created_by"
+    ).order_by("-expires_at", "-id")
+    if not include_expired:
+        qs = qs.filter(expires_at__gt=timezone.now())
+    if user.is_staff:
+        return qs
+    teams = team_list(user=user)
+    return qs.filter(Q(team__in=teams) | Q(allocation__team__in=teams))

@@ -12,6 +12,7 @@ from rest_framework.throttling import ScopedRateThrottle
 from billing import views_dashboard
 from billing.api import views as billing_api
 from pools.api import estimates as estimates_api
+from pools.api import reclamation as reclamation_api
 from pools.api import requests as requests_api
 from pools.api import views as pools_api
 from portal.health import healthz, readyz
@@ -38,6 +39,11 @@ router.register("requests", requests_api.CapacityRequestViewSet, basename="reque
 router.register("allocations", requests_api.AllocationViewSet, basename="allocation")
 router.register("audit-events", requests_api.AuditEventViewSet, basename="audit-event")
 router.register("estimates", estimates_api.SizingEstimateViewSet, basename="estimate")
+router.register("idle-findings", reclamation_api.IdleFindingViewSet, basename="idle-finding")
+router.register(
+    "reclamation-policies", reclamation_api.ReclamationPolicyViewSet, basename="reclamation-policy"
+)
+router.register("exemptions", reclamation_api.ExemptionViewSet, basename="exemption")
 router.register("statements", billing_api.StatementViewSet, basename="statement")
 
 api_v1 = [

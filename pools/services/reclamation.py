@@ -56,6 +56,7 @@ from pools.reclamation.evaluate import (
     Verdict,
     evaluate_group,
     split_group,
+    utilisation_sparkline,
 )
 from pools.services.allocations import _transition
 from pools.services.reclamation_slurm import (
@@ -240,6 +241,7 @@ def _judge(policies, allocations, devices, now, slurm_adapter, report: ScanRepor
         thresholds = policy_thresholds(policy)
         if pool.scheduler == Scheduler.SLURM:
             group = slurm.evaluate(members, thresholds)
+            mine = None  # the series of its cards, looked up only if a finding needs them
         else:
             mine = devices_for_group(
                 by_namespace,
@@ -249,7 +251,12 @@ def _judge(policies, allocations, devices, now, slurm_adapter, report: ScanRepor
             )
             group = evaluate_group(mine, end=now.timestamp(), t=thresholds)
         shares = split_group(group, [(a.pk, a.card_count) for a in members])
-        detail = _detail(group)
+        # only an idle allocation's finding stores it; the sparkline costs a pass over samples
+        idle = any(share.verdict == Verdict.IDLE for share in shares)
+        if idle and mine is None:
+            uuids = {c.uuid for c in group.cards}
+            mine = [d for d in by_namespace.get(None, ()) if d.uuid in uuids]
+        detail = _detail(group, mine, now, thresholds) if idle else {}
         for allocation, share in zip(members, shares, strict=True):
             finding = open_findings.get(allocation.pk)
             if finding is None and allocation.pk in dismissed and share.verdict == Verdict.IDLE:
@@ -324,10 +331,14 @@ class _SlurmView:
         return self._pools[pool.pk]
 
 
-def _detail(group: GroupEvaluation) -> dict[str, Any]:
-    """The evaluation's per-card numbers, stored on each finding of the group (built once)."""
+def _detail(
+    group: GroupEvaluation, devices: list[DeviceUsage], now: datetime, thresholds: Thresholds
+) -> dict[str, Any]:
+    """The evaluation's per-card numbers and the group's utilisation sparkline over the
+    window (``[unix_ts, %]`` pairs), stored on each finding of the group (built once)."""
     return {
         "reason": group.reason,
+        "sparkline": utilisation_sparkline(devices, end=now.timestamp(), t=thresholds),
         "cards": [
             {
                 "uuid": c.uuid,
@@ -462,9 +473,11 @@ def _maybe_reclaim(
             finding.save(update_fields=["note"])
         return
     keep = min(share.cards_in_use, allocation.card_count)
-    action = "end it" if keep == 0 else f"shrink it from {allocation.card_count} to {keep} cards"
     if policy.dry_run:
         if finding.would_reclaim_at is None:
+            action = (
+                "end it" if keep == 0 else f"shrink it from {allocation.card_count} to {keep} cards"
+            )
             with transaction.atomic():
                 finding.would_reclaim_at = now
                 finding.note = f"dry run: would {action}"
@@ -477,17 +490,38 @@ def _maybe_reclaim(
                 )
         report.would_reclaim += 1
         return
+    why = (
+        f"reclaimed: idle since {finding.first_seen_at:%Y-%m-%d %H:%M %Z}, mean "
+        f"{finding.mean_util_pct} % over {policy.window_minutes} min"
+    )
+    if _reclaim(finding, allocation, keep=keep, why=why, now=now, actor=None) is not None:
+        report.reclaimed += 1
+
+
+def _reclaim(
+    finding: IdleFinding,
+    allocation: Allocation,
+    *,
+    keep: int,
+    why: str,
+    now: datetime,
+    actor: Any,
+) -> IdleFinding | None:
+    """Take an open finding's allocation down to ``keep`` cards, or end it (``keep`` 0), under
+    the pool lock: the one reclaim path of the scan and of an admin's reclaim-now. ``why``
+    starts the reason stored on the allocation and the finding. Returns the reclaimed finding,
+    or ``None`` (nothing changed) when the allocation is no longer active or expiring or the
+    finding no longer open. The scheduler's cap is lowered after commit (unbind or rebind task).
+    """
     with transaction.atomic():
         pool_lock(allocation.pool_id)
         locked = allocation_lock(allocation.pk)
         finding = IdleFinding.objects.select_for_update().get(pk=finding.pk)
         if locked.status not in SCANNED or finding.state != IdleFindingState.OPEN:
-            return
+            return None
         keep = min(keep, locked.card_count)
-        reason = (
-            f"reclaimed: idle since {finding.first_seen_at:%Y-%m-%d %H:%M %Z}, mean "
-            f"{finding.mean_util_pct} % over {policy.window_minutes} min; {action}"
-        )
+        action = "end it" if keep == 0 else f"shrink it from {locked.card_count} to {keep} cards"
+        reason = f"{why}; {action}"
         finding.card_count = locked.card_count
         finding.status_before = locked.status
         finding.ends_at_before = locked.ends_at
@@ -495,7 +529,7 @@ def _maybe_reclaim(
             _transition(
                 locked,
                 to=AllocationStatus.RECLAIMED,
-                actor=None,
+                actor=actor,
                 action="allocation.reclaimed",
                 reason=reason,
                 ends_at=min(locked.ends_at, now),
@@ -506,7 +540,7 @@ def _maybe_reclaim(
             locked.status_reason = reason
             locked.save()
             audit_event_record(
-                actor=None,
+                actor=actor,
                 action="allocation.shrunk",
                 obj=locked,
                 before=before,
@@ -521,14 +555,14 @@ def _maybe_reclaim(
         finding.note = reason
         finding.save()
         audit_event_record(
-            actor=None,
+            actor=actor,
             action="idle_finding.reclaimed",
             obj=finding,
             after=_finding_snapshot(finding),
             reason=reason,
         )
         transaction.on_commit(lambda f=finding: _email_reclaimed(f))
-    report.reclaimed += 1
+    return finding
 
 
 def _queue_rebind(allocation_id: int) -> None:
@@ -570,7 +604,9 @@ def reclamation_undo(
         finding = IdleFinding.objects.select_for_update().get(pk=finding.pk)
         if finding.state != IdleFindingState.RECLAIMED or finding.reclaimed_at is None:
             raise InvalidTransition(
-                f"A {finding.state} finding cannot be undone.",
+                "This reclamation was undone already."
+                if finding.state == IdleFindingState.UNDONE
+                else f"Only a reclaimed finding can be undone; this one is {finding.state}.",
                 status=finding.state,
                 action="undo",
             )
@@ -630,7 +666,7 @@ def idle_finding_dismiss(*, finding: IdleFinding, actor: Any, reason: str) -> Id
         finding = IdleFinding.objects.select_for_update().get(pk=finding.pk)
         if finding.state != IdleFindingState.OPEN:
             raise InvalidTransition(
-                f"A {finding.state} finding cannot be dismissed.",
+                f"This finding is {finding.state} already: only an open finding can be dismissed.",
                 status=finding.state,
                 action="dismiss",
             )

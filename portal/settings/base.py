@@ -186,6 +186,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "InventorySourceEnum": "pools.choices.InventorySource",
         "EstimateStatusEnum": "pools.choices.EstimateStatus",
+        "NodeStateEnum": "pools.choices.NodeState",
+        "IdleFindingStateEnum": "pools.choices.IdleFindingState",
     },
 }
 
