@@ -193,6 +193,27 @@ def evaluate_group(devices: Sequence[DeviceUsage], *, end: float, t: Thresholds)
     return GroupEvaluation(Verdict.IDLE, cards, busy, certain, mean, reason)
 
 
+def utilisation_sparkline(
+    devices: Iterable[DeviceUsage], *, end: float, t: Thresholds, points: int = 60
+) -> list[list[float]]:
+    """The group's mean utilisation (%) over the window, as ``[unix_ts, pct]`` pairs for a
+    sparkline: at each step, the mean over the cards that reported of each card's mean (its
+    MIG instances together). Steps are ``step_s`` apart, widened (and averaged) so that at
+    most ``points + 1`` remain; a step with no sample is left out, never drawn as 0 %."""
+    start = end - t.window_s
+    width = t.step_s * max(1, -(-t.window_s // (t.step_s * points)))
+    by_step: dict[int, dict[str, list[float]]] = {}
+    for device in devices:
+        for sample in _in_window(device.util_pct, start, end):
+            step = round((sample.timestamp - start) / width)
+            by_step.setdefault(step, {}).setdefault(device.uuid, []).append(sample.value)
+    series = []
+    for step in sorted(by_step):
+        per_card = [sum(values) / len(values) for values in by_step[step].values()]
+        series.append([start + step * width, round(sum(per_card) / len(per_card), 1)])
+    return series
+
+
 def evaluate_job_cards(
     cards: Sequence[tuple[str, Sequence[DeviceUsage]]],
     *,

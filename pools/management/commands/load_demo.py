@@ -8,6 +8,7 @@ Kubernetes NodeList. Safe to run twice (the second run reports nodes unchanged).
 
 from __future__ import annotations
 
+import random
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,16 +18,29 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
-from pools.choices import TeamRole
+from pools.choices import IdleFindingState, TeamRole
 from pools.demo import POOLS, demo_fleet
-from pools.models import CapacityRequest, GpuModel, Membership, Pool, Team
+from pools.models import (
+    Allocation,
+    CapacityRequest,
+    Gpu,
+    GpuModel,
+    IdleFinding,
+    Membership,
+    Pool,
+    ReclamationPolicy,
+    Team,
+)
+from pools.reclamation.evaluate import evaluate_group
 from pools.services.allocations import allocation_lifecycle_sweep
 from pools.services.inventory_import import inventory_import_file, inventory_import_files
+from pools.services.reclamation import SCANNED, _dec, _detail, policy_thresholds
 from pools.services.requests import (
     capacity_request_approve,
     capacity_request_create,
     capacity_request_reject,
 )
+from scheduler_adapters.prometheus import DeviceUsage, Sample
 from scheduler_adapters.types import InventorySource
 
 CAPTURES = Path(settings.BASE_DIR) / "tests" / "fixtures" / "nvidia-smi"
@@ -77,6 +91,7 @@ class Command(BaseCommand):
             ),
         )
         self._requests()
+        self._idle_findings()
 
     def _requests(self):
         """A few requests in every state, made through the services as people would."""
@@ -197,6 +212,86 @@ class Command(BaseCommand):
         allocation_lifecycle_sweep(now=now + timedelta(minutes=2))
         self.stdout.write(f"requests: {CapacityRequest.objects.count()} demo requests")
 
+    def _idle_findings(self):
+        """Reclamation policies and the findings an idle scan would have left, with the series
+        it would have read (a fake dcgm-exporter: a few busy cards, the rest near 0 %), so the
+        idle page shows every state: reclaim in a few hours, dry run past its grace, resolved.
+        The two running demo allocations are moved two days back so their windows fit."""
+        if IdleFinding.objects.exists():
+            return
+        pools = {p.slug: p for p in Pool.objects.all()}
+        serving_policy, _ = ReclamationPolicy.objects.get_or_create(
+            pool=pools["infer-k8s"], defaults={"dry_run": False, "grace_hours": 24}
+        )
+        training_policy, _ = ReclamationPolicy.objects.get_or_create(pool=pools["train-slurm"])
+        running = {
+            a.pool.slug: a
+            for a in Allocation.objects.filter(status__in=SCANNED).select_related(
+                "pool", "team", "gpu_model"
+            )
+        }
+        serving, training = running.get("infer-k8s"), running.get("train-slurm")
+        if serving is None or training is None:
+            return
+        now = timezone.now().replace(second=0, microsecond=0)
+        Allocation.objects.filter(pk__in=[serving.pk, training.pk]).update(
+            starts_at=now - timedelta(days=2)
+        )
+        rng = random.Random(7)
+        hour = timedelta(hours=1)
+
+        def finding(allocation, policy, seen_at, busy, **fields):
+            devices = _demo_series(allocation, busy, seen_at, policy.window_minutes, rng)
+            thresholds = policy_thresholds(policy)
+            group = evaluate_group(devices, end=seen_at.timestamp(), t=thresholds)
+            peaks = [c.peak_util_pct for c in group.cards if c.peak_util_pct is not None]
+            fields.setdefault("state", IdleFindingState.OPEN)
+            return IdleFinding.objects.create(
+                allocation=allocation,
+                last_seen_at=seen_at,
+                dry_run=policy.dry_run,
+                certainly_idle=group.certainly_idle,
+                mean_util_pct=_dec(group.mean_util_pct),
+                peak_util_pct=_dec(max(peaks) if peaks else None),
+                card_count=allocation.card_count,
+                cards_in_use=min(group.cards_busy, allocation.card_count),
+                detail=_detail(group, devices, seen_at, thresholds),
+                **fields,
+            )
+
+        # nlp's 8 L40S: 2 cards serve, 6 idle; warned 19 h ago, reclaimed in 5 h (24 h grace)
+        finding(
+            serving,
+            serving_policy,
+            now - timedelta(minutes=3),
+            busy=2,
+            first_seen_at=now - 19 * hour,
+            warned_at=now - 19 * hour,
+        )
+        # ...and an earlier finding of it that ended when the traffic came back
+        finding(
+            serving,
+            serving_policy,
+            now - 30 * hour,
+            busy=3,
+            state=IdleFindingState.RESOLVED,
+            first_seen_at=now - 34 * hour,
+            warned_at=now - 34 * hour,
+            closed_at=now - 29 * hour,
+            note="busy again: 8 cards busy",
+        )
+        # vision's 16 A100 under a dry-run policy: idle for 30 h, would have been ended
+        finding(
+            training,
+            training_policy,
+            now - timedelta(minutes=3),
+            busy=0,
+            first_seen_at=now - 30 * hour,
+            would_reclaim_at=now - 6 * hour,
+            note="dry run: would end it",
+        )
+        self.stdout.write(f"idle findings: {IdleFinding.objects.count()} demo findings")
+
     def _say(self, name, report):
         self.stdout.write(
             f"{name}: {len(report.created)} created, {len(report.updated)} updated, "
@@ -231,3 +326,51 @@ class Command(BaseCommand):
             spec = dict(spec)
             slug = spec.pop("slug")
             Pool.objects.get_or_create(slug=slug, defaults=spec)
+
+
+def _demo_series(allocation, busy, end, window_minutes, rng) -> list[DeviceUsage]:
+    """What dcgm-exporter would have reported for the allocation's cards over the window: the
+    first ``busy`` cards at 35-70 % with dips, the others at 0-2 % with an empty framebuffer."""
+    gpus = list(
+        Gpu.objects.filter(node__pool=allocation.pool, gpu_model=allocation.gpu_model)
+        .select_related("node")
+        .order_by("node__hostname", "index")[: allocation.card_count]
+    )
+    start = end.timestamp() - window_minutes * 60
+    steps = [start + i * 60 for i in range(window_minutes + 1)]
+    namespace = (
+        f"team-{allocation.team.slug}" if allocation.pool.scheduler == "kubernetes" else None
+    )
+    devices = []
+    for n, gpu in enumerate(gpus):
+        level = rng.uniform(35, 70) if n < busy else 0.0
+        util = tuple(
+            Sample(
+                t,
+                round(
+                    max(0.0, level + rng.uniform(-15, 15))
+                    if level
+                    else rng.choice((0.0, 0.0, 0.5, 1.0, 2.0)),
+                    1,
+                ),
+            )
+            for t in steps
+        )
+        fb = tuple(Sample(t, rng.uniform(9000, 30000) if level else 0.0) for t in steps)
+        devices.append(
+            DeviceUsage(
+                hostname=gpu.node.hostname,
+                uuid=gpu.uuid or f"GPU-demo-{gpu.node.hostname}-{gpu.index}",
+                gpu=str(gpu.index),
+                model_name=allocation.gpu_model.name,
+                gpu_instance_id=None,
+                mig_profile=None,
+                namespace=namespace,
+                pods=(),
+                hpc_jobs=(),
+                util_source="prof",
+                util_pct=util,
+                fb_used_mib=fb,
+            )
+        )
+    return devices

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,6 +13,7 @@ from pools.reclamation.evaluate import (
     coverage,
     evaluate_group,
     split_group,
+    utilisation_sparkline,
 )
 from scheduler_adapters.prometheus import DeviceUsage, Sample
 
@@ -138,3 +141,27 @@ def test_missing_data_never_yields_idle(values, keep, extra_unknown):
     verdict = evaluate_group(devices, end=END, t=T).verdict
     if present < 0.9 * 31 or extra_unknown:
         assert verdict != Verdict.IDLE
+
+
+def test_sparkline_is_the_mean_over_the_cards_at_each_step():
+    # two cards, 30-min window at 60 s: 31 steps; card a alternates 0/10 %, card b stays at 4 %
+    points = utilisation_sparkline(
+        [device("GPU-a", [0.0, 10.0]), device("GPU-b", [4.0])], end=END, t=T
+    )
+    assert len(points) == 31
+    assert points[0] == [END - 1800, 2.0]  # (0 + 4) / 2
+    assert points[1] == [END - 1740, 7.0]  # (10 + 4) / 2
+    assert points[-1] == [END, 2.0]
+
+
+def test_sparkline_of_a_long_window_keeps_61_points_and_skips_gaps():
+    # 24 h window: steps widened to 24 min (1440 s), each the mean of its samples
+    day = Thresholds(window_s=86_400)
+    stamps = [END - 86_400 + 60 * i for i in range(1441) if i < 100 or i > 200]
+    util = tuple(Sample(t, 6.0) for t in stamps)
+    card = dataclasses.replace(device(), util_pct=util)
+    points = utilisation_sparkline([card], end=END, t=day)
+    assert len(points) <= 61
+    assert all(value == 6.0 for _, value in points)
+    # no sample between minutes 101 and 200: the steps at 2880 s .. 11520 s are missing (not 0)
+    assert END - 86_400 + 5 * 1440 not in [ts for ts, _ in points]

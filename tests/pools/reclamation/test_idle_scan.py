@@ -148,6 +148,17 @@ def test_idle_warned_once_then_reclaimed_after_grace(world, django_capture_on_co
     } <= actions
 
 
+def test_the_finding_stores_the_groups_utilisation_sparkline(
+    world, django_capture_on_commit_callbacks
+):
+    devices = [usage("GPU-1", 1.0), usage("GPU-2", 2.0)]
+    scan(T0, devices, django_capture_on_commit_callbacks)
+    sparkline = IdleFinding.objects.get().detail["sparkline"]
+    # 30-min window every 60 s: 31 points, each the mean of 1 % and 2 %
+    start = (T0 - timedelta(minutes=30)).timestamp()
+    assert sparkline == [[start + 60 * i, 1.5] for i in range(31)]
+
+
 def test_partly_used_allocation_shrinks_to_the_cards_in_use(
     world, django_capture_on_commit_callbacks
 ):

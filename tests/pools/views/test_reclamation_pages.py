@@ -9,7 +9,7 @@ from django.utils import timezone
 from factories import AllocationFactory, TeamFactory
 
 from pools.choices import IdleFindingState, TeamRole
-from pools.models import AuditEvent, IdleFinding, Membership, ReclamationPolicy
+from pools.models import AuditEvent, Exemption, IdleFinding, Membership, ReclamationPolicy
 
 pytestmark = pytest.mark.django_db
 
@@ -94,3 +94,173 @@ def test_policy_edit_saves_with_an_audit_event_and_rejects_inconsistent_threshol
 
 def test_policies_page_is_for_pool_admins(member_page):
     assert member_page.get("/idle/policies/").status_code == 403
+
+
+def _policy(finding, **fields):
+    return ReclamationPolicy.objects.create(pool=finding.allocation.pool, **fields)
+
+
+def test_a_findings_sparkline_and_threshold_are_on_the_page(admin_page, findings):
+    mine, _ = findings
+    mine.detail = {"sparkline": [[1_800_000_000, 2.5], [1_800_000_060, 4.0]]}
+    mine.save()
+    _policy(mine, idle_below_pct=25)
+    response = admin_page.get("/idle/")
+    body = response.content.decode()
+    assert f'id="spark-{mine.pk}"' in body
+    assert response.context["sparklines"] == [
+        {"id": mine.pk, "points": [[1_800_000_000, 2.5], [1_800_000_060, 4.0]], "threshold": 25.0}
+    ]
+    assert 'id="sparkline-data"' in body  # json_script for Chart.js
+
+
+def test_time_to_reclaim_counts_the_grace_from_the_warning(admin_page, findings):
+    mine, other = findings
+    now = timezone.now()
+    _policy(mine, dry_run=False, grace_hours=24)
+    IdleFinding.objects.filter(pk=mine.pk).update(
+        warned_at=now - timedelta(hours=19), dry_run=False
+    )
+    # the other allocation's pool is a separate one with its own (dry-run, 12 h) policy
+    _policy(other, dry_run=True, grace_hours=12)
+    IdleFinding.objects.filter(pk=other.pk).update(first_seen_at=now - timedelta(hours=9))
+    body = admin_page.get("/idle/").content.decode()
+    assert "<span data-time-to-reclaim>reclaim in 5 h</span>" in body  # 19 h + 5 h = 24 h
+    assert "<span data-time-to-reclaim>would reclaim in 3 h</span>" in body  # 9 h + 3 h = 12 h
+
+
+def test_time_to_reclaim_says_what_holds_a_finding_past_its_grace(admin_page, findings):
+    mine, other = findings
+    now = timezone.now()
+    _policy(mine, dry_run=False, grace_hours=24)
+    _policy(other, dry_run=False, grace_hours=24)
+    IdleFinding.objects.filter(pk=mine.pk).update(
+        warned_at=now - timedelta(hours=30),
+        dry_run=False,
+        note="changed within the 15 min cooldown",
+    )
+    IdleFinding.objects.filter(pk=other.pk).update(
+        warned_at=now - timedelta(hours=30), dry_run=False
+    )
+    body = admin_page.get("/idle/").content.decode()
+    assert "held: changed within the 15 min cooldown" in body
+    assert "<span data-time-to-reclaim>due at the next scan</span>" in body
+
+
+def test_exempt_from_the_findings_page(admin_page, member_page, findings):
+    mine, _ = findings
+    assert (
+        member_page.post(f"/idle/{mine.pk}/exempt/", {"reason": "x", "days": 3}).status_code == 403
+    )
+    assert not Exemption.objects.exists()
+
+    refused = admin_page.post(
+        f"/idle/{mine.pk}/exempt/", {"reason": "bench", "days": 91}, follow=True
+    )
+    assert not Exemption.objects.exists()
+    assert "Days: Ensure this value is less than or equal to 90." in refused.content.decode()
+
+    before = timezone.now()
+    admin_page.post(f"/idle/{mine.pk}/exempt/", {"reason": "benchmark next week", "days": 3})
+    exemption = Exemption.objects.get()
+    assert (exemption.allocation_id, exemption.team_id) == (mine.allocation_id, None)
+    assert exemption.reason == "benchmark next week"
+    assert before + timedelta(days=3) <= exemption.expires_at <= timezone.now() + timedelta(days=3)
+
+
+def test_reclaim_now_shrinks_to_the_cards_in_use(admin_page, member_page, findings):
+    mine, _ = findings  # 4 cards, 1 in use
+    _policy(mine, dry_run=False)
+    IdleFinding.objects.filter(pk=mine.pk).update(dry_run=False, warned_at=timezone.now())
+    body = admin_page.get("/idle/").content.decode()
+    assert f"Reclaim now: shrink allocation #{mine.allocation_id} from 4 to 1 card," in body
+
+    assert member_page.post(f"/idle/{mine.pk}/reclaim/").status_code == 403
+    assert IdleFinding.objects.get(pk=mine.pk).state == IdleFindingState.OPEN
+
+    done = admin_page.post(f"/idle/{mine.pk}/reclaim/", follow=True)
+    mine.refresh_from_db()
+    mine.allocation.refresh_from_db()
+    assert (mine.state, mine.cards_reclaimed, mine.allocation.card_count) == ("reclaimed", 3, 1)
+    assert f"Allocation #{mine.allocation_id} reclaimed: 3 cards back" in done.content.decode()
+
+
+def test_reclaim_now_under_a_dry_run_policy_is_refused_as_an_error(admin_page, findings):
+    mine, _ = findings
+    _policy(mine, dry_run=True)
+    assert "Reclaim now" not in admin_page.get("/idle/").content.decode()
+    response = admin_page.post(f"/idle/{mine.pk}/reclaim/", follow=True)
+    body = response.content.decode()
+    assert IdleFinding.objects.get(pk=mine.pk).state == IdleFindingState.OPEN
+    message = body.split('<article class="error" role="alert">')[1].split("</article>")[0]
+    assert "dry run" in message  # the service's refusal, styled as an error
+
+
+def test_a_dismiss_reason_over_1000_characters_says_so(admin_page, findings):
+    mine, _ = findings
+    response = admin_page.post(f"/idle/{mine.pk}/dismiss/", {"reason": "x" * 1001}, follow=True)
+    assert IdleFinding.objects.get(pk=mine.pk).state == IdleFindingState.OPEN
+    assert "at most 1000 characters (it has 1001)" in response.content.decode()
+
+
+def test_dismiss_says_for_how_long_and_a_second_undo_is_worded(admin_page, findings):
+    mine, other = findings
+    done = admin_page.post(f"/idle/{mine.pk}/dismiss/", {"reason": "waiting"}, follow=True)
+    assert "is not flagged again for 7 days" in done.content.decode()
+    IdleFinding.objects.filter(pk=other.pk).update(state=IdleFindingState.UNDONE)
+    again = admin_page.post(f"/idle/{other.pk}/undo/", follow=True)
+    assert "This reclamation was undone already." in again.content.decode()
+
+
+def test_revoke_an_exemption_from_the_policies_page(admin_page, member_page, findings):
+    mine, _ = findings
+    exemption = Exemption.objects.create(
+        allocation=mine.allocation, reason="demo", expires_at=timezone.now() + timedelta(days=2)
+    )
+    body = admin_page.get("/idle/policies/").content.decode()
+    assert f'name="exemption" value="{exemption.pk}"' in body
+
+    assert (
+        member_page.post(
+            "/idle/policies/", {"kind": "revoke", "exemption": exemption.pk}
+        ).status_code
+        == 403
+    )
+    exemption.refresh_from_db()
+    assert exemption.expires_at > timezone.now()
+
+    admin_page.post("/idle/policies/", {"kind": "revoke", "exemption": exemption.pk})
+    exemption.refresh_from_db()
+    assert exemption.expires_at <= timezone.now()
+    assert AuditEvent.objects.filter(action="exemption.revoked").count() == 1
+    assert (
+        f'name="exemption" value="{exemption.pk}"'
+        not in admin_page.get("/idle/policies/").content.decode()
+    )
+
+
+def test_exemption_form_errors_open_the_form(admin_page, findings):
+    team = findings[0].allocation.team
+    neither = admin_page.post(
+        "/idle/policies/", {"kind": "exemption", "reason": "x", "expires_at": "2099-01-01T00:00"}
+    ).content.decode()
+    assert '<details open id="grant-exemption">' in neither
+    assert "Exempt either a team or one allocation." in neither
+    past = admin_page.post(
+        "/idle/policies/",
+        {"kind": "exemption", "team": team.pk, "reason": "x", "expires_at": "2020-01-01T00:00"},
+    ).content.decode()
+    assert '<details open id="grant-exemption">' in past
+    assert "The exemption must end in the future." in past
+    assert not Exemption.objects.exists()
+    assert '<details id="grant-exemption">' in admin_page.get("/idle/policies/").content.decode()
+
+
+def test_policies_show_pool_names_and_plain_numbers(admin_page, findings):
+    pool = findings[0].allocation.pool
+    ReclamationPolicy.objects.create(pool=pool, idle_below_pct="30.00", min_coverage="0.90")
+    body = admin_page.get(f"/idle/policies/?pool={pool.slug}").content.decode()
+    assert f"<strong>Policy of {pool.name}</strong>" in body
+    assert '<td class="num">30 %</td>' in body
+    assert 'name="idle_below_pct" value="30"' in body
+    assert 'name="min_coverage" value="0.9"' in body
