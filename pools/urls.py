@@ -16,6 +16,7 @@ urlpatterns = [
     path("scheduler/drift/", views.scheduler_drift, name="scheduler-drift"),
     path("idle/", views_reclamation.idle_findings, name="idle-findings"),
     path("idle/policies/", views_reclamation.reclamation_policies, name="reclamation-policies"),
+    path("idle/scan/", views_reclamation.idle_scan_now, name="idle-scan-now"),
     path(
         "idle/<int:pk>/<str:action>/",
         views_reclamation.idle_finding_action,

@@ -28,6 +28,7 @@ from pools.services.reclamation_actions import (
     exemption_revoke,
     idle_finding_reclaim_now,
 )
+from pools.services.reclamation_runs import idle_scan_recorded, last_scan_run
 from pools.services.reclamation_whatif import OVERRIDABLE, reclamation_what_if
 from pools.views import Column, csv_response, pool_admin_required
 
@@ -110,8 +111,27 @@ def idle_findings(request):
             "sparklines": sparklines,
             "dismissal_days": DISMISSAL_HOLDS.days,
             "exempt_form": ExemptFindingForm(),
+            "last_scan": last_scan_run(),
+            "unscanned_pools": Pool.objects.filter(reclamation_policy__isnull=True).count(),
         },
     )
+
+
+@require_POST
+@pool_admin_required
+def idle_scan_now(request):
+    """Run the idle scan now (the beat runs it every 5 minutes) and say what it found."""
+    run = idle_scan_recorded()
+    if run.error:
+        messages.error(request, f"Scan could not run: {run.error}")
+    else:
+        messages.success(
+            request,
+            f"Scanned {run.allocations} allocation{'s' if run.allocations != 1 else ''}: "
+            f"{run.busy} busy, {run.idle} idle, {run.unknown} unknown; {run.warned} warned, "
+            f"{run.reclaimed} reclaimed.",
+        )
+    return redirect("pools:idle-findings")
 
 
 def _duration(delta: timedelta) -> str:

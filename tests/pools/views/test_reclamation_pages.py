@@ -264,3 +264,30 @@ def test_policies_show_pool_names_and_plain_numbers(admin_page, findings):
     assert '<td class="num">30 %</td>' in body
     assert 'name="idle_below_pct" value="30"' in body
     assert 'name="min_coverage" value="0.9"' in body
+
+
+def test_the_idle_page_says_when_the_scan_last_ran_and_admins_can_scan_now(
+    admin_page, member_page, settings
+):
+    from factories import PoolFactory
+
+    from pools.choices import Scheduler
+    from pools.models import IdleScanRun
+
+    PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")
+    body = admin_page.get("/idle/").content.decode()
+    assert "No scan has run yet." in body
+    assert "1 pool without a saved policy is not scanned" in body
+
+    assert member_page.post("/idle/scan/").status_code == 403
+    assert not IdleScanRun.objects.exists()
+
+    ReclamationPolicy.objects.create(pool=PoolFactory(slug="train"))
+    settings.PROMETHEUS_URL = ""
+    response = admin_page.post("/idle/scan/", follow=True)
+    (message,) = [str(m) for m in response.context["messages"]]
+    assert message == "Scan could not run: no Prometheus configured (PROMETHEUS_URL)"
+    run = IdleScanRun.objects.get()
+    assert run.error == "no Prometheus configured (PROMETHEUS_URL)"
+    body = response.content.decode()
+    assert "could not run" in body and "no Prometheus configured" in body
