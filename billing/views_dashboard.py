@@ -34,6 +34,8 @@ from pools.views_requests import PALETTE
 CAPACITY_COLUMNS = [
     Column("pool", lambda r: r["pool"]),
     Column("gpu_model", lambda r: r["gpu_model"]),
+    Column("pool_slug", lambda r: r["pool_slug"]),  # to join with the other tables' slugs
+    Column("gpu_model_slug", lambda r: r["gpu_model_slug"]),
     Column("driver_group", lambda r: r["driver_group"]),
     Column("total", lambda r: r["total"]),
     Column("healthy", lambda r: r["healthy"]),
@@ -69,7 +71,7 @@ TEAM_CARD_COLUMNS = [
 ]
 TEAM_COST_COLUMNS = [
     Column("team", lambda t: t.slug),
-    Column("amount", lambda t: t.amount),
+    Column("amount", lambda t: f"{t.amount:.2f}"),
     Column("currency", lambda t: t.currency),
 ]
 ALERT_COLUMNS = [
@@ -82,7 +84,9 @@ HEATMAP_COLUMNS = [
     Column("pool", lambda r: r[0].pool_slug),
     Column("node_state", lambda r: r[0].node_state),
     Column("gpu_index", lambda r: r[1].index),
+    Column("gpu_model", lambda r: r[1].gpu_model),
     Column("gpu_state", lambda r: r[1].state),
+    Column("util_pct", lambda r: None if r[1].util_pct is None else f"{r[1].util_pct:.1f}"),
 ]
 
 
@@ -123,6 +127,8 @@ def _capacity_table(rows: list[dashboard.CapacityRow]) -> list[dict]:
             {
                 "pool": row.pool,
                 "gpu_model": row.gpu_model,
+                "pool_slug": row.pool_slug,
+                "gpu_model_slug": row.gpu_model_slug,
                 "driver_group": "all",
                 "total": row.total,
                 "healthy": row.healthy,
@@ -140,6 +146,8 @@ def _capacity_table(rows: list[dashboard.CapacityRow]) -> list[dict]:
                 {
                     "pool": row.pool,
                     "gpu_model": row.gpu_model,
+                    "pool_slug": row.pool_slug,
+                    "gpu_model_slug": row.gpu_model_slug,
                     "driver_group": g.driver_group,
                     "total": g.total,
                     "healthy": g.healthy,
@@ -225,10 +233,13 @@ def admin_dashboard(request):
             page = int(request.GET.get("page", 1))
         except ValueError:
             page = 1
-        nodes, pages = dashboard.node_heatmap(filters=filters, now=now, page=page)
-        if request.GET.get("export") == "heatmap":
+        if request.GET.get("export") == "heatmap":  # every node, not the page shown
+            nodes, _ = dashboard.node_heatmap(filters=filters, now=now, page=None)
+            if heat == "util":
+                nodes, _ = utilisation.heatmap_utilisation(rows=nodes, now=now)
             cells = ((r, c) for r in nodes for c in r.cells)
             return csv_response(cells, HEATMAP_COLUMNS, "dashboard-gpus.csv")
+        nodes, pages = dashboard.node_heatmap(filters=filters, now=now, page=page)
         heat_error = None
         if heat == "util":
             nodes, heat_error = utilisation.heatmap_utilisation(rows=nodes, now=now)

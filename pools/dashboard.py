@@ -500,6 +500,7 @@ class HeatmapCell:
     # Mean utilisation, % (0-100), over the last 30 min: set only when the heatmap is coloured
     # by utilisation (pools.dashboard_utilisation.heatmap_utilisation); None is "no reading".
     util_pct: float | None = None
+    gpu_model: str = ""  # the model's slug, or "? <name>" when unrecognised
 
     @property
     def util_level(self) -> str:
@@ -523,9 +524,10 @@ class HeatmapRow:
 
 
 def node_heatmap(
-    *, filters: DashboardFilters, now: datetime, page: int = 1
+    *, filters: DashboardFilters, now: datetime, page: int | None = 1
 ) -> tuple[list[HeatmapRow], int]:
-    """Nodes × GPUs of one page (``HEATMAP_PAGE`` nodes by hostname) and the number of pages.
+    """Nodes × GPUs of one page (``HEATMAP_PAGE`` nodes by hostname; ``page=None``: every node,
+    for the CSV) and the number of pages.
 
     A cell's state is the card's health when its node is up, else the node's state (a card on a
     drained node is not schedulable, whatever its health). Three queries.
@@ -537,14 +539,17 @@ def node_heatmap(
         nodes = nodes.filter(driver_group__branch=filters.driver_branch)
     if filters.gpu_model:
         nodes = nodes.filter(gpus__gpu_model__slug=filters.gpu_model).distinct()
-    total = nodes.count()
-    pages = max(1, math.ceil(total / HEATMAP_PAGE))
-    page = min(max(page, 1), pages)
-    chosen = list(
-        nodes.order_by("hostname").values_list("pk", flat=True)[
-            (page - 1) * HEATMAP_PAGE : page * HEATMAP_PAGE
-        ]
-    )
+    if page is None:
+        pages = 1
+        chosen = list(nodes.order_by("hostname").values_list("pk", flat=True))
+    else:
+        pages = max(1, math.ceil(nodes.count() / HEATMAP_PAGE))
+        page = min(max(page, 1), pages)
+        chosen = list(
+            nodes.order_by("hostname").values_list("pk", flat=True)[
+                (page - 1) * HEATMAP_PAGE : page * HEATMAP_PAGE
+            ]
+        )
     gpus = (
         Gpu.objects.filter(node_id__in=chosen)
         .values(
@@ -585,8 +590,11 @@ def node_heatmap(
         state = g["health"] if g["node__state"] == NodeState.UP else g["node__state"]
         title = f"GPU {g['index']} · {model} · {state}"
         row["cells"].append(
-            HeatmapCell(g["index"], state, title, g["id"], g["uuid"], g["mig_mode"])
-        )
+            HeatmapCell(
+                g["index"], state, title, g["id"], g["uuid"], g["mig_mode"],
+                gpu_model=g["gpu_model__slug"] or f"? {g['raw_model_name'] or 'unknown'}",
+            )
+        )  # fmt: skip
     result = []
     for row in rows.values():
         main = max(row["models"], key=row["models"].get) if row["models"] else ""

@@ -229,16 +229,19 @@ def _csv(response) -> list[str]:
 def test_csv_exports(fleet, django_user_model):
     admin = _admin_client(django_user_model)
     assert _csv(admin.get("/dashboard/?export=capacity")) == [
-        "pool,gpu_model,driver_group,total,healthy,schedulable,usable,allocated,in_use,"
-        "in_use_reporting,idle_allocated,free,headroom",
-        "Train,A100 SXM4 80GB,all,6,3,3,3,2,,,0,1,thin",  # no Prometheus: in use unknown
-        "Train,A100 SXM4 80GB,R535,2,0,0,,,,,,,",
-        "Train,A100 SXM4 80GB,R550,4,3,3,,,,,,,",
+        "pool,gpu_model,pool_slug,gpu_model_slug,driver_group,total,healthy,schedulable,usable,"
+        "allocated,in_use,in_use_reporting,idle_allocated,free,headroom",
+        # no Prometheus: in use unknown
+        "Train,A100 SXM4 80GB,train,a100_80g_sxm,all,6,3,3,3,2,,,0,1,thin",
+        "Train,A100 SXM4 80GB,train,a100_80g_sxm,R535,2,0,0,,,,,,,",
+        "Train,A100 SXM4 80GB,train,a100_80g_sxm,R550,4,3,3,,,,,,,",
     ]
     assert _csv(admin.get("/dashboard/?export=teams-cards")) == ["team,cards_held", "nlp,2"]
     plan = _csv(admin.get("/dashboard/?export=plan"))
     assert len(plan) == 1 + 56 and plan[1].startswith("train,a100_80g_sxm,")
-    assert len(_csv(admin.get("/dashboard/?export=heatmap"))) == 1 + 6
+    heat = _csv(admin.get("/dashboard/?export=heatmap"))
+    assert heat[0] == "node,pool,node_state,gpu_index,gpu_model,gpu_state,util_pct"
+    assert len(heat) == 1 + 6 and heat[1].split(",")[4] == "a100_80g_sxm"
     assert _csv(admin.get("/dashboard/?export=forecast"))[1].startswith("train,a100_80g_sxm,")
     for table in ("alerts", "teams-cost"):
         assert admin.get(f"/dashboard/?export={table}").status_code == 200
@@ -273,3 +276,12 @@ def test_metrics_needs_no_login(client):
     response = client.get("/metrics")
     assert response.status_code == 200
     assert b"django_http_requests" in response.content
+
+
+def test_heatmap_csv_has_every_node_not_the_page(fleet, django_user_model, monkeypatch):
+    monkeypatch.setattr(dashboard, "HEATMAP_PAGE", 1)  # one node a page on screen
+    admin = _admin_client(django_user_model)
+    page = admin.get("/dashboard/?part=heatmap", headers={"HX-Request": "true"}).content.decode()
+    assert page.count('href="/nodes/') == 1
+    rows = _csv(admin.get("/dashboard/?export=heatmap"))[1:]
+    assert len(rows) == 6 and len({r.split(",")[0] for r in rows}) == 2

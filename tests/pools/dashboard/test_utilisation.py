@@ -247,9 +247,9 @@ def test_page_shows_cards_in_use(fleet, admin, prometheus):
     assert len(fake.queries) == 2  # the chart is not loaded with the page
     lines = b"".join(admin.get("/dashboard/?export=capacity").streaming_content).decode()
     lines = lines.splitlines()
-    assert lines[0].split(",")[8:10] == ["in_use", "in_use_reporting"]
-    assert next(line for line in lines if ",L40S,all," in line).split(",")[8:10] == ["4", "8"]
-    assert next(line for line in lines if ",L40S,R550," in line).split(",")[8:10] == ["4", "8"]
+    assert lines[0].split(",")[10:12] == ["in_use", "in_use_reporting"]
+    assert next(line for line in lines if ",l40s,all," in line).split(",")[10:12] == ["4", "8"]
+    assert next(line for line in lines if ",l40s,R550," in line).split(",")[10:12] == ["4", "8"]
     part = admin.get("/dashboard/?part=utilisation&range=24h", headers={"HX-Request": "true"})
     assert part.status_code == 200 and part["Vary"].count("HX-Request") == 1
     data = part.content.decode().split('id="util-chart-data" type="application/json">')[1]
@@ -337,3 +337,13 @@ def test_a_failed_reading_is_not_retried_on_every_refresh(fleet, admin, promethe
     for _ in range(3):  # the page refreshes every minute
         assert "In use: not available." in admin.get("/dashboard/").content.decode()
     assert len(down.queries) == 1  # one attempt per IN_USE_CACHE_S, not one per refresh
+
+
+def test_heatmap_csv_coloured_by_utilisation_carries_the_readings(fleet, admin, prometheus):
+    prometheus(FakePrometheus(series=fleet_series(timezone.now())))
+    lines = b"".join(admin.get("/dashboard/?export=heatmap&heat=util").streaming_content)
+    rows = [line.split(",") for line in lines.decode().splitlines()[1:]]
+    readings = [float(r[6]) for r in rows if r[6]]
+    # the same cards as the page's grid: one at >= 90 %, one without a reading
+    assert sum(value >= 90 for value in readings) == 1
+    assert sum(1 for r in rows if not r[6]) == 1
