@@ -18,7 +18,6 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from pools import selectors
-from pools.audit import audit_event_record
 from pools.choices import IdleFindingState
 from pools.errors import DomainError
 from pools.models import Allocation, Exemption, IdleFinding, Pool, ReclamationPolicy, Team
@@ -27,6 +26,7 @@ from pools.services.reclamation_actions import (
     exemption_grant,
     exemption_revoke,
     idle_finding_reclaim_now,
+    reclamation_policy_save,
 )
 from pools.services.reclamation_runs import idle_scan_recorded, last_scan_run
 from pools.services.reclamation_whatif import OVERRIDABLE, reclamation_what_if
@@ -330,17 +330,9 @@ def reclamation_policies(request):
     if request.method == "POST" and request.POST.get("kind") == "policy":
         pool = get_object_or_404(Pool, slug=edit)
         policy = policies.get(pool.pk) or ReclamationPolicy(pool=pool)
-        before = PolicyForm(instance=policy).initial if policy.pk else None
         form = PolicyForm(request.POST, instance=policy)
-        if form.is_valid():
-            saved = form.save()
-            audit_event_record(
-                actor=request.user,
-                action="reclamation_policy.saved",
-                obj=saved,
-                before={k: str(v) for k, v in (before or {}).items()},
-                after={k: str(v) for k, v in form.cleaned_data.items()},
-            )
+        if form.is_valid():  # one save path with the API: validated again, audited there
+            reclamation_policy_save(actor=request.user, pool=pool, **form.cleaned_data)
             messages.success(request, f"Policy of {pool.name} saved.")
             return redirect("pools:reclamation-policies")
     elif request.method == "POST" and request.POST.get("kind") == "exemption":
