@@ -436,6 +436,20 @@ def _record(
     _maybe_reclaim(finding, allocation, share, group, policy, now, report)
 
 
+def exemption_in_force(
+    *, team_id: int, allocation_id: int, now: datetime | None = None
+) -> Exemption | None:
+    """The longest-running exemption of the team or the allocation that has not expired."""
+    now = now or timezone.now()
+    return (
+        Exemption.objects.filter(
+            Q(team_id=team_id) | Q(allocation_id=allocation_id), expires_at__gt=now
+        )
+        .order_by("-expires_at", "-id")
+        .first()
+    )
+
+
 def _maybe_reclaim(
     finding: IdleFinding,
     allocation: Allocation,
@@ -455,13 +469,7 @@ def _maybe_reclaim(
     hold = None
     if not group.certainly_idle:
         hold = "idle but not certainly idle (a peak or process memory): not reclaimed"
-    exemption = (
-        Exemption.objects.filter(
-            Q(team_id=allocation.team_id) | Q(allocation_id=allocation.pk), expires_at__gt=now
-        )
-        .order_by("-expires_at")
-        .first()
-    )
+    exemption = exemption_in_force(team_id=allocation.team_id, allocation_id=allocation.pk, now=now)
     if exemption is not None:
         hold = f"exempt until {exemption.expires_at:%Y-%m-%d %H:%M}: {exemption.reason}"
         report.exempt += 1

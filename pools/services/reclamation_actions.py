@@ -13,14 +13,13 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from pools.audit import audit_event_record
 from pools.choices import IdleFindingState
 from pools.errors import InvalidInput, InvalidTransition, PermissionDenied
 from pools.models import Allocation, Exemption, IdleFinding, Pool, ReclamationPolicy, Team
-from pools.services.reclamation import _reclaim
+from pools.services.reclamation import _reclaim, exemption_in_force
 
 MAX_REASON_CHARS = 1000
 MAX_EXEMPTION = timedelta(days=365)
@@ -42,20 +41,6 @@ def _exemption_snapshot(exemption: Exemption) -> dict:
         "reason": exemption.reason,
         "expires_at": exemption.expires_at.isoformat(),
     }
-
-
-def exemption_in_force(
-    *, team_id: int, allocation_id: int, now: datetime | None = None
-) -> Exemption | None:
-    """The longest-running exemption of the team or the allocation that has not expired."""
-    now = now or timezone.now()
-    return (
-        Exemption.objects.filter(
-            Q(team_id=team_id) | Q(allocation_id=allocation_id), expires_at__gt=now
-        )
-        .order_by("-expires_at", "-id")
-        .first()
-    )
 
 
 def exemption_grant(

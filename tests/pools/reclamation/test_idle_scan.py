@@ -12,9 +12,9 @@ from datetime import timedelta
 
 import pytest
 from django.core import mail
-from django.test import override_settings
 from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
+from reclamation_support import fake_k8s  # noqa: F401  (fixture)
 
 from pools.choices import AllocationStatus, GpuHealth, IdleFindingState, Scheduler, TeamRole
 from pools.errors import InsufficientCapacity, InvalidTransition, PermissionDenied
@@ -54,15 +54,7 @@ def usage(uuid, util, *, namespace="team-nlp", host="k8s-n1", gap=None, fb=0.0):
 
 
 @pytest.fixture
-def fake_k8s():
-    scheduler_binding._ADAPTERS.clear()
-    with override_settings(SCHEDULERS={"kubernetes": {"BACKEND": "kubernetes-fake"}}):
-        yield scheduler_binding.scheduler_adapter("kubernetes")
-    scheduler_binding._ADAPTERS.clear()
-
-
-@pytest.fixture
-def world(fake_k8s, django_user_model, django_capture_on_commit_callbacks):
+def world(fake_k8s, django_user_model, django_capture_on_commit_callbacks):  # noqa: F811
     l40s = GpuModel.objects.get(slug="l40s")
     pool = PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")
     node = NodeFactory(hostname="k8s-n1", pool=pool, scheduler=Scheduler.KUBERNETES)
