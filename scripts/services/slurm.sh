@@ -25,6 +25,7 @@
 set -euo pipefail
 
 T0=$SECONDS
+TAG=slurm.sh
 ACTION="${1:-start}"
 ROOT="${SLURM_TEST_ROOT:-/var/lib/slurm-test}"
 CONF_DIR=/etc/slurm
@@ -45,59 +46,9 @@ NODES=("gpu-a100-01:17001:a100:4" "gpu-4090-01:17002:rtx4090:2")
 PACKAGES=(munge slurmctld slurmd slurm-client slurmdbd slurmrestd slurm-wlm-jwt-plugin
           slurm-wlm-mysql-plugin mariadb-client curl)
 
-say() { printf '[slurm.sh %2ds] %s\n' "$((SECONDS - T0))" "$*" >&2; }
-die() { printf '[slurm.sh] SLURM FAILED TO START: %s\n' "$*" >&2; exit 1; }
-
-# running PIDFILE COMM: the pid in PIDFILE is alive and its /proc comm is COMM
-running() {
-    local pid
-    [ -s "$1" ] || return 1
-    pid=$(tr -dc '0-9' < "$1" 2>/dev/null) || return 1
-    [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ]
-}
-
-# halt PIDFILE COMM: TERM that one pid, wait up to 30 s, then KILL it
-halt() {
-    local file=$1 comm=$2 pid
-    if running "$file" "$comm"; then
-        pid=$(tr -dc '0-9' < "$file")
-        say "stopping $comm (pid $pid)"
-        kill -TERM "$pid" 2>/dev/null || true
-        for _ in $(seq 60); do running "$file" "$comm" || break; sleep 0.5; done
-        running "$file" "$comm" && { kill -KILL "$pid" 2>/dev/null || true; sleep 0.5; }
-    fi
-    rm -f "$file"
-}
-
-# await WHAT SECONDS LOGFILE CMD...: poll CMD every 0.5 s; on timeout show LOGFILE and die
-await() {
-    local what=$1 limit=$2 logfile=$3
-    shift 3
-    local deadline=$((SECONDS + limit))
-    until "$@" >/dev/null 2>&1; do
-        if [ "$SECONDS" -ge "$deadline" ]; then
-            [ -f "$logfile" ] && tail -n 25 "$logfile" >&2
-            die "$what did not come up within ${limit}s (log: $logfile)"
-        fi
-        sleep 0.5
-    done
-}
-
-# install_file PATH MODE OWNER TEXT: write only when the content differs; sets CONFIG_CHANGED
-CONFIG_CHANGED=0
-install_file() {
-    local path=$1 mode=$2 owner=$3 text=$4 tmp
-    tmp=$(mktemp)
-    printf '%s\n' "$text" > "$tmp"
-    if [ -f "$path" ] && cmp -s "$tmp" "$path"; then
-        rm -f "$tmp"
-    else
-        install -m "$mode" -o "${owner%%:*}" -g "${owner##*:}" "$tmp" "$path"
-        rm -f "$tmp"
-        say "wrote $path"
-        CONFIG_CHANGED=1
-    fi
-}
+# shellcheck source=scripts/services/slurm-lib.sh
+. "$(dirname "$0")/slurm-lib.sh"
+slurm_cmd() { "$@"; }
 
 mysql_root() { mariadb --no-defaults -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot "$@"; }
 
@@ -112,28 +63,8 @@ rest_answers() { # both halves of the API: slurmctld (ping) and slurmdbd (diag)
     done
 }
 
-node_usable() { # idle, mixed, allocated or completing: not down, drained or invalid
-    case "$(sinfo -h -N -n "$1" -o '%t' 2>/dev/null | head -n1)" in
-        idle|mix|alloc|comp) return 0 ;;
-        *) return 1 ;;
-    esac
-}
-
 stop_all() {
-    if running "$ROOT/run/slurmctld.pid" slurmctld; then
-        # cancel first, so that no slurmstepd outlives its slurmd
-        local jobs
-        jobs=$(squeue -h -o '%A' 2>/dev/null | tr '\n' ' ')
-        if [ -n "${jobs// /}" ]; then
-            say "cancelling jobs $jobs"
-            # shellcheck disable=SC2086
-            scancel $jobs 2>/dev/null || true
-            for _ in $(seq 30); do
-                [ -z "$(squeue -h -t R,CG -o '%A' 2>/dev/null)" ] && break
-                sleep 0.5
-            done
-        fi
-    fi
+    running "$ROOT/run/slurmctld.pid" slurmctld && cancel_jobs
     halt "$ROOT/run/slurmrestd.pid" slurmrestd
     for node in "${NODES[@]}"; do halt "$ROOT/run/slurmd-${node%%:*}.pid" slurmd; done
     halt "$ROOT/run/slurmctld.pid" slurmctld
@@ -217,87 +148,13 @@ chmod 0600 "$JWT_KEY"
 DB_PASSWORD=$(cat "$ROOT/.dbpass")
 
 # --------------------------------------------------------------------------- configuration
-node_lines=""
-gres_lines=""
-accounted_tres="gres/gpu"
-for node in "${NODES[@]}"; do
-    IFS=: read -r name port gres_type cards <<<"$node"
-    node_lines+="NodeName=$name NodeHostname=localhost NodeAddr=127.0.0.1 Port=$port CPUs=8 Boards=1 SocketsPerBoard=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=16000 Gres=gpu:$gres_type:$cards State=UNKNOWN"$'\n'
-    gres_lines+="NodeName=$name Name=gpu Type=$gres_type File=$ROOT/fakegpu/$gres_type-[0-$((cards - 1))]"$'\n'
-    accounted_tres+=",gres/gpu:$gres_type"
-done
-
+# 22.05 needs task/none and switch/none named (24.11 has neither)
 install_file "$CONF_DIR/slurm.conf" 0644 root:root "$HEADER
-ClusterName=$CLUSTER
-SlurmctldHost=localhost
-SlurmUser=slurm
-AuthType=auth/munge
-AuthAltTypes=auth/jwt
-AuthAltParameters=jwt_key=$JWT_KEY
-CredType=cred/munge
-SlurmctldPort=6817
-SlurmdPort=6818
-CommunicationParameters=NoInAddrAny
-StateSaveLocation=$ROOT/ctld
-SlurmdSpoolDir=$ROOT/spool/%n
-SlurmctldPidFile=$ROOT/run/slurmctld.pid
-SlurmdPidFile=$ROOT/run/slurmd-%n.pid
-SlurmctldLogFile=$ROOT/log/slurmctld.log
-SlurmdLogFile=$ROOT/log/slurmd-%n.log
-SlurmctldDebug=info
-SlurmdDebug=info
-MailProg=/bin/true
-# no cgroups: runs in containers and VMs without systemd
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/linux
-JobAcctGatherFrequency=30
-MpiDefault=none
-SwitchType=switch/none
-ReturnToService=2
-SchedulerType=sched/backfill
-# short cycles: a job released by a limit change starts within seconds, not a minute
-SchedulerParameters=bf_interval=5,sched_interval=10
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-# without a default every job takes a whole node's memory and only one runs per node
-DefMemPerCPU=256
-# the nodes claim more CPUs than the machine has
-SlurmdParameters=config_overrides
-MinJobAge=300
-KillWait=5
-InactiveLimit=0
-Waittime=0
-GresTypes=gpu
-AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost=localhost
-AccountingStoragePort=6819
-AccountingStorageTRES=$accounted_tres
-AccountingStorageEnforce=associations,limits,qos
-JobCompType=jobcomp/none
-${node_lines}PartitionName=$PARTITION Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
-
+$(slurm_conf "$CLUSTER" "$ROOT" 6817 6818 6819 "$JWT_KEY" $'TaskPlugin=task/none\nSwitchType=switch/none\n' "${NODES[@]}")"
 install_file "$CONF_DIR/gres.conf" 0644 root:root "$HEADER
-AutoDetect=off
-${gres_lines%$'\n'}"
-
+$(gres_conf "$ROOT" "${NODES[@]}")"
 install_file "$CONF_DIR/slurmdbd.conf" 0600 slurm:slurm "$HEADER
-AuthType=auth/munge
-AuthAltTypes=auth/jwt
-AuthAltParameters=jwt_key=$JWT_KEY
-DbdHost=localhost
-DbdAddr=127.0.0.1
-DbdPort=6819
-SlurmUser=slurm
-DebugLevel=info
-LogFile=$ROOT/log/slurmdbd.log
-PidFile=$ROOT/run/slurmdbd.pid
-StorageType=accounting_storage/mysql
-StorageHost=$MYSQL_HOST
-StoragePort=$MYSQL_PORT
-StorageUser=slurm
-StoragePass=$DB_PASSWORD
-StorageLoc=slurm_acct_db"
+$(slurmdbd_conf "$ROOT" 6819 "$JWT_KEY" "$MYSQL_HOST" "$MYSQL_PORT" slurm "$DB_PASSWORD" slurm_acct_db)"
 
 if [ "$CONFIG_CHANGED" = 1 ]; then
     say "configuration changed: restarting the Slurm daemons that run"
@@ -327,51 +184,14 @@ if ! running "$ROOT/run/slurmdbd.pid" slurmdbd; then
         service mariadb start > /dev/null 2>&1 || true
         await "MariaDB on $MYSQL_HOST:$MYSQL_PORT" 60 /var/log/mysql/error.log mysql_root -e 'SELECT 1'
     fi
-    mysql_root -e "
-        CREATE DATABASE IF NOT EXISTS slurm_acct_db;
-        CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '$DB_PASSWORD';
-        CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '$DB_PASSWORD';
-        ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$DB_PASSWORD';
-        ALTER USER 'slurm'@'localhost' IDENTIFIED BY '$DB_PASSWORD';
-        GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
-        GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';" \
+    db_grant mysql_root slurm_acct_db slurm "$DB_PASSWORD" \
         || die "cannot create the slurm database user in MariaDB ($MYSQL_HOST:$MYSQL_PORT as root)"
-    # A slurmdbd killed mid-transaction (two test runs racing on one cluster, seen here) can leave
-    # user associations whose account association is gone; 22.05 then segfaults on every start.
-    # Drop such orphans (and their account rows) before starting it.
-    mysql_root slurm_acct_db -e "
-        SET @t = (SELECT COUNT(*) FROM information_schema.tables
-                  WHERE table_schema = 'slurm_acct_db' AND table_name = '${CLUSTER}_assoc_table');
-        SET @q = IF(@t = 0, 'SELECT 0', CONCAT(
-            'DELETE a FROM \`${CLUSTER}_assoc_table\` a LEFT JOIN \`${CLUSTER}_assoc_table\` p ',
-            'ON p.acct = a.acct AND p.user = \'\' WHERE a.user <> \'\' AND p.id_assoc IS NULL'));
-        PREPARE cleanup FROM @q; EXECUTE cleanup; DEALLOCATE PREPARE cleanup;" \
-        || say "could not check the accounting database for orphaned associations"
+    drop_orphan_associations mysql_root slurm_acct_db "$CLUSTER"
     slurmdbd
     await "slurmdbd" 60 "$ROOT/log/slurmdbd.log" sacctmgr -n list cluster
     say "slurmdbd started"
 fi
-if ! sacctmgr -n -P list cluster format=cluster | grep -qx "$CLUSTER"; then
-    sacctmgr -i add cluster "$CLUSTER" >/dev/null # before slurmctld first starts
-    say "registered cluster $CLUSTER"
-fi
-associations=$(sacctmgr -n -P list assoc format=cluster,account,user)
-if ! grep -qx "$CLUSTER|root|$ADMIN_USER" <<<"$associations"; then
-    sacctmgr -i add user "$ADMIN_USER" account=root cluster="$CLUSTER" adminlevel=Administrator >/dev/null
-    say "added slurmdb administrator $ADMIN_USER"
-fi
-# The test users' default account: a user's first association becomes its default, and
-# slurmdbd refuses to delete a default account, so tests' own accounts must never be one.
-for user in $TEST_USERS; do
-    if ! grep -qx "$CLUSTER|sandbox|$user" <<<"$associations"; then
-        grep -q "^$CLUSTER|sandbox|$" <<<"$associations" || sacctmgr -i add account sandbox \
-            cluster="$CLUSTER" parent=root description="test users' default" organization=portal >/dev/null
-        associations+=$'\n'"$CLUSTER|sandbox|"
-        sacctmgr -i add user "$user" account=sandbox cluster="$CLUSTER" >/dev/null
-        sacctmgr -i modify user "$user" set defaultaccount=sandbox >/dev/null
-        say "test user $user: default account sandbox"
-    fi
-done
+register_accounts "$CLUSTER" "$ADMIN_USER" "$TEST_USERS"
 
 # --------------------------------------------------------------------------- slurmctld, slurmd
 if ! running "$ROOT/run/slurmctld.pid" slurmctld; then
@@ -387,15 +207,7 @@ for node in "${NODES[@]}"; do
         say "slurmd $name started"
     fi
 done
-for node in "${NODES[@]}"; do
-    name=${node%%:*}
-    if ! node_usable "$name"; then
-        # a node drained by an earlier config or a crash stays drained until resumed
-        sleep 1
-        node_usable "$name" || scontrol update nodename="$name" state=resume 2>/dev/null || true
-        await "node $name" 60 "$ROOT/log/slurmctld.log" node_usable "$name"
-    fi
-done
+resume_nodes "$ROOT/log/slurmctld.log" "${NODES[@]}"
 
 # --------------------------------------------------------------------------- slurmrestd
 if ! running "$ROOT/run/slurmrestd.pid" slurmrestd; then
@@ -411,7 +223,7 @@ fi
 await "slurmrestd" 60 "$ROOT/log/slurmrestd.log" rest_answers
 
 # --------------------------------------------------------------------------- env file for tests
-env_text="$HEADER
+write_env_file "$ENV_FILE" "$HEADER
 SLURMRESTD_URL=http://127.0.0.1:$REST_PORT
 SLURM_API_VERSION=$API_VERSION
 SLURM_CLUSTER=$CLUSTER
@@ -420,7 +232,4 @@ SLURM_JWT_KEY=$JWT_KEY
 SLURM_ADMIN_USER=$ADMIN_USER
 SLURM_TEST_USERS=\"$TEST_USERS\"
 SLURM_RELEASE=$SLURM_RELEASE"
-if ! { [ -f "$ENV_FILE" ] && [ "$(cat "$ENV_FILE")" = "$env_text" ]; }; then
-    (umask 077; printf '%s\n' "$env_text" > "$ENV_FILE")
-fi
 say "ready: http://127.0.0.1:$REST_PORT (Slurm $SLURM_RELEASE, env file $ENV_FILE)"

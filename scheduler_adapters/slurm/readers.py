@@ -1,0 +1,386 @@
+"""Reading slurmrestd JSON, shared by every API version's dialect module.
+
+Each helper takes the value (or the object and key) and the JSON path it came from, and raises
+:class:`~scheduler_adapters.errors.UnexpectedResponse` naming that path when the field has
+another shape, which is what a response from another API version looks like. Numbers may be
+bare (v0.0.38) or ``{set, infinite, number}`` objects (v0.0.39 on): :mod:`.values` folds both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from scheduler_adapters.errors import UnexpectedResponse
+from scheduler_adapters.records import Association, GpuSlot, JobPlacement, JobRecord, JobState
+from scheduler_adapters.slurm.gres import GPU, parse_gres, parse_tres
+from scheduler_adapters.slurm.hostlist import expand_hostlist
+from scheduler_adapters.slurm.values import unwrap, unwrap_timestamp
+
+HOLDING_GPUS = frozenset({JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING})
+"""Job states in which a job holds its allocated cards."""
+
+StateReader = Callable[[Any, str], "JobState | None"]
+"""Reads a job's state field (``job_state`` or ``state.current``) at a JSON path: a string in
+v0.0.38, a list of words from v0.0.40 on."""
+
+
+def unexpected(path: str, expected: str, got: Any) -> UnexpectedResponse:
+    """The error for a field of the wrong shape: ``expected <path> to be <expected>``."""
+    shown = repr(got)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    return UnexpectedResponse(
+        f"slurmrestd response: expected {path} to be {expected}, got {shown} "
+        "(is the server speaking another API version?)"
+    )
+
+
+def dig(entry: Mapping[str, Any], keys: tuple[str, ...], path: str) -> Any:
+    """``entry[k1][k2]...``; a missing level raises naming ``path``."""
+    value: Any = entry
+    for key in keys:
+        if not isinstance(value, dict) or key not in value:
+            raise UnexpectedResponse(f"slurmrestd response has no {path}")
+        value = value[key]
+    return value
+
+
+def list_at(payload: Mapping[str, Any], key: str, path: str) -> list[Any]:
+    value = payload.get(key) if isinstance(payload, dict) else None
+    if not isinstance(value, list):
+        raise unexpected(path, "a list", value)
+    return value
+
+
+def object_at(value: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise unexpected(path, "an object", value)
+    return value
+
+
+def str_at(entry: Mapping[str, Any], key: str, path: str) -> str:
+    value = entry.get(key)
+    if not isinstance(value, str):
+        raise unexpected(path, "a string", value)
+    return value
+
+
+def optional_str_at(entry: Mapping[str, Any], key: str, path: str) -> str | None:
+    """A string field; ``None`` for null or ``""`` (v0.0.4x: ``""`` for 22.05's null)."""
+    value = entry.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise unexpected(path, "a string or null", value)
+    return value or None
+
+
+def int_at(entry: Mapping[str, Any], key: str, path: str) -> int:
+    value = entry.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise unexpected(path, "an integer", value)
+    return value
+
+
+def number(value: Any, path: str) -> int | float | None:
+    """A slurmrestd number (bare or ``{set, infinite, number}``); ``None`` when unset."""
+    try:
+        return unwrap(value)
+    except ValueError as exc:
+        raise unexpected(path, "a number", value) from exc
+
+
+def timestamp_at(entry: Mapping[str, Any], key: str, path: str) -> datetime | None:
+    """Epoch seconds (bare or wrapped) as an aware UTC datetime; 0 and unset are ``None``."""
+    try:
+        return unwrap_timestamp(entry.get(key))
+    except ValueError as exc:
+        raise unexpected(f"{path}.{key}", "epoch seconds", entry.get(key)) from exc
+
+
+def reason(value: Any, path: str) -> str | None:
+    """A job's state reason; ``"None"`` (Slurm's word for no reason) is ``None``."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise unexpected(path, "a string", value)
+    return None if value in ("", "None") else value
+
+
+def job_state_word(value: str) -> JobState | None:
+    """22.05's ``job_state`` string (the base state) -> :class:`JobState`; unknown -> ``None``."""
+    word = value.split()[0].upper() if value.strip() else ""
+    try:
+        return JobState(word)
+    except ValueError:
+        return None
+
+
+def job_state_list(value: Any, path: str) -> JobState | None:
+    """v0.0.40+'s ``job_state`` / ``state.current`` list: the base state followed by flags
+    (``["PENDING"]``, ``["RUNNING", "COMPLETING"]``; job_state_string in slurm_protocol_defs.c
+    puts the base state first). The COMPLETING flag wins, as 22.05's single word did; otherwise
+    the first word that is a state. ``None`` when no word is one."""
+    if not isinstance(value, list) or not all(isinstance(word, str) for word in value):
+        raise unexpected(path, "a list of state words", value)
+    words = [word.upper() for word in value]
+    if "COMPLETING" in words:
+        return JobState.COMPLETING
+    for word in words:
+        try:
+            return JobState(word)
+        except ValueError:
+            continue
+    return None
+
+
+def elapsed_s(start: datetime | None, end: datetime | None, now: datetime) -> int | None:
+    """Seconds a job has run up to ``end`` (or ``now`` while it runs); 0 before it started."""
+    if start is None:
+        return 0 if end is None else None
+    return max(0, int(((end or now) - start).total_seconds()))
+
+
+def gpu_counts(tres: Mapping[str, int | Decimal] | None) -> dict[str | None, int]:
+    """``{"gres/gpu": 3, "gres/gpu:a100": 2}`` -> ``{"a100": 2, None: 1}``."""
+    if not tres:
+        return {}
+    typed = {
+        name.removeprefix("gres/gpu:"): int(count)
+        for name, count in tres.items()
+        if name.startswith("gres/gpu:") and count
+    }
+    total = int(tres.get("gres/gpu", 0) or 0)
+    untyped = total - sum(typed.values())
+    if untyped > 0:
+        typed[None] = untyped
+    return typed
+
+
+def tres_string(value: Any, path: str) -> dict[str, Decimal] | None:
+    """A TRES string (``cpu=1,gres/gpu:a100=1``) as ``{name: count}``; empty -> ``None``."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise unexpected(path, "a TRES string such as 'cpu=1,gres/gpu:a100=1'", value)
+    try:
+        return parse_tres(value)
+    except ValueError as exc:
+        raise UnexpectedResponse(f"unreadable TRES at {path}: {exc}") from exc
+
+
+def tres_list(value: Any, path: str) -> dict[str, int]:
+    """A TRES list of ``{type, name, count}`` as ``{"gres/gpu:a100": 1, "cpu": 4}``; entries
+    Slurm did not measure (energy's -2, unset counts) are left out."""
+    if not isinstance(value, list):
+        raise unexpected(path, "a list of {type, name, count}", value)
+    result: dict[str, int] = {}
+    for index, entry in enumerate(value):
+        if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
+            raise unexpected(f"{path}[{index}]", "an object {type, name, count}", entry)
+        count = number(entry.get("count"), f"{path}[{index}].count")
+        if count is None or count < 0:
+            continue
+        name = entry.get("name")
+        key = f"{entry['type']}/{name}" if name else entry["type"]
+        result[key] = int(count)
+    return result
+
+
+def gpu_slots(entry: Mapping[str, Any]) -> tuple[GpuSlot, ...]:
+    """The cards a running job holds, from ``nodes`` (a host list, ``gpu-a100-[01-02]``) and
+    ``gres_detail`` (one GRES string per node in that order, ``["gpu:a100:2(IDX:0-1)"]``, as
+    ``scontrol show job -d`` prints ``GRES=``). Anything unreadable gives ``()``, so the caller
+    treats the job's cards as unknown instead of guessing."""
+    nodes_text = entry.get("nodes")
+    details = entry.get("gres_detail")
+    if not isinstance(nodes_text, str) or not isinstance(details, list):
+        return ()
+    try:
+        nodes = expand_hostlist(nodes_text)
+    except ValueError:
+        return ()
+    if len(nodes) != len(details):
+        return ()
+    slots = []
+    for node, detail in zip(nodes, details, strict=True):
+        items = parse_gres(detail) if isinstance(detail, str) else None
+        if items is None:
+            return ()
+        for item in items:
+            if item.name != GPU:
+                continue
+            if item.indexes is None or len(item.indexes) != item.count:
+                return ()
+            slots.extend(GpuSlot(node, device, item.type) for device in item.indexes)
+    return tuple(slots)
+
+
+# --------------------------------------------------------------------------- whole responses
+
+
+def partition_gpus(
+    payload: Mapping[str, Any], *, partition_tres: Callable[[Any, str], Any]
+) -> dict[str, dict[str, int]]:
+    """``GET /partitions`` -> ``{partition: {gres_type: cards}}`` from each partition's TRES.
+
+    Untyped GPUs (only ``gres/gpu=N``) are not listed: a GPU limit names a type.
+    ``partition_tres(value, path)`` gives the TRES string of a partition's ``tres`` field.
+    """
+    result: dict[str, dict[str, int]] = {}
+    for index, entry in enumerate(list_at(payload, "partitions", "partitions")):
+        path = f"partitions[{index}]"
+        name = str_at(entry, "name", f"{path}.name")
+        tres = tres_string(partition_tres(entry.get("tres"), f"{path}.tres"), f"{path}.tres")
+        result[name] = {
+            gres_type: cards
+            for gres_type, cards in gpu_counts(tres).items()
+            if gres_type is not None
+        }
+    return result
+
+
+def associations(payload: Mapping[str, Any]) -> list[Association]:
+    """``GET /associations`` -> associations with their ``GrpTRES`` (``max.tres.total``)."""
+    found = []
+    for index, entry in enumerate(list_at(payload, "associations", "associations")):
+        path = f"associations[{index}]"
+        if not isinstance(entry, dict):
+            raise unexpected(path, "an object", entry)
+        total = dig(entry, ("max", "tres", "total"), f"{path}.max.tres.total")
+        if not isinstance(total, list):
+            raise unexpected(f"{path}.max.tres.total", "a list", total)
+        found.append(
+            Association(
+                account=str_at(entry, "account", f"{path}.account"),
+                user=optional_str_at(entry, "user", f"{path}.user"),
+                partition=optional_str_at(entry, "partition", f"{path}.partition"),
+                parent_account=optional_str_at(entry, "parent_account", f"{path}.parent_account"),
+                grp_tres=tres_list(total, f"{path}.max.tres.total"),
+            )
+        )
+    return found
+
+
+def controller_jobs(
+    payload: Mapping[str, Any], *, now: datetime, job_state: StateReader
+) -> list[JobRecord]:
+    """``GET /slurm/.../job/{id}`` or ``/jobs`` -> job records.
+
+    slurmctld reports a pending job's expected start and a running job's expected end in
+    ``start_time``/``end_time``; only times that have happened are kept. ``elapsed_s`` is
+    computed (this version has no such field) up to ``now`` while the job runs.
+    """
+    records = []
+    for index, entry in enumerate(list_at(payload, "jobs", "jobs")):
+        path = f"jobs[{index}]"
+        if not isinstance(entry, dict):
+            raise unexpected(path, "an object", entry)
+        state = job_state(entry.get("job_state"), f"{path}.job_state")
+        started = state is not None and state is not JobState.PENDING
+        start = timestamp_at(entry, "start_time", path) if started else None
+        end = (
+            timestamp_at(entry, "end_time", path) if state is not None and state.finished else None
+        )
+        requested = gpu_counts(tres_string(entry.get("tres_req_str"), f"{path}.tres_req_str"))
+        allocated = gpu_counts(tres_string(entry.get("tres_alloc_str"), f"{path}.tres_alloc_str"))
+        records.append(
+            JobRecord(
+                job_id=int_at(entry, "job_id", f"{path}.job_id"),
+                name=optional_str_at(entry, "name", f"{path}.name"),
+                account=optional_str_at(entry, "account", f"{path}.account"),
+                user=optional_str_at(entry, "user_name", f"{path}.user_name"),
+                partition=optional_str_at(entry, "partition", f"{path}.partition"),
+                state=state,
+                state_reason=reason(entry.get("state_reason"), f"{path}.state_reason"),
+                gpus_requested=requested,
+                gpus_allocated=allocated if started else {},
+                submit=timestamp_at(entry, "submit_time", path),
+                start=start,
+                end=end,
+                elapsed_s=elapsed_s(start, end, now),
+            )
+        )
+    return records
+
+
+def job_placements(payload: Mapping[str, Any], *, job_state: StateReader) -> list[JobPlacement]:
+    """``GET /slurm/.../jobs`` -> the jobs that hold cards now, with the cards they hold.
+
+    ``nodes`` is a host list (``gpu-a100-[01-02]``) and ``gres_detail`` has one GRES string
+    per node in that order (``["gpu:a100:2(IDX:0-1)"]``; ``scontrol show job -d`` prints the
+    same as ``GRES=``). A job whose details cannot be read keeps no slots (``placed`` false),
+    so the caller treats its cards as unknown instead of guessing.
+    """
+    placements = []
+    for index, entry in enumerate(list_at(payload, "jobs", "jobs")):
+        path = f"jobs[{index}]"
+        if not isinstance(entry, dict):
+            raise unexpected(path, "an object", entry)
+        state = job_state(entry.get("job_state"), f"{path}.job_state")
+        if state not in HOLDING_GPUS:
+            continue
+        allocated = gpu_counts(tres_string(entry.get("tres_alloc_str"), f"{path}.tres_alloc_str"))
+        if not allocated:
+            continue
+        placements.append(
+            JobPlacement(
+                job_id=int_at(entry, "job_id", f"{path}.job_id"),
+                account=optional_str_at(entry, "account", f"{path}.account"),
+                user=optional_str_at(entry, "user_name", f"{path}.user_name"),
+                partition=optional_str_at(entry, "partition", f"{path}.partition"),
+                state=state,
+                start=timestamp_at(entry, "start_time", path),
+                gpus_allocated=allocated,
+                slots=gpu_slots(entry),
+            )
+        )
+    return placements
+
+
+def accounting_jobs(payload: Mapping[str, Any], *, job_state: StateReader) -> list[JobRecord]:
+    """``GET /slurmdb/.../jobs`` or ``/job/{id}`` -> job records.
+
+    TRES are the lists ``tres.allocated``/``tres.requested`` of ``{type, name, count}``
+    (``{"type": "gres", "name": "gpu:a100", "count": 1}``); ``time.elapsed`` is seconds.
+    """
+    records = []
+    for index, entry in enumerate(list_at(payload, "jobs", "jobs")):
+        path = f"jobs[{index}]"
+        if not isinstance(entry, dict):
+            raise unexpected(path, "an object", entry)
+        state_block = dig(entry, ("state",), f"{path}.state")
+        if not isinstance(state_block, dict):
+            raise unexpected(f"{path}.state", "an object with 'current'", state_block)
+        times = dig(entry, ("time",), f"{path}.time")
+        if not isinstance(times, dict):
+            raise unexpected(f"{path}.time", "an object", times)
+        tres = dig(entry, ("tres",), f"{path}.tres")
+        if not isinstance(tres, dict):
+            raise unexpected(f"{path}.tres", "an object", tres)
+        elapsed = number(times.get("elapsed"), f"{path}.time.elapsed")
+        records.append(
+            JobRecord(
+                job_id=int_at(entry, "job_id", f"{path}.job_id"),
+                name=optional_str_at(entry, "name", f"{path}.name"),
+                account=optional_str_at(entry, "account", f"{path}.account"),
+                user=optional_str_at(entry, "user", f"{path}.user"),
+                partition=optional_str_at(entry, "partition", f"{path}.partition"),
+                state=job_state(state_block.get("current"), f"{path}.state.current"),
+                state_reason=reason(state_block.get("reason"), f"{path}.state.reason"),
+                gpus_requested=gpu_counts(
+                    tres_list(tres.get("requested", []), f"{path}.tres.requested")
+                ),
+                gpus_allocated=gpu_counts(
+                    tres_list(tres.get("allocated", []), f"{path}.tres.allocated")
+                ),
+                submit=timestamp_at(times, "submission", f"{path}.time"),
+                start=timestamp_at(times, "start", f"{path}.time"),
+                end=timestamp_at(times, "end", f"{path}.time"),
+                elapsed_s=None if elapsed is None else int(elapsed),
+            )
+        )
+    return records
