@@ -10,13 +10,16 @@ upper case like Django's ``DATABASES``:
 - ``JWT_KEY_PATH`` (the HS256 key file; tokens are minted here) or ``TOKEN`` (one fixed token
   for every user, e.g. a SlurmUser token); exactly one*.
 - ``TOKEN_LIFESPAN_S``: lifespan of minted tokens, default 900.
-- ``API_VERSION``: ``"v0.0.38"``; discovered from the server when absent.
+- ``API_VERSION``: ``"v0.0.38"``, ``"v0.0.40"``, ``"v0.0.41"`` or ``"v0.0.42"``; discovered
+  from the server (the newest both know) when absent or empty.
 - ``TIMEOUT_S`` (default 30; keep it above slurmrestd's own ~9 s wait for a controller that
   is down) and ``CONNECT_TIMEOUT_S`` (default 5).
 - ``PARENT_ACCOUNT`` (default ``root``) and ``SENTINEL_ACCOUNT`` (default
   ``zz-portal-sentinel``, an empty sibling used to work around a 22.05 slurmdbd bug).
 - ``TIME_ZONE``: the slurmdbd host's zone, in which accounting query times are read; ``UTC``.
-- ``SACCTMGR``: ``{"ENABLED": bool, "PATH": str, "TIMEOUT_S": float}``; disabled by default.
+- ``SACCTMGR``: ``{"ENABLED": bool, "PATH": str, "PREFIX": str, "TIMEOUT_S": float}``;
+  disabled by default. ``PREFIX`` (shell words) is put before the command to reach the
+  cluster's client: ``"chroot /opt/portal-slurm-modern"``, ``"ssh slurm-head"``.
 - ``PARTITIONS``: fake only, ``{partition: {gres_type: cards}}``; default the test cluster.
 
 (* slurm backend only.) :func:`slurm_settings_from_env` reads the same names the test
@@ -36,6 +39,7 @@ Kubernetes (``BACKEND`` ``"kubernetes"``, or ``"kubernetes-fake"`` in memory):
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -79,7 +83,7 @@ _KUBERNETES_KEYS = {
     "CONNECT_TIMEOUT_S",
 }
 _KUBERNETES_FAKE_KEYS = {"BACKEND", "KUEUE", "NAMESPACE_PREFIX"}
-_SACCTMGR_KEYS = {"ENABLED", "PATH", "TIMEOUT_S"}
+_SACCTMGR_KEYS = {"ENABLED", "PATH", "PREFIX", "TIMEOUT_S"}
 
 
 def build_scheduler_adapter(
@@ -166,8 +170,10 @@ def _flag(settings: Mapping[str, Any], key: str) -> bool:
 def slurm_settings_from_env(env: Mapping[str, str]) -> dict[str, Any]:
     """Settings for the slurm backend from environment-style names: ``SLURMRESTD_URL``,
     ``SLURM_ADMIN_USER``, ``SLURM_CLUSTER``, ``SLURM_JWT_KEY`` (key path) or
-    ``SLURM_JWT`` (token), ``SLURM_API_VERSION``, ``SLURM_TIME_ZONE``, ``SLURM_SACCTMGR``
-    (``1`` enables the fallback)."""
+    ``SLURM_JWT`` (token), ``SLURM_API_VERSION`` (empty: discover), ``SLURM_TIME_ZONE``,
+    ``SLURM_SACCTMGR`` (``1`` enables the fallback), and how to run the cluster's own
+    commands: ``SLURM_COMMAND_PREFIX`` (shell words) or ``SLURM_MODERN_ROOT`` (a chroot,
+    as ``scripts/services/slurm-modern.sh`` writes), see :func:`slurm_command_prefix`."""
     settings: dict[str, Any] = {
         "BACKEND": "slurm",
         "URL": env.get("SLURMRESTD_URL", ""),
@@ -175,13 +181,27 @@ def slurm_settings_from_env(env: Mapping[str, str]) -> dict[str, Any]:
         "CLUSTER": env.get("SLURM_CLUSTER", ""),
         "API_VERSION": env.get("SLURM_API_VERSION") or None,
         "TIME_ZONE": env.get("SLURM_TIME_ZONE", "UTC"),
-        "SACCTMGR": {"ENABLED": env.get("SLURM_SACCTMGR", "") in ("1", "true", "yes")},
+        "SACCTMGR": {
+            "ENABLED": env.get("SLURM_SACCTMGR", "") in ("1", "true", "yes"),
+            "PREFIX": shlex.join(slurm_command_prefix(env)),
+        },
     }
     if env.get("SLURM_JWT_KEY"):
         settings["JWT_KEY_PATH"] = env["SLURM_JWT_KEY"]
     elif env.get("SLURM_JWT"):
         settings["TOKEN"] = env["SLURM_JWT"]
     return settings
+
+
+def slurm_command_prefix(env: Mapping[str, str]) -> list[str]:
+    """What to put before ``sacctmgr``/``scontrol``/``sbatch`` to run them on the cluster an
+    env file describes: ``SLURM_COMMAND_PREFIX`` (shell words, e.g. ``ssh slurm-head``) wins;
+    else ``SLURM_MODERN_ROOT`` means ``chroot <root>``; else nothing (the local client)."""
+    if env.get("SLURM_COMMAND_PREFIX"):
+        return shlex.split(env["SLURM_COMMAND_PREFIX"])
+    if env.get("SLURM_MODERN_ROOT"):
+        return ["chroot", env["SLURM_MODERN_ROOT"]]
+    return []
 
 
 def read_env_file(path: str | Path) -> dict[str, str]:
@@ -206,6 +226,7 @@ def _sacctmgr(config: Mapping[str, Any] | None, cluster: str) -> SacctmgrFallbac
     return SacctmgrFallback(
         cluster=cluster,
         executable=config.get("PATH", "sacctmgr"),
+        prefix=shlex.split(config.get("PREFIX", "")),
         timeout_s=float(config.get("TIMEOUT_S", 30)),
     )
 

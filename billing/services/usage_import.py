@@ -243,8 +243,11 @@ class _Catalogue:
         return candidates.pop() if len(candidates) == 1 else None
 
     def covering_reservation(self, team_id: int, model_id: int, at: datetime) -> int | None:
+        """The team's reserved allocation of this model in force at ``at``. Slurm keeps times
+        in whole seconds, so a job started in the same second as the allocation (``at`` =
+        12:00:05, the allocation from 12:00:05.6) is inside it."""
         for starts, ends, allocation_id in self.reserved.get((team_id, model_id), ()):
-            if starts <= at < ends:
+            if starts.replace(microsecond=0) <= at < ends:
                 return allocation_id
         return None
 

@@ -36,7 +36,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from types import ModuleType
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -61,7 +60,7 @@ from scheduler_adapters.records import (
     JobSpec,
     check_name,
 )
-from scheduler_adapters.slurm import v0_0_38
+from scheduler_adapters.slurm import v0_0_38, v0_0_40, v0_0_41, v0_0_42
 from scheduler_adapters.slurm.nodes import parse_slurm_nodes
 from scheduler_adapters.slurm.sacctmgr import SacctmgrFallback
 from scheduler_adapters.types import ParseResult
@@ -69,14 +68,14 @@ from scheduler_adapters.types import ParseResult
 TokenProvider = Callable[[str], str]
 """Called with a user name, returns a JWT slurmrestd accepts for that user."""
 
-DIALECTS: dict[str, ModuleType] = {v0_0_38.VERSION: v0_0_38}
-"""API versions this adapter speaks, each a module with the names ``v0_0_38`` defines (paths,
-``*_body`` builders, ``read_*`` readers, ``PLUGINS``, ``MODIFIES_ASSOCIATIONS``).
-
-Slurm 23.02 and later no longer serve v0.0.38: add ``v0_0_40.py`` (numbers become
-``{set, infinite, number}``, ``job_state`` a list, the submit body takes ``jobs``/``job``
-and accounts are created with their association in one call) and register it here; discovery
-picks the newest version that both the server and this dict know."""
+DIALECTS: dict[str, Any] = {
+    v0_0_38.VERSION: v0_0_38,
+    **{module.DIALECT.VERSION: module.DIALECT for module in (v0_0_40, v0_0_41, v0_0_42)},
+}
+"""API versions this adapter speaks: the module :mod:`.v0_0_38` (Slurm 22.05-23.11) and one
+:class:`~scheduler_adapters.slurm.modern.ModernDialect` per v0.0.40+ version (Slurm 23.11-26.05),
+each with the same names (paths, ``*_body`` builders, ``read_*`` readers, ``PLUGINS``, flags).
+Discovery picks the newest version that both the server and this dict know."""
 
 # slurm_errno.h
 _AUTH_REFUSED = {1007}  # SLURM_PROTOCOL_AUTHENTICATION_ERROR
@@ -84,6 +83,9 @@ _PERMISSION_DENIED = {2002}  # ESLURM_ACCESS_DENIED
 _UNREACHABLE = {1000, 1001, 1002, 1003, 1004, 1800, 1801, 1802, 1803, 1804, 5005, 7000, 7008}
 # What slurmctld-side calls report both for a refused token and for a controller that is down.
 _AMBIGUOUS = {-1, 5005}
+# 24.11's slurmdbd side reports a refused token as 7000 "Unable to connect to database" with
+# this description (HTTP 502); a slurmdbd that is down gives 7000 without it
+_DBD_AUTH_MARKER = "authentication error"
 _INVALID_JOB_ID = 2017
 _INVALID_PARTITION = 2000
 _NOTHING_FOUND = 9003
@@ -227,8 +229,10 @@ class SlurmRestAdapter:
     def ensure_account(self, account: str, *, description: str, organization: str) -> bool:
         """Create or update the account record, then its association under ``parent_account``.
 
-        Two calls in 22.05: ``POST /accounts`` makes only the record, ``POST /associations``
-        the association (https://slurm.schedmd.com/sacctmgr.html, "add account").
+        v0.0.40+: one ``POST accounts_association`` creates both (it also adds the association
+        to an existing record); ``POST /accounts`` updates a description. 22.05: two calls,
+        ``POST /accounts`` for the record and ``POST /associations`` for the association
+        (https://slurm.schedmd.com/sacctmgr.html, "add account"). Read back either way.
         """
         check_name("account", account)
         operation = "ensure_account"
@@ -241,6 +245,8 @@ class SlurmRestAdapter:
             if reply.errors
             else self._dialect.read_account(reply.payload, cluster=self._cluster)
         )
+        if self._dialect.ACCOUNTS_ASSOCIATION:
+            return self._ensure_account_in_one_call(account, found, description, organization)
         if found is None or found[:2] != (description, organization):
             self._request(
                 operation,
@@ -253,6 +259,48 @@ class SlurmRestAdapter:
             changed = True
         if found is None or not found[2]:
             self._create_account_association(operation, account)
+            changed = True
+        return changed
+
+    def _ensure_account_in_one_call(
+        self,
+        account: str,
+        found: tuple[str | None, str | None, bool | None] | None,
+        description: str,
+        organization: str,
+    ) -> bool:
+        operation = "ensure_account"
+        changed = False
+        if self._account_association(operation, account) is None:
+            self._request(
+                operation,
+                "POST",
+                self._dialect.ACCOUNTS_ASSOCIATION,
+                body=self._dialect.accounts_association_body(
+                    account,
+                    description=description,
+                    organization=organization,
+                    cluster=self._cluster,
+                    parent=self._parent,
+                ),
+            )
+            association = self._account_association(operation, account)
+            if association is None or association.parent_account != self._parent:
+                raise SchedulerRejected(
+                    f"slurmdbd accepted account {account!r} under {self._parent!r} but shows "
+                    f"{'no association' if association is None else association}",
+                    operation=operation,
+                )
+            changed = True
+        if found is not None and found[:2] != (description, organization):
+            self._request(
+                operation,
+                "POST",
+                self._dialect.ACCOUNTS,
+                body=self._dialect.account_body(
+                    account, description=description, organization=organization
+                ),
+            )
             changed = True
         return changed
 
@@ -270,6 +318,27 @@ class SlurmRestAdapter:
             raise NotFound("account", account, operation=operation)
         if any(a.user == user and a.partition == partition for a in associations):
             return False
+        if self._dialect.USERS_ASSOCIATION:
+            # v0.0.40+: one call, which also creates a user slurmdbd does not know; it answers
+            # 200 and creates nothing in some cases (no account association), so read back
+            self._request(
+                operation,
+                "POST",
+                self._dialect.USERS_ASSOCIATION,
+                body=self._dialect.users_association_body(
+                    account, user, cluster=self._cluster, partition=partition
+                ),
+            )
+            if not any(
+                a.user == user and a.partition == partition
+                for a in self._associations(operation, account)
+            ):
+                raise SchedulerRejected(
+                    f"slurmdbd accepted user {user!r} in account {account!r} on partition "
+                    f"{partition!r} but does not show the association",
+                    operation=operation,
+                )
+            return True
         reply = self._request(
             operation, "GET", self._dialect.user_path(user), handles={_NOTHING_FOUND}
         )
@@ -313,6 +382,7 @@ class SlurmRestAdapter:
         association = self._account_association(operation, limit.account)
         if association is None:
             raise NotFound("account", limit.account, operation=operation)
+        self._check_tres_known(operation, f"gres/gpu:{limit.gres_type}")
         desired = dict(association.grp_tres)
         desired[f"gres/gpu:{limit.gres_type}"] = limit.cards
         if desired == dict(association.grp_tres):
@@ -477,6 +547,21 @@ class SlurmRestAdapter:
                 operation=operation,
             )
 
+    def _check_tres_known(self, operation: str, name: str) -> None:
+        """v0.0.40+ reads a GrpTRES entry naming a TRES the cluster does not account as "clear
+        every GPU limit" (200, no error): refuse before writing."""
+        if not self._dialect.CHECKS_TRES_BEFORE_WRITE:
+            return
+        reply = self._request(operation, "GET", self._dialect.TRES)
+        known = self._dialect.read_tres_names(reply.payload)
+        if name not in known:
+            gpus = sorted(n for n in known if n.startswith("gres/gpu"))
+            raise SchedulerRejected(
+                f"cluster {self._cluster!r} does not account TRES {name!r} (it accounts "
+                f"{', '.join(gpus) or 'no GPU TRES'}; see AccountingStorageTRES in slurm.conf)",
+                operation=operation,
+            )
+
     def _apply_grp_tres(
         self, operation: str, association: Association, desired: Mapping[str, int]
     ) -> None:
@@ -495,6 +580,18 @@ class SlurmRestAdapter:
                 "enable the sacctmgr fallback",
                 operation=operation,
             )
+        if not self._dialect.LEGACY_ASSOCIATION_WORKAROUNDS:
+            # the list replaces the whole set; a lone -1 clears every GPU limit, which is
+            # what removing the last entry means
+            send = dict(desired) if desired else {cleared[0]: -1}
+            self._request(
+                operation,
+                "POST",
+                self._dialect.ASSOCIATIONS,
+                body=self._dialect.grp_tres_body(account, cluster=self._cluster, grp_tres=send),
+            )
+            self._verify_grp_tres(operation, account, desired, attempts=1)
+            return
         if cleared:
             # 22.05.8: a clear (-1) over REST reaches slurmdbd but not always slurmctld, which
             # then keeps enforcing the old cap until it restarts (seen on a real cluster when
@@ -596,7 +693,7 @@ class SlurmRestAdapter:
     # ------------------------------------------------------------------ HTTP
 
     @property
-    def _dialect(self) -> ModuleType:
+    def _dialect(self) -> Any:
         if self._dialect_module is None:
             self._dialect_module = DIALECTS[self._discover_version()]
         return self._dialect_module
@@ -661,6 +758,9 @@ class SlurmRestAdapter:
             if response.status_code == 401:
                 refused = True
                 errors: tuple[RemoteError, ...] = (RemoteError(None, response.text.strip()),)
+            elif response.status_code == 304:
+                # v0.0.4x: a delete or users_association that matched or added nothing
+                return _Reply(304, {}, ())
             else:
                 payload = self._payload(operation, response, path)
                 raw = payload.get("errors") or []
@@ -672,12 +772,15 @@ class SlurmRestAdapter:
                 errors = tuple(_remote_error(entry) for entry in kept)
                 if not errors:
                     self._check_plugin(operation, payload)
+                    self._check_warnings(operation, payload, method, path)
                     return _Reply(response.status_code, payload, ())
                 numbers = {error.number for error in errors}
                 if numbers and numbers <= set(handles):
                     return _Reply(response.status_code, payload, errors)
-                refused = bool(numbers & _AUTH_REFUSED) or (
-                    numbers <= _AMBIGUOUS and self._token_refused(operation, name, token)
+                refused = (
+                    bool(numbers & _AUTH_REFUSED)
+                    or _dbd_refused(errors)
+                    or (numbers <= _AMBIGUOUS and self._token_refused(operation, name, token))
                 )
                 if not refused:
                     raise _classify(operation, errors, response.status_code)
@@ -709,9 +812,8 @@ class SlurmRestAdapter:
             return True
         payload = _json_or_none(response)
         errors = payload.get("errors") if isinstance(payload, dict) else None
-        return any(
-            isinstance(e, dict) and _remote_error(e).number in _AUTH_REFUSED for e in errors or ()
-        )
+        remote = [_remote_error(e) for e in errors or () if isinstance(e, dict)]
+        return any(e.number in _AUTH_REFUSED for e in remote) or _dbd_refused(tuple(remote))
 
     def _send(
         self,
@@ -764,6 +866,24 @@ class SlurmRestAdapter:
             http_status=status,
         )
 
+    def _check_warnings(
+        self, operation: str, payload: Mapping[str, Any], method: str, path: str
+    ) -> None:
+        """v0.0.4x runs a request with a field it does not know and only warns: a body this
+        adapter built is then wrong for the version, and saying nothing would hide it (a
+        submit's ``gres`` ignored this way runs the job without GPUs)."""
+        unknown = getattr(self._dialect, "is_unknown_field_warning", None)
+        warnings = payload.get("warnings")
+        if unknown is None or not isinstance(warnings, list):
+            return
+        ignored = [w for w in warnings if isinstance(w, dict) and unknown(w)]
+        if ignored:
+            raise UnexpectedResponse(
+                f"{method} {path}: slurmrestd {self._dialect.VERSION} ignored fields of the "
+                f"request: {'; '.join(str(w.get('description')) for w in ignored)}",
+                operation=operation,
+            )
+
     def _check_plugin(self, operation: str, payload: Mapping[str, Any]) -> None:
         plugin = self._dialect.plugin_type(payload)
         if plugin is not None and plugin not in self._dialect.PLUGINS:
@@ -772,6 +892,13 @@ class SlurmRestAdapter:
                 f"{self._dialect.VERSION} ({', '.join(self._dialect.PLUGINS)})",
                 operation=operation,
             )
+
+
+def _dbd_refused(errors: tuple[RemoteError, ...]) -> bool:
+    return any(
+        error.number == 7000 and _DBD_AUTH_MARKER in (error.description or "").lower()
+        for error in errors
+    )
 
 
 def _classify(operation: str, errors: tuple[RemoteError, ...], status: int) -> SchedulerError:

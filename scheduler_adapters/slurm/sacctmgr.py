@@ -30,18 +30,25 @@ _UNREACHABLE_MARKERS = ("unable to connect", "connection refused", "slurmdbd", "
 
 
 class SacctmgrFallback:
-    """Run ``sacctmgr --immediate`` for one cluster; ``run`` is for tests."""
+    """Run ``sacctmgr --immediate`` for one cluster; ``run`` is for tests.
+
+    ``prefix`` is put before the command: how to reach the cluster's own client from here
+    (``("chroot", "/opt/portal-slurm-modern")``, ``("ssh", "slurm-head")``); empty runs the
+    local ``executable``.
+    """
 
     def __init__(
         self,
         *,
         cluster: str,
         executable: str = "sacctmgr",
+        prefix: Sequence[str] = (),
         timeout_s: float = 30.0,
         run: Runner = subprocess.run,
     ) -> None:
         self._cluster = cluster
         self._executable = executable
+        self._prefix = tuple(prefix)
         self._timeout_s = timeout_s
         self._run = run
 
@@ -69,7 +76,7 @@ class SacctmgrFallback:
         )
 
     def _sacctmgr(self, arguments: Sequence[str], *, operation: str, account: str) -> str:
-        command = [self._executable, "--immediate", *arguments]
+        command = [*self._prefix, self._executable, "--immediate", *arguments]
         try:
             done = self._run(
                 command, capture_output=True, text=True, timeout=self._timeout_s, check=False

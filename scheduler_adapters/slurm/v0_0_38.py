@@ -50,6 +50,14 @@ AUTH_PROBE = f"{DBD}/tres"
 
 # dbv0.0.37 POST /associations never modifies; dbv0.0.38 does (with the pitfalls below).
 MODIFIES_ASSOCIATIONS = True
+# 22.05.8's slurmdbd drops a modify of its parent's first child and a REST clear may never
+# reach slurmctld: the client keeps a sentinel account and clears in two steps (client.py)
+LEGACY_ASSOCIATION_WORKAROUNDS = True
+# an unknown GRES type in a GrpTRES write is an error here, not a silent clear
+CHECKS_TRES_BEFORE_WRITE = False
+# no one-call account + association, no users_association: two calls each (see client.py)
+ACCOUNTS_ASSOCIATION = None
+USERS_ASSOCIATION = None
 
 
 def job_path(job_id: int) -> str:

@@ -10,7 +10,8 @@
 #                                             when everything runs)
 #   scripts/services/slurm-modern.sh stop     cancel jobs, stop the daemons (the root is kept)
 #   scripts/services/slurm-modern.sh status   exit 0 when slurmrestd answers, 1 otherwise
-#   scripts/services/slurm-modern.sh env      print the env file's path
+#   scripts/services/slurm-modern.sh env      print the env file's path (API version discovered;
+#                                             slurm-test-v0.0.41.env beside it pins v0.0.41)
 #
 # Why a chroot: bookworm (this machine) has only 22.05 and bookworm-backports no Slurm at all;
 # installing trixie's 24.11 on the machine would replace the 22.05 the other tier runs on. The
@@ -329,4 +330,9 @@ SLURM_ADMIN_USER=$ADMIN_USER
 SLURM_TEST_USERS=\"$TEST_USERS\"
 SLURM_RELEASE=$SLURM_RELEASE
 SLURM_MODERN_ROOT=$ROOT_DIR"
+# the same cluster pinned to the older data parser 24.11 serves, so the tier runs on both
+sed 's/^SLURM_API_VERSION=$/SLURM_API_VERSION=v0.0.41/' "$ENV_FILE" > "$HS/slurm-test.env.tmp"
+chmod 600 "$HS/slurm-test.env.tmp"
+cmp -s "$HS/slurm-test.env.tmp" "$HS/slurm-test-v0.0.41.env" || mv -f "$HS/slurm-test.env.tmp" "$HS/slurm-test-v0.0.41.env"
+rm -f "$HS/slurm-test.env.tmp"
 say "ready: http://127.0.0.1:$REST_PORT (Slurm $SLURM_RELEASE, newest API $(served_version), env file $ENV_FILE)"

@@ -90,24 +90,43 @@ def test_version_is_probed_when_the_document_is_missing(replay, make_adapter, re
     replay.on("GET", f"{V}/ping", rec.answer("ping"))
 
     assert make_adapter(api_version=None).api_version == "v0.0.38"
-    assert [r.url.path for r in replay.requests] == ["/openapi/v3", f"{V}/ping"]
+    # newest first; slurmrestd answers 404 for a version it does not serve
+    assert [r.url.path for r in replay.requests] == [
+        "/openapi/v3",
+        "/slurm/v0.0.42/ping",
+        "/slurm/v0.0.41/ping",
+        "/slurm/v0.0.40/ping",
+        f"{V}/ping",
+    ]
+
+
+def test_the_newest_version_both_sides_know_is_chosen(replay, make_adapter):
+    """Slurm 24.11 serves v0.0.40-v0.0.42, 25.11 v0.0.41-v0.0.44 (this adapter knows up to 42)."""
+    served_by_24_11 = {f"/slurm/v0.0.{n}/ping/": {} for n in (40, 41, 42)}
+    served_by_25_11 = {f"/slurmdb/v0.0.{n}/jobs/": {} for n in (41, 42, 43, 44)}
+    replay.on(
+        "GET", "/openapi/v3", (200, {"paths": served_by_24_11}), (200, {"paths": served_by_25_11})
+    )
+
+    assert make_adapter(api_version=None).api_version == "v0.0.42"
+    assert make_adapter(api_version=None).api_version == "v0.0.42"
 
 
 def test_a_server_with_only_newer_versions_is_refused_clearly(replay, make_adapter):
-    paths = {f"/slurm/v0.0.{n}/ping": {} for n in (40, 41)} | {"/slurmdb/v0.0.41/jobs": {}}
+    paths = {f"/slurm/v0.0.{n}/ping": {} for n in (46, 47)} | {"/slurmdb/v0.0.47/jobs": {}}
     replay.on("GET", "/openapi/v3", (200, {"paths": paths}))
 
     with pytest.raises(UnsupportedApiVersion) as caught:
         make_adapter(api_version=None).list_nodes()
 
-    assert "serves v0.0.40, v0.0.41" in str(caught.value)
-    assert "speaks v0.0.38" in str(caught.value)
+    assert "serves v0.0.46, v0.0.47" in str(caught.value)
+    assert "speaks v0.0.38, v0.0.40, v0.0.41, v0.0.42" in str(caught.value)
     assert not caught.value.transient
 
 
 def test_an_unknown_configured_version_is_refused_at_once(make_adapter):
-    with pytest.raises(UnsupportedApiVersion, match="v0.0.41"):
-        make_adapter(api_version="v0.0.41")
+    with pytest.raises(UnsupportedApiVersion, match="v0.0.39"):
+        make_adapter(api_version="v0.0.39")
 
 
 def test_every_request_carries_both_jwt_headers(replay, make_adapter):

@@ -16,7 +16,7 @@ def slurm_settings() -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def slurm(slurm_settings) -> Iterator[SlurmRestAdapter]:
-    adapter = build_adapter(slurm_settings, API_VERSION=None)  # discovered from the server
+    adapter = build_adapter(slurm_settings)  # the env file's version; empty: discovered
     require_reachable(adapter)
     yield adapter
     adapter.close()

@@ -1,4 +1,17 @@
-"""The real test cluster of ``scripts/services/slurm.sh``, for the integration tier.
+"""The real Slurm of the integration tier, described by an env file (``SLURM_TEST_ENV``).
+
+Default: the 24.11 of ``scripts/services/slurm-modern.sh``. The same tier runs unchanged on any
+Slurm such a file describes (``make test`` also runs it on the machine's 22.05 of
+``scripts/services/slurm.sh``); the keys, all read by
+:func:`scheduler_adapters.registry.slurm_settings_from_env` or here:
+
+- ``SLURMRESTD_URL``: slurmrestd's base URL; ``SLURM_API_VERSION``: empty to discover, or pin one;
+- ``SLURM_JWT_KEY``: the HS256 key file (tokens are minted from it) or ``SLURM_JWT``: a token;
+- ``SLURM_CLUSTER``, ``SLURM_PARTITION`` (a partition with ``gpu:a100`` cards, default ``gpu``),
+  ``SLURM_ADMIN_USER`` (AdminLevel=Administrator), ``SLURM_TEST_USERS`` (users who may run jobs);
+- ``SLURM_COMMAND_PREFIX`` (shell words: how to run ``sacctmgr``/``scontrol`` on the cluster,
+  e.g. ``ssh slurm-head``) or ``SLURM_MODERN_ROOT`` (run them through ``chroot`` into that root);
+- ``SLURM_RELEASE`` (informational; the version test checks 22.05 -> v0.0.38, 24.11 -> v0.0.42).
 
 Tests fail, never skip, when it is not there: a green run must mean Slurm was exercised.
 """
@@ -21,12 +34,20 @@ from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.registry import (
     build_scheduler_adapter,
     read_env_file,
+    slurm_command_prefix,
     slurm_settings_from_env,
 )
 from scheduler_adapters.slurm.client import SlurmRestAdapter
 
-ENV_FILE = Path(os.environ.get("SLURM_TEST_ENV", "/var/lib/slurm-test/slurm-test.env"))
-SETUP_HINT = "start it with `sudo bash scripts/services/slurm.sh` (or `make services`)"
+ENV_FILE = Path(
+    os.environ.get(
+        "SLURM_TEST_ENV", "/opt/portal-slurm-modern/var/lib/slurm-test/slurm-test.env"
+    )
+)
+SETUP_HINT = (
+    "start it with `sudo bash scripts/services/slurm-modern.sh` (or `make services`), "
+    "or point SLURM_TEST_ENV at another cluster's env file"
+)
 T = TypeVar("T")
 
 
@@ -40,7 +61,10 @@ def slurm_env() -> dict[str, str]:
 
 
 def build_adapter(env: dict[str, str], **overrides: Any) -> SlurmRestAdapter:
-    settings = slurm_settings_from_env(env) | overrides
+    settings = slurm_settings_from_env(env)
+    if "SACCTMGR" in overrides:  # keep the env file's command prefix (a chroot, ssh)
+        overrides = overrides | {"SACCTMGR": settings["SACCTMGR"] | overrides["SACCTMGR"]}
+    settings |= overrides
     adapter = build_scheduler_adapter(settings)
     assert isinstance(adapter, SlurmRestAdapter)
     return adapter
@@ -69,10 +93,17 @@ def eventually(read: Callable[[], T], accept: Callable[[T], bool], *, timeout_s:
         time.sleep(0.25)
 
 
+def slurm_command(*argv: str) -> list[str]:
+    """``argv`` as run on the test cluster: through the env file's command prefix (a chroot
+    for slurm-modern.sh's 24.11, nothing for the machine's own 22.05)."""
+    env = read_env_file(ENV_FILE) if ENV_FILE.is_file() else {}
+    return [*slurm_command_prefix(env), *argv]
+
+
 def sacctmgr(*arguments: str) -> str:
-    """Run sacctmgr on this host (the test cluster's own client), return its output."""
+    """Run the test cluster's own sacctmgr, return its output."""
     done = subprocess.run(
-        ["sacctmgr", "--noheader", "--parsable2", *arguments],
+        slurm_command("sacctmgr", "--noheader", "--parsable2", *arguments),
         capture_output=True,
         text=True,
         timeout=30,
@@ -85,7 +116,7 @@ def enforced_grp_tres(account: str) -> str:
     """The GrpTRES slurmctld enforces for the account's association (its cached copy, which
     22.05 can let drift from slurmdbd's)."""
     done = subprocess.run(
-        ["scontrol", "show", "assoc_mgr", f"accounts={account}", "flags=assoc"],
+        slurm_command("scontrol", "show", "assoc_mgr", f"accounts={account}", "flags=assoc"),
         capture_output=True,
         text=True,
         timeout=30,

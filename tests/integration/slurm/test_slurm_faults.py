@@ -5,11 +5,13 @@ tests/scheduler_adapters/test_slurm_client_faults.py: they need no Slurm.)"""
 import time
 from pathlib import Path
 
+import httpx
 import pytest
+from integration.slurm.slurm_cluster import build_adapter
 
 from scheduler_adapters.errors import SchedulerAuthError, SchedulerRejected
 from scheduler_adapters.records import JobSpec
-from scheduler_adapters.slurm.client import SlurmRestAdapter, mint_token
+from scheduler_adapters.slurm.client import DIALECTS, SlurmRestAdapter, mint_token
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +29,7 @@ def adapter_with_tokens(settings, tokens):
         user=settings["SLURM_ADMIN_USER"],
         cluster=settings["SLURM_CLUSTER"],
         token_provider=provider,
-        api_version=settings["SLURM_API_VERSION"],
+        api_version=settings.get("SLURM_API_VERSION") or None,
     )
     return adapter, asked
 
@@ -93,5 +95,33 @@ def test_an_error_behind_http_500_keeps_its_slurm_number(slurm):
     assert caught.value.error_numbers == (2045,)
 
 
-def test_the_api_version_is_discovered_from_the_server(slurm):
-    assert slurm.api_version == "v0.0.38"
+def test_the_api_version_is_discovered_from_the_server(slurm_settings):
+    """The newest version both sides know, worked out here from the server's own document
+    (whatever version the env file pins for the rest of the tier)."""
+    discovering = build_adapter(slurm_settings, API_VERSION=None)
+    document = httpx.get(
+        f"{slurm_settings['SLURMRESTD_URL']}/openapi/v3",
+        headers={
+            "X-SLURM-USER-NAME": slurm_settings["SLURM_ADMIN_USER"],
+            "X-SLURM-USER-TOKEN": fresh(slurm_settings)(slurm_settings["SLURM_ADMIN_USER"]),
+        },
+        timeout=30,
+    ).json()
+    served = {path.split("/")[2] for path in document["paths"] if path.startswith("/slurm/v")}
+    newest = max(served & DIALECTS.keys(), key=lambda v: tuple(map(int, v[1:].split("."))))
+
+    assert discovering.api_version == newest
+    discovering.close()
+    release = slurm_settings.get("SLURM_RELEASE", "")
+    if release.startswith("22.05."):
+        assert newest == "v0.0.38"
+    if release.startswith("24.11."):
+        assert newest == "v0.0.42"
+
+
+def test_the_tier_speaks_the_version_the_env_file_names(slurm, slurm_settings):
+    pinned = slurm_settings.get("SLURM_API_VERSION")
+    if pinned:
+        assert slurm.api_version == pinned
+    else:
+        assert slurm.api_version in DIALECTS
