@@ -135,7 +135,7 @@ def read_sacct(
                 continue  # a step (batch, extern, 0, …): its TRES repeat the job's
             record = _record(row, zone, time_format, notes)
             key = (record.job_id, record.start)
-            if key in seen:
+            if record.start is not None and key in seen:  # never-ran rows charge nothing
                 raise _Rejected(
                     "duplicate_job",
                     f"job {record.job_id} with the same start is already on line {seen[key]} "

@@ -178,6 +178,21 @@ def test_array_tasks_use_job_id_raw_and_without_it_a_repeat_is_rejected():
     assert [r.job_id for r in without.records] == [5000]
     assert issues(without) == [(3, "duplicate_job", True)]
     assert "line 2" in without.issues[0].detail
+    pending = "|PENDING|nlp|train|Unknown|Unknown|0|"
+    never_ran = read_sacct(
+        sacct(f"5000_[3-4]{pending}", f"5000_[5-6]{pending}",
+              header="JobID|State|Account|Partition|Start|End|ElapsedRaw|AllocTRES"),
+    )  # fmt: skip
+    assert (len(never_ran.records), never_ran.issues) == (2, [])  # nothing to charge twice
+
+
+def test_crlf_line_ends():
+    read = read_sacct(
+        sacct(
+            f"6003|x|COMPLETED|nlp|train|2026-10-02T00:00:00|2026-10-02T01:00:00|3600|{TRES}"
+        ).replace("\n", "\r\n")
+    )
+    assert [(r.job_id, r.gpus_allocated) for r in read.records] == [(6003, {"a100": 2})]
 
 
 def test_other_delimiters_trailing_delimiter_and_time_format():

@@ -127,7 +127,7 @@ class Command(BaseCommand):
         if time_format is not None and not any(d in time_format for d in _YEAR_DIRECTIVES):
             self._usage(f"--time-format {time_format!r} has no year (%Y): times cannot be placed")
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # a BOM would hide the header
         except (OSError, UnicodeDecodeError) as exc:
             self._usage(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}")
         try:

@@ -205,3 +205,12 @@ def test_another_delimiter_and_time_format(team, train_pool, tmp_path):
     record = UsageRecord.objects.get()
     # 10:00 EDT = 14:00Z; 2 cards × 1.5 h = 3 card-h
     assert (record.period_start, record.quantity / 3600) == (utc(2026, 10, 2, 14), 3)
+
+
+def test_a_file_saved_with_a_byte_order_mark(team, train_pool, tmp_path):
+    path = tmp_path / "bom.txt"
+    header = "JobID|State|Account|Partition|Start|End|ElapsedRaw|AllocTRES"
+    row = f"7012|COMPLETED|nlp|train|2026-10-02T00:00:00|2026-10-02T01:00:00|3600|{TWO_A100}"
+    path.write_text(f"{header}\r\n{row}\r\n", encoding="utf-8-sig")
+    assert import_usage(path) == 0
+    assert card_hours() == {"7012": 2}
