@@ -1,4 +1,5 @@
-"""Billing settings with their defaults: ``BILLING_TIME_ZONE`` (UTC), ``BILLING_CURRENCY`` (EUR)."""
+"""Billing settings with their defaults: ``BILLING_TIME_ZONE`` (UTC), ``BILLING_CURRENCY`` (EUR),
+and the zone accounting times are read in: the Slurm connection's ``TIME_ZONE`` (UTC)."""
 
 from __future__ import annotations
 
@@ -15,3 +16,11 @@ def billing_zone() -> ZoneInfo:
 def default_currency() -> str:
     """Currency of a statement built while no rate card covers its month."""
     return getattr(settings, "BILLING_CURRENCY", "EUR") or "EUR"
+
+
+def slurm_time_zone_name() -> str:
+    """The zone of the Slurm connection (``SCHEDULERS["slurm"]["TIME_ZONE"]``, env
+    ``SLURM_TIME_ZONE``), whose wall-clock times sacct prints; ``UTC`` when none is configured.
+    A name, not a ``ZoneInfo``: callers report a bad one as their own usage error."""
+    config = (getattr(settings, "SCHEDULERS", None) or {}).get("slurm") or {}
+    return config.get("TIME_ZONE") or "UTC"

@@ -4,17 +4,38 @@ For sites that export accounting as text (``sacct -a -P -D -S … -E … --forma
 running slurmrestd. :class:`SacctFile` offers the adapter Protocol's ``jobs_from_accounting``,
 so the file goes through the same importer as the live cluster.
 
-Rules (tricky cases C10, C12): only allocation rows count — ``1001.batch``/``1001.extern`` step
-rows repeat the job's TRES; GPU counts come from ``AllocTRES`` by
-:func:`billing.pricing.gpu_counts_from_tres`; durations prefer ``ElapsedRaw`` (integer seconds)
-and fall back to parsing ``Elapsed``; ``Start``/``End`` of ``None``/``Unknown`` are missing,
-never an error. Times without an offset are read in the cluster's zone.
+Rules (tricky cases C10, C12):
+
+- Only allocation rows count — ``1001.batch``/``1001.extern`` step rows repeat the job's TRES.
+  ``JobIDRaw`` is the job id when the file has it (array tasks ``1001_1``, ``1001_2`` and
+  heterogeneous components ``1001+0`` each have their own); without it, two rows of the same job
+  id and start are one run printed twice and the second is rejected.
+- GPU counts come from ``AllocTRES`` by :func:`billing.pricing.gpu_counts_from_tres`. A job that
+  started with an empty or ``N/A`` ``AllocTRES`` has an unknown GPU count: the row is rejected,
+  never charged as 0 cards.
+- ``Start``/``End`` are wall-clock times of the machine that ran sacct (``SLURM_TIME_FORMAT``,
+  default ``%Y-%m-%dT%H:%M:%S``) and are read in the cluster's ``zone``; ``None``/``Unknown`` are
+  missing, never an error.
+- The duration is ``ElapsedRaw`` (integer seconds; else ``Elapsed``, parsed) and the end is
+  ``start + elapsed``. That settles an ``End`` in a DST fall-back hour (America/New_York
+  2026-11-01 01:30 happens twice) and meters a job still running when sacct ran up to that
+  moment, so importing the same file again changes nothing. An ambiguous ``Start`` is settled by
+  the reading of ``End`` that gives the elapsed time.
+- Without an elapsed time the run is ``End − Start``. A wall time that happens twice is read
+  as its first occurrence (PEP 495 ``fold=0``, the DST offset) and one that does not exist (the
+  spring-forward gap: the zone is probably wrong) by ``fold=0`` too, the offset before the
+  change; either is reported for the line, the row is still imported.
+- A line with more fields than the header (a ``JobName`` containing the delimiter), fewer
+  fields, or a value that cannot be read is rejected with its 1-based line number; the other
+  lines are still read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, tzinfo
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, tzinfo
+from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 from billing.pricing import gpu_counts_from_tres, parse_slurm_duration
@@ -24,14 +45,284 @@ from scheduler_adapters.slurm.gres import parse_tres
 UTC_ZONE = ZoneInfo("UTC")
 DEFAULT_COLUMNS = ("JobID", "State", "Account", "Partition", "Submit", "Start", "End",
                    "ElapsedRaw", "AllocTRES")  # fmt: skip
+DEFAULT_DELIMITER = "|"
 _MISSING_TIME = {"", "NONE", "UNKNOWN", "N/A"}
+_UNKNOWN_TRES = {"", "N/A"}
+_ID_COLUMNS = ("JobIDRaw", "JobID")
 
 
-def _time(text: str, zone: tzinfo) -> datetime | None:
-    if text.strip().upper() in _MISSING_TIME:
+class SacctUnusable(ValueError):
+    """The text as a whole cannot be metered (its header lacks a column the meter needs)."""
+
+
+@dataclass(frozen=True)
+class SacctLineIssue:
+    """A line that was rejected (``rejected``) or imported with a reading worth a look."""
+
+    line: int
+    code: str
+    detail: str
+    rejected: bool
+
+    def as_issue(self) -> dict[str, object]:
+        return {"line": self.line, "code": self.code, "detail": self.detail}
+
+
+@dataclass
+class SacctRead:
+    records: list[JobRecord] = field(default_factory=list)
+    issues: list[SacctLineIssue] = field(default_factory=list)
+
+    @property
+    def rejected(self) -> int:
+        return sum(1 for issue in self.issues if issue.rejected)
+
+
+class _Rejected(ValueError):
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+def read_sacct(
+    text: str,
+    *,
+    columns: Sequence[str] | None = None,
+    zone: tzinfo = UTC_ZONE,
+    delimiter: str = DEFAULT_DELIMITER,
+    time_format: str | None = None,
+) -> SacctRead:
+    """One record per allocation row, and the lines that were rejected or need a look.
+
+    A first line naming the columns (sacct without ``-n``) is used as the header; otherwise
+    ``columns`` (default :data:`DEFAULT_COLUMNS`). ``sacct -p`` (a delimiter after the last
+    field too) reads like ``-P``. ``time_format`` is ``SLURM_TIME_FORMAT`` as a ``strptime``
+    format; ``None`` reads ISO 8601 (sacct's default). Raises :class:`SacctUnusable` when the
+    header lacks a job id, ``Start``, ``AllocTRES``, or all of ``End``/``ElapsedRaw``/``Elapsed``.
+    """
+    # split("\n"), not splitlines(): a job name may hold \x0b, \x1c or U+2028, which
+    # splitlines() would treat as line ends and so shift every later line number.
+    numbered = [
+        (number, line.removesuffix("\r"))
+        for number, line in enumerate(text.split("\n"), start=1)
+        if line.strip() and not line.startswith("$")  # "$ sacct …", the command echoed
+    ]
+    names = list(columns or DEFAULT_COLUMNS)
+    if numbered and set(numbered[0][1].split(delimiter)) & set(_ID_COLUMNS):
+        names, numbered = numbered[0][1].split(delimiter), numbered[1:]
+    elif numbered and numbered[0][1].startswith("JobID"):
+        raise SacctUnusable(
+            f"the header {numbered[0][1]!r} does not split on the delimiter {delimiter!r}; "
+            "pass the one sacct was given (--delimiter)"
+        )
+    trailing = bool(names) and names[-1] == ""  # sacct -p ends every line with the delimiter
+    if trailing:
+        names = names[:-1]
+    _check_columns(names)
+    read = SacctRead()
+    seen: dict[tuple[int, datetime | None], int] = {}
+    for number, line in numbered:
+        if trailing:
+            line = line.removesuffix(delimiter)
+        fields = line.split(delimiter)
+        notes: list[tuple[str, str]] = []
+        try:
+            if len(fields) != len(names):
+                raise _field_count(len(fields), len(names), delimiter)
+            row = dict(zip(names, fields, strict=True))
+            if "." in (row.get("JobID") or row.get("JobIDRaw", "")):
+                continue  # a step (batch, extern, 0, …): its TRES repeat the job's
+            record = _record(row, zone, time_format, notes)
+            key = (record.job_id, record.start)
+            if record.start is not None and key in seen:  # never-ran rows charge nothing
+                raise _Rejected(
+                    "duplicate_job",
+                    f"job {record.job_id} with the same start is already on line {seen[key]} "
+                    "(array tasks or heterogeneous components: add JobIDRaw to --format)",
+                )
+        except _Rejected as problem:
+            read.issues.append(SacctLineIssue(number, problem.code, problem.detail, True))
+            continue
+        seen[key] = number
+        read.records.append(record)
+        read.issues.extend(SacctLineIssue(number, code, detail, False) for code, detail in notes)
+    return read
+
+
+def _check_columns(names: Sequence[str]) -> None:
+    missing = []
+    if not set(names) & set(_ID_COLUMNS):
+        missing.append("JobID")
+    missing.extend(name for name in ("Start", "AllocTRES") if name not in names)
+    if not set(names) & {"End", "ElapsedRaw", "Elapsed"}:
+        missing.append("ElapsedRaw")
+    if missing:
+        raise SacctUnusable(
+            f"the sacct columns lack {', '.join(missing)} "
+            f"(found {', '.join(names) or 'none'}); use --format=JobID,JobIDRaw,State,Account,"
+            "Partition,Start,End,ElapsedRaw,AllocTRES"
+        )
+
+
+def _field_count(found: int, expected: int, delimiter: str) -> _Rejected:
+    if found > expected:
+        return _Rejected(
+            "too_many_fields",
+            f"{found} fields where the header has {expected}: a field (JobName?) contains the "
+            f"delimiter {delimiter!r}; export with sacct --delimiter=<a character no field holds> "
+            "and pass the same --delimiter",
+        )
+    return _Rejected("too_few_fields", f"{found} fields where the header has {expected}")
+
+
+def _record(
+    row: dict[str, str], zone: tzinfo, time_format: str | None, notes: list[tuple[str, str]]
+) -> JobRecord:
+    job_id = _job_id(row)
+    start_wall = _wall(row, "Start", time_format)
+    end_wall = _wall(row, "End", time_format)
+    elapsed = _elapsed(row)
+    start, end = _run(start_wall, end_wall, elapsed, zone, notes)
+    gpus: dict[str | None, Decimal] = {}
+    if start is not None:
+        text = row["AllocTRES"].strip()
+        if text.upper() in _UNKNOWN_TRES:
+            raise _Rejected(
+                "unknown_gpu_count",
+                f"AllocTRES is {text or 'empty'!r} for a job that started: GPU count unknown, "
+                "not charged",
+            )
+        try:
+            gpus = gpu_counts_from_tres(parse_tres(text) or {})
+        except ValueError as problem:
+            raise _Rejected("unreadable_value", f"AllocTRES: {problem}") from None
+    submit_wall = _wall(row, "Submit", time_format)
+    return JobRecord(
+        job_id=job_id,
+        name=row.get("JobName") or None,
+        account=row.get("Account") or None,
+        user=row.get("User") or None,
+        partition=row.get("Partition") or None,
+        state=_state(row.get("State", "")),
+        state_reason=None,
+        gpus_requested={},
+        gpus_allocated=gpus,
+        submit=None if submit_wall is None else _first_reading(submit_wall, zone),
+        start=start,
+        end=end,
+        elapsed_s=elapsed,
+    )
+
+
+def _job_id(row: dict[str, str]) -> int:
+    raw = row.get("JobIDRaw", "").strip()
+    text = raw or row.get("JobID", "").strip()
+    # JobID prints array tasks as 1001_7 / 1001_[1-3] and het components as 1001+0
+    head = text if raw else text.split("_")[0].split("+")[0]
+    if not head.isdigit():
+        raise _Rejected("unreadable_value", f"job id {text!r} is not a number")
+    return int(head)
+
+
+def _wall(row: dict[str, str], column: str, time_format: str | None) -> datetime | None:
+    text = row.get(column, "").strip()
+    if text.upper() in _MISSING_TIME:
         return None
-    value = datetime.fromisoformat(text.strip())
-    return value if value.tzinfo else value.replace(tzinfo=zone)
+    try:
+        return datetime.strptime(text, time_format) if time_format else datetime.fromisoformat(text)
+    except ValueError:
+        shape = time_format or "ISO 8601, %Y-%m-%dT%H:%M:%S"
+        raise _Rejected("unreadable_value", f"{column} {text!r} is not a time ({shape})") from None
+
+
+def _elapsed(row: dict[str, str]) -> int | None:
+    raw = row.get("ElapsedRaw", "").strip()
+    if raw:
+        if not raw.isdigit():
+            raise _Rejected("unreadable_value", f"ElapsedRaw {raw!r} is not a whole number")
+        return int(raw)
+    try:
+        seconds = parse_slurm_duration(row.get("Elapsed"))
+    except ValueError as problem:
+        raise _Rejected("unreadable_value", f"Elapsed: {problem}") from None
+    return None if seconds is None else int(seconds)
+
+
+def _readings(wall: datetime, zone: tzinfo) -> list[datetime]:
+    """The UTC instants a wall-clock time can be in ``zone``, earliest first: one, two (the
+    hour repeated when DST ends) or none (skipped when it starts)."""
+    if wall.tzinfo is not None:
+        return [wall.astimezone(UTC)]
+    found: list[datetime] = []
+    for fold in (0, 1):
+        # compare in UTC: datetimes sharing a tzinfo compare and subtract ignoring fold
+        instant = wall.replace(tzinfo=zone, fold=fold).astimezone(UTC)
+        if instant.astimezone(zone).replace(tzinfo=None) == wall and instant not in found:
+            found.append(instant)
+    return sorted(found)
+
+
+def _first_reading(wall: datetime, zone: tzinfo) -> datetime:
+    """PEP 495 ``fold=0``: the first of a repeated time, the offset before a skipped one."""
+    if wall.tzinfo is not None:
+        return wall.astimezone(UTC)
+    return wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+
+
+def _run(
+    start_wall: datetime | None,
+    end_wall: datetime | None,
+    elapsed: int | None,
+    zone: tzinfo,
+    notes: list[tuple[str, str]],
+) -> tuple[datetime | None, datetime | None]:
+    """``(start, end)`` as UTC instants (see the module's rules for DST)."""
+    if start_wall is None:  # never ran: nothing is charged, so the end needs no care
+        return None, None if end_wall is None else _first_reading(end_wall, zone)
+    starts = _readings(start_wall, zone)
+    if elapsed is not None:
+        duration = timedelta(seconds=elapsed)
+        ends = _readings(end_wall, zone) if end_wall is not None else []
+        fitting = [s for s in starts if any(e - s == duration for e in ends)]
+        if len(starts) == 1:
+            start = starts[0]
+        elif fitting:
+            # both fit only when the whole run lies in the repeated hour: the charge is the
+            # same either way, so the first reading is taken without a note
+            start = fitting[0]
+        else:
+            start = _noted(start_wall, "Start", zone, notes, hint="")
+        return start, start + duration
+    hint = "; add ElapsedRaw to the sacct format to settle it"
+    start = _noted(start_wall, "Start", zone, notes, hint=hint)
+    end = None if end_wall is None else _noted(end_wall, "End", zone, notes, hint=hint)
+    return start, end
+
+
+def _noted(
+    wall: datetime, column: str, zone: tzinfo, notes: list[tuple[str, str]], *, hint: str
+) -> datetime:
+    """``wall`` read by :func:`_first_reading`, with a note when that was a choice."""
+    readings = _readings(wall, zone)
+    chosen = _first_reading(wall, zone)
+    if len(readings) == 1:
+        return chosen
+    offset = chosen.astimezone(zone).strftime("%z")
+    shown = wall.strftime("%Y-%m-%dT%H:%M:%S")
+    if readings:
+        notes.append((
+            "ambiguous_time",
+            f"{column} {shown} happens twice in {zone} (DST ends): read as the first, "
+            f"UTC{offset}{hint}",
+        ))  # fmt: skip
+    else:
+        notes.append((
+            "nonexistent_time",
+            f"{column} {shown} does not exist in {zone} (skipped when DST starts; is the "
+            f"time zone right?): read with the offset before the change, UTC{offset}",
+        ))  # fmt: skip
+    return chosen
 
 
 def _state(text: str) -> JobState | None:
@@ -42,51 +333,22 @@ def _state(text: str) -> JobState | None:
         return None
 
 
-def read_sacct(
-    text: str, *, columns: Sequence[str] | None = None, zone: tzinfo = UTC_ZONE
-) -> list[JobRecord]:
-    """One record per allocation row. A first line naming the columns (sacct without ``-n``)
-    is used as the header; otherwise ``columns`` (default :data:`DEFAULT_COLUMNS`)."""
-    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("$")]
-    if lines and lines[0].split("|")[0] == "JobID":
-        columns, lines = lines[0].split("|"), lines[1:]
-    names = list(columns or DEFAULT_COLUMNS)
-    records = []
-    for line in lines:
-        row = dict(zip(names, line.split("|"), strict=False))
-        job_id = row.get("JobID", "")
-        if "." in job_id:
-            continue  # a step (batch, extern, 0, …): its TRES repeat the job's
-        tres = parse_tres(row.get("AllocTRES", "")) or {}
-        start = _time(row.get("Start", ""), zone)
-        end = _time(row.get("End", ""), zone)
-        raw = row.get("ElapsedRaw", "").strip()
-        elapsed = int(raw) if raw.isdigit() else parse_slurm_duration(row.get("Elapsed"))
-        records.append(
-            JobRecord(
-                job_id=int(job_id.split("_")[0].split("+")[0]),
-                name=row.get("JobName") or None,
-                account=row.get("Account") or None,
-                user=row.get("User") or None,
-                partition=row.get("Partition") or None,
-                state=_state(row.get("State", "")),
-                state_reason=None,
-                gpus_requested={},
-                gpus_allocated=gpu_counts_from_tres(tres) if start else {},
-                submit=_time(row.get("Submit", ""), zone),
-                start=start,
-                end=end,
-                elapsed_s=None if elapsed is None else int(elapsed),
-            )
-        )
-    return records
-
-
 class SacctFile:
-    """``jobs_from_accounting`` over sacct text, for :func:`usage_import_slurm`."""
+    """``jobs_from_accounting`` over sacct text, for :func:`usage_import_slurm`; ``issues``
+    are the lines :func:`read_sacct` rejected or noted."""
 
-    def __init__(self, text: str, *, zone: tzinfo = UTC_ZONE) -> None:
-        self.records = read_sacct(text, zone=zone)
+    def __init__(
+        self,
+        text: str,
+        *,
+        zone: tzinfo = UTC_ZONE,
+        delimiter: str = DEFAULT_DELIMITER,
+        time_format: str | None = None,
+    ) -> None:
+        read = read_sacct(text, zone=zone, delimiter=delimiter, time_format=time_format)
+        self.records = read.records
+        self.issues = read.issues
+        self.rejected = read.rejected
 
     def jobs_from_accounting(self, start, end, *, accounts=None) -> tuple[JobRecord, ...]:
         return tuple(

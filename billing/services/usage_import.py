@@ -270,7 +270,12 @@ def _gpu_shares(job: JobRecord) -> list[tuple[str | None, str | None, Decimal]]:
 
 
 def usage_import_slurm(
-    *, scheduler: AccountingSource, start: datetime, end: datetime, now: datetime | None = None
+    *,
+    scheduler: AccountingSource,
+    start: datetime,
+    end: datetime,
+    now: datetime | None = None,
+    read_issues: Sequence[dict[str, Any]] = (),
 ) -> UsageImport:
     """Card-seconds of every job run in ``[start, end)`` from Slurm accounting.
 
@@ -278,14 +283,15 @@ def usage_import_slurm(
     starts, per GRES type: cards × seconds. Jobs inside a reserved allocation of the same team
     and GPU model are recorded as ``included`` (not charged again); all others as ``used``.
     Problems (unknown account or GPU type, clock skew) are listed in the report; clock skew is
-    also kept as a 0 record flagged for review.
+    also kept as a 0 record flagged for review. ``read_issues`` (lines of an accounting file
+    that were rejected or noted while reading it) head the report's issues.
     """
     _check_window(start, end)
     now = now or timezone.now()
     jobs = scheduler.jobs_from_accounting(start, end)
     zone = billing_zone()
     catalogue = _Catalogue()
-    report = ImportReport()
+    report = ImportReport(issues=list(read_issues))
     records: list[UsageRecord] = []
     for job in jobs:
         report.jobs_seen += 1
