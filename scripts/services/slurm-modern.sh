@@ -29,7 +29,9 @@
 # The env file (`env` prints its path) has the keys the integration tier reads, plus
 # SLURM_MODERN_ROOT: run the Slurm commands through `chroot` into that root.
 #
-# Knobs: SLURM_MODERN_ROOT (/opt/portal-slurm-modern), SLURM_MODERN_SUITE (trixie),
+# Knobs: SLURM_MODERN_ROOT (/opt/portal-slurm-modern), SLURM_MODERN_SUITE (trixie; "forky"
+# gives 26.05 with v0.0.42-v0.0.45: use another ROOT and SLURM_MODERN_PORTS=70
+# SLURM_MODERN_NODE_PORTS=172 to run it beside 24.11; its database is slurm_<suite>_acct_db),
 # SLURM_MODERN_MIRROR (default: the Debian mirror this machine's apt uses),
 # SLURM_TEST_MYSQL_HOST/PORT (127.0.0.1/3306, root without password).
 # 24.11 pitfalls behind the choices below: ../shared/research/slurm-modern/NOTES.md.
@@ -47,15 +49,17 @@ CLUSTER=portal
 ADMIN_USER=portal
 TEST_USERS="alice bob"
 REST_USER=slurmrestd
-REST_PORT=6920
+PORTS="${SLURM_MODERN_PORTS:-69}"      # slurmctld ${PORTS}17, slurmd 18, slurmdbd 19, slurmrestd 20
+NODE_PORTS="${SLURM_MODERN_NODE_PORTS:-171}"  # the two slurmd: ${NODE_PORTS}01, ${NODE_PORTS}02
+REST_PORT=${PORTS}20
 MYSQL_HOST="${SLURM_TEST_MYSQL_HOST:-127.0.0.1}"
 MYSQL_PORT="${SLURM_TEST_MYSQL_PORT:-3306}"
-DB_NAME=slurm_modern_acct_db
-DB_USER=slurm_modern
+if [ "$SUITE" = trixie ]; then DB_NAME=slurm_modern_acct_db; DB_USER=slurm_modern
+else DB_NAME="slurm_${SUITE}_acct_db"; DB_USER="slurm_$SUITE"; fi
 JWT_KEY="$CONF_DIR/jwt_hs256.key"
 ENV_FILE="$HS/slurm-test.env"
 HEADER="# Written by gpu-pool-portal scripts/services/slurm-modern.sh; rerun it rather than editing."
-NODES=("gpu-a100-01:17101:a100:4" "gpu-4090-01:17102:rtx4090:2")
+NODES=("gpu-a100-01:${NODE_PORTS}01:a100:4" "gpu-4090-01:${NODE_PORTS}02:rtx4090:2")
 PACKAGES=(munge slurmctld slurmd slurm-client slurmdbd slurmrestd slurm-wlm-jwt-plugin
           slurm-wlm-mysql-plugin mariadb-client curl)
 # newest first: the version the env file names is the newest this slurmrestd serves
@@ -172,7 +176,10 @@ if [ ! -e "$BASE_MARK" ]; then
     fi
     say "debootstrap --variant=minbase $SUITE into $ROOT_DIR"
     mkdir -p "$ROOT_DIR"
-    nice -n 19 debootstrap --variant=minbase "$SUITE" "$ROOT_DIR" "$mirror" \
+    # bookworm's debootstrap has no script for suites newer than trixie; sid's fits testing
+    script=()
+    [ -e "/usr/share/debootstrap/scripts/$SUITE" ] || script=(/usr/share/debootstrap/scripts/sid)
+    nice -n 19 debootstrap --variant=minbase "$SUITE" "$ROOT_DIR" "$mirror" "${script[@]}" \
         > /tmp/slurm-modern-debootstrap.log 2>&1 \
         || { tail -n 20 /tmp/slurm-modern-debootstrap.log >&2; die "debootstrap failed"; }
     rm -f "$ROOT_DIR/etc/apt/sources.list" "$ROOT_DIR/var/log/bootstrap.log" \
@@ -248,7 +255,7 @@ DB_PASSWORD=$(cat "$HS/.dbpass")
 # --------------------------------------------------------------------------- configuration
 # 24.11 has no task/none or switch/none plugin: TaskPlugin and SwitchType stay unset
 install_file "$ROOT_DIR$CONF_DIR/slurm.conf" 0644 0:0 "$HEADER
-$(slurm_conf "$CLUSTER" "$STATE" 6917 6918 6919 "$JWT_KEY" "" "${NODES[@]}")"
+$(slurm_conf "$CLUSTER" "$STATE" "${PORTS}17" "${PORTS}18" "${PORTS}19" "$JWT_KEY" "" "${NODES[@]}")"
 install_file "$ROOT_DIR$CONF_DIR/gres.conf" 0644 0:0 "$HEADER
 $(gres_conf "$STATE" "${NODES[@]}")"
 # 24.11's slurmd sets up a cgroup plugin even with proctrack/linuxproc and fails without
@@ -256,7 +263,7 @@ $(gres_conf "$STATE" "${NODES[@]}")"
 install_file "$ROOT_DIR$CONF_DIR/cgroup.conf" 0644 0:0 "$HEADER
 CgroupPlugin=disabled"
 install_file "$ROOT_DIR$CONF_DIR/slurmdbd.conf" 0600 "$SLURM_UID:$SLURM_GID" "$HEADER
-$(slurmdbd_conf "$STATE" 6919 "$JWT_KEY" "$MYSQL_HOST" "$MYSQL_PORT" "$DB_USER" "$DB_PASSWORD" "$DB_NAME")"
+$(slurmdbd_conf "$STATE" "${PORTS}19" "$JWT_KEY" "$MYSQL_HOST" "$MYSQL_PORT" "$DB_USER" "$DB_PASSWORD" "$DB_NAME")"
 
 if [ "$CONFIG_CHANGED" = 1 ]; then
     say "configuration changed: restarting the Slurm daemons that run"
@@ -331,8 +338,10 @@ SLURM_TEST_USERS=\"$TEST_USERS\"
 SLURM_RELEASE=$SLURM_RELEASE
 SLURM_MODERN_ROOT=$ROOT_DIR"
 # the same cluster pinned to the older data parser 24.11 serves, so the tier runs on both
-sed 's/^SLURM_API_VERSION=$/SLURM_API_VERSION=v0.0.41/' "$ENV_FILE" > "$HS/slurm-test.env.tmp"
-chmod 600 "$HS/slurm-test.env.tmp"
-cmp -s "$HS/slurm-test.env.tmp" "$HS/slurm-test-v0.0.41.env" || mv -f "$HS/slurm-test.env.tmp" "$HS/slurm-test-v0.0.41.env"
-rm -f "$HS/slurm-test.env.tmp"
+if [ "$SUITE" = trixie ]; then
+    pinned="$HS/slurm-test-v0.0.41.env"
+    sed 's/^SLURM_API_VERSION=$/SLURM_API_VERSION=v0.0.41/' "$ENV_FILE" > "$pinned.tmp"
+    chmod 600 "$pinned.tmp"
+    if cmp -s "$pinned.tmp" "$pinned"; then rm -f "$pinned.tmp"; else mv -f "$pinned.tmp" "$pinned"; fi
+fi
 say "ready: http://127.0.0.1:$REST_PORT (Slurm $SLURM_RELEASE, newest API $(served_version), env file $ENV_FILE)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -141,3 +142,20 @@ def test_the_exit_status_reaches_the_shell(tmp_path):
     assert result.returncode == 2, result.stderr
     assert "needs --node" in result.stderr
     assert not Gpu.objects.exists()
+
+
+@pytest.mark.parametrize("version", ["v0.0.40", "v0.0.41", "v0.0.42"])
+def test_a_slurm_24_11_nodes_file_imports(tmp_path, capsys, version):
+    """``GET /slurm/v0.0.4x/nodes`` as a real 24.11.5 answered it (``state`` a list, numbers
+    as set/number objects): gpu-a100-01 has gpu:a100:4, gpu-4090-01 gpu:rtx4090:2."""
+    recorded = ROOT / "tests" / "fixtures" / "slurm" / f"rest_{version}" / "nodes.json"
+    path = tmp_path / "nodes.json"
+    path.write_text(json.dumps(json.loads(recorded.read_text())["body"]), encoding="utf-8")
+
+    status = import_inventory("--source", "slurm", str(path))
+
+    assert status == 0, capsys.readouterr().out
+    assert "2 created, 0 updated, 0 unchanged, 0 rejected, 6 GPUs" in capsys.readouterr().out
+    cards = {node.hostname: node.gpus.count() for node in Node.objects.all()}
+    assert cards == {"gpu-a100-01": 4, "gpu-4090-01": 2}
+    assert set(Gpu.objects.values_list("node__state", flat=True)) == {"up"}
