@@ -15,9 +15,9 @@ slurmrestd's HTTP status is unreliable: errors arrive as 500, 400 or even 200, a
 - transport failures, timeouts, HTTP 502-504, Slurm 1000-1004, 1800-1804 (controller
   unreachable), 5005 and 7000/7008 (database) -> :class:`SchedulerUnavailable` (transient);
 - 1007 (token refused), HTTP 401 -> a fresh token and one retry, then :class:`SchedulerAuthError`;
-  a bad token on the slurmctld side shows only as -1 "Unspecified error" or 5005, exactly like a
-  controller that is down, so those are told apart by asking slurmdbd (which says 1007) with the
-  same token; 2002 (permission denied) -> :class:`SchedulerAuthError`;
+  a bad token may look exactly like a daemon that is down (22.05's slurmctld: -1 or 5005; 26.05's
+  slurmdbd: 7000, while 24.11's adds "authentication error"), so those are told apart by asking
+  the other daemon with the same token; 2002 (permission denied) -> :class:`SchedulerAuthError`;
 - 2017 (job id) and 9003 (nothing found) -> :class:`NotFound` where the call names an object;
 - everything else -> :class:`SchedulerRejected` with the Slurm numbers kept.
 
@@ -81,10 +81,10 @@ Discovery picks the newest version that both the server and this dict know."""
 _AUTH_REFUSED = {1007}  # SLURM_PROTOCOL_AUTHENTICATION_ERROR
 _PERMISSION_DENIED = {2002}  # ESLURM_ACCESS_DENIED
 _UNREACHABLE = {1000, 1001, 1002, 1003, 1004, 1800, 1801, 1802, 1803, 1804, 5005, 7000, 7008}
-# What slurmctld-side calls report both for a refused token and for a controller that is down.
-_AMBIGUOUS = {-1, 5005}
 # 24.11's slurmdbd side reports a refused token as 7000 "Unable to connect to database" with
-# this description (HTTP 502); a slurmdbd that is down gives 7000 without it
+# this description (HTTP 502); a slurmdbd that is down gives 7000 without it. 26.05 drops the
+# description, so there a bare 7000 is ambiguous (the dialect's AMBIGUOUS_ERRORS) and the other
+# daemon is asked (AUTH_PROBE).
 _DBD_AUTH_MARKER = "authentication error"
 _INVALID_JOB_ID = 2017
 _INVALID_PARTITION = 2000
@@ -780,7 +780,10 @@ class SlurmRestAdapter:
                 refused = (
                     bool(numbers & _AUTH_REFUSED)
                     or _dbd_refused(errors)
-                    or (numbers <= _AMBIGUOUS and self._token_refused(operation, name, token))
+                    or (
+                        numbers <= self._dialect.AMBIGUOUS_ERRORS
+                        and self._token_refused(operation, name, token)
+                    )
                 )
                 if not refused:
                     raise _classify(operation, errors, response.status_code)
@@ -806,7 +809,9 @@ class SlurmRestAdapter:
         return token
 
     def _token_refused(self, operation: str, user: str, token: str) -> bool:
-        """Ask slurmdbd whether it accepts ``token``: it says 1007 where slurmctld says -1."""
+        """Ask the other daemon whether it accepts ``token`` (the dialect's ``AUTH_PROBE``):
+        22.05's slurmdbd says 1007 where its slurmctld says only -1; 26.05's slurmctld says
+        1007 (HTTP 511) where its slurmdbd says only 7000, as for a database that is down."""
         response = self._send(operation, "GET", self._dialect.AUTH_PROBE, user, token)
         if response.status_code == 401:
             return True

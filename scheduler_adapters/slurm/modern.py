@@ -88,8 +88,10 @@ class ModernDialect:
         self.ASSOCIATIONS = f"{dbd}/associations"
         self.ACCOUNTING_JOBS = f"{dbd}/jobs"
         self.TRES = f"{dbd}/tres"
-        # cheapest authenticated slurmdbd call
-        self.AUTH_PROBE = self.TRES
+        # 26.05's slurmdbd side answers a refused token as it answers a database that is down
+        # (7000); its slurmctld says 1007 (HTTP 511) for the same token
+        self.AMBIGUOUS_ERRORS = frozenset({7000})
+        self.AUTH_PROBE = f"{ctld}/diag"
 
     def __repr__(self) -> str:
         return f"ModernDialect({self.VERSION!r})"

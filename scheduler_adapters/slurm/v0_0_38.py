@@ -45,7 +45,9 @@ ACCOUNTS = f"{DBD}/accounts"
 USERS = f"{DBD}/users"
 ASSOCIATIONS = f"{DBD}/associations"
 ACCOUNTING_JOBS = f"{DBD}/jobs"
-# Cheapest authenticated slurmdbd call: a token slurmdbd refuses gives error 1007 here.
+# What slurmctld-side calls report both for a refused token and for a controller that is down;
+# the cheapest authenticated slurmdbd call tells them apart (a refused token gives 1007 there).
+AMBIGUOUS_ERRORS = frozenset({-1, 5005})
 AUTH_PROBE = f"{DBD}/tres"
 
 # dbv0.0.37 POST /associations never modifies; dbv0.0.38 does (with the pitfalls below).

@@ -206,8 +206,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
     # maintainer scripts must not start daemons: this script starts them itself
     printf '#!/bin/sh\nexit 101\n' > "$ROOT_DIR/usr/sbin/policy-rc.d"
     chmod 755 "$ROOT_DIR/usr/sbin/policy-rc.d"
-    { inroot nice -n 19 apt-get update -qq && inroot env DEBIAN_FRONTEND=noninteractive \
-        nice -n 19 apt-get install -y -qq --no-install-recommends "${missing[@]}"; } \
+    # a testing suite's Release file expires within days; the machine's mirror may be older
+    apt_opts=()
+    [ "$SUITE" = trixie ] || apt_opts=(-o Acquire::Check-Valid-Until=false)
+    { inroot nice -n 19 apt-get "${apt_opts[@]}" update -qq && inroot env \
+        DEBIAN_FRONTEND=noninteractive nice -n 19 apt-get "${apt_opts[@]}" install -y -qq \
+        --no-install-recommends "${missing[@]}"; } \
         > /tmp/slurm-modern-apt.log 2>&1 || { tail -n 20 /tmp/slurm-modern-apt.log >&2; \
         die "apt-get install inside the root failed"; }
     inroot apt-get clean

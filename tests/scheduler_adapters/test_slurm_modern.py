@@ -15,6 +15,7 @@ from scheduler_adapters.errors import (
     NotFound,
     SchedulerAuthError,
     SchedulerRejected,
+    SchedulerUnavailable,
     UnexpectedResponse,
     UnsupportedApiVersion,
 )
@@ -482,5 +483,59 @@ def test_every_recording_was_made_by_the_version_it_is_filed_under(recorded):
         body = record["body"]
         if not isinstance(body, dict) or "meta" not in body:
             continue
+        release = "26.05.5" if path.name.startswith("slurm-26.05_") else "24.11.5"
         assert body["meta"]["plugin"]["data_parser"] == f"data_parser/{recorded.version}", path
-        assert body["meta"]["slurm"]["release"] == "24.11.5", path
+        assert body["meta"]["slurm"]["release"] == release, path
+
+
+@pytest.mark.parametrize(
+    ("recording", "method", "path", "call"),
+    [
+        ("slurmctld_down_nodes", "GET", "/slurm/v0.0.42/nodes", "list_nodes"),
+        ("slurmctld_down_job_submit", "POST", "/slurm/v0.0.42/job/submit", "submit_job"),
+        ("slurmdbd_down_associations", "GET", "/slurmdb/v0.0.42/associations", "get_gpu_limits"),
+    ],
+)
+def test_a_daemon_that_is_down_is_transient_not_an_auth_error(
+    replay, make_adapter, recording, method, path, call
+):
+    """Recorded with slurmctld (1800, after slurmrestd's own 9 s wait) or slurmdbd (7000 without
+    "authentication error") stopped: retried later, the token is not blamed."""
+    replay.on(method, path, Recorded("v0.0.42").answer(recording))
+    replay.on("GET", "/slurm/v0.0.42/diag", Recorded("v0.0.42").answer("diag"))
+    adapter = make_adapter(api_version="v0.0.42")
+    arguments = {"list_nodes": (), "submit_job": (spec(),), "get_gpu_limits": ("fx-team",)}
+
+    with pytest.raises(SchedulerUnavailable) as caught:
+        getattr(adapter, call)(*arguments[call])
+
+    assert caught.value.transient
+    assert caught.value.http_status == 502
+    assert adapter.issued_tokens == ["alice" if call == "submit_job" else "portal"]
+
+
+def test_26_05_refuses_a_token_on_the_slurmdbd_side_as_if_it_were_down(replay, make_adapter):
+    """26.05.5 answers 502 + a bare 7000 for a token its slurmdbd refuses; slurmctld, asked with
+    the same token, says 511 + 1007: a fresh token is tried once, then an auth error."""
+    answers = Recorded("v0.0.42")
+    replay.on(
+        "GET", "/slurmdb/v0.0.42/associations", answers.answer("slurm-26.05_bad_token_dbd_tres")
+    )
+    replay.on("GET", "/slurm/v0.0.42/diag", answers.answer("slurm-26.05_bad_token_ctld_diag"))
+    adapter = make_adapter(api_version="v0.0.42")
+
+    with pytest.raises(SchedulerAuthError):
+        adapter.get_gpu_limits("fx-team")
+
+    assert adapter.issued_tokens == ["portal", "portal"]
+    assert len(replay.sent("GET", "/slurm/v0.0.42/diag")) == 2
+
+
+def test_26_05_rejects_with_422_and_keeps_the_number(replay, make_adapter):
+    replay.on("POST", "/slurm/v0.0.42/job/submit",
+              Recorded("v0.0.42").answer("slurm-26.05_job_submit_bad_account"))  # fmt: skip
+
+    with pytest.raises(SchedulerRejected) as caught:
+        make_adapter(api_version="v0.0.42").submit_job(spec(account="no-such-team"))
+
+    assert (caught.value.http_status, caught.value.error_numbers) == (422, (2045,))

@@ -40,9 +40,7 @@ from scheduler_adapters.registry import (
 from scheduler_adapters.slurm.client import SlurmRestAdapter
 
 ENV_FILE = Path(
-    os.environ.get(
-        "SLURM_TEST_ENV", "/opt/portal-slurm-modern/var/lib/slurm-test/slurm-test.env"
-    )
+    os.environ.get("SLURM_TEST_ENV", "/opt/portal-slurm-modern/var/lib/slurm-test/slurm-test.env")
 )
 SETUP_HINT = (
     "start it with `sudo bash scripts/services/slurm-modern.sh` (or `make services`), "
