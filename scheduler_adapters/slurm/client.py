@@ -60,7 +60,7 @@ from scheduler_adapters.records import (
     JobSpec,
     check_name,
 )
-from scheduler_adapters.slurm import v0_0_38, v0_0_40, v0_0_41, v0_0_42
+from scheduler_adapters.slurm import v0_0_38, v0_0_40, v0_0_41, v0_0_42, v0_0_43, v0_0_44, v0_0_45
 from scheduler_adapters.slurm.nodes import parse_slurm_nodes
 from scheduler_adapters.slurm.sacctmgr import SacctmgrFallback
 from scheduler_adapters.types import ParseResult
@@ -70,7 +70,10 @@ TokenProvider = Callable[[str], str]
 
 DIALECTS: dict[str, Any] = {
     v0_0_38.VERSION: v0_0_38,
-    **{module.DIALECT.VERSION: module.DIALECT for module in (v0_0_40, v0_0_41, v0_0_42)},
+    **{
+        module.DIALECT.VERSION: module.DIALECT
+        for module in (v0_0_40, v0_0_41, v0_0_42, v0_0_43, v0_0_44, v0_0_45)
+    },
 }
 """API versions this adapter speaks: the module :mod:`.v0_0_38` (Slurm 22.05-23.11) and one
 :class:`~scheduler_adapters.slurm.modern.ModernDialect` per v0.0.40+ version (Slurm 23.11-26.05),

@@ -1,10 +1,11 @@
-"""The JSON of slurmrestd's data parsers v0.0.40 and later (Slurm 23.11 through 26.05).
+"""The JSON of slurmrestd's data parsers v0.0.40 to v0.0.45 (Slurm 23.11 through 26.05).
 
 One :class:`ModernDialect` per version (``v0_0_40.py`` … each builds one); what they share is
-here, what differs is an argument. Source of the shapes: the OpenAPI document Slurm 24.11.5
-serves at ``/openapi/v3`` (v0.0.40-v0.0.42, ``../shared/research/slurm-modern/``), responses
-recorded from a real 24.11.5 (``tests/fixtures/slurm/rest_v0.0.42/``) and
-https://slurm.schedmd.com/rest_api.html for the later versions.
+here, what differs is an argument. Source of the shapes: the OpenAPI documents Slurm 24.11.5
+(v0.0.40-v0.0.42, ``../shared/research/slurm-modern/``) and 26.05.5 (v0.0.42-v0.0.45) serve at
+``/openapi/v3``, responses recorded from both (``tests/fixtures/slurm/rest_v0.0.4*/``) and
+https://slurm.schedmd.com/rest_api.html. HTTP statuses moved between releases (a refused submit
+is 500 on 24.11, 422 on 26.05), so errors are read from the ``errors`` list, never the status.
 
 What changed since v0.0.38 (22.05), and what the client does about it:
 

@@ -93,6 +93,9 @@ def test_version_is_probed_when_the_document_is_missing(replay, make_adapter, re
     # newest first; slurmrestd answers 404 for a version it does not serve
     assert [r.url.path for r in replay.requests] == [
         "/openapi/v3",
+        "/slurm/v0.0.45/ping",
+        "/slurm/v0.0.44/ping",
+        "/slurm/v0.0.43/ping",
         "/slurm/v0.0.42/ping",
         "/slurm/v0.0.41/ping",
         "/slurm/v0.0.40/ping",
@@ -101,15 +104,21 @@ def test_version_is_probed_when_the_document_is_missing(replay, make_adapter, re
 
 
 def test_the_newest_version_both_sides_know_is_chosen(replay, make_adapter):
-    """Slurm 24.11 serves v0.0.40-v0.0.42, 25.11 v0.0.41-v0.0.44 (this adapter knows up to 42)."""
+    """Slurm 24.11 serves v0.0.40-v0.0.42, 25.11 v0.0.41-v0.0.44, 27.x perhaps v0.0.46."""
     served_by_24_11 = {f"/slurm/v0.0.{n}/ping/": {} for n in (40, 41, 42)}
     served_by_25_11 = {f"/slurmdb/v0.0.{n}/jobs/": {} for n in (41, 42, 43, 44)}
+    newer = {f"/slurm/v0.0.{n}/ping": {} for n in (44, 45, 46)}
     replay.on(
-        "GET", "/openapi/v3", (200, {"paths": served_by_24_11}), (200, {"paths": served_by_25_11})
+        "GET",
+        "/openapi/v3",
+        (200, {"paths": served_by_24_11}),
+        (200, {"paths": served_by_25_11}),
+        (200, {"paths": newer}),
     )
 
     assert make_adapter(api_version=None).api_version == "v0.0.42"
-    assert make_adapter(api_version=None).api_version == "v0.0.42"
+    assert make_adapter(api_version=None).api_version == "v0.0.44"
+    assert make_adapter(api_version=None).api_version == "v0.0.45"
 
 
 def test_a_server_with_only_newer_versions_is_refused_clearly(replay, make_adapter):
@@ -120,7 +129,9 @@ def test_a_server_with_only_newer_versions_is_refused_clearly(replay, make_adapt
         make_adapter(api_version=None).list_nodes()
 
     assert "serves v0.0.46, v0.0.47" in str(caught.value)
-    assert "speaks v0.0.38, v0.0.40, v0.0.41, v0.0.42" in str(caught.value)
+    assert "speaks v0.0.38, v0.0.40, v0.0.41, v0.0.42, v0.0.43, v0.0.44, v0.0.45" in str(
+        caught.value
+    )
     assert not caught.value.transient
 
 
