@@ -5,9 +5,11 @@ BIN    := $(VENV)/bin
 PORT   ?= 8000
 DEMO_ENV := DEBUG=1 DATABASE_URL=sqlite:///portal-demo.sqlite3
 # The Slurm integration tier runs on 24.11 (discovering v0.0.42) with the whole suite, then
-# again on 24.11 pinned to v0.0.41 and on the machine's 22.05 (v0.0.38); see tests/integration.
+# again on 24.11 pinned to v0.0.41, on 26.05 (discovering v0.0.45) and on the machine's 22.05
+# (v0.0.38); see tests/integration/slurm/slurm_cluster.py for the env files.
 SLURM_MODERN_ENV := /opt/portal-slurm-modern/var/lib/slurm-test/slurm-test.env
 SLURM_V41_ENV    := /opt/portal-slurm-modern/var/lib/slurm-test/slurm-test-v0.0.41.env
+SLURM_2605_ENV   := /opt/portal-slurm-forky/var/lib/slurm-test/slurm-test.env
 SLURM_2205_ENV   := /var/lib/slurm-test/slurm-test.env
 SLURM_TIER       := tests/integration/slurm tests/scheduler_adapters/contract
 
@@ -36,6 +38,7 @@ test: install services
 	$(BIN)/lint-imports
 	SLURM_TEST_ENV=$(SLURM_MODERN_ENV) $(BIN)/python -m pytest
 	SLURM_TEST_ENV=$(SLURM_V41_ENV) $(BIN)/python -m pytest -m integration $(SLURM_TIER)
+	SLURM_TEST_ENV=$(SLURM_2605_ENV) $(BIN)/python -m pytest -m integration $(SLURM_TIER)
 	SLURM_TEST_ENV=$(SLURM_2205_ENV) $(BIN)/python -m pytest -m integration $(SLURM_TIER)
 
 # The Slurm tier alone against any cluster an env file describes: make test-slurm SLURM_TEST_ENV=f

@@ -190,6 +190,12 @@ class FakeScheduler:
                     f"partition {limit.partition!r} has no GPUs of type {limit.gres_type!r}",
                     operation=operation,
                 )
+        elif not any(limit.gres_type in types for types in self.partitions.values()):
+            # the real adapter checks the cluster's accounted TRES (/tres) before writing
+            raise SchedulerRejected(
+                f"cluster does not account TRES 'gres/gpu:{limit.gres_type}'",
+                operation=operation,
+            )
         account = self.accounts.get(limit.account)
         if account is None:
             raise NotFound("account", limit.account, operation=operation)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Make sure what the test suite needs is running; start what can be started, fail loudly
 # (exit 1, naming it) when something cannot be had. Needed now: PostgreSQL on 127.0.0.1:5432,
-# Debian's chromium for the browser tests, the single-machine Slurm 24.11 of
-# scripts/services/slurm-modern.sh (slurmrestd on 127.0.0.1:6920) and 22.05 of
-# scripts/services/slurm.sh (127.0.0.1:6820) for the Slurm integration tests,
+# Debian's chromium for the browser tests, the single-machine Slurms of
+# scripts/services/slurm-modern.sh (24.11 with slurmrestd on 127.0.0.1:6920, 26.05 on :7020)
+# and scripts/services/slurm.sh (22.05 on :6820) for the Slurm integration tests,
 # and Redis on 127.0.0.1:6379 (the Celery broker of the real-worker integration test).
 set -u
 fail=0
@@ -55,22 +55,29 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
-# Slurm: both scripts are idempotent (about 1 s when everything already runs) and need root to
+# Slurm: the scripts are idempotent (about 1 s when everything already runs) and need root to
 # install packages and start daemons; without root, an already running cluster is enough.
-# 24.11 (slurm-modern.sh, in a chroot) is the one every Slurm integration test runs on; 22.05
-# (slurm.sh, the machine's own packages) runs the same tier a second time (see the Makefile).
-for script in slurm-modern.sh slurm.sh; do
-  path="$(dirname "$0")/services/$script"
+# 24.11 (slurm-modern.sh, Debian trixie in a chroot) is the one every Slurm integration test
+# runs on; the Makefile runs the same tier again on 26.05 (forky, in a second chroot) and on the
+# machine's own 22.05 (slurm.sh).
+slurm_start() { # slurm_start NAME SCRIPT [VAR=value...]
+  local name=$1 path
+  path="$(dirname "$0")/services/$2"
+  shift 2
   if [ "$(id -u)" = 0 ]; then
-    if ! bash "$path"; then
-      say "REQUIRED SERVICE MISSING: Slurm (scripts/services/$script failed; its log directory is named above)"
+    if ! env "$@" bash "$path"; then
+      say "REQUIRED SERVICE MISSING: Slurm $name (scripts/services/${path##*/} failed; its log directory is named above)"
       fail=1
     fi
-  elif ! bash "$path" status >/dev/null 2>&1; then
-    say "REQUIRED SERVICE MISSING: Slurm (not running; start it as root: sudo bash scripts/services/$script)"
+  elif ! env "$@" bash "$path" status >/dev/null 2>&1; then
+    say "REQUIRED SERVICE MISSING: Slurm $name (not running; start it as root: sudo make services)"
     fail=1
   fi
-done
+}
+slurm_start 24.11 slurm-modern.sh
+slurm_start 26.05 slurm-modern.sh SLURM_MODERN_SUITE=forky SLURM_MODERN_ROOT=/opt/portal-slurm-forky \
+  SLURM_MODERN_PORTS=70 SLURM_MODERN_NODE_PORTS=172
+slurm_start 22.05 slurm.sh
 
 # Prometheus (Debian's package) on 127.0.0.1:9090 for the idle-scan integration tests; the
 # tests start their own backfilled instance through the same script.

@@ -84,6 +84,19 @@ def test_limit_targets_must_exist(scheduler):
     assert adapter.get_gpu_limits(account) == ()
 
 
+def test_a_gpu_type_the_cluster_does_not_have_changes_no_limit(scheduler):
+    """Without a partition to check against, a type no node has is refused too: Slurm 24.11+
+    would take ``gres/gpu:h100`` as "clear every GPU limit" and answer 200."""
+    adapter = scheduler.adapter
+    account = scheduler.account()
+    adapter.set_gpu_limit(GpuLimit(account, "gpu", "a100", 2))
+
+    with pytest.raises(SchedulerRejected):
+        adapter.set_gpu_limit(GpuLimit(account, None, "h100", 1))
+
+    assert adapter.get_gpu_limits(account) == (GpuLimit(account, "gpu", "a100", 2),)
+
+
 def test_a_job_over_the_limit_pends_until_the_limit_is_lifted(scheduler):
     adapter = scheduler.adapter
     account = scheduler.account(user="alice")
