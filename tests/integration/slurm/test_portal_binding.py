@@ -79,3 +79,34 @@ def test_approve_sets_grptres_a_job_over_it_pends_release_zeroes_it(
     assert "gres/gpu:a100=0" in sacctmgr(
         "show", "assoc", f"account={account}", "user=", "format=account,grptres"
     )
+
+
+def test_reconcile_repairs_a_cap_changed_by_hand_and_records_the_drift(
+    portal_on_real_slurm, cleanup, portal_slurm_team, django_capture_on_commit_callbacks
+):
+    """An operator raises the team's cap with sacctmgr behind the portal's back; reconcile puts
+    back what the allocations hold (2 cards) and records expected 2 / found 4."""
+    from pools.models import SchedulerDrift
+    from pools.services.reconcile import reconcile_slurm
+
+    slurm = portal_on_real_slurm
+    pool, a100, team, alice, admin, submit = portal_slurm_team
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation = capacity_request_approve(request=submit(2), actor=admin)
+    allocation.refresh_from_db()
+    assert allocation.status == AllocationStatus.ACTIVE, allocation.status_reason
+    sacctmgr("-i", "modify", "account", f"name={team.slug}", "set", "GrpTRES=gres/gpu:a100=4")
+    assert slurm.get_gpu_limits(team.slug) == (GpuLimit(team.slug, "gpu", "a100", 4),)
+
+    report = reconcile_slurm()
+
+    assert report.errors == []
+    assert report.nodes_refreshed == 2  # gpu-a100-01 and gpu-4090-01 from the live listing
+    drift = SchedulerDrift.objects.get(team=team)
+    assert (drift.expected, drift.found, drift.repaired) == ("2", "4", True)
+    assert slurm.get_gpu_limits(team.slug) == (GpuLimit(team.slug, "gpu", "a100", 2),)
+    assert "gres/gpu:a100=2" in sacctmgr(
+        "show", "assoc", f"account={team.slug}", "user=", "format=account,grptres"
+    )
+
+    assert reconcile_slurm().drifts == []  # nothing left to repair
