@@ -251,14 +251,7 @@ class SlurmRestAdapter:
         if self._dialect.ACCOUNTS_ASSOCIATION:
             return self._ensure_account_in_one_call(account, found, description, organization)
         if found is None or found[:2] != (description, organization):
-            self._request(
-                operation,
-                "POST",
-                self._dialect.ACCOUNTS,
-                body=self._dialect.account_body(
-                    account, description=description, organization=organization
-                ),
-            )
+            self._post_account_record(operation, account, description, organization)
             changed = True
         if found is None or not found[2]:
             self._create_account_association(operation, account)
@@ -296,16 +289,22 @@ class SlurmRestAdapter:
                 )
             changed = True
         if found is not None and found[:2] != (description, organization):
-            self._request(
-                operation,
-                "POST",
-                self._dialect.ACCOUNTS,
-                body=self._dialect.account_body(
-                    account, description=description, organization=organization
-                ),
-            )
+            self._post_account_record(operation, account, description, organization)
             changed = True
         return changed
+
+    def _post_account_record(
+        self, operation: str, account: str, description: str, organization: str
+    ) -> None:
+        """``POST /accounts``: create or update the record (no association)."""
+        self._request(
+            operation,
+            "POST",
+            self._dialect.ACCOUNTS,
+            body=self._dialect.account_body(
+                account, description=description, organization=organization
+            ),
+        )
 
     def ensure_user_association(self, account: str, user: str, partition: str) -> bool:
         """Create the user in slurmdbd if missing, then the association (account, user,

@@ -45,6 +45,7 @@ from scheduler_adapters.slurm.readers import (
     accounting_jobs,
     associations,
     controller_jobs,
+    grp_tres_modify_body,
     int_at,
     job_placements,
     job_state_list,
@@ -164,20 +165,8 @@ class ModernDialect:
         limit; callers send it only to remove the last one."""
         if not grp_tres:
             raise ValueError("GrpTRES modify needs at least one entry")
-        return {
-            "associations": [
-                {
-                    "account": account,
-                    "cluster": cluster,
-                    "user": "",
-                    "max": {
-                        "tres": {
-                            "total": [_tres_entry(name, count) for name, count in grp_tres.items()]
-                        }
-                    },
-                }
-            ]
-        }
+        total = [_tres_entry(name, count) for name, count in grp_tres.items()]
+        return grp_tres_modify_body(account, cluster, total)
 
     @staticmethod
     def job_submit_body(spec: JobSpec) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Reading slurmrestd JSON, shared by every API version's dialect module.
+"""Reading (and the one request body) of slurmrestd JSON, shared by every API version's dialect.
 
 Each helper takes the value (or the object and key) and the JSON path it came from, and raises
 :class:`~scheduler_adapters.errors.UnexpectedResponse` naming that path when the field has
@@ -384,3 +384,17 @@ def accounting_jobs(payload: Mapping[str, Any], *, job_state: StateReader) -> li
             )
         )
     return records
+
+
+# --------------------------------------------------------------------------- request bodies
+
+
+def grp_tres_modify_body(account: str, cluster: str, total: list[dict[str, Any]]) -> dict[str, Any]:
+    """``POST /associations`` modifying the account association's GrpTRES (``max.tres.total``,
+    a list of ``{type, name, count}`` that replaces the whole set); the same in every version
+    from v0.0.38 to v0.0.45. ``user: ""`` names the account's own association."""
+    return {
+        "associations": [
+            {"account": account, "cluster": cluster, "user": "", "max": {"tres": {"total": total}}}
+        ]
+    }

@@ -22,6 +22,7 @@ from scheduler_adapters.slurm.readers import (
     accounting_jobs,
     associations,
     controller_jobs,
+    grp_tres_modify_body,
     int_at,
     job_placements,
     job_state_word,
@@ -126,20 +127,8 @@ def grp_tres_body(account: str, *, cluster: str, grp_tres: Mapping[str, int]) ->
         raise ValueError(
             "GrpTRES modify needs at least one entry (an empty list crashes slurmrestd)"
         )
-    return {
-        "associations": [
-            {
-                "account": account,
-                "cluster": cluster,
-                "user": "",
-                "max": {
-                    "tres": {
-                        "total": [_tres_entry(name, count) for name, count in grp_tres.items()]
-                    }
-                },
-            }
-        ]
-    }
+    total = [_tres_entry(name, count) for name, count in grp_tres.items()]
+    return grp_tres_modify_body(account, cluster, total)
 
 
 def _tres_entry(name: str, count: int) -> dict[str, Any]:
