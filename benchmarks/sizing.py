@@ -43,11 +43,16 @@ from pools.sizing.plan import estimate_from_fields  # noqa: E402
 from pools.sizing.presets import model_presets  # noqa: E402
 
 DATASET = ROOT / "tests" / "fixtures" / "sizing_dataset.json"
+#: The second part of the validation set (issue 17): current engines, weight-only quantisation.
+DATASET_2026 = ROOT / "tests" / "fixtures" / "sizing_dataset_2026.json"
+DATASETS = (DATASET, DATASET_2026)
 TARGET_MDAPE = 25.0
 
 
 def _precision(text: str) -> str:
     upper = text.upper()
+    if "GPTQ" in upper and "INT8" in upper:
+        return "W8A16"
     if "GPTQ" in upper:
         return "INT4-GPTQ"
     if "AWQ" in upper:
@@ -143,9 +148,17 @@ def _pct(predicted: float | None, measured: float | None) -> float | None:
     return (predicted - measured) / measured * 100
 
 
-def run(dataset: Path) -> int:
-    """Print the table and summary for ``dataset``; return 0 when MdAPE <= 25 %, else 1."""
-    rows = json.loads(dataset.read_text(encoding="utf-8"))["measurements"]
+def load_rows(datasets: list[Path]) -> list[dict]:
+    """The measurement rows of every file in ``datasets``, in order."""
+    rows = []
+    for dataset in datasets:
+        rows += json.loads(dataset.read_text(encoding="utf-8"))["measurements"]
+    return rows
+
+
+def run(datasets: list[Path]) -> int:
+    """Print the table and summary for ``datasets``; return 0 when MdAPE <= 25 %, else 1."""
+    rows = load_rows(datasets)
     presets, gpus = model_presets(), gpu_specs_from_catalogue()
     header = (
         f"{'model':<13} {'gpu':<14} {'tp':>2} {'prec':<9} {'in/out':>11} {'load':>11} "
@@ -233,8 +246,8 @@ def run(dataset: Path) -> int:
 def main() -> int:
     """Command-line entry point: ``--dataset PATH`` (default: the tests' fixture copy)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", type=Path, default=DATASET)
-    return run(parser.parse_args().dataset)
+    parser.add_argument("--dataset", type=Path, action="append")
+    return run(parser.parse_args().dataset or list(DATASETS))
 
 
 if __name__ == "__main__":
