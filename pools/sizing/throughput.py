@@ -140,6 +140,45 @@ def weight_bytes_read(*, model: ModelArch, weight_bits: int, tokens: float) -> f
     return (shared + model.expert_params * share) * weight_bits / 8
 
 
+#: Quantisation group size of weight-only INT4/INT8 checkpoints (GPTQ, AWQ): 128 weights share
+#: one FP16 scale and, for AWQ and asymmetric GPTQ, one zero point of the weight's width
+#: (AutoAWQ default ``q_group_size: 128, zero_point: True``; the Qwen2.5 GPTQ/AWQ checkpoints'
+#: quantize_config ``group_size: 128``). FP8 checkpoints use per-tensor or per-channel scales.
+QUANT_GROUP_SIZE = 128
+QUANT_SCALE_BITS = 16
+
+#: Bits of the output head (lm_head) in quantised checkpoints: kept at 16 bit. NVIDIA ModelOpt
+#: FP8 checkpoints list ``lm_head`` in ``exclude_modules`` (nvidia/Llama-3.1-8B-Instruct-FP8
+#: hf_quant_config.json); GPTQ and AWQ quantise the decoder layers' linear modules only.
+LM_HEAD_BITS = 16
+
+
+def decode_weight_bytes(*, model: ModelArch, precision: Precision, tokens: float) -> float:
+    """Weight bytes one forward pass over ``tokens`` tokens really streams from memory, whole
+    model (all TP ranks).
+
+    = decoder-layer linear weights at the stored width (for weight-only group quantisation plus
+    (16-bit scale + zero point) / 128 bits per weight), + the output head at 16 bit, + the
+    ``tokens`` rows of the embedding table a lookup touches (not the whole table; a tied head is
+    the same matrix and is read once, as the head). Mixture of experts: the experts the tokens
+    route to, as in :func:`weight_bytes_read`. Llama-3-8B FP16, 1 token: (8,030,261,248 -
+    2 x 525,336,576) x 2 + 525,336,576 x 2 + 4,096 x 2 = 15,009,855,488 B.
+    """
+    table = model.vocab_size * model.hidden_size
+    heads = table if model.tie_word_embeddings else 2 * table
+    bits = precision.weight_bits
+    if precision.weight_only and bits < 16:
+        bits = bits + (QUANT_SCALE_BITS + bits) / QUANT_GROUP_SIZE
+    layer_params = model.total_params - heads
+    if model.is_moe:
+        shared = layer_params - model.expert_params
+        share = 1 - (1 - model.experts_per_token / model.num_experts) ** max(tokens, 1.0)
+        layer_params = shared + model.expert_params * share
+    head_bits = LM_HEAD_BITS if bits < 16 else bits
+    lookup = min(tokens, model.vocab_size) * model.hidden_size * 2
+    return layer_params * bits / 8 + table * head_bits / 8 + lookup
+
+
 def _linear_params(model: ModelArch) -> int:
     # The input embedding is a table lookup, not a matrix multiply.
     return model.active_params - model.vocab_size * model.hidden_size
@@ -186,6 +225,7 @@ class ThroughputEstimate:
     allreduce_ms: float
     allreduce_over: str
     step_ms: float
+    serial_prefill_ms: float
     prefill_flops_per_request: float
     prefill_ms: float | None
     tpot_ms: float
@@ -262,8 +302,13 @@ def replica_throughput(
 
     new_input = input_tokens - cached_input_tokens
     prefill_tokens_per_step = batch * new_input / output_tokens
-    tokens = batch + prefill_tokens_per_step
-    weights_read = weight_bytes_read(model=model, weight_bits=precision.weight_bits, tokens=tokens)
+    # A sequence's own prefill cannot overlap its own decode; it overlaps the other sequences'
+    # decode steps (chunked prefill / in-flight batching). With ``batch`` sequences in flight,
+    # 1 / batch of the prefill work runs alone (batch 1: all of it, before the first token).
+    serial_share = min(1.0, 1.0 / batch)
+    overlapped_prefill_tokens = prefill_tokens_per_step * (1 - serial_share)
+    tokens = batch + overlapped_prefill_tokens
+    weights_read = decode_weight_bytes(model=model, precision=precision, tokens=tokens)
     linear_flops = 2 * _linear_params(model) * tokens
 
     kv_per_token_group = tp * kv_bytes_per_token(
@@ -280,7 +325,7 @@ def replica_throughput(
     prefill_attention_flops = request_prefill_flops - 2 * _linear_params(model) * new_input
     attention_flops = (
         4 * model.num_layers * model.attention_width * batch * mean_context
-        + batch / output_tokens * prefill_attention_flops
+        + batch * (1 - serial_share) / output_tokens * prefill_attention_flops
     )
 
     gemm_s = weights_read / effective_bandwidth
@@ -288,20 +333,18 @@ def replica_throughput(
     if flops_rate:
         gemm_s = max(gemm_s, linear_flops / flops_rate)
         attention_s = max(attention_s, attention_flops / flops_rate)
-    kernel_s = model.num_layers * KERNELS_PER_LAYER * KERNEL_LATENCY_S
+    kernel_s = model.num_layers * profile.step_overhead_s_per_layer
     allreduce_step_s = (
         2
         * model.num_layers
         * allreduce_s(message_bytes=tokens * model.hidden_size * ACTIVATION_BYTES, tp=tp, gpu=gpu)
     )
-    step_s = gemm_s + attention_s + kernel_s + allreduce_step_s
 
     prefill_alone_s = None
     ttft_s = None
+    serial_prefill_s = 0.0
     if flops_rate:
-        prefill_weights = weight_bytes_read(
-            model=model, weight_bits=precision.weight_bits, tokens=new_input
-        )
+        prefill_weights = decode_weight_bytes(model=model, precision=precision, tokens=new_input)
         prefill_alone_s = (
             max(request_prefill_flops / flops_rate, prefill_weights / effective_bandwidth)
             + kernel_s
@@ -311,7 +354,11 @@ def replica_throughput(
                 message_bytes=new_input * model.hidden_size * ACTIVATION_BYTES, tp=tp, gpu=gpu
             )
         )
-        ttft_s = prefill_alone_s + (step_s if batch > 1 else 0.0)
+        serial_prefill_s = batch * serial_share / output_tokens * prefill_alone_s
+    decode_step_s = gemm_s + attention_s + kernel_s + allreduce_step_s
+    step_s = decode_step_s + serial_prefill_s
+    if prefill_alone_s is not None:
+        ttft_s = prefill_alone_s + (decode_step_s if batch > 1 else 0.0)
 
     output_tok_s = batch / step_s
     return ThroughputEstimate(
@@ -335,7 +382,8 @@ def replica_throughput(
         step_ms=step_s * 1e3,
         prefill_flops_per_request=request_prefill_flops,
         prefill_ms=None if prefill_alone_s is None else prefill_alone_s * 1e3,
-        tpot_ms=step_s * 1e3,
+        serial_prefill_ms=serial_prefill_s * 1e3,
+        tpot_ms=decode_step_s * 1e3,
         ttft_ms=None if ttft_s is None else ttft_s * 1e3,
         output_tok_s_total=output_tok_s,
         output_tok_s_per_gpu=output_tok_s / tp,
@@ -373,7 +421,7 @@ def batch_for_request_rate(
 
     def excess(batch: float) -> tuple[float, ThroughputEstimate]:
         estimate = replica_throughput(batch=batch, **replica)
-        return requests_per_s * output_tokens * estimate.tpot_ms / 1e3 - batch, estimate
+        return requests_per_s * output_tokens * estimate.step_ms / 1e3 - batch, estimate
 
     top_excess, top = excess(max_batch)
     if top_excess > 0 or top.requests_per_s < requests_per_s:

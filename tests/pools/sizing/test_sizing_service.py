@@ -95,9 +95,9 @@ def test_qwen_72b_every_sized_row_covers_the_peak(qwen):
 def test_qwen_72b_recommends_l40s_in_the_inference_pool_and_links_the_request(qwen):
     l40s = _row(qwen, "l40s")
 
-    # L40S nodes have 4 cards: TP 4; 16 sequences per replica meet 50 ms TPOT.
-    assert (l40s["tp"], l40s["cards_per_node"], l40s["batch"]) == (4, 4, 16)
-    assert l40s["replicas"] == 7 and l40s["cards"] == 28
+    # L40S nodes have 4 cards: TP 4; 17 sequences per replica meet 50 ms TPOT.
+    assert (l40s["tp"], l40s["cards_per_node"], l40s["batch"]) == (4, 4, 17)
+    assert l40s["replicas"] == 6 and l40s["cards"] == 24
     assert (l40s["free_cards"], l40s["pool"], l40s["fits_free_capacity"]) == (40, "infer-k8s", True)
     assert qwen["recommended_in_free_capacity"] == "l40s"
     # The cheapest overall (fewest cards: no prices) is a card the inference pool does not have.
@@ -108,11 +108,11 @@ def test_qwen_72b_recommends_l40s_in_the_inference_pool_and_links_the_request(qw
         "basis": "recommended_in_free_capacity",
         "workload_kind": "inference",
         "gpu_model": "l40s",
-        "card_count": 28,
+        "card_count": 24,
         "pool": "infer-k8s",
     }
     assert sizing_request_url(qwen["request"]) == (
-        "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=28&pool=infer-k8s"
+        "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=24&pool=infer-k8s"
     )
 
 
@@ -197,7 +197,7 @@ def test_a_price_gives_the_monthly_cost_and_no_price_gives_none(fleet):
     _, results = sizing_preview(raw={**QWEN_72B, "prices": {"l40s": "1.20"}})
 
     assert _row(results, "l40s")["price_per_card_hour"] == "1.20"
-    assert _row(results, "l40s")["monthly_cost"] == "24528.00"  # 28 × 1.20 × 730 h
+    assert _row(results, "l40s")["monthly_cost"] == "21024.00"  # 24 × 1.20 × 730 h
     assert _row(results, "h100_sxm")["monthly_cost"] is None
     assert results["priced"] is True
     # Priced models rank before unpriced ones, so the page says the comparison is partial.
@@ -331,7 +331,7 @@ def test_create_stores_clean_inputs_and_queues_the_job_on_commit(
     callbacks[0]()  # the eager task, as with no broker
     estimate.refresh_from_db()
     assert estimate.status == EstimateStatus.DONE and estimate.progress == 100
-    assert estimate.results["request"]["card_count"] == 28
+    assert estimate.results["request"]["card_count"] == 24
     assert estimate.finished_at is not None
     assert list(
         AuditEvent.objects.filter(object_id=str(estimate.pk)).values_list("action", flat=True)
