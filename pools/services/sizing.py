@@ -608,6 +608,11 @@ def _row_json(
         "per_card_equivalent_tok_s": row.per_card_equivalent_tok_s,
         "replicas": row.replicas,
         "cards": row.cards,
+        # Where similar published measurements fell (pools/sizing/band.py), and the cards if
+        # every replica serves only the low end of that band.
+        "band": None if row.band is None else row.band.as_dict(),
+        "replicas_pessimistic": row.replicas_pessimistic,
+        "cards_pessimistic": row.cards_pessimistic,
         "free_cards": row.free_cards,
         "pool": None if free is None else free[1],
         "price_per_card_hour": row.price_per_card_hour,
@@ -898,3 +903,25 @@ def sizing_request_url(request: Mapping[str, Any] | None) -> str | None:
     if request.get("pool"):
         query["pool"] = request["pool"]
     return f"{reverse('pools:request-new')}?{urlencode(query)}"
+
+
+def sizing_recommendation(results: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The row the estimate recommends (``results["recommended"]``), with its error band.
+
+    ``{"gpu_model", "tp", "replicas", "cards", "cards_pessimistic", "output_tok_s_per_replica",
+    "band"}``; ``None`` when there are no results yet or nothing meets the targets.
+    """
+    if not results or not results.get("recommended"):
+        return None
+    for row in results.get("rows", ()):
+        if row["gpu_model"] == results["recommended"]:
+            return {
+                "gpu_model": row["gpu_model"],
+                "tp": row["tp"],
+                "replicas": row["replicas"],
+                "cards": row["cards"],
+                "cards_pessimistic": row.get("cards_pessimistic"),
+                "output_tok_s_per_replica": row["output_tok_s_per_replica"],
+                "band": row.get("band"),
+            }
+    return None
