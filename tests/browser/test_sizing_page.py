@@ -31,7 +31,10 @@ def test_changing_an_input_updates_the_table_in_place_then_request_these_cards(
     page.select_option("select[name=kv_cache_dtype]", "FP8")
 
     expect(l40s).to_have_class(re.compile("best"))
-    expect(l40s.locator("td.cards-cell")).to_have_text("28")
+    expect(l40s.locator("td.cards-cell")).to_have_text(re.compile(r"^24"))
+    # Every modelled rate carries its likely range; the recommendation says it in words.
+    expect(l40s.locator(".band-cell")).to_have_text(re.compile(r"^[\d,]+–[\d,]+$"))
+    expect(page.locator("p.band").first).to_contain_text("Likely between")
     expect(page.locator("#request-cards")).to_be_visible()
     assert page.evaluate("window.__sameDocument") is True
     assert "precision=FP8" in page.url  # the inputs are in the address, to share or reload
@@ -40,7 +43,7 @@ def test_changing_an_input_updates_the_table_in_place_then_request_these_cards(
     page.click("#request-cards")
 
     page.wait_for_url(re.compile(r"/requests/new/\?"))
-    expect(page.locator("input[name=card_count]")).to_have_value("28")
+    expect(page.locator("input[name=card_count]")).to_have_value("24")
     expect(page.locator("select[name=gpu_model]")).to_have_value("l40s")
     expect(page.locator("select[name=pool]")).to_have_value("infer-k8s")
     expect(page.locator("input[value=inference]")).to_be_checked()
