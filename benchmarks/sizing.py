@@ -196,16 +196,22 @@ def _without_overhead(profile: EngineProfile) -> EngineProfile:
     return replace(profile, step_overhead_s_per_layer=0.0)
 
 
-def implied_overhead_per_layer(request: dict, measured: float) -> float | None:
+def implied_overhead_per_layer(
+    request: dict, measured: float, engines: dict[str, EngineProfile] | None = None
+) -> float | None:
     """Step overhead per layer, seconds, that would make a single-stream estimate match.
 
     (measured seconds per output token - modelled seconds with no overhead) / (layers x the
     overhead's weight per output token: 1 decode step + the request's own prefill share).
-    ``None`` when the row is not single-stream or does not fit.
+    ``engines`` supplies the other profile fields (compute efficiency). ``None`` when the row
+    is not single-stream or does not fit.
     """
     if request.get("concurrency") != 1 or not measured:
         return None
+    if request["input_len"] > OVERHEAD_FIT_MAX_INPUT_TOKENS:
+        return None
     profile = engine_profile(request["engine"], request.get("engine_version"))
+    profile = (engines or {}).get(profile.name, profile)
     estimate = _estimate(request, {profile.name: _without_overhead(profile)})
     throughput = estimate.throughput
     if throughput is None:
@@ -215,30 +221,71 @@ def implied_overhead_per_layer(request: dict, measured: float) -> float | None:
     return (estimate.replicas / measured - throughput.step_ms / 1e3) / (layers * per_token)
 
 
+#: The step overhead is the time per step that does not grow with the context, so it is read
+#: from rows whose step is weights-dominated: prompts of at most this many tokens (the KV read
+#: and the prefill share are then a few per cent of a step; at 30k-token prompts vLLM 0.4's
+#: attention alone adds more than the whole overhead, which would be mistaken for it).
+OVERHEAD_FIT_MAX_INPUT_TOKENS = 2048
+
 #: The engine generations whose step overhead is fitted from measurements (all other profiles
-#: use the cited default, ``pools.sizing.memory.STEP_OVERHEAD_S_PER_LAYER``).
+#: use the cited default, ``pools.sizing.engines.STEP_OVERHEAD_S_PER_LAYER``).
 FITTED_PROFILES = ("vllm-v0",)
+
+#: Compute efficiencies tried (one value for every engine): llm-analysis's "up to 0.7" for
+#: inference down to half of it.
+COMPUTE_EFFICIENCY_GRID = (0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)
+
+
+def fit_overhead(cases: list[dict], name: str) -> float:
+    """Median of the implied overheads of ``cases`` of generation ``name``; with none, the
+    default (current vLLM) overhead, so nothing of a scored source leaks in."""
+    implied = [
+        case["implied"] for case in cases if case["profile"] == name and case["implied"] is not None
+    ]
+    if not implied:
+        return ENGINE_PROFILES["vllm"].step_overhead_s_per_layer
+    return max(0.0, statistics.median(implied))
+
+
+def _log_error(case: dict, engines: dict[str, EngineProfile]) -> float | None:
+    try:
+        predicted = _estimate(case["request"], engines).output_tok_s_total
+    except SizingInputError:
+        return None
+    if not predicted or not case["measured"]:
+        return None
+    return abs(math.log(predicted / case["measured"]))
 
 
 def fit_profiles(cases: list[dict]) -> dict[str, EngineProfile]:
-    """Refit :data:`FITTED_PROFILES` on ``cases``: the median implied overhead of their
-    single-stream rows of that generation; a generation without such rows keeps the default
-    ``vllm`` overhead (nothing of the scored source leaks in)."""
-    fitted = {}
-    for name in FITTED_PROFILES:
-        implied = [
-            case["implied"]
-            for case in cases
-            if case["profile"] == name and case["implied"] is not None
-        ]
-        base = ENGINE_PROFILES[name]
-        value = (
-            statistics.median(implied)
-            if implied
-            else ENGINE_PROFILES["vllm"].step_overhead_s_per_layer
-        )
-        fitted[name] = replace(base, step_overhead_s_per_layer=max(0.0, value))
-    return fitted
+    """Fit on ``cases`` (never the scored source): for each compute efficiency of the grid, the
+    :data:`FITTED_PROFILES` overheads (:func:`fit_overhead`), keeping the efficiency whose
+    profiles give the least mean |log(predicted / measured)| over ``cases``."""
+    best, best_score = None, math.inf
+    for efficiency in COMPUTE_EFFICIENCY_GRID:
+        engines = {
+            name: replace(profile, compute_efficiency=efficiency)
+            for name, profile in ENGINE_PROFILES.items()
+        }
+        for name in FITTED_PROFILES:
+            implied = [
+                {
+                    **case,
+                    "implied": implied_overhead_per_layer(
+                        case["request"], case["measured"], engines
+                    ),
+                }
+                for case in cases
+                if case["profile"] == name
+            ]
+            engines[name] = replace(
+                engines[name], step_overhead_s_per_layer=fit_overhead(implied, name)
+            )
+        errors = [e for e in (_log_error(case, engines) for case in cases) if e is not None]
+        score = sum(errors) / len(errors) if errors else math.inf
+        if score < best_score:
+            best, best_score = engines, score
+    return best
 
 
 def _regime(request: dict, estimate) -> dict[str, str]:
@@ -290,12 +337,13 @@ def cross_validate(rows: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]
                 "measured": measured,
                 "profile": profile,
                 "source": source_key(row),
-                "implied": implied_overhead_per_layer(request, measured),
             }
         )
     scored = []
+    folds = {}
     for source in sorted({case["source"] for case in cases}):
         engines = fit_profiles([case for case in cases if case["source"] != source])
+        folds[source] = engines
         for case in (case for case in cases if case["source"] == source):
             try:
                 estimate = _estimate(case["request"], engines)
@@ -310,7 +358,13 @@ def cross_validate(rows: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]
             scored.append(case)
     order = {row["id"]: index for index, row in enumerate(rows)}
     scored.sort(key=lambda case: order[case["row"]["id"]])
+    FOLDS.clear()
+    FOLDS.update(folds)
     return scored, skipped
+
+
+#: The profiles each fold fitted (source left out -> profiles), for the printout.
+FOLDS: dict[str, dict[str, EngineProfile]] = {}
 
 
 def _num(value: float | None, width: int, digits: int = 0) -> str:
@@ -383,11 +437,24 @@ def run(datasets: list[Path], *, write_bands: bool = False, quiet: bool = False)
     sources = Counter(case["source"] for case in cases)
     print(f"leave-one-source-out over {len(sources)} sources, {len(cases)} rows")
     engines = fit_profiles([case for case in cases])
-    for name, profile in engines.items():
+    print(
+        f"  fitted on every source: compute efficiency {engines['vllm'].compute_efficiency:.2f}"
+        f" (shipped {ENGINE_PROFILES['vllm'].compute_efficiency:.2f})"
+    )
+    for name in FITTED_PROFILES:
         print(
             f"  fitted on every source: {name} step overhead "
-            f"{profile.step_overhead_s_per_layer * 1e6:.1f} us per layer (shipped: "
+            f"{engines[name].step_overhead_s_per_layer * 1e6:.1f} us per layer (shipped: "
             f"{ENGINE_PROFILES[name].step_overhead_s_per_layer * 1e6:.1f})"
+        )
+    for source, fold in FOLDS.items():
+        print(
+            f"  without {source[:60]:<60} compute efficiency "
+            f"{fold['vllm'].compute_efficiency:.2f}, "
+            + ", ".join(
+                f"{name} {fold[name].step_overhead_s_per_layer * 1e6:.0f} us/layer"
+                for name in FITTED_PROFILES
+            )
         )
     table = regime_table(cases)
     print()

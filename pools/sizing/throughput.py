@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pools.sizing import SizingInputError, SizingWarning
+from pools.sizing.engines import COMPUTE_EFFICIENCY as _DEFAULT_COMPUTE_EFFICIENCY
 from pools.sizing.gpus import GpuSpec
 from pools.sizing.memory import (
     Precision,
@@ -45,11 +46,8 @@ from pools.sizing.presets import ModelArch
 #: sizing dataset reach 75-84 % of bandwidth / weight bytes on one card (sizing_anchors.md 3.2).
 BANDWIDTH_EFFICIENCY = 0.8
 
-#: Share of dense tensor peak that inference GEMMs reach. llm-analysis documents flops efficiency
-#: "up to 0.7" for inference and gpu_poor checks compute at 0.85 (sizing_anchors.md 2.5, 2.7);
-#: 0.6 stays below both because attention, norms and (for FP8/INT8) activation quantisation do
-#: not run at the tensor peak. One constant for every precision and engine.
-COMPUTE_EFFICIENCY = 0.6
+#: Default share of tensor peak (an engine profile may differ): see ``pools.sizing.engines``.
+COMPUTE_EFFICIENCY = _DEFAULT_COMPUTE_EFFICIENCY
 
 #: Fixed latency per memory-bound kernel, seconds: aiconfigurator ``mem_empirical_constant_latency``
 #: 3 us. A Llama-style layer runs about ten kernels per step (input norm, QKV GEMM, rotary,
@@ -294,7 +292,7 @@ def replica_throughput(
     bandwidth = gpu.memory_bandwidth_gbps * 1e9 * tp
     effective_bandwidth = bandwidth * BANDWIDTH_EFFICIENCY
     tflops = tensor_tflops(precision, gpu)
-    flops_rate = tflops * 1e12 * tp * COMPUTE_EFFICIENCY if tflops else None
+    flops_rate = tflops * 1e12 * tp * profile.compute_efficiency if tflops else None
 
     ceiling_s = weight_bytes_read(model=model, weight_bits=precision.weight_bits, tokens=1) / (
         bandwidth
@@ -368,7 +366,7 @@ def replica_throughput(
         bandwidth_gbps_per_gpu=gpu.memory_bandwidth_gbps,
         bandwidth_efficiency=BANDWIDTH_EFFICIENCY,
         compute_tflops_per_gpu=tflops,
-        compute_efficiency=COMPUTE_EFFICIENCY,
+        compute_efficiency=profile.compute_efficiency,
         decode_ceiling_batch1_ms=ceiling_s * 1e3,
         decode_ceiling_batch1_tok_s=1 / ceiling_s,
         tokens_per_step=tokens,

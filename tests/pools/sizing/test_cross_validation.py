@@ -23,19 +23,36 @@ def test_a_generation_is_fitted_on_the_median_of_the_other_sources_only():
         {"profile": "vllm", "implied": 1.0, "source": "b"},
     ]
 
-    scoring_b = bench.fit_profiles([case for case in cases if case["source"] != "b"])
-    scoring_a = bench.fit_profiles([case for case in cases if case["source"] != "a"])
+    scoring_b = bench.fit_overhead([case for case in cases if case["source"] != "b"], "vllm-v0")
+    scoring_a = bench.fit_overhead([case for case in cases if case["source"] != "a"], "vllm-v0")
 
-    assert scoring_b["vllm-v0"].step_overhead_s_per_layer == pytest.approx(200e-6)
-    assert scoring_a["vllm-v0"].step_overhead_s_per_layer == pytest.approx(50e-6)
+    assert scoring_b == pytest.approx(200e-6)  # median of 100 and 300 us, source a only
+    assert scoring_a == pytest.approx(50e-6)
 
 
 def test_without_rows_of_its_generation_the_default_overhead_is_kept():
-    fitted = bench.fit_profiles([{"profile": "vllm", "implied": 1.0, "source": "x"}])
+    fitted = bench.fit_overhead([{"profile": "vllm", "implied": 1.0, "source": "x"}], "vllm-v0")
 
-    assert fitted["vllm-v0"].step_overhead_s_per_layer == pytest.approx(
-        ENGINE_PROFILES["vllm"].step_overhead_s_per_layer
-    )
+    assert fitted == pytest.approx(ENGINE_PROFILES["vllm"].step_overhead_s_per_layer)
+
+
+def test_the_overhead_is_read_only_from_short_single_stream_prompts():
+    short = {
+        "model": "qwen2_5_7b",
+        "gpu": "a100_80g_sxm",
+        "precision": "BF16",
+        "input_len": 1,
+        "output_len": 2048,
+        "concurrency": 1,
+        "engine": "vllm",
+        "engine_version": "0.6.3",
+    }
+    long = {**short, "input_len": 30720}
+    busy = {**short, "concurrency": 8}
+
+    assert bench.implied_overhead_per_layer(short, 84.28) is not None
+    assert bench.implied_overhead_per_layer(long, 70.33) is None
+    assert bench.implied_overhead_per_layer(busy, 600.0) is None
 
 
 def test_rows_of_one_publication_share_a_source_key():

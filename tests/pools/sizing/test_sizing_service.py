@@ -102,7 +102,7 @@ def test_qwen_72b_recommends_l40s_in_the_inference_pool_and_links_the_request(qw
     assert qwen["recommended_in_free_capacity"] == "l40s"
     # The cheapest overall (fewest cards: no prices) is a card the inference pool does not have.
     best = _row(qwen, qwen["recommended"])
-    assert best["cards"] == min(r["cards"] for r in qwen["rows"] if r["meets_targets"]) == 2
+    assert best["cards"] == min(r["cards"] for r in qwen["rows"] if r["meets_targets"]) == 3
     assert best["pool"] is None
     assert qwen["request"] == {
         "basis": "recommended_in_free_capacity",

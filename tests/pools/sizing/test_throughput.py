@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pools.sizing import SizingInputError
+from pools.sizing.engines import VLLM_V0_STEP_OVERHEAD_S_PER_LAYER
 from pools.sizing.gpus import gpu_spec, gpu_specs_from_catalogue
 from pools.sizing.memory import engine_profile, precision_parse
 from pools.sizing.presets import model_preset
@@ -126,8 +127,11 @@ def test_the_vllm_v0_engine_adds_its_step_overhead_per_layer():
 
     assert engine_profile("vllm", "0.6.3").name == "vllm-v0"
     assert engine_profile("vllm", "0.8.5").name == "vllm"
-    assert v0.kernel_overhead_ms == pytest.approx(32 * 122e-6 * 1e3)
-    assert v0.tpot_ms - current.tpot_ms == pytest.approx(32 * (122e-6 - 30e-6) * 1e3)
+    assert v0.kernel_overhead_ms == pytest.approx(32 * VLLM_V0_STEP_OVERHEAD_S_PER_LAYER * 1e3)
+    assert current.kernel_overhead_ms == pytest.approx(32 * 10 * 3e-6 * 1e3)  # aiconfigurator
+    assert v0.tpot_ms - current.tpot_ms == pytest.approx(
+        32 * (VLLM_V0_STEP_OVERHEAD_S_PER_LAYER - 30e-6) * 1e3
+    )
 
 
 def test_ttft_at_batch_one_is_the_compute_bound_prefill():

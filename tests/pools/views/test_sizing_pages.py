@@ -35,7 +35,7 @@ QWEN_72B = {
     "seed_per_card_tok_s": "60",
 }
 REQUEST_LINK = (
-    "/requests/new/?workload_kind=inference&amp;gpu_model=l40s&amp;card_count=28&amp;pool=infer-k8s"
+    "/requests/new/?workload_kind=inference&amp;gpu_model=l40s&amp;card_count=24&amp;pool=infer-k8s"
 )
 
 
@@ -77,7 +77,7 @@ def test_changing_an_input_answers_only_the_results_fragment(fleet, member_page)
     assert "HX-Request" in response["Vary"]
     assert REQUEST_LINK in html
     assert 'id="request-cards"' in html
-    assert "28 × L40S" in html
+    assert "24 × L40S" in html
 
 
 def test_bad_inputs_show_their_errors_in_the_fragment(fleet, member_page):
@@ -103,7 +103,7 @@ def test_csv_export_has_one_row_per_gpu_model_with_the_numbers(fleet, member_pag
     rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
     l40s = next(row for row in rows if row["gpu_model"] == "l40s")
     assert len(rows) == 21
-    assert (l40s["tp"], l40s["replicas"], l40s["cards"]) == ("4", "7", "28")
+    assert (l40s["tp"], l40s["replicas"], l40s["cards"]) == ("4", "6", "24")
     assert l40s["pool"] == "infer-k8s"
     assert l40s["recommended"] == "fits free capacity"
     assert l40s["kv_bytes_per_token"] == "163840"
@@ -128,7 +128,7 @@ def test_save_creates_the_estimate_and_sends_htmx_to_its_page(
     assert response.status_code == 204
     assert response["HX-Redirect"] == f"/sizing/estimates/{estimate.pk}/"
     assert estimate.team == team and estimate.status == "done"
-    assert estimate.results["request"]["card_count"] == 28
+    assert estimate.results["request"]["card_count"] == 24
 
 
 def test_saving_bad_inputs_writes_nothing_and_shows_the_errors(fleet, alice_page):
