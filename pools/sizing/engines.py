@@ -125,5 +125,3 @@ def engine_profile(name: str | EngineProfile | None, version: str | None = None)
             reason="unknown_engine",
             field="engine",
         ) from None
-
-
