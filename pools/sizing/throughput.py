@@ -61,6 +61,13 @@ KERNELS_PER_LAYER = 10
 ALLREDUCE_LATENCY_NVLINK_S = 10e-6
 ALLREDUCE_LATENCY_PCIE_S = 50e-6
 
+#: Share of the PCIe link rate (per direction) an all-reduce's bus bandwidth reaches on cards
+#: without NVLink: nccl-tests all_reduce_perf on 8 RTX 5090 over PCIe 5.0 (64 GB/s per
+#: direction) peaked at 28 GB/s bus bandwidth, 35 GB/s on 4 of them (github.com/NVIDIA/nccl
+#: issues/1639; an NCCL maintainer there: on PCI systems the CPU and memory bound it): 0.44 and
+#: 0.55, so 0.5.
+PCIE_ALLREDUCE_SHARE = 0.5
+
 #: Bytes per activation element exchanged by TP all-reduces (16-bit activations).
 ACTIVATION_BYTES = 2
 
@@ -112,16 +119,16 @@ def tensor_tflops(precision: Precision, gpu: GpuSpec) -> float | None:
 def allreduce_s(*, message_bytes: float, tp: int, gpu: GpuSpec) -> float:
     """Seconds for one ring all-reduce of ``message_bytes`` across ``tp`` cards of ``gpu``.
 
-    latency + 2 × (tp - 1) / tp × bytes / peer bandwidth (NVLink per direction where it spans
-    the group, else PCIe);
-    0 for tp = 1. Ring all-reduce traffic per card is the llm-analysis formula
-    (sizing_anchors.md 2.5).
+    latency + 2 × (tp - 1) / tp × bytes / bus bandwidth: NVLink per direction where it spans
+    the group, else the PCIe link rate × :data:`PCIE_ALLREDUCE_SHARE`; 0 for tp = 1. Ring
+    all-reduce traffic per card is the llm-analysis formula (sizing_anchors.md 2.5).
     """
     if tp <= 1:
         return 0.0
     nvlink = gpu.nvlink_spans(tp)
     latency = ALLREDUCE_LATENCY_NVLINK_S if nvlink else ALLREDUCE_LATENCY_PCIE_S
-    return latency + 2 * (tp - 1) / tp * message_bytes / gpu.peer_bandwidth_bytes_per_s(tp)
+    bandwidth = gpu.peer_bandwidth_bytes_per_s(tp) * (1.0 if nvlink else PCIE_ALLREDUCE_SHARE)
+    return latency + 2 * (tp - 1) / tp * message_bytes / bandwidth
 
 
 def weight_bytes_read(*, model: ModelArch, weight_bits: int, tokens: float) -> float:
@@ -300,15 +307,6 @@ def replica_throughput(
 
     new_input = input_tokens - cached_input_tokens
     prefill_tokens_per_step = batch * new_input / output_tokens
-    # A sequence's own prefill cannot overlap its own decode; it overlaps the other sequences'
-    # decode steps (chunked prefill / in-flight batching). With ``batch`` sequences in flight,
-    # 1 / batch of the prefill work runs alone (batch 1: all of it, before the first token).
-    serial_share = min(1.0, 1.0 / batch)
-    overlapped_prefill_tokens = prefill_tokens_per_step * (1 - serial_share)
-    tokens = batch + overlapped_prefill_tokens
-    weights_read = decode_weight_bytes(model=model, precision=precision, tokens=tokens)
-    linear_flops = 2 * _linear_params(model) * tokens
-
     kv_per_token_group = tp * kv_bytes_per_token(
         num_layers=model.num_layers,
         num_kv_heads=kv_heads_per_gpu(num_kv_heads=model.num_kv_heads, tp=tp),
@@ -321,26 +319,9 @@ def replica_throughput(
         model=model, input_tokens=input_tokens, cached_tokens=cached_input_tokens
     )
     prefill_attention_flops = request_prefill_flops - 2 * _linear_params(model) * new_input
-    attention_flops = (
-        4 * model.num_layers * model.attention_width * batch * mean_context
-        + batch * (1 - serial_share) / output_tokens * prefill_attention_flops
-    )
-
-    gemm_s = weights_read / effective_bandwidth
-    attention_s = kv_read / effective_bandwidth
-    if flops_rate:
-        gemm_s = max(gemm_s, linear_flops / flops_rate)
-        attention_s = max(attention_s, attention_flops / flops_rate)
     kernel_s = model.num_layers * profile.step_overhead_s_per_layer
-    allreduce_step_s = (
-        2
-        * model.num_layers
-        * allreduce_s(message_bytes=tokens * model.hidden_size * ACTIVATION_BYTES, tp=tp, gpu=gpu)
-    )
 
     prefill_alone_s = None
-    ttft_s = None
-    serial_prefill_s = 0.0
     if flops_rate:
         prefill_weights = decode_weight_bytes(model=model, precision=precision, tokens=new_input)
         prefill_alone_s = (
@@ -352,9 +333,54 @@ def replica_throughput(
                 message_bytes=new_input * model.hidden_size * ACTIVATION_BYTES, tp=tp, gpu=gpu
             )
         )
-        serial_prefill_s = batch * serial_share / output_tokens * prefill_alone_s
-    decode_step_s = gemm_s + attention_s + kernel_s + allreduce_step_s
-    step_s = decode_step_s + serial_prefill_s
+
+    def step(serial_share: float) -> dict[str, float]:
+        # ``serial_share`` of the prefill work runs alone; the rest rides in the decode steps.
+        tokens = batch + prefill_tokens_per_step * (1 - serial_share)
+        weights_read = decode_weight_bytes(model=model, precision=precision, tokens=tokens)
+        attention_flops = (
+            4 * model.num_layers * model.attention_width * batch * mean_context
+            + batch * (1 - serial_share) / output_tokens * prefill_attention_flops
+        )
+        gemm_s = weights_read / effective_bandwidth
+        attention_s = kv_read / effective_bandwidth
+        if flops_rate:
+            gemm_s = max(gemm_s, 2 * _linear_params(model) * tokens / flops_rate)
+            attention_s = max(attention_s, attention_flops / flops_rate)
+        allreduce_step_s = (
+            2
+            * model.num_layers
+            * allreduce_s(
+                message_bytes=tokens * model.hidden_size * ACTIVATION_BYTES, tp=tp, gpu=gpu
+            )
+        )
+        decode_step_s = gemm_s + attention_s + kernel_s + allreduce_step_s
+        serial_prefill_s = 0.0
+        if prefill_alone_s is not None:
+            serial_prefill_s = batch * serial_share / output_tokens * prefill_alone_s
+        return {
+            "tokens": tokens,
+            "weights_read": weights_read,
+            "gemm_s": gemm_s,
+            "attention_s": attention_s,
+            "allreduce_step_s": allreduce_step_s,
+            "decode_step_s": decode_step_s,
+            "serial_prefill_s": serial_prefill_s,
+            "step_s": decode_step_s + serial_prefill_s,
+        }
+
+    # A sequence's own prefill cannot overlap its own decode; it overlaps the other sequences'
+    # decode steps (chunked prefill / in-flight batching): with ``batch`` sequences in flight,
+    # 1 / batch of the prefill work runs alone (batch 1: all of it, before the first token).
+    # Mixing prefill into decode steps also makes them read more experts of a mixture of
+    # experts; running every prefill alone is the scheduler's other choice, so the faster of
+    # the two is taken (it never makes a larger batch slower than one sequence).
+    chosen = min(step(min(1.0, 1.0 / batch)), step(1.0), key=lambda option: option["step_s"])
+    tokens, weights_read = chosen["tokens"], chosen["weights_read"]
+    gemm_s, attention_s = chosen["gemm_s"], chosen["attention_s"]
+    allreduce_step_s, decode_step_s = chosen["allreduce_step_s"], chosen["decode_step_s"]
+    serial_prefill_s, step_s = chosen["serial_prefill_s"], chosen["step_s"]
+    ttft_s = None
     if prefill_alone_s is not None:
         ttft_s = prefill_alone_s + (decode_step_s if batch > 1 else 0.0)
 

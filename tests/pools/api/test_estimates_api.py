@@ -65,10 +65,11 @@ def test_create_is_202_with_the_location_then_polling_reaches_done(
     done = client.get(response["Location"]).json()
 
     assert (done["status"], done["progress"], done["error"]) == ("done", 100, "")
-    assert done["results"]["request"]["card_count"] == 24
-    assert done["results"]["recommended_in_free_capacity"] == "l40s"
+    assert done["results"]["request"]["card_count"] == 22
+    assert done["results"]["recommended_in_free_capacity"] is None
     assert done["request_url"] == (
-        "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=24&pool=infer-k8s"
+        "/requests/new/?workload_kind=inference&gpu_model=a100_80g_pcie&card_count=22"
+        "&pool=infer-k8s"
     )
     recommended = next(
         row for row in done["results"]["rows"] if row["gpu_model"] == done["results"]["recommended"]
