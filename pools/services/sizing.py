@@ -69,7 +69,7 @@ from pools.sizing.plan import (
     sizing_plan,
 )
 from pools.sizing.presets import ModelArch, model_params_from_config, model_presets
-from pools.sizing.throughput import BANDWIDTH_EFFICIENCY, COMPUTE_EFFICIENCY
+from pools.sizing.throughput import BANDWIDTH_EFFICIENCY
 
 logger = logging.getLogger(__name__)
 
@@ -728,7 +728,7 @@ def sizing_results(
         "kv_cache_bits": kv_bits,
         "engine": engine_profile(inputs["engine"]).name,
         "bandwidth_efficiency": BANDWIDTH_EFFICIENCY,
-        "compute_efficiency": COMPUTE_EFFICIENCY,
+        "compute_efficiency": engine_profile(inputs["engine"]).compute_efficiency,
         "weights_bytes": weights_bytes(
             params=model.total_params, weight_bits=precision.weight_bits
         ),
