@@ -81,7 +81,8 @@ def test_changing_an_input_answers_only_the_results_fragment(fleet, member_page)
     assert REQUEST_LINK in html
     assert 'id="request-cards"' in html
     assert "22 × A100 PCIe 80GB" in html
-    assert "Likely between" in html
+    assert "Likely between" in html  # the band of the recommendation
+    assert "if the pessimistic end holds" in html  # and the cards its low end needs
 
 
 def test_bad_inputs_show_their_errors_in_the_fragment(fleet, member_page):
