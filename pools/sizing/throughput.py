@@ -300,6 +300,11 @@ def replica_throughput(
     effective_bandwidth = bandwidth * BANDWIDTH_EFFICIENCY
     tflops = tensor_tflops(precision, gpu)
     flops_rate = tflops * 1e12 * tp * profile.compute_efficiency if tflops else None
+    # Attention (QK^T, PV) multiplies 16-bit activations with the (de-quantised) KV cache: FP8
+    # and INT8 checkpoints quantise the linear layers only (module docstring), so attention
+    # runs at the card's 16-bit tensor rate.
+    half = gpu.bf16_dense_tflops or gpu.fp16_dense_tflops
+    attention_rate = half * 1e12 * tp * profile.compute_efficiency if half else flops_rate
 
     ceiling_s = weight_bytes_read(model=model, weight_bits=precision.weight_bits, tokens=1) / (
         bandwidth
@@ -324,8 +329,11 @@ def replica_throughput(
     prefill_alone_s = None
     if flops_rate:
         prefill_weights = decode_weight_bytes(model=model, precision=precision, tokens=new_input)
+        prefill_compute_s = (
+            request_prefill_flops - prefill_attention_flops
+        ) / flops_rate + prefill_attention_flops / attention_rate
         prefill_alone_s = (
-            max(request_prefill_flops / flops_rate, prefill_weights / effective_bandwidth)
+            max(prefill_compute_s, prefill_weights / effective_bandwidth)
             + kernel_s
             + 2
             * model.num_layers
@@ -346,7 +354,7 @@ def replica_throughput(
         attention_s = kv_read / effective_bandwidth
         if flops_rate:
             gemm_s = max(gemm_s, 2 * _linear_params(model) * tokens / flops_rate)
-            attention_s = max(attention_s, attention_flops / flops_rate)
+            attention_s = max(attention_s, attention_flops / attention_rate)
         allreduce_step_s = (
             2
             * model.num_layers

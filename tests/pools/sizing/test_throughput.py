@@ -337,3 +337,15 @@ def test_tpot_grows_and_throughput_never_falls_with_the_batch(
 
     assert 0 < small.tpot_ms <= large.tpot_ms
     assert 0 < small.output_tok_s_total <= large.output_tok_s_total * (1 + 1e-9)
+
+
+def test_fp8_prefill_runs_its_linears_at_the_fp8_rate_and_attention_at_16_bit():
+    # Llama-3-8B FP8 on H100 SXM, 1,000-token prompt: linears at 1,979 TFLOPS, attention over
+    # 16-bit activations at 989 TFLOPS, each times the compute efficiency.
+    linear = 2 * (8_030_261_248 - 128_256 * 4_096) * 1000
+    attention = 2 * 32 * 4096 * 1000**2
+    seconds = linear / (1979e12 * COMPUTE_EFFICIENCY) + attention / (989e12 * COMPUTE_EFFICIENCY)
+
+    estimate = replica(precision=precision_parse("FP8"), kv_bits=8)
+
+    assert estimate.ttft_ms == pytest.approx((seconds + 32 * 10 * 3e-6) * 1e3)
