@@ -484,6 +484,25 @@ def run(datasets: list[Path], *, write_bands: bool = False, quiet: bool = False)
         f"{overall[3]:.1f} % (target <= {TARGET_P90:.0f}); worst regime with >= {MIN_ROWS} rows: "
         f"{worst[0]} median {worst[2]:.1f} % (target <= {TARGET_REGIME_MEDIAN:.0f})"
     )
+    for metric, field, attribute in (
+        ("TPOT", "tpot_ms", "tpot_ms"),
+        ("TTFT of a lone request", "ttft_ms", "ttft_ms"),
+    ):
+        errors = []
+        for case in cases:
+            measured = case["row"].get(field) or (
+                case["row"].get("ttft_ms_mean") if field == "ttft_ms" else None
+            )
+            throughput = case["estimate"].throughput
+            if field == "ttft_ms" and case["request"]["concurrency"] != 1:
+                continue  # online TTFTs include queueing, which the estimate leaves out
+            if measured and throughput and getattr(throughput, attribute):
+                errors.append(abs(_pct(getattr(throughput, attribute), measured)))
+        if errors:
+            print(
+                f"  {metric}: median |err| {statistics.median(errors):.1f} % "
+                f"over {len(errors)} rows"
+            )
     for name, errors in sorted(_by_source(cases).items()):
         print(f"  source {name}: median {statistics.median(errors):.1f} % over {len(errors)} rows")
     if write_bands:
