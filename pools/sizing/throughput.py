@@ -2,26 +2,30 @@
 
 The model, after DESIGN.md "Sizing" and the public estimators in
 ``shared/research/sizing_anchors.md`` (a per-operation roofline as in LLM-Viewer and llm-analysis,
-with aiconfigurator's empirical constants):
+with aiconfigurator's empirical constants), and issue 17's evidence:
 
-- **Decode is memory-bandwidth bound.** One decode step reads every weight once (for a mixture of
-  experts: the shared weights and the experts the batch's tokens route to) plus the batch's KV
-  cache. GEMM time = max(weight bytes / (bandwidth × efficiency), 2 × active params × tokens /
-  (tensor FLOPS × efficiency)); attention time = max(KV bytes read / (bandwidth × efficiency),
-  attention FLOPs / (FLOPS × efficiency)); plus a fixed per-kernel latency and, for TP > 1, two
+- **Decode is memory-bandwidth bound.** One decode step streams the decoder layers' weights at
+  their stored width (weight-only INT4/INT8 plus their group scales and zero points), the output
+  head at 16 bit, one embedding row per token (a lookup, not the table) - for a mixture of
+  experts only the experts the batch's tokens route to - plus the batch's KV cache
+  (:func:`decode_weight_bytes`). GEMM time = max(weight bytes / (bandwidth × efficiency),
+  2 × active params × tokens / (tensor FLOPS × efficiency)); attention time = max(KV bytes read
+  / (bandwidth × efficiency), attention FLOPs / (16-bit FLOPS × efficiency)); plus the engine
+  profile's fixed time per layer and step (``pools.sizing.engines``) and, for TP > 1, two
   all-reduces per layer.
 - **Prefill is compute bound**: 2 × active params FLOPs per input token plus causal attention
   2 × layers × heads × head dim × tokens². Engines with continuous batching and chunked prefill
-  (vLLM, SGLang, TensorRT-LLM in-flight batching) mix prefill chunks into decode steps, so at a
-  steady state each step carries the batch's decode tokens plus batch × input / output prefill
-  tokens, and the step time above is taken over all of them.
+  (vLLM, SGLang, TensorRT-LLM in-flight batching) mix prefill chunks into the decode steps of the
+  *other* sequences; a sequence's own prefill runs before its first decode step, so 1 / batch of
+  the prefill work runs alone (compute bound) and the rest rides in the decode steps. The step
+  (per output token of every sequence) = decode step + that serial share; TPOT = decode step.
 - **Tensor parallelism** splits weights, KV heads, bandwidth and FLOPS across the ``tp`` cards and
   costs two all-reduces per layer of tokens × hidden × 2 bytes: latency + 2 (tp - 1) / tp × bytes
-  / peer bandwidth. NVLink cards use NVLink; others go over PCIe, which the PCIe latency and
-  bandwidth make expensive (the "PCIe all-reduce penalty", stated per result).
+  / bus bandwidth. NVLink cards use NVLink; others go over PCIe at half its link rate
+  (:data:`PCIE_ALLREDUCE_SHARE`), the "PCIe all-reduce penalty" stated per result.
 
-Output rate = sequences in flight / step time; TPOT = step time; TTFT = the prefill of one request
-alone (compute or weight streaming, whichever is slower) plus one step of the running batch.
+Output rate = sequences in flight / step; TTFT = the prefill of one request alone (compute or
+weight streaming, whichever is slower) plus one decode step of the running batch.
 """
 
 from __future__ import annotations
@@ -132,7 +136,8 @@ def allreduce_s(*, message_bytes: float, tp: int, gpu: GpuSpec) -> float:
 
 
 def weight_bytes_read(*, model: ModelArch, weight_bits: int, tokens: float) -> float:
-    """Weight bytes one forward pass over ``tokens`` tokens reads, whole model (all TP ranks).
+    """The seeds' weight bytes for ``tokens`` tokens, whole model: parameters × bits / 8 (the
+    decode ceiling uses it; the step time uses :func:`decode_weight_bytes`).
 
     Dense: every weight. Mixture of experts: the shared weights plus, per layer, the experts the
     tokens route to: E × (1 - (1 - k / E) ** tokens) experts in expectation under uniform routing
