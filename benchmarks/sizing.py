@@ -60,13 +60,9 @@ from pools.sizing.band import (  # noqa: E402
     precision_class,
     regime_keys,
 )
+from pools.sizing.engines import ENGINE_PROFILES, EngineProfile, engine_profile  # noqa: E402
 from pools.sizing.gpus import gpu_specs_from_catalogue  # noqa: E402
-from pools.sizing.memory import (  # noqa: E402
-    ENGINE_PROFILES,
-    EngineProfile,
-    engine_profile,
-    precision_parse,
-)
+from pools.sizing.memory import precision_parse  # noqa: E402
 from pools.sizing.plan import estimate_from_fields  # noqa: E402
 from pools.sizing.presets import model_presets  # noqa: E402
 

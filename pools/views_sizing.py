@@ -17,7 +17,7 @@ from pools.errors import DomainError
 from pools.filtersets import SizingEstimateFilterSet
 from pools.models import GpuModel
 from pools.services import sizing as sizing_services
-from pools.sizing.memory import ENGINE_PROFILES
+from pools.sizing.engines import ENGINE_PROFILES
 from pools.sizing.presets import model_presets
 from pools.views import Column, csv_response, filtered_list
 

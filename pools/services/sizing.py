@@ -50,11 +50,10 @@ from pools.sizing.demand import (
     demand_from_output_rate,
     demand_from_traffic,
 )
+from pools.sizing.engines import ENGINE_PROFILES, engine_profile
 from pools.sizing.gpus import GPU_SPEC_FIELDS, GpuSpec, gpu_spec_from_fields
 from pools.sizing.memory import (
-    ENGINE_PROFILES,
     KV_CACHE_DTYPE_NAMES,
-    engine_profile,
     kv_bytes_per_token,
     kv_cache_bits,
     kv_tokens_per_sequence,

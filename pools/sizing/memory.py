@@ -16,12 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pools.sizing import SizingInputError
-from pools.sizing.engines import (  # noqa: F401  (re-exported: the engine profiles used to live here)
-    ENGINE_PROFILES,
-    STEP_OVERHEAD_S_PER_LAYER,
-    EngineProfile,
-    engine_profile,
-)
+from pools.sizing.engines import EngineProfile, engine_profile
 from pools.sizing.presets import ModelArch
 
 GIB = 1024**3

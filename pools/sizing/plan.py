@@ -11,12 +11,11 @@ from decimal import ROUND_HALF_UP, Decimal
 from pools.sizing import SizingInputError, SizingWarning
 from pools.sizing.band import ErrorBand, error_band
 from pools.sizing.demand import Demand, cards_for_rate, replicas_for_demand
+from pools.sizing.engines import EngineProfile, engine_profile
 from pools.sizing.gpus import GpuSpec
 from pools.sizing.memory import (
-    EngineProfile,
     MemoryEstimate,
     Precision,
-    engine_profile,
     kv_cache_bits,
     memory_estimate,
     precision_parse,

@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 from pools.sizing import SizingInputError, SizingWarning
 from pools.sizing.engines import COMPUTE_EFFICIENCY as _DEFAULT_COMPUTE_EFFICIENCY
+from pools.sizing.engines import engine_profile
 from pools.sizing.gpus import GpuSpec
 from pools.sizing.memory import (
     Precision,
-    engine_profile,
     kv_bytes_per_token,
     kv_heads_per_gpu,
     kv_tokens_per_sequence,

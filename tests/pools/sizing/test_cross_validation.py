@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pools.sizing.memory import ENGINE_PROFILES
+from pools.sizing.engines import ENGINE_PROFILES
 
 _PATH = Path(__file__).resolve().parents[3] / "benchmarks" / "sizing.py"
 _spec = importlib.util.spec_from_file_location("benchmarks_sizing", _PATH)

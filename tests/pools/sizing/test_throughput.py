@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pools.sizing import SizingInputError
-from pools.sizing.engines import VLLM_V0_STEP_OVERHEAD_S_PER_LAYER
+from pools.sizing.engines import VLLM_V0_STEP_OVERHEAD_S_PER_LAYER, engine_profile
 from pools.sizing.gpus import gpu_spec, gpu_specs_from_catalogue
-from pools.sizing.memory import engine_profile, precision_parse
+from pools.sizing.memory import precision_parse
 from pools.sizing.presets import model_preset
 from pools.sizing.throughput import (
     BANDWIDTH_EFFICIENCY,
