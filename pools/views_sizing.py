@@ -17,7 +17,7 @@ from pools.errors import DomainError
 from pools.filtersets import SizingEstimateFilterSet
 from pools.models import GpuModel
 from pools.services import sizing as sizing_services
-from pools.sizing.memory import ENGINE_PROFILES
+from pools.sizing.engines import ENGINE_PROFILES
 from pools.sizing.presets import model_presets
 from pools.views import Column, csv_response, filtered_list
 
@@ -94,12 +94,16 @@ ROW_COLUMNS = [
     Column("overhead_reserve_bytes_per_gpu", lambda r: r["overhead_reserve_bytes_per_gpu"]),
     Column("decode_ceiling_batch1_tok_s", lambda r: r["decode_ceiling_batch1_tok_s"]),
     Column("output_tok_s_per_replica", lambda r: r["output_tok_s_per_replica"]),
+    Column("likely_low_tok_s_per_replica", lambda r: (r.get("band") or {}).get("low_tok_s")),
+    Column("likely_high_tok_s_per_replica", lambda r: (r.get("band") or {}).get("high_tok_s")),
+    Column("band_regime", lambda r: (r.get("band") or {}).get("regime")),
     Column("tpot_ms", lambda r: r["tpot_ms"]),
     Column("ttft_ms", lambda r: r["ttft_ms"]),
     Column("replica_requests_per_s", lambda r: r["replica_requests_per_s"]),
     Column("per_card_equivalent_tok_s", lambda r: r["per_card_equivalent_tok_s"]),
     Column("replicas", lambda r: r["replicas"]),
     Column("cards", lambda r: r["cards"]),
+    Column("cards_pessimistic", lambda r: r.get("cards_pessimistic")),
     Column("free_cards", lambda r: r["free_cards"]),
     Column("pool", lambda r: r["pool"]),
     Column("price_per_card_hour", lambda r: r["price_per_card_hour"]),

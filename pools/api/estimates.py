@@ -25,6 +25,7 @@ class SizingEstimateSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:estimate-detail")
     page_url = serializers.SerializerMethodField()
     request_url = serializers.SerializerMethodField()
+    recommendation = serializers.SerializerMethodField()
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     created_by = serializers.StringRelatedField()
 
@@ -44,6 +45,7 @@ class SizingEstimateSerializer(serializers.ModelSerializer):
             "finished_at",
             "inputs",
             "results",
+            "recommendation",
             "request_url",
         ]
         read_only_fields = fields
@@ -51,6 +53,16 @@ class SizingEstimateSerializer(serializers.ModelSerializer):
     def get_page_url(self, obj) -> str:
         """The estimate's page."""
         return reverse("pools:sizing-estimate-detail", args=[obj.pk])
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_recommendation(self, obj) -> dict | None:
+        """The recommended GPU model's cards with their error band (once done): ``cards``,
+        ``cards_pessimistic`` (if the band's low end holds), ``output_tok_s_per_replica`` and
+        ``band`` (``low_tok_s`` / ``high_tok_s``: P10 / P90 of similar published rows, with the
+        ``regime`` and its ``rows``). ``None`` before the job is done or without a
+        recommendation.
+        """
+        return sizing_services.sizing_recommendation(obj.results)
 
     def get_request_url(self, obj) -> str | None:
         """The new-request page pre-filled with the recommended option (once done)."""

@@ -50,11 +50,10 @@ from pools.sizing.demand import (
     demand_from_output_rate,
     demand_from_traffic,
 )
+from pools.sizing.engines import ENGINE_PROFILES, engine_profile
 from pools.sizing.gpus import GPU_SPEC_FIELDS, GpuSpec, gpu_spec_from_fields
 from pools.sizing.memory import (
-    ENGINE_PROFILES,
     KV_CACHE_DTYPE_NAMES,
-    engine_profile,
     kv_bytes_per_token,
     kv_cache_bits,
     kv_tokens_per_sequence,
@@ -69,7 +68,7 @@ from pools.sizing.plan import (
     sizing_plan,
 )
 from pools.sizing.presets import ModelArch, model_params_from_config, model_presets
-from pools.sizing.throughput import BANDWIDTH_EFFICIENCY, COMPUTE_EFFICIENCY
+from pools.sizing.throughput import BANDWIDTH_EFFICIENCY
 
 logger = logging.getLogger(__name__)
 
@@ -608,6 +607,11 @@ def _row_json(
         "per_card_equivalent_tok_s": row.per_card_equivalent_tok_s,
         "replicas": row.replicas,
         "cards": row.cards,
+        # Where similar published measurements fell (pools/sizing/band.py), and the cards if
+        # every replica serves only the low end of that band.
+        "band": None if row.band is None else row.band.as_dict(),
+        "replicas_pessimistic": row.replicas_pessimistic,
+        "cards_pessimistic": row.cards_pessimistic,
         "free_cards": row.free_cards,
         "pool": None if free is None else free[1],
         "price_per_card_hour": row.price_per_card_hour,
@@ -723,7 +727,7 @@ def sizing_results(
         "kv_cache_bits": kv_bits,
         "engine": engine_profile(inputs["engine"]).name,
         "bandwidth_efficiency": BANDWIDTH_EFFICIENCY,
-        "compute_efficiency": COMPUTE_EFFICIENCY,
+        "compute_efficiency": engine_profile(inputs["engine"]).compute_efficiency,
         "weights_bytes": weights_bytes(
             params=model.total_params, weight_bits=precision.weight_bits
         ),
@@ -898,3 +902,25 @@ def sizing_request_url(request: Mapping[str, Any] | None) -> str | None:
     if request.get("pool"):
         query["pool"] = request["pool"]
     return f"{reverse('pools:request-new')}?{urlencode(query)}"
+
+
+def sizing_recommendation(results: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The row the estimate recommends (``results["recommended"]``), with its error band.
+
+    ``{"gpu_model", "tp", "replicas", "cards", "cards_pessimistic", "output_tok_s_per_replica",
+    "band"}``; ``None`` when there are no results yet or nothing meets the targets.
+    """
+    if not results or not results.get("recommended"):
+        return None
+    for row in results.get("rows", ()):
+        if row["gpu_model"] == results["recommended"]:
+            return {
+                "gpu_model": row["gpu_model"],
+                "tp": row["tp"],
+                "replicas": row["replicas"],
+                "cards": row["cards"],
+                "cards_pessimistic": row.get("cards_pessimistic"),
+                "output_tok_s_per_replica": row["output_tok_s_per_replica"],
+                "band": row.get("band"),
+            }
+    return None

@@ -8,8 +8,12 @@ Modules, bottom to top:
 
 - :mod:`pools.sizing.presets` - model architectures (``models.json``) and :class:`ModelArch`.
 - :mod:`pools.sizing.gpus` - :class:`~pools.sizing.gpus.GpuSpec` from the GPU catalogue or DB row.
+- :mod:`pools.sizing.engines` - serving engines and their generations (memory rule, batch cap,
+  step overhead, compute efficiency), chosen by name and version.
 - :mod:`pools.sizing.memory` - precisions, weights and KV-cache bytes, fit, smallest TP degree.
 - :mod:`pools.sizing.throughput` - decode/prefill step times, TPOT, TTFT, tok/s of one replica.
+- :mod:`pools.sizing.band` - the error band of a token rate, from cross-validated residuals
+  (``error_bands.json``, written by ``benchmarks/sizing.py --write-bands``).
 - :mod:`pools.sizing.demand` - traffic to peak requests/s, equivalent tokens, replicas, cards.
 - :mod:`pools.sizing.plan` - one result row per GPU model, warnings, cost, ranking.
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pools.sizing import SizingInputError
+from pools.sizing.engines import EngineProfile, engine_profile
 from pools.sizing.presets import ModelArch
 
 GIB = 1024**3
@@ -41,66 +42,6 @@ RESERVE_MIN_BYTES = 1 * GIB
 
 def _key(text: object) -> str:
     return str(text).strip().upper().replace("_", "-").replace(" ", "-")
-
-
-@dataclass(frozen=True)
-class EngineProfile:
-    """What distinguishes serving engines in this model: memory rule and batch cap.
-
-    ``reserve_of_free``: the unused share :data:`RESERVE_FRACTION` is taken of the memory left
-    after weights and overhead (TensorRT-LLM) instead of the card's total (vLLM, SGLang).
-    ``max_batch`` caps sequences in flight per replica (``None``: only KV memory limits it).
-    Bandwidth and compute efficiencies are the same for every engine: the public data do not
-    justify separate constants.
-    """
-
-    name: str
-    reserve_of_free: bool
-    max_batch: int | None
-    source: str
-
-
-ENGINE_PROFILES = {
-    "vllm": EngineProfile(
-        "vllm",
-        False,
-        256,
-        "vLLM: KV = total x gpu_memory_utilization (0.9) - weights - activation peak "
-        "(v1/worker/gpu_worker.py); --max-num-seqs default 256 (engine arguments)",
-    ),
-    "sglang": EngineProfile(
-        "sglang",
-        False,
-        None,
-        "SGLang: --mem-fraction-static is a share of total memory for weights and KV pool; "
-        "max_running_requests follows from the KV token pool when not set",
-    ),
-    "tensorrt-llm": EngineProfile(
-        "tensorrt-llm",
-        True,
-        4096,
-        "TensorRT-LLM: KV = free_gpu_memory_fraction (0.9) x free memory after weights and "
-        "activations (docs reference/memory.md); trtllm-bench max_batch_size default 4096 "
-        "(sizing_dataset.json trt014 rows' notes)",
-    ),
-}
-
-
-def engine_profile(name: str | None) -> EngineProfile:
-    """The profile for ``name`` (vllm, sglang, tensorrt-llm / trt-llm; ``None`` = vllm).
-
-    Raises :class:`SizingInputError` (reason ``unknown_engine``).
-    """
-    key = _key(name or "vllm").lower()
-    key = {"trt-llm": "tensorrt-llm", "trtllm": "tensorrt-llm"}.get(key, key)
-    try:
-        return ENGINE_PROFILES[key]
-    except KeyError:
-        raise SizingInputError(
-            f"unknown engine {name!r}; use one of {', '.join(ENGINE_PROFILES)}",
-            reason="unknown_engine",
-            field="engine",
-        ) from None
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,13 @@ from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_UP, Decimal
 
 from pools.sizing import SizingInputError, SizingWarning
+from pools.sizing.band import ErrorBand, error_band
 from pools.sizing.demand import Demand, cards_for_rate, replicas_for_demand
+from pools.sizing.engines import EngineProfile, engine_profile
 from pools.sizing.gpus import GpuSpec
 from pools.sizing.memory import (
     MemoryEstimate,
     Precision,
-    engine_profile,
     kv_cache_bits,
     memory_estimate,
     precision_parse,
@@ -69,7 +70,8 @@ class ReplicaEstimate:
     (given), ``memory`` (KV cache full), ``engine`` (engine batch cap), ``request_rate``
     (Little's law at the given rate) or ``saturated`` (the rate exceeds what the replica
     serves). ``throughput`` is ``None`` when the model does not fit. ``replicas`` = gpu_count /
-    tp; ``output_tok_s_total`` covers all of them.
+    tp; ``output_tok_s_total`` covers all of them. ``band``: where similar published
+    measurements fell around ``output_tok_s_total`` (:func:`pools.sizing.band.error_band`).
     """
 
     model_id: str
@@ -86,6 +88,7 @@ class ReplicaEstimate:
     throughput: ThroughputEstimate | None
     batch_limit: str
     warnings: tuple[SizingWarning, ...]
+    band: ErrorBand | None = None
 
     @property
     def fits(self) -> bool:
@@ -146,8 +149,9 @@ def estimate_replica(
     concurrency: int | None = None,
     request_rate: float | None = None,
     gpu_count: int | None = None,
-    engine: str | None = None,
+    engine: str | EngineProfile | None = None,
     cached_input_tokens: int = 0,
+    engine_version: str | None = None,
 ) -> ReplicaEstimate:
     """Memory and speed of ``model`` on ``tp`` cards of ``gpu`` (the ``estimate`` command's core).
 
@@ -179,7 +183,7 @@ def estimate_replica(
     asked = precision_parse(precision)
     runs, warnings = precision_on_gpu(asked, gpu)
     kv_bits = kv_cache_bits(kv_cache_dtype)
-    profile = engine_profile(engine)
+    profile = engine_profile(engine, engine_version)
     memory = memory_estimate(
         model=model,
         precision=runs,
@@ -188,7 +192,7 @@ def estimate_replica(
         tp=tp,
         context_tokens=input_tokens + output_tokens,
         sequences=concurrency,
-        engine=profile.name,
+        engine=profile,
     )
     replica = {
         "model": model,
@@ -198,7 +202,7 @@ def estimate_replica(
         "kv_bits": kv_bits,
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
-        "engine": profile.name,
+        "engine": profile,
         "cached_input_tokens": cached_input_tokens,
     }
     throughput = None
@@ -229,6 +233,14 @@ def estimate_replica(
         warnings += _compute_warnings(runs, gpu)
     else:
         warnings.append(_does_not_fit(memory, gpu, concurrency))
+    band = None
+    if throughput is not None:
+        band = error_band(
+            tok_s=throughput.output_tok_s_total * (count // tp),
+            batch=throughput.batch,
+            precision=runs,
+            gpu=gpu,
+        )
     return ReplicaEstimate(
         model_id=model.id,
         gpu_slug=gpu.slug,
@@ -244,6 +256,7 @@ def estimate_replica(
         throughput=throughput,
         batch_limit=limit,
         warnings=tuple(warnings),
+        band=band,
     )
 
 
@@ -272,6 +285,9 @@ class PlanRow:
     ``tp`` the degree chosen (the one needing fewest cards that meets the targets).
     ``replica_requests_per_s`` / ``per_card_equivalent_tok_s`` are the modelled rates at the
     largest batch that meets the latency targets. ``monthly_cost`` is Decimal money or ``None``.
+    ``band`` is the error band of the replica's output tok/s; ``cards_pessimistic`` the cards
+    if every replica serves only the band's low end (replicas re-covered at rate × low factor;
+    with a concurrency, replicas hold sequences, so the count stays ``cards``).
     """
 
     gpu_slug: str
@@ -289,6 +305,9 @@ class PlanRow:
     meets_targets: bool
     fits_free_capacity: bool | None
     warnings: tuple[SizingWarning, ...]
+    band: ErrorBand | None = None
+    replicas_pessimistic: int | None = None
+    cards_pessimistic: int | None = None
 
 
 @dataclass(frozen=True)
@@ -347,7 +366,7 @@ def _option(
         "kv_bits": base.kv_bits,
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
-        "engine": profile.name,
+        "engine": profile,
         "cached_input_tokens": cached,
     }
     at_targets = batch_for_targets(
@@ -582,7 +601,25 @@ def _plan_row(
     equivalent = None
     if demand is not None:
         equivalent = chosen.requests_per_s * demand.equivalent_output_tokens_per_request / tp
+    band = error_band(
+        tok_s=chosen.output_tok_s_total,
+        batch=chosen.batch,
+        precision=precision_parse(base.precision),
+        gpu=gpu,
+    )
+    replicas_low = replicas
+    if band is not None and demand is not None and concurrency is None:
+        replicas_low = max(
+            replicas,
+            replicas_for_demand(
+                peak_requests_per_s=demand.peak_requests_per_s,
+                replica_requests_per_s=chosen.requests_per_s * band.low_factor,
+            ),
+        )
     return row(
+        band=band,
+        replicas_pessimistic=replicas_low,
+        cards_pessimistic=replicas_low * tp,
         min_fit_tp=min_fit_tp,
         tp=tp,
         estimate=_with_throughput(base, chosen),
@@ -659,6 +696,7 @@ REQUEST_FIELDS = (
     "concurrency",
     "request_rate",
     "engine",
+    "engine_version",
     "prompt_cache_hit_rate",
 )
 
@@ -688,6 +726,7 @@ def estimate_from_fields(
     *,
     presets: Mapping[str, ModelArch],
     gpus: Mapping[str, GpuSpec],
+    engines: Mapping[str, EngineProfile] | None = None,
 ) -> ReplicaEstimate:
     """:func:`estimate_replica` for a request given as a JSON-like mapping (see REQUEST_FIELDS).
 
@@ -695,7 +734,10 @@ def estimate_from_fields(
     defaults to 1, ``gpu_count`` to ``tp``, ``precision`` to FP16, ``engine`` to vllm;
     ``concurrency`` null = saturation; ``request_rate`` (requests/s over all ``gpu_count`` cards)
     switches to an open-loop load; ``prompt_cache_hit_rate`` in [0, 1) of the input is cached.
-    Unknown keys are ignored. Raises :class:`SizingInputError` for anything it cannot use.
+    ``engine_version`` picks the engine generation (vLLM below 0.8: ``vllm-v0``). ``engines``
+    replaces profiles by name (the cross-validation passes profiles refitted without the source
+    it scores). Unknown keys are ignored. Raises :class:`SizingInputError` for anything it
+    cannot use.
     """
     if not isinstance(fields, Mapping):
         raise SizingInputError("each input must be a JSON object", reason="not_an_object")
@@ -730,11 +772,18 @@ def estimate_from_fields(
     precision = fields.get("precision") or "FP16"
     kv_dtype = fields.get("kv_cache_dtype")
     engine = fields.get("engine")
-    for name, value in (("precision", precision), ("kv_cache_dtype", kv_dtype), ("engine", engine)):
+    version = fields.get("engine_version")
+    for name, value in (
+        ("precision", precision),
+        ("kv_cache_dtype", kv_dtype),
+        ("engine", engine),
+        ("engine_version", version),
+    ):
         if value is not None and not isinstance(value, str):
             raise SizingInputError(
                 f"{name} must be a string, got {value!r}", reason="not_a_string", field=name
             )
+    profile = engine_profile(engine, version)
     rate = _rate_field(fields, "request_rate")
     hit_rate = fields.get("prompt_cache_hit_rate") or 0.0
     if isinstance(hit_rate, bool) or not isinstance(hit_rate, int | float) or not 0 <= hit_rate < 1:
@@ -755,7 +804,7 @@ def estimate_from_fields(
         output_tokens=output_len,
         concurrency=_int_field(fields, "concurrency", None),
         request_rate=None if rate is None else rate / replicas,
-        engine=engine,
+        engine=(engines or {}).get(profile.name, profile),
         cached_input_tokens=min(input_len - 1, round(input_len * hit_rate)),
     )
 
@@ -785,6 +834,7 @@ def replica_estimate_as_dict(estimate: ReplicaEstimate) -> dict[str, object]:
         "output_tok_s_total": estimate.output_tok_s_total,
         "tpot_ms": None if throughput is None else throughput.tpot_ms,
         "ttft_ms": None if throughput is None else throughput.ttft_ms,
+        "band": None if estimate.band is None else estimate.band.as_dict(),
         "warnings": [warning.as_dict() for warning in estimate.warnings],
         "memory": dict(estimate.memory.__dict__),
         "throughput": None if throughput is None else dict(throughput.__dict__),

@@ -70,6 +70,7 @@ class ModelArch:
     num_experts: int | None = None
     experts_per_token: int | None = None
     sliding_window_tokens: int | None = None
+    tie_word_embeddings: bool = False
     hf_repo: str = ""
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
@@ -202,6 +203,7 @@ def _preset_from_entry(entry: dict[str, Any]) -> ModelArch:
         num_experts=config["num_experts"],
         experts_per_token=config["experts_per_token"],
         sliding_window_tokens=config["sliding_window"],
+        tie_word_embeddings=config["tie_word_embeddings"],
         sources=dict(entry["sources"]),
     )
 

@@ -2,26 +2,30 @@
 
 The model, after DESIGN.md "Sizing" and the public estimators in
 ``shared/research/sizing_anchors.md`` (a per-operation roofline as in LLM-Viewer and llm-analysis,
-with aiconfigurator's empirical constants):
+with aiconfigurator's empirical constants), and issue 17's evidence:
 
-- **Decode is memory-bandwidth bound.** One decode step reads every weight once (for a mixture of
-  experts: the shared weights and the experts the batch's tokens route to) plus the batch's KV
-  cache. GEMM time = max(weight bytes / (bandwidth × efficiency), 2 × active params × tokens /
-  (tensor FLOPS × efficiency)); attention time = max(KV bytes read / (bandwidth × efficiency),
-  attention FLOPs / (FLOPS × efficiency)); plus a fixed per-kernel latency and, for TP > 1, two
+- **Decode is memory-bandwidth bound.** One decode step streams the decoder layers' weights at
+  their stored width (weight-only INT4/INT8 plus their group scales and zero points), the output
+  head at 16 bit, one embedding row per token (a lookup, not the table) - for a mixture of
+  experts only the experts the batch's tokens route to - plus the batch's KV cache
+  (:func:`decode_weight_bytes`). GEMM time = max(weight bytes / (bandwidth × efficiency),
+  2 × active params × tokens / (tensor FLOPS × efficiency)); attention time = max(KV bytes read
+  / (bandwidth × efficiency), attention FLOPs / (16-bit FLOPS × efficiency)); plus the engine
+  profile's fixed time per layer and step (``pools.sizing.engines``) and, for TP > 1, two
   all-reduces per layer.
 - **Prefill is compute bound**: 2 × active params FLOPs per input token plus causal attention
   2 × layers × heads × head dim × tokens². Engines with continuous batching and chunked prefill
-  (vLLM, SGLang, TensorRT-LLM in-flight batching) mix prefill chunks into decode steps, so at a
-  steady state each step carries the batch's decode tokens plus batch × input / output prefill
-  tokens, and the step time above is taken over all of them.
+  (vLLM, SGLang, TensorRT-LLM in-flight batching) mix prefill chunks into the decode steps of the
+  *other* sequences; a sequence's own prefill runs before its first decode step, so 1 / batch of
+  the prefill work runs alone (compute bound) and the rest rides in the decode steps. The step
+  (per output token of every sequence) = decode step + that serial share; TPOT = decode step.
 - **Tensor parallelism** splits weights, KV heads, bandwidth and FLOPS across the ``tp`` cards and
   costs two all-reduces per layer of tokens × hidden × 2 bytes: latency + 2 (tp - 1) / tp × bytes
-  / peer bandwidth. NVLink cards use NVLink; others go over PCIe, which the PCIe latency and
-  bandwidth make expensive (the "PCIe all-reduce penalty", stated per result).
+  / bus bandwidth. NVLink cards use NVLink; others go over PCIe at half its link rate
+  (:data:`PCIE_ALLREDUCE_SHARE`), the "PCIe all-reduce penalty" stated per result.
 
-Output rate = sequences in flight / step time; TPOT = step time; TTFT = the prefill of one request
-alone (compute or weight streaming, whichever is slower) plus one step of the running batch.
+Output rate = sequences in flight / step; TTFT = the prefill of one request alone (compute or
+weight streaming, whichever is slower) plus one decode step of the running batch.
 """
 
 from __future__ import annotations
@@ -29,10 +33,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pools.sizing import SizingInputError, SizingWarning
+from pools.sizing.engines import COMPUTE_EFFICIENCY as _DEFAULT_COMPUTE_EFFICIENCY
+from pools.sizing.engines import engine_profile
 from pools.sizing.gpus import GpuSpec
 from pools.sizing.memory import (
     Precision,
-    engine_profile,
     kv_bytes_per_token,
     kv_heads_per_gpu,
     kv_tokens_per_sequence,
@@ -45,11 +50,8 @@ from pools.sizing.presets import ModelArch
 #: sizing dataset reach 75-84 % of bandwidth / weight bytes on one card (sizing_anchors.md 3.2).
 BANDWIDTH_EFFICIENCY = 0.8
 
-#: Share of dense tensor peak that inference GEMMs reach. llm-analysis documents flops efficiency
-#: "up to 0.7" for inference and gpu_poor checks compute at 0.85 (sizing_anchors.md 2.5, 2.7);
-#: 0.6 stays below both because attention, norms and (for FP8/INT8) activation quantisation do
-#: not run at the tensor peak. One constant for every precision and engine.
-COMPUTE_EFFICIENCY = 0.6
+#: Default share of tensor peak (an engine profile may differ): see ``pools.sizing.engines``.
+COMPUTE_EFFICIENCY = _DEFAULT_COMPUTE_EFFICIENCY
 
 #: Fixed latency per memory-bound kernel, seconds: aiconfigurator ``mem_empirical_constant_latency``
 #: 3 us. A Llama-style layer runs about ten kernels per step (input norm, QKV GEMM, rotary,
@@ -62,6 +64,13 @@ KERNELS_PER_LAYER = 10
 #: (github.com/NVIDIA/nccl/issues/1439); 50 us is used for every card without NVLink.
 ALLREDUCE_LATENCY_NVLINK_S = 10e-6
 ALLREDUCE_LATENCY_PCIE_S = 50e-6
+
+#: Share of the PCIe link rate (per direction) an all-reduce's bus bandwidth reaches on cards
+#: without NVLink: nccl-tests all_reduce_perf on 8 RTX 5090 over PCIe 5.0 (64 GB/s per
+#: direction) peaked at 28 GB/s bus bandwidth, 35 GB/s on 4 of them (github.com/NVIDIA/nccl
+#: issues/1639; an NCCL maintainer there: on PCI systems the CPU and memory bound it): 0.44 and
+#: 0.55, so 0.5.
+PCIE_ALLREDUCE_SHARE = 0.5
 
 #: Bytes per activation element exchanged by TP all-reduces (16-bit activations).
 ACTIVATION_BYTES = 2
@@ -114,20 +123,21 @@ def tensor_tflops(precision: Precision, gpu: GpuSpec) -> float | None:
 def allreduce_s(*, message_bytes: float, tp: int, gpu: GpuSpec) -> float:
     """Seconds for one ring all-reduce of ``message_bytes`` across ``tp`` cards of ``gpu``.
 
-    latency + 2 × (tp - 1) / tp × bytes / peer bandwidth (NVLink per direction where it spans
-    the group, else PCIe);
-    0 for tp = 1. Ring all-reduce traffic per card is the llm-analysis formula
-    (sizing_anchors.md 2.5).
+    latency + 2 × (tp - 1) / tp × bytes / bus bandwidth: NVLink per direction where it spans
+    the group, else the PCIe link rate × :data:`PCIE_ALLREDUCE_SHARE`; 0 for tp = 1. Ring
+    all-reduce traffic per card is the llm-analysis formula (sizing_anchors.md 2.5).
     """
     if tp <= 1:
         return 0.0
     nvlink = gpu.nvlink_spans(tp)
     latency = ALLREDUCE_LATENCY_NVLINK_S if nvlink else ALLREDUCE_LATENCY_PCIE_S
-    return latency + 2 * (tp - 1) / tp * message_bytes / gpu.peer_bandwidth_bytes_per_s(tp)
+    bandwidth = gpu.peer_bandwidth_bytes_per_s(tp) * (1.0 if nvlink else PCIE_ALLREDUCE_SHARE)
+    return latency + 2 * (tp - 1) / tp * message_bytes / bandwidth
 
 
 def weight_bytes_read(*, model: ModelArch, weight_bits: int, tokens: float) -> float:
-    """Weight bytes one forward pass over ``tokens`` tokens reads, whole model (all TP ranks).
+    """The seeds' weight bytes for ``tokens`` tokens, whole model: parameters × bits / 8 (the
+    decode ceiling uses it; the step time uses :func:`decode_weight_bytes`).
 
     Dense: every weight. Mixture of experts: the shared weights plus, per layer, the experts the
     tokens route to: E × (1 - (1 - k / E) ** tokens) experts in expectation under uniform routing
@@ -138,6 +148,45 @@ def weight_bytes_read(*, model: ModelArch, weight_bits: int, tokens: float) -> f
     shared = model.total_params - model.expert_params
     share = 1 - (1 - model.experts_per_token / model.num_experts) ** max(tokens, 1.0)
     return (shared + model.expert_params * share) * weight_bits / 8
+
+
+#: Quantisation group size of weight-only INT4/INT8 checkpoints (GPTQ, AWQ): 128 weights share
+#: one FP16 scale and, for AWQ and asymmetric GPTQ, one zero point of the weight's width
+#: (AutoAWQ default ``q_group_size: 128, zero_point: True``; the Qwen2.5 GPTQ/AWQ checkpoints'
+#: quantize_config ``group_size: 128``). FP8 checkpoints use per-tensor or per-channel scales.
+QUANT_GROUP_SIZE = 128
+QUANT_SCALE_BITS = 16
+
+#: Bits of the output head (lm_head) in quantised checkpoints: kept at 16 bit. NVIDIA ModelOpt
+#: FP8 checkpoints list ``lm_head`` in ``exclude_modules`` (nvidia/Llama-3.1-8B-Instruct-FP8
+#: hf_quant_config.json); GPTQ and AWQ quantise the decoder layers' linear modules only.
+LM_HEAD_BITS = 16
+
+
+def decode_weight_bytes(*, model: ModelArch, precision: Precision, tokens: float) -> float:
+    """Weight bytes one forward pass over ``tokens`` tokens really streams from memory, whole
+    model (all TP ranks).
+
+    = decoder-layer linear weights at the stored width (for weight-only group quantisation plus
+    (16-bit scale + zero point) / 128 bits per weight), + the output head at 16 bit, + the
+    ``tokens`` rows of the embedding table a lookup touches (not the whole table; a tied head is
+    the same matrix and is read once, as the head). Mixture of experts: the experts the tokens
+    route to, as in :func:`weight_bytes_read`. Llama-3-8B FP16, 1 token: (8,030,261,248 -
+    2 x 525,336,576) x 2 + 525,336,576 x 2 + 4,096 x 2 = 15,009,855,488 B.
+    """
+    table = model.vocab_size * model.hidden_size
+    heads = table if model.tie_word_embeddings else 2 * table
+    bits = precision.weight_bits
+    if precision.weight_only and bits < 16:
+        bits = bits + (QUANT_SCALE_BITS + bits) / QUANT_GROUP_SIZE
+    layer_params = model.total_params - heads
+    if model.is_moe:
+        shared = layer_params - model.expert_params
+        share = 1 - (1 - model.experts_per_token / model.num_experts) ** max(tokens, 1.0)
+        layer_params = shared + model.expert_params * share
+    head_bits = LM_HEAD_BITS if bits < 16 else bits
+    lookup = min(tokens, model.vocab_size) * model.hidden_size * 2
+    return layer_params * bits / 8 + table * head_bits / 8 + lookup
 
 
 def _linear_params(model: ModelArch) -> int:
@@ -186,6 +235,7 @@ class ThroughputEstimate:
     allreduce_ms: float
     allreduce_over: str
     step_ms: float
+    serial_prefill_ms: float
     prefill_flops_per_request: float
     prefill_ms: float | None
     tpot_ms: float
@@ -254,7 +304,12 @@ def replica_throughput(
     bandwidth = gpu.memory_bandwidth_gbps * 1e9 * tp
     effective_bandwidth = bandwidth * BANDWIDTH_EFFICIENCY
     tflops = tensor_tflops(precision, gpu)
-    flops_rate = tflops * 1e12 * tp * COMPUTE_EFFICIENCY if tflops else None
+    flops_rate = tflops * 1e12 * tp * profile.compute_efficiency if tflops else None
+    # Attention (QK^T, PV) multiplies 16-bit activations with the (de-quantised) KV cache: FP8
+    # and INT8 checkpoints quantise the linear layers only (module docstring), so attention
+    # runs at the card's 16-bit tensor rate.
+    half = gpu.bf16_dense_tflops or gpu.fp16_dense_tflops
+    attention_rate = half * 1e12 * tp * profile.compute_efficiency if half else flops_rate
 
     ceiling_s = weight_bytes_read(model=model, weight_bits=precision.weight_bits, tokens=1) / (
         bandwidth
@@ -262,10 +317,6 @@ def replica_throughput(
 
     new_input = input_tokens - cached_input_tokens
     prefill_tokens_per_step = batch * new_input / output_tokens
-    tokens = batch + prefill_tokens_per_step
-    weights_read = weight_bytes_read(model=model, weight_bits=precision.weight_bits, tokens=tokens)
-    linear_flops = 2 * _linear_params(model) * tokens
-
     kv_per_token_group = tp * kv_bytes_per_token(
         num_layers=model.num_layers,
         num_kv_heads=kv_heads_per_gpu(num_kv_heads=model.num_kv_heads, tp=tp),
@@ -278,32 +329,16 @@ def replica_throughput(
         model=model, input_tokens=input_tokens, cached_tokens=cached_input_tokens
     )
     prefill_attention_flops = request_prefill_flops - 2 * _linear_params(model) * new_input
-    attention_flops = (
-        4 * model.num_layers * model.attention_width * batch * mean_context
-        + batch / output_tokens * prefill_attention_flops
-    )
-
-    gemm_s = weights_read / effective_bandwidth
-    attention_s = kv_read / effective_bandwidth
-    if flops_rate:
-        gemm_s = max(gemm_s, linear_flops / flops_rate)
-        attention_s = max(attention_s, attention_flops / flops_rate)
-    kernel_s = model.num_layers * KERNELS_PER_LAYER * KERNEL_LATENCY_S
-    allreduce_step_s = (
-        2
-        * model.num_layers
-        * allreduce_s(message_bytes=tokens * model.hidden_size * ACTIVATION_BYTES, tp=tp, gpu=gpu)
-    )
-    step_s = gemm_s + attention_s + kernel_s + allreduce_step_s
+    kernel_s = model.num_layers * profile.step_overhead_s_per_layer
 
     prefill_alone_s = None
-    ttft_s = None
     if flops_rate:
-        prefill_weights = weight_bytes_read(
-            model=model, weight_bits=precision.weight_bits, tokens=new_input
-        )
+        prefill_weights = decode_weight_bytes(model=model, precision=precision, tokens=new_input)
+        prefill_compute_s = (
+            request_prefill_flops - prefill_attention_flops
+        ) / flops_rate + prefill_attention_flops / attention_rate
         prefill_alone_s = (
-            max(request_prefill_flops / flops_rate, prefill_weights / effective_bandwidth)
+            max(prefill_compute_s, prefill_weights / effective_bandwidth)
             + kernel_s
             + 2
             * model.num_layers
@@ -311,7 +346,56 @@ def replica_throughput(
                 message_bytes=new_input * model.hidden_size * ACTIVATION_BYTES, tp=tp, gpu=gpu
             )
         )
-        ttft_s = prefill_alone_s + (step_s if batch > 1 else 0.0)
+
+    def step(serial_share: float) -> dict[str, float]:
+        # ``serial_share`` of the prefill work runs alone; the rest rides in the decode steps.
+        tokens = batch + prefill_tokens_per_step * (1 - serial_share)
+        weights_read = decode_weight_bytes(model=model, precision=precision, tokens=tokens)
+        attention_flops = (
+            4 * model.num_layers * model.attention_width * batch * mean_context
+            + batch * (1 - serial_share) / output_tokens * prefill_attention_flops
+        )
+        gemm_s = weights_read / effective_bandwidth
+        attention_s = kv_read / effective_bandwidth
+        if flops_rate:
+            gemm_s = max(gemm_s, 2 * _linear_params(model) * tokens / flops_rate)
+            attention_s = max(attention_s, attention_flops / attention_rate)
+        allreduce_step_s = (
+            2
+            * model.num_layers
+            * allreduce_s(
+                message_bytes=tokens * model.hidden_size * ACTIVATION_BYTES, tp=tp, gpu=gpu
+            )
+        )
+        decode_step_s = gemm_s + attention_s + kernel_s + allreduce_step_s
+        serial_prefill_s = 0.0
+        if prefill_alone_s is not None:
+            serial_prefill_s = batch * serial_share / output_tokens * prefill_alone_s
+        return {
+            "tokens": tokens,
+            "weights_read": weights_read,
+            "gemm_s": gemm_s,
+            "attention_s": attention_s,
+            "allreduce_step_s": allreduce_step_s,
+            "decode_step_s": decode_step_s,
+            "serial_prefill_s": serial_prefill_s,
+            "step_s": decode_step_s + serial_prefill_s,
+        }
+
+    # A sequence's own prefill cannot overlap its own decode; it overlaps the other sequences'
+    # decode steps (chunked prefill / in-flight batching): with ``batch`` sequences in flight,
+    # 1 / batch of the prefill work runs alone (batch 1: all of it, before the first token).
+    # Mixing prefill into decode steps also makes them read more experts of a mixture of
+    # experts; running every prefill alone is the scheduler's other choice, so the faster of
+    # the two is taken (it never makes a larger batch slower than one sequence).
+    chosen = min(step(min(1.0, 1.0 / batch)), step(1.0), key=lambda option: option["step_s"])
+    tokens, weights_read = chosen["tokens"], chosen["weights_read"]
+    gemm_s, attention_s = chosen["gemm_s"], chosen["attention_s"]
+    allreduce_step_s, decode_step_s = chosen["allreduce_step_s"], chosen["decode_step_s"]
+    serial_prefill_s, step_s = chosen["serial_prefill_s"], chosen["step_s"]
+    ttft_s = None
+    if prefill_alone_s is not None:
+        ttft_s = prefill_alone_s + (decode_step_s if batch > 1 else 0.0)
 
     output_tok_s = batch / step_s
     return ThroughputEstimate(
@@ -321,7 +405,7 @@ def replica_throughput(
         bandwidth_gbps_per_gpu=gpu.memory_bandwidth_gbps,
         bandwidth_efficiency=BANDWIDTH_EFFICIENCY,
         compute_tflops_per_gpu=tflops,
-        compute_efficiency=COMPUTE_EFFICIENCY,
+        compute_efficiency=profile.compute_efficiency,
         decode_ceiling_batch1_ms=ceiling_s * 1e3,
         decode_ceiling_batch1_tok_s=1 / ceiling_s,
         tokens_per_step=tokens,
@@ -335,7 +419,8 @@ def replica_throughput(
         step_ms=step_s * 1e3,
         prefill_flops_per_request=request_prefill_flops,
         prefill_ms=None if prefill_alone_s is None else prefill_alone_s * 1e3,
-        tpot_ms=step_s * 1e3,
+        serial_prefill_ms=serial_prefill_s * 1e3,
+        tpot_ms=decode_step_s * 1e3,
         ttft_ms=None if ttft_s is None else ttft_s * 1e3,
         output_tok_s_total=output_tok_s,
         output_tok_s_per_gpu=output_tok_s / tp,
@@ -373,7 +458,7 @@ def batch_for_request_rate(
 
     def excess(batch: float) -> tuple[float, ThroughputEstimate]:
         estimate = replica_throughput(batch=batch, **replica)
-        return requests_per_s * output_tokens * estimate.tpot_ms / 1e3 - batch, estimate
+        return requests_per_s * output_tokens * estimate.step_ms / 1e3 - batch, estimate
 
     top_excess, top = excess(max_batch)
     if top_excess > 0 or top.requests_per_s < requests_per_s:

@@ -4,14 +4,18 @@ FILE holds one JSON object or a list of them, with the fields of the measurement
 sizing dataset: ``model`` (preset id, e.g. ``llama3_8b``), ``gpu`` (catalogue slug, e.g.
 ``h100_sxm``), ``gpu_count``, ``tp``, ``precision`` (FP16, BF16, FP8, INT8, INT4, or weight-only
 INT4-AWQ / INT4-GPTQ / W8A16 / FP8-WO), ``kv_cache_dtype``, ``input_len``, ``output_len``,
-``concurrency`` (null = saturation). Optional: ``engine`` (vllm, sglang, tensorrt-llm),
+``concurrency`` (null = saturation). Optional: ``engine`` (vllm, vllm-v0, sglang, tensorrt-llm)
+and ``engine_version`` (vLLM below 0.8 selects vllm-v0),
 ``request_rate`` (requests/s, open loop), ``prompt_cache_hit_rate``, and traffic -
 ``requests_per_day`` with ``peak_share``, ``peak_hours``, ``input_weight`` - which adds the demand
 and the replicas and cards needed.
 
 Prints the same shape it read (an object, or a list of objects): per input ``weights_bytes``,
-``kv_cache_bytes``, ``fits``, ``output_tok_s_total``, ``tpot_ms``, ``ttft_ms``, ``warnings`` and
-every intermediate number, or ``{"input": ..., "error": {"reason", "field", "message"}}``.
+``kv_cache_bytes``, ``fits``, ``output_tok_s_total``, ``band`` (``low_tok_s`` / ``high_tok_s``:
+where 8 of 10 similar published measurements fell, pools/sizing/band.py), ``tpot_ms``,
+``ttft_ms``, ``warnings`` and every intermediate number (with traffic also ``cards_needed`` and
+``cards_needed_pessimistic``, the cards if the band's low end holds), or
+``{"input": ..., "error": {"reason", "field", "message"}}``.
 
 Exit status: 0 when every input was estimated, 1 when any was refused, 2 when FILE is unreadable.
 """
@@ -73,6 +77,7 @@ def _traffic(fields: dict, result: dict, estimate) -> None:
     if estimate.throughput is None:
         result["replicas_needed"] = None
         result["cards_needed"] = None
+        result["cards_needed_pessimistic"] = None
         return
     replicas = replicas_for_demand(
         peak_requests_per_s=demand.peak_requests_per_s,
@@ -80,6 +85,13 @@ def _traffic(fields: dict, result: dict, estimate) -> None:
     )
     result["replicas_needed"] = replicas
     result["cards_needed"] = replicas * estimate.tp
+    result["cards_needed_pessimistic"] = result["cards_needed"]
+    if estimate.band is not None:
+        pessimistic = replicas_for_demand(
+            peak_requests_per_s=demand.peak_requests_per_s,
+            replica_requests_per_s=estimate.throughput.requests_per_s * estimate.band.low_factor,
+        )
+        result["cards_needed_pessimistic"] = max(replicas, pessimistic) * estimate.tp
 
 
 class Command(BaseCommand):

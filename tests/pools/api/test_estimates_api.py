@@ -65,11 +65,25 @@ def test_create_is_202_with_the_location_then_polling_reaches_done(
     done = client.get(response["Location"]).json()
 
     assert (done["status"], done["progress"], done["error"]) == ("done", 100, "")
-    assert done["results"]["request"]["card_count"] == 28
-    assert done["results"]["recommended_in_free_capacity"] == "l40s"
+    assert done["results"]["request"]["card_count"] == 22
+    assert done["results"]["recommended_in_free_capacity"] is None
     assert done["request_url"] == (
-        "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=28&pool=infer-k8s"
+        "/requests/new/?workload_kind=inference&gpu_model=a100_80g_pcie&card_count=22"
+        "&pool=infer-k8s"
     )
+    recommended = next(
+        row for row in done["results"]["rows"] if row["gpu_model"] == done["results"]["recommended"]
+    )
+    # The recommendation carries its band: the modelled rate times the regime's P10 / P90.
+    band = done["recommendation"]["band"]
+    assert done["recommendation"]["cards"] == recommended["cards"]
+    assert band["low_tok_s"] == pytest.approx(
+        recommended["output_tok_s_per_replica"] * band["low_factor"], abs=0.01
+    )  # results keep two decimals
+    assert band["high_tok_s"] == pytest.approx(
+        recommended["output_tok_s_per_replica"] * band["high_factor"], abs=0.01
+    )
+    assert done["recommendation"]["cards_pessimistic"] >= done["recommendation"]["cards"]
     assert done["inputs"]["output_tok_s"] == 2000.0
 
 

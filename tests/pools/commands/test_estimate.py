@@ -160,3 +160,28 @@ def test_an_unreadable_file_exits_2(tmp_path):
 
     assert exit_.value.code == 2
     assert "cannot read" in err.getvalue()
+
+
+def test_the_band_brackets_the_rate_and_its_low_end_sets_the_pessimistic_cards(tmp_path):
+    row = measurement("trt014_llama3_8b_h100_sxm_fp16_tp1_128_2048") | {
+        "requests_per_day": 1_000_000,
+        "peak_hours": 4,
+        "concurrency": 64,
+    }
+
+    status, result = estimate(row, tmp_path)
+    band = result["band"]
+    replica_rps = result["throughput"]["requests_per_s"]
+    peak_rps = 1_000_000 / 14_400
+
+    assert status == 0
+    # 64 sequences of FP16 on an H100: the throughput, 16-bit, Hopper regime of the bands.
+    assert band["regime"].startswith("throughput|16-bit")
+    # The command prints six significant digits.
+    rate = result["output_tok_s_total"]
+    assert band["low_tok_s"] == pytest.approx(rate * band["low_factor"], rel=1e-5)
+    assert band["high_tok_s"] == pytest.approx(rate * band["high_factor"], rel=1e-5)
+    assert result["cards_needed"] == math.ceil(peak_rps / replica_rps)
+    assert result["cards_needed_pessimistic"] == max(
+        result["cards_needed"], math.ceil(peak_rps / (replica_rps * band["low_factor"]))
+    )

@@ -3,7 +3,7 @@ database's GPU models and the inference pools' free cards, and the job's life (p
 running → done / failed), idempotent.
 
 The issue's "Done when" case: Qwen2.5-72B for 2,000 output tok/s on the demo fleet
-(:func:`factories.inference_fleet`), served in FP8, turned into a request for L40S cards.
+(:func:`factories.inference_fleet`), served in FP8, turned into a capacity request.
 """
 
 from __future__ import annotations
@@ -92,27 +92,37 @@ def test_qwen_72b_every_sized_row_covers_the_peak(qwen):
             assert row["tpot_ms"] <= 50 and row["ttft_ms"] <= 2000
 
 
-def test_qwen_72b_recommends_l40s_in_the_inference_pool_and_links_the_request(qwen):
+def test_qwen_72b_needs_more_l40s_than_are_free_and_the_request_goes_to_a_pool(qwen):
     l40s = _row(qwen, "l40s")
 
-    # L40S nodes have 4 cards: TP 4; 16 sequences per replica meet 50 ms TPOT.
-    assert (l40s["tp"], l40s["cards_per_node"], l40s["batch"]) == (4, 4, 16)
-    assert l40s["replicas"] == 7 and l40s["cards"] == 28
-    assert (l40s["free_cards"], l40s["pool"], l40s["fits_free_capacity"]) == (40, "infer-k8s", True)
-    assert qwen["recommended_in_free_capacity"] == "l40s"
+    # L40S nodes have 4 cards: TP 4 over PCIe, whose all-reduces (half the 32 GB/s link, NCCL
+    # measurements) leave 9 sequences per replica within 50 ms TPOT: 12 replicas, 48 cards.
+    assert (l40s["tp"], l40s["cards_per_node"], l40s["batch"]) == (4, 4, 9)
+    assert l40s["replicas"] == 12 and l40s["cards"] == 48
+    assert l40s["cards"] == l40s["tp"] * l40s["replicas"]
+    assert (l40s["free_cards"], l40s["pool"], l40s["fits_free_capacity"]) == (
+        40,
+        "infer-k8s",
+        False,
+    )
+    assert qwen["recommended_in_free_capacity"] is None
     # The cheapest overall (fewest cards: no prices) is a card the inference pool does not have.
     best = _row(qwen, qwen["recommended"])
-    assert best["cards"] == min(r["cards"] for r in qwen["rows"] if r["meets_targets"]) == 2
+    assert best["cards"] == min(r["cards"] for r in qwen["rows"] if r["meets_targets"]) == 3
     assert best["pool"] is None
+    # What the pool offers with the fewest cards, though not free yet: 22 A100 PCIe.
+    a100 = _row(qwen, "a100_80g_pcie")
+    assert (a100["cards"], a100["free_cards"]) == (22, 8)
     assert qwen["request"] == {
-        "basis": "recommended_in_free_capacity",
+        "basis": "offered_by_a_pool",
         "workload_kind": "inference",
-        "gpu_model": "l40s",
-        "card_count": 28,
+        "gpu_model": "a100_80g_pcie",
+        "card_count": 22,
         "pool": "infer-k8s",
     }
     assert sizing_request_url(qwen["request"]) == (
-        "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=28&pool=infer-k8s"
+        "/requests/new/?workload_kind=inference&gpu_model=a100_80g_pcie&card_count=22"
+        "&pool=infer-k8s"
     )
 
 
@@ -197,7 +207,7 @@ def test_a_price_gives_the_monthly_cost_and_no_price_gives_none(fleet):
     _, results = sizing_preview(raw={**QWEN_72B, "prices": {"l40s": "1.20"}})
 
     assert _row(results, "l40s")["price_per_card_hour"] == "1.20"
-    assert _row(results, "l40s")["monthly_cost"] == "24528.00"  # 28 × 1.20 × 730 h
+    assert _row(results, "l40s")["monthly_cost"] == "42048.00"  # 48 × 1.20 × 730 h
     assert _row(results, "h100_sxm")["monthly_cost"] is None
     assert results["priced"] is True
     # Priced models rank before unpriced ones, so the page says the comparison is partial.
@@ -331,7 +341,7 @@ def test_create_stores_clean_inputs_and_queues_the_job_on_commit(
     callbacks[0]()  # the eager task, as with no broker
     estimate.refresh_from_db()
     assert estimate.status == EstimateStatus.DONE and estimate.progress == 100
-    assert estimate.results["request"]["card_count"] == 28
+    assert estimate.results["request"]["card_count"] == 22
     assert estimate.finished_at is not None
     assert list(
         AuditEvent.objects.filter(object_id=str(estimate.pk)).values_list("action", flat=True)

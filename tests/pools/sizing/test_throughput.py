@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pools.sizing import SizingInputError
+from pools.sizing.engines import VLLM_V0_STEP_OVERHEAD_S_PER_LAYER, engine_profile
 from pools.sizing.gpus import gpu_spec, gpu_specs_from_catalogue
 from pools.sizing.memory import precision_parse
 from pools.sizing.presets import model_preset
@@ -17,6 +18,7 @@ from pools.sizing.throughput import (
     batch_for_request_rate,
     batch_for_targets,
     decode_ceiling_batch1_tok_s,
+    decode_weight_bytes,
     precision_on_gpu,
     prefill_flops,
     replica_throughput,
@@ -77,22 +79,59 @@ def test_tp_splits_weights_and_bandwidth():
 
 
 def test_batch_one_step_time_by_hand():
-    weights = 8_030_261_248 * 2
+    # Llama-3-8B: the 128,256 x 4,096 embedding is a lookup (one row per token) and the output
+    # head is read whole; every other weight is read once per step.
+    table = 128_256 * 4_096
+    weights = (8_030_261_248 - 2 * table) * 2 + table * 2 + 1 * 4_096 * 2
     bandwidth = 3350e9 * BANDWIDTH_EFFICIENCY
     kv_read = 1 * (1000 + 500) * 131_072  # mean context: input + half the output
     kernels = 32 * 10 * 3e-6
-    step = weights / bandwidth + kv_read / bandwidth + kernels
+    decode = weights / bandwidth + kv_read / bandwidth + kernels
+    # At batch 1 the request's own 1,000-token prefill cannot overlap any decode: it is run
+    # alone, compute bound, once per 1,000 output tokens.
+    linear = 8_030_261_248 - table
+    prefill = (2 * linear * 1000 + 2 * 32 * 4096 * 1000**2) / (989e12 * COMPUTE_EFFICIENCY)
+    serial = (prefill + kernels) / 1000
 
     estimate = replica()
 
-    assert estimate.tokens_per_step == 2  # one decode token + 1000/1000 amortised prefill
+    assert weights == 15_009_857_536
+    assert estimate.tokens_per_step == 1  # one decode token; no other sequence to overlap
+    assert estimate.weight_bytes_read_per_step == weights
     assert estimate.gemm_ms == pytest.approx(weights / bandwidth * 1e3)
     assert estimate.attention_ms == pytest.approx(kv_read / bandwidth * 1e3)
     assert estimate.kernel_overhead_ms == pytest.approx(kernels * 1e3)
     assert estimate.allreduce_ms == 0
-    assert estimate.tpot_ms == estimate.step_ms == pytest.approx(step * 1e3)
-    assert estimate.output_tok_s_total == pytest.approx(1 / step)
-    assert estimate.requests_per_s == pytest.approx(1 / step / 1000)
+    assert estimate.tpot_ms == pytest.approx(decode * 1e3)
+    assert estimate.serial_prefill_ms == pytest.approx(serial * 1e3)
+    assert estimate.step_ms == pytest.approx((decode + serial) * 1e3)
+    assert estimate.output_tok_s_total == pytest.approx(1 / (decode + serial))
+    assert estimate.requests_per_s == pytest.approx(1 / (decode + serial) / 1000)
+
+
+def test_weight_only_int4_reads_group_scales_and_a_16_bit_output_head():
+    # Qwen2.5-7B AWQ: decoder linears at 4 + (16 + 4) / 128 bits, lm_head 152,064 x 3,584 at
+    # 16 bit, the embedding touched for one row.
+    qwen = model_preset("qwen2_5_7b")
+    table = 152_064 * 3_584
+    layers = qwen.total_params - 2 * table
+
+    read = decode_weight_bytes(model=qwen, precision=precision_parse("INT4-AWQ"), tokens=1)
+
+    assert read == pytest.approx(layers * (4 + 20 / 128) / 8 + table * 2 + 3_584 * 2)
+
+
+def test_the_vllm_v0_engine_adds_its_step_overhead_per_layer():
+    current = replica(engine="vllm")
+    v0 = replica(engine=engine_profile("vllm", "0.6.3"))
+
+    assert engine_profile("vllm", "0.6.3").name == "vllm-v0"
+    assert engine_profile("vllm", "0.8.5").name == "vllm"
+    assert v0.kernel_overhead_ms == pytest.approx(32 * VLLM_V0_STEP_OVERHEAD_S_PER_LAYER * 1e3)
+    assert current.kernel_overhead_ms == pytest.approx(32 * 10 * 3e-6 * 1e3)  # aiconfigurator
+    assert v0.tpot_ms - current.tpot_ms == pytest.approx(
+        32 * (VLLM_V0_STEP_OVERHEAD_S_PER_LAYER - 30e-6) * 1e3
+    )
 
 
 def test_ttft_at_batch_one_is_the_compute_bound_prefill():
@@ -122,7 +161,8 @@ def test_all_reduce_costs_latency_plus_ring_traffic():
     pcie = allreduce_s(message_bytes=message, tp=2, gpu=gpu_spec("l40s"))
 
     assert nvlink == pytest.approx(10e-6 + 2 * (1 / 2) * message / 450e9)
-    assert pcie == pytest.approx(50e-6 + 2 * (1 / 2) * message / 32e9)
+    # PCIe Gen4 x16 is 32 GB/s a direction; an all-reduce's bus bandwidth reaches half of it.
+    assert pcie == pytest.approx(50e-6 + 2 * (1 / 2) * message / 16e9)
     assert allreduce_s(message_bytes=message, tp=1, gpu=gpu_spec("l40s")) == 0
 
 
@@ -209,11 +249,13 @@ def test_a_low_request_rate_is_served_in_full():
         input_tokens=200,
         output_tokens=200,
     )
-    decoding_s = 200 * estimate.tpot_ms / 1e3
+    # A request stays for its prefill share and 200 decode steps: 200 x the per-token cycle.
+    in_system_s = 200 * estimate.step_ms / 1e3
 
     assert not saturated
     assert estimate.requests_per_s == pytest.approx(1.0, rel=1e-3)
-    assert estimate.batch == pytest.approx(1.0 * decoding_s, rel=1e-3)  # Little's law
+    assert estimate.batch == pytest.approx(1.0 * in_system_s, rel=1e-3)  # Little's law
+    assert estimate.step_ms > estimate.tpot_ms  # the lone prefill share is not in TPOT
 
 
 def test_a_request_rate_above_capacity_is_flagged_saturated():
@@ -295,3 +337,15 @@ def test_tpot_grows_and_throughput_never_falls_with_the_batch(
 
     assert 0 < small.tpot_ms <= large.tpot_ms
     assert 0 < small.output_tok_s_total <= large.output_tok_s_total * (1 + 1e-9)
+
+
+def test_fp8_prefill_runs_its_linears_at_the_fp8_rate_and_attention_at_16_bit():
+    # Llama-3-8B FP8 on H100 SXM, 1,000-token prompt: linears at 1,979 TFLOPS, attention over
+    # 16-bit activations at 989 TFLOPS, each times the compute efficiency.
+    linear = 2 * (8_030_261_248 - 128_256 * 4_096) * 1000
+    attention = 2 * 32 * 4096 * 1000**2
+    seconds = linear / (1979e12 * COMPUTE_EFFICIENCY) + attention / (989e12 * COMPUTE_EFFICIENCY)
+
+    estimate = replica(precision=precision_parse("FP8"), kv_bits=8)
+
+    assert estimate.ttft_ms == pytest.approx((seconds + 32 * 10 * 3e-6) * 1e3)

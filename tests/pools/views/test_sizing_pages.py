@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 from urllib.parse import urlencode
 
@@ -14,6 +15,7 @@ from factories import inference_fleet
 
 from pools.models import SizingEstimate
 from pools.services.sizing import sizing_inputs_clean
+from pools.sizing.band import BANDS_JSON
 
 pytestmark = pytest.mark.django_db
 
@@ -35,7 +37,8 @@ QWEN_72B = {
     "seed_per_card_tok_s": "60",
 }
 REQUEST_LINK = (
-    "/requests/new/?workload_kind=inference&amp;gpu_model=l40s&amp;card_count=28&amp;pool=infer-k8s"
+    "/requests/new/?workload_kind=inference&amp;gpu_model=a100_80g_pcie&amp;card_count=22"
+    "&amp;pool=infer-k8s"
 )
 
 
@@ -77,7 +80,9 @@ def test_changing_an_input_answers_only_the_results_fragment(fleet, member_page)
     assert "HX-Request" in response["Vary"]
     assert REQUEST_LINK in html
     assert 'id="request-cards"' in html
-    assert "28 × L40S" in html
+    assert "22 × A100 PCIe 80GB" in html
+    assert "Likely between" in html  # the band of the recommendation
+    assert "if the pessimistic end holds" in html  # and the cards its low end needs
 
 
 def test_bad_inputs_show_their_errors_in_the_fragment(fleet, member_page):
@@ -103,9 +108,20 @@ def test_csv_export_has_one_row_per_gpu_model_with_the_numbers(fleet, member_pag
     rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
     l40s = next(row for row in rows if row["gpu_model"] == "l40s")
     assert len(rows) == 21
-    assert (l40s["tp"], l40s["replicas"], l40s["cards"]) == ("4", "7", "28")
+    assert (l40s["tp"], l40s["replicas"], l40s["cards"]) == ("4", "12", "48")
     assert l40s["pool"] == "infer-k8s"
-    assert l40s["recommended"] == "fits free capacity"
+    # Its band: the modelled rate times the P10 / P90 ratios of its regime in error_bands.json
+    # (FP8 throughput on Ada has fewer than 8 rows there, so the FP8 throughput regime answers).
+    regime = json.loads(BANDS_JSON.read_text())["regimes"]["throughput|8-bit W8A8"]
+    rate = float(l40s["output_tok_s_per_replica"])
+    assert l40s["band_regime"] == "throughput|8-bit W8A8"
+    assert float(l40s["likely_low_tok_s_per_replica"]) == pytest.approx(
+        rate * regime["p10_ratio"], abs=0.02
+    )
+    assert float(l40s["likely_high_tok_s_per_replica"]) == pytest.approx(
+        rate * regime["p90_ratio"], abs=0.02
+    )
+    assert int(l40s["cards_pessimistic"]) >= int(l40s["cards"])
     assert l40s["kv_bytes_per_token"] == "163840"
     assert int(l40s["weights_bytes"]) == 72_706_203_648
 
@@ -128,7 +144,7 @@ def test_save_creates_the_estimate_and_sends_htmx_to_its_page(
     assert response.status_code == 204
     assert response["HX-Redirect"] == f"/sizing/estimates/{estimate.pk}/"
     assert estimate.team == team and estimate.status == "done"
-    assert estimate.results["request"]["card_count"] == 28
+    assert estimate.results["request"]["card_count"] == 22
 
 
 def test_saving_bad_inputs_writes_nothing_and_shows_the_errors(fleet, alice_page):
@@ -193,7 +209,7 @@ def test_the_detail_exports_its_rows(fleet, pending, alice_page):
 
     text = b"".join(response.streaming_content).decode()
     assert f"sizing-estimate-{pending.pk}.csv" in response["Content-Disposition"]
-    assert "l40s,L40S,fits free capacity" in text
+    assert "h100_nvl,H100 NVL,cheapest meeting targets" in text
 
 
 def test_another_teams_estimate_is_404(fleet, pending, other_member):

@@ -1,0 +1,127 @@
+"""Serving engines as the sizing model sees them: memory rule, batch cap and the efficiencies
+of one engine generation (:class:`EngineProfile`), chosen by name and version.
+
+Where first principles give the number (bandwidth, FLOPS, bytes moved) the throughput model
+uses them; what depends on an engine's kernels and scheduler - fixed time per step, the share
+of tensor peak its GEMMs reach - is a profile field, each with its source below.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pools.sizing import SizingInputError
+
+#: Share of dense tensor peak that inference GEMMs reach, one value for every engine. Bounded by
+#: llm-analysis's "up to 0.7" for inference (sizing_anchors.md 2.5); the value is the one
+#: ``benchmarks/sizing.py`` fits on every published measurement (grid 0.35-0.70, least mean
+#: |log(predicted / measured)|): 0.45. Its cross-validation refits it without the source it
+#: scores, and every leave-one-source-out fold chose 0.40-0.50. Below the peak because
+#: attention, norms, sampling and (FP8/INT8) activation quantisation run between the GEMMs.
+COMPUTE_EFFICIENCY = 0.45
+
+#: Fixed time per decoder layer per forward step, seconds, for which bandwidth and FLOPS do not
+#: account (kernel launch and tail latency of about ten kernels a layer). NVIDIA aiconfigurator
+#: ``mem_empirical_constant_latency`` 3 us per memory-bound op x 10 kernels (sizing_anchors.md
+#: 2.4). An engine profile may replace it (see ``ENGINE_PROFILES``).
+STEP_OVERHEAD_S_PER_LAYER = 10 * 3e-6
+
+#: Step overhead per layer of the vLLM V0 engine (releases before 0.8), seconds. Not a vendor
+#: figure: ``benchmarks/sizing.py`` fits it as the median, over the single-stream rows of vLLM
+#: 0.4.2 and 0.6.3 with prompts of at most 2,048 tokens (Qwen2 and Qwen2.5 speed benchmarks,
+#: A100 80GB, 7B-72B, BF16 / GPTQ / AWQ), of (measured time per output token - modelled time
+#: without overhead) / layers: 121 us, four times the kernel-latency default (V0 schedules and
+#: samples in Python between forward passes). The cross-validation refits it without the
+#: source it scores (0.6.3 alone gives about 110 us, 0.4.2 alone about 145 us).
+VLLM_V0_STEP_OVERHEAD_S_PER_LAYER = 121e-6
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """What distinguishes serving engines in this model: memory rule and batch cap.
+
+    ``reserve_of_free``: the unused share :data:`RESERVE_FRACTION` is taken of the memory left
+    after weights and overhead (TensorRT-LLM) instead of the card's total (vLLM, SGLang).
+    ``max_batch`` caps sequences in flight per replica (``None``: only KV memory limits it).
+    ``step_overhead_s_per_layer``: fixed seconds per decoder layer per forward step.
+    ``compute_efficiency``: share of dense tensor peak the GEMMs reach. Bandwidth efficiency is
+    the same for every engine (``pools.sizing.throughput.BANDWIDTH_EFFICIENCY``).
+    """
+
+    name: str
+    reserve_of_free: bool
+    max_batch: int | None
+    source: str
+    step_overhead_s_per_layer: float = STEP_OVERHEAD_S_PER_LAYER
+    compute_efficiency: float = COMPUTE_EFFICIENCY
+
+
+ENGINE_PROFILES = {
+    "vllm": EngineProfile(
+        "vllm",
+        False,
+        256,
+        "vLLM: KV = total x gpu_memory_utilization (0.9) - weights - activation peak "
+        "(v1/worker/gpu_worker.py); --max-num-seqs default 256 (engine arguments)",
+    ),
+    "vllm-v0": EngineProfile(
+        "vllm-v0",
+        False,
+        256,
+        "vLLM before 0.8 (the V0 engine: per-step Python scheduling and sampling between "
+        "forward passes; V1 became the default in 0.8): memory rule and max-num-seqs as vllm; "
+        "step overhead fitted on vLLM 0.4/0.6 single-stream measurements",
+        VLLM_V0_STEP_OVERHEAD_S_PER_LAYER,
+    ),
+    "sglang": EngineProfile(
+        "sglang",
+        False,
+        None,
+        "SGLang: --mem-fraction-static is a share of total memory for weights and KV pool; "
+        "max_running_requests follows from the KV token pool when not set",
+    ),
+    "tensorrt-llm": EngineProfile(
+        "tensorrt-llm",
+        True,
+        4096,
+        "TensorRT-LLM: KV = free_gpu_memory_fraction (0.9) x free memory after weights and "
+        "activations (docs reference/memory.md); trtllm-bench max_batch_size default 4096 "
+        "(sizing_dataset.json trt014 rows' notes)",
+    ),
+}
+
+
+#: vLLM releases before this one run the V0 engine by default (V1 is the default from 0.8.0,
+#: vLLM release notes), so a version below it selects the ``vllm-v0`` profile.
+VLLM_V1_FIRST_VERSION = (0, 8)
+
+
+def _version(text: str | None) -> tuple[int, ...] | None:
+    numbers = re.findall(r"\d+", str(text or ""))[:2]
+    return tuple(int(n) for n in numbers) if numbers else None
+
+
+def engine_profile(name: str | EngineProfile | None, version: str | None = None) -> EngineProfile:
+    """The profile for ``name`` (vllm, vllm-v0, sglang, tensorrt-llm / trt-llm; ``None`` = the
+    current vllm); a profile passes through unchanged (callers that override one).
+
+    ``version`` is the engine's release (``"0.6.3"``): vLLM below 0.8 is ``vllm-v0``; other
+    engines have one profile for every version on record. Raises :class:`SizingInputError`
+    (reason ``unknown_engine``).
+    """
+    if isinstance(name, EngineProfile):
+        return name
+    key = str(name or "vllm").strip().lower().replace("_", "-").replace(" ", "-")
+    key = {"trt-llm": "tensorrt-llm", "trtllm": "tensorrt-llm"}.get(key, key)
+    parsed = _version(version)
+    if key == "vllm" and parsed is not None and parsed < VLLM_V1_FIRST_VERSION:
+        key = "vllm-v0"
+    try:
+        return ENGINE_PROFILES[key]
+    except KeyError:
+        raise SizingInputError(
+            f"unknown engine {name!r}; use one of {', '.join(ENGINE_PROFILES)}",
+            reason="unknown_engine",
+            field="engine",
+        ) from None
