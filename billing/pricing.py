@@ -174,6 +174,37 @@ def round_money(amount: Decimal, currency: str) -> Decimal:
     return amount.quantize(exponent, rounding=ROUND_HALF_UP)
 
 
+def format_money(amount: Decimal, currency: str) -> str:
+    """The one money format of pages, PDFs and chart labels: rounded half-up to the currency's
+    minor unit, thousands grouped with a narrow no-break space (ISO 31-0 / SI grouping, the
+    same in every locale), then the ISO 4217 code: ``Decimal("9166.2666")``, ``"EUR"`` ->
+    ``"9 166.27 EUR"``. CSVs keep plain numbers with a separate currency column."""
+    value = round_money(Decimal(amount), currency)
+    return f"{value:,}".replace(",", "\u202f") + f"\u00a0{currency}"
+
+
+PRICE_UNITS = {
+    "card-hours": ("card-hour", Decimal(1)),
+    "input-tokens": ("1M input tokens", TOKENS_PER_MILLION),
+    "cached-input-tokens": ("1M cached input tokens", TOKENS_PER_MILLION),
+    "output-tokens": ("1M output tokens", TOKENS_PER_MILLION),
+}
+"""What a statement line's ``unit_price`` is per, by its ``unit``: card-hours are priced per
+card-hour, tokens per million (C29, :func:`token_amount`)."""
+
+
+def price_unit(unit: str) -> str:
+    """``"input-tokens"`` -> ``"1M input tokens"``, ``"card-hours"`` -> ``"card-hour"``;
+    raises ``KeyError`` for a unit no price is quoted in."""
+    return PRICE_UNITS[unit][0]
+
+
+def priced_quantity(quantity: Decimal, unit: str) -> Decimal:
+    """The line's quantity in its price unit, so ``priced_quantity × unit_price`` is the amount
+    before rounding: 534,907,485 input tokens -> ``534.907485`` (millions)."""
+    return Decimal(quantity) / PRICE_UNITS[unit][1]
+
+
 def rounding_note(currency: str) -> str:
     places = minor_unit(currency)
     step = "1" if places == 0 else "0." + "0" * (places - 1) + "1"

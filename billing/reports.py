@@ -15,13 +15,17 @@ from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
 from billing.models import Statement
+from billing.pricing import format_money, price_unit, priced_quantity
 from billing.selectors import cost_by_gpu_model, month_trend, statement_lines
 
 CSV_COLUMNS = (
     "statement_id", "team", "cost_centre", "month", "status", "line", "kind", "period",
-    "gpu_model", "served_model", "basis", "quantity", "unit", "unit_price", "amount",
-    "currency", "rate_from", "rate_to",
+    "gpu_model", "served_model", "basis", "quantity", "unit", "priced_quantity", "price_unit",
+    "unit_price", "amount", "currency", "rate_from", "rate_to",
 )  # fmt: skip
+"""One row per statement line. ``priced_quantity`` is ``quantity`` in ``price_unit`` (card-hours,
+or millions of tokens), so ``priced_quantity × unit_price`` rounded half-up to the currency's
+minor unit is ``amount``; ``unit_price`` is per ``price_unit``, in ``currency``."""
 
 
 def statement_csv_rows(statements) -> list[list[str]]:
@@ -31,8 +35,10 @@ def statement_csv_rows(statements) -> list[list[str]]:
             rows.append([
                 s.pk, s.team.slug, s.cost_centre, f"{s.month:%Y-%m}", s.status, line.position,
                 line.kind, f"{line.period:%Y-%m}", line.gpu_model.slug if line.gpu_model else "",
-                line.served_model, line.basis, line.quantity, line.unit, line.unit_price,
-                line.amount, s.currency, line.rate_from.isoformat(), line.rate_to.isoformat(),
+                line.served_model, line.basis, line.quantity, line.unit,
+                priced_quantity(line.quantity, line.unit).normalize(), price_unit(line.unit),
+                line.unit_price, line.amount, s.currency, line.rate_from.isoformat(),
+                line.rate_to.isoformat(),
             ])  # fmt: skip
     return rows
 
@@ -43,9 +49,10 @@ def statements_csv(statements) -> str:
     return out.getvalue()
 
 
-def svg_bars(items: list[tuple[str, Decimal]], *, width: int = 640, bar: int = 16,
-             colour: str = "#1f6feb", suffix: str = "") -> str:  # fmt: skip
-    """A horizontal bar chart as inline SVG: one labelled bar per item, scaled to the max."""
+def svg_bars(items: list[tuple[str, Decimal]], *, currency: str, width: int = 640,
+             bar: int = 16, colour: str = "#1f6feb") -> str:  # fmt: skip
+    """A horizontal bar chart of amounts as inline SVG: one labelled bar per item, scaled to
+    the max, each value in the page's money format (:func:`billing.pricing.format_money`)."""
     if not items:
         return ""
     top = max((float(v) for _, v in items), default=0) or 1.0
@@ -60,7 +67,8 @@ def svg_bars(items: list[tuple[str, Decimal]], *, width: int = 640, bar: int = 1
         parts.append(
             f'<text x="{label_w - 6}" y="{y + bar - 4}" text-anchor="end">{escape(label)}</text>'
             f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar}" fill="{colour}"/>'
-            f'<text x="{label_w + w + 4:.1f}" y="{y + bar - 4}">{value:,.2f}{suffix}</text>'
+            f'<text x="{label_w + w + 4:.1f}" y="{y + bar - 4}">'
+            f"{escape(format_money(value, currency))}</text>"
         )
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 - labels escaped above
@@ -74,9 +82,13 @@ def statement_pdf(statement: Statement) -> bytes:
     context = {
         "statement": statement,
         "lines": lines,
-        "trend_svg": svg_bars([(f"{t['month']:%Y-%m}", t["total"]) for t in trend]),
+        "trend_svg": svg_bars(
+            [(f"{t['month']:%Y-%m}", t["total"]) for t in trend], currency=statement.currency
+        ),
         "model_svg": svg_bars(
-            [(r["label"], r["amount"]) for r in cost_by_gpu_model(lines)], colour="#8250df"
+            [(r["label"], r["amount"]) for r in cost_by_gpu_model(lines)],
+            currency=statement.currency,
+            colour="#8250df",
         ),
     }
     html = render_to_string("billing/statement_pdf.html", context)

@@ -1,14 +1,41 @@
 from django import template
 
-from billing.pricing import round_money
+from billing.pricing import PRICE_UNITS, format_money, minor_unit
 
 register = template.Library()
 
 
 @register.filter
 def money(amount, currency="EUR"):
-    """``{{ amount|money:currency }}``: rounded to the currency's minor unit, thousands spaced."""
+    """``{{ amount|money:currency }}`` -> ``9 166.27 EUR`` (:func:`billing.pricing.format_money`);
+    ``None`` (unknown) -> ``—``, never 0."""
     if amount is None:
-        return ""
-    value = round_money(amount, currency or "EUR")
-    return f"{value:,}".replace(",", "\u202f")
+        return "—"
+    return format_money(amount, currency or "EUR")
+
+
+@register.filter
+def unit_price(line):
+    """A statement line's price with its currency and unit: ``0.20 EUR / 1M input tokens``,
+    ``1.9 -> 1.90 EUR / card-hour``; a price finer than the currency keeps its own decimals
+    (``0.0125 EUR / card-hour``)."""
+    currency = line.statement.currency
+    per = PRICE_UNITS.get(line.unit, (line.unit, None))[0]
+    places = max(minor_unit(currency), -line.unit_price.normalize().as_tuple().exponent)
+    return f"{line.unit_price:.{places}f}\u00a0{currency} / {per}"
+
+
+@register.filter
+def quantity(value, places=3):
+    """``{{ line.quantity|quantity }}`` -> ``3 456.000``: grouped like money (narrow no-break
+    space), ``places`` decimals; ``None`` -> ``—``."""
+    if value is None:
+        return "—"
+    return f"{value:,.{int(places)}f}".replace(",", "\u202f")
+
+
+@register.filter
+def line_quantity(line):
+    """A statement line's quantity in its unit: tokens whole (``529 094 559``), card-hours to
+    3 decimals (``2 976.000``)."""
+    return quantity(line.quantity, 0 if line.unit.endswith("tokens") else 3)
