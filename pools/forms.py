@@ -112,7 +112,11 @@ class CapacityRequestForm(forms.Form):
         required=False, max_length=8, label="CUDA version needed", help_text="Optional, e.g. 12.4"
     )
     justification = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=JUSTIFICATION_MAX
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,  # a draft may leave it empty; submitting needs it (the service says so)
+        max_length=JUSTIFICATION_MAX,
+        label="What the cards are for",
+        help_text="Required to submit; a draft may leave it empty.",
     )
 
     def __init__(self, *args, teams=None, **kwargs):
