@@ -37,10 +37,13 @@ def test_no_page_scrolls_sideways_and_the_menu_opens_on_a_phone(browser, live_se
             scroll_width = page.evaluate("document.documentElement.scrollWidth")
             if scroll_width > width:
                 too_wide.append((width, path, scroll_width))
+        menu = page.get_by_role("button", name="Menu")
         if width < 768:
-            links = page.locator("#site-links")
-            assert not links.is_visible()
-            page.get_by_role("button", name="Menu").click()
+            assert not page.locator("#site-links").is_visible()
+            menu.click()
+            assert page.get_by_role("link", name="Request GPUs").is_visible()
+        else:
+            assert not menu.is_visible()  # the links themselves are in the bar
             assert page.get_by_role("link", name="Request GPUs").is_visible()
         context.close()
 
