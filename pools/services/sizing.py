@@ -513,6 +513,23 @@ def inference_free_cards(*, start: datetime, end: datetime) -> dict[str, tuple[i
     return best
 
 
+def inference_usable_cards(*, start: datetime, end: datetime) -> dict[str, tuple[int, str]]:
+    """``{gpu model slug: (usable cards, pool slug)}``: the inference pool that could hold the
+    most cards of the model in ``[start, end)`` once they are free (usable = schedulable cards ×
+    over-commit, what a request may ask for at most; ``request_options``)."""
+    best: dict[str, tuple[int, str]] = {}
+    scheduler = SCHEDULER_OF_KIND[WorkloadKind.INFERENCE]
+    for option in request_options(
+        workload_kind=WorkloadKind.INFERENCE, card_count=1, start=start, end=end
+    ):
+        if option.pool.scheduler != scheduler or not option.total:
+            continue
+        slug = option.gpu_model.slug
+        if slug not in best or option.usable > best[slug][0]:
+            best[slug] = (option.usable, option.pool.slug)
+    return best
+
+
 def card_hour_prices(*, inputs: Mapping[str, Any], gpu_slugs: list[str]) -> dict[str, Decimal]:
     """Price per card-hour per GPU model: the ones given in the inputs, nothing else.
 
@@ -639,28 +656,78 @@ def _warning(warning, *, row: PlanRow, free: tuple[int, str] | None) -> dict[str
     }
 
 
-def _request(results: dict[str, Any]) -> dict[str, Any] | None:
-    """What "Request these cards" asks for: the option that fits today's free capacity; else the
-    cheapest option meeting the targets that an inference pool offers at all (the request then
-    waits for cards); ``None`` when no inference pool has a model that meets the targets."""
-    chosen = None
+def _request(results: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """What "Request these cards" asks for, and what the best option lacks today:
+
+    1. ``recommended_in_free_capacity``: the option that fits today's free capacity;
+    2. ``offered_by_a_pool``: else the cheapest option meeting the targets that an inference pool
+       could hold (its usable cards, the most a request may ask for); the request waits until
+       enough of them are free;
+    3. else no request (the form would refuse it), and the lack of the cheapest option meeting
+       the targets in words: no inference pool has the model, or none has that many cards.
+
+    Returns ``(request or None, lacks or None)``; both ``None`` when nothing meets the targets.
+    """
+    rows = {r["gpu_model"]: r for r in results["rows"]}
+    meeting = [r for r in results["rows"] if r["meets_targets"] and r["cards"]]
+    holdable = [r for r in meeting if r["usable_cards"] >= r["cards"]]
     if results["recommended_in_free_capacity"]:
-        chosen = ("recommended_in_free_capacity", results["recommended_in_free_capacity"])
+        basis, row = "recommended_in_free_capacity", rows[results["recommended_in_free_capacity"]]
+        pool = row["pool"]
+        lacks = None
+    elif holdable:  # rows are ranked, cheapest first
+        basis, row, pool = "offered_by_a_pool", holdable[0], holdable[0]["usable_pool"]
+        free_now = row["free_cards"] if row["pool"] == pool else None
+        lacks = (
+            f"needs {row['cards'] - free_now:,} more {row['gpu_name']} cards free in pool {pool} "
+            f"than the {free_now:,} free now"
+            if free_now is not None
+            else f"waits until {row['cards']:,} {row['gpu_name']} cards are free in pool {pool}"
+        )
+    elif meeting:
+        best = rows.get(results["recommended"]) or meeting[0]
+        if not best["usable_pool"]:
+            return None, (
+                f"no inference pool has {best['gpu_name']} cards: ask a pool admin to host "
+                f"{best['cards']:,} of them"
+            )
+        return None, (
+            f"{best['cards']:,} × {best['gpu_name']} are needed and the most any inference pool "
+            f"could hold is {best['usable_cards']:,}: ask a pool admin for more capacity"
+        )
     else:
-        offered = [r for r in results["rows"] if r["meets_targets"] and r["pool"] and r["cards"]]
-        if offered:  # rows are ranked, cheapest first
-            chosen = ("offered_by_a_pool", offered[0]["gpu_model"])
-    if chosen is None:
-        return None
-    basis, slug = chosen
-    row = next(r for r in results["rows"] if r["gpu_model"] == slug)
+        return None, None
     return {
         "basis": basis,
+        "lacks": lacks,
         "workload_kind": WorkloadKind.INFERENCE.value,
-        "gpu_model": slug,
+        "gpu_model": row["gpu_model"],
         "card_count": row["cards"],
-        "pool": row["pool"],
-    }
+        "pool": pool,
+        "justification": _justification(results, row),
+    }, lacks
+
+
+def _justification(results: dict[str, Any], row: dict[str, Any]) -> str:
+    """The request's "what the cards are for", from the estimate: model, load, targets and the
+    sized option, so the approver sees why this many cards."""
+    model = results["model"]["name"]
+    demand = results.get("demand") or {}
+    load = (
+        f"{demand['peak_output_tok_s']:,.0f} output tok/s at peak"
+        if demand.get("peak_output_tok_s")
+        else f"{results.get('concurrency') or '?'} sequences in flight"
+    )
+    return (
+        f"Serve {model} for {load}. Sized by the portal: {row['cards']} × {row['gpu_name']} "
+        f"(TP {row['tp']} × {row['replicas']} replicas), TPOT {row['tpot_ms']:.1f} ms, "
+        f"TTFT {row['ttft_ms']:.0f} ms"
+        + (
+            f"; {row['cards_pessimistic']} cards if the pessimistic end of the error band holds."
+            if row.get("cards_pessimistic") and row["cards_pessimistic"] != row["cards"]
+            else "."
+        )
+    )
 
 
 def sizing_results(
@@ -675,6 +742,7 @@ def sizing_results(
     demand = _demand(inputs)
     start, end = capacity_window()
     free = inference_free_cards(start=start, end=end)
+    usable = inference_usable_cards(start=start, end=end)
     gpus = _gpu_specs(inputs)
     if inputs["only_free_capacity"]:
         gpus = [(row, spec) for row, spec in gpus if free.get(spec.slug, (0, ""))[0] > 0]
@@ -774,7 +842,9 @@ def sizing_results(
     results["pricing"] = (
         "none" if not priced else "all" if len(priced) == len(meeting) else "partial"
     )
-    results["request"] = _request(results)
+    for row in results["rows"]:
+        row["usable_cards"], row["usable_pool"] = usable.get(row["gpu_model"], (0, None))
+    results["request"], results["request_lacks"] = _request(results)
     return _plain(results)
 
 
@@ -891,7 +961,8 @@ def _finish(*, estimate_id: int, results: dict | None, error: str | None) -> Siz
 
 
 def sizing_request_url(request: Mapping[str, Any] | None) -> str | None:
-    """The new-request page pre-filled with ``results["request"]`` (kind, model, cards, pool)."""
+    """The new-request page pre-filled with ``results["request"]`` (kind, model, cards, pool,
+    justification)."""
     if not request or not request.get("card_count"):
         return None
     query = {
@@ -899,6 +970,8 @@ def sizing_request_url(request: Mapping[str, Any] | None) -> str | None:
         "gpu_model": request["gpu_model"],
         "card_count": request["card_count"],
     }
+    if request.get("justification"):
+        query["justification"] = request["justification"]
     if request.get("pool"):
         query["pool"] = request["pool"]
     return f"{reverse('pools:request-new')}?{urlencode(query)}"

@@ -24,9 +24,13 @@ def test_changing_an_input_updates_the_table_in_place_then_request_these_cards(
     page.goto(f"{live_server.url}/sizing/")
     page.evaluate("window.__sameDocument = true")  # survives htmx swaps, not a page load
     l40s = page.locator("tr[data-gpu=l40s]")
-    # Qwen2.5-72B in BF16 at 2,000 tok/s: on L40S even one sequence misses the 50 ms TPOT.
+    # Qwen2.5-72B in BF16 at 2,000 tok/s: on L40S even one sequence misses the 50 ms TPOT,
+    # and the inference pool has nothing else that meets it; the page says what is lacking.
     expect(l40s).to_have_class(re.compile("muted"))
     expect(page.locator("#request-cards")).to_have_count(0)
+    expect(page.locator("#request-lacks")).to_contain_text(
+        "no inference pool has H100 NVL cards: ask a pool admin to host 6 of them"
+    )
 
     page.select_option("select[name=precision]", "FP8")
     page.select_option("select[name=kv_cache_dtype]", "FP8")
@@ -38,17 +42,26 @@ def test_changing_an_input_updates_the_table_in_place_then_request_these_cards(
     # Every modelled rate carries its likely range; the recommendation says it in words.
     expect(l40s.locator(".band-cell")).to_have_text(re.compile(r"^[\d,]+–[\d,]+$"))
     expect(page.locator("p.band").first).to_contain_text("Likely between")
-    expect(page.locator("#request-cards")).to_be_visible()
+    # 48 L40S or 22 A100 PCIe would do, more than the pool holds (40, 8): not requestable.
+    expect(page.locator("#request-cards")).to_have_count(0)
+    expect(page.locator("#request-lacks")).to_contain_text("ask a pool admin to host 3 of them")
     assert page.evaluate("window.__sameDocument") is True
     assert "precision=FP8" in page.url  # the inputs are in the address, to share or reload
     expect(page.locator("#sizing-chart")).to_be_visible()
 
+    # At half the load 24 L40S fit the 40 free: sizing ends in a request that submits as is.
+    page.fill("input[name=output_tok_s]", "1000")
+    expect(page.locator("#request-cards")).to_be_visible()
     page.click("#request-cards")
 
     page.wait_for_url(re.compile(r"/requests/new/\?"))
-    expect(page.locator("input[name=card_count]")).to_have_value("22")
-    expect(page.locator("select[name=gpu_model]")).to_have_value("a100_80g_pcie")
+    expect(page.locator("input[name=card_count]")).to_have_value("24")
+    expect(page.locator("select[name=gpu_model]")).to_have_value("l40s")
     expect(page.locator("select[name=pool]")).to_have_value("infer-k8s")
     expect(page.locator("input[value=inference]")).to_be_checked()
-    # The request page says the pool has only 8 of them free in the window.
-    expect(page.locator("#options")).to_contain_text("only 8 of 8 cards free")
+    expect(page.locator("textarea[name=justification]")).to_contain_text(
+        "Serve Qwen2.5-72B for 1,000 output tok/s at peak. Sized by the portal: 24 × L40S"
+    )
+    page.click("button[name=submit_request]")
+    page.wait_for_url(re.compile(r"/requests/\d+/$"))
+    expect(page.locator("body")).to_contain_text("24 × L40S")

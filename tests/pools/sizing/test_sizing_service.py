@@ -113,17 +113,43 @@ def test_qwen_72b_needs_more_l40s_than_are_free_and_the_request_goes_to_a_pool(q
     # What the pool offers with the fewest cards, though not free yet: 22 A100 PCIe.
     a100 = _row(qwen, "a100_80g_pcie")
     assert (a100["cards"], a100["free_cards"]) == (22, 8)
-    assert qwen["request"] == {
-        "basis": "offered_by_a_pool",
+    # ... but the pool holds only 8 (usable), and a request may not ask for more than a pool can
+    # hold: nothing is requestable, and the page says what the cheapest option lacks.
+    assert (a100["usable_cards"], _row(qwen, "l40s")["usable_cards"]) == (8, 40)
+    assert qwen["request"] is None
+    assert qwen["request_lacks"] == (
+        f"no inference pool has {best['gpu_name']} cards: ask a pool admin to host 3 of them"
+    )
+    assert sizing_request_url(qwen["request"]) is None
+
+
+def test_at_half_the_load_l40s_fit_and_the_request_explains_itself(fleet):
+    """1,000 tok/s: 24 L40S (TP 4 × 6) fit the 40 free, so that is what is requested, with
+    the estimate as the justification."""
+    _, results = sizing_preview(raw=QWEN_72B | {"output_tok_s": 1000})
+    l40s = _row(results, "l40s")
+
+    assert (l40s["cards"], l40s["tp"] * l40s["replicas"], l40s["free_cards"]) == (24, 24, 40)
+    request = dict(results["request"])
+    justification = request.pop("justification")
+    assert request == {
+        "basis": "recommended_in_free_capacity",
+        "lacks": None,
         "workload_kind": "inference",
-        "gpu_model": "a100_80g_pcie",
-        "card_count": 22,
+        "gpu_model": "l40s",
+        "card_count": 24,
         "pool": "infer-k8s",
     }
-    assert sizing_request_url(qwen["request"]) == (
-        "/requests/new/?workload_kind=inference&gpu_model=a100_80g_pcie&card_count=22"
-        "&pool=infer-k8s"
+    assert justification.startswith(
+        "Serve Qwen2.5-72B for 1,000 output tok/s at peak. Sized by the portal: 24 × L40S "
+        f"(TP {l40s['tp']} × {l40s['replicas']} replicas)"
     )
+    url = sizing_request_url(results["request"])
+    assert url.startswith(
+        "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=24"
+        "&justification=Serve+Qwen2.5-72B+for+1%2C000+output+tok%2Fs+at+peak."
+    )
+    assert url.endswith("&pool=infer-k8s")
 
 
 def test_cards_held_in_the_window_are_not_free(fleet):
@@ -141,11 +167,32 @@ def test_cards_held_in_the_window_are_not_free(fleet):
     assert _row(results, "l40s")["free_cards"] == 20
     assert _row(results, "l40s")["fits_free_capacity"] is False
     assert "20 are free in pool infer-k8s" in str(_row(results, "l40s")["warnings"])
-    # A100 PCIe: 8 cards in the pool, 16 needed; nothing fits, so the request names the
-    # cheapest option the pool offers, which waits for cards.
+    # L40S: 20 held, 20 free of 40, 48 needed; A100 PCIe: 22 needed of 8: nothing fits now
+    # and nothing fits the pool at all, so nothing is requestable.
     assert results["recommended_in_free_capacity"] is None
+    assert results["request"] is None
+    assert results["request_lacks"].startswith("no inference pool has ")
+
+
+def test_a_request_that_waits_for_cards_says_how_many_more_it_needs(fleet):
+    """1,000 tok/s: 24 L40S needed, the pool holds 40 but 20 are held: the request waits."""
+    start, end = capacity_window()
+    AllocationFactory(
+        pool=fleet,
+        gpu_model=GpuModel.objects.get(slug="l40s"),
+        card_count=20,
+        starts_at=start - timedelta(days=1),
+        ends_at=end,
+    )
+
+    _, results = sizing_preview(raw=QWEN_72B | {"output_tok_s": 1000})
+
+    assert (_row(results, "l40s")["cards"], _row(results, "l40s")["free_cards"]) == (24, 20)
     assert results["request"]["basis"] == "offered_by_a_pool"
-    assert results["request"]["pool"] == "infer-k8s"
+    assert (results["request"]["gpu_model"], results["request"]["pool"]) == ("l40s", "infer-k8s")
+    assert results["request"]["lacks"] == (
+        "needs 4 more L40S cards free in pool infer-k8s than the 20 free now"  # 24 - 20
+    )
 
 
 def test_training_pools_do_not_count_as_free_serving_capacity(qwen):
@@ -341,7 +388,8 @@ def test_create_stores_clean_inputs_and_queues_the_job_on_commit(
     callbacks[0]()  # the eager task, as with no broker
     estimate.refresh_from_db()
     assert estimate.status == EstimateStatus.DONE and estimate.progress == 100
-    assert estimate.results["request"]["card_count"] == 22
+    assert estimate.results["request"] is None  # 22 A100 PCIe needed, the pool holds 8
+    assert estimate.results["request_lacks"].startswith("no inference pool has H100 NVL")
     assert estimate.finished_at is not None
     assert list(
         AuditEvent.objects.filter(object_id=str(estimate.pk)).values_list("action", flat=True)
@@ -419,8 +467,14 @@ def test_an_empty_fleet_still_sizes_every_catalogue_model(db):
 
     assert len(results["rows"]) == GpuModel.objects.count()
     assert results["recommended_in_free_capacity"] is None
-    assert results["request"] is None
     assert not Pool.objects.exists()
+    # no pool at all: nothing to request, and the page says what to ask for
+    best = _row(results, results["recommended"])
+    assert results["request"] is None
+    assert results["request_lacks"] == (
+        f"no inference pool has {best['gpu_name']} cards: ask a pool admin to host "
+        f"{best['cards']:,} of them"
+    )
 
 
 def test_a_team_member_can_share_an_estimate(fleet, team, team_member):
