@@ -711,7 +711,8 @@ def _csv_table(
         header, data = tuple(_column_name(c) for c in names), numbered
     else:
         _At(issues, node, numbered[0][0]).report(
-            "CSV has no header line and no columns were given (pass columns=)"
+            "CSV has no header line: export it without noheader, or put the command above it "
+            "as '# $ nvidia-smi --query-gpu=... --format=csv,noheader'"
         )
         return None
     rows = []

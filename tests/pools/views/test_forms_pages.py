@@ -212,3 +212,21 @@ def test_the_unrecognised_list_exports_csv(member_page, legacy):
         "raw_model_name,gpu_count,node_count",
         "v100,8,2",
     ]
+
+
+def test_a_file_with_no_readable_node_says_nothing_was_imported_and_the_list_refreshes(admin_page):
+    """Issue #21: a garbage file used to read "Imported with problems · 0 rejected"."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    garbage = SimpleUploadedFile("notes.txt", b"hello\nthis is not nvidia-smi output\n")
+    response = admin_page.post(
+        "/inventory/import/",
+        {"source": "nvidia-smi", "node": "gpu-99", "file": garbage},
+        HTTP_HX_REQUEST="true",
+    )
+
+    html = response.content.decode()
+    assert "Nothing imported" in html and "nothing was changed" in html
+    assert "Imported with problems" not in html
+    assert 'id="recent-imports" hx-swap-oob="true"' in html
+    assert "notes.txt" in html  # the new import is in the refreshed list
