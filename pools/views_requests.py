@@ -166,7 +166,8 @@ def allocation_list(request):
         template="pools/requests/allocation_list.html",
         columns=ALLOCATION_COLUMNS,
         filename="allocations.csv",
-        default_ordering=("starts_at",),
+        # open and future allocations first, then the ended ones, latest first
+        default_ordering=("-ends_at", "-pk"),
     )
 
 

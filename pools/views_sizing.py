@@ -15,7 +15,7 @@ from pools import selectors
 from pools.choices import Scheduler
 from pools.errors import DomainError
 from pools.filtersets import SizingEstimateFilterSet
-from pools.models import GpuModel
+from pools.models import GpuModel, Pool
 from pools.services import sizing as sizing_services
 from pools.sizing.engines import ENGINE_PROFILES
 from pools.sizing.presets import model_presets
@@ -195,6 +195,9 @@ def _decorate(results: dict) -> dict:
         else None,
     }
     results["chart_height_px"] = 80 + 26 * len(sized)
+    names = dict(Pool.objects.values_list("slug", "name"))
+    for row in results["rows"]:  # people read pool names; links and CSV keep the slug
+        row["pool_name"] = names.get(row["pool"], row["pool"])
     results["request_url"] = sizing_services.sizing_request_url(results.get("request"))
     by_slug = {row["gpu_model"]: row for row in results["rows"]}
     results["recommended_row"] = by_slug.get(results["recommended"])

@@ -41,3 +41,28 @@ def pct(value, decimals: int = 0):
     if number is None:
         return "—"
     return f"{number * 100:,.{int(decimals)}f} %"
+
+
+WARNING_LABELS = {
+    "does_not_fit": "does not fit",
+    "cannot_estimate": "cannot estimate",
+    "no_nvlink_tp": "TP without NVLink",
+    "tpot_over_target": "TPOT over target",
+    "ttft_over_target": "TTFT over target",
+    "fewer_free_cards": "not enough free cards",
+    "not_in_inference_pools": "no inference pool has it",
+    "bandwidth_unknown": "bandwidth unknown",
+    "compute_unknown": "compute unknown",
+    "fp8_weight_only": "FP8 weights only",
+    "fp8_support_unknown": "FP8 support unknown",
+    "context_too_long": "context too long",
+    "engine_version": "engine version",
+}
+"""Readable names of :class:`pools.sizing.SizingWarning` codes (the code stays in the API, the
+CSV and the badge's ``data-code``)."""
+
+
+@register.filter
+def warning_label(code: str) -> str:
+    """``"no_nvlink_tp"`` -> ``"TP without NVLink"``; an unlisted code reads with spaces."""
+    return WARNING_LABELS.get(code, code.replace("_", " "))

@@ -26,6 +26,7 @@ from pools.models import (
     Gpu,
     GpuModel,
     IdleFinding,
+    IdleScanRun,
     Membership,
     Pool,
     ReclamationPolicy,
@@ -290,6 +291,17 @@ class Command(BaseCommand):
             would_reclaim_at=now - 6 * hour,
             note="dry run: would end it",
         )
+        # the scan record such a scan leaves, so the page does not say "no scan has run" above
+        # the findings it shows (a demo has no Prometheus: the note says so)
+        IdleScanRun.objects.create(
+            started_at=now - timedelta(minutes=3),
+            seconds=0.4,
+            allocations=2,
+            idle=2,
+            would_reclaim=1,
+            notes=["Demo data: this record and its findings were written by load_demo, not by a "
+                   "scan of Prometheus (set PROMETHEUS_URL for real scans)."],
+        )  # fmt: skip
         self.stdout.write(f"idle findings: {IdleFinding.objects.count()} demo findings")
 
     def _say(self, name, report):
