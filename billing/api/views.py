@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+from datetime import date
+
 import django_filters
+from django import forms
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions, serializers, status, viewsets
@@ -16,15 +20,26 @@ from billing.models import Statement, StatementLine
 from billing.services.tokens import usage_tokens_ingest
 
 
-class MonthFilter(django_filters.CharFilter):
-    def filter(self, qs, value):
+class MonthField(forms.CharField):
+    """A calendar month written ``YYYY-MM``; anything else is a field error (400 in the API)."""
+
+    def clean(self, value):
+        value = super().clean(value)
         if not value:
+            return None
+        match = re.fullmatch(r"(\d{4})-(\d{2})", value)
+        if not match or not 1 <= int(match[2]) <= 12 or int(match[1]) < 1:
+            raise forms.ValidationError("A month as YYYY-MM, e.g. 2026-10.", code="invalid")
+        return date(int(match[1]), int(match[2]), 1)
+
+
+class MonthFilter(django_filters.Filter):
+    field_class = MonthField
+
+    def filter(self, qs, value):
+        if value is None:
             return qs
-        try:
-            year, month = (int(p) for p in value.split("-"))
-            return qs.filter(month__year=year, month__month=month)
-        except ValueError:
-            return qs.none()
+        return qs.filter(month__year=value.year, month__month=value.month)
 
 
 class StatementFilterSet(django_filters.FilterSet):

@@ -21,6 +21,7 @@ from pools.filtersets import (
 )
 from pools.services.gpu_models import gpu_model_alias_map
 from pools.services.inventory_import import inventory_import_file
+from pools.services.pools import pool_delete, pool_update
 
 
 class IsPoolAdminOrReadOnly(permissions.BasePermission):
@@ -77,24 +78,18 @@ class PoolViewSet(viewsets.ModelViewSet):
         )
 
     def perform_update(self, serializer):
-        before = s.PoolSerializer(serializer.instance).data
-        pool = serializer.save()
-        audit_event_record(
+        serializer.instance = pool_update(
+            pool=serializer.instance,
+            changes=serializer.validated_data,
             actor=self.request.user,
-            action="pool.updated",
-            obj=pool,
-            before=dict(before),
-            after=dict(serializer.data),
+            before=dict(s.PoolSerializer(serializer.instance).data),
+            render=lambda pool: dict(s.PoolSerializer(pool).data),
         )
 
     def perform_destroy(self, instance):
-        audit_event_record(
-            actor=self.request.user,
-            action="pool.deleted",
-            obj=instance,
-            before=dict(s.PoolSerializer(instance).data),
+        pool_delete(
+            pool=instance, actor=self.request.user, before=dict(s.PoolSerializer(instance).data)
         )
-        instance.delete()
 
     @extend_schema(
         parameters=[OpenApiParameter("cuda", str, required=True, description="e.g. 12.4")],
