@@ -8,7 +8,7 @@ from datetime import date
 import django_filters
 from django import forms
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -52,9 +52,19 @@ class StatementFilterSet(django_filters.FilterSet):
         fields = ["month", "team", "status"]
 
 
+@extend_schema_field(
+    {"type": "string", "pattern": r"^\d{4}-(0[1-9]|1[0-2])$", "example": "2026-10"}
+)
+class MonthOutputField(serializers.DateField):
+    """A billing month as sent: ``"2026-10"`` (the first of the month is stored)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(format="%Y-%m", read_only=True, **kwargs)
+
+
 class StatementSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    month = serializers.DateField(format="%Y-%m")
+    month = MonthOutputField()
     line_count = serializers.IntegerField(read_only=True)
 
     class Meta:
@@ -65,8 +75,9 @@ class StatementSerializer(serializers.ModelSerializer):
 
 
 class StatementLineSerializer(serializers.ModelSerializer):
-    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    period = serializers.DateField(format="%Y-%m")
+    # None: token lines (served_model) and adjustments not tied to one GPU model.
+    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    period = MonthOutputField()
 
     class Meta:
         model = StatementLine

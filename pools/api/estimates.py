@@ -25,7 +25,7 @@ class SizingEstimateSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:estimate-detail")
     page_url = serializers.SerializerMethodField()
     request_url = serializers.SerializerMethodField()
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     created_by = serializers.StringRelatedField()
 
     class Meta:

@@ -74,7 +74,7 @@ class ExemptionSerializer(serializers.ModelSerializer):
     )
     reason = serializers.CharField(max_length=MAX_REASON_CHARS)
     expires_at = AwareDateTimeField()
-    created_by = serializers.StringRelatedField()
+    created_by = serializers.StringRelatedField(allow_null=True)
 
     class Meta:
         model = Exemption

@@ -92,7 +92,7 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
         slug_field="slug", queryset=GpuModel.objects.all(), required=False, allow_null=True
     )
     requested_by = serializers.StringRelatedField()
-    decided_by = serializers.StringRelatedField()
+    decided_by = serializers.StringRelatedField(allow_null=True)  # None until decided
     starts_at = AwareDateTimeField()
     ends_at = AwareDateTimeField()
     card_count = serializers.IntegerField(min_value=1)
@@ -101,7 +101,7 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
     )
     workload_kind = serializers.ChoiceField(choices=WorkloadKind.choices)
     submit = serializers.BooleanField(write_only=True, default=True)
-    allocation = AllocationSerializer(read_only=True)
+    allocation = AllocationSerializer(read_only=True, allow_null=True)  # None until approved
 
     class Meta:
         model = CapacityRequest
@@ -160,7 +160,7 @@ class ExtendSerializer(serializers.Serializer):
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
-    actor = serializers.StringRelatedField()
+    actor = serializers.StringRelatedField(allow_null=True)  # None: the system (tasks, rules)
 
     class Meta:
         model = AuditEvent

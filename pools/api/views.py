@@ -73,6 +73,8 @@ class PoolViewSet(viewsets.ModelViewSet):
 
     def perform_create(self, serializer):
         pool = serializer.save()
+        # Answer as reads do: with node_count and gpu_count (annotations, 0 for a new pool).
+        serializer.instance = self.get_queryset().get(pk=pool.pk)
         audit_event_record(
             actor=self.request.user, action="pool.created", obj=pool, after=serializer.data
         )
