@@ -100,7 +100,7 @@ DATABASES = {
 }
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+if DATABASES["default"].get("ENGINE") == "django.db.backends.sqlite3":
     # The demo database under concurrent writes: every transaction takes SQLite's write lock
     # when it begins (IMMEDIATE), so two approvals queue instead of one failing with "database
     # is locked" when its read lock cannot be upgraded; a writer waits up to SQLITE_TIMEOUT_S
