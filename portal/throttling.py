@@ -10,14 +10,43 @@ lockout (django-axes) both use it, and both keep their counters in the shared ca
 
 from __future__ import annotations
 
+from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
-from rest_framework.throttling import BaseThrottle
+from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 
 
 def client_ip(request: HttpRequest) -> str:
     """The client address behind ``NUM_PROXIES`` trusted proxies (django-axes' IP callable)."""
     return BaseThrottle().get_ident(request)
+
+
+class LoginRateThrottle(SimpleRateThrottle):
+    """Sign-in attempts per client address, whatever the username (``LOGIN_THROTTLE_RATE``,
+    default 30 a minute): the lockout holds one username, this caps spraying many."""
+
+    scope = "login"
+
+    def get_cache_key(self, request, view):
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+
+class LoginView(auth_views.LoginView):
+    """Django's sign-in page, its POSTs throttled per client address (429 page when over)."""
+
+    def post(self, request, *args, **kwargs):
+        throttle = LoginRateThrottle()
+        if not throttle.allow_request(request, self):
+            wait_s = int(throttle.wait() or 60)
+            response = render(
+                request,
+                "registration/locked_out.html",
+                {"retry_after_minutes": max(1, round(wait_s / 60)), "per_address": True},
+                status=429,
+            )
+            response["Retry-After"] = str(wait_s)
+            return response
+        return super().post(request, *args, **kwargs)
 
 
 def lockout_response(

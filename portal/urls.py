@@ -16,7 +16,7 @@ from pools.api import reclamation as reclamation_api
 from pools.api import requests as requests_api
 from pools.api import views as pools_api
 from portal.health import healthz, readyz
-from portal.throttling import lockout_response
+from portal.throttling import LoginView, lockout_response
 
 
 class TokenView(ObtainAuthToken):
@@ -71,7 +71,7 @@ urlpatterns = [
     path("readyz", readyz, name="readyz"),
     path(
         "login/",
-        auth_views.LoginView.as_view(extra_context={"oidc_enabled": settings.OIDC_ENABLED}),
+        LoginView.as_view(extra_context={"oidc_enabled": settings.OIDC_ENABLED}),
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -5,7 +5,8 @@ Variables: ``DATABASE_URL`` (default: a SQLite file beside manage.py, for the de
 when ``DEBUG`` is off), ``DEBUG``, ``TIME_ZONE``, ``ALLOWED_HOSTS``, ``CSRF_TRUSTED_ORIGINS``,
 ``SECURE_SSL_REDIRECT``, ``INVENTORY_UPLOAD_MAX_BYTES``, ``CACHE_URL`` (default: per-process
 memory), ``NUM_PROXIES`` (trusted reverse proxies, default 0), ``LOGIN_FAILURE_LIMIT``,
-``LOGIN_COOLOFF_MINUTES``, ``TOKEN_THROTTLE_RATE``, ``STATIC_ROOT``, ``SQLITE_TIMEOUT_S``.
+``LOGIN_COOLOFF_MINUTES``, ``LOGIN_THROTTLE_RATE``, ``TOKEN_THROTTLE_RATE``, ``STATIC_ROOT``,
+``SQLITE_TIMEOUT_S``.
 """
 
 from datetime import timedelta
@@ -205,7 +206,10 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
-    "DEFAULT_THROTTLE_RATES": {"token": env.str("TOKEN_THROTTLE_RATE", default="20/minute")},
+    "DEFAULT_THROTTLE_RATES": {
+        "token": env.str("TOKEN_THROTTLE_RATE", default="20/minute"),
+        "login": env.str("LOGIN_THROTTLE_RATE", default="30/minute"),  # portal.throttling
+    },
     # Trusted reverse proxies in front of the portal (ingress, load balancer); see
     # portal/throttling.py. 0: X-Forwarded-For is ignored and REMOTE_ADDR is the client.
     "NUM_PROXIES": env.int("NUM_PROXIES", default=0),

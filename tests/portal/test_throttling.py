@@ -124,3 +124,20 @@ def test_the_token_endpoint_shares_the_lockout_and_answers_json(django_user_mode
         "data": {"retry_after_s": 900},
     }
     assert "token" not in locked.json()
+
+
+def test_the_login_form_caps_attempts_per_address_whatever_the_username(django_user_model):
+    django_user_model.objects.create_user("alice", password="right-pw")
+    sprayer = Client(REMOTE_ADDR="203.0.113.77")
+
+    # One password tried against 30 usernames: no username reaches its lockout ...
+    sprayed = [sign_in(sprayer, f"user-{n}", "Winter2026!").status_code for n in range(30)]
+    capped = sign_in(sprayer, "alice", "right-pw")
+    elsewhere = sign_in(Client(REMOTE_ADDR="192.0.2.10"), "alice", "right-pw")
+
+    # ... but the address has used its 30 a minute (LOGIN_THROTTLE_RATE).
+    assert sprayed == [200] * 30
+    assert capped.status_code == 429
+    assert b"Too many sign-in attempts from your address" in capped.content
+    assert 0 < int(capped["Retry-After"]) <= 60
+    assert elsewhere.status_code == 302
