@@ -55,6 +55,7 @@ bench: install services
 	$(BIN)/python benchmarks/billing.py
 	$(BIN)/python benchmarks/dashboards.py
 	$(BIN)/python benchmarks/reclamation.py
+	$(BIN)/python benchmarks/sqlite_burst.py
 
 lint: install
 	$(BIN)/ruff check .

@@ -53,6 +53,13 @@ class InsufficientCapacity(Conflict):
     code = "insufficient_capacity"
 
 
+class PoolInUse(Conflict):
+    """The pool still has allocations or requests (data: ``holding_allocations``,
+    ``allocations``, ``requests`` and, for an edit, ``fields``)."""
+
+    code = "pool_in_use"
+
+
 class NotFound(DomainError):
     """The object does not exist or the caller may not see it (never leaks which)."""
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.pagination import PageNumberPagination
@@ -10,13 +13,32 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from pools.errors import DomainError
+from portal.middleware import api_body_limit_bytes, request_too_large_response
 
 
 class Pagination(PageNumberPagination):
-    """Page-number pagination; ``page_size`` may be raised by the client up to 500."""
+    """Page-number pagination; ``page_size`` may be raised by the client up to 500.
+
+    A ``page_size`` that is not a whole number from 1 to 500 is a 400 naming the field (DRF would
+    quietly clamp or ignore it, so a script asking for 1,000 rows would think it had them all).
+    """
 
     page_size_query_param = "page_size"
     max_page_size = 500
+
+    def get_page_size(self, request):
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None or raw == "":
+            return self.page_size
+        try:
+            size = int(raw)
+        except ValueError:
+            size = 0
+        if not 1 <= size <= self.max_page_size:
+            raise exceptions.ValidationError(
+                {"page_size": [f"A whole number from 1 to {self.max_page_size}."]}
+            )
+        return size
 
 
 def exception_handler(exc, context):
@@ -34,6 +56,11 @@ def exception_handler(exc, context):
             }
         body["data"] = data
         return Response(body, status=exc.status)
+    if isinstance(exc, RequestDataTooBig):
+        # Read past DATA_UPLOAD_MAX_MEMORY_SIZE without a Content-Length the middleware could see.
+        limit = api_body_limit_bytes(context["request"].META.get("CONTENT_TYPE", ""))
+        response = request_too_large_response(limit)
+        return Response(json.loads(response.content), status=response.status_code)
     # Django's own 404 and 403 become DRF's, so they get DRF's codes ("not_found" ...).
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(*exc.args)

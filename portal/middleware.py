@@ -5,7 +5,9 @@ The API authenticates on its own (token or session, in DRF) and answers 401/403 
 redirecting to the login page.
 """
 
+from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware as _DjangoLoginRequired
+from django.http import JsonResponse
 
 
 class LoginRequiredMiddleware(_DjangoLoginRequired):
@@ -16,3 +18,48 @@ class LoginRequiredMiddleware(_DjangoLoginRequired):
         if request.path.startswith(("/api/", "/oidc/")) or request.path == "/metrics":
             return None
         return super().process_view(request, view_func, view_args, view_kwargs)
+
+
+def api_body_limit_bytes(content_type: str) -> int:
+    """Largest API request body accepted, in bytes: ``DATA_UPLOAD_MAX_MEMORY_SIZE`` for JSON
+    and form bodies; multipart ones may also carry an inventory file
+    (``INVENTORY_UPLOAD_MAX_BYTES``).
+    """
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    if content_type.startswith("multipart/"):
+        limit += settings.INVENTORY_UPLOAD_MAX_BYTES
+    return limit
+
+
+def request_too_large_response(limit: int) -> JsonResponse:
+    return JsonResponse(
+        {
+            "code": "request_too_large",
+            "detail": f"The request body is larger than {limit} bytes.",
+            "data": {"limit_bytes": limit},
+        },
+        status=413,
+    )
+
+
+class ApiBodyLimitMiddleware:
+    """Refuse an API request whose declared body is over the limit with a JSON 413, before any
+    middleware or view reads it (Django's own check would answer an HTML 400 page).
+
+    Bodies without a ``Content-Length`` are still cut off by Django's limit while being read;
+    the API's exception handler turns that ``RequestDataTooBig`` into the same 413.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if request.path.startswith("/api/"):
+            try:
+                length = int(request.META.get("CONTENT_LENGTH") or 0)
+            except ValueError:
+                length = 0
+            limit = api_body_limit_bytes(request.META.get("CONTENT_TYPE", ""))
+            if length > limit:
+                return request_too_large_response(limit)
+        return self.get_response(request)

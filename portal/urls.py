@@ -16,6 +16,7 @@ from pools.api import reclamation as reclamation_api
 from pools.api import requests as requests_api
 from pools.api import views as pools_api
 from portal.health import healthz, readyz
+from portal.throttling import LoginView, lockout_response
 
 
 class TokenView(ObtainAuthToken):
@@ -25,6 +26,13 @@ class TokenView(ObtainAuthToken):
     # address); AnonRateThrottle would look for an "anon" rate that is not set and answer 500.
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "token"
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        # django-axes marks the (DRF) request it was given when this username at this address
+        # is locked out; Django's authenticate() then only says "no user", so answer the 429.
+        if getattr(request, "axes_locked_out", False):
+            response = lockout_response(request._request)
+        return super().finalize_response(request, response, *args, **kwargs)
 
 
 router = DefaultRouter()
@@ -63,7 +71,7 @@ urlpatterns = [
     path("readyz", readyz, name="readyz"),
     path(
         "login/",
-        auth_views.LoginView.as_view(extra_context={"oidc_enabled": settings.OIDC_ENABLED}),
+        LoginView.as_view(extra_context={"oidc_enabled": settings.OIDC_ENABLED}),
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from datetime import date
+
 import django_filters
+from django import forms
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -16,15 +20,26 @@ from billing.models import Statement, StatementLine
 from billing.services.tokens import usage_tokens_ingest
 
 
-class MonthFilter(django_filters.CharFilter):
-    def filter(self, qs, value):
+class MonthField(forms.CharField):
+    """A calendar month written ``YYYY-MM``; anything else is a field error (400 in the API)."""
+
+    def clean(self, value):
+        value = super().clean(value)
         if not value:
+            return None
+        match = re.fullmatch(r"(\d{4})-(\d{2})", value)
+        if not match or not 1 <= int(match[2]) <= 12 or int(match[1]) < 1:
+            raise forms.ValidationError("A month as YYYY-MM, e.g. 2026-10.", code="invalid")
+        return date(int(match[1]), int(match[2]), 1)
+
+
+class MonthFilter(django_filters.Filter):
+    field_class = MonthField
+
+    def filter(self, qs, value):
+        if value is None:
             return qs
-        try:
-            year, month = (int(p) for p in value.split("-"))
-            return qs.filter(month__year=year, month__month=month)
-        except ValueError:
-            return qs.none()
+        return qs.filter(month__year=value.year, month__month=value.month)
 
 
 class StatementFilterSet(django_filters.FilterSet):
@@ -37,9 +52,19 @@ class StatementFilterSet(django_filters.FilterSet):
         fields = ["month", "team", "status"]
 
 
+@extend_schema_field(
+    {"type": "string", "pattern": r"^\d{4}-(0[1-9]|1[0-2])$", "example": "2026-10"}
+)
+class MonthOutputField(serializers.DateField):
+    """A billing month as sent: ``"2026-10"`` (the first of the month is stored)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(format="%Y-%m", read_only=True, **kwargs)
+
+
 class StatementSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    month = serializers.DateField(format="%Y-%m")
+    month = MonthOutputField()
     line_count = serializers.IntegerField(read_only=True)
 
     class Meta:
@@ -50,8 +75,9 @@ class StatementSerializer(serializers.ModelSerializer):
 
 
 class StatementLineSerializer(serializers.ModelSerializer):
-    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    period = serializers.DateField(format="%Y-%m")
+    # None: token lines (served_model) and adjustments not tied to one GPU model.
+    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    period = MonthOutputField()
 
     class Meta:
         model = StatementLine

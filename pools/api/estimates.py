@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from pools import selectors
 from pools.errors import InvalidInput
 from pools.filtersets import SizingEstimateFilterSet
-from pools.models import SizingEstimate, Team
+from pools.models import SizingEstimate
 from pools.services import sizing as sizing_services
 
 
@@ -26,7 +26,7 @@ class SizingEstimateSerializer(serializers.ModelSerializer):
     page_url = serializers.SerializerMethodField()
     request_url = serializers.SerializerMethodField()
     recommendation = serializers.SerializerMethodField()
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     created_by = serializers.StringRelatedField()
 
     class Meta:
@@ -125,7 +125,8 @@ class SizingEstimateViewSet(
         inputs = {key: value for key, value in body.items() if key != "team"}
         team = None
         if body.get("team"):
-            team = Team.objects.filter(slug=body["team"]).first()
+            # Among the caller's teams: another team's slug answers like a missing one.
+            team = selectors.team_list(user=request.user).filter(slug=body["team"]).first()
             if team is None:
                 raise InvalidInput(
                     "The estimate has invalid inputs.",

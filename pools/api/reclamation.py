@@ -74,7 +74,7 @@ class ExemptionSerializer(serializers.ModelSerializer):
     )
     reason = serializers.CharField(max_length=MAX_REASON_CHARS)
     expires_at = AwareDateTimeField()
-    created_by = serializers.StringRelatedField()
+    created_by = serializers.StringRelatedField(allow_null=True)
 
     class Meta:
         model = Exemption
@@ -150,10 +150,11 @@ class IdleFindingViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"])
     def dismiss(self, request, pk=None):
         """Close an open finding without reclaiming; not flagged again for a week."""
+        finding = self.get_object()
         form = DismissSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         finding = reclamation_services.idle_finding_dismiss(
-            finding=self.get_object(), actor=request.user, reason=form.validated_data["reason"]
+            finding=finding, actor=request.user, reason=form.validated_data["reason"]
         )
         return self._answer(finding)
 
@@ -171,6 +172,7 @@ class IdleFindingViewSet(viewsets.ReadOnlyModelViewSet):
     def exempt(self, request, pk=None):
         """Exempt the finding's allocation from reclamation until ``expires_at``."""
         finding = self.get_object()
+        ReclamationPolicyViewSet._require_admin(request, "grant an exemption")
         form = FindingExemptSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         exemption = reclamation_actions.exemption_grant(
@@ -227,10 +229,10 @@ class ReclamationPolicyViewSet(
         return Response(self.get_serializer(policy).data)
 
     @staticmethod
-    def _require_admin(request) -> None:
+    def _require_admin(request, what: str = "change a reclamation policy") -> None:
         # before validation: a member learns nothing from a 400 about a body they may not send
         if not request.user.is_staff:
-            raise PermissionDenied("Only pool admins can change a reclamation policy.")
+            raise PermissionDenied(f"Only pool admins can {what}.")
 
 
 @extend_schema_view(
@@ -263,6 +265,7 @@ class ExemptionViewSet(
         return selectors.exemption_list(user=self.request.user, include_expired=everything)
 
     def create(self, request, *args, **kwargs):
+        ReclamationPolicyViewSet._require_admin(request, "grant an exemption")
         form = self.get_serializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data

@@ -71,8 +71,20 @@ class AllocationSerializer(serializers.ModelSerializer):
         return f"{obj.card_count * hours:.2f}"
 
 
+class VisibleTeamField(serializers.SlugRelatedField):
+    """A team by slug, among the teams the caller may act for (all for pool admins): another
+    team's slug gets the same "does not exist" as a missing one, so existence does not leak."""
+
+    def __init__(self, **kwargs):
+        super().__init__(slug_field="slug", queryset=Team.objects.all(), **kwargs)
+
+    def get_queryset(self):
+        request = self.context.get("request")
+        return _visible_teams(request)
+
+
 class CapacityRequestSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", queryset=Team.objects.all())
+    team = VisibleTeamField()
     pool = serializers.SlugRelatedField(
         slug_field="slug", queryset=Pool.objects.all(), required=False, allow_null=True
     )
@@ -80,7 +92,7 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
         slug_field="slug", queryset=GpuModel.objects.all(), required=False, allow_null=True
     )
     requested_by = serializers.StringRelatedField()
-    decided_by = serializers.StringRelatedField()
+    decided_by = serializers.StringRelatedField(allow_null=True)  # None until decided
     starts_at = AwareDateTimeField()
     ends_at = AwareDateTimeField()
     card_count = serializers.IntegerField(min_value=1)
@@ -89,7 +101,7 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
     )
     workload_kind = serializers.ChoiceField(choices=WorkloadKind.choices)
     submit = serializers.BooleanField(write_only=True, default=True)
-    allocation = AllocationSerializer(read_only=True)
+    allocation = AllocationSerializer(read_only=True, allow_null=True)  # None until approved
 
     class Meta:
         model = CapacityRequest
@@ -148,7 +160,7 @@ class ExtendSerializer(serializers.Serializer):
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
-    actor = serializers.StringRelatedField()
+    actor = serializers.StringRelatedField(allow_null=True)  # None: the system (tasks, rules)
 
     class Meta:
         model = AuditEvent
@@ -290,10 +302,13 @@ class CapacityRequestViewSet(
     @action(detail=True, methods=["post"])
     def approve(self, request, pk=None):
         """Approve (pool admins): answers with the allocation; again → the same allocation."""
+        # Who may act is decided before the body is read: 404 / 403 whatever it holds.
+        obj = self.get_object()
+        request_services.require_pool_admin(request.user)
         form = ApproveSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         allocation = request_services.capacity_request_approve(
-            request=self.get_object(), actor=request.user, **form.validated_data
+            request=obj, actor=request.user, **form.validated_data
         )
         # Read again (provisioning may have run on commit, eager tasks), with team, pool and
         # model joined: one query, where refresh_from_db() and three lazy loads were four.
@@ -303,20 +318,23 @@ class CapacityRequestViewSet(
     @extend_schema(request=ReasonSerializer, responses=CapacityRequestSerializer)
     @action(detail=True, methods=["post"])
     def reject(self, request, pk=None):
+        obj = self.get_object()
+        request_services.require_pool_admin(request.user)
         form = ReasonSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         obj = request_services.capacity_request_reject(
-            request=self.get_object(), actor=request.user, reason=form.validated_data["reason"]
+            request=obj, actor=request.user, reason=form.validated_data["reason"]
         )
         return Response(self.get_serializer(self._fresh(obj)).data)
 
     @extend_schema(request=ReasonSerializer, responses=CapacityRequestSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
+        obj = self.get_object()
         form = ReasonSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         obj = request_services.capacity_request_cancel(
-            request=self.get_object(), actor=request.user, reason=form.validated_data["reason"]
+            request=obj, actor=request.user, reason=form.validated_data["reason"]
         )
         return Response(self.get_serializer(self._fresh(obj)).data)
 
@@ -334,10 +352,12 @@ class AllocationViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=ReasonSerializer, responses=AllocationSerializer)
     @action(detail=True, methods=["post"])
     def release(self, request, pk=None):
+        allocation = self.get_object()
+        request_services.require_manager(request.user, allocation.team)
         form = ReasonSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         allocation = allocation_services.allocation_release(
-            allocation=self.get_object(), actor=request.user, reason=form.validated_data["reason"]
+            allocation=allocation, actor=request.user, reason=form.validated_data["reason"]
         )
         return Response(self.get_serializer(allocation).data)
 
@@ -345,10 +365,11 @@ class AllocationViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"])
     def extend(self, request, pk=None):
         """Ask for more time: creates a request for the extra window."""
+        allocation = self.get_object()
         form = ExtendSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         new_request = allocation_services.allocation_extend(
-            allocation=self.get_object(), actor=request.user, **form.validated_data
+            allocation=allocation, actor=request.user, **form.validated_data
         )
         fresh = selectors.capacity_request_list(user=request.user).get(pk=new_request.pk)
         return Response(CapacityRequestSerializer(fresh).data, status=status.HTTP_201_CREATED)

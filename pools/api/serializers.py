@@ -110,9 +110,12 @@ class MigDeviceSerializer(serializers.ModelSerializer):
 
 class GpuSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.hostname", read_only=True)
-    pool = serializers.CharField(source="node.pool.slug", read_only=True, default=None)
+    pool = serializers.CharField(
+        source="node.pool.slug", read_only=True, default=None, allow_null=True
+    )
     driver_version = serializers.CharField(source="node.driver_version", read_only=True)
-    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    # None: a card whose reported name matches no catalogue model (see raw_model_name).
+    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     mig_device_count = serializers.IntegerField(read_only=True)
 
     class Meta:
@@ -137,7 +140,7 @@ class GpuSerializer(serializers.ModelSerializer):
 
 
 class NodeGpuSerializer(serializers.ModelSerializer):
-    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     mig_devices = MigDeviceSerializer(many=True, read_only=True)
 
     class Meta:
@@ -158,8 +161,10 @@ class NodeGpuSerializer(serializers.ModelSerializer):
 
 
 class NodeSerializer(serializers.ModelSerializer):
-    pool = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    driver_group = serializers.SlugRelatedField(slug_field="branch", read_only=True)
+    pool = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    driver_group = serializers.SlugRelatedField(
+        slug_field="branch", read_only=True, allow_null=True
+    )
     gpu_count = serializers.IntegerField(read_only=True)
     unrecognised_count = serializers.IntegerField(read_only=True)
 
@@ -202,7 +207,7 @@ class InventoryImportRequestSerializer(serializers.Serializer):
 
 
 class InventoryImportSerializer(serializers.ModelSerializer):
-    actor = serializers.StringRelatedField()
+    actor = serializers.StringRelatedField(allow_null=True)  # None: run by the system
 
     class Meta:
         model = InventoryImport

@@ -21,6 +21,7 @@ from pools.filtersets import (
 )
 from pools.services.gpu_models import gpu_model_alias_map
 from pools.services.inventory_import import inventory_import_file
+from pools.services.pools import pool_delete, pool_update
 
 
 class IsPoolAdminOrReadOnly(permissions.BasePermission):
@@ -72,29 +73,25 @@ class PoolViewSet(viewsets.ModelViewSet):
 
     def perform_create(self, serializer):
         pool = serializer.save()
+        # Answer as reads do: with node_count and gpu_count (annotations, 0 for a new pool).
+        serializer.instance = self.get_queryset().get(pk=pool.pk)
         audit_event_record(
             actor=self.request.user, action="pool.created", obj=pool, after=serializer.data
         )
 
     def perform_update(self, serializer):
-        before = s.PoolSerializer(serializer.instance).data
-        pool = serializer.save()
-        audit_event_record(
+        serializer.instance = pool_update(
+            pool=serializer.instance,
+            changes=serializer.validated_data,
             actor=self.request.user,
-            action="pool.updated",
-            obj=pool,
-            before=dict(before),
-            after=dict(serializer.data),
+            before=dict(s.PoolSerializer(serializer.instance).data),
+            render=lambda pool: dict(s.PoolSerializer(pool).data),
         )
 
     def perform_destroy(self, instance):
-        audit_event_record(
-            actor=self.request.user,
-            action="pool.deleted",
-            obj=instance,
-            before=dict(s.PoolSerializer(instance).data),
+        pool_delete(
+            pool=instance, actor=self.request.user, before=dict(s.PoolSerializer(instance).data)
         )
-        instance.delete()
 
     @extend_schema(
         parameters=[OpenApiParameter("cuda", str, required=True, description="e.g. 12.4")],

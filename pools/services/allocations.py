@@ -21,10 +21,10 @@ from pools.errors import InvalidInput, InvalidTransition
 from pools.locks import allocation_lock, pool_lock
 from pools.models import Allocation, CapacityRequest, Membership
 from pools.services.requests import (
-    _require_manager,
-    _require_member,
     allocation_snapshot,
     capacity_request_create,
+    require_manager,
+    require_member,
 )
 from pools.services.scheduler_binding import (
     APPLIED_STATUSES,
@@ -157,7 +157,7 @@ def allocation_release(*, allocation: Allocation, actor: Any, reason: str = "") 
     allocation (releasing twice answers the first outcome); :class:`InvalidTransition` for failed
     or reclaimed ones.
     """
-    _require_manager(actor, allocation.team)
+    require_manager(actor, allocation.team)
     with transaction.atomic():
         pool_lock(allocation.pool_id)
         allocation = allocation_lock(allocation.pk)
@@ -199,7 +199,7 @@ def allocation_extend(
     :class:`InvalidInput` when ``ends_at`` is not after that end and :class:`InvalidTransition`
     when the allocation no longer holds cards or an extension is already pending.
     """
-    _require_member(actor, allocation.team)
+    require_member(actor, allocation.team)
     with transaction.atomic():
         # Decide on the row as it is now, locked so two clicks cannot both pass the checks.
         allocation = allocation_lock(allocation.pk)

@@ -41,19 +41,19 @@ def team_role(*, user: Any, team: Team) -> str | None:
     return Membership.objects.filter(team=team, user=user).values_list("role", flat=True).first()
 
 
-def _require_member(user: Any, team: Team) -> None:
+def require_member(user: Any, team: Team) -> None:
     if not (user.is_staff or team_role(user=user, team=team)):
         raise PermissionDenied(f"You are not a member of team {team.slug}.", team=team.slug)
 
 
-def _require_manager(user: Any, team: Team) -> None:
+def require_manager(user: Any, team: Team) -> None:
     if not (user.is_staff or team_role(user=user, team=team) == TeamRole.MANAGER):
         raise PermissionDenied(
             f"Only a manager of team {team.slug} or a pool admin may do this.", team=team.slug
         )
 
 
-def _require_pool_admin(user: Any) -> None:
+def require_pool_admin(user: Any) -> None:
     if not getattr(user, "is_staff", False):
         raise PermissionDenied("Only pool admins may decide requests.")
 
@@ -170,7 +170,7 @@ def capacity_request_create(
     written then. A submitted request that the pool's auto-approve rule covers is approved at
     once (see :func:`capacity_request_submit`).
     """
-    _require_member(actor, team)
+    require_member(actor, team)
     errors = validate_request_fields(
         workload_kind=workload_kind,
         card_count=card_count,
@@ -217,7 +217,7 @@ def capacity_request_submit(*, request: CapacityRequest, actor: Any) -> Capacity
     Idempotent: submitting a submitted request changes nothing. Raises
     :class:`InvalidTransition` from any other state.
     """
-    _require_member(actor, request.team)
+    require_member(actor, request.team)
     with transaction.atomic():
         request = request_lock(request.pk)
         if request.status == RequestStatus.SUBMITTED:
@@ -284,7 +284,7 @@ def capacity_request_approve(
     ``system`` marks an approval by a rule rather than a person.
     """
     if not system:
-        _require_pool_admin(actor)
+        require_pool_admin(actor)
     target_pool = pool or request.pool
     target_model = gpu_model or request.gpu_model
     if target_pool is None or target_model is None:
@@ -433,7 +433,7 @@ def capacity_request_reject(
     Idempotent for a rejected request. Raises :class:`InvalidInput` without a reason and
     :class:`InvalidTransition` from other states.
     """
-    _require_pool_admin(actor)
+    require_pool_admin(actor)
     if not (reason or "").strip():
         raise InvalidInput("Say why the request is rejected.", errors={"reason": "Required."})
     with transaction.atomic():
@@ -474,7 +474,7 @@ def capacity_request_cancel(
     provisioning or later (release it instead). The admin's decision note is kept; the reason
     for cancelling goes to the audit trail.
     """
-    _require_member(actor, request.team)
+    require_member(actor, request.team)
     with transaction.atomic():
         if request.pool_id:
             pool_lock(request.pool_id)
@@ -494,7 +494,7 @@ def capacity_request_cancel(
             )
         is_requester = getattr(actor, "pk", None) == request.requested_by_id
         if allocation is not None or not is_requester:
-            _require_manager(actor, request.team)
+            require_manager(actor, request.team)
         before = _snapshot(request)
         request.status = RequestStatus.CANCELLED
         request.save(update_fields=["status"])

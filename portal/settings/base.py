@@ -3,9 +3,13 @@
 Variables: ``DATABASE_URL`` (default: a SQLite file beside manage.py, for the demo only),
 ``CELERY_BROKER_URL`` (default: none, tasks run eagerly in-process), ``SECRET_KEY`` (required
 when ``DEBUG`` is off), ``DEBUG``, ``TIME_ZONE``, ``ALLOWED_HOSTS``, ``CSRF_TRUSTED_ORIGINS``,
-``SECURE_SSL_REDIRECT``, ``INVENTORY_UPLOAD_MAX_BYTES``.
+``SECURE_SSL_REDIRECT``, ``INVENTORY_UPLOAD_MAX_BYTES``, ``CACHE_URL`` (default: per-process
+memory), ``NUM_PROXIES`` (trusted reverse proxies, default 0), ``LOGIN_FAILURE_LIMIT``,
+``LOGIN_COOLOFF_MINUTES``, ``LOGIN_THROTTLE_RATE``, ``TOKEN_THROTTLE_RATE``, ``STATIC_ROOT``,
+``SQLITE_TIMEOUT_S``.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -49,6 +53,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "django_prometheus",
+    "axes",
     "pools",
     "billing",
 ]
@@ -57,6 +62,7 @@ MIDDLEWARE = [
     # Request counts and latencies for /metrics: first and last, so they time the whole stack.
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "portal.middleware.ApiBodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -66,6 +72,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "portal.middleware.LoginRequiredMiddleware",
+    # Last before the metrics: turns a sign-in lockout into portal.throttling.lockout_response.
+    "axes.middleware.AxesMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
@@ -93,6 +101,29 @@ DATABASES = {
 }
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
+if DATABASES["default"].get("ENGINE") == "django.db.backends.sqlite3":
+    # The demo database under concurrent writes: every transaction takes SQLite's write lock
+    # when it begins (IMMEDIATE), so two approvals queue instead of one failing with "database
+    # is locked" when its read lock cannot be upgraded; a writer waits up to SQLITE_TIMEOUT_S
+    # (seconds) for the lock. WAL lets readers carry on while one transaction writes.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": env.float("SQLITE_TIMEOUT_S", default=20.0),
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
+
+# Throttle counters, sign-in lockouts and anything else cached are shared by every process:
+# Redis when CACHE_URL is set (production), one process's memory otherwise (the demo, tests).
+CACHE_URL = env.str("CACHE_URL", default="")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+        if CACHE_URL.startswith(("redis://", "rediss://", "unix://"))
+        else env.cache_url_config(CACHE_URL or "locmemcache://")
+    )
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -102,10 +133,14 @@ AUTH_PASSWORD_VALIDATORS = [
 # Single sign-on (OpenID Connect), off unless OIDC_RP_CLIENT_ID is set. Users are matched or
 # created by e-mail; staff (pool admin) rights stay a decision made in the portal's admin.
 OIDC_ENABLED = bool(env.str("OIDC_RP_CLIENT_ID", default=""))
-AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+# django-axes first: it refuses a locked-out client before any backend checks a password.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 if OIDC_ENABLED:
     INSTALLED_APPS.append("mozilla_django_oidc")
-    AUTHENTICATION_BACKENDS.insert(0, "mozilla_django_oidc.auth.OIDCAuthenticationBackend")
+    AUTHENTICATION_BACKENDS.insert(1, "mozilla_django_oidc.auth.OIDCAuthenticationBackend")
     OIDC_RP_CLIENT_ID = env.str("OIDC_RP_CLIENT_ID")
     OIDC_RP_CLIENT_SECRET = env.str("OIDC_RP_CLIENT_SECRET", default="")
     OIDC_RP_SIGN_ALGO = env.str("OIDC_RP_SIGN_ALGO", default="RS256")
@@ -123,7 +158,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = env.path("STATIC_ROOT", default=BASE_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -140,7 +175,9 @@ STORAGES = {
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
-SECURE_SSL_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+# Probes answer over plain HTTP inside the cluster/compose network. Django matches these against
+# the path without its leading slash (SecurityMiddleware reads SECURE_REDIRECT_EXEMPT).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
@@ -169,8 +206,31 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
-    "DEFAULT_THROTTLE_RATES": {"token": "20/minute"},
+    "DEFAULT_THROTTLE_RATES": {
+        "token": env.str("TOKEN_THROTTLE_RATE", default="20/minute"),
+        "login": env.str("LOGIN_THROTTLE_RATE", default="30/minute"),  # portal.throttling
+    },
+    # Trusted reverse proxies in front of the portal (ingress, load balancer); see
+    # portal/throttling.py. 0: X-Forwarded-For is ignored and REMOTE_ADDR is the client.
+    "NUM_PROXIES": env.int("NUM_PROXIES", default=0),
 }
+
+# Sign-in lockout (django-axes), for the login page, the admin and the token endpoint: after
+# AXES_FAILURE_LIMIT failures for one username from one client address, that pair is refused
+# for AXES_COOLOFF_TIME; the same user from another address, and other users, are not. Counters
+# live in the shared cache (no database rows).
+AXES_HANDLER = "axes.handlers.cache.AxesCacheHandler"
+AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("LOGIN_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "portal.throttling.client_ip"
+AXES_LOCKOUT_CALLABLE = "portal.throttling.lockout_response"
+AXES_VERBOSE = False
+if DEBUG and not CACHE_URL:
+    # The demo is one process, so its in-memory counters are the whole truth; in production
+    # (DEBUG off) axes.W001 stays a warning until CACHE_URL names a shared cache.
+    SILENCED_SYSTEM_CHECKS.append("axes.W001")
 FILTERS_EMPTY_CHOICE_LABEL = "Any"
 
 SPECTACULAR_SETTINGS = {

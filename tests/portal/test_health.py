@@ -48,3 +48,18 @@ def test_readyz_is_503_naming_the_broker_when_it_is_unreachable():
     assert "127.0.0.1:1" in body["checks"]["broker"]
     # A refused connection must fail within a kubelet's default probe timeout (1 s).
     assert elapsed < 1
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+@override_settings(SECURE_SSL_REDIRECT=True, CELERY_BROKER_URL="")
+def test_probes_answer_over_plain_http_when_https_redirect_is_on(path):
+    # Kubelet and compose probe over HTTP inside the network; a 301 would fail them.
+    assert Client().get(path).status_code == 200
+
+
+@override_settings(SECURE_SSL_REDIRECT=True)
+def test_other_pages_still_redirect_to_https():
+    response = Client().get("/login/")
+
+    assert response.status_code == 301
+    assert response["Location"] == "https://testserver/login/"

@@ -80,6 +80,7 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
         ALLOWED_HOSTS="portal.example.com",
         DATABASE_URL=f"sqlite:///{tmp_path / 'deploy.sqlite3'}",
         DJANGO_SETTINGS_MODULE="portal.settings.base",
+        CACHE_URL="redis://127.0.0.1:6379/5",  # not connected to by the checks
     )
 
     result = run(
@@ -106,3 +107,59 @@ def test_production_defaults_are_secure(tmp_path):
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False True True True 31536000 ['portal.example.com']"
+
+
+def test_check_deploy_warns_when_lockouts_would_be_counted_per_process(tmp_path):
+    env = clean_env(
+        DEBUG="0",
+        SECRET_KEY="x" * 60,
+        ALLOWED_HOSTS="portal.example.com",
+        DATABASE_URL=f"sqlite:///{tmp_path / 'deploy.sqlite3'}",
+        DJANGO_SETTINGS_MODULE="portal.settings.base",
+    )
+
+    result = run([str(ROOT / "manage.py"), "check", "--deploy"], env, tmp_path)
+
+    assert "axes.W001" in result.stdout + result.stderr
+
+
+def test_shared_cache_proxies_and_sqlite_writes_come_from_the_environment(tmp_path):
+    code = (
+        "import os; os.environ['DJANGO_SETTINGS_MODULE'] = 'portal.settings.base'\n"
+        "import django; django.setup()\n"
+        "from django.conf import settings as s\n"
+        "o = s.DATABASES['default']['OPTIONS']\n"
+        "print(s.CACHES['default']['BACKEND'], s.CACHES['default']['LOCATION'],"
+        " s.REST_FRAMEWORK['NUM_PROXIES'], o['transaction_mode'], o['timeout'])\n"
+    )
+    env = clean_env(
+        DEBUG="1",
+        CACHE_URL="redis://cache:6379/3",
+        NUM_PROXIES="2",
+        DATABASE_URL=f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+    )
+
+    result = run(["-c", code], env, tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [
+        "django.core.cache.backends.redis.RedisCache",
+        "redis://cache:6379/3",
+        "2",
+        "IMMEDIATE",
+        "20.0",
+    ]
+
+
+def test_without_cache_url_the_cache_is_this_process_and_no_proxy_is_trusted(tmp_path):
+    code = (
+        "import os; os.environ['DJANGO_SETTINGS_MODULE'] = 'portal.settings.base'\n"
+        "import django; django.setup()\n"
+        "from django.conf import settings as s\n"
+        "print(s.CACHES['default']['BACKEND'], s.REST_FRAMEWORK['NUM_PROXIES'])\n"
+    )
+
+    result = run(["-c", code], clean_env(DEBUG="1"), tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["django.core.cache.backends.locmem.LocMemCache", "0"]

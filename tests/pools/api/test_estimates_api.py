@@ -131,14 +131,14 @@ def test_a_body_that_is_not_an_object_is_400(member, api_as):
     assert response.status_code == 400
 
 
-def test_an_unknown_team_is_a_field_error_and_a_foreign_team_is_403(
-    fleet, member, other_member, team, api_as
-):
-    unknown = api_as(member).post(URL, {**QWEN_72B, "team": "nope"}, format="json")
+def test_a_foreign_team_answers_like_an_unknown_one(fleet, other_member, team, api_as):
+    # The same 400 either way, so a member cannot tell which other teams exist.
+    unknown = api_as(other_member).post(URL, {**QWEN_72B, "team": "nope"}, format="json")
     foreign = api_as(other_member).post(URL, {**QWEN_72B, "team": "nlp"}, format="json")
 
     assert (unknown.status_code, list(unknown.json()["errors"])) == (400, ["team"])
-    assert foreign.status_code == 403
+    assert (foreign.status_code, list(foreign.json()["errors"])) == (400, ["team"])
+    assert foreign.json()["errors"]["team"] == ["No team 'nlp'."]
     assert not SizingEstimate.objects.exists()
 
 
