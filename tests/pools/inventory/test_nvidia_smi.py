@@ -519,7 +519,8 @@ def test_headerless_csv_without_columns_gives_no_gpus():
 
     assert result.nodes == ()
     assert result.issues[0].line == 1
-    assert "columns=" in result.issues[0].message
+    assert "CSV has no header line" in result.issues[0].message
+    assert "--query-gpu=" in result.issues[0].message  # says how to make it readable
 
 
 def test_headerless_csv_with_columns():
