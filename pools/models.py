@@ -202,6 +202,11 @@ class Gpu(models.Model):
         GpuModel, null=True, blank=True, on_delete=models.PROTECT, related_name="gpus"
     )
     raw_model_name = models.CharField(max_length=120, blank=True)
+    # nvidia-smi's 32-bit PCI id as printed ("0x233010DE"); "" when the source does not say.
+    pci_device_id = models.CharField(max_length=12, blank=True)
+    # Slugs the reported name could be when it names several SKUs (``gpu_model`` is then empty
+    # and an admin decides); empty when the name is exact or plainly unrecognised.
+    model_candidates = models.JSONField(default=list, blank=True)
     memory_total_mib = models.PositiveIntegerField(null=True, blank=True)
     mig_mode = models.BooleanField(null=True, blank=True)
     health = models.CharField(max_length=8, choices=GpuHealth.choices, default=GpuHealth.UNKNOWN)

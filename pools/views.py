@@ -288,7 +288,10 @@ def unrecognised_models(request):
     rows = selectors.unrecognised_model_list()
     if request.GET.get("export") == "csv":
         columns = [
-            Column(k, lambda r, k=k: r[k]) for k in ("raw_model_name", "gpu_count", "node_count")
+            Column("raw_model_name", lambda r: r["raw_model_name"]),
+            Column("model_candidates", lambda r: " ".join(r["model_candidates"])),
+            Column("gpu_count", lambda r: r["gpu_count"]),
+            Column("node_count", lambda r: r["node_count"]),
         ]
         return csv_response(rows, columns, "unrecognised-models.csv")
     return render(

@@ -93,6 +93,8 @@ class GpuSnapshot:
     memory_total_mib: int | None = None
     mig_mode: bool | None = None
     mig_devices: tuple[MigDeviceSnapshot, ...] = ()
+    # nvidia-smi's 32-bit PCI id as printed (``"0x233010DE"``: device 0x2330, vendor 0x10DE).
+    pci_device_id: str | None = None
     health: GpuHealth = GpuHealth.UNKNOWN
     utilization_gpu_percent: float | None = None
     memory_used_mib: int | None = None

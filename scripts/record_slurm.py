@@ -125,8 +125,20 @@ class Recorder:
                                       "association": {"parent": "root"}},
             "account": {"description": "Fixture team", "organization": "acme"}})  # fmt: skip
         self.call("account", "GET", f"{dbd}/account/{ACCOUNT}")
-        self.call("accounts_post", "POST", f"{dbd}/accounts", body={"accounts": [
-            {"name": ACCOUNT, "description": "Fixture team, renamed", "organization": "acme"}]})
+        self.call(
+            "accounts_post",
+            "POST",
+            f"{dbd}/accounts",
+            body={
+                "accounts": [
+                    {
+                        "name": ACCOUNT,
+                        "description": "Fixture team, renamed",
+                        "organization": "acme",
+                    }
+                ]
+            },
+        )
         self.call("account_renamed", "GET", f"{dbd}/account/{ACCOUNT}")
         self.call("associations_account_only", "GET", f"{dbd}/associations",
                   params={"account": ACCOUNT, "cluster": cluster})  # fmt: skip
@@ -138,9 +150,16 @@ class Recorder:
             "association_condition": {"users": ["alice"], "accounts": [ACCOUNT],
                                       "clusters": [cluster], "partitions": ["gpu"]},
             "user": {}})  # fmt: skip
-        grp = {"associations": [{"account": ACCOUNT, "cluster": cluster, "user": "",
-                                 "max": {"tres": {"total": [
-                                     {"type": "gres", "name": "gpu:a100", "count": 1}]}}}]}
+        grp = {
+            "associations": [
+                {
+                    "account": ACCOUNT,
+                    "cluster": cluster,
+                    "user": "",
+                    "max": {"tres": {"total": [{"type": "gres", "name": "gpu:a100", "count": 1}]}},
+                }
+            ]
+        }
         self.call("association_modify_grp_tres", "POST", f"{dbd}/associations", body=grp)
         self.call("associations", "GET", f"{dbd}/associations",
                   params={"account": ACCOUNT, "cluster": cluster})  # fmt: skip
@@ -173,9 +192,17 @@ class Recorder:
         }
         self.call("accounting_jobs_text_time", "GET", f"{dbd}/jobs", params=text_window)
         # errors
-        bad = {"job": {"name": "bad", "account": "no-such-team", "partition": "gpu",
-                       "current_working_directory": "/tmp", "environment": ["PATH=/bin"],
-                       "script": "#!/bin/bash\ntrue\n", "tres_per_node": "gres/gpu:a100:1"}}
+        bad = {
+            "job": {
+                "name": "bad",
+                "account": "no-such-team",
+                "partition": "gpu",
+                "current_working_directory": "/tmp",
+                "environment": ["PATH=/bin"],
+                "script": "#!/bin/bash\ntrue\n",
+                "tres_per_node": "gres/gpu:a100:1",
+            }
+        }
         self.call("job_submit_bad_account", "POST", f"{ctld}/job/submit", body=bad, user="alice")
         legacy_gres = {"job": bad["job"] | {"account": ACCOUNT, "gres": "gpu:a100:1"}}
         del legacy_gres["job"]["tres_per_node"]
@@ -185,8 +212,13 @@ class Recorder:
         self.call("bad_token_ctld_diag", "GET", f"{ctld}/diag", token=foreign)
         self.call("bad_token_dbd_tres", "GET", f"{dbd}/tres", token=foreign)
         self.call("no_auth_headers", "GET", f"{ctld}/ping", token="", user="")
-        self.call("permission_denied", "POST", f"{dbd}/accounts", user="alice", body={
-            "accounts": [{"name": "fx-alice", "description": "x", "organization": "x"}]})
+        self.call(
+            "permission_denied",
+            "POST",
+            f"{dbd}/accounts",
+            user="alice",
+            body={"accounts": [{"name": "fx-alice", "description": "x", "organization": "x"}]},
+        )
         self.call("association_delete_nothing", "DELETE", f"{dbd}/association",
                   params={"account": ACCOUNT, "user": "bob", "cluster": cluster,
                           "partition": "gpu"})  # fmt: skip

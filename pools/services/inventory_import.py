@@ -22,6 +22,7 @@ from pools.bulk import bulk_update_rows
 from pools.choices import GpuHealth, NodeState, Scheduler
 from pools.driver_versions import parse_driver_version
 from pools.errors import InvalidInput, UploadTooLarge
+from pools.gpu_names import is_truncated_name
 from pools.inventory.nvidia_smi import parse_nvidia_smi
 from pools.models import (
     AuditEvent,
@@ -114,9 +115,11 @@ _GPU_FIELDS = [
     "uuid",
     "serial",
     "pci_bus_id",
+    "pci_device_id",
     "memory_total_mib",
     "mig_mode",
     "raw_model_name",
+    "model_candidates",
     "gpu_model",
     "health",
     "last_seen_at",
@@ -527,25 +530,37 @@ def _apply_gpu_fields(
         if value is not None and getattr(gpu, name) != value:
             setattr(gpu, name, value)
             touched = True
-    model = run.resolver.resolve(snap.model_name)
+    device_id = (snap.pci_device_id or "")[:12]
+    if device_id and gpu.pci_device_id != device_id:
+        gpu.pci_device_id, touched = device_id, True
+    found = run.resolver.match(snap.model_name, pci_device_id=device_id or gpu.pci_device_id)
+    model = found.gpu_model
     if snap.model_name and model is None:
+        listed = (
+            f"ambiguous, could be {', '.join(found.candidates)} ({found.reason}); "
+            "listed for an admin to map"
+            if found.candidates
+            else f"{found.reason}; listed as unrecognised"
+        )
         plan.warnings.append(
             ParseIssue(
-                f"GPU {index}: model {snap.model_name!r} matches no catalogue alias; "
-                "listed as unrecognised",
+                f"GPU {index}: model {snap.model_name!r} {listed}",
                 field="model",
                 node=plan.node.hostname,
             )
         )
     # A recognised card keeps its name unless a source reports a different model
     # (a card swap); an unrecognised name never replaces a recognised one.
-    if snap.model_name:
+    if snap.model_name and not is_truncated_name(snap.model_name):
         if model is not None and gpu.gpu_model_id != model.pk:
             gpu.raw_model_name, gpu.gpu_model = snap.model_name[:120], model
+            gpu.model_candidates = []
             touched = True
-        elif model is None and gpu.gpu_model_id is None and gpu.raw_model_name != snap.model_name:
-            gpu.raw_model_name = snap.model_name[:120]
-            touched = True
+        elif model is None and gpu.gpu_model_id is None:
+            candidates = list(found.candidates)
+            if gpu.raw_model_name != snap.model_name or gpu.model_candidates != candidates:
+                gpu.raw_model_name, gpu.model_candidates = snap.model_name[:120], candidates
+                touched = True
     health = str(snap.health)
     if health != GpuHealth.UNKNOWN and gpu.health != health:
         gpu.health = health
