@@ -53,6 +53,7 @@ from scheduler_adapters.prometheus import (
     PrometheusAdapter,
     Series,
     dcgm_labels,
+    metric_selector,
 )
 
 BUSY_WINDOW_S = 30 * 60
@@ -103,7 +104,7 @@ def card_expr(metric: str, *, window_s: int) -> str:
     evaluation, one series per card (labels :data:`CARD_LABELS`), in the metric's own unit
     (ratio 0-1 for PROF, % for DEV). ``DCGM_FI_DEV_GPU_UTIL`` is read from device-level series
     only (``GPU_I_ID=""``): a MIG instance's DEV reading means nothing."""
-    selector = f'{metric}{{GPU_I_ID=""}}' if metric == GPU_UTIL else metric
+    selector = metric_selector(metric, 'GPU_I_ID=""' if metric == GPU_UTIL else "")
     card = ", ".join(CARD_LABELS)
     return (
         f"avg by ({card}) (max by ({card}, GPU_I_ID) (avg_over_time({selector}[{int(window_s)}s])))"
@@ -165,10 +166,14 @@ def card_utilisation(
                 continue
             labels = dcgm_labels(series.label_map)
             host = hosts.find(labels.hostname)
-            if labels.uuid:
-                by_card[("uuid", labels.uuid)] = value * scale
+            # An exporter rollout in the window (Hostname = the exporter pod's name) splits one
+            # card into two series, each averaged over its part: the busier one is kept, so a
+            # rollout never makes a busy card look idle.
+            keys = [("uuid", labels.uuid)] if labels.uuid else []
             if host is not None and labels.gpu is not None:
-                by_card[("index", host, labels.gpu)] = value * scale
+                keys.append(("index", host, labels.gpu))
+            for key in keys:
+                by_card[key] = max(by_card.get(key, -math.inf), value * scale)
         readings[metric] = by_card
     out: dict[int, float] = {}
     for card in cards:

@@ -74,7 +74,7 @@ from billing.services.usage_import import (
 from pools.choices import Scheduler
 from pools.gpu_names import normalise_model_key
 from pools.models import Allocation, Gpu
-from scheduler_adapters.prometheus import Series
+from scheduler_adapters.prometheus import Series, dcgm_labels
 
 GPU_REQUESTS = 'kube_pod_container_resource_requests{resource="nvidia_com_gpu",node!=""}'
 # kube-state-metrics keeps exporting the requests of Succeeded/Failed pods until they are
@@ -214,14 +214,17 @@ def usage_import_kubernetes(
         series.extend(metrics.query_range(GPU_REQUESTS, start=a, end=last_t, step_s=step_s))
         for expr in FINISHED_PHASES:
             for item in metrics.query_range(expr, start=a, end=last_t, step_s=step_s):
-                pod_key = (item.label("namespace") or "", item.label("pod") or "")
+                workload = dcgm_labels(item.label_map)
+                pod_key = (workload.namespace or "", workload.pod or "")
                 finished.update((*pod_key, x.timestamp) for x in item.samples if x.value == 1)
     # (namespace, node) -> {timestamp: cards}
     cards: dict[tuple[str, str], dict[float, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
     for item in series:
         report.jobs_seen += 1
-        key = (item.label("namespace") or "", item.label("node") or "")
-        pod = item.label("pod") or ""
+        # namespace/pod_namespace/exported_namespace, pod/pod_name/exported_pod alike
+        workload = dcgm_labels(item.label_map)
+        key = (workload.namespace or "", item.label("node") or "")
+        pod = workload.pod or ""
         for sample in item.samples:
             if sample.value and (key[0], pod, sample.timestamp) not in finished:
                 cards[key][sample.timestamp] += Decimal(str(sample.value))
@@ -328,7 +331,8 @@ def usage_import_vllm_tokens(
         for metric, unit in TOKEN_COUNTERS:
             for item in metrics.query(f'{metric}{{namespace!=""}}[{seconds}s]', at=at):
                 report.jobs_seen += 1
-                namespace, served = item.label("namespace") or "", item.label("model_name") or ""
+                namespace = dcgm_labels(item.label_map).namespace or ""
+                served = item.label("model_name") or ""
                 team_id = teams.get(namespace)
                 if team_id is None or not served:
                     if namespace not in reported:

@@ -347,3 +347,36 @@ def test_heatmap_csv_coloured_by_utilisation_carries_the_readings(fleet, admin, 
     # the same cards as the page's grid: one at >= 90 %, one without a reading
     assert sum(value >= 90 for value in readings) == 1
     assert sum(1 for r in rows if not r[6]) == 1
+
+
+def test_a_rollout_in_the_window_keeps_the_busier_half_of_a_card():
+    """dcgm-exporter PR #129: Hostname is the exporter pod's name, so a rollout in the 30-min
+    window splits one card into two series; the card's reading is the busier one, found by UUID,
+    and lower-case metric names count the same."""
+    from pools.dashboard_utilisation import CardRef, card_utilisation
+    from scheduler_adapters.prometheus import Sample, Series
+
+    uuid = "GPU-4c226d4d-8129-a7cf-fecd-daa9018b4b48"  # from PR #129's sample line
+
+    class Metrics:
+        def __init__(self):
+            self.queries = []
+
+        def query(self, expr, *, at):
+            self.queries.append(expr)
+            if "GR_ENGINE_ACTIVE" not in expr:
+                return ()
+            return tuple(
+                Series("", (("Hostname", host), ("UUID", uuid), ("gpu", "0")), (Sample(0, v),))
+                for host, v in (
+                    ("nvidia-dcgm-exporter-cwbcm", 0.62),
+                    ("nvidia-dcgm-exporter-x7k2p", 0.05),
+                )
+            )
+
+    metrics = Metrics()
+    readings = card_utilisation(
+        metrics=metrics, cards=[CardRef(7, "ip-172-31-54-152", 0, uuid, False)], now=NOW
+    )
+    assert readings == {7: 62.0}
+    assert "dcgm_fi_prof_gr_engine_active" in metrics.queries[0]
