@@ -176,6 +176,8 @@ class Node(models.Model):
     partitions = models.JSONField(default=list, blank=True)
     labels = models.JSONField(default=dict, blank=True)
     gpu_replicas = models.PositiveIntegerField(null=True, blank=True)
+    # Slurm: cards allocated to jobs when last imported (GRES used); empty when unknown.
+    gpus_allocated = models.PositiveIntegerField(null=True, blank=True)
     last_source = models.CharField(max_length=12, choices=InventorySource.choices, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

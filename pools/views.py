@@ -124,6 +124,7 @@ NODE_COLUMNS = [
     Column("driver_branch", lambda n: n.driver_group.branch if n.driver_group else None),
     Column("cuda_version", lambda n: n.cuda_version),
     Column("gpus", lambda n: n.gpu_count),
+    Column("gpus_allocated", lambda n: n.gpus_allocated),
     Column("unrecognised_gpus", lambda n: n.unrecognised_count),
     Column("last_source", lambda n: n.last_source),
     Column("last_seen_at", lambda n: n.last_seen_at.isoformat() if n.last_seen_at else None),

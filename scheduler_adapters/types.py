@@ -125,6 +125,9 @@ class NodeSnapshot:
     mig_single: MigSlices | None = None
     # True when the source could not tell the node's cards: an importer keeps those it has.
     gpus_unknown: bool = False
+    # Slurm: cards allocated to jobs now, from the node's GRES-used field (slurmctld keeps it
+    # whatever AccountingStorageTRES says); None when the source does not say.
+    gpus_allocated: int | None = None
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,7 @@ _NODE_FIELDS = (
     "partitions",
     "labels",
     "gpu_replicas",
+    "gpus_allocated",
 )
 _GPU_FIELDS = [
     "index",
@@ -496,6 +497,8 @@ def _apply_node_fields(node: Node, snapshot: NodeSnapshot, *, run: _Run) -> None
         node.labels = dict(snapshot.labels)
     if snapshot.gpu_replicas is not None:
         node.gpu_replicas = snapshot.gpu_replicas
+    if snapshot.gpus_allocated is not None:
+        node.gpus_allocated = snapshot.gpus_allocated
 
 
 def _plan_gpus(plan: _NodePlan, existing: list[Gpu], snapshot: NodeSnapshot, run: _Run) -> None:

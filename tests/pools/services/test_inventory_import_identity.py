@@ -110,3 +110,18 @@ def test_an_admin_mapping_settles_the_ambiguous_name_for_later_imports(client):
     )
     assert again.warnings == []
     assert cards()[-1] == ("h-3", 0, "h100_pcie", "0x233910DE", [])
+
+
+def test_a_slurm_nodes_gres_used_is_stored_as_its_allocated_cards(admin_page):
+    # skypilot-org/skypilot#10319: Gres gpu:h100:8, GresUsed gpu:h100:5(IDX:0-4)
+    busy = {**slurm_node("h100-01", "gpu:h100:8"), "gres_used": "gpu:h100:5(IDX:0-4)"}
+    quiet = slurm_node("h100-02", "gpu:h100:8")  # no gres_used: unknown, not 0
+    inventory_import_file(data=slurm_nodes_json(busy, quiet), source="slurm")
+    from pools.models import Node
+
+    assert dict(Node.objects.values_list("hostname", "gpus_allocated")) == {
+        "h100-01": 5,
+        "h100-02": None,
+    }
+    page = admin_page.get(reverse("pools:node-detail", args=["h100-01"])).content.decode()
+    assert "5 allocated to Slurm jobs (GRES used)" in page
