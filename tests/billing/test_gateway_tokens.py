@@ -139,3 +139,27 @@ def test_a_rate_card_may_charge_replays_and_count_them_to_quota(team, rates):
     # 1e6 x 2.00/1e6 + 5e6 x 8.00/1e6 = 2.00 + 40.00
     assert statement.total_amount == Decimal("42.00")
     assert tokens_toward_quota(team_id=team.pk, month=OCT) == {"qwen": 6_000_000}
+
+
+def test_the_api_takes_streams_and_the_costs_page_shows_unmetered_requests(
+    admin_api, team, team_member, rates, client
+):
+    stream = [chunk(16, 0), chunk(16, 1), chunk(16, 2)]  # vllm#7262's running totals
+    records = [
+        {**BASE, "idempotency_key": "a1", "chunks": stream},
+        {**BASE, "idempotency_key": "a2", "chunks": [{"choices": [], "usage": None}]},
+        cache_hit("a3"),
+    ]
+    answer = admin_api.post("/api/v1/usage/tokens/", {"records": records}, format="json")
+    assert answer.json() == {"accepted": 3, "duplicates": 0, "rejected": []}
+    assert sorted(UsageRecord.objects.values_list("basis", "unit", "quantity")) == [
+        ("replayed", "input-tokens", Decimal("1000000")),
+        ("replayed", "output-tokens", Decimal("5000000")),
+        ("tokens", "input-tokens", Decimal("16")),
+        ("tokens", "output-tokens", Decimal("2")),
+        ("tokens", "unmetered-requests", Decimal("1")),
+    ]
+    statement_build(team=team, month=OCT)
+    client.force_login(team_member)
+    page = client.get("/costs/nlp/2026-10/").content.decode()
+    assert "Unmetered: 1 request(s) to qwen" in page
