@@ -45,7 +45,7 @@ from django.core.cache import cache
 from pools import dashboard
 from pools.dashboard import CapacityRow, CardsInUse, DashboardFilters, HeatmapRow
 from pools.gpu_names import normalise_model_key
-from pools.models import ReclamationPolicy
+from pools.models import Gpu, ReclamationPolicy
 from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.prometheus import (
     GPU_UTIL,
@@ -415,9 +415,9 @@ def _placements(filters: DashboardFilters) -> tuple[_HostIndex, dict[str, dict[s
     return _HostIndex(models), models
 
 
-def _place(hosts, models, labels: dict[str, str]) -> tuple | None:
+def _place(hosts, models, labels: dict[str, str], aliases=None) -> tuple | None:
     read = dcgm_labels(labels)
-    host = hosts.find(read.hostname)
+    host = hosts.find(read.hostname) or (aliases or {}).get(read.hostname or "")
     if host is None:
         return None
     on_host = models[host]
@@ -425,6 +425,32 @@ def _place(hosts, models, labels: dict[str, str]) -> tuple | None:
         return on_host[normalise_model_key(read.model_name)]
     places = set(on_host.values())
     return next(iter(places)) if len(places) == 1 else None
+
+
+def _exporter_hosts(adapter: Any, hosts: _HostIndex, *, at: datetime, window_s: int) -> dict:
+    """dcgm-exporter ``Hostname`` -> inventory host, through the GPU UUIDs each one exported.
+
+    Without host networking or ``NODE_NAME`` the exporter's ``Hostname`` is its pod's name
+    (dcgm-exporter PR #129), which no inventory host has and which changes on every rollout.
+    One instant query lists which UUIDs each exporter name reported over the range; a name
+    whose UUIDs all sit on one inventory node is that node. Asked only when a series could not
+    be placed by name; ``{}`` when Prometheus fails (the series then stay unplaced).
+    """
+    labels = ", ".join((*HOST_LABELS, "UUID", "uuid"))
+    # DEV_GPU_UTIL: in dcgm-exporter's default counters, on every device (MIG parents too)
+    expr = f"count by ({labels}) (max_over_time({metric_selector(GPU_UTIL)}[{window_s}s]))"
+    try:
+        answer = adapter.query(expr, at=at)
+    except SchedulerError:
+        return {}
+    where = dict(Gpu.objects.filter(uuid__isnull=False).values_list("uuid", "node__hostname"))
+    seen: dict[str, set[str]] = defaultdict(set)
+    for series in answer:
+        read = dcgm_labels(series.label_map)
+        node = where.get(read.uuid or "")
+        if read.hostname and node and hosts.find(node):
+            seen[read.hostname].add(hosts.find(node))
+    return {name: next(iter(nodes)) for name, nodes in seen.items() if len(nodes) == 1}
 
 
 def utilisation_history(
@@ -459,6 +485,12 @@ def utilisation_history(
         except SchedulerError as exc:
             history.error = _why(exc)
             return history
+        hosts, models = _placements(filters)
+        names = {dcgm_labels(s.label_map).hostname for found in answers.values() for s in found}
+        aliases = None
+        if any(name and hosts.find(name) is None for name in names):
+            window_s = int((end - start).total_seconds())
+            aliases = _exporter_hosts(adapter, hosts, at=end, window_s=window_s)
     # (labels, metric) -> [sum, count] per step, then PROF or DEV per host × model and step
     per_key: dict[tuple, dict[str, list[list[float]]]] = defaultdict(dict)
     for metric, scale in ((GR_ENGINE_ACTIVE, 100.0), (GPU_UTIL, 1.0)):
@@ -471,10 +503,9 @@ def utilisation_history(
                     i = round((sample.timestamp - start_s) / step)
                     if sample.value is not None and 0 <= i < points:
                         steps[i][column] = sample.value * (scale if column == 0 else 1.0)
-    hosts, models = _placements(filters)
     totals: dict[tuple, list[list[float]]] = {}
     for labels, metrics_by_name in per_key.items():
-        place = _place(hosts, models, dict(labels))
+        place = _place(hosts, models, dict(labels), aliases)
         if place is None:
             history.unplaced += 1
             continue
