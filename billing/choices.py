@@ -16,6 +16,8 @@ class UsageUnit(models.TextChoices):
     INPUT_TOKENS = "input-tokens", "input tokens (uncached)"
     CACHED_INPUT_TOKENS = "cached-input-tokens", "cached input tokens"
     OUTPUT_TOKENS = "output-tokens", "output tokens"
+    # A gateway request that reported no usage: counted, never read as 0 tokens.
+    UNMETERED_REQUESTS = "unmetered-requests", "requests without usage (unmetered)"
 
 
 TOKEN_UNITS = (
@@ -34,6 +36,9 @@ class ChargeBasis(models.TextChoices):
     USED = "used", "Used card-hours"
     TOKENS = "tokens", "Tokens"
     INCLUDED = "included", "Used within a reservation (not charged)"
+    # Tokens of a response a gateway cache replayed: no GPU computed them. Priced or not by the
+    # rate card's ``replayed_tokens_charged``.
+    REPLAYED = "replayed", "Replayed from a gateway cache (no GPU)"
 
 
 class UsageFlag(models.TextChoices):

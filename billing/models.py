@@ -38,6 +38,10 @@ class RateCard(models.Model):
     currency = models.CharField(max_length=3, validators=[currency_validator])
     effective_from = models.DateField()
     effective_to = models.DateField(null=True, blank=True)
+    # Tokens a gateway replayed from its response cache (no GPU computed them): charged at the
+    # card's token prices, or shown at 0; and whether they count toward token quotas.
+    replayed_tokens_charged = models.BooleanField(default=False)
+    replayed_tokens_count_to_quota = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -9,9 +9,9 @@ from decimal import Decimal
 
 from django.db.models import Count, QuerySet, Sum
 
-from billing.choices import ChargeBasis, LineKind, RateKind
+from billing.choices import TOKEN_UNITS, ChargeBasis, LineKind, RateKind
 from billing.conf import billing_zone
-from billing.models import Statement, StatementLine, UsageRecord
+from billing.models import RateCard, Statement, StatementLine, UsageRecord
 from billing.pricing import SECONDS_PER_HOUR, hours_between, next_month, previous_month, round_money
 from billing.services.rates import RatePeriod, rate_periods
 from billing.services.usage_import import CHARGED_STATUSES
@@ -185,3 +185,30 @@ def finance_month(*, month: date) -> dict:
 
 def usage_lines_of(statement: Statement) -> list[StatementLine]:
     return [x for x in statement.lines.all() if x.kind == LineKind.USAGE]
+
+
+def tokens_toward_quota(*, team_id: int, month: date) -> dict[str, int]:
+    """Tokens a team used in ``month`` that count toward a token quota, by served model.
+
+    Input (cached included) plus output tokens, counted once (C29). Tokens a gateway replayed
+    from its cache (basis ``replayed``) count only in rate periods whose card says
+    ``replayed_tokens_count_to_quota``; unmetered requests carry no tokens and add nothing.
+    """
+    periods = rate_periods(month=month, zone=billing_zone())
+    counted = {p.card_id for p in periods if p.card_id is not None} & set(
+        RateCard.objects.filter(replayed_tokens_count_to_quota=True).values_list("id", flat=True)
+    )
+    totals: dict[str, int] = defaultdict(int)
+    rows = UsageRecord.objects.filter(
+        team_id=team_id,
+        month=month,
+        basis__in=(ChargeBasis.TOKENS, ChargeBasis.REPLAYED),
+        unit__in=TOKEN_UNITS,
+    ).values_list("served_model", "basis", "period_start", "quantity")
+    for served, basis, at, quantity in rows:
+        if basis == ChargeBasis.REPLAYED:
+            period = next((p for p in periods if p.start <= at < p.end), None)
+            if period is None or period.card_id not in counted:
+                continue
+        totals[served] += int(quantity)
+    return dict(totals)

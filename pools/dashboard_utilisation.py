@@ -45,7 +45,7 @@ from django.core.cache import cache
 from pools import dashboard
 from pools.dashboard import CapacityRow, CardsInUse, DashboardFilters, HeatmapRow
 from pools.gpu_names import normalise_model_key
-from pools.models import ReclamationPolicy
+from pools.models import Gpu, ReclamationPolicy
 from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.prometheus import (
     GPU_UTIL,
@@ -53,6 +53,7 @@ from scheduler_adapters.prometheus import (
     PrometheusAdapter,
     Series,
     dcgm_labels,
+    metric_selector,
 )
 
 BUSY_WINDOW_S = 30 * 60
@@ -103,7 +104,7 @@ def card_expr(metric: str, *, window_s: int) -> str:
     evaluation, one series per card (labels :data:`CARD_LABELS`), in the metric's own unit
     (ratio 0-1 for PROF, % for DEV). ``DCGM_FI_DEV_GPU_UTIL`` is read from device-level series
     only (``GPU_I_ID=""``): a MIG instance's DEV reading means nothing."""
-    selector = f'{metric}{{GPU_I_ID=""}}' if metric == GPU_UTIL else metric
+    selector = metric_selector(metric, 'GPU_I_ID=""' if metric == GPU_UTIL else "")
     card = ", ".join(CARD_LABELS)
     return (
         f"avg by ({card}) (max by ({card}, GPU_I_ID) (avg_over_time({selector}[{int(window_s)}s])))"
@@ -165,10 +166,14 @@ def card_utilisation(
                 continue
             labels = dcgm_labels(series.label_map)
             host = hosts.find(labels.hostname)
-            if labels.uuid:
-                by_card[("uuid", labels.uuid)] = value * scale
+            # An exporter rollout in the window (Hostname = the exporter pod's name) splits one
+            # card into two series, each averaged over its part: the busier one is kept, so a
+            # rollout never makes a busy card look idle.
+            keys = [("uuid", labels.uuid)] if labels.uuid else []
             if host is not None and labels.gpu is not None:
-                by_card[("index", host, labels.gpu)] = value * scale
+                keys.append(("index", host, labels.gpu))
+            for key in keys:
+                by_card[key] = max(by_card.get(key, -math.inf), value * scale)
         readings[metric] = by_card
     out: dict[int, float] = {}
     for card in cards:
@@ -410,9 +415,9 @@ def _placements(filters: DashboardFilters) -> tuple[_HostIndex, dict[str, dict[s
     return _HostIndex(models), models
 
 
-def _place(hosts, models, labels: dict[str, str]) -> tuple | None:
+def _place(hosts, models, labels: dict[str, str], aliases=None) -> tuple | None:
     read = dcgm_labels(labels)
-    host = hosts.find(read.hostname)
+    host = hosts.find(read.hostname) or (aliases or {}).get(read.hostname or "")
     if host is None:
         return None
     on_host = models[host]
@@ -420,6 +425,32 @@ def _place(hosts, models, labels: dict[str, str]) -> tuple | None:
         return on_host[normalise_model_key(read.model_name)]
     places = set(on_host.values())
     return next(iter(places)) if len(places) == 1 else None
+
+
+def _exporter_hosts(adapter: Any, hosts: _HostIndex, *, at: datetime, window_s: int) -> dict:
+    """dcgm-exporter ``Hostname`` -> inventory host, through the GPU UUIDs each one exported.
+
+    Without host networking or ``NODE_NAME`` the exporter's ``Hostname`` is its pod's name
+    (dcgm-exporter PR #129), which no inventory host has and which changes on every rollout.
+    One instant query lists which UUIDs each exporter name reported over the range; a name
+    whose UUIDs all sit on one inventory node is that node. Asked only when a series could not
+    be placed by name; ``{}`` when Prometheus fails (the series then stay unplaced).
+    """
+    labels = ", ".join((*HOST_LABELS, "UUID", "uuid"))
+    # DEV_GPU_UTIL: in dcgm-exporter's default counters, on every device (MIG parents too)
+    expr = f"count by ({labels}) (max_over_time({metric_selector(GPU_UTIL)}[{window_s}s]))"
+    try:
+        answer = adapter.query(expr, at=at)
+    except SchedulerError:
+        return {}
+    where = dict(Gpu.objects.filter(uuid__isnull=False).values_list("uuid", "node__hostname"))
+    seen: dict[str, set[str]] = defaultdict(set)
+    for series in answer:
+        read = dcgm_labels(series.label_map)
+        node = where.get(read.uuid or "")
+        if read.hostname and node and hosts.find(node):
+            seen[read.hostname].add(hosts.find(node))
+    return {name: next(iter(nodes)) for name, nodes in seen.items() if len(nodes) == 1}
 
 
 def utilisation_history(
@@ -454,6 +485,12 @@ def utilisation_history(
         except SchedulerError as exc:
             history.error = _why(exc)
             return history
+        hosts, models = _placements(filters)
+        names = {dcgm_labels(s.label_map).hostname for found in answers.values() for s in found}
+        aliases = None
+        if any(name and hosts.find(name) is None for name in names):
+            window_s = int((end - start).total_seconds())
+            aliases = _exporter_hosts(adapter, hosts, at=end, window_s=window_s)
     # (labels, metric) -> [sum, count] per step, then PROF or DEV per host × model and step
     per_key: dict[tuple, dict[str, list[list[float]]]] = defaultdict(dict)
     for metric, scale in ((GR_ENGINE_ACTIVE, 100.0), (GPU_UTIL, 1.0)):
@@ -466,10 +503,9 @@ def utilisation_history(
                     i = round((sample.timestamp - start_s) / step)
                     if sample.value is not None and 0 <= i < points:
                         steps[i][column] = sample.value * (scale if column == 0 else 1.0)
-    hosts, models = _placements(filters)
     totals: dict[tuple, list[list[float]]] = {}
     for labels, metrics_by_name in per_key.items():
-        place = _place(hosts, models, dict(labels))
+        place = _place(hosts, models, dict(labels), aliases)
         if place is None:
             history.unplaced += 1
             continue

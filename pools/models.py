@@ -176,6 +176,8 @@ class Node(models.Model):
     partitions = models.JSONField(default=list, blank=True)
     labels = models.JSONField(default=dict, blank=True)
     gpu_replicas = models.PositiveIntegerField(null=True, blank=True)
+    # Slurm: cards allocated to jobs when last imported (GRES used); empty when unknown.
+    gpus_allocated = models.PositiveIntegerField(null=True, blank=True)
     last_source = models.CharField(max_length=12, choices=InventorySource.choices, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -202,6 +204,11 @@ class Gpu(models.Model):
         GpuModel, null=True, blank=True, on_delete=models.PROTECT, related_name="gpus"
     )
     raw_model_name = models.CharField(max_length=120, blank=True)
+    # nvidia-smi's 32-bit PCI id as printed ("0x233010DE"); "" when the source does not say.
+    pci_device_id = models.CharField(max_length=12, blank=True)
+    # Slugs the reported name could be when it names several SKUs (``gpu_model`` is then empty
+    # and an admin decides); empty when the name is exact or plainly unrecognised.
+    model_candidates = models.JSONField(default=list, blank=True)
     memory_total_mib = models.PositiveIntegerField(null=True, blank=True)
     mig_mode = models.BooleanField(null=True, blank=True)
     health = models.CharField(max_length=8, choices=GpuHealth.choices, default=GpuHealth.UNKNOWN)

@@ -108,14 +108,16 @@ def pool_list() -> QuerySet[Pool]:
 
 
 def unrecognised_model_list() -> list[dict]:
-    """Reported model names that match no alias: ``[{raw_model_name, gpu_count, node_count}]``.
+    """Reported model names with no catalogue model, for an admin to map.
 
-    Sorted by card count, largest first.
+    ``[{raw_model_name, model_candidates, gpu_count, node_count}]``: ``model_candidates`` lists the
+    slugs an ambiguous name could be (several SKUs share it and the PCI device id did not settle
+    it), empty for a name that matches nothing. Sorted by card count, largest first.
     """
     rows = (
         Gpu.objects.filter(gpu_model__isnull=True)
         .exclude(raw_model_name="")
-        .values("raw_model_name")
+        .values("raw_model_name", "model_candidates")
         .annotate(gpu_count=Count("id"), node_count=Count("node", distinct=True))
         .order_by("-gpu_count", "raw_model_name")
     )

@@ -124,6 +124,7 @@ NODE_COLUMNS = [
     Column("driver_branch", lambda n: n.driver_group.branch if n.driver_group else None),
     Column("cuda_version", lambda n: n.cuda_version),
     Column("gpus", lambda n: n.gpu_count),
+    Column("gpus_allocated", lambda n: n.gpus_allocated),
     Column("unrecognised_gpus", lambda n: n.unrecognised_count),
     Column("last_source", lambda n: n.last_source),
     Column("last_seen_at", lambda n: n.last_seen_at.isoformat() if n.last_seen_at else None),
@@ -288,7 +289,10 @@ def unrecognised_models(request):
     rows = selectors.unrecognised_model_list()
     if request.GET.get("export") == "csv":
         columns = [
-            Column(k, lambda r, k=k: r[k]) for k in ("raw_model_name", "gpu_count", "node_count")
+            Column("raw_model_name", lambda r: r["raw_model_name"]),
+            Column("model_candidates", lambda r: " ".join(r["model_candidates"])),
+            Column("gpu_count", lambda r: r["gpu_count"]),
+            Column("node_count", lambda r: r["node_count"]),
         ]
         return csv_response(rows, columns, "unrecognised-models.csv")
     return render(

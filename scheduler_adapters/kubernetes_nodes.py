@@ -20,6 +20,7 @@ from scheduler_adapters.types import (
     GpuSnapshot,
     InventorySource,
     MigDeviceSnapshot,
+    MigSlices,
     NodeSnapshot,
     NodeState,
     ParseIssue,
@@ -56,6 +57,12 @@ _CUDA_PARTS = (
 MAX_GPUS_PER_NODE = 1024
 # A100/H100/H200 split into at most 7 GPU instances; more per card means a misread count.
 MAX_MIG_DEVICES_PER_GPU = 7
+# NVIDIA MIG user guide: 7 compute slices and 8 memory slices per card (A100, H100, H200, H20).
+MIG_COMPUTE_SLICES = 7
+MIG_MEMORY_SLICES = 8
+MIG_PRODUCT_MARK = "-MIG-"
+MIG_INVALID = "INVALID"
+_MIG_PROFILE = re.compile(r"(?P<g>[1-7])g\.(?P<gb>[0-9]+)gb(?P<me>\+me)?", re.IGNORECASE)
 
 _WHOLE_NUMBER = re.compile(r"\d+")
 
@@ -171,8 +178,12 @@ def _parse_node(raw: Any, path: str, issues: list[ParseIssue]) -> NodeSnapshot |
         name=name, path=path, labels=labels, allocatable=allocatable, issues=issues
     )
     replicas = context.int_label(LABEL_REPLICAS)
-    cards = _card_count(context, replicas)
-    gpus = _gpus(context, cards)
+    mig_single = _mig_single(context)
+    if mig_single is not None:
+        cards, gpus = 0, ()
+    else:
+        cards = _card_count(context, replicas)
+        gpus = _gpus(context, cards, replicas)
     state, reason, problem = _state(status.get("conditions"), spec.get("unschedulable") is True)
     if problem is not None:
         issues.append(ParseIssue(problem, field=_at(path, "status.conditions"), node=name))
@@ -186,6 +197,7 @@ def _parse_node(raw: Any, path: str, issues: list[ParseIssue]) -> NodeSnapshot |
         state_reason=reason,
         labels=labels,
         gpu_replicas=replicas if replicas is not None and replicas > 1 else None,
+        mig_single=mig_single,
     )
 
 
@@ -239,15 +251,76 @@ class _NodeContext:
             raise self.skip(str(exc), f"status.allocatable.{resource}") from exc
 
 
-def _card_count(context: _NodeContext, replicas: int | None) -> int:
+def _mig_single(context: _NodeContext) -> MigSlices | None:
+    """The slices a MIG *single* node publishes, ``None`` when its labels describe whole cards.
+
+    GFD (``internal/lm/mig-strategy.go``) labels such a node ``nvidia.com/gpu.product =
+    <model>-MIG-<profile>`` with ``gpu.count`` / ``gpu.memory`` of the slices, and
+    ``<model>-MIG-INVALID`` with count 0 when the node's MIG setup breaks the strategy (a card
+    MIG-enabled but empty, MIG and non-MIG cards mixed, or several profiles): that node is
+    misconfigured, which is not the same as having no GPUs, so it is skipped with the reason.
+    Only the strategy label *and* the product together mean MIG; either alone does not.
+    """
     product = context.labels.get(LABEL_PRODUCT, "")
-    if context.labels.get(LABEL_MIG_STRATEGY) == "single" and "-MIG-" in product:
-        # GFD's single strategy rewrites the nvidia.com/gpu.* labels to describe MIG instances.
+    strategy = context.labels.get(LABEL_MIG_STRATEGY)
+    base, mark, profile = product.rpartition(MIG_PRODUCT_MARK)
+    if not mark:
+        return None
+    if strategy != "single":
         raise context.skip(
-            "mig.strategy=single: nvidia.com/gpu.* labels describe MIG instances, "
-            "the physical card count is not on the node",
-            f"metadata.labels.{LABEL_MIG_STRATEGY}",
+            f"product {product!r} names a MIG slice but {LABEL_MIG_STRATEGY} is "
+            f"{strategy!r}, not 'single': the labels contradict each other",
+            f"metadata.labels.{LABEL_PRODUCT}",
         )
+    if profile.upper() == MIG_INVALID:
+        raise context.skip(
+            f"misconfigured MIG node: GPU Feature Discovery labels it {product!r} (mig.strategy="
+            "single needs every card MIG-enabled with one profile and at least one slice); "
+            "its cards are unknown until the MIG configuration is fixed",
+            f"metadata.labels.{LABEL_PRODUCT}",
+        )
+    if _MIG_PROFILE.fullmatch(profile) is None or not base:
+        raise context.skip(
+            f"product {product!r}: {profile!r} is not a MIG profile such as 1g.10gb",
+            f"metadata.labels.{LABEL_PRODUCT}",
+        )
+    count = context.int_label(LABEL_COUNT)
+    if count is None:
+        count = context.allocatable_count(GPU_RESOURCE)
+    if not count:
+        raise context.skip(
+            f"mig.strategy=single with product {product!r} but no slices counted",
+            f"metadata.labels.{LABEL_COUNT}",
+        )
+    return MigSlices(
+        profile=profile,
+        count=count,
+        memory_mib=context.optional_int_label(LABEL_MEMORY_MIB),
+        base_model=base,
+    )
+
+
+def mig_per_card(profile: str, *, card_memory_gib: float) -> int | None:
+    """How many slices of ``profile`` one card of ``card_memory_gib`` holds; ``None`` if unknown.
+
+    NVIDIA's MIG user guide gives each card 7 compute and 8 memory slices; a ``<g>g.<m>gb``
+    profile takes ``g`` compute slices and ``m`` GB / (card memory / 8) memory slices, so it fits
+    ``min(7 // g, 8 // memory slices)`` times, and a ``+me`` profile once. Worked against the
+    guide's table: A100-40GB 1g.5gb 7, 1g.10gb 4, 3g.20gb 2; H100-80GB 1g.10gb 7, 1g.20gb 4,
+    2g.20gb 3; H200 (140.4 GiB) 1g.18gb 7, 1g.35gb 4, 3g.71gb 2; 7g.* 1.
+    """
+    match = _MIG_PROFILE.fullmatch(profile)
+    if match is None or card_memory_gib <= 0:
+        return None
+    if match["me"]:
+        return 1
+    memory_slices = max(1, round(int(match["gb"]) / (card_memory_gib / MIG_MEMORY_SLICES)))
+    if memory_slices > MIG_MEMORY_SLICES:
+        return None
+    return min(MIG_COMPUTE_SLICES // int(match["g"]), MIG_MEMORY_SLICES // memory_slices)
+
+
+def _card_count(context: _NodeContext, replicas: int | None) -> int:
     allocatable = context.allocatable_count(GPU_RESOURCE)
     shared = context.allocatable_count(SHARED_GPU_RESOURCE)
     cards = context.int_label(LABEL_COUNT)
@@ -269,19 +342,20 @@ def _card_count(context: _NodeContext, replicas: int | None) -> int:
     return cards
 
 
-def _gpus(context: _NodeContext, cards: int) -> tuple[GpuSnapshot, ...]:
+def _gpus(context: _NodeContext, cards: int, replicas: int | None) -> tuple[GpuSnapshot, ...]:
     product = context.labels.get(LABEL_PRODUCT) or None
     if product is not None:
         product = product.removesuffix(PRODUCT_SHARED_SUFFIX) or None
     memory_mib = context.optional_int_label(LABEL_MEMORY_MIB)
 
-    per_card = _mig_devices_per_card(context, cards)
+    per_card = _mig_devices_per_card(context, cards, replicas)
+    whole_known = bool(per_card) and any(per_card)
     return tuple(
         GpuSnapshot(
             index=index,
             model_name=product,
             memory_total_mib=memory_mib,
-            mig_mode=True if per_card[index] else None,
+            mig_mode=True if per_card[index] else (False if whole_known else None),
             mig_devices=per_card[index],
             health=GpuHealth.UNKNOWN,
         )
@@ -289,13 +363,40 @@ def _gpus(context: _NodeContext, cards: int) -> tuple[GpuSnapshot, ...]:
     )
 
 
-def _mig_devices_per_card(context: _NodeContext, cards: int) -> list[tuple[MigDeviceSnapshot, ...]]:
+def _mig_devices_per_card(
+    context: _NodeContext, cards: int, replicas: int | None
+) -> list[tuple[MigDeviceSnapshot, ...]]:
+    """MIG slices of a *mixed* node, per card (card 0 first, MIG cards after the whole ones).
+
+    Under mixed, the device plugin advertises whole cards as ``nvidia.com/gpu`` and slices as
+    ``nvidia.com/mig-<profile>``, and GFD's ``nvidia.com/gpu.count`` still counts every card
+    (``internal/lm/mig-strategy.go``: the full-GPU labeler counts MIG-enabled cards too). So
+    cards holding slices = count - whole cards (allocatable ``nvidia.com/gpu``, divided by the
+    time-slicing replicas). A ``mig-*`` resource is taken as MIG only with
+    ``nvidia.com/mig.strategy=mixed`` and a slice count above 0: a leftover resource at 0 (the
+    kubelet keeps extended resources after MIG is switched off) or one without the strategy
+    label is reported, never read as MIG mode.
+    """
     profiles: list[str] = []
     for key in sorted(context.allocatable):
         if key.startswith(MIG_RESOURCE_PREFIX):
             profile = key[len(MIG_RESOURCE_PREFIX) :].removesuffix(SHARED_SUFFIX)
             if profile not in profiles:
                 profiles.append(profile)
+    empty: list[tuple[MigDeviceSnapshot, ...]] = [() for _ in range(cards)]
+    if not profiles:
+        return empty
+    strategy = context.labels.get(LABEL_MIG_STRATEGY)
+    if strategy != "mixed":
+        context.issues.append(
+            ParseIssue(
+                f"MIG resources {', '.join(MIG_RESOURCE_PREFIX + p for p in profiles)} without "
+                f"{LABEL_MIG_STRATEGY}=mixed (it is {strategy!r}): not read as MIG",
+                field=_at(context.path, f"metadata.labels.{LABEL_MIG_STRATEGY}"),
+                node=context.name,
+            )
+        )
+        return empty
 
     instances: list[tuple[str, int | None]] = []
     for profile in profiles:
@@ -304,11 +405,11 @@ def _mig_devices_per_card(context: _NodeContext, cards: int) -> list[tuple[MigDe
             context.allocatable_count(resource + SHARED_SUFFIX) or 0
         )
         count = context.int_label(f"{resource}.count")
-        replicas = context.int_label(f"{resource}.replicas")
+        slice_replicas = context.int_label(f"{resource}.replicas")
         if count is None:
-            if replicas is not None and replicas > 1:
+            if slice_replicas is not None and slice_replicas > 1:
                 raise context.skip(
-                    f"{resource}.replicas={replicas} without {resource}.count: "
+                    f"{resource}.replicas={slice_replicas} without {resource}.count: "
                     "the number of MIG instances is unknown",
                     f"metadata.labels.{resource}.count",
                 )
@@ -320,15 +421,27 @@ def _mig_devices_per_card(context: _NodeContext, cards: int) -> list[tuple[MigDe
             )
         memory_mib = context.optional_int_label(f"{resource}.memory")
         instances.extend([(profile, memory_mib)] * count)
+    if not instances:
+        return empty
 
+    whole = context.allocatable_count(GPU_RESOURCE)
+    if whole is not None and replicas is not None and replicas > 1:
+        whole //= replicas
+    mig_cards = cards - (whole or 0)
+    first = cards - mig_cards
+    if mig_cards <= 0 or len(instances) > MAX_MIG_DEVICES_PER_GPU * mig_cards:
+        raise context.skip(
+            f"{len(instances)} MIG slices but {whole} of {cards} cards are advertised whole "
+            f"({GPU_RESOURCE}): no card is left to hold them",
+            f"status.allocatable.{GPU_RESOURCE}",
+        )
     per_card: list[list[MigDeviceSnapshot]] = [[] for _ in range(cards)]
-    if instances:
-        block = math.ceil(len(instances) / cards)
-        for position, (profile, memory_mib) in enumerate(instances):
-            card = per_card[position // block]
-            card.append(
-                MigDeviceSnapshot(index=len(card), profile=profile, memory_total_mib=memory_mib)
-            )
+    block = math.ceil(len(instances) / mig_cards)
+    for position, (profile, memory_mib) in enumerate(instances):
+        card = per_card[first + position // block]
+        card.append(
+            MigDeviceSnapshot(index=len(card), profile=profile, memory_total_mib=memory_mib)
+        )
     return [tuple(card) for card in per_card]
 
 

@@ -32,7 +32,13 @@ Label traps (research/k8s_gpu_anchors.md §3.2):
 - with ``honorLabels: false`` the workload's labels arrive as ``exported_namespace`` /
   ``exported_pod`` and ``namespace``/``pod`` name the exporter's own pod;
 - time-sliced GPUs report one device under several pods (#642): the profiling value is the
-  device's, copied to every pod; ``DCGM_FI_DEV_GPU_UTIL`` and ``FB_USED`` are per pod (#594).
+  device's, copied to every pod; ``DCGM_FI_DEV_GPU_UTIL`` and ``FB_USED`` are per pod (#594);
+- ``Hostname`` is the exporter *pod's* name unless the exporter runs with host networking or
+  ``NODE_NAME`` set (dcgm-exporter README, #113), so it changes on every rollout, and ``gpu``
+  is a node-local index: a series is identified by its GPU ``UUID`` (plus MIG instance and
+  workload namespace), never by host, and callers place it on the inventory by that UUID;
+- metric names are matched in upper or lower case (``DCGM_FI_DEV_GPU_UTIL`` /
+  ``dcgm_fi_dev_gpu_util``, as relabelling or recording rules may write them).
 """
 
 from __future__ import annotations
@@ -59,6 +65,15 @@ from scheduler_adapters.errors import (
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 FB_USED = "DCGM_FI_DEV_FB_USED"
+
+
+def metric_selector(name: str, matchers: str = "") -> str:
+    """A PromQL selector for ``name`` in upper or lower case, plus ``matchers`` (``a="b",...``).
+
+    ``{__name__=~"X|x"}`` with two literal names keeps Prometheus' index lookup exact.
+    """
+    names = f'__name__=~"{name.upper()}|{name.lower()}"'
+    return "{" + names + (", " + matchers if matchers else "") + "}"
 
 
 class Sample(NamedTuple):
@@ -108,6 +123,7 @@ class DcgmLabels:
     namespace: str | None
     pod: str | None
     hpc_job: str | None
+    container: str | None = None
 
 
 def dcgm_labels(labels: Mapping[str, str]) -> DcgmLabels:
@@ -137,6 +153,8 @@ def dcgm_labels(labels: Mapping[str, str]) -> DcgmLabels:
         pod=first("exported_pod", "pod_name")
         or (None if "exported_namespace" in labels else first("pod")),
         hpc_job=first("hpc_job"),
+        container=first("exported_container", "container_name")
+        or (None if "exported_namespace" in labels else first("container")),
     )
 
 
@@ -166,8 +184,9 @@ class DeviceUsage:
     fb_used_mib: tuple[Sample, ...]
 
     @property
-    def key(self) -> tuple[str | None, str, str | None, str | None]:
-        return (self.hostname, self.uuid, self.gpu_instance_id, self.namespace)
+    def key(self) -> tuple[str, str | None, str | None]:
+        """(UUID, MIG instance, namespace): what one device is, whatever its ``Hostname``."""
+        return (self.uuid, self.gpu_instance_id, self.namespace)
 
 
 class PrometheusAdapter:
@@ -248,11 +267,12 @@ class PrometheusAdapter:
         series with the same labels exists at that step (``unless``: consumer cards, older
         exporters), since the profiling value wins anyway: a third less to send and parse.
         A profiling series that exists but reads ``NaN`` therefore gets no fallback."""
-        braces = "{" + selector + "}" if selector else ""
+        # Binary operators match on labels without __name__, so `unless` pairs either case.
+        prof = metric_selector(GR_ENGINE_ACTIVE, selector)
         queries = (
-            GR_ENGINE_ACTIVE + braces,
-            f"{GPU_UTIL}{braces} unless {GR_ENGINE_ACTIVE}{braces}",
-            FB_USED + braces,
+            prof,
+            f"{metric_selector(GPU_UTIL, selector)} unless {prof}",
+            metric_selector(FB_USED, selector),
         )
         series: list[Series] = []
         with _cyclic_gc_paused():  # across the three answers: no catching up in between
@@ -406,8 +426,12 @@ def _parse_result(data: Any, operation: str) -> tuple[Series, ...]:
 
 @_cyclic_gc_paused()
 def device_usage_from_series(series: Iterable[Series]) -> tuple[DeviceUsage, ...]:
-    """Group dcgm-exporter series into one :class:`DeviceUsage` per (host, UUID, MIG instance,
+    """Group dcgm-exporter series into one :class:`DeviceUsage` per (UUID, MIG instance,
     workload namespace).
+
+    - The host is not part of the key: ``Hostname`` is the exporter pod's name on most
+      installs and changes with every exporter rollout, so the series before and after one are
+      the same GPU. ``hostname`` and ``gpu`` are those of the key's most recent sample.
 
     - Series of one key at one timestamp (pods of a time-sliced GPU, or label churn when a pod
       is renamed) merge by **maximum**, so nothing is counted twice and a busy pod is never
@@ -431,16 +455,20 @@ def device_usage_from_series(series: Iterable[Series]) -> tuple[DeviceUsage, ...
         if labels.gpu_instance_id is not None:
             mig_uuids.add(labels.uuid)
         parsed.append((item, labels))
+    latest: dict[tuple, float] = {}
     for item, labels in parsed:
-        if item.metric == GPU_UTIL and labels.uuid in mig_uuids and labels.gpu_instance_id is None:
+        metric = item.metric.upper()
+        if metric == GPU_UTIL and labels.uuid in mig_uuids and labels.gpu_instance_id is None:
             continue  # DEV_GPU_UTIL of a MIG-mode parent: unsupported, reads 0
-        key = (labels.hostname, labels.uuid, labels.gpu_instance_id, labels.namespace)
-        meta.setdefault(key, labels)
+        key = (labels.uuid, labels.gpu_instance_id, labels.namespace)
+        last = item.samples[-1].timestamp if item.samples else -math.inf
+        if key not in meta or last > latest[key]:
+            meta[key], latest[key] = labels, last
         if labels.pod:
             pods[key].add(labels.pod)
         if labels.hpc_job:
             jobs[key].add(labels.hpc_job)
-        by_key[key][item.metric].append(item)
+        by_key[key][metric].append(item)
     out = []
     for key in sorted(by_key, key=lambda k: tuple("" if part is None else part for part in k)):
         metrics, labels = by_key[key], meta[key]

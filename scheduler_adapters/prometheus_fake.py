@@ -31,9 +31,11 @@ from datetime import datetime
 from scheduler_adapters.errors import SchedulerRejected, SchedulerUnavailable
 from scheduler_adapters.prometheus import DeviceUsage, Sample, Series
 
-_SELECTOR = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?P<matchers>[^}]*)\})?"
+_SELECTOR = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)?(\{(?P<matchers>[^}]*)\})?"
                        r"(\[(?P<range>\d+)s\])?$")  # fmt: skip
 _MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(!=|=)\s*"([^"]*)"\s*,?')
+# metric_selector's name alternation: {__name__=~"NAME|name", ...}
+_NAME_ALTERNATION = re.compile(r'\s*__name__=~"(?P<names>[a-zA-Z0-9_:|]+)"\s*,?')
 _AGGREGATION = re.compile(
     r"^(?P<op>sum|avg|max|min|count)\s+by\s*\((?P<by>[^)]*)\)\s*\((?P<inner>.*)\)$", re.S
 )
@@ -149,13 +151,19 @@ class FakePrometheus:
 
     def _select(self, expr: str) -> tuple[list[Series], int | None]:
         found = _SELECTOR.match(expr.strip())
-        if not found:
+        raw = (found["matchers"] or "") if found else ""
+        names = {found["name"]} if found and found["name"] else set()
+        alternation = _NAME_ALTERNATION.match(raw)
+        if alternation:
+            names |= set(alternation["names"].split("|"))
+            raw = raw[alternation.end() :]
+        if not found or not names:
             raise SchedulerRejected(f"the fake reads plain selectors only: {expr!r}",
                                     operation="query")  # fmt: skip
-        matchers = _MATCHER.findall(found["matchers"] or "")
+        matchers = _MATCHER.findall(raw)
         selected = []
         for item in self.series:
-            if item.metric != found["name"]:
+            if item.metric not in names:
                 continue
             labels = item.label_map
             if all(

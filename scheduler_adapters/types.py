@@ -93,6 +93,8 @@ class GpuSnapshot:
     memory_total_mib: int | None = None
     mig_mode: bool | None = None
     mig_devices: tuple[MigDeviceSnapshot, ...] = ()
+    # nvidia-smi's 32-bit PCI id as printed (``"0x233010DE"``: device 0x2330, vendor 0x10DE).
+    pci_device_id: str | None = None
     health: GpuHealth = GpuHealth.UNKNOWN
     utilization_gpu_percent: float | None = None
     memory_used_mib: int | None = None
@@ -119,6 +121,30 @@ class NodeSnapshot:
     partitions: tuple[str, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
     gpu_replicas: int | None = None
+    # Kubernetes MIG "single" strategy: the node publishes slices, not cards (see MigSlices).
+    mig_single: MigSlices | None = None
+    # True when the source could not tell the node's cards: an importer keeps those it has.
+    gpus_unknown: bool = False
+    # Slurm: cards allocated to jobs now, from the node's GRES-used field (slurmctld keeps it
+    # whatever AccountingStorageTRES says); None when the source does not say.
+    gpus_allocated: int | None = None
+
+
+@dataclass(frozen=True)
+class MigSlices:
+    """What a Kubernetes node under MIG strategy *single* publishes instead of its cards.
+
+    GPU Feature Discovery then overwrites ``nvidia.com/gpu.count`` / ``.memory`` / ``.product``
+    with the slices' values (``internal/lm/mig-strategy.go``): ``count`` slices of ``profile``
+    (``"1g.10gb"``), ``memory_mib`` each, cut from cards of ``base_model`` (the product label
+    without ``-MIG-<profile>``). The number of physical cards is not on the node; the importer
+    derives it from the card's memory (:func:`scheduler_adapters.kubernetes_nodes.mig_per_card`).
+    """
+
+    profile: str
+    count: int
+    memory_mib: int | None
+    base_model: str
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,9 @@ class CanPostUsage(permissions.BasePermission):
 class TokenUsageView(APIView):
     """``POST {"records": [{idempotency_key, team, served_model, prompt_tokens,
     completion_tokens, cached_tokens?, timestamp}, ...]}`` → accepted / duplicates / rejected.
+    Instead of the token fields a record may carry an OpenAI ``usage`` object or the streamed
+    ``chunks``, and ``cache_hit`` (see :mod:`billing.services.tokens`): no usage is one
+    unmetered request, never 0 tokens.
 
     ``prompt_tokens`` includes ``cached_tokens`` (OpenAI usage semantics). 200 when every record
     was stored or already known; 400 with ``code: usage_rejected`` when any was rejected (the

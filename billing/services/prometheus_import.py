@@ -50,6 +50,7 @@ vLLM tokens (``source="prometheus-tokens"``), key
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
@@ -74,7 +75,7 @@ from billing.services.usage_import import (
 from pools.choices import Scheduler
 from pools.gpu_names import normalise_model_key
 from pools.models import Allocation, Gpu
-from scheduler_adapters.prometheus import Series
+from scheduler_adapters.prometheus import Series, dcgm_labels
 
 GPU_REQUESTS = 'kube_pod_container_resource_requests{resource="nvidia_com_gpu",node!=""}'
 # kube-state-metrics keeps exporting the requests of Succeeded/Failed pods until they are
@@ -85,6 +86,8 @@ FINISHED_PHASES = (
 )
 NODE_PRODUCT = 'kube_node_labels{label_nvidia_com_gpu_product!=""}'
 PRODUCT_LABEL = "label_nvidia_com_gpu_product"
+_MIG_MARK = "-MIG-"
+_MIG_SLICES_OF = re.compile(r"(?P<g>[1-7])g\.[0-9]+gb(\+me)?", re.IGNORECASE)
 TOKEN_COUNTERS = (
     ("vllm:prompt_tokens_total", UsageUnit.INPUT_TOKENS),
     ("vllm:generation_tokens_total", UsageUnit.OUTPUT_TOKENS),
@@ -153,19 +156,38 @@ class _K8sModels:
         ).values_list("team_id", "gpu_model_id"):
             self.team_models[team_id].add(model_id)
 
-    def resolve(self, node: str | None, team_id: int) -> tuple[int | None, str]:
+    def resolve(self, node: str | None, team_id: int) -> tuple[int | None, str, Decimal]:
+        """``(model id, how it was found, card share of one requested nvidia.com/gpu)``.
+
+        Under MIG strategy *single* the node's product is ``<model>-MIG-<g>g.<m>gb`` and one
+        requested ``nvidia.com/gpu`` is one slice: the model is ``<model>`` and the share
+        ``g``/7 of a card (the compute slices it takes, as for Slurm MIG GRES, C10). A
+        ``-MIG-INVALID`` node is misconfigured: no model, reported.
+        """
         product = self.node_products.get(node or "")
+        share = Decimal(1)
+        if product and _MIG_MARK in product:
+            label = product
+            product, _, profile = product.rpartition(_MIG_MARK)
+            if profile.upper() == "INVALID":
+                return None, f"node {node!r}: misconfigured MIG (product {label!r})", share
+            slices = _MIG_SLICES_OF.match(profile)
+            if slices is None:
+                return None, f"node {node!r}: MIG product profile {profile!r}", share
+            share = Decimal(int(slices["g"])) / Decimal(7)
         if product:
             model_id = self.catalogue.alias.get(normalise_model_key(product))
             if model_id is not None:
-                return model_id, "node-label"
+                return model_id, "node-label", share
+        if share != 1:
+            return None, f"node {node!r}: MIG base model {product!r} is not in the catalogue", share
         in_node = self.inventory.get(node or "", set())
         if len(in_node) == 1:
-            return next(iter(in_node)), "inventory"
+            return next(iter(in_node)), "inventory", share
         held = self.team_models.get(team_id, set())
         if len(held) == 1:
-            return next(iter(held)), "allocation"
-        return None, f"node {node!r} (product {product!r}) and the team's allocations"
+            return next(iter(held)), "allocation", share
+        return None, f"node {node!r} (product {product!r}) and the team's allocations", share
 
 
 def _node_products(metrics: MetricsSource, start: datetime, end: datetime) -> dict[str, str]:
@@ -214,14 +236,17 @@ def usage_import_kubernetes(
         series.extend(metrics.query_range(GPU_REQUESTS, start=a, end=last_t, step_s=step_s))
         for expr in FINISHED_PHASES:
             for item in metrics.query_range(expr, start=a, end=last_t, step_s=step_s):
-                pod_key = (item.label("namespace") or "", item.label("pod") or "")
+                workload = dcgm_labels(item.label_map)
+                pod_key = (workload.namespace or "", workload.pod or "")
                 finished.update((*pod_key, x.timestamp) for x in item.samples if x.value == 1)
     # (namespace, node) -> {timestamp: cards}
     cards: dict[tuple[str, str], dict[float, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
     for item in series:
         report.jobs_seen += 1
-        key = (item.label("namespace") or "", item.label("node") or "")
-        pod = item.label("pod") or ""
+        # namespace/pod_namespace/exported_namespace, pod/pod_name/exported_pod alike
+        workload = dcgm_labels(item.label_map)
+        key = (workload.namespace or "", item.label("node") or "")
+        pod = workload.pod or ""
         for sample in item.samples:
             if sample.value and (key[0], pod, sample.timestamp) not in finished:
                 cards[key][sample.timestamp] += Decimal(str(sample.value))
@@ -238,7 +263,7 @@ def usage_import_kubernetes(
                                       "detail": f"namespace {namespace!r} is no team's: "
                                                 "not charged"})  # fmt: skip
             continue
-        model_id, how = models.resolve(node, team_id)
+        model_id, how, share = models.resolve(node, team_id)
         if model_id is None:
             if (namespace, node) not in reported:
                 reported.add((namespace, node))
@@ -255,7 +280,8 @@ def usage_import_kubernetes(
             for a, b in split_at(t, t_end, day_starts):
                 day = a.astimezone(zone).date()
                 covering = catalogue.covering_reservation(team_id, model_id, a)
-                totals[(team_id, model_id, day, covering)] += count * int((b - a).total_seconds())
+                seconds = int((b - a).total_seconds())
+                totals[(team_id, model_id, day, covering)] += count * share * seconds
     bounds = {day: (a, b) for day, a, b in days}
     namespace_of = {team_id: ns for ns, team_id in sorted(teams.by_namespace.items(), reverse=True)}
     records = []
@@ -328,7 +354,8 @@ def usage_import_vllm_tokens(
         for metric, unit in TOKEN_COUNTERS:
             for item in metrics.query(f'{metric}{{namespace!=""}}[{seconds}s]', at=at):
                 report.jobs_seen += 1
-                namespace, served = item.label("namespace") or "", item.label("model_name") or ""
+                namespace = dcgm_labels(item.label_map).namespace or ""
+                served = item.label("model_name") or ""
                 team_id = teams.get(namespace)
                 if team_id is None or not served:
                     if namespace not in reported:

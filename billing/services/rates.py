@@ -32,10 +32,14 @@ class RatePeriod:
     card_id: int | None
     currency: str | None
     prices: dict[PriceKey, Decimal]
+    # The card's policy for tokens a gateway replayed from its cache (basis "replayed").
+    replayed_tokens_charged: bool = False
 
 
 def rate_kind(basis: str, unit: str) -> str | None:
-    """Which price a usage record is charged at; ``None`` for ``included`` (not charged)."""
+    """Which price a usage record is charged at; ``None`` for ``included`` (not charged) and
+    for unmetered requests (no tokens to price). Replayed tokens name their token price; the
+    period's ``replayed_tokens_charged`` decides whether it applies."""
     if unit == UsageUnit.CARD_SECONDS:
         return {
             ChargeBasis.RESERVED: RateKind.GPU_RESERVED,
@@ -112,6 +116,7 @@ def rate_periods(*, month: date, zone: tzinfo) -> list[RatePeriod]:
             card_id=card.pk if card else None,
             currency=card.currency if card else None,
             prices=entries.get(card.pk, {}) if card else {},
+            replayed_tokens_charged=bool(card and card.replayed_tokens_charged),
         )
         for a, b, card in filled
     ]

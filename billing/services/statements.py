@@ -41,7 +41,8 @@ from pools.audit import audit_event_build, audit_event_record
 from pools.choices import TeamRole
 from pools.models import AuditEvent, GpuModel, Membership, Team
 
-_BASIS_ORDER = {ChargeBasis.RESERVED: 0, ChargeBasis.USED: 1, ChargeBasis.TOKENS: 2}
+_BASIS_ORDER = {ChargeBasis.RESERVED: 0, ChargeBasis.USED: 1, ChargeBasis.TOKENS: 2,
+                ChargeBasis.REPLAYED: 3}  # fmt: skip
 CARD_HOURS = "card-hours"
 _UNIT_ORDER = {CARD_HOURS: 0, UsageUnit.INPUT_TOKENS: 1, UsageUnit.CACHED_INPUT_TOKENS: 2,
                UsageUnit.OUTPUT_TOKENS: 3}  # fmt: skip
@@ -167,7 +168,15 @@ def _lines_from_sums(
         for period, raw in zip(periods, per_period, strict=True):
             if not raw:
                 continue
+            if unit == UsageUnit.UNMETERED_REQUESTS:
+                # Counted and shown, never priced as 0 tokens: the gateway sent no usage.
+                warnings.append({"code": "unmetered_requests", "served_model": served,
+                                 "requests": str(raw), "from": period.rate_from.isoformat(),
+                                 "to": period.rate_to.isoformat()})  # fmt: skip
+                continue
             price = price_for(period, kind, gpu_model_id, served) if kind else None
+            if basis == ChargeBasis.REPLAYED and not period.replayed_tokens_charged:
+                price = Decimal(0)  # shown for showback; this card does not charge replays
             if price is None:
                 warnings.append({"code": "unpriced", "gpu_model_id": gpu_model_id,
                                  "served_model": served, "basis": basis, "unit": unit,

@@ -7,6 +7,21 @@ are kept even when others in the batch are rejected; the answer lists the reject
 
 C29: ``prompt_tokens`` includes ``cached_tokens`` (OpenAI usage object); see
 :func:`billing.pricing.split_prompt_tokens`.
+
+What gateways really send (issue 18):
+
+- usage as flat fields, as an OpenAI ``usage`` object (``prompt_tokens``,
+  ``completion_tokens``, ``prompt_tokens_details.cached_tokens``), or as the streamed
+  ``chunks``. A stream carries usage only in its final chunk (``stream_options.include_usage``)
+  or, with vLLM's ``continuous_usage_stats``, a running total in every chunk; either way the
+  last chunk with usage is the request's total, billed once (summing them would bill a
+  16-token prompt three times over: vllm-project/vllm#7262);
+- a request whose stream or body has no usage at all (vLLM without ``stream_options``,
+  vllm-project/vllm#7299) is recorded as one *unmetered request* (unit
+  ``unmetered-requests``), so it is counted and shown, never stored as 0 tokens;
+- a response replayed by the gateway's cache (``cache_hit: true``; LiteLLM logs the original
+  usage again on a cache hit, BerriAI/litellm#39057) is recorded under basis ``replayed``: no
+  GPU computed it, and the rate card says whether it is charged and counts toward quotas.
 """
 
 from __future__ import annotations
@@ -22,7 +37,7 @@ from django.utils.dateparse import parse_datetime
 from billing.choices import ChargeBasis, UsageSource, UsageUnit
 from billing.conf import billing_zone
 from billing.models import UsageRecord
-from billing.pricing import month_of, split_prompt_tokens
+from billing.pricing import TokenSplit, month_of, split_prompt_tokens
 from pools.models import Team
 
 MAX_BATCH = 50_000
@@ -45,12 +60,51 @@ def _timestamp(value: Any) -> datetime | None:
     return parsed if parsed is not None and timezone.is_aware(parsed) else None
 
 
+class _Unmetered(Exception):
+    """The record says nothing about tokens: count the request, not 0 tokens."""
+
+
+def _usage_split(raw: dict[str, Any]) -> TokenSplit:
+    """The record's tokens from its ``chunks``, ``usage`` object or flat fields.
+
+    Raises :class:`_Unmetered` when no usage is given and ``ValueError`` (with the field) when
+    what is given cannot be read.
+    """
+    if "chunks" in raw:
+        chunks = raw["chunks"]
+        if not isinstance(chunks, list):
+            raise ValueError("chunks: a list of streamed chunks")
+        found = [c.get("usage") for c in chunks if isinstance(c, dict) and c.get("usage")]
+        if not found:
+            raise _Unmetered
+        usage = found[-1]  # the final total; earlier ones are running totals or repeats
+    elif "usage" in raw:
+        usage = raw["usage"]
+        if usage is None:
+            raise _Unmetered
+    elif "prompt_tokens" in raw or "completion_tokens" in raw:
+        usage = raw
+    else:
+        raise _Unmetered
+    if not isinstance(usage, dict):
+        raise ValueError("usage: an object with prompt_tokens and completion_tokens")
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if cached is None:
+        cached = usage.get("cached_tokens", 0)
+    return split_prompt_tokens(
+        usage.get("prompt_tokens"), usage.get("completion_tokens"), cached or 0
+    )
+
+
 def usage_tokens_ingest(
     *, records: list[dict[str, Any]], teams: set[int] | None = None
 ) -> TokenIngestResult:  # noqa: E501
     """Store a batch of token records. Each record: ``idempotency_key``, ``team`` (slug),
-    ``served_model``, ``prompt_tokens``, ``completion_tokens``, optional ``cached_tokens``,
-    ``timestamp`` (ISO 8601 with offset). ``teams`` limits which team ids may be charged.
+    ``served_model``, ``timestamp`` (ISO 8601 with offset), the usage as ``prompt_tokens``,
+    ``completion_tokens`` and optional ``cached_tokens``, or as an OpenAI ``usage`` object, or
+    as the streamed ``chunks`` (see the module docstring), and optional ``cache_hit`` (bool:
+    replayed by the gateway's cache). ``teams`` limits which team ids may be charged.
     """
     result = TokenIngestResult()
     if len(records) > MAX_BATCH:
@@ -78,13 +132,13 @@ def usage_tokens_ingest(
             error = "served_model: a string of 1 to 120 characters"
         elif at is None:
             error = "timestamp: ISO 8601 with an offset"
+        elif not isinstance(raw.get("cache_hit", False), bool):
+            error = "cache_hit: true or false"
         else:
             try:
-                split = split_prompt_tokens(
-                    raw.get("prompt_tokens"),
-                    raw.get("completion_tokens"),
-                    raw.get("cached_tokens", 0) or 0,
-                )
+                split = _usage_split(raw)
+            except _Unmetered:
+                split = None
             except ValueError as exc:
                 error = str(exc)
         if error:
@@ -95,11 +149,17 @@ def usage_tokens_ingest(
             continue
         seen.add(key)
         month = month_of(at, zone)
-        for unit, amount in (
-            (UsageUnit.INPUT_TOKENS, split.uncached_input),
-            (UsageUnit.CACHED_INPUT_TOKENS, split.cached_input),
-            (UsageUnit.OUTPUT_TOKENS, split.output),
-        ):
+        basis = ChargeBasis.REPLAYED if raw.get("cache_hit") else ChargeBasis.TOKENS
+        amounts = (
+            [(UsageUnit.UNMETERED_REQUESTS, 1)]
+            if split is None
+            else [
+                (UsageUnit.INPUT_TOKENS, split.uncached_input),
+                (UsageUnit.CACHED_INPUT_TOKENS, split.cached_input),
+                (UsageUnit.OUTPUT_TOKENS, split.output),
+            ]
+        )
+        for unit, amount in amounts:
             if amount:
                 rows.append(
                     UsageRecord(
@@ -107,7 +167,7 @@ def usage_tokens_ingest(
                         served_model=served,
                         quantity=Decimal(amount),
                         unit=unit,
-                        basis=ChargeBasis.TOKENS,
+                        basis=basis,
                         month=month,
                         period_start=at,
                         period_end=at,

@@ -41,7 +41,7 @@ from billing.pricing import (
 from pools.card_timeline import card_changes, card_pieces
 from pools.choices import AllocationStatus, PricingMethod
 from pools.gpu_names import normalise_model_key
-from pools.models import Allocation, Gpu, GpuModelAlias, Pool, Team
+from pools.models import Allocation, Gpu, GpuModelAlias, Node, Pool, Team
 from scheduler_adapters.records import JobRecord
 
 # Allocations whose cards were held (and are charged when priced "reserved"). A released
@@ -212,6 +212,17 @@ class _Catalogue:
             .distinct()
         ):
             self.pool_models[partition_of[pool_id]].add(model_id)
+        # Partitions whose nodes advertise GPUs (GRES in the inventory), recognised or not.
+        self.gpu_partitions = {
+            partition_of[pool_id]
+            for pool_id in Gpu.objects.filter(node__pool_id__in=partition_of)
+            .values_list("node__pool_id", flat=True)
+            .distinct()
+        }
+        for partitions in (
+            Node.objects.filter(gpus__isnull=False).values_list("partitions", flat=True).distinct()
+        ):
+            self.gpu_partitions.update(p for p in partitions or () if isinstance(p, str))
         self.model_slug = dict(GpuModelAlias.objects.values_list("gpu_model_id", "gpu_model__slug"))
         self.teams = {slug: team_id for team_id, slug in Team.objects.values_list("id", "slug")}
         self.reserved: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = defaultdict(
@@ -337,9 +348,38 @@ def usage_import_slurm(
                         source_id=_job_key(job, key, month),
                     )
                 )
+    problem = accounting_gpu_tres_problem(jobs, catalogue.gpu_partitions)
+    if problem is not None:
+        report.issues.insert(0, problem)
     with transaction.atomic():
         _upsert(records, report, now)
         return _save_report(UsageSource.SLURM_ACCOUNTING, start, end, report)
+
+
+def accounting_gpu_tres_problem(
+    jobs: Sequence[JobRecord], gpu_partitions: set[str]
+) -> dict[str, Any] | None:
+    """A configuration error when the cluster's accounting does not record GPUs, else ``None``.
+
+    Slurm puts a GRES into job TRES only when ``AccountingStorageTRES`` (slurm.conf) lists it
+    (``gres/gpu``); without it GPUs are scheduled normally and nodes still advertise them, but
+    every job's ``AllocTRES`` lacks ``gres/gpu`` and would bill 0 card-hours. The sign: jobs ran
+    in partitions whose nodes have GPUs, and not one job of the window carries GPU TRES. That is
+    reported once for the import (code ``accounting_without_gpu_tres``) instead of silent zeros.
+    """
+    ran = [j for j in jobs if j.start is not None and (j.partition or "") in gpu_partitions]
+    if not ran or any(j.gpus_allocated for j in jobs):
+        return None
+    partitions = sorted({j.partition or "" for j in ran})
+    return {
+        "code": "accounting_without_gpu_tres",
+        "detail": (
+            f"{len(ran)} job(s) ran in GPU partition(s) {', '.join(partitions)} and none carries "
+            "gres/gpu in its allocated TRES: Slurm accounting does not record GPUs "
+            "(AccountingStorageTRES lacks gres/gpu in slurm.conf). Nothing was billed for "
+            "GPUs; add gres/gpu (and the typed gres/gpu:<type>) and re-import"
+        ),
+    }
 
 
 def _job_key(job: JobRecord, gres_key: str | None, month) -> str:

@@ -33,3 +33,13 @@ def load_cuda_driver_table() -> list[dict[str, Any]]:
     (the driver of its GA release, from NVIDIA's CUDA Toolkit release notes).
     """
     return _read("cuda_drivers.json")["rows"]
+
+
+def load_ambiguous_names() -> list[dict[str, Any]]:
+    """Return ``gpu_models.json``'s ``ambiguous_names``: ``{"value", "candidates", "source"}``.
+
+    ``value`` is a name several SKUs answer to (``"NVIDIA H100"``, Slurm GRES type ``"a100"``);
+    ``candidates`` are those SKUs' slugs. A card reported under such a name is resolved only by
+    its PCI device id (see :func:`pools.gpu_names.model_match`).
+    """
+    return _read("gpu_models.json").get("ambiguous_names", [])

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import defusedxml.ElementTree as SafeET
 from defusedxml import DefusedXmlException
 
+from pools.gpu_names import is_truncated_name, pci_device_id_key
 from scheduler_adapters.types import (
     GpuHealth,
     GpuSnapshot,
@@ -83,8 +84,18 @@ _HANDLE_ERROR = re.compile(
     re.IGNORECASE,
 )
 _NO_DEVICES = "no devices were found"
-_DRIVER_LABEL = re.compile(r"\b(?:Driver|KMD)\s+Version\s*:\s*(?P<value>[^\s|]+)", re.IGNORECASE)
-_CUDA_LABEL = re.compile(r"\bCUDA(?:\s+UMD)?\s+Version\s*:\s*(?P<value>[^\s|]+)", re.IGNORECASE)
+# Drivers from 2026 (610.x) print "KMD Version" and "CUDA UMD Version" beside the old labels, and
+# mark the old ones "[Deprecated; ... Use KMD Version instead]"; the new label wins when both
+# appear, and a value that is not a version ("Deprecated") is never stored.
+_DRIVER_LABELS = (
+    re.compile(r"\bKMD\s+Version\s*:\s*(?P<value>[^\s|]+)", re.IGNORECASE),
+    re.compile(r"\bDriver\s+Version\s*:\s*(?P<value>[^\s|]+)", re.IGNORECASE),
+)
+_CUDA_LABELS = (
+    re.compile(r"\bCUDA\s+UMD\s+Version\s*:\s*(?P<value>[^\s|]+)", re.IGNORECASE),
+    re.compile(r"\bCUDA\s+Version\s*:\s*(?P<value>[^\s|]+)", re.IGNORECASE),
+)
+_VERSION = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,4}){1,3}")
 _NUMBER = re.compile(r"(?P<number>[0-9]{1,12}(?:\.[0-9]{1,9})?)\s*(?P<unit>\S*)")
 _COLUMN = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.]*)\s*(?:\[[^\]]*\])?")
 
@@ -105,6 +116,7 @@ _KNOWN_COLUMNS = frozenset(
         "count",
         "driver_version",
         "kmd_version",
+        "pci.device_id",
         "memory.total",
         "memory.used",
         "memory.free",
@@ -223,6 +235,29 @@ def _clean(raw: str | None) -> str | None:
     return None if text.casefold() in _PLACEHOLDERS else text
 
 
+def _name(raw: str | None, at: _At) -> str | None:
+    """A model name, or ``None`` when absent or cut short by the table view (``... 4090 ...``)."""
+    text = _clean(raw)
+    if text is not None and is_truncated_name(text):
+        at.report(
+            f"model name {text[:60]!r} is truncated (nvidia-smi's table view); not stored: "
+            "import -L, -q, -q -x or --query-gpu output"
+        )
+        return None
+    return text
+
+
+def _device_id(raw: str | None, at: _At) -> str | None:
+    """nvidia-smi's PCI device id as printed (``0x233010DE``), ``None`` when absent or bad."""
+    text = _clean(raw)
+    if text is None:
+        return None
+    if pci_device_id_key(text) is None:
+        at.report(f"expected an NVIDIA PCI device id such as 0x233010DE, got {text[:40]!r}")
+        return None
+    return text
+
+
 def _is_error(raw: str | None) -> bool:
     folded = (raw or "").casefold()
     return any(marker in folded for marker in _ERROR_MARKERS)
@@ -318,7 +353,15 @@ class _Mig:
         )
 
 
-_FACTS = ("index", "model_name", "uuid", "serial", "pci_bus_id", "memory_total_mib")
+_FACTS = (
+    "index",
+    "model_name",
+    "uuid",
+    "serial",
+    "pci_bus_id",
+    "pci_device_id",
+    "memory_total_mib",
+)
 
 
 @dataclass
@@ -328,6 +371,7 @@ class _Gpu:
     uuid: str | None = None
     serial: str | None = None
     pci_bus_id: str | None = None
+    pci_device_id: str | None = None
     memory_total_mib: int | None = None
     mig_mode: bool | None = None
     health: GpuHealth = GpuHealth.UNKNOWN
@@ -373,6 +417,7 @@ class _Gpu:
             uuid=self.uuid,
             serial=self.serial,
             pci_bus_id=self.pci_bus_id,
+            pci_device_id=self.pci_device_id,
             memory_total_mib=self.memory_total_mib,
             mig_mode=self.mig_mode,
             mig_devices=tuple(self.migs[i].snapshot() for i in sorted(self.migs)),
@@ -407,6 +452,12 @@ class _Accumulator:
         value = _clean(raw)
         if value is None:
             return
+        # "610.47 [Deprecated; ... Use KMD Version instead]" keeps its version, "Deprecated" none.
+        match = _VERSION.match(value)
+        if match is None:
+            self.issue(f"{name} {value[:60]!r} is not a version; not stored", line=line)
+            return
+        value = match[0]
         self.read_anything = True
         old = self.versions.get(name)
         if old is not None and old != value:
@@ -569,7 +620,7 @@ def _sniff(lines: list[str]) -> str | None:
         return "query"
     if any(_LIST_GPU.fullmatch(line) or _NO_DEVICES in line.casefold() for line in body):
         return "list"
-    if any(_DRIVER_LABEL.search(line) or _CUDA_LABEL.search(line) for line in body):
+    if any(label.search(line) for line in body for label in _DRIVER_LABELS + _CUDA_LABELS):
         return "versions"
     if "," in body[0]:
         return "csv"
@@ -607,12 +658,17 @@ def _read_versions(
 
 def _scan_versions(lines: list[tuple[int, str]], acc: _Accumulator) -> None:
     found: dict[str, tuple[str, int]] = {}
+    for name, labels in (("driver_version", _DRIVER_LABELS), ("cuda_version", _CUDA_LABELS)):
+        for label in labels:
+            for n, line in lines:
+                match = label.search(line)
+                # The first label is the host's; later ones in -q may belong to a vGPU host.
+                if match and _VERSION.fullmatch(match["value"]):
+                    found[name] = (match["value"], n)
+                    break
+            if name in found:
+                break
     for n, line in lines:
-        for name, label in (("driver_version", _DRIVER_LABEL), ("cuda_version", _CUDA_LABEL)):
-            match = label.search(line)
-            # The first label is the host's; later ones in -q may belong to a vGPU host.
-            if match and name not in found:
-                found[name] = (match["value"], n)
         if "nvidia-smi has failed" in line.casefold():
             acc.issue(line.strip()[:200], line=n)
     for name, (value, n) in found.items():
@@ -627,7 +683,7 @@ def _read_list(section: _Section, acc: _Accumulator, columns: Sequence[str] | No
             continue
         if _NO_DEVICES in line.casefold():
             acc.read_anything = acc.listed = True
-        elif gpu := _failed_gpu(line, acc.at(n)) or _list_gpu(line):
+        elif gpu := _failed_gpu(line, acc.at(n)) or _list_gpu(line, acc.at(n, "name")):
             gpus.append(gpu)
         elif (mig := _list_mig(line)) and gpus:
             gpus[-1].migs[mig.index] = mig
@@ -639,7 +695,7 @@ def _read_list(section: _Section, acc: _Accumulator, columns: Sequence[str] | No
         acc.add_gpus(gpus, line=section.first_line)
 
 
-def _list_gpu(line: str) -> _Gpu | None:
+def _list_gpu(line: str, at: _At) -> _Gpu | None:
     match = _LIST_GPU.fullmatch(line.strip())
     if match is None:
         return None
@@ -647,7 +703,7 @@ def _list_gpu(line: str) -> _Gpu | None:
     failed = _is_error(name) or _is_error(uuid)
     return _Gpu(
         index=int(match["index"]),
-        model_name=None if failed else _clean(name),
+        model_name=None if failed else _name(name, at),
         uuid=None if _is_error(uuid) else uuid,
         health=GpuHealth.ERROR if failed else GpuHealth.UNKNOWN,
     )
@@ -679,7 +735,8 @@ def _read_csv(section: _Section, acc: _Accumulator, columns: Sequence[str] | Non
         return
     header, rows = table
     for n, row in rows:
-        acc.set_version("driver_version", row.get("driver_version") or row.get("kmd_version"), n)
+        driver = _clean(row.get("kmd_version")) or _clean(row.get("driver_version"))
+        acc.set_version("driver_version", driver, n)
     if not any(name in header for name in _IDENTITY_COLUMNS):
         if not any(name in header for name in ("driver_version", "kmd_version")):
             acc.issue("CSV has no column that identifies a GPU", line=section.first_line)
@@ -742,10 +799,11 @@ def _column_name(cell: str) -> str:
 def _gpu_from_row(row: dict[str, str], acc: _Accumulator, line: int) -> _Gpu:
     gpu = _Gpu(
         index=_int(row.get("index"), "", acc.at(line, "index")),
-        model_name=_clean(row.get("name")),
+        model_name=_name(row.get("name"), acc.at(line, "name")),
         uuid=_clean(row.get("uuid")),
         serial=_clean(row.get("serial")),
         pci_bus_id=_pci(row.get("pci.bus_id")),
+        pci_device_id=_device_id(row.get("pci.device_id"), acc.at(line, "pci.device_id")),
         memory_total_mib=_int(row.get("memory.total"), "MiB", acc.at(line, "memory.total")),
         mig_mode=_mig_mode(row.get("mig.mode.current"), acc.at(line, "mig.mode.current")),
     )
@@ -776,6 +834,7 @@ class _Layout:
     serial: tuple[str, ...]
     uuid: tuple[str, ...]
     pci: tuple[str, ...]
+    device_id: tuple[str, ...]
     memory_total: tuple[str, ...]
     memory_used: tuple[str, ...]
     utilization: tuple[str, ...]
@@ -791,14 +850,15 @@ class _Layout:
 
 
 _TEXT_LAYOUT = _Layout(
-    driver=("Driver Version", "KMD Version"),
-    cuda=("CUDA Version", "CUDA UMD Version"),
+    driver=("KMD Version", "Driver Version"),
+    cuda=("CUDA UMD Version", "CUDA Version"),
     attached="Attached GPUs",
     name=("Product Name",),
     brand=("Product Brand",),
     serial=("Serial Number",),
     uuid=("GPU UUID",),
     pci=("PCI", "Bus Id"),
+    device_id=("PCI", "Device Id"),
     memory_total=("FB Memory Usage", "Total"),
     memory_used=("FB Memory Usage", "Used"),
     utilization=("Utilization", "GPU"),
@@ -818,14 +878,15 @@ _TEXT_LAYOUT = _Layout(
     mig_memory=(("Shared FB Memory Usage", "Total"), ("FB Memory Usage", "Total")),
 )
 _XML_LAYOUT = _Layout(
-    driver=("driver_version", "kmd_version"),
-    cuda=("cuda_version", "cuda_umd_version"),
+    driver=("kmd_version", "driver_version"),
+    cuda=("cuda_umd_version", "cuda_version"),
     attached="attached_gpus",
     name=("product_name",),
     brand=("product_brand",),
     serial=("serial",),
     uuid=("uuid",),
     pci=("pci", "pci_bus_id"),
+    device_id=("pci", "pci_device_id"),
     memory_total=("fb_memory_usage", "total"),
     memory_used=("fb_memory_usage", "used"),
     utilization=("utilization", "gpu_util"),
@@ -966,8 +1027,9 @@ def _read_xml(section: _Section, acc: _Accumulator, columns: Sequence[str] | Non
         return
     tree = _XmlEntry(root, section.first_line)
     for name, paths in (("driver_version", _XML_LAYOUT.driver), ("cuda_version", _XML_LAYOUT.cuda)):
-        found = next((e for e in map(tree.find, paths) if e is not None), None)
-        acc.set_version(name, found.value if found else None, section.first_line)
+        values = (e.value for e in map(tree.find, paths) if e is not None)
+        found = next((v for v in values if _VERSION.match(_clean(v) or "")), None)
+        acc.set_version(name, found, section.first_line)
     blocks = [(gpu, _pci(gpu.element.get("id"))) for gpu in tree.all("gpu")]
     # The id attribute is only a bus id when it looks like one.
     blocks = [(gpu, pci if pci and _PCI.fullmatch(pci) else None) for gpu, pci in blocks]
@@ -1012,16 +1074,19 @@ def _gpu_from_tree(
     node: _Node, layout: _Layout, acc: _Accumulator, *, pci: str | None, index: int | None
 ) -> _Gpu:
     value = {}
-    for name in ("name", "brand", "serial", "uuid", "pci"):
+    where = {}
+    for name in ("name", "brand", "serial", "uuid", "pci", "device_id"):
         found = _leaf(node, getattr(layout, name), acc)
-        value[name] = found[0] if found else None
+        value[name], where[name] = found if found else (None, acc.at(node.line, name))
     gpu = _Gpu(
         index=index,
-        model_name=None if _is_error(value["name"]) else _clean(value["name"]),
+        model_name=None if _is_error(value["name"]) else _name(value["name"], where["name"]),
         uuid=_clean(value["uuid"]),
         serial=_clean(value["serial"]),
         pci_bus_id=_pci(value["pci"]) or pci,
+        pci_device_id=_device_id(value["device_id"], where["device_id"]),
     )
+    del value["device_id"]
     gpu.health = _health(value.values(), named=gpu.model_name is not None)
     if found := _leaf(node, layout.memory_total, acc):
         gpu.memory_total_mib = _int(found[0], "MiB", found[1])

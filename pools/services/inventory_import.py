@@ -9,7 +9,7 @@ were created, updated, unchanged or rejected, and why.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
@@ -22,6 +22,7 @@ from pools.bulk import bulk_update_rows
 from pools.choices import GpuHealth, NodeState, Scheduler
 from pools.driver_versions import parse_driver_version
 from pools.errors import InvalidInput, UploadTooLarge
+from pools.gpu_names import is_truncated_name
 from pools.inventory.nvidia_smi import parse_nvidia_smi
 from pools.models import (
     AuditEvent,
@@ -34,11 +35,12 @@ from pools.models import (
 )
 from pools.services.driver_groups import driver_group_for_version
 from pools.services.gpu_models import GpuModelResolver
-from scheduler_adapters.kubernetes_nodes import parse_kubernetes_nodes
+from scheduler_adapters.kubernetes_nodes import mig_per_card, parse_kubernetes_nodes
 from scheduler_adapters.slurm.nodes import parse_slurm_nodes
 from scheduler_adapters.types import (
     GpuSnapshot,
     InventorySource,
+    MigDeviceSnapshot,
     NodeSnapshot,
     ParseIssue,
     ParseResult,
@@ -108,15 +110,18 @@ _NODE_FIELDS = (
     "partitions",
     "labels",
     "gpu_replicas",
+    "gpus_allocated",
 )
 _GPU_FIELDS = [
     "index",
     "uuid",
     "serial",
     "pci_bus_id",
+    "pci_device_id",
     "memory_total_mib",
     "mig_mode",
     "raw_model_name",
+    "model_candidates",
     "gpu_model",
     "health",
     "last_seen_at",
@@ -207,7 +212,7 @@ def inventory_import(
         pool=pool,
         pools=list(Pool.objects.all()) if pool is None else [],
     )
-    snapshots = _screen(result.nodes, report)
+    snapshots = _screen([_mig_single_cards(n, run, report) for n in result.nodes], report)
     for start in range(0, len(snapshots), CHUNK_SIZE):
         chunk = snapshots[start : start + CHUNK_SIZE]
         try:
@@ -249,6 +254,46 @@ def _record(report: ImportReport, outcome: tuple[list, list]) -> None:
         getattr(report, plan.outcome).append(plan.node.hostname)
         report.gpus_seen += len(plan.new_gpus) + len(plan.changed_gpus) + len(plan.seen_gpu_ids)
         report.warnings.extend(plan.warnings)
+
+
+def _mig_single_cards(snapshot: NodeSnapshot, run: _Run, report: ImportReport) -> NodeSnapshot:
+    """Turn the slices a MIG *single* Kubernetes node publishes into its physical cards.
+
+    The node says ``count`` slices of one profile cut from cards of ``base_model``; the card's
+    memory (catalogue ``memory_gib`` of that model) gives the slices per card
+    (:func:`mig_per_card`), and cards = slices / per card. When the model is not in the
+    catalogue, or the slices do not fill whole cards (a card partly partitioned), the card count
+    is not knowable and the node's cards are left as they are, with the reason reported.
+    """
+    mig = snapshot.mig_single
+    if mig is None:
+        return snapshot
+    model = run.resolver.match(mig.base_model).gpu_model
+    per_card = mig_per_card(mig.profile, card_memory_gib=float(model.memory_gib)) if model else None
+    if not per_card or mig.count % per_card:
+        why = (
+            f"{mig.base_model!r} is not a catalogue model"
+            if model is None
+            else f"{mig.count} slices of {mig.profile} do not fill cards of {per_card}"
+        )
+        report.issues.append(
+            ParseIssue(
+                f"mig.strategy=single: {why}; the physical card count is unknown, "
+                "this node's cards are left unchanged",
+                field="metadata.labels.nvidia.com/gpu.count",
+                node=snapshot.hostname,
+            )
+        )
+        return replace(snapshot, mig_single=None, gpus_unknown=True)
+    slices = tuple(
+        MigDeviceSnapshot(index=n, profile=mig.profile, memory_total_mib=mig.memory_mib)
+        for n in range(per_card)
+    )
+    gpus = tuple(
+        GpuSnapshot(index=i, model_name=mig.base_model, mig_mode=True, mig_devices=slices)
+        for i in range(mig.count // per_card)
+    )
+    return replace(snapshot, gpus=gpus, mig_single=None)
 
 
 def _screen(snapshots, report: ImportReport) -> list[NodeSnapshot]:
@@ -362,10 +407,11 @@ def _plan_node(
         created=created,
         node_changed=created or before_values != _node_values(node),
         before=before,
-        after=_node_state(node, len(snapshot.gpus)),
+        after=_node_state(node, len(existing if snapshot.gpus_unknown else snapshot.gpus)),
     )
     plan.warnings.extend(odd)
-    _plan_gpus(plan, existing, snapshot, run)
+    if not snapshot.gpus_unknown:
+        _plan_gpus(plan, existing, snapshot, run)
     for gpu in existing:
         if gpu.uuid and _MASKED_UUID.match(gpu.uuid):
             gpu.uuid = None
@@ -451,6 +497,8 @@ def _apply_node_fields(node: Node, snapshot: NodeSnapshot, *, run: _Run) -> None
         node.labels = dict(snapshot.labels)
     if snapshot.gpu_replicas is not None:
         node.gpu_replicas = snapshot.gpu_replicas
+    if snapshot.gpus_allocated is not None:
+        node.gpus_allocated = snapshot.gpus_allocated
 
 
 def _plan_gpus(plan: _NodePlan, existing: list[Gpu], snapshot: NodeSnapshot, run: _Run) -> None:
@@ -527,25 +575,37 @@ def _apply_gpu_fields(
         if value is not None and getattr(gpu, name) != value:
             setattr(gpu, name, value)
             touched = True
-    model = run.resolver.resolve(snap.model_name)
+    device_id = (snap.pci_device_id or "")[:12]
+    if device_id and gpu.pci_device_id != device_id:
+        gpu.pci_device_id, touched = device_id, True
+    found = run.resolver.match(snap.model_name, pci_device_id=device_id or gpu.pci_device_id)
+    model = found.gpu_model
     if snap.model_name and model is None:
+        listed = (
+            f"ambiguous, could be {', '.join(found.candidates)} ({found.reason}); "
+            "listed for an admin to map"
+            if found.candidates
+            else f"{found.reason}; listed as unrecognised"
+        )
         plan.warnings.append(
             ParseIssue(
-                f"GPU {index}: model {snap.model_name!r} matches no catalogue alias; "
-                "listed as unrecognised",
+                f"GPU {index}: model {snap.model_name!r} {listed}",
                 field="model",
                 node=plan.node.hostname,
             )
         )
     # A recognised card keeps its name unless a source reports a different model
     # (a card swap); an unrecognised name never replaces a recognised one.
-    if snap.model_name:
+    if snap.model_name and not is_truncated_name(snap.model_name):
         if model is not None and gpu.gpu_model_id != model.pk:
             gpu.raw_model_name, gpu.gpu_model = snap.model_name[:120], model
+            gpu.model_candidates = []
             touched = True
-        elif model is None and gpu.gpu_model_id is None and gpu.raw_model_name != snap.model_name:
-            gpu.raw_model_name = snap.model_name[:120]
-            touched = True
+        elif model is None and gpu.gpu_model_id is None:
+            candidates = list(found.candidates)
+            if gpu.raw_model_name != snap.model_name or gpu.model_candidates != candidates:
+                gpu.raw_model_name, gpu.model_candidates = snap.model_name[:120], candidates
+                touched = True
     health = str(snap.health)
     if health != GpuHealth.UNKNOWN and gpu.health != health:
         gpu.health = health

@@ -25,7 +25,7 @@ from __future__ import annotations
 import gc
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -44,6 +44,7 @@ from pools.locks import allocation_lock, pool_lock
 from pools.models import (
     Allocation,
     Exemption,
+    Gpu,
     IdleFinding,
     Membership,
     Node,
@@ -123,6 +124,29 @@ def metrics_adapter() -> PrometheusAdapter | None:
     return PrometheusAdapter(url, timeout_s=float(getattr(settings, "PROMETHEUS_TIMEOUT_S", 30)))
 
 
+def devices_on_inventory(devices: list[DeviceUsage]) -> list[DeviceUsage]:
+    """Each series placed on the card the inventory holds under its GPU UUID.
+
+    dcgm-exporter's ``Hostname`` is the exporter pod's name unless it runs with host networking
+    or ``NODE_NAME`` (it changes on every exporter rollout), and ``gpu`` is only a node-local
+    index, so ``hostname`` and ``gpu`` become the inventory node's name and the card's index.
+    A UUID the inventory does not hold keeps the exporter's labels (matched by host as before).
+    """
+    where = {
+        uuid: (hostname, str(index))
+        for uuid, hostname, index in Gpu.objects.filter(uuid__isnull=False).values_list(
+            "uuid", "node__hostname", "index"
+        )
+    }
+    placed = []
+    for device in devices:
+        spot = where.get(device.uuid)
+        if spot is not None and (device.hostname, device.gpu) != spot:
+            device = replace(device, hostname=spot[0], gpu=spot[1])
+        placed.append(device)
+    return placed
+
+
 def devices_by_namespace(devices: list[DeviceUsage]) -> dict[str | None, list[DeviceUsage]]:
     """The series grouped by workload namespace (``None``: device level), once per scan."""
     grouped: dict[str | None, list[DeviceUsage]] = defaultdict(list)
@@ -196,6 +220,7 @@ def idle_scan(
         report.error = f"Prometheus unavailable, nothing changed: {exc}"
         report.seconds = time.monotonic() - started
         return report
+    devices = devices_on_inventory(devices)
     report.devices = len(devices)
     # The series are millions of long-lived objects without cycles: frozen, the collections
     # that the ORM's work below triggers need not walk them (benchmarks/reclamation.py).

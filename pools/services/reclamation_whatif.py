@@ -32,6 +32,7 @@ from pools.services.reclamation import (
     STEP_S,
     devices_by_namespace,
     devices_for_group,
+    devices_on_inventory,
     metrics_adapter,
     policy_thresholds,
 )
@@ -154,7 +155,9 @@ def reclamation_what_if(
         report.error = "no Prometheus configured (PROMETHEUS_URL)"
         return report
     try:
-        devices = list(metrics.gpu_usage(start=start - window, end=now, step_s=STEP_S))
+        devices = devices_on_inventory(
+            list(metrics.gpu_usage(start=start - window, end=now, step_s=STEP_S))
+        )
     except SchedulerError as exc:
         report.error = f"Prometheus unavailable: {exc}"
         return report

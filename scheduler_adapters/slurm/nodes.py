@@ -131,7 +131,44 @@ def _parse_node(entry: Any, path: str, issues: list[ParseIssue]) -> NodeSnapshot
         state=state,
         state_reason=(reason.strip() or None) if isinstance(reason, str) else None,
         partitions=_partitions(entry.get("partitions"), path, name, issues),
+        gpus_allocated=_gpus_allocated(entry, path, name, len(gpus), issues),
     )
+
+
+def _gpus_allocated(
+    entry: dict[str, Any], path: str, name: str, cards: int, issues: list[ParseIssue]
+) -> int | None:
+    """Cards of the node allocated to jobs, from ``gres_used`` (``gpu:h100:5(IDX:0-4)``).
+
+    slurmctld fills it whatever ``AccountingStorageTRES`` tracks, so it is right on clusters
+    whose TRES carry no GPUs (node ``AllocTRES`` then reads 0 GPUs). ``None`` when the field is
+    absent or unreadable (reported); an empty string or ``gpu:0`` is 0 allocated.
+    """
+    raw = entry.get("gres_used")
+    if raw is None:
+        return None
+    if raw == "":
+        return 0  # slurmrestd prints "" when nothing is used, as for gres
+    try:
+        items = parse_gres_strict(raw)
+    except ValueError as exc:
+        issues.append(
+            ParseIssue(f"unreadable GRES used: {exc}", field=f"{path}.gres_used", node=name)
+        )
+        return None
+    if items is None:
+        return None
+    used = sum(item.count for item in items if item.name == GPU)
+    if used > cards:
+        issues.append(
+            ParseIssue(
+                f"GRES used {raw!r} counts {used} GPUs on a node of {cards}",
+                field=f"{path}.gres_used",
+                node=name,
+            )
+        )
+        return None
+    return used
 
 
 def _gpus_from_gres(

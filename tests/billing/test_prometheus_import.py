@@ -228,3 +228,24 @@ def test_command_and_task_use_the_prometheus_importers(nlp, monkeypatch, setting
     assert [r[4] for r in token_rows()] == [Decimal(7)]
     settings.PROMETHEUS_URL = ""
     assert usage_import_prometheus_task() == {}
+
+
+def test_mig_single_node_bills_a_requested_gpu_as_its_slice_of_the_base_model(nlp):
+    # GFD internal/lm/mig-strategy.go: under mig.strategy=single the product label is
+    # <model>-MIG-<profile> and nvidia.com/gpu counts slices (gpu-operator#981: all-1g.5gb on
+    # A100 40GB). One pod holding 7 x 1g.5gb for 1 h is 7 x 1/7 x 3600 = 3,600 card-s of
+    # an A100 40GB, not 25,200.
+    t0, t1 = utc(2026, 10, 5, 0), utc(2026, 10, 5, 1)
+    fake = FakePrometheus(series=[
+        node_label("mig-a", "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", t0, t1),
+        gpu_request("team-nlp", "a", "mig-a", 7, t0, t1),
+        node_label("mig-b", "NVIDIA-A100-SXM4-40GB-MIG-INVALID", t0, t1),
+        gpu_request("team-nlp", "b", "mig-b", 1, t0, t1),
+    ])  # fmt: skip
+    report = usage_import_kubernetes(metrics=fake, start=t0, end=t1, now=t1)
+    assert k8s_rows() == [
+        ("nlp", "a100_40g_sxm", date(2026, 10, 1), Decimal("3600.000000"), ChargeBasis.USED)
+    ]
+    [issue] = report.issues
+    assert issue["code"] == "unknown_gpu_model"
+    assert "misconfigured MIG (product 'NVIDIA-A100-SXM4-40GB-MIG-INVALID')" in issue["detail"]

@@ -245,3 +245,52 @@ def test_a_reclamation_shrink_does_not_reprice_the_days_before_it(team, train_po
     usage_import_reservations(**WINDOW)
     # October: 8 × 34 h + 2 × 2 h = 276 card-h; November: 2 × 2 h + 8 × 10 h + 2 × 24 h = 132
     assert by_month() == [(OCT, Decimal(276 * 3600)), (NOV, Decimal(132 * 3600))]
+
+
+# --- issue 18 kind 2: Slurm accounting that does not record GPUs --------------------------------
+# skypilot-org/skypilot#10319: a node with GRES gpu:h100:8 whose CfgTRES/AllocTRES carry no GPU
+# ("AllocTRES=cpu=64,mem=400G,billing=64") because AccountingStorageTRES lacks gres/gpu, while
+# "GresUsed=gpu:h100:5(IDX:0-4)"; nebius/soperator#565: "AccountingStorageTRES =
+# cpu,mem,energy,node,billing,fs/disk,vmem,pages" (no gres/gpu).
+
+
+def test_gpu_partition_jobs_without_any_gpu_tres_are_a_configuration_error(team, train_pool):
+    jobs = Accounting([
+        job(1, utc(2026, 10, 2), utc(2026, 10, 2, 1), {}),  # train: 8 x A100 in the inventory
+        job(2, utc(2026, 10, 3), utc(2026, 10, 3, 2), {}),
+        job(3, None, None, {}),  # pending: held no node
+    ])  # fmt: skip
+    report = usage_import_slurm(scheduler=jobs, **WINDOW)
+    first = report.issues[0]
+    assert first["code"] == "accounting_without_gpu_tres"
+    assert first["detail"].startswith("2 job(s) ran in GPU partition(s) train")
+    assert "AccountingStorageTRES lacks gres/gpu" in first["detail"]
+    assert not UsageRecord.objects.exists()
+
+
+def test_one_job_with_gpu_tres_shows_accounting_records_gpus(team, train_pool):
+    jobs = Accounting([
+        job(1, utc(2026, 10, 2), utc(2026, 10, 2, 1), {}),  # a CPU-only job on a GPU node
+        job(2, utc(2026, 10, 2), utc(2026, 10, 2, 1), {"a100": 1}),
+    ])  # fmt: skip
+    report = usage_import_slurm(scheduler=jobs, **WINDOW)
+    assert [i["code"] for i in report.issues] == []
+    assert UsageRecord.objects.get().quantity == Decimal("3600.000000")
+
+
+def test_cpu_partition_jobs_without_gpus_are_no_configuration_error(team, train_pool):
+    jobs = Accounting([job(1, utc(2026, 10, 2), utc(2026, 10, 2, 1), {}, partition="cpu")])
+    report = usage_import_slurm(scheduler=jobs, **WINDOW)
+    assert report.issues == []
+
+
+def test_an_sacct_file_from_such_a_cluster_reports_the_configuration_error(team, train_pool):
+    text = (
+        "JobID|State|Account|Partition|Start|End|ElapsedRaw|AllocTRES\n"
+        "7001|COMPLETED|nlp|train|2026-10-02T10:00:00|2026-10-02T11:00:00|3600|"
+        "billing=64,cpu=64,mem=400G,node=1\n"
+    )
+    sacct = SacctFile(text)
+    issues = [i.as_issue() for i in sacct.issues]
+    report = usage_import_slurm(scheduler=sacct, read_issues=issues, **WINDOW)
+    assert [i["code"] for i in report.issues] == ["accounting_without_gpu_tres"]

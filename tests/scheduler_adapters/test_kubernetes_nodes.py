@@ -253,6 +253,7 @@ def test_mig_devices_on_several_cards_are_dealt_in_contiguous_blocks():
 
 def test_mig_count_label_wins_over_replicated_allocatable():
     labels = {
+        "nvidia.com/mig.strategy": "mixed",
         "nvidia.com/gpu.count": "1",
         "nvidia.com/mig-1g.10gb.count": "7",
         "nvidia.com/mig-1g.10gb.replicas": "2",
@@ -263,7 +264,7 @@ def test_mig_count_label_wins_over_replicated_allocatable():
 
 
 def test_more_mig_instances_than_cards_can_hold_skips_the_node():
-    labels = {"nvidia.com/gpu.count": "1"}
+    labels = {"nvidia.com/gpu.count": "1", "nvidia.com/mig.strategy": "mixed"}
     result = parse_kubernetes_nodes(
         _node(labels=labels, allocatable={"nvidia.com/mig-1g.10gb": "8"})
     )
@@ -272,7 +273,7 @@ def test_more_mig_instances_than_cards_can_hold_skips_the_node():
 
 
 def test_non_integer_mig_quantity_skips_the_node():
-    labels = {"nvidia.com/gpu.count": "1"}
+    labels = {"nvidia.com/gpu.count": "1", "nvidia.com/mig.strategy": "mixed"}
     allocatable = {"nvidia.com/mig-1g.10gb": "1500m"}
     result = parse_kubernetes_nodes(_node(labels=labels, allocatable=allocatable))
     assert result.nodes == ()
@@ -286,8 +287,9 @@ def test_single_mig_strategy_is_not_counted_as_cards():
         "nvidia.com/gpu.count": "7",
     }
     result = parse_kubernetes_nodes(_node(labels=labels, allocatable={"nvidia.com/gpu": "7"}))
-    assert result.nodes == ()
-    assert "mig.strategy=single" in result.issues[0].message
+    (node,) = result.nodes
+    assert node.gpus == ()  # the importer derives the cards (test_kubernetes_mig.py)
+    assert (node.mig_single.profile, node.mig_single.count) == ("1g.5gb", 7)
 
 
 # --- versions and state ----------------------------------------------------------------------

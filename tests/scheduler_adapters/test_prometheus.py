@@ -301,7 +301,8 @@ def test_label_churn_two_series_one_gpu_and_nan_dropped():
 
 def test_gpu_usage_is_three_queries_whatever_the_number_of_gpus():
     def answer(request: httpx.Request) -> httpx.Response:
-        metric = request.url.params["query"].split("{")[0]
+        # '{__name__=~"NAME|name", ...}': the first metric name of the query
+        metric = request.url.params["query"].split('"')[1].split("|")[0]
         result = [
             {
                 "metric": {"__name__": metric, "UUID": f"GPU-{i}", "Hostname": "n1"},
@@ -314,7 +315,9 @@ def test_gpu_usage_is_three_queries_whatever_the_number_of_gpus():
     prom, sent = adapter(answer)
     devices = prom.gpu_usage(start=AT, end=AT, step_s=60, selector='Hostname=~"n.*"')
     assert len(sent) == 3
-    assert sent[0].url.params["query"] == GR_ENGINE_ACTIVE + '{Hostname=~"n.*"}'
+    assert sent[0].url.params["query"] == (
+        '{__name__=~"DCGM_FI_PROF_GR_ENGINE_ACTIVE|dcgm_fi_prof_gr_engine_active", Hostname=~"n.*"}'
+    )
     assert len(devices) == 50
     assert {d.util_pct[0].value for d in devices} == {50.0}
 

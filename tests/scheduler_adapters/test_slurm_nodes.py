@@ -303,3 +303,36 @@ _slurm_node = st.fixed_dictionaries(
 def test_parser_never_raises_on_odd_entries(entries, errors):
     result = parse_slurm_nodes({"nodes": entries, "errors": errors})
     assert len(result.nodes) <= len(entries)
+
+
+# --- issue 18 kind 2: allocated cards from the node's GRES used ---------------------------------
+# skypilot-org/skypilot#10319: on a cluster whose AccountingStorageTRES lacks gres/gpu, node
+# "Gres gpu:h100:8" reads "AllocTRES=cpu=64,mem=400G,billing=64" (no GPU) while
+# "GresUsed=gpu:h100:5(IDX:0-4)": slurmctld keeps GRES used whatever accounting tracks.
+
+
+@pytest.mark.parametrize(
+    ("gres_used", "allocated"),
+    [
+        ("gpu:h100:5(IDX:0-4)", 5),
+        ("gpu:h100:0(IDX:N/A)", 0),
+        ("gpu:0", 0),
+        ("", 0),
+        ("N/A", None),
+    ],
+)
+def test_allocated_cards_come_from_gres_used(gres_used, allocated):
+    node = _node("h100-01", gres="gpu:h100:8(S:0-1)", gres_used=gres_used,
+                 tres_used="cpu=64,mem=400G,billing=64")  # fmt: skip
+    result = parse_slurm_nodes({"nodes": [node]})
+    (snap,) = result.nodes
+    assert (len(snap.gpus), snap.gpus_allocated) == (8, allocated)
+    assert result.issues == ()
+
+
+def test_without_gres_used_allocation_is_unknown_and_more_used_than_cards_is_reported():
+    (snap,) = parse_slurm_nodes({"nodes": [_node("a", gres="gpu:h100:8")]}).nodes
+    assert snap.gpus_allocated is None
+    result = parse_slurm_nodes({"nodes": [_node("b", gres="gpu:h100:2", gres_used="gpu:h100:3")]})
+    assert result.nodes[0].gpus_allocated is None
+    assert [i.field for i in result.issues] == ["nodes[0].gres_used"]

@@ -183,7 +183,8 @@ def test_history_means_per_pool_and_model_by_hand(fleet):
     assert series[("infer", "a100_80g_sxm")].values[-1] == pytest.approx(40.0)
     assert series[("dev", "rtx4090")].values[-1] == pytest.approx(50.0)
     assert history.unplaced == 1  # the stranger host
-    assert len(fleet["fake"].queries) == 4
+    # 4 range queries + 1 asking which UUIDs the unplaced host name ("stranger") exported
+    assert len(fleet["fake"].queries) == 5
 
 
 def test_history_steps_and_errors(fleet):
@@ -258,7 +259,7 @@ def test_page_shows_cards_in_use(fleet, admin, prometheus):
         "Dev · GeForce RTX 4090", "Infer · A100 SXM4 80GB", "Infer · L40S",
     ]  # fmt: skip
     # page 2, CSV 0 (the page's reading, cached for IN_USE_CACHE_S), chart 4
-    assert len(chart["labels"]) == 289 and len(fake.queries) == 2 + 0 + 4
+    assert len(chart["labels"]) == 289 and len(fake.queries) == 2 + 0 + 5
     heat = admin.get("/dashboard/?part=heatmap&heat=util", headers={"HX-Request": "true"})
     grid = heat.content.decode().split('class="heatmap"', 1)[1]
     assert grid.count('class="cell u4"') == 1 and grid.count('class="cell nodata"') == 1
@@ -329,7 +330,7 @@ def test_queries_do_not_grow_with_the_fleet(fleet, admin, prometheus):
             GpuFactory(node=node, index=i, gpu_model=l40s, raw_model_name="NVIDIA L40S")
     fake.queries.clear()
     assert [count(url) for url in urls] == small
-    assert len(fake.queries) == prometheus_small == 2 + 4 + 2
+    assert len(fake.queries) == prometheus_small == 2 + 5 + 2
 
 
 def test_a_failed_reading_is_not_retried_on_every_refresh(fleet, admin, prometheus):
@@ -347,3 +348,56 @@ def test_heatmap_csv_coloured_by_utilisation_carries_the_readings(fleet, admin, 
     # the same cards as the page's grid: one at >= 90 %, one without a reading
     assert sum(value >= 90 for value in readings) == 1
     assert sum(1 for r in rows if not r[6]) == 1
+
+
+def test_a_rollout_in_the_window_keeps_the_busier_half_of_a_card():
+    """dcgm-exporter PR #129: Hostname is the exporter pod's name, so a rollout in the 30-min
+    window splits one card into two series; the card's reading is the busier one, found by UUID,
+    and lower-case metric names count the same."""
+    from pools.dashboard_utilisation import CardRef, card_utilisation
+    from scheduler_adapters.prometheus import Sample, Series
+
+    uuid = "GPU-4c226d4d-8129-a7cf-fecd-daa9018b4b48"  # from PR #129's sample line
+
+    class Metrics:
+        def __init__(self):
+            self.queries = []
+
+        def query(self, expr, *, at):
+            self.queries.append(expr)
+            if "GR_ENGINE_ACTIVE" not in expr:
+                return ()
+            return tuple(
+                Series("", (("Hostname", host), ("UUID", uuid), ("gpu", "0")), (Sample(0, v),))
+                for host, v in (
+                    ("nvidia-dcgm-exporter-cwbcm", 0.62),
+                    ("nvidia-dcgm-exporter-x7k2p", 0.05),
+                )
+            )
+
+    metrics = Metrics()
+    readings = card_utilisation(
+        metrics=metrics, cards=[CardRef(7, "ip-172-31-54-152", 0, uuid, False)], now=NOW
+    )
+    assert readings == {7: 62.0}
+    assert "dcgm_fi_prof_gr_engine_active" in metrics.queries[0]
+
+
+def test_history_places_exporter_pod_names_on_the_node_of_their_uuids(fleet):
+    """dcgm-exporter PR #129: without NODE_NAME, Hostname is the exporter pod's name
+    (``nvidia-dcgm-exporter-cwbcm``); a rollout renames it. Both names' series land on the
+    inventory node holding their UUIDs, so the pool's chart keeps the node."""
+    renamed = []
+    for s in l40s_series():
+        labels = dict(s.labels)
+        labels["Hostname"] = "nvidia-dcgm-exporter-cwbcm"
+        renamed.append(Series(s.metric, tuple(sorted(labels.items())), s.samples))
+    fake = FakePrometheus(series=renamed)
+    history = utilisation.utilisation_history(
+        filters=ALL, now=NOW + timedelta(seconds=299), range_key="24h", metrics=fake
+    )
+    series = {(s.pool_slug, s.gpu_model_slug): s for s in history.series}
+    # the exporter name's UUIDs all sit on gpu-a, so its 8 cards are gpu-a's: as with the real
+    # host name, 85, 30, 45, 29.9, 10, 0, 2, 100 -> 301.9 / 8
+    assert series[("infer", "l40s")].values[-1] == pytest.approx(37.7)
+    assert history.unplaced == 0

@@ -293,3 +293,68 @@ def test_a_dismissed_allocation_is_not_flagged_again_for_a_week(
     week_on = scan(later, shifted, django_capture_on_commit_callbacks)
     assert (week_on.idle, week_on.dismissed) == (1, 0)
     assert IdleFinding.objects.filter(state=IdleFindingState.OPEN).count() == 1
+
+
+# --- issue 18 kind 4: series identity across an exporter rollout --------------------------------
+# dcgm-exporter PR #129 (NVIDIA/dcgm-exporter): without NODE_NAME, Hostname is the exporter pod's
+# name (`Hostname="nvidia-dcgm-exporter-cwbcm"` for node ip-172-31-54-152); a DaemonSet rollout
+# gives the pod, and so every series, a new name. dcgm-exporter#85 / #27: `pod_name`,
+# `pod_namespace` with --use-old-namespace, `exported_*` with honorLabels false.
+
+
+def rollout_series(uuid, util, *, before, after, cut, lower=False, old_labels=False):
+    """Raw series of one GPU from T0 - 1 h to LATER + 1 h at ``util`` %, exported by pod
+    ``before`` until ``cut`` and by pod ``after`` from then on."""
+    from scheduler_adapters.prometheus import GR_ENGINE_ACTIVE, Series
+
+    start, end = (T0 - timedelta(hours=1)).timestamp(), (LATER + timedelta(hours=1)).timestamp()
+    stamps = [start + 60 * i for i in range(int((end - start) // 60) + 1)]
+    name = GR_ENGINE_ACTIVE.lower() if lower else GR_ENGINE_ACTIVE
+    workload = (
+        {"pod_namespace": "team-nlp", "pod_name": "p", "container_name": "c"}
+        if old_labels
+        else {"namespace": "team-nlp", "pod": "p", "container": "c"}
+    )
+    out = []
+    for host, part in (
+        (before, [t for t in stamps if t < cut]),
+        (after, [t for t in stamps if t >= cut]),
+    ):
+        labels = {
+            ("uuid" if old_labels else "UUID"): uuid,
+            ("hostname" if old_labels else "Hostname"): host,
+            "gpu": "0",
+            **workload,
+        }
+        out.append(
+            Series(name, tuple(sorted(labels.items())), tuple(Sample(t, util / 100) for t in part))
+        )
+    return out
+
+
+@pytest.mark.parametrize("variant", [{}, {"lower": True}, {"old_labels": True}])
+def test_an_exporter_rollout_in_the_window_keeps_one_gpu_one_gpu(
+    world, django_capture_on_commit_callbacks, variant
+):
+    from scheduler_adapters.prometheus import device_usage_from_series
+
+    uuids = list(world["pool"].nodes.get().gpus.order_by("index").values_list("uuid", flat=True))
+    cut = (T0 - timedelta(minutes=15)).timestamp()  # the rollout, inside the 30-min window
+    raw = []
+    for uuid, util in ((uuids[0], 1.0), (uuids[1], 2.0)):
+        raw += rollout_series(
+            uuid,
+            util,
+            before="nvidia-dcgm-exporter-cwbcm",
+            after="nvidia-dcgm-exporter-x7k2p",
+            cut=cut,
+            **variant,
+        )
+    devices = device_usage_from_series(raw)
+    assert len(devices) == 2  # one per GPU, not one per (GPU, exporter pod)
+
+    report = scan(T0, list(devices), django_capture_on_commit_callbacks)
+    assert (report.devices, report.idle, report.unknown) == (2, 1, 0)
+    finding = IdleFinding.objects.get()
+    # 2 cards, each read over the whole window: mean of 1 % and 2 %
+    assert (finding.card_count, str(finding.mean_util_pct)) == (2, "1.50")

@@ -45,7 +45,7 @@ def test_mapping_a_name_recognises_every_card_reporting_it_and_is_audited(legacy
     }
     # Exact matching: the Tesla V100 name is another key and stays unrecognised.
     assert selectors.unrecognised_model_list() == [
-        {"raw_model_name": TESLA_V100, "gpu_count": 2, "node_count": 1}
+        {"raw_model_name": TESLA_V100, "model_candidates": [], "gpu_count": 2, "node_count": 1}
     ]
     alias = GpuModelAlias.objects.get(key="v100")
     assert (alias.value, alias.kind, alias.gpu_model) == ("v100", "admin", target)

@@ -325,8 +325,13 @@ def test_unrecognised_models_are_kept_with_their_raw_name_and_listed():
         ("old-01", "NVIDIA Tesla V100-SXM2-32GB", None),
     }
     assert selectors.unrecognised_model_list() == [
-        {"raw_model_name": "v100", "gpu_count": 4, "node_count": 1},
-        {"raw_model_name": "NVIDIA Tesla V100-SXM2-32GB", "gpu_count": 2, "node_count": 1},
+        {"raw_model_name": "v100", "model_candidates": [], "gpu_count": 4, "node_count": 1},
+        {
+            "raw_model_name": "NVIDIA Tesla V100-SXM2-32GB",
+            "model_candidates": [],
+            "gpu_count": 2,
+            "node_count": 1,
+        },
     ]
 
 

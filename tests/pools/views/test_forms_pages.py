@@ -161,7 +161,7 @@ def test_the_unrecognised_page_lists_names_and_offers_the_mapping_to_admins(
     member_view = member_page.get(UNRECOGNISED)
 
     assert admin_view.context["rows"] == [
-        {"raw_model_name": "v100", "gpu_count": 8, "node_count": 2}
+        {"raw_model_name": "v100", "model_candidates": [], "gpu_count": 8, "node_count": 2}
     ]
     assert b'name="gpu_model"' in admin_view.content
     assert b'name="gpu_model"' not in member_view.content
@@ -209,8 +209,8 @@ def test_the_unrecognised_list_exports_csv(member_page, legacy):
     response = member_page.get(UNRECOGNISED, {"export": "csv"})
 
     assert b"".join(response.streaming_content).decode().splitlines() == [
-        "raw_model_name,gpu_count,node_count",
-        "v100,8,2",
+        "raw_model_name,model_candidates,gpu_count,node_count",
+        "v100,,8,2",
     ]
 
 
