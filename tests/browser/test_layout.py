@@ -11,7 +11,7 @@ pytestmark = pytest.mark.browser
 PAGES = [
     "/", "/nodes/", "/nodes/trn-a100-01/", "/gpus/", "/gpu-models/", "/pools/",
     "/unrecognised-models/", "/inventory/import/", "/scheduler/drift/", "/teams/mine/",
-    "/requests/", "/requests/new/", "/requests/queue/", "/requests/3/", "/allocations/",
+    "/requests/", "/requests/new/", "/requests/queue/", "/requests/{request}/", "/allocations/",
     "/timeline/", "/sizing/", "/idle/", "/idle/policies/", "/dashboard/", "/costs/",
     "/costs/finance/2026-10/", "/costs/nlp/2026-10/", "/teams/nlp/dashboard/",
 ]  # fmt: skip
@@ -21,6 +21,9 @@ WIDTHS = [(390, 844), (1366, 900)]
 def test_no_page_scrolls_sideways_and_the_menu_opens_on_a_phone(browser, live_server):
     call_command("load_demo", verbosity=0)
     call_command("load_demo_billing", verbosity=0)
+    from pools.models import CapacityRequest
+
+    pages = [p.format(request=CapacityRequest.objects.order_by("pk").first().pk) for p in PAGES]
     too_wide = []
     for width, height in WIDTHS:
         context = browser.new_context(viewport={"width": width, "height": height})
@@ -30,7 +33,7 @@ def test_no_page_scrolls_sideways_and_the_menu_opens_on_a_phone(browser, live_se
         page.fill("input[name=password]", "demo")
         page.click("button[type=submit]")
         page.wait_for_url(f"{live_server.url}/")
-        for path in PAGES:
+        for path in pages:
             response = page.goto(f"{live_server.url}{path}")
             assert response.status == 200, path
             page.wait_for_load_state("networkidle")
