@@ -235,8 +235,11 @@ FILTERS_EMPTY_CHOICE_LABEL = "Any"
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "gpu-pool-portal API",
-    "DESCRIPTION": "Inventory, pools, allocations, sizing and chargeback of a pooled GPU fleet.",
+    "DESCRIPTION": "Inventory, pools, allocations, sizing and chargeback of a pooled GPU fleet. "
+    "[← Back to the portal](/) · errors are JSON with a machine-readable `code`.",
     "VERSION": "1.0.0",
+    # one tag per resource (gpus, nodes, requests, ...): the path segment after /api/v1/
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "SWAGGER_UI_DIST": "SIDECAR",

@@ -99,7 +99,7 @@ def test_the_generated_client_lists_gpus_and_creates_submits_and_approves_a_requ
 
     member, admin = client_for(team_member), client_for(admin_user)
 
-    gpus = importlib.import_module("gpp_client.api.v1.v1_gpus_list").sync(
+    gpus = importlib.import_module("gpp_client.api.gpus.gpus_list").sync(
         client=member, pool="infer", page_size=100
     )
     # infer_pool: 2 nodes x 4 L40S.
@@ -121,7 +121,7 @@ def test_the_generated_client_lists_gpus_and_creates_submits_and_approves_a_requ
         gpu_model="l40s",
         submit=False,
     )
-    draft = importlib.import_module("gpp_client.api.v1.v1_requests_create").sync(
+    draft = importlib.import_module("gpp_client.api.requests.requests_create").sync(
         client=member, body=body
     )
     assert (draft.status.value, draft.card_count, draft.allocation, draft.decided_by) == (
@@ -130,11 +130,11 @@ def test_the_generated_client_lists_gpus_and_creates_submits_and_approves_a_requ
         None,
         None,
     )
-    submitted = importlib.import_module("gpp_client.api.v1.v1_requests_submit_create").sync(
+    submitted = importlib.import_module("gpp_client.api.requests.requests_submit_create").sync(
         draft.id, client=member
     )
     assert submitted.status.value == "submitted"
-    allocation = importlib.import_module("gpp_client.api.v1.v1_requests_approve_create").sync(
+    allocation = importlib.import_module("gpp_client.api.requests.requests_approve_create").sync(
         draft.id, client=admin, body=models.ApproveRequest()
     )
     assert (allocation.card_count, allocation.team, allocation.pool, allocation.gpu_model) == (
