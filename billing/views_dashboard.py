@@ -176,12 +176,13 @@ def _plan_chart(plan, rows, days) -> dict:
         "labels": [d.strftime("%d %b") for d in days],
         "datasets": [
             {"type": "bar", "label": "allocated (approved and later)", "data": held,
-             "stack": "demand", "backgroundColor": PALETTE[0]},
+             "stack": "demand", "backgroundColor": PALETTE[0], "pointStyle": "rect"},
             {"type": "bar", "label": "pending (submitted)", "data": pending,
-             "stack": "demand", "backgroundColor": PALETTE[1]},
+             "stack": "demand", "backgroundColor": PALETTE[1], "pointStyle": "rect"},
+            # pointStyle "line": the legend draws the dashed line's swatch as a line
             {"type": "line", "label": "usable cards", "data": [usable] * len(days),
-             "pointRadius": 0, "borderDash": [6, 4], "borderColor": "#000000",
-             "backgroundColor": "#000000", "stack": "usable"},
+             "pointRadius": 0, "pointStyle": "line", "borderDash": [6, 4],
+             "borderColor": "#000000", "backgroundColor": "#000000", "stack": "usable"},
         ],
     }  # fmt: skip
 
