@@ -500,23 +500,17 @@ def inference_free_cards(*, start: datetime, end: datetime) -> dict[str, tuple[i
     offers are absent. Read through ``request_options``, the new-request page's panel: the same
     arithmetic as ``pool_free_cards`` (over-commit, holding allocations) for every pool and model
     in a few queries."""
-    best: dict[str, tuple[int, str]] = {}
-    scheduler = SCHEDULER_OF_KIND[WorkloadKind.INFERENCE]
-    for option in request_options(
-        workload_kind=WorkloadKind.INFERENCE, card_count=1, start=start, end=end
-    ):
-        if option.pool.scheduler != scheduler or not option.total:
-            continue
-        slug = option.gpu_model.slug
-        if slug not in best or option.free > best[slug][0]:
-            best[slug] = (option.free, option.pool.slug)
-    return best
+    return _best_inference_pool(start=start, end=end, by="free")
 
 
 def inference_usable_cards(*, start: datetime, end: datetime) -> dict[str, tuple[int, str]]:
     """``{gpu model slug: (usable cards, pool slug)}``: the inference pool that could hold the
     most cards of the model in ``[start, end)`` once they are free (usable = schedulable cards ×
     over-commit, what a request may ask for at most; ``request_options``)."""
+    return _best_inference_pool(start=start, end=end, by="usable")
+
+
+def _best_inference_pool(*, start: datetime, end: datetime, by: str) -> dict[str, tuple[int, str]]:
     best: dict[str, tuple[int, str]] = {}
     scheduler = SCHEDULER_OF_KIND[WorkloadKind.INFERENCE]
     for option in request_options(
@@ -524,9 +518,9 @@ def inference_usable_cards(*, start: datetime, end: datetime) -> dict[str, tuple
     ):
         if option.pool.scheduler != scheduler or not option.total:
             continue
-        slug = option.gpu_model.slug
-        if slug not in best or option.usable > best[slug][0]:
-            best[slug] = (option.usable, option.pool.slug)
+        slug, cards = option.gpu_model.slug, getattr(option, by)
+        if slug not in best or cards > best[slug][0]:
+            best[slug] = (cards, option.pool.slug)
     return best
 
 
