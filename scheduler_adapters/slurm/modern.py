@@ -85,7 +85,6 @@ class ModernDialect:
         self.JOBS = f"{ctld}/jobs"
         self.ACCOUNTS = f"{dbd}/accounts"
         self.ACCOUNTS_ASSOCIATION = f"{dbd}/accounts_association"
-        self.USERS = f"{dbd}/users"
         self.USERS_ASSOCIATION = f"{dbd}/users_association"
         self.ASSOCIATIONS = f"{dbd}/associations"
         self.ACCOUNTING_JOBS = f"{dbd}/jobs"
@@ -109,9 +108,6 @@ class ModernDialect:
 
     def account_path(self, name: str) -> str:
         return f"{self._dbd}/account/{name}"
-
-    def user_path(self, name: str) -> str:
-        return f"{self._dbd}/user/{name}"
 
     # ------------------------------------------------------------------ request bodies
 
@@ -207,10 +203,6 @@ class ModernDialect:
     # ------------------------------------------------------------------ response readers
 
     @staticmethod
-    def is_missing_user_notice(error: Mapping[str, Any]) -> bool:
-        return False  # v0.0.38's notice; accounts_association needs no such tolerance
-
-    @staticmethod
     def is_unknown_field_warning(warning: Mapping[str, Any]) -> bool:
         """A warning that a request field was ignored (the request still ran)."""
         return "Ignoring unknown field" in str(warning.get("description", ""))
@@ -245,12 +237,6 @@ class ModernDialect:
             optional_str_at(entry, "organization", "accounts[0].organization"),
             None,
         )
-
-    @staticmethod
-    def read_user_exists(payload: Mapping[str, Any]) -> bool:
-        """``GET /user/{name}``: whether slurmdbd knows the user (nothing found is an empty
-        list, not an error)."""
-        return bool(list_at(payload, "users", "users"))
 
     @staticmethod
     def read_tres_names(payload: Mapping[str, Any]) -> set[str]:
