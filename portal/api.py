@@ -69,9 +69,15 @@ def exception_handler(exc, context):
     response = drf_exception_handler(exc, context)
     if response is not None and isinstance(response.data, dict) and "code" not in response.data:
         codes = exc.get_codes() if hasattr(exc, "get_codes") else None
-        code = codes if isinstance(codes, str) else "invalid"
+        # one code per kind of error: field validation is "invalid_input" whether DRF's
+        # serializer or a service found it (pools.errors.InvalidInput)
+        code = codes if isinstance(codes, str) else "invalid_input"
         if response.status_code == status.HTTP_400_BAD_REQUEST and not isinstance(codes, str):
-            response.data = {"code": "invalid", "detail": "Invalid input.", "errors": response.data}
+            response.data = {
+                "code": "invalid_input",
+                "detail": "Invalid input.",
+                "errors": response.data,
+            }
         else:
             response.data["code"] = code
     return response

@@ -106,7 +106,7 @@ class PoolViewSet(viewsets.ModelViewSet):
         except ValueError:
             return Response(
                 {
-                    "code": "invalid",
+                    "code": "invalid_input",
                     "detail": f"Not a CUDA version: {cuda!r} (use e.g. 12.4).",
                     "errors": {"cuda": ["Not a CUDA version."]},
                 },

@@ -83,7 +83,7 @@ def test_a_statement_month_that_is_not_yyyy_mm_is_400(admin_api, month):
 
     assert response.status_code == 400
     body = response.json()
-    assert body["code"] == "invalid"
+    assert body["code"] == "invalid_input"
     assert list(body["errors"]) == ["month"]
 
 
@@ -100,7 +100,7 @@ def test_a_page_size_outside_1_to_500_is_400_not_silently_clamped(member_api, si
 
     assert response.status_code == 400
     assert response.json() == {
-        "code": "invalid",
+        "code": "invalid_input",
         "detail": "Invalid input.",
         "errors": {"page_size": ["A whole number from 1 to 500."]},
     }

@@ -52,7 +52,7 @@ def test_wrong_or_missing_credentials_are_400(member, credentials):
     response = APIClient().post(URL, credentials, format="json")
 
     assert response.status_code == 400
-    assert response.json()["code"] == "invalid"
+    assert response.json()["code"] == "invalid_input"
     assert "token" not in response.json()
 
 

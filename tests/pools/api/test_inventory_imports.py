@@ -113,10 +113,10 @@ def test_a_member_cannot_import(member_api, table_counts):
     ("fields", "status", "code"),
     [
         ({"source": "nvidia-smi", "file": ("a.csv", nvidia_smi_csv(1))}, 400, "invalid_input"),
-        ({"source": "nvidia-smi", "node": "n1", "file": ("a.csv", b"")}, 400, "invalid"),
-        ({"source": "lsf", "file": ("a.txt", b"x")}, 400, "invalid"),
-        ({"source": "slurm"}, 400, "invalid"),
-        ({"source": "slurm", "pool": "nope", "file": ("a.json", b"{}")}, 400, "invalid"),
+        ({"source": "nvidia-smi", "node": "n1", "file": ("a.csv", b"")}, 400, "invalid_input"),
+        ({"source": "lsf", "file": ("a.txt", b"x")}, 400, "invalid_input"),
+        ({"source": "slurm"}, 400, "invalid_input"),
+        ({"source": "slurm", "pool": "nope", "file": ("a.json", b"{}")}, 400, "invalid_input"),
     ],
     ids=["no-node", "empty-file", "unknown-source", "no-file", "unknown-pool"],
 )

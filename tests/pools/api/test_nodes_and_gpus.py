@@ -128,7 +128,7 @@ def test_an_unknown_pool_slug_is_400_with_a_code(member_api, fleet):
 
     assert response.status_code == 400
     body = response.json()
-    assert body["code"] == "invalid" and "pool" in body["errors"]
+    assert body["code"] == "invalid_input" and "pool" in body["errors"]
 
 
 def test_node_pages(member_api, fleet):

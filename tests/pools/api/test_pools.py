@@ -124,7 +124,7 @@ def test_an_invalid_pool_is_400_with_a_machine_readable_body(
 
     assert response.status_code == 400
     body = response.json()
-    assert body["code"] == "invalid"
+    assert body["code"] == "invalid_input"
     assert list(body["errors"]) == [field]
     assert table_counts() == before
 
@@ -175,4 +175,4 @@ def test_cuda_support_rejects_what_is_not_a_version(member_api, params):
 
     assert response.status_code == 400
     body = response.json()
-    assert body["code"] == "invalid" and "cuda" in body["errors"]
+    assert body["code"] == "invalid_input" and "cuda" in body["errors"]

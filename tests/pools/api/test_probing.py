@@ -106,7 +106,7 @@ def test_a_request_for_another_team_answers_like_one_for_a_missing_team(
     missing = api.post("/api/v1/requests/", new_request("no-such-team"), format="json")
 
     assert foreign.status_code == missing.status_code == 400
-    assert foreign.json()["code"] == missing.json()["code"] == "invalid"
+    assert foreign.json()["code"] == missing.json()["code"] == "invalid_input"
     assert list(foreign.json()["errors"]) == list(missing.json()["errors"]) == ["team"]
     assert foreign.json()["errors"]["team"] == [
         m.replace("no-such-team", "nlp") for m in missing.json()["errors"]["team"]

@@ -293,7 +293,7 @@ def test_the_api_accepts_the_good_payload(alice_api, payload):
 def test_serializer_field_errors(alice_api, payload, request_state, fields, errors):
     body = api_refused(alice_api, payload(**fields), request_state)
 
-    assert body["code"] == "invalid"
+    assert body["code"] == "invalid_input"
     assert body["errors"] == errors
 
 
