@@ -3,7 +3,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PORT   ?= 8000
-DEMO_ENV := DEBUG=1 DATABASE_URL=sqlite:///portal-demo.sqlite3
+# The demo runs as users see the portal: DEBUG off (the portal's own 404/403/500 pages, static
+# files from WhiteNoise), plain HTTP on loopback, a secret key made once for this checkout.
+DEMO_ENV := DEBUG=0 SECRET_KEY="$$(cat .demo-secret-key)" DATABASE_URL=sqlite:///portal-demo.sqlite3 \
+	SECURE_SSL_REDIRECT=0 SESSION_COOKIE_SECURE=0 CSRF_COOKIE_SECURE=0 SECURE_HSTS_SECONDS=0
 # The Slurm integration tier runs on 24.11 (discovering v0.0.42) with the whole suite, then
 # again on 24.11 pinned to v0.0.41, on 26.05 (discovering v0.0.45) and on the machine's 22.05
 # (v0.0.38); see tests/integration/slurm/slurm_cluster.py for the env files.
@@ -24,6 +27,8 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 demo: install
+	@test -s .demo-secret-key || $(BIN)/python -c "import secrets; print(secrets.token_urlsafe(50))" > .demo-secret-key
+	$(DEMO_ENV) $(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(DEMO_ENV) $(BIN)/python manage.py migrate --noinput
 	$(DEMO_ENV) $(BIN)/python manage.py load_demo
 	$(DEMO_ENV) $(BIN)/python manage.py load_demo_billing
