@@ -35,6 +35,7 @@ import httpx
 import pytest
 from django.db import connection
 from django.utils import timezone
+from integration.processes import celery_worker_command, gunicorn_command
 from playwright.sync_api import expect
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -121,18 +122,7 @@ def stack(static_root, django_db_setup, tmp_path_factory) -> Iterator[dict]:
             log = (tmp_path / f"web{n}.log").open("w")
             processes.append(
                 subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "gunicorn",
-                        "portal.wsgi",
-                        "--bind",
-                        f"127.0.0.1:{port}",
-                        "--workers",
-                        "2",
-                        "--timeout",
-                        "60",
-                    ],  # fmt: skip
+                    gunicorn_command(port),
                     cwd=ROOT,
                     env=env,
                     stdout=log,
@@ -143,22 +133,7 @@ def stack(static_root, django_db_setup, tmp_path_factory) -> Iterator[dict]:
             log = (tmp_path / f"worker{n}.log").open("w")
             processes.append(
                 subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "celery",
-                        "-A",
-                        "portal",
-                        "worker",
-                        "--pool",
-                        "solo",
-                        "-n",
-                        f"scale-out-{n}@%h",
-                        "--without-gossip",
-                        "--without-mingle",
-                        "--loglevel",
-                        "info",
-                    ],  # fmt: skip
+                    celery_worker_command(name=f"scale-out-{n}@%h"),
                     cwd=ROOT,
                     env=env,
                     stdout=log,

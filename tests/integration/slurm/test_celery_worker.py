@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
+from integration.processes import celery_worker_command
 from integration.slurm.slurm_cluster import eventually, sacctmgr
 
 from pools.choices import AllocationStatus
@@ -67,21 +68,7 @@ def worker(slurm_settings, cleanup):
         check=False,
     )
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "portal",
-            "worker",
-            "--pool",
-            "solo",
-            "--loglevel",
-            "info",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-        ],
+        celery_worker_command(),
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
