@@ -261,3 +261,33 @@ db_grant() {
         GRANT ALL ON $2.* TO '$3'@'127.0.0.1';
         GRANT ALL ON $2.* TO '$3'@'localhost';"
 }
+
+# dispatch_action ACTION ANON_URL: the actions both scripts share. "start" returns (the caller
+# goes on to start); "stop" runs the caller's stop_all; "status" exits 0 when slurmrestd answers
+# (without root there is no token: a 401 from ANON_URL is enough), else 1; "env" prints
+# ENV_FILE. The caller defines stop_all, rest_answers, REST_PORT and ENV_FILE.
+dispatch_action() {
+    local code
+    case "$1" in
+        start) return 0 ;;
+        env) echo "$ENV_FILE"; exit 0 ;;
+        stop)
+            [ "$(id -u)" -eq 0 ] || die "stop must run as root"
+            stop_all
+            say "stopped"
+            exit 0
+            ;;
+        status)
+            if [ "$(id -u)" -ne 0 ]; then
+                code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "$2" || true)
+                [ "$code" = 401 ] && { say "slurmrestd answers on 127.0.0.1:$REST_PORT"; exit 0; }
+            elif rest_answers; then
+                say "slurmrestd answers on 127.0.0.1:$REST_PORT"
+                exit 0
+            fi
+            say "slurmrestd does not answer on 127.0.0.1:$REST_PORT"
+            exit 1
+            ;;
+        *) die "unknown action '$1' (start, stop, status or env)" ;;
+    esac
+}

@@ -119,29 +119,7 @@ stop_all() {
     done
 }
 
-case "$ACTION" in
-    start) ;;
-    env) echo "$ENV_FILE"; exit 0 ;;
-    stop)
-        [ "$(id -u)" -eq 0 ] || die "stop must run as root"
-        stop_all
-        say "stopped"
-        exit 0
-        ;;
-    status)
-        if [ "$(id -u)" -ne 0 ]; then
-            code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' \
-                "http://127.0.0.1:$REST_PORT/openapi/v3" || true)
-            [ "$code" = 401 ] && { say "slurmrestd answers on 127.0.0.1:$REST_PORT"; exit 0; }
-        elif rest_answers; then
-            say "slurmrestd answers on 127.0.0.1:$REST_PORT"
-            exit 0
-        fi
-        say "slurmrestd does not answer on 127.0.0.1:$REST_PORT"
-        exit 1
-        ;;
-    *) die "unknown action '$ACTION' (start, stop, status or env)" ;;
-esac
+dispatch_action "$ACTION" "http://127.0.0.1:$REST_PORT/openapi/v3"
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, chroot, mounts, daemons)"
 

@@ -6,6 +6,7 @@
 #                                       about 1 s when everything already runs)
 #   scripts/services/slurm.sh stop      cancel jobs, stop the daemons this script started
 #   scripts/services/slurm.sh status    exit 0 when slurmrestd answers, 1 otherwise (any user)
+#   scripts/services/slurm.sh env       print the env file's path
 #
 # What runs (no systemd; every daemon is found again through its pid file, never by name):
 #   munged -> slurmdbd (on the machine's MariaDB at 127.0.0.1:3306, database slurm_acct_db)
@@ -72,27 +73,7 @@ stop_all() {
     halt "$ROOT/run/munged.pid" munged # present only when this script started munged
 }
 
-case "$ACTION" in
-    start) ;;
-    stop)
-        [ "$(id -u)" -eq 0 ] || die "stop must run as root"
-        stop_all
-        say "stopped"
-        exit 0
-        ;;
-    status)
-        if [ "$(id -u)" -ne 0 ]; then
-            # no token without root; slurmrestd answering 401 to an anonymous ping is enough
-            code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' \
-                "http://127.0.0.1:$REST_PORT/slurm/$API_VERSION/ping" || true)
-            [ "$code" = 401 ] && { say "slurmrestd answers on 127.0.0.1:$REST_PORT"; exit 0; }
-        fi
-        rest_answers && { say "slurmrestd answers on 127.0.0.1:$REST_PORT"; exit 0; }
-        say "slurmrestd does not answer on 127.0.0.1:$REST_PORT"
-        exit 1
-        ;;
-    *) die "unknown action '$ACTION' (start, stop or status)" ;;
-esac
+dispatch_action "$ACTION" "http://127.0.0.1:$REST_PORT/slurm/$API_VERSION/ping"
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (installs packages, starts daemons)"
 
