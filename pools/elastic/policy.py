@@ -210,13 +210,13 @@ class Decision:
         return data
 
 
-def _up(policy: ScalingPolicy, sample: MetricSample) -> bool | None:
+def up_condition(policy: ScalingPolicy, sample: MetricSample) -> bool | None:
     if sample.util_pct is None or sample.latency_ms is None:
         return None
     return sample.util_pct > policy.up_util_pct and sample.latency_ms > policy.up_latency_ms
 
 
-def _down(policy: ScalingPolicy, sample: MetricSample) -> bool | None:
+def down_condition(policy: ScalingPolicy, sample: MetricSample) -> bool | None:
     if sample.util_pct is None:
         return None
     return sample.util_pct < policy.down_util_pct
@@ -260,7 +260,9 @@ def signals_at(
 
     if not known:
         return Signals(False, newest.util_pct, newest.latency_ms, age, 0.0, 0.0)
-    return Signals(True, newest.util_pct, newest.latency_ms, age, held(_up), held(_down))
+    return Signals(
+        True, newest.util_pct, newest.latency_ms, age, held(up_condition), held(down_condition)
+    )
 
 
 def decide(
