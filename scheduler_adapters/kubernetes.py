@@ -123,6 +123,10 @@ KINDS: Mapping[str, Kind] = {
         Kind("ResourceFlavor", KUEUE_API_VERSION, "resourceflavors", False),
         Kind("ClusterQueue", KUEUE_API_VERSION, "clusterqueues", False),
         Kind("LocalQueue", KUEUE_API_VERSION, "localqueues", True),
+        # elastic quota backends and the team's HPA (scheduler_adapters/kubernetes_elastic.py)
+        Kind("Queue", "scheduling.volcano.sh/v1beta1", "queues", False),
+        Kind("ElasticQuota", "scheduling.sigs.k8s.io/v1alpha1", "elasticquotas", True),
+        Kind("HorizontalPodAutoscaler", "autoscaling/v2", "horizontalpodautoscalers", True),
     )
 }
 
@@ -740,6 +744,27 @@ class KubernetesAdapter:
             kueue=use_kueue,
         )
 
+    def ensure_objects(
+        self, team: str | None, objects: list[dict[str, Any]], *, operation: str
+    ) -> bool:
+        """Make the cluster hold ``objects`` (in order) with the read-compare-apply of every
+        other write; ``True`` when something was written. With a ``team`` its namespace must
+        exist and the objects must not belong to another team; ``team=None`` is for
+        cluster-scoped objects of no team (a pool's Kueue lender queue)."""
+        if self.dry_run:
+            if team is None:
+                self.manifests.append(render_yaml(objects, comment="gpu-pool-portal: pool objects"))
+                return True
+            return self._emit(team, objects)
+        transport = self._transport(operation)
+        if team is not None:
+            namespace = namespace_name(team, self.namespace_prefix)
+            self._read_namespace(transport, operation, team, namespace)
+        changed = False
+        for obj in objects:
+            changed |= self._ensure(transport, operation, team, obj)
+        return changed
+
     def render_manifests(
         self,
         team: str,
@@ -824,7 +849,7 @@ class KubernetesAdapter:
         return current
 
     def _ensure(
-        self, transport: Transport, operation: str, team: str, desired: dict[str, Any]
+        self, transport: Transport, operation: str, team: str | None, desired: dict[str, Any]
     ) -> bool:
         """Make the cluster hold ``desired``; ``True`` when something was written."""
         current = transport.get(desired, operation=operation)
@@ -833,10 +858,11 @@ class KubernetesAdapter:
                 transport.create(desired, operation=operation)
                 return True
             except NotFound as missing:
-                if desired["apiVersion"] == KUEUE_API_VERSION and missing.kind != "namespaces":
+                served_by = _CRD_PROJECTS.get(desired["apiVersion"])
+                if served_by and missing.kind != "namespaces":
                     raise SchedulerRejected(
-                        f"the cluster does not serve {KUEUE_API_VERSION} "
-                        f"{KINDS[desired['kind']].plural}: is Kueue >= 0.15 installed?",
+                        f"the cluster does not serve {desired['apiVersion']} "
+                        f"{KINDS[desired['kind']].plural}: is {served_by} installed?",
                         operation=operation,
                         http_status=404,
                     ) from missing
@@ -922,6 +948,12 @@ class KubernetesAdapter:
         return f"gpu-pool-portal: team {team} (namespace {namespace})\nObjects: {kinds}"
 
 
+_CRD_PROJECTS: Mapping[str, str] = {
+    KUEUE_API_VERSION: "Kueue >= 0.15",
+    "scheduling.volcano.sh/v1beta1": "Volcano",
+    "scheduling.sigs.k8s.io/v1alpha1": "Koordinator (or scheduler-plugins' ElasticQuota)",
+}
+
 _APPLY_ORDER = [
     "Namespace",
     "ResourceQuota",
@@ -930,6 +962,9 @@ _APPLY_ORDER = [
     "ResourceFlavor",
     "ClusterQueue",
     "LocalQueue",
+    "Queue",
+    "ElasticQuota",
+    "HorizontalPodAutoscaler",
 ]
 
 
@@ -941,7 +976,7 @@ def _apply_order(obj: Mapping[str, Any]) -> int:
     return _APPLY_ORDER.index(obj["kind"]) if obj["kind"] in _APPLY_ORDER else len(_APPLY_ORDER)
 
 
-def _check_owner(operation: str, team: str, current: Mapping[str, Any]) -> None:
+def _check_owner(operation: str, team: str | None, current: Mapping[str, Any]) -> None:
     """Refuse to take over an object the portal made for another team (two slugs can never
     map to one namespace, but a hand-made namespace can carry another team's label)."""
     labels = (current.get("metadata") or {}).get("labels") or {}

@@ -55,6 +55,8 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
+from scheduler_adapters.crd_schemas import CRD_SCHEMAS
+
 K8S_VERSION = ".".join(kubernetes_validate.latest_version().split(".")[:2])
 
 # k8s.io/apimachinery resource.Quantity, as the Kueue CRDs spell it in their schemas
@@ -364,7 +366,8 @@ def _quantities(obj: Mapping[str, Any]) -> Iterable[tuple[str, Any]]:
 
 def _schema_cause(obj: Mapping[str, Any], k8s_version: str) -> dict[str, str] | None:
     body = {key: value for key, value in obj.items() if key != "status"}
-    schema = KUEUE_SCHEMAS.get((obj.get("apiVersion"), obj.get("kind")))
+    key = (obj.get("apiVersion"), obj.get("kind"))
+    schema = KUEUE_SCHEMAS.get(key) or CRD_SCHEMAS.get(key)
     try:
         if schema is not None:
             jsonschema.validate(body, schema)
@@ -396,6 +399,10 @@ RESOURCES: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("", "v1", "resourcequotas"): ("ResourceQuota", True),
     ("", "v1", "limitranges"): ("LimitRange", True),
     ("rbac.authorization.k8s.io", "v1", "rolebindings"): ("RoleBinding", True),
+    ("autoscaling", "v2", "horizontalpodautoscalers"): ("HorizontalPodAutoscaler", True),
+    # elastic quota CRDs, checked against scheduler_adapters.crd_schemas
+    ("scheduling.volcano.sh", "v1beta1", "queues"): ("Queue", False),
+    ("scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas"): ("ElasticQuota", True),
 }
 KUEUE_RESOURCES: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("kueue.x-k8s.io", "v1beta2", "resourceflavors"): ("ResourceFlavor", False),
