@@ -283,6 +283,31 @@ class PrometheusAdapter:
                     )
             return device_usage_from_series(series)
 
+    # ------------------------------------------------------------------------ elastic view
+
+    def inference_signals(
+        self,
+        *,
+        start: datetime,
+        end: datetime,
+        step_s: float = 60,
+        rate_window_s: int = 120,
+        namespaces: Iterable[str] | None = None,
+    ) -> dict[str, InferenceSignals]:
+        """Per namespace, the signals the elastic loop scales on, from ``start`` to ``end``:
+        one range query per metric (:func:`inference_queries`, five in all) whatever the
+        number of namespaces, each aggregated ``by (namespace)`` in Prometheus. ``namespaces``
+        keeps only those (``None``: every namespace that has a series)."""
+        results: dict[str, list[Series]] = {key: [] for key in INFERENCE_METRICS}
+        queries = inference_queries(rate_window_s=rate_window_s)
+        with _cyclic_gc_paused():
+            for chunk_start, chunk_end in _chunks(start, end, step_s):
+                for key, expr in queries.items():
+                    results[key].extend(
+                        self.query_range(expr, start=chunk_start, end=chunk_end, step_s=step_s)
+                    )
+        return inference_signals_from_series(results, namespaces=namespaces)
+
     # ----------------------------------------------------------------------------- private
 
     def _timeout(self) -> dict[str, str]:
@@ -521,3 +546,84 @@ def _timeline(series: Sequence[Series], *, scale: float) -> tuple[Sample, ...]:
             previous = points.get(sample.timestamp)
             points[sample.timestamp] = value if previous is None else max(previous, value)
     return tuple(Sample(t, points[t]) for t in sorted(points))
+
+
+# ------------------------------------------------------------------ elastic inference signals
+
+# vLLM's own series (vllm/engine/metrics.py, v0.6+ and the V1 engine's loggers.py): a histogram
+# of end-to-end request latency in seconds, a gauge of queued requests, and token counters.
+VLLM_E2E_LATENCY = "vllm:e2e_request_latency_seconds"
+VLLM_WAITING = "vllm:num_requests_waiting"
+VLLM_GENERATION_TOKENS = "vllm:generation_tokens_total"
+VLLM_PROMPT_TOKENS = "vllm:prompt_tokens_total"
+INFERENCE_METRICS = ("util_pct", "latency_s", "waiting", "generation_tok_s", "prompt_tok_s")
+
+
+@dataclass(frozen=True)
+class InferenceSignals:
+    """One namespace's timelines: ``util_pct`` (mean ``DCGM_FI_DEV_GPU_UTIL`` of the cards its
+    pods hold, 0-100), ``latency_s`` (mean end-to-end request latency, s: ``None`` where no
+    request finished), ``waiting`` (requests queued), ``generation_tok_s`` / ``prompt_tok_s``
+    (tokens/s). A missing sample is absent; a ``None`` value was ``NaN``."""
+
+    namespace: str
+    util_pct: tuple[Sample, ...] = ()
+    latency_s: tuple[Sample, ...] = ()
+    waiting: tuple[Sample, ...] = ()
+    generation_tok_s: tuple[Sample, ...] = ()
+    prompt_tok_s: tuple[Sample, ...] = ()
+
+
+def inference_queries(*, rate_window_s: int = 120) -> dict[str, str]:
+    """The five PromQL expressions, each grouped ``by (namespace)``.
+
+    Utilisation takes the workload's namespace through the dcgm-exporter label traps in
+    PromQL: ``label_replace`` copies ``pod_namespace`` (``--use-old-namespace``) and then
+    ``exported_namespace`` (``honorLabels: false``) over ``namespace`` when they are set (a
+    ``(.+)`` regex does not match an empty label, so the series passes unchanged). Mean
+    latency is ``rate(sum) / rate(count)`` of the histogram, summed per namespace first so
+    that every replica counts by its requests. ``rate_window_s`` should span at least two
+    scrapes."""
+    window = f"[{int(rate_window_s)}s]"
+    util = metric_selector(GPU_UTIL)
+    util = f'label_replace({util}, "namespace", "$1", "pod_namespace", "(.+)")'
+    util = f'label_replace({util}, "namespace", "$1", "exported_namespace", "(.+)")'
+
+    def rate(metric: str) -> str:
+        return f"sum by (namespace) (rate({metric}{window}))"
+
+    return {
+        "util_pct": f"avg by (namespace) ({util})",
+        "latency_s": f"{rate(VLLM_E2E_LATENCY + '_sum')} / {rate(VLLM_E2E_LATENCY + '_count')}",
+        "waiting": f"sum by (namespace) ({VLLM_WAITING})",
+        "generation_tok_s": rate(VLLM_GENERATION_TOKENS),
+        "prompt_tok_s": rate(VLLM_PROMPT_TOKENS),
+    }
+
+
+def inference_signals_from_series(
+    results: Mapping[str, Sequence[Series]], *, namespaces: Iterable[str] | None = None
+) -> dict[str, InferenceSignals]:
+    """Group the answers of :func:`inference_queries` by namespace (pure). A namespace's
+    pieces of one metric (chunked ranges) are joined in time order; series without a
+    namespace label (cards no pod holds) are dropped."""
+    wanted = None if namespaces is None else set(namespaces)
+    timelines: dict[str, dict[str, list[Sample]]] = defaultdict(lambda: defaultdict(list))
+    for key, series in results.items():
+        if key not in INFERENCE_METRICS:
+            raise ValueError(f"unknown inference metric {key!r}")
+        for item in series:
+            namespace = item.label("namespace")
+            if not namespace or (wanted is not None and namespace not in wanted):
+                continue
+            timelines[namespace][key].extend(item.samples)
+    out: dict[str, InferenceSignals] = {}
+    for namespace, metrics in sorted(timelines.items()):
+        out[namespace] = InferenceSignals(
+            namespace,
+            **{
+                key: tuple(sorted(samples, key=lambda s: s.timestamp))
+                for key, samples in metrics.items()
+            },
+        )
+    return out

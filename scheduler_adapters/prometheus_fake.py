@@ -29,7 +29,13 @@ from dataclasses import replace
 from datetime import datetime
 
 from scheduler_adapters.errors import SchedulerRejected, SchedulerUnavailable
-from scheduler_adapters.prometheus import DeviceUsage, Sample, Series
+from scheduler_adapters.prometheus import (
+    INFERENCE_METRICS,
+    DeviceUsage,
+    InferenceSignals,
+    Sample,
+    Series,
+)
 
 _SELECTOR = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)?(\{(?P<matchers>[^}]*)\})?"
                        r"(\[(?P<range>\d+)s\])?$")  # fmt: skip
@@ -63,10 +69,14 @@ class FakePrometheus:
         devices: Iterable[DeviceUsage] = (),
         *,
         series: Iterable[Series] = (),
+        inference: Iterable[InferenceSignals] = (),
         down: bool = False,
         lookback_s: float = 300,
     ) -> None:
         self.devices = list(devices)
+        self.inference: dict[str, InferenceSignals] = {
+            signals.namespace: signals for signals in inference
+        }
         self.series = list(series)
         self.down = down
         self.lookback_s = lookback_s
@@ -87,6 +97,34 @@ class FakePrometheus:
             )
             for device in self.devices
         )
+
+    def inference_signals(
+        self,
+        *,
+        start: datetime,
+        end: datetime,
+        step_s: float = 60,
+        rate_window_s: int = 120,
+        namespaces: Iterable[str] | None = None,
+    ) -> dict[str, InferenceSignals]:
+        """``self.inference`` (namespace -> :class:`InferenceSignals`) cut to ``[start, end]``
+        and to ``namespaces``, as the real adapter answers (its PromQL is not evaluated)."""
+        self.calls.append((start, end, step_s))
+        self._check_up()
+        lo, hi = start.timestamp(), end.timestamp()
+        wanted = None if namespaces is None else set(namespaces)
+        out = {}
+        for namespace, signals in sorted(self.inference.items()):
+            if wanted is not None and namespace not in wanted:
+                continue
+            out[namespace] = InferenceSignals(
+                namespace,
+                **{
+                    key: tuple(s for s in getattr(signals, key) if lo <= s.timestamp <= hi)
+                    for key in INFERENCE_METRICS
+                },
+            )
+        return out
 
     def query(self, expr: str, *, at: datetime) -> tuple[Series, ...]:
         self.queries.append(expr)

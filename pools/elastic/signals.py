@@ -1,0 +1,47 @@
+"""From Prometheus timelines to what the policy and the forecast read. Pure, no ORM.
+
+:class:`~scheduler_adapters.prometheus.InferenceSignals` come from one batch of range queries
+(same start and step for every metric), so a namespace's metrics share timestamps; they are
+joined on them here. A timestamp where utilisation is missing gives no sample at all (the
+policy sees a gap, which is unknown); a missing latency gives ``latency_ms=None``.
+"""
+
+from __future__ import annotations
+
+from scheduler_adapters.prometheus import InferenceSignals
+
+from .policy import MetricSample
+
+INPUT_TOKEN_WEIGHT = 0.5  # DESIGN.md "Sizing": equivalent output = output + input x 0.5
+
+
+def metric_samples(signals: InferenceSignals) -> list[MetricSample]:
+    """Utilisation (%) and mean latency (s -> ms) joined on their timestamps, in time order."""
+    latency = {s.timestamp: s.value for s in signals.latency_s}
+    out = []
+    for sample in signals.util_pct:
+        seconds = latency.get(sample.timestamp)
+        out.append(
+            MetricSample(
+                sample.timestamp,
+                sample.value,
+                None if seconds is None else seconds * 1000.0,
+            )
+        )
+    return out
+
+
+def demand_samples(
+    signals: InferenceSignals, *, input_weight: float = INPUT_TOKEN_WEIGHT
+) -> list[tuple[float, float | None]]:
+    """Output-equivalent tokens/s: ``generation + input_weight x prompt``; ``None`` where
+    either rate is unknown (a missing counter is never 0 tokens)."""
+    prompt = {s.timestamp: s.value for s in signals.prompt_tok_s}
+    out: list[tuple[float, float | None]] = []
+    for sample in signals.generation_tok_s:
+        prompt_rate = prompt.get(sample.timestamp)
+        if sample.value is None or prompt_rate is None:
+            out.append((sample.timestamp, None))
+        else:
+            out.append((sample.timestamp, sample.value + input_weight * prompt_rate))
+    return out

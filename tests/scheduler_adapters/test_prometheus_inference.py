@@ -1,0 +1,96 @@
+"""Elastic signals from Prometheus: five range queries whatever the number of namespaces,
+answers grouped by namespace; the fake answers the same shape."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+
+from scheduler_adapters.prometheus import (
+    InferenceSignals,
+    PrometheusAdapter,
+    Sample,
+    inference_queries,
+)
+from scheduler_adapters.prometheus_fake import FakePrometheus
+
+START = datetime(2026, 11, 2, 10, tzinfo=UTC)
+END = START + timedelta(minutes=2)
+T = START.timestamp()
+
+
+def _matrix(rows):
+    return {"status": "success", "data": {"resultType": "matrix", "result": rows}}
+
+
+def test_queries_are_grouped_by_namespace_and_follow_the_label_traps():
+    queries = inference_queries(rate_window_s=120)
+    assert list(queries) == ["util_pct", "latency_s", "waiting", "generation_tok_s",
+                             "prompt_tok_s"]  # fmt: skip
+    assert queries["util_pct"] == (
+        'avg by (namespace) (label_replace(label_replace({__name__=~"DCGM_FI_DEV_GPU_UTIL|'
+        'dcgm_fi_dev_gpu_util"}, "namespace", "$1", "pod_namespace", "(.+)"), "namespace", '
+        '"$1", "exported_namespace", "(.+)"))'
+    )
+    assert queries["latency_s"] == (
+        "sum by (namespace) (rate(vllm:e2e_request_latency_seconds_sum[120s])) / "
+        "sum by (namespace) (rate(vllm:e2e_request_latency_seconds_count[120s]))"
+    )
+    assert queries["waiting"] == "sum by (namespace) (vllm:num_requests_waiting)"
+    assert queries["generation_tok_s"] == (
+        "sum by (namespace) (rate(vllm:generation_tokens_total[120s]))"
+    )
+
+
+def _server(namespaces: int, seen: list[str]):
+    def handler(request: httpx.Request) -> httpx.Response:
+        query = parse_qs(urlsplit(str(request.url)).query)["query"][0]
+        seen.append(query)
+        value = {"util_pct": "80", "latency_s": "0.9", "waiting": "3",
+                 "generation_tok_s": "100", "prompt_tok_s": "NaN"}  # fmt: skip
+        key = next(k for k, q in inference_queries().items() if q == query)
+        rows = [
+            {
+                "metric": {"namespace": f"team-{i}"},
+                "values": [[T, value[key]], [T + 60, value[key]]],
+            }
+            for i in range(namespaces)
+        ]
+        rows.append({"metric": {}, "values": [[T, "1"]]})  # a card no pod holds: dropped
+        return httpx.Response(200, content=json.dumps(_matrix(rows)))
+
+    return httpx.MockTransport(handler)
+
+
+def test_two_thousand_namespaces_take_five_queries():
+    seen: list[str] = []
+    adapter = PrometheusAdapter("http://prom", transport=_server(2000, seen))
+    signals = adapter.inference_signals(start=START, end=END, step_s=60)
+    assert len(seen) == 5
+    assert len(signals) == 2000
+    one = signals["team-7"]
+    assert one.util_pct == (Sample(T, 80.0), Sample(T + 60, 80.0))
+    assert one.latency_s[0] == Sample(T, 0.9)
+    assert one.prompt_tok_s[0] == Sample(T, None)  # NaN is unknown
+
+
+def test_namespaces_filter_and_thirty_days_in_chunks():
+    seen: list[str] = []
+    adapter = PrometheusAdapter("http://prom", transport=_server(3, seen))
+    signals = adapter.inference_signals(
+        start=START, end=START + timedelta(days=30), step_s=60, namespaces=["team-1"]
+    )
+    assert list(signals) == ["team-1"]
+    # 43,201 steps in pieces of at most 10,000: 5 pieces x 5 metrics
+    assert len(seen) == 25
+
+
+def test_fake_answers_the_same_shape():
+    stored = InferenceSignals("team-a", util_pct=(Sample(T - 60, 1.0), Sample(T, 2.0)))
+    fake = FakePrometheus(inference=[stored, InferenceSignals("team-b")])
+    got = fake.inference_signals(start=START, end=END, namespaces=["team-a"])
+    assert list(got) == ["team-a"]
+    assert got["team-a"].util_pct == (Sample(T, 2.0),)
