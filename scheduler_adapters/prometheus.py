@@ -66,6 +66,14 @@ GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 FB_USED = "DCGM_FI_DEV_FB_USED"
 
+# vLLM's own series (vllm/engine/metrics.py, v0.6+ and the V1 engine's loggers.py): a histogram
+# of end-to-end request latency in seconds, a gauge of queued requests, and token counters.
+VLLM_E2E_LATENCY = "vllm:e2e_request_latency_seconds"
+VLLM_WAITING = "vllm:num_requests_waiting"
+VLLM_GENERATION_TOKENS = "vllm:generation_tokens_total"
+VLLM_PROMPT_TOKENS = "vllm:prompt_tokens_total"
+INFERENCE_METRICS = ("util_pct", "latency_s", "waiting", "generation_tok_s", "prompt_tok_s")
+
 
 def metric_selector(name: str, matchers: str = "") -> str:
     """A PromQL selector for ``name`` in upper or lower case, plus ``matchers`` (``a="b",...``).
@@ -293,13 +301,23 @@ class PrometheusAdapter:
         step_s: float = 60,
         rate_window_s: int = 120,
         namespaces: Iterable[str] | None = None,
+        metrics: Iterable[str] = INFERENCE_METRICS,
     ) -> dict[str, InferenceSignals]:
         """Per namespace, the signals the elastic loop scales on, from ``start`` to ``end``:
         one range query per metric (:func:`inference_queries`, five in all) whatever the
         number of namespaces, each aggregated ``by (namespace)`` in Prometheus. ``namespaces``
-        keeps only those (``None``: every namespace that has a series)."""
-        results: dict[str, list[Series]] = {key: [] for key in INFERENCE_METRICS}
-        queries = inference_queries(rate_window_s=rate_window_s)
+        keeps only those (``None``: every namespace that has a series); ``metrics`` asks for
+        fewer (the what-if needs ``util_pct`` and ``latency_s`` only)."""
+        wanted = tuple(metrics)
+        unknown = set(wanted) - set(INFERENCE_METRICS)
+        if unknown:
+            raise ValueError(f"unknown inference metrics {sorted(unknown)}")
+        results: dict[str, list[Series]] = {key: [] for key in wanted}
+        queries = {
+            key: expr
+            for key, expr in inference_queries(rate_window_s=rate_window_s).items()
+            if key in wanted
+        }
         with _cyclic_gc_paused():
             for chunk_start, chunk_end in _chunks(start, end, step_s):
                 for key, expr in queries.items():
@@ -549,14 +567,6 @@ def _timeline(series: Sequence[Series], *, scale: float) -> tuple[Sample, ...]:
 
 
 # ------------------------------------------------------------------ elastic inference signals
-
-# vLLM's own series (vllm/engine/metrics.py, v0.6+ and the V1 engine's loggers.py): a histogram
-# of end-to-end request latency in seconds, a gauge of queued requests, and token counters.
-VLLM_E2E_LATENCY = "vllm:e2e_request_latency_seconds"
-VLLM_WAITING = "vllm:num_requests_waiting"
-VLLM_GENERATION_TOKENS = "vllm:generation_tokens_total"
-VLLM_PROMPT_TOKENS = "vllm:prompt_tokens_total"
-INFERENCE_METRICS = ("util_pct", "latency_s", "waiting", "generation_tok_s", "prompt_tok_s")
 
 
 @dataclass(frozen=True)

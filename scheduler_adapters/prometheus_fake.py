@@ -106,6 +106,7 @@ class FakePrometheus:
         step_s: float = 60,
         rate_window_s: int = 120,
         namespaces: Iterable[str] | None = None,
+        metrics: Iterable[str] = INFERENCE_METRICS,
     ) -> dict[str, InferenceSignals]:
         """``self.inference`` (namespace -> :class:`InferenceSignals`) cut to ``[start, end]``
         and to ``namespaces``, as the real adapter answers (its PromQL is not evaluated)."""
@@ -121,7 +122,7 @@ class FakePrometheus:
                 namespace,
                 **{
                     key: tuple(s for s in getattr(signals, key) if lo <= s.timestamp <= hi)
-                    for key in INFERENCE_METRICS
+                    for key in metrics
                 },
             )
         return out

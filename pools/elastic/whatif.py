@@ -70,6 +70,7 @@ def replay(
     """Replay ``policy`` over ``samples`` (sorted by ``at``); see the module docstring.
     ``prescale(at)`` gives the forecast's pre-scale cards at ``at`` (``None``: none)."""
     cards = policy.lower_bound_cards if cards_start is None else cards_start
+    lower = policy.lower_bound_cards
     last_scaled: float | None = None
     up_start: float | None = None
     down_start: float | None = None
@@ -92,25 +93,41 @@ def replay(
             else None
         )
 
-        signals = Signals(
-            known=sample.util_pct is not None,
-            util_pct=sample.util_pct,
-            latency_ms=sample.latency_ms,
-            sample_age_s=0.0,
-            up_held_s=_held(up_start, at, last_scaled),
-            down_held_s=_held(down_start, at, last_scaled),
-        )
-        decision = decide(
-            policy,
-            signals=signals,
-            cards_now=cards,
-            now=at,
-            last_scaled_at=last_scaled,
-            prescale_cards=prescale(at) if prescale is not None else None,
-        )
         if not timeline:
             timeline.append((at, cards))
-        if decision.action is not Action.HOLD:
+        up_held = _held(up_start, at, last_scaled)
+        down_held = _held(down_start, at, last_scaled)
+        wanted = prescale(at) if prescale is not None else None
+        # Fast path: when no rule can fire and the cards are within bounds, decide() would
+        # hold; skip building its decision (most samples). test_replay_decides_as_the_live_
+        # loop_does checks that this gives the live loop's events.
+        if (
+            lower <= cards <= policy.ceiling_cards
+            and wanted is None
+            and (
+                sample.util_pct is None
+                or (up_held < policy.up_window_s and down_held < policy.down_window_s)
+            )
+        ):
+            decision = None
+        else:
+            signals = Signals(
+                known=sample.util_pct is not None,
+                util_pct=sample.util_pct,
+                latency_ms=sample.latency_ms,
+                sample_age_s=0.0,
+                up_held_s=up_held,
+                down_held_s=down_held,
+            )
+            decision = decide(
+                policy,
+                signals=signals,
+                cards_now=cards,
+                now=at,
+                last_scaled_at=last_scaled,
+                prescale_cards=wanted,
+            )
+        if decision is not None and decision.action is not Action.HOLD:
             ups += decision.action is Action.UP
             downs += decision.action is Action.DOWN
             cards = decision.cards_to

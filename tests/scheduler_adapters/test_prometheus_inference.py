@@ -94,3 +94,11 @@ def test_fake_answers_the_same_shape():
     got = fake.inference_signals(start=START, end=END, namespaces=["team-a"])
     assert list(got) == ["team-a"]
     assert got["team-a"].util_pct == (Sample(T, 2.0),)
+
+
+def test_what_if_asks_for_two_metrics_only():
+    seen: list[str] = []
+    adapter = PrometheusAdapter("http://prom", transport=_server(1, seen))
+    signals = adapter.inference_signals(start=START, end=END, metrics=("util_pct", "latency_s"))
+    assert seen == [inference_queries()["util_pct"], inference_queries()["latency_s"]]
+    assert signals["team-0"].waiting == ()
