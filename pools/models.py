@@ -7,6 +7,7 @@ their names (``pools_<model>``), so moving a model between sub-domains needs no 
 
 from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
+from pools.elastic.models import ElasticPolicy, ScaleEvent
 from pools.inventory.models import (
     DriverGroup,
     Gpu,
@@ -26,6 +27,7 @@ __all__ = [
     "AuditEvent",
     "CapacityRequest",
     "DriverGroup",
+    "ElasticPolicy",
     "Exemption",
     "Gpu",
     "GpuModel",
@@ -38,6 +40,7 @@ __all__ = [
     "Node",
     "Pool",
     "ReclamationPolicy",
+    "ScaleEvent",
     "SchedulerDrift",
     "SizingEstimate",
     "Team",

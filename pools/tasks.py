@@ -1,8 +1,10 @@
 """The app's task registry: Celery's autodiscovery imports ``pools.tasks``; each sub-domain
-defines its own (``pools.capacity.tasks``, ``pools.sizing.tasks``, ``pools.reclamation.tasks``)."""
+defines its own (``pools.capacity.tasks``, ``pools.sizing.tasks``, ``pools.reclamation.tasks``,
+``pools.elastic.tasks``)."""
 
 from pools.capacity import tasks as capacity_tasks
+from pools.elastic import tasks as elastic_tasks
 from pools.reclamation import tasks as reclamation_tasks
 from pools.sizing import tasks as sizing_tasks
 
-__all__ = ["capacity_tasks", "reclamation_tasks", "sizing_tasks"]
+__all__ = ["capacity_tasks", "elastic_tasks", "reclamation_tasks", "sizing_tasks"]

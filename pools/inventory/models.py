@@ -22,6 +22,7 @@ from pools.choices import (
     NodeState,
     Scheduler,
 )
+from pools.elastic.choices import QuotaBackend
 
 # RFC 1123 host names, plus '_' which Slurm node names allow. No spaces.
 hostname_validator = RegexValidator(
@@ -140,6 +141,15 @@ class Pool(models.Model):
     )
     auto_approve_max_days = models.PositiveIntegerField(
         null=True, blank=True, help_text="… lasting at most this many days are approved at once."
+    )
+    # Kubernetes pools: where elastic allocations' floor/ceiling land (pools/elastic/).
+    quota_backend = models.CharField(
+        max_length=16, choices=QuotaBackend.choices, default=QuotaBackend.RESOURCE_QUOTA
+    )
+    quota_cohort = models.CharField(
+        max_length=63,
+        blank=True,
+        help_text="Kueue cohort / Volcano parent queue / Koordinator parent quota of the pool.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

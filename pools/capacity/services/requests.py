@@ -17,7 +17,7 @@ from pools.audit.services import audit_event_build, audit_event_record
 from pools.capacity.availability import SCHEDULER_OF_KIND, pool_free_cards, request_options
 from pools.capacity.locks import pool_lock, request_lock
 from pools.capacity.models import Allocation, CapacityRequest
-from pools.choices import AllocationStatus, RequestStatus, TeamRole, WorkloadKind
+from pools.choices import AllocationStatus, RequestStatus, Scheduler, TeamRole, WorkloadKind
 from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition, PermissionDenied
 from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import GpuModel, Pool
@@ -356,6 +356,18 @@ def capacity_request_approve(
                 ),
             ]
         )
+        if locked_pool.scheduler == Scheduler.KUBERNETES:
+            # Burst cards lent to elastic allocations never count against a guarantee: take
+            # back (with notice) what this approval needs (pools/elastic/services.py).
+            from pools.elastic.services import elastic_hand_back
+
+            elastic_hand_back(
+                pool=locked_pool,
+                gpu_model=target_model,
+                starts_at=request.starts_at,
+                ends_at=end,
+                actor=actor,
+            )
         from pools.capacity.tasks import allocation_provision_task
 
         allocation_provision_task.delay_on_commit(allocation.pk)

@@ -17,11 +17,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Sum
+from django.db.models import Case, F, Sum, When
 from django.utils import timezone
 
 from pools.capacity.models import Allocation
 from pools.choices import AliasKind, AllocationStatus, Scheduler
+from pools.elastic.choices import QuotaBackend
 from pools.inventory.models import GpuModel, GpuModelAlias, Pool
 from pools.tenancy.models import Membership, Team
 from scheduler_adapters.base import SchedulerAdapter
@@ -79,8 +80,24 @@ def team_cards_applied(
         status__in=APPLIED_STATUSES,
         starts_at__lte=now + PROVISION_LEAD,
         ends_at__gt=now,
-    ).aggregate(cards=Sum("card_count"))["cards"]
+    ).aggregate(cards=Sum(applied_cards_expression()))["cards"]
     return int(total or 0)
+
+
+def applied_cards_expression() -> Case:
+    """The cards an allocation holds in its scheduler: ``card_count``, except for an elastic
+    allocation (pools/elastic/): the cards its loop applied when the pool's quota backend is the
+    ResourceQuota, else its ceiling (Kueue, Volcano, Koordinator enforce the floor and the
+    burst themselves, so the namespace quota must not stop them)."""
+    return Case(
+        When(
+            elastic_policy__isnull=False,
+            pool__quota_backend=QuotaBackend.RESOURCE_QUOTA,
+            then=F("elastic_policy__cards_held"),
+        ),
+        When(elastic_policy__isnull=False, then=F("elastic_policy__ceiling_cards")),
+        default=F("card_count"),
+    )
 
 
 def slurm_limit_sync(

@@ -1,0 +1,593 @@
+"""Elastic inference allocations: policy writes, the scaling loop, applying decisions, and
+handing burst cards back when a guaranteed approval needs them.
+
+The loop (:func:`elastic_scan`, a Celery beat task every minute):
+
+1. one :meth:`~scheduler_adapters.prometheus.PrometheusAdapter.inference_signals` call for
+   every enabled elastic allocation whose window is open (two range queries: utilisation and
+   mean latency by namespace, over the longest rule window plus 5 minutes);
+2. per pool x GPU model, with the pool row locked (the invariant's owner, pools/capacity/locks):
+   the cards free for the window now (floors of every holding allocation already counted) less
+   the burst other elastic allocations hold is what may still be borrowed; each allocation's
+   decision (:func:`pools.elastic.policy.evaluate`) is capped to it (reason ``no_free_cards``
+   when nothing is left);
+3. a change updates ``cards_held``, records a :class:`ScaleEvent` and an audit event with the
+   decision's numbers; a hold is recorded (event and audit) only when its reason differs from
+   the last recorded decision's, so a steady allocation costs no rows per minute;
+4. after commit a task applies the change in Kubernetes (:func:`elastic_apply`): the team's
+   ResourceQuota through :func:`~pools.capacity.services.scheduler_binding.kubernetes_quota_sync`
+   (which counts an elastic allocation's ``cards_held``), plus, for Kueue / Volcano /
+   Koordinator pools, the floor/ceiling objects of :mod:`scheduler_adapters.kubernetes_elastic`.
+
+Missing Prometheus or missing series are *unknown*: nothing scales (reason ``unknown``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from pools.audit.services import audit_event_record
+from pools.capacity.availability import pool_free_cards
+from pools.capacity.locks import pool_lock
+from pools.capacity.models import Allocation
+from pools.capacity.services.scheduler_binding import (
+    APPLIED_STATUSES,
+    k8s_product_label,
+    kubernetes_quota_sync,
+    scheduler_adapter,
+)
+from pools.choices import HOLDING_STATUSES, Scheduler, WorkloadKind
+from pools.elastic.burst import Burst, hand_back_plan
+from pools.elastic.choices import QuotaBackend, ScaleAction, ScaleSource
+from pools.elastic.models import ElasticPolicy, ScaleEvent
+from pools.elastic.policy import (
+    Action,
+    Decision,
+    MetricSample,
+    PolicyError,
+    Reason,
+    ScalingPolicy,
+    evaluate,
+)
+from pools.elastic.signals import metric_samples
+from pools.elastic.whatif import WhatIf, replay
+from pools.errors import InvalidInput, PermissionDenied
+from pools.inventory.models import GpuModel, Pool
+from scheduler_adapters.errors import SchedulerError
+from scheduler_adapters.kubernetes_elastic import ElasticBounds, ElasticQuotaWriter
+
+STEP_S = 60
+EDITABLE_FIELDS = (
+    "ceiling_cards",
+    "step_cards",
+    "cards_per_replica",
+    "min_replicas",
+    "up_util_pct",
+    "up_latency_ms",
+    "up_window_minutes",
+    "down_util_pct",
+    "down_window_minutes",
+    "cooldown_minutes",
+    "prescale_lead_minutes",
+    "per_card_tok_s",
+    "deployment",
+    "enabled",
+)
+
+
+def scaling_policy(policy: ElasticPolicy) -> ScalingPolicy:
+    """The pure policy of ``policy``: the floor is the allocation's ``card_count``."""
+    return ScalingPolicy(
+        floor_cards=policy.allocation.card_count,
+        ceiling_cards=policy.ceiling_cards,
+        step_cards=policy.step_cards,
+        cards_per_replica=policy.cards_per_replica,
+        min_replicas=policy.min_replicas,
+        up_util_pct=float(policy.up_util_pct),
+        up_latency_ms=float(policy.up_latency_ms),
+        up_window_s=policy.up_window_minutes * 60,
+        down_util_pct=float(policy.down_util_pct),
+        down_window_s=policy.down_window_minutes * 60,
+        cooldown_s=policy.cooldown_minutes * 60,
+    )
+
+
+def policy_snapshot(policy: ElasticPolicy) -> dict[str, Any]:
+    data: dict[str, Any] = {"floor_cards": policy.allocation.card_count}
+    for name in (*EDITABLE_FIELDS, "cards_held"):
+        value = getattr(policy, name)
+        data[name] = str(value) if isinstance(value, Decimal) else value
+    return data
+
+
+def _require_manager_or_admin(actor: Any, allocation: Allocation) -> None:
+    from pools.capacity.services.requests import team_role
+
+    if getattr(actor, "is_staff", False):
+        return
+    if team_role(user=actor, team=allocation.team) != "manager":
+        raise PermissionDenied("Only the team's managers and pool admins edit elastic policies.")
+
+
+# the pure policy's names (seconds, floor) -> the model's (minutes, the allocation's cards)
+_MODEL_FIELD = {
+    "floor_cards": "ceiling_cards",
+    "up_window_s": "up_window_minutes",
+    "down_window_s": "down_window_minutes",
+    "cooldown_s": "cooldown_minutes",
+}
+
+
+def _check(policy: ElasticPolicy) -> None:
+    """Validate the numbers together (the pure policy's rules) and the model's own."""
+    errors: dict[str, str] = {}
+    try:
+        scaling_policy(policy)
+    except PolicyError as exc:
+        errors[_MODEL_FIELD.get(exc.field, exc.field)] = exc.message
+    from django.core.exceptions import ValidationError
+
+    try:
+        policy.full_clean(exclude=["allocation", "cards_held", "last_decision"])
+    except ValidationError as exc:
+        for name, messages in exc.message_dict.items():
+            errors.setdefault(name, "; ".join(messages))
+    if errors:
+        raise InvalidInput("The elastic policy has invalid fields.", errors=errors)
+
+
+def elastic_policy_create(*, allocation: Allocation, actor: Any, **fields: Any) -> ElasticPolicy:
+    """Make ``allocation`` elastic: its ``card_count`` stays the guaranteed floor, the policy
+    adds the ceiling. Only inference allocations on Kubernetes pools that still hold cards.
+    Raises :class:`InvalidInput` (nothing written) or :class:`PermissionDenied`."""
+    _require_manager_or_admin(actor, allocation)
+    unknown = set(fields) - set(EDITABLE_FIELDS)
+    if unknown:
+        raise InvalidInput("Unknown fields.", errors={name: "Unknown field." for name in unknown})
+    if allocation.pool.scheduler != Scheduler.KUBERNETES:
+        raise InvalidInput(
+            "Only allocations on Kubernetes pools can be elastic.",
+            errors={"allocation": "Not a Kubernetes pool."},
+        )
+    if allocation.request.workload_kind != WorkloadKind.INFERENCE:
+        raise InvalidInput(
+            "Only inference allocations can be elastic.",
+            errors={"allocation": "Not an inference allocation."},
+        )
+    if allocation.status not in HOLDING_STATUSES:
+        raise InvalidInput(
+            f"A {allocation.status} allocation holds no cards.",
+            errors={"allocation": "The allocation holds no cards."},
+        )
+    if ElasticPolicy.objects.filter(allocation=allocation).exists():
+        raise InvalidInput(
+            "The allocation is already elastic.", errors={"allocation": "Already elastic."}
+        )
+    fields.setdefault("ceiling_cards", allocation.card_count)
+    policy = ElasticPolicy(allocation=allocation, cards_held=allocation.card_count, **fields)
+    _check(policy)
+    with transaction.atomic():
+        policy.save()
+        audit_event_record(
+            actor=actor, action="elastic_policy.created", obj=policy, after=policy_snapshot(policy)
+        )
+    return policy
+
+
+def elastic_policy_update(*, policy: ElasticPolicy, actor: Any, **fields: Any) -> ElasticPolicy:
+    """Change a policy's numbers (bounded like the reclamation policy). A ceiling lowered under
+    the cards held is obeyed by the next loop pass (reason ``above_ceiling``)."""
+    _require_manager_or_admin(actor, policy.allocation)
+    unknown = set(fields) - set(EDITABLE_FIELDS)
+    if unknown:
+        raise InvalidInput("Unknown fields.", errors={name: "Unknown field." for name in unknown})
+    with transaction.atomic():
+        locked = (
+            ElasticPolicy.objects.select_for_update(of=("self",))
+            .select_related("allocation")
+            .get(pk=policy.pk)
+        )
+        before = policy_snapshot(locked)
+        for name, value in fields.items():
+            setattr(locked, name, value)
+        if locked.cards_held > locked.ceiling_cards:
+            locked.cards_held = locked.ceiling_cards
+        _check(locked)
+        locked.save()
+        audit_event_record(
+            actor=actor,
+            action="elastic_policy.updated",
+            obj=locked,
+            before=before,
+            after=policy_snapshot(locked),
+        )
+    if locked.cards_held != before["cards_held"]:
+        from pools.elastic.tasks import elastic_apply_task
+
+        elastic_apply_task.delay_on_commit(locked.pk)
+    return locked
+
+
+# ------------------------------------------------------------------------------ the loop
+
+
+@dataclass
+class ScanReport:
+    """One pass: ``policies`` judged, ``changed`` (ups + downs), ``events`` recorded,
+    ``queries`` to Prometheus, ``error`` when the metrics could not be read."""
+
+    at: datetime
+    policies: int = 0
+    ups: int = 0
+    downs: int = 0
+    holds: int = 0
+    events: int = 0
+    unknown: int = 0
+    error: str = ""
+    changed_ids: list[int] = field(default_factory=list)
+
+
+def open_policies(now: datetime):
+    return ElasticPolicy.objects.filter(
+        enabled=True,
+        allocation__status__in=APPLIED_STATUSES,
+        allocation__starts_at__lte=now,
+        allocation__ends_at__gt=now,
+    ).select_related("allocation__team", "allocation__pool", "allocation__gpu_model")
+
+
+def namespace_of(policy: ElasticPolicy) -> str:
+    return f"team-{policy.allocation.team.slug}"
+
+
+def elastic_scan(*, now: datetime | None = None, metrics: Any = None) -> ScanReport:
+    """One pass of the loop over every open elastic allocation (module docstring)."""
+    now = now or timezone.now()
+    report = ScanReport(at=now)
+    policies = list(open_policies(now))
+    report.policies = len(policies)
+    if not policies:
+        return report
+    longest = max(max(p.up_window_minutes, p.down_window_minutes) for p in policies)
+    signals: dict[str, Any] = {}
+    if metrics is None:
+        from pools.reclamation.services.scan import metrics_adapter
+
+        metrics = metrics_adapter()
+    if metrics is None:
+        report.error = "PROMETHEUS_URL is not set: every allocation's metrics are unknown."
+    else:
+        try:
+            signals = metrics.inference_signals(
+                start=now - timedelta(minutes=longest + 5),
+                end=now,
+                step_s=STEP_S,
+                namespaces={namespace_of(p) for p in policies},
+                metrics=("util_pct", "latency_s"),
+            )
+        except SchedulerError as exc:  # unreadable metrics are unknown: nothing scales
+            report.error = f"Prometheus could not be read: {exc}"
+    groups: dict[tuple[int, int], list[ElasticPolicy]] = defaultdict(list)
+    for policy in policies:
+        groups[(policy.allocation.pool_id, policy.allocation.gpu_model_id)].append(policy)
+    for (pool_id, _model_id), members in sorted(groups.items()):
+        with transaction.atomic():
+            pool = pool_lock(pool_id)
+            _judge_group(pool, members, signals, now, report)
+    if report.changed_ids:
+        from pools.elastic.tasks import elastic_apply_task
+
+        for policy_id in report.changed_ids:
+            elastic_apply_task.delay(policy_id)
+    return report
+
+
+def _judge_group(
+    pool: Pool, members: list[ElasticPolicy], signals: dict, now: datetime, report: ScanReport
+) -> None:
+    ids = [p.pk for p in members]
+    locked = {
+        p.pk: p
+        for p in ElasticPolicy.objects.select_for_update(of=("self",))
+        .select_related("allocation__team", "allocation__pool", "allocation__gpu_model")
+        .filter(pk__in=ids)
+    }
+    model = members[0].allocation.gpu_model
+    free = pool_free_cards(pool=pool, gpu_model=model, start=now, end=now + timedelta(minutes=1))
+    lent = sum(
+        max(0, p.cards_held - p.allocation.card_count) for p in _group_policies(pool, model, now)
+    )
+    for policy_id in ids:
+        policy = locked[policy_id]
+        found = signals.get(namespace_of(policy))
+        samples: list[MetricSample] = metric_samples(found) if found is not None else []
+        last = policy.last_scaled_at.timestamp() if policy.last_scaled_at else None
+        decision = evaluate(
+            scaling_policy(policy),
+            samples,
+            cards_now=policy.cards_held,
+            now=now.timestamp(),
+            last_scaled_at=last,
+        )
+        if decision.action is Action.UP and decision.cards_to > decision.cards_from:
+            lendable = max(0, free - lent)
+            own_floor = policy.allocation.card_count
+            already_floor = max(0, own_floor - decision.cards_from)  # under the floor: not burst
+            room = lendable + already_floor
+            granted = min(decision.cards_to, decision.cards_from + room)
+            if granted <= decision.cards_from:
+                decision = _no_free_cards(decision, lendable)
+            else:
+                lent += max(0, granted - max(own_floor, decision.cards_from))
+                decision = _capped(decision, granted)
+        elif decision.action is Action.DOWN:
+            lent -= max(0, decision.cards_from - max(policy.allocation.card_count,
+                                                     decision.cards_to))  # fmt: skip
+        _record(policy, decision, now, report)
+
+
+def _group_policies(pool: Pool, model: GpuModel, now: datetime):
+    return ElasticPolicy.objects.filter(
+        allocation__pool=pool,
+        allocation__gpu_model=model,
+        allocation__status__in=HOLDING_STATUSES,
+        allocation__ends_at__gt=now,
+    ).select_related("allocation")
+
+
+def _no_free_cards(decision: Decision, lendable: int) -> Decision:
+    from dataclasses import replace
+
+    return replace(
+        decision,
+        action=Action.HOLD,
+        reason="no_free_cards",  # type: ignore[arg-type]
+        cards_to=decision.cards_from,
+        message=f"{decision.message}; but the pool has {lendable} card(s) free to lend",
+    )
+
+
+def _capped(decision: Decision, granted: int) -> Decision:
+    from dataclasses import replace
+
+    if granted == decision.cards_to:
+        return decision
+    return replace(
+        decision,
+        cards_to=granted,
+        message=f"{decision.message}; capped at {granted} by the pool's free cards",
+    )
+
+
+def _record(policy: ElasticPolicy, decision: Decision, now: datetime, report: ScanReport) -> None:
+    changed = decision.action is not Action.HOLD and decision.cards_to != decision.cards_from
+    if decision.reason == Reason.UNKNOWN:
+        report.unknown += 1
+    if not changed:
+        report.holds += 1
+        if policy.last_decision.get("reason") == str(decision.reason):
+            return  # the same hold as last time: nothing new to record
+    else:
+        report.ups += decision.action is Action.UP
+        report.downs += decision.action is Action.DOWN
+    numbers = decision.numbers()
+    before = {"cards_held": policy.cards_held}
+    if changed:
+        floor = policy.allocation.card_count
+        if decision.cards_to > floor and policy.cards_held <= floor:
+            policy.borrowed_since = now
+        elif decision.cards_to <= floor:
+            policy.borrowed_since = None
+        policy.cards_held = decision.cards_to
+        policy.last_scaled_at = now
+    policy.last_decision = {**numbers, "decided_at": now.isoformat()}
+    policy.save(update_fields=["cards_held", "last_scaled_at", "borrowed_since", "last_decision"])
+    try:
+        with transaction.atomic():
+            ScaleEvent.objects.create(
+                policy=policy,
+                decided_at=now,
+                source=ScaleSource.LOOP,
+                action=str(decision.action) if changed else ScaleAction.HOLD,
+                reason=str(decision.reason),
+                cards_from=decision.cards_from,
+                cards_to=decision.cards_to,
+                effective_at=now,
+                message=decision.message,
+                numbers=numbers,
+            )
+    except IntegrityError:
+        return  # this instant was judged already (a retried task)
+    report.events += 1
+    audit_event_record(
+        actor=None,
+        action=f"elastic.{'scale_' + str(decision.action) if changed else 'hold'}",
+        obj=policy.allocation,
+        before=before,
+        after={"cards_held": policy.cards_held, **numbers},
+        reason=decision.message,
+    )
+    if changed:
+        report.changed_ids.append(policy.pk)
+
+
+# ------------------------------------------------------------------------------ applying
+
+
+def team_elastic_bounds(*, policy: ElasticPolicy, now: datetime) -> ElasticBounds:
+    """The team's floor / ceiling / cards of this GPU model in this pool, summed over its open
+    elastic allocations (one namespace holds them all)."""
+    allocation = policy.allocation
+    floor = ceiling = cards = 0
+    for other in open_policies(now).filter(
+        allocation__team=allocation.team,
+        allocation__pool=allocation.pool,
+        allocation__gpu_model=allocation.gpu_model,
+    ):
+        floor += other.allocation.card_count
+        ceiling += other.ceiling_cards
+        cards += other.cards_held
+    return ElasticBounds(
+        team=allocation.team.slug,
+        product=k8s_product_label(allocation.gpu_model),
+        floor_cards=floor,
+        ceiling_cards=max(ceiling, cards),
+        cards=max(floor, cards),
+        cohort=allocation.pool.quota_cohort or None,
+    )
+
+
+def elastic_apply(*, policy_id: int, now: datetime | None = None) -> dict[str, Any]:
+    """Make the cluster hold what the policy decided (outside any lock; a task calls it).
+    Without a Kubernetes connection (the demo) the cards are held in the portal only."""
+    now = now or timezone.now()
+    policy = ElasticPolicy.objects.select_related(
+        "allocation__team", "allocation__pool", "allocation__gpu_model"
+    ).get(pk=policy_id)
+    adapter = scheduler_adapter(Scheduler.KUBERNETES)
+    if adapter is None:
+        return {"applied": False, "note": "No Kubernetes connection: held in the portal only."}
+    binding = kubernetes_quota_sync(adapter=adapter, team=policy.allocation.team, now=now)
+    backend = policy.allocation.pool.quota_backend
+    if backend != QuotaBackend.RESOURCE_QUOTA:
+        bounds = team_elastic_bounds(policy=policy, now=now)
+        ElasticQuotaWriter(adapter).set_elastic_quota(backend, bounds)
+        binding["elastic"] = {
+            "backend": backend,
+            "floor": bounds.floor_cards,
+            "ceiling": bounds.ceiling_cards,
+            "cards": bounds.cards,
+        }
+    ScaleEvent.objects.filter(policy=policy, applied=False, effective_at__lte=now).exclude(
+        action=ScaleAction.HOLD
+    ).update(applied=True)
+    return binding
+
+
+# ------------------------------------------------------------------------------ hand back
+
+
+def elastic_hand_back(
+    *, pool: Pool, gpu_model: GpuModel, starts_at: datetime, ends_at: datetime, actor: Any
+) -> list[ScaleEvent]:
+    """After a guaranteed approval in ``pool`` (whose row the caller holds locked): take burst
+    cards back, newest first, until floors plus burst fit the cards usable over the new
+    allocation's window. The cut takes effect when that allocation starts (at once if it has);
+    the team is told now (the event and audit record say when)."""
+    now = timezone.now()
+    policies = list(
+        ElasticPolicy.objects.select_for_update(of=("self",))
+        .select_related("allocation__team")
+        .filter(
+            allocation__pool=pool,
+            allocation__gpu_model=gpu_model,
+            allocation__status__in=HOLDING_STATUSES,
+            allocation__starts_at__lt=ends_at,
+            allocation__ends_at__gt=starts_at,
+        )
+    )
+    bursts = [
+        Burst(
+            allocation_id=p.pk,
+            floor_cards=p.allocation.card_count,
+            cards_held=p.cards_held,
+            borrowed_since=(p.borrowed_since or p.updated_at).timestamp(),
+        )
+        for p in policies
+        if p.cards_held > p.allocation.card_count
+    ]
+    if not bursts:
+        return []
+    free = pool_free_cards(pool=pool, gpu_model=gpu_model, start=starts_at, end=ends_at)
+    plan = hand_back_plan(
+        capacity_cards=free,
+        guaranteed_cards=0,
+        bursts=bursts,
+        now=now.timestamp(),
+        guaranteed_starts_at=starts_at.timestamp(),
+    )
+    by_id = {p.pk: p for p in policies}
+    events = []
+    for cut in plan:
+        policy = by_id[cut.allocation_id]
+        effective = datetime.fromtimestamp(cut.effective_at, tz=now.tzinfo)
+        message = (
+            f"{cut.cards_from - cut.cards_to} burst card(s) handed back for a guaranteed "
+            f"allocation in {pool.name}: {cut.cards_from} -> {cut.cards_to} cards from "
+            f"{effective:%Y-%m-%d %H:%M %Z} (notice {cut.notice_s / 60:.0f} min)"
+        )
+        numbers = {
+            "cards_from": cut.cards_from,
+            "cards_to": cut.cards_to,
+            "effective_at": effective.isoformat(),
+            "notice_s": cut.notice_s,
+            "free_cards": free,
+        }
+        policy.cards_held = cut.cards_to
+        policy.last_scaled_at = now
+        if cut.cards_to <= policy.allocation.card_count:
+            policy.borrowed_since = None
+        policy.last_decision = {"reason": "hand_back", **numbers, "decided_at": now.isoformat()}
+        policy.save(
+            update_fields=["cards_held", "last_scaled_at", "borrowed_since", "last_decision"]
+        )
+        event = ScaleEvent.objects.create(
+            policy=policy,
+            decided_at=now,
+            source=ScaleSource.HAND_BACK,
+            action=ScaleAction.DOWN,
+            reason="hand_back",
+            cards_from=cut.cards_from,
+            cards_to=cut.cards_to,
+            effective_at=effective,
+            message=message,
+            numbers=numbers,
+        )
+        audit_event_record(
+            actor=actor,
+            action="elastic.hand_back",
+            obj=policy.allocation,
+            before={"cards_held": cut.cards_from},
+            after={"cards_held": cut.cards_to, **numbers},
+            reason=message,
+        )
+        from pools.elastic.tasks import elastic_apply_task
+
+        elastic_apply_task.apply_async_on_commit(policy.pk, eta=effective)
+        events.append(event)
+    return events
+
+
+# ------------------------------------------------------------------------------ what-if
+
+
+def elastic_whatif(
+    *, policy: ElasticPolicy, days: int = 30, metrics: Any = None, now: datetime | None = None
+) -> WhatIf | None:
+    """Replay ``policy`` over the namespace's last ``days`` of Prometheus history (two range
+    queries in chunks); ``None`` without Prometheus."""
+    now = now or timezone.now()
+    if metrics is None:
+        from pools.reclamation.services.scan import metrics_adapter
+
+        metrics = metrics_adapter()
+    if metrics is None:
+        return None
+    namespace = namespace_of(policy)
+    found = metrics.inference_signals(
+        start=now - timedelta(days=days),
+        end=now,
+        step_s=STEP_S,
+        namespaces=[namespace],
+        metrics=("util_pct", "latency_s"),
+    )
+    samples = metric_samples(found[namespace]) if namespace in found else []
+    return replay(scaling_policy(policy), samples)
+

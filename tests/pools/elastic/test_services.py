@@ -1,0 +1,225 @@
+"""Elastic services on PostgreSQL: policy writes, the loop (free cards, cooldown, unknown,
+events and audit), the hand-back on a guaranteed approval, and what the quota counts."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from factories import (
+    AllocationFactory,
+    CapacityRequestFactory,
+    MembershipFactory,
+    PoolFactory,
+    TeamFactory,
+    node_with_gpus,
+)
+
+from pools.audit.models import AuditEvent
+from pools.capacity.services.requests import capacity_request_approve
+from pools.capacity.services.scheduler_binding import team_cards_applied
+from pools.choices import AllocationStatus, Scheduler, TeamRole
+from pools.elastic.models import ScaleEvent
+from pools.elastic.services import (
+    elastic_policy_create,
+    elastic_policy_update,
+    elastic_scan,
+    elastic_whatif,
+)
+from pools.errors import InvalidInput, PermissionDenied
+from pools.inventory.models import GpuModel
+from scheduler_adapters.prometheus import InferenceSignals, Sample
+from scheduler_adapters.prometheus_fake import FakePrometheus
+
+pytestmark = pytest.mark.django_db
+
+NOW = timezone.now().replace(second=0, microsecond=0)
+
+
+@pytest.fixture
+def pool():
+    pool = PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")
+    for host in range(2):  # 8 L40S
+        node_with_gpus(4, gpu_model="l40s", hostname=f"inf-{host}", pool=pool,
+                       scheduler=Scheduler.KUBERNETES)  # fmt: skip
+    return pool
+
+
+@pytest.fixture
+def team():
+    return TeamFactory(slug="chat")
+
+
+def active(pool, team, cards, **fields):
+    return AllocationFactory(
+        pool=pool,
+        team=team,
+        card_count=cards,
+        status=AllocationStatus.ACTIVE,
+        starts_at=NOW - timedelta(hours=1),
+        ends_at=NOW + timedelta(days=7),
+        **fields,
+    )
+
+
+def signals(namespace, util, latency_s, minutes=40, end=None):
+    end = (end or NOW).timestamp()
+    stamps = [end - 60 * m for m in range(minutes, -1, -1)]
+    return InferenceSignals(
+        namespace,
+        util_pct=tuple(Sample(t, util) for t in stamps),
+        latency_s=tuple(Sample(t, latency_s) for t in stamps),
+    )
+
+
+@pytest.fixture
+def admin(pool_admin):
+    return pool_admin
+
+
+def test_policy_create_and_bounds(pool, team, admin):
+    allocation = active(pool, team, 2)
+    policy = elastic_policy_create(allocation=allocation, actor=admin, ceiling_cards=6,
+                                   step_cards=2)  # fmt: skip
+    assert (policy.cards_held, policy.ceiling_cards, policy.cooldown_minutes) == (2, 6, 15)
+    assert AuditEvent.objects.filter(action="elastic_policy.created").count() == 1
+    with pytest.raises(InvalidInput) as caught:
+        elastic_policy_update(policy=policy, actor=admin, cooldown_minutes=5)
+    assert "cooldown_minutes" in caught.value.data["errors"]
+    policy.refresh_from_db()
+    assert policy.cooldown_minutes == 15  # nothing changed
+
+
+def test_policy_create_refuses_wrong_allocations(pool, team, admin):
+    slurm = PoolFactory(slug="train")
+    with pytest.raises(InvalidInput):
+        elastic_policy_create(allocation=active(slurm, team, 1), actor=admin, ceiling_cards=2)
+    with pytest.raises(InvalidInput) as caught:
+        elastic_policy_create(allocation=active(pool, team, 4), actor=admin, ceiling_cards=2)
+    assert "ceiling_cards" in caught.value.data["errors"]
+
+
+def test_members_cannot_edit_policies(pool, team, member):
+    MembershipFactory(team=team, user=member, role=TeamRole.MEMBER)
+    with pytest.raises(PermissionDenied):
+        elastic_policy_create(allocation=active(pool, team, 2), actor=member, ceiling_cards=4)
+
+
+def test_loop_scales_up_records_and_respects_cooldown(pool, team, admin):
+    allocation = active(pool, team, 2)
+    policy = elastic_policy_create(allocation=allocation, actor=admin, ceiling_cards=6,
+                                   step_cards=2)  # fmt: skip
+    metrics = FakePrometheus(inference=[signals("team-chat", 90.0, 1.2)])
+    report = elastic_scan(now=NOW, metrics=metrics)
+    assert (report.policies, report.ups, report.events) == (1, 1, 1)
+    policy.refresh_from_db()
+    assert (policy.cards_held, policy.last_scaled_at) == (4, NOW)
+    event = ScaleEvent.objects.get()
+    assert (event.action, event.reason, event.cards_from, event.cards_to) == (
+        "up", "scale_up", 2, 4,
+    )  # fmt: skip
+    assert event.numbers["util_pct"] == 90.0 and event.numbers["latency_ms"] == 1200.0
+    audit = AuditEvent.objects.get(action="elastic.scale_up")
+    assert audit.after["cards_held"] == 4 and audit.after["up_held_s"] == 2100
+    # the quota the Kubernetes sync writes counts the cards held
+    assert team_cards_applied(team=team, gpu_model=allocation.gpu_model,
+                              scheduler=Scheduler.KUBERNETES, now=NOW) == 4  # fmt: skip
+
+    later = NOW + timedelta(minutes=5)
+    metrics = FakePrometheus(
+        inference=[signals("team-chat", 90.0, 1.2, end=later + timedelta(minutes=1))]
+    )
+    report = elastic_scan(now=later, metrics=metrics)
+    assert (report.ups, report.holds, report.events) == (0, 1, 1)
+    assert ScaleEvent.objects.order_by("-decided_at").first().reason == "cooldown"
+    # the same hold again is not recorded twice
+    report = elastic_scan(now=later + timedelta(minutes=1), metrics=metrics)
+    assert (report.holds, report.events) == (1, 0)
+
+
+def test_burst_is_capped_by_free_cards(pool, team, admin):
+    # 8 cards; another team's guaranteed 5 + our floor 2 -> 1 free to lend
+    active(pool, TeamFactory(slug="other"), 5)
+    policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
+                                   ceiling_cards=6, step_cards=2)  # fmt: skip
+    elastic_scan(now=NOW, metrics=FakePrometheus(inference=[signals("team-chat", 90.0, 1.2)]))
+    policy.refresh_from_db()
+    assert policy.cards_held == 3
+    assert "capped at 3" in ScaleEvent.objects.get().message
+
+
+def test_no_free_cards_holds(pool, team, admin):
+    active(pool, TeamFactory(slug="other"), 6)
+    policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
+                                   ceiling_cards=6, step_cards=2)  # fmt: skip
+    report = elastic_scan(
+        now=NOW, metrics=FakePrometheus(inference=[signals("team-chat", 90.0, 1.2)])
+    )
+    policy.refresh_from_db()
+    assert (policy.cards_held, report.ups, report.holds) == (2, 0, 1)
+    assert ScaleEvent.objects.get().reason == "no_free_cards"
+
+
+def test_unknown_metrics_hold(pool, team, admin):
+    policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
+                                   ceiling_cards=6)  # fmt: skip
+    report = elastic_scan(now=NOW, metrics=FakePrometheus())
+    assert (report.unknown, report.holds, report.ups) == (1, 1, 0)
+    assert ScaleEvent.objects.get().reason == "unknown"
+    policy.refresh_from_db()
+    assert policy.cards_held == 2
+    report = elastic_scan(now=NOW, metrics=None)  # no PROMETHEUS_URL in tests
+    assert report.error and report.unknown == 1
+
+
+def test_low_for_thirty_minutes_goes_down(pool, team, admin):
+    policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
+                                   ceiling_cards=6, step_cards=2)  # fmt: skip
+    policy.cards_held = 6
+    policy.save()
+    elastic_scan(now=NOW, metrics=FakePrometheus(inference=[signals("team-chat", 10.0, 0.1)]))
+    policy.refresh_from_db()
+    assert policy.cards_held == 4
+
+
+def test_guaranteed_approval_takes_borrowed_cards_back(pool, team, admin):
+    # floor 2 holding 6 (4 borrowed) in 8 cards; approving 4 guaranteed cards leaves
+    # 8 - 2 - 4 = 2 to lend: 2 of the 4 borrowed go back, effective when it starts
+    policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
+                                   ceiling_cards=6)  # fmt: skip
+    policy.cards_held = 6
+    policy.borrowed_since = NOW - timedelta(minutes=30)
+    policy.save()
+    request = CapacityRequestFactory(pool=pool, team=TeamFactory(slug="vision"), card_count=4,
+                                     gpu_model=GpuModel.objects.get(slug="l40s"),
+                                     starts_at=NOW + timedelta(hours=2),
+                                     ends_at=NOW + timedelta(days=2))  # fmt: skip
+    capacity_request_approve(request=request, actor=admin)
+    policy.refresh_from_db()
+    assert policy.cards_held == 4
+    event = ScaleEvent.objects.get(source="hand_back")
+    assert (event.cards_from, event.cards_to, event.effective_at) == (6, 4, request.starts_at)
+    assert event.numbers["free_cards"] == 2
+    assert AuditEvent.objects.filter(action="elastic.hand_back").count() == 1
+
+
+def test_approval_without_borrowed_cards_changes_nothing(pool, team, admin):
+    policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
+                                   ceiling_cards=6)  # fmt: skip
+    request = CapacityRequestFactory(pool=pool, card_count=4, starts_at=NOW + timedelta(hours=2),
+                                     ends_at=NOW + timedelta(days=2))  # fmt: skip
+    capacity_request_approve(request=request, actor=admin)
+    policy.refresh_from_db()
+    assert policy.cards_held == 2
+    assert not ScaleEvent.objects.exists()
+
+
+def test_whatif_from_prometheus(pool, team, admin):
+    policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
+                                   ceiling_cards=6, step_cards=2)  # fmt: skip
+    metrics = FakePrometheus(inference=[signals("team-chat", 90.0, 1.2, minutes=10)])
+    result = elastic_whatif(policy=policy, metrics=metrics, now=NOW)
+    # high for all 10 minutes: up at minute 5 (2 -> 4), then cooldown
+    assert (result.scale_ups, result.max_cards) == (1, 4)
+    assert elastic_whatif(policy=policy, metrics=None, now=NOW) is None
