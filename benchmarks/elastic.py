@@ -12,13 +12,15 @@ create-blocks-from openmetrics`` before Prometheus starts (``scripts/services/pr
 
 Measured:
 
-1. **one scaling pass**: the signals of every namespace over the last 35 minutes (the longest
-   rule window plus a margin) in one :meth:`PrometheusAdapter.inference_signals` call, then one
+1. **one scaling pass**: utilisation and mean latency of every namespace over the last 35
+   minutes (the longest rule window plus a margin) in one
+   :meth:`PrometheusAdapter.inference_signals` call (two range queries), then one
    :func:`pools.elastic.policy.evaluate` per allocation; wall seconds (p50 and max of
    ``BENCH_RUNS``), PromQL requests, decisions by action. Target < 5 s, queries independent of
    the number of allocations.
-2. **30-day what-if** for one allocation: its signals over 30 days at 60 s (chunked range
-   queries) and :func:`pools.elastic.whatif.replay`; target < 3 s.
+2. **30-day what-if** for one allocation: its utilisation and latency over 30 days at 60 s
+   (chunked range queries narrowed to its namespace) and :func:`pools.elastic.whatif.replay`;
+   target < 3 s.
 
 Run: ``.venv/bin/python benchmarks/elastic.py`` (Debian's ``prometheus``/``promtool``). The
 portal's database is not involved yet: the pass measures Prometheus and the decisions, which
@@ -159,7 +161,10 @@ def main() -> None:
             metrics = Counting(url, timeout_s=60)
             t = time.perf_counter()
             signals = metrics.inference_signals(
-                start=now - timedelta(minutes=35), end=now, step_s=STEP
+                start=now - timedelta(minutes=35),
+                end=now,
+                step_s=STEP,
+                metrics=("util_pct", "latency_s"),  # what the loop reads
             )
             decisions = [
                 evaluate(POLICY, metric_samples(signals[ns]), cards_now=4, now=float(end))

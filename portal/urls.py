@@ -14,6 +14,7 @@ from billing.dashboards import views as views_dashboard
 from pools.capacity import api as capacity_api
 from pools.capacity import api_audit as audit_api
 from pools.capacity import api_pools as capacity_api_pools
+from pools.elastic import api as elastic_api
 from pools.inventory import api as inventory_api
 from pools.reclamation import api as reclamation_api
 from pools.sizing import api as estimates_api
@@ -57,6 +58,8 @@ router.register(
     "reclamation-policies", reclamation_api.ReclamationPolicyViewSet, basename="reclamation-policy"
 )
 router.register("exemptions", reclamation_api.ExemptionViewSet, basename="exemption")
+router.register("elastic-policies", elastic_api.ElasticPolicyViewSet, basename="elastic-policy")
+router.register("scale-events", elastic_api.ScaleEventViewSet, basename="scale-event")
 router.register("statements", billing_api.StatementViewSet, basename="statement")
 
 api_v1 = [

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import gc
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -313,9 +314,13 @@ class PrometheusAdapter:
         if unknown:
             raise ValueError(f"unknown inference metrics {sorted(unknown)}")
         results: dict[str, list[Series]] = {key: [] for key in wanted}
+        only = None if namespaces is None else sorted(set(namespaces))
         queries = {
             key: expr
-            for key, expr in inference_queries(rate_window_s=rate_window_s).items()
+            for key, expr in inference_queries(
+                rate_window_s=rate_window_s,
+                namespace=only[0] if only is not None and len(only) == 1 else None,
+            ).items()
             if key in wanted
         }
         with _cyclic_gc_paused():
@@ -584,7 +589,7 @@ class InferenceSignals:
     prompt_tok_s: tuple[Sample, ...] = ()
 
 
-def inference_queries(*, rate_window_s: int = 120) -> dict[str, str]:
+def inference_queries(*, rate_window_s: int = 120, namespace: str | None = None) -> dict[str, str]:
     """The five PromQL expressions, each grouped ``by (namespace)``.
 
     Utilisation takes the workload's namespace through the dcgm-exporter label traps in
@@ -593,22 +598,40 @@ def inference_queries(*, rate_window_s: int = 120) -> dict[str, str]:
     ``(.+)`` regex does not match an empty label, so the series passes unchanged). Mean
     latency is ``rate(sum) / rate(count)`` of the histogram, summed per namespace first so
     that every replica counts by its requests. ``rate_window_s`` should span at least two
-    scrapes."""
+    scrapes. ``namespace`` (a DNS label) narrows every selector to one namespace, for the
+    what-if of one allocation over weeks: Prometheus then reads only that team's series."""
     window = f"[{int(rate_window_s)}s]"
-    util = metric_selector(GPU_UTIL)
+    if namespace is not None and not _NAMESPACE.fullmatch(namespace):
+        raise ValueError(f"namespace {namespace!r} is not a DNS-1123 label")
+    if namespace is None:
+        util = metric_selector(GPU_UTIL)
+        only = ""
+    else:
+        util = (
+            f"({metric_selector(GPU_UTIL, f'exported_namespace={namespace!r}')} or "
+            f"{metric_selector(GPU_UTIL, f'pod_namespace={namespace!r}')} or "
+            + metric_selector(
+                GPU_UTIL, f'namespace="{namespace}", exported_namespace="", pod_namespace=""'
+            )
+            + ")"
+        ).replace("'", '"')
+        only = f'{{namespace="{namespace}"}}'
     util = f'label_replace({util}, "namespace", "$1", "pod_namespace", "(.+)")'
     util = f'label_replace({util}, "namespace", "$1", "exported_namespace", "(.+)")'
 
     def rate(metric: str) -> str:
-        return f"sum by (namespace) (rate({metric}{window}))"
+        return f"sum by (namespace) (rate({metric}{only}{window}))"
 
     return {
         "util_pct": f"avg by (namespace) ({util})",
         "latency_s": f"{rate(VLLM_E2E_LATENCY + '_sum')} / {rate(VLLM_E2E_LATENCY + '_count')}",
-        "waiting": f"sum by (namespace) ({VLLM_WAITING})",
+        "waiting": f"sum by (namespace) ({VLLM_WAITING}{only})",
         "generation_tok_s": rate(VLLM_GENERATION_TOKENS),
         "prompt_tok_s": rate(VLLM_PROMPT_TOKENS),
     }
+
+
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 def inference_signals_from_series(

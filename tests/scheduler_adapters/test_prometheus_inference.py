@@ -51,7 +51,9 @@ def _server(namespaces: int, seen: list[str]):
         seen.append(query)
         value = {"util_pct": "80", "latency_s": "0.9", "waiting": "3",
                  "generation_tok_s": "100", "prompt_tok_s": "NaN"}  # fmt: skip
-        key = next(k for k, q in inference_queries().items() if q == query)
+        marks = {"DCGM": "util_pct", "e2e": "latency_s", "waiting": "waiting",
+                 "generation": "generation_tok_s", "prompt": "prompt_tok_s"}  # fmt: skip
+        key = next(v for k, v in marks.items() if k in query)
         rows = [
             {
                 "metric": {"namespace": f"team-{i}"},
@@ -86,6 +88,17 @@ def test_namespaces_filter_and_thirty_days_in_chunks():
     assert list(signals) == ["team-1"]
     # 43,201 steps in pieces of at most 10,000: 5 pieces x 5 metrics
     assert len(seen) == 25
+    # one namespace: every selector names it, so Prometheus reads that team's series only
+    assert seen[1] == inference_queries(namespace="team-1")["latency_s"]
+    assert 'vllm:e2e_request_latency_seconds_sum{namespace="team-1"}[120s]' in seen[1]
+    assert 'exported_namespace="team-1"' in seen[0]
+
+
+def test_a_namespace_that_is_not_a_label_is_refused():
+    import pytest
+
+    with pytest.raises(ValueError):
+        inference_queries(namespace='x"} or up{')
 
 
 def test_fake_answers_the_same_shape():

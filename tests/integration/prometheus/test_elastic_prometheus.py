@@ -176,6 +176,23 @@ def test_signals_per_namespace_follow_the_shape(day_signals):
     assert _at(day_signals["gpu-operator"].util_pct, 11) == 0.0
 
 
+def test_one_namespace_selectors_find_the_same_series(elastic_prometheus):
+    """The what-if narrows every selector to the team's namespace (through the label traps)."""
+    metrics = PrometheusAdapter(elastic_prometheus, timeout_s=30)
+    try:
+        one = metrics.inference_signals(
+            start=DAY + timedelta(hours=10, minutes=30),
+            end=DAY + timedelta(hours=11),
+            step_s=60,
+            namespaces=[NS],
+        )
+    finally:
+        metrics.close()
+    assert list(one) == [NS]
+    assert _at(one[NS].util_pct, 11) == pytest.approx(90.0)
+    assert _at(one[NS].latency_s, 11) == pytest.approx(1.2)
+
+
 POLICY = ScalingPolicy(floor_cards=2, ceiling_cards=8, step_cards=2)
 
 

@@ -1,0 +1,150 @@
+"""API of elastic capacity (issue #19, ``/api/v1/``): ``elastic-policies`` (read by the team
+and pool admins; created and changed by team managers and pool admins through the services,
+with a ``what-if`` over Prometheus history) and ``scale-events`` (what the loop decided and why).
+Domain errors become 400 / 403 / 409 bodies in :func:`portal.api.exception_handler`."""
+
+from __future__ import annotations
+
+import django_filters as filters
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from pools.capacity.models import Allocation
+from pools.elastic import selectors
+from pools.elastic.models import ElasticPolicy, ScaleEvent
+from pools.elastic.services import (
+    EDITABLE_FIELDS,
+    elastic_policy_create,
+    elastic_policy_update,
+    elastic_whatif,
+)
+from pools.errors import InvalidInput
+
+MAX_WHATIF_DAYS = 30
+
+
+class ElasticPolicySerializer(serializers.ModelSerializer):
+    allocation = serializers.PrimaryKeyRelatedField(queryset=Allocation.objects.all())
+    team = serializers.SlugRelatedField(source="allocation.team", slug_field="slug", read_only=True)
+    pool = serializers.SlugRelatedField(source="allocation.pool", slug_field="slug", read_only=True)
+    gpu_model = serializers.SlugRelatedField(
+        source="allocation.gpu_model", slug_field="slug", read_only=True
+    )
+    floor_cards = serializers.IntegerField(source="allocation.card_count", read_only=True)
+    quota_backend = serializers.CharField(source="allocation.pool.quota_backend", read_only=True)
+
+    class Meta:
+        model = ElasticPolicy
+        fields = [
+            "id", "allocation", "team", "pool", "gpu_model", "quota_backend", "floor_cards",
+            *EDITABLE_FIELDS, "cards_held", "last_scaled_at", "last_decision", "updated_at",
+        ]  # fmt: skip
+        read_only_fields = ["cards_held", "last_scaled_at", "last_decision", "updated_at"]
+
+    def get_fields(self):
+        fields = super().get_fields()
+        if self.instance is not None:  # the allocation is the policy's: not moved by an update
+            fields["allocation"].read_only = True
+        return fields
+
+
+class ScaleEventSerializer(serializers.ModelSerializer):
+    allocation = serializers.IntegerField(source="policy.allocation_id", read_only=True)
+    team = serializers.CharField(source="policy.allocation.team.slug", read_only=True)
+
+    class Meta:
+        model = ScaleEvent
+        fields = [
+            "id", "policy", "allocation", "team", "decided_at", "source", "action", "reason",
+            "cards_from", "cards_to", "effective_at", "message", "numbers", "applied",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+class ScaleEventFilterSet(filters.FilterSet):
+    allocation = filters.NumberFilter(field_name="policy__allocation_id")
+    since = filters.IsoDateTimeFilter(field_name="decided_at", lookup_expr="gte")
+
+    class Meta:
+        model = ScaleEvent
+        fields = ["policy", "allocation", "action", "source", "reason", "since"]
+
+
+class ElasticPolicyViewSet(
+    mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet
+):
+    """One elastic policy per allocation (its ``card_count`` is the guaranteed floor)."""
+
+    queryset = ElasticPolicy.objects.none()  # for the schema; get_queryset scopes by user
+    serializer_class = ElasticPolicySerializer
+    filterset_fields = ["enabled"]
+
+    def get_queryset(self):
+        return selectors.elastic_policy_list(user=self.request.user)
+
+    def create(self, request, *args, **kwargs):
+        form = self.get_serializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        values = dict(form.validated_data)
+        policy = elastic_policy_create(
+            allocation=values.pop("allocation"), actor=request.user, **values
+        )
+        return Response(
+            self.get_serializer(self.get_queryset().get(pk=policy.pk)).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+    def update(self, request, *args, **kwargs):
+        policy = self.get_object()
+        form = self.get_serializer(policy, data=request.data, partial=kwargs.get("partial", False))
+        form.is_valid(raise_exception=True)
+        policy = elastic_policy_update(policy=policy, actor=request.user, **form.validated_data)
+        return Response(self.get_serializer(self.get_queryset().get(pk=policy.pk)).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("days", OpenApiTypes.INT, description="1-30, default 30")],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    @action(detail=True, methods=["get"], url_path="what-if")
+    def what_if(self, request, pk=None):
+        """Replay the policy over the namespace's Prometheus history."""
+        policy = self.get_object()
+        raw = request.query_params.get("days", str(MAX_WHATIF_DAYS))
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_WHATIF_DAYS:
+            raise InvalidInput(
+                "days must be a whole number from 1 to 30.", errors={"days": "1-30."}
+            )
+        result = elastic_whatif(policy=policy, days=int(raw))
+        if result is None:
+            return Response({"available": False, "reason": "PROMETHEUS_URL is not set."})
+        return Response(
+            {
+                "available": True,
+                "days": int(raw),
+                "scale_ups": result.scale_ups,
+                "scale_downs": result.scale_downs,
+                "min_cards": result.min_cards,
+                "max_cards": result.max_cards,
+                "card_hours": round(result.card_hours, 2),
+                "fixed_cards": result.fixed_cards,
+                "fixed_card_hours": round(result.fixed_card_hours, 2),
+                "saved_card_hours": round(result.saved_card_hours, 2),
+                "breach_minutes": round(result.breach_minutes, 1),
+                "unknown_minutes": round(result.unknown_minutes, 1),
+                "timeline": result.timeline,
+            }
+        )
+
+
+class ScaleEventViewSet(viewsets.ReadOnlyModelViewSet):
+    """What the elastic loop decided, newest first; filter by policy, allocation, action."""
+
+    queryset = ScaleEvent.objects.none()
+    serializer_class = ScaleEventSerializer
+    filterset_class = ScaleEventFilterSet
+
+    def get_queryset(self):
+        return selectors.scale_event_list(user=self.request.user)

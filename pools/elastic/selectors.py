@@ -1,0 +1,26 @@
+"""Read-side queries of elastic policies and scale events: who may see which."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from pools.elastic.models import ElasticPolicy, ScaleEvent
+
+
+def elastic_policy_list(*, user) -> QuerySet[ElasticPolicy]:
+    """Policies the user may see (their teams', all for pool admins), with the allocation's
+    team, pool and model joined; by allocation."""
+    qs = ElasticPolicy.objects.select_related(
+        "allocation__team", "allocation__pool", "allocation__gpu_model"
+    ).order_by("allocation_id")
+    return qs if user.is_staff else qs.filter(allocation__team__memberships__user=user).distinct()
+
+
+def scale_event_list(*, user) -> QuerySet[ScaleEvent]:
+    """Scale events the user may see, newest first, with their policy's allocation joined."""
+    qs = ScaleEvent.objects.select_related(
+        "policy__allocation__team", "policy__allocation__pool"
+    ).order_by("-decided_at", "-id")
+    if user.is_staff:
+        return qs
+    return qs.filter(policy__allocation__team__memberships__user=user).distinct()

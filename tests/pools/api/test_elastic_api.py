@@ -1,0 +1,102 @@
+"""/api/v1/ elastic-policies and scale-events: who sees and changes what, and the bodies."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from factories import AllocationFactory, MembershipFactory, PoolFactory, TeamFactory, node_with_gpus
+
+from pools.choices import AllocationStatus, Scheduler, TeamRole
+from pools.elastic.models import ElasticPolicy
+from pools.elastic.services import elastic_scan
+from scheduler_adapters.prometheus import InferenceSignals, Sample
+from scheduler_adapters.prometheus_fake import FakePrometheus
+
+pytestmark = pytest.mark.django_db
+
+NOW = timezone.now().replace(second=0, microsecond=0)
+
+
+@pytest.fixture
+def allocation():
+    pool = PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")
+    node_with_gpus(8, gpu_model="l40s", hostname="inf-0", pool=pool,
+                   scheduler=Scheduler.KUBERNETES)  # fmt: skip
+    return AllocationFactory(pool=pool, team=TeamFactory(slug="chat"), card_count=2,
+                             status=AllocationStatus.ACTIVE, starts_at=NOW - timedelta(hours=1),
+                             ends_at=NOW + timedelta(days=3))  # fmt: skip
+
+
+def test_admin_creates_and_reads_a_policy(admin_api, allocation):
+    answer = admin_api.post(
+        "/api/v1/elastic-policies/",
+        {"allocation": allocation.pk, "ceiling_cards": 6, "step_cards": 2},
+        format="json",
+    )
+    assert answer.status_code == 201, answer.json()
+    body = answer.json()
+    assert (body["floor_cards"], body["ceiling_cards"], body["cards_held"]) == (2, 6, 2)
+    assert (body["team"], body["pool"], body["quota_backend"]) == ("chat", "infer",
+                                                                   "resourcequota")  # fmt: skip
+    assert (body["up_util_pct"], body["up_latency_ms"], body["cooldown_minutes"]) == (
+        "75.00", 800, 15,
+    )  # fmt: skip
+    changed = admin_api.patch(f"/api/v1/elastic-policies/{body['id']}/", {"ceiling_cards": 8},
+                              format="json")  # fmt: skip
+    assert changed.status_code == 200 and changed.json()["ceiling_cards"] == 8
+
+
+@pytest.mark.parametrize(
+    "fields, field",
+    [({"ceiling_cards": 6, "cooldown_minutes": 5}, "cooldown_minutes"),
+     ({"ceiling_cards": 1}, "ceiling_cards"),
+     ({"ceiling_cards": 6, "down_util_pct": "90"}, "down_util_pct")],
+)  # fmt: skip
+def test_bad_policies_are_400_and_change_nothing(admin_api, allocation, fields, field):
+    answer = admin_api.post("/api/v1/elastic-policies/", {"allocation": allocation.pk, **fields},
+                            format="json")  # fmt: skip
+    assert answer.status_code == 400
+    body = answer.json()
+    assert body["code"] == "invalid_input"
+    assert field in str(body)
+    assert not ElasticPolicy.objects.exists()
+
+
+def test_other_teams_see_nothing_and_members_cannot_write(member_api, member, allocation):
+    policy = ElasticPolicy.objects.create(allocation=allocation, ceiling_cards=4, cards_held=2)
+    assert member_api.get("/api/v1/elastic-policies/").json()["count"] == 0
+    assert member_api.get(f"/api/v1/elastic-policies/{policy.pk}/").status_code == 404
+    MembershipFactory(team=allocation.team, user=member, role=TeamRole.MEMBER)
+    assert member_api.get(f"/api/v1/elastic-policies/{policy.pk}/").status_code == 200
+    answer = member_api.patch(f"/api/v1/elastic-policies/{policy.pk}/", {"ceiling_cards": 8},
+                              format="json")  # fmt: skip
+    assert answer.status_code == 403
+    policy.refresh_from_db()
+    assert policy.ceiling_cards == 4
+
+
+def test_what_if_without_prometheus_and_bad_days(admin_api, allocation):
+    policy = ElasticPolicy.objects.create(allocation=allocation, ceiling_cards=4, cards_held=2)
+    answer = admin_api.get(f"/api/v1/elastic-policies/{policy.pk}/what-if/")
+    assert answer.status_code == 200 and answer.json()["available"] is False
+    bad = admin_api.get(f"/api/v1/elastic-policies/{policy.pk}/what-if/?days=99")
+    assert bad.status_code == 400 and bad.json()["code"] == "invalid_input"
+
+
+def test_scale_events_list_and_filter(admin_api, allocation):
+    policy = ElasticPolicy.objects.create(allocation=allocation, ceiling_cards=6, cards_held=2,
+                                          step_cards=2)  # fmt: skip
+    stamps = [NOW.timestamp() - 60 * m for m in range(40, -1, -1)]
+    signals = InferenceSignals("team-chat", util_pct=tuple(Sample(t, 95.0) for t in stamps),
+                               latency_s=tuple(Sample(t, 2.0) for t in stamps))  # fmt: skip
+    elastic_scan(now=NOW, metrics=FakePrometheus(inference=[signals]))
+    answer = admin_api.get(f"/api/v1/scale-events/?allocation={allocation.pk}&action=up")
+    assert answer.status_code == 200
+    [event] = answer.json()["results"]
+    assert (event["policy"], event["cards_from"], event["cards_to"], event["reason"]) == (
+        policy.pk, 2, 4, "scale_up",
+    )  # fmt: skip
+    assert event["numbers"]["latency_ms"] == 2000.0
+    assert admin_api.get("/api/v1/scale-events/?action=down").json()["count"] == 0
