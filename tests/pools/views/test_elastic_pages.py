@@ -1,0 +1,111 @@
+"""Elastic pages: the list with live state, the editor (managers and admins), the what-if
+with its totals, the scaling history and the chart's data."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from factories import AllocationFactory, MembershipFactory, PoolFactory, TeamFactory, node_with_gpus
+
+from pools.choices import AllocationStatus, Scheduler, TeamRole
+from pools.elastic.models import ElasticPolicy
+from pools.elastic.services import elastic_scan
+from scheduler_adapters.prometheus import InferenceSignals, Sample
+from scheduler_adapters.prometheus_fake import FakePrometheus
+
+pytestmark = pytest.mark.django_db
+
+NOW = timezone.now().replace(second=0, microsecond=0)
+
+
+def _signals(minutes=40):
+    stamps = [NOW.timestamp() - 60 * m for m in range(minutes, -1, -1)]
+    return InferenceSignals("team-chat", util_pct=tuple(Sample(t, 90.0) for t in stamps),
+                            latency_s=tuple(Sample(t, 1.5) for t in stamps))  # fmt: skip
+
+
+@pytest.fixture
+def policy():
+    pool = PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")
+    node_with_gpus(8, gpu_model="l40s", hostname="inf-0", pool=pool,
+                   scheduler=Scheduler.KUBERNETES)  # fmt: skip
+    allocation = AllocationFactory(pool=pool, team=TeamFactory(slug="chat", name="Chat"),
+                                   card_count=2, status=AllocationStatus.ACTIVE,
+                                   starts_at=NOW - timedelta(hours=1),
+                                   ends_at=NOW + timedelta(days=3))  # fmt: skip
+    return ElasticPolicy.objects.create(allocation=allocation, ceiling_cards=6, cards_held=2,
+                                        step_cards=2)  # fmt: skip
+
+
+def test_list_and_live_state_after_a_scale_up(admin_page, policy):
+    elastic_scan(now=NOW, metrics=FakePrometheus(inference=[_signals()]))
+    page = admin_page.get("/elastic/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert f"#{policy.allocation_id}" in text and "scale_up" in text
+    detail = admin_page.get(f"/elastic/{policy.pk}/")
+    body = detail.content.decode()
+    assert "<strong>4</strong>" in body  # cards held now
+    assert "floor 2 guaranteed, 2 borrowed, ceiling 6" in body
+    chart = detail.context["chart"]
+    assert [p["y"] for p in chart["cards"]] == [4]
+    assert [p["y"] for p in chart["util"]] == [90.0]
+    assert json.loads(body.split('id="elastic-chart-data" type="application/json">')[1]
+                      .split("</script>")[0])["latency"][0]["y"] == 1500.0  # fmt: skip
+
+
+def test_manager_saves_and_member_cannot(client, django_user_model, policy):
+    manager = django_user_model.objects.create_user("mgr", password="pw")
+    MembershipFactory(team=policy.allocation.team, user=manager, role=TeamRole.MANAGER)
+    client.force_login(manager)
+    form = {"ceiling_cards": 8, "step_cards": 2, "cards_per_replica": 1, "min_replicas": 1,
+            "up_util_pct": "75", "up_latency_ms": 800, "up_window_minutes": 5,
+            "down_util_pct": "30", "down_window_minutes": 30, "cooldown_minutes": 15,
+            "prescale_lead_minutes": 30, "per_card_tok_s": "", "deployment": "vllm",
+            "enabled": "on"}  # fmt: skip
+    saved = client.post(f"/elastic/{policy.pk}/", form)
+    assert saved.status_code == 302
+    policy.refresh_from_db()
+    assert (policy.ceiling_cards, policy.deployment) == (8, "vllm")
+    refused = client.post(f"/elastic/{policy.pk}/", {**form, "cooldown_minutes": 5})
+    assert refused.status_code == 200 and "cooldown" in refused.content.decode().lower()
+    policy.refresh_from_db()
+    assert policy.cooldown_minutes == 15
+
+    member = django_user_model.objects.create_user("mem", password="pw")
+    MembershipFactory(team=policy.allocation.team, user=member, role=TeamRole.MEMBER)
+    client.force_login(member)
+    assert client.get(f"/elastic/{policy.pk}/").status_code == 200
+    assert client.post(f"/elastic/{policy.pk}/", form).status_code == 403
+
+
+def test_other_teams_get_404(member_page, policy):
+    assert member_page.get(f"/elastic/{policy.pk}/").status_code == 404
+
+
+def test_what_if_totals_on_the_page(admin_page, policy, monkeypatch):
+    monkeypatch.setattr(
+        "pools.reclamation.services.scan.metrics_adapter",
+        lambda: FakePrometheus(inference=[_signals(minutes=10)]),
+    )
+    fields = {"ceiling_cards": 6, "step_cards": 2, "cards_per_replica": 1, "min_replicas": 1,
+              "up_util_pct": "75", "up_latency_ms": 800, "up_window_minutes": 5,
+              "down_util_pct": "30", "down_window_minutes": 30, "cooldown_minutes": 15,
+              "prescale_lead_minutes": 30, "enabled": "on"}  # fmt: skip
+    page = admin_page.get(f"/elastic/{policy.pk}/", {"whatif": 1, "days": 1, **fields})
+    text = " ".join(page.content.decode().split())
+    # 10 minutes at 90 % / 1.5 s: up at minute 5 (2 -> 4), then cooldown
+    assert "scaled up 1 time and down 0 times, held between 2 and 4 cards" in text
+    assert "was above 800 ms for 10 minutes" in text
+
+
+def test_what_if_without_prometheus_says_so(admin_page, policy):
+    page = admin_page.get(f"/elastic/{policy.pk}/", {"whatif": 1, "ceiling_cards": 6,
+                          "step_cards": 2, "cards_per_replica": 1, "min_replicas": 1,
+                          "up_util_pct": "75", "up_latency_ms": 800, "up_window_minutes": 5,
+                          "down_util_pct": "30", "down_window_minutes": 30,
+                          "cooldown_minutes": 15, "prescale_lead_minutes": 30})  # fmt: skip
+    assert "What-if unavailable: PROMETHEUS_URL is not set" in page.content.decode()
