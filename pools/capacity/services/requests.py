@@ -21,6 +21,7 @@ from pools.choices import AllocationStatus, RequestStatus, TeamRole, WorkloadKin
 from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition, PermissionDenied
 from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import GpuModel, Pool
+from pools.jobs import ALLOCATION_PROVISION, enqueue_on_commit
 from pools.tenancy.models import Membership, Team
 
 # A start a few minutes in the past is "now" (clock skew, a slow form); more is an error.
@@ -356,9 +357,7 @@ def capacity_request_approve(
                 ),
             ]
         )
-        from pools.capacity.tasks import allocation_provision_task
-
-        allocation_provision_task.delay_on_commit(allocation.pk)
+        enqueue_on_commit(ALLOCATION_PROVISION, allocation.pk)
     return allocation
 
 
