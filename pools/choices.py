@@ -109,3 +109,12 @@ class IdleFindingState(models.TextChoices):
     UNDONE = "undone", "Reclamation undone"
     RESOLVED = "resolved", "Resolved"
     DISMISSED = "dismissed", "Dismissed"
+
+
+class QuotaBackend(models.TextChoices):
+    """Where a Kubernetes pool's elastic decisions land (scheduler_adapters.kubernetes_elastic)."""
+
+    RESOURCE_QUOTA = "resourcequota", "ResourceQuota (the portal's own loop)"
+    KUEUE = "kueue", "Kueue ClusterQueue (nominalQuota + borrowingLimit in a cohort)"
+    VOLCANO = "volcano", "Volcano Queue (guarantee / deserved / capability)"
+    KOORDINATOR = "koordinator", "Koordinator ElasticQuota (min / max)"

@@ -469,7 +469,7 @@ def _check_group(group: str) -> str:
     return group
 
 
-def _meta(name: str, namespace: str | None = None, **labels: str) -> dict[str, Any]:
+def object_meta(name: str, namespace: str | None = None, **labels: str) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": name}
     if namespace is not None:
         metadata["namespace"] = namespace
@@ -489,7 +489,7 @@ def quota_manifests(
             "apiVersion": "v1",
             "kind": "ResourceQuota",
             "metadata": {
-                **_meta(RESOURCE_QUOTA_NAME, namespace, **labels),
+                **object_meta(RESOURCE_QUOTA_NAME, namespace, **labels),
                 "annotations": {ANNOTATION_GPU_QUOTA: json.dumps(quota, sort_keys=True)},
             },
             "spec": {"hard": {QUOTA_RESOURCE: str(sum(quota.values()))}},
@@ -502,7 +502,7 @@ def quota_manifests(
             {
                 "apiVersion": KUEUE_API_VERSION,
                 "kind": "ResourceFlavor",
-                "metadata": _meta(flavor_name(product)),
+                "metadata": object_meta(flavor_name(product)),
                 "spec": {"nodeLabels": {LABEL_PRODUCT: product}},
             }
         )
@@ -529,7 +529,7 @@ def quota_manifests(
         {
             "apiVersion": KUEUE_API_VERSION,
             "kind": "ClusterQueue",
-            "metadata": _meta(namespace, **labels),
+            "metadata": object_meta(namespace, **labels),
             "spec": cluster_queue_spec,
         }
     )
@@ -537,7 +537,7 @@ def quota_manifests(
         {
             "apiVersion": KUEUE_API_VERSION,
             "kind": "LocalQueue",
-            "metadata": _meta(LOCAL_QUEUE_NAME, namespace, **labels),
+            "metadata": object_meta(LOCAL_QUEUE_NAME, namespace, **labels),
             "spec": {"clusterQueue": namespace},
         }
     )
@@ -559,12 +559,12 @@ def team_manifests(
     labels = {LABEL_TEAM: team}
     quota = quota_manifests(team, namespace, gpu_quota, kueue=kueue)
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(namespace, **labels)},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": object_meta(namespace, **labels)},
         quota[0],
         {
             "apiVersion": "v1",
             "kind": "LimitRange",
-            "metadata": _meta(LIMIT_RANGE_NAME, namespace, **labels),
+            "metadata": object_meta(LIMIT_RANGE_NAME, namespace, **labels),
             "spec": {
                 "limits": [
                     {
@@ -578,7 +578,7 @@ def team_manifests(
         {
             "apiVersion": RBAC_API_VERSION,
             "kind": "RoleBinding",
-            "metadata": _meta(ROLE_BINDING_NAME, namespace, **labels),
+            "metadata": object_meta(ROLE_BINDING_NAME, namespace, **labels),
             "roleRef": {
                 "apiGroup": "rbac.authorization.k8s.io",
                 "kind": "ClusterRole",

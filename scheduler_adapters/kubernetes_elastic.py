@@ -50,9 +50,9 @@ from scheduler_adapters.kubernetes import (
     KUEUE_API_VERSION,
     LABEL_TEAM,
     KubernetesAdapter,
-    _meta,
     flavor_name,
     namespace_name,
+    object_meta,
     quota_manifests,
 )
 from scheduler_adapters.kubernetes_nodes import GPU_RESOURCE
@@ -153,7 +153,7 @@ def elastic_manifests(
                 {
                     "apiVersion": VOLCANO_QUEUE_API_VERSION,
                     "kind": "Queue",
-                    "metadata": _meta(namespace, **labels),
+                    "metadata": object_meta(namespace, **labels),
                     "spec": spec,
                 }
             )
@@ -166,7 +166,7 @@ def elastic_manifests(
                 {
                     "apiVersion": ELASTIC_QUOTA_API_VERSION,
                     "kind": "ElasticQuota",
-                    "metadata": _meta(namespace, namespace, **quota_labels),
+                    "metadata": object_meta(namespace, namespace, **quota_labels),
                     "spec": {
                         "min": {GPU_RESOURCE: str(bounds.floor_cards)},
                         "max": {GPU_RESOURCE: str(bounds.ceiling_cards)},
@@ -191,7 +191,7 @@ def kueue_lender_manifest(cohort: str, product: str, free_cards: int) -> dict[st
     return {
         "apiVersion": KUEUE_API_VERSION,
         "kind": "ClusterQueue",
-        "metadata": _meta(f"{cohort}-free"),
+        "metadata": object_meta(f"{cohort}-free"),
         "spec": {
             "cohortName": cohort,
             "resourceGroups": [
@@ -272,7 +272,7 @@ def hpa_manifest(team: str, namespace: str, spec: HpaSpec) -> dict[str, Any]:
     return {
         "apiVersion": HPA_API_VERSION,
         "kind": "HorizontalPodAutoscaler",
-        "metadata": _meta(spec.deployment, namespace, **{LABEL_TEAM: team}),
+        "metadata": object_meta(spec.deployment, namespace, **{LABEL_TEAM: team}),
         "spec": {
             "scaleTargetRef": {
                 "apiVersion": "apps/v1",

@@ -16,8 +16,8 @@ from django.db.models import Sum
 from billing.choices import UsageSource, UsageUnit
 from billing.models import Statement, UsageRecord
 from billing.pricing import SECONDS_PER_HOUR, previous_month
-from pools.capacity.card_timeline import card_pieces
 from pools.capacity.models import Allocation
+from pools.reclamation.card_timeline import card_pieces
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def held_card_hours(
 ) -> Decimal:
     """Cards × hours of the allocation's window inside ``[start, end)`` (0 when apart), with the
     cards held at each moment; ``changes`` from
-    :func:`pools.capacity.card_timeline.card_changes`."""
+    :func:`pools.reclamation.card_timeline.card_changes`."""
     total = Decimal(0)
     for piece in card_pieces(allocation, changes):
         lo, hi = max(piece.start, start), min(piece.end, end)

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -43,9 +44,9 @@ from pools.capacity.services.scheduler_binding import (
     kubernetes_quota_sync,
     scheduler_adapter,
 )
-from pools.choices import HOLDING_STATUSES, Scheduler, WorkloadKind
+from pools.choices import HOLDING_STATUSES, QuotaBackend, Scheduler, WorkloadKind
 from pools.elastic.burst import Burst, hand_back_plan
-from pools.elastic.choices import QuotaBackend, ScaleAction, ScaleSource
+from pools.elastic.choices import ScaleAction, ScaleSource
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 from pools.elastic.policy import (
     Action,
@@ -60,10 +61,13 @@ from pools.elastic.signals import metric_samples
 from pools.elastic.whatif import WhatIf, replay
 from pools.errors import InvalidInput, PermissionDenied
 from pools.inventory.models import GpuModel, Pool
+from pools.jobs import ELASTIC_APPLY, enqueue_on_commit
 from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.kubernetes_elastic import ElasticBounds, ElasticQuotaWriter
+from scheduler_adapters.prometheus import PrometheusAdapter
 
 STEP_S = 60
+LEND_HORIZON = timedelta(hours=1)
 EDITABLE_FIELDS = (
     "ceiling_cards",
     "step_cards",
@@ -209,13 +213,19 @@ def elastic_policy_update(*, policy: ElasticPolicy, actor: Any, **fields: Any) -
             after=policy_snapshot(locked),
         )
     if locked.cards_held != before["cards_held"]:
-        from pools.elastic.tasks import elastic_apply_task
-
-        elastic_apply_task.delay_on_commit(locked.pk)
+        enqueue_on_commit(ELASTIC_APPLY, locked.pk)
     return locked
 
 
 # ------------------------------------------------------------------------------ the loop
+
+
+def metrics_adapter() -> PrometheusAdapter | None:
+    """The Prometheus of ``settings.PROMETHEUS_URL``, or ``None`` when none is configured."""
+    url = getattr(settings, "PROMETHEUS_URL", "")
+    if not url:
+        return None
+    return PrometheusAdapter(url, timeout_s=float(getattr(settings, "PROMETHEUS_TIMEOUT_S", 30)))
 
 
 @dataclass
@@ -258,8 +268,6 @@ def elastic_scan(*, now: datetime | None = None, metrics: Any = None) -> ScanRep
     longest = max(max(p.up_window_minutes, p.down_window_minutes) for p in policies)
     signals: dict[str, Any] = {}
     if metrics is None:
-        from pools.reclamation.services.scan import metrics_adapter
-
         metrics = metrics_adapter()
     if metrics is None:
         report.error = "PROMETHEUS_URL is not set: every allocation's metrics are unknown."
@@ -281,11 +289,8 @@ def elastic_scan(*, now: datetime | None = None, metrics: Any = None) -> ScanRep
         with transaction.atomic():
             pool = pool_lock(pool_id)
             _judge_group(pool, members, signals, now, report)
-    if report.changed_ids:
-        from pools.elastic.tasks import elastic_apply_task
-
-        for policy_id in report.changed_ids:
-            elastic_apply_task.delay(policy_id)
+    for policy_id in report.changed_ids:
+        enqueue_on_commit(ELASTIC_APPLY, policy_id)
     return report
 
 
@@ -299,8 +304,11 @@ def _judge_group(
         .select_related("allocation__team", "allocation__pool", "allocation__gpu_model")
         .filter(pk__in=ids)
     }
+    _due_hand_backs(members, locked, now)
     model = members[0].allocation.gpu_model
-    free = pool_free_cards(pool=pool, gpu_model=model, start=now, end=now + timedelta(minutes=1))
+    # Lend only what stays free for the next hour: a guaranteed allocation starting within it
+    # is not lent to (ones further out take their cards back with notice when approved).
+    free = pool_free_cards(pool=pool, gpu_model=model, start=now, end=now + LEND_HORIZON)
     lent = sum(
         max(0, p.cards_held - p.allocation.card_count) for p in _group_policies(pool, model, now)
     )
@@ -474,13 +482,54 @@ def elastic_apply(*, policy_id: int, now: datetime | None = None) -> dict[str, A
 # ------------------------------------------------------------------------------ hand back
 
 
+def _cut_to(policy: ElasticPolicy, cards: int, now: datetime) -> None:
+    policy.cards_held = min(policy.cards_held, cards)
+    policy.last_scaled_at = now
+    if policy.cards_held <= policy.allocation.card_count:
+        policy.borrowed_since = None
+    policy.save(update_fields=["cards_held", "last_scaled_at", "borrowed_since"])
+
+
+def elastic_hand_back_run(
+    *, pool_id: int, gpu_model_id: int, starts_at: datetime, ends_at: datetime
+) -> list[ScaleEvent]:
+    """The task's entry after an approval commits: lock the pool, then :func:`elastic_hand_back`."""
+    with transaction.atomic():
+        pool = pool_lock(pool_id)
+        return elastic_hand_back(
+            pool=pool,
+            gpu_model=GpuModel.objects.get(pk=gpu_model_id),
+            starts_at=starts_at,
+            ends_at=ends_at,
+            actor=None,
+        )
+
+
+def _due_hand_backs(members: list[ElasticPolicy], locked: dict, now: datetime) -> None:
+    """Carry out hand-backs whose notice has run out (the loop, under the pool lock)."""
+    due = ScaleEvent.objects.filter(
+        policy_id__in=[p.pk for p in members],
+        source=ScaleSource.HAND_BACK,
+        applied=False,
+        effective_at__lte=now,
+    ).order_by("effective_at")
+    for event in due:
+        policy = locked[event.policy_id]
+        if policy.cards_held > event.cards_to:
+            _cut_to(policy, event.cards_to, now)
+            enqueue_on_commit(ELASTIC_APPLY, policy.pk)
+        else:
+            ScaleEvent.objects.filter(pk=event.pk).update(applied=True)
+
+
 def elastic_hand_back(
     *, pool: Pool, gpu_model: GpuModel, starts_at: datetime, ends_at: datetime, actor: Any
 ) -> list[ScaleEvent]:
     """After a guaranteed approval in ``pool`` (whose row the caller holds locked): take burst
     cards back, newest first, until floors plus burst fit the cards usable over the new
-    allocation's window. The cut takes effect when that allocation starts (at once if it has);
-    the team is told now (the event and audit record say when)."""
+    allocation's window. The cut takes effect when that allocation starts (at once if it has,
+    else the loop carries it out then: :func:`_due_hand_backs`); the team is told now (the
+    event, the live page and the audit record say how many cards go and when)."""
     now = timezone.now()
     policies = list(
         ElasticPolicy.objects.select_for_update(of=("self",))
@@ -530,14 +579,16 @@ def elastic_hand_back(
             "notice_s": cut.notice_s,
             "free_cards": free,
         }
-        policy.cards_held = cut.cards_to
-        policy.last_scaled_at = now
-        if cut.cards_to <= policy.allocation.card_count:
-            policy.borrowed_since = None
-        policy.last_decision = {"reason": "hand_back", **numbers, "decided_at": now.isoformat()}
-        policy.save(
-            update_fields=["cards_held", "last_scaled_at", "borrowed_since", "last_decision"]
-        )
+        due = cut.effective_at <= now.timestamp() + STEP_S
+        if due:
+            _cut_to(policy, cut.cards_to, now)
+        policy.last_decision = {
+            "reason": "hand_back",
+            "message": message,
+            **numbers,
+            "decided_at": now.isoformat(),
+        }
+        policy.save(update_fields=["last_decision"])
         event = ScaleEvent.objects.create(
             policy=policy,
             decided_at=now,
@@ -558,9 +609,8 @@ def elastic_hand_back(
             after={"cards_held": cut.cards_to, **numbers},
             reason=message,
         )
-        from pools.elastic.tasks import elastic_apply_task
-
-        elastic_apply_task.apply_async_on_commit(policy.pk, eta=effective)
+        if due:
+            enqueue_on_commit(ELASTIC_APPLY, policy.pk)
         events.append(event)
     return events
 
@@ -575,8 +625,6 @@ def elastic_whatif(
     queries in chunks); ``None`` without Prometheus."""
     now = now or timezone.now()
     if metrics is None:
-        from pools.reclamation.services.scan import metrics_adapter
-
         metrics = metrics_adapter()
     if metrics is None:
         return None

@@ -1,12 +1,15 @@
-"""Celery tasks of elastic capacity: the scaling loop (beat, every minute) and applying one
-allocation's decision in Kubernetes (retried on transient scheduler errors)."""
+"""Celery tasks of elastic capacity: the scaling loop (beat, every minute), applying one
+allocation's decision in Kubernetes (retried on transient scheduler errors), and the hand-back
+after a guaranteed approval."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from celery import shared_task
 
-from pools.elastic.services import elastic_apply, elastic_scan
-from pools.jobs import MAX_RETRIES, _backoff
+from pools.elastic.services import elastic_apply, elastic_hand_back_run, elastic_scan
+from pools.jobs import MAX_RETRIES, retry_countdown
 from scheduler_adapters.errors import SchedulerError
 
 
@@ -34,4 +37,19 @@ def elastic_apply_task(self, policy_id: int) -> dict | None:
     except SchedulerError as exc:
         if not exc.transient or self.request.is_eager:
             return None  # reconcile repairs the quota (and records the drift)
-        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+        raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
+
+
+@shared_task(acks_late=True)
+def elastic_hand_back_task(
+    pool_id: int, gpu_model_id: int, starts_at: str, ends_at: str
+) -> list[int]:
+    """After a guaranteed approval in a Kubernetes pool commits: take burst cards back, with
+    notice, where floors plus burst no longer fit. Returns the scale events' ids."""
+    events = elastic_hand_back_run(
+        pool_id=pool_id,
+        gpu_model_id=gpu_model_id,
+        starts_at=datetime.fromisoformat(starts_at),
+        ends_at=datetime.fromisoformat(ends_at),
+    )
+    return [event.pk for event in events]

@@ -43,6 +43,7 @@ from pools.choices import EstimateStatus, WorkloadKind
 from pools.errors import InvalidInput, NotFound, PermissionDenied
 from pools.inventory import selectors
 from pools.inventory.models import GpuModel
+from pools.jobs import SIZING_ESTIMATE, enqueue_on_commit
 from pools.sizing import SizingInputError
 from pools.sizing.demand import (
     INPUT_WEIGHT,
@@ -882,14 +883,12 @@ def sizing_estimate_create(
         actor.is_staff or Membership.objects.filter(team=team, user=actor).exists()
     ):
         raise PermissionDenied(f"You are not a member of team {team.slug}.", team=team.slug)
-    from pools.sizing.tasks import sizing_estimate_task
-
     with transaction.atomic():
         estimate = SizingEstimate.objects.create(inputs=clean, created_by=actor, team=team)
         audit_event_record(
             actor=actor, action="sizing_estimate.created", obj=estimate, after=_snapshot(estimate)
         )
-        sizing_estimate_task.delay_on_commit(estimate.pk)
+        enqueue_on_commit(SIZING_ESTIMATE, estimate.pk)
     return estimate
 
 

@@ -34,6 +34,7 @@ from pools.capacity.services.scheduler_binding import (
 )
 from pools.choices import AllocationStatus, RequestStatus, Scheduler, TeamRole
 from pools.errors import InvalidInput, InvalidTransition
+from pools.jobs import ALLOCATION_UNBIND, enqueue_on_commit
 from pools.tenancy.models import Membership
 from scheduler_adapters.errors import SchedulerError
 
@@ -45,7 +46,7 @@ RELEASABLE = (
 )
 
 
-def _transition(
+def allocation_transition(
     allocation: Allocation, *, to: str, actor: Any, action: str, reason: str = "", **fields
 ) -> Allocation:
     before = allocation_snapshot(allocation)
@@ -54,9 +55,7 @@ def _transition(
     if was_applied and to not in APPLIED_STATUSES:
         # The scheduler still enforces the old cap: lower it once this commits (a task, so the
         # scheduler is never called with a lock held).
-        from pools.capacity.tasks import allocation_unbind_task
-
-        allocation_unbind_task.delay_on_commit(allocation.pk)
+        enqueue_on_commit(ALLOCATION_UNBIND, allocation.pk)
     for name, value in fields.items():
         setattr(allocation, name, value)
     allocation.status_reason = reason or allocation.status_reason
@@ -92,7 +91,7 @@ def allocation_provision(
         if allocation.starts_at > now + PROVISION_LEAD:
             return allocation  # the lifecycle sweep provisions it when its window opens
         if allocation.status == AllocationStatus.APPROVED:
-            _transition(
+            allocation_transition(
                 allocation,
                 to=AllocationStatus.PROVISIONING,
                 actor=None,
@@ -108,7 +107,7 @@ def allocation_provision(
         allocation = allocation_lock(allocation_id)
         if allocation.status != AllocationStatus.PROVISIONING:
             return allocation
-        return _transition(
+        return allocation_transition(
             allocation,
             to=AllocationStatus.ACTIVE,
             actor=None,
@@ -123,7 +122,7 @@ def allocation_fail(*, allocation_id: int, reason: str) -> Allocation:
         allocation = allocation_lock(allocation_id)
         if allocation.status != AllocationStatus.PROVISIONING:
             return allocation
-        return _transition(
+        return allocation_transition(
             allocation,
             to=AllocationStatus.FAILED,
             actor=None,
@@ -172,14 +171,14 @@ def allocation_release(*, allocation: Allocation, actor: Any, reason: str = "") 
             )
         now = timezone.now()
         if allocation.starts_at >= now:
-            return _transition(
+            return allocation_transition(
                 allocation,
                 to=AllocationStatus.CANCELLED,
                 actor=actor,
                 action="allocation.cancelled",
                 reason=reason or "released",
             )
-        return _transition(
+        return allocation_transition(
             allocation,
             to=AllocationStatus.ENDED,
             actor=actor,
@@ -271,7 +270,7 @@ def allocation_lifecycle_sweep(
         with transaction.atomic():
             allocation = allocation_lock(allocation_id)
             if allocation.status in RELEASABLE and allocation.ends_at <= now:
-                _transition(
+                allocation_transition(
                     allocation,
                     to=AllocationStatus.ENDED,
                     actor=None,
@@ -301,7 +300,7 @@ def allocation_lifecycle_sweep(
             allocation = allocation_lock(allocation_id)
             if allocation.status != AllocationStatus.ACTIVE:
                 continue
-            _transition(
+            allocation_transition(
                 allocation,
                 to=AllocationStatus.EXPIRING,
                 actor=None,

@@ -21,6 +21,7 @@ from pools.choices import AllocationStatus, RequestStatus, Scheduler, TeamRole, 
 from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition, PermissionDenied
 from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import GpuModel, Pool
+from pools.jobs import ALLOCATION_PROVISION, ELASTIC_HAND_BACK, enqueue_on_commit
 from pools.tenancy.models import Membership, Team
 
 # A start a few minutes in the past is "now" (clock skew, a slow form); more is an error.
@@ -357,20 +358,16 @@ def capacity_request_approve(
             ]
         )
         if locked_pool.scheduler == Scheduler.KUBERNETES:
-            # Burst cards lent to elastic allocations never count against a guarantee: take
-            # back (with notice) what this approval needs (pools/elastic/services.py).
-            from pools.elastic.services import elastic_hand_back
-
-            elastic_hand_back(
-                pool=locked_pool,
-                gpu_model=target_model,
-                starts_at=request.starts_at,
-                ends_at=end,
-                actor=actor,
+            # Burst cards lent to elastic allocations never count against a guarantee: once
+            # this commits, take back (with notice) what it needs (pools/elastic/services.py).
+            enqueue_on_commit(
+                ELASTIC_HAND_BACK,
+                locked_pool.pk,
+                target_model.pk,
+                request.starts_at.isoformat(),
+                end.isoformat(),
             )
-        from pools.capacity.tasks import allocation_provision_task
-
-        allocation_provision_task.delay_on_commit(allocation.pk)
+        enqueue_on_commit(ALLOCATION_PROVISION, allocation.pk)
     return allocation
 
 

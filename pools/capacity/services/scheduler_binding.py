@@ -21,8 +21,7 @@ from django.db.models import Case, F, Sum, When
 from django.utils import timezone
 
 from pools.capacity.models import Allocation
-from pools.choices import AliasKind, AllocationStatus, Scheduler
-from pools.elastic.choices import QuotaBackend
+from pools.choices import AliasKind, AllocationStatus, QuotaBackend, Scheduler
 from pools.inventory.models import GpuModel, GpuModelAlias, Pool
 from pools.tenancy.models import Membership, Team
 from scheduler_adapters.base import SchedulerAdapter

@@ -31,7 +31,12 @@ from pools.inventory.models import Gpu, GpuModel, Pool
 from pools.inventory.services.importer import inventory_import_file, inventory_import_files
 from pools.reclamation.evaluate import evaluate_group
 from pools.reclamation.models import IdleFinding, IdleScanRun, ReclamationPolicy
-from pools.reclamation.services.scan import SCANNED, _dec, _detail, policy_thresholds
+from pools.reclamation.services.scan import (
+    SCANNED,
+    finding_detail,
+    percent_decimal,
+    policy_thresholds,
+)
 from pools.tenancy.models import Membership, Team
 from scheduler_adapters.prometheus import DeviceUsage, Sample
 from scheduler_adapters.types import InventorySource
@@ -244,11 +249,11 @@ class Command(BaseCommand):
                 last_seen_at=seen_at,
                 dry_run=policy.dry_run,
                 certainly_idle=group.certainly_idle,
-                mean_util_pct=_dec(group.mean_util_pct),
-                peak_util_pct=_dec(max(peaks) if peaks else None),
+                mean_util_pct=percent_decimal(group.mean_util_pct),
+                peak_util_pct=percent_decimal(max(peaks) if peaks else None),
                 card_count=allocation.card_count,
                 cards_in_use=min(group.cards_busy, allocation.card_count),
-                detail=_detail(group, devices, seen_at, thresholds),
+                detail=finding_detail(group, devices, seen_at, thresholds),
                 **fields,
             )
 

@@ -2,8 +2,9 @@
 from reclamation for a while, revoke an exemption, and reclaim an open finding at once.
 
 Reclaim-now skips the grace period and the cooldown but nothing else: it goes through the
-scan's own locked path (:func:`pools.reclamation.services.scan._reclaim`), is refused while an
-exemption is in force and under a dry-run policy, and can be undone like any reclamation.
+scan's own locked path (:func:`pools.reclamation.services.scan.allocation_reclaim`), is
+refused while an exemption is in force and under a dry-run policy, and can be undone like
+any reclamation.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pools.choices import IdleFindingState
 from pools.errors import InvalidInput, InvalidTransition, PermissionDenied
 from pools.inventory.models import Pool
 from pools.reclamation.models import Exemption, IdleFinding, ReclamationPolicy
-from pools.reclamation.services.scan import _reclaim, exemption_in_force
+from pools.reclamation.services.scan import allocation_reclaim, exemption_in_force
 from pools.tenancy.models import Team
 
 MAX_REASON_CHARS = 1000
@@ -184,7 +185,7 @@ def idle_finding_reclaim_now(
         f"reclaimed now by {actor}: idle since {finding.first_seen_at:%Y-%m-%d %H:%M %Z}, "
         f"mean {finding.mean_util_pct} %"
     )
-    done = _reclaim(
+    done = allocation_reclaim(
         finding,
         allocation,
         keep=min(finding.cards_in_use, allocation.card_count),

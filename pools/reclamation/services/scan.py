@@ -14,11 +14,11 @@ Mapping of dcgm-exporter series to allocations:
   unable to say which cards a job holds: ``unknown``.
 
 Reclaiming goes through the same path as release: a status transition
-(:func:`pools.capacity.services.allocations._transition`, which queues the unbind task) when no
-card is
-in use, or a smaller ``card_count`` followed by :func:`allocation_rebind` on commit; in both
-cases the team's Slurm ``GrpTRES`` / Kubernetes ResourceQuota is set to the team's remaining
-open-window cards. Nothing calls a scheduler while a lock is held.
+(:func:`pools.capacity.services.allocations.allocation_transition`, which queues the unbind
+task) when no card is in use, or a smaller ``card_count`` followed by
+:func:`allocation_rebind` on commit; in both cases the team's Slurm ``GrpTRES`` /
+Kubernetes ResourceQuota is set to the team's remaining open-window cards.
+Nothing calls a scheduler while a lock is held.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from pools.audit.services import audit_event_record
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.locks import allocation_lock, pool_lock
 from pools.capacity.models import Allocation
-from pools.capacity.services.allocations import _transition
+from pools.capacity.services.allocations import allocation_transition
 from pools.capacity.services.requests import allocation_snapshot
 from pools.capacity.services.scheduler_binding import (
     binding_apply,
@@ -51,6 +51,7 @@ from pools.capacity.services.scheduler_binding import (
 from pools.choices import AllocationStatus, IdleFindingState, Scheduler
 from pools.errors import InsufficientCapacity, InvalidTransition, PermissionDenied
 from pools.inventory.models import Gpu, Node
+from pools.jobs import ALLOCATION_REBIND, enqueue_on_commit
 from pools.reclamation.evaluate import (
     AllocationShare,
     GroupEvaluation,
@@ -281,7 +282,7 @@ def _judge(policies, allocations, devices, now, slurm_adapter, report: ScanRepor
         if idle and mine is None:
             uuids = {c.uuid for c in group.cards}
             mine = [d for d in by_namespace.get(None, ()) if d.uuid in uuids]
-        detail = _detail(group, mine, now, thresholds) if idle else {}
+        detail = finding_detail(group, mine, now, thresholds) if idle else {}
         for allocation, share in zip(members, shares, strict=True):
             finding = open_findings.get(allocation.pk)
             if finding is None and allocation.pk in dismissed and share.verdict == Verdict.IDLE:
@@ -356,7 +357,7 @@ class _SlurmView:
         return self._pools[pool.pk]
 
 
-def _detail(
+def finding_detail(
     group: GroupEvaluation, devices: list[DeviceUsage], now: datetime, thresholds: Thresholds
 ) -> dict[str, Any]:
     """The evaluation's per-card numbers and the group's utilisation sparkline over the
@@ -386,13 +387,13 @@ def _numbers(share: AllocationShare, group: GroupEvaluation, detail: dict) -> di
         "card_count": share.card_count,
         "cards_in_use": min(share.cards_in_use, share.card_count),
         "certainly_idle": group.certainly_idle,
-        "mean_util_pct": _dec(group.mean_util_pct),
-        "peak_util_pct": _dec(max(peaks) if peaks else None),
+        "mean_util_pct": percent_decimal(group.mean_util_pct),
+        "peak_util_pct": percent_decimal(max(peaks) if peaks else None),
         "detail": detail,
     }
 
 
-def _dec(value: float | None) -> Decimal | None:
+def percent_decimal(value: float | None) -> Decimal | None:
     return None if value is None else Decimal(f"{value:.2f}")
 
 
@@ -527,11 +528,11 @@ def _maybe_reclaim(
         f"reclaimed: idle since {finding.first_seen_at:%Y-%m-%d %H:%M %Z}, mean "
         f"{finding.mean_util_pct} % over {policy.window_minutes} min"
     )
-    if _reclaim(finding, allocation, keep=keep, why=why, now=now, actor=None) is not None:
+    if allocation_reclaim(finding, allocation, keep=keep, why=why, now=now, actor=None) is not None:
         report.reclaimed += 1
 
 
-def _reclaim(
+def allocation_reclaim(
     finding: IdleFinding,
     allocation: Allocation,
     *,
@@ -559,7 +560,7 @@ def _reclaim(
         finding.status_before = locked.status
         finding.ends_at_before = locked.ends_at
         if keep == 0:
-            _transition(
+            allocation_transition(
                 locked,
                 to=AllocationStatus.RECLAIMED,
                 actor=actor,
@@ -599,9 +600,7 @@ def _reclaim(
 
 
 def _queue_rebind(allocation_id: int) -> None:
-    from pools.reclamation.tasks import allocation_rebind_task
-
-    allocation_rebind_task.delay_on_commit(allocation_id)
+    enqueue_on_commit(ALLOCATION_REBIND, allocation_id)
 
 
 def allocation_rebind(*, allocation_id: int) -> dict | None:

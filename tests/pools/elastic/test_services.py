@@ -183,9 +183,11 @@ def test_low_for_thirty_minutes_goes_down(pool, team, admin):
     assert policy.cards_held == 4
 
 
-def test_guaranteed_approval_takes_borrowed_cards_back(pool, team, admin):
+def test_guaranteed_approval_takes_borrowed_cards_back(
+    pool, team, admin, django_capture_on_commit_callbacks
+):
     # floor 2 holding 6 (4 borrowed) in 8 cards; approving 4 guaranteed cards leaves
-    # 8 - 2 - 4 = 2 to lend: 2 of the 4 borrowed go back, effective when it starts
+    # 8 - 2 - 4 = 2 to lend: 2 of the 4 borrowed go back when the approved allocation starts
     policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
                                    ceiling_cards=6)  # fmt: skip
     policy.cards_held = 6
@@ -195,13 +197,36 @@ def test_guaranteed_approval_takes_borrowed_cards_back(pool, team, admin):
                                      gpu_model=GpuModel.objects.get(slug="l40s"),
                                      starts_at=NOW + timedelta(hours=2),
                                      ends_at=NOW + timedelta(days=2))  # fmt: skip
-    capacity_request_approve(request=request, actor=admin)
-    policy.refresh_from_db()
-    assert policy.cards_held == 4
+    with django_capture_on_commit_callbacks(execute=True):
+        capacity_request_approve(request=request, actor=admin)
     event = ScaleEvent.objects.get(source="hand_back")
     assert (event.cards_from, event.cards_to, event.effective_at) == (6, 4, request.starts_at)
     assert event.numbers["free_cards"] == 2
+    assert event.numbers["notice_s"] == pytest.approx(7200, abs=120)
     assert AuditEvent.objects.filter(action="elastic.hand_back").count() == 1
+    policy.refresh_from_db()
+    assert policy.cards_held == 6  # notice: the team keeps them until the allocation starts
+    assert "handed back" in policy.last_decision["message"]
+
+    # when the notice runs out the loop carries it out (metrics unknown: nothing else moves)
+    elastic_scan(now=request.starts_at + timedelta(minutes=1), metrics=FakePrometheus())
+    policy.refresh_from_db()
+    assert policy.cards_held == 4
+
+
+def test_hand_back_for_an_allocation_starting_now_is_at_once(
+    pool, team, admin, django_capture_on_commit_callbacks
+):
+    policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
+                                   ceiling_cards=6)  # fmt: skip
+    policy.cards_held = 6
+    policy.save()
+    request = CapacityRequestFactory(pool=pool, card_count=6, starts_at=NOW,
+                                     ends_at=NOW + timedelta(days=1))  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        capacity_request_approve(request=request, actor=admin)
+    policy.refresh_from_db()
+    assert policy.cards_held == 2  # 8 - 2 - 6 = 0 left to lend
 
 
 def test_approval_without_borrowed_cards_changes_nothing(pool, team, admin):

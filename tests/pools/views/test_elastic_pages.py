@@ -88,7 +88,7 @@ def test_other_teams_get_404(member_page, policy):
 
 def test_what_if_totals_on_the_page(admin_page, policy, monkeypatch):
     monkeypatch.setattr(
-        "pools.reclamation.services.scan.metrics_adapter",
+        "pools.elastic.services.metrics_adapter",
         lambda: FakePrometheus(inference=[_signals(minutes=10)]),
     )
     fields = {"ceiling_cards": 6, "step_cards": 2, "cards_per_replica": 1, "min_replicas": 1,
