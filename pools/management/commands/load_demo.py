@@ -9,7 +9,8 @@ Kubernetes NodeList. Safe to run twice (the second run reports nodes unchanged).
 from __future__ import annotations
 
 import random
-from datetime import timedelta
+from datetime import datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 from django.conf import settings
@@ -25,8 +26,12 @@ from pools.capacity.services.requests import (
     capacity_request_create,
     capacity_request_reject,
 )
-from pools.choices import IdleFindingState, TeamRole
+from pools.choices import AllocationStatus, IdleFindingState, TeamRole
 from pools.demo import POOLS, demo_fleet
+from pools.elastic.models import ElasticPolicy, ScaleEvent
+from pools.elastic.policy import MetricSample
+from pools.elastic.services import elastic_policy_create, scaling_policy
+from pools.elastic.whatif import replay
 from pools.inventory.models import Gpu, GpuModel, Pool
 from pools.inventory.services.importer import inventory_import_file, inventory_import_files
 from pools.reclamation.evaluate import evaluate_group
@@ -90,6 +95,7 @@ class Command(BaseCommand):
         )
         self._requests()
         self._idle_findings()
+        self._elastic()
 
     def _requests(self):
         """A few requests in every state, made through the services as people would."""
@@ -209,6 +215,89 @@ class Command(BaseCommand):
         )
         allocation_lifecycle_sweep(now=now + timedelta(minutes=2))
         self.stdout.write(f"requests: {CapacityRequest.objects.count()} demo requests")
+
+    def _elastic(self):
+        """An inference team's elastic allocation (vision: 4 L40S guaranteed, up to 12) with a
+        day of scaling history: yesterday's traffic (a morning and an afternoon peak) replayed
+        through the loop's own decisions (pools.elastic.whatif.replay, the same rules the beat
+        task applies), recorded as its scale events. Back-dated two days like the others."""
+        if ElasticPolicy.objects.exists():
+            return
+        users = {u.username: u for u in get_user_model().objects.all()}
+        now = timezone.now().replace(second=0, microsecond=0)
+        request = capacity_request_create(
+            actor=users["bob"],
+            team=Team.objects.get(slug="vision"),
+            workload_kind="inference",
+            card_count=4,
+            starts_at=now + timedelta(minutes=1),
+            ends_at=now + timedelta(days=14),
+            justification="Image-captioning API (Qwen2-VL-7B, TP=2), autoscaled.",
+            pool=Pool.objects.get(slug="infer-k8s"),
+            gpu_model=GpuModel.objects.get(slug="l40s"),
+        )
+        allocation = capacity_request_approve(request=request, actor=users["admin"])
+        Allocation.objects.filter(pk=allocation.pk).update(
+            starts_at=now - timedelta(days=2), status=AllocationStatus.ACTIVE
+        )
+        allocation.refresh_from_db()
+        policy = elastic_policy_create(
+            allocation=allocation,
+            actor=users["bob"],
+            ceiling_cards=12,
+            step_cards=2,
+            cards_per_replica=2,
+            min_replicas=2,
+            per_card_tok_s=Decimal("420"),
+            deployment="qwen2-vl-captions",
+        )
+        rng = random.Random(19)
+        start = now - timedelta(days=1)
+        samples = []
+        for minute in range(24 * 60):
+            at = start + timedelta(minutes=minute)
+            hour = at.hour + at.minute / 60
+            if 9 <= hour < 12 or 14 <= hour < 17:
+                util, latency = 88.0, 1250.0
+            elif 8 <= hour < 9 or 12 <= hour < 14:
+                util, latency = 58.0, 600.0
+            else:
+                util, latency = 22.0, 320.0
+            samples.append(
+                MetricSample(
+                    at.timestamp(),
+                    round(util + rng.uniform(-4, 4), 1),
+                    round(latency + rng.uniform(-60, 60)),
+                )
+            )
+        result = replay(scaling_policy(policy), samples)
+        for decision in result.events:
+            at = datetime.fromtimestamp(decision.at, tz=now.tzinfo)
+            ScaleEvent.objects.create(
+                policy=policy,
+                decided_at=at,
+                action=str(decision.action),
+                reason=str(decision.reason),
+                cards_from=decision.cards_from,
+                cards_to=decision.cards_to,
+                effective_at=at,
+                message=decision.message,
+                numbers=decision.numbers(),
+            )
+        if result.events:
+            last = result.events[-1]
+            policy.cards_held = last.cards_to
+            policy.last_scaled_at = datetime.fromtimestamp(last.at, tz=now.tzinfo)
+            policy.last_decision = {
+                **last.numbers(),
+                "decided_at": policy.last_scaled_at.isoformat(),
+            }
+            policy.save()
+        self.stdout.write(
+            f"elastic allocation #{allocation.pk}: {result.scale_ups} ups, "
+            f"{result.scale_downs} downs over the last day, {result.min_cards}-"
+            f"{result.max_cards} cards"
+        )
 
     def _idle_findings(self):
         """Reclamation policies and the findings an idle scan would have left, with the series

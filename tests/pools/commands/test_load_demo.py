@@ -70,3 +70,16 @@ def test_the_demo_data(capsys):
         .count()
         == 2
     )
+
+
+def test_the_demo_has_an_elastic_allocation_with_history(capsys):
+    from pools.elastic.models import ElasticPolicy, ScaleEvent
+
+    out = load_demo(capsys)
+    policy = ElasticPolicy.objects.select_related("allocation__team").get()
+    assert policy.allocation.team.slug == "vision"
+    assert (policy.allocation.card_count, policy.ceiling_cards) == (4, 12)
+    events = ScaleEvent.objects.filter(policy=policy)
+    assert events.filter(action="up").exists() and events.filter(action="down").exists()
+    assert all(4 <= e.cards_to <= 12 for e in events)
+    assert "elastic allocation #" in out
