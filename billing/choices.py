@@ -9,6 +9,7 @@ class UsageSource(models.TextChoices):
     TOKEN_API = "token-api", "Token API (inference gateway)"
     PROMETHEUS_TOKENS = "prometheus-tokens", "Prometheus vLLM counters"
     RESERVATION = "reservation", "Reservation (allocation)"
+    ELASTIC_BURST = "elastic-burst", "Elastic burst (cards held above the floor)"
 
 
 class UsageUnit(models.TextChoices):
@@ -33,6 +34,8 @@ class ChargeBasis(models.TextChoices):
     (kept for showback, never charged again)."""
 
     RESERVED = "reserved", "Reserved card-hours"
+    # Cards an elastic allocation held above its guaranteed floor (pools/elastic/).
+    BURST = "burst", "Burst card-hours (elastic)"
     USED = "used", "Used card-hours"
     TOKENS = "tokens", "Tokens"
     INCLUDED = "included", "Used within a reservation (not charged)"
@@ -50,12 +53,13 @@ class UsageFlag(models.TextChoices):
 class RateKind(models.TextChoices):
     GPU_RESERVED = "gpu-reserved", "Reserved, per card-hour"
     GPU_USED = "gpu-used", "On use, per card-hour"
+    GPU_BURST = "gpu-burst", "Elastic burst, per card-hour (default: the reserved price)"
     TOKEN_INPUT = "token-input", "Input, per million tokens"
     TOKEN_CACHED_INPUT = "token-cached-input", "Cached input, per million tokens"
     TOKEN_OUTPUT = "token-output", "Output, per million tokens"
 
 
-GPU_RATE_KINDS = (RateKind.GPU_RESERVED, RateKind.GPU_USED)
+GPU_RATE_KINDS = (RateKind.GPU_RESERVED, RateKind.GPU_USED, RateKind.GPU_BURST)
 TOKEN_RATE_KINDS = (RateKind.TOKEN_INPUT, RateKind.TOKEN_CACHED_INPUT, RateKind.TOKEN_OUTPUT)
 
 

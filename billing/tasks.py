@@ -11,7 +11,11 @@ from django.utils import timezone
 from billing.conf import billing_zone
 from billing.services.prometheus_import import usage_import_kubernetes, usage_import_vllm_tokens
 from billing.services.statements import statements_close_month
-from billing.services.usage_import import usage_import_reservations, usage_import_slurm
+from billing.services.usage_import import (
+    usage_import_elastic_burst,
+    usage_import_reservations,
+    usage_import_slurm,
+)
 from scheduler_adapters.errors import SchedulerUnavailable
 from scheduler_adapters.prometheus import PrometheusAdapter
 from scheduler_adapters.registry import build_scheduler_adapter
@@ -35,11 +39,12 @@ def statements_close_month_task() -> list[int]:
     max_retries=6,
 )
 def usage_import_task(hours: int = 48) -> dict[str, int]:
-    """Import reservations and Slurm accounting of the last ``hours`` (overlapping windows are
-    harmless: records are keyed independently of the window)."""
+    """Import reservations, elastic burst and Slurm accounting of the last ``hours``
+    (overlapping windows are harmless: records are keyed independently of the window)."""
     end = timezone.now()
     start = end - timedelta(hours=hours)
     counts = {"reservation": usage_import_reservations(start=start, end=end).records_created}
+    counts["elastic-burst"] = usage_import_elastic_burst(start=start, end=end).records_created
     config = getattr(settings, "SCHEDULERS", {}).get("slurm")
     if config:
         adapter = build_scheduler_adapter(config)

@@ -44,6 +44,7 @@ def rate_kind(basis: str, unit: str) -> str | None:
         return {
             ChargeBasis.RESERVED: RateKind.GPU_RESERVED,
             ChargeBasis.USED: RateKind.GPU_USED,
+            ChargeBasis.BURST: RateKind.GPU_BURST,
         }.get(basis)
     return {
         UsageUnit.INPUT_TOKENS: RateKind.TOKEN_INPUT,
@@ -56,10 +57,13 @@ def price_for(
     period: RatePeriod, kind: str, gpu_model_id: int | None, served: str
 ) -> Decimal | None:  # noqa: E501
     """The period's price; cached input falls back to the input price when the card has none
-    (a model served without prefix caching discounts)."""
+    (a model served without prefix caching discounts), and elastic burst to the reserved price
+    of the GPU model (issue #19: burst is priced like reserved cards unless the card says)."""
     price = period.prices.get((kind, gpu_model_id, served))
     if price is None and kind == RateKind.TOKEN_CACHED_INPUT:
         price = period.prices.get((RateKind.TOKEN_INPUT, gpu_model_id, served))
+    if price is None and kind == RateKind.GPU_BURST:
+        price = period.prices.get((RateKind.GPU_RESERVED, gpu_model_id, served))
     return price
 
 

@@ -43,8 +43,8 @@ from pools.choices import TeamRole
 from pools.inventory.models import GpuModel
 from pools.tenancy.models import Membership, Team
 
-_BASIS_ORDER = {ChargeBasis.RESERVED: 0, ChargeBasis.USED: 1, ChargeBasis.TOKENS: 2,
-                ChargeBasis.REPLAYED: 3}  # fmt: skip
+_BASIS_ORDER = {ChargeBasis.RESERVED: 0, ChargeBasis.BURST: 1, ChargeBasis.USED: 2,
+                ChargeBasis.TOKENS: 3, ChargeBasis.REPLAYED: 4}  # fmt: skip
 CARD_HOURS = "card-hours"
 _UNIT_ORDER = {CARD_HOURS: 0, UsageUnit.INPUT_TOKENS: 1, UsageUnit.CACHED_INPUT_TOKENS: 2,
                UsageUnit.OUTPUT_TOKENS: 3}  # fmt: skip

@@ -40,6 +40,9 @@ from billing.pricing import (
 )
 from pools.capacity.models import Allocation
 from pools.choices import AllocationStatus, PricingMethod
+from pools.elastic.choices import ScaleAction
+from pools.elastic.metering import burst_card_seconds
+from pools.elastic.models import ElasticPolicy, ScaleEvent
 from pools.inventory.gpu_names import normalise_model_key
 from pools.inventory.models import Gpu, GpuModelAlias, Node, Pool
 from pools.reclamation.card_timeline import card_changes, card_pieces
@@ -190,6 +193,74 @@ def usage_import_reservations(
             )
     usage_records_upsert(records, report, now)
     return usage_import_save(UsageSource.RESERVATION, start, end, report)
+
+
+@transaction.atomic
+def usage_import_elastic_burst(
+    *, start: datetime, end: datetime, now: datetime | None = None
+) -> UsageImport:
+    """Burst card-seconds of every elastic allocation for each month of ``[start, end)``: the
+    cards held above the floor over time, from its scale events (each takes effect at its
+    ``effective_at``; :func:`pools.elastic.metering.burst_card_seconds`), inside
+    ``[allocation start, min(end, now))``. Keyed per allocation and month, so re-importing an
+    overlapping window replaces the same records. The floor is billed by its pricing method
+    (reserved card-hours by default); burst is its own line, priced at the rate card's burst
+    price or, without one, its reserved price."""
+    usage_window_check(start, end)
+    now = now or timezone.now()
+    zone = billing_zone()
+    report = ImportReport()
+    records = []
+    policies = (
+        ElasticPolicy.objects.filter(
+            allocation__status__in=CHARGED_STATUSES,
+            allocation__starts_at__lt=min(end, now),
+            allocation__ends_at__gt=start,
+        )
+        .select_related("allocation")
+        .order_by("allocation_id")
+    )
+    events = defaultdict(list)
+    for event in (
+        ScaleEvent.objects.filter(policy__in=policies)
+        .exclude(action=ScaleAction.HOLD)
+        .order_by("effective_at", "id")
+        .values_list("policy_id", "effective_at", "cards_to")
+    ):
+        events[event[0]].append((event[1].timestamp(), event[2]))
+    for policy in policies:
+        allocation = policy.allocation
+        held = clip(allocation.starts_at, allocation.ends_at, allocation.starts_at, now)
+        if held is None:
+            continue
+        timeline = [(allocation.starts_at.timestamp(), allocation.card_count), *events[policy.pk]]
+        for month, piece_start, piece_end in split_at_months(*held, zone):
+            span = clip(piece_start, piece_end, start, end)
+            if span is None:
+                continue
+            seconds = burst_card_seconds(
+                timeline,
+                floor_cards=allocation.card_count,
+                start=piece_start.timestamp(),
+                end=piece_end.timestamp(),
+            )
+            records.append(
+                UsageRecord(
+                    team_id=allocation.team_id,
+                    gpu_model_id=allocation.gpu_model_id,
+                    allocation_id=allocation.id,
+                    quantity=Decimal(round(seconds)),
+                    unit=UsageUnit.CARD_SECONDS,
+                    basis=ChargeBasis.BURST,
+                    month=month,
+                    period_start=piece_start,
+                    period_end=piece_end,
+                    source=UsageSource.ELASTIC_BURST,
+                    source_id=f"burst:{allocation.id}:{month:%Y-%m}",
+                )
+            )
+    usage_records_upsert(records, report, now)
+    return usage_import_save(UsageSource.ELASTIC_BURST, start, end, report)
 
 
 # --------------------------------------------------------------------------- Slurm
