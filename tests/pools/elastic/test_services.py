@@ -248,3 +248,46 @@ def test_whatif_from_prometheus(pool, team, admin):
     # high for all 10 minutes: up at minute 5 (2 -> 4), then cooldown
     assert (result.scale_ups, result.max_cards) == (1, 4)
     assert elastic_whatif(policy=policy, metrics=None, now=NOW) is None
+
+
+@pytest.fixture
+def fake_k8s():
+    from django.test import override_settings
+
+    from pools.capacity.services import scheduler_binding
+
+    scheduler_binding._ADAPTERS.clear()
+    with override_settings(SCHEDULERS={"kubernetes": {"BACKEND": "kubernetes-fake"}}):
+        yield scheduler_binding.scheduler_adapter("kubernetes")
+    scheduler_binding._ADAPTERS.clear()
+
+
+def test_scale_up_lands_in_the_namespace_quota(
+    fake_k8s, pool, team, admin, django_capture_on_commit_callbacks
+):
+    policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
+                                   ceiling_cards=6, step_cards=2)  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        elastic_scan(now=NOW, metrics=FakePrometheus(inference=[signals("team-chat", 90.0, 1.2)]))
+    quota = fake_k8s.get_gpu_quota("chat")
+    assert quota.cards == 4  # the cards the loop decided, not the floor of 2
+    assert ScaleEvent.objects.get(policy=policy).applied is True
+
+
+def test_volcano_pool_gets_its_queue(
+    fake_k8s, pool, team, admin, django_capture_on_commit_callbacks
+):
+    pool.quota_backend = "volcano"
+    pool.quota_cohort = "inference"
+    pool.save()
+    elastic_policy_create(allocation=active(pool, team, 2), actor=admin, ceiling_cards=6,
+                          step_cards=2)  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        elastic_scan(now=NOW, metrics=FakePrometheus(inference=[signals("team-chat", 90.0, 1.2)]))
+    queue = fake_k8s.objects[("Queue", None, "team-chat")]
+    assert queue["spec"]["guarantee"] == {"resource": {"nvidia.com/gpu": "2"}}
+    assert queue["spec"]["deserved"] == {"nvidia.com/gpu": "4"}
+    assert queue["spec"]["capability"] == {"nvidia.com/gpu": "6"}
+    assert queue["spec"]["parent"] == "inference"
+    # the namespace quota is the ceiling, so it never blocks what Volcano admits
+    assert fake_k8s.get_gpu_quota("chat").cards == 6
