@@ -79,7 +79,8 @@ class ElasticPolicy(models.Model):
         verbose_name_plural = "elastic policies"
         constraints = [
             models.CheckConstraint(
-                condition=Q(step_cards__gte=1) & Q(cards_per_replica__gte=1)
+                condition=Q(step_cards__gte=1)
+                & Q(cards_per_replica__gte=1)
                 & Q(min_replicas__gte=1),
                 name="elastic_policy_positive_steps",
                 violation_error_message="Step, cards per replica and minimum replicas are >= 1.",

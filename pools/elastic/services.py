@@ -63,7 +63,13 @@ from pools.errors import InvalidInput, PermissionDenied
 from pools.inventory.models import GpuModel, Pool
 from pools.jobs import ELASTIC_APPLY, enqueue_on_commit
 from scheduler_adapters.errors import SchedulerError
-from scheduler_adapters.kubernetes_elastic import ElasticBounds, ElasticQuotaWriter
+from scheduler_adapters.kubernetes import render_yaml
+from scheduler_adapters.kubernetes_elastic import (
+    ElasticBounds,
+    ElasticQuotaWriter,
+    HpaSpec,
+    hpa_manifest,
+)
 from scheduler_adapters.prometheus import PrometheusAdapter
 
 STEP_S = 60
@@ -615,6 +621,41 @@ def elastic_hand_back(
     return events
 
 
+# ------------------------------------------------------------------------------ the HPA
+
+
+def elastic_hpa_yaml(*, policy: ElasticPolicy) -> str | None:
+    """The team's serving Deployment's ``autoscaling/v2`` HPA for this policy, as YAML for
+    ``kubectl apply``; ``None`` without a Deployment name. Raises :class:`InvalidInput` when the
+    policy cannot be one (a cooldown over an HPA policy period's 1,800 s cannot happen: the
+    model caps it at 30 minutes)."""
+    if not policy.deployment:
+        return None
+    spec = HpaSpec(
+        deployment=policy.deployment,
+        floor_cards=policy.allocation.card_count,
+        ceiling_cards=policy.ceiling_cards,
+        cards_per_replica=policy.cards_per_replica,
+        min_replicas=policy.min_replicas,
+        step_cards=policy.step_cards,
+        util_pct=float(policy.up_util_pct),
+        latency_ms=float(policy.up_latency_ms),
+        up_window_s=policy.up_window_minutes * 60,
+        down_window_s=policy.down_window_minutes * 60,
+        cooldown_s=policy.cooldown_minutes * 60,
+    )
+    team = policy.allocation.team.slug
+    try:
+        hpa = hpa_manifest(team, namespace_of(policy), spec)
+    except ValueError as exc:
+        raise InvalidInput(str(exc), errors={"deployment": str(exc)}) from exc
+    return render_yaml(
+        [hpa],
+        comment=f"gpu-pool-portal: HPA of team {team}'s Deployment {policy.deployment} "
+        f"(elastic allocation #{policy.allocation_id})",
+    )
+
+
 # ------------------------------------------------------------------------------ what-if
 
 
@@ -638,4 +679,3 @@ def elastic_whatif(
     )
     samples = metric_samples(found[namespace]) if namespace in found else []
     return replay(scaling_policy(policy), samples)
-

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_http_methods
 from pools.capacity.services.requests import team_role
 from pools.elastic import selectors
 from pools.elastic.forms import ElasticPolicyForm
-from pools.elastic.services import elastic_policy_update, elastic_whatif
+from pools.elastic.services import elastic_hpa_yaml, elastic_policy_update, elastic_whatif
 from pools.errors import DomainError
 
 
@@ -88,6 +88,10 @@ def elastic_detail(request, pk: int):
             {"x": datetime.fromtimestamp(t, UTC).isoformat(), "y": cards}
             for t, cards in whatif["result"].timeline
         ]
+    try:
+        hpa_yaml = elastic_hpa_yaml(policy=policy)
+    except DomainError as exc:
+        hpa_yaml = f"# {exc.message}"
     return render(
         request,
         "pools/elastic/detail.html",
@@ -101,5 +105,6 @@ def elastic_detail(request, pk: int):
             "chart": chart,
             "burst": max(0, policy.cards_held - policy.allocation.card_count),
             "now": timezone.now(),
+            "hpa_yaml": hpa_yaml,
         },
     )

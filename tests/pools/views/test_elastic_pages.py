@@ -109,3 +109,16 @@ def test_what_if_without_prometheus_says_so(admin_page, policy):
                           "down_util_pct": "30", "down_window_minutes": 30,
                           "cooldown_minutes": 15, "prescale_lead_minutes": 30})  # fmt: skip
     assert "What-if unavailable: PROMETHEUS_URL is not set" in page.content.decode()
+
+
+def test_the_hpa_for_the_deployment_is_shown(admin_page, policy):
+    assert (
+        "Name the serving Deployment" in admin_page.get(f"/elastic/{policy.pk}/").content.decode()
+    )
+    policy.deployment = "vllm-chat"
+    policy.cards_per_replica = 2
+    policy.save()
+    text = admin_page.get(f"/elastic/{policy.pk}/").content.decode()
+    hpa = text.split("<pre data-hpa>")[1].split("</pre>")[0]
+    assert "kind: HorizontalPodAutoscaler" in hpa and "name: vllm-chat" in hpa
+    assert "minReplicas: 1" in hpa and "maxReplicas: 3" in hpa  # 2 / 2 and 6 / 2
