@@ -202,7 +202,10 @@ def test_guaranteed_approval_takes_borrowed_cards_back(
     event = ScaleEvent.objects.get(source="hand_back")
     assert (event.cards_from, event.cards_to, event.effective_at) == (6, 4, request.starts_at)
     assert event.numbers["free_cards"] == 2
-    assert event.numbers["notice_s"] == pytest.approx(7200, abs=120)
+    # notice = from the decision to the guaranteed allocation's start
+    assert event.numbers["notice_s"] == pytest.approx(
+        (request.starts_at - event.decided_at).total_seconds(), abs=1e-3
+    )
     assert AuditEvent.objects.filter(action="elastic.hand_back").count() == 1
     policy.refresh_from_db()
     assert policy.cards_held == 6  # notice: the team keeps them until the allocation starts
