@@ -98,15 +98,19 @@ def replay(
         up_held = _held(up_start, at, last_scaled)
         down_held = _held(down_start, at, last_scaled)
         wanted = prescale(at) if prescale is not None else None
-        # Fast path: when no rule can fire and the cards are within bounds, decide() would
-        # hold; skip building its decision (most samples). test_replay_decides_as_the_live_
+        # Fast path: when no rule can move the cards (none met, or met at the ceiling / at
+        # the lower bound) and they are within bounds, decide() would hold; skip building its
+        # decision (most samples). test_replay_decides_as_the_live_
         # loop_does checks that this gives the live loop's events.
         if (
             lower <= cards <= policy.ceiling_cards
             and wanted is None
             and (
                 sample.util_pct is None
-                or (up_held < policy.up_window_s and down_held < policy.down_window_s)
+                or (
+                    (up_held < policy.up_window_s or cards >= policy.ceiling_cards)
+                    and (down_held < policy.down_window_s or cards <= lower)
+                )
             )
         ):
             decision = None
