@@ -27,6 +27,7 @@ from pools.choices import IdleFindingState
 from pools.dashboards import capacity as dashboard
 from pools.dashboards import utilisation
 from pools.dashboards.forms import DashboardFilterForm
+from pools.elastic.selectors import borrowed_cards_by_pool
 from pools.inventory.models import DriverGroup, GpuModel, Pool
 from pools.reclamation.card_timeline import card_changes
 from pools.reclamation.models import IdleFinding
@@ -312,6 +313,8 @@ def admin_dashboard(request):
         "in_use": None if in_use.error else sum(c.busy for c in in_use.rows.values()),
         "in_use_reporting": sum(c.reporting for c in in_use.rows.values()),
     }
+    borrowed = borrowed_cards_by_pool(now=now)
+    totals["borrowed"] = sum(cards for _, cards in borrowed)
     unplaced = plan.get(("", ""))
     range_key = request.GET.get("range")
     context = {
@@ -319,6 +322,7 @@ def admin_dashboard(request):
         "filters": filters,
         "rows": rows,
         "totals": totals,
+        "borrowed_by_pool": borrowed,
         "chart": _plan_chart(plan, rows, days),
         "unplaced_pending": unplaced.unplaced_pending if unplaced else 0,
         "forecasts": forecasts,

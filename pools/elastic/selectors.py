@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet, Sum
 
+from pools.choices import HOLDING_STATUSES
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 
 
@@ -24,3 +25,20 @@ def scale_event_list(*, user) -> QuerySet[ScaleEvent]:
     if user.is_staff:
         return qs
     return qs.filter(policy__allocation__team__memberships__user=user).distinct()
+
+
+def borrowed_cards_by_pool(*, now) -> list[tuple[str, int]]:
+    """``(pool name, cards)`` elastic allocations hold above their floors now (burst borrowed
+    from the pool's free cards), pools without any left out; one query."""
+    rows = (
+        ElasticPolicy.objects.filter(
+            allocation__status__in=HOLDING_STATUSES,
+            allocation__starts_at__lte=now,
+            allocation__ends_at__gt=now,
+            cards_held__gt=F("allocation__card_count"),
+        )
+        .values_list("allocation__pool__name")
+        .annotate(cards=Sum(F("cards_held") - F("allocation__card_count")))
+        .order_by("allocation__pool__name")
+    )
+    return [(name, int(cards)) for name, cards in rows]

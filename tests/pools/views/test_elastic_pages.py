@@ -122,3 +122,11 @@ def test_the_hpa_for_the_deployment_is_shown(admin_page, policy):
     hpa = text.split("<pre data-hpa>")[1].split("</pre>")[0]
     assert "kind: HorizontalPodAutoscaler" in hpa and "name: vllm-chat" in hpa
     assert "minReplicas: 1" in hpa and "maxReplicas: 3" in hpa  # 2 / 2 and 6 / 2
+
+
+def test_admin_dashboard_shows_borrowed_cards_per_pool(admin_page, policy):
+    policy.cards_held = 5
+    policy.save()
+    text = " ".join(admin_page.get("/dashboard/").content.decode().split())
+    borrowed = text.split("<article data-borrowed>")[1].split("</article>")[0]
+    assert '<div class="value">3</div>' in borrowed and "Infer 3" in borrowed
