@@ -188,3 +188,44 @@ def next_rise(
             return found
         at = boundary_after(at + lead_s) - lead_s
     return None
+
+
+def plan_ahead(
+    profile: WeeklyProfile, *, now: float, hours: float = 2.0
+) -> list[tuple[float, float | None]]:
+    """The profile's levels for the slots from the one holding ``now`` to ``hours`` ahead, as
+    ``(slot start, level)``: what an hourly forecast stores for the minute loop to read."""
+    first = now - ((now - MONDAY_EPOCH_S) % profile.slot_s)
+    count = int(math.ceil(hours * 3600 / profile.slot_s)) + 1
+    return [
+        (first + i * profile.slot_s, profile.level_at(first + i * profile.slot_s))
+        for i in range(count)
+    ]
+
+
+def prescale_from_plan(
+    plan: list[tuple[float, float | None]],
+    *,
+    now: float,
+    per_card_rate: float,
+    slot_s: int = 900,
+    lead_s: int = SEED_LEAD_S,
+    cards_per_replica: int = 1,
+) -> Prescale:
+    """:func:`prescale` from a stored :func:`plan_ahead`: the highest known level of the slots
+    overlapping ``[now, now + lead_s]``; ``cards`` is ``None`` when none is known (a plan that
+    does not reach that far pre-scales nothing)."""
+    end = now + lead_s
+    best: float | None = None
+    best_at: float | None = None
+    for start, level in plan:
+        if start + slot_s <= now or start > end or level is None:
+            continue
+        if best is None or level > best:
+            best, best_at = level, start
+    cards = (
+        None
+        if best is None
+        else cards_for(best, per_card_rate=per_card_rate, cards_per_replica=cards_per_replica)
+    )
+    return Prescale(now, end, best, best_at, cards, per_card_rate)

@@ -73,6 +73,10 @@ class ElasticPolicy(models.Model):
     last_scaled_at = models.DateTimeField(null=True, blank=True)
     borrowed_since = models.DateTimeField(null=True, blank=True)
     last_decision = models.JSONField(default=dict, blank=True)
+    # [[slot start (Unix s), expected tok/s or null], ...] for the next ~2 h, from the hourly
+    # forecast (pools.elastic.forecast.plan_ahead); the minute loop pre-scales from it.
+    prescale_plan = models.JSONField(default=list, blank=True)
+    prescale_updated_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

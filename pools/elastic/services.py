@@ -47,6 +47,7 @@ from pools.capacity.services.scheduler_binding import (
 from pools.choices import HOLDING_STATUSES, QuotaBackend, Scheduler, WorkloadKind
 from pools.elastic.burst import Burst, hand_back_plan
 from pools.elastic.choices import ScaleAction, ScaleSource
+from pools.elastic.forecast import Prescale, build_profile, plan_ahead, prescale_from_plan
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 from pools.elastic.policy import (
     Action,
@@ -57,7 +58,7 @@ from pools.elastic.policy import (
     ScalingPolicy,
     evaluate,
 )
-from pools.elastic.signals import metric_samples
+from pools.elastic.signals import demand_samples, metric_samples
 from pools.elastic.whatif import WhatIf, replay
 from pools.errors import InvalidInput, PermissionDenied
 from pools.inventory.models import GpuModel, Pool
@@ -73,6 +74,8 @@ from scheduler_adapters.kubernetes_elastic import (
 from scheduler_adapters.prometheus import PrometheusAdapter
 
 STEP_S = 60
+FORECAST_SLOT_S = 900  # pools.elastic.forecast: 15-minute slots of the week
+FORECAST_WEEKS = 4
 LEND_HORIZON = timedelta(hours=1)
 EDITABLE_FIELDS = (
     "ceiling_cards",
@@ -329,6 +332,7 @@ def _judge_group(
             cards_now=policy.cards_held,
             now=now.timestamp(),
             last_scaled_at=last,
+            prescale_cards=prescale_now(policy, now).cards,
         )
         if decision.action is Action.UP and decision.cards_to > decision.cards_from:
             lendable = max(0, free - lent)
@@ -345,6 +349,77 @@ def _judge_group(
             lent -= max(0, decision.cards_from - max(policy.allocation.card_count,
                                                      decision.cards_to))  # fmt: skip
         _record(policy, decision, now, report)
+
+
+def prescale_now(policy: ElasticPolicy, now: datetime) -> Prescale:
+    """The pre-scale level at ``now`` from the policy's stored plan (``cards`` ``None`` without
+    a per-card throughput or a plan that reaches ``now``)."""
+    if not policy.per_card_tok_s or not policy.prescale_plan:
+        return Prescale(now.timestamp(), now.timestamp(), None, None, None, 0.0)
+    return prescale_from_plan(
+        [(float(t), None if level is None else float(level)) for t, level in policy.prescale_plan],
+        now=now.timestamp(),
+        per_card_rate=float(policy.per_card_tok_s),
+        slot_s=FORECAST_SLOT_S,
+        lead_s=policy.prescale_lead_minutes * 60,
+        cards_per_replica=policy.cards_per_replica,
+    )
+
+
+def next_prescale(policy: ElasticPolicy, now: datetime) -> Prescale | None:
+    """The first moment in the stored plan when pre-scaling asks for more than the cards
+    held (for the live page), or ``None``."""
+    if not policy.per_card_tok_s or not policy.prescale_plan:
+        return None
+    lead = policy.prescale_lead_minutes * 60
+    moments = [now] + [
+        datetime.fromtimestamp(float(t) - lead, tz=now.tzinfo)
+        for t, _ in policy.prescale_plan
+        if float(t) - lead > now.timestamp()
+    ]
+    for moment in moments:
+        found = prescale_now(policy, moment)
+        if found.cards is not None and found.cards > policy.cards_held:
+            return found
+    return None
+
+
+def elastic_forecast(
+    *, now: datetime | None = None, metrics: Any = None, weeks: int = FORECAST_WEEKS
+) -> int:
+    """Hourly: for every open elastic allocation with a per-card throughput, the time-of-week
+    profile of its namespace's output-equivalent token rate over the last ``weeks`` weeks
+    (two range queries for all of them, 15-minute steps), stored as the plan of the next two
+    hours. Returns how many plans were stored; without Prometheus, 0 (plans age out)."""
+    now = now or timezone.now()
+    policies = list(open_policies(now).filter(per_card_tok_s__isnull=False))
+    if not policies:
+        return 0
+    metrics = metrics if metrics is not None else metrics_adapter()
+    if metrics is None:
+        return 0
+    found = metrics.inference_signals(
+        start=now - timedelta(weeks=weeks),
+        end=now,
+        step_s=FORECAST_SLOT_S,
+        rate_window_s=FORECAST_SLOT_S,
+        namespaces={namespace_of(p) for p in policies},
+        metrics=("generation_tok_s", "prompt_tok_s"),
+    )
+    stored = 0
+    for policy in policies:
+        signals = found.get(namespace_of(policy))
+        plan: list = []
+        if signals is not None:
+            profile = build_profile(
+                demand_samples(signals), now=now.timestamp(), weeks=weeks, slot_s=FORECAST_SLOT_S
+            )
+            plan = [[t, level] for t, level in plan_ahead(profile, now=now.timestamp())]
+        ElasticPolicy.objects.filter(pk=policy.pk).update(
+            prescale_plan=plan, prescale_updated_at=now
+        )
+        stored += bool(plan)
+    return stored
 
 
 def _group_policies(pool: Pool, model: GpuModel, now: datetime):

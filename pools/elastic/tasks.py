@@ -8,7 +8,12 @@ from datetime import datetime
 
 from celery import shared_task
 
-from pools.elastic.services import elastic_apply, elastic_hand_back_run, elastic_scan
+from pools.elastic.services import (
+    elastic_apply,
+    elastic_forecast,
+    elastic_hand_back_run,
+    elastic_scan,
+)
 from pools.jobs import MAX_RETRIES, retry_countdown
 from scheduler_adapters.errors import SchedulerError
 
@@ -53,3 +58,9 @@ def elastic_hand_back_task(
         ends_at=datetime.fromisoformat(ends_at),
     )
     return [event.pk for event in events]
+
+
+@shared_task(acks_late=True)
+def elastic_forecast_task() -> int:
+    """Beat, hourly: refresh every elastic allocation's pre-scale plan (two range queries)."""
+    return elastic_forecast()

@@ -16,7 +16,12 @@ from django.views.decorators.http import require_http_methods
 from pools.capacity.services.requests import team_role
 from pools.elastic import selectors
 from pools.elastic.forms import ElasticPolicyForm
-from pools.elastic.services import elastic_hpa_yaml, elastic_policy_update, elastic_whatif
+from pools.elastic.services import (
+    elastic_hpa_yaml,
+    elastic_policy_update,
+    elastic_whatif,
+    next_prescale,
+)
 from pools.errors import DomainError
 
 
@@ -106,5 +111,18 @@ def elastic_detail(request, pk: int):
             "burst": max(0, policy.cards_held - policy.allocation.card_count),
             "now": timezone.now(),
             "hpa_yaml": hpa_yaml,
+            "rise": _rise(policy),
         },
     )
+
+
+def _rise(policy) -> dict | None:
+    found = next_prescale(policy, timezone.now())
+    if found is None:
+        return None
+    return {
+        "cards": found.cards,
+        "at": datetime.fromtimestamp(found.start, UTC),
+        "peak_at": datetime.fromtimestamp(found.peak_at, UTC) if found.peak_at else None,
+        "rate": found.expected_rate,
+    }

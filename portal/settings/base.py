@@ -272,6 +272,8 @@ CELERY_BEAT_SCHEDULE = {
     "idle-scan": {"task": "pools.reclamation.tasks.idle_scan_task", "schedule": 5 * 60},
     # The elastic loop judges every minute (its rules count minutes: 5 up, 30 down).
     "elastic-scan": {"task": "pools.elastic.tasks.elastic_scan_task", "schedule": 60},
+    # Hourly: pre-scale plans for the next two hours from four weeks of token rates.
+    "elastic-forecast": {"task": "pools.elastic.tasks.elastic_forecast_task", "schedule": 3600},
     # Hourly; the task acts only on the 1st in BILLING_TIME_ZONE and is idempotent.
     "statements-close-month": {
         "task": "billing.tasks.statements_close_month_task",

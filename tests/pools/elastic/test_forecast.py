@@ -115,3 +115,17 @@ def test_bad_arguments():
         build_profile([], now=NOW, slot_s=11)
     with pytest.raises(ValueError):
         cards_for(1.0, per_card_rate=0.0)
+
+
+def test_a_stored_plan_gives_the_same_pre_scale(profile):
+    from pools.elastic.forecast import plan_ahead, prescale_from_plan
+
+    plan = plan_ahead(profile, now=NOW + 8 * HOUR, hours=2)
+    assert plan[0] == (NOW + 8 * HOUR, 100.0) and plan[4] == (NOW + 9 * HOUR, 1000.0)
+    for minute in (0, 29, 30, 45, 60):
+        at = NOW + 8 * HOUR + minute * 60
+        live = prescale(profile, now=at, per_card_rate=PER_CARD)
+        stored = prescale_from_plan(plan, now=at, per_card_rate=PER_CARD)
+        assert (stored.cards, stored.expected_rate) == (live.cards, live.expected_rate), minute
+    # beyond the plan: nothing known, nothing pre-scaled
+    assert prescale_from_plan(plan, now=NOW + 20 * HOUR, per_card_rate=PER_CARD).cards is None

@@ -294,3 +294,49 @@ def test_volcano_pool_gets_its_queue(
     assert queue["spec"]["parent"] == "inference"
     # the namespace quota is the ceiling, so it never blocks what Volcano admits
     assert fake_k8s.get_gpu_quota("chat").cards == 6
+
+
+def test_hourly_forecast_then_the_loop_pre_scales_before_the_peak(pool, team, admin):
+    """Four weeks of token rate at 15-min steps: 1000 tok/s 09:00-10:00 UTC every day, else
+    100 (prompt 0). 250 tok/s per card -> the peak needs 4 cards. At 08:30 the loop (metrics
+    steady, nothing else would move) pre-scales 2 -> 4; at 08:29 it does not."""
+    from datetime import UTC, datetime
+
+    from pools.elastic.services import elastic_forecast, next_prescale
+
+    monday = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
+    allocation = AllocationFactory(pool=pool, team=team, card_count=2,
+                                   status=AllocationStatus.ACTIVE,
+                                   starts_at=monday - timedelta(days=1),
+                                   ends_at=monday + timedelta(days=7))  # fmt: skip
+    policy = elastic_policy_create(allocation=allocation, actor=admin, ceiling_cards=8,
+                                   per_card_tok_s="250")  # fmt: skip
+    stamps = range(int((monday - timedelta(weeks=4)).timestamp()), int(monday.timestamp()), 900)
+
+    def rate(t):
+        return 1000.0 if 9 <= datetime.fromtimestamp(t, UTC).hour < 10 else 100.0
+
+    tokens = InferenceSignals(
+        "team-chat",
+        generation_tok_s=tuple(Sample(t, rate(t)) for t in stamps),
+        prompt_tok_s=tuple(Sample(t, 0.0) for t in stamps),
+    )
+    assert elastic_forecast(now=monday, metrics=FakePrometheus(inference=[tokens])) == 1
+    policy.refresh_from_db()
+    assert policy.prescale_plan[4] == [(monday + timedelta(hours=1)).timestamp(), 1000.0]
+    rise = next_prescale(policy, monday)
+    assert rise is not None and rise.cards == 4
+    assert rise.start == (monday + timedelta(minutes=30)).timestamp()
+
+    def steady(end):
+        return FakePrometheus(inference=[signals("team-chat", 50.0, 0.3, end=end)])
+
+    at_0829 = monday + timedelta(minutes=29)
+    elastic_scan(now=at_0829, metrics=steady(at_0829))
+    policy.refresh_from_db()
+    assert policy.cards_held == 2
+    at_0830 = monday + timedelta(minutes=30)
+    elastic_scan(now=at_0830, metrics=steady(at_0830))
+    policy.refresh_from_db()
+    assert policy.cards_held == 4
+    assert ScaleEvent.objects.get(policy=policy, action="up").reason == "prescale"

@@ -130,3 +130,12 @@ def test_admin_dashboard_shows_borrowed_cards_per_pool(admin_page, policy):
     text = " ".join(admin_page.get("/dashboard/").content.decode().split())
     borrowed = text.split("<article data-borrowed>")[1].split("</article>")[0]
     assert '<div class="value">3</div>' in borrowed and "Infer 3" in borrowed
+
+
+def test_next_pre_scale_is_shown(admin_page, policy):
+    start = NOW.timestamp() + 3600 - NOW.timestamp() % 900  # a slot start 45-60 min ahead
+    policy.per_card_tok_s = 250
+    policy.prescale_plan = [[start - 900, 100.0], [start, 1000.0]]
+    policy.save()
+    text = " ".join(admin_page.get(f"/elastic/{policy.pk}/").content.decode().split())
+    assert "Next pre-scale: 4 cards from" in text and "expected 1000 tok/s" in text
