@@ -307,9 +307,9 @@ def main() -> None:
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
+    from pools.capacity.lifecycle import HOLDING_STATUSES
     from pools.capacity.models import Allocation, CapacityRequest
     from pools.capacity.services.requests import capacity_request_approve
-    from pools.choices import HOLDING_STATUSES
 
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)

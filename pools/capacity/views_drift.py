@@ -53,6 +53,6 @@ def scheduler_drift(request):
         "pools/scheduler_drift.html",
         {
             "page": paginator.get_page(request.GET.get("page")),
-            "configured": sorted(getattr(settings, "SCHEDULERS", {})),
+            "configured": sorted(settings.SCHEDULERS),
         },
     )

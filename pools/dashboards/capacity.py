@@ -17,8 +17,9 @@ from django.db.models import Count, F, Q, Sum, Window
 from django.db.models.functions import Coalesce
 
 from pools.capacity.arithmetic import usable_cards
+from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
-from pools.choices import HOLDING_STATUSES, GpuHealth, NodeState, RequestStatus
+from pools.choices import GpuHealth, NodeState, RequestStatus
 from pools.inventory.models import Gpu, Node
 from pools.inventory.selectors import unrecognised_model_list
 from pools.reclamation.models import IdleFinding

@@ -13,9 +13,9 @@ from typing import Any
 from django.db import transaction
 
 from pools.audit.services import audit_event_record
+from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.locks import pool_lock
 from pools.capacity.models import Allocation, CapacityRequest
-from pools.choices import HOLDING_STATUSES
 from pools.errors import PoolInUse
 from pools.inventory.models import Pool
 
