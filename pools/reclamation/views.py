@@ -21,7 +21,7 @@ from pools.capacity.models import Allocation
 from pools.choices import IdleFindingState
 from pools.errors import DomainError
 from pools.inventory.models import Pool
-from pools.reclamation.models import Exemption, IdleFinding, ReclamationPolicy
+from pools.reclamation.models import POLICY_FIELDS, Exemption, IdleFinding, ReclamationPolicy
 from pools.reclamation.services.actions import (
     exemption_grant,
     exemption_revoke,
@@ -268,16 +268,7 @@ def idle_finding_action(request, pk: int, action: str):
 class PolicyForm(forms.ModelForm):
     class Meta:
         model = ReclamationPolicy
-        fields = [
-            "idle_below_pct",
-            "certainly_idle_below_pct",
-            "process_memory_max_mib",
-            "window_minutes",
-            "min_coverage",
-            "grace_hours",
-            "cooldown_minutes",
-            "dry_run",
-        ]
+        fields = list(POLICY_FIELDS)
         labels = {
             "idle_below_pct": "Idle below (% utilisation, window average)",
             "certainly_idle_below_pct": "Certainly idle below (% peak)",

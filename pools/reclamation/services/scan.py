@@ -37,7 +37,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from pools.adapters import metrics_adapter
-from pools.audit.services import audit_event_record
+from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import RUNNING_STATUSES
 from pools.capacity.locks import allocation_lock, pool_lock
@@ -703,16 +703,17 @@ def idle_finding_dismiss(*, finding: IdleFinding, actor: Any, reason: str) -> Id
 
 
 def _finding_snapshot(finding: IdleFinding) -> dict:
-    return {
-        "state": finding.state,
-        "allocation": finding.allocation_id,
-        "card_count": finding.card_count,
-        "cards_in_use": finding.cards_in_use,
-        "cards_reclaimed": finding.cards_reclaimed,
-        "mean_util_pct": None if finding.mean_util_pct is None else str(finding.mean_util_pct),
-        "certainly_idle": finding.certainly_idle,
-        "dry_run": finding.dry_run,
-    }
+    return audit_snapshot(
+        finding,
+        "state",
+        "card_count",
+        "cards_in_use",
+        "cards_reclaimed",
+        "mean_util_pct",
+        "certainly_idle",
+        "dry_run",
+        allocation="allocation_id",
+    )
 
 
 def _team_emails(allocation: Allocation) -> list[str]:

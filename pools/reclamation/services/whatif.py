@@ -31,7 +31,7 @@ from pools.capacity.models import Allocation
 from pools.choices import Scheduler
 from pools.inventory.models import Node, Pool
 from pools.reclamation.evaluate import GroupEvaluation, Verdict, evaluate_group, split_group
-from pools.reclamation.models import Exemption, ReclamationPolicy
+from pools.reclamation.models import WHATIF_FIELDS, Exemption, ReclamationPolicy
 from pools.reclamation.services.scan import (
     STEP_S,
     devices_by_namespace,
@@ -42,14 +42,7 @@ from pools.reclamation.services.scan import (
 )
 from scheduler_adapters.errors import SchedulerError
 
-OVERRIDABLE = (
-    "idle_below_pct",
-    "certainly_idle_below_pct",
-    "process_memory_max_mib",
-    "window_minutes",
-    "min_coverage",
-    "grace_hours",
-)
+OVERRIDABLE = WHATIF_FIELDS
 
 
 @dataclass
