@@ -21,14 +21,21 @@ from pools.capacity.models import Allocation
 from pools.choices import IdleFindingState
 from pools.errors import DomainError
 from pools.inventory.models import Pool
-from pools.reclamation.models import POLICY_FIELDS, Exemption, IdleFinding, ReclamationPolicy
+from pools.jobs import IDLE_SCAN, enqueue
+from pools.reclamation.models import (
+    POLICY_FIELDS,
+    Exemption,
+    IdleFinding,
+    IdleScanRun,
+    ReclamationPolicy,
+)
 from pools.reclamation.services.actions import (
     exemption_grant,
     exemption_revoke,
     idle_finding_reclaim_now,
     reclamation_policy_save,
 )
-from pools.reclamation.services.runs import idle_scan_recorded, last_scan_run
+from pools.reclamation.services.runs import last_scan_run
 from pools.reclamation.services.scan import DISMISSAL_HOLDS, idle_finding_dismiss, reclamation_undo
 from pools.reclamation.services.whatif import OVERRIDABLE, reclamation_what_if
 from pools.tenancy import selectors
@@ -123,8 +130,13 @@ def idle_findings(request):
 @require_POST
 @pool_admin_required
 def idle_scan_now(request):
-    """Run the idle scan now (the beat runs it every 5 minutes) and say what it found."""
-    run = idle_scan_recorded()
+    """Queue the idle scan now (the beat runs it every 5 minutes) and say what it found once it
+    has run; it reads Prometheus and may call schedulers, so never in this request's thread."""
+    result = enqueue(IDLE_SCAN)
+    if not result.ready():
+        messages.info(request, "Scan queued: its findings appear here when it is done.")
+        return redirect("pools:idle-findings")
+    run = IdleScanRun.objects.get(pk=result.get()["run"])
     if run.error:
         messages.error(request, f"Scan could not run: {run.error}")
     else:
