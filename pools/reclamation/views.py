@@ -17,6 +17,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
+from pools.capacity.forms import RequiredReasonForm as ReasonForm
 from pools.capacity.models import Allocation
 from pools.choices import IdleFindingState
 from pools.errors import DomainError
@@ -36,7 +37,12 @@ from pools.reclamation.services.actions import (
     reclamation_policy_save,
 )
 from pools.reclamation.services.runs import last_scan_run
-from pools.reclamation.services.scan import DISMISSAL_HOLDS, idle_finding_dismiss, reclamation_undo
+from pools.reclamation.services.scan import (
+    DISMISSAL_HOLDS,
+    grace_ends_at,
+    idle_finding_dismiss,
+    reclamation_undo,
+)
 from pools.reclamation.services.whatif import OVERRIDABLE, reclamation_what_if
 from pools.tenancy import selectors
 from pools.tenancy.models import Team
@@ -172,10 +178,9 @@ def time_to_reclaim(finding: IdleFinding, policy: ReclamationPolicy | None, now:
     if policy is None:
         return "the pool has no policy: never reclaimed"
     verb = "would reclaim" if finding.dry_run else "reclaim"
-    clock = finding.first_seen_at if finding.dry_run else finding.warned_at
-    if clock is None:
+    due = grace_ends_at(finding, policy, dry_run=finding.dry_run)
+    if due is None:
         return "not warned yet: the grace starts with the warning"
-    due = clock + timedelta(hours=policy.grace_hours)
     if due > now:
         return f"{verb} in {_duration(due - now)}"
     if finding.dry_run and finding.would_reclaim_at:
@@ -197,10 +202,6 @@ def reclaim_action(finding: IdleFinding) -> str:
 
 def _cards(count: int) -> str:
     return f"{count} card" if count == 1 else f"{count} cards"
-
-
-class ReasonForm(forms.Form):
-    reason = forms.CharField(max_length=1000)
 
 
 class ExemptFindingForm(forms.Form):

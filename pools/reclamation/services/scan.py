@@ -385,6 +385,16 @@ def _numbers(share: AllocationShare, group: GroupEvaluation, detail: dict) -> di
     }
 
 
+def grace_ends_at(
+    finding: IdleFinding, policy: ReclamationPolicy, *, dry_run: bool
+) -> datetime | None:
+    """When ``finding``'s grace period ends: ``policy.grace_hours`` after the team was warned
+    (after the finding was first seen under dry run, which warns nobody); ``None`` while the
+    clock has not started. The scan and the idle page both read it."""
+    clock = finding.first_seen_at if dry_run else finding.warned_at
+    return None if clock is None else clock + timedelta(hours=policy.grace_hours)
+
+
 def percent_decimal(value: float | None) -> Decimal | None:
     return None if value is None else Decimal(f"{value:.2f}")
 
@@ -480,9 +490,8 @@ def _maybe_reclaim(
     """Reclaim when: grace over since the warning (since first seen under dry-run), the cards
     are *certainly* idle, no exemption is in force, and the allocation has not changed within
     the cooldown. Dry-run records ``would_reclaim_at`` (once) instead."""
-    grace = timedelta(hours=policy.grace_hours)
-    clock = finding.first_seen_at if policy.dry_run else finding.warned_at
-    if clock is None or now < clock + grace:
+    due = grace_ends_at(finding, policy, dry_run=policy.dry_run)
+    if due is None or now < due:
         return
     hold = None
     if not group.certainly_idle:
