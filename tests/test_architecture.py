@@ -93,6 +93,8 @@ def test_the_project_has_no_import_cycle():
         jobs.SIZING_ESTIMATE,
         jobs.ELASTIC_APPLY,
         jobs.ELASTIC_HAND_BACK,
+        jobs.RECONCILE,
+        jobs.IDLE_SCAN,
     ],
 )
 def test_every_task_services_queue_by_name_is_registered(name):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db.models import F, QuerySet, Sum
 
-from pools.choices import HOLDING_STATUSES
+from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 
 

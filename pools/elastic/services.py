@@ -30,21 +30,17 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from pools.adapters import metrics_adapter, scheduler_adapter
 from pools.audit.services import audit_event_record
 from pools.capacity.availability import pool_free_cards
+from pools.capacity.lifecycle import APPLIED_STATUSES, HOLDING_STATUSES
 from pools.capacity.locks import pool_lock
 from pools.capacity.models import Allocation
-from pools.capacity.services.scheduler_binding import (
-    APPLIED_STATUSES,
-    k8s_product_label,
-    kubernetes_quota_sync,
-    scheduler_adapter,
-)
-from pools.choices import HOLDING_STATUSES, QuotaBackend, Scheduler, WorkloadKind
+from pools.capacity.services.scheduler_binding import k8s_product_label, kubernetes_quota_sync
+from pools.choices import QuotaBackend, Scheduler, WorkloadKind
 from pools.elastic.burst import Burst, hand_back_plan
 from pools.elastic.choices import ScaleAction, ScaleSource
 from pools.elastic.forecast import Prescale, build_profile, plan_ahead, prescale_from_plan
@@ -71,7 +67,6 @@ from scheduler_adapters.kubernetes_elastic import (
     HpaSpec,
     hpa_manifest,
 )
-from scheduler_adapters.prometheus import PrometheusAdapter
 
 STEP_S = 60
 FORECAST_SLOT_S = 900  # pools.elastic.forecast: 15-minute slots of the week
@@ -227,14 +222,6 @@ def elastic_policy_update(*, policy: ElasticPolicy, actor: Any, **fields: Any) -
 
 
 # ------------------------------------------------------------------------------ the loop
-
-
-def metrics_adapter() -> PrometheusAdapter | None:
-    """The Prometheus of ``settings.PROMETHEUS_URL``, or ``None`` when none is configured."""
-    url = getattr(settings, "PROMETHEUS_URL", "")
-    if not url:
-        return None
-    return PrometheusAdapter(url, timeout_s=float(getattr(settings, "PROMETHEUS_TIMEOUT_S", 30)))
 
 
 @dataclass

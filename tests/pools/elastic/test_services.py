@@ -257,12 +257,12 @@ def test_whatif_from_prometheus(pool, team, admin):
 def fake_k8s():
     from django.test import override_settings
 
-    from pools.capacity.services import scheduler_binding
+    from pools import adapters
 
-    scheduler_binding._ADAPTERS.clear()
+    adapters.reset()
     with override_settings(SCHEDULERS={"kubernetes": {"BACKEND": "kubernetes-fake"}}):
-        yield scheduler_binding.scheduler_adapter("kubernetes")
-    scheduler_binding._ADAPTERS.clear()
+        yield adapters.scheduler_adapter("kubernetes")
+    adapters.reset()
 
 
 def test_scale_up_lands_in_the_namespace_quota(
