@@ -7,10 +7,11 @@ The loop (:func:`elastic_scan`, a Celery beat task every minute):
    every enabled elastic allocation whose window is open (two range queries: utilisation and
    mean latency by namespace, over the longest rule window plus 5 minutes);
 2. per pool x GPU model, with the pool row locked (the invariant's owner, pools/capacity/locks):
-   the cards free for the window now (floors of every holding allocation already counted) less
-   the burst other elastic allocations hold is what may still be borrowed; each allocation's
-   decision (:func:`pools.elastic.policy.evaluate`) is capped to it (reason ``no_free_cards``
-   when nothing is left);
+   hand-backs whose notice has run out are carried out; the cards free over the next hour
+   (floors of every holding allocation already counted) less the burst elastic allocations
+   hold is what may still be borrowed; each allocation's decision
+   (:func:`pools.elastic.policy.evaluate`, with the pre-scale level of its stored hourly plan)
+   is capped to it (reason ``no_free_cards`` when nothing is left);
 3. a change updates ``cards_held``, records a :class:`ScaleEvent` and an audit event with the
    decision's numbers; a hold is recorded (event and audit) only when its reason differs from
    the last recorded decision's, so a steady allocation costs no rows per minute;
@@ -25,11 +26,12 @@ Missing Prometheus or missing series are *unknown*: nothing scales (reason ``unk
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -39,6 +41,7 @@ from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES, HOLDING_STATUSES
 from pools.capacity.locks import pool_lock
 from pools.capacity.models import Allocation
+from pools.capacity.services.requests import team_role
 from pools.capacity.services.scheduler_binding import k8s_product_label, kubernetes_quota_sync
 from pools.choices import QuotaBackend, Scheduler, WorkloadKind
 from pools.elastic.burst import Burst, hand_back_plan
@@ -116,8 +119,6 @@ def policy_snapshot(policy: ElasticPolicy) -> dict[str, Any]:
 
 
 def _require_manager_or_admin(actor: Any, allocation: Allocation) -> None:
-    from pools.capacity.services.requests import team_role
-
     if getattr(actor, "is_staff", False):
         return
     if team_role(user=actor, team=allocation.team) != "manager":
@@ -140,8 +141,6 @@ def _check(policy: ElasticPolicy) -> None:
         scaling_policy(policy)
     except PolicyError as exc:
         errors[_MODEL_FIELD.get(exc.field, exc.field)] = exc.message
-    from django.core.exceptions import ValidationError
-
     try:
         policy.full_clean(exclude=["allocation", "cards_held", "last_decision"])
     except ValidationError as exc:
@@ -419,8 +418,6 @@ def _group_policies(pool: Pool, model: GpuModel, now: datetime):
 
 
 def _no_free_cards(decision: Decision, lendable: int) -> Decision:
-    from dataclasses import replace
-
     return replace(
         decision,
         action=Action.HOLD,
@@ -431,8 +428,6 @@ def _no_free_cards(decision: Decision, lendable: int) -> Decision:
 
 
 def _capped(decision: Decision, granted: int) -> Decision:
-    from dataclasses import replace
-
     if granted == decision.cards_to:
         return decision
     return replace(
