@@ -1,0 +1,349 @@
+"""Fit a placement shape onto the free cards of a pool's nodes, and measure stranded capacity.
+
+Pure functions: no Django, no ORM, no I/O. The caller says, per node, which cards (GPU indices)
+are free for the *whole* window asked and, where known, the node's NVLink domains
+(:mod:`pools.inventory.topology`); this module decides where a shape fits.
+
+**Shape** (:class:`Shape`): ``nodes`` nodes with ``cards_per_node`` cards on each (one group per
+node, as Slurm's ``--nodes=N --gpus-per-node=C`` asks), optionally with each node's cards inside
+one NVLink domain (``one_nvlink_domain``: a tensor-parallel group must not cross PCIe); or
+``Shape.any(n)``: n cards wherever they are. Written ``nodes × cards`` in messages, always with
+the words ("1 node × 8 cards"), because both orders are in use.
+
+**Fit** (:func:`fit_shape`): a node can hold a group of C cards when it has C free cards (and, with
+``one_nvlink_domain``, C free cards in one domain; unknown domains hold none). Of the nodes that
+can, the fitter takes the **best fit**: the one whose group leaves the fewest free cards behind
+(in the chosen domain when the domain matters, then on the node), ties broken by node name. Best
+fit is the classic bin-packing rule for keeping large holes whole: a 2-card group goes to the
+node that has exactly 2 free rather than cutting into an empty 8-card node, so the next 1 × 8
+still fits. Inside a node it takes the lowest free indices of the best-fitting domain. Every
+choice is ordered, so the same input gives the same placement.
+
+**Largest shape that fits** (when the asked one does not): *largest* means the most cards per
+node first (what bounds a tensor-parallel degree), then the most nodes, never more cards than
+asked in total: C' = the most cards any single node can give (≤ the asked C, in one domain when
+asked), N' = how many nodes can each give C' (≤ ⌈asked total / C'⌉). :attr:`FitResult.largest`
+is that N' × C'; :attr:`FitResult.largest_single_node` is 1 × C'. Worked example (the issue's):
+8 free A100 spread 2 per node over 4 nodes, 1 node × 8 cards asked → refused; largest 4 nodes × 2
+cards, largest on one node 1 × 2.
+
+**Stranded capacity** (:func:`stranded_cards`): common shapes are 1, 2, 4 and 8 cards on one
+node in one NVLink domain (:data:`COMMON_CARDS_PER_NODE`). For a shape of C cards a domain with F
+free cards serves ⌊F / C⌋ groups; the other F mod C free cards are stranded *for C*. A domain's
+own target is the largest common C its size allows (8 on an NVSwitch board, 2 on a bridged pair,
+1 on a card alone); the headline ``stranded`` counts, per domain, the free cards outside whole
+target groups: an 8-card NVSwitch node with 6 free cards has 6 stranded (no 1 × 8 fits there;
+moving the 2 allocated cards would free the node). Cards whose domains are unknown are reported
+apart (``unknown_topology``), never counted as usable for a multi-card shape.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+COMMON_CARDS_PER_NODE: tuple[int, ...] = (1, 2, 4, 8)
+
+
+class ShapeError(ValueError):
+    """A shape or node description that cannot be used (with the reason)."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """``nodes`` × ``cards_per_node`` (both ≥ 1), or "any" with ``any_cards`` cards anywhere."""
+
+    cards_per_node: int | None
+    nodes: int | None
+    one_nvlink_domain: bool = False
+    any_cards: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.any_cards is not None:
+            if self.cards_per_node is not None or self.nodes is not None:
+                raise ShapeError("an 'any' shape has a card count only")
+            _positive("cards", self.any_cards)
+            if self.one_nvlink_domain:
+                raise ShapeError("'one NVLink domain' needs cards per node, not 'any'")
+            return
+        if self.cards_per_node is None or self.nodes is None:
+            raise ShapeError("a shape needs cards per node and nodes, or 'any' with a card count")
+        _positive("cards per node", self.cards_per_node)
+        _positive("nodes", self.nodes)
+
+    @classmethod
+    def any(cls, cards: int) -> Shape:
+        return cls(cards_per_node=None, nodes=None, any_cards=cards)
+
+    @property
+    def is_any(self) -> bool:
+        return self.any_cards is not None
+
+    @property
+    def total_cards(self) -> int:
+        if self.any_cards is not None:
+            return self.any_cards
+        return self.cards_per_node * self.nodes  # type: ignore[operator]
+
+    def describe(self) -> str:
+        """``"1 node × 8 cards, one NVLink domain"``, ``"any 8 cards"``."""
+        if self.any_cards is not None:
+            return f"any {_plural(self.any_cards, 'card')}"
+        text = f"{_plural(self.nodes, 'node')} × {_plural(self.cards_per_node, 'card')}"  # type: ignore[arg-type]
+        if self.nodes != 1:
+            text += " each"
+        return text + (", one NVLink domain" if self.one_nvlink_domain else "")
+
+
+@dataclass(frozen=True)
+class NodeFree:
+    """One node: ``free`` the GPU indices free for the whole window; ``domains`` its NVLink
+    domains (every card of the node in one; ``None`` = unknown)."""
+
+    name: str
+    free: frozenset[int]
+    domains: tuple[frozenset[int], ...] | None = None
+
+    def __post_init__(self) -> None:
+        if any(not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in self.free):
+            raise ShapeError(f"{self.name}: GPU indices are non-negative integers")
+        if self.domains is not None:
+            seen: set[int] = set()
+            for domain in self.domains:
+                if seen & domain:
+                    raise ShapeError(f"{self.name}: a card is in two NVLink domains")
+                seen |= domain
+            if not self.free <= seen:
+                raise ShapeError(f"{self.name}: free cards {sorted(self.free - seen)} in no domain")
+
+    def free_by_domain(self) -> list[frozenset[int]] | None:
+        """The free cards of each domain (domains with none left out); ``None`` if unknown."""
+        if self.domains is None:
+            return None
+        return [self.free & d for d in self.domains if self.free & d]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Cards chosen on one node."""
+
+    node: str
+    gpus: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """``fits``; ``placements`` (one per node used, in choice order) when it does; else
+    ``largest`` / ``largest_single_node`` (``None`` when not a card fits) and ``reason``."""
+
+    shape: Shape
+    fits: bool
+    placements: tuple[Placement, ...] = ()
+    largest: Shape | None = None
+    largest_single_node: Shape | None = None
+    reason: str = ""
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(p.node for p in self.placements)
+
+    def message(self) -> str:
+        """One sentence for a person: what fits, or why not and the largest that does."""
+        if self.fits:
+            where = ", ".join(
+                f"{p.node} (GPU {', '.join(map(str, p.gpus))})" for p in self.placements
+            )
+            return f"{self.shape.describe()} fits: {where}."
+        text = f"{self.shape.describe()} does not fit: {self.reason}."
+        if self.largest is None:
+            return text + " No shape fits."
+        text += f" The largest shape that does is {self.largest.describe()}"
+        if self.largest_single_node and self.largest_single_node != self.largest:
+            text += f" (on one node: {self.largest_single_node.describe()})"
+        return text + "."
+
+
+def fit_shape(nodes: Iterable[NodeFree], shape: Shape) -> FitResult:
+    """Where ``shape`` fits on ``nodes`` (see the module docstring for the rule)."""
+    pool = sorted(nodes, key=lambda n: n.name)
+    if len({n.name for n in pool}) != len(pool):
+        raise ShapeError("two nodes share a name")
+    if shape.is_any:
+        return _fit_any(pool, shape)
+    per_node = shape.cards_per_node
+    assert per_node is not None and shape.nodes is not None
+    options = [
+        (option, node)
+        for node in pool
+        if (option := _group_on(node, per_node, shape.one_nvlink_domain)) is not None
+    ]
+    if len(options) >= shape.nodes:
+        options.sort(key=lambda pair: (pair[0][0], pair[1].name))
+        chosen = options[: shape.nodes]
+        placements = tuple(Placement(node.name, option[1]) for option, node in chosen)
+        return FitResult(shape, True, placements)
+    reason = _why_not(pool, shape, len(options))
+    best = _largest(pool, shape)
+    single = (
+        Shape(cards_per_node=best.cards_per_node, nodes=1, one_nvlink_domain=best.one_nvlink_domain)
+        if best is not None
+        else None
+    )
+    return FitResult(shape, False, (), best, single, reason)
+
+
+def _group_on(
+    node: NodeFree, cards: int, one_domain: bool
+) -> tuple[tuple[int, int], tuple[int, ...]] | None:
+    """The best group of ``cards`` free cards on ``node``: ((leftover in domain, leftover on
+    node), indices), or ``None`` when the node cannot hold one."""
+    total_free = len(node.free)
+    if total_free < cards:
+        return None
+    groups = node.free_by_domain()
+    if groups is not None:
+        holding = sorted((g for g in groups if len(g) >= cards), key=lambda g: (len(g), min(g)))
+        if holding:
+            domain = holding[0]
+            return (len(domain) - cards, total_free - cards), tuple(sorted(domain)[:cards])
+    if one_domain and cards > 1:
+        return None  # no domain holds them, or domains are unknown
+    return (0, total_free - cards), tuple(sorted(node.free)[:cards])
+
+
+def _why_not(pool: Sequence[NodeFree], shape: Shape, capable: int) -> str:
+    per_node, wanted = shape.cards_per_node, shape.nodes
+    most = max((len(n.free) for n in pool), default=0)
+    if not pool:
+        return "the pool has no nodes"
+    if shape.one_nvlink_domain and all(n.domains is None for n in pool if len(n.free) >= per_node):  # type: ignore[operator]
+        if any(len(n.free) >= per_node for n in pool):  # type: ignore[operator]
+            return (
+                f"nodes with {per_node} free cards have unknown NVLink domains "
+                "(import their nvidia-smi topo -m)"
+            )
+    free_total = sum(len(n.free) for n in pool)
+    if capable == 0:
+        where = " in one NVLink domain" if shape.one_nvlink_domain else ""
+        return (
+            f"no node has {_plural(per_node, 'free card')}{where} for the whole window "  # type: ignore[arg-type]
+            f"(most free on one node: {most}; {free_total} free in all)"
+        )
+    return f"only {_plural(capable, 'node')} of the {wanted} asked can each hold {per_node}"
+
+
+def _largest(pool: Sequence[NodeFree], shape: Shape) -> Shape | None:
+    per_node = shape.cards_per_node
+    assert per_node is not None
+    for cards in range(per_node, 0, -1):
+        able = sum(1 for n in pool if _group_on(n, cards, shape.one_nvlink_domain) is not None)
+        if able:
+            nodes = min(able, math.ceil(shape.total_cards / cards))
+            return Shape(
+                cards_per_node=cards, nodes=nodes, one_nvlink_domain=shape.one_nvlink_domain
+            )
+    return None
+
+
+def _fit_any(pool: Sequence[NodeFree], shape: Shape) -> FitResult:
+    wanted = shape.total_cards
+    single = [(len(n.free) - wanted, n.name, n) for n in pool if len(n.free) >= wanted]
+    if single:
+        _, _, node = min(single)
+        return FitResult(shape, True, (Placement(node.name, tuple(sorted(node.free)[:wanted])),))
+    free_total = sum(len(n.free) for n in pool)
+    if free_total < wanted:
+        best = Shape.any(free_total) if free_total else None
+        return FitResult(
+            shape, False, (), best, None, f"{free_total} cards are free for the whole window"
+        )
+    placements = []
+    left = wanted
+    for node in sorted(pool, key=lambda n: (-len(n.free), n.name)):  # fewest nodes
+        if left == 0:
+            break
+        take = min(left, len(node.free))
+        if take:
+            placements.append(Placement(node.name, tuple(sorted(node.free)[:take])))
+            left -= take
+    return FitResult(shape, True, tuple(placements))
+
+
+@dataclass(frozen=True)
+class NodeStranding:
+    """One node: ``free`` cards, ``stranded`` ones (outside whole target groups),
+    ``target_cards`` the largest common shape its largest domain allows, ``cards_to_free``: how
+    many allocated cards of that domain would have to move for one whole target group more."""
+
+    node: str
+    free: int
+    stranded: int
+    target_cards: int | None
+    cards_to_free: int | None
+
+
+@dataclass(frozen=True)
+class StrandedReport:
+    """Totals over the nodes given (one pool × GPU model).
+
+    ``stranded``: free cards outside whole target-shape groups (see the module docstring);
+    ``stranded_for``: per common shape C, free cards that no C-card one-domain group can use;
+    ``unknown_topology``: free cards on nodes whose domains are unknown (not in ``stranded``);
+    ``nodes``: per node, sorted by fewest ``cards_to_free`` first (the cheapest whole node to
+    win back by moving allocations or draining).
+    """
+
+    free: int
+    stranded: int
+    stranded_for: Mapping[int, int]
+    unknown_topology: int
+    nodes: tuple[NodeStranding, ...] = field(default=())
+
+
+def stranded_cards(
+    nodes: Iterable[NodeFree], shapes: Sequence[int] = COMMON_CARDS_PER_NODE
+) -> StrandedReport:
+    """Stranded free cards of one pool × GPU model at one moment (module docstring)."""
+    sizes = sorted({_positive("cards per node", s) for s in shapes})
+    free = stranded = unknown = 0
+    per_shape = dict.fromkeys(sizes, 0)
+    rows: list[NodeStranding] = []
+    for node in sorted(nodes, key=lambda n: n.name):
+        free += len(node.free)
+        if node.domains is None:
+            unknown += len(node.free)
+            rows.append(NodeStranding(node.name, len(node.free), 0, None, None))
+            continue
+        node_stranded = 0
+        best_target: int | None = None
+        to_free: int | None = None
+        for domain in node.domains:
+            in_domain = len(node.free & domain)
+            for size in sizes:
+                per_shape[size] += in_domain if size > len(domain) else in_domain % size
+            target = max((s for s in sizes if s <= len(domain)), default=None)
+            if target is None:
+                node_stranded += in_domain
+                continue
+            node_stranded += in_domain % target
+            if best_target is None or target > best_target:
+                best_target = target
+                to_free = None
+            if target == best_target and in_domain % target:
+                need = target - in_domain % target
+                to_free = need if to_free is None else min(to_free, need)
+        stranded += node_stranded
+        rows.append(NodeStranding(node.name, len(node.free), node_stranded, best_target, to_free))
+    rows.sort(key=lambda r: (r.cards_to_free is None, r.cards_to_free or 0, r.node))
+    return StrandedReport(free, stranded, per_shape, unknown, tuple(rows))
+
+
+def _positive(what: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ShapeError(f"{what} must be a whole number of at least 1, not {value!r}")
+    return value
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
