@@ -37,6 +37,9 @@ Kubernetes (``BACKEND`` ``"kubernetes"``, or ``"kubernetes-fake"`` in memory):
 - ``DRY_RUN``: write nothing to the cluster, render YAML instead (bool, default ``False``);
   ``DRY_RUN_DIR``: where each team's YAML is kept.
 - ``NAMESPACE_PREFIX``: default ``"team-"``.
+- ``GPU_LABEL``: the node label telling GPU models apart, ``"nvidia.com/gpu.product"`` (GPU
+  Feature Discovery, default) or ``"gpu-type"``; ``NAMESPACE_NODE_SELECTOR`` (bool, default
+  ``False``): put the PodNodeSelector annotation on a one-product team's namespace.
 - ``TIMEOUT_S`` (default 30) and ``CONNECT_TIMEOUT_S`` (default 5).
 """
 
@@ -51,6 +54,7 @@ from scheduler_adapters.base import NamespaceQuotaAdapter, SchedulerAdapter
 from scheduler_adapters.fake import DEFAULT_PARTITIONS, FakeScheduler
 from scheduler_adapters.kubernetes import KubernetesAdapter, api_client_from_settings
 from scheduler_adapters.kubernetes_fake import FakeKubernetes
+from scheduler_adapters.kubernetes_nodes import LABEL_PRODUCT
 from scheduler_adapters.slurm.client import SlurmRestAdapter
 from scheduler_adapters.slurm.reservations import ScontrolReservations
 from scheduler_adapters.slurm.sacctmgr import SacctmgrFallback
@@ -84,6 +88,8 @@ _KUBERNETES_KEYS = {
     "DRY_RUN",
     "DRY_RUN_DIR",
     "NAMESPACE_PREFIX",
+    "GPU_LABEL",
+    "NAMESPACE_NODE_SELECTOR",
     "TIMEOUT_S",
     "CONNECT_TIMEOUT_S",
 }
@@ -163,6 +169,8 @@ def _kubernetes(settings: Mapping[str, Any]) -> NamespaceQuotaAdapter:
         namespace_prefix=prefix,
         timeout_s=float(settings.get("TIMEOUT_S", 30)),
         connect_timeout_s=float(settings.get("CONNECT_TIMEOUT_S", 5)),
+        gpu_label=settings.get("GPU_LABEL") or LABEL_PRODUCT,
+        namespace_node_selector=_flag(settings, "NAMESPACE_NODE_SELECTOR"),
     )
 
 
