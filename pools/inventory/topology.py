@@ -444,3 +444,31 @@ def _interconnect(
             )
         )
     return HostInterconnect(gpus, tuple(domains), matrix, dict(status), tuple(issues))
+
+
+HGX_BOARD_SIZES = frozenset({4, 8})
+"""Cards on an HGX baseboard: 4 (NVLink all-to-all) or 8 (through NVSwitch). NVIDIA's HGX A100
+and H100 boards join every SXM module of the board, so an SXM node of 4 or 8 cards of one model
+is one domain; other counts (a partial board, a VM slice) are not guessed."""
+
+
+def catalogue_domains(
+    gpu_indices: Iterable[int], *, form_factor: str | None, nvlink_gbps: int | None
+) -> tuple[frozenset[int], ...] | None:
+    """NVLink domains of one node from the GPU catalogue's facts, when no capture says more.
+
+    * ``nvlink_gbps`` ``None`` (the catalogue's "no NVLink": every GeForce card, L40S, L4 ...):
+      each card is a domain of its own, a fact.
+    * ``form_factor == "sxm"`` with NVLink and 4 or 8 cards: one domain of all of them
+      (:data:`HGX_BOARD_SIZES`).
+    * anything else (PCIe or NVL cards that may or may not carry bridges, odd counts):
+      ``None``, unknown. A guess would claim cards joined that are not.
+    """
+    cards = sorted(set(gpu_indices))
+    if not cards:
+        return ()
+    if nvlink_gbps is None:
+        return tuple(frozenset({i}) for i in cards)
+    if form_factor == "sxm" and len(cards) in HGX_BOARD_SIZES:
+        return (frozenset(cards),)
+    return None

@@ -195,3 +195,36 @@ def test_properties_of_stranding(nodes):
     # sizes divide each other, so a card stranded for 2 is stranded for 4 and for 8
     assert report.stranded_for[2] <= report.stranded_for[4] <= report.stranded_for[8]
     assert report.stranded == sum(row.stranded for row in report.nodes)
+
+
+def test_free_for_window_and_stranded_card_hours_by_hand():
+    from datetime import UTC, datetime, timedelta
+    from decimal import Decimal
+
+    from pools.placement import Hold, NodeCards, free_for_window, stranded_card_hours
+
+    t0 = datetime(2026, 12, 7, tzinfo=UTC)
+    day = timedelta(days=1)
+    nodes = [NodeCards("dgx-1", EIGHT, (EIGHT,)), NodeCards("dgx-2", EIGHT, (EIGHT,))]
+    holds = [
+        Hold("dgx-1", frozenset({0, 1}), t0, t0 + 2 * day),  # 2 cards for the first two days
+        Hold("dgx-2", frozenset(range(8)), t0 + day, t0 + 3 * day),  # whole node, days 2-3
+    ]
+    # a request for days 1-4 may use only cards free throughout: dgx-1 2..7, dgx-2 none
+    free = free_for_window(nodes, holds, t0, t0 + 4 * day)
+    assert [(n.name, sorted(n.free)) for n in free] == [("dgx-1", list(range(2, 8))), ("dgx-2", [])]
+    # half-open: a window starting when a hold ends does not meet it
+    assert free_for_window(nodes, holds, t0 + 3 * day, t0 + 4 * day)[1].free == EIGHT
+
+    hours = stranded_card_hours(nodes, holds, t0, t0 + 4 * day)
+    # dgx-1: 6 free (stranded for 8) for 48 h, then 8 free for 48 h -> 288 stranded card-hours
+    # dgx-2: 8 free 24 h, 0 free 48 h, 8 free 24 h -> nothing stranded
+    assert hours.card_hours == Decimal(6 * 48)
+    assert hours.free_card_hours == Decimal(6 * 48 + 8 * 48 + 8 * 24 + 8 * 24)
+    # for 4-card groups: 6 mod 4 = 2 cards for 48 h; for 2 and 1 nothing
+    assert hours.card_hours_for == {1: 0, 2: 0, 4: Decimal(96), 8: Decimal(288)}
+    assert hours.by_node == (("dgx-1", Decimal(288)),)
+    assert hours.unknown_topology_card_hours == 0
+    # a 90-minute horizon: 6 cards x 1.5 h, exact in Decimal
+    short = stranded_card_hours(nodes, holds, t0, t0 + timedelta(minutes=90))
+    assert short.card_hours == Decimal("9")

@@ -144,3 +144,21 @@ def test_missing_row_leaves_its_pairs_out():
     host = parse_topology("\tGPU0\tGPU1\nGPU0\t X \tNV12\n")
     assert _domains(host) == [[0], [1]]
     assert any("no row for GPU1" in issue.message for issue in host.issues)
+
+
+def test_catalogue_fallback_only_says_what_the_catalogue_knows():
+    from pools.inventory.topology import catalogue_domains
+
+    # GeForce RTX 4090: the catalogue has no NVLink for it, so each card is alone
+    assert catalogue_domains([0, 1, 2], form_factor="pcie", nvlink_gbps=None) == (
+        frozenset({0}),
+        frozenset({1}),
+        frozenset({2}),
+    )
+    # A100 SXM4 80GB (600 GB/s) on an 8-card HGX board: one domain
+    assert catalogue_domains(range(8), form_factor="sxm", nvlink_gbps=600) == (frozenset(range(8)),)
+    assert catalogue_domains(range(4), form_factor="sxm", nvlink_gbps=600) == (frozenset(range(4)),)
+    # 2 SXM cards (a slice of a board), H100 NVL pairs: unknown, never assumed joined
+    assert catalogue_domains([0, 1], form_factor="sxm", nvlink_gbps=900) is None
+    assert catalogue_domains(range(4), form_factor="nvl", nvlink_gbps=600) is None
+    assert catalogue_domains([], form_factor="sxm", nvlink_gbps=600) == ()
