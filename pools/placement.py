@@ -39,6 +39,7 @@ apart (``unknown_topology``), never counted as usable for a multi-card shape.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -109,16 +110,17 @@ class NodeFree:
     domains: tuple[frozenset[int], ...] | None = None
 
     def __post_init__(self) -> None:
-        if any(not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in self.free):
-            raise ShapeError(f"{self.name}: GPU indices are non-negative integers")
-        if self.domains is not None:
-            seen: set[int] = set()
-            for domain in self.domains:
-                if seen & domain:
-                    raise ShapeError(f"{self.name}: a card is in two NVLink domains")
-                seen |= domain
-            if not self.free <= seen:
-                raise ShapeError(f"{self.name}: free cards {sorted(self.free - seen)} in no domain")
+        _check_cards(self.name, self.free, self.domains)
+
+    @classmethod
+    def _trusted(
+        cls, name: str, free: frozenset[int], domains: tuple[frozenset[int], ...] | None
+    ) -> NodeFree:
+        """Built from a checked :class:`NodeCards` (``free`` a subset of its cards): skips
+        the checks, which would otherwise dominate a 2,000-node shape check."""
+        node = object.__new__(cls)
+        node.__dict__.update(name=name, free=free, domains=domains)
+        return node
 
     def free_by_domain(self) -> list[frozenset[int]] | None:
         """The free cards of each domain (domains with none left out); ``None`` if unknown."""
@@ -174,18 +176,24 @@ def fit_shape(nodes: Iterable[NodeFree], shape: Shape) -> FitResult:
         raise ShapeError("two nodes share a name")
     if shape.is_any:
         return _fit_any(pool, shape)
-    per_node = shape.cards_per_node
-    assert per_node is not None and shape.nodes is not None
-    options = [
-        (option, node)
-        for node in pool
-        if (option := _group_on(node, per_node, shape.one_nvlink_domain)) is not None
-    ]
-    if len(options) >= shape.nodes:
-        options.sort(key=lambda pair: (pair[0][0], pair[1].name))
-        chosen = options[: shape.nodes]
-        placements = tuple(Placement(node.name, option[1]) for option, node in chosen)
-        return FitResult(shape, True, placements)
+    per_node, wanted = shape.cards_per_node, shape.nodes
+    assert per_node is not None and wanted is not None
+    one_domain = shape.one_nvlink_domain
+    options: list[tuple[int, int, str, frozenset[int]]] = []
+    perfect: list[tuple[int, int, str, frozenset[int]]] = []
+    for node in pool:
+        option = _group_on(node, per_node, one_domain)
+        if option is None:
+            continue
+        options.append(option)
+        if option[0] == 0 and option[1] == 0:
+            # nothing beats leaving nothing behind, and the pool is in name order: the first
+            # ones found are the answer without looking further
+            perfect.append(option)
+            if len(perfect) == wanted:
+                return FitResult(shape, True, _placements(perfect, per_node))
+    if len(options) >= wanted:
+        return FitResult(shape, True, _placements(heapq.nsmallest(wanted, options), per_node))
     reason = _why_not(pool, shape, len(options))
     best = _largest(pool, shape)
     single = (
@@ -198,21 +206,36 @@ def fit_shape(nodes: Iterable[NodeFree], shape: Shape) -> FitResult:
 
 def _group_on(
     node: NodeFree, cards: int, one_domain: bool
-) -> tuple[tuple[int, int], tuple[int, ...]] | None:
-    """The best group of ``cards`` free cards on ``node``: ((leftover in domain, leftover on
-    node), indices), or ``None`` when the node cannot hold one."""
-    total_free = len(node.free)
-    if total_free < cards:
+) -> tuple[int, int, str, frozenset[int]] | None:
+    """The best group of ``cards`` free cards on ``node`` as (free cards left in the domain it
+    comes from, free cards left on the node, node name, the cards to take from), or ``None``
+    when the node cannot hold one. Tuples compare in the best-fit order."""
+    free = node.free
+    total = len(free)
+    if total < cards:
         return None
-    groups = node.free_by_domain()
-    if groups is not None:
-        holding = sorted((g for g in groups if len(g) >= cards), key=lambda g: (len(g), min(g)))
-        if holding:
-            domain = holding[0]
-            return (len(domain) - cards, total_free - cards), tuple(sorted(domain)[:cards])
+    if node.domains is not None:
+        best: frozenset[int] | None = None
+        best_key = (0, 0)
+        for domain in node.domains:
+            if len(domain) < cards:
+                continue
+            in_domain = free & domain
+            if len(in_domain) >= cards:
+                key = (len(in_domain), min(in_domain))
+                if best is None or key < best_key:
+                    best, best_key = in_domain, key
+        if best is not None:
+            return best_key[0] - cards, total - cards, node.name, best
     if one_domain and cards > 1:
         return None  # no domain holds them, or domains are unknown
-    return (0, total_free - cards), tuple(sorted(node.free)[:cards])
+    return 0, total - cards, node.name, free
+
+
+def _placements(
+    chosen: Iterable[tuple[int, int, str, frozenset[int]]], cards: int
+) -> tuple[Placement, ...]:
+    return tuple(Placement(name, tuple(sorted(source)[:cards])) for _, _, name, source in chosen)
 
 
 def _why_not(pool: Sequence[NodeFree], shape: Shape, capable: int) -> str:
@@ -351,8 +374,14 @@ class NodeCards:
     gpus: frozenset[int]
     domains: tuple[frozenset[int], ...] | None = None
 
+    def __post_init__(self) -> None:
+        _check_cards(self.name, self.gpus, self.domains)
+        # the node with nothing held, handed out as is by free_for_window (most nodes, most
+        # windows): one object less per node and check
+        object.__setattr__(self, "_all_free", NodeFree._trusted(self.name, self.gpus, self.domains))
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, slots=True)
 class Hold:
     """Cards of a node held over ``[starts_at, ends_at)`` (an allocation's placement, a running
     job); times aware."""
@@ -370,12 +399,17 @@ def free_for_window(
     :func:`fit_shape` may use for a request over that window. One pass over ``holds``."""
     if ends_at <= starts_at:
         raise ShapeError("the window must end after it starts")
-    taken: dict[str, set[int]] = defaultdict(set)
+    taken: dict[str, frozenset[int]] = {}
     for hold in holds:
         if hold.starts_at < ends_at and starts_at < hold.ends_at:
-            taken[hold.node] |= hold.gpus
+            node = hold.node
+            taken[node] = taken[node] | hold.gpus if node in taken else hold.gpus
+    trusted = NodeFree._trusted
     return [
-        NodeFree(node.name, node.gpus - taken.get(node.name, set()), node.domains) for node in nodes
+        trusted(node.name, node.gpus - taken[node.name], node.domains)
+        if node.name in taken
+        else node._all_free  # type: ignore[attr-defined]
+        for node in nodes
     ]
 
 
@@ -430,7 +464,9 @@ def stranded_card_hours(
             for hold in mine:
                 if hold.starts_at < right and left < hold.ends_at:
                     held |= hold.gpus
-            report = stranded_cards([NodeFree(node.name, node.gpus - held, node.domains)], sizes)
+            report = stranded_cards(
+                [NodeFree._trusted(node.name, node.gpus - held, node.domains)], sizes
+            )
             free_total += report.free * hours
             node_stranded += report.stranded * hours
             unknown += report.unknown_topology * hours
@@ -441,6 +477,21 @@ def stranded_card_hours(
             rows.append((node.name, node_stranded))
     rows.sort(key=lambda row: (-row[1], row[0]))
     return StrandedHours(free_total, stranded, per_shape, unknown, tuple(rows))
+
+
+def _check_cards(
+    name: str, cards: frozenset[int], domains: tuple[frozenset[int], ...] | None
+) -> None:
+    if any(not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in cards):
+        raise ShapeError(f"{name}: GPU indices are non-negative integers")
+    if domains is not None:
+        seen: set[int] = set()
+        for domain in domains:
+            if seen & domain:
+                raise ShapeError(f"{name}: a card is in two NVLink domains")
+            seen |= domain
+        if not cards <= seen:
+            raise ShapeError(f"{name}: cards {sorted(cards - seen)} are in no domain")
 
 
 def _positive(what: str, value: object) -> int:
