@@ -56,16 +56,22 @@ class ShapeError(ValueError):
 
 @dataclass(frozen=True)
 class Shape:
-    """``nodes`` × ``cards_per_node`` (both ≥ 1), or "any" with ``any_cards`` cards anywhere."""
+    """``nodes`` × ``cards_per_node`` (both ≥ 1), or "any" with ``any_cards`` cards anywhere.
+
+    ``shared_nodes``: the ``nodes`` groups are independent (inference replicas, each a TP group)
+    and may share a node, as long as each group is on one node (in one domain when asked);
+    without it every group needs a node of its own (a multi-node job: one task per node).
+    """
 
     cards_per_node: int | None
     nodes: int | None
     one_nvlink_domain: bool = False
     any_cards: int | None = None
+    shared_nodes: bool = False
 
     def __post_init__(self) -> None:
         if self.any_cards is not None:
-            if self.cards_per_node is not None or self.nodes is not None:
+            if self.cards_per_node is not None or self.nodes is not None or self.shared_nodes:
                 raise ShapeError("an 'any' shape has a card count only")
             _positive("cards", self.any_cards)
             if self.one_nvlink_domain:
@@ -94,10 +100,33 @@ class Shape:
         """``"1 node × 8 cards, one NVLink domain"``, ``"any 8 cards"``."""
         if self.any_cards is not None:
             return f"any {_plural(self.any_cards, 'card')}"
-        text = f"{_plural(self.nodes, 'node')} × {_plural(self.cards_per_node, 'card')}"  # type: ignore[arg-type]
+        unit = "group" if self.shared_nodes else "node"
+        text = f"{_plural(self.nodes, unit)} × {_plural(self.cards_per_node, 'card')}"  # type: ignore[arg-type]
         if self.nodes != 1:
             text += " each"
+        if self.shared_nodes:
+            text += " (groups may share a node)"
         return text + (", one NVLink domain" if self.one_nvlink_domain else "")
+
+
+def shape_from_sizing(*, tensor_parallel: int, replicas: int, training: bool = False) -> Shape:
+    """The shape a sizing estimate implies: ``replicas`` groups of ``tensor_parallel`` cards.
+
+    A TP group all-reduces every layer, which DESIGN.md's sizing notes (after seed 004) call
+    cheap over NVLink and expensive over PCIe, so TP > 1 asks for one NVLink domain per group.
+    Inference replicas are independent and may share a node; a training job's groups are one
+    task per node (``training``). TP = 1 inference is ``any`` ``replicas`` cards.
+    """
+    _positive("tensor parallel degree", tensor_parallel)
+    _positive("replicas", replicas)
+    if tensor_parallel == 1 and not training:
+        return Shape.any(replicas)
+    return Shape(
+        cards_per_node=tensor_parallel,
+        nodes=replicas,
+        one_nvlink_domain=tensor_parallel > 1,
+        shared_nodes=not training,
+    )
 
 
 @dataclass(frozen=True)
@@ -179,6 +208,16 @@ def fit_shape(nodes: Iterable[NodeFree], shape: Shape) -> FitResult:
     per_node, wanted = shape.cards_per_node, shape.nodes
     assert per_node is not None and wanted is not None
     one_domain = shape.one_nvlink_domain
+    if shape.shared_nodes:
+        placed = _pack_groups(pool, per_node, one_domain, wanted)
+        if len(placed) == wanted:
+            return FitResult(shape, True, tuple(placed))
+        where = " in one NVLink domain" if one_domain else ""
+        reason = (
+            f"only {_plural(len(placed), 'group')} of {per_node} cards{where} fit of the "
+            f"{wanted} asked"
+        )
+        return _refusal(pool, shape, 0, reason)
     options: list[tuple[int, int, str, frozenset[int]]] = []
     perfect: list[tuple[int, int, str, frozenset[int]]] = []
     for node in pool:
@@ -194,10 +233,21 @@ def fit_shape(nodes: Iterable[NodeFree], shape: Shape) -> FitResult:
                 return FitResult(shape, True, _placements(perfect, per_node))
     if len(options) >= wanted:
         return FitResult(shape, True, _placements(heapq.nsmallest(wanted, options), per_node))
-    reason = _why_not(pool, shape, len(options))
+    return _refusal(pool, shape, len(options))
+
+
+def _refusal(
+    pool: Sequence[NodeFree], shape: Shape, capable: int, reason: str | None = None
+) -> FitResult:
+    reason = reason or _why_not(pool, shape, capable)
     best = _largest(pool, shape)
     single = (
-        Shape(cards_per_node=best.cards_per_node, nodes=1, one_nvlink_domain=best.one_nvlink_domain)
+        Shape(
+            cards_per_node=best.cards_per_node,
+            nodes=1,
+            one_nvlink_domain=best.one_nvlink_domain,
+            shared_nodes=best.shared_nodes,
+        )
         if best is not None
         else None
     )
@@ -263,13 +313,44 @@ def _largest(pool: Sequence[NodeFree], shape: Shape) -> Shape | None:
     per_node = shape.cards_per_node
     assert per_node is not None
     for cards in range(per_node, 0, -1):
-        able = sum(1 for n in pool if _group_on(n, cards, shape.one_nvlink_domain) is not None)
+        cap = math.ceil(shape.total_cards / cards)
+        if shape.shared_nodes:
+            able = len(_pack_groups(pool, cards, shape.one_nvlink_domain, cap))
+        else:
+            able = sum(1 for n in pool if _group_on(n, cards, shape.one_nvlink_domain) is not None)
         if able:
-            nodes = min(able, math.ceil(shape.total_cards / cards))
             return Shape(
-                cards_per_node=cards, nodes=nodes, one_nvlink_domain=shape.one_nvlink_domain
+                cards_per_node=cards,
+                nodes=min(able, cap),
+                one_nvlink_domain=shape.one_nvlink_domain,
+                shared_nodes=shape.shared_nodes,
             )
     return None
+
+
+def _pack_groups(
+    pool: Sequence[NodeFree], cards: int, one_domain: bool, groups: int
+) -> list[Placement]:
+    """Up to ``groups`` groups of ``cards``, each on one node, nodes reused: group by group the
+    best fit over what is left (a perfect fit ends the search for that group)."""
+    left = list(pool)
+    placed: list[Placement] = []
+    for _ in range(groups):
+        best: tuple[int, int, str, frozenset[int]] | None = None
+        best_at = -1
+        for at, node in enumerate(left):
+            option = _group_on(node, cards, one_domain)
+            if option is not None and (best is None or option < best):
+                best, best_at = option, at
+                if option[0] == 0 and option[1] == 0:
+                    break
+        if best is None:
+            break
+        taken = tuple(sorted(best[3])[:cards])
+        node = left[best_at]
+        left[best_at] = NodeFree._trusted(node.name, node.free - frozenset(taken), node.domains)
+        placed.append(Placement(node.name, taken))
+    return placed
 
 
 def _fit_any(pool: Sequence[NodeFree], shape: Shape) -> FitResult:

@@ -160,7 +160,9 @@ node_strategy = st.builds(
     st.sets(st.integers(0, 7)),
     st.booleans(),
 )
-shape_strategy = st.builds(Shape, st.integers(1, 8), st.integers(1, 4), st.booleans())
+shape_strategy = st.builds(
+    Shape, st.integers(1, 8), st.integers(1, 4), st.booleans(), st.none(), st.booleans()
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -171,18 +173,28 @@ def test_properties_of_fit(nodes, shape):
     assert fit_shape(list(reversed(nodes)), shape) == result  # deterministic
     if result.fits:
         assert len(result.placements) == shape.nodes
-        assert len(set(result.nodes)) == shape.nodes
+        if not shape.shared_nodes:
+            assert len(set(result.nodes)) == shape.nodes
+        used: set[tuple[str, int]] = set()
         for placement in result.placements:
             node = by_name[placement.node]
             assert len(placement.gpus) == shape.cards_per_node
             assert set(placement.gpus) <= node.free
+            cards = {(placement.node, gpu) for gpu in placement.gpus}
+            assert not cards & used  # no card given twice
+            used |= cards
             if shape.one_nvlink_domain:
                 assert any(set(placement.gpus) <= d for d in node.domains)
     else:
         assert result.largest is None or fit_shape(nodes, result.largest).fits
         assert result.largest is None or result.largest.cards_per_node <= shape.cards_per_node
         if result.largest is not None and result.largest.cards_per_node < shape.cards_per_node:
-            bigger = Shape(result.largest.cards_per_node + 1, 1, shape.one_nvlink_domain)
+            bigger = Shape(
+                result.largest.cards_per_node + 1,
+                1,
+                shape.one_nvlink_domain,
+                shared_nodes=shape.shared_nodes,
+            )
             assert not fit_shape(nodes, bigger).fits  # nothing with more cards per node fits
 
 
@@ -228,3 +240,31 @@ def test_free_for_window_and_stranded_card_hours_by_hand():
     # a 90-minute horizon: 6 cards x 1.5 h, exact in Decimal
     short = stranded_card_hours(nodes, holds, t0, t0 + timedelta(minutes=90))
     assert short.card_hours == Decimal("9")
+
+
+def test_replica_groups_may_share_a_node_training_groups_may_not():
+    from pools.placement import shape_from_sizing
+
+    one_dgx = [nvswitch("dgx", set(range(8)))]
+    replicas = shape_from_sizing(tensor_parallel=2, replicas=4)
+    assert replicas == Shape(2, 4, one_nvlink_domain=True, shared_nodes=True)
+    fit = fit_shape(one_dgx, replicas)
+    assert fit.placements == tuple(Placement("dgx", (i, i + 1)) for i in (0, 2, 4, 6))
+    # the same groups as a training job want four nodes of their own
+    training = shape_from_sizing(tensor_parallel=2, replicas=4, training=True)
+    assert training == Shape(2, 4, one_nvlink_domain=True)
+    refused = fit_shape(one_dgx, training)
+    assert refused.fits is False and refused.largest == Shape(2, 1, True)
+    # bridged pairs (the A6000 box): a pair per group; the lone card never joins one
+    pairs = [NodeFree("ws", frozenset({0, 1, 2}), (frozenset({0, 1}), frozenset({2})))]
+    two = fit_shape(pairs, Shape(2, 2, True, shared_nodes=True))
+    assert two.fits is False
+    assert two.reason == "only 1 group of 2 cards in one NVLink domain fit of the 2 asked"
+    assert two.largest == Shape(2, 1, True, shared_nodes=True)
+    assert two.message().endswith(
+        "The largest shape that does is 1 group × 2 cards (groups may share a node), "
+        "one NVLink domain."
+    )
+    assert shape_from_sizing(tensor_parallel=1, replicas=3) == Shape.any(3)
+    with pytest.raises(ShapeError):
+        shape_from_sizing(tensor_parallel=0, replicas=1)
