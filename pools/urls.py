@@ -1,19 +1,23 @@
 from django.urls import path
 
-from pools import views, views_reclamation, views_requests, views_sizing
+from pools.capacity import views as views_requests
+from pools.capacity import views_drift as capacity_views_drift
+from pools.inventory import views as inventory_views
+from pools.reclamation import views as views_reclamation
+from pools.sizing import views as views_sizing
 
 app_name = "pools"
 
 urlpatterns = [
-    path("", views.fleet_overview, name="fleet-overview"),
-    path("nodes/", views.node_list, name="node-list"),
-    path("nodes/<str:hostname>/", views.node_detail, name="node-detail"),
-    path("gpus/", views.gpu_list, name="gpu-list"),
-    path("gpu-models/", views.gpu_model_list, name="gpu-model-list"),
-    path("pools/", views.pool_list, name="pool-list"),
-    path("unrecognised-models/", views.unrecognised_models, name="unrecognised-models"),
-    path("inventory/import/", views.inventory_import, name="inventory-import"),
-    path("scheduler/drift/", views.scheduler_drift, name="scheduler-drift"),
+    path("", inventory_views.fleet_overview, name="fleet-overview"),
+    path("nodes/", inventory_views.node_list, name="node-list"),
+    path("nodes/<str:hostname>/", inventory_views.node_detail, name="node-detail"),
+    path("gpus/", inventory_views.gpu_list, name="gpu-list"),
+    path("gpu-models/", inventory_views.gpu_model_list, name="gpu-model-list"),
+    path("pools/", inventory_views.pool_list, name="pool-list"),
+    path("unrecognised-models/", inventory_views.unrecognised_models, name="unrecognised-models"),
+    path("inventory/import/", inventory_views.inventory_import, name="inventory-import"),
+    path("scheduler/drift/", capacity_views_drift.scheduler_drift, name="scheduler-drift"),
     path("idle/", views_reclamation.idle_findings, name="idle-findings"),
     path("idle/policies/", views_reclamation.reclamation_policies, name="reclamation-policies"),
     path("idle/scan/", views_reclamation.idle_scan_now, name="idle-scan-now"),

@@ -72,9 +72,10 @@ from billing.services.usage_import import (
     _save_report,
     _upsert,
 )
+from pools.capacity.models import Allocation
 from pools.choices import Scheduler
-from pools.gpu_names import normalise_model_key
-from pools.models import Allocation, Gpu
+from pools.inventory.gpu_names import normalise_model_key
+from pools.inventory.models import Gpu
 from scheduler_adapters.prometheus import Series, dcgm_labels
 
 GPU_REQUESTS = 'kube_pod_container_resource_requests{resource="nvidia_com_gpu",node!=""}'

@@ -38,10 +38,12 @@ from billing.pricing import (
     month_of,
     split_at_months,
 )
-from pools.card_timeline import card_changes, card_pieces
+from pools.capacity.card_timeline import card_changes, card_pieces
+from pools.capacity.models import Allocation
 from pools.choices import AllocationStatus, PricingMethod
-from pools.gpu_names import normalise_model_key
-from pools.models import Allocation, Gpu, GpuModelAlias, Node, Pool, Team
+from pools.inventory.gpu_names import normalise_model_key
+from pools.inventory.models import Gpu, GpuModelAlias, Node, Pool
+from pools.tenancy.models import Team
 from scheduler_adapters.records import JobRecord
 
 # Allocations whose cards were held (and are charged when priced "reserved"). A released
@@ -141,7 +143,7 @@ def usage_import_reservations(
     """Card-seconds of every allocation priced "reserved" for each month of ``[start, end)``.
 
     Quantity per month = cards × seconds of ``[allocation start, min(end, now))`` inside the
-    month, with the cards held at each moment (:mod:`pools.card_timeline`: a reclamation
+    month, with the cards held at each moment (:mod:`pools.capacity.card_timeline`: a reclamation
     shrink does not reprice the days before it), so overlapping windows yield the same records.
     """
     _check_window(start, end)
