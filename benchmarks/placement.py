@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pools.placement import (  # noqa: E402  (after the path is set)
+from pools.capacity.placement import (  # noqa: E402  (after the path is set)
     Hold,
     NodeCards,
     Shape,

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from integration.slurm.slurm_cluster import build_adapter, eventually, unique_account
 
-from pools.placement import NodeFree, Shape, fit_shape
+from pools.capacity.placement import NodeFree, Shape, fit_shape
 from scheduler_adapters.records import JobSpec, JobState, ReservationSpec
 
 pytestmark = pytest.mark.integration

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pools.placement import (
+from pools.capacity.placement import (
     NodeFree,
     Placement,
     Shape,
@@ -213,7 +213,7 @@ def test_free_for_window_and_stranded_card_hours_by_hand():
     from datetime import UTC, datetime, timedelta
     from decimal import Decimal
 
-    from pools.placement import Hold, NodeCards, free_for_window, stranded_card_hours
+    from pools.capacity.placement import Hold, NodeCards, free_for_window, stranded_card_hours
 
     t0 = datetime(2026, 12, 7, tzinfo=UTC)
     day = timedelta(days=1)
@@ -243,7 +243,7 @@ def test_free_for_window_and_stranded_card_hours_by_hand():
 
 
 def test_replica_groups_may_share_a_node_training_groups_may_not():
-    from pools.placement import shape_from_sizing
+    from pools.capacity.placement import shape_from_sizing
 
     one_dgx = [nvswitch("dgx", set(range(8)))]
     replicas = shape_from_sizing(tensor_parallel=2, replicas=4)
