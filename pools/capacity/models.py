@@ -65,11 +65,32 @@ class CapacityRequest(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
+    # Placement shape (pools.capacity.placement.Shape): node_count groups of cards_per_node
+    # cards (card_count = the product), optionally each in one NVLink domain; groups may share
+    # a node (inference replicas) with shared_nodes. Both counts empty: "any" card_count cards.
+    cards_per_node = models.PositiveSmallIntegerField(null=True, blank=True)
+    node_count = models.PositiveSmallIntegerField(null=True, blank=True)
+    one_nvlink_domain = models.BooleanField(default=False)
+    shared_nodes = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(condition=Q(card_count__gt=0), name="request_cards_positive"),
+            models.CheckConstraint(
+                condition=(Q(cards_per_node__isnull=True) & Q(node_count__isnull=True))
+                | (
+                    Q(cards_per_node__gt=0)
+                    & Q(node_count__gt=0)
+                    & Q(card_count=models.F("cards_per_node") * models.F("node_count"))
+                ),
+                name="request_shape_matches_cards",
+            ),
+            models.CheckConstraint(
+                condition=Q(cards_per_node__isnull=False)
+                | (Q(one_nvlink_domain=False) & Q(shared_nodes=False)),
+                name="request_shape_flags_need_shape",
+            ),
             models.CheckConstraint(
                 condition=Q(ends_at__gt=models.F("starts_at")), name="request_window_positive"
             ),
@@ -124,6 +145,9 @@ class Allocation(models.Model):
     )
     status_reason = models.TextField(blank=True)
     expiry_notified_at = models.DateTimeField(null=True, blank=True)
+    # The cards the shape check counted on: [{"node": hostname, "gpus": [index, ...]}, ...];
+    # empty for an unshaped grant (any cards of the pool).
+    placement = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

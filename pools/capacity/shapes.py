@@ -1,0 +1,178 @@
+"""Placement shapes against the inventory: which cards of a pool × GPU model are free for a
+window, node by node, and whether a request's shape fits there (the read side of the
+shape-aware invariant; :func:`pools.capacity.services.requests.capacity_request_approve` calls it
+under the pool's lock).
+
+Cards counted are the schedulable ones (:mod:`pools.capacity.availability`: node up, card not in
+error, a driver supporting the CUDA version asked). NVLink domains are the node's imported ones
+(``Node.nvlink_domains``, from ``nvidia-smi topo -m``), else the catalogue's facts
+(:func:`pools.inventory.topology.catalogue_domains`), else unknown. Held cards are the placements
+of holding allocations overlapping the window; an allocation without a placement (granted
+without a shape, or before shapes existed) is laid on the nodes by :func:`fit_shape` as "any N
+cards" in id order, for the whole window: the scheduler decides where such cards really run,
+so this counts them somewhere rather than nowhere, and never twice.
+
+Two queries whatever the pool's size: the cards, grouped by node, and the overlapping holding
+allocations with their placements.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+
+from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.placement import FitResult, NodeCards, NodeFree, Shape, fit_shape
+from pools.choices import HOLDING_STATUSES, GpuHealth, NodeState
+from pools.inventory.driver_versions import parse_cuda_version
+from pools.inventory.models import Gpu, GpuModel, Pool
+from pools.inventory.topology import catalogue_domains
+
+
+def request_shape(request: CapacityRequest, cards: int | None = None) -> Shape | None:
+    """The request's shape, ``None`` when it has none (then only the card count matters).
+    ``cards`` (a grant of fewer cards) must be the shape's total: a shape is granted whole."""
+    if request.cards_per_node is None or request.node_count is None:
+        return None
+    return Shape(
+        cards_per_node=request.cards_per_node,
+        nodes=request.node_count,
+        one_nvlink_domain=request.one_nvlink_domain,
+        shared_nodes=request.shared_nodes,
+    )
+
+
+def pool_node_cards(*, pool: Pool, gpu_model: GpuModel, cuda: str | None = None) -> list[NodeCards]:
+    """Schedulable cards of ``gpu_model`` in ``pool`` by node (sorted by hostname), each with
+    its NVLink domains restricted to those cards (one query)."""
+    rows = (
+        Gpu.objects.filter(node__pool=pool, node__state=NodeState.UP, gpu_model=gpu_model)
+        .exclude(health=GpuHealth.ERROR)
+        .values_list(
+            "node__hostname", "index", "node__nvlink_domains", "node__driver_group__max_cuda"
+        )
+        .order_by("node__hostname", "index")
+    )
+    wanted = parse_cuda_version(cuda) if cuda else None
+    cards: dict[str, set[int]] = defaultdict(set)
+    recorded: dict[str, list[list[int]] | None] = {}
+    for hostname, index, domains, max_cuda in rows:
+        if wanted is not None:
+            supported = parse_cuda_version(max_cuda or "")
+            if supported is None or supported < wanted:
+                continue
+        cards[hostname].add(index)
+        recorded[hostname] = domains
+    nodes = []
+    for hostname in sorted(cards):
+        indices = frozenset(cards[hostname])
+        nodes.append(NodeCards(hostname, indices, _domains(indices, recorded[hostname], gpu_model)))
+    return nodes
+
+
+def _domains(
+    indices: frozenset[int], recorded: list[list[int]] | None, gpu_model: GpuModel
+) -> tuple[frozenset[int], ...] | None:
+    if recorded is not None:
+        try:
+            domains = [frozenset(int(i) for i in group) & indices for group in recorded]
+        except (TypeError, ValueError):
+            domains = None  # a malformed value reads as unknown, never as joined
+        if domains is not None:
+            covered = frozenset().union(*domains) if domains else frozenset()
+            # a card the capture did not list (added since) is a domain of its own: unknown
+            # links are never assumed, and a card alone is a fact about what it can join
+            extra = [frozenset({i}) for i in sorted(indices - covered)]
+            return tuple(d for d in domains if d) + tuple(extra)
+    nvlink = gpu_model.nvlink_gbps
+    return catalogue_domains(
+        indices,
+        form_factor=gpu_model.form_factor,
+        nvlink_gbps=None if nvlink is None else int(nvlink),
+    )
+
+
+def pool_free_nodes(
+    *,
+    pool: Pool,
+    gpu_model: GpuModel,
+    start: datetime,
+    end: datetime,
+    cuda: str | None = None,
+    exclude_allocation: int | None = None,
+) -> list[NodeFree]:
+    """Per node, the cards free for the whole window ``[start, end)`` (module docstring)."""
+    nodes = pool_node_cards(pool=pool, gpu_model=gpu_model, cuda=cuda)
+    holds = Allocation.objects.filter(
+        pool=pool,
+        gpu_model=gpu_model,
+        status__in=HOLDING_STATUSES,
+        starts_at__lt=end,
+        ends_at__gt=start,
+    )
+    if exclude_allocation:
+        holds = holds.exclude(pk=exclude_allocation)
+    taken: dict[str, set[int]] = defaultdict(set)
+    unplaced: list[int] = []
+    for cards, placement in holds.order_by("id").values_list("card_count", "placement"):
+        if placement:
+            for entry in placement:
+                taken[entry["node"]].update(entry["gpus"])
+        else:
+            unplaced.append(cards)
+    free = [
+        NodeFree(node.name, node.gpus - frozenset(taken.get(node.name, ())), node.domains)
+        for node in nodes
+    ]
+    for cards in unplaced:
+        laid = fit_shape(free, Shape.any(cards))
+        used: dict[str, set[int]] = defaultdict(set)
+        if laid.fits:
+            for spot in laid.placements:
+                used[spot.node].update(spot.gpus)
+        else:  # more cards granted than are left (over-commit): nothing is free any more
+            used = {n.name: set(n.free) for n in free}
+        free = [NodeFree(n.name, n.free - frozenset(used.get(n.name, ())), n.domains) for n in free]
+    return free
+
+
+def shape_fit(
+    *,
+    pool: Pool,
+    gpu_model: GpuModel,
+    shape: Shape,
+    start: datetime,
+    end: datetime,
+    cuda: str | None = None,
+    exclude_allocation: int | None = None,
+) -> FitResult:
+    """Whether ``shape`` fits on the pool's cards free for the window, and where."""
+    nodes = pool_free_nodes(
+        pool=pool,
+        gpu_model=gpu_model,
+        start=start,
+        end=end,
+        cuda=cuda,
+        exclude_allocation=exclude_allocation,
+    )
+    return fit_shape(nodes, shape)
+
+
+def placement_record(result: FitResult) -> list[dict[str, object]]:
+    """``Allocation.placement`` for a fitted shape: the nodes and cards counted on."""
+    return [{"node": spot.node, "gpus": list(spot.gpus)} for spot in result.placements]
+
+
+def shape_data(shape: Shape | None) -> dict[str, object] | None:
+    """A shape as plain data for error bodies and the API."""
+    if shape is None:
+        return None
+    if shape.is_any:
+        return {"any_cards": shape.any_cards, "text": shape.describe()}
+    return {
+        "cards_per_node": shape.cards_per_node,
+        "node_count": shape.nodes,
+        "one_nvlink_domain": shape.one_nvlink_domain,
+        "shared_nodes": shape.shared_nodes,
+        "text": shape.describe(),
+    }
