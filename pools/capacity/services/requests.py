@@ -329,6 +329,11 @@ def capacity_request_approve(
     :class:`PermissionDenied`, :class:`InvalidInput`, :class:`InvalidTransition`,
     :class:`InsufficientCapacity` (data ``free``, ``requested``); nothing is written then.
     ``system`` marks an approval by a rule rather than a person.
+
+    A shaped request (``cards_per_node`` × ``node_count``) must also fit node by node on cards
+    free for the whole window (:mod:`pools.capacity.shapes`), checked under the same lock; the
+    cards counted on become the allocation's ``placement``. A refusal then carries ``shape``,
+    ``largest_shape`` and ``largest_single_node`` and says the largest shape that does fit.
     """
     if not system:
         require_pool_admin(actor)
@@ -363,17 +368,9 @@ def capacity_request_approve(
             end=end,
             cuda=request.cuda_version or None,
         )
-        if free < cards:
-            raise InsufficientCapacity(
-                f"Insufficient capacity: {free} {target_model.name} card(s) free in "
-                f"{locked_pool.name} for that window, {cards} requested.",
-                free=free,
-                requested=cards,
-                pool=locked_pool.slug,
-                gpu_model=target_model.slug,
-            )
         placement: list[dict[str, Any]] = []
         shape = request_shape(request)
+        fit = None
         if shape is not None:
             if cards != shape.total_cards:
                 raise InvalidInput(
@@ -391,17 +388,29 @@ def capacity_request_approve(
                 end=end,
                 cuda=request.cuda_version or None,
             )
-            if not fit.fits:
-                raise InsufficientCapacity(
-                    f"Insufficient capacity in {locked_pool.name}: {fit.message()}",
-                    free=free,
-                    requested=cards,
-                    pool=locked_pool.slug,
-                    gpu_model=target_model.slug,
-                    shape=shape_data(shape),
-                    largest_shape=shape_data(fit.largest),
-                    largest_single_node=shape_data(fit.largest_single_node),
+        if free < cards or (fit is not None and not fit.fits):
+            shaped = {}
+            if fit is not None and not fit.fits:
+                message = f"Insufficient capacity in {locked_pool.name}: {fit.message()}"
+                shaped = {
+                    "shape": shape_data(shape),
+                    "largest_shape": shape_data(fit.largest),
+                    "largest_single_node": shape_data(fit.largest_single_node),
+                }
+            else:
+                message = (
+                    f"Insufficient capacity: {free} {target_model.name} card(s) free in "
+                    f"{locked_pool.name} for that window, {cards} requested."
                 )
+            raise InsufficientCapacity(
+                message,
+                free=free,
+                requested=cards,
+                pool=locked_pool.slug,
+                gpu_model=target_model.slug,
+                **shaped,
+            )
+        if fit is not None:
             placement = placement_record(fit)
         before = _snapshot(request)
         request.status = RequestStatus.APPROVED
