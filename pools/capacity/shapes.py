@@ -66,13 +66,17 @@ def pool_node_cards(*, pool: Pool, gpu_model: GpuModel, cuda: str | None = None)
     nodes = []
     for hostname in sorted(cards):
         indices = frozenset(cards[hostname])
-        nodes.append(NodeCards(hostname, indices, _domains(indices, recorded[hostname], gpu_model)))
+        nodes.append(
+            NodeCards(hostname, indices, node_domains(indices, recorded[hostname], gpu_model))
+        )
     return nodes
 
 
-def _domains(
+def node_domains(
     indices: frozenset[int], recorded: list[list[int]] | None, gpu_model: GpuModel
 ) -> tuple[frozenset[int], ...] | None:
+    """A node's NVLink domains over ``indices`` (its cards that count): the imported ones
+    (``recorded``), else the catalogue's facts, else ``None`` (unknown)."""
     if recorded is not None:
         try:
             domains = [frozenset(int(i) for i in group) & indices for group in recorded]
