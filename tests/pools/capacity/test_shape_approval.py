@@ -202,3 +202,60 @@ def test_shaped_requests_are_granted_whole_and_validated_on_create(dgx_pool, a10
         **fields,
     )
     assert (made.cards_per_node, made.node_count, made.one_nvlink_domain) == (8, 1, True)
+
+
+def test_the_api_takes_a_shape_and_answers_409_with_the_largest_one(
+    dgx_pool, a100, admin_api, api_as
+):
+    start = next_week_9am()
+    end = start + timedelta(days=7)
+    for i in range(1, 5):
+        _hold(dgx_pool, a100, f"dgx-{i}", [0, 1, 2, 3, 4, 5], start, end)
+    team = TeamFactory(slug="nlp-api")
+    bob = UserFactory(username="bob-api")
+    team.memberships.create(user=bob, role="member")
+    created = api_as(bob).post(
+        "/api/v1/requests/",
+        {
+            "team": "nlp-api",
+            "workload_kind": "training",
+            "pool": "dgx",
+            "gpu_model": "a100_80g_sxm",
+            "card_count": 8,
+            "cards_per_node": 8,
+            "node_count": 1,
+            "one_nvlink_domain": True,
+            "starts_at": start.isoformat(),
+            "ends_at": end.isoformat(),
+            "justification": "TP=8",
+        },
+        format="json",
+    )
+    assert created.status_code == 201, created.json()
+    body = created.json()
+    assert (body["cards_per_node"], body["node_count"], body["one_nvlink_domain"]) == (8, 1, True)
+    refused = admin_api.post(f"/api/v1/requests/{body['id']}/approve/", {}, format="json")
+    assert refused.status_code == 409
+    answer = refused.json()
+    assert answer["code"] == "insufficient_capacity"
+    assert answer["data"]["largest_shape"]["text"] == "4 nodes × 2 cards each, one NVLink domain"
+    assert "The largest shape that does is 4 nodes × 2 cards each" in answer["detail"]
+    mismatch = api_as(bob).post(
+        "/api/v1/requests/",
+        {
+            "team": "nlp-api",
+            "workload_kind": "training",
+            "pool": "dgx",
+            "gpu_model": "a100_80g_sxm",
+            "card_count": 8,
+            "cards_per_node": 3,
+            "node_count": 2,
+            "starts_at": start.isoformat(),
+            "ends_at": end.isoformat(),
+            "justification": "odd",
+        },
+        format="json",
+    )
+    assert mismatch.status_code == 400
+    assert mismatch.json()["code"] == "invalid_input"
+    assert mismatch.json()["errors"]["card_count"] == ["2 × 3 is 6 cards, not 8."]
