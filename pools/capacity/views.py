@@ -26,8 +26,10 @@ from pools.capacity.card_timeline import card_changes, card_pieces
 from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilterSet
 from pools.capacity.forms import ApproveForm, CapacityRequestForm, ExtendForm, ReasonForm
 from pools.capacity.models import Allocation
+from pools.capacity.placement import Shape
 from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import requests as request_services
+from pools.capacity.shapes import shape_fit
 from pools.choices import HOLDING_STATUSES, RequestStatus
 from pools.errors import DomainError
 from pools.tenancy import selectors as tenancy_selectors
@@ -215,6 +217,11 @@ def request_new(request):
                 min_memory_gib=d["min_memory_gib"],
                 cuda_version=d["cuda_version"].strip(),
                 submit="save_draft" not in request.POST,
+                cards_per_node=d.get("cards_per_node"),
+                node_count=d.get("node_count"),
+                one_nvlink_domain=bool(d.get("one_nvlink_domain"))
+                and d.get("cards_per_node") is not None,
+                shared_nodes=bool(d.get("shared_nodes")) and d.get("cards_per_node") is not None,
             )
         except DomainError as exc:
             _apply_errors(form, exc)
@@ -280,7 +287,7 @@ def _options_for(form):
         return None
     if not d.get("gpu_model") and not d.get("min_memory_gib"):
         return None
-    return request_options(
+    options = request_options(
         workload_kind=d["workload_kind"],
         card_count=d.get("card_count") or 1,
         start=d["starts_at"],
@@ -290,6 +297,29 @@ def _options_for(form):
         min_memory_gib=d.get("min_memory_gib"),
         cuda=(d.get("cuda_version") or "").strip() or None,
     )
+    if d.get("cards_per_node") and d.get("node_count"):
+        shape = Shape(
+            cards_per_node=d["cards_per_node"],
+            nodes=d["node_count"],
+            one_nvlink_domain=bool(d.get("one_nvlink_domain")),
+            shared_nodes=bool(d.get("shared_nodes")),
+        )
+        for option in options:
+            # the shape per pool and model: does it fit node by node in the window, and if
+            # not, the largest that does (two queries per option shown)
+            option.shape_fit = (
+                shape_fit(
+                    pool=option.pool,
+                    gpu_model=option.gpu_model,
+                    shape=shape,
+                    start=d["starts_at"],
+                    end=d["ends_at"],
+                    cuda=(d.get("cuda_version") or "").strip() or None,
+                )
+                if option.total
+                else None
+            )
+    return options
 
 
 def request_detail(request, pk: int):

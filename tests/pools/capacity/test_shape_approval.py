@@ -259,3 +259,36 @@ def test_the_api_takes_a_shape_and_answers_409_with_the_largest_one(
     assert mismatch.status_code == 400
     assert mismatch.json()["code"] == "invalid_input"
     assert mismatch.json()["errors"]["card_count"] == ["2 × 3 is 6 cards, not 8."]
+
+
+def test_the_live_panel_says_whether_the_shape_fits_and_the_largest_that_does(dgx_pool, a100):
+    from django.test import Client
+
+    start = next_week_9am()
+    end = start + timedelta(days=7)
+    for i in range(1, 5):
+        _hold(dgx_pool, a100, f"dgx-{i}", [0, 1, 2, 3, 4, 5], start, end)
+    team = TeamFactory(slug="nlp-panel")
+    carol = UserFactory(username="carol-panel")
+    team.memberships.create(user=carol, role="member")
+    client = Client()
+    client.force_login(carol)
+    query = {
+        "team": "nlp-panel",
+        "workload_kind": "training",
+        "pool": "dgx",
+        "gpu_model": "a100_80g_sxm",
+        "card_count": 8,
+        "starts_at": start.strftime("%Y-%m-%dT%H:%M"),
+        "ends_at": end.strftime("%Y-%m-%dT%H:%M"),
+        "justification": "TP=8",
+    }
+    shaped = query | {"cards_per_node": 8, "node_count": 1, "one_nvlink_domain": "on"}
+    panel = client.get("/requests/new/", shaped, headers={"HX-Request": "true"}).content.decode()
+    assert "Shape does not fit" in panel
+    assert "Largest that does: 4 nodes × 2 cards each, one NVLink domain." in panel
+    any_cards = client.get("/requests/new/", query, headers={"HX-Request": "true"})
+    assert "Shape" not in any_cards.content.decode()  # no shape asked: the card count alone
+    two = query | {"card_count": 2, "cards_per_node": 2, "node_count": 1}
+    fits = client.get("/requests/new/", two, headers={"HX-Request": "true"}).content.decode()
+    assert "Shape fits: dgx-1" in fits
