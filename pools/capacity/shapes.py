@@ -7,10 +7,11 @@ Cards counted are the schedulable ones (:mod:`pools.capacity.availability`: node
 error, a driver supporting the CUDA version asked). NVLink domains are the node's imported ones
 (``Node.nvlink_domains``, from ``nvidia-smi topo -m``), else the catalogue's facts
 (:func:`pools.inventory.topology.catalogue_domains`), else unknown. Held cards are the placements
-of holding allocations overlapping the window; an allocation without a placement (granted
-without a shape, or before shapes existed) is laid on the nodes by :func:`fit_shape` as "any N
-cards" in id order, for the whole window: the scheduler decides where such cards really run,
-so this counts them somewhere rather than nowhere, and never twice.
+of holding allocations overlapping the window; allocations without a placement (granted
+without a shape, or before shapes existed) are laid on the nodes together, as "any N cards" by
+best fit where N is the most they hold at once in the window (the count the card invariant
+uses), for the whole window: the scheduler decides where such cards really run, so this counts
+them somewhere rather than nowhere, and never twice.
 
 Two queries whatever the pool's size: the cards, grouped by node, and the overlapping holding
 allocations with their placements.
@@ -21,6 +22,10 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
+from django.contrib.postgres.aggregates import ArrayAgg
+from django.db import connection
+
+from pools.capacity.arithmetic import peak_cards
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.placement import FitResult, NodeCards, NodeFree, Shape, fit_shape
 from pools.choices import HOLDING_STATUSES, GpuHealth, NodeState
@@ -45,23 +50,34 @@ def request_shape(request: CapacityRequest, cards: int | None = None) -> Shape |
 def pool_node_cards(*, pool: Pool, gpu_model: GpuModel, cuda: str | None = None) -> list[NodeCards]:
     """Schedulable cards of ``gpu_model`` in ``pool`` by node (sorted by hostname), each with
     its NVLink domains restricted to those cards (one query)."""
-    rows = (
-        Gpu.objects.filter(node__pool=pool, node__state=NodeState.UP, gpu_model=gpu_model)
-        .exclude(health=GpuHealth.ERROR)
-        .values_list(
-            "node__hostname", "index", "node__nvlink_domains", "node__driver_group__max_cuda"
-        )
-        .order_by("node__hostname", "index")
-    )
+    gpus = Gpu.objects.filter(
+        node__pool=pool, node__state=NodeState.UP, gpu_model=gpu_model
+    ).exclude(health=GpuHealth.ERROR)
     wanted = parse_cuda_version(cuda) if cuda else None
     cards: dict[str, set[int]] = defaultdict(set)
     recorded: dict[str, list[list[int]] | None] = {}
-    for hostname, index, domains, max_cuda in rows:
+    if connection.vendor == "postgresql":
+        # one row per node, not per card: 2,000 rows for a 16,000-card pool
+        rows = (
+            gpus.values("node__hostname", "node__nvlink_domains", "node__driver_group__max_cuda")
+            .annotate(indices=ArrayAgg("index"))
+            .values_list(
+                "node__hostname", "indices", "node__nvlink_domains", "node__driver_group__max_cuda"
+            )
+        )
+    else:
+        rows = (
+            (host, [index], domains, max_cuda)
+            for host, index, domains, max_cuda in gpus.values_list(
+                "node__hostname", "index", "node__nvlink_domains", "node__driver_group__max_cuda"
+            )
+        )
+    for hostname, indices, domains, max_cuda in rows:
         if wanted is not None:
             supported = parse_cuda_version(max_cuda or "")
             if supported is None or supported < wanted:
                 continue
-        cards[hostname].add(index)
+        cards[hostname].update(indices)
         recorded[hostname] = domains
     nodes = []
     for hostname in sorted(cards):
@@ -117,27 +133,34 @@ def pool_free_nodes(
     if exclude_allocation:
         holds = holds.exclude(pk=exclude_allocation)
     taken: dict[str, set[int]] = defaultdict(set)
-    unplaced: list[int] = []
-    for cards, placement in holds.order_by("id").values_list("card_count", "placement"):
+    unplaced: list[tuple[datetime, datetime, int]] = []
+    for cards, placement, starts_at, ends_at in holds.values_list(
+        "card_count", "placement", "starts_at", "ends_at"
+    ):
         if placement:
             for entry in placement:
                 taken[entry["node"]].update(entry["gpus"])
         else:
-            unplaced.append(cards)
+            unplaced.append((starts_at, ends_at, cards))
     free = [
         NodeFree(node.name, node.gpus - frozenset(taken.get(node.name, ())), node.domains)
         for node in nodes
     ]
-    for cards in unplaced:
-        laid = fit_shape(free, Shape.any(cards))
-        used: dict[str, set[int]] = defaultdict(set)
-        if laid.fits:
-            for spot in laid.placements:
-                used[spot.node].update(spot.gpus)
-        else:  # more cards granted than are left (over-commit): nothing is free any more
-            used = {n.name: set(n.free) for n in free}
-        free = [NodeFree(n.name, n.free - frozenset(used.get(n.name, ())), n.domains) for n in free]
-    return free
+    return lay_unplaced(free, peak_cards(unplaced, start, end))
+
+
+def lay_unplaced(free: list[NodeFree], cards: int) -> list[NodeFree]:
+    """Take ``cards`` cards (the peak that unplaced allocations hold at once in the window) off
+    ``free`` where "any N cards" would go by best fit; all of them when fewer are left."""
+    if cards <= 0:
+        return free
+    laid = fit_shape(free, Shape.any(cards))
+    if not laid.fits:  # more granted than is left (over-commit): nothing is free any more
+        return [NodeFree(n.name, frozenset(), n.domains) for n in free]
+    used: dict[str, set[int]] = defaultdict(set)
+    for spot in laid.placements:
+        used[spot.node].update(spot.gpus)
+    return [NodeFree(n.name, n.free - frozenset(used.get(n.name, ())), n.domains) for n in free]
 
 
 def shape_fit(

@@ -8,8 +8,8 @@ outside whole groups of the largest common shape the domain allows are stranded 
 NVSwitch node with 6 free cards strands 6 for the hours it stays so). Cards are the schedulable
 ones (node up, card not in error); domains as the shape check reads them
 (:func:`pools.capacity.shapes.pool_node_cards`'s rule: imported, else catalogue, else unknown).
-Held cards are the placements of holding allocations; an allocation without a placement is laid
-by best fit on the cards free for its own window, in id order (the same rule as the approval's).
+Held cards are the placements of holding allocations; allocations without a placement are laid
+together by best fit, at their peak, for the whole horizon (see ``_holds``).
 Two queries whatever the fleet's size.
 """
 
@@ -20,19 +20,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from pools.capacity.arithmetic import peak_cards
 from pools.capacity.models import Allocation
 from pools.capacity.placement import (
     COMMON_CARDS_PER_NODE,
     Hold,
     NodeCards,
-    NodeFree,
-    Shape,
-    fit_shape,
     free_for_window,
     stranded_card_hours,
     stranded_cards,
 )
-from pools.capacity.shapes import node_domains
+from pools.capacity.shapes import lay_unplaced, node_domains
 from pools.choices import HOLDING_STATUSES, GpuHealth, NodeState
 from pools.dashboards.capacity import DashboardFilters, pooled_gpus
 from pools.inventory.models import GpuModel
@@ -137,7 +135,7 @@ def stranded_capacity(
             NodeCards(host, frozenset(cards), node_domains(frozenset(cards), recorded[host], model))
             for host, cards in sorted(hosts.items())
         ]
-        holds = _holds(nodes, by_group.get((pool_id, model_id), []))
+        holds = _holds(nodes, by_group.get((pool_id, model_id), []), now, end)
         hours = stranded_card_hours(nodes, holds, now, end, COMMON_CARDS_PER_NODE)
         current = stranded_cards(free_for_window(nodes, holds, now, now + timedelta(seconds=1)))
         win_back = [
@@ -166,9 +164,14 @@ def stranded_capacity(
     return result
 
 
-def _holds(nodes: list[NodeCards], allocations: list[tuple]) -> list[Hold]:
+def _holds(nodes: list[NodeCards], allocations: list[tuple], start, end) -> list[Hold]:
+    """Placed allocations as holds on their cards; the unplaced ones laid together on the cards
+    placed holds leave free over the whole horizon, as many as they hold at once at their peak,
+    for the whole horizon (conservative: a fragment they might not really occupy counts as
+    held, so stranding is never overstated by them)."""
     names = {n.name for n in nodes}
     holds: list[Hold] = []
+    unplaced = []
     for cards, starts_at, ends_at, placement in allocations:
         if placement:
             holds.extend(
@@ -176,12 +179,12 @@ def _holds(nodes: list[NodeCards], allocations: list[tuple]) -> list[Hold]:
                 for spot in placement
                 if spot["node"] in names
             )
-            continue
-        free: list[NodeFree] = free_for_window(nodes, holds, starts_at, ends_at)
-        laid = fit_shape(free, Shape.any(cards))
-        spots = laid.placements if laid.fits else [(n.name, n.free) for n in free]
-        for spot in spots:
-            node, gpus = (spot.node, spot.gpus) if laid.fits else spot
-            if gpus:
-                holds.append(Hold(node, frozenset(gpus), starts_at, ends_at))
+        else:
+            unplaced.append((starts_at, ends_at, cards))
+    peak = peak_cards(unplaced, start, end)
+    if peak:
+        free = free_for_window(nodes, holds, start, end)
+        for node, laid in zip(free, lay_unplaced(free, peak), strict=True):
+            if node.free - laid.free:
+                holds.append(Hold(node.name, node.free - laid.free, start, end))
     return holds
