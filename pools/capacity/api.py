@@ -11,7 +11,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from pools.api_common import AwareDateTimeField, VisibleTeamField
+from pools.api_common import AwareDateTimeField, SlugLookupField, VisibleTeamField
 from pools.capacity import selectors
 from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilterSet
 from pools.capacity.models import Allocation, CapacityRequest
@@ -57,10 +57,10 @@ class AllocationSerializer(serializers.ModelSerializer):
 
 class CapacityRequestSerializer(serializers.ModelSerializer):
     team = VisibleTeamField()
-    pool = serializers.SlugRelatedField(
+    pool = SlugLookupField(
         slug_field="slug", queryset=Pool.objects.all(), required=False, allow_null=True
     )
-    gpu_model = serializers.SlugRelatedField(
+    gpu_model = SlugLookupField(
         slug_field="slug", queryset=GpuModel.objects.all(), required=False, allow_null=True
     )
     requested_by = serializers.StringRelatedField()

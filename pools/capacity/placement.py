@@ -455,6 +455,18 @@ class NodeCards:
     gpus: frozenset[int]
     domains: tuple[frozenset[int], ...] | None = None
 
+    @classmethod
+    def trusted(
+        cls, name: str, gpus: frozenset[int], domains: tuple[frozenset[int], ...] | None
+    ) -> NodeCards:
+        """A node whose cards and domains were checked already (another node with the same
+        ones): skips the checks, as :meth:`NodeFree._trusted` does."""
+        node = object.__new__(cls)
+        node.__dict__.update(
+            name=name, gpus=gpus, domains=domains, _all_free=NodeFree._trusted(name, gpus, domains)
+        )
+        return node
+
     def __post_init__(self) -> None:
         _check_cards(self.name, self.gpus, self.domains)
         # the node with nothing held, handed out as is by free_for_window (most nodes, most

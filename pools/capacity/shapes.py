@@ -80,11 +80,17 @@ def pool_node_cards(*, pool: Pool, gpu_model: GpuModel, cuda: str | None = None)
         cards[hostname].update(indices)
         recorded[hostname] = domains
     nodes = []
+    # most nodes of a pool look alike (eight cards, one NVSwitch domain): read and check each
+    # distinct (cards, domains) once, not once per node
+    seen: dict[tuple, tuple[frozenset[int], tuple[frozenset[int], ...] | None]] = {}
     for hostname in sorted(cards):
-        indices = frozenset(cards[hostname])
-        nodes.append(
-            NodeCards(hostname, indices, node_domains(indices, recorded[hostname], gpu_model))
-        )
+        recorded_here = recorded[hostname]
+        key = (tuple(sorted(cards[hostname])), repr(recorded_here))
+        if key not in seen:
+            indices = frozenset(cards[hostname])
+            seen[key] = (indices, node_domains(indices, recorded_here, gpu_model))
+            NodeCards(hostname, *seen[key])  # checks the card set and domains
+        nodes.append(NodeCards.trusted(hostname, *seen[key]))
     return nodes
 
 
@@ -143,7 +149,9 @@ def pool_free_nodes(
         else:
             unplaced.append((starts_at, ends_at, cards))
     free = [
-        NodeFree(node.name, node.gpus - frozenset(taken.get(node.name, ())), node.domains)
+        NodeFree._trusted(node.name, node.gpus - frozenset(taken[node.name]), node.domains)
+        if node.name in taken
+        else NodeFree._trusted(node.name, node.gpus, node.domains)
         for node in nodes
     ]
     return lay_unplaced(free, peak_cards(unplaced, start, end))
@@ -156,11 +164,16 @@ def lay_unplaced(free: list[NodeFree], cards: int) -> list[NodeFree]:
         return free
     laid = fit_shape(free, Shape.any(cards))
     if not laid.fits:  # more granted than is left (over-commit): nothing is free any more
-        return [NodeFree(n.name, frozenset(), n.domains) for n in free]
+        return [NodeFree._trusted(n.name, frozenset(), n.domains) for n in free]
     used: dict[str, set[int]] = defaultdict(set)
     for spot in laid.placements:
         used[spot.node].update(spot.gpus)
-    return [NodeFree(n.name, n.free - frozenset(used.get(n.name, ())), n.domains) for n in free]
+    return [
+        NodeFree._trusted(n.name, n.free - frozenset(used[n.name]), n.domains)
+        if n.name in used
+        else n
+        for n in free
+    ]
 
 
 def shape_fit(
