@@ -54,10 +54,10 @@ class VisibleTeamField(SlugLookupField):
 
     def get_queryset(self):
         request = self.context.get("request")
-        return _visible_teams(request)
+        return visible_teams(request)
 
 
-def _visible_teams(request) -> QuerySet[Team]:
+def visible_teams(request) -> QuerySet[Team]:
     """The teams a filter may name: the caller's (all for pool admins)."""
     if request is None:
         return Team.objects.none()

@@ -2,6 +2,7 @@ from django.urls import path
 
 from pools.capacity import views as views_requests
 from pools.capacity import views_drift as capacity_views_drift
+from pools.dashboards import views as dashboard_views
 from pools.inventory import views as inventory_views
 from pools.reclamation import views as views_reclamation
 from pools.sizing import views as views_sizing
@@ -26,7 +27,7 @@ urlpatterns = [
         views_reclamation.idle_finding_action,
         name="idle-finding-action",
     ),
-    path("teams/mine/", views_requests.my_teams, name="my-teams"),
+    path("teams/mine/", dashboard_views.my_teams, name="my-teams"),
     path("requests/", views_requests.request_list, name="request-list"),
     path("requests/new/", views_requests.request_new, name="request-new"),
     path("requests/queue/", views_requests.approval_queue, name="approval-queue"),

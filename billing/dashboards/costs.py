@@ -17,11 +17,12 @@ from billing.choices import RateKind, UsageSource, UsageUnit
 from billing.conf import billing_zone
 from billing.errors import RateCardConflict
 from billing.models import Statement, UsageRecord
-from billing.pricing import SECONDS_PER_HOUR, month_of, previous_month, round_money
+from billing.pricing import month_of, previous_month, round_money
 from billing.services.rates import rate_periods
-from pools.capacity.card_timeline import card_pieces
+from pools.capacity.arithmetic import card_seconds_hours
 from pools.capacity.models import Allocation
 from pools.dashboards.stranded import StrandedRow
+from pools.reclamation.card_timeline import card_pieces
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def used_card_hours(*, allocation_ids: list[int]) -> dict[int, Decimal]:
         .annotate(seconds=Sum("quantity"))
         .order_by()
     )
-    return {r["allocation_id"]: r["seconds"] / SECONDS_PER_HOUR for r in rows}
+    return {r["allocation_id"]: card_seconds_hours(r["seconds"]) for r in rows}
 
 
 def team_used_card_hours(*, team_id: int, month: date) -> Decimal:
@@ -93,7 +94,7 @@ def team_used_card_hours(*, team_id: int, month: date) -> Decimal:
         source=UsageSource.SLURM_ACCOUNTING,
         unit=UsageUnit.CARD_SECONDS,
     ).aggregate(s=Sum("quantity"))["s"]
-    return (seconds or Decimal(0)) / SECONDS_PER_HOUR
+    return card_seconds_hours(seconds or 0)
 
 
 def held_card_hours(
@@ -101,13 +102,13 @@ def held_card_hours(
 ) -> Decimal:
     """Cards × hours of the allocation's window inside ``[start, end)`` (0 when apart), with the
     cards held at each moment; ``changes`` from
-    :func:`pools.capacity.card_timeline.card_changes`."""
+    :func:`pools.reclamation.card_timeline.card_changes`."""
     total = Decimal(0)
     for piece in card_pieces(allocation, changes):
         lo, hi = max(piece.start, start), min(piece.end, end)
         if hi > lo:
             total += Decimal(piece.cards) * Decimal((hi - lo).total_seconds())
-    return total / SECONDS_PER_HOUR
+    return card_seconds_hours(total)
 
 
 @dataclass(frozen=True)

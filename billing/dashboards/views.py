@@ -23,13 +23,13 @@ from django.utils.cache import patch_vary_headers
 from billing.conf import billing_zone
 from billing.dashboards import costs
 from billing.pricing import local_midnight, month_of, next_month, previous_month
-from pools.capacity.card_timeline import card_changes
 from pools.choices import IdleFindingState
 from pools.dashboards import capacity as dashboard
 from pools.dashboards import utilisation
 from pools.dashboards.forms import DashboardFilterForm
 from pools.dashboards.stranded import stranded_capacity
 from pools.inventory.models import DriverGroup, GpuModel, Pool
+from pools.reclamation.card_timeline import card_changes
 from pools.reclamation.models import IdleFinding
 from pools.tenancy.models import Team
 from pools.web import PALETTE, Column, csv_response, pool_admin_required

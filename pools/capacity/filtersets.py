@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import django_filters as filters
 
-from pools.api_common import _visible_teams
+from pools.api_common import visible_teams
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.choices import AllocationStatus, RequestStatus, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
@@ -16,7 +16,7 @@ class _TeamPoolModelFilters(filters.FilterSet):
     (400 in the API), not an empty result."""
 
     team = filters.ModelChoiceFilter(
-        queryset=_visible_teams, to_field_name="slug", empty_label="Any", label="Team"
+        queryset=visible_teams, to_field_name="slug", empty_label="Any", label="Team"
     )
     pool = filters.ModelChoiceFilter(
         queryset=Pool.objects.order_by("name"), to_field_name="slug", empty_label="Any"

@@ -26,9 +26,10 @@ from django.contrib.postgres.aggregates import ArrayAgg
 from django.db import connection
 
 from pools.capacity.arithmetic import peak_cards
+from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.placement import FitResult, NodeCards, NodeFree, Shape, fit_shape
-from pools.choices import HOLDING_STATUSES, GpuHealth, NodeState
+from pools.choices import GpuHealth, NodeState
 from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import Gpu, GpuModel, Pool
 from pools.inventory.topology import catalogue_domains

@@ -11,7 +11,7 @@ from pools.capacity.services.allocations import (
     allocation_unbind,
 )
 from pools.capacity.services.reconcile import reconcile_all
-from pools.jobs import MAX_RETRIES, _backoff
+from pools.jobs import MAX_RETRIES, retry_countdown
 from scheduler_adapters.errors import SchedulerError
 
 
@@ -29,7 +29,7 @@ def allocation_provision_task(self, allocation_id: int) -> str:
         if self.request.is_eager:
             # No worker to retry later (the demo): the lifecycle sweep picks it up again.
             return "provisioning"
-        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+        raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
 
 
 @shared_task(bind=True, acks_late=True, max_retries=MAX_RETRIES)
@@ -40,7 +40,7 @@ def allocation_unbind_task(self, allocation_id: int) -> dict | None:
     except SchedulerError as exc:
         if not exc.transient or self.request.is_eager:
             return None  # reconcile repairs the cap (and records the drift)
-        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+        raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
 
 
 @shared_task(acks_late=True)
@@ -56,6 +56,7 @@ def reconcile_task() -> dict:
     return {
         "checked": report.checked,
         "drifts": len(report.drifts),
+        "repaired": sum(d.repaired for d in report.drifts),
         "errors": report.errors,
         "nodes": report.nodes_refreshed,
     }

@@ -15,22 +15,22 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from pools.audit import selectors as audit_selectors
 from pools.capacity import selectors as capacity_selectors
-from pools.capacity.arithmetic import usable_cards
+from pools.capacity.arithmetic import card_hours, usable_cards
 from pools.capacity.availability import (
     pool_free_cards,
     request_options,
     schedulable_cards,
     team_usage,
 )
-from pools.capacity.card_timeline import card_changes, card_pieces
 from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilterSet
 from pools.capacity.forms import ApproveForm, CapacityRequestForm, ExtendForm, ReasonForm
+from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation
 from pools.capacity.placement import Shape
 from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import requests as request_services
 from pools.capacity.shapes import shape_fit
-from pools.choices import HOLDING_STATUSES, RequestStatus
+from pools.choices import RequestStatus
 from pools.errors import DomainError
 from pools.tenancy import selectors as tenancy_selectors
 from pools.web import PALETTE, Column, filtered_list, pool_admin_required
@@ -80,7 +80,7 @@ ALLOCATION_COLUMNS = [
     Column("ends_at", lambda a: a.ends_at.isoformat()),
     Column(
         "reserved_card_hours",
-        lambda a: f"{a.card_count * (a.ends_at - a.starts_at).total_seconds() / 3600:.2f}",
+        lambda a: f"{card_hours(a.card_count, a.starts_at, a.ends_at):.2f}",
     ),
 ]
 
@@ -105,53 +105,6 @@ def _apply_errors(form, exc: DomainError) -> None:
         form.add_error(field if field in form.fields else None, message)
     if not errors:
         form.add_error(None, exc.message)
-
-
-def my_teams(request):
-    """The user's teams: allocations with time left, usage so far, recent requests."""
-    teams = list(tenancy_selectors.team_list(user=request.user).order_by("name"))
-    now = timezone.now()
-    allocations = (
-        capacity_selectors.allocation_list(user=request.user)
-        .filter(team__in=teams, status__in=HOLDING_STATUSES)
-        .order_by("ends_at")
-    )
-    requests = (
-        capacity_selectors.capacity_request_list(user=request.user)
-        .filter(team__in=teams)
-        .order_by("-created_at")[:20]
-    )
-    held = team_usage(team_ids=[t.pk for t in teams], at=now)
-    allocations = list(allocations)
-    changes = card_changes(a.pk for a in allocations)
-    rows = []
-    for allocation in allocations:
-        elapsed = max(timedelta(0), min(now, allocation.ends_at) - allocation.starts_at)
-        total = allocation.ends_at - allocation.starts_at
-        held_so_far = sum(
-            piece.cards * max(0.0, (min(piece.end, now) - piece.start).total_seconds())
-            for piece in card_pieces(allocation, changes.get(allocation.pk, ()))
-        )
-        rows.append(
-            {
-                "allocation": allocation,
-                "time_left": allocation.ends_at - now if allocation.ends_at > now else None,
-                "held_card_hours": held_so_far / 3600,
-                "window_card_hours": allocation.card_count * total.total_seconds() / 3600,
-                "progress": round(100 * elapsed / total) if total else 0,
-            }
-        )
-    return render(
-        request,
-        "pools/requests/my_teams.html",
-        {
-            "teams": teams,
-            "rows": rows,
-            "requests": requests,
-            "held": held,
-            "now": now,
-        },
-    )
 
 
 def request_list(request):

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from pools.capacity.arithmetic import peak_cards
+from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation
 from pools.capacity.placement import (
     COMMON_CARDS_PER_NODE,
@@ -31,7 +32,7 @@ from pools.capacity.placement import (
     stranded_cards,
 )
 from pools.capacity.shapes import lay_unplaced, node_domains
-from pools.choices import HOLDING_STATUSES, GpuHealth, NodeState
+from pools.choices import GpuHealth, NodeState
 from pools.dashboards.capacity import DashboardFilters, pooled_gpus
 from pools.inventory.models import GpuModel
 

@@ -8,7 +8,8 @@ from django import forms
 from django.conf import settings
 
 from pools.choices import InventorySource
-from pools.inventory.models import GpuModel, Pool, hostname_validator
+from pools.inventory.models import GpuModel, Pool
+from pools.validators import hostname_validator
 
 
 class InventoryUploadForm(forms.Form):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.conf import settings
-from django.core.validators import MinValueValidator, RegexValidator
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -22,15 +22,7 @@ from pools.choices import (
     NodeState,
     Scheduler,
 )
-
-# RFC 1123 host names, plus '_' which Slurm node names allow. No spaces.
-hostname_validator = RegexValidator(
-    r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})$",
-    "A node name is letters, digits, '.', '-' and '_' (no spaces), at most 253 characters.",
-)
-
-
-slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9_-]*$", "Lower-case letters, digits, - and _.")
+from pools.validators import hostname_validator, slug_validator
 
 
 class GpuModel(models.Model):

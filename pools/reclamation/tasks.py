@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from pools.jobs import MAX_RETRIES, _backoff
+from pools.jobs import MAX_RETRIES, retry_countdown
 from pools.reclamation.services.runs import idle_scan_recorded
 from pools.reclamation.services.scan import allocation_rebind
 from scheduler_adapters.errors import SchedulerError
@@ -18,7 +18,7 @@ def allocation_rebind_task(self, allocation_id: int) -> dict | None:
     except SchedulerError as exc:
         if not exc.transient or self.request.is_eager:
             return None  # reconcile repairs the cap (and records the drift)
-        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+        raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
 
 
 @shared_task(acks_late=True)

@@ -8,11 +8,10 @@ from drf_spectacular.utils import extend_schema_field
 
 from pools.choices import EstimateStatus
 from pools.sizing.models import SizingEstimate
+from pools.sizing.presets import model_presets
 
 
 def _model_choices():
-    from pools.sizing.presets import model_presets
-
     return [(p.id, p.name) for p in model_presets().values()] + [("custom", "Custom")]
 
 

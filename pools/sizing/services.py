@@ -37,13 +37,14 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from pools.audit.services import audit_event_record
+from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.availability import SCHEDULER_OF_KIND, request_options
 from pools.capacity.placement import shape_from_sizing
 from pools.choices import EstimateStatus, WorkloadKind
 from pools.errors import InvalidInput, NotFound, PermissionDenied
 from pools.inventory import selectors
 from pools.inventory.models import GpuModel
+from pools.jobs import SIZING_ESTIMATE, enqueue_on_commit
 from pools.sizing import SizingInputError
 from pools.sizing.demand import (
     INPUT_WEIGHT,
@@ -883,12 +884,7 @@ def sizing_preview(*, raw: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
 
 
 def _snapshot(estimate: SizingEstimate) -> dict[str, Any]:
-    return {
-        "status": estimate.status,
-        "progress": estimate.progress,
-        "team": estimate.team.slug if estimate.team_id else None,
-        "model": estimate.inputs.get("model"),
-    }
+    return audit_snapshot(estimate, "status", "progress", team="team.slug", model="inputs.model")
 
 
 def sizing_estimate_create(
@@ -905,14 +901,12 @@ def sizing_estimate_create(
         actor.is_staff or Membership.objects.filter(team=team, user=actor).exists()
     ):
         raise PermissionDenied(f"You are not a member of team {team.slug}.", team=team.slug)
-    from pools.sizing.tasks import sizing_estimate_task
-
     with transaction.atomic():
         estimate = SizingEstimate.objects.create(inputs=clean, created_by=actor, team=team)
         audit_event_record(
             actor=actor, action="sizing_estimate.created", obj=estimate, after=_snapshot(estimate)
         )
-        sizing_estimate_task.delay_on_commit(estimate.pk)
+        enqueue_on_commit(SIZING_ESTIMATE, estimate.pk)
     return estimate
 
 

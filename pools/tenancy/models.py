@@ -8,7 +8,7 @@ from django.db import models
 from pools.choices import (
     TeamRole,
 )
-from pools.inventory.models import slug_validator
+from pools.validators import slug_validator
 
 
 class Team(models.Model):

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.audit.services import audit_event_record
+from pools.capacity.lifecycle import APPLIED_STATUSES, HOLDING_STATUSES, transition_allowed
 from pools.capacity.locks import allocation_lock, pool_lock
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.services.requests import (
@@ -25,7 +26,6 @@ from pools.capacity.services.requests import (
     require_member,
 )
 from pools.capacity.services.scheduler_binding import (
-    APPLIED_STATUSES,
     PROVISION_LEAD,
     binding_apply,
     kubernetes_quota_sync,
@@ -35,29 +35,33 @@ from pools.capacity.services.scheduler_binding import (
 )
 from pools.choices import AllocationStatus, RequestStatus, Scheduler, TeamRole
 from pools.errors import InvalidInput, InvalidTransition
+from pools.jobs import ALLOCATION_UNBIND, enqueue_on_commit
 from pools.tenancy.models import Membership
 from scheduler_adapters.errors import SchedulerError
 
-RELEASABLE = (
-    AllocationStatus.APPROVED,
-    AllocationStatus.PROVISIONING,
-    AllocationStatus.ACTIVE,
-    AllocationStatus.EXPIRING,
-)
 
-
-def _transition(
+def allocation_transition(
     allocation: Allocation, *, to: str, actor: Any, action: str, reason: str = "", **fields
 ) -> Allocation:
+    """Move a locked ``allocation`` to status ``to`` (setting ``fields`` too) with its audit
+    event; queues the unbind task on commit when it leaves the scheduler-applied statuses.
+
+    Raises :class:`InvalidTransition` when :data:`pools.capacity.lifecycle.TRANSITIONS` does
+    not allow the move; nothing is written then. The caller holds the allocation's lock.
+    """
+    if not transition_allowed(allocation.status, to):
+        raise InvalidTransition(
+            f"An allocation that is {allocation.status} cannot become {to}.",
+            status=allocation.status,
+            action=action,
+        )
     before = allocation_snapshot(allocation)
     was_applied = allocation.status in APPLIED_STATUSES
     allocation.status = to
     if was_applied and to not in APPLIED_STATUSES:
         # The scheduler still enforces the old cap: lower it once this commits (a task, so the
         # scheduler is never called with a lock held).
-        from pools.capacity.tasks import allocation_unbind_task
-
-        allocation_unbind_task.delay_on_commit(allocation.pk)
+        enqueue_on_commit(ALLOCATION_UNBIND, allocation.pk)
     for name, value in fields.items():
         setattr(allocation, name, value)
     allocation.status_reason = reason or allocation.status_reason
@@ -93,7 +97,7 @@ def allocation_provision(
         if allocation.starts_at > now + PROVISION_LEAD:
             return allocation  # the lifecycle sweep provisions it when its window opens
         if allocation.status == AllocationStatus.APPROVED:
-            _transition(
+            allocation_transition(
                 allocation,
                 to=AllocationStatus.PROVISIONING,
                 actor=None,
@@ -109,7 +113,7 @@ def allocation_provision(
         allocation = allocation_lock(allocation_id)
         if allocation.status != AllocationStatus.PROVISIONING:
             return allocation
-        return _transition(
+        return allocation_transition(
             allocation,
             to=AllocationStatus.ACTIVE,
             actor=None,
@@ -124,7 +128,7 @@ def allocation_fail(*, allocation_id: int, reason: str) -> Allocation:
         allocation = allocation_lock(allocation_id)
         if allocation.status != AllocationStatus.PROVISIONING:
             return allocation
-        return _transition(
+        return allocation_transition(
             allocation,
             to=AllocationStatus.FAILED,
             actor=None,
@@ -140,7 +144,7 @@ def allocation_unbind(*, allocation_id: int) -> dict | None:
     allocation = Allocation.objects.select_related("team", "pool", "gpu_model").get(
         pk=allocation_id
     )
-    if allocation.status in RELEASABLE:
+    if allocation.status in HOLDING_STATUSES:
         return None
     adapter = scheduler_adapter(allocation.pool.scheduler)
     if adapter is None:
@@ -166,7 +170,7 @@ def allocation_release(*, allocation: Allocation, actor: Any, reason: str = "") 
         allocation = allocation_lock(allocation.pk)
         if allocation.status in (AllocationStatus.ENDED, AllocationStatus.CANCELLED):
             return allocation
-        if allocation.status not in RELEASABLE:
+        if allocation.status not in HOLDING_STATUSES:
             raise InvalidTransition(
                 f"A {allocation.status} allocation cannot be released.",
                 status=allocation.status,
@@ -174,14 +178,14 @@ def allocation_release(*, allocation: Allocation, actor: Any, reason: str = "") 
             )
         now = timezone.now()
         if allocation.starts_at >= now:
-            return _transition(
+            return allocation_transition(
                 allocation,
                 to=AllocationStatus.CANCELLED,
                 actor=actor,
                 action="allocation.cancelled",
                 reason=reason or "released",
             )
-        return _transition(
+        return allocation_transition(
             allocation,
             to=AllocationStatus.ENDED,
             actor=actor,
@@ -206,7 +210,7 @@ def allocation_extend(
     with transaction.atomic():
         # Decide on the row as it is now, locked so two clicks cannot both pass the checks.
         allocation = allocation_lock(allocation.pk)
-        if allocation.status not in RELEASABLE:
+        if allocation.status not in HOLDING_STATUSES:
             raise InvalidTransition(
                 f"This allocation is {allocation.status} and can no longer be extended.",
                 status=allocation.status,
@@ -226,7 +230,7 @@ def allocation_extend(
             [allocation.ends_at]
             + list(
                 Allocation.objects.filter(
-                    request__extends=allocation, status__in=RELEASABLE
+                    request__extends=allocation, status__in=HOLDING_STATUSES
                 ).values_list("ends_at", flat=True)
             )
         )
@@ -263,17 +267,15 @@ def allocation_lifecycle_sweep(
     """
     now = now or timezone.now()
     warn = timedelta(
-        days=warn_days
-        if warn_days is not None
-        else getattr(settings, "ALLOCATION_EXPIRY_WARNING_DAYS", 3)
+        days=warn_days if warn_days is not None else settings.ALLOCATION_EXPIRY_WARNING_DAYS
     )
     counts = {"provisioned": 0, "expiring": 0, "ended": 0}
-    ending = Allocation.objects.filter(status__in=RELEASABLE, ends_at__lte=now)
+    ending = Allocation.objects.filter(status__in=HOLDING_STATUSES, ends_at__lte=now)
     for allocation_id in ending.values_list("pk", flat=True):
         with transaction.atomic():
             allocation = allocation_lock(allocation_id)
-            if allocation.status in RELEASABLE and allocation.ends_at <= now:
-                _transition(
+            if allocation.status in HOLDING_STATUSES and allocation.ends_at <= now:
+                allocation_transition(
                     allocation,
                     to=AllocationStatus.ENDED,
                     actor=None,
@@ -303,7 +305,7 @@ def allocation_lifecycle_sweep(
             allocation = allocation_lock(allocation_id)
             if allocation.status != AllocationStatus.ACTIVE:
                 continue
-            _transition(
+            allocation_transition(
                 allocation,
                 to=AllocationStatus.EXPIRING,
                 actor=None,

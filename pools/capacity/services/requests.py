@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.audit.models import AuditEvent
-from pools.audit.services import audit_event_build, audit_event_record
+from pools.audit.services import audit_event_build, audit_event_record, audit_snapshot
 from pools.capacity.availability import SCHEDULER_OF_KIND, pool_free_cards, request_options
 from pools.capacity.locks import pool_lock, request_lock
 from pools.capacity.models import Allocation, CapacityRequest
@@ -22,6 +22,7 @@ from pools.choices import AllocationStatus, RequestStatus, TeamRole, WorkloadKin
 from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition, PermissionDenied
 from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import GpuModel, Pool
+from pools.jobs import ALLOCATION_PROVISION, enqueue_on_commit
 from pools.tenancy.models import Membership, Team
 
 # A start a few minutes in the past is "now" (clock skew, a slow form); more is an error.
@@ -55,14 +56,15 @@ def require_pool_admin(user: Any) -> None:
 
 
 def _snapshot(request: CapacityRequest) -> dict:
-    return {
-        "status": request.status,
-        "card_count": request.card_count,
-        "starts_at": request.starts_at.isoformat(),
-        "ends_at": request.ends_at.isoformat(),
-        "pool": request.pool.slug if request.pool_id else None,
-        "gpu_model": request.gpu_model.slug if request.gpu_model_id else None,
-    }
+    return audit_snapshot(
+        request,
+        "status",
+        "card_count",
+        "starts_at",
+        "ends_at",
+        pool="pool.slug",
+        gpu_model="gpu_model.slug",
+    )
 
 
 def validate_request_fields(
@@ -449,9 +451,7 @@ def capacity_request_approve(
                 ),
             ]
         )
-        from pools.capacity.tasks import allocation_provision_task
-
-        allocation_provision_task.delay_on_commit(allocation.pk)
+        enqueue_on_commit(ALLOCATION_PROVISION, allocation.pk)
     return allocation
 
 
@@ -611,12 +611,15 @@ def capacity_request_cancel(
 
 def allocation_snapshot(allocation: Allocation) -> dict:
     """The audited fields of an allocation, JSON-ready."""
-    return {
-        "status": allocation.status,
-        "card_count": allocation.card_count,
-        "pool": allocation.pool.slug,
-        "gpu_model": allocation.gpu_model.slug,
-        "starts_at": allocation.starts_at.isoformat(),
-        "ends_at": allocation.ends_at.isoformat(),
-        **({"placement": allocation.placement} if allocation.placement else {}),
-    }
+    snapshot = audit_snapshot(
+        allocation,
+        "status",
+        "card_count",
+        "starts_at",
+        "ends_at",
+        pool="pool.slug",
+        gpu_model="gpu_model.slug",
+    )
+    if allocation.placement:  # the cards a shape check counted on (issue #20)
+        snapshot["placement"] = allocation.placement
+    return snapshot

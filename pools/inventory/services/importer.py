@@ -24,11 +24,12 @@ from pools.errors import InvalidInput, UploadTooLarge
 from pools.inventory.bulk import bulk_update_rows
 from pools.inventory.driver_versions import parse_driver_version
 from pools.inventory.gpu_names import is_truncated_name
-from pools.inventory.models import Gpu, InventoryImport, MigDevice, Node, Pool, hostname_validator
+from pools.inventory.models import Gpu, InventoryImport, MigDevice, Node, Pool
 from pools.inventory.nvidia_smi import parse_nvidia_smi
 from pools.inventory.services.driver_groups import driver_group_for_version
 from pools.inventory.services.gpu_models import GpuModelResolver
 from pools.inventory.topology import parse_topology
+from pools.validators import hostname_validator
 from scheduler_adapters.kubernetes_nodes import mig_per_card, parse_kubernetes_nodes
 from scheduler_adapters.slurm.nodes import parse_slurm_nodes
 from scheduler_adapters.types import (

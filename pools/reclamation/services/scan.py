@@ -14,11 +14,11 @@ Mapping of dcgm-exporter series to allocations:
   unable to say which cards a job holds: ``unknown``.
 
 Reclaiming goes through the same path as release: a status transition
-(:func:`pools.capacity.services.allocations._transition`, which queues the unbind task) when no
-card is
-in use, or a smaller ``card_count`` followed by :func:`allocation_rebind` on commit; in both
-cases the team's Slurm ``GrpTRES`` / Kubernetes ResourceQuota is set to the team's remaining
-open-window cards. Nothing calls a scheduler while a lock is held.
+(:func:`pools.capacity.services.allocations.allocation_transition`, which queues the unbind
+task) when no card is in use, or a smaller ``card_count`` followed by
+:func:`allocation_rebind` on commit; in both cases the team's Slurm ``GrpTRES`` /
+Kubernetes ResourceQuota is set to the team's remaining open-window cards.
+Nothing calls a scheduler while a lock is held.
 """
 
 from __future__ import annotations
@@ -31,17 +31,18 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from pools.audit.services import audit_event_record
+from pools.adapters import metrics_adapter
+from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.availability import pool_free_cards
+from pools.capacity.lifecycle import RUNNING_STATUSES
 from pools.capacity.locks import allocation_lock, pool_lock
 from pools.capacity.models import Allocation
-from pools.capacity.services.allocations import _transition
+from pools.capacity.services.allocations import allocation_transition
 from pools.capacity.services.requests import allocation_snapshot
 from pools.capacity.services.scheduler_binding import (
     binding_apply,
@@ -51,6 +52,7 @@ from pools.capacity.services.scheduler_binding import (
 from pools.choices import AllocationStatus, IdleFindingState, Scheduler
 from pools.errors import InsufficientCapacity, InvalidTransition, PermissionDenied
 from pools.inventory.models import Gpu, Node
+from pools.jobs import ALLOCATION_REBIND, enqueue_on_commit
 from pools.reclamation.evaluate import (
     AllocationShare,
     GroupEvaluation,
@@ -70,9 +72,8 @@ from pools.reclamation.services.slurm_jobs import (
 )
 from pools.tenancy.models import Membership
 from scheduler_adapters.errors import SchedulerError
-from scheduler_adapters.prometheus import DeviceUsage, PrometheusAdapter
+from scheduler_adapters.prometheus import DeviceUsage
 
-SCANNED = (AllocationStatus.ACTIVE, AllocationStatus.EXPIRING)
 STEP_S = 60
 UNDO_WINDOW = timedelta(days=1)
 # A dismissed finding is not opened again for the same allocation within this time.
@@ -114,14 +115,6 @@ def policy_thresholds(policy: ReclamationPolicy) -> Thresholds:
         step_s=STEP_S,
         min_coverage=float(policy.min_coverage),
     )
-
-
-def metrics_adapter() -> PrometheusAdapter | None:
-    """The Prometheus of ``settings.PROMETHEUS_URL``, or ``None`` when none is configured."""
-    url = getattr(settings, "PROMETHEUS_URL", "")
-    if not url:
-        return None
-    return PrometheusAdapter(url, timeout_s=float(getattr(settings, "PROMETHEUS_TIMEOUT_S", 30)))
 
 
 def devices_on_inventory(devices: list[DeviceUsage]) -> list[DeviceUsage]:
@@ -203,7 +196,7 @@ def idle_scan(
     longest = max(p.window_minutes for p in policies.values())
     allocations = [
         a
-        for a in Allocation.objects.filter(pool_id__in=policies, status__in=SCANNED)
+        for a in Allocation.objects.filter(pool_id__in=policies, status__in=RUNNING_STATUSES)
         .select_related("team", "pool", "gpu_model")
         .order_by("starts_at", "id")
         # younger than the window: the metrics may still be the previous holder's
@@ -281,7 +274,7 @@ def _judge(policies, allocations, devices, now, slurm_adapter, report: ScanRepor
         if idle and mine is None:
             uuids = {c.uuid for c in group.cards}
             mine = [d for d in by_namespace.get(None, ()) if d.uuid in uuids]
-        detail = _detail(group, mine, now, thresholds) if idle else {}
+        detail = finding_detail(group, mine, now, thresholds) if idle else {}
         for allocation, share in zip(members, shares, strict=True):
             finding = open_findings.get(allocation.pk)
             if finding is None and allocation.pk in dismissed and share.verdict == Verdict.IDLE:
@@ -356,7 +349,7 @@ class _SlurmView:
         return self._pools[pool.pk]
 
 
-def _detail(
+def finding_detail(
     group: GroupEvaluation, devices: list[DeviceUsage], now: datetime, thresholds: Thresholds
 ) -> dict[str, Any]:
     """The evaluation's per-card numbers and the group's utilisation sparkline over the
@@ -386,13 +379,23 @@ def _numbers(share: AllocationShare, group: GroupEvaluation, detail: dict) -> di
         "card_count": share.card_count,
         "cards_in_use": min(share.cards_in_use, share.card_count),
         "certainly_idle": group.certainly_idle,
-        "mean_util_pct": _dec(group.mean_util_pct),
-        "peak_util_pct": _dec(max(peaks) if peaks else None),
+        "mean_util_pct": percent_decimal(group.mean_util_pct),
+        "peak_util_pct": percent_decimal(max(peaks) if peaks else None),
         "detail": detail,
     }
 
 
-def _dec(value: float | None) -> Decimal | None:
+def grace_ends_at(
+    finding: IdleFinding, policy: ReclamationPolicy, *, dry_run: bool
+) -> datetime | None:
+    """When ``finding``'s grace period ends: ``policy.grace_hours`` after the team was warned
+    (after the finding was first seen under dry run, which warns nobody); ``None`` while the
+    clock has not started. The scan and the idle page both read it."""
+    clock = finding.first_seen_at if dry_run else finding.warned_at
+    return None if clock is None else clock + timedelta(hours=policy.grace_hours)
+
+
+def percent_decimal(value: float | None) -> Decimal | None:
     return None if value is None else Decimal(f"{value:.2f}")
 
 
@@ -487,9 +490,8 @@ def _maybe_reclaim(
     """Reclaim when: grace over since the warning (since first seen under dry-run), the cards
     are *certainly* idle, no exemption is in force, and the allocation has not changed within
     the cooldown. Dry-run records ``would_reclaim_at`` (once) instead."""
-    grace = timedelta(hours=policy.grace_hours)
-    clock = finding.first_seen_at if policy.dry_run else finding.warned_at
-    if clock is None or now < clock + grace:
+    due = grace_ends_at(finding, policy, dry_run=policy.dry_run)
+    if due is None or now < due:
         return
     hold = None
     if not group.certainly_idle:
@@ -527,11 +529,11 @@ def _maybe_reclaim(
         f"reclaimed: idle since {finding.first_seen_at:%Y-%m-%d %H:%M %Z}, mean "
         f"{finding.mean_util_pct} % over {policy.window_minutes} min"
     )
-    if _reclaim(finding, allocation, keep=keep, why=why, now=now, actor=None) is not None:
+    if allocation_reclaim(finding, allocation, keep=keep, why=why, now=now, actor=None) is not None:
         report.reclaimed += 1
 
 
-def _reclaim(
+def allocation_reclaim(
     finding: IdleFinding,
     allocation: Allocation,
     *,
@@ -550,7 +552,7 @@ def _reclaim(
         pool_lock(allocation.pool_id)
         locked = allocation_lock(allocation.pk)
         finding = IdleFinding.objects.select_for_update().get(pk=finding.pk)
-        if locked.status not in SCANNED or finding.state != IdleFindingState.OPEN:
+        if locked.status not in RUNNING_STATUSES or finding.state != IdleFindingState.OPEN:
             return None
         keep = min(keep, locked.card_count)
         action = "end it" if keep == 0 else f"shrink it from {locked.card_count} to {keep} cards"
@@ -559,7 +561,7 @@ def _reclaim(
         finding.status_before = locked.status
         finding.ends_at_before = locked.ends_at
         if keep == 0:
-            _transition(
+            allocation_transition(
                 locked,
                 to=AllocationStatus.RECLAIMED,
                 actor=actor,
@@ -599,9 +601,7 @@ def _reclaim(
 
 
 def _queue_rebind(allocation_id: int) -> None:
-    from pools.reclamation.tasks import allocation_rebind_task
-
-    allocation_rebind_task.delay_on_commit(allocation_id)
+    enqueue_on_commit(ALLOCATION_REBIND, allocation_id)
 
 
 def allocation_rebind(*, allocation_id: int) -> dict | None:
@@ -611,7 +611,7 @@ def allocation_rebind(*, allocation_id: int) -> dict | None:
     allocation = Allocation.objects.select_related("team", "pool", "gpu_model").get(
         pk=allocation_id
     )
-    if allocation.status not in SCANNED:
+    if allocation.status not in RUNNING_STATUSES:
         return None
     binding = binding_apply(allocation)
     Allocation.objects.filter(pk=allocation_id).update(scheduler_binding=binding)
@@ -712,16 +712,17 @@ def idle_finding_dismiss(*, finding: IdleFinding, actor: Any, reason: str) -> Id
 
 
 def _finding_snapshot(finding: IdleFinding) -> dict:
-    return {
-        "state": finding.state,
-        "allocation": finding.allocation_id,
-        "card_count": finding.card_count,
-        "cards_in_use": finding.cards_in_use,
-        "cards_reclaimed": finding.cards_reclaimed,
-        "mean_util_pct": None if finding.mean_util_pct is None else str(finding.mean_util_pct),
-        "certainly_idle": finding.certainly_idle,
-        "dry_run": finding.dry_run,
-    }
+    return audit_snapshot(
+        finding,
+        "state",
+        "card_count",
+        "cards_in_use",
+        "cards_reclaimed",
+        "mean_util_pct",
+        "certainly_idle",
+        "dry_run",
+        allocation="allocation_id",
+    )
 
 
 def _team_emails(allocation: Allocation) -> list[str]:
