@@ -6,6 +6,7 @@ from datetime import date
 
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -16,6 +17,9 @@ from billing.pricing import month_of, next_month, previous_month
 from billing.reports import statement_pdf, statements_csv
 from pools.models import Team
 from pools.selectors import team_list
+
+STATEMENTS_PER_PAGE = 50
+LINES_PER_PAGE = 100
 
 
 def _month(text: str | None) -> date:
@@ -101,6 +105,11 @@ def finance_month(request, month: str):
     trend = selectors.month_trend(team=None, month=month_d)
     context = {
         **data,
+        # a person pages through a month's statements and lines; the sums above cover all
+        "statements": Paginator(data["statements"], STATEMENTS_PER_PAGE).get_page(
+            request.GET.get("page")
+        ),
+        "lines": Paginator(data["lines"], LINES_PER_PAGE).get_page(request.GET.get("lines_page")),
         "month": month_d,
         "prev": previous_month(month_d),
         "next": next_month(month_d),
