@@ -23,9 +23,12 @@ from billing.pricing import (
 )
 from billing.services.rates import RatePeriod, rate_periods
 from billing.services.usage_import import CHARGED_STATUSES
-from pools.card_timeline import card_changes, card_pieces
+from pools.capacity.models import Allocation
 from pools.choices import IdleFindingState
-from pools.models import Allocation, Gpu, IdleFinding, Pool, Team
+from pools.inventory.models import Gpu, Pool
+from pools.reclamation.card_timeline import card_changes, card_pieces
+from pools.reclamation.models import IdleFinding
+from pools.tenancy.models import Team
 
 
 def statement_list(*, user) -> QuerySet[Statement]:
