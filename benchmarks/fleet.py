@@ -33,7 +33,6 @@ query counts equal at both sizes, the service within 2x the bare transaction.
 
 from __future__ import annotations
 
-import importlib
 import os
 import random
 import statistics
@@ -85,21 +84,6 @@ def recreate_database(drop_only: bool = False) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if not drop_only:
             conn.execute(f'CREATE DATABASE "{name}"')
-
-
-LAYOUTS = ("pools.services.requests", "pools.capacity.services", "pools.capacity.services.requests")
-
-
-def _service(name: str):
-    """A service function by name, wherever the package layout keeps it."""
-    for module in LAYOUTS:
-        try:
-            found = getattr(importlib.import_module(module), name, None)
-        except ImportError:
-            continue
-        if found is not None:
-            return found
-    raise ImportError(name)
 
 
 class Fleet:
@@ -571,7 +555,8 @@ def measure_approvals(fleet: Fleet, size_index: int) -> dict[str, tuple[float, f
 
     from portal.celery import app
 
-    approve = _service("capacity_request_approve")
+    from pools.capacity.services.requests import capacity_request_approve as approve
+
     app.conf.broker_url = "memory://"
     app.conf.task_always_eager = False
     window = (400 + 70 * size_index, 460 + 70 * size_index)  # clear of every other request
