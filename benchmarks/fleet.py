@@ -553,9 +553,8 @@ def measure_approvals(fleet: Fleet, size_index: int) -> dict[str, tuple[float, f
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    from portal.celery import app
-
     from pools.capacity.services.requests import capacity_request_approve as approve
+    from portal.celery import app
 
     app.conf.broker_url = "memory://"
     app.conf.task_always_eager = False
