@@ -3,31 +3,8 @@
 from __future__ import annotations
 
 from django import forms
-from django.forms.utils import flatatt
-from django.utils.html import format_html, format_html_join
-from django.utils.safestring import mark_safe
 
-
-class PlainSelect(forms.Select):
-    """A ``<select>`` built in Python. Django renders each option through a template, about
-    0.3 ms each: too slow for a list of every team of a fleet (1,600 teams, 0.5 s)."""
-
-    def render(self, name, value, attrs=None, renderer=None):
-        selected = {str(v) for v in self.format_value(value)}
-        options = format_html_join(
-            "",
-            '<option value="{}"{}>{}</option>',
-            (
-                (key, mark_safe(" selected") if str(key) in selected else "", label)
-                for key, label in self.choices
-            ),
-        )
-        return format_html(
-            '<select name="{}"{}>{}</select>',
-            name,
-            flatatt(self.build_attrs(self.attrs, attrs)),
-            options,
-        )
+from pools.web import PlainSelect
 
 
 class DashboardFilterForm(forms.Form):
