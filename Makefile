@@ -61,6 +61,7 @@ bench: install services
 	$(BIN)/python benchmarks/dashboards.py
 	$(BIN)/python benchmarks/reclamation.py
 	$(BIN)/python benchmarks/sqlite_burst.py
+	$(BIN)/python benchmarks/fleet.py
 
 lint: install
 	$(BIN)/ruff check .
