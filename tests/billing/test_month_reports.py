@@ -114,3 +114,16 @@ def test_finance_month_sums_and_pages_in_constant_queries(admin_page, rates):
     assert page.context["statement_count"] == 60
     assert len(page.context["statements"].object_list) == 50  # one page of 50
     assert page.context["statements"].paginator.num_pages == 2
+
+
+def test_team_month_links_the_users_other_teams(team, team_member):
+    from django.test import Client
+    from factories import MembershipFactory, TeamFactory
+
+    MembershipFactory(team=TeamFactory(slug="vision", name="Vision"), user=team_member)
+    TeamFactory(slug="audio", name="Audio")  # not alice's: never linked
+    client = Client()
+    client.force_login(team_member)
+    page = client.get("/costs/nlp/2026-10/").content.decode()
+    assert ' · <a href="/costs/vision/2026-10/">Vision</a>' in page
+    assert "/costs/audio/" not in page and 'href="/costs/nlp/2026-10/"' not in page
