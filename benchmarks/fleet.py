@@ -23,6 +23,7 @@ Approvals (``BENCH_FLEET_APPROVALS`` each, default 100, at each size), one after
   same parameters through the raw psycopg cursor in one transaction -- the floor any
   implementation of those statements pays for round trips and the server's work;
 - *API*: ``POST /api/v1/requests/<id>/approve/`` as the pool admin (session auth).
+The three take turns, one approval each, so that load on a shared machine falls on all alike.
 
 Targets (issue #16): at the fleet size every page p50 < 150 ms and every API list < 50 ms,
 query counts equal at both sizes, the service within 2x the bare transaction.
@@ -567,48 +568,43 @@ def measure_approvals(fleet: Fleet, size_index: int) -> dict[str, tuple[float, f
     window = (400 + 70 * size_index, 460 + 70 * size_index)  # clear of every other request
     # With a pool and model named (the usual approval), each set from the same block's teams.
     queue = fleet.submit(APPROVALS * 3, 0, window_days=window, any_pool=False)
-    service_q, bare_q, api_q = (queue[i * APPROVALS : (i + 1) * APPROVALS] for i in range(3))
-    out = {}
-
-    samples, failed = [], 0
-    statements = 0
-    for r in service_q:
-        with CaptureQueriesContext(connection) as ctx:
-            start = time.perf_counter()
-            try:
-                approve(request=r, actor=fleet.admin)
-            except Exception as exc:  # counted; the bench leaves room for all of them
-                failed += 1
-                if failed == 1:
-                    print(f"service approval refused: {exc!r}")
-            samples.append((time.perf_counter() - start) * 1000)
-        statements = len(ctx.captured_queries)
-    out["service"] = _rate(samples, statements, failed)
-
-    samples, failed = [], 0
-    for r in bare_q:
-        captured = capture_statements(lambda r=r: approve(request=r, actor=fleet.admin))
-        try:
-            samples.append(replay(captured))
-        except Exception as exc:
-            failed += 1
-            if failed == 1:
-                print(f"bare replay failed: {exc!r}")
-        statements = len(captured) + 2  # and BEGIN, COMMIT, as the others count them
-    out["bare"] = _rate(samples, statements, failed)
-
     client = Client()
     client.force_login(fleet.admin)
-    samples, failed = [], 0
-    for r in api_q:
+    samples: dict[str, list[float]] = {"service": [], "bare": [], "API": []}
+    failed = dict.fromkeys(samples, 0)
+    statements = dict.fromkeys(samples, 0)
+
+    def service(r):
+        with CaptureQueriesContext(connection) as ctx:
+            start = time.perf_counter()
+            approve(request=r, actor=fleet.admin)
+            samples["service"].append((time.perf_counter() - start) * 1000)
+        statements["service"] = len(ctx.captured_queries)
+
+    def bare(r):
+        captured = capture_statements(lambda: approve(request=r, actor=fleet.admin))
+        samples["bare"].append(replay(captured))
+        statements["bare"] = len(captured) + 2  # and BEGIN, COMMIT, as the others count them
+
+    def api(r):
         with CaptureQueriesContext(connection) as ctx:
             start = time.perf_counter()
             response = client.post(f"/api/v1/requests/{r.pk}/approve/")
-            samples.append((time.perf_counter() - start) * 1000)
-        failed += response.status_code != 200
-        statements = len(ctx.captured_queries)
-    out["API"] = _rate(samples, statements, failed)
-    return out
+            samples["API"].append((time.perf_counter() - start) * 1000)
+        statements["API"] = len(ctx.captured_queries)
+        if response.status_code != 200:
+            raise RuntimeError(f"HTTP {response.status_code}")
+
+    # Round robin, one approval of each path in turn, so that the three see the same load.
+    for i in range(APPROVALS):
+        for path, fn in (("service", service), ("bare", bare), ("API", api)):
+            try:
+                fn(queue[3 * i + ("service", "bare", "API").index(path)])
+            except Exception as exc:  # counted; the bench leaves room for all of them
+                failed[path] += 1
+                if failed[path] == 1:
+                    print(f"{path} approval failed: {exc!r}")
+    return {path: _rate(samples[path], statements[path], failed[path]) for path in samples}
 
 
 def main() -> None:
