@@ -13,16 +13,10 @@ from django.db.models import Count, Exists, OuterRef, QuerySet, Sum
 from billing.choices import TOKEN_UNITS, ChargeBasis, LineKind, RateKind
 from billing.conf import billing_zone
 from billing.models import RateCard, Statement, StatementLine, UsageRecord
-from billing.pricing import (
-    SECONDS_PER_HOUR,
-    hours_between,
-    minor_unit,
-    next_month,
-    previous_month,
-    round_money,
-)
+from billing.pricing import hours_between, minor_unit, next_month, previous_month, round_money
 from billing.services.rates import RatePeriod, rate_periods
-from billing.services.usage_import import CHARGED_STATUSES
+from pools.capacity.arithmetic import card_seconds_hours
+from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
 from pools.choices import IdleFindingState
 from pools.inventory.models import Gpu, Pool
@@ -110,7 +104,7 @@ def top_allocations(*, month: date, team: Team | None = None, limit: int = 10) -
     rows = [
         {
             "allocation": record.allocation,
-            "card_hours": record.quantity / SECONDS_PER_HOUR,
+            "card_hours": card_seconds_hours(record.quantity),
             "amount": amounts[record.pk],
         }
         for record in chosen
@@ -200,7 +194,7 @@ def _top_unchanged_costs(month, team, periods, currency, limit) -> dict[int, Dec
     args += [minor_unit(currency), limit]
     with connection.cursor() as cursor:
         cursor.execute(sql, args)
-        return {pk: Decimal(cost) / SECONDS_PER_HOUR for pk, cost in cursor.fetchall()}
+        return {pk: card_seconds_hours(Decimal(cost)) for pk, cost in cursor.fetchall()}
 
 
 @dataclass(frozen=True)
@@ -295,7 +289,7 @@ def _held_unchanged_costs(periods, start, end) -> dict[int, Decimal]:
     args = [*params, end, start, end, start, [str(x) for x in CHARGED_STATUSES], end, start, states]
     with connection.cursor() as cursor:
         cursor.execute(sql, args)
-        return {pool: Decimal(cost) / SECONDS_PER_HOUR for pool, cost in cursor.fetchall()}
+        return {pool: card_seconds_hours(Decimal(cost)) for pool, cost in cursor.fetchall()}
 
 
 def finance_month(*, month: date) -> dict:

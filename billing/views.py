@@ -95,7 +95,7 @@ def team_month(request, team: str, month: str):
 
 
 def _team_links(user, current: Team, month: date) -> str:
-    """" · "-led links to the same month of the user's other teams (every team for staff),
+    """Links (each led by " · ") to the same month of the user's other teams (all for staff),
     built here: a ``{% url %}`` per team cost 0.1 ms each, 0.2 s for a fleet's 1,600 teams."""
     marker = "team-slug-placeholder"
     href = reverse("billing:team-month", args=[marker, f"{month:%Y-%m}"])

@@ -22,8 +22,8 @@ from django.db.models import (
 from django.db.models.functions import Cast, RowNumber
 
 from pools.audit.models import AuditEvent
+from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest
-from pools.choices import HOLDING_STATUSES
 from pools.tenancy.models import Membership, Team
 
 

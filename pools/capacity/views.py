@@ -17,7 +17,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from pools.audit import selectors as audit_selectors
 from pools.capacity import selectors as capacity_selectors
-from pools.capacity.arithmetic import usable_cards
+from pools.capacity.arithmetic import card_hours, usable_cards
 from pools.capacity.availability import (
     CapacitySnapshot,
     request_options,
@@ -82,7 +82,7 @@ ALLOCATION_COLUMNS = [
     Column("ends_at", lambda a: a.ends_at.isoformat()),
     Column(
         "reserved_card_hours",
-        lambda a: f"{a.card_count * (a.ends_at - a.starts_at).total_seconds() / 3600:.2f}",
+        lambda a: f"{card_hours(a.card_count, a.starts_at, a.ends_at):.2f}",
     ),
 ]
 
