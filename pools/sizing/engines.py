@@ -9,7 +9,7 @@ of tensor peak its GEMMs reach - is a profile field, each with its source below.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pools.sizing import SizingInputError
 
@@ -47,6 +47,11 @@ class EngineProfile:
     ``step_overhead_s_per_layer``: fixed seconds per decoder layer per forward step.
     ``compute_efficiency``: share of dense tensor peak the GEMMs reach. Bandwidth efficiency is
     the same for every engine (``pools.sizing.throughput.BANDWIDTH_EFFICIENCY``).
+    ``awq_kernel``: how AWQ checkpoints multiply - ``"marlin"`` (de-quantised in registers while
+    the next weights stream in: vLLM's awq_marlin, TensorRT-LLM's and SGLang's weight-only GEMMs)
+    or ``"gemm"`` (vLLM's original AWQ GEMM kernel, releases before
+    :data:`VLLM_AWQ_MARLIN_FIRST_VERSION`: load, de-quantise, multiply one after another; see
+    ``pools.sizing.throughput.linear_layer_seconds``).
     """
 
     name: str
@@ -55,6 +60,7 @@ class EngineProfile:
     source: str
     step_overhead_s_per_layer: float = STEP_OVERHEAD_S_PER_LAYER
     compute_efficiency: float = COMPUTE_EFFICIENCY
+    awq_kernel: str = "marlin"
 
 
 ENGINE_PROFILES = {
@@ -96,9 +102,17 @@ ENGINE_PROFILES = {
 #: vLLM release notes), so a version below it selects the ``vllm-v0`` profile.
 VLLM_V1_FIRST_VERSION = (0, 8)
 
+#: First vLLM release that runs AWQ checkpoints on the Marlin kernel: vllm-project/vllm pull
+#: request 6612 ("[Kernel][Core] Add AWQ support to the Marlin kernel", merged July 2024; its
+#: testers ran it as the vllm/vllm-openai:v0.5.3.post1 image) adds ``awq_marlin``, which vLLM
+#: picks by itself for every AWQ checkpoint Marlin can run (awq_marlin.py
+#: ``is_awq_marlin_compatible``, as the SGLang pull request 818 thread quotes it). Earlier
+#: releases run the original AWQ GEMM kernel (``csrc/quantization/awq/gemm_kernels.cu``).
+VLLM_AWQ_MARLIN_FIRST_VERSION = (0, 5, 3)
+
 
 def _version(text: str | None) -> tuple[int, ...] | None:
-    numbers = re.findall(r"\d+", str(text or ""))[:2]
+    numbers = re.findall(r"\d+", str(text or ""))[:3]
     return tuple(int(n) for n in numbers) if numbers else None
 
 
@@ -106,9 +120,10 @@ def engine_profile(name: str | EngineProfile | None, version: str | None = None)
     """The profile for ``name`` (vllm, vllm-v0, sglang, tensorrt-llm / trt-llm; ``None`` = the
     current vllm); a profile passes through unchanged (callers that override one).
 
-    ``version`` is the engine's release (``"0.6.3"``): vLLM below 0.8 is ``vllm-v0``; other
-    engines have one profile for every version on record. Raises :class:`SizingInputError`
-    (reason ``unknown_engine``).
+    ``version`` is the engine's release (``"0.6.3"``): vLLM below 0.8 is ``vllm-v0``, and below
+    0.5.3 also runs AWQ on its original GEMM kernel (``awq_kernel="gemm"``,
+    :data:`VLLM_AWQ_MARLIN_FIRST_VERSION`); other engines have one profile for every version on
+    record. Raises :class:`SizingInputError` (reason ``unknown_engine``).
     """
     if isinstance(name, EngineProfile):
         return name
@@ -118,10 +133,31 @@ def engine_profile(name: str | EngineProfile | None, version: str | None = None)
     if key == "vllm" and parsed is not None and parsed < VLLM_V1_FIRST_VERSION:
         key = "vllm-v0"
     try:
-        return ENGINE_PROFILES[key]
+        profile = ENGINE_PROFILES[key]
     except KeyError:
         raise SizingInputError(
             f"unknown engine {name!r}; use one of {', '.join(ENGINE_PROFILES)}",
             reason="unknown_engine",
             field="engine",
         ) from None
+    if key == "vllm-v0" and parsed is not None and parsed < VLLM_AWQ_MARLIN_FIRST_VERSION:
+        profile = replace(
+            profile,
+            awq_kernel="gemm",
+            source=profile.source + "; before 0.5.3 AWQ runs the original AWQ GEMM kernel",
+        )
+    return profile
+
+
+#: The fields of a profile ``benchmarks/sizing.py`` fits; :func:`with_fitted` copies only these.
+FITTED_FIELDS = ("step_overhead_s_per_layer", "compute_efficiency")
+
+
+def with_fitted(profile: EngineProfile, fitted: EngineProfile | None) -> EngineProfile:
+    """``profile`` with the fitted numbers (:data:`FITTED_FIELDS`) of ``fitted``, which is a
+    refit of the same generation; the version-chosen kernels of ``profile`` stay as they are.
+    ``fitted`` ``None``: ``profile`` unchanged.
+    """
+    if fitted is None:
+        return profile
+    return replace(profile, **{field: getattr(fitted, field) for field in FITTED_FIELDS})
