@@ -31,10 +31,13 @@ STEP_OVERHEAD_S_PER_LAYER = 10 * 3e-6
 #: figure: ``benchmarks/sizing.py`` fits it as the median, over the single-stream rows of vLLM
 #: 0.4.2 and 0.6.3 with prompts of at most 2,048 tokens (Qwen2 and Qwen2.5 speed benchmarks,
 #: A100 80GB, 7B-72B, BF16 / GPTQ / AWQ), of (measured time per output token - modelled time
-#: without overhead) / layers: 121 us, four times the kernel-latency default (V0 schedules and
-#: samples in Python between forward passes). The cross-validation refits it without the
-#: source it scores (0.6.3 alone gives about 110 us, 0.4.2 alone about 145 us).
-VLLM_V0_STEP_OVERHEAD_S_PER_LAYER = 121e-6
+#: without overhead) / layers: 115 us, about four times the kernel-latency default (V0
+#: schedules and samples in Python between forward passes). The modelled time already holds
+#: the kernels these releases ran (vLLM 0.4.2's original AWQ kernel and per-query-head KV reads,
+#: ``VLLM_AWQ_MARLIN_FIRST_VERSION`` and ``VLLM_FLASH_DECODE_FIRST_VERSION`` below), so the
+#: overhead is what is left. The cross-validation refits it without the source it scores
+#: (0.6.3 alone gives about 111 us, 0.4.2 alone about 129 us).
+VLLM_V0_STEP_OVERHEAD_S_PER_LAYER = 115e-6
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,11 @@ class EngineProfile:
     the next weights stream in: vLLM's awq_marlin, TensorRT-LLM's and SGLang's weight-only GEMMs)
     or ``"gemm"`` (vLLM's original AWQ GEMM kernel, releases before
     :data:`VLLM_AWQ_MARLIN_FIRST_VERSION`: load, de-quantise, multiply one after another; see
-    ``pools.sizing.throughput.linear_layer_seconds``).
+    ``pools.sizing.throughput.dequant_seconds``).
+    ``decode_kv_reads_per_query_head``: the decode attention kernel reads a sequence's KV cache
+    once per query head instead of once per KV head (vLLM before
+    :data:`VLLM_FLASH_DECODE_FIRST_VERSION`: its paged-attention kernel gives every query head
+    its own thread block, so grouped-query attention saves no reads).
     """
 
     name: str
@@ -61,6 +68,7 @@ class EngineProfile:
     step_overhead_s_per_layer: float = STEP_OVERHEAD_S_PER_LAYER
     compute_efficiency: float = COMPUTE_EFFICIENCY
     awq_kernel: str = "marlin"
+    decode_kv_reads_per_query_head: bool = False
 
 
 ENGINE_PROFILES = {
@@ -110,6 +118,19 @@ VLLM_V1_FIRST_VERSION = (0, 8)
 #: releases run the original AWQ GEMM kernel (``csrc/quantization/awq/gemm_kernels.cu``).
 VLLM_AWQ_MARLIN_FIRST_VERSION = (0, 5, 3)
 
+#: First vLLM release whose decode attention reads each KV head once for its whole query-head
+#: group. Before it, decode ran vLLM's own paged-attention kernel, of which a vLLM maintainer
+#: wrote: "vLLM's current paged attention kernel also does not leverage the benefits of
+#: MQA/GQA" (vllm-project/vllm issue 1880: "MQA/GQA can reduce memory bandwidth for reading KV
+#: cache ... this benefit can be only realized when using optimized kernels that vLLM does not
+#: have at the moment"); its grid is one thread block per (query head, sequence, partition)
+#: (``csrc/attention/attention_kernels.cu``). Pull request 3648 ("[Kernel] Use flash-attn for
+#: decoding") moved decode to FlashAttention's paged-KV kernel, which shares each KV head across
+#: its group; it was on main by 19 May 2024 (pull request 4907, "[Kernel] Add flash-attn back",
+#: names the decoding errors it caused), after 0.4.2 (5 May 2024), so 0.4.3 is the first release
+#: with it.
+VLLM_FLASH_DECODE_FIRST_VERSION = (0, 4, 3)
+
 
 def _version(text: str | None) -> tuple[int, ...] | None:
     numbers = re.findall(r"\d+", str(text or ""))[:3]
@@ -120,10 +141,12 @@ def engine_profile(name: str | EngineProfile | None, version: str | None = None)
     """The profile for ``name`` (vllm, vllm-v0, sglang, tensorrt-llm / trt-llm; ``None`` = the
     current vllm); a profile passes through unchanged (callers that override one).
 
-    ``version`` is the engine's release (``"0.6.3"``): vLLM below 0.8 is ``vllm-v0``, and below
-    0.5.3 also runs AWQ on its original GEMM kernel (``awq_kernel="gemm"``,
-    :data:`VLLM_AWQ_MARLIN_FIRST_VERSION`); other engines have one profile for every version on
-    record. Raises :class:`SizingInputError` (reason ``unknown_engine``).
+    ``version`` is the engine's release (``"0.6.3"``): vLLM below 0.8 is ``vllm-v0``; below
+    0.5.3 it also runs AWQ on its original GEMM kernel (``awq_kernel="gemm"``,
+    :data:`VLLM_AWQ_MARLIN_FIRST_VERSION`) and below 0.4.3 its decode attention reads the KV
+    cache once per query head (:data:`VLLM_FLASH_DECODE_FIRST_VERSION`); other engines have one
+    profile for every version on record. Raises :class:`SizingInputError` (reason
+    ``unknown_engine``).
     """
     if isinstance(name, EngineProfile):
         return name
@@ -145,6 +168,12 @@ def engine_profile(name: str | EngineProfile | None, version: str | None = None)
             profile,
             awq_kernel="gemm",
             source=profile.source + "; before 0.5.3 AWQ runs the original AWQ GEMM kernel",
+        )
+    if key == "vllm-v0" and parsed is not None and parsed < VLLM_FLASH_DECODE_FIRST_VERSION:
+        profile = replace(
+            profile,
+            decode_kv_reads_per_query_head=True,
+            source=profile.source + "; before 0.4.3 decode attention reads KV per query head",
         )
     return profile
 

@@ -419,6 +419,9 @@ def replica_throughput(
     )
     mean_context = kv_tokens_per_sequence(model, input_tokens + (output_tokens + 1) // 2)
     kv_read = batch * mean_context * kv_per_token_group
+    if profile.decode_kv_reads_per_query_head:
+        # One pass over a sequence's KV per query head, not per KV head (engines.py).
+        kv_read *= model.num_attention_heads // model.num_kv_heads
     request_prefill_flops = prefill_flops(
         model=model, input_tokens=input_tokens, cached_tokens=cached_input_tokens
     )

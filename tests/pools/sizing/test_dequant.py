@@ -161,3 +161,20 @@ def test_a_card_without_a_cuda_core_figure_has_no_de_quantisation_term():
     estimate = qwen_7b_on_a100(AWQ, "0.4.2", gpu=gpu_spec("l20"))
 
     assert estimate.dequant_ms == 0
+
+
+def test_vllm_before_0_4_3_reads_the_kv_cache_once_per_query_head():
+    # Qwen2.5-7B: 28 query heads share 4 KV heads, so the paged-attention kernel of vLLM 0.4.2
+    # reads each sequence's KV cache 7 times; from 0.4.3 FlashAttention reads it once.
+    assert engine_profile("vllm", "0.4.2").decode_kv_reads_per_query_head is True
+    assert engine_profile("vllm", "0.4.3").decode_kv_reads_per_query_head is False
+    assert engine_profile("vllm").decode_kv_reads_per_query_head is False
+    long_prompt = {"input_tokens": 30_720}
+    old = qwen_7b_on_a100(GPTQ, "0.4.2", **long_prompt)
+    new = qwen_7b_on_a100(GPTQ, "0.6.3", **long_prompt)
+
+    assert old.kv_bytes_read_per_step == 7 * new.kv_bytes_read_per_step
+    # 28 layers x 4 KV heads x 128 x 2 (K, V) x 2 bytes = 57,344 B per token, over the mean
+    # context of 30,720 + 1,024 tokens.
+    assert new.kv_bytes_read_per_step == 57_344 * (30_720 + 1_024)
+    assert old.attention_ms == pytest.approx(7 * 57_344 * 31_744 / A100_BANDWIDTH * 1e3)
