@@ -31,6 +31,11 @@ turns them into estimator inputs with the rules below and says so (``note``) whe
   0.8: vllm-v0); Hugging Face TGI and "not stated" -> vllm.
 - load: ``concurrency`` -> closed loop at that many sequences; ``request_rate_qps`` -> open loop at
   that rate (Little's law); neither, or "INF" -> saturation.
+- a run of a stated number of requests ("over 200 prompts", "300 prompts", "30000 requests"):
+  the published rate is total output tokens / the run's wall time, which a finite run makes
+  lower than the steady rate the estimator answers (:func:`finite_run_tok_s`): an open loop or
+  saturation ends with the last request's own decode after the others (N x out / steady rate +
+  out x TPOT), a closed loop of ``c`` runs N // c full rounds and one of N mod c sequences.
 
 Usage: ``python benchmarks/sizing.py [--dataset PATH ...] [--quiet] [--write-bands]``; exit
 status 0 when the targets hold, else 1.
@@ -126,6 +131,49 @@ def _rate(row: dict) -> float | None:
     except ValueError:
         return None
     return rate if 0 < rate < float("inf") else None  # "INF": saturation
+
+
+def run_requests(row: dict) -> int | None:
+    """How many requests the published run sent, when the row says so ("~206 mean input tokens
+    over 200 prompts", "300 prompts, infinite rate", "(30000 requests)"); else ``None``."""
+    text = " ".join(str(row.get(key) or "") for key in ("input_len", "scenario"))
+    match = re.search(r"(\d[\d,]*)\s+(?:prompts|requests)\b", text)
+    return int(match.group(1).replace(",", "")) if match else None
+
+
+def finite_run_tok_s(
+    case: dict, estimate, engines: dict[str, EngineProfile] | None = None
+) -> float | None:
+    """The output tok/s a run of ``case["requests"]`` requests reports (total output tokens /
+    wall time) for the steady-state ``estimate`` of ``case["request"]``.
+
+    - open loop (a request rate) or saturation: the wall time is at least the time the steady
+      rate needs for every token, N x out / rate, plus the last request's own ``out`` decode
+      steps after the others are done (out x TPOT): a lower bound on the time, since outputs
+      longer than the mean (ShareGPT) finish later still;
+    - closed loop of ``c`` sequences with fixed lengths: N // c rounds at ``c`` sequences and one
+      round of N mod c, each as long as ``out`` steps at its batch (a second estimate).
+
+    ``None`` requests (not stated) or no throughput: the steady rate unchanged.
+    """
+    steady = estimate.output_tok_s_total
+    requests = case.get("requests")
+    request = case["request"]
+    if not requests or estimate.throughput is None or not steady:
+        return steady
+    out = request["output_len"]
+    concurrency = request.get("concurrency")
+    if concurrency:
+        full, rest = divmod(requests, concurrency)
+        if full == 0 or rest == 0:
+            return steady
+        tail = _estimate({**request, "concurrency": rest}, engines)
+        if not tail.output_tok_s_total:
+            return steady
+        seconds = full * concurrency * out / steady + rest * out / tail.output_tok_s_total
+        return requests * out / seconds
+    seconds = requests * out / steady + out * estimate.throughput.tpot_ms / 1e3
+    return requests * out / seconds
 
 
 def request_for(row: dict) -> tuple[dict | None, str]:
@@ -256,7 +304,7 @@ def fit_overhead(cases: list[dict], name: str) -> float:
 
 def _log_error(case: dict, engines: dict[str, EngineProfile]) -> float | None:
     try:
-        predicted = _estimate(case["request"], engines).output_tok_s_total
+        predicted = finite_run_tok_s(case, _estimate(case["request"], engines), engines)
     except SizingInputError:
         return None
     if not predicted or not case["measured"]:
@@ -344,6 +392,7 @@ def cross_validate(rows: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]
                 "measured": measured,
                 "profile": profile,
                 "source": source_key(row),
+                "requests": run_requests(row),
             }
         )
     scored = []
@@ -357,7 +406,8 @@ def cross_validate(rows: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]
             except SizingInputError as exc:
                 skipped.append((case["row"]["id"], exc.message))
                 continue
-            case = {**case, "estimate": estimate, "predicted": estimate.output_tok_s_total}
+            predicted = finite_run_tok_s(case, estimate, engines)
+            case = {**case, "estimate": estimate, "predicted": predicted}
             case.update(_regime(case["request"], estimate))
             error = _pct(case["predicted"], case["measured"])
             case["error"] = error
