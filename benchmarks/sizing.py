@@ -33,9 +33,10 @@ turns them into estimator inputs with the rules below and says so (``note``) whe
   that rate (Little's law); neither, or "INF" -> saturation.
 - a run of a stated number of requests ("over 200 prompts", "300 prompts", "30000 requests"):
   the published rate is total output tokens / the run's wall time, which a finite run makes
-  lower than the steady rate the estimator answers (:func:`finite_run_tok_s`): an open loop or
-  saturation ends with the last request's own decode after the others (N x out / steady rate +
-  out x TPOT), a closed loop of ``c`` runs N // c full rounds and one of N mod c sequences.
+  lower than the steady rate the estimator answers (:func:`finite_run_tok_s`): an open loop ends
+  with the last request's own decode after the others (N x out / steady rate + out x TPOT), a
+  closed loop of ``c`` runs N // c full rounds and one of N mod c sequences. Saturated runs are
+  scored at the steady rate (how an offline scheduler admits a backlog is not published).
 
 Usage: ``python benchmarks/sizing.py [--dataset PATH ...] [--quiet] [--write-bands]``; exit
 status 0 when the targets hold, else 1.
@@ -147,14 +148,14 @@ def finite_run_tok_s(
     """The output tok/s a run of ``case["requests"]`` requests reports (total output tokens /
     wall time) for the steady-state ``estimate`` of ``case["request"]``.
 
-    - open loop (a request rate) or saturation: the wall time is at least the time the steady
-      rate needs for every token, N x out / rate, plus the last request's own ``out`` decode
-      steps after the others are done (out x TPOT): a lower bound on the time, since outputs
-      longer than the mean (ShareGPT) finish later still;
+    - open loop (a request rate): the wall time is at least the time the steady rate needs for
+      every token, N x out / rate, plus the last request's own ``out`` decode steps after it
+      arrives (out x TPOT): a lower bound on the time, since outputs longer than the mean
+      (ShareGPT) finish later still;
     - closed loop of ``c`` sequences with fixed lengths: N // c rounds at ``c`` sequences and one
       round of N mod c, each as long as ``out`` steps at its batch (a second estimate).
 
-    ``None`` requests (not stated) or no throughput: the steady rate unchanged.
+    Saturation, requests not stated, or no throughput: the steady rate unchanged.
     """
     steady = estimate.output_tok_s_total
     requests = case.get("requests")
@@ -172,6 +173,8 @@ def finite_run_tok_s(
             return steady
         seconds = full * concurrency * out / steady + rest * out / tail.output_tok_s_total
         return requests * out / seconds
+    if not request.get("request_rate"):
+        return steady
     seconds = requests * out / steady + out * estimate.throughput.tpot_ms / 1e3
     return requests * out / seconds
 

@@ -97,10 +97,13 @@ def test_a_finite_open_loop_run_ends_with_the_last_requests_own_decode():
     # 200 requests of 200 tokens at 32 req/s, kept up with (6,400 tok/s), TPOT 12.5 ms: the
     # arrivals take 40,000 / 6,400 = 6.25 s and the last request 200 x 12.5 ms = 2.5 s more, so
     # the run reports 40,000 / 8.75 s = 4,571.4 tok/s.
-    case = {"requests": 200, "request": {"output_len": 200, "concurrency": None}}
+    request = {"output_len": 200, "concurrency": None, "request_rate": 32.0}
+    case = {"requests": 200, "request": request}
+    saturated = {"requests": 200, "request": {**request, "request_rate": None}}
 
     assert bench.finite_run_tok_s(case, _steady(6_400.0, 12.5)) == pytest.approx(40_000 / 8.75)
     assert bench.finite_run_tok_s({**case, "requests": None}, _steady(6_400.0, 12.5)) == 6_400.0
+    assert bench.finite_run_tok_s(saturated, _steady(6_400.0, 12.5)) == 6_400.0
 
 
 def test_a_finite_closed_loop_run_ends_with_a_partial_round(monkeypatch):
