@@ -12,7 +12,14 @@ with aiconfigurator's empirical constants), and issue 17's evidence:
   2 × active params × tokens / (tensor FLOPS × efficiency)); attention time = max(KV bytes read
   / (bandwidth × efficiency), attention FLOPs / (16-bit FLOPS × efficiency)); plus the engine
   profile's fixed time per layer and step (``pools.sizing.engines``) and, for TP > 1, two
-  all-reduces per layer.
+  all-reduces per layer. vLLM before 0.4.3 reads the KV cache once per query head
+  (``engines.VLLM_FLASH_DECODE_FIRST_VERSION``).
+- **De-quantisation is its own term** of 4-bit weight-only layers (:func:`dequant_seconds`):
+  CUDA-core instructions per weight / the card's CUDA-core rate. Marlin-type kernels overlap it
+  with the weight stream (GEMM time = max(memory, compute, de-quantisation)); vLLM's original
+  AWQ kernel (releases before 0.5.3) runs stream, de-quantisation and 16-row MMAs one after
+  another, which is why a 4-bit AWQ model at batch 1 there stays far from its byte-count
+  roofline.
 - **Prefill is compute bound**: 2 × active params FLOPs per input token plus causal attention
   2 × layers × heads × head dim × tokens². Engines with continuous batching and chunked prefill
   (vLLM, SGLang, TensorRT-LLM in-flight batching) mix prefill chunks into the decode steps of the
