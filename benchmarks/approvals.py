@@ -69,8 +69,8 @@ def recreate_database() -> None:
 
 def build_fleet():
     """Pools, nodes and cards: every (pool, model) has 16 x 8 = 128 schedulable cards."""
-    from pools.models import Gpu, GpuModel, Node, Pool
-    from pools.services.driver_groups import driver_group_for_version
+    from pools.inventory.models import Gpu, GpuModel, Node, Pool
+    from pools.inventory.services.driver_groups import driver_group_for_version
 
     models = {m.slug: m for m in GpuModel.objects.filter(slug__in=MODELS)}
     pools, nodes = [], []
@@ -115,7 +115,7 @@ def build_fleet():
 def build_tenants():
     from django.contrib.auth import get_user_model
 
-    from pools.models import Membership, Team
+    from pools.tenancy.models import Membership, Team
 
     User = get_user_model()
     teams = Team.objects.bulk_create(
@@ -141,7 +141,7 @@ def build_existing(pools, models, teams, users, rng: random.Random) -> None:
     cancelled. The peak held per (pool, model) stays under its 128 cards."""
     from django.utils import timezone
 
-    from pools.models import Allocation, CapacityRequest
+    from pools.capacity.models import Allocation, CapacityRequest
 
     now = timezone.now().replace(minute=0, second=0, microsecond=0)
     requests, specs = [], []
@@ -201,7 +201,7 @@ def build_pending(n, pools, models, teams, users, rng: random.Random):
     """``n`` submitted one- or two-card requests, each for 1-7 days within the next 60."""
     from django.utils import timezone
 
-    from pools.models import CapacityRequest
+    from pools.capacity.models import CapacityRequest
 
     now = timezone.now().replace(minute=0, second=0, microsecond=0)
     rows = []
@@ -250,7 +250,7 @@ def summarise(label, samples_ms, rows, target="≥ 100/s", detail=""):
 def approve_all(queue, admin) -> tuple[list[float], int, float]:
     """Approve each request in turn: ms per approval, how many were refused, and this process's
     own CPU ms per approval (the part other load on the machine cannot inflate much)."""
-    from pools.services.requests import capacity_request_approve
+    from pools.capacity.services.requests import capacity_request_approve
 
     samples, refused = [], 0
     cpu = time.process_time()
@@ -307,9 +307,9 @@ def main() -> None:
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
+    from pools.capacity.models import Allocation, CapacityRequest
+    from pools.capacity.services.requests import capacity_request_approve
     from pools.choices import HOLDING_STATUSES
-    from pools.models import Allocation, CapacityRequest
-    from pools.services.requests import capacity_request_approve
 
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)

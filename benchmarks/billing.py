@@ -47,7 +47,8 @@ def run() -> None:
     from billing.services.rates import rate_card_create
     from billing.services.statements import statements_close_month
     from billing.services.tokens import usage_tokens_ingest
-    from pools.models import GpuModel, Team
+    from pools.inventory.models import GpuModel
+    from pools.tenancy.models import Team
 
     models = list(GpuModel.objects.filter(slug__in=["a100_80g_sxm", "h800_sxm", "l40s", "rtx4090"]))
     rate_card_create(name="bench", currency="EUR", effective_from=date(2026, 1, 1),

@@ -83,7 +83,8 @@ def run() -> None:
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from pools.models import GpuModel, Team
+    from pools.inventory.models import GpuModel
+    from pools.tenancy.models import Team
 
     models = list(
         GpuModel.objects.filter(slug__in=["a100_80g_sxm", "h800_sxm", "l40s", "rtx4090"])

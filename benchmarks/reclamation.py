@@ -237,17 +237,11 @@ def build_database(cards: list[Card], *, now: datetime) -> list[tuple[int, int, 
     from django.contrib.auth import get_user_model
     from django.db import connection
 
+    from pools.capacity.models import Allocation, CapacityRequest
     from pools.choices import AllocationStatus, Scheduler
-    from pools.models import (
-        Allocation,
-        CapacityRequest,
-        Gpu,
-        GpuModel,
-        Node,
-        Pool,
-        ReclamationPolicy,
-        Team,
-    )
+    from pools.inventory.models import Gpu, GpuModel, Node, Pool
+    from pools.reclamation.models import ReclamationPolicy
+    from pools.tenancy.models import Team
 
     models = {m.slug: m for m in GpuModel.objects.filter(slug__in={p[1] for p in POOLS})}
     pools = [
@@ -521,7 +515,7 @@ def instrumented_scan(url: str, *, now: datetime) -> Counter:
     garbage collector's pauses (``gc.callbacks``), inside and outside ``gpu_usage``."""
     from django.db import connection
 
-    from pools.services import reclamation as service
+    from pools.reclamation.services import scan as service
 
     timings: Counter = Counter()
     metrics = TimedMetrics(url, [])
@@ -583,8 +577,8 @@ def run(prom_dir: Path, rows: list[tuple[str, str, str, str]]) -> None:
     django.setup()
     from django.core.management import call_command
 
-    from pools.models import IdleFinding
-    from pools.services.reclamation import idle_scan
+    from pools.reclamation.models import IdleFinding
+    from pools.reclamation.services.scan import idle_scan
 
     call_command("migrate", verbosity=0)
     end = int(time.time()) // STEP_S * STEP_S

@@ -106,8 +106,8 @@ def main() -> None:
 
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)
-    from pools.models import Gpu, Pool
-    from pools.services.inventory_import import inventory_import_file, inventory_import_files
+    from pools.inventory.models import Gpu, Pool
+    from pools.inventory.services.importer import inventory_import_file, inventory_import_files
     from scheduler_adapters.types import InventorySource
 
     pool = Pool.objects.create(

@@ -68,7 +68,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from pools.models import CapacityRequest, Gpu, GpuModel, Membership, Node, Pool, Team
-from pools.services.driver_groups import driver_group_for_version
+from pools.inventory.services.driver_groups import driver_group_for_version
 
 l40s = GpuModel.objects.get(slug="l40s")
 pool = Pool.objects.create(slug="infer", name="Inference", scheduler="kubernetes")

@@ -23,8 +23,10 @@ from billing.services.rates import rate_card_create
 from billing.services.statements import statement_build
 from billing.services.tokens import usage_tokens_ingest
 from billing.services.usage_import import usage_import_reservations, usage_import_slurm
+from pools.capacity.models import Allocation, CapacityRequest
 from pools.choices import AllocationStatus, PricingMethod, RequestStatus, WorkloadKind
-from pools.models import Allocation, CapacityRequest, GpuModel, Pool, Team
+from pools.inventory.models import GpuModel, Pool
+from pools.tenancy.models import Team
 from scheduler_adapters.records import JobRecord, JobState
 
 DEMO_CARD = "Demo prices — not real"

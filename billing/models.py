@@ -24,7 +24,9 @@ from billing.choices import (
     UsageSource,
     UsageUnit,
 )
-from pools.models import Allocation, GpuModel, Team
+from pools.capacity.models import Allocation
+from pools.inventory.models import GpuModel
+from pools.tenancy.models import Team
 
 currency_validator = RegexValidator(r"^[A-Z]{3}$", "An ISO 4217 code: three capital letters.")
 

@@ -15,8 +15,10 @@ from billing.models import RateCard, Statement, StatementLine, UsageRecord
 from billing.pricing import SECONDS_PER_HOUR, hours_between, next_month, previous_month, round_money
 from billing.services.rates import RatePeriod, rate_periods
 from billing.services.usage_import import CHARGED_STATUSES
-from pools.card_timeline import card_changes, card_pieces
-from pools.models import Allocation, Gpu, Pool, Team
+from pools.capacity.models import Allocation
+from pools.inventory.models import Gpu, Pool
+from pools.reclamation.card_timeline import card_changes, card_pieces
+from pools.tenancy.models import Team
 
 
 def statement_list(*, user) -> QuerySet[Statement]:

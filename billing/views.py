@@ -14,8 +14,8 @@ from billing import selectors
 from billing.conf import billing_zone
 from billing.pricing import month_of, next_month, previous_month
 from billing.reports import statement_pdf, statements_csv
-from pools.models import Team
-from pools.selectors import team_list
+from pools.tenancy.models import Team
+from pools.tenancy.selectors import team_list
 
 
 def _month(text: str | None) -> date:

@@ -2,15 +2,18 @@
 
 from django.contrib import admin
 
-from pools import models
+from pools.audit import models as audit_models
+from pools.inventory import models as inventory_models
+from pools.sizing import models as sizing_models
+from pools.tenancy import models as tenancy_models
 
 
 class GpuModelAliasInline(admin.TabularInline):
-    model = models.GpuModelAlias
+    model = inventory_models.GpuModelAlias
     extra = 0
 
 
-@admin.register(models.GpuModel)
+@admin.register(inventory_models.GpuModel)
 class GpuModelAdmin(admin.ModelAdmin):
     list_display = [
         "name",
@@ -28,7 +31,7 @@ class GpuModelAdmin(admin.ModelAdmin):
     inlines = [GpuModelAliasInline]
 
 
-@admin.register(models.GpuModelAlias)
+@admin.register(inventory_models.GpuModelAlias)
 class GpuModelAliasAdmin(admin.ModelAdmin):
     list_display = ["value", "kind", "gpu_model", "key"]
     list_filter = ["kind"]
@@ -36,12 +39,12 @@ class GpuModelAliasAdmin(admin.ModelAdmin):
     list_select_related = ["gpu_model"]
 
 
-@admin.register(models.DriverGroup)
+@admin.register(inventory_models.DriverGroup)
 class DriverGroupAdmin(admin.ModelAdmin):
     list_display = ["branch", "min_driver_version", "max_driver_version", "max_cuda"]
 
 
-@admin.register(models.Pool)
+@admin.register(inventory_models.Pool)
 class PoolAdmin(admin.ModelAdmin):
     list_display = ["name", "slug", "scheduler", "slurm_partition", "overcommit_ratio"]
     list_filter = ["scheduler"]
@@ -49,7 +52,7 @@ class PoolAdmin(admin.ModelAdmin):
 
 
 class GpuInline(admin.TabularInline):
-    model = models.Gpu
+    model = inventory_models.Gpu
     extra = 0
     fields = [
         "index",
@@ -63,7 +66,7 @@ class GpuInline(admin.TabularInline):
     show_change_link = True
 
 
-@admin.register(models.Node)
+@admin.register(inventory_models.Node)
 class NodeAdmin(admin.ModelAdmin):
     list_display = ["hostname", "pool", "scheduler", "state", "driver_version", "last_seen_at"]
     list_filter = ["scheduler", "state", "pool", "driver_group"]
@@ -73,11 +76,11 @@ class NodeAdmin(admin.ModelAdmin):
 
 
 class MigDeviceInline(admin.TabularInline):
-    model = models.MigDevice
+    model = inventory_models.MigDevice
     extra = 0
 
 
-@admin.register(models.Gpu)
+@admin.register(inventory_models.Gpu)
 class GpuAdmin(admin.ModelAdmin):
     list_display = ["__str__", "gpu_model", "raw_model_name", "uuid", "health", "mig_mode"]
     list_filter = ["health", "mig_mode", "gpu_model"]
@@ -86,13 +89,13 @@ class GpuAdmin(admin.ModelAdmin):
     inlines = [MigDeviceInline]
 
 
-@admin.register(models.MigDevice)
+@admin.register(inventory_models.MigDevice)
 class MigDeviceAdmin(admin.ModelAdmin):
     list_display = ["gpu", "index", "profile", "memory_total_mib"]
     list_select_related = ["gpu__node"]
 
 
-@admin.register(models.InventoryImport)
+@admin.register(inventory_models.InventoryImport)
 class InventoryImportAdmin(admin.ModelAdmin):
     list_display = [
         "created_at",
@@ -108,23 +111,23 @@ class InventoryImportAdmin(admin.ModelAdmin):
 
 
 class MembershipInline(admin.TabularInline):
-    model = models.Membership
+    model = tenancy_models.Membership
     extra = 0
 
 
-@admin.register(models.Team)
+@admin.register(tenancy_models.Team)
 class TeamAdmin(admin.ModelAdmin):
     list_display = ["name", "slug", "cost_centre"]
     search_fields = ["name", "slug", "cost_centre"]
     inlines = [MembershipInline]
 
 
-@admin.register(models.AuditEvent)
+@admin.register(audit_models.AuditEvent)
 class AuditEventAdmin(admin.ModelAdmin):
     list_display = ["created_at", "actor", "action", "object_type", "object_repr"]
     list_filter = ["action", "object_type"]
     search_fields = ["object_repr", "object_id", "reason"]
-    readonly_fields = [f.name for f in models.AuditEvent._meta.fields]
+    readonly_fields = [f.name for f in audit_models.AuditEvent._meta.fields]
 
     def has_add_permission(self, request):
         return False
@@ -133,14 +136,14 @@ class AuditEventAdmin(admin.ModelAdmin):
         return False
 
 
-@admin.register(models.SizingEstimate)
+@admin.register(sizing_models.SizingEstimate)
 class SizingEstimateAdmin(admin.ModelAdmin):
     """Read-only: estimates are created on the sizing page or the API and computed by a job."""
 
     list_display = ("id", "created_at", "created_by", "team", "status", "progress")
     list_filter = ("status",)
     list_select_related = ("created_by", "team")
-    readonly_fields = [f.name for f in models.SizingEstimate._meta.fields]
+    readonly_fields = [f.name for f in sizing_models.SizingEstimate._meta.fields]
 
     def has_add_permission(self, request):
         return False

@@ -1,19 +1,24 @@
 from django.urls import path
 
-from pools import views, views_reclamation, views_requests, views_sizing
+from pools.capacity import views as views_requests
+from pools.capacity import views_drift as capacity_views_drift
+from pools.dashboards import views as dashboard_views
+from pools.inventory import views as inventory_views
+from pools.reclamation import views as views_reclamation
+from pools.sizing import views as views_sizing
 
 app_name = "pools"
 
 urlpatterns = [
-    path("", views.fleet_overview, name="fleet-overview"),
-    path("nodes/", views.node_list, name="node-list"),
-    path("nodes/<str:hostname>/", views.node_detail, name="node-detail"),
-    path("gpus/", views.gpu_list, name="gpu-list"),
-    path("gpu-models/", views.gpu_model_list, name="gpu-model-list"),
-    path("pools/", views.pool_list, name="pool-list"),
-    path("unrecognised-models/", views.unrecognised_models, name="unrecognised-models"),
-    path("inventory/import/", views.inventory_import, name="inventory-import"),
-    path("scheduler/drift/", views.scheduler_drift, name="scheduler-drift"),
+    path("", inventory_views.fleet_overview, name="fleet-overview"),
+    path("nodes/", inventory_views.node_list, name="node-list"),
+    path("nodes/<str:hostname>/", inventory_views.node_detail, name="node-detail"),
+    path("gpus/", inventory_views.gpu_list, name="gpu-list"),
+    path("gpu-models/", inventory_views.gpu_model_list, name="gpu-model-list"),
+    path("pools/", inventory_views.pool_list, name="pool-list"),
+    path("unrecognised-models/", inventory_views.unrecognised_models, name="unrecognised-models"),
+    path("inventory/import/", inventory_views.inventory_import, name="inventory-import"),
+    path("scheduler/drift/", capacity_views_drift.scheduler_drift, name="scheduler-drift"),
     path("idle/", views_reclamation.idle_findings, name="idle-findings"),
     path("idle/policies/", views_reclamation.reclamation_policies, name="reclamation-policies"),
     path("idle/scan/", views_reclamation.idle_scan_now, name="idle-scan-now"),
@@ -22,7 +27,7 @@ urlpatterns = [
         views_reclamation.idle_finding_action,
         name="idle-finding-action",
     ),
-    path("teams/mine/", views_requests.my_teams, name="my-teams"),
+    path("teams/mine/", dashboard_views.my_teams, name="my-teams"),
     path("requests/", views_requests.request_list, name="request-list"),
     path("requests/new/", views_requests.request_new, name="request-new"),
     path("requests/queue/", views_requests.approval_queue, name="approval-queue"),

@@ -9,12 +9,15 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.routers import DefaultRouter
 from rest_framework.throttling import ScopedRateThrottle
 
-from billing import views_dashboard
 from billing.api import views as billing_api
-from pools.api import estimates as estimates_api
-from pools.api import reclamation as reclamation_api
-from pools.api import requests as requests_api
-from pools.api import views as pools_api
+from billing.dashboards import views as views_dashboard
+from pools.capacity import api as capacity_api
+from pools.capacity import api_audit as audit_api
+from pools.capacity import api_pools as capacity_api_pools
+from pools.inventory import api as inventory_api
+from pools.reclamation import api as reclamation_api
+from pools.sizing import api as estimates_api
+from pools.tenancy import api as tenancy_api
 from portal.health import healthz, readyz
 from portal.throttling import LoginView, lockout_response
 
@@ -36,16 +39,18 @@ class TokenView(ObtainAuthToken):
 
 
 router = DefaultRouter()
-router.register("gpu-models", pools_api.GpuModelViewSet, basename="gpu-model")
-router.register("driver-groups", pools_api.DriverGroupViewSet, basename="driver-group")
-router.register("pools", pools_api.PoolViewSet, basename="pool")
-router.register("nodes", pools_api.NodeViewSet, basename="node")
-router.register("gpus", pools_api.GpuViewSet, basename="gpu")
-router.register("inventory/imports", pools_api.InventoryImportViewSet, basename="inventory-import")
-router.register("teams", requests_api.TeamViewSet, basename="team")
-router.register("requests", requests_api.CapacityRequestViewSet, basename="request")
-router.register("allocations", requests_api.AllocationViewSet, basename="allocation")
-router.register("audit-events", requests_api.AuditEventViewSet, basename="audit-event")
+router.register("gpu-models", inventory_api.GpuModelViewSet, basename="gpu-model")
+router.register("driver-groups", inventory_api.DriverGroupViewSet, basename="driver-group")
+router.register("pools", capacity_api_pools.PoolViewSet, basename="pool")
+router.register("nodes", inventory_api.NodeViewSet, basename="node")
+router.register("gpus", inventory_api.GpuViewSet, basename="gpu")
+router.register(
+    "inventory/imports", inventory_api.InventoryImportViewSet, basename="inventory-import"
+)
+router.register("teams", tenancy_api.TeamViewSet, basename="team")
+router.register("requests", capacity_api.CapacityRequestViewSet, basename="request")
+router.register("allocations", capacity_api.AllocationViewSet, basename="allocation")
+router.register("audit-events", audit_api.AuditEventViewSet, basename="audit-event")
 router.register("estimates", estimates_api.SizingEstimateViewSet, basename="estimate")
 router.register("idle-findings", reclamation_api.IdleFindingViewSet, basename="idle-finding")
 router.register(
@@ -58,7 +63,7 @@ api_v1 = [
     path("auth/token/", TokenView.as_view(), name="auth-token"),
     path(
         "unrecognised-models/",
-        pools_api.UnrecognisedModelView.as_view(),
+        inventory_api.UnrecognisedModelView.as_view(),
         name="unrecognised-models",
     ),
     path("usage/tokens/", billing_api.TokenUsageView.as_view(), name="usage-tokens"),

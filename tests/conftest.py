@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 from browser_support import browser, page  # noqa: F401  (one session browser for all)
 
+from pools.audit import models as audit_models
+from pools.inventory import models as inventory_models
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -86,19 +89,18 @@ def table_counts():
     """Row counts of every inventory table, to assert that a refused action wrote nothing."""
 
     def counts() -> dict[str, int]:
-        from pools import models
 
         return {
             model.__name__: model.objects.count()
             for model in (
-                models.Node,
-                models.Gpu,
-                models.MigDevice,
-                models.DriverGroup,
-                models.InventoryImport,
-                models.AuditEvent,
-                models.GpuModelAlias,
-                models.Pool,
+                inventory_models.Node,
+                inventory_models.Gpu,
+                inventory_models.MigDevice,
+                inventory_models.DriverGroup,
+                inventory_models.InventoryImport,
+                audit_models.AuditEvent,
+                inventory_models.GpuModelAlias,
+                inventory_models.Pool,
             )
         }
 
@@ -111,7 +113,7 @@ def table_counts():
 
 @pytest.fixture
 def l40s(db):
-    from pools.models import GpuModel
+    from pools.inventory.models import GpuModel
 
     return GpuModel.objects.get(slug="l40s")
 
@@ -201,7 +203,8 @@ def request_state():
     this exactly as it was."""
 
     def state() -> dict:
-        from pools.models import Allocation, AuditEvent, CapacityRequest
+        from pools.audit.models import AuditEvent
+        from pools.capacity.models import Allocation, CapacityRequest
 
         return {
             "requests": list(CapacityRequest.objects.order_by("pk").values()),

@@ -9,7 +9,7 @@ import factory
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from pools import models
+from pools.capacity import models as capacity_models
 from pools.choices import (
     AllocationStatus,
     NodeState,
@@ -18,12 +18,14 @@ from pools.choices import (
     TeamRole,
     WorkloadKind,
 )
-from pools.services.driver_groups import driver_group_for_version
+from pools.inventory import models as inventory_models
+from pools.inventory.services.driver_groups import driver_group_for_version
+from pools.tenancy import models as tenancy_models
 
 
 class PoolFactory(factory.django.DjangoModelFactory):
     class Meta:
-        model = models.Pool
+        model = inventory_models.Pool
         django_get_or_create = ("slug",)
 
     slug = factory.Sequence(lambda n: f"pool-{n}")
@@ -34,7 +36,7 @@ class PoolFactory(factory.django.DjangoModelFactory):
 
 class NodeFactory(factory.django.DjangoModelFactory):
     class Meta:
-        model = models.Node
+        model = inventory_models.Node
 
     hostname = factory.Sequence(lambda n: f"gpu-node-{n:04d}")
     pool = factory.SubFactory(PoolFactory)
@@ -46,19 +48,21 @@ class NodeFactory(factory.django.DjangoModelFactory):
 
 class GpuFactory(factory.django.DjangoModelFactory):
     class Meta:
-        model = models.Gpu
+        model = inventory_models.Gpu
 
     node = factory.SubFactory(NodeFactory)
     index = factory.Sequence(lambda n: n % 8)
     uuid = factory.Sequence(lambda n: f"GPU-{n:08x}-1111-2222-3333-444444444444")
-    gpu_model = factory.LazyFunction(lambda: models.GpuModel.objects.get(slug="a100_80g_sxm"))
+    gpu_model = factory.LazyFunction(
+        lambda: inventory_models.GpuModel.objects.get(slug="a100_80g_sxm")
+    )
     raw_model_name = "NVIDIA A100-SXM4-80GB"
     memory_total_mib = 81920
 
 
 class TeamFactory(factory.django.DjangoModelFactory):
     class Meta:
-        model = models.Team
+        model = tenancy_models.Team
         django_get_or_create = ("slug",)
 
     slug = factory.Sequence(lambda n: f"team-{n}")
@@ -78,14 +82,14 @@ class UserFactory(factory.django.DjangoModelFactory):
 
 class MembershipFactory(factory.django.DjangoModelFactory):
     class Meta:
-        model = models.Membership
+        model = tenancy_models.Membership
 
     team = factory.SubFactory(TeamFactory)
     user = factory.SubFactory(UserFactory)
     role = TeamRole.MEMBER
 
 
-def _kind_of(pool: models.Pool | None) -> str:
+def _kind_of(pool: inventory_models.Pool | None) -> str:
     if pool is not None and pool.scheduler == Scheduler.SLURM:
         return WorkloadKind.TRAINING
     return WorkloadKind.INFERENCE
@@ -100,13 +104,13 @@ class CapacityRequestFactory(factory.django.DjangoModelFactory):
     """A submitted request for 1 L40S card for a week from next week; no validation runs."""
 
     class Meta:
-        model = models.CapacityRequest
+        model = capacity_models.CapacityRequest
 
     team = factory.SubFactory(TeamFactory)
     requested_by = factory.SubFactory(UserFactory)
     pool = factory.SubFactory(PoolFactory, scheduler=Scheduler.KUBERNETES, slurm_partition="")
     workload_kind = factory.LazyAttribute(lambda o: _kind_of(o.pool))
-    gpu_model = factory.LazyFunction(lambda: models.GpuModel.objects.get(slug="l40s"))
+    gpu_model = factory.LazyFunction(lambda: inventory_models.GpuModel.objects.get(slug="l40s"))
     card_count = 1
     starts_at = factory.LazyFunction(next_week_9am)
     ends_at = factory.LazyAttribute(lambda o: o.starts_at + timedelta(days=7))
@@ -121,11 +125,11 @@ class AllocationFactory(factory.django.DjangoModelFactory):
     """An allocation and the approved request it came from, both with the same fields."""
 
     class Meta:
-        model = models.Allocation
+        model = capacity_models.Allocation
 
     team = factory.SubFactory(TeamFactory)
     pool = factory.SubFactory(PoolFactory, scheduler=Scheduler.KUBERNETES, slurm_partition="")
-    gpu_model = factory.LazyFunction(lambda: models.GpuModel.objects.get(slug="l40s"))
+    gpu_model = factory.LazyFunction(lambda: inventory_models.GpuModel.objects.get(slug="l40s"))
     card_count = 1
     starts_at = factory.LazyFunction(next_week_9am)
     ends_at = factory.LazyAttribute(lambda o: o.starts_at + timedelta(days=7))
@@ -205,16 +209,18 @@ def slurm_nodes_json(*nodes: dict) -> bytes:
     ).encode()
 
 
-def node_with_gpus(count: int, *, gpu_model: str = "a100_80g_sxm", **node_fields) -> models.Node:
+def node_with_gpus(
+    count: int, *, gpu_model: str = "a100_80g_sxm", **node_fields
+) -> inventory_models.Node:
     """A node and ``count`` cards of one catalogue model, indexed 0..count-1."""
     node = NodeFactory(**node_fields)
-    model = models.GpuModel.objects.get(slug=gpu_model)
+    model = inventory_models.GpuModel.objects.get(slug=gpu_model)
     for index in range(count):
         GpuFactory(node=node, index=index, gpu_model=model, raw_model_name=model.vendor_name)
     return node
 
 
-def inference_fleet() -> models.Pool:
+def inference_fleet() -> inventory_models.Pool:
     """The demo's inference pool as factories: Kubernetes pool ``infer-k8s`` with 10 nodes x 4
     L40S and 4 nodes x 2 A100 80GB PCIe (driver 550), plus a Slurm pool ``train-slurm`` with
     2 nodes x 8 A100 SXM4 80GB that serving requests cannot use."""

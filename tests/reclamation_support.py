@@ -13,9 +13,11 @@ from django.test import override_settings
 from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
+from pools.capacity.services import scheduler_binding
 from pools.choices import AllocationStatus, GpuHealth, Scheduler, TeamRole
-from pools.models import GpuModel, IdleFinding, Membership, ReclamationPolicy
-from pools.services import scheduler_binding
+from pools.inventory.models import GpuModel
+from pools.reclamation.models import IdleFinding, ReclamationPolicy
+from pools.tenancy.models import Membership
 
 
 @pytest.fixture

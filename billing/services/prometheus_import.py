@@ -67,14 +67,15 @@ from billing.pricing import counter_increase, local_midnight, split_at
 from billing.services.usage_import import (
     CHARGED_STATUSES,
     ImportReport,
-    _Catalogue,
-    _check_window,
-    _save_report,
-    _upsert,
+    UsageCatalogue,
+    usage_import_save,
+    usage_records_upsert,
+    usage_window_check,
 )
+from pools.capacity.models import Allocation
 from pools.choices import Scheduler
-from pools.gpu_names import normalise_model_key
-from pools.models import Allocation, Gpu
+from pools.inventory.gpu_names import normalise_model_key
+from pools.inventory.models import Gpu
 from scheduler_adapters.prometheus import Series, dcgm_labels
 
 GPU_REQUESTS = 'kube_pod_container_resource_requests{resource="nvidia_com_gpu",node!=""}'
@@ -123,7 +124,7 @@ def _days(
 
 
 class _Teams:
-    def __init__(self, catalogue: _Catalogue) -> None:
+    def __init__(self, catalogue: UsageCatalogue) -> None:
         self.by_namespace = {f"team-{slug}": team_id for slug, team_id in catalogue.teams.items()}
         for team_id, binding in Allocation.objects.values_list("team_id", "scheduler_binding"):
             namespace = (binding or {}).get("namespace")
@@ -140,7 +141,7 @@ class _Teams:
 class _K8sModels:
     """GPU model of a (node, team): node product label, then inventory, then allocation."""
 
-    def __init__(self, catalogue: _Catalogue, node_products: dict[str, str]) -> None:
+    def __init__(self, catalogue: UsageCatalogue, node_products: dict[str, str]) -> None:
         self.catalogue = catalogue
         self.node_products = node_products
         self.inventory: dict[str, set[int]] = defaultdict(set)
@@ -213,7 +214,7 @@ def usage_import_kubernetes(
 ) -> UsageImport:
     """Card-seconds of GPU requests of scheduled pods per namespace and GPU model, per billing
     day of ``[start, end)`` (see the module docstring for keys, model resolution and error)."""
-    _check_window(start, end)
+    usage_window_check(start, end)
     if step_s <= 0 or 3600 % step_s:
         raise ValueError("step_s must divide an hour")
     now = now or timezone.now()
@@ -222,9 +223,9 @@ def usage_import_kubernetes(
     days = _days(start, end, now, zone)
     if not days:
         with transaction.atomic():
-            return _save_report(UsageSource.KUBERNETES, start, end, report)
+            return usage_import_save(UsageSource.KUBERNETES, start, end, report)
     wide_start, wide_end = days[0][1], days[-1][2]
-    catalogue = _Catalogue()
+    catalogue = UsageCatalogue()
     teams = _Teams(catalogue)
     models = _K8sModels(catalogue, _node_products(metrics, wide_start, wide_end))
     series: list[Series] = []
@@ -307,8 +308,8 @@ def usage_import_kubernetes(
             )
         )
     with transaction.atomic():
-        _upsert(records, report, now)
-        return _save_report(UsageSource.KUBERNETES, start, end, report)
+        usage_records_upsert(records, report, now)
+        return usage_import_save(UsageSource.KUBERNETES, start, end, report)
 
 
 # --------------------------------------------------------------------------- vLLM tokens
@@ -337,7 +338,7 @@ def usage_import_vllm_tokens(
 ) -> UsageImport:
     """Input and output tokens per team, served model and billing day of ``[start, end)`` from
     vLLM's counters (see the module docstring)."""
-    _check_window(start, end)
+    usage_window_check(start, end)
     now = now or timezone.now()
     zone = billing_zone()
     report = ImportReport()
@@ -345,7 +346,7 @@ def usage_import_vllm_tokens(
     records = []
     if days:
         wide_start, wide_end = days[0][1], days[-1][2]
-        teams = _Teams(_Catalogue())
+        teams = _Teams(UsageCatalogue())
         at = wide_end - timedelta(milliseconds=1)  # samples at t < wide_end
         seconds = math.ceil((at - wide_start).total_seconds()) + lookback_s
         bounds = {day: (a, b) for day, a, b in days}
@@ -397,5 +398,5 @@ def usage_import_vllm_tokens(
                 )
             )
     with transaction.atomic():
-        _upsert(records, report, now)
-        return _save_report(UsageSource.PROMETHEUS_TOKENS, start, end, report)
+        usage_records_upsert(records, report, now)
+        return usage_import_save(UsageSource.PROMETHEUS_TOKENS, start, end, report)

@@ -37,9 +37,11 @@ from billing.pricing import (
     token_amount,
 )
 from billing.services.rates import RatePeriod, price_for, rate_kind, rate_periods
-from pools.audit import audit_event_build, audit_event_record
+from pools.audit.models import AuditEvent
+from pools.audit.services import audit_event_build, audit_event_record
 from pools.choices import TeamRole
-from pools.models import AuditEvent, GpuModel, Membership, Team
+from pools.inventory.models import GpuModel
+from pools.tenancy.models import Membership, Team
 
 _BASIS_ORDER = {ChargeBasis.RESERVED: 0, ChargeBasis.USED: 1, ChargeBasis.TOKENS: 2,
                 ChargeBasis.REPLAYED: 3}  # fmt: skip

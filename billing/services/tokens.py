@@ -38,7 +38,7 @@ from billing.choices import ChargeBasis, UsageSource, UsageUnit
 from billing.conf import billing_zone
 from billing.models import UsageRecord
 from billing.pricing import TokenSplit, month_of, split_prompt_tokens
-from pools.models import Team
+from pools.tenancy.models import Team
 
 MAX_BATCH = 50_000
 

@@ -38,10 +38,12 @@ from billing.pricing import (
     month_of,
     split_at_months,
 )
-from pools.card_timeline import card_changes, card_pieces
+from pools.capacity.models import Allocation
 from pools.choices import AllocationStatus, PricingMethod
-from pools.gpu_names import normalise_model_key
-from pools.models import Allocation, Gpu, GpuModelAlias, Node, Pool, Team
+from pools.inventory.gpu_names import normalise_model_key
+from pools.inventory.models import Gpu, GpuModelAlias, Node, Pool
+from pools.reclamation.card_timeline import card_changes, card_pieces
+from pools.tenancy.models import Team
 from scheduler_adapters.records import JobRecord
 
 # Allocations whose cards were held (and are charged when priced "reserved"). A released
@@ -76,7 +78,7 @@ class ImportReport:
     issues: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _upsert(records: list[UsageRecord], report: ImportReport, now: datetime) -> None:
+def usage_records_upsert(records: list[UsageRecord], report: ImportReport, now: datetime) -> None:
     """Insert new keys, update changed ones, leave equal ones untouched (not even updated_at)."""
     if not records:
         return
@@ -110,7 +112,9 @@ def _upsert(records: list[UsageRecord], report: ImportReport, now: datetime) -> 
     report.updated += len(changed)
 
 
-def _save_report(source: str, start: datetime, end: datetime, report: ImportReport) -> UsageImport:
+def usage_import_save(
+    source: str, start: datetime, end: datetime, report: ImportReport
+) -> UsageImport:
     return UsageImport.objects.create(
         source=source,
         window_start=start,
@@ -124,7 +128,7 @@ def _save_report(source: str, start: datetime, end: datetime, report: ImportRepo
     )
 
 
-def _check_window(start: datetime, end: datetime) -> None:
+def usage_window_check(start: datetime, end: datetime) -> None:
     if timezone.is_naive(start) or timezone.is_naive(end):
         raise ValueError("the window needs aware datetimes")
     if end <= start:
@@ -141,10 +145,10 @@ def usage_import_reservations(
     """Card-seconds of every allocation priced "reserved" for each month of ``[start, end)``.
 
     Quantity per month = cards × seconds of ``[allocation start, min(end, now))`` inside the
-    month, with the cards held at each moment (:mod:`pools.card_timeline`: a reclamation
+    month, with the cards held at each moment (:mod:`pools.reclamation.card_timeline`: a reclamation
     shrink does not reprice the days before it), so overlapping windows yield the same records.
     """
-    _check_window(start, end)
+    usage_window_check(start, end)
     now = now or timezone.now()
     zone = billing_zone()
     report = ImportReport()
@@ -184,14 +188,14 @@ def usage_import_reservations(
                     source_id=f"alloc:{allocation.id}:{month:%Y-%m}",
                 )
             )
-    _upsert(records, report, now)
-    return _save_report(UsageSource.RESERVATION, start, end, report)
+    usage_records_upsert(records, report, now)
+    return usage_import_save(UsageSource.RESERVATION, start, end, report)
 
 
 # --------------------------------------------------------------------------- Slurm
 
 
-class _Catalogue:
+class UsageCatalogue:
     """Resolves Slurm accounts to teams and GRES types to GPU models, loaded once per import."""
 
     def __init__(self) -> None:
@@ -297,11 +301,11 @@ def usage_import_slurm(
     also kept as a 0 record flagged for review. ``read_issues`` (lines of an accounting file
     that were rejected or noted while reading it) head the report's issues.
     """
-    _check_window(start, end)
+    usage_window_check(start, end)
     now = now or timezone.now()
     jobs = scheduler.jobs_from_accounting(start, end)
     zone = billing_zone()
-    catalogue = _Catalogue()
+    catalogue = UsageCatalogue()
     report = ImportReport(issues=list(read_issues))
     records: list[UsageRecord] = []
     for job in jobs:
@@ -352,8 +356,8 @@ def usage_import_slurm(
     if problem is not None:
         report.issues.insert(0, problem)
     with transaction.atomic():
-        _upsert(records, report, now)
-        return _save_report(UsageSource.SLURM_ACCOUNTING, start, end, report)
+        usage_records_upsert(records, report, now)
+        return usage_import_save(UsageSource.SLURM_ACCOUNTING, start, end, report)
 
 
 def accounting_gpu_tres_problem(
@@ -387,7 +391,7 @@ def _job_key(job: JobRecord, gres_key: str | None, month) -> str:
 
 
 def _skew_records(
-    job: JobRecord, team_id: int, catalogue: _Catalogue, zone
+    job: JobRecord, team_id: int, catalogue: UsageCatalogue, zone
 ) -> Iterable[UsageRecord]:  # noqa: E501
     month = month_of(job.start, zone)
     for key, gres_type, _cards in _gpu_shares(job) or [(None, None, Decimal(0))]:

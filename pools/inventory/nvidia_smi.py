@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import defusedxml.ElementTree as SafeET
 from defusedxml import DefusedXmlException
 
-from pools.gpu_names import is_truncated_name, pci_device_id_key
+from pools.inventory.gpu_names import is_truncated_name, pci_device_id_key
 from scheduler_adapters.types import (
     GpuHealth,
     GpuSnapshot,

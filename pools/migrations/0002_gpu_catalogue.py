@@ -1,10 +1,10 @@
-"""Load the shipped GPU model catalogue (pools/catalogue/gpu_models.json)."""
+"""Load the shipped GPU model catalogue (pools/inventory/catalogue/gpu_models.json)."""
 
 from django.db import migrations
 
 
 def load_catalogue(apps, schema_editor):
-    from pools.catalogue.sync import catalogue_sync
+    from pools.inventory.catalogue.sync import catalogue_sync
 
     catalogue_sync(apps.get_model("pools", "GpuModel"), apps.get_model("pools", "GpuModelAlias"))
 

@@ -1,7 +1,8 @@
 """The GPU facts the estimator needs, as a small frozen :class:`GpuSpec`.
 
-Built from the shipped catalogue (``pools/catalogue/gpu_models.json``, read through
-:func:`pools.catalogue.load_gpu_models`) or from a ``GpuModel`` row, which carries the same field
+Built from the shipped catalogue (``pools/inventory/catalogue/gpu_models.json``, read through
+:func:`pools.inventory.catalogue.load_gpu_models`) or from a ``GpuModel`` row, which carries the
+same field
 names: ``gpu_spec_from_fields(**{f: getattr(row, f) for f in GPU_SPEC_FIELDS})``. Catalogue slugs
 are the GPU ids of the shared sizing dataset (``h100_sxm``, ``a100_80g_sxm`` ...).
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from pools.catalogue import load_gpu_models
+from pools.inventory.catalogue import load_gpu_models
 from pools.sizing import SizingInputError
 
 GIB = 1024**3

@@ -264,9 +264,12 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
-    "scheduler-reconcile": {"task": "pools.tasks.reconcile_task", "schedule": 10 * 60},
-    "allocation-lifecycle": {"task": "pools.tasks.allocation_lifecycle_task", "schedule": 5 * 60},
-    "idle-scan": {"task": "pools.tasks.idle_scan_task", "schedule": 5 * 60},
+    "scheduler-reconcile": {"task": "pools.capacity.tasks.reconcile_task", "schedule": 10 * 60},
+    "allocation-lifecycle": {
+        "task": "pools.capacity.tasks.allocation_lifecycle_task",
+        "schedule": 5 * 60,
+    },
+    "idle-scan": {"task": "pools.reclamation.tasks.idle_scan_task", "schedule": 5 * 60},
     # Hourly; the task acts only on the 1st in BILLING_TIME_ZONE and is idempotent.
     "statements-close-month": {
         "task": "billing.tasks.statements_close_month_task",

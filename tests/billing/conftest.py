@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # so tests can ``from kit import
 
 @pytest.fixture
 def a100(db):
-    from pools.models import GpuModel
+    from pools.inventory.models import GpuModel
 
     return GpuModel.objects.get(slug="a100_80g_sxm")
 
@@ -25,7 +25,7 @@ def rates(db, a100, l40s):
     served model ``qwen`` input 2.00, cached 0.50, output 8.00 per million tokens."""
     from billing.choices import RateKind
     from billing.services.rates import rate_card_create
-    from pools.models import GpuModel
+    from pools.inventory.models import GpuModel
 
     h100 = GpuModel.objects.get(slug="h100_sxm")
     return rate_card_create(

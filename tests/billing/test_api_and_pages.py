@@ -20,7 +20,7 @@ OCT = date(2026, 10, 1)
 
 @pytest.fixture
 def two_statements(team, other_member, rates, train_pool):
-    from pools.models import Team
+    from pools.tenancy.models import Team
 
     vision = Team.objects.get(slug="vision")
     jobs = Accounting([

@@ -17,7 +17,8 @@ from billing.services.rates import rate_card_create
 from billing.services.statements import statement_build, statement_finalize, statements_close_month
 from billing.services.tokens import usage_tokens_ingest
 from billing.services.usage_import import usage_import_slurm
-from pools.models import AuditEvent, Team
+from pools.audit.models import AuditEvent
+from pools.tenancy.models import Team
 
 pytestmark = pytest.mark.django_db
 OCT = date(2026, 10, 1)

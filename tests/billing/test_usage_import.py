@@ -227,7 +227,7 @@ def test_a_reclamation_shrink_does_not_reprice_the_days_before_it(team, train_po
     from factories import AllocationFactory
 
     from pools.choices import AllocationStatus, IdleFindingState
-    from pools.models import IdleFinding
+    from pools.reclamation.models import IdleFinding
 
     # 8 cards from 30 Oct 12:00; shrunk to 2 at 31 Oct 22:00 (34 h in); the reclamation undone
     # at 1 Nov 02:00 (back to 8); shrunk again to 2 at 1 Nov 12:00; ended 2 Nov 12:00

@@ -9,8 +9,8 @@ import pytest
 def gpu_catalogue(transactional_db):
     """Browser tests are transactional: the database is flushed after each, migration data
     included, so the shipped catalogue is loaded again before each one."""
-    from pools.catalogue.sync import catalogue_sync
-    from pools.models import GpuModel, GpuModelAlias
+    from pools.inventory.catalogue.sync import catalogue_sync
+    from pools.inventory.models import GpuModel, GpuModelAlias
 
     catalogue_sync(GpuModel, GpuModelAlias)
 

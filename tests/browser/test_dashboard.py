@@ -9,7 +9,7 @@ from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
 from pools.choices import AllocationStatus
-from pools.models import GpuModel
+from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.browser
 
@@ -39,7 +39,7 @@ def test_dashboard_drills_down_to_node_and_allocation(signed_in, live_server):
 def test_utilisation_chart_range_and_heatmap_colour_survive_filters_and_refresh(
     signed_in, live_server, monkeypatch
 ):
-    from pools import dashboard_utilisation
+    from pools.dashboards import utilisation as dashboard_utilisation
     from scheduler_adapters.prometheus import GR_ENGINE_ACTIVE, Sample, Series
     from scheduler_adapters.prometheus_fake import FakePrometheus
 

@@ -21,7 +21,7 @@ WIDTHS = [(390, 844), (1366, 900)]
 def test_no_page_scrolls_sideways_and_the_menu_opens_on_a_phone(browser, live_server):
     call_command("load_demo", verbosity=0)
     call_command("load_demo_billing", verbosity=0)
-    from pools.models import CapacityRequest
+    from pools.capacity.models import CapacityRequest
 
     pages = [p.format(request=CapacityRequest.objects.order_by("pk").first().pk) for p in PAGES]
     too_wide = []

@@ -10,9 +10,11 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from pools.capacity.models import Allocation
 from pools.choices import TeamRole
-from pools.models import Allocation, Membership, Pool, Team
-from pools.services.inventory_import import inventory_import_file
+from pools.inventory.models import Pool
+from pools.inventory.services.importer import inventory_import_file
+from pools.tenancy.models import Membership, Team
 from scheduler_adapters.types import InventorySource
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -235,10 +235,11 @@ def fleet(stack, django_user_model):
     throttle or lockout counters from earlier tests."""
     import redis
 
-    from pools.catalogue.sync import catalogue_sync
     from pools.choices import Scheduler, TeamRole
-    from pools.models import Gpu, GpuModel, GpuModelAlias, Membership, Node, Pool, Team
-    from pools.services.driver_groups import driver_group_for_version
+    from pools.inventory.catalogue.sync import catalogue_sync
+    from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, Node, Pool
+    from pools.inventory.services.driver_groups import driver_group_for_version
+    from pools.tenancy.models import Membership, Team
 
     catalogue_sync(GpuModel, GpuModelAlias)  # transactional tests start from an empty database
     cache = redis.Redis.from_url(REDIS)
@@ -276,7 +277,7 @@ def fleet(stack, django_user_model):
 def test_a_browser_session_csrf_and_messages_work_whichever_process_answers(
     stack, proxy, fleet, page
 ):
-    from pools.models import CapacityRequest
+    from pools.capacity.models import CapacityRequest
 
     start = (timezone.localtime() + timedelta(days=7)).replace(hour=9, minute=0)
     page.goto(f"{proxy.url}/login/")
@@ -337,7 +338,8 @@ def test_a_browser_session_csrf_and_messages_work_whichever_process_answers(
 
 
 def test_the_api_works_through_both_processes_and_a_worker_provisions(stack, fleet):
-    from pools.models import Allocation, AuditEvent
+    from pools.audit.models import AuditEvent
+    from pools.capacity.models import Allocation
 
     web_a, web_b = stack["web"]
     # The workers serve the whole module: read only what they log from here on.
@@ -387,7 +389,7 @@ def test_the_api_works_through_both_processes_and_a_worker_provisions(stack, fle
     assert Allocation.objects.get(pk=allocation_id).status == "active"
     logs = "".join(log.read_text()[o:] for log, o in zip(worker_logs, offsets, strict=True))
     # Exactly one of the two workers ran the provisioning, once.
-    assert logs.count("pools.tasks.allocation_provision_task[") >= 1
+    assert logs.count("pools.capacity.tasks.allocation_provision_task[") >= 1
     assert len(re.findall(r"allocation_provision_task\[[^\]]+\] succeeded", logs)) == 1
     assert AuditEvent.objects.filter(action="request.approved").count() == 1
 
@@ -406,8 +408,9 @@ def test_the_token_throttle_is_one_budget_across_both_processes(stack, fleet):
 
 
 def test_scheduled_work_sent_twice_at_once_runs_once(stack, fleet):
+    from pools.audit.models import AuditEvent
+    from pools.capacity.models import Allocation, CapacityRequest
     from pools.choices import AllocationStatus
-    from pools.models import Allocation, AuditEvent, CapacityRequest
     from portal.celery import app as celery_app
 
     now = timezone.now()
@@ -444,7 +447,9 @@ def test_scheduled_work_sent_twice_at_once_runs_once(stack, fleet):
     try:
         with celery_app.connection_for_write() as conn:
             results = [
-                celery_app.send_task("pools.tasks.allocation_lifecycle_task", connection=conn)
+                celery_app.send_task(
+                    "pools.capacity.tasks.allocation_lifecycle_task", connection=conn
+                )
                 for _ in range(2)
             ]
     finally:

@@ -2,8 +2,8 @@
 
 from datetime import UTC, datetime, timedelta
 
-from pools.card_timeline import CardPiece, card_pieces
-from pools.models import Allocation
+from pools.capacity.models import Allocation
+from pools.reclamation.card_timeline import CardPiece, card_pieces
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pools.catalogue import load_gpu_models
+from pools.inventory.catalogue import load_gpu_models
 
 MODELS = load_gpu_models()
 BY_SLUG = {m["slug"]: m for m in MODELS}

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from pools.catalogue import load_cuda_driver_table
-from pools.driver_versions import (
+from pools.inventory.catalogue import load_cuda_driver_table
+from pools.inventory.driver_versions import (
     cuda_supported,
     driver_branch,
     max_cuda_for_driver,
@@ -94,7 +94,9 @@ def test_parse_cuda_version_rejects_garbage(raw):
 
 def test_table_carries_its_source_and_the_design_anchors():
     document = json.loads(
-        (Path(__file__).parents[2] / "pools" / "catalogue" / "cuda_drivers.json").read_text()
+        (
+            Path(__file__).parents[2] / "pools" / "inventory" / "catalogue" / "cuda_drivers.json"
+        ).read_text()
     )
     assert document["source"].startswith("https://docs.nvidia.com/cuda/cuda-toolkit-release-notes")
     floors = {row["cuda"]: row["min_driver"] for row in TABLE}

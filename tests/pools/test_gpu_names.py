@@ -2,8 +2,8 @@
 
 import pytest
 
-from pools.catalogue import load_gpu_models
-from pools.gpu_names import model_key_index, normalise_model_key
+from pools.inventory.catalogue import load_gpu_models
+from pools.inventory.gpu_names import model_key_index, normalise_model_key
 
 MODELS = load_gpu_models()
 INDEX = model_key_index(MODELS)

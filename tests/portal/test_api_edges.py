@@ -9,7 +9,8 @@ from urllib.parse import urlencode
 import pytest
 from django.test import override_settings
 
-from pools.models import AuditEvent, Pool
+from pools.audit.models import AuditEvent
+from pools.inventory.models import Pool
 
 pytestmark = pytest.mark.django_db
 

@@ -73,8 +73,8 @@ def gpp_client(tmp_path_factory):
 @pytest.fixture
 def catalogue(transactional_db):
     """The GPU model catalogue: an earlier transactional test may have flushed it."""
-    from pools.catalogue.sync import catalogue_sync
-    from pools.models import GpuModel, GpuModelAlias
+    from pools.inventory.catalogue.sync import catalogue_sync
+    from pools.inventory.models import GpuModel, GpuModelAlias
 
     catalogue_sync(GpuModel, GpuModelAlias)
 
@@ -84,7 +84,7 @@ def test_the_generated_client_lists_gpus_and_creates_submits_and_approves_a_requ
 ):
     from rest_framework.authtoken.models import Token
 
-    from pools.models import Allocation
+    from pools.capacity.models import Allocation
 
     admin_user = django_user_model.objects.create_user("api-admin", password="x", is_staff=True)
     models = importlib.import_module("gpp_client.models")

@@ -35,9 +35,9 @@ def world(team, team_member, infer_pool, l40s, django_user_model):
     from rest_framework.authtoken.models import Token
 
     from billing.models import Statement, StatementLine
-    from pools.audit import audit_event_record
+    from pools.audit.services import audit_event_record
     from pools.choices import AllocationStatus
-    from pools.models import Gpu
+    from pools.inventory.models import Gpu
 
     admin = django_user_model.objects.create_user("api-admin", password="x", is_staff=True)
     stray = NodeFactory(hostname="stray-01", pool=None, driver_group=None, driver_version="")

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand
 
-from pools.models import Pool
-from pools.services.inventory_import import inventory_import_files
+from pools.inventory.models import Pool
+from pools.inventory.services.importer import inventory_import_files
 from scheduler_adapters.types import InventorySource
 
 

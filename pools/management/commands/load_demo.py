@@ -18,29 +18,26 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
-from pools.choices import IdleFindingState, TeamRole
-from pools.demo import POOLS, demo_fleet
-from pools.models import (
-    Allocation,
-    CapacityRequest,
-    Gpu,
-    GpuModel,
-    IdleFinding,
-    IdleScanRun,
-    Membership,
-    Pool,
-    ReclamationPolicy,
-    Team,
-)
-from pools.reclamation.evaluate import evaluate_group
-from pools.services.allocations import allocation_lifecycle_sweep
-from pools.services.inventory_import import inventory_import_file, inventory_import_files
-from pools.services.reclamation import SCANNED, _dec, _detail, policy_thresholds
-from pools.services.requests import (
+from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.services.allocations import allocation_lifecycle_sweep
+from pools.capacity.services.requests import (
     capacity_request_approve,
     capacity_request_create,
     capacity_request_reject,
 )
+from pools.choices import IdleFindingState, TeamRole
+from pools.demo import POOLS, demo_fleet
+from pools.inventory.models import Gpu, GpuModel, Pool
+from pools.inventory.services.importer import inventory_import_file, inventory_import_files
+from pools.reclamation.evaluate import evaluate_group
+from pools.reclamation.models import IdleFinding, IdleScanRun, ReclamationPolicy
+from pools.reclamation.services.scan import (
+    SCANNED,
+    finding_detail,
+    percent_decimal,
+    policy_thresholds,
+)
+from pools.tenancy.models import Membership, Team
 from scheduler_adapters.prometheus import DeviceUsage, Sample
 from scheduler_adapters.types import InventorySource
 
@@ -252,11 +249,11 @@ class Command(BaseCommand):
                 last_seen_at=seen_at,
                 dry_run=policy.dry_run,
                 certainly_idle=group.certainly_idle,
-                mean_util_pct=_dec(group.mean_util_pct),
-                peak_util_pct=_dec(max(peaks) if peaks else None),
+                mean_util_pct=percent_decimal(group.mean_util_pct),
+                peak_util_pct=percent_decimal(max(peaks) if peaks else None),
                 card_count=allocation.card_count,
                 cards_in_use=min(group.cards_busy, allocation.card_count),
-                detail=_detail(group, devices, seen_at, thresholds),
+                detail=finding_detail(group, devices, seen_at, thresholds),
                 **fields,
             )
 

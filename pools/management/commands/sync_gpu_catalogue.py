@@ -2,12 +2,12 @@
 
 from django.core.management.base import BaseCommand
 
-from pools.catalogue.sync import catalogue_sync
-from pools.models import GpuModel, GpuModelAlias
+from pools.inventory.catalogue.sync import catalogue_sync
+from pools.inventory.models import GpuModel, GpuModelAlias
 
 
 class Command(BaseCommand):
-    help = "Create or update GPU models and aliases from pools/catalogue/gpu_models.json."
+    help = "Create or update GPU models and aliases from pools/inventory/catalogue/gpu_models.json."
 
     def handle(self, *args, **options):
         models, aliases = catalogue_sync(GpuModel, GpuModelAlias)

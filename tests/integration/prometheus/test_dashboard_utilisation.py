@@ -20,10 +20,10 @@ import pytest
 from factories import GpuFactory, NodeFactory, PoolFactory
 from integration.prometheus.dcgm_history import generate
 
-from pools import dashboard
-from pools import dashboard_utilisation as utilisation
 from pools.choices import Scheduler
-from pools.models import GpuModel
+from pools.dashboards import capacity as dashboard
+from pools.dashboards import utilisation
+from pools.inventory.models import GpuModel
 from scheduler_adapters.prometheus import PrometheusAdapter, Sample, Series
 from scheduler_adapters.prometheus_fake import FakePrometheus
 

@@ -11,8 +11,9 @@ from django.test import override_settings
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
 from pools.choices import AllocationStatus, GpuHealth, Scheduler
-from pools.models import GpuModel, IdleFinding, ReclamationPolicy
-from pools.services.reclamation import idle_scan
+from pools.inventory.models import GpuModel
+from pools.reclamation.models import IdleFinding, ReclamationPolicy
+from pools.reclamation.services.scan import idle_scan
 from scheduler_adapters.errors import SchedulerRejected
 from scheduler_adapters.prometheus import PrometheusAdapter
 

@@ -39,8 +39,10 @@ def portal_slurm_team(slurm_settings, cleanup, django_user_model):
     from django.utils import timezone
     from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
+    from pools.capacity.models import CapacityRequest
     from pools.choices import AliasKind, RequestStatus, Scheduler, TeamRole
-    from pools.models import CapacityRequest, GpuModel, GpuModelAlias, Membership
+    from pools.inventory.models import GpuModel, GpuModelAlias
+    from pools.tenancy.models import Membership
 
     a100 = GpuModel.objects.get(slug="a100_80g_sxm")
     GpuModelAlias.objects.create(gpu_model=a100, value="a100", kind=AliasKind.ADMIN, key="a100")

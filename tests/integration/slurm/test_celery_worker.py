@@ -19,10 +19,11 @@ from django.db import connection
 from integration.processes import celery_worker_command
 from integration.slurm.slurm_cluster import eventually, sacctmgr
 
+from pools.capacity.models import Allocation
+from pools.capacity.services.allocations import allocation_release
+from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import AllocationStatus
-from pools.models import Allocation, GpuModel, GpuModelAlias
-from pools.services.allocations import allocation_release
-from pools.services.requests import capacity_request_approve
+from pools.inventory.models import GpuModel, GpuModelAlias
 from portal.celery import app as celery_app
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -43,7 +44,7 @@ def _drop_connections() -> None:
 
 @pytest.fixture
 def worker(slurm_settings, cleanup):
-    from pools.catalogue.sync import catalogue_sync
+    from pools.inventory.catalogue.sync import catalogue_sync
 
     catalogue_sync(GpuModel, GpuModelAlias)  # transactional tests start from an empty database
     db = connection.settings_dict

@@ -25,17 +25,13 @@ from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, T
 from integration.prometheus.dcgm_history import SLURM_AHEAD_S, SLURM_NODE
 from integration.slurm.slurm_cluster import enforced_cards, eventually, sacctmgr
 
+from pools.audit.models import AuditEvent
+from pools.capacity.services import scheduler_binding
 from pools.choices import AliasKind, AllocationStatus, IdleFindingState, Scheduler, TeamRole
-from pools.models import (
-    AuditEvent,
-    GpuModel,
-    GpuModelAlias,
-    IdleFinding,
-    Membership,
-    ReclamationPolicy,
-)
-from pools.services import scheduler_binding
-from pools.services.reclamation import idle_scan
+from pools.inventory.models import GpuModel, GpuModelAlias
+from pools.reclamation.models import IdleFinding, ReclamationPolicy
+from pools.reclamation.services.scan import idle_scan
+from pools.tenancy.models import Membership
 from scheduler_adapters.records import JobSpec, JobState
 from scheduler_adapters.registry import slurm_settings_from_env
 

@@ -11,10 +11,10 @@ import pytest
 from django.test import override_settings
 from integration.slurm.slurm_cluster import eventually, sacctmgr
 
+from pools.capacity.services import scheduler_binding
+from pools.capacity.services.allocations import allocation_release
+from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import AllocationStatus
-from pools.services import scheduler_binding
-from pools.services.allocations import allocation_release
-from pools.services.requests import capacity_request_approve
 from scheduler_adapters.records import GpuLimit, JobSpec
 from scheduler_adapters.registry import slurm_settings_from_env
 
@@ -86,8 +86,8 @@ def test_reconcile_repairs_a_cap_changed_by_hand_and_records_the_drift(
 ):
     """An operator raises the team's cap with sacctmgr behind the portal's back; reconcile puts
     back what the allocations hold (2 cards) and records expected 2 / found 4."""
-    from pools.models import SchedulerDrift
-    from pools.services.reconcile import reconcile_slurm
+    from pools.capacity.models import SchedulerDrift
+    from pools.capacity.services.reconcile import reconcile_slurm
 
     slurm = portal_on_real_slurm
     pool, a100, team, alice, admin, submit = portal_slurm_team

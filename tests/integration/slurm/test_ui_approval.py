@@ -9,8 +9,9 @@ from django.test import override_settings
 from integration.slurm.slurm_cluster import eventually, sacctmgr
 from playwright.sync_api import expect
 
-from pools.models import Allocation, GpuModel, GpuModelAlias
-from pools.services import scheduler_binding
+from pools.capacity.models import Allocation
+from pools.capacity.services import scheduler_binding
+from pools.inventory.models import GpuModel, GpuModelAlias
 from scheduler_adapters.registry import slurm_settings_from_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -18,7 +19,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.django_d
 
 @pytest.fixture
 def catalogue():
-    from pools.catalogue.sync import catalogue_sync
+    from pools.inventory.catalogue.sync import catalogue_sync
 
     catalogue_sync(GpuModel, GpuModelAlias)  # transactional: the database starts empty
 

@@ -9,7 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from factories import inference_fleet
 
-from pools.models import AuditEvent, SizingEstimate
+from pools.audit.models import AuditEvent
+from pools.sizing.models import SizingEstimate
 
 pytestmark = pytest.mark.django_db
 

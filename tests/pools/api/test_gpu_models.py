@@ -15,7 +15,7 @@ def test_the_list_holds_the_whole_catalogue_sorted_by_name(member_api):
 
     assert response.status_code == 200
     body = response.json()
-    # pools/catalogue/gpu_models.json ships 21 models.
+    # pools/inventory/catalogue/gpu_models.json ships 21 models.
     assert body["count"] == 21
     names = [m["name"] for m in body["results"]]
     assert names == sorted(names)
@@ -27,7 +27,7 @@ def test_detail_by_slug_carries_the_published_specs(member_api):
 
     assert response.status_code == 200
     body = response.json()
-    # Values of the h100_sxm entry of pools/catalogue/gpu_models.json.
+    # Values of the h100_sxm entry of pools/inventory/catalogue/gpu_models.json.
     assert {
         k: body[k]
         for k in (

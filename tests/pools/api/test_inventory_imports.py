@@ -7,7 +7,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 from factories import PoolFactory, nvidia_smi_csv, slurm_node, slurm_nodes_json
 
-from pools.models import Gpu, InventoryImport, Node
+from pools.inventory.models import Gpu, InventoryImport, Node
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from factories import GpuFactory, PoolFactory, node_with_gpus
 
-from pools.models import Gpu, MigDevice, Node
+from pools.inventory.models import Gpu, MigDevice, Node
 
 pytestmark = pytest.mark.django_db
 

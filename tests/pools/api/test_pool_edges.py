@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from factories import AllocationFactory, CapacityRequestFactory, PoolFactory
 
+from pools.audit.models import AuditEvent
 from pools.choices import AllocationStatus, RequestStatus, Scheduler
-from pools.models import AuditEvent, Pool
+from pools.inventory.models import Pool
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,8 @@ import pytest
 from factories import PoolFactory, node_with_gpus
 from rest_framework.test import APIClient
 
-from pools.models import AuditEvent, Pool
+from pools.audit.models import AuditEvent
+from pools.inventory.models import Pool
 
 pytestmark = pytest.mark.django_db
 

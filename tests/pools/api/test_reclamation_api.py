@@ -17,8 +17,10 @@ from factories import AllocationFactory, TeamFactory
 from reclamation_support import fake_k8s, reclamation_world  # noqa: F401  (fixture)
 from rest_framework.test import APIClient
 
+from pools.audit.models import AuditEvent
 from pools.choices import AllocationStatus, IdleFindingState
-from pools.models import AuditEvent, Exemption, IdleFinding, Pool, ReclamationPolicy
+from pools.inventory.models import Pool
+from pools.reclamation.models import Exemption, IdleFinding, ReclamationPolicy
 
 pytestmark = pytest.mark.django_db
 

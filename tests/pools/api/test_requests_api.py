@@ -23,9 +23,10 @@ from factories import (
     next_week_9am,
 )
 
+from pools.audit.models import AuditEvent
+from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
 from pools.choices import AllocationStatus, RequestStatus
-from pools.models import Allocation, AuditEvent, CapacityRequest
-from pools.services.requests import capacity_request_approve, capacity_request_create
 
 pytestmark = pytest.mark.django_db
 
@@ -177,7 +178,7 @@ MATRIX = {
 
 @pytest.fixture
 def world_with_event(world, users):
-    from pools.audit import audit_event_record
+    from pools.audit.services import audit_event_record
 
     world["event"] = audit_event_record(
         actor=users["member"], action="request.created", obj=world["request"]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from factories import slurm_node, slurm_nodes_json
 
-from pools.models import AuditEvent, Gpu, GpuModelAlias
-from pools.services.inventory_import import inventory_import_file
+from pools.audit.models import AuditEvent
+from pools.inventory.models import Gpu, GpuModelAlias
+from pools.inventory.services.importer import inventory_import_file
 
 pytestmark = pytest.mark.django_db
 

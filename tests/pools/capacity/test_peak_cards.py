@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pools.capacity import free_cards, peak_cards, usable_cards
+from pools.capacity.arithmetic import free_cards, peak_cards, usable_cards
 
 MON = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday, 00:00 UTC
 

@@ -1,5 +1,5 @@
-"""pools.availability.pool_free_cards on a pool with every kind of card and allocation that must
-or must not count, by hand; and its one-statement PostgreSQL path against the ORM queries.
+"""pools.capacity.availability.pool_free_cards on a pool with every kind of card and allocation
+that must or must not count, by hand; and its one-statement PostgreSQL path against the ORM queries.
 
 Pool ``p`` (Kubernetes), L40S cards:
   n1 up,   driver 550.54.15 (CUDA 12.4), 4 cards, one of them health=error  -> 3
@@ -24,11 +24,11 @@ from types import SimpleNamespace
 import pytest
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, node_with_gpus
 
-from pools import availability
-from pools.availability import holding_intervals, pool_free_cards, schedulable_cards
-from pools.capacity import free_cards
+from pools.capacity import availability
+from pools.capacity.arithmetic import free_cards
+from pools.capacity.availability import holding_intervals, pool_free_cards, schedulable_cards
 from pools.choices import GpuHealth, NodeState, Scheduler
-from pools.models import GpuModel
+from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from factories import PoolFactory, nvidia_smi_csv, slurm_node, slurm_nodes_json
 
-from pools.models import Gpu, Node
+from pools.inventory.models import Gpu, Node
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from pools import selectors
-from pools.models import Membership, Node, Pool, Team
+from pools.inventory import selectors
+from pools.inventory.models import Node, Pool
+from pools.tenancy.models import Membership, Team
 
 pytestmark = pytest.mark.django_db
 

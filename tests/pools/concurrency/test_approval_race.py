@@ -16,10 +16,12 @@ from django.db import connection, connections
 from django.utils import timezone
 from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
+from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import AllocationStatus, RequestStatus, Scheduler
 from pools.errors import InsufficientCapacity
-from pools.models import Allocation, CapacityRequest, GpuModel, Membership
-from pools.services.requests import capacity_request_approve
+from pools.inventory.models import GpuModel
+from pools.tenancy.models import Membership
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,8 +32,8 @@ THREADS = 60
 def crowded_pool(django_user_model):
     if connection.vendor != "postgresql":
         pytest.fail("the concurrency test needs PostgreSQL (row locks)")
-    from pools.catalogue.sync import catalogue_sync
-    from pools.models import GpuModelAlias
+    from pools.inventory.catalogue.sync import catalogue_sync
+    from pools.inventory.models import GpuModelAlias
 
     catalogue_sync(GpuModel, GpuModelAlias)
     l40s = GpuModel.objects.get(slug="l40s")

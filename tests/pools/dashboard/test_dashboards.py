@@ -32,9 +32,10 @@ from factories import (
 from billing.choices import ChargeBasis, UsageSource, UsageUnit
 from billing.models import Statement, UsageRecord
 from billing.pricing import month_of, previous_month
-from pools import dashboard
 from pools.choices import AllocationStatus, GpuHealth, NodeState, Scheduler
-from pools.models import GpuModel, IdleFinding
+from pools.dashboards import capacity as dashboard
+from pools.inventory.models import GpuModel
+from pools.reclamation.models import IdleFinding
 
 pytestmark = pytest.mark.django_db
 # Idle detection (issue 7) is built alongside: its IdleFinding may or may not be there yet.

@@ -26,10 +26,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from factories import GpuFactory, NodeFactory, PoolFactory
 
-from pools import dashboard
-from pools import dashboard_utilisation as utilisation
 from pools.choices import Scheduler
-from pools.models import GpuModel, ReclamationPolicy
+from pools.dashboards import capacity as dashboard
+from pools.dashboards import utilisation
+from pools.inventory.models import GpuModel
+from pools.reclamation.models import ReclamationPolicy
 from scheduler_adapters.prometheus import GPU_UTIL, GR_ENGINE_ACTIVE, Sample, Series
 from scheduler_adapters.prometheus_fake import FakePrometheus
 
@@ -354,7 +355,7 @@ def test_a_rollout_in_the_window_keeps_the_busier_half_of_a_card():
     """dcgm-exporter PR #129: Hostname is the exporter pod's name, so a rollout in the 30-min
     window splits one card into two series; the card's reading is the busier one, found by UUID,
     and lower-case metric names count the same."""
-    from pools.dashboard_utilisation import CardRef, card_utilisation
+    from pools.dashboards.utilisation import CardRef, card_utilisation
     from scheduler_adapters.prometheus import Sample, Series
 
     uuid = "GPU-4c226d4d-8129-a7cf-fecd-daa9018b4b48"  # from PR #129's sample line

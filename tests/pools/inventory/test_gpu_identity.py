@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from pools.catalogue import load_ambiguous_names, load_gpu_models
-from pools.gpu_names import (
+from pools.inventory.catalogue import load_ambiguous_names, load_gpu_models
+from pools.inventory.gpu_names import (
     ambiguous_name_index,
     device_id_index,
     model_key_index,

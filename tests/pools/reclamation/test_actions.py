@@ -11,15 +11,17 @@ from django.core import mail
 from django.utils import timezone
 from reclamation_support import fake_k8s, reclamation_world  # noqa: F401  (fixture)
 
+from pools.audit.models import AuditEvent
+from pools.capacity.models import Allocation
 from pools.choices import AllocationStatus, IdleFindingState
 from pools.errors import InvalidInput, InvalidTransition, PermissionDenied
-from pools.models import Allocation, AuditEvent, Exemption, IdleFinding, ReclamationPolicy
-from pools.services.reclamation import reclamation_undo
-from pools.services.reclamation_actions import (
+from pools.reclamation.models import Exemption, IdleFinding, ReclamationPolicy
+from pools.reclamation.services.actions import (
     exemption_grant,
     exemption_revoke,
     idle_finding_reclaim_now,
 )
+from pools.reclamation.services.scan import reclamation_undo
 
 pytestmark = pytest.mark.django_db
 

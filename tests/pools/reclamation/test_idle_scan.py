@@ -16,11 +16,14 @@ from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
 from reclamation_support import fake_k8s  # noqa: F401  (fixture)
 
+from pools.audit.models import AuditEvent
+from pools.capacity.services import scheduler_binding
 from pools.choices import AllocationStatus, GpuHealth, IdleFindingState, Scheduler, TeamRole
 from pools.errors import InsufficientCapacity, InvalidTransition, PermissionDenied
-from pools.models import AuditEvent, Exemption, GpuModel, IdleFinding, Membership, ReclamationPolicy
-from pools.services import scheduler_binding
-from pools.services.reclamation import idle_finding_dismiss, idle_scan, reclamation_undo
+from pools.inventory.models import GpuModel
+from pools.reclamation.models import Exemption, IdleFinding, ReclamationPolicy
+from pools.reclamation.services.scan import idle_finding_dismiss, idle_scan, reclamation_undo
+from pools.tenancy.models import Membership
 from scheduler_adapters.prometheus import DeviceUsage, Sample
 from scheduler_adapters.prometheus_fake import FakePrometheus
 

@@ -15,10 +15,12 @@ from django.test import override_settings
 from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
+from pools.capacity.services import scheduler_binding
 from pools.choices import AliasKind, AllocationStatus, IdleFindingState, Scheduler, TeamRole
-from pools.models import GpuModel, GpuModelAlias, IdleFinding, Membership, ReclamationPolicy
-from pools.services import scheduler_binding
-from pools.services.reclamation import idle_scan
+from pools.inventory.models import GpuModel, GpuModelAlias
+from pools.reclamation.models import IdleFinding, ReclamationPolicy
+from pools.reclamation.services.scan import idle_scan
+from pools.tenancy.models import Membership
 from scheduler_adapters.errors import SchedulerUnavailable
 from scheduler_adapters.prometheus import DeviceUsage, Sample
 from scheduler_adapters.prometheus_fake import FakePrometheus

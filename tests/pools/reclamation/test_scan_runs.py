@@ -10,9 +10,9 @@ from django.utils import timezone
 from factories import AllocationFactory, PoolFactory
 
 from pools.choices import AllocationStatus, Scheduler
-from pools.models import IdleScanRun, ReclamationPolicy
-from pools.services.reclamation_runs import idle_scan_recorded, last_scan_run
-from pools.tasks import idle_scan_task
+from pools.reclamation.models import IdleScanRun, ReclamationPolicy
+from pools.reclamation.services.runs import idle_scan_recorded, last_scan_run
+from pools.reclamation.tasks import idle_scan_task
 
 pytestmark = pytest.mark.django_db
 

@@ -14,10 +14,13 @@ from django.test import override_settings
 from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
+from pools.audit.models import AuditEvent
+from pools.capacity.models import Allocation
 from pools.choices import AllocationStatus, GpuHealth, Scheduler
-from pools.models import Allocation, AuditEvent, GpuModel, IdleFinding, ReclamationPolicy
-from pools.services import reclamation_whatif
-from pools.services.reclamation_whatif import reclamation_what_if
+from pools.inventory.models import GpuModel
+from pools.reclamation.models import IdleFinding, ReclamationPolicy
+from pools.reclamation.services import whatif as reclamation_whatif
+from pools.reclamation.services.whatif import reclamation_what_if
 from scheduler_adapters.prometheus import DeviceUsage, Sample
 from scheduler_adapters.prometheus_fake import FakePrometheus
 

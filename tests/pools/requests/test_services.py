@@ -22,23 +22,24 @@ from factories import (
     node_with_gpus,
 )
 
-from pools.availability import pool_free_cards
-from pools.choices import AllocationStatus, RequestStatus, Scheduler
-from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition, PermissionDenied
-from pools.models import Allocation, AuditEvent, CapacityRequest
-from pools.selectors import object_audit_trail
-from pools.services.allocations import (
+from pools.audit.models import AuditEvent
+from pools.audit.selectors import object_audit_trail
+from pools.capacity.availability import pool_free_cards
+from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.services.allocations import (
     allocation_extend,
     allocation_lifecycle_sweep,
     allocation_release,
 )
-from pools.services.requests import (
+from pools.capacity.services.requests import (
     capacity_request_approve,
     capacity_request_cancel,
     capacity_request_create,
     capacity_request_reject,
     capacity_request_submit,
 )
+from pools.choices import AllocationStatus, RequestStatus, Scheduler
+from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition, PermissionDenied
 
 pytestmark = pytest.mark.django_db
 

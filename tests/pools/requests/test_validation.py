@@ -14,9 +14,10 @@ import pytest
 from django.utils import timezone
 from factories import next_week_9am
 
+from pools.capacity.models import CapacityRequest
+from pools.capacity.services.requests import capacity_request_create, validate_request_fields
 from pools.errors import InvalidInput
-from pools.models import CapacityRequest, GpuModel
-from pools.services.requests import capacity_request_create, validate_request_fields
+from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.django_db
 

@@ -8,9 +8,11 @@ import pytest
 from django.test import override_settings
 from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
+from pools.capacity.models import CapacityRequest
+from pools.capacity.services import scheduler_binding
 from pools.choices import AliasKind, RequestStatus, Scheduler, TeamRole
-from pools.models import CapacityRequest, GpuModel, GpuModelAlias, Membership
-from pools.services import scheduler_binding
+from pools.inventory.models import GpuModel, GpuModelAlias
+from pools.tenancy.models import Membership
 
 FAKE = {"slurm": {"BACKEND": "fake", "PARTITIONS": {"gpu": {"a100": 4, "rtx4090": 2}}}}
 

@@ -11,10 +11,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from pools.capacity.models import Allocation
+from pools.capacity.services.allocations import allocation_lifecycle_sweep, allocation_release
+from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import AllocationStatus
-from pools.models import Allocation
-from pools.services.allocations import allocation_lifecycle_sweep, allocation_release
-from pools.services.requests import capacity_request_approve
 from scheduler_adapters.errors import SchedulerUnavailable
 from scheduler_adapters.records import GpuLimit
 

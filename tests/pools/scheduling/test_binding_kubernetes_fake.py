@@ -7,11 +7,12 @@ from django.test import override_settings
 from django.utils import timezone
 from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
+from pools.capacity.services import scheduler_binding
+from pools.capacity.services.allocations import allocation_release
+from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import AllocationStatus, Scheduler, TeamRole
-from pools.models import GpuModel, Membership
-from pools.services import scheduler_binding
-from pools.services.allocations import allocation_release
-from pools.services.requests import capacity_request_approve
+from pools.inventory.models import GpuModel
+from pools.tenancy.models import Membership
 
 pytestmark = pytest.mark.django_db
 
@@ -57,8 +58,8 @@ def test_approval_sets_the_namespace_quota_and_release_lowers_it(
 def test_reconcile_recreates_a_deleted_namespace_quota(
     fake_k8s, submitted, django_user_model, django_capture_on_commit_callbacks
 ):
-    from pools.models import SchedulerDrift
-    from pools.services.reconcile import reconcile_kubernetes
+    from pools.capacity.models import SchedulerDrift
+    from pools.capacity.services.reconcile import reconcile_kubernetes
 
     l40s = GpuModel.objects.get(slug="l40s")
     pool = PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from pools.models import SchedulerDrift
-from pools.services.reconcile import reconcile_slurm
-from pools.services.requests import capacity_request_approve
+from pools.capacity.models import SchedulerDrift
+from pools.capacity.services.reconcile import reconcile_slurm
+from pools.capacity.services.requests import capacity_request_approve
 from scheduler_adapters.records import GpuLimit
 
 pytestmark = pytest.mark.django_db

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from factories import GpuFactory, NodeFactory, PoolFactory, node_with_gpus
 
-from pools import selectors
-from pools.models import GpuModel, Pool
-from pools.selectors import FleetRow
+from pools.inventory import selectors
+from pools.inventory.models import GpuModel, Pool
+from pools.inventory.selectors import FleetRow
 
 pytestmark = pytest.mark.django_db
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 from factories import nvidia_smi_csv, slurm_node, slurm_nodes_json
 
-from pools import selectors
+from pools.audit.models import AuditEvent
 from pools.errors import Conflict, InvalidInput
-from pools.models import AuditEvent, Gpu, GpuModel, GpuModelAlias
-from pools.services.gpu_models import GpuModelResolver, gpu_model_alias_map
-from pools.services.inventory_import import inventory_import_file
+from pools.inventory import selectors
+from pools.inventory.models import Gpu, GpuModel, GpuModelAlias
+from pools.inventory.services.gpu_models import GpuModelResolver, gpu_model_alias_map
+from pools.inventory.services.importer import inventory_import_file
 
 pytestmark = pytest.mark.django_db
 

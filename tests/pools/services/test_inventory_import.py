@@ -14,10 +14,11 @@ from factories import (
     slurm_nodes_json,
 )
 
-from pools import selectors
+from pools.audit.models import AuditEvent
 from pools.errors import InvalidInput, UploadTooLarge
-from pools.models import AuditEvent, DriverGroup, Gpu, InventoryImport, MigDevice, Node
-from pools.services.inventory_import import inventory_import, inventory_import_file
+from pools.inventory import selectors
+from pools.inventory.models import DriverGroup, Gpu, InventoryImport, MigDevice, Node
+from pools.inventory.services.importer import inventory_import, inventory_import_file
 from scheduler_adapters.types import (
     GpuSnapshot,
     InventorySource,

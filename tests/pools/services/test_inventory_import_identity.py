@@ -11,10 +11,10 @@ import pytest
 from django.urls import reverse
 from factories import UserFactory, slurm_node, slurm_nodes_json
 
-from pools import selectors
-from pools.models import Gpu, GpuModel
-from pools.services.gpu_models import gpu_model_alias_map
-from pools.services.inventory_import import inventory_import_file
+from pools.inventory import selectors
+from pools.inventory.models import Gpu, GpuModel
+from pools.inventory.services.gpu_models import gpu_model_alias_map
+from pools.inventory.services.importer import inventory_import_file
 
 pytestmark = pytest.mark.django_db
 
@@ -117,7 +117,7 @@ def test_a_slurm_nodes_gres_used_is_stored_as_its_allocated_cards(admin_page):
     busy = {**slurm_node("h100-01", "gpu:h100:8"), "gres_used": "gpu:h100:5(IDX:0-4)"}
     quiet = slurm_node("h100-02", "gpu:h100:8")  # no gres_used: unknown, not 0
     inventory_import_file(data=slurm_nodes_json(busy, quiet), source="slurm")
-    from pools.models import Node
+    from pools.inventory.models import Node
 
     assert dict(Node.objects.values_list("hostname", "gpus_allocated")) == {
         "h100-01": 5,

@@ -10,8 +10,8 @@ import json
 import pytest
 from factories import NodeFactory
 
-from pools.models import Gpu, MigDevice
-from pools.services.inventory_import import inventory_import_file
+from pools.inventory.models import Gpu, MigDevice
+from pools.inventory.services.importer import inventory_import_file
 
 pytestmark = pytest.mark.django_db
 

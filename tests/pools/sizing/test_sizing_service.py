@@ -15,10 +15,12 @@ from decimal import Decimal
 import pytest
 from factories import AllocationFactory, MembershipFactory, inference_fleet
 
+from pools.audit.models import AuditEvent
 from pools.choices import EstimateStatus
 from pools.errors import InvalidInput, PermissionDenied
-from pools.models import AuditEvent, GpuModel, Pool, SizingEstimate
-from pools.services.sizing import (
+from pools.inventory.models import GpuModel, Pool
+from pools.sizing.models import SizingEstimate
+from pools.sizing.services import (
     capacity_window,
     sizing_estimate_create,
     sizing_estimate_run,
@@ -27,7 +29,7 @@ from pools.services.sizing import (
     sizing_request_url,
     sizing_results,
 )
-from pools.tasks import sizing_estimate_task
+from pools.sizing.tasks import sizing_estimate_task
 
 pytestmark = pytest.mark.django_db
 
@@ -442,7 +444,7 @@ def test_an_unexpected_error_fails_the_estimate_instead_of_leaving_it_running(
     def broken(**kwargs):
         raise ZeroDivisionError("bug")
 
-    monkeypatch.setattr("pools.services.sizing.sizing_results", broken)
+    monkeypatch.setattr("pools.sizing.services.sizing_results", broken)
 
     failed = sizing_estimate_run(estimate_id=estimate.pk)
 

@@ -7,8 +7,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 from factories import PoolFactory, nvidia_smi_csv, slurm_node, slurm_nodes_json
 
-from pools.models import AuditEvent, Gpu, GpuModelAlias, InventoryImport, Node
-from pools.services.inventory_import import inventory_import_file
+from pools.audit.models import AuditEvent
+from pools.inventory.models import Gpu, GpuModelAlias, InventoryImport, Node
+from pools.inventory.services.importer import inventory_import_file
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ import pytest
 from django.test import Client
 from factories import GpuFactory, PoolFactory, node_with_gpus
 
-from pools.models import MigDevice
-from pools.services.inventory_import import inventory_import_file
+from pools.inventory.models import MigDevice
+from pools.inventory.services.importer import inventory_import_file
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,10 @@ import pytest
 from django.utils import timezone
 from factories import AllocationFactory, TeamFactory
 
+from pools.audit.models import AuditEvent
 from pools.choices import IdleFindingState, TeamRole
-from pools.models import AuditEvent, Exemption, IdleFinding, Membership, ReclamationPolicy
+from pools.reclamation.models import Exemption, IdleFinding, ReclamationPolicy
+from pools.tenancy.models import Membership
 
 pytestmark = pytest.mark.django_db
 
@@ -272,7 +274,7 @@ def test_the_idle_page_says_when_the_scan_last_ran_and_admins_can_scan_now(
     from factories import PoolFactory
 
     from pools.choices import Scheduler
-    from pools.models import IdleScanRun
+    from pools.reclamation.models import IdleScanRun
 
     PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")
     body = admin_page.get("/idle/").content.decode()

@@ -11,8 +11,8 @@ from django.test import Client
 from django.utils import timezone
 from factories import CapacityRequestFactory
 
+from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import RequestStatus
-from pools.services.requests import capacity_request_approve
 
 pytestmark = pytest.mark.django_db
 

@@ -13,9 +13,9 @@ import pytest
 from django.test import Client
 from factories import inference_fleet
 
-from pools.models import SizingEstimate
-from pools.services.sizing import sizing_inputs_clean
 from pools.sizing.band import BANDS_JSON
+from pools.sizing.models import SizingEstimate
+from pools.sizing.services import sizing_inputs_clean
 
 pytestmark = pytest.mark.django_db
 
@@ -166,7 +166,7 @@ def pending(team, team_member):
 
 
 def test_a_pending_estimate_polls_until_done(fleet, pending, alice_page):
-    from pools.services.sizing import sizing_estimate_run
+    from pools.sizing.services import sizing_estimate_run
 
     url = f"/sizing/estimates/{pending.pk}/"
     page = alice_page.get(url).content.decode()
@@ -198,7 +198,7 @@ def test_a_failed_estimate_says_why(fleet, team, team_member, alice_page):
 
 
 def test_the_detail_exports_its_rows(fleet, pending, alice_page):
-    from pools.services.sizing import sizing_estimate_run
+    from pools.sizing.services import sizing_estimate_run
 
     assert alice_page.get(f"/sizing/estimates/{pending.pk}/?export=csv").status_code == 409
     sizing_estimate_run(estimate_id=pending.pk)

@@ -1,0 +1,425 @@
+"""The capacity dashboards: the pool admins' (``/dashboard/``) and a team's
+(``/teams/<slug>/dashboard/``).
+
+They join inventory and allocations (``pools.dashboards.capacity``) with costs
+(``billing.dashboards.costs``), so
+they live on the billing floor, the lowest that may read both. One URL answers with the page,
+the htmx fragment (``HX-Request``: the 60-second refresh and the filters), a part loaded after
+the page (``?part=heatmap``, ``?part=utilisation``: the chart from Prometheus, so the page never
+waits on a range query) or a table as CSV (``?export=<table>``). The query count does not grow
+with the fleet; Prometheus gets a fixed number of queries (``pools.dashboards.utilisation``).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+from django.http import Http404
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+from django.utils.cache import patch_vary_headers
+
+from billing.conf import billing_zone
+from billing.dashboards import costs
+from billing.pricing import local_midnight, month_of, next_month, previous_month
+from pools.choices import IdleFindingState
+from pools.dashboards import capacity as dashboard
+from pools.dashboards import utilisation
+from pools.dashboards.forms import DashboardFilterForm
+from pools.inventory.models import DriverGroup, GpuModel, Pool
+from pools.reclamation.card_timeline import card_changes
+from pools.reclamation.models import IdleFinding
+from pools.tenancy.models import Team
+from pools.web import PALETTE, Column, csv_response, pool_admin_required
+
+CAPACITY_COLUMNS = [
+    Column("pool", lambda r: r["pool"]),
+    Column("gpu_model", lambda r: r["gpu_model"]),
+    Column("pool_slug", lambda r: r["pool_slug"]),  # to join with the other tables' slugs
+    Column("gpu_model_slug", lambda r: r["gpu_model_slug"]),
+    Column("driver_group", lambda r: r["driver_group"]),
+    Column("total", lambda r: r["total"]),
+    Column("healthy", lambda r: r["healthy"]),
+    Column("schedulable", lambda r: r["schedulable"]),
+    Column("usable", lambda r: r["usable"]),
+    Column("allocated", lambda r: r["allocated"]),
+    Column("in_use", lambda r: r["in_use"]),
+    Column("in_use_reporting", lambda r: r["in_use_reporting"]),
+    Column("idle_allocated", lambda r: r["idle_allocated"]),
+    Column("free", lambda r: r["free"]),
+    Column("headroom", lambda r: r["headroom"]),
+]
+PLAN_COLUMNS = [
+    Column("pool", lambda r: r[0]),
+    Column("gpu_model", lambda r: r[1]),
+    Column("day", lambda r: r[2]),
+    Column("allocated_cards", lambda r: r[3]),
+    Column("pending_cards", lambda r: r[4]),
+    Column("usable_cards", lambda r: r[5]),
+]
+FORECAST_COLUMNS = [
+    Column("pool", lambda f: f.pool_slug),
+    Column("gpu_model", lambda f: f.gpu_model_slug),
+    Column("weekly_card_days", lambda f: " ".join(f"{y:.1f}" for y in f.weekly)),
+    Column("slope_card_days_per_week", lambda f: f"{f.slope:.2f}"),
+    Column("capacity_card_days_per_week", lambda f: f"{f.capacity:.0f}"),
+    Column("runs_out", lambda f: f.runs_out.date().isoformat() if f.runs_out else None),
+    Column("forecast", lambda f: f.text),
+]
+TEAM_CARD_COLUMNS = [
+    Column("team", lambda t: t["slug"]),
+    Column("cards_held", lambda t: t["cards"]),
+]
+TEAM_COST_COLUMNS = [
+    Column("team", lambda t: t.slug),
+    Column("amount", lambda t: f"{t.amount:.2f}"),
+    Column("currency", lambda t: t.currency),
+]
+ALERT_COLUMNS = [
+    Column("kind", lambda a: a[0]),
+    Column("subject", lambda a: a[1]),
+    Column("detail", lambda a: a[2]),
+]
+HEATMAP_COLUMNS = [
+    Column("node", lambda r: r[0].hostname),
+    Column("pool", lambda r: r[0].pool_slug),
+    Column("node_state", lambda r: r[0].node_state),
+    Column("gpu_index", lambda r: r[1].index),
+    Column("gpu_model", lambda r: r[1].gpu_model),
+    Column("gpu_state", lambda r: r[1].state),
+    Column("util_pct", lambda r: None if r[1].util_pct is None else f"{r[1].util_pct:.1f}"),
+]
+
+
+def _filter_form(request) -> tuple[DashboardFilterForm, dashboard.DashboardFilters]:
+    form = DashboardFilterForm(
+        request.GET or None,
+        pools=Pool.objects.order_by("name").values_list("slug", "name"),
+        gpu_models=GpuModel.objects.filter(gpus__isnull=False)
+        .distinct()
+        .order_by("name")
+        .values_list("slug", "name"),
+        branches=DriverGroup.objects.order_by("branch").values_list("branch", flat=True),
+        teams=Team.objects.order_by("name").values_list("slug", "name"),
+    )
+    if not form.is_bound or not form.is_valid():
+        return form, dashboard.DashboardFilters()
+    data = form.cleaned_data
+    return form, dashboard.DashboardFilters(
+        pool=data["pool"] or None,
+        gpu_model=data["gpu_model"] or None,
+        driver_branch=data["driver_branch"],
+        team=data["team"] or None,
+    )
+
+
+def _in_use_cells(in_use: dashboard.CardsInUse | None) -> dict:
+    """``in_use`` and ``in_use_reporting`` for the CSV: empty when unknown, never 0."""
+    if in_use is None or not in_use.reporting:
+        return {"in_use": None, "in_use_reporting": None}
+    return {"in_use": in_use.busy, "in_use_reporting": in_use.reporting}
+
+
+def _capacity_table(rows: list[dashboard.CapacityRow]) -> list[dict]:
+    """One line per pool × model (driver group "all") followed by its driver groups."""
+    table = []
+    for row in rows:
+        table.append(
+            {
+                "pool": row.pool,
+                "gpu_model": row.gpu_model,
+                "pool_slug": row.pool_slug,
+                "gpu_model_slug": row.gpu_model_slug,
+                "driver_group": "all",
+                "total": row.total,
+                "healthy": row.healthy,
+                "schedulable": row.schedulable,
+                "usable": row.usable,
+                "allocated": row.allocated,
+                **_in_use_cells(row.in_use),
+                "idle_allocated": row.idle_allocated,
+                "free": row.free,
+                "headroom": row.headroom.level,
+            }
+        )
+        for g in row.groups:
+            table.append(
+                {
+                    "pool": row.pool,
+                    "gpu_model": row.gpu_model,
+                    "pool_slug": row.pool_slug,
+                    "gpu_model_slug": row.gpu_model_slug,
+                    "driver_group": g.driver_group,
+                    "total": g.total,
+                    "healthy": g.healthy,
+                    "schedulable": g.schedulable,
+                    "usable": None,
+                    "allocated": None,
+                    **_in_use_cells(g.in_use),
+                    "idle_allocated": None,
+                    "free": None,
+                    "headroom": None,
+                }
+            )
+    return table
+
+
+def _plan_chart(plan, rows, days) -> dict:
+    """Held and pending cards per day summed over the shown pool × models, and usable cards."""
+    shown = {(r.pool_slug, r.gpu_model_slug) for r in rows}
+    held, pending = [0] * len(days), [0] * len(days)
+    for key, series in plan.items():
+        if key in shown:
+            held = [a + b for a, b in zip(held, series.held, strict=True)]
+            pending = [a + b for a, b in zip(pending, series.pending, strict=True)]
+    usable = sum(r.usable for r in rows if r.recognised)
+    return {
+        "labels": [d.strftime("%d %b") for d in days],
+        "datasets": [
+            {"type": "bar", "label": "allocated (approved and later)", "data": held,
+             "stack": "demand", "backgroundColor": PALETTE[0], "pointStyle": "rect"},
+            {"type": "bar", "label": "pending (submitted)", "data": pending,
+             "stack": "demand", "backgroundColor": PALETTE[1], "pointStyle": "rect"},
+            # pointStyle "line": the legend draws the dashed line's swatch as a line
+            {"type": "line", "label": "usable cards", "data": [usable] * len(days),
+             "pointRadius": 0, "pointStyle": "line", "borderDash": [6, 4],
+             "borderColor": "#000000", "backgroundColor": "#000000", "stack": "usable"},
+        ],
+    }  # fmt: skip
+
+
+def _utilisation_chart(history: utilisation.UtilisationHistory) -> dict:
+    """Chart.js line data: mean utilisation % per pool × model at each step, local time."""
+    return {
+        "labels": [timezone.localtime(t).strftime("%d %b %H:%M") for t in history.timestamps],
+        "datasets": [
+            {"type": "line", "label": f"{s.pool} · {s.gpu_model}", "data": s.values,
+             "borderColor": PALETTE[i % len(PALETTE)], "backgroundColor": PALETTE[i % len(PALETTE)],
+             "pointRadius": 0, "borderWidth": 1.5, "spanGaps": False}
+            for i, s in enumerate(history.series)
+        ],
+    }  # fmt: skip
+
+
+def _utilisation_part(request, filters, now):
+    """The utilisation chart (``?part=utilisation&range=24h|7d|30d``), its error or its
+    emptiness said in the fragment; answers 200 whatever Prometheus does."""
+    range_key = request.GET.get("range", utilisation.DEFAULT_RANGE)
+    history = utilisation.utilisation_history(filters=filters, now=now, range_key=range_key)
+    response = render(
+        request,
+        "dashboard/admin.html#utilisation",
+        {"history": history, "ranges": utilisation.RANGES.values(),
+         "range": history.range.key, "chart": _utilisation_chart(history)},
+    )  # fmt: skip
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+def _cost_month(now) -> tuple:
+    """This month's top teams by cost; last month's, labelled, when this month has none."""
+    this_month = month_of(now, billing_zone())
+    return this_month, previous_month(this_month)
+
+
+@pool_admin_required
+def admin_dashboard(request):
+    now = timezone.now()
+    form, filters = _filter_form(request)
+    part = request.GET.get("part")
+    if part == "utilisation":
+        return _utilisation_part(request, filters, now)
+    heat = "util" if request.GET.get("heat") == "util" else "state"
+    if part == "heatmap" or request.GET.get("export") == "heatmap":
+        try:
+            page = int(request.GET.get("page", 1))
+        except ValueError:
+            page = 1
+        if request.GET.get("export") == "heatmap":  # every node, not the page shown
+            nodes, _ = dashboard.node_heatmap(filters=filters, now=now, page=None)
+            if heat == "util":
+                nodes, _ = utilisation.heatmap_utilisation(rows=nodes, now=now)
+            cells = ((r, c) for r in nodes for c in r.cells)
+            return csv_response(cells, HEATMAP_COLUMNS, "dashboard-gpus.csv")
+        nodes, pages = dashboard.node_heatmap(filters=filters, now=now, page=page)
+        heat_error = None
+        if heat == "util":
+            nodes, heat_error = utilisation.heatmap_utilisation(rows=nodes, now=now)
+        query = request.GET.copy()
+        query.pop("page", None)
+        response = render(
+            request,
+            "dashboard/admin.html#heatmap",
+            {"heat": nodes, "page": min(max(page, 1), pages), "pages": pages,
+             "query": query.urlencode(), "colour": heat, "heat_error": heat_error,
+             "heat_warn": heat_error not in (None, utilisation.NOT_CONFIGURED)},
+        )  # fmt: skip
+        patch_vary_headers(response, ["HX-Request"])
+        return response
+
+    export = request.GET.get("export")
+    rows = dashboard.capacity_rows(filters=filters, now=now)
+    in_use = utilisation.UtilisationNow(now=now, error="not read for this export")
+    if export not in ("plan", "forecast", "teams-cards", "teams-cost", "alerts"):
+        in_use = utilisation.utilisation_now(filters=filters, now=now)  # the page and capacity
+        utilisation.apply_in_use(rows, in_use)
+    plan = dashboard.allocation_plan(filters=filters, now=now)
+    days = dashboard.plan_days(now)
+    usable = {(r.pool_slug, r.gpu_model_slug): r.usable for r in rows}
+    forecasts = dashboard.demand_forecasts(filters=filters, now=now, usable=usable)
+    alerts = dashboard.dashboard_alerts()
+    top_cards = dashboard.top_teams_by_cards(filters=filters, now=now)
+    this_month, last_month = _cost_month(now)
+    cost_month = this_month
+    top_cost = costs.top_teams_by_cost(month=this_month, team=filters.team)
+    if not top_cost:
+        cost_month = last_month
+        top_cost = costs.top_teams_by_cost(month=last_month, team=filters.team)
+
+    if export == "capacity":
+        return csv_response(_capacity_table(rows), CAPACITY_COLUMNS, "dashboard-capacity.csv")
+    if export == "plan":
+        lines = (
+            (pool, model, d.date().isoformat(), s.held[i], s.pending[i], usable.get((pool, model)))
+            for (pool, model), s in sorted(plan.items()) if pool
+            for i, d in enumerate(days)
+        )  # fmt: skip
+        return csv_response(lines, PLAN_COLUMNS, "dashboard-plan.csv")
+    if export == "forecast":
+        return csv_response(forecasts, FORECAST_COLUMNS, "dashboard-forecast.csv")
+    if export == "teams-cards":
+        return csv_response(top_cards, TEAM_CARD_COLUMNS, "dashboard-teams-cards.csv")
+    if export == "teams-cost":
+        return csv_response(
+            top_cost, TEAM_COST_COLUMNS, f"dashboard-teams-cost-{cost_month:%Y-%m}.csv"
+        )
+    if export == "alerts":
+        lines = [
+            ("unrecognised_model", u["raw_model_name"], f"{u['gpu_count']} cards")
+            for u in alerts.unrecognised
+        ]
+        lines += [("scheduler_drift", d.subject, f"expected {d.expected}, found {d.found}")
+                  for d in alerts.drifts]  # fmt: skip
+        return csv_response(lines, ALERT_COLUMNS, "dashboard-alerts.csv")
+
+    totals = {
+        "total": sum(r.total for r in rows),
+        "healthy": sum(r.healthy for r in rows),
+        "allocated": sum(r.allocated for r in rows),
+        "free": sum(r.free for r in rows),
+        "usable": sum(r.usable for r in rows),
+        "in_use": None if in_use.error else sum(c.busy for c in in_use.rows.values()),
+        "in_use_reporting": sum(c.reporting for c in in_use.rows.values()),
+    }
+    unplaced = plan.get(("", ""))
+    range_key = request.GET.get("range")
+    context = {
+        "form": form,
+        "filters": filters,
+        "rows": rows,
+        "totals": totals,
+        "chart": _plan_chart(plan, rows, days),
+        "unplaced_pending": unplaced.unplaced_pending if unplaced else 0,
+        "forecasts": forecasts,
+        "alerts": alerts,
+        "top_cards": top_cards,
+        "top_cost": top_cost,
+        "cost_month": cost_month,
+        "this_month": this_month,
+        "in_use": in_use,
+        "colour": heat,
+        "ranges": utilisation.RANGES.values(),
+        "range": range_key if range_key in utilisation.RANGES else utilisation.DEFAULT_RANGE,
+        "query": request.GET.urlencode(),
+        "now": now,
+    }
+    template = "dashboard/admin.html#body" if request.htmx else "dashboard/admin.html"
+    response = render(request, template, context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+TEAM_ALLOCATION_COLUMNS = [
+    Column("id", lambda r: r["allocation"].pk),
+    Column("pool", lambda r: r["allocation"].pool.slug),
+    Column("gpu_model", lambda r: r["allocation"].gpu_model.slug),
+    Column("cards", lambda r: r["allocation"].card_count),
+    Column("status", lambda r: r["allocation"].status),
+    Column("starts_at", lambda r: r["allocation"].starts_at.isoformat()),
+    Column("ends_at", lambda r: r["allocation"].ends_at.isoformat()),
+    Column("held_card_hours", lambda r: f"{r['held']:.2f}"),
+    Column("used_card_hours", lambda r: None if r["used"] is None else f"{r['used']:.2f}"),
+    Column("used_percent", lambda r: r["used_percent"]),
+]
+SPEND_COLUMNS = [
+    Column("month", lambda s: f"{s.month:%Y-%m}"),
+    Column("amount", lambda s: s.amount),
+    Column("currency", lambda s: s.currency),
+    Column("final", lambda s: s.final),
+]
+
+
+def team_dashboard(request, slug: str):
+    team = get_object_or_404(Team, slug=slug)
+    if not request.user.is_staff and not team.memberships.filter(user=request.user).exists():
+        raise Http404("No such team.")  # never say whether another team exists
+    now = timezone.now()
+    zone = billing_zone()
+    month = month_of(now, zone)
+    month_start, month_end = local_midnight(month, zone), local_midnight(next_month(month), zone)
+    allocations = dashboard.team_allocations(team_id=team.pk, now=now)
+    used = costs.used_card_hours(allocation_ids=[a.pk for a in allocations])
+    changes = card_changes(a.pk for a in allocations)
+    rows = []
+    for a in allocations:
+        held = costs.held_card_hours(a, a.starts_at, min(now, a.ends_at), changes.get(a.pk, ()))
+        used_hours = used.get(a.pk)
+        rows.append(
+            {
+                "allocation": a,
+                "time_left": a.ends_at - now if a.ends_at > now else None,
+                "started": a.starts_at <= now,
+                "held": held,
+                "used": used_hours,
+                "used_percent": round(used_hours / held * 100) if used_hours and held else None,
+                "progress": _progress(a, now),
+            }
+        )
+    spend_now, spend_before = costs.team_spend(team_id=team.pk, month=month)
+    export = request.GET.get("export")
+    if export == "allocations":
+        return csv_response(rows, TEAM_ALLOCATION_COLUMNS, f"{team.slug}-allocations.csv")
+    if export == "spend":
+        return csv_response([spend_before, spend_now], SPEND_COLUMNS, f"{team.slug}-spend.csv")
+    held_month = sum(
+        (
+            costs.held_card_hours(a, month_start, min(now, month_end), changes.get(a.pk, ()))
+            for a in allocations
+        ),
+        Decimal(0),
+    )
+    context = {
+        "team": team,
+        "rows": rows,
+        "spend_now": spend_now,
+        "spend_before": spend_before,
+        "used_month": costs.team_used_card_hours(team_id=team.pk, month=month),
+        "held_month": held_month,
+        "month": month,
+        "estimates": team.sizing_estimates.order_by("-created_at")[:5],
+        "idle_findings": IdleFinding.objects.filter(
+            allocation__team=team, state=IdleFindingState.OPEN
+        ).count(),
+        "now": now,
+    }
+    template = "dashboard/team.html#body" if request.htmx else "dashboard/team.html"
+    response = render(request, template, context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+def _progress(allocation, now) -> int:
+    total = allocation.ends_at - allocation.starts_at
+    elapsed = max(timedelta(0), min(now, allocation.ends_at) - allocation.starts_at)
+    return round(100 * elapsed / total) if total else 0

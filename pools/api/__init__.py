@@ -1,1 +1,0 @@
-"""REST API of the inventory (``/api/v1/``): thin viewsets over selectors and services."""

@@ -1,0 +1,54 @@
+"""Pieces the sub-domains' APIs share: timezone-aware datetime fields, the pool-admin
+permissions and the team field that only offers the caller's teams."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from rest_framework import permissions, serializers
+
+from pools.tenancy import selectors
+from pools.tenancy.models import Team
+
+
+class IsPoolAdminOrReadOnly(permissions.BasePermission):
+    """Any signed-in user reads; only pool admins (staff) write."""
+
+    def has_permission(self, request, view):
+        if not (request.user and request.user.is_authenticated):
+            return False
+        return request.method in permissions.SAFE_METHODS or request.user.is_staff
+
+
+class IsPoolAdmin(permissions.BasePermission):
+    def has_permission(self, request, view):
+        return bool(request.user and request.user.is_authenticated and request.user.is_staff)
+
+
+class AwareDateTimeField(serializers.DateTimeField):
+    """ISO 8601 with an offset (``2026-12-07T09:00:00+01:00`` or ``…Z``); naive is refused."""
+
+    def to_internal_value(self, value):
+        parsed = super().to_internal_value(value)
+        text = str(value)
+        if not (text.endswith(("Z", "z")) or "+" in text[10:] or "-" in text[10:]):
+            self.fail("invalid", format="ISO 8601 with a UTC offset, e.g. 2026-12-07T09:00:00Z")
+        return parsed
+
+
+class VisibleTeamField(serializers.SlugRelatedField):
+    """A team by slug, among the teams the caller may act for (all for pool admins): another
+    team's slug gets the same "does not exist" as a missing one, so existence does not leak."""
+
+    def __init__(self, **kwargs):
+        super().__init__(slug_field="slug", queryset=Team.objects.all(), **kwargs)
+
+    def get_queryset(self):
+        request = self.context.get("request")
+        return visible_teams(request)
+
+
+def visible_teams(request) -> QuerySet[Team]:
+    """The teams a filter may name: the caller's (all for pool admins)."""
+    if request is None:
+        return Team.objects.none()
+    return selectors.team_list(user=request.user).order_by("name")

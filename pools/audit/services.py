@@ -1,0 +1,66 @@
+"""The audit trail every app's services write: who changed what, when, from what to what, why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+
+from pools.audit.models import AuditEvent
+
+
+def audit_event_build(
+    *,
+    actor: Any | None,
+    action: str,
+    obj: models.Model,
+    before: dict | None = None,
+    after: dict | None = None,
+    reason: str = "",
+    request_id: str = "",
+) -> AuditEvent:
+    """An unsaved audit event for ``obj``, for services that write many rows with bulk_create.
+
+    Same fields as :func:`audit_event_record`; the caller saves it in its transaction.
+    """
+    user = actor if getattr(actor, "is_authenticated", False) else None
+    return AuditEvent(
+        actor=user,
+        action=action,
+        object_type=obj._meta.label_lower,
+        object_id=str(obj.pk),
+        object_repr=str(obj)[:255],
+        before=before,
+        after=after,
+        reason=reason,
+        request_id=request_id,
+    )
+
+
+def audit_event_record(
+    *,
+    actor: Any | None,
+    action: str,
+    obj: models.Model,
+    before: dict | None = None,
+    after: dict | None = None,
+    reason: str = "",
+    request_id: str = "",
+) -> AuditEvent:
+    """Write one audit event for ``obj`` inside the caller's transaction.
+
+    ``actor`` is a user or ``None`` for the system (tasks, importers run from the shell);
+    anonymous users are stored as ``None``. ``before``/``after`` are JSON-serialisable dicts of
+    the fields that changed. Returns the saved :class:`AuditEvent`.
+    """
+    event = audit_event_build(
+        actor=actor,
+        action=action,
+        obj=obj,
+        before=before,
+        after=after,
+        reason=reason,
+        request_id=request_id,
+    )
+    event.save()
+    return event

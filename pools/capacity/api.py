@@ -1,0 +1,255 @@
+"""API of capacity requests and allocations (``/api/v1/``).
+
+Lists and details are scoped by the selectors (a member sees their teams' objects; others are
+404, never 403, so existence does not leak). Writes call the services; their domain errors become
+400 / 403 / 409 bodies in :func:`portal.api.exception_handler`."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from pools.api_common import AwareDateTimeField, VisibleTeamField
+from pools.capacity import selectors
+from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilterSet
+from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.services import allocations as allocation_services
+from pools.capacity.services import requests as request_services
+from pools.choices import WorkloadKind
+from pools.inventory.models import GpuModel, Pool
+
+
+class AllocationSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    pool = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    request = serializers.PrimaryKeyRelatedField(read_only=True)
+    card_hours = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Allocation
+        fields = [
+            "id",
+            "request",
+            "team",
+            "pool",
+            "gpu_model",
+            "card_count",
+            "starts_at",
+            "ends_at",
+            "status",
+            "status_reason",
+            "pricing_method",
+            "scheduler_binding",
+            "card_hours",
+            "created_at",
+            "updated_at",
+        ]
+
+    def get_card_hours(self, obj) -> str:
+        """Reserved card-hours of the whole window, 2 decimals (cards × hours)."""
+        hours = (obj.ends_at - obj.starts_at).total_seconds() / 3600
+        return f"{obj.card_count * hours:.2f}"
+
+
+class CapacityRequestSerializer(serializers.ModelSerializer):
+    team = VisibleTeamField()
+    pool = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Pool.objects.all(), required=False, allow_null=True
+    )
+    gpu_model = serializers.SlugRelatedField(
+        slug_field="slug", queryset=GpuModel.objects.all(), required=False, allow_null=True
+    )
+    requested_by = serializers.StringRelatedField()
+    decided_by = serializers.StringRelatedField(allow_null=True)  # None until decided
+    starts_at = AwareDateTimeField()
+    ends_at = AwareDateTimeField()
+    card_count = serializers.IntegerField(min_value=1)
+    min_memory_gib = serializers.DecimalField(
+        max_digits=7, decimal_places=2, required=False, allow_null=True, min_value=1
+    )
+    workload_kind = serializers.ChoiceField(choices=WorkloadKind.choices)
+    submit = serializers.BooleanField(write_only=True, default=True)
+    allocation = AllocationSerializer(read_only=True, allow_null=True)  # None until approved
+
+    class Meta:
+        model = CapacityRequest
+        fields = [
+            "id",
+            "team",
+            "workload_kind",
+            "pool",
+            "gpu_model",
+            "min_memory_gib",
+            "card_count",
+            "starts_at",
+            "ends_at",
+            "cuda_version",
+            "justification",
+            "status",
+            "requested_by",
+            "decided_by",
+            "decided_at",
+            "decision_reason",
+            "extends",
+            "created_at",
+            "submitted_at",
+            "submit",
+            "allocation",
+        ]
+        read_only_fields = [
+            "status",
+            "decided_at",
+            "decision_reason",
+            "extends",
+            "created_at",
+            "submitted_at",
+        ]
+
+
+class ApproveSerializer(serializers.Serializer):
+    card_count = serializers.IntegerField(min_value=1, required=False)
+    ends_at = AwareDateTimeField(required=False)
+    pool = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Pool.objects.all(), required=False
+    )
+    gpu_model = serializers.SlugRelatedField(
+        slug_field="slug", queryset=GpuModel.objects.all(), required=False
+    )
+    reason = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class ReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class ExtendSerializer(serializers.Serializer):
+    ends_at = AwareDateTimeField()
+    justification = serializers.CharField()
+
+
+class CapacityRequestViewSet(
+    mixins.CreateModelMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Capacity requests of the caller's teams; create, then submit / approve / reject / cancel."""
+
+    queryset = CapacityRequest.objects.none()  # for the schema; get_queryset scopes by user
+    serializer_class = CapacityRequestSerializer
+    filterset_class = CapacityRequestFilterSet
+
+    def get_queryset(self):
+        return selectors.capacity_request_list(user=self.request.user).order_by("-created_at")
+
+    def create(self, request, *args, **kwargs):
+        form = self.get_serializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = dict(form.validated_data)
+        created = request_services.capacity_request_create(
+            actor=request.user,
+            team=data.pop("team"),
+            workload_kind=data.pop("workload_kind"),
+            card_count=data.pop("card_count"),
+            starts_at=data.pop("starts_at"),
+            ends_at=data.pop("ends_at"),
+            justification=data.pop("justification"),
+            pool=data.pop("pool", None),
+            gpu_model=data.pop("gpu_model", None),
+            min_memory_gib=data.pop("min_memory_gib", None),
+            cuda_version=data.pop("cuda_version", ""),
+            submit=data.pop("submit", True),
+        )
+        return Response(
+            self.get_serializer(self._fresh(created)).data, status=status.HTTP_201_CREATED
+        )
+
+    def _fresh(self, obj):
+        return self.get_queryset().get(pk=obj.pk)
+
+    @extend_schema(request=None, responses=CapacityRequestSerializer)
+    @action(detail=True, methods=["post"])
+    def submit(self, request, pk=None):
+        obj = request_services.capacity_request_submit(
+            request=self.get_object(), actor=request.user
+        )
+        return Response(self.get_serializer(self._fresh(obj)).data)
+
+    @extend_schema(request=ApproveSerializer, responses=AllocationSerializer)
+    @action(detail=True, methods=["post"])
+    def approve(self, request, pk=None):
+        """Approve (pool admins): answers with the allocation; again → the same allocation."""
+        # Who may act is decided before the body is read: 404 / 403 whatever it holds.
+        obj = self.get_object()
+        request_services.require_pool_admin(request.user)
+        form = ApproveSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        allocation = request_services.capacity_request_approve(
+            request=obj, actor=request.user, **form.validated_data
+        )
+        # Read again (provisioning may have run on commit, eager tasks), with team, pool and
+        # model joined: one query, where refresh_from_db() and three lazy loads were four.
+        allocation = selectors.allocation_list(user=request.user).get(pk=allocation.pk)
+        return Response(AllocationSerializer(allocation).data)
+
+    @extend_schema(request=ReasonSerializer, responses=CapacityRequestSerializer)
+    @action(detail=True, methods=["post"])
+    def reject(self, request, pk=None):
+        obj = self.get_object()
+        request_services.require_pool_admin(request.user)
+        form = ReasonSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        obj = request_services.capacity_request_reject(
+            request=obj, actor=request.user, reason=form.validated_data["reason"]
+        )
+        return Response(self.get_serializer(self._fresh(obj)).data)
+
+    @extend_schema(request=ReasonSerializer, responses=CapacityRequestSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        obj = self.get_object()
+        form = ReasonSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        obj = request_services.capacity_request_cancel(
+            request=obj, actor=request.user, reason=form.validated_data["reason"]
+        )
+        return Response(self.get_serializer(self._fresh(obj)).data)
+
+
+class AllocationViewSet(viewsets.ReadOnlyModelViewSet):
+    """Allocations of the caller's teams; release early or ask to extend."""
+
+    queryset = Allocation.objects.none()  # for the schema; get_queryset scopes by user
+    serializer_class = AllocationSerializer
+    filterset_class = AllocationFilterSet
+
+    def get_queryset(self):
+        return selectors.allocation_list(user=self.request.user).order_by("starts_at", "id")
+
+    @extend_schema(request=ReasonSerializer, responses=AllocationSerializer)
+    @action(detail=True, methods=["post"])
+    def release(self, request, pk=None):
+        allocation = self.get_object()
+        request_services.require_manager(request.user, allocation.team)
+        form = ReasonSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        allocation = allocation_services.allocation_release(
+            allocation=allocation, actor=request.user, reason=form.validated_data["reason"]
+        )
+        return Response(self.get_serializer(allocation).data)
+
+    @extend_schema(request=ExtendSerializer, responses={201: CapacityRequestSerializer})
+    @action(detail=True, methods=["post"])
+    def extend(self, request, pk=None):
+        """Ask for more time: creates a request for the extra window."""
+        allocation = self.get_object()
+        form = ExtendSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        new_request = allocation_services.allocation_extend(
+            allocation=allocation, actor=request.user, **form.validated_data
+        )
+        fresh = selectors.capacity_request_list(user=request.user).get(pk=new_request.pk)
+        return Response(CapacityRequestSerializer(fresh).data, status=status.HTTP_201_CREATED)

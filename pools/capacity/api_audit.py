@@ -1,0 +1,51 @@
+"""API of the audit trail (``/api/v1/audit-events/``): pool admins see every event, members the
+events of their teams' requests and allocations."""
+
+from __future__ import annotations
+
+import django_filters as filters
+from rest_framework import serializers, viewsets
+
+from pools.audit.models import AuditEvent
+from pools.capacity import selectors
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    actor = serializers.StringRelatedField(allow_null=True)  # None: the system (tasks, rules)
+
+    class Meta:
+        model = AuditEvent
+        fields = [
+            "id",
+            "created_at",
+            "actor",
+            "action",
+            "object_type",
+            "object_id",
+            "object_repr",
+            "before",
+            "after",
+            "reason",
+            "request_id",
+        ]
+
+
+class AuditEventFilterSet(filters.FilterSet):
+    object_type = filters.CharFilter()
+    object_id = filters.CharFilter()
+    action = filters.CharFilter()
+
+    class Meta:
+        model = AuditEvent
+        fields = ["object_type", "object_id", "action"]
+
+
+class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
+    """Who changed what and when; filter by ``object_type`` and ``object_id``."""
+
+    queryset = AuditEvent.objects.none()  # for the schema; get_queryset scopes by user
+    serializer_class = AuditEventSerializer
+    filterset_class = AuditEventFilterSet
+
+    def get_queryset(self):
+        return selectors.audit_event_list(user=self.request.user).order_by("-created_at", "-id")

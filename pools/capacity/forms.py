@@ -1,0 +1,113 @@
+"""Forms of the request and allocation pages; errors are shown next to their field."""
+
+from __future__ import annotations
+
+import re
+
+from django import forms
+
+from pools.choices import WorkloadKind
+from pools.inventory.models import GpuModel, Pool
+from pools.tenancy.models import Team
+
+JUSTIFICATION_MAX = 5000
+
+
+class CapacityRequestForm(forms.Form):
+    """A new capacity request; the service validates capacity and eligibility."""
+
+    team = forms.ModelChoiceField(queryset=None, to_field_name="slug", empty_label=None)
+    workload_kind = forms.ChoiceField(
+        choices=WorkloadKind.choices, initial=WorkloadKind.TRAINING, widget=forms.RadioSelect
+    )
+    pool = forms.ModelChoiceField(
+        queryset=Pool.objects.order_by("name"),
+        to_field_name="slug",
+        required=False,
+        empty_label="Any eligible pool",
+    )
+    gpu_model = forms.ModelChoiceField(
+        queryset=GpuModel.objects.order_by("name"),
+        to_field_name="slug",
+        required=False,
+        empty_label="Any model with enough memory",
+        label="GPU model",
+    )
+    min_memory_gib = forms.DecimalField(
+        required=False,
+        min_value=1,
+        max_digits=7,
+        decimal_places=2,
+        label="…with at least (GiB per card)",
+    )
+    card_count = forms.IntegerField(min_value=1, initial=1, label="Cards")
+    starts_at = forms.DateTimeField(
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}), label="Start"
+    )
+    ends_at = forms.DateTimeField(
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}), label="End"
+    )
+    cuda_version = forms.CharField(
+        required=False, max_length=8, label="CUDA version needed", help_text="Optional, e.g. 12.4"
+    )
+    justification = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,  # a draft may leave it empty; submitting needs it (the service says so)
+        max_length=JUSTIFICATION_MAX,
+        label="What the cards are for",
+        help_text="Required to submit; a draft may leave it empty.",
+    )
+
+    def __init__(self, *args, teams=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].queryset = teams if teams is not None else Team.objects.none()
+
+    def clean_cuda_version(self):
+        value = self.cleaned_data["cuda_version"].strip()
+        if value and not re.fullmatch(r"\d{1,2}\.\d{1,2}", value):
+            raise forms.ValidationError("Write a CUDA version as MAJOR.MINOR, e.g. 12.4.")
+        return value
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("gpu_model") and not data.get("min_memory_gib"):
+            self.add_error("gpu_model", "Choose a GPU model, or a minimum memory per card.")
+        return data
+
+
+class ApproveForm(forms.Form):
+    """A pool admin's decision: grant as asked, or fewer cards / a shorter window."""
+
+    card_count = forms.IntegerField(min_value=1, required=False, label="Cards to grant")
+    ends_at = forms.DateTimeField(
+        required=False,
+        label="Grant until",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+    )
+    pool = forms.ModelChoiceField(
+        queryset=Pool.objects.order_by("name"),
+        to_field_name="slug",
+        required=False,
+        empty_label="(as requested / first eligible)",
+    )
+    gpu_model = forms.ModelChoiceField(
+        queryset=GpuModel.objects.order_by("name"),
+        to_field_name="slug",
+        required=False,
+        empty_label="(as requested / first eligible)",
+        label="GPU model",
+    )
+    reason = forms.CharField(required=False, max_length=500)
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(max_length=1000, required=False)
+
+
+class ExtendForm(forms.Form):
+    ends_at = forms.DateTimeField(
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}), label="New end"
+    )
+    justification = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}), max_length=JUSTIFICATION_MAX
+    )

@@ -1,0 +1,169 @@
+"""Capacity: requests for cards, the allocations approved from them, and scheduler drift.
+
+A request asks for ``card_count`` cards of one GPU model in one pool over a half-open window
+``[starts_at, ends_at)``; an allocation holds them while its status says so (see
+``pools.choices.HOLDING_STATUSES``)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from pools.choices import (
+    AllocationStatus,
+    PricingMethod,
+    RequestStatus,
+    Scheduler,
+    WorkloadKind,
+)
+from pools.inventory.models import GpuModel, Pool
+from pools.tenancy.models import Team
+
+
+class CapacityRequest(models.Model):
+    """What a team asks for: cards of a GPU model (or any with enough memory) for a window.
+
+    ``pool`` empty means "any eligible pool"; ``gpu_model`` empty means "any model with at least
+    ``min_memory_gib`` GiB". ``starts_at``/``ends_at`` are aware datetimes, end exclusive.
+    ``extends`` is set when the request asks for more time on an existing allocation.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="requests")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="capacity_requests"
+    )
+    workload_kind = models.CharField(max_length=10, choices=WorkloadKind.choices)
+    pool = models.ForeignKey(
+        Pool, null=True, blank=True, on_delete=models.PROTECT, related_name="requests"
+    )
+    gpu_model = models.ForeignKey(
+        GpuModel, null=True, blank=True, on_delete=models.PROTECT, related_name="requests"
+    )
+    min_memory_gib = models.DecimalField(max_digits=7, decimal_places=2, null=True, blank=True)
+    card_count = models.PositiveIntegerField()
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    cuda_version = models.CharField(max_length=8, blank=True)
+    justification = models.TextField()
+    status = models.CharField(
+        max_length=10, choices=RequestStatus.choices, default=RequestStatus.DRAFT, db_index=True
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_reason = models.TextField(blank=True)
+    extends = models.ForeignKey(
+        "Allocation",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="extension_requests",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(card_count__gt=0), name="request_cards_positive"),
+            models.CheckConstraint(
+                condition=Q(ends_at__gt=models.F("starts_at")), name="request_window_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(gpu_model__isnull=False) | Q(min_memory_gib__isnull=False),
+                name="request_names_model_or_memory",
+            ),
+        ]
+        indexes = [models.Index(fields=["team", "status"])]
+
+    def __str__(self) -> str:
+        return f"Request #{self.pk} {self.team.slug} {self.card_count}× {self.model_label}"
+
+    @property
+    def model_label(self) -> str:
+        if self.gpu_model_id:
+            return self.gpu_model.name
+        return f"any ≥ {self.min_memory_gib} GiB"
+
+    @property
+    def duration_hours(self) -> Decimal:
+        return Decimal((self.ends_at - self.starts_at).total_seconds()) / Decimal(3600)
+
+
+class Allocation(models.Model):
+    """What was granted: team × pool × GPU model × cards × window, and its scheduler binding.
+
+    One per approved request (``request`` is unique, so approving twice cannot grant twice).
+    Holding states (approved, provisioning, active, expiring) count against the pool's capacity.
+    """
+
+    request = models.OneToOneField(
+        CapacityRequest, on_delete=models.PROTECT, related_name="allocation"
+    )
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="allocations")
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="allocations")
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="allocations")
+    card_count = models.PositiveIntegerField()
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    status = models.CharField(
+        max_length=12,
+        choices=AllocationStatus.choices,
+        default=AllocationStatus.APPROVED,
+        db_index=True,
+    )
+    pricing_method = models.CharField(
+        max_length=8, choices=PricingMethod.choices, default=PricingMethod.RESERVED
+    )
+    scheduler_binding = models.JSONField(
+        default=dict, blank=True, help_text="Slurm account/association or namespace."
+    )
+    status_reason = models.TextField(blank=True)
+    expiry_notified_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["starts_at", "id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(card_count__gt=0), name="allocation_cards_positive"),
+            models.CheckConstraint(
+                condition=Q(ends_at__gt=models.F("starts_at")), name="allocation_window_positive"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["pool", "gpu_model", "status"]),
+            models.Index(fields=["team", "status"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"Allocation #{self.pk} {self.team.slug} {self.card_count}× {self.gpu_model.name}"
+
+
+class SchedulerDrift(models.Model):
+    """A difference found between what allocations require and what a scheduler holds.
+
+    Written by reconcile each time it finds one; ``repaired`` says whether reconcile put the
+    scheduler back (it does unless the scheduler refused).
+    """
+
+    detected_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    scheduler = models.CharField(max_length=12, choices=Scheduler.choices)
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="drifts"
+    )
+    subject = models.CharField(max_length=200, help_text="e.g. account vision GrpTRES a100")
+    expected = models.CharField(max_length=200)
+    found = models.CharField(max_length=200)
+    repaired = models.BooleanField(default=False)
+    detail = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-detected_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.subject}: expected {self.expected}, found {self.found}"

@@ -1,0 +1,337 @@
+"""Allocations after approval: provision, release, extend, expire, end.
+
+Every transition is one function, one transaction and one audit event. Provisioning is called by
+a Celery task after the approval committed; the scheduler binding (Slurm GrpTRES, Kubernetes
+ResourceQuota) is applied by the adapter configured for the pool's scheduler.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.utils import timezone
+
+from pools.audit.services import audit_event_record
+from pools.capacity.locks import allocation_lock, pool_lock
+from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.services.requests import (
+    allocation_snapshot,
+    capacity_request_create,
+    require_manager,
+    require_member,
+)
+from pools.capacity.services.scheduler_binding import (
+    APPLIED_STATUSES,
+    PROVISION_LEAD,
+    binding_apply,
+    kubernetes_quota_sync,
+    scheduler_adapter,
+    slurm_limit_sync,
+)
+from pools.choices import AllocationStatus, RequestStatus, Scheduler, TeamRole
+from pools.errors import InvalidInput, InvalidTransition
+from pools.jobs import ALLOCATION_UNBIND, enqueue_on_commit
+from pools.tenancy.models import Membership
+from scheduler_adapters.errors import SchedulerError
+
+RELEASABLE = (
+    AllocationStatus.APPROVED,
+    AllocationStatus.PROVISIONING,
+    AllocationStatus.ACTIVE,
+    AllocationStatus.EXPIRING,
+)
+
+
+def allocation_transition(
+    allocation: Allocation, *, to: str, actor: Any, action: str, reason: str = "", **fields
+) -> Allocation:
+    before = allocation_snapshot(allocation)
+    was_applied = allocation.status in APPLIED_STATUSES
+    allocation.status = to
+    if was_applied and to not in APPLIED_STATUSES:
+        # The scheduler still enforces the old cap: lower it once this commits (a task, so the
+        # scheduler is never called with a lock held).
+        enqueue_on_commit(ALLOCATION_UNBIND, allocation.pk)
+    for name, value in fields.items():
+        setattr(allocation, name, value)
+    allocation.status_reason = reason or allocation.status_reason
+    allocation.save()
+    audit_event_record(
+        actor=actor,
+        action=action,
+        obj=allocation,
+        before=before,
+        after=allocation_snapshot(allocation),
+        reason=reason,
+    )
+    return allocation
+
+
+def allocation_provision(
+    *, allocation_id: int, now: datetime | None = None, final_attempt: bool = True
+) -> Allocation:
+    """approved → provisioning → active, applying the scheduler binding in between.
+
+    The scheduler is called with no lock held, between two transactions. A transient scheduler
+    error (down, timeout) is raised again while ``final_attempt`` is false, leaving the
+    allocation ``provisioning`` for the caller to retry; a permanent one, or a transient one on
+    the final attempt, marks it ``failed`` with the scheduler's message. Safe to run twice: an
+    allocation already provisioning is applied again (bindings are idempotent); one in any other
+    state is left alone. ``now`` is the sweep's clock (default: the real one).
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        allocation = allocation_lock(allocation_id)
+        if allocation.status not in (AllocationStatus.APPROVED, AllocationStatus.PROVISIONING):
+            return allocation
+        if allocation.starts_at > now + PROVISION_LEAD:
+            return allocation  # the lifecycle sweep provisions it when its window opens
+        if allocation.status == AllocationStatus.APPROVED:
+            allocation_transition(
+                allocation,
+                to=AllocationStatus.PROVISIONING,
+                actor=None,
+                action="allocation.provisioning",
+            )
+    try:
+        binding = binding_apply(allocation, now=now)
+    except SchedulerError as exc:
+        if exc.transient and not final_attempt:
+            raise
+        return allocation_fail(allocation_id=allocation_id, reason=f"{exc}")
+    with transaction.atomic():
+        allocation = allocation_lock(allocation_id)
+        if allocation.status != AllocationStatus.PROVISIONING:
+            return allocation
+        return allocation_transition(
+            allocation,
+            to=AllocationStatus.ACTIVE,
+            actor=None,
+            action="allocation.active",
+            scheduler_binding=binding,
+        )
+
+
+def allocation_fail(*, allocation_id: int, reason: str) -> Allocation:
+    """provisioning → failed, with the scheduler's message; the cards return to the pool."""
+    with transaction.atomic():
+        allocation = allocation_lock(allocation_id)
+        if allocation.status != AllocationStatus.PROVISIONING:
+            return allocation
+        return allocation_transition(
+            allocation,
+            to=AllocationStatus.FAILED,
+            actor=None,
+            action="allocation.failed",
+            reason=reason[:2000],
+        )
+
+
+def allocation_unbind(*, allocation_id: int) -> dict | None:
+    """After an allocation stopped holding cards (released, ended, cancelled, reclaimed), set the
+    team's scheduler cap to what its other allocations still hold. Returns the new binding, or
+    ``None`` when the pool's scheduler is not configured. Raises the adapter's errors."""
+    allocation = Allocation.objects.select_related("team", "pool", "gpu_model").get(
+        pk=allocation_id
+    )
+    if allocation.status in RELEASABLE:
+        return None
+    adapter = scheduler_adapter(allocation.pool.scheduler)
+    if adapter is None:
+        return None
+    if allocation.pool.scheduler == Scheduler.KUBERNETES:
+        return kubernetes_quota_sync(adapter=adapter, team=allocation.team)
+    return slurm_limit_sync(
+        adapter=adapter, team=allocation.team, pool=allocation.pool, gpu_model=allocation.gpu_model
+    )
+
+
+def allocation_release(*, allocation: Allocation, actor: Any, reason: str = "") -> Allocation:
+    """End an allocation early (team managers, pool admins): its cards return to the pool now.
+
+    A window that has not started yet ends as cancelled. Idempotent for an ended or cancelled
+    allocation (releasing twice answers the first outcome); :class:`InvalidTransition` for failed
+    or reclaimed ones.
+    """
+    require_manager(actor, allocation.team)
+    with transaction.atomic():
+        pool_lock(allocation.pool_id)
+        allocation = allocation_lock(allocation.pk)
+        if allocation.status in (AllocationStatus.ENDED, AllocationStatus.CANCELLED):
+            return allocation
+        if allocation.status not in RELEASABLE:
+            raise InvalidTransition(
+                f"A {allocation.status} allocation cannot be released.",
+                status=allocation.status,
+                action="release",
+            )
+        now = timezone.now()
+        if allocation.starts_at >= now:
+            return allocation_transition(
+                allocation,
+                to=AllocationStatus.CANCELLED,
+                actor=actor,
+                action="allocation.cancelled",
+                reason=reason or "released",
+            )
+        return allocation_transition(
+            allocation,
+            to=AllocationStatus.ENDED,
+            actor=actor,
+            action="allocation.released",
+            reason=reason or "released early",
+            ends_at=min(allocation.ends_at, now),
+        )
+
+
+def allocation_extend(
+    *, allocation: Allocation, actor: Any, ends_at: datetime, justification: str
+) -> CapacityRequest:
+    """Ask for more time: a new submitted request for ``[current end, ends_at)``.
+
+    The extra window starts where the allocation — or the last approved extension of it — ends,
+    so extensions chain and never overlap (two approved extensions of one window would hold the
+    same cards twice). One extension may be pending at a time. Any team member may ask. Raises
+    :class:`InvalidInput` when ``ends_at`` is not after that end and :class:`InvalidTransition`
+    when the allocation no longer holds cards or an extension is already pending.
+    """
+    require_member(actor, allocation.team)
+    with transaction.atomic():
+        # Decide on the row as it is now, locked so two clicks cannot both pass the checks.
+        allocation = allocation_lock(allocation.pk)
+        if allocation.status not in RELEASABLE:
+            raise InvalidTransition(
+                f"This allocation is {allocation.status} and can no longer be extended.",
+                status=allocation.status,
+                action="extend",
+            )
+        pending = CapacityRequest.objects.filter(
+            extends=allocation, status__in=(RequestStatus.DRAFT, RequestStatus.SUBMITTED)
+        ).first()
+        if pending is not None:
+            raise InvalidTransition(
+                f"An extension of this allocation is already waiting: request #{pending.pk}.",
+                status=allocation.status,
+                action="extend",
+                pending_request=pending.pk,
+            )
+        granted_until = max(
+            [allocation.ends_at]
+            + list(
+                Allocation.objects.filter(
+                    request__extends=allocation, status__in=RELEASABLE
+                ).values_list("ends_at", flat=True)
+            )
+        )
+        if ends_at <= granted_until:
+            raise InvalidInput(
+                "The new end must be after the current end.",
+                errors={"ends_at": f"After {timezone.localtime(granted_until):%Y-%m-%d %H:%M %Z}."},
+            )
+        source = allocation.request
+        return capacity_request_create(
+            actor=actor,
+            team=allocation.team,
+            workload_kind=source.workload_kind,
+            card_count=allocation.card_count,
+            starts_at=granted_until,
+            ends_at=ends_at,
+            justification=justification,
+            pool=allocation.pool,
+            gpu_model=allocation.gpu_model,
+            cuda_version=source.cuda_version,
+            extends=allocation,
+        )
+
+
+def allocation_lifecycle_sweep(
+    *, now: datetime | None = None, warn_days: int | None = None
+) -> dict[str, int]:
+    """Move allocations along with the clock; safe to run any number of times.
+
+    Approved allocations whose window opens within ``PROVISION_LEAD`` are provisioned; active
+    ones ending within ``warn_days`` (default ``settings.ALLOCATION_EXPIRY_WARNING_DAYS``, 3)
+    become ``expiring`` and the team is emailed once; those past their end become ``ended``.
+    Returns ``{"provisioned": n, "expiring": m, "ended": k}``.
+    """
+    now = now or timezone.now()
+    warn = timedelta(
+        days=warn_days
+        if warn_days is not None
+        else getattr(settings, "ALLOCATION_EXPIRY_WARNING_DAYS", 3)
+    )
+    counts = {"provisioned": 0, "expiring": 0, "ended": 0}
+    ending = Allocation.objects.filter(status__in=RELEASABLE, ends_at__lte=now)
+    for allocation_id in ending.values_list("pk", flat=True):
+        with transaction.atomic():
+            allocation = allocation_lock(allocation_id)
+            if allocation.status in RELEASABLE and allocation.ends_at <= now:
+                allocation_transition(
+                    allocation,
+                    to=AllocationStatus.ENDED,
+                    actor=None,
+                    action="allocation.ended",
+                    reason="window ended",
+                )
+                counts["ended"] += 1
+    due = Allocation.objects.filter(
+        status__in=(AllocationStatus.APPROVED, AllocationStatus.PROVISIONING),
+        ends_at__gt=now,
+        starts_at__lte=now + PROVISION_LEAD,
+    )
+    for allocation_id in due.values_list("pk", flat=True):
+        try:
+            provisioned = allocation_provision(
+                allocation_id=allocation_id, now=now, final_attempt=False
+            )
+        except SchedulerError:
+            continue  # stays provisioning; the next sweep (or the task) tries again
+        if provisioned.status == AllocationStatus.ACTIVE:
+            counts["provisioned"] += 1
+    soon = Allocation.objects.filter(
+        status=AllocationStatus.ACTIVE, ends_at__gt=now, ends_at__lte=now + warn
+    )
+    for allocation_id in soon.values_list("pk", flat=True):
+        with transaction.atomic():
+            allocation = allocation_lock(allocation_id)
+            if allocation.status != AllocationStatus.ACTIVE:
+                continue
+            allocation_transition(
+                allocation,
+                to=AllocationStatus.EXPIRING,
+                actor=None,
+                action="allocation.expiring",
+                expiry_notified_at=now,
+                reason=f"ends within {warn.days} days",
+            )
+            transaction.on_commit(lambda a=allocation: _email_expiry(a))
+            counts["expiring"] += 1
+    return counts
+
+
+def _email_expiry(allocation: Allocation) -> None:
+    recipients = list(
+        Membership.objects.filter(team=allocation.team)
+        .exclude(user__email="")
+        .values_list("user__email", flat=True)
+    )
+    if not recipients:
+        return
+    managers = Membership.objects.filter(team=allocation.team, role=TeamRole.MANAGER).count()
+    send_mail(
+        subject=f"[gpu-pool] {allocation.card_count}× {allocation.gpu_model.name} in "
+        f"{allocation.pool.name} ends {allocation.ends_at:%Y-%m-%d %H:%M %Z}",
+        message=(
+            f"Allocation #{allocation.pk} of team {allocation.team.name} ends on "
+            f"{allocation.ends_at:%Y-%m-%d %H:%M %Z}. After that its cards return to the pool.\n"
+            f"To keep them, ask for an extension on the allocation's page"
+            f"{' (a manager approves it)' if managers else ''}."
+        ),
+        from_email=None,
+        recipient_list=recipients,
+        fail_silently=True,
+    )

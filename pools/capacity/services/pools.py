@@ -1,0 +1,79 @@
+"""Pools: create, edit and delete, each in one transaction with its audit event.
+
+A pool's binding to its scheduler (``scheduler``, ``slug`` — the Kubernetes namespace/queue names
+and URLs — and ``slurm_partition``) cannot change while allocations hold cards in it, since the
+Slurm associations and ResourceQuotas already applied name them; a pool with any allocation or
+request cannot be deleted (they are the billing and audit history).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from pools.audit.services import audit_event_record
+from pools.capacity.locks import pool_lock
+from pools.capacity.models import Allocation, CapacityRequest
+from pools.choices import HOLDING_STATUSES
+from pools.errors import PoolInUse
+from pools.inventory.models import Pool
+
+# Fields the scheduler bindings of holding allocations depend on.
+POOL_BINDING_FIELDS = ("scheduler", "slug", "slurm_partition")
+
+
+def _usage(pool: Pool) -> dict[str, int]:
+    allocations = Allocation.objects.filter(pool=pool)
+    return {
+        "holding_allocations": allocations.filter(status__in=HOLDING_STATUSES).count(),
+        "allocations": allocations.count(),
+        "requests": CapacityRequest.objects.filter(pool=pool).count(),
+    }
+
+
+def pool_update(
+    *, pool: Pool, changes: dict[str, Any], actor: Any, before: dict, render: Any
+) -> Pool:
+    """Apply validated ``changes`` to ``pool`` with its row locked and audit them.
+
+    Raises :class:`PoolInUse` (409) naming the fields when a binding field would change while
+    allocations hold cards. ``before`` is the caller's representation before the change and
+    ``render(pool)`` its representation after (the audit event's before/after).
+    """
+    with transaction.atomic():
+        locked = pool_lock(pool.pk)
+        moved = [
+            f for f in POOL_BINDING_FIELDS if f in changes and changes[f] != getattr(locked, f)
+        ]
+        if moved:
+            usage = _usage(locked)
+            if usage["holding_allocations"]:
+                raise PoolInUse(
+                    f"Pool {locked.slug} holds {usage['holding_allocations']} allocation(s): "
+                    f"{', '.join(moved)} cannot change until they end or are released.",
+                    fields=moved,
+                    **usage,
+                )
+        for field, value in changes.items():
+            setattr(pool, field, value)
+        pool.save()
+        audit_event_record(
+            actor=actor, action="pool.updated", obj=pool, before=before, after=render(pool)
+        )
+    return pool
+
+
+def pool_delete(*, pool: Pool, actor: Any, before: dict) -> None:
+    """Delete an unused pool and audit it; :class:`PoolInUse` (409) when anything refers to it."""
+    with transaction.atomic():
+        locked = pool_lock(pool.pk)
+        usage = _usage(locked)
+        if usage["allocations"] or usage["requests"]:
+            raise PoolInUse(
+                f"Pool {locked.slug} has {usage['allocations']} allocation(s) and "
+                f"{usage['requests']} request(s); it cannot be deleted.",
+                **usage,
+            )
+        audit_event_record(actor=actor, action="pool.deleted", obj=locked, before=before)
+        locked.delete()

@@ -1,0 +1,184 @@
+"""Reconcile: make the schedulers hold what active allocations require, and record drift.
+
+For Slurm, what allocations require is, per team account and GRES type, the cards of the team's
+open-window allocations (:func:`pools.capacity.services.scheduler_binding.team_cards_applied`);
+what Slurm
+holds is the account's GrpTRES (``get_gpu_limits``). Every difference — a cap changed by hand, an
+account deleted, a cap left behind by a crash between "scheduler applied" and "database updated" —
+is written as a :class:`~pools.models.SchedulerDrift` and repaired. Reconcile also refreshes the
+node inventory from the scheduler (the same importer as an upload).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db.models import Q
+
+from pools.capacity.models import Allocation, SchedulerDrift
+from pools.capacity.services.scheduler_binding import (
+    APPLIED_STATUSES,
+    kubernetes_quota_sync,
+    scheduler_adapter,
+    slurm_gres_type,
+    slurm_limit_sync,
+    team_cards_applied,
+)
+from pools.choices import Scheduler
+from pools.inventory.models import GpuModel, Pool
+from pools.inventory.services.importer import inventory_import
+from pools.tenancy.models import Team
+from scheduler_adapters.errors import NotFound, SchedulerError
+from scheduler_adapters.records import GpuLimit
+from scheduler_adapters.types import InventorySource
+
+
+@dataclass
+class ReconcileReport:
+    """What one reconcile run did: accounts checked, drifts found and repaired, errors."""
+
+    checked: int = 0
+    drifts: list[SchedulerDrift] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    nodes_refreshed: int = 0
+
+
+def reconcile_slurm() -> ReconcileReport:
+    """Compare and repair every team account's GPU caps in Slurm; refresh Slurm nodes.
+
+    Teams considered: those with an open-window allocation in a Slurm pool, and those whose
+    account still carries a cap (found through the teams' slugs). Scheduler errors are reported,
+    never raised: one unreachable account does not stop the others.
+    """
+    report = ReconcileReport()
+    adapter = scheduler_adapter(Scheduler.SLURM)
+    if adapter is None:
+        return report
+    try:
+        result = adapter.list_nodes()
+        imported = inventory_import(result=result, source=InventorySource.SLURM)
+        report.nodes_refreshed = (
+            len(imported.created) + len(imported.updated) + len(imported.unchanged)
+        )
+    except SchedulerError as exc:
+        report.errors.append(f"nodes: {exc}")
+    holding = Allocation.objects.filter(
+        pool__scheduler=Scheduler.SLURM, status__in=APPLIED_STATUSES
+    )
+    pairs = {(a.team_id, a.gpu_model_id, a.pool_id) for a in holding}
+    teams = {
+        t.pk: t
+        for t in Team.objects.filter(
+            Q(pk__in=[p[0] for p in pairs]) | Q(allocations__pool__scheduler=Scheduler.SLURM)
+        ).distinct()
+    }
+    models = {m.pk: m for m in GpuModel.objects.all()}
+    pools = {p.pk: p for p in Pool.objects.filter(scheduler=Scheduler.SLURM)}
+    default_pool = next(iter(pools.values()), None)
+    for team in teams.values():
+        try:
+            held = {lim.gres_type: lim.cards for lim in adapter.get_gpu_limits(team.slug)}
+        except NotFound:
+            held = {}
+        except SchedulerError as exc:
+            report.errors.append(f"{team.slug}: {exc}")
+            continue
+        wanted: dict[str, tuple[GpuModel, Pool]] = {}
+        for team_id, model_id, pool_id in pairs:
+            if team_id == team.pk:
+                wanted[slurm_gres_type(models[model_id])] = (models[model_id], pools[pool_id])
+        for gres in set(held) | set(wanted):
+            report.checked += 1
+            model, pool = wanted.get(gres, (None, default_pool))
+            expected = (
+                team_cards_applied(team=team, gpu_model=model, scheduler=Scheduler.SLURM)
+                if model
+                else 0
+            )
+            found = held.get(gres, 0)
+            if expected == found:
+                continue
+            drift = SchedulerDrift(
+                scheduler=Scheduler.SLURM,
+                team=team,
+                subject=f"account {team.slug} GrpTRES gres/gpu:{gres}",
+                expected=str(expected),
+                found=str(found) if gres in held else "no limit",
+            )
+            try:
+                if model is not None:
+                    slurm_limit_sync(adapter=adapter, team=team, pool=pool, gpu_model=model)
+                else:  # a type the portal no longer maps: no cards, not no limit
+                    adapter.set_gpu_limit(GpuLimit(team.slug, None, gres, 0))
+                drift.repaired = True
+            except SchedulerError as exc:
+                drift.detail = str(exc)
+                report.errors.append(f"{team.slug} {gres}: {exc}")
+            drift.save()
+            report.drifts.append(drift)
+    return report
+
+
+def reconcile_kubernetes() -> ReconcileReport:
+    """Compare and repair every team namespace's GPU quota; refresh Kubernetes nodes.
+
+    Teams considered: those with an allocation in a Kubernetes pool. A missing namespace or a
+    quota changed by hand is recorded as drift and re-applied (``ensure_team`` is idempotent).
+    """
+    report = ReconcileReport()
+    adapter = scheduler_adapter(Scheduler.KUBERNETES)
+    if adapter is None:
+        return report
+    try:
+        imported = inventory_import(result=adapter.list_nodes(), source=InventorySource.KUBERNETES)
+        report.nodes_refreshed = (
+            len(imported.created) + len(imported.updated) + len(imported.unchanged)
+        )
+    except SchedulerError as exc:
+        report.errors.append(f"nodes: {exc}")
+    teams = Team.objects.filter(allocations__pool__scheduler=Scheduler.KUBERNETES).distinct()
+    for team in teams:
+        models = GpuModel.objects.filter(
+            allocations__team=team, allocations__pool__scheduler=Scheduler.KUBERNETES
+        ).distinct()
+        expected = sum(
+            team_cards_applied(team=team, gpu_model=m, scheduler=Scheduler.KUBERNETES)
+            for m in models
+        )
+        report.checked += 1
+        try:
+            found = adapter.get_gpu_quota(team.slug).cards
+        except NotFound:
+            found = None
+        except SchedulerError as exc:
+            report.errors.append(f"{team.slug}: {exc}")
+            continue
+        if found == expected or (found is None and expected == 0):
+            continue
+        drift = SchedulerDrift(
+            scheduler=Scheduler.KUBERNETES,
+            team=team,
+            subject=f"namespace team-{team.slug} ResourceQuota requests.nvidia.com/gpu",
+            expected=str(expected),
+            found="no namespace or quota" if found is None else str(found),
+        )
+        try:
+            kubernetes_quota_sync(adapter=adapter, team=team)
+            drift.repaired = True
+        except SchedulerError as exc:
+            drift.detail = str(exc)
+            report.errors.append(f"{team.slug}: {exc}")
+        drift.save()
+        report.drifts.append(drift)
+    return report
+
+
+def reconcile_all() -> ReconcileReport:
+    """Reconcile every configured scheduler; one report with everything found."""
+    total = ReconcileReport()
+    for part in (reconcile_slurm(), reconcile_kubernetes()):
+        total.checked += part.checked
+        total.drifts += part.drifts
+        total.errors += part.errors
+        total.nodes_refreshed += part.nodes_refreshed
+    return total

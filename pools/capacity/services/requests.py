@@ -1,0 +1,527 @@
+"""Capacity requests: create, submit, approve, reject, cancel. One function per transition,
+each in one transaction, each writing its audit event; approval holds the pool's row lock
+(:mod:`pools.capacity.locks`) while it checks the capacity invariant.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from pools.audit.models import AuditEvent
+from pools.audit.services import audit_event_build, audit_event_record
+from pools.capacity.availability import SCHEDULER_OF_KIND, pool_free_cards, request_options
+from pools.capacity.locks import pool_lock, request_lock
+from pools.capacity.models import Allocation, CapacityRequest
+from pools.choices import AllocationStatus, RequestStatus, TeamRole, WorkloadKind
+from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition, PermissionDenied
+from pools.inventory.driver_versions import parse_cuda_version
+from pools.inventory.models import GpuModel, Pool
+from pools.jobs import ALLOCATION_PROVISION, enqueue_on_commit
+from pools.tenancy.models import Membership, Team
+
+# A start a few minutes in the past is "now" (clock skew, a slow form); more is an error.
+START_GRACE = timedelta(minutes=10)
+MAX_WINDOW = timedelta(days=366)
+JUSTIFICATION_MAX = 5000
+
+
+def team_role(*, user: Any, team: Team) -> str | None:
+    """The user's role in ``team`` (``"member"``/``"manager"``) or ``None``."""
+    if not getattr(user, "is_authenticated", False):
+        return None
+    return Membership.objects.filter(team=team, user=user).values_list("role", flat=True).first()
+
+
+def require_member(user: Any, team: Team) -> None:
+    if not (user.is_staff or team_role(user=user, team=team)):
+        raise PermissionDenied(f"You are not a member of team {team.slug}.", team=team.slug)
+
+
+def require_manager(user: Any, team: Team) -> None:
+    if not (user.is_staff or team_role(user=user, team=team) == TeamRole.MANAGER):
+        raise PermissionDenied(
+            f"Only a manager of team {team.slug} or a pool admin may do this.", team=team.slug
+        )
+
+
+def require_pool_admin(user: Any) -> None:
+    if not getattr(user, "is_staff", False):
+        raise PermissionDenied("Only pool admins may decide requests.")
+
+
+def _snapshot(request: CapacityRequest) -> dict:
+    return {
+        "status": request.status,
+        "card_count": request.card_count,
+        "starts_at": request.starts_at.isoformat(),
+        "ends_at": request.ends_at.isoformat(),
+        "pool": request.pool.slug if request.pool_id else None,
+        "gpu_model": request.gpu_model.slug if request.gpu_model_id else None,
+    }
+
+
+def validate_request_fields(
+    *,
+    workload_kind: str,
+    card_count: Any,
+    starts_at: datetime,
+    ends_at: datetime,
+    pool: Pool | None,
+    gpu_model: GpuModel | None,
+    min_memory_gib: Decimal | None,
+    cuda_version: str,
+    now: datetime | None = None,
+) -> dict[str, str]:
+    """Field errors of a request's inputs, ``{field: message}``; empty when usable.
+
+    Checks: the kind is known; the count is a positive integer; the window ends after it starts,
+    does not start in the past (10 min grace) and lasts at most a year; a model or a minimum
+    memory is given; a named pool runs the kind's scheduler and offers the model; the CUDA
+    version is MAJOR.MINOR; the count fits the pool (or some eligible pool) at all.
+    """
+    now = now or timezone.now()
+    errors: dict[str, str] = {}
+    if workload_kind not in WorkloadKind.values:
+        errors["workload_kind"] = "Choose training (Slurm) or inference (Kubernetes)."
+    if isinstance(card_count, bool) or not isinstance(card_count, int) or card_count <= 0:
+        errors["card_count"] = "The number of cards must be a whole number of at least 1."
+    if starts_at.tzinfo is None or ends_at.tzinfo is None:
+        errors["starts_at"] = "Give times with a time zone offset."
+        return errors
+    if ends_at <= starts_at:
+        errors["ends_at"] = "The end must be after the start."
+    elif ends_at - starts_at > MAX_WINDOW:
+        errors["ends_at"] = "A request may last at most 366 days; ask again to extend."
+    if starts_at < now - START_GRACE:
+        errors["starts_at"] = "The start is in the past."
+    if gpu_model is None and min_memory_gib is None:
+        errors["gpu_model"] = "Choose a GPU model, or a minimum memory per card."
+    if min_memory_gib is not None and min_memory_gib <= 0:
+        errors["min_memory_gib"] = "The minimum memory must be positive."
+    if cuda_version and _cuda_or_none(cuda_version) is None:
+        errors["cuda_version"] = "Write a CUDA version as MAJOR.MINOR, e.g. 12.4."
+    if pool is not None and workload_kind in WorkloadKind.values:
+        if pool.scheduler != SCHEDULER_OF_KIND[workload_kind]:
+            errors["pool"] = (
+                f"{pool.name} runs {pool.get_scheduler_display()}; "
+                f"{WorkloadKind(workload_kind).label} needs another pool."
+            )
+    if errors:
+        return errors
+    options = request_options(
+        workload_kind=workload_kind,
+        card_count=card_count,
+        start=starts_at,
+        end=ends_at,
+        pool=pool,
+        gpu_model=gpu_model,
+        min_memory_gib=min_memory_gib,
+        cuda=cuda_version or None,
+    )
+    kind_ok = [o for o in options if o.pool.scheduler == SCHEDULER_OF_KIND[workload_kind]]
+    offered = [o for o in kind_ok if o.schedulable or not cuda_version]
+    if pool is not None and gpu_model is not None and not any(o.total for o in kind_ok):
+        errors["gpu_model"] = f"{pool.name} offers no schedulable {gpu_model.name} cards."
+    elif cuda_version and not any(o.schedulable for o in kind_ok):
+        errors["cuda_version"] = f"No eligible pool has a driver that supports CUDA {cuda_version}."
+    elif not offered or max(o.usable for o in offered) < card_count:
+        most = max((o.usable for o in offered), default=0)
+        errors["card_count"] = f"No eligible pool has {card_count} such cards (the most is {most})."
+    return errors
+
+
+def _cuda_or_none(text: str) -> tuple[int, int] | None:
+    # parse_cuda_version raises on "twelve" or "12" and answers None for "N/A": both are unusable.
+    try:
+        return parse_cuda_version(text)
+    except ValueError:
+        return None
+
+
+def capacity_request_create(
+    *,
+    actor: Any,
+    team: Team,
+    workload_kind: str,
+    card_count: int,
+    starts_at: datetime,
+    ends_at: datetime,
+    justification: str,
+    pool: Pool | None = None,
+    gpu_model: GpuModel | None = None,
+    min_memory_gib: Decimal | None = None,
+    cuda_version: str = "",
+    submit: bool = True,
+    extends: Allocation | None = None,
+) -> CapacityRequest:
+    """Create a request for ``team`` (draft, or submitted when ``submit``).
+
+    Raises :class:`PermissionDenied` when ``actor`` is not a member of ``team`` (or staff) and
+    :class:`InvalidInput` with ``errors`` ``{field: message}`` for unusable fields; nothing is
+    written then. A submitted request that the pool's auto-approve rule covers is approved at
+    once (see :func:`capacity_request_submit`).
+    """
+    require_member(actor, team)
+    errors = validate_request_fields(
+        workload_kind=workload_kind,
+        card_count=card_count,
+        starts_at=starts_at,
+        ends_at=ends_at,
+        pool=pool,
+        gpu_model=gpu_model,
+        min_memory_gib=min_memory_gib,
+        cuda_version=cuda_version,
+    )
+    if not (justification or "").strip():
+        errors["justification"] = "Say what the cards are for."
+    elif len(justification) > JUSTIFICATION_MAX:
+        errors["justification"] = f"Keep it under {JUSTIFICATION_MAX:,} characters."
+    if errors:
+        raise InvalidInput("The request has invalid fields.", errors=errors)
+    with transaction.atomic():
+        request = CapacityRequest.objects.create(
+            team=team,
+            requested_by=actor,
+            workload_kind=workload_kind,
+            pool=pool,
+            gpu_model=gpu_model,
+            min_memory_gib=None if gpu_model else min_memory_gib,
+            card_count=card_count,
+            starts_at=starts_at,
+            ends_at=ends_at,
+            cuda_version=cuda_version or "",
+            justification=justification.strip(),
+            extends=extends,
+        )
+        audit_event_record(
+            actor=actor, action="request.created", obj=request, after=_snapshot(request)
+        )
+    if submit:
+        capacity_request_submit(request=request, actor=actor)
+        request.refresh_from_db()
+    return request
+
+
+def capacity_request_submit(*, request: CapacityRequest, actor: Any) -> CapacityRequest:
+    """draft → submitted; then approve at once if the pool's auto-approve rule covers it.
+
+    Idempotent: submitting a submitted request changes nothing. Raises
+    :class:`InvalidTransition` from any other state.
+    """
+    require_member(actor, request.team)
+    with transaction.atomic():
+        request = request_lock(request.pk)
+        if request.status == RequestStatus.SUBMITTED:
+            return request
+        if request.status != RequestStatus.DRAFT:
+            raise InvalidTransition(
+                f"A {request.status} request cannot be submitted.",
+                status=request.status,
+                action="submit",
+            )
+        before = _snapshot(request)
+        request.status = RequestStatus.SUBMITTED
+        request.submitted_at = timezone.now()
+        request.save(update_fields=["status", "submitted_at"])
+        audit_event_record(
+            actor=actor,
+            action="request.submitted",
+            obj=request,
+            before=before,
+            after=_snapshot(request),
+        )
+    if _auto_approvable(request):
+        try:
+            capacity_request_approve(
+                request=request, actor=None, system=True, reason="auto-approved by the pool's rule"
+            )
+        except InsufficientCapacity:
+            pass  # stays in the queue for a pool admin
+    return request
+
+
+def _auto_approvable(request: CapacityRequest) -> bool:
+    pool = request.pool
+    if pool is None or request.gpu_model_id is None or request.extends_id:
+        return False
+    if pool.auto_approve_max_cards is None or pool.auto_approve_max_days is None:
+        return False
+    return (
+        request.card_count <= pool.auto_approve_max_cards
+        and request.ends_at - request.starts_at <= timedelta(days=pool.auto_approve_max_days)
+    )
+
+
+def capacity_request_approve(
+    *,
+    request: CapacityRequest,
+    actor: Any,
+    card_count: int | None = None,
+    ends_at: datetime | None = None,
+    pool: Pool | None = None,
+    gpu_model: GpuModel | None = None,
+    reason: str = "",
+    system: bool = False,
+) -> Allocation:
+    """submitted → approved, creating the allocation; return it.
+
+    A pool admin may grant fewer cards or a shorter window, and must pick the pool and model
+    when the request left them open. The capacity invariant — for the pool and model, the cards of
+    holding allocations at every instant of the window plus these stay within schedulable cards ×
+    over-commit — is checked with the pool's row locked, so concurrent approvals cannot
+    over-commit. Idempotent: approving an approved request returns its allocation. Raises
+    :class:`PermissionDenied`, :class:`InvalidInput`, :class:`InvalidTransition`,
+    :class:`InsufficientCapacity` (data ``free``, ``requested``); nothing is written then.
+    ``system`` marks an approval by a rule rather than a person.
+    """
+    if not system:
+        require_pool_admin(actor)
+    target_pool = pool or request.pool
+    target_model = gpu_model or request.gpu_model
+    if target_pool is None or target_model is None:
+        # An open request: pick where the grant fits (checked again under the pool lock). Only
+        # while it is submitted: an approved one answers its allocation without looking for room.
+        current = CapacityRequest.objects.filter(pk=request.pk).values_list("status", flat=True)
+        if current.get() == RequestStatus.SUBMITTED:
+            target_pool, target_model = _choose_option(
+                request, target_pool, target_model, card_count=card_count, ends_at=ends_at
+            )
+    with transaction.atomic():
+        locked_pool = pool_lock(target_pool.pk) if target_pool is not None else None
+        request = request_lock(request.pk)
+        if request.status == RequestStatus.APPROVED:
+            return request.allocation
+        if request.status != RequestStatus.SUBMITTED or locked_pool is None:
+            raise InvalidTransition(
+                f"A {request.status} request cannot be approved.",
+                status=request.status,
+                action="approve",
+            )
+        cards = request.card_count if card_count is None else card_count
+        end = request.ends_at if ends_at is None else ends_at
+        _check_grant(request, cards, end, locked_pool, target_model)
+        free = pool_free_cards(
+            pool=locked_pool,
+            gpu_model=target_model,
+            start=request.starts_at,
+            end=end,
+            cuda=request.cuda_version or None,
+        )
+        if free < cards:
+            raise InsufficientCapacity(
+                f"Insufficient capacity: {free} {target_model.name} card(s) free in "
+                f"{locked_pool.name} for that window, {cards} requested.",
+                free=free,
+                requested=cards,
+                pool=locked_pool.slug,
+                gpu_model=target_model.slug,
+            )
+        before = _snapshot(request)
+        request.status = RequestStatus.APPROVED
+        request.decided_by = actor if getattr(actor, "is_authenticated", False) else None
+        request.decided_at = timezone.now()
+        request.decision_reason = reason
+        request.save(update_fields=["status", "decided_by", "decided_at", "decision_reason"])
+        allocation = Allocation.objects.create(
+            request=request,
+            team=request.team,
+            pool=locked_pool,
+            gpu_model=target_model,
+            card_count=cards,
+            starts_at=request.starts_at,
+            ends_at=end,
+            status=AllocationStatus.APPROVED,
+        )
+        # Both events in one INSERT: approvals are the hot path (issue #3: >= 100/s).
+        AuditEvent.objects.bulk_create(
+            [
+                audit_event_build(
+                    actor=actor,
+                    action="request.approved",
+                    obj=request,
+                    before=before,
+                    after=_snapshot(request),
+                    reason=reason,
+                ),
+                audit_event_build(
+                    actor=actor,
+                    action="allocation.approved",
+                    obj=allocation,
+                    after=allocation_snapshot(allocation),
+                    reason=reason,
+                ),
+            ]
+        )
+        enqueue_on_commit(ALLOCATION_PROVISION, allocation.pk)
+    return allocation
+
+
+def _check_grant(
+    request: CapacityRequest, cards: Any, end: datetime, pool: Pool, model: GpuModel
+) -> None:
+    errors = {}
+    if isinstance(cards, bool) or not isinstance(cards, int) or cards <= 0:
+        errors["card_count"] = "Grant a whole number of cards, at least 1."
+    elif cards > request.card_count:
+        errors["card_count"] = f"Grant at most the {request.card_count} cards requested."
+    if end > request.ends_at:
+        errors["ends_at"] = "Grant at most the window requested."
+    elif end <= request.starts_at:
+        errors["ends_at"] = "The end must be after the start."
+    if pool.scheduler != SCHEDULER_OF_KIND[request.workload_kind]:
+        errors["pool"] = f"{pool.name} does not run {request.get_workload_kind_display()}."
+    if request.gpu_model_id and model.pk != request.gpu_model_id:
+        errors["gpu_model"] = f"The request is for {request.gpu_model.name}."
+    elif request.min_memory_gib is not None and model.memory_gib < request.min_memory_gib:
+        errors["gpu_model"] = f"{model.name} has less than {request.min_memory_gib} GiB."
+    if errors:
+        raise InvalidInput("The approval has invalid fields.", errors=errors)
+
+
+def _choose_option(
+    request: CapacityRequest,
+    pool: Pool | None,
+    model: GpuModel | None,
+    *,
+    card_count: Any = None,
+    ends_at: datetime | None = None,
+) -> tuple[Pool, GpuModel]:
+    # Look for room for what is granted (fewer cards, a shorter window), not what was asked;
+    # an unusable grant is refused by _check_grant afterwards.
+    cards = card_count if _is_count(card_count) else request.card_count
+    end = ends_at if ends_at is not None and ends_at > request.starts_at else request.ends_at
+    options = request_options(
+        workload_kind=request.workload_kind,
+        card_count=cards,
+        start=request.starts_at,
+        end=end,
+        pool=pool,
+        gpu_model=model,
+        min_memory_gib=request.min_memory_gib,
+        cuda=request.cuda_version or None,
+    )
+    eligible = [o for o in options if o.eligible]
+    if not eligible:
+        raise InsufficientCapacity(
+            "Insufficient capacity: no eligible pool has enough free cards for that window.",
+            free=max((o.free for o in options), default=0),
+            requested=cards,
+        )
+    return eligible[0].pool, eligible[0].gpu_model
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def capacity_request_reject(
+    *, request: CapacityRequest, actor: Any, reason: str
+) -> CapacityRequest:
+    """submitted → rejected, with a reason the team sees. Pool admins only.
+
+    Idempotent for a rejected request. Raises :class:`InvalidInput` without a reason and
+    :class:`InvalidTransition` from other states.
+    """
+    require_pool_admin(actor)
+    if not (reason or "").strip():
+        raise InvalidInput("Say why the request is rejected.", errors={"reason": "Required."})
+    with transaction.atomic():
+        request = request_lock(request.pk)
+        if request.status == RequestStatus.REJECTED:
+            return request
+        if request.status != RequestStatus.SUBMITTED:
+            raise InvalidTransition(
+                f"A {request.status} request cannot be rejected.",
+                status=request.status,
+                action="reject",
+            )
+        before = _snapshot(request)
+        request.status = RequestStatus.REJECTED
+        request.decided_by, request.decided_at = actor, timezone.now()
+        request.decision_reason = reason.strip()
+        request.save(update_fields=["status", "decided_by", "decided_at", "decision_reason"])
+        audit_event_record(
+            actor=actor,
+            action="request.rejected",
+            obj=request,
+            before=before,
+            after=_snapshot(request),
+            reason=reason.strip(),
+        )
+    return request
+
+
+def capacity_request_cancel(
+    *, request: CapacityRequest, actor: Any, reason: str = ""
+) -> CapacityRequest:
+    """draft/submitted → cancelled; an approved request whose allocation has not started
+    provisioning is cancelled together with it.
+
+    The requester may cancel their own draft or submitted request; cancelling an approved one
+    (which gives granted cards back) is for the team's managers and pool admins, like a release.
+    Idempotent for a cancelled request; :class:`InvalidTransition` once the allocation is
+    provisioning or later (release it instead). The admin's decision note is kept; the reason
+    for cancelling goes to the audit trail.
+    """
+    require_member(actor, request.team)
+    with transaction.atomic():
+        if request.pool_id:
+            pool_lock(request.pool_id)
+        request = request_lock(request.pk)  # decide on the row as it is now
+        if request.status == RequestStatus.CANCELLED:
+            return request
+        allocation = getattr(request, "allocation", None) if request.status == "approved" else None
+        cancellable = request.status in (RequestStatus.DRAFT, RequestStatus.SUBMITTED) or (
+            allocation is not None and allocation.status == AllocationStatus.APPROVED
+        )
+        if not cancellable:
+            raise InvalidTransition(
+                f"This request is {request.status} and can no longer be cancelled"
+                + ("; release its allocation instead." if allocation else "."),
+                status=request.status,
+                action="cancel",
+            )
+        is_requester = getattr(actor, "pk", None) == request.requested_by_id
+        if allocation is not None or not is_requester:
+            require_manager(actor, request.team)
+        before = _snapshot(request)
+        request.status = RequestStatus.CANCELLED
+        request.save(update_fields=["status"])
+        audit_event_record(
+            actor=actor,
+            action="request.cancelled",
+            obj=request,
+            before=before,
+            after=_snapshot(request),
+            reason=reason,
+        )
+        if allocation is not None:
+            allocation.status = AllocationStatus.CANCELLED
+            allocation.status_reason = reason
+            allocation.save(update_fields=["status", "status_reason", "updated_at"])
+            audit_event_record(
+                actor=actor,
+                action="allocation.cancelled",
+                obj=allocation,
+                before={"status": AllocationStatus.APPROVED},
+                after={"status": AllocationStatus.CANCELLED},
+                reason=reason,
+            )
+    return request
+
+
+def allocation_snapshot(allocation: Allocation) -> dict:
+    """The audited fields of an allocation, JSON-ready."""
+    return {
+        "status": allocation.status,
+        "card_count": allocation.card_count,
+        "pool": allocation.pool.slug,
+        "gpu_model": allocation.gpu_model.slug,
+        "starts_at": allocation.starts_at.isoformat(),
+        "ends_at": allocation.ends_at.isoformat(),
+    }

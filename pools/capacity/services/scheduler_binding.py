@@ -1,0 +1,194 @@
+"""Apply allocations in the scheduler that runs the work, and take them away again.
+
+Slurm: each team is an account (its slug) with an association per member on the pool's
+partition, and one ``GrpTRES=gres/gpu:<type>=N`` cap per GPU type, where N is the sum of the
+team's allocations of that type whose window is open — 0 once none is (an association
+without a ``GrpTRES`` entry is unlimited, so the cap is never removed). Slurm keeps the cap on
+the account, not per partition (see :class:`scheduler_adapters.records.GpuLimit`), so the
+portal always writes the team's *total* for the type — which makes every call idempotent and
+lets release, end, reclaim and reconcile share one function: :func:`slurm_limit_sync`.
+
+Kubernetes: each team is a namespace whose ResourceQuota on ``requests.nvidia.com/gpu`` is the
+team's open-window cards in Kubernetes pools (:func:`kubernetes_quota_sync`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Sum
+from django.utils import timezone
+
+from pools.capacity.models import Allocation
+from pools.choices import AliasKind, AllocationStatus, Scheduler
+from pools.inventory.models import GpuModel, GpuModelAlias, Pool
+from pools.tenancy.models import Membership, Team
+from scheduler_adapters.base import SchedulerAdapter
+from scheduler_adapters.errors import NotFound, SchedulerRejected
+from scheduler_adapters.records import GpuLimit
+from scheduler_adapters.registry import build_scheduler_adapter
+
+# How long before its window an allocation is applied in the scheduler.
+PROVISION_LEAD = timedelta(minutes=15)
+# Allocations whose window is open hold their cards in the scheduler.
+APPLIED_STATUSES = (
+    AllocationStatus.PROVISIONING,
+    AllocationStatus.ACTIVE,
+    AllocationStatus.EXPIRING,
+)
+
+
+_ADAPTERS: dict[str, SchedulerAdapter] = {}
+
+
+def scheduler_adapter(scheduler: str) -> SchedulerAdapter | None:
+    """The adapter ``settings.SCHEDULERS[scheduler]`` describes (built once per distinct
+    configuration), or ``None`` when the scheduler is not configured (the demo)."""
+    config = getattr(settings, "SCHEDULERS", {}).get(scheduler)
+    if not config:
+        return None
+    key = repr(sorted(config.items()))
+    if key not in _ADAPTERS:
+        _ADAPTERS[key] = build_scheduler_adapter(config)
+    return _ADAPTERS[key]
+
+
+def slurm_gres_type(gpu_model: GpuModel) -> str:
+    """The GRES type Slurm uses for ``gpu_model``: an admin-mapped or catalogue Slurm alias,
+    else the model's slug (which the catalogue makes a valid GRES name)."""
+    aliases = GpuModelAlias.objects.filter(
+        gpu_model=gpu_model, kind__in=[AliasKind.ADMIN, AliasKind.SLURM_GRES]
+    )
+    for alias in sorted(aliases, key=lambda a: a.kind != AliasKind.ADMIN):
+        if alias.value and " " not in alias.value:
+            return alias.value
+    return gpu_model.slug
+
+
+def team_cards_applied(
+    *, team: Team, gpu_model: GpuModel, scheduler: str, now: datetime | None = None
+) -> int:
+    """Cards of ``gpu_model`` the team holds at ``now`` (default: the clock) in pools of
+    ``scheduler``, counting windows that open within the provisioning lead."""
+    now = now or timezone.now()
+    total = Allocation.objects.filter(
+        team=team,
+        gpu_model=gpu_model,
+        pool__scheduler=scheduler,
+        status__in=APPLIED_STATUSES,
+        starts_at__lte=now + PROVISION_LEAD,
+        ends_at__gt=now,
+    ).aggregate(cards=Sum("card_count"))["cards"]
+    return int(total or 0)
+
+
+def slurm_limit_sync(
+    *,
+    adapter: SchedulerAdapter,
+    team: Team,
+    pool: Pool,
+    gpu_model: GpuModel,
+    now: datetime | None = None,
+) -> dict:
+    """Make the team's Slurm cap for the model's GRES type equal its applied cards.
+
+    Ensures the account and the members' associations on the pool's partition first (members
+    unknown to Slurm are listed in ``missing_users``, not fatal: they get access once they have
+    a unix account). Returns the binding to store on the allocation. Raises the adapter's
+    :class:`~scheduler_adapters.errors.SchedulerError` subclasses (``transient`` says whether
+    a retry can help).
+    """
+    gres = slurm_gres_type(gpu_model)
+    cards = team_cards_applied(team=team, gpu_model=gpu_model, scheduler=Scheduler.SLURM, now=now)
+    partition = pool.slurm_partition or None
+    adapter.ensure_account(
+        team.slug,
+        description=team.name[:100],
+        organization=(team.cost_centre or team.slug).lower()[:64],
+    )
+    missing = []
+    for username in Membership.objects.filter(team=team).values_list("user__username", flat=True):
+        try:
+            adapter.ensure_user_association(team.slug, username, partition or "")
+        except (NotFound, SchedulerRejected, ValueError):
+            missing.append(username)
+    # 0 is a limit (no cards); removing the limit would leave the account unlimited
+    adapter.set_gpu_limit(
+        GpuLimit(account=team.slug, partition=partition, gres_type=gres, cards=cards)
+    )
+    return {
+        "scheduler": "slurm",
+        "applied": True,
+        "account": team.slug,
+        "partition": partition,
+        "grp_tres": f"gres/gpu:{gres}={cards}",
+        "missing_users": missing,
+    }
+
+
+def k8s_product_label(gpu_model: GpuModel) -> str:
+    """The ``nvidia.com/gpu.product`` label value of ``gpu_model`` (its Kubernetes alias, else
+    the NVML name sanitised as GPU Feature Discovery does: blanks become ``-``)."""
+    alias = GpuModelAlias.objects.filter(gpu_model=gpu_model, kind=AliasKind.K8S_LABEL).first()
+    return alias.value if alias else "-".join(gpu_model.vendor_name.split())
+
+
+def kubernetes_quota_sync(*, adapter, team: Team, now: datetime | None = None) -> dict:
+    """Make the team's namespace quota equal its open-window cards in Kubernetes pools.
+
+    ``ensure_team`` is idempotent (server-side apply): it creates or updates the namespace,
+    ``ResourceQuota`` on ``requests.nvidia.com/gpu`` (the total; per model through Kueue when
+    enabled), ``LimitRange`` and the ``RoleBinding`` of the team's group ``team-<slug>``.
+    """
+    quota: dict[str, int] = {}
+    models = GpuModel.objects.filter(
+        allocations__team=team, allocations__pool__scheduler=Scheduler.KUBERNETES
+    ).distinct()
+    for model in models:
+        cards = team_cards_applied(
+            team=team, gpu_model=model, scheduler=Scheduler.KUBERNETES, now=now
+        )
+        if cards:
+            quota[k8s_product_label(model)] = cards
+    adapter.ensure_team(team.slug, group=f"team-{team.slug}", gpu_quota=quota)
+    return {
+        "scheduler": "kubernetes",
+        "applied": True,
+        "namespace": f"team-{team.slug}",
+        "gpu_quota": quota,
+        "total": sum(quota.values()),
+    }
+
+
+def binding_apply(allocation: Allocation, *, now: datetime | None = None) -> dict:
+    """Apply ``allocation`` in its pool's scheduler; return the binding to record.
+
+    With no adapter configured for the scheduler the binding says the cards are reserved in the
+    portal only. Raises the adapter's errors.
+    """
+    pool = allocation.pool
+    adapter = scheduler_adapter(pool.scheduler)
+    if adapter is None:
+        return {
+            "scheduler": pool.scheduler,
+            "applied": False,
+            "note": f"Not applied in {pool.get_scheduler_display()}: no scheduler "
+            "connection is configured for this pool (demo mode). The cards are "
+            "reserved in the portal only.",
+        }
+    if pool.scheduler == Scheduler.KUBERNETES:
+        return kubernetes_quota_sync(adapter=adapter, team=allocation.team, now=now)
+    if pool.scheduler == Scheduler.SLURM:
+        return slurm_limit_sync(
+            adapter=adapter,
+            team=allocation.team,
+            pool=pool,
+            gpu_model=allocation.gpu_model,
+            now=now,
+        )
+    return {
+        "scheduler": pool.scheduler,
+        "applied": False,
+        "note": "No adapter for this scheduler yet; reserved in the portal only.",
+    }

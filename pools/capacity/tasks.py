@@ -1,0 +1,61 @@
+"""Celery tasks of capacity: apply, unbind and sweep allocations, reconcile schedulers. Thin
+callers of services, safe to run twice."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from pools.capacity.services.allocations import (
+    allocation_lifecycle_sweep,
+    allocation_provision,
+    allocation_unbind,
+)
+from pools.capacity.services.reconcile import reconcile_all
+from pools.jobs import MAX_RETRIES, retry_countdown
+from scheduler_adapters.errors import SchedulerError
+
+
+@shared_task(bind=True, acks_late=True, max_retries=MAX_RETRIES)
+def allocation_provision_task(self, allocation_id: int) -> str:
+    """Apply an approved allocation in its scheduler; returns the allocation's status.
+
+    A transient scheduler error is retried with exponential back-off; after the last retry the
+    allocation is ``failed`` with the scheduler's message.
+    """
+    final = self.request.retries >= MAX_RETRIES and not self.request.is_eager
+    try:
+        return allocation_provision(allocation_id=allocation_id, final_attempt=final).status
+    except SchedulerError as exc:
+        if self.request.is_eager:
+            # No worker to retry later (the demo): the lifecycle sweep picks it up again.
+            return "provisioning"
+        raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
+
+
+@shared_task(bind=True, acks_late=True, max_retries=MAX_RETRIES)
+def allocation_unbind_task(self, allocation_id: int) -> dict | None:
+    """Lower the team's scheduler cap after an allocation stopped holding cards."""
+    try:
+        return allocation_unbind(allocation_id=allocation_id)
+    except SchedulerError as exc:
+        if not exc.transient or self.request.is_eager:
+            return None  # reconcile repairs the cap (and records the drift)
+        raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
+
+
+@shared_task(acks_late=True)
+def allocation_lifecycle_task() -> dict[str, int]:
+    """Beat: provision allocations whose window opens, warn before the end, end finished ones."""
+    return allocation_lifecycle_sweep()
+
+
+@shared_task(acks_late=True)
+def reconcile_task() -> dict:
+    """Beat: repair scheduler drift and refresh node inventory; returns counts."""
+    report = reconcile_all()
+    return {
+        "checked": report.checked,
+        "drifts": len(report.drifts),
+        "errors": report.errors,
+        "nodes": report.nodes_refreshed,
+    }

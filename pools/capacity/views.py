@@ -1,0 +1,491 @@
+"""Server-rendered request and allocation pages: my teams, requests, the approval
+queue, allocations and the capacity timeline. Thin: forms in, services and selectors out."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import timedelta
+
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_http_methods, require_POST
+
+from pools.audit import selectors as audit_selectors
+from pools.capacity import selectors as capacity_selectors
+from pools.capacity.arithmetic import usable_cards
+from pools.capacity.availability import (
+    pool_free_cards,
+    request_options,
+    schedulable_cards,
+    team_usage,
+)
+from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilterSet
+from pools.capacity.forms import ApproveForm, CapacityRequestForm, ExtendForm, ReasonForm
+from pools.capacity.models import Allocation
+from pools.capacity.services import allocations as allocation_services
+from pools.capacity.services import requests as request_services
+from pools.choices import HOLDING_STATUSES, RequestStatus
+from pools.errors import DomainError
+from pools.tenancy import selectors as tenancy_selectors
+from pools.web import PALETTE, Column, filtered_list, pool_admin_required
+
+# How a service's field errors are named in a flash message (the form's labels).
+_FIELD_LABELS = {
+    "card_count": "Cards",
+    "starts_at": "Start",
+    "ends_at": "End",
+    "gpu_model": "GPU model",
+    "min_memory_gib": "Minimum memory (GiB)",
+}
+
+
+def _allocation_cards(request) -> int | None:
+    """Cards the request's allocation holds now (an admin may grant fewer than asked, and
+    reclamation may shrink it); ``None`` until approved."""
+    allocation = getattr(request, "allocation", None) if request.status == "approved" else None
+    return allocation.card_count if allocation is not None else None
+
+
+REQUEST_COLUMNS = [
+    Column("id", lambda r: r.pk),
+    Column("team", lambda r: r.team.slug),
+    Column("status", lambda r: r.status),
+    Column("workload_kind", lambda r: r.workload_kind),
+    Column("pool", lambda r: r.pool.slug if r.pool else "any"),
+    Column("gpu_model", lambda r: r.gpu_model.slug if r.gpu_model else None),
+    Column("min_memory_gib", lambda r: r.min_memory_gib),
+    Column("card_count", lambda r: r.card_count),
+    Column("allocation_card_count", lambda r: _allocation_cards(r)),
+    Column("starts_at", lambda r: r.starts_at.isoformat()),
+    Column("ends_at", lambda r: r.ends_at.isoformat()),
+    Column("requested_by", lambda r: r.requested_by.username),
+    Column("decision_reason", lambda r: r.decision_reason),
+]
+
+
+ALLOCATION_COLUMNS = [
+    Column("id", lambda a: a.pk),
+    Column("team", lambda a: a.team.slug),
+    Column("pool", lambda a: a.pool.slug),
+    Column("gpu_model", lambda a: a.gpu_model.slug),
+    Column("card_count", lambda a: a.card_count),
+    Column("status", lambda a: a.status),
+    Column("starts_at", lambda a: a.starts_at.isoformat()),
+    Column("ends_at", lambda a: a.ends_at.isoformat()),
+    Column(
+        "reserved_card_hours",
+        lambda a: f"{a.card_count * (a.ends_at - a.starts_at).total_seconds() / 3600:.2f}",
+    ),
+]
+
+
+def _request_or_404(request, pk: int):
+    try:
+        return capacity_selectors.capacity_request_list(user=request.user).get(pk=pk)
+    except Exception:  # DoesNotExist or a bad id: never leak whether it exists
+        raise Http404("No such request.") from None
+
+
+def _allocation_or_404(request, pk: int):
+    try:
+        return capacity_selectors.allocation_list(user=request.user).get(pk=pk)
+    except Exception:
+        raise Http404("No such allocation.") from None
+
+
+def _apply_errors(form, exc: DomainError) -> None:
+    errors = exc.data.get("errors") or {}
+    for field, message in errors.items():
+        form.add_error(field if field in form.fields else None, message)
+    if not errors:
+        form.add_error(None, exc.message)
+
+
+def request_list(request):
+    return filtered_list(
+        request,
+        queryset=capacity_selectors.capacity_request_list(user=request.user),
+        filterset_class=CapacityRequestFilterSet,
+        template="pools/requests/request_list.html",
+        columns=REQUEST_COLUMNS,
+        filename="requests.csv",
+        default_ordering=("-created_at",),
+    )
+
+
+def allocation_list(request):
+    return filtered_list(
+        request,
+        queryset=capacity_selectors.allocation_list(user=request.user),
+        filterset_class=AllocationFilterSet,
+        template="pools/requests/allocation_list.html",
+        columns=ALLOCATION_COLUMNS,
+        filename="allocations.csv",
+        # open and future allocations first, then the ended ones, latest first
+        default_ordering=("-ends_at", "-pk"),
+    )
+
+
+@require_http_methods(["GET", "POST"])
+def request_new(request):
+    """New request; htmx re-renders the eligible-pools panel as the form changes."""
+    teams = tenancy_selectors.team_list(user=request.user).order_by("name")
+    initial = _initial_window()
+    prefill = {k: v for k, v in request.GET.items() if k in CapacityRequestForm.base_fields}
+    if request.method == "POST":
+        data = request.POST
+    elif request.htmx:
+        data = request.GET
+    elif prefill:  # a link from a sizing estimate: show the form filled in, and its options
+        first_team = teams.first()
+        data = {
+            "team": first_team.slug if first_team else "",
+            "justification": "",
+            **initial,
+            **prefill,
+        }
+    else:
+        data = None
+    form = CapacityRequestForm(data, teams=teams, initial=initial)
+    options = _options_for(form) if data is not None else None
+    if request.method == "POST" and not request.htmx and form.is_valid():
+        d = form.cleaned_data
+        try:
+            created = request_services.capacity_request_create(
+                actor=request.user,
+                team=d["team"],
+                workload_kind=d["workload_kind"],
+                card_count=d["card_count"],
+                starts_at=d["starts_at"],
+                ends_at=d["ends_at"],
+                justification=d["justification"],
+                pool=d["pool"],
+                gpu_model=d["gpu_model"],
+                min_memory_gib=d["min_memory_gib"],
+                cuda_version=d["cuda_version"].strip(),
+                submit="save_draft" not in request.POST,
+            )
+        except DomainError as exc:
+            _apply_errors(form, exc)
+        else:
+            messages.success(request, f"Request #{created.pk} is {created.get_status_display()}.")
+            return redirect("pools:request-detail", pk=created.pk)
+    template = "pools/requests/request_new.html"
+    name = f"{template}#options" if request.htmx else template
+    response = render(
+        request,
+        name,
+        {
+            "form": form,
+            "options": options,
+            "panel_errors": _panel_errors(form) if data is not None else [],
+            "has_teams": teams.exists(),
+        },
+    )
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+def _initial_window() -> dict:
+    start = timezone.localtime().replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    return {
+        "starts_at": start.strftime("%Y-%m-%dT%H:%M"),
+        "ends_at": (start + timedelta(days=7)).strftime("%Y-%m-%dT%H:%M"),
+    }
+
+
+PANEL_FIELDS = (
+    "workload_kind",
+    "card_count",
+    "starts_at",
+    "ends_at",
+    "cuda_version",
+    "min_memory_gib",
+)
+
+
+def _panel_errors(form) -> list[str]:
+    """The field errors that make the eligibility panel meaningless, as readable lines."""
+    form.is_valid()
+    lines = [
+        f"{form.fields[name].label or name}: {' '.join(form.errors[name])}"
+        for name in PANEL_FIELDS
+        if name in form.errors
+    ]
+    start, end = form.cleaned_data.get("starts_at"), form.cleaned_data.get("ends_at")
+    if start and end and end <= start:
+        lines.append("End: must be after the start.")
+    if start and start < timezone.now() - request_services.START_GRACE:
+        lines.append("Start: is in the past.")
+    return lines
+
+
+def _options_for(form):
+    if _panel_errors(form):
+        return None
+    d = form.cleaned_data
+    needed = ("workload_kind", "starts_at", "ends_at")
+    if any(not d.get(k) for k in needed) or d["ends_at"] <= d["starts_at"]:
+        return None
+    if not d.get("gpu_model") and not d.get("min_memory_gib"):
+        return None
+    return request_options(
+        workload_kind=d["workload_kind"],
+        card_count=d.get("card_count") or 1,
+        start=d["starts_at"],
+        end=d["ends_at"],
+        pool=d.get("pool"),
+        gpu_model=d.get("gpu_model"),
+        min_memory_gib=d.get("min_memory_gib"),
+        cuda=(d.get("cuda_version") or "").strip() or None,
+    )
+
+
+def request_detail(request, pk: int):
+    obj = _request_or_404(request, pk)
+    allocation = getattr(obj, "allocation", None) if obj.status == RequestStatus.APPROVED else None
+    context = {
+        "req": obj,
+        "allocation": allocation,
+        "trail": list(audit_selectors.object_audit_trail(obj=obj))
+        + (list(audit_selectors.object_audit_trail(obj=allocation)) if allocation else []),
+        "approve_form": ApproveForm(),
+        "reason_form": ReasonForm(),
+        "extend_form": ExtendForm(),
+        "role": request_services.team_role(user=request.user, team=obj.team),
+    }
+    context["trail"].sort(key=lambda e: (e.created_at, e.pk))
+    if request.user.is_staff and obj.status == RequestStatus.SUBMITTED:
+        context["options"] = request_options(
+            workload_kind=obj.workload_kind,
+            card_count=obj.card_count,
+            start=obj.starts_at,
+            end=obj.ends_at,
+            pool=obj.pool,
+            gpu_model=obj.gpu_model,
+            min_memory_gib=obj.min_memory_gib,
+            cuda=obj.cuda_version or None,
+        )
+    return render(request, "pools/requests/request_detail.html", context)
+
+
+@require_POST
+def request_action(request, pk: int, action: str):
+    """submit / cancel / approve / reject from the detail page or the queue."""
+    obj = _request_or_404(request, pk)
+    back = request.POST.get("next") or None
+    try:
+        if action == "submit":
+            request_services.capacity_request_submit(request=obj, actor=request.user)
+            messages.success(request, f"Request #{obj.pk} submitted.")
+        elif action == "cancel":
+            form = ReasonForm(request.POST)
+            form.is_valid()
+            request_services.capacity_request_cancel(
+                request=obj, actor=request.user, reason=form.cleaned_data.get("reason", "")
+            )
+            messages.success(request, f"Request #{obj.pk} cancelled.")
+        elif action == "approve":
+            form = ApproveForm(request.POST)
+            if not form.is_valid():
+                raise DomainError("Check the approval fields.", errors=form.errors)
+            d = {k: v for k, v in form.cleaned_data.items() if v not in (None, "")}
+            allocation = request_services.capacity_request_approve(
+                request=obj,
+                actor=request.user,
+                card_count=d.get("card_count"),
+                ends_at=d.get("ends_at"),
+                pool=d.get("pool"),
+                gpu_model=d.get("gpu_model"),
+                reason=d.get("reason", ""),
+            )
+            messages.success(
+                request,
+                f"Approved: allocation #{allocation.pk}, "
+                f"{allocation.card_count}× {allocation.gpu_model.name} in "
+                f"{allocation.pool.name}.",
+            )
+        elif action == "reject":
+            form = ReasonForm(request.POST)
+            form.is_valid()
+            request_services.capacity_request_reject(
+                request=obj, actor=request.user, reason=form.cleaned_data.get("reason", "")
+            )
+            messages.success(request, f"Request #{obj.pk} rejected.")
+        else:
+            raise Http404("No such action.")
+    except DomainError as exc:
+        errors = exc.data.get("errors") or {}
+        detail = "; ".join(
+            f"{_FIELD_LABELS.get(k, k.replace('_', ' ').capitalize())}: "
+            f"{v if isinstance(v, str) else ' '.join(v)}"
+            for k, v in errors.items()
+        )
+        messages.error(request, f"{exc.message} {detail}".strip())
+    return redirect(back) if back else redirect("pools:request-detail", pk=obj.pk)
+
+
+@require_POST
+def allocation_action(request, pk: int, action: str):
+    """release / extend an allocation."""
+    allocation = _allocation_or_404(request, pk)
+    try:
+        if action == "release":
+            form = ReasonForm(request.POST)
+            form.is_valid()
+            allocation_services.allocation_release(
+                allocation=allocation,
+                actor=request.user,
+                reason=form.cleaned_data.get("reason", ""),
+            )
+            messages.success(
+                request, f"Allocation #{allocation.pk} released; its cards are back in the pool."
+            )
+        elif action == "extend":
+            form = ExtendForm(request.POST)
+            if not form.is_valid():
+                raise DomainError("Check the extension fields.", errors=form.errors)
+            new = allocation_services.allocation_extend(
+                allocation=allocation,
+                actor=request.user,
+                ends_at=form.cleaned_data["ends_at"],
+                justification=form.cleaned_data["justification"],
+            )
+            messages.success(request, f"Extension requested as request #{new.pk}.")
+            return redirect("pools:request-detail", pk=new.pk)
+        else:
+            raise Http404("No such action.")
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    return redirect("pools:request-detail", pk=allocation.request_id)
+
+
+@pool_admin_required
+def approval_queue(request):
+    """Submitted requests with the team's current usage and the pool's free cards beside each."""
+    ordering = request.GET.get("ordering", "submitted_at")
+    allowed = {
+        "submitted_at",
+        "-submitted_at",
+        "starts_at",
+        "-starts_at",
+        "card_count",
+        "-card_count",
+        "team__name",
+        "-team__name",
+    }
+    pending = list(
+        capacity_selectors.capacity_request_list(user=request.user)
+        .filter(status=RequestStatus.SUBMITTED)
+        .order_by(ordering if ordering in allowed else "submitted_at", "pk")
+    )
+    held = team_usage(team_ids=list({r.team_id for r in pending}), at=timezone.now())
+    rows = []
+    for item in pending:
+        suggestion = None
+        if item.pool_id and item.gpu_model_id:
+            free = pool_free_cards(
+                pool=item.pool,
+                gpu_model=item.gpu_model,
+                start=item.starts_at,
+                end=item.ends_at,
+                cuda=item.cuda_version or None,
+            )
+        else:  # "any eligible pool / model": show where approval would place it
+            options = request_options(
+                workload_kind=item.workload_kind,
+                card_count=item.card_count,
+                start=item.starts_at,
+                end=item.ends_at,
+                pool=item.pool,
+                gpu_model=item.gpu_model,
+                min_memory_gib=item.min_memory_gib,
+                cuda=item.cuda_version or None,
+            )
+            suggestion = next((o for o in options if o.eligible), None)
+            free = suggestion.free if suggestion else 0
+        rows.append(
+            {
+                "req": item,
+                "team_cards": held.get(item.team_id, 0),
+                "free": free,
+                "suggestion": suggestion,
+            }
+        )
+    return render(
+        request,
+        "pools/requests/approval_queue.html",
+        {"rows": rows, "ordering": ordering, "reason_form": ReasonForm()},
+    )
+
+
+def timeline(request):
+    """Cards held per day for the next 8 weeks, per pool and GPU model, against usable cards."""
+    start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
+    days = [start + timedelta(days=i) for i in range(56)]
+    end = days[-1] + timedelta(days=1)
+    # Capacity is shared, so every team's holdings count; a member sees other teams' cards
+    # summed as "other teams", never their names or allocations.
+    allocations = list(
+        Allocation.objects.select_related("team", "pool", "gpu_model").filter(
+            status__in=HOLDING_STATUSES, starts_at__lt=end, ends_at__gt=start
+        )
+    )
+    mine = set(tenancy_selectors.team_list(user=request.user).values_list("pk", flat=True))
+    charts = []
+    groups: dict[tuple, list] = defaultdict(list)
+    for allocation in allocations:
+        groups[(allocation.pool, allocation.gpu_model)].append(allocation)
+    for (pool, model), items in sorted(
+        groups.items(), key=lambda kv: (kv[0][0].name, kv[0][1].name)
+    ):
+        usable = usable_cards(schedulable_cards(pool=pool, gpu_model=model), pool.overcommit_ratio)
+        per_team: dict[str, list[int]] = defaultdict(lambda: [0] * len(days))
+        for allocation in items:
+            for i, day in enumerate(days):
+                # cards held at noon of that day, a readable daily sample
+                noon = day + timedelta(hours=12)
+                if allocation.starts_at <= noon < allocation.ends_at:
+                    label = allocation.team.name if allocation.team_id in mine else "other teams"
+                    per_team[label][i] += allocation.card_count
+        charts.append(
+            {
+                "id": f"tl-{pool.pk}-{model.pk}",
+                "data_id": f"tl-{pool.pk}-{model.pk}-data",
+                "title": f"{pool.name} · {model.name}",
+                "usable": usable,
+                "data": {
+                    "labels": [d.strftime("%d %b") for d in days],
+                    "datasets": [
+                        {
+                            "type": "bar",
+                            "label": team,
+                            "data": values,
+                            "stack": "held",
+                            "backgroundColor": PALETTE[i % len(PALETTE)],
+                        }
+                        for i, (team, values) in enumerate(sorted(per_team.items()))
+                    ]
+                    + [
+                        {
+                            "type": "line",
+                            "label": "usable cards",
+                            "data": [usable] * len(days),
+                            "pointRadius": 0,
+                            "borderDash": [6, 4],
+                            "borderColor": "#b42318",
+                            "stack": "usable",
+                        }
+                    ],
+                },
+                "allocations": sorted(
+                    (a for a in items if a.team_id in mine), key=lambda a: a.starts_at
+                ),
+            }
+        )
+    return render(
+        request, "pools/requests/timeline.html", {"charts": charts, "start": start, "end": end}
+    )

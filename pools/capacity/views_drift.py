@@ -1,0 +1,58 @@
+"""The scheduler-drift page: what reconcile found different between the portal and the
+schedulers, and a button to reconcile now."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from pools.capacity.models import SchedulerDrift
+from pools.capacity.services.reconcile import reconcile_all
+from pools.web import Column, csv_response, pool_admin_required
+
+DRIFT_COLUMNS = [
+    Column("detected_at", lambda d: d.detected_at.isoformat()),
+    Column("scheduler", lambda d: d.scheduler),
+    Column("team", lambda d: d.team.slug if d.team else None),
+    Column("subject", lambda d: d.subject),
+    Column("expected", lambda d: d.expected),
+    Column("found", lambda d: d.found),
+    Column("repaired", lambda d: d.repaired),
+    Column("detail", lambda d: d.detail),
+]
+
+
+@pool_admin_required
+@require_http_methods(["GET", "POST"])
+def scheduler_drift(request):
+    """Drift found by reconcile (newest first), and a button to reconcile now."""
+    if request.method == "POST":
+        report = reconcile_all()
+        if report.drifts:
+            messages.warning(
+                request,
+                f"Reconciled: {len(report.drifts)} difference(s) found "
+                f"and {sum(d.repaired for d in report.drifts)} repaired.",
+            )
+        elif report.checked or report.nodes_refreshed:
+            messages.success(request, f"Reconciled: {report.checked} cap(s) checked, no drift.")
+        else:
+            messages.info(request, "No scheduler connection is configured: nothing to reconcile.")
+        for error in report.errors:
+            messages.error(request, error)
+        return redirect("pools:scheduler-drift")
+    rows = SchedulerDrift.objects.select_related("team")
+    if request.GET.get("export") == "csv":
+        return csv_response(rows.iterator(), DRIFT_COLUMNS, "scheduler-drift.csv")
+    paginator = Paginator(rows, 50)
+    return render(
+        request,
+        "pools/scheduler_drift.html",
+        {
+            "page": paginator.get_page(request.GET.get("page")),
+            "configured": sorted(getattr(settings, "SCHEDULERS", {})),
+        },
+    )

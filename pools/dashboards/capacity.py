@@ -1,0 +1,622 @@
+"""Read side of the capacity dashboards: where the cards are, who holds them, what is asked for.
+
+Every function here runs a fixed number of SQL queries whatever the size of the fleet: rows are
+grouped in the database, or fetched once and grouped in Python. Costs come from billing, which
+builds on this app, so they are read by ``billing.dashboards.costs``, never from here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.db.models import Count, F, Q, Sum, Window
+from django.db.models.functions import Coalesce
+
+from pools.capacity.arithmetic import usable_cards
+from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
+from pools.choices import HOLDING_STATUSES, GpuHealth, NodeState, RequestStatus
+from pools.inventory.models import Gpu, Node
+from pools.inventory.selectors import unrecognised_model_list
+from pools.reclamation.models import IdleFinding
+
+WEEKS_AHEAD = 8
+FORECAST_DAYS = 90
+# Seed 004: "let the pool carry 85 % of the peak" and "keep a 30 % buffer for bursts".
+PEAK_SHARE = 0.85
+BUFFER_SHARE = 0.30
+# Requests that express demand: drafts were never sent and cancelled ones were withdrawn.
+DEMAND_STATUSES = (RequestStatus.SUBMITTED, RequestStatus.APPROVED, RequestStatus.REJECTED)
+
+
+@dataclass(frozen=True)
+class DashboardFilters:
+    """Slugs (pool, model, team) and a driver branch; ``None`` means "all"."""
+
+    pool: str | None = None
+    gpu_model: str | None = None
+    driver_branch: int | None = None
+    team: str | None = None
+
+
+@dataclass
+class CardsInUse:
+    """Cards busy now by dcgm-exporter utilisation (see :mod:`pools.dashboards.utilisation`):
+    ``busy`` of the ``reporting`` cards (those with a reading) are at or above their pool's busy
+    threshold, of ``total`` cards. ``reporting == 0`` means "unknown", never "none in use"."""
+
+    busy: int = 0
+    reporting: int = 0
+    total: int = 0
+    busy_pct: float = 30.0  # the pool's threshold, %
+
+    @property
+    def unknown(self) -> int:
+        """Cards without a reading."""
+        return self.total - self.reporting
+
+
+@dataclass
+class DriverGroupRow:
+    driver_group: str
+    total: int = 0
+    healthy: int = 0
+    schedulable: int = 0
+    in_use: CardsInUse | None = None
+
+
+@dataclass
+class CapacityRow:
+    """One pool × GPU model: its cards by driver group and what allocations hold now.
+
+    ``usable`` is schedulable × the pool's over-commit ratio (floored); ``free`` is usable minus
+    ``allocated``. Allocations name a pool and a model, not a driver group, so held cards are known
+    per pool × model only (``None`` on driver-group lines). ``in_use`` is ``None`` until metrics
+    are read (:func:`pools.dashboards.utilisation.utilisation_now`), and stays so without them.
+    """
+
+    pool_slug: str
+    pool: str
+    gpu_model_slug: str
+    gpu_model: str
+    recognised: bool
+    overcommit_ratio: Decimal = Decimal(1)
+    groups: list[DriverGroupRow] = field(default_factory=list)
+    allocated: int = 0
+    idle_allocated: int | None = None
+    peak_held: int = 0
+    peak_pending: int = 0
+    in_use: CardsInUse | None = None
+
+    @property
+    def total(self) -> int:
+        return sum(g.total for g in self.groups)
+
+    @property
+    def healthy(self) -> int:
+        return sum(g.healthy for g in self.groups)
+
+    @property
+    def schedulable(self) -> int:
+        return sum(g.schedulable for g in self.groups)
+
+    @property
+    def usable(self) -> int:
+        return usable_cards(self.schedulable, self.overcommit_ratio)
+
+    @property
+    def free(self) -> int:
+        return max(0, self.usable - self.allocated)
+
+    @property
+    def headroom(self) -> Headroom:
+        return headroom_flag(usable=self.usable, held=self.peak_held, pending=self.peak_pending)
+
+
+@dataclass(frozen=True)
+class Headroom:
+    level: str  # "short", "thin", "ok", "idle" (no demand)
+    text: str
+    summary: str = ""  # the numbers only, for a narrow table cell; ``text`` explains them
+
+
+def headroom_flag(*, usable: int, held: int, pending: int) -> Headroom:
+    """Compare the 8-week peak of held + pending cards with the usable cards (seed 004 rules).
+
+    short: usable < 85 % of the peak (the seed sizes a pool for 85 % of its peak, the rest
+    queued); thin: the pool carries the peak but keeps less than the 30 % buffer the seed advises
+    for bursts; ok otherwise.
+    """
+    peak = held + pending
+    if peak == 0:
+        return Headroom(
+            "idle",
+            f"No cards held or asked for in the next {WEEKS_AHEAD} weeks.",
+            "no demand",
+        )
+    demand = f"peak {peak} cards ({held} allocated + {pending} pending) against {usable} usable"
+    if usable < PEAK_SHARE * peak:
+        return Headroom(
+            "short",
+            f"Short: {demand}; the pool covers {usable / peak:.0%} of its peak, under the 85 % "
+            "the seed sizes a pool for.",
+            f"peak {peak} / {usable} usable, covers {usable / peak:.0%}",
+        )
+    buffer = (usable - peak) / usable if usable else 0.0
+    if buffer < BUFFER_SHARE:
+        return Headroom(
+            "thin",
+            f"Thin buffer: {demand}; {max(buffer, 0):.0%} spare, under the 30 % the seed keeps "
+            "for bursts.",
+            f"peak {peak} / {usable} usable, {max(buffer, 0):.0%} spare",
+        )
+    return Headroom(
+        "ok",
+        f"OK: {demand}; {buffer:.0%} spare (30 % advised).",
+        f"peak {peak} / {usable} usable, {buffer:.0%} spare",
+    )
+
+
+def model_label(row: dict) -> tuple[str, str, bool]:
+    """(slug, name, recognised) of a card row's model (``gpu_model__slug``, ``gpu_model__name``,
+    ``raw_model_name``): an unrecognised name is keyed ``?<raw name>``, as the capacity rows are."""
+    if row["gpu_model__slug"]:
+        return row["gpu_model__slug"], row["gpu_model__name"], True
+    raw = row["raw_model_name"] or "unknown"
+    return f"?{raw}", f"? {raw}", False
+
+
+def driver_group_label(branch: int | None) -> str:
+    """The driver-group line's name: ``R550``, or ``(unknown driver)`` without a branch."""
+    return f"R{branch}" if branch else "(unknown driver)"
+
+
+def pooled_gpus(filters: DashboardFilters):
+    """Cards on nodes of a pool, narrowed to the filters' pool, model and driver branch (the team
+    filter narrows allocations, not cards). A queryset: callers choose the columns."""
+    gpus = Gpu.objects.filter(node__pool__isnull=False)
+    if filters.pool:
+        gpus = gpus.filter(node__pool__slug=filters.pool)
+    if filters.gpu_model:
+        gpus = gpus.filter(gpu_model__slug=filters.gpu_model)
+    if filters.driver_branch:
+        gpus = gpus.filter(node__driver_group__branch=filters.driver_branch)
+    return gpus
+
+
+def capacity_rows(*, filters: DashboardFilters, now: datetime) -> list[CapacityRow]:
+    """Per pool × model: cards by driver group (total, healthy, schedulable), allocated now and
+    the 8-week peaks of held and pending cards. Three queries.
+
+    healthy: card health not ``error`` on an ``up`` node (as the fleet overview counts);
+    schedulable: the same and a recognised model (what approvals count, before CUDA checks).
+    """
+    gpus = pooled_gpus(filters)
+    healthy = Q(node__state=NodeState.UP) & ~Q(health=GpuHealth.ERROR)
+    inventory = (
+        gpus.values(
+            "node__pool__slug",
+            "node__pool__name",
+            "node__pool__overcommit_ratio",
+            "gpu_model__slug",
+            "gpu_model__name",
+            "raw_model_name",
+            "node__driver_group__branch",
+        )
+        .annotate(
+            total=Count("id"),
+            healthy=Count("id", filter=healthy),
+            schedulable=Count("id", filter=healthy & Q(gpu_model__isnull=False)),
+        )
+        .order_by()
+    )
+    rows: dict[tuple[str, str], CapacityRow] = {}
+    for r in inventory:
+        slug, name, recognised = model_label(r)
+        key = (r["node__pool__slug"], slug)
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = CapacityRow(
+                pool_slug=r["node__pool__slug"],
+                pool=r["node__pool__name"],
+                gpu_model_slug=slug,
+                gpu_model=name,
+                recognised=recognised,
+                overcommit_ratio=r["node__pool__overcommit_ratio"],
+            )
+        label = driver_group_label(r["node__driver_group__branch"])
+        group = next((g for g in row.groups if g.driver_group == label), None)
+        if group is None:
+            group = DriverGroupRow(label)
+            row.groups.append(group)
+        group.total += r["total"]
+        group.healthy += r["healthy"]
+        group.schedulable += r["schedulable"]
+    for row in rows.values():
+        row.groups.sort(key=lambda g: g.driver_group)
+
+    plan = allocation_plan(filters=filters, now=now)
+    for (pool_slug, model_slug), series in plan.items():
+        row = rows.get((pool_slug, model_slug))
+        if row is None:  # held or asked for, but no inventory matches the filters
+            if filters.driver_branch:
+                continue
+            row = rows[(pool_slug, model_slug)] = CapacityRow(
+                pool_slug=pool_slug,
+                pool=series.pool,
+                gpu_model_slug=model_slug,
+                gpu_model=series.gpu_model,
+                recognised=True,
+            )
+        row.allocated = series.held_now
+        row.peak_held = max(series.held, default=0)
+        row.peak_pending = (
+            max((h + p for h, p in zip(series.held, series.pending, strict=True)), default=0)
+            - row.peak_held
+        )
+        row.peak_pending = max(row.peak_pending, 0)
+    idle = idle_allocated_cards(team=filters.team)
+    for key, row in rows.items():
+        row.idle_allocated = idle.get(key, 0)
+    return sorted(rows.values(), key=lambda r: (r.pool, not r.recognised, r.gpu_model))
+
+
+def idle_allocated_cards(*, team: str | None = None) -> dict[tuple[str, str], int]:
+    """Cards of holding allocations that the idle scan found idle and has not closed: per
+    (pool slug, model slug), ``card_count − cards_in_use`` of open findings, of one team's
+    allocations when ``team`` (a slug) is given. One query."""
+    findings = IdleFinding.objects.filter(state="open", allocation__status__in=HOLDING_STATUSES)
+    if team:
+        findings = findings.filter(allocation__team__slug=team)
+    rows = (
+        findings.values("allocation__pool__slug", "allocation__gpu_model__slug")
+        .annotate(idle=Sum(F("card_count") - F("cards_in_use")))
+        .order_by()
+    )
+    return {
+        (r["allocation__pool__slug"], r["allocation__gpu_model__slug"]): max(r["idle"] or 0, 0)
+        for r in rows
+    }
+
+
+@dataclass
+class PlanSeries:
+    """Cards held and pending per day (sampled at noon) of one pool × model, next 8 weeks."""
+
+    pool: str
+    gpu_model: str
+    held: list[int]
+    pending: list[int]
+    held_now: int = 0
+    unplaced_pending: int = 0
+
+
+def _filtered(qs, filters: DashboardFilters):
+    """Allocations or requests narrowed to the filters' pool, model and team."""
+    if filters.pool:
+        qs = qs.filter(pool__slug=filters.pool)
+    if filters.gpu_model:
+        qs = qs.filter(gpu_model__slug=filters.gpu_model)
+    if filters.team:
+        qs = qs.filter(team__slug=filters.team)
+    return qs
+
+
+def plan_days(now: datetime) -> list[datetime]:
+    start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    return [start + timedelta(days=i) for i in range(WEEKS_AHEAD * 7)]
+
+
+def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, PlanSeries]:
+    """Per (pool slug, model slug): cards of holding allocations and of submitted requests on
+    each of the next 56 days (at noon), and cards held at ``now``. Two queries.
+
+    A submitted request that names no pool or no model cannot be placed on one chart; it is
+    counted in ``unplaced_pending`` of the key ``("", "")``.
+    """
+    days = plan_days(now)
+    end = days[-1] + timedelta(days=1)
+    noons = [d + timedelta(hours=12) for d in days]
+    allocations = Allocation.objects.filter(
+        status__in=HOLDING_STATUSES, starts_at__lt=end, ends_at__gt=min(now, days[0])
+    )
+    requests = CapacityRequest.objects.filter(
+        status=RequestStatus.SUBMITTED, starts_at__lt=end, ends_at__gt=days[0]
+    )
+    allocations, requests = _filtered(allocations, filters), _filtered(requests, filters)
+    fields = (
+        "pool__slug", "pool__name", "gpu_model__slug", "gpu_model__name",
+        "starts_at", "ends_at", "card_count",
+    )  # fmt: skip
+    plan: dict[tuple, PlanSeries] = {}
+
+    def series(row) -> PlanSeries:
+        key = (row["pool__slug"] or "", row["gpu_model__slug"] or "")
+        if key not in plan:
+            plan[key] = PlanSeries(
+                row["pool__name"] or "", row["gpu_model__name"] or "",
+                [0] * len(days), [0] * len(days),
+            )  # fmt: skip
+        return plan[key]
+
+    for row in allocations.values(*fields):
+        s = series(row)
+        if row["starts_at"] <= now < row["ends_at"]:
+            s.held_now += row["card_count"]
+        for i, noon in enumerate(noons):
+            if row["starts_at"] <= noon < row["ends_at"]:
+                s.held[i] += row["card_count"]
+    for row in requests.values(*fields):
+        if not (row["pool__slug"] and row["gpu_model__slug"]):
+            s = series({**row, "pool__slug": "", "gpu_model__slug": ""})
+            s.unplaced_pending += row["card_count"]
+            continue
+        s = series(row)
+        for i, noon in enumerate(noons):
+            if row["starts_at"] <= noon < row["ends_at"]:
+                s.pending[i] += row["card_count"]
+    return plan
+
+
+def top_teams_by_cards(*, filters: DashboardFilters, now: datetime, limit: int = 10) -> list:
+    """Teams by cards of holding allocations at ``now``, most first: ``[{team, slug, cards}]``."""
+    qs = _filtered(
+        Allocation.objects.filter(status__in=HOLDING_STATUSES, starts_at__lte=now, ends_at__gt=now),
+        filters,
+    )
+    rows = (
+        qs.values("team__slug", "team__name")
+        .annotate(cards=Sum("card_count"))
+        .order_by("-cards", "team__name")[:limit]
+    )
+    return [{"team": r["team__name"], "slug": r["team__slug"], "cards": r["cards"]} for r in rows]
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """Least-squares trend of weekly requested card-days and when it reaches capacity."""
+
+    pool_slug: str
+    pool: str
+    gpu_model_slug: str
+    gpu_model: str
+    weekly: list[float]  # card-days requested in each of the last 13 weeks, oldest first
+    slope: float  # card-days per week, per week
+    capacity: float  # usable cards × 7 card-days per week
+    runs_out: datetime | None
+    text: str
+
+
+def _least_squares(ys: list[float]) -> tuple[float, float]:
+    """Intercept and slope of the line through ``(i, ys[i])`` minimising squared error."""
+    n = len(ys)
+    mean_x = (n - 1) / 2
+    mean_y = sum(ys) / n
+    sxx = sum((i - mean_x) ** 2 for i in range(n))
+    sxy = sum((i - mean_x) * (y - mean_y) for i, y in enumerate(ys))
+    slope = sxy / sxx if sxx else 0.0
+    return mean_y - slope * mean_x, slope
+
+
+def demand_forecasts(
+    *, filters: DashboardFilters, now: datetime, usable: dict[tuple[str, str], int]
+) -> list[Forecast]:
+    """When each pool × model runs out at the trend of the last 90 days of requests. One query.
+
+    Method: take the requests submitted in the last 13 whole weeks (91 days, ending now) that were
+    sent (submitted, approved or rejected; a request naming no pool or model counts for the pool
+    and model of its allocation, if any). Sum each week's requested card-days (cards × window
+    length in days) by week of submission. Fit a straight line by least squares through the 13
+    weekly sums. Capacity is usable cards × 7 card-days a week. If the line already meets capacity
+    this week, the pool × model is out now; if it rises, it runs out where the line crosses
+    capacity; if it is flat or falling, it does not run out at this trend.
+    """
+    weeks = math.ceil(FORECAST_DAYS / 7)
+    since = now - timedelta(weeks=weeks)
+    qs = CapacityRequest.objects.filter(status__in=DEMAND_STATUSES, submitted_at__gte=since)
+    if filters.team:
+        qs = qs.filter(team__slug=filters.team)
+    qs = qs.annotate(
+        p_slug=Coalesce("pool__slug", "allocation__pool__slug"),
+        p_name=Coalesce("pool__name", "allocation__pool__name"),
+        m_slug=Coalesce("gpu_model__slug", "allocation__gpu_model__slug"),
+        m_name=Coalesce("gpu_model__name", "allocation__gpu_model__name"),
+    )
+    if filters.pool:
+        qs = qs.filter(p_slug=filters.pool)
+    if filters.gpu_model:
+        qs = qs.filter(m_slug=filters.gpu_model)
+    weekly: dict[tuple, list[float]] = {}
+    names: dict[tuple, tuple[str, str]] = {}
+    for r in qs.values(
+        "p_slug", "p_name", "m_slug", "m_name", "submitted_at", "starts_at", "ends_at",
+        "card_count",
+    ).order_by():  # fmt: skip
+        if not (r["p_slug"] and r["m_slug"]):
+            continue
+        key = (r["p_slug"], r["m_slug"])
+        names[key] = (r["p_name"], r["m_name"])
+        week = min(weeks - 1, int((r["submitted_at"] - since) / timedelta(weeks=1)))
+        days = (r["ends_at"] - r["starts_at"]) / timedelta(days=1)
+        weekly.setdefault(key, [0.0] * weeks)[week] += r["card_count"] * days
+    result = []
+    for key, ys in weekly.items():
+        intercept, slope = _least_squares(ys)
+        capacity = usable.get(key, 0) * 7.0
+        current = intercept + slope * (weeks - 1)
+        runs_out, text = None, ""
+        if capacity <= 0:
+            text = "No usable cards: every request waits."
+        elif current >= capacity:
+            runs_out, text = now, "Out now: this week's trend already asks for every card."
+        elif slope <= 0:
+            text = "Does not run out at this trend (demand flat or falling)."
+        else:
+            weeks_left = (capacity - current) / slope
+            runs_out = now + timedelta(weeks=weeks_left)
+            text = f"Runs out in about {weeks_left:.0f} weeks ({runs_out:%d %b %Y})."
+        pool_name, model_name = names[key]
+        result.append(
+            Forecast(key[0], pool_name, key[1], model_name, ys, slope, capacity, runs_out, text)
+        )
+    result.sort(key=lambda f: (f.runs_out is None, f.runs_out or now, f.pool, f.gpu_model))
+    return result
+
+
+@dataclass(frozen=True)
+class Alerts:
+    unrecognised: list[dict]
+    drifts: list[SchedulerDrift]
+    drift_count: int
+
+
+def dashboard_alerts(*, limit: int = 5) -> Alerts:
+    """Unrecognised model names and scheduler drift reconcile could not repair. Two queries."""
+    drifts = list(
+        SchedulerDrift.objects.filter(repaired=False)
+        .select_related("team")
+        .annotate(total=Window(Count("id")))
+        .order_by("-detected_at", "-id")[:limit]
+    )
+    return Alerts(
+        unrecognised=unrecognised_model_list(),
+        drifts=drifts,
+        drift_count=drifts[0].total if drifts else 0,
+    )
+
+
+HEATMAP_PAGE = 200
+
+
+@dataclass(frozen=True)
+class HeatmapCell:
+    index: int
+    state: str  # ok, error, unknown (card health) or the node state when the node is not up
+    title: str
+    gpu_id: int | None = None
+    uuid: str | None = None
+    mig_mode: bool | None = None
+    # Mean utilisation, % (0-100), over the last 30 min: set only when the heatmap is coloured
+    # by utilisation (pools.dashboards.utilisation.heatmap_utilisation); None is "no reading".
+    util_pct: float | None = None
+    gpu_model: str = ""  # the model's slug, or "? <name>" when unrecognised
+
+    @property
+    def util_level(self) -> str:
+        """CSS class of the utilisation colour: ``u0`` under 10 %, ``u1`` under 30 % (the
+        default busy threshold), ``u2`` under 60 %, ``u3`` under 90 %, ``u4`` from 90 %, and
+        ``nodata`` without a reading."""
+        if self.util_pct is None:
+            return "nodata"
+        return f"u{sum(self.util_pct >= edge for edge in (10, 30, 60, 90))}"
+
+
+@dataclass(frozen=True)
+class HeatmapRow:
+    hostname: str
+    pool_slug: str
+    pool: str
+    node_state: str
+    gpu_model_slug: str
+    cells: list[HeatmapCell]
+    allocations: int  # holding allocations now in the node's pool for its main GPU model
+
+
+def node_heatmap(
+    *, filters: DashboardFilters, now: datetime, page: int | None = 1
+) -> tuple[list[HeatmapRow], int]:
+    """Nodes × GPUs of one page (``HEATMAP_PAGE`` nodes by hostname; ``page=None``: every node,
+    for the CSV) and the number of pages.
+
+    A cell's state is the card's health when its node is up, else the node's state (a card on a
+    drained node is not schedulable, whatever its health). Three queries.
+    """
+    nodes = Node.objects.filter(pool__isnull=False)
+    if filters.pool:
+        nodes = nodes.filter(pool__slug=filters.pool)
+    if filters.driver_branch:
+        nodes = nodes.filter(driver_group__branch=filters.driver_branch)
+    if filters.gpu_model:
+        nodes = nodes.filter(gpus__gpu_model__slug=filters.gpu_model).distinct()
+    if page is None:
+        pages = 1
+        chosen = list(nodes.order_by("hostname").values_list("pk", flat=True))
+    else:
+        pages = max(1, math.ceil(nodes.count() / HEATMAP_PAGE))
+        page = min(max(page, 1), pages)
+        chosen = list(
+            nodes.order_by("hostname").values_list("pk", flat=True)[
+                (page - 1) * HEATMAP_PAGE : page * HEATMAP_PAGE
+            ]
+        )
+    gpus = (
+        Gpu.objects.filter(node_id__in=chosen)
+        .values(
+            "node_id", "node__hostname", "node__state", "node__pool__slug", "node__pool__name",
+            "index", "health", "gpu_model__slug", "gpu_model__name", "raw_model_name",
+            "id", "uuid", "mig_mode",
+        )
+        .order_by("node__hostname", "index")
+    )  # fmt: skip
+    held = dict(
+        (
+            (r["pool__slug"], r["gpu_model__slug"]),
+            r["n"],
+        )
+        for r in Allocation.objects.filter(
+            status__in=HOLDING_STATUSES, starts_at__lte=now, ends_at__gt=now
+        )
+        .values("pool__slug", "gpu_model__slug")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    rows: dict[int, dict] = {}
+    for g in gpus:
+        row = rows.setdefault(
+            g["node_id"],
+            {
+                "hostname": g["node__hostname"],
+                "pool_slug": g["node__pool__slug"],
+                "pool": g["node__pool__name"],
+                "node_state": g["node__state"],
+                "models": defaultdict(int),
+                "cells": [],
+            },
+        )
+        model = g["gpu_model__name"] or f"? {g['raw_model_name'] or 'unknown'}"
+        if g["gpu_model__slug"]:
+            row["models"][g["gpu_model__slug"]] += 1
+        state = g["health"] if g["node__state"] == NodeState.UP else g["node__state"]
+        title = f"GPU {g['index']} · {model} · {state}"
+        row["cells"].append(
+            HeatmapCell(
+                g["index"], state, title, g["id"], g["uuid"], g["mig_mode"],
+                gpu_model=g["gpu_model__slug"] or f"? {g['raw_model_name'] or 'unknown'}",
+            )
+        )  # fmt: skip
+    result = []
+    for row in rows.values():
+        main = max(row["models"], key=row["models"].get) if row["models"] else ""
+        result.append(
+            HeatmapRow(
+                row["hostname"], row["pool_slug"], row["pool"], row["node_state"], main,
+                row["cells"], held.get((row["pool_slug"], main), 0),
+            )
+        )  # fmt: skip
+    return result, pages
+
+
+def team_allocations(*, team_id: int, now: datetime) -> list[Allocation]:
+    """The team's holding allocations (and those ended in the last 31 days), soonest end first."""
+    return list(
+        Allocation.objects.filter(team_id=team_id)
+        .filter(
+            Q(status__in=HOLDING_STATUSES)
+            | Q(ends_at__gt=now - timedelta(days=31), ends_at__lte=now)
+        )
+        .select_related("pool", "gpu_model")
+        .order_by("ends_at", "id")
+    )

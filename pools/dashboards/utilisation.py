@@ -1,0 +1,534 @@
+"""Utilisation on the capacity dashboard (issue 8): cards in use now, per-card utilisation for
+the node heatmap, and mean utilisation over time per pool × GPU model.
+
+Source: NVIDIA dcgm-exporter metrics in Prometheus (``settings.PROMETHEUS_URL``), read through
+:class:`scheduler_adapters.prometheus.PrometheusAdapter`. Utilisation is
+``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (ratio 0-1) × 100 where a card has profiling metrics, else
+``DCGM_FI_DEV_GPU_UTIL`` (%; consumer cards such as the RTX 4090 have no ``DCGM_FI_PROF_*``).
+The ``DEV`` reading of a MIG-mode card is meaningless (0), so it is read only from series
+without ``GPU_I_ID`` and never for a card the inventory knows to be in MIG mode.
+
+Prometheus does the heavy part, so the number of queries is fixed whatever the fleet:
+
+- **card level** (:func:`card_expr`): each series is averaged over a window
+  (``avg_over_time``), pods of one card or MIG instance merge by ``max`` (a time-sliced card
+  reports one series per pod; a busy pod is never averaged away), MIG instances of one card by
+  ``avg`` (the card's share of busy slices);
+- **in use now** (:func:`utilisation_now`): two instant queries (PROF, DEV) of each card's mean
+  over the last 30 minutes; a card is *in use* when that mean is at or above its pool's idle
+  threshold (``ReclamationPolicy.idle_below_pct``, default 30 %, the seeds' scale-down rule);
+- **over time** (:func:`utilisation_history`): four range queries (``sum`` and ``count`` of
+  the card-level values by host and ``modelName``, for PROF and DEV), each step averaged over
+  the step (5 min for 24 h, 30 min for 7 d, 2 h for 30 d: 289, 337 and 361 points).
+
+Series are placed on the inventory by host (``Hostname`` up to exporter 4.5, ``hostname``
+after; compared case-blind, then by short name when the exporter reports an FQDN) and by card:
+``UUID`` when the inventory knows it, else the ``gpu`` index. A card without a reading is
+*unknown*, never idle, and Prometheus not configured or not answering is said so, never shown
+as 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+
+from pools.dashboards import capacity as dashboard
+from pools.dashboards.capacity import CapacityRow, CardsInUse, DashboardFilters, HeatmapRow
+from pools.inventory.gpu_names import normalise_model_key
+from pools.inventory.models import Gpu
+from pools.reclamation.models import ReclamationPolicy
+from scheduler_adapters.errors import SchedulerError
+from scheduler_adapters.prometheus import (
+    GPU_UTIL,
+    GR_ENGINE_ACTIVE,
+    PrometheusAdapter,
+    Series,
+    dcgm_labels,
+    metric_selector,
+)
+
+BUSY_WINDOW_S = 30 * 60
+DEFAULT_BUSY_PCT = 30.0  # ReclamationPolicy.idle_below_pct's default
+DASHBOARD_TIMEOUT_S = 5.0
+HOST_LABELS = ("Hostname", "hostname")
+MODEL_LABELS = ("modelName", "model_name")
+CARD_LABELS = (*HOST_LABELS, "UUID", "uuid", "gpu", *MODEL_LABELS)
+NOT_CONFIGURED = "Prometheus is not configured (PROMETHEUS_URL is empty)."
+
+
+@dataclass(frozen=True)
+class HistoryRange:
+    """A choice of the utilisation chart: ``duration`` shown, sampled every ``step_s`` seconds,
+    each point the mean over its step."""
+
+    key: str
+    label: str
+    duration: timedelta
+    step_s: int
+    step_label: str
+
+
+RANGES = {
+    r.key: r
+    for r in (
+        HistoryRange("24h", "24 h", timedelta(hours=24), 5 * 60, "5 min"),
+        HistoryRange("7d", "7 d", timedelta(days=7), 30 * 60, "30 min"),
+        HistoryRange("30d", "30 d", timedelta(days=30), 2 * 3600, "2 h"),
+    )
+}
+DEFAULT_RANGE = "24h"
+
+
+def dashboard_metrics() -> PrometheusAdapter | None:
+    """The Prometheus of ``settings.PROMETHEUS_URL`` with short timeouts (a page waits on it):
+    ``PROMETHEUS_DASHBOARD_TIMEOUT_S`` seconds per query (default 5), 2 s to connect. ``None``
+    when no URL is configured."""
+    url = getattr(settings, "PROMETHEUS_URL", "")
+    if not url:
+        return None
+    timeout_s = float(getattr(settings, "PROMETHEUS_DASHBOARD_TIMEOUT_S", DASHBOARD_TIMEOUT_S))
+    return PrometheusAdapter(url, timeout_s=timeout_s, connect_timeout_s=min(2.0, timeout_s))
+
+
+def card_expr(metric: str, *, window_s: int) -> str:
+    """PromQL: each card's mean of ``metric`` over the ``window_s`` seconds before each
+    evaluation, one series per card (labels :data:`CARD_LABELS`), in the metric's own unit
+    (ratio 0-1 for PROF, % for DEV). ``DCGM_FI_DEV_GPU_UTIL`` is read from device-level series
+    only (``GPU_I_ID=""``): a MIG instance's DEV reading means nothing."""
+    selector = metric_selector(metric, 'GPU_I_ID=""' if metric == GPU_UTIL else "")
+    card = ", ".join(CARD_LABELS)
+    return (
+        f"avg by ({card}) (max by ({card}, GPU_I_ID) (avg_over_time({selector}[{int(window_s)}s])))"
+    )
+
+
+def _host_keys(hostname: str) -> tuple[str, str]:
+    name = hostname.strip().lower().rstrip(".")
+    return name, name.split(".", 1)[0]
+
+
+class _HostIndex:
+    """Inventory hostnames, found by exact (case-blind) name, else by short name."""
+
+    def __init__(self, hostnames: Iterable[str]) -> None:
+        self.full: dict[str, str] = {}
+        short: dict[str, set[str]] = defaultdict(set)
+        for hostname in hostnames:
+            full, brief = _host_keys(hostname)
+            self.full[full] = hostname
+            short[brief].add(hostname)
+        self.short = {k: next(iter(v)) for k, v in short.items() if len(v) == 1}
+
+    def find(self, hostname: str | None) -> str | None:
+        if not hostname:
+            return None
+        full, brief = _host_keys(hostname)
+        return self.full.get(full) or self.full.get(brief) or self.short.get(brief)
+
+
+# ---------------------------------------------------------------------------------- per card
+
+
+@dataclass(frozen=True)
+class CardRef:
+    """An inventory card to read: its ``Gpu`` id, host, index, UUID (if known), MIG mode."""
+
+    gpu_id: int
+    hostname: str
+    index: int
+    uuid: str | None = None
+    mig_mode: bool | None = None
+
+
+def card_utilisation(
+    *, metrics: Any, cards: Iterable[CardRef], now: datetime, window_s: int = BUSY_WINDOW_S
+) -> dict[int, float]:
+    """Mean utilisation, % (0-100), of each card over the ``window_s`` seconds before ``now``,
+    by ``Gpu`` id; a card without a reading is absent. Two instant queries (PROF, then DEV).
+    Raises :class:`~scheduler_adapters.errors.SchedulerError` when Prometheus fails."""
+    cards = list(cards)
+    hosts = _HostIndex(c.hostname for c in cards)
+    readings: dict[str, dict[tuple, float]] = {}
+    for metric, scale in ((GR_ENGINE_ACTIVE, 100.0), (GPU_UTIL, 1.0)):
+        by_card: dict[tuple, float] = {}
+        for series in metrics.query(card_expr(metric, window_s=window_s), at=now):
+            value = series.samples[0].value if series.samples else None
+            if value is None:
+                continue
+            labels = dcgm_labels(series.label_map)
+            host = hosts.find(labels.hostname)
+            # An exporter rollout in the window (Hostname = the exporter pod's name) splits one
+            # card into two series, each averaged over its part: the busier one is kept, so a
+            # rollout never makes a busy card look idle.
+            keys = [("uuid", labels.uuid)] if labels.uuid else []
+            if host is not None and labels.gpu is not None:
+                keys.append(("index", host, labels.gpu))
+            for key in keys:
+                by_card[key] = max(by_card.get(key, -math.inf), value * scale)
+        readings[metric] = by_card
+    out: dict[int, float] = {}
+    for card in cards:
+        keys = [("index", card.hostname, str(card.index))]
+        if card.uuid:
+            keys.insert(0, ("uuid", card.uuid))
+        value = _first(readings[GR_ENGINE_ACTIVE], keys)
+        if value is None and card.mig_mode is not True:
+            value = _first(readings[GPU_UTIL], keys)
+        if value is not None:
+            out[card.gpu_id] = min(max(value, 0.0), 100.0)
+    return out
+
+
+def _first(readings: dict[tuple, float], keys: list[tuple]) -> float | None:
+    for key in keys:
+        if key in readings:
+            return readings[key]
+    return None
+
+
+@contextmanager
+def _adapter(metrics: Any) -> Iterator[Any]:
+    """``metrics`` as given, or :func:`dashboard_metrics` (``None`` when not configured),
+    closed on the way out."""
+    if metrics is not None:
+        yield metrics
+        return
+    built = dashboard_metrics()
+    try:
+        yield built
+    finally:
+        if built is not None:
+            built.close()
+
+
+def _why(exc: SchedulerError) -> str:
+    return f"Prometheus could not be read: {exc}"
+
+
+# ------------------------------------------------------------------------------ in use now
+
+
+@dataclass
+class UtilisationNow:
+    """Cards in use now, per pool × model (``rows``) and per pool × model × driver group
+    (``groups``), by the keys of :func:`pools.dashboards.capacity.capacity_rows`. ``error`` says why
+    there is no reading at all (then every count is unknown); ``busy_pct`` is each pool's
+    threshold, %; ``by_gpu`` each card's mean utilisation over the last 30 min, %."""
+
+    now: datetime
+    error: str | None = None
+    busy_pct: dict[str, float] = field(default_factory=dict)
+    by_gpu: dict[int, float] = field(default_factory=dict)
+    rows: dict[tuple[str, str], CardsInUse] = field(default_factory=dict)
+    groups: dict[tuple[str, str, str], CardsInUse] = field(default_factory=dict)
+
+    @property
+    def configured(self) -> bool:
+        return self.error != NOT_CONFIGURED
+
+
+def busy_thresholds() -> dict[str, float]:
+    """Pool slug → busy threshold, %: the pool's ``ReclamationPolicy.idle_below_pct``, for the
+    pools that have a policy (others use :data:`DEFAULT_BUSY_PCT`). One query."""
+    return {
+        slug: float(pct)
+        for slug, pct in ReclamationPolicy.objects.values_list("pool__slug", "idle_below_pct")
+    }
+
+
+# "In use now" is a 30-minute mean: a reading up to two minutes old is as good, and the page's
+# minute refresh then does not wait on Prometheus every time (nor on one that hangs).
+IN_USE_CACHE_S = 120
+
+
+def _in_use_key(cards: list[CardRef]) -> str:
+    digest = hashlib.sha1(",".join(str(c.gpu_id) for c in cards).encode()).hexdigest()
+    return f"dashboard:in-use:{digest}"
+
+
+def utilisation_now(
+    *, filters: DashboardFilters, now: datetime, metrics: Any = None
+) -> UtilisationNow:
+    """Cards in use now: mean utilisation over the last 30 min (:data:`BUSY_WINDOW_S`) at or
+    above the pool's busy threshold (:func:`busy_thresholds`), counted per capacity row and
+    driver group. Two queries and two Prometheus instant queries; none of either when no
+    Prometheus is configured. ``metrics``: an adapter (tests); ``None`` builds and closes
+    :func:`dashboard_metrics`."""
+    result = UtilisationNow(now=now)
+    with _adapter(metrics) as adapter:
+        if adapter is None:
+            result.error = NOT_CONFIGURED
+            return result
+        gpus = list(
+            dashboard.pooled_gpus(filters).values(
+                "id", "index", "uuid", "mig_mode", "node__hostname", "node__pool__slug",
+                "gpu_model__slug", "gpu_model__name", "raw_model_name",
+                "node__driver_group__branch",
+            )
+        )  # fmt: skip
+        cards = [
+            CardRef(g["id"], g["node__hostname"], g["index"], g["uuid"], g["mig_mode"])
+            for g in gpus
+        ]
+        cached = None if metrics is not None else cache.get(_in_use_key(cards))
+        if cached is not None:
+            by_gpu, error = cached
+        else:
+            try:
+                by_gpu, error = card_utilisation(metrics=adapter, cards=cards, now=now), None
+            except SchedulerError as exc:
+                by_gpu, error = {}, _why(exc)
+            if metrics is None:  # a slow or hung Prometheus costs one wait per IN_USE_CACHE_S
+                cache.set(_in_use_key(cards), (by_gpu, error), IN_USE_CACHE_S)
+        if error is not None:
+            result.error = error
+            return result
+    result.by_gpu = by_gpu
+    result.busy_pct = busy_thresholds()
+    for g in gpus:
+        pool = g["node__pool__slug"]
+        model = dashboard.model_label(g)[0]
+        group = dashboard.driver_group_label(g["node__driver_group__branch"])
+        threshold = result.busy_pct.get(pool, DEFAULT_BUSY_PCT)
+        counts = (
+            result.rows.setdefault((pool, model), CardsInUse(busy_pct=threshold)),
+            result.groups.setdefault((pool, model, group), CardsInUse(busy_pct=threshold)),
+        )
+        value = by_gpu.get(g["id"])
+        for c in counts:
+            c.total += 1
+            if value is not None:
+                c.reporting += 1
+                c.busy += value >= threshold
+    return result
+
+
+def apply_in_use(rows: list[CapacityRow], now: UtilisationNow) -> None:
+    """Set ``in_use`` on each capacity row and driver-group line from ``now``; a row with no
+    card in the inventory (held or asked for only) gets ``0`` of ``0``. Left ``None`` when
+    Prometheus gave no reading."""
+    if now.error:
+        return
+    for row in rows:
+        row.in_use = now.rows.get((row.pool_slug, row.gpu_model_slug), CardsInUse())
+        for group in row.groups:
+            group.in_use = now.groups.get(
+                (row.pool_slug, row.gpu_model_slug, group.driver_group), CardsInUse()
+            )
+
+
+def heatmap_utilisation(
+    *, rows: list[HeatmapRow], now: datetime, metrics: Any = None
+) -> tuple[list[HeatmapRow], str | None]:
+    """The heatmap's cells with ``util_pct`` (mean %, last 30 min) and a title saying it;
+    ``(rows unchanged, why)`` when Prometheus gives no reading. Two instant queries."""
+    cards = [
+        CardRef(c.gpu_id, r.hostname, c.index, c.uuid, c.mig_mode)
+        for r in rows
+        for c in r.cells
+        if c.gpu_id is not None
+    ]
+    with _adapter(metrics) as adapter:
+        if adapter is None:
+            return rows, NOT_CONFIGURED
+        try:
+            by_gpu = card_utilisation(metrics=adapter, cards=cards, now=now)
+        except SchedulerError as exc:
+            return rows, _why(exc)
+    out = []
+    for r in rows:
+        cells = []
+        for c in r.cells:
+            value = by_gpu.get(c.gpu_id)
+            reading = (
+                "no utilisation reading" if value is None else f"{value:.0f} % mean, last 30 min"
+            )
+            cells.append(replace(c, util_pct=value, title=f"{c.title} · {reading}"))
+        out.append(replace(r, cells=cells))
+    return out, None
+
+
+# ----------------------------------------------------------------------------- over time
+
+
+@dataclass(frozen=True)
+class UtilisationSeries:
+    """Mean utilisation, % (0-100), of one pool × model at each step (``None``: no card of it
+    reported), and the most cards that reported at one step."""
+
+    pool_slug: str
+    pool: str
+    gpu_model_slug: str
+    gpu_model: str
+    values: list[float | None]
+    cards: int
+
+
+@dataclass
+class UtilisationHistory:
+    """The chart's data: ``timestamps`` (aware, UTC) and one series per pool × model.
+    ``error`` says why there is none; ``unplaced`` counts host × model series that match no
+    pooled node of the filters (other pools, or hosts the inventory does not know)."""
+
+    range: HistoryRange
+    start: datetime
+    end: datetime
+    timestamps: list[datetime] = field(default_factory=list)
+    series: list[UtilisationSeries] = field(default_factory=list)
+    error: str | None = None
+    unplaced: int = 0
+
+    @property
+    def configured(self) -> bool:
+        return self.error != NOT_CONFIGURED
+
+
+def _placements(filters: DashboardFilters) -> tuple[_HostIndex, dict[str, dict[str, tuple]]]:
+    """Pooled hosts of the filters and, per host, model key → (pool slug, pool name, model slug,
+    model name) under the keys of its nvidia-smi name and catalogue name. One query."""
+    rows = (
+        dashboard.pooled_gpus(filters)
+        .values(
+            "node__hostname", "node__pool__slug", "node__pool__name",
+            "gpu_model__slug", "gpu_model__name", "raw_model_name",
+        )
+        .distinct()
+        .order_by()
+    )  # fmt: skip
+    models: dict[str, dict[str, tuple]] = defaultdict(dict)
+    for r in rows:
+        slug, name, _ = dashboard.model_label(r)
+        place = (r["node__pool__slug"], r["node__pool__name"], slug, name)
+        for raw in (r["raw_model_name"], r["gpu_model__name"]):
+            if raw and normalise_model_key(raw):
+                models[r["node__hostname"]].setdefault(normalise_model_key(raw), place)
+        models[r["node__hostname"]].setdefault("", place)
+    return _HostIndex(models), models
+
+
+def _place(hosts, models, labels: dict[str, str], aliases=None) -> tuple | None:
+    read = dcgm_labels(labels)
+    host = hosts.find(read.hostname) or (aliases or {}).get(read.hostname or "")
+    if host is None:
+        return None
+    on_host = models[host]
+    if read.model_name and normalise_model_key(read.model_name) in on_host:
+        return on_host[normalise_model_key(read.model_name)]
+    places = set(on_host.values())
+    return next(iter(places)) if len(places) == 1 else None
+
+
+def _exporter_hosts(adapter: Any, hosts: _HostIndex, *, at: datetime, window_s: int) -> dict:
+    """dcgm-exporter ``Hostname`` -> inventory host, through the GPU UUIDs each one exported.
+
+    Without host networking or ``NODE_NAME`` the exporter's ``Hostname`` is its pod's name
+    (dcgm-exporter PR #129), which no inventory host has and which changes on every rollout.
+    One instant query lists which UUIDs each exporter name reported over the range; a name
+    whose UUIDs all sit on one inventory node is that node. Asked only when a series could not
+    be placed by name; ``{}`` when Prometheus fails (the series then stay unplaced).
+    """
+    labels = ", ".join((*HOST_LABELS, "UUID", "uuid"))
+    # DEV_GPU_UTIL: in dcgm-exporter's default counters, on every device (MIG parents too)
+    expr = f"count by ({labels}) (max_over_time({metric_selector(GPU_UTIL)}[{window_s}s]))"
+    try:
+        answer = adapter.query(expr, at=at)
+    except SchedulerError:
+        return {}
+    where = dict(Gpu.objects.filter(uuid__isnull=False).values_list("uuid", "node__hostname"))
+    seen: dict[str, set[str]] = defaultdict(set)
+    for series in answer:
+        read = dcgm_labels(series.label_map)
+        node = where.get(read.uuid or "")
+        if read.hostname and node and hosts.find(node):
+            seen[read.hostname].add(hosts.find(node))
+    return {name: next(iter(nodes)) for name, nodes in seen.items() if len(nodes) == 1}
+
+
+def utilisation_history(
+    *, filters: DashboardFilters, now: datetime, range_key: str = DEFAULT_RANGE, metrics: Any = None
+) -> UtilisationHistory:
+    """Mean utilisation per pool × model over the range ending at ``now`` (aligned down to a
+    step): at each step, the mean of the cards' step means (%) over the cards that report, PROF
+    where a host × model reports it at that step, else DEV. One query and four Prometheus
+    range queries. ``metrics``: an adapter (tests); ``None`` builds :func:`dashboard_metrics`."""
+    chosen = RANGES.get(range_key, RANGES[DEFAULT_RANGE])
+    step = chosen.step_s
+    end_s = math.floor(now.timestamp() / step) * step
+    end = datetime.fromtimestamp(end_s, tz=UTC)
+    start = end - chosen.duration
+    start_s = start.timestamp()
+    points = int(chosen.duration.total_seconds() // step) + 1
+    history = UtilisationHistory(range=chosen, start=start, end=end)
+    history.timestamps = [start + timedelta(seconds=i * step) for i in range(points)]
+    by_host = ", ".join((*HOST_LABELS, *MODEL_LABELS))
+    answers: dict[str, tuple[Series, ...]] = {}
+    with _adapter(metrics) as adapter:
+        if adapter is None:
+            history.error = NOT_CONFIGURED
+            return history
+        try:
+            for metric in (GR_ENGINE_ACTIVE, GPU_UTIL):
+                card = card_expr(metric, window_s=step)
+                for op in ("sum", "count"):
+                    answers[f"{op} {metric}"] = adapter.query_range(
+                        f"{op} by ({by_host}) ({card})", start=start, end=end, step_s=step
+                    )
+        except SchedulerError as exc:
+            history.error = _why(exc)
+            return history
+        hosts, models = _placements(filters)
+        names = {dcgm_labels(s.label_map).hostname for found in answers.values() for s in found}
+        aliases = None
+        if any(name and hosts.find(name) is None for name in names):
+            window_s = int((end - start).total_seconds())
+            aliases = _exporter_hosts(adapter, hosts, at=end, window_s=window_s)
+    # (labels, metric) -> [sum, count] per step, then PROF or DEV per host × model and step
+    per_key: dict[tuple, dict[str, list[list[float]]]] = defaultdict(dict)
+    for metric, scale in ((GR_ENGINE_ACTIVE, 100.0), (GPU_UTIL, 1.0)):
+        for op, column in (("sum", 0), ("count", 1)):
+            for series in answers[f"{op} {metric}"]:
+                steps = per_key[series.labels].setdefault(
+                    metric, [[0.0, 0.0] for _ in range(points)]
+                )
+                for sample in series.samples:
+                    i = round((sample.timestamp - start_s) / step)
+                    if sample.value is not None and 0 <= i < points:
+                        steps[i][column] = sample.value * (scale if column == 0 else 1.0)
+    totals: dict[tuple, list[list[float]]] = {}
+    for labels, metrics_by_name in per_key.items():
+        place = _place(hosts, models, dict(labels), aliases)
+        if place is None:
+            history.unplaced += 1
+            continue
+        total = totals.setdefault(place, [[0.0, 0.0] for _ in range(points)])
+        prof = metrics_by_name.get(GR_ENGINE_ACTIVE)
+        dev = metrics_by_name.get(GPU_UTIL)
+        for i in range(points):
+            chosen_step = prof[i] if prof and prof[i][1] else (dev[i] if dev else None)
+            if chosen_step and chosen_step[1]:
+                total[i][0] += chosen_step[0]
+                total[i][1] += chosen_step[1]
+    for (pool_slug, pool, model_slug, model), total in sorted(
+        totals.items(), key=lambda item: (item[0][1], item[0][3])
+    ):
+        history.series.append(
+            UtilisationSeries(
+                pool_slug,
+                pool,
+                model_slug,
+                model,
+                [round(s / n, 1) if n else None for s, n in total],
+                int(max((n for _, n in total), default=0)),
+            )  # fmt: skip
+        )
+    return history

@@ -1,0 +1,64 @@
+"""Overview pages that read several sub-domains: *My teams* (a member's allocations, the cards
+they held so far after any reclamation, and recent requests)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.shortcuts import render
+from django.utils import timezone
+
+from pools.capacity import selectors as capacity_selectors
+from pools.capacity.availability import (
+    team_usage,
+)
+from pools.choices import HOLDING_STATUSES
+from pools.reclamation.card_timeline import card_changes, card_pieces
+from pools.tenancy import selectors as tenancy_selectors
+
+
+def my_teams(request):
+    """The user's teams: allocations with time left, usage so far, recent requests."""
+    teams = list(tenancy_selectors.team_list(user=request.user).order_by("name"))
+    now = timezone.now()
+    allocations = (
+        capacity_selectors.allocation_list(user=request.user)
+        .filter(team__in=teams, status__in=HOLDING_STATUSES)
+        .order_by("ends_at")
+    )
+    requests = (
+        capacity_selectors.capacity_request_list(user=request.user)
+        .filter(team__in=teams)
+        .order_by("-created_at")[:20]
+    )
+    held = team_usage(team_ids=[t.pk for t in teams], at=now)
+    allocations = list(allocations)
+    changes = card_changes(a.pk for a in allocations)
+    rows = []
+    for allocation in allocations:
+        elapsed = max(timedelta(0), min(now, allocation.ends_at) - allocation.starts_at)
+        total = allocation.ends_at - allocation.starts_at
+        held_so_far = sum(
+            piece.cards * max(0.0, (min(piece.end, now) - piece.start).total_seconds())
+            for piece in card_pieces(allocation, changes.get(allocation.pk, ()))
+        )
+        rows.append(
+            {
+                "allocation": allocation,
+                "time_left": allocation.ends_at - now if allocation.ends_at > now else None,
+                "held_card_hours": held_so_far / 3600,
+                "window_card_hours": allocation.card_count * total.total_seconds() / 3600,
+                "progress": round(100 * elapsed / total) if total else 0,
+            }
+        )
+    return render(
+        request,
+        "pools/requests/my_teams.html",
+        {
+            "teams": teams,
+            "rows": rows,
+            "requests": requests,
+            "held": held,
+            "now": now,
+        },
+    )

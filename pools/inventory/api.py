@@ -1,0 +1,129 @@
+"""Viewsets of the inventory API; each list is paginated and filtered by its FilterSet."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, permissions, status, viewsets
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from pools.api_common import IsPoolAdmin
+from pools.inventory import selectors
+from pools.inventory import serializers as s
+from pools.inventory.filtersets import (
+    DriverGroupFilterSet,
+    GpuFilterSet,
+    GpuModelFilterSet,
+    NodeFilterSet,
+)
+from pools.inventory.services.gpu_models import gpu_model_alias_map
+from pools.inventory.services.importer import inventory_import_file
+
+
+class GpuModelViewSet(viewsets.ReadOnlyModelViewSet):
+    """The GPU model catalogue with published specs and the aliases each source uses."""
+
+    serializer_class = s.GpuModelSerializer
+    filterset_class = GpuModelFilterSet
+    lookup_field = "slug"
+
+    def get_queryset(self):
+        return selectors.gpu_model_list().order_by("name")
+
+
+class DriverGroupViewSet(viewsets.ReadOnlyModelViewSet):
+    """Driver branches with the highest CUDA version every node of the branch supports."""
+
+    serializer_class = s.DriverGroupSerializer
+    filterset_class = DriverGroupFilterSet
+    lookup_field = "branch"
+
+    def get_queryset(self):
+        return selectors.driver_group_list().order_by("branch")
+
+
+class NodeViewSet(viewsets.ReadOnlyModelViewSet):
+    """Nodes with their state, driver and card counts; detail includes GPUs and MIG devices."""
+
+    filterset_class = NodeFilterSet
+    lookup_field = "hostname"
+    lookup_value_regex = "[^/]+"
+
+    def get_queryset(self):
+        qs = selectors.node_list()
+        if self.action == "retrieve":
+            qs = qs.prefetch_related("gpus__gpu_model", "gpus__mig_devices")
+        return qs.order_by("hostname")
+
+    def get_serializer_class(self):
+        return s.NodeDetailSerializer if self.action == "retrieve" else s.NodeSerializer
+
+
+class GpuViewSet(viewsets.ReadOnlyModelViewSet):
+    """Every physical card with its node, pool, model (or raw reported name) and health."""
+
+    serializer_class = s.GpuSerializer
+    filterset_class = GpuFilterSet
+
+    def get_queryset(self):
+        return selectors.gpu_list().order_by("node__hostname", "index")
+
+
+class InventoryImportViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
+    """Import runs and their reports; POST a file to import (pool admins)."""
+
+    serializer_class = s.InventoryImportSerializer
+    permission_classes = [IsPoolAdmin]
+    parser_classes = [MultiPartParser, FormParser]
+
+    def get_queryset(self):
+        return selectors.inventory_import_list()
+
+    @extend_schema(request=s.InventoryImportRequestSerializer, responses={201: dict, 400: dict})
+    def create(self, request):
+        """Import nvidia-smi output, slurmrestd nodes JSON or Kubernetes Nodes.
+
+        Answers 201 with the report when everything was imported, 400 with the same report
+        when anything was rejected (the rest is kept).
+        """
+        form = s.InventoryImportRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        upload = form.validated_data["file"]
+        report = inventory_import_file(
+            data=upload.read(),
+            source=form.validated_data["source"],
+            node=form.validated_data.get("node") or None,
+            pool=form.validated_data.get("pool"),
+            actor=request.user,
+            filename=upload.name,
+        )
+        body = report.as_dict()
+        if not report.ok:
+            body = {"code": "import_incomplete", "detail": "Some input was not imported.", **body}
+        return Response(body, status=status.HTTP_201_CREATED if report.ok else 400)
+
+
+class UnrecognisedModelView(APIView):
+    """Reported model names that match no catalogue alias; POST maps one (pool admins)."""
+
+    def get_permissions(self):
+        return [IsPoolAdmin()] if self.request.method == "POST" else [permissions.IsAuthenticated()]
+
+    @extend_schema(responses=s.UnrecognisedModelSerializer(many=True))
+    def get(self, request):
+        rows = selectors.unrecognised_model_list()
+        return Response(s.UnrecognisedModelSerializer(rows, many=True).data)
+
+    @extend_schema(request=s.AliasMapRequestSerializer, responses={200: dict})
+    def post(self, request):
+        form = s.AliasMapRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        count = gpu_model_alias_map(
+            raw_name=form.validated_data["raw_model_name"],
+            gpu_model=form.validated_data["gpu_model"],
+            actor=request.user,
+        )
+        return Response({"mapped_gpus": count, "gpu_model": form.validated_data["gpu_model"].slug})

@@ -1,0 +1,267 @@
+"""Inventory: GPU models, driver groups, pools, nodes, GPUs, MIG devices and import runs.
+
+Units are in the field names: ``memory_gib`` (GiB, 2**30 B), ``memory_total_mib`` (MiB, 2**20 B),
+``memory_bandwidth_gbps`` (GB/s, 10**9 B/s), ``*_tflops`` (10**12 FLOP/s, dense), ``tdp_w`` (W).
+``None`` means "the source did not say", never zero."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from pools.choices import (
+    AliasKind,
+    CardClass,
+    FormFactor,
+    GpuHealth,
+    InventorySource,
+    NodeState,
+    Scheduler,
+)
+from pools.validators import hostname_validator, slug_validator
+
+
+class GpuModel(models.Model):
+    """A catalogue row: one GPU SKU with its published specs (``sources`` cites each value)."""
+
+    slug = models.SlugField(max_length=40, unique=True, validators=[slug_validator])
+    name = models.CharField(max_length=80)
+    vendor_name = models.CharField(max_length=120, help_text="Exact name nvidia-smi prints.")
+    architecture = models.CharField(max_length=40, blank=True)
+    card_class = models.CharField(max_length=12, choices=CardClass.choices)
+    form_factor = models.CharField(max_length=8, choices=FormFactor.choices)
+    memory_gib = models.DecimalField(max_digits=7, decimal_places=2)
+    memory_bandwidth_gbps = models.DecimalField(
+        max_digits=8, decimal_places=1, null=True, blank=True
+    )
+    fp16_dense_tflops = models.DecimalField(max_digits=8, decimal_places=2, null=True, blank=True)
+    bf16_dense_tflops = models.DecimalField(max_digits=8, decimal_places=2, null=True, blank=True)
+    fp8_dense_tflops = models.DecimalField(max_digits=8, decimal_places=2, null=True, blank=True)
+    int8_dense_tops = models.DecimalField(max_digits=8, decimal_places=2, null=True, blank=True)
+    nvlink_gbps = models.DecimalField(
+        max_digits=7, decimal_places=1, null=True, blank=True, help_text="Empty: no NVLink."
+    )
+    tdp_w = models.PositiveIntegerField(null=True, blank=True)
+    cuda_cores = models.PositiveIntegerField(null=True, blank=True)
+    sources = models.JSONField(default=dict, blank=True, help_text="Field name -> citation.")
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(memory_gib__gt=0), name="gpumodel_memory_positive")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def has_nvlink(self) -> bool:
+        return self.nvlink_gbps is not None and self.nvlink_gbps > 0
+
+
+class GpuModelAlias(models.Model):
+    """A string under which a source reports a GPU model; ``key`` is its normalised form.
+
+    ``key`` is :func:`pools.inventory.gpu_names.normalise_model_key` of ``value`` and is unique, so
+    one
+    reported string maps to at most one model: matching is exact on the key, never by substring.
+    """
+
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.CASCADE, related_name="aliases")
+    value = models.CharField(max_length=120)
+    kind = models.CharField(max_length=12, choices=AliasKind.choices)
+    key = models.CharField(max_length=120, unique=True)
+
+    class Meta:
+        ordering = ["gpu_model__name", "kind", "value"]
+        verbose_name_plural = "GPU model aliases"
+
+    def __str__(self) -> str:
+        return f"{self.value} -> {self.gpu_model.slug}"
+
+
+class DriverGroup(models.Model):
+    """Nodes sharing one NVIDIA driver branch (535, 550, 570 ...).
+
+    ``max_cuda`` is the highest CUDA version the *oldest* driver of the group supports, from
+    NVIDIA's CUDA release notes table (``pools/inventory/catalogue/cuda_drivers.json``), so every
+    node of the
+    group can run it. Empty when the table has no row the driver satisfies.
+    """
+
+    branch = models.PositiveIntegerField(unique=True)
+    min_driver_version = models.CharField(max_length=32, blank=True)
+    max_driver_version = models.CharField(max_length=32, blank=True)
+    max_cuda = models.CharField(max_length=8, blank=True)
+
+    class Meta:
+        ordering = ["branch"]
+
+    def __str__(self) -> str:
+        return f"R{self.branch}"
+
+    @property
+    def name(self) -> str:
+        return str(self)
+
+
+class Pool(models.Model):
+    """Schedulable capacity of one scheduler: a Slurm partition or a Kubernetes node group.
+
+    ``overcommit_ratio`` multiplies schedulable cards when allocations are checked (1.0 = none).
+    """
+
+    slug = models.SlugField(max_length=50, unique=True, validators=[slug_validator])
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True)
+    scheduler = models.CharField(max_length=12, choices=Scheduler.choices)
+    slurm_partition = models.CharField(max_length=64, blank=True)
+    k8s_node_selector = models.JSONField(default=dict, blank=True)
+    overcommit_ratio = models.DecimalField(
+        max_digits=4,
+        decimal_places=2,
+        default=Decimal("1.00"),
+        validators=[MinValueValidator(Decimal("0.10"))],
+    )
+    auto_approve_max_cards = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Requests of at most this many cards … (empty: never)"
+    )
+    auto_approve_max_days = models.PositiveIntegerField(
+        null=True, blank=True, help_text="… lasting at most this many days are approved at once."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(overcommit_ratio__gt=0), name="pool_overcommit_pos")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Node(models.Model):
+    """A host with GPUs, the scheduler that owns it, its state and when a source last saw it."""
+
+    hostname = models.CharField(max_length=253, unique=True, validators=[hostname_validator])
+    pool = models.ForeignKey(
+        Pool, null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes"
+    )
+    scheduler = models.CharField(max_length=12, choices=Scheduler.choices, default=Scheduler.NONE)
+    state = models.CharField(max_length=12, choices=NodeState.choices, default=NodeState.UNKNOWN)
+    state_reason = models.CharField(max_length=255, blank=True)
+    driver_version = models.CharField(max_length=32, blank=True)
+    driver_group = models.ForeignKey(
+        DriverGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes"
+    )
+    cuda_version = models.CharField(max_length=8, blank=True, help_text="Max CUDA as reported.")
+    partitions = models.JSONField(default=list, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    gpu_replicas = models.PositiveIntegerField(null=True, blank=True)
+    # Slurm: cards allocated to jobs when last imported (GRES used); empty when unknown.
+    gpus_allocated = models.PositiveIntegerField(null=True, blank=True)
+    last_source = models.CharField(max_length=12, choices=InventorySource.choices, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["hostname"]
+        indexes = [models.Index(fields=["state"]), models.Index(fields=["pool", "state"])]
+
+    def __str__(self) -> str:
+        return self.hostname
+
+
+class Gpu(models.Model):
+    """One physical card. ``gpu_model`` is empty while ``raw_model_name`` matches no alias."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    index = models.PositiveSmallIntegerField()
+    # NULL, not "", for unknown: the partial unique constraint below must ignore unknown UUIDs.
+    uuid = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+    serial = models.CharField(max_length=64, blank=True)
+    pci_bus_id = models.CharField(max_length=32, blank=True)
+    gpu_model = models.ForeignKey(
+        GpuModel, null=True, blank=True, on_delete=models.PROTECT, related_name="gpus"
+    )
+    raw_model_name = models.CharField(max_length=120, blank=True)
+    # nvidia-smi's 32-bit PCI id as printed ("0x233010DE"); "" when the source does not say.
+    pci_device_id = models.CharField(max_length=12, blank=True)
+    # Slugs the reported name could be when it names several SKUs (``gpu_model`` is then empty
+    # and an admin decides); empty when the name is exact or plainly unrecognised.
+    model_candidates = models.JSONField(default=list, blank=True)
+    memory_total_mib = models.PositiveIntegerField(null=True, blank=True)
+    mig_mode = models.BooleanField(null=True, blank=True)
+    health = models.CharField(max_length=8, choices=GpuHealth.choices, default=GpuHealth.UNKNOWN)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["node__hostname", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["node", "index"], name="gpu_unique_node_index"),
+            models.UniqueConstraint(
+                fields=["uuid"], condition=Q(uuid__isnull=False), name="gpu_unique_uuid"
+            ),
+        ]
+        indexes = [models.Index(fields=["gpu_model", "health"])]
+
+    def __str__(self) -> str:
+        return f"{self.node.hostname}:{self.index}"
+
+    @property
+    def recognised(self) -> bool:
+        return self.gpu_model_id is not None
+
+
+class MigDevice(models.Model):
+    """A MIG instance of a GPU, recorded under its parent card (never as a card of its own)."""
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="mig_devices")
+    index = models.PositiveSmallIntegerField()
+    uuid = models.CharField(max_length=64, blank=True)
+    profile = models.CharField(max_length=32, blank=True)
+    gpu_instance_id = models.PositiveSmallIntegerField(null=True, blank=True)
+    compute_instance_id = models.PositiveSmallIntegerField(null=True, blank=True)
+    memory_total_mib = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["gpu", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["gpu", "index"], name="migdevice_unique_gpu_index")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu} MIG {self.index} {self.profile}"
+
+
+class InventoryImport(models.Model):
+    """One run of an importer and its report (what was created, updated, rejected and why)."""
+
+    source = models.CharField(max_length=12, choices=InventorySource.choices)
+    filename = models.CharField(max_length=255, blank=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    nodes_created = models.PositiveIntegerField(default=0)
+    nodes_updated = models.PositiveIntegerField(default=0)
+    nodes_unchanged = models.PositiveIntegerField(default=0)
+    nodes_rejected = models.PositiveIntegerField(default=0)
+    gpus_seen = models.PositiveIntegerField(default=0)
+    errors = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.source} import {self.created_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors

@@ -1,0 +1,242 @@
+"""Read-side queries: visibility and query shape for every inventory list and summary."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+
+from pools.choices import GpuHealth, NodeState
+from pools.inventory.driver_versions import parse_cuda_version
+from pools.inventory.models import (
+    DriverGroup,
+    Gpu,
+    GpuModel,
+    InventoryImport,
+    MigDevice,
+    Node,
+    Pool,
+)
+
+
+def node_list() -> QuerySet[Node]:
+    """Nodes with pool and driver group joined and their card counts annotated.
+
+    Annotations: ``gpu_count`` (cards), ``unrecognised_count`` (cards with no catalogue model).
+    The query count does not grow with the number of rows.
+    """
+    # Correlated subqueries, not a GROUP BY over every GPU: a page computes them for its rows only.
+    return Node.objects.select_related("pool", "driver_group").annotate(
+        gpu_count=_gpu_count(),
+        unrecognised_count=_gpu_count(gpu_model__isnull=True),
+    )
+
+
+def _gpu_count(**filters):
+    per_node = (
+        Gpu.objects.filter(node=OuterRef("pk"), **filters)
+        .order_by()
+        .values("node")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    return Coalesce(Subquery(per_node), 0)
+
+
+def node_detail(*, hostname: str) -> Node:
+    """One node with its GPUs, their models and MIG devices prefetched; raises DoesNotExist."""
+    return (
+        Node.objects.select_related("pool", "driver_group")
+        .prefetch_related("gpus__gpu_model", "gpus__mig_devices")
+        .get(hostname=hostname)
+    )
+
+
+def gpu_list() -> QuerySet[Gpu]:
+    """GPUs with node, pool, driver group and model joined (one query per page)."""
+    mig_count = (
+        MigDevice.objects.filter(gpu=OuterRef("pk"))
+        .order_by()
+        .values("gpu")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    return (
+        Gpu.objects.select_related("node", "node__pool", "node__driver_group", "gpu_model")
+        .defer("node__labels", "node__partitions", "gpu_model__sources")
+        .annotate(mig_device_count=Coalesce(Subquery(mig_count), 0))
+    )
+
+
+def gpu_model_list() -> QuerySet[GpuModel]:
+    """Catalogue rows with aliases prefetched and the fleet's card count annotated.
+
+    The count is distinct because the list's search joins the aliases, one row per alias.
+    """
+    return GpuModel.objects.prefetch_related("aliases").annotate(
+        gpu_count=Count("gpus", distinct=True)
+    )
+
+
+def driver_group_list() -> QuerySet[DriverGroup]:
+    return DriverGroup.objects.annotate(
+        node_count=Count("nodes", distinct=True), gpu_count=Count("nodes__gpus")
+    )
+
+
+def pool_list() -> QuerySet[Pool]:
+    """Pools with ``node_count``, ``gpu_count`` and ``driver_branch_count`` annotated.
+
+    A pool with more than one driver branch is flagged on its page: a job that needs the newer
+    branch's CUDA may land on a node that cannot run it.
+    """
+    return Pool.objects.annotate(
+        node_count=Count("nodes", distinct=True),
+        gpu_count=Count("nodes__gpus"),
+        driver_branch_count=Count("nodes__driver_group", distinct=True),
+    )
+
+
+def unrecognised_model_list() -> list[dict]:
+    """Reported model names with no catalogue model, for an admin to map.
+
+    ``[{raw_model_name, model_candidates, gpu_count, node_count}]``: ``model_candidates`` lists the
+    slugs an ambiguous name could be (several SKUs share it and the PCI device id did not settle
+    it), empty for a name that matches nothing. Sorted by card count, largest first.
+    """
+    rows = (
+        Gpu.objects.filter(gpu_model__isnull=True)
+        .exclude(raw_model_name="")
+        .values("raw_model_name", "model_candidates")
+        .annotate(gpu_count=Count("id"), node_count=Count("node", distinct=True))
+        .order_by("-gpu_count", "raw_model_name")
+    )
+    return list(rows)
+
+
+def inventory_import_list() -> QuerySet[InventoryImport]:
+    return InventoryImport.objects.select_related("actor")
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    """Cards of one (pool, GPU model, driver group, node state) cell of the fleet overview."""
+
+    pool: str
+    gpu_model: str
+    driver_group: str
+    state: str
+    cards: int
+    healthy: int
+
+
+def fleet_summary() -> list[FleetRow]:
+    """Cards grouped by pool × GPU model × driver group × node state, in one query.
+
+    ``healthy`` counts cards whose own health is not ``error`` on nodes that are ``up``.
+    Unrecognised models are grouped under their reported name, prefixed ``?``.
+    """
+    rows = (
+        Gpu.objects.values(
+            "node__pool__name",
+            "gpu_model__name",
+            "raw_model_name",
+            "node__driver_group__branch",
+            "node__state",
+        )
+        .annotate(
+            cards=Count("id"),
+            healthy=Count("id", filter=Q(node__state=NodeState.UP) & ~Q(health=GpuHealth.ERROR)),
+        )
+        .order_by("node__pool__name", "gpu_model__name", "node__driver_group__branch")
+    )
+    merged: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
+    for row in rows:
+        model = row["gpu_model__name"] or f"? {row['raw_model_name'] or 'unknown'}"
+        branch = row["node__driver_group__branch"]
+        key = (
+            row["node__pool__name"] or "(no pool)",
+            model,
+            f"R{branch}" if branch else "(unknown driver)",
+            row["node__state"],
+        )
+        merged[key][0] += row["cards"]
+        merged[key][1] += row["healthy"]
+    return [FleetRow(*key, cards=c, healthy=h) for key, (c, h) in merged.items()]
+
+
+def fleet_totals() -> dict[str, int]:
+    """Headline numbers: nodes, cards, healthy cards, unrecognised cards, pools."""
+    gpu = Gpu.objects.aggregate(
+        cards=Count("id"),
+        healthy=Count("id", filter=Q(node__state=NodeState.UP) & ~Q(health=GpuHealth.ERROR)),
+        unrecognised=Count("id", filter=Q(gpu_model__isnull=True)),
+    )
+    return {
+        "nodes": Node.objects.count(),
+        "pools": Pool.objects.count(),
+        **gpu,
+    }
+
+
+def pools_supporting_cuda(*, cuda: str) -> list[dict]:
+    """Which pools can run CUDA ``cuda`` (``"12.4"``): per pool, cards on capable nodes.
+
+    A node is capable when its driver group's ``max_cuda`` is at least ``cuda`` (tuple compare,
+    never float). Returns ``[{pool, capable_cards, other_cards, driver_groups}]`` sorted by pool;
+    nodes with an unknown driver count as not capable. Raises ValueError for a bad version.
+    """
+    wanted = parse_cuda_version(cuda)
+    if wanted is None:
+        raise ValueError(f"not a CUDA version: {cuda!r}")
+    result: dict[str, dict] = {}
+    rows = (
+        Gpu.objects.values(
+            "node__pool__slug",
+            "node__pool__name",
+            "node__driver_group__branch",
+            "node__driver_group__max_cuda",
+        )
+        .annotate(cards=Count("id"))
+        .order_by("node__pool__name")
+    )
+    for row in rows:
+        name = row["node__pool__name"] or "(no pool)"
+        entry = result.setdefault(
+            name,
+            {
+                "pool": name,
+                "slug": row["node__pool__slug"],
+                "capable_cards": 0,
+                "other_cards": 0,
+                "driver_groups": [],
+            },
+        )
+        supported = parse_cuda_version(row["node__driver_group__max_cuda"] or "")
+        capable = supported is not None and supported >= wanted
+        entry["capable_cards" if capable else "other_cards"] += row["cards"]
+        if row["node__driver_group__branch"]:
+            entry["driver_groups"].append(
+                {
+                    "branch": row["node__driver_group__branch"],
+                    "max_cuda": row["node__driver_group__max_cuda"],
+                    "supports": capable,
+                }
+            )
+    return sorted(result.values(), key=lambda e: e["pool"])
+
+
+def cards_per_node_by_model(*, scheduler: str | None = None) -> dict[str, int]:
+    """The most cards of each GPU model (by slug) on one node, over nodes in pools run by
+    ``scheduler`` (``None``: every node). A tensor-parallel group cannot span nodes."""
+    gpus = Gpu.objects.filter(gpu_model__isnull=False)
+    if scheduler is not None:
+        gpus = gpus.filter(node__pool__scheduler=scheduler)
+    rows = gpus.values("node", "gpu_model__slug").annotate(n=Count("id")).order_by()
+    most: dict[str, int] = {}
+    for row in rows:
+        slug = row["gpu_model__slug"]
+        most[slug] = max(most.get(slug, 0), row["n"])
+    return most

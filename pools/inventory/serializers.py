@@ -1,0 +1,237 @@
+"""Serializers of the inventory API. Units are in the field names (MiB, GiB, GB/s, TFLOPS, W)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from pools.choices import InventorySource
+from pools.inventory.models import (
+    DriverGroup,
+    Gpu,
+    GpuModel,
+    GpuModelAlias,
+    InventoryImport,
+    MigDevice,
+    Node,
+    Pool,
+)
+
+
+class GpuModelAliasSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = GpuModelAlias
+        fields = ["value", "kind"]
+
+
+class GpuModelSerializer(serializers.ModelSerializer):
+    aliases = GpuModelAliasSerializer(many=True, read_only=True)
+    gpu_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = GpuModel
+        fields = [
+            "slug",
+            "name",
+            "vendor_name",
+            "architecture",
+            "card_class",
+            "form_factor",
+            "memory_gib",
+            "memory_bandwidth_gbps",
+            "fp16_dense_tflops",
+            "bf16_dense_tflops",
+            "fp8_dense_tflops",
+            "int8_dense_tops",
+            "nvlink_gbps",
+            "tdp_w",
+            "cuda_cores",
+            "sources",
+            "aliases",
+            "gpu_count",
+        ]
+
+
+class DriverGroupSerializer(serializers.ModelSerializer):
+    name = serializers.CharField(read_only=True)
+    node_count = serializers.IntegerField(read_only=True)
+    gpu_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = DriverGroup
+        fields = [
+            "branch",
+            "name",
+            "min_driver_version",
+            "max_driver_version",
+            "max_cuda",
+            "node_count",
+            "gpu_count",
+        ]
+
+
+class PoolSerializer(serializers.ModelSerializer):
+    node_count = serializers.IntegerField(read_only=True)
+    gpu_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Pool
+        fields = [
+            "slug",
+            "name",
+            "description",
+            "scheduler",
+            "slurm_partition",
+            "k8s_node_selector",
+            "overcommit_ratio",
+            "node_count",
+            "gpu_count",
+        ]
+
+    def validate_k8s_node_selector(self, value):
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise serializers.ValidationError("Must be an object of label name -> value strings.")
+        return value
+
+
+class MigDeviceSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = MigDevice
+        fields = [
+            "index",
+            "uuid",
+            "profile",
+            "gpu_instance_id",
+            "compute_instance_id",
+            "memory_total_mib",
+        ]
+
+
+class GpuSerializer(serializers.ModelSerializer):
+    node = serializers.CharField(source="node.hostname", read_only=True)
+    pool = serializers.CharField(
+        source="node.pool.slug", read_only=True, default=None, allow_null=True
+    )
+    driver_version = serializers.CharField(source="node.driver_version", read_only=True)
+    # None: a card whose reported name matches no catalogue model (see raw_model_name).
+    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    mig_device_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Gpu
+        fields = [
+            "id",
+            "node",
+            "pool",
+            "index",
+            "uuid",
+            "serial",
+            "pci_bus_id",
+            "gpu_model",
+            "raw_model_name",
+            "memory_total_mib",
+            "mig_mode",
+            "mig_device_count",
+            "health",
+            "driver_version",
+            "last_seen_at",
+        ]
+
+
+class NodeGpuSerializer(serializers.ModelSerializer):
+    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    mig_devices = MigDeviceSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Gpu
+        fields = [
+            "index",
+            "uuid",
+            "serial",
+            "pci_bus_id",
+            "gpu_model",
+            "raw_model_name",
+            "memory_total_mib",
+            "mig_mode",
+            "mig_devices",
+            "health",
+            "last_seen_at",
+        ]
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    pool = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    driver_group = serializers.SlugRelatedField(
+        slug_field="branch", read_only=True, allow_null=True
+    )
+    gpu_count = serializers.IntegerField(read_only=True)
+    unrecognised_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Node
+        fields = [
+            "hostname",
+            "pool",
+            "scheduler",
+            "state",
+            "state_reason",
+            "driver_version",
+            "driver_group",
+            "cuda_version",
+            "partitions",
+            "gpu_replicas",
+            "gpu_count",
+            "unrecognised_count",
+            "last_source",
+            "last_seen_at",
+        ]
+
+
+class NodeDetailSerializer(NodeSerializer):
+    gpus = NodeGpuSerializer(many=True, read_only=True)
+
+    class Meta(NodeSerializer.Meta):
+        fields = NodeSerializer.Meta.fields + ["labels", "gpus"]
+
+
+class InventoryImportRequestSerializer(serializers.Serializer):
+    """Multipart upload: ``file``, ``source``, and ``node`` (required for nvidia-smi)."""
+
+    file = serializers.FileField()
+    source = serializers.ChoiceField(choices=InventorySource.choices)
+    node = serializers.CharField(required=False, allow_blank=True, max_length=253)
+    pool = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Pool.objects.all(), required=False, allow_null=True
+    )
+
+
+class InventoryImportSerializer(serializers.ModelSerializer):
+    actor = serializers.StringRelatedField(allow_null=True)  # None: run by the system
+
+    class Meta:
+        model = InventoryImport
+        fields = [
+            "id",
+            "source",
+            "filename",
+            "actor",
+            "nodes_created",
+            "nodes_updated",
+            "nodes_unchanged",
+            "nodes_rejected",
+            "gpus_seen",
+            "errors",
+            "created_at",
+        ]
+
+
+class UnrecognisedModelSerializer(serializers.Serializer):
+    raw_model_name = serializers.CharField()
+    gpu_count = serializers.IntegerField()
+    node_count = serializers.IntegerField()
+
+
+class AliasMapRequestSerializer(serializers.Serializer):
+    raw_model_name = serializers.CharField(max_length=120)
+    gpu_model = serializers.SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.all())

@@ -1,0 +1,68 @@
+"""How many cards an allocation held when: its ``card_count`` is only the latest value.
+
+Only reclamation changes the cards of a running allocation (issue 7): a shrink keeps
+``cards_in_use`` of ``card_count`` from ``reclaimed_at``; ending it keeps 0; undoing puts
+``card_count`` back at ``closed_at``. The idle findings in state ``reclaimed`` or ``undone``
+hold exactly these facts, so the timeline is rebuilt from them (billing charges reserved
+allocations on it: a shrink must not reprice the days before it).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from pools.capacity.models import Allocation
+from pools.choices import IdleFindingState
+from pools.reclamation.models import IdleFinding
+
+
+@dataclass(frozen=True)
+class CardPiece:
+    """``cards`` held over ``[start, end)`` (aware datetimes)."""
+
+    start: datetime
+    end: datetime
+    cards: int
+
+
+def card_pieces(
+    allocation: Allocation, changes: Iterable[tuple[datetime, int, int]]
+) -> list[CardPiece]:
+    """The allocation's window cut where its card count changed.
+
+    ``changes``: ``(at, cards_before, cards_after)``. Before the first change the allocation held
+    the first change's ``cards_before``; with no change, its ``card_count`` throughout. Pieces of
+    0 cards are kept (a reclaimed, later undone, allocation held nothing in between).
+    """
+    ordered = sorted(changes)
+    cards = ordered[0][1] if ordered else allocation.card_count
+    pieces, start = [], allocation.starts_at
+    for at, _before, after in ordered:
+        at = min(max(at, allocation.starts_at), allocation.ends_at)
+        if at > start:
+            pieces.append(CardPiece(start, at, cards))
+        start, cards = max(start, at), after
+    if allocation.ends_at > start:
+        pieces.append(CardPiece(start, allocation.ends_at, cards))
+    return pieces
+
+
+def card_changes(allocation_ids: Iterable[int]) -> dict[int, list[tuple[datetime, int, int]]]:
+    """``(at, before, after)`` card changes per allocation id, from its reclaimed and undone
+    findings. One query."""
+    changes: dict[int, list[tuple[datetime, int, int]]] = defaultdict(list)
+    findings = IdleFinding.objects.filter(
+        allocation_id__in=list(allocation_ids),
+        state__in=[IdleFindingState.RECLAIMED, IdleFindingState.UNDONE],
+        reclaimed_at__isnull=False,
+    ).values_list(
+        "allocation_id", "reclaimed_at", "closed_at", "state", "card_count", "cards_in_use"
+    )
+    for allocation_id, reclaimed_at, closed_at, state, before, kept in findings:
+        changes[allocation_id].append((reclaimed_at, before, kept))
+        if state == IdleFindingState.UNDONE and closed_at is not None:
+            changes[allocation_id].append((closed_at, kept, before))
+    return changes

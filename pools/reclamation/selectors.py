@@ -1,0 +1,32 @@
+"""Read-side queries of idle findings and exemptions: who may see which."""
+
+from __future__ import annotations
+
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from pools.reclamation.models import Exemption, IdleFinding
+from pools.tenancy.selectors import team_list
+
+
+def idle_finding_list(*, user) -> QuerySet[IdleFinding]:
+    """Idle findings the user may see (their teams', or all for pool admins), newest first,
+    with the allocation's team, pool and model joined."""
+    qs = IdleFinding.objects.select_related(
+        "allocation__team", "allocation__pool", "allocation__gpu_model"
+    ).order_by("-last_seen_at", "-id")
+    return qs if user.is_staff else qs.filter(allocation__team__memberships__user=user)
+
+
+def exemption_list(*, user, include_expired: bool = False) -> QuerySet[Exemption]:
+    """Exemptions the user may see (of their teams or their teams' allocations; all for pool
+    admins), in force only unless ``include_expired``; latest expiry first."""
+    qs = Exemption.objects.select_related(
+        "team", "allocation__team", "allocation__pool", "created_by"
+    ).order_by("-expires_at", "-id")
+    if not include_expired:
+        qs = qs.filter(expires_at__gt=timezone.now())
+    if user.is_staff:
+        return qs
+    teams = team_list(user=user)
+    return qs.filter(Q(team__in=teams) | Q(allocation__team__in=teams))

@@ -1,0 +1,771 @@
+"""Idle scan and reclamation (issue 7): find allocated cards that do nothing, warn the team
+once, and after the grace period give the cards back to the pool, reversibly and audited.
+
+Mapping of dcgm-exporter series to allocations:
+
+- **Kubernetes** pools: the series whose workload namespace (``exported_namespace`` when
+  Prometheus renamed it) is the team's, ``team-<slug>``, on the pool's nodes.
+- **Slurm** pools: per team and GPU model, the cards its account's jobs hold now, from the
+  scheduler adapter's :meth:`running_gpu_jobs` (node and device index of every card, from
+  slurmctld's ``gres_detail``), matched to the series of the pool's nodes that carry no
+  Kubernetes labels by ``Hostname`` and ``gpu``. A job that started within the window, or one
+  that ended within it (slurmdbd accounting), counts its cards in use without being judged;
+  cards the team holds but no job of it uses are idle. Slurm not configured, unreachable, or
+  unable to say which cards a job holds: ``unknown``.
+
+Reclaiming goes through the same path as release: a status transition
+(:func:`pools.capacity.services.allocations.allocation_transition`, which queues the unbind
+task) when no card is in use, or a smaller ``card_count`` followed by
+:func:`allocation_rebind` on commit; in both cases the team's Slurm ``GrpTRES`` /
+Kubernetes ResourceQuota is set to the team's remaining open-window cards.
+Nothing calls a scheduler while a lock is held.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from pools.audit.services import audit_event_record
+from pools.capacity.availability import pool_free_cards
+from pools.capacity.locks import allocation_lock, pool_lock
+from pools.capacity.models import Allocation
+from pools.capacity.services.allocations import allocation_transition
+from pools.capacity.services.requests import allocation_snapshot
+from pools.capacity.services.scheduler_binding import (
+    binding_apply,
+    scheduler_adapter,
+    slurm_gres_type,
+)
+from pools.choices import AllocationStatus, IdleFindingState, Scheduler
+from pools.errors import InsufficientCapacity, InvalidTransition, PermissionDenied
+from pools.inventory.models import Gpu, Node
+from pools.jobs import ALLOCATION_REBIND, enqueue_on_commit
+from pools.reclamation.evaluate import (
+    AllocationShare,
+    GroupEvaluation,
+    Thresholds,
+    Verdict,
+    evaluate_group,
+    split_group,
+    utilisation_sparkline,
+)
+from pools.reclamation.models import Exemption, IdleFinding, ReclamationPolicy
+from pools.reclamation.services.slurm_jobs import (
+    SlurmPoolJobs,
+    card_models,
+    evaluate_slurm_group,
+    series_by_card,
+    slurm_pool_jobs,
+)
+from pools.tenancy.models import Membership
+from scheduler_adapters.errors import SchedulerError
+from scheduler_adapters.prometheus import DeviceUsage, PrometheusAdapter
+
+SCANNED = (AllocationStatus.ACTIVE, AllocationStatus.EXPIRING)
+STEP_S = 60
+UNDO_WINDOW = timedelta(days=1)
+# A dismissed finding is not opened again for the same allocation within this time.
+DISMISSAL_HOLDS = timedelta(days=7)
+
+
+@dataclass
+class ScanReport:
+    """What one scan saw and did. ``error`` is set (and nothing changed) when Prometheus
+    could not be read; ``seconds`` is the scan's wall time."""
+
+    now: datetime
+    error: str | None = None
+    allocations: int = 0
+    busy: int = 0
+    idle: int = 0
+    unknown: int = 0
+    warned: int = 0
+    reclaimed: int = 0
+    would_reclaim: int = 0
+    resolved: int = 0
+    exempt: int = 0
+    dismissed: int = 0
+    devices: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in vars(self).items()}
+
+
+def policy_thresholds(policy: ReclamationPolicy) -> Thresholds:
+    """The policy's numbers for :mod:`pools.reclamation.evaluate`."""
+    return Thresholds(
+        idle_below_pct=float(policy.idle_below_pct),
+        certainly_idle_below_pct=float(policy.certainly_idle_below_pct),
+        process_memory_max_mib=float(policy.process_memory_max_mib),
+        window_s=policy.window_minutes * 60,
+        step_s=STEP_S,
+        min_coverage=float(policy.min_coverage),
+    )
+
+
+def metrics_adapter() -> PrometheusAdapter | None:
+    """The Prometheus of ``settings.PROMETHEUS_URL``, or ``None`` when none is configured."""
+    url = getattr(settings, "PROMETHEUS_URL", "")
+    if not url:
+        return None
+    return PrometheusAdapter(url, timeout_s=float(getattr(settings, "PROMETHEUS_TIMEOUT_S", 30)))
+
+
+def devices_on_inventory(devices: list[DeviceUsage]) -> list[DeviceUsage]:
+    """Each series placed on the card the inventory holds under its GPU UUID.
+
+    dcgm-exporter's ``Hostname`` is the exporter pod's name unless it runs with host networking
+    or ``NODE_NAME`` (it changes on every exporter rollout), and ``gpu`` is only a node-local
+    index, so ``hostname`` and ``gpu`` become the inventory node's name and the card's index.
+    A UUID the inventory does not hold keeps the exporter's labels (matched by host as before).
+    """
+    where = {
+        uuid: (hostname, str(index))
+        for uuid, hostname, index in Gpu.objects.filter(uuid__isnull=False).values_list(
+            "uuid", "node__hostname", "index"
+        )
+    }
+    placed = []
+    for device in devices:
+        spot = where.get(device.uuid)
+        if spot is not None and (device.hostname, device.gpu) != spot:
+            device = replace(device, hostname=spot[0], gpu=spot[1])
+        placed.append(device)
+    return placed
+
+
+def devices_by_namespace(devices: list[DeviceUsage]) -> dict[str | None, list[DeviceUsage]]:
+    """The series grouped by workload namespace (``None``: device level), once per scan."""
+    grouped: dict[str | None, list[DeviceUsage]] = defaultdict(list)
+    for device in devices:
+        grouped[device.namespace].append(device)
+    return grouped
+
+
+def devices_for_group(
+    by_namespace: dict[str | None, list[DeviceUsage]],
+    *,
+    scheduler: str,
+    team_slug: str,
+    pool_hosts: set[str],
+) -> list[DeviceUsage]:
+    """The series that belong to one team's allocations in one pool (see the module doc);
+    ``by_namespace`` from :func:`devices_by_namespace`."""
+    if scheduler == Scheduler.KUBERNETES:
+        return [
+            d
+            for d in by_namespace.get(f"team-{team_slug}", ())
+            if not pool_hosts or d.hostname in pool_hosts
+        ]
+    return [d for d in by_namespace.get(None, ()) if d.hostname in pool_hosts]
+
+
+def idle_scan(
+    *, now: datetime | None = None, metrics: Any = None, slurm_adapter: Any = None
+) -> ScanReport:
+    """Evaluate every active or expiring allocation of a pool with a reclamation policy.
+
+    One Prometheus round (three range queries over the longest policy window, 60 s steps)
+    for the whole fleet. Busy: an open finding is resolved. Unknown: nothing changes. Idle: a
+    finding is opened (the team emailed once unless the policy is dry-run) or updated, and
+    reclaimed when its grace period is over (see :func:`_maybe_reclaim`). Prometheus
+    unreachable: the report carries the error and nothing changes. Slurm pools also cost two
+    scheduler calls each (running jobs, recent accounting); ``slurm_adapter`` defaults to the
+    configured one, and Slurm unreachable makes those pools' allocations unknown. Safe to run
+    twice.
+    """
+    started = time.monotonic()
+    # whole seconds: Prometheus keeps query times to the millisecond, and a window
+    # start finer than its first sample would drop that sample (coverage 5/6)
+    now = (now or timezone.now()).replace(microsecond=0)
+    report = ScanReport(now=now)
+    policies = {p.pool_id: p for p in ReclamationPolicy.objects.select_related("pool")}
+    if not policies:
+        report.notes.append("no pool has a reclamation policy")
+        return report
+    metrics = metrics if metrics is not None else metrics_adapter()
+    if metrics is None:
+        report.error = "no Prometheus configured (PROMETHEUS_URL)"
+        return report
+    longest = max(p.window_minutes for p in policies.values())
+    allocations = [
+        a
+        for a in Allocation.objects.filter(pool_id__in=policies, status__in=SCANNED)
+        .select_related("team", "pool", "gpu_model")
+        .order_by("starts_at", "id")
+        # younger than the window: the metrics may still be the previous holder's
+        if a.starts_at <= now - timedelta(minutes=policies[a.pool_id].window_minutes)
+    ]
+    report.allocations = len(allocations)
+    if not allocations:
+        return report
+    try:
+        devices = list(
+            metrics.gpu_usage(start=now - timedelta(minutes=longest), end=now, step_s=STEP_S)
+        )
+    except SchedulerError as exc:
+        report.error = f"Prometheus unavailable, nothing changed: {exc}"
+        report.seconds = time.monotonic() - started
+        return report
+    devices = devices_on_inventory(devices)
+    report.devices = len(devices)
+    # The series are millions of long-lived objects without cycles: frozen, the collections
+    # that the ORM's work below triggers need not walk them (benchmarks/reclamation.py).
+    gc.freeze()
+    try:
+        _judge(policies, allocations, devices, now, slurm_adapter, report)
+    finally:
+        gc.unfreeze()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _judge(policies, allocations, devices, now, slurm_adapter, report: ScanReport) -> None:
+    """Evaluate every (team, pool[, model]) group and record each allocation's verdict."""
+    hosts: dict[int, set[str]] = defaultdict(set)
+    for hostname, pool_id in Node.objects.filter(pool_id__in=policies).values_list(
+        "hostname", "pool_id"
+    ):
+        hosts[pool_id].add(hostname)
+    # Kubernetes: a team's namespace holds all its cards of a pool; Slurm: per GPU model
+    groups: dict[tuple[int, int, int | None], list[Allocation]] = defaultdict(list)
+    for allocation in allocations:
+        model = allocation.gpu_model_id if allocation.pool.scheduler == Scheduler.SLURM else None
+        groups[(allocation.team_id, allocation.pool_id, model)].append(allocation)
+    slurm = _SlurmView(policies, groups, hosts, devices, now, slurm_adapter, report)
+    by_namespace = devices_by_namespace(devices)
+    open_findings = {
+        f.allocation_id: f
+        for f in IdleFinding.objects.filter(
+            allocation_id__in=[a.pk for a in allocations], state=IdleFindingState.OPEN
+        )
+    }
+    dismissed = set(
+        IdleFinding.objects.filter(
+            allocation_id__in=[a.pk for a in allocations],
+            state=IdleFindingState.DISMISSED,
+            closed_at__gt=now - DISMISSAL_HOLDS,
+        ).values_list("allocation_id", flat=True)
+    )
+    for (_team_id, pool_id, _model), members in groups.items():
+        policy = policies[pool_id]
+        pool = policy.pool
+        thresholds = policy_thresholds(policy)
+        if pool.scheduler == Scheduler.SLURM:
+            group = slurm.evaluate(members, thresholds)
+            mine = None  # the series of its cards, looked up only if a finding needs them
+        else:
+            mine = devices_for_group(
+                by_namespace,
+                scheduler=pool.scheduler,
+                team_slug=members[0].team.slug,
+                pool_hosts=hosts[pool_id],
+            )
+            group = evaluate_group(mine, end=now.timestamp(), t=thresholds)
+        shares = split_group(group, [(a.pk, a.card_count) for a in members])
+        # only an idle allocation's finding stores it; the sparkline costs a pass over samples
+        idle = any(share.verdict == Verdict.IDLE for share in shares)
+        if idle and mine is None:
+            uuids = {c.uuid for c in group.cards}
+            mine = [d for d in by_namespace.get(None, ()) if d.uuid in uuids]
+        detail = finding_detail(group, mine, now, thresholds) if idle else {}
+        for allocation, share in zip(members, shares, strict=True):
+            finding = open_findings.get(allocation.pk)
+            if finding is None and allocation.pk in dismissed and share.verdict == Verdict.IDLE:
+                report.dismissed += 1  # an admin said it is fine: not flagged again for a week
+                continue
+            _record(allocation, finding, share, group, detail, policy, now, report)
+
+
+class _SlurmView:
+    """The Slurm side of one scan: each Slurm pool's jobs, read once (two adapter calls) the
+    first time one of its groups is evaluated."""
+
+    def __init__(self, policies, groups, hosts, devices, now, adapter, report) -> None:
+        self.policies, self.hosts, self.devices, self.now = policies, hosts, devices, now
+        self.report = report
+        self._adapter = adapter
+        self._accounts: dict[int, set[str]] = defaultdict(set)
+        for (_team_id, pool_id, model), members in groups.items():
+            if model is not None:
+                self._accounts[pool_id].add(members[0].team.slug)
+        self._pools: dict[int, tuple[SlurmPoolJobs, dict, dict] | str] = {}
+        self._gres: dict[int, str] = {}
+
+    def evaluate(self, members: list[Allocation], thresholds: Thresholds) -> GroupEvaluation:
+        first = members[0]
+        pool = first.pool
+        window_start = self.now - timedelta(minutes=self.policies[pool.pk].window_minutes)
+        seen = self._pool(pool, window_start)
+        if isinstance(seen, str):
+            return GroupEvaluation(Verdict.UNKNOWN, (), 0, False, None, seen)
+        jobs, models, series = seen
+        if first.gpu_model_id not in self._gres:
+            self._gres[first.gpu_model_id] = slurm_gres_type(first.gpu_model)
+        return evaluate_slurm_group(
+            jobs=jobs,
+            account=first.team.slug,
+            gres_type=self._gres[first.gpu_model_id],
+            gpu_model_id=first.gpu_model_id,
+            models=models,
+            pool_hosts=self.hosts[pool.pk],
+            series=series,
+            held=sum(a.card_count for a in members),
+            window_start=window_start,
+            end=self.now,
+            t=thresholds,
+        )
+
+    def _pool(self, pool, window_start):
+        if pool.pk not in self._pools:
+            adapter = self._adapter or scheduler_adapter(Scheduler.SLURM)
+            if adapter is None:
+                self._pools[pool.pk] = "Slurm is not configured (SCHEDULERS): jobs unknown"
+            else:
+                try:
+                    jobs = slurm_pool_jobs(
+                        adapter,
+                        pool,
+                        sorted(self._accounts[pool.pk]),
+                        start=window_start,
+                        end=self.now,
+                    )
+                except SchedulerError as exc:
+                    message = f"Slurm unavailable for {pool.slug}, its allocations unknown: {exc}"
+                    self.report.notes.append(message)
+                    self._pools[pool.pk] = message
+                else:
+                    self._pools[pool.pk] = (
+                        jobs,
+                        card_models(pool),
+                        series_by_card(self.devices, self.hosts[pool.pk]),
+                    )
+        return self._pools[pool.pk]
+
+
+def finding_detail(
+    group: GroupEvaluation, devices: list[DeviceUsage], now: datetime, thresholds: Thresholds
+) -> dict[str, Any]:
+    """The evaluation's per-card numbers and the group's utilisation sparkline over the
+    window (``[unix_ts, %]`` pairs), stored on each finding of the group (built once)."""
+    return {
+        "reason": group.reason,
+        "sparkline": utilisation_sparkline(devices, end=now.timestamp(), t=thresholds),
+        "cards": [
+            {
+                "uuid": c.uuid,
+                "hostname": c.hostname,
+                "verdict": str(c.verdict),
+                "mean_util_pct": c.mean_util_pct,
+                "peak_util_pct": c.peak_util_pct,
+                "coverage": round(c.coverage, 3),
+                "peak_fb_used_mib": c.peak_fb_used_mib,
+                "low_confidence": c.low_confidence,
+            }
+            for c in group.cards
+        ],
+    }
+
+
+def _numbers(share: AllocationShare, group: GroupEvaluation, detail: dict) -> dict[str, Any]:
+    peaks = [c.peak_util_pct for c in group.cards if c.peak_util_pct is not None]
+    return {
+        "card_count": share.card_count,
+        "cards_in_use": min(share.cards_in_use, share.card_count),
+        "certainly_idle": group.certainly_idle,
+        "mean_util_pct": percent_decimal(group.mean_util_pct),
+        "peak_util_pct": percent_decimal(max(peaks) if peaks else None),
+        "detail": detail,
+    }
+
+
+def percent_decimal(value: float | None) -> Decimal | None:
+    return None if value is None else Decimal(f"{value:.2f}")
+
+
+def _record(
+    allocation: Allocation,
+    finding: IdleFinding | None,
+    share: AllocationShare,
+    group: GroupEvaluation,
+    detail: dict,
+    policy: ReclamationPolicy,
+    now: datetime,
+    report: ScanReport,
+) -> None:
+    """Act on one allocation's verdict; ``finding`` is its open finding, if any."""
+    if share.verdict == Verdict.UNKNOWN:
+        report.unknown += 1
+        return  # no evidence either way: an open finding waits, its grace does not advance
+    if share.verdict == Verdict.BUSY:
+        report.busy += 1
+        if finding is not None:
+            with transaction.atomic():
+                finding.state = IdleFindingState.RESOLVED
+                finding.closed_at = now
+                finding.note = f"busy again: {group.reason}"
+                finding.save()
+                audit_event_record(
+                    actor=None, action="idle_finding.resolved", obj=finding, reason=finding.note
+                )
+            report.resolved += 1
+        return
+    report.idle += 1
+    numbers = _numbers(share, group, detail)
+    with transaction.atomic():
+        if finding is None:
+            finding = IdleFinding.objects.create(
+                allocation=allocation,
+                first_seen_at=now,
+                last_seen_at=now,
+                dry_run=policy.dry_run,
+                **numbers,
+            )
+            audit_event_record(
+                actor=None,
+                action="idle_finding.opened",
+                obj=finding,
+                after=_finding_snapshot(finding),
+                reason=group.reason,
+            )
+        else:
+            for name, value in numbers.items():
+                setattr(finding, name, value)
+            finding.last_seen_at = now
+            finding.dry_run = policy.dry_run
+            finding.save()
+        if not policy.dry_run and finding.warned_at is None:
+            finding.warned_at = now
+            finding.save(update_fields=["warned_at"])
+            audit_event_record(
+                actor=None,
+                action="idle_finding.warned",
+                obj=finding,
+                reason=f"reclaim after {policy.grace_hours} h unless in use",
+            )
+            transaction.on_commit(lambda f=finding, p=policy: _email_warning(f, p))
+            report.warned += 1
+    _maybe_reclaim(finding, allocation, share, group, policy, now, report)
+
+
+def exemption_in_force(
+    *, team_id: int, allocation_id: int, now: datetime | None = None
+) -> Exemption | None:
+    """The longest-running exemption of the team or the allocation that has not expired."""
+    now = now or timezone.now()
+    return (
+        Exemption.objects.filter(
+            Q(team_id=team_id) | Q(allocation_id=allocation_id), expires_at__gt=now
+        )
+        .order_by("-expires_at", "-id")
+        .first()
+    )
+
+
+def _maybe_reclaim(
+    finding: IdleFinding,
+    allocation: Allocation,
+    share: AllocationShare,
+    group: GroupEvaluation,
+    policy: ReclamationPolicy,
+    now: datetime,
+    report: ScanReport,
+) -> None:
+    """Reclaim when: grace over since the warning (since first seen under dry-run), the cards
+    are *certainly* idle, no exemption is in force, and the allocation has not changed within
+    the cooldown. Dry-run records ``would_reclaim_at`` (once) instead."""
+    grace = timedelta(hours=policy.grace_hours)
+    clock = finding.first_seen_at if policy.dry_run else finding.warned_at
+    if clock is None or now < clock + grace:
+        return
+    hold = None
+    if not group.certainly_idle:
+        hold = "idle but not certainly idle (a peak or process memory): not reclaimed"
+    exemption = exemption_in_force(team_id=allocation.team_id, allocation_id=allocation.pk, now=now)
+    if exemption is not None:
+        hold = f"exempt until {exemption.expires_at:%Y-%m-%d %H:%M}: {exemption.reason}"
+        report.exempt += 1
+    elif allocation.updated_at > now - timedelta(minutes=policy.cooldown_minutes):
+        hold = f"changed within the {policy.cooldown_minutes} min cooldown"
+    if hold:
+        if finding.note != hold:
+            finding.note = hold
+            finding.save(update_fields=["note"])
+        return
+    keep = min(share.cards_in_use, allocation.card_count)
+    if policy.dry_run:
+        if finding.would_reclaim_at is None:
+            action = (
+                "end it" if keep == 0 else f"shrink it from {allocation.card_count} to {keep} cards"
+            )
+            with transaction.atomic():
+                finding.would_reclaim_at = now
+                finding.note = f"dry run: would {action}"
+                finding.save(update_fields=["would_reclaim_at", "note"])
+                audit_event_record(
+                    actor=None,
+                    action="idle_finding.would_reclaim",
+                    obj=finding,
+                    reason=finding.note,
+                )
+        report.would_reclaim += 1
+        return
+    why = (
+        f"reclaimed: idle since {finding.first_seen_at:%Y-%m-%d %H:%M %Z}, mean "
+        f"{finding.mean_util_pct} % over {policy.window_minutes} min"
+    )
+    if allocation_reclaim(finding, allocation, keep=keep, why=why, now=now, actor=None) is not None:
+        report.reclaimed += 1
+
+
+def allocation_reclaim(
+    finding: IdleFinding,
+    allocation: Allocation,
+    *,
+    keep: int,
+    why: str,
+    now: datetime,
+    actor: Any,
+) -> IdleFinding | None:
+    """Take an open finding's allocation down to ``keep`` cards, or end it (``keep`` 0), under
+    the pool lock: the one reclaim path of the scan and of an admin's reclaim-now. ``why``
+    starts the reason stored on the allocation and the finding. Returns the reclaimed finding,
+    or ``None`` (nothing changed) when the allocation is no longer active or expiring or the
+    finding no longer open. The scheduler's cap is lowered after commit (unbind or rebind task).
+    """
+    with transaction.atomic():
+        pool_lock(allocation.pool_id)
+        locked = allocation_lock(allocation.pk)
+        finding = IdleFinding.objects.select_for_update().get(pk=finding.pk)
+        if locked.status not in SCANNED or finding.state != IdleFindingState.OPEN:
+            return None
+        keep = min(keep, locked.card_count)
+        action = "end it" if keep == 0 else f"shrink it from {locked.card_count} to {keep} cards"
+        reason = f"{why}; {action}"
+        finding.card_count = locked.card_count
+        finding.status_before = locked.status
+        finding.ends_at_before = locked.ends_at
+        if keep == 0:
+            allocation_transition(
+                locked,
+                to=AllocationStatus.RECLAIMED,
+                actor=actor,
+                action="allocation.reclaimed",
+                reason=reason,
+                ends_at=min(locked.ends_at, now),
+            )
+        else:
+            before = allocation_snapshot(locked)
+            locked.card_count = keep
+            locked.status_reason = reason
+            locked.save()
+            audit_event_record(
+                actor=actor,
+                action="allocation.shrunk",
+                obj=locked,
+                before=before,
+                after=allocation_snapshot(locked),
+                reason=reason,
+            )
+            _queue_rebind(locked.pk)
+        finding.state = IdleFindingState.RECLAIMED
+        finding.reclaimed_at = now
+        finding.cards_reclaimed = finding.card_count - keep
+        finding.cards_in_use = keep
+        finding.note = reason
+        finding.save()
+        audit_event_record(
+            actor=actor,
+            action="idle_finding.reclaimed",
+            obj=finding,
+            after=_finding_snapshot(finding),
+            reason=reason,
+        )
+        transaction.on_commit(lambda f=finding: _email_reclaimed(f))
+    return finding
+
+
+def _queue_rebind(allocation_id: int) -> None:
+    enqueue_on_commit(ALLOCATION_REBIND, allocation_id)
+
+
+def allocation_rebind(*, allocation_id: int) -> dict | None:
+    """Set the team's scheduler cap to its open-window cards after ``card_count`` changed
+    (shrunk by reclamation, or restored by undo); stores and returns the binding. Raises the
+    adapter's errors."""
+    allocation = Allocation.objects.select_related("team", "pool", "gpu_model").get(
+        pk=allocation_id
+    )
+    if allocation.status not in SCANNED:
+        return None
+    binding = binding_apply(allocation)
+    Allocation.objects.filter(pk=allocation_id).update(scheduler_binding=binding)
+    return binding
+
+
+def reclamation_undo(
+    *, finding: IdleFinding, actor: Any, now: datetime | None = None
+) -> IdleFinding:
+    """Give a reclaimed allocation its cards (and window) back, within a day of the
+    reclamation, if the pool still has the cards free (pool admins only).
+
+    Raises :class:`PermissionDenied`, :class:`InvalidTransition` (not reclaimed, more than a
+    day ago, or its window is over) and :class:`InsufficientCapacity` (data: ``free``,
+    ``requested``); a refused undo changes nothing.
+    """
+    if not getattr(actor, "is_staff", False):
+        raise PermissionDenied("Only pool admins can undo a reclamation.")
+    now = now or timezone.now()
+    with transaction.atomic():
+        pool_lock(finding.allocation.pool_id)
+        allocation = allocation_lock(finding.allocation_id)
+        finding = IdleFinding.objects.select_for_update().get(pk=finding.pk)
+        if finding.state != IdleFindingState.RECLAIMED or finding.reclaimed_at is None:
+            raise InvalidTransition(
+                "This reclamation was undone already."
+                if finding.state == IdleFindingState.UNDONE
+                else f"Only a reclaimed finding can be undone; this one is {finding.state}.",
+                status=finding.state,
+                action="undo",
+            )
+        if now > finding.reclaimed_at + UNDO_WINDOW:
+            raise InvalidTransition(
+                "A reclamation can be undone for a day only.",
+                status=finding.state,
+                action="undo",
+                reclaimed_at=finding.reclaimed_at.isoformat(),
+            )
+        ends_at = finding.ends_at_before or allocation.ends_at
+        if ends_at <= now:
+            raise InvalidTransition(
+                "The allocation's window is over.", status=finding.state, action="undo"
+            )
+        free = pool_free_cards(
+            pool=allocation.pool,
+            gpu_model=allocation.gpu_model,
+            start=now,
+            end=ends_at,
+            exclude_allocation=allocation.pk,
+        )
+        if free < finding.card_count:
+            raise InsufficientCapacity(
+                f"Only {free} {allocation.gpu_model.name} card(s) are free in "
+                f"{allocation.pool.name}; undoing needs {finding.card_count}.",
+                free=free,
+                requested=finding.card_count,
+            )
+        before = allocation_snapshot(allocation)
+        allocation.status = finding.status_before or AllocationStatus.ACTIVE
+        allocation.card_count = finding.card_count
+        allocation.ends_at = ends_at
+        allocation.status_reason = f"reclamation undone by {actor}"
+        allocation.save()
+        audit_event_record(
+            actor=actor,
+            action="allocation.reclamation_undone",
+            obj=allocation,
+            before=before,
+            after=allocation_snapshot(allocation),
+        )
+        finding.state = IdleFindingState.UNDONE
+        finding.closed_at = now
+        finding.save()
+        audit_event_record(actor=actor, action="idle_finding.undone", obj=finding)
+        _queue_rebind(allocation.pk)
+    return finding
+
+
+def idle_finding_dismiss(*, finding: IdleFinding, actor: Any, reason: str) -> IdleFinding:
+    """Close an open finding without reclaiming (pool admins); the scan does not open another
+    for the same allocation for :data:`DISMISSAL_HOLDS` (7 days)."""
+    if not getattr(actor, "is_staff", False):
+        raise PermissionDenied("Only pool admins can dismiss a finding.")
+    with transaction.atomic():
+        finding = IdleFinding.objects.select_for_update().get(pk=finding.pk)
+        if finding.state != IdleFindingState.OPEN:
+            raise InvalidTransition(
+                f"This finding is {finding.state} already: only an open finding can be dismissed.",
+                status=finding.state,
+                action="dismiss",
+            )
+        finding.state = IdleFindingState.DISMISSED
+        finding.closed_at = timezone.now()
+        finding.note = reason
+        finding.save()
+        audit_event_record(actor=actor, action="idle_finding.dismissed", obj=finding, reason=reason)
+    return finding
+
+
+def _finding_snapshot(finding: IdleFinding) -> dict:
+    return {
+        "state": finding.state,
+        "allocation": finding.allocation_id,
+        "card_count": finding.card_count,
+        "cards_in_use": finding.cards_in_use,
+        "cards_reclaimed": finding.cards_reclaimed,
+        "mean_util_pct": None if finding.mean_util_pct is None else str(finding.mean_util_pct),
+        "certainly_idle": finding.certainly_idle,
+        "dry_run": finding.dry_run,
+    }
+
+
+def _team_emails(allocation: Allocation) -> list[str]:
+    return list(
+        Membership.objects.filter(team_id=allocation.team_id)
+        .exclude(user__email="")
+        .values_list("user__email", flat=True)
+    )
+
+
+def _email_warning(finding: IdleFinding, policy: ReclamationPolicy) -> None:
+    allocation = finding.allocation
+    recipients = _team_emails(allocation)
+    if not recipients:
+        return
+    send_mail(
+        subject=f"[gpu-pool] Allocation #{allocation.pk} looks idle",
+        message=(
+            f"Allocation #{allocation.pk} of team {allocation.team.name} "
+            f"({finding.card_count}x {allocation.gpu_model.name} in {allocation.pool.name}) "
+            f"averaged {finding.mean_util_pct} % GPU utilisation over the last "
+            f"{policy.window_minutes} min; {finding.cards_in_use} card(s) in use.\n"
+            f"If it stays idle, its unused cards return to the pool after "
+            f"{policy.grace_hours} h. Ask a pool admin for an exemption if you need them."
+        ),
+        from_email=None,
+        recipient_list=recipients,
+        fail_silently=True,
+    )
+
+
+def _email_reclaimed(finding: IdleFinding) -> None:
+    allocation = finding.allocation
+    recipients = _team_emails(allocation)
+    if not recipients:
+        return
+    send_mail(
+        subject=f"[gpu-pool] {finding.cards_reclaimed} card(s) of allocation "
+        f"#{allocation.pk} reclaimed",
+        message=(
+            f"{finding.note}.\n{finding.cards_reclaimed} of {finding.card_count} "
+            f"{allocation.gpu_model.name} card(s) returned to {allocation.pool.name}. "
+            f"A pool admin can undo this within a day if the cards are still free."
+        ),
+        from_email=None,
+        recipient_list=recipients,
+        fail_silently=True,
+    )

@@ -1,0 +1,224 @@
+"""What-if over past data (issue 7): replay a pool's reclamation policy over the metrics of
+the last days and say what it *would* have done. Read-only: no findings, no audit events, no
+scheduler calls, no e-mail.
+
+One Prometheus range query (60 s steps) covers the whole period plus one window; then, every
+``step_minutes``, each allocation that held cards at that moment (started at least one window
+before, not yet ended) is evaluated with :func:`pools.reclamation.evaluate.evaluate_group` and
+the policy's thresholds (optionally overridden), grouped and mapped to series exactly as
+:func:`pools.reclamation.services.scan.idle_scan` does. A finding "opens" at the first idle step,
+closes on a busy step, and waits on an unknown one (unknown never counts as idle); it "reclaims"
+at the first step at or after first idle + grace where the cards are certainly idle and no
+exemption covers it. The grace is counted from the first idle step (as in dry run: a live
+policy warns at that same scan). Limits of a replay: the cooldown is not applied (the
+allocation's past change times are not kept), and card counts are the allocation's current
+ones.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
+
+from pools.capacity.models import Allocation
+from pools.choices import AllocationStatus, Scheduler
+from pools.inventory.models import Node, Pool
+from pools.reclamation.evaluate import GroupEvaluation, Verdict, evaluate_group, split_group
+from pools.reclamation.models import Exemption, ReclamationPolicy
+from pools.reclamation.services.scan import (
+    STEP_S,
+    devices_by_namespace,
+    devices_for_group,
+    devices_on_inventory,
+    metrics_adapter,
+    policy_thresholds,
+)
+from scheduler_adapters.errors import SchedulerError
+
+# Allocations that may have held cards in the past (approved/provisioning never ran).
+RAN = (
+    AllocationStatus.ACTIVE,
+    AllocationStatus.EXPIRING,
+    AllocationStatus.ENDED,
+    AllocationStatus.RECLAIMED,
+)
+OVERRIDABLE = (
+    "idle_below_pct",
+    "certainly_idle_below_pct",
+    "process_memory_max_mib",
+    "window_minutes",
+    "min_coverage",
+    "grace_hours",
+)
+
+
+@dataclass
+class WhatIfRow:
+    """One allocation: ``first_idle`` (the first step a finding would have opened),
+    ``would_reclaim_at`` (``None``: never), ``cards_reclaimed`` and ``card_hours_freed``
+    (cards x hours from the reclaim to the allocation's end or ``now``, whichever first)."""
+
+    allocation: Allocation
+    team: str
+    card_count: int
+    first_idle: datetime | None = None
+    would_reclaim_at: datetime | None = None
+    cards_reclaimed: int = 0
+    card_hours_freed: float = 0.0
+    findings: int = 0
+    note: str = ""
+
+
+@dataclass
+class WhatIfReport:
+    pool: Pool
+    start: datetime
+    end: datetime
+    step_minutes: int
+    policy: dict[str, Any]
+    error: str | None = None
+    rows: list[WhatIfRow] = field(default_factory=list)
+
+    @property
+    def findings(self) -> int:
+        return sum(r.findings for r in self.rows)
+
+    @property
+    def reclaimed(self) -> int:
+        return sum(1 for r in self.rows if r.would_reclaim_at is not None)
+
+    @property
+    def cards_reclaimed(self) -> int:
+        return sum(r.cards_reclaimed for r in self.rows)
+
+    @property
+    def card_hours_freed(self) -> float:
+        return round(sum(r.card_hours_freed for r in self.rows), 2)
+
+
+def _policy(pool: Pool, overrides: dict | None) -> ReclamationPolicy:
+    saved = ReclamationPolicy.objects.filter(pool=pool).first()
+    policy = ReclamationPolicy(pool=pool)  # unsaved copy: never written
+    if saved is not None:
+        for name in OVERRIDABLE + ("cooldown_minutes", "dry_run"):
+            setattr(policy, name, getattr(saved, name))
+    for name, value in (overrides or {}).items():
+        if name not in OVERRIDABLE:
+            raise ValueError(f"cannot override {name!r}")
+        if value is not None:
+            setattr(policy, name, value)
+    return policy
+
+
+def reclamation_what_if(
+    *,
+    pool: Pool,
+    policy_overrides: dict | None = None,
+    days: int = 7,
+    step_minutes: int = 60,
+    now: datetime | None = None,
+    metrics: Any = None,
+) -> WhatIfReport:
+    """What the pool's policy (with ``policy_overrides``) would have done over the last
+    ``days``, evaluated every ``step_minutes``. Writes nothing."""
+    # whole seconds: Prometheus keeps query times to the millisecond, and a window
+    # start finer than its first sample would drop that sample (coverage 5/6)
+    now = (now or timezone.now()).replace(microsecond=0)
+    start = now - timedelta(days=days)
+    policy = _policy(pool, policy_overrides)
+    thresholds = policy_thresholds(policy)
+    window = timedelta(minutes=policy.window_minutes)
+    grace = timedelta(hours=policy.grace_hours)
+    report = WhatIfReport(
+        pool=pool,
+        start=start,
+        end=now,
+        step_minutes=step_minutes,
+        policy={name: getattr(policy, name) for name in OVERRIDABLE},
+    )
+    allocations = list(
+        Allocation.objects.filter(
+            pool=pool, status__in=RAN, starts_at__lt=now, ends_at__gt=start - window
+        )
+        .select_related("team")
+        .order_by("starts_at", "id")
+    )
+    rows = {a.pk: WhatIfRow(a, a.team.slug, a.card_count) for a in allocations}
+    report.rows = list(rows.values())
+    if not allocations:
+        return report
+    metrics = metrics if metrics is not None else metrics_adapter()
+    if metrics is None:
+        report.error = "no Prometheus configured (PROMETHEUS_URL)"
+        return report
+    try:
+        devices = devices_on_inventory(
+            list(metrics.gpu_usage(start=start - window, end=now, step_s=STEP_S))
+        )
+    except SchedulerError as exc:
+        report.error = f"Prometheus unavailable: {exc}"
+        return report
+    hosts = set(Node.objects.filter(pool=pool).values_list("hostname", flat=True))
+    by_namespace = devices_by_namespace(devices)
+    exemptions = list(
+        Exemption.objects.filter(
+            Q(team_id__in={a.team_id for a in allocations})
+            | Q(allocation_id__in=[a.pk for a in allocations]),
+            expires_at__gt=start,
+        )
+    )
+    open_at: dict[int, datetime] = {}
+    done: set[int] = set()
+    t = start
+    while t <= now:
+        groups: dict[int, list[Allocation]] = defaultdict(list)
+        for a in allocations:
+            if a.pk not in done and a.starts_at <= t - window and t < a.ends_at:
+                groups[a.team_id].append(a)
+        for members in groups.values():
+            if pool.scheduler == Scheduler.SLURM and len(groups) > 1:
+                reason = "shared Slurm pool: accounting keeps no past card placement"
+                group = GroupEvaluation(Verdict.UNKNOWN, (), 0, False, None, reason)
+            else:
+                mine = devices_for_group(
+                    by_namespace,
+                    scheduler=pool.scheduler,
+                    team_slug=members[0].team.slug,
+                    pool_hosts=hosts,
+                )
+                group = evaluate_group(mine, end=t.timestamp(), t=thresholds)
+            shares = split_group(group, [(a.pk, a.card_count) for a in members])
+            for a, share in zip(members, shares, strict=True):
+                row = rows[a.pk]
+                if share.verdict == Verdict.UNKNOWN:
+                    continue  # no evidence: the finding waits, its grace does not advance
+                if share.verdict == Verdict.BUSY:
+                    open_at.pop(a.pk, None)
+                    continue
+                if a.pk not in open_at:
+                    open_at[a.pk] = t
+                    row.findings += 1
+                    row.first_idle = row.first_idle or t
+                if t < open_at[a.pk] + grace or not group.certainly_idle:
+                    continue
+                if any(
+                    (e.team_id == a.team_id or e.allocation_id == a.pk)
+                    and e.created_at <= t < e.expires_at
+                    for e in exemptions
+                ):
+                    row.note = "exempt when the grace ended"
+                    continue
+                keep = min(share.cards_in_use, a.card_count)
+                row.first_idle = open_at[a.pk]
+                row.would_reclaim_at = t
+                row.cards_reclaimed = a.card_count - keep
+                hours = (min(a.ends_at, now) - t).total_seconds() / 3600
+                row.card_hours_freed = round(row.cards_reclaimed * max(hours, 0.0), 2)
+                done.add(a.pk)
+        t += timedelta(minutes=step_minutes)
+    return report

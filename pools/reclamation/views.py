@@ -1,0 +1,447 @@
+"""Idle findings, reclamation policies and exemptions: the pages of issue #7.
+
+Members see their teams' findings; pool admins see all, edit each pool's policy, grant
+exemptions, dismiss findings and undo a reclamation within a day. Thin: services do the work.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django import forms
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_POST
+
+from pools.capacity.models import Allocation
+from pools.choices import IdleFindingState
+from pools.errors import DomainError
+from pools.inventory.models import Pool
+from pools.reclamation.models import Exemption, IdleFinding, ReclamationPolicy
+from pools.reclamation.services.actions import (
+    exemption_grant,
+    exemption_revoke,
+    idle_finding_reclaim_now,
+    reclamation_policy_save,
+)
+from pools.reclamation.services.runs import idle_scan_recorded, last_scan_run
+from pools.reclamation.services.scan import DISMISSAL_HOLDS, idle_finding_dismiss, reclamation_undo
+from pools.reclamation.services.whatif import OVERRIDABLE, reclamation_what_if
+from pools.tenancy import selectors
+from pools.tenancy.models import Team
+from pools.web import Column, csv_response, pool_admin_required
+
+FINDING_COLUMNS = [
+    Column("finding", lambda f: f.pk),
+    Column("allocation", lambda f: f.allocation_id),
+    Column("team", lambda f: f.allocation.team.slug),
+    Column("pool", lambda f: f.allocation.pool.slug),
+    Column("gpu_model", lambda f: f.allocation.gpu_model.slug),
+    Column("state", lambda f: f.state),
+    Column("dry_run", lambda f: f.dry_run),
+    Column("card_count", lambda f: f.card_count),
+    Column("cards_in_use", lambda f: f.cards_in_use),
+    Column("cards_reclaimed", lambda f: f.cards_reclaimed),
+    Column("mean_util_pct", lambda f: f.mean_util_pct),
+    Column("peak_util_pct", lambda f: f.peak_util_pct),
+    Column("first_seen_at", lambda f: f.first_seen_at.isoformat()),
+    Column("warned_at", lambda f: f.warned_at.isoformat() if f.warned_at else None),
+    Column(
+        "would_reclaim_at", lambda f: f.would_reclaim_at.isoformat() if f.would_reclaim_at else None
+    ),
+    Column("reclaimed_at", lambda f: f.reclaimed_at.isoformat() if f.reclaimed_at else None),
+]
+
+
+def _visible_findings(user):
+    qs = IdleFinding.objects.select_related(
+        "allocation__team", "allocation__pool", "allocation__gpu_model"
+    ).order_by("-last_seen_at", "-id")
+    if not user.is_staff:
+        qs = qs.filter(allocation__team__in=selectors.team_list(user=user))
+    return qs
+
+
+def idle_findings(request):
+    """Idle findings, newest first; ``?state=open`` (or any state) filters; CSV export."""
+    rows = _visible_findings(request.user)
+    state = request.GET.get("state", "")
+    if state in IdleFindingState.values:
+        rows = rows.filter(state=state)
+    if request.GET.get("export") == "csv":
+        return csv_response(rows.iterator(), FINDING_COLUMNS, "idle-findings.csv")
+    page = Paginator(rows, 50).get_page(request.GET.get("page"))
+    policies = {
+        p.pool_id: p
+        for p in ReclamationPolicy.objects.filter(pool_id__in={f.allocation.pool_id for f in page})
+    }
+    now = timezone.now()
+    sparklines = []
+    for finding in page:
+        policy = policies.get(finding.allocation.pool_id)
+        finding.time_to_reclaim = time_to_reclaim(finding, policy, now)
+        finding.reclaim_action = reclaim_action(finding)
+        # as idle_finding_reclaim_now: never under dry run (the team was not warned)
+        finding.no_reclaim_now = (
+            "The pool has no policy."
+            if policy is None
+            else "Dry run: no reclaim now."
+            if policy.dry_run or finding.dry_run
+            else ""
+        )
+        points = (finding.detail or {}).get("sparkline") or []
+        if points:
+            sparklines.append(
+                {
+                    "id": finding.pk,
+                    "points": points,
+                    "threshold": float(policy.idle_below_pct) if policy else None,
+                }
+            )
+        finding.has_sparkline = bool(points)
+    return render(
+        request,
+        "pools/reclamation/idle_findings.html",
+        {
+            "page": page,
+            "state": state,
+            "states": IdleFindingState.choices,
+            "undo_until": now - timedelta(days=1),
+            "sparklines": sparklines,
+            "dismissal_days": DISMISSAL_HOLDS.days,
+            "exempt_form": ExemptFindingForm(),
+            "last_scan": last_scan_run(),
+            "unscanned_pools": Pool.objects.filter(reclamation_policy__isnull=True).count(),
+        },
+    )
+
+
+@require_POST
+@pool_admin_required
+def idle_scan_now(request):
+    """Run the idle scan now (the beat runs it every 5 minutes) and say what it found."""
+    run = idle_scan_recorded()
+    if run.error:
+        messages.error(request, f"Scan could not run: {run.error}")
+    else:
+        messages.success(
+            request,
+            f"Scanned {run.allocations} allocation{'s' if run.allocations != 1 else ''}: "
+            f"{run.busy} busy, {run.idle} idle, {run.unknown} unknown; {run.warned} warned, "
+            f"{run.reclaimed} reclaimed.",
+        )
+    return redirect("pools:idle-findings")
+
+
+def _duration(delta: timedelta) -> str:
+    """A wait for people: "40 min", "5 h", "4 h 30 min", "3 d 2 h" (to the minute under an
+    hour, then to 5 minutes)."""
+    minutes = max(1, round(delta.total_seconds() / 60))
+    if minutes < 60:
+        return f"{minutes} min"
+    minutes = 5 * round(minutes / 5)
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h" + (f" {minutes} min" if minutes and hours < 10 else "")
+    days, hours = divmod(hours, 24)
+    return f"{days} d" + (f" {hours} h" if hours else "")
+
+
+def time_to_reclaim(finding: IdleFinding, policy: ReclamationPolicy | None, now: datetime) -> str:
+    """When the scan reclaims an open finding's cards, or why it does not: the grace runs from
+    the warning (from first seen under dry run); once over, the finding's note says what holds
+    it (exempt, not certainly idle, cooldown), else the next scan does it."""
+    if finding.state != IdleFindingState.OPEN:
+        return ""
+    if policy is None:
+        return "the pool has no policy: never reclaimed"
+    verb = "would reclaim" if finding.dry_run else "reclaim"
+    clock = finding.first_seen_at if finding.dry_run else finding.warned_at
+    if clock is None:
+        return "not warned yet: the grace starts with the warning"
+    due = clock + timedelta(hours=policy.grace_hours)
+    if due > now:
+        return f"{verb} in {_duration(due - now)}"
+    if finding.dry_run and finding.would_reclaim_at:
+        when = timezone.localtime(finding.would_reclaim_at)
+        return f"would have been reclaimed on {when:%Y-%m-%d %H:%M}"
+    if finding.note:
+        return f"held: {finding.note}"
+    return "would reclaim at the next scan" if finding.dry_run else "due at the next scan"
+
+
+def reclaim_action(finding: IdleFinding) -> str:
+    """What reclaiming the finding does to its allocation, in words for the confirm dialog."""
+    held = finding.allocation.card_count
+    keep = min(finding.cards_in_use, held)
+    if keep == 0:
+        return f"end allocation #{finding.allocation_id} and return its {_cards(held)} to the pool"
+    return f"shrink allocation #{finding.allocation_id} from {held} to {_cards(keep)}"
+
+
+def _cards(count: int) -> str:
+    return f"{count} card" if count == 1 else f"{count} cards"
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(max_length=1000)
+
+
+class ExemptFindingForm(forms.Form):
+    reason = forms.CharField(max_length=1000)
+    days = forms.IntegerField(min_value=1, max_value=90, initial=7)
+
+
+def _form_error(form: forms.Form, default: str) -> str:
+    """One line for a flash message: the first error of the form, by field label."""
+    for name, errors in form.errors.items():
+        if name in form.fields and form.data.get(name):
+            return f"{form.fields[name].label or name.title()}: {errors[0]}"
+    return default
+
+
+@require_POST
+@pool_admin_required
+def idle_finding_action(request, pk: int, action: str):
+    finding = get_object_or_404(
+        IdleFinding.objects.select_related("allocation__team", "allocation__pool"), pk=pk
+    )
+    try:
+        if action == "undo":
+            reclamation_undo(finding=finding, actor=request.user)
+            messages.success(
+                request,
+                f"Reclamation of allocation #{finding.allocation_id} undone: its cards are back.",
+            )
+        elif action == "dismiss":
+            form = ReasonForm(request.POST)
+            if not form.is_valid():
+                messages.error(request, _form_error(form, "Say why the finding is dismissed."))
+                return redirect("pools:idle-findings")
+            idle_finding_dismiss(
+                finding=finding, actor=request.user, reason=form.cleaned_data["reason"]
+            )
+            messages.success(
+                request,
+                f"Finding #{finding.pk} dismissed: allocation #{finding.allocation_id} is not "
+                f"flagged again for {DISMISSAL_HOLDS.days} days.",
+            )
+        elif action == "exempt":
+            form = ExemptFindingForm(request.POST)
+            if not form.is_valid():
+                messages.error(
+                    request,
+                    _form_error(form, "Say why the allocation is exempt, and for how long."),
+                )
+                return redirect("pools:idle-findings")
+            days = form.cleaned_data["days"]
+            exemption = exemption_grant(
+                actor=request.user,
+                reason=form.cleaned_data["reason"],
+                expires_at=timezone.now() + timedelta(days=days),
+                allocation=finding.allocation,
+            )
+            messages.success(
+                request,
+                f"Allocation #{finding.allocation_id} is exempt from reclamation until "
+                f"{timezone.localtime(exemption.expires_at):%Y-%m-%d %H:%M} "
+                f"({days} day{'s' if days != 1 else ''}).",
+            )
+        elif action == "reclaim":
+            done = idle_finding_reclaim_now(finding=finding, actor=request.user)
+            messages.success(
+                request,
+                f"Allocation #{finding.allocation_id} reclaimed: {_cards(done.cards_reclaimed)} "
+                "back to the pool. It can be undone within a day.",
+            )
+        else:
+            raise Http404("No such action.")
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    return redirect("pools:idle-findings")
+
+
+class PolicyForm(forms.ModelForm):
+    class Meta:
+        model = ReclamationPolicy
+        fields = [
+            "idle_below_pct",
+            "certainly_idle_below_pct",
+            "process_memory_max_mib",
+            "window_minutes",
+            "min_coverage",
+            "grace_hours",
+            "cooldown_minutes",
+            "dry_run",
+        ]
+        labels = {
+            "idle_below_pct": "Idle below (% utilisation, window average)",
+            "certainly_idle_below_pct": "Certainly idle below (% peak)",
+            "process_memory_max_mib": "…and process memory at most (MiB)",
+            "window_minutes": "Window (minutes)",
+            "min_coverage": "Minimum sample coverage (0–1)",
+            "grace_hours": "Grace after the warning (hours)",
+            "cooldown_minutes": "Cooldown after any change (minutes)",
+            "dry_run": "Dry run (record what would be reclaimed, change nothing)",
+        }
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name, value in self.initial.items():
+            if isinstance(value, Decimal):
+                self.initial[name] = plain_decimal(value)
+
+
+def plain_decimal(value):
+    """30.00 -> "30", 0.90 -> "0.9": the policy's numbers as people write them (anything
+    but a ``Decimal`` as it is)."""
+    return format(value.normalize(), "f") if isinstance(value, Decimal) else value
+
+
+class ExemptionForm(forms.Form):
+    """A team's or one allocation's exemption; :func:`exemption_grant` creates it (a plain form:
+    the service, not the model, says what is valid, so no constraint is reported twice)."""
+
+    team = forms.ModelChoiceField(queryset=Team.objects.order_by("name"), required=False)
+    allocation = forms.ModelChoiceField(queryset=Allocation.objects.all(), required=False)
+    reason = forms.CharField(max_length=1000, widget=forms.Textarea(attrs={"rows": 2}))
+    expires_at = forms.DateTimeField(
+        label="Expires at", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+    )
+
+    def clean(self):
+        data = super().clean()
+        if bool(data.get("team")) == bool(data.get("allocation")):
+            raise forms.ValidationError("Exempt either a team or one allocation.")
+        if data.get("expires_at") and data["expires_at"] <= timezone.now():
+            self.add_error("expires_at", "The exemption must end in the future.")
+        return data
+
+
+@pool_admin_required
+@require_http_methods(["GET", "POST"])
+def reclamation_policies(request):
+    """Every pool's policy (defaults until edited) and the exemptions in force."""
+    pools = list(Pool.objects.order_by("name"))
+    policies = {p.pool_id: p for p in ReclamationPolicy.objects.all()}
+    edit = request.GET.get("pool") or request.POST.get("pool_slug")
+    form = exemption_form = None
+    if request.method == "POST" and request.POST.get("kind") == "policy":
+        pool = get_object_or_404(Pool, slug=edit)
+        policy = policies.get(pool.pk) or ReclamationPolicy(pool=pool)
+        form = PolicyForm(request.POST, instance=policy)
+        if form.is_valid():  # one save path with the API: validated again, audited there
+            reclamation_policy_save(actor=request.user, pool=pool, **form.cleaned_data)
+            messages.success(request, f"Policy of {pool.name} saved.")
+            return redirect("pools:reclamation-policies")
+    elif request.method == "POST" and request.POST.get("kind") == "exemption":
+        exemption_form = ExemptionForm(request.POST)
+        if exemption_form.is_valid():
+            data = exemption_form.cleaned_data
+            try:
+                exemption = exemption_grant(
+                    actor=request.user,
+                    reason=data["reason"],
+                    expires_at=data["expires_at"],
+                    team=data.get("team"),
+                    allocation=data.get("allocation"),
+                )
+            except DomainError as exc:
+                field = exc.data.get("field")
+                exemption_form.add_error(
+                    field if field in exemption_form.fields else None, exc.message
+                )
+            else:
+                messages.success(
+                    request,
+                    f"Exemption of {_exempted(exemption)} granted until "
+                    f"{timezone.localtime(exemption.expires_at):%Y-%m-%d %H:%M}.",
+                )
+                return redirect("pools:reclamation-policies")
+    elif request.method == "POST" and request.POST.get("kind") == "revoke":
+        exemption = get_object_or_404(Exemption, pk=request.POST.get("exemption"))
+        try:
+            exemption_revoke(exemption=exemption, actor=request.user)
+        except DomainError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(request, f"Exemption of {_exempted(exemption)} revoked.")
+        return redirect("pools:reclamation-policies")
+    whatif = None
+    edit_pool = next((p for p in pools if p.slug == edit), None)
+    if edit and form is None:
+        pool = get_object_or_404(Pool, slug=edit)
+        form = PolicyForm(instance=policies.get(pool.pk) or ReclamationPolicy(pool=pool))
+        if request.GET.get("whatif"):
+            whatif = _what_if(request, pool, policies.get(pool.pk))
+            if whatif["form"] is not None:
+                form = whatif["form"]
+    exemption_form = exemption_form or ExemptionForm()
+    exemption_form.fields["allocation"].queryset = Allocation.objects.select_related(
+        "team", "gpu_model"
+    ).order_by("-id")[:200]
+    exemption_form.fields["team"].queryset = Team.objects.order_by("name")
+    rows = [
+        {
+            "pool": p,
+            "policy": policies.get(p.pk) or ReclamationPolicy(pool=p),
+            "saved": p.pk in policies,
+        }
+        for p in pools
+    ]
+    for row in rows:
+        policy = row["policy"]
+        row["idle_pct"] = plain_decimal(Decimal(policy.idle_below_pct))
+        row["certainly_idle_pct"] = plain_decimal(Decimal(policy.certainly_idle_below_pct))
+    exemptions = (
+        Exemption.objects.select_related("team", "allocation__team")
+        .filter(expires_at__gt=timezone.now())
+        .order_by("expires_at")
+    )
+    return render(
+        request,
+        "pools/reclamation/policies.html",
+        {
+            "rows": rows,
+            "form": form,
+            "edit": edit,
+            "edit_pool": edit_pool,
+            "exemption_form": exemption_form,
+            "exemptions": exemptions,
+            "whatif": whatif,
+        },
+    )
+
+
+def _exempted(exemption: Exemption) -> str:
+    if exemption.team_id:
+        return f"team {exemption.team.name}"
+    return f"allocation #{exemption.allocation_id}"
+
+
+def _what_if(request, pool: Pool, policy: ReclamationPolicy | None) -> dict:
+    """The what-if of the policy form's values (GET, so the page can be linked); read-only."""
+    form = None
+    overrides: dict = {}
+    if any(name in request.GET for name in OVERRIDABLE):
+        # The what-if asks only for the numbers it replays; cooldown and dry run stay the saved
+        # policy's, so that the form it leaves behind saves what was there.
+        current = policy or ReclamationPolicy(pool=pool)
+        data = {name: plain_decimal(getattr(current, name)) for name in PolicyForm.Meta.fields}
+        data.update({name: request.GET[name] for name in OVERRIDABLE if name in request.GET})
+        if not data["dry_run"]:
+            data.pop("dry_run")  # an unticked checkbox is an absent key
+        form = PolicyForm(data, instance=ReclamationPolicy(pool=pool))
+        if not form.is_valid():
+            return {"form": form, "report": None, "invalid": True}
+        overrides = {name: form.cleaned_data[name] for name in OVERRIDABLE}
+    try:
+        days = min(max(int(request.GET.get("days", 7)), 1), 30)
+    except ValueError:
+        days = 7
+    report = reclamation_what_if(pool=pool, policy_overrides=overrides, days=days)
+    return {"form": form, "report": report, "invalid": False, "days": days}

@@ -1,1 +1,0 @@
-"""Write-side services: one function per state change, each in one transaction."""

@@ -1,0 +1,64 @@
+"""Saved sizing estimates: the inputs, the status of the Celery job and its result."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+
+from pools.choices import (
+    EstimateStatus,
+)
+from pools.tenancy.models import Team
+
+
+class SizingEstimate(models.Model):
+    """An LLM sizing run (issue 5): the inputs as asked, and the per-GPU-model results once the
+    Celery job has computed them.
+
+    ``inputs`` and ``results`` are plain JSON: Decimal money as strings, bytes as integers, other
+    quantities as numbers with the unit in the key (``_bytes``, ``_ms``, ``_tok_s``). ``status``
+    goes pending → running → done or failed; ``progress`` (0–100) counts GPU models computed.
+    ``team`` (optional) shares the estimate with that team's members.
+    """
+
+    inputs = models.JSONField()
+    status = models.CharField(
+        max_length=8, choices=EstimateStatus.choices, default=EstimateStatus.PENDING, db_index=True
+    )
+    progress = models.PositiveSmallIntegerField(default=0)
+    results = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="sizing_estimates"
+    )
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="sizing_estimates"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(progress__gte=0) & Q(progress__lte=100),
+                name="sizing_estimate_progress_0_100",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="done") | Q(results__isnull=False),
+                name="sizing_estimate_done_has_results",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Sizing estimate #{self.pk} {self.inputs.get('model', '?')} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("pools:sizing-estimate-detail", args=[self.pk])
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (EstimateStatus.DONE, EstimateStatus.FAILED)

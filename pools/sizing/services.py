@@ -1,0 +1,994 @@
+"""LLM sizing estimates (issue 5): validate the inputs, store them, compute the plan as a job.
+
+The arithmetic is :mod:`pools.sizing` (pure functions); this module feeds it from the database
+and stores plain JSON. Where the numbers come from:
+
+- **GPU specs**: the ``GpuModel`` rows (the shipped catalogue as synced, with any admin edits),
+  turned into :class:`~pools.sizing.gpus.GpuSpec` by ``gpu_spec_from_fields``.
+- **Free cards**: sizing is for serving, and serving runs in inference (Kubernetes) pools, which
+  is where "Request these cards" sends the user. A GPU model's free cards are the most that any
+  *one* inference pool has free (a request lands in one pool) for the whole of the window the
+  request form pre-fills: from the next full hour for seven days (:func:`capacity_window`).
+  They are read when the estimate is computed, and the window is stored with the results.
+- **Cards per node** (the largest TP degree): the most cards of the model on one node of an
+  inference pool; for a model no inference pool has, 8 (the usual server, HGX or PCIe): the
+  cards would have to be bought or moved, so odd hosts elsewhere in the fleet do not bound it.
+- **Prices**: there is no rate card yet (billing, issue #6). A price per card-hour may be given
+  per GPU model in the inputs; without one the monthly cost is ``None`` (unknown), never a guess.
+  :func:`card_hour_prices` is the one place the rate card will plug in.
+
+Inputs are a JSON object (the API body; the page's form sends the same names), see
+:func:`sizing_inputs_clean`. Numbers may be JSON numbers or numeric strings; a blank string is
+"not given".
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import asdict
+from datetime import datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any
+from urllib.parse import urlencode
+
+from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from pools.audit.services import audit_event_record
+from pools.capacity.availability import SCHEDULER_OF_KIND, request_options
+from pools.choices import EstimateStatus, WorkloadKind
+from pools.errors import InvalidInput, NotFound, PermissionDenied
+from pools.inventory import selectors
+from pools.inventory.models import GpuModel
+from pools.jobs import SIZING_ESTIMATE, enqueue_on_commit
+from pools.sizing import SizingInputError
+from pools.sizing.demand import (
+    INPUT_WEIGHT,
+    Demand,
+    demand_from_output_rate,
+    demand_from_traffic,
+)
+from pools.sizing.engines import ENGINE_PROFILES, engine_profile
+from pools.sizing.gpus import GPU_SPEC_FIELDS, GpuSpec, gpu_spec_from_fields
+from pools.sizing.memory import (
+    KV_CACHE_DTYPE_NAMES,
+    kv_bytes_per_token,
+    kv_cache_bits,
+    kv_tokens_per_sequence,
+    precision_parse,
+    weights_bytes,
+)
+from pools.sizing.models import SizingEstimate
+from pools.sizing.plan import (
+    DEFAULT_CARDS_PER_NODE,
+    PlanRow,
+    SizingPlan,
+    replica_estimate_as_dict,
+    sizing_plan,
+)
+from pools.sizing.presets import ModelArch, model_params_from_config, model_presets
+from pools.sizing.throughput import BANDWIDTH_EFFICIENCY
+from pools.tenancy.models import Membership, Team
+
+logger = logging.getLogger(__name__)
+
+#: The seeds' per-card output rate: "7B, FP16, vLLM, A100/H100: conservatively 50-80 tok/s per
+#: card; take 60" (seeds/004, token-demand sizing). Shown beside the modelled rate, never used
+#: for the modelled cards.
+SEED_PER_CARD_TOK_S = 60.0
+
+#: Precisions offered on the page (the core accepts more spellings, see ``precision_parse``).
+WEIGHT_PRECISIONS = ("BF16", "FP16", "FP8", "INT8", "INT4-AWQ", "INT4-GPTQ", "W8A16")
+KV_PRECISIONS = ("FP16", "BF16", "FP8", "INT8")
+
+DEMAND_KINDS = {
+    "output_rate": "Peak output tokens per second",
+    "traffic": "Requests per day and a peak window",
+    "concurrency": "Sequences in flight at once",
+}
+
+#: Custom architecture fields: (name, required). ``total_params`` blank = counted from the config.
+CUSTOM_MODEL_FIELDS = (
+    ("num_layers", True),
+    ("hidden_size", True),
+    ("num_attention_heads", True),
+    ("num_kv_heads", True),
+    ("head_dim", True),
+    ("intermediate_size", True),
+    ("vocab_size", True),
+    ("max_context_tokens", True),
+    ("total_params", False),
+    ("num_experts", False),
+    ("experts_per_token", False),
+)
+
+#: Values of the keys an API caller may leave out. ``model``, ``input_len``, ``output_len`` and
+#: the figure of the chosen ``demand_kind`` have none: they are required.
+DEFAULT_INPUTS: dict[str, Any] = {
+    "model": None,
+    "custom_model": None,
+    "precision": "BF16",
+    "kv_cache_dtype": "FP16",
+    "engine": "vllm",
+    "input_len": None,
+    "output_len": None,
+    "demand_kind": "output_rate",
+    "output_tok_s": None,
+    "requests_per_day": None,
+    "peak_share": 1.0,
+    "peak_hours": 24.0,
+    "concurrency": None,
+    "prompt_cache_hit_rate": 0.0,
+    "input_weight": INPUT_WEIGHT,
+    "tpot_target_ms": 50,
+    "ttft_target_ms": 2000,
+    "gpu_models": [],
+    "only_free_capacity": False,
+    "prices": {},
+    "seed_per_card_tok_s": SEED_PER_CARD_TOK_S,
+}
+
+#: What the what-if page starts from: Qwen2.5-72B serving 2,000 output tok/s of 1,000-token
+#: prompts and 200-token answers (the issue's "Done when").
+PAGE_INITIAL: dict[str, Any] = {
+    **DEFAULT_INPUTS,
+    "model": "qwen2_5_72b",
+    "input_len": 1000,
+    "output_len": 200,
+    "output_tok_s": 2000,
+    "requests_per_day": 100000,
+    "concurrency": 64,
+}
+
+REQUEST_WINDOW = timedelta(days=7)
+
+# Bounds that turn typos into field errors before the arithmetic sees them.
+MAX_TOKENS = 10_000_000
+MAX_CONCURRENCY = 1_000_000
+MAX_TARGET_MS = 3_600_000
+MAX_PRICE = Decimal("100000")
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+
+
+# Keys where an explicit blank/null means "none" rather than "use the default".
+_NULLABLE = {"tpot_target_ms", "ttft_target_ms"}
+
+
+class _Errors(dict):
+    def add(self, field: str, message: str) -> None:
+        self.setdefault(field, message)
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _to_number(value: Any) -> Decimal | None:
+    """A JSON number or numeric string as a Decimal; ``None`` when it is neither."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        return Decimal(str(value))
+    if isinstance(value, str):
+        try:
+            number = Decimal(value.strip().replace(",", ""))
+        except InvalidOperation:
+            return None
+        return number if number.is_finite() else None
+    return None
+
+
+def _int(errors: _Errors, name: str, value: Any, *, low: int = 1, high: int | None = None):
+    if _blank(value):
+        errors.add(name, "This field is required.")
+        return None
+    number = _to_number(value)
+    if number is None or number != number.to_integral_value():
+        errors.add(name, "Enter a whole number.")
+        return None
+    number = int(number)
+    if number < low:
+        errors.add(name, f"Must be at least {low:,}.")
+        return None
+    if high is not None and number > high:
+        errors.add(name, f"Must be at most {high:,}.")
+        return None
+    return number
+
+
+def _float(
+    errors: _Errors,
+    name: str,
+    value: Any,
+    *,
+    low: float,
+    high: float,
+    low_open: bool = True,
+    high_open: bool = False,
+) -> float | None:
+    if _blank(value):
+        errors.add(name, "This field is required.")
+        return None
+    number = _to_number(value)
+    if number is None:
+        errors.add(name, "Enter a number.")
+        return None
+    result = float(number)
+    too_low = result <= low if low_open else result < low
+    too_high = result >= high if high_open else result > high
+    if too_low or too_high:
+        lo = "(" if low_open else "["
+        hi = ")" if high_open else "]"
+        errors.add(name, f"Must be in {lo}{low:g}, {high:g}{hi}.")
+        return None
+    return result
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "on", "yes")
+    return bool(value)
+
+
+def _choice(errors: _Errors, name: str, value: Any, allowed, parse) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        errors.add(name, f"Choose one of {', '.join(allowed)}.")
+        return None
+    try:
+        parse(value)
+    except SizingInputError as exc:
+        errors.add(name, exc.message)
+        return None
+    return value.strip()
+
+
+def _custom_model(errors: _Errors, raw: Any) -> dict | None:
+    if not isinstance(raw, Mapping):
+        errors.add("custom_model", "Give the custom architecture's fields.")
+        return None
+    clean: dict[str, Any] = {"name": str(raw.get("name") or "Custom model").strip()[:80]}
+    for name, required in CUSTOM_MODEL_FIELDS:
+        value = raw.get(name)
+        key = f"custom_model.{name}"
+        if _blank(value):
+            if required:
+                errors.add(key, "Required for a custom architecture.")
+            clean[name] = None
+            continue
+        clean[name] = _int(errors, key, value, high=10**13)
+    return clean
+
+
+def _model_arch(inputs: Mapping[str, Any]) -> ModelArch:
+    """The architecture named by clean inputs (a preset, or the custom fields)."""
+    if inputs["model"] != "custom":
+        return model_presets()[inputs["model"]]
+    custom = inputs["custom_model"]
+    total = custom["total_params"]
+    active = total
+    if total is None:
+        total, active = model_params_from_config(
+            num_layers=custom["num_layers"],
+            hidden_size=custom["hidden_size"],
+            num_attention_heads=custom["num_attention_heads"],
+            num_kv_heads=custom["num_kv_heads"],
+            head_dim=custom["head_dim"],
+            intermediate_size=custom["intermediate_size"],
+            vocab_size=custom["vocab_size"],
+            num_experts=custom["num_experts"],
+            experts_per_token=custom["experts_per_token"],
+        )
+    elif custom["num_experts"]:
+        _, active = model_params_from_config(
+            num_layers=custom["num_layers"],
+            hidden_size=custom["hidden_size"],
+            num_attention_heads=custom["num_attention_heads"],
+            num_kv_heads=custom["num_kv_heads"],
+            head_dim=custom["head_dim"],
+            intermediate_size=custom["intermediate_size"],
+            vocab_size=custom["vocab_size"],
+            num_experts=custom["num_experts"],
+            experts_per_token=custom["experts_per_token"],
+        )
+        active = min(active, total)
+    return ModelArch(
+        id="custom",
+        name=custom["name"],
+        num_layers=custom["num_layers"],
+        hidden_size=custom["hidden_size"],
+        num_attention_heads=custom["num_attention_heads"],
+        num_kv_heads=custom["num_kv_heads"],
+        head_dim=custom["head_dim"],
+        intermediate_size=custom["intermediate_size"],
+        vocab_size=custom["vocab_size"],
+        max_context_tokens=custom["max_context_tokens"],
+        total_params=total,
+        active_params=active,
+        num_experts=custom["num_experts"],
+        experts_per_token=custom["experts_per_token"],
+    )
+
+
+def _demand(inputs: Mapping[str, Any]) -> Demand | None:
+    common = {
+        "input_tokens": inputs["input_len"],
+        "output_tokens": inputs["output_len"],
+        "input_weight": inputs["input_weight"],
+        "prompt_cache_hit_rate": inputs["prompt_cache_hit_rate"],
+    }
+    if inputs["demand_kind"] == "output_rate":
+        return demand_from_output_rate(output_tok_s=inputs["output_tok_s"], **common)
+    if inputs["demand_kind"] == "traffic":
+        return demand_from_traffic(
+            requests_per_day=inputs["requests_per_day"],
+            peak_share=inputs["peak_share"],
+            peak_hours=inputs["peak_hours"],
+            **common,
+        )
+    return None
+
+
+def sizing_inputs_clean(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Check an estimate's inputs and return them complete, in canonical form.
+
+    Keys (defaults in :data:`DEFAULT_INPUTS`): ``model`` (a preset id such as ``qwen2_5_72b``,
+    or ``custom`` with ``custom_model`` {num_layers, hidden_size, num_attention_heads,
+    num_kv_heads, head_dim, intermediate_size, vocab_size, max_context_tokens, optional
+    total_params, num_experts, experts_per_token}); ``precision``; ``kv_cache_dtype``;
+    ``engine``; ``input_len`` and ``output_len`` (tokens per request); ``demand_kind`` with its
+    figures - ``output_rate``: ``output_tok_s``; ``traffic``: ``requests_per_day``,
+    ``peak_share`` (0-1], ``peak_hours`` (0-24]; ``concurrency``: ``concurrency`` - plus
+    ``prompt_cache_hit_rate`` [0, 1) and ``input_weight`` (0.5); ``tpot_target_ms`` and
+    ``ttft_target_ms`` (``null``: not checked); ``gpu_models`` (slugs; empty: all);
+    ``only_free_capacity``; ``prices`` ({slug: price per card-hour}); ``seed_per_card_tok_s``.
+
+    Raises :class:`InvalidInput` with ``errors`` ``{field: message}`` naming every field at
+    fault (custom fields as ``custom_model.<name>``); unknown keys are ignored.
+    """
+    if not isinstance(raw, Mapping):
+        raise InvalidInput("The estimate's inputs must be a JSON object.", errors={})
+    data = {**DEFAULT_INPUTS, **{k: v for k, v in raw.items() if not _blank(v) or k in _NULLABLE}}
+    errors = _Errors()
+    clean: dict[str, Any] = {}
+
+    presets = model_presets()
+    model = data["model"]
+    if model == "custom":
+        clean["model"] = "custom"
+        clean["custom_model"] = _custom_model(errors, data.get("custom_model"))
+    elif isinstance(model, str) and model in presets:
+        clean["model"] = model
+        clean["custom_model"] = None
+    elif _blank(model):
+        errors.add("model", "Choose a model preset, or 'custom' with its architecture.")
+    else:
+        errors.add("model", f"Unknown model {model!r}; choose a preset or 'custom'.")
+
+    clean["precision"] = _choice(
+        errors, "precision", data["precision"], WEIGHT_PRECISIONS, precision_parse
+    )
+    clean["kv_cache_dtype"] = _choice(
+        errors, "kv_cache_dtype", data["kv_cache_dtype"], KV_CACHE_DTYPE_NAMES, kv_cache_bits
+    )
+    clean["engine"] = _choice(errors, "engine", data["engine"], ENGINE_PROFILES, engine_profile)
+    clean["input_len"] = _int(errors, "input_len", data["input_len"], high=MAX_TOKENS)
+    clean["output_len"] = _int(errors, "output_len", data["output_len"], high=MAX_TOKENS)
+
+    kind = data["demand_kind"]
+    if kind not in DEMAND_KINDS:
+        errors.add("demand_kind", f"Choose one of {', '.join(DEMAND_KINDS)}.")
+    clean["demand_kind"] = kind
+    clean["output_tok_s"] = clean["requests_per_day"] = clean["concurrency"] = None
+    if kind == "output_rate":
+        clean["output_tok_s"] = _float(
+            errors, "output_tok_s", data["output_tok_s"], low=0, high=1e12
+        )
+    elif kind == "traffic":
+        clean["requests_per_day"] = _float(
+            errors, "requests_per_day", data["requests_per_day"], low=0, high=1e15
+        )
+    elif kind == "concurrency":
+        clean["concurrency"] = _int(
+            errors, "concurrency", data["concurrency"], high=MAX_CONCURRENCY
+        )
+    clean["peak_share"] = _float(errors, "peak_share", data["peak_share"], low=0, high=1)
+    clean["peak_hours"] = _float(errors, "peak_hours", data["peak_hours"], low=0, high=24)
+    clean["prompt_cache_hit_rate"] = _float(
+        errors,
+        "prompt_cache_hit_rate",
+        data["prompt_cache_hit_rate"],
+        low=0,
+        high=1,
+        low_open=False,
+        high_open=True,
+    )
+    clean["input_weight"] = _float(
+        errors, "input_weight", data["input_weight"], low=0, high=4, low_open=False
+    )
+    for name in ("tpot_target_ms", "ttft_target_ms"):
+        value = data.get(name)
+        clean[name] = (
+            None if _blank(value) else _float(errors, name, value, low=0, high=MAX_TARGET_MS)
+        )
+    clean["seed_per_card_tok_s"] = _float(
+        errors, "seed_per_card_tok_s", data["seed_per_card_tok_s"], low=0, high=1e6
+    )
+    clean["only_free_capacity"] = _bool(data["only_free_capacity"])
+
+    known = set(GpuModel.objects.values_list("slug", flat=True))
+    wanted = data["gpu_models"]
+    if isinstance(wanted, str):
+        wanted = [s for s in wanted.replace(",", " ").split() if s]
+    if not isinstance(wanted, list | tuple) or not all(isinstance(s, str) for s in wanted):
+        errors.add("gpu_models", "Give a list of GPU model slugs.")
+        wanted = []
+    unknown = sorted(set(wanted) - known)
+    if unknown:
+        errors.add("gpu_models", f"Unknown GPU models: {', '.join(unknown)}.")
+    clean["gpu_models"] = sorted(set(wanted) & known)
+
+    prices = data["prices"]
+    clean["prices"] = {}
+    if not isinstance(prices, Mapping):
+        errors.add("prices", "Give prices as {GPU model slug: price per card-hour}.")
+    else:
+        for slug, value in prices.items():
+            if _blank(value):
+                continue
+            price = _to_number(value)
+            if slug not in known:
+                errors.add("prices", f"Unknown GPU model {slug!r} in prices.")
+            elif price is None or price < 0 or price > MAX_PRICE:
+                errors.add(f"prices.{slug}", f"A price per card-hour is 0 to {MAX_PRICE:,}.")
+            else:
+                clean["prices"][slug] = str(price)
+
+    if not errors:
+        _check_with_the_model(clean, errors)
+    if errors:
+        raise InvalidInput("The estimate has invalid inputs.", errors=dict(errors))
+    return clean
+
+
+def _check_with_the_model(clean: dict[str, Any], errors: _Errors) -> None:
+    """What only the model and the arithmetic can tell: a consistent architecture, the context
+    within the model's maximum, sane traffic."""
+    try:
+        model = _model_arch(clean)
+    except SizingInputError as exc:
+        field = exc.data.get("field")
+        errors.add(f"custom_model.{field}" if field else "custom_model", exc.message)
+        return
+    context = clean["input_len"] + clean["output_len"]
+    if context > model.max_context_tokens:
+        errors.add(
+            "input_len",
+            f"Input + output = {context:,} tokens exceeds {model.name}'s maximum context of "
+            f"{model.max_context_tokens:,}.",
+        )
+        return
+    try:
+        _demand(clean)
+    except SizingInputError as exc:
+        field = exc.data.get("field") or "demand_kind"
+        if field == "requests_per_day" and clean["demand_kind"] == "output_rate":
+            field = "output_tok_s"  # the core names the traffic field for any absurd peak
+        errors.add(field, exc.message)
+
+
+# ---------------------------------------------------------------------------------------------
+# The fleet as the estimator sees it
+
+
+def capacity_window(now: datetime | None = None) -> tuple[datetime, datetime]:
+    """The window free cards are counted over: from the next full hour for seven days, the
+    window the request form pre-fills, so a "Request these cards" link asks for what was
+    checked."""
+    now = timezone.localtime(now or timezone.now())
+    start = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    return start, start + REQUEST_WINDOW
+
+
+def inference_free_cards(*, start: datetime, end: datetime) -> dict[str, tuple[int, str]]:
+    """``{gpu model slug: (free cards, pool slug)}``: the inference pool with the most cards of
+    the model free for all of ``[start, end)`` (ties: pool name order). Models no inference pool
+    offers are absent. Read through ``request_options``, the new-request page's panel: the same
+    arithmetic as ``pool_free_cards`` (over-commit, holding allocations) for every pool and model
+    in a few queries."""
+    return _best_inference_pool(start=start, end=end, by="free")
+
+
+def inference_usable_cards(*, start: datetime, end: datetime) -> dict[str, tuple[int, str]]:
+    """``{gpu model slug: (usable cards, pool slug)}``: the inference pool that could hold the
+    most cards of the model in ``[start, end)`` once they are free (usable = schedulable cards ×
+    over-commit, what a request may ask for at most; ``request_options``)."""
+    return _best_inference_pool(start=start, end=end, by="usable")
+
+
+def _best_inference_pool(*, start: datetime, end: datetime, by: str) -> dict[str, tuple[int, str]]:
+    best: dict[str, tuple[int, str]] = {}
+    scheduler = SCHEDULER_OF_KIND[WorkloadKind.INFERENCE]
+    for option in request_options(
+        workload_kind=WorkloadKind.INFERENCE, card_count=1, start=start, end=end
+    ):
+        if option.pool.scheduler != scheduler or not option.total:
+            continue
+        slug, cards = option.gpu_model.slug, getattr(option, by)
+        if slug not in best or cards > best[slug][0]:
+            best[slug] = (cards, option.pool.slug)
+    return best
+
+
+def card_hour_prices(*, inputs: Mapping[str, Any], gpu_slugs: list[str]) -> dict[str, Decimal]:
+    """Price per card-hour per GPU model: the ones given in the inputs, nothing else.
+
+    The rate card of billing (issue #6) plugs in here: ``billing`` sits above ``pools``, so it
+    will hand its prices down (a setting naming a provider, or the caller passing them); an
+    explicit price in the inputs keeps precedence. Never a made-up default.
+    """
+    given = inputs.get("prices") or {}
+    return {slug: Decimal(given[slug]) for slug in gpu_slugs if slug in given}
+
+
+def _gpu_specs(inputs: Mapping[str, Any]) -> list[tuple[GpuModel, GpuSpec]]:
+    rows = GpuModel.objects.order_by("name")
+    if inputs["gpu_models"]:
+        rows = rows.filter(slug__in=inputs["gpu_models"])
+    return [
+        (row, gpu_spec_from_fields(**{f: getattr(row, f) for f in GPU_SPEC_FIELDS})) for row in rows
+    ]
+
+
+def _cards_per_node() -> dict[str, int]:
+    return selectors.cards_per_node_by_model(scheduler=SCHEDULER_OF_KIND[WorkloadKind.INFERENCE])
+
+
+# ---------------------------------------------------------------------------------------------
+# Computing
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: Decimals as strings, floats to 6 significant digits (never NaN/inf)."""
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bool) or value is None or isinstance(value, int | str):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise SizingInputError("the estimate is not a finite number", reason="not_finite")
+        return float(f"{value:.6g}")
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+def _row_json(
+    row: PlanRow,
+    *,
+    gpu: GpuModel,
+    spec: GpuSpec,
+    cards_per_node: int,
+    free: tuple[int, str] | None,
+    kv_per_token: int,
+) -> dict[str, Any]:
+    estimate = row.estimate
+    throughput = estimate.throughput if estimate is not None else None
+    memory = estimate.memory if estimate is not None else None
+    batch = None if throughput is None else throughput.batch
+    kv_per_replica = None
+    if memory is not None and batch is not None:
+        per_sequence = memory.kv_bytes_per_token * memory.kv_tokens_per_sequence
+        kv_per_replica = per_sequence * math.ceil(batch)
+    return {
+        "gpu_model": row.gpu_slug,
+        "gpu_name": row.gpu_name,
+        "memory_gib": float(gpu.memory_gib),
+        "memory_bandwidth_gbps": spec.memory_bandwidth_gbps,
+        "nvlink": spec.has_nvlink,
+        "card_class": gpu.card_class,
+        "cards_per_node": cards_per_node,
+        "precision": None if estimate is None else estimate.precision,
+        "min_fit_tp": row.min_fit_tp,
+        "tp": row.tp,
+        "batch": batch,
+        "weights_bytes": None if memory is None else memory.weights_bytes,
+        "weights_bytes_per_gpu": None if memory is None else memory.weights_bytes_per_gpu,
+        "kv_bytes_per_token": kv_per_token if memory is None else memory.kv_bytes_per_token,
+        "kv_bytes_per_replica": kv_per_replica,
+        "kv_bytes_total": None
+        if kv_per_replica is None or row.replicas is None
+        else kv_per_replica * row.replicas,
+        "overhead_reserve_bytes_per_gpu": None
+        if memory is None
+        else memory.engine_overhead_bytes_per_gpu + memory.reserve_bytes_per_gpu,
+        "decode_ceiling_batch1_tok_s": None
+        if throughput is None
+        else throughput.decode_ceiling_batch1_tok_s,
+        "output_tok_s_per_replica": None if throughput is None else throughput.output_tok_s_total,
+        "tpot_ms": None if throughput is None else throughput.tpot_ms,
+        "ttft_ms": None if throughput is None else throughput.ttft_ms,
+        "replica_requests_per_s": row.replica_requests_per_s,
+        "per_card_equivalent_tok_s": row.per_card_equivalent_tok_s,
+        "replicas": row.replicas,
+        "cards": row.cards,
+        # Where similar published measurements fell (pools/sizing/band.py), and the cards if
+        # every replica serves only the low end of that band.
+        "band": None if row.band is None else row.band.as_dict(),
+        "replicas_pessimistic": row.replicas_pessimistic,
+        "cards_pessimistic": row.cards_pessimistic,
+        "free_cards": row.free_cards,
+        "pool": None if free is None else free[1],
+        "price_per_card_hour": row.price_per_card_hour,
+        "monthly_cost": row.monthly_cost,
+        "meets_targets": row.meets_targets,
+        "fits_free_capacity": row.fits_free_capacity,
+        "warnings": [_warning(w, row=row, free=free) for w in row.warnings],
+        "estimate": None if estimate is None else replica_estimate_as_dict(estimate),
+    }
+
+
+def _warning(warning, *, row: PlanRow, free: tuple[int, str] | None) -> dict[str, str]:
+    """The core's warning, with the free-capacity one told in this fleet's terms."""
+    if warning.code != "fewer_free_cards":
+        return warning.as_dict()
+    if free is None:
+        return {
+            "code": "not_in_inference_pools",
+            "message": f"No inference pool has {row.gpu_name} cards.",
+        }
+    return {
+        "code": warning.code,
+        "message": f"Needs {row.cards:,} {row.gpu_name} cards; {free[0]:,} are free in pool "
+        f"{free[1]} for the whole request window.",
+    }
+
+
+def _request(results: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """What "Request these cards" asks for, and what the best option lacks today:
+
+    1. ``recommended_in_free_capacity``: the option that fits today's free capacity;
+    2. ``offered_by_a_pool``: else the cheapest option meeting the targets that an inference pool
+       could hold (its usable cards, the most a request may ask for); the request waits until
+       enough of them are free;
+    3. else no request (the form would refuse it), and the lack of the cheapest option meeting
+       the targets in words: no inference pool has the model, or none has that many cards.
+
+    Returns ``(request or None, lacks or None)``; both ``None`` when nothing meets the targets.
+    """
+    rows = {r["gpu_model"]: r for r in results["rows"]}
+    meeting = [r for r in results["rows"] if r["meets_targets"] and r["cards"]]
+    holdable = [r for r in meeting if r["usable_cards"] >= r["cards"]]
+    if results["recommended_in_free_capacity"]:
+        basis, row = "recommended_in_free_capacity", rows[results["recommended_in_free_capacity"]]
+        pool = row["pool"]
+        lacks = None
+    elif holdable:  # rows are ranked, cheapest first
+        basis, row, pool = "offered_by_a_pool", holdable[0], holdable[0]["usable_pool"]
+        free_now = row["free_cards"] if row["pool"] == pool else None
+        lacks = (
+            f"needs {row['cards'] - free_now:,} more {row['gpu_name']} cards free in pool {pool} "
+            f"than the {free_now:,} free now"
+            if free_now is not None
+            else f"waits until {row['cards']:,} {row['gpu_name']} cards are free in pool {pool}"
+        )
+    elif meeting:
+        best = rows.get(results["recommended"]) or meeting[0]
+        if not best["usable_pool"]:
+            return None, (
+                f"no inference pool has {best['gpu_name']} cards: ask a pool admin to host "
+                f"{best['cards']:,} of them"
+            )
+        return None, (
+            f"{best['cards']:,} × {best['gpu_name']} are needed and the most any inference pool "
+            f"could hold is {best['usable_cards']:,}: ask a pool admin for more capacity"
+        )
+    else:
+        return None, None
+    return {
+        "basis": basis,
+        "lacks": lacks,
+        "workload_kind": WorkloadKind.INFERENCE.value,
+        "gpu_model": row["gpu_model"],
+        "card_count": row["cards"],
+        "pool": pool,
+        "justification": _justification(results, row),
+    }, lacks
+
+
+def _justification(results: dict[str, Any], row: dict[str, Any]) -> str:
+    """The request's "what the cards are for", from the estimate: model, load, targets and the
+    sized option, so the approver sees why this many cards."""
+    model = results["model"]["name"]
+    demand = results.get("demand") or {}
+    load = (
+        f"{demand['peak_output_tok_s']:,.0f} output tok/s at peak"
+        if demand.get("peak_output_tok_s")
+        else f"{results.get('concurrency') or '?'} sequences in flight"
+    )
+    return (
+        f"Serve {model} for {load}. Sized by the portal: {row['cards']} × {row['gpu_name']} "
+        f"(TP {row['tp']} × {row['replicas']} replicas), TPOT {row['tpot_ms']:.1f} ms, "
+        f"TTFT {row['ttft_ms']:.0f} ms"
+        + (
+            f"; {row['cards_pessimistic']} cards if the pessimistic end of the error band holds."
+            if row.get("cards_pessimistic") and row["cards_pessimistic"] != row["cards"]
+            else "."
+        )
+    )
+
+
+def sizing_results(
+    *, inputs: Mapping[str, Any], on_progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
+    """Compute the plan for clean ``inputs`` (from :func:`sizing_inputs_clean`) as plain JSON:
+    the model's numbers, the demand, the seeds' rule, one row per GPU model with every
+    intermediate number, the recommendations and what to request. Reads the GPU models and the
+    free cards of the inference pools; writes nothing. ``on_progress(done, total)`` per GPU
+    model. Raises :class:`SizingInputError` if the arithmetic refuses the inputs."""
+    model = _model_arch(inputs)
+    demand = _demand(inputs)
+    start, end = capacity_window()
+    free = inference_free_cards(start=start, end=end)
+    usable = inference_usable_cards(start=start, end=end)
+    gpus = _gpu_specs(inputs)
+    if inputs["only_free_capacity"]:
+        gpus = [(row, spec) for row, spec in gpus if free.get(spec.slug, (0, ""))[0] > 0]
+    per_node = _cards_per_node()
+    max_tp = {spec.slug: per_node.get(spec.slug, DEFAULT_CARDS_PER_NODE) for _, spec in gpus}
+    plan: SizingPlan = sizing_plan(
+        model=model,
+        gpus=[spec for _, spec in gpus],
+        precision=inputs["precision"],
+        kv_cache_dtype=inputs["kv_cache_dtype"],
+        input_tokens=inputs["input_len"],
+        output_tokens=inputs["output_len"],
+        demand=demand,
+        concurrency=inputs["concurrency"],
+        tpot_target_ms=inputs["tpot_target_ms"],
+        ttft_target_ms=inputs["ttft_target_ms"],
+        engine=inputs["engine"],
+        cards_per_node=max_tp,
+        free_cards={spec.slug: free.get(spec.slug, (0, ""))[0] for _, spec in gpus},
+        prices=card_hour_prices(inputs=inputs, gpu_slugs=[spec.slug for _, spec in gpus]),
+        seed_per_card_tok_s=inputs["seed_per_card_tok_s"] if demand is not None else None,
+        on_progress=on_progress,
+    )
+    by_slug = {spec.slug: (row, spec) for row, spec in gpus}
+    precision = precision_parse(inputs["precision"])
+    kv_bits = kv_cache_bits(inputs["kv_cache_dtype"])
+    per_token = kv_bytes_per_token(
+        num_layers=model.num_layers,
+        num_kv_heads=model.num_kv_heads,
+        head_dim=model.head_dim,
+        kv_bits=kv_bits,
+    )
+    per_sequence = per_token * kv_tokens_per_sequence(
+        model, inputs["input_len"] + inputs["output_len"]
+    )
+    results = {
+        "model": {
+            "id": model.id,
+            "name": model.name,
+            "hf_repo": model.hf_repo,
+            "total_params": model.total_params,
+            "active_params": model.active_params,
+            "num_layers": model.num_layers,
+            "num_kv_heads": model.num_kv_heads,
+            "head_dim": model.head_dim,
+            "max_context_tokens": model.max_context_tokens,
+        },
+        "precision": precision.name,
+        "weight_bits": precision.weight_bits,
+        "kv_cache_bits": kv_bits,
+        "engine": engine_profile(inputs["engine"]).name,
+        "bandwidth_efficiency": BANDWIDTH_EFFICIENCY,
+        "compute_efficiency": engine_profile(inputs["engine"]).compute_efficiency,
+        "weights_bytes": weights_bytes(
+            params=model.total_params, weight_bits=precision.weight_bits
+        ),
+        "kv_bytes_per_token": per_token,
+        "kv_bytes_per_sequence": per_sequence,
+        "context_tokens": inputs["input_len"] + inputs["output_len"],
+        "concurrency": inputs["concurrency"],
+        "kv_bytes_for_concurrency": None
+        if inputs["concurrency"] is None
+        else per_sequence * inputs["concurrency"],
+        "demand": None if demand is None else asdict(demand),
+        "seed_rule": None
+        if plan.seed_rule_cards is None
+        else {
+            "per_card_tok_s": plan.seed_per_card_tok_s,
+            "equivalent_tok_s": demand.peak_equivalent_output_tok_s,
+            "cards": plan.seed_rule_cards,
+        },
+        "capacity": {
+            "window_start": start.isoformat(),
+            "window_end": end.isoformat(),
+            "pools": "inference (Kubernetes) pools",
+        },
+        "rows": [
+            _row_json(
+                row,
+                gpu=by_slug[row.gpu_slug][0],
+                spec=by_slug[row.gpu_slug][1],
+                cards_per_node=max_tp[row.gpu_slug],
+                free=free.get(row.gpu_slug),
+                kv_per_token=per_token,
+            )
+            for row in plan.rows
+        ],
+        "recommended": plan.recommended.gpu_slug if plan.recommended else None,
+        "recommended_in_free_capacity": plan.recommended_in_free_capacity.gpu_slug
+        if plan.recommended_in_free_capacity
+        else None,
+        "priced": bool(inputs["prices"]),
+    }
+    # With prices for some models only, "cheapest" ranks the priced ones first (plan.py); say so.
+    meeting = [row for row in results["rows"] if row["meets_targets"]]
+    priced = [row for row in meeting if row["monthly_cost"] is not None]
+    results["pricing"] = (
+        "none" if not priced else "all" if len(priced) == len(meeting) else "partial"
+    )
+    for row in results["rows"]:
+        row["usable_cards"], row["usable_pool"] = usable.get(row["gpu_model"], (0, None))
+    results["request"], results["request_lacks"] = _request(results)
+    return _plain(results)
+
+
+def sizing_preview(*, raw: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Clean ``raw`` and compute at once (the what-if page): ``(inputs, results)``. Writes
+    nothing. Raises :class:`InvalidInput` with field errors."""
+    inputs = sizing_inputs_clean(raw)
+    try:
+        return inputs, sizing_results(inputs=inputs)
+    except SizingInputError as exc:
+        field = exc.data.get("field") or "model"
+        raise InvalidInput(exc.message, errors={field: exc.message}) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# The estimate's life: created pending, run by a task
+
+
+def _snapshot(estimate: SizingEstimate) -> dict[str, Any]:
+    return {
+        "status": estimate.status,
+        "progress": estimate.progress,
+        "team": estimate.team.slug if estimate.team_id else None,
+        "model": estimate.inputs.get("model"),
+    }
+
+
+def sizing_estimate_create(
+    *, actor: Any, inputs: Mapping[str, Any], team: Team | None = None
+) -> SizingEstimate:
+    """Store an estimate (pending) and queue its job when the transaction commits.
+
+    ``team`` (optional) shares it with that team; the actor must belong to it (or be a pool
+    admin). Raises :class:`InvalidInput` with ``errors`` ``{field: message}`` for unusable inputs
+    and :class:`PermissionDenied` for a team the actor is not in; nothing is written then.
+    """
+    clean = sizing_inputs_clean(inputs)
+    if team is not None and not (
+        actor.is_staff or Membership.objects.filter(team=team, user=actor).exists()
+    ):
+        raise PermissionDenied(f"You are not a member of team {team.slug}.", team=team.slug)
+    with transaction.atomic():
+        estimate = SizingEstimate.objects.create(inputs=clean, created_by=actor, team=team)
+        audit_event_record(
+            actor=actor, action="sizing_estimate.created", obj=estimate, after=_snapshot(estimate)
+        )
+        enqueue_on_commit(SIZING_ESTIMATE, estimate.pk)
+    return estimate
+
+
+def sizing_estimate_run(*, estimate_id: int) -> SizingEstimate:
+    """Compute a pending (or interrupted, still running) estimate; done or failed at the end.
+
+    Idempotent: a done or failed estimate is returned as it is, so a redelivered task does
+    nothing; :class:`NotFound` when it was deleted meanwhile. Progress is the share of GPU
+    models computed. Inputs the arithmetic refuses mark the estimate failed with the reason; so
+    does an unexpected error (logged), since computing the same inputs again would fail again.
+    """
+    with transaction.atomic():
+        estimate = SizingEstimate.objects.select_for_update().filter(pk=estimate_id).first()
+        if estimate is None:
+            raise NotFound(f"No sizing estimate #{estimate_id}.", id=estimate_id)
+        if estimate.status in (EstimateStatus.DONE, EstimateStatus.FAILED):
+            return estimate
+        estimate.status = EstimateStatus.RUNNING
+        estimate.progress = 0
+        estimate.started_at = timezone.now()
+        estimate.save(update_fields=["status", "progress", "started_at"])
+
+    reported = [0]
+
+    def progress(done: int, total: int) -> None:
+        percent = min(99, done * 100 // max(total, 1))
+        if percent > reported[0]:
+            reported[0] = percent
+            SizingEstimate.objects.filter(pk=estimate_id, status=EstimateStatus.RUNNING).update(
+                progress=percent
+            )
+
+    results = error = None
+    try:
+        results = sizing_results(inputs=estimate.inputs, on_progress=progress)
+    except SizingInputError as exc:
+        error = f"The inputs cannot be estimated: {exc.message}"
+    except Exception as exc:  # a bug must not leave the estimate running for ever
+        logger.exception("sizing estimate %s failed", estimate_id)
+        error = f"The estimate failed with an internal error ({type(exc).__name__}); see the logs."
+    return _finish(estimate_id=estimate_id, results=results, error=error)
+
+
+def _finish(*, estimate_id: int, results: dict | None, error: str | None) -> SizingEstimate:
+    with transaction.atomic():
+        estimate = SizingEstimate.objects.select_for_update().get(pk=estimate_id)
+        if estimate.status != EstimateStatus.RUNNING:
+            return estimate  # another run finished first
+        before = _snapshot(estimate)
+        if error is None:
+            estimate.status, estimate.results, estimate.progress = EstimateStatus.DONE, results, 100
+        else:
+            estimate.status, estimate.error = EstimateStatus.FAILED, error
+        estimate.finished_at = timezone.now()
+        estimate.save(update_fields=["status", "results", "progress", "error", "finished_at"])
+        audit_event_record(
+            actor=None,
+            action=f"sizing_estimate.{estimate.status}",
+            obj=estimate,
+            before=before,
+            after=_snapshot(estimate),
+            reason=error or "",
+        )
+    return estimate
+
+
+def sizing_request_url(request: Mapping[str, Any] | None) -> str | None:
+    """The new-request page pre-filled with ``results["request"]`` (kind, model, cards, pool,
+    justification)."""
+    if not request or not request.get("card_count"):
+        return None
+    query = {
+        "workload_kind": request["workload_kind"],
+        "gpu_model": request["gpu_model"],
+        "card_count": request["card_count"],
+    }
+    if request.get("justification"):
+        query["justification"] = request["justification"]
+    if request.get("pool"):
+        query["pool"] = request["pool"]
+    return f"{reverse('pools:request-new')}?{urlencode(query)}"
+
+
+def sizing_recommendation(results: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The row the estimate recommends (``results["recommended"]``), with its error band.
+
+    ``{"gpu_model", "tp", "replicas", "cards", "cards_pessimistic", "output_tok_s_per_replica",
+    "band"}``; ``None`` when there are no results yet or nothing meets the targets.
+    """
+    if not results or not results.get("recommended"):
+        return None
+    for row in results.get("rows", ()):
+        if row["gpu_model"] == results["recommended"]:
+            return {
+                "gpu_model": row["gpu_model"],
+                "tp": row["tp"],
+                "replicas": row["replicas"],
+                "cards": row["cards"],
+                "cards_pessimistic": row.get("cards_pessimistic"),
+                "output_tok_s_per_replica": row["output_tok_s_per_replica"],
+                "band": row.get("band"),
+            }
+    return None

@@ -1,0 +1,17 @@
+"""Celery task of sizing: compute a saved estimate in the background."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from pools.errors import NotFound
+from pools.sizing.services import sizing_estimate_run
+
+
+@shared_task(acks_late=True)
+def sizing_estimate_task(estimate_id: int) -> str:
+    """Compute a sizing estimate; returns its status. Safe twice: a finished one is left as is."""
+    try:
+        return sizing_estimate_run(estimate_id=estimate_id).status
+    except NotFound:
+        return "missing"  # deleted before the worker got to it: nothing to do

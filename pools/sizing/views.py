@@ -1,0 +1,371 @@
+"""Sizing pages: the what-if page (recomputed over htmx as the inputs change), saved estimates
+(progress polled over htmx until the job is done) and their list. Thin: the form's fields go to
+the sizing service under the service's own input names; it validates and computes."""
+
+from __future__ import annotations
+
+import json
+
+from django.http import Http404, HttpResponse, QueryDict
+from django.shortcuts import redirect, render
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_GET, require_POST
+
+from pools.choices import Scheduler
+from pools.errors import DomainError
+from pools.inventory import selectors as inventory_selectors
+from pools.inventory.models import GpuModel, Pool
+from pools.sizing import selectors as sizing_selectors
+from pools.sizing import services as sizing_services
+from pools.sizing.engines import ENGINE_PROFILES
+from pools.sizing.filtersets import SizingEstimateFilterSet
+from pools.sizing.presets import model_presets
+from pools.tenancy import selectors as tenancy_selectors
+from pools.web import Column, csv_response, filtered_list
+
+# The service's scalar input names; the form uses them as they are.
+SCALAR_INPUTS = (
+    "model",
+    "precision",
+    "kv_cache_dtype",
+    "engine",
+    "input_len",
+    "output_len",
+    "demand_kind",
+    "output_tok_s",
+    "requests_per_day",
+    "peak_share",
+    "peak_hours",
+    "concurrency",
+    "prompt_cache_hit_rate",
+    "input_weight",
+    "tpot_target_ms",
+    "ttft_target_ms",
+    "seed_per_card_tok_s",
+)
+
+CUSTOM_LABELS = {
+    "num_layers": "Layers",
+    "hidden_size": "Hidden size",
+    "num_attention_heads": "Attention heads",
+    "num_kv_heads": "KV heads",
+    "head_dim": "Head dim",
+    "intermediate_size": "MLP intermediate size",
+    "vocab_size": "Vocabulary",
+    "max_context_tokens": "Max context (tokens)",
+    "total_params": "Total parameters (blank: counted)",
+    "num_experts": "Experts (MoE only)",
+    "experts_per_token": "Experts per token (MoE)",
+}
+
+FIELD_LABELS = {
+    "model": "Model",
+    "custom_model": "Custom architecture",
+    "precision": "Weights",
+    "kv_cache_dtype": "KV cache",
+    "engine": "Engine",
+    "input_len": "Input tokens",
+    "output_len": "Output tokens",
+    "demand_kind": "Load",
+    "output_tok_s": "Peak output tokens / s",
+    "requests_per_day": "Requests / day",
+    "peak_share": "Share in the peak",
+    "peak_hours": "Peak length",
+    "concurrency": "Sequences in flight",
+    "prompt_cache_hit_rate": "Prompt-cache hit rate",
+    "input_weight": "Input-token weight",
+    "tpot_target_ms": "TPOT target",
+    "ttft_target_ms": "TTFT target",
+    "seed_per_card_tok_s": "Seed's per-card tok/s",
+    "gpu_models": "GPU models",
+    "prices": "Prices",
+}
+
+ROW_COLUMNS = [
+    Column("gpu_model", lambda r: r["gpu_model"]),
+    Column("gpu_name", lambda r: r["gpu_name"]),
+    Column("recommended", lambda r: r.get("recommendation", "")),
+    Column("precision", lambda r: r["precision"]),
+    Column("tp", lambda r: r["tp"]),
+    Column("batch_per_replica", lambda r: r["batch"]),
+    Column("weights_bytes", lambda r: r["weights_bytes"]),
+    Column("weights_bytes_per_gpu", lambda r: r["weights_bytes_per_gpu"]),
+    Column("kv_bytes_per_token", lambda r: r["kv_bytes_per_token"]),
+    Column("kv_bytes_per_replica", lambda r: r["kv_bytes_per_replica"]),
+    Column("kv_bytes_total", lambda r: r["kv_bytes_total"]),
+    Column("overhead_reserve_bytes_per_gpu", lambda r: r["overhead_reserve_bytes_per_gpu"]),
+    Column("decode_ceiling_batch1_tok_s", lambda r: r["decode_ceiling_batch1_tok_s"]),
+    Column("output_tok_s_per_replica", lambda r: r["output_tok_s_per_replica"]),
+    Column("likely_low_tok_s_per_replica", lambda r: (r.get("band") or {}).get("low_tok_s")),
+    Column("likely_high_tok_s_per_replica", lambda r: (r.get("band") or {}).get("high_tok_s")),
+    Column("band_regime", lambda r: (r.get("band") or {}).get("regime")),
+    Column("tpot_ms", lambda r: r["tpot_ms"]),
+    Column("ttft_ms", lambda r: r["ttft_ms"]),
+    Column("replica_requests_per_s", lambda r: r["replica_requests_per_s"]),
+    Column("per_card_equivalent_tok_s", lambda r: r["per_card_equivalent_tok_s"]),
+    Column("replicas", lambda r: r["replicas"]),
+    Column("cards", lambda r: r["cards"]),
+    Column("cards_pessimistic", lambda r: r.get("cards_pessimistic")),
+    Column("free_cards", lambda r: r["free_cards"]),
+    Column("pool", lambda r: r["pool"]),
+    Column("price_per_card_hour", lambda r: r["price_per_card_hour"]),
+    Column("monthly_cost", lambda r: r["monthly_cost"]),
+    Column("meets_targets", lambda r: r["meets_targets"]),
+    Column("fits_free_capacity", lambda r: r["fits_free_capacity"]),
+    Column("warnings", lambda r: " | ".join(w["message"] for w in r["warnings"])),
+]
+
+ESTIMATE_COLUMNS = [
+    Column("id", lambda e: e.pk),
+    Column("created_at", lambda e: e.created_at.isoformat()),
+    Column("created_by", lambda e: e.created_by.username),
+    Column("team", lambda e: e.team.slug if e.team_id else None),
+    Column("model", lambda e: e.inputs.get("model")),
+    Column("status", lambda e: e.status),
+    Column("gpu_model", lambda e: ((e.results or {}).get("request") or {}).get("gpu_model")),
+    Column("card_count", lambda e: ((e.results or {}).get("request") or {}).get("card_count")),
+    Column("pool", lambda e: ((e.results or {}).get("request") or {}).get("pool")),
+]
+
+
+def _error_items(errors: dict[str, str]) -> list[dict[str, str]]:
+    """Field errors with the form's labels, in the form's order; ``field`` is the input's name."""
+    order = {name: position for position, name in enumerate(FIELD_LABELS)}
+    items = []
+    for field, message in errors.items():
+        head, _, tail = field.partition(".")
+        if head == "custom_model" and tail:
+            label = f"{CUSTOM_LABELS.get(tail, tail)} (custom architecture)"
+        elif head == "prices" and tail:
+            label = f"Price per card-hour of {tail}"
+        else:
+            label = FIELD_LABELS.get(field, field)
+        items.append({"field": field, "label": label, "message": message, "_at": order.get(head)})
+    items.sort(key=lambda item: len(order) if item["_at"] is None else item["_at"])
+    return items
+
+
+def _raw_inputs(data: QueryDict) -> dict:
+    """The form's fields as the service's inputs (custom fields ``custom_model.<name>``, prices
+    ``prices.<slug>``, GPU models as repeated ``gpu_models``)."""
+    raw: dict = {key: data[key] for key in SCALAR_INPUTS if key in data}
+    raw["gpu_models"] = data.getlist("gpu_models")
+    raw["only_free_capacity"] = data.get("only_free_capacity") in ("on", "true", "1")
+    custom = {"name": data.get("custom_model.name", "")}
+    for name, _required in sizing_services.CUSTOM_MODEL_FIELDS:
+        custom[name] = data.get(f"custom_model.{name}", "")
+    raw["custom_model"] = custom
+    raw["prices"] = {
+        key.removeprefix("prices."): value
+        for key, value in data.items()
+        if key.startswith("prices.") and value.strip()
+    }
+    return raw
+
+
+def _initial_form() -> dict:
+    """The form's values when the page opens with no inputs."""
+    form = {k: v for k, v in sizing_services.PAGE_INITIAL.items() if k in SCALAR_INPUTS}
+    form.update(gpu_models=[], only_free_capacity=False, custom_model={}, prices={})
+    return form
+
+
+def _form_values(data: QueryDict | None) -> dict:
+    if not data or not any(key in data for key in SCALAR_INPUTS):
+        return _initial_form()
+    return _raw_inputs(data)
+
+
+def _decorate(results: dict) -> dict:
+    """Marks the recommended rows and adds the chart's data and the request link."""
+    for row in results["rows"]:
+        marks = []
+        if row["gpu_model"] == results["recommended"]:
+            marks.append("cheapest meeting targets")
+        if row["gpu_model"] == results["recommended_in_free_capacity"]:
+            marks.append("fits free capacity")
+        row["recommendation"] = "; ".join(marks)
+    sized = [row for row in results["rows"] if row["cards"] is not None]
+    results["chart"] = {
+        "labels": [row["gpu_name"] for row in sized],
+        "cards": [row["cards"] for row in sized],
+        "meets": [row["meets_targets"] for row in sized],
+        "cost": [
+            None if row["monthly_cost"] is None else float(row["monthly_cost"]) for row in sized
+        ]
+        if results.get("priced")
+        else None,
+    }
+    results["chart_height_px"] = 80 + 26 * len(sized)
+    names = dict(Pool.objects.values_list("slug", "name"))
+    for row in results["rows"]:  # people read pool names; links and CSV keep the slug
+        row["pool_name"] = names.get(row["pool"], row["pool"])
+    results["request_url"] = sizing_services.sizing_request_url(results.get("request"))
+    by_slug = {row["gpu_model"]: row for row in results["rows"]}
+    results["recommended_row"] = by_slug.get(results["recommended"])
+    results["free_row"] = by_slug.get(results["recommended_in_free_capacity"])
+    results["request_row"] = by_slug.get((results.get("request") or {}).get("gpu_model"))
+    return results
+
+
+def _preset_config(preset) -> dict:
+    """A preset as the custom-architecture fields, so "Custom" can start from it."""
+    fields = {name: getattr(preset, name) for name, _ in sizing_services.CUSTOM_MODEL_FIELDS}
+    return {"name": f"{preset.name} (modified)", **fields}
+
+
+def _page_context(request, form: dict) -> dict:
+    # Models an inference pool has are marked in the list of GPU models.
+    fleet = set(inventory_selectors.cards_per_node_by_model(scheduler=Scheduler.KUBERNETES))
+    return {
+        "form": form,
+        "presets": [
+            (
+                p.id,
+                f"{p.name} ({p.total_params / 1e9:.1f} B params, {p.max_context_tokens:,} ctx)",
+                json.dumps(_preset_config(p)),
+            )
+            for p in model_presets().values()
+        ],
+        "gpu_models": GpuModel.objects.order_by("name"),
+        "in_fleet": fleet,
+        "precisions": sizing_services.WEIGHT_PRECISIONS,
+        "kv_precisions": sizing_services.KV_PRECISIONS,
+        "engines": list(ENGINE_PROFILES),
+        "demand_kinds": sizing_services.DEMAND_KINDS,
+        "custom_fields": [
+            (name, CUSTOM_LABELS[name]) for name, _ in sizing_services.CUSTOM_MODEL_FIELDS
+        ],
+        "teams": tenancy_selectors.team_list(user=request.user).order_by("name"),
+    }
+
+
+@require_GET
+def sizing_page(request):
+    """The what-if page; htmx asks for the ``results`` fragment as the inputs change;
+    ``export=csv`` answers the rows as CSV."""
+    form = _form_values(request.GET)
+    results = errors = None
+    try:
+        _inputs, results = sizing_services.sizing_preview(raw=form)
+    except DomainError as exc:
+        errors = _error_items(exc.data.get("errors") or {"model": exc.message})
+    if request.GET.get("export") == "csv":
+        if results is None:
+            return HttpResponse(
+                "The inputs are invalid: "
+                + "; ".join(f"{e['field']}: {e['message']}" for e in errors),
+                status=400,
+                content_type="text/plain; charset=utf-8",
+            )
+        _decorate(results)
+        return csv_response(results["rows"], ROW_COLUMNS, "sizing.csv")
+    context = {
+        **_page_context(request, form),
+        "results": _decorate(results) if results else None,
+        "errors": errors,
+        "query": request.GET.urlencode() if request.GET else "",
+    }
+    template = "pools/sizing/sizing.html"
+    response = render(request, f"{template}#results" if request.htmx else template, context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+@require_POST
+def sizing_save(request):
+    """Save the inputs as an estimate and run its job; htmx is sent to the estimate's page."""
+    form = _raw_inputs(request.POST)
+    team = (
+        tenancy_selectors.team_list(user=request.user).filter(slug=request.POST.get("team")).first()
+    )
+    try:
+        estimate = sizing_services.sizing_estimate_create(
+            actor=request.user, inputs=form, team=team
+        )
+    except DomainError as exc:
+        context = {
+            **_page_context(request, form),
+            "results": None,
+            "errors": _error_items(exc.data.get("errors") or {"model": exc.message}),
+            "query": "",
+        }
+        return render(request, "pools/sizing/sizing.html#results", context)
+    target = estimate.get_absolute_url()
+    if request.htmx:
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = target
+        return response
+    return redirect(target)
+
+
+def _estimate_or_404(request, pk: int):
+    try:
+        return sizing_selectors.sizing_estimate_list(user=request.user).get(pk=pk)
+    except Exception:  # DoesNotExist or a bad id: never leak whether it exists
+        raise Http404("No such estimate.") from None
+
+
+def sizing_estimate_detail(request, pk: int):
+    """A saved estimate: progress while its job runs (htmx polls the ``body`` fragment), then
+    the results; ``export=csv`` answers the rows."""
+    estimate = _estimate_or_404(request, pk)
+    results = _decorate(dict(estimate.results)) if estimate.results else None
+    if request.GET.get("export") == "csv":
+        if results is None:
+            return HttpResponse("The estimate has no results yet.", status=409)
+        return csv_response(results["rows"], ROW_COLUMNS, f"sizing-estimate-{estimate.pk}.csv")
+    context = {
+        "estimate": estimate,
+        "results": results,
+        "errors": None,
+        "what_if_query": _what_if_query(estimate.inputs),
+        "model_name": _model_name(estimate.inputs),
+    }
+    template = "pools/sizing/estimate_detail.html"
+    response = render(request, f"{template}#body" if request.htmx else template, context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+def _model_name(inputs: dict) -> str:
+    if inputs.get("model") == "custom":
+        return (inputs.get("custom_model") or {}).get("name") or "Custom model"
+    preset = model_presets().get(inputs.get("model"))
+    return preset.name if preset else str(inputs.get("model"))
+
+
+def _what_if_query(inputs: dict) -> str:
+    """The what-if page's query string for these inputs, to open a saved estimate there."""
+    query = QueryDict(mutable=True)
+    for key in SCALAR_INPUTS:
+        value = inputs.get(key)
+        if value is not None:
+            query[key] = value
+        elif key in ("tpot_target_ms", "ttft_target_ms"):
+            query[key] = ""
+    query.setlist("gpu_models", inputs.get("gpu_models") or [])
+    if inputs.get("only_free_capacity"):
+        query["only_free_capacity"] = "on"
+    for name, value in (inputs.get("custom_model") or {}).items():
+        if value is not None:
+            query[f"custom_model.{name}"] = value
+    for slug, price in (inputs.get("prices") or {}).items():
+        query[f"prices.{slug}"] = price
+    return query.urlencode()
+
+
+def sizing_estimate_list(request):
+    return filtered_list(
+        request,
+        queryset=sizing_selectors.sizing_estimate_list(user=request.user),
+        filterset_class=SizingEstimateFilterSet,
+        template="pools/sizing/estimate_list.html",
+        columns=ESTIMATE_COLUMNS,
+        filename="sizing-estimates.csv",
+        default_ordering=("-created_at", "-id"),
+        extra={
+            "preset_names": {p.id: p.name for p in model_presets().values()},
+            "gpu_names": dict(GpuModel.objects.values_list("slug", "name")),
+        },
+    )

@@ -1,0 +1,106 @@
+"""Pieces every server-rendered page shares: the pool-admin guard, table columns, CSV export,
+filtered and paginated lists, the chart palette."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import wraps
+
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import StreamingHttpResponse
+from django.shortcuts import render
+from django.utils.cache import patch_vary_headers
+
+PAGE_SIZES = (25, 50, 100, 200)
+
+
+def pool_admin_required(view):
+    """Pool admins only: others get the portal's 403 page (not the Django admin login)."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not request.user.is_staff:
+            raise PermissionDenied("This page is for pool admins.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+@dataclass(frozen=True)
+class Column:
+    """A CSV column: header and how to read it from a row."""
+
+    header: str
+    value: Callable[[object], object]
+
+
+class _Echo:
+    def write(self, value):
+        return value
+
+
+def csv_response(rows: Iterable, columns: Sequence[Column], filename: str) -> StreamingHttpResponse:
+    """Stream ``rows`` as CSV with ``columns``; values ``None`` become empty cells."""
+    writer = csv.writer(_Echo())
+
+    def lines():
+        yield writer.writerow([c.header for c in columns])
+        for row in rows:
+            yield writer.writerow(["" if (v := c.value(row)) is None else v for c in columns])
+
+    response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+def _page_size(request) -> int:
+    try:
+        size = int(request.GET.get("page_size", 50))
+    except ValueError:
+        return 50
+    return size if size in PAGE_SIZES else 50
+
+
+def filtered_list(
+    request, *, queryset, filterset_class, template, columns, filename, default_ordering, extra=None
+):
+    """Render a filterable, sortable, paginated list page, its htmx fragment, or its CSV."""
+    params = request.GET.copy()
+    filterset = filterset_class(params or None, queryset=queryset)
+    if filterset.is_bound and not filterset.is_valid() and set(filterset.errors) == {"ordering"}:
+        # A stale or hand-written sort key (?ordering=name) sorts the default way rather than
+        # looking like the data is gone.
+        params.pop("ordering")
+        filterset = filterset_class(params or None, queryset=queryset)
+    if not filterset.is_bound:
+        rows = queryset
+    else:
+        # An invalid filter shows its error over no rows, never the unfiltered list (or CSV).
+        rows = filterset.qs if filterset.is_valid() else queryset.none()
+    if not params.get("ordering"):
+        rows = rows.order_by(*default_ordering)
+    if request.GET.get("export") == "csv":
+        return csv_response(rows.iterator(chunk_size=2000), columns, filename)
+    paginator = Paginator(rows, _page_size(request))
+    page = paginator.get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "filterset": filterset,
+        "page": page,
+        "query": query.urlencode(),
+        "ordering": params.get("ordering", ""),
+        "page_sizes": PAGE_SIZES,
+        **(extra or {}),
+    }
+    name = f"{template}#table" if request.htmx else template
+    response = render(request, name, context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+# Colour-blind-safe qualitative palette (Okabe–Ito).
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442"]

@@ -1,0 +1,113 @@
+"""The code's shape, checked: no private names across modules, no import cycles, every task a
+service queues by name is registered, and the adapters' enums agree with the stored choices.
+
+The layer and purity contracts are import-linter's (``lint-imports``, configured in
+pyproject.toml); these are the rules it cannot express.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import grimp
+import pytest
+
+from pools import choices, jobs
+from scheduler_adapters import types
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("portal", "billing", "pools", "scheduler_adapters")
+
+
+def _product_files():
+    for package in PACKAGES:
+        yield from (ROOT / package).rglob("*.py")
+
+
+def test_no_module_imports_another_modules_private_name():
+    offences = []
+    for path in _product_files():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or not node.module:
+                continue
+            if node.module.split(".")[0] not in PACKAGES:
+                continue
+            for alias in node.names:
+                if alias.name.startswith("_"):
+                    offences.append(f"{path.relative_to(ROOT)}: {node.module}.{alias.name}")
+    assert offences == []
+
+
+def test_the_project_has_no_import_cycle():
+    # Only the registry modules (pools.models, pools.tasks) import their sub-domains' modules
+    # for Django and Celery; nothing imports them back, so they cannot close a cycle either.
+    graph = grimp.build_graph(*PACKAGES, cache_dir=None)
+    modules = sorted(graph.modules)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    counter = [0]
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        index[module] = low[module] = counter[0]
+        counter[0] += 1
+        stack.append(module)
+        on_stack.add(module)
+        for imported in graph.find_modules_directly_imported_by(module):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            # A package and its own __init__'s re-exports are one module to grimp: skip those.
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    import sys
+
+    sys.setrecursionlimit(10_000)
+    for module in modules:
+        if module not in index:
+            visit(module)
+    assert cycles == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        jobs.ALLOCATION_PROVISION,
+        jobs.ALLOCATION_UNBIND,
+        jobs.ALLOCATION_REBIND,
+        jobs.SIZING_ESTIMATE,
+    ],
+)
+def test_every_task_services_queue_by_name_is_registered(name):
+    from celery import current_app
+
+    assert name in current_app.tasks
+
+
+@pytest.mark.parametrize(
+    ("adapter_enum", "stored"),
+    [
+        (types.NodeState, choices.NodeState),
+        (types.GpuHealth, choices.GpuHealth),
+        (types.InventorySource, choices.InventorySource),
+    ],
+)
+def test_adapter_enums_are_stored_choices(adapter_enum, stored):
+    # Every value an adapter reports can be stored; the database may know more ("unknown").
+    assert {m.value for m in adapter_enum} <= set(stored.values)
+    assert {m.name for m in adapter_enum} <= set(stored.names)
