@@ -118,3 +118,14 @@ def test_a_finite_closed_loop_run_ends_with_a_partial_round(monkeypatch):
     assert bench.finite_run_tok_s({"requests": 96, "request": request}, _steady(1_600.0, 30.0)) == (
         1_600.0
     )
+
+
+def test_bands_are_never_written_from_the_unshipped_overlap_fit(monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["sizing.py", "--fit-overlap", "--write-bands"])
+
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main()
+
+    assert exit_info.value.code == 2
+    assert "not shipped" in capsys.readouterr().err
+    assert bench.FIT_OVERLAP_GRID == [None]  # the default fit keeps the hard roofline
