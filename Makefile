@@ -38,10 +38,17 @@ demo: install
 services:
 	bash scripts/ensure_services.sh
 
-test: install services
+# Checks anyone can run alone: ruff check, ruff format --check, lint-imports, makemigrations --check.
+lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	SLURM_TEST_ENV=$(SLURM_MODERN_ENV) $(BIN)/python -m pytest
+	DEBUG=1 DATABASE_URL=sqlite:///:memory: $(BIN)/python manage.py makemigrations --check --dry-run
+
+# Fast tier first (no services but PostgreSQL), then everything that needs a real service.
+test: install services lint
+	SLURM_TEST_ENV=$(SLURM_MODERN_ENV) $(BIN)/python -m pytest -m "not integration and not browser"
+	SLURM_TEST_ENV=$(SLURM_MODERN_ENV) $(BIN)/python -m pytest -m "integration or browser"
 	SLURM_TEST_ENV=$(SLURM_V41_ENV) $(BIN)/python -m pytest -m integration $(SLURM_TIER)
 	SLURM_TEST_ENV=$(SLURM_2605_ENV) $(BIN)/python -m pytest -m integration $(SLURM_TIER)
 	SLURM_TEST_ENV=$(SLURM_2205_ENV) $(BIN)/python -m pytest -m integration $(SLURM_TIER)
@@ -61,10 +68,6 @@ bench: install services
 	$(BIN)/python benchmarks/dashboards.py
 	$(BIN)/python benchmarks/reclamation.py
 	$(BIN)/python benchmarks/sqlite_burst.py
-
-lint: install
-	$(BIN)/ruff check .
-	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) portal-demo.sqlite3 staticfiles .pytest_cache

@@ -108,7 +108,7 @@ def holding(env: dict[str, str]) -> tuple[int, int]:
 import django
 django.setup()
 from django.db.models import Sum
-from pools.choices import HOLDING_STATUSES
+from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.models import Allocation
 qs = Allocation.objects.filter(status__in=HOLDING_STATUSES)
 print(qs.count(), qs.aggregate(s=Sum("card_count"))["s"] or 0)

@@ -1,6 +1,10 @@
+"""Django admin of billing: rate-card changes are audited; usage, imports and statements are
+read-only (importers and the statement services write them)."""
+
 from django.contrib import admin
 
 from billing import models
+from pools.audit.admin_mixins import AuditedAdmin, ReadOnlyAdmin, admin_snapshot
 
 
 class RateCardEntryInline(admin.TabularInline):
@@ -9,13 +13,19 @@ class RateCardEntryInline(admin.TabularInline):
 
 
 @admin.register(models.RateCard)
-class RateCardAdmin(admin.ModelAdmin):
+class RateCardAdmin(AuditedAdmin):
     list_display = ["name", "currency", "effective_from", "effective_to"]
     inlines = [RateCardEntryInline]
 
+    def snapshot(self, obj) -> dict:
+        return {
+            **admin_snapshot(obj),
+            "entries": [admin_snapshot(e) for e in obj.entries.order_by("pk")],
+        }
+
 
 @admin.register(models.UsageRecord)
-class UsageRecordAdmin(admin.ModelAdmin):
+class UsageRecordAdmin(ReadOnlyAdmin):
     list_display = ["team", "gpu_model", "served_model", "quantity", "unit", "basis", "month",
                     "source", "source_id", "flag"]  # fmt: skip
     list_filter = ["source", "basis", "unit", "flag", "month"]
@@ -24,7 +34,7 @@ class UsageRecordAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.UsageImport)
-class UsageImportAdmin(admin.ModelAdmin):
+class UsageImportAdmin(ReadOnlyAdmin):
     list_display = ["source", "window_start", "window_end", "records_created",
                     "records_updated", "records_unchanged", "flagged", "created_at"]  # fmt: skip
 
@@ -42,7 +52,7 @@ class StatementLineInline(admin.TabularInline):
 
 
 @admin.register(models.Statement)
-class StatementAdmin(admin.ModelAdmin):
+class StatementAdmin(ReadOnlyAdmin):
     """Read-only: statements change only through the build and finalize services."""
 
     list_display = ["team", "month", "status", "total_amount", "currency", "finalized_at"]

@@ -10,17 +10,17 @@ from django.conf import settings
 
 def billing_zone() -> ZoneInfo:
     """The zone whose local midnights start billing months and rate periods."""
-    return ZoneInfo(getattr(settings, "BILLING_TIME_ZONE", "UTC") or "UTC")
+    return ZoneInfo(settings.BILLING_TIME_ZONE or "UTC")
 
 
 def default_currency() -> str:
     """Currency of a statement built while no rate card covers its month."""
-    return getattr(settings, "BILLING_CURRENCY", "EUR") or "EUR"
+    return settings.BILLING_CURRENCY or "EUR"
 
 
 def slurm_time_zone_name() -> str:
     """The zone of the Slurm connection (``SCHEDULERS["slurm"]["TIME_ZONE"]``, env
     ``SLURM_TIME_ZONE``), whose wall-clock times sacct prints; ``UTC`` when none is configured.
     A name, not a ``ZoneInfo``: callers report a bad one as their own usage error."""
-    config = (getattr(settings, "SCHEDULERS", None) or {}).get("slurm") or {}
+    config = settings.SCHEDULERS.get("slurm") or {}
     return config.get("TIME_ZONE") or "UTC"

@@ -26,7 +26,8 @@ from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
-SECONDS_PER_HOUR = Decimal(3600)
+from pools.capacity.arithmetic import SECONDS_PER_HOUR, card_hours, card_seconds_hours
+
 TOKENS_PER_MILLION = Decimal(1_000_000)
 
 # ISO 4217 minor units (https://www.six-group.com/en/products-services/financial-information/
@@ -85,10 +86,9 @@ def month_of(instant: datetime, zone: tzinfo) -> date:
 
 
 def hours_between(start: datetime, end: datetime) -> Decimal:
-    """Real elapsed hours: aware subtraction counts UTC seconds, so 30 Mar 2025 in
-    Europe/Berlin is 23 h and 26 Oct 2025 is 25 h (Python datetime docs, "aware arithmetic")."""
-    seconds = (end.astimezone(UTC) - start.astimezone(UTC)).total_seconds()
-    return Decimal(int(seconds)) / SECONDS_PER_HOUR
+    """Real elapsed hours (one card's :func:`~pools.capacity.arithmetic.card_hours`), so 30 Mar
+    2025 in Europe/Berlin is 23 h and 26 Oct 2025 is 25 h."""
+    return card_hours(1, start, end)
 
 
 def split_at(
@@ -211,9 +211,9 @@ def rounding_note(currency: str) -> str:
     return f"Per-second metering; each line's amount rounded once, half-up, to {step} {currency}."
 
 
-def card_hours(card_seconds: Decimal) -> Decimal:
-    """Card-seconds / 3600, kept to 6 places for display (amounts use the raw seconds)."""
-    return (Decimal(card_seconds) / SECONDS_PER_HOUR).quantize(Decimal("0.000001"), ROUND_HALF_UP)
+def card_hours_rounded(card_seconds: Decimal) -> Decimal:
+    """Card-seconds as card-hours kept to 6 places for display (amounts use the raw seconds)."""
+    return card_seconds_hours(card_seconds).quantize(Decimal("0.000001"), ROUND_HALF_UP)
 
 
 def card_hour_amount(card_seconds: Decimal, price_per_card_hour: Decimal, currency: str) -> Decimal:

@@ -12,9 +12,10 @@ from django.db.models import Count, QuerySet, Sum
 from billing.choices import TOKEN_UNITS, ChargeBasis, LineKind, RateKind
 from billing.conf import billing_zone
 from billing.models import RateCard, Statement, StatementLine, UsageRecord
-from billing.pricing import SECONDS_PER_HOUR, hours_between, next_month, previous_month, round_money
+from billing.pricing import hours_between, next_month, previous_month, round_money
 from billing.services.rates import RatePeriod, rate_periods
-from billing.services.usage_import import CHARGED_STATUSES
+from pools.capacity.arithmetic import card_seconds_hours
+from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
 from pools.inventory.models import Gpu, Pool
 from pools.reclamation.card_timeline import card_changes, card_pieces
@@ -98,7 +99,7 @@ def top_allocations(*, month: date, team: Team | None = None, limit: int = 10) -
         rows.append(
             {
                 "allocation": allocation,
-                "card_hours": record.quantity / SECONDS_PER_HOUR,
+                "card_hours": card_seconds_hours(record.quantity),
                 "amount": round_money(cost, currency),
             }
         )

@@ -5,15 +5,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 from celery import shared_task
-from django.conf import settings
 from django.utils import timezone
 
 from billing.conf import billing_zone
 from billing.services.prometheus_import import usage_import_kubernetes, usage_import_vllm_tokens
 from billing.services.statements import statements_close_month
 from billing.services.usage_import import usage_import_reservations, usage_import_slurm
+from pools.adapters import metrics_adapter, scheduler_config
 from scheduler_adapters.errors import SchedulerUnavailable
-from scheduler_adapters.prometheus import PrometheusAdapter
 from scheduler_adapters.registry import build_scheduler_adapter
 
 
@@ -40,9 +39,9 @@ def usage_import_task(hours: int = 48) -> dict[str, int]:
     end = timezone.now()
     start = end - timedelta(hours=hours)
     counts = {"reservation": usage_import_reservations(start=start, end=end).records_created}
-    config = getattr(settings, "SCHEDULERS", {}).get("slurm")
+    config = scheduler_config("slurm")
     if config:
-        adapter = build_scheduler_adapter(config)
+        adapter = build_scheduler_adapter(config)  # its own connection, closed below
         try:
             counts["slurm"] = usage_import_slurm(
                 scheduler=adapter, start=start, end=end
@@ -62,12 +61,11 @@ def usage_import_prometheus_task(hours: int = 48) -> dict[str, int]:
     """Import Kubernetes GPU requests and vLLM token counters of the last ``hours`` from
     ``settings.PROMETHEUS_URL`` (none configured: nothing). Records are keyed by billing day,
     so overlapping windows are harmless."""
-    url = getattr(settings, "PROMETHEUS_URL", "")
-    if not url:
+    metrics = metrics_adapter()
+    if metrics is None:
         return {}
     end = timezone.now()
     start = end - timedelta(hours=hours)
-    metrics = PrometheusAdapter(url, timeout_s=float(getattr(settings, "PROMETHEUS_TIMEOUT_S", 30)))
     try:
         return {
             "kubernetes": usage_import_kubernetes(

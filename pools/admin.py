@@ -1,8 +1,11 @@
-"""Django admin for every inventory and tenancy model."""
+"""Django admin for every model of the pools app: changes are audited (:class:`AuditedAdmin`),
+pool binding fields follow the pool services' rules, and rows only services write are read-only."""
 
 from django.contrib import admin
 
 from pools.audit import models as audit_models
+from pools.audit.admin_mixins import AuditedAdmin, ReadOnlyAdmin
+from pools.capacity.services.pools import POOL_BINDING_FIELDS, pool_usage
 from pools.inventory import models as inventory_models
 from pools.sizing import models as sizing_models
 from pools.tenancy import models as tenancy_models
@@ -14,7 +17,7 @@ class GpuModelAliasInline(admin.TabularInline):
 
 
 @admin.register(inventory_models.GpuModel)
-class GpuModelAdmin(admin.ModelAdmin):
+class GpuModelAdmin(AuditedAdmin):
     list_display = [
         "name",
         "slug",
@@ -32,7 +35,7 @@ class GpuModelAdmin(admin.ModelAdmin):
 
 
 @admin.register(inventory_models.GpuModelAlias)
-class GpuModelAliasAdmin(admin.ModelAdmin):
+class GpuModelAliasAdmin(AuditedAdmin):
     list_display = ["value", "kind", "gpu_model", "key"]
     list_filter = ["kind"]
     search_fields = ["value", "key"]
@@ -40,15 +43,31 @@ class GpuModelAliasAdmin(admin.ModelAdmin):
 
 
 @admin.register(inventory_models.DriverGroup)
-class DriverGroupAdmin(admin.ModelAdmin):
+class DriverGroupAdmin(AuditedAdmin):
     list_display = ["branch", "min_driver_version", "max_driver_version", "max_cuda"]
 
 
 @admin.register(inventory_models.Pool)
-class PoolAdmin(admin.ModelAdmin):
+class PoolAdmin(AuditedAdmin):
     list_display = ["name", "slug", "scheduler", "slurm_partition", "overcommit_ratio"]
     list_filter = ["scheduler"]
     search_fields = ["name", "slug"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # The pool services' rule: scheduler, slug and partition are fixed while allocations
+        # hold cards in the pool (they name the scheduler objects those cards are applied in).
+        if obj is not None and pool_usage(obj)["holding_allocations"]:
+            return POOL_BINDING_FIELDS
+        return ()
+
+    def has_delete_permission(self, request, obj=None):
+        # Deleted only when nothing refers to it (as the API's pool_delete refuses).
+        if obj is None:
+            return super().has_delete_permission(request)
+        usage = pool_usage(obj)
+        return not (usage["allocations"] or usage["requests"]) and super().has_delete_permission(
+            request, obj
+        )
 
 
 class GpuInline(admin.TabularInline):
@@ -67,7 +86,7 @@ class GpuInline(admin.TabularInline):
 
 
 @admin.register(inventory_models.Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(AuditedAdmin):
     list_display = ["hostname", "pool", "scheduler", "state", "driver_version", "last_seen_at"]
     list_filter = ["scheduler", "state", "pool", "driver_group"]
     search_fields = ["hostname"]
@@ -81,7 +100,7 @@ class MigDeviceInline(admin.TabularInline):
 
 
 @admin.register(inventory_models.Gpu)
-class GpuAdmin(admin.ModelAdmin):
+class GpuAdmin(AuditedAdmin):
     list_display = ["__str__", "gpu_model", "raw_model_name", "uuid", "health", "mig_mode"]
     list_filter = ["health", "mig_mode", "gpu_model"]
     search_fields = ["node__hostname", "uuid", "serial", "raw_model_name"]
@@ -90,13 +109,13 @@ class GpuAdmin(admin.ModelAdmin):
 
 
 @admin.register(inventory_models.MigDevice)
-class MigDeviceAdmin(admin.ModelAdmin):
+class MigDeviceAdmin(AuditedAdmin):
     list_display = ["gpu", "index", "profile", "memory_total_mib"]
     list_select_related = ["gpu__node"]
 
 
 @admin.register(inventory_models.InventoryImport)
-class InventoryImportAdmin(admin.ModelAdmin):
+class InventoryImportAdmin(ReadOnlyAdmin):
     list_display = [
         "created_at",
         "source",
@@ -116,14 +135,14 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(tenancy_models.Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(AuditedAdmin):
     list_display = ["name", "slug", "cost_centre"]
     search_fields = ["name", "slug", "cost_centre"]
     inlines = [MembershipInline]
 
 
 @admin.register(audit_models.AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(ReadOnlyAdmin):
     list_display = ["created_at", "actor", "action", "object_type", "object_repr"]
     list_filter = ["action", "object_type"]
     search_fields = ["object_repr", "object_id", "reason"]
@@ -137,7 +156,7 @@ class AuditEventAdmin(admin.ModelAdmin):
 
 
 @admin.register(sizing_models.SizingEstimate)
-class SizingEstimateAdmin(admin.ModelAdmin):
+class SizingEstimateAdmin(ReadOnlyAdmin):
     """Read-only: estimates are created on the sizing page or the API and computed by a job."""
 
     list_display = ("id", "created_at", "created_by", "team", "status", "progress")

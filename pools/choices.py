@@ -76,15 +76,6 @@ class AllocationStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
-# Allocations in these states hold cards against the pool's capacity.
-HOLDING_STATUSES = (
-    AllocationStatus.APPROVED,
-    AllocationStatus.PROVISIONING,
-    AllocationStatus.ACTIVE,
-    AllocationStatus.EXPIRING,
-)
-
-
 class PricingMethod(models.TextChoices):
     RESERVED = "reserved", "Reserved card-hours"
     USED = "used", "Used card-hours"

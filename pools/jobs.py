@@ -8,6 +8,7 @@ dodge a cycle. Every name used here is checked against Celery's registry by a te
 from __future__ import annotations
 
 from celery import current_app
+from celery.result import AsyncResult
 from django.db import transaction
 
 MAX_RETRIES = 8
@@ -17,6 +18,8 @@ ALLOCATION_PROVISION = "pools.capacity.tasks.allocation_provision_task"
 ALLOCATION_UNBIND = "pools.capacity.tasks.allocation_unbind_task"
 ALLOCATION_REBIND = "pools.reclamation.tasks.allocation_rebind_task"
 SIZING_ESTIMATE = "pools.sizing.tasks.sizing_estimate_task"
+RECONCILE = "pools.capacity.tasks.reconcile_task"
+IDLE_SCAN = "pools.reclamation.tasks.idle_scan_task"
 
 
 def retry_countdown(retries: int) -> int:
@@ -32,3 +35,10 @@ def enqueue_on_commit(task_name: str, *args) -> None:
     would. Raises ``KeyError`` at commit time for a name Celery does not know.
     """
     transaction.on_commit(lambda: current_app.tasks[task_name].delay(*args))
+
+
+def enqueue(task_name: str, *args) -> AsyncResult:
+    """Queue the task registered as ``task_name`` now, for a page that must not call a
+    scheduler or Prometheus in its own request. The result is ready at once when tasks run
+    eagerly (the demo); otherwise the page says the work is queued."""
+    return current_app.tasks[task_name].delay(*args)

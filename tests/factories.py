@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 import factory
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from billing import models as billing_models
+from pools.audit import models as audit_models
 from pools.capacity import models as capacity_models
 from pools.choices import (
     AllocationStatus,
@@ -19,7 +22,10 @@ from pools.choices import (
     WorkloadKind,
 )
 from pools.inventory import models as inventory_models
+from pools.inventory.gpu_names import normalise_model_key
 from pools.inventory.services.driver_groups import driver_group_for_version
+from pools.reclamation import models as reclamation_models
+from pools.sizing import models as sizing_models
 from pools.tenancy import models as tenancy_models
 
 
@@ -242,3 +248,193 @@ def inference_fleet() -> inventory_models.Pool:
     for host in range(2):
         node_with_gpus(8, hostname=f"trn-{host:02d}", pool=train)
     return pool
+
+
+# ---------------------------------------------------------------------------------------------
+# The other models, so every model has a factory (tests/test_factories.py saves each once).
+
+
+class GpuModelFactory(factory.django.DjangoModelFactory):
+    """A catalogue-like model (the shipped catalogue is loaded by migration 0002)."""
+
+    class Meta:
+        model = inventory_models.GpuModel
+
+    slug = factory.Sequence(lambda n: f"test-gpu-{n}")
+    name = factory.Sequence(lambda n: f"Test GPU {n}")
+    vendor_name = factory.LazyAttribute(lambda o: f"NVIDIA {o.name}")
+    card_class = "datacentre"
+    form_factor = "pcie"
+    memory_gib = Decimal("48.00")
+
+
+class GpuModelAliasFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = inventory_models.GpuModelAlias
+
+    gpu_model = factory.SubFactory(GpuModelFactory)
+    value = factory.Sequence(lambda n: f"Test Alias {n}")
+    kind = "admin"
+    key = factory.LazyAttribute(lambda o: normalise_model_key(o.value))
+
+
+class DriverGroupFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = inventory_models.DriverGroup
+        django_get_or_create = ("branch",)
+
+    branch = "999"
+
+
+class MigDeviceFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = inventory_models.MigDevice
+
+    gpu = factory.SubFactory(GpuFactory)
+    index = factory.Sequence(int)
+
+
+class InventoryImportFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = inventory_models.InventoryImport
+
+    source = "nvidia-smi"
+
+
+class AuditEventFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = audit_models.AuditEvent
+
+    action = "test.done"
+    object_type = "pools.team"
+    object_id = factory.Sequence(str)
+
+
+class SchedulerDriftFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = capacity_models.SchedulerDrift
+
+    scheduler = Scheduler.SLURM
+    subject = factory.Sequence(lambda n: f"account team-{n} GrpTRES gres/gpu:a100")
+    expected = "4"
+    found = "8"
+
+
+class SizingEstimateFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = sizing_models.SizingEstimate
+
+    inputs = factory.LazyFunction(lambda: {"model": "llama-3.1-8b"})
+    created_by = factory.SubFactory(UserFactory)
+
+
+class ReclamationPolicyFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = reclamation_models.ReclamationPolicy
+
+    pool = factory.SubFactory(PoolFactory)
+
+
+class ExemptionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = reclamation_models.Exemption
+
+    team = factory.SubFactory(TeamFactory)
+    reason = "demo day"
+    expires_at = factory.LazyFunction(lambda: timezone.now() + timedelta(days=7))
+
+
+class IdleFindingFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = reclamation_models.IdleFinding
+
+    allocation = factory.SubFactory(AllocationFactory, status=AllocationStatus.ACTIVE)
+    first_seen_at = factory.LazyFunction(timezone.now)
+    last_seen_at = factory.LazyAttribute(lambda o: o.first_seen_at)
+    card_count = factory.LazyAttribute(lambda o: o.allocation.card_count)
+    cards_in_use = 0
+
+
+class IdleScanRunFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = reclamation_models.IdleScanRun
+
+    started_at = factory.LazyFunction(timezone.now)
+
+
+class RateCardFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = billing_models.RateCard
+
+    name = factory.Sequence(lambda n: f"Rates {n}")
+    currency = "EUR"
+    effective_from = factory.LazyFunction(lambda: timezone.now().date().replace(day=1))
+
+
+class RateCardEntryFactory(factory.django.DjangoModelFactory):
+    """A reserved card-hour price for a catalogue GPU model."""
+
+    class Meta:
+        model = billing_models.RateCardEntry
+
+    rate_card = factory.SubFactory(RateCardFactory)
+    kind = "gpu-reserved"
+    gpu_model = factory.LazyFunction(lambda: inventory_models.GpuModel.objects.get(slug="l40s"))
+    price = Decimal("1.25")
+
+
+class UsageRecordFactory(factory.django.DjangoModelFactory):
+    """One hour of one card, reserved, this month."""
+
+    class Meta:
+        model = billing_models.UsageRecord
+
+    team = factory.SubFactory(TeamFactory)
+    gpu_model = factory.LazyFunction(lambda: inventory_models.GpuModel.objects.get(slug="l40s"))
+    quantity = Decimal(3600)
+    unit = "card-seconds"
+    basis = "reserved"
+    period_start = factory.LazyFunction(lambda: timezone.now().replace(minute=0, second=0))
+    period_end = factory.LazyAttribute(lambda o: o.period_start + timedelta(hours=1))
+    month = factory.LazyAttribute(lambda o: o.period_start.date().replace(day=1))
+    source = "reservation"
+    source_id = factory.Sequence(lambda n: f"test-{n}")
+    created_at = factory.LazyFunction(timezone.now)
+    updated_at = factory.LazyFunction(timezone.now)
+
+
+class UsageImportFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = billing_models.UsageImport
+
+    source = "reservation"
+    window_start = factory.LazyFunction(lambda: timezone.now() - timedelta(days=1))
+    window_end = factory.LazyFunction(timezone.now)
+
+
+class StatementFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = billing_models.Statement
+
+    team = factory.SubFactory(TeamFactory)
+    month = factory.LazyFunction(lambda: timezone.now().date().replace(day=1))
+    currency = "EUR"
+    built_at = factory.LazyFunction(timezone.now)
+
+
+class StatementLineFactory(factory.django.DjangoModelFactory):
+    """10 card-hours at 1.25 EUR: amount 12.50 EUR."""
+
+    class Meta:
+        model = billing_models.StatementLine
+
+    statement = factory.SubFactory(StatementFactory)
+    position = factory.Sequence(int)
+    period = factory.LazyAttribute(lambda o: o.statement.month)
+    basis = "reserved"
+    unit = "card-seconds"
+    quantity = Decimal(36000)
+    unit_price = Decimal("1.25")
+    amount = Decimal("12.50")
+    rate_from = factory.LazyAttribute(lambda o: o.statement.month)
+    rate_to = factory.LazyAttribute(lambda o: o.statement.month + timedelta(days=1))

@@ -13,6 +13,7 @@ from django.test import override_settings
 from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
+from pools import adapters
 from pools.capacity.services import scheduler_binding
 from pools.choices import AllocationStatus, GpuHealth, Scheduler, TeamRole
 from pools.inventory.models import GpuModel
@@ -22,10 +23,10 @@ from pools.tenancy.models import Membership
 
 @pytest.fixture
 def fake_k8s():
-    scheduler_binding._ADAPTERS.clear()
+    adapters.reset()
     with override_settings(SCHEDULERS={"kubernetes": {"BACKEND": "kubernetes-fake"}}):
         yield scheduler_binding.scheduler_adapter("kubernetes")
-    scheduler_binding._ADAPTERS.clear()
+    adapters.reset()
 
 
 def reclamation_world(fake_k8s, django_user_model, capture, *, in_use: int = 0) -> dict:

@@ -91,6 +91,8 @@ def test_the_project_has_no_import_cycle():
         jobs.ALLOCATION_UNBIND,
         jobs.ALLOCATION_REBIND,
         jobs.SIZING_ESTIMATE,
+        jobs.RECONCILE,
+        jobs.IDLE_SCAN,
     ],
 )
 def test_every_task_services_queue_by_name_is_registered(name):

@@ -15,7 +15,8 @@ from django.db.models import Sum
 
 from billing.choices import UsageSource, UsageUnit
 from billing.models import Statement, UsageRecord
-from billing.pricing import SECONDS_PER_HOUR, previous_month
+from billing.pricing import previous_month
+from pools.capacity.arithmetic import card_seconds_hours
 from pools.capacity.models import Allocation
 from pools.reclamation.card_timeline import card_pieces
 
@@ -77,7 +78,7 @@ def used_card_hours(*, allocation_ids: list[int]) -> dict[int, Decimal]:
         .annotate(seconds=Sum("quantity"))
         .order_by()
     )
-    return {r["allocation_id"]: r["seconds"] / SECONDS_PER_HOUR for r in rows}
+    return {r["allocation_id"]: card_seconds_hours(r["seconds"]) for r in rows}
 
 
 def team_used_card_hours(*, team_id: int, month: date) -> Decimal:
@@ -89,7 +90,7 @@ def team_used_card_hours(*, team_id: int, month: date) -> Decimal:
         source=UsageSource.SLURM_ACCOUNTING,
         unit=UsageUnit.CARD_SECONDS,
     ).aggregate(s=Sum("quantity"))["s"]
-    return (seconds or Decimal(0)) / SECONDS_PER_HOUR
+    return card_seconds_hours(seconds or 0)
 
 
 def held_card_hours(
@@ -103,4 +104,4 @@ def held_card_hours(
         lo, hi = max(piece.start, start), min(piece.end, end)
         if hi > lo:
             total += Decimal(piece.cards) * Decimal((hi - lo).total_seconds())
-    return total / SECONDS_PER_HOUR
+    return card_seconds_hours(total)

@@ -65,13 +65,13 @@ from billing.conf import billing_zone
 from billing.models import UsageImport, UsageRecord
 from billing.pricing import counter_increase, local_midnight, split_at
 from billing.services.usage_import import (
-    CHARGED_STATUSES,
     ImportReport,
     UsageCatalogue,
     usage_import_save,
     usage_records_upsert,
     usage_window_check,
 )
+from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
 from pools.choices import Scheduler
 from pools.inventory.gpu_names import normalise_model_key

@@ -29,7 +29,7 @@ from billing.errors import StatementFinal
 from billing.models import Statement, StatementLine, UsageRecord
 from billing.pricing import (
     card_hour_amount,
-    card_hours,
+    card_hours_rounded,
     month_of,
     previous_month,
     round_money,
@@ -77,7 +77,7 @@ def _priced(period: date, key: tuple, raw: Decimal, rate: RatePeriod, price: Dec
     gpu_model_id, served, basis, unit = key
     if unit == UsageUnit.CARD_SECONDS:
         quantity, amount, shown = (
-            card_hours(raw),
+            card_hours_rounded(raw),
             card_hour_amount(raw, price, currency),
             CARD_HOURS,
         )

@@ -38,24 +38,15 @@ from billing.pricing import (
     month_of,
     split_at_months,
 )
+from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
-from pools.choices import AllocationStatus, PricingMethod
+from pools.choices import PricingMethod
 from pools.inventory.gpu_names import normalise_model_key
 from pools.inventory.models import Gpu, GpuModelAlias, Node, Pool
 from pools.reclamation.card_timeline import card_changes, card_pieces
 from pools.tenancy.models import Team
 from scheduler_adapters.records import JobRecord
 
-# Allocations whose cards were held (and are charged when priced "reserved"). A released
-# allocation has its ends_at moved to the release time, so its wall time is what it held.
-CHARGED_STATUSES = (
-    AllocationStatus.APPROVED,
-    AllocationStatus.PROVISIONING,
-    AllocationStatus.ACTIVE,
-    AllocationStatus.EXPIRING,
-    AllocationStatus.ENDED,
-    AllocationStatus.RECLAIMED,
-)
 _COMPARED = ("quantity", "period_start", "period_end", "basis", "allocation_id", "flag",
              "gpu_model_id", "team_id", "month")  # fmt: skip
 

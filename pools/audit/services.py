@@ -2,11 +2,47 @@
 
 from __future__ import annotations
 
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
 from django.db import models
 
 from pools.audit.models import AuditEvent
+
+
+def audit_snapshot(obj: Any, *names: str, as_text: bool = False, **paths: str) -> dict[str, Any]:
+    """JSON-ready values of ``obj`` for an audit event's ``before``/``after``: the one helper
+    every service uses.
+
+    ``names`` are attributes read as they are; ``paths`` map a key to a dotted path through
+    relations and dict keys (``pool="pool.slug"``, ``model="inputs.model"``), ``None`` when a
+    step is ``None``. Decimals become strings (exact), datetimes and dates ISO 8601; with
+    ``as_text`` every value that is not ``None`` becomes ``str(value)``.
+    """
+
+    def resolve(path: str) -> Any:
+        value = obj
+        for step in path.split("."):
+            if value is None:
+                return None
+            value = value.get(step) if isinstance(value, dict) else getattr(value, step)
+        return value
+
+    def ready(value: Any) -> Any:
+        if value is None:
+            return None
+        if as_text:
+            return str(value)
+        if isinstance(value, Decimal):
+            return str(value)
+        if isinstance(value, (datetime, date)):
+            return value.isoformat()
+        return value
+
+    snapshot = {name: ready(resolve(name)) for name in names}
+    snapshot.update({key: ready(resolve(path)) for key, path in paths.items()})
+    return snapshot
 
 
 def audit_event_build(

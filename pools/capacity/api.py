@@ -13,6 +13,7 @@ from rest_framework.response import Response
 
 from pools.api_common import AwareDateTimeField, VisibleTeamField
 from pools.capacity import selectors
+from pools.capacity.arithmetic import card_hours
 from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilterSet
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.services import allocations as allocation_services
@@ -50,8 +51,7 @@ class AllocationSerializer(serializers.ModelSerializer):
 
     def get_card_hours(self, obj) -> str:
         """Reserved card-hours of the whole window, 2 decimals (cards × hours)."""
-        hours = (obj.ends_at - obj.starts_at).total_seconds() / 3600
-        return f"{obj.card_count * hours:.2f}"
+        return f"{card_hours(obj.card_count, obj.starts_at, obj.ends_at):.2f}"
 
 
 class CapacityRequestSerializer(serializers.ModelSerializer):

@@ -9,8 +9,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from pools.api_common import IsPoolAdminOrReadOnly
-from pools.audit.services import audit_event_record
-from pools.capacity.services.pools import pool_delete, pool_update
+from pools.capacity.services.pools import pool_create, pool_delete, pool_update
 from pools.inventory import selectors
 from pools.inventory import serializers as s
 from pools.inventory.filtersets import (
@@ -30,12 +29,13 @@ class PoolViewSet(viewsets.ModelViewSet):
         return selectors.pool_list().order_by("name")
 
     def perform_create(self, serializer):
-        pool = serializer.save()
         # Answer as reads do: with node_count and gpu_count (annotations, 0 for a new pool).
-        serializer.instance = self.get_queryset().get(pk=pool.pk)
-        audit_event_record(
-            actor=self.request.user, action="pool.created", obj=pool, after=serializer.data
+        pool = pool_create(
+            fields=serializer.validated_data,
+            actor=self.request.user,
+            render=lambda pool: dict(s.PoolSerializer(self.get_queryset().get(pk=pool.pk)).data),
         )
+        serializer.instance = self.get_queryset().get(pk=pool.pk)
 
     def perform_update(self, serializer):
         serializer.instance = pool_update(

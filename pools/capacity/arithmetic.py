@@ -1,4 +1,4 @@
-"""Capacity arithmetic, pure functions: peak concurrent cards over a window, free cards.
+"""Capacity arithmetic, pure functions: card-hours, peak concurrent cards over a window, free cards.
 
 Intervals are half-open ``[start, end)``: an allocation ending at 12:00 does not compete with one
 starting at 12:00, and a request for next week does not compete with one that ends tomorrow.
@@ -8,8 +8,32 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
+
+SECONDS_PER_HOUR = Decimal(3600)
+
+
+def card_seconds_hours(card_seconds: int | Decimal) -> Decimal:
+    """Card-seconds as card-hours: ``card_seconds / 3600``, exact (a Decimal, never a float).
+
+    The one conversion billing, pages, the API and reclamation use; ``Decimal(7559)`` card-seconds
+    is 2.0997… card-hours.
+    """
+    return Decimal(card_seconds) / SECONDS_PER_HOUR
+
+
+def card_hours(cards: int, start: datetime, end: datetime) -> Decimal:
+    """Card-hours of ``cards`` held over ``[start, end)``: cards × elapsed whole seconds / 3600.
+
+    ``start``/``end`` are timezone-aware and compared in UTC: Python subtracts two datetimes of
+    the *same* tzinfo as wall-clock times (``datetime`` docs, "aware arithmetic"), which would
+    make a Europe/Berlin day with the autumn clock change 24 h instead of 25. Whole seconds, as
+    Slurm accounting and the billing meter count them; 0 when ``end <= start``. 2 cards from 00:30
+    to 03:30 New York on 2026-11-01 (the fall-back night) is 8 card-hours.
+    """
+    seconds = int((end.astimezone(UTC) - start.astimezone(UTC)).total_seconds())
+    return card_seconds_hours(cards * max(seconds, 0))
 
 
 def peak_cards(

@@ -14,8 +14,9 @@ from django.db import connection
 from django.db.models import Count, Sum
 
 from pools.capacity.arithmetic import free_cards, usable_cards
+from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation
-from pools.choices import HOLDING_STATUSES, GpuHealth, NodeState, Scheduler, WorkloadKind
+from pools.choices import GpuHealth, NodeState, Scheduler, WorkloadKind
 from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import DriverGroup, Gpu, GpuModel, Node, Pool
 

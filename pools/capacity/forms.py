@@ -101,7 +101,15 @@ class ApproveForm(forms.Form):
 
 
 class ReasonForm(forms.Form):
+    """A reason for the audit trail, optional (cancel, release)."""
+
     reason = forms.CharField(max_length=1000, required=False)
+
+
+class RequiredReasonForm(ReasonForm):
+    """A reason the action cannot go without (the idle-finding actions)."""
+
+    reason = forms.CharField(max_length=1000)
 
 
 class ExtendForm(forms.Form):

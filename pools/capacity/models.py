@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from pools.capacity.arithmetic import card_hours
 from pools.choices import (
     AllocationStatus,
     PricingMethod,
@@ -91,7 +92,7 @@ class CapacityRequest(models.Model):
 
     @property
     def duration_hours(self) -> Decimal:
-        return Decimal((self.ends_at - self.starts_at).total_seconds()) / Decimal(3600)
+        return card_hours(1, self.starts_at, self.ends_at)
 
 
 class Allocation(models.Model):

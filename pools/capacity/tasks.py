@@ -56,6 +56,7 @@ def reconcile_task() -> dict:
     return {
         "checked": report.checked,
         "drifts": len(report.drifts),
+        "repaired": sum(d.repaired for d in report.drifts),
         "errors": report.errors,
         "nodes": report.nodes_refreshed,
     }

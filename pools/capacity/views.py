@@ -15,7 +15,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from pools.audit import selectors as audit_selectors
 from pools.capacity import selectors as capacity_selectors
-from pools.capacity.arithmetic import usable_cards
+from pools.capacity.arithmetic import card_hours, usable_cards
 from pools.capacity.availability import (
     pool_free_cards,
     request_options,
@@ -24,10 +24,11 @@ from pools.capacity.availability import (
 )
 from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilterSet
 from pools.capacity.forms import ApproveForm, CapacityRequestForm, ExtendForm, ReasonForm
+from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation
 from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import requests as request_services
-from pools.choices import HOLDING_STATUSES, RequestStatus
+from pools.choices import RequestStatus
 from pools.errors import DomainError
 from pools.tenancy import selectors as tenancy_selectors
 from pools.web import PALETTE, Column, filtered_list, pool_admin_required
@@ -77,7 +78,7 @@ ALLOCATION_COLUMNS = [
     Column("ends_at", lambda a: a.ends_at.isoformat()),
     Column(
         "reserved_card_hours",
-        lambda a: f"{a.card_count * (a.ends_at - a.starts_at).total_seconds() / 3600:.2f}",
+        lambda a: f"{card_hours(a.card_count, a.starts_at, a.ends_at):.2f}",
     ),
 ]
 

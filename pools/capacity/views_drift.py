@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from pools.capacity.models import SchedulerDrift
-from pools.capacity.services.reconcile import reconcile_all
+from pools.jobs import RECONCILE, enqueue
 from pools.web import Column, csv_response, pool_admin_required
 
 DRIFT_COLUMNS = [
@@ -30,19 +30,28 @@ DRIFT_COLUMNS = [
 def scheduler_drift(request):
     """Drift found by reconcile (newest first), and a button to reconcile now."""
     if request.method == "POST":
-        report = reconcile_all()
-        if report.drifts:
-            messages.warning(
-                request,
-                f"Reconciled: {len(report.drifts)} difference(s) found "
-                f"and {sum(d.repaired for d in report.drifts)} repaired.",
-            )
-        elif report.checked or report.nodes_refreshed:
-            messages.success(request, f"Reconciled: {report.checked} cap(s) checked, no drift.")
+        # Reconcile calls the schedulers: a task does it, never this request's thread.
+        result = enqueue(RECONCILE)
+        if not result.ready():
+            messages.info(request, "Reconcile queued: differences appear here when it is done.")
         else:
-            messages.info(request, "No scheduler connection is configured: nothing to reconcile.")
-        for error in report.errors:
-            messages.error(request, error)
+            report = result.get()
+            if report["drifts"]:
+                messages.warning(
+                    request,
+                    f"Reconciled: {report['drifts']} difference(s) found "
+                    f"and {report['repaired']} repaired.",
+                )
+            elif report["checked"] or report["nodes"]:
+                messages.success(
+                    request, f"Reconciled: {report['checked']} cap(s) checked, no drift."
+                )
+            else:
+                messages.info(
+                    request, "No scheduler connection is configured: nothing to reconcile."
+                )
+            for error in report["errors"]:
+                messages.error(request, error)
         return redirect("pools:scheduler-drift")
     rows = SchedulerDrift.objects.select_related("team")
     if request.GET.get("export") == "csv":
@@ -53,6 +62,6 @@ def scheduler_drift(request):
         "pools/scheduler_drift.html",
         {
             "page": paginator.get_page(request.GET.get("page")),
-            "configured": sorted(getattr(settings, "SCHEDULERS", {})),
+            "configured": sorted(settings.SCHEDULERS),
         },
     )

@@ -8,6 +8,7 @@ builds on this app, so they are read by ``billing.dashboards.costs``, never from
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -17,8 +18,9 @@ from django.db.models import Count, F, Q, Sum, Window
 from django.db.models.functions import Coalesce
 
 from pools.capacity.arithmetic import usable_cards
+from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
-from pools.choices import HOLDING_STATUSES, GpuHealth, NodeState, RequestStatus
+from pools.choices import GpuHealth, NodeState, RequestStatus
 from pools.inventory.models import Gpu, Node
 from pools.inventory.selectors import unrecognised_model_list
 from pools.reclamation.models import IdleFinding
@@ -391,14 +393,12 @@ class Forecast:
 
 
 def _least_squares(ys: list[float]) -> tuple[float, float]:
-    """Intercept and slope of the line through ``(i, ys[i])`` minimising squared error."""
-    n = len(ys)
-    mean_x = (n - 1) / 2
-    mean_y = sum(ys) / n
-    sxx = sum((i - mean_x) ** 2 for i in range(n))
-    sxy = sum((i - mean_x) * (y - mean_y) for i, y in enumerate(ys))
-    slope = sxy / sxx if sxx else 0.0
-    return mean_y - slope * mean_x, slope
+    """Intercept and slope of the line through ``(i, ys[i])`` minimising squared error
+    (``statistics.linear_regression``); a flat line through the one value when there is one."""
+    if len(ys) < 2:
+        return (ys[0] if ys else 0.0), 0.0
+    slope, intercept = statistics.linear_regression(range(len(ys)), ys)
+    return intercept, slope
 
 
 def demand_forecasts(

@@ -39,9 +39,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.core.cache import cache
 
+from pools.adapters import dashboard_metrics
 from pools.dashboards import capacity as dashboard
 from pools.dashboards.capacity import CapacityRow, CardsInUse, DashboardFilters, HeatmapRow
 from pools.inventory.gpu_names import normalise_model_key
@@ -51,7 +51,6 @@ from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.prometheus import (
     GPU_UTIL,
     GR_ENGINE_ACTIVE,
-    PrometheusAdapter,
     Series,
     dcgm_labels,
     metric_selector,
@@ -87,17 +86,6 @@ RANGES = {
     )
 }
 DEFAULT_RANGE = "24h"
-
-
-def dashboard_metrics() -> PrometheusAdapter | None:
-    """The Prometheus of ``settings.PROMETHEUS_URL`` with short timeouts (a page waits on it):
-    ``PROMETHEUS_DASHBOARD_TIMEOUT_S`` seconds per query (default 5), 2 s to connect. ``None``
-    when no URL is configured."""
-    url = getattr(settings, "PROMETHEUS_URL", "")
-    if not url:
-        return None
-    timeout_s = float(getattr(settings, "PROMETHEUS_DASHBOARD_TIMEOUT_S", DASHBOARD_TIMEOUT_S))
-    return PrometheusAdapter(url, timeout_s=timeout_s, connect_timeout_s=min(2.0, timeout_s))
 
 
 def card_expr(metric: str, *, window_s: int) -> str:

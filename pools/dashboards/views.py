@@ -4,15 +4,17 @@ they held so far after any reclamation, and recent requests)."""
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 
 from django.shortcuts import render
 from django.utils import timezone
 
 from pools.capacity import selectors as capacity_selectors
+from pools.capacity.arithmetic import card_hours
 from pools.capacity.availability import (
     team_usage,
 )
-from pools.choices import HOLDING_STATUSES
+from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.reclamation.card_timeline import card_changes, card_pieces
 from pools.tenancy import selectors as tenancy_selectors
 
@@ -39,15 +41,20 @@ def my_teams(request):
         elapsed = max(timedelta(0), min(now, allocation.ends_at) - allocation.starts_at)
         total = allocation.ends_at - allocation.starts_at
         held_so_far = sum(
-            piece.cards * max(0.0, (min(piece.end, now) - piece.start).total_seconds())
-            for piece in card_pieces(allocation, changes.get(allocation.pk, ()))
+            (
+                card_hours(piece.cards, piece.start, min(piece.end, now))
+                for piece in card_pieces(allocation, changes.get(allocation.pk, ()))
+            ),
+            Decimal(0),
         )
         rows.append(
             {
                 "allocation": allocation,
                 "time_left": allocation.ends_at - now if allocation.ends_at > now else None,
-                "held_card_hours": held_so_far / 3600,
-                "window_card_hours": allocation.card_count * total.total_seconds() / 3600,
+                "held_card_hours": held_so_far,
+                "window_card_hours": card_hours(
+                    allocation.card_count, allocation.starts_at, allocation.ends_at
+                ),
                 "progress": round(100 * elapsed / total) if total else 0,
             }
         )

@@ -22,7 +22,7 @@ from pools.choices import IdleFindingState
 from pools.errors import PermissionDenied
 from pools.inventory.models import Pool
 from pools.reclamation import selectors
-from pools.reclamation.models import Exemption, IdleFinding, ReclamationPolicy
+from pools.reclamation.models import POLICY_FIELDS, Exemption, IdleFinding, ReclamationPolicy
 from pools.reclamation.services import actions as reclamation_actions
 from pools.reclamation.services import scan as reclamation_services
 from pools.tenancy.models import Team
@@ -106,7 +106,7 @@ class ReclamationPolicySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ReclamationPolicy
-        fields = ["pool", *reclamation_actions.POLICY_FIELDS, "updated_at"]
+        fields = ["pool", *POLICY_FIELDS, "updated_at"]
         read_only_fields = ["updated_at"]
 
     def get_fields(self):

@@ -35,6 +35,22 @@ MAX_COOLDOWN_MINUTES = 10080
 MAX_PROCESS_MEMORY_MIB = 262144
 
 
+# The policy's settings, in the order pages show them: the one list the form, the API, the
+# audit snapshot and the service's validation read.
+POLICY_FIELDS = (
+    "idle_below_pct",
+    "certainly_idle_below_pct",
+    "process_memory_max_mib",
+    "window_minutes",
+    "min_coverage",
+    "grace_hours",
+    "cooldown_minutes",
+    "dry_run",
+)
+# What a what-if may override: the idle thresholds, not the cooldown or dry-run.
+WHATIF_FIELDS = tuple(f for f in POLICY_FIELDS if f not in ("cooldown_minutes", "dry_run"))
+
+
 class ReclamationPolicy(models.Model):
     """When a pool's allocated cards count as idle and what happens then (issue 7).
 

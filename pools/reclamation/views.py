@@ -17,19 +17,32 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
+from pools.capacity.forms import RequiredReasonForm as ReasonForm
 from pools.capacity.models import Allocation
 from pools.choices import IdleFindingState
 from pools.errors import DomainError
 from pools.inventory.models import Pool
-from pools.reclamation.models import Exemption, IdleFinding, ReclamationPolicy
+from pools.jobs import IDLE_SCAN, enqueue
+from pools.reclamation.models import (
+    POLICY_FIELDS,
+    Exemption,
+    IdleFinding,
+    IdleScanRun,
+    ReclamationPolicy,
+)
 from pools.reclamation.services.actions import (
     exemption_grant,
     exemption_revoke,
     idle_finding_reclaim_now,
     reclamation_policy_save,
 )
-from pools.reclamation.services.runs import idle_scan_recorded, last_scan_run
-from pools.reclamation.services.scan import DISMISSAL_HOLDS, idle_finding_dismiss, reclamation_undo
+from pools.reclamation.services.runs import last_scan_run
+from pools.reclamation.services.scan import (
+    DISMISSAL_HOLDS,
+    grace_ends_at,
+    idle_finding_dismiss,
+    reclamation_undo,
+)
 from pools.reclamation.services.whatif import OVERRIDABLE, reclamation_what_if
 from pools.tenancy import selectors
 from pools.tenancy.models import Team
@@ -123,8 +136,13 @@ def idle_findings(request):
 @require_POST
 @pool_admin_required
 def idle_scan_now(request):
-    """Run the idle scan now (the beat runs it every 5 minutes) and say what it found."""
-    run = idle_scan_recorded()
+    """Queue the idle scan now (the beat runs it every 5 minutes) and say what it found once it
+    has run; it reads Prometheus and may call schedulers, so never in this request's thread."""
+    result = enqueue(IDLE_SCAN)
+    if not result.ready():
+        messages.info(request, "Scan queued: its findings appear here when it is done.")
+        return redirect("pools:idle-findings")
+    run = IdleScanRun.objects.get(pk=result.get()["run"])
     if run.error:
         messages.error(request, f"Scan could not run: {run.error}")
     else:
@@ -160,10 +178,9 @@ def time_to_reclaim(finding: IdleFinding, policy: ReclamationPolicy | None, now:
     if policy is None:
         return "the pool has no policy: never reclaimed"
     verb = "would reclaim" if finding.dry_run else "reclaim"
-    clock = finding.first_seen_at if finding.dry_run else finding.warned_at
-    if clock is None:
+    due = grace_ends_at(finding, policy, dry_run=finding.dry_run)
+    if due is None:
         return "not warned yet: the grace starts with the warning"
-    due = clock + timedelta(hours=policy.grace_hours)
     if due > now:
         return f"{verb} in {_duration(due - now)}"
     if finding.dry_run and finding.would_reclaim_at:
@@ -185,10 +202,6 @@ def reclaim_action(finding: IdleFinding) -> str:
 
 def _cards(count: int) -> str:
     return f"{count} card" if count == 1 else f"{count} cards"
-
-
-class ReasonForm(forms.Form):
-    reason = forms.CharField(max_length=1000)
 
 
 class ExemptFindingForm(forms.Form):
@@ -268,16 +281,7 @@ def idle_finding_action(request, pk: int, action: str):
 class PolicyForm(forms.ModelForm):
     class Meta:
         model = ReclamationPolicy
-        fields = [
-            "idle_below_pct",
-            "certainly_idle_below_pct",
-            "process_memory_max_mib",
-            "window_minutes",
-            "min_coverage",
-            "grace_hours",
-            "cooldown_minutes",
-            "dry_run",
-        ]
+        fields = list(POLICY_FIELDS)
         labels = {
             "idle_below_pct": "Idle below (% utilisation, window average)",
             "certainly_idle_below_pct": "Certainly idle below (% peak)",

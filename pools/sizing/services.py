@@ -37,7 +37,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from pools.audit.services import audit_event_record
+from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.availability import SCHEDULER_OF_KIND, request_options
 from pools.choices import EstimateStatus, WorkloadKind
 from pools.errors import InvalidInput, NotFound, PermissionDenied
@@ -861,12 +861,7 @@ def sizing_preview(*, raw: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
 
 
 def _snapshot(estimate: SizingEstimate) -> dict[str, Any]:
-    return {
-        "status": estimate.status,
-        "progress": estimate.progress,
-        "team": estimate.team.slug if estimate.team_id else None,
-        "model": estimate.inputs.get("model"),
-    }
+    return audit_snapshot(estimate, "status", "progress", team="team.slug", model="inputs.model")
 
 
 def sizing_estimate_create(

@@ -27,9 +27,6 @@ and the version's JSON is in one module per version (:data:`DIALECTS`).
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 import re
 import time
@@ -40,6 +37,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import httpx
+import jwt
 
 from scheduler_adapters.errors import (
     NotFound,
@@ -99,25 +97,14 @@ _VERSION_IN_PATH = re.compile(r"^/slurm(?:db)?/(v\d+\.\d+\.\d+)/")
 
 
 def mint_token(key: bytes, user: str, *, lifespan_s: int, now: float | None = None) -> str:
-    """An HS256 JWT with the claims ``scontrol token`` writes: ``iat``, ``exp``, ``sun`` (user).
+    """An HS256 JWT with the claims ``scontrol token`` writes: ``iat``, ``exp``, ``sun`` (user),
+    signed by PyJWT.
 
     ``key`` is the cluster's ``jwt_hs256.key`` (AuthAltParameters=jwt_key=...).
     """
     issued = int(time.time() if now is None else now)
-
-    def segment(data: bytes) -> bytes:
-        return base64.urlsafe_b64encode(data).rstrip(b"=")
-
-    def compact(claims: dict[str, Any]) -> bytes:
-        return segment(json.dumps(claims, separators=(",", ":")).encode())
-
-    signing_input = (
-        compact({"alg": "HS256", "typ": "JWT"})
-        + b"."
-        + compact({"iat": issued, "exp": issued + lifespan_s, "sun": user})
-    )
-    signature = segment(hmac.new(key, signing_input, hashlib.sha256).digest())
-    return (signing_input + b"." + signature).decode()
+    claims = {"iat": issued, "exp": issued + lifespan_s, "sun": user}
+    return jwt.encode(claims, key, algorithm="HS256")
 
 
 @dataclass

@@ -106,7 +106,7 @@ def test_round_money_half_up_to_minor_unit(amount, currency, expected):
 def test_c26_per_second_then_round_once(tricky_inputs):
     assert "16.80" in tricky_inputs["C26"]["expected"]
     # (300 + 3599 + 3660) s = 7559 s = 2.099722 card-h × 8.00 = 16.797778 → 16.80
-    assert pricing.card_hours(Decimal(7559)) == Decimal("2.099722")
+    assert pricing.card_hours_rounded(Decimal(7559)) == Decimal("2.099722")
     assert pricing.card_hour_amount(Decimal(7559), Decimal("8.00"), "EUR") == Decimal("16.80")
     # rounding each job first happens to agree here (0.67 + 8.00 + 8.13) but drifts with many
     # short jobs: 100 jobs of 10 s = 1000 s × 8.00 / 3600 = 2.22 as one line, 100 × 0.02 per job

@@ -222,7 +222,7 @@ def test_command_and_task_use_the_prometheus_importers(nlp, monkeypatch, setting
 
     points = [(utc(2026, 10, 5, 10), 0), (utc(2026, 10, 5, 10, 1), 7)]
     fake = FakePrometheus(series=[counter("vllm:prompt_tokens_total", "team-nlp", "qwen", points)])
-    monkeypatch.setattr(command, "PrometheusAdapter", lambda url: fake)
+    monkeypatch.setattr(command, "metrics_adapter", lambda url: fake)
     call_command("import_usage", source="vllm-tokens", start=date(2026, 10, 5),
                  end=date(2026, 10, 6), prometheus_url="http://prom:9090")  # fmt: skip
     assert [r[4] for r in token_rows()] == [Decimal(7)]

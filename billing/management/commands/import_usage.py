@@ -18,7 +18,6 @@ from datetime import date
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from billing.conf import billing_zone, slurm_time_zone_name
@@ -26,7 +25,7 @@ from billing.pricing import local_midnight
 from billing.sacct import DEFAULT_DELIMITER, SacctFile, SacctUnusable
 from billing.services.prometheus_import import usage_import_kubernetes, usage_import_vllm_tokens
 from billing.services.usage_import import usage_import_reservations, usage_import_slurm
-from scheduler_adapters.prometheus import PrometheusAdapter
+from pools.adapters import metrics_adapter, scheduler_config
 from scheduler_adapters.registry import build_scheduler_adapter
 
 # strptime directives that carry the year; SLURM_TIME_FORMAT may omit it ("%m/%d-%H:%M")
@@ -78,10 +77,9 @@ class Command(BaseCommand):
         if source == "reservation":
             report = usage_import_reservations(**window)
         elif source in ("kubernetes", "vllm-tokens"):
-            url = prometheus_url or getattr(settings, "PROMETHEUS_URL", "")
-            if not url:
+            metrics = metrics_adapter(url=prometheus_url)
+            if metrics is None:
                 self._usage("no PROMETHEUS_URL configured; pass --prometheus-url")
-            metrics = PrometheusAdapter(url)
             try:
                 importer = (
                     usage_import_kubernetes if source == "kubernetes" else usage_import_vllm_tokens
@@ -94,7 +92,7 @@ class Command(BaseCommand):
                 adapter = self._sacct_file(sacct_file, time_zone, delimiter, time_format)
                 read_issues = [issue.as_issue() for issue in adapter.issues]
             else:
-                config = getattr(settings, "SCHEDULERS", {}).get("slurm")
+                config = scheduler_config("slurm")
                 if not config:
                     self._usage("no SCHEDULERS['slurm'] configured; pass --sacct-file")
                 adapter = build_scheduler_adapter(config)

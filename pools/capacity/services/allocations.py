@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.audit.services import audit_event_record
+from pools.capacity.lifecycle import APPLIED_STATUSES, HOLDING_STATUSES, transition_allowed
 from pools.capacity.locks import allocation_lock, pool_lock
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.services.requests import (
@@ -25,7 +26,6 @@ from pools.capacity.services.requests import (
     require_member,
 )
 from pools.capacity.services.scheduler_binding import (
-    APPLIED_STATUSES,
     PROVISION_LEAD,
     binding_apply,
     kubernetes_quota_sync,
@@ -38,17 +38,22 @@ from pools.jobs import ALLOCATION_UNBIND, enqueue_on_commit
 from pools.tenancy.models import Membership
 from scheduler_adapters.errors import SchedulerError
 
-RELEASABLE = (
-    AllocationStatus.APPROVED,
-    AllocationStatus.PROVISIONING,
-    AllocationStatus.ACTIVE,
-    AllocationStatus.EXPIRING,
-)
-
 
 def allocation_transition(
     allocation: Allocation, *, to: str, actor: Any, action: str, reason: str = "", **fields
 ) -> Allocation:
+    """Move a locked ``allocation`` to status ``to`` (setting ``fields`` too) with its audit
+    event; queues the unbind task on commit when it leaves the scheduler-applied statuses.
+
+    Raises :class:`InvalidTransition` when :data:`pools.capacity.lifecycle.TRANSITIONS` does
+    not allow the move; nothing is written then. The caller holds the allocation's lock.
+    """
+    if not transition_allowed(allocation.status, to):
+        raise InvalidTransition(
+            f"An allocation that is {allocation.status} cannot become {to}.",
+            status=allocation.status,
+            action=action,
+        )
     before = allocation_snapshot(allocation)
     was_applied = allocation.status in APPLIED_STATUSES
     allocation.status = to
@@ -138,7 +143,7 @@ def allocation_unbind(*, allocation_id: int) -> dict | None:
     allocation = Allocation.objects.select_related("team", "pool", "gpu_model").get(
         pk=allocation_id
     )
-    if allocation.status in RELEASABLE:
+    if allocation.status in HOLDING_STATUSES:
         return None
     adapter = scheduler_adapter(allocation.pool.scheduler)
     if adapter is None:
@@ -163,7 +168,7 @@ def allocation_release(*, allocation: Allocation, actor: Any, reason: str = "") 
         allocation = allocation_lock(allocation.pk)
         if allocation.status in (AllocationStatus.ENDED, AllocationStatus.CANCELLED):
             return allocation
-        if allocation.status not in RELEASABLE:
+        if allocation.status not in HOLDING_STATUSES:
             raise InvalidTransition(
                 f"A {allocation.status} allocation cannot be released.",
                 status=allocation.status,
@@ -203,7 +208,7 @@ def allocation_extend(
     with transaction.atomic():
         # Decide on the row as it is now, locked so two clicks cannot both pass the checks.
         allocation = allocation_lock(allocation.pk)
-        if allocation.status not in RELEASABLE:
+        if allocation.status not in HOLDING_STATUSES:
             raise InvalidTransition(
                 f"This allocation is {allocation.status} and can no longer be extended.",
                 status=allocation.status,
@@ -223,7 +228,7 @@ def allocation_extend(
             [allocation.ends_at]
             + list(
                 Allocation.objects.filter(
-                    request__extends=allocation, status__in=RELEASABLE
+                    request__extends=allocation, status__in=HOLDING_STATUSES
                 ).values_list("ends_at", flat=True)
             )
         )
@@ -260,16 +265,14 @@ def allocation_lifecycle_sweep(
     """
     now = now or timezone.now()
     warn = timedelta(
-        days=warn_days
-        if warn_days is not None
-        else getattr(settings, "ALLOCATION_EXPIRY_WARNING_DAYS", 3)
+        days=warn_days if warn_days is not None else settings.ALLOCATION_EXPIRY_WARNING_DAYS
     )
     counts = {"provisioned": 0, "expiring": 0, "ended": 0}
-    ending = Allocation.objects.filter(status__in=RELEASABLE, ends_at__lte=now)
+    ending = Allocation.objects.filter(status__in=HOLDING_STATUSES, ends_at__lte=now)
     for allocation_id in ending.values_list("pk", flat=True):
         with transaction.atomic():
             allocation = allocation_lock(allocation_id)
-            if allocation.status in RELEASABLE and allocation.ends_at <= now:
+            if allocation.status in HOLDING_STATUSES and allocation.ends_at <= now:
                 allocation_transition(
                     allocation,
                     to=AllocationStatus.ENDED,

@@ -13,9 +13,9 @@ from typing import Any
 from django.db import transaction
 
 from pools.audit.services import audit_event_record
+from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.locks import pool_lock
 from pools.capacity.models import Allocation, CapacityRequest
-from pools.choices import HOLDING_STATUSES
 from pools.errors import PoolInUse
 from pools.inventory.models import Pool
 
@@ -23,13 +23,26 @@ from pools.inventory.models import Pool
 POOL_BINDING_FIELDS = ("scheduler", "slug", "slurm_partition")
 
 
-def _usage(pool: Pool) -> dict[str, int]:
+def pool_usage(pool: Pool) -> dict[str, int]:
+    """What refers to ``pool``: holding allocations, all allocations, requests (counts)."""
     allocations = Allocation.objects.filter(pool=pool)
     return {
         "holding_allocations": allocations.filter(status__in=HOLDING_STATUSES).count(),
         "allocations": allocations.count(),
         "requests": CapacityRequest.objects.filter(pool=pool).count(),
     }
+
+
+def pool_create(*, fields: dict[str, Any], actor: Any, render: Any) -> Pool:
+    """Create a pool from validated ``fields`` and audit it, in one transaction.
+
+    ``render(pool)`` is the caller's representation of the new pool (the audit event's
+    ``after``). A unique-slug clash raises ``IntegrityError`` before anything is written.
+    """
+    with transaction.atomic():
+        pool = Pool.objects.create(**fields)
+        audit_event_record(actor=actor, action="pool.created", obj=pool, after=render(pool))
+    return pool
 
 
 def pool_update(
@@ -47,7 +60,7 @@ def pool_update(
             f for f in POOL_BINDING_FIELDS if f in changes and changes[f] != getattr(locked, f)
         ]
         if moved:
-            usage = _usage(locked)
+            usage = pool_usage(locked)
             if usage["holding_allocations"]:
                 raise PoolInUse(
                     f"Pool {locked.slug} holds {usage['holding_allocations']} allocation(s): "
@@ -68,7 +81,7 @@ def pool_delete(*, pool: Pool, actor: Any, before: dict) -> None:
     """Delete an unused pool and audit it; :class:`PoolInUse` (409) when anything refers to it."""
     with transaction.atomic():
         locked = pool_lock(pool.pk)
-        usage = _usage(locked)
+        usage = pool_usage(locked)
         if usage["allocations"] or usage["requests"]:
             raise PoolInUse(
                 f"Pool {locked.slug} has {usage['allocations']} allocation(s) and "

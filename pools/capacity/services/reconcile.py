@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from django.db.models import Q
 
+from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation, SchedulerDrift
 from pools.capacity.services.scheduler_binding import (
-    APPLIED_STATUSES,
     kubernetes_quota_sync,
     scheduler_adapter,
     slurm_gres_type,

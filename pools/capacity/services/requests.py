@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.audit.models import AuditEvent
-from pools.audit.services import audit_event_build, audit_event_record
+from pools.audit.services import audit_event_build, audit_event_record, audit_snapshot
 from pools.capacity.availability import SCHEDULER_OF_KIND, pool_free_cards, request_options
 from pools.capacity.locks import pool_lock, request_lock
 from pools.capacity.models import Allocation, CapacityRequest
@@ -55,14 +55,15 @@ def require_pool_admin(user: Any) -> None:
 
 
 def _snapshot(request: CapacityRequest) -> dict:
-    return {
-        "status": request.status,
-        "card_count": request.card_count,
-        "starts_at": request.starts_at.isoformat(),
-        "ends_at": request.ends_at.isoformat(),
-        "pool": request.pool.slug if request.pool_id else None,
-        "gpu_model": request.gpu_model.slug if request.gpu_model_id else None,
-    }
+    return audit_snapshot(
+        request,
+        "status",
+        "card_count",
+        "starts_at",
+        "ends_at",
+        pool="pool.slug",
+        gpu_model="gpu_model.slug",
+    )
 
 
 def validate_request_fields(
@@ -517,11 +518,12 @@ def capacity_request_cancel(
 
 def allocation_snapshot(allocation: Allocation) -> dict:
     """The audited fields of an allocation, JSON-ready."""
-    return {
-        "status": allocation.status,
-        "card_count": allocation.card_count,
-        "pool": allocation.pool.slug,
-        "gpu_model": allocation.gpu_model.slug,
-        "starts_at": allocation.starts_at.isoformat(),
-        "ends_at": allocation.ends_at.isoformat(),
-    }
+    return audit_snapshot(
+        allocation,
+        "status",
+        "card_count",
+        "starts_at",
+        "ends_at",
+        pool="pool.slug",
+        gpu_model="gpu_model.slug",
+    )

@@ -16,42 +16,21 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db.models import Sum
 from django.utils import timezone
 
+from pools.adapters import scheduler_adapter
+from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation
-from pools.choices import AliasKind, AllocationStatus, Scheduler
+from pools.choices import AliasKind, Scheduler
 from pools.inventory.models import GpuModel, GpuModelAlias, Pool
 from pools.tenancy.models import Membership, Team
 from scheduler_adapters.base import SchedulerAdapter
 from scheduler_adapters.errors import NotFound, SchedulerRejected
 from scheduler_adapters.records import GpuLimit
-from scheduler_adapters.registry import build_scheduler_adapter
 
 # How long before its window an allocation is applied in the scheduler.
 PROVISION_LEAD = timedelta(minutes=15)
-# Allocations whose window is open hold their cards in the scheduler.
-APPLIED_STATUSES = (
-    AllocationStatus.PROVISIONING,
-    AllocationStatus.ACTIVE,
-    AllocationStatus.EXPIRING,
-)
-
-
-_ADAPTERS: dict[str, SchedulerAdapter] = {}
-
-
-def scheduler_adapter(scheduler: str) -> SchedulerAdapter | None:
-    """The adapter ``settings.SCHEDULERS[scheduler]`` describes (built once per distinct
-    configuration), or ``None`` when the scheduler is not configured (the demo)."""
-    config = getattr(settings, "SCHEDULERS", {}).get(scheduler)
-    if not config:
-        return None
-    key = repr(sorted(config.items()))
-    if key not in _ADAPTERS:
-        _ADAPTERS[key] = build_scheduler_adapter(config)
-    return _ADAPTERS[key]
 
 
 def slurm_gres_type(gpu_model: GpuModel) -> str:

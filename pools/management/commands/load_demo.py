@@ -18,6 +18,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
+from pools.capacity.lifecycle import RUNNING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.services.allocations import allocation_lifecycle_sweep
 from pools.capacity.services.requests import (
@@ -32,7 +33,6 @@ from pools.inventory.services.importer import inventory_import_file, inventory_i
 from pools.reclamation.evaluate import evaluate_group
 from pools.reclamation.models import IdleFinding, IdleScanRun, ReclamationPolicy
 from pools.reclamation.services.scan import (
-    SCANNED,
     finding_detail,
     percent_decimal,
     policy_thresholds,
@@ -224,7 +224,7 @@ class Command(BaseCommand):
         training_policy, _ = ReclamationPolicy.objects.get_or_create(pool=pools["train-slurm"])
         running = {
             a.pool.slug: a
-            for a in Allocation.objects.filter(status__in=SCANNED).select_related(
+            for a in Allocation.objects.filter(status__in=RUNNING_STATUSES).select_related(
                 "pool", "team", "gpu_model"
             )
         }

@@ -16,12 +16,12 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from pools.audit.services import audit_event_record
+from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.models import Allocation
 from pools.choices import IdleFindingState
 from pools.errors import InvalidInput, InvalidTransition, PermissionDenied
 from pools.inventory.models import Pool
-from pools.reclamation.models import Exemption, IdleFinding, ReclamationPolicy
+from pools.reclamation.models import POLICY_FIELDS, Exemption, IdleFinding, ReclamationPolicy
 from pools.reclamation.services.scan import allocation_reclaim, exemption_in_force
 from pools.tenancy.models import Team
 
@@ -39,12 +39,9 @@ def _require_admin(actor: Any, what: str) -> None:
 
 
 def _exemption_snapshot(exemption: Exemption) -> dict:
-    return {
-        "team": exemption.team_id,
-        "allocation": exemption.allocation_id,
-        "reason": exemption.reason,
-        "expires_at": exemption.expires_at.isoformat(),
-    }
+    return audit_snapshot(
+        exemption, "reason", "expires_at", team="team_id", allocation="allocation_id"
+    )
 
 
 def exemption_grant(
@@ -206,20 +203,8 @@ def idle_finding_reclaim_now(
     return done
 
 
-POLICY_FIELDS = (
-    "idle_below_pct",
-    "certainly_idle_below_pct",
-    "process_memory_max_mib",
-    "window_minutes",
-    "min_coverage",
-    "grace_hours",
-    "cooldown_minutes",
-    "dry_run",
-)
-
-
 def _policy_snapshot(policy: ReclamationPolicy) -> dict:
-    return {name: str(getattr(policy, name)) for name in POLICY_FIELDS}
+    return audit_snapshot(policy, *POLICY_FIELDS, as_text=True)
 
 
 def reclamation_policy_save(*, actor: Any, pool: Pool, **values: Any) -> ReclamationPolicy:

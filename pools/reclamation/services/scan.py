@@ -31,14 +31,15 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from pools.audit.services import audit_event_record
+from pools.adapters import metrics_adapter
+from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.availability import pool_free_cards
+from pools.capacity.lifecycle import RUNNING_STATUSES
 from pools.capacity.locks import allocation_lock, pool_lock
 from pools.capacity.models import Allocation
 from pools.capacity.services.allocations import allocation_transition
@@ -71,9 +72,8 @@ from pools.reclamation.services.slurm_jobs import (
 )
 from pools.tenancy.models import Membership
 from scheduler_adapters.errors import SchedulerError
-from scheduler_adapters.prometheus import DeviceUsage, PrometheusAdapter
+from scheduler_adapters.prometheus import DeviceUsage
 
-SCANNED = (AllocationStatus.ACTIVE, AllocationStatus.EXPIRING)
 STEP_S = 60
 UNDO_WINDOW = timedelta(days=1)
 # A dismissed finding is not opened again for the same allocation within this time.
@@ -115,14 +115,6 @@ def policy_thresholds(policy: ReclamationPolicy) -> Thresholds:
         step_s=STEP_S,
         min_coverage=float(policy.min_coverage),
     )
-
-
-def metrics_adapter() -> PrometheusAdapter | None:
-    """The Prometheus of ``settings.PROMETHEUS_URL``, or ``None`` when none is configured."""
-    url = getattr(settings, "PROMETHEUS_URL", "")
-    if not url:
-        return None
-    return PrometheusAdapter(url, timeout_s=float(getattr(settings, "PROMETHEUS_TIMEOUT_S", 30)))
 
 
 def devices_on_inventory(devices: list[DeviceUsage]) -> list[DeviceUsage]:
@@ -204,7 +196,7 @@ def idle_scan(
     longest = max(p.window_minutes for p in policies.values())
     allocations = [
         a
-        for a in Allocation.objects.filter(pool_id__in=policies, status__in=SCANNED)
+        for a in Allocation.objects.filter(pool_id__in=policies, status__in=RUNNING_STATUSES)
         .select_related("team", "pool", "gpu_model")
         .order_by("starts_at", "id")
         # younger than the window: the metrics may still be the previous holder's
@@ -393,6 +385,16 @@ def _numbers(share: AllocationShare, group: GroupEvaluation, detail: dict) -> di
     }
 
 
+def grace_ends_at(
+    finding: IdleFinding, policy: ReclamationPolicy, *, dry_run: bool
+) -> datetime | None:
+    """When ``finding``'s grace period ends: ``policy.grace_hours`` after the team was warned
+    (after the finding was first seen under dry run, which warns nobody); ``None`` while the
+    clock has not started. The scan and the idle page both read it."""
+    clock = finding.first_seen_at if dry_run else finding.warned_at
+    return None if clock is None else clock + timedelta(hours=policy.grace_hours)
+
+
 def percent_decimal(value: float | None) -> Decimal | None:
     return None if value is None else Decimal(f"{value:.2f}")
 
@@ -488,9 +490,8 @@ def _maybe_reclaim(
     """Reclaim when: grace over since the warning (since first seen under dry-run), the cards
     are *certainly* idle, no exemption is in force, and the allocation has not changed within
     the cooldown. Dry-run records ``would_reclaim_at`` (once) instead."""
-    grace = timedelta(hours=policy.grace_hours)
-    clock = finding.first_seen_at if policy.dry_run else finding.warned_at
-    if clock is None or now < clock + grace:
+    due = grace_ends_at(finding, policy, dry_run=policy.dry_run)
+    if due is None or now < due:
         return
     hold = None
     if not group.certainly_idle:
@@ -551,7 +552,7 @@ def allocation_reclaim(
         pool_lock(allocation.pool_id)
         locked = allocation_lock(allocation.pk)
         finding = IdleFinding.objects.select_for_update().get(pk=finding.pk)
-        if locked.status not in SCANNED or finding.state != IdleFindingState.OPEN:
+        if locked.status not in RUNNING_STATUSES or finding.state != IdleFindingState.OPEN:
             return None
         keep = min(keep, locked.card_count)
         action = "end it" if keep == 0 else f"shrink it from {locked.card_count} to {keep} cards"
@@ -610,7 +611,7 @@ def allocation_rebind(*, allocation_id: int) -> dict | None:
     allocation = Allocation.objects.select_related("team", "pool", "gpu_model").get(
         pk=allocation_id
     )
-    if allocation.status not in SCANNED:
+    if allocation.status not in RUNNING_STATUSES:
         return None
     binding = binding_apply(allocation)
     Allocation.objects.filter(pk=allocation_id).update(scheduler_binding=binding)
@@ -711,16 +712,17 @@ def idle_finding_dismiss(*, finding: IdleFinding, actor: Any, reason: str) -> Id
 
 
 def _finding_snapshot(finding: IdleFinding) -> dict:
-    return {
-        "state": finding.state,
-        "allocation": finding.allocation_id,
-        "card_count": finding.card_count,
-        "cards_in_use": finding.cards_in_use,
-        "cards_reclaimed": finding.cards_reclaimed,
-        "mean_util_pct": None if finding.mean_util_pct is None else str(finding.mean_util_pct),
-        "certainly_idle": finding.certainly_idle,
-        "dry_run": finding.dry_run,
-    }
+    return audit_snapshot(
+        finding,
+        "state",
+        "card_count",
+        "cards_in_use",
+        "cards_reclaimed",
+        "mean_util_pct",
+        "certainly_idle",
+        "dry_run",
+        allocation="allocation_id",
+    )
 
 
 def _team_emails(allocation: Allocation) -> list[str]:

@@ -25,11 +25,13 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
+from pools.capacity.arithmetic import card_hours
+from pools.capacity.lifecycle import RAN_STATUSES
 from pools.capacity.models import Allocation
-from pools.choices import AllocationStatus, Scheduler
+from pools.choices import Scheduler
 from pools.inventory.models import Node, Pool
 from pools.reclamation.evaluate import GroupEvaluation, Verdict, evaluate_group, split_group
-from pools.reclamation.models import Exemption, ReclamationPolicy
+from pools.reclamation.models import WHATIF_FIELDS, Exemption, ReclamationPolicy
 from pools.reclamation.services.scan import (
     STEP_S,
     devices_by_namespace,
@@ -40,21 +42,7 @@ from pools.reclamation.services.scan import (
 )
 from scheduler_adapters.errors import SchedulerError
 
-# Allocations that may have held cards in the past (approved/provisioning never ran).
-RAN = (
-    AllocationStatus.ACTIVE,
-    AllocationStatus.EXPIRING,
-    AllocationStatus.ENDED,
-    AllocationStatus.RECLAIMED,
-)
-OVERRIDABLE = (
-    "idle_below_pct",
-    "certainly_idle_below_pct",
-    "process_memory_max_mib",
-    "window_minutes",
-    "min_coverage",
-    "grace_hours",
-)
+OVERRIDABLE = WHATIF_FIELDS
 
 
 @dataclass
@@ -143,7 +131,7 @@ def reclamation_what_if(
     )
     allocations = list(
         Allocation.objects.filter(
-            pool=pool, status__in=RAN, starts_at__lt=now, ends_at__gt=start - window
+            pool=pool, status__in=RAN_STATUSES, starts_at__lt=now, ends_at__gt=start - window
         )
         .select_related("team")
         .order_by("starts_at", "id")
@@ -217,8 +205,8 @@ def reclamation_what_if(
                 row.first_idle = open_at[a.pk]
                 row.would_reclaim_at = t
                 row.cards_reclaimed = a.card_count - keep
-                hours = (min(a.ends_at, now) - t).total_seconds() / 3600
-                row.card_hours_freed = round(row.cards_reclaimed * max(hours, 0.0), 2)
+                freed = card_hours(row.cards_reclaimed, t, min(a.ends_at, now))
+                row.card_hours_freed = float(round(freed, 2))
                 done.add(a.pk)
         t += timedelta(minutes=step_minutes)
     return report

@@ -15,7 +15,7 @@ from integration.slurm.slurm_cluster import eventually
 
 from billing.models import UsageRecord
 from billing.services.usage_import import usage_import_slurm
-from pools.capacity.services import scheduler_binding
+from pools import adapters
 from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import AllocationStatus
 from scheduler_adapters.records import JobSpec, JobState
@@ -28,11 +28,11 @@ def test_a_finished_job_becomes_card_seconds_once(
     slurm, slurm_settings, cleanup, portal_slurm_team, django_capture_on_commit_callbacks
 ):
     pool, a100, team, alice, admin, submit = portal_slurm_team
-    scheduler_binding._ADAPTERS.clear()
+    adapters.reset()
     with override_settings(SCHEDULERS={"slurm": slurm_settings_from_env(slurm_settings)}):
         with django_capture_on_commit_callbacks(execute=True):
             allocation = capacity_request_approve(request=submit(1), actor=admin)
-    scheduler_binding._ADAPTERS.clear()
+    adapters.reset()
     allocation.refresh_from_db()
     assert allocation.status == AllocationStatus.ACTIVE, allocation.status_reason
 

@@ -25,6 +25,7 @@ from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, T
 from integration.prometheus.dcgm_history import SLURM_AHEAD_S, SLURM_NODE
 from integration.slurm.slurm_cluster import enforced_cards, eventually, sacctmgr
 
+from pools import adapters
 from pools.audit.models import AuditEvent
 from pools.capacity.services import scheduler_binding
 from pools.choices import AliasKind, AllocationStatus, IdleFindingState, Scheduler, TeamRole
@@ -46,12 +47,12 @@ def grp_tres(account: str) -> str:
 @pytest.fixture
 def portal(slurm, slurm_settings, cleanup, prometheus, django_user_model):
     url, end = prometheus
-    scheduler_binding._ADAPTERS.clear()
+    adapters.reset()
     with override_settings(
         SCHEDULERS={"slurm": slurm_settings_from_env(slurm_settings)}, PROMETHEUS_URL=url
     ):
         yield slurm, end
-    scheduler_binding._ADAPTERS.clear()
+    adapters.reset()
 
 
 def test_idle_cards_in_the_real_slurm_are_reclaimed_busy_ones_are_not(

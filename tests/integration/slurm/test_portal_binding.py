@@ -11,7 +11,7 @@ import pytest
 from django.test import override_settings
 from integration.slurm.slurm_cluster import eventually, sacctmgr
 
-from pools.capacity.services import scheduler_binding
+from pools import adapters
 from pools.capacity.services.allocations import allocation_release
 from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import AllocationStatus
@@ -23,11 +23,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
 @pytest.fixture
 def portal_on_real_slurm(slurm, slurm_settings, cleanup):
-    scheduler_binding._ADAPTERS.clear()
+    adapters.reset()
     config = slurm_settings_from_env(slurm_settings)
     with override_settings(SCHEDULERS={"slurm": config}):
         yield slurm
-    scheduler_binding._ADAPTERS.clear()
+    adapters.reset()
 
 
 def test_approve_sets_grptres_a_job_over_it_pends_release_zeroes_it(

@@ -9,8 +9,8 @@ from django.test import override_settings
 from integration.slurm.slurm_cluster import eventually, sacctmgr
 from playwright.sync_api import expect
 
+from pools import adapters
 from pools.capacity.models import Allocation
-from pools.capacity.services import scheduler_binding
 from pools.inventory.models import GpuModel, GpuModelAlias
 from scheduler_adapters.registry import slurm_settings_from_env
 
@@ -42,7 +42,7 @@ def test_approve_and_release_in_the_browser_set_and_zero_the_slurm_limit(
         user.set_password("pw-123456")
         user.save()
     request = submit(2)
-    scheduler_binding._ADAPTERS.clear()
+    adapters.reset()
     with override_settings(SCHEDULERS={"slurm": slurm_settings_from_env(slurm_settings)}):
         page.goto(f"{live_server.url}/login/")
         page.fill("input[name=username]", "admin")
@@ -65,5 +65,5 @@ def test_approve_and_release_in_the_browser_set_and_zero_the_slurm_limit(
             lambda limits: limits == [("a100", 0)],
         )
         assert "gres/gpu:a100=0" in _grptres(team.slug)
-    scheduler_binding._ADAPTERS.clear()
+    adapters.reset()
     assert Allocation.objects.get(request=request).status == "ended"

@@ -216,3 +216,18 @@ def test_peak_and_free_cards_match_a_minute_by_minute_count(intervals, window, s
         start=minutes(start),
         end=minutes(end),
     ) == max(0, int(schedulable * Decimal(ratio)) - expected)
+
+
+def test_card_hours_count_real_elapsed_time_across_a_clock_change():
+    # 2 cards from 00:30 to 03:30 New York on 2026-11-01: the clocks fall back at 02:00, so
+    # 4 real hours pass (00:30 EDT = 04:30Z, 03:30 EST = 08:30Z): 2 × 4 = 8 card-hours.
+    from zoneinfo import ZoneInfo
+
+    from pools.capacity.arithmetic import card_hours, card_seconds_hours
+
+    ny = ZoneInfo("America/New_York")
+    start = datetime(2026, 11, 1, 0, 30, tzinfo=ny)
+    end = datetime(2026, 11, 1, 3, 30, tzinfo=ny)
+    assert card_hours(2, start, end) == Decimal(8)
+    assert card_hours(2, end, start) == Decimal(0)
+    assert card_seconds_hours(9000) == Decimal("2.5")

@@ -15,6 +15,7 @@ from django.test import override_settings
 from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
+from pools import adapters
 from pools.capacity.services import scheduler_binding
 from pools.choices import AliasKind, AllocationStatus, IdleFindingState, Scheduler, TeamRole
 from pools.inventory.models import GpuModel, GpuModelAlias
@@ -35,10 +36,10 @@ HOUR_ON = T0 + timedelta(hours=1)
 
 @pytest.fixture
 def slurm():
-    scheduler_binding._ADAPTERS.clear()
+    adapters.reset()
     with override_settings(SCHEDULERS={"slurm": {"BACKEND": "fake"}}):
         yield scheduler_binding.scheduler_adapter("slurm")
-    scheduler_binding._ADAPTERS.clear()
+    adapters.reset()
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import pytest
 from django.test import override_settings
 from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
+from pools import adapters
 from pools.capacity.models import CapacityRequest
 from pools.capacity.services import scheduler_binding
 from pools.choices import AliasKind, RequestStatus, Scheduler, TeamRole
@@ -19,10 +20,10 @@ FAKE = {"slurm": {"BACKEND": "fake", "PARTITIONS": {"gpu": {"a100": 4, "rtx4090"
 
 @pytest.fixture
 def fake_slurm():
-    scheduler_binding._ADAPTERS.clear()
+    adapters.reset()
     with override_settings(SCHEDULERS=FAKE):
         yield scheduler_binding.scheduler_adapter("slurm")
-    scheduler_binding._ADAPTERS.clear()
+    adapters.reset()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pools.inventory.catalogue import load_gpu_models
 
 MODELS = load_gpu_models()
 BY_SLUG = {m["slug"]: m for m in MODELS}
-SIZING = json.loads((Path(__file__).parents[1] / "fixtures" / "sizing_dataset.json").read_text())
+SIZING = json.loads((Path(__file__).parents[2] / "fixtures" / "sizing_dataset.json").read_text())
 
 NUMERIC_FIELDS = [
     "memory_gib",

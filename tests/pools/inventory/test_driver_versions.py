@@ -95,7 +95,7 @@ def test_parse_cuda_version_rejects_garbage(raw):
 def test_table_carries_its_source_and_the_design_anchors():
     document = json.loads(
         (
-            Path(__file__).parents[2] / "pools" / "inventory" / "catalogue" / "cuda_drivers.json"
+            Path(__file__).parents[3] / "pools" / "inventory" / "catalogue" / "cuda_drivers.json"
         ).read_text()
     )
     assert document["source"].startswith("https://docs.nvidia.com/cuda/cuda-toolkit-release-notes")

@@ -7,6 +7,7 @@ from django.test import override_settings
 from django.utils import timezone
 from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
+from pools import adapters
 from pools.capacity.services import scheduler_binding
 from pools.capacity.services.allocations import allocation_release
 from pools.capacity.services.requests import capacity_request_approve
@@ -19,10 +20,10 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def fake_k8s():
-    scheduler_binding._ADAPTERS.clear()
+    adapters.reset()
     with override_settings(SCHEDULERS={"kubernetes": {"BACKEND": "kubernetes-fake"}}):
         yield scheduler_binding.scheduler_adapter("kubernetes")
-    scheduler_binding._ADAPTERS.clear()
+    adapters.reset()
 
 
 def test_approval_sets_the_namespace_quota_and_release_lowers_it(
