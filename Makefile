@@ -68,6 +68,7 @@ bench: install services
 	$(BIN)/python benchmarks/dashboards.py
 	$(BIN)/python benchmarks/reclamation.py
 	$(BIN)/python benchmarks/sqlite_burst.py
+	$(BIN)/python benchmarks/fleet.py
 
 clean:
 	rm -rf $(VENV) portal-demo.sqlite3 staticfiles .pytest_cache

@@ -281,12 +281,12 @@ def admin_dashboard(request):
         return response
 
     export = request.GET.get("export")
-    rows = dashboard.capacity_rows(filters=filters, now=now)
+    plan = dashboard.allocation_plan(filters=filters, now=now)
+    rows = dashboard.capacity_rows(filters=filters, now=now, plan=plan)
     in_use = utilisation.UtilisationNow(now=now, error="not read for this export")
     if export not in ("plan", "forecast", "teams-cards", "teams-cost", "alerts"):
         in_use = utilisation.utilisation_now(filters=filters, now=now)  # the page and capacity
         utilisation.apply_in_use(rows, in_use)
-    plan = dashboard.allocation_plan(filters=filters, now=now)
     days = dashboard.plan_days(now)
     usable = {(r.pool_slug, r.gpu_model_slug): r.usable for r in rows}
     forecasts = dashboard.demand_forecasts(filters=filters, now=now, usable=usable)

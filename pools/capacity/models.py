@@ -100,7 +100,12 @@ class CapacityRequest(models.Model):
                 name="request_names_model_or_memory",
             ),
         ]
-        indexes = [models.Index(fields=["team", "status"])]
+        indexes = [
+            models.Index(fields=["team", "status"]),
+            # the orderings of the lists: newest first (pages, API), the queue's oldest first
+            models.Index(fields=["created_at", "id"], name="request_created_id"),
+            models.Index(fields=["status", "submitted_at", "id"], name="request_status_submitted"),
+        ]
 
     def __str__(self) -> str:
         return f"Request #{self.pk} {self.team.slug} {self.card_count}× {self.model_label}"
@@ -163,6 +168,9 @@ class Allocation(models.Model):
         indexes = [
             models.Index(fields=["pool", "gpu_model", "status"]),
             models.Index(fields=["team", "status"]),
+            # the orderings of the lists: the API's by start, the page's and My teams' by end
+            models.Index(fields=["starts_at", "id"], name="allocation_starts_id"),
+            models.Index(fields=["ends_at", "id"], name="allocation_ends_id"),
         ]
 
     def __str__(self) -> str:

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('pools', '0010_node_gpus_allocated'),
+        ('pools', '0011_list_orderings'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
