@@ -4,8 +4,9 @@ reservation on the node the fitter chose.
 
 The issue's shape is 1 node × 8 cards; the tier's 24.11 cluster has 4 a100 on its one a100 node
 (``scripts/services/slurm-modern.sh``), so the shape is 1 node × all the a100 cards a node has
-(4 there, 8 on a DGX): the same whole-node case. A cluster described by ``SLURM_TEST_ENV`` needs
-``SLURM_COMMAND_PREFIX`` or ``SLURM_MODERN_ROOT`` (``scontrol`` is run next to it), and the
+(4 there, 8 on a DGX): the same whole-node case. ``scontrol`` runs next to the cluster
+``SLURM_TEST_ENV`` describes (its ``SLURM_COMMAND_PREFIX`` or ``SLURM_MODERN_ROOT``, else the
+machine's own client), and the
 reservation holds its node for about ten minutes at most; it is deleted at the end either way.
 """
 
@@ -22,7 +23,9 @@ pytestmark = pytest.mark.integration
 
 
 def test_a_whole_node_shape_is_reserved_and_a_job_of_that_shape_runs_in_it(slurm_settings, cleanup):
-    adapter = build_adapter(slurm_settings)  # scontrol is on where the env file says how
+    # scontrol runs next to the cluster: through the env file's prefix (a chroot, ssh), or the
+    # machine's own client for the machine's own cluster (22.05).
+    adapter = build_adapter(slurm_settings, SCONTROL={"ENABLED": True})
     partition = slurm_settings.get("SLURM_PARTITION", "gpu")
     nodes = [
         node
