@@ -68,6 +68,9 @@ bench: install services
 	$(BIN)/python benchmarks/dashboards.py
 	$(BIN)/python benchmarks/reclamation.py
 	$(BIN)/python benchmarks/sqlite_burst.py
+	$(BIN)/python benchmarks/fleet.py
+	$(BIN)/python benchmarks/placement.py
+	$(BIN)/python benchmarks/placement_db.py
 
 clean:
 	rm -rf $(VENV) portal-demo.sqlite3 staticfiles .pytest_cache

@@ -31,9 +31,22 @@ turns them into estimator inputs with the rules below and says so (``note``) whe
   0.8: vllm-v0); Hugging Face TGI and "not stated" -> vllm.
 - load: ``concurrency`` -> closed loop at that many sequences; ``request_rate_qps`` -> open loop at
   that rate (Little's law); neither, or "INF" -> saturation.
+- a run of a stated number of requests ("over 200 prompts", "300 prompts", "30000 requests"):
+  the published rate is total output tokens / the run's wall time, which a finite run makes
+  lower than the steady rate the estimator answers (:func:`finite_run_tok_s`): an open loop ends
+  with the last request's own decode after the others (N x out / steady rate + out x TPOT), a
+  closed loop of ``c`` runs N // c full rounds and one of N mod c sequences. Saturated runs are
+  scored at the steady rate (how an offline scheduler admits a backlog is not published).
 
-Usage: ``python benchmarks/sizing.py [--dataset PATH ...] [--quiet] [--write-bands]``; exit
-status 0 when the targets hold, else 1.
+**GEMM overlap** (``--fit-overlap``, not shipped): the roofline takes a linear layer's time as
+max(weight stream, multiply); with the flag every fold also fits, per engine family, p of
+(stream^p + multiply^p)^(1/p) (:data:`OVERLAP_GRID`, ``pools.sizing.throughput.overlapped_s``)
+on the other sources' rows with more than one sequence in flight, to show what a partial
+overlap would do to the table (issue 17's notes: it halves the TPOT error of the vLLM 0.8.5
+runs); the shipped profiles keep the hard max until the sizing page's worked numbers follow.
+
+Usage: ``python benchmarks/sizing.py [--dataset PATH ...] [--quiet] [--write-bands]
+[--fit-overlap]``; exit status 0 when the targets hold, else 1.
 """
 
 from __future__ import annotations
@@ -46,6 +59,7 @@ import statistics
 import sys
 from collections import Counter
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,6 +142,51 @@ def _rate(row: dict) -> float | None:
     return rate if 0 < rate < float("inf") else None  # "INF": saturation
 
 
+def run_requests(row: dict) -> int | None:
+    """How many requests the published run sent, when the row says so ("~206 mean input tokens
+    over 200 prompts", "300 prompts, infinite rate", "(30000 requests)"); else ``None``."""
+    text = " ".join(str(row.get(key) or "") for key in ("input_len", "scenario"))
+    match = re.search(r"(\d[\d,]*)\s+(?:prompts|requests)\b", text)
+    return int(match.group(1).replace(",", "")) if match else None
+
+
+def finite_run_tok_s(
+    case: dict, estimate, engines: dict[str, EngineProfile] | None = None
+) -> float | None:
+    """The output tok/s a run of ``case["requests"]`` requests reports (total output tokens /
+    wall time) for the steady-state ``estimate`` of ``case["request"]``.
+
+    - open loop (a request rate): the wall time is at least the time the steady rate needs for
+      every token, N x out / rate, plus the last request's own ``out`` decode steps after it
+      arrives (out x TPOT): a lower bound on the time, since outputs longer than the mean
+      (ShareGPT) finish later still;
+    - closed loop of ``c`` sequences with fixed lengths: N // c rounds at ``c`` sequences and one
+      round of N mod c, each as long as ``out`` steps at its batch (a second estimate).
+
+    Saturation, requests not stated, or no throughput: the steady rate unchanged.
+    """
+    steady = estimate.output_tok_s_total
+    requests = case.get("requests")
+    request = case["request"]
+    if not requests or estimate.throughput is None or not steady:
+        return steady
+    out = request["output_len"]
+    concurrency = request.get("concurrency")
+    if concurrency:
+        full, rest = divmod(requests, concurrency)
+        if full == 0 or rest == 0:
+            return steady
+        tail = _estimate({**request, "concurrency": rest}, engines)
+        if not tail.output_tok_s_total:
+            return steady
+        seconds = full * concurrency * out / steady + rest * out / tail.output_tok_s_total
+        return requests * out / seconds
+    if not request.get("request_rate"):
+        return steady
+    seconds = requests * out / steady + out * estimate.throughput.tpot_ms / 1e3
+    return requests * out / seconds
+
+
 def request_for(row: dict) -> tuple[dict | None, str]:
     """The estimator input for a measurement row, or ``None`` and why it is skipped."""
     input_len, output_len = _length(row["input_len"]), _length(row["output_len"])
@@ -193,10 +252,14 @@ def source_key(row: dict) -> str:
     return str(source.get("url") or source.get("title") or row["id"])
 
 
+@cache
+def _gpus():
+    # The catalogue is read once: the fits below estimate every row a few thousand times.
+    return gpu_specs_from_catalogue()
+
+
 def _estimate(request: dict, engines: dict[str, EngineProfile] | None):
-    return estimate_from_fields(
-        request, presets=model_presets(), gpus=gpu_specs_from_catalogue(), engines=engines
-    )
+    return estimate_from_fields(request, presets=model_presets(), gpus=_gpus(), engines=engines)
 
 
 def _without_overhead(profile: EngineProfile) -> EngineProfile:
@@ -256,7 +319,7 @@ def fit_overhead(cases: list[dict], name: str) -> float:
 
 def _log_error(case: dict, engines: dict[str, EngineProfile]) -> float | None:
     try:
-        predicted = _estimate(case["request"], engines).output_tok_s_total
+        predicted = finite_run_tok_s(case, _estimate(case["request"], engines), engines)
     except SizingInputError:
         return None
     if not predicted or not case["measured"]:
@@ -264,14 +327,56 @@ def _log_error(case: dict, engines: dict[str, EngineProfile]) -> float | None:
     return abs(math.log(predicted / case["measured"]))
 
 
+#: Engine families that share one GEMM overlap exponent (the same kernels: vLLM's generations),
+#: and the exponents ``--fit-overlap`` tries (``None``: the hard roofline max, what the shipped
+#: profiles use and a family without rows in a fold keeps). ``throughput.overlapped_s``.
+OVERLAP_FAMILIES = {"vllm": ("vllm", "vllm-v0"), "tensorrt-llm": ("tensorrt-llm",)}
+OVERLAP_GRID = (1.0, 1.5, 2.0, 3.0, 4.0, None)
+
+#: The exponents the fit tries: only the hard roofline unless ``--fit-overlap`` widens it.
+FIT_OVERLAP_GRID: list[float | None] = [None]
+
+
+def _mean_log_error(cases: list[dict], engines: dict[str, EngineProfile]) -> float:
+    errors = [e for e in (_log_error(case, engines) for case in cases) if e is not None]
+    return sum(errors) / len(errors) if errors else math.inf
+
+
+def fit_overlap(cases: list[dict], engines: dict[str, EngineProfile]) -> dict[str, EngineProfile]:
+    """``engines`` with each :data:`OVERLAP_FAMILIES` family's GEMM overlap exponent set to the
+    one of :data:`FIT_OVERLAP_GRID` with the least mean |log(predicted / measured)| over the
+    family's ``cases`` with more than one sequence in flight (``None`` when it has none)."""
+    engines = dict(engines)
+    for names in OVERLAP_FAMILIES.values():
+        # Single-stream rows multiply one token: their GEMMs are all weight stream, whatever p.
+        family = [
+            case
+            for case in cases
+            if case["profile"] in names and case["request"].get("concurrency") != 1
+        ]
+        best, best_score = None, math.inf
+        for exponent in FIT_OVERLAP_GRID if family else ():
+            trial = {
+                **engines,
+                **{name: replace(engines[name], gemm_overlap_exponent=exponent) for name in names},
+            }
+            score = _mean_log_error(family, trial)
+            if score < best_score:
+                best, best_score = exponent, score
+        for name in names:
+            engines[name] = replace(engines[name], gemm_overlap_exponent=best)
+    return engines
+
+
 def fit_profiles(cases: list[dict]) -> dict[str, EngineProfile]:
     """Fit on ``cases`` (never the scored source): for each compute efficiency of the grid, the
-    :data:`FITTED_PROFILES` overheads (:func:`fit_overhead`), keeping the efficiency whose
-    profiles give the least mean |log(predicted / measured)| over ``cases``."""
+    :data:`FITTED_PROFILES` overheads (:func:`fit_overhead`, with the hard roofline), then the
+    GEMM overlap exponents (:func:`fit_overlap`), keeping the efficiency whose profiles give the
+    least mean |log(predicted / measured)| over ``cases``."""
     best, best_score = None, math.inf
     for efficiency in COMPUTE_EFFICIENCY_GRID:
         engines = {
-            name: replace(profile, compute_efficiency=efficiency)
+            name: replace(profile, compute_efficiency=efficiency, gemm_overlap_exponent=None)
             for name, profile in ENGINE_PROFILES.items()
         }
         for name in FITTED_PROFILES:
@@ -288,15 +393,15 @@ def fit_profiles(cases: list[dict]) -> dict[str, EngineProfile]:
             engines[name] = replace(
                 engines[name], step_overhead_s_per_layer=fit_overhead(implied, name)
             )
-        errors = [e for e in (_log_error(case, engines) for case in cases) if e is not None]
-        score = sum(errors) / len(errors) if errors else math.inf
+        engines = fit_overlap(cases, engines)
+        score = _mean_log_error(cases, engines)
         if score < best_score:
             best, best_score = engines, score
     return best
 
 
 def _regime(request: dict, estimate) -> dict[str, str]:
-    gpu = gpu_specs_from_catalogue()[request["gpu"]]
+    gpu = _gpus()[request["gpu"]]
     batch = estimate.throughput.batch if estimate.throughput else 1
     if request["concurrency"] == 1:
         batch = 1
@@ -344,6 +449,7 @@ def cross_validate(rows: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]
                 "measured": measured,
                 "profile": profile,
                 "source": source_key(row),
+                "requests": run_requests(row),
             }
         )
     scored = []
@@ -357,7 +463,8 @@ def cross_validate(rows: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]
             except SizingInputError as exc:
                 skipped.append((case["row"]["id"], exc.message))
                 continue
-            case = {**case, "estimate": estimate, "predicted": estimate.output_tok_s_total}
+            predicted = finite_run_tok_s(case, estimate, engines)
+            case = {**case, "estimate": estimate, "predicted": predicted}
             case.update(_regime(case["request"], estimate))
             error = _pct(case["predicted"], case["measured"])
             case["error"] = error
@@ -448,6 +555,12 @@ def run(datasets: list[Path], *, write_bands: bool = False, quiet: bool = False)
         f"  fitted on every source: compute efficiency {engines['vllm'].compute_efficiency:.2f}"
         f" (shipped {ENGINE_PROFILES['vllm'].compute_efficiency:.2f})"
     )
+    for family, names in OVERLAP_FAMILIES.items():
+        print(
+            f"  fitted on every source: {family} GEMM overlap exponent "
+            f"{engines[names[0]].gemm_overlap_exponent} (shipped: "
+            f"{ENGINE_PROFILES[names[0]].gemm_overlap_exponent})"
+        )
     for name in FITTED_PROFILES:
         print(
             f"  fitted on every source: {name} step overhead "
@@ -461,6 +574,11 @@ def run(datasets: list[Path], *, write_bands: bool = False, quiet: bool = False)
             + ", ".join(
                 f"{name} {fold[name].step_overhead_s_per_layer * 1e6:.0f} us/layer"
                 for name in FITTED_PROFILES
+            )
+            + ", overlap "
+            + ", ".join(
+                f"{family} {fold[names[0]].gemm_overlap_exponent}"
+                for family, names in OVERLAP_FAMILIES.items()
             )
         )
     table = regime_table(cases)
@@ -543,7 +661,17 @@ def main() -> int:
         "--write-bands", action="store_true", help="write pools/sizing/error_bands.json"
     )
     parser.add_argument("--quiet", action="store_true", help="only the summary table")
+    parser.add_argument(
+        "--fit-overlap",
+        action="store_true",
+        help="also fit a GEMM overlap exponent per engine family (the shipped profiles keep the "
+        "hard roofline); never with --write-bands",
+    )
     args = parser.parse_args()
+    if args.fit_overlap:
+        if args.write_bands:
+            parser.error("--fit-overlap scores a model that is not shipped; its bands are not")
+        FIT_OVERLAP_GRID[:] = OVERLAP_GRID
     return run(args.dataset or list(DATASETS), write_bands=args.write_bands, quiet=args.quiet)
 
 

@@ -7,18 +7,21 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 
-from django.db.models import Count, QuerySet, Sum
+from django.db import connection
+from django.db.models import Count, Exists, OuterRef, QuerySet, Sum
 
 from billing.choices import TOKEN_UNITS, ChargeBasis, LineKind, RateKind
 from billing.conf import billing_zone
 from billing.models import RateCard, Statement, StatementLine, UsageRecord
-from billing.pricing import hours_between, next_month, previous_month, round_money
+from billing.pricing import hours_between, minor_unit, next_month, previous_month, round_money
 from billing.services.rates import RatePeriod, rate_periods
 from pools.capacity.arithmetic import card_seconds_hours
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
+from pools.choices import IdleFindingState
 from pools.inventory.models import Gpu, Pool
 from pools.reclamation.card_timeline import card_changes, card_pieces
+from pools.reclamation.models import IdleFinding
 from pools.tenancy.models import Team
 
 
@@ -71,40 +74,127 @@ def _price_over(periods: list[RatePeriod], kind: str, gpu_model_id: int, start, 
 
 
 def top_allocations(*, month: date, team: Team | None = None, limit: int = 10) -> list[dict]:
-    """Reserved allocations by their cost in the month (cards × hours × reserved price)."""
+    """Reserved allocations by their cost in the month (cards × hours × reserved price), the
+    ``limit`` dearest (ties: lowest allocation id first).
+
+    On PostgreSQL the allocations whose cards never changed are priced and ranked in one
+    statement (:data:`_TOP_RESERVED_SQL`); the few that reclamation shrank are priced here from
+    their card timeline and merged in, so the page does not load every record of the month.
+    """
     zone = billing_zone()
     periods = rate_periods(month=month, zone=zone)
     currency = next((p.currency for p in periods if p.currency), None) or "EUR"
     records = UsageRecord.objects.filter(
         month=month, basis=ChargeBasis.RESERVED, allocation__isnull=False
-    ).select_related("allocation__team", "allocation__pool", "gpu_model")
+    )
     if team is not None:
         records = records.filter(team=team)
-    records = list(records)
+    costs: dict[int, Decimal] = {}
+    if connection.vendor == "postgresql":
+        costs.update(_top_unchanged_costs(month, team, periods, currency, limit))
+        records = records.filter(Exists(_card_changes_of(OuterRef("allocation_id"))))
+    records = list(records.select_related("allocation"))
     changes = card_changes(r.allocation_id for r in records)
-    rows = []
     for record in records:
-        allocation = record.allocation
-        cost = sum(
-            (
-                piece.cards
-                * _price_over(
-                    periods, RateKind.GPU_RESERVED, record.gpu_model_id,
-                    max(piece.start, record.period_start), min(piece.end, record.period_end),
-                )
-                for piece in card_pieces(allocation, changes.get(allocation.pk, ()))
-            ),
-            Decimal(0),
-        )  # fmt: skip
-        rows.append(
-            {
-                "allocation": allocation,
-                "card_hours": card_seconds_hours(record.quantity),
-                "amount": round_money(cost, currency),
-            }
-        )
+        costs[record.pk] = _reserved_cost(record, periods, changes.get(record.allocation_id, ()))
+    amounts = {pk: round_money(cost, currency) for pk, cost in costs.items()}
+    chosen = UsageRecord.objects.filter(pk__in=list(amounts)).select_related(
+        "allocation__team", "allocation__pool", "allocation__gpu_model"
+    )
+    rows = [
+        {
+            "allocation": record.allocation,
+            "card_hours": card_seconds_hours(record.quantity),
+            "amount": amounts[record.pk],
+        }
+        for record in chosen
+    ]
     rows.sort(key=lambda r: (-r["amount"], r["allocation"].pk))
     return rows[:limit]
+
+
+def _reserved_cost(record: UsageRecord, periods: list[RatePeriod], changes) -> Decimal:
+    """A reserved record's cost: each piece of its allocation's card timeline inside the
+    record's period, priced over the rate periods it spans."""
+    return sum(
+        (
+            piece.cards
+            * _price_over(
+                periods, RateKind.GPU_RESERVED, record.gpu_model_id,
+                max(piece.start, record.period_start), min(piece.end, record.period_end),
+            )
+            for piece in card_pieces(record.allocation, changes)
+        ),
+        Decimal(0),
+    )  # fmt: skip
+
+
+def _card_changes_of(allocation_id):
+    """Findings that changed an allocation's cards (what :func:`card_changes` reads)."""
+    return IdleFinding.objects.filter(
+        allocation_id=allocation_id,
+        state__in=[IdleFindingState.RECLAIMED, IdleFindingState.UNDONE],
+        reclaimed_at__isnull=False,
+    )
+
+
+def _price_rows(periods: list[RatePeriod], kind: str) -> tuple[str, list]:
+    """``VALUES`` rows ``(starts, ends, model, price)`` of the ``kind`` prices of each period,
+    for the SQL below; ``("", [])`` when nothing is priced."""
+    rows = [
+        (p.start, p.end, model_id, price)
+        for p in periods
+        for (k, model_id, _served), price in p.prices.items()
+        if k == kind and model_id is not None
+    ]
+    values = ", ".join(["(%s::timestamptz, %s::timestamptz, %s::bigint, %s::numeric)"] * len(rows))
+    return values, [v for row in rows for v in row]
+
+
+# Σ cards × whole seconds of overlap × price, the arithmetic of _price_over (whole seconds, as
+# pricing.hours_between counts them) left in the database; divided by 3600 s/h afterwards.
+_SECONDS = "FLOOR(EXTRACT(EPOCH FROM ({end} - {start})))"
+
+_TOP_RESERVED_SQL = """
+WITH price(starts, ends, model, price) AS (VALUES {values})
+SELECT r.id, COALESCE(SUM(a.card_count * {seconds} * price.price), 0) AS cost
+  FROM {usage} r
+  JOIN {allocation} a ON a.id = r.allocation_id
+  LEFT JOIN price ON price.model = r.gpu_model_id
+       AND price.starts < LEAST(r.period_end, a.ends_at)
+       AND price.ends > GREATEST(r.period_start, a.starts_at)
+ WHERE r.month = %s AND r.basis = %s {team}
+   AND NOT EXISTS (SELECT 1 FROM {finding} f WHERE f.allocation_id = a.id
+                   AND f.state = ANY(%s) AND f.reclaimed_at IS NOT NULL)
+ GROUP BY r.id, a.id
+ ORDER BY ROUND(COALESCE(SUM(a.card_count * {seconds} * price.price), 0) / 3600, %s) DESC, a.id
+ LIMIT %s
+"""  # fmt: skip
+
+
+def _top_unchanged_costs(month, team, periods, currency, limit) -> dict[int, Decimal]:
+    values, params = _price_rows(periods, RateKind.GPU_RESERVED)
+    if not values:  # nothing priced: every record costs 0, the lowest ids come first
+        values, params = "(NULL::timestamptz, NULL::timestamptz, NULL::bigint, NULL::numeric)", []
+    seconds = _SECONDS.format(
+        start="GREATEST(r.period_start, a.starts_at, price.starts)",
+        end="LEAST(r.period_end, a.ends_at, price.ends)",
+    )
+    sql = _TOP_RESERVED_SQL.format(
+        values=values,
+        seconds=seconds,
+        usage=UsageRecord._meta.db_table,
+        allocation=Allocation._meta.db_table,
+        finding=IdleFinding._meta.db_table,
+        team="AND r.team_id = %s" if team is not None else "",
+    )
+    args = [*params, month, ChargeBasis.RESERVED.value]
+    args += [team.pk] if team is not None else []
+    args += [[IdleFindingState.RECLAIMED.value, IdleFindingState.UNDONE.value]]
+    args += [minor_unit(currency), limit]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, args)
+        return {pk: card_seconds_hours(Decimal(cost)) for pk, cost in cursor.fetchall()}
 
 
 @dataclass(frozen=True)
@@ -134,9 +224,13 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     ):
         capacity[(row["node__pool_id"], row["gpu_model_id"])] += row["n"]
     held: dict[int, Decimal] = defaultdict(Decimal)
-    allocations = list(
-        Allocation.objects.filter(status__in=CHARGED_STATUSES, starts_at__lt=end, ends_at__gt=start)
+    allocations = Allocation.objects.filter(
+        status__in=CHARGED_STATUSES, starts_at__lt=end, ends_at__gt=start
     )
+    if connection.vendor == "postgresql":  # the unchanged ones summed in SQL, as top_allocations
+        held.update(_held_unchanged_costs(periods, start, end))
+        allocations = allocations.filter(Exists(_card_changes_of(OuterRef("pk"))))
+    allocations = list(allocations)
     changes = card_changes(a.pk for a in allocations)
     for a in allocations:
         for piece in card_pieces(a, changes.get(a.pk, ())):
@@ -162,27 +256,86 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     return result
 
 
-def finance_month(*, month: date) -> dict:
-    """Every team's statement of the month, totals per cost centre, cost by team and model."""
-    statements = list(
-        Statement.objects.filter(month=month).select_related("team").order_by("team__name")
+_HELD_SQL = """
+WITH price(starts, ends, model, price) AS (VALUES {values})
+SELECT a.pool_id, COALESCE(SUM(a.card_count * {seconds} * price.price), 0)
+  FROM {allocation} a
+  LEFT JOIN price ON price.model = a.gpu_model_id
+       AND price.starts < LEAST(a.ends_at, %s) AND price.ends > GREATEST(a.starts_at, %s)
+ WHERE a.status = ANY(%s) AND a.starts_at < %s AND a.ends_at > %s
+   AND NOT EXISTS (SELECT 1 FROM {finding} f WHERE f.allocation_id = a.id
+                   AND f.state = ANY(%s) AND f.reclaimed_at IS NOT NULL)
+ GROUP BY a.pool_id
+"""
+
+
+def _held_unchanged_costs(periods, start, end) -> dict[int, Decimal]:
+    """Per pool: what its allocations whose cards never changed held in ``[start, end)``,
+    priced at the reserved rate (the sum :func:`pool_idle_costs` makes, in one statement)."""
+    values, params = _price_rows(periods, RateKind.GPU_RESERVED)
+    if not values:
+        values, params = "(NULL::timestamptz, NULL::timestamptz, NULL::bigint, NULL::numeric)", []
+    seconds = _SECONDS.format(
+        start="GREATEST(a.starts_at, price.starts, %s)", end="LEAST(a.ends_at, price.ends, %s)"
     )
-    lines = list(
+    sql = _HELD_SQL.format(
+        values=values,
+        seconds=seconds,
+        allocation=Allocation._meta.db_table,
+        finding=IdleFinding._meta.db_table,
+    )
+    states = [IdleFindingState.RECLAIMED.value, IdleFindingState.UNDONE.value]
+    # in the order the placeholders appear: seconds (end, start), the join, the filter
+    args = [*params, end, start, end, start, [str(x) for x in CHARGED_STATUSES], end, start, states]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, args)
+        return {pool: card_seconds_hours(Decimal(cost)) for pool, cost in cursor.fetchall()}
+
+
+def finance_month(*, month: date) -> dict:
+    """Every team's statement of the month (a queryset, by team name), its lines (a queryset,
+    by team name and position), and the month's sums made in the database: total, count,
+    per cost centre, by team and by GPU / served model."""
+    statements = (
+        Statement.objects.filter(month=month).select_related("team").order_by("team__name", "pk")
+    )
+    lines = (
         StatementLine.objects.filter(statement__month=month)
         .select_related("gpu_model", "statement__team")
-        .order_by("statement__team__name", "position")
+        .order_by("statement__team__name", "statement_id", "position")
     )
-    by_centre: dict[str, Decimal] = defaultdict(Decimal)
-    for s in statements:
-        by_centre[s.cost_centre or "—"] += s.total_amount
+    sums = statements.aggregate(total=Sum("total_amount"), count=Count("pk"))
+    by_centre = (
+        statements.values("cost_centre")
+        .annotate(amount=Sum("total_amount"))
+        .order_by("cost_centre")
+        .values_list("cost_centre", "amount")
+    )
+    centres: dict[str, Decimal] = defaultdict(Decimal)
+    for centre, amount in by_centre:
+        centres[centre or "—"] += amount
+    by_team = statements.values_list("team__name", "total_amount")
+    by_model = (
+        StatementLine.objects.filter(statement__month=month)
+        .values("gpu_model__name", "served_model")
+        .annotate(amount=Sum("amount"))
+        .order_by()
+    )
+    models: dict[str, Decimal] = defaultdict(Decimal)
+    for row in by_model:
+        models[row["gpu_model__name"] or row["served_model"] or "—"] += row["amount"]
+    first = statements.values_list("currency", flat=True).first()
     return {
         "statements": statements,
+        "statement_count": sums["count"],
         "lines": lines,
-        "total": sum((s.total_amount for s in statements), Decimal(0)),
-        "currency": statements[0].currency if statements else None,
-        "by_cost_centre": sorted(by_centre.items()),
-        "by_team": [{"label": s.team.name, "amount": s.total_amount} for s in statements],
-        "by_gpu_model": cost_by_gpu_model(lines),
+        "total": sums["total"] or Decimal(0),
+        "currency": first,
+        "by_cost_centre": sorted(centres.items()),
+        "by_team": [{"label": name, "amount": amount} for name, amount in by_team],
+        "by_gpu_model": [
+            {"label": k, "amount": v} for k, v in sorted(models.items(), key=lambda kv: -kv[1])
+        ],
     }
 
 

@@ -6,9 +6,12 @@ from datetime import date
 
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html_join
 
 from billing import selectors
 from billing.conf import billing_zone
@@ -16,6 +19,9 @@ from billing.pricing import month_of, next_month, previous_month
 from billing.reports import statement_pdf, statements_csv
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_list
+
+STATEMENTS_PER_PAGE = 50
+LINES_PER_PAGE = 100
 
 
 def _month(text: str | None) -> date:
@@ -82,10 +88,21 @@ def team_month(request, team: str, month: str):
             [{"label": f"{t['month']:%Y-%m}", "amount": t["total"]} for t in trend], "Total"
         ),
         "model_chart": _chart(by_model, "Cost"),
-        "teams": team_list(user=request.user),
+        "team_links": _team_links(request.user, team_obj, month_d),
         "currency": statement.currency if statement else None,
     }
     return render(request, "billing/team_month.html", context)
+
+
+def _team_links(user, current: Team, month: date) -> str:
+    """Links (each led by " · ") to the same month of the user's other teams (all for staff),
+    built here: a ``{% url %}`` per team cost 0.1 ms each, 0.2 s for a fleet's 1,600 teams."""
+    marker = "team-slug-placeholder"
+    href = reverse("billing:team-month", args=[marker, f"{month:%Y-%m}"])
+    others = team_list(user=user).exclude(pk=current.pk).order_by("name", "pk")
+    return format_html_join(
+        "", ' · <a href="{}">{}</a>', ((href.replace(marker, t.slug), t.name) for t in others)
+    )
 
 
 @staff_member_required
@@ -101,6 +118,11 @@ def finance_month(request, month: str):
     trend = selectors.month_trend(team=None, month=month_d)
     context = {
         **data,
+        # a person pages through a month's statements and lines; the sums above cover all
+        "statements": Paginator(data["statements"], STATEMENTS_PER_PAGE).get_page(
+            request.GET.get("page")
+        ),
+        "lines": Paginator(data["lines"], LINES_PER_PAGE).get_page(request.GET.get("lines_page")),
         "month": month_d,
         "prev": previous_month(month_d),
         "next": next_month(month_d),

@@ -35,7 +35,17 @@ class AwareDateTimeField(serializers.DateTimeField):
         return parsed
 
 
-class VisibleTeamField(serializers.SlugRelatedField):
+class SlugLookupField(serializers.SlugRelatedField):
+    """A slug lookup that answers "does not exist" for a value PostgreSQL could not even compare
+    (a NUL byte: text columns cannot hold one, and the query would fail with a 500)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=data)
+        return super().to_internal_value(data)
+
+
+class VisibleTeamField(SlugLookupField):
     """A team by slug, among the teams the caller may act for (all for pool admins): another
     team's slug gets the same "does not exist" as a missing one, so existence does not leak."""
 

@@ -8,11 +8,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import wraps
 
+from django import forms
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.forms.utils import flatatt
 from django.http import StreamingHttpResponse
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 PAGE_SIZES = (25, 50, 100, 200)
 
@@ -104,3 +108,26 @@ def filtered_list(
 
 # Colour-blind-safe qualitative palette (Okabe–Ito).
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442"]
+
+
+class PlainSelect(forms.Select):
+    """A ``<select>`` built in Python. Django renders each option through a template, about
+    0.3 ms each: too slow for a list of every team of a fleet (1,600 teams, 0.5 s). Used
+    for the team pickers."""
+
+    def render(self, name, value, attrs=None, renderer=None):
+        selected = {str(v) for v in self.format_value(value)}
+        options = format_html_join(
+            "",
+            '<option value="{}"{}>{}</option>',
+            (
+                (key, mark_safe(" selected") if str(key) in selected else "", label)
+                for key, label in self.choices
+            ),
+        )
+        return format_html(
+            '<select name="{}"{}>{}</select>',
+            name,
+            flatatt(self.build_attrs(self.attrs, attrs)),
+            options,
+        )

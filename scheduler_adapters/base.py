@@ -26,8 +26,30 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from scheduler_adapters.records import GpuLimit, JobPlacement, JobRecord, JobSpec
+from scheduler_adapters.records import (
+    GpuLimit,
+    JobPlacement,
+    JobRecord,
+    JobSpec,
+    ReservationRecord,
+    ReservationSpec,
+)
 from scheduler_adapters.types import ParseResult
+
+
+@runtime_checkable
+class ReservationAdapter(Protocol):
+    """Advance reservations of whole nodes for an account (Slurm: ``scontrol create
+    reservation``); what makes a placement shape real in the scheduler. Idempotent like the
+    rest: ``create_reservation`` returns ``False`` when the same reservation exists and raises
+    SchedulerRejected when one by that name exists with other values; ``delete_reservation``
+    returns ``False`` when there was none."""
+
+    def create_reservation(self, spec: ReservationSpec) -> bool: ...
+
+    def delete_reservation(self, name: str) -> bool: ...
+
+    def get_reservation(self, name: str) -> ReservationRecord | None: ...
 
 
 @runtime_checkable

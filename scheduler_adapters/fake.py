@@ -18,12 +18,18 @@ Failure switches, for the errors a caller must survive:
 - ``fail_next(error)``: the next call raises ``error``.
 
 ``calls`` lists the operations called, in order, for idempotency assertions.
+
+Reservations (:class:`~scheduler_adapters.base.ReservationAdapter`, what ``scontrol`` does for
+the real adapter) are kept on the fake nodes by name (``fake-<partition>-<type>``): a job
+submitted with ``reservation`` starts only inside the window and only for an account the
+reservation names; while a reservation is active, other jobs cannot use its node's cards.
+Errors carry scontrol's/slurmctld's words without a number, as the command line gives them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from scheduler_adapters.errors import (
@@ -42,6 +48,8 @@ from scheduler_adapters.records import (
     JobRecord,
     JobSpec,
     JobState,
+    ReservationRecord,
+    ReservationSpec,
     check_name,
 )
 from scheduler_adapters.types import (
@@ -99,6 +107,7 @@ class FakeScheduler:
         self.accounts: dict[str, _Account] = {}
         self.associations: set[tuple[str, str, str]] = set()
         self.jobs: dict[int, _Job] = {}
+        self.reservations: dict[str, ReservationRecord] = {}
         self.calls: list[str] = []
         self.down = False
         self.timeout = False
@@ -232,11 +241,61 @@ class FakeScheduler:
             )
         return tuple(limits)
 
+    def create_reservation(self, spec: ReservationSpec) -> bool:
+        operation = "create_reservation"
+        self._enter(operation)
+        known = {f"fake-{p}-{t}" for p, types in self.partitions.items() for t in types}
+        unknown = [node for node in spec.nodes if node not in known]
+        if unknown:
+            raise self._refusal(operation, f"Invalid node name specified: {','.join(unknown)}")
+        if spec.account not in self.accounts:
+            raise self._refusal(operation, "Invalid account or account/partition combination")
+        record = ReservationRecord(
+            name=spec.name,
+            accounts=(spec.account,),
+            nodes=spec.nodes,
+            starts_at=spec.starts_at.replace(microsecond=0),
+            ends_at=spec.ends_at.replace(microsecond=0),
+            partition=spec.partition,
+            state=None,
+        )
+        existing = self.reservations.get(spec.name)
+        if existing is not None:
+            if existing == record:
+                return False
+            raise self._refusal(operation, f"reservation {spec.name} exists with other values")
+        for other in self.reservations.values():
+            overlapping = other.starts_at < record.ends_at and record.starts_at < other.ends_at
+            if overlapping and set(other.nodes) & set(record.nodes):
+                raise self._refusal(operation, "Requested nodes are busy")
+        self.reservations[spec.name] = record
+        self._advance()
+        return True
+
+    def delete_reservation(self, name: str) -> bool:
+        self._enter("delete_reservation")
+        removed = self.reservations.pop(name, None) is not None
+        self._advance()
+        return removed
+
+    def get_reservation(self, name: str) -> ReservationRecord | None:
+        self._enter("get_reservation")
+        record = self.reservations.get(name)
+        if record is None:
+            return None
+        return replace(record, state="ACTIVE" if self._active(record) else "INACTIVE")
+
     def submit_job(self, spec: JobSpec) -> int:
         operation = "submit_job"
         self._enter(operation)
         if spec.partition not in self.partitions:
             raise self._rejection(operation, 2000)
+        if spec.reservation is not None:
+            reservation = self.reservations.get(spec.reservation)
+            if reservation is None:
+                raise self._refusal(operation, "Requested reservation is invalid")
+            if spec.account not in reservation.accounts:
+                raise self._refusal(operation, "Access denied to requested reservation")
         if spec.account not in self.accounts or (
             (spec.account, spec.user, spec.partition) not in self.associations
         ):
@@ -347,6 +406,20 @@ class FakeScheduler:
             http_status=500,
         )
 
+    def _refusal(self, operation: str, text: str) -> SchedulerRejected:
+        return SchedulerRejected(
+            f"Slurm refused the request: {text}",
+            operation=operation,
+            errors=(RemoteError(None, text),),
+        )
+
+    def _active(self, record: ReservationRecord) -> bool:
+        now = self.clock()
+        return record.starts_at <= now < record.ends_at  # type: ignore[operator]
+
+    def _node_of(self, job: _Job) -> str:
+        return f"fake-{job.spec.partition}-{job.gres_type}"
+
     def _advance(self) -> None:
         now = self.clock()
         for job in self.jobs.values():
@@ -365,6 +438,14 @@ class FakeScheduler:
 
     def _blocker(self, job: _Job) -> str | None:
         spec = job.spec
+        if spec.reservation is not None:
+            reservation = self.reservations.get(spec.reservation)
+            if reservation is None or not self._active(reservation):
+                return "Reservation"  # squeue's reason: waiting for its reservation to start
+        elif spec.gpus and any(
+            self._node_of(job) in r.nodes and self._active(r) for r in self.reservations.values()
+        ):
+            return "Resources"  # the node's cards are held by a reservation
         if not spec.gpus:
             return None
         running = [

@@ -29,6 +29,15 @@ precondition, so a concurrent change gives 409 ``Conflict``: the object is read 
 apply retried once. Errors map onto :mod:`scheduler_adapters.errors` (see
 :func:`api_error`); connection refused and timeouts are :class:`SchedulerUnavailable`.
 
+**Which nodes** (placement): a pool names the node label that tells GPU models apart
+(``gpu_label``): GPU Feature Discovery's ``nvidia.com/gpu.product`` (the default) or the
+``gpu-type=<model>`` convention of seed 004 §3.1. Kueue's ResourceFlavors select nodes by it
+(``nodeLabels``; Kueue copies them into the admitted pods' node selector). Without Kueue a
+namespace can carry ``scheduler.alpha.kubernetes.io/node-selector: <label>=<product>`` (the
+PodNodeSelector admission plugin merges it into every pod of the namespace; only when the team
+holds one product, since the plugin ANDs its terms) with ``namespace_node_selector=True``; and
+:func:`gpu_node_affinity` gives the ``affinity`` block for a team's pod templates.
+
 ``dry_run=True`` never writes to the cluster: the objects are rendered as multi-document YAML
 (:meth:`KubernetesAdapter.render_manifests`) and, with ``dry_run_dir``, kept as the team's
 desired state in ``<dir>/<namespace>.yaml`` for ``kubectl apply --server-side -f``.
@@ -75,6 +84,9 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_TEAM = "gpu-pool-portal/team"
 LABEL_NAMESPACE_NAME = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 ANNOTATION_GPU_QUOTA = "gpu-pool-portal/gpu-quota"
+
+ANNOTATION_NODE_SELECTOR = "scheduler.alpha.kubernetes.io/node-selector"  # PodNodeSelector
+GPU_TYPE_LABEL = "gpu-type"  # seed 004 §3.1's convention, beside GFD's LABEL_PRODUCT
 
 RESOURCE_QUOTA_NAME = "gpu-quota"
 LIMIT_RANGE_NAME = "gpu-pool-portal-defaults"
@@ -477,12 +489,56 @@ def object_meta(name: str, namespace: str | None = None, **labels: str) -> dict[
     return metadata
 
 
+def check_gpu_label(label: str) -> str:
+    """``label`` when it is a Kubernetes label key (optional DNS prefix and ``/``, a name of at
+    most 63 characters), else ``ValueError``."""
+    prefix, _, name = label.rpartition("/") if isinstance(label, str) else ("", "", "")
+    if (
+        not name
+        or len(name) > 63
+        or not _LABEL_VALUE.fullmatch(name)
+        or (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)))
+    ):
+        raise ValueError(f"GPU node label {label!r} is not a Kubernetes label key")
+    return label
+
+
+def gpu_node_affinity(products: Iterable[str], *, label: str = LABEL_PRODUCT) -> dict[str, Any]:
+    """A pod's ``affinity`` that keeps it on nodes whose ``label`` is one of ``products``
+    (``requiredDuringSchedulingIgnoredDuringExecution``, operator ``In``; the Pod API's
+    NodeAffinity)."""
+    values = sorted(set(products))
+    if not values:
+        raise ValueError("node affinity needs at least one GPU product")
+    check_gpu_quota(dict.fromkeys(values, 0))
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": check_gpu_label(label), "operator": "In", "values": values}
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+
+
 def quota_manifests(
-    team: str, namespace: str, gpu_quota: Mapping[str, int], *, kueue: bool
+    team: str,
+    namespace: str,
+    gpu_quota: Mapping[str, int],
+    *,
+    kueue: bool,
+    gpu_label: str = LABEL_PRODUCT,
 ) -> list[dict[str, Any]]:
     """The objects that hold a team's GPU quota: the ResourceQuota and, with Kueue, a
-    ResourceFlavor per product, the ClusterQueue and the LocalQueue (in apply order)."""
+    ResourceFlavor per product (selecting nodes by ``gpu_label``), the ClusterQueue and the
+    LocalQueue (in apply order)."""
     quota = check_gpu_quota(gpu_quota)
+    check_gpu_label(gpu_label)
     labels = {LABEL_TEAM: team}
     objects: list[dict[str, Any]] = [
         {
@@ -503,7 +559,7 @@ def quota_manifests(
                 "apiVersion": KUEUE_API_VERSION,
                 "kind": "ResourceFlavor",
                 "metadata": object_meta(flavor_name(product)),
-                "spec": {"nodeLabels": {LABEL_PRODUCT: product}},
+                "spec": {"nodeLabels": {gpu_label: product}},
             }
         )
     # resourceGroups is sent even when empty: leaving it out would leave the old groups in
@@ -553,13 +609,21 @@ def team_manifests(
     kueue: bool,
     container_limits: Mapping[str, str] = DEFAULT_CONTAINER_LIMITS,
     container_requests: Mapping[str, str] = DEFAULT_CONTAINER_REQUESTS,
+    gpu_label: str = LABEL_PRODUCT,
+    namespace_node_selector: bool = False,
 ) -> list[dict[str, Any]]:
-    """Every object of a team, in apply order (the namespace first)."""
+    """Every object of a team, in apply order (the namespace first). With
+    ``namespace_node_selector`` and exactly one product with cards, the namespace carries the
+    PodNodeSelector annotation ``<gpu_label>=<product>`` (module docstring)."""
     _check_group(group)
     labels = {LABEL_TEAM: team}
-    quota = quota_manifests(team, namespace, gpu_quota, kueue=kueue)
+    quota = quota_manifests(team, namespace, gpu_quota, kueue=kueue, gpu_label=gpu_label)
+    namespace_meta = object_meta(namespace, **labels)
+    held = [product for product, cards in check_gpu_quota(gpu_quota).items() if cards > 0]
+    if namespace_node_selector and len(held) == 1:
+        namespace_meta["annotations"] = {ANNOTATION_NODE_SELECTOR: f"{gpu_label}={held[0]}"}
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": object_meta(namespace, **labels)},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": namespace_meta},
         quota[0],
         {
             "apiVersion": "v1",
@@ -661,6 +725,8 @@ class KubernetesAdapter:
         page_size: int = 500,
         container_limits: Mapping[str, str] = DEFAULT_CONTAINER_LIMITS,
         container_requests: Mapping[str, str] = DEFAULT_CONTAINER_REQUESTS,
+        gpu_label: str = LABEL_PRODUCT,
+        namespace_node_selector: bool = False,
     ) -> None:
         if transport is None and api_client is not None:
             transport = ApiTransport(
@@ -678,6 +744,8 @@ class KubernetesAdapter:
         self.namespace_prefix = namespace_prefix
         self.container_limits = dict(container_limits)
         self.container_requests = dict(container_requests)
+        self.gpu_label = check_gpu_label(gpu_label)
+        self.namespace_node_selector = namespace_node_selector
         self.manifests: list[str] = []  # what dry-run writes produced, in order
         namespace_name("x", namespace_prefix)  # a prefix that can never work fails now
 
@@ -793,6 +861,8 @@ class KubernetesAdapter:
             kueue=self.kueue if kueue is None else kueue,
             container_limits=self.container_limits,
             container_requests=self.container_requests,
+            gpu_label=self.gpu_label,
+            namespace_node_selector=self.namespace_node_selector,
         )
 
     def _set_quota(
@@ -806,7 +876,11 @@ class KubernetesAdapter:
     ) -> bool:
         namespace = namespace_name(team, self.namespace_prefix)
         objects = quota_manifests(
-            team, namespace, gpu_quota, kueue=self.kueue if kueue is None else kueue
+            team,
+            namespace,
+            gpu_quota,
+            kueue=self.kueue if kueue is None else kueue,
+            gpu_label=self.gpu_label,
         )
         if self.dry_run:
             return self._emit(team, objects)
@@ -901,8 +975,8 @@ class KubernetesAdapter:
         for flavor in transport.list("ResourceFlavor", operation=operation):
             metadata = flavor.get("metadata") or {}
             node_labels = (flavor.get("spec") or {}).get("nodeLabels") or {}
-            if metadata.get("name") and node_labels.get(LABEL_PRODUCT):
-                products[metadata["name"]] = node_labels[LABEL_PRODUCT]
+            if metadata.get("name") and node_labels.get(self.gpu_label):
+                products[metadata["name"]] = node_labels[self.gpu_label]
         split: dict[str, int] = {}
         for group in (queue.get("spec") or {}).get("resourceGroups") or []:
             for flavor in group.get("flavors") or []:

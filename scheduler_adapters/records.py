@@ -98,7 +98,8 @@ class JobSpec:
     ``partition``). ``gpus`` cards of ``gres_type`` per node (``--gres=gpu:<type>:<n>``;
     ``gres_type=None`` asks for untyped GPUs). ``script`` must start with ``#!``.
     ``time_limit_min`` is the wall-clock limit in minutes; ``memory_mib`` per node.
-    ``stdout`` must be writable by ``user`` (``/dev/null`` by default).
+    ``stdout`` must be writable by ``user`` (``/dev/null`` by default). ``reservation``: run
+    inside that advance reservation (``--reservation``).
     """
 
     account: str
@@ -113,11 +114,14 @@ class JobSpec:
     working_directory: str = "/tmp"
     stdout: str = "/dev/null"
     environment: Mapping[str, str] = field(default_factory=lambda: {"PATH": "/usr/bin:/bin"})
+    reservation: str | None = None
 
     def __post_init__(self) -> None:
         check_name("account", self.account)
         check_name("user", self.user)
         check_name("partition", self.partition, GRES_TYPE)
+        if self.reservation is not None:
+            check_name("reservation", self.reservation, GRES_TYPE)
         if self.gres_type is not None:
             check_name("GRES type", self.gres_type, GRES_TYPE)
         if not self.script.startswith("#!"):
@@ -216,3 +220,53 @@ class Association:
     partition: str | None
     parent_account: str | None
     grp_tres: Mapping[str, int]
+
+
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
+
+
+@dataclass(frozen=True)
+class ReservationSpec:
+    """An advance reservation of whole nodes for one account over a window
+    (``scontrol create reservation``, https://slurm.schedmd.com/reservations.html).
+
+    ``nodes``: the node names the placement counted on (sorted, no repeats); ``starts_at`` /
+    ``ends_at`` aware datetimes, half-open like the allocation's window; ``partition`` the pool's.
+    Only jobs of ``account`` (``--reservation=<name>``) may then use those nodes in the window.
+    """
+
+    name: str
+    account: str
+    nodes: tuple[str, ...]
+    starts_at: datetime
+    ends_at: datetime
+    partition: str | None = None
+
+    def __post_init__(self) -> None:
+        check_name("reservation", self.name, GRES_TYPE)
+        check_name("account", self.account)
+        if self.partition is not None:
+            check_name("partition", self.partition, GRES_TYPE)
+        if not self.nodes:
+            raise ValueError("a reservation needs at least one node")
+        for node in self.nodes:
+            check_name("node", node, NODE_NAME)
+        if tuple(sorted(set(self.nodes))) != self.nodes:
+            raise ValueError("reservation nodes must be sorted and distinct")
+        if self.starts_at.tzinfo is None or self.ends_at.tzinfo is None:
+            raise ValueError("reservation times must be aware datetimes")
+        if self.ends_at <= self.starts_at:
+            raise ValueError("a reservation must end after it starts")
+
+
+@dataclass(frozen=True)
+class ReservationRecord:
+    """A reservation as the scheduler reports it (``None``: not said)."""
+
+    name: str
+    accounts: tuple[str, ...]
+    nodes: tuple[str, ...]
+    starts_at: datetime | None
+    ends_at: datetime | None
+    partition: str | None
+    state: str | None

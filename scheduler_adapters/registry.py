@@ -20,6 +20,9 @@ upper case like Django's ``DATABASES``:
 - ``SACCTMGR``: ``{"ENABLED": bool, "PATH": str, "PREFIX": str, "TIMEOUT_S": float}``;
   disabled by default. ``PREFIX`` (shell words) is put before the command to reach the
   cluster's client: ``"chroot /opt/portal-slurm-modern"``, ``"ssh slurm-head"``.
+- ``SCONTROL``: ``{"ENABLED": bool, "PATH": str, "PREFIX": str, "TIMEOUT_S": float}``, the
+  same shape: ``scontrol`` next to the cluster for advance reservations (placement shapes);
+  disabled by default, when the adapter refuses reservation calls with the reason.
 - ``PARTITIONS``: fake only, ``{partition: {gres_type: cards}}``; default the test cluster.
 
 (* slurm backend only.) :func:`slurm_settings_from_env` reads the same names the test
@@ -34,6 +37,9 @@ Kubernetes (``BACKEND`` ``"kubernetes"``, or ``"kubernetes-fake"`` in memory):
 - ``DRY_RUN``: write nothing to the cluster, render YAML instead (bool, default ``False``);
   ``DRY_RUN_DIR``: where each team's YAML is kept.
 - ``NAMESPACE_PREFIX``: default ``"team-"``.
+- ``GPU_LABEL``: the node label telling GPU models apart, ``"nvidia.com/gpu.product"`` (GPU
+  Feature Discovery, default) or ``"gpu-type"``; ``NAMESPACE_NODE_SELECTOR`` (bool, default
+  ``False``): put the PodNodeSelector annotation on a one-product team's namespace.
 - ``TIMEOUT_S`` (default 30) and ``CONNECT_TIMEOUT_S`` (default 5).
 """
 
@@ -48,7 +54,9 @@ from scheduler_adapters.base import NamespaceQuotaAdapter, SchedulerAdapter
 from scheduler_adapters.fake import DEFAULT_PARTITIONS, FakeScheduler
 from scheduler_adapters.kubernetes import KubernetesAdapter, api_client_from_settings
 from scheduler_adapters.kubernetes_fake import FakeKubernetes
+from scheduler_adapters.kubernetes_nodes import LABEL_PRODUCT
 from scheduler_adapters.slurm.client import SlurmRestAdapter
+from scheduler_adapters.slurm.reservations import ScontrolReservations
 from scheduler_adapters.slurm.sacctmgr import SacctmgrFallback
 
 _SLURM_KEYS = {
@@ -66,6 +74,7 @@ _SLURM_KEYS = {
     "SENTINEL_ACCOUNT",
     "TIME_ZONE",
     "SACCTMGR",
+    "SCONTROL",
 }
 _FAKE_KEYS = {"BACKEND", "PARTITIONS"}
 _KUBERNETES_KEYS = {
@@ -79,6 +88,8 @@ _KUBERNETES_KEYS = {
     "DRY_RUN",
     "DRY_RUN_DIR",
     "NAMESPACE_PREFIX",
+    "GPU_LABEL",
+    "NAMESPACE_NODE_SELECTOR",
     "TIMEOUT_S",
     "CONNECT_TIMEOUT_S",
 }
@@ -126,6 +137,7 @@ def build_scheduler_adapter(
         sentinel_account=settings.get("SENTINEL_ACCOUNT", "zz-portal-sentinel"),
         time_zone=settings.get("TIME_ZONE", "UTC"),
         sacctmgr=_sacctmgr(settings.get("SACCTMGR"), settings["CLUSTER"]),
+        reservations=_scontrol(settings.get("SCONTROL"), settings.get("TIME_ZONE", "UTC")),
         **credentials,
     )
 
@@ -157,6 +169,8 @@ def _kubernetes(settings: Mapping[str, Any]) -> NamespaceQuotaAdapter:
         namespace_prefix=prefix,
         timeout_s=float(settings.get("TIMEOUT_S", 30)),
         connect_timeout_s=float(settings.get("CONNECT_TIMEOUT_S", 5)),
+        gpu_label=settings.get("GPU_LABEL") or LABEL_PRODUCT,
+        namespace_node_selector=_flag(settings, "NAMESPACE_NODE_SELECTOR"),
     )
 
 
@@ -171,9 +185,11 @@ def slurm_settings_from_env(env: Mapping[str, str]) -> dict[str, Any]:
     """Settings for the slurm backend from environment-style names: ``SLURMRESTD_URL``,
     ``SLURM_ADMIN_USER``, ``SLURM_CLUSTER``, ``SLURM_JWT_KEY`` (key path) or
     ``SLURM_JWT`` (token), ``SLURM_API_VERSION`` (empty: discover), ``SLURM_TIME_ZONE``,
-    ``SLURM_SACCTMGR`` (``1`` enables the fallback), and how to run the cluster's own
-    commands: ``SLURM_COMMAND_PREFIX`` (shell words) or ``SLURM_MODERN_ROOT`` (a chroot,
-    as ``scripts/services/slurm-modern.sh`` writes), see :func:`slurm_command_prefix`."""
+    ``SLURM_SACCTMGR`` (``1`` enables the fallback), ``SLURM_SCONTROL`` (``1`` enables
+    reservations; also on when a command prefix is set, since ``scontrol`` is then there), and
+    how to run the cluster's own commands: ``SLURM_COMMAND_PREFIX`` (shell words) or
+    ``SLURM_MODERN_ROOT`` (a chroot, as ``scripts/services/slurm-modern.sh`` writes), see
+    :func:`slurm_command_prefix`."""
     settings: dict[str, Any] = {
         "BACKEND": "slurm",
         "URL": env.get("SLURMRESTD_URL", ""),
@@ -183,6 +199,11 @@ def slurm_settings_from_env(env: Mapping[str, str]) -> dict[str, Any]:
         "TIME_ZONE": env.get("SLURM_TIME_ZONE", "UTC"),
         "SACCTMGR": {
             "ENABLED": env.get("SLURM_SACCTMGR", "") in ("1", "true", "yes"),
+            "PREFIX": shlex.join(slurm_command_prefix(env)),
+        },
+        "SCONTROL": {
+            "ENABLED": env.get("SLURM_SCONTROL", "") in ("1", "true", "yes")
+            or bool(slurm_command_prefix(env)),
             "PREFIX": shlex.join(slurm_command_prefix(env)),
         },
     }
@@ -227,6 +248,20 @@ def _sacctmgr(config: Mapping[str, Any] | None, cluster: str) -> SacctmgrFallbac
         cluster=cluster,
         executable=config.get("PATH", "sacctmgr"),
         prefix=shlex.split(config.get("PREFIX", "")),
+        timeout_s=float(config.get("TIMEOUT_S", 30)),
+    )
+
+
+def _scontrol(config: Mapping[str, Any] | None, time_zone: str) -> ScontrolReservations | None:
+    if not config:
+        return None
+    _check_keys(config, _SACCTMGR_KEYS, where="SCONTROL")
+    if not config.get("ENABLED"):
+        return None
+    return ScontrolReservations(
+        executable=config.get("PATH", "scontrol"),
+        prefix=shlex.split(config.get("PREFIX", "")),
+        time_zone=time_zone,
         timeout_s=float(config.get("TIMEOUT_S", 30)),
     )
 

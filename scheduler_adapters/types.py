@@ -128,6 +128,9 @@ class NodeSnapshot:
     # Slurm: cards allocated to jobs now, from the node's GRES-used field (slurmctld keeps it
     # whatever AccountingStorageTRES says); None when the source does not say.
     gpus_allocated: int | None = None
+    # NVLink/NVSwitch domains (GPU indices joined by NVLink), from nvidia-smi topo -m / nvlink
+    # -s; None when the source does not say (never "all joined").
+    nvlink_domains: tuple[tuple[int, ...], ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,15 @@ from decimal import Decimal
 
 from django.db.models import Sum
 
-from billing.choices import UsageSource, UsageUnit
+from billing.choices import RateKind, UsageSource, UsageUnit
+from billing.conf import billing_zone
+from billing.errors import RateCardConflict
 from billing.models import Statement, UsageRecord
-from billing.pricing import previous_month
+from billing.pricing import month_of, previous_month, round_money
+from billing.services.rates import rate_periods
 from pools.capacity.arithmetic import card_seconds_hours
 from pools.capacity.models import Allocation
+from pools.dashboards.stranded import StrandedRow
 from pools.reclamation.card_timeline import card_pieces
 
 
@@ -105,3 +109,39 @@ def held_card_hours(
         if hi > lo:
             total += Decimal(piece.cards) * Decimal((hi - lo).total_seconds())
     return card_seconds_hours(total)
+
+
+@dataclass(frozen=True)
+class StrandedCost:
+    """Stranded capacity of one pool × GPU model priced at the reserved card-hour rate in force
+    now (``amount`` rounded half-up to the currency's minor unit; ``None`` when unpriced)."""
+
+    row: StrandedRow
+    price_per_card_hour: Decimal | None
+    currency: str | None
+    amount: Decimal | None
+
+
+def stranded_costs(rows: list[StrandedRow], *, now) -> list[StrandedCost]:
+    """Price each row's stranded card-hours at today's reserved rate for its GPU model (the
+    rate card in force at ``now``; the horizon's later rate changes are not applied)."""
+    zone = billing_zone()
+    month = month_of(now, zone)
+    try:
+        periods = rate_periods(month=month, zone=zone)
+    except RateCardConflict:
+        periods = []
+    period = next((p for p in periods if p.start <= now < p.end), None)
+    priced = []
+    for row in rows:
+        price = None
+        if period is not None:
+            price = period.prices.get((RateKind.GPU_RESERVED, row.gpu_model_id, ""))
+        currency = period.currency if period is not None and price is not None else None
+        amount = (
+            round_money(row.stranded_card_hours * price, currency)
+            if price is not None and currency
+            else None
+        )
+        priced.append(StrandedCost(row, price, currency, amount))
+    return priced

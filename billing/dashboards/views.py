@@ -27,6 +27,7 @@ from pools.choices import IdleFindingState
 from pools.dashboards import capacity as dashboard
 from pools.dashboards import utilisation
 from pools.dashboards.forms import DashboardFilterForm
+from pools.dashboards.stranded import stranded_capacity
 from pools.elastic.selectors import borrowed_cards_by_pool
 from pools.inventory.models import DriverGroup, GpuModel, Pool
 from pools.reclamation.card_timeline import card_changes
@@ -50,6 +51,27 @@ CAPACITY_COLUMNS = [
     Column("idle_allocated", lambda r: r["idle_allocated"]),
     Column("free", lambda r: r["free"]),
     Column("headroom", lambda r: r["headroom"]),
+]
+STRANDED_COLUMNS = [
+    Column("pool_slug", lambda c: c.row.pool_slug),
+    Column("gpu_model_slug", lambda c: c.row.gpu_model_slug),
+    Column("cards", lambda c: c.row.cards),
+    Column("free_card_hours", lambda c: f"{c.row.free_card_hours:.2f}"),
+    Column("stranded_card_hours", lambda c: f"{c.row.stranded_card_hours:.2f}"),
+    Column("stranded_for_2_card_hours", lambda c: f"{c.row.card_hours_for[2]:.2f}"),
+    Column("stranded_for_4_card_hours", lambda c: f"{c.row.card_hours_for[4]:.2f}"),
+    Column("stranded_for_8_card_hours", lambda c: f"{c.row.card_hours_for[8]:.2f}"),
+    Column("unknown_topology_card_hours", lambda c: f"{c.row.unknown_topology_card_hours:.2f}"),
+    Column("price_per_card_hour", lambda c: c.price_per_card_hour),
+    Column("amount", lambda c: c.amount),
+    Column("currency", lambda c: c.currency),
+    Column(
+        "win_back",
+        lambda c: "; ".join(
+            f"{w.node}: free {w.cards_to_free} held card(s) for a whole {w.target_cards}"
+            for w in c.row.win_back
+        ),
+    ),
 ]
 PLAN_COLUMNS = [
     Column("pool", lambda r: r[0]),
@@ -260,12 +282,12 @@ def admin_dashboard(request):
         return response
 
     export = request.GET.get("export")
-    rows = dashboard.capacity_rows(filters=filters, now=now)
+    plan = dashboard.allocation_plan(filters=filters, now=now)
+    rows = dashboard.capacity_rows(filters=filters, now=now, plan=plan)
     in_use = utilisation.UtilisationNow(now=now, error="not read for this export")
     if export not in ("plan", "forecast", "teams-cards", "teams-cost", "alerts"):
         in_use = utilisation.utilisation_now(filters=filters, now=now)  # the page and capacity
         utilisation.apply_in_use(rows, in_use)
-    plan = dashboard.allocation_plan(filters=filters, now=now)
     days = dashboard.plan_days(now)
     usable = {(r.pool_slug, r.gpu_model_slug): r.usable for r in rows}
     forecasts = dashboard.demand_forecasts(filters=filters, now=now, usable=usable)
@@ -280,6 +302,9 @@ def admin_dashboard(request):
 
     if export == "capacity":
         return csv_response(_capacity_table(rows), CAPACITY_COLUMNS, "dashboard-capacity.csv")
+    stranded = costs.stranded_costs(stranded_capacity(filters=filters, now=now), now=now)
+    if export == "stranded":
+        return csv_response(stranded, STRANDED_COLUMNS, "dashboard-stranded.csv")
     if export == "plan":
         lines = (
             (pool, model, d.date().isoformat(), s.held[i], s.pending[i], usable.get((pool, model)))
@@ -326,6 +351,7 @@ def admin_dashboard(request):
         "chart": _plan_chart(plan, rows, days),
         "unplaced_pending": unplaced.unplaced_pending if unplaced else 0,
         "forecasts": forecasts,
+        "stranded": stranded,
         "alerts": alerts,
         "top_cards": top_cards,
         "top_cost": top_cost,

@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('billing', '0002_replayed_and_unmetered_tokens'),
-        ('pools', '0011_elastic_capacity'),
+        ('pools', '0013_elastic_capacity'),
     ]
 
     operations = [

@@ -11,7 +11,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from pools.api_common import AwareDateTimeField, VisibleTeamField
+from pools.api_common import AwareDateTimeField, SlugLookupField, VisibleTeamField
 from pools.capacity import selectors
 from pools.capacity.arithmetic import card_hours
 from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilterSet
@@ -44,6 +44,7 @@ class AllocationSerializer(serializers.ModelSerializer):
             "status_reason",
             "pricing_method",
             "scheduler_binding",
+            "placement",
             "card_hours",
             "created_at",
             "updated_at",
@@ -56,10 +57,10 @@ class AllocationSerializer(serializers.ModelSerializer):
 
 class CapacityRequestSerializer(serializers.ModelSerializer):
     team = VisibleTeamField()
-    pool = serializers.SlugRelatedField(
+    pool = SlugLookupField(
         slug_field="slug", queryset=Pool.objects.all(), required=False, allow_null=True
     )
-    gpu_model = serializers.SlugRelatedField(
+    gpu_model = SlugLookupField(
         slug_field="slug", queryset=GpuModel.objects.all(), required=False, allow_null=True
     )
     requested_by = serializers.StringRelatedField()
@@ -71,6 +72,12 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
         max_digits=7, decimal_places=2, required=False, allow_null=True, min_value=1
     )
     workload_kind = serializers.ChoiceField(choices=WorkloadKind.choices)
+    cards_per_node = serializers.IntegerField(
+        min_value=1, max_value=1024, required=False, allow_null=True
+    )
+    node_count = serializers.IntegerField(
+        min_value=1, max_value=1024, required=False, allow_null=True
+    )
     submit = serializers.BooleanField(write_only=True, default=True)
     allocation = AllocationSerializer(read_only=True, allow_null=True)  # None until approved
 
@@ -84,6 +91,10 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
             "gpu_model",
             "min_memory_gib",
             "card_count",
+            "cards_per_node",
+            "node_count",
+            "one_nvlink_domain",
+            "shared_nodes",
             "starts_at",
             "ends_at",
             "cuda_version",
@@ -162,6 +173,10 @@ class CapacityRequestViewSet(
             min_memory_gib=data.pop("min_memory_gib", None),
             cuda_version=data.pop("cuda_version", ""),
             submit=data.pop("submit", True),
+            cards_per_node=data.pop("cards_per_node", None),
+            node_count=data.pop("node_count", None),
+            one_nvlink_domain=data.pop("one_nvlink_domain", False),
+            shared_nodes=data.pop("shared_nodes", False),
         )
         return Response(
             self.get_serializer(self._fresh(created)).data, status=status.HTTP_201_CREATED

@@ -31,6 +31,21 @@ def schedulable_cards(*, pool: Pool, gpu_model: GpuModel, cuda: str | None = Non
     return _schedulable_by_model(pool=pool, cuda=cuda, gpu_model=gpu_model).get(gpu_model.pk, 0)
 
 
+def schedulable_cards_by_pool_model() -> dict[tuple[int, int], int]:
+    """:func:`schedulable_cards` of every pool and model at once (any CUDA), by
+    ``(pool id, model id)``: one query."""
+    rows = (
+        Gpu.objects.filter(
+            node__pool__isnull=False, node__state=NodeState.UP, gpu_model__isnull=False
+        )
+        .exclude(health=GpuHealth.ERROR)
+        .values_list("node__pool", "gpu_model")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return {(pool_id, model_id): n for pool_id, model_id, n in rows}
+
+
 def _schedulable_by_model(
     *, pool: Pool, cuda: str | None, gpu_model: GpuModel | None = None
 ) -> dict[int, int]:
@@ -185,6 +200,74 @@ class Option:
         return not self.reasons
 
 
+@dataclass
+class CapacitySnapshot:
+    """What :func:`request_options` and :func:`pool_free_cards` read, loaded once for many
+    requests (the approval queue): the pools by name, the catalogue, schedulable cards by pool,
+    model and driver group's max CUDA, and the holding allocations overlapping ``[start, end)``.
+    Four queries, whatever the number of requests asked about."""
+
+    pools: list[Pool]
+    models: dict[int, GpuModel]
+    cards: dict[int, list[tuple[int, str | None, int]]]  # pool id -> (model id, max CUDA, n)
+    holding: dict[tuple[int, int], list[tuple[datetime, datetime, int]]]  # (pool, model) ->
+
+    @classmethod
+    def load(cls, *, start: datetime, end: datetime) -> CapacitySnapshot:
+        cards: dict[int, list[tuple[int, str | None, int]]] = {}
+        rows = (
+            Gpu.objects.filter(
+                node__pool__isnull=False, node__state=NodeState.UP, gpu_model__isnull=False
+            )
+            .exclude(health=GpuHealth.ERROR)
+            .values_list("node__pool", "gpu_model", "node__driver_group__max_cuda")
+            .annotate(n=Count("id"))
+            .order_by()
+        )
+        for pool_id, model_id, max_cuda, n in rows:
+            cards.setdefault(pool_id, []).append((model_id, max_cuda, n))
+        holding: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = {}
+        for pool_id, model_id, a, b, n in Allocation.objects.filter(
+            status__in=HOLDING_STATUSES, starts_at__lt=end, ends_at__gt=start
+        ).values_list("pool", "gpu_model", "starts_at", "ends_at", "card_count"):
+            holding.setdefault((pool_id, model_id), []).append((a, b, n))
+        return cls(
+            pools=list(Pool.objects.order_by("name")),
+            models={m.pk: m for m in GpuModel.objects.all()},
+            cards=cards,
+            holding=holding,
+        )
+
+    def schedulable_by_model(self, *, pool: Pool, cuda: str | None) -> dict[int, int]:
+        """As :func:`_schedulable_by_model`, from the snapshot."""
+        wanted = parse_cuda_version(cuda) if cuda else None
+        counts: dict[int, int] = {}
+        for model_id, max_cuda, n in self.cards.get(pool.pk, ()):
+            if _supports(max_cuda, wanted):
+                counts[model_id] = counts.get(model_id, 0) + n
+        return counts
+
+    def intervals(self, *, pool: Pool, gpu_model: GpuModel, start: datetime, end: datetime):
+        """As :func:`holding_intervals`, from the snapshot (whose window must cover this one)."""
+        return [
+            (a, b, n)
+            for a, b, n in self.holding.get((pool.pk, gpu_model.pk), ())
+            if a < end and b > start
+        ]
+
+    def free(
+        self, *, pool: Pool, gpu_model: GpuModel, start: datetime, end: datetime, cuda: str | None
+    ) -> int:
+        """As :func:`pool_free_cards`, from the snapshot."""
+        return free_cards(
+            schedulable=self.schedulable_by_model(pool=pool, cuda=cuda).get(gpu_model.pk, 0),
+            overcommit_ratio=pool.overcommit_ratio,
+            intervals=self.intervals(pool=pool, gpu_model=gpu_model, start=start, end=end),
+            start=start,
+            end=end,
+        )
+
+
 def request_options(
     *,
     workload_kind: str,
@@ -195,6 +278,7 @@ def request_options(
     gpu_model: GpuModel | None = None,
     min_memory_gib: Decimal | None = None,
     cuda: str | None = None,
+    snapshot: CapacitySnapshot | None = None,
 ) -> list[Option]:
     """Every (pool, model) a request could land on, eligible ones first, most free cards first.
 
@@ -202,18 +286,37 @@ def request_options(
     Kubernetes) and, if named, is the one asked for; a model when it is the one asked for or has
     at least ``min_memory_gib``. ``reasons`` says why an option cannot take the request: wrong
     scheduler, no card of the model, no driver supporting the CUDA version, or too few free cards.
+    With a ``snapshot`` (covering the window) nothing more is read from the database.
     """
-    pools = [pool] if pool else list(Pool.objects.order_by("name"))
-    models = GpuModel.objects.all()
-    if gpu_model:
-        models = models.filter(pk=gpu_model.pk)
-    elif min_memory_gib is not None:
-        models = models.filter(memory_gib__gte=min_memory_gib)
-    models_by_id = {m.pk: m for m in models}
+    if snapshot is not None:
+        pools = [pool] if pool else snapshot.pools
+        models_by_id = {
+            pk: m
+            for pk, m in snapshot.models.items()
+            if (pk == gpu_model.pk if gpu_model else
+                min_memory_gib is None or m.memory_gib >= min_memory_gib)
+        }  # fmt: skip
+        by_model = snapshot.schedulable_by_model
+
+        def intervals(candidate, model):
+            return snapshot.intervals(pool=candidate, gpu_model=model, start=start, end=end)
+    else:
+        pools = [pool] if pool else list(Pool.objects.order_by("name"))
+        models = GpuModel.objects.all()
+        if gpu_model:
+            models = models.filter(pk=gpu_model.pk)
+        elif min_memory_gib is not None:
+            models = models.filter(memory_gib__gte=min_memory_gib)
+        models_by_id = {m.pk: m for m in models}
+        by_model = _schedulable_by_model
+
+        def intervals(candidate, model):
+            return holding_intervals(pool=candidate, gpu_model=model, start=start, end=end)
+
     options: list[Option] = []
     for candidate in pools:
-        all_cards = _schedulable_by_model(pool=candidate, cuda=None)
-        capable = _schedulable_by_model(pool=candidate, cuda=cuda) if cuda else all_cards
+        all_cards = by_model(pool=candidate, cuda=None)
+        capable = by_model(pool=candidate, cuda=cuda) if cuda else all_cards
         offered = [models_by_id[m] for m in all_cards if m in models_by_id]
         if gpu_model and gpu_model.pk not in all_cards:
             offered = [gpu_model]
@@ -223,7 +326,7 @@ def request_options(
             free = free_cards(
                 schedulable=schedulable,
                 overcommit_ratio=candidate.overcommit_ratio,
-                intervals=holding_intervals(pool=candidate, gpu_model=model, start=start, end=end),
+                intervals=intervals(candidate, model),
                 start=start,
                 end=end,
             )

@@ -9,6 +9,7 @@ from pools.api_common import visible_teams
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.choices import AllocationStatus, RequestStatus, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
+from pools.web import PlainSelect
 
 
 class _TeamPoolModelFilters(filters.FilterSet):
@@ -16,7 +17,11 @@ class _TeamPoolModelFilters(filters.FilterSet):
     (400 in the API), not an empty result."""
 
     team = filters.ModelChoiceFilter(
-        queryset=visible_teams, to_field_name="slug", empty_label="Any", label="Team"
+        queryset=visible_teams,
+        to_field_name="slug",
+        empty_label="Any",
+        label="Team",
+        widget=PlainSelect,  # a pool admin's list holds every team of the fleet
     )
     pool = filters.ModelChoiceFilter(
         queryset=Pool.objects.order_by("name"), to_field_name="slug", empty_label="Any"

@@ -41,6 +41,22 @@ class CapacityRequestForm(forms.Form):
         label="…with at least (GiB per card)",
     )
     card_count = forms.IntegerField(min_value=1, initial=1, label="Cards")
+    cards_per_node = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=1024,
+        label="Shape: cards per node",
+        help_text="Optional: e.g. 8 for a TP=8 job on one node; empty means any cards.",
+    )
+    node_count = forms.IntegerField(
+        required=False, min_value=1, max_value=1024, label="Shape: nodes (or replica groups)"
+    )
+    one_nvlink_domain = forms.BooleanField(
+        required=False, label="Each node's cards joined by NVLink (one NVLink domain)"
+    )
+    shared_nodes = forms.BooleanField(
+        required=False, label="Groups may share a node (inference replicas)"
+    )
     starts_at = forms.DateTimeField(
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}), label="Start"
     )
@@ -72,6 +88,14 @@ class CapacityRequestForm(forms.Form):
         data = super().clean()
         if not data.get("gpu_model") and not data.get("min_memory_gib"):
             self.add_error("gpu_model", "Choose a GPU model, or a minimum memory per card.")
+        per_node, nodes = data.get("cards_per_node"), data.get("node_count")
+        if (per_node is None) != (nodes is None):
+            self.add_error("node_count", "Give both cards per node and nodes, or neither.")
+        elif per_node is not None and data.get("card_count") not in (None, per_node * nodes):
+            self.add_error(
+                "card_count",
+                f"{nodes} × {per_node} is {per_node * nodes} cards, not {data['card_count']}.",
+            )
         return data
 
 

@@ -66,11 +66,32 @@ class CapacityRequest(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
+    # Placement shape (pools.capacity.placement.Shape): node_count groups of cards_per_node
+    # cards (card_count = the product), optionally each in one NVLink domain; groups may share
+    # a node (inference replicas) with shared_nodes. Both counts empty: "any" card_count cards.
+    cards_per_node = models.PositiveSmallIntegerField(null=True, blank=True)
+    node_count = models.PositiveSmallIntegerField(null=True, blank=True)
+    one_nvlink_domain = models.BooleanField(default=False)
+    shared_nodes = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(condition=Q(card_count__gt=0), name="request_cards_positive"),
+            models.CheckConstraint(
+                condition=(Q(cards_per_node__isnull=True) & Q(node_count__isnull=True))
+                | (
+                    Q(cards_per_node__gt=0)
+                    & Q(node_count__gt=0)
+                    & Q(card_count=models.F("cards_per_node") * models.F("node_count"))
+                ),
+                name="request_shape_matches_cards",
+            ),
+            models.CheckConstraint(
+                condition=Q(cards_per_node__isnull=False)
+                | (Q(one_nvlink_domain=False) & Q(shared_nodes=False)),
+                name="request_shape_flags_need_shape",
+            ),
             models.CheckConstraint(
                 condition=Q(ends_at__gt=models.F("starts_at")), name="request_window_positive"
             ),
@@ -79,7 +100,12 @@ class CapacityRequest(models.Model):
                 name="request_names_model_or_memory",
             ),
         ]
-        indexes = [models.Index(fields=["team", "status"])]
+        indexes = [
+            models.Index(fields=["team", "status"]),
+            # the orderings of the lists: newest first (pages, API), the queue's oldest first
+            models.Index(fields=["created_at", "id"], name="request_created_id"),
+            models.Index(fields=["status", "submitted_at", "id"], name="request_status_submitted"),
+        ]
 
     def __str__(self) -> str:
         return f"Request #{self.pk} {self.team.slug} {self.card_count}× {self.model_label}"
@@ -125,6 +151,9 @@ class Allocation(models.Model):
     )
     status_reason = models.TextField(blank=True)
     expiry_notified_at = models.DateTimeField(null=True, blank=True)
+    # The cards the shape check counted on: [{"node": hostname, "gpus": [index, ...]}, ...];
+    # empty for an unshaped grant (any cards of the pool).
+    placement = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -139,6 +168,9 @@ class Allocation(models.Model):
         indexes = [
             models.Index(fields=["pool", "gpu_model", "status"]),
             models.Index(fields=["team", "status"]),
+            # the orderings of the lists: the API's by start, the page's and My teams' by end
+            models.Index(fields=["starts_at", "id"], name="allocation_starts_id"),
+            models.Index(fields=["ends_at", "id"], name="allocation_ends_id"),
         ]
 
     def __str__(self) -> str:

@@ -7,8 +7,10 @@ from collections import defaultdict
 from datetime import timedelta
 
 from django.contrib import messages
+from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST
@@ -17,21 +19,25 @@ from pools.audit import selectors as audit_selectors
 from pools.capacity import selectors as capacity_selectors
 from pools.capacity.arithmetic import card_hours, usable_cards
 from pools.capacity.availability import (
-    pool_free_cards,
+    CapacitySnapshot,
     request_options,
-    schedulable_cards,
+    schedulable_cards_by_pool_model,
     team_usage,
 )
 from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilterSet
 from pools.capacity.forms import ApproveForm, CapacityRequestForm, ExtendForm, ReasonForm
-from pools.capacity.lifecycle import HOLDING_STATUSES
-from pools.capacity.models import Allocation
+from pools.capacity.placement import Shape
 from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import requests as request_services
+from pools.capacity.shapes import shape_fit
 from pools.choices import RequestStatus
 from pools.errors import DomainError
+from pools.inventory.models import GpuModel, Pool
 from pools.tenancy import selectors as tenancy_selectors
 from pools.web import PALETTE, Column, filtered_list, pool_admin_required
+
+QUEUE_PAGE_SIZE = 50  # submitted requests per page of the approval queue
+TIMELINE_ALLOCATIONS = 10  # of the user's allocations listed under each timeline chart
 
 # How a service's field errors are named in a flash message (the form's labels).
 _FIELD_LABELS = {
@@ -168,6 +174,11 @@ def request_new(request):
                 min_memory_gib=d["min_memory_gib"],
                 cuda_version=d["cuda_version"].strip(),
                 submit="save_draft" not in request.POST,
+                cards_per_node=d.get("cards_per_node"),
+                node_count=d.get("node_count"),
+                one_nvlink_domain=bool(d.get("one_nvlink_domain"))
+                and d.get("cards_per_node") is not None,
+                shared_nodes=bool(d.get("shared_nodes")) and d.get("cards_per_node") is not None,
             )
         except DomainError as exc:
             _apply_errors(form, exc)
@@ -233,7 +244,7 @@ def _options_for(form):
         return None
     if not d.get("gpu_model") and not d.get("min_memory_gib"):
         return None
-    return request_options(
+    options = request_options(
         workload_kind=d["workload_kind"],
         card_count=d.get("card_count") or 1,
         start=d["starts_at"],
@@ -243,6 +254,29 @@ def _options_for(form):
         min_memory_gib=d.get("min_memory_gib"),
         cuda=(d.get("cuda_version") or "").strip() or None,
     )
+    if d.get("cards_per_node") and d.get("node_count"):
+        shape = Shape(
+            cards_per_node=d["cards_per_node"],
+            nodes=d["node_count"],
+            one_nvlink_domain=bool(d.get("one_nvlink_domain")),
+            shared_nodes=bool(d.get("shared_nodes")),
+        )
+        for option in options:
+            # the shape per pool and model: does it fit node by node in the window, and if
+            # not, the largest that does (two queries per option shown)
+            option.shape_fit = (
+                shape_fit(
+                    pool=option.pool,
+                    gpu_model=option.gpu_model,
+                    shape=shape,
+                    start=d["starts_at"],
+                    end=d["ends_at"],
+                    cuda=(d.get("cuda_version") or "").strip() or None,
+                )
+                if option.total
+                else None
+            )
+    return options
 
 
 def request_detail(request, pk: int):
@@ -378,17 +412,27 @@ def approval_queue(request):
         "team__name",
         "-team__name",
     }
-    pending = list(
+    pending = (
         capacity_selectors.capacity_request_list(user=request.user)
         .filter(status=RequestStatus.SUBMITTED)
         .order_by(ordering if ordering in allowed else "submitted_at", "pk")
     )
-    held = team_usage(team_ids=list({r.team_id for r in pending}), at=timezone.now())
+    page = Paginator(pending, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    items = list(page.object_list)
+    held = team_usage(team_ids=list({r.team_id for r in items}), at=timezone.now())
+    # One read of pools, cards and holdings for the whole page, not one per request.
+    snapshot = (
+        CapacitySnapshot.load(
+            start=min(r.starts_at for r in items), end=max(r.ends_at for r in items)
+        )
+        if items
+        else None
+    )
     rows = []
-    for item in pending:
+    for item in items:
         suggestion = None
         if item.pool_id and item.gpu_model_id:
-            free = pool_free_cards(
+            free = snapshot.free(
                 pool=item.pool,
                 gpu_model=item.gpu_model,
                 start=item.starts_at,
@@ -405,6 +449,7 @@ def approval_queue(request):
                 gpu_model=item.gpu_model,
                 min_memory_gib=item.min_memory_gib,
                 cuda=item.cuda_version or None,
+                snapshot=snapshot,
             )
             suggestion = next((o for o in options if o.eligible), None)
             free = suggestion.free if suggestion else 0
@@ -419,39 +464,40 @@ def approval_queue(request):
     return render(
         request,
         "pools/requests/approval_queue.html",
-        {"rows": rows, "ordering": ordering, "reason_form": ReasonForm()},
+        {"rows": rows, "page": page, "ordering": ordering, "reason_form": ReasonForm()},
     )
 
 
 def timeline(request):
-    """Cards held per day for the next 8 weeks, per pool and GPU model, against usable cards."""
+    """Cards held per day for the next 8 weeks, per pool and GPU model, against usable cards.
+
+    Summed in the database (``capacity_selectors.timeline_holdings``), so the page costs the
+    same whatever the fleet holds; each chart lists the first :data:`TIMELINE_ALLOCATIONS` of
+    the user's allocations in it, with a link to all of them."""
     start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     days = [start + timedelta(days=i) for i in range(56)]
     end = days[-1] + timedelta(days=1)
     # Capacity is shared, so every team's holdings count; a member sees other teams' cards
-    # summed as "other teams", never their names or allocations.
-    allocations = list(
-        Allocation.objects.select_related("team", "pool", "gpu_model").filter(
-            status__in=HOLDING_STATUSES, starts_at__lt=end, ends_at__gt=start
-        )
+    # summed as "other teams", never their names or allocations (the selector says how).
+    noons = [day + timedelta(hours=12) for day in days]  # cards held at noon: a daily sample
+    series = capacity_selectors.timeline_holdings(
+        user=request.user, start=start, end=end, instants=noons
     )
-    mine = set(tenancy_selectors.team_list(user=request.user).values_list("pk", flat=True))
+    counts, listed = capacity_selectors.timeline_allocations(
+        user=request.user, start=start, end=end, first=TIMELINE_ALLOCATIONS
+    )
+    groups: dict[tuple, dict[str, list[int]]] = defaultdict(dict)
+    for line in series:
+        groups[(line.pool_id, line.gpu_model_id)][line.team or "other teams"] = line.cards
+    pools = Pool.objects.in_bulk({p for p, _ in groups})
+    models = GpuModel.objects.in_bulk({m for _, m in groups})
+    usable_of = schedulable_cards_by_pool_model()
     charts = []
-    groups: dict[tuple, list] = defaultdict(list)
-    for allocation in allocations:
-        groups[(allocation.pool, allocation.gpu_model)].append(allocation)
-    for (pool, model), items in sorted(
-        groups.items(), key=lambda kv: (kv[0][0].name, kv[0][1].name)
+    for (pool_id, model_id), per_team in sorted(
+        groups.items(), key=lambda kv: (pools[kv[0][0]].name, models[kv[0][1]].name)
     ):
-        usable = usable_cards(schedulable_cards(pool=pool, gpu_model=model), pool.overcommit_ratio)
-        per_team: dict[str, list[int]] = defaultdict(lambda: [0] * len(days))
-        for allocation in items:
-            for i, day in enumerate(days):
-                # cards held at noon of that day, a readable daily sample
-                noon = day + timedelta(hours=12)
-                if allocation.starts_at <= noon < allocation.ends_at:
-                    label = allocation.team.name if allocation.team_id in mine else "other teams"
-                    per_team[label][i] += allocation.card_count
+        pool, model = pools[pool_id], models[model_id]
+        usable = usable_cards(usable_of.get((pool_id, model_id), 0), pool.overcommit_ratio)
         charts.append(
             {
                 "id": f"tl-{pool.pk}-{model.pk}",
@@ -482,9 +528,10 @@ def timeline(request):
                         }
                     ],
                 },
-                "allocations": sorted(
-                    (a for a in items if a.team_id in mine), key=lambda a: a.starts_at
-                ),
+                "allocations": listed.get((pool_id, model_id), []),
+                "allocation_count": counts.get((pool_id, model_id), 0),
+                "all_url": f"{reverse('pools:allocation-list')}?pool={pool.slug}"
+                f"&gpu_model={model.slug}",
             }
         )
     return render(

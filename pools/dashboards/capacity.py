@@ -14,14 +14,25 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import Count, F, Q, Sum, Window
+from django.db.models import (
+    Case,
+    Count,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    Q,
+    Sum,
+    When,
+    Window,
+)
 from django.db.models.functions import Coalesce
 
 from pools.capacity.arithmetic import usable_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
+from pools.capacity.selectors import cards_held_at
 from pools.choices import GpuHealth, NodeState, RequestStatus
-from pools.inventory.models import Gpu, Node
+from pools.inventory.models import Gpu, GpuModel, Node, Pool
 from pools.inventory.selectors import unrecognised_model_list
 from pools.reclamation.models import IdleFinding
 
@@ -189,9 +200,12 @@ def pooled_gpus(filters: DashboardFilters):
     return gpus
 
 
-def capacity_rows(*, filters: DashboardFilters, now: datetime) -> list[CapacityRow]:
+def capacity_rows(
+    *, filters: DashboardFilters, now: datetime, plan: dict[tuple, PlanSeries] | None = None
+) -> list[CapacityRow]:
     """Per pool × model: cards by driver group (total, healthy, schedulable), allocated now and
-    the 8-week peaks of held and pending cards. Three queries.
+    the 8-week peaks of held and pending cards. Three queries, one when given the
+    :func:`allocation_plan` of the same filters and instant.
 
     healthy: card health not ``error`` on an ``up`` node (as the fleet overview counts);
     schedulable: the same and a recognised model (what approvals count, before CUDA checks).
@@ -240,7 +254,8 @@ def capacity_rows(*, filters: DashboardFilters, now: datetime) -> list[CapacityR
     for row in rows.values():
         row.groups.sort(key=lambda g: g.driver_group)
 
-    plan = allocation_plan(filters=filters, now=now)
+    if plan is None:
+        plan = allocation_plan(filters=filters, now=now)
     for (pool_slug, model_slug), series in plan.items():
         row = rows.get((pool_slug, model_slug))
         if row is None:  # held or asked for, but no inventory matches the filters
@@ -314,7 +329,8 @@ def plan_days(now: datetime) -> list[datetime]:
 
 def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, PlanSeries]:
     """Per (pool slug, model slug): cards of holding allocations and of submitted requests on
-    each of the next 56 days (at noon), and cards held at ``now``. Two queries.
+    each of the next 56 days (at noon), and cards held at ``now``. Three queries, summed in the
+    database (:func:`pools.capacity.selectors.cards_held_at`).
 
     A submitted request that names no pool or no model cannot be placed on one chart; it is
     counted in ``unplaced_pending`` of the key ``("", "")``.
@@ -329,10 +345,8 @@ def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, 
         status=RequestStatus.SUBMITTED, starts_at__lt=end, ends_at__gt=days[0]
     )
     allocations, requests = _filtered(allocations, filters), _filtered(requests, filters)
-    fields = (
-        "pool__slug", "pool__name", "gpu_model__slug", "gpu_model__name",
-        "starts_at", "ends_at", "card_count",
-    )  # fmt: skip
+    names = ("pool__slug", "pool__name", "gpu_model__slug", "gpu_model__name")
+    sums = cards_held_at(noons)  # summed in the database, one row per pool × model
     plan: dict[tuple, PlanSeries] = {}
 
     def series(row) -> PlanSeries:
@@ -344,22 +358,25 @@ def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, 
             )  # fmt: skip
         return plan[key]
 
-    for row in allocations.values(*fields):
+    held_now = cards_held_at([now])["t0"]
+    for row in allocations.values(*names).annotate(now=held_now, **sums).order_by():
         s = series(row)
-        if row["starts_at"] <= now < row["ends_at"]:
-            s.held_now += row["card_count"]
-        for i, noon in enumerate(noons):
-            if row["starts_at"] <= noon < row["ends_at"]:
-                s.held[i] += row["card_count"]
-    for row in requests.values(*fields):
-        if not (row["pool__slug"] and row["gpu_model__slug"]):
-            s = series({**row, "pool__slug": "", "gpu_model__slug": ""})
-            s.unplaced_pending += row["card_count"]
-            continue
+        s.held_now += row["now"] or 0
+        for i in range(len(days)):
+            s.held[i] += row[f"t{i}"] or 0
+    placed = requests.filter(pool__isnull=False, gpu_model__isnull=False)
+    for row in placed.values(*names).annotate(**sums).order_by():
         s = series(row)
-        for i, noon in enumerate(noons):
-            if row["starts_at"] <= noon < row["ends_at"]:
-                s.pending[i] += row["card_count"]
+        for i in range(len(days)):
+            s.pending[i] += row[f"t{i}"] or 0
+    unplaced = requests.filter(Q(pool__isnull=True) | Q(gpu_model__isnull=True)).aggregate(
+        cards=Sum("card_count")
+    )["cards"]
+    if unplaced:
+        s = series(
+            {"pool__slug": "", "gpu_model__slug": "", "pool__name": "", "gpu_model__name": ""}
+        )
+        s.unplaced_pending += unplaced
     return plan
 
 
@@ -404,7 +421,8 @@ def _least_squares(ys: list[float]) -> tuple[float, float]:
 def demand_forecasts(
     *, filters: DashboardFilters, now: datetime, usable: dict[tuple[str, str], int]
 ) -> list[Forecast]:
-    """When each pool × model runs out at the trend of the last 90 days of requests. One query.
+    """When each pool × model runs out at the trend of the last 90 days of requests. Three
+    queries (sums per week in the database, then the pools' and models' names).
 
     Method: take the requests submitted in the last 13 whole weeks (91 days, ending now) that were
     sent (submitted, approved or rejected; a request naming no pool or model counts for the pool
@@ -419,29 +437,50 @@ def demand_forecasts(
     qs = CapacityRequest.objects.filter(status__in=DEMAND_STATUSES, submitted_at__gte=since)
     if filters.team:
         qs = qs.filter(team__slug=filters.team)
+    # Grouped by ids (one join, to the allocation); the names are read once afterwards.
     qs = qs.annotate(
-        p_slug=Coalesce("pool__slug", "allocation__pool__slug"),
-        p_name=Coalesce("pool__name", "allocation__pool__name"),
-        m_slug=Coalesce("gpu_model__slug", "allocation__gpu_model__slug"),
-        m_name=Coalesce("gpu_model__name", "allocation__gpu_model__name"),
+        p_id=Coalesce("pool_id", "allocation__pool_id"),
+        m_id=Coalesce("gpu_model_id", "allocation__gpu_model_id"),
     )
     if filters.pool:
-        qs = qs.filter(p_slug=filters.pool)
+        qs = qs.filter(p_id__in=Pool.objects.filter(slug=filters.pool).values("pk"))
     if filters.gpu_model:
-        qs = qs.filter(m_slug=filters.gpu_model)
+        qs = qs.filter(m_id__in=GpuModel.objects.filter(slug=filters.gpu_model).values("pk"))
+    # Window lengths summed per week of submission and card count in the database.
+    length = ExpressionWrapper(F("ends_at") - F("starts_at"), output_field=DurationField())
+    week = timedelta(weeks=1)
+    by_week = {
+        f"w{i}": Sum(
+            Case(
+                When(
+                    Q(submitted_at__gte=since + i * week)
+                    & (Q() if i == weeks - 1 else Q(submitted_at__lt=since + (i + 1) * week)),
+                    then=length,
+                ),
+                output_field=DurationField(),
+            )
+        )
+        for i in range(weeks)
+    }
+    by_ids: dict[tuple, list[float]] = {}
+    rows = (
+        qs.filter(p_id__isnull=False, m_id__isnull=False)
+        .values("p_id", "m_id", "card_count")
+        .annotate(**by_week)
+        .order_by()
+    )
+    for r in rows:
+        ys = by_ids.setdefault((r["p_id"], r["m_id"]), [0.0] * weeks)
+        for i in range(weeks):
+            if r[f"w{i}"] is not None:
+                ys[i] += r["card_count"] * (r[f"w{i}"] / timedelta(days=1))
+    pools = Pool.objects.in_bulk({p for p, _ in by_ids})
+    models = GpuModel.objects.in_bulk({m for _, m in by_ids})
     weekly: dict[tuple, list[float]] = {}
     names: dict[tuple, tuple[str, str]] = {}
-    for r in qs.values(
-        "p_slug", "p_name", "m_slug", "m_name", "submitted_at", "starts_at", "ends_at",
-        "card_count",
-    ).order_by():  # fmt: skip
-        if not (r["p_slug"] and r["m_slug"]):
-            continue
-        key = (r["p_slug"], r["m_slug"])
-        names[key] = (r["p_name"], r["m_name"])
-        week = min(weeks - 1, int((r["submitted_at"] - since) / timedelta(weeks=1)))
-        days = (r["ends_at"] - r["starts_at"]) / timedelta(days=1)
-        weekly.setdefault(key, [0.0] * weeks)[week] += r["card_count"] * days
+    for (p, m), ys in by_ids.items():
+        key = (pools[p].slug, models[m].slug)
+        weekly[key], names[key] = ys, (pools[p].name, models[m].name)
     result = []
     for key, ys in weekly.items():
         intercept, slope = _least_squares(ys)

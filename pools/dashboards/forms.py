@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django import forms
 
+from pools.web import PlainSelect
+
 
 class DashboardFilterForm(forms.Form):
     """Filters of the capacity dashboard: pool, GPU model, driver group and team, by slug/branch.
@@ -14,7 +16,7 @@ class DashboardFilterForm(forms.Form):
     driver_branch = forms.TypedChoiceField(
         required=False, coerce=int, empty_value=None, label="Driver group"
     )
-    team = forms.ChoiceField(required=False)
+    team = forms.ChoiceField(required=False, widget=PlainSelect)
 
     def __init__(self, *args, pools=(), gpu_models=(), branches=(), teams=(), **kwargs):
         super().__init__(*args, **kwargs)

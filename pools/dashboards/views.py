@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
+from django.core.paginator import Paginator
 from django.shortcuts import render
 from django.utils import timezone
 
@@ -18,22 +19,30 @@ from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.reclamation.card_timeline import card_changes, card_pieces
 from pools.tenancy import selectors as tenancy_selectors
 
+MY_TEAMS_PAGE_SIZE = 50  # teams, and allocations, per page of "My teams"
+
 
 def my_teams(request):
-    """The user's teams: allocations with time left, usage so far, recent requests."""
-    teams = list(tenancy_selectors.team_list(user=request.user).order_by("name"))
+    """The user's teams: allocations with time left, usage so far, recent requests. Teams and
+    allocations are paged (a pool admin sees every team)."""
+    team_page = Paginator(
+        tenancy_selectors.team_list(user=request.user).order_by("name", "pk"), MY_TEAMS_PAGE_SIZE
+    ).get_page(request.GET.get("teams_page"))
+    teams = list(team_page.object_list)
     now = timezone.now()
-    allocations = (
+    # The selectors already keep to the user's teams (every team for a pool admin).
+    holding = (
         capacity_selectors.allocation_list(user=request.user)
-        .filter(team__in=teams, status__in=HOLDING_STATUSES)
-        .order_by("ends_at")
+        .filter(status__in=HOLDING_STATUSES)
+        .order_by("ends_at", "pk")
     )
-    requests = (
-        capacity_selectors.capacity_request_list(user=request.user)
-        .filter(team__in=teams)
-        .order_by("-created_at")[:20]
+    page = Paginator(holding, MY_TEAMS_PAGE_SIZE).get_page(request.GET.get("page"))
+    recent = capacity_selectors.capacity_request_list(user=request.user).order_by(
+        "-created_at", "-pk"
     )
+    requests = recent[:20]
     held = team_usage(team_ids=[t.pk for t in teams], at=now)
+    allocations = list(page.object_list)
     allocations = list(allocations)
     changes = card_changes(a.pk for a in allocations)
     rows = []
@@ -63,6 +72,8 @@ def my_teams(request):
         "pools/requests/my_teams.html",
         {
             "teams": teams,
+            "team_page": team_page,
+            "page": page,
             "rows": rows,
             "requests": requests,
             "held": held,

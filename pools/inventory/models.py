@@ -175,6 +175,11 @@ class Node(models.Model):
     gpu_replicas = models.PositiveIntegerField(null=True, blank=True)
     # Slurm: cards allocated to jobs when last imported (GRES used); empty when unknown.
     gpus_allocated = models.PositiveIntegerField(null=True, blank=True)
+    # NVLink/NVSwitch domains: lists of GPU indices joined by NVLink, from nvidia-smi topo -m /
+    # nvlink -s (pools.inventory.topology); NULL when no capture said (the catalogue's facts
+    # are the fallback at read time, never stored here).
+    nvlink_domains = models.JSONField(null=True, blank=True)
+    nvlink_read_at = models.DateTimeField(null=True, blank=True)
     last_source = models.CharField(max_length=12, choices=InventorySource.choices, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

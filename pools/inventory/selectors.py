@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
 from pools.choices import GpuHealth, NodeState
@@ -45,6 +45,14 @@ def _gpu_count(**filters):
     return Coalesce(Subquery(per_node), 0)
 
 
+def _count(model, counted=None, **filters):
+    """A correlated subquery: ``counted`` (default: rows) of ``model`` matching ``filters``
+    (which name the outer row with ``OuterRef``), 0 when none. Counts only the rows a page
+    shows, where a join and GROUP BY would count every card of the fleet."""
+    rows = model.objects.filter(**filters).order_by().annotate(one=Value(1)).values("one")
+    return Coalesce(Subquery(rows.annotate(n=counted or Count("*")).values("n")), 0)
+
+
 def node_detail(*, hostname: str) -> Node:
     """One node with its GPUs, their models and MIG devices prefetched; raises DoesNotExist."""
     return (
@@ -75,14 +83,17 @@ def gpu_model_list() -> QuerySet[GpuModel]:
 
     The count is distinct because the list's search joins the aliases, one row per alias.
     """
+    # A correlated count, not a join: the search's alias join cannot repeat it, and no DISTINCT
+    # over every card of the fleet is needed.
     return GpuModel.objects.prefetch_related("aliases").annotate(
-        gpu_count=Count("gpus", distinct=True)
+        gpu_count=_count(Gpu, gpu_model=OuterRef("pk"))
     )
 
 
 def driver_group_list() -> QuerySet[DriverGroup]:
     return DriverGroup.objects.annotate(
-        node_count=Count("nodes", distinct=True), gpu_count=Count("nodes__gpus")
+        node_count=_count(Node, driver_group=OuterRef("pk")),
+        gpu_count=_count(Gpu, node__driver_group=OuterRef("pk")),
     )
 
 
@@ -93,9 +104,9 @@ def pool_list() -> QuerySet[Pool]:
     branch's CUDA may land on a node that cannot run it.
     """
     return Pool.objects.annotate(
-        node_count=Count("nodes", distinct=True),
-        gpu_count=Count("nodes__gpus"),
-        driver_branch_count=Count("nodes__driver_group", distinct=True),
+        node_count=_count(Node, pool=OuterRef("pk")),
+        gpu_count=_count(Gpu, node__pool=OuterRef("pk")),
+        driver_branch_count=_count(Node, Count("driver_group", distinct=True), pool=OuterRef("pk")),
     )
 
 

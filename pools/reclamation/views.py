@@ -46,7 +46,7 @@ from pools.reclamation.services.scan import (
 from pools.reclamation.services.whatif import OVERRIDABLE, reclamation_what_if
 from pools.tenancy import selectors
 from pools.tenancy.models import Team
-from pools.web import Column, csv_response, pool_admin_required
+from pools.web import Column, PlainSelect, csv_response, pool_admin_required
 
 FINDING_COLUMNS = [
     Column("finding", lambda f: f.pk),
@@ -310,8 +310,12 @@ class ExemptionForm(forms.Form):
     """A team's or one allocation's exemption; :func:`exemption_grant` creates it (a plain form:
     the service, not the model, says what is valid, so no constraint is reported twice)."""
 
-    team = forms.ModelChoiceField(queryset=Team.objects.order_by("name"), required=False)
-    allocation = forms.ModelChoiceField(queryset=Allocation.objects.all(), required=False)
+    team = forms.ModelChoiceField(
+        queryset=Team.objects.order_by("name"), required=False, widget=PlainSelect
+    )
+    allocation = forms.ModelChoiceField(
+        queryset=Allocation.objects.all(), required=False, widget=PlainSelect
+    )
     reason = forms.CharField(max_length=1000, widget=forms.Textarea(attrs={"rows": 2}))
     expires_at = forms.DateTimeField(
         label="Expires at", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})

@@ -9,16 +9,18 @@ of tensor peak its GEMMs reach - is a profile field, each with its source below.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pools.sizing import SizingInputError
 
 #: Share of dense tensor peak that inference GEMMs reach, one value for every engine. Bounded by
 #: llm-analysis's "up to 0.7" for inference (sizing_anchors.md 2.5); the value is the one
 #: ``benchmarks/sizing.py`` fits on every published measurement (grid 0.35-0.70, least mean
-#: |log(predicted / measured)|): 0.45. Its cross-validation refits it without the source it
-#: scores, and every leave-one-source-out fold chose 0.40-0.50. Below the peak because
-#: attention, norms, sampling and (FP8/INT8) activation quantisation run between the GEMMs.
+#: |log(predicted / measured)|): 0.45. With issue 17's 32B/70B vLLM rows 0.45 and 0.50 tie
+#: (mean |log error| 0.1289 and 0.1288 over all 230 rows, 0.40 and 0.55 clearly worse), so the
+#: benchmark's all-source line may print 0.50; 0.45 stays. Its cross-validation refits it
+#: without the source it scores (folds chose 0.50-0.55). Below the peak because attention,
+#: norms, sampling and (FP8/INT8) activation quantisation run between the GEMMs.
 COMPUTE_EFFICIENCY = 0.45
 
 #: Fixed time per decoder layer per forward step, seconds, for which bandwidth and FLOPS do not
@@ -31,10 +33,13 @@ STEP_OVERHEAD_S_PER_LAYER = 10 * 3e-6
 #: figure: ``benchmarks/sizing.py`` fits it as the median, over the single-stream rows of vLLM
 #: 0.4.2 and 0.6.3 with prompts of at most 2,048 tokens (Qwen2 and Qwen2.5 speed benchmarks,
 #: A100 80GB, 7B-72B, BF16 / GPTQ / AWQ), of (measured time per output token - modelled time
-#: without overhead) / layers: 121 us, four times the kernel-latency default (V0 schedules and
-#: samples in Python between forward passes). The cross-validation refits it without the
-#: source it scores (0.6.3 alone gives about 110 us, 0.4.2 alone about 145 us).
-VLLM_V0_STEP_OVERHEAD_S_PER_LAYER = 121e-6
+#: without overhead) / layers: 115 us, about four times the kernel-latency default (V0
+#: schedules and samples in Python between forward passes). The modelled time already holds
+#: the kernels these releases ran (vLLM 0.4.2's original AWQ kernel and per-query-head KV reads,
+#: ``VLLM_AWQ_MARLIN_FIRST_VERSION`` and ``VLLM_FLASH_DECODE_FIRST_VERSION`` below), so the
+#: overhead is what is left. The cross-validation refits it without the source it scores
+#: (0.6.3 alone gives about 111 us, 0.4.2 alone about 129 us).
+VLLM_V0_STEP_OVERHEAD_S_PER_LAYER = 115e-6
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,19 @@ class EngineProfile:
     ``step_overhead_s_per_layer``: fixed seconds per decoder layer per forward step.
     ``compute_efficiency``: share of dense tensor peak the GEMMs reach. Bandwidth efficiency is
     the same for every engine (``pools.sizing.throughput.BANDWIDTH_EFFICIENCY``).
+    ``awq_kernel``: how AWQ checkpoints multiply - ``"marlin"`` (de-quantised in registers while
+    the next weights stream in: vLLM's awq_marlin, TensorRT-LLM's and SGLang's weight-only GEMMs)
+    or ``"gemm"`` (vLLM's original AWQ GEMM kernel, releases before
+    :data:`VLLM_AWQ_MARLIN_FIRST_VERSION`: load, de-quantise, multiply one after another; see
+    ``pools.sizing.throughput.dequant_seconds``).
+    ``gemm_overlap_exponent``: how far a linear layer's weight stream and its tensor-core work
+    overlap, ``p`` of (memory^p + compute^p)^(1/p) (``pools.sizing.throughput.overlapped_s``);
+    ``None`` (every shipped profile): fully, the hard roofline max(memory, compute).
+    ``benchmarks/sizing.py --fit-overlap`` cross-validates fitted exponents.
+    ``decode_kv_reads_per_query_head``: the decode attention kernel reads a sequence's KV cache
+    once per query head instead of once per KV head (vLLM before
+    :data:`VLLM_FLASH_DECODE_FIRST_VERSION`: its paged-attention kernel gives every query head
+    its own thread block, so grouped-query attention saves no reads).
     """
 
     name: str
@@ -55,6 +73,9 @@ class EngineProfile:
     source: str
     step_overhead_s_per_layer: float = STEP_OVERHEAD_S_PER_LAYER
     compute_efficiency: float = COMPUTE_EFFICIENCY
+    awq_kernel: str = "marlin"
+    decode_kv_reads_per_query_head: bool = False
+    gemm_overlap_exponent: float | None = None
 
 
 ENGINE_PROFILES = {
@@ -96,9 +117,30 @@ ENGINE_PROFILES = {
 #: vLLM release notes), so a version below it selects the ``vllm-v0`` profile.
 VLLM_V1_FIRST_VERSION = (0, 8)
 
+#: First vLLM release that runs AWQ checkpoints on the Marlin kernel: vllm-project/vllm pull
+#: request 6612 ("[Kernel][Core] Add AWQ support to the Marlin kernel", merged July 2024; its
+#: testers ran it as the vllm/vllm-openai:v0.5.3.post1 image) adds ``awq_marlin``, which vLLM
+#: picks by itself for every AWQ checkpoint Marlin can run (awq_marlin.py
+#: ``is_awq_marlin_compatible``, as the SGLang pull request 818 thread quotes it). Earlier
+#: releases run the original AWQ GEMM kernel (``csrc/quantization/awq/gemm_kernels.cu``).
+VLLM_AWQ_MARLIN_FIRST_VERSION = (0, 5, 3)
+
+#: First vLLM release whose decode attention reads each KV head once for its whole query-head
+#: group. Before it, decode ran vLLM's own paged-attention kernel, of which a vLLM maintainer
+#: wrote: "vLLM's current paged attention kernel also does not leverage the benefits of
+#: MQA/GQA" (vllm-project/vllm issue 1880: "MQA/GQA can reduce memory bandwidth for reading KV
+#: cache ... this benefit can be only realized when using optimized kernels that vLLM does not
+#: have at the moment"); its grid is one thread block per (query head, sequence, partition)
+#: (``csrc/attention/attention_kernels.cu``). Pull request 3648 ("[Kernel] Use flash-attn for
+#: decoding") moved decode to FlashAttention's paged-KV kernel, which shares each KV head across
+#: its group; it was on main by 19 May 2024 (pull request 4907, "[Kernel] Add flash-attn back",
+#: names the decoding errors it caused), after 0.4.2 (5 May 2024), so 0.4.3 is the first release
+#: with it.
+VLLM_FLASH_DECODE_FIRST_VERSION = (0, 4, 3)
+
 
 def _version(text: str | None) -> tuple[int, ...] | None:
-    numbers = re.findall(r"\d+", str(text or ""))[:2]
+    numbers = re.findall(r"\d+", str(text or ""))[:3]
     return tuple(int(n) for n in numbers) if numbers else None
 
 
@@ -106,9 +148,12 @@ def engine_profile(name: str | EngineProfile | None, version: str | None = None)
     """The profile for ``name`` (vllm, vllm-v0, sglang, tensorrt-llm / trt-llm; ``None`` = the
     current vllm); a profile passes through unchanged (callers that override one).
 
-    ``version`` is the engine's release (``"0.6.3"``): vLLM below 0.8 is ``vllm-v0``; other
-    engines have one profile for every version on record. Raises :class:`SizingInputError`
-    (reason ``unknown_engine``).
+    ``version`` is the engine's release (``"0.6.3"``): vLLM below 0.8 is ``vllm-v0``; below
+    0.5.3 it also runs AWQ on its original GEMM kernel (``awq_kernel="gemm"``,
+    :data:`VLLM_AWQ_MARLIN_FIRST_VERSION`) and below 0.4.3 its decode attention reads the KV
+    cache once per query head (:data:`VLLM_FLASH_DECODE_FIRST_VERSION`); other engines have one
+    profile for every version on record. Raises :class:`SizingInputError` (reason
+    ``unknown_engine``).
     """
     if isinstance(name, EngineProfile):
         return name
@@ -118,10 +163,37 @@ def engine_profile(name: str | EngineProfile | None, version: str | None = None)
     if key == "vllm" and parsed is not None and parsed < VLLM_V1_FIRST_VERSION:
         key = "vllm-v0"
     try:
-        return ENGINE_PROFILES[key]
+        profile = ENGINE_PROFILES[key]
     except KeyError:
         raise SizingInputError(
             f"unknown engine {name!r}; use one of {', '.join(ENGINE_PROFILES)}",
             reason="unknown_engine",
             field="engine",
         ) from None
+    if key == "vllm-v0" and parsed is not None and parsed < VLLM_AWQ_MARLIN_FIRST_VERSION:
+        profile = replace(
+            profile,
+            awq_kernel="gemm",
+            source=profile.source + "; before 0.5.3 AWQ runs the original AWQ GEMM kernel",
+        )
+    if key == "vllm-v0" and parsed is not None and parsed < VLLM_FLASH_DECODE_FIRST_VERSION:
+        profile = replace(
+            profile,
+            decode_kv_reads_per_query_head=True,
+            source=profile.source + "; before 0.4.3 decode attention reads KV per query head",
+        )
+    return profile
+
+
+#: The fields of a profile ``benchmarks/sizing.py`` fits; :func:`with_fitted` copies only these.
+FITTED_FIELDS = ("step_overhead_s_per_layer", "compute_efficiency", "gemm_overlap_exponent")
+
+
+def with_fitted(profile: EngineProfile, fitted: EngineProfile | None) -> EngineProfile:
+    """``profile`` with the fitted numbers (:data:`FITTED_FIELDS`) of ``fitted``, which is a
+    refit of the same generation; the version-chosen kernels of ``profile`` stay as they are.
+    ``fitted`` ``None``: ``profile`` unchanged.
+    """
+    if fitted is None:
+        return profile
+    return replace(profile, **{field: getattr(fitted, field) for field in FITTED_FIELDS})

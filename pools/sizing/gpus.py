@@ -161,6 +161,39 @@ def gpu_spec_from_fields(
     )
 
 
+#: Non-tensor FP32 peak of the CUDA cores, TFLOPS (= 2 x CUDA cores x boost clock: one fused
+#: multiply-add per core per cycle), by catalogue slug, as NVIDIA's datasheets state it: A100
+#: (40/80 GB, SXM and PCIe; the A800 is the same chip) 19.5; H100 SXM 67, H100 PCIe 51, H100
+#: NVL 60; H200 SXM 67; L40S 91.6; L4 30.3; A10 31.2; GeForce RTX 4090 82.6 (16,384 CUDA cores x
+#: 2.52 GHz boost x 2, the RTX 4090 specifications page). The catalogue keeps CUDA core counts but
+#: no clocks, so the rate lives here; the de-quantisation term of weight-only kernels
+#: (``pools.sizing.throughput``) runs on these cores. A card missing here has no such term.
+CUDA_CORE_FP32_TFLOPS = {
+    "a100_40g_pcie": 19.5,
+    "a100_40g_sxm": 19.5,
+    "a100_80g_pcie": 19.5,
+    "a100_80g_sxm": 19.5,
+    "a800_80g_sxm": 19.5,
+    "h100_sxm": 67.0,
+    "h100_pcie": 51.0,
+    "h100_nvl": 60.0,
+    "h200_sxm": 67.0,
+    "l40s": 91.6,
+    "l4": 30.3,
+    "a10": 31.2,
+    "rtx4090": 82.6,
+}
+
+
+def cuda_core_instructions_per_s(gpu: GpuSpec) -> float | None:
+    """Instructions per second the CUDA cores of one ``gpu`` issue, one per core per cycle:
+    :data:`CUDA_CORE_FP32_TFLOPS` x 1e12 / 2 (an FMA counts two FLOPs). A100: 9.75e12.
+    ``None`` for a card without a figure.
+    """
+    tflops = CUDA_CORE_FP32_TFLOPS.get(gpu.slug)
+    return None if tflops is None else tflops * 1e12 / 2
+
+
 def gpu_specs_from_catalogue() -> dict[str, GpuSpec]:
     """Return every GPU model of the shipped catalogue as a :class:`GpuSpec`, by slug."""
     return {

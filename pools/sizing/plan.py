@@ -11,7 +11,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from pools.sizing import SizingInputError, SizingWarning
 from pools.sizing.band import ErrorBand, error_band
 from pools.sizing.demand import Demand, cards_for_rate, replicas_for_demand
-from pools.sizing.engines import EngineProfile, engine_profile
+from pools.sizing.engines import EngineProfile, engine_profile, with_fitted
 from pools.sizing.gpus import GpuSpec
 from pools.sizing.memory import (
     MemoryEstimate,
@@ -735,9 +735,10 @@ def estimate_from_fields(
     ``concurrency`` null = saturation; ``request_rate`` (requests/s over all ``gpu_count`` cards)
     switches to an open-loop load; ``prompt_cache_hit_rate`` in [0, 1) of the input is cached.
     ``engine_version`` picks the engine generation (vLLM below 0.8: ``vllm-v0``). ``engines``
-    replaces profiles by name (the cross-validation passes profiles refitted without the source
-    it scores). Unknown keys are ignored. Raises :class:`SizingInputError` for anything it
-    cannot use.
+    holds refitted profiles by name (the cross-validation passes profiles refitted without the
+    source it scores); their fitted numbers replace those of the chosen profile, whose
+    version-chosen kernels stay. Unknown keys are ignored. Raises :class:`SizingInputError`
+    for anything it cannot use.
     """
     if not isinstance(fields, Mapping):
         raise SizingInputError("each input must be a JSON object", reason="not_an_object")
@@ -804,7 +805,7 @@ def estimate_from_fields(
         output_tokens=output_len,
         concurrency=_int_field(fields, "concurrency", None),
         request_rate=None if rate is None else rate / replicas,
-        engine=(engines or {}).get(profile.name, profile),
+        engine=with_fitted(profile, (engines or {}).get(profile.name)),
         cached_input_tokens=min(input_len - 1, round(input_len * hit_rate)),
     )
 

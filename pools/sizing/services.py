@@ -39,6 +39,7 @@ from django.utils import timezone
 
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.availability import SCHEDULER_OF_KIND, request_options
+from pools.capacity.placement import shape_from_sizing
 from pools.choices import EstimateStatus, WorkloadKind
 from pools.errors import InvalidInput, NotFound, PermissionDenied
 from pools.inventory import selectors
@@ -702,7 +703,29 @@ def _request(results: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None
         "card_count": row["cards"],
         "pool": pool,
         "justification": _justification(results, row),
+        **_shape_of(row),
     }, lacks
+
+
+def _shape_of(row: dict[str, Any]) -> dict[str, Any]:
+    """The request's shape from the sized option: ``replicas`` groups of ``tp`` cards, each
+    group on one node and, on models with NVLink, in one NVLink domain (a TP group all-reduces
+    every layer); replicas may share nodes. TP 1 (or cards that are not TP × replicas): no shape,
+    any cards (:func:`pools.capacity.placement.shape_from_sizing`)."""
+    tp, replicas = row.get("tp"), row.get("replicas")
+    none = {"cards_per_node": None, "node_count": None}
+    if not tp or not replicas or tp == 1 or tp * replicas != row["cards"]:
+        return none
+    shape = shape_from_sizing(tensor_parallel=tp, replicas=replicas)
+    nvlink = (
+        GpuModel.objects.filter(slug=row["gpu_model"]).values_list("nvlink_gbps", flat=True).first()
+    )
+    return {
+        "cards_per_node": shape.cards_per_node,
+        "node_count": shape.nodes,
+        "one_nvlink_domain": shape.one_nvlink_domain and nvlink is not None,
+        "shared_nodes": shape.shared_nodes,
+    }
 
 
 def _justification(results: dict[str, Any], row: dict[str, Any]) -> str:
@@ -962,6 +985,12 @@ def sizing_request_url(request: Mapping[str, Any] | None) -> str | None:
     }
     if request.get("justification"):
         query["justification"] = request["justification"]
+    if request.get("cards_per_node"):
+        query["cards_per_node"] = request["cards_per_node"]
+        query["node_count"] = request["node_count"]
+        for flag in ("one_nvlink_domain", "shared_nodes"):
+            if request.get(flag):
+                query[flag] = "on"
     if request.get("pool"):
         query["pool"] = request["pool"]
     return f"{reverse('pools:request-new')}?{urlencode(query)}"

@@ -8,11 +8,19 @@ with aiconfigurator's empirical constants), and issue 17's evidence:
   their stored width (weight-only INT4/INT8 plus their group scales and zero points), the output
   head at 16 bit, one embedding row per token (a lookup, not the table) - for a mixture of
   experts only the experts the batch's tokens route to - plus the batch's KV cache
-  (:func:`decode_weight_bytes`). GEMM time = max(weight bytes / (bandwidth × efficiency),
-  2 × active params × tokens / (tensor FLOPS × efficiency)); attention time = max(KV bytes read
+  (:func:`decode_weight_bytes`). GEMM time = the roofline of weight bytes / (bandwidth ×
+  efficiency) and 2 × active params × tokens / (tensor FLOPS × efficiency), combined as far as
+  the engine overlaps them (:func:`overlapped_s`); attention time = max(KV bytes read
   / (bandwidth × efficiency), attention FLOPs / (16-bit FLOPS × efficiency)); plus the engine
   profile's fixed time per layer and step (``pools.sizing.engines``) and, for TP > 1, two
-  all-reduces per layer.
+  all-reduces per layer. vLLM before 0.4.3 reads the KV cache once per query head
+  (``engines.VLLM_FLASH_DECODE_FIRST_VERSION``).
+- **De-quantisation is its own term** of 4-bit weight-only layers (:func:`dequant_seconds`):
+  CUDA-core instructions per weight / the card's CUDA-core rate. Marlin-type kernels overlap it
+  with the weight stream (GEMM time = max(memory, compute, de-quantisation)); vLLM's original
+  AWQ kernel (releases before 0.5.3) runs stream, de-quantisation and 16-row MMAs one after
+  another, which is why a 4-bit AWQ model at batch 1 there stays far from its byte-count
+  roofline.
 - **Prefill is compute bound**: 2 × active params FLOPs per input token plus causal attention
   2 × layers × heads × head dim × tokens². Engines with continuous batching and chunked prefill
   (vLLM, SGLang, TensorRT-LLM in-flight batching) mix prefill chunks into the decode steps of the
@@ -30,12 +38,13 @@ weight streaming, whichever is slower) plus one decode step of the running batch
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pools.sizing import SizingInputError, SizingWarning
 from pools.sizing.engines import COMPUTE_EFFICIENCY as _DEFAULT_COMPUTE_EFFICIENCY
 from pools.sizing.engines import engine_profile
-from pools.sizing.gpus import GpuSpec
+from pools.sizing.gpus import GpuSpec, cuda_core_instructions_per_s
 from pools.sizing.memory import (
     Precision,
     kv_bytes_per_token,
@@ -189,6 +198,112 @@ def decode_weight_bytes(*, model: ModelArch, precision: Precision, tokens: float
     return layer_params * bits / 8 + table * head_bits / 8 + lookup
 
 
+#: CUDA-core instructions that de-quantising one 4-bit group-quantised weight to FP16 takes. vLLM's
+#: AWQ GEMM kernel (``csrc/quantization/awq/gemm_kernels.cu`` with ``dequantize.cuh``, read at
+#: vllm-project/vllm@03d9d8e7983c9fb3d78082a108fe7c24ede7c8a1) turns each 32-bit word of eight
+#: weights into FP16 with 1 shift, 4 ``lop3`` and 4 FP16x2 sub/fma, then takes off the zero point
+#: and applies the scale with 4 ``sub.f16x2`` + 4 ``fma.rn.f16x2``: 17 instructions per 8 weights.
+#: Marlin follows the same FasterTransformer interleaved conversion, so the count stands for both.
+DEQUANT_INSTRUCTIONS_PER_INT4_WEIGHT = 17 / 8
+
+#: Rows of the FP16 tensor-core instruction weight-only kernels issue (``mma.sync.aligned.m16n8k16``
+#: in gemm_kernels.cu and Marlin): a GEMM over fewer tokens pays for 16 rows.
+MMA_TILE_ROWS = 16
+
+#: vLLM's AWQ layer (``vllm/model_executor/layers/quantization/awq.py``, ``AWQLinearMethod.apply``:
+#: ``FP16_MATMUL_HEURISTIC_CONDITION = x.shape[:-1].numel() >= 256``) de-quantises the whole
+#: matrix to FP16 (``awq_dequantize``) and runs ``torch.matmul`` from this many tokens on, and its
+#: AWQ GEMM kernel below.
+AWQ_DEQUANTIZE_MATMUL_MIN_TOKENS = 256
+
+
+def overlapped_s(memory_s: float, compute_s: float, exponent: float | None) -> float:
+    """Seconds of a GEMM whose weight stream takes ``memory_s`` and its multiply ``compute_s``.
+
+    The roofline (Williams, Waterman and Patterson, "Roofline: an insightful visual performance
+    model", CACM 2009) bounds a kernel by the slower of the two, reached only when they overlap
+    completely; near the ridge point, where both take similar time, kernels reach neither
+    bound. (memory^p + compute^p)^(1/p) is the hard max for ``exponent`` ``None`` (p -> inf)
+    and the sum (no overlap) for p = 1; p is an engine profile number
+    (``EngineProfile.gemm_overlap_exponent``). Memory 3 ms and compute 4 ms: max 4 ms; p = 2:
+    5 ms; p = 1: 7 ms.
+    """
+    if exponent is None or memory_s <= 0 or compute_s <= 0:
+        return max(memory_s, compute_s)
+    return (memory_s**exponent + compute_s**exponent) ** (1 / exponent)
+
+
+def quantised_linear_params(*, model: ModelArch, precision: Precision, tokens: float) -> float:
+    """Decoder-layer linear weights, whole model, that a pass over ``tokens`` tokens multiplies
+    from 4-bit weight-only storage (INT4 / GPTQ / AWQ) and so has to de-quantise; 0 for any other
+    precision. The output head stays 16 bit (:data:`LM_HEAD_BITS`); a mixture of experts counts
+    the experts the tokens route to, as :func:`weight_bytes_read`.
+    """
+    if not (precision.weight_only and precision.weight_bits == 4):
+        return 0.0
+    table = model.vocab_size * model.hidden_size
+    heads = table if model.tie_word_embeddings else 2 * table
+    layer_params = model.total_params - heads
+    if model.is_moe:
+        shared = layer_params - model.expert_params
+        share = 1 - (1 - model.experts_per_token / model.num_experts) ** max(tokens, 1.0)
+        layer_params = shared + model.expert_params * share
+    return float(layer_params)
+
+
+def dequant_seconds(
+    *,
+    model: ModelArch,
+    precision: Precision,
+    gpu: GpuSpec,
+    tp: int,
+    tokens: float,
+    memory_s: float,
+    compute_s: float,
+    flops_rate: float | None,
+    effective_bandwidth: float,
+    awq_kernel: str = "marlin",
+) -> tuple[float, float]:
+    """``(extra_s, dequant_s)`` of the linear layers of one pass over ``tokens`` tokens on a TP
+    group of ``tp`` cards: ``dequant_s`` is the CUDA-core time to de-quantise the 4-bit weights
+    once (:func:`quantised_linear_params` / ``tp`` x :data:`DEQUANT_INSTRUCTIONS_PER_INT4_WEIGHT`
+    / :func:`pools.sizing.gpus.cuda_core_instructions_per_s`), ``extra_s`` what the layers take
+    beyond ``max(memory_s, compute_s)`` (weight bytes / bandwidth, 2 x params x tokens / FLOPS).
+
+    - Marlin-type kernels (``awq_kernel="marlin"``, every GPTQ kernel, and every engine's
+      weight-only GEMMs but vLLM's original AWQ one) de-quantise in registers while the next
+      weights stream in, so the layers take ``max(memory, compute, dequant)``.
+    - vLLM's original AWQ GEMM kernel (``awq_kernel="gemm"``, AWQ only) loads a weight tile,
+      de-quantises it into shared memory, synchronises and then multiplies, with no double
+      buffering, and each :data:`MMA_TILE_ROWS`-token tile of the input repeats the
+      de-quantisation and runs its own 16-row MMAs: memory + tiles x (dequant + 2 x 16 x
+      params / FLOPS). From :data:`AWQ_DEQUANTIZE_MATMUL_MIN_TOKENS` tokens on vLLM runs two
+      kernels instead: one writes the FP16 matrix, max(memory + 2 bytes per weight /
+      bandwidth, dequant), then ``torch.matmul`` reads it, max(2 bytes per weight / bandwidth,
+      compute).
+
+    No CUDA-core rate on record for ``gpu``: ``(0, 0)``. Qwen2-7B AWQ at batch 1 on an A100
+    SXM: 6.53e9 weights x 17 / 8 / 9.75e12 = 1.42 ms of de-quantisation plus 2 x 16 x 6.53e9 /
+    (312e12 x 0.5) = 1.34 ms of padded MMAs on the original kernel.
+    """
+    params = quantised_linear_params(model=model, precision=precision, tokens=tokens)
+    rate = cuda_core_instructions_per_s(gpu)
+    if not params or rate is None:
+        return 0.0, 0.0
+    dequant_s = params / tp * DEQUANT_INSTRUCTIONS_PER_INT4_WEIGHT / rate
+    base_s = max(memory_s, compute_s)
+    if awq_kernel != "gemm" or precision.name != "INT4-AWQ" or not flops_rate:
+        return max(0.0, dequant_s - base_s), dequant_s
+    if tokens >= AWQ_DEQUANTIZE_MATMUL_MIN_TOKENS:
+        fp16_matrix_s = params * 2 / effective_bandwidth
+        dequantize_kernel_s = max(memory_s + fp16_matrix_s, dequant_s)
+        matmul_s = max(fp16_matrix_s, compute_s)
+        return dequantize_kernel_s + matmul_s - base_s, dequant_s
+    tiles = math.ceil(tokens / MMA_TILE_ROWS)
+    mma_s = 2 * MMA_TILE_ROWS * params / flops_rate
+    return memory_s + tiles * (dequant_s + mma_s) - base_s, tiles * dequant_s
+
+
 def _linear_params(model: ModelArch) -> int:
     # The input embedding is a table lookup, not a matrix multiply.
     return model.active_params - model.vocab_size * model.hidden_size
@@ -214,7 +329,9 @@ class ThroughputEstimate:
     tokens per second, ``_tflops`` dense peak per card, ``_gbps`` GB/s (1e9 B/s) per card.
     ``decode_ceiling_batch1_*`` is the seeds' bound: bandwidth / weight bytes at batch 1, no
     efficiency factor. ``tokens_per_step`` = batch decode tokens + amortised prefill tokens.
-    ``ttft_ms`` is ``None`` when no tensor FLOPS figure is known for the card.
+    ``ttft_ms`` is ``None`` when no tensor FLOPS figure is known for the card. ``dequant_ms``:
+    CUDA-core time of one decode step's 4-bit de-quantisation (:func:`dequant_seconds`; hidden
+    inside ``gemm_ms`` on Marlin-type kernels, added to it on vLLM's original AWQ kernel).
     """
 
     engine: str
@@ -243,6 +360,7 @@ class ThroughputEstimate:
     output_tok_s_total: float
     output_tok_s_per_gpu: float
     requests_per_s: float
+    dequant_ms: float = 0.0
 
 
 def _check_lengths(input_tokens: int, output_tokens: int, cached_tokens: int) -> None:
@@ -325,6 +443,9 @@ def replica_throughput(
     )
     mean_context = kv_tokens_per_sequence(model, input_tokens + (output_tokens + 1) // 2)
     kv_read = batch * mean_context * kv_per_token_group
+    if profile.decode_kv_reads_per_query_head:
+        # One pass over a sequence's KV per query head, not per KV head (engines.py).
+        kv_read *= model.num_attention_heads // model.num_kv_heads
     request_prefill_flops = prefill_flops(
         model=model, input_tokens=input_tokens, cached_tokens=cached_input_tokens
     )
@@ -337,8 +458,26 @@ def replica_throughput(
         prefill_compute_s = (
             request_prefill_flops - prefill_attention_flops
         ) / flops_rate + prefill_attention_flops / attention_rate
+        prefill_linear_s = (request_prefill_flops - prefill_attention_flops) / flops_rate
+        prefill_dequant_extra_s, _ = dequant_seconds(
+            model=model,
+            precision=precision,
+            gpu=gpu,
+            tp=tp,
+            tokens=new_input,
+            memory_s=prefill_weights / effective_bandwidth,
+            compute_s=prefill_linear_s,
+            flops_rate=flops_rate,
+            effective_bandwidth=effective_bandwidth,
+            awq_kernel=profile.awq_kernel,
+        )
         prefill_alone_s = (
-            max(prefill_compute_s, prefill_weights / effective_bandwidth)
+            overlapped_s(
+                prefill_weights / effective_bandwidth,
+                prefill_compute_s,
+                profile.gemm_overlap_exponent,
+            )
+            + prefill_dequant_extra_s
             + kernel_s
             + 2
             * model.num_layers
@@ -355,10 +494,24 @@ def replica_throughput(
             4 * model.num_layers * model.attention_width * batch * mean_context
             + batch * (1 - serial_share) / output_tokens * prefill_attention_flops
         )
-        gemm_s = weights_read / effective_bandwidth
+        memory_s = weights_read / effective_bandwidth
+        compute_s = 2 * _linear_params(model) * tokens / flops_rate if flops_rate else 0.0
+        dequant_extra_s, dequant_s = dequant_seconds(
+            model=model,
+            precision=precision,
+            gpu=gpu,
+            tp=tp,
+            tokens=tokens,
+            memory_s=memory_s,
+            compute_s=compute_s,
+            flops_rate=flops_rate,
+            effective_bandwidth=effective_bandwidth,
+            awq_kernel=profile.awq_kernel,
+        )
+        gemm_s = overlapped_s(memory_s, compute_s, profile.gemm_overlap_exponent)
+        gemm_s += dequant_extra_s
         attention_s = kv_read / effective_bandwidth
         if flops_rate:
-            gemm_s = max(gemm_s, 2 * _linear_params(model) * tokens / flops_rate)
             attention_s = max(attention_s, attention_flops / attention_rate)
         allreduce_step_s = (
             2
@@ -375,6 +528,7 @@ def replica_throughput(
             "tokens": tokens,
             "weights_read": weights_read,
             "gemm_s": gemm_s,
+            "dequant_s": dequant_s,
             "attention_s": attention_s,
             "allreduce_step_s": allreduce_step_s,
             "decode_step_s": decode_step_s,
@@ -425,6 +579,7 @@ def replica_throughput(
         output_tok_s_total=output_tok_s,
         output_tok_s_per_gpu=output_tok_s / tp,
         requests_per_s=output_tok_s / output_tokens,
+        dequant_ms=chosen["dequant_s"] * 1e3,
     )
 
 

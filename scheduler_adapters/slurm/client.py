@@ -56,10 +56,13 @@ from scheduler_adapters.records import (
     JobPlacement,
     JobRecord,
     JobSpec,
+    ReservationRecord,
+    ReservationSpec,
     check_name,
 )
 from scheduler_adapters.slurm import v0_0_38, v0_0_40, v0_0_41, v0_0_42, v0_0_43, v0_0_44, v0_0_45
 from scheduler_adapters.slurm.nodes import parse_slurm_nodes
+from scheduler_adapters.slurm.reservations import ScontrolReservations
 from scheduler_adapters.slurm.sacctmgr import SacctmgrFallback
 from scheduler_adapters.types import ParseResult
 
@@ -131,7 +134,8 @@ class SlurmRestAdapter:
     accounts are created; ``sentinel_account`` an empty sibling used to work around a 22.05 bug
     (see :meth:`set_gpu_limit`). ``time_zone`` is the slurmdbd host's zone, in which 22.05 reads
     accounting query times. ``sacctmgr`` routes limit changes through the command line when the
-    portal runs next to the cluster. ``transport`` is for tests (``httpx.MockTransport``).
+    portal runs next to the cluster; ``reservations`` (``scontrol`` there) makes placement
+    shapes real as advance reservations. ``transport`` is for tests (``httpx.MockTransport``).
     """
 
     def __init__(
@@ -150,6 +154,7 @@ class SlurmRestAdapter:
         sentinel_account: str = "zz-portal-sentinel",
         time_zone: str = "UTC",
         sacctmgr: SacctmgrFallback | None = None,
+        reservations: ScontrolReservations | None = None,
         transport: httpx.BaseTransport | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
@@ -165,6 +170,7 @@ class SlurmRestAdapter:
         self._sentinel = check_name("account", sentinel_account)
         self._time_zone = ZoneInfo(time_zone)
         self._sacctmgr = sacctmgr
+        self._reservations = reservations
         self._clock = clock or (lambda: datetime.now(UTC))
         self._lifespan_s = token_lifespan_s
         if jwt_key is not None:
@@ -455,6 +461,28 @@ class SlurmRestAdapter:
             if jobs:
                 return jobs[0]
         return self._accounting_job(operation, job_id)
+
+    # ------------------------------------------------------------------ reservations
+
+    def create_reservation(self, spec: ReservationSpec) -> bool:
+        """Reserve whole nodes for an account (``scontrol``; see
+        :mod:`scheduler_adapters.slurm.reservations` for why not REST)."""
+        return self._reservation_tool("create_reservation").create_reservation(spec)
+
+    def delete_reservation(self, name: str) -> bool:
+        return self._reservation_tool("delete_reservation").delete_reservation(name)
+
+    def get_reservation(self, name: str) -> ReservationRecord | None:
+        return self._reservation_tool("get_reservation").get_reservation(name)
+
+    def _reservation_tool(self, operation: str) -> ScontrolReservations:
+        if self._reservations is None:
+            raise SchedulerError(
+                "reservations need scontrol next to the cluster: enable SCONTROL in the Slurm "
+                "adapter settings (slurmrestd up to v0.0.42 cannot write reservations)",
+                operation=operation,
+            )
+        return self._reservations
 
     def running_gpu_jobs(self, partition: str | None = None) -> tuple[JobPlacement, ...]:
         """``GET /slurm/<v>/jobs``: the jobs holding GPUs now (running, suspended or

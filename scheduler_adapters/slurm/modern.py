@@ -182,6 +182,8 @@ class ModernDialect:
         if spec.gpus:
             typed = f"gpu:{spec.gres_type}" if spec.gres_type else "gpu"
             job["tres_per_node"] = f"gres/{typed}:{spec.gpus}"
+        if spec.reservation:
+            job["reservation"] = spec.reservation
         return {"job": job}
 
     def accounting_jobs_params(

@@ -150,6 +150,8 @@ def job_submit_body(spec: JobSpec) -> dict[str, Any]:
     }
     if spec.gpus:
         job["gres"] = f"gpu:{spec.gres_type}:{spec.gpus}" if spec.gres_type else f"gpu:{spec.gpus}"
+    if spec.reservation:
+        job["reservation"] = spec.reservation
     return {"script": spec.script, "job": job}
 
 

@@ -31,6 +31,7 @@ from pools.capacity.services.scheduler_binding import (
     kubernetes_quota_sync,
     scheduler_adapter,
     slurm_limit_sync,
+    slurm_reservation_remove,
 )
 from pools.choices import AllocationStatus, RequestStatus, Scheduler, TeamRole
 from pools.errors import InvalidInput, InvalidTransition
@@ -150,6 +151,7 @@ def allocation_unbind(*, allocation_id: int) -> dict | None:
         return None
     if allocation.pool.scheduler == Scheduler.KUBERNETES:
         return kubernetes_quota_sync(adapter=adapter, team=allocation.team)
+    slurm_reservation_remove(adapter=adapter, allocation=allocation)
     return slurm_limit_sync(
         adapter=adapter, team=allocation.team, pool=allocation.pool, gpu_model=allocation.gpu_model
     )

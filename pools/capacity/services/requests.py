@@ -17,6 +17,7 @@ from pools.audit.services import audit_event_build, audit_event_record, audit_sn
 from pools.capacity.availability import SCHEDULER_OF_KIND, pool_free_cards, request_options
 from pools.capacity.locks import pool_lock, request_lock
 from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.shapes import placement_record, request_shape, shape_data, shape_fit
 from pools.choices import AllocationStatus, RequestStatus, Scheduler, TeamRole, WorkloadKind
 from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition, PermissionDenied
 from pools.inventory.driver_versions import parse_cuda_version
@@ -136,6 +137,36 @@ def validate_request_fields(
     return errors
 
 
+def validate_shape_fields(
+    *,
+    card_count: Any,
+    cards_per_node: Any,
+    node_count: Any,
+    one_nvlink_domain: Any,
+    shared_nodes: Any,
+) -> dict[str, str]:
+    """Field errors of a request's shape; empty when there is none or it is usable."""
+    errors: dict[str, str] = {}
+    for name, value in (("one_nvlink_domain", one_nvlink_domain), ("shared_nodes", shared_nodes)):
+        if not isinstance(value, bool):
+            errors[name] = "Say yes or no."
+    if cards_per_node is None and node_count is None:
+        if one_nvlink_domain is True or shared_nodes is True:
+            errors["cards_per_node"] = "Give cards per node and nodes for a shape."
+        return errors
+    for name, value in (("cards_per_node", cards_per_node), ("node_count", node_count)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value > 1024:
+            errors[name] = "Give a whole number from 1 to 1024."
+    if errors:
+        return errors
+    if isinstance(card_count, int) and cards_per_node * node_count != card_count:
+        errors["card_count"] = (
+            f"{node_count} × {cards_per_node} is {cards_per_node * node_count} cards, "
+            f"not {card_count}."
+        )
+    return errors
+
+
 def _cuda_or_none(text: str) -> tuple[int, int] | None:
     # parse_cuda_version raises on "twelve" or "12" and answers None for "N/A": both are unusable.
     try:
@@ -159,8 +190,16 @@ def capacity_request_create(
     cuda_version: str = "",
     submit: bool = True,
     extends: Allocation | None = None,
+    cards_per_node: int | None = None,
+    node_count: int | None = None,
+    one_nvlink_domain: bool = False,
+    shared_nodes: bool = False,
 ) -> CapacityRequest:
     """Create a request for ``team`` (draft, or submitted when ``submit``).
+
+    A shape (``node_count`` groups of ``cards_per_node``, optionally ``one_nvlink_domain``;
+    ``shared_nodes`` when groups may share a node) must multiply to ``card_count``; without one
+    the request is for any ``card_count`` cards. See :mod:`pools.capacity.placement`.
 
     Raises :class:`PermissionDenied` when ``actor`` is not a member of ``team`` (or staff) and
     :class:`InvalidInput` with ``errors`` ``{field: message}`` for unusable fields; nothing is
@@ -177,6 +216,15 @@ def capacity_request_create(
         gpu_model=gpu_model,
         min_memory_gib=min_memory_gib,
         cuda_version=cuda_version,
+    )
+    errors.update(
+        validate_shape_fields(
+            card_count=card_count,
+            cards_per_node=cards_per_node,
+            node_count=node_count,
+            one_nvlink_domain=one_nvlink_domain,
+            shared_nodes=shared_nodes,
+        )
     )
     if not (justification or "").strip():
         errors["justification"] = "Say what the cards are for."
@@ -198,6 +246,10 @@ def capacity_request_create(
             cuda_version=cuda_version or "",
             justification=justification.strip(),
             extends=extends,
+            cards_per_node=cards_per_node,
+            node_count=node_count,
+            one_nvlink_domain=one_nvlink_domain,
+            shared_nodes=shared_nodes,
         )
         audit_event_record(
             actor=actor, action="request.created", obj=request, after=_snapshot(request)
@@ -279,6 +331,11 @@ def capacity_request_approve(
     :class:`PermissionDenied`, :class:`InvalidInput`, :class:`InvalidTransition`,
     :class:`InsufficientCapacity` (data ``free``, ``requested``); nothing is written then.
     ``system`` marks an approval by a rule rather than a person.
+
+    A shaped request (``cards_per_node`` × ``node_count``) must also fit node by node on cards
+    free for the whole window (:mod:`pools.capacity.shapes`), checked under the same lock; the
+    cards counted on become the allocation's ``placement``. A refusal then carries ``shape``,
+    ``largest_shape`` and ``largest_single_node`` and says the largest shape that does fit.
     """
     if not system:
         require_pool_admin(actor)
@@ -313,15 +370,50 @@ def capacity_request_approve(
             end=end,
             cuda=request.cuda_version or None,
         )
-        if free < cards:
+        placement: list[dict[str, Any]] = []
+        shape = request_shape(request)
+        fit = None
+        if shape is not None:
+            if cards != shape.total_cards:
+                raise InvalidInput(
+                    "The approval has invalid fields.",
+                    errors={
+                        "card_count": f"A {shape.describe()} request is granted whole "
+                        f"({shape.total_cards} cards) or not at all."
+                    },
+                )
+            fit = shape_fit(
+                pool=locked_pool,
+                gpu_model=target_model,
+                shape=shape,
+                start=request.starts_at,
+                end=end,
+                cuda=request.cuda_version or None,
+            )
+        if free < cards or (fit is not None and not fit.fits):
+            shaped = {}
+            if fit is not None and not fit.fits:
+                message = f"Insufficient capacity in {locked_pool.name}: {fit.message()}"
+                shaped = {
+                    "shape": shape_data(shape),
+                    "largest_shape": shape_data(fit.largest),
+                    "largest_single_node": shape_data(fit.largest_single_node),
+                }
+            else:
+                message = (
+                    f"Insufficient capacity: {free} {target_model.name} card(s) free in "
+                    f"{locked_pool.name} for that window, {cards} requested."
+                )
             raise InsufficientCapacity(
-                f"Insufficient capacity: {free} {target_model.name} card(s) free in "
-                f"{locked_pool.name} for that window, {cards} requested.",
+                message,
                 free=free,
                 requested=cards,
                 pool=locked_pool.slug,
                 gpu_model=target_model.slug,
+                **shaped,
             )
+        if fit is not None:
+            placement = placement_record(fit)
         before = _snapshot(request)
         request.status = RequestStatus.APPROVED
         request.decided_by = actor if getattr(actor, "is_authenticated", False) else None
@@ -337,6 +429,7 @@ def capacity_request_approve(
             starts_at=request.starts_at,
             ends_at=end,
             status=AllocationStatus.APPROVED,
+            placement=placement,
         )
         # Both events in one INSERT: approvals are the hot path (issue #3: >= 100/s).
         AuditEvent.objects.bulk_create(
@@ -528,7 +621,7 @@ def capacity_request_cancel(
 
 def allocation_snapshot(allocation: Allocation) -> dict:
     """The audited fields of an allocation, JSON-ready."""
-    return audit_snapshot(
+    snapshot = audit_snapshot(
         allocation,
         "status",
         "card_count",
@@ -537,3 +630,6 @@ def allocation_snapshot(allocation: Allocation) -> dict:
         pool="pool.slug",
         gpu_model="gpu_model.slug",
     )
+    if allocation.placement:  # the cards a shape check counted on (issue #20)
+        snapshot["placement"] = allocation.placement
+    return snapshot

@@ -16,18 +16,18 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.db.models import Case, F, Sum, When
+from django.db.models import Case, Count, F, Sum, When
 from django.utils import timezone
 
 from pools.adapters import scheduler_adapter
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation
 from pools.choices import AliasKind, QuotaBackend, Scheduler
-from pools.inventory.models import GpuModel, GpuModelAlias, Pool
+from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, Pool
 from pools.tenancy.models import Membership, Team
 from scheduler_adapters.base import SchedulerAdapter
-from scheduler_adapters.errors import NotFound, SchedulerRejected
-from scheduler_adapters.records import GpuLimit
+from scheduler_adapters.errors import NotFound, SchedulerError, SchedulerRejected
+from scheduler_adapters.records import GpuLimit, ReservationSpec
 
 # How long before its window an allocation is applied in the scheduler.
 PROVISION_LEAD = timedelta(minutes=15)
@@ -156,6 +156,63 @@ def kubernetes_quota_sync(*, adapter, team: Team, now: datetime | None = None) -
     }
 
 
+def reservation_name(allocation: Allocation) -> str:
+    """The Slurm reservation that holds an allocation's placement."""
+    return f"portal-alloc-{allocation.pk}"
+
+
+def slurm_reservation_apply(*, adapter, allocation: Allocation) -> dict:
+    """Make an allocation's placement real in Slurm: a reservation of its nodes for the team's
+    account over its window (``scontrol create reservation``, see
+    :mod:`scheduler_adapters.slurm.reservations`). Slurm reservations here hold whole nodes, so
+    a placement that takes part of a node is not reserved, and the binding says so; so does
+    one whose adapter cannot write reservations. Idempotent (the adapter's create is)."""
+    nodes = sorted({spot["node"] for spot in allocation.placement})
+    placed = {spot["node"]: len(spot["gpus"]) for spot in allocation.placement}
+    whole = dict(
+        Gpu.objects.filter(node__hostname__in=nodes, gpu_model=allocation.gpu_model)
+        .values_list("node__hostname")
+        .annotate(n=Count("id"))
+    )
+    partial = [node for node in nodes if placed.get(node, 0) < whole.get(node, 0)]
+    if partial:
+        return {
+            "reservation": None,
+            "placement_note": "Not reserved in Slurm: the placement takes part of "
+            f"{', '.join(partial)} and reservations hold whole nodes; the cap (GrpTRES) "
+            "still applies.",
+        }
+    name = reservation_name(allocation)
+    try:
+        adapter.create_reservation(
+            ReservationSpec(
+                name=name,
+                account=allocation.team.slug,
+                nodes=tuple(nodes),
+                starts_at=allocation.starts_at,
+                ends_at=allocation.ends_at,
+                partition=allocation.pool.slurm_partition or None,
+            )
+        )
+    except (AttributeError, ValueError) as exc:
+        return {"reservation": None, "placement_note": f"Not reserved in Slurm: {exc}"}
+    except SchedulerError as exc:
+        if exc.transient:
+            raise
+        return {"reservation": None, "placement_note": f"Not reserved in Slurm: {exc.message}"}
+    return {"reservation": name, "reserved_nodes": nodes}
+
+
+def slurm_reservation_remove(*, adapter, allocation: Allocation) -> None:
+    """Delete the allocation's reservation, if it has one (idempotent)."""
+    if not (allocation.scheduler_binding or {}).get("reservation"):
+        return
+    try:
+        adapter.delete_reservation(reservation_name(allocation))
+    except AttributeError:
+        return
+
+
 def binding_apply(allocation: Allocation, *, now: datetime | None = None) -> dict:
     """Apply ``allocation`` in its pool's scheduler; return the binding to record.
 
@@ -173,15 +230,25 @@ def binding_apply(allocation: Allocation, *, now: datetime | None = None) -> dic
             "reserved in the portal only.",
         }
     if pool.scheduler == Scheduler.KUBERNETES:
-        return kubernetes_quota_sync(adapter=adapter, team=allocation.team, now=now)
+        binding = kubernetes_quota_sync(adapter=adapter, team=allocation.team, now=now)
+        if allocation.placement:
+            binding["placement_note"] = (
+                "Kubernetes places pods itself: the nodes counted on are the portal's; pods are "
+                "kept to the GPU model by its node label (Kueue flavours, node affinity), not "
+                "pinned to those nodes."
+            )
+        return binding
     if pool.scheduler == Scheduler.SLURM:
-        return slurm_limit_sync(
+        binding = slurm_limit_sync(
             adapter=adapter,
             team=allocation.team,
             pool=pool,
             gpu_model=allocation.gpu_model,
             now=now,
         )
+        if allocation.placement:
+            binding.update(slurm_reservation_apply(adapter=adapter, allocation=allocation))
+        return binding
     return {
         "scheduler": pool.scheduler,
         "applied": False,

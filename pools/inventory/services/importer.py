@@ -28,6 +28,7 @@ from pools.inventory.models import Gpu, InventoryImport, MigDevice, Node, Pool
 from pools.inventory.nvidia_smi import parse_nvidia_smi
 from pools.inventory.services.driver_groups import driver_group_for_version
 from pools.inventory.services.gpu_models import GpuModelResolver
+from pools.inventory.topology import parse_topology
 from pools.validators import hostname_validator
 from scheduler_adapters.kubernetes_nodes import mig_per_card, parse_kubernetes_nodes
 from scheduler_adapters.slurm.nodes import parse_slurm_nodes
@@ -105,6 +106,8 @@ _NODE_FIELDS = (
     "labels",
     "gpu_replicas",
     "gpus_allocated",
+    "nvlink_domains",
+    "nvlink_read_at",
 )
 _GPU_FIELDS = [
     "index",
@@ -493,6 +496,11 @@ def _apply_node_fields(node: Node, snapshot: NodeSnapshot, *, run: _Run) -> None
         node.gpu_replicas = snapshot.gpu_replicas
     if snapshot.gpus_allocated is not None:
         node.gpus_allocated = snapshot.gpus_allocated
+    if snapshot.nvlink_domains is not None:
+        domains = [list(domain) for domain in snapshot.nvlink_domains]
+        if node.nvlink_domains != domains:
+            node.nvlink_domains = domains
+            node.nvlink_read_at = run.now
 
 
 def _plan_gpus(plan: _NodePlan, existing: list[Gpu], snapshot: NodeSnapshot, run: _Run) -> None:
@@ -725,7 +733,7 @@ def inventory_parse_file(
         )
     text, decode_issues = _decode(data)
     if source == InventorySource.NVIDIA_SMI:
-        result = parse_nvidia_smi(text, hostname=node.strip())
+        result = _with_topology(parse_nvidia_smi(text, hostname=node.strip()), text)
     elif source == InventorySource.SLURM:
         result = parse_slurm_nodes(text)
     else:
@@ -737,6 +745,35 @@ def inventory_parse_file(
     if filename:
         issues = tuple(_in_file(issue, filename) for issue in issues)
     return ParseResult(nodes=nodes, issues=issues)
+
+
+def _with_topology(result: ParseResult, text: str) -> ParseResult:
+    """Add what ``nvidia-smi topo -m`` / ``nvlink -s`` sections of the same capture say about
+    NVLink domains to its node (:mod:`pools.inventory.topology`); what they leave unknown stays
+    unknown, and a matrix naming cards the capture does not list is reported, not stored."""
+    host = parse_topology(text)
+    if not (host.matrix or host.nvlink_status) or len(result.nodes) != 1:
+        return result
+    (snapshot,) = result.nodes
+    issues = list(result.issues)
+    issues.extend(
+        ParseIssue(f"topology: {issue.message}", line=issue.line, node=snapshot.hostname)
+        for issue in host.issues
+    )
+    listed = {gpu.index for gpu in snapshot.gpus}
+    if host.domains is None:
+        return ParseResult(nodes=result.nodes, issues=tuple(issues))
+    if listed and set(host.gpus) != listed:
+        issues.append(
+            ParseIssue(
+                f"topology names GPUs {sorted(host.gpus)} but the capture lists {sorted(listed)}: "
+                "NVLink domains not stored",
+                node=snapshot.hostname,
+            )
+        )
+        return ParseResult(nodes=result.nodes, issues=tuple(issues))
+    domains = tuple(tuple(sorted(domain.gpus)) for domain in host.domains)
+    return ParseResult(nodes=(replace(snapshot, nvlink_domains=domains),), issues=tuple(issues))
 
 
 def _in_file(issue: ParseIssue, filename: str) -> ParseIssue:

@@ -60,8 +60,9 @@ def slurm_env() -> dict[str, str]:
 
 def build_adapter(env: dict[str, str], **overrides: Any) -> SlurmRestAdapter:
     settings = slurm_settings_from_env(env)
-    if "SACCTMGR" in overrides:  # keep the env file's command prefix (a chroot, ssh)
-        overrides = overrides | {"SACCTMGR": settings["SACCTMGR"] | overrides["SACCTMGR"]}
+    for command in ("SACCTMGR", "SCONTROL"):  # keep the env file's command prefix (chroot, ssh)
+        if command in overrides:
+            overrides = overrides | {command: settings[command] | overrides[command]}
     settings |= overrides
     adapter = build_scheduler_adapter(settings)
     assert isinstance(adapter, SlurmRestAdapter)

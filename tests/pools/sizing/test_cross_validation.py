@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -75,3 +76,56 @@ def test_the_p90_and_quantiles_by_hand():
     assert bench._p90(values) == 9.0  # the 9th of 10 ordered values
     assert bench._quantile(values, 0.1) == pytest.approx(1.9)  # 1 + 0.9 x (2 - 1)
     assert bench._quantile(values, 0.9) == pytest.approx(9.1)
+
+
+def test_the_size_of_a_published_run_is_read_from_its_row():
+    iog = {"input_len": "ShareGPT (~206 mean input tokens over 200 prompts)", "scenario": "x"}
+    sweep = {"input_len": 256, "scenario": "online_serving (max concurrency sweep, 300 prompts)"}
+    offline = {"input_len": 128, "scenario": "max_throughput_offline (30000 requests)"}
+
+    assert bench.run_requests(iog) == 200
+    assert bench.run_requests(sweep) == 300
+    assert bench.run_requests(offline) == 30_000
+    assert bench.run_requests({"input_len": 128, "scenario": "saturation"}) is None
+
+
+def _steady(tok_s, tpot_ms):
+    return SimpleNamespace(output_tok_s_total=tok_s, throughput=SimpleNamespace(tpot_ms=tpot_ms))
+
+
+def test_a_finite_open_loop_run_ends_with_the_last_requests_own_decode():
+    # 200 requests of 200 tokens at 32 req/s, kept up with (6,400 tok/s), TPOT 12.5 ms: the
+    # arrivals take 40,000 / 6,400 = 6.25 s and the last request 200 x 12.5 ms = 2.5 s more, so
+    # the run reports 40,000 / 8.75 s = 4,571.4 tok/s.
+    request = {"output_len": 200, "concurrency": None, "request_rate": 32.0}
+    case = {"requests": 200, "request": request}
+    saturated = {"requests": 200, "request": {**request, "request_rate": None}}
+
+    assert bench.finite_run_tok_s(case, _steady(6_400.0, 12.5)) == pytest.approx(40_000 / 8.75)
+    assert bench.finite_run_tok_s({**case, "requests": None}, _steady(6_400.0, 12.5)) == 6_400.0
+    assert bench.finite_run_tok_s(saturated, _steady(6_400.0, 12.5)) == 6_400.0
+
+
+def test_a_finite_closed_loop_run_ends_with_a_partial_round(monkeypatch):
+    # 300 requests of 128 tokens, 48 at a time: 6 rounds of 48 at 1,600 tok/s (6 x 48 x 128 /
+    # 1,600 = 23.04 s) and one of 12 at 600 tok/s (12 x 128 / 600 = 2.56 s): 38,400 / 25.6 s.
+    request = {"output_len": 128, "concurrency": 48}
+    monkeypatch.setattr(bench, "_estimate", lambda fields, engines: _steady(600.0, 20.0))
+
+    tok_s = bench.finite_run_tok_s({"requests": 300, "request": request}, _steady(1_600.0, 30.0))
+
+    assert tok_s == pytest.approx(38_400 / 25.6)
+    assert bench.finite_run_tok_s({"requests": 96, "request": request}, _steady(1_600.0, 30.0)) == (
+        1_600.0
+    )
+
+
+def test_bands_are_never_written_from_the_unshipped_overlap_fit(monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["sizing.py", "--fit-overlap", "--write-bands"])
+
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main()
+
+    assert exit_info.value.code == 2
+    assert "not shipped" in capsys.readouterr().err
+    assert bench.FIT_OVERLAP_GRID == [None]  # the default fit keeps the hard roofline

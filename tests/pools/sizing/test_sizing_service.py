@@ -141,6 +141,12 @@ def test_at_half_the_load_l40s_fit_and_the_request_explains_itself(fleet):
         "gpu_model": "l40s",
         "card_count": 24,
         "pool": "infer-k8s",
+        # TP 4 x 6 replicas: six 4-card groups, each on one node; L40S have no NVLink, so
+        # no domain is asked, and replicas may share a node
+        "cards_per_node": 4,
+        "node_count": 6,
+        "one_nvlink_domain": False,
+        "shared_nodes": True,
     }
     assert justification.startswith(
         "Serve Qwen2.5-72B for 1,000 output tok/s at peak. Sized by the portal: 24 × L40S "
@@ -151,7 +157,7 @@ def test_at_half_the_load_l40s_fit_and_the_request_explains_itself(fleet):
         "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=24"
         "&justification=Serve+Qwen2.5-72B+for+1%2C000+output+tok%2Fs+at+peak."
     )
-    assert url.endswith("&pool=infer-k8s")
+    assert url.endswith("&cards_per_node=4&node_count=6&shared_nodes=on&pool=infer-k8s")
 
 
 def test_cards_held_in_the_window_are_not_free(fleet):

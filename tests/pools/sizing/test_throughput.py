@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pools.sizing import SizingInputError
-from pools.sizing.engines import VLLM_V0_STEP_OVERHEAD_S_PER_LAYER, engine_profile
+from pools.sizing.engines import ENGINE_PROFILES, VLLM_V0_STEP_OVERHEAD_S_PER_LAYER, engine_profile
 from pools.sizing.gpus import gpu_spec, gpu_specs_from_catalogue
 from pools.sizing.memory import precision_parse
 from pools.sizing.presets import model_preset
@@ -19,6 +19,7 @@ from pools.sizing.throughput import (
     batch_for_targets,
     decode_ceiling_batch1_tok_s,
     decode_weight_bytes,
+    overlapped_s,
     precision_on_gpu,
     prefill_flops,
     replica_throughput,
@@ -349,3 +350,13 @@ def test_fp8_prefill_runs_its_linears_at_the_fp8_rate_and_attention_at_16_bit():
     estimate = replica(precision=precision_parse("FP8"), kv_bits=8)
 
     assert estimate.ttft_ms == pytest.approx((seconds + 32 * 10 * 3e-6) * 1e3)
+
+
+def test_the_gemm_roofline_is_a_hard_max_unless_a_profile_overlaps_less():
+    # Stream 3 ms, multiply 4 ms: the roofline's 4 ms; p = 2: sqrt(9 + 16) = 5 ms; p = 1 (no
+    # overlap): 7 ms. Every shipped profile keeps the hard max.
+    assert overlapped_s(0.003, 0.004, None) == 0.004
+    assert overlapped_s(0.003, 0.004, 2.0) == pytest.approx(0.005)
+    assert overlapped_s(0.003, 0.004, 1.0) == pytest.approx(0.007)
+    assert overlapped_s(0.003, 0.0, 1.5) == 0.003
+    assert {profile.gemm_overlap_exponent for profile in ENGINE_PROFILES.values()} == {None}

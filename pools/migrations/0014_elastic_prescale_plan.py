@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('pools', '0011_elastic_capacity'),
+        ('pools', '0013_elastic_capacity'),
     ]
 
     operations = [

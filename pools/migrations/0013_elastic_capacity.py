@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('pools', '0010_node_gpus_allocated'),
+        ('pools', '0012_placement_shapes'),
     ]
 
     operations = [

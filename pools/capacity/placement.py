@@ -1,0 +1,597 @@
+"""Fit a placement shape onto the free cards of a pool's nodes, and measure stranded capacity.
+
+Pure functions: no Django, no ORM, no I/O. The caller says, per node, which cards (GPU indices)
+are free for the *whole* window asked and, where known, the node's NVLink domains
+(:mod:`pools.inventory.topology`); this module decides where a shape fits.
+
+**Shape** (:class:`Shape`): ``nodes`` nodes with ``cards_per_node`` cards on each (one group per
+node, as Slurm's ``--nodes=N --gpus-per-node=C`` asks), optionally with each node's cards inside
+one NVLink domain (``one_nvlink_domain``: a tensor-parallel group must not cross PCIe); or
+``Shape.any(n)``: n cards wherever they are. Written ``nodes × cards`` in messages, always with
+the words ("1 node × 8 cards"), because both orders are in use.
+
+**Fit** (:func:`fit_shape`): a node can hold a group of C cards when it has C free cards (and, with
+``one_nvlink_domain``, C free cards in one domain; unknown domains hold none). Of the nodes that
+can, the fitter takes the **best fit**: the one whose group leaves the fewest free cards behind
+(in the chosen domain when the domain matters, then on the node), ties broken by node name. Best
+fit is the classic bin-packing rule for keeping large holes whole: a 2-card group goes to the
+node that has exactly 2 free rather than cutting into an empty 8-card node, so the next 1 × 8
+still fits. Inside a node it takes the lowest free indices of the best-fitting domain. Every
+choice is ordered, so the same input gives the same placement.
+
+**Largest shape that fits** (when the asked one does not): *largest* means the most cards per
+node first (what bounds a tensor-parallel degree), then the most nodes, never more cards than
+asked in total: C' = the most cards any single node can give (≤ the asked C, in one domain when
+asked), N' = how many nodes can each give C' (≤ ⌈asked total / C'⌉). :attr:`FitResult.largest`
+is that N' × C'; :attr:`FitResult.largest_single_node` is 1 × C'. Worked example (the issue's):
+8 free A100 spread 2 per node over 4 nodes, 1 node × 8 cards asked → refused; largest 4 nodes × 2
+cards, largest on one node 1 × 2.
+
+**Stranded capacity** (:func:`stranded_cards`): common shapes are 1, 2, 4 and 8 cards on one
+node in one NVLink domain (:data:`COMMON_CARDS_PER_NODE`). For a shape of C cards a domain with F
+free cards serves ⌊F / C⌋ groups; the other F mod C free cards are stranded *for C*. A domain's
+own target is the largest common C its size allows (8 on an NVSwitch board, 2 on a bridged pair,
+1 on a card alone); the headline ``stranded`` counts, per domain, the free cards outside whole
+target groups: an 8-card NVSwitch node with 6 free cards has 6 stranded (no 1 × 8 fits there;
+moving the 2 allocated cards would free the node). Cards whose domains are unknown are reported
+apart (``unknown_topology``), never counted as usable for a multi-card shape.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+
+COMMON_CARDS_PER_NODE: tuple[int, ...] = (1, 2, 4, 8)
+
+
+class ShapeError(ValueError):
+    """A shape or node description that cannot be used (with the reason)."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """``nodes`` × ``cards_per_node`` (both ≥ 1), or "any" with ``any_cards`` cards anywhere.
+
+    ``shared_nodes``: the ``nodes`` groups are independent (inference replicas, each a TP group)
+    and may share a node, as long as each group is on one node (in one domain when asked);
+    without it every group needs a node of its own (a multi-node job: one task per node).
+    """
+
+    cards_per_node: int | None
+    nodes: int | None
+    one_nvlink_domain: bool = False
+    any_cards: int | None = None
+    shared_nodes: bool = False
+
+    def __post_init__(self) -> None:
+        if self.any_cards is not None:
+            if self.cards_per_node is not None or self.nodes is not None or self.shared_nodes:
+                raise ShapeError("an 'any' shape has a card count only")
+            _positive("cards", self.any_cards)
+            if self.one_nvlink_domain:
+                raise ShapeError("'one NVLink domain' needs cards per node, not 'any'")
+            return
+        if self.cards_per_node is None or self.nodes is None:
+            raise ShapeError("a shape needs cards per node and nodes, or 'any' with a card count")
+        _positive("cards per node", self.cards_per_node)
+        _positive("nodes", self.nodes)
+
+    @classmethod
+    def any(cls, cards: int) -> Shape:
+        return cls(cards_per_node=None, nodes=None, any_cards=cards)
+
+    @property
+    def is_any(self) -> bool:
+        return self.any_cards is not None
+
+    @property
+    def total_cards(self) -> int:
+        if self.any_cards is not None:
+            return self.any_cards
+        return self.cards_per_node * self.nodes  # type: ignore[operator]
+
+    def describe(self) -> str:
+        """``"1 node × 8 cards, one NVLink domain"``, ``"any 8 cards"``."""
+        if self.any_cards is not None:
+            return f"any {_plural(self.any_cards, 'card')}"
+        unit = "group" if self.shared_nodes else "node"
+        text = f"{_plural(self.nodes, unit)} × {_plural(self.cards_per_node, 'card')}"  # type: ignore[arg-type]
+        if self.nodes != 1:
+            text += " each"
+        if self.shared_nodes:
+            text += " (groups may share a node)"
+        return text + (", one NVLink domain" if self.one_nvlink_domain else "")
+
+
+def shape_from_sizing(*, tensor_parallel: int, replicas: int, training: bool = False) -> Shape:
+    """The shape a sizing estimate implies: ``replicas`` groups of ``tensor_parallel`` cards.
+
+    A TP group all-reduces every layer, which DESIGN.md's sizing notes (after seed 004) call
+    cheap over NVLink and expensive over PCIe, so TP > 1 asks for one NVLink domain per group.
+    Inference replicas are independent and may share a node; a training job's groups are one
+    task per node (``training``). TP = 1 inference is ``any`` ``replicas`` cards.
+    """
+    _positive("tensor parallel degree", tensor_parallel)
+    _positive("replicas", replicas)
+    if tensor_parallel == 1 and not training:
+        return Shape.any(replicas)
+    return Shape(
+        cards_per_node=tensor_parallel,
+        nodes=replicas,
+        one_nvlink_domain=tensor_parallel > 1,
+        shared_nodes=not training,
+    )
+
+
+@dataclass(frozen=True)
+class NodeFree:
+    """One node: ``free`` the GPU indices free for the whole window; ``domains`` its NVLink
+    domains (every card of the node in one; ``None`` = unknown)."""
+
+    name: str
+    free: frozenset[int]
+    domains: tuple[frozenset[int], ...] | None = None
+
+    def __post_init__(self) -> None:
+        _check_cards(self.name, self.free, self.domains)
+
+    @classmethod
+    def _trusted(
+        cls, name: str, free: frozenset[int], domains: tuple[frozenset[int], ...] | None
+    ) -> NodeFree:
+        """Built from a checked :class:`NodeCards` (``free`` a subset of its cards): skips
+        the checks, which would otherwise dominate a 2,000-node shape check."""
+        node = object.__new__(cls)
+        node.__dict__.update(name=name, free=free, domains=domains)
+        return node
+
+    def free_by_domain(self) -> list[frozenset[int]] | None:
+        """The free cards of each domain (domains with none left out); ``None`` if unknown."""
+        if self.domains is None:
+            return None
+        return [self.free & d for d in self.domains if self.free & d]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Cards chosen on one node."""
+
+    node: str
+    gpus: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """``fits``; ``placements`` (one per node used, in choice order) when it does; else
+    ``largest`` / ``largest_single_node`` (``None`` when not a card fits) and ``reason``."""
+
+    shape: Shape
+    fits: bool
+    placements: tuple[Placement, ...] = ()
+    largest: Shape | None = None
+    largest_single_node: Shape | None = None
+    reason: str = ""
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(p.node for p in self.placements)
+
+    def message(self) -> str:
+        """One sentence for a person: what fits, or why not and the largest that does."""
+        if self.fits:
+            where = ", ".join(
+                f"{p.node} (GPU {', '.join(map(str, p.gpus))})" for p in self.placements
+            )
+            return f"{self.shape.describe()} fits: {where}."
+        text = f"{self.shape.describe()} does not fit: {self.reason}."
+        if self.largest is None:
+            return text + " No shape fits."
+        text += f" The largest shape that does is {self.largest.describe()}"
+        if self.largest_single_node and self.largest_single_node != self.largest:
+            text += f" (on one node: {self.largest_single_node.describe()})"
+        return text + "."
+
+
+def fit_shape(nodes: Iterable[NodeFree], shape: Shape) -> FitResult:
+    """Where ``shape`` fits on ``nodes`` (see the module docstring for the rule)."""
+    pool = sorted(nodes, key=lambda n: n.name)
+    if len({n.name for n in pool}) != len(pool):
+        raise ShapeError("two nodes share a name")
+    if shape.is_any:
+        return _fit_any(pool, shape)
+    per_node, wanted = shape.cards_per_node, shape.nodes
+    assert per_node is not None and wanted is not None
+    one_domain = shape.one_nvlink_domain
+    if shape.shared_nodes:
+        placed = _pack_groups(pool, per_node, one_domain, wanted)
+        if len(placed) == wanted:
+            return FitResult(shape, True, tuple(placed))
+        where = " in one NVLink domain" if one_domain else ""
+        reason = (
+            f"only {_plural(len(placed), 'group')} of {per_node} cards{where} fit of the "
+            f"{wanted} asked"
+        )
+        return _refusal(pool, shape, 0, reason)
+    options: list[tuple[int, int, str, frozenset[int]]] = []
+    perfect: list[tuple[int, int, str, frozenset[int]]] = []
+    for node in pool:
+        option = _group_on(node, per_node, one_domain)
+        if option is None:
+            continue
+        options.append(option)
+        if option[0] == 0 and option[1] == 0:
+            # nothing beats leaving nothing behind, and the pool is in name order: the first
+            # ones found are the answer without looking further
+            perfect.append(option)
+            if len(perfect) == wanted:
+                return FitResult(shape, True, _placements(perfect, per_node))
+    if len(options) >= wanted:
+        return FitResult(shape, True, _placements(heapq.nsmallest(wanted, options), per_node))
+    return _refusal(pool, shape, len(options))
+
+
+def _refusal(
+    pool: Sequence[NodeFree], shape: Shape, capable: int, reason: str | None = None
+) -> FitResult:
+    reason = reason or _why_not(pool, shape, capable)
+    best = _largest(pool, shape)
+    single = (
+        Shape(
+            cards_per_node=best.cards_per_node,
+            nodes=1,
+            one_nvlink_domain=best.one_nvlink_domain,
+            shared_nodes=best.shared_nodes,
+        )
+        if best is not None
+        else None
+    )
+    return FitResult(shape, False, (), best, single, reason)
+
+
+def _group_on(
+    node: NodeFree, cards: int, one_domain: bool
+) -> tuple[int, int, str, frozenset[int]] | None:
+    """The best group of ``cards`` free cards on ``node`` as (free cards left in the domain it
+    comes from, free cards left on the node, node name, the cards to take from), or ``None``
+    when the node cannot hold one. Tuples compare in the best-fit order."""
+    free = node.free
+    total = len(free)
+    if total < cards:
+        return None
+    if node.domains is not None:
+        best: frozenset[int] | None = None
+        best_key = (0, 0)
+        for domain in node.domains:
+            if len(domain) < cards:
+                continue
+            in_domain = free & domain
+            if len(in_domain) >= cards:
+                key = (len(in_domain), min(in_domain))
+                if best is None or key < best_key:
+                    best, best_key = in_domain, key
+        if best is not None:
+            return best_key[0] - cards, total - cards, node.name, best
+    if one_domain and cards > 1:
+        return None  # no domain holds them, or domains are unknown
+    return 0, total - cards, node.name, free
+
+
+def _placements(
+    chosen: Iterable[tuple[int, int, str, frozenset[int]]], cards: int
+) -> tuple[Placement, ...]:
+    return tuple(Placement(name, tuple(sorted(source)[:cards])) for _, _, name, source in chosen)
+
+
+def _why_not(pool: Sequence[NodeFree], shape: Shape, capable: int) -> str:
+    per_node, wanted = shape.cards_per_node, shape.nodes
+    most = max((len(n.free) for n in pool), default=0)
+    if not pool:
+        return "the pool has no nodes"
+    if shape.one_nvlink_domain and all(n.domains is None for n in pool if len(n.free) >= per_node):  # type: ignore[operator]
+        if any(len(n.free) >= per_node for n in pool):  # type: ignore[operator]
+            return (
+                f"nodes with {per_node} free cards have unknown NVLink domains "
+                "(import their nvidia-smi topo -m)"
+            )
+    free_total = sum(len(n.free) for n in pool)
+    if capable == 0:
+        where = " in one NVLink domain" if shape.one_nvlink_domain else ""
+        return (
+            f"no node has {_plural(per_node, 'free card')}{where} for the whole window "  # type: ignore[arg-type]
+            f"(most free on one node: {most}; {free_total} free in all)"
+        )
+    return f"only {_plural(capable, 'node')} of the {wanted} asked can each hold {per_node}"
+
+
+def _largest(pool: Sequence[NodeFree], shape: Shape) -> Shape | None:
+    per_node = shape.cards_per_node
+    assert per_node is not None
+    for cards in range(per_node, 0, -1):
+        cap = math.ceil(shape.total_cards / cards)
+        if shape.shared_nodes:
+            able = len(_pack_groups(pool, cards, shape.one_nvlink_domain, cap))
+        else:
+            able = sum(1 for n in pool if _group_on(n, cards, shape.one_nvlink_domain) is not None)
+        if able:
+            return Shape(
+                cards_per_node=cards,
+                nodes=min(able, cap),
+                one_nvlink_domain=shape.one_nvlink_domain,
+                shared_nodes=shape.shared_nodes,
+            )
+    return None
+
+
+def _pack_groups(
+    pool: Sequence[NodeFree], cards: int, one_domain: bool, groups: int
+) -> list[Placement]:
+    """Up to ``groups`` groups of ``cards``, each on one node, nodes reused: group by group the
+    best fit over what is left (a perfect fit ends the search for that group)."""
+    left = list(pool)
+    placed: list[Placement] = []
+    for _ in range(groups):
+        best: tuple[int, int, str, frozenset[int]] | None = None
+        best_at = -1
+        for at, node in enumerate(left):
+            option = _group_on(node, cards, one_domain)
+            if option is not None and (best is None or option < best):
+                best, best_at = option, at
+                if option[0] == 0 and option[1] == 0:
+                    break
+        if best is None:
+            break
+        taken = tuple(sorted(best[3])[:cards])
+        node = left[best_at]
+        left[best_at] = NodeFree._trusted(node.name, node.free - frozenset(taken), node.domains)
+        placed.append(Placement(node.name, taken))
+    return placed
+
+
+def _fit_any(pool: Sequence[NodeFree], shape: Shape) -> FitResult:
+    wanted = shape.total_cards
+    single = [(len(n.free) - wanted, n.name, n) for n in pool if len(n.free) >= wanted]
+    if single:
+        _, _, node = min(single)
+        return FitResult(shape, True, (Placement(node.name, tuple(sorted(node.free)[:wanted])),))
+    free_total = sum(len(n.free) for n in pool)
+    if free_total < wanted:
+        best = Shape.any(free_total) if free_total else None
+        return FitResult(
+            shape, False, (), best, None, f"{free_total} cards are free for the whole window"
+        )
+    placements = []
+    left = wanted
+    for node in sorted(pool, key=lambda n: (-len(n.free), n.name)):  # fewest nodes
+        if left == 0:
+            break
+        take = min(left, len(node.free))
+        if take:
+            placements.append(Placement(node.name, tuple(sorted(node.free)[:take])))
+            left -= take
+    return FitResult(shape, True, tuple(placements))
+
+
+@dataclass(frozen=True)
+class NodeStranding:
+    """One node: ``free`` cards, ``stranded`` ones (outside whole target groups),
+    ``target_cards`` the largest common shape its largest domain allows, ``cards_to_free``: how
+    many allocated cards of that domain would have to move for one whole target group more."""
+
+    node: str
+    free: int
+    stranded: int
+    target_cards: int | None
+    cards_to_free: int | None
+
+
+@dataclass(frozen=True)
+class StrandedReport:
+    """Totals over the nodes given (one pool × GPU model).
+
+    ``stranded``: free cards outside whole target-shape groups (see the module docstring);
+    ``stranded_for``: per common shape C, free cards that no C-card one-domain group can use;
+    ``unknown_topology``: free cards on nodes whose domains are unknown (not in ``stranded``);
+    ``nodes``: per node, sorted by fewest ``cards_to_free`` first (the cheapest whole node to
+    win back by moving allocations or draining).
+    """
+
+    free: int
+    stranded: int
+    stranded_for: Mapping[int, int]
+    unknown_topology: int
+    nodes: tuple[NodeStranding, ...] = field(default=())
+
+
+def stranded_cards(
+    nodes: Iterable[NodeFree], shapes: Sequence[int] = COMMON_CARDS_PER_NODE
+) -> StrandedReport:
+    """Stranded free cards of one pool × GPU model at one moment (module docstring)."""
+    sizes = sorted({_positive("cards per node", s) for s in shapes})
+    free = stranded = unknown = 0
+    per_shape = dict.fromkeys(sizes, 0)
+    rows: list[NodeStranding] = []
+    for node in sorted(nodes, key=lambda n: n.name):
+        free += len(node.free)
+        if node.domains is None:
+            unknown += len(node.free)
+            rows.append(NodeStranding(node.name, len(node.free), 0, None, None))
+            continue
+        node_stranded = 0
+        best_target: int | None = None
+        to_free: int | None = None
+        for domain in node.domains:
+            in_domain = len(node.free & domain)
+            for size in sizes:
+                per_shape[size] += in_domain if size > len(domain) else in_domain % size
+            target = max((s for s in sizes if s <= len(domain)), default=None)
+            if target is None:
+                node_stranded += in_domain
+                continue
+            node_stranded += in_domain % target
+            if best_target is None or target > best_target:
+                best_target = target
+                to_free = None
+            if target == best_target and in_domain % target:
+                need = target - in_domain % target
+                to_free = need if to_free is None else min(to_free, need)
+        stranded += node_stranded
+        rows.append(NodeStranding(node.name, len(node.free), node_stranded, best_target, to_free))
+    rows.sort(key=lambda r: (r.cards_to_free is None, r.cards_to_free or 0, r.node))
+    return StrandedReport(free, stranded, per_shape, unknown, tuple(rows))
+
+
+@dataclass(frozen=True)
+class NodeCards:
+    """A node's cards of one GPU model (GPU indices) and its NVLink domains (``None``:
+    unknown), before anything is held."""
+
+    name: str
+    gpus: frozenset[int]
+    domains: tuple[frozenset[int], ...] | None = None
+
+    @classmethod
+    def trusted(
+        cls, name: str, gpus: frozenset[int], domains: tuple[frozenset[int], ...] | None
+    ) -> NodeCards:
+        """A node whose cards and domains were checked already (another node with the same
+        ones): skips the checks, as :meth:`NodeFree._trusted` does."""
+        node = object.__new__(cls)
+        node.__dict__.update(
+            name=name, gpus=gpus, domains=domains, _all_free=NodeFree._trusted(name, gpus, domains)
+        )
+        return node
+
+    def __post_init__(self) -> None:
+        _check_cards(self.name, self.gpus, self.domains)
+        # the node with nothing held, handed out as is by free_for_window (most nodes, most
+        # windows): one object less per node and check
+        object.__setattr__(self, "_all_free", NodeFree._trusted(self.name, self.gpus, self.domains))
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Cards of a node held over ``[starts_at, ends_at)`` (an allocation's placement, a running
+    job); times aware."""
+
+    node: str
+    gpus: frozenset[int]
+    starts_at: datetime
+    ends_at: datetime
+
+
+def free_for_window(
+    nodes: Iterable[NodeCards], holds: Iterable[Hold], starts_at: datetime, ends_at: datetime
+) -> list[NodeFree]:
+    """Per node, the cards no hold touches anywhere in the half-open window: what
+    :func:`fit_shape` may use for a request over that window. One pass over ``holds``."""
+    if ends_at <= starts_at:
+        raise ShapeError("the window must end after it starts")
+    taken: dict[str, frozenset[int]] = {}
+    for hold in holds:
+        if hold.starts_at < ends_at and starts_at < hold.ends_at:
+            node = hold.node
+            taken[node] = taken[node] | hold.gpus if node in taken else hold.gpus
+    trusted = NodeFree._trusted
+    return [
+        trusted(node.name, node.gpus - taken[node.name], node.domains)
+        if node.name in taken
+        else node._all_free  # type: ignore[attr-defined]
+        for node in nodes
+    ]
+
+
+@dataclass(frozen=True)
+class StrandedHours:
+    """Stranded capacity integrated over a horizon, in card-hours (``Decimal``, exact: seconds
+    / 3600): ``card_hours`` for each domain's target shape, ``card_hours_for`` per common shape,
+    ``unknown_topology_card_hours`` free on nodes of unknown domains, ``free_card_hours`` all
+    free; ``by_node`` the stranded card-hours of each node, largest first."""
+
+    free_card_hours: Decimal
+    card_hours: Decimal
+    card_hours_for: Mapping[int, Decimal]
+    unknown_topology_card_hours: Decimal
+    by_node: tuple[tuple[str, Decimal], ...]
+
+
+def stranded_card_hours(
+    nodes: Iterable[NodeCards],
+    holds: Iterable[Hold],
+    starts_at: datetime,
+    ends_at: datetime,
+    shapes: Sequence[int] = COMMON_CARDS_PER_NODE,
+) -> StrandedHours:
+    """:func:`stranded_cards` at every moment of ``[starts_at, ends_at)``, summed as card-hours.
+
+    Each node is cut at its own holds' start and end times; between two cuts its free cards are
+    constant, so the stranding of that stretch × its length in hours is exact. Cost: the
+    holds' boundaries per node, O(holds × holds-per-node) in all.
+    """
+    if ends_at <= starts_at:
+        raise ShapeError("the horizon must end after it starts")
+    sizes = tuple(sorted(set(shapes)))
+    by_node: dict[str, list[Hold]] = defaultdict(list)
+    for hold in holds:
+        if hold.starts_at < ends_at and starts_at < hold.ends_at:
+            by_node[hold.node].append(hold)
+    free_total = stranded = unknown = Decimal(0)
+    per_shape = dict.fromkeys(sizes, Decimal(0))
+    rows: list[tuple[str, Decimal]] = []
+    for node in nodes:
+        mine = by_node.get(node.name, [])
+        cuts = sorted(
+            {starts_at, ends_at}
+            | {max(h.starts_at, starts_at) for h in mine}
+            | {min(h.ends_at, ends_at) for h in mine}
+        )
+        node_stranded = Decimal(0)
+        for left, right in zip(cuts, cuts[1:], strict=False):
+            hours = Decimal((right - left).total_seconds()) / Decimal(3600)
+            held: set[int] = set()
+            for hold in mine:
+                if hold.starts_at < right and left < hold.ends_at:
+                    held |= hold.gpus
+            report = stranded_cards(
+                [NodeFree._trusted(node.name, node.gpus - held, node.domains)], sizes
+            )
+            free_total += report.free * hours
+            node_stranded += report.stranded * hours
+            unknown += report.unknown_topology * hours
+            for size in sizes:
+                per_shape[size] += report.stranded_for[size] * hours
+        stranded += node_stranded
+        if node_stranded:
+            rows.append((node.name, node_stranded))
+    rows.sort(key=lambda row: (-row[1], row[0]))
+    return StrandedHours(free_total, stranded, per_shape, unknown, tuple(rows))
+
+
+def _check_cards(
+    name: str, cards: frozenset[int], domains: tuple[frozenset[int], ...] | None
+) -> None:
+    if any(not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in cards):
+        raise ShapeError(f"{name}: GPU indices are non-negative integers")
+    if domains is not None:
+        seen: set[int] = set()
+        for domain in domains:
+            if seen & domain:
+                raise ShapeError(f"{name}: a card is in two NVLink domains")
+            seen |= domain
+        if not cards <= seen:
+            raise ShapeError(f"{name}: cards {sorted(cards - seen)} are in no domain")
+
+
+def _positive(what: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ShapeError(f"{what} must be a whole number of at least 1, not {value!r}")
+    return value
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")

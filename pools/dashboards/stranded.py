@@ -1,0 +1,191 @@
+"""Stranded capacity for the admin dashboard (issue #20): per pool × GPU model, free cards that
+no common shape (1, 2, 4, 8 cards on one node in one NVLink domain) can use over the next
+weeks, in card-hours, with the nodes whose fragments cost most and what would win a whole
+group back.
+
+The rule is :func:`pools.capacity.placement.stranded_card_hours`: per NVLink domain, free cards
+outside whole groups of the largest common shape the domain allows are stranded (an 8-card
+NVSwitch node with 6 free cards strands 6 for the hours it stays so). Cards are the schedulable
+ones (node up, card not in error); domains as the shape check reads them
+(:func:`pools.capacity.shapes.pool_node_cards`'s rule: imported, else catalogue, else unknown).
+Held cards are the placements of holding allocations; allocations without a placement are laid
+together by best fit, at their peak, for the whole horizon (see ``_holds``).
+Two queries whatever the fleet's size.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from pools.capacity.arithmetic import peak_cards
+from pools.capacity.lifecycle import HOLDING_STATUSES
+from pools.capacity.models import Allocation
+from pools.capacity.placement import (
+    COMMON_CARDS_PER_NODE,
+    Hold,
+    NodeCards,
+    free_for_window,
+    stranded_card_hours,
+    stranded_cards,
+)
+from pools.capacity.shapes import lay_unplaced, node_domains
+from pools.choices import GpuHealth, NodeState
+from pools.dashboards.capacity import DashboardFilters, pooled_gpus
+from pools.inventory.models import GpuModel
+
+HORIZON = timedelta(weeks=4)
+
+
+@dataclass
+class WinBack:
+    """A node where moving (or letting end) ``cards_to_free`` allocated cards frees one more
+    whole group of ``target_cards``; ``stranded`` its free cards outside whole groups now."""
+
+    node: str
+    stranded: int
+    target_cards: int
+    cards_to_free: int
+
+
+@dataclass
+class StrandedRow:
+    """One pool × GPU model over ``[start, end)``; card-hours are ``Decimal``."""
+
+    pool: str
+    pool_slug: str
+    gpu_model: str
+    gpu_model_slug: str
+    gpu_model_id: int
+    cards: int
+    free_card_hours: Decimal
+    stranded_card_hours: Decimal
+    card_hours_for: dict[int, Decimal]
+    unknown_topology_card_hours: Decimal
+    worst_nodes: list[tuple[str, Decimal]] = field(default_factory=list)
+    win_back: list[WinBack] = field(default_factory=list)
+
+    @property
+    def for_8(self) -> Decimal:
+        """Card-hours no 1 × 8 one-domain group can use."""
+        return self.card_hours_for.get(8, Decimal(0))
+
+    @property
+    def for_4(self) -> Decimal:
+        return self.card_hours_for.get(4, Decimal(0))
+
+    @property
+    def stranded_share(self) -> Decimal | None:
+        """Stranded of free card-hours, %, one decimal; ``None`` when nothing is free."""
+        if not self.free_card_hours:
+            return None
+        return (self.stranded_card_hours / self.free_card_hours * 100).quantize(Decimal("0.1"))
+
+
+def stranded_capacity(
+    *, filters: DashboardFilters, now: datetime, horizon: timedelta = HORIZON
+) -> list[StrandedRow]:
+    """Stranded capacity per pool × GPU model from ``now`` over ``horizon`` (module docstring),
+    sorted by stranded card-hours, most first."""
+    end = now + horizon
+    rows = (
+        pooled_gpus(filters)
+        .filter(node__state=NodeState.UP, gpu_model__isnull=False)
+        .exclude(health=GpuHealth.ERROR)
+        .values_list(
+            "node__pool_id",
+            "node__pool__name",
+            "node__pool__slug",
+            "gpu_model_id",
+            "node__hostname",
+            "index",
+            "node__nvlink_domains",
+        )
+        .order_by("node__pool_id", "gpu_model_id", "node__hostname", "index")
+    )
+    groups: dict[tuple[int, int], dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+    recorded: dict[str, list | None] = {}
+    pools: dict[int, tuple[str, str]] = {}
+    for pool_id, pool_name, pool_slug, model_id, hostname, index, domains in rows:
+        groups[(pool_id, model_id)][hostname].add(index)
+        recorded[hostname] = domains
+        pools[pool_id] = (pool_name, pool_slug)
+    if not groups:
+        return []
+    models = {m.pk: m for m in GpuModel.objects.filter(pk__in={k[1] for k in groups})}
+    allocations = (
+        Allocation.objects.filter(
+            status__in=HOLDING_STATUSES,
+            starts_at__lt=end,
+            ends_at__gt=now,
+            pool_id__in={k[0] for k in groups},
+            gpu_model_id__in={k[1] for k in groups},
+        )
+        .order_by("id")
+        .values_list("pool_id", "gpu_model_id", "card_count", "starts_at", "ends_at", "placement")
+    )
+    by_group: dict[tuple[int, int], list[tuple]] = defaultdict(list)
+    for pool_id, model_id, cards, starts_at, ends_at, placement in allocations:
+        by_group[(pool_id, model_id)].append((cards, starts_at, ends_at, placement))
+    result = []
+    for (pool_id, model_id), hosts in groups.items():
+        model = models[model_id]
+        nodes = [
+            NodeCards(host, frozenset(cards), node_domains(frozenset(cards), recorded[host], model))
+            for host, cards in sorted(hosts.items())
+        ]
+        holds = _holds(nodes, by_group.get((pool_id, model_id), []), now, end)
+        hours = stranded_card_hours(nodes, holds, now, end, COMMON_CARDS_PER_NODE)
+        current = stranded_cards(free_for_window(nodes, holds, now, now + timedelta(seconds=1)))
+        win_back = [
+            WinBack(n.node, n.stranded, n.target_cards, n.cards_to_free)
+            for n in current.nodes
+            if n.cards_to_free is not None and n.target_cards and n.target_cards > 1
+        ][:5]
+        pool_name, pool_slug = pools[pool_id]
+        result.append(
+            StrandedRow(
+                pool=pool_name,
+                pool_slug=pool_slug,
+                gpu_model=model.name,
+                gpu_model_slug=model.slug,
+                gpu_model_id=model.pk,
+                cards=sum(len(n.gpus) for n in nodes),
+                free_card_hours=hours.free_card_hours,
+                stranded_card_hours=hours.card_hours,
+                card_hours_for=dict(hours.card_hours_for),
+                unknown_topology_card_hours=hours.unknown_topology_card_hours,
+                worst_nodes=list(hours.by_node[:5]),
+                win_back=win_back,
+            )
+        )
+    result.sort(key=lambda r: (-r.stranded_card_hours, r.pool, r.gpu_model))
+    return result
+
+
+def _holds(nodes: list[NodeCards], allocations: list[tuple], start, end) -> list[Hold]:
+    """Placed allocations as holds on their cards; the unplaced ones laid together on the cards
+    placed holds leave free over the whole horizon, as many as they hold at once at their peak,
+    for the whole horizon (conservative: a fragment they might not really occupy counts as
+    held, so stranding is never overstated by them)."""
+    names = {n.name for n in nodes}
+    holds: list[Hold] = []
+    unplaced = []
+    for cards, starts_at, ends_at, placement in allocations:
+        if placement:
+            holds.extend(
+                Hold(spot["node"], frozenset(spot["gpus"]), starts_at, ends_at)
+                for spot in placement
+                if spot["node"] in names
+            )
+        else:
+            unplaced.append((starts_at, ends_at, cards))
+    peak = peak_cards(unplaced, start, end)
+    if peak:
+        free = free_for_window(nodes, holds, start, end)
+        for node, laid in zip(free, lay_unplaced(free, peak), strict=True):
+            if node.free - laid.free:
+                holds.append(Hold(node.name, node.free - laid.free, start, end))
+    return holds

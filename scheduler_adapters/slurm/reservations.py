@@ -1,0 +1,188 @@
+"""Advance reservations of whole nodes for a team's account, through ``scontrol``.
+
+Why the command line: slurmrestd serves reservations read-only up to v0.0.42 (Slurm 24.11's
+OpenAPI document has ``GET /slurm/v0.0.4x/reservations/`` and ``.../reservation/{name}`` and no
+write; ``research/slurm-modern/openapi-24.11.5.json``); a ``POST /slurm/v0.0.43/reservation``
+appears with v0.0.43 (26.05's ``/openapi/v3`` lists it, ``tests/fixtures/slurm/rest_v0.0.45/
+openapi_paths.json``) but its request body has not been recorded here, so it is not used yet.
+Reservations can be created and deleted only by root or SlurmUser
+(https://slurm.schedmd.com/reservations.html), i.e. by ``scontrol`` run next to the cluster, the
+way :mod:`scheduler_adapters.slurm.sacctmgr` runs ``sacctmgr``: ``prefix`` says how
+(``("chroot", "/opt/portal-slurm-modern")``, ``("ssh", "slurm-head")``).
+
+Commands (https://slurm.schedmd.com/scontrol.html, "RESERVATIONS"):
+
+- create: ``scontrol create reservation ReservationName=N Accounts=A Nodes=n1,n2
+  StartTime=YYYY-MM-DDTHH:MM:SS EndTime=... [PartitionName=P]``. scontrol reads the times as
+  wall-clock time in slurmctld's zone, so aware datetimes are converted to ``time_zone`` first.
+- delete: ``scontrol delete ReservationName=N``.
+- read: ``scontrol show reservation N --oneliner`` (``Key=value`` pairs on one line).
+
+Writes are idempotent like the rest of the adapter: creating a reservation that already exists
+with the same account, nodes and window changes nothing and returns ``False``; one that exists
+with other values raises :class:`SchedulerRejected` (a name is one allocation's); deleting a
+missing one returns ``False``.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from scheduler_adapters.errors import (
+    SchedulerAuthError,
+    SchedulerError,
+    SchedulerRejected,
+    SchedulerUnavailable,
+)
+from scheduler_adapters.records import ReservationRecord, ReservationSpec
+from scheduler_adapters.slurm.hostlist import expand_hostlist
+
+Runner = Callable[..., subprocess.CompletedProcess[str]]
+
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
+# scontrol's words for a slurmctld it cannot reach (src/scontrol; slurm_strerror texts)
+_UNREACHABLE = ("unable to contact slurm controller", "connection refused", "socket timed out")
+_NOT_FOUND = ("not found", "invalid reservation", "reservation is invalid")
+_PAIR = re.compile(r"(?P<key>[A-Za-z]+)=(?P<value>\S*)")
+
+
+class ScontrolReservations:
+    """Create, read and delete reservations with ``scontrol`` (module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        executable: str = "scontrol",
+        prefix: Sequence[str] = (),
+        time_zone: str = "UTC",
+        timeout_s: float = 30.0,
+        run: Runner = subprocess.run,
+    ) -> None:
+        self._executable = executable
+        self._prefix = tuple(prefix)
+        self._zone = ZoneInfo(time_zone)
+        self._timeout_s = timeout_s
+        self._run = run
+
+    def create_reservation(self, spec: ReservationSpec) -> bool:
+        """Reserve ``spec.nodes`` for ``spec.account``; ``True`` when it was created."""
+        operation = "create_reservation"
+        existing = self.get_reservation(spec.name)
+        if existing is not None:
+            if self._same(existing, spec):
+                return False
+            raise SchedulerRejected(
+                f"reservation {spec.name} exists with other values "
+                f"(accounts {','.join(existing.accounts)}, nodes {','.join(existing.nodes)})",
+                operation=operation,
+            )
+        arguments = [
+            "create",
+            "reservation",
+            f"ReservationName={spec.name}",
+            f"Accounts={spec.account}",
+            f"Nodes={','.join(spec.nodes)}",
+            f"StartTime={self._wall_clock(spec.starts_at)}",
+            f"EndTime={self._wall_clock(spec.ends_at)}",
+        ]
+        if spec.partition:
+            arguments.append(f"PartitionName={spec.partition}")
+        self._scontrol(arguments, operation=operation)
+        return True
+
+    def delete_reservation(self, name: str) -> bool:
+        """Remove the reservation; ``False`` when there was none."""
+        operation = "delete_reservation"
+        if self.get_reservation(name) is None:
+            return False
+        self._scontrol(["delete", f"ReservationName={name}"], operation=operation)
+        return True
+
+    def get_reservation(self, name: str) -> ReservationRecord | None:
+        """The reservation as slurmctld has it, ``None`` when there is none by that name."""
+        output = self._scontrol(
+            ["show", "reservation", name, "--oneliner"],
+            operation="get_reservation",
+            missing_ok=True,
+        )
+        if output is None:
+            return None
+        for line in output.splitlines():
+            fields = {m["key"]: m["value"] for m in _PAIR.finditer(line)}
+            if fields.get("ReservationName") == name:
+                return self._record(fields)
+        return None
+
+    # ------------------------------------------------------------------ internals
+
+    def _wall_clock(self, moment: datetime) -> str:
+        return moment.astimezone(self._zone).strftime(_TIME_FORMAT)
+
+    def _parse_time(self, value: str | None) -> datetime | None:
+        if not value or value in {"(null)", "N/A", "Unknown"}:
+            return None
+        try:
+            return datetime.strptime(value, _TIME_FORMAT).replace(tzinfo=self._zone)
+        except ValueError:
+            return None
+
+    def _record(self, fields: dict[str, str]) -> ReservationRecord:
+        def listed(key: str) -> tuple[str, ...]:
+            value = fields.get(key, "")
+            return () if value in {"", "(null)"} else tuple(value.split(","))
+
+        nodes = fields.get("Nodes", "")
+        return ReservationRecord(
+            name=fields["ReservationName"],
+            accounts=listed("Accounts"),
+            nodes=tuple(sorted(expand_hostlist(nodes))) if nodes not in {"", "(null)"} else (),
+            starts_at=self._parse_time(fields.get("StartTime")),
+            ends_at=self._parse_time(fields.get("EndTime")),
+            partition=fields.get("PartitionName") or None,
+            state=fields.get("State") or None,
+        )
+
+    def _same(self, existing: ReservationRecord, spec: ReservationSpec) -> bool:
+        return (
+            existing.accounts == (spec.account,)
+            and existing.nodes == spec.nodes
+            and existing.starts_at == spec.starts_at.replace(microsecond=0)
+            and existing.ends_at == spec.ends_at.replace(microsecond=0)
+        )
+
+    def _scontrol(
+        self, arguments: Sequence[str], *, operation: str, missing_ok: bool = False
+    ) -> str | None:
+        command = [*self._prefix, self._executable, *arguments]
+        try:
+            done = self._run(
+                command, capture_output=True, text=True, timeout=self._timeout_s, check=False
+            )
+        except FileNotFoundError as exc:
+            raise SchedulerError(
+                f"reservations need {self._executable!r}, which is not installed here",
+                operation=operation,
+            ) from exc
+        except subprocess.TimeoutExpired as exc:
+            raise SchedulerUnavailable(
+                f"scontrol did not finish within {self._timeout_s:g}s", operation=operation
+            ) from exc
+        output = f"{done.stdout}\n{done.stderr}".strip()
+        lowered = output.lower()
+        if done.returncode == 0:
+            if missing_ok and any(marker in lowered for marker in _NOT_FOUND):
+                return None
+            return output
+        if missing_ok and any(marker in lowered for marker in _NOT_FOUND):
+            return None
+        if "permission denied" in lowered or "access/permission" in lowered:
+            raise SchedulerAuthError(f"scontrol: {output}", operation=operation)
+        if any(marker in lowered for marker in _UNREACHABLE):
+            raise SchedulerUnavailable(f"scontrol: {output}", operation=operation)
+        raise SchedulerRejected(
+            f"scontrol exited {done.returncode}: {output or 'no output'}", operation=operation
+        )

@@ -1,0 +1,129 @@
+"""The finance month's showback and top allocations: the sums the database makes on PostgreSQL
+equal the card timeline priced in Python (the way SQLite, the demo's database, runs them), and
+both equal the amounts worked out by hand. Query counts do not grow with the month's rows."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+from unittest import mock
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from kit import utc
+
+from billing import selectors
+
+pytestmark = pytest.mark.django_db
+OCT = date(2026, 10, 1)
+
+
+@pytest.fixture
+def month_of_allocations(rates, train_pool, team, a100):
+    """On ``train`` (8 A100, reserved 2.00 EUR per card-hour), in October 2026 (UTC):
+
+    - A: 2 cards, 1 Oct 00:00 → 3 Oct 00:00: 2 × 48 h × 2.00 = 192.00;
+    - B: 1 card, 30 Sep 12:00 → 1 Oct 12:00: 12 h inside October, 1 × 12 × 2.00 = 24.00;
+    - C: 4 cards, 10 Oct → 12 Oct, reclaimed to 1 card at 11 Oct 00:00:
+      4 × 24 × 2.00 + 1 × 24 × 2.00 = 240.00;
+    - D: cancelled, 8 cards all month: not charged.
+    Each of A-C has its reserved usage record for the part inside October.
+    """
+    from factories import AllocationFactory
+
+    from billing.models import UsageRecord
+    from pools.models import IdleFinding
+
+    def allocation(cards, start, end, status="active"):
+        return AllocationFactory(
+            team=team, pool=train_pool, gpu_model=a100, card_count=cards,
+            starts_at=start, ends_at=end, status=status,
+        )  # fmt: skip
+
+    a = allocation(2, utc(2026, 10, 1), utc(2026, 10, 3))
+    b = allocation(1, utc(2026, 9, 30, 12), utc(2026, 10, 1, 12))
+    c = allocation(1, utc(2026, 10, 10), utc(2026, 10, 12))
+    allocation(8, utc(2026, 10, 1), utc(2026, 11, 1), status="cancelled")
+    IdleFinding.objects.create(
+        allocation=c, state="reclaimed", first_seen_at=utc(2026, 10, 10, 12),
+        last_seen_at=utc(2026, 10, 11), reclaimed_at=utc(2026, 10, 11), card_count=4,
+        cards_in_use=1,
+    )  # fmt: skip
+    for alloc, start, cards_seconds in (
+        (a, utc(2026, 10, 1), 2 * 48 * 3600),
+        (b, utc(2026, 10, 1), 1 * 12 * 3600),
+        (c, utc(2026, 10, 10), (4 * 24 + 24) * 3600),
+    ):
+        UsageRecord.objects.create(
+            team=team, gpu_model=a100, allocation=alloc, quantity=cards_seconds,
+            unit="card-seconds", basis="reserved", month=OCT, period_start=start,
+            period_end=min(alloc.ends_at, utc(2026, 11, 1)), source="reservation",
+            source_id=f"allocation-{alloc.pk}", created_at=start, updated_at=start,
+        )  # fmt: skip
+    return a, b, c
+
+
+def _both_ways(fn):
+    """``fn()`` on PostgreSQL, then with the portable path (as on SQLite)."""
+    sql = fn()
+    with mock.patch.object(connection, "vendor", "sqlite"):
+        python = fn()
+    return sql, python
+
+
+def test_top_allocations_in_sql_equal_the_card_timeline(month_of_allocations):
+    a, b, c = month_of_allocations
+    sql, python = _both_ways(lambda: selectors.top_allocations(month=OCT, limit=2))
+    expected = [(c.pk, Decimal("240.00")), (a.pk, Decimal("192.00"))]
+    assert [(r["allocation"].pk, r["amount"]) for r in sql] == expected
+    assert [(r["allocation"].pk, r["amount"]) for r in python] == expected
+    everything = selectors.top_allocations(month=OCT)
+    assert [(r["allocation"].pk, r["amount"], r["card_hours"]) for r in everything] == [
+        (c.pk, Decimal("240.00"), 120), (a.pk, Decimal("192.00"), 96), (b.pk, Decimal("24.00"), 12)
+    ]  # fmt: skip
+
+
+def test_idle_cost_in_sql_equals_the_card_timeline(month_of_allocations):
+    sql, python = _both_ways(lambda: selectors.pool_idle_costs(month=OCT))
+    # capacity 8 × 744 h × 2.00 = 11,904.00; held 192 + 24 + 240 = 456.00; 456 / 11904 = 3.83 %
+    for rows in (sql, python):
+        assert [(r.pool.slug, r.capacity_cost, r.allocated_cost, r.idle_cost, r.utilisation)
+                for r in rows] == [("train", Decimal("11904.00"), Decimal("456.00"),
+                                    Decimal("11448.00"), Decimal("3.8"))]  # fmt: skip
+
+
+def test_finance_month_sums_and_pages_in_constant_queries(admin_page, rates):
+    from factories import TeamFactory
+
+    from billing.services.statements import statement_build
+
+    def count():
+        with CaptureQueriesContext(connection) as ctx:
+            page = admin_page.get("/costs/finance/2026-10/")
+        assert page.status_code == 200
+        return len(ctx.captured_queries), page
+
+    for n in range(3):
+        statement_build(team=TeamFactory(slug=f"t{n}", cost_centre="CC-1"), month=OCT)
+    few, _ = count()
+    for n in range(3, 60):
+        statement_build(team=TeamFactory(slug=f"t{n:02d}", cost_centre="CC-1"), month=OCT)
+    many, page = count()
+    assert many == few
+    assert page.context["statement_count"] == 60
+    assert len(page.context["statements"].object_list) == 50  # one page of 50
+    assert page.context["statements"].paginator.num_pages == 2
+
+
+def test_team_month_links_the_users_other_teams(team, team_member):
+    from django.test import Client
+    from factories import MembershipFactory, TeamFactory
+
+    MembershipFactory(team=TeamFactory(slug="vision", name="Vision"), user=team_member)
+    TeamFactory(slug="audio", name="Audio")  # not alice's: never linked
+    client = Client()
+    client.force_login(team_member)
+    page = client.get("/costs/nlp/2026-10/").content.decode()
+    assert ' · <a href="/costs/vision/2026-10/">Vision</a>' in page
+    assert "/costs/audio/" not in page and 'href="/costs/nlp/2026-10/"' not in page

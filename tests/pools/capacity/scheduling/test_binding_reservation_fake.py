@@ -1,0 +1,75 @@
+"""A shaped approval made real in Slurm (issue #20), with the in-memory fake: the whole node the
+shape check counted on is reserved for the team's account over the window, a job of that shape
+runs in the reservation, release deletes it; a part-node placement is not reserved and the
+allocation says why. The real cluster: tests/integration/slurm/test_reservations.py."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from pools.capacity.services.allocations import allocation_release
+from pools.capacity.services.requests import capacity_request_approve
+from pools.choices import AllocationStatus
+from scheduler_adapters.records import JobSpec, JobState
+
+pytestmark = pytest.mark.django_db
+
+
+def _shaped(submitted, pool, a100, team, bob, cards):
+    request = submitted(pool, a100, team, bob, cards, timezone.now() - timedelta(minutes=1))
+    request.cards_per_node, request.node_count, request.one_nvlink_domain = cards, 1, True
+    request.save()
+    return request
+
+
+def test_a_whole_node_shape_is_reserved_and_a_job_runs_in_it(
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks
+):
+    pool, a100, team, bob, admin = setup
+    pool.nodes.update(hostname="fake-gpu-a100", nvlink_domains=[[0, 1, 2, 3]])
+    request = _shaped(submitted, pool, a100, team, bob, 4)
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation = capacity_request_approve(request=request, actor=admin)
+    allocation.refresh_from_db()
+    assert allocation.status == AllocationStatus.ACTIVE
+    assert allocation.placement == [{"node": "fake-gpu-a100", "gpus": [0, 1, 2, 3]}]
+    name = f"portal-alloc-{allocation.pk}"
+    assert allocation.scheduler_binding["reservation"] == name
+    record = fake_slurm.get_reservation(name)
+    assert (record.accounts, record.nodes, record.state) == (
+        ("vision",),
+        ("fake-gpu-a100",),
+        "ACTIVE",
+    )
+
+    job = fake_slurm.submit_job(
+        JobSpec(account="vision", user="bob", partition="gpu", script="#!/bin/sh\n", gpus=4,
+                gres_type="a100", reservation=name, time_limit_min=60)
+    )  # fmt: skip
+    assert fake_slurm.get_job(job).state is JobState.RUNNING
+    fake_slurm.cancel_job(job)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation_release(allocation=allocation, actor=bob, reason="done")
+    assert fake_slurm.get_reservation(name) is None
+
+
+def test_a_part_node_placement_is_not_reserved_and_says_so(
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks
+):
+    pool, a100, team, bob, admin = setup
+    pool.nodes.update(hostname="fake-gpu-a100", nvlink_domains=[[0, 1, 2, 3]])
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation = capacity_request_approve(
+            request=_shaped(submitted, pool, a100, team, bob, 2), actor=admin
+        )
+    allocation.refresh_from_db()
+    assert allocation.status == AllocationStatus.ACTIVE
+    assert allocation.scheduler_binding["reservation"] is None
+    assert allocation.scheduler_binding["placement_note"].startswith(
+        "Not reserved in Slurm: the placement takes part of fake-gpu-a100"
+    )
+    assert fake_slurm.reservations == {}

@@ -1,0 +1,225 @@
+"""Reservations: the scontrol command lines the real adapter runs, its reading of scontrol's
+answers, and the fake that mirrors it (the real cluster: tests/integration/slurm/)."""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from scheduler_adapters.errors import (
+    SchedulerAuthError,
+    SchedulerError,
+    SchedulerRejected,
+    SchedulerUnavailable,
+)
+from scheduler_adapters.fake import FakeScheduler
+from scheduler_adapters.records import JobSpec, JobState, ReservationSpec
+from scheduler_adapters.registry import build_scheduler_adapter, slurm_settings_from_env
+from scheduler_adapters.slurm.reservations import ScontrolReservations
+
+START = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)
+END = START + timedelta(days=2)
+# what `scontrol show reservation N --oneliner` prints (24.11 layout, one line)
+SHOWN = (
+    "ReservationName=alloc-17 StartTime=2026-12-07T10:00:00 EndTime=2026-12-09T10:00:00 "
+    "Duration=2-00:00:00 Nodes=gpu-a100-[01-02] NodeCnt=2 CoreCnt=16 Features=(null) "
+    "PartitionName=gpu Flags= TRES=cpu=16 Users=(null) Groups=(null) Accounts=team-nlp "
+    "Licenses=(null) State=INACTIVE BurstBuffer=(null) MaxStartDelay=(null)"
+)
+
+
+class Runner:
+    """Stands in for subprocess.run: answers each call in turn, records the command lines."""
+
+    def __init__(self, *answers: tuple[int, str]) -> None:
+        self.answers = list(answers)
+        self.commands: list[list[str]] = []
+
+    def __call__(self, command, **kwargs):
+        self.commands.append(command)
+        assert kwargs["capture_output"] and kwargs["text"] and kwargs["check"] is False
+        code, out = self.answers.pop(0)
+        return subprocess.CompletedProcess(command, code, out, "")
+
+
+def spec(**overrides) -> ReservationSpec:
+    values = dict(
+        name="alloc-17",
+        account="team-nlp",
+        nodes=("gpu-a100-01", "gpu-a100-02"),
+        starts_at=START,
+        ends_at=END,
+        partition="gpu",
+    )
+    return ReservationSpec(**(values | overrides))
+
+
+def tool(runner: Runner) -> ScontrolReservations:
+    return ScontrolReservations(
+        prefix=("chroot", "/opt/portal-slurm-modern"), time_zone="Europe/Berlin", run=runner
+    )
+
+
+def test_create_runs_scontrol_with_wall_clock_times_in_the_cluster_zone():
+    runner = Runner((1, "Reservation alloc-17 not found"), (0, "Reservation created: alloc-17"))
+    assert tool(runner).create_reservation(spec()) is True
+    assert runner.commands[0] == [
+        "chroot", "/opt/portal-slurm-modern", "scontrol", "show", "reservation", "alloc-17",
+        "--oneliner",
+    ]  # fmt: skip
+    # 09:00 UTC on 7 December is 10:00 in Berlin (CET, UTC+1)
+    assert runner.commands[1] == [
+        "chroot", "/opt/portal-slurm-modern", "scontrol", "create", "reservation",
+        "ReservationName=alloc-17", "Accounts=team-nlp", "Nodes=gpu-a100-01,gpu-a100-02",
+        "StartTime=2026-12-07T10:00:00", "EndTime=2026-12-09T10:00:00", "PartitionName=gpu",
+    ]  # fmt: skip
+
+
+def test_create_again_with_the_same_values_changes_nothing():
+    runner = Runner((0, SHOWN))
+    assert tool(runner).create_reservation(spec()) is False
+    assert len(runner.commands) == 1  # read only
+
+
+def test_a_name_taken_with_other_values_is_refused():
+    runner = Runner((0, SHOWN))
+    with pytest.raises(SchedulerRejected, match="exists with other values"):
+        tool(runner).create_reservation(spec(account="team-vision"))
+
+
+def test_read_back_expands_the_hostlist_and_reads_times_in_the_cluster_zone():
+    record = tool(Runner((0, SHOWN))).get_reservation("alloc-17")
+    assert record.nodes == ("gpu-a100-01", "gpu-a100-02")
+    assert record.accounts == ("team-nlp",)
+    assert record.starts_at == START and record.ends_at == END
+    assert (record.partition, record.state) == ("gpu", "INACTIVE")
+    assert tool(Runner((1, "Reservation zz not found"))).get_reservation("zz") is None
+
+
+def test_delete_is_idempotent():
+    runner = Runner((0, SHOWN), (0, ""))
+    assert tool(runner).delete_reservation("alloc-17") is True
+    assert runner.commands[1][-2:] == ["delete", "ReservationName=alloc-17"]
+    missing = Runner((1, "Reservation alloc-17 not found"))
+    assert tool(missing).delete_reservation("alloc-17") is False
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        ("Error creating the reservation: Requested nodes are busy", SchedulerRejected),
+        ("Error creating the reservation: Access/permission denied", SchedulerAuthError),
+        ("slurm_load_reservations error: Unable to contact slurm controller", SchedulerUnavailable),
+    ],
+)
+def test_scontrol_failures_become_adapter_errors(answer, error):
+    runner = Runner((1, "Reservation alloc-17 not found"), (1, answer))
+    with pytest.raises(error):
+        tool(runner).create_reservation(spec())
+
+
+def test_missing_scontrol_and_timeouts():
+    def missing(command, **kwargs):
+        raise FileNotFoundError(command[0])
+
+    def slow(command, **kwargs):
+        raise subprocess.TimeoutExpired(command, 30)
+
+    with pytest.raises(SchedulerError, match="not installed"):
+        ScontrolReservations(run=missing).get_reservation("x")
+    with pytest.raises(SchedulerUnavailable):
+        ScontrolReservations(run=slow).get_reservation("x")
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"nodes": ()},
+        {"nodes": ("b", "a")},
+        {"nodes": ("a", "a")},
+        {"ends_at": START},
+        {"starts_at": START.replace(tzinfo=None)},
+        {"name": "bad name"},
+        {"nodes": ("gpu;rm",)},
+    ],
+)
+def test_bad_reservation_specs_are_refused_before_anything_runs(overrides):
+    with pytest.raises(ValueError):
+        spec(**overrides)
+
+
+def test_the_rest_adapter_refuses_reservations_without_scontrol_and_env_turns_it_on():
+    env = {
+        "SLURMRESTD_URL": "http://127.0.0.1:1",
+        "SLURM_ADMIN_USER": "portal",
+        "SLURM_CLUSTER": "portal",
+        "SLURM_JWT": "token",
+    }
+    plain = build_scheduler_adapter(slurm_settings_from_env(env))
+    with pytest.raises(SchedulerError, match="enable SCONTROL"):
+        plain.get_reservation("x")
+    chrooted = slurm_settings_from_env(env | {"SLURM_MODERN_ROOT": "/opt/portal-slurm-modern"})
+    assert chrooted["SCONTROL"] == {"ENABLED": True, "PREFIX": "chroot /opt/portal-slurm-modern"}
+    assert build_scheduler_adapter(chrooted)._reservations is not None
+
+
+def test_job_specs_carry_the_reservation_into_both_submit_dialects():
+    from scheduler_adapters.slurm import v0_0_38, v0_0_42
+
+    job = JobSpec(
+        account="team-nlp", user="alice", partition="gpu", script="#!/bin/sh\n", gpus=4,
+        gres_type="a100", reservation="alloc-17",
+    )  # fmt: skip
+    assert v0_0_42.DIALECT.job_submit_body(job)["job"]["reservation"] == "alloc-17"
+    assert v0_0_38.job_submit_body(job)["job"]["reservation"] == "alloc-17"
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_fake_reservation_holds_the_node_for_its_account_inside_the_window():
+    clock = Clock(START - timedelta(hours=1))
+    fake = FakeScheduler({"gpu": {"a100": 4}}, clock=clock)
+    for account in ("team-nlp", "team-vision"):
+        fake.ensure_account(account, description=account, organization="org")
+        fake.ensure_user_association(account, "alice", "gpu")
+    reservation = spec(nodes=("fake-gpu-a100",))
+    assert fake.create_reservation(reservation) is True
+    assert fake.create_reservation(reservation) is False  # idempotent
+    with pytest.raises(SchedulerRejected, match="exists with other values"):
+        fake.create_reservation(spec(nodes=("fake-gpu-a100",), ends_at=END + timedelta(hours=1)))
+    with pytest.raises(SchedulerRejected, match="Requested nodes are busy"):
+        fake.create_reservation(spec(name="other", nodes=("fake-gpu-a100",)))
+    with pytest.raises(SchedulerRejected, match="Invalid node name"):
+        fake.create_reservation(spec(name="x", nodes=("gpu-a100-01",)))
+
+    def job(account: str, reservation: str | None) -> int:
+        return fake.submit_job(
+            JobSpec(account=account, user="alice", partition="gpu", script="#!/bin/sh\n",
+                    gpus=4, gres_type="a100", reservation=reservation, time_limit_min=600)
+        )  # fmt: skip
+
+    inside = job("team-nlp", "alloc-17")
+    assert fake.get_job(inside).state is JobState.PENDING  # window not open yet
+    assert fake.get_job(inside).state_reason == "Reservation"
+    with pytest.raises(SchedulerRejected, match="Access denied"):
+        job("team-vision", "alloc-17")
+    with pytest.raises(SchedulerRejected, match="reservation is invalid"):
+        job("team-nlp", "nope")
+    assert fake.get_reservation("alloc-17").state == "INACTIVE"
+    clock.now = START + timedelta(minutes=1)
+    outsider = job("team-vision", None)
+    assert fake.get_job(inside).state is JobState.RUNNING
+    assert fake.get_reservation("alloc-17").state == "ACTIVE"
+    assert fake.get_job(outsider).state is JobState.PENDING  # the reserved node is held
+    fake.cancel_job(inside)
+    assert fake.delete_reservation("alloc-17") is True
+    assert fake.delete_reservation("alloc-17") is False
+    assert fake.get_job(outsider).state is JobState.RUNNING
