@@ -60,6 +60,21 @@ class Reason(StrEnum):
     UNKNOWN = "unknown"  # missing or stale metrics
 
 
+# What each reason means, in words, for the pages (the code stays in the API and audit trail).
+REASON_LABELS: dict[str, str] = {
+    Reason.SCALE_UP: "load high",
+    Reason.SCALE_DOWN: "load low",
+    Reason.PRESCALE: "pre-scaled for the forecast",
+    Reason.BELOW_FLOOR: "raised to the lower bound",
+    Reason.ABOVE_CEILING: "lowered to the ceiling",
+    Reason.COOLDOWN: "in cooldown",
+    Reason.AT_CEILING: "at the ceiling",
+    Reason.AT_FLOOR: "at the lower bound",
+    Reason.STEADY: "steady",
+    Reason.UNKNOWN: "metrics unknown",
+}
+
+
 class PolicyError(ValueError):
     """A policy whose numbers contradict each other; ``field`` names the offending one."""
 

@@ -45,11 +45,13 @@ def test_list_and_live_state_after_a_scale_up(admin_page, policy):
     page = admin_page.get("/elastic/")
     assert page.status_code == 200
     text = page.content.decode()
-    assert f"#{policy.allocation_id}" in text and "scale_up" in text
+    assert f"#{policy.allocation_id}" in text and ">load high</span>" in text
     detail = admin_page.get(f"/elastic/{policy.pk}/")
     body = detail.content.decode()
     assert "<strong>4</strong>" in body  # cards held now
     assert "floor 2 guaranteed, 2 borrowed, ceiling 6" in body
+    assert "scale_up" not in body  # the reason in words, the time without ISO's "T"
+    assert f"Last decision ({NOW:%Y-%m-%d %H:%M} UTC)" in body
     chart = detail.context["chart"]
     assert [p["y"] for p in chart["cards"]] == [4]
     assert [p["y"] for p in chart["util"]] == [90.0]
