@@ -165,6 +165,23 @@ class Command(BaseCommand):
             card_count=8,
             reason="8 of 16 now; ask again when the H800 queue clears",
         )
+        # A shaped request (TP=4 on one NVLink domain): placed on half of one 8-card node, so the
+        # dashboard's stranded capacity shows the other half, unusable for a 1 × 8 job.
+        shaped = ask(
+            "alice",
+            "nlp",
+            "training",
+            "train-slurm",
+            "a100_80g_sxm",
+            4,
+            soon,
+            10,
+            "Fine-tune Llama-3.1-70B with LoRA at TP=4 on one node.",
+            cards_per_node=4,
+            node_count=1,
+            one_nvlink_domain=True,
+        )
+        capacity_request_approve(request=shaped, actor=admin)
         ask(
             "alice",
             "nlp",
