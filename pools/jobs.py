@@ -7,8 +7,10 @@ dodge a cycle. Every name used here is checked against Celery's registry by a te
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import current_app
-from celery.result import AsyncResult
+from celery.result import EagerResult
 from django.db import transaction
 
 MAX_RETRIES = 8
@@ -39,8 +41,13 @@ def enqueue_on_commit(task_name: str, *args) -> None:
     transaction.on_commit(lambda: current_app.tasks[task_name].delay(*args))
 
 
-def enqueue(task_name: str, *args) -> AsyncResult:
+def enqueue(task_name: str, *args) -> Any | None:
     """Queue the task registered as ``task_name`` now, for a page that must not call a
-    scheduler or Prometheus in its own request. The result is ready at once when tasks run
-    eagerly (the demo); otherwise the page says the work is queued."""
-    return current_app.tasks[task_name].delay(*args)
+    scheduler or Prometheus in its own request.
+
+    Returns the task's return value when tasks run eagerly (the demo: it has already run), else
+    ``None`` (queued for a worker; the page says so). Never asks a result backend, which a
+    deployment need not configure.
+    """
+    result = current_app.tasks[task_name].delay(*args)
+    return result.get() if isinstance(result, EagerResult) else None

@@ -116,3 +116,14 @@ def test_adapter_enums_are_stored_choices(adapter_enum, stored):
     # Every value an adapter reports can be stored; the database may know more ("unknown").
     assert {m.value for m in adapter_enum} <= set(stored.values)
     assert {m.name for m in adapter_enum} <= set(stored.names)
+
+
+def test_a_page_that_queues_work_never_asks_a_result_backend(monkeypatch):
+    # With a broker and no result backend (the default deployment), enqueue must not call
+    # .ready()/.get() on the AsyncResult: a DisabledBackend raises on both.
+    from celery import current_app
+    from celery.result import AsyncResult
+
+    task = current_app.tasks[jobs.RECONCILE]
+    monkeypatch.setattr(task, "delay", lambda *args: AsyncResult("queued-id", app=current_app))
+    assert jobs.enqueue(jobs.RECONCILE) is None

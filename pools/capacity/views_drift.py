@@ -31,27 +31,21 @@ def scheduler_drift(request):
     """Drift found by reconcile (newest first), and a button to reconcile now."""
     if request.method == "POST":
         # Reconcile calls the schedulers: a task does it, never this request's thread.
-        result = enqueue(RECONCILE)
-        if not result.ready():
+        report = enqueue(RECONCILE)
+        if report is None:
             messages.info(request, "Reconcile queued: differences appear here when it is done.")
+        elif report["drifts"]:
+            messages.warning(
+                request,
+                f"Reconciled: {report['drifts']} difference(s) found "
+                f"and {report['repaired']} repaired.",
+            )
+        elif report["checked"] or report["nodes"]:
+            messages.success(request, f"Reconciled: {report['checked']} cap(s) checked, no drift.")
         else:
-            report = result.get()
-            if report["drifts"]:
-                messages.warning(
-                    request,
-                    f"Reconciled: {report['drifts']} difference(s) found "
-                    f"and {report['repaired']} repaired.",
-                )
-            elif report["checked"] or report["nodes"]:
-                messages.success(
-                    request, f"Reconciled: {report['checked']} cap(s) checked, no drift."
-                )
-            else:
-                messages.info(
-                    request, "No scheduler connection is configured: nothing to reconcile."
-                )
-            for error in report["errors"]:
-                messages.error(request, error)
+            messages.info(request, "No scheduler connection is configured: nothing to reconcile.")
+        for error in (report or {}).get("errors", []):
+            messages.error(request, error)
         return redirect("pools:scheduler-drift")
     rows = SchedulerDrift.objects.select_related("team")
     if request.GET.get("export") == "csv":

@@ -138,11 +138,11 @@ def idle_findings(request):
 def idle_scan_now(request):
     """Queue the idle scan now (the beat runs it every 5 minutes) and say what it found once it
     has run; it reads Prometheus and may call schedulers, so never in this request's thread."""
-    result = enqueue(IDLE_SCAN)
-    if not result.ready():
+    counts = enqueue(IDLE_SCAN)
+    if counts is None:
         messages.info(request, "Scan queued: its findings appear here when it is done.")
         return redirect("pools:idle-findings")
-    run = IdleScanRun.objects.get(pk=result.get()["run"])
+    run = IdleScanRun.objects.get(pk=counts["run"])
     if run.error:
         messages.error(request, f"Scan could not run: {run.error}")
     else:
