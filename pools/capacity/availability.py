@@ -72,6 +72,26 @@ def _supports(max_cuda: str | None, wanted: tuple[int, int] | None) -> bool:
     return supported is not None and supported >= wanted
 
 
+def holding_allocations(
+    *,
+    pool: Pool,
+    gpu_model: GpuModel,
+    start: datetime,
+    end: datetime,
+    exclude_allocation: int | None = None,
+):
+    """Allocations of ``pool`` × ``gpu_model`` that hold cards and overlap ``[start, end)``
+    (half-open), without ``exclude_allocation``: what the card count and the shape check count."""
+    qs = Allocation.objects.filter(
+        pool=pool,
+        gpu_model=gpu_model,
+        status__in=HOLDING_STATUSES,
+        starts_at__lt=end,
+        ends_at__gt=start,
+    )
+    return qs.exclude(pk=exclude_allocation) if exclude_allocation else qs
+
+
 def holding_intervals(
     *,
     pool: Pool,
@@ -82,15 +102,9 @@ def holding_intervals(
 ) -> list[tuple[datetime, datetime, int]]:
     """``(starts_at, ends_at, cards)`` of holding allocations of the pool/model overlapping
     ``[start, end)``."""
-    qs = Allocation.objects.filter(
-        pool=pool,
-        gpu_model=gpu_model,
-        status__in=HOLDING_STATUSES,
-        starts_at__lt=end,
-        ends_at__gt=start,
+    qs = holding_allocations(
+        pool=pool, gpu_model=gpu_model, start=start, end=end, exclude_allocation=exclude_allocation
     )
-    if exclude_allocation:
-        qs = qs.exclude(pk=exclude_allocation)
     return list(qs.values_list("starts_at", "ends_at", "card_count"))
 
 

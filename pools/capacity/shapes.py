@@ -26,8 +26,8 @@ from django.contrib.postgres.aggregates import ArrayAgg
 from django.db import connection
 
 from pools.capacity.arithmetic import peak_cards
-from pools.capacity.lifecycle import HOLDING_STATUSES
-from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.availability import holding_allocations
+from pools.capacity.models import CapacityRequest
 from pools.capacity.placement import FitResult, NodeCards, NodeFree, Shape, fit_shape
 from pools.choices import GpuHealth, NodeState
 from pools.inventory.driver_versions import parse_cuda_version
@@ -130,15 +130,9 @@ def pool_free_nodes(
 ) -> list[NodeFree]:
     """Per node, the cards free for the whole window ``[start, end)`` (module docstring)."""
     nodes = pool_node_cards(pool=pool, gpu_model=gpu_model, cuda=cuda)
-    holds = Allocation.objects.filter(
-        pool=pool,
-        gpu_model=gpu_model,
-        status__in=HOLDING_STATUSES,
-        starts_at__lt=end,
-        ends_at__gt=start,
+    holds = holding_allocations(
+        pool=pool, gpu_model=gpu_model, start=start, end=end, exclude_allocation=exclude_allocation
     )
-    if exclude_allocation:
-        holds = holds.exclude(pk=exclude_allocation)
     taken: dict[str, set[int]] = defaultdict(set)
     unplaced: list[tuple[datetime, datetime, int]] = []
     for cards, placement, starts_at, ends_at in holds.values_list(
