@@ -16,7 +16,7 @@ from django.utils.safestring import mark_safe
 
 from billing.models import Statement
 from billing.pricing import format_money, price_unit, priced_quantity
-from billing.selectors import cost_by_gpu_model, month_trend, statement_lines
+from billing.selectors import cost_by_gpu_model, lines_by_statement, month_trend, statement_lines
 
 CSV_COLUMNS = (
     "statement_id", "team", "cost_centre", "month", "status", "line", "kind", "period",
@@ -29,9 +29,13 @@ minor unit is ``amount``; ``unit_price`` is per ``price_unit``, in ``currency``.
 
 
 def statement_csv_rows(statements) -> list[list[str]]:
+    """The CSV's rows (header first) for ``statements`` (a queryset or list, in its order): two
+    queries whatever their number (the statements, then every line of them in one query)."""
     rows = [list(CSV_COLUMNS)]
+    statements = list(statements)
+    lines_of = lines_by_statement([s.pk for s in statements])
     for s in statements:
-        for line in statement_lines(statement=s):
+        for line in lines_of.get(s.pk, ()):
             rows.append([
                 s.pk, s.team.slug, s.cost_centre, f"{s.month:%Y-%m}", s.status, line.position,
                 line.kind, f"{line.period:%Y-%m}", line.gpu_model.slug if line.gpu_model else "",

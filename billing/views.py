@@ -95,11 +95,16 @@ def team_month(request, team: str, month: str):
 
 
 def _team_links(user, current: Team, month: date) -> str:
-    """Links (each led by " · ") to the same month of the user's other teams (all for staff),
-    built here: a ``{% url %}`` per team cost 0.1 ms each, 0.2 s for a fleet's 1,600 teams."""
+    """Links (each led by " · ") to the same month of the other teams the user is a member of.
+    Pool admins reach every team from the finance month (paged), not from 1,600 links here."""
     marker = "team-slug-placeholder"
     href = reverse("billing:team-month", args=[marker, f"{month:%Y-%m}"])
-    others = team_list(user=user).exclude(pk=current.pk).order_by("name", "pk")
+    others = (
+        Team.objects.filter(memberships__user=user)
+        .exclude(pk=current.pk)
+        .distinct()
+        .order_by("name", "pk")
+    )
     return format_html_join(
         "", ' · <a href="{}">{}</a>', ((href.replace(marker, t.slug), t.name) for t in others)
     )
@@ -116,12 +121,17 @@ def finance_month(request, month: str):
         response["Content-Disposition"] = f'attachment; filename="statements-{month}.csv"'
         return response
     trend = selectors.month_trend(team=None, month=month_d)
+    # a person pages through a month's statements and lines; the sums above cover all
+    statements = Paginator(data["statements"], STATEMENTS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    marker = "team-slug-placeholder"  # one reverse() for the page, not two per row
+    href = reverse("billing:team-month", args=[marker, month])
+    for s in statements:
+        s.month_url = href.replace(marker, s.team.slug)
     context = {
         **data,
-        # a person pages through a month's statements and lines; the sums above cover all
-        "statements": Paginator(data["statements"], STATEMENTS_PER_PAGE).get_page(
-            request.GET.get("page")
-        ),
+        "statements": statements,
         "lines": Paginator(data["lines"], LINES_PER_PAGE).get_page(request.GET.get("lines_page")),
         "month": month_d,
         "prev": previous_month(month_d),

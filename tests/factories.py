@@ -457,8 +457,8 @@ class StatementLineFactory(factory.django.DjangoModelFactory):
     position = factory.Sequence(int)
     period = factory.LazyAttribute(lambda o: o.statement.month)
     basis = "reserved"
-    unit = "card-seconds"
-    quantity = Decimal(36000)
+    unit = "card-hours"
+    quantity = Decimal(10)
     unit_price = Decimal("1.25")
     amount = Decimal("12.50")
     rate_from = factory.LazyAttribute(lambda o: o.statement.month)

@@ -136,7 +136,9 @@ def timeline_holdings(*, user, start, end, instants: list) -> list[TimelineSerie
 
 def timeline_allocations(*, user, start, end, first: int) -> tuple[dict, dict]:
     """The user's holding allocations overlapping ``[start, end)``: how many per ``(pool id,
-    model id)``, and the ``first`` of each by start (team joined). Two queries."""
+    model id)``, and the ``first`` of each by start (team joined). Three queries: the ranking
+    runs over ids only and the rows are read for the few it keeps (ranking the whole rows took
+    5x as long at 16,000 allocations)."""
     mine = allocation_list(user=user).filter(
         status__in=HOLDING_STATUSES, starts_at__lt=end, ends_at__gt=start
     )
@@ -153,7 +155,8 @@ def timeline_allocations(*, user, start, end, first: int) -> tuple[dict, dict]:
             order_by=[F("starts_at"), F("pk")],
         )
     ).filter(rank__lte=first)
+    kept = list(ranked.values_list("pk", flat=True))
     listed: dict[tuple[int, int], list[Allocation]] = defaultdict(list)
-    for allocation in ranked.order_by("starts_at", "pk"):
+    for allocation in allocation_list(user=user).filter(pk__in=kept).order_by("starts_at", "pk"):
         listed[(allocation.pool_id, allocation.gpu_model_id)].append(allocation)
     return counts, listed

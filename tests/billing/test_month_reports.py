@@ -127,3 +127,66 @@ def test_team_month_links_the_users_other_teams(team, team_member):
     page = client.get("/costs/nlp/2026-10/").content.decode()
     assert ' · <a href="/costs/vision/2026-10/">Vision</a>' in page
     assert "/costs/audio/" not in page and 'href="/costs/nlp/2026-10/"' not in page
+
+
+def test_finance_chart_names_the_ten_dearest_teams_and_sums_the_rest():
+    from factories import StatementFactory, TeamFactory
+
+    # 13 teams costing 10, 20, ..., 130 EUR: the chart names 130 down to 40 and sums
+    # 10 + 20 + 30 = 60 into one bar; the month's total stays 10 × (1 + ... + 13) = 910.
+    for n in range(1, 14):
+        StatementFactory(
+            team=TeamFactory(slug=f"t{n:02d}", name=f"Team {n:02d}"), month=OCT,
+            usage_amount=Decimal(10 * n), total_amount=Decimal(10 * n),
+        )  # fmt: skip
+    data = selectors.finance_month(month=OCT)
+    assert [(i["label"], i["amount"]) for i in data["by_team"]] == [
+        *((f"Team {n:02d}", Decimal(10 * n)) for n in range(13, 3, -1)),
+        ("3 other teams", Decimal(60)),
+    ]
+    assert data["total"] == Decimal(910)
+
+
+def test_statements_csv_reads_every_line_in_one_query():
+    from factories import StatementFactory, StatementLineFactory
+
+    from billing.models import Statement
+    from billing.reports import statement_csv_rows
+
+    def rows_and_queries():
+        with CaptureQueriesContext(connection) as ctx:
+            rows = statement_csv_rows(Statement.objects.select_related("team").order_by("pk"))
+        return rows, len(ctx.captured_queries)
+
+    def add_statement():
+        statement = StatementFactory(month=OCT)
+        StatementLineFactory(statement=statement, position=1)
+        StatementLineFactory(statement=statement, position=2)
+
+    add_statement()
+    rows, few = rows_and_queries()
+    assert len(rows) == 1 + 2  # header, two lines
+    for _ in range(5):
+        add_statement()
+    rows, many = rows_and_queries()
+    assert len(rows) == 1 + 6 * 2
+    assert few == many == 2  # the statements, then all their lines
+    # each line's priced quantity x unit price is its amount: 10 card-hours x 1.25 = 12.50
+    header = rows[0]
+    for row in rows[1:]:
+        line = dict(zip(header, row, strict=True))
+        assert Decimal(line["priced_quantity"]) * line["unit_price"] == line["amount"]
+
+
+def test_team_month_links_only_a_pool_admins_own_teams(team, pool_admin):
+    from django.test import Client
+    from factories import MembershipFactory, TeamFactory
+
+    MembershipFactory(team=TeamFactory(slug="vision", name="Vision"), user=pool_admin)
+    TeamFactory(slug="audio", name="Audio")  # visible to staff, but not their team: not linked
+    client = Client()
+    client.force_login(pool_admin)
+    page = client.get("/costs/nlp/2026-10/").content.decode()
+    assert ' · <a href="/costs/vision/2026-10/">Vision</a>' in page
+    assert "/costs/audio/" not in page
+    assert 'href="/costs/finance/2026-10/">Finance view</a>' in page
