@@ -1,6 +1,6 @@
 """API of LLM sizing estimates (``/api/v1/estimates/``).
 
-``POST`` takes the inputs (the keys of :func:`pools.sizing.services.sizing_inputs_clean`, plus an
+``POST`` takes the inputs (:class:`pools.sizing.inputs.SizingInputsSerializer`, plus an
 optional ``team`` slug to share the estimate with) and answers ``202 Accepted`` with the estimate
 and its URL in ``Location``: a job computes it. ``GET`` on that URL gives the status, the
 progress and, once done, the results. Lists are scoped: a caller sees their own estimates and
@@ -18,8 +18,15 @@ from pools.errors import InvalidInput
 from pools.sizing import selectors as sizing_selectors
 from pools.sizing import services as sizing_services
 from pools.sizing.filtersets import SizingEstimateFilterSet
+from pools.sizing.inputs import SizingInputsSerializer
 from pools.sizing.models import SizingEstimate
 from pools.tenancy import selectors as tenancy_selectors
+
+
+class SizingEstimateCreateSerializer(SizingInputsSerializer):
+    """What ``POST /api/v1/estimates/`` takes (for the schema): the inputs and a team slug."""
+
+    team = serializers.SlugField(required=False, allow_blank=True)
 
 
 class SizingEstimateSerializer(serializers.ModelSerializer):
@@ -115,9 +122,10 @@ class SizingEstimateViewSet(
         return SizingEstimateListSerializer if self.action == "list" else SizingEstimateSerializer
 
     @extend_schema(
-        request=OpenApiTypes.OBJECT,
+        request=SizingEstimateCreateSerializer,
         responses={202: SizingEstimateSerializer},
-        description="Inputs as in pools.sizing.services.sizing_inputs_clean; `team`: a slug.",
+        description="The estimate's inputs; `team`: the slug of one of your teams to share it "
+        "with. A job computes the plan: poll the estimate's URL.",
     )
     def create(self, request, *args, **kwargs):
         body = request.data

@@ -17,9 +17,8 @@ and stores plain JSON. Where the numbers come from:
   per GPU model in the inputs; without one the monthly cost is ``None`` (unknown), never a guess.
   :func:`card_hour_prices` is the one place the rate card will plug in.
 
-Inputs are a JSON object (the API body; the page's form sends the same names), see
-:func:`sizing_inputs_clean`. Numbers may be JSON numbers or numeric strings; a blank string is
-"not given".
+Inputs are a JSON object (the API body; the page's form sends the same names), checked by
+:func:`pools.sizing.inputs.sizing_inputs_clean` (one DRF serializer).
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from datetime import datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
@@ -46,16 +45,10 @@ from pools.inventory import selectors
 from pools.inventory.models import GpuModel
 from pools.jobs import SIZING_ESTIMATE, enqueue_on_commit
 from pools.sizing import SizingInputError
-from pools.sizing.demand import (
-    INPUT_WEIGHT,
-    Demand,
-    demand_from_output_rate,
-    demand_from_traffic,
-)
-from pools.sizing.engines import ENGINE_PROFILES, engine_profile
+from pools.sizing.engines import engine_profile
 from pools.sizing.gpus import GPU_SPEC_FIELDS, GpuSpec, gpu_spec_from_fields
+from pools.sizing.inputs import DEFAULT_INPUTS, demand_of, model_arch, sizing_inputs_clean
 from pools.sizing.memory import (
-    KV_CACHE_DTYPE_NAMES,
     kv_bytes_per_token,
     kv_cache_bits,
     kv_tokens_per_sequence,
@@ -70,67 +63,10 @@ from pools.sizing.plan import (
     replica_estimate_as_dict,
     sizing_plan,
 )
-from pools.sizing.presets import ModelArch, model_params_from_config, model_presets
 from pools.sizing.throughput import BANDWIDTH_EFFICIENCY
 from pools.tenancy.models import Membership, Team
 
 logger = logging.getLogger(__name__)
-
-#: The seeds' per-card output rate: "7B, FP16, vLLM, A100/H100: conservatively 50-80 tok/s per
-#: card; take 60" (seeds/004, token-demand sizing). Shown beside the modelled rate, never used
-#: for the modelled cards.
-SEED_PER_CARD_TOK_S = 60.0
-
-#: Precisions offered on the page (the core accepts more spellings, see ``precision_parse``).
-WEIGHT_PRECISIONS = ("BF16", "FP16", "FP8", "INT8", "INT4-AWQ", "INT4-GPTQ", "W8A16")
-KV_PRECISIONS = ("FP16", "BF16", "FP8", "INT8")
-
-DEMAND_KINDS = {
-    "output_rate": "Peak output tokens per second",
-    "traffic": "Requests per day and a peak window",
-    "concurrency": "Sequences in flight at once",
-}
-
-#: Custom architecture fields: (name, required). ``total_params`` blank = counted from the config.
-CUSTOM_MODEL_FIELDS = (
-    ("num_layers", True),
-    ("hidden_size", True),
-    ("num_attention_heads", True),
-    ("num_kv_heads", True),
-    ("head_dim", True),
-    ("intermediate_size", True),
-    ("vocab_size", True),
-    ("max_context_tokens", True),
-    ("total_params", False),
-    ("num_experts", False),
-    ("experts_per_token", False),
-)
-
-#: Values of the keys an API caller may leave out. ``model``, ``input_len``, ``output_len`` and
-#: the figure of the chosen ``demand_kind`` have none: they are required.
-DEFAULT_INPUTS: dict[str, Any] = {
-    "model": None,
-    "custom_model": None,
-    "precision": "BF16",
-    "kv_cache_dtype": "FP16",
-    "engine": "vllm",
-    "input_len": None,
-    "output_len": None,
-    "demand_kind": "output_rate",
-    "output_tok_s": None,
-    "requests_per_day": None,
-    "peak_share": 1.0,
-    "peak_hours": 24.0,
-    "concurrency": None,
-    "prompt_cache_hit_rate": 0.0,
-    "input_weight": INPUT_WEIGHT,
-    "tpot_target_ms": 50,
-    "ttft_target_ms": 2000,
-    "gpu_models": [],
-    "only_free_capacity": False,
-    "prices": {},
-    "seed_per_card_tok_s": SEED_PER_CARD_TOK_S,
-}
 
 #: What the what-if page starts from: Qwen2.5-72B serving 2,000 output tok/s of 1,000-token
 #: prompts and 200-token answers (the issue's "Done when").
@@ -145,344 +81,6 @@ PAGE_INITIAL: dict[str, Any] = {
 }
 
 REQUEST_WINDOW = timedelta(days=7)
-
-# Bounds that turn typos into field errors before the arithmetic sees them.
-MAX_TOKENS = 10_000_000
-MAX_CONCURRENCY = 1_000_000
-MAX_TARGET_MS = 3_600_000
-MAX_PRICE = Decimal("100000")
-
-
-# ---------------------------------------------------------------------------------------------
-# Inputs
-
-
-# Keys where an explicit blank/null means "none" rather than "use the default".
-_NULLABLE = {"tpot_target_ms", "ttft_target_ms"}
-
-
-class _Errors(dict):
-    def add(self, field: str, message: str) -> None:
-        self.setdefault(field, message)
-
-
-def _blank(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and not value.strip())
-
-
-def _to_number(value: Any) -> Decimal | None:
-    """A JSON number or numeric string as a Decimal; ``None`` when it is neither."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        return Decimal(str(value))
-    if isinstance(value, str):
-        try:
-            number = Decimal(value.strip().replace(",", ""))
-        except InvalidOperation:
-            return None
-        return number if number.is_finite() else None
-    return None
-
-
-def _int(errors: _Errors, name: str, value: Any, *, low: int = 1, high: int | None = None):
-    if _blank(value):
-        errors.add(name, "This field is required.")
-        return None
-    number = _to_number(value)
-    if number is None or number != number.to_integral_value():
-        errors.add(name, "Enter a whole number.")
-        return None
-    number = int(number)
-    if number < low:
-        errors.add(name, f"Must be at least {low:,}.")
-        return None
-    if high is not None and number > high:
-        errors.add(name, f"Must be at most {high:,}.")
-        return None
-    return number
-
-
-def _float(
-    errors: _Errors,
-    name: str,
-    value: Any,
-    *,
-    low: float,
-    high: float,
-    low_open: bool = True,
-    high_open: bool = False,
-) -> float | None:
-    if _blank(value):
-        errors.add(name, "This field is required.")
-        return None
-    number = _to_number(value)
-    if number is None:
-        errors.add(name, "Enter a number.")
-        return None
-    result = float(number)
-    too_low = result <= low if low_open else result < low
-    too_high = result >= high if high_open else result > high
-    if too_low or too_high:
-        lo = "(" if low_open else "["
-        hi = ")" if high_open else "]"
-        errors.add(name, f"Must be in {lo}{low:g}, {high:g}{hi}.")
-        return None
-    return result
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "on", "yes")
-    return bool(value)
-
-
-def _choice(errors: _Errors, name: str, value: Any, allowed, parse) -> str | None:
-    if not isinstance(value, str) or not value.strip():
-        errors.add(name, f"Choose one of {', '.join(allowed)}.")
-        return None
-    try:
-        parse(value)
-    except SizingInputError as exc:
-        errors.add(name, exc.message)
-        return None
-    return value.strip()
-
-
-def _custom_model(errors: _Errors, raw: Any) -> dict | None:
-    if not isinstance(raw, Mapping):
-        errors.add("custom_model", "Give the custom architecture's fields.")
-        return None
-    clean: dict[str, Any] = {"name": str(raw.get("name") or "Custom model").strip()[:80]}
-    for name, required in CUSTOM_MODEL_FIELDS:
-        value = raw.get(name)
-        key = f"custom_model.{name}"
-        if _blank(value):
-            if required:
-                errors.add(key, "Required for a custom architecture.")
-            clean[name] = None
-            continue
-        clean[name] = _int(errors, key, value, high=10**13)
-    return clean
-
-
-def _model_arch(inputs: Mapping[str, Any]) -> ModelArch:
-    """The architecture named by clean inputs (a preset, or the custom fields)."""
-    if inputs["model"] != "custom":
-        return model_presets()[inputs["model"]]
-    custom = inputs["custom_model"]
-    total = custom["total_params"]
-    active = total
-    if total is None:
-        total, active = model_params_from_config(
-            num_layers=custom["num_layers"],
-            hidden_size=custom["hidden_size"],
-            num_attention_heads=custom["num_attention_heads"],
-            num_kv_heads=custom["num_kv_heads"],
-            head_dim=custom["head_dim"],
-            intermediate_size=custom["intermediate_size"],
-            vocab_size=custom["vocab_size"],
-            num_experts=custom["num_experts"],
-            experts_per_token=custom["experts_per_token"],
-        )
-    elif custom["num_experts"]:
-        _, active = model_params_from_config(
-            num_layers=custom["num_layers"],
-            hidden_size=custom["hidden_size"],
-            num_attention_heads=custom["num_attention_heads"],
-            num_kv_heads=custom["num_kv_heads"],
-            head_dim=custom["head_dim"],
-            intermediate_size=custom["intermediate_size"],
-            vocab_size=custom["vocab_size"],
-            num_experts=custom["num_experts"],
-            experts_per_token=custom["experts_per_token"],
-        )
-        active = min(active, total)
-    return ModelArch(
-        id="custom",
-        name=custom["name"],
-        num_layers=custom["num_layers"],
-        hidden_size=custom["hidden_size"],
-        num_attention_heads=custom["num_attention_heads"],
-        num_kv_heads=custom["num_kv_heads"],
-        head_dim=custom["head_dim"],
-        intermediate_size=custom["intermediate_size"],
-        vocab_size=custom["vocab_size"],
-        max_context_tokens=custom["max_context_tokens"],
-        total_params=total,
-        active_params=active,
-        num_experts=custom["num_experts"],
-        experts_per_token=custom["experts_per_token"],
-    )
-
-
-def _demand(inputs: Mapping[str, Any]) -> Demand | None:
-    common = {
-        "input_tokens": inputs["input_len"],
-        "output_tokens": inputs["output_len"],
-        "input_weight": inputs["input_weight"],
-        "prompt_cache_hit_rate": inputs["prompt_cache_hit_rate"],
-    }
-    if inputs["demand_kind"] == "output_rate":
-        return demand_from_output_rate(output_tok_s=inputs["output_tok_s"], **common)
-    if inputs["demand_kind"] == "traffic":
-        return demand_from_traffic(
-            requests_per_day=inputs["requests_per_day"],
-            peak_share=inputs["peak_share"],
-            peak_hours=inputs["peak_hours"],
-            **common,
-        )
-    return None
-
-
-def sizing_inputs_clean(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Check an estimate's inputs and return them complete, in canonical form.
-
-    Keys (defaults in :data:`DEFAULT_INPUTS`): ``model`` (a preset id such as ``qwen2_5_72b``,
-    or ``custom`` with ``custom_model`` {num_layers, hidden_size, num_attention_heads,
-    num_kv_heads, head_dim, intermediate_size, vocab_size, max_context_tokens, optional
-    total_params, num_experts, experts_per_token}); ``precision``; ``kv_cache_dtype``;
-    ``engine``; ``input_len`` and ``output_len`` (tokens per request); ``demand_kind`` with its
-    figures - ``output_rate``: ``output_tok_s``; ``traffic``: ``requests_per_day``,
-    ``peak_share`` (0-1], ``peak_hours`` (0-24]; ``concurrency``: ``concurrency`` - plus
-    ``prompt_cache_hit_rate`` [0, 1) and ``input_weight`` (0.5); ``tpot_target_ms`` and
-    ``ttft_target_ms`` (``null``: not checked); ``gpu_models`` (slugs; empty: all);
-    ``only_free_capacity``; ``prices`` ({slug: price per card-hour}); ``seed_per_card_tok_s``.
-
-    Raises :class:`InvalidInput` with ``errors`` ``{field: message}`` naming every field at
-    fault (custom fields as ``custom_model.<name>``); unknown keys are ignored.
-    """
-    if not isinstance(raw, Mapping):
-        raise InvalidInput("The estimate's inputs must be a JSON object.", errors={})
-    data = {**DEFAULT_INPUTS, **{k: v for k, v in raw.items() if not _blank(v) or k in _NULLABLE}}
-    errors = _Errors()
-    clean: dict[str, Any] = {}
-
-    presets = model_presets()
-    model = data["model"]
-    if model == "custom":
-        clean["model"] = "custom"
-        clean["custom_model"] = _custom_model(errors, data.get("custom_model"))
-    elif isinstance(model, str) and model in presets:
-        clean["model"] = model
-        clean["custom_model"] = None
-    elif _blank(model):
-        errors.add("model", "Choose a model preset, or 'custom' with its architecture.")
-    else:
-        errors.add("model", f"Unknown model {model!r}; choose a preset or 'custom'.")
-
-    clean["precision"] = _choice(
-        errors, "precision", data["precision"], WEIGHT_PRECISIONS, precision_parse
-    )
-    clean["kv_cache_dtype"] = _choice(
-        errors, "kv_cache_dtype", data["kv_cache_dtype"], KV_CACHE_DTYPE_NAMES, kv_cache_bits
-    )
-    clean["engine"] = _choice(errors, "engine", data["engine"], ENGINE_PROFILES, engine_profile)
-    clean["input_len"] = _int(errors, "input_len", data["input_len"], high=MAX_TOKENS)
-    clean["output_len"] = _int(errors, "output_len", data["output_len"], high=MAX_TOKENS)
-
-    kind = data["demand_kind"]
-    if kind not in DEMAND_KINDS:
-        errors.add("demand_kind", f"Choose one of {', '.join(DEMAND_KINDS)}.")
-    clean["demand_kind"] = kind
-    clean["output_tok_s"] = clean["requests_per_day"] = clean["concurrency"] = None
-    if kind == "output_rate":
-        clean["output_tok_s"] = _float(
-            errors, "output_tok_s", data["output_tok_s"], low=0, high=1e12
-        )
-    elif kind == "traffic":
-        clean["requests_per_day"] = _float(
-            errors, "requests_per_day", data["requests_per_day"], low=0, high=1e15
-        )
-    elif kind == "concurrency":
-        clean["concurrency"] = _int(
-            errors, "concurrency", data["concurrency"], high=MAX_CONCURRENCY
-        )
-    clean["peak_share"] = _float(errors, "peak_share", data["peak_share"], low=0, high=1)
-    clean["peak_hours"] = _float(errors, "peak_hours", data["peak_hours"], low=0, high=24)
-    clean["prompt_cache_hit_rate"] = _float(
-        errors,
-        "prompt_cache_hit_rate",
-        data["prompt_cache_hit_rate"],
-        low=0,
-        high=1,
-        low_open=False,
-        high_open=True,
-    )
-    clean["input_weight"] = _float(
-        errors, "input_weight", data["input_weight"], low=0, high=4, low_open=False
-    )
-    for name in ("tpot_target_ms", "ttft_target_ms"):
-        value = data.get(name)
-        clean[name] = (
-            None if _blank(value) else _float(errors, name, value, low=0, high=MAX_TARGET_MS)
-        )
-    clean["seed_per_card_tok_s"] = _float(
-        errors, "seed_per_card_tok_s", data["seed_per_card_tok_s"], low=0, high=1e6
-    )
-    clean["only_free_capacity"] = _bool(data["only_free_capacity"])
-
-    known = set(GpuModel.objects.values_list("slug", flat=True))
-    wanted = data["gpu_models"]
-    if isinstance(wanted, str):
-        wanted = [s for s in wanted.replace(",", " ").split() if s]
-    if not isinstance(wanted, list | tuple) or not all(isinstance(s, str) for s in wanted):
-        errors.add("gpu_models", "Give a list of GPU model slugs.")
-        wanted = []
-    unknown = sorted(set(wanted) - known)
-    if unknown:
-        errors.add("gpu_models", f"Unknown GPU models: {', '.join(unknown)}.")
-    clean["gpu_models"] = sorted(set(wanted) & known)
-
-    prices = data["prices"]
-    clean["prices"] = {}
-    if not isinstance(prices, Mapping):
-        errors.add("prices", "Give prices as {GPU model slug: price per card-hour}.")
-    else:
-        for slug, value in prices.items():
-            if _blank(value):
-                continue
-            price = _to_number(value)
-            if slug not in known:
-                errors.add("prices", f"Unknown GPU model {slug!r} in prices.")
-            elif price is None or price < 0 or price > MAX_PRICE:
-                errors.add(f"prices.{slug}", f"A price per card-hour is 0 to {MAX_PRICE:,}.")
-            else:
-                clean["prices"][slug] = str(price)
-
-    if not errors:
-        _check_with_the_model(clean, errors)
-    if errors:
-        raise InvalidInput("The estimate has invalid inputs.", errors=dict(errors))
-    return clean
-
-
-def _check_with_the_model(clean: dict[str, Any], errors: _Errors) -> None:
-    """What only the model and the arithmetic can tell: a consistent architecture, the context
-    within the model's maximum, sane traffic."""
-    try:
-        model = _model_arch(clean)
-    except SizingInputError as exc:
-        field = exc.data.get("field")
-        errors.add(f"custom_model.{field}" if field else "custom_model", exc.message)
-        return
-    context = clean["input_len"] + clean["output_len"]
-    if context > model.max_context_tokens:
-        errors.add(
-            "input_len",
-            f"Input + output = {context:,} tokens exceeds {model.name}'s maximum context of "
-            f"{model.max_context_tokens:,}.",
-        )
-        return
-    try:
-        _demand(clean)
-    except SizingInputError as exc:
-        field = exc.data.get("field") or "demand_kind"
-        if field == "requests_per_day" and clean["demand_kind"] == "output_rate":
-            field = "output_tok_s"  # the core names the traffic field for any absurd peak
-        errors.add(field, exc.message)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -758,8 +356,8 @@ def sizing_results(
     intermediate number, the recommendations and what to request. Reads the GPU models and the
     free cards of the inference pools; writes nothing. ``on_progress(done, total)`` per GPU
     model. Raises :class:`SizingInputError` if the arithmetic refuses the inputs."""
-    model = _model_arch(inputs)
-    demand = _demand(inputs)
+    model = model_arch(inputs)
+    demand = demand_of(inputs)
     start, end = capacity_window()
     free = inference_free_cards(start=start, end=end)
     usable = inference_usable_cards(start=start, end=end)

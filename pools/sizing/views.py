@@ -15,6 +15,7 @@ from pools.choices import Scheduler
 from pools.errors import DomainError
 from pools.inventory import selectors as inventory_selectors
 from pools.inventory.models import GpuModel, Pool
+from pools.sizing import inputs as sizing_inputs
 from pools.sizing import selectors as sizing_selectors
 from pools.sizing import services as sizing_services
 from pools.sizing.engines import ENGINE_PROFILES
@@ -152,7 +153,7 @@ def _raw_inputs(data: QueryDict) -> dict:
     raw["gpu_models"] = data.getlist("gpu_models")
     raw["only_free_capacity"] = data.get("only_free_capacity") in ("on", "true", "1")
     custom = {"name": data.get("custom_model.name", "")}
-    for name, _required in sizing_services.CUSTOM_MODEL_FIELDS:
+    for name, _required in sizing_inputs.CUSTOM_MODEL_FIELDS:
         custom[name] = data.get(f"custom_model.{name}", "")
     raw["custom_model"] = custom
     raw["prices"] = {
@@ -210,7 +211,7 @@ def _decorate(results: dict) -> dict:
 
 def _preset_config(preset) -> dict:
     """A preset as the custom-architecture fields, so "Custom" can start from it."""
-    fields = {name: getattr(preset, name) for name, _ in sizing_services.CUSTOM_MODEL_FIELDS}
+    fields = {name: getattr(preset, name) for name, _ in sizing_inputs.CUSTOM_MODEL_FIELDS}
     return {"name": f"{preset.name} (modified)", **fields}
 
 
@@ -229,12 +230,12 @@ def _page_context(request, form: dict) -> dict:
         ],
         "gpu_models": GpuModel.objects.order_by("name"),
         "in_fleet": fleet,
-        "precisions": sizing_services.WEIGHT_PRECISIONS,
-        "kv_precisions": sizing_services.KV_PRECISIONS,
+        "precisions": sizing_inputs.WEIGHT_PRECISIONS,
+        "kv_precisions": sizing_inputs.KV_PRECISIONS,
         "engines": list(ENGINE_PROFILES),
-        "demand_kinds": sizing_services.DEMAND_KINDS,
+        "demand_kinds": sizing_inputs.DEMAND_KINDS,
         "custom_fields": [
-            (name, CUSTOM_LABELS[name]) for name, _ in sizing_services.CUSTOM_MODEL_FIELDS
+            (name, CUSTOM_LABELS[name]) for name, _ in sizing_inputs.CUSTOM_MODEL_FIELDS
         ],
         "teams": tenancy_selectors.team_list(user=request.user).order_by("name"),
     }

@@ -14,8 +14,8 @@ from django.test import Client
 from factories import inference_fleet
 
 from pools.sizing.band import BANDS_JSON
+from pools.sizing.inputs import sizing_inputs_clean
 from pools.sizing.models import SizingEstimate
-from pools.sizing.services import sizing_inputs_clean
 
 pytestmark = pytest.mark.django_db
 

@@ -19,12 +19,12 @@ from pools.audit.models import AuditEvent
 from pools.choices import EstimateStatus
 from pools.errors import InvalidInput, PermissionDenied
 from pools.inventory.models import GpuModel, Pool
+from pools.sizing.inputs import DEFAULT_INPUTS, sizing_inputs_clean
 from pools.sizing.models import SizingEstimate
 from pools.sizing.services import (
     capacity_window,
     sizing_estimate_create,
     sizing_estimate_run,
-    sizing_inputs_clean,
     sizing_preview,
     sizing_request_url,
     sizing_results,
@@ -504,3 +504,52 @@ def test_absent_targets_take_the_defaults_and_null_targets_are_not_checked(fleet
     assert (none["tpot_target_ms"], none["ttft_target_ms"]) == (None, None)
     # Without a TPOT target the L40S replicas fill their KV cache: fewer cards than at 50 ms.
     assert _row(results, "l40s")["cards"] < 28
+
+
+@pytest.mark.parametrize(
+    ("change", "errors"),
+    [
+        # a custom model without its architecture, and one field of it missing
+        ({"model": "custom"}, {"custom_model": "Give the custom architecture's fields."}),
+        ({"model": "custom", "custom_model": "big"},
+         {"custom_model": "Give the custom architecture's fields."}),
+        # an unknown slug is the field's error, a bad price the price's
+        ({"prices": {"b200": "3"}}, {"prices": "Unknown GPU model 'b200' in prices."}),
+        ({"prices": {"l40s": "lots"}}, {"prices.l40s": "A price per card-hour is 0 to 100,000."}),
+        ({"prices": [1]}, {"prices": "Give prices as {GPU model slug: price per card-hour}."}),
+        ({"gpu_models": "h100_sxm, b200"}, {"gpu_models": "Unknown GPU models: b200."}),
+        ({"only_free_capacity": "perhaps"}, {"only_free_capacity": "Must be a valid boolean."}),
+        ({"demand_kind": "vibes"},
+         {"demand_kind": "Choose one of output_rate, traffic, concurrency."}),
+        ({"input_len": "1.5"}, {"input_len": "Enter a whole number."}),
+        ({"input_len": 10_000_001}, {"input_len": "Must be at most 10,000,000."}),
+        ({"peak_share": "1.01"}, {"peak_share": "Must be in (0, 1]."}),
+    ],
+)  # fmt: skip
+def test_each_kind_of_bad_input_has_its_message(fleet, change, errors):
+    with pytest.raises(InvalidInput) as caught:
+        sizing_inputs_clean({**QWEN_72B, **change})
+
+    assert caught.value.data["errors"] == errors
+
+
+def test_clean_inputs_are_complete_and_ignore_the_other_kinds_figures(fleet):
+    clean = sizing_inputs_clean(
+        {**QWEN_72B, "requests_per_day": "garbage", "concurrency": -1, "tpot_target_ms": "",
+         "input_len": "1,000", "gpu_models": "l40s h100_sxm l40s", "prices": {"l40s": " "},
+         "custom_model": {"num_layers": "x"}}
+    )  # fmt: skip
+
+    # the output-rate kind reads output_tok_s only; a blank TPOT target is "not checked"
+    assert (clean["requests_per_day"], clean["concurrency"]) == (None, None)
+    assert clean["tpot_target_ms"] is None and clean["ttft_target_ms"] == 2000.0
+    assert clean["input_len"] == 1000 and clean["custom_model"] is None
+    assert clean["gpu_models"] == ["h100_sxm", "l40s"] and clean["prices"] == {}
+    assert set(clean) == set(DEFAULT_INPUTS)
+
+
+def test_the_custom_fields_the_page_lists_are_the_serializers():
+    from pools.sizing.inputs import CUSTOM_MODEL_FIELDS, CustomModelSerializer
+
+    fields = CustomModelSerializer().fields
+    assert [(n, f.required) for n, f in fields.items() if n != "name"] == list(CUSTOM_MODEL_FIELDS)
