@@ -1,17 +1,19 @@
 """Issue #20's "Done when", through the portal's own services on the real Slurm: a 1 x 8 request
-approved in a pool bound to the test cluster is placed by the shape check on the cluster's
-eight-card node, provisioning (the Celery task, eager) reserves that node for the team's account
-over the allocation's window, the allocation records the reservation, a job of that shape
-(``gres/gpu:h100:8`` with ``--reservation``) runs in it while another account's job cannot use
-the node, and release (with the job still running) ends the reservation and zeroes the team's
-cap; once the job is gone the reservation is purged and the other account's job starts.
+in one NVLink domain (TP=8), approved in a pool bound to the test cluster, is placed by the
+shape check on the cluster's eight-card node; provisioning (the Celery task, eager) reserves
+that node for the team's account over the allocation's window; the allocation records the
+reservation; a job of that shape (``gres/gpu:h100:8`` with ``--reservation``) runs in it while
+another account's job cannot use the node; release (with the job still running) ends the
+reservation and zeroes the team's cap; once the job is gone the reservation is purged and the
+other account's job starts.
 
 The node is ``gpu-h100-01`` (``gpu:h100:8``, a DGX H100's eight cards) of
 ``scripts/services/slurm-modern.sh`` / ``slurm.sh``; the pool's inventory is read from the live
 listing by the portal's reconcile (as its beat does), so the fitter sees the cluster's real nodes.
-The reservation is made with ``scontrol`` next to the cluster (see
-:mod:`scheduler_adapters.slurm.reservations`), and holds the node for two hours at most; it is
-deleted at the end either way.
+Slurm's listing says nothing about NVLink, so the one-domain check rests on the catalogue (an
+8-card SXM board is one NVSwitch domain). The reservation is made with ``scontrol`` next to the
+cluster (see :mod:`scheduler_adapters.slurm.reservations`) and holds the node for two hours at
+most; it is deleted at the end either way.
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ def test_a_1x8_request_approved_reserves_the_node_and_a_job_of_that_shape_runs_i
         card_count=8,
         cards_per_node=8,
         node_count=1,
+        one_nvlink_domain=True,  # TP=8: from the catalogue, an 8-card SXM board is one domain
         starts_at=now,
         ends_at=now + timedelta(hours=2),
         justification="TP=8 on one node",
