@@ -129,10 +129,13 @@ def test_a_1x8_request_approved_reserves_the_node_and_a_job_of_that_shape_runs_i
         try:
             other = outsider_job()
         except SchedulerRejected as refused:  # 22.05 refuses it at submit; 24.11+ let it pend
-            assert refused.error_numbers == (2068,), refused  # ESLURM_REQUESTED_NODE_NOT_AVAIL
+            # 2068 "Required node not available (down, drained or reserved)"
+            assert refused.error_numbers == (2068,), refused
             other = None
         else:
-            held = eventually(lambda: slurm.get_job(other), lambda j: bool(j.state_reason))
+            held = eventually(  # once slurmctld has looked at it: a reason other than None
+                lambda: slurm.get_job(other), lambda j: j.state_reason not in {None, "", "None"}
+            )
             assert held.state is JobState.PENDING, held
 
         job_id = slurm.submit_job(
