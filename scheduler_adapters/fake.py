@@ -23,6 +23,8 @@ Reservations (:class:`~scheduler_adapters.base.ReservationAdapter`, what ``scont
 the real adapter) are kept on the fake nodes by name (``fake-<partition>-<type>``): a job
 submitted with ``reservation`` starts only inside the window and only for an account the
 reservation names; while a reservation is active, other jobs cannot use its node's cards.
+Deleting one that a running job uses ends it now instead (as ``scontrol`` does for the real
+adapter); it is purged once no running job uses it.
 Errors carry scontrol's/slurmctld's words without a number, as the command line gives them.
 """
 
@@ -62,7 +64,8 @@ from scheduler_adapters.types import (
 )
 
 DEFAULT_PARTITIONS: Mapping[str, Mapping[str, int]] = {"gpu": {"a100": 4, "rtx4090": 2}}
-"""The test cluster of ``scripts/services/slurm.sh``: partition ``gpu`` with 4 a100, 2 rtx4090."""
+"""Partition ``gpu`` with 4 a100 and 2 rtx4090: the a100 and rtx4090 nodes of the test clusters
+(``scripts/services/slurm.sh``, ``slurm-modern.sh``), which also have an 8-card h100 node."""
 
 _REJECTIONS = {
     2000: "Invalid partition name specified",
@@ -274,9 +277,16 @@ class FakeScheduler:
 
     def delete_reservation(self, name: str) -> bool:
         self._enter("delete_reservation")
-        removed = self.reservations.pop(name, None) is not None
+        record = self.reservations.get(name)
+        if record is None:
+            return False
+        if self._in_use(name):  # slurmctld: "Requested reservation is in use"
+            now = self.clock().replace(microsecond=0)
+            self.reservations[name] = replace(record, ends_at=min(record.ends_at, now))
+        else:
+            del self.reservations[name]
         self._advance()
-        return removed
+        return True
 
     def get_reservation(self, name: str) -> ReservationRecord | None:
         self._enter("get_reservation")
@@ -417,6 +427,11 @@ class FakeScheduler:
         now = self.clock()
         return record.starts_at <= now < record.ends_at  # type: ignore[operator]
 
+    def _in_use(self, name: str) -> bool:
+        return any(
+            j.state is JobState.RUNNING and j.spec.reservation == name for j in self.jobs.values()
+        )
+
     def _node_of(self, job: _Job) -> str:
         return f"fake-{job.spec.partition}-{job.gres_type}"
 
@@ -427,6 +442,9 @@ class FakeScheduler:
                 limit_end = job.start + timedelta(minutes=job.spec.time_limit_min)
                 if now >= limit_end:
                     job.state, job.reason, job.end = JobState.TIMEOUT, None, limit_end
+        for name, record in list(self.reservations.items()):  # ended and unused: purged
+            if record.ends_at <= now and not self._in_use(name):  # type: ignore[operator]
+                del self.reservations[name]
         for job in sorted(self.jobs.values(), key=lambda j: j.job_id):
             if job.state is JobState.PENDING:
                 reason = self._blocker(job)

@@ -15,7 +15,11 @@ Commands (https://slurm.schedmd.com/scontrol.html, "RESERVATIONS"):
 - create: ``scontrol create reservation ReservationName=N Accounts=A Nodes=n1,n2
   StartTime=YYYY-MM-DDTHH:MM:SS EndTime=... [PartitionName=P]``. scontrol reads the times as
   wall-clock time in slurmctld's zone, so aware datetimes are converted to ``time_zone`` first.
-- delete: ``scontrol delete ReservationName=N``.
+- delete: ``scontrol delete ReservationName=N``. slurmctld refuses while jobs run in it
+  (``Requested reservation is in use``, ESLURM_RESERVATION_BUSY; seen on 22.05, 24.11 and
+  26.05), so the reservation is ended instead: ``scontrol update ReservationName=N
+  EndTime=now``. The running jobs go on; no new job starts in it, the node is free for others
+  once they end, and slurmctld purges the ended reservation then (within seconds here).
 - read: ``scontrol show reservation N --oneliner`` (``Key=value`` pairs on one line).
 
 Writes are idempotent like the rest of the adapter: creating a reservation that already exists
@@ -47,6 +51,7 @@ _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
 # scontrol's words for a slurmctld it cannot reach (src/scontrol; slurm_strerror texts)
 _UNREACHABLE = ("unable to contact slurm controller", "connection refused", "socket timed out")
 _NOT_FOUND = ("not found", "invalid reservation", "reservation is invalid")
+_IN_USE = "reservation is in use"  # ESLURM_RESERVATION_BUSY's text (slurm_errno.c)
 _PAIR = re.compile(r"(?P<key>[A-Za-z]+)=(?P<value>\S*)")
 
 
@@ -95,11 +100,19 @@ class ScontrolReservations:
         return True
 
     def delete_reservation(self, name: str) -> bool:
-        """Remove the reservation; ``False`` when there was none."""
+        """Remove the reservation, or end it now while jobs still run in it (module
+        docstring); ``False`` when there was none."""
         operation = "delete_reservation"
         if self.get_reservation(name) is None:
             return False
-        self._scontrol(["delete", f"ReservationName={name}"], operation=operation)
+        try:
+            self._scontrol(["delete", f"ReservationName={name}"], operation=operation)
+        except SchedulerRejected as exc:
+            if _IN_USE not in exc.message.lower():
+                raise
+            self._scontrol(
+                ["update", f"ReservationName={name}", "EndTime=now"], operation=operation
+            )
         return True
 
     def get_reservation(self, name: str) -> ReservationRecord | None:

@@ -11,12 +11,16 @@ root_matches() {
     [ -z "${ROOT_DIR:-}" ] || [ "$(readlink "/proc/$1/root" 2>/dev/null)" = "$ROOT_DIR" ]
 }
 
-# running PIDFILE COMM: the pid in PIDFILE is alive, its /proc comm is COMM, and it is ours
+# running PIDFILE COMM: the pid in PIDFILE is alive, its /proc comm is COMM, and it is ours.
+# COMM-wlm counts too: Debian's slurmd/slurmctld are alternatives links to slurmd-wlm and
+# slurmctld-wlm, and 25.05+ re-exec themselves on `scontrol reconfigure` under that name.
 running() {
-    local pid
+    local pid comm
     [ -s "$1" ] || return 1
     pid=$( { tr -dc '0-9' < "$1"; } 2>/dev/null) || return 1
-    [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ] && root_matches "$pid"
+    [ -n "$pid" ] || return 1
+    comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 1
+    { [ "$comm" = "$2" ] || [ "$comm" = "$2-wlm" ]; } && root_matches "$pid"
 }
 
 # halt PIDFILE COMM: TERM that one pid, wait up to 30 s, then KILL it, then wait for it to go

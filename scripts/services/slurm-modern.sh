@@ -20,12 +20,13 @@
 # own, so it has its own munged and munge key.
 #
 #                 22.05 (slurm.sh)            24.11 (this script)
-#   ports         6817-6820, slurmd 17001-2   6917-6920, slurmd 17101-2
+#   ports         6817-6820, slurmd 17001-3   6917-6920, slurmd 17101-3
 #   database      slurm_acct_db / slurm       slurm_modern_acct_db / slurm_modern
 #   state         /var/lib/slurm-test         ROOT/var/lib/slurm-test
 #
 # Same cluster layout as slurm.sh: cluster "portal", partition "gpu", gpu-a100-01 (gpu:a100:4),
-# gpu-4090-01 (gpu:rtx4090:2), admin "portal", test users alice and bob (default account sandbox).
+# gpu-4090-01 (gpu:rtx4090:2), gpu-h100-01 (gpu:h100:8, a DGX H100's eight cards: the whole-node
+# 1 x 8 shape), admin "portal", test users alice and bob (default account sandbox).
 # The env file (`env` prints its path) has the keys the integration tier reads, plus
 # SLURM_MODERN_ROOT: run the Slurm commands through `chroot` into that root.
 #
@@ -50,7 +51,7 @@ ADMIN_USER=portal
 TEST_USERS="alice bob"
 REST_USER=slurmrestd
 PORTS="${SLURM_MODERN_PORTS:-69}"      # slurmctld ${PORTS}17, slurmd 18, slurmdbd 19, slurmrestd 20
-NODE_PORTS="${SLURM_MODERN_NODE_PORTS:-171}"  # the two slurmd: ${NODE_PORTS}01, ${NODE_PORTS}02
+NODE_PORTS="${SLURM_MODERN_NODE_PORTS:-171}"  # the three slurmd: ${NODE_PORTS}01 to ${NODE_PORTS}03
 REST_PORT=${PORTS}20
 MYSQL_HOST="${SLURM_TEST_MYSQL_HOST:-127.0.0.1}"
 MYSQL_PORT="${SLURM_TEST_MYSQL_PORT:-3306}"
@@ -59,7 +60,8 @@ else DB_NAME="slurm_${SUITE}_acct_db"; DB_USER="slurm_$SUITE"; fi
 JWT_KEY="$CONF_DIR/jwt_hs256.key"
 ENV_FILE="$HS/slurm-test.env"
 HEADER="# Written by gpu-pool-portal scripts/services/slurm-modern.sh; rerun it rather than editing."
-NODES=("gpu-a100-01:${NODE_PORTS}01:a100:4" "gpu-4090-01:${NODE_PORTS}02:rtx4090:2")
+NODES=("gpu-a100-01:${NODE_PORTS}01:a100:4" "gpu-4090-01:${NODE_PORTS}02:rtx4090:2"
+       "gpu-h100-01:${NODE_PORTS}03:h100:8")
 PACKAGES=(munge slurmctld slurmd slurm-client slurmdbd slurmrestd slurm-wlm-jwt-plugin
           slurm-wlm-mysql-plugin mariadb-client curl)
 # newest first: the version the env file names is the newest this slurmrestd serves

@@ -10,14 +10,16 @@
 #
 # What runs (no systemd; every daemon is found again through its pid file, never by name):
 #   munged -> slurmdbd (on the machine's MariaDB at 127.0.0.1:3306, database slurm_acct_db)
-#   -> slurmctld -> two slurmd on 127.0.0.1 (gpu-a100-01: gpu:a100:4 on port 17001,
-#   gpu-4090-01: gpu:rtx4090:2 on port 17002; the "devices" are symlinks to /dev/null because
+#   -> slurmctld -> three slurmd on 127.0.0.1 (gpu-a100-01: gpu:a100:4 on port 17001,
+#   gpu-4090-01: gpu:rtx4090:2 on port 17002, gpu-h100-01: gpu:h100:8 on port 17003, a DGX
+#   H100's eight cards for the whole-node 1 x 8 shape; the "devices" are symlinks to /dev/null because
 #   22.05 drops GPUs without File=) -> slurmrestd with JWT on 127.0.0.1:6820, as user slurmrestd
 #   (it refuses to run as root). Cluster "portal", one partition "gpu".
 #
 # Tests read $SLURM_TEST_ROOT/slurm-test.env: SLURMRESTD_URL, SLURM_API_VERSION, SLURM_CLUSTER,
 # SLURM_PARTITION, SLURM_JWT_KEY (HS256 key path, root/slurm only), SLURM_ADMIN_USER (an
-# AdminLevel=Administrator slurmdb user) and SLURM_TEST_USERS (unix users that may run jobs).
+# AdminLevel=Administrator slurmdb user), SLURM_TEST_USERS (unix users that may run jobs) and
+# SLURM_SCONTROL=1 (this machine's scontrol reaches the cluster: reservations are on).
 # Tokens are not written: whoever can read the key mints them (see scheduler_adapters.slurm.client).
 #
 # Knobs: SLURM_TEST_ROOT (/var/lib/slurm-test), SLURM_TEST_REST_PORT (6820),
@@ -43,7 +45,7 @@ JWT_KEY="$CONF_DIR/jwt_hs256.key"
 ENV_FILE="$ROOT/slurm-test.env"
 HEADER="# Written by gpu-pool-portal scripts/services/slurm.sh; rerun it rather than editing."
 # node name : slurmd port : GRES type : cards
-NODES=("gpu-a100-01:17001:a100:4" "gpu-4090-01:17002:rtx4090:2")
+NODES=("gpu-a100-01:17001:a100:4" "gpu-4090-01:17002:rtx4090:2" "gpu-h100-01:17003:h100:8")
 PACKAGES=(munge slurmctld slurmd slurm-client slurmdbd slurmrestd slurm-wlm-jwt-plugin
           slurm-wlm-mysql-plugin mariadb-client curl)
 
@@ -212,5 +214,6 @@ SLURM_PARTITION=$PARTITION
 SLURM_JWT_KEY=$JWT_KEY
 SLURM_ADMIN_USER=$ADMIN_USER
 SLURM_TEST_USERS=\"$TEST_USERS\"
+SLURM_SCONTROL=1
 SLURM_RELEASE=$SLURM_RELEASE"
 say "ready: http://127.0.0.1:$REST_PORT (Slurm $SLURM_RELEASE, env file $ENV_FILE)"

@@ -106,6 +106,18 @@ def test_delete_is_idempotent():
     assert tool(missing).delete_reservation("alloc-17") is False
 
 
+def test_delete_of_a_reservation_jobs_still_use_ends_it_now():
+    # slurmctld's answer while a job runs in it (seen on 22.05, 24.11 and 26.05)
+    busy = "delete_reservation ReservationName=alloc-17: Requested reservation is in use"
+    runner = Runner((0, SHOWN), (1, busy), (0, "Reservation updated."))
+    assert tool(runner).delete_reservation("alloc-17") is True
+    assert runner.commands[2][-3:] == ["update", "ReservationName=alloc-17", "EndTime=now"]
+    refused = Runner((0, SHOWN), (1, "Error: Access/permission denied"))
+    with pytest.raises(SchedulerAuthError):
+        tool(refused).delete_reservation("alloc-17")
+    assert len(refused.commands) == 2  # no update after another refusal
+
+
 @pytest.mark.parametrize(
     ("answer", "error"),
     [
@@ -222,4 +234,26 @@ def test_fake_reservation_holds_the_node_for_its_account_inside_the_window():
     fake.cancel_job(inside)
     assert fake.delete_reservation("alloc-17") is True
     assert fake.delete_reservation("alloc-17") is False
+    assert fake.get_job(outsider).state is JobState.RUNNING
+
+
+def test_fake_ends_a_reservation_a_running_job_uses_and_purges_it_when_the_job_ends():
+    clock = Clock(START + timedelta(minutes=1))
+    fake = FakeScheduler({"gpu": {"a100": 4}}, clock=clock)
+    for account in ("team-nlp", "team-vision"):
+        fake.ensure_account(account, description=account, organization="org")
+        fake.ensure_user_association(account, "alice", "gpu")
+    fake.create_reservation(spec(nodes=("fake-gpu-a100",)))
+    shape = dict(user="alice", partition="gpu", script="#!/bin/sh\n", gpus=4, gres_type="a100")
+    inside = fake.submit_job(JobSpec(account="team-nlp", reservation="alloc-17", **shape))
+    outsider = fake.submit_job(JobSpec(account="team-vision", **shape))
+    assert fake.get_job(inside).state is JobState.RUNNING
+
+    assert fake.delete_reservation("alloc-17") is True
+    ended = fake.get_reservation("alloc-17")
+    assert (ended.ends_at, ended.state) == (START + timedelta(minutes=1), "INACTIVE")
+    assert fake.get_job(inside).state is JobState.RUNNING  # ending it cancels no job
+    assert fake.get_job(outsider).state is JobState.PENDING  # the cards are still in use
+    fake.cancel_job(inside)
+    assert fake.get_reservation("alloc-17") is None
     assert fake.get_job(outsider).state is JobState.RUNNING

@@ -204,7 +204,8 @@ def slurm_reservation_apply(*, adapter, allocation: Allocation) -> dict:
 
 
 def slurm_reservation_remove(*, adapter, allocation: Allocation) -> None:
-    """Delete the allocation's reservation, if it has one (idempotent)."""
+    """Delete the allocation's reservation, if it has one (idempotent); while a job still runs in
+    it the adapter ends it now instead (Slurm will not delete a reservation in use)."""
     if not (allocation.scheduler_binding or {}).get("reservation"):
         return
     try:

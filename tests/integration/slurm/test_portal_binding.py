@@ -101,7 +101,7 @@ def test_reconcile_repairs_a_cap_changed_by_hand_and_records_the_drift(
     report = reconcile_slurm()
 
     assert report.errors == []
-    assert report.nodes_refreshed == 2  # gpu-a100-01 and gpu-4090-01 from the live listing
+    assert report.nodes_refreshed == 3  # gpu-a100-01, gpu-4090-01, gpu-h100-01 (live listing)
     drift = SchedulerDrift.objects.get(team=team)
     assert (drift.expected, drift.found, drift.repaired) == ("2", "4", True)
     assert slurm.get_gpu_limits(team.slug) == (GpuLimit(team.slug, "gpu", "a100", 2),)

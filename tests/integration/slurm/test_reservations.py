@@ -2,9 +2,9 @@
 nodes, reserved for a team's account with ``scontrol``, and a job of that shape runs inside the
 reservation on the node the fitter chose.
 
-The issue's shape is 1 node × 8 cards; the tier's 24.11 cluster has 4 a100 on its one a100 node
-(``scripts/services/slurm-modern.sh``), so the shape is 1 node × all the a100 cards a node has
-(4 there, 8 on a DGX): the same whole-node case. ``scontrol`` runs next to the cluster
+Here the adapter alone, on the test clusters' a100 node (1 node × its 4 cards); the issue's
+1 × 8 through the portal's approval and provisioning, on the 8-card ``gpu-h100-01``, is
+``test_shaped_reservation.py``. ``scontrol`` runs next to the cluster
 ``SLURM_TEST_ENV`` describes (its ``SLURM_COMMAND_PREFIX`` or ``SLURM_MODERN_ROOT``, else the
 machine's own client), and the
 reservation holds its node for about ten minutes at most; it is deleted at the end either way.

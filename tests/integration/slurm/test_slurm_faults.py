@@ -62,7 +62,7 @@ def test_an_expired_token_is_renewed_once_on_the_controller_side(slurm_settings)
 
     nodes = adapter.list_nodes().nodes  # slurmctld answered only -1; slurmdbd told why
 
-    assert {node.hostname for node in nodes} == {"gpu-a100-01", "gpu-4090-01"}
+    assert {node.hostname for node in nodes} == {"gpu-a100-01", "gpu-4090-01", "gpu-h100-01"}
     assert asked == ["portal", "portal"]
 
 

@@ -1,13 +1,21 @@
 """NVLink domains reach the inventory through the same nvidia-smi import path and report:
 a capture with ``topo -m`` / ``nvlink -s`` sections stores its node's domains; what the capture
-leaves unknown stays unknown (NULL), and importing it again changes nothing."""
+leaves unknown stays unknown (NULL), and importing it again changes nothing. Slurm's and
+Kubernetes' listings tell nothing per card about NVLink (recorded and sourced below), so they
+never set or clear the domains."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from factories import NodeFactory
 
 from pools.inventory.models import Node
-from pools.inventory.services.importer import inventory_import_file
+from pools.inventory.services.importer import inventory_import, inventory_import_file
+from scheduler_adapters.kubernetes_nodes import parse_kubernetes_nodes
+from scheduler_adapters.slurm.nodes import parse_slurm_nodes
+from scheduler_adapters.types import InventorySource
 
 pytestmark = pytest.mark.django_db
 
@@ -69,3 +77,44 @@ def test_exporter_capture_without_links_is_a_domain_of_one(fixtures_dir):
     data = (fixtures_dir / "nvidia-smi" / "linux-x86_64__nvidia-l40s__595.80.txt").read_bytes()
     inventory_import_file(data=data, source="nvidia-smi", node="l40s-01")
     assert Node.objects.get(hostname="l40s-01").nvlink_domains == [[0]]
+
+
+# What the schedulers' own sources know about NVLink: nothing per card that the inventory can
+# read, so a listing from them never sets or clears the domains a capture read.
+CLIQUE = "7b968a6d-c8aa-45e1-9e07-e1e51be99c31.1"  # GFD README's example of nvidia.com/gpu.clique
+
+
+def test_a_slurm_listing_with_gres_links_configured_keeps_the_captured_domains(fixtures_dir):
+    """Recorded on 26.05.5 (v0.0.45) with ``Links=`` on every h100 line of gres.conf (NVSwitch
+    style, 18 links to each other card): ``slurmd -G`` printed them, but the REST node (and
+    ``scontrol show node -d``) shows only ``gres: gpu:h100:8``."""
+    recorded = json.loads(
+        (fixtures_dir / "slurm" / "rest_v0.0.45" / "node_gres_links.json").read_text()
+    )
+    result = parse_slurm_nodes(recorded["body"])
+    (snapshot,) = result.nodes
+    assert (snapshot.hostname, len(snapshot.gpus)) == ("gpu-h100-01", 8)
+    assert snapshot.nvlink_domains is None
+    assert "links" not in json.dumps(recorded["body"]).lower()
+
+    NodeFactory(hostname="gpu-h100-01", nvlink_domains=[list(range(8))])  # read from topo -m
+    inventory_import(result=result, source=InventorySource.SLURM)
+    assert Node.objects.get(hostname="gpu-h100-01").nvlink_domains == [list(range(8))]
+
+
+def test_gfd_labels_with_a_clique_leave_the_node_domains_unknown(fixtures_dir):
+    """GFD publishes ``nvidia.com/gpu.clique`` only when the node's fabric-attached GPUs share
+    one ClusterUUID and CliqueID (``internal/lm/fabric.go``); GPUs not attached are skipped, so
+    the label does not say which of the node's cards are in the NVLink fabric. It is kept with
+    the node's labels; the domains stay unknown (the catalogue is the fallback at read time)."""
+    listing = json.loads((fixtures_dir / "kubernetes" / "nodes.json").read_text())
+    (item,) = [i for i in listing["items"] if i["metadata"]["name"] == "gpu-a100-k8s-01"]
+    item["metadata"]["labels"]["nvidia.com/gpu.clique"] = CLIQUE
+    result = parse_kubernetes_nodes({"items": [item]})
+    (snapshot,) = result.nodes
+    assert (len(snapshot.gpus), snapshot.nvlink_domains) == (8, None)
+
+    inventory_import(result=result, source=InventorySource.KUBERNETES)
+    node = Node.objects.get(hostname="gpu-a100-k8s-01")
+    assert node.nvlink_domains is None
+    assert node.labels["nvidia.com/gpu.clique"] == CLIQUE

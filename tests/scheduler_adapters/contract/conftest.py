@@ -23,6 +23,10 @@ from scheduler_adapters.records import JobSpec
 
 T = TypeVar("T")
 
+# The test clusters of scripts/services/slurm-modern.sh and slurm.sh: partition gpu with nodes
+# gpu-a100-01 (4 a100), gpu-4090-01 (2 rtx4090) and gpu-h100-01 (8 h100).
+TEST_CLUSTER = {"gpu": {"a100": 4, "rtx4090": 2, "h100": 8}}
+
 
 @dataclass
 class Scheduler:
@@ -82,7 +86,7 @@ def real_slurm() -> Iterator[SchedulerAdapter]:
 @pytest.fixture(params=["fake", pytest.param("slurm", marks=pytest.mark.integration)])
 def scheduler(request) -> Iterator[Scheduler]:
     if request.param == "fake":
-        yield Scheduler(FakeScheduler(), real=False)
+        yield Scheduler(FakeScheduler(TEST_CLUSTER), real=False)
         return
     adapter = request.getfixturevalue("real_slurm")
     tidy = Cleanup(adapter)

@@ -1,5 +1,6 @@
 """What every SchedulerAdapter promises (scheduler_adapters/base.py), checked on the fake and on
-the real Slurm alike. Values are the test cluster's: partition gpu with 4 a100 and 2 rtx4090."""
+the real Slurm alike. Values are the test cluster's: partition gpu with 4 a100, 2 rtx4090 and
+8 h100 (``TEST_CLUSTER``); ``b200`` is a type it has none of."""
 
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -19,7 +20,7 @@ def test_nodes_report_cards_by_gres_type(scheduler):
         for partition in node.partitions
         for gpu in node.gpus
     )
-    assert cards == Counter({("gpu", "a100"): 4, ("gpu", "rtx4090"): 2})
+    assert cards == Counter({("gpu", "a100"): 4, ("gpu", "rtx4090"): 2, ("gpu", "h100"): 8})
     assert result.issues == ()
 
 
@@ -75,7 +76,7 @@ def test_limit_targets_must_exist(scheduler):
     with pytest.raises(NotFound) as no_partition:
         adapter.set_gpu_limit(GpuLimit(account, "no-such-partition", "a100", 1))
     with pytest.raises(SchedulerRejected):
-        adapter.set_gpu_limit(GpuLimit(account, "gpu", "h100", 1))
+        adapter.set_gpu_limit(GpuLimit(account, "gpu", "b200", 1))
     with pytest.raises(NotFound):
         adapter.get_gpu_limits(missing)
 
@@ -86,13 +87,13 @@ def test_limit_targets_must_exist(scheduler):
 
 def test_a_gpu_type_the_cluster_does_not_have_changes_no_limit(scheduler):
     """Without a partition to check against, a type no node has is refused too: Slurm 24.11+
-    would take ``gres/gpu:h100`` as "clear every GPU limit" and answer 200."""
+    would take ``gres/gpu:b200`` as "clear every GPU limit" and answer 200."""
     adapter = scheduler.adapter
     account = scheduler.account()
     adapter.set_gpu_limit(GpuLimit(account, "gpu", "a100", 2))
 
     with pytest.raises(SchedulerRejected):
-        adapter.set_gpu_limit(GpuLimit(account, None, "h100", 1))
+        adapter.set_gpu_limit(GpuLimit(account, None, "b200", 1))
 
     assert adapter.get_gpu_limits(account) == (GpuLimit(account, "gpu", "a100", 2),)
 
@@ -149,7 +150,7 @@ def test_submissions_the_scheduler_refuses(scheduler):
     with pytest.raises(SchedulerRejected) as no_association:
         adapter.submit_job(scheduler.job(account, user="bob"))
     with pytest.raises(SchedulerRejected) as unknown_type:
-        adapter.submit_job(scheduler.job(account, gres_type="h100"))
+        adapter.submit_job(scheduler.job(account, gres_type="b200"))
     with pytest.raises(SchedulerRejected) as too_many:
         adapter.submit_job(scheduler.job(account, gpus=5))
 

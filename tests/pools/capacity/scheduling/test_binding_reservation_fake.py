@@ -1,7 +1,8 @@
 """A shaped approval made real in Slurm (issue #20), with the in-memory fake: the whole node the
 shape check counted on is reserved for the team's account over the window, a job of that shape
-runs in the reservation, release deletes it; a part-node placement is not reserved and the
-allocation says why. The real cluster: tests/integration/slurm/test_reservations.py."""
+runs in the reservation, release ends it (purged once the job is gone); a part-node placement is
+not reserved and the allocation says why. The real cluster:
+tests/integration/slurm/test_shaped_reservation.py."""
 
 from __future__ import annotations
 
@@ -50,10 +51,14 @@ def test_a_whole_node_shape_is_reserved_and_a_job_runs_in_it(
                 gres_type="a100", reservation=name, time_limit_min=60)
     )  # fmt: skip
     assert fake_slurm.get_job(job).state is JobState.RUNNING
-    fake_slurm.cancel_job(job)
 
+    # released while the job runs: the reservation ends now (Slurm will not delete one in use)
     with django_capture_on_commit_callbacks(execute=True):
         allocation_release(allocation=allocation, actor=bob, reason="done")
+    assert fake_slurm.get_reservation(name).state == "INACTIVE"
+    assert fake_slurm.get_gpu_limits("vision")[0].cards == 0
+    assert fake_slurm.get_job(job).state is JobState.RUNNING
+    fake_slurm.cancel_job(job)
     assert fake_slurm.get_reservation(name) is None
 
 
