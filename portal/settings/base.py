@@ -251,6 +251,7 @@ SPECTACULAR_SETTINGS = {
         "EstimateStatusEnum": "pools.choices.EstimateStatus",
         "NodeStateEnum": "pools.choices.NodeState",
         "IdleFindingStateEnum": "pools.choices.IdleFindingState",
+        "RequestKindEnum": "pools.choices.RequestKind",
     },
 }
 
