@@ -58,8 +58,14 @@ def test_every_error_a_client_can_provoke_answers_a_code_the_readme_lists(
 
 def test_every_code_the_readme_lists_is_answered_somewhere_in_the_code():
     drf = {
-        "not_authenticated", "authentication_failed", "permission_denied", "not_found",
-        "parse_error", "method_not_allowed", "not_acceptable", "unsupported_media_type",
+        "not_authenticated",
+        "authentication_failed",
+        "permission_denied",
+        "not_found",
+        "parse_error",
+        "method_not_allowed",
+        "not_acceptable",
+        "unsupported_media_type",
         "throttled",
     }  # fmt: skip  (DRF's own exception codes, kept by portal.api.exception_handler)
     sources = "\n".join(
