@@ -38,7 +38,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from pools.audit.services import audit_event_record, audit_snapshot
-from pools.capacity.availability import SCHEDULER_OF_KIND, request_options
+from pools.capacity.availability import SCHEDULER_OF_KIND, earliest_free_start, request_options
 from pools.capacity.placement import shape_from_sizing
 from pools.choices import EstimateStatus, RequestKind, WorkloadKind
 from pools.errors import InvalidInput, NotFound, PermissionDenied
@@ -675,6 +675,7 @@ def _request(results: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None
     rows = {r["gpu_model"]: r for r in results["rows"]}
     meeting = [r for r in results["rows"] if r["meets_targets"] and r["cards"]]
     holdable = [r for r in meeting if r["usable_cards"] >= r["cards"]]
+    window: dict[str, datetime] = {}
     if results["recommended_in_free_capacity"]:
         basis, row = "recommended_in_free_capacity", rows[results["recommended_in_free_capacity"]]
         pool = row["pool"]
@@ -683,13 +684,18 @@ def _request(results: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None
         basis, row, pool = "offered_by_a_pool", holdable[0], holdable[0]["usable_pool"]
         free_now = row["free_cards"] if row["pool"] == pool else None
         name = row["usable_pool_name"]
+        starts = _free_from(row, pool, results["capacity"])
+        when = f" from {timezone.localtime(starts):%Y-%m-%d %H:%M %Z}" if starts else ""
         lacks = (
             f"needs {row['cards'] - free_now:,} more {row['gpu_name']} cards free in {name} "
-            f"than the {free_now:,} free now"
+            f"than the {free_now:,} free now; {row['cards']:,} are free{when}"
             if free_now is not None
-            else f"waits until {row['cards']:,} {row['gpu_name']} cards are free in {name}"
+            else f"waits until {row['cards']:,} {row['gpu_name']} cards are free in {name}{when}"
         )
+        if starts:  # the request asks for the first week they are free
+            window = {"starts_at": starts, "ends_at": starts + REQUEST_WINDOW}
     elif meeting:
+        window = {}
         row = rows.get(results["recommended"]) or meeting[0]
         basis, pool = "capacity_to_add", row["usable_pool"]
         lacks = (
@@ -713,7 +719,21 @@ def _request(results: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None
         "pool": pool,
         "justification": _justification(results, row),
         **_shape_of(row),
+        **{key: value.isoformat() for key, value in window.items()},
     }, lacks
+
+
+def _free_from(row: dict[str, Any], pool: str, capacity: dict[str, str]) -> datetime | None:
+    """When the row's cards are first free in ``pool`` for a request window (7 days), from the
+    window the page counted over (:func:`pools.capacity.availability.earliest_free_start`)."""
+    start = datetime.fromisoformat(capacity["window_start"])
+    return earliest_free_start(
+        pool=Pool.objects.get(slug=pool),
+        gpu_model=GpuModel.objects.get(slug=row["gpu_model"]),
+        cards=row["cards"],
+        start=start,
+        length=REQUEST_WINDOW,
+    )
 
 
 def _shape_of(row: dict[str, Any]) -> dict[str, Any]:
@@ -1007,6 +1027,10 @@ def sizing_request_url(request: Mapping[str, Any] | None) -> str | None:
                 query[flag] = "on"
     if request.get("pool"):
         query["pool"] = request["pool"]
+    for key in ("starts_at", "ends_at"):  # a request that waits for its cards: when they are free
+        if request.get(key):
+            local = timezone.localtime(datetime.fromisoformat(request[key]))
+            query[key] = local.strftime("%Y-%m-%dT%H:%M")
     return f"{reverse('pools:request-new')}?{urlencode(query)}"
 
 

@@ -13,6 +13,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 from factories import AllocationFactory, MembershipFactory, inference_fleet
 
 from pools.audit.models import AuditEvent
@@ -214,8 +215,20 @@ def test_a_request_that_waits_for_cards_says_how_many_more_it_needs(fleet):
     assert results["request"]["basis"] == "offered_by_a_pool"
     assert (results["request"]["gpu_model"], results["request"]["pool"]) == ("l40s", "infer-k8s")
     assert results["request"]["kind"] == "cards"
+    # the 20 held cards come back when that allocation ends, at the end of the page's window:
+    # the request asks for the week from then, and says so
+    when = timezone.localtime(end)
     assert results["request"]["lacks"] == (
         "needs 4 more L40S cards free in Inference (Kubernetes) than the 20 free now"  # 24 - 20
+        f"; 24 are free from {when:%Y-%m-%d %H:%M} UTC"
+    )
+    assert (results["request"]["starts_at"], results["request"]["ends_at"]) == (
+        end.isoformat(),
+        (end + timedelta(days=7)).isoformat(),
+    )
+    assert sizing_request_url(results["request"]).endswith(
+        f"&pool=infer-k8s&starts_at={when:%Y-%m-%dT%H}%3A00&ends_at="
+        f"{when + timedelta(days=7):%Y-%m-%dT%H}%3A00"
     )
 
 
