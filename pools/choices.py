@@ -57,10 +57,20 @@ class WorkloadKind(models.TextChoices):
     INFERENCE = "inference", "Inference (Kubernetes)"
 
 
+class RequestKind(models.TextChoices):
+    """What a request asks for: cards a pool has (approved into an allocation), or capacity no
+    pool has yet (a GPU model no eligible pool hosts, or more cards than it holds), which a pool
+    admin accepts as a note for procurement or a pool's expansion, or declines (issue #21)."""
+
+    CARDS = "cards", "Cards from a pool"
+    GROWTH = "growth", "Capacity to add"
+
+
 class RequestStatus(models.TextChoices):
     DRAFT = "draft", "Draft"
     SUBMITTED = "submitted", "Submitted"
     APPROVED = "approved", "Approved"
+    ACCEPTED = "accepted", "Accepted: capacity planned"  # a growth request only
     REJECTED = "rejected", "Rejected"
     CANCELLED = "cancelled", "Cancelled"
 

@@ -18,7 +18,7 @@ from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilter
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import requests as request_services
-from pools.choices import WorkloadKind
+from pools.choices import RequestKind, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
 
 
@@ -72,6 +72,12 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
         max_digits=7, decimal_places=2, required=False, allow_null=True, min_value=1
     )
     workload_kind = serializers.ChoiceField(choices=WorkloadKind.choices)
+    kind = serializers.ChoiceField(
+        choices=RequestKind.choices,
+        default=RequestKind.CARDS,
+        help_text="cards: from a pool, approved into an allocation; growth: capacity no pool "
+        "has yet, accepted as a plan or rejected by a pool admin.",
+    )
     cards_per_node = serializers.IntegerField(
         min_value=1, max_value=1024, required=False, allow_null=True
     )
@@ -87,6 +93,7 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
             "id",
             "team",
             "workload_kind",
+            "kind",
             "pool",
             "gpu_model",
             "min_memory_gib",
@@ -147,7 +154,8 @@ class CapacityRequestViewSet(
     mixins.RetrieveModelMixin,
     viewsets.GenericViewSet,
 ):
-    """Capacity requests of the caller's teams; create, then submit / approve / reject / cancel."""
+    """Capacity requests of the caller's teams; create, then submit / approve / reject / cancel;
+    a request of kind ``growth`` (capacity no pool has yet) is accepted, not approved."""
 
     queryset = CapacityRequest.objects.none()  # for the schema; get_queryset scopes by user
     serializer_class = CapacityRequestSerializer
@@ -164,6 +172,7 @@ class CapacityRequestViewSet(
             actor=request.user,
             team=data.pop("team"),
             workload_kind=data.pop("workload_kind"),
+            kind=data.pop("kind", RequestKind.CARDS),
             card_count=data.pop("card_count"),
             starts_at=data.pop("starts_at"),
             ends_at=data.pop("ends_at"),
@@ -209,6 +218,20 @@ class CapacityRequestViewSet(
         # model joined: one query, where refresh_from_db() and three lazy loads were four.
         allocation = selectors.allocation_list(user=request.user).get(pk=allocation.pk)
         return Response(AllocationSerializer(allocation).data)
+
+    @extend_schema(request=ReasonSerializer, responses=CapacityRequestSerializer)
+    @action(detail=True, methods=["post"])
+    def accept(self, request, pk=None):
+        """Accept a ``growth`` request as planned capacity (pool admins); ``reason`` says how
+        (required); no allocation is made. Again → the same request."""
+        obj = self.get_object()
+        request_services.require_pool_admin(request.user)
+        form = ReasonSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        obj = request_services.capacity_request_accept(
+            request=obj, actor=request.user, reason=form.validated_data["reason"]
+        )
+        return Response(self.get_serializer(self._fresh(obj)).data)
 
     @extend_schema(request=ReasonSerializer, responses=CapacityRequestSerializer)
     @action(detail=True, methods=["post"])

@@ -7,7 +7,7 @@ own health is not ``error``, and, when a CUDA version is asked for, whose driver
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db import connection
@@ -106,6 +106,40 @@ def holding_intervals(
         pool=pool, gpu_model=gpu_model, start=start, end=end, exclude_allocation=exclude_allocation
     )
     return list(qs.values_list("starts_at", "ends_at", "card_count"))
+
+
+def earliest_free_start(
+    *,
+    pool: Pool,
+    gpu_model: GpuModel,
+    cards: int,
+    start: datetime,
+    length: timedelta,
+    horizon: timedelta = timedelta(days=366),
+) -> datetime | None:
+    """The earliest start, from ``start`` on, of a window of ``length`` over all of which
+    ``cards`` cards of ``gpu_model`` are free in ``pool`` (as :func:`pool_free_cards` counts
+    them); ``None`` when none starts within ``horizon`` (or the pool could never hold them).
+
+    Free cards over a window only grow when a holding allocation ends inside it, so the
+    candidates are ``start`` and the ends of holding allocations after it. Two queries.
+    """
+    schedulable = schedulable_cards(pool=pool, gpu_model=gpu_model)
+    intervals = holding_intervals(
+        pool=pool, gpu_model=gpu_model, start=start, end=start + horizon + length
+    )
+    candidates = sorted({start, *(e for _, e, _ in intervals if start < e <= start + horizon)})
+    for candidate in candidates:
+        free = free_cards(
+            schedulable=schedulable,
+            overcommit_ratio=pool.overcommit_ratio,
+            intervals=intervals,
+            start=candidate,
+            end=candidate + length,
+        )
+        if free >= cards:
+            return candidate
+    return None
 
 
 def pool_free_cards(

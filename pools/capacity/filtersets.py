@@ -7,7 +7,7 @@ import django_filters as filters
 
 from pools.api_common import visible_teams
 from pools.capacity.models import Allocation, CapacityRequest
-from pools.choices import AllocationStatus, RequestStatus, WorkloadKind
+from pools.choices import AllocationStatus, RequestKind, RequestStatus, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
 from pools.web import PlainSelect
 
@@ -39,13 +39,14 @@ class CapacityRequestFilterSet(_TeamPoolModelFilters):
     # DISTINCT over the joined columns made ?status= pages 30 ms slower (benchmarks/approvals.py).
     status = filters.MultipleChoiceFilter(choices=RequestStatus.choices, distinct=False)
     workload_kind = filters.ChoiceFilter(choices=WorkloadKind.choices)
+    kind = filters.ChoiceFilter(choices=RequestKind.choices)
     ordering = filters.OrderingFilter(
         fields=(("created_at", "created"), ("starts_at", "starts"), ("card_count", "cards"))
     )
 
     class Meta:
         model = CapacityRequest
-        fields = ["team", "pool", "gpu_model", "status", "workload_kind"]
+        fields = ["team", "pool", "gpu_model", "status", "workload_kind", "kind"]
 
 
 class AllocationFilterSet(_TeamPoolModelFilters):

@@ -6,7 +6,7 @@ import re
 
 from django import forms
 
-from pools.choices import WorkloadKind
+from pools.choices import RequestKind, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team
 
@@ -17,6 +17,16 @@ class CapacityRequestForm(forms.Form):
     """A new capacity request; the service validates capacity and eligibility."""
 
     team = forms.ModelChoiceField(queryset=None, to_field_name="slug", empty_label=None)
+    kind = forms.ChoiceField(
+        choices=[
+            (RequestKind.CARDS, "Cards a pool has"),
+            (RequestKind.GROWTH, "Capacity no pool has yet (a pool admin plans it)"),
+        ],
+        initial=RequestKind.CARDS,
+        widget=forms.RadioSelect,
+        label="Ask for",
+        required=False,  # absent (an old link, a script): cards
+    )
     workload_kind = forms.ChoiceField(
         choices=WorkloadKind.choices, initial=WorkloadKind.TRAINING, widget=forms.RadioSelect
     )
@@ -84,9 +94,14 @@ class CapacityRequestForm(forms.Form):
             raise forms.ValidationError("Write a CUDA version as MAJOR.MINOR, e.g. 12.4.")
         return value
 
+    def clean_kind(self):
+        return self.cleaned_data.get("kind") or RequestKind.CARDS
+
     def clean(self):
         data = super().clean()
-        if not data.get("gpu_model") and not data.get("min_memory_gib"):
+        if data.get("kind") == RequestKind.GROWTH and not data.get("gpu_model"):
+            self.add_error("gpu_model", "Name the GPU model the pool should add.")
+        elif not data.get("gpu_model") and not data.get("min_memory_gib"):
             self.add_error("gpu_model", "Choose a GPU model, or a minimum memory per card.")
         per_node, nodes = data.get("cards_per_node"), data.get("node_count")
         if (per_node is None) != (nodes is None):

@@ -16,6 +16,7 @@ from pools.capacity.arithmetic import card_hours
 from pools.choices import (
     AllocationStatus,
     PricingMethod,
+    RequestKind,
     RequestStatus,
     Scheduler,
     WorkloadKind,
@@ -30,6 +31,8 @@ class CapacityRequest(models.Model):
     ``pool`` empty means "any eligible pool"; ``gpu_model`` empty means "any model with at least
     ``min_memory_gib`` GiB". ``starts_at``/``ends_at`` are aware datetimes, end exclusive.
     ``extends`` is set when the request asks for more time on an existing allocation.
+    ``kind`` "growth" asks for capacity no pool has yet (``pool`` empty, or the pool that must
+    grow): it is accepted as a planning note or rejected, never approved into an allocation.
     """
 
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="requests")
@@ -37,6 +40,7 @@ class CapacityRequest(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="capacity_requests"
     )
     workload_kind = models.CharField(max_length=10, choices=WorkloadKind.choices)
+    kind = models.CharField(max_length=8, choices=RequestKind.choices, default=RequestKind.CARDS)
     pool = models.ForeignKey(
         Pool, null=True, blank=True, on_delete=models.PROTECT, related_name="requests"
     )
@@ -98,6 +102,14 @@ class CapacityRequest(models.Model):
             models.CheckConstraint(
                 condition=Q(gpu_model__isnull=False) | Q(min_memory_gib__isnull=False),
                 name="request_names_model_or_memory",
+            ),
+            models.CheckConstraint(
+                condition=~Q(kind=RequestKind.GROWTH) | Q(gpu_model__isnull=False),
+                name="request_growth_names_model",
+            ),
+            models.CheckConstraint(
+                condition=Q(kind=RequestKind.GROWTH) | ~Q(status=RequestStatus.ACCEPTED),
+                name="request_accepted_is_growth",
             ),
         ]
         indexes = [

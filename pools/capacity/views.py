@@ -30,7 +30,7 @@ from pools.capacity.placement import Shape
 from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import requests as request_services
 from pools.capacity.shapes import shape_fit
-from pools.choices import RequestStatus
+from pools.choices import RequestKind, RequestStatus
 from pools.errors import DomainError
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy import selectors as tenancy_selectors
@@ -60,6 +60,7 @@ REQUEST_COLUMNS = [
     Column("id", lambda r: r.pk),
     Column("team", lambda r: r.team.slug),
     Column("status", lambda r: r.status),
+    Column("kind", lambda r: r.kind),
     Column("workload_kind", lambda r: r.workload_kind),
     Column("pool", lambda r: r.pool.slug if r.pool else "any"),
     Column("gpu_model", lambda r: r.gpu_model.slug if r.gpu_model else None),
@@ -165,6 +166,7 @@ def request_new(request):
                 actor=request.user,
                 team=d["team"],
                 workload_kind=d["workload_kind"],
+                kind=d["kind"],
                 card_count=d["card_count"],
                 starts_at=d["starts_at"],
                 ends_at=d["ends_at"],
@@ -195,6 +197,7 @@ def request_new(request):
             "options": options,
             "panel_errors": _panel_errors(form) if data is not None else [],
             "has_teams": teams.exists(),
+            "growth": form.data.get("kind") == RequestKind.GROWTH,
         },
     )
     patch_vary_headers(response, ["HX-Request"])
@@ -293,7 +296,11 @@ def request_detail(request, pk: int):
         "role": request_services.team_role(user=request.user, team=obj.team),
     }
     context["trail"].sort(key=lambda e: (e.created_at, e.pk))
-    if request.user.is_staff and obj.status == RequestStatus.SUBMITTED:
+    if (
+        request.user.is_staff
+        and obj.status == RequestStatus.SUBMITTED
+        and obj.kind == RequestKind.CARDS
+    ):
         context["options"] = request_options(
             workload_kind=obj.workload_kind,
             card_count=obj.card_count,
@@ -309,7 +316,7 @@ def request_detail(request, pk: int):
 
 @require_POST
 def request_action(request, pk: int, action: str):
-    """submit / cancel / approve / reject from the detail page or the queue."""
+    """submit / cancel / approve / accept / reject from the detail page or the queue."""
     obj = _request_or_404(request, pk)
     back = request.POST.get("next") or None
     try:
@@ -343,6 +350,13 @@ def request_action(request, pk: int, action: str):
                 f"{allocation.card_count}× {allocation.gpu_model.name} in "
                 f"{allocation.pool.name}.",
             )
+        elif action == "accept":
+            form = ReasonForm(request.POST)
+            form.is_valid()
+            request_services.capacity_request_accept(
+                request=obj, actor=request.user, reason=form.cleaned_data.get("reason", "")
+            )
+            messages.success(request, f"Request #{obj.pk} accepted: capacity planned.")
         elif action == "reject":
             form = ReasonForm(request.POST)
             form.is_valid()
@@ -431,7 +445,19 @@ def approval_queue(request):
     rows = []
     for item in items:
         suggestion = None
-        if item.pool_id and item.gpu_model_id:
+        if item.kind == RequestKind.GROWTH:  # capacity to add: no pool has it to approve
+            free = (
+                snapshot.free(
+                    pool=item.pool,
+                    gpu_model=item.gpu_model,
+                    start=item.starts_at,
+                    end=item.ends_at,
+                    cuda=item.cuda_version or None,
+                )
+                if item.pool_id
+                else None
+            )
+        elif item.pool_id and item.gpu_model_id:
             free = snapshot.free(
                 pool=item.pool,
                 gpu_model=item.gpu_model,

@@ -41,8 +41,14 @@ FORECAST_DAYS = 90
 # Seed 004: "let the pool carry 85 % of the peak" and "keep a 30 % buffer for bursts".
 PEAK_SHARE = 0.85
 BUFFER_SHARE = 0.30
-# Requests that express demand: drafts were never sent and cancelled ones were withdrawn.
-DEMAND_STATUSES = (RequestStatus.SUBMITTED, RequestStatus.APPROVED, RequestStatus.REJECTED)
+# Requests that express demand: drafts were never sent and cancelled ones were withdrawn;
+# accepted requests for capacity to add are demand the pools are to grow for.
+DEMAND_STATUSES = (
+    RequestStatus.SUBMITTED,
+    RequestStatus.APPROVED,
+    RequestStatus.ACCEPTED,
+    RequestStatus.REJECTED,
+)
 
 
 @dataclass(frozen=True)

@@ -37,12 +37,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from pools.audit.services import audit_event_record, audit_snapshot
-from pools.capacity.availability import SCHEDULER_OF_KIND, request_options
+from pools.capacity.availability import SCHEDULER_OF_KIND, earliest_free_start, request_options
 from pools.capacity.placement import shape_from_sizing
-from pools.choices import EstimateStatus, WorkloadKind
+from pools.choices import EstimateStatus, RequestKind, WorkloadKind
 from pools.errors import InvalidInput, NotFound, PermissionDenied
 from pools.inventory import selectors
-from pools.inventory.models import GpuModel
+from pools.inventory.models import GpuModel, Pool
 from pools.jobs import SIZING_ESTIMATE, enqueue_on_commit
 from pools.sizing import SizingInputError
 from pools.sizing.engines import engine_profile
@@ -179,6 +179,7 @@ def _row_json(
     cards_per_node: int,
     free: tuple[int, str] | None,
     kv_per_token: int,
+    pool_names: Mapping[str, str],
 ) -> dict[str, Any]:
     estimate = row.estimate
     throughput = estimate.throughput if estimate is not None else None
@@ -227,16 +228,19 @@ def _row_json(
         "cards_pessimistic": row.cards_pessimistic,
         "free_cards": row.free_cards,
         "pool": None if free is None else free[1],
+        "pool_name": None if free is None else pool_names.get(free[1], free[1]),
         "price_per_card_hour": row.price_per_card_hour,
         "monthly_cost": row.monthly_cost,
         "meets_targets": row.meets_targets,
         "fits_free_capacity": row.fits_free_capacity,
-        "warnings": [_warning(w, row=row, free=free) for w in row.warnings],
+        "warnings": [_warning(w, row=row, free=free, pool_names=pool_names) for w in row.warnings],
         "estimate": None if estimate is None else replica_estimate_as_dict(estimate),
     }
 
 
-def _warning(warning, *, row: PlanRow, free: tuple[int, str] | None) -> dict[str, str]:
+def _warning(
+    warning, *, row: PlanRow, free: tuple[int, str] | None, pool_names: Mapping[str, str]
+) -> dict[str, str]:
     """The core's warning, with the free-capacity one told in this fleet's terms."""
     if warning.code != "fewer_free_cards":
         return warning.as_dict()
@@ -247,8 +251,8 @@ def _warning(warning, *, row: PlanRow, free: tuple[int, str] | None) -> dict[str
         }
     return {
         "code": warning.code,
-        "message": f"Needs {row.cards:,} {row.gpu_name} cards; {free[0]:,} are free in pool "
-        f"{free[1]} for the whole request window.",
+        "message": f"Needs {row.cards:,} {row.gpu_name} cards; {free[0]:,} are free in "
+        f"{pool_names.get(free[1], free[1])} for the whole request window.",
     }
 
 
@@ -259,14 +263,17 @@ def _request(results: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None
     2. ``offered_by_a_pool``: else the cheapest option meeting the targets that an inference pool
        could hold (its usable cards, the most a request may ask for); the request waits until
        enough of them are free;
-    3. else no request (the form would refuse it), and the lack of the cheapest option meeting
-       the targets in words: no inference pool has the model, or none has that many cards.
+    3. ``capacity_to_add``: else a request of kind ``growth`` for the cheapest option meeting
+       the targets — capacity no pool has yet, which a pool admin accepts as a plan or declines
+       — in no pool when no inference pool has the model, else in the pool that holds most of
+       it and must grow; ``lacks`` says what is missing in words.
 
     Returns ``(request or None, lacks or None)``; both ``None`` when nothing meets the targets.
     """
     rows = {r["gpu_model"]: r for r in results["rows"]}
     meeting = [r for r in results["rows"] if r["meets_targets"] and r["cards"]]
     holdable = [r for r in meeting if r["usable_cards"] >= r["cards"]]
+    window: dict[str, datetime] = {}
     if results["recommended_in_free_capacity"]:
         basis, row = "recommended_in_free_capacity", rows[results["recommended_in_free_capacity"]]
         pool = row["pool"]
@@ -274,27 +281,35 @@ def _request(results: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None
     elif holdable:  # rows are ranked, cheapest first
         basis, row, pool = "offered_by_a_pool", holdable[0], holdable[0]["usable_pool"]
         free_now = row["free_cards"] if row["pool"] == pool else None
+        name = row["usable_pool_name"]
+        starts = _free_from(row, pool, results["capacity"])
+        when = f" from {timezone.localtime(starts):%Y-%m-%d %H:%M %Z}" if starts else ""
         lacks = (
-            f"needs {row['cards'] - free_now:,} more {row['gpu_name']} cards free in pool {pool} "
-            f"than the {free_now:,} free now"
+            f"needs {row['cards'] - free_now:,} more {row['gpu_name']} cards free in {name} "
+            f"than the {free_now:,} free now; {row['cards']:,} are free{when}"
             if free_now is not None
-            else f"waits until {row['cards']:,} {row['gpu_name']} cards are free in pool {pool}"
+            else f"waits until {row['cards']:,} {row['gpu_name']} cards are free in {name}{when}"
         )
+        if starts:  # the request asks for the first week they are free
+            window = {"starts_at": starts, "ends_at": starts + REQUEST_WINDOW}
     elif meeting:
-        best = rows.get(results["recommended"]) or meeting[0]
-        if not best["usable_pool"]:
-            return None, (
-                f"no inference pool has {best['gpu_name']} cards: ask a pool admin to host "
-                f"{best['cards']:,} of them"
-            )
-        return None, (
-            f"{best['cards']:,} × {best['gpu_name']} are needed and the most any inference pool "
-            f"could hold is {best['usable_cards']:,}: ask a pool admin for more capacity"
+        window = {}
+        row = rows.get(results["recommended"]) or meeting[0]
+        basis, pool = "capacity_to_add", row["usable_pool"]
+        lacks = (
+            f"no inference pool has {row['gpu_name']} cards: ask a pool admin to host "
+            f"{row['cards']:,} of them"
+            if not pool
+            else f"{row['cards']:,} × {row['gpu_name']} are needed and the most any inference "
+            f"pool could hold is {row['usable_cards']:,} (in {row['usable_pool_name']}): ask a "
+            "pool admin to add "
+            f"{row['cards'] - row['usable_cards']:,}"
         )
     else:
         return None, None
     return {
         "basis": basis,
+        "kind": RequestKind.GROWTH.value if basis == "capacity_to_add" else RequestKind.CARDS.value,
         "lacks": lacks,
         "workload_kind": WorkloadKind.INFERENCE.value,
         "gpu_model": row["gpu_model"],
@@ -302,7 +317,21 @@ def _request(results: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None
         "pool": pool,
         "justification": _justification(results, row),
         **_shape_of(row),
+        **{key: value.isoformat() for key, value in window.items()},
     }, lacks
+
+
+def _free_from(row: dict[str, Any], pool: str, capacity: dict[str, str]) -> datetime | None:
+    """When the row's cards are first free in ``pool`` for a request window (7 days), from the
+    window the page counted over (:func:`pools.capacity.availability.earliest_free_start`)."""
+    start = datetime.fromisoformat(capacity["window_start"])
+    return earliest_free_start(
+        pool=Pool.objects.get(slug=pool),
+        gpu_model=GpuModel.objects.get(slug=row["gpu_model"]),
+        cards=row["cards"],
+        start=start,
+        length=REQUEST_WINDOW,
+    )
 
 
 def _shape_of(row: dict[str, Any]) -> dict[str, Any]:
@@ -385,6 +414,7 @@ def sizing_results(
         on_progress=on_progress,
     )
     by_slug = {spec.slug: (row, spec) for row, spec in gpus}
+    pool_names = dict(Pool.objects.values_list("slug", "name"))  # people read names, not slugs
     precision = precision_parse(inputs["precision"])
     kv_bits = kv_cache_bits(inputs["kv_cache_dtype"])
     per_token = kv_bytes_per_token(
@@ -445,6 +475,7 @@ def sizing_results(
                 cards_per_node=max_tp[row.gpu_slug],
                 free=free.get(row.gpu_slug),
                 kv_per_token=per_token,
+                pool_names=pool_names,
             )
             for row in plan.rows
         ],
@@ -462,6 +493,7 @@ def sizing_results(
     )
     for row in results["rows"]:
         row["usable_cards"], row["usable_pool"] = usable.get(row["gpu_model"], (0, None))
+        row["usable_pool_name"] = pool_names.get(row["usable_pool"], row["usable_pool"])
     results["request"], results["request_lacks"] = _request(results)
     return _plain(results)
 
@@ -581,6 +613,8 @@ def sizing_request_url(request: Mapping[str, Any] | None) -> str | None:
         "gpu_model": request["gpu_model"],
         "card_count": request["card_count"],
     }
+    if request.get("kind") == RequestKind.GROWTH:
+        query["kind"] = request["kind"]
     if request.get("justification"):
         query["justification"] = request["justification"]
     if request.get("cards_per_node"):
@@ -591,6 +625,10 @@ def sizing_request_url(request: Mapping[str, Any] | None) -> str | None:
                 query[flag] = "on"
     if request.get("pool"):
         query["pool"] = request["pool"]
+    for key in ("starts_at", "ends_at"):  # a request that waits for its cards: when they are free
+        if request.get(key):
+            local = timezone.localtime(datetime.fromisoformat(request[key]))
+            query[key] = local.strftime("%Y-%m-%dT%H:%M")
     return f"{reverse('pools:request-new')}?{urlencode(query)}"
 
 

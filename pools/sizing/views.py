@@ -199,8 +199,11 @@ def _decorate(results: dict) -> dict:
     }
     results["chart_height_px"] = 80 + 26 * len(sized)
     names = dict(Pool.objects.values_list("slug", "name"))
-    for row in results["rows"]:  # people read pool names; links and CSV keep the slug
-        row["pool_name"] = names.get(row["pool"], row["pool"])
+    for row in results["rows"]:  # saved estimates from before pool names were stored
+        row.setdefault("pool_name", names.get(row["pool"], row["pool"]))
+        row.setdefault(
+            "usable_pool_name", names.get(row.get("usable_pool"), row.get("usable_pool"))
+        )
     results["request_url"] = sizing_services.sizing_request_url(results.get("request"))
     by_slug = {row["gpu_model"]: row for row in results["rows"]}
     results["recommended_row"] = by_slug.get(results["recommended"])

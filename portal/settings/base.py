@@ -194,9 +194,12 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
 REST_FRAMEWORK = {
+    # Token first: its WWW-Authenticate header makes "no or wrong credentials" a 401 (DRF
+    # answers 403 when the first class is the session's, which has none); a browser without an
+    # Authorization header still signs in by its session.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "portal.api.Pagination",
@@ -251,6 +254,7 @@ SPECTACULAR_SETTINGS = {
         "EstimateStatusEnum": "pools.choices.EstimateStatus",
         "NodeStateEnum": "pools.choices.NodeState",
         "IdleFindingStateEnum": "pools.choices.IdleFindingState",
+        "RequestKindEnum": "pools.choices.RequestKind",
     },
 }
 

@@ -1,34 +1,128 @@
 """No page is wider than the screen, on a phone (390 × 844) and a laptop (1366 × 900), with the
-demo's data (issue #21): tables scroll inside their card, the navigation folds behind *Menu*."""
+demo's data (issue #21): tables scroll inside their card, the navigation folds behind *Menu*.
+
+The pages are read from the URL configuration, not listed by hand: every route is either opened
+here (``PAGES`` says with which arguments, ``VARIANTS`` adds states of a page worth a look) or
+named in ``NOT_PAGES`` with the reason, so a new page that nobody added fails the first test."""
 
 from __future__ import annotations
 
 import pytest
 from django.core.management import call_command
+from django.urls import URLPattern, URLResolver, get_resolver
 
 pytestmark = pytest.mark.browser
 
-PAGES = [
-    "/", "/nodes/", "/nodes/trn-a100-01/", "/gpus/", "/gpu-models/", "/pools/",
-    "/unrecognised-models/", "/inventory/import/", "/scheduler/drift/", "/teams/mine/",
-    "/requests/", "/requests/new/", "/requests/queue/", "/requests/{request}/", "/allocations/",
-    "/timeline/", "/sizing/", "/idle/", "/idle/policies/", "/dashboard/", "/costs/",
-    "/costs/finance/2026-10/", "/costs/nlp/2026-10/", "/teams/nlp/dashboard/",
-]  # fmt: skip
+# Each page's route and the path opened for it ({request}, {elastic}, {estimate}: demo ids).
+PAGES = {
+    "": "/",
+    "nodes/": "/nodes/",
+    "nodes/<str:hostname>/": "/nodes/trn-a100-01/",
+    "gpus/": "/gpus/",
+    "gpu-models/": "/gpu-models/",
+    "pools/": "/pools/",
+    "unrecognised-models/": "/unrecognised-models/",
+    "inventory/import/": "/inventory/import/",
+    "scheduler/drift/": "/scheduler/drift/",
+    "idle/": "/idle/",
+    "idle/policies/": "/idle/policies/",
+    "elastic/": "/elastic/",
+    "elastic/<int:pk>/": "/elastic/{elastic}/",
+    "teams/mine/": "/teams/mine/",
+    "requests/": "/requests/",
+    "requests/new/": "/requests/new/",
+    "requests/queue/": "/requests/queue/",
+    "requests/<int:pk>/": "/requests/{request}/",
+    "allocations/": "/allocations/",
+    "timeline/": "/timeline/",
+    "sizing/": "/sizing/",
+    "sizing/estimates/": "/sizing/estimates/",
+    "sizing/estimates/<int:pk>/": "/sizing/estimates/{estimate}/",
+    "costs/": "/costs/",
+    "costs/finance/<str:month>/": "/costs/finance/2026-10/",
+    "costs/<slug:team>/<str:month>/": "/costs/nlp/2026-10/",
+    "dashboard/": "/dashboard/",  # with stranded capacity, forecast and heatmap
+    "teams/<slug:slug>/dashboard/": "/teams/nlp/dashboard/",
+    "api/docs/": "/api/docs/",
+    "login/": "/login/",  # opened signed in: the form, with the navigation
+}
+VARIANTS = [
+    "/nodes/?pool=train-slurm&ordering=-gpus",
+    "/allocations/?status=active",
+    # the request panel with a shape: per pool and model whether it fits (issue #20)
+    "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=8&cards_per_node=4"
+    "&node_count=2&one_nvlink_domain=on&pool=infer-k8s",
+    # capacity to add, prefilled as the sizing page links it
+    "/requests/new/?workload_kind=inference&kind=growth&gpu_model=h100_nvl&card_count=6",
+    "/sizing/?model=llama3_70b&precision=BF16&kv_cache_dtype=FP16&engine=vllm&input_len=1000"
+    "&output_len=200&demand_kind=output_rate&output_tok_s=2000&prompt_cache_hit_rate=0"
+    "&input_weight=0.5&tpot_target_ms=50&ttft_target_ms=2000&seed_per_card_tok_s=60",
+]
+# Routes that are not pages a person opens, and why.
+NOT_PAGES = {
+    "healthz": "probe, plain text",
+    "readyz": "probe, plain text",
+    "metrics": "Prometheus exposition, plain text",
+    "logout/": "POST only",
+    "idle/scan/": "POST only",
+    "idle/<int:pk>/<str:action>/": "POST only",
+    "requests/<int:pk>/<str:action>/": "POST only",
+    "allocations/<int:pk>/<str:action>/": "POST only",
+    "sizing/save/": "POST only",
+    "api/schema/": "the OpenAPI document (YAML)",
+}
+NOT_PAGE_PREFIXES = (
+    "admin/",  # Django's admin: its own stylesheet, not the portal's layout
+    "api/v1/",  # JSON
+)
 WIDTHS = [(390, 844), (1366, 900)]
+
+
+def _routes(resolver=None, prefix: str = ""):
+    for entry in (resolver or get_resolver()).url_patterns:
+        if isinstance(entry, URLResolver):
+            yield from _routes(entry, prefix + str(entry.pattern))
+        elif isinstance(entry, URLPattern):
+            yield prefix + str(entry.pattern)
+
+
+def test_every_route_is_opened_or_named_as_not_a_page(db):
+    routes = {r for r in _routes() if not r.startswith(NOT_PAGE_PREFIXES)}
+
+    assert sorted(routes - set(PAGES) - set(NOT_PAGES)) == []  # a new page: add it to PAGES
+    assert sorted((set(PAGES) | set(NOT_PAGES)) - routes) == []  # a route that is gone
+
+
+def _demo_ids() -> dict[str, int]:
+    from django.contrib.auth import get_user_model
+
+    from pools.capacity.models import CapacityRequest
+    from pools.elastic.models import ElasticPolicy
+    from pools.sizing.services import PAGE_INITIAL, sizing_estimate_create, sizing_estimate_run
+
+    admin = get_user_model().objects.get(username="admin")
+    estimate = sizing_estimate_create(actor=admin, inputs=dict(PAGE_INITIAL))
+    sizing_estimate_run(estimate_id=estimate.pk)  # done, with results (as after the job)
+    return {
+        "request": CapacityRequest.objects.order_by("pk").first().pk,
+        "elastic": ElasticPolicy.objects.order_by("pk").first().pk,
+        "estimate": estimate.pk,
+    }
 
 
 def test_no_page_scrolls_sideways_and_the_menu_opens_on_a_phone(browser, live_server):
     call_command("load_demo", verbosity=0)
     call_command("load_demo_billing", verbosity=0)
-    from pools.capacity.models import CapacityRequest
+    ids = _demo_ids()
 
-    pages = [p.format(request=CapacityRequest.objects.order_by("pk").first().pk) for p in PAGES]
-    too_wide = []
+    pages = [path.format(**ids) for path in PAGES.values()] + VARIANTS
+    too_wide, opened = [], 0
     for width, height in WIDTHS:
         context = browser.new_context(viewport={"width": width, "height": height})
         page = context.new_page()
         page.goto(f"{live_server.url}/login/")
+        if page.evaluate("document.documentElement.scrollWidth") > width:
+            too_wide.append((width, "/login/ (signed out)"))
         page.fill("input[name=username]", "admin")
         page.fill("input[name=password]", "demo")
         page.click("button[type=submit]")
@@ -38,9 +132,11 @@ def test_no_page_scrolls_sideways_and_the_menu_opens_on_a_phone(browser, live_se
             assert response.status == 200, path
             page.wait_for_load_state("networkidle")
             scroll_width = page.evaluate("document.documentElement.scrollWidth")
+            opened += 1
             if scroll_width > width:
                 too_wide.append((width, path, scroll_width))
         menu = page.get_by_role("button", name="Menu")
+        page.goto(f"{live_server.url}/")
         if width < 768:
             assert not page.locator("#site-links").is_visible()
             menu.click()
@@ -51,3 +147,4 @@ def test_no_page_scrolls_sideways_and_the_menu_opens_on_a_phone(browser, live_se
         context.close()
 
     assert too_wide == []
+    assert opened == 2 * (len(PAGES) + len(VARIANTS))

@@ -65,3 +65,73 @@ def test_changing_an_input_updates_the_table_in_place_then_request_these_cards(
     page.click("button[name=submit_request]")
     page.wait_for_url(re.compile(r"/requests/\d+/$"))
     expect(page.locator("body")).to_contain_text("24 × L40S")
+
+
+def test_the_default_70b_case_ends_in_a_submitted_request_for_capacity(browser, live_server):
+    """Issue #21's dead end, on the demo fleet as bob (manager of vision) would meet it:
+    Llama-3.1-70B at the page's default load is cheapest on 6 H100 NVL (TP 2 × 3), a card no
+    inference pool has. The page says so and offers to ask for that capacity; the request form
+    opens prefilled (kind, model, cards, shape, justification from the estimate), submits as it
+    is, and a pool admin accepts it from the queue as a plan."""
+    from django.core.management import call_command
+
+    call_command("load_demo", verbosity=0)
+
+    def sign_in(user):
+        page = browser.new_context(viewport={"width": 1366, "height": 900}).new_page()
+        page.goto(f"{live_server.url}/login/")
+        page.fill("input[name=username]", user)
+        page.fill("input[name=password]", "demo")
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
+        return page
+
+    page = sign_in("bob")
+    page.goto(f"{live_server.url}/sizing/")
+    page.select_option("select[name=model]", "llama3_70b")
+    expect(page.locator("#results")).to_contain_text("Llama-3.1-70B")
+    expect(page.locator("p.headline").first).to_have_text(re.compile(r"^6 × H100 NVL"))
+    expect(page.locator("#request-cards")).to_have_count(0)
+    expect(page.locator("#request-lacks")).to_contain_text(
+        "no inference pool has H100 NVL cards: ask a pool admin to host 6 of them"
+    )
+    # the table's status codes read as words, the code and the explanation stay on the badge
+    badge = page.locator("tr.warnings [data-code=not_in_inference_pools]").first
+    expect(badge).to_have_text("no inference pool has it")
+    expect(badge).to_have_attribute("title", "No inference pool has H100 NVL cards.")
+    # and the whole table shows at 1366 px: nothing scrolls inside its card
+    wrap = page.locator("#results .table-wrap")
+    assert wrap.evaluate("e => e.scrollWidth <= e.clientWidth")
+
+    page.click("#request-capacity")
+    page.wait_for_url(re.compile(r"/requests/new/\?.*kind=growth"))
+    expect(page.locator("input[name=kind][value=growth]")).to_be_checked()
+    expect(page.locator("input[name=workload_kind][value=inference]")).to_be_checked()
+    expect(page.locator("select[name=gpu_model]")).to_have_value("h100_nvl")
+    expect(page.locator("select[name=pool]")).to_have_value("")
+    expect(page.locator("input[name=card_count]")).to_have_value("6")
+    expect(page.locator("input[name=cards_per_node]")).to_have_value("2")
+    expect(page.locator("input[name=node_count]")).to_have_value("3")
+    expect(page.locator("textarea[name=justification]")).to_contain_text(
+        "Serve Llama-3.1-70B for 2,000 output tok/s at peak. Sized by the portal: 6 × H100 NVL "
+        "(TP 2 × 3 replicas)"
+    )
+    expect(page.locator("#growth-note")).to_contain_text("Capacity to add.")
+    page.click("button[name=submit_request]")
+
+    page.wait_for_url(re.compile(r"/requests/\d+/$"))
+    detail = page.url
+    expect(page.locator("h2")).to_contain_text("Submitted")
+    expect(page.locator("body")).to_contain_text("capacity to add")
+    expect(page.locator("body")).to_contain_text("Waiting for a pool admin to plan the capacity.")
+
+    page = sign_in("admin")
+    page.goto(f"{live_server.url}/requests/queue/")
+    row = page.locator("tr", has=page.locator(f"a[href='{detail.removeprefix(live_server.url)}']"))
+    expect(row).to_contain_text("capacity to add")
+    expect(row).to_contain_text("Vision")
+    row.get_by_role("link", name="Accept / decline…").click()
+    page.fill("input[name=reason][placeholder^='e.g.']", "Two HGX H100 NVL nodes ordered.")
+    page.click("button[name=accept]")
+    expect(page.locator("h2")).to_contain_text("Accepted: capacity planned")
+    expect(page.locator("body")).to_contain_text("request.accepted")

@@ -1,4 +1,4 @@
-"""Capacity requests: create, submit, approve, reject, cancel. One function per transition,
+"""Capacity requests: create, submit, approve, accept, reject, cancel. One function per transition,
 each in one transaction, each writing its audit event; approval holds the pool's row lock
 (:mod:`pools.capacity.locks`) while it checks the capacity invariant.
 """
@@ -18,7 +18,14 @@ from pools.capacity.availability import SCHEDULER_OF_KIND, pool_free_cards, requ
 from pools.capacity.locks import pool_lock, request_lock
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.shapes import placement_record, request_shape, shape_data, shape_fit
-from pools.choices import AllocationStatus, RequestStatus, Scheduler, TeamRole, WorkloadKind
+from pools.choices import (
+    AllocationStatus,
+    RequestKind,
+    RequestStatus,
+    Scheduler,
+    TeamRole,
+    WorkloadKind,
+)
 from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition, PermissionDenied
 from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import GpuModel, Pool
@@ -59,6 +66,7 @@ def _snapshot(request: CapacityRequest) -> dict:
     return audit_snapshot(
         request,
         "status",
+        "kind",
         "card_count",
         "starts_at",
         "ends_at",
@@ -78,6 +86,7 @@ def validate_request_fields(
     min_memory_gib: Decimal | None,
     cuda_version: str,
     now: datetime | None = None,
+    kind: str = RequestKind.CARDS,
 ) -> dict[str, str]:
     """Field errors of a request's inputs, ``{field: message}``; empty when usable.
 
@@ -85,9 +94,17 @@ def validate_request_fields(
     does not start in the past (10 min grace) and lasts at most a year; a model or a minimum
     memory is given; a named pool runs the kind's scheduler and offers the model; the CUDA
     version is MAJOR.MINOR; the count fits the pool (or some eligible pool) at all.
+
+    A ``growth`` request asks for what the pools do not have yet, so it names a GPU model and
+    is not held to any pool's cards; a named pool (the one that must grow) must still run the
+    workload's scheduler.
     """
     now = now or timezone.now()
     errors: dict[str, str] = {}
+    if kind not in RequestKind.values:
+        errors["kind"] = "Ask for cards from a pool, or for capacity to add."
+    elif kind == RequestKind.GROWTH and gpu_model is None:
+        errors["gpu_model"] = "Name the GPU model the pool should add."
     if workload_kind not in WorkloadKind.values:
         errors["workload_kind"] = "Choose training (Slurm) or inference (Kubernetes)."
     if isinstance(card_count, bool) or not isinstance(card_count, int) or card_count <= 0:
@@ -113,7 +130,7 @@ def validate_request_fields(
                 f"{pool.name} runs {pool.get_scheduler_display()}; "
                 f"{WorkloadKind(workload_kind).label} needs another pool."
             )
-    if errors:
+    if errors or kind == RequestKind.GROWTH:
         return errors
     options = request_options(
         workload_kind=workload_kind,
@@ -194,8 +211,13 @@ def capacity_request_create(
     node_count: int | None = None,
     one_nvlink_domain: bool = False,
     shared_nodes: bool = False,
+    kind: str = RequestKind.CARDS,
 ) -> CapacityRequest:
     """Create a request for ``team`` (draft, or submitted when ``submit``).
+
+    ``kind`` ``growth`` asks for capacity no pool has yet (see :class:`RequestKind`): any
+    number of cards of a named GPU model, in no pool or the pool that must grow; a pool admin
+    accepts it (:func:`capacity_request_accept`) or rejects it.
 
     A shape (``node_count`` groups of ``cards_per_node``, optionally ``one_nvlink_domain``;
     ``shared_nodes`` when groups may share a node) must multiply to ``card_count``; without one
@@ -216,7 +238,10 @@ def capacity_request_create(
         gpu_model=gpu_model,
         min_memory_gib=min_memory_gib,
         cuda_version=cuda_version,
+        kind=kind,
     )
+    if extends is not None and kind != RequestKind.CARDS:
+        errors["kind"] = "An extension asks for cards from the allocation's pool."
     errors.update(
         validate_shape_fields(
             card_count=card_count,
@@ -237,6 +262,7 @@ def capacity_request_create(
             team=team,
             requested_by=actor,
             workload_kind=workload_kind,
+            kind=kind,
             pool=pool,
             gpu_model=gpu_model,
             min_memory_gib=None if gpu_model else min_memory_gib,
@@ -300,6 +326,8 @@ def capacity_request_submit(*, request: CapacityRequest, actor: Any) -> Capacity
 
 def _auto_approvable(request: CapacityRequest) -> bool:
     pool = request.pool
+    if request.kind != RequestKind.CARDS:
+        return False  # capacity to add is decided by a person
     if pool is None or request.gpu_model_id is None or request.extends_id:
         return False
     if pool.auto_approve_max_cards is None or pool.auto_approve_max_days is None:
@@ -339,6 +367,13 @@ def capacity_request_approve(
     """
     if not system:
         require_pool_admin(actor)
+    if request.kind == RequestKind.GROWTH:
+        raise InvalidTransition(
+            "A request for capacity to add is accepted or rejected, not approved: no pool "
+            "has the cards yet.",
+            status=request.status,
+            action="approve",
+        )
     target_pool = pool or request.pool
     target_model = gpu_model or request.gpu_model
     if target_pool is None or target_model is None:
@@ -521,6 +556,55 @@ def _choose_option(
 
 def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def capacity_request_accept(
+    *, request: CapacityRequest, actor: Any, reason: str
+) -> CapacityRequest:
+    """submitted → accepted, for a ``growth`` request (capacity no pool has yet): a pool admin
+    takes it on for procurement or a pool's expansion and says how in ``reason`` (the team sees
+    it, e.g. "2 HGX H100 nodes ordered, in infer-k8s from 2027-01"). No allocation is made and
+    no card is counted: once the cards are in a pool, the team requests them as usual.
+
+    Idempotent for an accepted request. Raises :class:`PermissionDenied` for non-admins,
+    :class:`InvalidInput` without a note and :class:`InvalidTransition` for a request of cards
+    or from any state but submitted; nothing is written then.
+    """
+    require_pool_admin(actor)
+    if not (reason or "").strip():
+        raise InvalidInput(
+            "Say how the capacity will be added (the team sees it).", errors={"reason": "Required."}
+        )
+    with transaction.atomic():
+        request = request_lock(request.pk)
+        if request.status == RequestStatus.ACCEPTED:
+            return request
+        if request.kind != RequestKind.GROWTH:
+            raise InvalidTransition(
+                "Only a request for capacity to add is accepted; approve a request for cards.",
+                status=request.status,
+                action="accept",
+            )
+        if request.status != RequestStatus.SUBMITTED:
+            raise InvalidTransition(
+                f"A {request.status} request cannot be accepted.",
+                status=request.status,
+                action="accept",
+            )
+        before = _snapshot(request)
+        request.status = RequestStatus.ACCEPTED
+        request.decided_by, request.decided_at = actor, timezone.now()
+        request.decision_reason = reason.strip()
+        request.save(update_fields=["status", "decided_by", "decided_at", "decision_reason"])
+        audit_event_record(
+            actor=actor,
+            action="request.accepted",
+            obj=request,
+            before=before,
+            after=_snapshot(request),
+            reason=reason.strip(),
+        )
+    return request
 
 
 def capacity_request_reject(

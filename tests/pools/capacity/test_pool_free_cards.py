@@ -152,3 +152,42 @@ def test_the_one_statement_agrees_with_the_orm_queries_everywhere(fleet):
                     )
                     checked += 1
     assert checked == 540
+
+
+@pytest.mark.parametrize(
+    ("cards", "days", "first_day"),
+    [
+        (7, 2, 1),  # [0,2) holds 3 of 9; a5 ends on day 1: [1,3) holds 2, 7 free
+        (8, 2, 8),  # day 1: 7; day 5 (a1 ends): [5,7) holds 3, 6; day 8 (a2 ends): 9 free
+        (9, 3, 12),  # day 8: a6 [10,12) inside [8,11), 8 free; day 12: 9
+        (10, 1, None),  # more than the 9 schedulable cards: never
+    ],
+)
+def test_earliest_free_start_by_hand(fleet, cards, days, first_day):
+    """The first window of ``days`` from T with ``cards`` L40S free in ``p`` for all of it."""
+    start = availability.earliest_free_start(
+        pool=fleet.p,
+        gpu_model=GpuModel.objects.get(slug="l40s"),
+        cards=cards,
+        start=day(0),
+        length=timedelta(days=days),
+    )
+
+    assert start == (None if first_day is None else day(first_day))
+    if start is not None:  # and pool_free_cards agrees over that window and not the hour before
+        window = {"pool": fleet.p, "gpu_model": GpuModel.objects.get(slug="l40s")}
+        assert pool_free_cards(**window, start=start, end=start + timedelta(days=days)) >= cards
+        earlier = start - timedelta(hours=1)
+        if earlier >= day(0):
+            end = earlier + timedelta(days=days)
+            assert pool_free_cards(**window, start=earlier, end=end) < cards
+
+
+def test_earliest_free_start_looks_no_further_than_its_horizon(fleet):
+    l40s = GpuModel.objects.get(slug="l40s")
+    common = {"pool": fleet.p, "gpu_model": l40s, "cards": 9, "length": timedelta(days=3)}
+
+    assert availability.earliest_free_start(**common, start=day(0)) == day(12)
+    assert (
+        availability.earliest_free_start(**common, start=day(0), horizon=timedelta(days=10)) is None
+    )

@@ -117,6 +117,7 @@ def test_create_a_draft_then_submit_it(create, team_member, infer_pool, l40s, wi
     created = object_audit_trail(obj=submitted).first()
     assert created.after == {
         "status": "draft",
+        "kind": "cards",
         "card_count": 2,
         "starts_at": window[0].isoformat(),
         "ends_at": window[1].isoformat(),

@@ -66,11 +66,12 @@ def test_create_is_202_with_the_location_then_polling_reaches_done(
     done = client.get(response["Location"]).json()
 
     assert (done["status"], done["progress"], done["error"]) == ("done", 100, "")
-    # 22 A100 PCIe would do but the pool holds 8: nothing to request, and the reason in words
-    assert done["results"]["request"] is None
+    # 22 A100 PCIe would do but the pool holds 8: capacity to add, and the reason in words
+    assert done["results"]["request"]["kind"] == "growth"
     assert done["results"]["recommended_in_free_capacity"] is None
     assert done["results"]["request_lacks"].startswith("no inference pool has H100 NVL cards")
-    assert done["request_url"] is None
+    assert done["request_url"].startswith("/requests/new/?workload_kind=inference&gpu_model=")
+    assert "&kind=growth&" in done["request_url"]
     recommended = next(
         row for row in done["results"]["rows"] if row["gpu_model"] == done["results"]["recommended"]
     )

@@ -36,9 +36,9 @@ QWEN_72B = {
     "ttft_target_ms": "2000",
     "seed_per_card_tok_s": "60",
 }
-# 22 A100 PCIe would meet the targets but the pool holds 8: nothing is requestable at
-# 2,000 tok/s, and the page says what the cheapest option (H100 NVL) lacks.
-REQUEST_LINK = "Not requestable yet:</strong> no inference pool has H100 NVL cards"
+# 22 A100 PCIe would meet the targets but the pool holds 8: no pool can hold it at 2,000 tok/s;
+# the page says what the cheapest option (H100 NVL) lacks and offers to ask for that capacity.
+REQUEST_LINK = "No pool can hold it yet:</strong> no inference pool has H100 NVL cards"
 
 
 @pytest.fixture
@@ -79,6 +79,11 @@ def test_changing_an_input_answers_only_the_results_fragment(fleet, member_page)
     assert "HX-Request" in response["Vary"]
     assert REQUEST_LINK in html
     assert 'id="request-cards"' not in html
+    assert (
+        'id="request-capacity" href="/requests/new/?workload_kind=inference&amp;gpu_model=h100_nvl'
+        in html
+    )
+    assert "&amp;kind=growth&amp;" in html
     assert "Likely between" in html  # the band of the recommendation
     assert "if the pessimistic end holds" in html  # and the cards its low end needs
 
@@ -142,7 +147,7 @@ def test_save_creates_the_estimate_and_sends_htmx_to_its_page(
     assert response.status_code == 204
     assert response["HX-Redirect"] == f"/sizing/estimates/{estimate.pk}/"
     assert estimate.team == team and estimate.status == "done"
-    assert estimate.results["request"] is None and estimate.results["request_lacks"]
+    assert estimate.results["request"]["kind"] == "growth" and estimate.results["request_lacks"]
 
 
 def test_saving_bad_inputs_writes_nothing_and_shows_the_errors(fleet, alice_page):

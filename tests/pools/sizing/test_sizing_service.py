@@ -13,6 +13,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 from factories import AllocationFactory, MembershipFactory, inference_fleet
 
 from pools.audit.models import AuditEvent
@@ -115,14 +116,27 @@ def test_qwen_72b_needs_more_l40s_than_are_free_and_the_request_goes_to_a_pool(q
     # What the pool offers with the fewest cards, though not free yet: 22 A100 PCIe.
     a100 = _row(qwen, "a100_80g_pcie")
     assert (a100["cards"], a100["free_cards"]) == (22, 8)
-    # ... but the pool holds only 8 (usable), and a request may not ask for more than a pool can
-    # hold: nothing is requestable, and the page says what the cheapest option lacks.
+    # ... but the pool holds only 8 (usable), and a request for cards may not ask for more than
+    # a pool can hold: the estimate ends in a request for capacity to add, for the cheapest
+    # option, in no pool (none has the model), and says what it lacks.
     assert (a100["usable_cards"], _row(qwen, "l40s")["usable_cards"]) == (8, 40)
-    assert qwen["request"] is None
-    assert qwen["request_lacks"] == (
-        f"no inference pool has {best['gpu_name']} cards: ask a pool admin to host 3 of them"
+    lacks = f"no inference pool has {best['gpu_name']} cards: ask a pool admin to host 3 of them"
+    assert qwen["request_lacks"] == lacks
+    request = dict(qwen["request"])
+    assert request.pop("justification").startswith(
+        f"Serve Qwen2.5-72B for 2,000 output tok/s at peak. Sized by the portal: 3 × "
+        f"{best['gpu_name']} (TP {best['tp']} × {best['replicas']} replicas)"
     )
-    assert sizing_request_url(qwen["request"]) is None
+    assert (best["tp"], best["replicas"]) == (1, 3)
+    assert request == {
+        "basis": "capacity_to_add", "kind": "growth", "lacks": lacks,
+        "workload_kind": "inference", "gpu_model": best["gpu_model"], "card_count": 3,
+        "pool": None, "cards_per_node": None, "node_count": None,  # TP 1: any cards
+    }  # fmt: skip
+    assert sizing_request_url(qwen["request"]).startswith(
+        f"/requests/new/?workload_kind=inference&gpu_model={best['gpu_model']}&card_count=3"
+        "&kind=growth&justification="
+    )
 
 
 def test_at_half_the_load_l40s_fit_and_the_request_explains_itself(fleet):
@@ -136,6 +150,7 @@ def test_at_half_the_load_l40s_fit_and_the_request_explains_itself(fleet):
     justification = request.pop("justification")
     assert request == {
         "basis": "recommended_in_free_capacity",
+        "kind": "cards",
         "lacks": None,
         "workload_kind": "inference",
         "gpu_model": "l40s",
@@ -174,11 +189,12 @@ def test_cards_held_in_the_window_are_not_free(fleet):
 
     assert _row(results, "l40s")["free_cards"] == 20
     assert _row(results, "l40s")["fits_free_capacity"] is False
-    assert "20 are free in pool infer-k8s" in str(_row(results, "l40s")["warnings"])
+    # the pool's name, not its slug
+    assert "20 are free in Inference (Kubernetes) for" in str(_row(results, "l40s")["warnings"])
     # L40S: 20 held, 20 free of 40, 48 needed; A100 PCIe: 22 needed of 8: nothing fits now
-    # and nothing fits the pool at all, so nothing is requestable.
+    # and nothing fits the pool at all, so what is asked for is capacity to add.
     assert results["recommended_in_free_capacity"] is None
-    assert results["request"] is None
+    assert (results["request"]["kind"], results["request"]["pool"]) == ("growth", None)
     assert results["request_lacks"].startswith("no inference pool has ")
 
 
@@ -198,8 +214,21 @@ def test_a_request_that_waits_for_cards_says_how_many_more_it_needs(fleet):
     assert (_row(results, "l40s")["cards"], _row(results, "l40s")["free_cards"]) == (24, 20)
     assert results["request"]["basis"] == "offered_by_a_pool"
     assert (results["request"]["gpu_model"], results["request"]["pool"]) == ("l40s", "infer-k8s")
+    assert results["request"]["kind"] == "cards"
+    # the 20 held cards come back when that allocation ends, at the end of the page's window:
+    # the request asks for the week from then, and says so
+    when = timezone.localtime(end)
     assert results["request"]["lacks"] == (
-        "needs 4 more L40S cards free in pool infer-k8s than the 20 free now"  # 24 - 20
+        "needs 4 more L40S cards free in Inference (Kubernetes) than the 20 free now"  # 24 - 20
+        f"; 24 are free from {when:%Y-%m-%d %H:%M} UTC"
+    )
+    assert (results["request"]["starts_at"], results["request"]["ends_at"]) == (
+        end.isoformat(),
+        (end + timedelta(days=7)).isoformat(),
+    )
+    assert sizing_request_url(results["request"]).endswith(
+        f"&pool=infer-k8s&starts_at={when:%Y-%m-%dT%H}%3A00&ends_at="
+        f"{when + timedelta(days=7):%Y-%m-%dT%H}%3A00"
     )
 
 
@@ -396,7 +425,8 @@ def test_create_stores_clean_inputs_and_queues_the_job_on_commit(
     callbacks[0]()  # the eager task, as with no broker
     estimate.refresh_from_db()
     assert estimate.status == EstimateStatus.DONE and estimate.progress == 100
-    assert estimate.results["request"] is None  # 22 A100 PCIe needed, the pool holds 8
+    # 22 A100 PCIe needed, the pool holds 8: capacity to add
+    assert estimate.results["request"]["kind"] == "growth"
     assert estimate.results["request_lacks"].startswith("no inference pool has H100 NVL")
     assert estimate.finished_at is not None
     assert list(
@@ -476,9 +506,12 @@ def test_an_empty_fleet_still_sizes_every_catalogue_model(db):
     assert len(results["rows"]) == GpuModel.objects.count()
     assert results["recommended_in_free_capacity"] is None
     assert not Pool.objects.exists()
-    # no pool at all: nothing to request, and the page says what to ask for
+    # no pool at all: a request for capacity to add, saying what it lacks
     best = _row(results, results["recommended"])
-    assert results["request"] is None
+    assert (results["request"]["kind"], results["request"]["gpu_model"]) == (
+        "growth", best["gpu_model"],
+    )  # fmt: skip
+    assert results["request"]["card_count"] == best["cards"]
     assert results["request_lacks"] == (
         f"no inference pool has {best['gpu_name']} cards: ask a pool admin to host "
         f"{best['cards']:,} of them"
