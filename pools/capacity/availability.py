@@ -58,12 +58,12 @@ def _schedulable_by_model(
     wanted = parse_cuda_version(cuda) if cuda else None
     counts: dict[int, int] = {}
     for row in rows:
-        if _supports(row["node__driver_group__max_cuda"], wanted):
+        if driver_supports(row["node__driver_group__max_cuda"], wanted):
             counts[row["gpu_model"]] = counts.get(row["gpu_model"], 0) + row["n"]
     return counts
 
 
-def _supports(max_cuda: str | None, wanted: tuple[int, int] | None) -> bool:
+def driver_supports(max_cuda: str | None, wanted: tuple[int, int] | None) -> bool:
     """Whether a driver group whose ``max_cuda`` is this runs CUDA ``wanted`` (None: any).
     A node without a known driver supports nothing in particular."""
     if wanted is None:
@@ -193,7 +193,9 @@ def _capacity_rows(
         cursor.execute(_CAPACITY_SQL, params)
         rows = cursor.fetchall()
     wanted = parse_cuda_version(cuda) if cuda else None
-    schedulable = sum(n for max_cuda, s, _, n in rows if s is None and _supports(max_cuda, wanted))
+    schedulable = sum(
+        n for max_cuda, s, _, n in rows if s is None and driver_supports(max_cuda, wanted)
+    )
     return schedulable, [(s, e, n) for _, s, e, n in rows if s is not None]
 
 
@@ -257,7 +259,7 @@ class CapacitySnapshot:
         wanted = parse_cuda_version(cuda) if cuda else None
         counts: dict[int, int] = {}
         for model_id, max_cuda, n in self.cards.get(pool.pk, ()):
-            if _supports(max_cuda, wanted):
+            if driver_supports(max_cuda, wanted):
                 counts[model_id] = counts.get(model_id, 0) + n
         return counts
 

@@ -101,7 +101,12 @@ DATABASES = {
 }
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
-if DATABASES["default"].get("ENGINE") == "django.db.backends.sqlite3":
+if DATABASES["default"].get("ENGINE") == "django.db.backends.postgresql":
+    # No JIT: it compiles any plan whose estimated cost passes jit_above_cost (100,000), and the
+    # planner guesses 100 rows for every jsonb_to_recordset/unnest call, so the shape check's
+    # 60 ms query spent 1.1 s compiling (issue #20). Short OLTP queries never repay it.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("options", "-c jit=off")
+elif DATABASES["default"].get("ENGINE") == "django.db.backends.sqlite3":
     # The demo database under concurrent writes: every transaction takes SQLite's write lock
     # when it begins (IMMEDIATE), so two approvals queue instead of one failing with "database
     # is locked" when its read lock cannot be upgraded; a writer waits up to SQLITE_TIMEOUT_S
