@@ -7,10 +7,15 @@ The rule is :func:`pools.capacity.placement.stranded_card_hours`: per NVLink dom
 outside whole groups of the largest common shape the domain allows are stranded (an 8-card
 NVSwitch node with 6 free cards strands 6 for the hours it stays so). Cards are the schedulable
 ones (node up, card not in error); domains as the shape check reads them
-(:func:`pools.capacity.shapes.pool_node_cards`'s rule: imported, else catalogue, else unknown).
+(:func:`pools.capacity.shapes.node_domains`: imported, else catalogue, else unknown).
 Held cards are the placements of holding allocations; allocations without a placement are laid
 together by best fit, at their peak, for the whole horizon (see ``_holds``).
 Four queries whatever the fleet's size (PostgreSQL: the cards one row per node, then the nodes).
+
+The dashboard reads a **snapshot** (:func:`stranded_for_dashboard`): the whole fleet's report,
+stored in the cache by a beat task every :data:`SNAPSHOT_EVERY` (and on *Recompute*), served up
+to :data:`SNAPSHOT_MAX_AGE` old with the time it was computed; the report over 2,000 nodes and
+10,000 allocations takes a few hundred milliseconds, more than a page may spend (issue #16).
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ from decimal import Decimal
 from functools import lru_cache
 
 from django.contrib.postgres.aggregates import ArrayAgg
+from django.core.cache import cache
 from django.db import connection
 from django.db.models import TextField
 from django.db.models.functions import Cast
+from django.utils import timezone
 
 from pools.capacity.arithmetic import peak_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
@@ -45,6 +52,9 @@ from pools.dashboards.capacity import DashboardFilters, pooled_gpus
 from pools.inventory.models import GpuModel, Node
 
 HORIZON = timedelta(weeks=4)
+SNAPSHOT_KEY = "dashboard:stranded:v1"  # bump the version when StrandedRow changes shape
+SNAPSHOT_EVERY = timedelta(minutes=10)  # the beat schedule (portal.settings)
+SNAPSHOT_MAX_AGE = timedelta(hours=1)  # older (beat stopped): computed again by the page
 
 
 @dataclass
@@ -237,3 +247,37 @@ def _holds(nodes: list[NodeCards], allocations: list[tuple], start, end) -> list
             if node.free - left[node.name]:
                 holds.append(Hold(node.name, node.free - left[node.name], start, end))
     return holds
+
+
+@dataclass(frozen=True)
+class StrandedSnapshot:
+    """The report as computed at ``computed_at`` (aware), over ``[computed_at, + HORIZON)``."""
+
+    computed_at: datetime
+    rows: list[StrandedRow]
+
+
+def stranded_snapshot_refresh(*, now: datetime | None = None) -> StrandedSnapshot:
+    """Compute the whole fleet's report now and store it for the dashboard."""
+    now = now or timezone.now()
+    snapshot = StrandedSnapshot(now, stranded_capacity(filters=DashboardFilters(), now=now))
+    cache.set(SNAPSHOT_KEY, snapshot, int(SNAPSHOT_MAX_AGE.total_seconds()))
+    return snapshot
+
+
+def stranded_for_dashboard(*, filters: DashboardFilters, now: datetime) -> StrandedSnapshot:
+    """The stored snapshot narrowed to the filters' pool and model (each row depends only on
+    its own pool × model, so narrowing equals computing narrowed); computed and stored when
+    there is none. A driver-branch filter changes the cards counted: computed for it, now."""
+    if filters.driver_branch:
+        return StrandedSnapshot(now, stranded_capacity(filters=filters, now=now))
+    snapshot = cache.get(SNAPSHOT_KEY)
+    if not isinstance(snapshot, StrandedSnapshot):
+        snapshot = stranded_snapshot_refresh(now=now)
+    rows = [
+        row
+        for row in snapshot.rows
+        if (not filters.pool or row.pool_slug == filters.pool)
+        and (not filters.gpu_model or row.gpu_model_slug == filters.gpu_model)
+    ]
+    return StrandedSnapshot(snapshot.computed_at, rows)

@@ -275,6 +275,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 5 * 60,
     },
     "idle-scan": {"task": "pools.reclamation.tasks.idle_scan_task", "schedule": 5 * 60},
+    # The dashboard's stranded-capacity snapshot (pools.dashboards.stranded.SNAPSHOT_EVERY).
+    "stranded-snapshot": {
+        "task": "pools.dashboards.tasks.stranded_snapshot_task",
+        "schedule": 10 * 60,
+    },
     # The elastic loop judges every minute (its rules count minutes: 5 up, 30 down).
     "elastic-scan": {"task": "pools.elastic.tasks.elastic_scan_task", "schedule": 60},
     # Hourly: pre-scale plans for the next two hours from four weeks of token rates.
