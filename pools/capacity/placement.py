@@ -17,7 +17,10 @@ can, the fitter takes the **best fit**: the one whose group leaves the fewest fr
 fit is the classic bin-packing rule for keeping large holes whole: a 2-card group goes to the
 node that has exactly 2 free rather than cutting into an empty 8-card node, so the next 1 × 8
 still fits. Inside a node it takes the lowest free indices of the best-fitting domain. Every
-choice is ordered, so the same input gives the same placement.
+choice is ordered, so the same input gives the same placement. The fitter works on groups of
+alike nodes (:class:`NodeGroup`: same free cards, same domains), which gives the answer node by
+node would at a cost that grows with the kinds of node and the cards asked (issue #20: 2,000
+nodes are a few dozen kinds).
 
 **Largest shape that fits** (when the asked one does not): *largest* means the most cards per
 node first (what bounds a tensor-parallel degree), then the most nodes, never more cards than

@@ -15,7 +15,7 @@ them somewhere rather than nowhere, and never twice.
 
 Two queries whatever the pool's size, and Python work that grows with the *kinds* of node, not
 the nodes (issue #20: a 2,000-node pool is a few dozen kinds): on PostgreSQL the first query
-subtracts the placed cards node by node and returns nodes alike in cards, held cards, domains
+gathers the placed cards each node holds and returns nodes alike in cards, held cards, domains
 and driver as one row with their hostnames; the second the holding allocations without a
 placement. The fitter then works on groups of alike nodes
 (:func:`pools.capacity.placement.fit_groups`).
