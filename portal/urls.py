@@ -89,6 +89,11 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("costs/", include("billing.urls")),
     path("dashboard/", views_dashboard.admin_dashboard, name="dashboard"),
+    path(
+        "dashboard/stranded/recompute/",
+        views_dashboard.stranded_recompute,
+        name="dashboard-stranded-recompute",
+    ),
     path("teams/<slug:slug>/dashboard/", views_dashboard.team_dashboard, name="team-dashboard"),
     path("", include("django_prometheus.urls")),
     path("", include("pools.urls")),

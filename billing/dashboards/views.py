@@ -15,10 +15,12 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
+from django.contrib import messages
 from django.http import Http404
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_POST
 
 from billing.conf import billing_zone
 from billing.dashboards import costs
@@ -27,9 +29,10 @@ from pools.choices import IdleFindingState
 from pools.dashboards import capacity as dashboard
 from pools.dashboards import utilisation
 from pools.dashboards.forms import DashboardFilterForm
-from pools.dashboards.stranded import stranded_capacity
+from pools.dashboards.stranded import stranded_for_dashboard
 from pools.elastic.selectors import borrowed_cards_by_pool
 from pools.inventory.models import DriverGroup, GpuModel, Pool
+from pools.jobs import enqueue
 from pools.reclamation.card_timeline import card_changes
 from pools.reclamation.models import IdleFinding
 from pools.tenancy.models import Team
@@ -247,6 +250,18 @@ def _cost_month(now) -> tuple:
 
 
 @pool_admin_required
+@require_POST
+def stranded_recompute(request):
+    """*Recompute* on the dashboard: the stranded-capacity snapshot by its task (run at once
+    where tasks run eagerly, else queued for a worker), then back to the dashboard."""
+    if enqueue("pools.dashboards.tasks.stranded_snapshot_task") is None:
+        messages.info(request, "Stranded capacity is being recomputed: reload in a minute.")
+    else:
+        messages.success(request, "Stranded capacity recomputed.")
+    return redirect("dashboard")
+
+
+@pool_admin_required
 def admin_dashboard(request):
     now = timezone.now()
     form, filters = _filter_form(request)
@@ -302,7 +317,8 @@ def admin_dashboard(request):
 
     if export == "capacity":
         return csv_response(_capacity_table(rows), CAPACITY_COLUMNS, "dashboard-capacity.csv")
-    stranded = costs.stranded_costs(stranded_capacity(filters=filters, now=now), now=now)
+    snapshot = stranded_for_dashboard(filters=filters, now=now)
+    stranded = costs.stranded_costs(snapshot.rows, now=now)
     if export == "stranded":
         return csv_response(stranded, STRANDED_COLUMNS, "dashboard-stranded.csv")
     if export == "plan":
@@ -352,6 +368,7 @@ def admin_dashboard(request):
         "unplaced_pending": unplaced.unplaced_pending if unplaced else 0,
         "forecasts": forecasts,
         "stranded": stranded,
+        "stranded_at": snapshot.computed_at,
         "alerts": alerts,
         "top_cards": top_cards,
         "top_cost": top_cost,

@@ -77,4 +77,13 @@ def free_cards(
     end: datetime,
 ) -> int:
     """Cards still free for the whole window ``[start, end)`` (never negative)."""
-    return max(0, usable_cards(schedulable, overcommit_ratio) - peak_cards(intervals, start, end))
+    return free_after_peak(
+        schedulable=schedulable,
+        overcommit_ratio=overcommit_ratio,
+        peak=peak_cards(intervals, start, end),
+    )
+
+
+def free_after_peak(*, schedulable: int, overcommit_ratio: Decimal, peak: int) -> int:
+    """Cards free when at most ``peak`` are held at once: usable cards − peak, never negative."""
+    return max(0, usable_cards(schedulable, overcommit_ratio) - peak)

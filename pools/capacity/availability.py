@@ -13,7 +13,7 @@ from decimal import Decimal
 from django.db import connection
 from django.db.models import Count, Sum
 
-from pools.capacity.arithmetic import free_cards, usable_cards
+from pools.capacity.arithmetic import free_after_peak, free_cards, usable_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation
 from pools.choices import GpuHealth, NodeState, Scheduler, WorkloadKind
@@ -58,12 +58,12 @@ def _schedulable_by_model(
     wanted = parse_cuda_version(cuda) if cuda else None
     counts: dict[int, int] = {}
     for row in rows:
-        if _supports(row["node__driver_group__max_cuda"], wanted):
+        if driver_supports(row["node__driver_group__max_cuda"], wanted):
             counts[row["gpu_model"]] = counts.get(row["gpu_model"], 0) + row["n"]
     return counts
 
 
-def _supports(max_cuda: str | None, wanted: tuple[int, int] | None) -> bool:
+def driver_supports(max_cuda: str | None, wanted: tuple[int, int] | None) -> bool:
     """Whether a driver group whose ``max_cuda`` is this runs CUDA ``wanted`` (None: any).
     A node without a known driver supports nothing in particular."""
     if wanted is None:
@@ -154,12 +154,13 @@ def pool_free_cards(
     """Cards of ``gpu_model`` free in ``pool`` for the whole window (over-commit applied).
 
     The approval calls this under the pool lock, once per approval. On PostgreSQL the cards and
-    the holding intervals come back in one statement (:func:`_capacity_rows`): the two ORM
-    queries cost three times as much, mostly in building the SQL, and approvals must keep up
-    with 100 a second (issue #3). Both ways count the same rows; a test holds them together.
+    the peak held come back in one statement (:func:`_capacity_rows`): the two ORM queries cost
+    three times as much, mostly in building the SQL, and approvals must keep up with 100 a
+    second (issue #3); the peak is summed in SQL, so a window that 1,500 allocations overlap
+    costs one row (issue #20). Both ways count the same; tests hold them together.
     """
     if connection.vendor == "postgresql":
-        schedulable, intervals = _capacity_rows(
+        schedulable, peak = _capacity_rows(
             pool=pool,
             gpu_model=gpu_model,
             start=start,
@@ -167,15 +168,17 @@ def pool_free_cards(
             cuda=cuda,
             exclude_allocation=exclude_allocation,
         )
-    else:
-        schedulable = schedulable_cards(pool=pool, gpu_model=gpu_model, cuda=cuda)
-        intervals = holding_intervals(
-            pool=pool,
-            gpu_model=gpu_model,
-            start=start,
-            end=end,
-            exclude_allocation=exclude_allocation,
+        return free_after_peak(
+            schedulable=schedulable, overcommit_ratio=pool.overcommit_ratio, peak=peak
         )
+    schedulable = schedulable_cards(pool=pool, gpu_model=gpu_model, cuda=cuda)
+    intervals = holding_intervals(
+        pool=pool,
+        gpu_model=gpu_model,
+        start=start,
+        end=end,
+        exclude_allocation=exclude_allocation,
+    )
     return free_cards(
         schedulable=schedulable,
         overcommit_ratio=pool.overcommit_ratio,
@@ -185,11 +188,13 @@ def pool_free_cards(
     )
 
 
-# Cards by driver group's max CUDA (the schedulable_cards filter), then the holding intervals
-# (the holding_intervals filter): rows ``(max_cuda, NULL, NULL, cards)`` and
-# ``(NULL, starts_at, ends_at, cards)``.
+# Cards by driver group's max CUDA (the schedulable_cards filter), rows ``('cards', max_cuda,
+# n)``; then the peak of the holding allocations (the holding_intervals filter) over the window,
+# one row ``('peak', NULL, cards)``: :func:`pools.capacity.arithmetic.peak_cards`'s sweep line
+# in SQL (endpoints clipped to the window, at one instant an end (-cards) before a start, the
+# running sum's maximum), so 1,500 overlapping allocations cost one row, not 1,500 parsed ones.
 _CAPACITY_SQL = f"""
-SELECT dg.max_cuda, NULL::timestamptz, NULL::timestamptz, COUNT(*)
+SELECT 'cards', dg.max_cuda, COUNT(*)
   FROM {Gpu._meta.db_table} g
   JOIN {Node._meta.db_table} n ON n.id = g.node_id
   LEFT JOIN {DriverGroup._meta.db_table} dg ON dg.id = n.driver_group_id
@@ -197,10 +202,15 @@ SELECT dg.max_cuda, NULL::timestamptz, NULL::timestamptz, COUNT(*)
    AND g.health <> %(error)s
  GROUP BY dg.max_cuda
 UNION ALL
-SELECT NULL, a.starts_at, a.ends_at, a.card_count
-  FROM {Allocation._meta.db_table} a
- WHERE a.pool_id = %(pool)s AND a.gpu_model_id = %(model)s AND a.status = ANY(%(holding)s)
-   AND a.starts_at < %(end)s AND a.ends_at > %(start)s AND a.id <> %(exclude)s
+SELECT 'peak', NULL, COALESCE(MAX(sweep.held), 0) FROM (
+  SELECT SUM(ev.delta) OVER (ORDER BY ev.t, ev.delta ROWS UNBOUNDED PRECEDING) AS held
+    FROM {Allocation._meta.db_table} a
+   CROSS JOIN LATERAL (VALUES (GREATEST(a.starts_at, %(start)s), a.card_count),
+                              (LEAST(a.ends_at, %(end)s), -a.card_count)) AS ev(t, delta)
+   WHERE a.pool_id = %(pool)s AND a.gpu_model_id = %(model)s AND a.status = ANY(%(holding)s)
+     AND a.starts_at < %(end)s AND a.ends_at > %(start)s AND a.id <> %(exclude)s
+     AND a.card_count > 0
+) sweep
 """
 
 
@@ -212,7 +222,8 @@ def _capacity_rows(
     end: datetime,
     cuda: str | None,
     exclude_allocation: int | None,
-) -> tuple[int, list[tuple[datetime, datetime, int]]]:
+) -> tuple[int, int]:
+    """Schedulable cards (CUDA applied) and the peak cards held in the window."""
     params = {
         "pool": pool.pk,
         "model": gpu_model.pk,
@@ -227,8 +238,11 @@ def _capacity_rows(
         cursor.execute(_CAPACITY_SQL, params)
         rows = cursor.fetchall()
     wanted = parse_cuda_version(cuda) if cuda else None
-    schedulable = sum(n for max_cuda, s, _, n in rows if s is None and _supports(max_cuda, wanted))
-    return schedulable, [(s, e, n) for _, s, e, n in rows if s is not None]
+    schedulable = sum(
+        n for kind, max_cuda, n in rows if kind == "cards" and driver_supports(max_cuda, wanted)
+    )
+    (peak,) = (int(n) for kind, _, n in rows if kind == "peak")
+    return schedulable, peak
 
 
 @dataclass
@@ -291,7 +305,7 @@ class CapacitySnapshot:
         wanted = parse_cuda_version(cuda) if cuda else None
         counts: dict[int, int] = {}
         for model_id, max_cuda, n in self.cards.get(pool.pk, ()):
-            if _supports(max_cuda, wanted):
+            if driver_supports(max_cuda, wanted):
                 counts[model_id] = counts.get(model_id, 0) + n
         return counts
 

@@ -17,7 +17,10 @@ can, the fitter takes the **best fit**: the one whose group leaves the fewest fr
 fit is the classic bin-packing rule for keeping large holes whole: a 2-card group goes to the
 node that has exactly 2 free rather than cutting into an empty 8-card node, so the next 1 × 8
 still fits. Inside a node it takes the lowest free indices of the best-fitting domain. Every
-choice is ordered, so the same input gives the same placement.
+choice is ordered, so the same input gives the same placement. The fitter works on groups of
+alike nodes (:class:`NodeGroup`: same free cards, same domains), which gives the answer node by
+node would at a cost that grows with the kinds of node and the cards asked (issue #20: 2,000
+nodes are a few dozen kinds).
 
 **Largest shape that fits** (when the asked one does not): *largest* means the most cards per
 node first (what bounds a tensor-parallel degree), then the most nodes, never more cards than
@@ -46,6 +49,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from itertools import repeat
 
 COMMON_CARDS_PER_NODE: tuple[int, ...] = (1, 2, 4, 8)
 
@@ -198,11 +202,58 @@ class FitResult:
         return text + "."
 
 
+@dataclass(frozen=True)
+class NodeGroup:
+    """Nodes alike in free cards and NVLink domains (``names`` sorted, unique): the fitter's
+    unit, so a pool of 2,000 look-alike nodes costs a handful of groups, not 2,000 nodes."""
+
+    names: tuple[str, ...]
+    free: frozenset[int]
+    domains: tuple[frozenset[int], ...] | None = None
+
+
+def group_nodes(nodes: Iterable[NodeFree]) -> list[NodeGroup]:
+    """``nodes`` as groups of alike ones (each group's names sorted); two nodes may not share a
+    name."""
+    alike: dict[tuple, list[str]] = defaultdict(list)
+    for node in nodes:
+        alike[(node.free, node.domains)].append(node.name)
+    groups = [
+        NodeGroup(tuple(sorted(names)), free, domains) for (free, domains), names in alike.items()
+    ]
+    _check_names(groups)
+    return groups
+
+
+def take_cards(groups: Iterable[NodeGroup], taken: Mapping[str, Iterable[int]]) -> list[NodeGroup]:
+    """``groups`` after ``taken`` (cards by node name) are no longer free: the nodes touched
+    leave their group for one of their own."""
+    result: list[NodeGroup] = []
+    for group in groups:
+        if taken.keys().isdisjoint(group.names):  # in C: most groups are untouched
+            result.append(group)
+            continue
+        touched = [name for name in group.names if name in taken]
+        kept = tuple(name for name in group.names if name not in taken)
+        if kept:
+            result.append(NodeGroup(kept, group.free, group.domains))
+        result.extend(
+            NodeGroup((name,), group.free - frozenset(taken[name]), group.domains)
+            for name in touched
+        )
+    return result
+
+
 def fit_shape(nodes: Iterable[NodeFree], shape: Shape) -> FitResult:
     """Where ``shape`` fits on ``nodes`` (see the module docstring for the rule)."""
-    pool = sorted(nodes, key=lambda n: n.name)
-    if len({n.name for n in pool}) != len(pool):
-        raise ShapeError("two nodes share a name")
+    return fit_groups(group_nodes(nodes), shape)
+
+
+def fit_groups(groups: Iterable[NodeGroup], shape: Shape) -> FitResult:
+    """:func:`fit_shape` over groups of alike nodes (:func:`group_nodes`): the same answer as
+    node by node, at a cost that grows with the groups and the cards asked, not the nodes."""
+    pool = [g for g in groups if g.names]
+    _check_names(pool)
     if shape.is_any:
         return _fit_any(pool, shape)
     per_node, wanted = shape.cards_per_node, shape.nodes
@@ -218,26 +269,32 @@ def fit_shape(nodes: Iterable[NodeFree], shape: Shape) -> FitResult:
             f"{wanted} asked"
         )
         return _refusal(pool, shape, 0, reason)
+    # best fit node by node: every node of a group offers the same group of cards, so only
+    # the first ``wanted`` names of each group can be among the ``wanted`` best
     options: list[tuple[int, int, str, frozenset[int]]] = []
-    perfect: list[tuple[int, int, str, frozenset[int]]] = []
-    for node in pool:
-        option = _group_on(node, per_node, one_domain)
+    capable = 0
+    for group in pool:
+        option = _group_on(group.free, group.domains, per_node, one_domain)
         if option is None:
             continue
-        options.append(option)
-        if option[0] == 0 and option[1] == 0:
-            # nothing beats leaving nothing behind, and the pool is in name order: the first
-            # ones found are the answer without looking further
-            perfect.append(option)
-            if len(perfect) == wanted:
-                return FitResult(shape, True, _placements(perfect, per_node))
-    if len(options) >= wanted:
+        capable += len(group.names)
+        left_in_domain, left_on_node, source = option
+        options.extend(
+            (left_in_domain, left_on_node, name, source) for name in group.names[:wanted]
+        )
+    if capable >= wanted:
         return FitResult(shape, True, _placements(heapq.nsmallest(wanted, options), per_node))
-    return _refusal(pool, shape, len(options))
+    return _refusal(pool, shape, capable)
+
+
+def _check_names(groups: Sequence[NodeGroup]) -> None:
+    count = sum(len(g.names) for g in groups)
+    if count != len({name for g in groups for name in g.names}):
+        raise ShapeError("two nodes share a name")
 
 
 def _refusal(
-    pool: Sequence[NodeFree], shape: Shape, capable: int, reason: str | None = None
+    pool: Sequence[NodeGroup], shape: Shape, capable: int, reason: str | None = None
 ) -> FitResult:
     reason = reason or _why_not(pool, shape, capable)
     best = _largest(pool, shape)
@@ -255,19 +312,19 @@ def _refusal(
 
 
 def _group_on(
-    node: NodeFree, cards: int, one_domain: bool
-) -> tuple[int, int, str, frozenset[int]] | None:
-    """The best group of ``cards`` free cards on ``node`` as (free cards left in the domain it
-    comes from, free cards left on the node, node name, the cards to take from), or ``None``
-    when the node cannot hold one. Tuples compare in the best-fit order."""
-    free = node.free
+    free: frozenset[int], domains: tuple[frozenset[int], ...] | None, cards: int, one_domain: bool
+) -> tuple[int, int, frozenset[int]] | None:
+    """The best group of ``cards`` of a node's ``free`` cards as (free cards left in the domain
+    it comes from, free cards left on the node, the cards to take from), or ``None`` when the
+    node cannot hold one. With the node's name after the two counts, tuples compare in the
+    best-fit order."""
     total = len(free)
     if total < cards:
         return None
-    if node.domains is not None:
+    if domains is not None:
         best: frozenset[int] | None = None
         best_key = (0, 0)
-        for domain in node.domains:
+        for domain in domains:
             if len(domain) < cards:
                 continue
             in_domain = free & domain
@@ -276,10 +333,10 @@ def _group_on(
                 if best is None or key < best_key:
                     best, best_key = in_domain, key
         if best is not None:
-            return best_key[0] - cards, total - cards, node.name, best
+            return best_key[0] - cards, total - cards, best
     if one_domain and cards > 1:
         return None  # no domain holds them, or domains are unknown
-    return 0, total - cards, node.name, free
+    return 0, total - cards, free
 
 
 def _placements(
@@ -288,28 +345,29 @@ def _placements(
     return tuple(Placement(name, tuple(sorted(source)[:cards])) for _, _, name, source in chosen)
 
 
-def _why_not(pool: Sequence[NodeFree], shape: Shape, capable: int) -> str:
+def _why_not(pool: Sequence[NodeGroup], shape: Shape, capable: int) -> str:
     per_node, wanted = shape.cards_per_node, shape.nodes
-    most = max((len(n.free) for n in pool), default=0)
+    assert per_node is not None
     if not pool:
         return "the pool has no nodes"
-    if shape.one_nvlink_domain and all(n.domains is None for n in pool if len(n.free) >= per_node):  # type: ignore[operator]
-        if any(len(n.free) >= per_node for n in pool):  # type: ignore[operator]
-            return (
-                f"nodes with {per_node} free cards have unknown NVLink domains "
-                "(import their nvidia-smi topo -m)"
-            )
-    free_total = sum(len(n.free) for n in pool)
+    most = max(len(g.free) for g in pool)
+    roomy = [g for g in pool if len(g.free) >= per_node]
+    if shape.one_nvlink_domain and roomy and all(g.domains is None for g in roomy):
+        return (
+            f"nodes with {per_node} free cards have unknown NVLink domains "
+            "(import their nvidia-smi topo -m)"
+        )
+    free_total = sum(len(g.free) * len(g.names) for g in pool)
     if capable == 0:
         where = " in one NVLink domain" if shape.one_nvlink_domain else ""
         return (
-            f"no node has {_plural(per_node, 'free card')}{where} for the whole window "  # type: ignore[arg-type]
+            f"no node has {_plural(per_node, 'free card')}{where} for the whole window "
             f"(most free on one node: {most}; {free_total} free in all)"
         )
     return f"only {_plural(capable, 'node')} of the {wanted} asked can each hold {per_node}"
 
 
-def _largest(pool: Sequence[NodeFree], shape: Shape) -> Shape | None:
+def _largest(pool: Sequence[NodeGroup], shape: Shape) -> Shape | None:
     per_node = shape.cards_per_node
     assert per_node is not None
     for cards in range(per_node, 0, -1):
@@ -317,7 +375,11 @@ def _largest(pool: Sequence[NodeFree], shape: Shape) -> Shape | None:
         if shape.shared_nodes:
             able = len(_pack_groups(pool, cards, shape.one_nvlink_domain, cap))
         else:
-            able = sum(1 for n in pool if _group_on(n, cards, shape.one_nvlink_domain) is not None)
+            able = sum(
+                len(g.names)
+                for g in pool
+                if _group_on(g.free, g.domains, cards, shape.one_nvlink_domain) is not None
+            )
         if able:
             return Shape(
                 cards_per_node=cards,
@@ -329,52 +391,69 @@ def _largest(pool: Sequence[NodeFree], shape: Shape) -> Shape | None:
 
 
 def _pack_groups(
-    pool: Sequence[NodeFree], cards: int, one_domain: bool, groups: int
+    pool: Sequence[NodeGroup], cards: int, one_domain: bool, groups: int
 ) -> list[Placement]:
     """Up to ``groups`` groups of ``cards``, each on one node, nodes reused: group by group the
-    best fit over what is left (a perfect fit ends the search for that group)."""
-    left = list(pool)
+    best fit over what is left. A node used leaves its look-alikes for a group of its own; the
+    others of a group offer the same cards, so its first name not yet used stands for them."""
+    # per group of nodes: [names, how many of them are used, free, domains, best option]
+    left = [
+        [g.names, 0, g.free, g.domains, _group_on(g.free, g.domains, cards, one_domain)]
+        for g in pool
+    ]
     placed: list[Placement] = []
     for _ in range(groups):
-        best: tuple[int, int, str, frozenset[int]] | None = None
+        best: tuple[int, int, str] | None = None
         best_at = -1
-        for at, node in enumerate(left):
-            option = _group_on(node, cards, one_domain)
-            if option is not None and (best is None or option < best):
-                best, best_at = option, at
-                if option[0] == 0 and option[1] == 0:
-                    break
+        for at, (names, used, _, _, option) in enumerate(left):
+            if option is None or used == len(names):
+                continue
+            key = (option[0], option[1], names[used])
+            if best is None or key < best:
+                best, best_at = key, at
         if best is None:
             break
-        taken = tuple(sorted(best[3])[:cards])
-        node = left[best_at]
-        left[best_at] = NodeFree._trusted(node.name, node.free - frozenset(taken), node.domains)
-        placed.append(Placement(node.name, taken))
+        entry = left[best_at]
+        taken = tuple(sorted(entry[4][2])[:cards])
+        entry[1] += 1
+        rest = entry[2] - frozenset(taken)
+        left.append([(best[2],), 0, rest, entry[3], _group_on(rest, entry[3], cards, one_domain)])
+        placed.append(Placement(best[2], taken))
     return placed
 
 
-def _fit_any(pool: Sequence[NodeFree], shape: Shape) -> FitResult:
+def _fit_any(pool: Sequence[NodeGroup], shape: Shape) -> FitResult:
     wanted = shape.total_cards
-    single = [(len(n.free) - wanted, n.name, n) for n in pool if len(n.free) >= wanted]
+    single = [(len(g.free) - wanted, g.names[0], g) for g in pool if len(g.free) >= wanted]
     if single:
-        _, _, node = min(single)
-        return FitResult(shape, True, (Placement(node.name, tuple(sorted(node.free)[:wanted])),))
-    free_total = sum(len(n.free) for n in pool)
+        _, name, group = min(single, key=lambda s: s[:2])
+        return FitResult(shape, True, (Placement(name, tuple(sorted(group.free)[:wanted])),))
+    free_total = sum(len(g.free) * len(g.names) for g in pool)
     if free_total < wanted:
         best = Shape.any(free_total) if free_total else None
         return FitResult(
             shape, False, (), best, None, f"{free_total} cards are free for the whole window"
         )
+    # fewest nodes: the nodes with most free cards first, in name order among equals
+    by_size: dict[int, list[NodeGroup]] = defaultdict(list)
+    for group in pool:
+        if group.free:
+            by_size[len(group.free)].append(group)
     placements = []
     left = wanted
-    for node in sorted(pool, key=lambda n: (-len(n.free), n.name)):  # fewest nodes
-        if left == 0:
-            break
-        take = min(left, len(node.free))
-        if take:
-            placements.append(Placement(node.name, tuple(sorted(node.free)[:take])))
+    for size in sorted(by_size, reverse=True):
+        named = heapq.merge(*(zip(g.names, repeat(g)) for g in by_size[size]), key=_first)
+        for name, group in named:
+            take = min(left, size)
+            placements.append(Placement(name, tuple(sorted(group.free)[:take])))
             left -= take
-    return FitResult(shape, True, tuple(placements))
+            if left == 0:
+                return FitResult(shape, True, tuple(placements))
+    raise AssertionError("free cards counted but not found")  # pragma: no cover
+
+
+def _first(pair: tuple[str, NodeGroup]) -> str:
+    return pair[0]
 
 
 @dataclass(frozen=True)
@@ -543,6 +622,8 @@ def stranded_card_hours(
     free_total = stranded = unknown = Decimal(0)
     per_shape = dict.fromkeys(sizes, Decimal(0))
     rows: list[tuple[str, Decimal]] = []
+    # stretches of most nodes look alike: judge each (free cards, domains) once
+    judged: dict[tuple, tuple[int, int, int, tuple[int, ...]]] = {}
     for node in nodes:
         mine = by_node.get(node.name, [])
         cuts = sorted(
@@ -557,14 +638,22 @@ def stranded_card_hours(
             for hold in mine:
                 if hold.starts_at < right and left < hold.ends_at:
                     held |= hold.gpus
-            report = stranded_cards(
-                [NodeFree._trusted(node.name, node.gpus - held, node.domains)], sizes
-            )
-            free_total += report.free * hours
-            node_stranded += report.stranded * hours
-            unknown += report.unknown_topology * hours
-            for size in sizes:
-                per_shape[size] += report.stranded_for[size] * hours
+            free = node.gpus - held
+            key = (free, node.domains)
+            if key not in judged:
+                report = stranded_cards([NodeFree._trusted(node.name, free, node.domains)], sizes)
+                judged[key] = (
+                    report.free,
+                    report.stranded,
+                    report.unknown_topology,
+                    tuple(report.stranded_for[size] for size in sizes),
+                )
+            free_cards, stranded_here, unknown_here, for_sizes = judged[key]
+            free_total += free_cards * hours
+            node_stranded += stranded_here * hours
+            unknown += unknown_here * hours
+            for size, cards in zip(sizes, for_sizes, strict=True):
+                per_shape[size] += cards * hours
         stranded += node_stranded
         if node_stranded:
             rows.append((node.name, node_stranded))

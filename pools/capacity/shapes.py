@@ -13,8 +13,12 @@ best fit where N is the most they hold at once in the window (the count the card
 uses), for the whole window: the scheduler decides where such cards really run, so this counts
 them somewhere rather than nowhere, and never twice.
 
-Two queries whatever the pool's size: the cards, grouped by node, and the overlapping holding
-allocations with their placements.
+Two queries whatever the pool's size, and Python work that grows with the *kinds* of node, not
+the nodes (issue #20: a 2,000-node pool is a few dozen kinds): on PostgreSQL the first query
+gathers the placed cards each node holds and returns nodes alike in cards, held cards, domains
+and driver as one row with their hostnames; the second the holding allocations without a
+placement. The fitter then works on groups of alike nodes
+(:func:`pools.capacity.placement.fit_groups`).
 """
 
 from __future__ import annotations
@@ -22,16 +26,24 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from django.contrib.postgres.aggregates import ArrayAgg
 from django.db import connection
 
 from pools.capacity.arithmetic import peak_cards
-from pools.capacity.availability import holding_allocations
-from pools.capacity.models import CapacityRequest
-from pools.capacity.placement import FitResult, NodeCards, NodeFree, Shape, fit_shape
+from pools.capacity.availability import driver_supports, holding_allocations
+from pools.capacity.lifecycle import HOLDING_STATUSES
+from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.placement import (
+    FitResult,
+    NodeCards,
+    NodeFree,
+    NodeGroup,
+    Shape,
+    fit_groups,
+    take_cards,
+)
 from pools.choices import GpuHealth, NodeState
 from pools.inventory.driver_versions import parse_cuda_version
-from pools.inventory.models import Gpu, GpuModel, Pool
+from pools.inventory.models import DriverGroup, Gpu, GpuModel, Node, Pool
 from pools.inventory.topology import catalogue_domains
 
 
@@ -48,51 +60,129 @@ def request_shape(request: CapacityRequest, cards: int | None = None) -> Shape |
     )
 
 
-def pool_node_cards(*, pool: Pool, gpu_model: GpuModel, cuda: str | None = None) -> list[NodeCards]:
-    """Schedulable cards of ``gpu_model`` in ``pool`` by node (sorted by hostname), each with
-    its NVLink domains restricted to those cards (one query)."""
+def pool_free_groups(
+    *,
+    pool: Pool,
+    gpu_model: GpuModel,
+    start: datetime,
+    end: datetime,
+    cuda: str | None = None,
+    exclude_allocation: int | None = None,
+) -> list[NodeGroup]:
+    """The pool's nodes of ``gpu_model`` as groups of alike ones (:class:`NodeGroup`: same
+    cards free for the whole window ``[start, end)``, same domains), unplaced allocations laid
+    (module docstring). Two queries; Python work grows with the kinds of node, not the nodes."""
+    if connection.vendor == "postgresql":
+        kinds, unplaced = _kinds_sql(pool, gpu_model, start, end, exclude_allocation)
+    else:
+        kinds, unplaced = _kinds_orm(pool, gpu_model, start, end, exclude_allocation)
+    wanted = parse_cuda_version(cuda) if cuda else None
+    checked: dict[tuple, tuple[frozenset[int], ...] | None] = {}
+    groups = []
+    for gpus, held, recorded, max_cuda, hostnames in kinds:
+        if not driver_supports(max_cuda, wanted):
+            continue
+        cards = frozenset(gpus)
+        key = (cards, repr(recorded))
+        if key not in checked:  # read and check each distinct (cards, domains) once
+            checked[key] = node_domains(cards, recorded, gpu_model)
+            NodeCards(hostnames[0], cards, checked[key])  # raises on a bad card set or domains
+        groups.append(
+            NodeGroup(tuple(sorted(hostnames)), cards - frozenset(held or ()), checked[key])
+        )
+    return lay_unplaced(groups, peak_cards(unplaced, start, end))
+
+
+# Kinds of node: per node its schedulable cards of the model and the cards placed holding
+# allocations hold over the window, then nodes alike in (cards, held, domains, driver) as one
+# row with their hostnames. Then the holding allocations without a placement.
+_KINDS_SQL = f"""
+WITH cards AS (
+  SELECT n.hostname, n.nvlink_domains AS domains, dg.max_cuda,
+         array_agg(g."index" ORDER BY g."index") AS gpus
+    FROM {Gpu._meta.db_table} g
+    JOIN {Node._meta.db_table} n ON n.id = g.node_id
+    LEFT JOIN {DriverGroup._meta.db_table} dg ON dg.id = n.driver_group_id
+   WHERE n.pool_id = %(pool)s AND n.state = %(up)s AND g.gpu_model_id = %(model)s
+     AND g.health <> %(error)s
+   GROUP BY n.id, dg.max_cuda
+), held AS (
+  SELECT spot.node AS hostname, array_agg(DISTINCT gpu) AS gpus
+    FROM {Allocation._meta.db_table} a
+   CROSS JOIN LATERAL jsonb_to_recordset(a.placement) AS spot(node text, gpus int[])
+   CROSS JOIN LATERAL unnest(spot.gpus) AS gpu
+   WHERE {{holding}} AND jsonb_typeof(a.placement) = 'array'
+   GROUP BY spot.node
+)
+SELECT c.gpus, h.gpus, c.domains, c.max_cuda, array_agg(c.hostname)
+  FROM cards c LEFT JOIN held h ON h.hostname = c.hostname
+ GROUP BY c.gpus, h.gpus, c.domains, c.max_cuda
+"""
+_HOLDING_SQL = """a.pool_id = %(pool)s AND a.gpu_model_id = %(model)s
+     AND a.status = ANY(%(holding)s)
+     AND a.starts_at < %(end)s AND a.ends_at > %(start)s AND a.id <> %(exclude)s"""
+_UNPLACED_SQL = f"""
+SELECT a.starts_at, a.ends_at, a.card_count FROM {Allocation._meta.db_table} a
+ WHERE {_HOLDING_SQL}
+   AND NOT (jsonb_typeof(a.placement) = 'array' AND jsonb_array_length(a.placement) > 0)
+"""
+_KINDS_SQL = _KINDS_SQL.replace("{holding}", _HOLDING_SQL)
+
+
+def _kinds_sql(pool, gpu_model, start, end, exclude_allocation):
+    params = {
+        "pool": pool.pk,
+        "model": gpu_model.pk,
+        "up": NodeState.UP.value,
+        "error": GpuHealth.ERROR.value,
+        "holding": [str(s) for s in HOLDING_STATUSES],
+        "start": start,
+        "end": end,
+        "exclude": exclude_allocation or 0,  # ids start at 1
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_KINDS_SQL, params)
+        kinds = cursor.fetchall()
+        cursor.execute(_UNPLACED_SQL, params)
+        unplaced = cursor.fetchall()
+    return kinds, unplaced
+
+
+def _kinds_orm(pool, gpu_model, start, end, exclude_allocation):
+    """What :data:`_KINDS_SQL` answers, node by node through the ORM (SQLite)."""
     gpus = Gpu.objects.filter(
         node__pool=pool, node__state=NodeState.UP, gpu_model=gpu_model
     ).exclude(health=GpuHealth.ERROR)
-    wanted = parse_cuda_version(cuda) if cuda else None
-    cards: dict[str, set[int]] = defaultdict(set)
-    recorded: dict[str, list[list[int]] | None] = {}
-    if connection.vendor == "postgresql":
-        # one row per node, not per card: 2,000 rows for a 16,000-card pool
-        rows = (
-            gpus.values("node__hostname", "node__nvlink_domains", "node__driver_group__max_cuda")
-            .annotate(indices=ArrayAgg("index"))
-            .values_list(
-                "node__hostname", "indices", "node__nvlink_domains", "node__driver_group__max_cuda"
-            )
-        )
-    else:
-        rows = (
-            (host, [index], domains, max_cuda)
-            for host, index, domains, max_cuda in gpus.values_list(
-                "node__hostname", "index", "node__nvlink_domains", "node__driver_group__max_cuda"
-            )
-        )
-    for hostname, indices, domains, max_cuda in rows:
-        if wanted is not None:
-            supported = parse_cuda_version(max_cuda or "")
-            if supported is None or supported < wanted:
-                continue
-        cards[hostname].update(indices)
-        recorded[hostname] = domains
-    nodes = []
-    # most nodes of a pool look alike (eight cards, one NVSwitch domain): read and check each
-    # distinct (cards, domains) once, not once per node
-    seen: dict[tuple, tuple[frozenset[int], tuple[frozenset[int], ...] | None]] = {}
-    for hostname in sorted(cards):
-        recorded_here = recorded[hostname]
-        key = (tuple(sorted(cards[hostname])), repr(recorded_here))
-        if key not in seen:
-            indices = frozenset(cards[hostname])
-            seen[key] = (indices, node_domains(indices, recorded_here, gpu_model))
-            NodeCards(hostname, *seen[key])  # checks the card set and domains
-        nodes.append(NodeCards.trusted(hostname, *seen[key]))
-    return nodes
+    cards: dict[str, list[int]] = defaultdict(list)
+    about: dict[str, tuple] = {}
+    for hostname, index, domains, max_cuda in gpus.values_list(
+        "node__hostname", "index", "node__nvlink_domains", "node__driver_group__max_cuda"
+    ):
+        cards[hostname].append(index)
+        about[hostname] = (domains, max_cuda)
+    held: dict[str, set[int]] = defaultdict(set)
+    unplaced = []
+    holds = holding_allocations(
+        pool=pool, gpu_model=gpu_model, start=start, end=end, exclude_allocation=exclude_allocation
+    )
+    for count, placement, starts_at, ends_at in holds.values_list(
+        "card_count", "placement", "starts_at", "ends_at"
+    ):
+        if placement:
+            for spot in placement:
+                held[spot["node"]].update(spot["gpus"])
+        else:
+            unplaced.append((starts_at, ends_at, count))
+    alike: dict[tuple, list[str]] = defaultdict(list)
+    for hostname, indices in cards.items():
+        taken = tuple(sorted(held[hostname])) if hostname in held else None
+        domains, max_cuda = about[hostname]
+        alike[(tuple(sorted(indices)), taken, repr(domains), max_cuda)].append(hostname)
+    kinds = [
+        (list(gpus), taken, about[hostnames[0]][0], max_cuda, hostnames)
+        for (gpus, taken, _, max_cuda), hostnames in alike.items()
+    ]
+    return kinds, unplaced
 
 
 def node_domains(
@@ -128,47 +218,29 @@ def pool_free_nodes(
     cuda: str | None = None,
     exclude_allocation: int | None = None,
 ) -> list[NodeFree]:
-    """Per node, the cards free for the whole window ``[start, end)`` (module docstring)."""
-    nodes = pool_node_cards(pool=pool, gpu_model=gpu_model, cuda=cuda)
-    holds = holding_allocations(
-        pool=pool, gpu_model=gpu_model, start=start, end=end, exclude_allocation=exclude_allocation
+    """Per node (by hostname), the cards free for the whole window ``[start, end)``: the
+    groups of :func:`pool_free_groups` one node at a time."""
+    groups = pool_free_groups(
+        pool=pool,
+        gpu_model=gpu_model,
+        start=start,
+        end=end,
+        cuda=cuda,
+        exclude_allocation=exclude_allocation,
     )
-    taken: dict[str, set[int]] = defaultdict(set)
-    unplaced: list[tuple[datetime, datetime, int]] = []
-    for cards, placement, starts_at, ends_at in holds.values_list(
-        "card_count", "placement", "starts_at", "ends_at"
-    ):
-        if placement:
-            for entry in placement:
-                taken[entry["node"]].update(entry["gpus"])
-        else:
-            unplaced.append((starts_at, ends_at, cards))
-    free = [
-        NodeFree._trusted(node.name, node.gpus - frozenset(taken[node.name]), node.domains)
-        if node.name in taken
-        else NodeFree._trusted(node.name, node.gpus, node.domains)
-        for node in nodes
-    ]
-    return lay_unplaced(free, peak_cards(unplaced, start, end))
+    nodes = [NodeFree._trusted(name, g.free, g.domains) for g in groups for name in g.names]
+    return sorted(nodes, key=lambda n: n.name)
 
 
-def lay_unplaced(free: list[NodeFree], cards: int) -> list[NodeFree]:
+def lay_unplaced(groups: list[NodeGroup], cards: int) -> list[NodeGroup]:
     """Take ``cards`` cards (the peak that unplaced allocations hold at once in the window) off
-    ``free`` where "any N cards" would go by best fit; all of them when fewer are left."""
+    ``groups`` where "any N cards" would go by best fit; all of them when fewer are left."""
     if cards <= 0:
-        return free
-    laid = fit_shape(free, Shape.any(cards))
+        return groups
+    laid = fit_groups(groups, Shape.any(cards))
     if not laid.fits:  # more granted than is left (over-commit): nothing is free any more
-        return [NodeFree._trusted(n.name, frozenset(), n.domains) for n in free]
-    used: dict[str, set[int]] = defaultdict(set)
-    for spot in laid.placements:
-        used[spot.node].update(spot.gpus)
-    return [
-        NodeFree._trusted(n.name, n.free - frozenset(used[n.name]), n.domains)
-        if n.name in used
-        else n
-        for n in free
-    ]
+        return [NodeGroup(g.names, frozenset(), g.domains) for g in groups]
+    return take_cards(groups, {spot.node: spot.gpus for spot in laid.placements})
 
 
 def shape_fit(
@@ -182,7 +254,7 @@ def shape_fit(
     exclude_allocation: int | None = None,
 ) -> FitResult:
     """Whether ``shape`` fits on the pool's cards free for the window, and where."""
-    nodes = pool_free_nodes(
+    groups = pool_free_groups(
         pool=pool,
         gpu_model=gpu_model,
         start=start,
@@ -190,7 +262,7 @@ def shape_fit(
         cuda=cuda,
         exclude_allocation=exclude_allocation,
     )
-    return fit_shape(nodes, shape)
+    return fit_groups(groups, shape)
 
 
 def placement_record(result: FitResult) -> list[dict[str, object]]:

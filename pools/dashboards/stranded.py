@@ -7,18 +7,32 @@ The rule is :func:`pools.capacity.placement.stranded_card_hours`: per NVLink dom
 outside whole groups of the largest common shape the domain allows are stranded (an 8-card
 NVSwitch node with 6 free cards strands 6 for the hours it stays so). Cards are the schedulable
 ones (node up, card not in error); domains as the shape check reads them
-(:func:`pools.capacity.shapes.pool_node_cards`'s rule: imported, else catalogue, else unknown).
+(:func:`pools.capacity.shapes.node_domains`: imported, else catalogue, else unknown).
 Held cards are the placements of holding allocations; allocations without a placement are laid
 together by best fit, at their peak, for the whole horizon (see ``_holds``).
-Two queries whatever the fleet's size.
+Four queries whatever the fleet's size (PostgreSQL: the cards one row per node, then the nodes).
+
+The dashboard reads a **snapshot** (:func:`stranded_for_dashboard`): the whole fleet's report,
+stored in the cache by a beat task every :data:`SNAPSHOT_EVERY` (and on *Recompute*), served up
+to :data:`SNAPSHOT_MAX_AGE` old with the time it was computed; the report over 2,000 nodes and
+10,000 allocations takes a few hundred milliseconds, more than a page may spend (issue #16).
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import lru_cache
+
+from django.contrib.postgres.aggregates import ArrayAgg
+from django.core.cache import cache
+from django.db import connection
+from django.db.models import TextField
+from django.db.models.functions import Cast
+from django.utils import timezone
 
 from pools.capacity.arithmetic import peak_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
@@ -28,15 +42,19 @@ from pools.capacity.placement import (
     Hold,
     NodeCards,
     free_for_window,
+    group_nodes,
     stranded_card_hours,
     stranded_cards,
 )
 from pools.capacity.shapes import lay_unplaced, node_domains
 from pools.choices import GpuHealth, NodeState
 from pools.dashboards.capacity import DashboardFilters, pooled_gpus
-from pools.inventory.models import GpuModel
+from pools.inventory.models import GpuModel, Node
 
 HORIZON = timedelta(weeks=4)
+SNAPSHOT_KEY = "dashboard:stranded:v1"  # bump the version when StrandedRow changes shape
+SNAPSHOT_EVERY = timedelta(minutes=10)  # the beat schedule (portal.settings)
+SNAPSHOT_MAX_AGE = timedelta(hours=1)  # older (beat stopped): computed again by the page
 
 
 @dataclass
@@ -90,26 +108,47 @@ def stranded_capacity(
     """Stranded capacity per pool × GPU model from ``now`` over ``horizon`` (module docstring),
     sorted by stranded card-hours, most first."""
     end = now + horizon
-    rows = (
+    gpus = (
         pooled_gpus(filters)
         .filter(node__state=NodeState.UP, gpu_model__isnull=False)
         .exclude(health=GpuHealth.ERROR)
-        .values_list(
-            "node__pool_id",
-            "node__pool__name",
-            "node__pool__slug",
-            "gpu_model_id",
-            "node__hostname",
-            "index",
-            "node__nvlink_domains",
-        )
-        .order_by("node__pool_id", "gpu_model_id", "node__hostname", "index")
     )
+    if connection.vendor == "postgresql":
+        # one row per node and model, grouped on small keys; then the nodes, their domains as
+        # text decoded once per distinct value (most nodes share one)
+        cards = (
+            gpus.values("node_id", "gpu_model_id")
+            .annotate(indices=ArrayAgg("index"))
+            .values_list("node_id", "gpu_model_id", "indices")
+            .order_by()
+        )
+        about = {
+            pk: (pool_id, pool_name, pool_slug, host, _decoded(domains))
+            for pk, pool_id, pool_name, pool_slug, host, domains in Node.objects.filter(
+                pk__in=gpus.values("node_id")
+            )
+            .annotate(domains=Cast("nvlink_domains", TextField()))
+            .values_list("pk", "pool_id", "pool__name", "pool__slug", "hostname", "domains")
+            .order_by()
+        }
+        rows = (
+            (pool_id, pool_name, pool_slug, model_id, host, indices, domains)
+            for node_id, model_id, indices in cards
+            for pool_id, pool_name, pool_slug, host, domains in (about[node_id],)
+        )
+    else:
+        rows = (
+            (pool_id, pool_name, pool_slug, model_id, host, [index], domains)
+            for pool_id, pool_name, pool_slug, model_id, host, index, domains in gpus.values_list(
+                "node__pool_id", "node__pool__name", "node__pool__slug", "gpu_model_id",
+                "node__hostname", "index", "node__nvlink_domains"
+            )
+        )  # fmt: skip
     groups: dict[tuple[int, int], dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
     recorded: dict[str, list | None] = {}
     pools: dict[int, tuple[str, str]] = {}
-    for pool_id, pool_name, pool_slug, model_id, hostname, index, domains in rows:
-        groups[(pool_id, model_id)][hostname].add(index)
+    for pool_id, pool_name, pool_slug, model_id, hostname, indices, domains in rows:
+        groups[(pool_id, model_id)][hostname].update(indices)
         recorded[hostname] = domains
         pools[pool_id] = (pool_name, pool_slug)
     if not groups:
@@ -132,10 +171,7 @@ def stranded_capacity(
     result = []
     for (pool_id, model_id), hosts in groups.items():
         model = models[model_id]
-        nodes = [
-            NodeCards(host, frozenset(cards), node_domains(frozenset(cards), recorded[host], model))
-            for host, cards in sorted(hosts.items())
-        ]
+        nodes = _node_cards(hosts, recorded, model)
         holds = _holds(nodes, by_group.get((pool_id, model_id), []), now, end)
         hours = stranded_card_hours(nodes, holds, now, end, COMMON_CARDS_PER_NODE)
         current = stranded_cards(free_for_window(nodes, holds, now, now + timedelta(seconds=1)))
@@ -165,6 +201,27 @@ def stranded_capacity(
     return result
 
 
+@lru_cache(maxsize=256)
+def _decoded(text: str | None) -> list | None:
+    return None if text is None else json.loads(text)
+
+
+def _node_cards(
+    hosts: dict[str, set[int]], recorded: dict[str, list | None], model: GpuModel
+) -> list[NodeCards]:
+    """The nodes by hostname, each distinct (cards, recorded domains) read and checked once."""
+    seen: dict[tuple, tuple[frozenset[int], tuple[frozenset[int], ...] | None]] = {}
+    nodes = []
+    for host in sorted(hosts):
+        key = (tuple(sorted(hosts[host])), repr(recorded[host]))
+        if key not in seen:
+            cards = frozenset(hosts[host])
+            seen[key] = (cards, node_domains(cards, recorded[host], model))
+            NodeCards(host, *seen[key])  # raises on a bad card set or domains
+        nodes.append(NodeCards.trusted(host, *seen[key]))
+    return nodes
+
+
 def _holds(nodes: list[NodeCards], allocations: list[tuple], start, end) -> list[Hold]:
     """Placed allocations as holds on their cards; the unplaced ones laid together on the cards
     placed holds leave free over the whole horizon, as many as they hold at once at their peak,
@@ -185,7 +242,42 @@ def _holds(nodes: list[NodeCards], allocations: list[tuple], start, end) -> list
     peak = peak_cards(unplaced, start, end)
     if peak:
         free = free_for_window(nodes, holds, start, end)
-        for node, laid in zip(free, lay_unplaced(free, peak), strict=True):
-            if node.free - laid.free:
-                holds.append(Hold(node.name, node.free - laid.free, start, end))
+        left = {name: g.free for g in lay_unplaced(group_nodes(free), peak) for name in g.names}
+        for node in free:
+            if node.free - left[node.name]:
+                holds.append(Hold(node.name, node.free - left[node.name], start, end))
     return holds
+
+
+@dataclass(frozen=True)
+class StrandedSnapshot:
+    """The report as computed at ``computed_at`` (aware), over ``[computed_at, + HORIZON)``."""
+
+    computed_at: datetime
+    rows: list[StrandedRow]
+
+
+def stranded_snapshot_refresh(*, now: datetime | None = None) -> StrandedSnapshot:
+    """Compute the whole fleet's report now and store it for the dashboard."""
+    now = now or timezone.now()
+    snapshot = StrandedSnapshot(now, stranded_capacity(filters=DashboardFilters(), now=now))
+    cache.set(SNAPSHOT_KEY, snapshot, int(SNAPSHOT_MAX_AGE.total_seconds()))
+    return snapshot
+
+
+def stranded_for_dashboard(*, filters: DashboardFilters, now: datetime) -> StrandedSnapshot:
+    """The stored snapshot narrowed to the filters' pool and model (each row depends only on
+    its own pool × model, so narrowing equals computing narrowed); computed and stored when
+    there is none. A driver-branch filter changes the cards counted: computed for it, now."""
+    if filters.driver_branch:
+        return StrandedSnapshot(now, stranded_capacity(filters=filters, now=now))
+    snapshot = cache.get(SNAPSHOT_KEY)
+    if not isinstance(snapshot, StrandedSnapshot):
+        snapshot = stranded_snapshot_refresh(now=now)
+    rows = [
+        row
+        for row in snapshot.rows
+        if (not filters.pool or row.pool_slug == filters.pool)
+        and (not filters.gpu_model or row.gpu_model_slug == filters.gpu_model)
+    ]
+    return StrandedSnapshot(snapshot.computed_at, rows)

@@ -101,7 +101,12 @@ DATABASES = {
 }
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
-if DATABASES["default"].get("ENGINE") == "django.db.backends.sqlite3":
+if DATABASES["default"].get("ENGINE") == "django.db.backends.postgresql":
+    # No JIT: it compiles any plan whose estimated cost passes jit_above_cost (100,000), and the
+    # planner guesses 100 rows for every jsonb_to_recordset/unnest call, so the shape check's
+    # 60 ms query spent 1.1 s compiling (issue #20). Short OLTP queries never repay it.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("options", "-c jit=off")
+elif DATABASES["default"].get("ENGINE") == "django.db.backends.sqlite3":
     # The demo database under concurrent writes: every transaction takes SQLite's write lock
     # when it begins (IMMEDIATE), so two approvals queue instead of one failing with "database
     # is locked" when its read lock cannot be upgraded; a writer waits up to SQLITE_TIMEOUT_S
@@ -274,6 +279,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 5 * 60,
     },
     "idle-scan": {"task": "pools.reclamation.tasks.idle_scan_task", "schedule": 5 * 60},
+    # The dashboard's stranded-capacity snapshot (pools.dashboards.stranded.SNAPSHOT_EVERY).
+    "stranded-snapshot": {
+        "task": "pools.dashboards.tasks.stranded_snapshot_task",
+        "schedule": 10 * 60,
+    },
     # The elastic loop judges every minute (its rules count minutes: 5 up, 30 down).
     "elastic-scan": {"task": "pools.elastic.tasks.elastic_scan_task", "schedule": 60},
     # Hourly: pre-scale plans for the next two hours from four weeks of token rates.

@@ -268,3 +268,39 @@ def test_replica_groups_may_share_a_node_training_groups_may_not():
     assert shape_from_sizing(tensor_parallel=1, replicas=3) == Shape.any(3)
     with pytest.raises(ShapeError):
         shape_from_sizing(tensor_parallel=0, replicas=1)
+
+
+alike_strategy = st.lists(
+    st.tuples(node_strategy, st.integers(0, 3)), max_size=4, unique_by=lambda t: t[0].name
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(alike_strategy, st.one_of(shape_strategy, st.integers(1, 30).map(Shape.any)))
+def test_groups_of_alike_nodes_fit_as_the_nodes_one_by_one(specs, shape):
+    from pools.capacity.placement import NodeGroup, fit_groups, group_nodes
+
+    # each node with up to 3 look-alikes (same free cards and domains, other names)
+    nodes = [
+        NodeFree(f"{node.name}-{copy}", node.free, node.domains)
+        for node, copies in specs
+        for copy in range(copies + 1)
+    ]
+    one_by_one = fit_groups([NodeGroup((n.name,), n.free, n.domains) for n in nodes], shape)
+    groups = group_nodes(nodes)
+    assert len(groups) <= len(specs)
+    assert fit_groups(groups, shape) == one_by_one
+    assert fit_shape(nodes, shape) == one_by_one
+
+
+def test_take_cards_splits_the_nodes_touched_from_their_group():
+    from pools.capacity.placement import NodeGroup, take_cards
+
+    group = NodeGroup(("a", "b", "c"), EIGHT, (EIGHT,))
+    after = take_cards([group], {"b": (0, 1)})
+    assert after == [
+        NodeGroup(("a", "c"), EIGHT, (EIGHT,)),
+        NodeGroup(("b",), frozenset(range(2, 8)), (EIGHT,)),
+    ]
+    with pytest.raises(ShapeError, match="two nodes share a name"):
+        fit_shape([nvswitch("a", set()), nvswitch("a", {1})], Shape.any(1))

@@ -191,3 +191,33 @@ def test_earliest_free_start_looks_no_further_than_its_horizon(fleet):
     assert (
         availability.earliest_free_start(**common, start=day(0), horizon=timedelta(days=10)) is None
     )
+
+
+def test_the_peak_summed_in_sql_matches_the_sweep_line_with_ties(team):
+    """Many allocations starting and ending on the same hours (an end and a start at one
+    instant do not overlap): the free count from the PostgreSQL statement equals the one from
+    :func:`pools.capacity.arithmetic.peak_cards` over the same rows, window by window."""
+    import random
+
+    pool = PoolFactory(slug="ties", scheduler=Scheduler.SLURM)
+    l40s = GpuModel.objects.get(slug="l40s")
+    node_with_gpus(8, gpu_model="l40s", pool=pool)
+    node_with_gpus(8, gpu_model="l40s", pool=pool)
+    rng = random.Random(20)
+    for _ in range(40):
+        start = rng.randrange(0, 20)
+        AllocationFactory(team=team, pool=pool, gpu_model=l40s, status="active",
+                          card_count=rng.randrange(1, 4), starts_at=day(start / 4),
+                          ends_at=day((start + rng.randrange(1, 8)) / 4))  # fmt: skip
+    pool.overcommit_ratio = Decimal("2")  # 32 usable: the peak shows, not the floor of 0
+    compared = 0
+    for a in range(0, 24, 3):
+        for b in range(a + 1, 28, 2):
+            start, end = day(a / 4), day(b / 4)
+            intervals = holding_intervals(pool=pool, gpu_model=l40s, start=start, end=end)
+            expected = free_cards(schedulable=16, overcommit_ratio=Decimal("2"),
+                                  intervals=intervals, start=start, end=end)  # fmt: skip
+            got = pool_free_cards(pool=pool, gpu_model=l40s, start=start, end=end)
+            assert got == expected
+            compared += expected > 0
+    assert compared > 20

@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from factories import (
     AllocationFactory,
     CapacityRequestFactory,
@@ -19,8 +21,9 @@ from factories import (
 
 from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.placement import Placement, Shape
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
-from pools.capacity.shapes import pool_free_nodes
+from pools.capacity.shapes import pool_free_nodes, shape_fit
 from pools.choices import AllocationStatus, RequestStatus, Scheduler
 from pools.errors import InsufficientCapacity, InvalidInput
 from pools.inventory.models import GpuModel
@@ -292,3 +295,33 @@ def test_the_live_panel_says_whether_the_shape_fits_and_the_largest_that_does(dg
     two = query | {"card_count": 2, "cards_per_node": 2, "node_count": 1}
     fits = client.get("/requests/new/", two, headers={"HX-Request": "true"}).content.decode()
     assert "Shape fits: dgx-1" in fits
+
+
+def _approval_queries(pool, a100, admin, start, end) -> int:
+    request = _shaped(pool, a100, 8, 1, start, end)
+    with CaptureQueriesContext(connection) as captured:
+        capacity_request_approve(request=request, actor=admin)
+    return len(captured)
+
+
+def test_shaped_approval_query_count_does_not_grow_with_the_pool(
+    dgx_pool, a100, admin, django_assert_num_queries
+):
+    start = next_week_9am()
+    end = start + timedelta(days=7)
+    small = _approval_queries(dgx_pool, a100, admin, start, end)  # 4 nodes: takes dgx-1
+    for i in range(5, 41):  # 40 nodes, the odd new ones half held, and an unplaced grant
+        node_with_gpus(8, hostname=f"dgx-{i}", pool=dgx_pool, nvlink_domains=DGX)
+        if i % 2:
+            _hold(dgx_pool, a100, f"dgx-{i}", [0, 1, 2, 3], start, end)
+    AllocationFactory(pool=dgx_pool, gpu_model=a100, card_count=3, starts_at=start, ends_at=end)
+    eight = Shape(cards_per_node=8, nodes=1, one_nvlink_domain=True)
+    with django_assert_num_queries(2):  # the kinds of node with held cards; unplaced grants
+        fit = shape_fit(pool=dgx_pool, gpu_model=a100, shape=eight, start=start, end=end)
+    # names sort as text (dgx-10 < dgx-2); the unplaced 3 go by best fit to the first node with
+    # 4 free (dgx-11); the 1 x 8 to the first whole free node: dgx-10
+    assert fit.placements == (Placement("dgx-10", tuple(range(8))),)
+    free = {n.name: len(n.free) for n in pool_free_nodes(pool=dgx_pool, gpu_model=a100,
+                                                         start=start, end=end)}  # fmt: skip
+    assert (free["dgx-1"], free["dgx-11"], free["dgx-13"], free["dgx-10"]) == (0, 1, 4, 8)
+    assert _approval_queries(dgx_pool, a100, admin, start, end) == small

@@ -15,6 +15,7 @@ from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 from factories import AllocationFactory, PoolFactory, TeamFactory, UserFactory, node_with_gpus
@@ -22,9 +23,15 @@ from factories import AllocationFactory, PoolFactory, TeamFactory, UserFactory, 
 from billing.choices import RateKind
 from billing.dashboards.costs import stranded_costs
 from billing.models import RateCard, RateCardEntry
+from pools.capacity.models import Allocation
 from pools.choices import AllocationStatus, Scheduler
 from pools.dashboards.capacity import DashboardFilters
-from pools.dashboards.stranded import stranded_capacity
+from pools.dashboards.stranded import (
+    SNAPSHOT_EVERY,
+    stranded_capacity,
+    stranded_for_dashboard,
+    stranded_snapshot_refresh,
+)
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.django_db
@@ -103,3 +110,76 @@ def test_dashboard_shows_stranded_and_exports_csv(dgx):
     assert Decimal(287) < Decimal(cells[4]) <= Decimal(288)
     assert cells[11] == "EUR"
     assert cells[12] == "dgx-1: free 2 held card(s) for a whole 8"
+
+
+def test_dashboard_reads_the_stored_snapshot_until_recomputed(dgx):
+    now, a100 = dgx
+    admin = UserFactory(username="admin-snapshot", is_staff=True)
+    client = Client()
+    client.force_login(admin)
+    first = client.get("/dashboard/").content.decode()
+    assert "move or end 2 held cards on dgx-1 for a whole 8" in first
+    assert "Recompute" in first and " ago; every 10 min" in first
+    # the 2 held cards go away: the page keeps showing the snapshot it stored, with its time
+    Allocation.objects.update(status=AllocationStatus.ENDED)
+    assert "move or end 2 held cards on dgx-1" in client.get("/dashboard/").content.decode()
+    # Recompute runs the task (eagerly in tests) and the page reads the new snapshot: nothing
+    # is stranded any more (two whole free NVSwitch nodes)
+    done = client.post("/dashboard/stranded/recompute/", follow=True).content.decode()
+    assert "Stranded capacity recomputed." in done
+    assert "move or end" not in done
+    (row,) = stranded_for_dashboard(filters=DashboardFilters(), now=now).rows
+    assert row.stranded_card_hours == 0
+
+
+def test_snapshot_narrowed_to_a_pool_equals_the_report_computed_for_it(dgx):
+    now, a100 = dgx
+    pool = PoolFactory(slug="odd", name="Odd", scheduler=Scheduler.SLURM)
+    node_with_gpus(2, hostname="odd-1", pool=pool)
+    stored = stranded_snapshot_refresh(now=now)
+    assert {r.pool_slug for r in stored.rows} == {"dgx", "odd"}
+    narrowed = stranded_for_dashboard(filters=DashboardFilters(pool="dgx"), now=now)
+    assert narrowed.computed_at == now
+    assert narrowed.rows == stranded_capacity(filters=DashboardFilters(pool="dgx"), now=now)
+    by_model = stranded_for_dashboard(filters=DashboardFilters(gpu_model="h100_sxm"), now=now)
+    assert by_model.rows == []
+
+
+def test_recompute_is_for_pool_admins_and_posts_only(dgx):
+    client = Client()
+    client.force_login(UserFactory(username="member-snapshot"))
+    assert client.post("/dashboard/stranded/recompute/").status_code == 403
+    client.force_login(UserFactory(username="admin-get", is_staff=True))
+    assert client.get("/dashboard/stranded/recompute/").status_code == 405
+
+
+def test_the_snapshot_task_is_on_the_beat_schedule():
+    from django.conf import settings
+
+    entry = settings.CELERY_BEAT_SCHEDULE["stranded-snapshot"]
+    assert entry["task"] == "pools.dashboards.tasks.stranded_snapshot_task"
+    assert timedelta(seconds=entry["schedule"]) == SNAPSHOT_EVERY
+
+
+def test_stranded_report_query_count_does_not_grow_with_the_fleet(dgx, django_assert_num_queries):
+    now, a100 = dgx
+    queries = 4 if connection.vendor == "postgresql" else 3  # PostgreSQL: nodes apart
+    with django_assert_num_queries(queries):
+        stranded_capacity(filters=DashboardFilters(), now=now)
+    pool = PoolFactory(slug="more", name="More", scheduler=Scheduler.SLURM)
+    for i in range(12):
+        node_with_gpus(8, hostname=f"more-{i}", pool=pool, nvlink_domains=[list(range(8))])
+        AllocationFactory(
+            pool=pool,
+            gpu_model=a100,
+            card_count=1,
+            starts_at=now,
+            ends_at=now + timedelta(days=2),
+            status=AllocationStatus.ACTIVE,
+            placement=[{"node": f"more-{i}", "gpus": [i % 8]}],
+        )
+    with django_assert_num_queries(queries):
+        rows = stranded_capacity(filters=DashboardFilters(), now=now)
+    more = next(r for r in rows if r.pool_slug == "more")
+    # each node: 7 free cards for 48 h (all stranded for a 1 x 8), then 8 free for 624 h
+    assert more.stranded_card_hours == Decimal(12 * 7 * 48)
