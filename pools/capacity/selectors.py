@@ -6,6 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from django.db.models import (
+    Aggregate,
     Case,
     CharField,
     Count,
@@ -66,17 +67,36 @@ def audit_event_list(*, user) -> QuerySet[AuditEvent]:
     )
 
 
-def cards_held_at(instants: list) -> dict[str, Sum]:
+class CardsHeldAt(Aggregate):
+    """``SUM(CASE WHEN starts_at <= t AND ends_at > t THEN card_count ELSE 0 END)``, 0 where
+    no row holds ``t``: the cards of the allocations or requests whose ``[starts_at, ends_at)``
+    holds the instant ``t`` (an aware datetime).
+
+    Written as one SQL template rather than ``Sum(Case(When(...)))``: the ORM resolved each
+    ``When`` as a filter, which cost about 1 ms of Python per instant (60 ms of the dashboard's
+    57 sums, whatever the fleet's size)."""
+
+    function = "SUM"
+    output_field = IntegerField()
+
+    def __init__(self, instant, **extra):
+        super().__init__(F("starts_at"), F("ends_at"), F("card_count"), **extra)
+        self.instant = instant
+
+    def as_sql(self, compiler, connection, **extra_context):
+        (starts, p1), (ends, p2), (cards, p3) = (
+            compiler.compile(e) for e in self.get_source_expressions()[:3]
+        )  # Aggregate adds its filter and ordering after the sources
+        at = connection.ops.adapt_datetimefield_value(self.instant)
+        sql = f"COALESCE(SUM(CASE WHEN {starts} <= %s AND {ends} > %s THEN {cards} ELSE 0 END), 0)"
+        return sql, (*p1, at, *p2, at, *p3)
+
+
+def cards_held_at(instants: list) -> dict[str, CardsHeldAt]:
     """``{"t0": …, "t1": …}``: for an annotate over allocations or requests, the cards of the
     rows whose ``[starts_at, ends_at)`` holds each instant (one conditional sum per instant,
     0 where none), the noon sample of the timeline and the dashboard's plan."""
-    return {
-        f"t{i}": Sum(
-            Case(When(starts_at__lte=t, ends_at__gt=t, then="card_count"), default=0,
-                 output_field=IntegerField())
-        )
-        for i, t in enumerate(instants)
-    }  # fmt: skip
+    return {f"t{i}": CardsHeldAt(t) for i, t in enumerate(instants)}
 
 
 TIMELINE_NAMED_TEAMS = 10  # a pool admin's timeline names the teams holding most, sums the rest
