@@ -16,6 +16,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.contrib import messages
+from django.db.models import Exists, OuterRef
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -31,7 +32,7 @@ from pools.dashboards import utilisation
 from pools.dashboards.forms import DashboardFilterForm
 from pools.dashboards.stranded import stranded_for_dashboard
 from pools.elastic.selectors import borrowed_cards_by_pool
-from pools.inventory.models import DriverGroup, GpuModel, Pool
+from pools.inventory.models import DriverGroup, Gpu, GpuModel, Pool
 from pools.jobs import enqueue
 from pools.reclamation.card_timeline import card_changes
 from pools.reclamation.models import IdleFinding
@@ -122,8 +123,8 @@ def _filter_form(request) -> tuple[DashboardFilterForm, dashboard.DashboardFilte
     form = DashboardFilterForm(
         request.GET or None,
         pools=Pool.objects.order_by("name").values_list("slug", "name"),
-        gpu_models=GpuModel.objects.filter(gpus__isnull=False)
-        .distinct()
+        # models some GPU has: one index probe per model, not a DISTINCT over every GPU
+        gpu_models=GpuModel.objects.filter(Exists(Gpu.objects.filter(gpu_model=OuterRef("pk"))))
         .order_by("name")
         .values_list("slug", "name"),
         branches=DriverGroup.objects.order_by("branch").values_list("branch", flat=True),
