@@ -34,6 +34,15 @@ LATER = T0 + timedelta(hours=25)  # past the 24 h grace
 HOUR_ON = T0 + timedelta(hours=1)
 
 
+@pytest.fixture(autouse=True)
+def _clock():
+    """T0 is "now" when each test starts, not when the module was imported: the fake Slurm
+    stamps jobs with the real clock, and a long run reaches the last tests minutes later."""
+    global T0, LATER, HOUR_ON
+    T0 = timezone.now().replace(microsecond=0)
+    LATER, HOUR_ON = T0 + timedelta(hours=25), T0 + timedelta(hours=1)
+
+
 @pytest.fixture
 def slurm():
     adapters.reset()
