@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from scheduler_adapters.records import (
     GpuLimit,
@@ -35,6 +35,9 @@ from scheduler_adapters.records import (
     ReservationSpec,
 )
 from scheduler_adapters.types import ParseResult
+
+if TYPE_CHECKING:
+    from scheduler_adapters.kubernetes import KueueCohort
 
 
 @runtime_checkable
@@ -208,10 +211,13 @@ class NamespaceQuotaAdapter(Protocol):
         group: str,
         gpu_quota: Mapping[str, int],
         kueue: bool | None = None,
+        cohort: KueueCohort | None = None,
     ) -> bool:
         """Make the team's namespace, GPU ResourceQuota, LimitRange and the RoleBinding of
         ``group`` to the ``edit`` ClusterRole exist as given (with Kueue: a ResourceFlavor per
         product, the team's ClusterQueue and a LocalQueue); ``True`` when anything changed.
+        ``cohort``: the ClusterQueue's Kueue cohort and borrowing (elastic allocations; it
+        implies Kueue).
 
         Raises SchedulerRejected (the API refused an object; also a namespace that belongs to
         another team), SchedulerUnavailable, SchedulerAuthError.
