@@ -4,8 +4,8 @@ handing burst cards back when a guaranteed approval needs them.
 The loop (:func:`elastic_scan`, a Celery beat task every minute):
 
 1. one :meth:`~scheduler_adapters.prometheus.PrometheusAdapter.inference_signals` call for
-   every enabled elastic allocation whose window is open (two range queries: utilisation and
-   mean latency by namespace, over the longest rule window plus 5 minutes);
+   every enabled elastic allocation whose window is open (three range queries: utilisation,
+   mean latency and request rate by namespace, over the longest rule window plus 5 minutes);
 2. per pool x GPU model, with the pool row locked (the invariant's owner, pools/capacity/locks):
    hand-backs whose notice has run out are carried out; the cards free over the next hour
    (floors of every holding allocation already counted) less the burst elastic allocations
@@ -14,11 +14,14 @@ The loop (:func:`elastic_scan`, a Celery beat task every minute):
    is capped to it (reason ``no_free_cards`` when nothing is left);
 3. a change updates ``cards_held``, records a :class:`ScaleEvent` and an audit event with the
    decision's numbers; a hold is recorded (event and audit) only when its reason differs from
-   the last recorded decision's, so a steady allocation costs no rows per minute;
+   the last recorded decision's; every allocation's reading of the pass (its newest sample, or
+   an unknown one) is a :class:`SignalReading`, one bulk INSERT per group, so the what-if and
+   the chart have the portal's own history when Prometheus is not there;
 4. after commit a task applies the change in Kubernetes (:func:`elastic_apply`): the team's
    ResourceQuota through :func:`~pools.capacity.services.scheduler_binding.kubernetes_quota_sync`
-   (which counts an elastic allocation's ``cards_held``), plus, for Kueue / Volcano /
-   Koordinator pools, the floor/ceiling objects of :mod:`scheduler_adapters.kubernetes_elastic`.
+   (which counts an elastic allocation's ``cards_held``, and for a Kueue pool writes the
+   team's ClusterQueue in the cohort in the same pass), plus the Kueue lender, or the Volcano /
+   Koordinator objects of :mod:`scheduler_adapters.kubernetes_elastic`.
 
 Missing Prometheus or missing series are *unknown*: nothing scales (reason ``unknown``).
 """
