@@ -138,3 +138,29 @@ def test_kueue_pool_writes_each_object_once(apiserver, policy, django_capture_on
     with django_capture_on_commit_callbacks(execute=True):
         assert elastic_scan(now=later, metrics=_busy(later)).ups == 1
     assert _writes(apiserver, before) == []  # Kueue borrows; the bounds did not move
+
+
+def test_the_lender_follows_the_pools_free_cards(apiserver, policy):
+    """Applying a guaranteed allocation of 3 cards in the pool (the provisioning path) and
+    later unbinding it moves the lender: 8 - 2 (the elastic floor) = 6 free, then 3, then 6."""
+    from pools.capacity.services.allocations import allocation_unbind
+    from pools.capacity.services.scheduler_binding import binding_apply
+
+    def lent():
+        lender = apiserver.get("kueue.x-k8s.io", "clusterqueues", None, "inference-free")
+        return lender["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]
+
+    elastic_apply(policy_id=policy.pk, now=NOW)
+    assert lent() == "6"
+    other = AllocationFactory(pool=policy.allocation.pool, team=TeamFactory(slug="search"),
+                              card_count=3, status=AllocationStatus.ACTIVE,
+                              gpu_model=policy.allocation.gpu_model,
+                              starts_at=NOW - timedelta(minutes=5),
+                              ends_at=NOW + timedelta(days=2))  # fmt: skip
+    binding = binding_apply(other)
+    assert binding["kueue_lender"]["free"] == {k8s_product_label(other.gpu_model): 3}
+    assert lent() == "3"
+    other.status = AllocationStatus.ENDED
+    other.save()
+    allocation_unbind(allocation_id=other.pk)
+    assert lent() == "6"
