@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from scheduler_adapters.records import (
     GpuLimit,
@@ -34,10 +34,7 @@ from scheduler_adapters.records import (
     ReservationRecord,
     ReservationSpec,
 )
-from scheduler_adapters.types import ParseResult
-
-if TYPE_CHECKING:
-    from scheduler_adapters.kubernetes import KueueCohort
+from scheduler_adapters.types import KueueCohort, ParseResult
 
 
 @runtime_checkable

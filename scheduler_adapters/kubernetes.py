@@ -70,7 +70,7 @@ from scheduler_adapters.errors import (
     UnexpectedResponse,
 )
 from scheduler_adapters.kubernetes_nodes import GPU_RESOURCE, LABEL_PRODUCT, parse_kubernetes_nodes
-from scheduler_adapters.types import ParseResult
+from scheduler_adapters.types import KueueCohort, ParseResult
 from scheduler_adapters.units import parse_k8s_extended_count, parse_k8s_quantity
 
 FIELD_MANAGER = "gpu-pool-portal"
@@ -524,26 +524,6 @@ def gpu_node_affinity(products: Iterable[str], *, label: str = LABEL_PRODUCT) ->
             }
         }
     }
-
-
-@dataclass(frozen=True)
-class KueueCohort:
-    """The team's ClusterQueue in a pool's Kueue cohort (elastic allocations, issue #19).
-
-    ``name``: the ``cohortName``. ``borrowing``: per GPU product, the cards the team may borrow
-    from the cohort (its elastic ceilings less their floors); that product's ``nominalQuota``
-    is its quota less them, its ``borrowingLimit`` them. Every resource gets
-    ``lendingLimit: 0``: the team's guaranteed cards are never lent to the cohort."""
-
-    name: str
-    borrowing: Mapping[str, int]
-
-    def __post_init__(self) -> None:
-        if len(self.name) > 63 or not _DNS_LABEL.fullmatch(self.name):
-            raise ValueError(f"cohort {self.name!r} is not a DNS-1123 label")
-        for product, cards in self.borrowing.items():
-            if isinstance(cards, bool) or not isinstance(cards, int) or cards < 0:
-                raise ValueError(f"borrowing of {product!r} must be a whole number >= 0")
 
 
 def quota_manifests(

@@ -28,9 +28,9 @@ from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, Pool
 from pools.tenancy.models import Membership, Team
 from scheduler_adapters.base import SchedulerAdapter
 from scheduler_adapters.errors import NotFound, SchedulerError, SchedulerRejected
-from scheduler_adapters.kubernetes import KueueCohort
 from scheduler_adapters.kubernetes_elastic import ElasticQuotaWriter, lender_name
 from scheduler_adapters.records import GpuLimit, ReservationSpec
+from scheduler_adapters.types import KueueCohort
 
 # How long before its window an allocation is applied in the scheduler.
 PROVISION_LEAD = timedelta(minutes=15)
