@@ -12,10 +12,11 @@ create-blocks-from openmetrics`` before Prometheus starts (``scripts/services/pr
 
 Measured:
 
-1. **one scaling pass**: utilisation and mean latency of every namespace over the last 35
-   minutes (the longest rule window plus a margin) in one
-   :meth:`PrometheusAdapter.inference_signals` call (two range queries), then one
-   :func:`pools.elastic.policy.evaluate` per allocation; wall seconds (p50 and max of
+1. **one scaling pass**: utilisation, mean latency and request rate of every namespace over
+   the last 35 minutes (the longest rule window plus a margin) in one
+   :meth:`PrometheusAdapter.inference_signals` call (three range queries,
+   ``pools.elastic.signals.SCAN_METRICS``), then one :func:`pools.elastic.policy.evaluate` and
+   the newest reading (what the loop records) per allocation; wall seconds (p50 and max of
    ``BENCH_RUNS``), PromQL requests, decisions by action. Target < 5 s, queries independent of
    the number of allocations.
 2. **30-day what-if** for one allocation: its utilisation and latency over 30 days at 60 s
@@ -23,8 +24,8 @@ Measured:
    target < 3 s.
 
 Run: ``.venv/bin/python benchmarks/elastic.py`` (Debian's ``prometheus``/``promtool``). The
-portal's database is not involved yet: the pass measures Prometheus and the decisions, which
-are what grows with the fleet.
+portal's database is not involved: the pass measures Prometheus and the decisions, which are
+what grows with the fleet (the loop's own writes are one bulk INSERT of readings per pool).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pools.elastic.policy import ScalingPolicy, evaluate  # noqa: E402
-from pools.elastic.signals import metric_samples  # noqa: E402
+from pools.elastic.signals import SCAN_METRICS, metric_samples, newest_reading  # noqa: E402
 from pools.elastic.whatif import replay  # noqa: E402
 from scheduler_adapters.prometheus import PrometheusAdapter  # noqa: E402
 
@@ -166,13 +167,15 @@ def main() -> None:
                 start=now - timedelta(minutes=35),
                 end=now,
                 step_s=STEP,
-                metrics=("util_pct", "latency_s"),  # what the loop reads
+                metrics=SCAN_METRICS,  # what the loop reads
             )
+            teams = [ns for ns in signals if ns.startswith("team-") and ns != "team-whatif"]
             decisions = [
                 evaluate(POLICY, metric_samples(signals[ns]), cards_now=4, now=float(end))
-                for ns in signals
-                if ns.startswith("team-") and ns != "team-whatif"
+                for ns in teams
             ]
+            recorded = [newest_reading(signals[ns]) for ns in teams]
+            assert all(r is not None and r.request_s is not None for r in recorded)
             passes.append(time.perf_counter() - t)
             requests = metrics.requests
             metrics.close()

@@ -177,3 +177,60 @@ def demo_fleet() -> tuple[list[NvidiaSmiCapture], str, str]:
     )
     k8s_payload = json.dumps({"apiVersion": "v1", "kind": "NodeList", "items": k8s_nodes}, indent=1)
     return captures, slurm_payload, k8s_payload
+
+
+# ---------------------------------------------------------------------------- elastic traffic
+
+# The demo's inference traffic by hour of the day (UTC), in cards' worth of work at 100 %
+# utilisation: quiet nights, a shoulder from 08:00 and over lunch, peaks 09:00-12:00 and
+# 14:00-17:00. Requests finished per second are REQUESTS_PER_CARD per card's worth.
+_LOAD_BY_HOUR = [1.0] * 8 + [2.6] + [7.5] * 3 + [2.6] * 2 + [7.5] * 3 + [1.0] * 7
+REQUESTS_PER_CARD = 1.8
+
+
+def demo_signal(load_cards: float, cards: int, noise: float) -> tuple[float, float]:
+    """(utilisation %, mean latency ms) when ``load_cards`` cards' worth of work meets
+    ``cards`` cards: utilisation is the share of them it keeps busy (at most 100 %); latency
+    is 300 ms plus a queueing term that grows with the square of utilisation above 60 %
+    (1,500 ms when saturated). ``noise`` in [-1, 1] shakes both a little."""
+    util = min(100.0, 100.0 * load_cards / max(cards, 1)) + 3.0 * noise
+    util = max(0.0, min(100.0, util))
+    latency = 300.0 + 1200.0 * max(0.0, (util - 60.0) / 40.0) ** 2 + 40.0 * noise
+    return round(util, 1), round(latency)
+
+
+def demo_elastic_history(policy, *, start: float, minutes: int, seed: int = 19):
+    """``minutes`` of the demo traffic from ``start`` (Unix s, on a minute) through the loop's
+    own rules, one pass a minute as the beat task runs it: each minute's reading is what the
+    cards held then would show (:func:`demo_signal`), and the decision
+    (:func:`pools.elastic.policy.evaluate` on the readings so far) takes effect at once.
+    Returns ``(readings, changes, last)``: readings ``(unix s, util %, latency ms, requests/s,
+    cards held after the pass)``, the decisions that changed the cards, and the last one.
+    Pure and deterministic (``seed``)."""
+    import random
+
+    from pools.elastic.policy import Action, MetricSample, evaluate
+
+    rng = random.Random(seed)
+    window = max(policy.up_window_s, policy.down_window_s) // 60 + 5
+    cards = policy.lower_bound_cards
+    last_scaled: float | None = None
+    samples: list = []
+    readings: list[tuple[float, float, float, float, int]] = []
+    changes = []
+    decision = None
+    for minute in range(minutes):
+        at = start + 60 * minute
+        load = _LOAD_BY_HOUR[int(at // 3600) % 24]
+        util, latency = demo_signal(load, cards, rng.uniform(-1, 1))
+        samples.append(MetricSample(at, util, latency))
+        decision = evaluate(
+            policy, samples[-window:], cards_now=cards, now=at, last_scaled_at=last_scaled
+        )
+        if decision.action is not Action.HOLD and decision.cards_to != cards:
+            cards = decision.cards_to
+            last_scaled = at
+            changes.append(decision)
+        rate = round(load * REQUESTS_PER_CARD * (1 + 0.05 * rng.uniform(-1, 1)), 2)
+        readings.append((at, util, latency, rate, cards))
+    return readings, changes, decision

@@ -34,7 +34,7 @@ from scheduler_adapters.records import (
     ReservationRecord,
     ReservationSpec,
 )
-from scheduler_adapters.types import ParseResult
+from scheduler_adapters.types import KueueCohort, ParseResult
 
 
 @runtime_checkable
@@ -208,10 +208,13 @@ class NamespaceQuotaAdapter(Protocol):
         group: str,
         gpu_quota: Mapping[str, int],
         kueue: bool | None = None,
+        cohort: KueueCohort | None = None,
     ) -> bool:
         """Make the team's namespace, GPU ResourceQuota, LimitRange and the RoleBinding of
         ``group`` to the ``edit`` ClusterRole exist as given (with Kueue: a ResourceFlavor per
         product, the team's ClusterQueue and a LocalQueue); ``True`` when anything changed.
+        ``cohort``: the ClusterQueue's Kueue cohort and borrowing (elastic allocations; it
+        implies Kueue).
 
         Raises SchedulerRejected (the API refused an object; also a namespace that belongs to
         another team), SchedulerUnavailable, SchedulerAuthError.

@@ -70,7 +70,7 @@ from scheduler_adapters.errors import (
     UnexpectedResponse,
 )
 from scheduler_adapters.kubernetes_nodes import GPU_RESOURCE, LABEL_PRODUCT, parse_kubernetes_nodes
-from scheduler_adapters.types import ParseResult
+from scheduler_adapters.types import KueueCohort, ParseResult
 from scheduler_adapters.units import parse_k8s_extended_count, parse_k8s_quantity
 
 FIELD_MANAGER = "gpu-pool-portal"
@@ -533,12 +533,19 @@ def quota_manifests(
     *,
     kueue: bool,
     gpu_label: str = LABEL_PRODUCT,
+    cohort: KueueCohort | None = None,
 ) -> list[dict[str, Any]]:
     """The objects that hold a team's GPU quota: the ResourceQuota and, with Kueue, a
-    ResourceFlavor per product (selecting nodes by ``gpu_label``), the ClusterQueue and the
-    LocalQueue (in apply order)."""
+    ResourceFlavor per product (selecting nodes by ``gpu_label``), the ClusterQueue (in
+    ``cohort`` when given) and the LocalQueue (in apply order)."""
     quota = check_gpu_quota(gpu_quota)
     check_gpu_label(gpu_label)
+    borrowing = dict(cohort.borrowing) if cohort is not None else {}
+    for product, cards in borrowing.items():
+        if cards > quota.get(product, 0):
+            raise ValueError(
+                f"borrowing {cards} of {product!r} exceeds its quota {quota.get(product, 0)}"
+            )
     labels = {LABEL_TEAM: team}
     objects: list[dict[str, Any]] = [
         {
@@ -572,7 +579,7 @@ def quota_manifests(
                 "flavors": [
                     {
                         "name": flavor_name(product),
-                        "resources": [{"name": GPU_RESOURCE, "nominalQuota": str(cards)}],
+                        "resources": [_kueue_resource(cards, borrowing.get(product), cohort)],
                     }
                     for product, cards in quota.items()
                 ],
@@ -581,6 +588,8 @@ def quota_manifests(
         if quota
         else [],
     }
+    if cohort is not None:
+        cluster_queue_spec["cohortName"] = cohort.name
     objects.append(
         {
             "apiVersion": KUEUE_API_VERSION,
@@ -600,6 +609,16 @@ def quota_manifests(
     return objects
 
 
+def _kueue_resource(cards: int, borrow: int | None, cohort: KueueCohort | None) -> dict:
+    if cohort is None:
+        return {"name": GPU_RESOURCE, "nominalQuota": str(cards)}
+    resource = {"name": GPU_RESOURCE, "nominalQuota": str(cards - (borrow or 0))}
+    if borrow is not None:
+        resource["borrowingLimit"] = str(borrow)
+    resource["lendingLimit"] = "0"
+    return resource
+
+
 def team_manifests(
     team: str,
     namespace: str,
@@ -611,13 +630,16 @@ def team_manifests(
     container_requests: Mapping[str, str] = DEFAULT_CONTAINER_REQUESTS,
     gpu_label: str = LABEL_PRODUCT,
     namespace_node_selector: bool = False,
+    cohort: KueueCohort | None = None,
 ) -> list[dict[str, Any]]:
     """Every object of a team, in apply order (the namespace first). With
     ``namespace_node_selector`` and exactly one product with cards, the namespace carries the
     PodNodeSelector annotation ``<gpu_label>=<product>`` (module docstring)."""
     _check_group(group)
     labels = {LABEL_TEAM: team}
-    quota = quota_manifests(team, namespace, gpu_quota, kueue=kueue, gpu_label=gpu_label)
+    quota = quota_manifests(
+        team, namespace, gpu_quota, kueue=kueue, gpu_label=gpu_label, cohort=cohort
+    )
     namespace_meta = object_meta(namespace, **labels)
     held = [product for product, cards in check_gpu_quota(gpu_quota).items() if cards > 0]
     if namespace_node_selector and len(held) == 1:
@@ -762,8 +784,11 @@ class KubernetesAdapter:
         group: str,
         gpu_quota: Mapping[str, int],
         kueue: bool | None = None,
+        cohort: KueueCohort | None = None,
     ) -> bool:
-        objects = self._team_objects(team, group=group, gpu_quota=gpu_quota, kueue=kueue)
+        objects = self._team_objects(
+            team, group=group, gpu_quota=gpu_quota, kueue=kueue, cohort=cohort
+        )
         if self.dry_run:
             return self._emit(team, objects)
         transport = self._transport("ensure_team")
@@ -851,8 +876,16 @@ class KubernetesAdapter:
     # ------------------------------------------------------------------ internals
 
     def _team_objects(
-        self, team: str, *, group: str, gpu_quota: Mapping[str, int], kueue: bool | None
+        self,
+        team: str,
+        *,
+        group: str,
+        gpu_quota: Mapping[str, int],
+        kueue: bool | None,
+        cohort: KueueCohort | None = None,
     ) -> list[dict[str, Any]]:
+        if cohort is not None:
+            kueue = True  # a cohort is a Kueue ClusterQueue's, whatever the adapter's default
         return team_manifests(
             team,
             namespace_name(team, self.namespace_prefix),
@@ -863,6 +896,7 @@ class KubernetesAdapter:
             container_requests=self.container_requests,
             gpu_label=self.gpu_label,
             namespace_node_selector=self.namespace_node_selector,
+            cohort=cohort,
         )
 
     def _set_quota(

@@ -11,9 +11,12 @@ Backends (a pool setting), all counting ``nvidia.com/gpu`` cards of one GPU prod
   ceiling - floor and ``lendingLimit`` = 0 in the pool's cohort (``cohortName``), so Kueue
   borrows for it, and never lends the team's guaranteed cards to anyone. What may be borrowed
   is the pool's free capacity, held by one lender ClusterQueue per pool
-  (:func:`kueue_lender_manifest`: ``<cohort>-free``, no ``namespaceSelector``, which Kueue reads
+  (:func:`kueue_lender_manifests`: ``<cohort>-free``, no ``namespaceSelector``, which Kueue reads
   as "admits no namespace", ``nominalQuota`` = the pool's free cards). The namespace's
-  ResourceQuota is the ceiling so it never blocks what Kueue admits.
+  ResourceQuota is the ceiling so it never blocks what Kueue admits. The team's ClusterQueue is
+  one object whatever the backend: :func:`~scheduler_adapters.kubernetes.quota_manifests` with
+  a :class:`~scheduler_adapters.kubernetes.KueueCohort` renders it, here and in the portal's
+  quota sync alike, so the two never disagree about it.
 - ``volcano``: a Volcano ``Queue`` named like the namespace: ``guarantee.resource`` = floor
   (reserved for the queue), ``deserved`` = the decided cards (its share before reclaim),
   ``capability`` = ceiling (hard cap), ``reclaimable: true``; ``parent`` = the pool's queue
@@ -50,12 +53,14 @@ from scheduler_adapters.kubernetes import (
     KUEUE_API_VERSION,
     LABEL_TEAM,
     KubernetesAdapter,
+    KueueCohort,
+    check_gpu_quota,
     flavor_name,
     namespace_name,
     object_meta,
     quota_manifests,
 )
-from scheduler_adapters.kubernetes_nodes import GPU_RESOURCE
+from scheduler_adapters.kubernetes_nodes import GPU_RESOURCE, LABEL_PRODUCT
 
 ANNOTATION_ELASTIC = "gpu-pool-portal/elastic"
 HPA_API_VERSION = "autoscaling/v2"
@@ -117,25 +122,14 @@ def elastic_manifests(
     elif backend is QuotaBackend.KUEUE:
         if not bounds.cohort:
             raise ValueError("Kueue borrowing needs the pool's cohort")
+        borrowing = {bounds.product: bounds.ceiling_cards - bounds.floor_cards}
         objects = quota_manifests(
-            team, namespace, {bounds.product: bounds.ceiling_cards}, kueue=True
+            team,
+            namespace,
+            {bounds.product: bounds.ceiling_cards},
+            kueue=True,
+            cohort=KueueCohort(bounds.cohort, borrowing),
         )
-        for obj in objects:
-            if obj["kind"] == "ClusterQueue":
-                obj["spec"]["cohortName"] = bounds.cohort
-                obj["spec"]["resourceGroups"][0]["flavors"] = [
-                    {
-                        "name": flavor_name(bounds.product),
-                        "resources": [
-                            {
-                                "name": GPU_RESOURCE,
-                                "nominalQuota": str(bounds.floor_cards),
-                                "borrowingLimit": str(bounds.ceiling_cards - bounds.floor_cards),
-                                "lendingLimit": "0",
-                            }
-                        ],
-                    }
-                ]
     else:
         objects = quota_manifests(
             team, namespace, {bounds.product: bounds.ceiling_cards}, kueue=False
@@ -183,15 +177,31 @@ def elastic_manifests(
     return objects
 
 
-def kueue_lender_manifest(cohort: str, product: str, free_cards: int) -> dict[str, Any]:
-    """The pool's lender ClusterQueue: the free cards the cohort's elastic teams may borrow.
-    No ``namespaceSelector`` (Kueue: nil selects no namespace), so nobody runs in it."""
-    if isinstance(free_cards, bool) or not isinstance(free_cards, int) or free_cards < 0:
-        raise ValueError(f"free_cards must be a whole number >= 0, got {free_cards!r}")
-    return {
+def lender_name(cohort: str) -> str:
+    """The pool's lender ClusterQueue: ``<cohort>-free``."""
+    return f"{cohort}-free"
+
+
+def kueue_lender_manifests(
+    cohort: str, free_cards: Mapping[str, int], *, gpu_label: str = LABEL_PRODUCT
+) -> list[dict[str, Any]]:
+    """The pool's lender: a ResourceFlavor per GPU product (the same objects the teams'
+    queues use, so a product no team holds yet still resolves) and the ClusterQueue
+    :func:`lender_name` whose ``nominalQuota`` per product is the pool's free cards, which the
+    cohort's elastic teams may borrow. No ``namespaceSelector`` (Kueue: nil selects no
+    namespace), so no workload runs in it. ``free_cards`` may be empty (nothing to lend: the
+    queue stays, with no resource groups)."""
+    checked = check_gpu_quota(free_cards)
+    KueueCohort(cohort, {})  # checks the name
+    flavors = [
+        obj
+        for obj in quota_manifests("-", "-", checked, kueue=True, gpu_label=gpu_label)
+        if obj["kind"] == "ResourceFlavor"
+    ]
+    queue = {
         "apiVersion": KUEUE_API_VERSION,
         "kind": "ClusterQueue",
-        "metadata": object_meta(f"{cohort}-free"),
+        "metadata": object_meta(lender_name(cohort)),
         "spec": {
             "cohortName": cohort,
             "resourceGroups": [
@@ -200,13 +210,17 @@ def kueue_lender_manifest(cohort: str, product: str, free_cards: int) -> dict[st
                     "flavors": [
                         {
                             "name": flavor_name(product),
-                            "resources": [{"name": GPU_RESOURCE, "nominalQuota": str(free_cards)}],
+                            "resources": [{"name": GPU_RESOURCE, "nominalQuota": str(cards)}],
                         }
+                        for product, cards in checked.items()
                     ],
                 }
-            ],
+            ]
+            if checked
+            else [],
         },
     }
+    return [*flavors, queue]
 
 
 @dataclass(frozen=True)
@@ -321,15 +335,23 @@ class ElasticQuotaWriter:
     def render(self, backend: QuotaBackend | str, bounds: ElasticBounds) -> list[dict[str, Any]]:
         return elastic_manifests(backend, bounds, namespace=self.namespace(bounds.team))
 
-    def set_elastic_quota(self, backend: QuotaBackend | str, bounds: ElasticBounds) -> bool:
-        """Make the cluster hold ``bounds``; ``True`` when something was written."""
+    def set_elastic_quota(
+        self, backend: QuotaBackend | str, bounds: ElasticBounds, *, with_quota: bool = True
+    ) -> bool:
+        """Make the cluster hold ``bounds``; ``True`` when something was written.
+        ``with_quota=False`` leaves the namespace's ResourceQuota alone (the portal's quota
+        sync writes it with all of the team's products: writing it here too would make the
+        two writers undo each other)."""
         objects = self.render(backend, bounds)
+        if not with_quota:
+            objects = [obj for obj in objects if obj["kind"] != "ResourceQuota"]
         return self.adapter.ensure_objects(bounds.team, objects, operation="set_elastic_quota")
 
-    def set_lender(self, cohort: str, product: str, free_cards: int) -> bool:
-        """Keep the pool's Kueue lender at ``free_cards`` (cluster-scoped, of no team)."""
-        obj = kueue_lender_manifest(cohort, product, free_cards)
-        return self.adapter.ensure_objects(None, [obj], operation="set_kueue_lender")
+    def set_lender(self, cohort: str, free_cards: Mapping[str, int]) -> bool:
+        """Keep the pool's Kueue lender at ``free_cards`` per product (cluster-scoped objects
+        of no team)."""
+        objects = kueue_lender_manifests(cohort, free_cards, gpu_label=self.adapter.gpu_label)
+        return self.adapter.ensure_objects(None, objects, operation="set_kueue_lender")
 
     def apply_hpa(self, team: str, spec: HpaSpec) -> bool:
         obj = hpa_manifest(team, self.namespace(team), spec)

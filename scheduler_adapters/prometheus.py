@@ -73,7 +73,14 @@ VLLM_E2E_LATENCY = "vllm:e2e_request_latency_seconds"
 VLLM_WAITING = "vllm:num_requests_waiting"
 VLLM_GENERATION_TOKENS = "vllm:generation_tokens_total"
 VLLM_PROMPT_TOKENS = "vllm:prompt_tokens_total"
-INFERENCE_METRICS = ("util_pct", "latency_s", "waiting", "generation_tok_s", "prompt_tok_s")
+INFERENCE_METRICS = (
+    "util_pct",
+    "latency_s",
+    "waiting",
+    "generation_tok_s",
+    "prompt_tok_s",
+    "request_s",
+)
 
 
 def metric_selector(name: str, matchers: str = "") -> str:
@@ -305,7 +312,7 @@ class PrometheusAdapter:
         metrics: Iterable[str] = INFERENCE_METRICS,
     ) -> dict[str, InferenceSignals]:
         """Per namespace, the signals the elastic loop scales on, from ``start`` to ``end``:
-        one range query per metric (:func:`inference_queries`, five in all) whatever the
+        one range query per metric (:func:`inference_queries`, six in all) whatever the
         number of namespaces, each aggregated ``by (namespace)`` in Prometheus. ``namespaces``
         keeps only those (``None``: every namespace that has a series); ``metrics`` asks for
         fewer (the what-if needs ``util_pct`` and ``latency_s`` only)."""
@@ -579,7 +586,8 @@ class InferenceSignals:
     """One namespace's timelines: ``util_pct`` (mean ``DCGM_FI_DEV_GPU_UTIL`` of the cards its
     pods hold, 0-100), ``latency_s`` (mean end-to-end request latency, s: ``None`` where no
     request finished), ``waiting`` (requests queued), ``generation_tok_s`` / ``prompt_tok_s``
-    (tokens/s). A missing sample is absent; a ``None`` value was ``NaN``."""
+    (tokens/s), ``request_s`` (requests finished per second). A missing sample is absent; a
+    ``None`` value was ``NaN``."""
 
     namespace: str
     util_pct: tuple[Sample, ...] = ()
@@ -587,17 +595,19 @@ class InferenceSignals:
     waiting: tuple[Sample, ...] = ()
     generation_tok_s: tuple[Sample, ...] = ()
     prompt_tok_s: tuple[Sample, ...] = ()
+    request_s: tuple[Sample, ...] = ()
 
 
 def inference_queries(*, rate_window_s: int = 120, namespace: str | None = None) -> dict[str, str]:
-    """The five PromQL expressions, each grouped ``by (namespace)``.
+    """The six PromQL expressions, each grouped ``by (namespace)``.
 
     Utilisation takes the workload's namespace through the dcgm-exporter label traps in
     PromQL: ``label_replace`` copies ``pod_namespace`` (``--use-old-namespace``) and then
     ``exported_namespace`` (``honorLabels: false``) over ``namespace`` when they are set (a
     ``(.+)`` regex does not match an empty label, so the series passes unchanged). Mean
     latency is ``rate(sum) / rate(count)`` of the histogram, summed per namespace first so
-    that every replica counts by its requests. ``rate_window_s`` should span at least two
+    that every replica counts by its requests; the request rate (requests finished per second) is
+    the rate of the same histogram's count. ``rate_window_s`` should span at least two
     scrapes. ``namespace`` (a DNS label) narrows every selector to one namespace, for the
     what-if of one allocation over weeks: Prometheus then reads only that team's series."""
     window = f"[{int(rate_window_s)}s]"
@@ -628,6 +638,7 @@ def inference_queries(*, rate_window_s: int = 120, namespace: str | None = None)
         "waiting": f"sum by (namespace) ({VLLM_WAITING}{only})",
         "generation_tok_s": rate(VLLM_GENERATION_TOKENS),
         "prompt_tok_s": rate(VLLM_PROMPT_TOKENS),
+        "request_s": rate(VLLM_E2E_LATENCY + "_count"),
     }
 
 

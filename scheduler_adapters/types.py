@@ -6,6 +6,8 @@ own catalogue. ``None`` always means "the source did not say" (unknown), never z
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -156,3 +158,26 @@ class ParseResult:
 
     nodes: tuple[NodeSnapshot, ...] = ()
     issues: tuple[ParseIssue, ...] = ()
+
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+@dataclass(frozen=True)
+class KueueCohort:
+    """The team's ClusterQueue in a pool's Kueue cohort (elastic allocations, issue #19).
+
+    ``name``: the ``cohortName``. ``borrowing``: per GPU product, the cards the team may borrow
+    from the cohort (its elastic ceilings less their floors); that product's ``nominalQuota``
+    is its quota less them, its ``borrowingLimit`` them. Every resource gets
+    ``lendingLimit: 0``: the team's guaranteed cards are never lent to the cohort."""
+
+    name: str
+    borrowing: Mapping[str, int]
+
+    def __post_init__(self) -> None:
+        if len(self.name) > 63 or not _DNS_LABEL.fullmatch(self.name):
+            raise ValueError(f"cohort {self.name!r} is not a DNS-1123 label")
+        for product, cards in self.borrowing.items():
+            if isinstance(cards, bool) or not isinstance(cards, int) or cards < 0:
+                raise ValueError(f"borrowing of {product!r} must be a whole number >= 0")

@@ -387,6 +387,20 @@ class ScaleEventFactory(factory.django.DjangoModelFactory):
     cards_to = 4
 
 
+class SignalReadingFactory(factory.django.DjangoModelFactory):
+    """One minute's reading of a busy namespace, at the floor's cards."""
+
+    class Meta:
+        model = elastic_models.SignalReading
+
+    policy = factory.SubFactory(ElasticPolicyFactory)
+    read_at = factory.LazyFunction(timezone.now)
+    util_pct = 80.0
+    latency_ms = 900.0
+    request_s = 10.0
+    cards_held = 2
+
+
 class RateCardFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = billing_models.RateCard

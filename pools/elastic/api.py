@@ -17,6 +17,7 @@ from pools.elastic import selectors
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 from pools.elastic.services import (
     EDITABLE_FIELDS,
+    WhatIfSource,
     elastic_policy_create,
     elastic_policy_update,
     elastic_whatif,
@@ -60,6 +61,7 @@ class ScaleEventSerializer(serializers.ModelSerializer):
         fields = [
             "id", "policy", "allocation", "team", "decided_at", "source", "action", "reason",
             "cards_from", "cards_to", "effective_at", "message", "numbers", "applied",
+            "apply_note",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -105,24 +107,51 @@ class ElasticPolicyViewSet(
         return Response(self.get_serializer(self.get_queryset().get(pk=policy.pk)).data)
 
     @extend_schema(
-        parameters=[OpenApiParameter("days", OpenApiTypes.INT, description="1-30, default 30")],
+        parameters=[
+            OpenApiParameter("days", OpenApiTypes.INT, description="1-30, default 30"),
+            OpenApiParameter(
+                "source",
+                OpenApiTypes.STR,
+                enum=[s.value for s in WhatIfSource],
+                description="prometheus or recorded (the loop's own readings); default: "
+                "Prometheus when configured, else recorded",
+            ),
+        ],
         responses={200: OpenApiTypes.OBJECT},
     )
     @action(detail=True, methods=["get"], url_path="what-if")
     def what_if(self, request, pk=None):
-        """Replay the policy over the namespace's Prometheus history."""
+        """Replay the policy over the namespace's history: Prometheus', or the readings the
+        portal's loop recorded (``source`` in the answer says which)."""
         policy = self.get_object()
         raw = request.query_params.get("days", str(MAX_WHATIF_DAYS))
         if not raw.isdigit() or not 1 <= int(raw) <= MAX_WHATIF_DAYS:
             raise InvalidInput(
                 "days must be a whole number from 1 to 30.", errors={"days": "1-30."}
             )
-        result = elastic_whatif(policy=policy, days=int(raw))
-        if result is None:
-            return Response({"available": False, "reason": "PROMETHEUS_URL is not set."})
+        source = request.query_params.get("source") or None
+        if source is not None and source not in set(WhatIfSource):
+            raise InvalidInput(
+                "source must be prometheus or recorded.",
+                errors={"source": "prometheus or recorded."},
+            )
+        run = elastic_whatif(policy=policy, days=int(raw), source=source)
+        if run is None:
+            reason = (
+                "PROMETHEUS_URL is not set."
+                if source == WhatIfSource.PROMETHEUS
+                else "PROMETHEUS_URL is not set and the loop has recorded no readings for "
+                "this allocation in that time."
+            )
+            return Response({"available": False, "reason": reason})
+        result = run.result
         return Response(
             {
                 "available": True,
+                "source": run.source.value,
+                "samples": run.samples,
+                "start": run.start.isoformat(),
+                "end": run.end.isoformat(),
                 "days": int(raw),
                 "scale_ups": result.scale_ups,
                 "scale_downs": result.scale_downs,

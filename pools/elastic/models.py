@@ -19,6 +19,7 @@ from pools.elastic.choices import ScaleAction, ScaleSource
 
 MIN_COOLDOWN_MINUTES = 10  # seed 004 §3.3: "at least 10 to 15 minutes"
 MAX_COOLDOWN_MINUTES = 30  # an autoscaling/v2 HPA policy period is at most 1800 s
+READING_RETENTION_DAYS = 31  # the what-if replays at most 30 days
 
 
 class ElasticPolicy(models.Model):
@@ -117,7 +118,8 @@ class ScaleEvent(models.Model):
     """One decision of the loop (or a hand-back), with the numbers behind it.
 
     ``(policy, decided_at, source)`` is unique: a loop run repeated for the same instant (a
-    retried task) records nothing twice. ``applied`` is set when the scheduler holds it.
+    retried task) records nothing twice. ``applied`` is set when the scheduler holds it;
+    ``apply_note`` says what holding it meant for the pool's quota backend.
     """
 
     policy = models.ForeignKey(ElasticPolicy, on_delete=models.CASCADE, related_name="events")
@@ -131,6 +133,9 @@ class ScaleEvent(models.Model):
     message = models.TextField(blank=True)
     numbers = models.JSONField(default=dict, blank=True)
     applied = models.BooleanField(default=False)
+    # What applying meant, in words: the object and value the cluster now holds, or why the
+    # decision is held in the portal only (no Kubernetes connection). Empty while pending.
+    apply_note = models.CharField(max_length=300, blank=True)
 
     class Meta:
         ordering = ["-decided_at", "-id"]
@@ -142,3 +147,31 @@ class ScaleEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.cards_from}->{self.cards_to} ({self.reason})"
+
+
+class SignalReading(models.Model):
+    """What one pass of the loop read for one elastic allocation: the namespace's newest
+    utilisation (%), mean latency (ms) and request rate (requests finished per second), at the
+    sample's own time (``read_at``, Prometheus' timestamp), and the cards held after the pass.
+
+    The portal's own record of the signals: the what-if replays it when Prometheus is not
+    configured (or has less history), and the live chart draws it. ``None`` is unknown (never
+    0). ``(policy, read_at)`` is unique: a pass repeated for the same sample stores it once.
+    Kept for :data:`READING_RETENTION_DAYS` days (the what-if's longest replay).
+    """
+
+    policy = models.ForeignKey(ElasticPolicy, on_delete=models.CASCADE, related_name="readings")
+    read_at = models.DateTimeField()
+    util_pct = models.FloatField(null=True, blank=True)
+    latency_ms = models.FloatField(null=True, blank=True)
+    request_s = models.FloatField(null=True, blank=True)
+    cards_held = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["read_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["policy", "read_at"], name="signal_reading_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.policy_id} at {self.read_at:%Y-%m-%d %H:%M}"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db.models import F, QuerySet, Sum
 
 from pools.capacity.lifecycle import HOLDING_STATUSES
-from pools.elastic.models import ElasticPolicy, ScaleEvent
+from pools.elastic.models import ElasticPolicy, ScaleEvent, SignalReading
+from pools.elastic.policy import MetricSample
 
 
 def elastic_policy_list(*, user) -> QuerySet[ElasticPolicy]:
@@ -42,3 +45,29 @@ def borrowed_cards_by_pool(*, now) -> list[tuple[str, int]]:
         .order_by("allocation__pool__name")
     )
     return [(name, int(cards)) for name, cards in rows]
+
+
+def recorded_samples(*, policy_id: int, start: datetime, end: datetime) -> list[MetricSample]:
+    """The loop's recorded readings of one policy in ``[start, end]`` as the policy reads
+    signals (Unix s, %, ms; an unknown reading keeps ``None``), in time order; one query."""
+    rows = SignalReading.objects.filter(
+        policy_id=policy_id, read_at__gte=start, read_at__lte=end
+    ).order_by("read_at")
+    return [
+        MetricSample(at.timestamp(), util, latency)
+        for at, util, latency in rows.values_list("read_at", "util_pct", "latency_ms")
+    ]
+
+
+def reading_timeline(
+    *, policy_id: int, start: datetime, end: datetime, points: int = 300
+) -> list[SignalReading]:
+    """Recorded readings of one policy in ``[start, end]`` for a chart, thinned to every k-th
+    (k chosen so at most ``points`` remain, the newest always kept), in time order."""
+    rows = list(
+        SignalReading.objects.filter(
+            policy_id=policy_id, read_at__gte=start, read_at__lte=end
+        ).order_by("read_at")
+    )
+    every = -(-len(rows) // points)  # ceiling division
+    return [r for i, r in enumerate(rows) if (len(rows) - 1 - i) % every == 0]

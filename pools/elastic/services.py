@@ -4,8 +4,8 @@ handing burst cards back when a guaranteed approval needs them.
 The loop (:func:`elastic_scan`, a Celery beat task every minute):
 
 1. one :meth:`~scheduler_adapters.prometheus.PrometheusAdapter.inference_signals` call for
-   every enabled elastic allocation whose window is open (two range queries: utilisation and
-   mean latency by namespace, over the longest rule window plus 5 minutes);
+   every enabled elastic allocation whose window is open (three range queries: utilisation,
+   mean latency and request rate by namespace, over the longest rule window plus 5 minutes);
 2. per pool x GPU model, with the pool row locked (the invariant's owner, pools/capacity/locks):
    hand-backs whose notice has run out are carried out; the cards free over the next hour
    (floors of every holding allocation already counted) less the burst elastic allocations
@@ -14,11 +14,14 @@ The loop (:func:`elastic_scan`, a Celery beat task every minute):
    is capped to it (reason ``no_free_cards`` when nothing is left);
 3. a change updates ``cards_held``, records a :class:`ScaleEvent` and an audit event with the
    decision's numbers; a hold is recorded (event and audit) only when its reason differs from
-   the last recorded decision's, so a steady allocation costs no rows per minute;
+   the last recorded decision's; every allocation's reading of the pass (its newest sample, or
+   an unknown one) is a :class:`SignalReading`, one bulk INSERT per group, so the what-if and
+   the chart have the portal's own history when Prometheus is not there;
 4. after commit a task applies the change in Kubernetes (:func:`elastic_apply`): the team's
    ResourceQuota through :func:`~pools.capacity.services.scheduler_binding.kubernetes_quota_sync`
-   (which counts an elastic allocation's ``cards_held``), plus, for Kueue / Volcano /
-   Koordinator pools, the floor/ceiling objects of :mod:`scheduler_adapters.kubernetes_elastic`.
+   (which counts an elastic allocation's ``cards_held``, and for a Kueue pool writes the
+   team's ClusterQueue in the cohort in the same pass), plus the Kueue lender, or the Volcano /
+   Koordinator objects of :mod:`scheduler_adapters.kubernetes_elastic`.
 
 Missing Prometheus or missing series are *unknown*: nothing scales (reason ``unknown``).
 """
@@ -29,6 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
+from enum import StrEnum
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -42,12 +46,17 @@ from pools.capacity.lifecycle import APPLIED_STATUSES, HOLDING_STATUSES
 from pools.capacity.locks import pool_lock
 from pools.capacity.models import Allocation
 from pools.capacity.services.requests import team_role
-from pools.capacity.services.scheduler_binding import k8s_product_label, kubernetes_quota_sync
+from pools.capacity.services.scheduler_binding import (
+    LEND_HORIZON,
+    k8s_product_label,
+    kubernetes_quota_sync,
+    kueue_lender_sync,
+)
 from pools.choices import QuotaBackend, Scheduler, WorkloadKind
 from pools.elastic.burst import Burst, hand_back_plan
 from pools.elastic.choices import ScaleAction, ScaleSource
 from pools.elastic.forecast import Prescale, build_profile, plan_ahead, prescale_from_plan
-from pools.elastic.models import ElasticPolicy, ScaleEvent
+from pools.elastic.models import READING_RETENTION_DAYS, ElasticPolicy, ScaleEvent, SignalReading
 from pools.elastic.policy import (
     Action,
     Decision,
@@ -57,7 +66,8 @@ from pools.elastic.policy import (
     ScalingPolicy,
     evaluate,
 )
-from pools.elastic.signals import demand_samples, metric_samples
+from pools.elastic.selectors import recorded_samples
+from pools.elastic.signals import SCAN_METRICS, demand_samples, metric_samples, newest_reading
 from pools.elastic.whatif import WhatIf, replay
 from pools.errors import InvalidInput, PermissionDenied
 from pools.inventory.models import GpuModel, Pool
@@ -74,7 +84,6 @@ from scheduler_adapters.kubernetes_elastic import (
 STEP_S = 60
 FORECAST_SLOT_S = 900  # pools.elastic.forecast: 15-minute slots of the week
 FORECAST_WEEKS = 4
-LEND_HORIZON = timedelta(hours=1)
 EDITABLE_FIELDS = (
     "ceiling_cards",
     "step_cards",
@@ -273,7 +282,7 @@ def elastic_scan(*, now: datetime | None = None, metrics: Any = None) -> ScanRep
                 end=now,
                 step_s=STEP_S,
                 namespaces={namespace_of(p) for p in policies},
-                metrics=("util_pct", "latency_s"),
+                metrics=SCAN_METRICS,
             )
         except SchedulerError as exc:  # unreadable metrics are unknown: nothing scales
             report.error = f"Prometheus could not be read: {exc}"
@@ -283,14 +292,20 @@ def elastic_scan(*, now: datetime | None = None, metrics: Any = None) -> ScanRep
     for (pool_id, _model_id), members in sorted(groups.items()):
         with transaction.atomic():
             pool = pool_lock(pool_id)
-            _judge_group(pool, members, signals, now, report)
+            _judge_group(pool, members, signals, now, report, record=metrics is not None)
     for policy_id in report.changed_ids:
         enqueue_on_commit(ELASTIC_APPLY, policy_id)
     return report
 
 
 def _judge_group(
-    pool: Pool, members: list[ElasticPolicy], signals: dict, now: datetime, report: ScanReport
+    pool: Pool,
+    members: list[ElasticPolicy],
+    signals: dict,
+    now: datetime,
+    report: ScanReport,
+    *,
+    record: bool,
 ) -> None:
     ids = [p.pk for p in members]
     locked = {
@@ -307,6 +322,7 @@ def _judge_group(
     lent = sum(
         max(0, p.cards_held - p.allocation.card_count) for p in _group_policies(pool, model, now)
     )
+    readings: list[SignalReading] = []
     for policy_id in ids:
         policy = locked[policy_id]
         found = signals.get(namespace_of(policy))
@@ -335,6 +351,26 @@ def _judge_group(
             lent -= max(0, decision.cards_from - max(policy.allocation.card_count,
                                                      decision.cards_to))  # fmt: skip
         _record(policy, decision, now, report)
+        if record:
+            readings.append(_reading(policy, found, now))
+    # one INSERT for the group; a retried pass meets the same samples and stores nothing new
+    SignalReading.objects.bulk_create(readings, ignore_conflicts=True)
+
+
+def _reading(policy: ElasticPolicy, found: Any, now: datetime) -> SignalReading:
+    """The pass's reading of ``policy``: the namespace's newest sample, or an unknown one at
+    ``now`` when Prometheus had none (so the record shows the hole as unknown, not as 0)."""
+    newest = newest_reading(found) if found is not None else None
+    if newest is None:
+        return SignalReading(policy=policy, read_at=now, cards_held=policy.cards_held)
+    return SignalReading(
+        policy=policy,
+        read_at=datetime.fromtimestamp(newest.at, tz=now.tzinfo),
+        util_pct=newest.util_pct,
+        latency_ms=newest.latency_ms,
+        request_s=newest.request_s,
+        cards_held=policy.cards_held,
+    )
 
 
 def prescale_now(policy: ElasticPolicy, now: datetime) -> Prescale:
@@ -516,29 +552,61 @@ def team_elastic_bounds(*, policy: ElasticPolicy, now: datetime) -> ElasticBound
 
 
 def elastic_apply(*, policy_id: int, now: datetime | None = None) -> dict[str, Any]:
-    """Make the cluster hold what the policy decided (outside any lock; a task calls it).
-    Without a Kubernetes connection (the demo) the cards are held in the portal only."""
+    """Make the cluster hold what the policy decided (outside any lock; a task calls it), and
+    say on the pending scale events what holding it meant for the pool's quota backend
+    (``apply_note``):
+
+    - ``resourcequota``: the namespace's ResourceQuota is the cards decided (the portal's own
+      loop does the borrowing);
+    - ``kueue``: the team's ClusterQueue holds floor and burst in the pool's cohort and the
+      lender holds the pool's free cards, written by the quota sync in one pass; Kueue admits
+      within them, so a decision inside [floor, ceiling] writes nothing;
+    - ``volcano`` / ``koordinator``: the Queue (``deserved`` = the cards decided) or the
+      ElasticQuota, after the quota sync's ResourceQuota (the ceiling).
+
+    Without a Kubernetes connection (the demo) the cards are held in the portal only; the
+    events say so and stay unapplied."""
     now = now or timezone.now()
     policy = ElasticPolicy.objects.select_related(
         "allocation__team", "allocation__pool", "allocation__gpu_model"
     ).get(pk=policy_id)
+    pending = ScaleEvent.objects.filter(
+        policy=policy, applied=False, effective_at__lte=now
+    ).exclude(action=ScaleAction.HOLD)
     adapter = scheduler_adapter(Scheduler.KUBERNETES)
     if adapter is None:
-        return {"applied": False, "note": "No Kubernetes connection: held in the portal only."}
+        note = "Portal only: no Kubernetes connection is configured."
+        pending.filter(apply_note="").update(apply_note=note)
+        return {"applied": False, "note": note}
+    pool = policy.allocation.pool
     binding = kubernetes_quota_sync(adapter=adapter, team=policy.allocation.team, now=now)
-    backend = policy.allocation.pool.quota_backend
-    if backend != QuotaBackend.RESOURCE_QUOTA:
-        bounds = team_elastic_bounds(policy=policy, now=now)
-        ElasticQuotaWriter(adapter).set_elastic_quota(backend, bounds)
-        binding["elastic"] = {
-            "backend": backend,
-            "floor": bounds.floor_cards,
-            "ceiling": bounds.ceiling_cards,
-            "cards": bounds.cards,
-        }
-    ScaleEvent.objects.filter(policy=policy, applied=False, effective_at__lte=now).exclude(
-        action=ScaleAction.HOLD
-    ).update(applied=True)
+    namespace = binding["namespace"]
+    bounds = team_elastic_bounds(policy=policy, now=now)
+    backend = pool.quota_backend
+    if backend == QuotaBackend.RESOURCE_QUOTA:
+        note = f"ResourceQuota of {namespace}: {binding['total']} nvidia.com/gpu"
+    elif backend == QuotaBackend.KUEUE:
+        binding["kueue_lender"] = kueue_lender_sync(adapter=adapter, pool=pool, now=now)
+        note = (
+            f"ClusterQueue {namespace} in cohort {pool.quota_cohort}: nominalQuota "
+            f"{bounds.floor_cards}, borrowingLimit {bounds.ceiling_cards - bounds.floor_cards}; "
+            "Kueue admits within them"
+        )
+    else:
+        ElasticQuotaWriter(adapter).set_elastic_quota(backend, bounds, with_quota=False)
+        note = (
+            f"Volcano Queue {namespace}: deserved {bounds.cards}, capability {bounds.ceiling_cards}"
+            if backend == QuotaBackend.VOLCANO
+            else f"ElasticQuota {namespace}: min {bounds.floor_cards}, max "
+            f"{bounds.ceiling_cards}; Koordinator admits within them"
+        )
+    binding["elastic"] = {
+        "backend": backend,
+        "floor": bounds.floor_cards,
+        "ceiling": bounds.ceiling_cards,
+        "cards": bounds.cards,
+    }
+    pending.update(applied=True, apply_note=note[:300])
     return binding
 
 
@@ -716,23 +784,65 @@ def elastic_hpa_yaml(*, policy: ElasticPolicy) -> str | None:
 # ------------------------------------------------------------------------------ what-if
 
 
+class WhatIfSource(StrEnum):
+    PROMETHEUS = "prometheus"  # the namespace's history in Prometheus
+    RECORDED = "recorded"  # the readings the portal's own loop recorded (SignalReading)
+
+
+@dataclass(frozen=True)
+class WhatIfRun:
+    """A what-if and where its history came from: ``samples`` readings from ``start`` to
+    ``end`` of ``source``."""
+
+    result: WhatIf
+    source: WhatIfSource
+    start: datetime
+    end: datetime
+    samples: int
+
+
 def elastic_whatif(
-    *, policy: ElasticPolicy, days: int = 30, metrics: Any = None, now: datetime | None = None
-) -> WhatIf | None:
-    """Replay ``policy`` over the namespace's last ``days`` of Prometheus history (two range
-    queries in chunks); ``None`` without Prometheus."""
+    *,
+    policy: ElasticPolicy,
+    days: int = 30,
+    metrics: Any = None,
+    now: datetime | None = None,
+    source: WhatIfSource | str | None = None,
+) -> WhatIfRun | None:
+    """Replay ``policy`` over the last ``days`` of its namespace's history: Prometheus' (two
+    range queries in chunks) when it is configured, else the readings the loop recorded
+    (one query); ``source`` picks one. ``None`` when the source picked is not available
+    (Prometheus not configured, or no readings recorded) or, left to choose, neither is."""
     now = now or timezone.now()
-    if metrics is None:
-        metrics = metrics_adapter()
-    if metrics is None:
+    start = now - timedelta(days=days)
+    source = WhatIfSource(source) if source else None
+    if source is not WhatIfSource.RECORDED:
+        if metrics is None:
+            metrics = metrics_adapter()
+        if metrics is not None:
+            namespace = namespace_of(policy)
+            found = metrics.inference_signals(
+                start=start,
+                end=now,
+                step_s=STEP_S,
+                namespaces=[namespace],
+                metrics=("util_pct", "latency_s"),
+            )
+            samples = metric_samples(found[namespace]) if namespace in found else []
+            result = replay(scaling_policy(policy), samples)
+            return WhatIfRun(result, WhatIfSource.PROMETHEUS, start, now, len(samples))
+        if source is WhatIfSource.PROMETHEUS:
+            return None
+    samples = recorded_samples(policy_id=policy.pk, start=start, end=now)
+    if not samples:
         return None
-    namespace = namespace_of(policy)
-    found = metrics.inference_signals(
-        start=now - timedelta(days=days),
-        end=now,
-        step_s=STEP_S,
-        namespaces=[namespace],
-        metrics=("util_pct", "latency_s"),
-    )
-    samples = metric_samples(found[namespace]) if namespace in found else []
-    return replay(scaling_policy(policy), samples)
+    result = replay(scaling_policy(policy), samples)
+    return WhatIfRun(result, WhatIfSource.RECORDED, start, now, len(samples))
+
+
+def elastic_readings_prune(*, now: datetime | None = None) -> int:
+    """Delete readings older than the what-if's longest replay; returns how many."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=READING_RETENTION_DAYS)
+    deleted, _ = SignalReading.objects.filter(read_at__lt=cutoff).delete()
+    return deleted

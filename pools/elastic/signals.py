@@ -8,11 +8,27 @@ policy sees a gap, which is unknown); a missing latency gives ``latency_ms=None`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from scheduler_adapters.prometheus import InferenceSignals
 
 from .policy import MetricSample
 
 INPUT_TOKEN_WEIGHT = 0.5  # DESIGN.md "Sizing": equivalent output = output + input x 0.5
+# What one pass of the loop asks Prometheus: the two signals it scales on, and the request
+# rate it records with them (pools.elastic.models.SignalReading). One range query each.
+SCAN_METRICS = ("util_pct", "latency_s", "request_s")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The newest sample of one namespace: Unix seconds, utilisation (%), mean latency (ms),
+    requests finished per second; ``None`` is unknown."""
+
+    at: float
+    util_pct: float | None
+    latency_ms: float | None
+    request_s: float | None
 
 
 def metric_samples(signals: InferenceSignals) -> list[MetricSample]:
@@ -45,3 +61,19 @@ def demand_samples(
         else:
             out.append((sample.timestamp, sample.value + input_weight * prompt_rate))
     return out
+
+
+def newest_reading(signals: InferenceSignals) -> Reading | None:
+    """The newest utilisation sample with the latency and request rate of the same timestamp
+    (``None`` when that metric has no sample there); ``None`` without any utilisation."""
+    if not signals.util_pct:
+        return None
+    newest = max(signals.util_pct, key=lambda s: s.timestamp)
+    latency = {s.timestamp: s.value for s in signals.latency_s}.get(newest.timestamp)
+    rate = {s.timestamp: s.value for s in signals.request_s}.get(newest.timestamp)
+    return Reading(
+        newest.timestamp,
+        newest.value,
+        None if latency is None else latency * 1000.0,
+        rate,
+    )

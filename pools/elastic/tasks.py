@@ -12,6 +12,7 @@ from pools.elastic.services import (
     elastic_apply,
     elastic_forecast,
     elastic_hand_back_run,
+    elastic_readings_prune,
     elastic_scan,
 )
 from pools.jobs import MAX_RETRIES, retry_countdown
@@ -61,6 +62,7 @@ def elastic_hand_back_task(
 
 
 @shared_task(acks_late=True)
-def elastic_forecast_task() -> int:
-    """Beat, hourly: refresh every elastic allocation's pre-scale plan (two range queries)."""
-    return elastic_forecast()
+def elastic_forecast_task() -> dict:
+    """Beat, hourly: refresh every elastic allocation's pre-scale plan (two range queries) and
+    drop recorded readings past their retention."""
+    return {"plans": elastic_forecast(), "readings_pruned": elastic_readings_prune()}

@@ -4,7 +4,7 @@ allocation's policy editor with its what-if, scale history and chart."""
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -17,12 +17,15 @@ from pools.capacity.services.requests import team_role
 from pools.elastic import selectors
 from pools.elastic.forms import ElasticPolicyForm
 from pools.elastic.services import (
+    WhatIfSource,
     elastic_hpa_yaml,
     elastic_policy_update,
     elastic_whatif,
     next_prescale,
 )
 from pools.errors import DomainError
+
+CHART_SPAN = timedelta(hours=24)
 
 
 def elastic_list(request):
@@ -57,42 +60,12 @@ def elastic_detail(request, pk: int):
             else:
                 messages.success(request, "Elastic policy saved.")
                 return redirect("pools:elastic-detail", pk=policy.pk)
-    whatif = None
-    if request.GET.get("whatif"):
-        days = request.GET.get("days", "7")
-        days = int(days) if days.isdigit() and 1 <= int(days) <= 30 else 7
-        trial = ElasticPolicyForm(request.GET, instance=copy.copy(policy))
-        if trial.is_valid():
-            try:
-                result = elastic_whatif(policy=trial.save(commit=False), days=days)
-            except DomainError as exc:
-                whatif = {"error": exc.message, "days": days}
-            except Exception as exc:  # noqa: BLE001 - shown on the page, never a 500
-                whatif = {"error": f"Prometheus could not be read: {exc}", "days": days}
-            else:
-                whatif = {"result": result, "days": days,
-                          "error": "" if result else "PROMETHEUS_URL is not set"}  # fmt: skip
-        else:
-            whatif = {"error": "Fix the values to run the what-if.", "days": days}
+    whatif = _whatif(request, policy) if request.GET.get("whatif") else None
     events = list(policy.events.order_by("-decided_at", "-id")[:50])
-    chart = {
-        "cards": [{"x": e.decided_at.isoformat(), "y": e.cards_to} for e in reversed(events)],
-        "util": [
-            {"x": e.decided_at.isoformat(), "y": e.numbers.get("util_pct")}
-            for e in reversed(events)
-            if e.numbers.get("util_pct") is not None
-        ],
-        "latency": [
-            {"x": e.decided_at.isoformat(), "y": e.numbers.get("latency_ms")}
-            for e in reversed(events)
-            if e.numbers.get("latency_ms") is not None
-        ],
-    }
-    if whatif and whatif.get("result"):
-        chart["whatif"] = [
-            {"x": datetime.fromtimestamp(t, UTC).isoformat(), "y": cards}
-            for t, cards in whatif["result"].timeline
-        ]
+    now = timezone.now()
+    chart = _chart(policy, events, now)
+    if whatif and whatif.get("run"):
+        chart["whatif"] = _whatif_line(whatif["run"].result.timeline, since=now - CHART_SPAN)
     try:
         hpa_yaml = elastic_hpa_yaml(policy=policy)
     except DomainError as exc:
@@ -109,11 +82,84 @@ def elastic_detail(request, pk: int):
             "events": events,
             "chart": chart,
             "burst": max(0, policy.cards_held - policy.allocation.card_count),
-            "now": timezone.now(),
+            "now": now,
             "hpa_yaml": hpa_yaml,
             "rise": _rise(policy),
         },
     )
+
+
+def _whatif(request, policy) -> dict:
+    """The what-if of the GET form: the trial values replayed over ``days`` of history (the
+    source the user picked, else Prometheus when configured, else the recorded readings)."""
+    days = request.GET.get("days", "7")
+    days = int(days) if days.isdigit() and 1 <= int(days) <= 30 else 7
+    source = request.GET.get("source", "")
+    source = source if source in set(WhatIfSource) else ""
+    trial = ElasticPolicyForm(request.GET, instance=copy.copy(policy))
+    if not trial.is_valid():
+        return {"error": "Fix the values to run the what-if", "days": days, "source": source}
+    try:
+        run = elastic_whatif(policy=trial.save(commit=False), days=days, source=source or None)
+    except DomainError as exc:
+        return {"error": exc.message, "days": days, "source": source}
+    except Exception as exc:  # noqa: BLE001 - shown on the page, never a 500
+        return {"error": f"Prometheus could not be read: {exc}", "days": days, "source": source}
+    if run is None:
+        why = (
+            "PROMETHEUS_URL is not set"
+            if source == WhatIfSource.PROMETHEUS
+            else "PROMETHEUS_URL is not set and the loop has recorded no readings for this "
+            "allocation in that time"
+        )
+        return {"error": why, "days": days, "source": source}
+    return {"run": run, "days": days, "source": source, "error": ""}
+
+
+def _whatif_line(timeline, *, since: datetime) -> list[dict]:
+    """The what-if's cards as chart points from ``since`` (the chart's span): the cards it
+    held at ``since``, then each change."""
+    start = since.timestamp()
+    before = [cards for t, cards in timeline if t < start]
+    points = [(start, before[-1])] if before else []
+    points += [(t, cards) for t, cards in timeline if t >= start]
+    return [{"x": datetime.fromtimestamp(t, UTC).isoformat(), "y": cards} for t, cards in points]
+
+
+def _chart(policy, events, now) -> dict:
+    """Cards held, utilisation and latency over the last day from the loop's recorded
+    readings (thinned to about 300 points); without readings, at each recorded decision."""
+    readings = selectors.reading_timeline(policy_id=policy.pk, start=now - CHART_SPAN, end=now)
+    if readings:
+        return {
+            "recorded": True,
+            "cards": [{"x": r.read_at.isoformat(), "y": r.cards_held} for r in readings],
+            "util": [
+                {"x": r.read_at.isoformat(), "y": r.util_pct}
+                for r in readings
+                if r.util_pct is not None
+            ],
+            "latency": [
+                {"x": r.read_at.isoformat(), "y": round(r.latency_ms)}
+                for r in readings
+                if r.latency_ms is not None
+            ],
+        }
+    ordered = list(reversed(events))
+    return {
+        "recorded": False,
+        "cards": [{"x": e.decided_at.isoformat(), "y": e.cards_to} for e in ordered],
+        "util": [
+            {"x": e.decided_at.isoformat(), "y": e.numbers.get("util_pct")}
+            for e in ordered
+            if e.numbers.get("util_pct") is not None
+        ],
+        "latency": [
+            {"x": e.decided_at.isoformat(), "y": e.numbers.get("latency_ms")}
+            for e in ordered
+            if e.numbers.get("latency_ms") is not None
+        ],
+    }
 
 
 def _rise(policy) -> dict | None:

@@ -23,7 +23,7 @@ from pools.choices import (
     QuotaBackend,
     Scheduler,
 )
-from pools.validators import hostname_validator, slug_validator
+from pools.validators import dns_label_validator, hostname_validator, slug_validator
 
 
 class GpuModel(models.Model):
@@ -141,14 +141,28 @@ class Pool(models.Model):
     quota_cohort = models.CharField(
         max_length=63,
         blank=True,
-        help_text="Kueue cohort / Volcano parent queue / Koordinator parent quota of the pool.",
+        validators=[dns_label_validator],
+        help_text="Kueue cohort / Volcano parent queue / Koordinator parent quota of the pool "
+        "(required for Kueue: borrowing happens in a cohort).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.CheckConstraint(condition=Q(overcommit_ratio__gt=0), name="pool_overcommit_pos")
+            models.CheckConstraint(condition=Q(overcommit_ratio__gt=0), name="pool_overcommit_pos"),
+            models.CheckConstraint(
+                condition=Q(quota_backend=QuotaBackend.RESOURCE_QUOTA)
+                | Q(scheduler=Scheduler.KUBERNETES),
+                name="pool_quota_backend_kubernetes",
+                violation_error_message="Only Kubernetes pools have another quota backend than "
+                "the ResourceQuota.",
+            ),
+            models.CheckConstraint(
+                condition=~Q(quota_backend=QuotaBackend.KUEUE) | ~Q(quota_cohort=""),
+                name="pool_kueue_has_cohort",
+                violation_error_message="A Kueue pool needs its cohort.",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from pools.choices import InventorySource
+from pools.choices import InventorySource, QuotaBackend, Scheduler
 from pools.inventory.models import (
     DriverGroup,
     Gpu,
@@ -83,9 +83,32 @@ class PoolSerializer(serializers.ModelSerializer):
             "slurm_partition",
             "k8s_node_selector",
             "overcommit_ratio",
+            "quota_backend",
+            "quota_cohort",
             "node_count",
             "gpu_count",
         ]
+
+    def validate(self, attrs):
+        """The quota backend and cohort together (also database constraints): another backend
+        than the ResourceQuota only on Kubernetes pools, and Kueue only with a cohort."""
+
+        def value(name):
+            if name in attrs:
+                return attrs[name]
+            if self.instance is not None:
+                return getattr(self.instance, name)
+            return Pool._meta.get_field(name).get_default()
+
+        errors = {}
+        backend = value("quota_backend")
+        if backend != QuotaBackend.RESOURCE_QUOTA and value("scheduler") != Scheduler.KUBERNETES:
+            errors["quota_backend"] = "Only Kubernetes pools have another quota backend."
+        if backend == QuotaBackend.KUEUE and not value("quota_cohort"):
+            errors["quota_cohort"] = "A Kueue pool needs its cohort (where teams borrow)."
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
 
     def validate_k8s_node_selector(self, value):
         if not isinstance(value, dict) or not all(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, timedelta
+from itertools import pairwise
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -83,3 +85,46 @@ def test_the_demo_has_an_elastic_allocation_with_history(capsys):
     assert events.filter(action="up").exists() and events.filter(action="down").exists()
     assert all(4 <= e.cards_to <= 12 for e in events)
     assert "elastic allocation #" in out
+
+
+def test_the_demo_elastic_history_is_what_the_loop_recorded_and_decided(capsys):
+    """Three days of readings, one a minute; the events follow from them: the what-if of the
+    allocation's own policy over its recorded readings (the demo has no Prometheus) decides
+    exactly the demo's scale events, and the cards each reading records are the cards those
+    events held. The demo traffic (pools.demo) peaks 09:00-12:00 and 14:00-17:00 UTC at 7.5
+    cards' worth of work: up 4 -> 6 -> 8 -> 10 from 09:05 every 15 min (10 cards: 75 %, no
+    longer above the threshold), down to 8 at 12:30 (2.6 cards' worth is 26 % of 10), up to
+    10 at 14:05, down 10 -> 8 -> 6 -> 4 from 17:30 every 30 min."""
+    from pools.elastic.models import ElasticPolicy, SignalReading
+    from pools.elastic.services import elastic_whatif
+
+    load_demo(capsys)
+    policy = ElasticPolicy.objects.get()
+    readings = list(SignalReading.objects.filter(policy=policy).order_by("read_at"))
+    assert len(readings) == 3 * 24 * 60
+    assert all(b.read_at - a.read_at == timedelta(minutes=1) for a, b in pairwise(readings))
+    run = elastic_whatif(policy=policy, days=7, source="recorded")
+    assert (run.source, run.samples) == ("recorded", len(readings))
+    events = list(policy.events.order_by("decided_at"))
+    assert [(d.at, str(d.action), d.cards_from, d.cards_to) for d in run.result.events] == [
+        (e.decided_at.timestamp(), e.action, e.cards_from, e.cards_to) for e in events
+    ]
+    # from the first midnight (UTC) on, every day is the same (before it, the history may
+    # begin inside a peak: it depends on when the demo is loaded)
+    first = readings[0].read_at.astimezone(UTC)
+    midnight = first.replace(hour=0, minute=0) + timedelta(days=1)
+    by_day = sorted(
+        {(e.decided_at.astimezone(UTC).strftime("%H:%M"), e.cards_to)
+         for e in events if e.decided_at >= midnight}
+    )  # fmt: skip
+    assert by_day == [("09:05", 6), ("09:20", 8), ("09:35", 10), ("12:30", 8), ("14:05", 10),
+                      ("17:30", 8), ("18:00", 6), ("18:30", 4)]  # fmt: skip
+    held = {r.read_at: r.cards_held for r in readings}
+    for event in events:
+        assert held[event.decided_at] == event.cards_to
+    assert policy.cards_held == readings[-1].cards_held
+    # applied as the demo pool's quota backend (the ResourceQuota) can: with no Kubernetes
+    # connection, in the portal only, and the events say so
+    assert {(e.applied, e.apply_note) for e in events} == {
+        (False, "Portal only: no Kubernetes connection is configured.")
+    }

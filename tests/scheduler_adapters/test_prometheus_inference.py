@@ -1,4 +1,4 @@
-"""Elastic signals from Prometheus: five range queries whatever the number of namespaces,
+"""Elastic signals from Prometheus: six range queries whatever the number of namespaces,
 answers grouped by namespace; the fake answers the same shape."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _matrix(rows):
 def test_queries_are_grouped_by_namespace_and_follow_the_label_traps():
     queries = inference_queries(rate_window_s=120)
     assert list(queries) == ["util_pct", "latency_s", "waiting", "generation_tok_s",
-                             "prompt_tok_s"]  # fmt: skip
+                             "prompt_tok_s", "request_s"]  # fmt: skip
     assert queries["util_pct"] == (
         'avg by (namespace) (label_replace(label_replace({__name__=~"DCGM_FI_DEV_GPU_UTIL|'
         'dcgm_fi_dev_gpu_util"}, "namespace", "$1", "pod_namespace", "(.+)"), "namespace", '
@@ -43,6 +43,9 @@ def test_queries_are_grouped_by_namespace_and_follow_the_label_traps():
     assert queries["generation_tok_s"] == (
         "sum by (namespace) (rate(vllm:generation_tokens_total[120s]))"
     )
+    assert queries["request_s"] == (
+        "sum by (namespace) (rate(vllm:e2e_request_latency_seconds_count[120s]))"
+    )
 
 
 def _server(namespaces: int, seen: list[str]):
@@ -50,8 +53,8 @@ def _server(namespaces: int, seen: list[str]):
         query = parse_qs(urlsplit(str(request.url)).query)["query"][0]
         seen.append(query)
         value = {"util_pct": "80", "latency_s": "0.9", "waiting": "3",
-                 "generation_tok_s": "100", "prompt_tok_s": "NaN"}  # fmt: skip
-        marks = {"DCGM": "util_pct", "e2e": "latency_s", "waiting": "waiting",
+                 "generation_tok_s": "100", "prompt_tok_s": "NaN", "request_s": "12"}  # fmt: skip
+        marks = {"DCGM": "util_pct", "_sum": "latency_s", "e2e": "request_s", "waiting": "waiting",
                  "generation": "generation_tok_s", "prompt": "prompt_tok_s"}  # fmt: skip
         key = next(v for k, v in marks.items() if k in query)
         rows = [
@@ -67,16 +70,17 @@ def _server(namespaces: int, seen: list[str]):
     return httpx.MockTransport(handler)
 
 
-def test_two_thousand_namespaces_take_five_queries():
+def test_two_thousand_namespaces_take_six_queries():
     seen: list[str] = []
     adapter = PrometheusAdapter("http://prom", transport=_server(2000, seen))
     signals = adapter.inference_signals(start=START, end=END, step_s=60)
-    assert len(seen) == 5
+    assert len(seen) == 6
     assert len(signals) == 2000
     one = signals["team-7"]
     assert one.util_pct == (Sample(T, 80.0), Sample(T + 60, 80.0))
     assert one.latency_s[0] == Sample(T, 0.9)
     assert one.prompt_tok_s[0] == Sample(T, None)  # NaN is unknown
+    assert one.request_s[0] == Sample(T, 12.0)
 
 
 def test_namespaces_filter_and_thirty_days_in_chunks():
@@ -86,8 +90,8 @@ def test_namespaces_filter_and_thirty_days_in_chunks():
         start=START, end=START + timedelta(days=30), step_s=60, namespaces=["team-1"]
     )
     assert list(signals) == ["team-1"]
-    # 43,201 steps in pieces of at most 10,000: 5 pieces x 5 metrics
-    assert len(seen) == 25
+    # 43,201 steps in pieces of at most 10,000: 5 pieces x 6 metrics
+    assert len(seen) == 30
     # one namespace: every selector names it, so Prometheus reads that team's series only
     assert seen[1] == inference_queries(namespace="team-1")["latency_s"]
     assert 'vllm:e2e_request_latency_seconds_sum{namespace="team-1"}[120s]' in seen[1]

@@ -29,6 +29,7 @@ from pools.capacity.services.scheduler_binding import (
     PROVISION_LEAD,
     binding_apply,
     kubernetes_quota_sync,
+    kueue_lender_sync,
     scheduler_adapter,
     slurm_limit_sync,
     slurm_reservation_remove,
@@ -150,7 +151,9 @@ def allocation_unbind(*, allocation_id: int) -> dict | None:
     if adapter is None:
         return None
     if allocation.pool.scheduler == Scheduler.KUBERNETES:
-        return kubernetes_quota_sync(adapter=adapter, team=allocation.team)
+        binding = kubernetes_quota_sync(adapter=adapter, team=allocation.team)
+        kueue_lender_sync(adapter=adapter, pool=allocation.pool)  # its cards are free again
+        return binding
     slurm_reservation_remove(adapter=adapter, allocation=allocation)
     return slurm_limit_sync(
         adapter=adapter, team=allocation.team, pool=allocation.pool, gpu_model=allocation.gpu_model

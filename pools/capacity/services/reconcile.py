@@ -19,12 +19,13 @@ from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation, SchedulerDrift
 from pools.capacity.services.scheduler_binding import (
     kubernetes_quota_sync,
+    kueue_lender_sync,
     scheduler_adapter,
     slurm_gres_type,
     slurm_limit_sync,
     team_cards_applied,
 )
-from pools.choices import Scheduler
+from pools.choices import QuotaBackend, Scheduler
 from pools.inventory.models import GpuModel, Pool
 from pools.inventory.services.importer import inventory_import
 from pools.tenancy.models import Team
@@ -170,6 +171,13 @@ def reconcile_kubernetes() -> ReconcileReport:
             report.errors.append(f"{team.slug}: {exc}")
         drift.save()
         report.drifts.append(drift)
+    for pool in Pool.objects.filter(
+        scheduler=Scheduler.KUBERNETES, quota_backend=QuotaBackend.KUEUE
+    ):
+        try:
+            kueue_lender_sync(adapter=adapter, pool=pool)  # free cards move with every approval
+        except SchedulerError as exc:
+            report.errors.append(f"{pool.slug} Kueue lender: {exc}")
     return report
 
 

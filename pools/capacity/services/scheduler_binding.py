@@ -20,6 +20,7 @@ from django.db.models import Case, Count, F, Sum, When
 from django.utils import timezone
 
 from pools.adapters import scheduler_adapter
+from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation
 from pools.choices import AliasKind, QuotaBackend, Scheduler
@@ -27,10 +28,15 @@ from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, Pool
 from pools.tenancy.models import Membership, Team
 from scheduler_adapters.base import SchedulerAdapter
 from scheduler_adapters.errors import NotFound, SchedulerError, SchedulerRejected
+from scheduler_adapters.kubernetes_elastic import ElasticQuotaWriter, lender_name
 from scheduler_adapters.records import GpuLimit, ReservationSpec
+from scheduler_adapters.types import KueueCohort
 
 # How long before its window an allocation is applied in the scheduler.
 PROVISION_LEAD = timedelta(minutes=15)
+# Elastic burst is lent only from cards that stay free this long (a guaranteed allocation
+# starting within it is not lent to; pools/elastic/services.py).
+LEND_HORIZON = timedelta(hours=1)
 
 
 def slurm_gres_type(gpu_model: GpuModel) -> str:
@@ -129,12 +135,46 @@ def k8s_product_label(gpu_model: GpuModel) -> str:
     return alias.value if alias else "-".join(gpu_model.vendor_name.split())
 
 
+def kueue_cohort_of(*, team: Team, now: datetime | None = None) -> KueueCohort | None:
+    """The team's ClusterQueue cohort when it holds elastic allocations in a Kueue pool: the
+    pool's cohort, and per GPU product the cards it may borrow (ceilings less floors of those
+    allocations, applied and open like :func:`team_cards_applied`'s); ``None`` otherwise. One
+    namespace has one ClusterQueue, so one cohort: with elastic allocations in two Kueue pools
+    of different cohorts, the first pool's by slug is used. One query."""
+    now = now or timezone.now()
+    rows = (
+        Allocation.objects.filter(
+            team=team,
+            pool__scheduler=Scheduler.KUBERNETES,
+            pool__quota_backend=QuotaBackend.KUEUE,
+            elastic_policy__isnull=False,
+            status__in=APPLIED_STATUSES,
+            starts_at__lte=now + PROVISION_LEAD,
+            ends_at__gt=now,
+        )
+        .values_list("pool__slug", "pool__quota_cohort", "gpu_model_id")
+        .annotate(burst=Sum(F("elastic_policy__ceiling_cards") - F("card_count")))
+        .order_by("pool__slug", "gpu_model_id")
+    )
+    rows = [row for row in rows if row[1]]  # the pool constraint: Kueue pools have a cohort
+    if not rows:
+        return None
+    models = {m.pk: m for m in GpuModel.objects.filter(pk__in={row[2] for row in rows})}
+    borrowing: dict[str, int] = {}
+    for _slug, _cohort, model_id, burst in rows:
+        product = k8s_product_label(models[model_id])
+        borrowing[product] = borrowing.get(product, 0) + int(burst or 0)
+    return KueueCohort(rows[0][1], borrowing)
+
+
 def kubernetes_quota_sync(*, adapter, team: Team, now: datetime | None = None) -> dict:
     """Make the team's namespace quota equal its open-window cards in Kubernetes pools.
 
     ``ensure_team`` is idempotent (server-side apply): it creates or updates the namespace,
     ``ResourceQuota`` on ``requests.nvidia.com/gpu`` (the total; per model through Kueue when
-    enabled), ``LimitRange`` and the ``RoleBinding`` of the team's group ``team-<slug>``.
+    enabled), ``LimitRange`` and the ``RoleBinding`` of the team's group ``team-<slug>``. With
+    elastic allocations in a Kueue pool, the team's ClusterQueue joins the pool's cohort with
+    their burst as its ``borrowingLimit`` (:func:`kueue_cohort_of`) in the same write.
     """
     quota: dict[str, int] = {}
     models = GpuModel.objects.filter(
@@ -146,14 +186,42 @@ def kubernetes_quota_sync(*, adapter, team: Team, now: datetime | None = None) -
         )
         if cards:
             quota[k8s_product_label(model)] = cards
-    adapter.ensure_team(team.slug, group=f"team-{team.slug}", gpu_quota=quota)
-    return {
+    cohort = kueue_cohort_of(team=team, now=now)
+    if cohort is None:
+        adapter.ensure_team(team.slug, group=f"team-{team.slug}", gpu_quota=quota)
+    else:
+        adapter.ensure_team(team.slug, group=f"team-{team.slug}", gpu_quota=quota, cohort=cohort)
+    binding = {
         "scheduler": "kubernetes",
         "applied": True,
         "namespace": f"team-{team.slug}",
         "gpu_quota": quota,
         "total": sum(quota.values()),
     }
+    if cohort is not None:
+        binding["kueue_cohort"] = cohort.name
+        binding["kueue_borrowing"] = dict(cohort.borrowing)
+    return binding
+
+
+def kueue_lender_sync(*, adapter, pool: Pool, now: datetime | None = None) -> dict | None:
+    """Keep a Kueue pool's lender ClusterQueue (``<cohort>-free``) at the pool's free cards per
+    GPU model over the next hour (what elastic teams in the cohort may borrow; the floors of
+    every holding allocation are already taken out, and Kueue itself counts what is borrowed).
+    ``None`` for a pool that is not a Kueue pool with a cohort. Idempotent: only what differs
+    is written."""
+    if pool.quota_backend != QuotaBackend.KUEUE or not pool.quota_cohort:
+        return None
+    now = now or timezone.now()
+    models = GpuModel.objects.filter(gpus__node__pool=pool).distinct().order_by("slug")
+    free = {
+        k8s_product_label(model): pool_free_cards(
+            pool=pool, gpu_model=model, start=now, end=now + LEND_HORIZON
+        )
+        for model in models
+    }
+    ElasticQuotaWriter(adapter).set_lender(pool.quota_cohort, free)
+    return {"cohort": pool.quota_cohort, "lender": lender_name(pool.quota_cohort), "free": free}
 
 
 def reservation_name(allocation: Allocation) -> str:
@@ -232,6 +300,9 @@ def binding_apply(allocation: Allocation, *, now: datetime | None = None) -> dic
         }
     if pool.scheduler == Scheduler.KUBERNETES:
         binding = kubernetes_quota_sync(adapter=adapter, team=allocation.team, now=now)
+        lender = kueue_lender_sync(adapter=adapter, pool=pool, now=now)
+        if lender is not None:
+            binding["kueue_lender"] = lender
         if allocation.placement:
             binding["placement_note"] = (
                 "Kubernetes places pods itself: the nodes counted on are the portal's; pods are "

@@ -28,11 +28,9 @@ from pools.capacity.services.requests import (
     capacity_request_reject,
 )
 from pools.choices import AllocationStatus, IdleFindingState, TeamRole
-from pools.demo import POOLS, demo_fleet
-from pools.elastic.models import ElasticPolicy, ScaleEvent
-from pools.elastic.policy import MetricSample
-from pools.elastic.services import elastic_policy_create, scaling_policy
-from pools.elastic.whatif import replay
+from pools.demo import POOLS, demo_elastic_history, demo_fleet
+from pools.elastic.models import ElasticPolicy, ScaleEvent, SignalReading
+from pools.elastic.services import elastic_apply, elastic_policy_create, scaling_policy
 from pools.inventory.models import Gpu, GpuModel, Pool
 from pools.inventory.services.importer import inventory_import_file, inventory_import_files
 from pools.reclamation.evaluate import evaluate_group
@@ -234,10 +232,13 @@ class Command(BaseCommand):
         self.stdout.write(f"requests: {CapacityRequest.objects.count()} demo requests")
 
     def _elastic(self):
-        """An inference team's elastic allocation (vision: 4 L40S guaranteed, up to 12) with a
-        day of scaling history: yesterday's traffic (a morning and an afternoon peak) replayed
-        through the loop's own decisions (pools.elastic.whatif.replay, the same rules the beat
-        task applies), recorded as its scale events. Back-dated two days like the others."""
+        """An inference team's elastic allocation (vision: 4 L40S guaranteed, up to 12) with
+        three days of what the loop would have recorded: a reading a minute of the demo
+        traffic (pools.demo.demo_elastic_history: quiet nights, two daily peaks) under the
+        cards the loop's own rules held, and the scale events those rules decided from them.
+        The what-if replays these readings (the demo has no Prometheus). The events are then
+        applied the way the pool's quota backend applies them; without a Kubernetes
+        connection that says they are held in the portal only."""
         if ElasticPolicy.objects.exists():
             return
         users = {u.username: u for u in get_user_model().objects.all()}
@@ -254,8 +255,9 @@ class Command(BaseCommand):
             gpu_model=GpuModel.objects.get(slug="l40s"),
         )
         allocation = capacity_request_approve(request=request, actor=users["admin"])
+        history_days = 3
         Allocation.objects.filter(pk=allocation.pk).update(
-            starts_at=now - timedelta(days=2), status=AllocationStatus.ACTIVE
+            starts_at=now - timedelta(days=history_days, hours=1), status=AllocationStatus.ACTIVE
         )
         allocation.refresh_from_db()
         policy = elastic_policy_create(
@@ -268,52 +270,47 @@ class Command(BaseCommand):
             per_card_tok_s=Decimal("420"),
             deployment="qwen2-vl-captions",
         )
-        rng = random.Random(19)
-        start = now - timedelta(days=1)
-        samples = []
-        for minute in range(24 * 60):
-            at = start + timedelta(minutes=minute)
-            hour = at.hour + at.minute / 60
-            if 9 <= hour < 12 or 14 <= hour < 17:
-                util, latency = 88.0, 1250.0
-            elif 8 <= hour < 9 or 12 <= hour < 14:
-                util, latency = 58.0, 600.0
-            else:
-                util, latency = 22.0, 320.0
-            samples.append(
-                MetricSample(
-                    at.timestamp(),
-                    round(util + rng.uniform(-4, 4), 1),
-                    round(latency + rng.uniform(-60, 60)),
-                )
-            )
-        result = replay(scaling_policy(policy), samples)
-        for decision in result.events:
-            at = datetime.fromtimestamp(decision.at, tz=now.tzinfo)
-            ScaleEvent.objects.create(
+        minutes = history_days * 24 * 60
+        start = now - timedelta(minutes=minutes - 1)
+        readings, changes, last = demo_elastic_history(
+            scaling_policy(policy), start=start.timestamp(), minutes=minutes
+        )
+
+        def aware(t: float) -> datetime:
+            return datetime.fromtimestamp(t, tz=now.tzinfo)
+
+        SignalReading.objects.bulk_create(
+            SignalReading(policy=policy, read_at=aware(at), util_pct=util, latency_ms=latency,
+                          request_s=rate, cards_held=cards)
+            for at, util, latency, rate, cards in readings
+        )  # fmt: skip
+        ScaleEvent.objects.bulk_create(
+            ScaleEvent(
                 policy=policy,
-                decided_at=at,
-                action=str(decision.action),
-                reason=str(decision.reason),
-                cards_from=decision.cards_from,
-                cards_to=decision.cards_to,
-                effective_at=at,
-                message=decision.message,
-                numbers=decision.numbers(),
+                decided_at=aware(d.at),
+                action=str(d.action),
+                reason=str(d.reason),
+                cards_from=d.cards_from,
+                cards_to=d.cards_to,
+                effective_at=aware(d.at),
+                message=d.message,
+                numbers=d.numbers(),
             )
-        if result.events:
-            last = result.events[-1]
-            policy.cards_held = last.cards_to
-            policy.last_scaled_at = datetime.fromtimestamp(last.at, tz=now.tzinfo)
-            policy.last_decision = {
-                **last.numbers(),
-                "decided_at": policy.last_scaled_at.isoformat(),
-            }
-            policy.save()
+            for d in changes
+        )
+        policy.cards_held = readings[-1][4]
+        policy.last_scaled_at = aware(changes[-1].at) if changes else None
+        policy.borrowed_since = (
+            policy.last_scaled_at if policy.cards_held > allocation.card_count else None
+        )
+        policy.last_decision = {**last.numbers(), "decided_at": aware(last.at).isoformat()}
+        policy.save()
+        elastic_apply(policy_id=policy.pk, now=now)
+        ups = sum(d.action == "up" for d in changes)
         self.stdout.write(
-            f"elastic allocation #{allocation.pk}: {result.scale_ups} ups, "
-            f"{result.scale_downs} downs over the last day, {result.min_cards}-"
-            f"{result.max_cards} cards"
+            f"elastic allocation #{allocation.pk}: {minutes} readings, {ups} ups and "
+            f"{len(changes) - ups} downs over {history_days} days, "
+            f"{min(r[4] for r in readings)}-{max(r[4] for r in readings)} cards"
         )
 
     def _idle_findings(self):

@@ -147,7 +147,7 @@ def day_signals(elastic_prometheus):
         everything = metrics.inference_signals(
             start=DAY, end=DAY + timedelta(seconds=86_400 - 60), step_s=60
         )
-        assert metrics.range_queries == 5  # one per metric, whatever the namespaces
+        assert metrics.range_queries == 6  # one per metric, whatever the namespaces
         return everything
     finally:
         metrics.close()
@@ -173,6 +173,7 @@ def test_signals_per_namespace_follow_the_shape(day_signals):
     assert _at(infer.waiting, 11) == 5
     assert _at(infer.generation_tok_s, 11) == pytest.approx(1000.0)
     assert _at(infer.prompt_tok_s, 11) == pytest.approx(2000.0)
+    assert _at(infer.request_s, 11) == pytest.approx(10.0)  # vLLM finishes 10 requests/s
     assert _at(day_signals["gpu-operator"].util_pct, 11) == 0.0
 
 

@@ -44,6 +44,8 @@ def test_a_member_reads_pools_with_counts(member_api, train):
             "slurm_partition": "train",
             "k8s_node_selector": {},
             "overcommit_ratio": "1.00",
+            "quota_backend": "resourcequota",
+            "quota_cohort": "",
             "node_count": 2,
             "gpu_count": 6,
         }

@@ -9,7 +9,7 @@ from django.utils import timezone
 from factories import AllocationFactory, MembershipFactory, PoolFactory, TeamFactory, node_with_gpus
 
 from pools.choices import AllocationStatus, Scheduler, TeamRole
-from pools.elastic.models import ElasticPolicy
+from pools.elastic.models import ElasticPolicy, SignalReading
 from pools.elastic.services import elastic_scan
 from scheduler_adapters.prometheus import InferenceSignals, Sample
 from scheduler_adapters.prometheus_fake import FakePrometheus
@@ -83,6 +83,30 @@ def test_what_if_without_prometheus_and_bad_days(admin_api, allocation):
     assert answer.status_code == 200 and answer.json()["available"] is False
     bad = admin_api.get(f"/api/v1/elastic-policies/{policy.pk}/what-if/?days=99")
     assert bad.status_code == 400 and bad.json()["code"] == "invalid_input"
+    bad = admin_api.get(f"/api/v1/elastic-policies/{policy.pk}/what-if/?source=guess")
+    assert bad.status_code == 400 and list(bad.json()["errors"]) == ["source"]
+
+
+def test_what_if_over_the_recorded_readings(admin_api, allocation):
+    """Six readings of 20 % a minute apart at the floor of 2: nothing moves; 5 counted
+    minutes x 2 cards = 10 card-minutes, the same as a fixed allocation of 2."""
+    policy = ElasticPolicy.objects.create(allocation=allocation, ceiling_cards=4, cards_held=2)
+    SignalReading.objects.bulk_create(
+        SignalReading(policy=policy, read_at=NOW - timedelta(minutes=5 - m), util_pct=20.0,
+                      latency_ms=300.0, request_s=4.0, cards_held=2)
+        for m in range(6)
+    )  # fmt: skip
+    answer = admin_api.get(f"/api/v1/elastic-policies/{policy.pk}/what-if/?days=1")
+    assert answer.status_code == 200
+    body = answer.json()
+    assert (body["available"], body["source"], body["samples"]) == (True, "recorded", 6)
+    assert (body["scale_ups"], body["scale_downs"], body["min_cards"], body["max_cards"]) == (
+        0, 0, 2, 2,
+    )  # fmt: skip
+    assert body["card_hours"] == round(10 / 60, 2)
+    assert body["saved_card_hours"] == 0
+    prometheus = admin_api.get(f"/api/v1/elastic-policies/{policy.pk}/what-if/?source=prometheus")
+    assert prometheus.json() == {"available": False, "reason": "PROMETHEUS_URL is not set."}
 
 
 def test_scale_events_list_and_filter(admin_api, allocation):
@@ -99,4 +123,5 @@ def test_scale_events_list_and_filter(admin_api, allocation):
         policy.pk, 2, 4, "scale_up",
     )  # fmt: skip
     assert event["numbers"]["latency_ms"] == 2000.0
+    assert (event["applied"], event["apply_note"]) == (False, "")  # not applied yet
     assert admin_api.get("/api/v1/scale-events/?action=down").json()["count"] == 0

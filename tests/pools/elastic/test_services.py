@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.test import override_settings
 from django.utils import timezone
 from factories import (
     AllocationFactory,
@@ -20,10 +21,12 @@ from pools.audit.models import AuditEvent
 from pools.capacity.services.requests import capacity_request_approve
 from pools.capacity.services.scheduler_binding import team_cards_applied
 from pools.choices import AllocationStatus, Scheduler, TeamRole
-from pools.elastic.models import ScaleEvent
+from pools.elastic.models import ScaleEvent, SignalReading
 from pools.elastic.services import (
+    elastic_apply,
     elastic_policy_create,
     elastic_policy_update,
+    elastic_readings_prune,
     elastic_scan,
     elastic_whatif,
 )
@@ -247,10 +250,108 @@ def test_whatif_from_prometheus(pool, team, admin):
     policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
                                    ceiling_cards=6, step_cards=2)  # fmt: skip
     metrics = FakePrometheus(inference=[signals("team-chat", 90.0, 1.2, minutes=10)])
-    result = elastic_whatif(policy=policy, metrics=metrics, now=NOW)
+    run = elastic_whatif(policy=policy, metrics=metrics, now=NOW)
     # high for all 10 minutes: up at minute 5 (2 -> 4), then cooldown
-    assert (result.scale_ups, result.max_cards) == (1, 4)
-    assert elastic_whatif(policy=policy, metrics=None, now=NOW) is None
+    assert (run.result.scale_ups, run.result.max_cards) == (1, 4)
+    assert (run.source, run.samples) == ("prometheus", 11)
+    # no Prometheus and nothing recorded: no what-if
+    with override_settings(PROMETHEUS_URL=""):
+        assert elastic_whatif(policy=policy, now=NOW) is None
+        assert elastic_whatif(policy=policy, now=NOW, source="prometheus") is None
+
+
+def _record(policy, rows):
+    SignalReading.objects.bulk_create(
+        SignalReading(policy=policy, read_at=at, util_pct=util, latency_ms=latency,
+                      cards_held=policy.cards_held)
+        for at, util, latency in rows
+    )  # fmt: skip
+
+
+def test_whatif_from_the_loops_recorded_readings(pool, team, admin):
+    """Ten readings a minute apart, 90 % and 1,200 ms, with no Prometheus configured: up at
+    the fifth minute (2 -> 4), then the cooldown. Card-minutes: 2 x 5 + 4 x 4 = 26 over the 9
+    counted minutes; a fixed 4 cards: 36; latency above 800 ms all 9 minutes."""
+    policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
+                                   ceiling_cards=6, step_cards=2)  # fmt: skip
+    _record(policy, [(NOW - timedelta(minutes=9 - m), 90.0, 1200.0) for m in range(10)])
+    _record(policy, [(NOW - timedelta(days=8), 90.0, 1200.0)])  # outside 7 days
+    with override_settings(PROMETHEUS_URL=""):
+        run = elastic_whatif(policy=policy, days=7, now=NOW)
+    assert (run.source, run.samples) == ("recorded", 10)
+    result = run.result
+    assert [(e.action, e.at) for e in result.events] == [
+        ("up", (NOW - timedelta(minutes=4)).timestamp())
+    ]
+    assert result.card_hours * 60 == pytest.approx(26)
+    assert result.fixed_card_hours * 60 == pytest.approx(36)
+    assert result.breach_minutes == pytest.approx(9)
+    # asked for explicitly, the recorded history is used even with Prometheus configured
+    metrics = FakePrometheus(inference=[])
+    assert elastic_whatif(policy=policy, days=7, now=NOW, metrics=metrics,
+                          source="recorded").samples == 10  # fmt: skip
+
+
+def test_an_unknown_reading_is_unknown_in_the_whatif(pool, team, admin):
+    policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
+                                   ceiling_cards=6)  # fmt: skip
+    _record(policy, [(NOW - timedelta(minutes=2), 20.0, 300.0),
+                     (NOW - timedelta(minutes=1), None, None), (NOW, 20.0, 300.0)])  # fmt: skip
+    run = elastic_whatif(policy=policy, days=1, now=NOW, source="recorded")
+    assert run.result.unknown_minutes == pytest.approx(1)
+    assert run.result.breach_minutes == 0
+
+
+def test_each_pass_records_what_it_read(pool, team, admin):
+    """The newest sample of each namespace, at its own timestamp, with the cards held after the
+    pass; a pass repeated for the same instant stores nothing twice; a namespace Prometheus
+    has no series for is an unknown reading at the pass's time; no Prometheus: nothing."""
+    busy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
+                                 ceiling_cards=6, step_cards=2)  # fmt: skip
+    quiet = elastic_policy_create(allocation=active(pool, TeamFactory(slug="quiet"), 2),
+                                  actor=admin, ceiling_cards=4)  # fmt: skip
+    found = signals("team-chat", 90.0, 1.2)
+    stamps = [s.timestamp for s in found.util_pct]
+    found = InferenceSignals(
+        "team-chat",
+        util_pct=found.util_pct,
+        latency_s=found.latency_s,
+        request_s=tuple(Sample(t, 12.5) for t in stamps),
+    )
+    metrics = FakePrometheus(inference=[found])
+    elastic_scan(now=NOW, metrics=metrics)
+    elastic_scan(now=NOW, metrics=metrics)  # a retried pass
+    [reading] = SignalReading.objects.filter(policy=busy)
+    assert (reading.read_at, reading.util_pct, reading.latency_ms, reading.request_s) == (
+        NOW, 90.0, 1200.0, 12.5,
+    )  # fmt: skip
+    assert reading.cards_held == 4  # after the pass's scale-up
+    [unknown] = SignalReading.objects.filter(policy=quiet)
+    assert (unknown.read_at, unknown.util_pct, unknown.latency_ms, unknown.request_s) == (
+        NOW, None, None, None,
+    )  # fmt: skip
+    with override_settings(PROMETHEUS_URL=""):
+        elastic_scan(now=NOW + timedelta(minutes=1))
+    assert SignalReading.objects.count() == 2
+
+
+def test_readings_past_retention_are_pruned(pool, team, admin):
+    policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
+                                   ceiling_cards=4)  # fmt: skip
+    _record(policy, [(NOW - timedelta(days=31, minutes=1), 50.0, 400.0),
+                     (NOW - timedelta(days=30), 50.0, 400.0)])  # fmt: skip
+    assert elastic_readings_prune(now=NOW) == 1
+    assert SignalReading.objects.get().read_at == NOW - timedelta(days=30)
+
+
+def test_apply_without_kubernetes_says_portal_only(pool, team, admin):
+    policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
+                                   ceiling_cards=6, step_cards=2)  # fmt: skip
+    elastic_scan(now=NOW, metrics=FakePrometheus(inference=[signals("team-chat", 90.0, 1.2)]))
+    assert elastic_apply(policy_id=policy.pk, now=NOW)["applied"] is False
+    event = ScaleEvent.objects.get(policy=policy)
+    assert event.applied is False
+    assert event.apply_note == "Portal only: no Kubernetes connection is configured."
 
 
 @pytest.fixture
@@ -274,7 +375,9 @@ def test_scale_up_lands_in_the_namespace_quota(
         elastic_scan(now=NOW, metrics=FakePrometheus(inference=[signals("team-chat", 90.0, 1.2)]))
     quota = fake_k8s.get_gpu_quota("chat")
     assert quota.cards == 4  # the cards the loop decided, not the floor of 2
-    assert ScaleEvent.objects.get(policy=policy).applied is True
+    event = ScaleEvent.objects.get(policy=policy)
+    assert event.applied is True
+    assert event.apply_note == "ResourceQuota of team-chat: 4 nvidia.com/gpu"
 
 
 def test_volcano_pool_gets_its_queue(

@@ -11,8 +11,8 @@ from django.utils import timezone
 from factories import AllocationFactory, MembershipFactory, PoolFactory, TeamFactory, node_with_gpus
 
 from pools.choices import AllocationStatus, Scheduler, TeamRole
-from pools.elastic.models import ElasticPolicy
-from pools.elastic.services import elastic_scan
+from pools.elastic.models import ElasticPolicy, SignalReading
+from pools.elastic.services import elastic_apply, elastic_scan
 from scheduler_adapters.prometheus import InferenceSignals, Sample
 from scheduler_adapters.prometheus_fake import FakePrometheus
 
@@ -141,3 +141,35 @@ def test_next_pre_scale_is_shown(admin_page, policy):
     policy.save()
     text = " ".join(admin_page.get(f"/elastic/{policy.pk}/").content.decode().split())
     assert "Next pre-scale: 4 cards from" in text and "expected 1000 tok/s" in text
+
+
+def test_what_if_over_recorded_readings_says_so_and_the_chart_draws_them(admin_page, policy):
+    """No Prometheus: the what-if replays the loop's readings (10 minutes at 90 % / 1.5 s: up
+    at minute 5, 2 -> 4) and says so; the chart draws the readings, not the decisions."""
+    SignalReading.objects.bulk_create(
+        SignalReading(policy=policy, read_at=NOW - timedelta(minutes=9 - m), util_pct=90.0,
+                      latency_ms=1500.0, request_s=9.0, cards_held=2 if m < 5 else 4)
+        for m in range(10)
+    )  # fmt: skip
+    fields = {"ceiling_cards": 6, "step_cards": 2, "cards_per_replica": 1, "min_replicas": 1,
+              "up_util_pct": "75", "up_latency_ms": 800, "up_window_minutes": 5,
+              "down_util_pct": "30", "down_window_minutes": 30, "cooldown_minutes": 15,
+              "prescale_lead_minutes": 30, "enabled": "on"}  # fmt: skip
+    page = admin_page.get(f"/elastic/{policy.pk}/", {"whatif": 1, "days": 1, **fields})
+    text = " ".join(page.content.decode().split())
+    assert "History: the 10 readings the portal's loop recorded for this allocation" in text
+    assert "scaled up 1 time and down 0 times, held between 2 and 4 cards" in text
+    chart = page.context["chart"]
+    assert chart["recorded"] is True
+    assert [p["y"] for p in chart["cards"]] == [2] * 5 + [4] * 5
+    assert [p["y"] for p in chart["latency"]] == [1500] * 10
+    # the what-if's line: its start, then the scale-up at minute 5
+    assert [p["y"] for p in chart["whatif"]] == [2, 4]
+
+
+def test_an_event_held_in_the_portal_only_says_so(admin_page, policy):
+    elastic_scan(now=NOW, metrics=FakePrometheus(inference=[_signals()]))
+    elastic_apply(policy_id=policy.pk, now=NOW)  # no Kubernetes connection in the tests
+    text = admin_page.get(f"/elastic/{policy.pk}/").content.decode()
+    assert "Portal only: no Kubernetes connection is configured." in text
+    assert ">pending<" not in text

@@ -18,7 +18,7 @@ from scheduler_adapters.kubernetes_elastic import (
     QuotaBackend,
     elastic_manifests,
     hpa_manifest,
-    kueue_lender_manifest,
+    kueue_lender_manifests,
     read_elastic_annotation,
 )
 from scheduler_adapters.kubernetes_fake import FakeKubernetes
@@ -97,13 +97,41 @@ def test_kueue_borrowing_without_a_cohort_is_refused_by_the_api(k8s_fake):
         k8s_fake.validate_object(queue)
 
 
+H100 = "NVIDIA-H100-80GB-HBM3"
+
+
 def test_kueue_lender_holds_the_pools_free_cards(k8s_fake):
-    lender = kueue_lender_manifest("infer", A100, 10)
+    objects = kueue_lender_manifests("infer", {H100: 3, A100: 10})
+    assert [o["kind"] for o in objects] == ["ResourceFlavor", "ResourceFlavor", "ClusterQueue"]
+    # the same flavours as the teams' queues: a product no team holds yet still resolves
+    assert objects[0]["spec"] == {"nodeLabels": {"nvidia.com/gpu.product": A100}}
+    lender = objects[-1]
     assert lender["metadata"]["name"] == "infer-free"
+    assert lender["spec"]["cohortName"] == "infer"
     assert "namespaceSelector" not in lender["spec"]  # admits no namespace
-    flavor = lender["spec"]["resourceGroups"][0]["flavors"][0]
-    assert flavor["resources"] == [{"name": "nvidia.com/gpu", "nominalQuota": "10"}]
-    assert valid(lender, k8s_fake)
+    flavors = lender["spec"]["resourceGroups"][0]["flavors"]
+    assert [(f["name"], f["resources"]) for f in flavors] == [
+        ("nvidia-a100-sxm4-80gb", [{"name": "nvidia.com/gpu", "nominalQuota": "10"}]),
+        ("nvidia-h100-80gb-hbm3", [{"name": "nvidia.com/gpu", "nominalQuota": "3"}]),
+    ]
+    for obj in objects:
+        assert valid(obj, k8s_fake)
+    # nothing free: the queue stays, with no resource groups (still a valid ClusterQueue)
+    empty = kueue_lender_manifests("infer", {})
+    assert [o["kind"] for o in empty] == ["ClusterQueue"]
+    assert empty[0]["spec"]["resourceGroups"] == []
+    assert valid(empty[0], k8s_fake)
+
+
+@pytest.mark.parametrize("free", [{A100: -1}, {A100: 1.5}, {A100: True}])
+def test_kueue_lender_refuses_bad_counts(free):
+    with pytest.raises(ValueError):
+        kueue_lender_manifests("infer", free)
+
+
+def test_kueue_lender_refuses_a_cohort_that_is_not_a_label():
+    with pytest.raises(ValueError, match="DNS-1123"):
+        kueue_lender_manifests("Infer_Pool", {A100: 1})
 
 
 def test_volcano_queue(k8s_fake):
@@ -280,11 +308,13 @@ def test_hpa_and_lender_written_over_http(apiserver, make_adapter):
         == 4
     )
     assert writer.apply_hpa("nlp", spec) is False
-    assert writer.set_lender("infer", A100, 10) is True
+    assert writer.set_lender("infer", {A100: 10}) is True
     lender = apiserver.get("kueue.x-k8s.io", "clusterqueues", None, "infer-free")
     assert lender["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "10"
-    assert writer.set_lender("infer", A100, 8) is True
-    assert writer.set_lender("infer", A100, 8) is False
+    assert writer.set_lender("infer", {A100: 8}) is True
+    before = len(apiserver.writes())
+    assert writer.set_lender("infer", {A100: 8}) is False
+    assert len(apiserver.writes()) == before
 
 
 def test_missing_crd_says_which_project(apiserver, make_adapter):
