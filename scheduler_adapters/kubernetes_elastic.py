@@ -49,11 +49,10 @@ from scheduler_adapters.crd_schemas import (
     VOLCANO_QUEUE_API_VERSION,
     validate_crd_object,
 )
-from scheduler_adapters.kubernetes import (
+from scheduler_adapters.kubernetes import KubernetesAdapter
+from scheduler_adapters.kubernetes_manifests import (
     KUEUE_API_VERSION,
     LABEL_TEAM,
-    KubernetesAdapter,
-    KueueCohort,
     check_gpu_quota,
     flavor_name,
     namespace_name,
@@ -61,6 +60,7 @@ from scheduler_adapters.kubernetes import (
     quota_manifests,
 )
 from scheduler_adapters.kubernetes_nodes import GPU_RESOURCE, LABEL_PRODUCT
+from scheduler_adapters.types import KueueCohort
 
 ANNOTATION_ELASTIC = "gpu-pool-portal/elastic"
 HPA_API_VERSION = "autoscaling/v2"

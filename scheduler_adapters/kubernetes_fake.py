@@ -39,13 +39,9 @@ from scheduler_adapters.errors import (
     SchedulerRejected,
     SchedulerUnavailable,
 )
-from scheduler_adapters.kubernetes import (
-    KINDS,
-    LABEL_NAMESPACE_NAME,
-    AlreadyExists,
-    KubernetesAdapter,
-    ResourceVersionConflict,
-)
+from scheduler_adapters.kubernetes import KubernetesAdapter
+from scheduler_adapters.kubernetes_manifests import LABEL_NAMESPACE_NAME
+from scheduler_adapters.kubernetes_transport import KINDS, AlreadyExists, ResourceVersionConflict
 
 Key = tuple[str, str | None, str]  # (kind, namespace, name)
 

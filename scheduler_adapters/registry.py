@@ -52,9 +52,10 @@ from typing import Any
 
 from scheduler_adapters.base import NamespaceQuotaAdapter, SchedulerAdapter
 from scheduler_adapters.fake import DEFAULT_PARTITIONS, FakeScheduler
-from scheduler_adapters.kubernetes import KubernetesAdapter, api_client_from_settings
+from scheduler_adapters.kubernetes import KubernetesAdapter
 from scheduler_adapters.kubernetes_fake import FakeKubernetes
 from scheduler_adapters.kubernetes_nodes import LABEL_PRODUCT
+from scheduler_adapters.kubernetes_transport import api_client_from_settings
 from scheduler_adapters.slurm.client import SlurmRestAdapter
 from scheduler_adapters.slurm.reservations import ScontrolReservations
 from scheduler_adapters.slurm.sacctmgr import SacctmgrFallback

@@ -73,13 +73,13 @@ from pools.errors import InvalidInput, PermissionDenied
 from pools.inventory.models import GpuModel, Pool
 from pools.jobs import ELASTIC_APPLY, enqueue_on_commit
 from scheduler_adapters.errors import SchedulerError
-from scheduler_adapters.kubernetes import render_yaml
 from scheduler_adapters.kubernetes_elastic import (
     ElasticBounds,
     ElasticQuotaWriter,
     HpaSpec,
     hpa_manifest,
 )
+from scheduler_adapters.kubernetes_manifests import render_yaml
 
 STEP_S = 60
 FORECAST_SLOT_S = 900  # pools.elastic.forecast: 15-minute slots of the week

@@ -23,7 +23,7 @@ from pools.choices import AllocationStatus, QuotaBackend, Scheduler
 from pools.elastic.models import ScaleEvent
 from pools.elastic.services import elastic_apply, elastic_policy_create, elastic_scan
 from pools.inventory.models import GpuModel
-from scheduler_adapters.kubernetes import flavor_name
+from scheduler_adapters.kubernetes_manifests import flavor_name
 from scheduler_adapters.prometheus import InferenceSignals, Sample
 from scheduler_adapters.prometheus_fake import FakePrometheus
 

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from scheduler_adapters.errors import SchedulerAuthError, SchedulerUnavailable
-from scheduler_adapters.kubernetes import KINDS, KubernetesAdapter, api_client_from_settings
+from scheduler_adapters.kubernetes import KubernetesAdapter
 from scheduler_adapters.kubernetes_fake import DEFAULT_NODES, FakeKubernetes
+from scheduler_adapters.kubernetes_transport import KINDS, api_client_from_settings
 
 
 def _load_fake_apiserver():

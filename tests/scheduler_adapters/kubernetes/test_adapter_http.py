@@ -15,9 +15,10 @@ from scheduler_adapters.errors import (
     SchedulerUnavailable,
     UnexpectedResponse,
 )
-from scheduler_adapters.kubernetes import KubernetesAdapter, ResourceVersionConflict
+from scheduler_adapters.kubernetes import KubernetesAdapter
 from scheduler_adapters.kubernetes_fake import FakeKubernetes
 from scheduler_adapters.kubernetes_nodes import parse_kubernetes_nodes
+from scheduler_adapters.kubernetes_transport import ResourceVersionConflict
 from scheduler_adapters.registry import build_scheduler_adapter
 
 A100 = "NVIDIA-A100-SXM4-80GB"
@@ -615,6 +616,6 @@ def test_fake_namespace_delete_takes_its_objects(apiserver, make_adapter):
 
 
 def _client(host, token):
-    from scheduler_adapters.kubernetes import api_client_from_settings
+    from scheduler_adapters.kubernetes_transport import api_client_from_settings
 
     return api_client_from_settings(host=host, token=token)

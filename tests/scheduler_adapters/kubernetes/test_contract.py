@@ -9,7 +9,7 @@ import pytest
 
 from scheduler_adapters.base import NamespaceGpuQuota, NamespaceQuotaAdapter
 from scheduler_adapters.errors import NotFound, SchedulerRejected
-from scheduler_adapters.kubernetes import ResourceVersionConflict
+from scheduler_adapters.kubernetes_transport import ResourceVersionConflict
 
 A100 = "NVIDIA-A100-SXM4-80GB"
 RTX = "NVIDIA-GeForce-RTX-4090"

@@ -6,10 +6,10 @@ API server's Kueue schemas."""
 import kubernetes_validate
 import pytest
 
-from scheduler_adapters.kubernetes import (
+from scheduler_adapters.kubernetes import KubernetesAdapter
+from scheduler_adapters.kubernetes_manifests import (
     ANNOTATION_NODE_SELECTOR,
     GPU_TYPE_LABEL,
-    KubernetesAdapter,
     check_gpu_label,
     gpu_node_affinity,
     quota_manifests,

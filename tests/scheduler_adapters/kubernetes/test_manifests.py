@@ -11,11 +11,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from scheduler_adapters.kubernetes import (
+from scheduler_adapters.kubernetes import KubernetesAdapter
+from scheduler_adapters.kubernetes_manifests import (
     DEFAULT_CONTAINER_LIMITS,
     DEFAULT_CONTAINER_REQUESTS,
     KUEUE_API_VERSION,
-    KubernetesAdapter,
     quota_manifests,
     team_manifests,
 )

@@ -1,0 +1,340 @@
+"""The objects a team's GPU quota is made of in Kubernetes, as plain dicts: the names,
+labels and API versions the portal uses, the quota, team and Kueue manifests, GPU node affinity,
+and :func:`covers` (does the live object already say what the desired one says). No I/O."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import yaml
+
+from scheduler_adapters.kubernetes_nodes import GPU_RESOURCE, LABEL_PRODUCT
+from scheduler_adapters.types import KueueCohort
+from scheduler_adapters.units import parse_k8s_quantity
+
+FIELD_MANAGER = "gpu-pool-portal"
+QUOTA_RESOURCE = f"requests.{GPU_RESOURCE}"
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"
+KUEUE_API_VERSION = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
+RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
+
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_TEAM = "gpu-pool-portal/team"
+LABEL_NAMESPACE_NAME = "kubernetes.io/metadata.name"  # set by the API server on every namespace
+ANNOTATION_GPU_QUOTA = "gpu-pool-portal/gpu-quota"
+
+ANNOTATION_NODE_SELECTOR = "scheduler.alpha.kubernetes.io/node-selector"  # PodNodeSelector
+GPU_TYPE_LABEL = "gpu-type"  # seed 004 §3.1's convention, beside GFD's LABEL_PRODUCT
+
+RESOURCE_QUOTA_NAME = "gpu-quota"
+LIMIT_RANGE_NAME = "gpu-pool-portal-defaults"
+ROLE_BINDING_NAME = "gpu-pool-portal-team-edit"
+TEAM_CLUSTER_ROLE = "edit"
+LOCAL_QUEUE_NAME = "default"  # the name Kueue's LocalQueue defaulting looks for
+
+# Container defaults (research/k8s_gpu_anchors.md §2.2): every pod gets requests to schedule by.
+DEFAULT_CONTAINER_LIMITS: Mapping[str, str] = {"cpu": "2", "memory": "8Gi"}
+DEFAULT_CONTAINER_REQUESTS: Mapping[str, str] = {"cpu": "1", "memory": "4Gi"}
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+
+
+# --------------------------------------------------------------------------------- manifests
+
+
+def namespace_name(team: str, prefix: str = "team-") -> str:
+    """The namespace of ``team``; ``ValueError`` unless it is a DNS-1123 label (lower-case
+    letters, digits and ``-``, at most 63 characters) and ``team`` a valid label value."""
+    if not isinstance(team, str) or not _DNS_LABEL.fullmatch(team):
+        raise ValueError(
+            f"team {team!r} must be lower-case letters, digits and '-', starting and ending "
+            "with a letter or digit (Kubernetes namespace names allow no '_')"
+        )
+    name = f"{prefix}{team}"
+    if len(name) > 63 or not _DNS_LABEL.fullmatch(name):
+        raise ValueError(f"namespace {name!r} is not a DNS-1123 label of at most 63 characters")
+    return name
+
+
+def flavor_name(product: str) -> str:
+    """The ResourceFlavor of a GPU product label: lower case, ``_`` as ``-``
+    (``NVIDIA-A100-SXM4-80GB`` -> ``nvidia-a100-sxm4-80gb``)."""
+    name = product.lower().replace("_", "-")
+    if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
+        raise ValueError(f"GPU product {product!r} gives no valid ResourceFlavor name ({name!r})")
+    return name
+
+
+def check_gpu_quota(gpu_quota: Mapping[str, int]) -> dict[str, int]:
+    """``gpu_quota`` sorted by product, after checking products are label values (the
+    ``nvidia.com/gpu.product`` value, at most 63 characters), cards whole numbers >= 0 and no
+    two products share a ResourceFlavor name."""
+    if not isinstance(gpu_quota, Mapping):
+        raise ValueError(f"gpu_quota must map GPU product labels to cards, got {gpu_quota!r}")
+    checked: dict[str, int] = {}
+    flavors: dict[str, str] = {}
+    for product, cards in sorted(gpu_quota.items()):
+        if not isinstance(product, str) or len(product) > 63 or not _LABEL_VALUE.fullmatch(product):
+            raise ValueError(f"GPU product {product!r} is not a Kubernetes label value")
+        if isinstance(cards, bool) or not isinstance(cards, int) or cards < 0:
+            raise ValueError(f"cards for {product!r} must be a whole number >= 0, got {cards!r}")
+        flavor = flavor_name(product)
+        if flavor in flavors:
+            raise ValueError(
+                f"GPU products {flavors[flavor]!r} and {product!r} share flavor {flavor!r}"
+            )
+        flavors[flavor] = product
+        checked[product] = cards
+    return checked
+
+
+def _check_group(group: str) -> str:
+    if not isinstance(group, str) or not group.strip() or not group.isprintable():
+        raise ValueError(f"group {group!r} must be a non-empty printable name")
+    return group
+
+
+def object_meta(name: str, namespace: str | None = None, **labels: str) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    metadata["labels"] = {LABEL_MANAGED_BY: FIELD_MANAGER, **labels}
+    return metadata
+
+
+def check_gpu_label(label: str) -> str:
+    """``label`` when it is a Kubernetes label key (optional DNS prefix and ``/``, a name of at
+    most 63 characters), else ``ValueError``."""
+    prefix, _, name = label.rpartition("/") if isinstance(label, str) else ("", "", "")
+    if (
+        not name
+        or len(name) > 63
+        or not _LABEL_VALUE.fullmatch(name)
+        or (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)))
+    ):
+        raise ValueError(f"GPU node label {label!r} is not a Kubernetes label key")
+    return label
+
+
+def gpu_node_affinity(products: Iterable[str], *, label: str = LABEL_PRODUCT) -> dict[str, Any]:
+    """A pod's ``affinity`` that keeps it on nodes whose ``label`` is one of ``products``
+    (``requiredDuringSchedulingIgnoredDuringExecution``, operator ``In``; the Pod API's
+    NodeAffinity)."""
+    values = sorted(set(products))
+    if not values:
+        raise ValueError("node affinity needs at least one GPU product")
+    check_gpu_quota(dict.fromkeys(values, 0))
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": check_gpu_label(label), "operator": "In", "values": values}
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+
+
+def quota_manifests(
+    team: str,
+    namespace: str,
+    gpu_quota: Mapping[str, int],
+    *,
+    kueue: bool,
+    gpu_label: str = LABEL_PRODUCT,
+    cohort: KueueCohort | None = None,
+) -> list[dict[str, Any]]:
+    """The objects that hold a team's GPU quota: the ResourceQuota and, with Kueue, a
+    ResourceFlavor per product (selecting nodes by ``gpu_label``), the ClusterQueue (in
+    ``cohort`` when given) and the LocalQueue (in apply order)."""
+    quota = check_gpu_quota(gpu_quota)
+    check_gpu_label(gpu_label)
+    borrowing = dict(cohort.borrowing) if cohort is not None else {}
+    for product, cards in borrowing.items():
+        if cards > quota.get(product, 0):
+            raise ValueError(
+                f"borrowing {cards} of {product!r} exceeds its quota {quota.get(product, 0)}"
+            )
+    labels = {LABEL_TEAM: team}
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {
+                **object_meta(RESOURCE_QUOTA_NAME, namespace, **labels),
+                "annotations": {ANNOTATION_GPU_QUOTA: json.dumps(quota, sort_keys=True)},
+            },
+            "spec": {"hard": {QUOTA_RESOURCE: str(sum(quota.values()))}},
+        }
+    ]
+    if not kueue:
+        return objects
+    for product in quota:
+        objects.append(
+            {
+                "apiVersion": KUEUE_API_VERSION,
+                "kind": "ResourceFlavor",
+                "metadata": object_meta(flavor_name(product)),
+                "spec": {"nodeLabels": {gpu_label: product}},
+            }
+        )
+    # resourceGroups is sent even when empty: leaving it out would leave the old groups in
+    # place (nothing to compare against), while [] replaces them (the list is atomic).
+    cluster_queue_spec: dict[str, Any] = {
+        "namespaceSelector": {"matchLabels": {LABEL_NAMESPACE_NAME: namespace}},
+        "resourceGroups": [
+            {
+                "coveredResources": [GPU_RESOURCE],
+                "flavors": [
+                    {
+                        "name": flavor_name(product),
+                        "resources": [_kueue_resource(cards, borrowing.get(product), cohort)],
+                    }
+                    for product, cards in quota.items()
+                ],
+            }
+        ]
+        if quota
+        else [],
+    }
+    if cohort is not None:
+        cluster_queue_spec["cohortName"] = cohort.name
+    objects.append(
+        {
+            "apiVersion": KUEUE_API_VERSION,
+            "kind": "ClusterQueue",
+            "metadata": object_meta(namespace, **labels),
+            "spec": cluster_queue_spec,
+        }
+    )
+    objects.append(
+        {
+            "apiVersion": KUEUE_API_VERSION,
+            "kind": "LocalQueue",
+            "metadata": object_meta(LOCAL_QUEUE_NAME, namespace, **labels),
+            "spec": {"clusterQueue": namespace},
+        }
+    )
+    return objects
+
+
+def _kueue_resource(cards: int, borrow: int | None, cohort: KueueCohort | None) -> dict:
+    if cohort is None:
+        return {"name": GPU_RESOURCE, "nominalQuota": str(cards)}
+    resource = {"name": GPU_RESOURCE, "nominalQuota": str(cards - (borrow or 0))}
+    if borrow is not None:
+        resource["borrowingLimit"] = str(borrow)
+    resource["lendingLimit"] = "0"
+    return resource
+
+
+def team_manifests(
+    team: str,
+    namespace: str,
+    *,
+    group: str,
+    gpu_quota: Mapping[str, int],
+    kueue: bool,
+    container_limits: Mapping[str, str] = DEFAULT_CONTAINER_LIMITS,
+    container_requests: Mapping[str, str] = DEFAULT_CONTAINER_REQUESTS,
+    gpu_label: str = LABEL_PRODUCT,
+    namespace_node_selector: bool = False,
+    cohort: KueueCohort | None = None,
+) -> list[dict[str, Any]]:
+    """Every object of a team, in apply order (the namespace first). With
+    ``namespace_node_selector`` and exactly one product with cards, the namespace carries the
+    PodNodeSelector annotation ``<gpu_label>=<product>`` (module docstring)."""
+    _check_group(group)
+    labels = {LABEL_TEAM: team}
+    quota = quota_manifests(
+        team, namespace, gpu_quota, kueue=kueue, gpu_label=gpu_label, cohort=cohort
+    )
+    namespace_meta = object_meta(namespace, **labels)
+    held = [product for product, cards in check_gpu_quota(gpu_quota).items() if cards > 0]
+    if namespace_node_selector and len(held) == 1:
+        namespace_meta["annotations"] = {ANNOTATION_NODE_SELECTOR: f"{gpu_label}={held[0]}"}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": namespace_meta},
+        quota[0],
+        {
+            "apiVersion": "v1",
+            "kind": "LimitRange",
+            "metadata": object_meta(LIMIT_RANGE_NAME, namespace, **labels),
+            "spec": {
+                "limits": [
+                    {
+                        "type": "Container",
+                        "default": dict(container_limits),
+                        "defaultRequest": dict(container_requests),
+                    }
+                ]
+            },
+        },
+        {
+            "apiVersion": RBAC_API_VERSION,
+            "kind": "RoleBinding",
+            "metadata": object_meta(ROLE_BINDING_NAME, namespace, **labels),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": TEAM_CLUSTER_ROLE,
+            },
+            "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": group}],
+        },
+        *quota[1:],
+    ]
+
+
+def render_yaml(objects: Iterable[Mapping[str, Any]], *, comment: str = "") -> str:
+    """Multi-document YAML for ``kubectl apply --server-side -f`` (quantities stay strings)."""
+    header = "".join(f"# {line}\n" for line in comment.splitlines())
+    header += (
+        f"# Apply with: kubectl apply --server-side --field-manager={FIELD_MANAGER} -f <file>\n"
+    )
+    body = yaml.safe_dump_all(
+        [dict(obj) for obj in objects], sort_keys=False, explicit_start=True, width=100
+    )
+    return header + body
+
+
+def covers(current: Any, desired: Any) -> bool:
+    """Whether ``current`` (as read from the API) already holds everything in ``desired``.
+
+    Maps may hold more keys (labels others set, fields the server defaults); lists must match
+    item by item (every list the adapter writes is atomic). A missing key counts as an empty
+    list or map, because the API drops empty ones. Quantities compare by value
+    (``"1000m"`` equals ``"1"``)."""
+    if isinstance(desired, Mapping):
+        if current is None:
+            current = {}
+        if not isinstance(current, Mapping):
+            return False
+        return all(covers(current.get(key), value) for key, value in desired.items())
+    if isinstance(desired, list):
+        if current is None:
+            current = []
+        if not isinstance(current, list) or len(current) != len(desired):
+            return False
+        return all(covers(c, d) for c, d in zip(current, desired, strict=True))
+    if current == desired:
+        return True
+    if (
+        isinstance(desired, str)
+        and isinstance(current, str | int)
+        and not isinstance(current, bool)
+    ):
+        try:
+            return parse_k8s_quantity(str(current)) == parse_k8s_quantity(desired)
+        except ValueError:
+            return False
+    return False

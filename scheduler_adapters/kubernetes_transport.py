@@ -1,0 +1,386 @@
+"""How the Kubernetes adapter talks to an API server: the kinds it writes (group, version,
+plural), the :class:`Transport` protocol and :class:`ApiTransport` over the official client
+(server-side apply, retried once on a conflict), the client built from settings, and the
+API's errors mapped onto :mod:`scheduler_adapters.errors`."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from scheduler_adapters.errors import (
+    NotFound,
+    RemoteError,
+    SchedulerAuthError,
+    SchedulerError,
+    SchedulerRejected,
+    SchedulerUnavailable,
+    UnexpectedResponse,
+)
+from scheduler_adapters.kubernetes_manifests import (
+    FIELD_MANAGER,
+    KUEUE_API_VERSION,
+    RBAC_API_VERSION,
+)
+
+# --------------------------------------------------------------------------------- the kinds
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One API kind the adapter writes or reads."""
+
+    kind: str
+    api_version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.api_version.rpartition("/")[2]
+
+
+KINDS: Mapping[str, Kind] = {
+    kind.kind: kind
+    for kind in (
+        Kind("Namespace", "v1", "namespaces", False),
+        Kind("Node", "v1", "nodes", False),
+        Kind("ResourceQuota", "v1", "resourcequotas", True),
+        Kind("LimitRange", "v1", "limitranges", True),
+        Kind("RoleBinding", RBAC_API_VERSION, "rolebindings", True),
+        Kind("ResourceFlavor", KUEUE_API_VERSION, "resourceflavors", False),
+        Kind("ClusterQueue", KUEUE_API_VERSION, "clusterqueues", False),
+        Kind("LocalQueue", KUEUE_API_VERSION, "localqueues", True),
+        # elastic quota backends and the team's HPA (scheduler_adapters/kubernetes_elastic.py)
+        Kind("Queue", "scheduling.volcano.sh/v1beta1", "queues", False),
+        Kind("ElasticQuota", "scheduling.sigs.k8s.io/v1alpha1", "elasticquotas", True),
+        Kind("HorizontalPodAutoscaler", "autoscaling/v2", "horizontalpodautoscalers", True),
+    )
+}
+
+
+# --------------------------------------------------------------------------------- the errors
+
+
+class AlreadyExists(SchedulerRejected):
+    """409 ``AlreadyExists`` on create: someone else created the object first."""
+
+    code = "scheduler_already_exists"
+
+
+class ResourceVersionConflict(SchedulerRejected):
+    """409 ``Conflict``: the object changed since it was read. Transient: read it again."""
+
+    code = "scheduler_conflict"
+    transient = True
+
+
+def api_error(operation: str, exc: ApiException) -> SchedulerError:
+    """Map an API error (a ``v1.Status`` body when the server sent one) onto the adapter errors.
+
+    401/403 -> :class:`SchedulerAuthError` (except 403 ``NamespaceTerminating``, which passes:
+    a transient :class:`SchedulerRejected`); 400/422 -> :class:`SchedulerRejected` with the
+    Status ``message`` and one :class:`RemoteError` per ``details.causes`` entry; 404 ->
+    :class:`NotFound`; 409 -> :class:`AlreadyExists` or :class:`ResourceVersionConflict`;
+    410 (an expired list continue token), 429 and 5xx -> :class:`SchedulerUnavailable`.
+    """
+    status_code = exc.status or 0
+    body = _status_body(exc.body)
+    message = body.get("message") or f"HTTP {status_code} {exc.reason or ''}".strip()
+    details = body.get("details") if isinstance(body.get("details"), dict) else {}
+    causes = tuple(
+        RemoteError(
+            None,
+            f"{cause['field']}: {cause.get('message', '')}"
+            if cause.get("field")
+            else str(cause.get("message", "")),
+            description=cause.get("reason"),
+        )
+        for cause in details.get("causes") or ()
+        if isinstance(cause, dict)
+    )
+    kwargs: dict[str, Any] = {"operation": operation, "errors": causes}
+    if status_code == 0:  # the client failed before any answer (TLS verification)
+        return SchedulerUnavailable(message, transient=False, **kwargs)
+    kwargs["http_status"] = status_code
+    reason = body.get("reason")
+    if status_code == 409:
+        if reason == "AlreadyExists":
+            return AlreadyExists(message, **kwargs)
+        return ResourceVersionConflict(message, **kwargs)
+    if status_code in (401, 403):
+        if any(cause.description == "NamespaceTerminating" for cause in causes):
+            return SchedulerRejected(message, transient=True, **kwargs)
+        return SchedulerAuthError(message, **kwargs)
+    if status_code == 404:
+        return NotFound(str(details.get("kind") or "object"), details.get("name"), **kwargs)
+    if status_code in (400, 422):
+        return SchedulerRejected(message, **kwargs)
+    if status_code in (410, 429) or status_code >= 500:
+        return SchedulerUnavailable(message, **kwargs)
+    return UnexpectedResponse(message, **kwargs)
+
+
+def _status_body(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", "replace")
+    if not isinstance(raw, str) or not raw:
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) and body.get("kind") == "Status" else {}
+
+
+# --------------------------------------------------------------------------------- transports
+
+
+class Transport(Protocol):
+    """How the adapter reaches objects: the API server, or memory in the fake.
+
+    ``get`` returns ``None`` for 404; ``create`` raises :class:`AlreadyExists`; ``apply``
+    (server-side apply, field manager ``gpu-pool-portal``, forced) raises
+    :class:`ResourceVersionConflict` when ``metadata.resourceVersion`` in the object is stale.
+    """
+
+    def get(self, obj: Mapping[str, Any], *, operation: str) -> dict[str, Any] | None: ...
+
+    def create(self, obj: Mapping[str, Any], *, operation: str) -> dict[str, Any]: ...
+
+    def apply(self, obj: Mapping[str, Any], *, operation: str) -> dict[str, Any]: ...
+
+    def list(
+        self, kind: str, *, operation: str, label_selector: str | None = None
+    ) -> list[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+class ApiTransport:
+    """:class:`Transport` over the official client's typed APIs (CoreV1, RbacAuthorizationV1,
+    CustomObjects for Kueue). Responses are read as raw JSON (``_preload_content=False``) so
+    that fields a newer server adds never fail the client's response models."""
+
+    def __init__(
+        self,
+        api_client: k8s.ApiClient,
+        *,
+        timeout_s: float = 30.0,
+        connect_timeout_s: float = 5.0,
+        page_size: int = 500,
+    ) -> None:
+        self.api_client = api_client
+        self.timeout = (float(connect_timeout_s), float(timeout_s))
+        self.page_size = page_size
+        self.core = k8s.CoreV1Api(api_client)
+        self.rbac = k8s.RbacAuthorizationV1Api(api_client)
+        self.custom = k8s.CustomObjectsApi(api_client)
+
+    def get(self, obj: Mapping[str, Any], *, operation: str) -> dict[str, Any] | None:
+        kind, name, namespace = object_identity(obj)
+        try:
+            return self._call(operation, self._reader(kind), name, namespace)
+        except NotFound:
+            return None
+
+    def create(self, obj: Mapping[str, Any], *, operation: str) -> dict[str, Any]:
+        kind, _, namespace = object_identity(obj)
+        return self._call(
+            operation,
+            self._creator(kind),
+            namespace,
+            dict(obj),
+            field_manager=FIELD_MANAGER,
+            field_validation="Strict",
+            **_JSON_BODY,
+        )
+
+    def apply(self, obj: Mapping[str, Any], *, operation: str) -> dict[str, Any]:
+        kind, name, namespace = object_identity(obj)
+        return self._call(
+            operation,
+            self._patcher(kind),
+            name,
+            namespace,
+            dict(obj),
+            field_manager=FIELD_MANAGER,
+            field_validation="Strict",
+            force=True,
+            _content_type="application/apply-patch+yaml",
+        )
+
+    def list(
+        self, kind: str, *, operation: str, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        spec = KINDS[kind]
+        if kind == "Node":
+
+            def page(**query: Any) -> Any:
+                return self.core.list_node(**query)
+        else:
+
+            def page(**query: Any) -> Any:
+                return self.custom.list_cluster_custom_object(
+                    spec.group, spec.version, spec.plural, **query
+                )
+
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            query: dict[str, Any] = {"limit": self.page_size}
+            if label_selector:
+                query["label_selector"] = label_selector
+            if token:
+                query["_continue"] = token
+            payload = self._call(operation, page, **query)
+            found = payload.get("items")
+            if found is None:
+                found = []
+            if not isinstance(found, list):
+                raise UnexpectedResponse(f"{kind} list has no item list", operation=operation)
+            items.extend(found)
+            metadata = payload.get("metadata") if isinstance(payload.get("metadata"), dict) else {}
+            token = metadata.get("continue") or None
+            if not token:
+                return items
+
+    def close(self) -> None:
+        self.api_client.close()
+
+    # -- the typed calls for each kind; ``namespace`` is ignored for cluster-scoped kinds
+
+    def _reader(self, kind: str) -> Callable[..., Any]:
+        spec = KINDS[kind]
+        readers: dict[str, Callable[..., Any]] = {
+            "Namespace": lambda name, _ns, **kw: self.core.read_namespace(name, **kw),
+            "ResourceQuota": self.core.read_namespaced_resource_quota,
+            "LimitRange": self.core.read_namespaced_limit_range,
+            "RoleBinding": self.rbac.read_namespaced_role_binding,
+        }
+        if kind in readers:
+            return readers[kind]
+        if spec.namespaced:
+            return lambda name, ns, **kw: self.custom.get_namespaced_custom_object(
+                spec.group, spec.version, ns, spec.plural, name, **kw
+            )
+        return lambda name, _ns, **kw: self.custom.get_cluster_custom_object(
+            spec.group, spec.version, spec.plural, name, **kw
+        )
+
+    def _creator(self, kind: str) -> Callable[..., Any]:
+        spec = KINDS[kind]
+        creators: dict[str, Callable[..., Any]] = {
+            "Namespace": lambda _ns, body, **kw: self.core.create_namespace(body, **kw),
+            "ResourceQuota": self.core.create_namespaced_resource_quota,
+            "LimitRange": self.core.create_namespaced_limit_range,
+            "RoleBinding": self.rbac.create_namespaced_role_binding,
+        }
+        if kind in creators:
+            return creators[kind]
+        if spec.namespaced:
+            return lambda ns, body, **kw: self.custom.create_namespaced_custom_object(
+                spec.group, spec.version, ns, spec.plural, body, **kw
+            )
+        return lambda _ns, body, **kw: self.custom.create_cluster_custom_object(
+            spec.group, spec.version, spec.plural, body, **kw
+        )
+
+    def _patcher(self, kind: str) -> Callable[..., Any]:
+        spec = KINDS[kind]
+        patchers: dict[str, Callable[..., Any]] = {
+            "Namespace": lambda name, _ns, body, **kw: self.core.patch_namespace(name, body, **kw),
+            "ResourceQuota": self.core.patch_namespaced_resource_quota,
+            "LimitRange": self.core.patch_namespaced_limit_range,
+            "RoleBinding": self.rbac.patch_namespaced_role_binding,
+        }
+        if kind in patchers:
+            return patchers[kind]
+        if spec.namespaced:
+            return lambda name, ns, body, **kw: self.custom.patch_namespaced_custom_object(
+                spec.group, spec.version, ns, spec.plural, name, body, **kw
+            )
+        return lambda name, _ns, body, **kw: self.custom.patch_cluster_custom_object(
+            spec.group, spec.version, spec.plural, name, body, **kw
+        )
+
+    def _call(self, operation: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict:
+        try:
+            response = fn(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
+            raw = response.data
+        except ApiException as exc:
+            raise api_error(operation, exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            host = self.api_client.configuration.host
+            raise SchedulerUnavailable(
+                f"Kubernetes API at {host} unreachable: {exc}", operation=operation
+            ) from exc
+        try:
+            payload = json.loads(raw)
+        except ValueError as exc:
+            raise UnexpectedResponse(
+                "the API server answered with something that is not JSON", operation=operation
+            ) from exc
+        if not isinstance(payload, dict):
+            raise UnexpectedResponse(
+                "the API server answered with a non-object", operation=operation
+            )
+        return payload
+
+
+# kubernetes 37's create calls ignore ``_content_type`` and send no Content-Type at all; the
+# API server would take JSON, but say so rather than rely on its default.
+_JSON_BODY: dict[str, Any] = (
+    {"_headers": {"Content-Type": "application/json"}}
+    if "_headers" in inspect.signature(k8s.CoreV1Api.create_namespace).parameters
+    else {"_content_type": "application/json"}
+)
+
+
+def object_identity(obj: Mapping[str, Any]) -> tuple[str, str, str | None]:
+    metadata = obj["metadata"]
+    return obj["kind"], metadata["name"], metadata.get("namespace")
+
+
+def api_client_from_settings(
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    host: str | None = None,
+    token: str | None = None,
+    ca_cert: str | None = None,
+) -> k8s.ApiClient:
+    """An ApiClient from a kubeconfig file (optionally one ``context``), or from ``host`` and
+    a bearer ``token`` (with ``ca_cert``, a CA bundle path, for TLS). urllib3 retries are off:
+    callers retry transient errors themselves, and a hung server must cost one timeout."""
+    from kubernetes import config as kube_config
+
+    configuration = k8s.Configuration()
+    if kubeconfig:
+        kube_config.load_kube_config(
+            config_file=kubeconfig,
+            context=context,
+            client_configuration=configuration,
+            persist_config=False,
+        )
+    elif host and token:
+        configuration.host = host
+        configuration.api_key = {"authorization": token}
+        configuration.api_key_prefix = {"authorization": "Bearer"}
+        if ca_cert:
+            configuration.ssl_ca_cert = ca_cert
+    else:
+        raise ValueError("Kubernetes settings need KUBECONFIG, or HOST and TOKEN")
+    configuration.retries = 0
+    return k8s.ApiClient(configuration)
