@@ -212,3 +212,21 @@ def test_the_list_does_not_grow_queries_with_rows(team, team_member, api_as):
         client.get(URL)
 
     assert len(eleven) == len(one)
+
+
+def test_the_schema_documents_every_input_with_its_bounds(admin_api):
+    schema = admin_api.get("/api/schema/?format=json").json()
+    body = schema["paths"]["/api/v1/estimates/"]["post"]["requestBody"]["content"]
+    ref = body["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+    fields = schema["components"]["schemas"][ref]["properties"]
+
+    assert set(fields) >= {"model", "input_len", "output_len", "output_tok_s", "team", "prices"}
+    assert fields["input_len"] == {"type": "integer", "minimum": 1, "maximum": 10_000_000}
+    # (0, 1) for a share of a day's requests at the peak, [0, 1) for the cache hit rate
+    assert (fields["peak_share"]["exclusiveMinimum"], fields["peak_share"]["maximum"]) == (True, 1)
+    assert fields["prompt_cache_hit_rate"]["exclusiveMaximum"] is True
+    assert (
+        fields["tpot_target_ms"]["nullable"] is True and fields["tpot_target_ms"]["default"] == 50
+    )
+    (precision,) = fields["precision"]["allOf"]  # a named enum component
+    assert "FP8" in schema["components"]["schemas"][precision["$ref"].rsplit("/", 1)[-1]]["enum"]
