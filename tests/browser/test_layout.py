@@ -65,6 +65,7 @@ NOT_PAGES = {
     "metrics": "Prometheus exposition, plain text",
     "logout/": "POST only",
     "idle/scan/": "POST only",
+    "dashboard/stranded/recompute/": "POST only (queues the stranded snapshot)",
     "idle/<int:pk>/<str:action>/": "POST only",
     "requests/<int:pk>/<str:action>/": "POST only",
     "allocations/<int:pk>/<str:action>/": "POST only",
