@@ -214,6 +214,23 @@ SELECT 'peak', NULL, COALESCE(MAX(sweep.held), 0) FROM (
 """
 
 
+def window_sql_params(
+    pool: Pool, gpu_model: GpuModel, start: datetime, end: datetime, exclude: int | None
+) -> dict:
+    """The named parameters of the raw statements that read a pool × model's cards and the
+    holding allocations over ``[start, end)`` (here and in :mod:`pools.capacity.shapes`)."""
+    return {
+        "pool": pool.pk,
+        "model": gpu_model.pk,
+        "up": NodeState.UP.value,
+        "error": GpuHealth.ERROR.value,
+        "holding": [str(s) for s in HOLDING_STATUSES],
+        "start": start,
+        "end": end,
+        "exclude": exclude or 0,  # ids start at 1
+    }
+
+
 def _capacity_rows(
     *,
     pool: Pool,
@@ -224,16 +241,7 @@ def _capacity_rows(
     exclude_allocation: int | None,
 ) -> tuple[int, int]:
     """Schedulable cards (CUDA applied) and the peak cards held in the window."""
-    params = {
-        "pool": pool.pk,
-        "model": gpu_model.pk,
-        "up": NodeState.UP.value,
-        "error": GpuHealth.ERROR.value,
-        "holding": [str(s) for s in HOLDING_STATUSES],
-        "start": start,
-        "end": end,
-        "exclude": exclude_allocation or 0,  # ids start at 1
-    }
+    params = window_sql_params(pool, gpu_model, start, end, exclude_allocation)
     with connection.cursor() as cursor:
         cursor.execute(_CAPACITY_SQL, params)
         rows = cursor.fetchall()

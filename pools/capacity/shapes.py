@@ -29,8 +29,7 @@ from datetime import datetime
 from django.db import connection
 
 from pools.capacity.arithmetic import peak_cards
-from pools.capacity.availability import driver_supports, holding_allocations
-from pools.capacity.lifecycle import HOLDING_STATUSES
+from pools.capacity.availability import driver_supports, holding_allocations, window_sql_params
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.placement import (
     FitResult,
@@ -130,16 +129,7 @@ _KINDS_SQL = _KINDS_SQL.replace("{holding}", _HOLDING_SQL)
 
 
 def _kinds_sql(pool, gpu_model, start, end, exclude_allocation):
-    params = {
-        "pool": pool.pk,
-        "model": gpu_model.pk,
-        "up": NodeState.UP.value,
-        "error": GpuHealth.ERROR.value,
-        "holding": [str(s) for s in HOLDING_STATUSES],
-        "start": start,
-        "end": end,
-        "exclude": exclude_allocation or 0,  # ids start at 1
-    }
+    params = window_sql_params(pool, gpu_model, start, end, exclude_allocation)
     with connection.cursor() as cursor:
         cursor.execute(_KINDS_SQL, params)
         kinds = cursor.fetchall()
