@@ -6,7 +6,7 @@ their names (``pools_<model>``), so moving a model between sub-domains needs no 
 """
 
 from pools.audit.models import AuditEvent
-from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
+from pools.capacity.models import Allocation, CapacityRequest, PlacedCards, SchedulerDrift
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 from pools.inventory.models import (
     DriverGroup,
@@ -38,6 +38,7 @@ __all__ = [
     "Membership",
     "MigDevice",
     "Node",
+    "PlacedCards",
     "Pool",
     "ReclamationPolicy",
     "ScaleEvent",

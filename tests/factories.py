@@ -13,6 +13,7 @@ from django.utils import timezone
 from billing import models as billing_models
 from pools.audit import models as audit_models
 from pools.capacity import models as capacity_models
+from pools.capacity import shapes
 from pools.choices import (
     AllocationStatus,
     NodeState,
@@ -133,6 +134,7 @@ class AllocationFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = capacity_models.Allocation
+        skip_postgeneration_save = True
 
     team = factory.SubFactory(TeamFactory)
     pool = factory.SubFactory(PoolFactory, scheduler=Scheduler.KUBERNETES, slurm_partition="")
@@ -151,6 +153,23 @@ class AllocationFactory(factory.django.DjangoModelFactory):
         ends_at=factory.SelfAttribute("..ends_at"),
         status=RequestStatus.APPROVED,
     )
+
+    @factory.post_generation
+    def placed_cards(obj, create, extracted, **kwargs):
+        """A placement is indexed as the approval indexes it (:class:`PlacedCards` rows)."""
+        if create and obj.placement:
+            capacity_models.PlacedCards.objects.bulk_create(shapes.placed_cards(obj))
+
+
+class PlacedCardsFactory(factory.django.DjangoModelFactory):
+    """One node's cards of a placed allocation (GPUs 0 and 1 of ``dgx-1``)."""
+
+    class Meta:
+        model = capacity_models.PlacedCards
+
+    allocation = factory.SubFactory(AllocationFactory)
+    hostname = "dgx-1"
+    gpu_mask = 0b11
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,15 +10,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.db import connection
 from django.db.models import Count, Sum
 
 from pools.capacity.arithmetic import free_after_peak, free_cards, usable_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation
+from pools.capacity.node_kinds import pool_nodes
+from pools.capacity.window import WindowHolds, holding_allocations, window_holds
 from pools.choices import GpuHealth, NodeState, Scheduler, WorkloadKind
-from pools.inventory.driver_versions import parse_cuda_version
-from pools.inventory.models import DriverGroup, Gpu, GpuModel, Node, Pool
+from pools.inventory.driver_versions import driver_supports, parse_cuda_version
+from pools.inventory.models import Gpu, GpuModel, Pool
 
 SCHEDULER_OF_KIND = {
     WorkloadKind.TRAINING: Scheduler.SLURM,
@@ -61,35 +62,6 @@ def _schedulable_by_model(
         if driver_supports(row["node__driver_group__max_cuda"], wanted):
             counts[row["gpu_model"]] = counts.get(row["gpu_model"], 0) + row["n"]
     return counts
-
-
-def driver_supports(max_cuda: str | None, wanted: tuple[int, int] | None) -> bool:
-    """Whether a driver group whose ``max_cuda`` is this runs CUDA ``wanted`` (None: any).
-    A node without a known driver supports nothing in particular."""
-    if wanted is None:
-        return True
-    supported = parse_cuda_version(max_cuda or "")
-    return supported is not None and supported >= wanted
-
-
-def holding_allocations(
-    *,
-    pool: Pool,
-    gpu_model: GpuModel,
-    start: datetime,
-    end: datetime,
-    exclude_allocation: int | None = None,
-):
-    """Allocations of ``pool`` × ``gpu_model`` that hold cards and overlap ``[start, end)``
-    (half-open), without ``exclude_allocation``: what the card count and the shape check count."""
-    qs = Allocation.objects.filter(
-        pool=pool,
-        gpu_model=gpu_model,
-        status__in=HOLDING_STATUSES,
-        starts_at__lt=end,
-        ends_at__gt=start,
-    )
-    return qs.exclude(pk=exclude_allocation) if exclude_allocation else qs
 
 
 def holding_intervals(
@@ -150,107 +122,30 @@ def pool_free_cards(
     end: datetime,
     cuda: str | None = None,
     exclude_allocation: int | None = None,
+    holds: WindowHolds | None = None,
 ) -> int:
-    """Cards of ``gpu_model`` free in ``pool`` for the whole window (over-commit applied).
+    """Cards of ``gpu_model`` free in ``pool`` for the whole window (over-commit applied):
+    usable schedulable cards − the peak held (:func:`pools.capacity.window.window_holds`),
+    never negative.
 
-    The approval calls this under the pool lock, once per approval. On PostgreSQL the cards and
-    the peak held come back in one statement (:func:`_capacity_rows`): the two ORM queries cost
-    three times as much, mostly in building the SQL, and approvals must keep up with 100 a
-    second (issue #3); the peak is summed in SQL, so a window that 1,500 allocations overlap
-    costs one row (issue #20). Both ways count the same; tests hold them together.
+    The approval calls this under the pool lock, once per approval, and passes the ``holds``
+    it read for the shape check too. Schedulable cards come from the inventory read once per
+    inventory change (:mod:`pools.capacity.node_kinds`), so on PostgreSQL the count costs one
+    statement whatever the pool's size: approvals must keep up with 100 a second (issue #3)
+    and stay flat at 2,000 nodes (issue #20).
     """
-    if connection.vendor == "postgresql":
-        schedulable, peak = _capacity_rows(
+    if holds is None:
+        holds = window_holds(
             pool=pool,
             gpu_model=gpu_model,
             start=start,
             end=end,
-            cuda=cuda,
             exclude_allocation=exclude_allocation,
         )
-        return free_after_peak(
-            schedulable=schedulable, overcommit_ratio=pool.overcommit_ratio, peak=peak
-        )
-    schedulable = schedulable_cards(pool=pool, gpu_model=gpu_model, cuda=cuda)
-    intervals = holding_intervals(
-        pool=pool,
-        gpu_model=gpu_model,
-        start=start,
-        end=end,
-        exclude_allocation=exclude_allocation,
+    nodes = pool_nodes(pool=pool, gpu_model=gpu_model, generation=holds.generation)
+    return free_after_peak(
+        schedulable=nodes.schedulable(cuda), overcommit_ratio=pool.overcommit_ratio, peak=holds.peak
     )
-    return free_cards(
-        schedulable=schedulable,
-        overcommit_ratio=pool.overcommit_ratio,
-        intervals=intervals,
-        start=start,
-        end=end,
-    )
-
-
-# Cards by driver group's max CUDA (the schedulable_cards filter), rows ``('cards', max_cuda,
-# n)``; then the peak of the holding allocations (the holding_intervals filter) over the window,
-# one row ``('peak', NULL, cards)``: :func:`pools.capacity.arithmetic.peak_cards`'s sweep line
-# in SQL (endpoints clipped to the window, at one instant an end (-cards) before a start, the
-# running sum's maximum), so 1,500 overlapping allocations cost one row, not 1,500 parsed ones.
-_CAPACITY_SQL = f"""
-SELECT 'cards', dg.max_cuda, COUNT(*)
-  FROM {Gpu._meta.db_table} g
-  JOIN {Node._meta.db_table} n ON n.id = g.node_id
-  LEFT JOIN {DriverGroup._meta.db_table} dg ON dg.id = n.driver_group_id
- WHERE n.pool_id = %(pool)s AND n.state = %(up)s AND g.gpu_model_id = %(model)s
-   AND g.health <> %(error)s
- GROUP BY dg.max_cuda
-UNION ALL
-SELECT 'peak', NULL, COALESCE(MAX(sweep.held), 0) FROM (
-  SELECT SUM(ev.delta) OVER (ORDER BY ev.t, ev.delta ROWS UNBOUNDED PRECEDING) AS held
-    FROM {Allocation._meta.db_table} a
-   CROSS JOIN LATERAL (VALUES (GREATEST(a.starts_at, %(start)s), a.card_count),
-                              (LEAST(a.ends_at, %(end)s), -a.card_count)) AS ev(t, delta)
-   WHERE a.pool_id = %(pool)s AND a.gpu_model_id = %(model)s AND a.status = ANY(%(holding)s)
-     AND a.starts_at < %(end)s AND a.ends_at > %(start)s AND a.id <> %(exclude)s
-     AND a.card_count > 0
-) sweep
-"""
-
-
-def window_sql_params(
-    pool: Pool, gpu_model: GpuModel, start: datetime, end: datetime, exclude: int | None
-) -> dict:
-    """The named parameters of the raw statements that read a pool × model's cards and the
-    holding allocations over ``[start, end)`` (here and in :mod:`pools.capacity.shapes`)."""
-    return {
-        "pool": pool.pk,
-        "model": gpu_model.pk,
-        "up": NodeState.UP.value,
-        "error": GpuHealth.ERROR.value,
-        "holding": [str(s) for s in HOLDING_STATUSES],
-        "start": start,
-        "end": end,
-        "exclude": exclude or 0,  # ids start at 1
-    }
-
-
-def _capacity_rows(
-    *,
-    pool: Pool,
-    gpu_model: GpuModel,
-    start: datetime,
-    end: datetime,
-    cuda: str | None,
-    exclude_allocation: int | None,
-) -> tuple[int, int]:
-    """Schedulable cards (CUDA applied) and the peak cards held in the window."""
-    params = window_sql_params(pool, gpu_model, start, end, exclude_allocation)
-    with connection.cursor() as cursor:
-        cursor.execute(_CAPACITY_SQL, params)
-        rows = cursor.fetchall()
-    wanted = parse_cuda_version(cuda) if cuda else None
-    schedulable = sum(
-        n for kind, max_cuda, n in rows if kind == "cards" and driver_supports(max_cuda, wanted)
-    )
-    (peak,) = (int(n) for kind, _, n in rows if kind == "peak")
-    return schedulable, peak
 
 
 @dataclass

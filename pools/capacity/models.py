@@ -189,6 +189,37 @@ class Allocation(models.Model):
         return f"Allocation #{self.pk} {self.team.slug} {self.card_count}× {self.gpu_model.name}"
 
 
+class PlacedCards(models.Model):
+    """The cards an allocation's placement holds on one node, as a row: one per entry of
+    :attr:`Allocation.placement`, the GPU indices as a bit mask (bit *i* set = GPU index *i*;
+    indices 0–62, so the mask is a positive 64-bit integer).
+
+    ``Allocation.placement`` stays the record that is shown, audited and sent to the scheduler;
+    these rows are its index for the question every shaped approval asks, "which cards do the
+    holding allocations of this window hold on each node": a join and a ``bit_or`` instead of
+    expanding ~1,500 JSON documents (issue #20). Written only with the allocation
+    (:func:`pools.capacity.services.requests.capacity_request_approve`), never changed after;
+    ``tests/pools/capacity/test_placed_cards.py`` holds the two together.
+    """
+
+    allocation = models.ForeignKey(
+        Allocation, on_delete=models.CASCADE, related_name="placed_cards"
+    )
+    hostname = models.CharField(max_length=253)
+    gpu_mask = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["allocation", "hostname"], name="placed_cards_one_row_per_node"
+            ),
+            models.CheckConstraint(condition=Q(gpu_mask__gt=0), name="placed_cards_mask_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Allocation #{self.allocation_id} on {self.hostname}: mask {self.gpu_mask:#x}"
+
+
 class SchedulerDrift(models.Model):
     """A difference found between what allocations require and what a scheduler holds.
 

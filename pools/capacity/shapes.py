@@ -13,11 +13,12 @@ best fit where N is the most they hold at once in the window (the count the card
 uses), for the whole window: the scheduler decides where such cards really run, so this counts
 them somewhere rather than nowhere, and never twice.
 
-Two queries whatever the pool's size, and Python work that grows with the *kinds* of node, not
-the nodes (issue #20: a 2,000-node pool is a few dozen kinds): on PostgreSQL the first query
-gathers the placed cards each node holds and returns nodes alike in cards, held cards, domains
-and driver as one row with their hostnames; the second the holding allocations without a
-placement. The fitter then works on groups of alike nodes
+One statement per check whatever the pool's size (issue #20): the held side
+(:func:`pools.capacity.window.window_holds`: the cards placed allocations hold on each node, a
+``bit_or`` over :class:`pools.capacity.models.PlacedCards`, and the peak of the unplaced ones);
+the inventory side (nodes alike in cards, domains and driver) is read once per inventory change
+(:mod:`pools.capacity.node_kinds`). Python work grows with the kinds of node and the nodes
+held, not the nodes; the fitter works on groups of alike nodes
 (:func:`pools.capacity.placement.fit_groups`).
 """
 
@@ -26,24 +27,18 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from django.db import connection
-
-from pools.capacity.arithmetic import peak_cards
-from pools.capacity.availability import driver_supports, holding_allocations, window_sql_params
-from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
+from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.placement import (
     FitResult,
-    NodeCards,
     NodeFree,
     NodeGroup,
     Shape,
     fit_groups,
     take_cards,
 )
-from pools.choices import GpuHealth, NodeState
-from pools.inventory.driver_versions import parse_cuda_version
-from pools.inventory.models import DriverGroup, Gpu, GpuModel, Node, Pool
-from pools.inventory.topology import catalogue_domains
+from pools.capacity.window import WindowHolds, gpu_mask, mask_gpus, window_holds
+from pools.inventory.models import GpuModel, Pool
 
 
 def request_shape(request: CapacityRequest, cards: int | None = None) -> Shape | None:
@@ -67,136 +62,44 @@ def pool_free_groups(
     end: datetime,
     cuda: str | None = None,
     exclude_allocation: int | None = None,
+    holds: WindowHolds | None = None,
 ) -> list[NodeGroup]:
     """The pool's nodes of ``gpu_model`` as groups of alike ones (:class:`NodeGroup`: same
     cards free for the whole window ``[start, end)``, same domains), unplaced allocations laid
-    (module docstring). Two queries; Python work grows with the kinds of node, not the nodes."""
-    if connection.vendor == "postgresql":
-        kinds, unplaced = _kinds_sql(pool, gpu_model, start, end, exclude_allocation)
-    else:
-        kinds, unplaced = _kinds_orm(pool, gpu_model, start, end, exclude_allocation)
-    wanted = parse_cuda_version(cuda) if cuda else None
-    checked: dict[tuple, tuple[frozenset[int], ...] | None] = {}
-    groups = []
-    for gpus, held, recorded, max_cuda, hostnames in kinds:
-        if not driver_supports(max_cuda, wanted):
-            continue
-        cards = frozenset(gpus)
-        key = (cards, repr(recorded))
-        if key not in checked:  # read and check each distinct (cards, domains) once
-            checked[key] = node_domains(cards, recorded, gpu_model)
-            NodeCards(hostnames[0], cards, checked[key])  # raises on a bad card set or domains
-        groups.append(
-            NodeGroup(tuple(sorted(hostnames)), cards - frozenset(held or ()), checked[key])
+    (module docstring). ``holds``: what :func:`pools.capacity.window.window_holds` read with
+    ``per_node`` (the approval reads it once for the card count and the shape); otherwise one
+    statement here. Python work grows with the kinds of node and the nodes held, not the
+    nodes."""
+    if holds is None or holds.held is None:
+        holds = window_holds(
+            pool=pool,
+            gpu_model=gpu_model,
+            start=start,
+            end=end,
+            exclude_allocation=exclude_allocation,
+            per_node=True,
         )
-    return lay_unplaced(groups, peak_cards(unplaced, start, end))
-
-
-# Kinds of node: per node its schedulable cards of the model and the cards placed holding
-# allocations hold over the window, then nodes alike in (cards, held, domains, driver) as one
-# row with their hostnames. Then the holding allocations without a placement.
-_KINDS_SQL = f"""
-WITH cards AS (
-  SELECT n.hostname, n.nvlink_domains AS domains, dg.max_cuda,
-         array_agg(g."index" ORDER BY g."index") AS gpus
-    FROM {Gpu._meta.db_table} g
-    JOIN {Node._meta.db_table} n ON n.id = g.node_id
-    LEFT JOIN {DriverGroup._meta.db_table} dg ON dg.id = n.driver_group_id
-   WHERE n.pool_id = %(pool)s AND n.state = %(up)s AND g.gpu_model_id = %(model)s
-     AND g.health <> %(error)s
-   GROUP BY n.id, dg.max_cuda
-), held AS (
-  SELECT spot.node AS hostname, array_agg(DISTINCT gpu) AS gpus
-    FROM {Allocation._meta.db_table} a
-   CROSS JOIN LATERAL jsonb_to_recordset(a.placement) AS spot(node text, gpus int[])
-   CROSS JOIN LATERAL unnest(spot.gpus) AS gpu
-   WHERE {{holding}} AND jsonb_typeof(a.placement) = 'array'
-   GROUP BY spot.node
-)
-SELECT c.gpus, h.gpus, c.domains, c.max_cuda, array_agg(c.hostname)
-  FROM cards c LEFT JOIN held h ON h.hostname = c.hostname
- GROUP BY c.gpus, h.gpus, c.domains, c.max_cuda
-"""
-_HOLDING_SQL = """a.pool_id = %(pool)s AND a.gpu_model_id = %(model)s
-     AND a.status = ANY(%(holding)s)
-     AND a.starts_at < %(end)s AND a.ends_at > %(start)s AND a.id <> %(exclude)s"""
-_UNPLACED_SQL = f"""
-SELECT a.starts_at, a.ends_at, a.card_count FROM {Allocation._meta.db_table} a
- WHERE {_HOLDING_SQL}
-   AND NOT (jsonb_typeof(a.placement) = 'array' AND jsonb_array_length(a.placement) > 0)
-"""
-_KINDS_SQL = _KINDS_SQL.replace("{holding}", _HOLDING_SQL)
-
-
-def _kinds_sql(pool, gpu_model, start, end, exclude_allocation):
-    params = window_sql_params(pool, gpu_model, start, end, exclude_allocation)
-    with connection.cursor() as cursor:
-        cursor.execute(_KINDS_SQL, params)
-        kinds = cursor.fetchall()
-        cursor.execute(_UNPLACED_SQL, params)
-        unplaced = cursor.fetchall()
-    return kinds, unplaced
-
-
-def _kinds_orm(pool, gpu_model, start, end, exclude_allocation):
-    """What :data:`_KINDS_SQL` answers, node by node through the ORM (SQLite)."""
-    gpus = Gpu.objects.filter(
-        node__pool=pool, node__state=NodeState.UP, gpu_model=gpu_model
-    ).exclude(health=GpuHealth.ERROR)
-    cards: dict[str, list[int]] = defaultdict(list)
-    about: dict[str, tuple] = {}
-    for hostname, index, domains, max_cuda in gpus.values_list(
-        "node__hostname", "index", "node__nvlink_domains", "node__driver_group__max_cuda"
-    ):
-        cards[hostname].append(index)
-        about[hostname] = (domains, max_cuda)
-    held: dict[str, set[int]] = defaultdict(set)
-    unplaced = []
-    holds = holding_allocations(
-        pool=pool, gpu_model=gpu_model, start=start, end=end, exclude_allocation=exclude_allocation
-    )
-    for count, placement, starts_at, ends_at in holds.values_list(
-        "card_count", "placement", "starts_at", "ends_at"
-    ):
-        if placement:
-            for spot in placement:
-                held[spot["node"]].update(spot["gpus"])
-        else:
-            unplaced.append((starts_at, ends_at, count))
-    alike: dict[tuple, list[str]] = defaultdict(list)
-    for hostname, indices in cards.items():
-        taken = tuple(sorted(held[hostname])) if hostname in held else None
-        domains, max_cuda = about[hostname]
-        alike[(tuple(sorted(indices)), taken, repr(domains), max_cuda)].append(hostname)
-    kinds = [
-        (list(gpus), taken, about[hostnames[0]][0], max_cuda, hostnames)
-        for (gpus, taken, _, max_cuda), hostnames in alike.items()
-    ]
-    return kinds, unplaced
-
-
-def node_domains(
-    indices: frozenset[int], recorded: list[list[int]] | None, gpu_model: GpuModel
-) -> tuple[frozenset[int], ...] | None:
-    """A node's NVLink domains over ``indices`` (its cards that count): the imported ones
-    (``recorded``), else the catalogue's facts, else ``None`` (unknown)."""
-    if recorded is not None:
-        try:
-            domains = [frozenset(int(i) for i in group) & indices for group in recorded]
-        except (TypeError, ValueError):
-            domains = None  # a malformed value reads as unknown, never as joined
-        if domains is not None:
-            covered = frozenset().union(*domains) if domains else frozenset()
-            # a card the capture did not list (added since) is a domain of its own: unknown
-            # links are never assumed, and a card alone is a fact about what it can join
-            extra = [frozenset({i}) for i in sorted(indices - covered)]
-            return tuple(d for d in domains if d) + tuple(extra)
-    nvlink = gpu_model.nvlink_gbps
-    return catalogue_domains(
-        indices,
-        form_factor=gpu_model.form_factor,
-        nvlink_gbps=None if nvlink is None else int(nvlink),
-    )
+    held, unplaced = holds.held, holds.unplaced_peak
+    assert held is not None and unplaced is not None  # read with per_node
+    nodes = pool_nodes(pool=pool, gpu_model=gpu_model, generation=holds.generation)
+    usable = dict(nodes.kinds_for(cuda))
+    touched: dict[tuple[int, int], list[str]] = defaultdict(list)
+    for hostname, mask in held.items():
+        at = nodes.kind_of.get(hostname)
+        if at in usable:  # cards held on a node down or filtered out: nothing to take
+            touched[(at, mask)].append(hostname)
+    kinds_touched = {at for at, _ in touched}
+    groups = []
+    for at, kind in usable.items():
+        names = kind.hostnames
+        if at in kinds_touched:
+            names = tuple(name for name in names if name not in held)
+        if names:
+            groups.append(NodeGroup(names, kind.gpus, kind.domains))
+    for (at, mask), names in touched.items():
+        kind = usable[at]
+        groups.append(NodeGroup(tuple(sorted(names)), kind.gpus - mask_gpus(mask), kind.domains))
+    return lay_unplaced(groups, unplaced)
 
 
 def pool_free_nodes(
@@ -242,8 +145,10 @@ def shape_fit(
     end: datetime,
     cuda: str | None = None,
     exclude_allocation: int | None = None,
+    holds: WindowHolds | None = None,
 ) -> FitResult:
-    """Whether ``shape`` fits on the pool's cards free for the window, and where."""
+    """Whether ``shape`` fits on the pool's cards free for the window, and where (``holds``
+    as for :func:`pool_free_groups`)."""
     groups = pool_free_groups(
         pool=pool,
         gpu_model=gpu_model,
@@ -251,6 +156,7 @@ def shape_fit(
         end=end,
         cuda=cuda,
         exclude_allocation=exclude_allocation,
+        holds=holds,
     )
     return fit_groups(groups, shape)
 
@@ -258,6 +164,19 @@ def shape_fit(
 def placement_record(result: FitResult) -> list[dict[str, object]]:
     """``Allocation.placement`` for a fitted shape: the nodes and cards counted on."""
     return [{"node": spot.node, "gpus": list(spot.gpus)} for spot in result.placements]
+
+
+def placed_cards(allocation: Allocation) -> list[PlacedCards]:
+    """The :class:`PlacedCards` rows of ``allocation.placement`` (one per node, its GPU indices
+    as a mask), unsaved. Raises :class:`ValueError` for a GPU index outside 0–62."""
+    masks: dict[str, int] = {}
+    for spot in allocation.placement:
+        masks[spot["node"]] = masks.get(spot["node"], 0) | gpu_mask(spot["gpus"])
+    return [
+        PlacedCards(allocation=allocation, hostname=host, gpu_mask=mask)
+        for host, mask in masks.items()
+        if mask
+    ]
 
 
 def shape_data(shape: Shape | None) -> dict[str, object] | None:

@@ -7,7 +7,7 @@ The rule is :func:`pools.capacity.placement.stranded_card_hours`: per NVLink dom
 outside whole groups of the largest common shape the domain allows are stranded (an 8-card
 NVSwitch node with 6 free cards strands 6 for the hours it stays so). Cards are the schedulable
 ones (node up, card not in error); domains as the shape check reads them
-(:func:`pools.capacity.shapes.node_domains`: imported, else catalogue, else unknown).
+(:func:`pools.capacity.node_kinds.node_domains`: imported, else catalogue, else unknown).
 Held cards are the placements of holding allocations; allocations without a placement are laid
 together by best fit, at their peak, for the whole horizon (see ``_holds``).
 Four queries whatever the fleet's size (PostgreSQL: the cards one row per node, then the nodes).
@@ -37,6 +37,7 @@ from django.utils import timezone
 from pools.capacity.arithmetic import peak_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation
+from pools.capacity.node_kinds import node_domains
 from pools.capacity.placement import (
     COMMON_CARDS_PER_NODE,
     Hold,
@@ -46,7 +47,7 @@ from pools.capacity.placement import (
     stranded_card_hours,
     stranded_cards,
 )
-from pools.capacity.shapes import lay_unplaced, node_domains
+from pools.capacity.shapes import lay_unplaced
 from pools.choices import GpuHealth, NodeState
 from pools.dashboards.capacity import DashboardFilters, pooled_gpus
 from pools.inventory.models import GpuModel, Node

@@ -64,6 +64,15 @@ def parse_cuda_version(raw: str | None) -> tuple[int, int] | None:
     return int(match.group(1)), int(match.group(2))
 
 
+def driver_supports(max_cuda: str | None, wanted: tuple[int, int] | None) -> bool:
+    """Whether a driver group whose ``max_cuda`` is this runs CUDA ``wanted`` (None: any).
+    A node without a known driver supports nothing in particular."""
+    if wanted is None:
+        return True
+    supported = parse_cuda_version(max_cuda or "")
+    return supported is not None and supported >= wanted
+
+
 def _at_least(version: tuple[int, ...], floor: tuple[int, ...]) -> bool:
     # Missing components count as 0, so 570.26 and 570.26.0 compare equal.
     for have, need in zip_longest(version, floor, fillvalue=0):

@@ -16,8 +16,15 @@ from pools.audit.models import AuditEvent
 from pools.audit.services import audit_event_build, audit_event_record, audit_snapshot
 from pools.capacity.availability import SCHEDULER_OF_KIND, pool_free_cards, request_options
 from pools.capacity.locks import pool_lock, request_lock
-from pools.capacity.models import Allocation, CapacityRequest
-from pools.capacity.shapes import placement_record, request_shape, shape_data, shape_fit
+from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
+from pools.capacity.shapes import (
+    placed_cards,
+    placement_record,
+    request_shape,
+    shape_data,
+    shape_fit,
+)
+from pools.capacity.window import window_holds
 from pools.choices import (
     AllocationStatus,
     RequestKind,
@@ -398,15 +405,24 @@ def capacity_request_approve(
         cards = request.card_count if card_count is None else card_count
         end = request.ends_at if ends_at is None else ends_at
         _check_grant(request, cards, end, locked_pool, target_model)
+        shape = request_shape(request)
+        # one read of what the window holds serves the card count and the shape check
+        holds = window_holds(
+            pool=locked_pool,
+            gpu_model=target_model,
+            start=request.starts_at,
+            end=end,
+            per_node=shape is not None,
+        )
         free = pool_free_cards(
             pool=locked_pool,
             gpu_model=target_model,
             start=request.starts_at,
             end=end,
             cuda=request.cuda_version or None,
+            holds=holds,
         )
         placement: list[dict[str, Any]] = []
-        shape = request_shape(request)
         fit = None
         if shape is not None:
             if cards != shape.total_cards:
@@ -424,6 +440,7 @@ def capacity_request_approve(
                 start=request.starts_at,
                 end=end,
                 cuda=request.cuda_version or None,
+                holds=holds,
             )
         if free < cards or (fit is not None and not fit.fits):
             shaped = {}
@@ -466,6 +483,8 @@ def capacity_request_approve(
             status=AllocationStatus.APPROVED,
             placement=placement,
         )
+        if placement:
+            PlacedCards.objects.bulk_create(placed_cards(allocation))
         # Both events in one INSERT: approvals are the hot path (issue #3: >= 100/s).
         AuditEvent.objects.bulk_create(
             [

@@ -1,5 +1,6 @@
 """pools.capacity.availability.pool_free_cards on a pool with every kind of card and allocation
-that must or must not count, by hand; and its one-statement PostgreSQL path against the ORM queries.
+that must or must not count, by hand; and its PostgreSQL path (one statement, the inventory
+read once per change) against the ORM queries.
 
 Pool ``p`` (Kubernetes), L40S cards:
   n1 up,   driver 550.54.15 (CUDA 12.4), 4 cards, one of them health=error  -> 3
@@ -24,7 +25,7 @@ from types import SimpleNamespace
 import pytest
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, node_with_gpus
 
-from pools.capacity import availability
+from pools.capacity import availability, node_kinds, window
 from pools.capacity.arithmetic import free_cards
 from pools.capacity.availability import holding_intervals, pool_free_cards, schedulable_cards
 from pools.choices import GpuHealth, NodeState, Scheduler
@@ -80,7 +81,8 @@ def fleet(team):
 @pytest.fixture(params=["one statement (PostgreSQL)", "ORM queries"])
 def path(request, monkeypatch):
     if request.param == "ORM queries":
-        monkeypatch.setattr(availability, "connection", SimpleNamespace(vendor="other"))
+        for module in (window, node_kinds):
+            monkeypatch.setattr(module, "connection", SimpleNamespace(vendor="other"))
     return request.param
 
 

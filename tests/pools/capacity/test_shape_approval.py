@@ -309,14 +309,15 @@ def test_shaped_approval_query_count_does_not_grow_with_the_pool(
 ):
     start = next_week_9am()
     end = start + timedelta(days=7)
-    small = _approval_queries(dgx_pool, a100, admin, start, end)  # 4 nodes: takes dgx-1
+    # 4 nodes: takes dgx-1; the first read of this inventory reads the nodes too
+    small = _approval_queries(dgx_pool, a100, admin, start, end)
     for i in range(5, 41):  # 40 nodes, the odd new ones half held, and an unplaced grant
         node_with_gpus(8, hostname=f"dgx-{i}", pool=dgx_pool, nvlink_domains=DGX)
         if i % 2:
             _hold(dgx_pool, a100, f"dgx-{i}", [0, 1, 2, 3], start, end)
     AllocationFactory(pool=dgx_pool, gpu_model=a100, card_count=3, starts_at=start, ends_at=end)
     eight = Shape(cards_per_node=8, nodes=1, one_nvlink_domain=True)
-    with django_assert_num_queries(2):  # the kinds of node with held cards; unplaced grants
+    with django_assert_num_queries(2):  # what the window holds; the changed inventory's nodes
         fit = shape_fit(pool=dgx_pool, gpu_model=a100, shape=eight, start=start, end=end)
     # names sort as text (dgx-10 < dgx-2); the unplaced 3 go by best fit to the first node with
     # 4 free (dgx-11); the 1 x 8 to the first whole free node: dgx-10
@@ -324,4 +325,7 @@ def test_shaped_approval_query_count_does_not_grow_with_the_pool(
     free = {n.name: len(n.free) for n in pool_free_nodes(pool=dgx_pool, gpu_model=a100,
                                                          start=start, end=end)}  # fmt: skip
     assert (free["dgx-1"], free["dgx-11"], free["dgx-13"], free["dgx-10"]) == (0, 1, 4, 8)
+    # the inventory read is kept until it changes: one statement fewer than the first
+    assert _approval_queries(dgx_pool, a100, admin, start, end) == small - 1
+    node_with_gpus(8, hostname="dgx-41", pool=dgx_pool, nvlink_domains=DGX)  # changes it
     assert _approval_queries(dgx_pool, a100, admin, start, end) == small

@@ -18,8 +18,9 @@ from django.db import connection, connections
 from django.utils import timezone
 from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
-from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
 from pools.capacity.services.requests import capacity_request_approve
+from pools.capacity.shapes import placed_cards
 from pools.choices import RequestStatus, Scheduler
 from pools.errors import InsufficientCapacity
 from pools.inventory.models import GpuModel
@@ -61,7 +62,7 @@ def dgx_pool(django_user_model):
         justification="held",
         status=RequestStatus.APPROVED,
     )
-    Allocation.objects.create(
+    placed = Allocation.objects.create(
         request=held,
         team=team,
         pool=pool,
@@ -71,6 +72,7 @@ def dgx_pool(django_user_model):
         ends_at=end,
         placement=[{"node": "dgx-3", "gpus": [0, 1, 2, 3, 4, 5]}],
     )
+    PlacedCards.objects.bulk_create(placed_cards(placed))  # as the approval indexes it
 
     def requests(cards: int) -> list[CapacityRequest]:
         return [

@@ -1,0 +1,183 @@
+"""A pool × GPU model's schedulable nodes as *kinds*: nodes alike in cards, NVLink domains and
+driver, read once per inventory change.
+
+Every shaped approval asks where cards are free, and the inventory side of that answer (which
+nodes are up, which of their cards of the model are not in error, their NVLink domains and the
+driver's CUDA version) changes only when an import or an admin writes the inventory, while the
+held side changes with every approval. So the inventory side is read here and kept in this
+process, keyed by the pool, the model and the **inventory generation** read in the same
+transaction (``pools_inventorystamp``, maintained by PostgreSQL triggers on GPUs, nodes, driver
+groups and GPU models; migration ``0017_placed_cards_inventory_stamp`` says why it is
+consistent). A changed generation reads again; so does every call on SQLite, which has no
+stamp (``generation`` ``None``). At 2,000 nodes × 8 cards the read is one scan of 16,000 card
+rows (about 8 ms on PostgreSQL on the bench machine); a cached answer costs nothing.
+
+Cards counted are the schedulable ones (:mod:`pools.capacity.availability`: node up, card not
+in error); the CUDA filter is applied by the caller per request (:meth:`PoolNodes.kinds_for`).
+NVLink domains are the node's imported ones (``Node.nvlink_domains``, from ``nvidia-smi topo
+-m``), else the catalogue's facts (:func:`pools.inventory.topology.catalogue_domains`), else
+unknown (:func:`node_domains`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.db import connection
+
+from pools.capacity.placement import NodeCards
+from pools.choices import GpuHealth, NodeState
+from pools.inventory.driver_versions import driver_supports, parse_cuda_version
+from pools.inventory.models import DriverGroup, Gpu, GpuModel, Node, Pool
+from pools.inventory.topology import catalogue_domains
+
+
+@dataclass(frozen=True)
+class NodeKind:
+    """Nodes (``hostnames``, sorted) with the same schedulable cards of the model (``gpus``,
+    GPU indices), the same NVLink domains over them (``None``: unknown) and the same driver
+    (``max_cuda``, the driver group's highest CUDA version, ``None`` when unknown)."""
+
+    gpus: frozenset[int]
+    domains: tuple[frozenset[int], ...] | None
+    max_cuda: str | None
+    hostnames: tuple[str, ...]
+
+    @property
+    def cards(self) -> int:
+        """Schedulable cards of this kind in all: cards per node × nodes."""
+        return len(self.gpus) * len(self.hostnames)
+
+
+@dataclass(frozen=True)
+class PoolNodes:
+    """A pool × model's schedulable nodes by kind; ``kind_of`` maps a hostname to its kind's
+    position in ``kinds``."""
+
+    kinds: tuple[NodeKind, ...]
+    kind_of: dict[str, int]
+
+    def kinds_for(self, cuda: str | None) -> list[tuple[int, NodeKind]]:
+        """``(position, kind)`` of the kinds whose driver supports CUDA ``cuda`` ("12.4";
+        ``None``: any driver)."""
+        wanted = parse_cuda_version(cuda) if cuda else None
+        return [
+            (at, kind)
+            for at, kind in enumerate(self.kinds)
+            if driver_supports(kind.max_cuda, wanted)
+        ]
+
+    def schedulable(self, cuda: str | None) -> int:
+        """Schedulable cards whose driver supports CUDA ``cuda`` (the card invariant's count)."""
+        return sum(kind.cards for _, kind in self.kinds_for(cuda))
+
+
+# (pool id, model id) -> (generation, nodes): the newest generation read in this process
+_READ: dict[tuple[int, int], tuple[int, PoolNodes]] = {}
+
+
+def pool_nodes(*, pool: Pool, gpu_model: GpuModel, generation: int | None) -> PoolNodes:
+    """The pool's schedulable nodes of ``gpu_model`` by kind, as of inventory ``generation``
+    (read in the caller's transaction, before this call; ``None``: read now, keep nothing).
+    Raises :class:`pools.capacity.placement.ShapeError` when a node's cards or domains are
+    unusable (two domains sharing a card)."""
+    key = (pool.pk, gpu_model.pk)
+    if generation is not None:
+        known = _READ.get(key)
+        if known is not None and known[0] == generation:
+            return known[1]
+    if connection.vendor == "postgresql":
+        rows = _rows_sql(pool, gpu_model)
+    else:
+        rows = _rows_orm(pool, gpu_model)
+    checked: dict[tuple, tuple[frozenset[int], ...] | None] = {}
+    kinds = []
+    for gpus, recorded, max_cuda, hostnames in rows:
+        cards = frozenset(gpus)
+        seen = (cards, repr(recorded))
+        if seen not in checked:  # read and check each distinct (cards, domains) once
+            checked[seen] = node_domains(cards, recorded, gpu_model)
+            NodeCards(hostnames[0], cards, checked[seen])  # raises on a bad card set or domains
+        kinds.append(NodeKind(cards, checked[seen], max_cuda, tuple(sorted(hostnames))))
+    kinds.sort(key=lambda kind: kind.hostnames[0])  # the same order whatever the database's
+    nodes = PoolNodes(
+        tuple(kinds), {name: at for at, kind in enumerate(kinds) for name in kind.hostnames}
+    )
+    if generation is not None:
+        _READ[key] = (generation, nodes)
+    return nodes
+
+
+# Per node its schedulable cards of the model, then nodes alike in (cards, domains, driver) as
+# one row with their hostnames.
+_KINDS_SQL = f"""
+SELECT c.gpus, c.domains, c.max_cuda, array_agg(c.hostname)
+  FROM (SELECT n.hostname, n.nvlink_domains AS domains, dg.max_cuda,
+               array_agg(g."index" ORDER BY g."index") AS gpus
+          FROM {Gpu._meta.db_table} g
+          JOIN {Node._meta.db_table} n ON n.id = g.node_id
+          LEFT JOIN {DriverGroup._meta.db_table} dg ON dg.id = n.driver_group_id
+         WHERE n.pool_id = %(pool)s AND n.state = %(up)s AND g.gpu_model_id = %(model)s
+           AND g.health <> %(error)s
+         GROUP BY n.id, dg.max_cuda) c
+ GROUP BY c.gpus, c.domains, c.max_cuda
+"""
+
+
+def _rows_sql(pool: Pool, gpu_model: GpuModel) -> list[tuple]:
+    params = {
+        "pool": pool.pk,
+        "model": gpu_model.pk,
+        "up": NodeState.UP.value,
+        "error": GpuHealth.ERROR.value,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_KINDS_SQL, params)
+        return cursor.fetchall()
+
+
+def _rows_orm(pool: Pool, gpu_model: GpuModel) -> list[tuple]:
+    """What :data:`_KINDS_SQL` answers, node by node through the ORM (SQLite)."""
+    gpus = Gpu.objects.filter(
+        node__pool=pool, node__state=NodeState.UP, gpu_model=gpu_model
+    ).exclude(health=GpuHealth.ERROR)
+    cards: dict[str, list[int]] = defaultdict(list)
+    about: dict[str, tuple] = {}
+    for hostname, index, domains, max_cuda in gpus.values_list(
+        "node__hostname", "index", "node__nvlink_domains", "node__driver_group__max_cuda"
+    ):
+        cards[hostname].append(index)
+        about[hostname] = (domains, max_cuda)
+    alike: dict[tuple, list[str]] = defaultdict(list)
+    for hostname, indices in cards.items():
+        domains, max_cuda = about[hostname]
+        alike[(tuple(sorted(indices)), repr(domains), max_cuda)].append(hostname)
+    return [
+        (list(gpus), about[hostnames[0]][0], max_cuda, hostnames)
+        for (gpus, _, max_cuda), hostnames in alike.items()
+    ]
+
+
+def node_domains(
+    indices: frozenset[int], recorded: list[list[int]] | None, gpu_model: GpuModel
+) -> tuple[frozenset[int], ...] | None:
+    """A node's NVLink domains over ``indices`` (its cards that count): the imported ones
+    (``recorded``), else the catalogue's facts, else ``None`` (unknown)."""
+    if recorded is not None:
+        try:
+            domains = [frozenset(int(i) for i in group) & indices for group in recorded]
+        except (TypeError, ValueError):
+            domains = None  # a malformed value reads as unknown, never as joined
+        if domains is not None:
+            covered = frozenset().union(*domains) if domains else frozenset()
+            # a card the capture did not list (added since) is a domain of its own: unknown
+            # links are never assumed, and a card alone is a fact about what it can join
+            extra = [frozenset({i}) for i in sorted(indices - covered)]
+            return tuple(d for d in domains if d) + tuple(extra)
+    nvlink = gpu_model.nvlink_gbps
+    return catalogue_domains(
+        indices,
+        form_factor=gpu_model.form_factor,
+        nvlink_gbps=None if nvlink is None else int(nvlink),
+    )
