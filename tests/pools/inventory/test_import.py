@@ -18,7 +18,8 @@ from pools.audit.models import AuditEvent
 from pools.errors import InvalidInput, UploadTooLarge
 from pools.inventory import selectors
 from pools.inventory.models import DriverGroup, Gpu, InventoryImport, MigDevice, Node
-from pools.inventory.services.importer import inventory_import, inventory_import_file
+from pools.inventory.services.import_files import inventory_import_file
+from pools.inventory.services.importer import inventory_import
 from scheduler_adapters.types import (
     GpuSnapshot,
     InventorySource,
