@@ -38,13 +38,7 @@ def inventory_parse_file(
     an unknown source, a missing ``node`` for nvidia-smi, an empty file, or one over
     ``INVENTORY_UPLOAD_MAX_BYTES`` (:class:`pools.errors.UploadTooLarge`).
     """
-    try:
-        source = InventorySource(source)
-    except ValueError:
-        choices = ", ".join(s.value for s in InventorySource)
-        raise InvalidInput(
-            f"Unknown source {source!r}; use one of: {choices}.", field="source"
-        ) from None
+    source = _source(source)
     label = filename or "The file"
     limit = settings.INVENTORY_UPLOAD_MAX_BYTES
     if len(data) > limit:
@@ -74,6 +68,18 @@ def inventory_parse_file(
     if filename:
         issues = tuple(_in_file(issue, filename) for issue in issues)
     return ParseResult(nodes=nodes, issues=issues)
+
+
+def _source(source: InventorySource | str) -> InventorySource:
+    """``source`` as an :class:`InventorySource`; :class:`InvalidInput` (field ``source``)
+    naming the known ones otherwise."""
+    try:
+        return InventorySource(source)
+    except ValueError:
+        choices = ", ".join(s.value for s in InventorySource)
+        raise InvalidInput(
+            f"Unknown source {source!r}; use one of: {choices}.", field="source"
+        ) from None
 
 
 def _with_topology(result: ParseResult, text: str) -> ParseResult:
@@ -144,13 +150,7 @@ def inventory_import_files(
     nodes are imported in one run (one alias lookup, one report), each node in its own
     transaction. Raises :class:`InvalidInput` only for an unknown source or no files.
     """
-    try:
-        source = InventorySource(source)
-    except ValueError:
-        choices = ", ".join(s.value for s in InventorySource)
-        raise InvalidInput(
-            f"Unknown source {source!r}; use one of: {choices}.", field="source"
-        ) from None
+    source = _source(source)
     if not files:
         raise InvalidInput("No files to import.", field="files")
     nodes: list[NodeSnapshot] = []
