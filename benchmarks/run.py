@@ -107,7 +107,7 @@ def main() -> None:
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)
     from pools.inventory.models import Gpu, Pool
-    from pools.inventory.services.importer import inventory_import_file, inventory_import_files
+    from pools.inventory.services.import_files import inventory_import_file, inventory_import_files
     from scheduler_adapters.types import InventorySource
 
     pool = Pool.objects.create(

@@ -25,7 +25,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduler_adapters.registry import read_env_file  # noqa: E402
-from scheduler_adapters.slurm.client import mint_token  # noqa: E402
+from scheduler_adapters.slurm.transport import mint_token  # noqa: E402
 
 ACCOUNT = "fx-team"
 

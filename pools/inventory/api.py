@@ -18,7 +18,7 @@ from pools.inventory.filtersets import (
     NodeFilterSet,
 )
 from pools.inventory.services.gpu_models import gpu_model_alias_map
-from pools.inventory.services.importer import inventory_import_file
+from pools.inventory.services.import_files import inventory_import_file
 
 
 class GpuModelViewSet(viewsets.ReadOnlyModelViewSet):

@@ -15,7 +15,7 @@ from pools.inventory.filtersets import GpuFilterSet, GpuModelFilterSet, NodeFilt
 from pools.inventory.forms import AliasMapForm, CudaCheckForm, InventoryUploadForm
 from pools.inventory.models import Node
 from pools.inventory.services.gpu_models import gpu_model_alias_map
-from pools.inventory.services.importer import inventory_import_file
+from pools.inventory.services.import_files import inventory_import_file
 from pools.web import Column, csv_response, filtered_list, pool_admin_required
 
 NODE_COLUMNS = [

@@ -34,7 +34,7 @@ from pools.sizing.demand import (
 )
 from pools.sizing.engines import ENGINE_PROFILES, engine_profile
 from pools.sizing.memory import KV_CACHE_DTYPE_NAMES, kv_cache_bits, precision_parse
-from pools.sizing.presets import ModelArch, model_params_from_config, model_presets
+from pools.sizing.presets import ModelArch, model_presets
 
 #: The seeds' per-card output rate: "7B, FP16, vLLM, A100/H100: conservatively 50-80 tok/s per
 #: card; take 60" (seeds/004, token-demand sizing). Shown beside the modelled rate, never used
@@ -516,30 +516,10 @@ def model_arch(inputs: Mapping[str, Any]) -> ModelArch:
     if inputs["model"] != "custom":
         return model_presets()[inputs["model"]]
     custom = inputs["custom_model"]
-    config = {name: custom[name] for name, _ in CUSTOM_MODEL_FIELDS}
-    del config["max_context_tokens"], config["total_params"]
-    total = custom["total_params"]
-    active = total
-    if total is None:
-        total, active = model_params_from_config(**config)
-    elif custom["num_experts"]:
-        _, active = model_params_from_config(**config)
-        active = min(active, total)
-    return ModelArch(
+    return ModelArch.from_config(
         id="custom",
         name=custom["name"],
-        num_layers=custom["num_layers"],
-        hidden_size=custom["hidden_size"],
-        num_attention_heads=custom["num_attention_heads"],
-        num_kv_heads=custom["num_kv_heads"],
-        head_dim=custom["head_dim"],
-        intermediate_size=custom["intermediate_size"],
-        vocab_size=custom["vocab_size"],
-        max_context_tokens=custom["max_context_tokens"],
-        total_params=total,
-        active_params=active,
-        num_experts=custom["num_experts"],
-        experts_per_token=custom["experts_per_token"],
+        **{name: custom[name] for name, _ in CUSTOM_MODEL_FIELDS},
     )
 
 

@@ -106,6 +106,68 @@ class ModelArch:
                 field="active_params",
             )
 
+    @classmethod
+    def from_config(
+        cls,
+        *,
+        id: str,
+        name: str,
+        num_layers: int,
+        hidden_size: int,
+        num_attention_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        intermediate_size: int,
+        vocab_size: int,
+        max_context_tokens: int,
+        num_experts: int | None = None,
+        experts_per_token: int | None = None,
+        total_params: int | None = None,
+        tie_word_embeddings: bool = False,
+        qkv_bias: bool = False,
+        sliding_window_tokens: int | None = None,
+        hf_repo: str = "",
+        sources: dict[str, str] | None = None,
+    ) -> ModelArch:
+        """The architecture of a Llama-style decoder from its config fields, with its parameters
+        counted by :func:`model_params_from_config` — the one way presets and custom models are
+        built.
+
+        A given ``total_params`` (a published count) is kept: a dense model's active parameters
+        are then the total, a mixture of experts' are counted from the config and capped at the
+        total. ``qkv_bias`` only enters the count. Raises :class:`SizingInputError` as the
+        class does for an inconsistent config.
+        """
+        config = {
+            "num_layers": num_layers,
+            "hidden_size": hidden_size,
+            "num_attention_heads": num_attention_heads,
+            "num_kv_heads": num_kv_heads,
+            "head_dim": head_dim,
+            "intermediate_size": intermediate_size,
+            "vocab_size": vocab_size,
+            "tie_word_embeddings": tie_word_embeddings,
+            "num_experts": num_experts,
+            "experts_per_token": experts_per_token,
+        }
+        active_params = total_params
+        if total_params is None:
+            total_params, active_params = model_params_from_config(**config, qkv_bias=qkv_bias)
+        elif num_experts:
+            _, active_params = model_params_from_config(**config, qkv_bias=qkv_bias)
+            active_params = min(active_params, total_params)
+        return cls(
+            id=id,
+            name=name,
+            hf_repo=hf_repo,
+            max_context_tokens=max_context_tokens,
+            total_params=total_params,
+            active_params=active_params,
+            sliding_window_tokens=sliding_window_tokens,
+            sources=dict(sources or {}),
+            **config,
+        )
+
     @property
     def is_moe(self) -> bool:
         """True for a mixture of experts (``num_experts`` > 1)."""
@@ -172,39 +234,16 @@ def model_params_from_config(
 
 
 def _preset_from_entry(entry: dict[str, Any]) -> ModelArch:
-    config = entry["config"]
-    total, active = model_params_from_config(
-        num_layers=config["num_layers"],
-        hidden_size=config["hidden_size"],
-        num_attention_heads=config["num_attention_heads"],
-        num_kv_heads=config["num_kv_heads"],
-        head_dim=config["head_dim"],
-        intermediate_size=config["intermediate_size"],
-        vocab_size=config["vocab_size"],
-        tie_word_embeddings=config["tie_word_embeddings"],
-        qkv_bias=config["qkv_bias"],
-        num_experts=config["num_experts"],
-        experts_per_token=config["experts_per_token"],
-    )
-    return ModelArch(
+    # models.json keeps config.json's names for the context and the sliding window.
+    config = dict(entry["config"])
+    return ModelArch.from_config(
         id=entry["id"],
         name=entry["name"],
         hf_repo=entry["hf_repo"],
-        num_layers=config["num_layers"],
-        hidden_size=config["hidden_size"],
-        num_attention_heads=config["num_attention_heads"],
-        num_kv_heads=config["num_kv_heads"],
-        head_dim=config["head_dim"],
-        intermediate_size=config["intermediate_size"],
-        vocab_size=config["vocab_size"],
-        max_context_tokens=config["max_position_embeddings"],
-        total_params=total,
-        active_params=active,
-        num_experts=config["num_experts"],
-        experts_per_token=config["experts_per_token"],
-        sliding_window_tokens=config["sliding_window"],
-        tie_word_embeddings=config["tie_word_embeddings"],
-        sources=dict(entry["sources"]),
+        sources=entry["sources"],
+        max_context_tokens=config.pop("max_position_embeddings"),
+        sliding_window_tokens=config.pop("sliding_window"),
+        **config,
     )
 
 

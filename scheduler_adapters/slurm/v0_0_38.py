@@ -2,8 +2,8 @@
 
 Everything version-specific lives here: paths, request bodies and the reading of responses.
 :class:`~scheduler_adapters.slurm.client.SlurmRestAdapter` speaks only through these names,
-so another version is one more module with the same names (see ``SlurmDialect`` in
-``client.py``). Source of the shapes: the OpenAPI document that 22.05.8 serves at
+so another version is one more module with the same names (see ``DIALECTS`` in
+``dialects.py``). Source of the shapes: the OpenAPI document that 22.05.8 serves at
 ``/openapi/v3`` (https://slurm.schedmd.com/rest_api.html for the versions after it), and
 responses recorded from a real 22.05.8 in ``tests/fixtures/slurm/``.
 
@@ -54,11 +54,11 @@ AUTH_PROBE = f"{DBD}/tres"
 # dbv0.0.37 POST /associations never modifies; dbv0.0.38 does (with the pitfalls below).
 MODIFIES_ASSOCIATIONS = True
 # 22.05.8's slurmdbd drops a modify of its parent's first child and a REST clear may never
-# reach slurmctld: the client keeps a sentinel account and clears in two steps (client.py)
+# reach slurmctld: the client keeps a sentinel account and clears in two steps (associations.py)
 LEGACY_ASSOCIATION_WORKAROUNDS = True
 # an unknown GRES type in a GrpTRES write is an error here, not a silent clear
 CHECKS_TRES_BEFORE_WRITE = False
-# no one-call account + association, no users_association: two calls each (see client.py)
+# no one-call account + association, no users_association: two calls each (see associations.py)
 ACCOUNTS_ASSOCIATION = None
 USERS_ASSOCIATION = None
 

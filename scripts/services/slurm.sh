@@ -20,7 +20,7 @@
 # SLURM_PARTITION, SLURM_JWT_KEY (HS256 key path, root/slurm only), SLURM_ADMIN_USER (an
 # AdminLevel=Administrator slurmdb user), SLURM_TEST_USERS (unix users that may run jobs) and
 # SLURM_SCONTROL=1 (this machine's scontrol reaches the cluster: reservations are on).
-# Tokens are not written: whoever can read the key mints them (see scheduler_adapters.slurm.client).
+# Tokens are not written: whoever can read the key mints them (see scheduler_adapters.slurm.transport).
 #
 # Knobs: SLURM_TEST_ROOT (/var/lib/slurm-test), SLURM_TEST_REST_PORT (6820),
 # SLURM_TEST_MYSQL_HOST/PORT (127.0.0.1/3306, user root without password),

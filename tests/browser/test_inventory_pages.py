@@ -7,7 +7,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from pools.inventory.services.importer import inventory_import_file
+from pools.inventory.services.import_files import inventory_import_file
 from scheduler_adapters.types import InventorySource
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

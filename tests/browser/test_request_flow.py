@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 from pools.capacity.models import Allocation
 from pools.choices import TeamRole
 from pools.inventory.models import Pool
-from pools.inventory.services.importer import inventory_import_file
+from pools.inventory.services.import_files import inventory_import_file
 from pools.tenancy.models import Membership, Team
 from scheduler_adapters.types import InventorySource
 

@@ -56,8 +56,8 @@ def test_fixed_token_and_sacctmgr():
         }
     )
 
-    assert adapter._provider("alice") == "t"
-    assert adapter._sacctmgr is not None
+    assert adapter._rest._provider("alice") == "t"
+    assert adapter._accounts._sacctmgr is not None
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,11 @@ from scheduler_adapters.errors import (
     UnsupportedApiVersion,
 )
 from scheduler_adapters.records import GpuLimit, JobSpec, JobState
-from scheduler_adapters.slurm import client as client_module
-from scheduler_adapters.slurm.client import UNLIMITED_STAND_IN, SlurmRestAdapter, mint_token
+from scheduler_adapters.slurm import transport as transport_module
+from scheduler_adapters.slurm.associations import UNLIMITED_STAND_IN
+from scheduler_adapters.slurm.client import SlurmRestAdapter
 from scheduler_adapters.slurm.sacctmgr import SacctmgrFallback
+from scheduler_adapters.slurm.transport import mint_token
 
 V = "/slurm/v0.0.38"
 DB = "/slurmdb/v0.0.38"
@@ -187,8 +189,8 @@ def test_minted_tokens_are_what_scontrol_token_writes():
 def test_minted_tokens_are_renewed_before_they_expire(replay, monkeypatch):
     replay.on("GET", f"{V}/nodes", (200, {"errors": [], "nodes": []}))
     clock = [1000.0]
-    monkeypatch.setattr(client_module.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(client_module.time, "time", lambda: 1_800_000_000 + clock[0])
+    monkeypatch.setattr(transport_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(transport_module.time, "time", lambda: 1_800_000_000 + clock[0])
     adapter = SlurmRestAdapter(
         url="http://slurmrestd.test",
         user="portal",

@@ -21,7 +21,7 @@ from scheduler_adapters.errors import (
     UnsupportedApiVersion,
 )
 from scheduler_adapters.records import GpuLimit, GpuSlot, JobSpec, JobState
-from scheduler_adapters.slurm.client import DIALECTS
+from scheduler_adapters.slurm.dialects import DIALECTS
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "slurm"
 VERSIONS = ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45")

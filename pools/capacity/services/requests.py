@@ -589,41 +589,18 @@ def capacity_request_accept(
     :class:`InvalidInput` without a note and :class:`InvalidTransition` for a request of cards
     or from any state but submitted; nothing is written then.
     """
-    require_pool_admin(actor)
-    if not (reason or "").strip():
-        raise InvalidInput(
-            "Say how the capacity will be added (the team sees it).", errors={"reason": "Required."}
-        )
-    with transaction.atomic():
-        request = request_lock(request.pk)
-        if request.status == RequestStatus.ACCEPTED:
-            return request
-        if request.kind != RequestKind.GROWTH:
-            raise InvalidTransition(
-                "Only a request for capacity to add is accepted; approve a request for cards.",
-                status=request.status,
-                action="accept",
-            )
-        if request.status != RequestStatus.SUBMITTED:
-            raise InvalidTransition(
-                f"A {request.status} request cannot be accepted.",
-                status=request.status,
-                action="accept",
-            )
-        before = _snapshot(request)
-        request.status = RequestStatus.ACCEPTED
-        request.decided_by, request.decided_at = actor, timezone.now()
-        request.decision_reason = reason.strip()
-        request.save(update_fields=["status", "decided_by", "decided_at", "decision_reason"])
-        audit_event_record(
-            actor=actor,
-            action="request.accepted",
-            obj=request,
-            before=before,
-            after=_snapshot(request),
-            reason=reason.strip(),
-        )
-    return request
+    return _decide(
+        request=request,
+        actor=actor,
+        reason=reason,
+        to_status=RequestStatus.ACCEPTED,
+        action="accept",
+        done="accepted",
+        audit_action="request.accepted",
+        reason_missing="Say how the capacity will be added (the team sees it).",
+        only_kind=RequestKind.GROWTH,
+        wrong_kind="Only a request for capacity to add is accepted; approve a request for cards.",
+    )
 
 
 def capacity_request_reject(
@@ -634,27 +611,64 @@ def capacity_request_reject(
     Idempotent for a rejected request. Raises :class:`InvalidInput` without a reason and
     :class:`InvalidTransition` from other states.
     """
+    return _decide(
+        request=request,
+        actor=actor,
+        reason=reason,
+        to_status=RequestStatus.REJECTED,
+        action="reject",
+        done="rejected",
+        audit_action="request.rejected",
+        reason_missing="Say why the request is rejected.",
+    )
+
+
+def _decide(
+    *,
+    request: CapacityRequest,
+    actor: Any,
+    reason: str,
+    to_status: str,
+    action: str,
+    done: str,
+    audit_action: str,
+    reason_missing: str,
+    only_kind: str | None = None,
+    wrong_kind: str = "",
+) -> CapacityRequest:
+    """A pool admin's decision that ends a submitted request without an allocation: submitted →
+    ``to_status``, with the stripped ``reason`` stored and audited as ``audit_action``.
+
+    ``action`` (``"accept"``) names the transition in :class:`InvalidTransition`'s data,
+    ``done`` (``"accepted"``) in its message; ``reason_missing`` is the message of the
+    :class:`InvalidInput` for a blank reason. With ``only_kind``, a request of another kind is
+    refused with ``wrong_kind``. Idempotent for a request already in ``to_status``; the
+    :class:`PermissionDenied` for non-admins and the blank reason are checked before the row
+    is locked.
+    """
     require_pool_admin(actor)
     if not (reason or "").strip():
-        raise InvalidInput("Say why the request is rejected.", errors={"reason": "Required."})
+        raise InvalidInput(reason_missing, errors={"reason": "Required."})
     with transaction.atomic():
         request = request_lock(request.pk)
-        if request.status == RequestStatus.REJECTED:
+        if request.status == to_status:
             return request
+        if only_kind is not None and request.kind != only_kind:
+            raise InvalidTransition(wrong_kind, status=request.status, action=action)
         if request.status != RequestStatus.SUBMITTED:
             raise InvalidTransition(
-                f"A {request.status} request cannot be rejected.",
+                f"A {request.status} request cannot be {done}.",
                 status=request.status,
-                action="reject",
+                action=action,
             )
         before = _snapshot(request)
-        request.status = RequestStatus.REJECTED
+        request.status = to_status
         request.decided_by, request.decided_at = actor, timezone.now()
         request.decision_reason = reason.strip()
         request.save(update_fields=["status", "decided_by", "decided_at", "decision_reason"])
         audit_event_record(
             actor=actor,
-            action="request.rejected",
+            action=audit_action,
             obj=request,
             before=before,
             after=_snapshot(request),

@@ -18,7 +18,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand
 
 from pools.inventory.models import Pool
-from pools.inventory.services.importer import inventory_import_files
+from pools.inventory.services.import_files import inventory_import_files
 from scheduler_adapters.types import InventorySource
 
 

@@ -32,7 +32,7 @@ from pools.demo import POOLS, demo_elastic_history, demo_fleet
 from pools.elastic.models import ElasticPolicy, ScaleEvent, SignalReading
 from pools.elastic.services import elastic_apply, elastic_policy_create, scaling_policy
 from pools.inventory.models import Gpu, GpuModel, Pool
-from pools.inventory.services.importer import inventory_import_file, inventory_import_files
+from pools.inventory.services.import_files import inventory_import_file, inventory_import_files
 from pools.reclamation.evaluate import evaluate_group
 from pools.reclamation.models import IdleFinding, IdleScanRun, ReclamationPolicy
 from pools.reclamation.services.scan import (

@@ -11,7 +11,9 @@ from integration.slurm.slurm_cluster import build_adapter
 
 from scheduler_adapters.errors import SchedulerAuthError, SchedulerRejected
 from scheduler_adapters.records import JobSpec
-from scheduler_adapters.slurm.client import DIALECTS, SlurmRestAdapter, mint_token
+from scheduler_adapters.slurm.client import SlurmRestAdapter
+from scheduler_adapters.slurm.dialects import DIALECTS
+from scheduler_adapters.slurm.transport import mint_token
 
 pytestmark = pytest.mark.integration
 

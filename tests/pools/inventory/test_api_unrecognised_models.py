@@ -7,7 +7,7 @@ from factories import slurm_node, slurm_nodes_json
 
 from pools.audit.models import AuditEvent
 from pools.inventory.models import Gpu, GpuModelAlias
-from pools.inventory.services.importer import inventory_import_file
+from pools.inventory.services.import_files import inventory_import_file
 
 pytestmark = pytest.mark.django_db
 

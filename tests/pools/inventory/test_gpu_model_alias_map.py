@@ -10,7 +10,7 @@ from pools.errors import Conflict, InvalidInput
 from pools.inventory import selectors
 from pools.inventory.models import Gpu, GpuModel, GpuModelAlias
 from pools.inventory.services.gpu_models import GpuModelResolver, gpu_model_alias_map
-from pools.inventory.services.importer import inventory_import_file
+from pools.inventory.services.import_files import inventory_import_file
 
 pytestmark = pytest.mark.django_db
 

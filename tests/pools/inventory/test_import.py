@@ -18,7 +18,8 @@ from pools.audit.models import AuditEvent
 from pools.errors import InvalidInput, UploadTooLarge
 from pools.inventory import selectors
 from pools.inventory.models import DriverGroup, Gpu, InventoryImport, MigDevice, Node
-from pools.inventory.services.importer import inventory_import, inventory_import_file
+from pools.inventory.services.import_files import inventory_import_file, inventory_import_files
+from pools.inventory.services.importer import inventory_import
 from scheduler_adapters.types import (
     GpuSnapshot,
     InventorySource,
@@ -459,6 +460,20 @@ def test_unusable_input_raises_invalid_input_and_writes_nothing(kwargs, code, fi
 
     assert excinfo.value.code == code
     assert excinfo.value.data["field"] == field
+    assert table_counts() == before
+
+
+def test_an_unknown_source_is_refused_alike_for_one_file_and_for_many(table_counts):
+    before = table_counts()
+    expected = "Unknown source 'lsf'; use one of: nvidia-smi, slurm, kubernetes."
+
+    with pytest.raises(InvalidInput) as one:
+        inventory_import_file(data=b"GPU 0: NVIDIA L4 (UUID: GPU-1)\n", source="lsf", node="n1")
+    with pytest.raises(InvalidInput) as many:
+        inventory_import_files(files=[("a.txt", b"x", "n1")], source="lsf")
+
+    assert (one.value.message, one.value.data) == (expected, {"field": "source"})
+    assert (many.value.message, many.value.data) == (expected, {"field": "source"})
     assert table_counts() == before
 
 

@@ -14,7 +14,7 @@ from factories import UserFactory, slurm_node, slurm_nodes_json
 from pools.inventory import selectors
 from pools.inventory.models import Gpu, GpuModel
 from pools.inventory.services.gpu_models import gpu_model_alias_map
-from pools.inventory.services.importer import inventory_import_file
+from pools.inventory.services.import_files import inventory_import_file
 
 pytestmark = pytest.mark.django_db
 

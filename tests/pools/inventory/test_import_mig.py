@@ -11,7 +11,7 @@ import pytest
 from factories import NodeFactory
 
 from pools.inventory.models import Gpu, MigDevice
-from pools.inventory.services.importer import inventory_import_file
+from pools.inventory.services.import_files import inventory_import_file
 
 pytestmark = pytest.mark.django_db
 

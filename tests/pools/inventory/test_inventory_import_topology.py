@@ -12,7 +12,8 @@ import pytest
 from factories import NodeFactory
 
 from pools.inventory.models import Node
-from pools.inventory.services.importer import inventory_import, inventory_import_file
+from pools.inventory.services.import_files import inventory_import_file
+from pools.inventory.services.importer import inventory_import
 from scheduler_adapters.kubernetes_nodes import parse_kubernetes_nodes
 from scheduler_adapters.slurm.nodes import parse_slurm_nodes
 from scheduler_adapters.types import InventorySource

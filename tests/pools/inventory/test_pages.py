@@ -9,7 +9,7 @@ from django.test import Client
 from factories import GpuFactory, PoolFactory, node_with_gpus
 
 from pools.inventory.models import MigDevice
-from pools.inventory.services.importer import inventory_import_file
+from pools.inventory.services.import_files import inventory_import_file
 
 pytestmark = pytest.mark.django_db
 

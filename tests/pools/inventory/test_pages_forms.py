@@ -9,7 +9,7 @@ from factories import PoolFactory, nvidia_smi_csv, slurm_node, slurm_nodes_json
 
 from pools.audit.models import AuditEvent
 from pools.inventory.models import Gpu, GpuModelAlias, InventoryImport, Node
-from pools.inventory.services.importer import inventory_import_file
+from pools.inventory.services.import_files import inventory_import_file
 
 pytestmark = pytest.mark.django_db
 

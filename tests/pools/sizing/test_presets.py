@@ -164,3 +164,53 @@ def test_a_custom_architecture_with_bad_fields_is_refused(changes, reason):
         _custom(**changes)
 
     assert error.value.data["reason"] == reason
+
+
+def _tiny_moe(**changes):
+    # 2 layers, h 64, 4 heads × 16 (KV 2 × 16), I 128, V 1,000, untied; 4 experts, 2 per token.
+    fields = {
+        "id": "custom",
+        "name": "Tiny MoE",
+        "num_layers": 2,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_kv_heads": 2,
+        "head_dim": 16,
+        "intermediate_size": 128,
+        "vocab_size": 1_000,
+        "max_context_tokens": 2_048,
+        "num_experts": 4,
+        "experts_per_token": 2,
+    }
+    fields.update(changes)
+    return ModelArch.from_config(**fields)
+
+
+# By hand: embeddings 2 × 1,000 × 64 = 128,000; attention 64×64 + 2×64×32 + 64×64 = 12,288;
+# one expert's MLP 3 × 64 × 128 = 24,576; router 64 × 4 = 256; norms 2 × 64 = 128; final norm 64.
+TINY_MOE_TOTAL = 128_000 + 2 * (12_288 + 4 * 24_576 + 256 + 128) + 64  # 350,016
+TINY_MOE_ACTIVE = 128_000 + 2 * (12_288 + 2 * 24_576 + 256 + 128) + 64  # 251,712
+
+
+def test_from_config_counts_the_parameters_when_no_total_is_given():
+    arch = _tiny_moe()
+
+    assert (arch.total_params, arch.active_params) == (350_016, 251_712)
+    assert (TINY_MOE_TOTAL, TINY_MOE_ACTIVE) == (350_016, 251_712)
+
+
+def test_from_config_keeps_a_published_total_and_caps_the_counted_active_at_it():
+    assert (_tiny_moe(total_params=400_000).active_params) == 251_712
+    assert (_tiny_moe(total_params=200_000).active_params) == 200_000
+    dense = _tiny_moe(num_experts=None, experts_per_token=None, total_params=123_456)
+    assert (dense.total_params, dense.active_params) == (123_456, 123_456)
+
+
+def test_from_config_counts_a_qkv_bias_and_a_tied_head():
+    plain = _tiny_moe(num_experts=None, experts_per_token=None)
+    biased = _tiny_moe(num_experts=None, experts_per_token=None, qkv_bias=True)
+    tied = _tiny_moe(num_experts=None, experts_per_token=None, tie_word_embeddings=True)
+
+    assert biased.total_params - plain.total_params == 2 * (64 + 2 * 32)  # q, k, v biases
+    assert plain.total_params - tied.total_params == 1_000 * 64  # one V × h table fewer
+    assert tied.tie_word_embeddings and not plain.tie_word_embeddings

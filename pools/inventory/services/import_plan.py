@@ -1,0 +1,363 @@
+"""What importing one node changes, worked out before anything is written: the node's fields
+from its snapshot, its GPUs matched by UUID then index, MIG slices, and the warnings about
+values not stored. :mod:`pools.inventory.services.importer` writes the plans.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pools.choices import GpuHealth, NodeState, Scheduler
+from pools.inventory.driver_versions import parse_driver_version
+from pools.inventory.gpu_names import is_truncated_name
+from pools.inventory.models import Gpu, Node, Pool
+from pools.inventory.services.driver_groups import driver_group_for_version
+from pools.inventory.services.gpu_models import GpuModelResolver
+from scheduler_adapters.types import GpuSnapshot, InventorySource, NodeSnapshot, ParseIssue
+
+_SCHEDULER_OF_SOURCE = {
+    InventorySource.SLURM: Scheduler.SLURM,
+    InventorySource.KUBERNETES: Scheduler.KUBERNETES,
+}
+
+
+# Publishers of captures mask identifiers by zeroing them; an all-zero UUID is never issued by
+# NVML, so it names no card and must not take part in uniqueness checks.
+_MASKED_UUID = re.compile(r"^(GPU|MIG)-[0-]+$", re.IGNORECASE)
+
+
+# The node columns an import sets: compared to see whether a node changed, and written back.
+NODE_FIELDS = (
+    "pool_id",
+    "scheduler",
+    "state",
+    "state_reason",
+    "driver_version",
+    "driver_group_id",
+    "cuda_version",
+    "partitions",
+    "labels",
+    "gpu_replicas",
+    "gpus_allocated",
+    "nvlink_domains",
+    "nvlink_read_at",
+)
+
+
+@dataclass
+class ImportRun:
+    """What one import run loads once: the alias lookup, pools, driver groups seen, the clock."""
+
+    source: InventorySource
+    resolver: GpuModelResolver
+    now: Any
+    actor: Any
+    pool: Pool | None
+    pools: list[Pool]
+    driver_groups: dict[str, Any] = field(default_factory=dict)
+
+    def driver_group(self, version: str):
+        if version not in self.driver_groups:
+            self.driver_groups[version] = driver_group_for_version(version)
+        return self.driver_groups[version]
+
+    def pool_for(self, snapshot: NodeSnapshot) -> Pool | None:
+        if self.pool is not None:
+            return self.pool
+        for candidate in self.pools:
+            if candidate.scheduler == Scheduler.SLURM and candidate.slurm_partition:
+                if candidate.slurm_partition in snapshot.partitions:
+                    return candidate
+            if candidate.scheduler == Scheduler.KUBERNETES and candidate.k8s_node_selector:
+                selector = candidate.k8s_node_selector
+                if all(snapshot.labels.get(k) == v for k, v in selector.items()):
+                    return candidate
+        return None
+
+
+@dataclass
+class NodePlan:
+    """The writes one node needs, worked out before anything is written."""
+
+    node: Node
+    created: bool
+    node_changed: bool
+    before: dict | None
+    after: dict
+    new_gpus: list[Gpu] = field(default_factory=list)
+    changed_gpus: list[Gpu] = field(default_factory=list)
+    gone_gpu_ids: list[int] = field(default_factory=list)
+    seen_gpu_ids: list[int] = field(default_factory=list)
+    reindexed: list[Gpu] = field(default_factory=list)
+    mig: list[tuple[Gpu, list[tuple]]] = field(default_factory=list)
+    warnings: list[ParseIssue] = field(default_factory=list)
+
+    @property
+    def outcome(self) -> str:
+        if self.created:
+            return "created"
+        changed = self.node_changed or self.new_gpus or self.changed_gpus or self.gone_gpu_ids
+        return "updated" if changed or self.mig else "unchanged"
+
+
+def clean_uuid(uuid: str | None) -> str | None:
+    """The UUID, or ``None`` when there is none or it is a masked placeholder."""
+    if not uuid:
+        return None
+    return None if _MASKED_UUID.match(uuid) else uuid
+
+
+def _node_values(node: Node) -> tuple:
+    return tuple(getattr(node, f) for f in NODE_FIELDS)
+
+
+def _node_state(node: Node, gpu_count: int) -> dict[str, Any]:
+    return {
+        "pool_id": node.pool_id,
+        "state": node.state,
+        "driver_version": node.driver_version,
+        "cuda_version": node.cuda_version,
+        "scheduler": node.scheduler,
+        "gpus": gpu_count,
+    }
+
+
+def plan_node(
+    node: Node | None, existing: list[Gpu], snapshot: NodeSnapshot, run: ImportRun
+) -> NodePlan:
+    """The writes that bring ``node`` (``None``: a new one) and its ``existing`` GPUs to what
+    ``snapshot`` says; the models are changed in memory only. A snapshot whose cards are
+    unknown (``gpus_unknown``) leaves the GPUs alone."""
+    created = node is None
+    if created:
+        node = Node(hostname=snapshot.hostname)
+    before_values = None if created else _node_values(node)
+    before = None if created else _node_state(node, len(existing))
+    _apply_node_fields(node, snapshot, run=run)
+    odd = _implausible(snapshot)
+    plan = NodePlan(
+        node=node,
+        created=created,
+        node_changed=created or before_values != _node_values(node),
+        before=before,
+        after=_node_state(node, len(existing if snapshot.gpus_unknown else snapshot.gpus)),
+    )
+    plan.warnings.extend(odd)
+    if not snapshot.gpus_unknown:
+        _plan_gpus(plan, existing, snapshot, run)
+    for gpu in existing:
+        if gpu.uuid and _MASKED_UUID.match(gpu.uuid):
+            gpu.uuid = None
+    for snap in snapshot.gpus:
+        if snap.uuid and clean_uuid(snap.uuid) is None:
+            plan.warnings.append(
+                ParseIssue(
+                    f"GPU {snap.index}: UUID {snap.uuid} is a masked placeholder; "
+                    "stored as unknown",
+                    field="uuid",
+                    node=snapshot.hostname,
+                )
+            )
+    return plan
+
+
+# No GPU has (yet) a TiB of memory; a larger reading is a unit slip or garbage.
+MAX_GPU_MEMORY_MIB = 1024 * 1024
+
+
+def _plausible_mib(value: int | None) -> int | None:
+    return value if value is not None and 0 < value <= MAX_GPU_MEMORY_MIB else None
+
+
+def _is_driver_version(raw: str) -> bool:
+    try:
+        parse_driver_version(raw)
+    except ValueError:
+        return False
+    return True
+
+
+def _implausible(snapshot: NodeSnapshot) -> list[ParseIssue]:
+    """Values a parser read but the portal will not store, each as a warning."""
+    found = []
+    if snapshot.driver_version and not _is_driver_version(snapshot.driver_version):
+        found.append(
+            ParseIssue(
+                f"driver version {snapshot.driver_version!r} is not an NVIDIA driver version; "
+                "not stored",
+                field="driver_version",
+                node=snapshot.hostname,
+            )
+        )
+    for gpu in snapshot.gpus:
+        if gpu.memory_total_mib is not None and _plausible_mib(gpu.memory_total_mib) is None:
+            found.append(
+                ParseIssue(
+                    f"GPU {gpu.index}: memory {gpu.memory_total_mib} MiB is not plausible; "
+                    "stored as unknown",
+                    field="memory.total",
+                    node=snapshot.hostname,
+                )
+            )
+    return found
+
+
+def _apply_node_fields(node: Node, snapshot: NodeSnapshot, *, run: ImportRun) -> None:
+    node.last_source = str(run.source)
+    node.last_seen_at = run.now
+    node.updated_at = run.now
+    pool = run.pool_for(snapshot)
+    if pool is not None:
+        node.pool = pool
+    scheduler = _SCHEDULER_OF_SOURCE.get(run.source)
+    if scheduler is not None:
+        node.scheduler = scheduler
+    elif node.pool_id and node.scheduler == Scheduler.NONE:
+        node.scheduler = node.pool.scheduler
+    if snapshot.state is not None:
+        node.state = NodeState(str(snapshot.state))
+        node.state_reason = (snapshot.state_reason or "")[:255]
+    elif not node.state:
+        node.state = NodeState.UNKNOWN
+    if snapshot.driver_version and _is_driver_version(snapshot.driver_version):
+        node.driver_version = snapshot.driver_version[:32]
+        node.driver_group = run.driver_group(snapshot.driver_version)
+    if snapshot.cuda_version:
+        node.cuda_version = snapshot.cuda_version[:8]
+    if snapshot.partitions:
+        node.partitions = list(snapshot.partitions)
+    if snapshot.labels:
+        node.labels = dict(snapshot.labels)
+    if snapshot.gpu_replicas is not None:
+        node.gpu_replicas = snapshot.gpu_replicas
+    if snapshot.gpus_allocated is not None:
+        node.gpus_allocated = snapshot.gpus_allocated
+    if snapshot.nvlink_domains is not None:
+        domains = [list(domain) for domain in snapshot.nvlink_domains]
+        if node.nvlink_domains != domains:
+            node.nvlink_domains = domains
+            node.nvlink_read_at = run.now
+
+
+def _plan_gpus(plan: NodePlan, existing: list[Gpu], snapshot: NodeSnapshot, run: ImportRun) -> None:
+    """Work out how the node's GPU rows must change to match the snapshot.
+
+    GPUs are matched by UUID, then by index. A value the source did not report (``None``)
+    never overwrites a known one, so a Slurm import (types and counts only) does not erase
+    what nvidia-smi said about the same cards.
+    """
+    by_uuid = {g.uuid: g for g in existing if g.uuid}
+    by_index = {g.index: g for g in existing}
+    kept: set[int] = set()
+    for position, snap in enumerate(snapshot.gpus):
+        index = snap.index if snap.index is not None else position
+        uuid = clean_uuid(snap.uuid)
+        gpu = (by_uuid.get(uuid) if uuid else None) or by_index.get(index)
+        if gpu is None or gpu.pk in kept:
+            gpu = Gpu(node=plan.node, index=index, last_seen_at=run.now)
+            plan.new_gpus.append(gpu)
+        else:
+            kept.add(gpu.pk)
+        touched = _apply_gpu_fields(gpu, snap, index=index, uuid=uuid, plan=plan, run=run)
+        if gpu.pk:
+            (plan.changed_gpus if touched else []).append(gpu)
+            if not touched:
+                plan.seen_gpu_ids.append(gpu.pk)
+        rows = sorted(
+            (
+                m.index,
+                clean_uuid(m.uuid) or "",
+                m.profile or "",
+                m.gpu_instance_id,
+                m.compute_instance_id,
+                m.memory_total_mib,
+            )
+            for m in snap.mig_devices
+        )
+        current = (
+            sorted(
+                (
+                    m.index,
+                    m.uuid,
+                    m.profile,
+                    m.gpu_instance_id,
+                    m.compute_instance_id,
+                    m.memory_total_mib,
+                )
+                for m in gpu.mig_devices.all()
+            )
+            if gpu.pk
+            else []
+        )
+        if rows != current and (rows or snap.mig_mode is False):
+            plan.mig.append((gpu, rows))
+    plan.gone_gpu_ids = [g.pk for g in existing if g.pk not in kept]
+    _renumber_clashes(plan.new_gpus, taken={g.index for g in existing if g.pk in kept})
+
+
+def _apply_gpu_fields(
+    gpu: Gpu, snap: GpuSnapshot, *, index: int, uuid: str | None, plan: NodePlan, run: ImportRun
+) -> bool:
+    values = {
+        "index": index,
+        "uuid": uuid,
+        "serial": (snap.serial or None) and snap.serial[:64],
+        "pci_bus_id": (snap.pci_bus_id or None) and snap.pci_bus_id[:32],
+        "memory_total_mib": _plausible_mib(snap.memory_total_mib),
+        "mig_mode": snap.mig_mode,
+    }
+    if gpu.pk and gpu.index != index:
+        plan.reindexed.append(gpu)
+    touched = False
+    for name, value in values.items():
+        if value is not None and getattr(gpu, name) != value:
+            setattr(gpu, name, value)
+            touched = True
+    device_id = (snap.pci_device_id or "")[:12]
+    if device_id and gpu.pci_device_id != device_id:
+        gpu.pci_device_id, touched = device_id, True
+    found = run.resolver.match(snap.model_name, pci_device_id=device_id or gpu.pci_device_id)
+    model = found.gpu_model
+    if snap.model_name and model is None:
+        listed = (
+            f"ambiguous, could be {', '.join(found.candidates)} ({found.reason}); "
+            "listed for an admin to map"
+            if found.candidates
+            else f"{found.reason}; listed as unrecognised"
+        )
+        plan.warnings.append(
+            ParseIssue(
+                f"GPU {index}: model {snap.model_name!r} {listed}",
+                field="model",
+                node=plan.node.hostname,
+            )
+        )
+    # A recognised card keeps its name unless a source reports a different model
+    # (a card swap); an unrecognised name never replaces a recognised one.
+    if snap.model_name and not is_truncated_name(snap.model_name):
+        if model is not None and gpu.gpu_model_id != model.pk:
+            gpu.raw_model_name, gpu.gpu_model = snap.model_name[:120], model
+            gpu.model_candidates = []
+            touched = True
+        elif model is None and gpu.gpu_model_id is None:
+            candidates = list(found.candidates)
+            if gpu.raw_model_name != snap.model_name or gpu.model_candidates != candidates:
+                gpu.raw_model_name, gpu.model_candidates = snap.model_name[:120], candidates
+                touched = True
+    health = str(snap.health)
+    if health != GpuHealth.UNKNOWN and gpu.health != health:
+        gpu.health = health
+        touched = True
+    if touched:
+        gpu.last_seen_at = run.now
+    return touched
+
+
+def _renumber_clashes(gpus: list[Gpu], *, taken: set[int]) -> None:
+    seen = set(taken)
+    for gpu in gpus:
+        while gpu.index in seen:
+            gpu.index += 1
+        seen.add(gpu.index)
