@@ -17,13 +17,18 @@ writers wait for each other rather than deadlock. SQLite has no stamp; readers t
 every time. The SQL is frozen here, as a migration must be.
 """
 
+import secrets
+
 import django.db.models.deletion
 from django.db import migrations, models
 
 STAMPED_TABLES = ("pools_gpu", "pools_node", "pools_drivergroup", "pools_gpumodel")
 
 STAMP_SQL = [
-    "CREATE SEQUENCE pools_inventory_generation",
+    # a random start: a database dropped and made again (a benchmark's) gives values a
+    # process that read the old one cannot have kept
+    lambda: "CREATE SEQUENCE pools_inventory_generation START WITH "
+    f"{secrets.randbelow(2**62) + 1}",
     "CREATE TABLE pools_inventorystamp ("
     " id smallint PRIMARY KEY CHECK (id = 1), generation bigint NOT NULL)",
     "INSERT INTO pools_inventorystamp VALUES (1, nextval('pools_inventory_generation'))",
@@ -60,7 +65,7 @@ def _run(statements):
         if schema_editor.connection.vendor != "postgresql":
             return
         for sql in statements:
-            schema_editor.execute(sql)
+            schema_editor.execute(sql() if callable(sql) else sql)
 
     return run
 
