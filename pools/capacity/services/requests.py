@@ -15,7 +15,7 @@ from django.utils import timezone
 from pools.audit.models import AuditEvent
 from pools.audit.services import audit_event_build, audit_event_record, audit_snapshot
 from pools.capacity.availability import SCHEDULER_OF_KIND, pool_free_cards, request_options
-from pools.capacity.locks import pool_lock, request_lock
+from pools.capacity.locks import pool_lock, request_lock, request_lock_reusing
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
 from pools.capacity.shapes import (
     placed_cards,
@@ -393,7 +393,7 @@ def capacity_request_approve(
             )
     with transaction.atomic():
         locked_pool = pool_lock(target_pool.pk) if target_pool is not None else None
-        request = request_lock(request.pk)
+        request = request_lock_reusing(request, locked_pool, target_model)
         if request.status == RequestStatus.APPROVED:
             return request.allocation
         if request.status != RequestStatus.SUBMITTED or locked_pool is None:
