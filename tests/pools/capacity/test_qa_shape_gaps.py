@@ -183,3 +183,37 @@ def test_cards_reclaimed_from_a_shaped_allocation_are_free_for_shapes(admin, a10
     )
     assert fit.fits, fit.message()
     assert RequestStatus.APPROVED  # (imported for readers: the request stays approved)
+
+
+def test_groups_sharing_a_node_that_fill_it_are_reserved_as_the_whole_node(admin, a100):
+    """2 groups x 4 cards, groups may share a node, on one free 8-card node: the placement is
+    two entries for the same node (GPUs 0-3, 4-7) which together take all of it, but the
+    reservation check keeps one entry per node (a dict) and calls it "part of" the node."""
+    from pools.capacity.services.scheduler_binding import slurm_reservation_apply
+
+    pool = PoolFactory(slug="dgx", scheduler=Scheduler.SLURM)
+    node_with_gpus(8, hostname="dgx-1", pool=pool, nvlink_domains=DGX)
+    start = next_week_9am()
+    request = CapacityRequestFactory(
+        pool=pool,
+        gpu_model=a100,
+        card_count=8,
+        cards_per_node=4,
+        node_count=2,
+        one_nvlink_domain=True,
+        shared_nodes=True,
+        starts_at=start,
+        ends_at=start + timedelta(days=1),
+        workload_kind="training",
+    )
+    allocation = capacity_request_approve(request=request, actor=admin)
+    assert sorted(g for spot in allocation.placement for g in spot["gpus"]) == list(range(8))
+
+    made = []
+
+    class Adapter:
+        def create_reservation(self, spec):
+            made.append(spec)
+
+    binding = slurm_reservation_apply(adapter=Adapter(), allocation=allocation)
+    assert binding.get("reservation") == f"portal-alloc-{allocation.pk}", binding
