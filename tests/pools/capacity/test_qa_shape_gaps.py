@@ -217,3 +217,23 @@ def test_groups_sharing_a_node_that_fill_it_are_reserved_as_the_whole_node(admin
 
     binding = slurm_reservation_apply(adapter=Adapter(), allocation=allocation)
     assert binding.get("reservation") == f"portal-alloc-{allocation.pk}", binding
+
+
+def test_imported_nvlink_domains_count_at_approval(admin, a100):
+    """A node whose imported topology splits its 8 A100 SXM into two NVSwitch-less halves of 4
+    ([[0-3], [4-7]]): 1 node x 8 cards, one NVLink domain, must not fit. On PostgreSQL the
+    kinds statement hands ``nvlink_domains`` over as JSON text, node_domains reads the string
+    as malformed and falls back to the catalogue (SXM on an 8-card board: one domain of 8), so
+    the shape is approved on a node whose cards are not joined. (SQLite reads a list: right.)"""
+    pool = PoolFactory(slug="split", scheduler=Scheduler.SLURM)
+    node_with_gpus(8, hostname="split-1", pool=pool, nvlink_domains=[[0, 1, 2, 3], [4, 5, 6, 7]])
+    start = next_week_9am()
+    fit = shape_fit(
+        pool=pool,
+        gpu_model=a100,
+        shape=Shape(cards_per_node=8, nodes=1, one_nvlink_domain=True),
+        start=start,
+        end=start + timedelta(days=1),
+    )
+    assert not fit.fits, fit.message()
+    assert fit.largest == Shape(cards_per_node=4, nodes=1, one_nvlink_domain=True)
