@@ -237,3 +237,24 @@ def test_imported_nvlink_domains_count_at_approval(admin, a100):
     )
     assert not fit.fits, fit.message()
     assert fit.largest == Shape(cards_per_node=4, nodes=1, one_nvlink_domain=True)
+
+
+def test_one_card_in_error_does_not_make_an_hgx_board_unknown(admin, a100):
+    """An 8-card A100 SXM node without an imported topology is one NVSwitch domain by the
+    catalogue (HGX board). With GPU 7 in error the catalogue is asked about the 7 schedulable
+    cards, 7 is not an HGX board size, so the node's domains become unknown and not even
+    1 node x 4 cards, one NVLink domain, fits on its 7 joined cards."""
+    from pools.inventory.models import Gpu
+
+    pool = PoolFactory(slug="hgx", scheduler=Scheduler.SLURM)
+    node_with_gpus(8, hostname="hgx-1", pool=pool)
+    Gpu.objects.filter(node__hostname="hgx-1", index=7).update(health="error")
+    start = next_week_9am()
+    fit = shape_fit(
+        pool=pool,
+        gpu_model=a100,
+        shape=Shape(cards_per_node=4, nodes=1, one_nvlink_domain=True),
+        start=start,
+        end=start + timedelta(days=1),
+    )
+    assert fit.fits, fit.message()
