@@ -258,3 +258,15 @@ def test_one_card_in_error_does_not_make_an_hgx_board_unknown(admin, a100):
         end=start + timedelta(days=1),
     )
     assert fit.fits, fit.message()
+
+
+def test_the_largest_shape_offered_never_has_more_cards_than_asked():
+    """README: "Largest = most cards per node first, then most nodes, never more cards than
+    asked". Four NVSwitch nodes with 7 free cards each refuse 1 node x 8 and offer
+    "2 nodes x 7 cards each" (14 cards for an 8-card request)."""
+    from pools.capacity.placement import NodeFree, fit_shape
+
+    nodes = [NodeFree(f"n{i}", frozenset(range(7)), (frozenset(range(8)),)) for i in range(4)]
+    result = fit_shape(nodes, Shape(cards_per_node=8, nodes=1, one_nvlink_domain=True))
+    assert not result.fits
+    assert result.largest.total_cards <= 8, result.message()
