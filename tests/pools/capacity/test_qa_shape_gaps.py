@@ -1,0 +1,272 @@
+"""QA (tester branch): shaped approvals that the shape-aware invariant gets wrong. Each test
+states what a user would expect; they fail on main as of f6caa4e."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from factories import (
+    AllocationFactory,
+    CapacityRequestFactory,
+    PoolFactory,
+    UserFactory,
+    next_week_9am,
+    node_with_gpus,
+)
+
+from pools.capacity.models import Allocation
+from pools.capacity.placement import Shape
+from pools.capacity.services.allocations import allocation_extend
+from pools.capacity.services.requests import capacity_request_approve
+from pools.capacity.shapes import shape_fit
+from pools.choices import AllocationStatus, IdleFindingState, RequestStatus, Scheduler
+from pools.errors import InsufficientCapacity
+from pools.inventory.models import GpuModel
+from pools.reclamation.models import IdleFinding
+from pools.reclamation.services.scan import allocation_reclaim, reclamation_undo
+
+pytestmark = pytest.mark.django_db
+
+DGX = [list(range(8))]
+
+
+@pytest.fixture
+def admin():
+    return UserFactory(username="pool-admin", is_staff=True)
+
+
+@pytest.fixture
+def a100():
+    return GpuModel.objects.get(slug="a100_80g_sxm")
+
+
+def _placed(pool, model, node, gpus, start, end, status=AllocationStatus.APPROVED):
+    return AllocationFactory(
+        pool=pool,
+        gpu_model=model,
+        card_count=len(gpus),
+        starts_at=start,
+        ends_at=end,
+        status=status,
+        placement=[{"node": node, "gpus": gpus}],
+    )
+
+
+def test_open_request_with_a_shape_is_placed_where_the_shape_fits(admin, a100):
+    """A request for "any model with >= 80 GiB" shaped 1 node x 8 cards, one NVLink domain:
+    A100 has more free cards (fragmented 2 per node), H800 fewer but one whole node. The
+    approval picks the option with most free cards and refuses, though H800 fits."""
+    h800 = GpuModel.objects.get(slug="h800_sxm")
+    pool = PoolFactory(slug="dgx", scheduler=Scheduler.SLURM)
+    start = next_week_9am()
+    end = start + timedelta(days=3)
+    for i in range(4):
+        node_with_gpus(8, hostname=f"a-{i}", pool=pool, nvlink_domains=DGX)
+        _placed(pool, a100, f"a-{i}", [0, 1, 2, 3, 4, 5], start, end)  # 2 free per node
+    node_with_gpus(8, gpu_model="h800_sxm", hostname="h-0", pool=pool, nvlink_domains=DGX)
+    request = CapacityRequestFactory(
+        pool=None,
+        gpu_model=None,
+        min_memory_gib=80,
+        card_count=8,
+        cards_per_node=8,
+        node_count=1,
+        one_nvlink_domain=True,
+        starts_at=start,
+        ends_at=end,
+        workload_kind="training",
+    )
+    allocation = capacity_request_approve(request=request, actor=admin)
+    assert (allocation.gpu_model, allocation.placement) == (
+        h800,
+        [{"node": "h-0", "gpus": list(range(8))}],
+    )
+
+
+def test_an_extension_of_a_shaped_allocation_keeps_its_shape(admin, a100):
+    """Extending a 1 node x 8 allocation asks for "any 8 cards": the extension is granted
+    without a placement (no reservation of the node), so the next week's 1 x 8 of another
+    team may take the node the running job is on."""
+    pool = PoolFactory(slug="dgx", scheduler=Scheduler.SLURM)
+    node_with_gpus(8, hostname="dgx-1", pool=pool, nvlink_domains=DGX)
+    start = next_week_9am()
+    first = _placed(pool, a100, "dgx-1", list(range(8)), start, start + timedelta(days=2))
+    first.request.cards_per_node, first.request.node_count = 8, 1
+    first.request.one_nvlink_domain = True
+    first.request.save()
+    extension = allocation_extend(
+        allocation=first,
+        actor=admin,
+        ends_at=start + timedelta(days=4),
+        justification="longer run",
+    )
+    assert (extension.cards_per_node, extension.node_count, extension.one_nvlink_domain) == (
+        8,
+        1,
+        True,
+    )
+
+
+def _finding(allocation):
+    now = timezone.now()
+    return IdleFinding.objects.create(
+        allocation=allocation,
+        first_seen_at=now,
+        last_seen_at=now,
+        dry_run=False,
+        card_count=allocation.card_count,
+        cards_in_use=0,
+    )
+
+
+def test_undoing_a_reclamation_does_not_place_two_allocations_on_the_same_cards(admin, a100):
+    """A placed 1 x 8 is reclaimed (ended); another team's 1 x 8 is approved on the same node;
+    the undo checks the card count only (pool-wide), so the first allocation comes back
+    holding the node the second one now holds."""
+    pool = PoolFactory(slug="dgx", scheduler=Scheduler.SLURM)
+    node_with_gpus(8, hostname="dgx-1", pool=pool, nvlink_domains=DGX)
+    node_with_gpus(8, hostname="dgx-2", pool=pool, nvlink_domains=DGX)
+    now = timezone.now()
+    end = now + timedelta(days=5)
+    running = _placed(
+        pool, a100, "dgx-1", list(range(8)), now - timedelta(hours=2), end, AllocationStatus.ACTIVE
+    )
+    finding = allocation_reclaim(
+        _finding(running), running, keep=0, why="idle", now=now, actor=admin
+    )
+    assert finding is not None and finding.state == IdleFindingState.RECLAIMED
+    second = CapacityRequestFactory(
+        pool=pool,
+        gpu_model=a100,
+        card_count=8,
+        cards_per_node=8,
+        node_count=1,
+        one_nvlink_domain=True,
+        starts_at=now + timedelta(minutes=5),
+        ends_at=end,
+        workload_kind="training",
+    )
+    taken = capacity_request_approve(request=second, actor=admin)
+    assert taken.placement == [{"node": "dgx-1", "gpus": list(range(8))}]  # best fit, by name
+    try:
+        reclamation_undo(finding=finding, actor=admin)
+    except InsufficientCapacity:
+        return  # refusing the undo is right
+    holding = Allocation.objects.filter(
+        pool=pool, status__in=[AllocationStatus.ACTIVE, AllocationStatus.APPROVED]
+    )
+    on_dgx1 = [a.pk for a in holding if any(s["node"] == "dgx-1" for s in a.placement)]
+    assert len(on_dgx1) == 1, f"allocations {on_dgx1} all hold GPUs 0-7 of dgx-1"
+
+
+def test_cards_reclaimed_from_a_shaped_allocation_are_free_for_shapes(admin, a100):
+    """A placed 1 x 8 shrunk by reclamation to 2 cards: the card count frees 6 cards, but the
+    placement (and its PlacedCards) still hold all 8, so no shape can use the 6."""
+    pool = PoolFactory(slug="dgx", scheduler=Scheduler.SLURM)
+    node_with_gpus(8, hostname="dgx-1", pool=pool, nvlink_domains=DGX)
+    now = timezone.now()
+    end = now + timedelta(days=5)
+    running = _placed(
+        pool, a100, "dgx-1", list(range(8)), now - timedelta(hours=2), end, AllocationStatus.ACTIVE
+    )
+    allocation_reclaim(_finding(running), running, keep=2, why="idle", now=now, actor=admin)
+    running.refresh_from_db()
+    assert running.card_count == 2
+    fit = shape_fit(
+        pool=pool,
+        gpu_model=a100,
+        shape=Shape(cards_per_node=4, nodes=1, one_nvlink_domain=True),
+        start=now + timedelta(minutes=5),
+        end=end,
+    )
+    assert fit.fits, fit.message()
+    assert RequestStatus.APPROVED  # (imported for readers: the request stays approved)
+
+
+def test_groups_sharing_a_node_that_fill_it_are_reserved_as_the_whole_node(admin, a100):
+    """2 groups x 4 cards, groups may share a node, on one free 8-card node: the placement is
+    two entries for the same node (GPUs 0-3, 4-7) which together take all of it, but the
+    reservation check keeps one entry per node (a dict) and calls it "part of" the node."""
+    from pools.capacity.services.scheduler_binding import slurm_reservation_apply
+
+    pool = PoolFactory(slug="dgx", scheduler=Scheduler.SLURM)
+    node_with_gpus(8, hostname="dgx-1", pool=pool, nvlink_domains=DGX)
+    start = next_week_9am()
+    request = CapacityRequestFactory(
+        pool=pool,
+        gpu_model=a100,
+        card_count=8,
+        cards_per_node=4,
+        node_count=2,
+        one_nvlink_domain=True,
+        shared_nodes=True,
+        starts_at=start,
+        ends_at=start + timedelta(days=1),
+        workload_kind="training",
+    )
+    allocation = capacity_request_approve(request=request, actor=admin)
+    assert sorted(g for spot in allocation.placement for g in spot["gpus"]) == list(range(8))
+
+    made = []
+
+    class Adapter:
+        def create_reservation(self, spec):
+            made.append(spec)
+
+    binding = slurm_reservation_apply(adapter=Adapter(), allocation=allocation)
+    assert binding.get("reservation") == f"portal-alloc-{allocation.pk}", binding
+
+
+def test_imported_nvlink_domains_count_at_approval(admin, a100):
+    """A node whose imported topology splits its 8 A100 SXM into two NVSwitch-less halves of 4
+    ([[0-3], [4-7]]): 1 node x 8 cards, one NVLink domain, must not fit. On PostgreSQL the
+    kinds statement hands ``nvlink_domains`` over as JSON text, node_domains reads the string
+    as malformed and falls back to the catalogue (SXM on an 8-card board: one domain of 8), so
+    the shape is approved on a node whose cards are not joined. (SQLite reads a list: right.)"""
+    pool = PoolFactory(slug="split", scheduler=Scheduler.SLURM)
+    node_with_gpus(8, hostname="split-1", pool=pool, nvlink_domains=[[0, 1, 2, 3], [4, 5, 6, 7]])
+    start = next_week_9am()
+    fit = shape_fit(
+        pool=pool,
+        gpu_model=a100,
+        shape=Shape(cards_per_node=8, nodes=1, one_nvlink_domain=True),
+        start=start,
+        end=start + timedelta(days=1),
+    )
+    assert not fit.fits, fit.message()
+    assert fit.largest == Shape(cards_per_node=4, nodes=1, one_nvlink_domain=True)
+
+
+def test_one_card_in_error_does_not_make_an_hgx_board_unknown(admin, a100):
+    """An 8-card A100 SXM node without an imported topology is one NVSwitch domain by the
+    catalogue (HGX board). With GPU 7 in error the catalogue is asked about the 7 schedulable
+    cards, 7 is not an HGX board size, so the node's domains become unknown and not even
+    1 node x 4 cards, one NVLink domain, fits on its 7 joined cards."""
+    from pools.inventory.models import Gpu
+
+    pool = PoolFactory(slug="hgx", scheduler=Scheduler.SLURM)
+    node_with_gpus(8, hostname="hgx-1", pool=pool)
+    Gpu.objects.filter(node__hostname="hgx-1", index=7).update(health="error")
+    start = next_week_9am()
+    fit = shape_fit(
+        pool=pool,
+        gpu_model=a100,
+        shape=Shape(cards_per_node=4, nodes=1, one_nvlink_domain=True),
+        start=start,
+        end=start + timedelta(days=1),
+    )
+    assert fit.fits, fit.message()
+
+
+def test_the_largest_shape_offered_never_has_more_cards_than_asked():
+    """README: "Largest = most cards per node first, then most nodes, never more cards than
+    asked". Four NVSwitch nodes with 7 free cards each refuse 1 node x 8 and offer
+    "2 nodes x 7 cards each" (14 cards for an 8-card request)."""
+    from pools.capacity.placement import NodeFree, fit_shape
+
+    nodes = [NodeFree(f"n{i}", frozenset(range(7)), (frozenset(range(8)),)) for i in range(4)]
+    result = fit_shape(nodes, Shape(cards_per_node=8, nodes=1, one_nvlink_domain=True))
+    assert not result.fits
+    assert result.largest.total_cards <= 8, result.message()
