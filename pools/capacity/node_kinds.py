@@ -21,6 +21,7 @@ unknown (:func:`node_domains`).
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -93,11 +94,11 @@ def pool_nodes(*, pool: Pool, gpu_model: GpuModel, generation: int | None) -> Po
         rows = _rows_orm(pool, gpu_model)
     checked: dict[tuple, tuple[frozenset[int], ...] | None] = {}
     kinds = []
-    for gpus, recorded, max_cuda, hostnames in rows:
+    for gpus, board, recorded, max_cuda, hostnames in rows:
         cards = frozenset(gpus)
-        seen = (cards, repr(recorded))
+        seen = (cards, frozenset(board), repr(recorded))
         if seen not in checked:  # read and check each distinct (cards, domains) once
-            checked[seen] = node_domains(cards, recorded, gpu_model)
+            checked[seen] = node_domains(cards, recorded, gpu_model, board=frozenset(board))
             NodeCards(hostnames[0], cards, checked[seen])  # raises on a bad card set or domains
         kinds.append(NodeKind(cards, checked[seen], max_cuda, tuple(sorted(hostnames))))
     kinds.sort(key=lambda kind: kind.hostnames[0])  # the same order whatever the database's
@@ -109,19 +110,23 @@ def pool_nodes(*, pool: Pool, gpu_model: GpuModel, generation: int | None) -> Po
     return nodes
 
 
-# Per node its schedulable cards of the model, then nodes alike in (cards, domains, driver) as
-# one row with their hostnames.
+# Per node (up) its schedulable cards of the model and all its cards of the model (the board
+# the catalogue's facts describe, cards in error included), then nodes alike in (cards, board,
+# domains, driver) as one row with their hostnames. The domains come as JSON text (Django
+# decodes jsonb itself, so a raw cursor reads the text).
 _KINDS_SQL = f"""
-SELECT c.gpus, c.domains, c.max_cuda, array_agg(c.hostname)
-  FROM (SELECT n.hostname, n.nvlink_domains AS domains, dg.max_cuda,
-               array_agg(g."index" ORDER BY g."index") AS gpus
+SELECT c.gpus, c.board, c.domains, c.max_cuda, array_agg(c.hostname)
+  FROM (SELECT n.hostname, n.nvlink_domains::text AS domains, dg.max_cuda,
+               array_agg(g."index" ORDER BY g."index")
+                 FILTER (WHERE g.health <> %(error)s) AS gpus,
+               array_agg(g."index" ORDER BY g."index") AS board
           FROM {Gpu._meta.db_table} g
           JOIN {Node._meta.db_table} n ON n.id = g.node_id
           LEFT JOIN {DriverGroup._meta.db_table} dg ON dg.id = n.driver_group_id
          WHERE n.pool_id = %(pool)s AND n.state = %(up)s AND g.gpu_model_id = %(model)s
-           AND g.health <> %(error)s
-         GROUP BY n.id, dg.max_cuda) c
- GROUP BY c.gpus, c.domains, c.max_cuda
+         GROUP BY n.id, dg.max_cuda
+        HAVING COUNT(*) FILTER (WHERE g.health <> %(error)s) > 0) c
+ GROUP BY c.gpus, c.board, c.domains, c.max_cuda
 """
 
 
@@ -134,36 +139,52 @@ def _rows_sql(pool: Pool, gpu_model: GpuModel) -> list[tuple]:
     }
     with connection.cursor() as cursor:
         cursor.execute(_KINDS_SQL, params)
-        return cursor.fetchall()
+        rows = cursor.fetchall()
+    return [
+        (gpus, board, None if domains is None else json.loads(domains), max_cuda, hostnames)
+        for gpus, board, domains, max_cuda, hostnames in rows
+    ]
 
 
 def _rows_orm(pool: Pool, gpu_model: GpuModel) -> list[tuple]:
     """What :data:`_KINDS_SQL` answers, node by node through the ORM (SQLite)."""
-    gpus = Gpu.objects.filter(
-        node__pool=pool, node__state=NodeState.UP, gpu_model=gpu_model
-    ).exclude(health=GpuHealth.ERROR)
+    gpus = Gpu.objects.filter(node__pool=pool, node__state=NodeState.UP, gpu_model=gpu_model)
     cards: dict[str, list[int]] = defaultdict(list)
+    board: dict[str, list[int]] = defaultdict(list)
     about: dict[str, tuple] = {}
-    for hostname, index, domains, max_cuda in gpus.values_list(
-        "node__hostname", "index", "node__nvlink_domains", "node__driver_group__max_cuda"
+    for hostname, index, health, domains, max_cuda in gpus.values_list(
+        "node__hostname",
+        "index",
+        "health",
+        "node__nvlink_domains",
+        "node__driver_group__max_cuda",
     ):
-        cards[hostname].append(index)
+        board[hostname].append(index)
+        if health != GpuHealth.ERROR:
+            cards[hostname].append(index)
         about[hostname] = (domains, max_cuda)
     alike: dict[tuple, list[str]] = defaultdict(list)
     for hostname, indices in cards.items():
         domains, max_cuda = about[hostname]
-        alike[(tuple(sorted(indices)), repr(domains), max_cuda)].append(hostname)
+        key = (tuple(sorted(indices)), tuple(sorted(board[hostname])), repr(domains), max_cuda)
+        alike[key].append(hostname)
     return [
-        (list(gpus), about[hostnames[0]][0], max_cuda, hostnames)
-        for (gpus, _, max_cuda), hostnames in alike.items()
+        (list(gpus), list(all_gpus), about[hostnames[0]][0], max_cuda, hostnames)
+        for (gpus, all_gpus, _, max_cuda), hostnames in alike.items()
     ]
 
 
 def node_domains(
-    indices: frozenset[int], recorded: list[list[int]] | None, gpu_model: GpuModel
+    indices: frozenset[int],
+    recorded: list[list[int]] | None,
+    gpu_model: GpuModel,
+    *,
+    board: frozenset[int] | None = None,
 ) -> tuple[frozenset[int], ...] | None:
     """A node's NVLink domains over ``indices`` (its cards that count): the imported ones
-    (``recorded``), else the catalogue's facts, else ``None`` (unknown)."""
+    (``recorded``), else the catalogue's facts about the node's ``board`` (all its cards of the
+    model, those in error too; default ``indices``: an HGX board with a card in error is still
+    an 8-card board) over ``indices``, else ``None`` (unknown)."""
     if recorded is not None:
         try:
             domains = [frozenset(int(i) for i in group) & indices for group in recorded]
@@ -176,8 +197,11 @@ def node_domains(
             extra = [frozenset({i}) for i in sorted(indices - covered)]
             return tuple(d for d in domains if d) + tuple(extra)
     nvlink = gpu_model.nvlink_gbps
-    return catalogue_domains(
-        indices,
+    facts = catalogue_domains(
+        indices if board is None else board | indices,
         form_factor=gpu_model.form_factor,
         nvlink_gbps=None if nvlink is None else int(nvlink),
     )
+    if facts is None:
+        return None
+    return tuple(domain & indices for domain in facts if domain & indices)

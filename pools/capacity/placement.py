@@ -25,10 +25,10 @@ nodes are a few dozen kinds).
 **Largest shape that fits** (when the asked one does not): *largest* means the most cards per
 node first (what bounds a tensor-parallel degree), then the most nodes, never more cards than
 asked in total: C' = the most cards any single node can give (≤ the asked C, in one domain when
-asked), N' = how many nodes can each give C' (≤ ⌈asked total / C'⌉). :attr:`FitResult.largest`
-is that N' × C'; :attr:`FitResult.largest_single_node` is 1 × C'. Worked example (the issue's):
-8 free A100 spread 2 per node over 4 nodes, 1 node × 8 cards asked → refused; largest 4 nodes × 2
-cards, largest on one node 1 × 2.
+asked), N' = how many nodes can each give C' (≤ ⌊asked total / C'⌋, so N' × C' ≤ asked).
+:attr:`FitResult.largest` is that N' × C'; :attr:`FitResult.largest_single_node` is 1 × C'.
+Worked example (the issue's): 8 free A100 spread 2 per node over 4 nodes, 1 node × 8 cards asked
+→ refused; largest 4 nodes × 2 cards, largest on one node 1 × 2.
 
 **Stranded capacity** (:func:`stranded_cards`): common shapes are 1, 2, 4 and 8 cards on one
 node in one NVLink domain (:data:`COMMON_CARDS_PER_NODE`). For a shape of C cards a domain with F
@@ -43,7 +43,6 @@ apart (``unknown_topology``), never counted as usable for a multi-card shape.
 from __future__ import annotations
 
 import heapq
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -371,7 +370,7 @@ def _largest(pool: Sequence[NodeGroup], shape: Shape) -> Shape | None:
     per_node = shape.cards_per_node
     assert per_node is not None
     for cards in range(per_node, 0, -1):
-        cap = math.ceil(shape.total_cards / cards)
+        cap = shape.total_cards // cards  # never more cards than asked; cards <= asked per node
         if shape.shared_nodes:
             able = len(_pack_groups(pool, cards, shape.one_nvlink_domain, cap))
         else:

@@ -236,13 +236,15 @@ def slurm_reservation_apply(*, adapter, allocation: Allocation) -> dict:
     a placement that takes part of a node is not reserved, and the binding says so; so does
     one whose adapter cannot write reservations. Idempotent (the adapter's create is)."""
     nodes = sorted({spot["node"] for spot in allocation.placement})
-    placed = {spot["node"]: len(spot["gpus"]) for spot in allocation.placement}
+    placed: dict[str, set[int]] = {}  # groups may share a node: a node's cards are their union
+    for spot in allocation.placement:
+        placed.setdefault(spot["node"], set()).update(spot["gpus"])
     whole = dict(
         Gpu.objects.filter(node__hostname__in=nodes, gpu_model=allocation.gpu_model)
         .values_list("node__hostname")
         .annotate(n=Count("id"))
     )
-    partial = [node for node in nodes if placed.get(node, 0) < whole.get(node, 0)]
+    partial = [node for node in nodes if len(placed.get(node, ())) < whole.get(node, 0)]
     if partial:
         return {
             "reservation": None,
