@@ -93,6 +93,11 @@ class NodeAdmin(AuditedAdmin):
     list_select_related = ["pool"]
     inlines = [GpuInline]
 
+    def get_readonly_fields(self, request, obj=None):
+        # A node's hostname is its identity: imports match it, and placements, reservations and
+        # scheduler bindings name it, so renaming would free the cards placed on it.
+        return ("hostname",) if obj is not None else ()
+
 
 class MigDeviceInline(admin.TabularInline):
     model = inventory_models.MigDevice

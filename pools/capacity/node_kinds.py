@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from pools.capacity.placement import NodeCards
+from pools.capacity.placement import NodeCards, ShapeError
+from pools.capacity.window import MAX_PLACED_INDEX
 from pools.choices import GpuHealth, NodeState
 from pools.inventory.driver_versions import driver_supports, parse_cuda_version
 from pools.inventory.models import DriverGroup, Gpu, GpuModel, Node, Pool
@@ -49,6 +50,13 @@ class NodeKind:
     def cards(self) -> int:
         """Schedulable cards of this kind in all: cards per node × nodes."""
         return len(self.gpus) * len(self.hostnames)
+
+    @property
+    def placeable(self) -> frozenset[int]:
+        """The cards a shape may be placed on: GPU indices 0–62 (a placement is kept as a
+        64-bit mask, :func:`pools.capacity.window.gpu_mask`; nvidia-smi numbers a node's cards
+        from 0 and the largest boards have 16). Cards above are counted, never placed."""
+        return frozenset(i for i in self.gpus if i <= MAX_PLACED_INDEX)
 
 
 @dataclass(frozen=True)
@@ -81,8 +89,7 @@ _READ: dict[tuple[int, int], tuple[int, PoolNodes]] = {}
 def pool_nodes(*, pool: Pool, gpu_model: GpuModel, generation: int | None) -> PoolNodes:
     """The pool's schedulable nodes of ``gpu_model`` by kind, as of inventory ``generation``
     (read in the caller's transaction, before this call; ``None``: read now, keep nothing).
-    Raises :class:`pools.capacity.placement.ShapeError` when a node's cards or domains are
-    unusable (two domains sharing a card)."""
+    Recorded domains that cannot be right (a card in two) read as unknown."""
     key = (pool.pk, gpu_model.pk)
     if generation is not None:
         known = _READ.get(key)
@@ -98,8 +105,12 @@ def pool_nodes(*, pool: Pool, gpu_model: GpuModel, generation: int | None) -> Po
         cards = frozenset(gpus)
         seen = (cards, frozenset(board), repr(recorded))
         if seen not in checked:  # read and check each distinct (cards, domains) once
-            checked[seen] = node_domains(cards, recorded, gpu_model, board=frozenset(board))
-            NodeCards(hostnames[0], cards, checked[seen])  # raises on a bad card set or domains
+            domains = node_domains(cards, recorded, gpu_model, board=frozenset(board))
+            try:
+                NodeCards(hostnames[0], cards, domains)
+            except ShapeError:  # a card in two domains: unknown, never joined
+                domains = None
+            checked[seen] = domains
         kinds.append(NodeKind(cards, checked[seen], max_cuda, tuple(sorted(hostnames))))
     kinds.sort(key=lambda kind: kind.hostnames[0])  # the same order whatever the database's
     nodes = PoolNodes(

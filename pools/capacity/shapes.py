@@ -95,10 +95,11 @@ def pool_free_groups(
         if at in kinds_touched:
             names = tuple(name for name in names if name not in held)
         if names:
-            groups.append(NodeGroup(names, kind.gpus, kind.domains))
+            groups.append(NodeGroup(names, kind.placeable, kind.domains))
     for (at, mask), names in touched.items():
         kind = usable[at]
-        groups.append(NodeGroup(tuple(sorted(names)), kind.gpus - mask_gpus(mask), kind.domains))
+        free = kind.placeable - mask_gpus(mask)
+        groups.append(NodeGroup(tuple(sorted(names)), free, kind.domains))
     return lay_unplaced(groups, unplaced)
 
 

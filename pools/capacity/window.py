@@ -7,8 +7,9 @@ held side of the card count and of the shape check, in one statement.
 - ``unplaced_peak``: the same for the allocations without a placement (granted without a shape
   or before shapes existed), which the shape check lays on the nodes as "any N cards"
   (:func:`pools.capacity.shapes.lay_unplaced`);
-- ``held`` (when asked): per hostname, the GPU indices placed allocations hold at any time in
-  the window, as a bit mask (:class:`pools.capacity.models.PlacedCards`);
+- ``held`` (when asked): per hostname of the pool's nodes, the GPU indices placed allocations
+  hold at any time in the window, as a bit mask (:class:`pools.capacity.models.PlacedCards`),
+  whatever pool the allocation is in: a node moved to another pool keeps the cards it holds;
 - ``generation``: the inventory generation read in the same statement
   (:mod:`pools.capacity.node_kinds` caches the inventory side under it; ``None`` on SQLite).
 
@@ -29,7 +30,9 @@ from django.db import connection
 from pools.capacity.arithmetic import peak_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation, PlacedCards
-from pools.inventory.models import GpuModel, Pool
+from pools.inventory.models import GpuModel, Node, Pool
+
+MAX_PLACED_INDEX = 62  # the highest GPU index a 64-bit mask (bigint, sign bit clear) holds
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,10 @@ _WINDOW_NODES_SQL = (
     + f""", spots AS MATERIALIZED (
   SELECT p.allocation_id, p.hostname, p.gpu_mask
     FROM {PlacedCards._meta.db_table} p
-   WHERE p.allocation_id IN (SELECT id FROM win)
+    JOIN {Allocation._meta.db_table} a ON a.id = p.allocation_id
+    JOIN {Node._meta.db_table} n ON n.hostname = p.hostname AND n.pool_id = %(pool)s
+   WHERE a.status IN ({_HOLDING}) AND a.id <> %(exclude)s
+     AND tstzrange(a.starts_at, a.ends_at, '[)') && tstzrange(%(start)s, %(end)s, '[)')
 ), held AS (
   SELECT hostname, bit_or(gpu_mask) AS mask FROM spots GROUP BY hostname
 ),"""
@@ -157,17 +163,22 @@ def _holds_orm(pool, gpu_model, start, end, exclude, per_node) -> WindowHolds:
         pool=pool, gpu_model=gpu_model, start=start, end=end, exclude_allocation=exclude
     )
     rows = list(holds.values_list("pk", "starts_at", "ends_at", "card_count"))
-    placed: dict[str, int] = {}
-    placed_ids: set[int] = set()
-    for allocation_id, hostname, mask in PlacedCards.objects.filter(
-        allocation__in=holds.values("pk")
-    ).values_list("allocation_id", "hostname", "gpu_mask"):
-        placed_ids.add(allocation_id)
-        placed[hostname] = placed.get(hostname, 0) | mask
     intervals = [(s, e, n) for pk, s, e, n in rows]
-    unplaced = [(s, e, n) for pk, s, e, n in rows if pk not in placed_ids]
     if not per_node:
         return WindowHolds(None, peak_cards(intervals, start, end), None, None)
+    placed: dict[str, int] = {}
+    placed_ids: set[int] = set()
+    anywhere = Allocation.objects.filter(
+        status__in=HOLDING_STATUSES, starts_at__lt=end, ends_at__gt=start
+    ).exclude(pk=exclude or 0)
+    spots = PlacedCards.objects.filter(
+        allocation__in=anywhere.values("pk"),
+        hostname__in=Node.objects.filter(pool=pool).values("hostname"),
+    )
+    for allocation_id, hostname, mask in spots.values_list("allocation_id", "hostname", "gpu_mask"):
+        placed_ids.add(allocation_id)
+        placed[hostname] = placed.get(hostname, 0) | mask
+    unplaced = [(s, e, n) for pk, s, e, n in rows if pk not in placed_ids]
     return WindowHolds(
         None, peak_cards(intervals, start, end), peak_cards(unplaced, start, end), placed
     )
@@ -179,8 +190,8 @@ def gpu_mask(gpus: Iterable[int]) -> int:
     cards from 0 and the largest boards have 16)."""
     mask = 0
     for gpu in gpus:
-        if not 0 <= gpu <= 62:
-            raise ValueError(f"GPU index {gpu} is outside 0–62")
+        if not 0 <= gpu <= MAX_PLACED_INDEX:
+            raise ValueError(f"GPU index {gpu} is outside 0–{MAX_PLACED_INDEX}")
         mask |= 1 << gpu
     return mask
 

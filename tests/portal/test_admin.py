@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 from django.test import Client
-from factories import AllocationFactory
+from factories import AllocationFactory, NodeFactory
 
 from billing.models import RateCard, UsageRecord
 from pools.audit.models import AuditEvent
@@ -51,6 +51,17 @@ def test_binding_fields_are_read_only_while_allocations_hold_cards(superuser_pag
     assert not {"scheduler", "slug", "slurm_partition"} & set(form.fields)
     # ... and the pool cannot be deleted while anything refers to it.
     assert superuser_page.get(f"/admin/pools/pool/{infer_pool.pk}/delete/").status_code == 403
+
+
+def test_a_node_hostname_is_fixed_once_the_node_exists(superuser_page):
+    """Placements and reservations name nodes by hostname: the admin may add a node with one,
+    not rename it."""
+    node = NodeFactory(hostname="dgx-1")
+    form = superuser_page.get(f"/admin/pools/node/{node.pk}/change/").context["adminform"].form
+    assert "hostname" not in form.fields and "pool" in form.fields
+    assert (
+        "hostname" in superuser_page.get("/admin/pools/node/add/").context["adminform"].form.fields
+    )
 
 
 def test_rate_card_changes_are_audited_with_their_entries(superuser_page):

@@ -134,3 +134,30 @@ def _save(obj, **fields):
 def _sql(statement: str) -> None:
     with connection.cursor() as cursor:
         cursor.execute(statement)
+
+
+def test_cards_above_index_62_are_counted_never_placed(fleet):
+    """A node numbering a card 70 (only a hand-edited inventory does): the card counts for
+    the card invariant, and a shape is placed on the others (a placement is a 64-bit mask)."""
+    from datetime import timedelta
+
+    from factories import next_week_9am
+
+    from pools.capacity.placement import Shape
+    from pools.capacity.shapes import shape_fit
+
+    pool, model = fleet
+    Gpu.objects.filter(node__hostname="a-3", index=1).update(index=70)
+    assert read(pool, model).schedulable(None) == 10
+    start = next_week_9am()
+    two = Shape(cards_per_node=2, nodes=3, one_nvlink_domain=False)
+    fit = shape_fit(pool=pool, gpu_model=model, shape=two, start=start, end=start + timedelta(1))
+    assert not fit.fits  # a-3 has one placeable card left
+    assert fit.largest == Shape(cards_per_node=2, nodes=2, one_nvlink_domain=False)
+
+
+def test_recorded_domains_sharing_a_card_read_as_unknown(fleet):
+    pool, model = fleet
+    Node.objects.filter(hostname="a-3").update(nvlink_domains=[[0, 1], [1]])
+    kinds = {k.hostnames: k.domains for k in read(pool, model).kinds}
+    assert kinds[("a-3",)] is None

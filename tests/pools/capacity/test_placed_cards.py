@@ -148,3 +148,27 @@ def test_what_a_window_holds_reads_the_same_both_ways(setup, monkeypatch):
     ]
     assert sum(h.peak for h in sql) > 0 and any(h.held for h in sql)  # not all empty
     assert {h.generation is not None for h in sql} == {True}
+
+
+def test_a_node_moved_to_another_pool_keeps_the_cards_it_holds(setup):
+    """dgx-1's GPUs 0-7 are held by a dgx allocation; the node then moves to pool ``dev``
+    (through the admin, say). A 1 x 8 in ``dev`` over the same week must not be placed on
+    them: held cards are the node's, whatever pool holds them."""
+    from pools.capacity.placement import Shape
+    from pools.capacity.shapes import shape_fit
+    from pools.inventory.models import Node
+
+    start = next_week_9am()
+    held = _approve(setup, 8, 1, start)
+    assert held.placement == [{"node": "dgx-1", "gpus": list(range(8))}]
+    dev = PoolFactory(slug="dev", scheduler=Scheduler.SLURM)
+    Node.objects.filter(hostname="dgx-1").update(pool=dev)
+    eight = Shape(cards_per_node=8, nodes=1, one_nvlink_domain=True)
+    for vendor in ("postgresql", "other"):
+        with pytest.MonkeyPatch.context() as patch:
+            if vendor == "other":
+                patch.setattr(window, "connection", SimpleNamespace(vendor="other"))
+            fit = shape_fit(
+                pool=dev, gpu_model=setup.a100, shape=eight, start=start, end=start + timedelta(7)
+            )
+        assert not fit.fits, (vendor, fit.message())
