@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models import Q
 
 from pools.capacity.arithmetic import card_hours
+from pools.capacity.placement import Shape
 from pools.choices import (
     AllocationStatus,
     PricingMethod,
@@ -131,6 +132,18 @@ class CapacityRequest(models.Model):
     @property
     def duration_hours(self) -> Decimal:
         return card_hours(1, self.starts_at, self.ends_at)
+
+    @property
+    def shape_label(self) -> str:
+        """The shape in words ("1 node × 8 cards, one NVLink domain"); "" without one."""
+        if self.cards_per_node is None or self.node_count is None:
+            return ""
+        return Shape(
+            cards_per_node=self.cards_per_node,
+            nodes=self.node_count,
+            one_nvlink_domain=self.one_nvlink_domain,
+            shared_nodes=self.shared_nodes,
+        ).describe()
 
 
 class Allocation(models.Model):

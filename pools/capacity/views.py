@@ -29,7 +29,7 @@ from pools.capacity.forms import ApproveForm, CapacityRequestForm, ExtendForm, R
 from pools.capacity.placement import Shape
 from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import requests as request_services
-from pools.capacity.shapes import shape_fit
+from pools.capacity.shapes import request_shape, shape_fit
 from pools.choices import RequestKind, RequestStatus
 from pools.errors import DomainError
 from pools.inventory.models import GpuModel, Pool
@@ -264,22 +264,29 @@ def _options_for(form):
             one_nvlink_domain=bool(d.get("one_nvlink_domain")),
             shared_nodes=bool(d.get("shared_nodes")),
         )
-        for option in options:
-            # the shape per pool and model: does it fit node by node in the window, and if
-            # not, the largest that does (two queries per option shown)
-            option.shape_fit = (
-                shape_fit(
-                    pool=option.pool,
-                    gpu_model=option.gpu_model,
-                    shape=shape,
-                    start=d["starts_at"],
-                    end=d["ends_at"],
-                    cuda=(d.get("cuda_version") or "").strip() or None,
-                )
-                if option.total
-                else None
-            )
+        cuda = (d.get("cuda_version") or "").strip() or None
+        _fit_shape_on(options, shape, d["starts_at"], d["ends_at"], cuda)
     return options
+
+
+def _fit_shape_on(options, shape: Shape, start, end, cuda: str | None) -> None:
+    """Set ``shape_fit`` on each option: does the shape fit node by node in the window, and if
+    not, the largest that does (one statement per option with cards), and ``fits`` = eligible
+    by card count *and* shape, which is what approval checks."""
+    for option in options:
+        option.shape_fit = (
+            shape_fit(
+                pool=option.pool,
+                gpu_model=option.gpu_model,
+                shape=shape,
+                start=start,
+                end=end,
+                cuda=cuda,
+            )
+            if option.total
+            else None
+        )
+        option.fits = option.eligible and (option.shape_fit is None or option.shape_fit.fits)
 
 
 def request_detail(request, pk: int):
@@ -301,7 +308,7 @@ def request_detail(request, pk: int):
         and obj.status == RequestStatus.SUBMITTED
         and obj.kind == RequestKind.CARDS
     ):
-        context["options"] = request_options(
+        context["options"] = options = request_options(
             workload_kind=obj.workload_kind,
             card_count=obj.card_count,
             start=obj.starts_at,
@@ -311,6 +318,9 @@ def request_detail(request, pk: int):
             min_memory_gib=obj.min_memory_gib,
             cuda=obj.cuda_version or None,
         )
+        shape = request_shape(obj)
+        if shape is not None:
+            _fit_shape_on(options, shape, obj.starts_at, obj.ends_at, obj.cuda_version or None)
     return render(request, "pools/requests/request_detail.html", context)
 
 

@@ -329,3 +329,24 @@ def test_shaped_approval_query_count_does_not_grow_with_the_pool(
     assert _approval_queries(dgx_pool, a100, admin, start, end) == small - 1
     node_with_gpus(8, hostname="dgx-41", pool=dgx_pool, nvlink_domains=DGX)  # changes it
     assert _approval_queries(dgx_pool, a100, admin, start, end) == small
+
+
+def test_the_queue_and_the_request_page_show_the_shape_and_whether_it_fits(
+    dgx_pool, a100, admin, client
+):
+    """The issue's scenario (8 free A100 spread 2 per node over 4 nodes, 1 x 8 asked): the
+    queue shows the shape under the cards; the request page says the cards are free but the
+    shape does not fit, with the largest shape that does, as approval would answer."""
+    start = next_week_9am()
+    end = start + timedelta(days=7)
+    for i in range(1, 5):
+        _hold(dgx_pool, a100, f"dgx-{i}", [0, 1, 2, 3, 4, 5], start, end)
+    request = _shaped(dgx_pool, a100, 8, 1, start, end)
+    CapacityRequest.objects.filter(pk=request.pk).update(status=RequestStatus.SUBMITTED)
+    client.force_login(admin)
+    queue = client.get("/requests/queue/").content.decode()
+    assert "1 node × 8 cards, one NVLink domain" in queue
+    page = client.get(f"/requests/{request.pk}/").content.decode()
+    assert "as 1 node × 8 cards, one NVLink domain" in page
+    assert "cards free, shape does not fit" in page
+    assert "Largest that does: 4 nodes × 2 cards each, one NVLink domain." in page
