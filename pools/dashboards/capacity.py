@@ -30,7 +30,7 @@ from django.db.models.functions import Coalesce
 from pools.capacity.arithmetic import usable_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
-from pools.capacity.selectors import cards_held_at
+from pools.capacity.selectors import cards_held_series
 from pools.choices import GpuHealth, NodeState, RequestStatus
 from pools.inventory.models import Gpu, GpuModel, Node, Pool
 from pools.inventory.selectors import unrecognised_model_list
@@ -336,7 +336,7 @@ def plan_days(now: datetime) -> list[datetime]:
 def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, PlanSeries]:
     """Per (pool slug, model slug): cards of holding allocations and of submitted requests on
     each of the next 56 days (at noon), and cards held at ``now``. Three queries, summed in the
-    database (:func:`pools.capacity.selectors.cards_held_at`).
+    database (:func:`pools.capacity.selectors.cards_held_series`).
 
     A submitted request that names no pool or no model cannot be placed on one chart; it is
     counted in ``unplaced_pending`` of the key ``("", "")``.
@@ -352,36 +352,28 @@ def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, 
     )
     allocations, requests = _filtered(allocations, filters), _filtered(requests, filters)
     names = ("pool__slug", "pool__name", "gpu_model__slug", "gpu_model__name")
-    sums = cards_held_at(noons)  # summed in the database, one row per pool × model
     plan: dict[tuple, PlanSeries] = {}
 
     def series(row) -> PlanSeries:
-        key = (row["pool__slug"] or "", row["gpu_model__slug"] or "")
+        key = (row[0] or "", row[2] or "")
         if key not in plan:
-            plan[key] = PlanSeries(
-                row["pool__name"] or "", row["gpu_model__name"] or "",
-                [0] * len(days), [0] * len(days),
-            )  # fmt: skip
+            plan[key] = PlanSeries(row[1] or "", row[3] or "", [0] * len(days), [0] * len(days))
         return plan[key]
 
-    held_now = cards_held_at([now])["t0"]
-    for row in allocations.values(*names).annotate(now=held_now, **sums).order_by():
+    # summed in the database, one row per pool × model and instant bucket; the last: now
+    for row, held in cards_held_series(allocations, names, [*noons, now]).items():
         s = series(row)
-        s.held_now += row["now"] or 0
-        for i in range(len(days)):
-            s.held[i] += row[f"t{i}"] or 0
+        s.held_now += held[-1]
+        s.held = [a + b for a, b in zip(s.held, held[:-1], strict=True)]
     placed = requests.filter(pool__isnull=False, gpu_model__isnull=False)
-    for row in placed.values(*names).annotate(**sums).order_by():
+    for row, pending in cards_held_series(placed, names, noons).items():
         s = series(row)
-        for i in range(len(days)):
-            s.pending[i] += row[f"t{i}"] or 0
+        s.pending = [a + b for a, b in zip(s.pending, pending, strict=True)]
     unplaced = requests.filter(Q(pool__isnull=True) | Q(gpu_model__isnull=True)).aggregate(
         cards=Sum("card_count")
     )["cards"]
     if unplaced:
-        s = series(
-            {"pool__slug": "", "gpu_model__slug": "", "pool__name": "", "gpu_model__name": ""}
-        )
+        s = series(("", "", "", ""))
         s.unplaced_pending += unplaced
     return plan
 
