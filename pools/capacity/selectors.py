@@ -69,31 +69,34 @@ def audit_event_list(*, user) -> QuerySet[AuditEvent]:
 
 class InstantsBefore(Func):
     """How many of ``instants`` (aware datetimes, sorted ascending) lie strictly before the
-    row's ``field`` (a datetime column): 0 to ``len(instants)``.
+    row's ``field`` (a datetime column), or at or before it with ``inclusive``: 0 to
+    ``len(instants)``; the index of the interval between instants that holds ``field``.
 
-    On PostgreSQL ``width_bucket(field - 1 µs, instants)``, a binary search over one array
-    parameter (``width_bucket`` counts the thresholds ``<=`` its operand; datetimes have
-    microsecond resolution on both sides, so ``<= field - 1 µs`` is ``< field``); elsewhere one
-    ``CASE`` per instant, summed."""
+    On PostgreSQL ``width_bucket(field, instants)``, a binary search over one array parameter
+    (``width_bucket`` counts the thresholds ``<=`` its operand; for "strictly before" the
+    operand is ``field - 1 µs``: datetimes have microsecond resolution on both sides);
+    elsewhere one ``CASE`` per instant, summed."""
 
     output_field = IntegerField()
 
-    def __init__(self, field: str, instants: list):
+    def __init__(self, field: str, instants: list, *, inclusive: bool = False):
         super().__init__(F(field))
-        self.instants = list(instants)
+        self.instants, self.inclusive = list(instants), inclusive
 
     def as_sql(self, compiler, connection, **extra_context):
         column, params = compiler.compile(self.get_source_expressions()[0])
         if not self.instants:
             return "0", []
         at = [connection.ops.adapt_datetimefield_value(t) for t in self.instants]
-        cases = " + ".join(f"CASE WHEN {column} > %s THEN 1 ELSE 0 END" for _ in at)
+        op = ">=" if self.inclusive else ">"
+        cases = " + ".join(f"CASE WHEN {column} {op} %s THEN 1 ELSE 0 END" for _ in at)
         return f"({cases})", [p for t in at for p in (*params, t)]
 
     def as_postgresql(self, compiler, connection, **extra_context):
         column, params = compiler.compile(self.get_source_expressions()[0])
         at = [connection.ops.adapt_datetimefield_value(t) for t in self.instants]
-        sql = f"width_bucket({column} - interval '1 microsecond', %s::timestamptz[])"
+        operand = column if self.inclusive else f"{column} - interval '1 microsecond'"
+        sql = f"width_bucket({operand}, %s::timestamptz[])"
         return sql, (*params, at)
 
 
