@@ -7,6 +7,7 @@ import csv
 import html
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import wraps
 
 from django import forms
@@ -15,7 +16,10 @@ from django.core.paginator import Paginator
 from django.forms.utils import flatatt
 from django.http import StreamingHttpResponse
 from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
 from django.utils.cache import patch_vary_headers
+from django.utils.dates import MONTHS_3
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
@@ -136,3 +140,27 @@ class PlainSelect(forms.Select):
             flatatt(self.build_attrs(self.attrs, attrs)),
             options,
         )
+
+
+def minute_text(value: datetime) -> str:
+    """``value`` as the template filter ``date:"d M Y H:i"`` writes it (``07 Dec 2026 13:05``,
+    the month's abbreviation translated, in the current time zone), without the template
+    machinery: 40 µs a call there, for the rows of lists that show many."""
+    local = timezone.localtime(value)
+    month = str(MONTHS_3[local.month]).title()
+    return f"{local.day:02d} {month} {local.year:04d} {local.hour:02d}:{local.minute:02d}"
+
+
+class UrlOfId:
+    """``reverse(name, args=[pk])`` for many ids with one ``reverse``: the URL is resolved once
+    with a placeholder id, then the id substituted (``name``'s pattern takes one ``<int:…>``)."""
+
+    _PLACEHOLDER = 9_876_543_210
+
+    def __init__(self, name: str):
+        self._head, self._tail = reverse(name, args=[self._PLACEHOLDER]).split(
+            str(self._PLACEHOLDER)
+        )
+
+    def __call__(self, pk: int) -> str:
+        return f"{self._head}{int(pk)}{self._tail}"

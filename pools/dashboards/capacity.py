@@ -456,7 +456,8 @@ def demand_forecasts(
         m_id=Coalesce("gpu_model_id", "allocation__gpu_model_id"),
     )
     # Window lengths summed per week of submission (0 to weeks − 1: how many week starts after
-    # the first lie at or before it; the last week runs on past now) and card count.
+    # the first lie at or before it; the last week runs on past now) and card count; times
+    # cards here, as exact intervals, and divided into card-days once.
     length = ExpressionWrapper(F("ends_at") - F("starts_at"), output_field=DurationField())
     starts = [since + i * timedelta(weeks=1) for i in range(1, weeks)]
     halves = []
@@ -476,10 +477,10 @@ def demand_forecasts(
             .values_list("p_id", "m_id", "card_count", "week", "length")
         )
     rows = halves[0].union(halves[1], all=True)
-    by_ids: dict[tuple, list[float]] = {}
+    totals: dict[tuple, list[timedelta]] = {}
     for p, m, cards, week, total in rows:
-        ys = by_ids.setdefault((p, m), [0.0] * weeks)
-        ys[week] += cards * (total / timedelta(days=1))
+        totals.setdefault((p, m), [timedelta(0)] * weeks)[week] += cards * total
+    by_ids = {key: [t / timedelta(days=1) for t in ts] for key, ts in totals.items()}
     pools = Pool.objects.in_bulk({p for p, _ in by_ids})
     models = GpuModel.objects.in_bulk({m for _, m in by_ids})
     weekly: dict[tuple, list[float]] = {}
