@@ -39,6 +39,34 @@ def capacity_request_list(*, user) -> QuerySet[CapacityRequest]:
     return qs if user.is_staff else qs.filter(team__memberships__user=user)
 
 
+def _own_columns(model) -> list[str]:
+    return [f.name for f in model._meta.concrete_fields]
+
+
+def capacity_request_api_list(*, user) -> QuerySet[CapacityRequest]:
+    """:func:`capacity_request_list` narrowed to the columns the API's list writes: each row's
+    own, and of the rows it names only the slug or user name (a GPU model's row alone is 40
+    columns, with JSON to parse). For reading only: services get the whole rows."""
+    allocations = Allocation.objects.select_related("team", "pool", "gpu_model").only(
+        *_own_columns(Allocation), "team__slug", "pool__slug", "gpu_model__slug"
+    )
+    qs = (
+        CapacityRequest.objects.select_related(
+            "team", "requested_by", "pool", "gpu_model", "decided_by"
+        )
+        .only(
+            *_own_columns(CapacityRequest),
+            "team__slug",
+            "pool__slug",
+            "gpu_model__slug",
+            "requested_by__username",
+            "decided_by__username",
+        )
+        .prefetch_related(Prefetch("allocation", queryset=allocations))
+    )
+    return qs if user.is_staff else qs.filter(team__memberships__user=user)
+
+
 def allocation_list(*, user) -> QuerySet[Allocation]:
     """Allocations the user may see, with team, pool, model and request joined."""
     qs = Allocation.objects.select_related("team", "pool", "gpu_model", "request")
