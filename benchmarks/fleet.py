@@ -694,7 +694,8 @@ def run(*, reuse: bool = False) -> None:
             f"{CapacityRequest.objects.filter(status='submitted').count()} pending"
         )
         names.append(name)
-        print(f"seeded {name} in {time.perf_counter() - started:.1f} s", flush=True)
+        verb = "reused" if reuse else "seeded"
+        print(f"{verb} {name} in {time.perf_counter() - started:.1f} s", flush=True)
         pages.append(measure_pages(fleet))
         if not ONLY and not reuse:
             approvals.append(measure_approvals(fleet, i))
