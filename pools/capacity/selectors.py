@@ -67,9 +67,15 @@ def capacity_request_api_list(*, user) -> QuerySet[CapacityRequest]:
     return qs if user.is_staff else qs.filter(team__memberships__user=user)
 
 
-def allocation_list(*, user) -> QuerySet[Allocation]:
-    """Allocations the user may see, with team, pool, model and request joined."""
+def allocation_list(*, user, names_only: bool = False) -> QuerySet[Allocation]:
+    """Allocations the user may see, with team, pool, model and request joined; with
+    ``names_only`` (pages that write the names and link the request by id) the request is not
+    joined and of team, pool and model only the name is read."""
     qs = Allocation.objects.select_related("team", "pool", "gpu_model", "request")
+    if names_only:
+        qs = Allocation.objects.select_related("team", "pool", "gpu_model").only(
+            *_own_columns(Allocation), "team__name", "pool__name", "gpu_model__name"
+        )
     return qs if user.is_staff else qs.filter(team__memberships__user=user)
 
 

@@ -34,7 +34,7 @@ def my_teams(request):
     now = timezone.now()
     # The selectors already keep to the user's teams (every team for a pool admin).
     holding = (
-        capacity_selectors.allocation_list(user=request.user)
+        capacity_selectors.allocation_list(user=request.user, names_only=True)
         .filter(status__in=HOLDING_STATUSES)
         .order_by("ends_at", "pk")
     )
