@@ -57,6 +57,7 @@ MAX_SAMPLES = int(os.environ.get("BENCH_REQUESTS", "15"))
 MIN_SAMPLES = 3
 BUDGET_S = float(os.environ.get("BENCH_URL_BUDGET_S", "4"))
 KEEP = os.environ.get("BENCH_KEEP", "") == "1"
+REUSE = os.environ.get("BENCH_REUSE", "") == "1"
 ONLY = os.environ.get("BENCH_ONLY", "")  # a substring of the labels to run (for profiling)
 
 NODES_PER_BLOCK = 200
@@ -74,6 +75,18 @@ PRICES = {"a100_80g_sxm": "2.10", "h100_sxm": "3.40", "l40s": "0.95", "h20": "1.
 # Pages a member cannot open (403 for them); their member rows are skipped.
 STAFF_ONLY = {"approval queue", "admin dashboard", "finance month", "inventory import",
               "scheduler drift", "reclamation policies", "API inventory/imports"}  # fmt: skip
+
+
+def seeded() -> bool:
+    """Whether the bench database exists and holds a seeded fleet (its pool admin)."""
+    import psycopg
+
+    try:
+        with psycopg.connect(BENCH_DB) as conn:
+            row = conn.execute("SELECT 1 FROM auth_user WHERE username = 'fleet-admin'").fetchone()
+    except psycopg.Error:
+        return False
+    return row is not None
 
 
 def recreate_database(drop_only: bool = False) -> None:
@@ -138,6 +151,40 @@ class Fleet:
         self.rng = random.Random(16)
         self.team_of_block: dict[int, list] = {}
         self.users_of_block: dict[int, list] = {}
+
+    @classmethod
+    def load(cls) -> Fleet:
+        """The fleet a previous run seeded (``BENCH_REUSE=1``), read back from the database."""
+        from django.contrib.auth import get_user_model
+        from django.utils import timezone
+
+        from billing.models import RateCard
+        from pools.models import DriverGroup, GpuModel, Pool, Team
+
+        fleet = cls.__new__(cls)
+        fleet.now = timezone.now().replace(minute=0, second=0, microsecond=0)
+        first = timezone.localdate().replace(day=1)
+        fleet.last_month = (first - timedelta(days=1)).replace(day=1)
+        fleet.this_month = first
+        fleet.models = {m.slug: m for m in GpuModel.objects.filter(slug__in=MODELS)}
+        fleet.group = DriverGroup.objects.get(branch=550)
+        by_slug = {p.slug: p for p in Pool.objects.filter(slug__in=[s for s, _ in POOLS])}
+        fleet.pools = [by_slug[slug] for slug, _ in POOLS]
+        fleet.rate_card = RateCard.objects.get(name="Bench")
+        User = get_user_model()
+        fleet.admin = User.objects.get(username="fleet-admin")
+        fleet.member = User.objects.get(username="fleet-member")
+        fleet.rng = random.Random(16)
+        fleet.team_of_block, fleet.users_of_block = {}, {}
+        fleet.blocks = Team.objects.filter(slug__startswith="team-").count() // TEAMS_PER_BLOCK
+        for b in range(fleet.blocks):
+            fleet.team_of_block[b] = list(
+                Team.objects.filter(slug__startswith=f"team-{b:02d}-").order_by("slug")
+            )
+            fleet.users_of_block[b] = list(
+                User.objects.filter(username__startswith=f"lead-{b:02d}-").order_by("username")
+            )
+        return fleet
 
     def pool_models(self, p: int) -> list:
         return [self.models[MODELS[p % 4]], self.models[MODELS[(p + 1) % 4]]]
@@ -608,9 +655,11 @@ def measure_approvals(fleet: Fleet, size_index: int) -> dict[str, tuple[float, f
 
 
 def main() -> None:
-    recreate_database()
+    reuse = REUSE and seeded()
+    if not reuse:
+        recreate_database()
     try:
-        run()
+        run(reuse=reuse)
     finally:
         from django.db import connections
 
@@ -619,7 +668,7 @@ def main() -> None:
             recreate_database(drop_only=True)
 
 
-def run() -> None:
+def run(*, reuse: bool = False) -> None:
     import django
 
     django.setup()
@@ -628,7 +677,9 @@ def run() -> None:
 
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)
-    fleet = Fleet()
+    fleet = Fleet.load() if reuse else Fleet()
+    if reuse:
+        print(f"reusing the seeded fleet of {fleet.blocks} blocks in {BENCH_DB}", flush=True)
     pages: list[dict] = []
     approvals: list[dict] = []
     names = []
@@ -643,9 +694,10 @@ def run() -> None:
             f"{CapacityRequest.objects.filter(status='submitted').count()} pending"
         )
         names.append(name)
-        print(f"seeded {name} in {time.perf_counter() - started:.1f} s", flush=True)
+        verb = "reused" if reuse else "seeded"
+        print(f"{verb} {name} in {time.perf_counter() - started:.1f} s", flush=True)
         pages.append(measure_pages(fleet))
-        if not ONLY:
+        if not ONLY and not reuse:
             approvals.append(measure_approvals(fleet, i))
 
     print_pages(names, pages)

@@ -4,8 +4,10 @@ filtered and paginated lists, the chart palette."""
 from __future__ import annotations
 
 import csv
+import html
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import wraps
 
 from django import forms
@@ -14,8 +16,11 @@ from django.core.paginator import Paginator
 from django.forms.utils import flatatt
 from django.http import StreamingHttpResponse
 from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
 from django.utils.cache import patch_vary_headers
-from django.utils.html import format_html, format_html_join
+from django.utils.dates import MONTHS_3
+from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 PAGE_SIZES = (25, 50, 100, 200)
@@ -112,18 +117,22 @@ PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F
 
 class PlainSelect(forms.Select):
     """A ``<select>`` built in Python. Django renders each option through a template, about
-    0.3 ms each: too slow for a list of every team of a fleet (1,600 teams, 0.5 s). Used
-    for the team pickers."""
+    0.3 ms each: too slow for a list of every team of a fleet (1,600 teams, 0.5 s); and
+    ``format_html`` per option still took 18 ms for them, so the options are escaped as
+    ``conditional_escape`` does and joined once (3 ms). Used for the team pickers."""
 
     def render(self, name, value, attrs=None, renderer=None):
         selected = {str(v) for v in self.format_value(value)}
-        options = format_html_join(
-            "",
-            '<option value="{}"{}>{}</option>',
-            (
-                (key, mark_safe(" selected") if str(key) in selected else "", label)
+
+        def esc(text) -> str:
+            return text.__html__() if hasattr(text, "__html__") else html.escape(str(text))
+
+        options = mark_safe(
+            "".join(
+                f'<option value="{esc(key)}"'
+                f"{' selected' if str(key) in selected else ''}>{esc(label)}</option>"
                 for key, label in self.choices
-            ),
+            )
         )
         return format_html(
             '<select name="{}"{}>{}</select>',
@@ -131,3 +140,27 @@ class PlainSelect(forms.Select):
             flatatt(self.build_attrs(self.attrs, attrs)),
             options,
         )
+
+
+def minute_text(value: datetime) -> str:
+    """``value`` as the template filter ``date:"d M Y H:i"`` writes it (``07 Dec 2026 13:05``,
+    the month's abbreviation translated, in the current time zone), without the template
+    machinery: 40 µs a call there, for the rows of lists that show many."""
+    local = timezone.localtime(value)
+    month = str(MONTHS_3[local.month]).title()
+    return f"{local.day:02d} {month} {local.year:04d} {local.hour:02d}:{local.minute:02d}"
+
+
+class UrlOfId:
+    """``reverse(name, args=[pk])`` for many ids with one ``reverse``: the URL is resolved once
+    with a placeholder id, then the id substituted (``name``'s pattern takes one ``<int:…>``)."""
+
+    _PLACEHOLDER = 9_876_543_210
+
+    def __init__(self, name: str):
+        self._head, self._tail = reverse(name, args=[self._PLACEHOLDER]).split(
+            str(self._PLACEHOLDER)
+        )
+
+    def __call__(self, pk: int) -> str:
+        return f"{self._head}{int(pk)}{self._tail}"

@@ -162,7 +162,11 @@ class CapacityRequestViewSet(
     filterset_class = CapacityRequestFilterSet
 
     def get_queryset(self):
-        return selectors.capacity_request_list(user=self.request.user).order_by("-created_at")
+        if self.action == "list":  # read only: the columns it writes
+            rows = selectors.capacity_request_api_list(user=self.request.user)
+        else:
+            rows = selectors.capacity_request_list(user=self.request.user)
+        return rows.order_by("-created_at")
 
     def create(self, request, *args, **kwargs):
         form = self.get_serializer(data=request.data)

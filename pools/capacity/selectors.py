@@ -6,11 +6,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from django.db.models import (
-    Aggregate,
     Case,
     CharField,
     Count,
     F,
+    Func,
     IntegerField,
     Prefetch,
     Q,
@@ -39,9 +39,43 @@ def capacity_request_list(*, user) -> QuerySet[CapacityRequest]:
     return qs if user.is_staff else qs.filter(team__memberships__user=user)
 
 
-def allocation_list(*, user) -> QuerySet[Allocation]:
-    """Allocations the user may see, with team, pool, model and request joined."""
+def _own_columns(model) -> list[str]:
+    return [f.name for f in model._meta.concrete_fields]
+
+
+def capacity_request_api_list(*, user) -> QuerySet[CapacityRequest]:
+    """:func:`capacity_request_list` narrowed to the columns the API's list writes: each row's
+    own, and of the rows it names only the slug or user name (a GPU model's row alone is 40
+    columns, with JSON to parse). For reading only: services get the whole rows."""
+    allocations = Allocation.objects.select_related("team", "pool", "gpu_model").only(
+        *_own_columns(Allocation), "team__slug", "pool__slug", "gpu_model__slug"
+    )
+    qs = (
+        CapacityRequest.objects.select_related(
+            "team", "requested_by", "pool", "gpu_model", "decided_by"
+        )
+        .only(
+            *_own_columns(CapacityRequest),
+            "team__slug",
+            "pool__slug",
+            "gpu_model__slug",
+            "requested_by__username",
+            "decided_by__username",
+        )
+        .prefetch_related(Prefetch("allocation", queryset=allocations))
+    )
+    return qs if user.is_staff else qs.filter(team__memberships__user=user)
+
+
+def allocation_list(*, user, names_only: bool = False) -> QuerySet[Allocation]:
+    """Allocations the user may see, with team, pool, model and request joined; with
+    ``names_only`` (pages that write the names and link the request by id) the request is not
+    joined and of team, pool and model only the name is read."""
     qs = Allocation.objects.select_related("team", "pool", "gpu_model", "request")
+    if names_only:
+        qs = Allocation.objects.select_related("team", "pool", "gpu_model").only(
+            *_own_columns(Allocation), "team__name", "pool__name", "gpu_model__name"
+        )
     return qs if user.is_staff else qs.filter(team__memberships__user=user)
 
 
@@ -67,36 +101,71 @@ def audit_event_list(*, user) -> QuerySet[AuditEvent]:
     )
 
 
-class CardsHeldAt(Aggregate):
-    """``SUM(CASE WHEN starts_at <= t AND ends_at > t THEN card_count ELSE 0 END)``, 0 where
-    no row holds ``t``: the cards of the allocations or requests whose ``[starts_at, ends_at)``
-    holds the instant ``t`` (an aware datetime).
+class InstantsBefore(Func):
+    """How many of ``instants`` (aware datetimes, sorted ascending) lie strictly before the
+    row's ``field`` (a datetime column), or at or before it with ``inclusive``: 0 to
+    ``len(instants)``; the index of the interval between instants that holds ``field``.
 
-    Written as one SQL template rather than ``Sum(Case(When(...)))``: the ORM resolved each
-    ``When`` as a filter, which cost about 1 ms of Python per instant (60 ms of the dashboard's
-    57 sums, whatever the fleet's size)."""
+    On PostgreSQL ``width_bucket(field, instants)``, a binary search over one array parameter
+    (``width_bucket`` counts the thresholds ``<=`` its operand; for "strictly before" the
+    operand is ``field - 1 µs``: datetimes have microsecond resolution on both sides);
+    elsewhere one ``CASE`` per instant, summed."""
 
-    function = "SUM"
     output_field = IntegerField()
 
-    def __init__(self, instant, **extra):
-        super().__init__(F("starts_at"), F("ends_at"), F("card_count"), **extra)
-        self.instant = instant
+    def __init__(self, field: str, instants: list, *, inclusive: bool = False):
+        super().__init__(F(field))
+        self.instants, self.inclusive = list(instants), inclusive
 
     def as_sql(self, compiler, connection, **extra_context):
-        (starts, p1), (ends, p2), (cards, p3) = (
-            compiler.compile(e) for e in self.get_source_expressions()[:3]
-        )  # Aggregate adds its filter and ordering after the sources
-        at = connection.ops.adapt_datetimefield_value(self.instant)
-        sql = f"COALESCE(SUM(CASE WHEN {starts} <= %s AND {ends} > %s THEN {cards} ELSE 0 END), 0)"
-        return sql, (*p1, at, *p2, at, *p3)
+        column, params = compiler.compile(self.get_source_expressions()[0])
+        if not self.instants:
+            return "0", []
+        at = [connection.ops.adapt_datetimefield_value(t) for t in self.instants]
+        op = ">=" if self.inclusive else ">"
+        cases = " + ".join(f"CASE WHEN {column} {op} %s THEN 1 ELSE 0 END" for _ in at)
+        return f"({cases})", [p for t in at for p in (*params, t)]
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        column, params = compiler.compile(self.get_source_expressions()[0])
+        at = [connection.ops.adapt_datetimefield_value(t) for t in self.instants]
+        operand = column if self.inclusive else f"{column} - interval '1 microsecond'"
+        sql = f"width_bucket({operand}, %s::timestamptz[])"
+        return sql, (*params, at)
 
 
-def cards_held_at(instants: list) -> dict[str, CardsHeldAt]:
-    """``{"t0": …, "t1": …}``: for an annotate over allocations or requests, the cards of the
-    rows whose ``[starts_at, ends_at)`` holds each instant (one conditional sum per instant,
-    0 where none), the noon sample of the timeline and the dashboard's plan."""
-    return {f"t{i}": CardsHeldAt(t) for i, t in enumerate(instants)}
+def cards_held_series(qs: QuerySet, keys: list[str], instants: list) -> dict[tuple, list[int]]:
+    """Per value of ``keys`` (fields or annotations of ``qs``, allocations or requests): the
+    cards of the rows whose ``[starts_at, ends_at)`` holds each of ``instants`` (aware
+    datetimes, any order), in the order given; a key with rows has its list even if all 0.
+
+    One query, two grouped halves in a ``UNION ALL``: the cards starting and the cards ending
+    before each instant (:class:`InstantsBefore`), turned into counts by a running sum here.
+    A row holds the ``j``-th instant (sorted) iff ``#{t < starts_at} <= j < #{t < ends_at}``.
+    The cost per row is a binary search, where one conditional sum per instant cost 57 of
+    them per row on the dashboard's plan (and a millisecond of Python per instant to build)."""
+    order = sorted(range(len(instants)), key=lambda i: instants[i])
+    thresholds = [instants[i] for i in order]
+    halves = [
+        qs.annotate(_at=InstantsBefore(field, thresholds))
+        .values(*keys, "_at")
+        .annotate(_cards=Sum(F("card_count") * sign))
+        .order_by()
+        .values_list(*keys, "_at", "_cards")
+        for field, sign in (("starts_at", 1), ("ends_at", -1))
+    ]
+    deltas: dict[tuple, list[int]] = {}
+    for *key, at, cards in halves[0].union(halves[1], all=True):
+        row = deltas.setdefault(tuple(key), [0] * (len(instants) + 1))
+        row[at] += cards or 0
+    result = {}
+    for key, row in deltas.items():
+        held, running = [0] * len(instants), 0
+        for j, i in enumerate(order):
+            running += row[j]
+            held[i] = running
+        result[key] = held
+    return result
 
 
 TIMELINE_NAMED_TEAMS = 10  # a pool admin's timeline names the teams holding most, sums the rest
@@ -122,7 +191,7 @@ def timeline_holdings(*, user, start, end, instants: list) -> list[TimelineSerie
     series (capacity is shared; names and allocations are not). A pool admin sees by name the
     :data:`TIMELINE_NAMED_TEAMS` teams whose allocations in the window hold the most cards,
     the rest summed, so the chart (and the page) does not grow with the number of teams.
-    Two queries.
+    Two queries (:func:`cards_held_series`).
     """
     window = Allocation.objects.filter(
         status__in=HOLDING_STATUSES, starts_at__lt=end, ends_at__gt=start
@@ -140,43 +209,37 @@ def timeline_holdings(*, user, start, end, instants: list) -> list[TimelineSerie
     label = Case(
         When(team__in=list(names), then="team"), default=Value(0), output_field=IntegerField()
     )
-    sums = cards_held_at(instants)
-    rows = (
-        window.annotate(label=label)
-        .values("pool", "gpu_model", "label")
-        .annotate(**sums)
-        .order_by()
-        .values_list("pool", "gpu_model", "label", *sums)
-    )
+    rows = cards_held_series(window.annotate(label=label), ["pool", "gpu_model", "label"], instants)
     return [
-        TimelineSeries(pool, model, names.get(team), [c or 0 for c in cards])
-        for pool, model, team, *cards in rows
+        TimelineSeries(pool, model, names.get(team), cards)
+        for (pool, model, team), cards in rows.items()
     ]
 
 
 def timeline_allocations(*, user, start, end, first: int) -> tuple[dict, dict]:
     """The user's holding allocations overlapping ``[start, end)``: how many per ``(pool id,
-    model id)``, and the ``first`` of each by start (team joined). Three queries: the ranking
-    runs over ids only and the rows are read for the few it keeps (ranking the whole rows took
-    5x as long at 16,000 allocations)."""
+    model id)``, and the ``first`` of each by start (team joined, nothing else: the timeline
+    links each to its request by id). Two queries: the ranking (and each chart's count, a
+    window over the same partition) runs over ids only, and the rows are read for the few it
+    keeps (ranking the whole rows took 5x as long at 16,000 allocations)."""
     mine = allocation_list(user=user).filter(
         status__in=HOLDING_STATUSES, starts_at__lt=end, ends_at__gt=start
     )
-    counts = {
-        (pool, model): n
-        for pool, model, n in mine.values_list("pool", "gpu_model")
-        .annotate(n=Count("id"))
-        .order_by()
-    }
-    ranked = mine.annotate(
-        rank=Window(
-            RowNumber(),
-            partition_by=[F("pool"), F("gpu_model")],
-            order_by=[F("starts_at"), F("pk")],
+    chart = [F("pool"), F("gpu_model")]
+    ranked = (
+        mine.annotate(
+            rank=Window(RowNumber(), partition_by=chart, order_by=[F("starts_at"), F("pk")]),
+            n=Window(Count("id"), partition_by=chart),
         )
-    ).filter(rank__lte=first)
-    kept = list(ranked.values_list("pk", flat=True))
+        .filter(rank__lte=first)
+        .values_list("pk", "pool", "gpu_model", "n")
+    )
+    counts, kept = {}, []
+    for pk, pool, model, n in ranked:
+        counts[(pool, model)] = n
+        kept.append(pk)
     listed: dict[tuple[int, int], list[Allocation]] = defaultdict(list)
-    for allocation in allocation_list(user=user).filter(pk__in=kept).order_by("starts_at", "pk"):
+    rows = Allocation.objects.filter(pk__in=kept).select_related("team").order_by("starts_at", "pk")
+    for allocation in rows:
         listed[(allocation.pool_id, allocation.gpu_model_id)].append(allocation)
     return counts, listed

@@ -34,7 +34,14 @@ from pools.choices import RequestKind, RequestStatus
 from pools.errors import DomainError
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy import selectors as tenancy_selectors
-from pools.web import PALETTE, Column, filtered_list, pool_admin_required
+from pools.web import (
+    PALETTE,
+    Column,
+    UrlOfId,
+    filtered_list,
+    minute_text,
+    pool_admin_required,
+)
 
 QUEUE_PAGE_SIZE = 50  # submitted requests per page of the approval queue
 TIMELINE_ALLOCATIONS = 10  # of the user's allocations listed under each timeline chart
@@ -528,6 +535,14 @@ def timeline(request):
     pools = Pool.objects.in_bulk({p for p, _ in groups})
     models = GpuModel.objects.in_bulk({m for _, m in groups})
     usable_of = schedulable_cards_by_pool_model()
+    # Each listed row's link and window written here once, not by a {% url %} and two date
+    # filters per row (16 charts × 10 rows cost 20 ms of template).
+    detail_url = UrlOfId("pools:request-detail")
+    for rows in listed.values():
+        for a in rows:
+            a.detail_url = detail_url(a.request_id)
+            a.window = f"{minute_text(a.starts_at)} → {minute_text(a.ends_at)}"
+    all_url = reverse("pools:allocation-list")
     charts = []
     for (pool_id, model_id), per_team in sorted(
         groups.items(), key=lambda kv: (pools[kv[0][0]].name, models[kv[0][1]].name)
@@ -566,8 +581,7 @@ def timeline(request):
                 },
                 "allocations": listed.get((pool_id, model_id), []),
                 "allocation_count": counts.get((pool_id, model_id), 0),
-                "all_url": f"{reverse('pools:allocation-list')}?pool={pool.slug}"
-                f"&gpu_model={model.slug}",
+                "all_url": f"{all_url}?pool={pool.slug}&gpu_model={model.slug}",
             }
         )
     return render(

@@ -22,6 +22,7 @@ from django.db.models import (
     F,
     Q,
     Sum,
+    Value,
     When,
     Window,
 )
@@ -30,9 +31,9 @@ from django.db.models.functions import Coalesce
 from pools.capacity.arithmetic import usable_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
-from pools.capacity.selectors import cards_held_at
+from pools.capacity.selectors import InstantsBefore, cards_held_series
 from pools.choices import GpuHealth, NodeState, RequestStatus
-from pools.inventory.models import Gpu, GpuModel, Node, Pool
+from pools.inventory.models import DriverGroup, Gpu, GpuModel, Node, Pool
 from pools.inventory.selectors import unrecognised_model_list
 from pools.reclamation.models import IdleFinding
 
@@ -210,53 +211,62 @@ def capacity_rows(
     *, filters: DashboardFilters, now: datetime, plan: dict[tuple, PlanSeries] | None = None
 ) -> list[CapacityRow]:
     """Per pool × model: cards by driver group (total, healthy, schedulable), allocated now and
-    the 8-week peaks of held and pending cards. Three queries, one when given the
-    :func:`allocation_plan` of the same filters and instant.
+    the 8-week peaks of held and pending cards.
 
     healthy: card health not ``error`` on an ``up`` node (as the fleet overview counts);
     schedulable: the same and a recognised model (what approvals count, before CUDA checks).
+    Five queries (the cards; the names of pools, models and driver groups; the idle findings),
+    three more without ``plan``.
     """
     gpus = pooled_gpus(filters)
     healthy = Q(node__state=NodeState.UP) & ~Q(health=GpuHealth.ERROR)
+    # Grouped by ids (a name only for an unrecognised card), the names read afterwards from the
+    # three small tables: grouping 16,000 cards by seven text columns took twice as long.
     inventory = (
-        gpus.values(
-            "node__pool__slug",
-            "node__pool__name",
-            "node__pool__overcommit_ratio",
-            "gpu_model__slug",
-            "gpu_model__name",
-            "raw_model_name",
-            "node__driver_group__branch",
+        gpus.annotate(
+            raw=Case(When(gpu_model__isnull=True, then=F("raw_model_name")), default=Value(""))
         )
-        .annotate(
-            total=Count("id"),
-            healthy=Count("id", filter=healthy),
-            schedulable=Count("id", filter=healthy & Q(gpu_model__isnull=False)),
-        )
+        .values("node__pool", "gpu_model", "raw", "node__driver_group")
+        .annotate(total=Count("id"), healthy=Count("id", filter=healthy))
         .order_by()
+        .values_list("node__pool", "gpu_model", "raw", "node__driver_group", "total", "healthy")
     )
+    pools = {
+        pk: (slug, name, ratio)
+        for pk, slug, name, ratio in Pool.objects.values_list(
+            "pk", "slug", "name", "overcommit_ratio"
+        )
+    }
+    models = {
+        pk: (slug, name) for pk, slug, name in GpuModel.objects.values_list("pk", "slug", "name")
+    }
+    branches = dict(DriverGroup.objects.values_list("pk", "branch"))
     rows: dict[tuple[str, str], CapacityRow] = {}
-    for r in inventory:
-        slug, name, recognised = model_label(r)
-        key = (r["node__pool__slug"], slug)
+    for pool_id, model_id, raw, group_id, total, healthy_cards in inventory:
+        pool_slug, pool_name, ratio = pools[pool_id]
+        model_slug, model_name = models.get(model_id, (None, None))
+        slug, name, recognised = model_label(
+            {"gpu_model__slug": model_slug, "gpu_model__name": model_name, "raw_model_name": raw}
+        )
+        key = (pool_slug, slug)
         row = rows.get(key)
         if row is None:
             row = rows[key] = CapacityRow(
-                pool_slug=r["node__pool__slug"],
-                pool=r["node__pool__name"],
+                pool_slug=pool_slug,
+                pool=pool_name,
                 gpu_model_slug=slug,
                 gpu_model=name,
                 recognised=recognised,
-                overcommit_ratio=r["node__pool__overcommit_ratio"],
+                overcommit_ratio=ratio,
             )
-        label = driver_group_label(r["node__driver_group__branch"])
+        label = driver_group_label(branches.get(group_id))
         group = next((g for g in row.groups if g.driver_group == label), None)
         if group is None:
             group = DriverGroupRow(label)
             row.groups.append(group)
-        group.total += r["total"]
-        group.healthy += r["healthy"]
-        group.schedulable += r["schedulable"]
+        group.total += total
+        group.healthy += healthy_cards
+        group.schedulable += healthy_cards if recognised else 0
     for row in rows.values():
         row.groups.sort(key=lambda g: g.driver_group)
 
@@ -336,7 +346,7 @@ def plan_days(now: datetime) -> list[datetime]:
 def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, PlanSeries]:
     """Per (pool slug, model slug): cards of holding allocations and of submitted requests on
     each of the next 56 days (at noon), and cards held at ``now``. Three queries, summed in the
-    database (:func:`pools.capacity.selectors.cards_held_at`).
+    database (:func:`pools.capacity.selectors.cards_held_series`).
 
     A submitted request that names no pool or no model cannot be placed on one chart; it is
     counted in ``unplaced_pending`` of the key ``("", "")``.
@@ -352,36 +362,28 @@ def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, 
     )
     allocations, requests = _filtered(allocations, filters), _filtered(requests, filters)
     names = ("pool__slug", "pool__name", "gpu_model__slug", "gpu_model__name")
-    sums = cards_held_at(noons)  # summed in the database, one row per pool × model
     plan: dict[tuple, PlanSeries] = {}
 
     def series(row) -> PlanSeries:
-        key = (row["pool__slug"] or "", row["gpu_model__slug"] or "")
+        key = (row[0] or "", row[2] or "")
         if key not in plan:
-            plan[key] = PlanSeries(
-                row["pool__name"] or "", row["gpu_model__name"] or "",
-                [0] * len(days), [0] * len(days),
-            )  # fmt: skip
+            plan[key] = PlanSeries(row[1] or "", row[3] or "", [0] * len(days), [0] * len(days))
         return plan[key]
 
-    held_now = cards_held_at([now])["t0"]
-    for row in allocations.values(*names).annotate(now=held_now, **sums).order_by():
+    # summed in the database, one row per pool × model and instant bucket; the last: now
+    for row, held in cards_held_series(allocations, names, [*noons, now]).items():
         s = series(row)
-        s.held_now += row["now"] or 0
-        for i in range(len(days)):
-            s.held[i] += row[f"t{i}"] or 0
+        s.held_now += held[-1]
+        s.held = [a + b for a, b in zip(s.held, held[:-1], strict=True)]
     placed = requests.filter(pool__isnull=False, gpu_model__isnull=False)
-    for row in placed.values(*names).annotate(**sums).order_by():
+    for row, pending in cards_held_series(placed, names, noons).items():
         s = series(row)
-        for i in range(len(days)):
-            s.pending[i] += row[f"t{i}"] or 0
+        s.pending = [a + b for a, b in zip(s.pending, pending, strict=True)]
     unplaced = requests.filter(Q(pool__isnull=True) | Q(gpu_model__isnull=True)).aggregate(
         cards=Sum("card_count")
     )["cards"]
     if unplaced:
-        s = series(
-            {"pool__slug": "", "gpu_model__slug": "", "pool__name": "", "gpu_model__name": ""}
-        )
+        s = series(("", "", "", ""))
         s.unplaced_pending += unplaced
     return plan
 
@@ -443,43 +445,42 @@ def demand_forecasts(
     qs = CapacityRequest.objects.filter(status__in=DEMAND_STATUSES, submitted_at__gte=since)
     if filters.team:
         qs = qs.filter(team__slug=filters.team)
-    # Grouped by ids (one join, to the allocation); the names are read once afterwards.
-    qs = qs.annotate(
+    # Grouped by ids, the names read once afterwards. Two halves in one UNION ALL: the requests
+    # that name their pool and model (nearly all) read only their own row; the rest join their
+    # allocation (a join or a correlated subquery over all of them cost twice as long).
+    named = qs.filter(pool__isnull=False, gpu_model__isnull=False).annotate(
+        p_id=F("pool_id"), m_id=F("gpu_model_id")
+    )
+    unnamed = qs.filter(Q(pool__isnull=True) | Q(gpu_model__isnull=True)).annotate(
         p_id=Coalesce("pool_id", "allocation__pool_id"),
         m_id=Coalesce("gpu_model_id", "allocation__gpu_model_id"),
     )
-    if filters.pool:
-        qs = qs.filter(p_id__in=Pool.objects.filter(slug=filters.pool).values("pk"))
-    if filters.gpu_model:
-        qs = qs.filter(m_id__in=GpuModel.objects.filter(slug=filters.gpu_model).values("pk"))
-    # Window lengths summed per week of submission and card count in the database.
+    # Window lengths summed per week of submission (0 to weeks − 1: how many week starts after
+    # the first lie at or before it; the last week runs on past now) and card count; times
+    # cards here, as exact intervals, and divided into card-days once.
     length = ExpressionWrapper(F("ends_at") - F("starts_at"), output_field=DurationField())
-    week = timedelta(weeks=1)
-    by_week = {
-        f"w{i}": Sum(
-            Case(
-                When(
-                    Q(submitted_at__gte=since + i * week)
-                    & (Q() if i == weeks - 1 else Q(submitted_at__lt=since + (i + 1) * week)),
-                    then=length,
-                ),
-                output_field=DurationField(),
+    starts = [since + i * timedelta(weeks=1) for i in range(1, weeks)]
+    halves = []
+    for half in (named, unnamed):
+        if filters.pool:
+            half = half.filter(p_id__in=Pool.objects.filter(slug=filters.pool).values("pk"))
+        if filters.gpu_model:
+            half = half.filter(
+                m_id__in=GpuModel.objects.filter(slug=filters.gpu_model).values("pk")
             )
+        halves.append(
+            half.filter(p_id__isnull=False, m_id__isnull=False)
+            .annotate(week=InstantsBefore("submitted_at", starts, inclusive=True))
+            .values("p_id", "m_id", "card_count", "week")
+            .annotate(length=Sum(length))
+            .order_by()
+            .values_list("p_id", "m_id", "card_count", "week", "length")
         )
-        for i in range(weeks)
-    }
-    by_ids: dict[tuple, list[float]] = {}
-    rows = (
-        qs.filter(p_id__isnull=False, m_id__isnull=False)
-        .values("p_id", "m_id", "card_count")
-        .annotate(**by_week)
-        .order_by()
-    )
-    for r in rows:
-        ys = by_ids.setdefault((r["p_id"], r["m_id"]), [0.0] * weeks)
-        for i in range(weeks):
-            if r[f"w{i}"] is not None:
-                ys[i] += r["card_count"] * (r[f"w{i}"] / timedelta(days=1))
+    rows = halves[0].union(halves[1], all=True)
+    totals: dict[tuple, list[timedelta]] = {}
+    for p, m, cards, week, total in rows:
+        totals.setdefault((p, m), [timedelta(0)] * weeks)[week] += cards * total
+    by_ids = {key: [t / timedelta(days=1) for t in ts] for key, ts in totals.items()}
     pools = Pool.objects.in_bulk({p for p, _ in by_ids})
     models = GpuModel.objects.in_bulk({m for _, m in by_ids})
     weekly: dict[tuple, list[float]] = {}

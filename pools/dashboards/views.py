@@ -8,6 +8,7 @@ from decimal import Decimal
 
 from django.core.paginator import Paginator
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils import timezone
 
 from pools.capacity import selectors as capacity_selectors
@@ -18,6 +19,7 @@ from pools.capacity.availability import (
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.reclamation.card_timeline import card_changes, card_pieces
 from pools.tenancy import selectors as tenancy_selectors
+from pools.web import UrlOfId, minute_text
 
 MY_TEAMS_PAGE_SIZE = 50  # teams, and allocations, per page of "My teams"
 
@@ -32,7 +34,7 @@ def my_teams(request):
     now = timezone.now()
     # The selectors already keep to the user's teams (every team for a pool admin).
     holding = (
-        capacity_selectors.allocation_list(user=request.user)
+        capacity_selectors.allocation_list(user=request.user, names_only=True)
         .filter(status__in=HOLDING_STATUSES)
         .order_by("ends_at", "pk")
     )
@@ -45,6 +47,12 @@ def my_teams(request):
     allocations = list(page.object_list)
     allocations = list(allocations)
     changes = card_changes(a.pk for a in allocations)
+    # Links and windows written once here, not by {% url %} and date filters per row.
+    marker = "team-slug-placeholder"
+    team_href = reverse("team-dashboard", args=[marker])
+    for team in teams:
+        team.dashboard_url = team_href.replace(marker, team.slug)
+    detail_url = UrlOfId("pools:request-detail")
     rows = []
     for allocation in allocations:
         elapsed = max(timedelta(0), min(now, allocation.ends_at) - allocation.starts_at)
@@ -65,6 +73,9 @@ def my_teams(request):
                     allocation.card_count, allocation.starts_at, allocation.ends_at
                 ),
                 "progress": round(100 * elapsed / total) if total else 0,
+                "url": detail_url(allocation.request_id),
+                "window": f"{minute_text(allocation.starts_at)} → "
+                f"{minute_text(allocation.ends_at)}",
             }
         )
     return render(

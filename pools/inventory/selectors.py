@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
 from pools.choices import GpuHealth, NodeState
@@ -103,9 +103,12 @@ def pool_list() -> QuerySet[Pool]:
     A pool with more than one driver branch is flagged on its page: a job that needs the newer
     branch's CUDA may land on a node that cannot run it.
     """
+    # The cards summed over the pool's nodes, each node's counted on the index of its cards:
+    # a correlated count of the cards joined to the nodes read every card of the fleet once
+    # per pool (a hash join), 4.5 ms a pool at 16,000 cards.
     return Pool.objects.annotate(
         node_count=_count(Node, pool=OuterRef("pk")),
-        gpu_count=_count(Gpu, node__pool=OuterRef("pk")),
+        gpu_count=_count(Node, Sum(_count(Gpu, node=OuterRef("pk"))), pool=OuterRef("pk")),
         driver_branch_count=_count(Node, Count("driver_group", distinct=True), pool=OuterRef("pk")),
     )
 

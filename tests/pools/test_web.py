@@ -1,0 +1,45 @@
+"""The page helpers of ``pools.web`` that stand in for template machinery: they write what the
+template tags and Django's widgets write, byte for byte."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+from django.template import Context, Template
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.safestring import mark_safe
+
+from pools.web import PlainSelect, UrlOfId, minute_text
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin", "Asia/Shanghai", "America/New_York"])
+def test_minute_text_is_the_date_filter(zone):
+    template = Template('{{ t|date:"d M Y H:i" }}')
+    start = datetime(2026, 1, 1, 0, 7, 59, 999999, tzinfo=UTC)
+    with timezone.override(ZoneInfo(zone)):
+        for hours in range(0, 24 * 366, 37):  # every month, both sides of each DST change
+            t = start + timedelta(hours=hours)
+            assert minute_text(t) == template.render(Context({"t": t}))
+
+
+def test_url_of_id_is_reverse():
+    url = UrlOfId("pools:request-detail")
+    for pk in (1, 42, 9_876_543_210, 10**12):
+        assert url(pk) == reverse("pools:request-detail", args=[pk])
+
+
+def test_plain_select_writes_what_format_html_wrote():
+    """The options escaped as ``conditional_escape`` does: text escaped, safe strings kept."""
+    choices = [("", "All teams"), ("a&b\"'<x>", "O'Brien & <Co>"),
+               (mark_safe("<b>"), mark_safe("<i>x</i>")), (3, 4)]  # fmt: skip
+    widget = PlainSelect(choices=choices)
+    html = widget.render("team", ["a&b\"'<x>", 3], {"id": "id_team"})
+    assert html == (
+        '<select name="team" id="id_team"><option value="">All teams</option>'
+        '<option value="a&amp;b&quot;&#x27;&lt;x&gt;" selected>O&#x27;Brien &amp; &lt;Co&gt;'
+        '</option><option value="<b>"><i>x</i></option><option value="3" selected>4</option>'
+        "</select>"
+    )
