@@ -549,6 +549,14 @@ def _choose_option(
     card_count: Any = None,
     ends_at: datetime | None = None,
 ) -> tuple[Pool, GpuModel]:
+    """Where an open request (no pool or no model named) goes: among the (pool, model)
+    options with enough free cards for the grant (most free cards first), the first; for a
+    shaped request granted whole, the first where the shape also fits node by node
+    (:func:`pools.capacity.shapes.shape_fit`, one read per option tried). Raises
+    :class:`InsufficientCapacity` when no option has the cards, or, for a shape, when it fits
+    on none: then with the refusal of the option with most free cards (``shape``,
+    ``largest_shape``, ``largest_single_node``, as for a named pool and model). Read without
+    the pool lock; the approval checks its choice again under it."""
     # Look for room for what is granted (fewer cards, a shorter window), not what was asked;
     # an unusable grant is refused by _check_grant afterwards.
     cards = card_count if _is_count(card_count) else request.card_count
@@ -570,7 +578,33 @@ def _choose_option(
             free=max((o.free for o in options), default=0),
             requested=cards,
         )
-    return eligible[0].pool, eligible[0].gpu_model
+    shape = request_shape(request)
+    if shape is None or cards != shape.total_cards:
+        return eligible[0].pool, eligible[0].gpu_model  # a partial grant is refused later
+    refused = None
+    for option in eligible:  # most free cards first; the first where the shape fits wins
+        fit = shape_fit(
+            pool=option.pool,
+            gpu_model=option.gpu_model,
+            shape=shape,
+            start=request.starts_at,
+            end=end,
+            cuda=request.cuda_version or None,
+        )
+        if fit.fits:
+            return option.pool, option.gpu_model
+        refused = refused or (option, fit)
+    option, fit = refused
+    raise InsufficientCapacity(
+        f"Insufficient capacity in {option.pool.name}: {fit.message()}",
+        free=option.free,
+        requested=cards,
+        pool=option.pool.slug,
+        gpu_model=option.gpu_model.slug,
+        shape=shape_data(shape),
+        largest_shape=shape_data(fit.largest),
+        largest_single_node=shape_data(fit.largest_single_node),
+    )
 
 
 def _is_count(value: Any) -> bool:

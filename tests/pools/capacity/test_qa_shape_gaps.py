@@ -85,6 +85,47 @@ def test_open_request_with_a_shape_is_placed_where_the_shape_fits(admin, a100):
     )
 
 
+def test_an_open_request_whose_shape_fits_nowhere_is_refused_with_the_shape(admin, a100):
+    """As above, but 6 of the H800 node's 8 cards are held: H800 (2 free) has too few cards,
+    A100 (8 free, 2 per node) has the cards but not the shape. The refusal is the shape's, for
+    the option with most free cards (A100): largest 4 nodes x 2 (8 cards), on one node 1 x 2."""
+    h800 = GpuModel.objects.get(slug="h800_sxm")
+    pool = PoolFactory(slug="dgx", scheduler=Scheduler.SLURM)
+    start = next_week_9am()
+    end = start + timedelta(days=3)
+    for i in range(4):
+        node_with_gpus(8, hostname=f"a-{i}", pool=pool, nvlink_domains=DGX)
+        _placed(pool, a100, f"a-{i}", [0, 1, 2, 3, 4, 5], start, end)
+    node_with_gpus(8, gpu_model="h800_sxm", hostname="h-0", pool=pool, nvlink_domains=DGX)
+    _placed(pool, h800, "h-0", [0, 1, 2, 3, 4, 5], start, end)
+    request = CapacityRequestFactory(
+        pool=None,
+        gpu_model=None,
+        min_memory_gib=80,
+        card_count=8,
+        cards_per_node=8,
+        node_count=1,
+        one_nvlink_domain=True,
+        starts_at=start,
+        ends_at=end,
+        workload_kind="training",
+    )
+    with pytest.raises(InsufficientCapacity) as refused:
+        capacity_request_approve(request=request, actor=admin)
+    data = refused.value.data
+    assert (data["pool"], data["gpu_model"], data["free"], data["requested"]) == (
+        "dgx",
+        "a100_80g_sxm",
+        8,
+        8,
+    )
+    assert (data["largest_shape"]["cards_per_node"], data["largest_shape"]["node_count"]) == (2, 4)
+    assert "1 node × 8 cards, one NVLink domain does not fit" in str(refused.value)
+    request.refresh_from_db()
+    assert request.status == RequestStatus.SUBMITTED
+    assert not Allocation.objects.filter(request=request).exists()
+
+
 def test_an_extension_of_a_shaped_allocation_keeps_its_shape(admin, a100):
     """Extending a 1 node x 8 allocation asks for "any 8 cards": the extension is granted
     without a placement (no reservation of the node), so the next week's 1 x 8 of another
