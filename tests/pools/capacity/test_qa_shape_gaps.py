@@ -148,6 +148,74 @@ def test_an_extension_of_a_shaped_allocation_keeps_its_shape(admin, a100):
         1,
         True,
     )
+    extended = capacity_request_approve(request=extension, actor=admin)
+    assert extended.placement == [{"node": "dgx-1", "gpus": list(range(8))}]
+    assert list(extended.placed_cards.values_list("hostname", "gpu_mask")) == [("dgx-1", 0xFF)]
+    # the running job's node is held for the extra days: another team's 1 x 8 does not fit
+    other = CapacityRequestFactory(
+        pool=pool,
+        gpu_model=a100,
+        card_count=8,
+        cards_per_node=8,
+        node_count=1,
+        one_nvlink_domain=True,
+        starts_at=start + timedelta(days=2),
+        ends_at=start + timedelta(days=4),
+        workload_kind="training",
+    )
+    with pytest.raises(InsufficientCapacity):
+        capacity_request_approve(request=other, actor=admin)
+
+
+def test_an_extension_is_refused_when_its_cards_are_taken_for_the_extra_window(admin, a100):
+    """The job of a 1 x 8 on dgx-1 needs dgx-1 after its end too; another team holds GPUs
+    6-7 of dgx-1 from then on, dgx-2 is wholly free. The extension is refused (saying which
+    cards are taken), not placed on dgx-2, and nothing is written."""
+    pool = PoolFactory(slug="dgx", scheduler=Scheduler.SLURM)
+    node_with_gpus(8, hostname="dgx-1", pool=pool, nvlink_domains=DGX)
+    node_with_gpus(8, hostname="dgx-2", pool=pool, nvlink_domains=DGX)
+    start = next_week_9am()
+    first = _placed(pool, a100, "dgx-1", list(range(8)), start, start + timedelta(days=2))
+    first.request.cards_per_node, first.request.node_count = 8, 1
+    first.request.one_nvlink_domain = True
+    first.request.save()
+    _placed(pool, a100, "dgx-1", [6, 7], start + timedelta(days=3), start + timedelta(days=5))
+    extension = allocation_extend(
+        allocation=first,
+        actor=admin,
+        ends_at=start + timedelta(days=4),
+        justification="longer run",
+    )
+    with pytest.raises(InsufficientCapacity) as refused:
+        capacity_request_approve(request=extension, actor=admin)
+    assert refused.value.data["taken"] == [{"node": "dgx-1", "gpus": [6, 7]}]
+    assert "dgx-1 GPU 6, 7" in str(refused.value)
+    extension.refresh_from_db()
+    assert extension.status == RequestStatus.SUBMITTED
+    assert not Allocation.objects.filter(request=extension).exists()
+
+
+def test_an_extension_of_an_unshaped_allocation_stays_unshaped(admin, a100):
+    """Unchanged: "any 8 cards" extended is "any 8 cards", granted without a placement."""
+    pool = PoolFactory(slug="dgx", scheduler=Scheduler.SLURM)
+    node_with_gpus(8, hostname="dgx-1", pool=pool, nvlink_domains=DGX)
+    start = next_week_9am()
+    first = AllocationFactory(
+        pool=pool,
+        gpu_model=a100,
+        card_count=8,
+        starts_at=start,
+        ends_at=start + timedelta(days=2),
+    )
+    extension = allocation_extend(
+        allocation=first,
+        actor=admin,
+        ends_at=start + timedelta(days=4),
+        justification="longer run",
+    )
+    assert (extension.cards_per_node, extension.node_count) == (None, None)
+    extended = capacity_request_approve(request=extension, actor=admin)
+    assert (extended.card_count, extended.placement) == (8, [])
 
 
 def _finding(allocation):
