@@ -49,6 +49,7 @@ from pools.capacity.services.scheduler_binding import (
     scheduler_adapter,
     slurm_gres_type,
 )
+from pools.capacity.shapes import placement_taken
 from pools.choices import AllocationStatus, IdleFindingState, Scheduler
 from pools.errors import InsufficientCapacity, InvalidTransition, PermissionDenied
 from pools.inventory.models import Gpu, Node
@@ -622,11 +623,14 @@ def reclamation_undo(
     *, finding: IdleFinding, actor: Any, now: datetime | None = None
 ) -> IdleFinding:
     """Give a reclaimed allocation its cards (and window) back, within a day of the
-    reclamation, if the pool still has the cards free (pool admins only).
+    reclamation, if the pool still has the cards free (pool admins only): as many free cards
+    as it held and, for a placed allocation, the very cards of its placement free for the rest
+    of its window (:func:`pools.capacity.shapes.placement_taken`, its own holds aside).
 
     Raises :class:`PermissionDenied`, :class:`InvalidTransition` (not reclaimed, more than a
     day ago, or its window is over) and :class:`InsufficientCapacity` (data: ``free``,
-    ``requested``); a refused undo changes nothing.
+    ``requested``, and ``taken`` when placed cards are not free); a refused undo changes
+    nothing.
     """
     if not getattr(actor, "is_staff", False):
         raise PermissionDenied("Only pool admins can undo a reclamation.")
@@ -669,6 +673,7 @@ def reclamation_undo(
                 free=free,
                 requested=finding.card_count,
             )
+        _check_placed_cards_free(allocation, allocation.placement, now, ends_at, free)
         before = allocation_snapshot(allocation)
         allocation.status = finding.status_before or AllocationStatus.ACTIVE
         allocation.card_count = finding.card_count
@@ -688,6 +693,37 @@ def reclamation_undo(
         audit_event_record(actor=actor, action="idle_finding.undone", obj=finding)
         _queue_rebind(allocation.pk)
     return finding
+
+
+def _check_placed_cards_free(
+    allocation: Allocation, placement: list[dict], now: datetime, ends_at: datetime, free: int
+) -> None:
+    """Raise :class:`InsufficientCapacity` (data ``taken``: the cards not free, as a
+    placement) when the cards ``placement`` gives the allocation back are not all free over
+    ``[now, ends_at)`` apart from the allocation's own holds: another allocation was placed on
+    them since (or the node went down), and a count of free cards cannot tell."""
+    if not placement:
+        return
+    taken = placement_taken(
+        pool=allocation.pool,
+        gpu_model=allocation.gpu_model,
+        placement=placement,
+        start=now,
+        end=ends_at,
+        exclude_allocation=allocation.pk,
+    )
+    if not taken:
+        return
+    where = "; ".join(f"{spot['node']} GPU {', '.join(map(str, spot['gpus']))}" for spot in taken)
+    requested = sum(len(spot["gpus"]) for spot in placement)
+    raise InsufficientCapacity(
+        f"The cards allocation #{allocation.pk} was placed on are no longer all free in "
+        f"{allocation.pool.name} ({where} taken or not schedulable); the reclamation cannot "
+        "be undone onto them.",
+        free=free,
+        requested=requested,
+        taken=taken,
+    )
 
 
 def idle_finding_dismiss(*, finding: IdleFinding, actor: Any, reason: str) -> IdleFinding:

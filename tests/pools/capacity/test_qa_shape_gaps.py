@@ -259,15 +259,42 @@ def test_undoing_a_reclamation_does_not_place_two_allocations_on_the_same_cards(
     )
     taken = capacity_request_approve(request=second, actor=admin)
     assert taken.placement == [{"node": "dgx-1", "gpus": list(range(8))}]  # best fit, by name
-    try:
+    with pytest.raises(InsufficientCapacity) as refused:
         reclamation_undo(finding=finding, actor=admin)
-    except InsufficientCapacity:
-        return  # refusing the undo is right
-    holding = Allocation.objects.filter(
-        pool=pool, status__in=[AllocationStatus.ACTIVE, AllocationStatus.APPROVED]
+    assert refused.value.data["taken"] == [{"node": "dgx-1", "gpus": list(range(8))}]
+    assert (refused.value.data["free"], refused.value.data["requested"]) == (8, 8)
+    assert "dgx-1 GPU 0, 1, 2, 3, 4, 5, 6, 7" in str(refused.value)
+    running.refresh_from_db()
+    finding.refresh_from_db()
+    assert (running.status, finding.state) == (
+        AllocationStatus.RECLAIMED,
+        IdleFindingState.RECLAIMED,
     )
-    on_dgx1 = [a.pk for a in holding if any(s["node"] == "dgx-1" for s in a.placement)]
-    assert len(on_dgx1) == 1, f"allocations {on_dgx1} all hold GPUs 0-7 of dgx-1"
+
+
+def test_undoing_a_reclamation_gives_the_placed_cards_back_when_they_are_free(admin, a100):
+    """The same, with the other team's 1 x 8 on dgx-2 instead: dgx-1 is free again, the undo
+    restores the allocation on it."""
+    pool = PoolFactory(slug="dgx", scheduler=Scheduler.SLURM)
+    node_with_gpus(8, hostname="dgx-1", pool=pool, nvlink_domains=DGX)
+    node_with_gpus(8, hostname="dgx-2", pool=pool, nvlink_domains=DGX)
+    now = timezone.now()
+    end = now + timedelta(days=5)
+    running = _placed(
+        pool, a100, "dgx-1", list(range(8)), now - timedelta(hours=2), end, AllocationStatus.ACTIVE
+    )
+    finding = allocation_reclaim(
+        _finding(running), running, keep=0, why="idle", now=now, actor=admin
+    )
+    _placed(pool, a100, "dgx-2", list(range(8)), now + timedelta(minutes=5), end)
+    reclamation_undo(finding=finding, actor=admin)
+    running.refresh_from_db()
+    assert (running.status, running.card_count, running.ends_at, running.placement) == (
+        AllocationStatus.ACTIVE,
+        8,
+        end,
+        [{"node": "dgx-1", "gpus": list(range(8))}],
+    )
 
 
 def test_cards_reclaimed_from_a_shaped_allocation_are_free_for_shapes(admin, a100):
