@@ -219,6 +219,23 @@ def placement_taken(
     return [dict(spot) for spot in placement]
 
 
+def placement_kept(placement: list[dict], cards: int) -> list[dict[str, object]]:
+    """The part of ``placement`` an allocation shrunk to ``cards`` cards keeps: its first
+    ``cards`` cards in placement order (the order the fitter chose its groups in), so whole
+    entries (a shape's groups of cards per node) first, then the lowest-listed GPUs of the
+    next; the entries after that are dropped. ``placement`` as ``Allocation.placement``."""
+    kept: list[dict[str, object]] = []
+    left = cards
+    for spot in placement:
+        if left <= 0:
+            break
+        gpus = list(spot["gpus"])[:left]
+        left -= len(gpus)
+        if gpus:
+            kept.append({"node": spot["node"], "gpus": gpus})
+    return kept
+
+
 def placement_record(result: FitResult) -> list[dict[str, object]]:
     """``Allocation.placement`` for a fitted shape: the nodes and cards counted on."""
     return [{"node": spot.node, "gpus": list(spot.gpus)} for spot in result.placements]

@@ -16,6 +16,7 @@ from factories import (
     node_with_gpus,
 )
 
+from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation
 from pools.capacity.placement import Shape
 from pools.capacity.services.allocations import allocation_extend
@@ -318,7 +319,55 @@ def test_cards_reclaimed_from_a_shaped_allocation_are_free_for_shapes(admin, a10
         end=end,
     )
     assert fit.fits, fit.message()
-    assert RequestStatus.APPROVED  # (imported for readers: the request stays approved)
+    # the first 2 cards in placement order are kept, in the JSON and the PlacedCards rows
+    assert running.placement == [{"node": "dgx-1", "gpus": [0, 1]}]
+    assert list(running.placed_cards.values_list("hostname", "gpu_mask")) == [("dgx-1", 0b11)]
+    assert set(fit.placements[0].gpus) <= {2, 3, 4, 5, 6, 7}  # on the cards given back
+    shrunk = AuditEvent.objects.get(action="allocation.shrunk", object_id=str(running.pk))
+    assert (shrunk.before["placement"], shrunk.after["placement"]) == (
+        [{"node": "dgx-1", "gpus": list(range(8))}],
+        [{"node": "dgx-1", "gpus": [0, 1]}],
+    )
+
+
+def test_a_shrunk_shaped_allocation_keeps_whole_groups_and_an_undo_gives_all_back(admin, a100):
+    """A 2 nodes x 4 cards placed as dgx-1 GPUs 4-7 then dgx-2 GPUs 0-3, shrunk to 6 cards,
+    keeps the first group whole and the first 2 cards of the second (placement order); the
+    undo restores both groups and their PlacedCards rows."""
+    pool = PoolFactory(slug="dgx", scheduler=Scheduler.SLURM)
+    node_with_gpus(8, hostname="dgx-1", pool=pool, nvlink_domains=DGX)
+    node_with_gpus(8, hostname="dgx-2", pool=pool, nvlink_domains=DGX)
+    now = timezone.now()
+    end = now + timedelta(days=5)
+    whole = [{"node": "dgx-1", "gpus": [4, 5, 6, 7]}, {"node": "dgx-2", "gpus": [0, 1, 2, 3]}]
+    running = AllocationFactory(
+        pool=pool,
+        gpu_model=a100,
+        card_count=8,
+        starts_at=now - timedelta(hours=2),
+        ends_at=end,
+        status=AllocationStatus.ACTIVE,
+        placement=whole,
+    )
+    finding = allocation_reclaim(
+        _finding(running), running, keep=6, why="idle", now=now, actor=admin
+    )
+    running.refresh_from_db()
+    assert (running.card_count, running.placement) == (
+        6,
+        [{"node": "dgx-1", "gpus": [4, 5, 6, 7]}, {"node": "dgx-2", "gpus": [0, 1]}],
+    )
+    assert sorted(running.placed_cards.values_list("hostname", "gpu_mask")) == [
+        ("dgx-1", 0xF0),
+        ("dgx-2", 0b11),
+    ]
+    reclamation_undo(finding=finding, actor=admin)
+    running.refresh_from_db()
+    assert (running.card_count, running.placement) == (8, whole)
+    assert sorted(running.placed_cards.values_list("hostname", "gpu_mask")) == [
+        ("dgx-1", 0xF0),
+        ("dgx-2", 0x0F),
+    ]
 
 
 def test_groups_sharing_a_node_that_fill_it_are_reserved_as_the_whole_node(admin, a100):
@@ -406,3 +455,36 @@ def test_the_largest_shape_offered_never_has_more_cards_than_asked():
     result = fit_shape(nodes, Shape(cards_per_node=8, nodes=1, one_nvlink_domain=True))
     assert not result.fits
     assert result.largest.total_cards <= 8, result.message()
+
+
+def test_an_extension_of_a_shrunk_shaped_allocation_keeps_the_cards_it_kept(admin, a100):
+    """2 nodes x 4 cards shrunk by reclamation to 4 cards keeps dgx-1 GPUs 4-7 (its first
+    group); its extension asks 1 node x 4 cards and is placed on those 4 cards."""
+    pool = PoolFactory(slug="dgx", scheduler=Scheduler.SLURM)
+    node_with_gpus(8, hostname="dgx-1", pool=pool, nvlink_domains=DGX)
+    node_with_gpus(8, hostname="dgx-2", pool=pool, nvlink_domains=DGX)
+    now = timezone.now()
+    end = now + timedelta(days=2)
+    running = AllocationFactory(
+        pool=pool,
+        gpu_model=a100,
+        card_count=8,
+        starts_at=now - timedelta(hours=2),
+        ends_at=end,
+        status=AllocationStatus.ACTIVE,
+        placement=[
+            {"node": "dgx-1", "gpus": [4, 5, 6, 7]},
+            {"node": "dgx-2", "gpus": [0, 1, 2, 3]},
+        ],
+    )
+    running.request.cards_per_node, running.request.node_count = 4, 2
+    running.request.one_nvlink_domain = True
+    running.request.save()
+    allocation_reclaim(_finding(running), running, keep=4, why="idle", now=now, actor=admin)
+    running.refresh_from_db()
+    extension = allocation_extend(
+        allocation=running, actor=admin, ends_at=end + timedelta(days=1), justification="more"
+    )
+    assert (extension.card_count, extension.cards_per_node, extension.node_count) == (4, 4, 1)
+    extended = capacity_request_approve(request=extension, actor=admin)
+    assert extended.placement == [{"node": "dgx-1", "gpus": [4, 5, 6, 7]}]
