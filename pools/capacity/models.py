@@ -178,7 +178,8 @@ class Allocation(models.Model):
     status_reason = models.TextField(blank=True)
     expiry_notified_at = models.DateTimeField(null=True, blank=True)
     # The cards the shape check counted on: [{"node": hostname, "gpus": [index, ...]}, ...];
-    # empty for an unshaped grant (any cards of the pool).
+    # empty for an unshaped grant (any cards of the pool). A reclamation that shrinks the
+    # allocation keeps its first card_count cards (pools.capacity.shapes.placement_kept).
     placement = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -218,8 +219,10 @@ class PlacedCards(models.Model):
     ``Allocation.placement`` stays the record that is shown, audited and sent to the scheduler;
     these rows are its index for the question every shaped approval asks, "which cards do the
     holding allocations of this window hold on each node": a join and a ``bit_or`` instead of
-    expanding ~1,500 JSON documents (issue #20). Written only with the allocation
-    (:func:`pools.capacity.services.requests.capacity_request_approve`), never changed after;
+    expanding ~1,500 JSON documents (issue #20). Written with the allocation
+    (:func:`pools.capacity.services.requests.capacity_request_approve`) and rewritten only
+    where its placement changes, in the same transaction: a reclamation that shrinks it and
+    the undo that gives it back (:mod:`pools.reclamation.services.scan`);
     ``tests/pools/capacity/test_placed_cards.py`` holds the two together.
     """
 

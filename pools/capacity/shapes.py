@@ -25,6 +25,7 @@ held, not the nodes; the fitter works on groups of alike nodes
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime
 
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
@@ -160,6 +161,80 @@ def shape_fit(
         holds=holds,
     )
     return fit_groups(groups, shape)
+
+
+def placement_taken(
+    *,
+    pool: Pool,
+    gpu_model: GpuModel,
+    placement: list[dict],
+    start: datetime,
+    end: datetime,
+    cuda: str | None = None,
+    exclude_allocation: int | None = None,
+    holds: WindowHolds | None = None,
+) -> list[dict[str, object]]:
+    """The cards of ``placement`` (``Allocation.placement``: ``[{"node": hostname, "gpus":
+    [index, ...]}, ...]``) that are not free for the whole window ``[start, end)``, in the
+    same form and order; empty when all are. Without ``exclude_allocation``'s holds;
+    ``holds`` as for :func:`pool_free_groups`.
+
+    A card is free when it is schedulable (node up, card not in error, driver as asked) and no
+    placed allocation holds it in the window. Unplaced allocations are not laid first (they
+    could go elsewhere): instead the cards left once ``placement`` is taken must still take
+    their peak as "any N cards", else all of ``placement`` counts as taken. The check
+    :func:`shape_fit` makes, for cards fixed in advance: an extension keeping its job's cards
+    (:func:`pools.capacity.services.requests.capacity_request_approve`), a reclamation undone
+    (:func:`pools.reclamation.services.scan.reclamation_undo`)."""
+    if holds is None or holds.held is None:
+        holds = window_holds(
+            pool=pool,
+            gpu_model=gpu_model,
+            start=start,
+            end=end,
+            exclude_allocation=exclude_allocation,
+            per_node=True,
+        )
+    unplaced = holds.unplaced_peak or 0
+    groups = pool_free_groups(
+        pool=pool,
+        gpu_model=gpu_model,
+        start=start,
+        end=end,
+        cuda=cuda,
+        holds=replace(holds, unplaced_peak=0),
+    )
+    free = {name: group.free for group in groups for name in group.names}
+    taken = []
+    wanted: dict[str, set[int]] = defaultdict(set)
+    for spot in placement:
+        gpus = [g for g in spot["gpus"] if g not in free.get(spot["node"], ())]
+        if gpus:
+            taken.append({"node": spot["node"], "gpus": gpus})
+        wanted[spot["node"]].update(spot["gpus"])
+    if taken or unplaced <= 0:
+        return taken
+    laid = fit_groups(take_cards(groups, wanted), Shape.any(unplaced))
+    if laid.fits:
+        return []
+    return [dict(spot) for spot in placement]
+
+
+def placement_kept(placement: list[dict], cards: int) -> list[dict[str, object]]:
+    """The part of ``placement`` an allocation shrunk to ``cards`` cards keeps: its first
+    ``cards`` cards in placement order (the order the fitter chose its groups in), so whole
+    entries (a shape's groups of cards per node) first, then the lowest-listed GPUs of the
+    next; the entries after that are dropped. ``placement`` as ``Allocation.placement``."""
+    kept: list[dict[str, object]] = []
+    left = cards
+    for spot in placement:
+        if left <= 0:
+            break
+        gpus = list(spot["gpus"])[:left]
+        left -= len(gpus)
+        if gpus:
+            kept.append({"node": spot["node"], "gpus": gpus})
+    return kept
 
 
 def placement_record(result: FitResult) -> list[dict[str, object]]:

@@ -181,6 +181,8 @@ class IdleFinding(models.Model):
     ``cards_in_use`` of ``card_count``; ``cards_reclaimed`` once reclaimed (``card_count`` before
     minus after). ``would_reclaim_at`` is set instead of reclaiming under a dry-run policy.
     ``detail`` holds the per-card evaluation. At most one open finding per allocation.
+    ``card_count``, ``status_before``, ``ends_at_before`` and ``placement_before`` are what a
+    reclamation changed, for its undo.
     """
 
     allocation = models.ForeignKey(
@@ -207,6 +209,9 @@ class IdleFinding(models.Model):
     cards_reclaimed = models.PositiveIntegerField(default=0)
     ends_at_before = models.DateTimeField(null=True, blank=True)
     status_before = models.CharField(max_length=12, blank=True)
+    # The allocation's placement when it was reclaimed (a shrink keeps part of it; an undo
+    # gives it back); empty for an unplaced allocation or a reclamation before it was kept.
+    placement_before = models.JSONField(default=list, blank=True)
     note = models.TextField(blank=True)
     detail = models.JSONField(default=dict, blank=True)
 

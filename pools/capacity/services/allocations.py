@@ -205,7 +205,9 @@ def allocation_extend(
 
     The extra window starts where the allocation — or the last approved extension of it — ends,
     so extensions chain and never overlap (two approved extensions of one window would hold the
-    same cards twice). One extension may be pending at a time. Any team member may ask. Raises
+    same cards twice). One extension may be pending at a time. Any team member may ask. The
+    extension carries the allocation's shape (:func:`extension_shape`) and, when approved, keeps
+    the allocation's placed cards or is refused (the running job is on them). Raises
     :class:`InvalidInput` when ``ends_at`` is not after that end and :class:`InvalidTransition`
     when the allocation no longer holds cards or an extension is already pending.
     """
@@ -255,7 +257,26 @@ def allocation_extend(
             gpu_model=allocation.gpu_model,
             cuda_version=source.cuda_version,
             extends=allocation,
+            **extension_shape(allocation),
         )
+
+
+def extension_shape(allocation: Allocation) -> dict[str, Any]:
+    """The shape fields of an extension of ``allocation``: its request's shape (cards per
+    node, NVLink domain, shared nodes) over the groups it holds now, ``card_count`` /
+    ``cards_per_node`` (fewer than asked after a reclamation shrank it); none when it was
+    granted unshaped or holds part of a group (then the approval keeps its placed cards
+    without a shape: :func:`pools.capacity.services.requests.capacity_request_approve`)."""
+    source = allocation.request
+    per_node = source.cards_per_node
+    if per_node is None or source.node_count is None or allocation.card_count % per_node:
+        return {}
+    return {
+        "cards_per_node": per_node,
+        "node_count": allocation.card_count // per_node,
+        "one_nvlink_domain": source.one_nvlink_domain,
+        "shared_nodes": source.shared_nodes,
+    }
 
 
 def allocation_lifecycle_sweep(

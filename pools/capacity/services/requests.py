@@ -20,6 +20,7 @@ from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
 from pools.capacity.shapes import (
     placed_cards,
     placement_record,
+    placement_taken,
     request_shape,
     shape_data,
     shape_fit,
@@ -371,6 +372,12 @@ def capacity_request_approve(
     free for the whole window (:mod:`pools.capacity.shapes`), checked under the same lock; the
     cards counted on become the allocation's ``placement``. A refusal then carries ``shape``,
     ``largest_shape`` and ``largest_single_node`` and says the largest shape that does fit.
+
+    An extension (``extends``) of an allocation with a placement keeps its cards: it is placed
+    on the same nodes and GPUs, granted whole, when all are free for the extra window
+    (:func:`pools.capacity.shapes.placement_taken`), and refused otherwise with ``taken`` (the
+    cards that are not free), however the shape might fit elsewhere: the running job is on
+    those cards. An extension of an unplaced allocation is checked like any request.
     """
     if not system:
         require_pool_admin(actor)
@@ -406,13 +413,14 @@ def capacity_request_approve(
         end = request.ends_at if ends_at is None else ends_at
         _check_grant(request, cards, end, locked_pool, target_model)
         shape = request_shape(request)
+        pinned = _extended_placement(request, locked_pool, target_model)
         # one read of what the window holds serves the card count and the shape check
         holds = window_holds(
             pool=locked_pool,
             gpu_model=target_model,
             start=request.starts_at,
             end=end,
-            per_node=shape is not None,
+            per_node=shape is not None or bool(pinned),
         )
         free = pool_free_cards(
             pool=locked_pool,
@@ -424,7 +432,16 @@ def capacity_request_approve(
         )
         placement: list[dict[str, Any]] = []
         fit = None
-        if shape is not None:
+        if pinned and cards != sum(len(spot["gpus"]) for spot in pinned):
+            raise InvalidInput(
+                "The approval has invalid fields.",
+                errors={
+                    "card_count": f"An extension keeps the cards of allocation "
+                    f"#{request.extends_id} and is granted whole "
+                    f"({sum(len(spot['gpus']) for spot in pinned)} cards) or not at all."
+                },
+            )
+        if shape is not None and not pinned:
             if cards != shape.total_cards:
                 raise InvalidInput(
                     "The approval has invalid fields.",
@@ -466,6 +483,9 @@ def capacity_request_approve(
             )
         if fit is not None:
             placement = placement_record(fit)
+        if pinned:
+            _check_extended_cards(request, pinned, end, locked_pool, target_model, free, holds)
+            placement = pinned
         before = _snapshot(request)
         request.status = RequestStatus.APPROVED
         request.decided_by = actor if getattr(actor, "is_authenticated", False) else None
@@ -519,6 +539,58 @@ def capacity_request_approve(
     return allocation
 
 
+def _extended_placement(
+    request: CapacityRequest, pool: Pool, model: GpuModel
+) -> list[dict[str, Any]]:
+    """The placement an extension keeps: that of the allocation it extends, when it has one
+    holding its cards (a shrink before placements shrank with it may have left it wider) and
+    the extension is approved into the same pool and model; else ``[]``."""
+    if request.extends_id is None:
+        return []
+    extended = request.extends
+    if extended is None or (extended.pool_id, extended.gpu_model_id) != (pool.pk, model.pk):
+        return []
+    if sum(len(spot["gpus"]) for spot in extended.placement) != extended.card_count:
+        return []
+    return [{"node": spot["node"], "gpus": list(spot["gpus"])} for spot in extended.placement]
+
+
+def _check_extended_cards(
+    request: CapacityRequest,
+    pinned: list[dict[str, Any]],
+    end: datetime,
+    pool: Pool,
+    model: GpuModel,
+    free: int,
+    holds: Any,
+) -> None:
+    """Raise :class:`InsufficientCapacity` (data ``taken``: the cards not free, as a
+    placement) when the cards of the extended allocation are not all free for the extra
+    window: the running job needs those cards, not others."""
+    taken = placement_taken(
+        pool=pool,
+        gpu_model=model,
+        placement=pinned,
+        start=request.starts_at,
+        end=end,
+        cuda=request.cuda_version or None,
+        holds=holds,
+    )
+    if not taken:
+        return
+    where = "; ".join(f"{spot['node']} GPU {', '.join(map(str, spot['gpus']))}" for spot in taken)
+    raise InsufficientCapacity(
+        f"Insufficient capacity in {pool.name}: the cards allocation #{request.extends_id} "
+        f"runs on are not all free for the extra window ({where} taken or not schedulable). "
+        "An extension keeps its cards; a new request may be placed elsewhere.",
+        free=free,
+        requested=request.card_count,
+        pool=pool.slug,
+        gpu_model=model.slug,
+        taken=taken,
+    )
+
+
 def _check_grant(
     request: CapacityRequest, cards: Any, end: datetime, pool: Pool, model: GpuModel
 ) -> None:
@@ -549,6 +621,14 @@ def _choose_option(
     card_count: Any = None,
     ends_at: datetime | None = None,
 ) -> tuple[Pool, GpuModel]:
+    """Where an open request (no pool or no model named) goes: among the (pool, model)
+    options with enough free cards for the grant (most free cards first), the first; for a
+    shaped request granted whole, the first where the shape also fits node by node
+    (:func:`pools.capacity.shapes.shape_fit`, one read per option tried). Raises
+    :class:`InsufficientCapacity` when no option has the cards, or, for a shape, when it fits
+    on none: then with the refusal of the option with most free cards (``shape``,
+    ``largest_shape``, ``largest_single_node``, as for a named pool and model). Read without
+    the pool lock; the approval checks its choice again under it."""
     # Look for room for what is granted (fewer cards, a shorter window), not what was asked;
     # an unusable grant is refused by _check_grant afterwards.
     cards = card_count if _is_count(card_count) else request.card_count
@@ -570,7 +650,33 @@ def _choose_option(
             free=max((o.free for o in options), default=0),
             requested=cards,
         )
-    return eligible[0].pool, eligible[0].gpu_model
+    shape = request_shape(request)
+    if shape is None or cards != shape.total_cards:
+        return eligible[0].pool, eligible[0].gpu_model  # a partial grant is refused later
+    refused = None
+    for option in eligible:  # most free cards first; the first where the shape fits wins
+        fit = shape_fit(
+            pool=option.pool,
+            gpu_model=option.gpu_model,
+            shape=shape,
+            start=request.starts_at,
+            end=end,
+            cuda=request.cuda_version or None,
+        )
+        if fit.fits:
+            return option.pool, option.gpu_model
+        refused = refused or (option, fit)
+    option, fit = refused
+    raise InsufficientCapacity(
+        f"Insufficient capacity in {option.pool.name}: {fit.message()}",
+        free=option.free,
+        requested=cards,
+        pool=option.pool.slug,
+        gpu_model=option.gpu_model.slug,
+        shape=shape_data(shape),
+        largest_shape=shape_data(fit.largest),
+        largest_single_node=shape_data(fit.largest_single_node),
+    )
 
 
 def _is_count(value: Any) -> bool:

@@ -41,7 +41,7 @@ from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import RUNNING_STATUSES
 from pools.capacity.locks import allocation_lock, pool_lock
-from pools.capacity.models import Allocation
+from pools.capacity.models import Allocation, PlacedCards
 from pools.capacity.services.allocations import allocation_transition
 from pools.capacity.services.requests import allocation_snapshot
 from pools.capacity.services.scheduler_binding import (
@@ -49,6 +49,7 @@ from pools.capacity.services.scheduler_binding import (
     scheduler_adapter,
     slurm_gres_type,
 )
+from pools.capacity.shapes import placed_cards, placement_kept, placement_taken
 from pools.choices import AllocationStatus, IdleFindingState, Scheduler
 from pools.errors import InsufficientCapacity, InvalidTransition, PermissionDenied
 from pools.inventory.models import Gpu, Node
@@ -544,7 +545,11 @@ def allocation_reclaim(
 ) -> IdleFinding | None:
     """Take an open finding's allocation down to ``keep`` cards, or end it (``keep`` 0), under
     the pool lock: the one reclaim path of the scan and of an admin's reclaim-now. ``why``
-    starts the reason stored on the allocation and the finding. Returns the reclaimed finding,
+    starts the reason stored on the allocation and the finding. A placed allocation shrunk
+    keeps the first ``keep`` cards of its placement in placement order, whole groups first
+    (:func:`pools.capacity.shapes.placement_kept`; its ``PlacedCards`` rewritten and the
+    smaller placement audited in the same transaction), so the cards given back are free for
+    shapes too; the finding keeps the whole placement for an undo. Returns the reclaimed finding,
     or ``None`` (nothing changed) when the allocation is no longer active or expiring or the
     finding no longer open. The scheduler's cap is lowered after commit (unbind or rebind task).
     """
@@ -560,6 +565,7 @@ def allocation_reclaim(
         finding.card_count = locked.card_count
         finding.status_before = locked.status
         finding.ends_at_before = locked.ends_at
+        finding.placement_before = locked.placement
         if keep == 0:
             allocation_transition(
                 locked,
@@ -573,6 +579,8 @@ def allocation_reclaim(
             before = allocation_snapshot(locked)
             locked.card_count = keep
             locked.status_reason = reason
+            if locked.placement:
+                _placement_set(locked, placement_kept(locked.placement, keep))
             locked.save()
             audit_event_record(
                 actor=actor,
@@ -622,11 +630,15 @@ def reclamation_undo(
     *, finding: IdleFinding, actor: Any, now: datetime | None = None
 ) -> IdleFinding:
     """Give a reclaimed allocation its cards (and window) back, within a day of the
-    reclamation, if the pool still has the cards free (pool admins only).
+    reclamation, if the pool still has the cards free (pool admins only): as many free cards
+    as it held and, for a placed allocation, the very cards of its placement (the whole one
+    it had before a shrink) free for the rest of its window
+    (:func:`pools.capacity.shapes.placement_taken`, its own holds aside).
 
     Raises :class:`PermissionDenied`, :class:`InvalidTransition` (not reclaimed, more than a
     day ago, or its window is over) and :class:`InsufficientCapacity` (data: ``free``,
-    ``requested``); a refused undo changes nothing.
+    ``requested``, and ``taken`` when placed cards are not free); a refused undo changes
+    nothing.
     """
     if not getattr(actor, "is_staff", False):
         raise PermissionDenied("Only pool admins can undo a reclamation.")
@@ -669,11 +681,16 @@ def reclamation_undo(
                 free=free,
                 requested=finding.card_count,
             )
+        # a shrink kept part of the placement: the undo gives back the whole one
+        placement = finding.placement_before or allocation.placement
+        _check_placed_cards_free(allocation, placement, now, ends_at, free)
         before = allocation_snapshot(allocation)
         allocation.status = finding.status_before or AllocationStatus.ACTIVE
         allocation.card_count = finding.card_count
         allocation.ends_at = ends_at
         allocation.status_reason = f"reclamation undone by {actor}"
+        if placement != allocation.placement:
+            _placement_set(allocation, placement)
         allocation.save()
         audit_event_record(
             actor=actor,
@@ -688,6 +705,45 @@ def reclamation_undo(
         audit_event_record(actor=actor, action="idle_finding.undone", obj=finding)
         _queue_rebind(allocation.pk)
     return finding
+
+
+def _placement_set(allocation: Allocation, placement: list[dict]) -> None:
+    """Give the locked ``allocation`` ``placement`` and rewrite its :class:`PlacedCards` rows
+    to match (the caller saves the allocation and audits it, in the same transaction)."""
+    allocation.placement = placement
+    PlacedCards.objects.filter(allocation=allocation).delete()
+    PlacedCards.objects.bulk_create(placed_cards(allocation))
+
+
+def _check_placed_cards_free(
+    allocation: Allocation, placement: list[dict], now: datetime, ends_at: datetime, free: int
+) -> None:
+    """Raise :class:`InsufficientCapacity` (data ``taken``: the cards not free, as a
+    placement) when the cards ``placement`` gives the allocation back are not all free over
+    ``[now, ends_at)`` apart from the allocation's own holds: another allocation was placed on
+    them since (or the node went down), and a count of free cards cannot tell."""
+    if not placement:
+        return
+    taken = placement_taken(
+        pool=allocation.pool,
+        gpu_model=allocation.gpu_model,
+        placement=placement,
+        start=now,
+        end=ends_at,
+        exclude_allocation=allocation.pk,
+    )
+    if not taken:
+        return
+    where = "; ".join(f"{spot['node']} GPU {', '.join(map(str, spot['gpus']))}" for spot in taken)
+    requested = sum(len(spot["gpus"]) for spot in placement)
+    raise InsufficientCapacity(
+        f"The cards allocation #{allocation.pk} was placed on are no longer all free in "
+        f"{allocation.pool.name} ({where} taken or not schedulable); the reclamation cannot "
+        "be undone onto them.",
+        free=free,
+        requested=requested,
+        taken=taken,
+    )
 
 
 def idle_finding_dismiss(*, finding: IdleFinding, actor: Any, reason: str) -> IdleFinding:
