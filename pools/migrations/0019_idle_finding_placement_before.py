@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("pools", "0017_placed_cards_inventory_stamp"),
+        ("pools", "0018_allocation_holding_ends_index"),
     ]
 
     operations = [
