@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db import connection
 
@@ -39,24 +39,26 @@ from pools.inventory.topology import catalogue_domains
 class NodeKind:
     """Nodes (``hostnames``, sorted) with the same schedulable cards of the model (``gpus``,
     GPU indices), the same NVLink domains over them (``None``: unknown) and the same driver
-    (``max_cuda``, the driver group's highest CUDA version, ``None`` when unknown)."""
+    (``max_cuda``, the driver group's highest CUDA version, ``None`` when unknown);
+    ``placeable`` the cards of ``gpus`` a shape may be placed on (indices 0–62)."""
 
     gpus: frozenset[int]
     domains: tuple[frozenset[int], ...] | None
     max_cuda: str | None
     hostnames: tuple[str, ...]
+    placeable: frozenset[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        # The cards a shape may be placed on: GPU indices 0–62 (a placement is kept as a 64-bit
+        # mask, :func:`pools.capacity.window.gpu_mask`; nvidia-smi numbers a node's cards from
+        # 0 and the largest boards have 16). Cards above are counted, never placed.
+        placeable = frozenset(i for i in self.gpus if i <= MAX_PLACED_INDEX)
+        object.__setattr__(self, "placeable", placeable)
 
     @property
     def cards(self) -> int:
         """Schedulable cards of this kind in all: cards per node × nodes."""
         return len(self.gpus) * len(self.hostnames)
-
-    @property
-    def placeable(self) -> frozenset[int]:
-        """The cards a shape may be placed on: GPU indices 0–62 (a placement is kept as a
-        64-bit mask, :func:`pools.capacity.window.gpu_mask`; nvidia-smi numbers a node's cards
-        from 0 and the largest boards have 16). Cards above are counted, never placed."""
-        return frozenset(i for i in self.gpus if i <= MAX_PLACED_INDEX)
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,10 @@ held side of the card count and of the shape check, in one statement.
 - ``unplaced_peak``: the same for the allocations without a placement (granted without a shape
   or before shapes existed), which the shape check lays on the nodes as "any N cards"
   (:func:`pools.capacity.shapes.lay_unplaced`);
-- ``held`` (when asked): per hostname of the pool's nodes, the GPU indices placed allocations
-  hold at any time in the window, as a bit mask (:class:`pools.capacity.models.PlacedCards`),
-  whatever pool the allocation is in: a node moved to another pool keeps the cards it holds;
+- ``held`` (when asked): per hostname, the GPU indices placed allocations hold at any time in
+  the window, as a bit mask (:class:`pools.capacity.models.PlacedCards`), whatever pool the
+  allocation is in: a node moved to another pool keeps the cards it holds (the caller keeps
+  its own pool's hostnames);
 - ``generation``: the inventory generation read in the same statement
   (:mod:`pools.capacity.node_kinds` caches the inventory side under it; ``None`` on SQLite).
 
@@ -30,7 +31,7 @@ from django.db import connection
 from pools.capacity.arithmetic import peak_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation, PlacedCards
-from pools.inventory.models import GpuModel, Node, Pool
+from pools.inventory.models import GpuModel, Pool
 
 MAX_PLACED_INDEX = 62  # the highest GPU index a 64-bit mask (bigint, sign bit clear) holds
 
@@ -120,23 +121,32 @@ _WINDOW_SQL = (
     + _SWEEP_SQL.replace("{placed}", "false")
     + "\nSELECT generation, peak, NULL, NULL, NULL FROM peaks"
 )
+# With the cards per node: the holding allocations of *every* pool overlapping the window
+# (``near``, one range-index scan), this pool × model's among them (``win``), and the placed
+# cards of all of them (``spots``): a node moved to another pool keeps the cards placed on it,
+# and the caller keeps the hostnames of its own pool's nodes.
 _WINDOW_NODES_SQL = (
-    "WITH"
-    + _WIN_SQL
-    + f""", spots AS MATERIALIZED (
-  SELECT p.allocation_id, p.hostname, p.gpu_mask
-    FROM {PlacedCards._meta.db_table} p
-    JOIN {Allocation._meta.db_table} a ON a.id = p.allocation_id
-    JOIN {Node._meta.db_table} n ON n.hostname = p.hostname AND n.pool_id = %(pool)s
+    f"""WITH
+near AS MATERIALIZED (
+  SELECT a.id, a.pool_id, a.gpu_model_id, a.starts_at, a.ends_at, a.card_count
+    FROM {Allocation._meta.db_table} a
    WHERE a.status IN ({_HOLDING}) AND a.id <> %(exclude)s
      AND tstzrange(a.starts_at, a.ends_at, '[)') && tstzrange(%(start)s, %(end)s, '[)')
+), win AS MATERIALIZED (
+  SELECT id, starts_at, ends_at, card_count FROM near
+   WHERE pool_id = %(pool)s AND gpu_model_id = %(model)s
+), spots AS MATERIALIZED (
+  SELECT p.allocation_id, p.hostname, p.gpu_mask
+    FROM {PlacedCards._meta.db_table} p
+   WHERE p.allocation_id IN (SELECT id FROM near)
 ), held AS (
   SELECT hostname, bit_or(gpu_mask) AS mask FROM spots GROUP BY hostname
 ),"""
     + _SWEEP_SQL.replace("{placed}", "win.id IN (SELECT allocation_id FROM spots)")
     + """
-SELECT peaks.generation, peaks.peak, peaks.unplaced, held.hostname, held.mask
-  FROM peaks LEFT JOIN held ON true"""
+SELECT generation, peak, unplaced, NULL, NULL FROM peaks
+UNION ALL
+SELECT NULL, NULL, NULL, hostname, mask FROM held"""
 )
 
 
@@ -151,10 +161,11 @@ def _holds_sql(pool, gpu_model, start, end, exclude, per_node) -> WindowHolds:
     with connection.cursor() as cursor:
         cursor.execute(_WINDOW_NODES_SQL if per_node else _WINDOW_SQL, params)
         rows = cursor.fetchall()
-    generation, peak, unplaced = rows[0][:3]
+    # the one row of peaks has no hostname (a UNION ALL does not promise an order)
+    ((generation, peak, unplaced, _, _),) = [row for row in rows if row[3] is None]
     if not per_node:  # the card count alone: unplaced ones are not told apart
         return WindowHolds(generation, int(peak), None, None)
-    held = {host: mask for *_, host, mask in rows if host is not None}
+    held = {host: mask for _, _, _, host, mask in rows if host is not None}
     return WindowHolds(generation, int(peak), int(unplaced), held)
 
 
@@ -171,10 +182,7 @@ def _holds_orm(pool, gpu_model, start, end, exclude, per_node) -> WindowHolds:
     anywhere = Allocation.objects.filter(
         status__in=HOLDING_STATUSES, starts_at__lt=end, ends_at__gt=start
     ).exclude(pk=exclude or 0)
-    spots = PlacedCards.objects.filter(
-        allocation__in=anywhere.values("pk"),
-        hostname__in=Node.objects.filter(pool=pool).values("hostname"),
-    )
+    spots = PlacedCards.objects.filter(allocation__in=anywhere.values("pk"))
     for allocation_id, hostname, mask in spots.values_list("allocation_id", "hostname", "gpu_mask"):
         placed_ids.add(allocation_id)
         placed[hostname] = placed.get(hostname, 0) | mask
