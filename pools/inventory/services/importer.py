@@ -114,7 +114,8 @@ def inventory_import(
 ) -> ImportReport:
     """Write every node of ``result``; return the report and store it as an InventoryImport.
 
-    A node is rejected, and nothing of it written, when its host name is invalid, when it
+    A node is rejected, and nothing of it written, when the parser could not read it (an issue
+    names it, but no snapshot does), when its host name is invalid, when it
     appears twice in the input, when two of its GPUs share a UUID, or when a UUID it reports is
     already held by a GPU of another node (a conflict to resolve by hand, never a silent move).
     Nodes are written in chunks of ``CHUNK_SIZE``, each chunk in one transaction with its node
@@ -124,6 +125,11 @@ def inventory_import(
     they are in and Kubernetes nodes the pool whose node selector their labels match.
     """
     report = ImportReport(source=str(source), issues=list(result.issues))
+    # a node the parser could not read (its GRES, say) is named by its issues: rejected too
+    parsed = {node.hostname for node in result.nodes}
+    report.rejected.extend(
+        sorted({i.node for i in result.issues if i.node and i.node not in parsed})
+    )
     run = ImportRun(
         source=InventorySource(source),
         resolver=GpuModelResolver.load(),

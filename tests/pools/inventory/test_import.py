@@ -595,3 +595,28 @@ def test_mig_devices_from_list_output():
         (0, 0, "3g.40gb", "MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f"),
         (0, 1, "3g.40gb", "MIG-cba663e8-9bed-5b65-a243-3b7fef6c7c77"),
     ]
+
+
+def test_slurm_nodes_the_parser_could_not_read_count_as_rejected():
+    """A slurmrestd nodes file with a good node, one whose GRES is unbalanced and one whose
+    GRES is a number: the two unreadable nodes are reported by line of the report *and*
+    counted as rejected (they were not written), the good one is created."""
+    import json
+
+    PoolFactory(slug="dev", slurm_partition="dev")
+    body = {
+        "nodes": [
+            {"name": "qa-good-01", "gres": "gpu:a100:2(S:0)", "state": ["IDLE"],
+             "partitions": ["dev"]},
+            {"name": "qa-bad-01", "gres": "gpu:a100:(IDX:0-3", "state": ["IDLE"],
+             "partitions": ["dev"]},
+            {"name": "qa-bad-03", "gres": 12, "state": ["IDLE"], "partitions": ["dev"]},
+        ]
+    }  # fmt: skip
+    report = inventory_import_file(data=json.dumps(body).encode(), source="slurm")
+    assert report.created == ["qa-good-01"]
+    assert report.rejected == ["qa-bad-01", "qa-bad-03"]
+    assert sorted({i.node for i in report.issues}) == ["qa-bad-01", "qa-bad-03"]
+    assert not Node.objects.filter(hostname__startswith="qa-bad").exists()
+    record = InventoryImport.objects.get()
+    assert (record.nodes_created, record.nodes_rejected) == (1, 2)
