@@ -83,7 +83,12 @@ def _list_gpu(line: str, at: At) -> Gpu | None:
     match = LIST_GPU.fullmatch(line.strip())
     if match is None:
         return None
-    name, uuid = split_uuid(match["rest"])
+    rest = match["rest"].strip()
+    head, marker, _ = rest.rpartition("(UUID:")
+    if marker and not rest.endswith(")"):  # cut short in its UUID: the name is still whole
+        at.report(f"GPU {match['index']}: the line ends inside its UUID; read without one")
+        rest = head.strip()
+    name, uuid = split_uuid(rest)
     failed = is_error(name) or is_error(uuid)
     return Gpu(
         index=int(match["index"]),

@@ -215,6 +215,20 @@ def test_list_section_alone_gives_names_and_mig_profiles_with_unknown_health():
     assert result.issues == ()
 
 
+def test_a_list_line_cut_short_in_its_uuid_keeps_the_card_and_its_name_and_says_where():
+    text = (
+        "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-1b2c3d4e-0000-1111-2222-333344445555)\n"
+        "GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-zzzz\n"
+    )
+    result = parse_nvidia_smi(text, hostname="gpu-01")
+
+    first, second = only_node(result).gpus
+    assert (first.index, first.uuid) == (0, "GPU-1b2c3d4e-0000-1111-2222-333344445555")
+    assert (second.index, second.model_name, second.uuid) == (1, "NVIDIA A100-SXM4-80GB", None)
+    (issue,) = result.issues
+    assert issue.line == 2 and "ends inside its UUID" in issue.message
+
+
 def test_query_section_alone_reads_average_power_and_idle_readings():
     text = section(capture("linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01.txt"), "nvidia-smi -q")
 
