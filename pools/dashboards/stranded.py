@@ -224,30 +224,51 @@ def _node_cards(
 
 
 def _holds(nodes: list[NodeCards], allocations: list[tuple], start, end) -> list[Hold]:
-    """Placed allocations as holds on their cards; the unplaced ones laid together on the cards
-    placed holds leave free over the whole horizon, as many as they hold at once at their peak,
-    for the whole horizon (conservative: a fragment they might not really occupy counts as
-    held, so stranding is never overstated by them)."""
+    """Placed allocations as holds on their cards; the unplaced ones laid on the cards placed
+    holds leave free, span by span: unplaced allocations whose windows overlap (chained) form
+    one span, laid together at their peak for that span only (:func:`_unplaced_spans`). Inside
+    a span this is conservative (a fragment they might not really occupy counts as held, so
+    stranding is never overstated by them); outside it their cards are free."""
     names = {n.name for n in nodes}
-    holds: list[Hold] = []
+    placed: list[Hold] = []
     unplaced = []
     for cards, starts_at, ends_at, placement in allocations:
         if placement:
-            holds.extend(
+            placed.extend(
                 Hold(spot["node"], frozenset(spot["gpus"]), starts_at, ends_at)
                 for spot in placement
                 if spot["node"] in names
             )
         else:
             unplaced.append((starts_at, ends_at, cards))
-    peak = peak_cards(unplaced, start, end)
-    if peak:
-        free = free_for_window(nodes, holds, start, end)
+    holds = list(placed)
+    for lo, hi, peak in _unplaced_spans(unplaced, start, end):
+        free = free_for_window(nodes, placed, lo, hi)
         left = {name: g.free for g in lay_unplaced(group_nodes(free), peak) for name in g.names}
         for node in free:
             if node.free - left[node.name]:
-                holds.append(Hold(node.name, node.free - left[node.name], start, end))
+                holds.append(Hold(node.name, node.free - left[node.name], lo, hi))
     return holds
+
+
+def _unplaced_spans(
+    intervals: list[tuple[datetime, datetime, int]], start: datetime, end: datetime
+) -> list[tuple[datetime, datetime, int]]:
+    """``(lo, hi, peak)`` per span of ``intervals`` (``(starts_at, ends_at, cards)``) clipped to
+    ``[start, end)``: windows that overlap, directly or through others, make one span; windows
+    that only touch (one ends as the next starts) do not. ``peak`` is the most cards held at
+    once inside the span (:func:`pools.capacity.arithmetic.peak_cards`)."""
+    clipped = sorted(
+        (max(s, start), min(e, end), n) for s, e, n in intervals if s < end and e > start and n
+    )
+    spans: list[list] = []
+    for lo, hi, cards in clipped:
+        if spans and lo < spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], hi)
+            spans[-1][2].append((lo, hi, cards))
+        else:
+            spans.append([lo, hi, [(lo, hi, cards)]])
+    return [(lo, hi, peak_cards(members, lo, hi)) for lo, hi, members in spans]
 
 
 @dataclass(frozen=True)

@@ -183,3 +183,26 @@ def test_stranded_report_query_count_does_not_grow_with_the_fleet(dgx, django_as
     more = next(r for r in rows if r.pool_slug == "more")
     # each node: 7 free cards for 48 h (all stranded for a 1 x 8), then 8 free for 624 h
     assert more.stranded_card_hours == Decimal(12 * 7 * 48)
+
+
+def test_unplaced_allocations_hold_cards_only_over_their_own_span(dgx):
+    """Three unplaced allocations in the horizon besides the fixture's placed one: 8 cards over
+    hours [100, 148), 4 over [300, 348) and 4 over [348, 396) (touching, so two spans). Each is
+    laid only while it runs: free card-hours 10 656 - 8 x 48 - 4 x 48 - 4 x 48 = 9 888. (Laid
+    at the peak for the whole 4 weeks, as before, the report said 10 656 - 8 x 672 at best.)
+    Stranded: the fixture's 288; the 8 cards take a whole node (no stranding); each 4 goes to
+    dgx-1 by best fit (ties by name) and leaves 4 cards no 1 x 8 can use for 48 h: 2 x 192."""
+    now, a100 = dgx
+    pool = Allocation.objects.get().pool
+    for cards, lo, hi in ((8, 100, 148), (4, 300, 348), (4, 348, 396)):
+        AllocationFactory(
+            pool=pool,
+            gpu_model=a100,
+            card_count=cards,
+            starts_at=now + timedelta(hours=lo),
+            ends_at=now + timedelta(hours=hi),
+            status=AllocationStatus.APPROVED,
+        )
+    (row,) = stranded_capacity(filters=DashboardFilters(), now=now)
+    assert row.free_card_hours == Decimal(9888)
+    assert row.stranded_card_hours == Decimal(288 + 2 * 192)
