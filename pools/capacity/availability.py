@@ -16,7 +16,7 @@ from pools.capacity.arithmetic import free_after_peak, free_cards, usable_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation
 from pools.capacity.node_kinds import pool_nodes
-from pools.capacity.window import WindowHolds, holding_allocations, window_holds
+from pools.capacity.window import WindowHolds, holding_allocations, window_holds_reusing
 from pools.choices import GpuHealth, NodeState, Scheduler, WorkloadKind
 from pools.inventory.driver_versions import driver_supports, parse_cuda_version
 from pools.inventory.models import Gpu, GpuModel, Pool
@@ -134,14 +134,14 @@ def pool_free_cards(
     statement whatever the pool's size: approvals must keep up with 100 a second (issue #3)
     and stay flat at 2,000 nodes (issue #20).
     """
-    if holds is None:
-        holds = window_holds(
-            pool=pool,
-            gpu_model=gpu_model,
-            start=start,
-            end=end,
-            exclude_allocation=exclude_allocation,
-        )
+    holds = window_holds_reusing(
+        holds,
+        pool=pool,
+        gpu_model=gpu_model,
+        start=start,
+        end=end,
+        exclude_allocation=exclude_allocation,
+    )
     nodes = pool_nodes(pool=pool, gpu_model=gpu_model, generation=holds.generation)
     return free_after_peak(
         schedulable=nodes.schedulable(cuda), overcommit_ratio=pool.overcommit_ratio, peak=holds.peak

@@ -38,7 +38,7 @@ from pools.capacity.placement import (
     fit_groups,
     take_cards,
 )
-from pools.capacity.window import WindowHolds, gpu_mask, mask_gpus, window_holds
+from pools.capacity.window import WindowHolds, gpu_mask, mask_gpus, window_holds_reusing
 from pools.inventory.models import GpuModel, Pool
 
 
@@ -71,15 +71,15 @@ def pool_free_groups(
     ``per_node`` (the approval reads it once for the card count and the shape); otherwise one
     statement here. Python work grows with the kinds of node and the nodes held, not the
     nodes."""
-    if holds is None or holds.held is None:
-        holds = window_holds(
-            pool=pool,
-            gpu_model=gpu_model,
-            start=start,
-            end=end,
-            exclude_allocation=exclude_allocation,
-            per_node=True,
-        )
+    holds = window_holds_reusing(
+        holds,
+        pool=pool,
+        gpu_model=gpu_model,
+        start=start,
+        end=end,
+        exclude_allocation=exclude_allocation,
+        per_node=True,
+    )
     held, unplaced = holds.held, holds.unplaced_peak
     assert held is not None and unplaced is not None  # read with per_node
     nodes = pool_nodes(pool=pool, gpu_model=gpu_model, generation=holds.generation)
@@ -186,16 +186,17 @@ def placement_taken(
     :func:`shape_fit` makes, for cards fixed in advance: an extension keeping its job's cards
     (:func:`pools.capacity.services.requests.capacity_request_approve`), a reclamation undone
     (:func:`pools.reclamation.services.scan.reclamation_undo`)."""
-    if holds is None or holds.held is None:
-        holds = window_holds(
-            pool=pool,
-            gpu_model=gpu_model,
-            start=start,
-            end=end,
-            exclude_allocation=exclude_allocation,
-            per_node=True,
-        )
-    unplaced = holds.unplaced_peak or 0
+    holds = window_holds_reusing(
+        holds,
+        pool=pool,
+        gpu_model=gpu_model,
+        start=start,
+        end=end,
+        exclude_allocation=exclude_allocation,
+        per_node=True,
+    )
+    unplaced = holds.unplaced_peak
+    assert unplaced is not None  # read with per_node
     groups = pool_free_groups(
         pool=pool,
         gpu_model=gpu_model,

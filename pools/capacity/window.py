@@ -150,6 +150,31 @@ SELECT NULL, NULL, NULL, hostname, mask FROM held"""
 )
 
 
+def window_holds_reusing(
+    holds: WindowHolds | None,
+    *,
+    pool: Pool,
+    gpu_model: GpuModel,
+    start: datetime,
+    end: datetime,
+    exclude_allocation: int | None = None,
+    per_node: bool = False,
+) -> WindowHolds:
+    """``holds`` when the caller already read them (with the cards per node when ``per_node``
+    asks for them), else :func:`window_holds` now: the approval reads a window once for the
+    card count, the shape and an extension's cards."""
+    if holds is not None and (holds.held is not None or not per_node):
+        return holds
+    return window_holds(
+        pool=pool,
+        gpu_model=gpu_model,
+        start=start,
+        end=end,
+        exclude_allocation=exclude_allocation,
+        per_node=per_node,
+    )
+
+
 def _holds_sql(pool, gpu_model, start, end, exclude, per_node) -> WindowHolds:
     params = {
         "pool": pool.pk,

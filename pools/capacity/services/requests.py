@@ -25,7 +25,7 @@ from pools.capacity.shapes import (
     shape_data,
     shape_fit,
 )
-from pools.capacity.window import window_holds
+from pools.capacity.window import WindowHolds, window_holds
 from pools.choices import (
     AllocationStatus,
     RequestKind,
@@ -562,7 +562,7 @@ def _check_extended_cards(
     pool: Pool,
     model: GpuModel,
     free: int,
-    holds: Any,
+    holds: WindowHolds,
 ) -> None:
     """Raise :class:`InsufficientCapacity` (data ``taken``: the cards not free, as a
     placement) when the cards of the extended allocation are not all free for the extra
