@@ -24,7 +24,7 @@ _K8S_INFERENCE = [
     ("inf-a100", 4, "NVIDIA A100 80GB PCIe", 2, 81920, "570.86.10"),
 ]
 # Nodes only Slurm knows about, with a GRES type no catalogue alias matches.
-_LEGACY = [("legacy-v100", 2, "v100", 4)]
+_LEGACY = [("legacy-p100", 2, "p100", 4)]
 
 POOLS = [
     {

@@ -8,7 +8,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pools.api_common import IsPoolAdmin
+from pools.api_common import IsPoolAdmin, IsPoolAdminOrReadOnly
 from pools.inventory import selectors
 from pools.inventory import serializers as s
 from pools.inventory.filtersets import (
@@ -17,19 +17,50 @@ from pools.inventory.filtersets import (
     GpuModelFilterSet,
     NodeFilterSet,
 )
+from pools.inventory.services.catalogue import gpu_model_create, gpu_model_update
 from pools.inventory.services.gpu_models import gpu_model_alias_map
 from pools.inventory.services.import_files import inventory_import_file
 
 
-class GpuModelViewSet(viewsets.ReadOnlyModelViewSet):
-    """The GPU model catalogue with published specs and the aliases each source uses."""
+class GpuModelViewSet(
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
+    """The GPU model catalogue with published specs and the aliases and PCI device ids imports
+    match; pool admins create and edit models (audited; no delete: cards and rate cards refer
+    to them)."""
 
     serializer_class = s.GpuModelSerializer
     filterset_class = GpuModelFilterSet
+    permission_classes = [IsPoolAdminOrReadOnly]
     lookup_field = "slug"
 
     def get_queryset(self):
         return selectors.gpu_model_list().order_by("name")
+
+    def perform_create(self, serializer):
+        data = dict(serializer.validated_data)
+        model = gpu_model_create(
+            slug=data.pop("slug"),
+            aliases=data.pop("aliases", []),
+            fields=data,
+            actor=self.request.user,
+        )
+        serializer.instance = self.get_queryset().get(pk=model.pk)
+
+    def perform_update(self, serializer):
+        data = dict(serializer.validated_data)
+        data.pop("slug", None)
+        model = gpu_model_update(
+            gpu_model=serializer.instance,
+            aliases=data.pop("aliases", None),
+            changes=data,
+            actor=self.request.user,
+        )
+        serializer.instance = self.get_queryset().get(pk=model.pk)
 
 
 class DriverGroupViewSet(viewsets.ReadOnlyModelViewSet):

@@ -49,6 +49,12 @@ class GpuModel(models.Model):
     tdp_w = models.PositiveIntegerField(null=True, blank=True)
     cuda_cores = models.PositiveIntegerField(null=True, blank=True)
     sources = models.JSONField(default=dict, blank=True, help_text="Field name -> citation.")
+    pci_device_ids = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='16-bit PCI device ids, e.g. ["0x2330"]: the tie-breaker between SKUs '
+        "sharing a name.",
+    )
 
     class Meta:
         ordering = ["name"]

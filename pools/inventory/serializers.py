@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from rest_framework import serializers
 
 from pools.choices import InventorySource, QuotaBackend, Scheduler
@@ -24,7 +26,18 @@ class GpuModelAliasSerializer(serializers.ModelSerializer):
 
 
 class GpuModelSerializer(serializers.ModelSerializer):
-    aliases = GpuModelAliasSerializer(many=True, read_only=True)
+    """A catalogue model; pool admins create and edit it (``slug`` is fixed once created).
+
+    ``aliases``, when written, become the model's aliases (each normalised key unique across the
+    catalogue); ``pci_device_ids`` are ``0xNNNN`` strings; spec values are positive or null
+    (unknown), never 0. The identity checks live in
+    :mod:`pools.inventory.services.catalogue`.
+    """
+
+    aliases = GpuModelAliasSerializer(many=True, required=False)
+    pci_device_ids = serializers.ListField(
+        child=serializers.CharField(max_length=12), required=False, max_length=16
+    )
     gpu_count = serializers.IntegerField(read_only=True)
 
     class Meta:
@@ -46,9 +59,38 @@ class GpuModelSerializer(serializers.ModelSerializer):
             "tdp_w",
             "cuda_cores",
             "sources",
+            "pci_device_ids",
             "aliases",
             "gpu_count",
         ]
+        extra_kwargs = {
+            field: {"min_value": Decimal("0.01")}
+            for field in (
+                "memory_gib",
+                "memory_bandwidth_gbps",
+                "fp16_dense_tflops",
+                "bf16_dense_tflops",
+                "fp8_dense_tflops",
+                "int8_dense_tops",
+                "nvlink_gbps",
+            )
+        } | {"tdp_w": {"min_value": 1}, "cuda_cores": {"min_value": 1}}
+
+    def validate_slug(self, value):
+        if self.instance is not None and value != self.instance.slug:
+            raise serializers.ValidationError(
+                "A model's slug cannot change: rate cards, estimates and imports refer to it."
+            )
+        return value
+
+    def validate_sources(self, value):
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise serializers.ValidationError(
+                'Give an object of field name -> citation, e.g. {"memory_gib": "datasheet URL"}.'
+            )
+        return value
 
 
 class DriverGroupSerializer(serializers.ModelSerializer):

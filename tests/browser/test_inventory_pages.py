@@ -18,7 +18,7 @@ def _slurm_fleet(count: int) -> bytes:
         {"name": f"gpu-{i:02d}", "state": "idle", "gres": "gpu:rtx4090:4", "partitions": ["dev"]}
         for i in range(count)
     ]
-    nodes.append({"name": "odd-one", "state": "idle", "gres": "gpu:v100:2", "partitions": ["dev"]})
+    nodes.append({"name": "odd-one", "state": "idle", "gres": "gpu:p100:2", "partitions": ["dev"]})
     return json.dumps({"nodes": nodes}).encode()
 
 
@@ -37,7 +37,7 @@ def test_search_filters_the_node_table_without_a_full_reload(signed_in, live_ser
 
     page.click("text=odd-one")
     expect(page.locator("h2")).to_contain_text("odd-one")
-    expect(page.locator("table tbody")).to_contain_text("? v100")
+    expect(page.locator("table tbody")).to_contain_text("? p100")
 
 
 def test_sorting_by_gpu_count_toggles_ascending_and_descending(signed_in, live_server):
@@ -73,7 +73,7 @@ def test_mapping_an_unrecognised_model(signed_in, live_server):
     inventory_import_file(data=_slurm_fleet(1), source=InventorySource.SLURM)
     page = signed_in
     page.goto(f"{live_server.url}/unrecognised-models/")
-    expect(page.locator("tbody")).to_contain_text("v100")
+    expect(page.locator("tbody")).to_contain_text("p100")
     page.select_option("select[name=gpu_model]", label="A100 SXM4 80GB")
     page.click("button:has-text('Map')")
     expect(page.locator(".messages")).to_contain_text("2 cards recognised")

@@ -59,9 +59,9 @@ def test_the_demo_data(capsys):
             "team__slug", "user__username", "role"
         )
     ) == [("nlp", "alice", "member"), ("vision", "bob", "manager")]
-    # pools.demo: 2 legacy Slurm nodes with 4 cards of GRES type "v100" each.
+    # pools.demo: 2 legacy Slurm nodes with 4 cards of GRES type "p100" each.
     assert selectors.unrecognised_model_list() == [
-        {"raw_model_name": "v100", "model_candidates": [], "gpu_count": 8, "node_count": 2}
+        {"raw_model_name": "p100", "model_candidates": [], "gpu_count": 8, "node_count": 2}
     ]
     # 6 lab captures + 14 training + 10 dev + 2 legacy + 14 inference nodes.
     assert Node.objects.count() == 46

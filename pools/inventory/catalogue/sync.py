@@ -43,6 +43,7 @@ def catalogue_sync(gpu_model_cls: Any, alias_cls: Any) -> tuple[int, int]:
             {f: None if entry.get(f) is None else Decimal(str(entry[f])) for f in _DECIMAL_FIELDS}
         )
         values["sources"] = values["sources"] or {}
+        values["pci_device_ids"] = entry.get("pci_device_ids", [])
         model, created = gpu_model_cls.objects.update_or_create(slug=entry["slug"], defaults=values)
         created_models += created
         for alias in entry.get("aliases", []):

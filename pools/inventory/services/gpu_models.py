@@ -24,11 +24,10 @@ class GpuModelResolver:
     """Name (and PCI device id) -> :class:`GpuModel`, loaded once per import.
 
     Names match exactly on :func:`pools.inventory.gpu_names.normalise_model_key`, never by
-    substring, so
-    ``NVIDIA GeForce RTX 4090 D`` never resolves to the RTX 4090 (tricky input C05). The device
-    ids and the names several SKUs share come from the shipped catalogue
-    (``pools/inventory/catalogue/gpu_models.json``); :func:`pools.inventory.gpu_names.model_match`
-    holds the rule.
+    substring, so ``NVIDIA GeForce RTX 4090 D`` never resolves to the RTX 4090 (tricky input
+    C05). Aliases and PCI device ids are the database's (kept by pool admins, seeded from
+    ``pools/inventory/catalogue/gpu_models.json``); the names several SKUs share come from that
+    file. :func:`pools.inventory.gpu_names.model_match` holds the rule.
     """
 
     def __init__(
@@ -48,14 +47,14 @@ class GpuModelResolver:
     def load(cls) -> GpuModelResolver:
         aliases = GpuModelAlias.objects.select_related("gpu_model")
         by_key = {a.key: a.gpu_model for a in aliases}
-        entries = load_gpu_models()
-        slugs = set(GpuModel.objects.values_list("slug", flat=True))
-        by_device = {k: v for k, v in device_id_index(entries).items() if v in slugs}
+        rows = list(GpuModel.objects.values("slug", "pci_device_ids"))
+        slugs = {row["slug"] for row in rows}
+        by_device = device_id_index(rows)
         ambiguous = {
             key: tuple(c for c in candidates if c in slugs)
             for key, candidates in ambiguous_name_index(
                 load_ambiguous_names(),
-                slugs=[e["slug"] for e in entries],
+                slugs=slugs | {e["slug"] for e in load_gpu_models()},
                 by_key={k: m.slug for k, m in by_key.items() if k not in _admin_keys(aliases)},
             ).items()
             # An admin alias for an ambiguous name (a site with one H100 kind) settles it.

@@ -15,8 +15,9 @@ def test_the_list_holds_the_whole_catalogue_sorted_by_name(member_api):
 
     assert response.status_code == 200
     body = response.json()
-    # pools/inventory/catalogue/gpu_models.json ships 21 models.
-    assert body["count"] == 21
+    # pools/inventory/catalogue/gpu_models.json ships 29 models (21 + H800 NVL, RTX 2080 Ti,
+    # RTX 3090, GTX 1080 Ti and four V100).
+    assert body["count"] == 29
     names = [m["name"] for m in body["results"]]
     assert names == sorted(names)
     assert names[:3] == ["A10", "A100 PCIe 40GB", "A100 PCIe 80GB"]
@@ -68,6 +69,7 @@ def test_detail_by_slug_carries_the_published_specs(member_api):
         {"value": "h100_sxm", "kind": "slurm-gres"},
     ]
     assert "memory_bandwidth_gbps" in body["sources"]
+    assert body["pci_device_ids"] == ["0x2330"]
 
 
 def test_an_unknown_slug_is_404_json(member_api):
@@ -84,7 +86,9 @@ def test_filters(member_api):
         return {m["slug"] for m in response.json()["results"]}
 
     assert slugs(q="4090") == {"rtx4090", "rtx4090d"}
-    assert slugs(card_class="consumer") == {"rtx4090", "rtx4090d", "rtx4080s", "rtx2080s"}
+    assert slugs(card_class="consumer") == {
+        "rtx4090", "rtx4090d", "rtx4080s", "rtx2080s", "rtx2080ti", "rtx3090", "gtx1080ti",
+    }  # fmt: skip
     # 141 GB H200 is the only card with more than 100 GiB.
     assert slugs(min_memory_gib=100) == {"h200_sxm"}
 

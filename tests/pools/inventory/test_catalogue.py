@@ -40,6 +40,9 @@ REQUIRED_SLUGS = {
     "h100_pcie", "h200_sxm", "h20", "l20", "l4", "a10",
     # the rest of the portal's card list and the cards of the real nvidia-smi captures
     "rtx4090d", "a100_40g_pcie", "a800_80g_sxm", "h800_pcie", "h100_nvl", "rtx4080s", "rtx2080s",
+    # what fleets report that was missing (issue 38)
+    "h800_nvl", "rtx2080ti", "rtx3090", "gtx1080ti",
+    "v100_16g_sxm2", "v100_32g_sxm2", "v100_16g_pcie", "v100_32g_pcie",
 }  # fmt: skip
 
 
@@ -171,10 +174,42 @@ def test_ampere_has_no_fp8_and_geforce_40_has_no_nvlink():
 
 def test_card_classes():
     consumer = {m["slug"] for m in MODELS if m["card_class"] == "consumer"}
-    assert consumer == {"rtx4090", "rtx4090d", "rtx4080s", "rtx2080s"}
+    assert consumer == {
+        "rtx4090", "rtx4090d", "rtx4080s", "rtx2080s", "rtx2080ti", "rtx3090", "gtx1080ti",
+    }  # fmt: skip
 
 
 def test_h100_nvl_dense_rates_are_half_the_sparse_datasheet_rates():
     nvl = BY_SLUG["h100_nvl"]
     assert nvl["bf16_dense_tflops"] * 2 == 1671
     assert nvl["fp8_dense_tflops"] * 2 == 3341
+
+
+@pytest.mark.parametrize(
+    ("slug", "device_ids"),
+    [
+        # open-gpu-kernel-modules' name table (Turing and later) / pci.ids (Pascal, Volta).
+        ("h800_nvl", ["0x233A"]),
+        ("rtx2080ti", ["0x1E04", "0x1E07"]),
+        ("rtx3090", ["0x2204"]),
+        ("gtx1080ti", ["0x1B06"]),
+        ("v100_16g_sxm2", ["0x1DB1"]),
+        ("v100_32g_sxm2", ["0x1DB5"]),
+        ("v100_16g_pcie", ["0x1DB4"]),
+        ("v100_32g_pcie", ["0x1DB6"]),
+    ],
+)
+def test_added_models_carry_their_published_device_ids(slug, device_ids):
+    assert BY_SLUG[slug]["pci_device_ids"] == device_ids
+
+
+def test_added_bandwidths_worked_out_by_hand():
+    """GB/s = data rate (Gbps per pin) x bus width (bits) / 8.
+
+    RTX 2080 Ti 14 x 352 / 8 = 616; RTX 3090 19.5 x 384 / 8 = 936; GTX 1080 Ti 11 x 352 / 8 = 484;
+    V100 (HBM2, datasheet) 900 for all four.
+    """
+    got = {s: BY_SLUG[s]["memory_bandwidth_gbps"] for s in ("rtx2080ti", "rtx3090", "gtx1080ti")}
+    assert got == {"rtx2080ti": 616, "rtx3090": 936, "gtx1080ti": 484}
+    assert {BY_SLUG[f"v100_{m}_{f}"]["memory_bandwidth_gbps"] for m in ("16g", "32g")
+            for f in ("sxm2", "pcie")} == {900}  # fmt: skip

@@ -14,20 +14,20 @@ from pools.inventory.services.import_files import inventory_import_file
 
 pytestmark = pytest.mark.django_db
 
-TESLA_V100 = "NVIDIA Tesla V100-SXM2-32GB"
+TESLA_P100 = "NVIDIA Tesla P100-PCIE-16GB"
 
 
 @pytest.fixture
 def legacy_fleet():
-    """Two Slurm nodes with 4 'v100' cards each, one nvidia-smi node with 2 Tesla V100s."""
+    """Two Slurm nodes with 4 'p100' cards each, one nvidia-smi node with 2 Tesla P100s."""
     inventory_import_file(
         data=slurm_nodes_json(
-            slurm_node("legacy-01", "gpu:v100:4"), slurm_node("legacy-02", "gpu:v100:4")
+            slurm_node("legacy-01", "gpu:p100:4"), slurm_node("legacy-02", "gpu:p100:4")
         ),
         source="slurm",
     )
     inventory_import_file(
-        data=nvidia_smi_csv(2, name=TESLA_V100, memory_mib=32768),
+        data=nvidia_smi_csv(2, name=TESLA_P100, memory_mib=16384),
         source="nvidia-smi",
         node="old-01",
     )
@@ -36,7 +36,7 @@ def legacy_fleet():
 def test_mapping_a_name_recognises_every_card_reporting_it_and_is_audited(legacy_fleet, pool_admin):
     target = GpuModel.objects.get(slug="a100_40g_sxm")
 
-    count = gpu_model_alias_map(raw_name="v100", gpu_model=target, actor=pool_admin)
+    count = gpu_model_alias_map(raw_name="p100", gpu_model=target, actor=pool_admin)
 
     assert count == 8
     assert Gpu.objects.filter(gpu_model=target).count() == 8
@@ -44,30 +44,30 @@ def test_mapping_a_name_recognises_every_card_reporting_it_and_is_audited(legacy
         "legacy-01",
         "legacy-02",
     }
-    # Exact matching: the Tesla V100 name is another key and stays unrecognised.
+    # Exact matching: the Tesla P100 name is another key and stays unrecognised.
     assert selectors.unrecognised_model_list() == [
-        {"raw_model_name": TESLA_V100, "model_candidates": [], "gpu_count": 2, "node_count": 1}
+        {"raw_model_name": TESLA_P100, "model_candidates": [], "gpu_count": 2, "node_count": 1}
     ]
-    alias = GpuModelAlias.objects.get(key="v100")
-    assert (alias.value, alias.kind, alias.gpu_model) == ("v100", "admin", target)
+    alias = GpuModelAlias.objects.get(key="p100")
+    assert (alias.value, alias.kind, alias.gpu_model) == ("p100", "admin", target)
     event = AuditEvent.objects.get(action="gpu_model_alias.created")
     assert (event.actor, event.object_type, event.object_id) == (
         pool_admin,
         "pools.gpumodelalias",
         str(alias.pk),
     )
-    assert event.after == {"value": "v100", "gpu_model": "a100_40g_sxm"}
+    assert event.after == {"value": "p100", "gpu_model": "a100_40g_sxm"}
 
 
 def test_a_mapped_name_is_recognised_by_later_imports():
     target = GpuModel.objects.get(slug="a100_40g_sxm")
-    gpu_model_alias_map(raw_name=" V-100 ", gpu_model=target, actor=None)
+    gpu_model_alias_map(raw_name=" P-100 ", gpu_model=target, actor=None)
 
     inventory_import_file(
-        data=slurm_nodes_json(slurm_node("legacy-03", "gpu:v100:2")), source="slurm"
+        data=slurm_nodes_json(slurm_node("legacy-03", "gpu:p100:2")), source="slurm"
     )
 
-    assert resolved_slug("v100") == "a100_40g_sxm"
+    assert resolved_slug("p100") == "a100_40g_sxm"
     assert list(Gpu.objects.values_list("gpu_model__slug", flat=True)) == ["a100_40g_sxm"] * 2
 
 
@@ -78,21 +78,21 @@ def resolved_slug(raw: str) -> str | None:
 
 def test_mapping_the_same_name_again_to_the_same_model_maps_nothing_new(legacy_fleet, pool_admin):
     target = GpuModel.objects.get(slug="a100_40g_sxm")
-    gpu_model_alias_map(raw_name="v100", gpu_model=target, actor=pool_admin)
+    gpu_model_alias_map(raw_name="p100", gpu_model=target, actor=pool_admin)
 
-    again = gpu_model_alias_map(raw_name="v100", gpu_model=target, actor=pool_admin)
+    again = gpu_model_alias_map(raw_name="p100", gpu_model=target, actor=pool_admin)
 
     assert again == 0
-    assert GpuModelAlias.objects.filter(key="v100").count() == 1
+    assert GpuModelAlias.objects.filter(key="p100").count() == 1
     assert AuditEvent.objects.filter(action="gpu_model_alias.created").count() == 1
 
 
-@pytest.mark.parametrize("raw_name", ["v100", "V100"])
+@pytest.mark.parametrize("raw_name", ["p100", "P100"])
 def test_mapping_a_name_already_mapped_to_another_model_is_a_conflict(
     legacy_fleet, pool_admin, table_counts, raw_name
 ):
     gpu_model_alias_map(
-        raw_name="v100", gpu_model=GpuModel.objects.get(slug="a100_40g_sxm"), actor=pool_admin
+        raw_name="p100", gpu_model=GpuModel.objects.get(slug="a100_40g_sxm"), actor=pool_admin
     )
     before = table_counts()
     mapped = list(Gpu.objects.order_by("id").values_list("id", "gpu_model_id"))

@@ -196,7 +196,7 @@ def test_invalid_hostname_rejects_that_node_only_and_keeps_the_others():
 
     report = import_slurm(
         slurm_node("gpu-node-01", "gpu:rtx4090:4", partitions=["dev"]),
-        slurm_node("gpu node 01", "gpu:v100:4", partitions=["dev"]),
+        slurm_node("gpu node 01", "gpu:p100:4", partitions=["dev"]),
         slurm_node("gpu-node-02", "gpu:rtx4090d:2", partitions=["dev"]),
     )
 
@@ -211,7 +211,7 @@ def test_invalid_hostname_rejects_that_node_only_and_keeps_the_others():
         ("gpu-node-02", dev.slug, "slurm", "up"),
     ]
     assert Gpu.objects.count() == 6
-    assert not Gpu.objects.filter(raw_model_name="v100").exists()
+    assert not Gpu.objects.filter(raw_model_name="p100").exists()
     assert not AuditEvent.objects.filter(object_repr="gpu node 01").exists()
     record = InventoryImport.objects.get()
     assert (record.nodes_created, record.nodes_rejected, record.gpus_seen) == (2, 1, 6)
@@ -313,9 +313,9 @@ def test_masked_all_zero_uuids_are_stored_as_null_with_a_warning_on_two_nodes(fi
 
 
 def test_unrecognised_models_are_kept_with_their_raw_name_and_listed():
-    slurm = import_slurm(slurm_node("legacy-01", "gpu:v100:4"))
+    slurm = import_slurm(slurm_node("legacy-01", "gpu:p100:4"))
     smi = import_smi(
-        "old-01", nvidia_smi_csv(2, name="NVIDIA Tesla V100-SXM2-32GB", memory_mib=32768)
+        "old-01", nvidia_smi_csv(2, name="NVIDIA Tesla P100-PCIE-16GB", memory_mib=16384)
     )
 
     assert slurm.created == ["legacy-01"] and slurm.ok
@@ -323,13 +323,13 @@ def test_unrecognised_models_are_kept_with_their_raw_name_and_listed():
     assert [w.field for w in slurm.warnings] == ["model"] * 4
     assert [w.field for w in smi.warnings] == ["model"] * 2
     assert set(Gpu.objects.values_list("node__hostname", "raw_model_name", "gpu_model")) == {
-        ("legacy-01", "v100", None),
-        ("old-01", "NVIDIA Tesla V100-SXM2-32GB", None),
+        ("legacy-01", "p100", None),
+        ("old-01", "NVIDIA Tesla P100-PCIE-16GB", None),
     }
     assert selectors.unrecognised_model_list() == [
-        {"raw_model_name": "v100", "model_candidates": [], "gpu_count": 4, "node_count": 1},
+        {"raw_model_name": "p100", "model_candidates": [], "gpu_count": 4, "node_count": 1},
         {
-            "raw_model_name": "NVIDIA Tesla V100-SXM2-32GB",
+            "raw_model_name": "NVIDIA Tesla P100-PCIE-16GB",
             "model_candidates": [],
             "gpu_count": 2,
             "node_count": 1,

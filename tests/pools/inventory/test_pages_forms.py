@@ -149,7 +149,7 @@ def test_a_member_cannot_post_an_import(member_page, table_counts):
 def legacy():
     inventory_import_file(
         data=slurm_nodes_json(
-            slurm_node("legacy-01", "gpu:v100:4"), slurm_node("legacy-02", "gpu:v100:4")
+            slurm_node("legacy-01", "gpu:p100:4"), slurm_node("legacy-02", "gpu:p100:4")
         ),
         source="slurm",
     )
@@ -162,7 +162,7 @@ def test_the_unrecognised_page_lists_names_and_offers_the_mapping_to_admins(
     member_view = member_page.get(UNRECOGNISED)
 
     assert admin_view.context["rows"] == [
-        {"raw_model_name": "v100", "model_candidates": [], "gpu_count": 8, "node_count": 2}
+        {"raw_model_name": "p100", "model_candidates": [], "gpu_count": 8, "node_count": 2}
     ]
     assert b'name="gpu_model"' in admin_view.content
     assert b'name="gpu_model"' not in member_view.content
@@ -170,7 +170,7 @@ def test_the_unrecognised_page_lists_names_and_offers_the_mapping_to_admins(
 
 def test_an_admin_maps_a_name_from_the_page(admin_page, pool_admin, legacy):
     response = admin_page.post(
-        UNRECOGNISED, {"raw_model_name": "v100", "gpu_model": "a100_40g_sxm"}, follow=True
+        UNRECOGNISED, {"raw_model_name": "p100", "gpu_model": "a100_40g_sxm"}, follow=True
     )
 
     assert response.redirect_chain == [(UNRECOGNISED, 302)]
@@ -198,7 +198,7 @@ def test_a_member_cannot_map_a_name(member_page, legacy, table_counts):
     before = table_counts()
 
     response = member_page.post(
-        UNRECOGNISED, {"raw_model_name": "v100", "gpu_model": "a100_40g_sxm"}
+        UNRECOGNISED, {"raw_model_name": "p100", "gpu_model": "a100_40g_sxm"}
     )
 
     assert response.status_code == 403
@@ -211,7 +211,7 @@ def test_the_unrecognised_list_exports_csv(member_page, legacy):
 
     assert b"".join(response.streaming_content).decode().splitlines() == [
         "raw_model_name,model_candidates,gpu_count,node_count",
-        "v100,,8,2",
+        "p100,,8,2",
     ]
 
 
