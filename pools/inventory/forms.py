@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 from django import forms
 from django.conf import settings
+from django.core.validators import MinValueValidator
 
-from pools.choices import InventorySource
+from pools.choices import AliasKind, InventorySource
 from pools.inventory.models import GpuModel, Pool
+from pools.inventory.services.catalogue import GPU_MODEL_FIELDS
 from pools.validators import hostname_validator
 
 
@@ -70,3 +73,100 @@ class CudaCheckForm(forms.Form):
         if not re.fullmatch(r"\d{1,2}\.\d{1,2}", value):
             raise forms.ValidationError("Write a CUDA version as MAJOR.MINOR, e.g. 12.4.")
         return value
+
+
+class GpuModelForm(forms.ModelForm):
+    """A catalogue model as pool admins edit it on the page.
+
+    Aliases are one per line as ``kind: value`` (``nvidia-smi: NVIDIA RTX A6000``), device ids
+    ``0xNNNN`` separated by spaces or commas, citations one per line as ``field: source``. The
+    identity checks (aliases unique across models, ids claimed once) are the service's
+    (:mod:`pools.inventory.services.catalogue`); their errors come back on these fields.
+    """
+
+    aliases_text = forms.CharField(
+        label="Aliases",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text="One per line, kind: value. Kinds: "
+        + ", ".join(kind.value for kind in AliasKind)
+        + ". Case, spaces, hyphens and the NVIDIA/GeForce prefix do not count when matching.",
+    )
+    pci_device_ids_text = forms.CharField(
+        label="PCI device ids",
+        required=False,
+        help_text="16-bit ids as 0xNNNN, separated by spaces or commas (e.g. 0x2330).",
+    )
+    sources_text = forms.CharField(
+        label="Sources",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text="One per line, field: citation (datasheet URL and the figure it gives).",
+    )
+
+    class Meta:
+        model = GpuModel
+        fields = ["slug", *GPU_MODEL_FIELDS[:-2]]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in _POSITIVE_FIELDS:
+            self.fields[name].min_value = Decimal("0.01")
+            self.fields[name].validators.append(MinValueValidator(Decimal("0.01")))
+        for name in ("tdp_w", "cuda_cores"):
+            self.fields[name].validators.append(MinValueValidator(1))
+        if self.instance.pk:
+            self.fields["slug"].disabled = True
+            self.initial["aliases_text"] = "\n".join(
+                f"{a.kind}: {a.value}" for a in self.instance.aliases.order_by("kind", "value")
+            )
+            self.initial["pci_device_ids_text"] = " ".join(self.instance.pci_device_ids)
+            self.initial["sources_text"] = "\n".join(
+                f"{field}: {source}" for field, source in self.instance.sources.items()
+            )
+
+    def clean_aliases_text(self):
+        aliases, kinds = [], {kind.value for kind in AliasKind}
+        for number, line in enumerate(self.cleaned_data["aliases_text"].splitlines(), 1):
+            if not line.strip():
+                continue
+            kind, sep, value = line.partition(":")
+            if not sep or kind.strip() not in kinds or not value.strip():
+                raise forms.ValidationError(
+                    f"Line {number}: write kind: value with a kind of {', '.join(sorted(kinds))}."
+                )
+            aliases.append({"kind": kind.strip(), "value": value.strip()[:120]})
+        return aliases
+
+    def clean_pci_device_ids_text(self):
+        return [v for v in re.split(r"[\s,]+", self.cleaned_data["pci_device_ids_text"]) if v]
+
+    def clean_sources_text(self):
+        sources = {}
+        for number, line in enumerate(self.cleaned_data["sources_text"].splitlines(), 1):
+            if not line.strip():
+                continue
+            field, sep, citation = line.partition(":")
+            if not sep or not field.strip() or not citation.strip():
+                raise forms.ValidationError(f"Line {number}: write field: citation.")
+            sources[field.strip()] = citation.strip()
+        return sources
+
+    def service_values(self) -> tuple[dict, list[dict[str, str]]]:
+        """The validated fields and aliases, as the catalogue service takes them."""
+        data = self.cleaned_data
+        fields = {name: data[name] for name in GPU_MODEL_FIELDS[:-2]}
+        fields["sources"] = data["sources_text"]
+        fields["pci_device_ids"] = data["pci_device_ids_text"]
+        return fields, data["aliases_text"]
+
+
+_POSITIVE_FIELDS = (
+    "memory_gib",
+    "memory_bandwidth_gbps",
+    "fp16_dense_tflops",
+    "bf16_dense_tflops",
+    "fp8_dense_tflops",
+    "int8_dense_tops",
+    "nvlink_gbps",
+)

@@ -6,14 +6,16 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods
 
 from pools.errors import DomainError
 from pools.inventory import selectors
 from pools.inventory.filtersets import GpuFilterSet, GpuModelFilterSet, NodeFilterSet
-from pools.inventory.forms import AliasMapForm, CudaCheckForm, InventoryUploadForm
+from pools.inventory.forms import AliasMapForm, CudaCheckForm, GpuModelForm, InventoryUploadForm
 from pools.inventory.models import Node
+from pools.inventory.services.catalogue import gpu_model_create, gpu_model_update
 from pools.inventory.services.gpu_models import gpu_model_alias_map
 from pools.inventory.services.import_files import inventory_import_file
 from pools.web import Column, csv_response, filtered_list, pool_admin_required
@@ -102,6 +104,48 @@ def gpu_model_list(request):
         filename="gpu-models.csv",
         default_ordering=("name",),
     )
+
+
+@pool_admin_required
+@require_http_methods(["GET", "POST"])
+def gpu_model_edit(request, slug: str | None = None):
+    """Create (no ``slug``) or edit a catalogue model; pool admins only, audited by the service."""
+    model = None
+    if slug is not None:
+        model = selectors.gpu_model_list().filter(slug=slug).first()
+        if model is None:
+            raise Http404("No such GPU model.")
+    form = GpuModelForm(request.POST or None, instance=model)
+    if request.method == "POST" and form.is_valid():
+        fields, aliases = form.service_values()
+        try:
+            if model is None:
+                saved = gpu_model_create(
+                    slug=form.cleaned_data["slug"],
+                    fields=fields,
+                    aliases=aliases,
+                    actor=request.user,
+                )
+            else:
+                saved = gpu_model_update(
+                    gpu_model=model, changes=fields, aliases=aliases, actor=request.user
+                )
+        except DomainError as exc:
+            for field, message in (exc.data.get("errors") or {None: exc.message}).items():
+                form.add_error(_FORM_FIELD.get(field, None), message)
+        else:
+            messages.success(request, f"GPU model {saved.name} saved.")
+            return redirect(f"{reverse('pools:gpu-model-list')}?q={saved.slug}")
+    return render(request, "pools/gpu_model_form.html", {"form": form, "model": model})
+
+
+# The service's field names -> the form's.
+_FORM_FIELD = {
+    "slug": "slug",
+    "aliases": "aliases_text",
+    "pci_device_ids": "pci_device_ids_text",
+    "sources": "sources_text",
+}
 
 
 def node_detail(request, hostname: str):

@@ -20,6 +20,8 @@ PAGES = {
     "nodes/<str:hostname>/": "/nodes/trn-a100-01/",
     "gpus/": "/gpus/",
     "gpu-models/": "/gpu-models/",
+    "gpu-models/new/": "/gpu-models/new/",
+    "gpu-models/<slug:slug>/edit/": "/gpu-models/h100_sxm/edit/",
     "pools/": "/pools/",
     "unrecognised-models/": "/unrecognised-models/",
     "inventory/import/": "/inventory/import/",
