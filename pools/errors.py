@@ -27,6 +27,11 @@ class InvalidInput(DomainError):
     code = "invalid_input"
 
 
+class UnsupportedFormat(InvalidInput):
+    """A file in a format version the portal does not read (a slurmrestd data-parser version it
+    does not know): refused as a whole, never read as if it had no cards."""
+
+
 class UploadTooLarge(InvalidInput):
     code = "upload_too_large"
 

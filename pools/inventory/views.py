@@ -254,7 +254,7 @@ def unrecognised_models(request):
 @require_http_methods(["GET", "POST"])
 def inventory_import(request):
     form = InventoryUploadForm(request.POST or None, request.FILES or None)
-    report = None
+    report, status = None, 200
     if request.method == "POST" and form.is_valid():
         upload = form.cleaned_data["file"]
         try:
@@ -270,8 +270,10 @@ def inventory_import(request):
             form.add_error(
                 exc.data.get("field") if exc.data.get("field") in form.fields else None, exc.message
             )
+            # htmx swaps only 2xx answers: its fragment shows the error with 200
+            status = 200 if request.htmx else 400
     context = {"form": form, "report": report, "imports": selectors.inventory_import_list()[:20]}
     name = "pools/inventory_import.html#result" if request.htmx else "pools/inventory_import.html"
-    response = render(request, name, context)
+    response = render(request, name, context, status=status)
     patch_vary_headers(response, ["HX-Request"])
     return response

@@ -17,6 +17,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from scheduler_adapters.slurm.dialects import DIALECTS, version_key
 from scheduler_adapters.slurm.gres import GPU, parse_gres_strict
 from scheduler_adapters.types import (
     GpuHealth,
@@ -27,6 +28,10 @@ from scheduler_adapters.types import (
     ParseIssue,
     ParseResult,
 )
+
+# The data-parser versions whose node objects this reader knows: the shapes above (v0.0.36-v0.0.39
+# from before the dialects) and every version the adapter speaks.
+NODE_FILE_VERSIONS = frozenset({"v0.0.36", "v0.0.37", "v0.0.38", "v0.0.39", *DIALECTS})
 
 # More than this many cards on one node is a corrupt GRES string (e.g. "gpu:4G"), not hardware.
 MAX_GPUS_PER_NODE = 1024
@@ -90,6 +95,34 @@ def parse_slurm_nodes(payload: dict[str, Any] | str) -> ParseResult:
         if node is not None:
             nodes.append(node)
     return ParseResult(nodes=tuple(nodes), issues=tuple(issues))
+
+
+def slurm_nodes_refusal(text: str) -> str | None:
+    """Why a nodes file cannot be read at all, or ``None``.
+
+    slurmrestd names its output's shape in ``meta.plugin.data_parser``
+    (``"data_parser/v0.0.42"``; 22.05's v0.0.38 answers have no such key). A version outside
+    :data:`NODE_FILE_VERSIONS` may have moved or renamed the fields cards are read from, so the
+    file is refused as a whole instead of imported as nodes without GPUs.
+    """
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError:
+        return None  # parse_slurm_nodes reports it with its line
+    meta = payload.get("meta") if isinstance(payload, dict) else None
+    plugin = meta.get("plugin") if isinstance(meta, dict) else None
+    parser = plugin.get("data_parser") if isinstance(plugin, dict) else None
+    if not isinstance(parser, str):
+        return None
+    version = parser.rpartition("/")[2]
+    if version in NODE_FILE_VERSIONS:
+        return None
+    known = sorted(NODE_FILE_VERSIONS, key=version_key)
+    return (
+        f"meta.plugin.data_parser is {parser!r}: a slurmrestd data-parser version this portal "
+        f"does not read (it reads {known[0]} to {known[-1]}), so where the cards are cannot be "
+        "known; export the nodes with a version it reads (GET /slurm/<version>/nodes)"
+    )
 
 
 def _response_errors(errors: Any) -> Iterable[ParseIssue]:

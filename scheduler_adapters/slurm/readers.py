@@ -190,18 +190,48 @@ def tres_list(value: Any, path: str) -> dict[str, int]:
     return result
 
 
+def job_node_names(entry: Mapping[str, Any]) -> list[str] | None:
+    """The job's nodes in allocation order, ``None`` when they cannot be read.
+
+    ``nodes`` is a host list (``gpu-a100-[01-02]``) in every recorded answer (v0.0.38-v0.0.45);
+    newer parsers describe the allocation as an object, ``{"count", "list", "allocation":
+    [{"index", "name", ...}]}``, which v0.0.42+ put under ``job_resources.nodes``
+    (tests/fixtures/slurm/rest_v0.0.42/job_running.json). Either is read, in the allocation's
+    ``index`` order (the order of ``gres_detail``); an empty or missing ``nodes`` falls back to
+    ``job_resources.nodes``.
+    """
+    value = entry.get("nodes")
+    if not value:
+        resources = entry.get("job_resources")
+        value = resources.get("nodes") if isinstance(resources, Mapping) else None
+    if isinstance(value, Mapping):
+        allocation = value.get("allocation")
+        if isinstance(allocation, list) and allocation:
+            if not all(
+                isinstance(a, Mapping) and isinstance(a.get("name"), str) and a["name"]
+                for a in allocation
+            ):
+                return None
+            if all(isinstance(a.get("index"), int) for a in allocation):
+                allocation = sorted(allocation, key=lambda a: a["index"])
+            return [a["name"] for a in allocation]
+        value = value.get("list")
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return expand_hostlist(value)
+    except ValueError:
+        return None
+
+
 def gpu_slots(entry: Mapping[str, Any]) -> tuple[GpuSlot, ...]:
     """The cards a running job holds, from ``nodes`` (a host list, ``gpu-a100-[01-02]``) and
     ``gres_detail`` (one GRES string per node in that order, ``["gpu:a100:2(IDX:0-1)"]``, as
     ``scontrol show job -d`` prints ``GRES=``). Anything unreadable gives ``()``, so the caller
     treats the job's cards as unknown instead of guessing."""
-    nodes_text = entry.get("nodes")
+    nodes = job_node_names(entry)
     details = entry.get("gres_detail")
-    if not isinstance(nodes_text, str) or not isinstance(details, list):
-        return ()
-    try:
-        nodes = expand_hostlist(nodes_text)
-    except ValueError:
+    if nodes is None or not isinstance(details, list):
         return ()
     if len(nodes) != len(details):
         return ()

@@ -22,6 +22,7 @@ from scheduler_adapters.errors import (
 )
 from scheduler_adapters.records import GpuLimit, GpuSlot, JobSpec, JobState
 from scheduler_adapters.slurm.dialects import DIALECTS
+from scheduler_adapters.slurm.readers import job_node_names
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "slurm"
 VERSIONS = ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45")
@@ -546,3 +547,47 @@ def test_26_05_rejects_with_422_and_keeps_the_number(replay, make_adapter):
         make_adapter(api_version="v0.0.42").submit_job(spec(account="no-such-team"))
 
     assert (caught.value.http_status, caught.value.error_numbers) == (422, (2045,))
+
+
+def test_a_job_whose_nodes_is_an_allocation_object_keeps_its_cards():
+    """Issue 38: ``nodes`` as the allocation object (``{"count", "list", "allocation": [...]}``,
+    the shape v0.0.42 gives under ``job_resources.nodes``) is read like the host list.
+
+    tests/fixtures/slurm/job_running_nodes_allocation_v0.0.42.json is the recorded job 88
+    (1 x a100 on gpu-a100-01, ``gres_detail`` ``gpu:a100:1(IDX:0)``) with that object in
+    ``nodes``: its one card is gpu-a100-01's device 0, as from the host list.
+    """
+    payload = json.loads((FIXTURES / "job_running_nodes_allocation_v0.0.42.json").read_text())[
+        "body"
+    ]
+    assert isinstance(payload["jobs"][0]["nodes"], dict)
+
+    (placement,) = DIALECTS["v0.0.42"].read_job_placements(payload)
+
+    assert placement.job_id == 88
+    assert placement.slots == (GpuSlot("gpu-a100-01", 0, "a100"),)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "expected"),
+    [
+        ("gpu-a100-[01-02]", ["gpu-a100-01", "gpu-a100-02"]),
+        (
+            {"count": 2, "list": "gpu-[01-02]", "allocation": [
+                {"index": 1, "name": "gpu-02"}, {"index": 0, "name": "gpu-01"}]},
+            ["gpu-01", "gpu-02"],
+        ),
+        ({"count": 2, "list": "gpu-[01-02]"}, ["gpu-01", "gpu-02"]),
+        ({"count": 1, "allocation": [{"index": 0}]}, None),
+        ({"count": 0}, None),
+        (None, None),
+    ],
+)  # fmt: skip
+def test_job_node_names(nodes, expected):
+    assert job_node_names({"nodes": nodes}) == expected
+
+
+def test_an_empty_nodes_falls_back_to_job_resources():
+    entry = {"nodes": "", "job_resources": {"nodes": {"list": "gpu-a100-01"}}}
+
+    assert job_node_names(entry) == ["gpu-a100-01"]

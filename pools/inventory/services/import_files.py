@@ -11,13 +11,13 @@ from typing import Any
 
 from django.conf import settings
 
-from pools.errors import InvalidInput, UploadTooLarge
+from pools.errors import InvalidInput, UnsupportedFormat, UploadTooLarge
 from pools.inventory.models import Pool
 from pools.inventory.nvidia_smi import parse_nvidia_smi
 from pools.inventory.services.importer import ImportReport, inventory_import
 from pools.inventory.topology import parse_topology
 from scheduler_adapters.kubernetes_nodes import parse_kubernetes_nodes
-from scheduler_adapters.slurm.nodes import parse_slurm_nodes
+from scheduler_adapters.slurm.nodes import parse_slurm_nodes, slurm_nodes_refusal
 from scheduler_adapters.types import InventorySource, NodeSnapshot, ParseIssue, ParseResult
 
 
@@ -35,7 +35,8 @@ def inventory_parse_file(
     Node or NodeList as JSON or YAML (``kubectl get nodes -o json``); for these two, ``node``
     keeps only that node. Bytes that are not UTF-8 are replaced and reported with their line
     number; the rest of the file is still read. Raises :class:`pools.errors.InvalidInput` for
-    an unknown source, a missing ``node`` for nvidia-smi, an empty file, or one over
+    an unknown source, a missing ``node`` for nvidia-smi, a slurmrestd file of a data-parser
+    version the reader does not know, an empty file, or one over
     ``INVENTORY_UPLOAD_MAX_BYTES`` (:class:`pools.errors.UploadTooLarge`).
     """
     source = _source(source)
@@ -58,6 +59,9 @@ def inventory_parse_file(
     if source == InventorySource.NVIDIA_SMI:
         result = _with_topology(parse_nvidia_smi(text, hostname=node.strip()), text)
     elif source == InventorySource.SLURM:
+        refusal = slurm_nodes_refusal(text)
+        if refusal is not None:
+            raise UnsupportedFormat(f"{label}: {refusal}", field="file")
         result = parse_slurm_nodes(text)
     else:
         result = parse_kubernetes_nodes(text)
@@ -148,7 +152,8 @@ def inventory_import_files(
     Every file is parsed first; a file that cannot be used at all (empty, too large, no node
     for nvidia-smi) becomes an issue of the report instead of stopping the others. Then all
     nodes are imported in one run (one alias lookup, one report), each node in its own
-    transaction. Raises :class:`InvalidInput` only for an unknown source or no files.
+    transaction. Raises :class:`InvalidInput` only for an unknown source or no files, and
+    :class:`UnsupportedFormat` (nothing imported) for a file in a format version it cannot read.
     """
     source = _source(source)
     if not files:
@@ -158,6 +163,8 @@ def inventory_import_files(
     for filename, data, node in files:
         try:
             result = inventory_parse_file(data=data, source=source, node=node, filename=filename)
+        except UnsupportedFormat:
+            raise
         except InvalidInput as exc:
             issues.append(ParseIssue(exc.message, field=exc.data.get("field"), node=node))
             continue

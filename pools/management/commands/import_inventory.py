@@ -17,6 +17,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand
 
+from pools.errors import InvalidInput
 from pools.inventory.models import Pool
 from pools.inventory.services.import_files import inventory_import_files
 from scheduler_adapters.types import InventorySource
@@ -53,7 +54,10 @@ class Command(BaseCommand):
             except OSError as exc:
                 self._usage(f"cannot read {name}: {exc.strerror}")
             batch.append((path.name, data, path.stem if node_from_filename else node))
-        report = inventory_import_files(files=batch, source=source, pool=target)
+        try:
+            report = inventory_import_files(files=batch, source=source, pool=target)
+        except InvalidInput as exc:
+            self._usage(exc.message)
         self.stdout.write(
             f"{len(files)} file(s): {len(report.created)} created, {len(report.updated)} updated, "
             f"{len(report.unchanged)} unchanged, {len(report.rejected)} rejected, "
