@@ -25,21 +25,34 @@ Rules (tricky cases C10, C12):
   as its first occurrence (PEP 495 ``fold=0``, the DST offset) and one that does not exist (the
   spring-forward gap: the zone is probably wrong) by ``fold=0`` too, the offset before the
   change; either is reported for the line, the row is still imported.
-- A line with more fields than the header (a ``JobName`` containing the delimiter), fewer
-  fields, or a value that cannot be read is rejected with its 1-based line number; the other
-  lines are still read.
+- A ``JobName`` (or another free-text column, :data:`FREE_TEXT_COLUMNS`) holding the delimiter
+  gives a line with more fields than the header. When it is the only free-text column the
+  extra fields can only be its own: they are joined back and the line is read, with a
+  ``delimiter_in_field`` note naming it. With several free-text columns it is rejected.
+- A field holding a newline splits a record over lines: a line with too few fields is joined
+  with the next ones while those cannot start a record (their job id column holds no job id),
+  with a ``newline_in_field`` note.
+- Any other line with more or fewer fields than the header, or a value that cannot be read, is
+  rejected with its 1-based line number; the other lines are still read.
+- ``sacct --json`` (the text starts with ``{``) is Slurm's data_parser output: the same
+  ``jobs[]`` as slurmrestd's ``GET /slurmdb/<version>/jobs``, read by that version's dialect
+  (:func:`read_sacct_json`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 from billing.pricing import gpu_counts_from_tres, parse_slurm_duration
+from scheduler_adapters.errors import UnexpectedResponse
 from scheduler_adapters.records import JobRecord, JobState
+from scheduler_adapters.slurm.dialects import DIALECTS, known_versions
 from scheduler_adapters.slurm.gres import parse_tres
 
 UTC_ZONE = ZoneInfo("UTC")
@@ -49,6 +62,14 @@ DEFAULT_DELIMITER = "|"
 _MISSING_TIME = {"", "NONE", "UNKNOWN", "N/A"}
 _UNKNOWN_TRES = {"", "N/A"}
 _ID_COLUMNS = ("JobIDRaw", "JobID")
+#: sacct --format fields whose text users or admins choose, so they may hold the delimiter or a
+#: newline (sacct prints them as they are); every other field is Slurm's own vocabulary.
+FREE_TEXT_COLUMNS = frozenset({
+    "JobName", "Comment", "AdminComment", "SystemComment", "WorkDir", "SubmitLine",
+    "Constraints", "Extra", "Container", "StdIn", "StdOut", "StdErr",
+})  # fmt: skip
+# JobID / JobIDRaw as sacct prints them: 1001, 1001_7, 1001_[1-3%2], 1001+0, 1001.batch.
+_JOB_ID = re.compile(r"\d+(_\d+|_\[[^\]]*\]|\+\d+)?(\.[\w-]+)?")
 
 
 class SacctUnusable(ValueError):
@@ -122,12 +143,10 @@ def read_sacct(
     _check_columns(names)
     read = SacctRead()
     seen: dict[tuple[int, datetime | None], int] = {}
-    for number, line in numbered:
-        if trailing:
-            line = line.removesuffix(delimiter)
-        fields = line.split(delimiter)
-        notes: list[tuple[str, str]] = []
+    for number, fields, notes in _rows(numbered, names, delimiter, trailing):
         try:
+            if len(fields) > len(names):
+                fields = _rejoined(fields, names, delimiter, notes)
             if len(fields) != len(names):
                 raise _field_count(len(fields), len(names), delimiter)
             row = dict(zip(names, fields, strict=True))
@@ -150,6 +169,113 @@ def read_sacct(
     return read
 
 
+def _rows(
+    numbered: list[tuple[int, str]], names: Sequence[str], delimiter: str, trailing: bool
+) -> Iterator[tuple[int, list[str], list[tuple[str, str]]]]:
+    """``(first line number, fields, notes)`` per record.
+
+    A line with fewer fields than the header is joined (with the ``\n`` sacct printed) to the
+    lines after it while it still has too few and the next line cannot start a record: its
+    job id column holds no job id. The join is noted for the record's first line.
+    """
+    position = _id_position(names)
+    index = 0
+    while index < len(numbered):
+        number, line = numbered[index]
+        index += 1
+        joined = 0
+        while (
+            len(_split(line, delimiter, trailing)) < len(names)
+            and index < len(numbered)
+            and not _starts_record(numbered[index][1], delimiter, position)
+        ):
+            line = f"{line}\n{numbered[index][1]}"
+            index += 1
+            joined += 1
+        notes: list[tuple[str, str]] = []
+        if joined:
+            notes.append((
+                "newline_in_field",
+                f"lines {number}-{number + joined} are one record: a field holds a newline "
+                "(the next line could not start a record); read joined",
+            ))  # fmt: skip
+        yield number, _split(line, delimiter, trailing), notes
+
+
+def _split(line: str, delimiter: str, trailing: bool) -> list[str]:
+    return (line.removesuffix(delimiter) if trailing else line).split(delimiter)
+
+
+def _id_position(names: Sequence[str]) -> int:
+    return next(i for i, name in enumerate(names) if name in _ID_COLUMNS)
+
+
+def _starts_record(line: str, delimiter: str, position: int) -> bool:
+    fields = line.split(delimiter)
+    return len(fields) > position and _JOB_ID.fullmatch(fields[position].strip()) is not None
+
+
+def _rejoined(
+    fields: list[str], names: Sequence[str], delimiter: str, notes: list[tuple[str, str]]
+) -> list[str]:
+    """Put the delimiters a free-text column held back into it, when it is the only one.
+
+    Every other column is Slurm's own (ids, states, times, TRES) and never holds the
+    delimiter, so the extra fields can only have come from the free-text column: it is fields
+    ``i .. i + extra`` joined again. With several free-text columns the split is a guess:
+    the fields are returned as they are (and the line rejected).
+    """
+    free = [i for i, name in enumerate(names) if name in FREE_TEXT_COLUMNS]
+    if len(free) != 1:
+        return fields
+    i, extra = free[0], len(fields) - len(names)
+    value = delimiter.join(fields[i : i + extra + 1])
+    notes.append((
+        "delimiter_in_field",
+        f"{names[i]} holds the delimiter {delimiter!r} ({extra} time(s)): read as {value!r}, "
+        "the only free-text column",
+    ))  # fmt: skip
+    return [*fields[:i], value, *fields[i + extra + 1 :]]
+
+
+def read_sacct_json(text: str) -> SacctRead:
+    """Records of ``sacct --json`` output.
+
+    The output names its shape in ``meta.plugin.data_parser`` (``"data_parser/v0.0.41"``;
+    22.05's v0.0.38 in ``meta.plugin.type``, ``"openapi/dbv0.0.38"``) and is read by that
+    version's dialect, as slurmrestd's answer is. Times are epoch seconds, so no time zone
+    is involved. Raises :class:`SacctUnusable` for text that is not JSON, a version the
+    adapter does not speak, or a shape that version does not have.
+    """
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError as problem:
+        raise SacctUnusable(f"not JSON (line {problem.lineno}: {problem.msg})") from None
+    version = _data_parser_version(payload)
+    if version not in DIALECTS:
+        raise SacctUnusable(
+            f"sacct --json output of data parser {version or 'unknown'!r}; this portal reads "
+            f"{known_versions()}: export with sacct --json=<one of them> or as sacct -P text"
+        )
+    try:
+        records = DIALECTS[version].read_accounting_jobs(payload)
+    except UnexpectedResponse as problem:
+        raise SacctUnusable(f"sacct --json ({version}): {problem}") from None
+    return SacctRead(records=sorted(records, key=lambda r: r.job_id))
+
+
+def _data_parser_version(payload: object) -> str | None:
+    meta = payload.get("meta") if isinstance(payload, dict) else None
+    plugin = meta.get("plugin") if isinstance(meta, dict) else None
+    if not isinstance(plugin, dict):
+        return None
+    for key, prefix in (("data_parser", "data_parser/"), ("type", "openapi/db")):
+        value = plugin.get(key)
+        if isinstance(value, str) and value.startswith(prefix):
+            return value.removeprefix(prefix)
+    return None
+
+
 def _check_columns(names: Sequence[str]) -> None:
     missing = []
     if not set(names) & set(_ID_COLUMNS):
@@ -169,9 +295,10 @@ def _field_count(found: int, expected: int, delimiter: str) -> _Rejected:
     if found > expected:
         return _Rejected(
             "too_many_fields",
-            f"{found} fields where the header has {expected}: a field (JobName?) contains the "
-            f"delimiter {delimiter!r}; export with sacct --delimiter=<a character no field holds> "
-            "and pass the same --delimiter",
+            f"{found} fields where the header has {expected}: a free-text field contains the "
+            f"delimiter {delimiter!r} and there is more than one free-text column to put it "
+            "back in; export with sacct --delimiter=<a character no field holds> and pass the "
+            "same --delimiter",
         )
     return _Rejected("too_few_fields", f"{found} fields where the header has {expected}")
 
@@ -334,8 +461,8 @@ def _state(text: str) -> JobState | None:
 
 
 class SacctFile:
-    """``jobs_from_accounting`` over sacct text, for :func:`usage_import_slurm`; ``issues``
-    are the lines :func:`read_sacct` rejected or noted."""
+    """``jobs_from_accounting`` over sacct text (``-P``, or ``--json``), for
+    :func:`usage_import_slurm`; ``issues`` are the lines :func:`read_sacct` rejected or noted."""
 
     def __init__(
         self,
@@ -345,7 +472,10 @@ class SacctFile:
         delimiter: str = DEFAULT_DELIMITER,
         time_format: str | None = None,
     ) -> None:
-        read = read_sacct(text, zone=zone, delimiter=delimiter, time_format=time_format)
+        if text.lstrip().startswith("{"):
+            read = read_sacct_json(text)
+        else:
+            read = read_sacct(text, zone=zone, delimiter=delimiter, time_format=time_format)
         self.records = read.records
         self.issues = read.issues
         self.rejected = read.rejected

@@ -97,20 +97,24 @@ def test_without_a_configured_zone_times_are_utc(team, train_pool, tmp_path, set
 
 
 def test_a_delimiter_in_a_field_rejects_that_line_only(team, train_pool, tmp_path, capsys):
+    # JobName and Comment are both free text: which one holds the '|' cannot be known.
     path = write(
         tmp_path,
-        f"7005|7005|ok|COMPLETED|nlp|train|2026-10-02T00:00:00|2026-10-02T01:00:00|3600|{TWO_A100}",
-        f"7006|7006|a|b|COMPLETED|nlp|train|2026-10-02T00:00:00|2026-10-02T01:00:00|3600|"
+        f"7005|7005|ok|-|COMPLETED|nlp|train|2026-10-02T00:00:00|2026-10-02T01:00:00|3600|"
         f"{TWO_A100}",
-        f"7007|7007|ok|COMPLETED|nlp|train|2026-10-03T00:00:00|2026-10-03T03:00:00|10800|"
+        f"7006|7006|a|b|-|COMPLETED|nlp|train|2026-10-02T00:00:00|2026-10-02T01:00:00|3600|"
         f"{TWO_A100}",
+        f"7007|7007|ok|-|COMPLETED|nlp|train|2026-10-03T00:00:00|2026-10-03T03:00:00|10800|"
+        f"{TWO_A100}",
+        header="JobID|JobIDRaw|JobName|Comment|State|Account|Partition|Start|End|ElapsedRaw|"
+        "AllocTRES",
     )
     assert import_usage(path) == 1
     # 7005: 2 × 1 h = 2 card-h; 7007: 2 × 3 h = 6 card-h; 7006 (line 3) not imported
     assert card_hours() == {"7005": 2, "7007": 6}
     out = capsys.readouterr().out
     assert "2 created, 0 updated, 0 unchanged, 0 flagged, 1 line(s) rejected" in out
-    assert "  line 3: too_many_fields: 11 fields where the header has 10" in out
+    assert "  line 3: too_many_fields: 12 fields where the header has 11" in out
     (run,) = UsageImport.objects.all()
     assert [(i["line"], i["code"]) for i in run.issues] == [(3, "too_many_fields")]
 
@@ -214,3 +218,56 @@ def test_a_file_saved_with_a_byte_order_mark(team, train_pool, tmp_path):
     path.write_text(f"{header}\r\n{row}\r\n", encoding="utf-8-sig")
     assert import_usage(path) == 0
     assert card_hours() == {"7012": 2}
+
+
+def test_recovered_lines_are_imported_and_said_per_line(team, train_pool, capsys, fixtures_dir):
+    """tests/fixtures/sacct/pipe_in_job_name.txt: 8101 'llama-70b|sft' 4 x 4 h = 16 card-h,
+    8102 'eval|a|b' 2 x 0.5 h = 1, 8103 1 x 1 h = 1; each recovered line is named."""
+    status = import_usage(fixtures_dir / "sacct" / "pipe_in_job_name.txt")
+
+    assert card_hours() == {"8101": 16, "8102": 1, "8103": 1}
+    out = capsys.readouterr().out
+    assert "0 line(s) rejected" in out
+    assert "line 2: delimiter_in_field: JobName holds the delimiter '|' (1 time(s))" in out
+    assert "line 5: delimiter_in_field: JobName holds the delimiter '|' (2 time(s))" in out
+    assert status == 1  # something was reported: a person reads the note
+
+
+def test_a_job_split_by_a_newline_is_billed_once(team, train_pool, capsys, fixtures_dir):
+    """newline_in_job_name.txt: 8201 (2 x 2 h = 4 card-h) over lines 2-3, 8202 and 8204 1 card-h
+    each; 8203 is cut short and rejected."""
+    status = import_usage(fixtures_dir / "sacct" / "newline_in_job_name.txt")
+
+    assert card_hours() == {"8201": 4, "8202": 1, "8204": 1}
+    out = capsys.readouterr().out
+    assert "1 line(s) rejected" in out and "line 2: newline_in_field" in out
+    assert status == 1
+
+
+def test_sacct_json_is_imported(capsys, fixtures_dir):
+    """sacct --json (data_parser v0.0.41, recorded): jobs 88 (1 s) and 91 (3 s) ran 1 x a100 each
+    in partition gpu for account fx-team: 1 + 3 = 4 card-seconds; 90 and 92 hold no card."""
+    from factories import PoolFactory, TeamFactory, node_with_gpus
+
+    TeamFactory(slug="fx-team")
+    node_with_gpus(4, hostname="gpu-a100-01", pool=PoolFactory(slug="gpu", slurm_partition="gpu"))
+
+    status = import_usage(
+        fixtures_dir / "slurm" / "sacct_json_v0.0.41.json", start="2026-12-01", end="2027-01-01"
+    )
+
+    assert status == 0, capsys.readouterr().out
+    assert {r.source_id.split(":")[1]: r.quantity for r in UsageRecord.objects.all()} == {
+        "88": Decimal(1),
+        "91": Decimal(3),
+    }
+
+
+def test_sacct_json_of_an_unknown_data_parser_is_exit_2(tmp_path, capsys, fixtures_dir):
+    payload = (fixtures_dir / "slurm" / "sacct_json_v0.0.41.json").read_text()
+    path = tmp_path / "sacct.json"
+    path.write_text(payload.replace("data_parser/v0.0.41", "data_parser/v0.0.99"))
+
+    assert import_usage(path) == 2
+    assert "data parser 'v0.0.99'" in capsys.readouterr().err
+    assert not UsageRecord.objects.exists()
