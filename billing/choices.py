@@ -48,6 +48,11 @@ class UsageFlag(models.TextChoices):
     NONE = "", "—"
     CLOCK_SKEW = "clock_skew", "End before start (clock skew): clamped to 0, review"
     UNKNOWN_GPU_MODEL = "unknown_gpu_model", "GPU type matches no catalogue model"
+    AMBIGUOUS_TIME = (
+        "ambiguous_time",
+        "Start or end in the hour repeated when DST ended, no elapsed time: billed at the first "
+        "reading, the other kept",
+    )
 
 
 class RateKind(models.TextChoices):

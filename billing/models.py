@@ -9,6 +9,8 @@ A month is stored as the date of its first day in the billing time zone
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import F, Q
@@ -128,6 +130,13 @@ class UsageRecord(models.Model):
     source = models.CharField(max_length=20, choices=UsageSource.choices)
     source_id = models.CharField(max_length=200)
     flag = models.CharField(max_length=20, choices=UsageFlag.choices, blank=True, default="")
+    other_reading_start = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Flag ambiguous_time: the period's start under the other reading of the "
+        "repeated wall-clock hour (period_start is the first reading, the one billed).",
+    )
+    other_reading_end = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -152,6 +161,18 @@ class UsageRecord(models.Model):
     def __str__(self) -> str:
         what = self.gpu_model or self.served_model or "?"
         return f"{self.team} {what} {self.quantity} {self.unit} ({self.source})"
+
+    @property
+    def other_reading_quantity(self) -> Decimal | None:
+        """``quantity`` had the other reading been billed (same rate per second), ``None``
+        when the record has no other reading. Never negative."""
+        if self.other_reading_start is None or self.other_reading_end is None:
+            return None
+        billed = int((self.period_end - self.period_start).total_seconds())
+        other = max(0, int((self.other_reading_end - self.other_reading_start).total_seconds()))
+        if billed <= 0:
+            return None
+        return (self.quantity * other / billed).quantize(Decimal("0.000001"))
 
 
 class UsageImport(models.Model):

@@ -310,7 +310,7 @@ def _record(
     start_wall = _wall(row, "Start", time_format)
     end_wall = _wall(row, "End", time_format)
     elapsed = _elapsed(row)
-    start, end = _run(start_wall, end_wall, elapsed, zone, notes)
+    start, end, others = _run(start_wall, end_wall, elapsed, zone, notes)
     gpus: dict[str | None, Decimal] = {}
     if start is not None:
         text = row["AllocTRES"].strip()
@@ -339,6 +339,8 @@ def _record(
         start=start,
         end=end,
         elapsed_s=elapsed,
+        start_other_reading=others[0],
+        end_other_reading=others[1],
     )
 
 
@@ -403,10 +405,12 @@ def _run(
     elapsed: int | None,
     zone: tzinfo,
     notes: list[tuple[str, str]],
-) -> tuple[datetime | None, datetime | None]:
-    """``(start, end)`` as UTC instants (see the module's rules for DST)."""
+) -> tuple[datetime | None, datetime | None, tuple[datetime | None, datetime | None]]:
+    """``(start, end, (other start, other end))`` as UTC instants (see the module's rules for
+    DST); the others are the second readings of a repeated start/end that nothing settled."""
+    unsettled: tuple[datetime | None, datetime | None] = (None, None)
     if start_wall is None:  # never ran: nothing is charged, so the end needs no care
-        return None, None if end_wall is None else _first_reading(end_wall, zone)
+        return None, None if end_wall is None else _first_reading(end_wall, zone), unsettled
     starts = _readings(start_wall, zone)
     if elapsed is not None:
         duration = timedelta(seconds=elapsed)
@@ -420,11 +424,17 @@ def _run(
             start = fitting[0]
         else:
             start = _noted(start_wall, "Start", zone, notes, hint="")
-        return start, start + duration
+        return start, start + duration, unsettled
     hint = "; add ElapsedRaw to the sacct format to settle it"
     start = _noted(start_wall, "Start", zone, notes, hint=hint)
     end = None if end_wall is None else _noted(end_wall, "End", zone, notes, hint=hint)
-    return start, end
+    return start, end, (_second_reading(start_wall, zone), _second_reading(end_wall, zone))
+
+
+def _second_reading(wall: datetime | None, zone: tzinfo) -> datetime | None:
+    """The later UTC instant of a wall time that happened twice, else ``None``."""
+    readings = [] if wall is None else _readings(wall, zone)
+    return readings[1] if len(readings) == 2 else None
 
 
 def _noted(

@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.html import format_html_join
 
 from billing import selectors
+from billing.choices import LineKind
 from billing.conf import billing_zone
 from billing.pricing import month_of, next_month, previous_month
 from billing.reports import statement_pdf, statements_csv
@@ -53,6 +54,20 @@ def costs_index(request):
     return redirect("billing:team-month", team=team.slug, month=f"{month:%Y-%m}")
 
 
+def _mark_ambiguous_time(lines: list, statement) -> None:
+    """Put each ``ambiguous_time`` warning of the statement on the usage line it is part of
+    (same GPU model and basis, the statement's own month) as ``line.ambiguous``."""
+    notes = [w for w in (statement.warnings if statement else []) if w["code"] == "ambiguous_time"]
+    for line in lines:
+        line.ambiguous = [
+            w
+            for w in notes
+            if line.kind == LineKind.USAGE
+            and line.period == statement.month
+            and (w["gpu_model_id"], w["basis"]) == (line.gpu_model_id, line.basis)
+        ]
+
+
 @login_required
 def team_month(request, team: str, month: str):
     team_obj = get_object_or_404(Team, slug=team)
@@ -63,6 +78,7 @@ def team_month(request, team: str, month: str):
         selectors.statement_list(user=request.user).filter(team=team_obj, month=month_d).first()
     )
     lines = list(selectors.statement_lines(statement=statement)) if statement else []
+    _mark_ambiguous_time(lines, statement)
     export = request.GET.get("export")
     if export and statement is None:
         raise Http404("No statement for this month.")

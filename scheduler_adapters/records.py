@@ -144,6 +144,9 @@ class JobRecord:
     has run so far (``end - start``, or up to now while it runs; Slurm's ``Elapsed``), not
     clipped to any reporting window. ``state_reason`` is Slurm's ``Reason``
     (``"AssocGrpGRES"`` for a job held by its account's GPU limit), ``None`` when "None".
+    ``start_other_reading`` / ``end_other_reading``: when a wall-clock start or end happened
+    twice (the hour repeated as DST ends) and nothing settled which (no elapsed time), the
+    reading not taken (``start``/``end`` are the first occurrence); ``None`` otherwise.
     """
 
     job_id: int
@@ -159,6 +162,8 @@ class JobRecord:
     start: datetime | None
     end: datetime | None
     elapsed_s: int | None
+    start_other_reading: datetime | None = None
+    end_other_reading: datetime | None = None
 
     @property
     def card_seconds(self) -> dict[str | None, int] | None:

@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Case, Exists, IntegerField, OuterRef, Q, Sum, Value, When
 from django.utils import timezone
 
-from billing.choices import ChargeBasis, LineKind, StatementStatus, UsageUnit
+from billing.choices import ChargeBasis, LineKind, StatementStatus, UsageFlag, UsageUnit
 from billing.conf import billing_zone, default_currency
 from billing.errors import StatementFinal
 from billing.models import Statement, StatementLine, UsageRecord
@@ -202,13 +202,38 @@ def _lines_from_sums(
     return lines, warnings
 
 
+def ambiguous_time_notes(month: date, team_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """Per team, one statement warning per usage record of ``month`` metered from a wall-clock
+    time that happened twice (flag ``ambiguous_time``): both readings, the billed first one
+    and the other, as ISO 8601 times and card-hours (6 places), with the line's GPU model and
+    basis so a page can put it on that line. One query for all ``team_ids``."""
+    notes: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    records = UsageRecord.objects.filter(
+        month=month, team_id__in=team_ids, flag=UsageFlag.AMBIGUOUS_TIME
+    ).order_by("period_start", "id")
+    for r in records:
+        other = r.other_reading_quantity
+        notes[r.team_id].append({
+            "code": "ambiguous_time", "gpu_model_id": r.gpu_model_id, "basis": r.basis,
+            "source_id": r.source_id, "job_id": r.source_id.split(":")[1],
+            "billed_start": r.period_start.isoformat(), "billed_end": r.period_end.isoformat(),
+            "billed_card_hours": str(card_hours_rounded(r.quantity)),
+            "other_start": r.other_reading_start.isoformat(),
+            "other_end": r.other_reading_end.isoformat(),
+            "other_card_hours": None if other is None else str(card_hours_rounded(other)),
+        })  # fmt: skip
+    return notes
+
+
 def statement_lines_compute(*, team_id: int, month: date) -> tuple[list[LineData], list[dict], str]:
-    """The usage lines of a team's month, its warnings (unpriced usage) and currency."""
+    """The usage lines of a team's month, its warnings (unpriced usage, usage metered from an
+    ambiguous time) and currency."""
     periods = rate_periods(month=month, zone=billing_zone())
     currency = _month_currency(periods)
     lines, warnings = _lines_from_sums(
         month, periods, currency, _segment_sums(team_id, month, periods)
     )
+    warnings += ambiguous_time_notes(month, [team_id]).get(team_id, [])
     return lines, warnings, currency
 
 
@@ -487,8 +512,10 @@ def statements_close_month(
         todo = [t for t in teams if not (t.pk in existing and existing[t.pk].is_final)]
         names = dict(GpuModel.objects.values_list("pk", "name"))
         built: dict[int, tuple[list[LineData], list[dict]]] = {}
+        ambiguous = ambiguous_time_notes(month, [team.pk for team in todo])
         for team in todo:
             lines, warnings = _lines_from_sums(month, periods, currency, sums.get(team.pk, {}))
+            warnings += ambiguous.get(team.pk, [])
             if team.pk in late_team_ids:
                 lines += _adjustments(team.pk, month, currency)
             lines.sort(key=_sort_key(names))

@@ -51,7 +51,8 @@ from pools.tenancy.models import Team
 from scheduler_adapters.records import JobRecord
 
 _COMPARED = ("quantity", "period_start", "period_end", "basis", "allocation_id", "flag",
-             "gpu_model_id", "team_id", "month")  # fmt: skip
+             "gpu_model_id", "team_id", "month", "other_reading_start",
+             "other_reading_end")  # fmt: skip
 
 
 class AccountingSource(Protocol):
@@ -399,21 +400,21 @@ def usage_import_slurm(
             for month, piece_start, piece_end in split_at_months(job.start, run_end, zone):
                 piece_seconds = int((piece_end - piece_start).total_seconds())
                 covering = catalogue.covering_reservation(team_id, model_id, piece_start)
-                records.append(
-                    UsageRecord(
-                        team_id=team_id,
-                        gpu_model_id=model_id,
-                        allocation_id=covering,
-                        quantity=(cards * piece_seconds).quantize(Decimal("0.000001")),
-                        unit=UsageUnit.CARD_SECONDS,
-                        basis=ChargeBasis.INCLUDED if covering else ChargeBasis.USED,
-                        month=month,
-                        period_start=piece_start,
-                        period_end=piece_end,
-                        source=UsageSource.SLURM_ACCOUNTING,
-                        source_id=_job_key(job, key, month),
-                    )
+                record = UsageRecord(
+                    team_id=team_id,
+                    gpu_model_id=model_id,
+                    allocation_id=covering,
+                    quantity=(cards * piece_seconds).quantize(Decimal("0.000001")),
+                    unit=UsageUnit.CARD_SECONDS,
+                    basis=ChargeBasis.INCLUDED if covering else ChargeBasis.USED,
+                    month=month,
+                    period_start=piece_start,
+                    period_end=piece_end,
+                    source=UsageSource.SLURM_ACCOUNTING,
+                    source_id=_job_key(job, key, month),
                 )
+                report.flagged += _flag_other_reading(record, job, run_end)
+                records.append(record)
     problem = accounting_gpu_tres_problem(jobs, catalogue.gpu_partitions)
     if problem is not None:
         report.issues.insert(0, problem)
@@ -446,6 +447,21 @@ def accounting_gpu_tres_problem(
             "GPUs; add gres/gpu (and the typed gres/gpu:<type>) and re-import"
         ),
     }
+
+
+def _flag_other_reading(record: UsageRecord, job: JobRecord, run_end: datetime) -> int:
+    """Flag ``record`` ``ambiguous_time`` with its period under the other reading when its
+    start is the job's start, or its end the job's end, and that wall time happened twice
+    without an elapsed time to settle it (:attr:`JobRecord.start_other_reading`). Returns 1
+    when flagged, else 0. The first reading stays the one billed."""
+    other_start = job.start_other_reading if record.period_start == job.start else None
+    other_end = job.end_other_reading if record.period_end == run_end else None
+    if other_start is None and other_end is None:
+        return 0
+    record.flag = UsageFlag.AMBIGUOUS_TIME
+    record.other_reading_start = other_start or record.period_start
+    record.other_reading_end = other_end or record.period_end
+    return 1
 
 
 def _job_key(job: JobRecord, gres_key: str | None, month) -> str:
