@@ -107,6 +107,23 @@ class GpuModelForm(forms.ModelForm):
     class Meta:
         model = GpuModel
         fields = ["slug", *GPU_MODEL_FIELDS[:-2]]
+        labels = {
+            "vendor_name": "nvidia-smi name",
+            "memory_gib": "Memory (GiB)",
+            "memory_bandwidth_gbps": "Memory bandwidth (GB/s)",
+            "fp16_dense_tflops": "FP16 dense (TFLOPS)",
+            "bf16_dense_tflops": "BF16 dense (TFLOPS)",
+            "fp8_dense_tflops": "FP8 dense (TFLOPS)",
+            "int8_dense_tops": "INT8 dense (TOPS)",
+            "nvlink_gbps": "NVLink (GB/s, bidirectional)",
+            "tdp_w": "TDP (W)",
+            "cuda_cores": "CUDA cores",
+        }
+        help_texts = {
+            "slug": "Fixed once created: rate cards, estimates and imports refer to it.",
+            "nvlink_gbps": "Empty when the card has no NVLink or it is unknown: say which under "
+            "Sources (none: … / unknown: …).",
+        }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
