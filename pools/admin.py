@@ -31,6 +31,9 @@ class GpuModelAdmin(AuditedAdmin):
     ]
     list_filter = ["card_class", "form_factor"]
     search_fields = ["name", "slug", "vendor_name"]
+    # Edited on the catalogue page / API, which check the 0xNNNN form and that no other model
+    # claims an id (the import resolver relies on both).
+    readonly_fields = ["pci_device_ids"]
     inlines = [GpuModelAliasInline]
 
 

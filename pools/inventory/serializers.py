@@ -90,6 +90,9 @@ class GpuModelSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError(
                 'Give an object of field name -> citation, e.g. {"memory_gib": "datasheet URL"}.'
             )
+        if any("\x00" in k or "\x00" in v for k, v in value.items()):
+            # PostgreSQL's jsonb cannot hold U+0000
+            raise serializers.ValidationError("A citation cannot contain a NUL character.")
         return value
 
 

@@ -143,6 +143,7 @@ def test_a_patch_without_aliases_keeps_them(admin_api):
         ({"memory_gib": "123456.78"}, "memory_gib"),
         ({"card_class": "gaming"}, "card_class"),
         ({"sources": ["datasheet"]}, "sources"),
+        ({"sources": {"memory_gib": "a\x00b"}}, "sources"),
         ({"slug": "h100_sxm"}, "slug"),
         ({"slug": "Bad Slug"}, "slug"),
     ],
