@@ -104,3 +104,15 @@ def test_the_team_month_page_shows_it_on_the_line(imported, team, team_member):
     )
     assert "8.000000 at the other (2026-11-01T06:30:00+00:00" in page
     assert "data-ambiguous-time" in page and "Unpriced usage" not in page
+
+
+def test_the_statement_pdf_says_it_too(imported, team):
+    from django.template.loader import render_to_string
+
+    statement = statement_build(team=team, month=date(2026, 11, 1))
+
+    html = render_to_string(
+        "billing/statement_pdf.html", {"statement": statement, "lines": statement.lines.all()}
+    )
+    assert "Job 8401 (used): started or ended in the hour repeated" in html
+    assert "10.000000 card-hours; the other reading is 2026-11-01T06:30:00+00:00" in html
