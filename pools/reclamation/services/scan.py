@@ -275,12 +275,12 @@ def _judge(policies, allocations, devices, now, slurm_adapter, report: ScanRepor
                 mine, held=sum(a.card_count for a in members), end=now.timestamp(), t=thresholds
             )
         shares = split_group(group, [(a.pk, a.card_count) for a in members])
-        if group.verdict == Verdict.UNKNOWN:
-            report.no_data.extend(
-                f"allocation #{a.pk} ({a.team.slug}, {pool.slug}, {a.card_count} cards): "
-                f"not judged, {group.reason}"
-                for a in members
-            )
+        report.no_data.extend(
+            f"allocation #{a.pk} ({a.team.slug}, {pool.slug}, {a.card_count} cards): "
+            f"not judged, {group.reason}"
+            for a, share in zip(members, shares, strict=True)
+            if share.verdict == Verdict.UNKNOWN
+        )
         # only an idle allocation's finding stores it; the sparkline costs a pass over samples
         idle = any(share.verdict == Verdict.IDLE for share in shares)
         if idle and mine is None:
