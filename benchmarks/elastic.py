@@ -14,7 +14,7 @@ Measured:
 
 1. **one scaling pass**: utilisation, mean latency and request rate of every namespace over
    the last 35 minutes (the longest rule window plus a margin) in one
-   :meth:`PrometheusAdapter.inference_signals` call (three range queries,
+   :meth:`PrometheusAdapter.inference_signals` call (four range queries,
    ``pools.elastic.signals.SCAN_METRICS``), then one :func:`pools.elastic.policy.evaluate` and
    the newest reading (what the loop records) per allocation; wall seconds (p50 and max of
    ``BENCH_RUNS``), PromQL requests, decisions by action. Target < 5 s, queries independent of
@@ -171,10 +171,16 @@ def main() -> None:
             )
             teams = [ns for ns in signals if ns.startswith("team-") and ns != "team-whatif"]
             decisions = [
-                evaluate(POLICY, metric_samples(signals[ns]), cards_now=4, now=float(end))
+                # the history gives every namespace two cards, both reporting
+                evaluate(
+                    POLICY,
+                    metric_samples(signals[ns], cards_held=2),
+                    cards_now=4,
+                    now=float(end),
+                )
                 for ns in teams
             ]
-            recorded = [newest_reading(signals[ns]) for ns in teams]
+            recorded = [newest_reading(signals[ns], cards_held=2) for ns in teams]
             assert all(r is not None and r.request_s is not None for r in recorded)
             passes.append(time.perf_counter() - t)
             requests = metrics.requests
@@ -189,10 +195,10 @@ def main() -> None:
             end=now,
             step_s=STEP,
             namespaces=["team-whatif"],
-            metrics=("util_pct", "latency_s"),
+            metrics=("util_pct", "cards_reporting", "latency_s"),
         )
         fetched_s = time.perf_counter() - t
-        whatif = replay(POLICY, metric_samples(month["team-whatif"]))
+        whatif = replay(POLICY, metric_samples(month["team-whatif"], cards_held=2))
         whatif_s = time.perf_counter() - t
         whatif_requests = metrics.requests
         metrics.close()

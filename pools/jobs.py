@@ -7,11 +7,13 @@ dodge a cycle. Every name used here is checked against Celery's registry by a te
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery import current_app
 from celery.result import EagerResult
 from django.db import transaction
+from django.utils import timezone
 
 MAX_RETRIES = 8
 
@@ -29,6 +31,13 @@ IDLE_SCAN = "pools.reclamation.tasks.idle_scan_task"
 def retry_countdown(retries: int) -> int:
     """Seconds before retry ``retries`` + 1: 5, 10, 20 … capped at 10 minutes."""
     return min(600, 5 * 2**retries)
+
+
+def retry_note(retries: int, *, now: datetime) -> str:
+    """When retry ``retries`` + 1 of :data:`MAX_RETRIES` runs, for a reason shown to people:
+    ``"retry 3 of 8 at 14:02"`` (``now`` + :func:`retry_countdown`, in ``TIME_ZONE``)."""
+    at = timezone.localtime(now + timedelta(seconds=retry_countdown(retries)))
+    return f"retry {retries + 1} of {MAX_RETRIES} at {at:%H:%M}"
 
 
 def enqueue_on_commit(task_name: str, *args) -> None:

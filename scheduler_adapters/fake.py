@@ -14,7 +14,9 @@ Failure switches, for the errors a caller must survive:
 - ``expire_token()``: the next call meets an expired token; like the real adapter it renews it
   once and succeeds (``token_renewals`` counts this);
 - ``auth_broken = True``: every call raises :class:`SchedulerAuthError` (renewing did not help);
-- ``reject_next(number, text)``: the next call raises :class:`SchedulerRejected` carrying it;
+- ``reject_next(number, text)``: the next call answers HTTP 500 with that Slurm error, read as
+  the real adapter reads it (:func:`scheduler_adapters.slurm.replies.classify`): most numbers
+  are :class:`SchedulerRejected`, an unspecified one (-1, 1) is :class:`SchedulerUnavailable`;
 - ``fail_next(error)``: the next call raises ``error``.
 
 ``calls`` lists the operations called, in order, for idempotency assertions.
@@ -54,6 +56,7 @@ from scheduler_adapters.records import (
     ReservationSpec,
     check_name,
 )
+from scheduler_adapters.slurm.replies import classify
 from scheduler_adapters.types import (
     GpuHealth,
     GpuSnapshot,
@@ -127,9 +130,8 @@ class FakeScheduler:
         self._token_expired = True
 
     def reject_next(self, number: int, text: str = "rejected by the fake") -> None:
-        self._next_failure = SchedulerRejected(
-            "Slurm refused the request", errors=(RemoteError(number, text),), http_status=500
-        )
+        # read as the real adapter reads a 500 carrying that number: 1 or -1 is no refusal
+        self._next_failure = classify("", (RemoteError(number, text),), 500)
 
     def fail_next(self, error: SchedulerError) -> None:
         self._next_failure = error

@@ -75,6 +75,7 @@ VLLM_GENERATION_TOKENS = "vllm:generation_tokens_total"
 VLLM_PROMPT_TOKENS = "vllm:prompt_tokens_total"
 INFERENCE_METRICS = (
     "util_pct",
+    "cards_reporting",
     "latency_s",
     "waiting",
     "generation_tok_s",
@@ -312,7 +313,7 @@ class PrometheusAdapter:
         metrics: Iterable[str] = INFERENCE_METRICS,
     ) -> dict[str, InferenceSignals]:
         """Per namespace, the signals the elastic loop scales on, from ``start`` to ``end``:
-        one range query per metric (:func:`inference_queries`, six in all) whatever the
+        one range query per metric (:func:`inference_queries`, seven in all) whatever the
         number of namespaces, each aggregated ``by (namespace)`` in Prometheus. ``namespaces``
         keeps only those (``None``: every namespace that has a series); ``metrics`` asks for
         fewer (the what-if needs ``util_pct`` and ``latency_s`` only)."""
@@ -584,13 +585,15 @@ def _timeline(series: Sequence[Series], *, scale: float) -> tuple[Sample, ...]:
 @dataclass(frozen=True)
 class InferenceSignals:
     """One namespace's timelines: ``util_pct`` (mean ``DCGM_FI_DEV_GPU_UTIL`` of the cards its
-    pods hold, 0-100), ``latency_s`` (mean end-to-end request latency, s: ``None`` where no
-    request finished), ``waiting`` (requests queued), ``generation_tok_s`` / ``prompt_tok_s``
-    (tokens/s), ``request_s`` (requests finished per second). A missing sample is absent; a
-    ``None`` value was ``NaN``."""
+    pods hold, 0-100), ``cards_reporting`` (how many distinct cards, by GPU UUID, that mean was
+    taken over: a card without a series is not in it), ``latency_s`` (mean end-to-end request
+    latency, s: ``None`` where no request finished), ``waiting`` (requests queued),
+    ``generation_tok_s`` / ``prompt_tok_s`` (tokens/s), ``request_s`` (requests finished per
+    second). A missing sample is absent; a ``None`` value was ``NaN``."""
 
     namespace: str
     util_pct: tuple[Sample, ...] = ()
+    cards_reporting: tuple[Sample, ...] = ()
     latency_s: tuple[Sample, ...] = ()
     waiting: tuple[Sample, ...] = ()
     generation_tok_s: tuple[Sample, ...] = ()
@@ -599,7 +602,7 @@ class InferenceSignals:
 
 
 def inference_queries(*, rate_window_s: int = 120, namespace: str | None = None) -> dict[str, str]:
-    """The six PromQL expressions, each grouped ``by (namespace)``.
+    """The seven PromQL expressions, each grouped ``by (namespace)``.
 
     Utilisation takes the workload's namespace through the dcgm-exporter label traps in
     PromQL: ``label_replace`` copies ``pod_namespace`` (``--use-old-namespace``) and then
@@ -608,7 +611,9 @@ def inference_queries(*, rate_window_s: int = 120, namespace: str | None = None)
     latency is ``rate(sum) / rate(count)`` of the histogram, summed per namespace first so
     that every replica counts by its requests; the request rate (requests finished per second) is
     the rate of the same histogram's count. ``rate_window_s`` should span at least two
-    scrapes. ``namespace`` (a DNS label) narrows every selector to one namespace, for the
+    scrapes. The cards reporting count distinct GPU UUIDs (``UUID`` or ``uuid``, as
+    dcgm-exporter spells it by release), so MIG instances of one card count once.
+    ``namespace`` (a DNS label) narrows every selector to one namespace, for the
     what-if of one allocation over weeks: Prometheus then reads only that team's series."""
     window = f"[{int(rate_window_s)}s]"
     if namespace is not None and not _NAMESPACE.fullmatch(namespace):
@@ -634,6 +639,7 @@ def inference_queries(*, rate_window_s: int = 120, namespace: str | None = None)
 
     return {
         "util_pct": f"avg by (namespace) ({util})",
+        "cards_reporting": f"count by (namespace) (max by (namespace, UUID, uuid) ({util}))",
         "latency_s": f"{rate(VLLM_E2E_LATENCY + '_sum')} / {rate(VLLM_E2E_LATENCY + '_count')}",
         "waiting": f"sum by (namespace) ({VLLM_WAITING}{only})",
         "generation_tok_s": rate(VLLM_GENERATION_TOKENS),

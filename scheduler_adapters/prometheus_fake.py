@@ -89,7 +89,7 @@ class FakePrometheus:
         self.calls.append((start, end, step_s))
         self._check_up()
         lo, hi = start.timestamp(), end.timestamp()
-        return tuple(
+        cut = (
             replace(
                 device,
                 util_pct=tuple(s for s in device.util_pct if lo <= s.timestamp <= hi),
@@ -97,6 +97,9 @@ class FakePrometheus:
             )
             for device in self.devices
         )
+        # a range query answers only series with a sample in the range: a card silent for the
+        # whole range is absent, not an empty series
+        return tuple(d for d in cut if d.util_pct or d.fb_used_mib)
 
     def inference_signals(
         self,

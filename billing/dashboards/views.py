@@ -307,7 +307,7 @@ def admin_dashboard(request):
     days = dashboard.plan_days(now)
     usable = {(r.pool_slug, r.gpu_model_slug): r.usable for r in rows}
     forecasts = dashboard.demand_forecasts(filters=filters, now=now, usable=usable)
-    alerts = dashboard.dashboard_alerts()
+    alerts = dashboard.dashboard_alerts(now=now)
     top_cards = dashboard.top_teams_by_cards(filters=filters, now=now)
     this_month, last_month = _cost_month(now)
     cost_month = this_month
@@ -344,6 +344,7 @@ def admin_dashboard(request):
         ]
         lines += [("scheduler_drift", d.subject, f"expected {d.expected}, found {d.found}")
                   for d in alerts.drifts]  # fmt: skip
+        lines += [("over_commit", f"{o.pool} {o.gpu_model}", str(o)) for o in alerts.overcommitted]
         return csv_response(lines, ALERT_COLUMNS, "dashboard-alerts.csv")
 
     totals = {

@@ -31,6 +31,7 @@ from django.db.models.functions import Coalesce
 from pools.capacity.arithmetic import usable_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
+from pools.capacity.overcommit import Overcommit, overcommitted_windows
 from pools.capacity.selectors import InstantsBefore, cards_held_series
 from pools.choices import GpuHealth, NodeState, RequestStatus
 from pools.inventory.models import DriverGroup, Gpu, GpuModel, Node, Pool
@@ -517,10 +518,14 @@ class Alerts:
     unrecognised: list[dict]
     drifts: list[SchedulerDrift]
     drift_count: int
+    overcommitted: list[Overcommit]
 
 
-def dashboard_alerts(*, limit: int = 5) -> Alerts:
-    """Unrecognised model names and scheduler drift reconcile could not repair. Two queries."""
+def dashboard_alerts(*, now: datetime, limit: int = 5) -> Alerts:
+    """Unrecognised model names, scheduler drift reconcile could not repair (two queries), and
+    pool × model windows from ``now`` on that hold more cards than usable
+    (:func:`pools.capacity.overcommit.overcommitted_windows`: one query, and one per pool × model
+    with holds)."""
     drifts = list(
         SchedulerDrift.objects.filter(repaired=False)
         .select_related("team")
@@ -531,6 +536,7 @@ def dashboard_alerts(*, limit: int = 5) -> Alerts:
         unrecognised=unrecognised_model_list(),
         drifts=drifts,
         drift_count=drifts[0].total if drifts else 0,
+        overcommitted=overcommitted_windows(now=now),
     )
 
 

@@ -4,8 +4,10 @@ handing burst cards back when a guaranteed approval needs them.
 The loop (:func:`elastic_scan`, a Celery beat task every minute):
 
 1. one :meth:`~scheduler_adapters.prometheus.PrometheusAdapter.inference_signals` call for
-   every enabled elastic allocation whose window is open (three range queries: utilisation,
-   mean latency and request rate by namespace, over the longest rule window plus 5 minutes);
+   every enabled elastic allocation whose window is open (four range queries: utilisation, the
+   cards it was read from, mean latency and request rate by namespace, over the longest rule
+   window plus 5 minutes; utilisation read from fewer cards than the allocation holds is
+   unknown);
 2. per pool x GPU model, with the pool row locked (the invariant's owner, pools/capacity/locks):
    hand-backs whose notice has run out are carried out; the cards free over the next hour
    (floors of every holding allocation already counted) less the burst elastic allocations
@@ -326,7 +328,9 @@ def _judge_group(
     for policy_id in ids:
         policy = locked[policy_id]
         found = signals.get(namespace_of(policy))
-        samples: list[MetricSample] = metric_samples(found) if found is not None else []
+        samples: list[MetricSample] = (
+            metric_samples(found, cards_held=policy.cards_held) if found is not None else []
+        )
         last = policy.last_scaled_at.timestamp() if policy.last_scaled_at else None
         decision = evaluate(
             scaling_policy(policy),
@@ -360,7 +364,7 @@ def _judge_group(
 def _reading(policy: ElasticPolicy, found: Any, now: datetime) -> SignalReading:
     """The pass's reading of ``policy``: the namespace's newest sample, or an unknown one at
     ``now`` when Prometheus had none (so the record shows the hole as unknown, not as 0)."""
-    newest = newest_reading(found) if found is not None else None
+    newest = newest_reading(found, cards_held=policy.cards_held) if found is not None else None
     if newest is None:
         return SignalReading(policy=policy, read_at=now, cards_held=policy.cards_held)
     return SignalReading(
@@ -809,8 +813,9 @@ def elastic_whatif(
     now: datetime | None = None,
     source: WhatIfSource | str | None = None,
 ) -> WhatIfRun | None:
-    """Replay ``policy`` over the last ``days`` of its namespace's history: Prometheus' (two
-    range queries in chunks) when it is configured, else the readings the loop recorded
+    """Replay ``policy`` over the last ``days`` of its namespace's history: Prometheus' (three
+    range queries in chunks; utilisation read from fewer cards than the policy's lower bound is
+    unknown) when it is configured, else the readings the loop recorded
     (one query); ``source`` picks one. ``None`` when the source picked is not available
     (Prometheus not configured, or no readings recorded) or, left to choose, neither is."""
     now = now or timezone.now()
@@ -826,10 +831,16 @@ def elastic_whatif(
                 end=now,
                 step_s=STEP_S,
                 namespaces=[namespace],
-                metrics=("util_pct", "latency_s"),
+                metrics=("util_pct", "cards_reporting", "latency_s"),
             )
-            samples = metric_samples(found[namespace]) if namespace in found else []
-            result = replay(scaling_policy(policy), samples)
+            rules = scaling_policy(policy)
+            # the cards held then are not in Prometheus; the lower bound was always held
+            samples = (
+                metric_samples(found[namespace], cards_held=rules.lower_bound_cards)
+                if namespace in found
+                else []
+            )
+            result = replay(rules, samples)
             return WhatIfRun(result, WhatIfSource.PROMETHEUS, start, now, len(samples))
         if source is WhatIfSource.PROMETHEUS:
             return None

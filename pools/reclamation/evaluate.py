@@ -7,7 +7,9 @@ Units: utilisation in % (0-100; ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` ratios are alr
 The rule that matters: **missing data is never idle** (tricky input C23). A card whose series is
 absent, covers less than ``min_coverage`` of the window's steps, or stopped before the window's
 end (stale) is ``unknown``; an allocation with any unknown card is ``unknown``, because then
-nobody can say how many of its cards are in use.
+nobody can say how many of its cards are in use. "Absent" is counted against the cards held:
+a group holding 8 cards with series for 4 has 4 unknown cards, whatever those 4 say
+(issue 27 item 1).
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ class GroupEvaluation:
     """The cards one team holds in one pool, evaluated together.
 
     ``cards_busy`` is the number of cards in use: an idle group is shrunk to it (0: ended).
+    ``cards_known`` is how many of the cards held have a known verdict (busy or idle; 0 for an
+    unknown group): :func:`split_group` shares out nothing it does not cover.
     """
 
     verdict: Verdict
@@ -81,6 +85,7 @@ class GroupEvaluation:
     certainly_idle: bool
     mean_util_pct: float | None
     reason: str
+    cards_known: int = 0
 
 
 def _in_window(samples: Iterable[Sample], start: float, end: float) -> list[Sample]:
@@ -164,12 +169,17 @@ def evaluate_card(instances: Sequence[DeviceUsage], *, end: float, t: Thresholds
     )
 
 
-def evaluate_group(devices: Sequence[DeviceUsage], *, end: float, t: Thresholds) -> GroupEvaluation:
-    """The cards of one team in one pool (the devices the scan attributed to it).
+def evaluate_group(
+    devices: Sequence[DeviceUsage], *, held: int, end: float, t: Thresholds
+) -> GroupEvaluation:
+    """The cards of one team in one pool (the devices the scan attributed to it), ``held``
+    cards in all.
 
-    No devices at all is ``unknown`` (the exporter reports nothing for them; C23), as is a
-    group with any unknown card. Otherwise busy when every card is busy, else idle with
-    ``cards_busy`` cards in use.
+    Each card held needs its own series (one UUID: the card, all its MIG instances together):
+    fewer UUIDs than ``held`` leaves the rest *unknown* (the exporter reports nothing for them;
+    C23, issue 27 item 1), as does no device at all, and a group with any unknown card is
+    ``unknown``. Otherwise busy when every card seen is busy, else idle with ``cards_busy``
+    cards in use.
     """
     by_uuid: dict[str, list[DeviceUsage]] = {}
     for device in devices:
@@ -181,16 +191,24 @@ def evaluate_group(devices: Sequence[DeviceUsage], *, end: float, t: Thresholds)
     mean = sum(means) / len(means) if means else None
     if not cards:
         return GroupEvaluation(Verdict.UNKNOWN, (), 0, False, None, "no metrics for these cards")
+    if len(cards) < held:
+        reason = (
+            f"series for {len(cards)} of the {held} cards held; "
+            f"{held - len(cards)} without any, so unknown"
+        )
+        return GroupEvaluation(Verdict.UNKNOWN, cards, busy, False, mean, reason)
     if unknown:
         reason = (
             f"{len(unknown)} of {len(cards)} cards without usable metrics: " + unknown[0].reason
         )
         return GroupEvaluation(Verdict.UNKNOWN, cards, busy, False, mean, reason)
     if busy == len(cards):
-        return GroupEvaluation(Verdict.BUSY, cards, busy, False, mean, f"{busy} cards busy")
+        return GroupEvaluation(
+            Verdict.BUSY, cards, busy, False, mean, f"{busy} cards busy", len(cards)
+        )
     certain = all(c.certainly_idle for c in cards if c.verdict == Verdict.IDLE)
     reason = f"{len(cards) - busy} of {len(cards)} cards idle over the window"
-    return GroupEvaluation(Verdict.IDLE, cards, busy, certain, mean, reason)
+    return GroupEvaluation(Verdict.IDLE, cards, busy, certain, mean, reason, len(cards))
 
 
 def utilisation_sparkline(
@@ -269,14 +287,15 @@ def evaluate_job_cards(
         reason = f"{busy} of {held} cards in use"
         if recent_cards:
             reason += f" ({recent_cards} by jobs that started or ended within the window)"
-        return GroupEvaluation(Verdict.BUSY, judged, busy, False, mean, reason)
+        return GroupEvaluation(Verdict.BUSY, judged, busy, False, mean, reason, held)
     idle_in_jobs = sum(1 for c in judged if c.verdict == Verdict.IDLE)
     certain = all(c.certainly_idle for c in judged if c.verdict == Verdict.IDLE)
     reason = (
         f"{held - busy} of {held} cards idle over the window: {jobless} in no job, "
         f"{idle_in_jobs} in jobs below the threshold"
     )
-    return GroupEvaluation(Verdict.IDLE, judged, busy, certain, mean, reason)
+    # every card held is judged, recent (in use) or in no job: all known
+    return GroupEvaluation(Verdict.IDLE, judged, busy, certain, mean, reason, held)
 
 
 @dataclass(frozen=True)
@@ -294,13 +313,20 @@ def split_group(
 ) -> tuple[AllocationShare, ...]:
     """Share a group's busy cards among its allocations ``(id, card_count)``, in the order
     given (the scan passes oldest first, so the oldest allocation keeps its cards first).
-    An allocation that keeps all its cards is busy; one keeping fewer is idle."""
+    An allocation that keeps all its cards is busy; one keeping fewer is idle.
+
+    Every allocation is ``unknown`` when the group is, or when its known cards
+    (``cards_known``) are fewer than the allocations hold: busy cards shared out of partial data
+    would call the unseen cards idle (issue 27 item 1). A busy group makes every allocation
+    busy."""
+    held = sum(card_count for _id, card_count in allocations)
+    if group.verdict == Verdict.UNKNOWN or group.cards_known < held:
+        return tuple(AllocationShare(i, Verdict.UNKNOWN, n, 0) for i, n in allocations)
+    if group.verdict == Verdict.BUSY:
+        return tuple(AllocationShare(i, Verdict.BUSY, n, n) for i, n in allocations)
     remaining = group.cards_busy
     shares = []
     for allocation_id, card_count in allocations:
-        if group.verdict == Verdict.UNKNOWN:
-            shares.append(AllocationShare(allocation_id, Verdict.UNKNOWN, card_count, 0))
-            continue
         keep = min(card_count, remaining)
         remaining -= keep
         verdict = Verdict.BUSY if keep == card_count else Verdict.IDLE

@@ -236,7 +236,9 @@ class IdleFinding(models.Model):
 class IdleScanRun(models.Model):
     """One run of the idle scan (:func:`pools.reclamation.services.scan.idle_scan`): what it saw and
     did, so that admins can tell a quiet fleet from a scan that could not read Prometheus.
-    Counts are allocations; ``devices`` dcgm-exporter series; ``seconds`` wall time."""
+    Counts are allocations; ``devices`` dcgm-exporter series; ``seconds`` wall time;
+    ``no_data`` the allocations left unknown for want of series, one line each (pool admins
+    only: it names teams)."""
 
     started_at = models.DateTimeField(db_index=True)
     seconds = models.FloatField(default=0.0)
@@ -253,6 +255,7 @@ class IdleScanRun(models.Model):
     devices = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
     notes = models.JSONField(default=list, blank=True)
+    no_data = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]

@@ -302,6 +302,9 @@ CELERY_BEAT_SCHEDULE = {
 BILLING_TIME_ZONE = env.str("BILLING_TIME_ZONE", default="UTC")
 BILLING_CURRENCY = env.str("BILLING_CURRENCY", default="EUR")
 ALLOCATION_EXPIRY_WARNING_DAYS = env.int("ALLOCATION_EXPIRY_WARNING_DAYS", default=3)
+# Run after an inventory import changed nodes: the windows it left holding more cards than
+# usable. A dotted path because the inventory sits below capacity and imports none of it.
+INVENTORY_OVERCOMMIT_CHECK = "pools.capacity.overcommit.overcommitted_windows"
 # Prometheus with dcgm-exporter metrics for the idle scan; empty: the scan reports it and stops.
 PROMETHEUS_URL = env.str("PROMETHEUS_URL", default="")
 PROMETHEUS_TIMEOUT_S = env.float("PROMETHEUS_TIMEOUT_S", default=30.0)

@@ -8,6 +8,8 @@ slurmrestd's HTTP status is unreliable: errors arrive as 500, 400 or even 200, a
 
 - transport failures, timeouts, HTTP 502-504, Slurm 1000-1004, 1800-1804 (controller
   unreachable), 5005 and 7000/7008 (database) -> :class:`SchedulerUnavailable` (transient);
+  so is an HTTP 5xx that is no definite refusal: a body that is not JSON (a proxy's error
+  page), or only unspecified numbers (-1 ``SLURM_ERROR``, 1, none at all);
 - 1007 (token refused), HTTP 401 -> a fresh token and one retry, then :class:`SchedulerAuthError`;
   a bad token may look exactly like a daemon that is down (22.05's slurmctld: -1 or 5005; 26.05's
   slurmdbd: 7000, while 24.11's adds "authentication error"), so those are told apart by asking
@@ -39,6 +41,10 @@ from scheduler_adapters.errors import (
 AUTH_REFUSED = {1007}  # SLURM_PROTOCOL_AUTHENTICATION_ERROR
 _PERMISSION_DENIED = {2002}  # ESLURM_ACCESS_DENIED
 _UNREACHABLE = {1000, 1001, 1002, 1003, 1004, 1800, 1801, 1802, 1803, 1804, 5005, 7000, 7008}
+# Numbers that say only "it failed": -1 is SLURM_ERROR; slurmrestd answers 1 when a handler
+# fails without a Slurm error of its own; None is an entry without a number. With a 5xx they
+# are no refusal of the request, so the call may succeed later.
+_UNSPECIFIED = {None, -1, 1}
 # 24.11's slurmdbd side reports a refused token as 7000 "Unable to connect to database" with
 # this description (HTTP 502); a slurmdbd that is down gives 7000 without it. 26.05 drops the
 # description, so there a bare 7000 is ambiguous (the dialect's AMBIGUOUS_ERRORS) and the other
@@ -73,8 +79,10 @@ def classify(operation: str, errors: tuple[RemoteError, ...], status: int) -> Sc
     kwargs = {"operation": operation, "errors": errors, "http_status": status}
     if numbers & _PERMISSION_DENIED:
         return SchedulerAuthError("permission denied", **kwargs)
-    if numbers & _UNREACHABLE or (numbers <= {-1} and status >= 500):
+    if numbers & _UNREACHABLE:
         return SchedulerUnavailable("a Slurm daemon behind slurmrestd is unreachable", **kwargs)
+    if numbers <= _UNSPECIFIED and status >= 500:
+        return SchedulerUnavailable(f"slurmrestd answered {status} with no refusal", **kwargs)
     if numbers & {INVALID_JOB_ID}:
         return NotFound("job", None, **kwargs)
     if numbers & {_INVALID_PARTITION}:

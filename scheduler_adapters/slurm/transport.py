@@ -287,9 +287,12 @@ class RestTransport:
         if isinstance(payload, dict):
             return payload
         status = response.status_code
-        if status in (502, 503, 504):
+        if status in (500, 502, 503, 504):
+            # no JSON: a proxy's or gateway's own page, not slurmrestd refusing the request
             raise SchedulerUnavailable(
-                f"HTTP {status} from slurmrestd", operation=operation, http_status=status
+                f"HTTP {status} from slurmrestd with a body that is not JSON",
+                operation=operation,
+                http_status=status,
             )
         if status == 404:
             raise UnsupportedApiVersion(

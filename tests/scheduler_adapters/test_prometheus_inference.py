@@ -28,12 +28,17 @@ def _matrix(rows):
 
 def test_queries_are_grouped_by_namespace_and_follow_the_label_traps():
     queries = inference_queries(rate_window_s=120)
-    assert list(queries) == ["util_pct", "latency_s", "waiting", "generation_tok_s",
-                             "prompt_tok_s", "request_s"]  # fmt: skip
-    assert queries["util_pct"] == (
-        'avg by (namespace) (label_replace(label_replace({__name__=~"DCGM_FI_DEV_GPU_UTIL|'
+    assert list(queries) == ["util_pct", "cards_reporting", "latency_s", "waiting",
+                             "generation_tok_s", "prompt_tok_s", "request_s"]  # fmt: skip
+    util = (
+        'label_replace(label_replace({__name__=~"DCGM_FI_DEV_GPU_UTIL|'
         'dcgm_fi_dev_gpu_util"}, "namespace", "$1", "pod_namespace", "(.+)"), "namespace", '
-        '"$1", "exported_namespace", "(.+)"))'
+        '"$1", "exported_namespace", "(.+)")'
+    )
+    assert queries["util_pct"] == f"avg by (namespace) ({util})"
+    # distinct cards by UUID (either spelling): MIG instances of one card count once
+    assert queries["cards_reporting"] == (
+        f"count by (namespace) (max by (namespace, UUID, uuid) ({util}))"
     )
     assert queries["latency_s"] == (
         "sum by (namespace) (rate(vllm:e2e_request_latency_seconds_sum[120s])) / "
@@ -52,10 +57,11 @@ def _server(namespaces: int, seen: list[str]):
     def handler(request: httpx.Request) -> httpx.Response:
         query = parse_qs(urlsplit(str(request.url)).query)["query"][0]
         seen.append(query)
-        value = {"util_pct": "80", "latency_s": "0.9", "waiting": "3",
+        value = {"util_pct": "80", "cards_reporting": "2", "latency_s": "0.9", "waiting": "3",
                  "generation_tok_s": "100", "prompt_tok_s": "NaN", "request_s": "12"}  # fmt: skip
-        marks = {"DCGM": "util_pct", "_sum": "latency_s", "e2e": "request_s", "waiting": "waiting",
-                 "generation": "generation_tok_s", "prompt": "prompt_tok_s"}  # fmt: skip
+        marks = {"count by": "cards_reporting", "DCGM": "util_pct", "_sum": "latency_s",
+                 "e2e": "request_s", "waiting": "waiting", "generation": "generation_tok_s",
+                 "prompt": "prompt_tok_s"}  # fmt: skip
         key = next(v for k, v in marks.items() if k in query)
         rows = [
             {
@@ -70,14 +76,15 @@ def _server(namespaces: int, seen: list[str]):
     return httpx.MockTransport(handler)
 
 
-def test_two_thousand_namespaces_take_six_queries():
+def test_two_thousand_namespaces_take_seven_queries():
     seen: list[str] = []
     adapter = PrometheusAdapter("http://prom", transport=_server(2000, seen))
     signals = adapter.inference_signals(start=START, end=END, step_s=60)
-    assert len(seen) == 6
+    assert len(seen) == 7
     assert len(signals) == 2000
     one = signals["team-7"]
     assert one.util_pct == (Sample(T, 80.0), Sample(T + 60, 80.0))
+    assert one.cards_reporting == (Sample(T, 2.0), Sample(T + 60, 2.0))
     assert one.latency_s[0] == Sample(T, 0.9)
     assert one.prompt_tok_s[0] == Sample(T, None)  # NaN is unknown
     assert one.request_s[0] == Sample(T, 12.0)
@@ -90,11 +97,11 @@ def test_namespaces_filter_and_thirty_days_in_chunks():
         start=START, end=START + timedelta(days=30), step_s=60, namespaces=["team-1"]
     )
     assert list(signals) == ["team-1"]
-    # 43,201 steps in pieces of at most 10,000: 5 pieces x 6 metrics
-    assert len(seen) == 30
+    # 43,201 steps in pieces of at most 10,000: 5 pieces x 7 metrics
+    assert len(seen) == 35
     # one namespace: every selector names it, so Prometheus reads that team's series only
-    assert seen[1] == inference_queries(namespace="team-1")["latency_s"]
-    assert 'vllm:e2e_request_latency_seconds_sum{namespace="team-1"}[120s]' in seen[1]
+    assert seen[2] == inference_queries(namespace="team-1")["latency_s"]
+    assert 'vllm:e2e_request_latency_seconds_sum{namespace="team-1"}[120s]' in seen[2]
     assert 'exported_namespace="team-1"' in seen[0]
 
 

@@ -311,6 +311,39 @@ def test_bodies_slurmrestd_would_not_send(replay, make_adapter, status, body, er
         make_adapter().list_nodes()
 
 
+PROXY_500 = "<html><head><title>500 Internal Server Error</title></head><body>nginx</body></html>"
+UNSPECIFIED = {"errors": [{"error_number": 1, "error": "Unspecified error", "source": "op"}]}
+REFUSED = {
+    "errors": [
+        {
+            "error_number": 2045,
+            "error": "Invalid account or account/partition combination specified",
+        }
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    "body, error, transient",
+    [
+        (PROXY_500, SchedulerUnavailable, True),  # a proxy's page: slurmrestd may not have seen it
+        (UNSPECIFIED, SchedulerUnavailable, True),  # "it failed", no refusal
+        (REFUSED, SchedulerRejected, False),  # a definite refusal stays one
+    ],
+)
+def test_a_500_is_retried_unless_it_is_a_definite_refusal(
+    replay, make_adapter, body, error, transient
+):
+    """Issue 27 item 5: a 500 from slurmrestd (or the proxy before it) that refuses nothing is
+    transient, like 502 and timeouts; a 500 naming a Slurm refusal (2045) is not."""
+    replay.on("GET", f"{V}/nodes", (500, body))
+
+    with pytest.raises(error) as caught:
+        make_adapter().list_nodes()
+
+    assert (caught.value.transient, caught.value.http_status) == (transient, 500)
+
+
 def test_a_path_the_server_does_not_serve(replay, make_adapter):
     with pytest.raises(UnsupportedApiVersion, match="does not serve /slurm/v0.0.38/nodes"):
         make_adapter().list_nodes()

@@ -78,17 +78,28 @@ def allocation_transition(
     return allocation
 
 
+# What an allocation left provisioning by the lifecycle sweep (or with no worker) waits for.
+SWEEP_RETRIES = "the lifecycle sweep tries again within 5 min"
+
+
 def allocation_provision(
-    *, allocation_id: int, now: datetime | None = None, final_attempt: bool = True
+    *,
+    allocation_id: int,
+    now: datetime | None = None,
+    final_attempt: bool = True,
+    next_try: str = SWEEP_RETRIES,
 ) -> Allocation:
     """approved → provisioning → active, applying the scheduler binding in between.
 
     The scheduler is called with no lock held, between two transactions. A transient scheduler
-    error (down, timeout) is raised again while ``final_attempt`` is false, leaving the
-    allocation ``provisioning`` for the caller to retry; a permanent one, or a transient one on
-    the final attempt, marks it ``failed`` with the scheduler's message. Safe to run twice: an
-    allocation already provisioning is applied again (bindings are idempotent); one in any other
-    state is left alone. ``now`` is the sweep's clock (default: the real one).
+    error (down, timeout, a 5xx that is no definite refusal) is raised again while
+    ``final_attempt`` is false, leaving the allocation ``provisioning`` with a reason that says
+    what happened and ``next_try`` ("Slurm answered 500; retry 3 of 8 at 14:02"); a permanent
+    one, or a transient one on the final attempt, marks it ``failed`` with the scheduler's
+    message. A provisioning allocation's reason is never empty ("applying in Slurm" until the
+    first answer). Safe to run twice: an allocation already provisioning is applied again
+    (bindings are idempotent); one in any other state is left alone. ``now`` is the sweep's
+    clock (default: the real one).
     """
     now = now or timezone.now()
     with transaction.atomic():
@@ -103,11 +114,13 @@ def allocation_provision(
                 to=AllocationStatus.PROVISIONING,
                 actor=None,
                 action="allocation.provisioning",
+                reason=f"applying in {Scheduler(allocation.pool.scheduler).label}",
             )
     try:
         binding = binding_apply(allocation, now=now)
     except SchedulerError as exc:
         if exc.transient and not final_attempt:
+            _provision_waits(allocation, exc, next_try)
             raise
         return allocation_fail(allocation_id=allocation_id, reason=f"{exc}")
     with transaction.atomic():
@@ -121,6 +134,16 @@ def allocation_provision(
             action="allocation.active",
             scheduler_binding=binding,
         )
+
+
+def _provision_waits(allocation: Allocation, exc: SchedulerError, next_try: str) -> None:
+    """Say on a still-provisioning allocation why it waits and when it is tried again. Not a
+    transition (no audit event): the status stays ``provisioning``."""
+    who = Scheduler(allocation.pool.scheduler).label
+    what = f"{who} answered {exc.http_status}" if exc.http_status else f"{who} did not answer"
+    Allocation.objects.filter(pk=allocation.pk, status=AllocationStatus.PROVISIONING).update(
+        status_reason=f"{what}; {next_try}", updated_at=timezone.now()
+    )
 
 
 def allocation_fail(*, allocation_id: int, reason: str) -> Allocation:

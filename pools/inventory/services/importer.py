@@ -12,9 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, transaction
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from pools.audit.models import AuditEvent
 from pools.audit.services import audit_event_build
@@ -45,7 +47,9 @@ class ImportReport:
     """Outcome of one import: hostnames per outcome, plus every issue and warning.
 
     ``issues`` are reasons something was not imported (a line or a whole node); ``warnings``
-    are things imported with a caveat (a masked UUID, an unrecognised model).
+    are things imported with a caveat (a masked UUID, an unrecognised model);
+    ``overcommitted``: each pool × GPU model whose granted windows now hold more cards than
+    usable (``settings.INVENTORY_OVERCOMMIT_CHECK``), with ``text`` and the allocation ids.
     """
 
     source: str
@@ -57,6 +61,7 @@ class ImportReport:
     warnings: list[ParseIssue] = field(default_factory=list)
     gpus_seen: int = 0
     record_id: int | None = None
+    overcommitted: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -74,6 +79,7 @@ class ImportReport:
             "gpus_seen": self.gpus_seen,
             "issues": [_issue_dict(i) for i in self.issues],
             "warnings": [_issue_dict(i) for i in self.warnings],
+            "overcommitted": self.overcommitted,
             "import_id": self.record_id,
         }
 
@@ -168,6 +174,9 @@ def inventory_import(
         errors=[_issue_dict(i) for i in report.issues],
     )
     report.record_id = record.pk
+    if report.created or report.updated or report.unchanged:  # the fleet as it now stands
+        check = import_string(settings.INVENTORY_OVERCOMMIT_CHECK)
+        report.overcommitted = [{"text": str(o), **o.as_dict()} for o in check(now=run.now)]
     return report
 
 

@@ -67,6 +67,8 @@ class Command(BaseCommand):
             self.stdout.write(f"  error: {issue}")
         for warning in report.warnings:
             self.stdout.write(f"  warning: {warning}")
+        for over in report.overcommitted:
+            self.stdout.write(f"  over-committed: {over['text']}")
         if not report.ok:
             sys.exit(1)
 

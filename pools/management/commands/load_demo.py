@@ -344,7 +344,9 @@ class Command(BaseCommand):
         def finding(allocation, policy, seen_at, busy, **fields):
             devices = _demo_series(allocation, busy, seen_at, policy.window_minutes, rng)
             thresholds = policy_thresholds(policy)
-            group = evaluate_group(devices, end=seen_at.timestamp(), t=thresholds)
+            group = evaluate_group(
+                devices, held=allocation.card_count, end=seen_at.timestamp(), t=thresholds
+            )
             peaks = [c.peak_util_pct for c in group.cards if c.peak_util_pct is not None]
             fields.setdefault("state", IdleFindingState.OPEN)
             return IdleFinding.objects.create(

@@ -38,6 +38,7 @@ def idle_scan_recorded(*, now: datetime | None = None, **kwargs: Any) -> IdleSca
         seconds=round(report.seconds, 3),
         error=report.error or "",
         notes=list(report.notes),
+        no_data=list(report.no_data),
         **{name: getattr(report, name) for name in _COUNTS},
     )
     IdleScanRun.objects.filter(started_at__lt=(now or timezone.now()) - KEEP_RUNS).delete()

@@ -84,7 +84,9 @@ DISMISSAL_HOLDS = timedelta(days=7)
 @dataclass
 class ScanReport:
     """What one scan saw and did. ``error`` is set (and nothing changed) when Prometheus
-    could not be read; ``seconds`` is the scan's wall time."""
+    could not be read; ``seconds`` is the scan's wall time. ``no_data``: for pool admins, one
+    line per allocation left unknown because cards it holds have no usable series (the team is
+    not told: missing data is not idleness)."""
 
     now: datetime
     error: str | None = None
@@ -101,6 +103,7 @@ class ScanReport:
     devices: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    no_data: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in vars(self).items()}
@@ -268,8 +271,16 @@ def _judge(policies, allocations, devices, now, slurm_adapter, report: ScanRepor
                 team_slug=members[0].team.slug,
                 pool_hosts=hosts[pool_id],
             )
-            group = evaluate_group(mine, end=now.timestamp(), t=thresholds)
+            group = evaluate_group(
+                mine, held=sum(a.card_count for a in members), end=now.timestamp(), t=thresholds
+            )
         shares = split_group(group, [(a.pk, a.card_count) for a in members])
+        report.no_data.extend(
+            f"allocation #{a.pk} ({a.team.slug}, {pool.slug}, {a.card_count} cards): "
+            f"not judged, {group.reason}"
+            for a, share in zip(members, shares, strict=True)
+            if share.verdict == Verdict.UNKNOWN
+        )
         # only an idle allocation's finding stores it; the sparkline costs a pass over samples
         idle = any(share.verdict == Verdict.IDLE for share in shares)
         if idle and mine is None:

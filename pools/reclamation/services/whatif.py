@@ -179,7 +179,12 @@ def reclamation_what_if(
                     team_slug=members[0].team.slug,
                     pool_hosts=hosts,
                 )
-                group = evaluate_group(mine, end=t.timestamp(), t=thresholds)
+                group = evaluate_group(
+                    mine,
+                    held=sum(a.card_count for a in members),
+                    end=t.timestamp(),
+                    t=thresholds,
+                )
             shares = split_group(group, [(a.pk, a.card_count) for a in members])
             for a, share in zip(members, shares, strict=True):
                 row = rows[a.pk]

@@ -147,7 +147,7 @@ def day_signals(elastic_prometheus):
         everything = metrics.inference_signals(
             start=DAY, end=DAY + timedelta(seconds=86_400 - 60), step_s=60
         )
-        assert metrics.range_queries == 6  # one per metric, whatever the namespaces
+        assert metrics.range_queries == 7  # one per metric, whatever the namespaces
         return everything
     finally:
         metrics.close()
@@ -175,6 +175,9 @@ def test_signals_per_namespace_follow_the_shape(day_signals):
     assert _at(infer.prompt_tok_s, 11) == pytest.approx(2000.0)
     assert _at(infer.request_s, 11) == pytest.approx(10.0)  # vLLM finishes 10 requests/s
     assert _at(day_signals["gpu-operator"].util_pct, 11) == 0.0
+    # distinct cards (UUIDs) behind each mean: the team's two, the exporter's spare
+    assert _at(infer.cards_reporting, 11) == 2
+    assert _at(day_signals["gpu-operator"].cards_reporting, 11) == 1
 
 
 def test_one_namespace_selectors_find_the_same_series(elastic_prometheus):
@@ -198,7 +201,7 @@ POLICY = ScalingPolicy(floor_cards=2, ceiling_cards=8, step_cards=2)
 
 
 def test_the_loop_scales_up_five_minutes_into_the_peak(day_signals):
-    samples = metric_samples(day_signals[NS])
+    samples = metric_samples(day_signals[NS], cards_held=2)
     # both signals high from 10:01 (latency crosses 800 ms one step after utilisation)
     at_1005 = evaluate(POLICY, samples, cards_now=2, now=T0 + 10 * 3600 + 5 * 60)
     assert (at_1005.action, at_1005.up_held_s) == (Action.HOLD, 240)
@@ -214,7 +217,7 @@ def test_what_if_over_the_day(day_signals):
     13:30 (30 min low since 12:00, then since each change). Card-minutes over the 1,439
     counted minutes: 2x606 + 4x15 + 6x15 + 8x114 + 6x30 + 4x30 + 2x629 = 3,832. A fixed
     allocation of 8 cards: 11,512. Latency above 800 ms at the steps 10:01 ... 12:00: 120 min."""
-    result = replay(POLICY, metric_samples(day_signals[NS]))
+    result = replay(POLICY, metric_samples(day_signals[NS], cards_held=2))
     hhmm = [
         (e.action, datetime.fromtimestamp(e.at, UTC).strftime("%H:%M"), e.cards_to)
         for e in result.events
@@ -237,3 +240,15 @@ def test_what_if_over_the_day(day_signals):
     assert result.fixed_card_hours * 60 == pytest.approx(11512)
     assert result.breach_minutes == 120
     assert result.unknown_minutes == 0
+
+
+def test_a_mean_over_fewer_cards_than_held_scales_nothing(day_signals):
+    """Issue 27 item 1: Prometheus has series for 2 cards; an allocation holding 4 cannot be
+    judged by their mean (03:00, 20 % for hours, would scale down from 4 to 2)."""
+    at_0300 = T0 + 3 * 3600
+    seen_all = evaluate(
+        POLICY, metric_samples(day_signals[NS], cards_held=2), cards_now=4, now=at_0300
+    )
+    assert (seen_all.action, seen_all.cards_to) == (Action.DOWN, 2)
+    half = evaluate(POLICY, metric_samples(day_signals[NS], cards_held=4), cards_now=4, now=at_0300)
+    assert (half.action, half.reason) == (Action.HOLD, "unknown")

@@ -87,6 +87,40 @@ def test_scan_classifies_busy_idle_mig_and_gappy(prometheus, django_capture_on_c
 
 
 @pytest.mark.django_db
+def test_an_allocation_with_more_cards_than_series_is_unknown(
+    prometheus, django_capture_on_commit_callbacks
+):
+    """Issue 27 item 1 on the real Prometheus: team-idle's namespace has one card's series
+    (idle, certainly); an allocation of 2 cards there has one card without any, so the scan
+    leaves it unknown (no finding) and says why to the admins."""
+    url, end = prometheus
+    now = datetime.fromtimestamp(end, tz=UTC)
+    l40s = GpuModel.objects.get(slug="l40s")
+    pool = PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")
+    node = NodeFactory(hostname="k8s-n1", pool=pool, scheduler=Scheduler.KUBERNETES)
+    for index in range(8):
+        GpuFactory(node=node, index=index, gpu_model=l40s, health=GpuHealth.OK)
+    ReclamationPolicy.objects.create(pool=pool, dry_run=False)
+    allocation = AllocationFactory(
+        team=TeamFactory(slug="idle"),
+        pool=pool,
+        gpu_model=l40s,
+        card_count=2,
+        status=AllocationStatus.ACTIVE,
+        starts_at=now - timedelta(days=1),
+        ends_at=now + timedelta(days=1),
+    )
+    with override_settings(PROMETHEUS_URL=url), django_capture_on_commit_callbacks(execute=True):
+        report = idle_scan(now=now)
+    assert (report.busy, report.idle, report.unknown) == (0, 0, 1), report.as_dict()
+    assert not IdleFinding.objects.exists()
+    assert report.no_data == [
+        f"allocation #{allocation.pk} (idle, infer, 2 cards): not judged, series for 1 of the "
+        "2 cards held; 1 without any, so unknown"
+    ]
+
+
+@pytest.mark.django_db
 def test_prometheus_down_changes_nothing():
     with override_settings(PROMETHEUS_URL="http://127.0.0.1:9"):
         pool = PoolFactory(slug="infer2", scheduler=Scheduler.KUBERNETES, slurm_partition="")

@@ -4,7 +4,14 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from integration.slurm.slurm_cluster import Cleanup, build_adapter, require_reachable, slurm_env
+from integration.slurm.slurm_cluster import (
+    Cleanup,
+    ClusterShape,
+    build_adapter,
+    cluster_shape,
+    require_reachable,
+    slurm_env,
+)
 
 from scheduler_adapters.slurm.client import SlurmRestAdapter
 
@@ -22,6 +29,21 @@ def slurm(slurm_settings) -> Iterator[SlurmRestAdapter]:
     adapter.close()
 
 
+@pytest.fixture(scope="session")
+def cluster(slurm) -> ClusterShape:
+    """The nodes, partitions and GPU GRES of the cluster under test, read from it."""
+    return cluster_shape()
+
+
+@pytest.fixture
+def a100_partition(cluster, slurm_settings) -> str:
+    """``SLURM_PARTITION``, when one of its nodes has 4 ``gpu:a100`` cards (what the portal's
+    tests of this tier bind, as the test clusters have them); else the test skips, saying why."""
+    partition = slurm_settings.get("SLURM_PARTITION", "gpu")
+    cluster.require(partition, "a100", 4)
+    return partition
+
+
 @pytest.fixture
 def cleanup(slurm) -> Iterator[Cleanup]:
     tidy = Cleanup(slurm)
@@ -30,7 +52,7 @@ def cleanup(slurm) -> Iterator[Cleanup]:
 
 
 @pytest.fixture
-def portal_slurm_team(slurm_settings, cleanup, django_user_model):
+def portal_slurm_team(a100_partition, cleanup, django_user_model):
     """A Slurm pool of 4 A100 on the test cluster's partition (GRES type ``a100`` mapped by an
     admin), a team with a fresh account name and manager alice, and a pool admin. Returns
     ``(pool, a100, team, alice, admin, submit)``; ``submit(cards)`` files a submitted request."""
@@ -49,7 +71,7 @@ def portal_slurm_team(slurm_settings, cleanup, django_user_model):
     pool = PoolFactory(
         slug="gpu",
         scheduler=Scheduler.SLURM,
-        slurm_partition=slurm_settings.get("SLURM_PARTITION", "gpu"),
+        slurm_partition=a100_partition,
     )
     node = NodeFactory(pool=pool)
     for index in range(4):

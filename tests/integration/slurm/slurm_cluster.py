@@ -13,7 +13,11 @@ Slurm such a file describes (``make test`` also runs it on the machine's 22.05 o
   e.g. ``ssh slurm-head``) or ``SLURM_MODERN_ROOT`` (run them through ``chroot`` into that root);
 - ``SLURM_RELEASE`` (informational; the version test checks 22.05 -> v0.0.38, 24.11 -> v0.0.42).
 
-Tests fail, never skip, when it is not there: a green run must mean Slurm was exercised.
+Tests fail, never skip, when it is not there: a green run must mean Slurm was exercised. The
+cluster's nodes, partitions and GPU GRES are read from it (:func:`cluster_shape`, through
+``scontrol`` rather than the adapter under test); a test that needs a shape the cluster does not
+offer (8 cards of one type on one node, two GPU types, a node a recorded history names) skips,
+saying which.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ import re
 import subprocess
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -90,6 +96,112 @@ def eventually(read: Callable[[], T], accept: Callable[[T], bool], *, timeout_s:
         if time.monotonic() > deadline:
             pytest.fail(f"still not there after {timeout_s}s: {value!r}")
         time.sleep(0.25)
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """One node as ``scontrol show nodes`` prints it: its partitions and its ``gpu`` GRES
+    cards by type (``None``: untyped ``gpu:N``)."""
+
+    hostname: str
+    partitions: frozenset[str]
+    gpus: Counter
+
+
+@dataclass(frozen=True)
+class ClusterShape:
+    """Every node of the cluster under test, by host name."""
+
+    nodes: tuple[NodeShape, ...]
+
+    @property
+    def hostnames(self) -> set[str]:
+        return {node.hostname for node in self.nodes}
+
+    def cards(self) -> Counter:
+        """GPU cards per ``(partition, type)``, every partition a node is in counted."""
+        return Counter(
+            {
+                (partition, gres_type): count
+                for node in self.nodes
+                for partition in node.partitions
+                for gres_type, count in node.gpus.items()
+            }
+        )
+
+    def in_partition(self, partition: str) -> list[NodeShape]:
+        return sorted(
+            (n for n in self.nodes if partition in n.partitions), key=lambda n: n.hostname
+        )
+
+    def most_on_one_node(self, partition: str, gres_type: str) -> int:
+        """The most cards of ``gres_type`` one node of ``partition`` has (0: none)."""
+        return max((n.gpus[gres_type] for n in self.in_partition(partition)), default=0)
+
+    def require(self, partition: str, gres_type: str, cards: int) -> None:
+        """Skip the test, saying why, unless one node of ``partition`` has ``cards`` cards of
+        ``gres_type``."""
+        if self.most_on_one_node(partition, gres_type) < cards:
+            pytest.skip(
+                f"needs {cards} gpu:{gres_type} card(s) on one node of partition {partition!r}; "
+                f"the cluster has {self.describe(partition)}"
+            )
+
+    def require_node(self, partition: str, *, cards: int) -> tuple[str, str]:
+        """``(host name, GRES type)`` of the first node of ``partition`` with ``cards`` cards
+        of one type; skips without one."""
+        for node in self.in_partition(partition):
+            for gres_type, count in sorted(node.gpus.items(), key=lambda i: str(i[0])):
+                if gres_type and count >= cards:
+                    return node.hostname, gres_type
+        pytest.skip(
+            f"needs a node of partition {partition!r} with {cards} cards of one GPU type; the "
+            f"cluster has {self.describe(partition)}"
+        )
+
+    def describe(self, partition: str) -> str:
+        nodes = self.in_partition(partition)
+        if not nodes:
+            return f"no node in {partition!r}"
+        return "; ".join(
+            f"{n.hostname} "
+            + (", ".join(f"{c} {t or 'untyped'}" for t, c in sorted(n.gpus.items(), key=str))
+               or "no GPUs")
+            for n in nodes
+        )  # fmt: skip
+
+
+# ``Gres=gpu:a100:4``, ``gpu:h100:8(S:0-1)``, ``gpu:2``, several comma-separated
+_GRES = re.compile(r"(?:^|,)gpu(?::(?P<type>[^:(),]+))?:(?P<count>\d+)")
+
+
+def cluster_shape() -> ClusterShape:
+    """The cluster ``SLURM_TEST_ENV`` describes, from ``scontrol show nodes --oneliner`` run
+    next to it (not from the adapter, which the contract tests check against it)."""
+    done = subprocess.run(
+        slurm_command("scontrol", "show", "nodes", "--oneliner"),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return parse_scontrol_nodes(done.stdout)
+
+
+def parse_scontrol_nodes(text: str) -> ClusterShape:
+    """``scontrol show nodes --oneliner``: one node a line, ``Key=value`` words (a value with
+    spaces, such as ``OS=``, leaves words without ``=``, which are dropped)."""
+    nodes = []
+    for line in text.splitlines():
+        fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
+        if "NodeName" not in fields:
+            continue
+        gpus: Counter = Counter()
+        for found in _GRES.finditer(fields.get("Gres", "")):
+            gpus[found["type"]] += int(found["count"])
+        partitions = frozenset(p for p in fields.get("Partitions", "").split(",") if p)
+        nodes.append(NodeShape(fields["NodeName"], partitions, gpus))
+    return ClusterShape(tuple(nodes))
 
 
 def slurm_command(*argv: str) -> list[str]:

@@ -45,7 +45,20 @@ def grp_tres(account: str) -> str:
 
 
 @pytest.fixture
-def portal(slurm, slurm_settings, cleanup, prometheus, django_user_model):
+def history_node(cluster, a100_partition) -> str:
+    """The recorded dcgm history names its host ``SLURM_NODE`` (the test clusters' a100 node):
+    a cluster whose a100 cards sit on another node cannot run this test, and says so."""
+    node = next((n for n in cluster.in_partition(a100_partition) if n.hostname == SLURM_NODE), None)
+    if node is None or node.gpus["a100"] < 4:
+        pytest.skip(
+            f"the recorded dcgm history is for {SLURM_NODE} with 4 gpu:a100 cards; the cluster "
+            f"has {cluster.describe(a100_partition)}"
+        )
+    return SLURM_NODE
+
+
+@pytest.fixture
+def portal(slurm, slurm_settings, history_node, cleanup, prometheus, django_user_model):
     url, end = prometheus
     adapters.reset()
     with override_settings(

@@ -2,8 +2,9 @@
 nodes, reserved for a team's account with ``scontrol``, and a job of that shape runs inside the
 reservation on the node the fitter chose.
 
-Here the adapter alone, on the test clusters' a100 node (1 node × its 4 cards); the issue's
-1 × 8 through the portal's approval and provisioning, on the 8-card ``gpu-h100-01``, is
+Here the adapter alone, on the partition's a100 nodes (the test clusters': 1 node × its 4
+cards; a cluster without gpu:a100 skips, saying so); the issue's 1 × 8 through the portal's
+approval and provisioning, on a node with eight cards of one type, is
 ``test_shaped_reservation.py``. ``scontrol`` runs next to the cluster
 ``SLURM_TEST_ENV`` describes (its ``SLURM_COMMAND_PREFIX`` or ``SLURM_MODERN_ROOT``, else the
 machine's own client), and the
@@ -22,11 +23,13 @@ from scheduler_adapters.records import JobSpec, JobState, ReservationSpec
 pytestmark = pytest.mark.integration
 
 
-def test_a_whole_node_shape_is_reserved_and_a_job_of_that_shape_runs_in_it(slurm_settings, cleanup):
+def test_a_whole_node_shape_is_reserved_and_a_job_of_that_shape_runs_in_it(
+    slurm_settings, a100_partition, cleanup
+):
     # scontrol runs next to the cluster: through the env file's prefix (a chroot, ssh), or the
     # machine's own client for the machine's own cluster (22.05).
     adapter = build_adapter(slurm_settings, SCONTROL={"ENABLED": True})
-    partition = slurm_settings.get("SLURM_PARTITION", "gpu")
+    partition = a100_partition
     nodes = [
         node
         for node in adapter.list_nodes().nodes

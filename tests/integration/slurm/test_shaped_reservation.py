@@ -2,14 +2,16 @@
 in one NVLink domain (TP=8), approved in a pool bound to the test cluster, is placed by the
 shape check on the cluster's eight-card node; provisioning (the Celery task, eager) reserves
 that node for the team's account over the allocation's window; the allocation records the
-reservation; a job of that shape (``gres/gpu:h100:8`` with ``--reservation``) runs in it while
+reservation; a job of that shape (``gres/gpu:<type>:8`` with ``--reservation``) runs in it while
 another account's job cannot use the node (it pends; 22.05 refuses it at submit); release, with
 the job still running, ends the reservation and zeroes the team's cap; once the job is gone the
 reservation is purged and the other account's job starts.
 
-The node is ``gpu-h100-01`` (``gpu:h100:8``, a DGX H100's eight cards) of
-``scripts/services/slurm-modern.sh`` / ``slurm.sh``; the pool's inventory is read from the live
-listing by the portal's reconcile (as its beat does), so the fitter sees the cluster's real nodes.
+The node is the first of the partition with eight cards of one GRES type, read from the cluster
+(``gpu-h100-01``, ``gpu:h100:8``, a DGX H100's eight cards, on ``scripts/services/slurm-modern.sh``
+/ ``slurm.sh``); without one, or with a type no 8-card SXM board of the catalogue has, the test
+skips, saying why. The pool's inventory is read from the live listing by the portal's reconcile
+(as its beat does), so the fitter sees the cluster's real nodes.
 Slurm's listing says nothing about NVLink, so the one-domain check rests on the catalogue (an
 8-card SXM board is one NVSwitch domain). The reservation is made with ``scontrol`` next to the
 cluster (see :mod:`scheduler_adapters.slurm.reservations`) and holds the node for two hours at
@@ -38,7 +40,14 @@ from scheduler_adapters.registry import slurm_settings_from_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
-NODE = "gpu-h100-01"  # the test clusters' only node with eight cards of one type
+# GRES types of 8-card SXM boards (one NVSwitch domain each, as the catalogue says) -> the model
+SXM8 = {
+    "h100": "h100_sxm",
+    "h200": "h200_sxm",
+    "h800": "h800_sxm",
+    "a100": "a100_80g_sxm",
+    "a800": "a800_80g_sxm",
+}
 
 
 @pytest.fixture
@@ -52,6 +61,7 @@ def portal_on_real_slurm(slurm, slurm_settings):
 def test_a_1x8_request_approved_reserves_the_node_and_a_job_of_that_shape_runs_in_it(
     portal_on_real_slurm,
     slurm_settings,
+    cluster,
     cleanup,
     django_user_model,
     django_capture_on_commit_callbacks,
@@ -62,15 +72,18 @@ def test_a_1x8_request_approved_reserves_the_node_and_a_job_of_that_shape_runs_i
 
     slurm = portal_on_real_slurm
     partition = slurm_settings.get("SLURM_PARTITION", "gpu")
-    h100 = GpuModel.objects.get(slug="h100_sxm")
-    GpuModelAlias.objects.create(gpu_model=h100, value="h100", kind=AliasKind.ADMIN, key="h100")
+    node_name, gres = cluster.require_node(partition, cards=8)
+    if gres not in SXM8:
+        pytest.skip(f"{node_name}'s gpu:{gres} is no 8-card SXM board the catalogue knows")
+    board = GpuModel.objects.get(slug=SXM8[gres])
+    GpuModelAlias.objects.create(gpu_model=board, value=gres, kind=AliasKind.ADMIN, key=gres)
     pool = PoolFactory(slug="gpu", scheduler=Scheduler.SLURM, slurm_partition=partition)
 
     # The pool's nodes come from the live listing, as the reconcile beat brings them in.
     assert reconcile_slurm().errors == []
-    node = Node.objects.get(hostname=NODE)
+    node = Node.objects.get(hostname=node_name)
     assert node.pool == pool
-    assert sorted(node.gpus.filter(gpu_model=h100).values_list("index", flat=True)) == list(
+    assert sorted(node.gpus.filter(gpu_model=board).values_list("index", flat=True))[:8] == list(
         range(8)
     )
 
@@ -86,7 +99,7 @@ def test_a_1x8_request_approved_reserves_the_node_and_a_job_of_that_shape_runs_i
         requested_by=alice,
         workload_kind="training",
         pool=pool,
-        gpu_model=h100,
+        gpu_model=board,
         card_count=8,
         cards_per_node=8,
         node_count=1,
@@ -105,21 +118,21 @@ def test_a_1x8_request_approved_reserves_the_node_and_a_job_of_that_shape_runs_i
         reservation = allocation.scheduler_binding.get("reservation")
 
         assert allocation.status == AllocationStatus.ACTIVE, allocation.status_reason
-        assert allocation.placement == [{"node": NODE, "gpus": list(range(8))}]
+        assert allocation.placement == [{"node": node_name, "gpus": list(range(8))}]
         assert reservation == f"portal-alloc-{allocation.pk}"
-        assert allocation.scheduler_binding["reserved_nodes"] == [NODE]
-        assert allocation.scheduler_binding["grp_tres"] == "gres/gpu:h100=8"
+        assert allocation.scheduler_binding["reserved_nodes"] == [node_name]
+        assert allocation.scheduler_binding["grp_tres"] == f"gres/gpu:{gres}=8"
         record = slurm.get_reservation(reservation)
-        assert (record.accounts, record.nodes) == ((account,), (NODE,))
+        assert (record.accounts, record.nodes) == ((account,), (node_name,))
         assert (record.starts_at, record.ends_at) == (now, now + timedelta(hours=2))
-        assert slurm.get_gpu_limits(account) == (GpuLimit(account, partition, "h100", 8),)
+        assert slurm.get_gpu_limits(account) == (GpuLimit(account, partition, gres, 8),)
 
         # Another account (no cap at all) cannot start on the reserved node.
         outsider = unique_account("pt")
         cleanup.accounts.append(outsider)
         slurm.ensure_account(outsider, description="outsider", organization="portal")
         slurm.ensure_user_association(outsider, "bob", partition)
-        shape = {"partition": partition, "gres_type": "h100", "script": "#!/bin/sh\nsleep 120\n"}
+        shape = {"partition": partition, "gres_type": gres, "script": "#!/bin/sh\nsleep 120\n"}
 
         def outsider_job() -> int:
             job_id = slurm.submit_job(JobSpec(account=outsider, user="bob", gpus=1, **shape))
@@ -143,9 +156,9 @@ def test_a_1x8_request_approved_reserves_the_node_and_a_job_of_that_shape_runs_i
         )
         cleanup.jobs.append(job_id)
         job = eventually(lambda: slurm.get_job(job_id), lambda j: j.state is JobState.RUNNING)
-        assert job.gpus_allocated == {"h100": 8}
+        assert job.gpus_allocated == {gres: 8}
         (placed,) = [p for p in slurm.running_gpu_jobs(partition) if p.job_id == job_id]
-        assert {slot.node for slot in placed.slots} == {NODE}
+        assert {slot.node for slot in placed.slots} == {node_name}
         assert sorted(slot.index for slot in placed.slots) == list(range(8))
         if other is not None:
             assert slurm.get_job(other).state is JobState.PENDING
@@ -155,10 +168,10 @@ def test_a_1x8_request_approved_reserves_the_node_and_a_job_of_that_shape_runs_i
         with django_capture_on_commit_callbacks(execute=True):
             allocation_release(allocation=allocation, actor=alice, reason="done")
         ended = slurm.get_reservation(reservation)  # State turns INACTIVE on slurmctld's next pass
-        assert (ended.accounts, ended.nodes) == ((account,), (NODE,))
+        assert (ended.accounts, ended.nodes) == ((account,), (node_name,))
         assert now < ended.ends_at <= timezone.now()
-        assert slurm.get_gpu_limits(account) == (GpuLimit(account, partition, "h100", 0),)
-        assert "gres/gpu:h100=0" in sacctmgr(
+        assert slurm.get_gpu_limits(account) == (GpuLimit(account, partition, gres, 0),)
+        assert f"gres/gpu:{gres}=0" in sacctmgr(
             "show", "assoc", f"account={account}", "user=", "format=account,grptres"
         )
         assert slurm.get_job(job_id).state is JobState.RUNNING  # releasing cancels no job

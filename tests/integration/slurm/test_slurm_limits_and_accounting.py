@@ -23,7 +23,11 @@ def grp_tres_in_slurmdbd(account: str) -> str:
 
 
 @pytest.mark.parametrize("through", ["rest", "sacctmgr"])
-def test_limit_changes_reach_slurmdbd_and_the_controller(slurm, slurm_settings, cleanup, through):
+def test_limit_changes_reach_slurmdbd_and_the_controller(
+    slurm, slurm_settings, cleanup, through, cluster
+):
+    cluster.require("gpu", "a100", 1)
+    cluster.require("gpu", "rtx4090", 1)
     adapter = (
         slurm if through == "rest" else build_adapter(slurm_settings, SACCTMGR={"ENABLED": True})
     )
@@ -50,7 +54,8 @@ def test_limit_changes_reach_slurmdbd_and_the_controller(slurm, slurm_settings, 
     assert enforced_cards(account, "rtx4090") == math.inf
 
 
-def test_a_finished_job_is_read_back_from_accounting(slurm, cleanup):
+def test_a_finished_job_is_read_back_from_accounting(slurm, cleanup, cluster):
+    cluster.require("gpu", "rtx4090", 1)
     account = unique_account("acct")
     cleanup.accounts.append(account)
     slurm.ensure_account(account, description="accounting", organization="portal")

@@ -114,6 +114,7 @@ def test_scale_events_list_and_filter(admin_api, allocation):
                                           step_cards=2)  # fmt: skip
     stamps = [NOW.timestamp() - 60 * m for m in range(40, -1, -1)]
     signals = InferenceSignals("team-chat", util_pct=tuple(Sample(t, 95.0) for t in stamps),
+                               cards_reporting=tuple(Sample(t, 6.0) for t in stamps),
                                latency_s=tuple(Sample(t, 2.0) for t in stamps))  # fmt: skip
     elastic_scan(now=NOW, metrics=FakePrometheus(inference=[signals]))
     answer = admin_api.get(f"/api/v1/scale-events/?allocation={allocation.pk}&action=up")

@@ -79,6 +79,7 @@ def _busy(end):
     stamps = [end.timestamp() - 60 * m for m in range(40, -1, -1)]
     return FakePrometheus(inference=[InferenceSignals(
         "team-chat", util_pct=tuple(Sample(t, 90.0) for t in stamps),
+        cards_reporting=tuple(Sample(t, 8.0) for t in stamps),
         latency_s=tuple(Sample(t, 1.2) for t in stamps))])  # fmt: skip
 
 

@@ -66,12 +66,14 @@ def active(pool, team, cards, **fields):
     )
 
 
-def signals(namespace, util, latency_s, minutes=40, end=None):
+def signals(namespace, util, latency_s, minutes=40, end=None, cards=8):
+    """``cards`` report at every step (8: every card up to the largest ceiling here)."""
     end = (end or NOW).timestamp()
     stamps = [end - 60 * m for m in range(minutes, -1, -1)]
     return InferenceSignals(
         namespace,
         util_pct=tuple(Sample(t, util) for t in stamps),
+        cards_reporting=tuple(Sample(t, float(cards)) for t in stamps),
         latency_s=tuple(Sample(t, latency_s) for t in stamps),
     )
 
@@ -184,6 +186,20 @@ def test_low_for_thirty_minutes_goes_down(pool, team, admin):
     elastic_scan(now=NOW, metrics=FakePrometheus(inference=[signals("team-chat", 10.0, 0.1)]))
     policy.refresh_from_db()
     assert policy.cards_held == 4
+
+
+def test_low_on_some_of_the_cards_held_does_not_go_down(pool, team, admin):
+    """Issue 27 item 1: 6 cards held, 10 % for 40 minutes, but only 3 cards report (the other
+    3 send nothing): their mean says nothing about the other 3, so nothing scales ("unknown")."""
+    policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
+                                   ceiling_cards=6, step_cards=2)  # fmt: skip
+    policy.cards_held = 6
+    policy.save()
+    metrics = FakePrometheus(inference=[signals("team-chat", 10.0, 0.1, cards=3)])
+    report = elastic_scan(now=NOW, metrics=metrics)
+    policy.refresh_from_db()
+    assert (policy.cards_held, report.downs, report.unknown) == (6, 0, 1)
+    assert ScaleEvent.objects.get().reason == "unknown"
 
 
 def test_guaranteed_approval_takes_borrowed_cards_back(
@@ -315,6 +331,7 @@ def test_each_pass_records_what_it_read(pool, team, admin):
     found = InferenceSignals(
         "team-chat",
         util_pct=found.util_pct,
+        cards_reporting=found.cards_reporting,
         latency_s=found.latency_s,
         request_s=tuple(Sample(t, 12.5) for t in stamps),
     )

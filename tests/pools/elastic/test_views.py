@@ -24,6 +24,7 @@ NOW = timezone.now().replace(second=0, microsecond=0)
 def _signals(minutes=40):
     stamps = [NOW.timestamp() - 60 * m for m in range(minutes, -1, -1)]
     return InferenceSignals("team-chat", util_pct=tuple(Sample(t, 90.0) for t in stamps),
+                            cards_reporting=tuple(Sample(t, 8.0) for t in stamps),
                             latency_s=tuple(Sample(t, 1.5) for t in stamps))  # fmt: skip
 
 

@@ -361,3 +361,107 @@ def test_an_exporter_rollout_in_the_window_keeps_one_gpu_one_gpu(
     finding = IdleFinding.objects.get()
     # 2 cards, each read over the whole window: mean of 1 % and 2 %
     assert (finding.card_count, str(finding.mean_util_pct)) == (2, "1.50")
+
+
+# ---------------------------------------------------------- issue 27 item 1: cards without series
+
+
+@pytest.fixture
+def eight(world):
+    """The same team holding 8 L40S: the node's 4 cards and 4 more on ``k8s-n2``."""
+    node = NodeFactory(hostname="k8s-n2", pool=world["pool"], scheduler=Scheduler.KUBERNETES)
+    for index in range(4):
+        GpuFactory(node=node, index=index, gpu_model=world["l40s"], health=GpuHealth.OK)
+    type(world["allocation"]).objects.filter(pk=world["allocation"].pk).update(card_count=8)
+    world["allocation"].refresh_from_db()
+    return world
+
+
+def _untouched(world):
+    allocation = world["allocation"]
+    allocation.refresh_from_db()
+    assert (allocation.status, allocation.card_count) == (AllocationStatus.ACTIVE, 8)
+    assert mail.outbox == []
+
+
+def test_series_for_four_of_eight_idle_cards_is_never_reclaimed(
+    eight, django_capture_on_commit_callbacks
+):
+    """The issue's case: 8 cards held, series for 4 of them (all idle at 1 %), none for the
+    other 4. Before, the 4 silent cards counted as "not in use" and all 8 were reclaimed.
+    Now 4 cards are unknown, so the allocation is unknown at every scan, past the grace too:
+    no finding, no e-mail, and the admins' no-data line says why."""
+    devices = [usage(f"GPU-{i}", 1.0) for i in range(1, 5)]
+    for now in (T0, LATER):
+        report = scan(now, devices, django_capture_on_commit_callbacks)
+        assert (report.unknown, report.idle, report.reclaimed) == (1, 0, 0)
+    assert not IdleFinding.objects.exists()
+    _untouched(eight)
+    [line] = report.no_data
+    assert f"allocation #{eight['allocation'].pk} (nlp, infer, 8 cards)" in line
+    assert "series for 4 of the 8 cards held; 4 without any" in line
+
+
+def test_four_busy_cards_and_four_silent_ones_open_no_finding(
+    eight, django_capture_on_commit_callbacks
+):
+    """The same 4 series busy at 90 %: before, 4 busy of 8 held split into "idle" and the team
+    was warned; now the 4 silent cards make it unknown (not idle, not busy)."""
+    devices = [usage(f"GPU-{i}", 90.0) for i in range(1, 5)]
+    report = scan(T0, devices, django_capture_on_commit_callbacks)
+    assert (report.unknown, report.idle, report.busy, report.warned) == (1, 0, 0, 0)
+    assert not IdleFinding.objects.exists()
+    _untouched(eight)
+
+
+def test_an_open_finding_waits_when_half_the_series_vanish(
+    eight, django_capture_on_commit_callbacks
+):
+    """All 8 idle at T0 (finding opened, team warned); by the end of the grace 4 exporters have
+    sent nothing for an hour (stale, then absent from the window): not reclaimed, still open."""
+    gone = (LATER - timedelta(hours=1), LATER + timedelta(hours=1))
+    devices = [usage(f"GPU-{i}", 1.0) for i in range(1, 5)] + [
+        usage(f"GPU-{i}", 1.0, gap=gone) for i in range(5, 9)
+    ]
+    first = scan(T0, devices, django_capture_on_commit_callbacks)
+    assert (first.idle, first.warned) == (1, 1)
+    report = scan(LATER, devices, django_capture_on_commit_callbacks)
+    assert (report.unknown, report.reclaimed) == (1, 0)
+    assert IdleFinding.objects.get().state == IdleFindingState.OPEN
+    eight["allocation"].refresh_from_db()
+    assert eight["allocation"].card_count == 8
+
+
+def test_stale_series_on_some_cards_is_unknown(eight, django_capture_on_commit_callbacks):
+    """8 series, 3 of which stopped 10 min before the scan (21 of 31 steps, newest 600 s old,
+    over the 300 s staleness bound): unknown."""
+    stale = (T0 - timedelta(minutes=9), T0 + timedelta(hours=1))
+    devices = [usage(f"GPU-{i}", 1.0) for i in range(1, 6)] + [
+        usage(f"GPU-{i}", 1.0, gap=stale) for i in range(6, 9)
+    ]
+    report = scan(T0, devices, django_capture_on_commit_callbacks)
+    assert (report.unknown, report.idle) == (1, 0)
+    assert not IdleFinding.objects.exists()
+
+
+def test_mig_card_without_series_is_unknown(world, django_capture_on_commit_callbacks):
+    """MIG: the 2 cards held are split into 3g.40gb instances. Card GPU-1's two instances
+    report (idle); card GPU-2 reports nothing: one card's instances are one card, so 1 of 2
+    cards is seen and the allocation is unknown (before: "2 idle", reclaimed whole)."""
+    devices = [
+        dataclasses.replace(usage("GPU-1", 1.0), gpu_instance_id=gi, mig_profile="3g.40gb")
+        for gi in ("1", "2")
+    ]
+    for now in (T0, LATER):
+        report = scan(now, devices, django_capture_on_commit_callbacks)
+        assert (report.unknown, report.idle, report.reclaimed) == (1, 0, 0)
+    world["allocation"].refresh_from_db()
+    assert (world["allocation"].status, world["allocation"].card_count) == ("active", 2)
+    # both cards seen, all four instances idle: idle (the instances count as 2 cards, not 4)
+    devices += [
+        dataclasses.replace(usage("GPU-2", 1.0), gpu_instance_id=gi, mig_profile="3g.40gb")
+        for gi in ("1", "2")
+    ]
+    report = scan(T0, devices, django_capture_on_commit_callbacks)
+    assert (report.unknown, report.idle) == (0, 1)
+    assert IdleFinding.objects.get().card_count == 2

@@ -230,3 +230,64 @@ def test_no_slurm_configured_is_unknown(pool, alice, django_capture_on_commit_ca
     with override_settings(SCHEDULERS={}):
         report = scan(HOUR_ON, [card(0, 0.0)], capture)
     assert (report.unknown, report.idle) == (1, 0)
+
+
+# ---------------------------------------------------------- issue 27 item 1: cards without series
+
+
+def _gap(device, start, end):
+    """``device`` with no samples in ``[start, end]``."""
+    kept = tuple(
+        s for s in device.util_pct if not start.timestamp() <= s.timestamp <= end.timestamp()
+    )
+    return DeviceUsage(**{**device.__dict__, "util_pct": kept})
+
+
+def test_a_busy_job_card_beside_a_silent_one_is_unknown_not_shrunk(
+    slurm, pool, alice, django_capture_on_commit_callbacks
+):
+    """4 cards held, a job on 2 of them: card 0 busy at 90 %, card 1 reports nothing. The 2
+    jobless cards are idle, but card 1 cannot be told: unknown, never "shrink to 1"."""
+    capture = django_capture_on_commit_callbacks
+    allocation = hold(pool, "nlp", 4, alice, capture)
+    run_job(slurm, "nlp", 2)
+    for now in (HOUR_ON, LATER):
+        report = scan(now, [card(0, 90.0)], capture)
+        assert (report.unknown, report.idle, report.reclaimed) == (1, 0, 0)
+    allocation.refresh_from_db()
+    assert allocation.card_count == 4
+    assert "1 of 2 job cards without usable metrics" in report.no_data[0]
+
+
+def test_a_stale_or_gappy_job_card_is_unknown(
+    slurm, pool, alice, django_capture_on_commit_callbacks
+):
+    """A job on 2 cards, both idle at HOUR_ON (finding opened). At LATER card 1's exporter has
+    been silent for 10 min (newest sample 600 s old: stale), then it reports with 8 of the 31
+    steps missing (coverage 74 % < 90 %): unknown each time, not reclaimed."""
+    capture = django_capture_on_commit_callbacks
+    allocation = hold(pool, "nlp", 2, alice, capture)
+    run_job(slurm, "nlp", 2)
+    assert scan(HOUR_ON, [card(0, 0.0), card(1, 0.0)], capture).idle == 1
+    stale = _gap(card(1, 0.0), LATER - timedelta(minutes=9), LATER + timedelta(hours=1))
+    report = scan(LATER, [card(0, 0.0), stale], capture)
+    assert (report.unknown, report.reclaimed) == (1, 0)
+    gappy = card(1, 0.0)
+    gappy = DeviceUsage(
+        **{
+            **gappy.__dict__,
+            "util_pct": tuple(
+                s
+                for s in gappy.util_pct
+                if not (
+                    LATER.timestamp() - 1800 <= s.timestamp <= LATER.timestamp()
+                    and round((s.timestamp - LATER.timestamp() + 1800) / 60) % 4 == 0
+                )
+            ),
+        }
+    )
+    report = scan(LATER, [card(0, 0.0), gappy], capture)
+    assert (report.unknown, report.reclaimed) == (1, 0)
+    allocation.refresh_from_db()
+    assert (allocation.status, allocation.card_count) == (AllocationStatus.ACTIVE, 2)
+    assert IdleFinding.objects.get().state == IdleFindingState.OPEN

@@ -3,6 +3,7 @@ against SlurmRestAdapter on the real test cluster (integration tier)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -10,7 +11,10 @@ from typing import TypeVar
 import pytest
 from integration.slurm.slurm_cluster import (
     Cleanup,
+    ClusterShape,
+    NodeShape,
     build_adapter,
+    cluster_shape,
     eventually,
     require_reachable,
     slurm_env,
@@ -26,6 +30,14 @@ T = TypeVar("T")
 # The test clusters of scripts/services/slurm-modern.sh and slurm.sh: partition gpu with nodes
 # gpu-a100-01 (4 a100), gpu-4090-01 (2 rtx4090) and gpu-h100-01 (8 h100).
 TEST_CLUSTER = {"gpu": {"a100": 4, "rtx4090": 2, "h100": 8}}
+# The fake's nodes: one per partition and type, fake-<partition>-<type> (scheduler_adapters.fake).
+FAKE_SHAPE = ClusterShape(
+    tuple(
+        NodeShape(f"fake-{partition}-{gres_type}", frozenset({partition}), Counter({gres_type: n}))
+        for partition, types in TEST_CLUSTER.items()
+        for gres_type, n in types.items()
+    )
+)
 
 
 @dataclass
@@ -34,9 +46,14 @@ class Scheduler:
 
     adapter: SchedulerAdapter
     real: bool
+    shape: ClusterShape  # what the cluster offers, read apart from the adapter
     cleanup: Cleanup | None = None
     partition: str = "gpu"
     made: list[str] = field(default_factory=list)
+
+    def needs(self, gres_type: str, cards: int) -> None:
+        """Skip, saying why, unless one node of the partition has ``cards`` ``gres_type``."""
+        self.shape.require(self.partition, gres_type, cards)
 
     def account_name(self) -> str:
         name = unique_account()
@@ -83,12 +100,17 @@ def real_slurm() -> Iterator[SchedulerAdapter]:
     adapter.close()
 
 
+@pytest.fixture(scope="session")
+def real_shape(real_slurm) -> ClusterShape:
+    return cluster_shape()
+
+
 @pytest.fixture(params=["fake", pytest.param("slurm", marks=pytest.mark.integration)])
 def scheduler(request) -> Iterator[Scheduler]:
     if request.param == "fake":
-        yield Scheduler(FakeScheduler(TEST_CLUSTER), real=False)
+        yield Scheduler(FakeScheduler(TEST_CLUSTER), real=False, shape=FAKE_SHAPE)
         return
     adapter = request.getfixturevalue("real_slurm")
     tidy = Cleanup(adapter)
-    yield Scheduler(adapter, real=True, cleanup=tidy)
+    yield Scheduler(adapter, real=True, shape=request.getfixturevalue("real_shape"), cleanup=tidy)
     tidy.run()

@@ -1,6 +1,8 @@
 """What every SchedulerAdapter promises (scheduler_adapters/base.py), checked on the fake and on
-the real Slurm alike. Values are the test cluster's: partition gpu with 4 a100, 2 rtx4090 and
-8 h100 (``TEST_CLUSTER``); ``b200`` is a type it has none of."""
+the real Slurm alike. The cards each node has are read from the cluster (``scheduler.shape``:
+the fake's ``TEST_CLUSTER``, the real cluster's ``scontrol show nodes``); the tests run jobs on
+partition gpu's ``a100`` cards and set limits on ``a100`` and ``rtx4090``, as the test clusters
+have them, and skip, saying why, on a cluster without them; ``b200`` is a type it has none of."""
 
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -20,7 +22,7 @@ def test_nodes_report_cards_by_gres_type(scheduler):
         for partition in node.partitions
         for gpu in node.gpus
     )
-    assert cards == Counter({("gpu", "a100"): 4, ("gpu", "rtx4090"): 2, ("gpu", "h100"): 8})
+    assert cards == scheduler.shape.cards()
     assert result.issues == ()
 
 
@@ -50,6 +52,8 @@ def test_user_association_is_idempotent_and_needs_real_targets(scheduler):
 
 
 def test_gpu_limits_are_kept_per_type(scheduler):
+    scheduler.needs("a100", 1)
+    scheduler.needs("rtx4090", 1)
     adapter = scheduler.adapter
     account = scheduler.account()
 
@@ -67,6 +71,7 @@ def test_gpu_limits_are_kept_per_type(scheduler):
 
 
 def test_limit_targets_must_exist(scheduler):
+    scheduler.needs("a100", 1)
     adapter = scheduler.adapter
     missing = scheduler.account_name()
     account = scheduler.account()
@@ -88,6 +93,7 @@ def test_limit_targets_must_exist(scheduler):
 def test_a_gpu_type_the_cluster_does_not_have_changes_no_limit(scheduler):
     """Without a partition to check against, a type no node has is refused too: Slurm 24.11+
     would take ``gres/gpu:b200`` as "clear every GPU limit" and answer 200."""
+    scheduler.needs("a100", 1)
     adapter = scheduler.adapter
     account = scheduler.account()
     adapter.set_gpu_limit(GpuLimit(account, "gpu", "a100", 2))
@@ -99,6 +105,7 @@ def test_a_gpu_type_the_cluster_does_not_have_changes_no_limit(scheduler):
 
 
 def test_a_job_over_the_limit_pends_until_the_limit_is_lifted(scheduler):
+    scheduler.needs("a100", 2)
     adapter = scheduler.adapter
     account = scheduler.account(user="alice")
     adapter.set_gpu_limit(GpuLimit(account, "gpu", "a100", 1))
@@ -144,7 +151,10 @@ def test_a_job_over_the_limit_pends_until_the_limit_is_lifted(scheduler):
 
 
 def test_submissions_the_scheduler_refuses(scheduler):
+    scheduler.needs("a100", 1)
     adapter = scheduler.adapter
+    # more a100 than the partition has (4 + 1 on the test clusters)
+    more_than_any = scheduler.shape.cards()[(scheduler.partition, "a100")] + 1
     account = scheduler.account(user="alice")
 
     with pytest.raises(SchedulerRejected) as no_association:
@@ -152,7 +162,7 @@ def test_submissions_the_scheduler_refuses(scheduler):
     with pytest.raises(SchedulerRejected) as unknown_type:
         adapter.submit_job(scheduler.job(account, gres_type="b200"))
     with pytest.raises(SchedulerRejected) as too_many:
-        adapter.submit_job(scheduler.job(account, gpus=5))
+        adapter.submit_job(scheduler.job(account, gpus=more_than_any))
 
     assert no_association.value.error_numbers == (2045,)
     assert unknown_type.value.error_numbers == (2014,)
@@ -185,6 +195,7 @@ def test_names_the_scheduler_would_mangle_are_refused(scheduler):
 
 
 def test_running_gpu_jobs_say_which_cards_each_job_holds(scheduler):
+    scheduler.needs("a100", 3)
     adapter = scheduler.adapter
     account = scheduler.account(user="alice")
     first = scheduler.submit(scheduler.job(account, gpus=2))
@@ -201,7 +212,9 @@ def test_running_gpu_jobs_say_which_cards_each_job_holds(scheduler):
     slots = [(s.node, s.index, s.gres_type) for p in mine for s in p.slots]
     assert len(set(slots)) == 3  # three distinct cards of one a100 node
     assert {s[2] for s in slots} == {"a100"} and len({s[0] for s in slots}) == 1
-    assert all(0 <= s[1] < 4 for s in slots)
+    assert all(
+        0 <= s[1] < scheduler.shape.most_on_one_node(scheduler.partition, "a100") for s in slots
+    )
     assert [p.job_id for p in adapter.running_gpu_jobs("no-such-partition")] == []
     with pytest.raises(ValueError):
         adapter.running_gpu_jobs("bad partition!")

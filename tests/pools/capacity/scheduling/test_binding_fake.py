@@ -11,11 +11,17 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation
-from pools.capacity.services.allocations import allocation_lifecycle_sweep, allocation_release
+from pools.capacity.services.allocations import (
+    allocation_lifecycle_sweep,
+    allocation_provision,
+    allocation_release,
+)
 from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import AllocationStatus
-from scheduler_adapters.errors import SchedulerUnavailable
+from pools.jobs import retry_note
+from scheduler_adapters.errors import SchedulerError, SchedulerUnavailable
 from scheduler_adapters.records import GpuLimit
 
 pytestmark = pytest.mark.django_db
@@ -111,3 +117,66 @@ def test_a_permanent_refusal_fails_the_allocation_with_the_message(
     assert allocation.status == AllocationStatus.FAILED
     assert "Invalid account" in allocation.status_reason
     assert "vision" not in {lim.account for lim in fake_slurm.get_gpu_limits("vision")} or True
+
+
+def test_a_500_that_refuses_nothing_is_retried_with_the_reason_shown(
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks
+):
+    """Issue 27 item 5: slurmrestd answers 500 with error 1 ("Unspecified error") while the
+    allocation is applied. Before, it failed for good; now it stays provisioning, saying what
+    happened and when it is tried again, and the next sweep applies it."""
+    pool, a100, team, bob, admin = setup
+    fake_slurm.reject_next(1, "Unspecified error")
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation = capacity_request_approve(
+            request=submitted(pool, a100, team, bob, 2, timezone.now(), days=10), actor=admin
+        )
+    allocation.refresh_from_db()
+    assert allocation.status == AllocationStatus.PROVISIONING
+    # no worker in tests (the task runs eagerly): the lifecycle sweep is the retry
+    assert allocation.status_reason == (
+        "Slurm answered 500; the lifecycle sweep tries again within 5 min"
+    )
+    started = AuditEvent.objects.get(action="allocation.provisioning", object_id=str(allocation.pk))
+    assert started.reason == "applying in Slurm"  # never provisioning with an empty reason
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert allocation_lifecycle_sweep()["provisioned"] == 1
+    assert Allocation.objects.get(pk=allocation.pk).status == AllocationStatus.ACTIVE
+
+
+def test_each_retry_says_which_and_when(
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks, settings
+):
+    """The task's third retry after a 500 at 14:01:50: retry_countdown(2) = 5 x 2^2 = 20 s, so
+    14:02:10, shown to the minute; the final attempt (retries = 8) fails it with the message."""
+    settings.TIME_ZONE = "UTC"
+    pool, a100, team, bob, admin = setup
+    fake_slurm.down = True
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation = capacity_request_approve(
+            request=submitted(pool, a100, team, bob, 2, timezone.now(), days=10), actor=admin
+        )
+    fake_slurm.down = False
+    at = timezone.now().replace(hour=14, minute=1, second=50, microsecond=0)
+    assert retry_note(2, now=at) == "retry 3 of 8 at 14:02"
+    fake_slurm.reject_next(-1, "Unspecified error")
+    with pytest.raises(SchedulerError):
+        allocation_provision(
+            allocation_id=allocation.pk, final_attempt=False, next_try=retry_note(2, now=at)
+        )
+    allocation.refresh_from_db()
+    assert (allocation.status, allocation.status_reason) == (
+        AllocationStatus.PROVISIONING,
+        "Slurm answered 500; retry 3 of 8 at 14:02",
+    )
+    fake_slurm.down = True  # connection refused: no HTTP answer at all
+    with pytest.raises(SchedulerError):
+        allocation_provision(
+            allocation_id=allocation.pk, final_attempt=False, next_try=retry_note(3, now=at)
+        )
+    allocation.refresh_from_db()
+    assert allocation.status_reason == "Slurm did not answer; retry 4 of 8 at 14:02"
+    failed = allocation_provision(allocation_id=allocation.pk, final_attempt=True)
+    assert failed.status == AllocationStatus.FAILED
+    assert "connection refused" in failed.status_reason

@@ -1,0 +1,125 @@
+"""An inventory import that takes cards from under granted windows says so (issue 27 item 4):
+in its report (service, API, command) and as a dashboard alert, listing the allocations.
+
+Pool ``train`` (over-commit ratio 1.0): nodes trn-01 and trn-02 with 4 A100 each, 8 usable.
+Team ``vision`` holds A: 4 cards from a day ago to in 5 days; B: 3 cards from in 1 day to in
+3 days; C: 1 card from in 6 days to in 8 days. Held at once: 4 now, 7 from day 1 to day 3, 4 to
+day 5, then 1 — at most 7 of 8. The import then finds trn-02 with one card: 4 + 1 = 5 usable.
+7 > 5 from day 1 to day 3, so the pool is over-committed; A and B hold cards then, C (1 card
+while 1 is held) does not.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
+from django.utils import timezone
+from factories import AllocationFactory, PoolFactory, TeamFactory, nvidia_smi_csv
+
+from pools.capacity.overcommit import overcommitted_windows
+from pools.choices import AllocationStatus, NodeState
+from pools.dashboards.capacity import dashboard_alerts
+from pools.inventory.models import Gpu, GpuModel, Node
+from pools.inventory.services.import_files import inventory_import_file
+
+pytestmark = pytest.mark.django_db
+DAY = timedelta(days=1)
+
+
+@pytest.fixture
+def world():
+    pool = PoolFactory(slug="train")
+    for host, name in ((1, "trn-01"), (2, "trn-02")):
+        report = inventory_import_file(
+            data=nvidia_smi_csv(4, host=host), source="nvidia-smi", node=name, pool=pool
+        )
+        assert report.created == [name] and report.overcommitted == []
+    # nvidia-smi says nothing of a node's state; the scheduler says they are up
+    Node.objects.filter(pool=pool).update(state=NodeState.UP)
+    a100 = GpuModel.objects.get(slug="a100_80g_sxm")
+    assert Gpu.objects.filter(node__pool=pool, gpu_model=a100).count() == 8
+    team = TeamFactory(slug="vision")
+    now = timezone.now()
+
+    def hold(cards, start, end):
+        return AllocationFactory(
+            team=team,
+            pool=pool,
+            gpu_model=a100,
+            card_count=cards,
+            status=AllocationStatus.ACTIVE if start <= 0 else AllocationStatus.APPROVED,
+            starts_at=now + start * DAY,
+            ends_at=now + end * DAY,
+        )
+
+    return {"pool": pool, "a": hold(4, -1, 5), "b": hold(3, 1, 3), "c": hold(1, 6, 8)}
+
+
+def one_card_left() -> bytes:
+    return nvidia_smi_csv(1, host=2)  # trn-02's GPU 0 (same UUID), its 3 others gone
+
+
+def test_nothing_over_committed_before_the_import(world):
+    assert overcommitted_windows(now=timezone.now()) == []
+
+
+def test_the_import_report_lists_the_over_committed_window(world):
+    report = inventory_import_file(
+        data=one_card_left(), source="nvidia-smi", node="trn-02", pool=world["pool"]
+    )
+    assert report.updated == ["trn-02"]
+    [over] = report.overcommitted
+    a, b = world["a"].pk, world["b"].pk
+    assert (over["pool"], over["gpu_model"], over["usable"], over["peak"]) == (
+        "train",
+        "a100_80g_sxm",
+        5,
+        7,
+    )
+    assert over["allocations"] == [a, b]
+    assert over["end"] == world["c"].ends_at.isoformat()  # the last window checked
+    assert (
+        f"up to 7 cards held until {world['c'].ends_at:%Y-%m-%d %H:%M}, 5 usable" in (over["text"])
+    )
+    assert report.as_dict()["overcommitted"] == report.overcommitted
+
+
+def test_the_api_and_the_command_say_so_too(world, admin_api, tmp_path, capsys):
+    answer = admin_api.post(
+        "/api/v1/inventory/imports/",
+        {
+            "source": "nvidia-smi",
+            "node": "trn-02",
+            "pool": "train",
+            "file": SimpleUploadedFile("trn-02.csv", one_card_left()),
+        },
+        format="multipart",
+    )
+    assert answer.status_code == 201, answer.content  # everything in the file was imported
+    [over] = answer.json()["overcommitted"]
+    assert (over["usable"], over["peak"]) == (5, 7)
+
+    path = tmp_path / "trn-02.csv"
+    path.write_bytes(one_card_left())
+    call_command("import_inventory", "--source", "nvidia-smi", "--node", "trn-02", str(path))
+    assert "over-committed: train a100_80g_sxm: up to 7 cards held" in capsys.readouterr().out
+
+
+def test_the_dashboard_alert_lists_the_allocations_until_resolved(world, admin_client):
+    inventory_import_file(
+        data=one_card_left(), source="nvidia-smi", node="trn-02", pool=world["pool"]
+    )
+    alerts = dashboard_alerts(now=timezone.now())
+    assert [(o.pool, o.allocations) for o in alerts.overcommitted] == [
+        ("train", (world["a"].pk, world["b"].pk))
+    ]
+    page = admin_client.get("/dashboard/")
+    assert page.status_code == 200
+    assert b"data-overcommitted" in page.content
+    assert f"#{world['a'].pk}, #{world['b'].pk}".encode() in page.content
+    # B released (5 of 5 held at most): nothing to say any more
+    type(world["b"]).objects.filter(pk=world["b"].pk).update(status=AllocationStatus.CANCELLED)
+    assert dashboard_alerts(now=timezone.now()).overcommitted == []
