@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("pools", "0019_idle_finding_placement_before"),
+        ("pools", "0020_catalogue_device_ids"),
     ]
 
     operations = [
