@@ -19,7 +19,7 @@ from pools.inventory import api as inventory_api
 from pools.reclamation import api as reclamation_api
 from pools.sizing import api as estimates_api
 from pools.tenancy import api as tenancy_api
-from portal.health import healthz, readyz
+from portal.health import deep_health, healthz, readyz
 from portal.throttling import LoginView, lockout_response
 
 
@@ -77,6 +77,7 @@ urlpatterns = [
     *([path("oidc/", include("mozilla_django_oidc.urls"))] if settings.OIDC_ENABLED else []),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
+    path("healthz/deep", deep_health, name="healthz-deep"),
     path(
         "login/",
         LoginView.as_view(extra_context={"oidc_enabled": settings.OIDC_ENABLED}),
