@@ -6,6 +6,8 @@ redirecting to the login page.
 """
 
 import json
+import signal
+import threading
 
 from django.conf import settings
 from django.contrib import messages
@@ -13,6 +15,7 @@ from django.contrib.auth.middleware import LoginRequiredMiddleware as _DjangoLog
 from django.http import JsonResponse
 
 from pools.jobs.outbox import deferred_unwatch, deferred_watch
+from portal.handlers import RequestTimeout
 
 QUEUED_DEFERRED = "Saved. Its background work is queued and will run when the broker is back."
 
@@ -106,3 +109,34 @@ class DeferredJobsMiddleware:
                 }
                 response.content = json.dumps(body)
         return response
+
+
+def _request_timed_out(signum, frame):
+    raise RequestTimeout
+
+
+class RequestDeadlineMiddleware:
+    """Stop a request that runs past ``REQUEST_TIMEOUT_S`` seconds with :class:`RequestTimeout`
+    (a 503 with code ``timeout``: JSON under /api/, the error page elsewhere), a few seconds
+    before gunicorn's worker timeout would kill the process and leave the client a dropped
+    connection (the proxy's HTML 502).
+
+    A ``SIGALRM`` timer, so only where a request runs in the main thread (gunicorn's sync
+    workers, the default); elsewhere (threads: runserver, the test server) it does nothing.
+    The exception unwinds the request like any other: open transactions roll back.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        budget = settings.REQUEST_TIMEOUT_S
+        if not budget or threading.current_thread() is not threading.main_thread():
+            return self.get_response(request)
+        previous = signal.signal(signal.SIGALRM, _request_timed_out)
+        signal.setitimer(signal.ITIMER_REAL, budget)
+        try:
+            return self.get_response(request)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)

@@ -39,6 +39,9 @@ class TokenView(ObtainAuthToken):
         return super().finalize_response(request, response, *args, **kwargs)
 
 
+handler404 = "portal.handlers.page_not_found"
+handler500 = "portal.handlers.server_error"
+
 router = DefaultRouter()
 router.register("gpu-models", inventory_api.GpuModelViewSet, basename="gpu-model")
 router.register("driver-groups", inventory_api.DriverGroupViewSet, basename="driver-group")

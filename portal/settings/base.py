@@ -6,7 +6,7 @@ when ``DEBUG`` is off), ``DEBUG``, ``TIME_ZONE``, ``ALLOWED_HOSTS``, ``CSRF_TRUS
 ``SECURE_SSL_REDIRECT``, ``INVENTORY_UPLOAD_MAX_BYTES``, ``CACHE_URL`` (default: per-process
 memory), ``NUM_PROXIES`` (trusted reverse proxies, default 0), ``LOGIN_FAILURE_LIMIT``,
 ``LOGIN_COOLOFF_MINUTES``, ``LOGIN_THROTTLE_RATE``, ``TOKEN_THROTTLE_RATE``, ``STATIC_ROOT``,
-``SQLITE_TIMEOUT_S``, ``TASK_TIME_LIMIT_S``.
+``SQLITE_TIMEOUT_S``, ``TASK_TIME_LIMIT_S``, ``REQUEST_TIMEOUT_S``.
 """
 
 from datetime import timedelta
@@ -62,6 +62,8 @@ MIDDLEWARE = [
     # Request counts and latencies for /metrics: first and last, so they time the whole stack.
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # A request past REQUEST_TIMEOUT_S answers 503 "timeout" before gunicorn kills its worker.
+    "portal.middleware.RequestDeadlineMiddleware",
     "portal.middleware.ApiBodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -202,6 +204,11 @@ X_FRAME_OPTIONS = "DENY"
 # HSTS preload is a commitment to browser vendors that a site makes on purpose
 # (SECURE_HSTS_PRELOAD=1), so its absence is not a deployment warning.
 SILENCED_SYSTEM_CHECKS = ["security.W021"]
+
+# Seconds a request may run before it is stopped with a 503 (code "timeout"); keep it a few
+# seconds under gunicorn's --timeout (30 s by default; the Kubernetes manifests set 60 and 55
+# here). 0 turns it off.
+REQUEST_TIMEOUT_S = env.float("REQUEST_TIMEOUT_S", default=25.0)
 
 # Uploads: inventory files are read in memory up to this size; larger ones get a clear error.
 INVENTORY_UPLOAD_MAX_BYTES = env.int("INVENTORY_UPLOAD_MAX_BYTES", default=20 * 1024 * 1024)
