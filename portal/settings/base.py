@@ -6,7 +6,7 @@ when ``DEBUG`` is off), ``DEBUG``, ``TIME_ZONE``, ``ALLOWED_HOSTS``, ``CSRF_TRUS
 ``SECURE_SSL_REDIRECT``, ``INVENTORY_UPLOAD_MAX_BYTES``, ``CACHE_URL`` (default: per-process
 memory), ``NUM_PROXIES`` (trusted reverse proxies, default 0), ``LOGIN_FAILURE_LIMIT``,
 ``LOGIN_COOLOFF_MINUTES``, ``LOGIN_THROTTLE_RATE``, ``TOKEN_THROTTLE_RATE``, ``STATIC_ROOT``,
-``SQLITE_TIMEOUT_S``, ``TASK_TIME_LIMIT_S``, ``REQUEST_TIMEOUT_S``.
+``SQLITE_TIMEOUT_S``, ``TASK_TIME_LIMIT_S``, ``REQUEST_TIMEOUT_S``, ``CELERY_QUEUE``.
 """
 
 from datetime import timedelta
@@ -281,6 +281,9 @@ SPECTACULAR_SETTINGS = {
 }
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="")
+# The queue every task goes to: a name of its own lets several portals (or test runs) share one
+# Redis database.
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", default="celery")
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default="") or None
