@@ -34,9 +34,16 @@ def job_send(*, job_id: int) -> Sent:
 
     ``"sent"``; ``"taken"`` when it is gone or another process holds it (sending or sent it);
     ``"failed"`` when the broker is unreachable (kombu's ``OperationalError``): the row stays
-    with one more attempt recorded, the failure is logged and noted for the watching request.
+    with one more attempt recorded, the failure is logged and noted for the watching request
+    (whose later jobs then wait without another try).
     Raises ``KeyError`` for a task name Celery does not know (a bug, not an outage).
     """
+    deferred = _deferred.get()
+    if deferred:
+        # The broker already refused this request once: the job waits with the others rather
+        # than make the caller wait another publish timeout (kombu retries for ~0.6 s).
+        deferred.append(QueuedJob.objects.values_list("task_name", flat=True).get(pk=job_id))
+        return "failed"
     with transaction.atomic():
         job = QueuedJob.objects.select_for_update(skip_locked=True).filter(pk=job_id).first()
         if job is None:
@@ -56,7 +63,6 @@ def job_send(*, job_id: int) -> Sent:
                 job.pk,
                 job.attempts,
             )
-            deferred = _deferred.get()
             if deferred is not None:
                 deferred.append(job.task_name)
             return "failed"

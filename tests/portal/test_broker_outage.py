@@ -69,10 +69,11 @@ def test_approve_answers_200_with_the_allocation_and_its_jobs_wait(api_as, pool_
     assert body["queue"] == {"status": "deferred", "detail": DEFERRED, "jobs": 2}
     allocation = Allocation.objects.get(request=request)
     assert allocation.status == AllocationStatus.APPROVED
-    # The elastic hand-back (a Kubernetes pool) and the provisioning, each tried once.
+    # The elastic hand-back (a Kubernetes pool), tried once; the provisioning not tried again
+    # in the same request once the broker had refused.
     assert [(name, attempts) for name, _args, attempts in _queued()] == [
         (jobs.ELASTIC_HAND_BACK, 1),
-        (jobs.ALLOCATION_PROVISION, 1),
+        (jobs.ALLOCATION_PROVISION, 0),
     ]
     assert _queued()[1][1] == [allocation.pk]
 
