@@ -18,7 +18,7 @@ from celery.result import EagerResult
 from django.db import transaction
 
 from pools.jobs.models import QueuedJob
-from pools.jobs.outbox import job_send
+from pools.jobs.outbox import job_send, job_send_after_commit
 
 MAX_RETRIES = 8
 
@@ -55,7 +55,7 @@ def enqueue_on_commit(task_name: str, *args) -> None:
         transaction.on_commit(lambda: task.delay(*args))
         return
     job = QueuedJob.objects.create(task_name=task_name, args=list(args))
-    transaction.on_commit(lambda: job_send(job_id=job.pk))
+    transaction.on_commit(lambda: job_send_after_commit(job_id=job.pk))
 
 
 def enqueue(task_name: str, *args) -> Any | None:

@@ -42,7 +42,10 @@ def job_send(*, job_id: int) -> Sent:
     if deferred:
         # The broker already refused this request once: the job waits with the others rather
         # than make the caller wait another publish timeout (kombu retries for ~0.6 s).
-        deferred.append(QueuedJob.objects.values_list("task_name", flat=True).get(pk=job_id))
+        name = QueuedJob.objects.filter(pk=job_id).values_list("task_name", flat=True).first()
+        if name is None:
+            return "taken"
+        deferred.append(name)
         return "failed"
     with transaction.atomic():
         job = QueuedJob.objects.select_for_update(skip_locked=True).filter(pk=job_id).first()
@@ -68,6 +71,19 @@ def job_send(*, job_id: int) -> Sent:
             return "failed"
         job.delete()
     return "sent"
+
+
+def job_send_after_commit(*, job_id: int) -> None:
+    """:func:`job_send` for an on-commit callback: the change is committed and the job is safe
+    in the outbox whatever happens here, so nothing may turn the caller's answer into a 500.
+    An unexpected error is logged with its traceback and the job left for the drain."""
+    try:
+        job_send(job_id=job_id)
+    except Exception:
+        logger.exception("queued job #%s could not be sent; it stays in the outbox", job_id)
+        deferred = _deferred.get()
+        if deferred is not None:
+            deferred.append(f"job #{job_id}")
 
 
 def outbox_drain(*, batch: int = 500) -> dict[str, int]:

@@ -113,3 +113,23 @@ def test_the_drain_is_registered_and_scheduled_by_beat():
     beat = settings.CELERY_BEAT_SCHEDULE.values()
     schedule = {entry["task"]: entry["schedule"] for entry in beat}
     assert schedule[jobs.OUTBOX_DRAIN] == 60
+
+
+def test_an_unexpected_send_error_after_commit_is_logged_and_the_job_kept(monkeypatch, caplog):
+    """Whatever fails once the change has committed (here the database, as the row is locked
+    for sending), the caller's answer must not become a 500: the job stays for the drain."""
+    from pools.jobs import outbox
+
+    def broken(**kwargs):
+        raise RuntimeError("the database went away")
+
+    with celery_broker(CLOSED_BROKER):
+        monkeypatch.setattr(outbox, "job_send", broken)
+        token = deferred_watch()
+        with transaction.atomic():
+            jobs.enqueue_on_commit(jobs.RECONCILE)
+        deferred = deferred_unwatch(token)
+
+    assert QueuedJob.objects.count() == 1
+    assert len(deferred) == 1
+    assert "could not be sent; it stays in the outbox" in caplog.text
