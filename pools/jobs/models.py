@@ -17,7 +17,7 @@ class QueuedJob(models.Model):
     """
 
     task_name = models.CharField(max_length=200)
-    args = models.JSONField(default=list)
+    args = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     attempts = models.PositiveIntegerField(default=0)
     last_attempt_at = models.DateTimeField(null=True, blank=True)

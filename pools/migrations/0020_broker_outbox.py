@@ -16,7 +16,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('task_name', models.CharField(max_length=200)),
-                ('args', models.JSONField(default=list)),
+                ('args', models.JSONField(blank=True, default=list)),
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
                 ('attempts', models.PositiveIntegerField(default=0)),
                 ('last_attempt_at', models.DateTimeField(blank=True, null=True)),
