@@ -206,8 +206,8 @@ X_FRAME_OPTIONS = "DENY"
 SILENCED_SYSTEM_CHECKS = ["security.W021"]
 
 # Seconds a request may run before it is stopped with a 503 (code "timeout"); keep it a few
-# seconds under gunicorn's --timeout (30 s by default; the Kubernetes manifests set 60 and 55
-# here). 0 turns it off.
+# seconds under gunicorn's --timeout (30 s by default, as the image and compose run it; the
+# Kubernetes ConfigMap sets --timeout 60 and REQUEST_TIMEOUT_S 55). 0 turns it off.
 REQUEST_TIMEOUT_S = env.float("REQUEST_TIMEOUT_S", default=25.0)
 
 # Uploads: inventory files are read in memory up to this size; larger ones get a clear error.
@@ -293,9 +293,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # The longest a task may run (seconds; hard limit, the worker kills it), and 30 s before it the
-# soft limit (SoftTimeLimitExceeded inside the task, which records why it stopped). Nothing the
-# portal queues should come near it: the longest are the hourly usage import and the idle scan,
-# bounded by PROMETHEUS_TIMEOUT_S per query.
+# soft limit (SoftTimeLimitExceeded raised inside the task: a sizing estimate is marked failed
+# with the reason, other tasks fail with it in the worker's log). The longest tasks are the
+# usage imports and the idle scan, whose Prometheus queries each stop at PROMETHEUS_TIMEOUT_S.
 TASK_TIME_LIMIT_S = env.int("TASK_TIME_LIMIT_S", default=15 * 60)
 CELERY_TASK_TIME_LIMIT = TASK_TIME_LIMIT_S
 CELERY_TASK_SOFT_TIME_LIMIT = max(TASK_TIME_LIMIT_S - 30, 1)
