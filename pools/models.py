@@ -18,6 +18,7 @@ from pools.inventory.models import (
     Node,
     Pool,
 )
+from pools.jobs.models import QueuedJob
 from pools.reclamation.models import Exemption, IdleFinding, IdleScanRun, ReclamationPolicy
 from pools.sizing.models import SizingEstimate
 from pools.tenancy.models import Membership, Team
@@ -40,6 +41,7 @@ __all__ = [
     "Node",
     "PlacedCards",
     "Pool",
+    "QueuedJob",
     "ReclamationPolicy",
     "ScaleEvent",
     "SchedulerDrift",

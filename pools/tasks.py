@@ -1,10 +1,12 @@
 """The app's task registry: Celery's autodiscovery imports ``pools.tasks``; each sub-domain
 defines its own (``pools.capacity.tasks``, ``pools.sizing.tasks``, ``pools.reclamation.tasks``,
-``pools.elastic.tasks``, ``pools.dashboards.tasks``)."""
+``pools.elastic.tasks``, ``pools.dashboards.tasks``), and the outbox's drain
+(``pools.jobs.tasks``)."""
 
 from pools.capacity import tasks as capacity_tasks
 from pools.dashboards import tasks as dashboard_tasks
 from pools.elastic import tasks as elastic_tasks
+from pools.jobs import tasks as outbox_tasks
 from pools.reclamation import tasks as reclamation_tasks
 from pools.sizing import tasks as sizing_tasks
 
@@ -12,6 +14,7 @@ __all__ = [
     "capacity_tasks",
     "dashboard_tasks",
     "elastic_tasks",
+    "outbox_tasks",
     "reclamation_tasks",
     "sizing_tasks",
 ]

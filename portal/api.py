@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from pools.errors import DomainError
+from portal.handlers import RETRY_AFTER_S, unavailable_body
 from portal.middleware import api_body_limit_bytes, request_too_large_response
 
 
@@ -42,7 +43,8 @@ class Pagination(PageNumberPagination):
 
 
 def exception_handler(exc, context):
-    """Map domain errors to 400/403/404/409 with ``{"code", "detail", "data"}``.
+    """Map domain errors to 400/403/404/409 with ``{"code", "detail", "data"}``, and a database
+    that does not answer or a request past its deadline to 503 (``portal.handlers``).
 
     Field errors (a domain error's ``errors`` or DRF validation) are under ``errors`` as
     ``{field: [message, ...]}`` in both cases. DRF's other errors gain a ``code`` field.
@@ -56,6 +58,11 @@ def exception_handler(exc, context):
             }
         body["data"] = data
         return Response(body, status=exc.status)
+    unavailable = unavailable_body(exc)
+    if unavailable is not None:
+        # The database not answering, or the request's deadline: 503, the caller may retry.
+        body, status_code = unavailable
+        return Response(body, status=status_code, headers={"Retry-After": str(RETRY_AFTER_S)})
     if isinstance(exc, RequestDataTooBig):
         # Read past DATA_UPLOAD_MAX_MEMORY_SIZE without a Content-Length the middleware could see.
         limit = api_body_limit_bytes(context["request"].META.get("CONTENT_TYPE", ""))

@@ -5,9 +5,19 @@ The API authenticates on its own (token or session, in DRF) and answers 401/403 
 redirecting to the login page.
 """
 
+import json
+import signal
+import threading
+
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.middleware import LoginRequiredMiddleware as _DjangoLoginRequired
 from django.http import JsonResponse
+
+from pools.jobs.outbox import deferred_unwatch, deferred_watch
+from portal.handlers import RequestTimeout
+
+QUEUED_DEFERRED = "Saved. Its background work is queued and will run when the broker is back."
 
 
 class LoginRequiredMiddleware(_DjangoLoginRequired):
@@ -63,3 +73,70 @@ class ApiBodyLimitMiddleware:
             if length > limit:
                 return request_too_large_response(limit)
         return self.get_response(request)
+
+
+class DeferredJobsMiddleware:
+    """Tell the caller when a write committed but the broker could not take its job (it waits
+    in the outbox, :mod:`pools.jobs.outbox`), instead of failing a request that succeeded.
+
+    The answer keeps its status; it gains ``X-Queue-Status: deferred`` and, under ``/api/``
+    for a JSON object body, ``"queue": {"status": "deferred", "detail": …, "jobs": n}``; a page
+    shows the same words as a warning message. Sits inside MessageMiddleware, so the message
+    is stored with this response.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        token = deferred_watch()
+        try:
+            response = self.get_response(request)
+        finally:
+            deferred = deferred_unwatch(token)
+        if not deferred:
+            return response
+        response["X-Queue-Status"] = "deferred"
+        if not request.path.startswith("/api/"):
+            messages.warning(request, QUEUED_DEFERRED)
+        elif response.get("Content-Type", "").startswith("application/json"):
+            body = json.loads(response.content or b"null")
+            if isinstance(body, dict):
+                body["queue"] = {
+                    "status": "deferred",
+                    "detail": QUEUED_DEFERRED,
+                    "jobs": len(deferred),
+                }
+                response.content = json.dumps(body)
+        return response
+
+
+def _request_timed_out(signum, frame):
+    raise RequestTimeout
+
+
+class RequestDeadlineMiddleware:
+    """Stop a request that runs past ``REQUEST_TIMEOUT_S`` seconds with :class:`RequestTimeout`
+    (a 503 with code ``timeout``: JSON under /api/, the error page elsewhere), a few seconds
+    before gunicorn's worker timeout would kill the process and leave the client a dropped
+    connection (the proxy's HTML 502).
+
+    A ``SIGALRM`` timer, so only where a request runs in the main thread (gunicorn's sync
+    workers, the default); elsewhere (threads: runserver, the test server) it does nothing.
+    The exception unwinds the request like any other: open transactions roll back.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        budget = settings.REQUEST_TIMEOUT_S
+        if not budget or threading.current_thread() is not threading.main_thread():
+            return self.get_response(request)
+        previous = signal.signal(signal.SIGALRM, _request_timed_out)
+        signal.setitimer(signal.ITIMER_REAL, budget)
+        try:
+            return self.get_response(request)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)

@@ -19,7 +19,7 @@ from pools.inventory import api as inventory_api
 from pools.reclamation import api as reclamation_api
 from pools.sizing import api as estimates_api
 from pools.tenancy import api as tenancy_api
-from portal.health import healthz, readyz
+from portal.health import deep_health, healthz, readyz
 from portal.throttling import LoginView, lockout_response
 
 
@@ -38,6 +38,9 @@ class TokenView(ObtainAuthToken):
             response = lockout_response(request._request)
         return super().finalize_response(request, response, *args, **kwargs)
 
+
+handler404 = "portal.handlers.page_not_found"
+handler500 = "portal.handlers.server_error"
 
 router = DefaultRouter()
 router.register("gpu-models", inventory_api.GpuModelViewSet, basename="gpu-model")
@@ -77,6 +80,7 @@ urlpatterns = [
     *([path("oidc/", include("mozilla_django_oidc.urls"))] if settings.OIDC_ENABLED else []),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
+    path("healthz/deep", deep_health, name="healthz-deep"),
     path(
         "login/",
         LoginView.as_view(extra_context={"oidc_enabled": settings.OIDC_ENABLED}),

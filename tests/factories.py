@@ -26,6 +26,7 @@ from pools.elastic import models as elastic_models
 from pools.inventory import models as inventory_models
 from pools.inventory.gpu_names import normalise_model_key
 from pools.inventory.services.driver_groups import driver_group_for_version
+from pools.jobs import models as jobs_models
 from pools.reclamation import models as reclamation_models
 from pools.sizing import models as sizing_models
 from pools.tenancy import models as tenancy_models
@@ -338,6 +339,15 @@ class SchedulerDriftFactory(factory.django.DjangoModelFactory):
     subject = factory.Sequence(lambda n: f"account team-{n} GrpTRES gres/gpu:a100")
     expected = "4"
     found = "8"
+
+
+class QueuedJobFactory(factory.django.DjangoModelFactory):
+    """A job the broker has not taken yet: the reconcile, no arguments."""
+
+    class Meta:
+        model = jobs_models.QueuedJob
+
+    task_name = "pools.capacity.tasks.reconcile_task"
 
 
 class SizingEstimateFactory(factory.django.DjangoModelFactory):

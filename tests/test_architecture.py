@@ -87,6 +87,7 @@ def test_the_project_has_no_import_cycle():
 @pytest.mark.parametrize(
     "name",
     [
+        jobs.OUTBOX_DRAIN,
         jobs.ALLOCATION_PROVISION,
         jobs.ALLOCATION_UNBIND,
         jobs.ALLOCATION_REBIND,
@@ -101,6 +102,23 @@ def test_every_task_services_queue_by_name_is_registered(name):
     from celery import current_app
 
     assert name in current_app.tasks
+
+
+def test_only_pools_jobs_hands_work_to_the_broker():
+    """Every send goes through pools.jobs (the outbox), so a broker outage never fails a
+    request after its commit nor loses the job: no ``.delay``, ``.apply_async``,
+    ``.delay_on_commit`` or ``send_task`` anywhere else (a task's own ``self.retry`` runs in
+    the worker, on a broker that just delivered it)."""
+    senders = {"delay", "apply_async", "delay_on_commit", "send_task"}
+    offences = []
+    for path in _product_files():
+        if path.is_relative_to(ROOT / "pools" / "jobs"):
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in senders:
+                offences.append(f"{path.relative_to(ROOT)}:{node.lineno} .{node.attr}")
+    assert offences == []
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ from django.utils import timezone
 from billing.choices import ChargeBasis, LineKind, StatementStatus, UsageFlag, UsageUnit
 from billing.conf import billing_zone, default_currency
 from billing.errors import StatementFinal
+from billing.locks import billing_lock, month_close_lock_name
 from billing.models import Statement, StatementLine, UsageRecord
 from billing.pricing import (
     card_hour_amount,
@@ -385,6 +386,7 @@ def statement_finalize(
     """
     now = now or timezone.now()
     with transaction.atomic():
+        billing_lock(month_close_lock_name(month.replace(day=1)))
         statement = statement_build(team=team, month=month, now=now)
         statement.status = StatementStatus.FINAL
         statement.finalized_at = now
@@ -504,6 +506,9 @@ def statements_close_month(
     team_ids |= late_team_ids
     team_ids |= set(Statement.objects.filter(month=month).values_list("team_id", flat=True))
     with transaction.atomic():
+        # A second close of the month waits here, then finds the first one's statements final
+        # and leaves them (not a unique-constraint error).
+        billing_lock(month_close_lock_name(month))
         teams = list(Team.objects.filter(pk__in=team_ids).order_by("slug"))
         existing = {
             s.team_id: s

@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from billing.choices import ChargeBasis, UsageFlag, UsageSource, UsageUnit
 from billing.conf import billing_zone
+from billing.locks import billing_lock, usage_source_lock_name
 from billing.models import UsageImport, UsageRecord
 from billing.pricing import (
     UnusableInterval,
@@ -74,7 +75,12 @@ class ImportReport:
 
 
 def usage_records_upsert(records: list[UsageRecord], report: ImportReport, now: datetime) -> None:
-    """Insert new keys, update changed ones, leave equal ones untouched (not even updated_at)."""
+    """Insert new keys, update changed ones, leave equal ones untouched (not even updated_at).
+
+    Call inside ``transaction.atomic()``: it takes each source's lock first, so an import of
+    the same source running at the same time waits, then counts the other's records as
+    unchanged or updated instead of inserting them twice.
+    """
     if not records:
         return
     by_key: dict[tuple[str, str], UsageRecord] = {}
@@ -82,6 +88,8 @@ def usage_records_upsert(records: list[UsageRecord], report: ImportReport, now: 
         by_key[(record.source, record.source_id)] = record
     existing: dict[tuple[str, str], UsageRecord] = {}
     sources = {source for source, _ in by_key}
+    for source in sorted(sources):  # one order, so two imports never wait for each other
+        billing_lock(usage_source_lock_name(source))
     for source in sources:
         ids = [sid for s, sid in by_key if s == source]
         for chunk_start in range(0, len(ids), 5000):

@@ -32,7 +32,9 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -43,7 +45,7 @@ from pools.choices import EstimateStatus, RequestKind, WorkloadKind
 from pools.errors import InvalidInput, NotFound, PermissionDenied
 from pools.inventory import selectors
 from pools.inventory.models import GpuModel, Pool
-from pools.jobs import SIZING_ESTIMATE, enqueue_on_commit
+from pools.jobs import SIZING_ESTIMATE, enqueue_on_commit, jobs_waiting
 from pools.sizing import SizingInputError
 from pools.sizing.engines import engine_profile
 from pools.sizing.gpus import GPU_SPEC_FIELDS, GpuSpec, gpu_spec_from_fields
@@ -601,6 +603,31 @@ def _finish(*, estimate_id: int, results: dict | None, error: str | None) -> Siz
             reason=error or "",
         )
     return estimate
+
+
+def sizing_estimates_requeue_stranded(*, now: datetime | None = None) -> list[int]:
+    """Queue again the estimates whose job was lost: ``pending`` since before, or ``running``
+    since before, ``now`` minus ``TASK_TIME_LIMIT_S`` (the longest a task may run, so no
+    worker can still be computing them), unless their job is still waiting in the outbox for
+    the broker. Returns their ids, oldest first. Safe to repeat: a run of an estimate that is
+    already done or failed does nothing.
+    """
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.TASK_TIME_LIMIT_S)
+    waiting = {args[0] for args in jobs_waiting(SIZING_ESTIMATE) if args}
+    stranded = [
+        pk
+        for pk in SizingEstimate.objects.filter(
+            Q(status=EstimateStatus.PENDING, created_at__lt=cutoff)
+            | Q(status=EstimateStatus.RUNNING, started_at__lt=cutoff)
+        )
+        .order_by("created_at", "pk")
+        .values_list("pk", flat=True)
+        if pk not in waiting
+    ]
+    for pk in stranded:
+        logger.warning("sizing estimate %s stranded since before %s: queued again", pk, cutoff)
+        enqueue_on_commit(SIZING_ESTIMATE, pk)
+    return stranded
 
 
 def sizing_request_url(request: Mapping[str, Any] | None) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from pools.errors import NotFound
-from pools.sizing.services import sizing_estimate_run
+from pools.sizing.services import sizing_estimate_run, sizing_estimates_requeue_stranded
 
 
 @shared_task(acks_late=True)
@@ -15,3 +15,9 @@ def sizing_estimate_task(estimate_id: int) -> str:
         return sizing_estimate_run(estimate_id=estimate_id).status
     except NotFound:
         return "missing"  # deleted before the worker got to it: nothing to do
+
+
+@shared_task
+def sizing_requeue_stranded_task() -> list[int]:
+    """Beat's sweep (every 5 minutes): queue again the estimates whose job was lost."""
+    return sizing_estimates_requeue_stranded()

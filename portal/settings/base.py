@@ -6,7 +6,7 @@ when ``DEBUG`` is off), ``DEBUG``, ``TIME_ZONE``, ``ALLOWED_HOSTS``, ``CSRF_TRUS
 ``SECURE_SSL_REDIRECT``, ``INVENTORY_UPLOAD_MAX_BYTES``, ``CACHE_URL`` (default: per-process
 memory), ``NUM_PROXIES`` (trusted reverse proxies, default 0), ``LOGIN_FAILURE_LIMIT``,
 ``LOGIN_COOLOFF_MINUTES``, ``LOGIN_THROTTLE_RATE``, ``TOKEN_THROTTLE_RATE``, ``STATIC_ROOT``,
-``SQLITE_TIMEOUT_S``.
+``SQLITE_TIMEOUT_S``, ``TASK_TIME_LIMIT_S``, ``REQUEST_TIMEOUT_S``, ``CELERY_QUEUE``.
 """
 
 from datetime import timedelta
@@ -62,6 +62,8 @@ MIDDLEWARE = [
     # Request counts and latencies for /metrics: first and last, so they time the whole stack.
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # A request past REQUEST_TIMEOUT_S answers 503 "timeout" before gunicorn kills its worker.
+    "portal.middleware.RequestDeadlineMiddleware",
     "portal.middleware.ApiBodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -69,6 +71,9 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # Says "queued, will run when the broker is back" when a committed write's job could not
+    # be sent (portal.middleware.DeferredJobsMiddleware).
+    "portal.middleware.DeferredJobsMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "portal.middleware.LoginRequiredMiddleware",
@@ -122,9 +127,15 @@ elif DATABASES["default"].get("ENGINE") == "django.db.backends.sqlite3":
 # Throttle counters, sign-in lockouts and anything else cached are shared by every process:
 # Redis when CACHE_URL is set (production), one process's memory otherwise (the demo, tests).
 CACHE_URL = env.str("CACHE_URL", default="")
+# A Redis that does not answer falls back to this process's memory for a while (logged), so
+# sign-in, throttles and lockouts keep working per process (portal.cache).
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+        {
+            "BACKEND": "portal.cache.RedisCacheWithLocalFallback",
+            "LOCATION": CACHE_URL,
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2},
+        }
         if CACHE_URL.startswith(("redis://", "rediss://", "unix://"))
         else env.cache_url_config(CACHE_URL or "locmemcache://")
     )
@@ -182,7 +193,8 @@ CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
 # Probes answer over plain HTTP inside the cluster/compose network. Django matches these against
 # the path without its leading slash (SecurityMiddleware reads SECURE_REDIRECT_EXEMPT).
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+# /metrics too: Prometheus (the production ServiceMonitor) scrapes the pods over plain HTTP.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
@@ -192,6 +204,11 @@ X_FRAME_OPTIONS = "DENY"
 # HSTS preload is a commitment to browser vendors that a site makes on purpose
 # (SECURE_HSTS_PRELOAD=1), so its absence is not a deployment warning.
 SILENCED_SYSTEM_CHECKS = ["security.W021"]
+
+# Seconds a request may run before it is stopped with a 503 (code "timeout"); keep it a few
+# seconds under gunicorn's --timeout (30 s by default, as the image and compose run it; the
+# Kubernetes ConfigMap sets --timeout 60 and REQUEST_TIMEOUT_S 55). 0 turns it off.
+REQUEST_TIMEOUT_S = env.float("REQUEST_TIMEOUT_S", default=25.0)
 
 # Uploads: inventory files are read in memory up to this size; larger ones get a clear error.
 INVENTORY_UPLOAD_MAX_BYTES = env.int("INVENTORY_UPLOAD_MAX_BYTES", default=20 * 1024 * 1024)
@@ -264,6 +281,9 @@ SPECTACULAR_SETTINGS = {
 }
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="")
+# The queue every task goes to: a name of its own lets several portals (or test runs) share one
+# Redis database.
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", default="celery")
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default="") or None
@@ -272,7 +292,30 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# The longest a task may run (seconds; hard limit, the worker kills it), and 30 s before it the
+# soft limit (SoftTimeLimitExceeded raised inside the task: a sizing estimate is marked failed
+# with the reason, other tasks fail with it in the worker's log). The longest tasks are the
+# usage imports and the idle scan, whose Prometheus queries each stop at PROMETHEUS_TIMEOUT_S.
+TASK_TIME_LIMIT_S = env.int("TASK_TIME_LIMIT_S", default=15 * 60)
+CELERY_TASK_TIME_LIMIT = TASK_TIME_LIMIT_S
+CELERY_TASK_SOFT_TIME_LIMIT = max(TASK_TIME_LIMIT_S - 30, 1)
+# Redis hands an unacknowledged message to another worker after the visibility timeout (kombu's
+# default: 1 hour), which is how the task of a hard-killed worker comes back (acks_late). It must
+# outlast the longest task (else a running task is delivered twice) and the longest retry
+# countdown (pools.jobs.retry_countdown: 600 s; a message waiting for its ETA is unacknowledged
+# too), plus a minute so a task stopped at its limit is acknowledged first.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": max(TASK_TIME_LIMIT_S, 600) + 60,
+    "socket_connect_timeout": 2,
+}
 CELERY_BEAT_SCHEDULE = {
+    # Jobs the broker could not take when they were queued (pools.jobs.outbox).
+    "outbox-drain": {"task": "pools.jobs.tasks.outbox_drain_task", "schedule": 60},
+    # Estimates whose job was lost (pending or running longer than TASK_TIME_LIMIT_S).
+    "sizing-requeue-stranded": {
+        "task": "pools.sizing.tasks.sizing_requeue_stranded_task",
+        "schedule": 5 * 60,
+    },
     "scheduler-reconcile": {"task": "pools.capacity.tasks.reconcile_task", "schedule": 10 * 60},
     "allocation-lifecycle": {
         "task": "pools.capacity.tasks.allocation_lifecycle_task",

@@ -64,6 +64,7 @@ VARIANTS = [
 NOT_PAGES = {
     "healthz": "probe, plain text",
     "readyz": "probe, plain text",
+    "healthz/deep": "JSON for pool admins and their monitoring (services and the outbox)",
     "metrics": "Prometheus exposition, plain text",
     "logout/": "POST only",
     "idle/scan/": "POST only",

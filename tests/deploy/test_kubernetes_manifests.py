@@ -193,6 +193,9 @@ def test_configmap_keys_are_settings_the_portal_reads():
             assert f'"{key}"' in settings_source, key
         assert data["DEBUG"] == "0"
         assert int(data["NUM_PROXIES"]) >= 1  # behind the ingress controller
+        # A request's deadline falls before gunicorn's worker timeout, so it answers JSON.
+        gunicorn_timeout = int(data["GUNICORN_CMD_ARGS"].split("--timeout ")[1].split()[0])
+        assert 0 < float(data["REQUEST_TIMEOUT_S"]) < gunicorn_timeout
 
 
 def test_production_scales_out_and_is_scraped_by_prometheus():

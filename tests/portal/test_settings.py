@@ -143,7 +143,7 @@ def test_shared_cache_proxies_and_sqlite_writes_come_from_the_environment(tmp_pa
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [
-        "django.core.cache.backends.redis.RedisCache",
+        "portal.cache.RedisCacheWithLocalFallback",
         "redis://cache:6379/3",
         "2",
         "IMMEDIATE",

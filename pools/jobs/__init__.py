@@ -1,0 +1,91 @@
+"""How services hand work to Celery, without importing the tasks that call them back.
+
+Services queue a task by its registered name (:func:`enqueue_on_commit`); the tasks modules import
+the services. So the dependency runs one way (tasks -> services), and nothing imports lazily to
+dodge a cycle. Every name used here is checked against Celery's registry by a test.
+
+With a broker, every job goes through the outbox (``models.QueuedJob``, ``outbox.py``): written
+with the change that queues it, sent after commit, drained by beat (``OUTBOX_DRAIN``) and by
+every worker as it starts while the broker was away.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from celery import current_app
+from celery.result import EagerResult
+from django.db import transaction
+from django.utils import timezone
+
+from pools.jobs.models import QueuedJob
+from pools.jobs.outbox import job_send, job_send_after_commit
+
+MAX_RETRIES = 8
+
+# Registered names of the tasks services queue (module path + function name, Celery's default).
+ALLOCATION_PROVISION = "pools.capacity.tasks.allocation_provision_task"
+ALLOCATION_UNBIND = "pools.capacity.tasks.allocation_unbind_task"
+ALLOCATION_REBIND = "pools.reclamation.tasks.allocation_rebind_task"
+SIZING_ESTIMATE = "pools.sizing.tasks.sizing_estimate_task"
+ELASTIC_APPLY = "pools.elastic.tasks.elastic_apply_task"
+ELASTIC_HAND_BACK = "pools.elastic.tasks.elastic_hand_back_task"
+RECONCILE = "pools.capacity.tasks.reconcile_task"
+IDLE_SCAN = "pools.reclamation.tasks.idle_scan_task"
+OUTBOX_DRAIN = "pools.jobs.tasks.outbox_drain_task"
+
+
+def retry_countdown(retries: int) -> int:
+    """Seconds before retry ``retries`` + 1: 5, 10, 20 … capped at 10 minutes."""
+    return min(600, 5 * 2**retries)
+
+
+def retry_note(retries: int, *, now: datetime) -> str:
+    """When retry ``retries`` + 1 of :data:`MAX_RETRIES` runs, for a reason shown to people:
+    ``"retry 3 of 8 at 14:02"`` (``now`` + :func:`retry_countdown`, in ``TIME_ZONE``)."""
+    at = timezone.localtime(now + timedelta(seconds=retry_countdown(retries)))
+    return f"retry {retries + 1} of {MAX_RETRIES} at {at:%H:%M}"
+
+
+def enqueue_on_commit(task_name: str, *args) -> None:
+    """Queue the task registered as ``task_name`` with ``args`` (JSON values) once the current
+    transaction commits (at once outside one); never queued when it rolls back.
+
+    With a broker, the job is first written to the outbox (:class:`QueuedJob`) in this
+    transaction and sent after commit; if the broker is unreachable then, the row stays and
+    beat or the next worker to start sends it (:func:`pools.jobs.outbox.outbox_drain`), so a
+    committed change never loses its work nor fails its request. With no broker (the demo,
+    unit tests) the task runs eagerly in this process, as ``delay`` would. Raises ``KeyError``
+    at once for a name Celery does not know.
+    """
+    task = current_app.tasks[task_name]
+    if current_app.conf.task_always_eager:
+        transaction.on_commit(lambda: task.delay(*args))
+        return
+    job = QueuedJob.objects.create(task_name=task_name, args=list(args))
+    transaction.on_commit(lambda: job_send_after_commit(job_id=job.pk))
+
+
+def enqueue(task_name: str, *args) -> Any | None:
+    """Queue the task registered as ``task_name`` now, for a page that must not call a
+    scheduler or Prometheus in its own request.
+
+    Returns the task's return value when tasks run eagerly (the demo: it has already run), else
+    ``None`` (queued for a worker, through the outbox as :func:`enqueue_on_commit` does: an
+    unreachable broker leaves it there for the next drain; the page says so). Never asks a
+    result backend, which a deployment need not configure.
+    """
+    task = current_app.tasks[task_name]
+    if current_app.conf.task_always_eager:
+        result = task.delay(*args)
+        return result.get() if isinstance(result, EagerResult) else None
+    job = QueuedJob.objects.create(task_name=task_name, args=list(args))
+    job_send(job_id=job.pk)
+    return None
+
+
+def jobs_waiting(task_name: str) -> list[list]:
+    """The ``args`` of every ``task_name`` job still in the outbox (the broker has not taken
+    them yet), oldest first."""
+    return list(QueuedJob.objects.filter(task_name=task_name).values_list("args", flat=True))

@@ -1,0 +1,66 @@
+"""Django's error handlers (``handler404`` / ``handler500`` in ``portal.urls``): JSON with a
+machine-readable ``code`` under ``/api/``, the portal's pages elsewhere.
+
+DRF answers the errors of the API's own views (``portal.api.exception_handler``); these cover
+what never reaches a view — a path no route matches, and an exception raised by middleware
+(the database refusing the session or token lookup) or past DRF. A request cut short by its
+deadline (:class:`RequestTimeout`) or a database that does not answer is a 503 with
+``Retry-After``, not a 500: the caller may try again.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from django.db.utils import InterfaceError, OperationalError
+from django.http import JsonResponse
+from django.views import defaults
+
+RETRY_AFTER_S = 30
+
+
+class RequestTimeout(Exception):
+    """The request ran past ``REQUEST_TIMEOUT_S`` (portal.middleware.RequestDeadlineMiddleware)."""
+
+
+def unavailable_body(exc: BaseException | None) -> tuple[dict, int] | None:
+    """``(body, status)`` for an error the caller may retry, else ``None``: a request past its
+    deadline (``timeout``) or a database that does not answer (``database_unavailable``)."""
+    if isinstance(exc, RequestTimeout):
+        return {
+            "code": "timeout",
+            "detail": "The request took too long and was stopped; nothing it started was "
+            "committed unless its answer said so. Try again, or use a smaller request.",
+        }, 503
+    if isinstance(exc, OperationalError | InterfaceError):
+        return {
+            "code": "database_unavailable",
+            "detail": "The database is not answering; try again shortly.",
+        }, 503
+    return None
+
+
+def _json(body: dict, status: int) -> JsonResponse:
+    response = JsonResponse(body, status=status)
+    if status == 503:
+        response["Retry-After"] = str(RETRY_AFTER_S)
+    return response
+
+
+def page_not_found(request, exception):
+    if request.path.startswith("/api/"):
+        return _json({"code": "not_found", "detail": "No API operation at this path."}, 404)
+    return defaults.page_not_found(request, exception)
+
+
+def server_error(request):
+    unavailable = unavailable_body(sys.exc_info()[1])
+    if request.path.startswith("/api/"):
+        if unavailable is not None:
+            return _json(*unavailable)
+        return _json({"code": "server_error", "detail": "An internal error; it is logged."}, 500)
+    response = defaults.server_error(request)
+    if unavailable is not None:
+        response.status_code = 503
+        response["Retry-After"] = str(RETRY_AFTER_S)
+    return response

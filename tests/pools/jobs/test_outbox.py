@@ -1,0 +1,135 @@
+"""The outbox (pools.jobs): a committed change keeps its job when the broker is down, and a
+drain later sends each job exactly once.
+
+The broker is played by a closed port (an outage: kombu's ``OperationalError``) and by kombu's
+in-memory transport (a broker that works, whose queue the test can count); the same drain
+against the machine's real Redis is in ``tests/integration/faults/``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from broker_support import CLOSED_BROKER, celery_broker
+from celery import current_app
+from django.db import transaction
+
+from pools import jobs
+from pools.jobs.models import QueuedJob
+from pools.jobs.outbox import deferred_unwatch, deferred_watch, outbox_drain
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _memory_queue_messages() -> list[dict]:
+    """Every message in the in-memory broker's default queue, as (task name, args), taken."""
+    taken = []
+    with current_app.connection_for_write() as conn:
+        queue = conn.SimpleQueue("celery")
+        while queue.qsize():
+            message = queue.get(block=False)
+            taken.append((message.headers["task"], message.payload[0]))
+            message.ack()
+        queue.close()
+    return taken
+
+
+def test_a_broker_outage_keeps_the_job_in_the_outbox_and_logs_it(caplog):
+    caplog.set_level(logging.WARNING, logger="pools.jobs.outbox")
+    with celery_broker(CLOSED_BROKER):
+        token = deferred_watch()
+        with transaction.atomic():
+            jobs.enqueue_on_commit(jobs.RECONCILE)
+            jobs.enqueue_on_commit(jobs.SIZING_ESTIMATE, 42)
+        deferred = deferred_unwatch(token)
+
+    # The second job is not tried: the broker refused this unit of work already.
+    rows = list(QueuedJob.objects.values_list("task_name", "args", "attempts", "last_error"))
+    assert rows == [
+        (jobs.RECONCILE, [], 1, "OperationalError"),
+        (jobs.SIZING_ESTIMATE, [42], 0, ""),
+    ]
+    assert deferred == [jobs.RECONCILE, jobs.SIZING_ESTIMATE]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "stays in the outbox" in warnings[0]
+
+
+def test_a_rolled_back_change_queues_nothing():
+    with celery_broker(CLOSED_BROKER):
+        with pytest.raises(RuntimeError), transaction.atomic():
+            jobs.enqueue_on_commit(jobs.RECONCILE)
+            raise RuntimeError("the change failed")
+
+    assert QueuedJob.objects.count() == 0
+
+
+def test_an_unknown_task_name_fails_before_anything_is_written():
+    with celery_broker(CLOSED_BROKER), pytest.raises(KeyError):
+        jobs.enqueue_on_commit("pools.nope_task")
+
+    assert QueuedJob.objects.count() == 0
+
+
+def test_a_reachable_broker_takes_the_job_and_the_outbox_is_left_empty():
+    with celery_broker("memory://"):
+        with transaction.atomic():
+            jobs.enqueue_on_commit(jobs.SIZING_ESTIMATE, 7)
+        sent = _memory_queue_messages()
+
+    assert sent == [(jobs.SIZING_ESTIMATE, [7])]
+    assert QueuedJob.objects.count() == 0
+
+
+def test_a_drain_after_the_outage_sends_each_job_exactly_once():
+    with celery_broker(CLOSED_BROKER):
+        for estimate_id in (1, 2, 3):
+            jobs.enqueue_on_commit(jobs.SIZING_ESTIMATE, estimate_id)
+        # Still down: the drain stops at the first refusal and records one more attempt.
+        assert outbox_drain() == {"sent": 0, "left": 3}
+    assert list(QueuedJob.objects.values_list("attempts", flat=True)) == [2, 1, 1]
+
+    with celery_broker("memory://"):
+        first = outbox_drain()
+        second = outbox_drain()
+        sent = _memory_queue_messages()
+
+    assert (first, second) == ({"sent": 3, "left": 0}, {"sent": 0, "left": 0})
+    assert sent == [(jobs.SIZING_ESTIMATE, [n]) for n in (1, 2, 3)]
+
+
+def test_a_page_that_queues_now_gets_none_and_keeps_the_job_when_the_broker_is_down():
+    with celery_broker(CLOSED_BROKER):
+        assert jobs.enqueue(jobs.RECONCILE) is None
+
+    assert list(QueuedJob.objects.values_list("task_name", "attempts")) == [(jobs.RECONCILE, 1)]
+
+
+def test_the_drain_is_registered_and_scheduled_by_beat():
+    from django.conf import settings
+
+    assert jobs.OUTBOX_DRAIN in current_app.tasks
+    beat = settings.CELERY_BEAT_SCHEDULE.values()
+    schedule = {entry["task"]: entry["schedule"] for entry in beat}
+    assert schedule[jobs.OUTBOX_DRAIN] == 60
+
+
+def test_an_unexpected_send_error_after_commit_is_logged_and_the_job_kept(monkeypatch, caplog):
+    """Whatever fails once the change has committed (here the database, as the row is locked
+    for sending), the caller's answer must not become a 500: the job stays for the drain."""
+    from pools.jobs import outbox
+
+    def broken(**kwargs):
+        raise RuntimeError("the database went away")
+
+    with celery_broker(CLOSED_BROKER):
+        monkeypatch.setattr(outbox, "job_send", broken)
+        token = deferred_watch()
+        with transaction.atomic():
+            jobs.enqueue_on_commit(jobs.RECONCILE)
+        deferred = deferred_unwatch(token)
+
+    assert QueuedJob.objects.count() == 1
+    assert len(deferred) == 1
+    assert "could not be sent; it stays in the outbox" in caplog.text
