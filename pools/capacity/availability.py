@@ -1,7 +1,8 @@
 """Read side of capacity: schedulable cards, what allocations hold, and which pools are eligible.
 
-A pool's *schedulable* cards of a GPU model are its cards of that model on nodes that are up, whose
-own health is not ``error``, and, when a CUDA version is asked for, whose driver group supports it.
+A pool's *schedulable* cards of a GPU model are its cards of that model that the inventory's one
+rule counts (:data:`pools.inventory.models.SCHEDULABLE_CARD`: node up, own health not ``error``,
+not in MIG mode) and, when a CUDA version is asked for, whose driver group supports it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.window import WindowHolds, holding_allocations, window_holds_reusing
-from pools.choices import GpuHealth, NodeState, Scheduler, WorkloadKind
+from pools.choices import Scheduler, WorkloadKind
 from pools.inventory.driver_versions import driver_supports, parse_cuda_version
 from pools.inventory.models import Gpu, GpuModel, Pool
 
@@ -36,10 +37,8 @@ def schedulable_cards_by_pool_model() -> dict[tuple[int, int], int]:
     """:func:`schedulable_cards` of every pool and model at once (any CUDA), by
     ``(pool id, model id)``: one query."""
     rows = (
-        Gpu.objects.filter(
-            node__pool__isnull=False, node__state=NodeState.UP, gpu_model__isnull=False
-        )
-        .exclude(health=GpuHealth.ERROR)
+        Gpu.objects.schedulable()
+        .filter(node__pool__isnull=False)
         .values_list("node__pool", "gpu_model")
         .annotate(n=Count("id"))
         .order_by()
@@ -50,9 +49,7 @@ def schedulable_cards_by_pool_model() -> dict[tuple[int, int], int]:
 def _schedulable_by_model(
     *, pool: Pool, cuda: str | None, gpu_model: GpuModel | None = None
 ) -> dict[int, int]:
-    gpus = Gpu.objects.filter(
-        node__pool=pool, node__state=NodeState.UP, gpu_model__isnull=False
-    ).exclude(health=GpuHealth.ERROR)
+    gpus = Gpu.objects.schedulable().filter(node__pool=pool)
     if gpu_model is not None:  # the approval asks about one model: count only its cards
         gpus = gpus.filter(gpu_model=gpu_model)
     rows = gpus.values("gpu_model", "node__driver_group__max_cuda").annotate(n=Count("id"))
@@ -181,10 +178,8 @@ class CapacitySnapshot:
     def load(cls, *, start: datetime, end: datetime) -> CapacitySnapshot:
         cards: dict[int, list[tuple[int, str | None, int]]] = {}
         rows = (
-            Gpu.objects.filter(
-                node__pool__isnull=False, node__state=NodeState.UP, gpu_model__isnull=False
-            )
-            .exclude(health=GpuHealth.ERROR)
+            Gpu.objects.schedulable()
+            .filter(node__pool__isnull=False)
             .values_list("node__pool", "gpu_model", "node__driver_group__max_cuda")
             .annotate(n=Count("id"))
             .order_by()

@@ -33,7 +33,7 @@ from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
 from pools.capacity.selectors import InstantsBefore, cards_held_series
 from pools.choices import GpuHealth, NodeState, RequestStatus
-from pools.inventory.models import DriverGroup, Gpu, GpuModel, Node, Pool
+from pools.inventory.models import SCHEDULABLE_CARD, DriverGroup, Gpu, GpuModel, Node, Pool
 from pools.inventory.selectors import unrecognised_model_list
 from pools.reclamation.models import IdleFinding
 
@@ -214,7 +214,8 @@ def capacity_rows(
     the 8-week peaks of held and pending cards.
 
     healthy: card health not ``error`` on an ``up`` node (as the fleet overview counts);
-    schedulable: the same and a recognised model (what approvals count, before CUDA checks).
+    schedulable: what approvals count before CUDA checks
+    (:data:`pools.inventory.models.SCHEDULABLE_CARD`: healthy, recognised, not in MIG mode).
     Five queries (the cards; the names of pools, models and driver groups; the idle findings),
     three more without ``plan``.
     """
@@ -227,9 +228,21 @@ def capacity_rows(
             raw=Case(When(gpu_model__isnull=True, then=F("raw_model_name")), default=Value(""))
         )
         .values("node__pool", "gpu_model", "raw", "node__driver_group")
-        .annotate(total=Count("id"), healthy=Count("id", filter=healthy))
+        .annotate(
+            total=Count("id"),
+            healthy=Count("id", filter=healthy),
+            schedulable=Count("id", filter=SCHEDULABLE_CARD),
+        )
         .order_by()
-        .values_list("node__pool", "gpu_model", "raw", "node__driver_group", "total", "healthy")
+        .values_list(
+            "node__pool",
+            "gpu_model",
+            "raw",
+            "node__driver_group",
+            "total",
+            "healthy",
+            "schedulable",
+        )  # fmt: skip
     )
     pools = {
         pk: (slug, name, ratio)
@@ -242,7 +255,7 @@ def capacity_rows(
     }
     branches = dict(DriverGroup.objects.values_list("pk", "branch"))
     rows: dict[tuple[str, str], CapacityRow] = {}
-    for pool_id, model_id, raw, group_id, total, healthy_cards in inventory:
+    for pool_id, model_id, raw, group_id, total, healthy_cards, schedulable in inventory:
         pool_slug, pool_name, ratio = pools[pool_id]
         model_slug, model_name = models.get(model_id, (None, None))
         slug, name, recognised = model_label(
@@ -266,7 +279,7 @@ def capacity_rows(
             row.groups.append(group)
         group.total += total
         group.healthy += healthy_cards
-        group.schedulable += healthy_cards if recognised else 0
+        group.schedulable += schedulable
     for row in rows.values():
         row.groups.sort(key=lambda g: g.driver_group)
 
