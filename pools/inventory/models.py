@@ -220,6 +220,11 @@ class Node(models.Model):
 # tests/pools/inventory/test_schedulable_rule.py: a Q for the ORM, SQL for raw statements.
 WHOLE_CARD = ~Q(health=GpuHealth.ERROR) & ~Q(mig_mode=True)
 SCHEDULABLE_CARD = Q(node__state=NodeState.UP, gpu_model__isnull=False) & WHOLE_CARD
+# Its MIG twin: cards whose MIG instances are schedulable slices (node up, model recognised, not
+# in error, in MIG mode). Every count of slices reads these cards' ``MigDevice`` rows.
+SLICED_CARD = Q(node__state=NodeState.UP, gpu_model__isnull=False, mig_mode=True) & ~Q(
+    health=GpuHealth.ERROR
+)
 # The card-level half of the rule over ``pools_gpu`` aliased ``g`` (the node's state and the
 # model are the statement's own joins); the health value is a code constant, not input.
 WHOLE_CARD_SQL = f"(g.health <> '{GpuHealth.ERROR.value}' AND g.mig_mode IS NOT TRUE)"
@@ -229,6 +234,10 @@ class GpuQuerySet(models.QuerySet):
     def schedulable(self) -> GpuQuerySet:
         """The cards the capacity invariant counts (:data:`SCHEDULABLE_CARD`)."""
         return self.filter(SCHEDULABLE_CARD)
+
+    def sliced(self) -> GpuQuerySet:
+        """The cards whose MIG instances count as slices (:data:`SLICED_CARD`)."""
+        return self.filter(SLICED_CARD)
 
 
 class Gpu(models.Model):

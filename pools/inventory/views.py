@@ -16,7 +16,7 @@ from pools.inventory.forms import AliasMapForm, CudaCheckForm, InventoryUploadFo
 from pools.inventory.models import Node
 from pools.inventory.services.gpu_models import gpu_model_alias_map
 from pools.inventory.services.import_files import inventory_import_file
-from pools.web import Column, csv_response, filtered_list, pool_admin_required
+from pools.web import Column, csv_response, filtered_list, mig_slices_text, pool_admin_required
 
 NODE_COLUMNS = [
     Column("hostname", lambda n: n.hostname),
@@ -124,6 +124,8 @@ FLEET_COLUMNS = [
     Column("node_state", lambda r: r.state),
     Column("cards", lambda r: r.cards),
     Column("healthy_cards", lambda r: r.healthy),
+    Column("mig_cards", lambda r: r.mig_cards),
+    Column("mig_slices", lambda r: mig_slices_text(r.mig_slices)),
 ]
 
 

@@ -1,39 +1,21 @@
 """Issue 38, item 1: a card in MIG mode is not a whole card, in every count of the capacity
 invariant (approval, request panel, dashboard, stranded report, placement).
 
-The two nodes are Kubernetes Node objects as GPU Feature Discovery and the device plugin publish
-them, imported through the real Kubernetes importer. Their shape:
-
-* labels: github:NVIDIA/k8s-device-plugin docs/gpu-feature-discovery/README.md (commit
-  0719b2a452860ba95947ee7648b8ac0eea388790), *Generated Labels*: ``nvidia.com/gpu.count`` /
-  ``.memory`` / ``.product``; *MIG 'single' strategy*: ``gpu.product`` overridden to
-  ``<model>-MIG-<profile>``, ``gpu.count`` the number of MIG devices, ``gpu.memory`` the memory
-  of each; *MIG 'mixed' strategy*: ``nvidia.com/mig-<profile>.count`` per MIG device type;
-* allocatable under *mixed*: cards not in MIG mode as ``nvidia.com/gpu``, slices as
-  ``nvidia.com/mig-<profile>`` (the maintainer's answer and the node in NVIDIA/gpu-operator#637);
-* H100 NVL profile ``1g.12gb``: 7 instances per card of 10.75 GiB = 11008 MiB
-  (``nvidia-smi mig -lgip`` on an H100 NVL, NVIDIA/gpu-operator#900);
-* A100 80GB: 7 compute and 8 memory slices per card, ``1g.10gb`` takes one of each, ``2g.20gb``
-  two of each (NVIDIA MIG user guide), so card 7's 3 × 1g.10gb + 2 × 2g.20gb is 7 compute and
-  7 memory slices, a layout the card holds.
-
-The fleet, by hand:
-* ``a100-mixed``: 8 × A100 SXM4 80GB; allocatable ``nvidia.com/gpu: 6``, ``mig-1g.10gb: 9``,
-  ``mig-2g.20gb: 2``: 8 − 6 = 2 cards in MIG mode (GPUs 6 and 7; the importer deals the 11
-  slices out as 6 + 5), so 6 whole A100 schedulable;
-* ``h100nvl-single``: ``NVIDIA-H100-NVL-MIG-1g.12gb`` × 14 = 2 cards of 7 slices, both in MIG
-  mode, so 0 whole H100 NVL schedulable.
+The two nodes are Kubernetes Node objects of both MIG strategies imported through the real
+Kubernetes importer (``tests/mig_nodes.py`` says where their shape comes from):
+* ``a100-mixed``: 8 × A100 SXM4 80GB, GPUs 6–7 in MIG mode with 6 + 5 slices: 6 whole A100;
+* ``h100nvl-single``: 2 × H100 NVL, every card 7 × 1g.12gb: 0 whole H100 NVL.
 """
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.utils import timezone
-from factories import CapacityRequestFactory, PoolFactory, UserFactory, next_week_9am
+from factories import CapacityRequestFactory, UserFactory, next_week_9am
+from mig_nodes import mig_fleet
 
 from pools.capacity.availability import (
     pool_free_cards,
@@ -44,80 +26,18 @@ from pools.capacity.availability import (
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import RequestStatus, Scheduler, WorkloadKind
+from pools.choices import RequestStatus, WorkloadKind
 from pools.dashboards.capacity import DashboardFilters, capacity_rows
 from pools.dashboards.stranded import stranded_capacity
 from pools.errors import InsufficientCapacity
 from pools.inventory.models import Gpu, GpuModel, MigDevice
-from pools.inventory.services.import_files import inventory_import_file
 
 pytestmark = pytest.mark.django_db
-
-READY = [{"type": "Ready", "status": "True"}]
-DRIVER = {"nvidia.com/cuda.driver-version.full": "550.54.15"}
-
-
-def mixed_a100_node() -> dict:
-    """8 × A100 SXM4 80GB under the *mixed* strategy, GPUs 6 and 7 in MIG mode."""
-    return {
-        "kind": "Node",
-        "metadata": {
-            "name": "a100-mixed",
-            "labels": {
-                **DRIVER,
-                "nvidia.com/mig.strategy": "mixed",
-                "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
-                "nvidia.com/gpu.count": "8",
-                "nvidia.com/gpu.memory": "81920",
-                "nvidia.com/mig-1g.10gb.count": "9",
-                "nvidia.com/mig-2g.20gb.count": "2",
-            },
-        },
-        "status": {
-            "allocatable": {
-                "cpu": "128",
-                "nvidia.com/gpu": "6",
-                "nvidia.com/mig-1g.10gb": "9",
-                "nvidia.com/mig-2g.20gb": "2",
-            },
-            "conditions": READY,
-        },
-    }
-
-
-def single_h100_nvl_node() -> dict:
-    """2 × H100 NVL under the *single* strategy, every card cut into 7 × 1g.12gb."""
-    return {
-        "kind": "Node",
-        "metadata": {
-            "name": "h100nvl-single",
-            "labels": {
-                **DRIVER,
-                "nvidia.com/mig.strategy": "single",
-                "nvidia.com/mig.config": "all-1g.12gb",
-                "nvidia.com/gpu.product": "NVIDIA-H100-NVL-MIG-1g.12gb",
-                "nvidia.com/gpu.count": "14",
-                "nvidia.com/gpu.memory": "11008",
-            },
-        },
-        "status": {
-            "allocatable": {"cpu": "64", "nvidia.com/gpu": "14"},
-            "conditions": READY,
-        },
-    }
-
-
-def import_nodes(pool, *nodes: dict) -> None:
-    data = json.dumps({"kind": "NodeList", "items": list(nodes)}).encode()
-    report = inventory_import_file(data=data, source="kubernetes", pool=pool)
-    assert not report.issues, report.issues
 
 
 @pytest.fixture
 def mig_pool():
-    pool = PoolFactory(slug="infer", name="Inference", scheduler=Scheduler.KUBERNETES)
-    import_nodes(pool, mixed_a100_node(), single_h100_nvl_node())
-    return pool
+    return mig_fleet()
 
 
 @pytest.fixture
