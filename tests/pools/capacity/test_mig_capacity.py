@@ -14,8 +14,8 @@ from decimal import Decimal
 
 import pytest
 from django.utils import timezone
-from factories import CapacityRequestFactory, UserFactory, next_week_9am
-from mig_nodes import mig_fleet
+from factories import CapacityRequestFactory, PoolFactory, UserFactory, next_week_9am
+from mig_nodes import import_nodes, mig_fleet, mixed_a100_node
 
 from pools.capacity.availability import (
     pool_free_cards,
@@ -26,7 +26,7 @@ from pools.capacity.availability import (
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import RequestStatus, WorkloadKind
+from pools.choices import RequestStatus, Scheduler, WorkloadKind
 from pools.dashboards.capacity import DashboardFilters, capacity_rows
 from pools.dashboards.stranded import stranded_capacity
 from pools.errors import InsufficientCapacity
@@ -192,3 +192,37 @@ def test_the_stranded_report_counts_the_six_whole_a100_only(mig_pool):
     assert row.unknown_topology_card_hours == 0
     assert row.card_hours_for == {1: 0, 2: 0, 4: Decimal(1344), 8: Decimal(4032)}
     assert row.stranded_card_hours == Decimal(1344)
+
+
+def test_a_card_sliced_under_a_holding_allocation_is_capacity_lost_as_a_node_down_would_be():
+    """8 whole A100 imported, 8 approved (active now); then GFD reports GPUs 6-7 in MIG mode.
+    The pool has 6 usable cards under 8 held, as if a node with 2 cards went down: the
+    dashboard says free 0 and headroom *short* (peak 8 held against 6 usable: 6 < 85 % × 8 =
+    6.8), and nothing more is approved."""
+    whole = mixed_a100_node()  # before MIG was enabled: no MIG labels, 8 whole cards
+    labels = whole["metadata"]["labels"]
+    whole["metadata"]["labels"] = {k: v for k, v in labels.items() if "mig" not in k}
+    whole["status"]["allocatable"] = {"cpu": "128", "nvidia.com/gpu": "8"}
+    pool = PoolFactory(slug="infer", name="Inference", scheduler=Scheduler.KUBERNETES)
+    import_nodes(pool, whole)
+    a100 = GpuModel.objects.get(slug="a100_80g_sxm")
+    assert schedulable_cards(pool=pool, gpu_model=a100) == 8
+    admin = UserFactory(username="pool-admin", is_staff=True)
+    now = timezone.now()
+    held = CapacityRequestFactory(
+        pool=pool,
+        gpu_model=a100,
+        card_count=8,
+        starts_at=now - timedelta(hours=1),
+        ends_at=now + timedelta(days=7),
+    )
+    capacity_request_approve(request=held, actor=admin)
+
+    import_nodes(pool, mixed_a100_node())  # the same node, GPUs 6 and 7 now sliced
+
+    [row] = capacity_rows(filters=DashboardFilters(), now=now)
+    assert (row.usable, row.allocated, row.free, row.mig_cards) == (6, 8, 0, 2)
+    assert row.headroom.level == "short"
+    more = CapacityRequestFactory(pool=pool, gpu_model=a100, card_count=1)
+    with pytest.raises(InsufficientCapacity):
+        capacity_request_approve(request=more, actor=admin)
