@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import Count, Sum
+from django.template.defaultfilters import pluralize
 
 from pools.capacity.arithmetic import free_after_peak, free_cards, usable_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
@@ -20,7 +21,7 @@ from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.window import WindowHolds, holding_allocations, window_holds_reusing
 from pools.choices import Scheduler, WorkloadKind
 from pools.inventory.driver_versions import driver_supports, parse_cuda_version
-from pools.inventory.models import Gpu, GpuModel, Pool
+from pools.inventory.models import SCHEDULABLE_CARD, SLICED_CARD, Gpu, GpuModel, Pool
 
 SCHEDULER_OF_KIND = {
     WorkloadKind.TRAINING: Scheduler.SLURM,
@@ -166,26 +167,33 @@ class Option:
 class CapacitySnapshot:
     """What :func:`request_options` and :func:`pool_free_cards` read, loaded once for many
     requests (the approval queue): the pools by name, the catalogue, schedulable cards by pool,
-    model and driver group's max CUDA, and the holding allocations overlapping ``[start, end)``.
-    Four queries, whatever the number of requests asked about."""
+    model and driver group's max CUDA, the cards in MIG mode (to say why a model has no whole
+    card) and the holding allocations overlapping ``[start, end)``. Four queries, whatever the
+    number of requests asked about."""
 
     pools: list[Pool]
     models: dict[int, GpuModel]
     cards: dict[int, list[tuple[int, str | None, int]]]  # pool id -> (model id, max CUDA, n)
     holding: dict[tuple[int, int], list[tuple[datetime, datetime, int]]]  # (pool, model) ->
+    mig: dict[tuple[int, int], int] = field(default_factory=dict)  # (pool, model) -> MIG cards
 
     @classmethod
     def load(cls, *, start: datetime, end: datetime) -> CapacitySnapshot:
         cards: dict[int, list[tuple[int, str | None, int]]] = {}
+        mig: dict[tuple[int, int], int] = {}
         rows = (
-            Gpu.objects.schedulable()
-            .filter(node__pool__isnull=False)
+            Gpu.objects.filter(SCHEDULABLE_CARD | SLICED_CARD, node__pool__isnull=False)
             .values_list("node__pool", "gpu_model", "node__driver_group__max_cuda")
-            .annotate(n=Count("id"))
+            .annotate(
+                n=Count("id", filter=SCHEDULABLE_CARD), sliced=Count("id", filter=SLICED_CARD)
+            )
             .order_by()
         )
-        for pool_id, model_id, max_cuda, n in rows:
-            cards.setdefault(pool_id, []).append((model_id, max_cuda, n))
+        for pool_id, model_id, max_cuda, n, sliced in rows:
+            if n:
+                cards.setdefault(pool_id, []).append((model_id, max_cuda, n))
+            if sliced:
+                mig[(pool_id, model_id)] = mig.get((pool_id, model_id), 0) + sliced
         holding: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = {}
         for pool_id, model_id, a, b, n in Allocation.objects.filter(
             status__in=HOLDING_STATUSES, starts_at__lt=end, ends_at__gt=start
@@ -196,6 +204,7 @@ class CapacitySnapshot:
             models={m.pk: m for m in GpuModel.objects.all()},
             cards=cards,
             holding=holding,
+            mig=mig,
         )
 
     def schedulable_by_model(self, *, pool: Pool, cuda: str | None) -> dict[int, int]:
@@ -260,6 +269,9 @@ def request_options(
 
         def intervals(candidate, model):
             return snapshot.intervals(pool=candidate, gpu_model=model, start=start, end=end)
+
+        def mig_cards(candidate, model):
+            return snapshot.mig.get((candidate.pk, model.pk), 0)
     else:
         pools = [pool] if pool else list(Pool.objects.order_by("name"))
         models = GpuModel.objects.all()
@@ -272,6 +284,9 @@ def request_options(
 
         def intervals(candidate, model):
             return holding_intervals(pool=candidate, gpu_model=model, start=start, end=end)
+
+        def mig_cards(candidate, model):
+            return Gpu.objects.sliced().filter(node__pool=candidate, gpu_model=model).count()
 
     options: list[Option] = []
     for candidate in pools:
@@ -297,7 +312,9 @@ def request_options(
                     f"{WorkloadKind(workload_kind).label.split(' (')[0].lower()} work"
                 )
             if not all_cards.get(model.pk):
-                option.reasons.append(f"{candidate.name} has no schedulable {model.name} cards")
+                option.reasons.append(
+                    _no_whole_cards(candidate, model, mig_cards(candidate, model))
+                )
             elif cuda and not capable.get(model.pk):
                 option.reasons.append(f"no driver group of {candidate.name} supports CUDA {cuda}")
             elif free < card_count:
@@ -305,6 +322,18 @@ def request_options(
             options.append(option)
     options.sort(key=lambda o: (not o.eligible, -o.free, o.pool.name, o.gpu_model.name))
     return options
+
+
+def _no_whole_cards(pool: Pool, gpu_model: GpuModel, mig_cards: int) -> str:
+    """Why ``pool`` offers no ``gpu_model`` card: none is schedulable, or all that are sit in
+    MIG mode (``mig_cards`` of them), cut into slices a card request cannot use."""
+    if mig_cards:
+        return (
+            f"{pool.name}'s {mig_cards} {gpu_model.name} card{pluralize(mig_cards)} "
+            f"{'are' if mig_cards > 1 else 'is'} in MIG mode: cut into MIG slices, "
+            "none is a whole card"
+        )
+    return f"{pool.name} has no schedulable {gpu_model.name} cards"
 
 
 def team_usage(*, team_ids: list[int], at: datetime) -> dict[int, int]:

@@ -18,6 +18,7 @@ from factories import CapacityRequestFactory, PoolFactory, UserFactory, next_wee
 from mig_nodes import import_nodes, mig_fleet, mixed_a100_node
 
 from pools.capacity.availability import (
+    CapacitySnapshot,
     pool_free_cards,
     request_options,
     schedulable_cards,
@@ -90,16 +91,23 @@ def test_the_request_panel_offers_six_a100_and_no_whole_h100_nvl(mig_pool, a100,
     a100_option = by_model["a100_80g_sxm"]
     assert (a100_option.total, a100_option.usable, a100_option.free) == (6, 6, 6)
     assert a100_option.reasons == ["only 6 of 6 cards free in that window"]
-    [nvl] = request_options(
-        workload_kind=WorkloadKind.INFERENCE,
-        card_count=2,
-        start=start,
-        end=start + timedelta(days=7),
-        pool=mig_pool,
-        gpu_model=h100_nvl,
-    )
-    assert (nvl.total, nvl.free) == (0, 0)
-    assert nvl.reasons == ["Inference has no schedulable H100 NVL cards"]
+    end = start + timedelta(days=7)
+    # read now, and from the snapshot the approval queue loads once for many requests
+    for snapshot in (None, CapacitySnapshot.load(start=start, end=end)):
+        [nvl] = request_options(
+            workload_kind=WorkloadKind.INFERENCE,
+            card_count=2,
+            start=start,
+            end=end,
+            pool=mig_pool,
+            gpu_model=h100_nvl,
+            snapshot=snapshot,
+        )
+        assert (nvl.total, nvl.free) == (0, 0)
+        assert nvl.reasons == [
+            "Inference's 2 H100 NVL cards are in MIG mode: cut into MIG slices, "
+            "none is a whole card"
+        ]
 
 
 @pytest.mark.parametrize(("model", "cards"), [("a100_80g_sxm", 8), ("h100_nvl", 2)])
