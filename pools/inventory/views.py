@@ -160,7 +160,7 @@ def pool_list(request):
     if form.is_bound and form.is_valid():
         support = selectors.pools_supporting_cuda(cuda=form.cleaned_data["cuda"])
     context = {
-        "pools": selectors.pool_list().order_by("name"),
+        "pools": selectors.pool_list(with_mig=True).order_by("name"),
         "driver_groups": selectors.driver_group_list().order_by("branch"),
         "form": form,
         "support": support,

@@ -1,5 +1,6 @@
 """Issue 38: pages and the API show whole cards and MIG slices apart — the admin dashboard (page
-and CSV), the fleet overview (page and CSV) and ``GET /api/v1/pools/{slug}/capacity/``.
+and CSV), the fleet overview (page and CSV), the pools page and
+``GET /api/v1/pools/{slug}/capacity/``.
 
 The fleet is ``tests/mig_nodes.py``'s (real GFD node objects of both strategies), by hand:
 * A100 SXM4 80GB: 8 cards, 6 whole, 2 in MIG mode holding 9 × 1g.10gb + 2 × 2g.20gb = 11 slices;
@@ -107,3 +108,12 @@ def test_slices_of_a_card_in_error_are_not_counted(member_api):
     [a100, _] = member_api.get("/api/v1/pools/infer/capacity/").json()
     assert (a100["whole_cards"], a100["mig_cards"]) == (6, 1)
     assert a100["mig_slices"] == [{"profile": "1g.10gb", "slices": 6}]
+
+
+def test_the_pools_page_counts_the_cards_in_mig_mode(client, member):
+    """Pool infer: 10 cards (8 A100 + 2 H100 NVL), 4 of them in MIG mode (A100 GPUs 6-7 and
+    both H100 NVL)."""
+    mig_fleet()
+    client.force_login(member)
+    [pool] = client.get("/pools/").context["pools"]
+    assert (pool.gpu_count, pool.mig_gpu_count) == (10, 4)
