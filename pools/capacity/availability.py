@@ -156,6 +156,7 @@ class Option:
     schedulable: int  # of those, on drivers that support the CUDA version asked for
     usable: int
     free: int
+    mig_cards: int = 0  # cards of the model in MIG mode, read only when no card is whole
     reasons: list[str] = field(default_factory=list)
 
     @property
@@ -312,9 +313,8 @@ def request_options(
                     f"{WorkloadKind(workload_kind).label.split(' (')[0].lower()} work"
                 )
             if not all_cards.get(model.pk):
-                option.reasons.append(
-                    _no_whole_cards(candidate, model, mig_cards(candidate, model))
-                )
+                option.mig_cards = mig_cards(candidate, model)
+                option.reasons.append(no_whole_cards(candidate, model, option.mig_cards))
             elif cuda and not capable.get(model.pk):
                 option.reasons.append(f"no driver group of {candidate.name} supports CUDA {cuda}")
             elif free < card_count:
@@ -324,7 +324,7 @@ def request_options(
     return options
 
 
-def _no_whole_cards(pool: Pool, gpu_model: GpuModel, mig_cards: int) -> str:
+def no_whole_cards(pool: Pool, gpu_model: GpuModel, mig_cards: int) -> str:
     """Why ``pool`` offers no ``gpu_model`` card: none is schedulable, or all that are sit in
     MIG mode (``mig_cards`` of them), cut into slices a card request cannot use."""
     if mig_cards:

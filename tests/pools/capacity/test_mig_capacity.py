@@ -14,7 +14,13 @@ from decimal import Decimal
 
 import pytest
 from django.utils import timezone
-from factories import CapacityRequestFactory, PoolFactory, UserFactory, next_week_9am
+from factories import (
+    CapacityRequestFactory,
+    PoolFactory,
+    TeamFactory,
+    UserFactory,
+    next_week_9am,
+)
 from mig_nodes import import_nodes, mig_fleet, mixed_a100_node
 
 from pools.capacity.availability import (
@@ -26,12 +32,13 @@ from pools.capacity.availability import (
 )
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.node_kinds import pool_nodes
-from pools.capacity.services.requests import capacity_request_approve
+from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
 from pools.choices import RequestStatus, Scheduler, WorkloadKind
 from pools.dashboards.capacity import DashboardFilters, capacity_rows
 from pools.dashboards.stranded import stranded_capacity
-from pools.errors import InsufficientCapacity
+from pools.errors import InsufficientCapacity, InvalidInput
 from pools.inventory.models import Gpu, GpuModel, MigDevice
+from pools.tenancy.models import Membership
 
 pytestmark = pytest.mark.django_db
 
@@ -234,3 +241,28 @@ def test_a_card_sliced_under_a_holding_allocation_is_capacity_lost_as_a_node_dow
     more = CapacityRequestFactory(pool=pool, gpu_model=a100, card_count=1)
     with pytest.raises(InsufficientCapacity):
         capacity_request_approve(request=more, actor=admin)
+
+
+def test_a_request_for_whole_h100_nvl_is_refused_at_creation_saying_why(mig_pool, h100_nvl):
+    """The form and the API answer with the field error before anything is written."""
+    team = TeamFactory(slug="nlp")
+    user = UserFactory(username="alice")
+    Membership.objects.create(team=team, user=user)
+    start = next_week_9am()
+    with pytest.raises(InvalidInput) as refused:
+        capacity_request_create(
+            actor=user,
+            team=team,
+            workload_kind=WorkloadKind.INFERENCE,
+            pool=mig_pool,
+            gpu_model=h100_nvl,
+            card_count=2,
+            starts_at=start,
+            ends_at=start + timedelta(days=7),
+            justification="serve",
+        )
+    assert refused.value.data["errors"] == {
+        "gpu_model": "Inference's 2 H100 NVL cards are in MIG mode: cut into MIG slices, "
+        "none is a whole card."
+    }
+    assert not CapacityRequest.objects.exists()
