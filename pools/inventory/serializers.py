@@ -128,7 +128,7 @@ class PoolModelCapacitySerializer(serializers.Serializer):
     """A pool's cards of one GPU model, whole cards and MIG slices apart
     (:class:`pools.inventory.selectors.PoolModelCapacity`)."""
 
-    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    gpu_model = serializers.CharField(source="gpu_model.slug", help_text="GPU model slug.")
     cards = serializers.IntegerField(help_text="Every card of the model in the pool.")
     whole_cards = serializers.IntegerField(
         help_text="Schedulable whole cards: node up, not in error, not in MIG mode (what "
