@@ -164,3 +164,9 @@ class UrlOfId:
 
     def __call__(self, pk: int) -> str:
         return f"{self._head}{int(pk)}{self._tail}"
+
+
+def mig_slices_text(slices: dict[str, int] | None) -> str:
+    """MIG slices by profile as pages and CSV show them: ``{"1g.10gb": 9, "2g.20gb": 2}`` →
+    "9 × 1g.10gb, 2 × 2g.20gb"; "" when there are none."""
+    return ", ".join(f"{n} × {profile}" for profile, n in sorted((slices or {}).items()))

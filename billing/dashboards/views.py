@@ -37,7 +37,7 @@ from pools.jobs import enqueue
 from pools.reclamation.card_timeline import card_changes
 from pools.reclamation.models import IdleFinding
 from pools.tenancy.models import Team
-from pools.web import PALETTE, Column, csv_response, pool_admin_required
+from pools.web import PALETTE, Column, csv_response, mig_slices_text, pool_admin_required
 
 CAPACITY_COLUMNS = [
     Column("pool", lambda r: r["pool"]),
@@ -55,6 +55,9 @@ CAPACITY_COLUMNS = [
     Column("idle_allocated", lambda r: r["idle_allocated"]),
     Column("free", lambda r: r["free"]),
     Column("headroom", lambda r: r["headroom"]),
+    # cards in MIG mode are not in usable: shown apart, with their slices by profile
+    Column("mig_cards", lambda r: r["mig_cards"]),
+    Column("mig_slices", lambda r: mig_slices_text(r["mig_slices"])),
 ]
 STRANDED_COLUMNS = [
     Column("pool_slug", lambda c: c.row.pool_slug),
@@ -163,6 +166,8 @@ def _capacity_table(rows: list[dashboard.CapacityRow]) -> list[dict]:
                 "healthy": row.healthy,
                 "schedulable": row.schedulable,
                 "usable": row.usable,
+                "mig_cards": row.mig_cards,
+                "mig_slices": row.mig_slices,
                 "allocated": row.allocated,
                 **_in_use_cells(row.in_use),
                 "idle_allocated": row.idle_allocated,
@@ -182,6 +187,8 @@ def _capacity_table(rows: list[dashboard.CapacityRow]) -> list[dict]:
                     "healthy": g.healthy,
                     "schedulable": g.schedulable,
                     "usable": None,
+                    "mig_cards": g.mig_cards,
+                    "mig_slices": None,
                     "allocated": None,
                     **_in_use_cells(g.in_use),
                     "idle_allocated": None,

@@ -51,6 +51,13 @@ class PoolViewSet(viewsets.ModelViewSet):
             pool=instance, actor=self.request.user, before=dict(s.PoolSerializer(instance).data)
         )
 
+    @extend_schema(responses={200: s.PoolModelCapacitySerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def capacity(self, request, slug=None):
+        """The pool's cards per GPU model: whole cards and MIG slices (per profile) apart."""
+        rows = selectors.pool_capacity(pool=self.get_object())
+        return Response(s.PoolModelCapacitySerializer(rows, many=True).data)
+
     @extend_schema(
         parameters=[OpenApiParameter("cuda", str, required=True, description="e.g. 12.4")],
         responses={200: dict},

@@ -1,7 +1,8 @@
 """Read side of capacity: schedulable cards, what allocations hold, and which pools are eligible.
 
-A pool's *schedulable* cards of a GPU model are its cards of that model on nodes that are up, whose
-own health is not ``error``, and, when a CUDA version is asked for, whose driver group supports it.
+A pool's *schedulable* cards of a GPU model are its cards of that model that the inventory's one
+rule counts (:data:`pools.inventory.models.SCHEDULABLE_CARD`: node up, own health not ``error``,
+not in MIG mode) and, when a CUDA version is asked for, whose driver group supports it.
 """
 
 from __future__ import annotations
@@ -11,15 +12,16 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import Count, Sum
+from django.template.defaultfilters import pluralize
 
 from pools.capacity.arithmetic import free_after_peak, free_cards, usable_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.window import WindowHolds, holding_allocations, window_holds_reusing
-from pools.choices import GpuHealth, NodeState, Scheduler, WorkloadKind
+from pools.choices import Scheduler, WorkloadKind
 from pools.inventory.driver_versions import driver_supports, parse_cuda_version
-from pools.inventory.models import Gpu, GpuModel, Pool
+from pools.inventory.models import SCHEDULABLE_CARD, SLICED_CARD, Gpu, GpuModel, Pool
 
 SCHEDULER_OF_KIND = {
     WorkloadKind.TRAINING: Scheduler.SLURM,
@@ -36,10 +38,8 @@ def schedulable_cards_by_pool_model() -> dict[tuple[int, int], int]:
     """:func:`schedulable_cards` of every pool and model at once (any CUDA), by
     ``(pool id, model id)``: one query."""
     rows = (
-        Gpu.objects.filter(
-            node__pool__isnull=False, node__state=NodeState.UP, gpu_model__isnull=False
-        )
-        .exclude(health=GpuHealth.ERROR)
+        Gpu.objects.schedulable()
+        .filter(node__pool__isnull=False)
         .values_list("node__pool", "gpu_model")
         .annotate(n=Count("id"))
         .order_by()
@@ -50,9 +50,7 @@ def schedulable_cards_by_pool_model() -> dict[tuple[int, int], int]:
 def _schedulable_by_model(
     *, pool: Pool, cuda: str | None, gpu_model: GpuModel | None = None
 ) -> dict[int, int]:
-    gpus = Gpu.objects.filter(
-        node__pool=pool, node__state=NodeState.UP, gpu_model__isnull=False
-    ).exclude(health=GpuHealth.ERROR)
+    gpus = Gpu.objects.schedulable().filter(node__pool=pool)
     if gpu_model is not None:  # the approval asks about one model: count only its cards
         gpus = gpus.filter(gpu_model=gpu_model)
     rows = gpus.values("gpu_model", "node__driver_group__max_cuda").annotate(n=Count("id"))
@@ -158,6 +156,7 @@ class Option:
     schedulable: int  # of those, on drivers that support the CUDA version asked for
     usable: int
     free: int
+    mig_cards: int = 0  # cards of the model in MIG mode, read only when no card is whole
     reasons: list[str] = field(default_factory=list)
 
     @property
@@ -169,28 +168,33 @@ class Option:
 class CapacitySnapshot:
     """What :func:`request_options` and :func:`pool_free_cards` read, loaded once for many
     requests (the approval queue): the pools by name, the catalogue, schedulable cards by pool,
-    model and driver group's max CUDA, and the holding allocations overlapping ``[start, end)``.
-    Four queries, whatever the number of requests asked about."""
+    model and driver group's max CUDA, the cards in MIG mode (to say why a model has no whole
+    card) and the holding allocations overlapping ``[start, end)``. Four queries, whatever the
+    number of requests asked about."""
 
     pools: list[Pool]
     models: dict[int, GpuModel]
     cards: dict[int, list[tuple[int, str | None, int]]]  # pool id -> (model id, max CUDA, n)
     holding: dict[tuple[int, int], list[tuple[datetime, datetime, int]]]  # (pool, model) ->
+    mig: dict[tuple[int, int], int] = field(default_factory=dict)  # (pool, model) -> MIG cards
 
     @classmethod
     def load(cls, *, start: datetime, end: datetime) -> CapacitySnapshot:
         cards: dict[int, list[tuple[int, str | None, int]]] = {}
+        mig: dict[tuple[int, int], int] = {}
         rows = (
-            Gpu.objects.filter(
-                node__pool__isnull=False, node__state=NodeState.UP, gpu_model__isnull=False
-            )
-            .exclude(health=GpuHealth.ERROR)
+            Gpu.objects.filter(SCHEDULABLE_CARD | SLICED_CARD, node__pool__isnull=False)
             .values_list("node__pool", "gpu_model", "node__driver_group__max_cuda")
-            .annotate(n=Count("id"))
+            .annotate(
+                n=Count("id", filter=SCHEDULABLE_CARD), sliced=Count("id", filter=SLICED_CARD)
+            )
             .order_by()
         )
-        for pool_id, model_id, max_cuda, n in rows:
-            cards.setdefault(pool_id, []).append((model_id, max_cuda, n))
+        for pool_id, model_id, max_cuda, n, sliced in rows:
+            if n:
+                cards.setdefault(pool_id, []).append((model_id, max_cuda, n))
+            if sliced:
+                mig[(pool_id, model_id)] = mig.get((pool_id, model_id), 0) + sliced
         holding: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = {}
         for pool_id, model_id, a, b, n in Allocation.objects.filter(
             status__in=HOLDING_STATUSES, starts_at__lt=end, ends_at__gt=start
@@ -201,6 +205,7 @@ class CapacitySnapshot:
             models={m.pk: m for m in GpuModel.objects.all()},
             cards=cards,
             holding=holding,
+            mig=mig,
         )
 
     def schedulable_by_model(self, *, pool: Pool, cuda: str | None) -> dict[int, int]:
@@ -265,6 +270,9 @@ def request_options(
 
         def intervals(candidate, model):
             return snapshot.intervals(pool=candidate, gpu_model=model, start=start, end=end)
+
+        def mig_cards(candidate, model):
+            return snapshot.mig.get((candidate.pk, model.pk), 0)
     else:
         pools = [pool] if pool else list(Pool.objects.order_by("name"))
         models = GpuModel.objects.all()
@@ -277,6 +285,9 @@ def request_options(
 
         def intervals(candidate, model):
             return holding_intervals(pool=candidate, gpu_model=model, start=start, end=end)
+
+        def mig_cards(candidate, model):
+            return Gpu.objects.sliced().filter(node__pool=candidate, gpu_model=model).count()
 
     options: list[Option] = []
     for candidate in pools:
@@ -302,7 +313,8 @@ def request_options(
                     f"{WorkloadKind(workload_kind).label.split(' (')[0].lower()} work"
                 )
             if not all_cards.get(model.pk):
-                option.reasons.append(f"{candidate.name} has no schedulable {model.name} cards")
+                option.mig_cards = mig_cards(candidate, model)
+                option.reasons.append(no_whole_cards(candidate, model, option.mig_cards))
             elif cuda and not capable.get(model.pk):
                 option.reasons.append(f"no driver group of {candidate.name} supports CUDA {cuda}")
             elif free < card_count:
@@ -310,6 +322,18 @@ def request_options(
             options.append(option)
     options.sort(key=lambda o: (not o.eligible, -o.free, o.pool.name, o.gpu_model.name))
     return options
+
+
+def no_whole_cards(pool: Pool, gpu_model: GpuModel, mig_cards: int) -> str:
+    """Why ``pool`` offers no ``gpu_model`` card: none is schedulable, or all that are sit in
+    MIG mode (``mig_cards`` of them), cut into slices a card request cannot use."""
+    if mig_cards:
+        return (
+            f"{pool.name}'s {mig_cards} {gpu_model.name} card{pluralize(mig_cards)} "
+            f"{'are' if mig_cards > 1 else 'is'} in MIG mode: cut into MIG slices, "
+            "none is a whole card"
+        )
+    return f"{pool.name} has no schedulable {gpu_model.name} cards"
 
 
 def team_usage(*, team_ids: list[int], at: datetime) -> dict[int, int]:

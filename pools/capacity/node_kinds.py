@@ -12,8 +12,9 @@ consistent). A changed generation reads again; so does every call on SQLite, whi
 stamp (``generation`` ``None``). At 2,000 nodes × 8 cards the read is one scan of 16,000 card
 rows (about 8 ms on PostgreSQL on the bench machine); a cached answer costs nothing.
 
-Cards counted are the schedulable ones (:mod:`pools.capacity.availability`: node up, card not
-in error); the CUDA filter is applied by the caller per request (:meth:`PoolNodes.kinds_for`).
+Cards counted are the schedulable ones (:data:`pools.inventory.models.SCHEDULABLE_CARD`: node
+up, card not in error, not in MIG mode); the CUDA filter is applied by the caller per request
+(:meth:`PoolNodes.kinds_for`).
 NVLink domains are the node's imported ones (``Node.nvlink_domains``, from ``nvidia-smi topo
 -m``), else the catalogue's facts (:func:`pools.inventory.topology.catalogue_domains`), else
 unknown (:func:`node_domains`).
@@ -26,12 +27,21 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.db import connection
+from django.db.models import BooleanField, ExpressionWrapper
 
 from pools.capacity.placement import NodeCards, ShapeError
 from pools.capacity.window import MAX_PLACED_INDEX
-from pools.choices import GpuHealth, NodeState
+from pools.choices import NodeState
 from pools.inventory.driver_versions import driver_supports, parse_cuda_version
-from pools.inventory.models import DriverGroup, Gpu, GpuModel, Node, Pool
+from pools.inventory.models import (
+    WHOLE_CARD,
+    WHOLE_CARD_SQL,
+    DriverGroup,
+    Gpu,
+    GpuModel,
+    Node,
+    Pool,
+)
 from pools.inventory.topology import catalogue_domains
 
 
@@ -124,21 +134,21 @@ def pool_nodes(*, pool: Pool, gpu_model: GpuModel, generation: int | None) -> Po
 
 
 # Per node (up) its schedulable cards of the model and all its cards of the model (the board
-# the catalogue's facts describe, cards in error included), then nodes alike in (cards, board,
-# domains, driver) as one row with their hostnames. The domains come as JSON text (Django
-# decodes jsonb itself, so a raw cursor reads the text).
+# the catalogue's facts describe, cards in error or in MIG mode included), then nodes alike in
+# (cards, board, domains, driver) as one row with their hostnames. The domains come as JSON
+# text (Django decodes jsonb itself, so a raw cursor reads the text).
 _KINDS_SQL = f"""
 SELECT c.gpus, c.board, c.domains, c.max_cuda, array_agg(c.hostname)
   FROM (SELECT n.hostname, n.nvlink_domains::text AS domains, dg.max_cuda,
                array_agg(g."index" ORDER BY g."index")
-                 FILTER (WHERE g.health <> %(error)s) AS gpus,
+                 FILTER (WHERE {WHOLE_CARD_SQL}) AS gpus,
                array_agg(g."index" ORDER BY g."index") AS board
           FROM {Gpu._meta.db_table} g
           JOIN {Node._meta.db_table} n ON n.id = g.node_id
           LEFT JOIN {DriverGroup._meta.db_table} dg ON dg.id = n.driver_group_id
          WHERE n.pool_id = %(pool)s AND n.state = %(up)s AND g.gpu_model_id = %(model)s
          GROUP BY n.id, dg.max_cuda
-        HAVING COUNT(*) FILTER (WHERE g.health <> %(error)s) > 0) c
+        HAVING COUNT(*) FILTER (WHERE {WHOLE_CARD_SQL}) > 0) c
  GROUP BY c.gpus, c.board, c.domains, c.max_cuda
 """
 
@@ -148,7 +158,6 @@ def _rows_sql(pool: Pool, gpu_model: GpuModel) -> list[tuple]:
         "pool": pool.pk,
         "model": gpu_model.pk,
         "up": NodeState.UP.value,
-        "error": GpuHealth.ERROR.value,
     }
     with connection.cursor() as cursor:
         cursor.execute(_KINDS_SQL, params)
@@ -161,19 +170,21 @@ def _rows_sql(pool: Pool, gpu_model: GpuModel) -> list[tuple]:
 
 def _rows_orm(pool: Pool, gpu_model: GpuModel) -> list[tuple]:
     """What :data:`_KINDS_SQL` answers, node by node through the ORM (SQLite)."""
-    gpus = Gpu.objects.filter(node__pool=pool, node__state=NodeState.UP, gpu_model=gpu_model)
+    gpus = Gpu.objects.filter(
+        node__pool=pool, node__state=NodeState.UP, gpu_model=gpu_model
+    ).annotate(whole=ExpressionWrapper(WHOLE_CARD, output_field=BooleanField()))
     cards: dict[str, list[int]] = defaultdict(list)
     board: dict[str, list[int]] = defaultdict(list)
     about: dict[str, tuple] = {}
-    for hostname, index, health, domains, max_cuda in gpus.values_list(
+    for hostname, index, whole, domains, max_cuda in gpus.values_list(
         "node__hostname",
         "index",
-        "health",
+        "whole",
         "node__nvlink_domains",
         "node__driver_group__max_cuda",
     ):
         board[hostname].append(index)
-        if health != GpuHealth.ERROR:
+        if whole:
             cards[hostname].append(index)
         about[hostname] = (domains, max_cuda)
     alike: dict[tuple, list[str]] = defaultdict(list)

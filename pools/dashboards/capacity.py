@@ -34,8 +34,16 @@ from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
 from pools.capacity.overcommit import Overcommit, overcommitted_windows
 from pools.capacity.selectors import InstantsBefore, cards_held_series
 from pools.choices import GpuHealth, NodeState, RequestStatus
-from pools.inventory.models import DriverGroup, Gpu, GpuModel, Node, Pool
-from pools.inventory.selectors import unrecognised_model_list
+from pools.inventory.models import (
+    SCHEDULABLE_CARD,
+    SLICED_CARD,
+    DriverGroup,
+    Gpu,
+    GpuModel,
+    Node,
+    Pool,
+)
+from pools.inventory.selectors import mig_slices, unrecognised_model_list
 from pools.reclamation.models import IdleFinding
 
 WEEKS_AHEAD = 8
@@ -86,6 +94,7 @@ class DriverGroupRow:
     total: int = 0
     healthy: int = 0
     schedulable: int = 0
+    mig_cards: int = 0
     in_use: CardsInUse | None = None
 
 
@@ -111,10 +120,16 @@ class CapacityRow:
     peak_held: int = 0
     peak_pending: int = 0
     in_use: CardsInUse | None = None
+    mig_slices: dict[str, int] = field(default_factory=dict)  # schedulable slices by profile
 
     @property
     def total(self) -> int:
         return sum(g.total for g in self.groups)
+
+    @property
+    def mig_cards(self) -> int:
+        """Cards in MIG mode holding schedulable slices: not whole cards, not in ``usable``."""
+        return sum(g.mig_cards for g in self.groups)
 
     @property
     def healthy(self) -> int:
@@ -215,9 +230,12 @@ def capacity_rows(
     the 8-week peaks of held and pending cards.
 
     healthy: card health not ``error`` on an ``up`` node (as the fleet overview counts);
-    schedulable: the same and a recognised model (what approvals count, before CUDA checks).
-    Five queries (the cards; the names of pools, models and driver groups; the idle findings),
-    three more without ``plan``.
+    schedulable: what approvals count before CUDA checks
+    (:data:`pools.inventory.models.SCHEDULABLE_CARD`: healthy, recognised, not in MIG mode);
+    mig_cards and mig_slices: the cards in MIG mode holding schedulable slices and those slices
+    by profile (:data:`pools.inventory.models.SLICED_CARD`), shown apart from whole cards.
+    Six queries (the cards; their MIG slices; the names of pools, models and driver groups; the
+    idle findings), three more without ``plan``.
     """
     gpus = pooled_gpus(filters)
     healthy = Q(node__state=NodeState.UP) & ~Q(health=GpuHealth.ERROR)
@@ -228,9 +246,23 @@ def capacity_rows(
             raw=Case(When(gpu_model__isnull=True, then=F("raw_model_name")), default=Value(""))
         )
         .values("node__pool", "gpu_model", "raw", "node__driver_group")
-        .annotate(total=Count("id"), healthy=Count("id", filter=healthy))
+        .annotate(
+            total=Count("id"),
+            healthy=Count("id", filter=healthy),
+            schedulable=Count("id", filter=SCHEDULABLE_CARD),
+            mig=Count("id", filter=SLICED_CARD),
+        )
         .order_by()
-        .values_list("node__pool", "gpu_model", "raw", "node__driver_group", "total", "healthy")
+        .values_list(
+            "node__pool",
+            "gpu_model",
+            "raw",
+            "node__driver_group",
+            "total",
+            "healthy",
+            "schedulable",
+            "mig",
+        )
     )
     pools = {
         pk: (slug, name, ratio)
@@ -243,7 +275,8 @@ def capacity_rows(
     }
     branches = dict(DriverGroup.objects.values_list("pk", "branch"))
     rows: dict[tuple[str, str], CapacityRow] = {}
-    for pool_id, model_id, raw, group_id, total, healthy_cards in inventory:
+    slices = mig_slices(gpus=gpus)
+    for pool_id, model_id, raw, group_id, total, healthy_cards, schedulable, mig in inventory:
         pool_slug, pool_name, ratio = pools[pool_id]
         model_slug, model_name = models.get(model_id, (None, None))
         slug, name, recognised = model_label(
@@ -259,6 +292,7 @@ def capacity_rows(
                 gpu_model=name,
                 recognised=recognised,
                 overcommit_ratio=ratio,
+                mig_slices=slices.get((pool_id, model_id), {}),
             )
         label = driver_group_label(branches.get(group_id))
         group = next((g for g in row.groups if g.driver_group == label), None)
@@ -267,7 +301,8 @@ def capacity_rows(
             row.groups.append(group)
         group.total += total
         group.healthy += healthy_cards
-        group.schedulable += healthy_cards if recognised else 0
+        group.schedulable += schedulable
+        group.mig_cards += mig
     for row in rows.values():
         row.groups.sort(key=lambda g: g.driver_group)
 

@@ -6,8 +6,10 @@ group back.
 The rule is :func:`pools.capacity.placement.stranded_card_hours`: per NVLink domain, free cards
 outside whole groups of the largest common shape the domain allows are stranded (an 8-card
 NVSwitch node with 6 free cards strands 6 for the hours it stays so). Cards are the schedulable
-ones (node up, card not in error); domains as the shape check reads them
-(:func:`pools.capacity.node_kinds.node_domains`: imported, else catalogue, else unknown).
+ones (:data:`pools.inventory.models.SCHEDULABLE_CARD`: node up, card not in error, not in MIG
+mode); domains as the shape check reads them (:func:`pools.capacity.node_kinds.node_domains`:
+imported, else catalogue facts about the node's whole board, cards in error or MIG mode
+included, else unknown).
 Held cards are the placements of holding allocations; allocations without a placement are laid
 together by best fit, at their peak, for the whole horizon (see ``_holds``).
 Four queries whatever the fleet's size (PostgreSQL: the cards one row per node, then the nodes).
@@ -30,7 +32,7 @@ from functools import lru_cache
 from django.contrib.postgres.aggregates import ArrayAgg
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import TextField
+from django.db.models import BooleanField, ExpressionWrapper, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -48,9 +50,9 @@ from pools.capacity.placement import (
     stranded_cards,
 )
 from pools.capacity.shapes import lay_unplaced
-from pools.choices import GpuHealth, NodeState
+from pools.choices import NodeState
 from pools.dashboards.capacity import DashboardFilters, pooled_gpus
-from pools.inventory.models import GpuModel, Node
+from pools.inventory.models import WHOLE_CARD, GpuModel, Node
 
 HORIZON = timedelta(weeks=4)
 SNAPSHOT_KEY = "dashboard:stranded:v1"  # bump the version when StrandedRow changes shape
@@ -109,18 +111,19 @@ def stranded_capacity(
     """Stranded capacity per pool × GPU model from ``now`` over ``horizon`` (module docstring),
     sorted by stranded card-hours, most first."""
     end = now + horizon
-    gpus = (
-        pooled_gpus(filters)
-        .filter(node__state=NodeState.UP, gpu_model__isnull=False)
-        .exclude(health=GpuHealth.ERROR)
-    )
+    # every card of a recognised model on an up node: the schedulable ones are counted, all of
+    # them are the board the catalogue's NVLink facts describe (as the shape check reads it)
+    gpus = pooled_gpus(filters).filter(node__state=NodeState.UP, gpu_model__isnull=False)
     if connection.vendor == "postgresql":
         # one row per node and model, grouped on small keys; then the nodes, their domains as
         # text decoded once per distinct value (most nodes share one)
         cards = (
             gpus.values("node_id", "gpu_model_id")
-            .annotate(indices=ArrayAgg("index"))
-            .values_list("node_id", "gpu_model_id", "indices")
+            .annotate(
+                indices=ArrayAgg("index", filter=WHOLE_CARD, default=[]),
+                board=ArrayAgg("index"),
+            )
+            .values_list("node_id", "gpu_model_id", "indices", "board")
             .order_by()
         )
         about = {
@@ -133,25 +136,31 @@ def stranded_capacity(
             .order_by()
         }
         rows = (
-            (pool_id, pool_name, pool_slug, model_id, host, indices, domains)
-            for node_id, model_id, indices in cards
+            (pool_id, pool_name, pool_slug, model_id, host, indices, board, domains)
+            for node_id, model_id, indices, board in cards
             for pool_id, pool_name, pool_slug, host, domains in (about[node_id],)
         )
     else:
         rows = (
-            (pool_id, pool_name, pool_slug, model_id, host, [index], domains)
-            for pool_id, pool_name, pool_slug, model_id, host, index, domains in gpus.values_list(
+            (pool_id, pool_name, pool_slug, model_id, host, [index] if whole else [], [index],
+             domains)
+            for pool_id, pool_name, pool_slug, model_id, host, index, whole, domains in gpus
+            .annotate(whole=ExpressionWrapper(WHOLE_CARD, output_field=BooleanField()))
+            .values_list(
                 "node__pool_id", "node__pool__name", "node__pool__slug", "gpu_model_id",
-                "node__hostname", "index", "node__nvlink_domains"
+                "node__hostname", "index", "whole", "node__nvlink_domains"
             )
         )  # fmt: skip
     groups: dict[tuple[int, int], dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+    boards: dict[tuple[str, int], set[int]] = defaultdict(set)  # (host, model) -> indices
     recorded: dict[str, list | None] = {}
     pools: dict[int, tuple[str, str]] = {}
-    for pool_id, pool_name, pool_slug, model_id, hostname, indices, domains in rows:
-        groups[(pool_id, model_id)][hostname].update(indices)
-        recorded[hostname] = domains
-        pools[pool_id] = (pool_name, pool_slug)
+    for pool_id, pool_name, pool_slug, model_id, hostname, indices, board, domains in rows:
+        boards[(hostname, model_id)].update(board)
+        if indices:  # a node none of whose cards of the model counts offers none
+            groups[(pool_id, model_id)][hostname].update(indices)
+            recorded[hostname] = domains
+            pools[pool_id] = (pool_name, pool_slug)
     if not groups:
         return []
     models = {m.pk: m for m in GpuModel.objects.filter(pk__in={k[1] for k in groups})}
@@ -172,7 +181,7 @@ def stranded_capacity(
     result = []
     for (pool_id, model_id), hosts in groups.items():
         model = models[model_id]
-        nodes = _node_cards(hosts, recorded, model)
+        nodes = _node_cards(hosts, recorded, model, {h: boards[(h, model_id)] for h in hosts})
         holds = _holds(nodes, by_group.get((pool_id, model_id), []), now, end)
         hours = stranded_card_hours(nodes, holds, now, end, COMMON_CARDS_PER_NODE)
         current = stranded_cards(free_for_window(nodes, holds, now, now + timedelta(seconds=1)))
@@ -208,16 +217,21 @@ def _decoded(text: str | None) -> list | None:
 
 
 def _node_cards(
-    hosts: dict[str, set[int]], recorded: dict[str, list | None], model: GpuModel
+    hosts: dict[str, set[int]],
+    recorded: dict[str, list | None],
+    model: GpuModel,
+    boards: dict[str, set[int]],
 ) -> list[NodeCards]:
-    """The nodes by hostname, each distinct (cards, recorded domains) read and checked once."""
+    """The nodes by hostname, each distinct (cards, board, recorded domains) read and checked
+    once; ``boards`` all of a node's cards of the model (those that do not count included)."""
     seen: dict[tuple, tuple[frozenset[int], tuple[frozenset[int], ...] | None]] = {}
     nodes = []
     for host in sorted(hosts):
-        key = (tuple(sorted(hosts[host])), repr(recorded[host]))
+        key = (tuple(sorted(hosts[host])), tuple(sorted(boards[host])), repr(recorded[host]))
         if key not in seen:
             cards = frozenset(hosts[host])
-            seen[key] = (cards, node_domains(cards, recorded[host], model))
+            domains = node_domains(cards, recorded[host], model, board=frozenset(boards[host]))
+            seen[key] = (cards, domains)
             NodeCards(host, *seen[key])  # raises on a bad card set or domains
         nodes.append(NodeCards.trusted(host, *seen[key]))
     return nodes

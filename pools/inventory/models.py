@@ -213,6 +213,39 @@ class Node(models.Model):
         return self.hostname
 
 
+# Which cards the capacity invariant counts as whole cards: ONE rule, read by every count
+# (approval, request panel, dashboard, stranded report, placement). A card is *schedulable* when
+# its node is up, its model is recognised, its own health is not ``error`` and it is not in MIG
+# mode. A card in MIG mode (``mig_mode`` True) is cut into MIG instances that the schedulers
+# hand out as slices (Slurm ``gres/gpu:1g.10gb``, Kubernetes ``nvidia.com/mig-1g.10gb`` or, under
+# the *single* strategy, ``nvidia.com/gpu`` slices): no job can be given the whole card while its
+# instances exist (NVIDIA MIG user guide), so it is never counted as one. Unknown MIG mode
+# (``None``: a source that does not say, such as slurmrestd's node list or ``nvidia-smi -L``
+# without MIG lines) counts as whole, as every card did before MIG was read.
+# Spelt twice for the two ways cards are read, and kept equal by
+# tests/pools/inventory/test_schedulable_rule.py: a Q for the ORM, SQL for raw statements.
+WHOLE_CARD = ~Q(health=GpuHealth.ERROR) & ~Q(mig_mode=True)
+SCHEDULABLE_CARD = Q(node__state=NodeState.UP, gpu_model__isnull=False) & WHOLE_CARD
+# Its MIG twin: cards whose MIG instances are schedulable slices (node up, model recognised, not
+# in error, in MIG mode). Every count of slices reads these cards' ``MigDevice`` rows.
+SLICED_CARD = Q(node__state=NodeState.UP, gpu_model__isnull=False, mig_mode=True) & ~Q(
+    health=GpuHealth.ERROR
+)
+# The card-level half of the rule over ``pools_gpu`` aliased ``g`` (the node's state and the
+# model are the statement's own joins); the health value is a code constant, not input.
+WHOLE_CARD_SQL = f"(g.health <> '{GpuHealth.ERROR.value}' AND g.mig_mode IS NOT TRUE)"
+
+
+class GpuQuerySet(models.QuerySet):
+    def schedulable(self) -> GpuQuerySet:
+        """The cards the capacity invariant counts (:data:`SCHEDULABLE_CARD`)."""
+        return self.filter(SCHEDULABLE_CARD)
+
+    def sliced(self) -> GpuQuerySet:
+        """The cards whose MIG instances count as slices (:data:`SLICED_CARD`)."""
+        return self.filter(SLICED_CARD)
+
+
 class Gpu(models.Model):
     """One physical card. ``gpu_model`` is empty while ``raw_model_name`` matches no alias."""
 
@@ -235,6 +268,8 @@ class Gpu(models.Model):
     mig_mode = models.BooleanField(null=True, blank=True)
     health = models.CharField(max_length=8, choices=GpuHealth.choices, default=GpuHealth.UNKNOWN)
     last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    objects = GpuQuerySet.as_manager()
 
     class Meta:
         ordering = ["node__hostname", "index"]

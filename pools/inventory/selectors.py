@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
@@ -11,6 +11,8 @@ from django.db.models.functions import Coalesce
 from pools.choices import GpuHealth, NodeState
 from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import (
+    SCHEDULABLE_CARD,
+    SLICED_CARD,
     DriverGroup,
     Gpu,
     GpuModel,
@@ -97,8 +99,9 @@ def driver_group_list() -> QuerySet[DriverGroup]:
     )
 
 
-def pool_list() -> QuerySet[Pool]:
-    """Pools with ``node_count``, ``gpu_count`` and ``driver_branch_count`` annotated.
+def pool_list(*, with_mig: bool = False) -> QuerySet[Pool]:
+    """Pools with ``node_count``, ``gpu_count`` and ``driver_branch_count`` annotated, and with
+    ``with_mig`` ``mig_gpu_count`` (cards in MIG mode: in ``gpu_count``, never whole cards).
 
     A pool with more than one driver branch is flagged on its page: a job that needs the newer
     branch's CUDA may land on a node that cannot run it.
@@ -106,11 +109,15 @@ def pool_list() -> QuerySet[Pool]:
     # The cards summed over the pool's nodes, each node's counted on the index of its cards:
     # a correlated count of the cards joined to the nodes read every card of the fleet once
     # per pool (a hash join), 4.5 ms a pool at 16,000 cards.
-    return Pool.objects.annotate(
+    pools = Pool.objects.annotate(
         node_count=_count(Node, pool=OuterRef("pk")),
         gpu_count=_count(Node, Sum(_count(Gpu, node=OuterRef("pk"))), pool=OuterRef("pk")),
         driver_branch_count=_count(Node, Count("driver_group", distinct=True), pool=OuterRef("pk")),
     )
+    if with_mig:
+        mig = _count(Gpu, node=OuterRef("pk"), mig_mode=True)
+        pools = pools.annotate(mig_gpu_count=_count(Node, Sum(mig), pool=OuterRef("pk")))
+    return pools
 
 
 def unrecognised_model_list() -> list[dict]:
@@ -134,7 +141,7 @@ def inventory_import_list() -> QuerySet[InventoryImport]:
     return InventoryImport.objects.select_related("actor")
 
 
-@dataclass(frozen=True)
+@dataclass
 class FleetRow:
     """Cards of one (pool, GPU model, driver group, node state) cell of the fleet overview."""
 
@@ -144,41 +151,65 @@ class FleetRow:
     state: str
     cards: int
     healthy: int
+    mig_cards: int = 0
+    mig_slices: dict[str, int] = field(default_factory=dict)
+
+
+_FLEET_KEYS = (
+    "node__pool__name",
+    "gpu_model__name",
+    "raw_model_name",
+    "node__driver_group__branch",
+    "node__state",
+)
+
+
+def _fleet_key(row: dict, prefix: str = "") -> tuple[str, str, str, str]:
+    model = row[f"{prefix}gpu_model__name"] or f"? {row[f'{prefix}raw_model_name'] or 'unknown'}"
+    branch = row[f"{prefix}node__driver_group__branch"]
+    return (
+        row[f"{prefix}node__pool__name"] or "(no pool)",
+        model,
+        f"R{branch}" if branch else "(unknown driver)",
+        row[f"{prefix}node__state"],
+    )
 
 
 def fleet_summary() -> list[FleetRow]:
-    """Cards grouped by pool × GPU model × driver group × node state, in one query.
+    """Cards grouped by pool × GPU model × driver group × node state, in two queries.
 
-    ``healthy`` counts cards whose own health is not ``error`` on nodes that are ``up``.
-    Unrecognised models are grouped under their reported name, prefixed ``?``.
+    ``healthy`` counts cards whose own health is not ``error`` on nodes that are ``up``;
+    ``mig_cards`` the cards in MIG mode (whole cards to nobody) and ``mig_slices`` the MIG
+    instances recorded under them, by profile. Unrecognised models are grouped under their
+    reported name, prefixed ``?``.
     """
     rows = (
-        Gpu.objects.values(
-            "node__pool__name",
-            "gpu_model__name",
-            "raw_model_name",
-            "node__driver_group__branch",
-            "node__state",
-        )
+        Gpu.objects.values(*_FLEET_KEYS)
         .annotate(
             cards=Count("id"),
             healthy=Count("id", filter=Q(node__state=NodeState.UP) & ~Q(health=GpuHealth.ERROR)),
+            mig=Count("id", filter=Q(mig_mode=True)),
         )
         .order_by("node__pool__name", "gpu_model__name", "node__driver_group__branch")
     )
-    merged: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
+    merged: dict[tuple, FleetRow] = {}
     for row in rows:
-        model = row["gpu_model__name"] or f"? {row['raw_model_name'] or 'unknown'}"
-        branch = row["node__driver_group__branch"]
-        key = (
-            row["node__pool__name"] or "(no pool)",
-            model,
-            f"R{branch}" if branch else "(unknown driver)",
-            row["node__state"],
-        )
-        merged[key][0] += row["cards"]
-        merged[key][1] += row["healthy"]
-    return [FleetRow(*key, cards=c, healthy=h) for key, (c, h) in merged.items()]
+        key = _fleet_key(row)
+        merged.setdefault(key, FleetRow(*key, cards=0, healthy=0))
+        merged[key].cards += row["cards"]
+        merged[key].healthy += row["healthy"]
+        merged[key].mig_cards += row["mig"]
+    slices = (
+        MigDevice.objects.filter(gpu__mig_mode=True)
+        .values(*(f"gpu__{k}" for k in _FLEET_KEYS), "profile")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    for row in slices:
+        found = merged[_fleet_key(row, "gpu__")].mig_slices
+        profile = row["profile"] or "unknown profile"
+        found[profile] = found.get(profile, 0) + row["n"]
+    return list(merged.values())
 
 
 def fleet_totals() -> dict[str, int]:
@@ -254,3 +285,62 @@ def cards_per_node_by_model(*, scheduler: str | None = None) -> dict[str, int]:
         slug = row["gpu_model__slug"]
         most[slug] = max(most.get(slug, 0), row["n"])
     return most
+
+
+def mig_slices(*, gpus: QuerySet[Gpu] | None = None) -> dict[tuple[int, int], dict[str, int]]:
+    """Schedulable MIG slices by ``(pool id, GPU model id)`` and profile, ``{"1g.10gb": 9}``: the
+    MIG instances recorded under the cards of ``gpus`` (default: every card) that hold
+    schedulable slices (:data:`pools.inventory.models.SLICED_CARD`). Cards in no pool are left
+    out. One query."""
+    cards = (gpus if gpus is not None else Gpu.objects.all()).sliced()
+    rows = (
+        MigDevice.objects.filter(gpu__in=cards.filter(node__pool__isnull=False).values("pk"))
+        .values_list("gpu__node__pool", "gpu__gpu_model", "profile")
+        .annotate(n=Count("id"))
+        .order_by("gpu__node__pool", "gpu__gpu_model", "profile")
+    )
+    slices: dict[tuple[int, int], dict[str, int]] = defaultdict(dict)
+    for pool_id, model_id, profile, n in rows:
+        slices[(pool_id, model_id)][profile or "unknown profile"] = n
+    return dict(slices)
+
+
+@dataclass(frozen=True)
+class PoolModelCapacity:
+    """One pool × GPU model: its cards, the whole ones the capacity invariant counts
+    (``whole_cards``), the ones in MIG mode holding schedulable slices (``mig_cards``) and those
+    slices by profile (``mig_slices``, ``{"1g.10gb": 9}``)."""
+
+    gpu_model: GpuModel
+    cards: int
+    whole_cards: int
+    mig_cards: int
+    mig_slices: dict[str, int]
+
+
+def pool_capacity(*, pool: Pool) -> list[PoolModelCapacity]:
+    """Whole cards and MIG slices apart, per recognised GPU model of ``pool``, by model name.
+    Three queries."""
+    gpus = Gpu.objects.filter(node__pool=pool, gpu_model__isnull=False)
+    counts = (
+        gpus.values("gpu_model")
+        .annotate(
+            cards=Count("id"),
+            whole=Count("id", filter=SCHEDULABLE_CARD),
+            mig=Count("id", filter=SLICED_CARD),
+        )
+        .order_by()
+    )
+    slices = mig_slices(gpus=gpus)
+    models = GpuModel.objects.in_bulk([row["gpu_model"] for row in counts])
+    rows = [
+        PoolModelCapacity(
+            gpu_model=models[row["gpu_model"]],
+            cards=row["cards"],
+            whole_cards=row["whole"],
+            mig_cards=row["mig"],
+            mig_slices=slices.get((pool.pk, row["gpu_model"]), {}),
+        )
+        for row in counts
+    ]
+    return sorted(rows, key=lambda row: row.gpu_model.name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from pools.choices import InventorySource, QuotaBackend, Scheduler
@@ -161,6 +162,33 @@ class PoolSerializer(serializers.ModelSerializer):
         ):
             raise serializers.ValidationError("Must be an object of label name -> value strings.")
         return value
+
+
+class MigSliceCountSerializer(serializers.Serializer):
+    profile = serializers.CharField(help_text="MIG profile, e.g. 1g.10gb")
+    slices = serializers.IntegerField()
+
+
+class PoolModelCapacitySerializer(serializers.Serializer):
+    """A pool's cards of one GPU model, whole cards and MIG slices apart
+    (:class:`pools.inventory.selectors.PoolModelCapacity`)."""
+
+    gpu_model = serializers.CharField(source="gpu_model.slug", help_text="GPU model slug.")
+    cards = serializers.IntegerField(help_text="Every card of the model in the pool.")
+    whole_cards = serializers.IntegerField(
+        help_text="Schedulable whole cards: node up, not in error, not in MIG mode (what "
+        "card requests are checked against, before over-commit and CUDA)."
+    )
+    mig_cards = serializers.IntegerField(
+        help_text="Cards in MIG mode whose instances are schedulable slices."
+    )
+    mig_slices = serializers.SerializerMethodField()
+
+    @extend_schema_field(MigSliceCountSerializer(many=True))
+    def get_mig_slices(self, row) -> list[dict]:
+        return MigSliceCountSerializer(
+            [{"profile": p, "slices": n} for p, n in sorted(row.mig_slices.items())], many=True
+        ).data
 
 
 class MigDeviceSerializer(serializers.ModelSerializer):

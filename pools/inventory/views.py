@@ -18,7 +18,7 @@ from pools.inventory.models import Node
 from pools.inventory.services.catalogue import gpu_model_create, gpu_model_update
 from pools.inventory.services.gpu_models import gpu_model_alias_map
 from pools.inventory.services.import_files import inventory_import_file
-from pools.web import Column, csv_response, filtered_list, pool_admin_required
+from pools.web import Column, csv_response, filtered_list, mig_slices_text, pool_admin_required
 
 NODE_COLUMNS = [
     Column("hostname", lambda n: n.hostname),
@@ -168,6 +168,8 @@ FLEET_COLUMNS = [
     Column("node_state", lambda r: r.state),
     Column("cards", lambda r: r.cards),
     Column("healthy_cards", lambda r: r.healthy),
+    Column("mig_cards", lambda r: r.mig_cards),
+    Column("mig_slices", lambda r: mig_slices_text(r.mig_slices)),
 ]
 
 
@@ -202,7 +204,7 @@ def pool_list(request):
     if form.is_bound and form.is_valid():
         support = selectors.pools_supporting_cuda(cuda=form.cleaned_data["cuda"])
     context = {
-        "pools": selectors.pool_list().order_by("name"),
+        "pools": selectors.pool_list(with_mig=True).order_by("name"),
         "driver_groups": selectors.driver_group_list().order_by("branch"),
         "form": form,
         "support": support,

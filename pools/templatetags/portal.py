@@ -4,6 +4,8 @@ from django import template
 from django.http import QueryDict
 from django.utils.html import format_html
 
+from pools.web import mig_slices_text
+
 register = template.Library()
 
 
@@ -63,3 +65,9 @@ def spec(value, suffix: str = ""):
 def get_item(mapping, key):
     """``mapping[key]`` in a template, ``None`` when missing."""
     return mapping.get(key) if hasattr(mapping, "get") else None
+
+
+@register.filter
+def mig_slices(slices: dict[str, int] | None) -> str:
+    """:func:`pools.web.mig_slices_text` in a template."""
+    return mig_slices_text(slices)

@@ -14,7 +14,12 @@ from django.utils import timezone
 
 from pools.audit.models import AuditEvent
 from pools.audit.services import audit_event_build, audit_event_record, audit_snapshot
-from pools.capacity.availability import SCHEDULER_OF_KIND, pool_free_cards, request_options
+from pools.capacity.availability import (
+    SCHEDULER_OF_KIND,
+    no_whole_cards,
+    pool_free_cards,
+    request_options,
+)
 from pools.capacity.locks import pool_lock, request_lock, request_lock_reusing
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
 from pools.capacity.shapes import (
@@ -153,7 +158,12 @@ def validate_request_fields(
     kind_ok = [o for o in options if o.pool.scheduler == SCHEDULER_OF_KIND[workload_kind]]
     offered = [o for o in kind_ok if o.schedulable or not cuda_version]
     if pool is not None and gpu_model is not None and not any(o.total for o in kind_ok):
-        errors["gpu_model"] = f"{pool.name} offers no schedulable {gpu_model.name} cards."
+        mig_cards = max((o.mig_cards for o in kind_ok), default=0)
+        errors["gpu_model"] = (
+            f"{no_whole_cards(pool, gpu_model, mig_cards)}."
+            if mig_cards
+            else f"{pool.name} offers no schedulable {gpu_model.name} cards."
+        )
     elif cuda_version and not any(o.schedulable for o in kind_ok):
         errors["cuda_version"] = f"No eligible pool has a driver that supports CUDA {cuda_version}."
     elif not offered or max(o.usable for o in offered) < card_count:

@@ -3,6 +3,9 @@
 60 threads, each with its own database connection, approve 60 one-card requests at once against
 a pool with 5 free cards. Exactly 5 approvals may succeed; the other 55 must get a clear
 "insufficient capacity" answer, and the cards held never exceed the cards that exist.
+
+Twice: on 8 L40S, and on 8 whole A100 beside a third node whose 4 A100 are in MIG mode (7 ×
+1g.10gb each, issue 38): those 4 are no whole cards, so the free cards are 5 there too, not 9.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection, connections
 from django.utils import timezone
-from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
+from factories import GpuFactory, MigDeviceFactory, NodeFactory, PoolFactory, TeamFactory
 
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.services.requests import capacity_request_approve
@@ -28,20 +31,39 @@ pytestmark = pytest.mark.django_db(transaction=True)
 THREADS = 60
 
 
-@pytest.fixture
-def crowded_pool(django_user_model):
+@pytest.fixture(params=["l40s", "a100-with-mig-cards"])
+def crowded_pool(request, django_user_model):
     if connection.vendor != "postgresql":
         pytest.fail("the concurrency test needs PostgreSQL (row locks)")
     from pools.inventory.catalogue.sync import catalogue_sync
     from pools.inventory.models import GpuModelAlias
 
     catalogue_sync(GpuModel, GpuModelAlias)
-    l40s = GpuModel.objects.get(slug="l40s")
+    with_mig = request.param == "a100-with-mig-cards"
+    gpu_model = GpuModel.objects.get(slug="a100_80g_sxm" if with_mig else "l40s")
     pool = PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")
-    for _host in range(2):  # 2 nodes x 4 cards = 8 schedulable L40S
+    for _host in range(2):  # 2 nodes x 4 cards = 8 schedulable cards
         node = NodeFactory(pool=pool, scheduler=Scheduler.KUBERNETES)
         for index in range(4):
-            GpuFactory(node=node, index=index, gpu_model=l40s, raw_model_name="NVIDIA L40S")
+            GpuFactory(
+                node=node,
+                index=index,
+                gpu_model=gpu_model,
+                raw_model_name=gpu_model.vendor_name,
+                mig_mode=False if with_mig else None,
+            )
+    if with_mig:  # 4 more A100 in MIG mode, 7 x 1g.10gb each: not one whole card among them
+        node = NodeFactory(pool=pool, scheduler=Scheduler.KUBERNETES)
+        for index in range(4):
+            card = GpuFactory(
+                node=node,
+                index=index,
+                gpu_model=gpu_model,
+                raw_model_name=gpu_model.vendor_name,
+                mig_mode=True,
+            )
+            for slice_index in range(7):
+                MigDeviceFactory(gpu=card, index=slice_index, profile="1g.10gb")
     team = TeamFactory(slug="nlp")
     user = django_user_model.objects.create_user("alice", password="x")
     Membership.objects.create(team=team, user=user)
@@ -53,7 +75,7 @@ def crowded_pool(django_user_model):
         requested_by=user,
         workload_kind="inference",
         pool=pool,
-        gpu_model=l40s,
+        gpu_model=gpu_model,
         card_count=3,
         starts_at=start - timedelta(days=1),
         ends_at=end,
@@ -64,7 +86,7 @@ def crowded_pool(django_user_model):
         request=held,
         team=team,
         pool=pool,
-        gpu_model=l40s,
+        gpu_model=gpu_model,
         card_count=3,
         starts_at=held.starts_at,
         ends_at=end,
@@ -75,7 +97,7 @@ def crowded_pool(django_user_model):
         requested_by=user,
         workload_kind="inference",
         pool=pool,
-        gpu_model=l40s,
+        gpu_model=gpu_model,
         card_count=4,
         starts_at=start - timedelta(days=3),
         ends_at=start,
@@ -86,7 +108,7 @@ def crowded_pool(django_user_model):
         request=past,
         team=team,
         pool=pool,
-        gpu_model=l40s,
+        gpu_model=gpu_model,
         card_count=4,
         starts_at=past.starts_at,
         ends_at=start,
@@ -97,7 +119,7 @@ def crowded_pool(django_user_model):
             requested_by=user,
             workload_kind="inference",
             pool=pool,
-            gpu_model=l40s,
+            gpu_model=gpu_model,
             card_count=1,
             starts_at=start,
             ends_at=end,
@@ -107,11 +129,11 @@ def crowded_pool(django_user_model):
         for i in range(THREADS)
     ]
     admin = get_user_model().objects.create_user("admin", password="x", is_staff=True)
-    return pool, l40s, pending, admin
+    return pool, gpu_model, pending, admin
 
 
 def test_concurrent_approvals_never_over_commit_the_pool(crowded_pool):
-    pool, l40s, pending, admin = crowded_pool
+    pool, gpu_model, pending, admin = crowded_pool
     barrier = threading.Barrier(THREADS)
     outcomes: list[str] = []
     lock = threading.Lock()
@@ -139,7 +161,7 @@ def test_concurrent_approvals_never_over_commit_the_pool(crowded_pool):
     assert len(outcomes) == THREADS
     assert outcomes.count("approved") == 5  # 8 cards - 3 held in the window
     assert outcomes.count("insufficient") == THREADS - 5
-    new = Allocation.objects.filter(pool=pool, gpu_model=l40s, card_count=1)
+    new = Allocation.objects.filter(pool=pool, gpu_model=gpu_model, card_count=1)
     assert new.count() == 5
     assert (
         CapacityRequest.objects.filter(

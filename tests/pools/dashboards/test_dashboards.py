@@ -239,11 +239,11 @@ def test_csv_exports(fleet, django_user_model):
     admin = _admin_client(django_user_model)
     assert _csv(admin.get("/dashboard/?export=capacity")) == [
         "pool,gpu_model,pool_slug,gpu_model_slug,driver_group,total,healthy,schedulable,usable,"
-        "allocated,in_use,in_use_reporting,idle_allocated,free,headroom",
-        # no Prometheus: in use unknown
-        "Train,A100 SXM4 80GB,train,a100_80g_sxm,all,6,3,3,3,2,,,0,1,thin",
-        "Train,A100 SXM4 80GB,train,a100_80g_sxm,R535,2,0,0,,,,,,,",
-        "Train,A100 SXM4 80GB,train,a100_80g_sxm,R550,4,3,3,,,,,,,",
+        "allocated,in_use,in_use_reporting,idle_allocated,free,headroom,mig_cards,mig_slices",
+        # no Prometheus: in use unknown; no card in MIG mode
+        "Train,A100 SXM4 80GB,train,a100_80g_sxm,all,6,3,3,3,2,,,0,1,thin,0,",
+        "Train,A100 SXM4 80GB,train,a100_80g_sxm,R535,2,0,0,,,,,,,,0,",
+        "Train,A100 SXM4 80GB,train,a100_80g_sxm,R550,4,3,3,,,,,,,,0,",
     ]
     assert _csv(admin.get("/dashboard/?export=teams-cards")) == ["team,cards_held", "nlp,2"]
     plan = _csv(admin.get("/dashboard/?export=plan"))

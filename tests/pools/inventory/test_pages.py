@@ -139,14 +139,16 @@ def test_the_fleet_overview_exports_csv(member_page, fleet):
     response = member_page.get("/", {"export": "csv"})
 
     lines = b"".join(response.streaming_content).decode().splitlines()
-    assert lines[0] == "pool,gpu_model,driver_group,node_state,cards,healthy_cards"
+    assert lines[0] == (
+        "pool,gpu_model,driver_group,node_state,cards,healthy_cards,mig_cards,mig_slices"
+    )
     assert sorted(lines[1:]) == sorted(
-        [
-            "(no pool),H100 SXM5 80GB,R550,up,1,1",
-            "(no pool),L4,(unknown driver),unknown,1,0",
-            "Train,A100 SXM4 80GB,R550,up,4,4",
-            "Train,A100 SXM4 80GB,R535,drain,2,0",
-            "Train,? v100,R535,drain,1,0",
+        [  # no card in MIG mode
+            "(no pool),H100 SXM5 80GB,R550,up,1,1,0,",
+            "(no pool),L4,(unknown driver),unknown,1,0,0,",
+            "Train,A100 SXM4 80GB,R550,up,4,4,0,",
+            "Train,A100 SXM4 80GB,R535,drain,2,0,0,",
+            "Train,? v100,R535,drain,1,0,0,",
         ]
     )
 
