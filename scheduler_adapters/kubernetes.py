@@ -21,14 +21,19 @@ Per team the adapter keeps, in this order:
   ``resources.excludeResourcePrefixes``.
 
 Every write reads the object first and sends nothing when the cluster already holds what the
-portal wants, so a second identical call is only GETs. A missing object is created (POST; a
-409 ``AlreadyExists`` from a concurrent creator counts as success and is read back); a
-differing one is server-side applied (``PATCH`` ``application/apply-patch+yaml``, field
-manager ``gpu-pool-portal``, ``force=true``) with the ``resourceVersion`` it was read at as a
-precondition, so a concurrent change gives 409 ``Conflict``: the object is read again and the
-apply retried once. Errors map onto :mod:`scheduler_adapters.errors` (see
-:func:`~scheduler_adapters.kubernetes_transport.api_error`); connection refused and timeouts
-are :class:`SchedulerUnavailable`.
+portal wants and no field the portal set and no longer wants, so a second identical call is only
+GETs. Every write is a server-side apply (``PATCH`` ``application/apply-patch+yaml``, field
+manager ``gpu-pool-portal``), creation too, so the portal owns every field it set as an applier
+and a field it leaves out of its next apply is removed (a ClusterQueue's ``cohortName`` when the
+elastic allocation ends; :mod:`~scheduler_adapters.kubernetes_ownership`). An object an older
+portal created with POST first has its ``Update`` ownership folded into the ``Apply`` entry. An
+existing object is applied at the ``resourceVersion`` it was read at, so a concurrent change
+gives 409 ``Conflict``: the object is read again and the apply retried once. Applies are not
+forced: a conflict with another field manager is forced only on an object the portal made
+(someone edited the portal's fields by hand) and reported on an object someone else made.
+Errors map onto :mod:`scheduler_adapters.errors` by meaning (see
+:func:`~scheduler_adapters.kubernetes_transport.api_error`): only timeouts, connection errors,
+429 and 503 (and their kin) are transient.
 
 **Which nodes** (placement): a pool names the node label that tells GPU models apart
 (``gpu_label``): GPU Feature Discovery's ``nvidia.com/gpu.product`` (the default) or the
@@ -78,10 +83,17 @@ from scheduler_adapters.kubernetes_manifests import (
     team_manifests,
 )
 from scheduler_adapters.kubernetes_nodes import GPU_RESOURCE, LABEL_PRODUCT, parse_kubernetes_nodes
+from scheduler_adapters.kubernetes_ownership import (
+    needs_upgrade,
+    portal_entries,
+    stale_paths,
+    upgraded_managed_fields,
+)
 from scheduler_adapters.kubernetes_transport import (
     KINDS,
     AlreadyExists,
     ApiTransport,
+    FieldManagerConflict,
     ResourceVersionConflict,
     Transport,
     object_identity,
@@ -327,48 +339,85 @@ class KubernetesAdapter:
     def _ensure(
         self, transport: Transport, operation: str, team: str | None, desired: dict[str, Any]
     ) -> bool:
-        """Make the cluster hold ``desired``; ``True`` when something was written."""
+        """Make the cluster hold ``desired`` and nothing else the portal set; ``True`` when
+        something was written. A concurrent change (409 on the resourceVersion read) is read
+        again and retried once."""
         current = transport.get(desired, operation=operation)
-        if current is None:
-            try:
-                transport.create(desired, operation=operation)
-                return True
-            except NotFound as missing:
-                served_by = _CRD_PROJECTS.get(desired["apiVersion"])
-                if served_by and missing.kind != "namespaces":
-                    raise SchedulerRejected(
-                        f"the cluster does not serve {desired['apiVersion']} "
-                        f"{KINDS[desired['kind']].plural}: is {served_by} installed?",
-                        operation=operation,
-                        http_status=404,
-                    ) from missing
-                raise
-            except AlreadyExists:
-                current = transport.get(desired, operation=operation)
-                if current is None:
-                    raise ResourceVersionConflict(
-                        f"{desired['kind']} {desired['metadata']['name']!r} was created and "
-                        "deleted while being written",
-                        operation=operation,
-                    ) from None
         for attempt in (1, 2):
-            _check_owner(operation, team, current)
-            if covers(current, desired):
-                return False
-            body = copy.deepcopy(desired)
-            body["metadata"]["resourceVersion"] = (current.get("metadata") or {}).get(
-                "resourceVersion"
-            )
             try:
-                transport.apply(body, operation=operation)
-                return True
-            except ResourceVersionConflict:
+                return self._converge(transport, operation, team, desired, current)
+            except (ResourceVersionConflict, AlreadyExists):
                 if attempt == 2:
                     raise
                 current = transport.get(desired, operation=operation)
-                if current is None:
-                    raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _converge(
+        self,
+        transport: Transport,
+        operation: str,
+        team: str | None,
+        desired: dict[str, Any],
+        current: dict[str, Any] | None,
+    ) -> bool:
+        """One read-compare-apply: create by apply; fold an older portal's Update ownership
+        into its Apply entry (so leaving a field out removes it); apply when the object lacks
+        something the portal wants or holds a field the portal set and no longer wants."""
+        if current is None:
+            self._apply(transport, operation, desired, None)
+            return True
+        _check_owner(operation, team, current)
+        written = False
+        if needs_upgrade(current):
+            current = transport.upgrade_managed_fields(
+                desired,
+                upgraded_managed_fields(current),
+                resource_version=current["metadata"]["resourceVersion"],
+                operation=operation,
+            )
+            written = True
+        if covers(current, desired) and not stale_paths(current, desired):
+            return written
+        body = copy.deepcopy(desired)
+        body["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
+        self._apply(transport, operation, body, current)
+        return True
+
+    def _apply(
+        self,
+        transport: Transport,
+        operation: str,
+        body: dict[str, Any],
+        current: dict[str, Any] | None,
+    ) -> None:
+        """Server-side apply ``body``, without force first. A conflict on an object the portal
+        made (it has a managedFields entry there) is someone else's edit of the portal's
+        fields: applied again with force. On an object someone else made it is reported, and
+        nothing is written."""
+        try:
+            transport.apply(body, operation=operation)
+        except FieldManagerConflict as conflict:
+            if current is not None and portal_entries(current):
+                transport.apply(body, operation=operation, force=True)
+                return
+            owners = ", ".join(f"{path} (owned by {who})" for path, who in conflict.fields)
+            raise SchedulerRejected(
+                f"{body['kind']} {body['metadata']['name']!r} was not made by the portal and "
+                f"other field managers own what it would change: {owners}; not overwritten",
+                operation=operation,
+                errors=conflict.errors,
+                http_status=409,
+            ) from conflict
+        except NotFound as missing:
+            served_by = _CRD_PROJECTS.get(body["apiVersion"])
+            if served_by and missing.kind != "namespaces":
+                raise SchedulerRejected(
+                    f"the cluster does not serve {body['apiVersion']} "
+                    f"{KINDS[body['kind']].plural}: is {served_by} installed?",
+                    operation=operation,
+                    http_status=404,
+                ) from missing
+            raise
 
     def _kueue_split(
         self, transport: Transport, operation: str, queue: Mapping[str, Any]
