@@ -6,6 +6,7 @@ from settings, and the API's errors mapped onto :mod:`scheduler_adapters.errors`
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import ssl
@@ -265,7 +266,7 @@ class ApiTransport:
     def get(self, obj: Mapping[str, Any], *, operation: str) -> dict[str, Any] | None:
         kind, name, namespace = object_identity(obj)
         try:
-            return self._call(operation, self._reader(kind), name, namespace)
+            return self._call(operation, self._reader(kind), name, namespace, what=describe(obj))
         except NotFound:
             return None
 
@@ -279,6 +280,7 @@ class ApiTransport:
             name,
             namespace,
             dict(obj),
+            what=describe(obj),
             field_manager=FIELD_MANAGER,
             field_validation="Strict",
             force=force,
@@ -308,6 +310,7 @@ class ApiTransport:
             name,
             namespace,
             patch,
+            what=describe(obj),
             _content_type="application/json-patch+json",
         )
 
@@ -387,7 +390,14 @@ class ApiTransport:
             spec.group, spec.version, spec.plural, name, body, **kw
         )
 
-    def _call(self, operation: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict:
+    def _call(
+        self,
+        operation: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        what: str = "the request",
+        **kwargs: Any,
+    ) -> dict:
         try:
             response = fn(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
             raw = response.data
@@ -397,7 +407,8 @@ class ApiTransport:
             raise self._connection_error(operation, exc) from exc
         except ValueError as exc:  # the client's own checks (pydantic ValidationError too)
             raise SchedulerRejected(
-                f"the Kubernetes client refused {_what(args)}: {exc}", operation=operation
+                f"the Kubernetes client refused {what}: {_client_complaint(exc, fn)}",
+                operation=operation,
             ) from exc
         try:
             payload = json.loads(raw)
@@ -458,10 +469,32 @@ def _root(exc: BaseException) -> str:
     return str(exc)
 
 
-def _what(args: tuple[Any, ...]) -> str:
-    """The object a typed call was about, from its positional arguments (name, namespace)."""
-    names = [str(arg) for arg in args[:2] if isinstance(arg, str)]
-    return "/".join(reversed(names)) if names else "the request"
+def _client_complaint(exc: ValueError, fn: Callable[..., Any]) -> str:
+    """What the client's check said, per argument for a pydantic ``ValidationError``
+    (``name: Input should be a valid string``; pydantic counts positions from ``self``)."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc)
+    try:
+        names = ["self", *inspect.signature(fn).parameters]
+    except (TypeError, ValueError):
+        names = []
+    parts = []
+    for error in errors():
+        loc = [
+            names[part] if isinstance(part, int) and part < len(names) else str(part)
+            for part in error.get("loc") or ()
+        ]
+        parts.append(f"{'.'.join(loc)}: {error.get('msg')}")
+    return "; ".join(parts)
+
+
+def describe(obj: Mapping[str, Any]) -> str:
+    """``ResourceQuota team-a/gpu-quota`` (kind, namespace/name) for messages."""
+    metadata = obj.get("metadata") or {}
+    namespace = metadata.get("namespace")
+    name = metadata.get("name")
+    return f"{obj.get('kind')} {namespace}/{name}" if namespace else f"{obj.get('kind')} {name}"
 
 
 def object_identity(obj: Mapping[str, Any]) -> tuple[str, str, str | None]:
