@@ -55,6 +55,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,7 @@ from scheduler_adapters.kubernetes_transport import (
     object_identity,
 )
 from scheduler_adapters.types import KueueCohort, ParseResult
-from scheduler_adapters.units import parse_k8s_extended_count
+from scheduler_adapters.units import parse_k8s_quantity
 
 # --------------------------------------------------------------------------------- the adapter
 
@@ -195,7 +196,7 @@ class KubernetesAdapter:
             obj["kind"]: obj for obj in quota_manifests(team, namespace, {}, kueue=use_kueue)
         }
         quota = transport.get(objects["ResourceQuota"], operation=operation)
-        cards: int | None = None
+        cards: int | Decimal | None = None
         recorded: dict[str, int] | None = None
         if quota is not None:
             hard = (quota.get("spec") or {}).get("hard") or {}
@@ -421,14 +422,14 @@ class KubernetesAdapter:
 
     def _kueue_split(
         self, transport: Transport, operation: str, queue: Mapping[str, Any]
-    ) -> dict[str, int]:
+    ) -> dict[str, int | Decimal]:
         products: dict[str, str] = {}
         for flavor in transport.list("ResourceFlavor", operation=operation):
             metadata = flavor.get("metadata") or {}
             node_labels = (flavor.get("spec") or {}).get("nodeLabels") or {}
             if metadata.get("name") and node_labels.get(self.gpu_label):
                 products[metadata["name"]] = node_labels[self.gpu_label]
-        split: dict[str, int] = {}
+        split: dict[str, int | Decimal] = {}
         for group in (queue.get("spec") or {}).get("resourceGroups") or []:
             for flavor in group.get("flavors") or []:
                 for resource in flavor.get("resources") or []:
@@ -441,11 +442,20 @@ class KubernetesAdapter:
         return dict(sorted(split.items()))
 
     @staticmethod
-    def _count(operation: str, value: Any, what: str) -> int:
+    def _count(operation: str, value: Any, what: str) -> int | Decimal:
+        """Cards in a quota the cluster holds: an ``int`` when whole (``"2"``, ``"2000m"``),
+        else the exact ``Decimal`` (``1.5`` set by hand, which the API server stores and
+        returns as ``1500m``): a value the portal never writes, so a drift to repair, not an
+        error. Negative or unreadable -> :class:`UnexpectedResponse`."""
         try:
-            return parse_k8s_extended_count(str(value))
+            cards = parse_k8s_quantity(str(value))
         except ValueError as exc:
             raise UnexpectedResponse(f"{what} {value!r}: {exc}", operation=operation) from exc
+        if cards < 0:
+            raise UnexpectedResponse(f"{what} {value!r} is negative", operation=operation)
+        if cards == cards.to_integral_value():
+            return int(cards)
+        return cards.normalize()
 
     def _emit(self, team: str, objects: list[dict[str, Any]]) -> bool:
         """Dry run: render ``objects``; with ``dry_run_dir`` merge them into the team's file,

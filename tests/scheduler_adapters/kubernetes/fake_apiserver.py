@@ -710,6 +710,7 @@ class FakeApiServer:
             stored = self.objects[(group, plural, namespace, name)]
             before = copy.deepcopy(stored.obj)
             change(stored.obj)
+            _canonicalise(stored.obj)  # the edit went through the API server too
             changed = _paths(stored.obj) - _paths(before) | {
                 p for p in _paths(before) if _at(before, p) != _at(stored.obj, p)
             }
