@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import re
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import urllib3
@@ -502,6 +504,10 @@ def object_identity(obj: Mapping[str, Any]) -> tuple[str, str, str | None]:
     return obj["kind"], metadata["name"], metadata.get("namespace")
 
 
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+"""Where the kubelet mounts a pod's service-account ``token`` and the cluster's ``ca.crt``."""
+
+
 def api_client_from_settings(
     *,
     kubeconfig: str | None = None,
@@ -509,13 +515,21 @@ def api_client_from_settings(
     host: str | None = None,
     token: str | None = None,
     ca_cert: str | None = None,
+    service_account_dir: Path = SERVICE_ACCOUNT_DIR,
+    environ: Mapping[str, str] | None = None,
 ) -> k8s.ApiClient:
     """An ApiClient from a kubeconfig file (optionally one ``context``), or from ``host`` and
-    a bearer ``token`` (with ``ca_cert``, a CA bundle path, for TLS). urllib3 retries are off:
-    callers retry transient errors themselves, and a hung server must cost one timeout."""
+    a bearer ``token`` (with ``ca_cert``, a CA bundle path, for TLS), or, with none of them
+    and a service-account token mounted (the portal runs in the cluster it manages), in-cluster:
+    ``KUBERNETES_SERVICE_HOST``/``_PORT`` from ``environ``, the token (re-read as the kubelet
+    rotates it) and ``ca.crt`` from ``service_account_dir`` (the client's
+    ``InClusterConfigLoader``, what ``load_incluster_config`` does). urllib3 retries are
+    off: callers retry transient errors themselves, and a hung server must cost one timeout."""
     from kubernetes import config as kube_config
+    from kubernetes.config.incluster_config import InClusterConfigLoader
 
     configuration = k8s.Configuration()
+    token_file = Path(service_account_dir) / "token"
     if kubeconfig:
         kube_config.load_kube_config(
             config_file=kubeconfig,
@@ -529,7 +543,19 @@ def api_client_from_settings(
         configuration.api_key_prefix = {"authorization": "Bearer"}
         if ca_cert:
             configuration.ssl_ca_cert = ca_cert
+    elif not (host or token) and token_file.is_file():
+        try:
+            InClusterConfigLoader(
+                token_filename=str(token_file),
+                cert_filename=str(Path(service_account_dir) / "ca.crt"),
+                environ=os.environ if environ is None else environ,
+            ).load_and_set(configuration)
+        except kube_config.ConfigException as exc:
+            raise ValueError(f"in-cluster Kubernetes configuration: {exc}") from exc
     else:
-        raise ValueError("Kubernetes settings need KUBECONFIG, or HOST and TOKEN")
+        raise ValueError(
+            "Kubernetes settings need KUBECONFIG, or HOST and TOKEN, or the portal running in "
+            f"the cluster (a service-account token at {token_file})"
+        )
     configuration.retries = 0
     return k8s.ApiClient(configuration)

@@ -31,8 +31,8 @@ cluster's env file (``scripts/services/slurm.sh``) writes.
 Kubernetes (``BACKEND`` ``"kubernetes"``, or ``"kubernetes-fake"`` in memory):
 
 - ``KUBECONFIG`` (a kubeconfig path, with optional ``CONTEXT``), or ``HOST`` and ``TOKEN``
-  (a bearer token) with optional ``CA`` (CA bundle path); one of the two is required unless
-  ``DRY_RUN``.
+  (a bearer token) with optional ``CA`` (CA bundle path); with neither, the portal must run
+  in the cluster it manages (its pod's service-account token is used), unless ``DRY_RUN``.
 - ``KUEUE``: per-GPU-model quotas through Kueue (bool, default ``False``).
 - ``DRY_RUN``: write nothing to the cluster, render YAML instead (bool, default ``False``);
   ``DRY_RUN_DIR``: where each team's YAML is kept.
