@@ -11,7 +11,8 @@ Per team the adapter keeps, in this order:
 - a ``LimitRange`` giving containers default CPU/memory requests and limits (never GPUs: a
   LimitRange ``max`` on ``nvidia.com/gpu`` becomes every container's default, sidecars too);
 - a ``RoleBinding`` of the team's group to the ``edit`` ClusterRole;
-- with Kueue (``kueue.x-k8s.io/v1beta2``, served from Kueue 0.15): a ``ResourceFlavor`` per GPU
+- with Kueue (``kueue.x-k8s.io/v1beta2`` only, served from Kueue 0.15 and the only version
+  Kueue 0.20 serves; checked by discovery before the first write): a ``ResourceFlavor`` per GPU
   product (``nodeLabels: {nvidia.com/gpu.product: <product>}``, shared by all teams, never
   deleted), the team's ``ClusterQueue`` (named like the namespace, admitting only that
   namespace, ``nominalQuota`` of ``nvidia.com/gpu`` per flavor) and a ``LocalQueue`` named
@@ -150,6 +151,8 @@ class KubernetesAdapter:
         self.gpu_label = check_gpu_label(gpu_label)
         self.namespace_node_selector = namespace_node_selector
         self.manifests: list[str] = []  # what dry-run writes produced, in order
+        self._served: dict[str, set[str]] | None = None  # discovery, read on first CRD use
+        self._served_checked: set[str] = set()
         namespace_name("x", namespace_prefix)  # a prefix that can never work fails now
 
     # ------------------------------------------------------------------ NamespaceQuotaAdapter
@@ -172,11 +175,7 @@ class KubernetesAdapter:
         )
         if self.dry_run:
             return self._emit(team, objects)
-        transport = self._transport("ensure_team")
-        changed = False
-        for obj in objects:
-            changed |= self._ensure(transport, "ensure_team", team, obj)
-        return changed
+        return self._ensure_all(self._transport("ensure_team"), "ensure_team", team, objects)
 
     def set_gpu_quota(
         self, team: str, gpu_quota: Mapping[str, int], *, kueue: bool | None = None
@@ -208,6 +207,7 @@ class KubernetesAdapter:
             recorded = _recorded_split(annotations.get(ANNOTATION_GPU_QUOTA))
         by_product = recorded
         if use_kueue:
+            self._check_served(transport, operation, KUEUE_API_VERSION)
             queue = transport.get(objects["ClusterQueue"], operation=operation)
             by_product = None if queue is None else self._kueue_split(transport, operation, queue)
         return NamespaceGpuQuota(
@@ -234,10 +234,7 @@ class KubernetesAdapter:
         if team is not None:
             namespace = namespace_name(team, self.namespace_prefix)
             self._read_namespace(transport, operation, team, namespace)
-        changed = False
-        for obj in objects:
-            changed |= self._ensure(transport, operation, team, obj)
-        return changed
+        return self._ensure_all(transport, operation, team, objects)
 
     def render_manifests(
         self,
@@ -305,10 +302,7 @@ class KubernetesAdapter:
             is None
         ):
             return False
-        changed = False
-        for obj in objects:
-            changed |= self._ensure(transport, operation, team, obj)
-        return changed
+        return self._ensure_all(transport, operation, team, objects)
 
     def _transport(self, operation: str) -> Transport:
         if self.transport is None:
@@ -336,6 +330,18 @@ class KubernetesAdapter:
             raise NotFound("namespace", namespace, operation=operation)
         _check_owner(operation, team, current)
         return current
+
+    def _ensure_all(
+        self, transport: Transport, operation: str, team: str | None, objects: list[dict]
+    ) -> bool:
+        """:meth:`_ensure` each object in order, after checking the server serves every CRD
+        version among them (so a missing Kueue stops the write before anything is written)."""
+        for obj in objects:
+            self._check_served(transport, operation, obj["apiVersion"])
+        changed = False
+        for obj in objects:
+            changed |= self._ensure(transport, operation, team, obj)
+        return changed
 
     def _ensure(
         self, transport: Transport, operation: str, team: str | None, desired: dict[str, Any]
@@ -419,6 +425,31 @@ class KubernetesAdapter:
                     http_status=404,
                 ) from missing
             raise
+
+    def _check_served(self, transport: Transport, operation: str, api_version: str) -> None:
+        """On first use of a CRD's API version (Kueue, Volcano, Koordinator), check the server
+        serves it (discovery, read once per adapter): Kueue 0.20 serves only ``v1beta2``, 0.14
+        and older no ``v1beta2``, and writing to a version not served fails object by object
+        with a bare 404."""
+        project = _CRD_PROJECTS.get(api_version)
+        if project is None or api_version in self._served_checked:
+            return
+        if self._served is None:
+            self._served = transport.served_versions(operation=operation)
+        group, _, version = api_version.rpartition("/")
+        versions = self._served.get(group)
+        if not versions:
+            raise SchedulerRejected(
+                f"the cluster serves no {group} API: is {project} installed?",
+                operation=operation,
+            )
+        if version not in versions:
+            raise SchedulerRejected(
+                f"the cluster serves {group} {', '.join(sorted(versions))}, but the portal "
+                f"writes {api_version}: install {project}",
+                operation=operation,
+            )
+        self._served_checked.add(api_version)
 
     def _kueue_split(
         self, transport: Transport, operation: str, queue: Mapping[str, Any]

@@ -191,6 +191,15 @@ class MemoryTransport:
             and all((obj["metadata"].get("labels") or {}).get(k) == v for k, v in wanted.items())
         ]
 
+    def served_versions(self, *, operation: str) -> dict[str, set[str]]:
+        """Every group of :data:`~scheduler_adapters.kubernetes_transport.KINDS`, at the
+        version the adapter writes (an in-memory cluster with every CRD installed)."""
+        self._enter("discover", ("Namespace", None, None), operation)
+        served: dict[str, set[str]] = {}
+        for spec in KINDS.values():
+            served.setdefault(spec.group, set()).add(spec.version)
+        return served
+
     def close(self) -> None:
         pass
 

@@ -242,6 +242,8 @@ class Transport(Protocol):
         self, kind: str, *, operation: str, label_selector: str | None = None
     ) -> list[dict[str, Any]]: ...
 
+    def served_versions(self, *, operation: str) -> dict[str, set[str]]: ...
+
     def close(self) -> None: ...
 
 
@@ -264,6 +266,7 @@ class ApiTransport:
         self.core = k8s.CoreV1Api(api_client)
         self.rbac = k8s.RbacAuthorizationV1Api(api_client)
         self.custom = k8s.CustomObjectsApi(api_client)
+        self.apis = k8s.ApisApi(api_client)
 
     def get(self, obj: Mapping[str, Any], *, operation: str) -> dict[str, Any] | None:
         kind, name, namespace = object_identity(obj)
@@ -350,6 +353,20 @@ class ApiTransport:
             token = metadata.get("continue") or None
             if not token:
                 return items
+
+    def served_versions(self, *, operation: str) -> dict[str, set[str]]:
+        """API group -> the versions the server serves (discovery, ``GET /apis``; every
+        authenticated client may read it through the ``system:discovery`` ClusterRole)."""
+        payload = self._call(operation, self.apis.get_api_versions, what="API discovery")
+        served: dict[str, set[str]] = {}
+        for group in payload.get("groups") or []:
+            if isinstance(group, dict) and group.get("name"):
+                served[group["name"]] = {
+                    str(version.get("version"))
+                    for version in group.get("versions") or []
+                    if isinstance(version, dict)
+                }
+        return served
 
     def close(self) -> None:
         self.api_client.close()

@@ -1,7 +1,8 @@
 """The portal's ClusterRole (``deploy/kubernetes/base/rbac.yaml``, rendered in both overlays)
 grants exactly what the Kubernetes adapter uses, no more: the verbs and resources are derived
 from the requests the adapter sends to the fake API server while it does every operation it
-has (never listed here by hand), and ``bind`` from the ClusterRole its RoleBindings name. The
+has (never listed here by hand), and ``bind`` from the ClusterRole its RoleBindings name
+(discovery, ``GET /apis``, needs no grant: ``system:discovery`` allows it to everyone). The
 web and worker pods run as the ServiceAccount the ClusterRole is bound to."""
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def _needed() -> tuple[set[tuple[str, str, str]], set[str]]:
     bound: set[str] = set()
     for request in server.requests:
         parts = [part for part in request.path.split("/") if part]
+        if request.path.rstrip("/") in ("/api", "/apis"):
+            continue  # discovery: every authenticated client may (ClusterRole system:discovery)
         group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
         if len(rest) >= 3 and rest[0] == "namespaces":
             rest = rest[2:]

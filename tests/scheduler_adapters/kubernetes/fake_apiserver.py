@@ -36,11 +36,14 @@ api-conventions "Response Status Kind"):
 - ``GET`` lists honour ``labelSelector`` and ``limit``/``continue``; ``DELETE`` of a namespace
   deletes what is in it; a bearer ``token`` may be required (401 otherwise).
 
+- ``GET /apis`` is discovery (an APIGroupList of the groups served).
+
 Not emulated: quota enforcement and ``status``, LimitRange defaulting, RBAC (403 only when
-told), Kueue's controllers and webhooks, watches, discovery, server-side dry run; in server-side
-apply, associative lists (``listType=map`` merged by key: every list is atomic here), managed
-fields per API version and subresource, the ``Apply``/``Update`` time stamps' meaning, and
-conflicts judged on canonical quantities (a patch's ``1000`` against a stored ``1k``).
+told), Kueue's controllers and webhooks, watches, per-group discovery, server-side dry run;
+in server-side apply, associative lists (``listType=map`` merged by key: every list is
+atomic here), managed fields per API version and subresource, the ``Apply``/``Update`` time
+stamps' meaning, and conflicts judged on canonical quantities (a patch's ``1000`` against a
+stored ``1k``).
 
 Faults for tests: :meth:`FakeApiServer.fail` (answer a matching request with a given status),
 :meth:`FakeApiServer.hang` (never answer), :meth:`FakeApiServer.before` (run a hook first, e.g.
@@ -555,10 +558,15 @@ class FakeApiServer:
         k8s_version: str = K8S_VERSION,
         token: str | None = "portal-token",
         kueue: bool = True,
+        kueue_versions: tuple[str, ...] = (),
     ) -> None:
+        """``kueue``: Kueue's v1beta2 kinds are served; ``kueue_versions``: other Kueue
+        versions discovery lists (served by no kind here: ``("v1beta1",)`` with
+        ``kueue=False`` is Kueue 0.14)."""
         self.k8s_version = k8s_version
         self.token = token
         self.resources = {**RESOURCES, **(KUEUE_RESOURCES if kueue else {})}
+        self.kueue_versions = kueue_versions
         self.objects: dict[tuple[str, str, str | None, str], _Stored] = {}
         self.requests: list[Recorded] = []
         self.lock = threading.RLock()
@@ -810,6 +818,8 @@ class FakeApiServer:
                 "compiler": "gc",
                 "platform": "linux/amd64",
             }
+        if record.path.rstrip("/") == "/apis" and record.method == "GET":
+            return 200, self._discovery()
         if parts[:1] == ["api"] and len(parts) >= 3:
             group, version, rest = "", parts[1], parts[2:]
         elif parts[:1] == ["apis"] and len(parts) >= 4:
@@ -841,6 +851,21 @@ class FakeApiServer:
             if method == "DELETE" and name:
                 return self._delete(gvr, namespace, name)
         raise ApiError(405, "MethodNotAllowed", f"the server does not allow this method: {method}")
+
+    def _discovery(self) -> dict[str, Any]:
+        """``GET /apis``: an APIGroupList of the groups and versions served."""
+        versions: dict[str, list[str]] = {}
+        for group, version, _ in self.resources:
+            if group and version not in versions.setdefault(group, []):
+                versions[group].append(version)
+        for version in self.kueue_versions:
+            if version not in versions.setdefault("kueue.x-k8s.io", []):
+                versions["kueue.x-k8s.io"].append(version)
+        groups = []
+        for group, served in sorted(versions.items()):
+            entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in served]
+            groups.append({"name": group, "versions": entries, "preferredVersion": entries[0]})
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
     # ---------------------------------------------------------------- verbs
 
