@@ -70,6 +70,7 @@ from scheduler_adapters.errors import (
     SchedulerUnavailable,
     UnexpectedResponse,
 )
+from scheduler_adapters.kubernetes_dra import DRA_API_VERSION, with_dra_cards
 from scheduler_adapters.kubernetes_manifests import (
     ANNOTATION_GPU_QUOTA,
     DEFAULT_CONTAINER_LIMITS,
@@ -158,8 +159,15 @@ class KubernetesAdapter:
     # ------------------------------------------------------------------ NamespaceQuotaAdapter
 
     def list_nodes(self) -> ParseResult:
-        items = self._transport("list_nodes").list("Node", operation="list_nodes")
-        return parse_kubernetes_nodes({"kind": "NodeList", "apiVersion": "v1", "items": items})
+        """The Nodes as GPU Feature Discovery and the device plugin describe them, with the
+        cards of NVIDIA's DRA driver (``resource.k8s.io/v1`` ResourceSlices, when the cluster
+        serves that version) in place of the device plugin's count where it publishes any."""
+        transport = self._transport("list_nodes")
+        items = transport.list("Node", operation="list_nodes")
+        result = parse_kubernetes_nodes({"kind": "NodeList", "apiVersion": "v1", "items": items})
+        if not self._serves(transport, "list_nodes", DRA_API_VERSION):
+            return result
+        return with_dra_cards(result, transport.list("ResourceSlice", operation="list_nodes"))
 
     def ensure_team(
         self,
@@ -425,6 +433,12 @@ class KubernetesAdapter:
                     http_status=404,
                 ) from missing
             raise
+
+    def _serves(self, transport: Transport, operation: str, api_version: str) -> bool:
+        if self._served is None:
+            self._served = transport.served_versions(operation=operation)
+        group, _, version = api_version.rpartition("/")
+        return version in self._served.get(group, set())
 
     def _check_served(self, transport: Transport, operation: str, api_version: str) -> None:
         """On first use of a CRD's API version (Kueue, Volcano, Koordinator), check the server

@@ -71,6 +71,8 @@ KINDS: Mapping[str, Kind] = {
         Kind("Queue", "scheduling.volcano.sh/v1beta1", "queues", False),
         Kind("ElasticQuota", "scheduling.sigs.k8s.io/v1alpha1", "elasticquotas", True),
         Kind("HorizontalPodAutoscaler", "autoscaling/v2", "horizontalpodautoscalers", True),
+        # GPUs published through DRA (scheduler_adapters/kubernetes_dra.py), read only
+        Kind("ResourceSlice", "resource.k8s.io/v1", "resourceslices", False),
     )
 }
 
