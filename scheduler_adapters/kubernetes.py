@@ -80,6 +80,7 @@ from scheduler_adapters.kubernetes_manifests import (
     QUOTA_RESOURCE,
     check_gpu_label,
     covers,
+    dra_quota_resource,
     namespace_name,
     quota_manifests,
     render_yaml,
@@ -132,6 +133,7 @@ class KubernetesAdapter:
         container_requests: Mapping[str, str] = DEFAULT_CONTAINER_REQUESTS,
         gpu_label: str = LABEL_PRODUCT,
         namespace_node_selector: bool = False,
+        dra_device_class: str | None = None,
     ) -> None:
         if transport is None and api_client is not None:
             transport = ApiTransport(
@@ -151,6 +153,10 @@ class KubernetesAdapter:
         self.container_requests = dict(container_requests)
         self.gpu_label = check_gpu_label(gpu_label)
         self.namespace_node_selector = namespace_node_selector
+        # with DRA, the team's ResourceQuota also caps this DeviceClass's devices
+        self.dra_device_class = dra_device_class
+        if dra_device_class is not None:
+            dra_quota_resource(dra_device_class)  # a name that can never work fails now
         self.manifests: list[str] = []  # what dry-run writes produced, in order
         self._served: dict[str, set[str]] | None = None  # discovery, read on first CRD use
         self._served_checked: set[str] = set()
@@ -283,6 +289,7 @@ class KubernetesAdapter:
             gpu_label=self.gpu_label,
             namespace_node_selector=self.namespace_node_selector,
             cohort=cohort,
+            dra_device_class=self.dra_device_class,
         )
 
     def _set_quota(
@@ -301,6 +308,7 @@ class KubernetesAdapter:
             gpu_quota,
             kueue=self.kueue if kueue is None else kueue,
             gpu_label=self.gpu_label,
+            dra_device_class=self.dra_device_class,
         )
         if self.dry_run:
             return self._emit(team, objects)

@@ -40,6 +40,8 @@ Kubernetes (``BACKEND`` ``"kubernetes"``, or ``"kubernetes-fake"`` in memory):
 - ``GPU_LABEL``: the node label telling GPU models apart, ``"nvidia.com/gpu.product"`` (GPU
   Feature Discovery, default) or ``"gpu-type"``; ``NAMESPACE_NODE_SELECTOR`` (bool, default
   ``False``): put the PodNodeSelector annotation on a one-product team's namespace.
+- ``DRA_DEVICE_CLASS``: with DRA, the DeviceClass whose devices a team's ResourceQuota caps too
+  (``gpu.nvidia.com`` for NVIDIA's DRA driver); default none.
 - ``TIMEOUT_S`` (default 30) and ``CONNECT_TIMEOUT_S`` (default 5).
 """
 
@@ -91,6 +93,7 @@ _KUBERNETES_KEYS = {
     "NAMESPACE_PREFIX",
     "GPU_LABEL",
     "NAMESPACE_NODE_SELECTOR",
+    "DRA_DEVICE_CLASS",
     "TIMEOUT_S",
     "CONNECT_TIMEOUT_S",
 }
@@ -172,6 +175,7 @@ def _kubernetes(settings: Mapping[str, Any]) -> NamespaceQuotaAdapter:
         connect_timeout_s=float(settings.get("CONNECT_TIMEOUT_S", 5)),
         gpu_label=settings.get("GPU_LABEL") or LABEL_PRODUCT,
         namespace_node_selector=_flag(settings, "NAMESPACE_NODE_SELECTOR"),
+        dra_device_class=settings.get("DRA_DEVICE_CLASS") or None,
     )
 
 

@@ -104,3 +104,33 @@ def test_a_cluster_without_resource_k8s_io_v1_is_read_from_nodes_only(
 
     assert len(result.nodes) == 2
     assert not any("resourceslices" in r.path for r in apiserver.requests)
+
+
+def test_the_team_quota_caps_the_dra_device_class_too(apiserver, make_adapter):
+    """With DRA_DEVICE_CLASS gpu.nvidia.com the ResourceQuota holds 2 + 1 = 3 on
+    requests.nvidia.com/gpu and on gpu.nvidia.com.deviceclass.resource.k8s.io/devices (a
+    claim is not a nvidia.com/gpu request, so without it DRA claims go uncapped); an elastic
+    write renders the quota the same way, so neither undoes the other."""
+    from scheduler_adapters.kubernetes_elastic import ElasticBounds, ElasticQuotaWriter
+
+    adapter = make_adapter(dra_device_class="gpu.nvidia.com")
+    label = "NVIDIA-A100-SXM4-80GB"  # quotas are keyed by the GFD product label
+    adapter.ensure_team("nlp", group="oidc:nlp", gpu_quota={label: 2, "NVIDIA-L40S": 1})
+
+    hard = apiserver.get("", "resourcequotas", "team-nlp", "gpu-quota")["spec"]["hard"]
+    assert hard == {
+        "requests.nvidia.com/gpu": "3",
+        "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "3",
+    }
+    bounds = ElasticBounds("nlp", label, floor_cards=1, ceiling_cards=3, cards=2)
+    ElasticQuotaWriter(adapter).set_elastic_quota("volcano", bounds)
+    hard = apiserver.get("", "resourcequotas", "team-nlp", "gpu-quota")["spec"]["hard"]
+    assert hard == {
+        "requests.nvidia.com/gpu": "3",
+        "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "3",
+    }
+
+
+def test_a_device_class_that_is_no_name_is_refused_at_once(make_adapter):
+    with pytest.raises(ValueError, match="is not a DNS subdomain"):
+        make_adapter(dra_device_class="GPU_class")
