@@ -183,25 +183,6 @@ def upgraded_managed_fields(current: Mapping[str, Any]) -> list[dict[str, Any]]:
     return kept
 
 
-def other_owners(current: Mapping[str, Any], path: Path) -> list[str]:
-    """Managers other than the portal whose entries own ``path`` (for a conflict report)."""
-    entries = (current.get("metadata") or {}).get("managedFields") or []
-    return sorted(
-        {
-            str(entry.get("manager"))
-            for entry in entries
-            if isinstance(entry, Mapping)
-            and entry.get("manager") != FIELD_MANAGER
-            and path in fields_v1_paths(entry.get("fieldsV1"))
-        }
-    )
-
-
-def dotted(path: Path) -> str:
-    """``("spec", "cohortName")`` as the API server spells a field: ``.spec.cohortName``."""
-    return "".join(f".{key}" for key in path)
-
-
 def _at(obj: Any, path: Path) -> Any:
     for key in path:
         if not isinstance(obj, Mapping) or key not in obj:
