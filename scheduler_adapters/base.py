@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Protocol, runtime_checkable
 
 from scheduler_adapters.records import (
@@ -162,6 +163,9 @@ class NamespaceGpuQuota:
 
     ``cards`` is the ResourceQuota's ``requests.nvidia.com/gpu`` (all GPU models together);
     ``None`` when the namespace has no portal ResourceQuota, which means no GPU limit at all.
+    Cards are an ``int``, or the exact ``Decimal`` of a fractional quantity someone set by
+    hand (``1.5``, which the API server holds as ``1500m``): never equal to what the portal
+    writes, so read as a drift.
     ``cards_by_product`` is keyed by the ``nvidia.com/gpu.product`` node label: with
     ``kueue=True`` the ClusterQueue's ``nominalQuota`` per ResourceFlavor (enforced by Kueue);
     without Kueue the split the portal recorded on the ResourceQuota (not enforced per model,
@@ -170,8 +174,8 @@ class NamespaceGpuQuota:
 
     team: str
     namespace: str
-    cards: int | None
-    cards_by_product: Mapping[str, int] | None
+    cards: int | Decimal | None
+    cards_by_product: Mapping[str, int | Decimal] | None
     kueue: bool
 
 

@@ -11,7 +11,8 @@ Per team the adapter keeps, in this order:
 - a ``LimitRange`` giving containers default CPU/memory requests and limits (never GPUs: a
   LimitRange ``max`` on ``nvidia.com/gpu`` becomes every container's default, sidecars too);
 - a ``RoleBinding`` of the team's group to the ``edit`` ClusterRole;
-- with Kueue (``kueue.x-k8s.io/v1beta2``, served from Kueue 0.15): a ``ResourceFlavor`` per GPU
+- with Kueue (``kueue.x-k8s.io/v1beta2`` only, served from Kueue 0.15 and the only version
+  Kueue 0.20 serves; checked by discovery before the first write): a ``ResourceFlavor`` per GPU
   product (``nodeLabels: {nvidia.com/gpu.product: <product>}``, shared by all teams, never
   deleted), the team's ``ClusterQueue`` (named like the namespace, admitting only that
   namespace, ``nominalQuota`` of ``nvidia.com/gpu`` per flavor) and a ``LocalQueue`` named
@@ -21,14 +22,19 @@ Per team the adapter keeps, in this order:
   ``resources.excludeResourcePrefixes``.
 
 Every write reads the object first and sends nothing when the cluster already holds what the
-portal wants, so a second identical call is only GETs. A missing object is created (POST; a
-409 ``AlreadyExists`` from a concurrent creator counts as success and is read back); a
-differing one is server-side applied (``PATCH`` ``application/apply-patch+yaml``, field
-manager ``gpu-pool-portal``, ``force=true``) with the ``resourceVersion`` it was read at as a
-precondition, so a concurrent change gives 409 ``Conflict``: the object is read again and the
-apply retried once. Errors map onto :mod:`scheduler_adapters.errors` (see
-:func:`~scheduler_adapters.kubernetes_transport.api_error`); connection refused and timeouts
-are :class:`SchedulerUnavailable`.
+portal wants and no field the portal set and no longer wants, so a second identical call is only
+GETs. Every write is a server-side apply (``PATCH`` ``application/apply-patch+yaml``, field
+manager ``gpu-pool-portal``), creation too, so the portal owns every field it set as an applier
+and a field it leaves out of its next apply is removed (a ClusterQueue's ``cohortName`` when the
+elastic allocation ends; :mod:`~scheduler_adapters.kubernetes_ownership`). An object an older
+portal created with POST first has its ``Update`` ownership folded into the ``Apply`` entry. An
+existing object is applied at the ``resourceVersion`` it was read at, so a concurrent change
+gives 409 ``Conflict``: the object is read again and the apply retried once. Applies are not
+forced: a conflict with another field manager is forced only on an object the portal made
+(someone edited the portal's fields by hand) and reported on an object someone else made.
+Errors map onto :mod:`scheduler_adapters.errors` by meaning (see
+:func:`~scheduler_adapters.kubernetes_transport.api_error`): only timeouts, connection errors,
+429 and 503 (and their kin) are transient.
 
 **Which nodes** (placement): a pool names the node label that tells GPU models apart
 (``gpu_label``): GPU Feature Discovery's ``nvidia.com/gpu.product`` (the default) or the
@@ -50,6 +56,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +70,7 @@ from scheduler_adapters.errors import (
     SchedulerUnavailable,
     UnexpectedResponse,
 )
+from scheduler_adapters.kubernetes_dra import DRA_API_VERSION, with_dra_cards
 from scheduler_adapters.kubernetes_manifests import (
     ANNOTATION_GPU_QUOTA,
     DEFAULT_CONTAINER_LIMITS,
@@ -72,22 +80,30 @@ from scheduler_adapters.kubernetes_manifests import (
     QUOTA_RESOURCE,
     check_gpu_label,
     covers,
+    dra_quota_resource,
     namespace_name,
     quota_manifests,
     render_yaml,
     team_manifests,
 )
 from scheduler_adapters.kubernetes_nodes import GPU_RESOURCE, LABEL_PRODUCT, parse_kubernetes_nodes
+from scheduler_adapters.kubernetes_ownership import (
+    needs_upgrade,
+    portal_entries,
+    stale_paths,
+    upgraded_managed_fields,
+)
 from scheduler_adapters.kubernetes_transport import (
     KINDS,
     AlreadyExists,
     ApiTransport,
+    FieldManagerConflict,
     ResourceVersionConflict,
     Transport,
     object_identity,
 )
 from scheduler_adapters.types import KueueCohort, ParseResult
-from scheduler_adapters.units import parse_k8s_extended_count
+from scheduler_adapters.units import parse_k8s_quantity
 
 # --------------------------------------------------------------------------------- the adapter
 
@@ -117,6 +133,7 @@ class KubernetesAdapter:
         container_requests: Mapping[str, str] = DEFAULT_CONTAINER_REQUESTS,
         gpu_label: str = LABEL_PRODUCT,
         namespace_node_selector: bool = False,
+        dra_device_class: str | None = None,
     ) -> None:
         if transport is None and api_client is not None:
             transport = ApiTransport(
@@ -136,14 +153,27 @@ class KubernetesAdapter:
         self.container_requests = dict(container_requests)
         self.gpu_label = check_gpu_label(gpu_label)
         self.namespace_node_selector = namespace_node_selector
+        # with DRA, the team's ResourceQuota also caps this DeviceClass's devices
+        self.dra_device_class = dra_device_class
+        if dra_device_class is not None:
+            dra_quota_resource(dra_device_class)  # a name that can never work fails now
         self.manifests: list[str] = []  # what dry-run writes produced, in order
+        self._served: dict[str, set[str]] | None = None  # discovery, read on first CRD use
+        self._served_checked: set[str] = set()
         namespace_name("x", namespace_prefix)  # a prefix that can never work fails now
 
     # ------------------------------------------------------------------ NamespaceQuotaAdapter
 
     def list_nodes(self) -> ParseResult:
-        items = self._transport("list_nodes").list("Node", operation="list_nodes")
-        return parse_kubernetes_nodes({"kind": "NodeList", "apiVersion": "v1", "items": items})
+        """The Nodes as GPU Feature Discovery and the device plugin describe them, with the
+        cards of NVIDIA's DRA driver (``resource.k8s.io/v1`` ResourceSlices, when the cluster
+        serves that version) in place of the device plugin's count where it publishes any."""
+        transport = self._transport("list_nodes")
+        items = transport.list("Node", operation="list_nodes")
+        result = parse_kubernetes_nodes({"kind": "NodeList", "apiVersion": "v1", "items": items})
+        if not self._serves(transport, "list_nodes", DRA_API_VERSION):
+            return result
+        return with_dra_cards(result, transport.list("ResourceSlice", operation="list_nodes"))
 
     def ensure_team(
         self,
@@ -159,11 +189,7 @@ class KubernetesAdapter:
         )
         if self.dry_run:
             return self._emit(team, objects)
-        transport = self._transport("ensure_team")
-        changed = False
-        for obj in objects:
-            changed |= self._ensure(transport, "ensure_team", team, obj)
-        return changed
+        return self._ensure_all(self._transport("ensure_team"), "ensure_team", team, objects)
 
     def set_gpu_quota(
         self, team: str, gpu_quota: Mapping[str, int], *, kueue: bool | None = None
@@ -183,7 +209,7 @@ class KubernetesAdapter:
             obj["kind"]: obj for obj in quota_manifests(team, namespace, {}, kueue=use_kueue)
         }
         quota = transport.get(objects["ResourceQuota"], operation=operation)
-        cards: int | None = None
+        cards: int | Decimal | None = None
         recorded: dict[str, int] | None = None
         if quota is not None:
             hard = (quota.get("spec") or {}).get("hard") or {}
@@ -195,6 +221,7 @@ class KubernetesAdapter:
             recorded = _recorded_split(annotations.get(ANNOTATION_GPU_QUOTA))
         by_product = recorded
         if use_kueue:
+            self._check_served(transport, operation, KUEUE_API_VERSION)
             queue = transport.get(objects["ClusterQueue"], operation=operation)
             by_product = None if queue is None else self._kueue_split(transport, operation, queue)
         return NamespaceGpuQuota(
@@ -221,10 +248,7 @@ class KubernetesAdapter:
         if team is not None:
             namespace = namespace_name(team, self.namespace_prefix)
             self._read_namespace(transport, operation, team, namespace)
-        changed = False
-        for obj in objects:
-            changed |= self._ensure(transport, operation, team, obj)
-        return changed
+        return self._ensure_all(transport, operation, team, objects)
 
     def render_manifests(
         self,
@@ -265,6 +289,7 @@ class KubernetesAdapter:
             gpu_label=self.gpu_label,
             namespace_node_selector=self.namespace_node_selector,
             cohort=cohort,
+            dra_device_class=self.dra_device_class,
         )
 
     def _set_quota(
@@ -283,6 +308,7 @@ class KubernetesAdapter:
             gpu_quota,
             kueue=self.kueue if kueue is None else kueue,
             gpu_label=self.gpu_label,
+            dra_device_class=self.dra_device_class,
         )
         if self.dry_run:
             return self._emit(team, objects)
@@ -292,10 +318,7 @@ class KubernetesAdapter:
             is None
         ):
             return False
-        changed = False
-        for obj in objects:
-            changed |= self._ensure(transport, operation, team, obj)
-        return changed
+        return self._ensure_all(transport, operation, team, objects)
 
     def _transport(self, operation: str) -> Transport:
         if self.transport is None:
@@ -324,62 +347,142 @@ class KubernetesAdapter:
         _check_owner(operation, team, current)
         return current
 
+    def _ensure_all(
+        self, transport: Transport, operation: str, team: str | None, objects: list[dict]
+    ) -> bool:
+        """:meth:`_ensure` each object in order, after checking the server serves every CRD
+        version among them (so a missing Kueue stops the write before anything is written)."""
+        for obj in objects:
+            self._check_served(transport, operation, obj["apiVersion"])
+        changed = False
+        for obj in objects:
+            changed |= self._ensure(transport, operation, team, obj)
+        return changed
+
     def _ensure(
         self, transport: Transport, operation: str, team: str | None, desired: dict[str, Any]
     ) -> bool:
-        """Make the cluster hold ``desired``; ``True`` when something was written."""
+        """Make the cluster hold ``desired`` and nothing else the portal set; ``True`` when
+        something was written. A concurrent change (409 on the resourceVersion read) is read
+        again and retried once."""
         current = transport.get(desired, operation=operation)
-        if current is None:
-            try:
-                transport.create(desired, operation=operation)
-                return True
-            except NotFound as missing:
-                served_by = _CRD_PROJECTS.get(desired["apiVersion"])
-                if served_by and missing.kind != "namespaces":
-                    raise SchedulerRejected(
-                        f"the cluster does not serve {desired['apiVersion']} "
-                        f"{KINDS[desired['kind']].plural}: is {served_by} installed?",
-                        operation=operation,
-                        http_status=404,
-                    ) from missing
-                raise
-            except AlreadyExists:
-                current = transport.get(desired, operation=operation)
-                if current is None:
-                    raise ResourceVersionConflict(
-                        f"{desired['kind']} {desired['metadata']['name']!r} was created and "
-                        "deleted while being written",
-                        operation=operation,
-                    ) from None
         for attempt in (1, 2):
-            _check_owner(operation, team, current)
-            if covers(current, desired):
-                return False
-            body = copy.deepcopy(desired)
-            body["metadata"]["resourceVersion"] = (current.get("metadata") or {}).get(
-                "resourceVersion"
-            )
             try:
-                transport.apply(body, operation=operation)
-                return True
-            except ResourceVersionConflict:
+                return self._converge(transport, operation, team, desired, current)
+            except (ResourceVersionConflict, AlreadyExists):
                 if attempt == 2:
                     raise
                 current = transport.get(desired, operation=operation)
-                if current is None:
-                    raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _converge(
+        self,
+        transport: Transport,
+        operation: str,
+        team: str | None,
+        desired: dict[str, Any],
+        current: dict[str, Any] | None,
+    ) -> bool:
+        """One read-compare-apply: create by apply; fold an older portal's Update ownership
+        into its Apply entry (so leaving a field out removes it); apply when the object lacks
+        something the portal wants or holds a field the portal set and no longer wants."""
+        if current is None:
+            self._apply(transport, operation, desired, None)
+            return True
+        _check_owner(operation, team, current)
+        written = False
+        if needs_upgrade(current):
+            current = transport.upgrade_managed_fields(
+                desired,
+                upgraded_managed_fields(current),
+                resource_version=current["metadata"]["resourceVersion"],
+                operation=operation,
+            )
+            written = True
+        if covers(current, desired) and not stale_paths(current, desired):
+            return written
+        body = copy.deepcopy(desired)
+        body["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
+        self._apply(transport, operation, body, current)
+        return True
+
+    def _apply(
+        self,
+        transport: Transport,
+        operation: str,
+        body: dict[str, Any],
+        current: dict[str, Any] | None,
+    ) -> None:
+        """Server-side apply ``body``, without force first. A conflict on an object the portal
+        made (it has a managedFields entry there) is someone else's edit of the portal's
+        fields: applied again with force. On an object someone else made it is reported, and
+        nothing is written."""
+        try:
+            transport.apply(body, operation=operation)
+        except FieldManagerConflict as conflict:
+            if current is not None and portal_entries(current):
+                transport.apply(body, operation=operation, force=True)
+                return
+            owners = ", ".join(f"{path} (owned by {who})" for path, who in conflict.fields)
+            raise SchedulerRejected(
+                f"{body['kind']} {body['metadata']['name']!r} was not made by the portal and "
+                f"other field managers own what it would change: {owners}; not overwritten",
+                operation=operation,
+                errors=conflict.errors,
+                http_status=409,
+            ) from conflict
+        except NotFound as missing:
+            served_by = _CRD_PROJECTS.get(body["apiVersion"])
+            if served_by and missing.kind != "namespaces":
+                raise SchedulerRejected(
+                    f"the cluster does not serve {body['apiVersion']} "
+                    f"{KINDS[body['kind']].plural}: is {served_by} installed?",
+                    operation=operation,
+                    http_status=404,
+                ) from missing
+            raise
+
+    def _serves(self, transport: Transport, operation: str, api_version: str) -> bool:
+        if self._served is None:
+            self._served = transport.served_versions(operation=operation)
+        group, _, version = api_version.rpartition("/")
+        return version in self._served.get(group, set())
+
+    def _check_served(self, transport: Transport, operation: str, api_version: str) -> None:
+        """On first use of a CRD's API version (Kueue, Volcano, Koordinator), check the server
+        serves it (discovery, read once per adapter): Kueue 0.20 serves only ``v1beta2``, 0.14
+        and older no ``v1beta2``, and writing to a version not served fails object by object
+        with a bare 404."""
+        project = _CRD_PROJECTS.get(api_version)
+        if project is None or api_version in self._served_checked:
+            return
+        if self._served is None:
+            self._served = transport.served_versions(operation=operation)
+        group, _, version = api_version.rpartition("/")
+        versions = self._served.get(group)
+        if not versions:
+            raise SchedulerRejected(
+                f"the cluster serves no {group} API: is {project} installed?",
+                operation=operation,
+            )
+        if version not in versions:
+            raise SchedulerRejected(
+                f"the cluster serves {group} {', '.join(sorted(versions))}, but the portal "
+                f"writes {api_version}: install {project}",
+                operation=operation,
+            )
+        self._served_checked.add(api_version)
 
     def _kueue_split(
         self, transport: Transport, operation: str, queue: Mapping[str, Any]
-    ) -> dict[str, int]:
+    ) -> dict[str, int | Decimal]:
         products: dict[str, str] = {}
         for flavor in transport.list("ResourceFlavor", operation=operation):
             metadata = flavor.get("metadata") or {}
             node_labels = (flavor.get("spec") or {}).get("nodeLabels") or {}
             if metadata.get("name") and node_labels.get(self.gpu_label):
                 products[metadata["name"]] = node_labels[self.gpu_label]
-        split: dict[str, int] = {}
+        split: dict[str, int | Decimal] = {}
         for group in (queue.get("spec") or {}).get("resourceGroups") or []:
             for flavor in group.get("flavors") or []:
                 for resource in flavor.get("resources") or []:
@@ -392,11 +495,20 @@ class KubernetesAdapter:
         return dict(sorted(split.items()))
 
     @staticmethod
-    def _count(operation: str, value: Any, what: str) -> int:
+    def _count(operation: str, value: Any, what: str) -> int | Decimal:
+        """Cards in a quota the cluster holds: an ``int`` when whole (``"2"``, ``"2000m"``),
+        else the exact ``Decimal`` (``1.5`` set by hand, which the API server stores and
+        returns as ``1500m``): a value the portal never writes, so a drift to repair, not an
+        error. Negative or unreadable -> :class:`UnexpectedResponse`."""
         try:
-            return parse_k8s_extended_count(str(value))
+            cards = parse_k8s_quantity(str(value))
         except ValueError as exc:
             raise UnexpectedResponse(f"{what} {value!r}: {exc}", operation=operation) from exc
+        if cards < 0:
+            raise UnexpectedResponse(f"{what} {value!r} is negative", operation=operation)
+        if cards == cards.to_integral_value():
+            return int(cards)
+        return cards.normalize()
 
     def _emit(self, team: str, objects: list[dict[str, Any]]) -> bool:
         """Dry run: render ``objects``; with ``dry_run_dir`` merge them into the team's file,

@@ -111,14 +111,22 @@ def _annotation(bounds: ElasticBounds) -> str:
 
 
 def elastic_manifests(
-    backend: QuotaBackend | str, bounds: ElasticBounds, *, namespace: str
+    backend: QuotaBackend | str,
+    bounds: ElasticBounds,
+    *,
+    namespace: str,
+    dra_device_class: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The objects that hold ``bounds`` under ``backend``, in apply order."""
+    """The objects that hold ``bounds`` under ``backend``, in apply order (the ResourceQuota
+    with the DRA devices of ``dra_device_class`` too, as the quota sync writes it)."""
     backend = QuotaBackend(backend)
     team = bounds.team
     labels = {LABEL_TEAM: team}
+    dra = {"dra_device_class": dra_device_class}
     if backend is QuotaBackend.RESOURCE_QUOTA:
-        objects = quota_manifests(team, namespace, {bounds.product: bounds.cards}, kueue=False)
+        objects = quota_manifests(
+            team, namespace, {bounds.product: bounds.cards}, kueue=False, **dra
+        )
     elif backend is QuotaBackend.KUEUE:
         if not bounds.cohort:
             raise ValueError("Kueue borrowing needs the pool's cohort")
@@ -129,10 +137,11 @@ def elastic_manifests(
             {bounds.product: bounds.ceiling_cards},
             kueue=True,
             cohort=KueueCohort(bounds.cohort, borrowing),
+            **dra,
         )
     else:
         objects = quota_manifests(
-            team, namespace, {bounds.product: bounds.ceiling_cards}, kueue=False
+            team, namespace, {bounds.product: bounds.ceiling_cards}, kueue=False, **dra
         )
         if backend is QuotaBackend.VOLCANO:
             spec: dict[str, Any] = {
@@ -333,7 +342,12 @@ class ElasticQuotaWriter:
         return namespace_name(team, self.adapter.namespace_prefix)
 
     def render(self, backend: QuotaBackend | str, bounds: ElasticBounds) -> list[dict[str, Any]]:
-        return elastic_manifests(backend, bounds, namespace=self.namespace(bounds.team))
+        return elastic_manifests(
+            backend,
+            bounds,
+            namespace=self.namespace(bounds.team),
+            dra_device_class=self.adapter.dra_device_class,
+        )
 
     def set_elastic_quota(
         self, backend: QuotaBackend | str, bounds: ElasticBounds, *, with_quota: bool = True

@@ -3,11 +3,16 @@ in-memory object store instead of an API server, for fast unit tests.
 
 It is the real adapter (same manifests, same read-compare-write, same idempotency, same
 errors); only :class:`MemoryTransport` stands in for the HTTP calls, answering as the API
-server documents: an object is created with a ``uid`` and ``resourceVersion``; creating an
-existing name raises :class:`~scheduler_adapters.kubernetes.AlreadyExists`; creating into a
-missing namespace raises ``NotFound``; an apply whose ``resourceVersion`` is stale raises
-:class:`~scheduler_adapters.kubernetes.ResourceVersionConflict`; an apply that changes
-nothing keeps the ``resourceVersion``; deleting a namespace deletes what is in it.
+server documents for server-side apply: an apply of a missing object creates it with a ``uid``
+and ``resourceVersion`` (``NotFound`` into a missing namespace); ``metadata.managedFields``
+records what the portal applied (one ``Apply`` entry) and what hand edits changed (an
+``Update`` entry of ``kubectl-edit``, which takes those fields over); a re-apply removes the
+fields the portal applied before and leaves out now, unless a hand edit owns them; an apply
+whose ``resourceVersion`` is stale raises
+:class:`~scheduler_adapters.kubernetes.ResourceVersionConflict`; an apply that changes nothing
+keeps the ``resourceVersion``; deleting a namespace deletes what is in it. Not modelled here:
+conflicts between field managers (every apply wins, as with ``force``; the HTTP fake in the
+tests models them), quantity canonicalisation, schema validation.
 
 Failure switches, for the errors a caller must survive:
 
@@ -40,8 +45,16 @@ from scheduler_adapters.errors import (
     SchedulerUnavailable,
 )
 from scheduler_adapters.kubernetes import KubernetesAdapter
-from scheduler_adapters.kubernetes_manifests import LABEL_NAMESPACE_NAME
-from scheduler_adapters.kubernetes_transport import KINDS, AlreadyExists, ResourceVersionConflict
+from scheduler_adapters.kubernetes_manifests import FIELD_MANAGER, LABEL_NAMESPACE_NAME
+from scheduler_adapters.kubernetes_ownership import (
+    APPLY,
+    UPDATE,
+    Path,
+    fields_v1,
+    fields_v1_paths,
+    object_paths,
+)
+from scheduler_adapters.kubernetes_transport import KINDS, ResourceVersionConflict
 
 Key = tuple[str, str | None, str]  # (kind, namespace, name)
 
@@ -98,26 +111,22 @@ class MemoryTransport:
         found = self.objects.get(key)
         return copy.deepcopy(found) if found is not None else None
 
-    def create(self, obj: Mapping[str, Any], *, operation: str) -> dict[str, Any]:
-        key = _key(obj)
-        self._enter("create", key, operation, write=True)
-        self._check_namespace(key, operation)
-        if key in self.objects:
-            plural = KINDS[key[0]].plural
-            raise AlreadyExists(
-                f'{plural} "{key[2]}" already exists', operation=operation, http_status=409
-            )
-        return copy.deepcopy(self._store(copy.deepcopy(dict(obj))))
-
-    def apply(self, obj: Mapping[str, Any], *, operation: str) -> dict[str, Any]:
+    def apply(
+        self, obj: Mapping[str, Any], *, operation: str, force: bool = False
+    ) -> dict[str, Any]:
         key = _key(obj)
         self._enter("apply", key, operation, write=True)
         body = copy.deepcopy(dict(obj))
         wanted_version = body["metadata"].pop("resourceVersion", None)
         current = self.objects.get(key)
         if current is None:
+            if wanted_version is not None:
+                raise NotFound(KINDS[key[0]].plural, key[2], operation=operation, http_status=404)
             self._check_namespace(key, operation)
-            return copy.deepcopy(self._store(body))
+            applied = object_paths(body)  # not what _store adds (the namespace's name label)
+            stored = self._store(body)
+            _set_owners(stored, {(FIELD_MANAGER, APPLY): applied})
+            return copy.deepcopy(stored)
         if self._conflicts:
             self._conflicts -= 1
             self._bump(current)  # a concurrent writer got there first
@@ -129,11 +138,46 @@ class MemoryTransport:
                 operation=operation,
                 http_status=409,
             )
-        merged = _merge(current, body)
-        if merged != current:
+        mine = (FIELD_MANAGER, APPLY)
+        owners = _owners(current)
+        applied = object_paths(body)
+        others = set().union(*(paths for owner, paths in owners.items() if owner != mine))
+        merged = copy.deepcopy(current)
+        for path in owners.get(mine, set()) - applied - others:
+            _remove(merged, path)
+        merged = _merge(merged, body)
+        for owner, paths in owners.items():  # every apply here wins, as a forced one would
+            if owner != mine:
+                paths -= {path for path in applied if _at(current, path) != _at(body, path)}
+        owners[mine] = applied
+        _set_owners(merged, owners)
+        if _content(merged) != _content(current):
             self._bump(merged)
-            self.objects[key] = merged
-        return copy.deepcopy(self.objects[key])
+        self.objects[key] = merged
+        return copy.deepcopy(merged)
+
+    def upgrade_managed_fields(
+        self,
+        obj: Mapping[str, Any],
+        managed_fields: list[dict[str, Any]],
+        *,
+        resource_version: str,
+        operation: str,
+    ) -> dict[str, Any]:
+        key = _key(obj)
+        self._enter("patch", key, operation, write=True)
+        current = self.objects.get(key)
+        if current is None:
+            raise NotFound(KINDS[key[0]].plural, key[2], operation=operation, http_status=404)
+        if current["metadata"]["resourceVersion"] != resource_version:
+            raise ResourceVersionConflict(
+                "the resourceVersion test failed: the object has been modified",
+                operation=operation,
+                http_status=409,
+            )
+        current["metadata"]["managedFields"] = copy.deepcopy(managed_fields)
+        self._bump(current)
+        return copy.deepcopy(current)
 
     def list(
         self, kind: str, *, operation: str, label_selector: str | None = None
@@ -146,6 +190,15 @@ class MemoryTransport:
             if key[0] == kind
             and all((obj["metadata"].get("labels") or {}).get(k) == v for k, v in wanted.items())
         ]
+
+    def served_versions(self, *, operation: str) -> dict[str, set[str]]:
+        """Every group of :data:`~scheduler_adapters.kubernetes_transport.KINDS`, at the
+        version the adapter writes (an in-memory cluster with every CRD installed)."""
+        self._enter("discover", ("Namespace", None, None), operation)
+        served: dict[str, set[str]] = {}
+        for spec in KINDS.values():
+            served.setdefault(spec.group, set()).add(spec.version)
+        return served
 
     def close(self) -> None:
         pass
@@ -168,11 +221,31 @@ class MemoryTransport:
         self._next_failure = error
 
     def edit(
-        self, kind: str, name: str, namespace: str | None, change: Callable[[dict], None]
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        change: Callable[[dict], None],
+        *,
+        manager: str = "kubectl-edit",
     ) -> None:
-        """Change a stored object as ``kubectl edit`` would (a new resourceVersion)."""
+        """Change a stored object as ``kubectl edit`` would: a new resourceVersion, and an
+        ``Update`` entry of ``manager`` that takes over the fields it changed."""
         obj = self.objects[(kind, namespace, name)]
+        before = copy.deepcopy(obj)
         change(obj)
+        changed = {
+            path
+            for path in object_paths(obj) | object_paths(before)
+            if _at(obj, path) != _at(before, path)
+        }
+        owners = _owners(before)
+        for paths in owners.values():
+            paths -= changed
+        owners[(manager, UPDATE)] = owners.get((manager, UPDATE), set()) | {
+            path for path in changed if _at(obj, path) is not None
+        }
+        _set_owners(obj, owners)
         self._bump(obj)
 
     def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
@@ -182,7 +255,7 @@ class MemoryTransport:
                 del self.objects[key]
 
     def writes(self) -> list[tuple[str, str, str | None, str | None]]:
-        return [request for request in self.requests if request[0] in ("create", "apply")]
+        return [request for request in self.requests if request[0] in ("apply", "patch")]
 
     # ------------------------------------------------------------------ internals
 
@@ -285,9 +358,15 @@ class FakeKubernetes(KubernetesAdapter):
         self.api.fail_next(error)
 
     def edit(
-        self, kind: str, name: str, namespace: str | None, change: Callable[[dict], None]
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        change: Callable[[dict], None],
+        *,
+        manager: str = "kubectl-edit",
     ) -> None:
-        self.api.edit(kind, name, namespace, change)
+        self.api.edit(kind, name, namespace, change, manager=manager)
 
     def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
         self.api.delete(kind, name, namespace)
@@ -297,6 +376,59 @@ def _key(obj: Mapping[str, Any]) -> Key:
     metadata = obj["metadata"]
     namespace = metadata.get("namespace") if KINDS[obj["kind"]].namespaced else None
     return obj["kind"], namespace, metadata["name"]
+
+
+def _owners(obj: Mapping[str, Any]) -> dict[tuple[str, str], set[Path]]:
+    owners: dict[tuple[str, str], set[Path]] = {}
+    for entry in (obj.get("metadata") or {}).get("managedFields") or []:
+        owner = (entry["manager"], entry["operation"])
+        owners[owner] = owners.get(owner, set()) | fields_v1_paths(entry.get("fieldsV1"))
+    return owners
+
+
+def _set_owners(obj: dict[str, Any], owners: Mapping[tuple[str, str], set[Path]]) -> None:
+    obj["metadata"]["managedFields"] = [
+        {
+            "manager": manager,
+            "operation": operation,
+            "apiVersion": obj["apiVersion"],
+            "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": fields_v1(paths),
+        }
+        for (manager, operation), paths in sorted(owners.items())
+        if paths
+    ]
+
+
+def _content(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The object without what every write changes (resourceVersion, managedFields)."""
+    body = copy.deepcopy(dict(obj))
+    body["metadata"].pop("resourceVersion", None)
+    body["metadata"].pop("managedFields", None)
+    return body
+
+
+def _at(obj: Any, path: Path) -> Any:
+    for key in path:
+        if not isinstance(obj, Mapping) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj
+
+
+def _remove(obj: dict[str, Any], path: Path) -> None:
+    """Remove the field at ``path`` and the maps it leaves empty."""
+    parents = [obj]
+    for key in path[:-1]:
+        child = parents[-1].get(key)
+        if not isinstance(child, dict):
+            return
+        parents.append(child)
+    parents[-1].pop(path[-1], None)
+    for depth in range(len(path) - 1, 0, -1):
+        if parents[depth] == {}:
+            parents[depth - 1].pop(path[depth - 1], None)
 
 
 def _merge(current: Any, applied: Any) -> Any:

@@ -145,6 +145,20 @@ def gpu_node_affinity(products: Iterable[str], *, label: str = LABEL_PRODUCT) ->
     }
 
 
+def dra_quota_resource(device_class: str) -> str:
+    """The ResourceQuota resource that caps the devices a namespace's ResourceClaims may
+    allocate from ``device_class`` (``<device-class>.deviceclass.resource.k8s.io/devices``;
+    Kubernetes "Resource quotas", DRA), e.g. ``gpu.nvidia.com.deviceclass.resource.k8s.io/
+    devices`` for the class NVIDIA's DRA driver installs."""
+    if (
+        not isinstance(device_class, str)
+        or len(device_class) > 253
+        or not (_DNS_SUBDOMAIN.fullmatch(device_class))
+    ):
+        raise ValueError(f"DeviceClass {device_class!r} is not a DNS subdomain name")
+    return f"{device_class}.deviceclass.resource.k8s.io/devices"
+
+
 def quota_manifests(
     team: str,
     namespace: str,
@@ -153,11 +167,17 @@ def quota_manifests(
     kueue: bool,
     gpu_label: str = LABEL_PRODUCT,
     cohort: KueueCohort | None = None,
+    dra_device_class: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The objects that hold a team's GPU quota: the ResourceQuota and, with Kueue, a
+    """The objects that hold a team's GPU quota: the ResourceQuota (``requests.nvidia.com/gpu``
+    = the total, and with ``dra_device_class`` the same total on that class's DRA devices,
+    since a claim through DRA is not a ``nvidia.com/gpu`` request) and, with Kueue, a
     ResourceFlavor per product (selecting nodes by ``gpu_label``), the ClusterQueue (in
     ``cohort`` when given) and the LocalQueue (in apply order)."""
     quota = check_gpu_quota(gpu_quota)
+    hard = {QUOTA_RESOURCE: str(sum(quota.values()))}
+    if dra_device_class is not None:
+        hard[dra_quota_resource(dra_device_class)] = str(sum(quota.values()))
     check_gpu_label(gpu_label)
     borrowing = dict(cohort.borrowing) if cohort is not None else {}
     for product, cards in borrowing.items():
@@ -174,7 +194,7 @@ def quota_manifests(
                 **object_meta(RESOURCE_QUOTA_NAME, namespace, **labels),
                 "annotations": {ANNOTATION_GPU_QUOTA: json.dumps(quota, sort_keys=True)},
             },
-            "spec": {"hard": {QUOTA_RESOURCE: str(sum(quota.values()))}},
+            "spec": {"hard": hard},
         }
     ]
     if not kueue:
@@ -250,6 +270,7 @@ def team_manifests(
     gpu_label: str = LABEL_PRODUCT,
     namespace_node_selector: bool = False,
     cohort: KueueCohort | None = None,
+    dra_device_class: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every object of a team, in apply order (the namespace first). With
     ``namespace_node_selector`` and exactly one product with cards, the namespace carries the
@@ -257,7 +278,13 @@ def team_manifests(
     _check_group(group)
     labels = {LABEL_TEAM: team}
     quota = quota_manifests(
-        team, namespace, gpu_quota, kueue=kueue, gpu_label=gpu_label, cohort=cohort
+        team,
+        namespace,
+        gpu_quota,
+        kueue=kueue,
+        gpu_label=gpu_label,
+        cohort=cohort,
+        dra_device_class=dra_device_class,
     )
     namespace_meta = object_meta(namespace, **labels)
     held = [product for product, cards in check_gpu_quota(gpu_quota).items() if cards > 0]

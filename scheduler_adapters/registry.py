@@ -31,8 +31,8 @@ cluster's env file (``scripts/services/slurm.sh``) writes.
 Kubernetes (``BACKEND`` ``"kubernetes"``, or ``"kubernetes-fake"`` in memory):
 
 - ``KUBECONFIG`` (a kubeconfig path, with optional ``CONTEXT``), or ``HOST`` and ``TOKEN``
-  (a bearer token) with optional ``CA`` (CA bundle path); one of the two is required unless
-  ``DRY_RUN``.
+  (a bearer token) with optional ``CA`` (CA bundle path); with neither, the portal must run
+  in the cluster it manages (its pod's service-account token is used), unless ``DRY_RUN``.
 - ``KUEUE``: per-GPU-model quotas through Kueue (bool, default ``False``).
 - ``DRY_RUN``: write nothing to the cluster, render YAML instead (bool, default ``False``);
   ``DRY_RUN_DIR``: where each team's YAML is kept.
@@ -40,6 +40,8 @@ Kubernetes (``BACKEND`` ``"kubernetes"``, or ``"kubernetes-fake"`` in memory):
 - ``GPU_LABEL``: the node label telling GPU models apart, ``"nvidia.com/gpu.product"`` (GPU
   Feature Discovery, default) or ``"gpu-type"``; ``NAMESPACE_NODE_SELECTOR`` (bool, default
   ``False``): put the PodNodeSelector annotation on a one-product team's namespace.
+- ``DRA_DEVICE_CLASS``: with DRA, the DeviceClass whose devices a team's ResourceQuota caps too
+  (``gpu.nvidia.com`` for NVIDIA's DRA driver); default none.
 - ``TIMEOUT_S`` (default 30) and ``CONNECT_TIMEOUT_S`` (default 5).
 """
 
@@ -91,6 +93,7 @@ _KUBERNETES_KEYS = {
     "NAMESPACE_PREFIX",
     "GPU_LABEL",
     "NAMESPACE_NODE_SELECTOR",
+    "DRA_DEVICE_CLASS",
     "TIMEOUT_S",
     "CONNECT_TIMEOUT_S",
 }
@@ -172,6 +175,7 @@ def _kubernetes(settings: Mapping[str, Any]) -> NamespaceQuotaAdapter:
         connect_timeout_s=float(settings.get("CONNECT_TIMEOUT_S", 5)),
         gpu_label=settings.get("GPU_LABEL") or LABEL_PRODUCT,
         namespace_node_selector=_flag(settings, "NAMESPACE_NODE_SELECTOR"),
+        dra_device_class=settings.get("DRA_DEVICE_CLASS") or None,
     )
 
 

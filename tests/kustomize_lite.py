@@ -1,7 +1,9 @@
 """Render the Kustomize overlays in ``deploy/kubernetes/`` without kustomize, for CI machines
 that have no ``kubectl`` (neither helm nor kustomize installs from PyPI, Debian or npm).
 
-Only what those overlays use: ``resources`` (files and directories), ``namespace``, ``images``
+Only what those overlays use: ``resources`` (files and directories), ``namespace`` (not on
+cluster-scoped kinds; a binding's subjects keep theirs, as Kustomize's ``defaultOnly`` rule
+does for a ServiceAccount not named ``default``), ``images``
 (``newName``/``newTag``), ``replicas`` and ``patches`` given by ``path`` (strategic-merge
 patches aimed by kind and name). Strategic merge here: mappings merge key by key, lists of
 mappings that all have a ``name`` merge by name (containers, env, volumes), other lists are
@@ -79,5 +81,10 @@ def render(directory: Path) -> list[dict]:
                     container["image"] = f"{image.get('newName', name)}:{image['newTag']}"
     if "namespace" in kustomization:
         for obj in objects:
-            obj["metadata"]["namespace"] = kustomization["namespace"]
+            if obj["kind"] not in CLUSTER_SCOPED:
+                obj["metadata"]["namespace"] = kustomization["namespace"]
     return objects
+
+
+# Kinds Kustomize's namespace transformer leaves without a namespace (cluster-scoped).
+CLUSTER_SCOPED = frozenset({"ClusterRole", "ClusterRoleBinding", "Namespace"})

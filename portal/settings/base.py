@@ -369,12 +369,21 @@ if env.str("SLURM_REST_URL", default=""):
         "TIME_ZONE": env.str("SLURM_TIME_ZONE", default="UTC"),
     }
     SCHEDULERS["slurm"] = {k: v for k, v in SCHEDULERS["slurm"].items() if v is not None}
-if env.str("KUBERNETES_KUBECONFIG", default="") or env.str("KUBERNETES_DRY_RUN_DIR", default=""):
+# KUBERNETES_IN_CLUSTER=1: manage the cluster the portal runs in, as its pods' ServiceAccount
+# (deploy/kubernetes/base/rbac.yaml), when no kubeconfig is given.
+if (
+    env.str("KUBERNETES_KUBECONFIG", default="")
+    or env.str("KUBERNETES_DRY_RUN_DIR", default="")
+    or env.bool("KUBERNETES_IN_CLUSTER", default=False)
+):
     SCHEDULERS["kubernetes"] = {
         "BACKEND": "kubernetes",
         "KUBECONFIG": env.str("KUBERNETES_KUBECONFIG", default=""),
         "KUEUE": env.bool("KUBERNETES_KUEUE", default=False),
-        "DRY_RUN": not env.str("KUBERNETES_KUBECONFIG", default=""),
+        "DRY_RUN": not (
+            env.str("KUBERNETES_KUBECONFIG", default="")
+            or env.bool("KUBERNETES_IN_CLUSTER", default=False)
+        ),
         "DRY_RUN_DIR": env.str("KUBERNETES_DRY_RUN_DIR", default=""),
     }
     SCHEDULERS["kubernetes"] = {k: v for k, v in SCHEDULERS["kubernetes"].items() if v != ""}

@@ -71,6 +71,8 @@ def test_the_objects_a_deployment_needs_are_there(overlay):
     name, objects = overlay
     kinds = sorted(kind for kind, _ in objects)
     expected = [
+        "ClusterRole",
+        "ClusterRoleBinding",
         "ConfigMap",
         "Deployment",
         "Deployment",
@@ -80,11 +82,14 @@ def test_the_objects_a_deployment_needs_are_there(overlay):
         "Job",
         "PodDisruptionBudget",
         "Service",
+        "ServiceAccount",
     ]
     if name == "production":
         expected = sorted([*expected, "ServiceMonitor"])
     assert kinds == expected
-    assert {o["metadata"]["namespace"] for o in objects.values()} == {"gpu-pool-portal"}
+    namespaced = [o for o in objects.values() if not o["kind"].startswith("Cluster")]
+    assert {o["metadata"]["namespace"] for o in namespaced} == {"gpu-pool-portal"}
+    assert all("namespace" not in o["metadata"] for o in objects.values() if o not in namespaced)
 
 
 def test_web_has_probes_on_its_port_a_service_an_ingress_and_an_hpa(overlay):

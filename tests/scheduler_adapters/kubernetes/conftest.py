@@ -2,41 +2,26 @@
 contract tests against both the real adapter (over HTTP to the fake server) and FakeKubernetes.
 
 ``fake_apiserver.py`` sits next to this file; with ``--import-mode=importlib`` and no
-``__init__.py`` it is not importable by name, so it is loaded from its path and handed to the
-tests through the ``k8s_fake`` fixture.
+``__init__.py`` it is not importable by name, so it is loaded from its path
+(``tests/kubernetes_support.py``) and handed to the tests through the ``k8s_fake`` fixture.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib.util
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes_support import fake_apiserver as load_fake_apiserver
 
 from scheduler_adapters.errors import SchedulerAuthError, SchedulerUnavailable
 from scheduler_adapters.kubernetes import KubernetesAdapter
 from scheduler_adapters.kubernetes_fake import DEFAULT_NODES, FakeKubernetes
 from scheduler_adapters.kubernetes_transport import KINDS, api_client_from_settings
 
-
-def _load_fake_apiserver():
-    name = "k8s_fake_apiserver"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("fake_apiserver.py")
-        )
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses resolve annotations through sys.modules
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-fake_apiserver = _load_fake_apiserver()
+fake_apiserver = load_fake_apiserver()
 
 
 @pytest.fixture(scope="session")

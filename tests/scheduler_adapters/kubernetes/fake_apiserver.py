@@ -9,12 +9,22 @@ api-conventions "Response Status Kind"):
   namespace does not exist; 403 ``Forbidden`` (cause ``NamespaceTerminating``) into a
   namespace being deleted. Errors are ``v1.Status`` bodies.
 - ``PATCH`` with ``application/apply-patch+yaml`` is server-side apply: ``fieldManager`` is
-  required; the object is created when missing (201); maps merge, lists are atomic (replaced
-  whole); a field the manager applied before and now leaves out is removed unless another
-  manager owns it; a field another manager owns with a different value is a 409 ``Conflict``
-  (cause ``FieldManagerConflict``) unless ``force=true``; a ``metadata.resourceVersion`` in the
-  body is a precondition (409 ``Conflict`` when stale). Merge and strategic-merge patches are
-  applied as RFC 7386 merge patches.
+  required; the object is created when missing (201), the applier owning exactly the fields it
+  applied (not what the server added); ownership is kept per (manager, operation) in
+  ``managedFields``, so a manager's ``Update`` entry (its create, update or patch) is another
+  owner to its ``Apply`` entry; maps merge, lists are atomic (replaced whole); a field the
+  manager applied before and now leaves out is removed unless another entry owns it (a field it
+  set by create or update is never removed by its applies); a field another entry owns with a
+  different value is a 409 ``Conflict`` (causes ``FieldManagerConflict``, the real Status body)
+  unless ``force=true``, which takes the field over; a field the schema does not declare is the
+  real server's 500 ``failed to create typed patch object (...): .spec.foo: field not declared in
+  schema``; a ``metadata.resourceVersion`` in the body is a precondition (409 ``Conflict`` when
+  stale). Merge and strategic-merge patches are applied as RFC 7386 merge patches; JSON patches
+  (RFC 6902 on object members) too, where writing ``metadata.managedFields`` replaces who owns
+  what (how ``kubectl`` migrates ownership).
+- Quantities of built-in kinds (ResourceQuota, LimitRange, HPA targets) are stored in the API
+  server's canonical form (:func:`canonical_quantity`: ``1.5`` is read back as ``1500m``); CRD
+  fields as sent. A Namespace gets its ``kubernetes.io/metadata.name`` label on every write.
 - ``PUT`` replaces, with the same ``resourceVersion`` precondition.
 - A write that changes nothing keeps the ``resourceVersion`` (the server skips no-op writes).
 - Bodies are checked: kubernetes-validate's strict schemas of the configured Kubernetes version
@@ -26,8 +36,14 @@ api-conventions "Response Status Kind"):
 - ``GET`` lists honour ``labelSelector`` and ``limit``/``continue``; ``DELETE`` of a namespace
   deletes what is in it; a bearer ``token`` may be required (401 otherwise).
 
+- ``GET /apis`` is discovery (an APIGroupList of the groups served).
+
 Not emulated: quota enforcement and ``status``, LimitRange defaulting, RBAC (403 only when
-told), Kueue's controllers and webhooks, watches, discovery, server-side dry run.
+told), Kueue's controllers and webhooks, watches, per-group discovery, server-side dry run;
+in server-side apply, associative lists (``listType=map`` merged by key: every list is
+atomic here), managed fields per API version and subresource, the ``Apply``/``Update`` time
+stamps' meaning, and conflicts judged on canonical quantities (a patch's ``1000`` against a
+stored ``1k``).
 
 Faults for tests: :meth:`FakeApiServer.fail` (answer a matching request with a given status),
 :meth:`FakeApiServer.hang` (never answer), :meth:`FakeApiServer.before` (run a hook first, e.g.
@@ -47,6 +63,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import ROUND_UP, Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -247,11 +264,18 @@ class ApiError(Exception):
     """An error answer: ``status()`` is the ``v1.Status`` body the real server sends."""
 
     def __init__(
-        self, code: int, reason: str, message: str, details: Mapping[str, Any] | None = None
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        details: Mapping[str, Any] | None = None,
+        *,
+        unknown_field: str | None = None,
     ):
         super().__init__(message)
         self.code, self.reason, self.message = code, reason, message
         self.details = dict(details or {})
+        self.unknown_field = unknown_field
 
     def status(self) -> dict[str, Any]:
         body = {
@@ -263,12 +287,60 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:
+            del body["reason"]  # an error that is no metav1.Status carries none (500)
         if self.details:
             body["details"] = self.details
         return body
 
 
 _QUANTITY_RX = re.compile(QUANTITY_PATTERN)
+_QUANTITY_PARTS = re.compile(
+    r"(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?:(?P<binary>[KMGTPE]i)|(?P<decimal>[numkMGTPE])|[eE](?P<exponent>[+-]?[0-9]+))?"
+)
+_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+
+
+def canonical_quantity(value: Any) -> str:
+    """A quantity in the canonical form the API server stores and returns for built-in kinds
+    (k8s.io/apimachinery/pkg/api/resource, ``Quantity.CanonicalizeBytes``): the format of
+    the suffix written (binary ``Ki``..., decimal SI, or ``e`` exponent) is kept; the value is
+    rounded up to nano precision; a binary value below 1024 in size or not a whole number
+    falls back to decimal SI; the mantissa is a whole number with no fractional digits and the
+    suffix the largest that keeps it whole (decimal exponents in steps of 3). So ``1.5`` ->
+    ``1500m``, ``2000m`` -> ``2``, ``1000`` -> ``1k``, ``1.5Gi`` -> ``1536Mi``, ``1Ki`` ->
+    ``1Ki``, ``0.5Ki`` -> ``512``, ``1e4`` -> ``10e3``. CRD fields are stored as sent."""
+    match = _QUANTITY_PARTS.fullmatch(str(value))
+    if match is None:
+        raise ValueError(f"not a quantity: {value!r}")
+    number = Decimal(match["number"])
+    if match["binary"]:
+        fmt, amount = "binary", number * (Decimal(1024) ** _BINARY[match["binary"]])
+    elif match["exponent"] is not None:
+        fmt, amount = "exponent", number.scaleb(int(match["exponent"]))
+    else:
+        fmt, amount = "si", number.scaleb(_DECIMAL[match["decimal"] or ""])
+    nanos = (amount * Decimal(10) ** 9).to_integral_value(rounding=ROUND_UP)
+    amount = nanos.scaleb(-9)
+    sign = "-" if amount < 0 else ""
+    if fmt == "binary" and (abs(amount) < 1024 or amount != amount.to_integral_value()):
+        fmt = "si"
+    if fmt == "binary":
+        mantissa, power = int(abs(amount)), 0
+        while mantissa % 1024 == 0 and power < 6:
+            mantissa, power = mantissa // 1024, power + 1
+        suffix = {v: k for k, v in _BINARY.items()}.get(power, "")
+        return f"{sign}{mantissa}{suffix}"
+    mantissa, exponent = int(abs(nanos)), -9
+    if mantissa == 0:
+        return "0"
+    while mantissa % 1000 == 0 and (fmt == "exponent" or exponent < 18):
+        mantissa, exponent = mantissa // 1000, exponent + 3
+    if fmt == "exponent":
+        return f"{sign}{mantissa}" + (f"e{exponent}" if exponent else "")
+    return f"{sign}{mantissa}{ {v: k for k, v in _DECIMAL.items()}[exponent] }"
 
 
 def validate_object(obj: Mapping[str, Any], k8s_version: str = K8S_VERSION) -> None:
@@ -353,15 +425,35 @@ def _cause(reason: str, field_path: str, message: str) -> dict[str, str]:
 
 
 def _quantities(obj: Mapping[str, Any]) -> Iterable[tuple[str, Any]]:
+    """``(path, value)`` of every resource.Quantity field of the built-in kinds written."""
+    for path, holder, key in _quantity_slots(obj):
+        yield path, holder[key]
+
+
+def _quantity_slots(obj: Mapping[str, Any]) -> Iterable[tuple[str, dict, str]]:
     spec = obj.get("spec") or {}
     if obj.get("kind") == "ResourceQuota":
-        for key, value in (spec.get("hard") or {}).items():
-            yield f"spec.hard.{key}", value
+        for key in spec.get("hard") or {}:
+            yield f"spec.hard.{key}", spec["hard"], key
     if obj.get("kind") == "LimitRange":
         for index, item in enumerate(spec.get("limits") or []):
             for part in ("default", "defaultRequest", "max", "min", "maxLimitRequestRatio"):
-                for key, value in (item.get(part) or {}).items():
-                    yield f"spec.limits[{index}].{part}.{key}", value
+                for key in item.get(part) or {}:
+                    yield f"spec.limits[{index}].{part}.{key}", item[part], key
+    if obj.get("kind") == "HorizontalPodAutoscaler":
+        for index, metric in enumerate(spec.get("metrics") or []):
+            for source in metric.values():
+                target = source.get("target") if isinstance(source, dict) else None
+                for key in ("averageValue", "value"):
+                    if isinstance(target, dict) and key in target:
+                        yield f"spec.metrics[{index}].target.{key}", target, key
+
+
+def _canonicalise(obj: dict[str, Any]) -> None:
+    """Store every quantity of a built-in kind in canonical form, as the API server does
+    (the request's ``1.5`` is read back as ``1500m``)."""
+    for _path, holder, key in list(_quantity_slots(obj)):
+        holder[key] = canonical_quantity(holder[key])
 
 
 def _schema_cause(obj: Mapping[str, Any], k8s_version: str) -> dict[str, str] | None:
@@ -383,6 +475,7 @@ def _schema_cause(obj: Mapping[str, Any], k8s_version: str) -> dict[str, str] | 
                 "BadRequest",
                 f'{obj.get("kind")} in version "{obj.get("apiVersion")}" cannot be handled as a '
                 f'{obj.get("kind")}: strict decoding error: unknown field "{field_path}"',
+                unknown_field=field_path,
             ) from exc
         return _cause("FieldValueInvalid", where, exc.message)
     except kubernetes_validate.SchemaNotFoundError as exc:
@@ -400,6 +493,7 @@ RESOURCES: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("", "v1", "limitranges"): ("LimitRange", True),
     ("rbac.authorization.k8s.io", "v1", "rolebindings"): ("RoleBinding", True),
     ("autoscaling", "v2", "horizontalpodautoscalers"): ("HorizontalPodAutoscaler", True),
+    ("resource.k8s.io", "v1", "resourceslices"): ("ResourceSlice", False),
     # elastic quota CRDs, checked against scheduler_adapters.crd_schemas
     ("scheduling.volcano.sh", "v1beta1", "queues"): ("Queue", False),
     ("scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas"): ("ElasticQuota", True),
@@ -465,10 +559,15 @@ class FakeApiServer:
         k8s_version: str = K8S_VERSION,
         token: str | None = "portal-token",
         kueue: bool = True,
+        kueue_versions: tuple[str, ...] = (),
     ) -> None:
+        """``kueue``: Kueue's v1beta2 kinds are served; ``kueue_versions``: other Kueue
+        versions discovery lists (served by no kind here: ``("v1beta1",)`` with
+        ``kueue=False`` is Kueue 0.14)."""
         self.k8s_version = k8s_version
         self.token = token
         self.resources = {**RESOURCES, **(KUEUE_RESOURCES if kueue else {})}
+        self.kueue_versions = kueue_versions
         self.objects: dict[tuple[str, str, str | None, str], _Stored] = {}
         self.requests: list[Recorded] = []
         self.lock = threading.RLock()
@@ -620,6 +719,7 @@ class FakeApiServer:
             stored = self.objects[(group, plural, namespace, name)]
             before = copy.deepcopy(stored.obj)
             change(stored.obj)
+            _canonicalise(stored.obj)  # the edit went through the API server too
             changed = _paths(stored.obj) - _paths(before) | {
                 p for p in _paths(before) if _at(before, p) != _at(stored.obj, p)
             }
@@ -719,6 +819,8 @@ class FakeApiServer:
                 "compiler": "gc",
                 "platform": "linux/amd64",
             }
+        if record.path.rstrip("/") == "/apis" and record.method == "GET":
+            return 200, self._discovery()
         if parts[:1] == ["api"] and len(parts) >= 3:
             group, version, rest = "", parts[1], parts[2:]
         elif parts[:1] == ["apis"] and len(parts) >= 4:
@@ -750,6 +852,21 @@ class FakeApiServer:
             if method == "DELETE" and name:
                 return self._delete(gvr, namespace, name)
         raise ApiError(405, "MethodNotAllowed", f"the server does not allow this method: {method}")
+
+    def _discovery(self) -> dict[str, Any]:
+        """``GET /apis``: an APIGroupList of the groups and versions served."""
+        versions: dict[str, list[str]] = {}
+        for group, version, _ in self.resources:
+            if group and version not in versions.setdefault(group, []):
+                versions[group].append(version)
+        for version in self.kueue_versions:
+            if version not in versions.setdefault("kueue.x-k8s.io", []):
+                versions["kueue.x-k8s.io"].append(version)
+        groups = []
+        for group, served in sorted(versions.items()):
+            entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in served]
+            groups.append({"name": group, "versions": entries, "preferredVersion": entries[0]})
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
     # ---------------------------------------------------------------- verbs
 
@@ -809,6 +926,8 @@ class FakeApiServer:
         if record.content_type == "application/apply-patch+yaml":
             return self._apply(gvr, kind, namespace, name, body, query)
         stored = self._stored(gvr, namespace, name)
+        if record.content_type == "application/json-patch+json":
+            return self._json_patch(gvr, kind, namespace, name, stored, body, query)
         if record.content_type not in (
             "application/merge-patch+json",
             "application/strategic-merge-patch+json",
@@ -829,6 +948,28 @@ class FakeApiServer:
         manager = query.get("fieldManager") or "unknown-client"
         return 200, self._write(stored, obj, (manager, "Update"))
 
+    def _json_patch(self, gvr, kind, namespace, name, stored, body, query) -> tuple[int, dict]:
+        """RFC 6902 (``add``, ``remove``, ``replace``, ``test`` on object members). A
+        ``resourceVersion`` written is a precondition; ``metadata.managedFields`` written
+        replaces who owns what (how clients migrate ownership, k8s.io/client-go/util/
+        csaupgrade), and the write bumps the resourceVersion even when no field changed."""
+        patched = _apply_json_patch(stored.obj, body)
+        self._precondition(gvr, stored, patched, name)
+        entries = patched["metadata"].get("managedFields")
+        owners_changed = entries != stored.obj["metadata"].get("managedFields")
+        if owners_changed:
+            stored.owners = _owners_of(entries)
+        patched["metadata"]["resourceVersion"] = stored.obj["metadata"]["resourceVersion"]
+        obj = self._admit(gvr, kind, namespace, patched)
+        self._immutable(kind, stored.obj, obj)
+        manager = query.get("fieldManager") or "unknown-client"
+        version = stored.obj["metadata"]["resourceVersion"]
+        result = self._write(stored, obj, (manager, "Update"))
+        if owners_changed and result["metadata"]["resourceVersion"] == version:
+            self._bump(stored)
+            result = copy.deepcopy(stored.obj)
+        return 200, result
+
     def _apply(self, gvr, kind, namespace, name, body, query) -> tuple[int, dict]:
         manager = query.get("fieldManager")
         if not manager:
@@ -846,6 +987,9 @@ class FakeApiServer:
             )
         applied = copy.deepcopy(body)
         applied.setdefault("metadata", {})["name"] = name
+        if namespace is not None:
+            applied["metadata"].setdefault("namespace", namespace)
+        self._typed_patch(gvr, kind, namespace, applied)
         stored = self.objects.get((gvr[0], gvr[2], namespace, name))
         if stored is None:
             obj = self._admit(gvr, kind, namespace, applied)
@@ -853,7 +997,12 @@ class FakeApiServer:
             if wanted:
                 raise self._not_found(gvr, name)
             self._check_namespace(gvr, namespace, name)
-            return 201, self._store(gvr, namespace, obj, manager, "Apply")
+            # an applier owns what it applied, not what the server added (defaults, labels)
+            created = self._store(gvr, namespace, obj, manager, "Apply")
+            stored = self.objects[(gvr[0], gvr[2], namespace, name)]
+            stored.owners[(manager, "Apply")] = _paths(_without_identity(applied))
+            self._bump(stored)
+            return 201, {**created, "metadata": copy.deepcopy(stored.obj["metadata"])}
         self._precondition(gvr, stored, applied, name)
         applied["metadata"].pop("resourceVersion", None)
         mine = (manager, "Apply")
@@ -894,6 +1043,26 @@ class FakeApiServer:
             if owner != mine:
                 paths -= {path for owner_, path in conflicts if owner_ == owner}
         return 200, self._write(stored, obj, mine, replace_owned=new_paths)
+
+    def _typed_patch(self, gvr, kind: str, namespace: str | None, applied: dict) -> None:
+        """An apply names only fields the schema declares: the API server's field manager
+        turns the patch into a typed object first and answers a plain error, which becomes a
+        500 with no reason (kubernetes/kubernetes#122480, #139253):
+        ``failed to create typed patch object (<ns>/<name>; <group>/<version>, Kind=<Kind>):
+        .spec.foo: field not declared in schema``."""
+        try:
+            self._admit(gvr, kind, namespace, applied)
+        except ApiError as error:
+            if error.unknown_field is None:
+                return  # other errors surface where the real server finds them
+            name = applied["metadata"]["name"]
+            raise ApiError(
+                500,
+                "",
+                f"failed to create typed patch object ({namespace or ''}/{name}; "
+                f"{gvr[0]}/{gvr[1]}, Kind={kind}): .{error.unknown_field}: field not declared "
+                "in schema",
+            ) from error
 
     def _delete(self, gvr, namespace, name) -> tuple[int, dict]:
         stored = self._stored(gvr, namespace, name)
@@ -988,6 +1157,9 @@ class FakeApiServer:
                 )
             metadata["namespace"] = namespace
         validate_object(obj, self.k8s_version)
+        _canonicalise(obj)
+        if kind == "Namespace":  # NamespaceStrategy sets it on create and on every update
+            metadata.setdefault("labels", {})["kubernetes.io/metadata.name"] = metadata["name"]
         return obj
 
     def _precondition(self, gvr, stored: _Stored, body: Mapping[str, Any], name: str) -> None:
@@ -1029,7 +1201,6 @@ class FakeApiServer:
         metadata.setdefault("creationTimestamp", _now())
         metadata["generation"] = 1
         if obj["kind"] == "Namespace":
-            metadata.setdefault("labels", {})["kubernetes.io/metadata.name"] = metadata["name"]
             obj.setdefault("spec", {"finalizers": ["kubernetes"]})
             obj["status"] = {"phase": "Active"}
         stored = _Stored(obj)
@@ -1172,6 +1343,73 @@ def _merge_apply(current: Any, applied: Any) -> Any:
             merged[key] = _merge_apply(current.get(key), value)
         return merged
     return copy.deepcopy(applied)
+
+
+def _owners_of(entries: Any) -> dict[tuple[str, str], set[tuple[str, ...]]]:
+    """Who owns what, from ``managedFields`` entries a client wrote."""
+    if not isinstance(entries, list):
+        raise ApiError(422, "Invalid", "metadata.managedFields: Invalid value: must be a list")
+    owners: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or entry.get("operation") not in ("Apply", "Update"):
+            raise ApiError(
+                422,
+                "Invalid",
+                "metadata.managedFields: Invalid value: every entry needs a manager and an "
+                "operation of Apply or Update",
+            )
+        owner = (str(entry.get("manager") or ""), entry["operation"])
+        owners.setdefault(owner, set()).update(_fields_paths(entry.get("fieldsV1") or {}))
+    return owners
+
+
+def _fields_paths(tree: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """Leaf paths of a FieldsV1 tree (``f:`` members; a list element ends at its list)."""
+    members = {key: value for key, value in tree.items() if key != "."}
+    if not members:
+        return {prefix} if prefix else set()
+    paths: set[tuple[str, ...]] = set()
+    for key, value in members.items():
+        if key.startswith("f:"):
+            paths |= _fields_paths(value if isinstance(value, dict) else {}, (*prefix, key[2:]))
+        elif prefix:
+            paths.add(prefix)
+    return paths
+
+
+def _apply_json_patch(target: dict[str, Any], operations: Any) -> dict[str, Any]:
+    """RFC 6902 on object members (no array indices): ``add``, ``replace``, ``remove``,
+    ``test``; a failed test or a missing member is a 422, like the real server."""
+    if not isinstance(operations, list):
+        raise ApiError(400, "BadRequest", "json: cannot unmarshal object into Go value")
+    doc = copy.deepcopy(target)
+    for op in operations:
+        keys = [
+            part.replace("~1", "/").replace("~0", "~")
+            for part in str(op.get("path", "")).split("/")[1:]
+        ]
+        parent = doc
+        for key in keys[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if not isinstance(parent, dict) or not keys:
+            raise ApiError(422, "Invalid", f"doc is missing path: {op.get('path')}")
+        last = keys[-1]
+        if op.get("op") == "test":
+            if parent.get(last) != op.get("value"):
+                raise ApiError(
+                    422, "Invalid", f"testing value {op.get('path')} failed: test failed"
+                )
+        elif op.get("op") in ("add", "replace"):
+            if op["op"] == "replace" and last not in parent:
+                raise ApiError(422, "Invalid", f"replace operation does not apply: {op['path']}")
+            parent[last] = copy.deepcopy(op.get("value"))
+        elif op.get("op") == "remove":
+            if last not in parent:
+                raise ApiError(422, "Invalid", f"remove operation does not apply: {op['path']}")
+            del parent[last]
+        else:
+            raise ApiError(400, "BadRequest", f"unsupported JSON patch op {op.get('op')!r}")
+    return doc
 
 
 def _merge_patch(target: Any, patch: Any) -> Any:

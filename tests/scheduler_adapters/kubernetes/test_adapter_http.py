@@ -41,27 +41,34 @@ def _calls(server, since=0):
 # --------------------------------------------------------------------------- what is sent
 
 
-def test_missing_objects_are_created_with_the_field_manager(apiserver, make_adapter):
+def test_missing_objects_are_created_by_server_side_apply(apiserver, make_adapter):
+    """Creation is an apply too, so the portal owns every field it set as an applier."""
     assert _ensure(make_adapter(), kueue=True) is True
 
-    posts = [r for r in apiserver.requests if r.method == "POST"]
-    assert [r.path for r in posts] == [
-        "/api/v1/namespaces",
-        f"/api/v1/namespaces/{NS}/resourcequotas",
-        f"/api/v1/namespaces/{NS}/limitranges",
-        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings",
-        "/apis/kueue.x-k8s.io/v1beta2/resourceflavors",
-        "/apis/kueue.x-k8s.io/v1beta2/resourceflavors",
-        "/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
-        f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NS}/localqueues",
+    writes = apiserver.writes()
+    assert [(r.method, r.path, r.status) for r in writes] == [
+        ("PATCH", f"/api/v1/namespaces/{NS}", 201),
+        ("PATCH", f"/api/v1/namespaces/{NS}/resourcequotas/gpu-quota", 201),
+        ("PATCH", f"/api/v1/namespaces/{NS}/limitranges/gpu-pool-portal-defaults", 201),
+        (
+            "PATCH",
+            f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings/"
+            "gpu-pool-portal-team-edit",
+            201,
+        ),
+        ("PATCH", "/apis/kueue.x-k8s.io/v1beta2/resourceflavors/nvidia-a100-sxm4-80gb", 201),
+        ("PATCH", "/apis/kueue.x-k8s.io/v1beta2/resourceflavors/nvidia-geforce-rtx-4090", 201),
+        ("PATCH", f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{NS}", 201),
+        ("PATCH", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NS}/localqueues/default", 201),
     ]
-    assert {r.status for r in posts} == {201}
-    assert {r.content_type for r in posts} == {"application/json"}
+    assert {r.content_type for r in writes} == {"application/apply-patch+yaml"}
     assert all(
-        r.query == {"fieldManager": "gpu-pool-portal", "fieldValidation": "Strict"} for r in posts
+        r.query
+        == {"fieldManager": "gpu-pool-portal", "fieldValidation": "Strict", "force": "false"}
+        for r in writes
     )
     assert all(r.headers["authorization"] == "Bearer portal-token" for r in apiserver.requests)
-    assert posts[1].body == {
+    assert writes[1].body == {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
         "metadata": {
@@ -77,6 +84,8 @@ def test_missing_objects_are_created_with_the_field_manager(apiserver, make_adap
         },
         "spec": {"hard": {"requests.nvidia.com/gpu": "3"}},
     }
+    managers = apiserver.get("", "resourcequotas", NS, "gpu-quota")["metadata"]["managedFields"]
+    assert [(m["manager"], m["operation"]) for m in managers] == [("gpu-pool-portal", "Apply")]
 
 
 def test_a_second_ensure_sends_only_gets(apiserver, make_adapter):
@@ -108,7 +117,7 @@ def test_changes_are_server_side_applied_at_the_version_read(apiserver, make_ada
     assert patch.query == {
         "fieldManager": "gpu-pool-portal",
         "fieldValidation": "Strict",
-        "force": "true",
+        "force": "false",
     }
     assert patch.body["metadata"]["resourceVersion"] == read_at
     assert patch.body["spec"] == {"hard": {"requests.nvidia.com/gpu": "4"}}
@@ -139,7 +148,7 @@ def test_apply_takes_back_a_limit_another_manager_changed(apiserver, make_adapte
 # --------------------------------------------------------------------------- 409
 
 
-def test_already_exists_from_a_concurrent_creator_is_success(apiserver, make_adapter):
+def test_an_object_a_concurrent_creator_made_first_is_applied_onto(apiserver, make_adapter):
     def someone_else_creates_it(server, request):
         server.put_object(
             {
@@ -149,14 +158,12 @@ def test_already_exists_from_a_concurrent_creator_is_success(apiserver, make_ada
             }
         )
 
-    apiserver.before("POST", "^/api/v1/namespaces$", someone_else_creates_it)
+    apiserver.before("PATCH", f"^/api/v1/namespaces/{NS}$", someone_else_creates_it)
 
     assert _ensure(make_adapter()) is True
 
-    assert _calls(apiserver)[:4] == [
+    assert _calls(apiserver)[:2] == [
         ("GET", f"/api/v1/namespaces/{NS}", 404),
-        ("POST", "/api/v1/namespaces", 409),
-        ("GET", f"/api/v1/namespaces/{NS}", 200),
         ("PATCH", f"/api/v1/namespaces/{NS}", 200),
     ]
     labels = apiserver.get("", "namespaces", None, NS)["metadata"]["labels"]
@@ -194,7 +201,7 @@ def test_a_second_conflict_is_raised_as_transient(apiserver, make_adapter):
 
     assert conflict.value.transient is True
     assert "the object has been modified" in str(conflict.value)
-    assert [r.status for r in apiserver.requests if r.method == "PATCH"] == [409, 409]
+    assert [r.status for r in apiserver.requests if r.method == "PATCH"][-2:] == [409, 409]
 
 
 # --------------------------------------------------------------------------- 4xx / 5xx
@@ -238,7 +245,7 @@ def test_422_status_becomes_a_rejection_with_the_status_message(apiserver, make_
 def test_a_body_the_server_cannot_decode_is_a_rejection(apiserver, make_adapter):
     # what a real server says to a field it does not know under fieldValidation=Strict
     apiserver.fail(
-        "POST",
+        "PATCH",
         None,
         status=400,
         reason="BadRequest",
@@ -253,13 +260,13 @@ def test_a_body_the_server_cannot_decode_is_a_rejection(apiserver, make_adapter)
 
 
 def test_403_from_rbac_is_an_auth_error(apiserver, make_adapter):
-    apiserver.forbid("POST", "^/api/v1/namespaces$", resource="namespaces")
+    apiserver.forbid("PATCH", f"^/api/v1/namespaces/{NS}$", resource="namespaces")
 
     with pytest.raises(SchedulerAuthError) as forbidden:
         _ensure(make_adapter())
 
     assert forbidden.value.message == (
-        'namespaces is forbidden: User "system:serviceaccount:portal:portal" cannot create '
+        'namespaces is forbidden: User "system:serviceaccount:portal:portal" cannot patch '
         'resource "namespaces" in API group "" at the cluster scope'
     )
     assert (forbidden.value.http_status, forbidden.value.transient) == (403, False)
@@ -326,7 +333,8 @@ def test_kueue_not_installed_is_said_plainly(k8s_fake):
     try:
         with pytest.raises(SchedulerRejected, match=r"is Kueue >= 0\.15 installed"):
             _ensure(adapter, kueue=True)
-        assert _ensure(adapter, kueue=False) is False  # the core objects were made
+        assert server.writes() == []  # checked before anything was written
+        assert _ensure(adapter, kueue=False) is True
     finally:
         adapter.close()
         server.stop()
@@ -348,7 +356,7 @@ def test_a_refused_connection_is_transient_and_quick(k8s_fake, make_adapter):
     assert time.monotonic() - started < 2
 
 
-@pytest.mark.parametrize("method", ["GET", "POST"])
+@pytest.mark.parametrize("method", ["GET", "PATCH"])
 def test_a_server_that_never_answers_costs_one_timeout(apiserver, make_adapter, method):
     adapter = make_adapter(timeout_s=0.5)
     apiserver.hang(method, None, times=5)
@@ -371,7 +379,7 @@ def test_nodes_are_read_page_by_page(apiserver, make_adapter):
     result = make_adapter(page_size=1).list_nodes()
 
     assert [node.hostname for node in result.nodes] == ["gpu-4090-01", "gpu-a100-01"]
-    assert [r.query for r in apiserver.requests] == [
+    assert [r.query for r in apiserver.requests if r.path == "/api/v1/nodes"] == [
         {"limit": "1"},
         {"limit": "1", "continue": "1"},
     ]
@@ -590,7 +598,11 @@ def test_fake_keeps_the_resource_version_on_a_no_op_apply(apiserver, make_adapte
     applied = {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
-        "metadata": {"name": "gpu-quota", "labels": body["metadata"]["labels"]},
+        "metadata": {
+            "name": "gpu-quota",
+            "labels": body["metadata"]["labels"],
+            "annotations": body["metadata"]["annotations"],
+        },
         "spec": body["spec"],
     }
     adapter.transport.apply(

@@ -1,0 +1,136 @@
+"""GPUs published through DRA (issue #28 item 5): ResourceSlices of NVIDIA's DRA driver
+(``tests/fixtures/kubernetes/dra_resourceslices.json``, written from the driver's source, see
+its ``_source``) read through the adapter's node import, over HTTP against the fake API server,
+which validates them against Kubernetes' own schema."""
+
+import json
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+
+from scheduler_adapters.kubernetes_dra import dra_cards
+
+FIXTURE = (
+    Path(__file__).resolve().parents[2] / "fixtures" / "kubernetes" / "dra_resourceslices.json"
+)
+SLICES = json.loads(FIXTURE.read_text())["items"]
+A100 = "NVIDIA A100-SXM4-80GB"
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.mark.parametrize("version", ["1.34", "1.35", "1.36"])
+def test_the_recorded_slices_are_valid_resource_k8s_io_v1(version):
+    for item in SLICES:
+        kubernetes_validate.validate(item, version, strict=True)
+
+
+def test_a_card_is_counted_once_from_the_newest_generation_of_its_pool():
+    """gpu-a100-01: generation 1 had gpu-4 (gone), generation 2 has gpu-0..gpu-3 over two
+    slices with gpu-2 in both, plus a MIG device (type mig, not a card): 4 cards. 80Gi of
+    memory = 80 x 1024 = 81920 MiB. The other driver's device never counts."""
+    cards, drivers = dra_cards(SLICES)
+
+    a100 = cards["gpu-a100-01"]
+    assert [(g.index, g.uuid) for g in a100] == [
+        (i, f"GPU-a100000{i}-0000-4000-8000-00000000000{i}") for i in range(4)
+    ]
+    assert {(g.model_name, g.memory_total_mib) for g in a100} == {(A100, 81920)}
+    assert a100[0].pci_bus_id == "0000:07:00.0"
+    assert drivers == {"gpu-a100-01": "550.54.15", "dra-h100-01": "550.54.15"}
+
+
+def test_the_node_import_takes_the_dra_cards(k8s_fake, apiserver, make_adapter):
+    """gpu-a100-01 also advertises 4 nvidia.com/gpu through the device plugin: still 4 cards
+    (the DRA ones, with UUIDs), not 8. dra-h100-01 advertises nothing but DRA: 2 H100, memory
+    85520809984 B / 1048576 = 81559 MiB. gpu-4090-01 has no DRA devices: as before."""
+    apiserver.put_object(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": "dra-h100-01",
+                "labels": {"kubernetes.io/hostname": "dra-h100-01"},
+            },
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        },
+        manager="kubelet",
+    )
+    for item in SLICES:
+        apiserver.put_object(item, manager="gpu.nvidia.com")
+
+    result = make_adapter().list_nodes()
+
+    nodes = {node.hostname: node for node in result.nodes}
+    assert [(g.model_name, g.uuid is not None) for g in nodes["gpu-a100-01"].gpus] == [
+        (A100, True)
+    ] * 4
+    assert [(g.model_name, g.memory_total_mib) for g in nodes["dra-h100-01"].gpus] == [
+        (H100, 81559),
+        (H100, 81559),
+    ]
+    assert nodes["dra-h100-01"].driver_version == "550.54.15"
+    assert [g.model_name for g in nodes["gpu-4090-01"].gpus] == ["NVIDIA-GeForce-RTX-4090"] * 2
+    assert result.issues == ()
+
+
+def test_a_count_the_device_plugin_disagrees_with_is_said(k8s_fake, apiserver, make_adapter):
+    """Only generation 2's first slice (gpu-0..gpu-2): DRA says 3, the device plugin 4."""
+    partial = {
+        **SLICES[1],
+        "spec": {
+            **SLICES[1]["spec"],
+            "pool": {**SLICES[1]["spec"]["pool"], "resourceSliceCount": 1},
+        },
+    }
+    apiserver.put_object(partial, manager="gpu.nvidia.com")
+
+    result = make_adapter().list_nodes()
+
+    assert len({n.hostname: n for n in result.nodes}["gpu-a100-01"].gpus) == 3
+    assert [str(issue) for issue in result.issues] == [
+        "node gpu-a100-01: the device plugin counts 4 nvidia.com/gpu, the DRA driver publishes "
+        "3 GPUs; the DRA devices are used"
+    ]
+
+
+def test_a_cluster_without_resource_k8s_io_v1_is_read_from_nodes_only(
+    k8s_fake, make_adapter, apiserver
+):
+    """Before 1.34 (or with DRA off) discovery lists no resource.k8s.io/v1: no slice list."""
+    del apiserver.resources[("resource.k8s.io", "v1", "resourceslices")]
+
+    result = make_adapter().list_nodes()
+
+    assert len(result.nodes) == 2
+    assert not any("resourceslices" in r.path for r in apiserver.requests)
+
+
+def test_the_team_quota_caps_the_dra_device_class_too(apiserver, make_adapter):
+    """With DRA_DEVICE_CLASS gpu.nvidia.com the ResourceQuota holds 2 + 1 = 3 on
+    requests.nvidia.com/gpu and on gpu.nvidia.com.deviceclass.resource.k8s.io/devices (a
+    claim is not a nvidia.com/gpu request, so without it DRA claims go uncapped); an elastic
+    write renders the quota the same way, so neither undoes the other."""
+    from scheduler_adapters.kubernetes_elastic import ElasticBounds, ElasticQuotaWriter
+
+    adapter = make_adapter(dra_device_class="gpu.nvidia.com")
+    label = "NVIDIA-A100-SXM4-80GB"  # quotas are keyed by the GFD product label
+    adapter.ensure_team("nlp", group="oidc:nlp", gpu_quota={label: 2, "NVIDIA-L40S": 1})
+
+    hard = apiserver.get("", "resourcequotas", "team-nlp", "gpu-quota")["spec"]["hard"]
+    assert hard == {
+        "requests.nvidia.com/gpu": "3",
+        "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "3",
+    }
+    bounds = ElasticBounds("nlp", label, floor_cards=1, ceiling_cards=3, cards=2)
+    ElasticQuotaWriter(adapter).set_elastic_quota("volcano", bounds)
+    hard = apiserver.get("", "resourcequotas", "team-nlp", "gpu-quota")["spec"]["hard"]
+    assert hard == {
+        "requests.nvidia.com/gpu": "3",
+        "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "3",
+    }
+
+
+def test_a_device_class_that_is_no_name_is_refused_at_once(make_adapter):
+    with pytest.raises(ValueError, match="is not a DNS subdomain"):
+        make_adapter(dra_device_class="GPU_class")
