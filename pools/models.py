@@ -19,6 +19,7 @@ from pools.inventory.models import (
     Pool,
 )
 from pools.reclamation.models import Exemption, IdleFinding, IdleScanRun, ReclamationPolicy
+from pools.serving.models import ServingRollup, ServingRollupRun
 from pools.sizing.models import SizingEstimate
 from pools.tenancy.models import Membership, Team
 
@@ -43,6 +44,8 @@ __all__ = [
     "ReclamationPolicy",
     "ScaleEvent",
     "SchedulerDrift",
+    "ServingRollup",
+    "ServingRollupRun",
     "SizingEstimate",
     "Team",
 ]

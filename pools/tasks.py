@@ -1,11 +1,12 @@
 """The app's task registry: Celery's autodiscovery imports ``pools.tasks``; each sub-domain
 defines its own (``pools.capacity.tasks``, ``pools.sizing.tasks``, ``pools.reclamation.tasks``,
-``pools.elastic.tasks``, ``pools.dashboards.tasks``)."""
+``pools.elastic.tasks``, ``pools.dashboards.tasks``, ``pools.serving.tasks``)."""
 
 from pools.capacity import tasks as capacity_tasks
 from pools.dashboards import tasks as dashboard_tasks
 from pools.elastic import tasks as elastic_tasks
 from pools.reclamation import tasks as reclamation_tasks
+from pools.serving import tasks as serving_tasks
 from pools.sizing import tasks as sizing_tasks
 
 __all__ = [
@@ -13,5 +14,6 @@ __all__ = [
     "dashboard_tasks",
     "elastic_tasks",
     "reclamation_tasks",
+    "serving_tasks",
     "sizing_tasks",
 ]

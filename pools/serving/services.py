@@ -1,0 +1,215 @@
+"""The serving rollup: one pass every 5 minutes (beat ``serving-rollup``) reads every family of
+signals for every open allocation from Prometheus (six instant queries, whatever the number of
+allocations) and stores one :class:`~pools.serving.models.ServingRollup` per allocation; an
+hourly compaction keeps 5-minute rows for ``SERVING_ROLLUP_5M_DAYS`` (35) days, then one row per
+hour for ``SERVING_ROLLUP_HOURLY_MONTHS`` (13) months.
+
+A pass that cannot read Prometheus (not configured, a timeout, a refused query) writes no
+rollup: the last ones stay and the pages say how old they are (``selectors.serving_state``).
+Running a pass twice for one bucket writes nothing new (one row per allocation and bucket).
+"""
+
+from __future__ import annotations
+
+import calendar
+import statistics
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from pools.adapters import metrics_adapter
+from pools.capacity.lifecycle import APPLIED_STATUSES
+from pools.capacity.models import Allocation
+from pools.choices import Scheduler
+from pools.serving.choices import Resolution
+from pools.serving.models import ServingRollup, ServingRollupRun
+from pools.serving.rollup import allocation_values, place_targets
+from scheduler_adapters.errors import SchedulerError
+from scheduler_adapters.serving_metrics import WINDOW_S, serving_answers
+
+UNMATCHED_LISTED = 200  # a run lists at most this many unmatched targets (all are counted)
+
+
+def bucket_floor(moment: datetime, seconds: int = WINDOW_S) -> datetime:
+    """The start of the ``seconds``-long bucket holding ``moment`` (UTC-aligned)."""
+    epoch = int(moment.timestamp())
+    return datetime.fromtimestamp(epoch - epoch % seconds, tz=UTC)
+
+
+def _open_allocations(start: datetime, end: datetime) -> list[Allocation]:
+    return list(
+        Allocation.objects.filter(status__in=APPLIED_STATUSES, starts_at__lt=end, ends_at__gt=start)
+        .select_related("team", "pool")
+        .only("id", "card_count", "scheduler_binding", "team__slug", "pool__scheduler")
+    )
+
+
+def _namespace(allocation: Allocation) -> str | None:
+    """The Kubernetes namespace an allocation serves in (its binding's, else ``team-<slug>``,
+    what :mod:`pools.capacity.services.scheduler_binding` creates); ``None`` on Slurm."""
+    if allocation.pool.scheduler != Scheduler.KUBERNETES:
+        return None
+    return (allocation.scheduler_binding or {}).get("namespace") or f"team-{allocation.team.slug}"
+
+
+def serving_rollup_pass(*, now: datetime | None = None, metrics=None) -> ServingRollupRun:
+    """Roll up the 5-minute bucket that ended last before ``now`` (module docstring).
+
+    Rows: every open Kubernetes allocation (all ``None`` with ``missing`` filled when nothing
+    answered: unknown, not idle), and every other open allocation a labelled series placed.
+    ``metrics`` is the Prometheus adapter (default from settings)."""
+    now = now or timezone.now()
+    end = bucket_floor(now)
+    start = end - timedelta(seconds=WINDOW_S)
+    run = ServingRollupRun(bucket_start=start, started_at=now)
+    allocations = _open_allocations(start, end)
+    run.allocations = len(allocations)
+    own = metrics is None
+    metrics = metrics_adapter() if own else metrics
+    if metrics is None:
+        return _failed(run, "PROMETHEUS_URL is not set: serving signals are unknown.")
+    try:
+        answers, run.queries = serving_answers(metrics, at=end, busy_pct=settings.SERVING_BUSY_PCT)
+    except SchedulerError as exc:
+        return _failed(run, f"Prometheus could not be read, the last rollup stays: {exc}")
+    finally:
+        if own:
+            metrics.close()
+    namespaces = {a.pk: ns for a in allocations if (ns := _namespace(a))}
+    placed, unmatched = place_targets(
+        answers, open_ids=[a.pk for a in allocations], namespaces=namespaces
+    )
+    done = set(
+        ServingRollup.objects.filter(
+            bucket_seconds=Resolution.FIVE_MINUTES, bucket_start=start
+        ).values_list("allocation_id", flat=True)
+    )
+    rows = []
+    for allocation in allocations:
+        targets = placed.get(allocation.pk)
+        if allocation.pk in done or (targets is None and allocation.pk not in namespaces):
+            continue  # rolled up already; or Slurm without labelled series: not serving
+        values = allocation_values(targets or [])
+        rows.append(
+            ServingRollup(
+                allocation_id=allocation.pk,
+                bucket_seconds=Resolution.FIVE_MINUTES,
+                bucket_start=start,
+                cards_held=allocation.card_count,
+                engine="+".join(values.engines),
+                missing=values.missing,
+                notes=values.notes,
+                **values.fields,
+            )
+        )
+    with transaction.atomic():
+        # ignore_conflicts: a pass running at the same moment may have written some rows
+        ServingRollup.objects.bulk_create(rows, ignore_conflicts=True, batch_size=1000)
+        run.rollups = len(rows)
+        run.unmatched_count = len(unmatched) + answers.unlabelled
+        run.unmatched = [u.as_dict() for u in unmatched[:UNMATCHED_LISTED]]
+        run.ok = True
+        run.finished_at = timezone.now()
+        run.save()
+    return run
+
+
+def _failed(run: ServingRollupRun, error: str) -> ServingRollupRun:
+    run.error = error
+    run.finished_at = timezone.now()
+    run.save()
+    return run
+
+
+# ------------------------------------------------------------------------------ compaction
+
+MEAN_FIELDS = (
+    "requests_running", "requests_waiting", "kv_cache_usage_pct", "prefix_cache_hit_pct",
+    "gpu_util_pct", "sm_active_pct", "dram_active_pct", "fb_used_mib", "fb_free_mib",
+    "nvlink_bytes_s", "cards_reporting", "cards_busy",
+)  # fmt: skip
+SUM_FIELDS = ("prompt_tokens", "generation_tokens", "requests_finished", "requests_failed",
+              "preemptions")  # fmt: skip
+MAX_FIELDS = ("temperature_c", "xid_last", "ttft_p95_s", "itl_p95_s", "e2e_p95_s")
+WEIGHTED_FIELDS = ("ttft_p50_s", "itl_p50_s", "e2e_p50_s")
+
+
+def months_before(moment: datetime, months: int) -> datetime:
+    """``moment`` the same day ``months`` calendar months earlier (the last day of a shorter
+    month)."""
+    index = moment.year * 12 + moment.month - 1 - months
+    year, month = index // 12, index % 12 + 1
+    return moment.replace(
+        year=year, month=month, day=min(moment.day, calendar.monthrange(year, month)[1])
+    )
+
+
+def hourly_row(rows: list[ServingRollup], hour: datetime) -> ServingRollup:
+    """Twelve 5-minute rows of one allocation as one hourly row: means of the gauges, sums of
+    the counts (``None`` when no bucket knew them), maxima of temperature, XID and the p95s
+    (the hour's worst 5 minutes), and the p50s weighted by the requests that finished in each
+    bucket (a median of medians is not the hour's median; this is the closest stored figure).
+    Buckets the hour lacks are noted, so a sum over part of the hour is never taken for all."""
+
+    def known(name):
+        return [v for r in rows if (v := getattr(r, name)) is not None]
+
+    out = ServingRollup(
+        allocation_id=rows[0].allocation_id,
+        bucket_seconds=Resolution.HOUR,
+        bucket_start=hour,
+        cards_held=max(r.cards_held for r in rows),
+        engine="+".join(sorted({part for r in rows for part in r.engine.split("+") if part})),
+        missing=sorted({m for r in rows for m in r.missing}),
+        notes=list(dict.fromkeys(n for r in rows for n in r.notes))[:20],
+    )
+    for name in MEAN_FIELDS:
+        values = known(name)
+        setattr(out, name, statistics.fmean(values) if values else None)
+    for name in SUM_FIELDS:
+        values = known(name)
+        setattr(out, name, sum(values) if values else None)
+    for name in MAX_FIELDS:
+        values = known(name)
+        setattr(out, name, max(values) if values else None)
+    for name in WEIGHTED_FIELDS:
+        pairs = [
+            (getattr(r, name), r.requests_finished or 0.0)
+            for r in rows
+            if getattr(r, name) is not None
+        ]
+        weight = sum(w for _, w in pairs)
+        setattr(out, name, sum(v * w for v, w in pairs) / weight if weight else None)
+    expected = Resolution.HOUR // Resolution.FIVE_MINUTES
+    if len(rows) < expected:
+        out.notes = [*out.notes, f"{len(rows)} of {expected} five-minute buckets"]
+    return out
+
+
+def serving_rollup_compact(*, now: datetime | None = None) -> dict[str, int]:
+    """5-minute rows older than the retention become hourly rows (:func:`hourly_row`), in
+    whole hours; hourly rows older than theirs are deleted. Safe to run twice: an hour already
+    compacted has no 5-minute rows left."""
+    now = now or timezone.now()
+    cutoff = bucket_floor(now - timedelta(days=settings.SERVING_ROLLUP_5M_DAYS), 3600)
+    old = ServingRollup.objects.filter(
+        bucket_seconds=Resolution.FIVE_MINUTES, bucket_start__lt=cutoff
+    ).order_by("allocation_id", "bucket_start")
+    groups: dict[tuple[int, datetime], list[ServingRollup]] = defaultdict(list)
+    for row in old.iterator(chunk_size=5000):
+        groups[(row.allocation_id, bucket_floor(row.bucket_start, 3600))].append(row)
+    hourly = [hourly_row(rows, hour) for (_id, hour), rows in groups.items()]
+    with transaction.atomic():
+        ServingRollup.objects.bulk_create(hourly, ignore_conflicts=True, batch_size=1000)
+        folded, _ = old.delete()
+        expired, _ = ServingRollup.objects.filter(
+            bucket_seconds=Resolution.HOUR,
+            bucket_start__lt=months_before(now, settings.SERVING_ROLLUP_HOURLY_MONTHS),
+        ).delete()
+        runs, _ = ServingRollupRun.objects.filter(
+            started_at__lt=now - timedelta(days=settings.SERVING_ROLLUP_5M_DAYS)
+        ).delete()
+    return {"hourly": len(hourly), "folded": folded, "expired": expired, "runs": runs}
