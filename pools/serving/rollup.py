@@ -131,6 +131,10 @@ def allocation_values(targets: list[TargetReadings]) -> Values:
     out.fields["prefix_cache_hit_pct"] = (
         None if hits is None or not queries else 100.0 * hits / queries
     )
+    if out.fields["cards_busy"] is None and out.fields["cards_reporting"] is not None:
+        # `count(x >= t)` answers nothing when no card passes: cards reported, none was busy
+        out.fields["cards_busy"] = 0.0
+        out.missing = [m for m in out.missing if not m.startswith("cards_busy:")]
     tx, rx = out.fields.pop("nvlink_tx_bytes_s"), out.fields.pop("nvlink_rx_bytes_s")
     out.fields["nvlink_bytes_s"] = None if tx is None and rx is None else (tx or 0.0) + (rx or 0.0)
     out.engines = tuple(sorted(engines))

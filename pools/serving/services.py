@@ -12,12 +12,13 @@ Running a pass twice for one bucket writes nothing new (one row per allocation a
 from __future__ import annotations
 
 import calendar
-import statistics
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from pools.adapters import metrics_adapter
@@ -25,10 +26,16 @@ from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation
 from pools.choices import Scheduler
 from pools.serving.choices import Resolution
+from pools.serving.fold import ROW_FIELDS, fold
 from pools.serving.models import ServingRollup, ServingRollupRun
-from pools.serving.rollup import allocation_values, place_targets
+from pools.serving.rollup import Unmatched, allocation_values, place_targets
 from scheduler_adapters.errors import SchedulerError
-from scheduler_adapters.serving_metrics import WINDOW_S, serving_answers
+from scheduler_adapters.serving_metrics import (
+    WINDOW_S,
+    Answers,
+    answers_from_series,
+    serving_answers,
+)
 
 UNMATCHED_LISTED = 200  # a run lists at most this many unmatched targets (all are counted)
 
@@ -43,7 +50,15 @@ def _open_allocations(start: datetime, end: datetime) -> list[Allocation]:
     return list(
         Allocation.objects.filter(status__in=APPLIED_STATUSES, starts_at__lt=end, ends_at__gt=start)
         .select_related("team", "pool")
-        .only("id", "card_count", "scheduler_binding", "team__slug", "pool__scheduler")
+        .only(
+            "id",
+            "card_count",
+            "starts_at",
+            "ends_at",
+            "scheduler_binding",
+            "team__slug",
+            "pool__scheduler",
+        )
     )
 
 
@@ -78,20 +93,38 @@ def serving_rollup_pass(*, now: datetime | None = None, metrics=None) -> Serving
     finally:
         if own:
             metrics.close()
-    namespaces = {a.pk: ns for a in allocations if (ns := _namespace(a))}
-    placed, unmatched = place_targets(
-        answers, open_ids=[a.pk for a in allocations], namespaces=namespaces
-    )
     done = set(
         ServingRollup.objects.filter(
             bucket_seconds=Resolution.FIVE_MINUTES, bucket_start=start
         ).values_list("allocation_id", flat=True)
     )
+    rows, unmatched = _bucket_rows([a for a in allocations if a.pk not in done], answers, start)
+    with transaction.atomic():
+        # ignore_conflicts: a pass running at the same moment may have written some rows
+        ServingRollup.objects.bulk_create(rows, ignore_conflicts=True, batch_size=1000)
+        run.rollups = len(rows)
+        run.unmatched_count = len(unmatched) + answers.unlabelled
+        run.unmatched = [u.as_dict() for u in unmatched[:UNMATCHED_LISTED]]
+        run.ok = True
+        run.finished_at = timezone.now()
+        run.save()
+    return run
+
+
+def _bucket_rows(
+    allocations: list[Allocation], answers: Answers, start: datetime
+) -> tuple[list[ServingRollup], list[Unmatched]]:
+    """One bucket's rows: every open Kubernetes allocation, and any other that a labelled
+    series placed (Slurm without one is not serving); what matched none."""
+    namespaces = {a.pk: ns for a in allocations if (ns := _namespace(a))}
+    placed, unmatched = place_targets(
+        answers, open_ids=[a.pk for a in allocations], namespaces=namespaces
+    )
     rows = []
     for allocation in allocations:
         targets = placed.get(allocation.pk)
-        if allocation.pk in done or (targets is None and allocation.pk not in namespaces):
-            continue  # rolled up already; or Slurm without labelled series: not serving
+        if targets is None and allocation.pk not in namespaces:
+            continue
         values = allocation_values(targets or [])
         rows.append(
             ServingRollup(
@@ -105,16 +138,26 @@ def serving_rollup_pass(*, now: datetime | None = None, metrics=None) -> Serving
                 **values.fields,
             )
         )
-    with transaction.atomic():
-        # ignore_conflicts: a pass running at the same moment may have written some rows
-        ServingRollup.objects.bulk_create(rows, ignore_conflicts=True, batch_size=1000)
-        run.rollups = len(rows)
-        run.unmatched_count = len(unmatched) + answers.unlabelled
-        run.unmatched = [u.as_dict() for u in unmatched[:UNMATCHED_LISTED]]
-        run.ok = True
-        run.finished_at = timezone.now()
-        run.save()
-    return run
+    return rows, unmatched
+
+
+def serving_rollup_replay(*, recorded: Iterable[tuple[datetime, Mapping]]) -> int:
+    """Store rollups from recorded answers instead of asking Prometheus: ``recorded`` holds
+    ``(bucket start, {family: [Series]})`` pairs (what :func:`serving_answers` would have been
+    given), each rolled up exactly as a pass rolls up its bucket, against the allocations open
+    in that bucket. For the demo and the benchmark; buckets already stored are kept. Returns
+    the rows written."""
+    items = sorted(recorded, key=lambda pair: pair[0])
+    if not items:
+        return 0
+    window = timedelta(seconds=WINDOW_S)
+    candidates = _open_allocations(items[0][0], items[-1][0] + window)
+    rows: list[ServingRollup] = []
+    for start, results in items:
+        open_now = [a for a in candidates if a.starts_at < start + window and a.ends_at > start]
+        rows.extend(_bucket_rows(open_now, answers_from_series(results), start)[0])
+    ServingRollup.objects.bulk_create(rows, ignore_conflicts=True, batch_size=2000)
+    return len(rows)
 
 
 def _failed(run: ServingRollupRun, error: str) -> ServingRollupRun:
@@ -126,16 +169,6 @@ def _failed(run: ServingRollupRun, error: str) -> ServingRollupRun:
 
 # ------------------------------------------------------------------------------ compaction
 
-MEAN_FIELDS = (
-    "requests_running", "requests_waiting", "kv_cache_usage_pct", "prefix_cache_hit_pct",
-    "gpu_util_pct", "sm_active_pct", "dram_active_pct", "fb_used_mib", "fb_free_mib",
-    "nvlink_bytes_s", "cards_reporting", "cards_busy",
-)  # fmt: skip
-SUM_FIELDS = ("prompt_tokens", "generation_tokens", "requests_finished", "requests_failed",
-              "preemptions")  # fmt: skip
-MAX_FIELDS = ("temperature_c", "xid_last", "ttft_p95_s", "itl_p95_s", "e2e_p95_s")
-WEIGHTED_FIELDS = ("ttft_p50_s", "itl_p50_s", "e2e_p50_s")
-
 
 def months_before(moment: datetime, months: int) -> datetime:
     """``moment`` the same day ``months`` calendar months earlier (the last day of a shorter
@@ -145,48 +178,6 @@ def months_before(moment: datetime, months: int) -> datetime:
     return moment.replace(
         year=year, month=month, day=min(moment.day, calendar.monthrange(year, month)[1])
     )
-
-
-def hourly_row(rows: list[ServingRollup], hour: datetime) -> ServingRollup:
-    """Twelve 5-minute rows of one allocation as one hourly row: means of the gauges, sums of
-    the counts (``None`` when no bucket knew them), maxima of temperature, XID and the p95s
-    (the hour's worst 5 minutes), and the p50s weighted by the requests that finished in each
-    bucket (a median of medians is not the hour's median; this is the closest stored figure).
-    Buckets the hour lacks are noted, so a sum over part of the hour is never taken for all."""
-
-    def known(name):
-        return [v for r in rows if (v := getattr(r, name)) is not None]
-
-    out = ServingRollup(
-        allocation_id=rows[0].allocation_id,
-        bucket_seconds=Resolution.HOUR,
-        bucket_start=hour,
-        cards_held=max(r.cards_held for r in rows),
-        engine="+".join(sorted({part for r in rows for part in r.engine.split("+") if part})),
-        missing=sorted({m for r in rows for m in r.missing}),
-        notes=list(dict.fromkeys(n for r in rows for n in r.notes))[:20],
-    )
-    for name in MEAN_FIELDS:
-        values = known(name)
-        setattr(out, name, statistics.fmean(values) if values else None)
-    for name in SUM_FIELDS:
-        values = known(name)
-        setattr(out, name, sum(values) if values else None)
-    for name in MAX_FIELDS:
-        values = known(name)
-        setattr(out, name, max(values) if values else None)
-    for name in WEIGHTED_FIELDS:
-        pairs = [
-            (getattr(r, name), r.requests_finished or 0.0)
-            for r in rows
-            if getattr(r, name) is not None
-        ]
-        weight = sum(w for _, w in pairs)
-        setattr(out, name, sum(v * w for v, w in pairs) / weight if weight else None)
-    expected = Resolution.HOUR // Resolution.FIVE_MINUTES
-    if len(rows) < expected:
-        out.notes = [*out.notes, f"{len(rows)} of {expected} five-minute buckets"]
-    return out
 
 
 def serving_rollup_compact(*, now: datetime | None = None) -> dict[str, int]:
@@ -201,7 +192,15 @@ def serving_rollup_compact(*, now: datetime | None = None) -> dict[str, int]:
     groups: dict[tuple[int, datetime], list[ServingRollup]] = defaultdict(list)
     for row in old.iterator(chunk_size=5000):
         groups[(row.allocation_id, bucket_floor(row.bucket_start, 3600))].append(row)
-    hourly = [hourly_row(rows, hour) for (_id, hour), rows in groups.items()]
+    hourly = [
+        ServingRollup(
+            allocation_id=allocation_id,
+            bucket_seconds=Resolution.HOUR,
+            bucket_start=hour,
+            **fold([model_to_dict(r, fields=ROW_FIELDS) for r in rows], Resolution.HOUR),
+        )
+        for (allocation_id, hour), rows in groups.items()
+    ]
     with transaction.atomic():
         ServingRollup.objects.bulk_create(hourly, ignore_conflicts=True, batch_size=1000)
         folded, _ = old.delete()

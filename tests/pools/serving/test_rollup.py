@@ -134,3 +134,11 @@ def test_placing_targets_label_first_then_a_namespace_with_one_allocation():
         "gpu-pool-portal/allocation",
         ("team-nlp", "99"): "no open allocation has this id",
     }
+
+
+def test_cards_reporting_with_none_busy_are_zero_busy_not_unknown():
+    """`count by (...) (util >= 30)` answers no series when no card passes the threshold; the
+    2 cards that reported make that 0 busy cards, not unknown."""
+    values = values_of(term("cards_reporting", "dcgm", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 2))
+    assert values.fields["cards_busy"] == 0
+    assert not any(m.startswith("cards_busy") for m in values.missing)
