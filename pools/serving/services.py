@@ -145,17 +145,21 @@ def serving_rollup_replay(*, recorded: Iterable[tuple[datetime, Mapping]]) -> in
     """Store rollups from recorded answers instead of asking Prometheus: ``recorded`` holds
     ``(bucket start, {family: [Series]})`` pairs (what :func:`serving_answers` would have been
     given), each rolled up exactly as a pass rolls up its bucket, against the allocations open
-    in that bucket. For the demo and the benchmark; buckets already stored are kept. Returns
+    in that bucket (pieces of one bucket's answers are joined first). For the demo and the
+    benchmark; buckets already stored are kept. Returns
     the rows written."""
-    items = sorted(recorded, key=lambda pair: pair[0])
-    if not items:
+    by_bucket: dict[datetime, list] = defaultdict(list)
+    for start, results in recorded:  # answers of one bucket may come in several pieces
+        for series in results.values():
+            by_bucket[start].extend(series)
+    if not by_bucket:
         return 0
     window = timedelta(seconds=WINDOW_S)
-    candidates = _open_allocations(items[0][0], items[-1][0] + window)
+    candidates = _open_allocations(min(by_bucket), max(by_bucket) + window)
     rows: list[ServingRollup] = []
-    for start, results in items:
+    for start, series in sorted(by_bucket.items()):
         open_now = [a for a in candidates if a.starts_at < start + window and a.ends_at > start]
-        rows.extend(_bucket_rows(open_now, answers_from_series(results), start)[0])
+        rows.extend(_bucket_rows(open_now, answers_from_series({"recorded": series}), start)[0])
     ServingRollup.objects.bulk_create(rows, ignore_conflicts=True, batch_size=2000)
     return len(rows)
 
