@@ -100,10 +100,15 @@ def _current_rows(row: dict | None) -> list[dict]:
             {
                 "label": label,
                 "unit": unit,
-                "value": None if value is None else round(value * scale, places),
+                "value": None if value is None else _shown(value * scale, places),
             }
         )
     return out
+
+
+def _shown(value: float, places: int) -> str:
+    """``value`` with ``places`` decimals and thousands grouped (``1,843``, ``40.4``)."""
+    return f"{value:,.{places}f}"
 
 
 def _charts(points: list[dict], step_s: int) -> dict:
