@@ -67,9 +67,9 @@ def test_seven_days_fold_five_minute_rows_into_hours(api_as, team, team_member):
     """Three 5-minute rows of one hour: waiting 3, 4, 5 -> mean 4; generation 3 x 3,000 =
     9,000 tokens (unless the three straddle an hour, then two points)."""
     allocation = rolled_up(team)
-    points = api_as(team_member).get(f"/api/v1/serving/{allocation.pk}/series/?span=7d").json()[
-        "points"
-    ]
+    points = (
+        api_as(team_member).get(f"/api/v1/serving/{allocation.pk}/series/?span=7d").json()["points"]
+    )
     assert sum(p["generation_tokens"] for p in points) == 9000
     if len(points) == 1:
         assert points[0]["requests_waiting"] == pytest.approx(4.0)
