@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import Count, F, Max, Q, Sum
+from django.db.models import Count, Exists, F, Max, OuterRef, Q, Sum
 from django.db.models.functions import TruncDay
 
+from pools.capacity.models import Allocation
 from pools.serving.choices import Resolution
 from pools.serving.efficiency import Usage
 from pools.serving.fold import ROW_FIELDS, SIGNAL_FIELDS, fold
@@ -160,4 +161,16 @@ def merge_usage(items: Iterable[Usage]) -> Usage | None:
         token_card_hours=total("token_card_hours"),
         input_tokens=total("input_tokens"),
         output_tokens=total("output_tokens"),
+    )
+
+
+def allocations_served(*, start: datetime, end: datetime):
+    """Allocations with any rollup in ``[start, end)``, with team, pool and GPU model joined."""
+    rolled = ServingRollup.objects.filter(
+        allocation_id=OuterRef("pk"), bucket_start__gte=start, bucket_start__lt=end
+    )
+    return (
+        Allocation.objects.filter(Exists(rolled))
+        .select_related("team", "pool", "gpu_model")
+        .order_by("id")
     )
