@@ -248,16 +248,18 @@ def answers_from_series(results: Mapping[str, Sequence[Series]]) -> Answers:
     parsing) is skipped with a note naming the metric; everything else is kept as read,
     scaled (ratio -> %)."""
     out = Answers()
+    targets = out.targets
     for series_list in results.values():
         for item in series_list:
-            labels = item.label_map
-            key = labels.get("signal")
-            signal = SIGNAL_BY_KEY.get(key or "")
+            labels = dict(item.labels)
+            signal = SIGNAL_BY_KEY.get(labels.get("signal", ""))
             if signal is None:
                 out.unlabelled += 1
                 continue
             target = (labels.get("namespace", ""), labels.get(ALLOCATION_LABEL, ""))
-            readings = out.targets.setdefault(target, TargetReadings())
+            readings = targets.get(target)
+            if readings is None:  # not setdefault: a fleet answer has ~90 series per target
+                readings = targets[target] = TargetReadings()
             engine, metric = labels.get("engine", ""), labels.get("metric", "")
             value = item.samples[-1].value if item.samples else None
             if value is None or not math.isfinite(value):

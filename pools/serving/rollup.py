@@ -145,6 +145,8 @@ def _merge(targets: list[TargetReadings]):
     """Targets of one allocation merged: values of one (signal, engine, metric) added (a
     namespace's series and a labelled target's are different pods) except where the signal
     takes a mean or a maximum; bucket increases added by ``le``."""
+    if len(targets) == 1:  # the usual case: one namespace, nothing to merge
+        return targets[0].values, targets[0].buckets
     kinds = {s.key: s.kind for s in SIGNALS}
     values: dict[str, dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
     buckets: dict[str, dict[tuple[str, str], dict[float, float]]] = defaultdict(
