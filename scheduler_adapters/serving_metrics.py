@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from scheduler_adapters.prometheus import Series, metric_selector
+from scheduler_adapters.prometheus import Series, cyclic_gc_paused, metric_selector
 
 WINDOW_S = 300  # one rollup bucket: 5 minutes
 ALLOCATION_LABEL = "portal_allocation"
@@ -249,6 +249,7 @@ def answers_from_series(results: Mapping[str, Sequence[Series]]) -> Answers:
     scaled (ratio -> %)."""
     out = Answers()
     targets = out.targets
+    les: dict[str | None, float | None] = {}  # a fleet answer repeats some 20 bounds
     for series_list in results.values():
         for item in series_list:
             labels = dict(item.labels)
@@ -260,23 +261,23 @@ def answers_from_series(results: Mapping[str, Sequence[Series]]) -> Answers:
             readings = targets.get(target)
             if readings is None:  # not setdefault: a fleet answer has ~90 series per target
                 readings = targets[target] = TargetReadings()
-            engine, metric = labels.get("engine", ""), labels.get("metric", "")
+            source = (labels.get("engine", ""), labels.get("metric", ""))
             value = item.samples[-1].value if item.samples else None
-            if value is None or not math.isfinite(value):
-                readings.notes.append(f"{metric}: NaN or Inf from Prometheus, skipped")
+            if value is None:  # the adapter reads NaN and ±Inf as None
+                readings.notes.append(f"{source[1]}: NaN or Inf from Prometheus, skipped")
                 continue
-            if signal.kind == HISTOGRAM:
-                le = _le(labels.get("le"))
+            kind = signal.kind
+            if kind == HISTOGRAM:
+                raw = labels.get("le")
+                le = les[raw] if raw in les else les.setdefault(raw, _le(raw))
                 if le is None:
-                    readings.notes.append(f"{metric}: bucket without a readable le, skipped")
+                    readings.notes.append(f"{source[1]}: bucket without a readable le, skipped")
                     continue
-                readings.buckets[signal.key][(engine, metric)][le] = value
-            elif signal.kind in (CARD_COUNT, BUSY_COUNT):
-                readings.values[signal.key][(engine, metric)] = value
+                readings.buckets[signal.key][source][le] = value
+            elif kind in (CARD_COUNT, BUSY_COUNT):
+                readings.values[signal.key][source] = value
             else:
-                readings.values[signal.key][(engine, metric)] = value * _SCALE.get(
-                    (engine, metric), 1.0
-                )
+                readings.values[signal.key][source] = value * _SCALE.get(source, 1.0)
     return out
 
 
@@ -353,5 +354,6 @@ def serving_answers(
     (:class:`~scheduler_adapters.errors.SchedulerUnavailable` on a timeout) propagate: a pass
     that cannot read everything writes nothing."""
     queries = family_queries(window_s=window_s, busy_pct=busy_pct)
-    results = {family: prometheus.query(expr, at=at) for family, expr in queries.items()}
-    return answers_from_series(results), len(queries)
+    with cyclic_gc_paused():  # ~90 series a target, no cycles: see the helper's docstring
+        results = {family: prometheus.query(expr, at=at) for family, expr in queries.items()}
+        return answers_from_series(results), len(queries)

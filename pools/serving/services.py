@@ -30,6 +30,7 @@ from pools.serving.fold import ROW_FIELDS, fold
 from pools.serving.models import ServingRollup, ServingRollupRun
 from pools.serving.rollup import Unmatched, allocation_values, place_targets
 from scheduler_adapters.errors import SchedulerError
+from scheduler_adapters.prometheus import cyclic_gc_paused
 from scheduler_adapters.serving_metrics import (
     WINDOW_S,
     Answers,
@@ -120,25 +121,26 @@ def _bucket_rows(
     placed, unmatched = place_targets(
         answers, open_ids=[a.pk for a in allocations], namespaces=namespaces
     )
-    rows = []
-    for allocation in allocations:
-        targets = placed.get(allocation.pk)
-        if targets is None and allocation.pk not in namespaces:
-            continue
-        values = allocation_values(targets or [])
-        rows.append(
-            ServingRollup(
-                allocation_id=allocation.pk,
-                bucket_seconds=Resolution.FIVE_MINUTES,
-                bucket_start=start,
-                cards_held=allocation.card_count,
-                engine="+".join(values.engines),
-                missing=values.missing,
-                notes=values.notes,
-                **values.fields,
-            )
-        )
-    return rows, unmatched
+    with cyclic_gc_paused():  # thousands of rows of small objects, no cycles
+        rows = [_row(allocation, placed.get(allocation.pk), start) for allocation in allocations]
+    return [row for row in rows if row is not None], unmatched
+
+
+def _row(allocation: Allocation, targets, start: datetime) -> ServingRollup | None:
+    """One allocation's row, or ``None`` for a Slurm allocation no labelled series placed."""
+    if targets is None and _namespace(allocation) is None:
+        return None
+    values = allocation_values(targets or [])
+    return ServingRollup(
+        allocation_id=allocation.pk,
+        bucket_seconds=Resolution.FIVE_MINUTES,
+        bucket_start=start,
+        cards_held=allocation.card_count,
+        engine="+".join(values.engines),
+        missing=values.missing,
+        notes=values.notes,
+        **values.fields,
+    )
 
 
 def serving_rollup_replay(*, recorded: Iterable[tuple[datetime, Mapping]]) -> int:
