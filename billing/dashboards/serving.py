@@ -22,7 +22,13 @@ from billing.pricing import month_bounds, round_money
 from billing.services.rates import price_for, rate_periods
 from pools.capacity.models import Allocation
 from pools.serving.efficiency import Usage, cost_per_million
-from pools.serving.selectors import merge_usage, serving_current, serving_state, serving_usage
+from pools.serving.selectors import (
+    allocations_served,
+    merge_usage,
+    serving_current,
+    serving_state,
+    serving_usage,
+)
 
 
 @dataclass(frozen=True)
@@ -181,3 +187,14 @@ def serving_groups(rows: list[dict]) -> list[dict]:
             }
         )
     return out
+
+
+def team_showback(*, team_id: int, month: date) -> list[dict]:
+    """The statement's showback section: each of the team's allocations with rollups in the
+    month and its :class:`ServingEfficiency` (not a charge; the statement's lines are)."""
+    start, end = month_bounds(month, billing_zone())
+    allocations = list(allocations_served(start=start, end=end).filter(team_id=team_id))
+    efficiency = serving_efficiency(allocations=allocations, month=month)
+    return [
+        {"allocation": a, "efficiency": efficiency[a.pk]} for a in allocations if a.pk in efficiency
+    ]

@@ -8,7 +8,13 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
-from factories import AllocationFactory, RateCardEntryFactory, RateCardFactory, TeamFactory
+from factories import (
+    AllocationFactory,
+    RateCardEntryFactory,
+    RateCardFactory,
+    StatementFactory,
+    TeamFactory,
+)
 
 from billing.dashboards.serving import serving_efficiency, serving_groups, serving_rows, sort_rows
 from pools.choices import AllocationStatus
@@ -151,3 +157,30 @@ def test_the_team_dashboard_lists_serving_and_exports_it(client, team, team_memb
     header, line = csv.splitlines()[:2]
     assert header.startswith("allocation,team,pool,gpu_model,cards,engine,requests_waiting")
     assert line.startswith(f"{mine.pk},nlp,")
+
+
+def test_the_statement_shows_serving_as_showback_on_the_page_csv_and_pdf(
+    client, team, team_member, priced
+):
+    """The first test's hour on the November statement: 2.0 held card-h, busy 0.500,
+    720,000 output tokens, 360,000 per card-h, 3.80 EUR, 5.28 EUR per million; the statement's
+    own CSV (the charged lines) is unchanged."""
+    allocation = serving_allocation(team)
+    hour_of_rollups(allocation, HOUR)
+    statement = StatementFactory(team=team, month=MONTH)
+    client.force_login(team_member)
+
+    page = client.get("/costs/nlp/2026-11/").content.decode()
+    assert "Serving showback" in page and "5.28" in page
+
+    csv = client.get("/costs/nlp/2026-11/?export=showback").content.decode().splitlines()
+    assert csv[0].startswith("statement,team,month,allocation,pool,gpu_model,cards")
+    assert csv[1] == (
+        f"{statement.pk},nlp,2026-11,{allocation.pk},{allocation.pool.slug},l40s,2,2.000,0.500,"
+        "1.000,1440000,720000,720000.0,360000.0,3.80,5.28,EUR"
+    )
+    lines = client.get("/costs/nlp/2026-11/?export=csv").content.decode().splitlines()
+    assert lines[0].startswith("statement_id,team,cost_centre,month") and len(lines) == 1
+
+    pdf = client.get("/costs/nlp/2026-11/?export=pdf")
+    assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF")
