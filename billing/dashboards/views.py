@@ -385,6 +385,7 @@ def admin_dashboard(request):
         "top_cost": top_cost,
         "cost_month": cost_month,
         "serving_groups": serving_groups,
+        "serving_state": serving_selectors.serving_state(now=now),
         "this_month": this_month,
         "in_use": in_use,
         "colour": heat,

@@ -5,6 +5,8 @@ stored values (``GET /serving/``, ``GET /serving/{allocation}/``) and the series
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
@@ -18,6 +20,14 @@ from pools.serving.fold import SIGNAL_FIELDS
 from pools.serving.models import ServingRollup
 
 SPAN_NAMES = tuple(selectors.SPANS)
+USAGE_FIELDS = (
+    "held_card_hours", "busy_card_hours", "busy_share", "gpu_coverage", "input_tokens",
+    "output_tokens", "input_tokens_per_card_hour", "output_tokens_per_card_hour",
+)  # fmt: skip
+
+
+def _usage(usage) -> dict:
+    return {name: getattr(usage, name) for name in USAGE_FIELDS}
 
 
 class ServingValuesSerializer(serializers.Serializer):
@@ -51,7 +61,11 @@ class ServingCurrentSerializer(serializers.Serializer):
 
 class ServingPointSerializer(ServingValuesSerializer):
     def get_fields(self):
-        return {"at": serializers.DateTimeField(), **super().get_fields()}
+        return {
+            "at": serializers.DateTimeField(),
+            "seconds": serializers.IntegerField(help_text="Time the point's rollups cover."),
+            **super().get_fields(),
+        }
 
 
 class ServingSeriesSerializer(serializers.Serializer):
@@ -59,6 +73,38 @@ class ServingSeriesSerializer(serializers.Serializer):
     span = serializers.ChoiceField(choices=SPAN_NAMES)
     step_s = serializers.IntegerField()
     points = ServingPointSerializer(many=True)
+
+
+class UsageSerializer(serializers.Serializer):
+    """Sums over rollups (:class:`pools.serving.efficiency.Usage`); ``null`` is unknown."""
+
+    held_card_hours = serializers.DecimalField(max_digits=14, decimal_places=3)
+    busy_card_hours = serializers.DecimalField(max_digits=14, decimal_places=3, allow_null=True)
+    busy_share = serializers.DecimalField(max_digits=5, decimal_places=3, allow_null=True)
+    gpu_coverage = serializers.DecimalField(max_digits=5, decimal_places=3, allow_null=True)
+    input_tokens = serializers.IntegerField(allow_null=True)
+    output_tokens = serializers.IntegerField(allow_null=True)
+    input_tokens_per_card_hour = serializers.DecimalField(
+        max_digits=16, decimal_places=1, allow_null=True
+    )
+    output_tokens_per_card_hour = serializers.DecimalField(
+        max_digits=16, decimal_places=1, allow_null=True
+    )
+
+
+class DayUsageSerializer(UsageSerializer):
+    day = serializers.DateField()
+
+
+class EfficiencySerializer(serializers.Serializer):
+    allocation = serializers.IntegerField()
+    month = serializers.CharField(help_text="YYYY-MM; days are UTC days.")
+    total = UsageSerializer(allow_null=True)
+    days = DayUsageSerializer(many=True)
+
+
+class MonthSerializer(serializers.Serializer):
+    month = serializers.RegexField(r"^\d{4}-(0[1-9]|1[0-2])$", help_text="YYYY-MM")
 
 
 class SpanSerializer(serializers.Serializer):
@@ -111,6 +157,33 @@ class ServingViewSet(viewsets.GenericViewSet):
 
     def retrieve(self, request, pk=None):
         return Response(self.get_serializer(self._current([self.get_object()])[0]).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("month", str, required=True, description="YYYY-MM")],
+        responses=EfficiencySerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def efficiency(self, request, pk=None):
+        """Output and input tokens per card-hour and the busy share of held card-hours, per
+        UTC day of ``month`` and for the month (money: the team dashboard and the statement)."""
+        allocation = self.get_object()
+        form = MonthSerializer(data=request.query_params)
+        form.is_valid(raise_exception=True)
+        year, month = map(int, form.validated_data["month"].split("-"))
+        start = datetime(year, month, 1, tzinfo=UTC)
+        end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+        days = selectors.serving_usage(
+            allocation_ids=[allocation.pk], start=start, end=end, by_day=True
+        )
+        ordered = [{"day": day, **_usage(u)} for (_id, day), u in sorted(days.items())]
+        total = selectors.merge_usage(days.values())
+        body = {
+            "allocation": allocation.pk,
+            "month": form.validated_data["month"],
+            "total": None if total is None else _usage(total),
+            "days": ordered,
+        }
+        return Response(EfficiencySerializer(body).data)
 
     @extend_schema(
         parameters=[OpenApiParameter("span", str, enum=SPAN_NAMES, default="24h")],

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import Count, Exists, F, Max, OuterRef, Q, Sum
@@ -75,7 +75,8 @@ def serving_current(*, allocation_ids: Iterable[int], state: RollupState) -> dic
 
 def serving_series(*, allocation_id: int, span: str, now: datetime) -> list[dict]:
     """Points of one allocation over ``span`` (:data:`SPANS`), oldest first: each a dict of
-    ``at`` (bucket start) and the signal fields. 7 d folds 5-minute rows into hours
+    ``at`` (bucket start), ``seconds`` (the time its rows cover: counts over it, not over the
+    step, where buckets are missing) and the signal fields. 7 d folds 5-minute rows into hours
     (:func:`~pools.serving.fold.fold`); hours already compacted are read as they are."""
     length, step = SPANS[span]
     rows = (
@@ -91,7 +92,10 @@ def serving_series(*, allocation_id: int, span: str, now: datetime) -> list[dict
     points = []
     for at, group in sorted(groups.items()):
         folded = group[0] if len(group) == 1 else fold(group, step)
-        points.append({"at": at, **{name: folded.get(name) for name in SIGNAL_FIELDS}})
+        seconds = sum(row["bucket_seconds"] for row in group)
+        points.append(
+            {"at": at, "seconds": seconds, **{name: folded.get(name) for name in SIGNAL_FIELDS}}
+        )
     return points
 
 
@@ -99,7 +103,7 @@ def serving_usage(
     *, allocation_ids: Iterable[int], start: datetime, end: datetime, by_day: bool = False
 ) -> dict:
     """Sums over the rollups in ``[start, end)`` for efficiency (:class:`Usage`), per
-    allocation id, or per (allocation id, day) with ``by_day``. One query."""
+    allocation id, or per (allocation id, UTC day) with ``by_day``. One query."""
     hours = F("cards_held") * F("bucket_seconds")
     tokens_known = Q(generation_tokens__isnull=False)
     keys = ["allocation_id"]
@@ -107,7 +111,7 @@ def serving_usage(
         allocation_id__in=list(allocation_ids), bucket_start__gte=start, bucket_start__lt=end
     )
     if by_day:
-        qs = qs.annotate(day=TruncDay("bucket_start"))
+        qs = qs.annotate(day=TruncDay("bucket_start", tzinfo=UTC))
         keys.append("day")
     rows = qs.values(*keys).annotate(
         held_s=Sum(hours),

@@ -83,7 +83,7 @@ def allocation_serving(request, pk: int):
         "missing": current["missing"] if current else [],
         "notes": current["notes"] if current else [],
         "engine": current["engine"] if current else "",
-        "charts": _charts(points, selectors.SPANS[span][1]) if points else None,
+        "charts": _charts(points) if points else None,
         "usage": usage,
     }
     template = "pools/serving/allocation.html"
@@ -111,15 +111,22 @@ def _shown(value: float, places: int) -> str:
     return f"{value:,.{places}f}"
 
 
-def _charts(points: list[dict], step_s: int) -> dict:
+def _factor(scale, seconds: int) -> float:
+    """A count over ``seconds`` as a rate (per second or per minute), or a plain scale."""
+    return {"rate": 1 / seconds, "per_min": 60 / seconds}.get(scale, scale)
+
+
+def _charts(points: list[dict]) -> dict:
     """Chart.js data: shared x labels (ISO bucket starts) and one entry per chart."""
     labels = [p["at"].isoformat() for p in points]
     charts = []
     for title, unit, fields in CHARTS:
         sets = []
         for field, label, scale in fields:
-            factor = {"rate": 1 / step_s, "per_min": 60 / step_s}.get(scale, scale)
-            values = [None if p[field] is None else round(p[field] * factor, 3) for p in points]
+            values = [
+                None if p[field] is None else round(p[field] * _factor(scale, p["seconds"]), 3)
+                for p in points
+            ]
             sets.append({"label": label, "data": values})
         if any(v is not None for s in sets for v in s["data"]):
             charts.append({"title": title, "unit": unit, "sets": sets})

@@ -15,11 +15,12 @@ from factories import (
     StatementFactory,
     TeamFactory,
 )
+from serving_support import StubPrometheus, term
 
 from billing.dashboards.serving import serving_efficiency, serving_groups, serving_rows, sort_rows
 from pools.choices import AllocationStatus
 from pools.serving.models import ServingRollup
-from pools.serving.services import bucket_floor
+from pools.serving.services import bucket_floor, serving_rollup_pass
 
 pytestmark = pytest.mark.django_db
 MONTH = date(2026, 11, 1)
@@ -184,3 +185,27 @@ def test_the_statement_shows_serving_as_showback_on_the_page_csv_and_pdf(
 
     pdf = client.get("/costs/nlp/2026-11/?export=pdf")
     assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF")
+
+
+def test_the_admin_dashboard_lists_unmatched_series_and_a_failed_pass(admin_page, team):
+    """A pass whose answers include a namespace no allocation serves in lists it for the
+    admin; the next pass times out, and the dashboard says so with the last rollup's age."""
+    allocation = AllocationFactory(
+        team=team,
+        status=AllocationStatus.ACTIVE,
+        starts_at=datetime.now(UTC) - timedelta(days=1),
+        ends_at=datetime.now(UTC) + timedelta(days=1),
+    )
+    ghost = term("requests_running", "vllm", "vllm:num_requests_running", 1, namespace="team-x")
+    mine = term("requests_running", "vllm", "vllm:num_requests_running", 2)
+    serving_rollup_pass(metrics=StubPrometheus([ghost, mine]))
+    page = admin_page.get("/dashboard/").content.decode()
+    assert "1 serving target matched no allocation in the last pass" in page
+    assert "team-x" in page and "no open allocation serves in this namespace" in page
+    assert ServingRollup.objects.get(allocation=allocation).requests_running == 2
+
+    serving_rollup_pass(
+        now=datetime.now(UTC) + timedelta(minutes=5), metrics=StubPrometheus(down=True)
+    )
+    page = admin_page.get("/dashboard/").content.decode()
+    assert "Serving rollup: Prometheus could not be read, the last rollup stays" in page

@@ -3,7 +3,7 @@ caller's teams, a bad span refused with the field named, constant queries for a 
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -61,6 +61,7 @@ def test_series_over_24_hours_oldest_first(api_as, team, team_member):
     body = api_as(team_member).get(f"/api/v1/serving/{allocation.pk}/series/?span=24h").json()
     assert body["step_s"] == 300
     assert [p["requests_waiting"] for p in body["points"]] == [5.0, 4.0, 3.0]
+    assert [p["seconds"] for p in body["points"]] == [300, 300, 300]
 
 
 def test_seven_days_fold_five_minute_rows_into_hours(api_as, team, team_member):
@@ -71,6 +72,7 @@ def test_seven_days_fold_five_minute_rows_into_hours(api_as, team, team_member):
         api_as(team_member).get(f"/api/v1/serving/{allocation.pk}/series/?span=7d").json()["points"]
     )
     assert sum(p["generation_tokens"] for p in points) == 9000
+    assert sum(p["seconds"] for p in points) == 900  # counts cover 15 min, not whole hours
     if len(points) == 1:
         assert points[0]["requests_waiting"] == pytest.approx(4.0)
 
@@ -97,3 +99,38 @@ def test_the_list_asks_the_same_queries_for_2_or_12_allocations(
         rolled_up(team, buckets=1)
     with django_assert_num_queries(len(few.captured_queries)):
         assert len(client.get("/api/v1/serving/").json()["results"]) == 12
+
+
+def test_efficiency_per_day_and_for_the_month(api_as, team, team_member):
+    """Two UTC days of November, 2 cards: 10 Nov one hour (12 rows), 11 Nov 30 min (6 rows),
+    each row 30,000 output and 60,000 input tokens, 1 of 2 cards busy.
+    10 Nov: held 2 x 3,600 s = 2.0 card-h; output 360,000 -> 180,000 per card-h; busy 1.0 of
+    2.0 -> 0.5. 11 Nov: held 1.0 card-h, output 180,000 -> 180,000 per card-h.
+    Month: 3.0 card-h, 540,000 output (180,000 per card-h), input 1,080,000 (360,000)."""
+    allocation = rolled_up(team, buckets=0)
+    day = datetime(2026, 11, 10, 23, 0, tzinfo=UTC)
+    for i in range(18):
+        ServingRollup.objects.create(
+            allocation=allocation, bucket_start=day + timedelta(minutes=5 * i), cards_held=2,
+            generation_tokens=30_000, prompt_tokens=60_000, cards_reporting=2, cards_busy=1,
+        )  # fmt: skip
+
+    body = (
+        api_as(team_member).get(f"/api/v1/serving/{allocation.pk}/efficiency/?month=2026-11").json()
+    )
+
+    assert [d["day"] for d in body["days"]] == ["2026-11-10", "2026-11-11"]
+    first, second = body["days"]
+    assert (first["held_card_hours"], first["output_tokens"]) == ("2.000", 360_000)
+    assert first["output_tokens_per_card_hour"] == "180000.0"
+    assert first["busy_share"] == "0.500"
+    assert (second["held_card_hours"], second["output_tokens"]) == ("1.000", 180_000)
+    total = body["total"]
+    assert (total["held_card_hours"], total["output_tokens"]) == ("3.000", 540_000)
+    assert total["input_tokens_per_card_hour"] == "360000.0"
+
+
+def test_efficiency_needs_a_month_in_yyyy_mm(api_as, team, team_member):
+    allocation = rolled_up(team)
+    response = api_as(team_member).get(f"/api/v1/serving/{allocation.pk}/efficiency/?month=11")
+    assert response.status_code == 400 and "month" in response.json()["errors"]
