@@ -72,6 +72,7 @@ bench: install services
 	$(BIN)/python benchmarks/placement.py
 	$(BIN)/python benchmarks/placement_db.py
 	$(BIN)/python benchmarks/elastic.py
+	$(BIN)/python benchmarks/serving.py
 
 clean:
 	rm -rf $(VENV) portal-demo.sqlite3 staticfiles .pytest_cache

@@ -14,6 +14,7 @@ from django.template.loader import render_to_string
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
+from billing.dashboards.serving import team_showback
 from billing.models import Statement
 from billing.pricing import format_money, price_unit, priced_quantity
 from billing.selectors import cost_by_gpu_model, lines_by_statement, month_trend, statement_lines
@@ -78,6 +79,35 @@ def svg_bars(items: list[tuple[str, Decimal]], *, currency: str, width: int = 64
     return mark_safe("".join(parts))  # noqa: S308 - labels escaped above
 
 
+SHOWBACK_COLUMNS = (
+    "statement", "team", "month", "allocation", "pool", "gpu_model", "cards", "held_card_hours",
+    "busy_share", "gpu_coverage", "input_tokens", "output_tokens", "input_tokens_per_card_hour",
+    "output_tokens_per_card_hour", "cost", "cost_per_million_output", "currency",
+)  # fmt: skip
+"""The statement's serving showback (issue #30): one row per allocation with serving rollups in
+the month. Not a charge: ``cost`` is what its card-hours that served tokens cost at the rate
+card's reserved price, ``cost_per_million_output`` that per million output tokens; empty cells
+are unknown (no price, no token counters, no GPU series), never 0."""
+
+
+def showback_csv(statement: Statement) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(SHOWBACK_COLUMNS)
+    for row in team_showback(team_id=statement.team_id, month=statement.month):
+        a, e = row["allocation"], row["efficiency"]
+        u = e.usage
+        writer.writerow(
+            ["" if v is None else v for v in (
+                statement.pk, a.team.slug, f"{statement.month:%Y-%m}", a.pk, a.pool.slug,
+                a.gpu_model.slug, a.card_count, u.held_card_hours, u.busy_share, u.gpu_coverage,
+                u.input_tokens, u.output_tokens, u.input_tokens_per_card_hour,
+                u.output_tokens_per_card_hour, e.cost, e.cost_per_million_output, e.currency,
+            )]
+        )  # fmt: skip
+    return out.getvalue()
+
+
 def statement_pdf(statement: Statement) -> bytes:
     from weasyprint import HTML
 
@@ -89,6 +119,7 @@ def statement_pdf(statement: Statement) -> bytes:
         "trend_svg": svg_bars(
             [(f"{t['month']:%Y-%m}", t["total"]) for t in trend], currency=statement.currency
         ),
+        "showback": team_showback(team_id=statement.team_id, month=statement.month),
         "model_svg": svg_bars(
             [(r["label"], r["amount"]) for r in cost_by_gpu_model(lines)],
             currency=statement.currency,

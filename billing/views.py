@@ -16,8 +16,9 @@ from django.utils.html import format_html_join
 from billing import selectors
 from billing.choices import LineKind
 from billing.conf import billing_zone
+from billing.dashboards.serving import team_showback
 from billing.pricing import month_of, next_month, previous_month
-from billing.reports import statement_pdf, statements_csv
+from billing.reports import showback_csv, statement_pdf, statements_csv
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_list
 
@@ -86,6 +87,10 @@ def team_month(request, team: str, month: str):
         response = HttpResponse(statements_csv([statement]), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="statement-{team}-{month}.csv"'
         return response
+    if export == "showback":
+        response = HttpResponse(showback_csv(statement), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="showback-{team}-{month}.csv"'
+        return response
     if export == "pdf":
         response = HttpResponse(statement_pdf(statement), content_type="application/pdf")
         response["Content-Disposition"] = f'attachment; filename="statement-{team}-{month}.pdf"'
@@ -100,6 +105,7 @@ def team_month(request, team: str, month: str):
         "statement": statement,
         "lines": lines,
         "top_allocations": selectors.top_allocations(month=month_d, team=team_obj),
+        "showback": team_showback(team_id=team_obj.pk, month=month_d) if statement else [],
         "trend_chart": _chart(
             [{"label": f"{t['month']:%Y-%m}", "amount": t["total"]} for t in trend], "Total"
         ),

@@ -234,3 +234,113 @@ def demo_elastic_history(policy, *, start: float, minutes: int, seed: int = 19):
         rate = round(load * REQUESTS_PER_CARD * (1 + 0.05 * rng.uniform(-1, 1)), 2)
         readings.append((at, util, latency, rate, cards))
     return readings, changes, decision
+
+
+# ---------------------------------------------------------------------------- serving signals
+
+# Histogram bounds the engines export (seconds): vLLM vllm/v1/metrics/loggers.py, SGLang
+# python/sglang/srt/metrics/collector.py (TokenizerMetricsCollector defaults).
+VLLM_TTFT_LE = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+                7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
+VLLM_ITL_LE = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+               10.0, 20.0, 40.0, 80.0)  # fmt: skip
+VLLM_E2E_LE = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+               120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
+SGLANG_TTFT_LE = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+SGLANG_ITL_LE = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035,
+                 0.040, 0.060, 0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0,
+                 8.0)  # fmt: skip
+SGLANG_E2E_LE = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600,
+                 1200, 1800, 2400)  # fmt: skip
+OUTPUT_TOK_S_PER_BUSY_CARD = 900.0  # an L40S serving a 14B model in FP8 at moderate batch
+
+
+def _lognormal_cdf(x: float, median: float, sigma: float = 0.5) -> float:
+    import math
+
+    return 0.5 * (1 + math.erf(math.log(x / median) / (sigma * math.sqrt(2))))
+
+
+def demo_serving_answers(*, namespace: str, at: float, cards: int, troubled: bool, rng, age: float):
+    """What the serving family queries would answer for one demo allocation over the 5 minutes
+    before ``at`` (Unix s): a list of series with the labels of
+    :mod:`scheduler_adapters.serving_metrics` (``signal``, ``engine``, ``metric``, ``le``).
+
+    Healthy (vLLM): the demo traffic (:data:`_LOAD_BY_HOUR`) on ``cards`` cards, short queue,
+    KV cache at 20-70 %. Troubled (SGLang): twice the traffic on the same cards, so the queue
+    grows to tens of requests at the peaks, the KV pool stays full, requests are retracted, and
+    free framebuffer falls from 9 GiB to about 1 GiB per card over the week (``age`` 0..1, the
+    share of the recorded week gone). Latencies are log-normal around a median that grows with
+    utilisation; bucket counts are that distribution at the engine's own bounds."""
+    from scheduler_adapters.prometheus import Sample, Series
+
+    engine = "sglang" if troubled else "vllm"
+    load = _LOAD_BY_HOUR[int(at // 3600) % 24] * (2.2 if troubled else 0.45) * cards / 8
+    util, _latency = demo_signal(load, cards, rng.uniform(-1, 1))
+    busy = util / 100.0
+    requests = load * REQUESTS_PER_CARD * 300 * (1 + 0.05 * rng.uniform(-1, 1))
+    overload = max(0.0, load / cards - 0.85)
+    out = []
+
+    def add(signal, metric, value, le=None):
+        labels = {"signal": signal, "engine": metric.split(":")[0] if ":" in metric else "dcgm",
+                  "metric": metric, "namespace": namespace}  # fmt: skip
+        if le is not None:
+            labels["le"] = le
+        out.append(Series("", tuple(sorted(labels.items())), (Sample(at, value),)))
+
+    def histogram(signal, metric, bounds, median):
+        for bound in bounds:
+            add(signal, metric, round(requests * _lognormal_cdf(bound, median)), le=f"{bound:g}")
+        add(signal, metric, round(requests), le="+Inf")
+
+    name = {
+        "vllm": ("vllm:num_requests_running", "vllm:num_requests_waiting",
+                 "vllm:kv_cache_usage_perc", "vllm:prompt_tokens_total",
+                 "vllm:generation_tokens_total", "vllm:request_success_total",
+                 "vllm:num_preemptions_total", "vllm:prefix_cache_hits_total",
+                 "vllm:prefix_cache_queries_total"),
+        "sglang": ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
+                   "sglang:prompt_tokens_total", "sglang:generation_tokens_total",
+                   "sglang:num_requests_total", "sglang:num_retracted_requests_total",
+                   "sglang:cached_tokens_total", "sglang:prompt_tokens_total"),
+    }[engine]  # fmt: skip
+    running, waiting, kv, prompt, generation, finished, preempted, hits, queries = name
+    output = OUTPUT_TOK_S_PER_BUSY_CARD * busy * cards * 300
+    add("requests_running", running, round(min(load, cards) * 8, 1))
+    add("requests_waiting", waiting, round(overload * 60 + max(0.0, rng.gauss(0, 1)), 1))
+    add("kv_cache_usage_pct", kv, min(1.0, 0.2 + 0.5 * busy + (0.5 if overload else 0.0)))
+    add("prompt_tokens", prompt, round(output * 2.1))
+    add("prefix_cache_queries", queries, round(output * 2.1))
+    add("prefix_cache_hits", hits, round(output * 2.1 * (0.35 if troubled else 0.55)))
+    add("generation_tokens", generation, round(output))
+    add("requests_finished", finished, round(requests))
+    add("preemptions", preempted, round(overload * 40))
+    failed = "sglang:num_aborted_requests_total" if troubled else "vllm:request_success_total"
+    add("requests_failed", failed, round(overload * 6))
+    if troubled:
+        histogram("ttft", "sglang:time_to_first_token_seconds_bucket", SGLANG_TTFT_LE,
+                  0.35 + 6 * overload)  # fmt: skip
+        histogram("itl", "sglang:inter_token_latency_seconds_bucket", SGLANG_ITL_LE,
+                  0.03 + 0.04 * busy)  # fmt: skip
+        histogram("e2e", "sglang:e2e_request_latency_seconds_bucket", SGLANG_E2E_LE,
+                  6 + 30 * overload)  # fmt: skip
+    else:
+        histogram("ttft", "vllm:time_to_first_token_seconds_bucket", VLLM_TTFT_LE,
+                  0.12 + 0.2 * busy)  # fmt: skip
+        histogram("itl", "vllm:inter_token_latency_seconds_bucket", VLLM_ITL_LE,
+                  0.022 + 0.02 * busy)  # fmt: skip
+        histogram("e2e", "vllm:e2e_request_latency_seconds_bucket", VLLM_E2E_LE,
+                  3 + 3 * busy)  # fmt: skip
+    total_mib = 46068 * cards  # L40S: 46,068 MiB each (nvidia-smi)
+    free_per_card = (9216 - 8192 * age) if troubled else 12288 + 512 * rng.uniform(-1, 1)
+    add("gpu_util_pct", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", round(busy, 3))
+    add("sm_active_pct", "DCGM_FI_PROF_SM_ACTIVE", round(busy * 0.82, 3))
+    add("dram_active_pct", "DCGM_FI_PROF_DRAM_ACTIVE", round(busy * 0.55, 3))
+    add("fb_free_mib", "DCGM_FI_DEV_FB_FREE", round(free_per_card * cards))
+    add("fb_used_mib", "DCGM_FI_DEV_FB_USED", round(total_mib - free_per_card * cards))
+    add("temperature_c", "DCGM_FI_DEV_GPU_TEMP", round(38 + 40 * busy))
+    add("xid_last", "DCGM_FI_DEV_XID_ERRORS", 0)
+    add("cards_reporting", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", cards)
+    add("cards_busy", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", round(cards * min(1.0, busy + 0.1)))
+    return out

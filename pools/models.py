@@ -20,6 +20,7 @@ from pools.inventory.models import (
 )
 from pools.jobs.models import QueuedJob
 from pools.reclamation.models import Exemption, IdleFinding, IdleScanRun, ReclamationPolicy
+from pools.serving.models import ServingRollup, ServingRollupRun
 from pools.sizing.models import SizingEstimate
 from pools.tenancy.models import Membership, Team
 
@@ -45,6 +46,8 @@ __all__ = [
     "ReclamationPolicy",
     "ScaleEvent",
     "SchedulerDrift",
+    "ServingRollup",
+    "ServingRollupRun",
     "SizingEstimate",
     "Team",
 ]

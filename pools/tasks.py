@@ -1,13 +1,14 @@
 """The app's task registry: Celery's autodiscovery imports ``pools.tasks``; each sub-domain
 defines its own (``pools.capacity.tasks``, ``pools.sizing.tasks``, ``pools.reclamation.tasks``,
-``pools.elastic.tasks``, ``pools.dashboards.tasks``), and the outbox's drain
-(``pools.jobs.tasks``)."""
+``pools.elastic.tasks``, ``pools.dashboards.tasks``, ``pools.serving.tasks``), and the
+outbox's drain (``pools.jobs.tasks``)."""
 
 from pools.capacity import tasks as capacity_tasks
 from pools.dashboards import tasks as dashboard_tasks
 from pools.elastic import tasks as elastic_tasks
 from pools.jobs import tasks as outbox_tasks
 from pools.reclamation import tasks as reclamation_tasks
+from pools.serving import tasks as serving_tasks
 from pools.sizing import tasks as sizing_tasks
 
 __all__ = [
@@ -16,5 +17,6 @@ __all__ = [
     "elastic_tasks",
     "outbox_tasks",
     "reclamation_tasks",
+    "serving_tasks",
     "sizing_tasks",
 ]

@@ -6,6 +6,7 @@ from pools.dashboards import views as dashboard_views
 from pools.elastic import views as elastic_views
 from pools.inventory import views as inventory_views
 from pools.reclamation import views as views_reclamation
+from pools.serving import views as serving_views
 from pools.sizing import views as views_sizing
 
 app_name = "pools"
@@ -39,6 +40,11 @@ urlpatterns = [
     path("requests/<int:pk>/", views_requests.request_detail, name="request-detail"),
     path("requests/<int:pk>/<str:action>/", views_requests.request_action, name="request-action"),
     path("allocations/", views_requests.allocation_list, name="allocation-list"),
+    path(
+        "allocations/<int:pk>/serving/",
+        serving_views.allocation_serving,
+        name="allocation-serving",
+    ),
     path(
         "allocations/<int:pk>/<str:action>/",
         views_requests.allocation_action,

@@ -17,6 +17,7 @@ from pools.capacity import api_pools as capacity_api_pools
 from pools.elastic import api as elastic_api
 from pools.inventory import api as inventory_api
 from pools.reclamation import api as reclamation_api
+from pools.serving import api as serving_api
 from pools.sizing import api as estimates_api
 from pools.tenancy import api as tenancy_api
 from portal.health import deep_health, healthz, readyz
@@ -63,6 +64,7 @@ router.register(
 router.register("exemptions", reclamation_api.ExemptionViewSet, basename="exemption")
 router.register("elastic-policies", elastic_api.ElasticPolicyViewSet, basename="elastic-policy")
 router.register("scale-events", elastic_api.ScaleEventViewSet, basename="scale-event")
+router.register("serving", serving_api.ServingViewSet, basename="serving")
 router.register("statements", billing_api.StatementViewSet, basename="statement")
 
 api_v1 = [

@@ -292,7 +292,7 @@ class PrometheusAdapter:
             metric_selector(FB_USED, selector),
         )
         series: list[Series] = []
-        with _cyclic_gc_paused():  # across the three answers: no catching up in between
+        with cyclic_gc_paused():  # across the three answers: no catching up in between
             for chunk_start, chunk_end in _chunks(start, end, step_s):
                 for expr in queries:
                     series.extend(
@@ -331,7 +331,7 @@ class PrometheusAdapter:
             ).items()
             if key in wanted
         }
-        with _cyclic_gc_paused():
+        with cyclic_gc_paused():
             for chunk_start, chunk_end in _chunks(start, end, step_s):
                 for key, expr in queries.items():
                     results[key].extend(
@@ -359,7 +359,7 @@ class PrometheusAdapter:
             ) from exc
         status = response.status_code
         try:
-            with _cyclic_gc_paused():
+            with cyclic_gc_paused():
                 body = response.json()
         except ValueError:
             body = None
@@ -399,7 +399,7 @@ class PrometheusAdapter:
 
 
 @contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
+def cyclic_gc_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector while an answer is decoded and parsed.
 
     A fleet-wide range query becomes millions of small objects (lists, then samples) that hold
@@ -459,7 +459,7 @@ def _parse_samples(raw: Iterable[Any]) -> tuple[Sample, ...]:
     return tuple(samples)
 
 
-@_cyclic_gc_paused()
+@cyclic_gc_paused()
 def _parse_result(data: Any, operation: str) -> tuple[Series, ...]:
     if not isinstance(data, dict) or "resultType" not in data:
         raise UnexpectedResponse("no 'data.resultType' in the answer", operation=operation)
@@ -480,7 +480,7 @@ def _parse_result(data: Any, operation: str) -> tuple[Series, ...]:
         raise UnexpectedResponse(f"unreadable {kind} result: {exc}", operation=operation) from exc
 
 
-@_cyclic_gc_paused()
+@cyclic_gc_paused()
 def device_usage_from_series(series: Iterable[Series]) -> tuple[DeviceUsage, ...]:
     """Group dcgm-exporter series into one :class:`DeviceUsage` per (UUID, MIG instance,
     workload namespace).

@@ -28,6 +28,7 @@ from pools.inventory.gpu_names import normalise_model_key
 from pools.inventory.services.driver_groups import driver_group_for_version
 from pools.jobs import models as jobs_models
 from pools.reclamation import models as reclamation_models
+from pools.serving import models as serving_models
 from pools.sizing import models as sizing_models
 from pools.tenancy import models as tenancy_models
 
@@ -428,6 +429,42 @@ class SignalReadingFactory(factory.django.DjangoModelFactory):
     latency_ms = 900.0
     request_s = 10.0
     cards_held = 2
+
+
+class ServingRollupFactory(factory.django.DjangoModelFactory):
+    """One 5-minute bucket of a vLLM allocation: 4 running, 1 waiting, KV cache 60 %, 30,000
+    output tokens; everything else unknown."""
+
+    class Meta:
+        model = serving_models.ServingRollup
+
+    allocation = factory.SubFactory(AllocationFactory, status=AllocationStatus.ACTIVE)
+    bucket_start = factory.LazyFunction(
+        lambda: timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=10)
+    )
+    cards_held = factory.SelfAttribute("allocation.card_count")
+    engine = "vllm"
+    requests_running = 4.0
+    requests_waiting = 1.0
+    kv_cache_usage_pct = 60.0
+    generation_tokens = 30_000.0
+
+
+class ServingRollupRunFactory(factory.django.DjangoModelFactory):
+    """A pass that read six families and wrote one row."""
+
+    class Meta:
+        model = serving_models.ServingRollupRun
+
+    bucket_start = factory.LazyFunction(
+        lambda: timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=10)
+    )
+    started_at = factory.LazyFunction(timezone.now)
+    finished_at = factory.LazyFunction(timezone.now)
+    ok = True
+    queries = 6
+    allocations = 1
+    rollups = 1
 
 
 class RateCardFactory(factory.django.DjangoModelFactory):

@@ -96,6 +96,8 @@ def test_the_project_has_no_import_cycle():
         jobs.ELASTIC_HAND_BACK,
         jobs.RECONCILE,
         jobs.IDLE_SCAN,
+        jobs.SERVING_ROLLUP,
+        jobs.SERVING_COMPACT,
     ],
 )
 def test_every_task_services_queue_by_name_is_registered(name):

@@ -25,6 +25,7 @@ from django.views.decorators.http import require_POST
 
 from billing.conf import billing_zone
 from billing.dashboards import costs
+from billing.dashboards import serving as serving_dash
 from billing.pricing import local_midnight, month_of, next_month, previous_month
 from pools.choices import IdleFindingState
 from pools.dashboards import capacity as dashboard
@@ -36,6 +37,7 @@ from pools.inventory.models import DriverGroup, Gpu, GpuModel, Pool
 from pools.jobs import enqueue
 from pools.reclamation.card_timeline import card_changes
 from pools.reclamation.models import IdleFinding
+from pools.serving import selectors as serving_selectors
 from pools.tenancy.models import Team
 from pools.web import PALETTE, Column, csv_response, mig_slices_text, pool_admin_required
 
@@ -323,6 +325,14 @@ def admin_dashboard(request):
         cost_month = last_month
         top_cost = costs.top_teams_by_cost(month=last_month, team=filters.team)
 
+    month_start = local_midnight(this_month, billing_zone())
+    served = serving_selectors.allocations_served(start=month_start, end=now + timedelta(minutes=5))
+    serving_rows = serving_dash.serving_rows(allocations=served, month=this_month, now=now)
+    serving_groups = serving_dash.serving_groups(serving_rows)
+    if export == "serving":
+        return csv_response(serving_groups, SERVING_GROUP_COLUMNS, "dashboard-serving.csv")
+    if export == "serving-allocations":
+        return csv_response(serving_rows, SERVING_COLUMNS, "dashboard-serving-allocations.csv")
     if export == "capacity":
         return csv_response(_capacity_table(rows), CAPACITY_COLUMNS, "dashboard-capacity.csv")
     snapshot = stranded_for_dashboard(filters=filters, now=now)
@@ -382,6 +392,8 @@ def admin_dashboard(request):
         "top_cards": top_cards,
         "top_cost": top_cost,
         "cost_month": cost_month,
+        "serving_groups": serving_groups,
+        "serving_state": serving_selectors.serving_state(now=now),
         "this_month": this_month,
         "in_use": in_use,
         "colour": heat,
@@ -408,6 +420,54 @@ TEAM_ALLOCATION_COLUMNS = [
     Column("used_card_hours", lambda r: None if r["used"] is None else f"{r['used']:.2f}"),
     Column("used_percent", lambda r: r["used_percent"]),
 ]
+SERVING_COLUMNS = [
+    Column("allocation", lambda r: r["allocation"].pk),
+    Column("team", lambda r: r["allocation"].team.slug),
+    Column("pool", lambda r: r["allocation"].pool.slug),
+    Column("gpu_model", lambda r: r["allocation"].gpu_model.slug),
+    Column("cards", lambda r: r["allocation"].card_count),
+    Column("engine", lambda r: r["now"].get("engine")),
+    Column("requests_waiting", lambda r: r["now"].get("requests_waiting")),
+    Column("kv_cache_usage_pct", lambda r: r["now"].get("kv_cache_usage_pct")),
+    Column("ttft_p95_s", lambda r: r["now"].get("ttft_p95_s")),
+    Column("itl_p95_s", lambda r: r["now"].get("itl_p95_s")),
+    Column("output_tokens_5min", lambda r: r["now"].get("generation_tokens")),
+    Column("gpu_util_pct", lambda r: r["now"].get("gpu_util_pct")),
+    Column("month_held_card_hours", lambda r: _usage(r, "held_card_hours")),
+    Column("month_output_tokens", lambda r: _usage(r, "output_tokens")),
+    Column("month_input_tokens", lambda r: _usage(r, "input_tokens")),
+    Column("output_tokens_per_card_hour", lambda r: _usage(r, "output_tokens_per_card_hour")),
+    Column("busy_share", lambda r: _usage(r, "busy_share")),
+    Column("cost", lambda r: r["efficiency"] and r["efficiency"].cost),
+    Column(
+        "cost_per_million_output",
+        lambda r: r["efficiency"] and r["efficiency"].cost_per_million_output,
+    ),
+    Column("currency", lambda r: r["efficiency"] and r["efficiency"].currency),
+]
+
+
+SERVING_GROUP_COLUMNS = [
+    Column("pool", lambda g: g["pool"]),
+    Column("gpu_model", lambda g: g["gpu_model"]),
+    Column("team", lambda g: g["team"]),
+    Column("allocations", lambda g: g["allocations"]),
+    Column("held_card_hours", lambda g: g["usage"].held_card_hours),
+    Column("busy_card_hours", lambda g: g["usage"].busy_card_hours),
+    Column("busy_share", lambda g: g["usage"].busy_share),
+    Column("output_tokens", lambda g: g["usage"].output_tokens),
+    Column("input_tokens", lambda g: g["usage"].input_tokens),
+    Column("output_tokens_per_card_hour", lambda g: g["usage"].output_tokens_per_card_hour),
+    Column("cost", lambda g: g["cost"]),
+    Column("cost_per_million_output", lambda g: g["cost_per_million_output"]),
+    Column("currency", lambda g: g["currency"]),
+]
+
+
+def _usage(row: dict, name: str):
+    return None if row["efficiency"] is None else getattr(row["efficiency"].usage, name)
+
+
 SPEND_COLUMNS = [
     Column("month", lambda s: f"{s.month:%Y-%m}"),
     Column("amount", lambda s: s.amount),
@@ -443,7 +503,13 @@ def team_dashboard(request, slug: str):
             }
         )
     spend_now, spend_before = costs.team_spend(team_id=team.pk, month=month)
+    serving, serving_sort = serving_dash.sort_rows(
+        serving_dash.serving_rows(allocations=allocations, month=month, now=now),
+        request.GET.get("serving_sort", "allocation"),
+    )
     export = request.GET.get("export")
+    if export == "serving":
+        return csv_response(serving, SERVING_COLUMNS, f"{team.slug}-serving.csv")
     if export == "allocations":
         return csv_response(rows, TEAM_ALLOCATION_COLUMNS, f"{team.slug}-allocations.csv")
     if export == "spend":
@@ -464,6 +530,9 @@ def team_dashboard(request, slug: str):
         "held_month": held_month,
         "month": month,
         "estimates": team.sizing_estimates.order_by("-created_at")[:5],
+        "serving": serving,
+        "serving_sort": serving_sort,
+        "serving_headers": serving_dash.HEADERS,
         "idle_findings": IdleFinding.objects.filter(
             allocation__team=team, state=IdleFindingState.OPEN
         ).count(),

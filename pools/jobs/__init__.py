@@ -33,6 +33,8 @@ ELASTIC_APPLY = "pools.elastic.tasks.elastic_apply_task"
 ELASTIC_HAND_BACK = "pools.elastic.tasks.elastic_hand_back_task"
 RECONCILE = "pools.capacity.tasks.reconcile_task"
 IDLE_SCAN = "pools.reclamation.tasks.idle_scan_task"
+SERVING_ROLLUP = "pools.serving.tasks.serving_rollup_task"
+SERVING_COMPACT = "pools.serving.tasks.serving_compact_task"
 OUTBOX_DRAIN = "pools.jobs.tasks.outbox_drain_task"
 
 

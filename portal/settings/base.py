@@ -329,6 +329,12 @@ CELERY_BEAT_SCHEDULE = {
     },
     # The elastic loop judges every minute (its rules count minutes: 5 up, 30 down).
     "elastic-scan": {"task": "pools.elastic.tasks.elastic_scan_task", "schedule": 60},
+    # Serving signals: one rollup per 5-minute bucket, compacted hourly (pools.serving).
+    "serving-rollup": {"task": "pools.serving.tasks.serving_rollup_task", "schedule": 5 * 60},
+    "serving-compact": {
+        "task": "pools.serving.tasks.serving_compact_task",
+        "schedule": crontab(minute=17),
+    },
     # Hourly: pre-scale plans for the next two hours from four weeks of token rates.
     "elastic-forecast": {"task": "pools.elastic.tasks.elastic_forecast_task", "schedule": 3600},
     # Hourly; the task acts only on the 1st in BILLING_TIME_ZONE and is idempotent.
@@ -353,6 +359,11 @@ PROMETHEUS_URL = env.str("PROMETHEUS_URL", default="")
 PROMETHEUS_TIMEOUT_S = env.float("PROMETHEUS_TIMEOUT_S", default=30.0)
 # The capacity dashboard waits on Prometheus for its "in use" column: a short limit per query.
 PROMETHEUS_DASHBOARD_TIMEOUT_S = env.float("PROMETHEUS_DASHBOARD_TIMEOUT_S", default=5.0)
+# Serving rollups (pools.serving): 5-minute rows kept this many days, then hourly rows this many
+# months; a card is busy in a bucket when its mean utilisation is at or above SERVING_BUSY_PCT.
+SERVING_ROLLUP_5M_DAYS = env.int("SERVING_ROLLUP_5M_DAYS", default=35)
+SERVING_ROLLUP_HOURLY_MONTHS = env.int("SERVING_ROLLUP_HOURLY_MONTHS", default=13)
+SERVING_BUSY_PCT = env.float("SERVING_BUSY_PCT", default=30.0)
 
 # Scheduler connections (scheduler_adapters.registry keys). Without one, allocations of that
 # scheduler's pools are reserved in the portal only (the demo).

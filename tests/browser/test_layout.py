@@ -36,6 +36,7 @@ PAGES = {
     "requests/queue/": "/requests/queue/",
     "requests/<int:pk>/": "/requests/{request}/",
     "allocations/": "/allocations/",
+    "allocations/<int:pk>/serving/": "/allocations/{serving}/serving/",  # recorded demo series
     "timeline/": "/timeline/",
     "sizing/": "/sizing/",
     "sizing/estimates/": "/sizing/estimates/",
@@ -51,6 +52,7 @@ PAGES = {
 VARIANTS = [
     "/nodes/?pool=train-slurm&ordering=-gpus",
     "/allocations/?status=active",
+    "/allocations/{serving}/serving/?span=7d",
     # the request panel with a shape: per pool and model whether it fits (issue #20)
     "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=8&cards_per_node=4"
     "&node_count=2&one_nvlink_domain=on&pool=infer-k8s",
@@ -102,6 +104,7 @@ def _demo_ids() -> dict[str, int]:
 
     from pools.capacity.models import CapacityRequest
     from pools.elastic.models import ElasticPolicy
+    from pools.serving.models import ServingRollup
     from pools.sizing.services import PAGE_INITIAL, sizing_estimate_create, sizing_estimate_run
 
     admin = get_user_model().objects.get(username="admin")
@@ -111,6 +114,7 @@ def _demo_ids() -> dict[str, int]:
         "request": CapacityRequest.objects.order_by("pk").first().pk,
         "elastic": ElasticPolicy.objects.order_by("pk").first().pk,
         "estimate": estimate.pk,
+        "serving": ServingRollup.objects.filter(allocation__team__slug="nlp").first().allocation_id,
     }
 
 
@@ -119,7 +123,7 @@ def test_no_page_scrolls_sideways_and_the_menu_opens_on_a_phone(browser, live_se
     call_command("load_demo_billing", verbosity=0)
     ids = _demo_ids()
 
-    pages = [path.format(**ids) for path in PAGES.values()] + VARIANTS
+    pages = [path.format(**ids) for path in [*PAGES.values(), *VARIANTS]]
     too_wide, opened = [], 0
     for width, height in WIDTHS:
         context = browser.new_context(viewport={"width": width, "height": height})

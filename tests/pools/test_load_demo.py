@@ -128,3 +128,34 @@ def test_the_demo_elastic_history_is_what_the_loop_recorded_and_decided(capsys):
     assert {(e.applied, e.apply_note) for e in events} == {
         (False, "Portal only: no Kubernetes connection is configured.")
     }
+
+
+def test_load_demo_records_a_healthy_and_an_overloaded_serving_allocation(capsys):
+    """Two serving allocations with rollups from their start: vision's vLLM endpoint keeps a
+    short queue and room in its KV cache; nlp's SGLang serving queues tens of requests at the
+    peaks with a full KV cache, and its free framebuffer falls through the days."""
+    from pools.serving.models import ServingRollup
+
+    out = load_demo(capsys)
+    assert re.search(r"serving rollups: [1-9]\d* rows", out)
+    rows = {
+        slug: list(
+            ServingRollup.objects.filter(allocation__team__slug=slug).order_by("bucket_start")
+        )
+        for slug in ("nlp", "vision")
+    }
+    healthy, troubled = rows["vision"], rows["nlp"]
+    assert {r.engine for r in healthy} == {"vllm"} and {r.engine for r in troubled} == {"sglang"}
+    assert max(r.requests_waiting for r in healthy) < 5
+    assert max(r.kv_cache_usage_pct for r in healthy) < 80
+    assert max(r.requests_waiting for r in troubled) > 20
+    assert max(r.kv_cache_usage_pct for r in troubled) == 100
+    assert troubled[0].fb_free_mib > 2 * troubled[-1].fb_free_mib
+    # L40S are PCIe cards without NVLink: its series are missing, so those stay unknown
+    nvlink = ["nvlink_tx_bytes_s: DCGM_FI_PROF_NVLINK_TX_BYTES",
+              "nvlink_rx_bytes_s: DCGM_FI_PROF_NVLINK_RX_BYTES"]  # fmt: skip
+    assert all(r.ttft_p95_s is not None and r.missing == nvlink for r in healthy + troubled)
+    assert {r.nvlink_bytes_s for r in healthy + troubled} == {None}
+    before = ServingRollup.objects.count()
+    load_demo(capsys)
+    assert ServingRollup.objects.count() == before

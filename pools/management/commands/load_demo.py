@@ -28,7 +28,7 @@ from pools.capacity.services.requests import (
     capacity_request_reject,
 )
 from pools.choices import AllocationStatus, IdleFindingState, TeamRole
-from pools.demo import POOLS, demo_elastic_history, demo_fleet
+from pools.demo import POOLS, demo_elastic_history, demo_fleet, demo_serving_answers
 from pools.elastic.models import ElasticPolicy, ScaleEvent, SignalReading
 from pools.elastic.services import elastic_apply, elastic_policy_create, scaling_policy
 from pools.inventory.models import Gpu, GpuModel, Pool
@@ -40,6 +40,8 @@ from pools.reclamation.services.scan import (
     percent_decimal,
     policy_thresholds,
 )
+from pools.serving.models import ServingRollup
+from pools.serving.services import bucket_floor, serving_rollup_replay
 from pools.tenancy.models import Membership, Team
 from scheduler_adapters.prometheus import DeviceUsage, Sample
 from scheduler_adapters.types import InventorySource
@@ -94,6 +96,7 @@ class Command(BaseCommand):
         self._requests()
         self._idle_findings()
         self._elastic()
+        self._serving()
 
     def _requests(self):
         """A few requests in every state, made through the services as people would."""
@@ -312,6 +315,38 @@ class Command(BaseCommand):
             f"{len(changes) - ups} downs over {history_days} days, "
             f"{min(r[4] for r in readings)}-{max(r[4] for r in readings)} cards"
         )
+
+    def _serving(self):
+        """Recorded serving answers for the two running inference allocations, from each one's
+        start to now, rolled up by the same code as a pass (pools.serving.services
+        .serving_rollup_replay): vision's elastic vLLM endpoint is healthy; nlp's SGLang chat
+        serving is overloaded (a long queue at the peaks, a full KV cache, retractions, free
+        framebuffer falling through the days), so the Serving panels show both shapes
+        without Prometheus."""
+        if ServingRollup.objects.exists():
+            return
+        now = timezone.now()
+        end = bucket_floor(now)
+        rng = random.Random(30)
+        recorded = []
+        serving = Allocation.objects.filter(
+            status__in=RUNNING_STATUSES, pool__slug="infer-k8s", team__slug__in=["nlp", "vision"]
+        ).select_related("team")
+        for allocation in serving:
+            first = bucket_floor(allocation.starts_at)
+            buckets = int((end - first).total_seconds() // 300)
+            for index in range(buckets):
+                start = first + timedelta(minutes=5 * index)
+                series = demo_serving_answers(
+                    namespace=f"team-{allocation.team.slug}",
+                    at=(start + timedelta(minutes=5)).timestamp(),
+                    cards=allocation.card_count,
+                    troubled=allocation.team.slug == "nlp",
+                    rng=rng,
+                    age=index / max(buckets - 1, 1),
+                )
+                recorded.append((start, {"recorded": series}))
+        self.stdout.write(f"serving rollups: {serving_rollup_replay(recorded=recorded)} rows")
 
     def _idle_findings(self):
         """Reclamation policies and the findings an idle scan would have left, with the series

@@ -1,0 +1,208 @@
+"""API of serving signals (``/api/v1/serving/``): per allocation the caller may see, the newest
+stored values (``GET /serving/``, ``GET /serving/{allocation}/``) and the series over 24 h or 7 d
+(``GET /serving/{allocation}/series/?span=``). Read from the rollups, never from Prometheus;
+``null`` is unknown, and ``missing`` names the metrics no series answered for."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from rest_framework import serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from pools.capacity.selectors import allocation_list
+from pools.serving import selectors
+from pools.serving.fold import SIGNAL_FIELDS
+from pools.serving.models import ServingRollup
+
+SPAN_NAMES = tuple(selectors.SPANS)
+USAGE_FIELDS = (
+    "held_card_hours", "busy_card_hours", "busy_share", "gpu_coverage", "input_tokens",
+    "output_tokens", "input_tokens_per_card_hour", "output_tokens_per_card_hour",
+)  # fmt: skip
+
+
+def _usage(usage) -> dict:
+    return {name: getattr(usage, name) for name in USAGE_FIELDS}
+
+
+class ServingValuesSerializer(serializers.Serializer):
+    """The signals of one bucket (units in the names: ``_pct`` %, ``_s`` seconds, ``_mib`` MiB,
+    ``_c`` °C; tokens, requests and preemptions are counts over the bucket)."""
+
+    def get_fields(self):
+        return {name: serializers.FloatField(allow_null=True) for name in SIGNAL_FIELDS}
+
+
+class ServingCurrentSerializer(serializers.Serializer):
+    allocation = serializers.IntegerField(source="allocation.pk")
+    team = serializers.CharField(source="allocation.team.slug")
+    pool = serializers.CharField(source="allocation.pool.slug")
+    gpu_model = serializers.CharField(source="allocation.gpu_model.slug")
+    card_count = serializers.IntegerField(source="allocation.card_count")
+    bucket_start = serializers.DateTimeField(allow_null=True)
+    bucket_seconds = serializers.IntegerField(allow_null=True)
+    stale = serializers.BooleanField(help_text="The newest rollup is older than 15 minutes.")
+    age_s = serializers.IntegerField(allow_null=True, help_text="Seconds since it ended.")
+    engine = serializers.CharField(help_text="vllm, sglang, or both joined by '+'.")
+    values = serializers.SerializerMethodField()
+    missing = serializers.ListField(child=serializers.CharField())
+    notes = serializers.ListField(child=serializers.CharField())
+
+    @extend_schema_field(ServingValuesSerializer(allow_null=True))
+    def get_values(self, row) -> dict | None:
+        """The dict as stored: no serializer per row (a page of 50 would build 1,500 fields)."""
+        return row["values"]
+
+
+class ServingPointSerializer(ServingValuesSerializer):
+    def get_fields(self):
+        return {
+            "at": serializers.DateTimeField(),
+            "seconds": serializers.IntegerField(help_text="Time the point's rollups cover."),
+            **super().get_fields(),
+        }
+
+
+class ServingSeriesSerializer(serializers.Serializer):
+    allocation = serializers.IntegerField()
+    span = serializers.ChoiceField(choices=SPAN_NAMES)
+    step_s = serializers.IntegerField()
+    points = ServingPointSerializer(many=True)
+
+
+class UsageSerializer(serializers.Serializer):
+    """Sums over rollups (:class:`pools.serving.efficiency.Usage`); ``null`` is unknown."""
+
+    held_card_hours = serializers.DecimalField(max_digits=14, decimal_places=3)
+    busy_card_hours = serializers.DecimalField(max_digits=14, decimal_places=3, allow_null=True)
+    busy_share = serializers.DecimalField(max_digits=5, decimal_places=3, allow_null=True)
+    gpu_coverage = serializers.DecimalField(max_digits=5, decimal_places=3, allow_null=True)
+    input_tokens = serializers.IntegerField(allow_null=True)
+    output_tokens = serializers.IntegerField(allow_null=True)
+    input_tokens_per_card_hour = serializers.DecimalField(
+        max_digits=16, decimal_places=1, allow_null=True
+    )
+    output_tokens_per_card_hour = serializers.DecimalField(
+        max_digits=16, decimal_places=1, allow_null=True
+    )
+
+
+class DayUsageSerializer(UsageSerializer):
+    day = serializers.DateField()
+
+
+class EfficiencySerializer(serializers.Serializer):
+    allocation = serializers.IntegerField()
+    month = serializers.CharField(help_text="YYYY-MM; days are UTC days.")
+    total = UsageSerializer(allow_null=True)
+    days = DayUsageSerializer(many=True)
+
+
+class MonthSerializer(serializers.Serializer):
+    month = serializers.RegexField(r"^\d{4}-(0[1-9]|1[0-2])$", help_text="YYYY-MM")
+
+
+class SpanSerializer(serializers.Serializer):
+    span = serializers.ChoiceField(choices=SPAN_NAMES, default="24h")
+
+
+class ServingViewSet(viewsets.GenericViewSet):
+    """Serving signals of the caller's teams' allocations (all, for pool admins): those with
+    any stored rollup."""
+
+    queryset = ServingRollup.objects.none()  # for the schema; get_queryset scopes by user
+    serializer_class = ServingCurrentSerializer
+    lookup_field = "pk"
+    lookup_value_regex = r"\d+"
+
+    def get_queryset(self):
+        rolled_up = ServingRollup.objects.filter(allocation_id=OuterRef("pk"))
+        return (
+            allocation_list(user=self.request.user)
+            .filter(Exists(rolled_up))
+            .order_by("starts_at", "id")
+        )
+
+    def _current(self, allocations):
+        now = timezone.now()
+        state = selectors.serving_state(now=now)
+        rows = selectors.serving_current(allocation_ids=[a.pk for a in allocations], state=state)
+        age = None if state.age is None else int(state.age.total_seconds())
+        out = []
+        for allocation in allocations:
+            row = rows.get(allocation.pk)
+            out.append(
+                {
+                    "allocation": allocation,
+                    "bucket_start": row["bucket_start"] if row else None,
+                    "bucket_seconds": row["bucket_seconds"] if row else None,
+                    "stale": state.stale,
+                    "age_s": age,
+                    "engine": row["engine"] if row else "",
+                    "values": {name: row[name] for name in SIGNAL_FIELDS} if row else None,
+                    "missing": row["missing"] if row else [],
+                    "notes": row["notes"] if row else [],
+                }
+            )
+        return out
+
+    def list(self, request):
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(self.get_serializer(self._current(page), many=True).data)
+
+    def retrieve(self, request, pk=None):
+        return Response(self.get_serializer(self._current([self.get_object()])[0]).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("month", str, required=True, description="YYYY-MM")],
+        responses=EfficiencySerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def efficiency(self, request, pk=None):
+        """Output and input tokens per card-hour and the busy share of held card-hours, per
+        UTC day of ``month`` and for the month (money: the team dashboard and the statement)."""
+        allocation = self.get_object()
+        form = MonthSerializer(data=request.query_params)
+        form.is_valid(raise_exception=True)
+        year, month = map(int, form.validated_data["month"].split("-"))
+        start = datetime(year, month, 1, tzinfo=UTC)
+        end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+        days = selectors.serving_usage(
+            allocation_ids=[allocation.pk], start=start, end=end, by_day=True
+        )
+        ordered = [{"day": day, **_usage(u)} for (_id, day), u in sorted(days.items())]
+        total = selectors.merge_usage(days.values())
+        body = {
+            "allocation": allocation.pk,
+            "month": form.validated_data["month"],
+            "total": None if total is None else _usage(total),
+            "days": ordered,
+        }
+        return Response(EfficiencySerializer(body).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("span", str, enum=SPAN_NAMES, default="24h")],
+        responses=ServingSeriesSerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def series(self, request, pk=None):
+        """Points oldest first: 5-minute buckets over 24 h, hours over 7 d."""
+        allocation = self.get_object()
+        form = SpanSerializer(data=request.query_params)
+        form.is_valid(raise_exception=True)
+        span = form.validated_data["span"]
+        points = selectors.serving_series(
+            allocation_id=allocation.pk, span=span, now=timezone.now()
+        )
+        body = {
+            "allocation": allocation.pk,
+            "span": span,
+            "step_s": selectors.SPANS[span][1],
+            "points": points,
+        }
+        return Response(ServingSeriesSerializer(body).data)

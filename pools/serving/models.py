@@ -1,0 +1,95 @@
+"""Stored serving signals: one :class:`ServingRollup` per allocation and bucket, and one
+:class:`ServingRollupRun` per pass of the beat task (what it read, what it could not place).
+
+Every signal is ``None`` when unknown (its series was missing); ``missing`` names the metrics
+that were looked for. Token and request counts are *increases over the bucket* (Prometheus
+``increase``: counter resets handled there), so sums over buckets are totals.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from pools.serving.choices import Resolution
+
+
+class ServingRollup(models.Model):
+    allocation = models.ForeignKey(
+        "pools.Allocation", on_delete=models.CASCADE, related_name="serving_rollups"
+    )
+    bucket_seconds = models.PositiveIntegerField(
+        choices=Resolution.choices, default=Resolution.FIVE_MINUTES
+    )
+    bucket_start = models.DateTimeField()
+    cards_held = models.PositiveIntegerField(help_text="The allocation's cards in the bucket.")
+    engine = models.CharField(max_length=30, blank=True, help_text="vllm, sglang, or both.")
+    # engine: requests (mean over the bucket), KV cache (%), latency quantiles (s)
+    requests_running = models.FloatField(null=True, blank=True)
+    requests_waiting = models.FloatField(null=True, blank=True)
+    kv_cache_usage_pct = models.FloatField(null=True, blank=True)
+    prefix_cache_hit_pct = models.FloatField(null=True, blank=True)
+    ttft_p50_s = models.FloatField(null=True, blank=True)
+    ttft_p95_s = models.FloatField(null=True, blank=True)
+    itl_p50_s = models.FloatField(null=True, blank=True)
+    itl_p95_s = models.FloatField(null=True, blank=True)
+    e2e_p50_s = models.FloatField(null=True, blank=True)
+    e2e_p95_s = models.FloatField(null=True, blank=True)
+    # engine: increases over the bucket
+    prompt_tokens = models.FloatField(null=True, blank=True)
+    generation_tokens = models.FloatField(null=True, blank=True)
+    requests_finished = models.FloatField(null=True, blank=True)
+    requests_failed = models.FloatField(null=True, blank=True)
+    preemptions = models.FloatField(null=True, blank=True)
+    # GPU (dcgm-exporter): means over the bucket; framebuffer summed over cards, MiB
+    gpu_util_pct = models.FloatField(null=True, blank=True)
+    sm_active_pct = models.FloatField(null=True, blank=True)
+    dram_active_pct = models.FloatField(null=True, blank=True)
+    fb_used_mib = models.FloatField(null=True, blank=True)
+    fb_free_mib = models.FloatField(null=True, blank=True)
+    temperature_c = models.FloatField(null=True, blank=True)
+    xid_last = models.FloatField(null=True, blank=True, help_text="Last XID code; 0 none.")
+    nvlink_bytes_s = models.FloatField(null=True, blank=True)
+    cards_reporting = models.FloatField(null=True, blank=True)
+    cards_busy = models.FloatField(null=True, blank=True)
+    missing = models.JSONField(default=list, blank=True)
+    notes = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["allocation", "bucket_seconds", "bucket_start"],
+                name="serving_rollup_once_per_bucket",
+            ),
+            models.CheckConstraint(
+                condition=Q(bucket_seconds__in=[300, 3600]), name="serving_rollup_resolution"
+            ),
+        ]
+        indexes = [models.Index(fields=["bucket_seconds", "bucket_start"])]
+        ordering = ["allocation_id", "bucket_start"]
+
+    def __str__(self) -> str:
+        return f"allocation #{self.allocation_id} @ {self.bucket_start:%Y-%m-%d %H:%M}"
+
+
+class ServingRollupRun(models.Model):
+    """One pass: the bucket it covered, how many PromQL requests it sent, what it wrote, and
+    the series whose labels matched no allocation (``unmatched``: target, reason, series)."""
+
+    bucket_start = models.DateTimeField(db_index=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    ok = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    queries = models.PositiveIntegerField(default=0)
+    allocations = models.PositiveIntegerField(default=0)
+    rollups = models.PositiveIntegerField(default=0)
+    unmatched_count = models.PositiveIntegerField(default=0)
+    unmatched = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        state = "ok" if self.ok else "failed"
+        return f"serving rollup {self.bucket_start:%Y-%m-%d %H:%M} ({state})"

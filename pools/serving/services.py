@@ -1,0 +1,220 @@
+"""The serving rollup: one pass every 5 minutes (beat ``serving-rollup``) reads every family of
+signals for every open allocation from Prometheus (six instant queries, whatever the number of
+allocations) and stores one :class:`~pools.serving.models.ServingRollup` per allocation; an
+hourly compaction keeps 5-minute rows for ``SERVING_ROLLUP_5M_DAYS`` (35) days, then one row per
+hour for ``SERVING_ROLLUP_HOURLY_MONTHS`` (13) months.
+
+A pass that cannot read Prometheus (not configured, a timeout, a refused query) writes no
+rollup: the last ones stay and the pages say how old they are (``selectors.serving_state``).
+Running a pass twice for one bucket writes nothing new (one row per allocation and bucket).
+"""
+
+from __future__ import annotations
+
+import calendar
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.forms.models import model_to_dict
+from django.utils import timezone
+
+from pools.adapters import metrics_adapter
+from pools.capacity.lifecycle import APPLIED_STATUSES
+from pools.capacity.models import Allocation
+from pools.choices import Scheduler
+from pools.serving.choices import Resolution
+from pools.serving.fold import ROW_FIELDS, fold
+from pools.serving.models import ServingRollup, ServingRollupRun
+from pools.serving.rollup import Unmatched, allocation_values, place_targets
+from scheduler_adapters.errors import SchedulerError
+from scheduler_adapters.prometheus import cyclic_gc_paused
+from scheduler_adapters.serving_metrics import (
+    WINDOW_S,
+    Answers,
+    answers_from_series,
+    serving_answers,
+)
+
+UNMATCHED_LISTED = 200  # a run lists at most this many unmatched targets (all are counted)
+
+
+def bucket_floor(moment: datetime, seconds: int = WINDOW_S) -> datetime:
+    """The start of the ``seconds``-long bucket holding ``moment`` (UTC-aligned)."""
+    epoch = int(moment.timestamp())
+    return datetime.fromtimestamp(epoch - epoch % seconds, tz=UTC)
+
+
+def _open_allocations(start: datetime, end: datetime) -> list[Allocation]:
+    return list(
+        Allocation.objects.filter(status__in=APPLIED_STATUSES, starts_at__lt=end, ends_at__gt=start)
+        .select_related("team", "pool")
+        .only(
+            "id",
+            "card_count",
+            "starts_at",
+            "ends_at",
+            "scheduler_binding",
+            "team__slug",
+            "pool__scheduler",
+        )
+    )
+
+
+def _namespace(allocation: Allocation) -> str | None:
+    """The Kubernetes namespace an allocation serves in (its binding's, else ``team-<slug>``,
+    what :mod:`pools.capacity.services.scheduler_binding` creates); ``None`` on Slurm."""
+    if allocation.pool.scheduler != Scheduler.KUBERNETES:
+        return None
+    return (allocation.scheduler_binding or {}).get("namespace") or f"team-{allocation.team.slug}"
+
+
+def serving_rollup_pass(*, now: datetime | None = None, metrics=None) -> ServingRollupRun:
+    """Roll up the 5-minute bucket that ended last before ``now`` (module docstring).
+
+    Rows: every open Kubernetes allocation (all ``None`` with ``missing`` filled when nothing
+    answered: unknown, not idle), and every other open allocation a labelled series placed.
+    ``metrics`` is the Prometheus adapter (default from settings)."""
+    now = now or timezone.now()
+    end = bucket_floor(now)
+    start = end - timedelta(seconds=WINDOW_S)
+    run = ServingRollupRun(bucket_start=start, started_at=now)
+    allocations = _open_allocations(start, end)
+    run.allocations = len(allocations)
+    own = metrics is None
+    metrics = metrics_adapter() if own else metrics
+    if metrics is None:
+        return _failed(run, "PROMETHEUS_URL is not set: serving signals are unknown.")
+    try:
+        answers, run.queries = serving_answers(metrics, at=end, busy_pct=settings.SERVING_BUSY_PCT)
+    except SchedulerError as exc:
+        return _failed(run, f"Prometheus could not be read, the last rollup stays: {exc}")
+    finally:
+        if own:
+            metrics.close()
+    done = set(
+        ServingRollup.objects.filter(
+            bucket_seconds=Resolution.FIVE_MINUTES, bucket_start=start
+        ).values_list("allocation_id", flat=True)
+    )
+    rows, unmatched = _bucket_rows([a for a in allocations if a.pk not in done], answers, start)
+    with transaction.atomic():
+        # ignore_conflicts: a pass running at the same moment may have written some rows
+        ServingRollup.objects.bulk_create(rows, ignore_conflicts=True, batch_size=1000)
+        run.rollups = len(rows)
+        run.unmatched_count = len(unmatched) + answers.unlabelled
+        run.unmatched = [u.as_dict() for u in unmatched[:UNMATCHED_LISTED]]
+        run.ok = True
+        run.finished_at = timezone.now()
+        run.save()
+    return run
+
+
+def _bucket_rows(
+    allocations: list[Allocation], answers: Answers, start: datetime
+) -> tuple[list[ServingRollup], list[Unmatched]]:
+    """One bucket's rows: every open Kubernetes allocation, and any other that a labelled
+    series placed (Slurm without one is not serving); what matched none."""
+    namespaces = {a.pk: ns for a in allocations if (ns := _namespace(a))}
+    placed, unmatched = place_targets(
+        answers, open_ids=[a.pk for a in allocations], namespaces=namespaces
+    )
+    with cyclic_gc_paused():  # thousands of rows of small objects, no cycles
+        rows = [_row(allocation, placed.get(allocation.pk), start) for allocation in allocations]
+    return [row for row in rows if row is not None], unmatched
+
+
+def _row(allocation: Allocation, targets, start: datetime) -> ServingRollup | None:
+    """One allocation's row, or ``None`` for a Slurm allocation no labelled series placed."""
+    if targets is None and _namespace(allocation) is None:
+        return None
+    values = allocation_values(targets or [])
+    return ServingRollup(
+        allocation_id=allocation.pk,
+        bucket_seconds=Resolution.FIVE_MINUTES,
+        bucket_start=start,
+        cards_held=allocation.card_count,
+        engine="+".join(values.engines),
+        missing=values.missing,
+        notes=values.notes,
+        **values.fields,
+    )
+
+
+def serving_rollup_replay(*, recorded: Iterable[tuple[datetime, Mapping]]) -> int:
+    """Store rollups from recorded answers instead of asking Prometheus: ``recorded`` holds
+    ``(bucket start, {family: [Series]})`` pairs (what :func:`serving_answers` would have been
+    given), each rolled up exactly as a pass rolls up its bucket, against the allocations open
+    in that bucket (pieces of one bucket's answers are joined first). For the demo and the
+    benchmark; buckets already stored are kept. Returns
+    the rows written."""
+    by_bucket: dict[datetime, list] = defaultdict(list)
+    for start, results in recorded:  # answers of one bucket may come in several pieces
+        for series in results.values():
+            by_bucket[start].extend(series)
+    if not by_bucket:
+        return 0
+    window = timedelta(seconds=WINDOW_S)
+    candidates = _open_allocations(min(by_bucket), max(by_bucket) + window)
+    rows: list[ServingRollup] = []
+    for start, series in sorted(by_bucket.items()):
+        open_now = [a for a in candidates if a.starts_at < start + window and a.ends_at > start]
+        rows.extend(_bucket_rows(open_now, answers_from_series({"recorded": series}), start)[0])
+    ServingRollup.objects.bulk_create(rows, ignore_conflicts=True, batch_size=2000)
+    return len(rows)
+
+
+def _failed(run: ServingRollupRun, error: str) -> ServingRollupRun:
+    run.error = error
+    run.finished_at = timezone.now()
+    run.save()
+    return run
+
+
+# ------------------------------------------------------------------------------ compaction
+
+
+def months_before(moment: datetime, months: int) -> datetime:
+    """``moment`` the same day ``months`` calendar months earlier (the last day of a shorter
+    month)."""
+    index = moment.year * 12 + moment.month - 1 - months
+    year, month = index // 12, index % 12 + 1
+    return moment.replace(
+        year=year, month=month, day=min(moment.day, calendar.monthrange(year, month)[1])
+    )
+
+
+def serving_rollup_compact(*, now: datetime | None = None) -> dict[str, int]:
+    """5-minute rows older than the retention become hourly rows (:func:`hourly_row`), in
+    whole hours; hourly rows older than theirs are deleted. Safe to run twice: an hour already
+    compacted has no 5-minute rows left."""
+    now = now or timezone.now()
+    cutoff = bucket_floor(now - timedelta(days=settings.SERVING_ROLLUP_5M_DAYS), 3600)
+    old = ServingRollup.objects.filter(
+        bucket_seconds=Resolution.FIVE_MINUTES, bucket_start__lt=cutoff
+    ).order_by("allocation_id", "bucket_start")
+    groups: dict[tuple[int, datetime], list[ServingRollup]] = defaultdict(list)
+    for row in old.iterator(chunk_size=5000):
+        groups[(row.allocation_id, bucket_floor(row.bucket_start, 3600))].append(row)
+    hourly = [
+        ServingRollup(
+            allocation_id=allocation_id,
+            bucket_seconds=Resolution.HOUR,
+            bucket_start=hour,
+            **fold([model_to_dict(r, fields=ROW_FIELDS) for r in rows], Resolution.HOUR),
+        )
+        for (allocation_id, hour), rows in groups.items()
+    ]
+    with transaction.atomic():
+        ServingRollup.objects.bulk_create(hourly, ignore_conflicts=True, batch_size=1000)
+        folded, _ = old.delete()
+        expired, _ = ServingRollup.objects.filter(
+            bucket_seconds=Resolution.HOUR,
+            bucket_start__lt=months_before(now, settings.SERVING_ROLLUP_HOURLY_MONTHS),
+        ).delete()
+        runs, _ = ServingRollupRun.objects.filter(
+            started_at__lt=now - timedelta(days=settings.SERVING_ROLLUP_5M_DAYS)
+        ).delete()
+    return {"hourly": len(hourly), "folded": folded, "expired": expired, "runs": runs}

@@ -1,0 +1,189 @@
+"""The rollup pass and the compaction on PostgreSQL: values stored as read, unknown where no
+series answered, unmatched series listed, a timeout leaving the last rollup, retention."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.test import override_settings
+from factories import AllocationFactory, PoolFactory, TeamFactory
+from serving_support import StubPrometheus, histogram, term
+
+from pools.choices import AllocationStatus, Scheduler
+from pools.serving.models import ServingRollup, ServingRollupRun
+from pools.serving.services import months_before, serving_rollup_compact, serving_rollup_pass
+from scheduler_adapters.serving_metrics import SIGNALS
+
+NOW = datetime(2026, 12, 4, 10, 3, 20, tzinfo=UTC)
+BUCKET = datetime(2026, 12, 4, 9, 55, tzinfo=UTC)  # the 5 minutes that ended at 10:00
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def serving():
+    """#A: team nlp, 2 L40S on Kubernetes, serving with vLLM; #B: team cv, nothing exported;
+    #C: a Slurm allocation of team nlp (no labelled series: not serving)."""
+    k8s = PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")
+    slurm = PoolFactory(slug="train", scheduler=Scheduler.SLURM, slurm_partition="train")
+    nlp, cv = TeamFactory(slug="nlp"), TeamFactory(slug="cv")
+    window = {"starts_at": NOW - timedelta(days=1), "ends_at": NOW + timedelta(days=6)}
+    active = {"status": AllocationStatus.ACTIVE, **window}
+    return (
+        AllocationFactory(team=nlp, pool=k8s, card_count=2, **active),
+        AllocationFactory(team=cv, pool=k8s, **active),
+        AllocationFactory(team=nlp, pool=slurm, **active),
+    )
+
+
+def busy_vllm_answers():
+    ttft = {"0.1": 60, "0.5": 120, "1": 140, "+Inf": 150}
+    return [
+        term("requests_running", "vllm", "vllm:num_requests_running", 4),
+        term("requests_waiting", "vllm", "vllm:num_requests_waiting", 12),
+        term("kv_cache_usage_pct", "vllm", "vllm:kv_cache_usage_perc", 0.97),
+        term("generation_tokens", "vllm", "vllm:generation_tokens_total", 90_000),
+        term("prompt_tokens", "vllm", "vllm:prompt_tokens_total", 30_000),
+        term("requests_finished", "vllm", "vllm:request_success_total", 150),
+        term("requests_failed", "vllm", "vllm:request_success_total", 3),
+        term("preemptions", "vllm", "vllm:num_preemptions_total", 8),
+        *histogram("ttft", "vllm", "vllm:time_to_first_token_seconds_bucket", ttft),
+        term("gpu_util_pct", "dcgm", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 0.81),
+        term("fb_free_mib", "dcgm", "DCGM_FI_DEV_FB_FREE", 2048),
+        term("cards_reporting", "dcgm", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 2),
+        term("cards_busy", "dcgm", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 2),
+        term("requests_running", "vllm", "vllm:num_requests_running", 1, namespace="team-ghost"),
+    ]
+
+
+def test_a_pass_stores_each_serving_allocation_as_read(serving):
+    """#A's TTFT: 150 requests; p50 rank 75 in (0.1, 0.5] holding 60..120:
+    0.1 + 0.4 x 15/60 = 0.2 s; p95 rank 142.5 in (1, +Inf] -> 1.0 s.
+    KV 0.97 -> 97 %; utilisation 0.81 -> 81 %."""
+    a, b, c = serving
+    stub = StubPrometheus(busy_vllm_answers())
+    run = serving_rollup_pass(now=NOW, metrics=stub)
+
+    assert (run.ok, run.queries, stub.requests, run.rollups) == (True, 6, 6, 2)
+    assert run.bucket_start == BUCKET
+    assert run.unmatched_count == 1
+    assert run.unmatched == [
+        {
+            "namespace": "team-ghost",
+            "allocation_label": "",
+            "reason": "no open allocation serves in this namespace",
+            "series": 1,
+        }
+    ]
+    row = ServingRollup.objects.get(allocation=a)
+    assert (row.bucket_start, row.bucket_seconds, row.cards_held, row.engine) == (
+        BUCKET, 300, 2, "vllm"
+    )  # fmt: skip
+    assert (row.requests_running, row.requests_waiting) == (4, 12)
+    assert row.kv_cache_usage_pct == pytest.approx(97.0)
+    assert (row.generation_tokens, row.prompt_tokens) == (90_000, 30_000)
+    assert (row.requests_finished, row.requests_failed, row.preemptions) == (150, 3, 8)
+    assert row.ttft_p50_s == pytest.approx(0.2)
+    assert row.ttft_p95_s == pytest.approx(1.0)
+    assert row.gpu_util_pct == pytest.approx(81.0)
+    assert (row.fb_free_mib, row.cards_reporting, row.cards_busy) == (2048, 2, 2)
+    assert row.itl_p50_s is None and row.temperature_c is None
+
+    unknown = ServingRollup.objects.get(allocation=b)
+    assert unknown.requests_running is None and unknown.gpu_util_pct is None
+    assert unknown.engine == ""
+    assert len(unknown.missing) == len(SIGNALS) == 24  # every signal, each with its names
+    assert not ServingRollup.objects.filter(allocation=c).exists()
+
+
+def test_a_second_pass_for_the_same_bucket_writes_nothing_new(serving):
+    serving_rollup_pass(now=NOW, metrics=StubPrometheus(busy_vllm_answers()))
+    again = serving_rollup_pass(
+        now=NOW + timedelta(seconds=30),
+        metrics=StubPrometheus([term("requests_running", "vllm", "vllm:num_requests_running", 99)]),
+    )
+    assert again.ok and again.rollups == 0
+    assert ServingRollup.objects.get(allocation=serving[0]).requests_running == 4
+
+
+def test_a_timeout_leaves_the_last_rollup_and_records_why(serving):
+    serving_rollup_pass(now=NOW, metrics=StubPrometheus(busy_vllm_answers()))
+    later = NOW + timedelta(minutes=5)
+    run = serving_rollup_pass(now=later, metrics=StubPrometheus(down=True))
+    assert not run.ok and run.rollups == 0
+    assert "did not answer in time" in run.error and "the last rollup stays" in run.error
+    assert ServingRollup.objects.count() == 2  # only the 09:55 rows
+    assert ServingRollupRun.objects.count() == 2
+
+
+@override_settings(PROMETHEUS_URL="")
+def test_without_prometheus_a_pass_says_so(serving):
+    run = serving_rollup_pass(now=NOW)
+    assert not run.ok and run.error.startswith("PROMETHEUS_URL is not set")
+    assert not ServingRollup.objects.exists()
+
+
+def test_compaction_folds_an_old_hour_and_keeps_sums_means_and_maxima(serving):
+    """Ten 5-minute rows of 10:00-11:00 forty days ago (two buckets lost):
+    generation 1,000 each -> 10,000; waiting 2 in five, 6 in five -> mean 4;
+    p95 0.4 s and once 0.9 s -> 0.9; p50 0.2 s over 30 requests (five rows of 6) and 0.5 s
+    over 10 (five rows of 2): (0.2 x 30 + 0.5 x 10) / 40 = 0.275 s."""
+    a = serving[0]
+    hour = datetime(2026, 10, 25, 10, 0, tzinfo=UTC)
+    for i in range(10):
+        ServingRollup.objects.create(
+            allocation=a,
+            bucket_start=hour + timedelta(minutes=5 * i),
+            cards_held=2,
+            engine="vllm",
+            generation_tokens=1000,
+            requests_waiting=2 if i < 5 else 6,
+            ttft_p95_s=0.9 if i == 3 else 0.4,
+            ttft_p50_s=0.2 if i < 5 else 0.5,
+            requests_finished=6 if i < 5 else 2,
+            missing=["itl: vllm:inter_token_latency_seconds_bucket"],
+        )
+    recent = ServingRollup.objects.create(allocation=a, bucket_start=BUCKET, cards_held=2)
+
+    counts = serving_rollup_compact(now=NOW)
+
+    assert counts["hourly"] == 1 and counts["folded"] == 10
+    row = ServingRollup.objects.get(allocation=a, bucket_seconds=3600)
+    assert row.bucket_start == hour
+    assert row.generation_tokens == 10_000
+    assert row.requests_waiting == pytest.approx(4.0)
+    assert row.ttft_p95_s == pytest.approx(0.9)
+    assert row.ttft_p50_s == pytest.approx(0.275)
+    assert row.requests_finished == 40
+    assert row.missing == ["itl: vllm:inter_token_latency_seconds_bucket"]
+    assert row.notes == ["10 of 12 five-minute buckets"]
+    assert ServingRollup.objects.filter(pk=recent.pk).exists()
+    assert serving_rollup_compact(now=NOW)["hourly"] == 0  # safe to run twice
+
+
+def test_hourly_rows_expire_after_thirteen_months(serving):
+    a = serving[0]
+    old = ServingRollup.objects.create(
+        allocation=a, bucket_seconds=3600, bucket_start=datetime(2025, 11, 4, 9, tzinfo=UTC),
+        cards_held=2,
+    )  # fmt: skip
+    kept = ServingRollup.objects.create(
+        allocation=a, bucket_seconds=3600, bucket_start=datetime(2025, 11, 4, 11, tzinfo=UTC),
+        cards_held=2,
+    )  # fmt: skip
+    assert serving_rollup_compact(now=NOW)["expired"] == 1
+    assert not ServingRollup.objects.filter(pk=old.pk).exists()
+    assert ServingRollup.objects.filter(pk=kept.pk).exists()
+
+
+@pytest.mark.parametrize(
+    ("moment", "months", "expected"),
+    [
+        (datetime(2026, 12, 4, 10, tzinfo=UTC), 13, datetime(2025, 11, 4, 10, tzinfo=UTC)),
+        (datetime(2026, 3, 31, tzinfo=UTC), 1, datetime(2026, 2, 28, tzinfo=UTC)),
+        (datetime(2026, 1, 15, tzinfo=UTC), 13, datetime(2024, 12, 15, tzinfo=UTC)),
+    ],
+)
+def test_months_before_is_calendar_months(moment, months, expected):
+    assert months_before(moment, months) == expected
