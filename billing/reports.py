@@ -6,7 +6,6 @@ from the numbers (Chart.js needs a browser, WeasyPrint has none).
 
 from __future__ import annotations
 
-import csv
 import io
 from decimal import Decimal
 
@@ -17,6 +16,7 @@ from django.utils.safestring import mark_safe
 from billing.models import Statement
 from billing.pricing import format_money, price_unit, priced_quantity
 from billing.selectors import cost_by_gpu_model, lines_by_statement, month_trend, statement_lines
+from pools.csv_cells import SafeCsvWriter
 
 CSV_COLUMNS = (
     "statement_id", "team", "cost_centre", "month", "status", "line", "kind", "period",
@@ -49,7 +49,7 @@ def statement_csv_rows(statements) -> list[list[str]]:
 
 def statements_csv(statements) -> str:
     out = io.StringIO()
-    csv.writer(out).writerows(statement_csv_rows(statements))
+    SafeCsvWriter(out).writerows(statement_csv_rows(statements))
     return out.getvalue()
 
 

@@ -20,6 +20,7 @@ from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import requests as request_services
 from pools.choices import RequestKind, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
+from pools.validators import MAX_REQUEST_CARDS
 
 
 class AllocationSerializer(serializers.ModelSerializer):
@@ -67,7 +68,7 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
     decided_by = serializers.StringRelatedField(allow_null=True)  # None until decided
     starts_at = AwareDateTimeField()
     ends_at = AwareDateTimeField()
-    card_count = serializers.IntegerField(min_value=1)
+    card_count = serializers.IntegerField(min_value=1, max_value=MAX_REQUEST_CARDS)
     min_memory_gib = serializers.DecimalField(
         max_digits=7, decimal_places=2, required=False, allow_null=True, min_value=1
     )
@@ -128,7 +129,7 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
 
 
 class ApproveSerializer(serializers.Serializer):
-    card_count = serializers.IntegerField(min_value=1, required=False)
+    card_count = serializers.IntegerField(min_value=1, max_value=MAX_REQUEST_CARDS, required=False)
     ends_at = AwareDateTimeField(required=False)
     pool = serializers.SlugRelatedField(
         slug_field="slug", queryset=Pool.objects.all(), required=False
