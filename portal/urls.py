@@ -5,12 +5,11 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.routers import DefaultRouter
-from rest_framework.throttling import ScopedRateThrottle
 
 from billing.api import views as billing_api
 from billing.dashboards import views as views_dashboard
+from pools.access import api as access_api
 from pools.capacity import api as capacity_api
 from pools.capacity import api_audit as audit_api
 from pools.capacity import api_pools as capacity_api_pools
@@ -23,13 +22,8 @@ from portal.health import healthz, readyz
 from portal.throttling import LoginView, lockout_response
 
 
-class TokenView(ObtainAuthToken):
-    """``POST /api/v1/auth/token/`` with username and password -> ``{"token": ...}``."""
-
-    # Scoped, so the rate is REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["token"] (per client
-    # address); AnonRateThrottle would look for an "anon" rate that is not set and answer 500.
-    throttle_classes = [ScopedRateThrottle]
-    throttle_scope = "token"
+class TokenView(access_api.TokenView):
+    """``/api/v1/auth/token/`` (:class:`pools.access.api.TokenView`), with the sign-in lockout."""
 
     def finalize_response(self, request, response, *args, **kwargs):
         # django-axes marks the (DRF) request it was given when this username at this address

@@ -5,8 +5,8 @@ Variables: ``DATABASE_URL`` (default: a SQLite file beside manage.py, for the de
 when ``DEBUG`` is off), ``DEBUG``, ``TIME_ZONE``, ``ALLOWED_HOSTS``, ``CSRF_TRUSTED_ORIGINS``,
 ``SECURE_SSL_REDIRECT``, ``INVENTORY_UPLOAD_MAX_BYTES``, ``CACHE_URL`` (default: per-process
 memory), ``NUM_PROXIES`` (trusted reverse proxies, default 0), ``LOGIN_FAILURE_LIMIT``,
-``LOGIN_COOLOFF_MINUTES``, ``LOGIN_THROTTLE_RATE``, ``TOKEN_THROTTLE_RATE``, ``STATIC_ROOT``,
-``SQLITE_TIMEOUT_S``.
+``LOGIN_COOLOFF_MINUTES``, ``LOGIN_THROTTLE_RATE``, ``TOKEN_THROTTLE_RATE``,
+``API_TOKEN_TTL_DAYS``, ``STATIC_ROOT``, ``SQLITE_TIMEOUT_S``.
 """
 
 from datetime import timedelta
@@ -46,7 +46,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_filters",
@@ -205,7 +205,7 @@ REST_FRAMEWORK = {
     # answers 403 when the first class is the session's, which has none); a browser without an
     # Authorization header still signs in by its session.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "knox.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -223,6 +223,16 @@ REST_FRAMEWORK = {
     # Trusted reverse proxies in front of the portal (ingress, load balancer); see
     # portal/throttling.py. 0: X-Forwarded-For is ignored and REMOTE_ADDR is the client.
     "NUM_PROXIES": env.int("NUM_PROXIES", default=0),
+}
+
+# API tokens (django-rest-knox, pools.access.models.ApiToken): one per client, stored as a
+# SHA-512 digest, sent as "Authorization: Token <token>", ending API_TOKEN_TTL_DAYS after they
+# are made (90 by default: the CIS AWS Foundations Benchmark has access keys rotated every 90
+# days or less).
+KNOX_TOKEN_MODEL = "pools.ApiToken"
+REST_KNOX = {
+    "TOKEN_TTL": timedelta(days=env.int("API_TOKEN_TTL_DAYS", default=90)),
+    "AUTH_HEADER_PREFIX": "Token",
 }
 
 # Sign-in lockout (django-axes), for the login page, the admin and the token endpoint: after
