@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from scheduler_adapters.documents import TooDeep, load_yaml
 from scheduler_adapters.types import (
     GpuHealth,
     GpuSnapshot,
@@ -112,7 +113,9 @@ def parse_kubernetes_nodes(payload: dict[str, Any] | list[Any] | str) -> ParseRe
     """
     if isinstance(payload, str):
         try:
-            payload = yaml.safe_load(payload)
+            payload = load_yaml(payload)
+        except TooDeep as exc:
+            return ParseResult(issues=(ParseIssue(f"invalid YAML/JSON: {exc}"),))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = mark.line + 1 if mark is not None else None

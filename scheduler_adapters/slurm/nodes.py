@@ -17,6 +17,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from scheduler_adapters.documents import TooDeep, load_json
 from scheduler_adapters.slurm.gres import GPU, parse_gres_strict
 from scheduler_adapters.types import (
     GpuHealth,
@@ -72,7 +73,9 @@ def parse_slurm_nodes(payload: dict[str, Any] | str) -> ParseResult:
     """
     if isinstance(payload, str):
         try:
-            payload = json.loads(payload)
+            payload = load_json(payload)
+        except TooDeep as exc:
+            return ParseResult(issues=(ParseIssue(f"invalid JSON: {exc}"),))
         except json.JSONDecodeError as exc:
             return ParseResult(issues=(ParseIssue(f"invalid JSON: {exc.msg}", line=exc.lineno),))
     if not isinstance(payload, dict):

@@ -146,3 +146,18 @@ def test_an_upload_over_the_limit_is_400_upload_too_large(admin_api, table_count
     assert body["code"] == "upload_too_large"
     assert body["data"]["limit"] == 64
     assert table_counts() == before
+
+
+@pytest.mark.parametrize("source", ["slurm", "kubernetes"])
+def test_a_file_nested_100000_deep_is_400_not_a_recursion_error(admin_api, table_counts, source):
+    """Python's decoders recurse once per level: this file was a RecursionError, a 500."""
+    before = table_counts()
+    deep = b"[" * 100_000 + b"]" * 100_000
+    response = admin_api.post(
+        URL, {"source": source, "file": upload("nodes.json", deep)}, format="multipart"
+    )
+    assert response.status_code == 400
+    assert "nested deeper than 64 levels" in str(response.json())
+    assert {k: v for k, v in table_counts().items() if k != "InventoryImport"} == {
+        k: v for k, v in before.items() if k != "InventoryImport"
+    }
