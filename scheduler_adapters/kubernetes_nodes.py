@@ -17,6 +17,7 @@ import yaml
 
 from scheduler_adapters.documents import TooDeep, load_yaml
 from scheduler_adapters.types import (
+    MAX_GPUS_PER_NODE,
     GpuHealth,
     GpuSnapshot,
     InventorySource,
@@ -55,7 +56,6 @@ _CUDA_PARTS = (
     ("nvidia.com/cuda.runtime.major", "nvidia.com/cuda.runtime.minor"),
 )
 
-MAX_GPUS_PER_NODE = 1024
 # A100/H100/H200 split into at most 7 GPU instances; more per card means a misread count.
 MAX_MIG_DEVICES_PER_GPU = 7
 # NVIDIA MIG user guide: 7 compute slices and 8 memory slices per card (A100, H100, H200, H20).

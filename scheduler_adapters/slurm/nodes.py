@@ -20,6 +20,7 @@ from typing import Any
 from scheduler_adapters.documents import TooDeep, load_json
 from scheduler_adapters.slurm.gres import GPU, parse_gres_strict
 from scheduler_adapters.types import (
+    MAX_GPUS_PER_NODE,
     GpuHealth,
     GpuSnapshot,
     InventorySource,
@@ -28,9 +29,6 @@ from scheduler_adapters.types import (
     ParseIssue,
     ParseResult,
 )
-
-# More than this many cards on one node is a corrupt GRES string (e.g. "gpu:4G"), not hardware.
-MAX_GPUS_PER_NODE = 1024
 
 _UP_WORDS = {"IDLE", "MIXED", "MIX", "ALLOCATED", "ALLOC", "COMPLETING", "COMP"}
 _DOWN_WORDS = {
