@@ -53,9 +53,11 @@ class ElasticPolicySerializer(serializers.ModelSerializer):
         else:
             # Another team's allocation "does not exist", as a missing one does: the answer
             # must not tell a caller which ids are taken.
-            request = self.context.get("request")
+            user = getattr(self.context.get("request"), "user", None)
             fields["allocation"].queryset = (
-                allocation_list(user=request.user) if request else Allocation.objects.none()
+                allocation_list(user=user)
+                if user is not None and user.is_authenticated
+                else Allocation.objects.none()  # the OpenAPI schema is drawn with no one
             )
         return fields
 
