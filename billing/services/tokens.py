@@ -39,7 +39,12 @@ from billing.conf import billing_zone
 from billing.models import UsageRecord
 from billing.pricing import TokenSplit, month_of, split_prompt_tokens
 from pools.tenancy.models import Team
-from pools.validators import DATE_RANGE_MESSAGE, date_in_range
+from pools.validators import (
+    BIDI_CONTROLS,
+    CONTROL_CHARACTERS,
+    DATE_RANGE_MESSAGE,
+    date_in_range,
+)
 
 MAX_BATCH = 50_000
 # Most tokens one record (one request) may carry in each of its counts: 10 x the longest context
@@ -148,6 +153,9 @@ def usage_tokens_ingest(
             error = f"team: unknown team {raw.get('team')!r}"
         elif not isinstance(served, str) or not 0 < len(served) <= 120:
             error = "served_model: a string of 1 to 120 characters"
+        elif CONTROL_CHARACTERS.search(served) or BIDI_CONTROLS.search(served):
+            # shown on statements and their PDF: one line, read left to right
+            error = "served_model: no control characters or bidirectional marks"
         elif at is None:
             error = "timestamp: ISO 8601 with an offset"
         elif not date_in_range(at):

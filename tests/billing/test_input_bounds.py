@@ -31,6 +31,8 @@ GOOD = {
         ({"completion_tokens": MAX_TOKENS_PER_RECORD + 1}, "completion_tokens: at most"),
         ({"timestamp": "0001-01-01T00:00:00Z"}, "timestamp: Dates run from 2000-01-01"),
         ({"timestamp": "9999-12-31T23:00:00+00:00"}, "timestamp: Dates run from 2000-01-01"),
+        ({"served_model": "qwen\u202e7b"}, "served_model: no control characters"),
+        ({"served_model": "qwen\r\n7b"}, "served_model: no control characters"),
     ],
 )
 def test_an_out_of_range_record_is_rejected_by_index_and_the_rest_kept(
