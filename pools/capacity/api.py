@@ -21,6 +21,7 @@ from pools.capacity.services import requests as request_services
 from pools.choices import RequestKind, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
 from pools.validators import MAX_REQUEST_CARDS
+from scheduler_adapters.types import MAX_GPUS_PER_NODE
 
 
 class AllocationSerializer(serializers.ModelSerializer):
@@ -80,7 +81,7 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
         "has yet, accepted as a plan or rejected by a pool admin.",
     )
     cards_per_node = serializers.IntegerField(
-        min_value=1, max_value=1024, required=False, allow_null=True
+        min_value=1, max_value=MAX_GPUS_PER_NODE, required=False, allow_null=True
     )
     node_count = serializers.IntegerField(
         min_value=1, max_value=1024, required=False, allow_null=True

@@ -10,6 +10,7 @@ from pools.choices import RequestKind, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team
 from pools.validators import MAX_REQUEST_CARDS, date_range_validator
+from scheduler_adapters.types import MAX_GPUS_PER_NODE
 
 JUSTIFICATION_MAX = 5000
 
@@ -57,7 +58,7 @@ class CapacityRequestForm(forms.Form):
     cards_per_node = forms.IntegerField(
         required=False,
         min_value=1,
-        max_value=1024,
+        max_value=MAX_GPUS_PER_NODE,
         label="Shape: cards per node",
         help_text="Optional: e.g. 8 for a TP=8 job on one node; empty means any cards.",
     )

@@ -123,3 +123,27 @@ def test_a_request_outside_the_date_range_or_with_2_40_cards_is_a_field_error(
     assert field in response.json()["errors"]
     assert not CapacityRequest.objects.exists()
     assert Team.objects.count() == 1
+
+
+@pytest.mark.parametrize(("cards_per_node", "ok"), [(65, False), (64, True)])
+def test_a_shape_asks_at_most_64_cards_a_node(api_as, team_member, infer_pool, l40s,
+                                              cards_per_node, ok):  # fmt: skip
+    """No node holds more than 64 cards (scheduler_adapters.types.MAX_GPUS_PER_NODE, which the
+    importers enforce), so a shape of 65 a node could never be placed: a field error, where
+    1,024 was taken. 64 a node x 1 node is a usable shape (refused only because the pool
+    has 8 cards, on card_count)."""
+    body = {
+        "team": "nlp", "workload_kind": "inference", "pool": "infer", "gpu_model": "l40s",
+        "card_count": cards_per_node, "cards_per_node": cards_per_node, "node_count": 1,
+        "starts_at": "2030-01-07T09:00:00Z", "ends_at": "2030-01-14T09:00:00Z",
+        "justification": "x",
+    }  # fmt: skip
+    response = api_as(team_member).post("/api/v1/requests/", body, format="json")
+    assert response.status_code == 400
+    if ok:
+        assert list(response.json()["errors"]) == ["card_count"]
+    else:
+        assert response.json()["errors"]["cards_per_node"] == [
+            "Ensure this value is less than or equal to 64."
+        ]
+        assert not CapacityRequest.objects.exists()
