@@ -66,7 +66,7 @@ from django.core.management import call_command
 call_command("migrate", verbosity=0)
 from django.contrib.auth import get_user_model
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
+from pools.access.services import api_token_create
 from pools.models import CapacityRequest, Gpu, GpuModel, Membership, Node, Pool, Team
 from pools.inventory.services.driver_groups import driver_group_for_version
 
@@ -94,7 +94,7 @@ ids = [
     ).pk
     for _ in range({REQUESTS})
 ]
-print(json.dumps({{"token": Token.objects.create(user=admin).key, "ids": ids}}))
+print(json.dumps({{"token": api_token_create(user=admin, client="burst")[1], "ids": ids}}))
 """
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True

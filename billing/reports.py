@@ -6,7 +6,6 @@ from the numbers (Chart.js needs a browser, WeasyPrint has none).
 
 from __future__ import annotations
 
-import csv
 import io
 from decimal import Decimal
 
@@ -18,6 +17,7 @@ from billing.dashboards.serving import team_showback
 from billing.models import Statement
 from billing.pricing import format_money, price_unit, priced_quantity
 from billing.selectors import cost_by_gpu_model, lines_by_statement, month_trend, statement_lines
+from pools.csv_cells import SafeCsvWriter
 
 CSV_COLUMNS = (
     "statement_id", "team", "cost_centre", "month", "status", "line", "kind", "period",
@@ -50,7 +50,7 @@ def statement_csv_rows(statements) -> list[list[str]]:
 
 def statements_csv(statements) -> str:
     out = io.StringIO()
-    csv.writer(out).writerows(statement_csv_rows(statements))
+    SafeCsvWriter(out).writerows(statement_csv_rows(statements))
     return out.getvalue()
 
 
@@ -92,13 +92,13 @@ are unknown (no price, no token counters, no GPU series), never 0."""
 
 def showback_csv(statement: Statement) -> str:
     out = io.StringIO()
-    writer = csv.writer(out)
+    writer = SafeCsvWriter(out)
     writer.writerow(SHOWBACK_COLUMNS)
     for row in team_showback(team_id=statement.team_id, month=statement.month):
         a, e = row["allocation"], row["efficiency"]
         u = e.usage
         writer.writerow(
-            ["" if v is None else v for v in (
+            [v for v in (
                 statement.pk, a.team.slug, f"{statement.month:%Y-%m}", a.pk, a.pool.slug,
                 a.gpu_model.slug, a.card_count, u.held_card_hours, u.busy_share, u.gpu_coverage,
                 u.input_tokens, u.output_tokens, u.input_tokens_per_card_hour,

@@ -50,6 +50,7 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 from billing.pricing import gpu_counts_from_tres, parse_slurm_duration
+from pools.validators import DATE_RANGE_MESSAGE, MAX_REQUEST_CARDS, date_in_range
 from scheduler_adapters.errors import UnexpectedResponse
 from scheduler_adapters.records import JobRecord, JobState
 from scheduler_adapters.slurm.dialects import DIALECTS, known_versions
@@ -70,6 +71,10 @@ FREE_TEXT_COLUMNS = frozenset({
 })  # fmt: skip
 # JobID / JobIDRaw as sacct prints them: 1001, 1001_7, 1001_[1-3%2], 1001+0, 1001.batch.
 _JOB_ID = re.compile(r"\d+(_\d+|_\[[^\]]*\]|\+\d+)?(\.[\w-]+)?")
+
+# Longest run a line may claim: a year (366 days). Sites cap jobs at days or weeks (MaxTime);
+# an ElapsedRaw of 10**20 s is a corrupt line, and would overflow the end time besides.
+MAX_ELAPSED_S = 366 * 24 * 3600
 
 
 class SacctUnusable(ValueError):
@@ -321,9 +326,11 @@ def _record(
                 "not charged",
             )
         try:
-            gpus = gpu_counts_from_tres(parse_tres(text) or {})
+            tres = parse_tres(text) or {}
         except ValueError as problem:
             raise _Rejected("unreadable_value", f"AllocTRES: {problem}") from None
+        _check_gpu_counts(tres)
+        gpus = gpu_counts_from_tres(tres)
     submit_wall = _wall(row, "Submit", time_format)
     return JobRecord(
         job_id=job_id,
@@ -344,6 +351,17 @@ def _record(
     )
 
 
+def _check_gpu_counts(tres: dict[str, Decimal]) -> None:
+    """A GPU count below 0 or above :data:`pools.validators.MAX_REQUEST_CARDS` (more cards than
+    the largest clusters hold) is a corrupt line, not a bill."""
+    for name, count in tres.items():
+        if name.startswith("gres/gpu") and not 0 <= count <= MAX_REQUEST_CARDS:
+            raise _Rejected(
+                "out_of_range",
+                f"AllocTRES {name}={count}: a GPU count is 0 to {MAX_REQUEST_CARDS:,}",
+            )
+
+
 def _job_id(row: dict[str, str]) -> int:
     raw = row.get("JobIDRaw", "").strip()
     text = raw or row.get("JobID", "").strip()
@@ -359,10 +377,13 @@ def _wall(row: dict[str, str], column: str, time_format: str | None) -> datetime
     if text.upper() in _MISSING_TIME:
         return None
     try:
-        return datetime.strptime(text, time_format) if time_format else datetime.fromisoformat(text)
+        wall = datetime.strptime(text, time_format) if time_format else datetime.fromisoformat(text)
     except ValueError:
         shape = time_format or "ISO 8601, %Y-%m-%dT%H:%M:%S"
         raise _Rejected("unreadable_value", f"{column} {text!r} is not a time ({shape})") from None
+    if not date_in_range(wall):
+        raise _Rejected("out_of_range", f"{column} {text!r}: {DATE_RANGE_MESSAGE}")
+    return wall
 
 
 def _elapsed(row: dict[str, str]) -> int | None:
@@ -370,12 +391,20 @@ def _elapsed(row: dict[str, str]) -> int | None:
     if raw:
         if not raw.isdigit():
             raise _Rejected("unreadable_value", f"ElapsedRaw {raw!r} is not a whole number")
-        return int(raw)
+        return _bounded_elapsed("ElapsedRaw", int(raw))
     try:
         seconds = parse_slurm_duration(row.get("Elapsed"))
     except ValueError as problem:
         raise _Rejected("unreadable_value", f"Elapsed: {problem}") from None
-    return None if seconds is None else int(seconds)
+    return None if seconds is None else _bounded_elapsed("Elapsed", int(seconds))
+
+
+def _bounded_elapsed(column: str, seconds: int) -> int:
+    if seconds > MAX_ELAPSED_S:
+        raise _Rejected(
+            "out_of_range", f"{column} {seconds} s is longer than a year ({MAX_ELAPSED_S:,} s)"
+        )
+    return seconds
 
 
 def _readings(wall: datetime, zone: tzinfo) -> list[datetime]:

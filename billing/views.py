@@ -21,19 +21,25 @@ from billing.pricing import month_of, next_month, previous_month
 from billing.reports import showback_csv, statement_pdf, statements_csv
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_list
+from pools.validators import DATE_RANGE_MESSAGE, date_in_range
 
 STATEMENTS_PER_PAGE = 50
 LINES_PER_PAGE = 100
 
 
 def _month(text: str | None) -> date:
+    """The month a cost page shows: ``YYYY-MM`` within the portal's dates (2000–2100), else 404
+    (there are no statements outside, and year 1 has no month before it to link to)."""
     if not text:
         return previous_month(month_of(timezone.now(), billing_zone()))
     try:
         year, month = (int(p) for p in text.split("-"))
-        return date(year, month, 1)
+        first = date(year, month, 1)
     except ValueError as exc:
         raise Http404("month is YYYY-MM") from exc
+    if not date_in_range(first):
+        raise Http404(DATE_RANGE_MESSAGE)
+    return first
 
 
 def _chart(items, label):

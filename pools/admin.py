@@ -1,8 +1,14 @@
 """Django admin for every model of the pools app: changes are audited (:class:`AuditedAdmin`),
-pool binding fields follow the pool services' rules, and rows only services write are read-only."""
+pool binding fields follow the pool services' rules, rows only services write are read-only, and
+users' rights and API tokens change through the audited services of :mod:`pools.access`."""
 
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.db import transaction
 
+from pools.access import models as access_models
+from pools.access.services import RIGHTS, api_token_revoke, user_rights_set
 from pools.audit import models as audit_models
 from pools.audit.admin_mixins import AuditedAdmin, ReadOnlyAdmin
 from pools.capacity.services.pools import POOL_BINDING_FIELDS, pool_usage
@@ -177,3 +183,50 @@ class SizingEstimateAdmin(ReadOnlyAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+@admin.register(access_models.ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens are made by their clients (``POST /api/v1/auth/token/``), never here, and never
+    shown: only who, for what and until when. Deleting one revokes it, audited."""
+
+    list_display = ["user", "client", "created", "expiry"]
+    list_filter = ["client"]
+    search_fields = ["user__username", "client"]
+    list_select_related = ["user"]
+    fields = readonly_fields = ["user", "client", "created", "expiry"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def delete_model(self, request, obj):
+        api_token_revoke(token=obj, actor=request.user, reason="revoked in the Django admin")
+
+    def delete_queryset(self, request, queryset):
+        with transaction.atomic():
+            for token in queryset:
+                self.delete_model(request, token)
+
+
+User = get_user_model()
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class AuditedUserAdmin(DjangoUserAdmin):
+    """Django's user admin, with staff and superuser rights changed through
+    :func:`pools.access.services.user_rights_set` (audited as ``user.rights_changed``)."""
+
+    def save_model(self, request, obj, form, change):
+        wanted = {name: getattr(obj, name) for name in RIGHTS}
+        if change:
+            stored = User.objects.only(*RIGHTS).get(pk=obj.pk)
+            for name in RIGHTS:
+                setattr(obj, name, getattr(stored, name))
+        else:
+            obj.is_staff = obj.is_superuser = False
+        super().save_model(request, obj, form, change)
+        user_rights_set(user=obj, actor=request.user, reason="Django admin", **wanted)

@@ -8,6 +8,7 @@ from rest_framework import permissions, serializers
 
 from pools.tenancy import selectors
 from pools.tenancy.models import Team
+from pools.validators import DATE_RANGE_MESSAGE, date_in_range
 
 
 class IsPoolAdminOrReadOnly(permissions.BasePermission):
@@ -25,13 +26,18 @@ class IsPoolAdmin(permissions.BasePermission):
 
 
 class AwareDateTimeField(serializers.DateTimeField):
-    """ISO 8601 with an offset (``2026-12-07T09:00:00+01:00`` or ``…Z``); naive is refused."""
+    """ISO 8601 with an offset (``2026-12-07T09:00:00+01:00`` or ``…Z``); naive is refused, and
+    so is a date outside 2000–2100 (:data:`pools.validators.EARLIEST_DATE`)."""
+
+    default_error_messages = {"date_range": DATE_RANGE_MESSAGE}
 
     def to_internal_value(self, value):
         parsed = super().to_internal_value(value)
         text = str(value)
         if not (text.endswith(("Z", "z")) or "+" in text[10:] or "-" in text[10:]):
             self.fail("invalid", format="ISO 8601 with a UTC offset, e.g. 2026-12-07T09:00:00Z")
+        if not date_in_range(parsed):
+            self.fail("date_range")
         return parsed
 
 

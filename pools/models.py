@@ -5,6 +5,7 @@ this module only makes every model known to Django under the ``pools`` app label
 their names (``pools_<model>``), so moving a model between sub-domains needs no migration.
 """
 
+from pools.access.models import ApiToken
 from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards, SchedulerDrift
 from pools.elastic.models import ElasticPolicy, ScaleEvent
@@ -26,6 +27,7 @@ from pools.tenancy.models import Membership, Team
 
 __all__ = [
     "Allocation",
+    "ApiToken",
     "AuditEvent",
     "CapacityRequest",
     "DriverGroup",

@@ -3,7 +3,6 @@ filtered and paginated lists, the chart palette."""
 
 from __future__ import annotations
 
-import csv
 import html
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,8 @@ from django.utils.cache import patch_vary_headers
 from django.utils.dates import MONTHS_3
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
+
+from pools.csv_cells import SafeCsvWriter
 
 PAGE_SIZES = (25, 50, 100, 200)
 
@@ -52,13 +53,14 @@ class _Echo:
 
 
 def csv_response(rows: Iterable, columns: Sequence[Column], filename: str) -> StreamingHttpResponse:
-    """Stream ``rows`` as CSV with ``columns``; values ``None`` become empty cells."""
-    writer = csv.writer(_Echo())
+    """Stream ``rows`` as CSV with ``columns``; values ``None`` become empty cells, and text that
+    would start a spreadsheet formula is escaped (:mod:`pools.csv_cells`)."""
+    writer = SafeCsvWriter(_Echo())
 
     def lines():
         yield writer.writerow([c.header for c in columns])
         for row in rows:
-            yield writer.writerow(["" if (v := c.value(row)) is None else v for c in columns])
+            yield writer.writerow([c.value(row) for c in columns])
 
     response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'

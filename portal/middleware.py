@@ -1,4 +1,7 @@
-"""Login required everywhere except the login page, health probes, the API, the OIDC callback and
+"""The portal's own middleware: sign-in required on pages, API body size, control characters,
+deferred jobs and the request deadline.
+
+Login is required everywhere except the login page, health probes, the API, the OIDC callback and
 ``/metrics`` (Prometheus scrapes it without a session; it holds counts and timings, no data).
 
 The API authenticates on its own (token or session, in DRF) and answers 401/403 as JSON instead of
@@ -6,15 +9,19 @@ redirecting to the login page.
 """
 
 import json
+import re
 import signal
 import threading
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.middleware import LoginRequiredMiddleware as _DjangoLoginRequired
-from django.http import JsonResponse
+from django.core.exceptions import BadRequest, RequestDataTooBig
+from django.http import Http404, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 
 from pools.jobs.outbox import deferred_unwatch, deferred_watch
+from pools.validators import CONTROL_CHARACTERS
 from portal.handlers import RequestTimeout
 
 QUEUED_DEFERRED = "Saved. Its background work is queued and will run when the broker is back."
@@ -140,3 +147,61 @@ class RequestDeadlineMiddleware:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+
+
+# A JSON string escape for NUL ("\u0000"), not preceded by an escaped backslash ("\\u0000" is the
+# six characters \u0000, harmless text).
+_JSON_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000", re.IGNORECASE)
+_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def _bad_input_response(request, status: int, detail: str):
+    """The answer to a refused request: JSON under ``/api/``, the portal's 400/404 page else."""
+    if request.path.startswith("/api/"):
+        code = "not_found" if status == 404 else "invalid_input"
+        return JsonResponse({"code": code, "detail": detail}, status=status)
+    if status == 404:
+        raise Http404(detail)
+    raise BadRequest(detail)
+
+
+class InputCharactersMiddleware:
+    """Refuse control characters at the edge, before any view or database lookup sees them.
+
+    - a URL path with a C0 control character or DEL (``/api/v1/nodes/a%00b/``) is no resource:
+      404 (PostgreSQL refuses NUL in a text parameter, so the lookup answered 500);
+    - NUL in a query parameter (name or value), a form field, or a JSON string: 400. Other control
+      characters in text (a description's line breaks) are each field's business
+      (:func:`pools.validators.single_line_text_validator` for names).
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if CONTROL_CHARACTERS.search(request.path):
+            return _bad_input_response(
+                request, 404, "No such page: its path has control characters."
+            )
+        if any("\x00" in k or any("\x00" in v for v in vs) for k, vs in request.GET.lists()):
+            return _bad_input_response(request, 400, "A query parameter contains a NUL character.")
+        if request.method in ("POST", "PUT", "PATCH") and self._body_has_nul(request):
+            return _bad_input_response(request, 400, "The request body contains a NUL character.")
+        return self.get_response(request)
+
+    @staticmethod
+    def _body_has_nul(request) -> bool:
+        content_type = request.META.get("CONTENT_TYPE", "")
+        if content_type.startswith(_FORM_TYPES):
+            # Uploaded files are data, not text: only the form's own fields are looked at.
+            try:
+                fields = request.POST.lists()
+            except MultiPartParserError:
+                return False  # unreadable: the view's parser answers 400
+            return any("\x00" in k or any("\x00" in v for v in vs) for k, vs in fields)
+        if "json" in content_type:
+            try:
+                return bool(_JSON_NUL.search(request.body))
+            except RequestDataTooBig:
+                return False  # the view reads it again and answers 413 (portal.api)
+        return False

@@ -15,7 +15,9 @@ from typing import Any
 
 import yaml
 
+from scheduler_adapters.documents import TooDeep, load_yaml
 from scheduler_adapters.types import (
+    MAX_GPUS_PER_NODE,
     GpuHealth,
     GpuSnapshot,
     InventorySource,
@@ -54,7 +56,6 @@ _CUDA_PARTS = (
     ("nvidia.com/cuda.runtime.major", "nvidia.com/cuda.runtime.minor"),
 )
 
-MAX_GPUS_PER_NODE = 1024
 # A100/H100/H200 split into at most 7 GPU instances; more per card means a misread count.
 MAX_MIG_DEVICES_PER_GPU = 7
 # NVIDIA MIG user guide: 7 compute slices and 8 memory slices per card (A100, H100, H200, H20).
@@ -112,7 +113,9 @@ def parse_kubernetes_nodes(payload: dict[str, Any] | list[Any] | str) -> ParseRe
     """
     if isinstance(payload, str):
         try:
-            payload = yaml.safe_load(payload)
+            payload = load_yaml(payload)
+        except TooDeep as exc:
+            return ParseResult(issues=(ParseIssue(f"invalid YAML/JSON: {exc}"),))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = mark.line + 1 if mark is not None else None

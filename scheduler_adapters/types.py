@@ -11,6 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+# Most cards one node may report: 64, well above the densest servers sold (an HGX board holds
+# 8, PCIe chassis 10 to 20). More is a corrupt GRES ("gpu:4G"), label or capture, not hardware;
+# every parser and the importer refuse such a node rather than write its cards.
+MAX_GPUS_PER_NODE = 64
+
 
 class InventorySource(StrEnum):
     """Where an inventory snapshot came from."""

@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from billing import models as billing_models
+from pools.access import models as access_models
 from pools.audit import models as audit_models
 from pools.capacity import models as capacity_models
 from pools.capacity import shapes
@@ -321,6 +322,21 @@ class InventoryImportFactory(factory.django.DjangoModelFactory):
         model = inventory_models.InventoryImport
 
     source = "nvidia-smi"
+
+
+class ApiTokenFactory(factory.django.DjangoModelFactory):
+    """A CI client's token, made as the token endpoint makes it (knox draws and hashes it)."""
+
+    class Meta:
+        model = access_models.ApiToken
+
+    user = factory.SubFactory(UserFactory)
+    client = "ci"
+
+    @classmethod
+    def _create(cls, model_class, *args, **kwargs):
+        token, _ = model_class.objects.create(*args, **kwargs)
+        return token
 
 
 class AuditEventFactory(factory.django.DjangoModelFactory):

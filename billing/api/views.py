@@ -18,6 +18,7 @@ from billing import selectors
 from billing.errors import UsageRejected
 from billing.models import Statement, StatementLine
 from billing.services.tokens import usage_tokens_ingest
+from pools.validators import date_range_validator
 
 
 class MonthField(forms.CharField):
@@ -30,7 +31,9 @@ class MonthField(forms.CharField):
         match = re.fullmatch(r"(\d{4})-(\d{2})", value)
         if not match or not 1 <= int(match[2]) <= 12 or int(match[1]) < 1:
             raise forms.ValidationError("A month as YYYY-MM, e.g. 2026-10.", code="invalid")
-        return date(int(match[1]), int(match[2]), 1)
+        month = date(int(match[1]), int(match[2]), 1)
+        date_range_validator(month)
+        return month
 
 
 class MonthFilter(django_filters.Filter):

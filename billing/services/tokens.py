@@ -39,8 +39,18 @@ from billing.conf import billing_zone
 from billing.models import UsageRecord
 from billing.pricing import TokenSplit, month_of, split_prompt_tokens
 from pools.tenancy.models import Team
+from pools.validators import (
+    BIDI_CONTROLS,
+    CONTROL_CHARACTERS,
+    DATE_RANGE_MESSAGE,
+    date_in_range,
+)
 
 MAX_BATCH = 50_000
+# Most tokens one record (one request) may carry in each of its counts: 10 x the longest context
+# window offered today (Llama 4 Scout: 10M tokens, Meta's model card). A larger count is a
+# gateway's bug, and would not fit UsageRecord.quantity's 18 integer digits much further on.
+MAX_TOKENS_PER_RECORD = 100_000_000
 
 
 @dataclass
@@ -97,6 +107,19 @@ def _usage_split(raw: dict[str, Any]) -> TokenSplit:
     )
 
 
+def _too_many_tokens(split: TokenSplit | None) -> str | None:
+    """The record's error when a count is over :data:`MAX_TOKENS_PER_RECORD`, else None."""
+    if split is None:
+        return None
+    for name, count in (
+        ("prompt_tokens", split.uncached_input + split.cached_input),
+        ("completion_tokens", split.output),
+    ):
+        if count > MAX_TOKENS_PER_RECORD:
+            return f"{name}: at most {MAX_TOKENS_PER_RECORD:,} tokens a record, got {count:,}"
+    return None
+
+
 def usage_tokens_ingest(
     *, records: list[dict[str, Any]], teams: set[int] | None = None
 ) -> TokenIngestResult:  # noqa: E501
@@ -130,8 +153,13 @@ def usage_tokens_ingest(
             error = f"team: unknown team {raw.get('team')!r}"
         elif not isinstance(served, str) or not 0 < len(served) <= 120:
             error = "served_model: a string of 1 to 120 characters"
+        elif CONTROL_CHARACTERS.search(served) or BIDI_CONTROLS.search(served):
+            # shown on statements and their PDF: one line, read left to right
+            error = "served_model: no control characters or bidirectional marks"
         elif at is None:
             error = "timestamp: ISO 8601 with an offset"
+        elif not date_in_range(at):
+            error = f"timestamp: {DATE_RANGE_MESSAGE}"
         elif not isinstance(raw.get("cache_hit", False), bool):
             error = "cache_hit: true or false"
         else:
@@ -141,6 +169,8 @@ def usage_tokens_ingest(
                 split = None
             except ValueError as exc:
                 error = str(exc)
+            else:
+                error = _too_many_tokens(split)
         if error:
             result.rejected.append({"index": index, "idempotency_key": key, "error": error})
             continue

@@ -7,11 +7,15 @@ from django.db import models
 
 
 class AuditEvent(models.Model):
-    """Who changed what, when, from where: written explicitly by every service (no signals)."""
+    """Who changed what, when, from where: written explicitly by every service (no signals).
+    Rows are only ever added: on PostgreSQL a trigger refuses any UPDATE or DELETE."""
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # PROTECT: the table is append-only (a PostgreSQL trigger refuses UPDATE and DELETE, see
+    # migration 0020), so a user with events is deactivated, never deleted (SET_NULL would
+    # rewrite their events).
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT
     )
     action = models.CharField(max_length=64, db_index=True)
     object_type = models.CharField(max_length=64)

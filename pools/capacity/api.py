@@ -20,6 +20,8 @@ from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import requests as request_services
 from pools.choices import RequestKind, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
+from pools.validators import MAX_REQUEST_CARDS
+from scheduler_adapters.types import MAX_GPUS_PER_NODE
 
 
 class AllocationSerializer(serializers.ModelSerializer):
@@ -67,7 +69,7 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
     decided_by = serializers.StringRelatedField(allow_null=True)  # None until decided
     starts_at = AwareDateTimeField()
     ends_at = AwareDateTimeField()
-    card_count = serializers.IntegerField(min_value=1)
+    card_count = serializers.IntegerField(min_value=1, max_value=MAX_REQUEST_CARDS)
     min_memory_gib = serializers.DecimalField(
         max_digits=7, decimal_places=2, required=False, allow_null=True, min_value=1
     )
@@ -79,7 +81,7 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
         "has yet, accepted as a plan or rejected by a pool admin.",
     )
     cards_per_node = serializers.IntegerField(
-        min_value=1, max_value=1024, required=False, allow_null=True
+        min_value=1, max_value=MAX_GPUS_PER_NODE, required=False, allow_null=True
     )
     node_count = serializers.IntegerField(
         min_value=1, max_value=1024, required=False, allow_null=True
@@ -128,7 +130,7 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
 
 
 class ApproveSerializer(serializers.Serializer):
-    card_count = serializers.IntegerField(min_value=1, required=False)
+    card_count = serializers.IntegerField(min_value=1, max_value=MAX_REQUEST_CARDS, required=False)
     ends_at = AwareDateTimeField(required=False)
     pool = serializers.SlugRelatedField(
         slug_field="slug", queryset=Pool.objects.all(), required=False

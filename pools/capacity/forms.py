@@ -9,6 +9,8 @@ from django import forms
 from pools.choices import RequestKind, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team
+from pools.validators import MAX_REQUEST_CARDS, date_range_validator
+from scheduler_adapters.types import MAX_GPUS_PER_NODE
 
 JUSTIFICATION_MAX = 5000
 
@@ -50,11 +52,13 @@ class CapacityRequestForm(forms.Form):
         decimal_places=2,
         label="…with at least (GiB per card)",
     )
-    card_count = forms.IntegerField(min_value=1, initial=1, label="Cards")
+    card_count = forms.IntegerField(
+        min_value=1, max_value=MAX_REQUEST_CARDS, initial=1, label="Cards"
+    )
     cards_per_node = forms.IntegerField(
         required=False,
         min_value=1,
-        max_value=1024,
+        max_value=MAX_GPUS_PER_NODE,
         label="Shape: cards per node",
         help_text="Optional: e.g. 8 for a TP=8 job on one node; empty means any cards.",
     )
@@ -68,10 +72,14 @@ class CapacityRequestForm(forms.Form):
         required=False, label="Groups may share a node (inference replicas)"
     )
     starts_at = forms.DateTimeField(
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}), label="Start"
+        validators=[date_range_validator],
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        label="Start",
     )
     ends_at = forms.DateTimeField(
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}), label="End"
+        validators=[date_range_validator],
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        label="End",
     )
     cuda_version = forms.CharField(
         required=False, max_length=8, label="CUDA version needed", help_text="Optional, e.g. 12.4"
@@ -117,8 +125,11 @@ class CapacityRequestForm(forms.Form):
 class ApproveForm(forms.Form):
     """A pool admin's decision: grant as asked, or fewer cards / a shorter window."""
 
-    card_count = forms.IntegerField(min_value=1, required=False, label="Cards to grant")
+    card_count = forms.IntegerField(
+        min_value=1, max_value=MAX_REQUEST_CARDS, required=False, label="Cards to grant"
+    )
     ends_at = forms.DateTimeField(
+        validators=[date_range_validator],
         required=False,
         label="Grant until",
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
@@ -153,7 +164,9 @@ class RequiredReasonForm(ReasonForm):
 
 class ExtendForm(forms.Form):
     ends_at = forms.DateTimeField(
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}), label="New end"
+        validators=[date_range_validator],
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        label="New end",
     )
     justification = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}), max_length=JUSTIFICATION_MAX

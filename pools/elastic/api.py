@@ -13,6 +13,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from pools.capacity.models import Allocation
+from pools.capacity.selectors import allocation_list
 from pools.elastic import selectors
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 from pools.elastic.services import (
@@ -49,6 +50,15 @@ class ElasticPolicySerializer(serializers.ModelSerializer):
         fields = super().get_fields()
         if self.instance is not None:  # the allocation is the policy's: not moved by an update
             fields["allocation"].read_only = True
+        else:
+            # Another team's allocation "does not exist", as a missing one does: the answer
+            # must not tell a caller which ids are taken.
+            user = getattr(self.context.get("request"), "user", None)
+            fields["allocation"].queryset = (
+                allocation_list(user=user)
+                if user is not None and user.is_authenticated
+                else Allocation.objects.none()  # the OpenAPI schema is drawn with no one
+            )
         return fields
 
 

@@ -16,6 +16,7 @@ from django.db import models
 from django.db.models import Q
 
 from pools.elastic.choices import ScaleAction, ScaleSource
+from pools.validators import dns_subdomain_validator
 
 MIN_COOLDOWN_MINUTES = 10  # seed 004 §3.3: "at least 10 to 15 minutes"
 MAX_COOLDOWN_MINUTES = 30  # an autoscaling/v2 HPA policy period is at most 1800 s
@@ -69,7 +70,7 @@ class ElasticPolicy(models.Model):
         max_digits=10, decimal_places=2, null=True, blank=True,
         validators=[MinValueValidator(Decimal("0.01"))],
     )  # fmt: skip
-    deployment = models.CharField(max_length=253, blank=True)
+    deployment = models.CharField(max_length=253, blank=True, validators=[dns_subdomain_validator])
     enabled = models.BooleanField(default=True)
     last_scaled_at = models.DateTimeField(null=True, blank=True)
     borrowed_since = models.DateTimeField(null=True, blank=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -23,14 +23,21 @@ from pools.choices import (
     QuotaBackend,
     Scheduler,
 )
-from pools.validators import dns_label_validator, hostname_validator, slug_validator
+from pools.validators import (
+    MAX_AUTO_APPROVE_DAYS,
+    MAX_REQUEST_CARDS,
+    dns_label_validator,
+    hostname_validator,
+    single_line_text_validator,
+    slug_validator,
+)
 
 
 class GpuModel(models.Model):
     """A catalogue row: one GPU SKU with its published specs (``sources`` cites each value)."""
 
     slug = models.SlugField(max_length=40, unique=True, validators=[slug_validator])
-    name = models.CharField(max_length=80)
+    name = models.CharField(max_length=80, validators=[single_line_text_validator])
     vendor_name = models.CharField(max_length=120, help_text="Exact name nvidia-smi prints.")
     architecture = models.CharField(max_length=40, blank=True)
     card_class = models.CharField(max_length=12, choices=CardClass.choices)
@@ -123,7 +130,7 @@ class Pool(models.Model):
     """
 
     slug = models.SlugField(max_length=50, unique=True, validators=[slug_validator])
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=100, validators=[single_line_text_validator])
     description = models.TextField(blank=True)
     scheduler = models.CharField(max_length=12, choices=Scheduler.choices)
     slurm_partition = models.CharField(max_length=64, blank=True)
@@ -135,10 +142,16 @@ class Pool(models.Model):
         validators=[MinValueValidator(Decimal("0.10"))],
     )
     auto_approve_max_cards = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Requests of at most this many cards … (empty: never)"
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(MAX_REQUEST_CARDS)],
+        help_text="Requests of at most this many cards … (empty: never)",
     )
     auto_approve_max_days = models.PositiveIntegerField(
-        null=True, blank=True, help_text="… lasting at most this many days are approved at once."
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(MAX_AUTO_APPROVE_DAYS)],
+        help_text="… lasting at most this many days are approved at once.",
     )
     # Kubernetes pools: where elastic allocations' floor/ceiling land (pools/elastic/).
     quota_backend = models.CharField(

@@ -154,6 +154,7 @@ class IdleFindingViewSet(viewsets.ReadOnlyModelViewSet):
     def dismiss(self, request, pk=None):
         """Close an open finding without reclaiming; not flagged again for a week."""
         finding = self.get_object()
+        ReclamationPolicyViewSet._require_admin(request, "dismiss a finding")
         form = DismissSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         finding = reclamation_services.idle_finding_dismiss(

@@ -46,6 +46,7 @@ from pools.reclamation.services.scan import (
 from pools.reclamation.services.whatif import OVERRIDABLE, reclamation_what_if
 from pools.tenancy import selectors
 from pools.tenancy.models import Team
+from pools.validators import date_range_validator
 from pools.web import Column, PlainSelect, csv_response, pool_admin_required
 
 FINDING_COLUMNS = [
@@ -318,7 +319,9 @@ class ExemptionForm(forms.Form):
     )
     reason = forms.CharField(max_length=1000, widget=forms.Textarea(attrs={"rows": 2}))
     expires_at = forms.DateTimeField(
-        label="Expires at", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+        validators=[date_range_validator],
+        label="Expires at",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
     )
 
     def clean(self):

@@ -8,15 +8,17 @@ from django.db import models
 from pools.choices import (
     TeamRole,
 )
-from pools.validators import slug_validator
+from pools.validators import single_line_text_validator, slug_validator
 
 
 class Team(models.Model):
     """A tenant that holds allocations and is charged; ``cost_centre`` is finance's code."""
 
     slug = models.SlugField(max_length=50, unique=True, validators=[slug_validator])
-    name = models.CharField(max_length=100)
-    cost_centre = models.CharField(max_length=40, blank=True)
+    name = models.CharField(max_length=100, validators=[single_line_text_validator])
+    cost_centre = models.CharField(
+        max_length=40, blank=True, validators=[single_line_text_validator]
+    )
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
     )

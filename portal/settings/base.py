@@ -5,8 +5,9 @@ Variables: ``DATABASE_URL`` (default: a SQLite file beside manage.py, for the de
 when ``DEBUG`` is off), ``DEBUG``, ``TIME_ZONE``, ``ALLOWED_HOSTS``, ``CSRF_TRUSTED_ORIGINS``,
 ``SECURE_SSL_REDIRECT``, ``INVENTORY_UPLOAD_MAX_BYTES``, ``CACHE_URL`` (default: per-process
 memory), ``NUM_PROXIES`` (trusted reverse proxies, default 0), ``LOGIN_FAILURE_LIMIT``,
-``LOGIN_COOLOFF_MINUTES``, ``LOGIN_THROTTLE_RATE``, ``TOKEN_THROTTLE_RATE``, ``STATIC_ROOT``,
-``SQLITE_TIMEOUT_S``, ``TASK_TIME_LIMIT_S``, ``REQUEST_TIMEOUT_S``, ``CELERY_QUEUE``.
+``LOGIN_COOLOFF_MINUTES``, ``LOGIN_THROTTLE_RATE``, ``TOKEN_THROTTLE_RATE``,
+``API_TOKEN_TTL_DAYS``, ``STATIC_ROOT``, ``SQLITE_TIMEOUT_S``, ``TASK_TIME_LIMIT_S``,
+``REQUEST_TIMEOUT_S``, ``CELERY_QUEUE``.
 """
 
 from datetime import timedelta
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import environ
 from celery.schedules import crontab
+from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -46,7 +48,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_filters",
@@ -54,6 +56,7 @@ INSTALLED_APPS = [
     "template_partials",
     "django_prometheus",
     "axes",
+    "csp",
     "pools",
     "billing",
 ]
@@ -64,6 +67,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # A request past REQUEST_TIMEOUT_S answers 503 "timeout" before gunicorn kills its worker.
     "portal.middleware.RequestDeadlineMiddleware",
+    "csp.middleware.CSPMiddleware",
     "portal.middleware.ApiBodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -74,6 +78,8 @@ MIDDLEWARE = [
     # Says "queued, will run when the broker is back" when a committed write's job could not
     # be sent (portal.middleware.DeferredJobsMiddleware).
     "portal.middleware.DeferredJobsMiddleware",
+    # After sign-in and messages, so a refused path gets the portal's own 404 page.
+    "portal.middleware.InputCharactersMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "portal.middleware.LoginRequiredMiddleware",
@@ -201,6 +207,25 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy (django-csp; Django 5.2 has none of its own, 6.0 will): scripts only
+# from the portal's own static files, and inline ones only with the nonce drawn for the page
+# (``<script nonce="{{ request.csp_nonce }}">``); no inline event handlers (static/js/portal.js
+# reads data-confirm / data-autosubmit instead). Inline style attributes stay allowed: the
+# templates use them for layout, and htmx adds its indicator style.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, "'unsafe-inline'"],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 # HSTS preload is a commitment to browser vendors that a site makes on purpose
 # (SECURE_HSTS_PRELOAD=1), so its absence is not a deployment warning.
 SILENCED_SYSTEM_CHECKS = ["security.W021"]
@@ -220,7 +245,7 @@ REST_FRAMEWORK = {
     # answers 403 when the first class is the session's, which has none); a browser without an
     # Authorization header still signs in by its session.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "knox.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -238,6 +263,20 @@ REST_FRAMEWORK = {
     # Trusted reverse proxies in front of the portal (ingress, load balancer); see
     # portal/throttling.py. 0: X-Forwarded-For is ignored and REMOTE_ADDR is the client.
     "NUM_PROXIES": env.int("NUM_PROXIES", default=0),
+}
+
+# API tokens (django-rest-knox, pools.access.models.ApiToken): one per client, stored as a
+# SHA-512 digest, sent as "Authorization: Token <token>", ending API_TOKEN_TTL_DAYS after they
+# are made (90 by default: the CIS AWS Foundations Benchmark has access keys rotated every 90
+# days or less).
+KNOX_TOKEN_MODEL = "pools.ApiToken"
+# knox's own migrations create its AuthToken table even when the model is swapped out (its
+# CreateModel is not marked swappable); that unused table's key to auth_user then blocks the
+# TRUNCATE that empties test databases. Without migrations, no table is made for a swapped model.
+MIGRATION_MODULES = {"knox": None}
+REST_KNOX = {
+    "TOKEN_TTL": timedelta(days=env.int("API_TOKEN_TTL_DAYS", default=90)),
+    "AUTH_HEADER_PREFIX": "Token",
 }
 
 # Sign-in lockout (django-axes), for the login page, the admin and the token endpoint: after

@@ -17,9 +17,11 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from scheduler_adapters.documents import TooDeep, load_json
 from scheduler_adapters.slurm.dialects import DIALECTS, version_key
 from scheduler_adapters.slurm.gres import GPU, parse_gres_strict
 from scheduler_adapters.types import (
+    MAX_GPUS_PER_NODE,
     GpuHealth,
     GpuSnapshot,
     InventorySource,
@@ -32,9 +34,6 @@ from scheduler_adapters.types import (
 # The data-parser versions whose node objects this reader knows: the shapes above (v0.0.36-v0.0.39
 # from before the dialects) and every version the adapter speaks.
 NODE_FILE_VERSIONS = frozenset({"v0.0.36", "v0.0.37", "v0.0.38", "v0.0.39", *DIALECTS})
-
-# More than this many cards on one node is a corrupt GRES string (e.g. "gpu:4G"), not hardware.
-MAX_GPUS_PER_NODE = 1024
 
 _UP_WORDS = {"IDLE", "MIXED", "MIX", "ALLOCATED", "ALLOC", "COMPLETING", "COMP"}
 _DOWN_WORDS = {
@@ -77,7 +76,9 @@ def parse_slurm_nodes(payload: dict[str, Any] | str) -> ParseResult:
     """
     if isinstance(payload, str):
         try:
-            payload = json.loads(payload)
+            payload = load_json(payload)
+        except TooDeep as exc:
+            return ParseResult(issues=(ParseIssue(f"invalid JSON: {exc}"),))
         except json.JSONDecodeError as exc:
             return ParseResult(issues=(ParseIssue(f"invalid JSON: {exc.msg}", line=exc.lineno),))
     if not isinstance(payload, dict):

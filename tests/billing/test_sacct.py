@@ -220,3 +220,27 @@ def test_a_header_without_the_columns_the_meter_needs_is_unusable():
         read_sacct("JobID|State|End\n1|COMPLETED|2026-10-02T01:00:00\n")
     with pytest.raises(SacctUnusable, match="does not split"):
         read_sacct("JobID;State;Start\n", delimiter="|")
+
+
+def test_absurd_durations_dates_and_gpu_counts_are_rejected_per_line_and_the_rest_read():
+    """Issue 27, item 6: these lines aborted the whole file (OverflowError) or were billed.
+    A year is 366 x 86,400 = 31,622,400 s: 31,622,401 is over it, 31,622,400 is kept."""
+    run = "2026-10-02T00:00:00|2026-10-02T01:00:00"
+    text = sacct(
+        f"5001|ok|COMPLETED|nlp|train|{run}|3600|{TRES}",
+        f"5002|x|COMPLETED|nlp|train|{run}|{10**20}|{TRES}",
+        f"5003|x|COMPLETED|nlp|train|{run}|31622401|{TRES}",
+        f"5004|x|COMPLETED|nlp|train|{run}|3600|gres/gpu=-4",
+        f"5005|x|COMPLETED|nlp|train|{run}|3600|gres/gpu:a100=99999999999,gres/gpu=99999999999",
+        f"5006|x|COMPLETED|nlp|train|9999-12-31T23:00:00|9999-12-31T23:30:00|1800|{TRES}",
+        f"5007|x|COMPLETED|nlp|train|0001-01-01T00:00:00|{run[20:]}|3600|{TRES}",
+        f"5008|ok|COMPLETED|nlp|train|2026-10-03T00:00:00|2026-10-03T01:00:00|31622400|{TRES}",
+    )
+    read = read_sacct(text)
+    assert [r.job_id for r in read.records] == [5001, 5008]
+    assert issues(read) == [(line, "out_of_range", True) for line in range(3, 9)]
+    assert read.issues[0].detail == (
+        "ElapsedRaw 100000000000000000000 s is longer than a year (31,622,400 s)"
+    )
+    assert read.issues[2].detail == "AllocTRES gres/gpu=-4: a GPU count is 0 to 100,000"
+    assert "Dates run from 2000-01-01 to 2100-12-31." in read.issues[4].detail

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
+from playwright.sync_api import expect
 
 from pools.choices import AllocationStatus
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.browser
+
+
+def _until(page, expression: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression):
+        assert time.monotonic() < deadline, f"still false after {timeout_s} s: {expression}"
+        page.wait_for_timeout(100)
 
 
 def test_dashboard_drills_down_to_node_and_allocation(signed_in, live_server):
@@ -66,10 +75,11 @@ def test_utilisation_chart_range_and_heatmap_colour_survive_filters_and_refresh(
     page.select_option("select[name=pool]", "train")
     page.wait_for_url("**pool=train**")
     assert "range=7d" in page.url and "heat=util" in page.url
-    page.wait_for_function("document.querySelectorAll('.hm-row').length === 1")
-    page.wait_for_function(
-        "JSON.parse(document.getElementById('util-chart-data').textContent).datasets.length === 1"
-    )
+    expect(page.locator(".hm-row")).to_have_count(1)
+    # polled from here: wait_for_function evaluates its string with eval(), which the page's
+    # Content-Security-Policy (script-src without 'unsafe-eval') refuses
+    _until(page, "JSON.parse(document.getElementById('util-chart-data').textContent)"
+                 ".datasets.length === 1")  # fmt: skip
     page.evaluate(
         "htmx.ajax('GET', '/dashboard/', {source: '#dashboard-body', target: '#dashboard-body'})"
     )

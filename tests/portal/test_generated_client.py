@@ -82,8 +82,7 @@ def catalogue(transactional_db):
 def test_the_generated_client_lists_gpus_and_creates_submits_and_approves_a_request(
     catalogue, gpp_client, live_server, team, team_member, infer_pool, django_user_model
 ):
-    from rest_framework.authtoken.models import Token
-
+    from pools.access.services import api_token_create
     from pools.capacity.models import Allocation
 
     admin_user = django_user_model.objects.create_user("api-admin", password="x", is_staff=True)
@@ -92,7 +91,7 @@ def test_the_generated_client_lists_gpus_and_creates_submits_and_approves_a_requ
     def client_for(user):
         return gpp_client.AuthenticatedClient(
             base_url=live_server.url,
-            token=Token.objects.create(user=user).key,
+            token=api_token_create(user=user, client="gpp-client")[1],
             prefix="Token",
             raise_on_unexpected_status=True,
         )

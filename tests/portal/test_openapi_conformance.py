@@ -32,9 +32,9 @@ CHECKS = [not_a_server_error, response_schema_conformance]
 def world(team, team_member, infer_pool, l40s, django_user_model):
     """Objects with null foreign keys and every kind of row the API lists."""
     from django.utils import timezone
-    from rest_framework.authtoken.models import Token
 
     from billing.models import Statement, StatementLine
+    from pools.access.services import api_token_create
     from pools.audit.services import audit_event_record
     from pools.choices import AllocationStatus
     from pools.inventory.models import Gpu
@@ -72,8 +72,8 @@ def world(team, team_member, infer_pool, l40s, django_user_model):
         rate_to=date(2026, 12, 31),
     )
     return {
-        "admin": Token.objects.create(user=admin).key,
-        "member": Token.objects.create(user=team_member).key,
+        "admin": api_token_create(user=admin, client="schemathesis")[1],
+        "member": api_token_create(user=team_member, client="schemathesis")[1],
         "request": pending,
         "allocation": allocation,
         "statement": statement,

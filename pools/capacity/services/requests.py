@@ -44,6 +44,7 @@ from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import GpuModel, Pool
 from pools.jobs import ALLOCATION_PROVISION, ELASTIC_HAND_BACK, enqueue_on_commit
 from pools.tenancy.models import Membership, Team
+from scheduler_adapters.types import MAX_GPUS_PER_NODE
 
 # A start a few minutes in the past is "now" (clock skew, a slow form); more is an error.
 START_GRACE = timedelta(minutes=10)
@@ -189,9 +190,13 @@ def validate_shape_fields(
         if one_nvlink_domain is True or shared_nodes is True:
             errors["cards_per_node"] = "Give cards per node and nodes for a shape."
         return errors
-    for name, value in (("cards_per_node", cards_per_node), ("node_count", node_count)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value > 1024:
-            errors[name] = "Give a whole number from 1 to 1024."
+    # no node holds more than MAX_GPUS_PER_NODE cards (the importers refuse such nodes)
+    for name, value, most in (
+        ("cards_per_node", cards_per_node, MAX_GPUS_PER_NODE),
+        ("node_count", node_count, 1024),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            errors[name] = f"Give a whole number from 1 to {most}."
     if errors:
         return errors
     if isinstance(card_count, int) and cards_per_node * node_count != card_count:

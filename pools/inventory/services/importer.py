@@ -33,6 +33,7 @@ from pools.inventory.services.import_plan import (
 from pools.validators import hostname_validator
 from scheduler_adapters.kubernetes_nodes import mig_per_card
 from scheduler_adapters.types import (
+    MAX_GPUS_PER_NODE,
     GpuSnapshot,
     InventorySource,
     MigDeviceSnapshot,
@@ -282,6 +283,9 @@ def _write_chunk(snapshots: list[NodeSnapshot], run: ImportRun) -> tuple[list[No
     plans: list[NodePlan] = []
     rejected: list[tuple[str, ParseIssue]] = []
     for snapshot in snapshots:
+        if len(snapshot.gpus) > MAX_GPUS_PER_NODE:
+            rejected.append((snapshot.hostname, _too_many_cards(snapshot)))
+            continue
         uuids = [u for g in snapshot.gpus if (u := clean_uuid(g.uuid))]
         clash = next(
             (u for u in uuids if held.get(u, snapshot.hostname) != snapshot.hostname), None
@@ -304,6 +308,15 @@ def _write_chunk(snapshots: list[NodeSnapshot], run: ImportRun) -> tuple[list[No
         plans.append(plan_node(node, gpus_by_node.get(node.pk, []) if node else [], snapshot, run))
     _write_plans(plans, run)
     return plans, rejected
+
+
+def _too_many_cards(snapshot: NodeSnapshot) -> ParseIssue:
+    return ParseIssue(
+        f"{len(snapshot.gpus):,} GPUs on one node: at most {MAX_GPUS_PER_NODE} are taken "
+        "(a corrupt count, never imported)",
+        field="gpus",
+        node=snapshot.hostname,
+    )
 
 
 def _write_plans(plans: list[NodePlan], run: ImportRun) -> None:

@@ -126,3 +126,36 @@ def test_scale_events_list_and_filter(admin_api, allocation):
     assert event["numbers"]["latency_ms"] == 2000.0
     assert (event["applied"], event["apply_note"]) == (False, "")  # not applied yet
     assert admin_api.get("/api/v1/scale-events/?action=down").json()["count"] == 0
+
+
+def test_another_teams_allocation_answers_as_a_missing_one(member_api, member, allocation):
+    """A manager of another team learns nothing from the answer: the same 400 "does not exist"
+    for a taken id as for a free one, and no policy written (issue 27, item 10)."""
+    MembershipFactory(team=TeamFactory(slug="mine"), user=member, role=TeamRole.MANAGER)
+    taken = member_api.post("/api/v1/elastic-policies/", {"allocation": allocation.pk,
+                            "ceiling_cards": 6}, format="json")  # fmt: skip
+    free = member_api.post("/api/v1/elastic-policies/", {"allocation": allocation.pk + 1000,
+                           "ceiling_cards": 6}, format="json")  # fmt: skip
+    assert taken.status_code == free.status_code == 400
+    assert taken.json()["errors"]["allocation"] == [
+        free.json()["errors"]["allocation"][0].replace(
+            str(allocation.pk + 1000), str(allocation.pk)
+        )  # fmt: skip
+    ]
+    assert not ElasticPolicy.objects.exists()
+
+
+@pytest.mark.parametrize("name", ["Serve_Qwen", "serve-", "a" * 254, "serve\nqwen", "-serve"])
+def test_a_deployment_that_is_not_a_dns_1123_name_is_a_field_error(admin_api, allocation, name):
+    answer = admin_api.post("/api/v1/elastic-policies/", {"allocation": allocation.pk,
+                            "ceiling_cards": 6, "deployment": name}, format="json")  # fmt: skip
+    assert answer.status_code == 400
+    assert "deployment" in answer.json()["errors"]
+    assert not ElasticPolicy.objects.exists()
+
+
+def test_a_dns_1123_subdomain_deployment_is_kept(admin_api, allocation):
+    body = {"allocation": allocation.pk, "ceiling_cards": 6, "deployment": "qwen-7b.serve"}
+    answer = admin_api.post("/api/v1/elastic-policies/", body, format="json")
+    assert answer.status_code == 201, answer.json()
+    assert ElasticPolicy.objects.get().deployment == "qwen-7b.serve"

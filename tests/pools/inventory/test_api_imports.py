@@ -146,3 +146,50 @@ def test_an_upload_over_the_limit_is_400_upload_too_large(admin_api, table_count
     assert body["code"] == "upload_too_large"
     assert body["data"]["limit"] == 64
     assert table_counts() == before
+
+
+@pytest.mark.parametrize("source", ["slurm", "kubernetes"])
+def test_a_file_nested_100000_deep_is_400_not_a_recursion_error(admin_api, table_counts, source):
+    """Python's decoders recurse once per level: this file was a RecursionError, a 500."""
+    before = table_counts()
+    deep = b"[" * 100_000 + b"]" * 100_000
+    response = admin_api.post(
+        URL, {"source": source, "file": upload("nodes.json", deep)}, format="multipart"
+    )
+    assert response.status_code == 400
+    assert "nested deeper than 64 levels" in str(response.json())
+    assert {k: v for k, v in table_counts().items() if k != "InventoryImport"} == {
+        k: v for k, v in before.items() if k != "InventoryImport"
+    }
+
+
+def test_a_node_reporting_more_than_64_cards_is_rejected_and_the_rest_kept(admin_api):
+    """Issue 27, item 6: the parsers let 1,024 cards a node through (and nvidia-smi captures
+    any number). 64 is taken, 65 is not (scheduler_adapters.types.MAX_GPUS_PER_NODE)."""
+    payload = slurm_nodes_json(
+        slurm_node("gpu-node-01", "gpu:a100:1000"),
+        slurm_node("gpu-node-02", "gpu:a100:64"),
+        slurm_node("gpu-node-03", "gpu:a100:65"),
+    )
+    response = admin_api.post(
+        URL, {"source": "slurm", "file": upload("nodes.json", payload)}, format="multipart"
+    )
+    assert response.status_code == 400
+    body = response.json()
+    assert (body["created"], body["rejected"]) == (["gpu-node-02"], ["gpu-node-01", "gpu-node-03"])
+    assert list(Node.objects.values_list("hostname", flat=True)) == ["gpu-node-02"]
+    assert Gpu.objects.count() == 64
+
+
+def test_an_nvidia_smi_capture_of_65_cards_is_rejected(admin_api):
+    response = admin_api.post(
+        URL,
+        {"source": "nvidia-smi", "node": "dgx-1",
+         "file": upload("smi.csv", nvidia_smi_csv(65))},
+        format="multipart",
+    )  # fmt: skip
+    assert response.status_code == 400
+    assert response.json()["issues"][0]["message"] == (
+        "65 GPUs on one node: at most 64 are taken (a corrupt count, never imported)"
+    )
+    assert not Node.objects.exists() and not Gpu.objects.exists()

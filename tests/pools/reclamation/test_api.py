@@ -324,3 +324,11 @@ def test_another_teams_exemption_is_invisible_to_a_member(world, admin_api, alic
     assert ids(alice_api.get(EXEMPTIONS)) == []
     assert alice_api.get(f"{EXEMPTIONS}{pk}/").status_code == 404
     assert alice_api.delete(f"{EXEMPTIONS}{pk}/").status_code == 404
+
+
+def test_dismiss_checks_permission_before_the_body(world, alice_api):
+    """A member may not dismiss: a 403 whatever the body, never a 400 telling them what a valid
+    one looks like (issue 27, item 10)."""
+    url = f"{FINDINGS}{world['finding'].pk}/dismiss/"
+    assert alice_api.post(url, {}, format="json").status_code == 403
+    nothing_changed(world)
