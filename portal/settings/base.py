@@ -301,6 +301,9 @@ CELERY_BEAT_SCHEDULE = {
 }
 BILLING_TIME_ZONE = env.str("BILLING_TIME_ZONE", default="UTC")
 BILLING_CURRENCY = env.str("BILLING_CURRENCY", default="EUR")
+# The budget check submission and approval ask (pools/capacity/budget_gate.py); "" turns
+# budgets off. A dotted path so pools need not import billing.
+BUDGET_CHECK = env.str("BUDGET_CHECK", default="billing.budgets.enforcement.budget_check")
 ALLOCATION_EXPIRY_WARNING_DAYS = env.int("ALLOCATION_EXPIRY_WARNING_DAYS", default=3)
 # Prometheus with dcgm-exporter metrics for the idle scan; empty: the scan reports it and stops.
 PROMETHEUS_URL = env.str("PROMETHEUS_URL", default="")
