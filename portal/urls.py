@@ -10,6 +10,7 @@ from rest_framework.routers import DefaultRouter
 from rest_framework.throttling import ScopedRateThrottle
 
 from billing.api import views as billing_api
+from billing.budgets import api as budgets_api
 from billing.dashboards import views as views_dashboard
 from pools.capacity import api as capacity_api
 from pools.capacity import api_audit as audit_api
@@ -61,6 +62,7 @@ router.register("exemptions", reclamation_api.ExemptionViewSet, basename="exempt
 router.register("elastic-policies", elastic_api.ElasticPolicyViewSet, basename="elastic-policy")
 router.register("scale-events", elastic_api.ScaleEventViewSet, basename="scale-event")
 router.register("statements", billing_api.StatementViewSet, basename="statement")
+router.register("budgets", budgets_api.BudgetViewSet, basename="budget")
 
 api_v1 = [
     path("auth/token/", TokenView.as_view(), name="auth-token"),

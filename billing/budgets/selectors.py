@@ -75,6 +75,7 @@ class BudgetStatus:
     card_hours: Dimension | None
     money: Dimension | None
     run_out_at: datetime | None
+    months: tuple = ()  # ((month, card-hours, money or None), ...) of this period so far
 
     @property
     def dimensions(self) -> list[Dimension]:
@@ -118,24 +119,31 @@ def _usage(needs: dict[tuple[int | None, date], set[int]]) -> tuple[dict, dict[d
     return usage, currencies
 
 
-def _used(budget: Budget, months: list[date], usage, currencies, now_month: date):
-    """(card-hours, money or None) the budget's scope consumed in ``months``."""
-    seconds, money = Decimal(0), Decimal(0)
-    known = True
+def _by_month(budget: Budget, months: list[date], usage, currencies, now_month: date):
+    """``[(month, card-hours, money or None)]`` the budget's scope consumed, month by month,
+    up to the current month (money ``None`` where that month's rate card is in another
+    currency than the budget's)."""
+    result = []
     for month in months:
         if month > now_month:
             break
-        if budget.money_limit is not None and currencies.get(month, budget.currency) != (
-            budget.currency
-        ):
-            known = False
+        seconds, money = Decimal(0), Decimal(0)
         per_model = usage.get((budget.team_id, budget.pool_id, month), {})
         for model_id, (card_seconds, amount) in per_model.items():
             if budget.gpu_model_id is not None and model_id != budget.gpu_model_id:
                 continue
             seconds += card_seconds
             money += amount
-    return card_seconds_hours(seconds), money if known else None
+        known = budget.money_limit is None or currencies.get(month) in (None, budget.currency)
+        result.append((month, card_seconds_hours(seconds), money if known else None))
+    return result
+
+
+def _totals(rows) -> tuple[Decimal, Decimal | None]:
+    """(card-hours, money or None) of :func:`_by_month` rows."""
+    hours = sum((h for _, h, _ in rows), Decimal(0))
+    moneys = [m for _, _, m in rows]
+    return hours, None if None in moneys else sum(moneys, Decimal(0))
 
 
 def budget_statuses(
@@ -170,13 +178,16 @@ def budget_statuses(
     for budget in budgets:
         first, previous = plan[budget.pk]
         start, end = p.period_bounds(budget.period, first, zone)
-        used_h, used_money = _used(
+        months = _by_month(
             budget, p.period_months(budget.period, first), usage, currencies, now_month
         )
+        used_h, used_money = _totals(months)
         prev_h = prev_money = None
         if previous is not None:
-            prev_h, prev_money = _used(
-                budget, p.period_months(budget.period, previous), usage, currencies, now_month
+            prev_h, prev_money = _totals(
+                _by_month(
+                    budget, p.period_months(budget.period, previous), usage, currencies, now_month
+                )
             )
         hours = money = None
         if budget.card_hours_limit is not None:
@@ -191,7 +202,14 @@ def budget_statuses(
             and f.run_out_at is not None
         ]  # fmt: skip
         result[budget.pk] = BudgetStatus(
-            budget, first, start, end, hours, money, min(run_outs) if run_outs else None
+            budget,
+            first,
+            start,
+            end,
+            hours,
+            money,
+            min(run_outs) if run_outs else None,
+            tuple(months),
         )
     return result
 
