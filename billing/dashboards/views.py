@@ -23,6 +23,7 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_POST
 
+from billing.budgets.selectors import team_budget_banner
 from billing.conf import billing_zone
 from billing.dashboards import costs
 from billing.pricing import local_midnight, month_of, next_month, previous_month
@@ -456,6 +457,7 @@ def team_dashboard(request, slug: str):
         "held_month": held_month,
         "month": month,
         "estimates": team.sizing_estimates.order_by("-created_at")[:5],
+        "budget_banner": team_budget_banner(team_id=team.pk, now=now),
         "idle_findings": IdleFinding.objects.filter(
             allocation__team=team, state=IdleFindingState.OPEN
         ).count(),
