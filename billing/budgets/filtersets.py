@@ -9,9 +9,9 @@ from billing.budgets.models import Budget
 
 
 class BudgetFilterSet(filters.FilterSet):
-    team = filters.CharFilter(field_name="team__slug")
-    pool = filters.CharFilter(field_name="pool__slug")
-    gpu_model = filters.CharFilter(field_name="gpu_model__slug")
+    team = filters.CharFilter(field_name="team__slug", label="Team (slug)")
+    pool = filters.CharFilter(field_name="pool__slug", label="Pool (slug)")
+    gpu_model = filters.CharFilter(field_name="gpu_model__slug", label="GPU model (slug)")
     period = filters.ChoiceFilter(choices=BudgetPeriod.choices)
     enforcement = filters.ChoiceFilter(choices=Enforcement.choices)
     ordering = filters.OrderingFilter(fields=(("team__name", "team"), ("period", "period")))

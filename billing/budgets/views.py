@@ -81,7 +81,7 @@ def burn_down(status: BudgetStatus, now: datetime) -> dict:
             {"x": _days(status, min(now, status.ends_at)), "y": float(dimension.remaining)},
             {"x": _days(status, status.run_out_at), "y": 0},
         ]})  # fmt: skip
-    return {"unit": dimension.unit, "datasets": sets}
+    return {"unit": dimension.unit, "days": _days(status, status.ends_at), "datasets": sets}
 
 
 @login_required
