@@ -298,6 +298,8 @@ CELERY_BEAT_SCHEDULE = {
         "task": "billing.tasks.usage_import_prometheus_task",
         "schedule": crontab(minute=37),
     },
+    # Hourly, after the usage imports; each threshold is sent once per period.
+    "budget-alerts": {"task": "billing.tasks.budget_alerts_task", "schedule": crontab(minute=47)},
 }
 BILLING_TIME_ZONE = env.str("BILLING_TIME_ZONE", default="UTC")
 BILLING_CURRENCY = env.str("BILLING_CURRENCY", default="EUR")

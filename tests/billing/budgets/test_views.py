@@ -85,3 +85,30 @@ def test_no_banner_below_80_percent(near, team_member, client):
     near.save()
     client.force_login(team_member)
     assert "Budget " not in client.get("/teams/nlp/dashboard/").content.decode()
+
+
+def test_alerts_mailed_once_per_threshold_and_period(
+    near, team_manager, a100, mailoutbox, django_capture_on_commit_callbacks
+):
+    """85 % reached: the 80 % alert goes to the manager once; a second run sends nothing;
+    15 more card-h (100 of 100: 100 %) and the 100 % alert follows."""
+    from factories import UsageRecordFactory
+
+    from billing.budgets.alerts import budget_alerts_send
+
+    team_manager.email = "mia@example.org"
+    team_manager.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert budget_alerts_send(now=NOW) == [near.pk]
+        assert budget_alerts_send(now=NOW) == []
+    assert [m.subject for m in mailoutbox] == ["GPU budget of NLP: 80 % reached (2026-03)"]
+    assert mailoutbox[0].to == ["mia@example.org"]
+    start = datetime(2026, 3, 5, tzinfo=UTC)
+    UsageRecordFactory(team=near.team, gpu_model=a100, quantity=Decimal(15 * 3600),
+                       basis="used", source="slurm-accounting", period_start=start,
+                       period_end=start.replace(day=6), month=date(2026, 3, 1))  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        assert budget_alerts_send(now=NOW) == [near.pk]
+    assert mailoutbox[1].subject == "GPU budget of NLP: 100 % reached (2026-03)"
+    near.refresh_from_db()
+    assert (near.last_alert_period, near.last_alert_percent) == (date(2026, 3, 1), 100)
