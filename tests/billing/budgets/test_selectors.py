@@ -12,6 +12,7 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.test import override_settings
 
 from billing.budgets.models import Budget
@@ -31,7 +32,9 @@ def usage(team, model, *, basis, hours=None, tokens=None, unit="card-seconds", a
     records are; the UTC tests use mid-month times, the same month either way)."""
     from factories import UsageRecordFactory
 
-    quantity = Decimal(hours * 3600) if hours is not None else Decimal(tokens)
+    quantity = extra.pop("quantity", None)
+    if quantity is None:
+        quantity = Decimal(hours * 3600) if hours is not None else Decimal(tokens)
     return UsageRecordFactory(
         team=team, gpu_model=model, quantity=quantity, unit=unit, basis=basis,
         period_start=at, period_end=at + timedelta(hours=1),
@@ -191,3 +194,22 @@ def test_budget_list_visibility(team, team_member, other_member, pool_admin):
     assert list(budget_list(user=team_member)) == [b]
     assert list(budget_list(user=other_member)) == []
     assert list(budget_list(user=pool_admin)) == [b]
+
+
+@override_settings(BILLING_TIME_ZONE="Europe/Berlin")
+def test_period_change_mid_budget_recounts_to_the_second(team, a100):
+    """7,201 card-seconds on 15 Feb and 3,599 on 29 Mar 01:30 Berlin (the 23-hour day), read
+    on 30 Mar. As a monthly budget March holds 3,599 s = 0.99972… card-h; changed to a
+    quarterly one it holds 7,201 + 3,599 = 10,800 s = exactly 3 card-h: recounted from the
+    records, nothing stored to drift."""
+    from billing.budgets.services import budget_update
+
+    for seconds, at in ((7201, berlin(2026, 2, 15)), (3599, berlin(2026, 3, 29, 1, 30))):
+        usage(team, a100, basis="used", hours=0, at=at, source="slurm-accounting",
+              quantity=Decimal(seconds))  # fmt: skip
+    b = budget(team, card_hours_limit=Decimal(100))
+    now = berlin(2026, 3, 30)
+    assert budget_statuses([b], now=now)[b.pk].card_hours.used == Decimal(3599) / 3600
+    admin = get_user_model().objects.create(username="pa", is_staff=True)
+    b = budget_update(budget=b, actor=admin, period="quarter")
+    assert budget_statuses([b], now=now)[b.pk].card_hours.used == Decimal(3)
