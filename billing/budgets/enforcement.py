@@ -57,10 +57,9 @@ def budget_check(
     now: datetime | None = None,
 ) -> BudgetVerdict | None:  # fmt: skip
     """The most severe budget of ``team`` the request passes (ties: the first by id), or None."""
-    scope = Q(pool__isnull=True) | Q(pool=pool) if pool is not None else Q(pool__isnull=True)
-    scope &= Q(gpu_model__isnull=True) | (
-        Q(gpu_model=gpu_model) if gpu_model is not None else Q(pk__in=[])
-    )
+    # team-wide budgets always apply; one for a pool or model only when the request names it
+    scope = Q(pool__isnull=True) | (Q(pool=pool) if pool is not None else Q())
+    scope &= Q(gpu_model__isnull=True) | (Q(gpu_model=gpu_model) if gpu_model else Q())
     budgets = list(
         Budget.objects.filter(scope, team=team)
         .select_related("team", "pool", "gpu_model")
@@ -75,7 +74,9 @@ def budget_check(
     for budget in budgets:
         status = statuses[budget.pk]
         hours = card_hours(cards, max(starts_at, status.starts_at), min(ends_at, status.ends_at))
-        money = None if price is None else round_money(hours * price, budget.currency or "EUR")
+        money = None  # a money limit is in the rate card's currency, as the price is
+        if price is not None and budget.money_limit is not None:
+            money = round_money(hours * price, budget.currency)
         over = _over(status, hours, money)
         if over is None:
             continue

@@ -164,3 +164,16 @@ def test_extension_refused(team, team_member, train_pool, a100, used_30):
 def test_no_budget_check_configured(team, team_member, train_pool, a100, used_30):
     budget(team, "refuse")
     assert ask(team_member, team, train_pool, a100).status == RequestStatus.SUBMITTED
+
+
+def test_scoped_budgets_apply_only_to_their_pool_and_model(
+    team, team_member, train_pool, infer_pool, a100, l40s, used_30
+):
+    """Refusing budgets of 1 card-h for the ``infer`` pool and for L40S cards leave an A100
+    request in ``train`` alone; one for A100 refuses it (30 + 80 > 1)."""
+    budget(team, "refuse", hours=1, pool=infer_pool)
+    budget(team, "refuse", hours=1, gpu_model=l40s)
+    assert ask(team_member, team, train_pool, a100).status == RequestStatus.SUBMITTED
+    budget(team, "refuse", hours=1, gpu_model=a100)
+    with pytest.raises(BudgetExceeded):
+        ask(team_member, team, train_pool, a100)
