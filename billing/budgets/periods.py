@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
 from decimal import Decimal
+from functools import cache
 
 from billing.pricing import local_midnight, next_month
 
@@ -30,12 +31,13 @@ def period_start(kind: str, day: date) -> date:
     return date(day.year, month, 1)
 
 
-def period_months(kind: str, first: date) -> list[date]:
+@cache  # a handful of distinct periods, asked for by every budget
+def period_months(kind: str, first: date) -> tuple[date, ...]:
     """The months (first days) of the period that starts ``first``."""
     months = [first]
     for _ in range(MONTHS_PER_PERIOD[kind] - 1):
         months.append(next_month(months[-1]))
-    return months
+    return tuple(months)
 
 
 def period_after(kind: str, first: date) -> date:

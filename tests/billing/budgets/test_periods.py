@@ -13,9 +13,9 @@ def test_period_start_and_months():
     assert p.period_start("quarter", date(2026, 5, 17)) == date(2026, 4, 1)
     assert p.period_start("quarter", date(2026, 12, 31)) == date(2026, 10, 1)
     assert p.period_start("year", date(2026, 5, 17)) == date(2026, 1, 1)
-    assert p.period_months("quarter", date(2026, 10, 1)) == [
+    assert p.period_months("quarter", date(2026, 10, 1)) == (
         date(2026, 10, 1), date(2026, 11, 1), date(2026, 12, 1)
-    ]  # fmt: skip
+    )  # fmt: skip
     assert p.period_after("quarter", date(2026, 10, 1)) == date(2027, 1, 1)
     assert p.period_before("quarter", date(2026, 1, 1)) == date(2025, 10, 1)
     assert p.period_before("month", date(2026, 1, 1)) == date(2025, 12, 1)
