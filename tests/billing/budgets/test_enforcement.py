@@ -177,3 +177,21 @@ def test_scoped_budgets_apply_only_to_their_pool_and_model(
     budget(team, "refuse", hours=1, gpu_model=a100)
     with pytest.raises(BudgetExceeded):
         ask(team_member, team, train_pool, a100)
+
+
+def test_refuse_on_the_request_page_is_a_card_count_field_error(
+    team, team_member, train_pool, a100, used_30, client
+):
+    budget(team, "refuse")
+    client.force_login(team_member)
+    answer = client.post(
+        "/requests/new/",
+        {"team": team.slug, "kind": "cards", "workload_kind": "training", "pool": "train",
+         "gpu_model": a100.slug, "card_count": 8,
+         "starts_at": "2026-03-10T13:00", "ends_at": "2026-03-10T23:00",
+         "justification": "pretraining", "submit_request": "1"},
+    )  # fmt: skip
+    assert answer.status_code == 200
+    errors = answer.context["form"].errors
+    assert "30.00 card-hours used + 80.00 requested > 100.00" in errors["card_count"][0]
+    assert not CapacityRequest.objects.exists()
