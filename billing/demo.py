@@ -27,6 +27,7 @@ from billing.services.statements import statement_build
 from billing.services.tokens import usage_tokens_ingest
 from billing.services.usage_import import usage_import_reservations, usage_import_slurm
 from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.services.requests import capacity_request_create
 from pools.choices import AllocationStatus, PricingMethod, RequestStatus, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team
@@ -200,3 +201,13 @@ def _near_budget(now: datetime, zone, rng: random.Random) -> None:
         card_hours_limit=max(hours / NEAR_BUDGET_SHARE, Decimal(100)).quantize(Decimal(1)),
         money_limit=max(money / NEAR_BUDGET_SHARE, Decimal(100)).quantize(Decimal(1)),
     )  # fmt: skip
+    member = get_user_model().objects.filter(memberships__team=team, is_staff=False).first()
+    pool = Pool.objects.filter(slug="infer-k8s").first()
+    if member is not None and pool is not None:  # 4 L40S for 2 days: beyond what is left
+        start = now.replace(second=0, microsecond=0) + timedelta(minutes=30)
+        capacity_request_create(
+            actor=member, team=team, workload_kind=WorkloadKind.INFERENCE, card_count=4,
+            starts_at=start, ends_at=start + timedelta(days=2), pool=pool,
+            gpu_model=GpuModel.objects.get(slug="l40s"),
+            justification="Load test of the chat assistant before launch.",
+        )  # fmt: skip
