@@ -15,6 +15,9 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from billing.budgets.models import Budget
+from billing.budgets.selectors import budget_statuses
+from billing.budgets.services import budget_create, budget_update, rate_card_currency
 from billing.choices import RateKind
 from billing.conf import billing_zone
 from billing.models import RateCard
@@ -24,6 +27,7 @@ from billing.services.statements import statement_build
 from billing.services.tokens import usage_tokens_ingest
 from billing.services.usage_import import usage_import_reservations, usage_import_slurm
 from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.services.requests import capacity_request_create
 from pools.choices import AllocationStatus, PricingMethod, RequestStatus, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team
@@ -163,4 +167,47 @@ def demo_billing_load(*, months: int = 6, now: datetime | None = None) -> list:
         for month in month_list:
             for team in Team.objects.order_by("slug"):
                 statements.append(statement_build(team=team, month=month, now=now))
+        _near_budget(now, zone, rng)
     return statements
+
+
+NEAR_BUDGET_SHARE = Decimal("0.85")
+"""The demo team ``nlp`` has used this share of its monthly budget (issue #32: a team near its
+budget, so the banner and the 80 % alert show)."""
+
+
+def _near_budget(now: datetime, zone, rng: random.Random) -> None:
+    """This month's finished ``nlp`` jobs so far (the Slurm importer, as every month), and a
+    monthly card-hour and money budget set so that they are :data:`NEAR_BUDGET_SHARE` of it,
+    needing a pool admin beyond it. Nothing when it exists or no pool admin does."""
+    team = Team.objects.filter(slug="nlp").first()
+    admin = get_user_model().objects.filter(is_staff=True).order_by("pk").first()
+    if team is None or admin is None or Budget.objects.filter(team=team).exists():
+        return
+    month = month_of(now, zone)
+    jobs = [j for j in _jobs(month, zone, rng, 900_000) if j.account == "nlp" and j.end <= now]
+    if jobs:
+        usage_import_slurm(scheduler=_Records(jobs), start=local_midnight(month, zone), end=now,
+                           now=now)  # fmt: skip
+    budget = budget_create(
+        actor=admin, team=team, period="month", starts_on=month, card_hours_limit=Decimal(1),
+        money_limit=Decimal(1), currency=rate_card_currency(month), rollover="carry",
+        rollover_cap_percent=Decimal(20), enforcement="needs_admin",
+    )  # fmt: skip
+    status = budget_statuses([budget], now=now)[budget.pk]
+    hours, money = status.card_hours.used, status.money.used or Decimal(0)
+    budget_update(
+        budget=budget, actor=admin,
+        card_hours_limit=max(hours / NEAR_BUDGET_SHARE, Decimal(100)).quantize(Decimal(1)),
+        money_limit=max(money / NEAR_BUDGET_SHARE, Decimal(100)).quantize(Decimal(1)),
+    )  # fmt: skip
+    member = get_user_model().objects.filter(memberships__team=team, is_staff=False).first()
+    pool = Pool.objects.filter(slug="infer-k8s").first()
+    if member is not None and pool is not None:  # 4 L40S for 2 days: beyond what is left
+        start = now.replace(second=0, microsecond=0) + timedelta(minutes=30)
+        capacity_request_create(
+            actor=member, team=team, workload_kind=WorkloadKind.INFERENCE, card_count=4,
+            starts_at=start, ends_at=start + timedelta(days=2), pool=pool,
+            gpu_model=GpuModel.objects.get(slug="l40s"),
+            justification="Load test of the chat assistant before launch.",
+        )  # fmt: skip

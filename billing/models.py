@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import F, Q
 
@@ -26,11 +25,10 @@ from billing.choices import (
     UsageSource,
     UsageUnit,
 )
+from billing.validators import currency_validator
 from pools.capacity.models import Allocation
 from pools.inventory.models import GpuModel
 from pools.tenancy.models import Team
-
-currency_validator = RegexValidator(r"^[A-Z]{3}$", "An ISO 4217 code: three capital letters.")
 
 
 class RateCard(models.Model):
@@ -286,3 +284,7 @@ class StatementLine(models.Model):
     @property
     def label(self) -> str:
         return self.gpu_model.name if self.gpu_model_id else self.served_model
+
+
+# Sub-packages' models, registered under the billing app label (Django loads only this module).
+from billing.budgets.models import Budget  # noqa: E402, F401

@@ -7,6 +7,7 @@ from datetime import timedelta
 from celery import shared_task
 from django.utils import timezone
 
+from billing.budgets.alerts import budget_alerts_send
 from billing.conf import billing_zone
 from billing.services.prometheus_import import usage_import_kubernetes, usage_import_vllm_tokens
 from billing.services.statements import statements_close_month
@@ -82,3 +83,9 @@ def usage_import_prometheus_task(hours: int = 48) -> dict[str, int]:
         }
     finally:
         metrics.close()
+
+
+@shared_task(acks_late=True)
+def budget_alerts_task() -> list[int]:
+    """Beat (hourly): e-mail managers each budget threshold newly reached (safe to run twice)."""
+    return budget_alerts_send()

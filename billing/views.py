@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.html import format_html_join
 
 from billing import selectors
+from billing.budgets.selectors import team_budget_banner
 from billing.choices import LineKind
 from billing.conf import billing_zone
 from billing.dashboards.serving import team_showback
@@ -117,6 +118,7 @@ def team_month(request, team: str, month: str):
         ),
         "model_chart": _chart(by_model, "Cost"),
         "team_links": _team_links(request.user, team_obj, month_d),
+        "budget_banner": team_budget_banner(team_id=team_obj.pk),
         "currency": statement.currency if statement else None,
     }
     return render(request, "billing/team_month.html", context)

@@ -70,3 +70,11 @@ class NotFound(DomainError):
 
     code = "not_found"
     status = 404
+
+
+class BudgetExceeded(Conflict):
+    """The request would take the team beyond a budget that refuses it, or that needs a pool
+    admin where no person decides (data: ``budget``, ``period``, ``dimension``, ``limit``,
+    ``used``, ``requested``, ``unit``, ``enforcement``; ``errors`` names ``card_count``)."""
+
+    code = "budget_exceeded"

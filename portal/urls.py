@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.routers import DefaultRouter
 
 from billing.api import views as billing_api
+from billing.budgets import api as budgets_api
 from billing.dashboards import views as views_dashboard
 from pools.access import api as access_api
 from pools.capacity import api as capacity_api
@@ -60,6 +61,7 @@ router.register("elastic-policies", elastic_api.ElasticPolicyViewSet, basename="
 router.register("scale-events", elastic_api.ScaleEventViewSet, basename="scale-event")
 router.register("serving", serving_api.ServingViewSet, basename="serving")
 router.register("statements", billing_api.StatementViewSet, basename="statement")
+router.register("budgets", budgets_api.BudgetViewSet, basename="budget")
 
 api_v1 = [
     path("auth/token/", TokenView.as_view(), name="auth-token"),

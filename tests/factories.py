@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from billing import models as billing_models
+from billing.budgets import models as budget_models
 from pools.access import models as access_models
 from pools.audit import models as audit_models
 from pools.capacity import models as capacity_models
@@ -559,3 +560,16 @@ class StatementLineFactory(factory.django.DjangoModelFactory):
     amount = Decimal("12.50")
     rate_from = factory.LazyAttribute(lambda o: o.statement.month)
     rate_to = factory.LazyAttribute(lambda o: o.statement.month + timedelta(days=1))
+
+
+class BudgetFactory(factory.django.DjangoModelFactory):
+    """A monthly budget of 100 card-hours from January 2026, warning beyond it."""
+
+    class Meta:
+        model = budget_models.Budget
+
+    team = factory.SubFactory(TeamFactory)
+    period = "month"
+    starts_on = datetime(2026, 1, 1).date()
+    card_hours_limit = Decimal(100)
+    enforcement = "warn"

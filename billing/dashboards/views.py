@@ -23,6 +23,7 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_POST
 
+from billing.budgets.selectors import team_budget_banner
 from billing.conf import billing_zone
 from billing.dashboards import costs
 from billing.dashboards import serving as serving_dash
@@ -533,6 +534,7 @@ def team_dashboard(request, slug: str):
         "serving": serving,
         "serving_sort": serving_sort,
         "serving_headers": serving_dash.HEADERS,
+        "budget_banner": team_budget_banner(team_id=team.pk, now=now),
         "idle_findings": IdleFinding.objects.filter(
             allocation__team=team, state=IdleFindingState.OPEN
         ).count(),

@@ -89,13 +89,17 @@ def _priced(period: date, key: tuple, raw: Decimal, rate: RatePeriod, price: Dec
 
 
 def _segment_sums_by_team(
-    month: date, periods: list[RatePeriod], team_ids: list[int] | None = None
+    month: date,
+    periods: list[RatePeriod],
+    team_ids: list[int] | None = None,
+    pool_id: int | None = None,
 ) -> tuple[dict[int, dict[tuple, list[Decimal]]], set[int]]:
     """Raw quantity per team, (gpu model, served model, basis, unit) and rate period index,
     and the teams with any usage record in the month (charged or not).
 
-    One ``GROUP BY`` over the month's records (of ``team_ids``, or of every team); records
-    that straddle a rate change are prorated in Python, in ``(period_start, id)`` order.
+    One ``GROUP BY`` over the month's records (of ``team_ids``, or of every team; of the
+    allocations in ``pool_id`` only, when given); records that straddle a rate change are
+    prorated in Python, in ``(period_start, id)`` order.
     """
     by_team: dict[int, dict[tuple, list[Decimal]]] = defaultdict(
         lambda: defaultdict(lambda: [Decimal(0)] * len(periods))
@@ -103,6 +107,8 @@ def _segment_sums_by_team(
     month_records = UsageRecord.objects.filter(month=month)
     if team_ids is not None:
         month_records = month_records.filter(team_id__in=team_ids)
+    if pool_id is not None:
+        month_records = month_records.filter(allocation__pool_id=pool_id)
     charged = Q(quantity__gt=0) & ~Q(basis=ChargeBasis.INCLUDED)
     cuts = [p.start for p in periods[1:]]
     straddles = Q()
@@ -236,6 +242,25 @@ def statement_lines_compute(*, team_id: int, month: date) -> tuple[list[LineData
     )
     warnings += ambiguous_time_notes(month, [team_id]).get(team_id, [])
     return lines, warnings, currency
+
+
+def usage_lines_by_team(
+    *, month: date, team_ids: list[int] | None = None, pool_id: int | None = None
+) -> tuple[dict[int, list[LineData]], str]:
+    """The usage lines each team's statement for ``month`` would charge (team id -> lines,
+    teams without charged usage absent) and the month's currency: the lines of
+    :func:`statement_lines_compute`, for many teams in one ``GROUP BY``.
+
+    ``pool_id`` keeps the usage of allocations in that pool (reserved and burst card-hours,
+    and used card-hours metered against one); usage tied to no allocation has no pool.
+    """
+    periods = rate_periods(month=month, zone=billing_zone())
+    currency = _month_currency(periods)
+    sums, _ = _segment_sums_by_team(month, periods, team_ids, pool_id)
+    return {
+        team_id: _lines_from_sums(month, periods, currency, team_sums)[0]
+        for team_id, team_sums in sums.items()
+    }, currency
 
 
 def _sort_key(names: dict[int, str]):

@@ -63,6 +63,10 @@ class CapacityRequest(models.Model):
     )
     decided_at = models.DateTimeField(null=True, blank=True)
     decision_reason = models.TextField(blank=True)
+    # What the team's budgets said at submission (pools/capacity/budget_gate.py): "" within
+    # them, "warn" or "needs_admin" (then no auto-approval), and why, for the queue.
+    budget_verdict = models.CharField(max_length=12, blank=True, default="")
+    budget_reason = models.TextField(blank=True, default="")
     extends = models.ForeignKey(
         "Allocation",
         null=True,

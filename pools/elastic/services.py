@@ -44,6 +44,7 @@ from django.utils import timezone
 from pools.adapters import metrics_adapter, scheduler_adapter
 from pools.audit.services import audit_event_record
 from pools.capacity.availability import pool_free_cards
+from pools.capacity.budget_gate import WARN, budget_verdict
 from pools.capacity.lifecycle import APPLIED_STATUSES, HOLDING_STATUSES
 from pools.capacity.locks import pool_lock
 from pools.capacity.models import Allocation
@@ -349,8 +350,10 @@ def _judge_group(
             if granted <= decision.cards_from:
                 decision = _no_free_cards(decision, lendable)
             else:
-                lent += max(0, granted - max(own_floor, decision.cards_from))
-                decision = _capped(decision, granted)
+                decision = _budget_checked(policy, decision, granted, now)
+                if decision.action is not Action.HOLD:
+                    lent += max(0, granted - max(own_floor, decision.cards_from))
+                    decision = _capped(decision, granted)
         elif decision.action is Action.DOWN:
             lent -= max(0, decision.cards_from - max(policy.allocation.card_count,
                                                      decision.cards_to))  # fmt: skip
@@ -464,6 +467,34 @@ def _no_free_cards(decision: Decision, lendable: int) -> Decision:
         reason="no_free_cards",  # type: ignore[arg-type]
         cards_to=decision.cards_from,
         message=f"{decision.message}; but the pool has {lendable} card(s) free to lend",
+    )
+
+
+def _budget_checked(
+    policy: ElasticPolicy, decision: Decision, granted: int, now: datetime
+) -> Decision:
+    """The budget check of a scale-up to ``granted`` cards: the burst cards it adds (above the
+    floor and what is held), held for the lending horizon, against the team's budgets. A
+    budget that refuses or needs a pool admin (no person decides in the loop) holds at
+    ``budget_exceeded``; a warning lets it scale and says why; within budget: unchanged."""
+    allocation = policy.allocation
+    extra = granted - max(allocation.card_count, decision.cards_from)
+    verdict = None
+    if extra > 0:
+        verdict = budget_verdict(
+            team=allocation.team, pool=allocation.pool, gpu_model=allocation.gpu_model,
+            cards=extra, starts_at=now, ends_at=now + LEND_HORIZON,
+        )  # fmt: skip
+    if verdict is None:
+        return decision
+    if verdict.enforcement == WARN:
+        return replace(decision, message=f"{decision.message}; {verdict.reason}")
+    return replace(
+        decision,
+        action=Action.HOLD,
+        reason="budget_exceeded",  # type: ignore[arg-type]
+        cards_to=decision.cards_from,
+        message=f"{decision.message}; but {verdict.reason}",
     )
 
 

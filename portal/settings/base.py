@@ -386,9 +386,14 @@ CELERY_BEAT_SCHEDULE = {
         "task": "billing.tasks.usage_import_prometheus_task",
         "schedule": crontab(minute=37),
     },
+    # Hourly, after the usage imports; each threshold is sent once per period.
+    "budget-alerts": {"task": "billing.tasks.budget_alerts_task", "schedule": crontab(minute=47)},
 }
 BILLING_TIME_ZONE = env.str("BILLING_TIME_ZONE", default="UTC")
 BILLING_CURRENCY = env.str("BILLING_CURRENCY", default="EUR")
+# The budget check submission and approval ask (pools/capacity/budget_gate.py); "" turns
+# budgets off. A dotted path so pools need not import billing.
+BUDGET_CHECK = env.str("BUDGET_CHECK", default="billing.budgets.enforcement.budget_check")
 ALLOCATION_EXPIRY_WARNING_DAYS = env.int("ALLOCATION_EXPIRY_WARNING_DAYS", default=3)
 # Run after an inventory import changed nodes: the windows it left holding more cards than
 # usable. A dotted path because the inventory sits below capacity and imports none of it.

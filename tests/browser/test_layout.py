@@ -42,6 +42,7 @@ PAGES = {
     "sizing/estimates/": "/sizing/estimates/",
     "sizing/estimates/<int:pk>/": "/sizing/estimates/{estimate}/",
     "costs/": "/costs/",
+    "costs/budgets/": "/costs/budgets/",  # the demo team near its budget
     "costs/finance/<str:month>/": "/costs/finance/2026-10/",
     "costs/<slug:team>/<str:month>/": "/costs/nlp/2026-10/",
     "dashboard/": "/dashboard/",  # with stranded capacity, forecast and heatmap

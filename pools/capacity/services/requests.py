@@ -20,6 +20,7 @@ from pools.capacity.availability import (
     pool_free_cards,
     request_options,
 )
+from pools.capacity.budget_gate import NEEDS_ADMIN, budget_check_step
 from pools.capacity.locks import pool_lock, request_lock, request_lock_reusing
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
 from pools.capacity.shapes import (
@@ -39,7 +40,13 @@ from pools.choices import (
     TeamRole,
     WorkloadKind,
 )
-from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition, PermissionDenied
+from pools.errors import (
+    BudgetExceeded,
+    InsufficientCapacity,
+    InvalidInput,
+    InvalidTransition,
+    PermissionDenied,
+)
 from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import GpuModel, Pool
 from pools.jobs import ALLOCATION_PROVISION, ELASTIC_HAND_BACK, enqueue_on_commit
@@ -280,6 +287,11 @@ def capacity_request_create(
         errors["justification"] = f"Keep it under {JUSTIFICATION_MAX:,} characters."
     if errors:
         raise InvalidInput("The request has invalid fields.", errors=errors)
+    if submit and kind == RequestKind.CARDS:  # refused by a budget: not even a draft is left
+        budget_check_step(
+            request=CapacityRequest(team=team, starts_at=starts_at, ends_at=ends_at),
+            cards=card_count, ends_at=ends_at, pool=pool, gpu_model=gpu_model, system=False,
+        )  # fmt: skip
     with transaction.atomic():
         request = CapacityRequest.objects.create(
             team=team,
@@ -326,10 +338,20 @@ def capacity_request_submit(*, request: CapacityRequest, actor: Any) -> Capacity
                 status=request.status,
                 action="submit",
             )
+        verdict = (
+            budget_check_step(
+                request=request, cards=request.card_count, ends_at=request.ends_at,
+                pool=request.pool, gpu_model=request.gpu_model, system=False,
+            )
+            if request.kind == RequestKind.CARDS
+            else None  # capacity to add grants no cards yet
+        )  # fmt: skip
         before = _snapshot(request)
         request.status = RequestStatus.SUBMITTED
         request.submitted_at = timezone.now()
-        request.save(update_fields=["status", "submitted_at"])
+        request.budget_verdict = verdict.enforcement if verdict else ""
+        request.budget_reason = verdict.reason if verdict else ""
+        request.save(update_fields=["status", "submitted_at", "budget_verdict", "budget_reason"])
         audit_event_record(
             actor=actor,
             action="request.submitted",
@@ -342,7 +364,7 @@ def capacity_request_submit(*, request: CapacityRequest, actor: Any) -> Capacity
             capacity_request_approve(
                 request=request, actor=None, system=True, reason="auto-approved by the pool's rule"
             )
-        except InsufficientCapacity:
+        except (InsufficientCapacity, BudgetExceeded):
             pass  # stays in the queue for a pool admin
     return request
 
@@ -351,6 +373,8 @@ def _auto_approvable(request: CapacityRequest) -> bool:
     pool = request.pool
     if request.kind != RequestKind.CARDS:
         return False  # capacity to add is decided by a person
+    if request.budget_verdict == NEEDS_ADMIN:
+        return False  # beyond a budget that leaves it to a pool admin
     if pool is None or request.gpu_model_id is None or request.extends_id:
         return False
     if pool.auto_approve_max_cards is None or pool.auto_approve_max_days is None:
@@ -427,6 +451,8 @@ def capacity_request_approve(
         cards = request.card_count if card_count is None else card_count
         end = request.ends_at if ends_at is None else ends_at
         _check_grant(request, cards, end, locked_pool, target_model)
+        budget_check_step(request=request, cards=cards, ends_at=end, pool=locked_pool,
+                          gpu_model=target_model, system=system)  # fmt: skip
         shape = request_shape(request)
         pinned = _extended_placement(request, locked_pool, target_model)
         # one read of what the window holds serves the card count and the shape check

@@ -460,3 +460,28 @@ def test_hourly_forecast_then_the_loop_pre_scales_before_the_peak(pool, team, ad
     policy.refresh_from_db()
     assert policy.cards_held == 4
     assert ScaleEvent.objects.get(policy=policy, action="up").reason == "prescale"
+
+
+@pytest.mark.parametrize(
+    ("enforcement", "held", "reason"),
+    [("refuse", 2, "budget_exceeded"), ("needs_admin", 2, "budget_exceeded"),
+     ("warn", 4, "scale_up")],
+)  # fmt: skip
+def test_scale_up_checked_against_the_budget(pool, team, admin, enforcement, held, reason):
+    """A step of 2 burst cards for the lending hour is 2 card-h; the team's monthly budget of
+    1 card-h (nothing used yet) cannot take it: refuse and needs_admin hold (no person decides
+    in the loop), warn scales and says why."""
+    from datetime import date
+    from decimal import Decimal
+
+    from billing.budgets.models import Budget
+
+    Budget.objects.create(team=team, period="month", starts_on=date(2020, 1, 1),
+                          card_hours_limit=Decimal(1), enforcement=enforcement)  # fmt: skip
+    policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
+                                   ceiling_cards=6, step_cards=2)  # fmt: skip
+    elastic_scan(now=NOW, metrics=FakePrometheus(inference=[signals("team-chat", 90.0, 1.2)]))
+    policy.refresh_from_db()
+    event = ScaleEvent.objects.get()
+    assert (policy.cards_held, event.reason) == (held, reason)
+    assert "Beyond the month budget of" in event.message

@@ -1,0 +1,125 @@
+"""Budget consumption for every team at once on PostgreSQL (issue #32: 1,600 teams < 1 s).
+
+1,600 teams, each with a monthly budget (card-hours and EUR; half of them carry unused over,
+so last month is read too) and, for every fourth team, a quarterly A100-only budget; usage
+records for last month and this one made with one ``INSERT … SELECT generate_series``
+(``BENCH_BUDGET_RECORDS``, default 400,000: 250 per team), then ``budget_statuses`` over all
+budgets, timed best of 5 after one warm-up.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/gpp_bench python benchmarks/budgets.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.db import connection  # noqa: E402
+from django.test.utils import get_runner, setup_test_environment  # noqa: E402
+
+RECORDS = int(os.environ.get("BENCH_BUDGET_RECORDS", 400_000))
+TEAMS = 1600
+MONTHS = (date(2026, 9, 1), date(2026, 10, 1))
+NOW = datetime(2026, 10, 20, tzinfo=UTC)
+TARGET_S = 1.0
+
+
+def main() -> None:
+    setup_test_environment()
+    runner = get_runner(django.conf.settings)(verbosity=0, interactive=False)
+    old = runner.setup_databases()
+    try:
+        run()
+    finally:
+        runner.teardown_databases(old)
+
+
+def run() -> None:
+    from billing.budgets.models import Budget
+    from billing.budgets.selectors import budget_statuses
+    from billing.choices import RateKind
+    from billing.services.rates import rate_card_create
+    from pools.inventory.models import GpuModel
+    from pools.tenancy.models import Team
+
+    models = list(GpuModel.objects.filter(slug__in=["a100_80g_sxm", "h800_sxm", "l40s", "rtx4090"]))
+    a100 = next(m for m in models if m.slug == "a100_80g_sxm")
+    rate_card_create(name="bench", currency="EUR", effective_from=date(2026, 1, 1),
+                     gpu_prices={(m.pk, k): Decimal("1.50") for m in models
+                                 for k in (RateKind.GPU_RESERVED, RateKind.GPU_USED)})  # fmt: skip
+    Team.objects.bulk_create([Team(slug=f"bench-{i}", name=f"Bench {i}") for i in range(TEAMS)])
+    team_ids = list(Team.objects.order_by("pk").values_list("pk", flat=True))
+    model_ids = [m.pk for m in models]
+    with connection.cursor() as cur:
+        for month in MONTHS:
+            cur.execute(
+                """
+                INSERT INTO billing_usagerecord (team_id, gpu_model_id, served_model, quantity,
+                  unit, basis, month, period_start, period_end, source, source_id, flag,
+                  created_at, updated_at)
+                SELECT (%s::int[])[1 + g %% %s], (%s::int[])[1 + (g / 7) %% %s], '',
+                       (1 + g %% 97) * 3600, 'card-seconds',
+                       CASE WHEN g %% 5 = 0 THEN 'reserved' ELSE 'used' END, %s,
+                       %s::timestamptz + (g %% 1600000) * interval '1 second',
+                       %s::timestamptz + (g %% 1600000 + 3600) * interval '1 second',
+                       'slurm-accounting', 'bench:' || %s || ':' || g, '', now(), now()
+                FROM generate_series(1, %s) AS g
+                """,
+                [team_ids, TEAMS, model_ids, len(model_ids), month,
+                 datetime(month.year, month.month, 1, tzinfo=UTC),
+                 datetime(month.year, month.month, 1, tzinfo=UTC), f"{month:%Y-%m}",
+                 RECORDS // len(MONTHS)],
+            )  # fmt: skip
+        cur.execute("ANALYZE billing_usagerecord")
+    budgets = [
+        Budget(team_id=t, period="month", starts_on=date(2026, 1, 1),
+               card_hours_limit=Decimal(5000), money_limit=Decimal(7500), currency="EUR",
+               rollover="carry" if i % 2 else "none", enforcement="warn")
+        for i, t in enumerate(team_ids)
+    ] + [
+        Budget(team_id=t, gpu_model=a100, period="quarter", starts_on=date(2026, 1, 1),
+               card_hours_limit=Decimal(9000), rollover="deduct", enforcement="refuse")
+        for t in team_ids[::4]
+    ]  # fmt: skip
+    Budget.objects.bulk_create(budgets)
+    every = list(Budget.objects.all())
+    budget_statuses(every, now=NOW)  # warm-up
+    times, bare = [], []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        statuses = budget_statuses(list(Budget.objects.all()), now=NOW)
+        times.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        with connection.cursor() as cur:
+            for month in MONTHS:  # what the statements' GROUP BY reads, nothing priced
+                cur.execute(
+                    """SELECT team_id, gpu_model_id, served_model, basis, unit, SUM(quantity)
+                       FROM billing_usagerecord WHERE month = %s AND quantity > 0
+                       AND basis <> 'included' GROUP BY 1, 2, 3, 4, 5""",
+                    [month],
+                )
+                cur.fetchall()
+        bare.append(time.perf_counter() - t0)
+    assert len(statuses) == len(every)
+    best = min(times)
+    print(f"\nBudget benchmark on PostgreSQL ({RECORDS:,} usage records over 2 months, "
+          f"{TEAMS:,} teams, {len(every):,} budgets)")  # fmt: skip
+    print(f"{'bare GROUP BY of the 2 months (best of 5)':<46}{min(bare):>10.3f} s")
+    print(f"{'budget_statuses, every budget (best of 5)':<46}{best:>10.3f} s  "
+          f"{best / min(bare):.1f}x the bare GROUP BY; target < {TARGET_S:.0f} s: "
+          f"{'met' if best < TARGET_S else 'MISSED'}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

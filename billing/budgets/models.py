@@ -1,0 +1,87 @@
+"""Budgets: card-hours and/or money a team may spend per month, quarter or year.
+
+Consumption is never stored: it is what the team's statements charge for the period's months
+(:mod:`billing.budgets.selectors`). Money is ``Decimal`` in the rate card's currency.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from billing.budgets.choices import BudgetPeriod, Enforcement, Rollover
+from billing.validators import currency_validator
+from pools.inventory.models import GpuModel, Pool
+from pools.tenancy.models import Team
+
+
+class Budget(models.Model):
+    """A team's limit per period, optionally only for one pool and/or one GPU model.
+
+    ``card_hours_limit`` and/or ``money_limit`` (with ``currency``); the first period starts
+    ``starts_on`` (the first day of a period of ``period``). ``rollover_cap_percent`` caps what
+    ``carry`` hands over, in % of the base limit (empty: no cap). ``last_alert_*`` remember the
+    highest alert threshold already sent and for which period, so managers hear it once.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budgets")
+    pool = models.ForeignKey(
+        Pool, null=True, blank=True, on_delete=models.PROTECT, related_name="budgets"
+    )
+    gpu_model = models.ForeignKey(
+        GpuModel, null=True, blank=True, on_delete=models.PROTECT, related_name="budgets"
+    )
+    period = models.CharField(max_length=10, choices=BudgetPeriod.choices)
+    starts_on = models.DateField()
+    card_hours_limit = models.DecimalField(max_digits=16, decimal_places=3, null=True, blank=True)
+    money_limit = models.DecimalField(max_digits=16, decimal_places=4, null=True, blank=True)
+    currency = models.CharField(max_length=3, blank=True, validators=[currency_validator])
+    rollover = models.CharField(max_length=10, choices=Rollover.choices, default=Rollover.NONE)
+    rollover_cap_percent = models.DecimalField(
+        max_digits=6, decimal_places=2, null=True, blank=True
+    )
+    enforcement = models.CharField(
+        max_length=12, choices=Enforcement.choices, default=Enforcement.WARN
+    )
+    last_alert_period = models.DateField(null=True, blank=True)
+    last_alert_percent = models.PositiveSmallIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["team__name", "period", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(card_hours_limit__isnull=False) | Q(money_limit__isnull=False),
+                name="budget_has_a_limit",
+            ),
+            models.CheckConstraint(
+                condition=Q(card_hours_limit__isnull=True) | Q(card_hours_limit__gt=0),
+                name="budget_card_hours_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(money_limit__isnull=True, currency="")
+                | Q(money_limit__gt=0) & ~Q(currency=""),
+                name="budget_money_has_currency",
+            ),
+            models.CheckConstraint(
+                condition=Q(rollover_cap_percent__isnull=True) | Q(rollover_cap_percent__gte=0),
+                name="budget_cap_not_negative",
+            ),
+            models.UniqueConstraint(
+                fields=["team", "pool", "gpu_model", "period"],
+                nulls_distinct=False,
+                name="budget_unique_scope",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team} {self.get_period_display().lower()} budget ({self.scope_label})"
+
+    @property
+    def scope_label(self) -> str:
+        parts = [
+            self.pool.name if self.pool_id else "",
+            self.gpu_model.name if self.gpu_model_id else "",
+        ]
+        return " · ".join(p for p in parts if p) or "all pools and models"

@@ -1,0 +1,241 @@
+"""Reads of budgets: who may see which, and what each has consumed.
+
+Consumption is what the team's statements charge for the period's months — the usage lines of
+:func:`billing.services.statements.usage_lines_by_team` (reserved card-hours as the reservation
+import accrues them, used card-hours outside reservations, elastic burst card-hours, tokens in
+money), one ``GROUP BY`` per month (and per pool, for pool-scoped budgets) for every budget at
+once. Card-hours count every card-hour line; money every line's rounded amount, as the
+statement adds it; tokens add money only.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from billing.budgets import periods as p
+from billing.budgets.models import Budget
+from billing.conf import billing_zone
+from billing.pricing import month_of
+from billing.services.statements import CARD_HOURS, usage_lines_by_team
+from pools.capacity.arithmetic import card_seconds_hours
+from pools.tenancy.selectors import team_list
+
+
+def budget_list(*, user) -> QuerySet[Budget]:
+    """Budgets of the teams the user can see (:func:`pools.tenancy.selectors.team_list`)."""
+    return Budget.objects.filter(team__in=team_list(user=user)).select_related(
+        "team", "pool", "gpu_model"
+    )
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One limit of a budget over one period: card-hours, or money in ``unit`` (a currency).
+
+    ``used`` ``None``: unknown (the month's rate card is in another currency)."""
+
+    unit: str
+    base_limit: Decimal
+    rollover: Decimal
+    used: Decimal | None
+
+    @property
+    def limit(self) -> Decimal:
+        return self.base_limit + self.rollover
+
+    @property
+    def remaining(self) -> Decimal | None:
+        return None if self.used is None else self.limit - self.used
+
+    @property
+    def percent(self) -> Decimal | None:
+        return None if self.used is None else p.percent_used(self.used, self.limit)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.used is not None and self.used >= self.limit
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    """A budget in the period containing ``at``: bounds, each limit, the alert level and the
+    forecast run-out (the earlier of the two limits')."""
+
+    budget: Budget
+    period: date
+    starts_at: datetime
+    ends_at: datetime
+    card_hours: Dimension | None
+    money: Dimension | None
+    run_out_at: datetime | None
+    months: tuple = ()  # ((month, card-hours, money or None), ...) of this period so far
+
+    @property
+    def dimensions(self) -> list[Dimension]:
+        return [d for d in (self.card_hours, self.money) if d is not None]
+
+    @property
+    def percent(self) -> Decimal | None:
+        known = [d.percent for d in self.dimensions if d.percent is not None]
+        return max(known) if known else None
+
+    @property
+    def exhausted(self) -> bool:
+        return any(d.exhausted for d in self.dimensions)
+
+    @property
+    def alert(self) -> int | None:
+        return p.alert_level(self.percent, exhausted=self.exhausted)
+
+
+FILTER_TEAMS_UP_TO = 200
+"""Up to this many teams the month's usage is read for those teams only; beyond, for every
+team (benchmarks/budgets.py: 1,600 ids in the IN list cost more than the rows they skip)."""
+
+
+def _usage(needs: dict[tuple[int | None, date], set[int]]) -> tuple[dict, dict[date, str]]:
+    """Priced usage per (team, pool, month) and GPU model, one statement path call per
+    (pool, month): ``{(team, pool, month): {gpu_model_id: [card_seconds, money]}}`` and each
+    month's currency."""
+    usage: dict = defaultdict(lambda: defaultdict(lambda: [Decimal(0), Decimal(0)]))
+    currencies: dict[date, str] = {}
+    for (pool_id, month), team_ids in needs.items():
+        # Many teams: read the month for every team (and drop the rest) rather than send an
+        # IN list of thousands of ids, which costs more to build and parse than it saves.
+        wanted = sorted(team_ids) if len(team_ids) <= FILTER_TEAMS_UP_TO else None
+        lines, currencies[month] = usage_lines_by_team(
+            month=month, team_ids=wanted, pool_id=pool_id
+        )
+        for team_id, team_lines in lines.items():
+            if team_id not in team_ids:
+                continue
+            per_model = usage[(team_id, pool_id, month)]
+            for line in team_lines:
+                sums = per_model[line.gpu_model_id]
+                if line.unit == CARD_HOURS:
+                    sums[0] += line.raw_quantity
+                sums[1] += line.amount
+    return usage, currencies
+
+
+def _by_month(budget: Budget, months: list[date], usage, currencies, now_month: date):
+    """``[(month, card-hours, money or None)]`` the budget's scope consumed, month by month,
+    up to the current month (money ``None`` where that month's rate card is in another
+    currency than the budget's)."""
+    result = []
+    for month in months:
+        if month > now_month:
+            break
+        seconds, money = Decimal(0), Decimal(0)
+        per_model = usage.get((budget.team_id, budget.pool_id, month), {})
+        for model_id, (card_seconds, amount) in per_model.items():
+            if budget.gpu_model_id is not None and model_id != budget.gpu_model_id:
+                continue
+            seconds += card_seconds
+            money += amount
+        known = budget.money_limit is None or currencies.get(month) in (None, budget.currency)
+        result.append((month, card_seconds_hours(seconds), money if known else None))
+    return result
+
+
+def _totals(rows) -> tuple[Decimal, Decimal | None]:
+    """(card-hours, money or None) of :func:`_by_month` rows."""
+    hours = sum((h for _, h, _ in rows), Decimal(0))
+    moneys = [m for _, _, m in rows]
+    return hours, None if None in moneys else sum(moneys, Decimal(0))
+
+
+def budget_statuses(
+    budgets: Iterable[Budget], *, now: datetime | None = None, at: datetime | None = None
+) -> dict[int, BudgetStatus]:
+    """Budget id -> its :class:`BudgetStatus` in the period containing ``at`` (default now),
+    counting usage up to ``now``. The previous period is read only for budgets that roll over,
+    and only when it ended by ``now`` and began on or after ``starts_on``. A budget whose first
+    period has not started yet is shown in its first period, nothing used."""
+    now = now or timezone.now()
+    zone = billing_zone()
+    now_month = month_of(now, zone)
+    at_day = (at or now).astimezone(zone).date()
+    budgets = list(budgets)
+    plan: dict[int, tuple[date, date | None]] = {}
+    needs: dict[tuple[int | None, date], set[int]] = defaultdict(set)
+    for budget in budgets:
+        first = max(p.period_start(budget.period, at_day), budget.starts_on)
+        previous = p.period_before(budget.period, first)
+        has_previous = (
+            budget.rollover != "none"
+            and previous >= budget.starts_on
+            and p.period_bounds(budget.period, previous, zone)[1] <= now
+        )
+        plan[budget.pk] = (first, previous if has_previous else None)
+        for start in (first, previous) if has_previous else (first,):
+            for month in p.period_months(budget.period, start):
+                if month <= now_month:
+                    needs[(budget.pool_id, month)].add(budget.team_id)
+    usage, currencies = _usage(needs)
+    result = {}
+    for budget in budgets:
+        first, previous = plan[budget.pk]
+        start, end = p.period_bounds(budget.period, first, zone)
+        months = _by_month(
+            budget, p.period_months(budget.period, first), usage, currencies, now_month
+        )
+        used_h, used_money = _totals(months)
+        prev_h = prev_money = None
+        if previous is not None:
+            prev_h, prev_money = _totals(
+                _by_month(
+                    budget, p.period_months(budget.period, previous), usage, currencies, now_month
+                )
+            )
+        hours = money = None
+        if budget.card_hours_limit is not None:
+            hours = _dimension(budget, CARD_HOURS, budget.card_hours_limit, used_h, prev_h)
+        if budget.money_limit is not None:
+            money = _dimension(budget, budget.currency, budget.money_limit, used_money, prev_money)
+        run_outs = [
+            f.run_out_at
+            for d in (hours, money)
+            if d is not None and d.used is not None
+            and (f := p.forecast(used=d.used, limit=d.limit, start=start, end=end, now=now))
+            and f.run_out_at is not None
+        ]  # fmt: skip
+        result[budget.pk] = BudgetStatus(
+            budget,
+            first,
+            start,
+            end,
+            hours,
+            money,
+            min(run_outs) if run_outs else None,
+            tuple(months),
+        )
+    return result
+
+
+def _dimension(budget: Budget, unit: str, limit, used, previous_used) -> Dimension:
+    carried = p.rollover_amount(
+        policy=budget.rollover,
+        limit=limit,
+        previous_used=previous_used,
+        cap_percent=budget.rollover_cap_percent,
+    )
+    return Dimension(unit, limit, carried, used)
+
+
+def team_budget_banner(*, team_id: int, now: datetime | None = None) -> list[BudgetStatus]:
+    """The team's budgets at or beyond :data:`~billing.budgets.periods.BANNER_PERCENT` used
+    (what the banner on the team's pages lists), fullest first."""
+    statuses = budget_statuses(
+        Budget.objects.filter(team_id=team_id).select_related("team", "pool", "gpu_model"),
+        now=now,
+    ).values()
+    shown = [s for s in statuses if s.exhausted or (s.percent or 0) >= p.BANNER_PERCENT]
+    return sorted(shown, key=lambda s: -(s.percent or Decimal(10**6)))

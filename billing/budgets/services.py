@@ -1,0 +1,131 @@
+"""Writes of budgets: create, change, delete — pool admins only, each audited, each checked
+whole before anything is written (a field error names the field and changes nothing)."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from billing.budgets import periods as p
+from billing.budgets.choices import BudgetPeriod, Enforcement, Rollover
+from billing.budgets.models import Budget
+from billing.conf import billing_zone, default_currency
+from billing.services.rates import rate_periods
+from pools.audit.services import audit_event_record, audit_snapshot
+from pools.capacity.services.requests import require_pool_admin
+from pools.errors import Conflict, InvalidInput
+
+FIELDS = (
+    "team", "pool", "gpu_model", "period", "starts_on", "card_hours_limit", "money_limit",
+    "currency", "rollover", "rollover_cap_percent", "enforcement",
+)  # fmt: skip
+
+
+def rate_card_currency(month: date) -> str:
+    """The currency of the rate card in force in ``month`` (the configured default where no
+    card covers it): the only currency a budget's money limit may be in."""
+    periods = rate_periods(month=month.replace(day=1), zone=billing_zone())
+    return next((x.currency for x in periods if x.currency), None) or default_currency()
+
+
+def _snapshot(budget: Budget) -> dict[str, Any]:
+    return audit_snapshot(
+        budget, *[f for f in FIELDS if f not in ("team", "pool", "gpu_model")],
+        team="team.slug", pool="pool.slug", gpu_model="gpu_model.slug",
+    )  # fmt: skip
+
+
+def _validate(values: dict[str, Any]) -> None:
+    """Field errors of a budget's values (all of them at once), raised as one InvalidInput."""
+    errors: dict[str, str] = {}
+    period, starts_on = values["period"], values["starts_on"]
+    if period not in BudgetPeriod.values:
+        errors["period"] = f"One of {', '.join(BudgetPeriod.values)}."
+    elif starts_on != p.period_start(period, starts_on):
+        errors["starts_on"] = (
+            f"The first day of a {period}: {p.period_start(period, starts_on).isoformat()}?"
+        )
+    hours, money = values.get("card_hours_limit"), values.get("money_limit")
+    if hours is None and money is None:
+        errors["card_hours_limit"] = "Give a card-hour limit, a money limit, or both."
+    if hours is not None and Decimal(hours) <= 0:
+        errors["card_hours_limit"] = "More than 0 card-hours."
+    currency = values.get("currency") or ""
+    if money is not None:
+        if Decimal(money) <= 0:
+            errors["money_limit"] = "More than 0."
+        expected = rate_card_currency(starts_on)
+        if currency != expected:
+            errors["currency"] = (
+                f"The rate card charges in {expected}; a budget in {currency or 'no currency'} "
+                "could not be compared with what it charges."
+            )
+    elif currency:
+        errors["currency"] = "Only with a money limit."
+    if values.get("rollover") not in Rollover.values:
+        errors["rollover"] = f"One of {', '.join(Rollover.values)}."
+    cap = values.get("rollover_cap_percent")
+    if cap is not None and (values.get("rollover") != Rollover.CARRY or Decimal(cap) < 0):
+        errors["rollover_cap_percent"] = "A cap of 0 % or more, only when unused carries over."
+    if values.get("enforcement") not in Enforcement.values:
+        errors["enforcement"] = f"One of {', '.join(Enforcement.values)}."
+    if errors:
+        raise InvalidInput("The budget has invalid fields.", errors=errors)
+
+
+def _save(budget: Budget) -> None:
+    """Save, then read back, so the audit event shows the stored values (2500 → 2500.000)."""
+    try:
+        with transaction.atomic():
+            budget.save()
+            budget.refresh_from_db()
+    except IntegrityError as error:  # budget_unique_scope: one per team × pool × model × period
+        raise Conflict(
+            f"{budget.team} already has a {budget.period} budget for {budget.scope_label}.",
+            team=budget.team.slug,
+        ) from error
+
+
+def budget_create(*, actor: Any, **values: Any) -> Budget:
+    """A new budget from ``values`` (the names of :data:`FIELDS`; ``team``, ``pool`` and
+    ``gpu_model`` as objects). Raises PermissionDenied, InvalidInput (field errors),
+    Conflict (the scope already has a budget for that period)."""
+    require_pool_admin(actor)
+    values = {"rollover": Rollover.NONE, "enforcement": Enforcement.WARN, **values}
+    _validate(values)
+    with transaction.atomic():
+        budget = Budget(**{k: v for k, v in values.items() if k in FIELDS})
+        _save(budget)
+        audit_event_record(actor=actor, action="budget.created", obj=budget,
+                           after=_snapshot(budget))  # fmt: skip
+    return budget
+
+
+def budget_update(*, budget: Budget, actor: Any, **changes: Any) -> Budget:
+    """Change the given fields; the budget is checked whole. A change of period or limit
+    applies to the period containing now: consumption is always recounted from usage, so it
+    stays exact to the second whatever the period became."""
+    require_pool_admin(actor)
+    with transaction.atomic():
+        budget = Budget.objects.select_for_update().select_related("team").get(pk=budget.pk)
+        before = _snapshot(budget)
+        values = {f: getattr(budget, f) for f in FIELDS}
+        values.update({k: v for k, v in changes.items() if k in FIELDS})
+        _validate(values)
+        for key, value in values.items():
+            setattr(budget, key, value)
+        _save(budget)
+        audit_event_record(actor=actor, action="budget.updated", obj=budget, before=before,
+                           after=_snapshot(budget))  # fmt: skip
+    return budget
+
+
+def budget_delete(*, budget: Budget, actor: Any) -> None:
+    require_pool_admin(actor)
+    with transaction.atomic():
+        audit_event_record(actor=actor, action="budget.deleted", obj=budget,
+                           before=_snapshot(budget))  # fmt: skip
+        budget.delete()

@@ -1,0 +1,127 @@
+"""Budget pages: the budgets of the caller's teams with the period's burn-down, CSV export,
+and the banner the team's pages show from 80 % used."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.shortcuts import render
+from django.utils import timezone
+from django.utils.cache import patch_vary_headers
+
+from billing.budgets.filtersets import BudgetFilterSet
+from billing.budgets.selectors import BudgetStatus, budget_list, budget_statuses
+from billing.conf import billing_zone
+from billing.pricing import local_midnight, next_month, round_money
+from pools.web import Column, csv_response
+
+BUDGETS_PER_PAGE = 50
+
+
+def _hours(dimension) -> Decimal | None:
+    """Card-hours to 3 places (the limit's own precision) for the CSV; None when unknown."""
+    if dimension is None or dimension.used is None:
+        return None
+    return dimension.used.quantize(Decimal("0.001"))
+
+
+def _money(dimension) -> Decimal | None:
+    if dimension is None or dimension.used is None:
+        return None
+    return round_money(dimension.used, dimension.unit)
+
+
+CSV_COLUMNS = [
+    Column("team", lambda s: s.budget.team.slug),
+    Column("pool", lambda s: s.budget.pool.slug if s.budget.pool_id else None),
+    Column("gpu_model", lambda s: s.budget.gpu_model.slug if s.budget.gpu_model_id else None),
+    Column("period", lambda s: s.budget.period),
+    Column("period_start", lambda s: s.period.isoformat()),
+    Column("enforcement", lambda s: s.budget.enforcement),
+    Column("card_hours_limit", lambda s: s.card_hours.limit if s.card_hours else None),
+    Column("card_hours_used", lambda s: _hours(s.card_hours)),
+    Column("money_limit", lambda s: s.money.limit if s.money else None),
+    Column("money_used", lambda s: _money(s.money)),
+    Column("currency", lambda s: s.budget.currency or None),
+    Column("percent", lambda s: s.percent),
+    Column("alert", lambda s: s.alert),
+    Column("run_out_at", lambda s: s.run_out_at.isoformat() if s.run_out_at else None),
+]
+
+
+def _days(status: BudgetStatus, at: datetime) -> float:
+    return round((at - status.starts_at).total_seconds() / 86400, 2)
+
+
+def burn_down(status: BudgetStatus, now: datetime) -> dict:
+    """Chart.js data for one budget (card-hours when it has that limit, else money): what is
+    left at the period start, at each month end passed and now; the even burn from the limit
+    to 0 at the period end; and the forecast from now to the run-out. x: days into the
+    period (real days: 86,400 s)."""
+    dimension = status.card_hours or status.money
+    column = 1 if status.card_hours else 2  # of the (month, card-hours, money) rows
+    zone = billing_zone()
+    left, points = dimension.limit, [{"x": 0, "y": float(dimension.limit)}]
+    for row in status.months:
+        if row[column] is None:
+            break
+        left -= row[column]
+        at = min(local_midnight(next_month(row[0]), zone), now, status.ends_at)
+        points.append({"x": _days(status, at), "y": float(left)})
+    sets = [
+        {"label": "left", "data": points},
+        {"label": "even burn", "data": [{"x": 0, "y": float(dimension.limit)},
+                                        {"x": _days(status, status.ends_at), "y": 0}]},
+    ]  # fmt: skip
+    if status.run_out_at is not None and dimension.remaining is not None:
+        sets.append({"label": "forecast", "data": [
+            {"x": _days(status, min(now, status.ends_at)), "y": float(dimension.remaining)},
+            {"x": _days(status, status.run_out_at), "y": 0},
+        ]})  # fmt: skip
+    return {"unit": dimension.unit, "days": _days(status, status.ends_at), "datasets": sets}
+
+
+@login_required
+def budget_list_page(request):
+    """``/costs/budgets/``: filter by team, pool, GPU model, period, enforcement (the API's
+    FilterSet); ``?budget=<id>`` picks the budget charted (default: the fullest on the page);
+    ``?export=csv`` every filtered budget with its figures."""
+    now = timezone.now()
+    filterset = BudgetFilterSet(request.GET or None, queryset=budget_list(user=request.user))
+    rows = filterset.qs if filterset.is_bound and filterset.is_valid() else filterset.queryset
+    if filterset.is_bound and not filterset.is_valid():
+        rows = rows.none()
+    rows = rows.order_by("team__name", "period", "pk")
+    if request.GET.get("export") == "csv":
+        statuses = budget_statuses(rows, now=now)
+        return csv_response(statuses.values(), CSV_COLUMNS, "budgets.csv")
+    page = Paginator(rows, BUDGETS_PER_PAGE).get_page(request.GET.get("page"))
+    statuses = budget_statuses(page.object_list, now=now)
+    chosen = statuses.get(_int(request.GET.get("budget")))
+    if chosen is None and statuses:
+        chosen = max(statuses.values(), key=lambda s: s.percent or Decimal(-1))
+    query = request.GET.copy()
+    query.pop("page", None)
+    query.pop("budget", None)
+    context = {
+        "filterset": filterset,
+        "page": page,
+        "statuses": [statuses[b.pk] for b in page.object_list],
+        "chosen": chosen,
+        "chart": burn_down(chosen, now) if chosen else None,
+        "query": query.urlencode(),
+        "now": now,
+    }
+    response = render(request, "billing/budgets/list.html", context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text else None
+    except ValueError:
+        return None

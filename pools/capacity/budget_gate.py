@@ -1,0 +1,63 @@
+"""The budget check step of submission and approval (and so of extensions, which are requests).
+
+Budgets are money and card-hours priced by the rate card, so they live in billing, a floor above
+this one; pools asks through the one function ``settings.BUDGET_CHECK`` names (a dotted path,
+``billing.budgets.enforcement.budget_check``; empty: no budgets, every request passes). It
+answers ``None`` (within every budget) or the :class:`BudgetVerdict` of the most severe budget
+the request would pass: *warn* (go on, the reason is shown), *needs_admin* (no auto-approval;
+a pool admin may still approve) or *refuse* (:class:`~pools.errors.BudgetExceeded`, 409).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from pools.errors import BudgetExceeded
+
+WARN, NEEDS_ADMIN, REFUSE = "warn", "needs_admin", "refuse"
+SEVERITY = {WARN: 1, NEEDS_ADMIN: 2, REFUSE: 3}
+
+
+@dataclass(frozen=True)
+class BudgetVerdict:
+    """What a budget says of a request: ``enforcement`` (warn / needs_admin / refuse), a
+    ``reason`` for people and ``data`` for machines (see :class:`BudgetExceeded`)."""
+
+    enforcement: str
+    reason: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def budget_verdict(
+    *, team, pool, gpu_model, cards: int, starts_at: datetime, ends_at: datetime
+) -> BudgetVerdict | None:
+    """The configured check's verdict on ``cards`` over ``[starts_at, ends_at)``."""
+    path = getattr(settings, "BUDGET_CHECK", "")
+    if not path:
+        return None
+    check = import_string(path)
+    return check(team=team, pool=pool, gpu_model=gpu_model, cards=cards,
+                 starts_at=starts_at, ends_at=ends_at)  # fmt: skip
+
+
+def budget_check_step(
+    *, request, cards: int, ends_at: datetime, pool, gpu_model, system: bool
+) -> BudgetVerdict | None:
+    """Check a request (as granted: ``cards`` until ``ends_at`` in ``pool`` × ``gpu_model``)
+    against the team's budgets. Raises :class:`BudgetExceeded` on *refuse*, and on
+    *needs_admin* when ``system`` (a rule, not a person, would approve); returns the verdict
+    otherwise, for the caller to show."""
+    verdict = budget_verdict(
+        team=request.team, pool=pool, gpu_model=gpu_model, cards=cards,
+        starts_at=request.starts_at, ends_at=ends_at,
+    )  # fmt: skip
+    if verdict is None:
+        return None
+    if verdict.enforcement == REFUSE or (system and verdict.enforcement == NEEDS_ADMIN):
+        raise BudgetExceeded(verdict.reason, **verdict.data, errors={"card_count": verdict.reason})
+    return verdict

@@ -1,0 +1,89 @@
+"""Budgets API: scoped reads with the period's consumption, pool-admin writes, 4xx bodies."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from decimal import Decimal
+
+import pytest
+
+from billing.budgets.models import Budget
+from pools.audit.models import AuditEvent
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rates")]
+NOW = datetime(2026, 3, 10, 12, tzinfo=UTC)
+BODY = {"team": "nlp", "period": "month", "starts_on": "2026-01-01",
+        "card_hours_limit": "100", "money_limit": "300.00", "currency": "EUR",
+        "rollover": "carry", "rollover_cap_percent": "25",
+        "enforcement": "needs_admin"}  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def fixed_now(monkeypatch, settings):
+    settings.BILLING_TIME_ZONE = "UTC"
+    monkeypatch.setattr("django.utils.timezone.now", lambda: NOW)
+
+
+def test_admin_creates_and_member_reads_consumption(team, team_member, pool_admin, a100, api_as):
+    """30 A100 card-h on use in March (30 × 3.00 = 90.00 EUR) of 100 card-h / 300 EUR:
+    30.0 % and 30.0 %; no February use, so carry hands over all 100 unused, capped at 25 %
+    = 25: limit 125 card-h, 24.0 %; money 300 + 75 = 375, 24.0 %."""
+    from factories import UsageRecordFactory
+
+    start = datetime(2026, 3, 2, tzinfo=UTC)
+    UsageRecordFactory(team=team, gpu_model=a100, quantity=Decimal(30 * 3600), basis="used",
+                       source="slurm-accounting", period_start=start,
+                       period_end=start.replace(day=3), month=date(2026, 3, 1))  # fmt: skip
+    created = api_as(pool_admin).post("/api/v1/budgets/", BODY, format="json")
+    assert created.status_code == 201, created.content
+    assert AuditEvent.objects.filter(action="budget.created").count() == 1
+    listed = api_as(team_member).get("/api/v1/budgets/?team=nlp")
+    assert listed.status_code == 200
+    [row] = listed.json()["results"]
+    status = row["status"]
+    assert status["period"] == "2026-03-01"
+    assert status["card_hours"]["limit"] == "125.0000"
+    assert status["card_hours"]["used"] == "30.0000"
+    assert status["card_hours"]["percent"] == "24.0"
+    assert status["money"]["limit"] == "375.0000"
+    assert status["money"]["used"] == "90.0000"
+    assert status["alert"] is None
+
+
+def test_member_may_not_write(team, team_member, api_as):
+    answer = api_as(team_member).post("/api/v1/budgets/", BODY, format="json")
+    assert answer.status_code == 403 and answer.json()["code"] == "permission_denied"
+    assert not Budget.objects.exists()
+
+
+def test_other_teams_budgets_are_invisible(team, other_member, pool_admin, api_as):
+    api_as(pool_admin).post("/api/v1/budgets/", BODY, format="json")
+    assert api_as(other_member).get("/api/v1/budgets/").json()["count"] == 0
+    pk = Budget.objects.get().pk
+    assert api_as(other_member).get(f"/api/v1/budgets/{pk}/").status_code == 404
+
+
+def test_bad_input_is_400_and_changes_nothing(team, pool_admin, api_as):
+    answer = api_as(pool_admin).post("/api/v1/budgets/", {**BODY, "currency": "USD"}, format="json")
+    assert answer.status_code == 400
+    assert answer.json()["code"] == "invalid_input"
+    assert "currency" in answer.json()["errors"]
+    bad = api_as(pool_admin).post("/api/v1/budgets/", {**BODY, "period": "week"}, format="json")
+    assert bad.status_code == 400 and "period" in bad.json()["errors"]
+    assert not Budget.objects.exists()
+
+
+def test_duplicate_scope_is_409(team, pool_admin, api_as):
+    assert api_as(pool_admin).post("/api/v1/budgets/", BODY, format="json").status_code == 201
+    again = api_as(pool_admin).post("/api/v1/budgets/", BODY, format="json")
+    assert again.status_code == 409 and again.json()["code"] == "conflict"
+
+
+def test_update_and_delete(team, pool_admin, api_as):
+    pk = api_as(pool_admin).post("/api/v1/budgets/", BODY, format="json").json()["id"]
+    changed = api_as(pool_admin).patch(
+        f"/api/v1/budgets/{pk}/", {"enforcement": "refuse"}, format="json"
+    )
+    assert changed.status_code == 200 and changed.json()["enforcement"] == "refuse"
+    assert api_as(pool_admin).delete(f"/api/v1/budgets/{pk}/").status_code == 204
+    assert not Budget.objects.exists()

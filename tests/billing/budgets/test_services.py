@@ -1,0 +1,78 @@
+"""Budget writes: pool admins only, audited, refused whole with field errors."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+
+import pytest
+
+from billing.budgets.models import Budget
+from billing.budgets.services import budget_create, budget_delete, budget_update
+from pools.audit.models import AuditEvent
+from pools.errors import Conflict, InvalidInput, PermissionDenied
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rates")]
+
+
+def values(team, **changes):
+    return {"team": team, "period": "quarter", "starts_on": date(2026, 1, 1),
+            "card_hours_limit": Decimal(2000), "money_limit": Decimal("4000.00"),
+            "currency": "EUR", "rollover": "carry", "rollover_cap_percent": Decimal(10),
+            "enforcement": "needs_admin", **changes}  # fmt: skip
+
+
+def test_create_update_delete_audited(team, pool_admin, a100):
+    budget = budget_create(actor=pool_admin, **values(team, gpu_model=a100))
+    assert budget.scope_label == a100.name
+    budget_update(budget=budget, actor=pool_admin, card_hours_limit=Decimal(2500))
+    budget.refresh_from_db()
+    assert budget.card_hours_limit == Decimal(2500)
+    budget_delete(budget=budget, actor=pool_admin)
+    assert not Budget.objects.exists()
+    events = list(AuditEvent.objects.filter(object_type="billing.budget").order_by("id"))
+    assert [e.action for e in events] == ["budget.created", "budget.updated", "budget.deleted"]
+    assert events[1].before["card_hours_limit"] == "2000.000"
+    assert events[1].after["card_hours_limit"] == "2500.000"
+
+
+def test_currency_other_than_the_rate_card_refused(team, pool_admin):
+    """The test rate card charges EUR: a USD budget is a field error and nothing is written."""
+    with pytest.raises(InvalidInput) as caught:
+        budget_create(actor=pool_admin, **values(team, currency="USD"))
+    assert "EUR" in caught.value.data["errors"]["currency"]
+    assert not Budget.objects.exists() and not AuditEvent.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"starts_on": date(2026, 2, 1)}, "starts_on"),  # a quarter starts Jan/Apr/Jul/Oct
+        ({"card_hours_limit": None, "money_limit": None, "currency": ""}, "card_hours_limit"),
+        ({"card_hours_limit": Decimal(0)}, "card_hours_limit"),
+        ({"money_limit": Decimal(-1)}, "money_limit"),
+        ({"money_limit": None}, "currency"),  # a currency without a money limit
+        ({"rollover": "none"}, "rollover_cap_percent"),  # a cap only when carrying
+        ({"enforcement": "block"}, "enforcement"),
+        ({"period": "week"}, "period"),
+    ],
+)
+def test_bad_fields_refused(team, pool_admin, changes, field):
+    with pytest.raises(InvalidInput) as caught:
+        budget_create(actor=pool_admin, **values(team, **changes))
+    assert field in caught.value.data["errors"]
+    assert not Budget.objects.exists()
+
+
+def test_members_may_not_write(team, team_manager):
+    with pytest.raises(PermissionDenied):
+        budget_create(actor=team_manager, **values(team))
+    assert not Budget.objects.exists()
+
+
+def test_one_budget_per_scope_and_period(team, pool_admin):
+    budget_create(actor=pool_admin, **values(team))
+    with pytest.raises(Conflict):
+        budget_create(actor=pool_admin, **values(team))
+    assert Budget.objects.count() == 1
+    assert AuditEvent.objects.filter(action="budget.created").count() == 1

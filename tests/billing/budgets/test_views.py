@@ -1,0 +1,114 @@
+"""Budget pages: the list with its burn-down, the CSV, and the banner on the team's pages."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import UTC, date, datetime
+from decimal import Decimal
+
+import pytest
+
+from billing.budgets.models import Budget
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rates")]
+NOW = datetime(2026, 3, 11, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def fixed_now(monkeypatch, settings):
+    settings.BILLING_TIME_ZONE = "UTC"
+    monkeypatch.setattr("django.utils.timezone.now", lambda: NOW)
+
+
+@pytest.fixture
+def near(team, a100):
+    """85 A100 card-h on use by 11 March of a 100 card-h monthly budget: 85.0 %, alert 80.
+    Burn: 85 card-h in 10 days = 8.5 a day, the 15 left last 15 / 8.5 = 1.7647 days =
+    152,471 s (rounded): run-out 2026-03-12 18:21:11 UTC, inside March."""
+    from factories import UsageRecordFactory
+
+    start = datetime(2026, 3, 2, tzinfo=UTC)
+    UsageRecordFactory(team=team, gpu_model=a100, quantity=Decimal(85 * 3600), basis="used",
+                       source="slurm-accounting", period_start=start,
+                       period_end=start.replace(day=3), month=date(2026, 3, 1))  # fmt: skip
+    return Budget.objects.create(team=team, period="month", starts_on=date(2026, 1, 1),
+                                 card_hours_limit=Decimal(100), enforcement="refuse")  # fmt: skip
+
+
+def test_list_shows_figures_and_burn_down(near, team_member, client):
+    client.force_login(team_member)
+    page = client.get("/costs/budgets/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "85.0 / 100.0" in html and "85.0 %" in html and "12 Mar 2026" in html
+    chart = page.context["chart"]
+    left = chart["datasets"][0]["data"]
+    # from 100 at day 0 to 15 left now, 10 days in
+    assert left == [{"x": 0, "y": 100.0}, {"x": 10.0, "y": 15.0}]
+    forecast = chart["datasets"][2]["data"]
+    assert forecast[1] == {"x": round(10 + 152471 / 86400, 2), "y": 0}
+
+
+def test_csv_export(near, team_member, client):
+    client.force_login(team_member)
+    answer = client.get("/costs/budgets/?export=csv")
+    rows = list(csv.DictReader(io.StringIO(b"".join(answer.streaming_content).decode())))
+    assert len(rows) == 1
+    assert rows[0]["team"] == "nlp" and rows[0]["card_hours_used"] == "85.000"
+    assert rows[0]["percent"] == "85.0" and rows[0]["alert"] == "80"
+    assert rows[0]["run_out_at"] == "2026-03-12T18:21:11+00:00"
+
+
+def test_other_team_sees_nothing(near, other_member, client):
+    client.force_login(other_member)
+    assert "No budgets" in client.get("/costs/budgets/").content.decode()
+    assert client.get("/costs/budgets/?export=csv&team=nlp").status_code == 200
+
+
+def test_bad_filter_shows_no_rows(near, team_member, client):
+    client.force_login(team_member)
+    page = client.get("/costs/budgets/?period=week")
+    assert page.status_code == 200 and page.context["statuses"] == []
+
+
+def test_banner_on_the_team_pages_from_80_percent(near, team_member, client):
+    client.force_login(team_member)
+    for url in ("/teams/nlp/dashboard/", "/costs/nlp/2026-03/"):
+        html = client.get(url).content.decode()
+        assert "Budget 85.0 % used" in html, url
+        assert "requests are refused" in html
+
+
+def test_no_banner_below_80_percent(near, team_member, client):
+    near.card_hours_limit = Decimal(200)  # 85 of 200 = 42.5 %
+    near.save()
+    client.force_login(team_member)
+    assert "Budget " not in client.get("/teams/nlp/dashboard/").content.decode()
+
+
+def test_alerts_mailed_once_per_threshold_and_period(
+    near, team_manager, a100, mailoutbox, django_capture_on_commit_callbacks
+):
+    """85 % reached: the 80 % alert goes to the manager once; a second run sends nothing;
+    15 more card-h (100 of 100: 100 %) and the 100 % alert follows."""
+    from factories import UsageRecordFactory
+
+    from billing.budgets.alerts import budget_alerts_send
+
+    team_manager.email = "mia@example.org"
+    team_manager.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert budget_alerts_send(now=NOW) == [near.pk]
+        assert budget_alerts_send(now=NOW) == []
+    assert [m.subject for m in mailoutbox] == ["GPU budget of NLP: 80 % reached (2026-03)"]
+    assert mailoutbox[0].to == ["mia@example.org"]
+    start = datetime(2026, 3, 5, tzinfo=UTC)
+    UsageRecordFactory(team=near.team, gpu_model=a100, quantity=Decimal(15 * 3600),
+                       basis="used", source="slurm-accounting", period_start=start,
+                       period_end=start.replace(day=6), month=date(2026, 3, 1))  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        assert budget_alerts_send(now=NOW) == [near.pk]
+    assert mailoutbox[1].subject == "GPU budget of NLP: 100 % reached (2026-03)"
+    near.refresh_from_db()
+    assert (near.last_alert_period, near.last_alert_percent) == (date(2026, 3, 1), 100)
