@@ -11,7 +11,6 @@ import random
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -27,6 +26,7 @@ from pools.capacity.models import Allocation, CapacityRequest
 from pools.choices import AllocationStatus, PricingMethod, RequestStatus, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team
+from pools.tenancy.selectors import pool_admin_users
 from scheduler_adapters.records import JobRecord, JobState
 
 DEMO_CARD = "Demo prices — not real"
@@ -73,7 +73,7 @@ def _rate_card(start: date) -> None:
 
 
 def _allocations(month: date, zone) -> None:
-    admin = get_user_model().objects.filter(is_superuser=True).first()
+    admin = pool_admin_users().first()
     teams = {t.slug: t for t in Team.objects.all()}
     pools = {p.slug: p for p in Pool.objects.all()}
     models = {m.slug: m for m in GpuModel.objects.all()}

@@ -26,7 +26,7 @@ from billing.choices import (
 )
 from pools.capacity.models import Allocation
 from pools.inventory.models import GpuModel
-from pools.tenancy.models import Team
+from pools.tenancy.models import Team, team_owned
 
 currency_validator = RegexValidator(r"^[A-Z]{3}$", "An ISO 4217 code: three capital letters.")
 
@@ -131,6 +131,8 @@ class UsageRecord(models.Model):
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
+    objects = team_owned("team").as_manager()
+
     class Meta:
         ordering = ["period_start", "id"]
         constraints = [
@@ -195,6 +197,8 @@ class Statement(models.Model):
     built_at = models.DateTimeField()
     finalized_at = models.DateTimeField(null=True, blank=True)
 
+    objects = team_owned("team").as_manager()
+
     class Meta:
         ordering = ["-month", "team__name"]
         constraints = [
@@ -245,6 +249,8 @@ class StatementLine(models.Model):
     rate_card = models.ForeignKey(
         RateCard, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+
+    objects = team_owned("statement__team").as_manager()
 
     class Meta:
         ordering = ["statement", "position"]

@@ -28,7 +28,7 @@ from pools.tenancy.models import Team
 def statement_list(*, user) -> QuerySet[Statement]:
     """Statements the user may see: all for staff (finance, pool admins), else their teams'."""
     qs = Statement.objects.select_related("team").annotate(line_count=Count("lines"))
-    return qs if user.is_staff else qs.filter(team__memberships__user=user)
+    return qs.visible_to(user)
 
 
 def statement_lines(*, statement: Statement) -> QuerySet[StatementLine]:
@@ -45,10 +45,6 @@ def lines_by_statement(statement_ids: list[int]) -> dict[int, list[StatementLine
     ):
         lines[line.statement_id].append(line)
     return lines
-
-
-def team_visible(*, user, team: Team) -> bool:
-    return user.is_staff or team.memberships.filter(user=user).exists()
 
 
 def month_trend(*, team: Team | None, month: date, months: int = 12) -> list[dict]:

@@ -16,6 +16,7 @@ from pools.inventory.forms import AliasMapForm, CudaCheckForm, InventoryUploadFo
 from pools.inventory.models import Node
 from pools.inventory.services.gpu_models import gpu_model_alias_map
 from pools.inventory.services.import_files import inventory_import_file
+from pools.tenancy.permissions import may_administer_pools
 from pools.web import Column, csv_response, filtered_list, pool_admin_required
 
 NODE_COLUMNS = [
@@ -173,7 +174,7 @@ def pool_list(request):
 def unrecognised_models(request):
     form = None
     if request.method == "POST":
-        if not request.user.is_staff:
+        if not may_administer_pools(request.user):
             return HttpResponse("Only pool admins map models.", status=403)
         form = AliasMapForm(request.POST)
         if form.is_valid():

@@ -19,12 +19,7 @@ from pools.audit.services import audit_event_record
 from pools.capacity.lifecycle import APPLIED_STATUSES, HOLDING_STATUSES, transition_allowed
 from pools.capacity.locks import allocation_lock, pool_lock
 from pools.capacity.models import Allocation, CapacityRequest
-from pools.capacity.services.requests import (
-    allocation_snapshot,
-    capacity_request_create,
-    require_manager,
-    require_member,
-)
+from pools.capacity.services.requests import allocation_snapshot, capacity_request_create
 from pools.capacity.services.scheduler_binding import (
     PROVISION_LEAD,
     binding_apply,
@@ -34,10 +29,11 @@ from pools.capacity.services.scheduler_binding import (
     slurm_limit_sync,
     slurm_reservation_remove,
 )
-from pools.choices import AllocationStatus, RequestStatus, Scheduler, TeamRole
+from pools.choices import AllocationStatus, RequestStatus, Scheduler
 from pools.errors import InvalidInput, InvalidTransition
 from pools.jobs import ALLOCATION_UNBIND, enqueue_on_commit
-from pools.tenancy.models import Membership
+from pools.tenancy import selectors as tenancy_selectors
+from pools.tenancy.permissions import require_manager, require_member
 from scheduler_adapters.errors import SchedulerError
 
 
@@ -343,14 +339,10 @@ def allocation_lifecycle_sweep(
 
 
 def _email_expiry(allocation: Allocation) -> None:
-    recipients = list(
-        Membership.objects.filter(team=allocation.team)
-        .exclude(user__email="")
-        .values_list("user__email", flat=True)
-    )
+    recipients = tenancy_selectors.team_member_emails(team_id=allocation.team_id)
     if not recipients:
         return
-    managers = Membership.objects.filter(team=allocation.team, role=TeamRole.MANAGER).count()
+    managers = tenancy_selectors.team_manager_count(team_id=allocation.team_id)
     send_mail(
         subject=f"[gpu-pool] {allocation.card_count}× {allocation.gpu_model.name} in "
         f"{allocation.pool.name} ends {allocation.ends_at:%Y-%m-%d %H:%M %Z}",

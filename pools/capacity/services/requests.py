@@ -31,43 +31,19 @@ from pools.choices import (
     RequestKind,
     RequestStatus,
     Scheduler,
-    TeamRole,
     WorkloadKind,
 )
-from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition, PermissionDenied
+from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition
 from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import GpuModel, Pool
 from pools.jobs import ALLOCATION_PROVISION, ELASTIC_HAND_BACK, enqueue_on_commit
-from pools.tenancy.models import Membership, Team
+from pools.tenancy.models import Team
+from pools.tenancy.permissions import require_manager, require_member, require_pool_admin
 
 # A start a few minutes in the past is "now" (clock skew, a slow form); more is an error.
 START_GRACE = timedelta(minutes=10)
 MAX_WINDOW = timedelta(days=366)
 JUSTIFICATION_MAX = 5000
-
-
-def team_role(*, user: Any, team: Team) -> str | None:
-    """The user's role in ``team`` (``"member"``/``"manager"``) or ``None``."""
-    if not getattr(user, "is_authenticated", False):
-        return None
-    return Membership.objects.filter(team=team, user=user).values_list("role", flat=True).first()
-
-
-def require_member(user: Any, team: Team) -> None:
-    if not (user.is_staff or team_role(user=user, team=team)):
-        raise PermissionDenied(f"You are not a member of team {team.slug}.", team=team.slug)
-
-
-def require_manager(user: Any, team: Team) -> None:
-    if not (user.is_staff or team_role(user=user, team=team) == TeamRole.MANAGER):
-        raise PermissionDenied(
-            f"Only a manager of team {team.slug} or a pool admin may do this.", team=team.slug
-        )
-
-
-def require_pool_admin(user: Any) -> None:
-    if not getattr(user, "is_staff", False):
-        raise PermissionDenied("Only pool admins may decide requests.")
 
 
 def _snapshot(request: CapacityRequest) -> dict:
