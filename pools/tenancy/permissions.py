@@ -41,17 +41,9 @@ def may_see_team(user: Any, team: Team) -> bool:
 
 
 def may_request(user: Any, team: Team) -> bool:
-    """Ask for capacity for the team (create, submit, cancel one's own draft): any member."""
-    return _in_team(user, team)
-
-
-def may_extend(user: Any, team: Team) -> bool:
-    """Ask for more time on one of the team's allocations: any member."""
-    return _in_team(user, team)
-
-
-def may_share_estimate(user: Any, team: Team) -> bool:
-    """Share a sizing estimate with the team: any member."""
+    """Ask for capacity for the team: create, submit or cancel one's own draft or submitted
+    request, ask for more time on the team's allocation, share a sizing estimate with the
+    team. Any member."""
     return _in_team(user, team)
 
 
@@ -60,13 +52,9 @@ def may_see_costs(user: Any, team: Team) -> bool:
     return _in_team(user, team)
 
 
-def may_cancel(user: Any, team: Team) -> bool:
-    """Cancel another member's request, or an approved one (its cards go back): managers."""
-    return _manages(user, team)
-
-
 def may_release(user: Any, team: Team) -> bool:
-    """End one of the team's allocations early: managers."""
+    """End one of the team's allocations early, or cancel another member's request or an
+    approved one (its cards go back, as in a release): managers."""
     return _manages(user, team)
 
 
