@@ -39,6 +39,7 @@ from billing.pricing import (
 from billing.services.rates import RatePeriod, price_for, rate_kind, rate_periods
 from pools.audit.models import AuditEvent
 from pools.audit.services import audit_event_build, audit_event_record
+from pools.capacity.arithmetic import clip
 from pools.inventory.models import GpuModel
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_manager_emails, teams_with_manager_email
@@ -138,9 +139,9 @@ def _segment_sums_by_team(
             sums = by_team[record.team_id]
             length = Decimal(int((record.period_end - record.period_start).total_seconds()))
             for index, period in enumerate(periods):
-                a, b = max(record.period_start, period.start), min(record.period_end, period.end)
-                if b > a:
-                    share = Decimal(int((b - a).total_seconds())) / length
+                span = clip(record.period_start, record.period_end, period.start, period.end)
+                if span is not None:
+                    share = Decimal(int((span[1] - span[0]).total_seconds())) / length
                     sums[key][index] += record.quantity * share
     return by_team, seen
 

@@ -15,6 +15,7 @@ from pools.choices import (
     IdleFindingState,
 )
 from pools.inventory.models import Pool
+from pools.reclamation.evaluate import IDLE_BELOW_PCT
 from pools.tenancy.models import Team, team_owned
 
 # Bounds of a reclamation policy. The window is read from Prometheus at 60 s steps in one range
@@ -66,7 +67,7 @@ class ReclamationPolicy(models.Model):
     idle_below_pct = models.DecimalField(
         max_digits=5,
         decimal_places=2,
-        default=Decimal("30"),
+        default=Decimal(IDLE_BELOW_PCT),
         validators=[MinValueValidator(Decimal("0.01")), MaxValueValidator(Decimal("100"))],
     )
     certainly_idle_below_pct = models.DecimalField(

@@ -230,9 +230,9 @@ def allocation_extend(
         granted_until = max(
             [allocation.ends_at]
             + list(
-                Allocation.objects.filter(
-                    request__extends=allocation, status__in=HOLDING_STATUSES
-                ).values_list("ends_at", flat=True)
+                Allocation.objects.holding()
+                .filter(request__extends=allocation)
+                .values_list("ends_at", flat=True)
             )
         )
         if ends_at <= granted_until:
@@ -290,7 +290,7 @@ def allocation_lifecycle_sweep(
         days=warn_days if warn_days is not None else settings.ALLOCATION_EXPIRY_WARNING_DAYS
     )
     counts = {"provisioned": 0, "expiring": 0, "ended": 0}
-    ending = Allocation.objects.filter(status__in=HOLDING_STATUSES, ends_at__lte=now)
+    ending = Allocation.objects.holding().filter(ends_at__lte=now)
     for allocation_id in ending.values_list("pk", flat=True):
         with transaction.atomic():
             allocation = allocation_lock(allocation_id)
