@@ -354,165 +354,219 @@ def capacity_request_approve(
     (:func:`pools.capacity.shapes.placement_taken`), and refused otherwise with ``taken`` (the
     cards that are not free), however the shape might fit elsewhere: the running job is on
     those cards. An extension of an unplaced allocation is checked like any request.
+
+    In steps: where it grants (:func:`_approval_target`), the pool and request locked, the
+    grant's own bounds (:func:`_check_grant`), the cards and shape free for the window
+    (:func:`_grant_placement`), the decision written (:func:`_approval_record`), the scheduler
+    work queued on commit (:func:`_approval_enqueue`).
     """
     if not system:
         require_pool_admin(actor)
     if request.kind == RequestKind.GROWTH:
-        raise InvalidTransition(
+        raise _not_approvable(
+            request,
             "A request for capacity to add is accepted or rejected, not approved: no pool "
             "has the cards yet.",
-            status=request.status,
-            action="approve",
         )
-    target_pool = pool or request.pool
-    target_model = gpu_model or request.gpu_model
-    if target_pool is None or target_model is None:
-        # An open request: pick where the grant fits (checked again under the pool lock). Only
-        # while it is submitted: an approved one answers its allocation without looking for room.
-        current = CapacityRequest.objects.filter(pk=request.pk).values_list("status", flat=True)
-        if current.get() == RequestStatus.SUBMITTED:
-            target_pool, target_model = _choose_option(
-                request, target_pool, target_model, card_count=card_count, ends_at=ends_at
-            )
+    target_pool, target_model = _approval_target(request, pool, gpu_model, card_count, ends_at)
     with transaction.atomic():
         locked_pool = pool_lock(target_pool.pk) if target_pool is not None else None
         request = request_lock_reusing(request, locked_pool, target_model)
         if request.status == RequestStatus.APPROVED:
             return request.allocation
         if request.status != RequestStatus.SUBMITTED or locked_pool is None:
-            raise InvalidTransition(
-                f"A {request.status} request cannot be approved.",
-                status=request.status,
-                action="approve",
-            )
+            raise _not_approvable(request, f"A {request.status} request cannot be approved.")
         cards = request.card_count if card_count is None else card_count
         end = request.ends_at if ends_at is None else ends_at
         _check_grant(request, cards, end, locked_pool, target_model)
-        shape = request_shape(request)
-        pinned = _extended_placement(request, locked_pool, target_model)
-        # one read of what the window holds serves the card count and the shape check
-        holds = window_holds(
-            pool=locked_pool,
-            gpu_model=target_model,
-            start=request.starts_at,
-            end=end,
-            per_node=shape is not None or bool(pinned),
+        placement = _grant_placement(request, cards, end, locked_pool, target_model)
+        allocation = _approval_record(
+            request,
+            actor,
+            reason,
+            Allocation(
+                request=request,
+                team=request.team,
+                pool=locked_pool,
+                gpu_model=target_model,
+                card_count=cards,
+                starts_at=request.starts_at,
+                ends_at=end,
+                status=AllocationStatus.APPROVED,
+                placement=placement,
+            ),
         )
-        free = pool_free_cards(
-            pool=locked_pool,
-            gpu_model=target_model,
+        _approval_enqueue(allocation)
+    return allocation
+
+
+def _not_approvable(request: CapacityRequest, message: str) -> InvalidTransition:
+    return InvalidTransition(message, status=request.status, action="approve")
+
+
+def _approval_target(
+    request: CapacityRequest,
+    pool: Pool | None,
+    gpu_model: GpuModel | None,
+    card_count: int | None,
+    ends_at: datetime | None,
+) -> tuple[Pool | None, GpuModel | None]:
+    """Where an approval grants: the pool and model the admin or the request named; for an
+    open request still submitted, the first option where the grant fits (checked again under
+    the pool lock). An approved one answers its allocation without looking for room."""
+    target_pool = pool or request.pool
+    target_model = gpu_model or request.gpu_model
+    if target_pool is None or target_model is None:
+        current = CapacityRequest.objects.filter(pk=request.pk).values_list("status", flat=True)
+        if current.get() == RequestStatus.SUBMITTED:
+            target_pool, target_model = _choose_option(
+                request, target_pool, target_model, card_count=card_count, ends_at=ends_at
+            )
+    return target_pool, target_model
+
+
+def _grant_placement(
+    request: CapacityRequest, cards: int, end: datetime, pool: Pool, model: GpuModel
+) -> list[dict[str, Any]]:
+    """The placement a grant of ``cards`` until ``end`` records (``[]`` unshaped), once the
+    pool (locked) has the cards free for the window, the shape fits node by node, and an
+    extension's placed cards are free; else raises :class:`InvalidInput` (not granted whole)
+    or :class:`InsufficientCapacity` (:func:`_insufficient`). One read of what the window
+    holds serves the card count and the shape check."""
+    shape = request_shape(request)
+    pinned = _extended_placement(request, pool, model)
+    holds = window_holds(
+        pool=pool,
+        gpu_model=model,
+        start=request.starts_at,
+        end=end,
+        per_node=shape is not None or bool(pinned),
+    )
+    free = pool_free_cards(
+        pool=pool,
+        gpu_model=model,
+        start=request.starts_at,
+        end=end,
+        cuda=request.cuda_version or None,
+        holds=holds,
+    )
+    _check_granted_whole(request, cards, shape, pinned)
+    fit = None
+    if shape is not None and not pinned:
+        fit = shape_fit(
+            pool=pool,
+            gpu_model=model,
+            shape=shape,
             start=request.starts_at,
             end=end,
             cuda=request.cuda_version or None,
             holds=holds,
         )
-        placement: list[dict[str, Any]] = []
-        fit = None
-        if pinned and cards != sum(len(spot["gpus"]) for spot in pinned):
-            raise InvalidInput(
-                "The approval has invalid fields.",
-                errors={
-                    "card_count": f"An extension keeps the cards of allocation "
-                    f"#{request.extends_id} and is granted whole "
-                    f"({sum(len(spot['gpus']) for spot in pinned)} cards) or not at all."
-                },
-            )
-        if shape is not None and not pinned:
-            if cards != shape.total_cards:
-                raise InvalidInput(
-                    "The approval has invalid fields.",
-                    errors={
-                        "card_count": f"A {shape.describe()} request is granted whole "
-                        f"({shape.total_cards} cards) or not at all."
-                    },
-                )
-            fit = shape_fit(
-                pool=locked_pool,
-                gpu_model=target_model,
-                shape=shape,
-                start=request.starts_at,
-                end=end,
-                cuda=request.cuda_version or None,
-                holds=holds,
-            )
-        if free < cards or (fit is not None and not fit.fits):
-            shaped = {}
-            if fit is not None and not fit.fits:
-                message = f"Insufficient capacity in {locked_pool.name}: {fit.message()}"
-                shaped = {
-                    "shape": shape_data(shape),
-                    "largest_shape": shape_data(fit.largest),
-                    "largest_single_node": shape_data(fit.largest_single_node),
-                }
-            else:
-                message = (
-                    f"Insufficient capacity: {free} {target_model.name} card(s) free in "
-                    f"{locked_pool.name} for that window, {cards} requested."
-                )
-            raise InsufficientCapacity(
-                message,
-                free=free,
-                requested=cards,
-                pool=locked_pool.slug,
-                gpu_model=target_model.slug,
-                **shaped,
-            )
-        if fit is not None:
-            placement = placement_record(fit)
-        if pinned:
-            _check_extended_cards(request, pinned, end, locked_pool, target_model, free, holds)
-            placement = pinned
-        before = _snapshot(request)
-        request.status = RequestStatus.APPROVED
-        request.decided_by = actor if getattr(actor, "is_authenticated", False) else None
-        request.decided_at = timezone.now()
-        request.decision_reason = reason
-        request.save(update_fields=["status", "decided_by", "decided_at", "decision_reason"])
-        allocation = Allocation.objects.create(
-            request=request,
-            team=request.team,
-            pool=locked_pool,
-            gpu_model=target_model,
-            card_count=cards,
-            starts_at=request.starts_at,
-            ends_at=end,
-            status=AllocationStatus.APPROVED,
-            placement=placement,
+    if free < cards or (fit is not None and not fit.fits):
+        raise _insufficient(pool, model, free, cards, shape, fit)
+    if pinned:
+        _check_extended_cards(request, pinned, end, pool, model, free, holds)
+        return pinned
+    return placement_record(fit) if fit is not None else []
+
+
+def _check_granted_whole(
+    request: CapacityRequest, cards: int, shape, pinned: list[dict[str, Any]]
+) -> None:
+    """An extension of a placed allocation, and a shaped request, are granted whole or not at
+    all: :class:`InvalidInput` on ``card_count`` otherwise."""
+    if pinned and cards != sum(len(spot["gpus"]) for spot in pinned):
+        raise InvalidInput(
+            "The approval has invalid fields.",
+            errors={
+                "card_count": f"An extension keeps the cards of allocation "
+                f"#{request.extends_id} and is granted whole "
+                f"({sum(len(spot['gpus']) for spot in pinned)} cards) or not at all."
+            },
         )
-        if placement:
-            PlacedCards.objects.bulk_create(placed_cards(allocation))
-        # Both events in one INSERT: approvals are the hot path (issue #3: >= 100/s).
-        AuditEvent.objects.bulk_create(
-            [
-                audit_event_build(
-                    actor=actor,
-                    action="request.approved",
-                    obj=request,
-                    before=before,
-                    after=_snapshot(request),
-                    reason=reason,
-                ),
-                audit_event_build(
-                    actor=actor,
-                    action="allocation.approved",
-                    obj=allocation,
-                    after=allocation_snapshot(allocation),
-                    reason=reason,
-                ),
-            ]
+    if shape is not None and not pinned and cards != shape.total_cards:
+        raise InvalidInput(
+            "The approval has invalid fields.",
+            errors={
+                "card_count": f"A {shape.describe()} request is granted whole "
+                f"({shape.total_cards} cards) or not at all."
+            },
         )
-        if locked_pool.scheduler == Scheduler.KUBERNETES:
-            # Burst cards lent to elastic allocations never count against a guarantee: once
-            # this commits, take back (with notice) what it needs (pools/elastic/services.py).
-            enqueue_on_commit(
-                ELASTIC_HAND_BACK,
-                locked_pool.pk,
-                target_model.pk,
-                request.starts_at.isoformat(),
-                end.isoformat(),
-            )
-        enqueue_on_commit(ALLOCATION_PROVISION, allocation.pk)
+
+
+def _insufficient(
+    pool: Pool, model: GpuModel, free: int, cards: int, shape, fit
+) -> InsufficientCapacity:
+    """The refusal of a grant: ``free`` and ``requested`` cards, and for a shape that does not
+    fit, the shape, the largest that does and the largest on a single node."""
+    shaped = {}
+    if fit is not None and not fit.fits:
+        message = f"Insufficient capacity in {pool.name}: {fit.message()}"
+        shaped = {
+            "shape": shape_data(shape),
+            "largest_shape": shape_data(fit.largest),
+            "largest_single_node": shape_data(fit.largest_single_node),
+        }
+    else:
+        message = (
+            f"Insufficient capacity: {free} {model.name} card(s) free in "
+            f"{pool.name} for that window, {cards} requested."
+        )
+    return InsufficientCapacity(
+        message, free=free, requested=cards, pool=pool.slug, gpu_model=model.slug, **shaped
+    )
+
+
+def _approval_record(
+    request: CapacityRequest, actor: Any, reason: str, allocation: Allocation
+) -> Allocation:
+    """Write the decision: the request approved, ``allocation`` (unsaved) created with its
+    placed cards, and both audit events in one INSERT (approvals are the hot path: issue #3,
+    >= 100/s)."""
+    before = _snapshot(request)
+    request.status = RequestStatus.APPROVED
+    request.decided_by = actor if getattr(actor, "is_authenticated", False) else None
+    request.decided_at = timezone.now()
+    request.decision_reason = reason
+    request.save(update_fields=["status", "decided_by", "decided_at", "decision_reason"])
+    allocation.save(force_insert=True)
+    if allocation.placement:
+        PlacedCards.objects.bulk_create(placed_cards(allocation))
+    AuditEvent.objects.bulk_create(
+        [
+            audit_event_build(
+                actor=actor,
+                action="request.approved",
+                obj=request,
+                before=before,
+                after=_snapshot(request),
+                reason=reason,
+            ),
+            audit_event_build(
+                actor=actor,
+                action="allocation.approved",
+                obj=allocation,
+                after=allocation_snapshot(allocation),
+                reason=reason,
+            ),
+        ]
+    )
     return allocation
+
+
+def _approval_enqueue(allocation: Allocation) -> None:
+    """On commit: provision the allocation, and in a Kubernetes pool take back (with notice)
+    the burst cards lent to elastic allocations that this guarantee needs: burst never counts
+    against a guarantee (pools/elastic/services.py)."""
+    if allocation.pool.scheduler == Scheduler.KUBERNETES:
+        enqueue_on_commit(
+            ELASTIC_HAND_BACK,
+            allocation.pool_id,
+            allocation.gpu_model_id,
+            allocation.starts_at.isoformat(),
+            allocation.ends_at.isoformat(),
+        )
+    enqueue_on_commit(ALLOCATION_PROVISION, allocation.pk)
 
 
 def _extended_placement(
