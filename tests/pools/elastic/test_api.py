@@ -125,3 +125,23 @@ def test_scale_events_list_and_filter(admin_api, allocation):
     assert event["numbers"]["latency_ms"] == 2000.0
     assert (event["applied"], event["apply_note"]) == (False, "")  # not applied yet
     assert admin_api.get("/api/v1/scale-events/?action=down").json()["count"] == 0
+
+
+def test_another_teams_allocation_answers_like_a_missing_one(member_api, member, allocation):
+    """A member of another team who names this allocation learns nothing: the same 400 field
+    error as for an id that does not exist (before: 403, which said it exists)."""
+    MembershipFactory(team=TeamFactory(slug="vision"), user=member, role=TeamRole.MANAGER)
+    answers = [
+        member_api.post(
+            "/api/v1/elastic-policies/", {"allocation": pk, "ceiling_cards": 4}, format="json"
+        )
+        for pk in (allocation.pk, allocation.pk + 1000)
+    ]
+    assert [a.status_code for a in answers] == [400, 400]
+    assert answers[0].json()["errors"]["allocation"] == [
+        f'Invalid pk "{allocation.pk}" - object does not exist.'
+    ]
+    assert answers[1].json()["errors"]["allocation"] == [
+        f'Invalid pk "{allocation.pk + 1000}" - object does not exist.'
+    ]
+    assert not ElasticPolicy.objects.exists()
