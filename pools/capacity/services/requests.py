@@ -84,6 +84,30 @@ def validate_request_fields(
     workload's scheduler.
     """
     now = now or timezone.now()
+    errors = _kind_and_count_errors(kind, workload_kind, card_count, gpu_model)
+    if starts_at.tzinfo is None or ends_at.tzinfo is None:
+        errors["starts_at"] = "Give times with a time zone offset."
+        return errors
+    errors.update(_window_errors(starts_at, ends_at, now))
+    errors.update(_choice_errors(workload_kind, pool, gpu_model, min_memory_gib, cuda_version))
+    if errors or kind == RequestKind.GROWTH:
+        return errors
+    return _capacity_errors(
+        workload_kind=workload_kind,
+        card_count=card_count,
+        starts_at=starts_at,
+        ends_at=ends_at,
+        pool=pool,
+        gpu_model=gpu_model,
+        min_memory_gib=min_memory_gib,
+        cuda_version=cuda_version,
+    )
+
+
+def _kind_and_count_errors(
+    kind: str, workload_kind: str, card_count: Any, gpu_model: GpuModel | None
+) -> dict[str, str]:
+    """The request's kind (a growth request names its model), workload and card count."""
     errors: dict[str, str] = {}
     if kind not in RequestKind.values:
         errors["kind"] = "Ask for cards from a pool, or for capacity to add."
@@ -93,15 +117,32 @@ def validate_request_fields(
         errors["workload_kind"] = "Choose training (Slurm) or inference (Kubernetes)."
     if isinstance(card_count, bool) or not isinstance(card_count, int) or card_count <= 0:
         errors["card_count"] = "The number of cards must be a whole number of at least 1."
-    if starts_at.tzinfo is None or ends_at.tzinfo is None:
-        errors["starts_at"] = "Give times with a time zone offset."
-        return errors
+    return errors
+
+
+def _window_errors(starts_at: datetime, ends_at: datetime, now: datetime) -> dict[str, str]:
+    """An aware window that ends after it starts, lasts at most :data:`MAX_WINDOW` and does
+    not start before ``now`` less :data:`START_GRACE`."""
+    errors: dict[str, str] = {}
     if ends_at <= starts_at:
         errors["ends_at"] = "The end must be after the start."
     elif ends_at - starts_at > MAX_WINDOW:
         errors["ends_at"] = "A request may last at most 366 days; ask again to extend."
     if starts_at < now - START_GRACE:
         errors["starts_at"] = "The start is in the past."
+    return errors
+
+
+def _choice_errors(
+    workload_kind: str,
+    pool: Pool | None,
+    gpu_model: GpuModel | None,
+    min_memory_gib: Decimal | None,
+    cuda_version: str,
+) -> dict[str, str]:
+    """A model or a positive minimum memory, a MAJOR.MINOR CUDA version, and a named pool
+    that runs the workload's scheduler."""
+    errors: dict[str, str] = {}
     if gpu_model is None and min_memory_gib is None:
         errors["gpu_model"] = "Choose a GPU model, or a minimum memory per card."
     if min_memory_gib is not None and min_memory_gib <= 0:
@@ -114,8 +155,23 @@ def validate_request_fields(
                 f"{pool.name} runs {pool.get_scheduler_display()}; "
                 f"{WorkloadKind(workload_kind).label} needs another pool."
             )
-    if errors or kind == RequestKind.GROWTH:
-        return errors
+    return errors
+
+
+def _capacity_errors(
+    *,
+    workload_kind: str,
+    card_count: int,
+    starts_at: datetime,
+    ends_at: datetime,
+    pool: Pool | None,
+    gpu_model: GpuModel | None,
+    min_memory_gib: Decimal | None,
+    cuda_version: str,
+) -> dict[str, str]:
+    """Whether the cards exist at all for otherwise usable fields: the named pool offers the
+    model, some eligible pool's driver supports the CUDA version, and one holds the count."""
+    errors: dict[str, str] = {}
     options = request_options(
         workload_kind=workload_kind,
         card_count=card_count,
