@@ -11,7 +11,6 @@ import random
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -31,6 +30,7 @@ from pools.capacity.services.requests import capacity_request_create
 from pools.choices import AllocationStatus, PricingMethod, RequestStatus, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team
+from pools.tenancy.selectors import pool_admin_users, team_member_users
 from scheduler_adapters.records import JobRecord, JobState
 
 DEMO_CARD = "Demo prices — not real"
@@ -77,7 +77,7 @@ def _rate_card(start: date) -> None:
 
 
 def _allocations(month: date, zone) -> None:
-    admin = get_user_model().objects.filter(is_superuser=True).first()
+    admin = pool_admin_users().first()
     teams = {t.slug: t for t in Team.objects.all()}
     pools = {p.slug: p for p in Pool.objects.all()}
     models = {m.slug: m for m in GpuModel.objects.all()}
@@ -181,7 +181,7 @@ def _near_budget(now: datetime, zone, rng: random.Random) -> None:
     monthly card-hour and money budget set so that they are :data:`NEAR_BUDGET_SHARE` of it,
     needing a pool admin beyond it. Nothing when it exists or no pool admin does."""
     team = Team.objects.filter(slug="nlp").first()
-    admin = get_user_model().objects.filter(is_staff=True).order_by("pk").first()
+    admin = pool_admin_users().first()
     if team is None or admin is None or Budget.objects.filter(team=team).exists():
         return
     month = month_of(now, zone)
@@ -201,7 +201,7 @@ def _near_budget(now: datetime, zone, rng: random.Random) -> None:
         card_hours_limit=max(hours / NEAR_BUDGET_SHARE, Decimal(100)).quantize(Decimal(1)),
         money_limit=max(money / NEAR_BUDGET_SHARE, Decimal(100)).quantize(Decimal(1)),
     )  # fmt: skip
-    member = get_user_model().objects.filter(memberships__team=team, is_staff=False).first()
+    member = team_member_users(team_id=team.pk).first()
     pool = Pool.objects.filter(slug="infer-k8s").first()
     if member is not None and pool is not None:  # 4 L40S for 2 days: beyond what is left
         start = now.replace(second=0, microsecond=0) + timedelta(minutes=30)

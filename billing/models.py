@@ -28,7 +28,7 @@ from billing.choices import (
 from billing.validators import currency_validator
 from pools.capacity.models import Allocation
 from pools.inventory.models import GpuModel
-from pools.tenancy.models import Team
+from pools.tenancy.models import Team, team_owned
 
 
 class RateCard(models.Model):
@@ -138,6 +138,8 @@ class UsageRecord(models.Model):
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
+    objects = team_owned("team").as_manager()
+
     class Meta:
         ordering = ["period_start", "id"]
         constraints = [
@@ -214,6 +216,8 @@ class Statement(models.Model):
     built_at = models.DateTimeField()
     finalized_at = models.DateTimeField(null=True, blank=True)
 
+    objects = team_owned("team").as_manager()
+
     class Meta:
         ordering = ["-month", "team__name"]
         constraints = [
@@ -264,6 +268,8 @@ class StatementLine(models.Model):
     rate_card = models.ForeignKey(
         RateCard, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+
+    objects = team_owned("statement__team").as_manager()
 
     class Meta:
         ordering = ["statement", "position"]

@@ -119,14 +119,6 @@ def split_at_months(
     return [(month_of(a, zone), a, b) for a, b in split_at(start, end, boundaries)]
 
 
-def clip(
-    start: datetime, end: datetime, window_start: datetime, window_end: datetime
-) -> tuple[datetime, datetime] | None:
-    """The intersection of two half-open intervals, or ``None`` when empty."""
-    a, b = max(start, window_start), min(end, window_end)
-    return (a, b) if b > a else None
-
-
 def meter_interval(start: datetime | None, end: datetime | None) -> int:
     """Whole seconds of ``[start, end)``; raises :class:`UnusableInterval` when there are none.
 

@@ -15,7 +15,7 @@ from billing.conf import billing_zone
 from billing.models import RateCard, Statement, StatementLine, UsageRecord
 from billing.pricing import hours_between, minor_unit, next_month, previous_month, round_money
 from billing.services.rates import RatePeriod, rate_periods
-from pools.capacity.arithmetic import card_seconds_hours
+from pools.capacity.arithmetic import card_seconds_hours, clip
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
 from pools.choices import IdleFindingState
@@ -28,7 +28,7 @@ from pools.tenancy.models import Team
 def statement_list(*, user) -> QuerySet[Statement]:
     """Statements the user may see: all for staff (finance, pool admins), else their teams'."""
     qs = Statement.objects.select_related("team").annotate(line_count=Count("lines"))
-    return qs if user.is_staff else qs.filter(team__memberships__user=user)
+    return qs.visible_to(user)
 
 
 def statement_lines(*, statement: Statement) -> QuerySet[StatementLine]:
@@ -45,10 +45,6 @@ def lines_by_statement(statement_ids: list[int]) -> dict[int, list[StatementLine
     ):
         lines[line.statement_id].append(line)
     return lines
-
-
-def team_visible(*, user, team: Team) -> bool:
-    return user.is_staff or team.memberships.filter(user=user).exists()
 
 
 def month_trend(*, team: Team | None, month: date, months: int = 12) -> list[dict]:
@@ -78,10 +74,10 @@ def _price_over(periods: list[RatePeriod], kind: str, gpu_model_id: int, start, 
     """Σ hours of ``[start, end)`` in each period × that period's price (0 where unpriced)."""
     total = Decimal(0)
     for period in periods:
-        a, b = max(start, period.start), min(end, period.end)
+        span = clip(start, end, period.start, period.end)
         price = period.prices.get((kind, gpu_model_id, ""))
-        if b > a and price is not None:
-            total += hours_between(a, b) * price
+        if span is not None and price is not None:
+            total += hours_between(*span) * price
     return total
 
 
@@ -236,9 +232,7 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     ):
         capacity[(row["node__pool_id"], row["gpu_model_id"])] += row["n"]
     held: dict[int, Decimal] = defaultdict(Decimal)
-    allocations = Allocation.objects.filter(
-        status__in=CHARGED_STATUSES, starts_at__lt=end, ends_at__gt=start
-    )
+    allocations = Allocation.objects.filter(status__in=CHARGED_STATUSES).overlapping(start, end)
     if connection.vendor == "postgresql":  # the unchanged ones summed in SQL, as top_allocations
         held.update(_held_unchanged_costs(periods, start, end))
         allocations = allocations.filter(Exists(_card_changes_of(OuterRef("pk"))))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from django.contrib.admin.views.decorators import staff_member_required
-from django.contrib.auth.decorators import login_required
+from django.contrib.auth.decorators import login_required, user_passes_test
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -21,7 +20,8 @@ from billing.dashboards.serving import team_showback
 from billing.pricing import month_of, next_month, previous_month
 from billing.reports import showback_csv, statement_pdf, statements_csv
 from pools.tenancy.models import Team
-from pools.tenancy.selectors import team_list
+from pools.tenancy.permissions import may_see_all_costs, may_see_costs
+from pools.tenancy.selectors import member_team_list, team_list
 from pools.validators import DATE_RANGE_MESSAGE, date_in_range
 
 STATEMENTS_PER_PAGE = 50
@@ -54,7 +54,7 @@ def _chart(items, label):
 def costs_index(request):
     """Staff land on the finance page; members on their first team's month."""
     month = _month(request.GET.get("month"))
-    if request.user.is_staff:
+    if may_see_all_costs(request.user):
         return redirect("billing:finance-month", month=f"{month:%Y-%m}")
     team = team_list(user=request.user).first()
     if team is None:
@@ -79,7 +79,7 @@ def _mark_ambiguous_time(lines: list, statement) -> None:
 @login_required
 def team_month(request, team: str, month: str):
     team_obj = get_object_or_404(Team, slug=team)
-    if not selectors.team_visible(user=request.user, team=team_obj):
+    if not may_see_costs(request.user, team_obj):
         raise Http404("No such team.")
     month_d = _month(month)
     statement = (
@@ -129,18 +129,13 @@ def _team_links(user, current: Team, month: date) -> str:
     Pool admins reach every team from the finance month (paged), not from 1,600 links here."""
     marker = "team-slug-placeholder"
     href = reverse("billing:team-month", args=[marker, f"{month:%Y-%m}"])
-    others = (
-        Team.objects.filter(memberships__user=user)
-        .exclude(pk=current.pk)
-        .distinct()
-        .order_by("name", "pk")
-    )
+    others = member_team_list(user=user).exclude(pk=current.pk).order_by("name", "pk")
     return format_html_join(
         "", ' · <a href="{}">{}</a>', ((href.replace(marker, t.slug), t.name) for t in others)
     )
 
 
-@staff_member_required
+@user_passes_test(may_see_all_costs, login_url="admin:login")
 def finance_month(request, month: str):
     month_d = _month(month)
     data = selectors.finance_month(month=month_d)

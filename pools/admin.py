@@ -8,13 +8,14 @@ from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.db import transaction
 
 from pools.access import models as access_models
-from pools.access.services import RIGHTS, api_token_revoke, user_rights_set
+from pools.access.services import api_token_revoke, user_rights_set
 from pools.audit import models as audit_models
 from pools.audit.admin_mixins import AuditedAdmin, ReadOnlyAdmin
 from pools.capacity.services.pools import POOL_BINDING_FIELDS, pool_usage
 from pools.inventory import models as inventory_models
 from pools.sizing import models as sizing_models
 from pools.tenancy import models as tenancy_models
+from pools.tenancy.roles import RIGHTS
 
 
 class GpuModelAliasInline(admin.TabularInline):
@@ -227,6 +228,7 @@ class AuditedUserAdmin(DjangoUserAdmin):
             for name in RIGHTS:
                 setattr(obj, name, getattr(stored, name))
         else:
-            obj.is_staff = obj.is_superuser = False
+            for name in RIGHTS:  # granted below, audited
+                setattr(obj, name, False)
         super().save_model(request, obj, form, change)
         user_rights_set(user=obj, actor=request.user, reason="Django admin", **wanted)

@@ -8,6 +8,7 @@ from rest_framework import permissions, serializers
 
 from pools.tenancy import selectors
 from pools.tenancy.models import Team
+from pools.tenancy.permissions import may_administer_pools
 from pools.validators import DATE_RANGE_MESSAGE, date_in_range
 
 
@@ -17,12 +18,12 @@ class IsPoolAdminOrReadOnly(permissions.BasePermission):
     def has_permission(self, request, view):
         if not (request.user and request.user.is_authenticated):
             return False
-        return request.method in permissions.SAFE_METHODS or request.user.is_staff
+        return request.method in permissions.SAFE_METHODS or may_administer_pools(request.user)
 
 
 class IsPoolAdmin(permissions.BasePermission):
     def has_permission(self, request, view):
-        return bool(request.user and request.user.is_authenticated and request.user.is_staff)
+        return may_administer_pools(request.user)
 
 
 class AwareDateTimeField(serializers.DateTimeField):

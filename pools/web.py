@@ -23,6 +23,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from pools.csv_cells import SafeCsvWriter
+from pools.tenancy.permissions import may_administer_pools
 
 PAGE_SIZES = (25, 50, 100, 200)
 
@@ -32,7 +33,7 @@ def pool_admin_required(view):
 
     @wraps(view)
     def wrapper(request, *args, **kwargs):
-        if not request.user.is_staff:
+        if not may_administer_pools(request.user):
             raise PermissionDenied("This page is for pool admins.")
         return view(request, *args, **kwargs)
 

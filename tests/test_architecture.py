@@ -1,5 +1,6 @@
 """The code's shape, checked: no private names across modules, no import cycles, every task a
-service queues by name is registered, and the adapters' enums agree with the stored choices.
+service queues by name is registered, the adapters' enums agree with the stored choices, and
+only ``pools/tenancy/`` decides who may see and do what.
 
 The layer and purity contracts are import-linter's (``lint-imports``, configured in
 pyproject.toml); these are the rules it cannot express.
@@ -8,6 +9,7 @@ pyproject.toml); these are the rules it cannot express.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import grimp
@@ -147,3 +149,71 @@ def test_a_page_that_queues_work_never_asks_a_result_backend(monkeypatch):
     task = current_app.tasks[jobs.RECONCILE]
     monkeypatch.setattr(task, "delay", lambda *args: AsyncResult("queued-id", app=current_app))
     assert jobs.enqueue(jobs.RECONCILE) is None
+
+
+# Who may see and do what is decided in pools/tenancy/ only (roles, permissions, visible_to):
+# elsewhere, reading the staff flag, comparing a role, or filtering on a team's memberships
+# is a second copy of a rule that leaks when copied wrong. Creating demo users and
+# memberships (``"is_staff": True``, ``get_or_create``) is not a check and passes.
+ROLE_AND_MEMBERSHIP_CHECKS = re.compile(
+    r"""\.is_(staff|superuser)\b"""  # user.is_staff
+    r"""|\bis_(staff|superuser)(__\w+)?\s*=(?!=)"""  # .filter(is_staff=True)
+    r"""|["']is_(staff|superuser)["']\s*[,)]"""  # getattr(user, "is_staff", False)
+    r"""|\bstaff_member_required\b|\bIsAdminUser\b"""
+    r"""|\brole\w*\s*(==|!=)|(==|!=)\s*(["'](manager|member)["']|TeamRole\.)"""
+    r"""|\brole(__\w+)?\s*=\s*TeamRole"""  # .filter(role=TeamRole.MANAGER)
+    r"""|memberships__|members__|teams__|\.memberships\b"""
+    r"""|\bMembership\.objects\.(filter|exclude|get)\b"""
+)
+
+
+def _app_sources():
+    for package in ("portal", "billing", "pools"):
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).parts
+            if parts[:2] != ("pools", "tenancy") and "migrations" not in parts:
+                yield path
+    yield from (ROOT / "templates").rglob("*.html")
+
+
+def test_only_tenancy_reads_roles_and_memberships():
+    offences = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in _app_sources()
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if ROLE_AND_MEMBERSHIP_CHECKS.search(line)
+    ]
+    assert offences == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "if request.user.is_staff:",
+        "User.objects.filter(is_superuser=True)",
+        'if not getattr(actor, "is_staff", False):',
+        "@staff_member_required",
+        'return team_role(user=u, team=t) == "manager"',
+        "if role != TeamRole.MANAGER:",
+        "Membership.objects.filter(team=team, role=TeamRole.MANAGER)",
+        "qs.filter(team__memberships__user=user)",
+        "team.memberships.filter(user=user).exists()",
+        "Team.objects.filter(members__username=name)",
+        "{% if user.is_staff or role == 'manager' %}",
+    ],
+)
+def test_the_role_check_pattern_finds_each_way_of_writing_one(line):
+    assert ROLE_AND_MEMBERSHIP_CHECKS.search(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'defaults={"is_staff": True, "is_superuser": True}',
+        "Membership.objects.get_or_create(team=team, user=alice)",
+        "self.teams = {slug: pk for pk, slug in rows}",
+        "{% if is_pool_admin %}",
+    ],
+)
+def test_the_role_check_pattern_passes_what_is_not_a_check(line):
+    assert not ROLE_AND_MEMBERSHIP_CHECKS.search(line)

@@ -18,6 +18,7 @@ from billing import selectors
 from billing.errors import UsageRejected
 from billing.models import Statement, StatementLine
 from billing.services.tokens import usage_tokens_ingest
+from pools.tenancy.permissions import may_record_usage
 from pools.validators import date_range_validator
 
 
@@ -112,8 +113,7 @@ class CanPostUsage(permissions.BasePermission):
     """Staff, or an account granted ``billing.add_usagerecord`` (the inference gateway)."""
 
     def has_permission(self, request, view):
-        user = request.user
-        return bool(user and (user.is_staff or user.has_perm("billing.add_usagerecord")))
+        return may_record_usage(request.user)
 
 
 class TokenUsageView(APIView):

@@ -12,8 +12,7 @@ from django.utils import timezone
 
 from billing.budgets.models import Budget
 from billing.budgets.selectors import BudgetStatus, budget_statuses
-from pools.choices import TeamRole
-from pools.tenancy.models import Membership
+from pools.tenancy.selectors import team_manager_emails
 
 
 def budget_alerts_send(*, now: datetime | None = None) -> list[int]:
@@ -43,11 +42,7 @@ def budget_alerts_send(*, now: datetime | None = None) -> list[int]:
 
 def _email(status: BudgetStatus, level: int) -> None:
     budget = status.budget
-    emails = sorted(
-        Membership.objects.filter(team=budget.team, role=TeamRole.MANAGER)
-        .exclude(user__email="")
-        .values_list("user__email", flat=True)
-    )
+    emails = team_manager_emails(team_id=budget.team_id)
     if not emails:
         return
     lines = [

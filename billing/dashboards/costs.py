@@ -19,7 +19,7 @@ from billing.errors import RateCardConflict
 from billing.models import Statement, UsageRecord
 from billing.pricing import month_of, previous_month, round_money
 from billing.services.rates import rate_periods
-from pools.capacity.arithmetic import card_seconds_hours
+from pools.capacity.arithmetic import card_seconds_hours, clip
 from pools.capacity.models import Allocation
 from pools.dashboards.stranded import StrandedRow
 from pools.reclamation.card_timeline import card_pieces
@@ -105,9 +105,8 @@ def held_card_hours(
     :func:`pools.reclamation.card_timeline.card_changes`."""
     total = Decimal(0)
     for piece in card_pieces(allocation, changes):
-        lo, hi = max(piece.start, start), min(piece.end, end)
-        if hi > lo:
-            total += Decimal(piece.cards) * Decimal((hi - lo).total_seconds())
+        if (span := clip(piece.start, piece.end, start, end)) is not None:
+            total += Decimal(piece.cards) * Decimal((span[1] - span[0]).total_seconds())
     return card_seconds_hours(total)
 
 

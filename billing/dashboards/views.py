@@ -40,6 +40,7 @@ from pools.reclamation.card_timeline import card_changes
 from pools.reclamation.models import IdleFinding
 from pools.serving import selectors as serving_selectors
 from pools.tenancy.models import Team
+from pools.tenancy.permissions import may_see_team
 from pools.web import PALETTE, Column, csv_response, mig_slices_text, pool_admin_required
 
 CAPACITY_COLUMNS = [
@@ -479,7 +480,7 @@ SPEND_COLUMNS = [
 
 def team_dashboard(request, slug: str):
     team = get_object_or_404(Team, slug=slug)
-    if not request.user.is_staff and not team.memberships.filter(user=request.user).exists():
+    if not may_see_team(request.user, team):
         raise Http404("No such team.")  # never say whether another team exists
     now = timezone.now()
     zone = billing_zone()

@@ -17,6 +17,7 @@ from billing.choices import ChargeBasis, RateKind, UsageUnit
 from billing.errors import RateCardConflict
 from billing.models import RateCard, RateCardEntry
 from billing.pricing import local_midnight, next_month
+from pools.capacity.arithmetic import clip
 
 PriceKey = tuple[str, int | None, str]  # (rate kind, gpu model id, served model)
 
@@ -87,9 +88,8 @@ def rate_periods(*, month: date, zone: tzinfo) -> list[RatePeriod]:
     windows: list[tuple[date, date, RateCard | None]] = []
     for index, card in enumerate(cards):
         end = _card_end(cards, index)
-        start_day, end_day = max(card.effective_from, month), min(end or month_end, month_end)
-        if end_day > start_day:
-            windows.append((start_day, end_day, card))
+        if (span := clip(card.effective_from, end or month_end, month, month_end)) is not None:
+            windows.append((*span, card))
     currencies = {card.currency for _, _, card in windows if card}
     if len(currencies) > 1:
         raise RateCardConflict(

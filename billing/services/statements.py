@@ -40,9 +40,10 @@ from billing.pricing import (
 from billing.services.rates import RatePeriod, price_for, rate_kind, rate_periods
 from pools.audit.models import AuditEvent
 from pools.audit.services import audit_event_build, audit_event_record
-from pools.choices import TeamRole
+from pools.capacity.arithmetic import clip
 from pools.inventory.models import GpuModel
-from pools.tenancy.models import Membership, Team
+from pools.tenancy.models import Team
+from pools.tenancy.selectors import team_manager_emails, teams_with_manager_email
 
 _BASIS_ORDER = {ChargeBasis.RESERVED: 0, ChargeBasis.BURST: 1, ChargeBasis.USED: 2,
                 ChargeBasis.TOKENS: 3, ChargeBasis.REPLAYED: 4}  # fmt: skip
@@ -145,9 +146,9 @@ def _segment_sums_by_team(
             sums = by_team[record.team_id]
             length = Decimal(int((record.period_end - record.period_start).total_seconds()))
             for index, period in enumerate(periods):
-                a, b = max(record.period_start, period.start), min(record.period_end, period.end)
-                if b > a:
-                    share = Decimal(int((b - a).total_seconds())) / length
+                span = clip(record.period_start, record.period_end, period.start, period.end)
+                if span is not None:
+                    share = Decimal(int((span[1] - span[0]).total_seconds())) / length
                     sums[key][index] += record.quantity * share
     return by_team, seen
 
@@ -431,13 +432,7 @@ def statement_email_managers(*, statement_id: int) -> int:
     from billing.reports import statement_pdf
 
     statement = Statement.objects.select_related("team").get(pk=statement_id)
-    emails = sorted(
-        {
-            m.user.email
-            for m in statement.team.memberships.select_related("user").filter(role=TeamRole.MANAGER)
-            if m.user.email
-        }
-    )
+    emails = team_manager_emails(team_id=statement.team_id)
     if not emails:
         return 0
     message = EmailMessage(
@@ -575,11 +570,7 @@ def statements_close_month(
                 for s in (finalized[team.pk] for team in todo)
             ]  # fmt: skip
         )
-        with_managers = set(
-            Membership.objects.filter(team_id__in=finalized, role=TeamRole.MANAGER)
-            .exclude(user__email="")
-            .values_list("team_id", flat=True)
-        )
+        with_managers = teams_with_manager_email(team_ids=finalized)
         for team in todo:
             if team.pk in with_managers:
                 statement_id = finalized[team.pk].pk

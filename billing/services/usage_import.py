@@ -33,12 +33,12 @@ from billing.locks import billing_lock, usage_source_lock_name
 from billing.models import UsageImport, UsageRecord
 from billing.pricing import (
     UnusableInterval,
-    clip,
     meter_interval,
     mig_share,
     month_of,
     split_at_months,
 )
+from pools.capacity.arithmetic import clip
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
 from pools.choices import PricingMethod
@@ -156,12 +156,13 @@ def usage_import_reservations(
     zone = billing_zone()
     report = ImportReport()
     records = []
-    allocations = Allocation.objects.filter(
-        pricing_method=PricingMethod.RESERVED,
-        status__in=CHARGED_STATUSES,
-        starts_at__lt=min(end, now),
-        ends_at__gt=start,
-    ).order_by("id")
+    allocations = (
+        Allocation.objects.filter(
+            pricing_method=PricingMethod.RESERVED, status__in=CHARGED_STATUSES
+        )
+        .overlapping(start, min(end, now))
+        .order_by("id")
+    )
     changes = card_changes(a.pk for a in allocations)
     for allocation in allocations:
         held = clip(allocation.starts_at, allocation.ends_at, allocation.starts_at, now)

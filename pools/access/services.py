@@ -10,8 +10,7 @@ from django.db import transaction
 
 from pools.access.models import ApiToken
 from pools.audit.services import audit_event_record, audit_snapshot
-
-RIGHTS = ("is_staff", "is_superuser")
+from pools.tenancy.roles import RIGHTS
 
 
 def _token_snapshot(token: ApiToken) -> dict[str, Any]:

@@ -2,8 +2,52 @@
 
 from __future__ import annotations
 
+from functools import reduce
+from operator import or_
+from typing import Any, Self
+
+from django.apps import apps
 from django.conf import settings
 from django.db import models
+from django.db.models import CharField, Q
+from django.db.models.functions import Cast
+
+from pools.tenancy.roles import sees_every_team
+
+# The objects whose events a team's members see: their teams' requests and allocations (by
+# label, as ``object_type`` names them; each model's ``visible_to`` says which rows).
+TEAM_AUDITED = ("pools.capacityrequest", "pools.allocation")
+
+
+def _text_ids(rows: models.QuerySet) -> models.QuerySet:
+    return rows.annotate(text_id=Cast("pk", output_field=CharField())).values("text_id")
+
+
+class AuditEventQuerySet(models.QuerySet):
+    def about(self, *querysets: models.QuerySet) -> Self:
+        """Events about the rows of ``querysets`` (each of one model), as subqueries:
+        ``object_id`` is text, so it is compared with the row's id cast to text."""
+        return self.filter(
+            reduce(
+                or_,
+                (
+                    Q(object_type=rows.model._meta.label_lower, object_id__in=_text_ids(rows))
+                    for rows in querysets
+                ),
+            )
+        )
+
+    def visible_to(self, user: Any) -> Self:
+        """All events for pool admins; for others the events of the :data:`TEAM_AUDITED`
+        rows they may see (subqueries, not lists of ids: the database keeps to one page of the
+        newest events)."""
+        if sees_every_team(user):
+            return self
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.about(
+            *(apps.get_model(label).objects.visible_to(user) for label in TEAM_AUDITED)
+        )
 
 
 class AuditEvent(models.Model):
@@ -25,6 +69,8 @@ class AuditEvent(models.Model):
     after = models.JSONField(null=True, blank=True)
     reason = models.TextField(blank=True)
     request_id = models.CharField(max_length=64, blank=True)
+
+    objects = AuditEventQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]

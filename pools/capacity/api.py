@@ -20,6 +20,7 @@ from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import requests as request_services
 from pools.choices import RequestKind, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
+from pools.tenancy import permissions
 from pools.validators import MAX_REQUEST_CARDS
 from scheduler_adapters.types import MAX_GPUS_PER_NODE
 
@@ -218,7 +219,7 @@ class CapacityRequestViewSet(
         """Approve (pool admins): answers with the allocation; again → the same allocation."""
         # Who may act is decided before the body is read: 404 / 403 whatever it holds.
         obj = self.get_object()
-        request_services.require_pool_admin(request.user)
+        permissions.require_pool_admin(request.user)
         form = ApproveSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         allocation = request_services.capacity_request_approve(
@@ -235,7 +236,7 @@ class CapacityRequestViewSet(
         """Accept a ``growth`` request as planned capacity (pool admins); ``reason`` says how
         (required); no allocation is made. Again → the same request."""
         obj = self.get_object()
-        request_services.require_pool_admin(request.user)
+        permissions.require_pool_admin(request.user)
         form = ReasonSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         obj = request_services.capacity_request_accept(
@@ -247,7 +248,7 @@ class CapacityRequestViewSet(
     @action(detail=True, methods=["post"])
     def reject(self, request, pk=None):
         obj = self.get_object()
-        request_services.require_pool_admin(request.user)
+        permissions.require_pool_admin(request.user)
         form = ReasonSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         obj = request_services.capacity_request_reject(
@@ -281,7 +282,7 @@ class AllocationViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"])
     def release(self, request, pk=None):
         allocation = self.get_object()
-        request_services.require_manager(request.user, allocation.team)
+        permissions.require_manager(request.user, allocation.team)
         form = ReasonSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         allocation = allocation_services.allocation_release(

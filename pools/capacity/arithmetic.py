@@ -8,10 +8,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
+from typing import TypeVar
 
 SECONDS_PER_HOUR = Decimal(3600)
+
+Instant = TypeVar("Instant", datetime, date, float)
+
+
+def clip(
+    start: Instant, end: Instant, window_start: Instant, window_end: Instant
+) -> tuple[Instant, Instant] | None:
+    """The intersection of the half-open intervals ``[start, end)`` and ``[window_start,
+    window_end)`` (aware datetimes, dates or Unix seconds), or ``None`` when it is empty:
+    intervals that only touch (one ends as the other starts) do not overlap.
+
+    The one overlap rule of the portal's Python; the database's is
+    :meth:`pools.capacity.models.AllocationQuerySet.overlapping`."""
+    lo, hi = max(start, window_start), min(end, window_end)
+    return (lo, hi) if hi > lo else None
 
 
 def card_seconds_hours(card_seconds: int | Decimal) -> Decimal:
@@ -47,10 +63,9 @@ def peak_cards(
     """
     events: list[tuple[datetime, int]] = []
     for s, e, cards in intervals:
-        lo, hi = max(s, start), min(e, end)
-        if lo < hi and cards > 0:
-            events.append((lo, cards))
-            events.append((hi, -cards))
+        if cards > 0 and (span := clip(s, e, start, end)) is not None:
+            events.append((span[0], cards))
+            events.append((span[1], -cards))
     events.sort(key=lambda ev: (ev[0], ev[1]))  # -cards (an end) before +cards at one instant
     held = peak = 0
     for _, delta in events:

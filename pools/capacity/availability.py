@@ -15,7 +15,6 @@ from django.db.models import Count, Sum
 from django.template.defaultfilters import pluralize
 
 from pools.capacity.arithmetic import free_after_peak, free_cards, usable_cards
-from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.window import WindowHolds, holding_allocations, window_holds_reusing
@@ -196,9 +195,10 @@ class CapacitySnapshot:
             if sliced:
                 mig[(pool_id, model_id)] = mig.get((pool_id, model_id), 0) + sliced
         holding: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = {}
-        for pool_id, model_id, a, b, n in Allocation.objects.filter(
-            status__in=HOLDING_STATUSES, starts_at__lt=end, ends_at__gt=start
-        ).values_list("pool", "gpu_model", "starts_at", "ends_at", "card_count"):
+        holds = Allocation.objects.holding().overlapping(start, end)
+        for pool_id, model_id, a, b, n in holds.values_list(
+            "pool", "gpu_model", "starts_at", "ends_at", "card_count"
+        ):
             holding.setdefault((pool_id, model_id), []).append((a, b, n))
         return cls(
             pools=list(Pool.objects.order_by("name")),
@@ -339,9 +339,9 @@ def no_whole_cards(pool: Pool, gpu_model: GpuModel, mig_cards: int) -> str:
 def team_usage(*, team_ids: list[int], at: datetime) -> dict[int, int]:
     """Cards each team holds at instant ``at`` (holding allocations covering it), by team id."""
     rows = (
-        Allocation.objects.filter(
-            team_id__in=team_ids, status__in=HOLDING_STATUSES, starts_at__lte=at, ends_at__gt=at
-        )
+        Allocation.objects.holding()
+        .at(at)
+        .filter(team_id__in=team_ids)
         .values("team")
         .annotate(cards=Sum("card_count"))
     )

@@ -24,7 +24,25 @@ from pools.choices import (
     WorkloadKind,
 )
 from pools.inventory.models import GpuModel, Pool
-from pools.tenancy.models import Team
+from pools.tenancy.models import Team, TeamOwnedQuerySet, team_owned
+
+
+class AllocationQuerySet(TeamOwnedQuerySet):
+    """Allocations: who may see them (:class:`TeamOwnedQuerySet`), which hold cards, and when."""
+
+    def holding(self) -> AllocationQuerySet:
+        """Those whose status holds cards (:data:`pools.capacity.lifecycle.HOLDING_STATUSES`:
+        approved, provisioning, active, expiring)."""
+        return self.filter(status__in=HOLDING_STATUSES)
+
+    def overlapping(self, start, end) -> AllocationQuerySet:
+        """Those whose half-open window ``[starts_at, ends_at)`` meets ``[start, end)`` (aware
+        datetimes): one that ends as the other starts does not."""
+        return self.filter(starts_at__lt=end, ends_at__gt=start)
+
+    def at(self, instant) -> AllocationQuerySet:
+        """Those whose window holds ``instant``: ``starts_at <= instant < ends_at``."""
+        return self.filter(starts_at__lte=instant, ends_at__gt=instant)
 
 
 class CapacityRequest(models.Model):
@@ -83,6 +101,8 @@ class CapacityRequest(models.Model):
     node_count = models.PositiveSmallIntegerField(null=True, blank=True)
     one_nvlink_domain = models.BooleanField(default=False)
     shared_nodes = models.BooleanField(default=False)
+
+    objects = team_owned("team").as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -187,6 +207,8 @@ class Allocation(models.Model):
     placement = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = AllocationQuerySet.as_manager()
 
     class Meta:
         ordering = ["starts_at", "id"]

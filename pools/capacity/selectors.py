@@ -7,25 +7,23 @@ from dataclasses import dataclass
 
 from django.db.models import (
     Case,
-    CharField,
     Count,
     F,
     Func,
     IntegerField,
     Prefetch,
-    Q,
     QuerySet,
     Sum,
     Value,
     When,
     Window,
 )
-from django.db.models.functions import Cast, RowNumber
+from django.db.models.functions import RowNumber
 
 from pools.audit.models import AuditEvent
-from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest
-from pools.tenancy.models import Membership, Team
+from pools.tenancy.models import Team
+from pools.tenancy.roles import sees_every_team
 
 
 def capacity_request_list(*, user) -> QuerySet[CapacityRequest]:
@@ -36,7 +34,7 @@ def capacity_request_list(*, user) -> QuerySet[CapacityRequest]:
     qs = CapacityRequest.objects.select_related(
         "team", "requested_by", "pool", "gpu_model", "decided_by"
     ).prefetch_related(Prefetch("allocation", queryset=allocations))
-    return qs if user.is_staff else qs.filter(team__memberships__user=user)
+    return qs.visible_to(user)
 
 
 def _own_columns(model) -> list[str]:
@@ -64,7 +62,7 @@ def capacity_request_api_list(*, user) -> QuerySet[CapacityRequest]:
         )
         .prefetch_related(Prefetch("allocation", queryset=allocations))
     )
-    return qs if user.is_staff else qs.filter(team__memberships__user=user)
+    return qs.visible_to(user)
 
 
 def allocation_list(*, user, names_only: bool = False) -> QuerySet[Allocation]:
@@ -76,29 +74,14 @@ def allocation_list(*, user, names_only: bool = False) -> QuerySet[Allocation]:
         qs = Allocation.objects.select_related("team", "pool", "gpu_model").only(
             *_own_columns(Allocation), "team__name", "pool__name", "gpu_model__name"
         )
-    return qs if user.is_staff else qs.filter(team__memberships__user=user)
+    return qs.visible_to(user)
 
 
 def audit_event_list(*, user) -> QuerySet[AuditEvent]:
     """Audit events the user may see: all for pool admins; for others, the events of the
     requests and allocations of their teams (subqueries, not lists of every id they may see:
     the database keeps to one page of the newest events)."""
-    qs = AuditEvent.objects.select_related("actor")
-    if user.is_staff:
-        return qs
-    teams = Team.objects.filter(memberships__user=user).values("pk")
-
-    def ids_of(model):  # object_id is text: compare with the id as text
-        return (
-            model.objects.filter(team__in=teams)
-            .annotate(text_id=Cast("pk", output_field=CharField()))
-            .values("text_id")
-        )
-
-    return qs.filter(
-        Q(object_type="pools.capacityrequest", object_id__in=ids_of(CapacityRequest))
-        | Q(object_type="pools.allocation", object_id__in=ids_of(Allocation))
-    )
+    return AuditEvent.objects.select_related("actor").visible_to(user)
 
 
 class InstantsBefore(Func):
@@ -193,10 +176,8 @@ def timeline_holdings(*, user, start, end, instants: list) -> list[TimelineSerie
     the rest summed, so the chart (and the page) does not grow with the number of teams.
     Two queries (:func:`cards_held_series`).
     """
-    window = Allocation.objects.filter(
-        status__in=HOLDING_STATUSES, starts_at__lt=end, ends_at__gt=start
-    )
-    if user.is_staff:
+    window = Allocation.objects.holding().overlapping(start, end)
+    if sees_every_team(user):
         ranked = (
             window.values("team", "team__name")
             .annotate(total=Sum("card_count"))
@@ -205,7 +186,7 @@ def timeline_holdings(*, user, start, end, instants: list) -> list[TimelineSerie
         )
         names = dict(ranked)
     else:
-        names = dict(Membership.objects.filter(user=user).values_list("team", "team__name"))
+        names = dict(Team.objects.visible_to(user).values_list("pk", "name"))
     label = Case(
         When(team__in=list(names), then="team"), default=Value(0), output_field=IntegerField()
     )
@@ -222,9 +203,7 @@ def timeline_allocations(*, user, start, end, first: int) -> tuple[dict, dict]:
     links each to its request by id). Two queries: the ranking (and each chart's count, a
     window over the same partition) runs over ids only, and the rows are read for the few it
     keeps (ranking the whole rows took 5x as long at 16,000 allocations)."""
-    mine = allocation_list(user=user).filter(
-        status__in=HOLDING_STATUSES, starts_at__lt=end, ends_at__gt=start
-    )
+    mine = allocation_list(user=user).holding().overlapping(start, end)
     chart = [F("pool"), F("gpu_model")]
     ranked = (
         mine.annotate(

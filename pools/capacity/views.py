@@ -33,6 +33,7 @@ from pools.capacity.shapes import request_shape, shape_fit
 from pools.choices import RequestKind, RequestStatus
 from pools.errors import DomainError
 from pools.inventory.models import GpuModel, Pool
+from pools.tenancy import permissions
 from pools.tenancy import selectors as tenancy_selectors
 from pools.web import (
     PALETTE,
@@ -307,11 +308,12 @@ def request_detail(request, pk: int):
         "approve_form": ApproveForm(),
         "reason_form": ReasonForm(),
         "extend_form": ExtendForm(),
-        "role": request_services.team_role(user=request.user, team=obj.team),
+        "may_release": permissions.may_release(request.user, obj.team),
+        "may_decide": permissions.may_decide(request.user),
     }
     context["trail"].sort(key=lambda e: (e.created_at, e.pk))
     if (
-        request.user.is_staff
+        context["may_decide"]
         and obj.status == RequestStatus.SUBMITTED
         and obj.kind == RequestKind.CARDS
     ):

@@ -57,13 +57,7 @@ def holding_allocations(
 ):
     """Allocations of ``pool`` × ``gpu_model`` that hold cards and overlap ``[start, end)``
     (half-open), without ``exclude_allocation``: what the card count and the shape check count."""
-    qs = Allocation.objects.filter(
-        pool=pool,
-        gpu_model=gpu_model,
-        status__in=HOLDING_STATUSES,
-        starts_at__lt=end,
-        ends_at__gt=start,
-    )
+    qs = Allocation.objects.holding().overlapping(start, end).filter(pool=pool, gpu_model=gpu_model)
     return qs.exclude(pk=exclude_allocation) if exclude_allocation else qs
 
 
@@ -204,9 +198,7 @@ def _holds_orm(pool, gpu_model, start, end, exclude, per_node) -> WindowHolds:
         return WindowHolds(None, peak_cards(intervals, start, end), None, None)
     placed: dict[str, int] = {}
     placed_ids: set[int] = set()
-    anywhere = Allocation.objects.filter(
-        status__in=HOLDING_STATUSES, starts_at__lt=end, ends_at__gt=start
-    ).exclude(pk=exclude or 0)
+    anywhere = Allocation.objects.holding().overlapping(start, end).exclude(pk=exclude or 0)
     spots = PlacedCards.objects.filter(allocation__in=anywhere.values("pk"))
     for allocation_id, hostname, mask in spots.values_list("allocation_id", "hostname", "gpu_mask"):
         placed_ids.add(allocation_id)

@@ -44,6 +44,7 @@ from pools.inventory.models import (
     Pool,
 )
 from pools.inventory.selectors import mig_slices, unrecognised_model_list
+from pools.reclamation.evaluate import IDLE_BELOW_PCT
 from pools.reclamation.models import IdleFinding
 
 WEEKS_AHEAD = 8
@@ -80,7 +81,7 @@ class CardsInUse:
     busy: int = 0
     reporting: int = 0
     total: int = 0
-    busy_pct: float = 30.0  # the pool's threshold, %
+    busy_pct: float = float(IDLE_BELOW_PCT)  # the pool's threshold, %
 
     @property
     def unknown(self) -> int:
@@ -390,9 +391,7 @@ def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, 
     days = plan_days(now)
     end = days[-1] + timedelta(days=1)
     noons = [d + timedelta(hours=12) for d in days]
-    allocations = Allocation.objects.filter(
-        status__in=HOLDING_STATUSES, starts_at__lt=end, ends_at__gt=min(now, days[0])
-    )
+    allocations = Allocation.objects.holding().overlapping(min(now, days[0]), end)
     requests = CapacityRequest.objects.filter(
         status=RequestStatus.SUBMITTED, starts_at__lt=end, ends_at__gt=days[0]
     )
@@ -427,7 +426,7 @@ def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, 
 def top_teams_by_cards(*, filters: DashboardFilters, now: datetime, limit: int = 10) -> list:
     """Teams by cards of holding allocations at ``now``, most first: ``[{team, slug, cards}]``."""
     qs = _filtered(
-        Allocation.objects.filter(status__in=HOLDING_STATUSES, starts_at__lte=now, ends_at__gt=now),
+        Allocation.objects.holding().at(now),
         filters,
     )
     rows = (
@@ -653,9 +652,8 @@ def node_heatmap(
             (r["pool__slug"], r["gpu_model__slug"]),
             r["n"],
         )
-        for r in Allocation.objects.filter(
-            status__in=HOLDING_STATUSES, starts_at__lte=now, ends_at__gt=now
-        )
+        for r in Allocation.objects.holding()
+        .at(now)
         .values("pool__slug", "gpu_model__slug")
         .annotate(n=Count("id"))
         .order_by()

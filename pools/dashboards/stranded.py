@@ -36,8 +36,7 @@ from django.db.models import BooleanField, ExpressionWrapper, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from pools.capacity.arithmetic import peak_cards
-from pools.capacity.lifecycle import HOLDING_STATUSES
+from pools.capacity.arithmetic import clip, peak_cards
 from pools.capacity.models import Allocation
 from pools.capacity.node_kinds import node_domains
 from pools.capacity.placement import (
@@ -165,10 +164,9 @@ def stranded_capacity(
         return []
     models = {m.pk: m for m in GpuModel.objects.filter(pk__in={k[1] for k in groups})}
     allocations = (
-        Allocation.objects.filter(
-            status__in=HOLDING_STATUSES,
-            starts_at__lt=end,
-            ends_at__gt=now,
+        Allocation.objects.holding()
+        .overlapping(now, end)
+        .filter(
             pool_id__in={k[0] for k in groups},
             gpu_model_id__in={k[1] for k in groups},
         )
@@ -273,7 +271,7 @@ def _unplaced_spans(
     that only touch (one ends as the next starts) do not. ``peak`` is the most cards held at
     once inside the span (:func:`pools.capacity.arithmetic.peak_cards`)."""
     clipped = sorted(
-        (max(s, start), min(e, end), n) for s, e, n in intervals if s < end and e > start and n
+        (*span, n) for s, e, n in intervals if n and (span := clip(s, e, start, end)) is not None
     )
     spans: list[list] = []
     for lo, hi, cards in clipped:

@@ -46,6 +46,7 @@ from pools.dashboards import capacity as dashboard
 from pools.dashboards.capacity import CapacityRow, CardsInUse, DashboardFilters, HeatmapRow
 from pools.inventory.gpu_names import normalise_model_key
 from pools.inventory.models import Gpu
+from pools.reclamation.evaluate import IDLE_BELOW_PCT
 from pools.reclamation.models import ReclamationPolicy
 from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.prometheus import (
@@ -57,7 +58,7 @@ from scheduler_adapters.prometheus import (
 )
 
 BUSY_WINDOW_S = 30 * 60
-DEFAULT_BUSY_PCT = 30.0  # ReclamationPolicy.idle_below_pct's default
+DEFAULT_BUSY_PCT = float(IDLE_BELOW_PCT)  # ReclamationPolicy.idle_below_pct's default
 DASHBOARD_TIMEOUT_S = 5.0
 HOST_LABELS = ("Hostname", "hostname")
 MODEL_LABELS = ("modelName", "model_name")

@@ -16,7 +16,6 @@ from pools.capacity.arithmetic import card_hours
 from pools.capacity.availability import (
     team_usage,
 )
-from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.reclamation.card_timeline import card_changes, card_pieces
 from pools.tenancy import selectors as tenancy_selectors
 from pools.web import UrlOfId, minute_text
@@ -35,7 +34,7 @@ def my_teams(request):
     # The selectors already keep to the user's teams (every team for a pool admin).
     holding = (
         capacity_selectors.allocation_list(user=request.user, names_only=True)
-        .filter(status__in=HOLDING_STATUSES)
+        .holding()
         .order_by("ends_at", "pk")
     )
     page = Paginator(holding, MY_TEAMS_PAGE_SIZE).get_page(request.GET.get("page"))

@@ -28,8 +28,17 @@ from pools.errors import InvalidInput
 MAX_WHATIF_DAYS = 30
 
 
+class VisibleAllocationField(serializers.PrimaryKeyRelatedField):
+    """An allocation by id among those the caller may see: another team's answers "does not
+    exist" like a missing one, so its existence does not leak."""
+
+    def get_queryset(self):
+        request = self.context.get("request")
+        return Allocation.objects.visible_to(getattr(request, "user", None))
+
+
 class ElasticPolicySerializer(serializers.ModelSerializer):
-    allocation = serializers.PrimaryKeyRelatedField(queryset=Allocation.objects.all())
+    allocation = VisibleAllocationField(queryset=Allocation.objects.none())
     team = serializers.SlugRelatedField(source="allocation.team", slug_field="slug", read_only=True)
     pool = serializers.SlugRelatedField(source="allocation.pool", slug_field="slug", read_only=True)
     gpu_model = serializers.SlugRelatedField(

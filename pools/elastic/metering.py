@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pools.capacity.arithmetic import clip
+
 
 def burst_card_seconds(
     timeline: Sequence[tuple[float, int]],
@@ -27,7 +29,6 @@ def burst_card_seconds(
     total = 0.0
     for index, (at, cards) in enumerate(timeline):
         until = timeline[index + 1][0] if index + 1 < len(timeline) else end
-        lo, hi = max(at, start), min(until, end)
-        if hi > lo and cards > floor_cards:
-            total += (cards - floor_cards) * (hi - lo)
+        if cards > floor_cards and (span := clip(at, until, start, end)) is not None:
+            total += (cards - floor_cards) * (span[1] - span[0])
     return total

@@ -16,6 +16,7 @@ from django.db import models
 from django.db.models import Q
 
 from pools.elastic.choices import ScaleAction, ScaleSource
+from pools.tenancy.models import team_owned
 from pools.validators import dns_subdomain_validator
 
 MIN_COOLDOWN_MINUTES = 10  # seed 004 §3.3: "at least 10 to 15 minutes"
@@ -81,6 +82,8 @@ class ElasticPolicy(models.Model):
     prescale_updated_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = team_owned("allocation__team").as_manager()
+
     class Meta:
         verbose_name_plural = "elastic policies"
         constraints = [
@@ -138,6 +141,8 @@ class ScaleEvent(models.Model):
     # decision is held in the portal only (no Kubernetes connection). Empty while pending.
     apply_note = models.CharField(max_length=300, blank=True)
 
+    objects = team_owned("policy__allocation__team").as_manager()
+
     class Meta:
         ordering = ["-decided_at", "-id"]
         constraints = [
@@ -167,6 +172,8 @@ class SignalReading(models.Model):
     latency_ms = models.FloatField(null=True, blank=True)
     request_s = models.FloatField(null=True, blank=True)
     cards_held = models.PositiveIntegerField()
+
+    objects = team_owned("policy__allocation__team").as_manager()
 
     class Meta:
         ordering = ["read_at"]

@@ -17,7 +17,7 @@ def elastic_policy_list(*, user) -> QuerySet[ElasticPolicy]:
     qs = ElasticPolicy.objects.select_related(
         "allocation__team", "allocation__pool", "allocation__gpu_model"
     ).order_by("allocation_id")
-    return qs if user.is_staff else qs.filter(allocation__team__memberships__user=user).distinct()
+    return qs.visible_to(user)
 
 
 def scale_event_list(*, user) -> QuerySet[ScaleEvent]:
@@ -25,9 +25,7 @@ def scale_event_list(*, user) -> QuerySet[ScaleEvent]:
     qs = ScaleEvent.objects.select_related(
         "policy__allocation__team", "policy__allocation__pool"
     ).order_by("-decided_at", "-id")
-    if user.is_staff:
-        return qs
-    return qs.filter(policy__allocation__team__memberships__user=user).distinct()
+    return qs.visible_to(user)
 
 
 def borrowed_cards_by_pool(*, now) -> list[tuple[str, int]]:

@@ -48,7 +48,6 @@ from pools.capacity.budget_gate import WARN, budget_verdict
 from pools.capacity.lifecycle import APPLIED_STATUSES, HOLDING_STATUSES
 from pools.capacity.locks import pool_lock
 from pools.capacity.models import Allocation
-from pools.capacity.services.requests import team_role
 from pools.capacity.services.scheduler_binding import (
     LEND_HORIZON,
     k8s_product_label,
@@ -75,6 +74,7 @@ from pools.elastic.whatif import WhatIf, replay
 from pools.errors import InvalidInput, PermissionDenied
 from pools.inventory.models import GpuModel, Pool
 from pools.jobs import ELASTIC_APPLY, enqueue_on_commit
+from pools.tenancy.permissions import may_manage_elastic
 from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.kubernetes_elastic import (
     ElasticBounds,
@@ -131,9 +131,7 @@ def policy_snapshot(policy: ElasticPolicy) -> dict[str, Any]:
 
 
 def _require_manager_or_admin(actor: Any, allocation: Allocation) -> None:
-    if getattr(actor, "is_staff", False):
-        return
-    if team_role(user=actor, team=allocation.team) != "manager":
+    if not may_manage_elastic(actor, allocation.team):
         raise PermissionDenied("Only the team's managers and pool admins edit elastic policies.")
 
 

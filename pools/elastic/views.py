@@ -13,7 +13,6 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
-from pools.capacity.services.requests import team_role
 from pools.elastic import selectors
 from pools.elastic.forms import ElasticPolicyForm
 from pools.elastic.services import (
@@ -24,6 +23,7 @@ from pools.elastic.services import (
     next_prescale,
 )
 from pools.errors import DomainError
+from pools.tenancy.permissions import may_manage_elastic
 
 CHART_SPAN = timedelta(hours=24)
 
@@ -34,16 +34,12 @@ def elastic_list(request):
     return render(request, "pools/elastic/list.html", {"policies": policies})
 
 
-def _can_edit(user, policy) -> bool:
-    return user.is_staff or team_role(user=user, team=policy.allocation.team) == "manager"
-
-
 @require_http_methods(["GET", "POST"])
 def elastic_detail(request, pk: int):
     policy = selectors.elastic_policy_list(user=request.user).filter(pk=pk).first()
     if policy is None:
         raise Http404("No such elastic allocation.")
-    can_edit = _can_edit(request.user, policy)
+    can_edit = may_manage_elastic(request.user, policy.allocation.team)
     form = ElasticPolicyForm(instance=policy)
     if request.method == "POST":
         if not can_edit:

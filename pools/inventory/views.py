@@ -18,6 +18,7 @@ from pools.inventory.models import Node
 from pools.inventory.services.catalogue import gpu_model_create, gpu_model_update
 from pools.inventory.services.gpu_models import gpu_model_alias_map
 from pools.inventory.services.import_files import inventory_import_file
+from pools.tenancy.permissions import may_administer_pools
 from pools.web import Column, csv_response, filtered_list, mig_slices_text, pool_admin_required
 
 NODE_COLUMNS = [
@@ -219,7 +220,7 @@ def pool_list(request):
 def unrecognised_models(request):
     form = None
     if request.method == "POST":
-        if not request.user.is_staff:
+        if not may_administer_pools(request.user):
             return HttpResponse("Only pool admins map models.", status=403)
         form = AliasMapForm(request.POST)
         if form.is_valid():

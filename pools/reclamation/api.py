@@ -19,13 +19,13 @@ from rest_framework.validators import UniqueValidator
 from pools.api_common import AwareDateTimeField
 from pools.capacity.models import Allocation
 from pools.choices import IdleFindingState
-from pools.errors import PermissionDenied
 from pools.inventory.models import Pool
 from pools.reclamation import selectors
 from pools.reclamation.models import POLICY_FIELDS, Exemption, IdleFinding, ReclamationPolicy
 from pools.reclamation.services import actions as reclamation_actions
 from pools.reclamation.services import scan as reclamation_services
 from pools.tenancy.models import Team
+from pools.tenancy.permissions import require_pool_admin
 
 MAX_REASON_CHARS = reclamation_actions.MAX_REASON_CHARS
 
@@ -235,8 +235,7 @@ class ReclamationPolicyViewSet(
     @staticmethod
     def _require_admin(request, what: str = "change a reclamation policy") -> None:
         # before validation: a member learns nothing from a 400 about a body they may not send
-        if not request.user.is_staff:
-            raise PermissionDenied(f"Only pool admins can {what}.")
+        require_pool_admin(request.user, f"Only pool admins can {what}.")
 
 
 @extend_schema_view(

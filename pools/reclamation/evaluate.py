@@ -20,6 +20,11 @@ from enum import StrEnum
 
 from scheduler_adapters.prometheus import DeviceUsage, Sample
 
+# Mean utilisation (%) under which a card is idle, unless its pool's policy says otherwise:
+# the seeds' scale-down rule (seed 004 §3.3: down when utilisation < 30 % for 30 min). The
+# policy's default, the evaluator's and the dashboard's "in use" threshold are this one number.
+IDLE_BELOW_PCT = 30
+
 
 class Verdict(StrEnum):
     BUSY = "busy"
@@ -40,7 +45,7 @@ class Thresholds:
     at most this old at the window's end.
     """
 
-    idle_below_pct: float = 30.0
+    idle_below_pct: float = float(IDLE_BELOW_PCT)
     certainly_idle_below_pct: float = 5.0
     process_memory_max_mib: float = 64.0
     window_s: int = 1800

@@ -15,7 +15,8 @@ from pools.choices import (
     IdleFindingState,
 )
 from pools.inventory.models import Pool
-from pools.tenancy.models import Team
+from pools.reclamation.evaluate import IDLE_BELOW_PCT
+from pools.tenancy.models import Team, team_owned
 
 # Bounds of a reclamation policy. The window is read from Prometheus at 60 s steps in one range
 # query, so a day (1,441 steps) is well inside its 11,000-point limit; a month of grace and a week
@@ -66,7 +67,7 @@ class ReclamationPolicy(models.Model):
     idle_below_pct = models.DecimalField(
         max_digits=5,
         decimal_places=2,
-        default=Decimal("30"),
+        default=Decimal(IDLE_BELOW_PCT),
         validators=[MinValueValidator(Decimal("0.01")), MaxValueValidator(Decimal("100"))],
     )
     certainly_idle_below_pct = models.DecimalField(
@@ -159,6 +160,8 @@ class Exemption(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = team_owned("team", "allocation__team").as_manager()
+
     class Meta:
         ordering = ["-expires_at", "-id"]
         constraints = [
@@ -214,6 +217,8 @@ class IdleFinding(models.Model):
     placement_before = models.JSONField(default=list, blank=True)
     note = models.TextField(blank=True)
     detail = models.JSONField(default=dict, blank=True)
+
+    objects = team_owned("allocation__team").as_manager()
 
     class Meta:
         ordering = ["-last_seen_at", "-id"]

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from pools.reclamation.models import Exemption, IdleFinding
-from pools.tenancy.selectors import team_list
 
 
 def idle_finding_list(*, user) -> QuerySet[IdleFinding]:
@@ -15,7 +14,7 @@ def idle_finding_list(*, user) -> QuerySet[IdleFinding]:
     qs = IdleFinding.objects.select_related(
         "allocation__team", "allocation__pool", "allocation__gpu_model"
     ).order_by("-last_seen_at", "-id")
-    return qs if user.is_staff else qs.filter(allocation__team__memberships__user=user)
+    return qs.visible_to(user)
 
 
 def exemption_list(*, user, include_expired: bool = False) -> QuerySet[Exemption]:
@@ -26,7 +25,4 @@ def exemption_list(*, user, include_expired: bool = False) -> QuerySet[Exemption
     ).order_by("-expires_at", "-id")
     if not include_expired:
         qs = qs.filter(expires_at__gt=timezone.now())
-    if user.is_staff:
-        return qs
-    teams = team_list(user=user)
-    return qs.filter(Q(team__in=teams) | Q(allocation__team__in=teams))
+    return qs.visible_to(user)

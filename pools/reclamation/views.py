@@ -23,6 +23,7 @@ from pools.choices import IdleFindingState
 from pools.errors import DomainError
 from pools.inventory.models import Pool
 from pools.jobs import IDLE_SCAN, enqueue
+from pools.reclamation import selectors
 from pools.reclamation.models import (
     POLICY_FIELDS,
     Exemption,
@@ -44,7 +45,6 @@ from pools.reclamation.services.scan import (
     reclamation_undo,
 )
 from pools.reclamation.services.whatif import OVERRIDABLE, reclamation_what_if
-from pools.tenancy import selectors
 from pools.tenancy.models import Team
 from pools.validators import date_range_validator
 from pools.web import Column, PlainSelect, csv_response, pool_admin_required
@@ -71,18 +71,9 @@ FINDING_COLUMNS = [
 ]
 
 
-def _visible_findings(user):
-    qs = IdleFinding.objects.select_related(
-        "allocation__team", "allocation__pool", "allocation__gpu_model"
-    ).order_by("-last_seen_at", "-id")
-    if not user.is_staff:
-        qs = qs.filter(allocation__team__in=selectors.team_list(user=user))
-    return qs
-
-
 def idle_findings(request):
     """Idle findings, newest first; ``?state=open`` (or any state) filters; CSV export."""
-    rows = _visible_findings(request.user)
+    rows = selectors.idle_finding_list(user=request.user)
     state = request.GET.get("state", "")
     if state in IdleFindingState.values:
         rows = rows.filter(state=state)

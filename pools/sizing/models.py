@@ -10,7 +10,14 @@ from django.urls import reverse
 from pools.choices import (
     EstimateStatus,
 )
-from pools.tenancy.models import Team
+from pools.tenancy.models import Team, TeamOwnedQuerySet
+
+
+class SizingEstimateQuerySet(TeamOwnedQuerySet):
+    """Estimates are seen by their creator too, shared with a team or not."""
+
+    def member_q(self, user) -> Q:
+        return Q(created_by=user) | super().member_q(user)
 
 
 class SizingEstimate(models.Model):
@@ -39,6 +46,8 @@ class SizingEstimate(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = SizingEstimateQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -42,7 +42,7 @@ from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.availability import SCHEDULER_OF_KIND, earliest_free_start, request_options
 from pools.capacity.placement import shape_from_sizing
 from pools.choices import EstimateStatus, RequestKind, WorkloadKind
-from pools.errors import InvalidInput, NotFound, PermissionDenied
+from pools.errors import InvalidInput, NotFound
 from pools.inventory import selectors
 from pools.inventory.models import GpuModel, Pool
 from pools.jobs import SIZING_ESTIMATE, enqueue_on_commit, jobs_waiting
@@ -66,7 +66,8 @@ from pools.sizing.plan import (
     sizing_plan,
 )
 from pools.sizing.throughput import BANDWIDTH_EFFICIENCY
-from pools.tenancy.models import Membership, Team
+from pools.tenancy.models import Team
+from pools.tenancy.permissions import require_member
 
 logger = logging.getLogger(__name__)
 
@@ -529,10 +530,8 @@ def sizing_estimate_create(
     and :class:`PermissionDenied` for a team the actor is not in; nothing is written then.
     """
     clean = sizing_inputs_clean(inputs)
-    if team is not None and not (
-        actor.is_staff or Membership.objects.filter(team=team, user=actor).exists()
-    ):
-        raise PermissionDenied(f"You are not a member of team {team.slug}.", team=team.slug)
+    if team is not None:
+        require_member(actor, team)
     with transaction.atomic():
         estimate = SizingEstimate.objects.create(inputs=clean, created_by=actor, team=team)
         audit_event_record(

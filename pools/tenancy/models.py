@@ -1,14 +1,52 @@
-"""Tenancy: teams (with their cost centre) and their members' roles."""
+"""Tenancy: teams (with their cost centre) and their members' roles, and the queryset every
+team-owned model's rows are seen through (:class:`TeamOwnedQuerySet`)."""
 
 from __future__ import annotations
 
+from functools import reduce
+from operator import or_
+from typing import Any, ClassVar, Self
+
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 
 from pools.choices import (
     TeamRole,
 )
+from pools.tenancy.roles import sees_every_team
 from pools.validators import single_line_text_validator, slug_validator
+
+
+class TeamOwnedQuerySet(models.QuerySet):
+    """Rows owned by a team through ``team_paths`` (lookups from the model to its Team, OR-ed
+    when several: an exemption names a team or an allocation); make one with :func:`team_owned`.
+
+    ``visible_to(user)``: a pool admin sees every row (:func:`~pools.tenancy.roles.
+    sees_every_team`); anyone else the rows of the teams they belong to, as a subquery on their
+    memberships (``team_id IN (SELECT team_id FROM membership WHERE user_id = …)``), never a
+    list of ids, so the database plans it with the rest of the query. Anonymous users see none.
+    """
+
+    team_paths: ClassVar[tuple[str, ...]] = ("team",)
+
+    def visible_to(self, user: Any) -> Self:
+        """The rows ``user`` may see."""
+        if sees_every_team(user):
+            return self
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(self.member_q(user))
+
+    def member_q(self, user: Any) -> Q:
+        """The rows of the teams of ``user`` (signed in), as a condition on this model."""
+        teams = Membership.objects.filter(user=user).values("team")
+        return reduce(or_, (Q(**{f"{path}__in": teams}) for path in self.team_paths))
+
+
+def team_owned(*paths: str) -> type[TeamOwnedQuerySet]:
+    """A :class:`TeamOwnedQuerySet` class whose rows belong to the team at ``paths``."""
+    return type("TeamOwnedQuerySet", (TeamOwnedQuerySet,), {"team_paths": paths})
 
 
 class Team(models.Model):
@@ -22,6 +60,8 @@ class Team(models.Model):
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
     )
+
+    objects = team_owned("pk").as_manager()
 
     class Meta:
         ordering = ["name"]

@@ -1,13 +1,77 @@
-"""Read-side queries of teams: which teams a user may see."""
+"""Read-side queries of teams: which teams a user may see, and who is in a team (for mail and
+the schedulers' user associations)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
-from pools.tenancy.models import Team
+from pools.choices import TeamRole
+from pools.tenancy.models import Membership, Team
 
 
 def team_list(*, user) -> QuerySet[Team]:
     """Teams the user can see: all for pool admins, their own for everyone else."""
-    teams = Team.objects.all()
-    return teams if user.is_staff else teams.filter(memberships__user=user).distinct()
+    return Team.objects.visible_to(user)
+
+
+def member_team_list(*, user) -> QuerySet[Team]:
+    """The teams the user is a member or manager of (a pool admin's own too, not all)."""
+    return Team.objects.filter(pk__in=Membership.objects.filter(user=user).values("team"))
+
+
+def pool_admin_users() -> QuerySet:
+    """The pool admins (staff users), in the order they were made."""
+    return get_user_model().objects.filter(is_staff=True).order_by("pk")
+
+
+def team_member_emails(*, team_id: int) -> list[str]:
+    """The e-mail addresses of the team's members and managers that have one; one query."""
+    return list(
+        Membership.objects.filter(team_id=team_id)
+        .exclude(user__email="")
+        .values_list("user__email", flat=True)
+    )
+
+
+def team_manager_emails(*, team_id: int) -> list[str]:
+    """The team's managers' e-mail addresses, sorted, each once, blanks left out; one query."""
+    return sorted(
+        set(
+            Membership.objects.filter(team_id=team_id, role=TeamRole.MANAGER)
+            .exclude(user__email="")
+            .values_list("user__email", flat=True)
+        )
+    )
+
+
+def team_manager_count(*, team_id: int) -> int:
+    """How many managers the team has; one query."""
+    return Membership.objects.filter(team_id=team_id, role=TeamRole.MANAGER).count()
+
+
+def teams_with_manager_email(*, team_ids: Iterable[int]) -> set[int]:
+    """Those of ``team_ids`` with at least one manager who has an e-mail address; one query."""
+    return set(
+        Membership.objects.filter(team_id__in=team_ids, role=TeamRole.MANAGER)
+        .exclude(user__email="")
+        .values_list("team_id", flat=True)
+    )
+
+
+def team_usernames(*, team_id: int) -> list[str]:
+    """The user names of the team's members and managers (their scheduler accounts); one query."""
+    return list(Membership.objects.filter(team_id=team_id).values_list("user__username", flat=True))
+
+
+def team_member_users(*, team_id: int) -> QuerySet:
+    """The users who are members or managers of the team and not pool admins, in the order
+    they were made (the demo's requester)."""
+    return (
+        get_user_model()
+        .objects.filter(pk__in=Membership.objects.filter(team_id=team_id).values("user"))
+        .exclude(is_staff=True)
+        .order_by("pk")
+    )

@@ -19,12 +19,7 @@ from pools.audit.services import audit_event_record
 from pools.capacity.lifecycle import APPLIED_STATUSES, HOLDING_STATUSES, transition_allowed
 from pools.capacity.locks import allocation_lock, pool_lock
 from pools.capacity.models import Allocation, CapacityRequest
-from pools.capacity.services.requests import (
-    allocation_snapshot,
-    capacity_request_create,
-    require_manager,
-    require_member,
-)
+from pools.capacity.services.requests import allocation_snapshot, capacity_request_create
 from pools.capacity.services.scheduler_binding import (
     PROVISION_LEAD,
     binding_apply,
@@ -34,10 +29,11 @@ from pools.capacity.services.scheduler_binding import (
     slurm_limit_sync,
     slurm_reservation_remove,
 )
-from pools.choices import AllocationStatus, RequestStatus, Scheduler, TeamRole
+from pools.choices import AllocationStatus, RequestStatus, Scheduler
 from pools.errors import InvalidInput, InvalidTransition
 from pools.jobs import ALLOCATION_UNBIND, enqueue_on_commit
-from pools.tenancy.models import Membership
+from pools.tenancy import selectors as tenancy_selectors
+from pools.tenancy.permissions import require_manager, require_member
 from scheduler_adapters.errors import SchedulerError
 
 
@@ -257,9 +253,9 @@ def allocation_extend(
         granted_until = max(
             [allocation.ends_at]
             + list(
-                Allocation.objects.filter(
-                    request__extends=allocation, status__in=HOLDING_STATUSES
-                ).values_list("ends_at", flat=True)
+                Allocation.objects.holding()
+                .filter(request__extends=allocation)
+                .values_list("ends_at", flat=True)
             )
         )
         if ends_at <= granted_until:
@@ -317,7 +313,7 @@ def allocation_lifecycle_sweep(
         days=warn_days if warn_days is not None else settings.ALLOCATION_EXPIRY_WARNING_DAYS
     )
     counts = {"provisioned": 0, "expiring": 0, "ended": 0}
-    ending = Allocation.objects.filter(status__in=HOLDING_STATUSES, ends_at__lte=now)
+    ending = Allocation.objects.holding().filter(ends_at__lte=now)
     for allocation_id in ending.values_list("pk", flat=True):
         with transaction.atomic():
             allocation = allocation_lock(allocation_id)
@@ -366,14 +362,10 @@ def allocation_lifecycle_sweep(
 
 
 def _email_expiry(allocation: Allocation) -> None:
-    recipients = list(
-        Membership.objects.filter(team=allocation.team)
-        .exclude(user__email="")
-        .values_list("user__email", flat=True)
-    )
+    recipients = tenancy_selectors.team_member_emails(team_id=allocation.team_id)
     if not recipients:
         return
-    managers = Membership.objects.filter(team=allocation.team, role=TeamRole.MANAGER).count()
+    managers = tenancy_selectors.team_manager_count(team_id=allocation.team_id)
     send_mail(
         subject=f"[gpu-pool] {allocation.card_count}× {allocation.gpu_model.name} in "
         f"{allocation.pool.name} ends {allocation.ends_at:%Y-%m-%d %H:%M %Z}",

@@ -13,7 +13,6 @@ from typing import Any
 from django.db import transaction
 
 from pools.audit.services import audit_event_record
-from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.locks import pool_lock
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.errors import PoolInUse
@@ -28,7 +27,7 @@ def pool_usage(pool: Pool) -> dict[str, int]:
     """What refers to ``pool``: holding allocations, all allocations, requests (counts)."""
     allocations = Allocation.objects.filter(pool=pool)
     return {
-        "holding_allocations": allocations.filter(status__in=HOLDING_STATUSES).count(),
+        "holding_allocations": allocations.holding().count(),
         "allocations": allocations.count(),
         "requests": CapacityRequest.objects.filter(pool=pool).count(),
     }

@@ -37,50 +37,20 @@ from pools.choices import (
     RequestKind,
     RequestStatus,
     Scheduler,
-    TeamRole,
     WorkloadKind,
 )
-from pools.errors import (
-    BudgetExceeded,
-    InsufficientCapacity,
-    InvalidInput,
-    InvalidTransition,
-    PermissionDenied,
-)
+from pools.errors import BudgetExceeded, InsufficientCapacity, InvalidInput, InvalidTransition
 from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import GpuModel, Pool
 from pools.jobs import ALLOCATION_PROVISION, ELASTIC_HAND_BACK, enqueue_on_commit
-from pools.tenancy.models import Membership, Team
+from pools.tenancy.models import Team
+from pools.tenancy.permissions import require_manager, require_member, require_pool_admin
 from scheduler_adapters.types import MAX_GPUS_PER_NODE
 
 # A start a few minutes in the past is "now" (clock skew, a slow form); more is an error.
 START_GRACE = timedelta(minutes=10)
 MAX_WINDOW = timedelta(days=366)
 JUSTIFICATION_MAX = 5000
-
-
-def team_role(*, user: Any, team: Team) -> str | None:
-    """The user's role in ``team`` (``"member"``/``"manager"``) or ``None``."""
-    if not getattr(user, "is_authenticated", False):
-        return None
-    return Membership.objects.filter(team=team, user=user).values_list("role", flat=True).first()
-
-
-def require_member(user: Any, team: Team) -> None:
-    if not (user.is_staff or team_role(user=user, team=team)):
-        raise PermissionDenied(f"You are not a member of team {team.slug}.", team=team.slug)
-
-
-def require_manager(user: Any, team: Team) -> None:
-    if not (user.is_staff or team_role(user=user, team=team) == TeamRole.MANAGER):
-        raise PermissionDenied(
-            f"Only a manager of team {team.slug} or a pool admin may do this.", team=team.slug
-        )
-
-
-def require_pool_admin(user: Any) -> None:
-    if not getattr(user, "is_staff", False):
-        raise PermissionDenied("Only pool admins may decide requests.")
 
 
 def _snapshot(request: CapacityRequest) -> dict:
@@ -121,6 +91,30 @@ def validate_request_fields(
     workload's scheduler.
     """
     now = now or timezone.now()
+    errors = _kind_and_count_errors(kind, workload_kind, card_count, gpu_model)
+    if starts_at.tzinfo is None or ends_at.tzinfo is None:
+        errors["starts_at"] = "Give times with a time zone offset."
+        return errors
+    errors.update(_window_errors(starts_at, ends_at, now))
+    errors.update(_choice_errors(workload_kind, pool, gpu_model, min_memory_gib, cuda_version))
+    if errors or kind == RequestKind.GROWTH:
+        return errors
+    return _capacity_errors(
+        workload_kind=workload_kind,
+        card_count=card_count,
+        starts_at=starts_at,
+        ends_at=ends_at,
+        pool=pool,
+        gpu_model=gpu_model,
+        min_memory_gib=min_memory_gib,
+        cuda_version=cuda_version,
+    )
+
+
+def _kind_and_count_errors(
+    kind: str, workload_kind: str, card_count: Any, gpu_model: GpuModel | None
+) -> dict[str, str]:
+    """The request's kind (a growth request names its model), workload and card count."""
     errors: dict[str, str] = {}
     if kind not in RequestKind.values:
         errors["kind"] = "Ask for cards from a pool, or for capacity to add."
@@ -130,15 +124,32 @@ def validate_request_fields(
         errors["workload_kind"] = "Choose training (Slurm) or inference (Kubernetes)."
     if isinstance(card_count, bool) or not isinstance(card_count, int) or card_count <= 0:
         errors["card_count"] = "The number of cards must be a whole number of at least 1."
-    if starts_at.tzinfo is None or ends_at.tzinfo is None:
-        errors["starts_at"] = "Give times with a time zone offset."
-        return errors
+    return errors
+
+
+def _window_errors(starts_at: datetime, ends_at: datetime, now: datetime) -> dict[str, str]:
+    """An aware window that ends after it starts, lasts at most :data:`MAX_WINDOW` and does
+    not start before ``now`` less :data:`START_GRACE`."""
+    errors: dict[str, str] = {}
     if ends_at <= starts_at:
         errors["ends_at"] = "The end must be after the start."
     elif ends_at - starts_at > MAX_WINDOW:
         errors["ends_at"] = "A request may last at most 366 days; ask again to extend."
     if starts_at < now - START_GRACE:
         errors["starts_at"] = "The start is in the past."
+    return errors
+
+
+def _choice_errors(
+    workload_kind: str,
+    pool: Pool | None,
+    gpu_model: GpuModel | None,
+    min_memory_gib: Decimal | None,
+    cuda_version: str,
+) -> dict[str, str]:
+    """A model or a positive minimum memory, a MAJOR.MINOR CUDA version, and a named pool
+    that runs the workload's scheduler."""
+    errors: dict[str, str] = {}
     if gpu_model is None and min_memory_gib is None:
         errors["gpu_model"] = "Choose a GPU model, or a minimum memory per card."
     if min_memory_gib is not None and min_memory_gib <= 0:
@@ -151,8 +162,23 @@ def validate_request_fields(
                 f"{pool.name} runs {pool.get_scheduler_display()}; "
                 f"{WorkloadKind(workload_kind).label} needs another pool."
             )
-    if errors or kind == RequestKind.GROWTH:
-        return errors
+    return errors
+
+
+def _capacity_errors(
+    *,
+    workload_kind: str,
+    card_count: int,
+    starts_at: datetime,
+    ends_at: datetime,
+    pool: Pool | None,
+    gpu_model: GpuModel | None,
+    min_memory_gib: Decimal | None,
+    cuda_version: str,
+) -> dict[str, str]:
+    """Whether the cards exist at all for otherwise usable fields: the named pool offers the
+    model, some eligible pool's driver supports the CUDA version, and one holds the count."""
+    errors: dict[str, str] = {}
     options = request_options(
         workload_kind=workload_kind,
         card_count=card_count,
@@ -417,167 +443,221 @@ def capacity_request_approve(
     (:func:`pools.capacity.shapes.placement_taken`), and refused otherwise with ``taken`` (the
     cards that are not free), however the shape might fit elsewhere: the running job is on
     those cards. An extension of an unplaced allocation is checked like any request.
+
+    In steps: where it grants (:func:`_approval_target`), the pool and request locked, the
+    grant's own bounds (:func:`_check_grant`), the cards and shape free for the window
+    (:func:`_grant_placement`), the decision written (:func:`_approval_record`), the scheduler
+    work queued on commit (:func:`_approval_enqueue`).
     """
     if not system:
         require_pool_admin(actor)
     if request.kind == RequestKind.GROWTH:
-        raise InvalidTransition(
+        raise _not_approvable(
+            request,
             "A request for capacity to add is accepted or rejected, not approved: no pool "
             "has the cards yet.",
-            status=request.status,
-            action="approve",
         )
-    target_pool = pool or request.pool
-    target_model = gpu_model or request.gpu_model
-    if target_pool is None or target_model is None:
-        # An open request: pick where the grant fits (checked again under the pool lock). Only
-        # while it is submitted: an approved one answers its allocation without looking for room.
-        current = CapacityRequest.objects.filter(pk=request.pk).values_list("status", flat=True)
-        if current.get() == RequestStatus.SUBMITTED:
-            target_pool, target_model = _choose_option(
-                request, target_pool, target_model, card_count=card_count, ends_at=ends_at
-            )
+    target_pool, target_model = _approval_target(request, pool, gpu_model, card_count, ends_at)
     with transaction.atomic():
         locked_pool = pool_lock(target_pool.pk) if target_pool is not None else None
         request = request_lock_reusing(request, locked_pool, target_model)
         if request.status == RequestStatus.APPROVED:
             return request.allocation
         if request.status != RequestStatus.SUBMITTED or locked_pool is None:
-            raise InvalidTransition(
-                f"A {request.status} request cannot be approved.",
-                status=request.status,
-                action="approve",
-            )
+            raise _not_approvable(request, f"A {request.status} request cannot be approved.")
         cards = request.card_count if card_count is None else card_count
         end = request.ends_at if ends_at is None else ends_at
         _check_grant(request, cards, end, locked_pool, target_model)
         budget_check_step(request=request, cards=cards, ends_at=end, pool=locked_pool,
                           gpu_model=target_model, system=system)  # fmt: skip
-        shape = request_shape(request)
-        pinned = _extended_placement(request, locked_pool, target_model)
-        # one read of what the window holds serves the card count and the shape check
-        holds = window_holds(
-            pool=locked_pool,
-            gpu_model=target_model,
-            start=request.starts_at,
-            end=end,
-            per_node=shape is not None or bool(pinned),
+        placement = _grant_placement(request, cards, end, locked_pool, target_model)
+        allocation = _approval_record(
+            request,
+            actor,
+            reason,
+            Allocation(
+                request=request,
+                team=request.team,
+                pool=locked_pool,
+                gpu_model=target_model,
+                card_count=cards,
+                starts_at=request.starts_at,
+                ends_at=end,
+                status=AllocationStatus.APPROVED,
+                placement=placement,
+            ),
         )
-        free = pool_free_cards(
-            pool=locked_pool,
-            gpu_model=target_model,
+        _approval_enqueue(allocation)
+    return allocation
+
+
+def _not_approvable(request: CapacityRequest, message: str) -> InvalidTransition:
+    return InvalidTransition(message, status=request.status, action="approve")
+
+
+def _approval_target(
+    request: CapacityRequest,
+    pool: Pool | None,
+    gpu_model: GpuModel | None,
+    card_count: int | None,
+    ends_at: datetime | None,
+) -> tuple[Pool | None, GpuModel | None]:
+    """Where an approval grants: the pool and model the admin or the request named; for an
+    open request still submitted, the first option where the grant fits (checked again under
+    the pool lock). An approved one answers its allocation without looking for room."""
+    target_pool = pool or request.pool
+    target_model = gpu_model or request.gpu_model
+    if target_pool is None or target_model is None:
+        current = CapacityRequest.objects.filter(pk=request.pk).values_list("status", flat=True)
+        if current.get() == RequestStatus.SUBMITTED:
+            target_pool, target_model = _choose_option(
+                request, target_pool, target_model, card_count=card_count, ends_at=ends_at
+            )
+    return target_pool, target_model
+
+
+def _grant_placement(
+    request: CapacityRequest, cards: int, end: datetime, pool: Pool, model: GpuModel
+) -> list[dict[str, Any]]:
+    """The placement a grant of ``cards`` until ``end`` records (``[]`` unshaped), once the
+    pool (locked) has the cards free for the window, the shape fits node by node, and an
+    extension's placed cards are free; else raises :class:`InvalidInput` (not granted whole)
+    or :class:`InsufficientCapacity` (:func:`_insufficient`). One read of what the window
+    holds serves the card count and the shape check."""
+    shape = request_shape(request)
+    pinned = _extended_placement(request, pool, model)
+    holds = window_holds(
+        pool=pool,
+        gpu_model=model,
+        start=request.starts_at,
+        end=end,
+        per_node=shape is not None or bool(pinned),
+    )
+    free = pool_free_cards(
+        pool=pool,
+        gpu_model=model,
+        start=request.starts_at,
+        end=end,
+        cuda=request.cuda_version or None,
+        holds=holds,
+    )
+    _check_granted_whole(request, cards, shape, pinned)
+    fit = None
+    if shape is not None and not pinned:
+        fit = shape_fit(
+            pool=pool,
+            gpu_model=model,
+            shape=shape,
             start=request.starts_at,
             end=end,
             cuda=request.cuda_version or None,
             holds=holds,
         )
-        placement: list[dict[str, Any]] = []
-        fit = None
-        if pinned and cards != sum(len(spot["gpus"]) for spot in pinned):
-            raise InvalidInput(
-                "The approval has invalid fields.",
-                errors={
-                    "card_count": f"An extension keeps the cards of allocation "
-                    f"#{request.extends_id} and is granted whole "
-                    f"({sum(len(spot['gpus']) for spot in pinned)} cards) or not at all."
-                },
-            )
-        if shape is not None and not pinned:
-            if cards != shape.total_cards:
-                raise InvalidInput(
-                    "The approval has invalid fields.",
-                    errors={
-                        "card_count": f"A {shape.describe()} request is granted whole "
-                        f"({shape.total_cards} cards) or not at all."
-                    },
-                )
-            fit = shape_fit(
-                pool=locked_pool,
-                gpu_model=target_model,
-                shape=shape,
-                start=request.starts_at,
-                end=end,
-                cuda=request.cuda_version or None,
-                holds=holds,
-            )
-        if free < cards or (fit is not None and not fit.fits):
-            shaped = {}
-            if fit is not None and not fit.fits:
-                message = f"Insufficient capacity in {locked_pool.name}: {fit.message()}"
-                shaped = {
-                    "shape": shape_data(shape),
-                    "largest_shape": shape_data(fit.largest),
-                    "largest_single_node": shape_data(fit.largest_single_node),
-                }
-            else:
-                message = (
-                    f"Insufficient capacity: {free} {target_model.name} card(s) free in "
-                    f"{locked_pool.name} for that window, {cards} requested."
-                )
-            raise InsufficientCapacity(
-                message,
-                free=free,
-                requested=cards,
-                pool=locked_pool.slug,
-                gpu_model=target_model.slug,
-                **shaped,
-            )
-        if fit is not None:
-            placement = placement_record(fit)
-        if pinned:
-            _check_extended_cards(request, pinned, end, locked_pool, target_model, free, holds)
-            placement = pinned
-        before = _snapshot(request)
-        request.status = RequestStatus.APPROVED
-        request.decided_by = actor if getattr(actor, "is_authenticated", False) else None
-        request.decided_at = timezone.now()
-        request.decision_reason = reason
-        request.save(update_fields=["status", "decided_by", "decided_at", "decision_reason"])
-        allocation = Allocation.objects.create(
-            request=request,
-            team=request.team,
-            pool=locked_pool,
-            gpu_model=target_model,
-            card_count=cards,
-            starts_at=request.starts_at,
-            ends_at=end,
-            status=AllocationStatus.APPROVED,
-            placement=placement,
+    if free < cards or (fit is not None and not fit.fits):
+        raise _insufficient(pool, model, free, cards, shape, fit)
+    if pinned:
+        _check_extended_cards(request, pinned, end, pool, model, free, holds)
+        return pinned
+    return placement_record(fit) if fit is not None else []
+
+
+def _check_granted_whole(
+    request: CapacityRequest, cards: int, shape, pinned: list[dict[str, Any]]
+) -> None:
+    """An extension of a placed allocation, and a shaped request, are granted whole or not at
+    all: :class:`InvalidInput` on ``card_count`` otherwise."""
+    if pinned and cards != sum(len(spot["gpus"]) for spot in pinned):
+        raise InvalidInput(
+            "The approval has invalid fields.",
+            errors={
+                "card_count": f"An extension keeps the cards of allocation "
+                f"#{request.extends_id} and is granted whole "
+                f"({sum(len(spot['gpus']) for spot in pinned)} cards) or not at all."
+            },
         )
-        if placement:
-            PlacedCards.objects.bulk_create(placed_cards(allocation))
-        # Both events in one INSERT: approvals are the hot path (issue #3: >= 100/s).
-        AuditEvent.objects.bulk_create(
-            [
-                audit_event_build(
-                    actor=actor,
-                    action="request.approved",
-                    obj=request,
-                    before=before,
-                    after=_snapshot(request),
-                    reason=reason,
-                ),
-                audit_event_build(
-                    actor=actor,
-                    action="allocation.approved",
-                    obj=allocation,
-                    after=allocation_snapshot(allocation),
-                    reason=reason,
-                ),
-            ]
+    if shape is not None and not pinned and cards != shape.total_cards:
+        raise InvalidInput(
+            "The approval has invalid fields.",
+            errors={
+                "card_count": f"A {shape.describe()} request is granted whole "
+                f"({shape.total_cards} cards) or not at all."
+            },
         )
-        if locked_pool.scheduler == Scheduler.KUBERNETES:
-            # Burst cards lent to elastic allocations never count against a guarantee: once
-            # this commits, take back (with notice) what it needs (pools/elastic/services.py).
-            enqueue_on_commit(
-                ELASTIC_HAND_BACK,
-                locked_pool.pk,
-                target_model.pk,
-                request.starts_at.isoformat(),
-                end.isoformat(),
-            )
-        enqueue_on_commit(ALLOCATION_PROVISION, allocation.pk)
+
+
+def _insufficient(
+    pool: Pool, model: GpuModel, free: int, cards: int, shape, fit
+) -> InsufficientCapacity:
+    """The refusal of a grant: ``free`` and ``requested`` cards, and for a shape that does not
+    fit, the shape, the largest that does and the largest on a single node."""
+    shaped = {}
+    if fit is not None and not fit.fits:
+        message = f"Insufficient capacity in {pool.name}: {fit.message()}"
+        shaped = {
+            "shape": shape_data(shape),
+            "largest_shape": shape_data(fit.largest),
+            "largest_single_node": shape_data(fit.largest_single_node),
+        }
+    else:
+        message = (
+            f"Insufficient capacity: {free} {model.name} card(s) free in "
+            f"{pool.name} for that window, {cards} requested."
+        )
+    return InsufficientCapacity(
+        message, free=free, requested=cards, pool=pool.slug, gpu_model=model.slug, **shaped
+    )
+
+
+def _approval_record(
+    request: CapacityRequest, actor: Any, reason: str, allocation: Allocation
+) -> Allocation:
+    """Write the decision: the request approved, ``allocation`` (unsaved) created with its
+    placed cards, and both audit events in one INSERT (approvals are the hot path: issue #3,
+    >= 100/s)."""
+    before = _snapshot(request)
+    request.status = RequestStatus.APPROVED
+    request.decided_by = actor if getattr(actor, "is_authenticated", False) else None
+    request.decided_at = timezone.now()
+    request.decision_reason = reason
+    request.save(update_fields=["status", "decided_by", "decided_at", "decision_reason"])
+    allocation.save(force_insert=True)
+    if allocation.placement:
+        PlacedCards.objects.bulk_create(placed_cards(allocation))
+    AuditEvent.objects.bulk_create(
+        [
+            audit_event_build(
+                actor=actor,
+                action="request.approved",
+                obj=request,
+                before=before,
+                after=_snapshot(request),
+                reason=reason,
+            ),
+            audit_event_build(
+                actor=actor,
+                action="allocation.approved",
+                obj=allocation,
+                after=allocation_snapshot(allocation),
+                reason=reason,
+            ),
+        ]
+    )
     return allocation
+
+
+def _approval_enqueue(allocation: Allocation) -> None:
+    """On commit: provision the allocation, and in a Kubernetes pool take back (with notice)
+    the burst cards lent to elastic allocations that this guarantee needs: burst never counts
+    against a guarantee (pools/elastic/services.py)."""
+    if allocation.pool.scheduler == Scheduler.KUBERNETES:
+        enqueue_on_commit(
+            ELASTIC_HAND_BACK,
+            allocation.pool_id,
+            allocation.gpu_model_id,
+            allocation.starts_at.isoformat(),
+            allocation.ends_at.isoformat(),
+        )
+    enqueue_on_commit(ALLOCATION_PROVISION, allocation.pk)
 
 
 def _extended_placement(

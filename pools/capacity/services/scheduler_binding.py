@@ -25,7 +25,8 @@ from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation
 from pools.choices import AliasKind, QuotaBackend, Scheduler
 from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, Pool
-from pools.tenancy.models import Membership, Team
+from pools.tenancy.models import Team
+from pools.tenancy.selectors import team_usernames
 from scheduler_adapters.base import SchedulerAdapter
 from scheduler_adapters.errors import NotFound, SchedulerError, SchedulerRejected
 from scheduler_adapters.kubernetes_elastic import ElasticQuotaWriter, lender_name
@@ -109,7 +110,7 @@ def slurm_limit_sync(
         organization=(team.cost_centre or team.slug).lower()[:64],
     )
     missing = []
-    for username in Membership.objects.filter(team=team).values_list("user__username", flat=True):
+    for username in team_usernames(team_id=team.pk):
         try:
             adapter.ensure_user_association(team.slug, username, partition or "")
         except (NotFound, SchedulerRejected, ValueError):

@@ -19,11 +19,12 @@ from django.utils import timezone
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.models import Allocation
 from pools.choices import IdleFindingState
-from pools.errors import InvalidInput, InvalidTransition, PermissionDenied
+from pools.errors import InvalidInput, InvalidTransition
 from pools.inventory.models import Pool
 from pools.reclamation.models import POLICY_FIELDS, Exemption, IdleFinding, ReclamationPolicy
 from pools.reclamation.services.scan import allocation_reclaim, exemption_in_force
 from pools.tenancy.models import Team
+from pools.tenancy.permissions import require_pool_admin
 
 MAX_REASON_CHARS = 1000
 MAX_EXEMPTION = timedelta(days=365)
@@ -34,8 +35,7 @@ def _invalid(field: str, message: str, **data: Any) -> InvalidInput:
 
 
 def _require_admin(actor: Any, what: str) -> None:
-    if not getattr(actor, "is_staff", False):
-        raise PermissionDenied(f"Only pool admins can {what}.")
+    require_pool_admin(actor, f"Only pool admins can {what}.")
 
 
 def _exemption_snapshot(exemption: Exemption) -> dict:

@@ -51,7 +51,7 @@ from pools.capacity.services.scheduler_binding import (
 )
 from pools.capacity.shapes import placed_cards, placement_kept, placement_taken
 from pools.choices import AllocationStatus, IdleFindingState, Scheduler
-from pools.errors import InsufficientCapacity, InvalidTransition, PermissionDenied
+from pools.errors import InsufficientCapacity, InvalidTransition
 from pools.inventory.models import Gpu, Node
 from pools.jobs import ALLOCATION_REBIND, enqueue_on_commit
 from pools.reclamation.evaluate import (
@@ -71,7 +71,8 @@ from pools.reclamation.services.slurm_jobs import (
     series_by_card,
     slurm_pool_jobs,
 )
-from pools.tenancy.models import Membership
+from pools.tenancy.permissions import require_pool_admin
+from pools.tenancy.selectors import team_member_emails
 from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.prometheus import DeviceUsage
 
@@ -651,8 +652,7 @@ def reclamation_undo(
     ``requested``, and ``taken`` when placed cards are not free); a refused undo changes
     nothing.
     """
-    if not getattr(actor, "is_staff", False):
-        raise PermissionDenied("Only pool admins can undo a reclamation.")
+    require_pool_admin(actor, "Only pool admins can undo a reclamation.")
     now = now or timezone.now()
     with transaction.atomic():
         pool_lock(finding.allocation.pool_id)
@@ -760,8 +760,7 @@ def _check_placed_cards_free(
 def idle_finding_dismiss(*, finding: IdleFinding, actor: Any, reason: str) -> IdleFinding:
     """Close an open finding without reclaiming (pool admins); the scan does not open another
     for the same allocation for :data:`DISMISSAL_HOLDS` (7 days)."""
-    if not getattr(actor, "is_staff", False):
-        raise PermissionDenied("Only pool admins can dismiss a finding.")
+    require_pool_admin(actor, "Only pool admins can dismiss a finding.")
     with transaction.atomic():
         finding = IdleFinding.objects.select_for_update().get(pk=finding.pk)
         if finding.state != IdleFindingState.OPEN:
@@ -793,11 +792,7 @@ def _finding_snapshot(finding: IdleFinding) -> dict:
 
 
 def _team_emails(allocation: Allocation) -> list[str]:
-    return list(
-        Membership.objects.filter(team_id=allocation.team_id)
-        .exclude(user__email="")
-        .values_list("user__email", flat=True)
-    )
+    return team_member_emails(team_id=allocation.team_id)
 
 
 def _email_warning(finding: IdleFinding, policy: ReclamationPolicy) -> None:

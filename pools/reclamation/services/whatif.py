@@ -130,9 +130,8 @@ def reclamation_what_if(
         policy={name: getattr(policy, name) for name in OVERRIDABLE},
     )
     allocations = list(
-        Allocation.objects.filter(
-            pool=pool, status__in=RAN_STATUSES, starts_at__lt=now, ends_at__gt=start - window
-        )
+        Allocation.objects.filter(pool=pool, status__in=RAN_STATUSES)
+        .overlapping(start - window, now)
         .select_related("team")
         .order_by("starts_at", "id")
     )
