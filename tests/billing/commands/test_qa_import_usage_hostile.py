@@ -10,6 +10,7 @@ traceback that loses the whole file.
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pytest
@@ -119,3 +120,39 @@ def test_a_count_far_beyond_the_fleet_is_not_billed_unflagged(team, train_pool, 
     assert good_job_billed()
     unflagged = UsageRecord.objects.filter(source_id__startswith="job:9107:", flag="")
     assert not unflagged.exists()
+
+
+def _sacct_json(fixtures_dir, tmp_path, change) -> object:
+    payload = json.loads((fixtures_dir / "slurm" / "sacct_json_v0.0.41.json").read_text())
+    text = change(payload)
+    path = tmp_path / "sacct.json"
+    path.write_text(text if isinstance(text, str) else json.dumps(payload), encoding="utf-8")
+    return path
+
+
+def _start_far_away(payload):
+    # epoch 10**20 s is ~3e12 years away: datetime.fromtimestamp raises OverflowError
+    payload["jobs"][0]["time"]["start"] = 10**20
+    payload["jobs"][0]["time"]["end"] = 10**20 + 5
+
+
+def _nested_deep(payload):
+    # 100,000 nested arrays: json.loads raises RecursionError
+    return '{"meta": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+
+@pytest.mark.parametrize("change", [_start_far_away, _nested_deep], ids=["epoch-1e20", "deep"])
+def test_unusable_sacct_json_is_exit_2_with_a_message(
+    team, train_pool, tmp_path, fixtures_dir, capsys, change
+):
+    """billing/sacct.py read_sacct_json: 'Raises SacctUnusable for text that is not JSON, a
+    version the adapter does not speak, or a shape that version does not have' — which the
+    command turns into exit 2 and one line naming the file. The old code lets OverflowError /
+    RecursionError escape (a traceback that loses the file and says nothing useful)."""
+    path = _sacct_json(fixtures_dir, tmp_path, change)
+
+    status = import_usage(path, start="2026-12-01", end="2027-01-01")
+
+    assert status == 2
+    assert "sacct.json" in capsys.readouterr().err
+    assert not UsageRecord.objects.exists()
