@@ -51,6 +51,7 @@ from zoneinfo import ZoneInfo
 
 from billing.pricing import gpu_counts_from_tres, parse_slurm_duration
 from pools.validators import DATE_RANGE_MESSAGE, MAX_REQUEST_CARDS, date_in_range
+from scheduler_adapters.documents import TooDeep, load_json
 from scheduler_adapters.errors import UnexpectedResponse
 from scheduler_adapters.records import JobRecord, JobState
 from scheduler_adapters.slurm.dialects import DIALECTS, known_versions
@@ -63,6 +64,7 @@ DEFAULT_DELIMITER = "|"
 _MISSING_TIME = {"", "NONE", "UNKNOWN", "N/A"}
 _UNKNOWN_TRES = {"", "N/A"}
 _ID_COLUMNS = ("JobIDRaw", "JobID")
+_DIGITS = re.compile(r"[0-9]+")
 #: sacct --format fields whose text users or admins choose, so they may hold the delimiter or a
 #: newline (sacct prints them as they are); every other field is Slurm's own vocabulary.
 FREE_TEXT_COLUMNS = frozenset({
@@ -253,9 +255,11 @@ def read_sacct_json(text: str) -> SacctRead:
     adapter does not speak, or a shape that version does not have.
     """
     try:
-        payload = json.loads(text)
+        payload = load_json(text)
     except json.JSONDecodeError as problem:
         raise SacctUnusable(f"not JSON (line {problem.lineno}: {problem.msg})") from None
+    except TooDeep as problem:
+        raise SacctUnusable(f"not readable JSON: {problem}") from None
     version = _data_parser_version(payload)
     if version not in DIALECTS:
         raise SacctUnusable(
@@ -266,6 +270,8 @@ def read_sacct_json(text: str) -> SacctRead:
         records = DIALECTS[version].read_accounting_jobs(payload)
     except UnexpectedResponse as problem:
         raise SacctUnusable(f"sacct --json ({version}): {problem}") from None
+    except (OverflowError, ValueError) as problem:  # e.g. an epoch of 1e20 s: no datetime
+        raise SacctUnusable(f"sacct --json ({version}): a value out of range: {problem}") from None
     return SacctRead(records=sorted(records, key=lambda r: r.job_id))
 
 
@@ -367,7 +373,7 @@ def _job_id(row: dict[str, str]) -> int:
     text = raw or row.get("JobID", "").strip()
     # JobID prints array tasks as 1001_7 / 1001_[1-3] and het components as 1001+0
     head = text if raw else text.split("_")[0].split("+")[0]
-    if not head.isdigit():
+    if not _DIGITS.fullmatch(head):  # str.isdigit() takes '²', which int() refuses
         raise _Rejected("unreadable_value", f"job id {text!r} is not a number")
     return int(head)
 
@@ -389,7 +395,7 @@ def _wall(row: dict[str, str], column: str, time_format: str | None) -> datetime
 def _elapsed(row: dict[str, str]) -> int | None:
     raw = row.get("ElapsedRaw", "").strip()
     if raw:
-        if not raw.isdigit():
+        if not _DIGITS.fullmatch(raw):
             raise _Rejected("unreadable_value", f"ElapsedRaw {raw!r} is not a whole number")
         return _bounded_elapsed("ElapsedRaw", int(raw))
     try:

@@ -107,8 +107,8 @@ def slurm_nodes_refusal(text: str) -> str | None:
     file is refused as a whole instead of imported as nodes without GPUs.
     """
     try:
-        payload = json.loads(text)
-    except json.JSONDecodeError:
+        payload = load_json(text)
+    except (json.JSONDecodeError, TooDeep):
         return None  # parse_slurm_nodes reports it with its line
     meta = payload.get("meta") if isinstance(payload, dict) else None
     plugin = meta.get("plugin") if isinstance(meta, dict) else None

@@ -143,7 +143,8 @@ def test_a_patch_without_aliases_keeps_them(admin_api):
         ({"memory_gib": "123456.78"}, "memory_gib"),
         ({"card_class": "gaming"}, "card_class"),
         ({"sources": ["datasheet"]}, "sources"),
-        ({"sources": {"memory_gib": "a\x00b"}}, "sources"),
+        # NUL is refused at the edge, before any field (portal.middleware.InputCharactersMiddleware)
+        ({"sources": {"memory_gib": "a\x00b"}}, None),
         ({"slug": "h100_sxm"}, "slug"),
         ({"slug": "Bad Slug"}, "slug"),
     ],
@@ -155,7 +156,7 @@ def test_bad_input_is_a_field_error_and_changes_nothing(admin_api, change, field
 
     assert response.status_code == 400, response.json()
     body = response.json()
-    assert body["code"] == "invalid_input" and field in body["errors"], body
+    assert body["code"] == "invalid_input" and (field is None or field in body["errors"]), body
     assert _state() == before
 
 
