@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import date
 
-from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
@@ -20,6 +19,7 @@ from billing.pricing import month_of, next_month, previous_month
 from billing.reports import statement_pdf, statements_csv
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_list
+from pools.web import pool_admin_required
 
 STATEMENTS_PER_PAGE = 50
 LINES_PER_PAGE = 100
@@ -126,7 +126,7 @@ def _team_links(user, current: Team, month: date) -> str:
     )
 
 
-@staff_member_required
+@pool_admin_required
 def finance_month(request, month: str):
     month_d = _month(month)
     data = selectors.finance_month(month=month_d)

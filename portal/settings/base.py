@@ -165,7 +165,7 @@ if OIDC_ENABLED:
     OIDC_OP_USER_ENDPOINT = env.str("OIDC_OP_USER_ENDPOINT")
     OIDC_OP_JWKS_ENDPOINT = env.str("OIDC_OP_JWKS_ENDPOINT", default="")
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "pools:fleet-overview"
+LOGIN_REDIRECT_URL = "pools:landing"  # by role: pool admins to Fleet, members to My teams
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-gb"
