@@ -6,7 +6,8 @@ when ``DEBUG`` is off), ``DEBUG``, ``TIME_ZONE``, ``ALLOWED_HOSTS``, ``CSRF_TRUS
 ``SECURE_SSL_REDIRECT``, ``INVENTORY_UPLOAD_MAX_BYTES``, ``CACHE_URL`` (default: per-process
 memory), ``NUM_PROXIES`` (trusted reverse proxies, default 0), ``LOGIN_FAILURE_LIMIT``,
 ``LOGIN_COOLOFF_MINUTES``, ``LOGIN_THROTTLE_RATE``, ``TOKEN_THROTTLE_RATE``, ``STATIC_ROOT``,
-``SQLITE_TIMEOUT_S``, ``TASK_TIME_LIMIT_S``, ``REQUEST_TIMEOUT_S``, ``CELERY_QUEUE``.
+``SQLITE_TIMEOUT_S``, ``TASK_TIME_LIMIT_S``, ``REQUEST_TIMEOUT_S``, ``CELERY_QUEUE``,
+``PORTAL_DEMO`` (``make demo`` only: a quiet log), ``EMAIL_BACKEND``.
 """
 
 from datetime import timedelta
@@ -24,6 +25,9 @@ env = environ.Env()
 environ.Env.read_env(env.str("ENV_FILE", default=str(BASE_DIR / ".env")), overwrite=False)
 
 DEBUG = env.bool("DEBUG", default=False)
+# Set by ``make demo`` only (one process, DEBUG off as users see it): keeps its log to what a
+# person trying the portal needs. Production never sets it.
+DEMO = env.bool("PORTAL_DEMO", default=False)
 
 SECRET_KEY = env.str("SECRET_KEY", default="")
 if not SECRET_KEY:
@@ -252,9 +256,9 @@ AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "portal.throttling.client_ip"
 AXES_LOCKOUT_CALLABLE = "portal.throttling.lockout_response"
 AXES_VERBOSE = False
-if DEBUG and not CACHE_URL:
+if (DEBUG or DEMO) and not CACHE_URL:
     # The demo is one process, so its in-memory counters are the whole truth; in production
-    # (DEBUG off) axes.W001 stays a warning until CACHE_URL names a shared cache.
+    # (DEBUG off, no PORTAL_DEMO) axes.W001 stays a warning until CACHE_URL names a shared cache.
     SILENCED_SYSTEM_CHECKS.append("axes.W001")
 FILTERS_EMPTY_CHOICE_LABEL = "Any"
 
@@ -379,7 +383,12 @@ if env.str("KUBERNETES_KUBECONFIG", default="") or env.str("KUBERNETES_DRY_RUN_D
     }
     SCHEDULERS["kubernetes"] = {k: v for k, v in SCHEDULERS["kubernetes"].items() if v != ""}
 
-EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+EMAIL_BACKEND = env.str(
+    "EMAIL_BACKEND",
+    default="portal.mail.SubjectOnlyEmailBackend"
+    if DEMO
+    else "django.core.mail.backends.console.EmailBackend",
+)
 
 LOGGING = {
     "version": 1,
@@ -387,3 +396,11 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
 }
+if DEMO:
+    # The demo runs tasks eagerly with no broker: Celery's "Task ... succeeded in 0.002s" line per
+    # task and kombu's "No hostname was supplied" (there is no broker host to supply) say nothing
+    # to a person trying the portal. Failures still show (WARNING and above).
+    LOGGING["loggers"] = {
+        "celery.app.trace": {"level": "WARNING"},
+        "kombu.connection": {"level": "ERROR"},
+    }
