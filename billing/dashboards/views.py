@@ -25,7 +25,7 @@ from django.views.decorators.http import require_POST
 
 from billing.conf import billing_zone
 from billing.dashboards import costs
-from billing.pricing import local_midnight, month_of, next_month, previous_month
+from billing.pricing import local_midnight, month_of, next_month, previous_month, round_money
 from pools.choices import IdleFindingState
 from pools.dashboards import capacity as dashboard
 from pools.dashboards import utilisation
@@ -410,7 +410,7 @@ TEAM_ALLOCATION_COLUMNS = [
 ]
 SPEND_COLUMNS = [
     Column("month", lambda s: f"{s.month:%Y-%m}"),
-    Column("amount", lambda s: s.amount),
+    Column("amount", lambda s: None if s.amount is None else round_money(s.amount, s.currency)),
     Column("currency", lambda s: s.currency),
     Column("final", lambda s: s.final),
 ]
