@@ -10,6 +10,7 @@ from rest_framework.routers import DefaultRouter
 from rest_framework.throttling import ScopedRateThrottle
 
 from billing.api import views as billing_api
+from billing.dashboards import api as dashboards_api
 from billing.dashboards import views as views_dashboard
 from pools.capacity import api as capacity_api
 from pools.capacity import api_audit as audit_api
@@ -73,6 +74,11 @@ api_v1 = [
         name="unrecognised-models",
     ),
     path("usage/tokens/", billing_api.TokenUsageView.as_view(), name="usage-tokens"),
+    path(
+        "stranded-capacity/",
+        dashboards_api.StrandedCapacityView.as_view(),
+        name="stranded-capacity",
+    ),
     path("", include(router.urls)),
 ]
 
