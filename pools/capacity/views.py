@@ -159,6 +159,7 @@ def request_new(request):
         data = {
             "team": first_team.slug if first_team else "",
             "justification": "",
+            "kind": RequestKind.CARDS,  # a bound form ticks no radio its data lacks
             **initial,
             **prefill,
         }
