@@ -360,6 +360,10 @@ PROMETHEUS_DASHBOARD_TIMEOUT_S = env.float("PROMETHEUS_DASHBOARD_TIMEOUT_S", def
 
 # Scheduler connections (scheduler_adapters.registry keys). Without one, allocations of that
 # scheduler's pools are reserved in the portal only (the demo).
+# The sizing page's prices: the rate card's reserved card-hour rate in force now (billing hands it
+# to pools by this name; pools does not import billing).
+SIZING_CARD_HOUR_PRICES = "billing.sizing_prices.reserved_card_hour_prices"
+
 SCHEDULERS = {}
 if env.str("SLURM_REST_URL", default=""):
     SCHEDULERS["slurm"] = {
