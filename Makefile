@@ -4,8 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PORT   ?= 8000
 # The demo runs as users see the portal: DEBUG off (the portal's own 404/403/500 pages, static
-# files from WhiteNoise), plain HTTP on loopback, a secret key made once for this checkout.
-DEMO_ENV := DEBUG=0 SECRET_KEY="$$(cat .demo-secret-key)" DATABASE_URL=sqlite:///portal-demo.sqlite3 \
+# files from WhiteNoise), plain HTTP on loopback, a secret key made once for this checkout;
+# PORTAL_DEMO keeps its log quiet (e-mails as one line each, no cache warning for its one process).
+DEMO_ENV := PORTAL_DEMO=1 DEBUG=0 SECRET_KEY="$$(cat .demo-secret-key)" DATABASE_URL=sqlite:///portal-demo.sqlite3 \
 	SECURE_SSL_REDIRECT=0 SESSION_COOKIE_SECURE=0 CSRF_COOKIE_SECURE=0 SECURE_HSTS_SECONDS=0
 # The Slurm integration tier runs on 24.11 (discovering v0.0.42) with the whole suite, then
 # again on 24.11 pinned to v0.0.41, on 26.05 (discovering v0.0.45) and on the machine's 22.05
@@ -18,10 +19,11 @@ SLURM_TIER       := tests/integration/slurm tests/scheduler_adapters/contract
 
 .PHONY: install demo test test-slurm test-fast services bench lint clean
 
+# pip twice quiet: errors only (a pip.conf naming absent index directories warns once per package).
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --quiet --upgrade pip
+	$(BIN)/pip install --quiet --quiet -e '.[dev]'
 	touch $@
 
 install: $(VENV)/.installed

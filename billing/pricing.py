@@ -197,6 +197,18 @@ def priced_quantity(quantity: Decimal, unit: str) -> Decimal:
     return Decimal(quantity) / PRICE_UNITS[unit][1]
 
 
+def quantity_places(unit: str) -> int:
+    """Decimals a line's quantity is shown with, on the page and in the CSV: tokens whole,
+    card-hours to 3 places (3.6 s of one card)."""
+    return 0 if unit.endswith("tokens") else 3
+
+
+def unit_price_places(unit_price: Decimal, currency: str) -> int:
+    """Decimals a unit price is shown with: the currency's minor unit, or more when the price is
+    finer (``1.9 EUR`` -> 2 places, ``0.0125 EUR`` -> 4)."""
+    return max(minor_unit(currency), -Decimal(unit_price).normalize().as_tuple().exponent)
+
+
 def rounding_note(currency: str) -> str:
     places = minor_unit(currency)
     step = "1" if places == 0 else "0." + "0" * (places - 1) + "1"

@@ -15,9 +15,17 @@ from django.utils.safestring import mark_safe
 
 from billing.dashboards.serving import team_showback
 from billing.models import Statement
-from billing.pricing import format_money, price_unit, priced_quantity
+from billing.pricing import (
+    format_money,
+    price_unit,
+    priced_quantity,
+    quantity_places,
+    round_money,
+    unit_price_places,
+)
 from billing.selectors import cost_by_gpu_model, lines_by_statement, month_trend, statement_lines
 from pools.csv_cells import SafeCsvWriter
+from pools.csv_numbers import plain_number
 
 CSV_COLUMNS = (
     "statement_id", "team", "cost_centre", "month", "status", "line", "kind", "period",
@@ -26,7 +34,11 @@ CSV_COLUMNS = (
 )  # fmt: skip
 """One row per statement line. ``priced_quantity`` is ``quantity`` in ``price_unit`` (card-hours,
 or millions of tokens), so ``priced_quantity × unit_price`` rounded half-up to the currency's
-minor unit is ``amount``; ``unit_price`` is per ``price_unit``, in ``currency``."""
+minor unit is ``amount``; ``unit_price`` is per ``price_unit``, in ``currency``. Numbers are plain
+decimals as the page shows them (:func:`pools.csv_numbers.plain_number`): ``quantity`` card-hours
+to 3 places or whole tokens, ``priced_quantity`` card-hours to 3 places or millions of tokens
+exactly (``534.907485``), ``unit_price`` to the currency's minor unit or finer, ``amount`` to the
+minor unit (``3456.00``)."""
 
 
 def statement_csv_rows(statements) -> list[list[str]]:
@@ -37,13 +49,17 @@ def statement_csv_rows(statements) -> list[list[str]]:
     lines_of = lines_by_statement([s.pk for s in statements])
     for s in statements:
         for line in lines_of.get(s.pk, ()):
+            places = quantity_places(line.unit)
+            priced = priced_quantity(line.quantity, line.unit)
             rows.append([
                 s.pk, s.team.slug, s.cost_centre, f"{s.month:%Y-%m}", s.status, line.position,
                 line.kind, f"{line.period:%Y-%m}", line.gpu_model.slug if line.gpu_model else "",
-                line.served_model, line.basis, line.quantity, line.unit,
-                priced_quantity(line.quantity, line.unit).normalize(), price_unit(line.unit),
-                line.unit_price, line.amount, s.currency, line.rate_from.isoformat(),
-                line.rate_to.isoformat(),
+                line.served_model, line.basis, plain_number(line.quantity, places), line.unit,
+                plain_number(priced, places) if places else plain_number(priced.normalize()),
+                price_unit(line.unit),
+                plain_number(line.unit_price, unit_price_places(line.unit_price, s.currency)),
+                plain_number(round_money(line.amount, s.currency)), s.currency,
+                line.rate_from.isoformat(), line.rate_to.isoformat(),
             ])  # fmt: skip
     return rows
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from django.contrib.auth.decorators import login_required, user_passes_test
+from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -23,6 +23,7 @@ from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_all_costs, may_see_costs
 from pools.tenancy.selectors import member_team_list, team_list
 from pools.validators import DATE_RANGE_MESSAGE, date_in_range
+from pools.web import pool_admin_required
 
 STATEMENTS_PER_PAGE = 50
 LINES_PER_PAGE = 100
@@ -135,7 +136,7 @@ def _team_links(user, current: Team, month: date) -> str:
     )
 
 
-@user_passes_test(may_see_all_costs, login_url="admin:login")
+@pool_admin_required
 def finance_month(request, month: str):
     month_d = _month(month)
     data = selectors.finance_month(month=month_d)

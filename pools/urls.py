@@ -33,6 +33,7 @@ urlpatterns = [
     ),
     path("elastic/", elastic_views.elastic_list, name="elastic-list"),
     path("elastic/<int:pk>/", elastic_views.elastic_detail, name="elastic-detail"),
+    path("start/", dashboard_views.landing, name="landing"),
     path("teams/mine/", dashboard_views.my_teams, name="my-teams"),
     path("requests/", views_requests.request_list, name="request-list"),
     path("requests/new/", views_requests.request_new, name="request-new"),

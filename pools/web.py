@@ -23,6 +23,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from pools.csv_cells import SafeCsvWriter
+from pools.csv_numbers import plain_number
 from pools.tenancy.permissions import may_administer_pools
 
 PAGE_SIZES = (25, 50, 100, 200)
@@ -54,14 +55,17 @@ class _Echo:
 
 
 def csv_response(rows: Iterable, columns: Sequence[Column], filename: str) -> StreamingHttpResponse:
-    """Stream ``rows`` as CSV with ``columns``; values ``None`` become empty cells, and text that
-    would start a spreadsheet formula is escaped (:mod:`pools.csv_cells`)."""
+    """Stream ``rows`` as CSV with ``columns``; values ``None`` become empty cells, numbers plain
+    decimals (:func:`pools.csv_numbers.plain_number`: ``2880``, never ``2.88E+3``), and text
+    that would start a spreadsheet formula is escaped (:mod:`pools.csv_cells`)."""
     writer = SafeCsvWriter(_Echo())
 
     def lines():
         yield writer.writerow([c.header for c in columns])
         for row in rows:
-            yield writer.writerow([c.value(row) for c in columns])
+            yield writer.writerow(
+                [None if (v := c.value(row)) is None else plain_number(v) for c in columns]
+            )
 
     response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'

@@ -9,6 +9,7 @@ from rest_framework.routers import DefaultRouter
 
 from billing.api import views as billing_api
 from billing.budgets import api as budgets_api
+from billing.dashboards import api as dashboards_api
 from billing.dashboards import views as views_dashboard
 from pools.access import api as access_api
 from pools.capacity import api as capacity_api
@@ -71,6 +72,11 @@ api_v1 = [
         name="unrecognised-models",
     ),
     path("usage/tokens/", billing_api.TokenUsageView.as_view(), name="usage-tokens"),
+    path(
+        "stranded-capacity/",
+        dashboards_api.StrandedCapacityView.as_view(),
+        name="stranded-capacity",
+    ),
     path("", include(router.urls)),
 ]
 

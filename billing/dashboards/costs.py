@@ -15,10 +15,9 @@ from django.db.models import Sum
 
 from billing.choices import RateKind, UsageSource, UsageUnit
 from billing.conf import billing_zone
-from billing.errors import RateCardConflict
 from billing.models import Statement, UsageRecord
-from billing.pricing import month_of, previous_month, round_money
-from billing.services.rates import rate_periods
+from billing.pricing import previous_month, round_money
+from billing.services.rates import rate_period_at
 from pools.capacity.arithmetic import card_seconds_hours, clip
 from pools.capacity.models import Allocation
 from pools.dashboards.stranded import StrandedRow
@@ -124,13 +123,7 @@ class StrandedCost:
 def stranded_costs(rows: list[StrandedRow], *, now) -> list[StrandedCost]:
     """Price each row's stranded card-hours at today's reserved rate for its GPU model (the
     rate card in force at ``now``; the horizon's later rate changes are not applied)."""
-    zone = billing_zone()
-    month = month_of(now, zone)
-    try:
-        periods = rate_periods(month=month, zone=zone)
-    except RateCardConflict:
-        periods = []
-    period = next((p for p in periods if p.start <= now < p.end), None)
+    period = rate_period_at(now, zone=billing_zone())
     priced = []
     for row in rows:
         price = None

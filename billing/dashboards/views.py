@@ -27,7 +27,7 @@ from billing.budgets.selectors import team_budget_banner
 from billing.conf import billing_zone
 from billing.dashboards import costs
 from billing.dashboards import serving as serving_dash
-from billing.pricing import local_midnight, month_of, next_month, previous_month
+from billing.pricing import local_midnight, month_of, next_month, previous_month, round_money
 from pools.choices import IdleFindingState
 from pools.dashboards import capacity as dashboard
 from pools.dashboards import utilisation
@@ -472,7 +472,7 @@ def _usage(row: dict, name: str):
 
 SPEND_COLUMNS = [
     Column("month", lambda s: f"{s.month:%Y-%m}"),
-    Column("amount", lambda s: s.amount),
+    Column("amount", lambda s: None if s.amount is None else round_money(s.amount, s.currency)),
     Column("currency", lambda s: s.currency),
     Column("final", lambda s: s.final),
 ]

@@ -16,7 +16,7 @@ from django.db import transaction
 from billing.choices import ChargeBasis, RateKind, UsageUnit
 from billing.errors import RateCardConflict
 from billing.models import RateCard, RateCardEntry
-from billing.pricing import local_midnight, next_month
+from billing.pricing import local_midnight, month_of, next_month
 from pools.capacity.arithmetic import clip
 
 PriceKey = tuple[str, int | None, str]  # (rate kind, gpu model id, served model)
@@ -155,3 +155,13 @@ def rate_card_create(
     for index in range(len(cards)):
         _card_end(cards, index)  # raises on overlap, rolling the new card back
     return card
+
+
+def rate_period_at(instant: datetime, *, zone: tzinfo) -> RatePeriod | None:
+    """The period of prices in force at ``instant`` (aware); ``None`` when the month's cards
+    mix currencies (no single price list to read)."""
+    try:
+        periods = rate_periods(month=month_of(instant, zone), zone=zone)
+    except RateCardConflict:
+        return None
+    return next((p for p in periods if p.start <= instant < p.end), None)

@@ -1,6 +1,6 @@
 from django import template
 
-from billing.pricing import PRICE_UNITS, format_money, minor_unit
+from billing.pricing import PRICE_UNITS, format_money, quantity_places, unit_price_places
 
 register = template.Library()
 
@@ -21,7 +21,7 @@ def unit_price(line):
     (``0.0125 EUR / card-hour``)."""
     currency = line.statement.currency
     per = PRICE_UNITS.get(line.unit, (line.unit, None))[0]
-    places = max(minor_unit(currency), -line.unit_price.normalize().as_tuple().exponent)
+    places = unit_price_places(line.unit_price, currency)
     return f"{line.unit_price:.{places}f}\u00a0{currency} / {per}"
 
 
@@ -38,4 +38,4 @@ def quantity(value, places=3):
 def line_quantity(line):
     """A statement line's quantity in its unit: tokens whole (``529 094 559``), card-hours to
     3 decimals (``2 976.000``)."""
-    return quantity(line.quantity, 0 if line.unit.endswith("tokens") else 3)
+    return quantity(line.quantity, quantity_places(line.unit))

@@ -6,7 +6,7 @@ Lists and details are scoped by the selectors (a member sees their teams' object
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -58,13 +58,29 @@ class AllocationSerializer(serializers.ModelSerializer):
         return f"{card_hours(obj.card_count, obj.starts_at, obj.ends_at):.2f}"
 
 
+TEAM_SLUG_HELP = "Team slug, not its name: `nlp`, not `NLP` (`GET /api/v1/teams/`)."
+POOL_SLUG_HELP = "Pool slug, not its name: `train-slurm` (`GET /api/v1/pools/`)."
+GPU_MODEL_SLUG_HELP = (
+    "GPU model slug, not its name: `a100_80g_sxm`, not `A100 SXM4 80GB` "
+    "(`GET /api/v1/gpu-models/`)."
+)
+
+
 class CapacityRequestSerializer(serializers.ModelSerializer):
-    team = VisibleTeamField()
+    team = VisibleTeamField(help_text=f"{TEAM_SLUG_HELP} One of your teams.")
     pool = SlugLookupField(
-        slug_field="slug", queryset=Pool.objects.all(), required=False, allow_null=True
+        slug_field="slug",
+        queryset=Pool.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text=f"{POOL_SLUG_HELP} Null: any pool with the cards.",
     )
     gpu_model = SlugLookupField(
-        slug_field="slug", queryset=GpuModel.objects.all(), required=False, allow_null=True
+        slug_field="slug",
+        queryset=GpuModel.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text=f"{GPU_MODEL_SLUG_HELP} Null: any model (with min_memory_gib).",
     )
     requested_by = serializers.StringRelatedField()
     decided_by = serializers.StringRelatedField(allow_null=True)  # None until decided
@@ -138,10 +154,13 @@ class ApproveSerializer(serializers.Serializer):
     card_count = serializers.IntegerField(min_value=1, max_value=MAX_REQUEST_CARDS, required=False)
     ends_at = AwareDateTimeField(required=False)
     pool = serializers.SlugRelatedField(
-        slug_field="slug", queryset=Pool.objects.all(), required=False
+        slug_field="slug", queryset=Pool.objects.all(), required=False, help_text=POOL_SLUG_HELP
     )
     gpu_model = serializers.SlugRelatedField(
-        slug_field="slug", queryset=GpuModel.objects.all(), required=False
+        slug_field="slug",
+        queryset=GpuModel.objects.all(),
+        required=False,
+        help_text=GPU_MODEL_SLUG_HELP,
     )
     reason = serializers.CharField(required=False, allow_blank=True, default="")
 
@@ -153,6 +172,39 @@ class ReasonSerializer(serializers.Serializer):
 class ExtendSerializer(serializers.Serializer):
     ends_at = AwareDateTimeField()
     justification = serializers.CharField()
+
+
+REQUEST_EXAMPLE = OpenApiExample(
+    "8 A100 cards on one node for training",
+    value={
+        "team": "nlp",
+        "workload_kind": "training",
+        "pool": "train-slurm",
+        "gpu_model": "a100_80g_sxm",
+        "card_count": 8,
+        "cards_per_node": 8,
+        "node_count": 1,
+        "one_nvlink_domain": True,
+        "starts_at": "2027-01-11T09:00:00+01:00",
+        "ends_at": "2027-01-25T18:00:00+01:00",
+        "justification": "Fine-tuning the support agent's 8B model; 8 cards in one NVLink domain.",
+    },
+    request_only=True,
+)
+GROWTH_EXAMPLE = OpenApiExample(
+    "Capacity no pool has yet (growth)",
+    value={
+        "team": "vision",
+        "workload_kind": "inference",
+        "kind": "growth",
+        "gpu_model": "h100_nvl",
+        "card_count": 6,
+        "starts_at": "2027-03-01T00:00:00Z",
+        "ends_at": "2027-08-31T00:00:00Z",
+        "justification": "The sizing estimate says 6 H100 NVL for the detector's serving.",
+    },
+    request_only=True,
+)
 
 
 class CapacityRequestViewSet(
@@ -175,7 +227,10 @@ class CapacityRequestViewSet(
             rows = selectors.capacity_request_list(user=self.request.user)
         return rows.order_by("-created_at")
 
+    @extend_schema(examples=[REQUEST_EXAMPLE, GROWTH_EXAMPLE])
     def create(self, request, *args, **kwargs):
+        """Ask for cards (``kind`` ``cards``) or for capacity no pool has yet (``growth``).
+        ``team``, ``pool`` and ``gpu_model`` are slugs."""
         form = self.get_serializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = dict(form.validated_data)
@@ -290,7 +345,20 @@ class AllocationViewSet(viewsets.ReadOnlyModelViewSet):
         )
         return Response(self.get_serializer(allocation).data)
 
-    @extend_schema(request=ExtendSerializer, responses={201: CapacityRequestSerializer})
+    @extend_schema(
+        request=ExtendSerializer,
+        responses={201: CapacityRequestSerializer},
+        examples=[
+            OpenApiExample(
+                "Two more weeks",
+                value={
+                    "ends_at": "2027-02-15T18:00:00+01:00",
+                    "justification": "The fine-tuning run needs two more weeks.",
+                },
+                request_only=True,
+            )
+        ],
+    )
     @action(detail=True, methods=["post"])
     def extend(self, request, pk=None):
         """Ask for more time: creates a request for the extra window."""

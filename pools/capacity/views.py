@@ -160,6 +160,7 @@ def request_new(request):
         data = {
             "team": first_team.slug if first_team else "",
             "justification": "",
+            "kind": RequestKind.CARDS,  # a bound form ticks no radio its data lacks
             **initial,
             **prefill,
         }

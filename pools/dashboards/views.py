@@ -1,5 +1,5 @@
 """Overview pages that read several sub-domains: *My teams* (a member's allocations, the cards
-they held so far after any reclamation, and recent requests)."""
+they held so far after any reclamation, and recent requests), and where sign-in lands."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.core.paginator import Paginator
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 
@@ -18,9 +18,16 @@ from pools.capacity.availability import (
 )
 from pools.reclamation.card_timeline import card_changes, card_pieces
 from pools.tenancy import selectors as tenancy_selectors
+from pools.tenancy.roles import is_pool_admin
 from pools.web import UrlOfId, minute_text
 
 MY_TEAMS_PAGE_SIZE = 50  # teams, and allocations, per page of "My teams"
+
+
+def landing(request):
+    """Where sign-in leads (``LOGIN_REDIRECT_URL``, also after single sign-on): pool admins to
+    *Fleet*, the page they run the pool from; members to *My teams*, the page that serves them."""
+    return redirect("pools:fleet-overview" if is_pool_admin(request.user) else "pools:my-teams")
 
 
 def my_teams(request):

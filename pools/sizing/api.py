@@ -10,7 +10,7 @@ their teams' (pool admins see all); any other answers 404.
 from __future__ import annotations
 
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiTypes, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiExample, OpenApiTypes, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
 
@@ -26,7 +26,12 @@ from pools.tenancy import selectors as tenancy_selectors
 class SizingEstimateCreateSerializer(SizingInputsSerializer):
     """What ``POST /api/v1/estimates/`` takes (for the schema): the inputs and a team slug."""
 
-    team = serializers.SlugField(required=False, allow_blank=True)
+    team = serializers.SlugField(
+        required=False,
+        allow_blank=True,
+        help_text="Team slug, not its name (`nlp`, not `NLP`): one of your teams to share the "
+        "estimate with.",
+    )
 
 
 class SizingEstimateSerializer(serializers.ModelSerializer):
@@ -125,7 +130,27 @@ class SizingEstimateViewSet(
         request=SizingEstimateCreateSerializer,
         responses={202: SizingEstimateSerializer},
         description="The estimate's inputs; `team`: the slug of one of your teams to share it "
-        "with. A job computes the plan: poll the estimate's URL.",
+        "with; `gpu_models`: GPU model slugs to compare (empty: all). A job computes the plan: "
+        "poll the estimate's URL.",
+        examples=[
+            OpenApiExample(
+                "A 70B chat model serving 2,000 output tokens/s",
+                value={
+                    "team": "nlp",
+                    "model": "llama3_70b",
+                    "precision": "BF16",
+                    "engine": "vllm",
+                    "input_len": 1000,
+                    "output_len": 200,
+                    "demand_kind": "output_rate",
+                    "output_tok_s": 2000,
+                    "tpot_target_ms": 50,
+                    "ttft_target_ms": 2000,
+                    "gpu_models": ["h100_sxm", "l40s"],
+                },
+                request_only=True,
+            )
+        ],
     )
     def create(self, request, *args, **kwargs):
         body = request.data

@@ -387,7 +387,9 @@ class SizingInputsSerializer(serializers.Serializer):
     input_weight = BoundedNumberField(low=0, high=4, low_open=False, default=INPUT_WEIGHT)
     tpot_target_ms = BoundedNumberField(low=0, high=MAX_TARGET_MS, allow_null=True, default=50.0)
     ttft_target_ms = BoundedNumberField(low=0, high=MAX_TARGET_MS, allow_null=True, default=2000.0)
-    gpu_models = GpuModelSlugsField(default=list)
+    gpu_models = GpuModelSlugsField(
+        default=list, help_text='GPU model slugs, not names: `["h100_sxm", "l40s"]`; empty: all.'
+    )
     only_free_capacity = serializers.BooleanField(default=False)
     prices = CardHourPricesField(default=dict)
     seed_per_card_tok_s = BoundedNumberField(low=0, high=1e6, default=SEED_PER_CARD_TOK_S)

@@ -13,9 +13,10 @@ and stores plain JSON. Where the numbers come from:
 - **Cards per node** (the largest TP degree): the most cards of the model on one node of an
   inference pool; for a model no inference pool has, 8 (the usual server, HGX or PCIe): the
   cards would have to be bought or moved, so odd hosts elsewhere in the fleet do not bound it.
-- **Prices**: there is no rate card yet (billing, issue #6). A price per card-hour may be given
-  per GPU model in the inputs; without one the monthly cost is ``None`` (unknown), never a guess.
-  :func:`card_hour_prices` is the one place the rate card will plug in.
+- **Prices**: the rate card's reserved price per card-hour in force now, in its currency
+  (billing hands it down by the name ``settings.SIZING_CARD_HOUR_PRICES`` gives); a price per
+  card-hour given per GPU model in the inputs takes precedence. Without either the monthly cost
+  is ``None`` (unknown), never a guess. :func:`card_hour_prices` is the one place prices come in.
 
 Inputs are a JSON object (the API body; the page's form sends the same names), checked by
 :func:`pools.sizing.inputs.sizing_inputs_clean` (one DRF serializer).
@@ -37,6 +38,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.availability import SCHEDULER_OF_KIND, earliest_free_start, request_options
@@ -129,15 +131,18 @@ def _best_inference_pool(*, start: datetime, end: datetime, by: str) -> dict[str
     return best
 
 
-def card_hour_prices(*, inputs: Mapping[str, Any], gpu_slugs: list[str]) -> dict[str, Decimal]:
-    """Price per card-hour per GPU model: the ones given in the inputs, nothing else.
-
-    The rate card of billing (issue #6) plugs in here: ``billing`` sits above ``pools``, so it
-    will hand its prices down (a setting naming a provider, or the caller passing them); an
-    explicit price in the inputs keeps precedence. Never a made-up default.
-    """
+def card_hour_prices(
+    *, inputs: Mapping[str, Any], gpu_slugs: list[str]
+) -> tuple[str | None, dict[str, Decimal]]:
+    """``(currency, {gpu model slug: price per card-hour})``: the rate card's reserved prices in
+    force now, from the function ``settings.SIZING_CARD_HOUR_PRICES`` names (``billing`` sits
+    above ``pools``, so it hands them down by name; ``(None, {})`` without a rate card), with the
+    prices given in the inputs taking precedence (read in the rate card's currency; ``None``,
+    unknown, without one). Never a made-up default."""
+    provider = getattr(settings, "SIZING_CARD_HOUR_PRICES", "")
+    currency, prices = import_string(provider)(gpu_slugs=gpu_slugs) if provider else (None, {})
     given = inputs.get("prices") or {}
-    return {slug: Decimal(given[slug]) for slug in gpu_slugs if slug in given}
+    return currency, {**prices, **{s: Decimal(given[s]) for s in gpu_slugs if s in given}}
 
 
 def _gpu_specs(inputs: Mapping[str, Any]) -> list[tuple[GpuModel, GpuSpec]]:
@@ -398,6 +403,7 @@ def sizing_results(
         gpus = [(row, spec) for row, spec in gpus if free.get(spec.slug, (0, ""))[0] > 0]
     per_node = _cards_per_node()
     max_tp = {spec.slug: per_node.get(spec.slug, DEFAULT_CARDS_PER_NODE) for _, spec in gpus}
+    currency, prices = card_hour_prices(inputs=inputs, gpu_slugs=[spec.slug for _, spec in gpus])
     plan: SizingPlan = sizing_plan(
         model=model,
         gpus=[spec for _, spec in gpus],
@@ -412,7 +418,7 @@ def sizing_results(
         engine=inputs["engine"],
         cards_per_node=max_tp,
         free_cards={spec.slug: free.get(spec.slug, (0, ""))[0] for _, spec in gpus},
-        prices=card_hour_prices(inputs=inputs, gpu_slugs=[spec.slug for _, spec in gpus]),
+        prices=prices,
         seed_per_card_tok_s=inputs["seed_per_card_tok_s"] if demand is not None else None,
         on_progress=on_progress,
     )
@@ -486,7 +492,8 @@ def sizing_results(
         "recommended_in_free_capacity": plan.recommended_in_free_capacity.gpu_slug
         if plan.recommended_in_free_capacity
         else None,
-        "priced": bool(inputs["prices"]),
+        "priced": bool(prices),
+        "currency": currency,
     }
     # With prices for some models only, "cheapest" ranks the priced ones first (plan.py); say so.
     meeting = [row for row in results["rows"] if row["meets_targets"]]
@@ -495,6 +502,7 @@ def sizing_results(
         "none" if not priced else "all" if len(priced) == len(meeting) else "partial"
     )
     for row in results["rows"]:
+        row["currency"] = currency if row["monthly_cost"] is not None else None
         row["usable_cards"], row["usable_pool"] = usable.get(row["gpu_model"], (0, None))
         row["usable_pool_name"] = pool_names.get(row["usable_pool"], row["usable_pool"])
     results["request"], results["request_lacks"] = _request(results)

@@ -111,6 +111,7 @@ ROW_COLUMNS = [
     Column("pool", lambda r: r["pool"]),
     Column("price_per_card_hour", lambda r: r["price_per_card_hour"]),
     Column("monthly_cost", lambda r: r["monthly_cost"]),
+    Column("currency", lambda r: r.get("currency")),
     Column("meets_targets", lambda r: r["meets_targets"]),
     Column("fits_free_capacity", lambda r: r["fits_free_capacity"]),
     Column("warnings", lambda r: " | ".join(w["message"] for w in r["warnings"])),

@@ -7,7 +7,8 @@ when ``DEBUG`` is off), ``DEBUG``, ``TIME_ZONE``, ``ALLOWED_HOSTS``, ``CSRF_TRUS
 memory), ``NUM_PROXIES`` (trusted reverse proxies, default 0), ``LOGIN_FAILURE_LIMIT``,
 ``LOGIN_COOLOFF_MINUTES``, ``LOGIN_THROTTLE_RATE``, ``TOKEN_THROTTLE_RATE``,
 ``API_TOKEN_TTL_DAYS``, ``STATIC_ROOT``, ``SQLITE_TIMEOUT_S``, ``TASK_TIME_LIMIT_S``,
-``REQUEST_TIMEOUT_S``, ``CELERY_QUEUE``.
+``REQUEST_TIMEOUT_S``, ``CELERY_QUEUE``, ``PORTAL_DEMO`` (``make demo`` only: a quiet log),
+``EMAIL_BACKEND``.
 """
 
 from datetime import timedelta
@@ -26,6 +27,9 @@ env = environ.Env()
 environ.Env.read_env(env.str("ENV_FILE", default=str(BASE_DIR / ".env")), overwrite=False)
 
 DEBUG = env.bool("DEBUG", default=False)
+# Set by ``make demo`` only (one process, DEBUG off as users see it): keeps its log to what a
+# person trying the portal needs. Production never sets it.
+DEMO = env.bool("PORTAL_DEMO", default=False)
 
 SECRET_KEY = env.str("SECRET_KEY", default="")
 if not SECRET_KEY:
@@ -172,7 +176,7 @@ if OIDC_ENABLED:
     OIDC_OP_USER_ENDPOINT = env.str("OIDC_OP_USER_ENDPOINT")
     OIDC_OP_JWKS_ENDPOINT = env.str("OIDC_OP_JWKS_ENDPOINT", default="")
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "pools:fleet-overview"
+LOGIN_REDIRECT_URL = "pools:landing"  # by role: pool admins to Fleet, members to My teams
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-gb"
@@ -292,9 +296,9 @@ AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "portal.throttling.client_ip"
 AXES_LOCKOUT_CALLABLE = "portal.throttling.lockout_response"
 AXES_VERBOSE = False
-if DEBUG and not CACHE_URL:
+if (DEBUG or DEMO) and not CACHE_URL:
     # The demo is one process, so its in-memory counters are the whole truth; in production
-    # (DEBUG off) axes.W001 stays a warning until CACHE_URL names a shared cache.
+    # (DEBUG off, no PORTAL_DEMO) axes.W001 stays a warning until CACHE_URL names a shared cache.
     SILENCED_SYSTEM_CHECKS.append("axes.W001")
 FILTERS_EMPTY_CHOICE_LABEL = "Any"
 
@@ -412,6 +416,10 @@ SERVING_BUSY_PCT = env.float("SERVING_BUSY_PCT", default=30.0)
 
 # Scheduler connections (scheduler_adapters.registry keys). Without one, allocations of that
 # scheduler's pools are reserved in the portal only (the demo).
+# The sizing page's prices: the rate card's reserved card-hour rate in force now (billing hands it
+# to pools by this name; pools does not import billing).
+SIZING_CARD_HOUR_PRICES = "billing.sizing_prices.reserved_card_hour_prices"
+
 SCHEDULERS = {}
 if env.str("SLURM_REST_URL", default=""):
     SCHEDULERS["slurm"] = {
@@ -444,7 +452,12 @@ if (
     }
     SCHEDULERS["kubernetes"] = {k: v for k, v in SCHEDULERS["kubernetes"].items() if v != ""}
 
-EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+EMAIL_BACKEND = env.str(
+    "EMAIL_BACKEND",
+    default="portal.mail.SubjectOnlyEmailBackend"
+    if DEMO
+    else "django.core.mail.backends.console.EmailBackend",
+)
 
 LOGGING = {
     "version": 1,
@@ -452,3 +465,11 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
 }
+if DEMO:
+    # The demo runs tasks eagerly with no broker: Celery's "Task ... succeeded in 0.002s" line per
+    # task and kombu's "No hostname was supplied" (there is no broker host to supply) say nothing
+    # to a person trying the portal. Failures still show (WARNING and above).
+    LOGGING["loggers"] = {
+        "celery.app.trace": {"level": "WARNING"},
+        "kombu.connection": {"level": "ERROR"},
+    }

@@ -93,7 +93,7 @@ def test_team_page_csv_pdf_and_scoping(team_member, two_statements, client):
     assert page.status_code == 200
     assert "3.00\u00a0EUR" in page.content.decode()  # money to the minor unit
     assert client.get("/costs/vision/2026-10/").status_code == 404
-    assert client.get("/costs/finance/2026-10/").status_code == 302  # staff only
+    assert client.get("/costs/finance/2026-10/").status_code == 403  # pool admins only
     csv_text = client.get("/costs/nlp/2026-10/?export=csv").content.decode()
     header, row = csv_text.splitlines()[:2]
     assert header.split(",") == list(CSV_COLUMNS)

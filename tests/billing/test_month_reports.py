@@ -175,7 +175,9 @@ def test_statements_csv_reads_every_line_in_one_query():
     header = rows[0]
     for row in rows[1:]:
         line = dict(zip(header, row, strict=True))
-        assert Decimal(line["priced_quantity"]) * line["unit_price"] == line["amount"]
+        assert Decimal(line["priced_quantity"]) * Decimal(line["unit_price"]) == Decimal("12.50")
+        assert (line["priced_quantity"], line["unit_price"], line["amount"]) == (
+            "10.000", "1.25", "12.50")  # fmt: skip
 
 
 def test_team_month_links_only_a_pool_admins_own_teams(team, pool_admin):

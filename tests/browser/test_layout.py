@@ -77,6 +77,7 @@ NOT_PAGES = {
     "allocations/<int:pk>/<str:action>/": "POST only",
     "sizing/save/": "POST only",
     "api/schema/": "the OpenAPI document (YAML)",
+    "start/": "a redirect by role (after sign-in): to Fleet or My teams",
 }
 NOT_PAGE_PREFIXES = (
     "admin/",  # Django's admin: its own stylesheet, not the portal's layout

@@ -46,7 +46,8 @@ def _sign_in(page, live_server, username):
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", "pw-123456")
     page.click("main button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    # sign-in lands by role: a pool admin on Fleet, a member on My teams
+    page.wait_for_url(f"{live_server.url}{'/' if username == 'admin' else '/teams/mine/'}")
 
 
 def test_alice_requests_admin_approves_and_it_shows_everywhere(

@@ -83,7 +83,8 @@ def test_the_default_70b_case_ends_in_a_submitted_request_for_capacity(browser, 
         page.fill("input[name=username]", user)
         page.fill("input[name=password]", "demo")
         page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/")
+        # sign-in lands by role: a pool admin on Fleet, a member on My teams
+        page.wait_for_url(f"{live_server.url}{'/' if user == 'admin' else '/teams/mine/'}")
         return page
 
     page = sign_in("bob")

@@ -285,7 +285,7 @@ def test_a_browser_session_csrf_and_messages_work_whichever_process_answers(
     page.fill("input[name=password]", PASSWORD)
     page.click("main button[type=submit]")
     try:
-        page.wait_for_url(f"{proxy.url}/", timeout=15_000)
+        page.wait_for_url(f"{proxy.url}/teams/mine/", timeout=15_000)  # a member lands here
     except Exception as exc:
         raise AssertionError(f"sign-in failed: {proxy.log}\n{page.content()[:3000]}") from exc
     expect(page.locator("body")).to_contain_text("Sign out alice")

@@ -29,3 +29,70 @@ def test_the_openapi_schema_is_served(member_api):
 
 def test_the_api_docs_page_is_served(member_page):
     assert member_page.get("/api/docs/").status_code == 200
+
+
+def _write_examples(schema: dict, path: str) -> list[dict]:
+    body = schema["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+    return [example["value"] for example in body["examples"].values()]
+
+
+def _description(schema: dict, component: str, field: str) -> str:
+    return schema["components"]["schemas"][component]["properties"][field]["description"]
+
+
+def test_the_docs_say_team_pool_and_gpu_model_take_slugs(member_api):
+    """A newcomer's first create failed with "slug=NLP does not exist": the docs now say so."""
+    schema = member_api.get("/api/schema/", {"format": "json"}).json()
+
+    for component in ("CapacityRequestRequest", "ApproveRequest", "SizingEstimateCreateRequest"):
+        fields = schema["components"]["schemas"][component]["properties"]
+        for field in {"team", "pool", "gpu_model", "gpu_models"} & set(fields):
+            assert "slug" in _description(schema, component, field), (component, field)
+    assert _description(schema, "CapacityRequestRequest", "team").startswith(
+        "Team slug, not its name: `nlp`, not `NLP`"
+    )
+
+
+def test_each_write_has_an_example_body_the_api_accepts(member_api, admin_api):
+    """Every example body of the three writes, posted as it is (its fixed dates moved into the
+    coming weeks), is accepted: 201 for a request and an extension, 202 for an estimate. The
+    fleet is the demo's names: pool ``train-slurm`` with one 8-card A100 NVSwitch node, teams
+    ``nlp`` and ``vision``, an allocation of nlp to extend."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from factories import AllocationFactory, PoolFactory, TeamFactory, node_with_gpus
+
+    from pools.choices import AllocationStatus, Scheduler
+    from pools.inventory.models import GpuModel
+
+    schema = member_api.get("/api/schema/", {"format": "json"}).json()
+    pool = PoolFactory(slug="train-slurm", scheduler=Scheduler.SLURM, slurm_partition="train")
+    node_with_gpus(8, hostname="trn-01", pool=pool, nvlink_domains=[list(range(8))])
+    nlp, _ = TeamFactory(slug="nlp"), TeamFactory(slug="vision")
+    now = timezone.now().replace(microsecond=0)
+    allocation = AllocationFactory(
+        team=nlp, pool=pool, gpu_model=GpuModel.objects.get(slug="a100_80g_sxm"), card_count=1,
+        starts_at=now - timedelta(days=1), ends_at=now + timedelta(days=10),
+        status=AllocationStatus.ACTIVE,
+    )  # fmt: skip
+    window = {"starts_at": (now + timedelta(days=7)).isoformat(),
+              "ends_at": (now + timedelta(days=21)).isoformat()}  # fmt: skip
+
+    requests = _write_examples(schema, "/api/v1/requests/")
+    extend = _write_examples(schema, "/api/v1/allocations/{id}/extend/")
+    estimates = _write_examples(schema, "/api/v1/estimates/")
+
+    assert len(requests) == 2 and len(extend) == 1 and len(estimates) == 1
+    for body in requests:
+        response = admin_api.post("/api/v1/requests/", {**body, **window}, format="json")
+        assert response.status_code == 201, response.json()
+    (body,) = extend
+    later = {"ends_at": (now + timedelta(days=24)).isoformat()}
+    response = admin_api.post(
+        f"/api/v1/allocations/{allocation.pk}/extend/", {**body, **later}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+    (body,) = estimates
+    response = admin_api.post("/api/v1/estimates/", body, format="json")
+    assert response.status_code == 202, response.json()

@@ -7,6 +7,7 @@ per process.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import string
 import subprocess
@@ -163,3 +164,90 @@ def test_without_cache_url_the_cache_is_this_process_and_no_proxy_is_trusted(tmp
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["django.core.cache.backends.locmem.LocMemCache", "0"]
+
+
+# ``make demo``'s log says what a person trying the portal needs, and production's is unchanged:
+# the environment ``make demo`` gives (``DEMO_ENV`` in the Makefile: ``PORTAL_DEMO=1``, DEBUG off,
+# one SQLite file, no ``CACHE_URL``) against the same without ``PORTAL_DEMO``.
+MAIL = (
+    "import os; os.environ['DJANGO_SETTINGS_MODULE'] = 'portal.settings.base'\n"
+    "import django; django.setup()\n"
+    "from django.conf import settings; print(settings.EMAIL_BACKEND)\n"
+    "from django.core.mail import EmailMessage\n"
+    "m = EmailMessage('GPU statement 2026-10 for NLP: 3.00 EUR', 'BODY-LINE-ONE\\nBODY-LINE-TWO',"
+    " to=['bob@example.com', 'carol@example.com'])\n"
+    "m.attach('statement-nlp-2026-10.pdf', b'%PDF-1.7 not really', 'application/pdf')\n"
+    "print('sent', m.send())\n"
+)
+
+
+def _env(tmp_path, **extra):
+    return clean_env(
+        DEBUG="0",
+        SECRET_KEY="x" * 60,
+        DATABASE_URL=f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+        DJANGO_SETTINGS_MODULE="portal.settings.base",
+        **extra,
+    )
+
+
+def test_the_demo_does_not_warn_about_lockout_counters_it_keeps_in_one_process(tmp_path):
+    """The demo is one process, so per-process lockout counters are the whole truth: no
+    axes.W001 ("This can leave security holes ...") before each of its commands."""
+    result = run([str(ROOT / "manage.py"), "check"], _env(tmp_path, PORTAL_DEMO="1"), tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    output = result.stdout + result.stderr
+    assert "security holes" not in output and "axes.W001" not in output
+
+
+def test_production_without_a_shared_cache_still_warns(tmp_path):
+    result = run([str(ROOT / "manage.py"), "check"], _env(tmp_path), tmp_path)
+
+    assert "axes.W001" in result.stdout + result.stderr
+
+
+def test_the_demo_logs_one_line_per_email_not_the_message(tmp_path):
+    result = run(["-c", MAIL], _env(tmp_path, PORTAL_DEMO="1"), tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["portal.mail.SubjectOnlyEmailBackend", "sent 1"]
+    assert result.stderr.splitlines() == [
+        "e-mail to bob@example.com, carol@example.com: GPU statement 2026-10 for NLP: 3.00 EUR"
+        " (1 attachment; not sent)"
+    ]
+
+
+def test_the_demo_logs_task_failures_not_each_eager_task(tmp_path):
+    code = (
+        "import os; os.environ['DJANGO_SETTINGS_MODULE'] = 'portal.settings.base'\n"
+        "import django, logging; django.setup()\n"
+        "print(logging.getLogger('celery.app.trace').getEffectiveLevel(),"
+        " logging.getLogger('kombu.connection').getEffectiveLevel(),"
+        " logging.getLogger('pools').getEffectiveLevel())\n"
+    )
+
+    demo = run(["-c", code], _env(tmp_path, PORTAL_DEMO="1"), tmp_path)
+    production = run(["-c", code], _env(tmp_path), tmp_path)
+
+    assert demo.stdout.split() == ["30", "40", "20"]  # WARNING, ERROR; the portal's own INFO
+    assert production.stdout.split() == ["20", "20", "20"]  # INFO everywhere, as before
+
+
+def test_production_email_is_unchanged(tmp_path):
+    """Without PORTAL_DEMO the default is still Django's console backend (whole message)."""
+    result = run(["-c", MAIL], _env(tmp_path), tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "django.core.mail.backends.console.EmailBackend"
+    assert "BODY-LINE-ONE" in result.stdout
+
+
+def test_make_demo_sets_the_demo_flag_and_pip_reports_errors_only():
+    """pip's -q once still prints a WARNING per package when pip.conf names index directories that
+    do not exist (152 lines on this machine); -q twice prints errors only."""
+    makefile = (ROOT / "Makefile").read_text()
+
+    assert re.search(r"^DEMO_ENV := PORTAL_DEMO=1 ", makefile, re.M)
+    pip_lines = [line for line in makefile.splitlines() if "pip install" in line]
+    assert pip_lines and all("--quiet --quiet" in line for line in pip_lines)

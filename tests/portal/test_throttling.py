@@ -74,7 +74,7 @@ def test_the_login_form_locks_one_username_at_one_address_and_the_user_elsewhere
     assert b"Too many failed sign-ins" in locked.content
     assert "_auth_user_id" not in attacker.session
     assert alice.status_code == 302
-    assert alice["Location"] == "/"
+    assert alice["Location"] == "/start/"  # the landing page by role
 
 
 @with_proxies(0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from datetime import timedelta
 
 import pytest
@@ -63,3 +64,27 @@ def test_a_refused_approval_names_fields_as_the_form_does(
     assert message == "The approval has invalid fields. Cards: Grant at most the 2 cards requested."
     request.refresh_from_db()
     assert request.status == RequestStatus.SUBMITTED  # nothing changed
+
+
+def _ticked(page: str, name: str) -> list[str]:
+    """The values of the ``name`` radios the page renders ticked."""
+    radios = re.findall(rf'<input type="radio" name="{name}" value="([^"]*)"([^>]*)>', page)
+    return [value for value, rest in radios if " checked" in rest]
+
+
+def test_a_prefilled_request_ticks_ask_for_cards(team_member, infer_pool, l40s):
+    """The sizing page's link names no ``kind`` when it asks for cards a pool has: the form still
+    ticks *Cards a pool has* (it showed both radios unticked), and the workload the link names."""
+    client = Client()
+    client.force_login(team_member)
+
+    page = client.get(
+        "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=8&pool=infer-k8s"
+    ).content.decode()
+    growth = client.get(
+        "/requests/new/?workload_kind=inference&kind=growth&gpu_model=h100_nvl&card_count=6"
+    ).content.decode()
+
+    assert _ticked(page, "kind") == ["cards"]
+    assert _ticked(page, "workload_kind") == ["inference"]
+    assert _ticked(growth, "kind") == ["growth"]

@@ -206,3 +206,51 @@ def test_unplaced_allocations_hold_cards_only_over_their_own_span(dgx):
     (row,) = stranded_capacity(filters=DashboardFilters(), now=now)
     assert row.free_card_hours == Decimal(9888)
     assert row.stranded_card_hours == Decimal(288 + 2 * 192)
+
+
+def test_the_api_gives_the_dashboards_stranded_capacity(dgx, admin_api):
+    """The same figures as the dashboard (worked out in the module docstring): 288 stranded
+    card-hours of 10 656 free (2.7 %), 96 for a 1 × 4, priced at 2.50 EUR = 720.00 EUR; the
+    request's now is a little after the fixture's, so the card-hours are a little under."""
+    now, a100 = dgx
+    stranded_snapshot_refresh(now=now)  # the beat's snapshot, computed at the fixture's now
+
+    body = admin_api.get("/api/v1/stranded-capacity/").json()
+
+    assert body["computed_at"] == now.isoformat().replace("+00:00", "Z")
+    assert body["horizon_end"] == (now + timedelta(weeks=4)).isoformat().replace("+00:00", "Z")
+    (row,) = body["results"]
+    assert {k: row[k] for k in ("pool", "gpu_model", "cards", "currency")} == {
+        "pool": "dgx", "gpu_model": "a100_80g_sxm", "cards": 16, "currency": "EUR"}  # fmt: skip
+    assert (row["free_card_hours"], row["stranded_card_hours"], row["stranded_percent"]) == (
+        "10656.00", "288.00", "2.7")  # fmt: skip
+    assert (row["stranded_for_2_card_hours"], row["stranded_for_4_card_hours"],
+            row["stranded_for_8_card_hours"], row["unknown_topology_card_hours"]) == (
+        "0.00", "96.00", "288.00", "0.00")  # fmt: skip
+    assert (row["price_per_card_hour"], row["amount"]) == ("2.5000", "720.00")
+    assert row["worst_nodes"] == [{"node": "dgx-1", "stranded_card_hours": "288.00"}]
+    assert row["win_back"] == [
+        {"node": "dgx-1", "stranded": 6, "target_cards": 8, "cards_to_free": 2}]  # fmt: skip
+
+
+def test_the_stranded_api_filters_by_slug_and_refuses_unknown_ones(dgx, admin_api):
+    now, a100 = dgx
+    PoolFactory(slug="odd", name="Odd", scheduler=Scheduler.SLURM)
+    stranded_snapshot_refresh(now=now)
+
+    dgx_only = admin_api.get("/api/v1/stranded-capacity/?pool=dgx&gpu_model=a100_80g_sxm")
+    none = admin_api.get("/api/v1/stranded-capacity/?pool=odd").json()["results"]
+    bad = admin_api.get("/api/v1/stranded-capacity/?pool=NLP&driver_branch=999")
+
+    assert [r["pool"] for r in dgx_only.json()["results"]] == ["dgx"]
+    assert none == []
+    assert bad.status_code == 400
+    assert bad.json()["code"] == "invalid_input"
+    assert set(bad.json()["errors"]) == {"pool", "driver_branch"}
+
+
+def test_the_stranded_api_is_for_pool_admins(dgx, member_api):
+    response = member_api.get("/api/v1/stranded-capacity/")
+
+    assert response.status_code == 403
+    assert response.json()["code"] == "permission_denied"

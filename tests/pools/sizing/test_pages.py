@@ -251,3 +251,30 @@ def test_anonymous_users_are_sent_to_sign_in(url):
     response = Client().get(url)
 
     assert response.status_code == 302 and response["Location"].startswith("/login/")
+
+
+def test_the_page_and_its_csv_price_with_the_rate_cards_currency(fleet, member_page):
+    """The rate card's reserved L40S card-hour (1.20 EUR) prices the plan: 48 L40S × 1.20 EUR ×
+    730 h = 42,048.00 EUR a month, on the page and in the CSV with its currency column."""
+    from datetime import date
+    from decimal import Decimal
+
+    from billing.choices import RateKind
+    from billing.models import RateCard, RateCardEntry
+    from pools.inventory.models import GpuModel
+
+    card = RateCard.objects.create(name="2020", currency="EUR", effective_from=date(2020, 1, 1))
+    RateCardEntry.objects.create(rate_card=card, kind=RateKind.GPU_RESERVED,
+                                 gpu_model=GpuModel.objects.get(slug="l40s"),
+                                 price=Decimal("1.20"))  # fmt: skip
+
+    html = _htmx(member_page, "/sizing/", QWEN_72B).content.decode()
+    text = b"".join(
+        member_page.get("/sizing/?" + urlencode({**QWEN_72B, "export": "csv"})).streaming_content
+    ).decode()
+
+    assert "Cost<br><small>EUR / month</small>" in html
+    assert "42,048.00" in html
+    l40s = next(r for r in csv.DictReader(io.StringIO(text)) if r["gpu_model"] == "l40s")
+    assert (l40s["price_per_card_hour"], l40s["monthly_cost"], l40s["currency"]) == (
+        "1.20", "42048.00", "EUR")  # fmt: skip

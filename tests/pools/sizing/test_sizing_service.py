@@ -287,6 +287,42 @@ def test_traffic_is_spread_over_its_peak_window(fleet):
     assert results["seed_rule"]["cards"] == 463  # 27,778 equivalent tok/s ÷ 60
 
 
+@pytest.fixture
+def l40s_rate_card(fleet):
+    """A rate card from 2020 with a reserved L40S card-hour at 1.20 EUR and nothing for H100."""
+    from datetime import date
+
+    from billing.choices import RateKind
+    from billing.models import RateCard, RateCardEntry
+
+    card = RateCard.objects.create(name="2020", currency="EUR", effective_from=date(2020, 1, 1))
+    RateCardEntry.objects.create(rate_card=card, kind=RateKind.GPU_RESERVED,
+                                 gpu_model=GpuModel.objects.get(slug="l40s"),
+                                 price=Decimal("1.20"))  # fmt: skip
+    return card
+
+
+def test_the_rate_card_prices_the_plan_in_its_currency(l40s_rate_card):
+    """No price given: the rate card's reserved rate in force now, 48 L40S × 1.20 EUR × 730 h =
+    42,048.00 EUR a month; H100 SXM has no rate, so its cost is unknown (None), not 0."""
+    _, results = sizing_preview(raw=QWEN_72B)
+
+    assert _row(results, "l40s")["price_per_card_hour"] == "1.20"
+    assert _row(results, "l40s")["monthly_cost"] == "42048.00"
+    assert _row(results, "l40s")["currency"] == "EUR"
+    assert _row(results, "h100_sxm")["monthly_cost"] is None
+    assert _row(results, "h100_sxm")["currency"] is None
+    assert (results["priced"], results["currency"]) == (True, "EUR")
+
+
+def test_a_price_given_takes_precedence_over_the_rate_card(l40s_rate_card):
+    """48 L40S × 1.00 (given) × 730 h = 35,040.00, in the rate card's currency."""
+    _, results = sizing_preview(raw={**QWEN_72B, "prices": {"l40s": "1.00"}})
+
+    assert _row(results, "l40s")["monthly_cost"] == "35040.00"
+    assert results["currency"] == "EUR"
+
+
 def test_a_price_gives_the_monthly_cost_and_no_price_gives_none(fleet):
     _, results = sizing_preview(raw={**QWEN_72B, "prices": {"l40s": "1.20"}})
 
@@ -294,6 +330,7 @@ def test_a_price_gives_the_monthly_cost_and_no_price_gives_none(fleet):
     assert _row(results, "l40s")["monthly_cost"] == "42048.00"  # 48 × 1.20 × 730 h
     assert _row(results, "h100_sxm")["monthly_cost"] is None
     assert results["priced"] is True
+    assert results["currency"] is None  # no rate card: the given price's currency is unknown
     # Priced models rank before unpriced ones, so the page says the comparison is partial.
     assert results["recommended"] == "l40s" and results["pricing"] == "partial"
 
