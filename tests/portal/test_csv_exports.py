@@ -160,4 +160,4 @@ def test_every_export_escapes_hostile_names(admin_page, hostile):
 def test_a_negative_amount_stays_a_number_in_the_statement_csv(admin_page, hostile):
     response = admin_page.get(f"/costs/finance/{hostile['month']}/?export=csv")
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
-    assert [r["amount"] for r in rows] == ["-12.5000"]
+    assert [r["amount"] for r in rows] == ["-12.50"]  # to the minor unit (issue 37)
