@@ -17,7 +17,9 @@ from pools.inventory.models import Node
 from pools.serving.calibration import compare, day_measure, median_or_none
 from pools.serving.models import ServedModel, ServingCalibrationDay, ServingRollup
 from pools.sizing import SizingInputError
+from pools.sizing.engines import engine_profile
 from pools.sizing.gpus import GPU_SPEC_FIELDS, gpu_spec_from_fields
+from pools.sizing.memory import precision_parse
 from pools.sizing.models import CalibrationRecord
 from pools.sizing.plan import estimate_replica
 from pools.sizing.presets import model_preset
@@ -48,6 +50,20 @@ def _driver_branches(allocation_ids: list[int]) -> dict[int, int | None]:
     return {
         a: (next(iter(b)) if len(b) == 1 else None) for a, b in branches.items()
     }  # fmt: skip
+
+
+def _key_names(served: ServedModel) -> tuple[str, str]:
+    """The served precision and engine as the sizing engine names them (``fp16`` -> ``FP16``,
+    ``trt-llm`` -> ``tensorrt-llm``), so records match estimates; as written when unknown."""
+    try:
+        precision = precision_parse(served.precision).name
+    except SizingInputError:
+        precision = served.precision
+    try:
+        engine = engine_profile(served.engine).name
+    except SizingInputError:
+        engine = served.engine
+    return precision, engine
 
 
 def _sized(served: ServedModel, measure, gpu_spec) -> tuple[float | None, object, str]:
@@ -93,8 +109,14 @@ def calibration_refresh(*, now: datetime) -> dict:
     for s in served:
         gpu = s.allocation.gpu_model
         spec = gpu_spec_from_fields(**{f: getattr(gpu, f) for f in GPU_SPEC_FIELDS})
-        branch = branches.get(s.allocation_id)
-        keys[s.allocation_id] = (s.model_id, gpu.pk, s.engine, s.precision, branch)
+        precision, engine = _key_names(s)
+        keys[s.allocation_id] = (
+            s.model_id,
+            gpu.pk,
+            engine,
+            precision,
+            branches.get(s.allocation_id),
+        )
         for day, rows in sorted(rows_by_day[s.allocation_id].items()):
             measure = day_measure(rows, tp=s.tp)
             if measure is None:
