@@ -13,6 +13,7 @@ from pools.audit import models as audit_models
 from pools.audit.admin_mixins import AuditedAdmin, ReadOnlyAdmin
 from pools.capacity.services.pools import POOL_BINDING_FIELDS, pool_usage
 from pools.inventory import models as inventory_models
+from pools.serving import models as serving_models
 from pools.sizing import models as sizing_models
 from pools.tenancy import models as tenancy_models
 
@@ -167,6 +168,31 @@ class AuditEventAdmin(ReadOnlyAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+@admin.register(serving_models.ServedModel)
+class ServedModelAdmin(AuditedAdmin):
+    """What an allocation serves (sizing catalogue model id, precision, TP, engine), so the
+    calibration pass can set its measured throughput against the sizing engine."""
+
+    list_display = ("allocation", "model_id", "precision", "tp", "engine")
+    raw_id_fields = ("allocation",)
+
+
+@admin.register(sizing_models.CalibrationRecord)
+class CalibrationRecordAdmin(ReadOnlyAdmin):
+    """Read-only: written by the hourly calibration pass."""
+
+    list_display = (
+        "model_id",
+        "gpu_model",
+        "engine",
+        "precision",
+        "driver_branch",
+        "days",
+        "median_tok_s_per_card",
+        "median_ratio",
+    )
 
 
 @admin.register(sizing_models.SizingEstimate)
