@@ -131,3 +131,27 @@ def test_unknown_model_id_is_noted_not_raised(served):
     ServedModel.objects.update(model_id="no_such_model")
     calibration_refresh(now=NOW)
     assert all("unknown model" in d.note for d in ServingCalibrationDay.objects.all())
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"model_id": "no_such_model"}, "model_id"),
+        ({"precision": "fp3"}, "precision"),
+        ({"engine": "nope"}, "engine"),
+        ({"tp": 3}, "tp"),  # Llama 3 8B has 32 attention heads
+    ],
+)
+def test_the_admin_form_refuses_what_the_sizing_engine_would(served, change, field):
+    from pools.admin import ServedModelForm
+
+    ServedModel.objects.all().delete()
+    data = {"allocation": served.pk, "model_id": "llama3_8b", "precision": "fp16", "tp": 1,
+            "engine": "vllm"} | change  # fmt: skip
+    form = ServedModelForm(data=data)
+    assert not form.is_valid()
+    assert list(form.errors) == [field]
+    assert ServedModel.objects.count() == 0
+    good = {"allocation": served.pk, "model_id": "llama3_8b", "precision": "fp16", "tp": 2,
+            "engine": "vllm"}  # fmt: skip
+    assert ServedModelForm(data=good).is_valid()
