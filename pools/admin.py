@@ -2,6 +2,7 @@
 pool binding fields follow the pool services' rules, rows only services write are read-only, and
 users' rights and API tokens change through the audited services of :mod:`pools.access`."""
 
+from django import forms
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
@@ -13,7 +14,12 @@ from pools.audit import models as audit_models
 from pools.audit.admin_mixins import AuditedAdmin, ReadOnlyAdmin
 from pools.capacity.services.pools import POOL_BINDING_FIELDS, pool_usage
 from pools.inventory import models as inventory_models
+from pools.serving import models as serving_models
+from pools.sizing import SizingInputError
 from pools.sizing import models as sizing_models
+from pools.sizing.engines import engine_profile
+from pools.sizing.memory import precision_parse
+from pools.sizing.presets import model_preset
 from pools.tenancy import models as tenancy_models
 from pools.tenancy.roles import RIGHTS
 
@@ -168,6 +174,60 @@ class AuditEventAdmin(ReadOnlyAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+class ServedModelForm(forms.ModelForm):
+    """Refuses what the sizing engine would refuse, naming the field: an unknown catalogue
+    model, precision or engine, and a TP that does not divide the model's attention heads."""
+
+    class Meta:
+        model = serving_models.ServedModel
+        fields = ["allocation", "model_id", "precision", "tp", "engine"]
+
+    def clean(self):
+        data = super().clean()
+        checks = (
+            ("model_id", model_preset),
+            ("precision", precision_parse),
+            ("engine", engine_profile),
+        )
+        for field, check in checks:
+            if data.get(field):
+                try:
+                    check(data[field])
+                except SizingInputError as exc:
+                    self.add_error(field, str(exc))
+        if data.get("tp") and "model_id" not in self.errors and data.get("model_id"):
+            heads = model_preset(data["model_id"]).num_attention_heads
+            if heads % data["tp"]:
+                self.add_error("tp", f"TP {data['tp']} does not divide the {heads} attention heads")
+        return data
+
+
+@admin.register(serving_models.ServedModel)
+class ServedModelAdmin(AuditedAdmin):
+    """What an allocation serves (sizing catalogue model id, precision, TP, engine), so the
+    calibration pass can set its measured throughput against the sizing engine."""
+
+    form = ServedModelForm
+    list_display = ("allocation", "model_id", "precision", "tp", "engine")
+    raw_id_fields = ("allocation",)
+
+
+@admin.register(sizing_models.CalibrationRecord)
+class CalibrationRecordAdmin(ReadOnlyAdmin):
+    """Read-only: written by the hourly calibration pass."""
+
+    list_display = (
+        "model_id",
+        "gpu_model",
+        "engine",
+        "precision",
+        "driver_branch",
+        "days",
+        "median_tok_s_per_card",
+        "median_ratio",
+    )
 
 
 @admin.register(sizing_models.SizingEstimate)

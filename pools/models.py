@@ -21,14 +21,20 @@ from pools.inventory.models import (
 )
 from pools.jobs.models import QueuedJob
 from pools.reclamation.models import Exemption, IdleFinding, IdleScanRun, ReclamationPolicy
-from pools.serving.models import ServingRollup, ServingRollupRun
-from pools.sizing.models import SizingEstimate
+from pools.serving.models import (
+    ServedModel,
+    ServingCalibrationDay,
+    ServingRollup,
+    ServingRollupRun,
+)
+from pools.sizing.models import CalibrationRecord, SizingEstimate
 from pools.tenancy.models import Membership, Team
 
 __all__ = [
     "Allocation",
     "ApiToken",
     "AuditEvent",
+    "CalibrationRecord",
     "CapacityRequest",
     "DriverGroup",
     "ElasticPolicy",
@@ -48,6 +54,8 @@ __all__ = [
     "ReclamationPolicy",
     "ScaleEvent",
     "SchedulerDrift",
+    "ServedModel",
+    "ServingCalibrationDay",
     "ServingRollup",
     "ServingRollupRun",
     "SizingEstimate",

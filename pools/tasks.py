@@ -1,8 +1,9 @@
 """The app's task registry: Celery's autodiscovery imports ``pools.tasks``; each sub-domain
 defines its own (``pools.capacity.tasks``, ``pools.sizing.tasks``, ``pools.reclamation.tasks``,
-``pools.elastic.tasks``, ``pools.dashboards.tasks``, ``pools.serving.tasks``), and the
-outbox's drain (``pools.jobs.tasks``)."""
+``pools.elastic.tasks``, ``pools.dashboards.tasks``, ``pools.serving.tasks``,
+``pools.calibration.tasks``), and the outbox's drain (``pools.jobs.tasks``)."""
 
+from pools.calibration import tasks as calibration_tasks
 from pools.capacity import tasks as capacity_tasks
 from pools.dashboards import tasks as dashboard_tasks
 from pools.elastic import tasks as elastic_tasks
@@ -12,6 +13,7 @@ from pools.serving import tasks as serving_tasks
 from pools.sizing import tasks as sizing_tasks
 
 __all__ = [
+    "calibration_tasks",
     "capacity_tasks",
     "dashboard_tasks",
     "elastic_tasks",

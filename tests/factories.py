@@ -484,6 +484,55 @@ class ServingRollupRunFactory(factory.django.DjangoModelFactory):
     rollups = 1
 
 
+class ServedModelFactory(factory.django.DjangoModelFactory):
+    """An allocation serving Llama 3 8B in FP16 on one card per replica with vLLM."""
+
+    class Meta:
+        model = serving_models.ServedModel
+
+    allocation = factory.SubFactory(AllocationFactory, status=AllocationStatus.ACTIVE)
+    model_id = "llama3_8b"
+    precision = "FP16"
+    tp = 1
+    engine = "vllm"
+
+
+class ServingCalibrationDayFactory(factory.django.DjangoModelFactory):
+    """Yesterday: 250 tok/s per card at 3 sequences per replica against 200 sized (1.25,
+    above the throughput band 0.717-1.134)."""
+
+    class Meta:
+        model = serving_models.ServingCalibrationDay
+
+    allocation = factory.SubFactory(AllocationFactory, status=AllocationStatus.ACTIVE)
+    day = factory.LazyFunction(lambda: timezone.now().date() - timedelta(days=1))
+    concurrency = 3.0
+    measured_tok_s_per_card = 250.0
+    sized_tok_s_per_card = 200.0
+    band_low_factor = 0.717
+    band_high_factor = 1.134
+    ratio = 1.25
+    position = "above"
+
+
+class CalibrationRecordFactory(factory.django.DjangoModelFactory):
+    """Llama 3 8B FP16 with vLLM on L40S, driver branch 550: 325 tok/s per card over 2 days."""
+
+    class Meta:
+        model = sizing_models.CalibrationRecord
+
+    model_id = "llama3_8b"
+    gpu_model = factory.LazyFunction(lambda: inventory_models.GpuModel.objects.get(slug="l40s"))
+    engine = "vllm"
+    precision = "FP16"
+    driver_branch = 550
+    days = 2
+    allocations = 1
+    median_tok_s_per_card = 325.0
+    median_ratio = 1.6
+    updated_at = factory.LazyFunction(timezone.now)
+
+
 class RateCardFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = billing_models.RateCard

@@ -100,6 +100,7 @@ def test_the_project_has_no_import_cycle():
         jobs.IDLE_SCAN,
         jobs.SERVING_ROLLUP,
         jobs.SERVING_COMPACT,
+        jobs.CALIBRATION_REFRESH,
     ],
 )
 def test_every_task_services_queue_by_name_is_registered(name):

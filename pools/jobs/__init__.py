@@ -35,6 +35,7 @@ RECONCILE = "pools.capacity.tasks.reconcile_task"
 IDLE_SCAN = "pools.reclamation.tasks.idle_scan_task"
 SERVING_ROLLUP = "pools.serving.tasks.serving_rollup_task"
 SERVING_COMPACT = "pools.serving.tasks.serving_compact_task"
+CALIBRATION_REFRESH = "pools.calibration.tasks.calibration_refresh_task"
 OUTBOX_DRAIN = "pools.jobs.tasks.outbox_drain_task"
 
 

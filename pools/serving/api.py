@@ -111,6 +111,33 @@ class SpanSerializer(serializers.Serializer):
     span = serializers.ChoiceField(choices=SPAN_NAMES, default="24h")
 
 
+class ServedModelSerializer(serializers.Serializer):
+    model_id = serializers.CharField(help_text="Sizing catalogue id (pools/sizing/models.json).")
+    precision = serializers.CharField()
+    tp = serializers.IntegerField(help_text="Cards per replica.")
+    engine = serializers.CharField()
+
+
+class CalibrationDaySerializer(serializers.Serializer):
+    day = serializers.DateField(help_text="UTC day.")
+    concurrency = serializers.FloatField(help_text="Mean running requests per replica.")
+    measured_tok_s_per_card = serializers.FloatField(help_text="Output tok/s per card.")
+    sized_tok_s_per_card = serializers.FloatField(
+        allow_null=True, help_text="The sizing engine at that concurrency; null = unknown."
+    )
+    band_low_factor = serializers.FloatField(allow_null=True, help_text="P10 measured ÷ sized.")
+    band_high_factor = serializers.FloatField(allow_null=True, help_text="P90 measured ÷ sized.")
+    ratio = serializers.FloatField(allow_null=True, help_text="measured ÷ sized")
+    position = serializers.CharField(help_text="inside, below or above the band; empty unknown.")
+    note = serializers.CharField(help_text="Why sized is unknown, if it is.")
+
+
+class CalibrationSerializer(serializers.Serializer):
+    allocation = serializers.IntegerField()
+    served = ServedModelSerializer(allow_null=True, help_text="null: not declared.")
+    days = CalibrationDaySerializer(many=True)
+
+
 class ServingViewSet(viewsets.GenericViewSet):
     """Serving signals of the caller's teams' allocations (all, for pool admins): those with
     any stored rollup."""
@@ -206,3 +233,18 @@ class ServingViewSet(viewsets.GenericViewSet):
             "points": points,
         }
         return Response(ServingSeriesSerializer(body).data)
+
+    @extend_schema(responses=CalibrationSerializer)
+    @action(detail=True, methods=["get"])
+    def calibration(self, request, pk=None):
+        """Measured against sized per UTC day, newest first, as the hourly calibration pass
+        stored it (:mod:`pools.calibration.services`); ``served`` null when the allocation does
+        not say what it serves."""
+        allocation = self.get_object()
+        found = selectors.serving_calibration(allocation_id=allocation.pk, all_days=True)
+        body = {
+            "allocation": allocation.pk,
+            "served": found["served"] if found else None,
+            "days": found["days_list"] if found else [],
+        }
+        return Response(CalibrationSerializer(body).data)

@@ -93,3 +93,55 @@ class ServingRollupRun(models.Model):
     def __str__(self) -> str:
         state = "ok" if self.ok else "failed"
         return f"serving rollup {self.bucket_start:%Y-%m-%d %H:%M} ({state})"
+
+
+class ServedModel(models.Model):
+    """What an allocation serves, so its measured throughput can be set against the sizing
+    engine's: the sizing catalogue model id (``pools/sizing/models.json``), the precision it
+    runs, its TP degree (cards per replica) and the engine (a sizing engine name)."""
+
+    allocation = models.OneToOneField(
+        "pools.Allocation", on_delete=models.CASCADE, related_name="served_model"
+    )
+    model_id = models.CharField(max_length=120)
+    precision = models.CharField(max_length=16)
+    tp = models.PositiveSmallIntegerField(default=1)
+    engine = models.CharField(max_length=30)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(tp__gt=0), name="served_model_tp_positive")
+        ]
+
+    def __str__(self) -> str:
+        return f"allocation #{self.allocation_id} serves {self.model_id} (TP {self.tp})"
+
+
+class ServingCalibrationDay(models.Model):
+    """One allocation's UTC day, measured against sized (written by the calibration beat,
+    :mod:`pools.calibration.services`): output tok/s per card over the buckets where the engine
+    reported tokens, at ``concurrency`` (mean running requests per replica), beside the sizing
+    engine's tok/s per card at that concurrency and the P10/P90 factors of its error band.
+    Sized figures are ``None`` when the estimate could not be made (``note`` says why)."""
+
+    allocation = models.ForeignKey(
+        "pools.Allocation", on_delete=models.CASCADE, related_name="calibration_days"
+    )
+    day = models.DateField()
+    concurrency = models.FloatField()
+    measured_tok_s_per_card = models.FloatField()
+    sized_tok_s_per_card = models.FloatField(null=True, blank=True)
+    band_low_factor = models.FloatField(null=True, blank=True)
+    band_high_factor = models.FloatField(null=True, blank=True)
+    ratio = models.FloatField(null=True, blank=True, help_text="measured ÷ sized")
+    position = models.CharField(max_length=8, blank=True, help_text="inside, below or above")
+    note = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["allocation", "day"], name="calibration_day_once")
+        ]
+        ordering = ["allocation_id", "day"]
+
+    def __str__(self) -> str:
+        return f"allocation #{self.allocation_id} on {self.day}: {self.ratio}"

@@ -17,7 +17,12 @@ from pools.capacity.models import Allocation
 from pools.serving.choices import Resolution
 from pools.serving.efficiency import Usage
 from pools.serving.fold import ROW_FIELDS, SIGNAL_FIELDS, fold
-from pools.serving.models import ServingRollup, ServingRollupRun
+from pools.serving.models import (
+    ServedModel,
+    ServingCalibrationDay,
+    ServingRollup,
+    ServingRollupRun,
+)
 
 # A chart's span: how far back, and the point it draws (24 h of 5-minute rows, 7 d of hours).
 SPANS = {"24h": (timedelta(hours=24), 300), "7d": (timedelta(days=7), 3600)}
@@ -178,3 +183,18 @@ def allocations_served(*, start: datetime, end: datetime):
         .select_related("team", "pool", "gpu_model")
         .order_by("id")
     )
+
+
+def serving_calibration(*, allocation_id: int, all_days: bool = False) -> dict | None:
+    """Measured against sized for one allocation, as the calibration beat stored it:
+    ``{"served": ServedModel, "latest": the newest ServingCalibrationDay or None, "days": count}``
+    and, with ``all_days``, ``"days_list"`` newest first; ``None`` when the allocation does not
+    say what it serves. Two queries."""
+    served = ServedModel.objects.filter(allocation_id=allocation_id).first()
+    if served is None:
+        return None
+    days = list(ServingCalibrationDay.objects.filter(allocation_id=allocation_id).order_by("-day"))
+    out = {"served": served, "latest": days[0] if days else None, "days": len(days)}
+    if all_days:
+        out["days_list"] = days
+    return out

@@ -85,6 +85,7 @@ def allocation_serving(request, pk: int):
         "engine": current["engine"] if current else "",
         "charts": _charts(points) if points else None,
         "usage": usage,
+        "calibration": selectors.serving_calibration(allocation_id=allocation.pk),
     }
     template = "pools/serving/allocation.html"
     response = render(request, f"{template}#panel" if request.htmx else template, context)

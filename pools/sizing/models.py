@@ -71,3 +71,39 @@ class SizingEstimate(models.Model):
     @property
     def finished(self) -> bool:
         return self.status in (EstimateStatus.DONE, EstimateStatus.FAILED)
+
+
+class CalibrationRecord(models.Model):
+    """Measured on this fleet, per (served model, GPU model, engine, precision, driver group):
+    over ``days`` allocation-days of serving rollups, the median output tok/s per card and the
+    median ratio measured ÷ sized (``None`` when no day could be sized). Written by the
+    calibration beat (:mod:`pools.calibration.services`); ``driver_branch`` ``None`` = the
+    allocation's cards span several driver groups or none is known."""
+
+    model_id = models.CharField(max_length=120)
+    gpu_model = models.ForeignKey(
+        "pools.GpuModel", on_delete=models.CASCADE, related_name="calibration_records"
+    )
+    engine = models.CharField(max_length=30)
+    precision = models.CharField(max_length=16)
+    driver_branch = models.PositiveIntegerField(null=True, blank=True)
+    days = models.PositiveIntegerField()
+    allocations = models.PositiveIntegerField()
+    median_tok_s_per_card = models.FloatField()
+    median_ratio = models.FloatField(null=True, blank=True)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["model_id", "gpu_model", "engine", "precision", "driver_branch"],
+                name="calibration_record_once_per_key",
+                nulls_distinct=False,
+            )
+        ]
+        ordering = ["model_id", "gpu_model_id", "engine", "precision", "driver_branch"]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.model_id} on {self.gpu_model_id}: {self.median_tok_s_per_card:.0f} tok/s/card"
+        )

@@ -4,10 +4,48 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from pools.sizing.models import SizingEstimate
+from pools.sizing.models import CalibrationRecord, SizingEstimate
 
 
 def sizing_estimate_list(*, user) -> QuerySet[SizingEstimate]:
     """Sizing estimates the user may see: all for pool admins; for others, those they created and
     those shared with one of their teams. Creator and team joined."""
     return SizingEstimate.objects.select_related("created_by", "team").visible_to(user)
+
+
+def measured_on_fleet(
+    *, model_id: str, precision: str, engine: str, gpu_slugs: list[str]
+) -> dict[str, dict]:
+    """What this fleet measured for ``model_id`` at ``precision`` with ``engine`` (the sizing
+    engine's names: ``FP16``, ``vllm``), per GPU model slug: the calibration record with the
+    most days (of its driver groups) as ``{"tok_s_per_card", "days", "allocations",
+    "median_ratio", "driver_branch", "driver_groups", "updated_at"}``. Slugs with no record are
+    absent (unknown). One query."""
+    records = CalibrationRecord.objects.filter(
+        model_id=model_id,
+        precision=precision,
+        engine=engine,
+        gpu_model__slug__in=gpu_slugs,
+    ).values(
+        "gpu_model__slug",
+        "median_tok_s_per_card",
+        "days",
+        "allocations",
+        "median_ratio",
+        "driver_branch",
+        "updated_at",
+    )
+    out: dict[str, dict] = {}
+    for r in sorted(records, key=lambda r: (r["days"], r["updated_at"])):
+        slug = r["gpu_model__slug"]
+        groups = out.get(slug, {}).get("driver_groups", 0) + 1
+        out[slug] = {
+            "tok_s_per_card": round(r["median_tok_s_per_card"], 1),
+            "days": r["days"],
+            "allocations": r["allocations"],
+            "median_ratio": None if r["median_ratio"] is None else round(r["median_ratio"], 3),
+            "driver_branch": r["driver_branch"],
+            "driver_groups": groups,
+            "updated_at": r["updated_at"].isoformat(),
+        }
+    return out

@@ -67,6 +67,7 @@ from pools.sizing.plan import (
     replica_estimate_as_dict,
     sizing_plan,
 )
+from pools.sizing.selectors import measured_on_fleet
 from pools.sizing.throughput import BANDWIDTH_EFFICIENCY
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_member
@@ -505,6 +506,14 @@ def sizing_results(
         row["currency"] = currency if row["monthly_cost"] is not None else None
         row["usable_cards"], row["usable_pool"] = usable.get(row["gpu_model"], (0, None))
         row["usable_pool_name"] = pool_names.get(row["usable_pool"], row["usable_pool"])
+    fleet = measured_on_fleet(
+        model_id=model.id,
+        precision=precision.name,
+        engine=results["engine"],
+        gpu_slugs=[row["gpu_model"] for row in results["rows"]],
+    )
+    for row in results["rows"]:
+        row["measured_on_fleet"] = fleet.get(row["gpu_model"])
     results["request"], results["request_lacks"] = _request(results)
     return _plain(results)
 

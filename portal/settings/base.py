@@ -379,6 +379,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "pools.serving.tasks.serving_compact_task",
         "schedule": crontab(minute=17),
     },
+    # Hourly: measured against sized, from the serving rollups (pools.calibration).
+    "calibration-refresh": {
+        "task": "pools.calibration.tasks.calibration_refresh_task",
+        "schedule": crontab(minute=23),
+    },
     # Hourly: pre-scale plans for the next two hours from four weeks of token rates.
     "elastic-forecast": {"task": "pools.elastic.tasks.elastic_forecast_task", "schedule": 3600},
     # Hourly; the task acts only on the 1st in BILLING_TIME_ZONE and is idempotent.

@@ -14,7 +14,10 @@ Prints the same shape it read (an object, or a list of objects): per input ``wei
 ``kv_cache_bytes``, ``fits``, ``output_tok_s_total``, ``band`` (``low_tok_s`` / ``high_tok_s``:
 where 8 of 10 similar published measurements fell, pools/sizing/band.py), ``tpot_ms``,
 ``ttft_ms``, ``warnings`` and every intermediate number (with traffic also ``cards_needed`` and
-``cards_needed_pessimistic``, the cards if the band's low end holds), or
+``cards_needed_pessimistic``, the cards if the band's low end holds), ``measured_on_fleet``
+(what this fleet's serving allocations of the same model, GPU model, precision and engine
+measured: ``tok_s_per_card``, ``days``, ``median_ratio`` ... from the calibration records;
+``null`` when none did), or
 ``{"input": ..., "error": {"reason", "field", "message"}}``.
 
 Exit status: 0 when every input was estimated, 1 when any was refused, 2 when FILE is unreadable.
@@ -34,6 +37,7 @@ from pools.sizing.demand import demand_from_traffic, replicas_for_demand
 from pools.sizing.gpus import gpu_specs_from_catalogue
 from pools.sizing.plan import estimate_from_fields, replica_estimate_as_dict
 from pools.sizing.presets import model_presets
+from pools.sizing.selectors import measured_on_fleet
 
 TRAFFIC_DEFAULTS = {"peak_share": 1.0, "peak_hours": 24.0, "input_weight": 0.5}
 
@@ -132,6 +136,12 @@ class Command(BaseCommand):
         try:
             estimate = estimate_from_fields(fields, presets=presets, gpus=gpus)
             result = {"input": fields, **replica_estimate_as_dict(estimate)}
+            result["measured_on_fleet"] = measured_on_fleet(
+                model_id=estimate.model_id,
+                precision=estimate.requested_precision,
+                engine=estimate.engine,
+                gpu_slugs=[estimate.gpu_slug],
+            ).get(estimate.gpu_slug)
             _traffic(fields, result, estimate)
             return _rounded(result)
         except SizingInputError as exc:

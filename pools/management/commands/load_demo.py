@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
+from pools.calibration.services import calibration_refresh
 from pools.capacity.lifecycle import RUNNING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.services.allocations import allocation_lifecycle_sweep
@@ -40,7 +41,7 @@ from pools.reclamation.services.scan import (
     percent_decimal,
     policy_thresholds,
 )
-from pools.serving.models import ServingRollup
+from pools.serving.models import ServedModel, ServingRollup
 from pools.serving.services import bucket_floor, serving_rollup_replay
 from pools.tenancy.models import Membership, Team
 from scheduler_adapters.prometheus import DeviceUsage, Sample
@@ -52,6 +53,12 @@ TEAMS = [
     ("vision", "Vision", "CC-4200"),
     ("platform", "Platform", "CC-1000"),
 ]
+
+# The demo's serving allocations: (sizing catalogue model, precision, TP, engine) per team.
+DEMO_SERVED = {
+    "nlp": ("qwen2_5_14b", "FP8", 1, "sglang"),
+    "vision": ("qwen2_5_7b", "BF16", 2, "vllm"),
+}
 
 
 class Command(BaseCommand):
@@ -347,6 +354,15 @@ class Command(BaseCommand):
                 )
                 recorded.append((start, {"recorded": series}))
         self.stdout.write(f"serving rollups: {serving_rollup_replay(recorded=recorded)} rows")
+        # What each serves (their requests' justifications), so the calibration pass can set
+        # measured against sized: vision's Qwen2-VL-7B as the catalogue's Qwen2.5-7B.
+        for allocation in serving:
+            model_id, precision, tp, engine = DEMO_SERVED[allocation.team.slug]
+            ServedModel.objects.get_or_create(
+                allocation=allocation,
+                defaults={"model_id": model_id, "precision": precision, "tp": tp, "engine": engine},
+            )
+        self.stdout.write(f"calibration: {calibration_refresh(now=now)}")
 
     def _idle_findings(self):
         """Reclamation policies and the findings an idle scan would have left, with the series

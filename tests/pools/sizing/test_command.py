@@ -23,6 +23,9 @@ REQUEST_KEYS = (
     "concurrency",
 )
 
+# The command reads the calibration records (measured_on_fleet).
+pytestmark = pytest.mark.django_db
+
 
 def measurement(row_id: str) -> dict:
     rows = json.loads(DATASET.read_text(encoding="utf-8"))["measurements"]

@@ -1,0 +1,166 @@
+"""The calibration pass: every allocation that declares what it serves
+(:class:`~pools.serving.models.ServedModel`) gets one
+:class:`~pools.serving.models.ServingCalibrationDay` per UTC day of rollups in the window, and
+the days are gathered into one :class:`~pools.sizing.models.CalibrationRecord` per (served
+model, GPU model, engine, precision, driver group). Run by beat, never in a request."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, date, datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from pools.capacity.models import PlacedCards
+from pools.inventory.models import Node
+from pools.serving.calibration import compare, day_measure, median_or_none
+from pools.serving.models import ServedModel, ServingCalibrationDay, ServingRollup
+from pools.sizing import SizingInputError
+from pools.sizing.engines import engine_profile
+from pools.sizing.gpus import GPU_SPEC_FIELDS, gpu_spec_from_fields
+from pools.sizing.memory import precision_parse
+from pools.sizing.models import CalibrationRecord
+from pools.sizing.plan import estimate_replica
+from pools.sizing.presets import model_preset
+
+ROLLUP_FIELDS = (
+    "cards_held",
+    "bucket_seconds",
+    "generation_tokens",
+    "prompt_tokens",
+    "requests_running",
+    "requests_finished",
+)
+
+
+def _driver_branches(allocation_ids: list[int]) -> dict[int, int | None]:
+    """Allocation id -> the driver branch of the nodes its cards are on; ``None`` when they
+    span several driver groups or none is known. Two queries."""
+    placed = PlacedCards.objects.filter(allocation_id__in=allocation_ids).values_list(
+        "allocation_id", "hostname"
+    )
+    hosts = {h for _, h in placed}
+    branch_of = dict(
+        Node.objects.filter(hostname__in=hosts).values_list("hostname", "driver_group__branch")
+    )
+    branches: dict[int, set] = defaultdict(set)
+    for allocation_id, host in placed:
+        branches[allocation_id].add(branch_of.get(host))
+    return {
+        a: (next(iter(b)) if len(b) == 1 else None) for a, b in branches.items()
+    }  # fmt: skip
+
+
+def _key_names(served: ServedModel) -> tuple[str, str]:
+    """The served precision and engine as the sizing engine names them (``fp16`` -> ``FP16``,
+    ``trt-llm`` -> ``tensorrt-llm``), so records match estimates; as written when unknown."""
+    try:
+        precision = precision_parse(served.precision).name
+    except SizingInputError:
+        precision = served.precision
+    try:
+        engine = engine_profile(served.engine).name
+    except SizingInputError:
+        engine = served.engine
+    return precision, engine
+
+
+def _sized(served: ServedModel, measure, gpu_spec) -> tuple[float | None, object, str]:
+    """The sizing engine's output tok/s per card at the measured concurrency (rounded to whole
+    sequences, at least 1) and lengths; ``(None, None, why)`` when it cannot be made."""
+    if measure.input_tokens is None or measure.output_tokens is None:
+        return None, None, "no finished requests: the mean lengths are unknown"
+    try:
+        estimate = estimate_replica(
+            model=model_preset(served.model_id),
+            gpu=gpu_spec,
+            precision=served.precision,
+            kv_cache_dtype=None,
+            tp=served.tp,
+            input_tokens=measure.input_tokens,
+            output_tokens=measure.output_tokens,
+            concurrency=max(1, round(measure.concurrency)),
+            engine=served.engine,
+        )
+    except SizingInputError as exc:
+        return None, None, str(exc)[:300]
+    if estimate.output_tok_s_total is None:
+        return None, None, "the model does not fit on these cards"
+    return estimate.output_tok_s_total / served.tp, estimate.band, ""
+
+
+def calibration_refresh(*, now: datetime) -> dict:
+    """Rewrite the calibration days of the last ``SERVING_ROLLUP_5M_DAYS`` days and the
+    records built from them; returns counts ``{"days", "records"}``."""
+    window_days = settings.SERVING_ROLLUP_5M_DAYS
+    start = datetime.combine(now.date() - timedelta(days=window_days - 1), datetime.min.time(), UTC)
+    served = list(ServedModel.objects.select_related("allocation__gpu_model"))
+    ids = [s.allocation_id for s in served]
+    rows_by_day: dict[int, dict[date, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for row in ServingRollup.objects.filter(
+        allocation_id__in=ids, bucket_start__gte=start, bucket_start__lt=now
+    ).values("allocation_id", "bucket_start", *ROLLUP_FIELDS):
+        day = row["bucket_start"].astimezone(UTC).date()
+        rows_by_day[row["allocation_id"]][day].append(row)
+    branches = _driver_branches(ids)
+    days: list[ServingCalibrationDay] = []
+    keys: dict[int, tuple] = {}
+    for s in served:
+        gpu = s.allocation.gpu_model
+        spec = gpu_spec_from_fields(**{f: getattr(gpu, f) for f in GPU_SPEC_FIELDS})
+        precision, engine = _key_names(s)
+        keys[s.allocation_id] = (
+            s.model_id,
+            gpu.pk,
+            engine,
+            precision,
+            branches.get(s.allocation_id),
+        )
+        for day, rows in sorted(rows_by_day[s.allocation_id].items()):
+            measure = day_measure(rows, tp=s.tp)
+            if measure is None:
+                continue
+            sized, band, note = _sized(s, measure, spec)
+            low = band.low_factor if band else None
+            high = band.high_factor if band else None
+            result = None if sized is None else compare(
+                measured=measure.tok_s_per_card, sized=sized, low_factor=low, high_factor=high
+            )  # fmt: skip
+            days.append(
+                ServingCalibrationDay(
+                    allocation_id=s.allocation_id,
+                    day=day,
+                    concurrency=measure.concurrency,
+                    measured_tok_s_per_card=measure.tok_s_per_card,
+                    sized_tok_s_per_card=sized,
+                    band_low_factor=low,
+                    band_high_factor=high,
+                    ratio=result.ratio if result else None,
+                    position=result.position if result else "",
+                    note=note,
+                )
+            )
+    grouped: dict[tuple, list[ServingCalibrationDay]] = defaultdict(list)
+    for d in days:
+        grouped[keys[d.allocation_id]].append(d)
+    with transaction.atomic():
+        ServingCalibrationDay.objects.all().delete()
+        ServingCalibrationDay.objects.bulk_create(days)
+        CalibrationRecord.objects.all().delete()
+        CalibrationRecord.objects.bulk_create(
+            CalibrationRecord(
+                model_id=key[0],
+                gpu_model_id=key[1],
+                engine=key[2],
+                precision=key[3],
+                driver_branch=key[4],
+                days=len(group),
+                allocations=len({d.allocation_id for d in group}),
+                median_tok_s_per_card=median_or_none(d.measured_tok_s_per_card for d in group),
+                median_ratio=median_or_none(d.ratio for d in group),
+                updated_at=now,
+            )
+            for key, group in grouped.items()
+        )
+    return {"days": len(days), "records": len(grouped)}
