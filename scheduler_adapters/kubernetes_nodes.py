@@ -10,6 +10,7 @@ label still holds the number of physical cards.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections import Counter
 from typing import Any
@@ -102,9 +103,10 @@ def parse_kubernetes_nodes(payload: dict[str, Any] | list[Any] | str) -> ParseRe
       :class:`MigDeviceSnapshot` per instance (count from ``nvidia.com/mig-<profile>.count``
       when labelled, MiB from ``nvidia.com/mig-<profile>.memory``), and ``mig_mode=True`` on
       the cards that hold them. With one card they all sit on it. With several, the Node
-      object does not say which card holds which instance: they are placed so that no card
-      holds more than its 7 compute and 8 memory slices (NVIDIA MIG user guide), largest
-      first on the least-loaded card, so per-node and per-profile totals are exact but the
+      object does not say which card holds which instance: they are dealt out in profile
+      order in equal contiguous blocks (card 0 first) or, when a card would then hold more
+      than its 7 compute and 8 memory slices (NVIDIA MIG user guide), placed largest first on
+      the least-loaded card, so per-node and per-profile totals are exact but the
       per-card split is a guess; slices no placement fits, or a profile that is no MIG
       profile (``<g>g.<m>gb``, g in 1, 2, 3, 4, 7), skip the node.
     - ``driver_version`` = ``nvidia.com/cuda.driver-version.full``, else major.minor.revision
@@ -422,9 +424,10 @@ def _mig_devices_per_card(
     Each slice takes its profile's compute and memory slices (:func:`mig_slices`, with the card
     memory of ``nvidia.com/gpu.memory`` when labelled); a card holds at most 7 compute and 8
     memory slices and one ``+me`` slice. The Node object does not say which card holds which
-    slice: they are placed largest first on the least-loaded card that still holds them
-    (card index breaking ties), so per-node and per-profile totals are exact but the
-    per-card split is a guess. A profile that is no MIG profile, or slices that no placement
+    slice: they are dealt out in profile order in equal contiguous blocks (card 0 first) when
+    every card then holds its block, else placed largest first on the least-loaded card that
+    still holds them (card index breaking ties), so per-node and per-profile totals are exact
+    but the per-card split is a guess. A profile that is no MIG profile, or slices that no placement
     fits on the MIG cards, skip the node with an issue naming the resource.
     """
     profiles: list[str] = []
@@ -495,7 +498,11 @@ def _mig_devices_per_card(
             f"({GPU_RESOURCE}): no card is left to hold them",
             f"status.allocatable.{GPU_RESOURCE}",
         )
-    placement = _place_mig_slices([size for _, _, size in instances], mig_cards)
+    sizes = [size for _, _, size in instances]
+    block = math.ceil(len(instances) / mig_cards)
+    placement: list[int] | None = [position // block for position in range(len(instances))]
+    if not _within_cards(sizes, placement, mig_cards):
+        placement = _place_mig_slices(sizes, mig_cards)
     if placement is None:
         counts = Counter(profile for profile, _, _ in instances)
         compute = Counter({profile: size.compute for profile, _, size in instances})
@@ -512,6 +519,19 @@ def _mig_devices_per_card(
             MigDeviceSnapshot(index=len(card), profile=profile, memory_total_mib=memory_mib)
         )
     return [tuple(card) for card in per_card]
+
+
+def _within_cards(sizes: list[MigSliceSize], placement: list[int], cards: int) -> bool:
+    """Whether every card of ``placement`` (card per slice) keeps within 7 compute slices,
+    8 memory slices (when known) and one ``+me`` slice."""
+    compute, memory, media = [0] * cards, [0] * cards, [0] * cards
+    for size, card in zip(sizes, placement, strict=True):
+        compute[card] += size.compute
+        memory[card] += size.memory or 0
+        media[card] += size.media_extensions
+    return (
+        max(compute) <= MIG_COMPUTE_SLICES and max(memory) <= MIG_MEMORY_SLICES and max(media) <= 1
+    )
 
 
 def _place_mig_slices(sizes: list[MigSliceSize], cards: int) -> list[int] | None:

@@ -164,7 +164,7 @@ def test_slices_with_every_card_advertised_whole_skip_the_node():
 def test_mixed_slices_are_placed_so_each_card_holds_its_own():
     """mig-parted's all-balanced config on 2 H100 80GB (per card 2 x 1g.10gb, 1 x 2g.20gb,
     1 x 3g.40gb = 2 + 2 + 3 = 7 compute, 2 + 2 + 4 = 8 memory slices of 81559 MiB / 8): the
-    node is read, and each card ends with exactly 7 compute slices. The old equal blocks put
+    node is read, and each card ends with exactly 7 compute slices. Equal blocks would put
     1g, 1g, 1g, 1g, 2g (6) on card 0 and 2g, 3g, 3g (8 > 7) on card 1."""
     labels = {
         "nvidia.com/mig.strategy": "mixed",

@@ -240,7 +240,7 @@ def test_fixture_node_list():
 
 def test_mig_devices_on_several_cards_are_placed_within_each_cards_slices():
     """The Node does not say which card holds which instance: 7 x 1g.10gb and 2 x 3g.40gb on 2
-    cards. The old guess (5 + 4 in profile order) put 2 x 3g + 2 x 1g = 8 compute slices on
+    cards. Equal blocks (5 + 4 in profile order) put 2 x 3g + 2 x 1g = 8 compute slices on
     card 1, more than its 7 (MIG user guide). Largest first on the least-loaded card: 3g on
     each card, then the 1g slices alternately: card 0 3 + 4 = 7, card 1 3 + 3 = 6 compute
     slices. Totals are exact; the per-card split is the documented guess."""
