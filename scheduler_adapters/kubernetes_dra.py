@@ -33,11 +33,21 @@ DRA_API_VERSION = "resource.k8s.io/v1"
 NVIDIA_GPU_DRIVER = "gpu.nvidia.com"
 GPU_DEVICE_TYPE = "gpu"
 _MIB = 1024 * 1024
+# No card comes near this: the largest NVIDIA card memory is 288 GB HBM3e (B300, NVIDIA's
+# Blackwell Ultra datasheet); a device memory above 16 TiB is a misread quantity, not a card.
+MAX_CARD_MEMORY_MIB = 16 * 1024 * 1024
 
 
-def dra_cards(slices: Iterable[Mapping[str, Any]]) -> tuple[dict[str, list[GpuSnapshot]], dict]:
+def dra_cards(
+    slices: Iterable[Mapping[str, Any]], issues: list[ParseIssue] | None = None
+) -> tuple[dict[str, list[GpuSnapshot]], dict]:
     """Per node name, the cards NVIDIA's DRA driver publishes, in device-name order, and per
-    node the driver version its cards report (``None`` when they disagree or say none)."""
+    node the driver version its cards report (``None`` when they disagree or say none).
+
+    A device ``memory`` capacity that is not above 0, above :data:`MAX_CARD_MEMORY_MIB` or not a
+    quantity leaves that card's memory unknown (``None``); the other cards are read, and
+    ``issues`` (when given) gets a :class:`ParseIssue` naming the node, slice and device.
+    """
     newest: dict[tuple[str, str], int] = {}
     kept: list[Mapping[str, Any]] = []
     for item in slices:
@@ -62,7 +72,9 @@ def dra_cards(slices: Iterable[Mapping[str, Any]]) -> tuple[dict[str, list[GpuSn
                 continue
             uuid = _value(attributes, "uuid")
             node_cards = cards.setdefault(spec["nodeName"], {})
-            node_cards.setdefault(uuid or f"{pool.get('name')}/{device.get('name')}", _card(device))
+            key = uuid or f"{pool.get('name')}/{device.get('name')}"
+            if key not in node_cards:
+                node_cards[key] = _card(device, item, issues)
             drivers.setdefault(spec["nodeName"], set()).add(_value(attributes, "driverVersion"))
     by_node = {
         node: sorted(found.values(), key=lambda gpu: (gpu.index is None, gpu.index or 0))
@@ -78,8 +90,8 @@ def with_dra_cards(result: ParseResult, slices: Iterable[Mapping[str, Any]]) -> 
     """``result`` (from the Node objects) with each node's cards taken from its DRA devices
     when the driver publishes any (see the module docstring); an issue says so where the
     device plugin counted differently, and names DRA nodes that are not among the Nodes."""
-    by_node, drivers = dra_cards(slices)
     issues = list(result.issues)
+    by_node, drivers = dra_cards(slices, issues)
     nodes = []
     for node in result.nodes:
         gpus = by_node.pop(node.hostname, None)
@@ -112,24 +124,50 @@ def with_dra_cards(result: ParseResult, slices: Iterable[Mapping[str, Any]]) -> 
     return ParseResult(nodes=tuple(nodes), issues=tuple(issues))
 
 
-def _card(device: Mapping[str, Any]) -> GpuSnapshot:
+def _card(
+    device: Mapping[str, Any], item: Mapping[str, Any], issues: list[ParseIssue] | None
+) -> GpuSnapshot:
+    """One card from ``device`` of the ResourceSlice ``item``."""
     attributes = device.get("attributes") or {}
     name = str(device.get("name") or "")
     minor = name.removeprefix("gpu-")
-    memory = ((device.get("capacity") or {}).get("memory") or {}).get("value")
-    memory_mib: int | None = None
-    if memory is not None:
-        try:
-            memory_mib = int(parse_k8s_quantity(str(memory)) // _MIB)
-        except ValueError:
-            memory_mib = None
     return GpuSnapshot(
         index=int(minor) if minor.isdigit() else None,
         model_name=_value(attributes, "productName"),
         uuid=_value(attributes, "uuid"),
         pci_bus_id=_value(attributes, "resource.kubernetes.io/pciBusID"),
-        memory_total_mib=memory_mib,
+        memory_total_mib=_memory_mib(device, item, issues),
     )
+
+
+def _memory_mib(
+    device: Mapping[str, Any], item: Mapping[str, Any], issues: list[ParseIssue] | None
+) -> int | None:
+    """The device's ``capacity.memory`` (a quantity of bytes) in whole MiB, ``None`` when it
+    says none or none a card can have (reported to ``issues``)."""
+    memory = ((device.get("capacity") or {}).get("memory") or {}).get("value")
+    if memory is None:
+        return None
+    try:
+        value = parse_k8s_quantity(str(memory))
+    except ValueError as exc:
+        problem = str(exc)
+    else:
+        # compare before dividing: 1e309 // 2**20 overflows Decimal's 28 digits
+        if 0 < value <= MAX_CARD_MEMORY_MIB * _MIB:
+            return int(value // _MIB)
+        problem = f"memory {memory!r} is no card's memory (above 0, at most 16 TiB)"
+    if issues is not None:
+        slice_name = (item.get("metadata") or {}).get("name")
+        issues.append(
+            ParseIssue(
+                f"ResourceSlice {slice_name} device {device.get('name')}: {problem}; "
+                "its memory is unknown",
+                field=f"devices[{device.get('name')}].capacity.memory",
+                node=item["spec"]["nodeName"],
+            )
+        )
+    return None
 
 
 def _value(attributes: Mapping[str, Any], name: str) -> Any:

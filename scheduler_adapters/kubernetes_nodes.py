@@ -9,8 +9,10 @@ label still holds the number of physical cards.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
+from collections import Counter
 from typing import Any
 
 import yaml
@@ -61,9 +63,14 @@ MAX_MIG_DEVICES_PER_GPU = 7
 # NVIDIA MIG user guide: 7 compute slices and 8 memory slices per card (A100, H100, H200, H20).
 MIG_COMPUTE_SLICES = 7
 MIG_MEMORY_SLICES = 8
+# Tries :func:`_place_mig_slices` makes before giving up; a real layout takes one per slice.
+MIG_PLACEMENT_STEPS = 20_000
 MIG_PRODUCT_MARK = "-MIG-"
 MIG_INVALID = "INVALID"
-_MIG_PROFILE = re.compile(r"(?P<g>[1-7])g\.(?P<gb>[0-9]+)gb(?P<me>\+me)?", re.IGNORECASE)
+# The MIG user guide's "Supported MIG Profiles" tables (A100, H100, H200, GB200...): every GPU
+# instance takes 1, 2, 3, 4 or 7 compute slices (1g.10gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb on
+# an H100 80GB); a profile with another count, such as 5g.50gb or 99g.999gb, does not exist.
+_MIG_PROFILE = re.compile(r"(?P<g>[12347])g\.(?P<gb>[0-9]+)gb(?P<me>\+me)?", re.IGNORECASE)
 
 _WHOLE_NUMBER = re.compile(r"\d+")
 
@@ -97,8 +104,11 @@ def parse_kubernetes_nodes(payload: dict[str, Any] | list[Any] | str) -> ParseRe
       when labelled, MiB from ``nvidia.com/mig-<profile>.memory``), and ``mig_mode=True`` on
       the cards that hold them. With one card they all sit on it. With several, the Node
       object does not say which card holds which instance: they are dealt out in profile
-      order in equal contiguous blocks (card 0 first), so per-node and per-profile totals are
-      exact but the per-card split is a guess.
+      order in equal contiguous blocks (card 0 first) or, when a card would then hold more
+      than its 7 compute and 8 memory slices (NVIDIA MIG user guide), placed largest first on
+      the least-loaded card, so per-node and per-profile totals are exact but the
+      per-card split is a guess; slices no placement fits, or a profile that is no MIG
+      profile (``<g>g.<m>gb``, g in 1, 2, 3, 4, 7), skip the node.
     - ``driver_version`` = ``nvidia.com/cuda.driver-version.full``, else major.minor.revision
       from ``nvidia.com/cuda.driver-version.*`` or the deprecated ``nvidia.com/cuda.driver.*``;
       ``cuda_version`` likewise from ``nvidia.com/cuda.runtime-version.*`` /
@@ -307,20 +317,51 @@ def mig_per_card(profile: str, *, card_memory_gib: float) -> int | None:
     """How many slices of ``profile`` one card of ``card_memory_gib`` holds; ``None`` if unknown.
 
     NVIDIA's MIG user guide gives each card 7 compute and 8 memory slices; a ``<g>g.<m>gb``
-    profile takes ``g`` compute slices and ``m`` GB / (card memory / 8) memory slices, so it fits
-    ``min(7 // g, 8 // memory slices)`` times, and a ``+me`` profile once. Worked against the
-    guide's table: A100-40GB 1g.5gb 7, 1g.10gb 4, 3g.20gb 2; H100-80GB 1g.10gb 7, 1g.20gb 4,
-    2g.20gb 3; H200 (140.4 GiB) 1g.18gb 7, 1g.35gb 4, 3g.71gb 2; 7g.* 1.
+    profile takes ``g`` compute slices and ``m`` GB / (card memory / 8) memory slices
+    (:func:`mig_slices`), so it fits ``min(7 // g, 8 // memory slices)`` times, and a ``+me``
+    profile once. Worked against the guide's table: A100-40GB 1g.5gb 7, 1g.10gb 4, 3g.20gb 2;
+    H100-80GB 1g.10gb 7, 1g.20gb 4, 2g.20gb 3; H200 (140.4 GiB) 1g.18gb 7, 1g.35gb 4,
+    3g.71gb 2; 7g.* 1.
+    """
+    if card_memory_gib <= 0:
+        return None
+    slices = mig_slices(profile, card_memory_gib=card_memory_gib)
+    if slices is None:
+        return None
+    if slices.media_extensions:
+        return 1
+    assert slices.memory is not None  # card memory given
+    return min(MIG_COMPUTE_SLICES // slices.compute, MIG_MEMORY_SLICES // slices.memory)
+
+
+@dataclasses.dataclass(frozen=True)
+class MigSliceSize:
+    """What one GPU instance of a profile takes of its card: ``compute`` slices (of 7),
+    ``memory`` slices (of 8; ``None`` when the card's memory is unknown) and whether it holds
+    the card's one set of media extensions (``+me``)."""
+
+    compute: int
+    memory: int | None
+    media_extensions: bool
+
+
+def mig_slices(profile: str, *, card_memory_gib: float | None) -> MigSliceSize | None:
+    """The compute and memory slices one ``profile`` instance takes on a card of
+    ``card_memory_gib`` (``None``: unknown, memory slices not counted); ``None`` when
+    ``profile`` is no MIG profile or needs more than the card's 8 memory slices.
+
+    Memory slices = ``m`` GB / (card memory / 8), rounded, at least 1 (the guide's profile
+    names round the slice size: 1g.10gb on an 80GB card is one of 8 slices of 79.6 GiB).
     """
     match = _MIG_PROFILE.fullmatch(profile)
-    if match is None or card_memory_gib <= 0:
+    if match is None:
         return None
-    if match["me"]:
-        return 1
-    memory_slices = max(1, round(int(match["gb"]) / (card_memory_gib / MIG_MEMORY_SLICES)))
-    if memory_slices > MIG_MEMORY_SLICES:
-        return None
-    return min(MIG_COMPUTE_SLICES // int(match["g"]), MIG_MEMORY_SLICES // memory_slices)
+    memory = None
+    if card_memory_gib is not None and card_memory_gib > 0:
+        memory = max(1, round(int(match["gb"]) / (card_memory_gib / MIG_MEMORY_SLICES)))
+        if memory > MIG_MEMORY_SLICES:
+            return None
+    return MigSliceSize(compute=int(match["g"]), memory=memory, media_extensions=bool(match["me"]))
 
 
 def _card_count(context: _NodeContext, replicas: int | None) -> int:
@@ -351,7 +392,7 @@ def _gpus(context: _NodeContext, cards: int, replicas: int | None) -> tuple[GpuS
         product = product.removesuffix(PRODUCT_SHARED_SUFFIX) or None
     memory_mib = context.optional_int_label(LABEL_MEMORY_MIB)
 
-    per_card = _mig_devices_per_card(context, cards, replicas)
+    per_card = _mig_devices_per_card(context, cards, replicas, memory_mib)
     whole_known = bool(per_card) and any(per_card)
     return tuple(
         GpuSnapshot(
@@ -367,7 +408,7 @@ def _gpus(context: _NodeContext, cards: int, replicas: int | None) -> tuple[GpuS
 
 
 def _mig_devices_per_card(
-    context: _NodeContext, cards: int, replicas: int | None
+    context: _NodeContext, cards: int, replicas: int | None, card_memory_mib: int | None
 ) -> list[tuple[MigDeviceSnapshot, ...]]:
     """MIG slices of a *mixed* node, per card (card 0 first, MIG cards after the whole ones).
 
@@ -379,6 +420,15 @@ def _mig_devices_per_card(
     ``nvidia.com/mig.strategy=mixed`` and a slice count above 0: a leftover resource at 0 (the
     kubelet keeps extended resources after MIG is switched off) or one without the strategy
     label is reported, never read as MIG mode.
+
+    Each slice takes its profile's compute and memory slices (:func:`mig_slices`, with the card
+    memory of ``nvidia.com/gpu.memory`` when labelled); a card holds at most 7 compute and 8
+    memory slices and one ``+me`` slice. The Node object does not say which card holds which
+    slice: they are dealt out in profile order in equal contiguous blocks (card 0 first) when
+    every card then holds its block, else placed largest first on the least-loaded card that
+    still holds them (card index breaking ties), so per-node and per-profile totals are exact
+    but the per-card split is a guess. A profile that is no MIG profile, or slices that no placement
+    fits on the MIG cards, skip the node with an issue naming the resource.
     """
     profiles: list[str] = []
     for key in sorted(context.allocatable):
@@ -401,7 +451,8 @@ def _mig_devices_per_card(
         )
         return empty
 
-    instances: list[tuple[str, int | None]] = []
+    card_memory_gib = card_memory_mib / 1024 if card_memory_mib else None
+    instances: list[tuple[str, int | None, MigSliceSize]] = []
     for profile in profiles:
         resource = MIG_RESOURCE_PREFIX + profile
         allocated = (context.allocatable_count(resource) or 0) + (
@@ -422,8 +473,17 @@ def _mig_devices_per_card(
                 f"{count} {profile} MIG instances cannot fit on {cards} card(s)",
                 f"status.allocatable.{resource}",
             )
+        if not count:
+            continue
+        size = mig_slices(profile, card_memory_gib=card_memory_gib)
+        if size is None:
+            raise context.skip(
+                f"{profile!r} is not a MIG profile a card holds (the MIG user guide's "
+                "profiles are <g>g.<m>gb with g in 1, 2, 3, 4, 7 and m within the card's memory)",
+                f"status.allocatable.{resource}",
+            )
         memory_mib = context.optional_int_label(f"{resource}.memory")
-        instances.extend([(profile, memory_mib)] * count)
+        instances.extend([(profile, memory_mib, size)] * count)
     if not instances:
         return empty
 
@@ -438,14 +498,94 @@ def _mig_devices_per_card(
             f"({GPU_RESOURCE}): no card is left to hold them",
             f"status.allocatable.{GPU_RESOURCE}",
         )
-    per_card: list[list[MigDeviceSnapshot]] = [[] for _ in range(cards)]
+    sizes = [size for _, _, size in instances]
     block = math.ceil(len(instances) / mig_cards)
-    for position, (profile, memory_mib) in enumerate(instances):
-        card = per_card[first + position // block]
+    placement: list[int] | None = [position // block for position in range(len(instances))]
+    if not _within_cards(sizes, placement, mig_cards):
+        placement = _place_mig_slices(sizes, mig_cards)
+    if placement is None:
+        counts = Counter(profile for profile, _, _ in instances)
+        compute = Counter({profile: size.compute for profile, _, size in instances})
+        largest = max(counts, key=lambda profile: counts[profile] * compute[profile])
+        raise context.skip(
+            f"MIG slices {', '.join(f'{n} x {p}' for p, n in counts.items())} do not fit on "
+            f"{mig_cards} card(s) in MIG mode (7 compute and 8 memory slices per card)",
+            f"status.allocatable.{MIG_RESOURCE_PREFIX}{largest}",
+        )
+    per_card: list[list[MigDeviceSnapshot]] = [[] for _ in range(cards)]
+    for (profile, memory_mib, _), position in zip(instances, placement, strict=True):
+        card = per_card[first + position]
         card.append(
             MigDeviceSnapshot(index=len(card), profile=profile, memory_total_mib=memory_mib)
         )
     return [tuple(card) for card in per_card]
+
+
+def _within_cards(sizes: list[MigSliceSize], placement: list[int], cards: int) -> bool:
+    """Whether every card of ``placement`` (card per slice) keeps within 7 compute slices,
+    8 memory slices (when known) and one ``+me`` slice."""
+    compute, memory, media = [0] * cards, [0] * cards, [0] * cards
+    for size, card in zip(sizes, placement, strict=True):
+        compute[card] += size.compute
+        memory[card] += size.memory or 0
+        media[card] += size.media_extensions
+    return (
+        max(compute) <= MIG_COMPUTE_SLICES and max(memory) <= MIG_MEMORY_SLICES and max(media) <= 1
+    )
+
+
+def _place_mig_slices(sizes: list[MigSliceSize], cards: int) -> list[int] | None:
+    """For each slice of ``sizes``, the card (0-based) that holds it, or ``None`` when no
+    placement keeps every card within 7 compute slices, 8 memory slices (when known) and one
+    ``+me`` slice. Largest first onto the least-loaded card, backtracking; a card load already
+    tried for a slice, or a set of loads already failed from one slice on, is not tried again,
+    so cards that look alike are searched once. Totals over the cards are checked first; a
+    search longer than :data:`MIG_PLACEMENT_STEPS` tries (none real: a node's layouts come
+    from mig-parted's few configurations) answers ``None`` too, so a crafted Node cannot stall
+    the import."""
+    if (
+        sum(size.compute for size in sizes) > MIG_COMPUTE_SLICES * cards
+        or sum(size.memory or 0 for size in sizes) > MIG_MEMORY_SLICES * cards
+        or sum(size.media_extensions for size in sizes) > cards
+    ):
+        return None
+    steps = 0
+    order = sorted(range(len(sizes)), key=lambda i: (-sizes[i].compute, -(sizes[i].memory or 0)))
+    loads = [(0, 0, 0)] * cards  # (compute, memory, media extensions) per card
+    placement = [0] * len(sizes)
+    failed: set[tuple[int, tuple[tuple[int, int, int], ...]]] = set()
+
+    def place(step: int) -> bool:
+        nonlocal steps
+        if step == len(order):
+            return True
+        state = (step, tuple(sorted(loads)))
+        steps += 1
+        if state in failed or steps > MIG_PLACEMENT_STEPS:
+            return False
+        size = sizes[order[step]]
+        tried = set()
+        for card in sorted(range(cards), key=lambda c: (loads[c][0], c)):
+            compute, memory, media = loads[card]
+            grown = (
+                compute + size.compute,
+                memory + (size.memory or 0),
+                media + size.media_extensions,
+            )
+            if loads[card] in tried or grown[0] > MIG_COMPUTE_SLICES:
+                continue
+            if grown[1] > MIG_MEMORY_SLICES or grown[2] > 1:
+                continue
+            tried.add(loads[card])
+            loads[card] = grown
+            placement[order[step]] = card
+            if place(step + 1):
+                return True
+            loads[card] = (compute, memory, media)
+        failed.add(state)
+        return False
+
+    return placement if place(0) else None
 
 
 def _labels(raw: Any, field: str, name: str, issues: list[ParseIssue]) -> dict[str, str]:

@@ -159,3 +159,37 @@ def test_slices_with_every_card_advertised_whole_skip_the_node():
     result = parse_kubernetes_nodes(node(labels, allocatable))
     assert result.nodes == ()
     assert result.issues[0].field == "status.allocatable.nvidia.com/gpu"
+
+
+def test_mixed_slices_are_placed_so_each_card_holds_its_own():
+    """mig-parted's all-balanced config on 2 H100 80GB (per card 2 x 1g.10gb, 1 x 2g.20gb,
+    1 x 3g.40gb = 2 + 2 + 3 = 7 compute, 2 + 2 + 4 = 8 memory slices of 81559 MiB / 8): the
+    node is read, and each card ends with exactly 7 compute slices. Equal blocks would put
+    1g, 1g, 1g, 1g, 2g (6) on card 0 and 2g, 3g, 3g (8 > 7) on card 1."""
+    labels = {
+        "nvidia.com/mig.strategy": "mixed",
+        "nvidia.com/gpu.count": "2",
+        "nvidia.com/gpu.memory": "81559",
+    }
+    allocatable = {
+        "nvidia.com/gpu": "0",
+        "nvidia.com/mig-1g.10gb": "4",
+        "nvidia.com/mig-2g.20gb": "2",
+        "nvidia.com/mig-3g.40gb": "2",
+    }
+    [snap] = parse_kubernetes_nodes(node(labels, allocatable)).nodes
+    compute = [sum(int(d.profile[0]) for d in gpu.mig_devices) for gpu in snap.gpus]
+    assert compute == [7, 7]
+
+
+def test_two_media_extension_slices_on_one_card_are_refused():
+    """The guide's +me profiles take the card's one set of media engines: 1g.10gb+me fits once
+    per card, so 2 of them on 1 card cannot be, though 2 compute slices would fit."""
+    labels = {
+        "nvidia.com/mig.strategy": "mixed",
+        "nvidia.com/gpu.count": "1",
+        "nvidia.com/gpu.memory": "81559",
+    }
+    result = parse_kubernetes_nodes(node(labels, {"nvidia.com/mig-1g.10gb+me": "2"}))
+    assert result.nodes == ()
+    assert result.issues[0].field == "status.allocatable.nvidia.com/mig-1g.10gb+me"

@@ -238,15 +238,18 @@ def test_fixture_node_list():
 # --- MIG -----------------------------------------------------------------------------------
 
 
-def test_mig_devices_on_several_cards_are_dealt_in_contiguous_blocks():
-    # The Node does not say which card holds which instance: 9 instances on 2 cards are
-    # split 5 + 4 in profile order. Totals are exact; the per-card split is the documented guess.
+def test_mig_devices_on_several_cards_are_placed_within_each_cards_slices():
+    """The Node does not say which card holds which instance: 7 x 1g.10gb and 2 x 3g.40gb on 2
+    cards. Equal blocks (5 + 4 in profile order) put 2 x 3g + 2 x 1g = 8 compute slices on
+    card 1, more than its 7 (MIG user guide). Largest first on the least-loaded card: 3g on
+    each card, then the 1g slices alternately: card 0 3 + 4 = 7, card 1 3 + 3 = 6 compute
+    slices. Totals are exact; the per-card split is the documented guess."""
     labels = {"nvidia.com/gpu.count": "2", "nvidia.com/mig.strategy": "mixed"}
     allocatable = {"nvidia.com/mig-1g.10gb": "7", "nvidia.com/mig-3g.40gb": "2"}
     (node,) = parse_kubernetes_nodes(_node(labels=labels, allocatable=allocatable)).nodes
     first, second = node.gpus
-    assert [d.profile for d in first.mig_devices] == ["1g.10gb"] * 5
-    assert [d.profile for d in second.mig_devices] == ["1g.10gb"] * 2 + ["3g.40gb"] * 2
+    assert [d.profile for d in first.mig_devices] == ["1g.10gb"] * 4 + ["3g.40gb"]
+    assert [d.profile for d in second.mig_devices] == ["1g.10gb"] * 3 + ["3g.40gb"]
     assert [d.index for d in second.mig_devices] == [0, 1, 2, 3]
     assert first.mig_mode is True and second.mig_mode is True
 

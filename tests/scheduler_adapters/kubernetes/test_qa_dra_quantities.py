@@ -45,3 +45,17 @@ def test_an_impossible_memory_quantity_never_becomes_a_card_memory(value):
     memories = [g.memory_total_mib for g in a100 if g.memory_total_mib is not None]
     assert all(m > 0 for m in memories)
     assert memories.count(81920) == 3
+
+
+@pytest.mark.parametrize("value", ["-80Gi", "0", "17Ti", "99999999999999999Ei", "1e309"])
+def test_the_impossible_memory_is_reported_naming_the_device(value):
+    """16 TiB is the ceiling (``MAX_CARD_MEMORY_MIB``): 17Ti is above it, 0 and -80Gi are not
+    above 0. Only gpu-0's memory is lost: the node keeps its 4 cards."""
+    issues = []
+    cards, _ = dra_cards(with_memory(value), issues)
+
+    assert len(cards["gpu-a100-01"]) == 4
+    [issue] = issues
+    assert issue.node == "gpu-a100-01"
+    assert issue.field == "devices[gpu-0].capacity.memory"
+    assert "ResourceSlice gpu-a100-01-gpu.nvidia.com-k2m9q device gpu-0" in issue.message
