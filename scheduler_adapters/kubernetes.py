@@ -70,7 +70,12 @@ from scheduler_adapters.errors import (
     SchedulerUnavailable,
     UnexpectedResponse,
 )
-from scheduler_adapters.kubernetes_dra import DRA_API_VERSION, with_dra_cards
+from scheduler_adapters.kubernetes_dra import (
+    DRA_API_VERSION,
+    DeviceClassInfo,
+    device_classes,
+    with_dra_cards,
+)
 from scheduler_adapters.kubernetes_manifests import (
     ANNOTATION_GPU_QUOTA,
     DEFAULT_CONTAINER_LIMITS,
@@ -174,6 +179,14 @@ class KubernetesAdapter:
         if not self._serves(transport, "list_nodes", DRA_API_VERSION):
             return result
         return with_dra_cards(result, transport.list("ResourceSlice", operation="list_nodes"))
+
+    def list_device_classes(self) -> list[DeviceClassInfo] | None:
+        """The cluster's DeviceClasses by name, ``None`` (unknown) when it serves no
+        ``resource.k8s.io/v1`` (before 1.34, or DRA off)."""
+        transport = self._transport("list_device_classes")
+        if not self._serves(transport, "list_device_classes", DRA_API_VERSION):
+            return None
+        return device_classes(transport.list("DeviceClass", operation="list_device_classes"))
 
     def ensure_team(
         self,

@@ -18,6 +18,15 @@ pool's highest ``generation`` count (older ones are being replaced); a card is o
 type ``gpu``, counted once by its UUID however many slices repeat it. A node that also
 advertises ``nvidia.com/gpu`` through the device plugin is the same cards seen twice: the DRA
 devices, which name each card, replace the device plugin's count for that node.
+
+DeviceClasses (``resource.k8s.io/v1``, cluster-scoped) name the devices a claim may get: each
+holds CEL ``selectors`` over ``device.driver`` and ``device.attributes[<domain>].<name>``, and
+a claim's request names one class (``exactly.deviceClassName``) plus its own selectors.
+:func:`product_selector` is the one place the two spellings of a GPU model meet: NVML's name,
+which the driver publishes as ``productName`` (``NVIDIA A100-SXM4-80GB``), and GPU Feature
+Discovery's ``nvidia.com/gpu.product`` label, NVML's name with each space as ``-``
+(``NVIDIA-A100-SXM4-80GB``, see ``tests/fixtures/kubernetes/nodes.json`` beside the slices'
+fixture), by which the portal keys quotas.
 """
 
 from __future__ import annotations
@@ -33,6 +42,36 @@ DRA_API_VERSION = "resource.k8s.io/v1"
 NVIDIA_GPU_DRIVER = "gpu.nvidia.com"
 GPU_DEVICE_TYPE = "gpu"
 _MIB = 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceClassInfo:
+    """One DeviceClass: its ``name``, the CEL expressions of its ``spec.selectors`` (all must
+    hold for a device, in order) and ``spec.extendedResourceName`` (``None`` without one)."""
+
+    name: str
+    selectors: tuple[str, ...]
+    extended_resource_name: str | None = None
+
+
+def device_classes(items: Iterable[Mapping[str, Any]]) -> list[DeviceClassInfo]:
+    """The DeviceClasses of a list response, by name; selectors that are not CEL are left out."""
+    found = []
+    for item in items:
+        spec = item.get("spec") or {}
+        expressions = tuple(
+            str(selector["cel"]["expression"])
+            for selector in spec.get("selectors") or []
+            if isinstance(selector.get("cel"), Mapping) and "expression" in selector["cel"]
+        )
+        found.append(
+            DeviceClassInfo(
+                name=str((item.get("metadata") or {}).get("name")),
+                selectors=expressions,
+                extended_resource_name=spec.get("extendedResourceName"),
+            )
+        )
+    return sorted(found, key=lambda info: info.name)
 
 
 def dra_cards(slices: Iterable[Mapping[str, Any]]) -> tuple[dict[str, list[GpuSnapshot]], dict]:

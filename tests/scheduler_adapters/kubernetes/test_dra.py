@@ -98,7 +98,8 @@ def test_a_cluster_without_resource_k8s_io_v1_is_read_from_nodes_only(
     k8s_fake, make_adapter, apiserver
 ):
     """Before 1.34 (or with DRA off) discovery lists no resource.k8s.io/v1: no slice list."""
-    del apiserver.resources[("resource.k8s.io", "v1", "resourceslices")]
+    for plural in ("resourceslices", "deviceclasses"):
+        del apiserver.resources[("resource.k8s.io", "v1", plural)]
 
     result = make_adapter().list_nodes()
 
@@ -134,3 +135,46 @@ def test_the_team_quota_caps_the_dra_device_class_too(apiserver, make_adapter):
 def test_a_device_class_that_is_no_name_is_refused_at_once(make_adapter):
     with pytest.raises(ValueError, match="is not a DNS subdomain"):
         make_adapter(dra_device_class="GPU_class")
+
+
+CLASSES_FIXTURE = FIXTURE.with_name("dra_deviceclasses.json")
+CLASSES = json.loads(CLASSES_FIXTURE.read_text())["items"]
+NVIDIA_CLASS_CEL = (
+    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+)
+
+
+@pytest.mark.parametrize("version", ["1.34", "1.35", "1.36"])
+def test_the_recorded_device_classes_are_valid_resource_k8s_io_v1(version):
+    for item in CLASSES:
+        kubernetes_validate.validate(item, version, strict=True)
+
+
+def test_the_device_classes_are_listed_by_name_with_their_selectors(apiserver, make_adapter):
+    """The chart's gpu.nvidia.com (one selector) and an admin's A100 class (two), sorted by
+    name ("a100-..." < "gpu..."), read over HTTP with one list of deviceclasses."""
+    for item in CLASSES:
+        apiserver.put_object(item, manager="helm")
+
+    classes = make_adapter().list_device_classes()
+
+    assert [(c.name, c.selectors, c.extended_resource_name) for c in classes] == [
+        (
+            "a100-80gb.example.com",
+            (NVIDIA_CLASS_CEL, 'device.attributes["gpu.nvidia.com"].productName == "' + A100 + '"'),
+            None,
+        ),
+        ("gpu.nvidia.com", (NVIDIA_CLASS_CEL,), None),
+    ]
+    assert [r.path for r in apiserver.requests if "deviceclasses" in r.path] == [
+        "/apis/resource.k8s.io/v1/deviceclasses"
+    ]
+
+
+def test_device_classes_are_unknown_where_dra_is_not_served(apiserver, make_adapter):
+    """No resource.k8s.io/v1 in discovery: None (unknown), not an empty list, and no request."""
+    for plural in ("resourceslices", "deviceclasses"):
+        del apiserver.resources[("resource.k8s.io", "v1", plural)]
+
+    assert make_adapter().list_device_classes() is None
+    assert not any("deviceclasses" in r.path for r in apiserver.requests)
