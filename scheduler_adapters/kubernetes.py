@@ -181,12 +181,17 @@ class KubernetesAdapter:
         return with_dra_cards(result, transport.list("ResourceSlice", operation="list_nodes"))
 
     def list_device_classes(self) -> list[DeviceClassInfo] | None:
-        """The cluster's DeviceClasses by name, ``None`` (unknown) when it serves no
-        ``resource.k8s.io/v1`` (before 1.34, or DRA off)."""
-        transport = self._transport("list_device_classes")
-        if not self._serves(transport, "list_device_classes", DRA_API_VERSION):
+        """The cluster's DeviceClasses by name, each with the GPU models of the published DRA
+        cards it selects; ``None`` (unknown) when the cluster serves no ``resource.k8s.io/v1``
+        (before 1.34, or DRA off)."""
+        operation = "list_device_classes"
+        transport = self._transport(operation)
+        if not self._serves(transport, operation, DRA_API_VERSION):
             return None
-        return device_classes(transport.list("DeviceClass", operation="list_device_classes"))
+        return device_classes(
+            transport.list("DeviceClass", operation=operation),
+            transport.list("ResourceSlice", operation=operation),
+        )
 
     def ensure_team(
         self,

@@ -9,7 +9,7 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from scheduler_adapters.kubernetes_dra import dra_cards
+from scheduler_adapters.kubernetes_dra import device_classes, dra_cards
 
 FIXTURE = (
     Path(__file__).resolve().parents[2] / "fixtures" / "kubernetes" / "dra_resourceslices.json"
@@ -150,25 +150,49 @@ def test_the_recorded_device_classes_are_valid_resource_k8s_io_v1(version):
         kubernetes_validate.validate(item, version, strict=True)
 
 
-def test_the_device_classes_are_listed_by_name_with_their_selectors(apiserver, make_adapter):
+def test_the_device_classes_are_listed_with_the_models_they_select(apiserver, make_adapter):
     """The chart's gpu.nvidia.com (one selector) and an admin's A100 class (two), sorted by
-    name ("a100-..." < "gpu..."), read over HTTP with one list of deviceclasses."""
-    for item in CLASSES:
+    name ("a100-..." < "gpu..."), read over HTTP with one list of deviceclasses. The slices
+    publish A100s on gpu-a100-01 and H100s on dra-h100-01 (plus a MIG device, type mig, and
+    another driver's type-gpu device, neither selected by `device.driver == 'gpu.nvidia.com'
+    && type == 'gpu'`): gpu.nvidia.com selects both models, the A100 class only the A100,
+    reported by GFD label."""
+    for item in [*CLASSES, *SLICES]:
         apiserver.put_object(item, manager="helm")
 
     classes = make_adapter().list_device_classes()
 
-    assert [(c.name, c.selectors, c.extended_resource_name) for c in classes] == [
+    assert [(c.name, c.selectors, c.extended_resource_name, c.products) for c in classes] == [
         (
             "a100-80gb.example.com",
             (NVIDIA_CLASS_CEL, 'device.attributes["gpu.nvidia.com"].productName == "' + A100 + '"'),
             None,
+            ("NVIDIA-A100-SXM4-80GB",),
         ),
-        ("gpu.nvidia.com", (NVIDIA_CLASS_CEL,), None),
+        (
+            "gpu.nvidia.com",
+            (NVIDIA_CLASS_CEL,),
+            None,
+            ("NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"),
+        ),
     ]
     assert [r.path for r in apiserver.requests if "deviceclasses" in r.path] == [
         "/apis/resource.k8s.io/v1/deviceclasses"
     ]
+
+
+def test_a_selector_that_cannot_be_evaluated_here_leaves_the_models_unknown():
+    """semver() is a Kubernetes CEL library function cel-python does not have: the class's
+    models are None (unknown), never a guess; a selector naming an attribute the cards lack
+    is an error in Kubernetes too: unknown."""
+    newer = "device.attributes['gpu.nvidia.com'].driverVersion.compareTo(semver('550.0.0')) >= 0"
+    for expression in (newer, "device.attributes['gpu.nvidia.com'].noSuchAttribute == 'x'"):
+        item = {
+            "metadata": {"name": "c"},
+            "spec": {"selectors": [{"cel": {"expression": expression}}]},
+        }
+
+        assert [c.products for c in device_classes([item], SLICES)] == [None]
 
 
 def test_device_classes_are_unknown_where_dra_is_not_served(apiserver, make_adapter):
