@@ -73,7 +73,9 @@ from scheduler_adapters.errors import (
 from scheduler_adapters.kubernetes_dra import (
     DRA_API_VERSION,
     DeviceClassInfo,
+    claim_template,
     device_classes,
+    product_names,
     with_dra_cards,
 )
 from scheduler_adapters.kubernetes_manifests import (
@@ -86,6 +88,7 @@ from scheduler_adapters.kubernetes_manifests import (
     check_gpu_label,
     covers,
     dra_quota_resource,
+    flavor_name,
     namespace_name,
     quota_manifests,
     render_yaml,
@@ -165,6 +168,7 @@ class KubernetesAdapter:
         self.manifests: list[str] = []  # what dry-run writes produced, in order
         self._served: dict[str, set[str]] | None = None  # discovery, read on first CRD use
         self._served_checked: set[str] = set()
+        self._product_names: dict[str, str] | None = None  # GFD label -> NVML name, DRA cards
         namespace_name("x", namespace_prefix)  # a prefix that can never work fails now
 
     # ------------------------------------------------------------------ NamespaceQuotaAdapter
@@ -551,7 +555,46 @@ class KubernetesAdapter:
     def _comment(self, team: str, objects: list[dict[str, Any]]) -> str:
         namespace = namespace_name(team, self.namespace_prefix)
         kinds = ", ".join(f"{obj['kind']} {obj['metadata']['name']}" for obj in objects)
-        return f"gpu-pool-portal: team {team} (namespace {namespace})\nObjects: {kinds}"
+        comment = f"gpu-pool-portal: team {team} (namespace {namespace})\nObjects: {kinds}"
+        if self.dra_device_class is not None:
+            comment += self._dra_comment(namespace, objects)
+        return comment
+
+    def _dra_comment(self, namespace: str, objects: list[dict[str, Any]]) -> str:
+        """Per GPU product of the team's quota, the ResourceClaimTemplate whose CEL selector
+        keeps a claim on that model, for the team's workloads (the portal does not apply it),
+        or why it cannot be given: the selector needs NVML's spelling of the product, known
+        only from the cards NVIDIA's DRA driver publishes."""
+        quotas = [obj for obj in objects if obj["kind"] == "ResourceQuota"]
+        if not quotas:
+            return ""
+        products = json.loads(quotas[0]["metadata"]["annotations"][ANNOTATION_GPU_QUOTA])
+        names = self._dra_product_names()
+        lines = [
+            f"DRA: a ResourceClaimTemplate per GPU model for the team's claims (not applied by"
+            f" the portal), one card of DeviceClass {self.dra_device_class} each:"
+        ]
+        for product in products:
+            name = names.get(product)
+            if name is None:
+                lines.append(f"{product}: no DRA card of this model is published, no selector")
+                continue
+            template = claim_template(flavor_name(product), namespace, self.dra_device_class, name)
+            lines += ["---", yaml.safe_dump(template, sort_keys=False, width=200).rstrip(), "..."]
+        return "\n".join(lines)
+
+    def _dra_product_names(self) -> dict[str, str]:
+        """GFD label -> NVML product name of the published DRA cards, read once; empty without
+        a connection or where ``resource.k8s.io/v1`` is not served."""
+        if self._product_names is None:
+            operation = "render_manifests"
+            self._product_names = {}
+            if self.transport is not None and self._serves(
+                self.transport, operation, DRA_API_VERSION
+            ):
+                slices = self.transport.list("ResourceSlice", operation=operation)
+                self._product_names = product_names(slices)
+        return self._product_names
 
 
 _CRD_PROJECTS: Mapping[str, str] = {

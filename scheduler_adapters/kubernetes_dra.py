@@ -211,6 +211,37 @@ def with_dra_cards(result: ParseResult, slices: Iterable[Mapping[str, Any]]) -> 
     return ParseResult(nodes=tuple(nodes), issues=tuple(issues))
 
 
+def claim_template(
+    name: str, namespace: str, device_class: str, product_name: str
+) -> dict[str, Any]:
+    """A ``resource.k8s.io/v1`` ResourceClaimTemplate for one card of ``device_class`` whose
+    ``productName`` is ``product_name`` (NVML's spelling), by :func:`product_selector`; a
+    request's ``count`` defaults to 1 and its ``allocationMode`` to ``ExactCount`` (the
+    ``DeviceRequest`` API), the only mode Kueue's DRA quota accounting supports."""
+    return {
+        "apiVersion": DRA_API_VERSION,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {
+                                "deviceClassName": device_class,
+                                "selectors": [
+                                    {"cel": {"expression": product_selector(product_name)}}
+                                ],
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+
+
 def _current_specs(slices: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The specs of NVIDIA's driver's node-local slices in their pool's newest generation."""
     newest: dict[tuple[str, str], int] = {}

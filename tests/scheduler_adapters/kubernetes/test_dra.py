@@ -8,8 +8,16 @@ from pathlib import Path
 
 import kubernetes_validate
 import pytest
+import yaml
 
-from scheduler_adapters.kubernetes_dra import device_classes, dra_cards
+from scheduler_adapters.kubernetes_dra import (
+    device_classes,
+    dra_cards,
+    gfd_label,
+    product_names,
+    product_selector,
+    selects,
+)
 
 FIXTURE = (
     Path(__file__).resolve().parents[2] / "fixtures" / "kubernetes" / "dra_resourceslices.json"
@@ -202,3 +210,71 @@ def test_device_classes_are_unknown_where_dra_is_not_served(apiserver, make_adap
 
     assert make_adapter().list_device_classes() is None
     assert not any("deviceclasses" in r.path for r in apiserver.requests)
+
+
+def _commented_documents(text: str) -> list[dict]:
+    """The YAML documents inside the dry-run file's leading comment, each between ``---`` and
+    ``...`` (YAML's document markers)."""
+    header = "\n".join(line[2:] for line in text.splitlines() if line.startswith("# "))
+    return [yaml.safe_load(piece.partition("\n...")[0]) for piece in header.split("\n---\n")[1:]]
+
+
+@pytest.mark.parametrize("version", ["1.34", "1.35", "1.36"])
+def test_the_dry_run_gives_each_model_its_claim_template(apiserver, make_adapter, version):
+    """DRA_DEVICE_CLASS gpu.nvidia.com, quota keyed by GFD labels A100 2 and H100 1 (both
+    published through DRA by the recorded slices) and L40S 1 (no DRA card): one
+    ResourceClaimTemplate per published model, in the team namespace, selecting NVML's
+    spelling (GFD's NVIDIA-H100-80GB-HBM3 is NVML's "NVIDIA H100 80GB HBM3"), valid
+    resource.k8s.io/v1; the L40S is said to have no selector. The selector rendered for the
+    A100 selects exactly the 4 A100 cards of the slices and no H100."""
+    for item in SLICES:
+        apiserver.put_object(item, manager="gpu.nvidia.com")
+    adapter = make_adapter(dra_device_class="gpu.nvidia.com", dry_run=True)
+
+    adapter.ensure_team(
+        "nlp",
+        group="oidc:nlp",
+        gpu_quota={"NVIDIA-A100-SXM4-80GB": 2, "NVIDIA-H100-80GB-HBM3": 1, "NVIDIA-L40S": 1},
+    )
+
+    text = adapter.manifests[-1]
+    templates = _commented_documents(text)
+    for template in templates:
+        kubernetes_validate.validate(template, version, strict=True)
+    requests = {
+        t["metadata"]["name"]: t["spec"]["spec"]["devices"]["requests"][0] for t in templates
+    }
+    assert {t["metadata"]["namespace"] for t in templates} == {"team-nlp"}
+    assert {
+        name: r["exactly"]["selectors"][0]["cel"]["expression"] for name, r in requests.items()
+    } == {
+        "nvidia-a100-sxm4-80gb": f'device.attributes["gpu.nvidia.com"].productName == "{A100}"',
+        "nvidia-h100-80gb-hbm3": f'device.attributes["gpu.nvidia.com"].productName == "{H100}"',
+    }
+    assert {r["exactly"]["deviceClassName"] for r in requests.values()} == {"gpu.nvidia.com"}
+    assert "# NVIDIA-L40S: no DRA card of this model is published, no selector" in text
+    a100 = requests["nvidia-a100-sxm4-80gb"]["exactly"]["selectors"][0]["cel"]["expression"]
+    chosen = [
+        device["name"]
+        for item in SLICES[1:3]
+        for device in item["spec"]["devices"]
+        if selects([NVIDIA_CLASS_CEL, a100], item["spec"]["driver"], device)
+    ]
+    assert sorted(set(chosen)) == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+    assert not any(
+        selects([a100], "gpu.nvidia.com", device)
+        for item in SLICES
+        if item["spec"]["nodeName"] == "dra-h100-01"
+        for device in item["spec"]["devices"]
+    )
+
+
+def test_gfd_label_and_nvml_name_meet_in_one_place():
+    """GFD's label is NVML's name with spaces as hyphens; a quote in a name is escaped in the
+    CEL string literal."""
+    assert gfd_label("NVIDIA A100-SXM4-80GB") == "NVIDIA-A100-SXM4-80GB"
+    assert gfd_label("NVIDIA-A100-SXM4-80GB") == "NVIDIA-A100-SXM4-80GB"
+    assert product_names(SLICES) == {"NVIDIA-A100-SXM4-80GB": A100, "NVIDIA-H100-80GB-HBM3": H100}
+    assert product_selector('A "B"') == (
+        'device.attributes["gpu.nvidia.com"].productName == "A \\"B\\""'
+    )
