@@ -89,6 +89,7 @@ from scheduler_adapters.kubernetes_manifests import (
     covers,
     dra_quota_resource,
     flavor_name,
+    kueue_device_class_mapping,
     namespace_name,
     quota_manifests,
     render_yaml,
@@ -581,6 +582,22 @@ class KubernetesAdapter:
                 continue
             template = claim_template(flavor_name(product), namespace, self.dra_device_class, name)
             lines += ["---", yaml.safe_dump(template, sort_keys=False, width=200).rstrip(), "..."]
+        if any(obj["kind"] == "ClusterQueue" for obj in objects):
+            configuration = {
+                "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+                "kind": "Configuration",
+                "resources": {
+                    "deviceClassMappings": [kueue_device_class_mapping(self.dra_device_class)]
+                },
+            }
+            lines += [
+                "Kueue: merge into its Configuration (ConfigMap kueue-manager-config), then"
+                " restart kueue-controller-manager, so the ClusterQueue's DRA resource counts"
+                " claims:",
+                "---",
+                yaml.safe_dump(configuration, sort_keys=False, width=200).rstrip(),
+                "...",
+            ]
         return "\n".join(lines)
 
     def _dra_product_names(self) -> dict[str, str]:

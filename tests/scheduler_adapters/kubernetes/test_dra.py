@@ -278,3 +278,60 @@ def test_gfd_label_and_nvml_name_meet_in_one_place():
     assert product_selector('A "B"') == (
         'device.attributes["gpu.nvidia.com"].productName == "A \\"B\\""'
     )
+
+
+def test_with_kueue_the_cluster_queue_covers_the_mapped_device_class(apiserver, make_adapter):
+    """Kueue on, DRA_DEVICE_CLASS gpu.nvidia.com, A100 quota 4 of which 2 borrowed in cohort
+    p: the ClusterQueue covers nvidia.com/gpu and gpu.nvidia.com.deviceclass.resource.k8s.io/
+    devices (the name Kueue's deviceClassMappings charges the class's claims to), each with
+    nominalQuota 4 - 2 = 2, borrowingLimit 2, lendingLimit 0, in coveredResources' order."""
+    from scheduler_adapters.types import KueueCohort
+
+    dra = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+    adapter = make_adapter(dra_device_class="gpu.nvidia.com", kueue=True)
+    label = "NVIDIA-A100-SXM4-80GB"
+
+    adapter.ensure_team(
+        "nlp", group="oidc:nlp", gpu_quota={label: 4}, cohort=KueueCohort("p", {label: 2})
+    )
+
+    group = apiserver.get("kueue.x-k8s.io", "clusterqueues", None, "team-nlp")["spec"][
+        "resourceGroups"
+    ]
+    limits = {"nominalQuota": "2", "borrowingLimit": "2", "lendingLimit": "0"}
+    assert group == [
+        {
+            "coveredResources": ["nvidia.com/gpu", dra],
+            "flavors": [
+                {
+                    "name": "nvidia-a100-sxm4-80gb",
+                    "resources": [{"name": "nvidia.com/gpu", **limits}, {"name": dra, **limits}],
+                }
+            ],
+        }
+    ]
+
+
+def test_the_dry_run_gives_kueue_its_device_class_mapping(make_adapter):
+    """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2) resources.deviceClassMappings:
+    name = the ClusterQueue's DRA resource, deviceClassNames = [the class]; shown only where
+    Kueue is on."""
+    adapter = make_adapter(dra_device_class="gpu.nvidia.com", kueue=True, dry_run=True)
+    adapter.ensure_team("nlp", group="oidc:nlp", gpu_quota={"NVIDIA-L40S": 1})
+
+    assert _commented_documents(adapter.manifests[-1]) == [
+        {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "resources": {
+                "deviceClassMappings": [
+                    {
+                        "name": "gpu.nvidia.com.deviceclass.resource.k8s.io/devices",
+                        "deviceClassNames": ["gpu.nvidia.com"],
+                    }
+                ]
+            },
+        }
+    ]
+    adapter.ensure_team("nlp", group="oidc:nlp", gpu_quota={"NVIDIA-L40S": 1}, kueue=False)
+    assert _commented_documents(adapter.manifests[-1]) == []
