@@ -169,7 +169,6 @@ class KubernetesAdapter:
         self.manifests: list[str] = []  # what dry-run writes produced, in order
         self._served: dict[str, set[str]] | None = None  # discovery, read on first CRD use
         self._served_checked: set[str] = set()
-        self._product_names: dict[str, str] | None = None  # GFD label -> NVML name, DRA cards
         namespace_name("x", namespace_prefix)  # a prefix that can never work fails now
 
     # ------------------------------------------------------------------ NamespaceQuotaAdapter
@@ -601,17 +600,13 @@ class KubernetesAdapter:
         return "\n".join(lines)
 
     def _dra_product_names(self) -> dict[str, str]:
-        """GFD label -> NVML product name of the published DRA cards, read once; empty without
-        a connection or where ``resource.k8s.io/v1`` is not served."""
-        if self._product_names is None:
-            operation = "render_manifests"
-            self._product_names = {}
-            if self.transport is not None and self._serves(
-                self.transport, operation, DRA_API_VERSION
-            ):
-                slices = self.transport.list("ResourceSlice", operation=operation)
-                self._product_names = product_names(slices)
-        return self._product_names
+        """GFD label -> NVML product name of the DRA cards published now (read at each dry-run
+        write, so a model added later is found); empty without a connection or where
+        ``resource.k8s.io/v1`` is not served."""
+        operation = "render_manifests"
+        if self.transport is None or not self._serves(self.transport, operation, DRA_API_VERSION):
+            return {}
+        return product_names(self.transport.list("ResourceSlice", operation=operation))
 
 
 _CRD_PROJECTS: Mapping[str, str] = {

@@ -32,6 +32,7 @@ fixture), by which the portal keys quotas.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -108,10 +109,9 @@ def selects(expressions: Iterable[str], driver: str, device: Mapping[str, Any]) 
     versions and capacities are plain strings, and a missing attribute is an error as in
     Kubernetes."""
     activation = {"device": celpy.json_to_cel(_cel_device(driver, device))}
-    environment = celpy.Environment()
     for expression in expressions:
         try:
-            result = environment.program(environment.compile(expression)).evaluate(activation)
+            result = _program(expression).evaluate(activation)
         except (celpy.CELParseError, celpy.CELEvalError):
             return None
         if not isinstance(result, celpy.celtypes.BoolType):
@@ -119,6 +119,13 @@ def selects(expressions: Iterable[str], driver: str, device: Mapping[str, Any]) 
         if not result:
             return False
     return True
+
+
+@functools.lru_cache(maxsize=256)
+def _program(expression: str) -> Any:
+    """``expression`` compiled once (cel-python's parse is the costly part), reused per device."""
+    environment = celpy.Environment()
+    return environment.program(environment.compile(expression))
 
 
 def gfd_label(product_name: str) -> str:

@@ -335,3 +335,15 @@ def test_the_dry_run_gives_kueue_its_device_class_mapping(make_adapter):
     ]
     adapter.ensure_team("nlp", group="oidc:nlp", gpu_quota={"NVIDIA-L40S": 1}, kueue=False)
     assert _commented_documents(adapter.manifests[-1]) == []
+
+
+def test_a_dry_run_without_a_connection_gives_no_selector():
+    """No cluster to read NVML's spelling from: no template, each model said to have none."""
+    from scheduler_adapters.kubernetes import KubernetesAdapter
+
+    text = KubernetesAdapter(dry_run=True, dra_device_class="gpu.nvidia.com").render_manifests(
+        "nlp", group="oidc:nlp", gpu_quota={"NVIDIA-A100-SXM4-80GB": 1}
+    )
+
+    assert _commented_documents(text) == []
+    assert "# NVIDIA-A100-SXM4-80GB: no DRA card of this model is published, no selector" in text
