@@ -70,7 +70,14 @@ from scheduler_adapters.errors import (
     SchedulerUnavailable,
     UnexpectedResponse,
 )
-from scheduler_adapters.kubernetes_dra import DRA_API_VERSION, with_dra_cards
+from scheduler_adapters.kubernetes_dra import (
+    DRA_API_VERSION,
+    DeviceClassInfo,
+    claim_template,
+    device_classes,
+    product_names,
+    with_dra_cards,
+)
 from scheduler_adapters.kubernetes_manifests import (
     ANNOTATION_GPU_QUOTA,
     DEFAULT_CONTAINER_LIMITS,
@@ -81,6 +88,8 @@ from scheduler_adapters.kubernetes_manifests import (
     check_gpu_label,
     covers,
     dra_quota_resource,
+    flavor_name,
+    kueue_device_class_mapping,
     namespace_name,
     quota_manifests,
     render_yaml,
@@ -174,6 +183,19 @@ class KubernetesAdapter:
         if not self._serves(transport, "list_nodes", DRA_API_VERSION):
             return result
         return with_dra_cards(result, transport.list("ResourceSlice", operation="list_nodes"))
+
+    def list_device_classes(self) -> list[DeviceClassInfo] | None:
+        """The cluster's DeviceClasses by name, each with the GPU models of the published DRA
+        cards it selects; ``None`` (unknown) when the cluster serves no ``resource.k8s.io/v1``
+        (before 1.34, or DRA off)."""
+        operation = "list_device_classes"
+        transport = self._transport(operation)
+        if not self._serves(transport, operation, DRA_API_VERSION):
+            return None
+        return device_classes(
+            transport.list("DeviceClass", operation=operation),
+            transport.list("ResourceSlice", operation=operation),
+        )
 
     def ensure_team(
         self,
@@ -533,7 +555,58 @@ class KubernetesAdapter:
     def _comment(self, team: str, objects: list[dict[str, Any]]) -> str:
         namespace = namespace_name(team, self.namespace_prefix)
         kinds = ", ".join(f"{obj['kind']} {obj['metadata']['name']}" for obj in objects)
-        return f"gpu-pool-portal: team {team} (namespace {namespace})\nObjects: {kinds}"
+        comment = f"gpu-pool-portal: team {team} (namespace {namespace})\nObjects: {kinds}"
+        if self.dra_device_class is not None:
+            comment += self._dra_comment(namespace, objects)
+        return comment
+
+    def _dra_comment(self, namespace: str, objects: list[dict[str, Any]]) -> str:
+        """Per GPU product of the team's quota, the ResourceClaimTemplate whose CEL selector
+        keeps a claim on that model, for the team's workloads (the portal does not apply it),
+        or why it cannot be given: the selector needs NVML's spelling of the product, known
+        only from the cards NVIDIA's DRA driver publishes."""
+        quotas = [obj for obj in objects if obj["kind"] == "ResourceQuota"]
+        if not quotas:
+            return ""
+        products = json.loads(quotas[0]["metadata"]["annotations"][ANNOTATION_GPU_QUOTA])
+        names = self._dra_product_names()
+        lines = [
+            f"DRA: a ResourceClaimTemplate per GPU model for the team's claims (not applied by"
+            f" the portal), one card of DeviceClass {self.dra_device_class} each:"
+        ]
+        for product in products:
+            name = names.get(product)
+            if name is None:
+                lines.append(f"{product}: no DRA card of this model is published, no selector")
+                continue
+            template = claim_template(flavor_name(product), namespace, self.dra_device_class, name)
+            lines += ["---", yaml.safe_dump(template, sort_keys=False, width=200).rstrip(), "..."]
+        if any(obj["kind"] == "ClusterQueue" for obj in objects):
+            configuration = {
+                "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+                "kind": "Configuration",
+                "resources": {
+                    "deviceClassMappings": [kueue_device_class_mapping(self.dra_device_class)]
+                },
+            }
+            lines += [
+                "Kueue: merge into its Configuration (ConfigMap kueue-manager-config), then"
+                " restart kueue-controller-manager, so the ClusterQueue's DRA resource counts"
+                " claims:",
+                "---",
+                yaml.safe_dump(configuration, sort_keys=False, width=200).rstrip(),
+                "...",
+            ]
+        return "\n".join(lines)
+
+    def _dra_product_names(self) -> dict[str, str]:
+        """GFD label -> NVML product name of the DRA cards published now (read at each dry-run
+        write, so a model added later is found); empty without a connection or where
+        ``resource.k8s.io/v1`` is not served."""
+        operation = "render_manifests"
+        if self.transport is None or not self._serves(self.transport, operation, DRA_API_VERSION):
+            return {}
+        return product_names(self.transport.list("ResourceSlice", operation=operation))
 
 
 _CRD_PROJECTS: Mapping[str, str] = {

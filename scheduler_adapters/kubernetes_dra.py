@@ -18,13 +18,25 @@ pool's highest ``generation`` count (older ones are being replaced); a card is o
 type ``gpu``, counted once by its UUID however many slices repeat it. A node that also
 advertises ``nvidia.com/gpu`` through the device plugin is the same cards seen twice: the DRA
 devices, which name each card, replace the device plugin's count for that node.
+
+DeviceClasses (``resource.k8s.io/v1``, cluster-scoped) name the devices a claim may get: each
+holds CEL ``selectors`` over ``device.driver`` and ``device.attributes[<domain>].<name>``, and
+a claim's request names one class (``exactly.deviceClassName``) plus its own selectors.
+:func:`product_selector` is the one place the two spellings of a GPU model meet: NVML's name,
+which the driver publishes as ``productName`` (``NVIDIA A100-SXM4-80GB``), and GPU Feature
+Discovery's ``nvidia.com/gpu.product`` label, NVML's name with each space as ``-``
+(``NVIDIA-A100-SXM4-80GB``, see ``tests/fixtures/kubernetes/nodes.json`` beside the slices'
+fixture), by which the portal keys quotas.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+import celpy
 
 from scheduler_adapters.types import GpuSnapshot, ParseIssue, ParseResult
 from scheduler_adapters.units import parse_k8s_quantity
@@ -38,6 +50,114 @@ _MIB = 1024 * 1024
 MAX_CARD_MEMORY_MIB = 16 * 1024 * 1024
 
 
+@dataclasses.dataclass(frozen=True)
+class DeviceClassInfo:
+    """One DeviceClass: its ``name``, the CEL expressions of its ``spec.selectors`` (all must
+    hold for a device), ``spec.extendedResourceName`` (``None`` without one) and ``products``:
+    the GPU models (GFD labels, sorted) of the published cards it selects, ``None`` (unknown)
+    when a selector could not be evaluated here for some card (see :func:`selects`)."""
+
+    name: str
+    selectors: tuple[str, ...]
+    extended_resource_name: str | None = None
+    products: tuple[str, ...] | None = ()
+
+
+def device_classes(
+    items: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[str, Any]] = ()
+) -> list[DeviceClassInfo]:
+    """The DeviceClasses of a list response, by name, each with the models of the cards in
+    ``slices`` (ResourceSlices, newest pool generation) that all its selectors select."""
+    devices = [
+        (item["spec"]["driver"], device)
+        for item in _current_slices(slices)
+        for device in item["spec"].get("devices") or []
+        if _value(device.get("attributes") or {}, "type") == GPU_DEVICE_TYPE
+    ]
+    found = []
+    for item in items:
+        spec = item.get("spec") or {}
+        expressions = tuple(
+            str(selector["cel"]["expression"])
+            for selector in spec.get("selectors") or []
+            if isinstance(selector.get("cel"), Mapping) and "expression" in selector["cel"]
+        )
+        products: set[str] | None = set()
+        for driver, device in devices:
+            chosen = selects(expressions, driver, device)
+            if chosen is None:
+                products = None
+                break
+            name = _value(device.get("attributes") or {}, "productName")
+            if chosen and name:
+                products.add(gfd_label(str(name)))
+        found.append(
+            DeviceClassInfo(
+                name=str((item.get("metadata") or {}).get("name")),
+                selectors=expressions,
+                extended_resource_name=spec.get("extendedResourceName"),
+                products=None if products is None else tuple(sorted(products)),
+            )
+        )
+    return sorted(found, key=lambda info: info.name)
+
+
+def selects(expressions: Iterable[str], driver: str, device: Mapping[str, Any]) -> bool | None:
+    """Whether every CEL selector in ``expressions`` holds for ``device`` (one entry of a
+    ResourceSlice's ``spec.devices``, published by ``driver``), evaluated with cel-python on
+    the variable the DRA API defines: ``device.driver``, ``device.attributes[<domain>]
+    [<name>]`` (a bare attribute name is in the driver's domain) and ``device.capacity``
+    likewise. ``None`` (unknown) when an expression does not evaluate here: cel-python lacks
+    Kubernetes' CEL libraries (``semver()``, ``quantity()``, the strings extension), so
+    versions and capacities are plain strings, and a missing attribute is an error as in
+    Kubernetes."""
+    activation = {"device": celpy.json_to_cel(_cel_device(driver, device))}
+    for expression in expressions:
+        try:
+            result = _program(expression).evaluate(activation)
+        except (celpy.CELParseError, celpy.CELEvalError):
+            return None
+        if not isinstance(result, celpy.celtypes.BoolType):
+            return None
+        if not result:
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=256)
+def _program(expression: str) -> Any:
+    """``expression`` compiled once (cel-python's parse is the costly part), reused per device."""
+    environment = celpy.Environment()
+    return environment.program(environment.compile(expression))
+
+
+def gfd_label(product_name: str) -> str:
+    """GPU Feature Discovery's ``nvidia.com/gpu.product`` label for NVML's product name, which
+    NVIDIA's DRA driver publishes as ``productName``: each space becomes ``-``
+    (``NVIDIA A100-SXM4-80GB`` -> ``NVIDIA-A100-SXM4-80GB``). A label is already its own."""
+    return product_name.replace(" ", "-")
+
+
+def product_names(slices: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """GFD label -> NVML product name of every GPU model NVIDIA's DRA driver publishes in
+    ``slices`` (the inverse of :func:`gfd_label`, which cannot be undone from a label alone:
+    ``-`` may have been a space or not)."""
+    return {
+        gfd_label(gpu.model_name): gpu.model_name
+        for gpus in dra_cards(slices)[0].values()
+        for gpu in gpus
+        if gpu.model_name
+    }
+
+
+def product_selector(product_name: str) -> str:
+    """The CEL selector that keeps a claim (or a DeviceClass) on one GPU model, for NVML's
+    ``product_name`` as the driver publishes it, e.g. ``device.attributes["gpu.nvidia.com"]
+    .productName == "NVIDIA A100-SXM4-80GB"`` (a CEL string literal, quotes escaped)."""
+    literal = product_name.replace("\\", "\\\\").replace('"', '\\"')
+    return f'device.attributes["{NVIDIA_GPU_DRIVER}"].productName == "{literal}"'
+
+
 def dra_cards(
     slices: Iterable[Mapping[str, Any]], issues: list[ParseIssue] | None = None
 ) -> tuple[dict[str, list[GpuSnapshot]], dict]:
@@ -48,24 +168,11 @@ def dra_cards(
     quantity leaves that card's memory unknown (``None``); the other cards are read, and
     ``issues`` (when given) gets a :class:`ParseIssue` naming the node, slice and device.
     """
-    newest: dict[tuple[str, str], int] = {}
-    kept: list[Mapping[str, Any]] = []
-    for item in slices:
-        spec = item.get("spec") or {}
-        if spec.get("driver") != NVIDIA_GPU_DRIVER or not spec.get("nodeName"):
-            continue
-        pool = spec.get("pool") or {}
-        key = (spec["nodeName"], str(pool.get("name")))
-        generation = int(pool.get("generation") or 0)
-        newest[key] = max(newest.get(key, generation), generation)
-        kept.append(item)
     cards: dict[str, dict[str, GpuSnapshot]] = {}
     drivers: dict[str, set[str | None]] = {}
-    for item in kept:
+    for item in _current_slices(slices):
         spec = item["spec"]
         pool = spec.get("pool") or {}
-        if int(pool.get("generation") or 0) != newest[(spec["nodeName"], str(pool.get("name")))]:
-            continue
         for device in spec.get("devices") or []:
             attributes = device.get("attributes") or {}
             if _value(attributes, "type") != GPU_DEVICE_TYPE:
@@ -122,6 +229,74 @@ def with_dra_cards(result: ParseResult, slices: Iterable[Mapping[str, Any]]) -> 
             )
         )
     return ParseResult(nodes=tuple(nodes), issues=tuple(issues))
+
+
+def claim_template(
+    name: str, namespace: str, device_class: str, product_name: str
+) -> dict[str, Any]:
+    """A ``resource.k8s.io/v1`` ResourceClaimTemplate for one card of ``device_class`` whose
+    ``productName`` is ``product_name`` (NVML's spelling), by :func:`product_selector`; a
+    request's ``count`` defaults to 1 and its ``allocationMode`` to ``ExactCount`` (the
+    ``DeviceRequest`` API), the only mode Kueue's DRA quota accounting supports."""
+    return {
+        "apiVersion": DRA_API_VERSION,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {
+                                "deviceClassName": device_class,
+                                "selectors": [
+                                    {"cel": {"expression": product_selector(product_name)}}
+                                ],
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+
+
+def _current_slices(slices: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """NVIDIA's driver's node-local ResourceSlices in their pool's newest generation."""
+    newest: dict[tuple[str, str], int] = {}
+    kept: list[Mapping[str, Any]] = []
+    for item in slices:
+        spec = item.get("spec") or {}
+        if spec.get("driver") != NVIDIA_GPU_DRIVER or not spec.get("nodeName"):
+            continue
+        pool = spec.get("pool") or {}
+        key = (spec["nodeName"], str(pool.get("name")))
+        generation = int(pool.get("generation") or 0)
+        newest[key] = max(newest.get(key, generation), generation)
+        kept.append(item)
+    return [
+        item
+        for item in kept
+        if int((item["spec"].get("pool") or {}).get("generation") or 0)
+        == newest[(item["spec"]["nodeName"], str((item["spec"].get("pool") or {}).get("name")))]
+    ]
+
+
+def _cel_device(driver: str, device: Mapping[str, Any]) -> dict[str, Any]:
+    """``device`` as the DRA CEL variable: attributes and capacities by domain, then name."""
+    attributes: dict[str, dict[str, Any]] = {}
+    for name, attribute in (device.get("attributes") or {}).items():
+        domain, _, bare = name.rpartition("/")
+        value = next(
+            (attribute[k] for k in ("string", "version", "int", "bool") if k in attribute), None
+        )
+        attributes.setdefault(domain or driver, {})[bare] = value
+    capacity: dict[str, dict[str, Any]] = {}
+    for name, quantity in (device.get("capacity") or {}).items():
+        domain, _, bare = name.rpartition("/")
+        capacity.setdefault(domain or driver, {})[bare] = str((quantity or {}).get("value"))
+    return {"driver": driver, "attributes": attributes, "capacity": capacity}
 
 
 def _card(

@@ -159,6 +159,20 @@ def dra_quota_resource(device_class: str) -> str:
     return f"{device_class}.deviceclass.resource.k8s.io/devices"
 
 
+def kueue_device_class_mapping(device_class: str) -> dict[str, Any]:
+    """The entry of Kueue's Configuration ``resources.deviceClassMappings`` (Kueue
+    ``apis/config/v1beta2/configuration_types.go`` ``DeviceClassMapping``: ``name``, the
+    resource a ClusterQueue's quota names, and ``deviceClassNames``; docs "Set Up Dynamic
+    Resource Allocation", kubernetes-sigs/kueue at ff69552e) that makes Kueue charge claims of
+    ``device_class`` to the resource the ClusterQueue covers: the ResourceQuota's own name
+    for it (:func:`dra_quota_resource`), a qualified name Kueue accepts (at most 253
+    characters). Kueue reads the Configuration once, at start: an admin installs it."""
+    name = dra_quota_resource(device_class)
+    if len(name) > 253:
+        raise ValueError(f"Kueue resource name {name!r} is longer than 253 characters")
+    return {"name": name, "deviceClassNames": [device_class]}
+
+
 def quota_manifests(
     team: str,
     namespace: str,
@@ -173,11 +187,15 @@ def quota_manifests(
     = the total, and with ``dra_device_class`` the same total on that class's DRA devices,
     since a claim through DRA is not a ``nvidia.com/gpu`` request) and, with Kueue, a
     ResourceFlavor per product (selecting nodes by ``gpu_label``), the ClusterQueue (in
-    ``cohort`` when given) and the LocalQueue (in apply order)."""
+    ``cohort`` when given; with ``dra_device_class`` it covers the class's mapped resource,
+    :func:`kueue_device_class_mapping`, with the same limits per flavor as
+    ``nvidia.com/gpu``) and the LocalQueue (in apply order)."""
     quota = check_gpu_quota(gpu_quota)
     hard = {QUOTA_RESOURCE: str(sum(quota.values()))}
+    covered = [GPU_RESOURCE]
     if dra_device_class is not None:
         hard[dra_quota_resource(dra_device_class)] = str(sum(quota.values()))
+        covered.append(kueue_device_class_mapping(dra_device_class)["name"])
     check_gpu_label(gpu_label)
     borrowing = dict(cohort.borrowing) if cohort is not None else {}
     for product, cards in borrowing.items():
@@ -214,11 +232,14 @@ def quota_manifests(
         "namespaceSelector": {"matchLabels": {LABEL_NAMESPACE_NAME: namespace}},
         "resourceGroups": [
             {
-                "coveredResources": [GPU_RESOURCE],
+                "coveredResources": covered,
                 "flavors": [
                     {
                         "name": flavor_name(product),
-                        "resources": [_kueue_resource(cards, borrowing.get(product), cohort)],
+                        "resources": [
+                            _kueue_resource(name, cards, borrowing.get(product), cohort)
+                            for name in covered
+                        ],
                     }
                     for product, cards in quota.items()
                 ],
@@ -248,10 +269,10 @@ def quota_manifests(
     return objects
 
 
-def _kueue_resource(cards: int, borrow: int | None, cohort: KueueCohort | None) -> dict:
+def _kueue_resource(name: str, cards: int, borrow: int | None, cohort: KueueCohort | None) -> dict:
     if cohort is None:
-        return {"name": GPU_RESOURCE, "nominalQuota": str(cards)}
-    resource = {"name": GPU_RESOURCE, "nominalQuota": str(cards - (borrow or 0))}
+        return {"name": name, "nominalQuota": str(cards)}
+    resource = {"name": name, "nominalQuota": str(cards - (borrow or 0))}
     if borrow is not None:
         resource["borrowingLimit"] = str(borrow)
     resource["lendingLimit"] = "0"

@@ -73,6 +73,7 @@ KINDS: Mapping[str, Kind] = {
         Kind("HorizontalPodAutoscaler", "autoscaling/v2", "horizontalpodautoscalers", True),
         # GPUs published through DRA (scheduler_adapters/kubernetes_dra.py), read only
         Kind("ResourceSlice", "resource.k8s.io/v1", "resourceslices", False),
+        Kind("DeviceClass", "resource.k8s.io/v1", "deviceclasses", False),
     )
 }
 

@@ -41,7 +41,8 @@ Kubernetes (``BACKEND`` ``"kubernetes"``, or ``"kubernetes-fake"`` in memory):
   Feature Discovery, default) or ``"gpu-type"``; ``NAMESPACE_NODE_SELECTOR`` (bool, default
   ``False``): put the PodNodeSelector annotation on a one-product team's namespace.
 - ``DRA_DEVICE_CLASS``: with DRA, the DeviceClass whose devices a team's ResourceQuota caps too
-  (``gpu.nvidia.com`` for NVIDIA's DRA driver); default none.
+  (``gpu.nvidia.com`` for NVIDIA's DRA driver), and with Kueue its ClusterQueue (through the
+  Kueue Configuration's ``deviceClassMappings`` the dry-run shows); default none.
 - ``TIMEOUT_S`` (default 30) and ``CONNECT_TIMEOUT_S`` (default 5).
 """
 

@@ -27,6 +27,7 @@ RTX = "NVIDIA-GeForce-RTX-4090"
 def _every_adapter_operation(adapter: KubernetesAdapter) -> None:
     """Each public operation of the adapter and its elastic writer, creating and changing."""
     adapter.list_nodes()
+    adapter.list_device_classes()
     adapter.ensure_team("nlp", group="oidc:nlp", gpu_quota={A100: 2, RTX: 1}, kueue=True)
     adapter.ensure_team(
         "nlp", group="oidc:nlp", gpu_quota={A100: 4}, cohort=KueueCohort("p", {A100: 2})
@@ -103,8 +104,8 @@ def test_the_cluster_role_grants_exactly_what_the_adapter_uses(overlay, needed):
     assert binds == bound == {"edit"}
     assert {resource for _, resource, _ in uses} == {
         "namespaces", "resourcequotas", "limitranges", "rolebindings", "nodes", "resourceslices",
-        "horizontalpodautoscalers", "resourceflavors", "clusterqueues", "localqueues", "queues",
-        "elasticquotas",
+        "deviceclasses", "horizontalpodautoscalers", "resourceflavors", "clusterqueues",
+        "localqueues", "queues", "elasticquotas",
     }  # fmt: skip
 
 

@@ -494,6 +494,7 @@ RESOURCES: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("rbac.authorization.k8s.io", "v1", "rolebindings"): ("RoleBinding", True),
     ("autoscaling", "v2", "horizontalpodautoscalers"): ("HorizontalPodAutoscaler", True),
     ("resource.k8s.io", "v1", "resourceslices"): ("ResourceSlice", False),
+    ("resource.k8s.io", "v1", "deviceclasses"): ("DeviceClass", False),
     # elastic quota CRDs, checked against scheduler_adapters.crd_schemas
     ("scheduling.volcano.sh", "v1beta1", "queues"): ("Queue", False),
     ("scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas"): ("ElasticQuota", True),
