@@ -68,7 +68,7 @@ def gpu_model_create(
             if GpuModel.objects.filter(slug=slug).exists():
                 _slug_taken(slug)
             fields = {**fields, "pci_device_ids": _checked_device_ids(fields, owner=None)}
-            aliases = _with_vendor_name(aliases, fields.get("vendor_name"))
+            aliases = _with_vendor_name(aliases, fields.get("vendor_name"), owner=None)
             keys = _checked_aliases(aliases, owner=None)
             model = GpuModel.objects.create(slug=slug, **fields)
             _aliases_replace(model, aliases, keys)
@@ -106,7 +106,9 @@ def gpu_model_update(
             # The new nvidia-smi name joins the aliases the model keeps.
             aliases = [{"value": a.value, "kind": a.kind} for a in model.aliases.all()]
         if aliases is not None:
-            aliases = _with_vendor_name(aliases, changes.get("vendor_name", model.vendor_name))
+            aliases = _with_vendor_name(
+                aliases, changes.get("vendor_name", model.vendor_name), owner=model
+            )
         keys = None if aliases is None else _checked_aliases(aliases, owner=model)
         for field, value in changes.items():
             setattr(model, field, value)
@@ -141,16 +143,24 @@ def _slug_taken(slug: str) -> None:
 
 
 def _with_vendor_name(
-    aliases: list[dict[str, str]], vendor_name: str | None
+    aliases: list[dict[str, str]], vendor_name: str | None, *, owner: GpuModel | None
 ) -> list[dict[str, str]]:
     """``aliases`` plus the nvidia-smi name as an ``nvidia-smi`` alias when no alias has its key.
 
     A name several SKUs share (``NVIDIA H100``) is left out: the PCI device id settles it
-    (:func:`pools.inventory.gpu_names.model_match`)."""
+    (:func:`pools.inventory.gpu_names.model_match`). A name another model answers to is an
+    InvalidInput on ``vendor_name``: imports could not tell the two apart."""
     key = normalise_model_key(vendor_name or "")
     ambiguous = {normalise_model_key(entry["value"]) for entry in load_ambiguous_names()}
     if not key or key in ambiguous or key in {normalise_model_key(a["value"]) for a in aliases}:
         return aliases
+    clash = GpuModelAlias.objects.filter(key=key).exclude(gpu_model=owner).first()
+    if clash is not None:
+        message = (
+            f"{vendor_name!r} is already {clash.gpu_model.name}'s name ({clash.gpu_model.slug}): "
+            "imports could not tell the two models apart."
+        )
+        raise InvalidInput(message, errors={"vendor_name": message})
     return [*aliases, {"value": vendor_name.strip(), "kind": AliasKind.NVIDIA_SMI}]
 
 
