@@ -6,7 +6,7 @@ than failing on a unique constraint.
 
 PostgreSQL: a transaction-scoped advisory lock (``pg_advisory_xact_lock``), released at commit
 or rollback; keys are ``hashtext`` of the name (the one other advisory lock is the GPU
-catalogue's, ``hashtext('gpu-catalogue')`` in pools/inventory/services/catalogue.py).
+catalogue's, ``hashtext('gpu-catalogue')`` in pools/inventory/services/gpu_models.py).
 SQLite (the demo) has none and needs none: its write transactions lock the database
 (``transaction_mode: IMMEDIATE``).
 """

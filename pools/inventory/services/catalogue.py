@@ -7,10 +7,11 @@ sharing a name, see :func:`pools.inventory.gpu_names.model_match`). Both are che
 API and the page alike, before anything is written. A model answers to its nvidia-smi name
 (``vendor_name``) as the shipped catalogue's do: it is kept as an ``nvidia-smi`` alias.
 
-Checks and writes run under one catalogue-wide lock (:func:`_catalogue_lock`), so two admins
-saving at once cannot both pass the checks on the same slug, alias or device id. Cards already
-imported whose name or device id the saved model now matches are recognised in the same
-transaction (:func:`_unrecognised_cards_resolve`).
+Checks and writes run under one catalogue-wide lock
+(:func:`pools.inventory.services.gpu_models.catalogue_lock`), so two admins saving at once
+cannot both pass the checks on the same slug, alias or device id. Cards already imported whose
+name or device id the saved model now matches are recognised in the same transaction
+(:func:`_unrecognised_cards_resolve`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.choices import AliasKind
@@ -26,7 +27,7 @@ from pools.errors import InvalidInput
 from pools.inventory.catalogue import load_ambiguous_names
 from pools.inventory.gpu_names import normalise_model_key, pci_device_id_key
 from pools.inventory.models import Gpu, GpuModel, GpuModelAlias
-from pools.inventory.services.gpu_models import GpuModelResolver
+from pools.inventory.services.gpu_models import GpuModelResolver, catalogue_lock
 
 #: The fields sizing (memory, bandwidth, dense tensor rates, NVLink) and pricing (the model a
 #: rate-card line names) read, plus identity and citations; ``slug`` is set once, at creation.
@@ -49,8 +50,6 @@ GPU_MODEL_FIELDS = (
     "pci_device_ids",
 )
 _PCI_ID = re.compile(r"0x[0-9a-f]{4}", re.IGNORECASE)
-#: The name of the catalogue's advisory lock (``hashtext`` of it is the key, as billing.locks).
-_CATALOGUE_LOCK = "gpu-catalogue"
 
 
 def gpu_model_create(
@@ -64,7 +63,7 @@ def gpu_model_create(
     """
     try:
         with transaction.atomic():
-            _catalogue_lock()
+            catalogue_lock()
             if GpuModel.objects.filter(slug=slug).exists():
                 _slug_taken(slug)
             fields = {**fields, "pci_device_ids": _checked_device_ids(fields, owner=None)}
@@ -97,7 +96,7 @@ def gpu_model_update(
     the model's aliases; audit before/after. Same checks and errors as :func:`gpu_model_create`.
     """
     with transaction.atomic():
-        _catalogue_lock()
+        catalogue_lock()
         model = GpuModel.objects.select_for_update().get(pk=gpu_model.pk)
         before = _snapshot(model)
         if "pci_device_ids" in changes:
@@ -123,19 +122,6 @@ def gpu_model_update(
             actor=actor, action="gpu_model.updated", obj=model, before=before, after=after
         )
     return model
-
-
-def _catalogue_lock() -> None:
-    """Wait for and take the catalogue's lock until the transaction ends.
-
-    PostgreSQL: ``pg_advisory_xact_lock(hashtext('gpu-catalogue'))``, as billing.locks takes
-    its named locks (a row lock cannot guard rows not yet inserted, nor the device ids kept in
-    a JSON list with no unique index). SQLite (the demo) needs none: a write transaction locks
-    the database."""
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [_CATALOGUE_LOCK])
 
 
 def _slug_taken(slug: str) -> None:
