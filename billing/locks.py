@@ -5,7 +5,8 @@ the first one's work (statements already final, records already there) and repor
 than failing on a unique constraint.
 
 PostgreSQL: a transaction-scoped advisory lock (``pg_advisory_xact_lock``), released at commit
-or rollback; keys are ``hashtext`` of the name (no other advisory lock exists in the portal).
+or rollback; keys are ``hashtext`` of the name (the one other advisory lock is the GPU
+catalogue's, ``hashtext('gpu-catalogue')`` in pools/inventory/services/gpu_models.py).
 SQLite (the demo) has none and needs none: its write transactions lock the database
 (``transaction_mode: IMMEDIATE``).
 """

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.validators import MinValueValidator
 
 from pools.choices import AliasKind, InventorySource
-from pools.inventory.models import GpuModel, Pool
+from pools.inventory.models import GpuModel, GpuModelAlias, Pool
 from pools.inventory.services.catalogue import GPU_MODEL_FIELDS
 from pools.validators import hostname_validator
 
@@ -143,7 +143,10 @@ class GpuModelForm(forms.ModelForm):
             )
 
     def clean_aliases_text(self):
+        """``[{"kind", "value"}]``; a line that is not ``kind: value`` or whose value is longer
+        than the alias column (``GpuModelAlias.value``, 120 characters) is an error, never cut."""
         aliases, kinds = [], {kind.value for kind in AliasKind}
+        longest = GpuModelAlias._meta.get_field("value").max_length
         for number, line in enumerate(self.cleaned_data["aliases_text"].splitlines(), 1):
             if not line.strip():
                 continue
@@ -152,7 +155,12 @@ class GpuModelForm(forms.ModelForm):
                 raise forms.ValidationError(
                     f"Line {number}: write kind: value with a kind of {', '.join(sorted(kinds))}."
                 )
-            aliases.append({"kind": kind.strip(), "value": value.strip()[:120]})
+            if len(value.strip()) > longest:
+                raise forms.ValidationError(
+                    f"Line {number}: an alias has at most {longest} characters "
+                    f"(this one has {len(value.strip())})."
+                )
+            aliases.append({"kind": kind.strip(), "value": value.strip()})
         return aliases
 
     def clean_pci_device_ids_text(self):

@@ -93,9 +93,12 @@ def gpu_model_list() -> QuerySet[GpuModel]:
 
 
 def driver_group_list() -> QuerySet[DriverGroup]:
+    """Driver groups with ``node_count``, ``gpu_count`` and ``mig_gpu_count`` (cards in MIG mode:
+    in ``gpu_count``, never whole cards) annotated."""
     return DriverGroup.objects.annotate(
         node_count=_count(Node, driver_group=OuterRef("pk")),
         gpu_count=_count(Gpu, node__driver_group=OuterRef("pk")),
+        mig_gpu_count=_count(Gpu, node__driver_group=OuterRef("pk"), mig_mode=True),
     )
 
 

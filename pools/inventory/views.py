@@ -143,6 +143,7 @@ def gpu_model_edit(request, slug: str | None = None):
 # The service's field names -> the form's.
 _FORM_FIELD = {
     "slug": "slug",
+    "vendor_name": "vendor_name",
     "aliases": "aliases_text",
     "pci_device_ids": "pci_device_ids_text",
     "sources": "sources_text",

@@ -4,7 +4,14 @@ device ids, audited.
 A model's identity is what imports match: its aliases (a normalised key each, unique across the
 catalogue) and its 16-bit PCI device ids (``0xNNNN``, one model each; the tie-breaker between SKUs
 sharing a name, see :func:`pools.inventory.gpu_names.model_match`). Both are checked here, for the
-API and the page alike, before anything is written.
+API and the page alike, before anything is written. A model answers to its nvidia-smi name
+(``vendor_name``) as the shipped catalogue's do: it is kept as an ``nvidia-smi`` alias.
+
+Checks and writes run under one catalogue-wide lock
+(:func:`pools.inventory.services.gpu_models.catalogue_lock`), so two admins saving at once
+cannot both pass the checks on the same slug, alias or device id. Cards already imported whose
+name or device id the saved model now matches are recognised in the same transaction
+(:func:`_unrecognised_cards_resolve`).
 """
 
 from __future__ import annotations
@@ -12,14 +19,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.choices import AliasKind
 from pools.errors import InvalidInput
 from pools.inventory.catalogue import load_ambiguous_names
 from pools.inventory.gpu_names import normalise_model_key, pci_device_id_key
-from pools.inventory.models import GpuModel, GpuModelAlias
+from pools.inventory.models import Gpu, GpuModel, GpuModelAlias
+from pools.inventory.services.gpu_models import GpuModelResolver, catalogue_lock
 
 #: The fields sizing (memory, bandwidth, dense tensor rates, NVLink) and pricing (the model a
 #: rate-card line names) read, plus identity and citations; ``slug`` is set once, at creation.
@@ -53,18 +61,27 @@ def gpu_model_create(
     with per-field ``errors`` (``slug``, ``aliases``, ``pci_device_ids``) and writes nothing
     when the slug is taken, an alias names another model or a device id is malformed or claimed.
     """
-    with transaction.atomic():
+    try:
+        with transaction.atomic():
+            catalogue_lock()
+            if GpuModel.objects.filter(slug=slug).exists():
+                _slug_taken(slug)
+            fields = {**fields, "pci_device_ids": _checked_device_ids(fields, owner=None)}
+            aliases = _with_vendor_name(aliases, fields.get("vendor_name"), owner=None)
+            keys = _checked_aliases(aliases, owner=None)
+            model = GpuModel.objects.create(slug=slug, **fields)
+            _aliases_replace(model, aliases, keys)
+            after = _snapshot(model)
+            recognised = _unrecognised_cards_resolve(model)
+            if recognised:
+                after["cards_recognised"] = recognised
+            audit_event_record(actor=actor, action="gpu_model.created", obj=model, after=after)
+    except IntegrityError:
+        # A writer outside this service (the Django admin, sync_gpu_catalogue) took the slug
+        # between the check and the insert: the slug is the one unique column written here.
         if GpuModel.objects.filter(slug=slug).exists():
-            raise InvalidInput(
-                f"A GPU model {slug!r} exists.", errors={"slug": "This slug is taken."}
-            )
-        fields = {**fields, "pci_device_ids": _checked_device_ids(fields, owner=None)}
-        keys = _checked_aliases(aliases, owner=None)
-        model = GpuModel.objects.create(slug=slug, **fields)
-        _aliases_replace(model, aliases, keys)
-        audit_event_record(
-            actor=actor, action="gpu_model.created", obj=model, after=_snapshot(model)
-        )
+            _slug_taken(slug)
+        raise
     return model
 
 
@@ -79,24 +96,76 @@ def gpu_model_update(
     the model's aliases; audit before/after. Same checks and errors as :func:`gpu_model_create`.
     """
     with transaction.atomic():
+        catalogue_lock()
         model = GpuModel.objects.select_for_update().get(pk=gpu_model.pk)
         before = _snapshot(model)
         if "pci_device_ids" in changes:
             changes = {**changes, "pci_device_ids": _checked_device_ids(changes, owner=model)}
+        if aliases is None and changes.get("vendor_name", model.vendor_name) != model.vendor_name:
+            # The new nvidia-smi name joins the aliases the model keeps.
+            aliases = [{"value": a.value, "kind": a.kind} for a in model.aliases.all()]
+        if aliases is not None:
+            aliases = _with_vendor_name(
+                aliases, changes.get("vendor_name", model.vendor_name), owner=model
+            )
         keys = None if aliases is None else _checked_aliases(aliases, owner=model)
         for field, value in changes.items():
             setattr(model, field, value)
         model.save()
         if aliases is not None:
             _aliases_replace(model, aliases, keys)
+        after = _snapshot(model)
+        recognised = _unrecognised_cards_resolve(model)
+        if recognised:
+            after["cards_recognised"] = recognised
         audit_event_record(
-            actor=actor,
-            action="gpu_model.updated",
-            obj=model,
-            before=before,
-            after=_snapshot(model),
+            actor=actor, action="gpu_model.updated", obj=model, before=before, after=after
         )
     return model
+
+
+def _slug_taken(slug: str) -> None:
+    raise InvalidInput(f"A GPU model {slug!r} exists.", errors={"slug": "This slug is taken."})
+
+
+def _with_vendor_name(
+    aliases: list[dict[str, str]], vendor_name: str | None, *, owner: GpuModel | None
+) -> list[dict[str, str]]:
+    """``aliases`` plus the nvidia-smi name as an ``nvidia-smi`` alias when no alias has its key.
+
+    A name several SKUs share (``NVIDIA H100``) is left out: the PCI device id settles it
+    (:func:`pools.inventory.gpu_names.model_match`). A name another model answers to is an
+    InvalidInput on ``vendor_name``: imports could not tell the two apart."""
+    key = normalise_model_key(vendor_name or "")
+    ambiguous = {normalise_model_key(entry["value"]) for entry in load_ambiguous_names()}
+    if not key or key in ambiguous or key in {normalise_model_key(a["value"]) for a in aliases}:
+        return aliases
+    clash = GpuModelAlias.objects.filter(key=key).exclude(gpu_model=owner).first()
+    if clash is not None:
+        message = (
+            f"{vendor_name!r} is already {clash.gpu_model.name}'s name ({clash.gpu_model.slug}): "
+            "imports could not tell the two models apart."
+        )
+        raise InvalidInput(message, errors={"vendor_name": message})
+    return [*aliases, {"value": vendor_name.strip(), "kind": AliasKind.NVIDIA_SMI}]
+
+
+def _unrecognised_cards_resolve(model: GpuModel) -> int:
+    """Give ``model`` to every card without a model that it now matches (by name, by PCI device
+    id, as an import would: :meth:`GpuModelResolver.match`). Returns the number of cards."""
+    pending = Gpu.objects.filter(gpu_model__isnull=True).only(
+        "pk", "raw_model_name", "pci_device_id"
+    )
+    if not pending.exists():
+        return 0
+    resolver = GpuModelResolver.load()
+    matched = [
+        card.pk
+        for card in pending
+        if resolver.match(card.raw_model_name, pci_device_id=card.pci_device_id or None).gpu_model
+        == model
+    ]
+    return Gpu.objects.filter(pk__in=matched).update(gpu_model=model, model_candidates=[])
 
 
 def _checked_device_ids(fields: dict[str, Any], *, owner: GpuModel | None) -> list[str]:

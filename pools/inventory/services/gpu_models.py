@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from pools.audit.services import audit_event_record
 from pools.choices import AliasKind
@@ -96,6 +96,24 @@ def _admin_keys(aliases: Any) -> set[str]:
     return {a.key for a in aliases if a.kind == AliasKind.ADMIN}
 
 
+#: The name of the catalogue's advisory lock (``hashtext`` of it is the key, as billing.locks).
+_CATALOGUE_LOCK = "gpu-catalogue"
+
+
+def catalogue_lock() -> None:
+    """Wait for and take the catalogue's lock until the transaction ends.
+
+    PostgreSQL: ``pg_advisory_xact_lock(hashtext('gpu-catalogue'))``, as billing.locks takes
+    its named locks (a row lock cannot guard rows not yet inserted, nor the device ids kept in
+    a JSON list with no unique index). Every writer of aliases and device ids takes it: the
+    catalogue service and :func:`gpu_model_alias_map`. SQLite (the demo) needs none: a write
+    transaction locks the database."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [_CATALOGUE_LOCK])
+
+
 def gpu_model_alias_map(*, raw_name: str, gpu_model: GpuModel, actor: Any) -> int:
     """Map an unrecognised reported name onto ``gpu_model`` for every source from now on.
 
@@ -108,6 +126,7 @@ def gpu_model_alias_map(*, raw_name: str, gpu_model: GpuModel, actor: Any) -> in
     if not key:
         raise InvalidInput("The reported model name is empty.", field="raw_name")
     with transaction.atomic():
+        catalogue_lock()
         existing = GpuModelAlias.objects.select_for_update().filter(key=key).first()
         if existing is not None and existing.gpu_model_id != gpu_model.pk:
             raise Conflict(

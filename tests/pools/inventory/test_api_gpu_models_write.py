@@ -9,8 +9,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from pools.audit.models import AuditEvent
-from pools.inventory.models import GpuModel, GpuModelAlias
+from pools.inventory.models import Gpu, GpuModel, GpuModelAlias
 from pools.inventory.services.gpu_models import GpuModelResolver
+from pools.inventory.services.import_files import inventory_import_file
 
 pytestmark = pytest.mark.django_db
 
@@ -199,3 +200,47 @@ def test_anonymous_is_401(db):
 
 def test_models_are_not_deleted_through_the_api(admin_api):
     assert admin_api.delete(f"{URL}h100_sxm/").status_code == 405
+
+
+def test_a_vendor_name_another_model_answers_to_is_a_field_error(admin_api):
+    """'NVIDIA H100 80GB HBM3' is the shipped H100 SXM's nvidia-smi alias: a second model with
+    that nvidia-smi name could never be told apart by an import. 400 on vendor_name, nothing
+    written."""
+    before = _state()
+
+    response = admin_api.post(
+        URL, {**A6000, "vendor_name": "NVIDIA H100 80GB HBM3", "aliases": []}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert "vendor_name" in response.json()["errors"]
+    assert _state() == before
+
+
+def test_an_edit_of_the_nvidia_smi_name_recognises_the_cards_already_imported(admin_api):
+    """ws-03 reports 'NVIDIA RTX A6000' and is imported while the catalogue's A6000 is named
+    'NVIDIA RTX A6000 (typo)': 1 unrecognised card. PATCHing vendor_name alone (no aliases)
+    makes the model answer to the name, and the 1 card is recognised in the same request,
+    audited on the update."""
+    admin_api.post(
+        URL, {**A6000, "vendor_name": "NVIDIA RTX A6000 (typo)", "aliases": []}, format="json"
+    )
+    smi = (
+        b"index, name, uuid, pci.device_id, memory.total [MiB], driver_version\n"
+        b"0, NVIDIA RTX A6000, GPU-5d2c1e7a-0000-4000-8000-000000000001, 0x223010DE, "
+        b"49140 MiB, 535.183.01\n"
+    )
+    inventory_import_file(data=smi, source="nvidia-smi", node="ws-03")
+    card = Gpu.objects.get(node__hostname="ws-03")
+    assert card.gpu_model is None
+
+    response = admin_api.patch(
+        f"{URL}rtx_a6000/", {"vendor_name": "NVIDIA RTX A6000"}, format="json"
+    )
+
+    assert response.status_code == 200, response.json()
+    card.refresh_from_db()
+    assert card.gpu_model.slug == "rtx_a6000"
+    update = AuditEvent.objects.order_by("id").last()
+    assert (update.action, update.after["cards_recognised"]) == ("gpu_model.updated", 1)
+    assert {"value": "NVIDIA RTX A6000", "kind": "nvidia-smi"} in update.after["aliases"]

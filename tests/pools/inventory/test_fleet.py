@@ -6,7 +6,7 @@ import pytest
 from factories import GpuFactory, NodeFactory, PoolFactory, node_with_gpus
 
 from pools.inventory import selectors
-from pools.inventory.models import GpuModel, Pool
+from pools.inventory.models import Gpu, GpuModel, Pool
 from pools.inventory.selectors import FleetRow
 
 pytestmark = pytest.mark.django_db
@@ -141,3 +141,16 @@ def test_gpu_model_list_counts_the_fleets_cards(fleet):
     assert counts["h100_sxm"] == 1
     assert counts["rtx4090d"] == 0
     assert len(counts) == GpuModel.objects.count()
+
+
+def test_the_driver_group_list_counts_the_cards_in_mig_mode(fleet):
+    """The pools page's driver-group "In MIG mode" column: 2 cards of the 535 group's node
+    switched to MIG mode -> 2 there, 0 in the 550 group (7 whole cards); gpu_count unchanged."""
+    group_535 = Gpu.objects.filter(node__driver_group__branch=535)
+    Gpu.objects.filter(pk__in=list(group_535.values_list("pk", flat=True)[:2])).update(
+        mig_mode=True
+    )
+
+    groups = {g.branch: (g.gpu_count, g.mig_gpu_count) for g in selectors.driver_group_list()}
+
+    assert groups == {535: (2, 2), 550: (7, 0)}
