@@ -39,5 +39,5 @@ def fp16_dense_fp32_accumulate(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("pools", "0025_budget_request_verdict")]
+    dependencies = [("pools", "0026_calib_records")]
     operations = [migrations.RunPython(fp16_dense_fp32_accumulate, migrations.RunPython.noop)]
