@@ -18,6 +18,7 @@ from pools.inventory.models import (
     Node,
     Pool,
 )
+from pools.inventory.services.catalogue import GPU_MODEL_FIELDS
 
 
 class GpuModelAliasSerializer(serializers.ModelSerializer):
@@ -43,27 +44,7 @@ class GpuModelSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = GpuModel
-        fields = [
-            "slug",
-            "name",
-            "vendor_name",
-            "architecture",
-            "card_class",
-            "form_factor",
-            "memory_gib",
-            "memory_bandwidth_gbps",
-            "fp16_dense_tflops",
-            "bf16_dense_tflops",
-            "fp8_dense_tflops",
-            "int8_dense_tops",
-            "nvlink_gbps",
-            "tdp_w",
-            "cuda_cores",
-            "sources",
-            "pci_device_ids",
-            "aliases",
-            "gpu_count",
-        ]
+        fields = ["slug", *GPU_MODEL_FIELDS, "aliases", "gpu_count"]
         extra_kwargs = {
             field: {"min_value": Decimal("0.01")}
             for field in (
