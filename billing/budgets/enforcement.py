@@ -7,8 +7,16 @@ it adds: cards × real hours of its window inside the period (card-hours), price
 reserved card-hour price of the rate card in force at its start (money; unknown when the
 model has no reserved price, or no model is chosen yet — then only card-hours are checked).
 A budget for one pool or GPU model applies only when the request names that pool / model.
-Allocations approved but not yet accrued are not counted: consumption is what statements
-charge so far.
+
+Consumption is what statements charge so far; on top of it the check counts what is already
+*committed*: the team's approved allocations priced by reserved card-hours (holding, in the
+budget's scope) from now to the end of their window or the period, whichever comes first —
+cards × those hours, priced like the request at the reserved price in force at their start
+(or now, if started). Without it, two requests could each pass alone and together exceed the
+budget. Hours before now are the statements' (the reservation import accrues them), so nothing
+is counted twice; hours between the last import and now are in neither (the import runs
+hourly, so at most about an hour of each allocation). An allocation whose model has no
+reserved price adds its card-hours and no money, as a statement could not price it either.
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ from billing.pricing import month_of, round_money
 from billing.services.rates import price_for, rate_periods
 from pools.capacity.arithmetic import card_hours
 from pools.capacity.budget_gate import SEVERITY, BudgetVerdict
+from pools.capacity.models import Allocation
+from pools.choices import PricingMethod
 
 
 def _reserved_price(gpu_model, at: datetime) -> Decimal | None:
@@ -38,17 +48,56 @@ def _reserved_price(gpu_model, at: datetime) -> Decimal | None:
     return None
 
 
-def _over(status: BudgetStatus, hours: Decimal, money: Decimal | None):
-    """The first limit the request passes: ``(dimension name, Dimension, requested)``."""
-    checks: list[tuple[str, Dimension | None, Decimal | None]] = [
-        ("card_hours", status.card_hours, hours),
-        ("money", status.money, money),
+def _committed(team, budgets, statuses, now: datetime) -> dict[int, tuple[Decimal, Decimal]]:
+    """Budget id -> ``(card-hours, money)`` the team's holding reserved-priced allocations in
+    the budget's scope still hold between now and the end of the budget's period (one query
+    for every budget). Money in the rate card's currency, rounded per allocation as a
+    statement line is."""
+    ends = [statuses[b.pk].ends_at for b in budgets]
+    allocations = list(
+        Allocation.objects.holding()
+        .overlapping(now, max(ends))
+        .filter(team=team, pricing_method=PricingMethod.RESERVED)
+        .select_related("gpu_model")
+        .only("pool_id", "gpu_model", "card_count", "starts_at", "ends_at")
+    )
+    prices: dict[tuple[int, datetime], Decimal | None] = {}
+    result = {}
+    for budget in budgets:
+        status = statuses[budget.pk]
+        hours, money = Decimal(0), Decimal(0)
+        for a in allocations:
+            if budget.pool_id is not None and a.pool_id != budget.pool_id:
+                continue
+            if budget.gpu_model_id is not None and a.gpu_model_id != budget.gpu_model_id:
+                continue
+            start, end = max(a.starts_at, now, status.starts_at), min(a.ends_at, status.ends_at)
+            held = card_hours(a.card_count, start, end)
+            if not held:
+                continue
+            hours += held
+            priced_at = max(a.starts_at, now)
+            key = (a.gpu_model_id, priced_at)
+            if key not in prices:
+                prices[key] = _reserved_price(a.gpu_model, priced_at)
+            if prices[key] is not None and budget.money_limit is not None:
+                money += round_money(held * prices[key], budget.currency)
+        result[budget.pk] = (hours, money)
+    return result
+
+
+def _over(status: BudgetStatus, committed: tuple[Decimal, Decimal], hours, money):
+    """The first limit the request passes: ``(dimension name, Dimension, committed,
+    requested)``."""
+    checks: list[tuple[str, Dimension | None, Decimal, Decimal | None]] = [
+        ("card_hours", status.card_hours, committed[0], hours),
+        ("money", status.money, committed[1], money),
     ]
-    for name, dimension, requested in checks:
+    for name, dimension, held, requested in checks:
         if dimension is None or dimension.used is None or requested is None:
             continue
-        if dimension.used + requested > dimension.limit:
-            return name, dimension, requested
+        if dimension.used + held + requested > dimension.limit:
+            return name, dimension, held, requested
     return None
 
 
@@ -70,6 +119,7 @@ def budget_check(
     now = now or timezone.now()
     statuses = budget_statuses(budgets, now=now, at=max(starts_at, now))
     price = _reserved_price(gpu_model, max(starts_at, now))
+    committed = _committed(team, budgets, statuses, now)
     worst: BudgetVerdict | None = None
     for budget in budgets:
         status = statuses[budget.pk]
@@ -77,7 +127,7 @@ def budget_check(
         money = None  # a money limit is in the rate card's currency, as the price is
         if price is not None and budget.money_limit is not None:
             money = round_money(hours * price, budget.currency)
-        over = _over(status, hours, money)
+        over = _over(status, committed[budget.pk], hours, money)
         if over is None:
             continue
         verdict = _verdict(status, *over)
@@ -98,13 +148,16 @@ def _plain(value: Decimal) -> str:
     return format(value.normalize(), "f")
 
 
-def _verdict(status: BudgetStatus, name: str, dimension: Dimension, requested: Decimal):
+def _verdict(
+    status: BudgetStatus, name: str, dimension: Dimension, committed: Decimal, requested: Decimal
+):
     budget = status.budget
     unit = "card-hours" if name == "card_hours" else dimension.unit
+    held = f"+ {_shown(committed)} committed to approved allocations " if committed else ""
     reason = (
         f"Beyond the {budget.get_period_display().lower()} budget of {budget.team.name} "
         f"({budget.scope_label}, {status.period:%Y-%m}): {_shown(dimension.used)} {unit} used "
-        f"+ {_shown(requested)} requested > {_shown(dimension.limit)} {unit}: "
+        f"{held}+ {_shown(requested)} requested > {_shown(dimension.limit)} {unit}: "
         f"{_OUTCOME[budget.enforcement]}."
     )
     return BudgetVerdict(
@@ -112,5 +165,6 @@ def _verdict(status: BudgetStatus, name: str, dimension: Dimension, requested: D
         reason,
         {"budget": budget.pk, "period": f"{status.period:%Y-%m}", "dimension": name,
          "unit": unit, "limit": _plain(dimension.limit), "used": _plain(dimension.used),
-         "requested": _plain(requested), "enforcement": budget.enforcement},
+         "committed": _plain(committed), "requested": _plain(requested),
+         "enforcement": budget.enforcement},
     )  # fmt: skip

@@ -195,3 +195,57 @@ def test_refuse_on_the_request_page_is_a_card_count_field_error(
     errors = answer.context["form"].errors
     assert "30.00 card-hours used + 80.00 requested > 100.00" in errors["card_count"][0]
     assert not CapacityRequest.objects.exists()
+
+
+def test_approved_allocations_not_yet_accrued_count(team, team_member, train_pool, a100, used_30):
+    """Two requests that each fit alone must not both pass together.
+
+    Budget 120 card-h; used 30. An approved reserved allocation of 4 A100 from 10:00 to 20:00
+    holds 4 × 8 = 32 card-h from now (12:00) to 20:00 (the 8 h before 12:00 are the
+    statements'): 30 + 32 + 80 = 142 > 120 → refused. Money (no limit here) not counted.
+    Without the allocation: 30 + 80 = 110 <= 120 passes (test_within_budget_passes_silently).
+    """
+    from factories import AllocationFactory
+
+    AllocationFactory(team=team, pool=train_pool, gpu_model=a100, card_count=4,
+                      starts_at=NOW.replace(hour=10), ends_at=NOW.replace(hour=20),
+                      status="active", pricing_method="reserved")  # fmt: skip
+    budget(team, "refuse", hours=120)
+    with pytest.raises(BudgetExceeded) as caught:
+        ask(team_member, team, train_pool, a100)
+    data = caught.value.data
+    assert (data["used"], data["committed"], data["requested"]) == ("30", "32", "80")
+    assert (
+        "30.00 card-hours used + 32.00 committed to approved allocations + 80.00"
+        in (data["errors"]["card_count"])
+    )
+
+
+def test_committed_money_and_scope(team, team_member, train_pool, infer_pool, a100, used_30):
+    """A money budget of pool ``train``, 240.00 EUR. Used: 0.00 (the 30 card-h on use belong
+    to no allocation, so to no pool). The request 160.00 (80 × 2.00 reserved) passes alone.
+    An approved reserved allocation of 2 A100 from 12:00 to 22:00 commits 2 × 10 × 2.00 =
+    40.00: 200.00 still passes; a second one of 4 A100 from 14:00 to 20:00 commits 4 × 6 ×
+    2.00 = 48.00 more: 248.00 > 240.00 → warned. One in another pool, or priced on use, or
+    released, does not count for a budget of ``train``."""
+    from factories import AllocationFactory
+
+    Budget.objects.create(team=team, period="month", starts_on=date(2026, 1, 1), pool=train_pool,
+                          money_limit=Decimal(240), currency="EUR", enforcement="warn")  # fmt: skip
+
+    def hold(cards, start, end, **extra):
+        fields = {"pool": train_pool, "status": "approved", "pricing_method": "reserved"}
+        fields.update(extra)
+        AllocationFactory(team=team, gpu_model=a100, card_count=cards, starts_at=NOW.replace(
+            hour=start), ends_at=NOW.replace(hour=end), **fields)  # fmt: skip
+
+    hold(2, 12, 22)
+    hold(8, 12, 22, pool=infer_pool)
+    hold(8, 12, 22, pricing_method="used")
+    hold(8, 12, 22, status="released")
+    assert ask(team_member, team, train_pool, a100).budget_verdict == ""
+    hold(4, 14, 20)
+    request = ask(team_member, team, train_pool, a100)
+    assert request.budget_verdict == "warn"
+    expected = "0.00 EUR used + 88.00 committed to approved allocations + 160.00 requested > 240"
+    assert expected in request.budget_reason
