@@ -17,6 +17,7 @@ from billing.budgets.selectors import team_budget_banner
 from billing.choices import LineKind
 from billing.conf import billing_zone
 from billing.dashboards.serving import team_showback
+from billing.focus import focus_csv
 from billing.pricing import month_of, next_month, previous_month
 from billing.reports import showback_csv, statement_pdf, statements_csv
 from pools.tenancy.models import Team
@@ -95,6 +96,8 @@ def team_month(request, team: str, month: str):
         response = HttpResponse(statements_csv([statement]), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="statement-{team}-{month}.csv"'
         return response
+    if export == "focus":
+        return _focus_response([statement], f"focus-{team}-{month}.csv")
     if export == "showback":
         response = HttpResponse(showback_csv(statement), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="showback-{team}-{month}.csv"'
@@ -125,6 +128,13 @@ def team_month(request, team: str, month: str):
     return render(request, "billing/team_month.html", context)
 
 
+def _focus_response(statements, filename: str) -> HttpResponse:
+    """The statements as a FOCUS 1.2 CSV download (:mod:`billing.focus`)."""
+    response = HttpResponse(focus_csv(statements), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
 def _team_links(user, current: Team, month: date) -> str:
     """Links (each led by " · ") to the same month of the other teams the user is a member of.
     Pool admins reach every team from the finance month (paged), not from 1,600 links here."""
@@ -146,6 +156,8 @@ def finance_month(request, month: str):
         )
         response["Content-Disposition"] = f'attachment; filename="statements-{month}.csv"'
         return response
+    if request.GET.get("export") == "focus":
+        return _focus_response(data["statements"], f"focus-{month}.csv")
     trend = selectors.month_trend(team=None, month=month_d)
     # a person pages through a month's statements and lines; the sums above cover all
     statements = Paginator(data["statements"], STATEMENTS_PER_PAGE).get_page(

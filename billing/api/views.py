@@ -7,6 +7,7 @@ from datetime import date
 
 import django_filters
 from django import forms
+from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import permissions, serializers, status, viewsets
@@ -16,6 +17,7 @@ from rest_framework.views import APIView
 
 from billing import selectors
 from billing.errors import UsageRejected
+from billing.focus import focus_csv
 from billing.models import Statement, StatementLine
 from billing.services.tokens import usage_tokens_ingest
 from pools.tenancy.permissions import may_record_usage
@@ -100,6 +102,18 @@ class StatementViewSet(viewsets.ReadOnlyModelViewSet):
         if getattr(self, "swagger_fake_view", False):
             return Statement.objects.none()
         return selectors.statement_list(user=self.request.user).order_by("-month", "team__slug")
+
+    @extend_schema(
+        responses={(200, "text/csv"): OpenApiTypes.STR},
+        description="The statements the filters select (all pages) as a FOCUS 1.2 cost and "
+        "usage CSV, one row per statement line (billing/focus.py lists the columns).",
+    )
+    @action(detail=False, methods=["get"], url_path="focus")
+    def focus(self, request):
+        statements = self.filter_queryset(self.get_queryset()).select_related("team")
+        response = HttpResponse(focus_csv(statements), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="focus.csv"'
+        return response
 
     @extend_schema(responses=StatementLineSerializer(many=True))
     @action(detail=True, methods=["get"])

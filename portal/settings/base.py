@@ -400,6 +400,8 @@ CELERY_BEAT_SCHEDULE = {
     "budget-alerts": {"task": "billing.tasks.budget_alerts_task", "schedule": crontab(minute=47)},
 }
 BILLING_TIME_ZONE = env.str("BILLING_TIME_ZONE", default="UTC")
+# Who runs the pool, as FOCUS exports name it (ProviderName, PublisherName, InvoiceIssuerName).
+FOCUS_PROVIDER_NAME = env.str("FOCUS_PROVIDER_NAME", default="GPU pool")
 BILLING_CURRENCY = env.str("BILLING_CURRENCY", default="EUR")
 # The budget check submission and approval ask (pools/capacity/budget_gate.py); "" turns
 # budgets off. A dotted path so pools need not import billing.

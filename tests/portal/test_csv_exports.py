@@ -122,6 +122,9 @@ def _exports(world) -> list[str]:
         f"/teams/{team}/dashboard/?export=spend",
         f"/costs/{team}/{month}/?export=csv",
         f"/costs/finance/{month}/?export=csv",
+        f"/costs/{team}/{month}/?export=focus",
+        f"/costs/finance/{month}/?export=focus",
+        "/api/v1/statements/focus/",
     ]
 
 
@@ -154,6 +157,13 @@ def test_every_export_escapes_hostile_names(admin_page, hostile):
         "/dashboard/?export=alerts": ["'\t=3+3", gpu],
         f"/costs/{team}/{month}/?export=csv": ["'\r=6+6", "'@SUM(1+1)"],
         f"/costs/finance/{month}/?export=csv": ["'\r=6+6", "'@SUM(1+1)"],
+        # FOCUS: the served model (SkuId), the team's name (SubAccountName), its cost centre
+        # (BillingAccountId/Name)
+        **dict.fromkeys(
+            [f"/costs/{team}/{month}/?export=focus", f"/costs/finance/{month}/?export=focus",
+             "/api/v1/statements/focus/"],
+            ["'\r=6+6", "'=HYPERLINK(\"http://x.test\",\"team\")", "'@SUM(1+1)"],
+        ),  # fmt: skip
     }
 
 
