@@ -160,9 +160,12 @@ def test_every_export_escapes_hostile_names(admin_page, hostile):
         # FOCUS: the served model (SkuId), the team's name (SubAccountName), its cost centre
         # (BillingAccountId/Name)
         **dict.fromkeys(
-            [f"/costs/{team}/{month}/?export=focus", f"/costs/finance/{month}/?export=focus",
-             "/api/v1/statements/focus/"],
-            ["'\r=6+6", "'=HYPERLINK(\"http://x.test\",\"team\")", "'@SUM(1+1)"],
+            [
+                f"/costs/{team}/{month}/?export=focus",
+                f"/costs/finance/{month}/?export=focus",
+                "/api/v1/statements/focus/",
+            ],
+            ["'\r=6+6", '\'=HYPERLINK("http://x.test","team")', "'@SUM(1+1)"],
         ),  # fmt: skip
     }
 
