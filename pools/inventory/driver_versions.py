@@ -130,3 +130,21 @@ def cuda_supported(
         # Drivers stay backward compatible with older toolkits.
         return True if best is not None else None
     return best is not None and best >= need
+
+
+def cuda_beyond_table(
+    driver: str | None, reported_cuda: str | None, table: Iterable[Mapping[str, Any]]
+) -> tuple[tuple[int, int], tuple[int, int] | None] | None:
+    """``(reported, known)`` when nvidia-smi's reported CUDA for ``driver`` is newer than the
+    highest CUDA ``table`` gives that driver (``known``; None when the driver is older than
+    every row): the table is out of date. None when it is not, or either input is unknown or
+    unreadable (a placeholder, garbage). ``"610.10"``, ``"13.3"`` against a table ending at 13.2
+    → ``((13, 3), (13, 2))``."""
+    try:
+        reported = parse_cuda_version(reported_cuda)
+        known = max_cuda_for_driver(driver or "", table)
+    except ValueError:
+        return None
+    if reported is None or (known is not None and reported <= known):
+        return None
+    return reported, known

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
+from pathlib import Path
 
 from django import forms
 from django.conf import settings
@@ -21,7 +22,12 @@ class InventoryUploadForm(forms.Form):
     source = forms.ChoiceField(choices=InventorySource.choices)
     file = forms.FileField(
         help_text="nvidia-smi capture (-L, -q, -q -x or --query-gpu CSV), "
-        "slurmrestd /nodes JSON, or kubectl get nodes -o json/yaml."
+        "slurmrestd /nodes JSON, or kubectl get nodes -o json/yaml.",
+        # hx-preserve: the answer swaps the form's fields, and a browser cannot refill a file
+        # input, so the chosen file is kept across an error; the node name is suggested from it
+        widget=forms.ClearableFileInput(
+            attrs={"hx-preserve": "true", "data-node-from-file": "id_node"}
+        ),
     )
     node = forms.CharField(
         required=False,
@@ -50,8 +56,26 @@ class InventoryUploadForm(forms.Form):
     def clean(self):
         data = super().clean()
         if data.get("source") == InventorySource.NVIDIA_SMI and not data.get("node"):
-            self.add_error("node", "nvidia-smi output needs the name of the node it came from.")
+            message = "nvidia-smi output needs the name of the node it came from."
+            suggested = _node_from_filename(getattr(data.get("file"), "name", ""))
+            if suggested:
+                # shown filled in: one click on Import accepts it
+                self.data = self.data.copy()
+                self.data["node"] = suggested
+                message += f" Suggested from the file name: {suggested} — check it and import."
+            self.add_error("node", message)
         return data
+
+
+def _node_from_filename(name: str) -> str | None:
+    """The file name without its extension when that is a valid host name (``gpu-a100-01.txt``
+    → ``gpu-a100-01``), as ``import_inventory --node-from-filename`` takes it; else None."""
+    stem = Path(name).stem
+    try:
+        hostname_validator(stem)
+    except forms.ValidationError:
+        return None
+    return stem or None
 
 
 class AliasMapForm(forms.Form):

@@ -23,6 +23,8 @@ from pools.choices import (
     QuotaBackend,
     Scheduler,
 )
+from pools.inventory.catalogue import load_cuda_driver_table
+from pools.inventory.driver_versions import cuda_beyond_table
 from pools.validators import (
     MAX_AUTO_APPROVE_DAYS,
     MAX_REQUEST_CARDS,
@@ -224,6 +226,16 @@ class Node(models.Model):
 
     def __str__(self) -> str:
         return self.hostname
+
+    @property
+    def cuda_table_behind(self) -> str | None:
+        """The CUDA version the node reports when it is newer than NVIDIA's table in the
+        portal (``catalogue/cuda_drivers.json``) gives its driver — the table needs updating,
+        and the driver group's "CUDA ≤" shows the older figure; else None."""
+        beyond = cuda_beyond_table(
+            self.driver_version, self.cuda_version or None, load_cuda_driver_table()
+        )
+        return None if beyond is None else "{}.{}".format(*beyond[0])
 
 
 # Which cards the capacity invariant counts as whole cards: ONE rule, read by every count

@@ -78,3 +78,27 @@ def test_mapping_an_unrecognised_model(signed_in, live_server):
     page.click("button:has-text('Map')")
     expect(page.locator(".messages")).to_contain_text("2 cards recognised")
     expect(page.locator("tbody")).to_contain_text("Every card in the fleet matches the catalogue.")
+
+
+def test_the_file_suggests_the_node_and_stays_chosen_after_an_error(
+    signed_in, live_server, tmp_path
+):
+    """Choosing ``gpu-a100-01.csv`` fills the empty node field with ``gpu-a100-01``; after an
+    answer with an error (a node name with a space) the file is still chosen (hx-preserve), so
+    correcting the name and importing again needs no second trip to the file picker."""
+    from factories import nvidia_smi_csv
+
+    capture = tmp_path / "gpu-a100-01.csv"
+    capture.write_bytes(nvidia_smi_csv(2))
+    page = signed_in
+    page.goto(f"{live_server.url}/inventory/import/")
+    page.select_option("select[name=source]", "nvidia-smi")
+    page.set_input_files("input[name=file]", str(capture))
+    expect(page.locator("input[name=node]")).to_have_value("gpu-a100-01")
+    page.fill("input[name=node]", "gpu a100")
+    page.click("main button[type=submit]")
+    expect(page.locator(".errorlist")).to_contain_text("A node name is letters")
+    assert page.eval_on_selector("input[name=file]", "e => e.files.length") == 1
+    page.fill("input[name=node]", "gpu-a100-01")
+    page.click("main button[type=submit]")
+    expect(page.locator("#report")).to_contain_text("1 created")

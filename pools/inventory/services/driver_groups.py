@@ -10,7 +10,8 @@ from pools.inventory.models import DriverGroup
 
 
 @lru_cache(maxsize=1)
-def _cuda_table() -> tuple[dict, ...]:
+def cuda_driver_table() -> tuple[dict, ...]:
+    """The rows of NVIDIA's CUDA/driver table (``catalogue/cuda_drivers.json``), read once."""
     return tuple(load_cuda_driver_table())
 
 
@@ -30,7 +31,7 @@ def driver_group_for_version(driver_version: str) -> DriverGroup | None:
     changed = False
     if not group.min_driver_version or version < parse_driver_version(group.min_driver_version):
         group.min_driver_version = driver_version
-        cuda = max_cuda_for_driver(driver_version, _cuda_table())
+        cuda = max_cuda_for_driver(driver_version, cuda_driver_table())
         group.max_cuda = f"{cuda[0]}.{cuda[1]}" if cuda else ""
         changed = True
     if not group.max_driver_version or version > parse_driver_version(group.max_driver_version):

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pools.choices import GpuHealth, NodeState, Scheduler
-from pools.inventory.driver_versions import parse_driver_version
+from pools.inventory.driver_versions import cuda_beyond_table, parse_driver_version
 from pools.inventory.gpu_names import is_truncated_name
 from pools.inventory.models import Gpu, Node, Pool
-from pools.inventory.services.driver_groups import driver_group_for_version
+from pools.inventory.services.driver_groups import cuda_driver_table, driver_group_for_version
 from pools.inventory.services.gpu_models import GpuModelResolver
 from scheduler_adapters.types import GpuSnapshot, InventorySource, NodeSnapshot, ParseIssue
 
@@ -26,6 +26,13 @@ _SCHEDULER_OF_SOURCE = {
 # Publishers of captures mask identifiers by zeroing them; an all-zero UUID is never issued by
 # NVML, so it names no card and must not take part in uniqueness checks.
 _MASKED_UUID = re.compile(r"^(GPU|MIG)-[0-]+$", re.IGNORECASE)
+# ...or by numbering them: MIG-00000001-0000-0000-0000-000000000001 in a published H100 MIG
+# capture, the same on every node it is imported for. NVML's MIG UUIDs are random 128-bit
+# values: 24 or more zero hex digits out of 32 happen by chance with probability
+# C(32,24)·(1/16)^24 ≈ 1e-22, so such a MIG UUID is a placeholder. (GPU UUIDs keep the
+# all-zero rule: a GPU UUID held by two nodes is refused outright by the import.)
+_PLACEHOLDER_ZEROS = 24
+_MIG_UUID_HEX = re.compile(r"^MIG-((?:[0-9a-f]{8})(?:-[0-9a-f]{4}){3}-[0-9a-f]{12})$", re.I)
 
 
 # The node columns an import sets: compared to see whether a node changed, and written back.
@@ -93,6 +100,22 @@ class NodePlan:
     reindexed: list[Gpu] = field(default_factory=list)
     mig: list[tuple[Gpu, list[tuple]]] = field(default_factory=list)
     warnings: list[ParseIssue] = field(default_factory=list)
+    field_changes: list[str] = field(default_factory=list)
+
+    @property
+    def changes(self) -> list[str]:
+        """What an update changed, in words (empty for a new or unchanged node): each node
+        field that differs (``driver_version 535.129.03 → 550.54.15``, ``labels changed``),
+        then the GPU rows added, changed and gone and the cards whose MIG slices changed."""
+        if self.created:
+            return []
+        counts = (
+            (len(self.new_gpus), "GPU(s) added"),
+            (len(self.changed_gpus), "GPU(s) changed"),
+            (len(self.gone_gpu_ids), "GPU(s) no longer reported"),
+            (len(self.mig), "card(s) with new MIG slices"),
+        )
+        return self.field_changes + [f"{n} {what}" for n, what in counts if n]
 
     @property
     def outcome(self) -> str:
@@ -102,15 +125,45 @@ class NodePlan:
         return "updated" if changed or self.mig else "unchanged"
 
 
+def is_placeholder_uuid(uuid: str) -> bool:
+    """Whether a GPU/MIG UUID is a masked placeholder, or a MIG UUID a numbered one (see
+    ``_PLACEHOLDER_ZEROS``)."""
+    if _MASKED_UUID.match(uuid):
+        return True
+    match = _MIG_UUID_HEX.match(uuid)
+    return bool(match) and match.group(1).count("0") >= _PLACEHOLDER_ZEROS
+
+
 def clean_uuid(uuid: str | None) -> str | None:
-    """The UUID, or ``None`` when there is none or it is a masked placeholder."""
+    """The UUID, or ``None`` when there is none or it is a placeholder."""
     if not uuid:
         return None
-    return None if _MASKED_UUID.match(uuid) else uuid
+    return None if is_placeholder_uuid(uuid) else uuid
 
 
 def _node_values(node: Node) -> tuple:
     return tuple(getattr(node, f) for f in NODE_FIELDS)
+
+
+# Fields said as "old → new"; the others (pool, lists, mappings) as "<name> changed". The
+# driver group follows the driver version and the NVLink read time the domains: not repeated.
+_SAID_WITH_VALUES = {"scheduler", "state", "state_reason", "driver_version", "cuda_version",
+                     "gpu_replicas", "gpus_allocated"}  # fmt: skip
+_NOT_SAID = {"driver_group_id", "nvlink_read_at"}
+
+
+def _field_changes(before: tuple, after: tuple) -> list[str]:
+    said = []
+    for name, old, new in zip(NODE_FIELDS, before, after, strict=True):
+        if old == new or name in _NOT_SAID:
+            continue
+        label = name.removesuffix("_id").replace("_", " ")
+        if name in _SAID_WITH_VALUES:
+            said.append(f"{label} {old if old not in (None, '') else '—'} → "
+                        f"{new if new not in (None, '') else '—'}")  # fmt: skip
+        else:
+            said.append(f"{label} changed")
+    return said
 
 
 def _node_state(node: Node, gpu_count: int) -> dict[str, Any]:
@@ -143,16 +196,24 @@ def plan_node(
         node_changed=created or before_values != _node_values(node),
         before=before,
         after=_node_state(node, len(existing if snapshot.gpus_unknown else snapshot.gpus)),
+        field_changes=[] if created else _field_changes(before_values, _node_values(node)),
     )
     plan.warnings.extend(odd)
     if not snapshot.gpus_unknown:
         _plan_gpus(plan, existing, snapshot, run)
     for gpu in existing:
-        if gpu.uuid and _MASKED_UUID.match(gpu.uuid):
+        if gpu.uuid and is_placeholder_uuid(gpu.uuid):
             gpu.uuid = None
+    plan.warnings.extend(_placeholder_warnings(snapshot))
+    plan.warnings.extend(_cuda_table_behind(snapshot))
+    return plan
+
+
+def _placeholder_warnings(snapshot: NodeSnapshot) -> list[ParseIssue]:
+    found = []
     for snap in snapshot.gpus:
         if snap.uuid and clean_uuid(snap.uuid) is None:
-            plan.warnings.append(
+            found.append(
                 ParseIssue(
                     f"GPU {snap.index}: UUID {snap.uuid} is a masked placeholder; "
                     "stored as unknown",
@@ -160,7 +221,38 @@ def plan_node(
                     node=snapshot.hostname,
                 )
             )
-    return plan
+        masked = [m.uuid for m in snap.mig_devices if m.uuid and clean_uuid(m.uuid) is None]
+        if masked:
+            found.append(
+                ParseIssue(
+                    f"GPU {snap.index}: {len(masked)} MIG device UUID(s) are placeholders, "
+                    f"masked or numbered, not issued by NVML ({masked[0]}…); stored as unknown",
+                    field="uuid",
+                    node=snapshot.hostname,
+                )
+            )
+    return found
+
+
+def _cuda_table_behind(snapshot: NodeSnapshot) -> list[ParseIssue]:
+    """A warning when the node reports a CUDA version newer than the portal's CUDA table gives
+    its driver (NVIDIA's release notes, ``catalogue/cuda_drivers.json``): the table is out of
+    date, and the driver group shows the older figure until it is updated."""
+    beyond = cuda_beyond_table(snapshot.driver_version, snapshot.cuda_version, cuda_driver_table())
+    if beyond is None:
+        return []
+    reported, known = beyond
+    table = "no CUDA version" if known is None else f"CUDA {known[0]}.{known[1]}"
+    return [
+        ParseIssue(
+            f"driver {snapshot.driver_version} reports CUDA {reported[0]}.{reported[1]}, newer "
+            f"than the portal's CUDA table knows for it ({table}): the table "
+            "(pools/inventory/catalogue/cuda_drivers.json) needs NVIDIA's newer release notes; "
+            "until then its driver group shows the older figure",
+            field="cuda_version",
+            node=snapshot.hostname,
+        )
+    ]
 
 
 # No GPU has (yet) a TiB of memory; a larger reading is a unit slip or garbage.

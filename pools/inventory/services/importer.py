@@ -9,6 +9,7 @@ at all, and the report says which nodes were created, updated, unchanged or reje
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -61,6 +62,7 @@ class ImportReport:
     issues: list[ParseIssue] = field(default_factory=list)
     warnings: list[ParseIssue] = field(default_factory=list)
     gpus_seen: int = 0
+    changes: dict[str, list[str]] = field(default_factory=dict)
     record_id: int | None = None
     overcommitted: list[dict[str, Any]] = field(default_factory=list)
 
@@ -78,6 +80,7 @@ class ImportReport:
             "unchanged": self.unchanged,
             "rejected": self.rejected,
             "gpus_seen": self.gpus_seen,
+            "changes": self.changes,
             "issues": [_issue_dict(i) for i in self.issues],
             "warnings": [_issue_dict(i) for i in self.warnings],
             "overcommitted": self.overcommitted,
@@ -188,6 +191,8 @@ def _record(report: ImportReport, outcome: tuple[list, list]) -> None:
         report.issues.append(issue)
     for plan in plans:
         getattr(report, plan.outcome).append(plan.node.hostname)
+        if plan.outcome == "updated":
+            report.changes[plan.node.hostname] = plan.changes
         report.gpus_seen += len(plan.new_gpus) + len(plan.changed_gpus) + len(plan.seen_gpu_ids)
         report.warnings.extend(plan.warnings)
 
@@ -306,8 +311,48 @@ def _write_chunk(snapshots: list[NodeSnapshot], run: ImportRun) -> tuple[list[No
         held.update({u: snapshot.hostname for u in uuids})
         node = nodes.get(snapshot.hostname)
         plans.append(plan_node(node, gpus_by_node.get(node.pk, []) if node else [], snapshot, run))
+    _drop_duplicate_mig_uuids(plans)
     _write_plans(plans, run)
     return plans, rejected
+
+
+def _drop_duplicate_mig_uuids(plans: list[NodePlan]) -> None:
+    """A MIG UUID names one slice of one card: one reported by two cards of this chunk, or
+    already stored for a card not rewritten here, is stored as unknown on the card being
+    written, with a warning (as placeholders are). One query."""
+    reporters: dict[str, list[Gpu]] = defaultdict(list)
+    for plan in plans:
+        for gpu, rows in plan.mig:
+            for row in rows:
+                if row[1]:
+                    reporters[row[1]].append(gpu)
+    if not reporters:
+        return
+    rewritten = [gpu.pk for plan in plans for gpu, _ in plan.mig if gpu.pk]
+    elsewhere = set(
+        MigDevice.objects.filter(uuid__in=list(reporters))
+        .exclude(gpu_id__in=rewritten)
+        .values_list("uuid", flat=True)
+    )
+    twice = {u for u, gpus in reporters.items() if len(gpus) > 1 or u in elsewhere}
+    if not twice:
+        return
+    for plan in plans:
+        kept = []
+        for gpu, rows in plan.mig:
+            dropped = [row[1] for row in rows if row[1] in twice]
+            if dropped:
+                plan.warnings.append(
+                    ParseIssue(
+                        f"GPU {gpu.index}: {len(dropped)} MIG device UUID(s) are also reported "
+                        f"by another card ({dropped[0]}…); stored as unknown",
+                        field="uuid",
+                        node=plan.node.hostname,
+                    )
+                )
+                rows = [(r[0], "" if r[1] in twice else r[1], *r[2:]) for r in rows]
+            kept.append((gpu, rows))
+        plan.mig = kept
 
 
 def _too_many_cards(snapshot: NodeSnapshot) -> ParseIssue:

@@ -63,6 +63,8 @@ class Command(BaseCommand):
             f"{len(report.unchanged)} unchanged, {len(report.rejected)} rejected, "
             f"{report.gpus_seen} GPUs"
         )
+        for hostname, said in report.changes.items():
+            self.stdout.write(f"  updated {hostname}: {'; '.join(said) or 'seen again'}")
         for issue in report.issues:
             self.stdout.write(f"  error: {issue}")
         for warning in report.warnings:

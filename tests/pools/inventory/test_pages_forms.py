@@ -67,7 +67,11 @@ def test_nvidia_smi_without_a_node_shows_a_field_error_and_writes_nothing(
 
     assert response.status_code == 200
     form = response.context["form"]
-    assert form.errors["node"] == ["nvidia-smi output needs the name of the node it came from."]
+    assert form.errors["node"] == [
+        "nvidia-smi output needs the name of the node it came from. "
+        "Suggested from the file name: a — check it and import."
+    ]
+    assert form["node"].value() == "a"  # filled in from a.csv
     assert response.context["report"] is None
     assert "nvidia-smi output needs the name of the node it came from." in (
         response.content.decode()
