@@ -4,6 +4,7 @@ models (:func:`sizing_plan`) with replicas, cards, monthly cost, warnings and a 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_UP, Decimal
@@ -288,6 +289,9 @@ class PlanRow:
     ``band`` is the error band of the replica's output tok/s; ``cards_pessimistic`` the cards
     if every replica serves only the band's low end (replicas re-covered at rate × low factor;
     with a concurrency, replicas hold sequences, so the count stays ``cards``).
+    ``replicas_at_peak`` cover the whole peak, ``replicas_sized`` the chosen share of it and
+    ``replicas_buffer`` the buffer on top (seeds/004 section 2.3): ``replicas`` =
+    ``replicas_sized`` + ``replicas_buffer``.
     """
 
     gpu_slug: str
@@ -308,6 +312,9 @@ class PlanRow:
     band: ErrorBand | None = None
     replicas_pessimistic: int | None = None
     cards_pessimistic: int | None = None
+    replicas_at_peak: int | None = None
+    replicas_sized: int | None = None
+    replicas_buffer: int | None = None
 
 
 @dataclass(frozen=True)
@@ -394,6 +401,8 @@ def sizing_plan(
     hours_per_month: Decimal = HOURS_PER_MONTH,
     seed_per_card_tok_s: float | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    sized_share: float = 1.0,
+    buffer_share: float = 0.0,
 ) -> SizingPlan:
     """One :class:`PlanRow` per GPU model in ``gpus``, ranked, plus the recommendation.
 
@@ -408,6 +417,9 @@ def sizing_plan(
     the free-capacity check; ``prices`` (Decimal per card-hour, per slug) gives
     ``monthly_cost``; ``seed_per_card_tok_s`` adds the seeds' rule (demand / that rate).
     ``on_progress(done, total)`` is called after each GPU model (a job reports its progress).
+    ``sized_share`` (0, 1] sizes the replicas for that share of the peak (requests/s, or
+    sequences in flight) and ``buffer_share`` >= 0 adds ceil(share x those replicas) on top
+    (seeds/004 section 2.3: carry 85 % of the peak, keep a 30 % buffer).
 
     Raises :class:`SizingInputError` for bad precision, KV dtype, engine or lengths, or a
     context above the model's maximum.
@@ -425,6 +437,18 @@ def sizing_plan(
             )
     input_len = _positive_int("input_len", input_tokens)
     output_len = _positive_int("output_len", output_tokens)
+    if not 0 < sized_share <= 1:
+        raise SizingInputError(
+            f"sized_share must be in (0, 1], got {sized_share!r}",
+            reason="out_of_range",
+            field="sized_share",
+        )
+    if not 0 <= buffer_share <= 4:
+        raise SizingInputError(
+            f"buffer_share must be in [0, 4], got {buffer_share!r}",
+            reason="out_of_range",
+            field="buffer_share",
+        )
     if input_len + output_len > model.max_context_tokens:
         raise SizingInputError(
             f"context of {input_len + output_len:,} tokens exceeds {model.name}'s maximum of "
@@ -457,6 +481,8 @@ def sizing_plan(
                 free=None if free_cards is None else free_cards.get(gpu.slug, 0),
                 price=None if prices is None else prices.get(gpu.slug),
                 hours_per_month=hours_per_month,
+                sized_share=sized_share,
+                buffer_share=buffer_share,
             )
         )
         if on_progress is not None:
@@ -509,6 +535,8 @@ def _plan_row(
     free: int | None,
     price: Decimal | None,
     hours_per_month: Decimal,
+    sized_share: float = 1.0,
+    buffer_share: float = 0.0,
 ) -> PlanRow:
     def row(**fields) -> PlanRow:
         values = {
@@ -567,21 +595,39 @@ def _plan_row(
     scored = []
     for tp, base, at_targets in options:
         chosen = at_targets or _batch_one(base, model, gpu, cached)
-        rps = chosen.requests_per_s
-        replicas = 1
+        counts = (1, 1)
         if concurrency is not None:
-            # Whole sequences per replica: batch_for_targets answers whole batches, batch 1 else.
-            replicas = -(-concurrency // max(1, int(chosen.batch)))
-        elif demand is not None:
-            replicas = replicas_for_demand(
-                peak_requests_per_s=demand.peak_requests_per_s, replica_requests_per_s=rps
+            # Whole sequences per replica: batch_for_targets answers the largest whole batch
+            # meeting the targets (batch 1 when none does); the sequences are then spread
+            # evenly and each replica is costed at the batch it really runs (issue 34: one
+            # sequence is batch 1, as ``estimate`` gives it, not the largest batch allowed).
+            most = max(1, int(chosen.batch))
+            counts = tuple(
+                -(-math.ceil(concurrency * share - 1e-9) // most) for share in (1.0, sized_share)
             )
-        scored.append((at_targets is None, replicas * tp, tp, base, chosen, replicas))
+            per_replica = -(-math.ceil(concurrency * sized_share - 1e-9) // counts[1])
+            if per_replica != chosen.batch:
+                chosen = _at_batch(base, model, gpu, cached, per_replica)
+        elif demand is not None:
+            counts = tuple(
+                replicas_for_demand(
+                    peak_requests_per_s=demand.peak_requests_per_s * share,
+                    replica_requests_per_s=chosen.requests_per_s,
+                )
+                for share in (1.0, sized_share)
+            )
+        buffer = math.ceil(counts[1] * buffer_share - 1e-9)
+        replicas = counts[1] + buffer
+        scored.append(
+            (at_targets is None, replicas * tp, tp, base, chosen, replicas, counts, buffer)
+        )
     scored.sort(key=lambda item: (item[0], item[1], item[2]))
-    missed, cards, tp, base, chosen, replicas = scored[0]
+    missed, cards, tp, base, chosen, replicas, counts, buffer = scored[0]
     if missed:
         # Nothing meets the targets: show the smallest TP that fits, not the cheapest miss.
-        missed, cards, tp, base, chosen, replicas = next(s for s in scored if s[2] == min_fit_tp)
+        missed, cards, tp, base, chosen, replicas, counts, buffer = next(
+            s for s in scored if s[2] == min_fit_tp
+        )
     warnings = list(base.warnings)
     if missed:
         warnings += _target_warnings(chosen, tpot_target_ms, ttft_target_ms)
@@ -609,14 +655,18 @@ def _plan_row(
     )
     replicas_low = replicas
     if band is not None and demand is not None and concurrency is None:
-        replicas_low = max(
-            replicas,
+        low_sized = max(
+            counts[1],
             replicas_for_demand(
-                peak_requests_per_s=demand.peak_requests_per_s,
+                peak_requests_per_s=demand.peak_requests_per_s * sized_share,
                 replica_requests_per_s=chosen.requests_per_s * band.low_factor,
             ),
         )
+        replicas_low = low_sized + math.ceil(low_sized * buffer_share - 1e-9)
     return row(
+        replicas_at_peak=counts[0],
+        replicas_sized=counts[1],
+        replicas_buffer=buffer,
         band=band,
         replicas_pessimistic=replicas_low,
         cards_pessimistic=replicas_low * tp,
@@ -639,6 +689,12 @@ def _plan_row(
 def _batch_one(
     base: ReplicaEstimate, model: ModelArch, gpu: GpuSpec, cached: int
 ) -> ThroughputEstimate:
+    return _at_batch(base, model, gpu, cached, 1)
+
+
+def _at_batch(
+    base: ReplicaEstimate, model: ModelArch, gpu: GpuSpec, cached: int, batch: int
+) -> ThroughputEstimate:
     return replica_throughput(
         model=model,
         precision=precision_parse(base.precision),
@@ -647,7 +703,7 @@ def _batch_one(
         kv_bits=base.kv_bits,
         input_tokens=base.input_tokens,
         output_tokens=base.output_tokens,
-        batch=1,
+        batch=batch,
         engine=base.engine,
         cached_input_tokens=cached,
     )

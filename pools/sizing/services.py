@@ -53,6 +53,9 @@ from pools.sizing.engines import engine_profile
 from pools.sizing.gpus import GPU_SPEC_FIELDS, GpuSpec, gpu_spec_from_fields
 from pools.sizing.inputs import DEFAULT_INPUTS, demand_of, model_arch, sizing_inputs_clean
 from pools.sizing.memory import (
+    ENGINE_OVERHEAD_BYTES,
+    RESERVE_FRACTION,
+    RESERVE_MIN_BYTES,
     kv_bytes_per_token,
     kv_cache_bits,
     kv_tokens_per_sequence,
@@ -230,6 +233,11 @@ def _row_json(
         "per_card_equivalent_tok_s": row.per_card_equivalent_tok_s,
         "replicas": row.replicas,
         "cards": row.cards,
+        # The cards as separate lines (seeds/004 section 2.3): the whole peak, the share of it
+        # sized for, and the buffer on top; cards = (sized + buffer) replicas x TP.
+        "cards_at_peak": None if row.replicas_at_peak is None else row.replicas_at_peak * row.tp,
+        "cards_sized": None if row.replicas_sized is None else row.replicas_sized * row.tp,
+        "cards_buffer": None if row.replicas_buffer is None else row.replicas_buffer * row.tp,
         # Where similar published measurements fell (pools/sizing/band.py), and the cards if
         # every replica serves only the low end of that band.
         "band": None if row.band is None else row.band.as_dict(),
@@ -422,6 +430,8 @@ def sizing_results(
         prices=prices,
         seed_per_card_tok_s=inputs["seed_per_card_tok_s"] if demand is not None else None,
         on_progress=on_progress,
+        sized_share=inputs.get("sized_share", 1.0),
+        buffer_share=inputs.get("buffer_share", 0.0),
     )
     by_slug = {spec.slug: (row, spec) for row, spec in gpus}
     pool_names = dict(Pool.objects.values_list("slug", "name"))  # people read names, not slugs
@@ -454,6 +464,13 @@ def sizing_results(
         "engine": engine_profile(inputs["engine"]).name,
         "bandwidth_efficiency": BANDWIDTH_EFFICIENCY,
         "compute_efficiency": engine_profile(inputs["engine"]).compute_efficiency,
+        # What the page's "overhead + reserve" is made of (pools/sizing/memory.py).
+        "engine_overhead_bytes": ENGINE_OVERHEAD_BYTES,
+        "reserve_fraction": RESERVE_FRACTION,
+        "reserve_min_bytes": RESERVE_MIN_BYTES,
+        "reserve_of_free": engine_profile(inputs["engine"]).reserve_of_free,
+        "sized_share": inputs.get("sized_share", 1.0),
+        "buffer_share": inputs.get("buffer_share", 0.0),
         "weights_bytes": weights_bytes(
             params=model.total_params, weight_bits=precision.weight_bits
         ),

@@ -42,6 +42,8 @@ SCALAR_INPUTS = (
     "input_weight",
     "tpot_target_ms",
     "ttft_target_ms",
+    "sized_share",
+    "buffer_share",
     "seed_per_card_tok_s",
 )
 
@@ -77,6 +79,8 @@ FIELD_LABELS = {
     "input_weight": "Input-token weight",
     "tpot_target_ms": "TPOT target",
     "ttft_target_ms": "TTFT target",
+    "sized_share": "Size for this share of the peak",
+    "buffer_share": "Buffer on top",
     "seed_per_card_tok_s": "Seed's per-card tok/s",
     "gpu_models": "GPU models",
     "prices": "Prices",

@@ -136,3 +136,75 @@ def test_the_default_70b_case_ends_in_a_submitted_request_for_capacity(browser, 
     page.click("button[name=accept]")
     expect(page.locator("h2")).to_contain_text("Accepted: capacity planned")
     expect(page.locator("body")).to_contain_text("request.accepted")
+
+
+def test_a_dense_custom_architecture_is_sized_with_its_moe_fields_left_blank(
+    signed_in, live_server
+):
+    """Issue 34's first page bug: "Custom architecture…" sent the blank MoE fields and every
+    dense model failed "Enter a whole number". Starting from the Llama-3.1-8B preset (dense:
+    the experts fields stay blank) the page must size it. Llama-3.1-8B's config
+    (meta-llama/Llama-3.1-8B config.json): 32 layers x 8 KV heads x 128 head dim x 2 (K, V)
+    x 2 B (FP16) = 131,072 B of KV per token, the figure the KV card must show."""
+    page = signed_in
+    page.goto(f"{live_server.url}/sizing/")
+    page.select_option("select[name=model]", "llama3_8b")
+    expect(page.locator("#results")).to_contain_text("Llama-3.1-8B")
+    page.select_option("select[name=model]", "custom")
+    expect(page.locator("input[name='custom_model.num_layers']")).to_have_value("32")
+    expect(page.locator("input[name='custom_model.num_experts']")).to_have_value("")
+    expect(page.locator("#results")).to_contain_text("Llama-3.1-8B (modified)")
+    expect(page.locator("#results .sizing-errors")).to_have_count(0)
+    expect(page.locator("#results")).not_to_contain_text("Enter a whole number")
+    expect(page.locator("#results")).to_contain_text("131,072 B")
+    expect(page.locator("tr[data-gpu=h100_sxm] td.cards-cell")).to_have_text(re.compile(r"^\d"))
+
+
+def test_one_sequence_in_flight_is_batch_1_with_the_estimate_commands_figure(
+    signed_in, live_server
+):
+    """Issue 34's second page bug: *Sequences in flight* rows showed the largest batch that met
+    the targets (67) instead of the sequences entered. One sequence must read batch 1 and the
+    rate ``manage.py estimate`` gives for the same configuration (Llama-3.1-8B BF16, FP16 KV,
+    1,000 in / 200 out, one H100 SXM, one sequence)."""
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command(
+        "estimate",
+        json_file="-",
+        stdin=io.StringIO(
+            json.dumps(
+                {
+                    "model": "llama3_8b",
+                    "gpu": "h100_sxm",
+                    "tp": 1,
+                    "precision": "BF16",
+                    "kv_cache_dtype": "FP16",
+                    "input_len": 1000,
+                    "output_len": 200,
+                    "concurrency": 1,
+                }
+            )  # fmt: skip
+        ),
+        stdout=out,
+    )
+    command = json.loads(out.getvalue())
+    assert command["batch"] == 1
+
+    page = signed_in
+    page.goto(
+        f"{live_server.url}/sizing/?model=llama3_8b&precision=BF16&kv_cache_dtype=FP16"
+        "&engine=vllm&input_len=1000&output_len=200&demand_kind=concurrency&concurrency=1"
+        "&tpot_target_ms=50&ttft_target_ms=1000"
+    )
+    row = page.locator("tr[data-gpu=h100_sxm]")
+    expect(row.locator("td.tp-cell")).to_have_text("1 × 1")
+    expect(row.locator("td.batch-cell")).to_have_text("1")
+    expect(row.locator(".rate-cell")).to_have_text(f"{command['output_tok_s_total']:,.1f}")
+    # ten sequences: still one replica of TP 1, now at batch 10, not the largest batch allowed
+    page.fill("input[name=concurrency]", "10")
+    expect(row.locator("td.batch-cell")).to_have_text("10")
