@@ -500,9 +500,7 @@ def _given(raw: Mapping[str, Any]) -> dict[str, Any]:
     elif isinstance(data.get("custom_model"), Mapping):
         # A blank architecture field is "not given" as a top-level one is: the page sends the
         # MoE / MLA / sliding-window fields blank for a dense model (issue 34).
-        data["custom_model"] = {
-            k: v for k, v in data["custom_model"].items() if not is_blank(v)
-        }
+        data["custom_model"] = {k: v for k, v in data["custom_model"].items() if not is_blank(v)}
     return data
 
 
