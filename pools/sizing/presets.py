@@ -73,13 +73,63 @@ class ModelArch:
     tie_word_embeddings: bool = False
     hf_repo: str = ""
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    num_shared_experts: int = 0
+    first_k_dense_layers: int = 0
+    dense_intermediate_size: int | None = None
+    moe_layer_interval: int = 1
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    sliding_window_layers: int | None = None
 
     def __post_init__(self) -> None:
         for name in _POSITIVE_FIELDS:
             _require_positive_int(name, getattr(self, name))
-        for name in ("num_experts", "experts_per_token", "sliding_window_tokens"):
+        for name in (
+            "num_experts",
+            "experts_per_token",
+            "sliding_window_tokens",
+            "dense_intermediate_size",
+            "kv_lora_rank",
+            "qk_rope_head_dim",
+            "moe_layer_interval",
+        ):
             if getattr(self, name) is not None:
                 _require_positive_int(name, getattr(self, name))
+        for name in ("num_shared_experts", "first_k_dense_layers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise SizingInputError(
+                    f"{name} must be a whole number >= 0, got {value!r}",
+                    reason="not_positive",
+                    field=name,
+                )
+        if self.first_k_dense_layers > self.num_layers:
+            raise SizingInputError(
+                f"first_k_dense_layers ({self.first_k_dense_layers}) cannot exceed num_layers "
+                f"({self.num_layers})",
+                reason="inconsistent",
+                field="first_k_dense_layers",
+            )
+        if (self.kv_lora_rank is None) != (self.qk_rope_head_dim is None):
+            raise SizingInputError(
+                "kv_lora_rank and qk_rope_head_dim go together (multi-head latent attention)",
+                reason="inconsistent",
+                field="qk_rope_head_dim" if self.kv_lora_rank else "kv_lora_rank",
+            )
+        if self.sliding_window_layers is not None:
+            if self.sliding_window_tokens is None:
+                raise SizingInputError(
+                    "sliding_window_layers needs sliding_window",
+                    reason="inconsistent",
+                    field="sliding_window_layers",
+                )
+            if not 0 <= self.sliding_window_layers <= self.num_layers:
+                raise SizingInputError(
+                    f"sliding_window_layers must be 0 to num_layers ({self.num_layers}), got "
+                    f"{self.sliding_window_layers!r}",
+                    reason="inconsistent",
+                    field="sliding_window_layers",
+                )
         if self.num_attention_heads % self.num_kv_heads:
             raise SizingInputError(
                 "num_attention_heads must be a multiple of num_kv_heads "
@@ -101,9 +151,18 @@ class ModelArch:
             )
         if self.active_params > self.total_params:
             raise SizingInputError(
-                "active_params cannot exceed total_params",
+                f"active_params ({self.active_params:,}) cannot exceed total_params "
+                f"({self.total_params:,})",
                 reason="inconsistent",
-                field="active_params",
+                field="total_params",
+            )
+        if self.expert_params >= self.total_params:
+            raise SizingInputError(
+                f"the routed experts alone ({self.expert_params:,} parameters: MoE layers x "
+                f"experts x 3 x hidden x intermediate) exceed total_params "
+                f"({self.total_params:,})",
+                reason="inconsistent",
+                field="total_params",
             )
 
     @classmethod
@@ -123,9 +182,19 @@ class ModelArch:
         num_experts: int | None = None,
         experts_per_token: int | None = None,
         total_params: int | None = None,
+        active_params: int | None = None,
         tie_word_embeddings: bool = False,
         qkv_bias: bool = False,
         sliding_window_tokens: int | None = None,
+        sliding_window_layers: int | None = None,
+        num_shared_experts: int | None = None,
+        first_k_dense_layers: int | None = None,
+        dense_intermediate_size: int | None = None,
+        moe_layer_interval: int | None = None,
+        kv_lora_rank: int | None = None,
+        qk_rope_head_dim: int | None = None,
+        q_lora_rank: int | None = None,
+        v_head_dim: int | None = None,
         hf_repo: str = "",
         sources: dict[str, str] | None = None,
     ) -> ModelArch:
@@ -133,10 +202,12 @@ class ModelArch:
         counted by :func:`model_params_from_config` — the one way presets and custom models are
         built.
 
-        A given ``total_params`` (a published count) is kept: a dense model's active parameters
-        are then the total, a mixture of experts' are counted from the config and capped at the
-        total. ``qkv_bias`` only enters the count. Raises :class:`SizingInputError` as the
-        class does for an inconsistent config.
+        A given ``total_params`` / ``active_params`` (published counts) are kept; one not given
+        is counted: a dense model's active parameters are its total, a mixture of experts' are
+        counted from the config (capped at the total). ``qkv_bias``, ``q_lora_rank`` and
+        ``v_head_dim`` only enter the count. A mixture of experts (``num_experts`` > 1) with
+        ``num_experts`` 1 or ``experts_per_token`` absent is read as dense when both are
+        absent. Raises :class:`SizingInputError` as the class does for an inconsistent config.
         """
         config = {
             "num_layers": num_layers,
@@ -149,13 +220,20 @@ class ModelArch:
             "tie_word_embeddings": tie_word_embeddings,
             "num_experts": num_experts,
             "experts_per_token": experts_per_token,
+            "num_shared_experts": num_shared_experts or 0,
+            "first_k_dense_layers": first_k_dense_layers or 0,
+            "dense_intermediate_size": dense_intermediate_size,
+            "moe_layer_interval": moe_layer_interval or 1,
+            "kv_lora_rank": kv_lora_rank,
+            "qk_rope_head_dim": qk_rope_head_dim,
         }
-        active_params = total_params
+        counted_total, counted_active = model_params_from_config(
+            **config, qkv_bias=qkv_bias, q_lora_rank=q_lora_rank, v_head_dim=v_head_dim
+        )
         if total_params is None:
-            total_params, active_params = model_params_from_config(**config, qkv_bias=qkv_bias)
-        elif num_experts:
-            _, active_params = model_params_from_config(**config, qkv_bias=qkv_bias)
-            active_params = min(active_params, total_params)
+            total_params = counted_total
+        if active_params is None:
+            active_params = min(counted_active, total_params) if num_experts else total_params
         return cls(
             id=id,
             name=name,
@@ -164,6 +242,7 @@ class ModelArch:
             total_params=total_params,
             active_params=active_params,
             sliding_window_tokens=sliding_window_tokens,
+            sliding_window_layers=sliding_window_layers,
             sources=dict(sources or {}),
             **config,
         )
@@ -174,14 +253,45 @@ class ModelArch:
         return self.num_experts is not None and self.num_experts > 1
 
     @property
+    def num_moe_layers(self) -> int:
+        """Layers with routed experts: every ``moe_layer_interval``-th layer after the first
+        ``first_k_dense_layers`` dense ones (DeepSeek-V3 ``first_k_dense_replace`` 3 of 61;
+        Llama-4-Maverick ``interleave_moe_layer_step`` 2: 24 of 48). 0 for a dense model."""
+        if not self.is_moe:
+            return 0
+        return (self.num_layers - self.first_k_dense_layers) // self.moe_layer_interval
+
+    @property
     def expert_params(self) -> int:
-        """Parameters in the routed experts' gated MLPs, all layers: L × E × 3 × h × I.
+        """Parameters in the routed experts' gated MLPs, all layers: MoE layers × E × 3 × h × I
+        (I per expert). Shared experts are not routed: they are read for every token, like
+        attention, and so counted with the shared weights.
 
         0 for a dense model (its MLP is counted as shared, always-read weights).
         """
         if not self.is_moe:
             return 0
-        return self.num_layers * self.num_experts * 3 * self.hidden_size * self.intermediate_size
+        return (
+            self.num_moe_layers * self.num_experts * 3 * self.hidden_size * self.intermediate_size
+        )
+
+    @property
+    def is_mla(self) -> bool:
+        """Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2): the KV cache keeps one
+        compressed latent of ``kv_lora_rank`` plus the ``qk_rope_head_dim`` rotary key per
+        token and layer instead of K and V per KV head."""
+        return self.kv_lora_rank is not None
+
+    @property
+    def window_layers(self) -> int:
+        """Layers whose KV is capped at ``sliding_window_tokens``: ``sliding_window_layers``
+        when given (gpt-oss: half of them), else all layers when a window is set (Mistral-7B-v0.1),
+        else 0."""
+        if self.sliding_window_tokens is None:
+            return 0
+        if self.sliding_window_layers is None:
+            return self.num_layers
+        return self.sliding_window_layers
 
     @property
     def attention_width(self) -> int:
@@ -202,6 +312,14 @@ def model_params_from_config(
     qkv_bias: bool = False,
     num_experts: int | None = None,
     experts_per_token: int | None = None,
+    num_shared_experts: int = 0,
+    first_k_dense_layers: int = 0,
+    dense_intermediate_size: int | None = None,
+    moe_layer_interval: int = 1,
+    kv_lora_rank: int | None = None,
+    qk_rope_head_dim: int | None = None,
+    q_lora_rank: int | None = None,
+    v_head_dim: int | None = None,
 ) -> tuple[int, int]:
     """Return ``(total_params, active_params)`` of a Llama-style decoder from its config fields.
 
@@ -215,21 +333,43 @@ def model_params_from_config(
     """
     q_width = num_attention_heads * head_dim
     kv_width = num_kv_heads * head_dim
-    attention = hidden_size * q_width + 2 * hidden_size * kv_width + q_width * hidden_size
-    if qkv_bias:
-        attention += q_width + 2 * kv_width
+    if kv_lora_rank is not None and qk_rope_head_dim is not None:
+        # Multi-head latent attention (DeepSeek-V2 paper, arXiv 2405.04434 section 2.1): Q
+        # through an optional low-rank q_lora_rank (with its norm), the joint KV down-projection
+        # h x (kv_lora_rank + rope) with its norm, the up-projection kv_lora_rank x heads x
+        # (nope + v), and O heads x v x h. ``head_dim`` = nope + rope (the query/key width).
+        value_dim = v_head_dim or head_dim - qk_rope_head_dim
+        nope = head_dim - qk_rope_head_dim
+        if q_lora_rank:
+            query = hidden_size * q_lora_rank + q_lora_rank + q_lora_rank * q_width
+        else:
+            query = hidden_size * q_width
+        attention = (
+            query
+            + hidden_size * (kv_lora_rank + qk_rope_head_dim)
+            + kv_lora_rank
+            + kv_lora_rank * num_attention_heads * (nope + value_dim)
+            + num_attention_heads * value_dim * hidden_size
+        )
+    else:
+        attention = hidden_size * q_width + 2 * hidden_size * kv_width + q_width * hidden_size
+        if qkv_bias:
+            attention += q_width + 2 * kv_width
     mlp_one = 3 * hidden_size * intermediate_size
-    experts = num_experts or 1
-    active_experts = experts_per_token or 1
-    router = hidden_size * experts if num_experts else 0
     norms = 2 * hidden_size
     embeddings = vocab_size * hidden_size * (1 if tie_word_embeddings else 2)
-    total = embeddings + num_layers * (attention + experts * mlp_one + router + norms) + hidden_size
-    active = (
-        embeddings
-        + num_layers * (attention + active_experts * mlp_one + router + norms)
-        + hidden_size
-    )
+    if not num_experts or num_experts <= 1:
+        layer = attention + mlp_one + norms
+        total = embeddings + num_layers * layer + hidden_size
+        return total, total
+    moe_layers = (num_layers - first_k_dense_layers) // moe_layer_interval
+    dense_layers = num_layers - moe_layers
+    dense_mlp = 3 * hidden_size * (dense_intermediate_size or intermediate_size)
+    router = hidden_size * num_experts
+    shared = num_shared_experts * mlp_one
+    common = embeddings + num_layers * (attention + norms) + dense_layers * dense_mlp + hidden_size
+    total = common + moe_layers * (router + shared + num_experts * mlp_one)
+    active = common + moe_layers * (router + shared + (experts_per_token or 1) * mlp_one)
     return total, active
 
 

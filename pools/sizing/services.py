@@ -56,9 +56,9 @@ from pools.sizing.memory import (
     ENGINE_OVERHEAD_BYTES,
     RESERVE_FRACTION,
     RESERVE_MIN_BYTES,
-    kv_bytes_per_token,
+    kv_bytes_per_sequence,
     kv_cache_bits,
-    kv_tokens_per_sequence,
+    model_kv_bytes_per_token,
     precision_parse,
     weights_bytes,
 )
@@ -199,7 +199,13 @@ def _row_json(
     batch = None if throughput is None else throughput.batch
     kv_per_replica = None
     if memory is not None and batch is not None:
-        per_sequence = memory.kv_bytes_per_token * memory.kv_tokens_per_sequence
+        # One sequence's KV counted once per replica (a TP rank's share x the ranks it is
+        # split over; MLA's latent and replicated KV heads are one copy).
+        per_sequence = (
+            memory.kv_bytes_per_sequence_per_gpu
+            * memory.kv_bytes_per_token
+            // memory.kv_bytes_per_token_per_gpu
+        )
         kv_per_replica = per_sequence * math.ceil(batch)
     return {
         "gpu_model": row.gpu_slug,
@@ -437,14 +443,9 @@ def sizing_results(
     pool_names = dict(Pool.objects.values_list("slug", "name"))  # people read names, not slugs
     precision = precision_parse(inputs["precision"])
     kv_bits = kv_cache_bits(inputs["kv_cache_dtype"])
-    per_token = kv_bytes_per_token(
-        num_layers=model.num_layers,
-        num_kv_heads=model.num_kv_heads,
-        head_dim=model.head_dim,
-        kv_bits=kv_bits,
-    )
-    per_sequence = per_token * kv_tokens_per_sequence(
-        model, inputs["input_len"] + inputs["output_len"]
+    per_token = model_kv_bytes_per_token(model, kv_bits=kv_bits)
+    per_sequence = kv_bytes_per_sequence(
+        model, context_tokens=inputs["input_len"] + inputs["output_len"], kv_bits=kv_bits
     )
     results = {
         "model": {

@@ -47,8 +47,7 @@ from pools.sizing.engines import engine_profile
 from pools.sizing.gpus import GpuSpec, cuda_core_instructions_per_s
 from pools.sizing.memory import (
     Precision,
-    kv_bytes_per_token,
-    kv_heads_per_gpu,
+    kv_bytes_per_sequence,
     kv_tokens_per_sequence,
     precision_parse,
 )
@@ -435,15 +434,14 @@ def replica_throughput(
 
     new_input = input_tokens - cached_input_tokens
     prefill_tokens_per_step = batch * new_input / output_tokens
-    kv_per_token_group = tp * kv_bytes_per_token(
-        num_layers=model.num_layers,
-        num_kv_heads=kv_heads_per_gpu(num_kv_heads=model.num_kv_heads, tp=tp),
-        head_dim=model.head_dim,
-        kv_bits=kv_bits,
+    mean_tokens = input_tokens + (output_tokens + 1) // 2
+    mean_context = kv_tokens_per_sequence(model, mean_tokens)
+    kv_read = (
+        batch
+        * tp
+        * kv_bytes_per_sequence(model, context_tokens=mean_tokens, kv_bits=kv_bits, tp=tp)
     )
-    mean_context = kv_tokens_per_sequence(model, input_tokens + (output_tokens + 1) // 2)
-    kv_read = batch * mean_context * kv_per_token_group
-    if profile.decode_kv_reads_per_query_head:
+    if profile.decode_kv_reads_per_query_head and not model.is_mla:
         # One pass over a sequence's KV per query head, not per KV head (engines.py).
         kv_read *= model.num_attention_heads // model.num_kv_heads
     request_prefill_flops = prefill_flops(
