@@ -8,6 +8,7 @@ cited per field in ``models.json``. Preset ids are the model ids of the shared s
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -409,3 +410,302 @@ def model_preset(model_id: str) -> ModelArch:
             reason="unknown_model",
             field="model",
         ) from None
+
+
+#: Architecture fields a custom model takes (page, API, ``estimate``), in the order shown.
+#: ``total_params`` / ``active_params`` blank: counted from the config. The MoE, MLA and
+#: sliding-window fields blank: dense, grouped-query attention, full attention.
+CUSTOM_ARCH_FIELDS = (
+    "num_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_kv_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "max_context_tokens",
+    "total_params",
+    "active_params",
+    "num_experts",
+    "experts_per_token",
+    "num_shared_experts",
+    "first_k_dense_layers",
+    "dense_intermediate_size",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "sliding_window_tokens",
+    "sliding_window_layers",
+)
+REQUIRED_ARCH_FIELDS = CUSTOM_ARCH_FIELDS[:8]
+
+#: Layer kinds a Hugging Face ``layer_types`` list may name that this model can cost.
+_ATTENTION_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attention"}
+
+#: ``model_type`` values of architectures with state-space, recurrent or linear-attention
+#: layers, whose memory and speed these formulas do not describe (no KV cache per token).
+UNSUPPORTED_MODEL_TYPES = {
+    "mamba": "state-space (Mamba) layers",
+    "mamba2": "state-space (Mamba-2) layers",
+    "falcon_mamba": "state-space (Mamba) layers",
+    "jamba": "state-space (Mamba) layers mixed with attention",
+    "zamba": "state-space (Mamba) layers mixed with attention",
+    "zamba2": "state-space (Mamba-2) layers mixed with attention",
+    "bamba": "state-space (Mamba-2) layers mixed with attention",
+    "nemotron_h": "state-space (Mamba-2) layers mixed with attention",
+    "falcon_h1": "state-space (Mamba-2) layers mixed with attention",
+    "granitemoehybrid": "state-space (Mamba-2) layers mixed with attention",
+    "rwkv": "recurrent (RWKV) layers",
+    "recurrent_gemma": "recurrent (Griffin) layers",
+    "qwen3_next": "linear-attention (Gated DeltaNet) layers",
+    "minimax": "linear-attention (lightning attention) layers",
+    "minimax_m1": "linear-attention (lightning attention) layers",
+    "xlstm": "recurrent (xLSTM) layers",
+}
+
+
+def _first(config: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if config.get(key) is not None:
+            return config[key]
+    return None
+
+
+def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
+    """The custom-architecture fields (:data:`CUSTOM_ARCH_FIELDS` plus ``name``,
+    ``tie_word_embeddings``, ``qkv_bias``, ``q_lora_rank``, ``v_head_dim``,
+    ``moe_layer_interval``) read from a Hugging Face ``config.json`` (a dict).
+
+    Read directly, by the names the transformers configurations use: ``num_hidden_layers``,
+    ``hidden_size``, ``num_attention_heads``, ``num_key_value_heads`` (absent: the attention
+    heads), ``head_dim`` (absent: hidden / heads; MLA: ``qk_nope_head_dim`` +
+    ``qk_rope_head_dim``), ``intermediate_size`` (MoE: ``moe_intermediate_size`` per expert
+    where given - DeepSeek, Qwen3-MoE, GLM-4.5 - the dense layers keeping
+    ``intermediate_size``; Llama 4: ``intermediate_size`` per expert, ``intermediate_size_mlp``
+    dense), ``vocab_size``, ``max_position_embeddings``, experts from ``n_routed_experts`` /
+    ``num_experts`` / ``num_local_experts``, ``num_experts_per_tok`` / ``experts_per_token``,
+    ``n_shared_experts``, ``first_k_dense_replace``, ``interleave_moe_layer_step``,
+    ``kv_lora_rank``, ``qk_rope_head_dim``, ``sliding_window`` (ignored when
+    ``use_sliding_window`` is false, as Qwen2 does) with ``layer_types`` saying which layers
+    slide, Llama 4's ``attention_chunk_size`` on the layers ``no_rope_layers`` marks 1.
+    A multimodal config's ``text_config`` is read for the language model.
+
+    Raises :class:`SizingInputError`: ``unsupported_architecture`` (field ``config``) for
+    state-space, recurrent or linear-attention layers; ``missing`` naming the config key a
+    required field comes from; the class's own errors are raised later by
+    :meth:`ModelArch.from_config`.
+    """
+    if not isinstance(config, Mapping):
+        raise SizingInputError(
+            "a config.json must be a JSON object", reason="not_an_object", field="config"
+        )
+    name = str(_first(config, "_name_or_path") or "")
+    if isinstance(config.get("text_config"), Mapping):
+        outer = config
+        config = {**config["text_config"]}
+        config.setdefault("model_type", outer.get("model_type"))
+        config.setdefault("tie_word_embeddings", outer.get("tie_word_embeddings"))
+    model_type = str(config.get("model_type") or "").lower()
+    if model_type in UNSUPPORTED_MODEL_TYPES:
+        raise SizingInputError(
+            f"model_type {model_type!r} has {UNSUPPORTED_MODEL_TYPES[model_type]}, which this "
+            "sizing model cannot cost (it counts attention KV caches and weight streams)",
+            reason="unsupported_architecture",
+            field="config",
+        )
+    layer_types = config.get("layer_types")
+    if isinstance(layer_types, list):
+        unknown = sorted({str(t) for t in layer_types} - _ATTENTION_LAYER_TYPES)
+        if unknown:
+            raise SizingInputError(
+                f"layer_types names {', '.join(unknown)}: layers this sizing model cannot cost "
+                "(it knows full, sliding-window and chunked attention)",
+                reason="unsupported_architecture",
+                field="config",
+            )
+    missing = []
+
+    def need(field_name: str, *keys: str) -> Any:
+        value = _first(config, *keys)
+        if value is None:
+            missing.append(f"{field_name} ({' / '.join(keys)})")
+        return value
+
+    layers = need("num_layers", "num_hidden_layers", "n_layer", "num_layers")
+    hidden = need("hidden_size", "hidden_size", "n_embd", "d_model")
+    heads = need("num_attention_heads", "num_attention_heads", "n_head")
+    vocab = need("vocab_size", "vocab_size")
+    context = need("max_context_tokens", "max_position_embeddings", "max_sequence_length")
+    experts = _first(config, "n_routed_experts", "num_experts", "num_local_experts")
+    per_token = _first(config, "num_experts_per_tok", "experts_per_token", "moe_topk")
+    moe_size = _first(config, "moe_intermediate_size")
+    dense_size = _first(config, "intermediate_size_mlp")
+    if moe_size is not None:
+        intermediate = moe_size
+        dense_size = config.get("intermediate_size")
+    else:
+        intermediate = need("intermediate_size", "intermediate_size", "ffn_dim", "n_inner")
+    if missing:
+        raise SizingInputError(
+            "the config.json lacks " + "; ".join(missing),
+            reason="missing",
+            field="config",
+        )
+    kv_lora = config.get("kv_lora_rank")
+    rope = config.get("qk_rope_head_dim") if kv_lora is not None else None
+    head_dim = config.get("head_dim")
+    if kv_lora is not None and config.get("qk_nope_head_dim") is not None and rope is not None:
+        head_dim = config["qk_nope_head_dim"] + rope
+    if head_dim is None and isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
+        head_dim = hidden // heads
+    window = config.get("sliding_window")
+    if config.get("use_sliding_window") is False:
+        window = None
+    window_layers = None
+    if window is not None and isinstance(layer_types, list):
+        window_layers = sum(1 for t in layer_types if t == "sliding_attention")
+    chunk = config.get("attention_chunk_size")
+    if window is None and chunk is not None:
+        # Llama 4: chunked attention on the RoPE layers (no_rope_layers 1), full on the rest;
+        # a chunk holds at most chunk tokens of KV, as a window does.
+        window = chunk
+        flags = config.get("no_rope_layers")
+        if isinstance(flags, list) and flags:
+            window_layers = sum(1 for flag in flags if flag)
+    if experts in (0, 1):
+        experts = per_token = None
+    shared = config.get("n_shared_experts") or config.get("num_shared_experts")
+    if shared is None and model_type in ("llama4", "llama4_text") and experts:
+        shared = 1  # Llama 4's MoE layer adds one shared expert (Llama4TextMoe.shared_expert)
+    first_dense = _first(config, "first_k_dense_replace")
+    interval = _first(config, "interleave_moe_layer_step", "decoder_sparse_step")
+    bias = config.get("attention_bias")
+    if bias is None:
+        bias = model_type.startswith("qwen2")
+    return {
+        "name": name.rsplit("/", 1)[-1] or "Custom model",
+        "num_layers": layers,
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "num_kv_heads": _first(config, "num_key_value_heads", "num_kv_heads") or heads,
+        "head_dim": head_dim,
+        "intermediate_size": intermediate,
+        "vocab_size": vocab,
+        "max_context_tokens": context,
+        "total_params": None,
+        "active_params": None,
+        "num_experts": experts,
+        "experts_per_token": per_token if experts else None,
+        "num_shared_experts": shared if experts else None,
+        "first_k_dense_layers": first_dense if experts else None,
+        "dense_intermediate_size": dense_size if experts else None,
+        "moe_layer_interval": interval if experts else None,
+        "kv_lora_rank": kv_lora,
+        "qk_rope_head_dim": rope,
+        "q_lora_rank": config.get("q_lora_rank") if kv_lora is not None else None,
+        "v_head_dim": config.get("v_head_dim") if kv_lora is not None else None,
+        "sliding_window_tokens": window,
+        "sliding_window_layers": window_layers,
+        "tie_word_embeddings": bool(config.get("tie_word_embeddings") or False),
+        "qkv_bias": bool(bias),
+    }
+
+
+#: Keys a custom model may give besides :data:`CUSTOM_ARCH_FIELDS` (they only enter the
+#: parameter count or come from a config.json).
+_EXTRA_ARCH_KEYS = (
+    "tie_word_embeddings",
+    "qkv_bias",
+    "q_lora_rank",
+    "v_head_dim",
+    "moe_layer_interval",
+)
+
+
+def custom_arch_errors(fields: Mapping[str, Any]) -> dict[str, str]:
+    """Every inconsistency of a custom architecture at once, ``{field: message}`` (empty when
+    none): experts per token above the experts, or one without the other; KV heads that do not
+    divide the attention heads; active parameters above the total; MLA's two fields apart;
+    first dense layers or sliding layers beyond the layers. Fields not given are not checked.
+    """
+    errors: dict[str, str] = {}
+
+    def number(name: str) -> int | None:
+        value = fields.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    experts, per_token = number("num_experts"), number("experts_per_token")
+    if experts is not None and per_token is not None and per_token > experts:
+        errors["experts_per_token"] = (
+            f"{per_token} experts per token is more than the {experts} experts."
+        )
+    elif experts is not None and experts > 1 and per_token is None:
+        errors["experts_per_token"] = "A mixture of experts needs its experts per token."
+    elif per_token is not None and experts is None:
+        errors["num_experts"] = "Experts per token needs the number of experts."
+    heads, kv_heads = number("num_attention_heads"), number("num_kv_heads")
+    if heads and kv_heads and heads % kv_heads:
+        errors["num_kv_heads"] = (
+            f"{kv_heads} KV heads do not divide the {heads} attention heads evenly."
+        )
+    total, active = number("total_params"), number("active_params")
+    if total is not None and active is not None and active > total:
+        errors["total_params"] = (
+            f"The total ({total:,}) is below the active parameters ({active:,})."
+        )
+    if (number("kv_lora_rank") is None) != (number("qk_rope_head_dim") is None):
+        missing = "qk_rope_head_dim" if number("kv_lora_rank") else "kv_lora_rank"
+        errors[missing] = "Latent attention (MLA) needs both kv_lora_rank and qk_rope_head_dim."
+    layers = number("num_layers")
+    for name in ("first_k_dense_layers", "sliding_window_layers"):
+        value = number(name)
+        if layers and value is not None and value > layers:
+            errors[name] = f"{value} is more than the {layers} layers."
+    if number("sliding_window_layers") is not None and number("sliding_window_tokens") is None:
+        errors["sliding_window_tokens"] = "Sliding-window layers need the window's length."
+    return errors
+
+
+def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> ModelArch:
+    """A custom architecture from its fields (:data:`CUSTOM_ARCH_FIELDS`, ``name``) and/or a
+    Hugging Face ``config`` (a dict, or its JSON text): the config's fields
+    (:func:`arch_fields_from_hf_config`), then the fields given explicitly on top.
+
+    Raises :class:`SizingInputError`: ``invalid_json`` (field ``config``) for unreadable config
+    text; the config reader's errors; ``missing`` (field named) for a required field that
+    neither gives; ``inconsistent`` with ``errors`` ``{field: message}`` for every
+    inconsistency :func:`custom_arch_errors` finds (``field`` the first of them).
+    """
+    if not isinstance(custom, Mapping):
+        raise SizingInputError(
+            "a custom model is an object of architecture fields", reason="not_an_object",
+            field="custom_model",
+        )  # fmt: skip
+    fields: dict[str, Any] = {}
+    config = custom.get("config")
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError as exc:
+            raise SizingInputError(
+                f"the config.json is not valid JSON: {exc}", reason="invalid_json", field="config"
+            ) from None
+    if config is not None:
+        fields.update(
+            {k: v for k, v in arch_fields_from_hf_config(config).items() if v is not None}
+        )
+    for key in (*CUSTOM_ARCH_FIELDS, *_EXTRA_ARCH_KEYS, "name"):
+        if custom.get(key) is not None:
+            fields[key] = custom[key]
+    for key in REQUIRED_ARCH_FIELDS:
+        if fields.get(key) is None:
+            raise SizingInputError(
+                f"{key} is required for a custom architecture", reason="missing", field=key
+            )
+    errors = custom_arch_errors(fields)
+    if errors:
+        first = next(iter(errors))
+        raise SizingInputError(errors[first], reason="inconsistent", field=first, errors=errors)
+    name = str(fields.pop("name", "") or "Custom model").strip()[:80] or "Custom model"
+    max_context = fields.pop("max_context_tokens")
+    arch = {key: fields[key] for key in fields if key in (*CUSTOM_ARCH_FIELDS, *_EXTRA_ARCH_KEYS)}
+    return ModelArch.from_config(id=id, name=name, max_context_tokens=max_context, **arch)
