@@ -95,7 +95,8 @@ def test_moe_memory_counts_every_expert_and_a_batch_reads_the_experts_it_touches
     """Qwen3-30B-A3B at BF16 holds all 30.5 B parameters (61 GB); one token reads the active
     3.3 B and a large batch nearly all: per MoE layer E (1 - (1 - k/E)^B) of E experts in
     expectation (k of E per token, uniform routing: the chance one expert is missed by B
-    tokens is (1 - k/E)^B). B = 16: (120/128)^16 = 0.9375^16 = 0.356074 (squared four times: 0.878906, 0.772476, 0.596719,
+    tokens is (1 - k/E)^B). B = 16: (120/128)^16 = 0.9375^16 = 0.356074 (squared four
+    times: 0.878906, 0.772476, 0.596719,
     0.356074), so 0.643926 of the routed experts are read."""
     model = model_preset("qwen3_30b_a3b")
     bf16 = precision_parse("BF16")
