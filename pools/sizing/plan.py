@@ -22,7 +22,7 @@ from pools.sizing.memory import (
     precision_parse,
     tp_degrees,
 )
-from pools.sizing.presets import ModelArch
+from pools.sizing.presets import ModelArch, custom_model_arch
 from pools.sizing.throughput import (
     ThroughputEstimate,
     batch_for_request_rate,
@@ -786,7 +786,9 @@ def estimate_from_fields(
 ) -> ReplicaEstimate:
     """:func:`estimate_replica` for a request given as a JSON-like mapping (see REQUEST_FIELDS).
 
-    ``model`` / ``gpu`` are preset and catalogue ids (``llama3_8b``, ``h100_sxm``); ``tp``
+    ``model`` / ``gpu`` are preset and catalogue ids (``llama3_8b``, ``h100_sxm``), or ``model``
+    ``custom`` with ``custom_model`` (architecture fields and/or ``config``, a Hugging Face
+    config.json object or its text: :func:`pools.sizing.presets.custom_model_arch`); ``tp``
     defaults to 1, ``gpu_count`` to ``tp``, ``precision`` to FP16, ``engine`` to vllm;
     ``concurrency`` null = saturation; ``request_rate`` (requests/s over all ``gpu_count`` cards)
     switches to an open-loop load; ``prompt_cache_hit_rate`` in [0, 1) of the input is cached.
@@ -805,7 +807,10 @@ def estimate_from_fields(
                 reason="missing",
                 field=name,
             )
-    model = presets.get(fields["model"])
+    if fields["model"] == "custom":
+        model = _custom_model(fields.get("custom_model"))
+    else:
+        model = presets.get(fields["model"])
     if model is None:
         raise SizingInputError(
             f"unknown model {fields['model']!r}; known: {', '.join(presets)}",
@@ -864,6 +869,25 @@ def estimate_from_fields(
         engine=with_fitted(profile, (engines or {}).get(profile.name)),
         cached_input_tokens=min(input_len - 1, round(input_len * hit_rate)),
     )
+
+
+def _custom_model(custom: object) -> ModelArch:
+    """``custom_model`` of a request as an architecture; its errors name
+    ``custom_model.<field>`` (and ``errors`` every field at fault)."""
+    if custom is None:
+        raise SizingInputError(
+            "model 'custom' needs custom_model: the architecture fields and/or its config.json",
+            reason="missing",
+            field="custom_model",
+        )
+    try:
+        return custom_model_arch(custom)
+    except SizingInputError as exc:
+        data = dict(exc.data)
+        data["field"] = f"custom_model.{data['field']}" if data.get("field") else "custom_model"
+        if "errors" in data:
+            data["errors"] = {f"custom_model.{k}": v for k, v in data["errors"].items()}
+        raise SizingInputError(exc.message, **data) from None
 
 
 def replica_estimate_as_dict(estimate: ReplicaEstimate) -> dict[str, object]:

@@ -696,11 +696,14 @@ def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> Model
     for key in (*CUSTOM_ARCH_FIELDS, *_EXTRA_ARCH_KEYS, "name"):
         if custom.get(key) is not None:
             fields[key] = custom[key]
-    for key in REQUIRED_ARCH_FIELDS:
-        if fields.get(key) is None:
-            raise SizingInputError(
-                f"{key} is required for a custom architecture", reason="missing", field=key
-            )
+    missing = {
+        key: f"{key} is required for a custom architecture (or give its config.json)"
+        for key in REQUIRED_ARCH_FIELDS
+        if fields.get(key) is None
+    }
+    if missing:
+        first = next(iter(missing))
+        raise SizingInputError(missing[first], reason="missing", field=first, errors=missing)
     errors = custom_arch_errors(fields)
     if errors:
         first = next(iter(errors))

@@ -57,8 +57,17 @@ CUSTOM_LABELS = {
     "vocab_size": "Vocabulary",
     "max_context_tokens": "Max context (tokens)",
     "total_params": "Total parameters (blank: counted)",
-    "num_experts": "Experts (MoE only)",
+    "active_params": "Active parameters (blank: counted)",
+    "num_experts": "Routed experts (MoE only)",
     "experts_per_token": "Experts per token (MoE)",
+    "num_shared_experts": "Shared experts (MoE)",
+    "first_k_dense_layers": "First dense layers (MoE)",
+    "dense_intermediate_size": "Dense layers' MLP size (MoE)",
+    "kv_lora_rank": "KV latent rank (MLA)",
+    "qk_rope_head_dim": "RoPE key dim (MLA)",
+    "sliding_window_tokens": "Sliding window (tokens)",
+    "sliding_window_layers": "Layers that slide (blank: all)",
+    "config": "config.json",
 }
 
 FIELD_LABELS = {
@@ -160,6 +169,8 @@ def _raw_inputs(data: QueryDict) -> dict:
     custom = {"name": data.get("custom_model.name", "")}
     for name, _required in sizing_inputs.CUSTOM_MODEL_FIELDS:
         custom[name] = data.get(f"custom_model.{name}", "")
+    # a pasted (or uploaded, read into the text box by the page's script) config.json
+    custom["config"] = data.get("custom_model.config", "")
     raw["custom_model"] = custom
     raw["prices"] = {
         key.removeprefix("prices."): value
@@ -220,6 +231,10 @@ def _decorate(results: dict) -> dict:
 def _preset_config(preset) -> dict:
     """A preset as the custom-architecture fields, so "Custom" can start from it."""
     fields = {name: getattr(preset, name) for name, _ in sizing_inputs.CUSTOM_MODEL_FIELDS}
+    if not preset.is_moe:
+        fields["num_shared_experts"] = fields["first_k_dense_layers"] = None
+    if preset.sliding_window_tokens is None or preset.sliding_window_layers is None:
+        fields["sliding_window_layers"] = None
     return {"name": f"{preset.name} (modified)", **fields}
 
 
@@ -242,6 +257,7 @@ def _page_context(request, form: dict) -> dict:
         "kv_precisions": sizing_inputs.KV_PRECISIONS,
         "engines": list(ENGINE_PROFILES),
         "demand_kinds": sizing_inputs.DEMAND_KINDS,
+        "zero_fields": sizing_inputs.ZERO_ALLOWED_ARCH_FIELDS,
         "custom_fields": [
             (name, CUSTOM_LABELS[name]) for name, _ in sizing_inputs.CUSTOM_MODEL_FIELDS
         ],

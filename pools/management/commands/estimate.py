@@ -1,7 +1,12 @@
 """``manage.py estimate --json FILE``: LLM sizing estimates for scripts (``-`` reads stdin).
 
 FILE holds one JSON object or a list of them, with the fields of the measurement rows of the shared
-sizing dataset: ``model`` (preset id, e.g. ``llama3_8b``), ``gpu`` (catalogue slug, e.g.
+sizing dataset: ``model`` (preset id, e.g. ``llama3_8b``, or ``custom`` with ``custom_model``:
+the architecture fields - num_layers, hidden_size, num_attention_heads, num_kv_heads, head_dim,
+intermediate_size, vocab_size, max_context_tokens, total_params, active_params, num_experts,
+experts_per_token, num_shared_experts, first_k_dense_layers, kv_lora_rank, qk_rope_head_dim,
+sliding_window_tokens, sliding_window_layers ... - and/or ``config`` (a Hugging Face config.json
+object or its text) or ``config_path`` (a config.json file)), ``gpu`` (catalogue slug, e.g.
 ``h100_sxm``), ``gpu_count``, ``tp``, ``precision`` (FP16, BF16, FP8, INT8, INT4, or weight-only
 INT4-AWQ / INT4-GPTQ / W8A16 / FP8-WO), ``kv_cache_dtype``, ``input_len``, ``output_len``,
 ``concurrency`` (null = saturation). Optional: ``engine`` (vllm, vllm-v0, sglang, tensorrt-llm)
@@ -98,6 +103,25 @@ def _traffic(fields: dict, result: dict, estimate) -> None:
         result["cards_needed_pessimistic"] = max(replicas, pessimistic) * estimate.tp
 
 
+def _with_config_file(fields):
+    """``custom_model.config_path``: a Hugging Face config.json on disk, read into
+    ``custom_model.config`` (an unreadable file is refused with field ``custom_model.config``)."""
+    custom = fields.get("custom_model") if isinstance(fields, dict) else None
+    if not isinstance(custom, dict) or custom.get("config_path") is None:
+        return fields
+    path = custom["config_path"]
+    try:
+        with open(str(path), encoding="utf-8") as fh:
+            config = json.load(fh, parse_constant=_refuse_constant)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise SizingInputError(
+            f"cannot read the config.json {path}: {exc}",
+            reason="unreadable_config",
+            field="custom_model.config",
+        ) from None
+    return {**fields, "custom_model": {**custom, "config": config}}
+
+
 class Command(BaseCommand):
     help = "Estimate memory, TP, throughput, TPOT and TTFT for LLM serving requests in JSON."
     stealth_options = ("stdin",)
@@ -134,6 +158,7 @@ class Command(BaseCommand):
 
     def _one(self, fields, presets, gpus) -> dict:
         try:
+            fields = _with_config_file(fields)
             estimate = estimate_from_fields(fields, presets=presets, gpus=gpus)
             result = {"input": fields, **replica_estimate_as_dict(estimate)}
             result["measured_on_fleet"] = measured_on_fleet(

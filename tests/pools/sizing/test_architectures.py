@@ -4,6 +4,9 @@ what cannot be costed refused."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from pools.sizing import SizingInputError
@@ -24,26 +27,11 @@ from pools.sizing.throughput import weight_bytes_read
 
 #: Qwen3-30B-A3B's config.json (huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json), the
 #: keys the reader uses, as published.
-QWEN3_30B_A3B = {
-    "architectures": ["Qwen3MoeForCausalLM"],
-    "model_type": "qwen3_moe",
-    "hidden_size": 2048,
-    "intermediate_size": 6144,
-    "moe_intermediate_size": 768,
-    "num_hidden_layers": 48,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 4,
-    "head_dim": 128,
-    "num_experts": 128,
-    "num_experts_per_tok": 8,
-    "decoder_sparse_step": 1,
-    "vocab_size": 151936,
-    "max_position_embeddings": 40960,
-    "tie_word_embeddings": False,
-    "attention_bias": False,
-    "use_sliding_window": False,
-    "sliding_window": None,
-}
+QWEN3_30B_A3B = json.loads(
+    (
+        Path(__file__).resolve().parents[2] / "fixtures" / "hf_configs" / "qwen3_30b_a3b.json"
+    ).read_text()
+)
 
 
 def test_a_qwen3_moe_config_reads_as_its_preset():
@@ -54,8 +42,6 @@ def test_a_qwen3_moe_config_reads_as_its_preset():
     assert custom.active_params == preset.active_params
     assert (custom.num_experts, custom.experts_per_token, custom.intermediate_size) == (128, 8, 768)
     # pasted as text, the same
-    import json
-
     assert custom_model_arch({"config": json.dumps(QWEN3_30B_A3B)}).total_params == (
         preset.total_params
     )

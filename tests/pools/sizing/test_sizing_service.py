@@ -20,7 +20,7 @@ from pools.audit.models import AuditEvent
 from pools.choices import EstimateStatus
 from pools.errors import InvalidInput, PermissionDenied
 from pools.inventory.models import GpuModel, Pool
-from pools.sizing.inputs import DEFAULT_INPUTS, sizing_inputs_clean
+from pools.sizing.inputs import CUSTOM_MODEL_FIELDS, DEFAULT_INPUTS, sizing_inputs_clean
 from pools.sizing.models import SizingEstimate
 from pools.sizing.services import (
     capacity_window,
@@ -33,6 +33,8 @@ from pools.sizing.services import (
 from pools.sizing.tasks import sizing_estimate_task
 
 pytestmark = pytest.mark.django_db
+
+DEFAULT_CUSTOM_FIELDS = [name for name, _ in CUSTOM_MODEL_FIELDS]
 
 QWEN_72B = {
     "model": "qwen2_5_72b",
@@ -435,7 +437,10 @@ def test_an_inconsistent_custom_architecture_names_the_field(fleet):
     with pytest.raises(InvalidInput) as caught:
         sizing_inputs_clean({**QWEN_72B, "model": "custom", "custom_model": custom})
 
-    assert "multiple of num_kv_heads" in caught.value.data["errors"]["custom_model.num_kv_heads"]
+    assert (
+        "do not divide the 32 attention heads"
+        in (caught.value.data["errors"]["custom_model.num_kv_heads"])
+    )
 
 
 def test_sharing_with_a_team_the_actor_is_not_in_is_refused(fleet, team, other_member):
@@ -623,4 +628,49 @@ def test_the_custom_fields_the_page_lists_are_the_serializers():
     from pools.sizing.inputs import CUSTOM_MODEL_FIELDS, CustomModelSerializer
 
     fields = CustomModelSerializer().fields
-    assert [(n, f.required) for n, f in fields.items() if n != "name"] == list(CUSTOM_MODEL_FIELDS)
+    names = [n for n in fields if n not in ("name", "config")]
+    assert names == [n for n, _ in CUSTOM_MODEL_FIELDS]
+    # without a config.json the first eight are required (checked by the serializer itself)
+    assert [n for n, required in CUSTOM_MODEL_FIELDS if required] == names[:8]
+
+
+def test_a_custom_model_from_a_pasted_config_json_with_blank_fields(fleet):
+    """The page sends every architecture field blank and the config.json pasted: the config's
+    architecture is sized. Qwen3-30B-A3B by hand: per layer attention 2,048 x 4,096 (q) + 2 x
+    2,048 x 512 (k, v) + 4,096 x 2,048 (o) = 18,874,368, norms 4,096, router 2,048 x 128 =
+    262,144, experts 128 x 3 x 2,048 x 768 = 603,979,776: 623,120,384 x 48 layers =
+    29,909,778,432; + embeddings 2 x 151,936 x 2,048 = 622,329,856 + final norm 2,048 =
+    30,532,110,336 (the model card: 30.5 B)."""
+    import json
+    from pathlib import Path
+
+    text = (
+        Path(__file__).resolve().parents[2] / "fixtures" / "hf_configs" / "qwen3_30b_a3b.json"
+    ).read_text()
+    custom = {name: "" for name in DEFAULT_CUSTOM_FIELDS} | {"name": "", "config": text}
+    inputs, results = sizing_preview(raw={**QWEN_72B, "model": "custom", "custom_model": custom})
+
+    assert results["model"]["total_params"] == 30_532_110_336
+    assert json.loads(text)["num_experts"] == 128
+
+
+def test_a_contradictory_config_json_is_refused_field_by_field(fleet):
+    import json
+    from pathlib import Path
+
+    config = json.loads(
+        (
+            Path(__file__).resolve().parents[2] / "fixtures" / "hf_configs" / "qwen3_30b_a3b.json"
+        ).read_text()
+    )
+    config |= {"num_experts_per_tok": 129, "num_key_value_heads": 5}
+    with pytest.raises(InvalidInput) as caught:
+        sizing_inputs_clean({**QWEN_72B, "model": "custom", "custom_model": {"config": config}})
+
+    errors = caught.value.data["errors"]
+    assert errors["custom_model.experts_per_token"] == (
+        "129 experts per token is more than the 128 experts."
+    )
+    assert errors["custom_model.num_kv_heads"] == (
+        "5 KV heads do not divide the 32 attention heads evenly."
+    )
