@@ -29,7 +29,7 @@ def test_changing_an_input_updates_the_table_in_place_then_request_these_cards(
     expect(l40s).to_have_class(re.compile("muted"))
     expect(page.locator("#request-cards")).to_have_count(0)
     expect(page.locator("#request-lacks")).to_contain_text(
-        "no inference pool has H100 NVL cards: ask a pool admin to host 6 of them"
+        "no inference pool has B200 SXM 180GB cards: ask a pool admin to host 2 of them"
     )
 
     page.select_option("select[name=precision]", "FP8")
@@ -44,7 +44,7 @@ def test_changing_an_input_updates_the_table_in_place_then_request_these_cards(
     expect(page.locator("p.band").first).to_contain_text("Likely between")
     # 48 L40S or 22 A100 PCIe would do, more than the pool holds (40, 8): not requestable.
     expect(page.locator("#request-cards")).to_have_count(0)
-    expect(page.locator("#request-lacks")).to_contain_text("ask a pool admin to host 3 of them")
+    expect(page.locator("#request-lacks")).to_contain_text("ask a pool admin to host 1 of them")
     assert page.evaluate("window.__sameDocument") is True
     assert "precision=FP8" in page.url  # the inputs are in the address, to share or reload
     expect(page.locator("#sizing-chart")).to_be_visible()
@@ -69,8 +69,8 @@ def test_changing_an_input_updates_the_table_in_place_then_request_these_cards(
 
 def test_the_default_70b_case_ends_in_a_submitted_request_for_capacity(browser, live_server):
     """Issue #21's dead end, on the demo fleet as bob (manager of vision) would meet it:
-    Llama-3.1-70B at the page's default load is cheapest on 6 H100 NVL (TP 2 × 3), a card no
-    inference pool has. The page says so and offers to ask for that capacity; the request form
+    Llama-3.1-70B at the page's default load is cheapest on 2 B200 (TP 1 × 2; 6 H100 NVL before
+    issue 34's catalogue), a card no inference pool has. The page says so and offers to ask for that capacity; the request form
     opens prefilled (kind, model, cards, shape, justification from the estimate), submits as it
     is, and a pool admin accepts it from the queue as a plan."""
     from django.core.management import call_command
@@ -91,15 +91,15 @@ def test_the_default_70b_case_ends_in_a_submitted_request_for_capacity(browser, 
     page.goto(f"{live_server.url}/sizing/")
     page.select_option("select[name=model]", "llama3_70b")
     expect(page.locator("#results")).to_contain_text("Llama-3.1-70B")
-    expect(page.locator("p.headline").first).to_have_text(re.compile(r"^6 × H100 NVL"))
+    expect(page.locator("p.headline").first).to_have_text(re.compile(r"^2 × B200 SXM 180GB"))
     expect(page.locator("#request-cards")).to_have_count(0)
     expect(page.locator("#request-lacks")).to_contain_text(
-        "no inference pool has H100 NVL cards: ask a pool admin to host 6 of them"
+        "no inference pool has B200 SXM 180GB cards: ask a pool admin to host 2 of them"
     )
     # the table's status codes read as words, the code and the explanation stay on the badge
     badge = page.locator("tr.warnings [data-code=not_in_inference_pools]").first
     expect(badge).to_have_text("no inference pool has it")
-    expect(badge).to_have_attribute("title", "No inference pool has H100 NVL cards.")
+    expect(badge).to_have_attribute("title", "No inference pool has B200 SXM 180GB cards.")
     # and the whole table shows at 1366 px: nothing scrolls inside its card
     wrap = page.locator("#results .table-wrap")
     assert wrap.evaluate("e => e.scrollWidth <= e.clientWidth")
@@ -108,14 +108,15 @@ def test_the_default_70b_case_ends_in_a_submitted_request_for_capacity(browser, 
     page.wait_for_url(re.compile(r"/requests/new/\?.*kind=growth"))
     expect(page.locator("input[name=kind][value=growth]")).to_be_checked()
     expect(page.locator("input[name=workload_kind][value=inference]")).to_be_checked()
-    expect(page.locator("select[name=gpu_model]")).to_have_value("h100_nvl")
+    expect(page.locator("select[name=gpu_model]")).to_have_value("b200")
     expect(page.locator("select[name=pool]")).to_have_value("")
-    expect(page.locator("input[name=card_count]")).to_have_value("6")
-    expect(page.locator("input[name=cards_per_node]")).to_have_value("2")
-    expect(page.locator("input[name=node_count]")).to_have_value("3")
+    expect(page.locator("input[name=card_count]")).to_have_value("2")
+    # TP 1: any cards, no node shape asked for
+    expect(page.locator("input[name=cards_per_node]")).to_have_value("")
+    expect(page.locator("input[name=node_count]")).to_have_value("")
     expect(page.locator("textarea[name=justification]")).to_contain_text(
-        "Serve Llama-3.1-70B for 2,000 output tok/s at peak. Sized by the portal: 6 × H100 NVL "
-        "(TP 2 × 3 replicas)"
+        "Serve Llama-3.1-70B for 2,000 output tok/s at peak. Sized by the portal: 2 × B200 SXM "
+        "180GB (TP 1 × 2 replicas)"
     )
     expect(page.locator("#growth-note")).to_contain_text("Capacity to add.")
     page.click("button[name=submit_request]")

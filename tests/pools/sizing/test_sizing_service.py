@@ -113,7 +113,7 @@ def test_qwen_72b_needs_more_l40s_than_are_free_and_the_request_goes_to_a_pool(q
     assert qwen["recommended_in_free_capacity"] is None
     # The cheapest overall (fewest cards: no prices) is a card the inference pool does not have.
     best = _row(qwen, qwen["recommended"])
-    assert best["cards"] == min(r["cards"] for r in qwen["rows"] if r["meets_targets"]) == 3
+    assert best["cards"] == min(r["cards"] for r in qwen["rows"] if r["meets_targets"]) == 1
     assert best["pool"] is None
     # What the pool offers with the fewest cards, though not free yet: 22 A100 PCIe.
     a100 = _row(qwen, "a100_80g_pcie")
@@ -122,21 +122,21 @@ def test_qwen_72b_needs_more_l40s_than_are_free_and_the_request_goes_to_a_pool(q
     # a pool can hold: the estimate ends in a request for capacity to add, for the cheapest
     # option, in no pool (none has the model), and says what it lacks.
     assert (a100["usable_cards"], _row(qwen, "l40s")["usable_cards"]) == (8, 40)
-    lacks = f"no inference pool has {best['gpu_name']} cards: ask a pool admin to host 3 of them"
+    lacks = f"no inference pool has {best['gpu_name']} cards: ask a pool admin to host 1 of them"
     assert qwen["request_lacks"] == lacks
     request = dict(qwen["request"])
     assert request.pop("justification").startswith(
-        f"Serve Qwen2.5-72B for 2,000 output tok/s at peak. Sized by the portal: 3 × "
+        f"Serve Qwen2.5-72B for 2,000 output tok/s at peak. Sized by the portal: 1 × "
         f"{best['gpu_name']} (TP {best['tp']} × {best['replicas']} replicas)"
     )
-    assert (best["tp"], best["replicas"]) == (1, 3)
+    assert (best["tp"], best["replicas"]) == (1, 1)
     assert request == {
         "basis": "capacity_to_add", "kind": "growth", "lacks": lacks,
-        "workload_kind": "inference", "gpu_model": best["gpu_model"], "card_count": 3,
+        "workload_kind": "inference", "gpu_model": best["gpu_model"], "card_count": 1,
         "pool": None, "cards_per_node": None, "node_count": None,  # TP 1: any cards
     }  # fmt: skip
     assert sizing_request_url(qwen["request"]).startswith(
-        f"/requests/new/?workload_kind=inference&gpu_model={best['gpu_model']}&card_count=3"
+        f"/requests/new/?workload_kind=inference&gpu_model={best['gpu_model']}&card_count=1"
         "&kind=growth&justification="
     )
 
@@ -393,7 +393,7 @@ def test_a_custom_architecture_counts_its_parameters_like_the_preset(fleet):
         ({"model": "gpt-5"}, "model", "Unknown model"),
         ({"precision": "FP3"}, "precision", "unknown precision"),
         ({"engine": "ollama"}, "engine", "unknown engine"),
-        ({"gpu_models": ["b200"]}, "gpu_models", "Unknown GPU models: b200"),
+        ({"gpu_models": ["z999"]}, "gpu_models", "Unknown GPU models: z999"),
         ({"prices": {"l40s": "-1"}}, "prices.l40s", "price per card-hour"),
         ({"input_len": "lots"}, "input_len", "whole number"),
         ({"tpot_target_ms": 0}, "tpot_target_ms", "(0,"),
@@ -469,7 +469,7 @@ def test_create_stores_clean_inputs_and_queues_the_job_on_commit(
     assert estimate.status == EstimateStatus.DONE and estimate.progress == 100
     # 22 A100 PCIe needed, the pool holds 8: capacity to add
     assert estimate.results["request"]["kind"] == "growth"
-    assert estimate.results["request_lacks"].startswith("no inference pool has H100 NVL")
+    assert estimate.results["request_lacks"].startswith("no inference pool has B200 SXM 180GB")
     assert estimate.finished_at is not None
     assert list(
         AuditEvent.objects.filter(object_id=str(estimate.pk)).values_list("action", flat=True)
@@ -590,10 +590,10 @@ def test_absent_targets_take_the_defaults_and_null_targets_are_not_checked(fleet
         ({"model": "custom", "custom_model": "big"},
          {"custom_model": "Give the custom architecture's fields."}),
         # an unknown slug is the field's error, a bad price the price's
-        ({"prices": {"b200": "3"}}, {"prices": "Unknown GPU model 'b200' in prices."}),
+        ({"prices": {"z999": "3"}}, {"prices": "Unknown GPU model 'z999' in prices."}),
         ({"prices": {"l40s": "lots"}}, {"prices.l40s": "A price per card-hour is 0 to 100,000."}),
         ({"prices": [1]}, {"prices": "Give prices as {GPU model slug: price per card-hour}."}),
-        ({"gpu_models": "h100_sxm, b200"}, {"gpu_models": "Unknown GPU models: b200."}),
+        ({"gpu_models": "h100_sxm, z999"}, {"gpu_models": "Unknown GPU models: z999."}),
         ({"only_free_capacity": "perhaps"}, {"only_free_capacity": "Must be a valid boolean."}),
         ({"demand_kind": "vibes"},
          {"demand_kind": "Choose one of output_rate, traffic, concurrency."}),
