@@ -70,9 +70,9 @@ def test_changing_an_input_updates_the_table_in_place_then_request_these_cards(
 def test_the_default_70b_case_ends_in_a_submitted_request_for_capacity(browser, live_server):
     """Issue #21's dead end, on the demo fleet as bob (manager of vision) would meet it:
     Llama-3.1-70B at the page's default load is cheapest on 2 B200 (TP 1 × 2; 6 H100 NVL before
-    issue 34's catalogue), a card no inference pool has. The page says so and offers to ask for that capacity; the request form
-    opens prefilled (kind, model, cards, shape, justification from the estimate), submits as it
-    is, and a pool admin accepts it from the queue as a plan."""
+    issue 34's catalogue), a card no inference pool has. The page says so and offers to ask for
+    that capacity; the request form opens prefilled (kind, model, cards, shape, justification
+    from the estimate), submits as it is, and a pool admin accepts it from the queue as a plan."""
     from django.core.management import call_command
 
     call_command("load_demo", verbosity=0)

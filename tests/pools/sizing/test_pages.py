@@ -37,7 +37,8 @@ QWEN_72B = {
     "seed_per_card_tok_s": "60",
 }
 # 22 A100 PCIe would meet the targets but the pool holds 8: no pool can hold it at 2,000 tok/s;
-# the page says what the cheapest option (one B200 since issue 34's catalogue) lacks and offers to ask for that capacity.
+# the page says what the cheapest option (one B200 since issue 34's catalogue) lacks and offers
+# to ask for that capacity.
 REQUEST_LINK = "No pool can hold it yet:</strong> no inference pool has B200 SXM 180GB cards"
 
 
