@@ -48,7 +48,17 @@ from pools.sizing.presets import (
 SEED_PER_CARD_TOK_S = 60.0
 
 #: Precisions offered on the page (the core accepts more spellings, see ``precision_parse``).
-WEIGHT_PRECISIONS = ("BF16", "FP16", "FP8", "INT8", "INT4-AWQ", "INT4-GPTQ", "W8A16")
+WEIGHT_PRECISIONS = (
+    "BF16",
+    "FP16",
+    "FP8",
+    "INT8",
+    "NVFP4",
+    "MXFP4",
+    "INT4-AWQ",
+    "INT4-GPTQ",
+    "W8A16",
+)
 KV_PRECISIONS = ("FP16", "BF16", "FP8", "INT8")
 
 DEMAND_KINDS = {

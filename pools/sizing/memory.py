@@ -73,10 +73,38 @@ _PRECISIONS = {
     "AWQ": Precision("INT4-AWQ", 4, "fp16", True),
     "INT4-GPTQ": Precision("INT4-GPTQ", 4, "fp16", True),
     "GPTQ": Precision("INT4-GPTQ", 4, "fp16", True),
+    # Block-scaled 4-bit floats (FP4 E2M1 elements): NVFP4 keeps one FP8 E4M3 scale per 16
+    # elements (4.5 bits per weight), MXFP4 (OCP Microscaling v1.0) one E8M0 scale per 32
+    # (4.25 bits). Blackwell tensor cores multiply them natively (compute "fp4"); on Hopper
+    # and Ampere they run de-quantised to 16 bit (``MXFP4-WO``, vLLM's Marlin MXFP4 path for
+    # gpt-oss), see ``pools.sizing.throughput.precision_on_gpu``.
+    "NVFP4": Precision("NVFP4", 4, "fp4", False),
+    "MXFP4": Precision("MXFP4", 4, "fp4", False),
+    "FP4": Precision("NVFP4", 4, "fp4", False),
+    "MXFP4-WO": Precision("MXFP4-WO", 4, "fp16", True),
+    "NVFP4-WO": Precision("NVFP4-WO", 4, "fp16", True),
+}
+
+#: Scale bits per weight of the block-scaled FP4 formats: NVFP4 8-bit scale / 16 elements,
+#: MXFP4 8-bit scale / 32 (NVIDIA "Introducing NVFP4" technical blog, 2025; OCP Microscaling
+#: Formats (MX) Specification v1.0, section 5: block size 32, E8M0 shared scale).
+FP4_SCALE_BITS_PER_WEIGHT = {
+    "NVFP4": 8 / 16,
+    "NVFP4-WO": 8 / 16,
+    "MXFP4": 8 / 32,
+    "MXFP4-WO": 8 / 32,
 }
 
 #: KV-cache element sizes in bits. ``AUTO`` follows the 16-bit activations, as vLLM's "auto" does.
-_KV_BITS = {"FP16": 16, "BF16": 16, "AUTO": 16, "FP8": 8, "FP8-E4M3": 8, "FP8-E5M2": 8, "INT8": 8}
+_KV_BITS = {
+    "FP16": 16,
+    "BF16": 16,
+    "AUTO": 16,
+    "FP8": 8,
+    "FP8-E4M3": 8,
+    "FP8-E5M2": 8,
+    "INT8": 8,
+}
 
 PRECISION_NAMES = tuple(_PRECISIONS)
 KV_CACHE_DTYPE_NAMES = tuple(_KV_BITS)

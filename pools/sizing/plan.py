@@ -783,8 +783,13 @@ def estimate_from_fields(
     presets: Mapping[str, ModelArch],
     gpus: Mapping[str, GpuSpec],
     engines: Mapping[str, EngineProfile] | None = None,
+    name_to_slug: Callable[[str], str] | None = None,
 ) -> ReplicaEstimate:
     """:func:`estimate_replica` for a request given as a JSON-like mapping (see REQUEST_FIELDS).
+
+    ``name_to_slug`` turns a ``gpu`` that is not a key of ``gpus`` into one (the command passes
+    :func:`pools.sizing.gpus.gpu_slug_for_name`: nvidia-smi names; it raises for an ambiguous
+    or unknown name).
 
     ``model`` / ``gpu`` are preset and catalogue ids (``llama3_8b``, ``h100_sxm``), or ``model``
     ``custom`` with ``custom_model`` (architecture fields and/or ``config``, a Hugging Face
@@ -818,6 +823,8 @@ def estimate_from_fields(
             field="model",
         )
     gpu = gpus.get(fields["gpu"])
+    if gpu is None and name_to_slug is not None:
+        gpu = gpus.get(name_to_slug(fields["gpu"]))
     if gpu is None:
         raise SizingInputError(
             f"unknown GPU model {fields['gpu']!r}; known: {', '.join(gpus)}",

@@ -7,8 +7,10 @@ intermediate_size, vocab_size, max_context_tokens, total_params, active_params, 
 experts_per_token, num_shared_experts, first_k_dense_layers, kv_lora_rank, qk_rope_head_dim,
 sliding_window_tokens, sliding_window_layers ... - and/or ``config`` (a Hugging Face config.json
 object or its text) or ``config_path`` (a config.json file)), ``gpu`` (catalogue slug, e.g.
-``h100_sxm``), ``gpu_count``, ``tp``, ``precision`` (FP16, BF16, FP8, INT8, INT4, or weight-only
-INT4-AWQ / INT4-GPTQ / W8A16 / FP8-WO), ``kv_cache_dtype``, ``input_len``, ``output_len``,
+``h100_sxm``, or the name nvidia-smi prints, e.g. ``NVIDIA H100 80GB HBM3``; a name several SKUs
+share is refused with reason ``ambiguous_gpu`` and the candidates), ``gpu_count``, ``tp``,
+``precision`` (FP16, BF16, FP8, INT8, NVFP4, MXFP4, INT4, or weight-only INT4-AWQ / INT4-GPTQ /
+W8A16 / FP8-WO), ``kv_cache_dtype`` (FP16, BF16, FP8 = E4M3), ``input_len``, ``output_len``,
 ``concurrency`` (null = saturation). Optional: ``engine`` (vllm, vllm-v0, sglang, tensorrt-llm)
 and ``engine_version`` (vLLM below 0.8 selects vllm-v0),
 ``request_rate`` (requests/s, open loop), ``prompt_cache_hit_rate``, and traffic -
@@ -39,7 +41,7 @@ from django.core.management.base import BaseCommand
 
 from pools.sizing import SizingInputError
 from pools.sizing.demand import demand_from_traffic, replicas_for_demand
-from pools.sizing.gpus import gpu_specs_from_catalogue
+from pools.sizing.gpus import gpu_slug_for_name, gpu_specs_from_catalogue
 from pools.sizing.plan import estimate_from_fields, replica_estimate_as_dict
 from pools.sizing.presets import model_presets
 from pools.sizing.selectors import measured_on_fleet
@@ -64,11 +66,15 @@ def _refuse_constant(name: str):
 
 
 def _error(exc: SizingInputError) -> dict:
-    return {
+    error = {
         "reason": exc.data.get("reason", exc.code),
         "field": exc.data.get("field"),
         "message": exc.message,
     }
+    for extra in ("candidates", "errors"):  # an ambiguous GPU's SKUs; every field at fault
+        if exc.data.get(extra):
+            error[extra] = exc.data[extra]
+    return error
 
 
 def _traffic(fields: dict, result: dict, estimate) -> None:
@@ -159,7 +165,9 @@ class Command(BaseCommand):
     def _one(self, fields, presets, gpus) -> dict:
         try:
             fields = _with_config_file(fields)
-            estimate = estimate_from_fields(fields, presets=presets, gpus=gpus)
+            estimate = estimate_from_fields(
+                fields, presets=presets, gpus=gpus, name_to_slug=gpu_slug_for_name
+            )
             result = {"input": fields, **replica_estimate_as_dict(estimate)}
             result["measured_on_fleet"] = measured_on_fleet(
                 model_id=estimate.model_id,
