@@ -80,7 +80,6 @@ _PRECISIONS = {
     # gpt-oss), see ``pools.sizing.throughput.precision_on_gpu``.
     "NVFP4": Precision("NVFP4", 4, "fp4", False),
     "MXFP4": Precision("MXFP4", 4, "fp4", False),
-    "FP4": Precision("NVFP4", 4, "fp4", False),
     "MXFP4-WO": Precision("MXFP4-WO", 4, "fp16", True),
     "NVFP4-WO": Precision("NVFP4-WO", 4, "fp16", True),
 }
