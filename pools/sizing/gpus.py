@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cache
 from typing import Any
 
 from pools.inventory.catalogue import load_gpu_models
@@ -248,6 +249,18 @@ def gpu_spec(slug: str, specs: Mapping[str, GpuSpec] | None = None) -> GpuSpec:
         ) from None
 
 
+@cache
+def _shipped_name_index() -> tuple[list[str], dict[str, str], dict[str, tuple[str, ...]]]:
+    """The shipped catalogue's slugs, name keys and ambiguous names, built once."""
+    from pools.inventory.catalogue import load_ambiguous_names
+    from pools.inventory.gpu_names import ambiguous_name_index, model_key_index
+
+    models = load_gpu_models()
+    slugs = [m["slug"] for m in models]
+    by_key = model_key_index(models)
+    return slugs, by_key, ambiguous_name_index(load_ambiguous_names(), slugs=slugs, by_key=by_key)
+
+
 def gpu_slug_for_name(name: str, models: list[Mapping[str, Any]] | None = None) -> str:
     """The catalogue slug a GPU is known by: its slug, or any name it answers to - the name
     nvidia-smi prints (``NVIDIA H100 80GB HBM3``), its display name, a Kubernetes label value or
@@ -265,15 +278,17 @@ def gpu_slug_for_name(name: str, models: list[Mapping[str, Any]] | None = None) 
         normalise_model_key,
     )
 
-    models = load_gpu_models() if models is None else models
-    slugs = [m["slug"] for m in models]
+    if models is None:
+        slugs, by_key, ambiguous = _shipped_name_index()
+    else:
+        slugs = [m["slug"] for m in models]
+        by_key = model_key_index(models)
+        ambiguous = ambiguous_name_index(load_ambiguous_names(), slugs=slugs, by_key=by_key)
     if name in slugs:
         return name
-    by_key = model_key_index(models)
     key = normalise_model_key(str(name))
     if key in by_key:
         return by_key[key]
-    ambiguous = ambiguous_name_index(load_ambiguous_names(), slugs=slugs, by_key=by_key)
     if key in ambiguous:
         candidates = ambiguous[key]
         raise SizingInputError(

@@ -169,16 +169,23 @@ class Command(BaseCommand):
                 fields, presets=presets, gpus=gpus, name_to_slug=gpu_slug_for_name
             )
             result = {"input": fields, **replica_estimate_as_dict(estimate)}
-            result["measured_on_fleet"] = measured_on_fleet(
-                model_id=estimate.model_id,
-                precision=estimate.requested_precision,
-                engine=estimate.engine,
-                gpu_slugs=[estimate.gpu_slug],
-            ).get(estimate.gpu_slug)
+            result["measured_on_fleet"] = self._measured(estimate, list(gpus))
             _traffic(fields, result, estimate)
             return _rounded(result)
         except SizingInputError as exc:
             return {"input": fields, "error": _error(exc)}
+
+    def _measured(self, estimate, gpu_slugs: list[str]) -> dict | None:
+        """The fleet's calibration record for the estimate's model, precision, engine and GPU:
+        one query per (model, precision, engine) for every GPU model, kept for the run (1,000
+        inputs of a few models then cost a few queries, not 1,000)."""
+        key = (estimate.model_id, estimate.requested_precision, estimate.engine)
+        cache = self.__dict__.setdefault("_fleet", {})
+        if key not in cache:
+            cache[key] = measured_on_fleet(
+                model_id=key[0], precision=key[1], engine=key[2], gpu_slugs=gpu_slugs
+            )
+        return cache[key].get(estimate.gpu_slug)
 
     def _write(self, payload) -> None:
         self.stdout.write(json.dumps(payload, indent=2, allow_nan=False))
