@@ -13,7 +13,7 @@ from pools.sizing import SizingInputError, SizingWarning
 from pools.sizing.band import ErrorBand, error_band
 from pools.sizing.demand import Demand, cards_for_rate, replicas_for_demand
 from pools.sizing.engines import EngineProfile, engine_profile, with_fitted
-from pools.sizing.gpus import GpuSpec
+from pools.sizing.gpus import NVLINK_DOMAIN_GPUS, GpuSpec
 from pools.sizing.memory import (
     MemoryEstimate,
     Precision,
@@ -413,7 +413,9 @@ def sizing_plan(
     ``concurrency`` instead (sequences in flight at once, closed loop) replicas = ceil(concurrency
     / that largest batch); give one of the two, not both. The option with
     fewest cards meeting the targets wins; if none does, the smallest fitting TP is shown with
-    warnings. ``cards_per_node`` (int or per slug) bounds TP; ``free_cards`` (per slug) adds
+    warnings. ``cards_per_node`` (int or per slug) bounds TP, except on a card whose NVLink
+    domain is larger than a node (GB200 / GB300 NVL72: 72, ``gpus.NVLINK_DOMAIN_GPUS``);
+    ``free_cards`` (per slug) adds
     the free-capacity check; ``prices`` (Decimal per card-hour, per slug) gives
     ``monthly_cost``; ``seed_per_card_tok_s`` adds the seeds' rule (demand / that rate).
     ``on_progress(done, total)`` is called after each GPU model (a job reports its progress).
@@ -475,9 +477,13 @@ def sizing_plan(
                 ttft_target_ms=ttft_target_ms,
                 engine=engine,
                 cached=cached,
-                max_tp=cards_per_node.get(gpu.slug, DEFAULT_CARDS_PER_NODE)
-                if isinstance(cards_per_node, Mapping)
-                else cards_per_node,
+                max_tp=max(
+                    cards_per_node.get(gpu.slug, DEFAULT_CARDS_PER_NODE)
+                    if isinstance(cards_per_node, Mapping)
+                    else cards_per_node,
+                    # a GB200 / GB300 NVL72 rack: TP may span its 72-GPU NVLink domain
+                    NVLINK_DOMAIN_GPUS.get(gpu.slug, 0),
+                ),
                 free=None if free_cards is None else free_cards.get(gpu.slug, 0),
                 price=None if prices is None else prices.get(gpu.slug),
                 hours_per_month=hours_per_month,

@@ -451,3 +451,26 @@ def test_sequences_in_flight_are_costed_at_the_batch_each_replica_runs():
 
     assert (row.tp, row.replicas, row.estimate.throughput.batch) == (1, 1, 1)
     assert row.estimate.throughput.output_tok_s_total == alone.throughput.output_tok_s_total
+
+
+def test_an_nvl72_rack_lets_tensor_parallelism_span_trays():
+    """GB200 NVL72: 72 GPUs in one NVLink domain, 4 per compute tray. With 4 cards per node
+    DeepSeek-V3 in BF16 (671 B x 2 B = 1.34 TB) fits no TP of 4 (4 x 186 GB); across the rack's
+    domain TP 8 (8 x 186 = 1.49 TB, less overhead and reserve) is allowed and chosen. A B200
+    node of 4 cards has no such domain: nothing fits."""
+    gpus = gpu_specs_from_catalogue()
+    plan = sizing_plan(
+        model=model_preset("deepseek_v3"),
+        gpus=[gpus["gb200"], gpus["b200"]],
+        precision="BF16",
+        kv_cache_dtype="FP8",
+        input_tokens=1_000,
+        output_tokens=200,
+        concurrency=8,
+        cards_per_node=4,
+    )
+    rows = {row.gpu_slug: row for row in plan.rows}
+
+    assert rows["gb200"].tp is not None and rows["gb200"].tp >= 8
+    assert rows["gb200"].min_fit_tp == 8
+    assert rows["b200"].tp is None
