@@ -209,3 +209,25 @@ def test_one_sequence_in_flight_is_batch_1_with_the_estimate_commands_figure(
     # ten sequences: still one replica of TP 1, now at batch 10, not the largest batch allowed
     page.fill("input[name=concurrency]", "10")
     expect(row.locator("td.batch-cell")).to_have_text("10")
+
+
+def test_an_uploaded_config_json_replaces_the_fields_and_is_sized(signed_in, live_server):
+    """Issue 34: the custom architecture reads a Hugging Face config.json uploaded on the page.
+    Qwen3-30B-A3B's published config (tests/fixtures/hf_configs): 128 experts, 8 per token;
+    counted by hand in tests/pools/sizing/test_sizing_service.py, 30,532,110,336 parameters,
+    61.1 GB at BF16 (x 2 B)."""
+    from pathlib import Path
+
+    config = Path(__file__).resolve().parents[1] / "fixtures" / "hf_configs" / "qwen3_30b_a3b.json"
+    page = signed_in
+    page.goto(f"{live_server.url}/sizing/")
+    page.select_option("select[name=model]", "llama3_8b")
+    page.select_option("select[name=model]", "custom")
+    expect(page.locator("input[name='custom_model.num_layers']")).to_have_value("32")
+    page.set_input_files("#config-upload", str(config))
+
+    # the preset's fields are cleared (they would override the config) and the config is sized
+    expect(page.locator("input[name='custom_model.num_layers']")).to_have_value("")
+    expect(page.locator("#results")).to_contain_text("30,532,110,336 parameters")
+    expect(page.locator("#results")).to_contain_text("61.1 GB")
+    expect(page.locator("#results .sizing-errors")).to_have_count(0)
