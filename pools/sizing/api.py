@@ -145,7 +145,7 @@ class SizingEstimateViewSet(
                     "demand_kind": "output_rate",
                     "output_tok_s": 2000,
                     "tpot_target_ms": 50,
-                    "ttft_target_ms": 2000,
+                    "ttft_target_ms": 1000,
                     "gpu_models": ["h100_sxm", "l40s"],
                 },
                 request_only=True,

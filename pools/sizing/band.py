@@ -40,11 +40,15 @@ def load_regime(batch: float) -> str:
 
 
 def precision_class(precision: Precision) -> str:
-    """``16-bit``, ``8-bit W8A8`` or ``weight-only`` (see the module docstring)."""
+    """``16-bit``, ``8-bit W8A8``, ``4-bit W4A4`` (NVFP4 / MXFP4 on FP4 tensor cores, no
+    published rows yet: its band falls back to the load's) or ``weight-only`` (see the module
+    docstring)."""
     if precision.weight_only:
         return "weight-only"
     if precision.weight_bits >= 16:
         return "16-bit"
+    if precision.weight_bits <= 4:
+        return "4-bit W4A4"
     return "8-bit W8A8"
 
 

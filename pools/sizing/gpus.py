@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cache
 from typing import Any
 
 from pools.inventory.catalogue import load_gpu_models
@@ -185,6 +186,36 @@ CUDA_CORE_FP32_TFLOPS = {
 }
 
 
+#: Dense FP4 (NVFP4 / MXFP4) tensor peak, TFLOPS, of the cards with FP4 tensor cores (Blackwell),
+#: by catalogue slug; the catalogue has no FP4 column, so the rate lives here, each from the
+#: source cited on the card's catalogue entry (``notes`` and ``sources``): B200 9,000 (HGX,
+#: 1,000 W), B300 13,500 (HGX B300 108 PF dense / 8), GB200 10,000 (NVL72 1,440 PF sparse / 72
+#: / 2), GB300 15,000 (NVL72 1,080 PF dense / 72), RTX PRO 6000 Blackwell 2,015.2 (RTX Blackwell
+#: whitepaper: 4,030.4 sparse), GeForce RTX 5090 1,676 (same whitepaper: 3,352 sparse). A card
+#: missing here runs FP4 de-quantised (``pools.sizing.throughput.precision_on_gpu``).
+FP4_DENSE_TFLOPS = {
+    "b200": 9000.0,
+    "b300": 13500.0,
+    "gb200": 10000.0,
+    "gb300": 15000.0,
+    "rtx_pro_6000_server": 2015.2,
+    "rtx_pro_6000_ws": 2015.2,
+    "rtx5090": 1676.0,
+}
+
+#: GPUs in one NVLink domain, by slug, where it is larger than a node: a GB200 / GB300 NVL72
+#: rack joins 72 GPUs (18 compute trays of 4) through NVLink switches (NVIDIA GB200 NVL72 and
+#: GB300 NVL72 specifications: "72 Blackwell GPUs ... NVLink domain"), so tensor parallelism
+#: may span trays there.
+NVLINK_DOMAIN_GPUS = {"gb200": 72, "gb300": 72}
+
+
+def fp4_dense_tflops(gpu: GpuSpec) -> float | None:
+    """The card's dense FP4 tensor rate, TFLOPS (:data:`FP4_DENSE_TFLOPS`), ``None`` without FP4
+    tensor cores."""
+    return FP4_DENSE_TFLOPS.get(gpu.slug)
+
+
 def cuda_core_instructions_per_s(gpu: GpuSpec) -> float | None:
     """Instructions per second the CUDA cores of one ``gpu`` issue, one per core per cycle:
     :data:`CUDA_CORE_FP32_TFLOPS` x 1e12 / 2 (an FMA counts two FLOPs). A100: 9.75e12.
@@ -216,3 +247,60 @@ def gpu_spec(slug: str, specs: Mapping[str, GpuSpec] | None = None) -> GpuSpec:
             reason="unknown_gpu",
             field="gpu",
         ) from None
+
+
+@cache
+def _shipped_name_index() -> tuple[list[str], dict[str, str], dict[str, tuple[str, ...]]]:
+    """The shipped catalogue's slugs, name keys and ambiguous names, built once."""
+    from pools.inventory.catalogue import load_ambiguous_names
+    from pools.inventory.gpu_names import ambiguous_name_index, model_key_index
+
+    models = load_gpu_models()
+    slugs = [m["slug"] for m in models]
+    by_key = model_key_index(models)
+    return slugs, by_key, ambiguous_name_index(load_ambiguous_names(), slugs=slugs, by_key=by_key)
+
+
+def gpu_slug_for_name(name: str, models: list[Mapping[str, Any]] | None = None) -> str:
+    """The catalogue slug a GPU is known by: its slug, or any name it answers to - the name
+    nvidia-smi prints (``NVIDIA H100 80GB HBM3``), its display name, a Kubernetes label value or
+    a Slurm GRES type - matched as the inventory matches them
+    (:func:`pools.inventory.gpu_names.normalise_model_key`, exact keys, never substrings).
+
+    Raises :class:`SizingInputError` with field ``gpu``: reason ``ambiguous_gpu`` naming the
+    candidates when the name fits several SKUs (``NVIDIA H100``: SXM, PCIe or NVL - give the
+    slug), ``unknown_gpu`` when it fits none.
+    """
+    from pools.inventory.catalogue import load_ambiguous_names
+    from pools.inventory.gpu_names import (
+        ambiguous_name_index,
+        model_key_index,
+        normalise_model_key,
+    )
+
+    if models is None:
+        slugs, by_key, ambiguous = _shipped_name_index()
+    else:
+        slugs = [m["slug"] for m in models]
+        by_key = model_key_index(models)
+        ambiguous = ambiguous_name_index(load_ambiguous_names(), slugs=slugs, by_key=by_key)
+    if name in slugs:
+        return name
+    key = normalise_model_key(str(name))
+    if key in by_key:
+        return by_key[key]
+    if key in ambiguous:
+        candidates = ambiguous[key]
+        raise SizingInputError(
+            f"GPU {name!r} names several catalogue models: {', '.join(candidates)}; give one of "
+            "these slugs",
+            reason="ambiguous_gpu",
+            field="gpu",
+            candidates=list(candidates),
+        )
+    raise SizingInputError(
+        f"unknown GPU model {name!r}; give a catalogue slug ({', '.join(slugs)}) or the name "
+        "nvidia-smi prints",
+        reason="unknown_gpu",
+        field="gpu",
+    )

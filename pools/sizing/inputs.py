@@ -34,7 +34,13 @@ from pools.sizing.demand import (
 )
 from pools.sizing.engines import ENGINE_PROFILES, engine_profile
 from pools.sizing.memory import KV_CACHE_DTYPE_NAMES, kv_cache_bits, precision_parse
-from pools.sizing.presets import ModelArch, model_presets
+from pools.sizing.presets import (
+    CUSTOM_ARCH_FIELDS,
+    REQUIRED_ARCH_FIELDS,
+    ModelArch,
+    custom_model_arch,
+    model_presets,
+)
 
 #: The seeds' per-card output rate: "7B, FP16, vLLM, A100/H100: conservatively 50-80 tok/s per
 #: card; take 60" (seeds/004, token-demand sizing). Shown beside the modelled rate, never used
@@ -42,7 +48,17 @@ from pools.sizing.presets import ModelArch, model_presets
 SEED_PER_CARD_TOK_S = 60.0
 
 #: Precisions offered on the page (the core accepts more spellings, see ``precision_parse``).
-WEIGHT_PRECISIONS = ("BF16", "FP16", "FP8", "INT8", "INT4-AWQ", "INT4-GPTQ", "W8A16")
+WEIGHT_PRECISIONS = (
+    "BF16",
+    "FP16",
+    "FP8",
+    "INT8",
+    "NVFP4",
+    "MXFP4",
+    "INT4-AWQ",
+    "INT4-GPTQ",
+    "W8A16",
+)
 KV_PRECISIONS = ("FP16", "BF16", "FP8", "INT8")
 
 DEMAND_KINDS = {
@@ -57,19 +73,14 @@ DEMAND_FIGURES = {
     "concurrency": "concurrency",
 }
 
-#: Custom architecture fields: (name, required). ``total_params`` blank = counted from the config.
-CUSTOM_MODEL_FIELDS = (
-    ("num_layers", True),
-    ("hidden_size", True),
-    ("num_attention_heads", True),
-    ("num_kv_heads", True),
-    ("head_dim", True),
-    ("intermediate_size", True),
-    ("vocab_size", True),
-    ("max_context_tokens", True),
-    ("total_params", False),
-    ("num_experts", False),
-    ("experts_per_token", False),
+#: Custom architecture fields: (name, required when no config.json is given). ``total_params``
+#: / ``active_params`` blank = counted from the config; the MoE, MLA and sliding-window fields
+#: blank = dense, grouped-query attention, full attention on every layer.
+CUSTOM_MODEL_FIELDS = tuple((name, name in REQUIRED_ARCH_FIELDS) for name in CUSTOM_ARCH_FIELDS)
+
+#: Custom fields that may be 0 (the others are counts of at least 1).
+ZERO_ALLOWED_ARCH_FIELDS = frozenset(
+    {"num_shared_experts", "first_k_dense_layers", "sliding_window_layers"}
 )
 
 # Bounds that turn typos into field errors before the arithmetic sees them.
@@ -78,6 +89,18 @@ MAX_CONCURRENCY = 1_000_000
 MAX_TARGET_MS = 3_600_000
 MAX_PRICE = Decimal("100000")
 MAX_ARCH_VALUE = 10**13
+
+#: Default TTFT target, ms: seeds/000 section 4.2 "TTFT ... usually kept within 1 second"
+#: (通常要求控制在1秒以内); TPOT "generally under 50 ms" gives the TPOT default.
+TTFT_TARGET_MS = 1000.0
+TPOT_TARGET_MS = 50.0
+
+#: Shares of the peak the page offers beside 100 %: seeds/004 section 2.3 "let the pool carry
+#: 85 % of the peak; the other 15 % is queued or served by cheaper standby capacity"
+#: (让算力池承载85%的峰值即可) and "keep a 30 % buffer of capacity for sudden spikes"
+#: (预留30%的缓冲算力).
+SEED_SIZED_SHARE = 0.85
+SEED_BUFFER_SHARE = 0.30
 
 #: Inputs where an explicit blank or ``null`` means "none" (not checked), not "the default".
 NULLABLE = frozenset({"tpot_target_ms", "ttft_target_ms"})
@@ -312,39 +335,60 @@ def known_gpu_slugs(field: serializers.Field) -> frozenset[str]:
     return root._known_gpu_slugs
 
 
-def _arch_field(required: bool) -> WholeNumberField:
-    if required:
-        return WholeNumberField(
-            high=MAX_ARCH_VALUE,
-            error_messages={
-                "required": "Required for a custom architecture.",
-                "null": "Required for a custom architecture.",
-            },
-        )
-    return WholeNumberField(high=MAX_ARCH_VALUE, required=False, allow_null=True, default=None)
+def _arch_field(name: str) -> WholeNumberField:
+    return WholeNumberField(
+        low=0 if name in ZERO_ALLOWED_ARCH_FIELDS else 1,
+        high=MAX_ARCH_VALUE,
+        required=False,
+        allow_null=True,
+        default=None,
+    )
 
 
 class CustomModelSerializer(serializers.Serializer):
     """A custom architecture, as in a Hugging Face ``config.json`` (counts; ``head_dim`` in
-    dimensions, ``max_context_tokens`` in tokens, ``total_params`` in parameters)."""
+    dimensions, ``max_context_tokens`` and ``sliding_window_tokens`` in tokens, ``total_params``
+    / ``active_params`` in parameters), and/or ``config``: the config.json itself (an object,
+    or its text pasted), read by :func:`pools.sizing.presets.arch_fields_from_hf_config`; fields
+    given here override the config's. Without a config the first eight fields are required."""
 
     default_error_messages = {"invalid": "Give the custom architecture's fields."}
 
     name = serializers.CharField(required=False, allow_blank=True, default="Custom model")
-    num_layers = _arch_field(required=True)
-    hidden_size = _arch_field(required=True)
-    num_attention_heads = _arch_field(required=True)
-    num_kv_heads = _arch_field(required=True)
-    head_dim = _arch_field(required=True)
-    intermediate_size = _arch_field(required=True)
-    vocab_size = _arch_field(required=True)
-    max_context_tokens = _arch_field(required=True)
-    total_params = _arch_field(required=False)
-    num_experts = _arch_field(required=False)
-    experts_per_token = _arch_field(required=False)
+    config = serializers.JSONField(required=False, allow_null=True, default=None)
+    num_layers = _arch_field("num_layers")
+    hidden_size = _arch_field("hidden_size")
+    num_attention_heads = _arch_field("num_attention_heads")
+    num_kv_heads = _arch_field("num_kv_heads")
+    head_dim = _arch_field("head_dim")
+    intermediate_size = _arch_field("intermediate_size")
+    vocab_size = _arch_field("vocab_size")
+    max_context_tokens = _arch_field("max_context_tokens")
+    total_params = _arch_field("total_params")
+    active_params = _arch_field("active_params")
+    num_experts = _arch_field("num_experts")
+    experts_per_token = _arch_field("experts_per_token")
+    num_shared_experts = _arch_field("num_shared_experts")
+    first_k_dense_layers = _arch_field("first_k_dense_layers")
+    dense_intermediate_size = _arch_field("dense_intermediate_size")
+    kv_lora_rank = _arch_field("kv_lora_rank")
+    qk_rope_head_dim = _arch_field("qk_rope_head_dim")
+    sliding_window_tokens = _arch_field("sliding_window_tokens")
+    sliding_window_layers = _arch_field("sliding_window_layers")
 
     def validate_name(self, value: str) -> str:
         return (value or "Custom model").strip()[:80] or "Custom model"
+
+    def validate(self, attrs: dict) -> dict:
+        if attrs.get("config") is None:
+            missing = {
+                name: "Required for a custom architecture (or give its config.json)."
+                for name in REQUIRED_ARCH_FIELDS
+                if attrs.get(name) is None
+            }
+            if missing:
+                raise serializers.ValidationError(missing)
+        return attrs
 
 
 class SizingInputsSerializer(serializers.Serializer):
@@ -385,8 +429,27 @@ class SizingInputsSerializer(serializers.Serializer):
         low=0, high=1, low_open=False, high_open=True, default=0.0
     )
     input_weight = BoundedNumberField(low=0, high=4, low_open=False, default=INPUT_WEIGHT)
-    tpot_target_ms = BoundedNumberField(low=0, high=MAX_TARGET_MS, allow_null=True, default=50.0)
-    ttft_target_ms = BoundedNumberField(low=0, high=MAX_TARGET_MS, allow_null=True, default=2000.0)
+    tpot_target_ms = BoundedNumberField(
+        low=0, high=MAX_TARGET_MS, allow_null=True, default=TPOT_TARGET_MS
+    )
+    ttft_target_ms = BoundedNumberField(
+        low=0, high=MAX_TARGET_MS, allow_null=True, default=TTFT_TARGET_MS
+    )
+    sized_share = BoundedNumberField(
+        low=0,
+        high=1,
+        default=1.0,
+        help_text="Share of the peak the cards are sized for (0, 1]; the seed's 0.85 leaves "
+        "the top 15 % to queueing or standby capacity.",
+    )
+    buffer_share = BoundedNumberField(
+        low=0,
+        high=4,
+        low_open=False,
+        default=0.0,
+        help_text="Extra capacity on top, as a share of the sized replicas [0, 4]; the seed "
+        "keeps 0.30 for spikes.",
+    )
     gpu_models = GpuModelSlugsField(
         default=list, help_text='GPU model slugs, not names: `["h100_sxm", "l40s"]`; empty: all.'
     )
@@ -424,9 +487,12 @@ class SizingInputsSerializer(serializers.Serializer):
         try:
             model = model_arch(attrs)
         except SizingInputError as exc:
-            field = exc.data.get("field")
+            errors = exc.data.get("errors") or {exc.data.get("field"): exc.message}
             raise serializers.ValidationError(
-                {f"custom_model.{field}" if field else "custom_model": exc.message}
+                {
+                    f"custom_model.{field}" if field else "custom_model": message
+                    for field, message in errors.items()
+                }
             ) from exc
         context = attrs["input_len"] + attrs["output_len"]
         if context > model.max_context_tokens:
@@ -466,6 +532,10 @@ def _given(raw: Mapping[str, Any]) -> dict[str, Any]:
         data.pop(other, None)
     if data.get("model") != "custom":
         data.pop("custom_model", None)
+    elif isinstance(data.get("custom_model"), Mapping):
+        # A blank architecture field is "not given" as a top-level one is: the page sends the
+        # MoE / MLA / sliding-window fields blank for a dense model (issue 34).
+        data["custom_model"] = {k: v for k, v in data["custom_model"].items() if not is_blank(v)}
     return data
 
 
@@ -512,17 +582,13 @@ def sizing_inputs_clean(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def model_arch(inputs: Mapping[str, Any]) -> ModelArch:
-    """The architecture named by clean inputs (a preset, or the custom fields; a custom
-    ``total_params`` left blank is counted from the config, and a mixture of experts' active
-    parameters always are). Raises :class:`SizingInputError` for an inconsistent config."""
+    """The architecture named by clean inputs (a preset, or the custom fields and config.json,
+    :func:`pools.sizing.presets.custom_model_arch`; parameters left blank are counted from the
+    config). Raises :class:`SizingInputError` for an inconsistent config (``errors`` names
+    every field at fault)."""
     if inputs["model"] != "custom":
         return model_presets()[inputs["model"]]
-    custom = inputs["custom_model"]
-    return ModelArch.from_config(
-        id="custom",
-        name=custom["name"],
-        **{name: custom[name] for name, _ in CUSTOM_MODEL_FIELDS},
-    )
+    return custom_model_arch(inputs["custom_model"])
 
 
 def demand_of(inputs: Mapping[str, Any]) -> Demand | None:

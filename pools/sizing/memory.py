@@ -73,10 +73,37 @@ _PRECISIONS = {
     "AWQ": Precision("INT4-AWQ", 4, "fp16", True),
     "INT4-GPTQ": Precision("INT4-GPTQ", 4, "fp16", True),
     "GPTQ": Precision("INT4-GPTQ", 4, "fp16", True),
+    # Block-scaled 4-bit floats (FP4 E2M1 elements): NVFP4 keeps one FP8 E4M3 scale per 16
+    # elements (4.5 bits per weight), MXFP4 (OCP Microscaling v1.0) one E8M0 scale per 32
+    # (4.25 bits). Blackwell tensor cores multiply them natively (compute "fp4"); on Hopper
+    # and Ampere they run de-quantised to 16 bit (``MXFP4-WO``, vLLM's Marlin MXFP4 path for
+    # gpt-oss), see ``pools.sizing.throughput.precision_on_gpu``.
+    "NVFP4": Precision("NVFP4", 4, "fp4", False),
+    "MXFP4": Precision("MXFP4", 4, "fp4", False),
+    "MXFP4-WO": Precision("MXFP4-WO", 4, "fp16", True),
+    "NVFP4-WO": Precision("NVFP4-WO", 4, "fp16", True),
+}
+
+#: Scale bits per weight of the block-scaled FP4 formats: NVFP4 8-bit scale / 16 elements,
+#: MXFP4 8-bit scale / 32 (NVIDIA "Introducing NVFP4" technical blog, 2025; OCP Microscaling
+#: Formats (MX) Specification v1.0, section 5: block size 32, E8M0 shared scale).
+FP4_SCALE_BITS_PER_WEIGHT = {
+    "NVFP4": 8 / 16,
+    "NVFP4-WO": 8 / 16,
+    "MXFP4": 8 / 32,
+    "MXFP4-WO": 8 / 32,
 }
 
 #: KV-cache element sizes in bits. ``AUTO`` follows the 16-bit activations, as vLLM's "auto" does.
-_KV_BITS = {"FP16": 16, "BF16": 16, "AUTO": 16, "FP8": 8, "FP8-E4M3": 8, "FP8-E5M2": 8, "INT8": 8}
+_KV_BITS = {
+    "FP16": 16,
+    "BF16": 16,
+    "AUTO": 16,
+    "FP8": 8,
+    "FP8-E4M3": 8,
+    "FP8-E5M2": 8,
+    "INT8": 8,
+}
 
 PRECISION_NAMES = tuple(_PRECISIONS)
 KV_CACHE_DTYPE_NAMES = tuple(_KV_BITS)
@@ -147,11 +174,52 @@ def kv_heads_per_gpu(*, num_kv_heads: int, tp: int) -> int:
     return max(1, -(-num_kv_heads // tp))
 
 
+def model_kv_bytes_per_token(model: ModelArch, *, kv_bits: int, tp: int = 1) -> int:
+    """KV-cache bytes one token adds on one card of a TP group of ``tp``, over all layers.
+
+    - Grouped-query / multi-head attention: 2 × layers × :func:`kv_heads_per_gpu` × head dim
+      × bits / 8 (:func:`kv_bytes_per_token`).
+    - Multi-head latent attention (``model.is_mla``): layers × (``kv_lora_rank`` +
+      ``qk_rope_head_dim``) × bits / 8 - one compressed latent and the rotary key per token
+      and layer (DeepSeek-V2 paper, arXiv 2405.04434 table 1: (d_c + d_h^R) l elements per
+      token; vLLM's MLA backends cache exactly ``kv_lora_rank + qk_rope_head_dim`` per token).
+      The latent is not split across TP ranks: every rank keeps the whole of it.
+      DeepSeek-V3 (61 layers, 512 + 64) at FP16: 61 × 576 × 2 = 70,272 B per token.
+    """
+    if model.is_mla:
+        return model.num_layers * (model.kv_lora_rank + model.qk_rope_head_dim) * kv_bits // 8
+    return kv_bytes_per_token(
+        num_layers=model.num_layers,
+        num_kv_heads=kv_heads_per_gpu(num_kv_heads=model.num_kv_heads, tp=tp),
+        head_dim=model.head_dim,
+        kv_bits=kv_bits,
+    )
+
+
+def kv_layer_tokens(model: ModelArch, context_tokens: int) -> int:
+    """Σ over layers of the tokens each keeps for one sequence of ``context_tokens``: full
+    attention layers keep the context, sliding-window (or chunked) layers at most the window.
+    gpt-oss-120b (36 layers, 18 with a 128-token window), 10,000 tokens: 18 × 10,000 + 18 ×
+    128 = 182,304."""
+    window = model.window_layers
+    kept = min(context_tokens, model.sliding_window_tokens or context_tokens)
+    return (model.num_layers - window) * context_tokens + window * kept
+
+
 def kv_tokens_per_sequence(model: ModelArch, context_tokens: int) -> int:
-    """Tokens of KV kept per sequence: the context, capped at the model's sliding window."""
-    if model.sliding_window_tokens is not None:
-        return min(context_tokens, model.sliding_window_tokens)
-    return context_tokens
+    """Tokens of KV kept per sequence, as if every layer kept the same: :func:`kv_layer_tokens`
+    / layers, rounded up (the context; the window when every layer slides)."""
+    return -(-kv_layer_tokens(model, context_tokens) // model.num_layers)
+
+
+def kv_bytes_per_sequence(
+    model: ModelArch, *, context_tokens: int, kv_bits: int, tp: int = 1
+) -> int:
+    """KV-cache bytes of one sequence of ``context_tokens`` on one card of a TP group:
+    :func:`model_kv_bytes_per_token` / layers × :func:`kv_layer_tokens` (exact: the bytes per
+    token are a whole number per layer)."""
+    per_layer = model_kv_bytes_per_token(model, kv_bits=kv_bits, tp=tp) // model.num_layers
+    return per_layer * kv_layer_tokens(model, context_tokens)
 
 
 def engine_overhead_bytes(*, tp: int) -> int:
@@ -265,20 +333,12 @@ def memory_estimate(
         )
     weights = weights_bytes(params=model.total_params, weight_bits=precision.weight_bits)
     weights_per_gpu = -(-weights // tp)
-    per_token = kv_bytes_per_token(
-        num_layers=model.num_layers,
-        num_kv_heads=model.num_kv_heads,
-        head_dim=model.head_dim,
-        kv_bits=kv_bits,
-    )
-    per_token_per_gpu = kv_bytes_per_token(
-        num_layers=model.num_layers,
-        num_kv_heads=kv_heads_per_gpu(num_kv_heads=model.num_kv_heads, tp=tp),
-        head_dim=model.head_dim,
-        kv_bits=kv_bits,
-    )
+    per_token = model_kv_bytes_per_token(model, kv_bits=kv_bits)
+    per_token_per_gpu = model_kv_bytes_per_token(model, kv_bits=kv_bits, tp=tp)
     kept = kv_tokens_per_sequence(model, context_tokens)
-    per_sequence_per_gpu = per_token_per_gpu * kept
+    per_sequence_per_gpu = kv_bytes_per_sequence(
+        model, context_tokens=context_tokens, kv_bits=kv_bits, tp=tp
+    )
     overhead = engine_overhead_bytes(tp=tp) if overhead_bytes is None else overhead_bytes
     if reserve is None:
         kept_free = reserve_bytes(
@@ -305,9 +365,8 @@ def memory_estimate(
         kv_tokens_per_sequence=kept,
         kv_bytes_per_sequence_per_gpu=per_sequence_per_gpu,
         sequences=sequences,
-        kv_cache_bytes=kv_cache_bytes(
-            kv_bytes_per_token=per_token, tokens_per_sequence=kept, sequences=counted
-        ),
+        kv_cache_bytes=kv_bytes_per_sequence(model, context_tokens=context_tokens, kv_bits=kv_bits)
+        * counted,
         kv_cache_bytes_per_gpu=kv_per_gpu,
         engine_overhead_bytes_per_gpu=overhead,
         reserve_bytes_per_gpu=kept_free,

@@ -4,6 +4,7 @@ models (:func:`sizing_plan`) with replicas, cards, monthly cost, warnings and a 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_UP, Decimal
@@ -12,7 +13,7 @@ from pools.sizing import SizingInputError, SizingWarning
 from pools.sizing.band import ErrorBand, error_band
 from pools.sizing.demand import Demand, cards_for_rate, replicas_for_demand
 from pools.sizing.engines import EngineProfile, engine_profile, with_fitted
-from pools.sizing.gpus import GpuSpec
+from pools.sizing.gpus import NVLINK_DOMAIN_GPUS, GpuSpec
 from pools.sizing.memory import (
     MemoryEstimate,
     Precision,
@@ -21,7 +22,7 @@ from pools.sizing.memory import (
     precision_parse,
     tp_degrees,
 )
-from pools.sizing.presets import ModelArch
+from pools.sizing.presets import ModelArch, custom_model_arch
 from pools.sizing.throughput import (
     ThroughputEstimate,
     batch_for_request_rate,
@@ -288,6 +289,9 @@ class PlanRow:
     ``band`` is the error band of the replica's output tok/s; ``cards_pessimistic`` the cards
     if every replica serves only the band's low end (replicas re-covered at rate × low factor;
     with a concurrency, replicas hold sequences, so the count stays ``cards``).
+    ``replicas_at_peak`` cover the whole peak, ``replicas_sized`` the chosen share of it and
+    ``replicas_buffer`` the buffer on top (seeds/004 section 2.3): ``replicas`` =
+    ``replicas_sized`` + ``replicas_buffer``.
     """
 
     gpu_slug: str
@@ -308,6 +312,9 @@ class PlanRow:
     band: ErrorBand | None = None
     replicas_pessimistic: int | None = None
     cards_pessimistic: int | None = None
+    replicas_at_peak: int | None = None
+    replicas_sized: int | None = None
+    replicas_buffer: int | None = None
 
 
 @dataclass(frozen=True)
@@ -394,6 +401,8 @@ def sizing_plan(
     hours_per_month: Decimal = HOURS_PER_MONTH,
     seed_per_card_tok_s: float | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    sized_share: float = 1.0,
+    buffer_share: float = 0.0,
 ) -> SizingPlan:
     """One :class:`PlanRow` per GPU model in ``gpus``, ranked, plus the recommendation.
 
@@ -404,10 +413,15 @@ def sizing_plan(
     ``concurrency`` instead (sequences in flight at once, closed loop) replicas = ceil(concurrency
     / that largest batch); give one of the two, not both. The option with
     fewest cards meeting the targets wins; if none does, the smallest fitting TP is shown with
-    warnings. ``cards_per_node`` (int or per slug) bounds TP; ``free_cards`` (per slug) adds
+    warnings. ``cards_per_node`` (int or per slug) bounds TP, except on a card whose NVLink
+    domain is larger than a node (GB200 / GB300 NVL72: 72, ``gpus.NVLINK_DOMAIN_GPUS``);
+    ``free_cards`` (per slug) adds
     the free-capacity check; ``prices`` (Decimal per card-hour, per slug) gives
     ``monthly_cost``; ``seed_per_card_tok_s`` adds the seeds' rule (demand / that rate).
     ``on_progress(done, total)`` is called after each GPU model (a job reports its progress).
+    ``sized_share`` (0, 1] sizes the replicas for that share of the peak (requests/s, or
+    sequences in flight) and ``buffer_share`` >= 0 adds ceil(share x those replicas) on top
+    (seeds/004 section 2.3: carry 85 % of the peak, keep a 30 % buffer).
 
     Raises :class:`SizingInputError` for bad precision, KV dtype, engine or lengths, or a
     context above the model's maximum.
@@ -425,6 +439,18 @@ def sizing_plan(
             )
     input_len = _positive_int("input_len", input_tokens)
     output_len = _positive_int("output_len", output_tokens)
+    if not 0 < sized_share <= 1:
+        raise SizingInputError(
+            f"sized_share must be in (0, 1], got {sized_share!r}",
+            reason="out_of_range",
+            field="sized_share",
+        )
+    if not 0 <= buffer_share <= 4:
+        raise SizingInputError(
+            f"buffer_share must be in [0, 4], got {buffer_share!r}",
+            reason="out_of_range",
+            field="buffer_share",
+        )
     if input_len + output_len > model.max_context_tokens:
         raise SizingInputError(
             f"context of {input_len + output_len:,} tokens exceeds {model.name}'s maximum of "
@@ -451,12 +477,18 @@ def sizing_plan(
                 ttft_target_ms=ttft_target_ms,
                 engine=engine,
                 cached=cached,
-                max_tp=cards_per_node.get(gpu.slug, DEFAULT_CARDS_PER_NODE)
-                if isinstance(cards_per_node, Mapping)
-                else cards_per_node,
+                max_tp=max(
+                    cards_per_node.get(gpu.slug, DEFAULT_CARDS_PER_NODE)
+                    if isinstance(cards_per_node, Mapping)
+                    else cards_per_node,
+                    # a GB200 / GB300 NVL72 rack: TP may span its 72-GPU NVLink domain
+                    NVLINK_DOMAIN_GPUS.get(gpu.slug, 0),
+                ),
                 free=None if free_cards is None else free_cards.get(gpu.slug, 0),
                 price=None if prices is None else prices.get(gpu.slug),
                 hours_per_month=hours_per_month,
+                sized_share=sized_share,
+                buffer_share=buffer_share,
             )
         )
         if on_progress is not None:
@@ -509,6 +541,8 @@ def _plan_row(
     free: int | None,
     price: Decimal | None,
     hours_per_month: Decimal,
+    sized_share: float = 1.0,
+    buffer_share: float = 0.0,
 ) -> PlanRow:
     def row(**fields) -> PlanRow:
         values = {
@@ -567,21 +601,39 @@ def _plan_row(
     scored = []
     for tp, base, at_targets in options:
         chosen = at_targets or _batch_one(base, model, gpu, cached)
-        rps = chosen.requests_per_s
-        replicas = 1
+        counts = (1, 1)
         if concurrency is not None:
-            # Whole sequences per replica: batch_for_targets answers whole batches, batch 1 else.
-            replicas = -(-concurrency // max(1, int(chosen.batch)))
-        elif demand is not None:
-            replicas = replicas_for_demand(
-                peak_requests_per_s=demand.peak_requests_per_s, replica_requests_per_s=rps
+            # Whole sequences per replica: batch_for_targets answers the largest whole batch
+            # meeting the targets (batch 1 when none does); the sequences are then spread
+            # evenly and each replica is costed at the batch it really runs (issue 34: one
+            # sequence is batch 1, as ``estimate`` gives it, not the largest batch allowed).
+            most = max(1, int(chosen.batch))
+            counts = tuple(
+                -(-math.ceil(concurrency * share - 1e-9) // most) for share in (1.0, sized_share)
             )
-        scored.append((at_targets is None, replicas * tp, tp, base, chosen, replicas))
+            per_replica = -(-math.ceil(concurrency * sized_share - 1e-9) // counts[1])
+            if per_replica != chosen.batch:
+                chosen = _at_batch(base, model, gpu, cached, per_replica)
+        elif demand is not None:
+            counts = tuple(
+                replicas_for_demand(
+                    peak_requests_per_s=demand.peak_requests_per_s * share,
+                    replica_requests_per_s=chosen.requests_per_s,
+                )
+                for share in (1.0, sized_share)
+            )
+        buffer = math.ceil(counts[1] * buffer_share - 1e-9)
+        replicas = counts[1] + buffer
+        scored.append(
+            (at_targets is None, replicas * tp, tp, base, chosen, replicas, counts, buffer)
+        )
     scored.sort(key=lambda item: (item[0], item[1], item[2]))
-    missed, cards, tp, base, chosen, replicas = scored[0]
+    missed, cards, tp, base, chosen, replicas, counts, buffer = scored[0]
     if missed:
         # Nothing meets the targets: show the smallest TP that fits, not the cheapest miss.
-        missed, cards, tp, base, chosen, replicas = next(s for s in scored if s[2] == min_fit_tp)
+        missed, cards, tp, base, chosen, replicas, counts, buffer = next(
+            s for s in scored if s[2] == min_fit_tp
+        )
     warnings = list(base.warnings)
     if missed:
         warnings += _target_warnings(chosen, tpot_target_ms, ttft_target_ms)
@@ -609,14 +661,18 @@ def _plan_row(
     )
     replicas_low = replicas
     if band is not None and demand is not None and concurrency is None:
-        replicas_low = max(
-            replicas,
+        low_sized = max(
+            counts[1],
             replicas_for_demand(
-                peak_requests_per_s=demand.peak_requests_per_s,
+                peak_requests_per_s=demand.peak_requests_per_s * sized_share,
                 replica_requests_per_s=chosen.requests_per_s * band.low_factor,
             ),
         )
+        replicas_low = low_sized + math.ceil(low_sized * buffer_share - 1e-9)
     return row(
+        replicas_at_peak=counts[0],
+        replicas_sized=counts[1],
+        replicas_buffer=buffer,
         band=band,
         replicas_pessimistic=replicas_low,
         cards_pessimistic=replicas_low * tp,
@@ -639,6 +695,12 @@ def _plan_row(
 def _batch_one(
     base: ReplicaEstimate, model: ModelArch, gpu: GpuSpec, cached: int
 ) -> ThroughputEstimate:
+    return _at_batch(base, model, gpu, cached, 1)
+
+
+def _at_batch(
+    base: ReplicaEstimate, model: ModelArch, gpu: GpuSpec, cached: int, batch: int
+) -> ThroughputEstimate:
     return replica_throughput(
         model=model,
         precision=precision_parse(base.precision),
@@ -647,7 +709,7 @@ def _batch_one(
         kv_bits=base.kv_bits,
         input_tokens=base.input_tokens,
         output_tokens=base.output_tokens,
-        batch=1,
+        batch=batch,
         engine=base.engine,
         cached_input_tokens=cached,
     )
@@ -727,10 +789,17 @@ def estimate_from_fields(
     presets: Mapping[str, ModelArch],
     gpus: Mapping[str, GpuSpec],
     engines: Mapping[str, EngineProfile] | None = None,
+    name_to_slug: Callable[[str], str] | None = None,
 ) -> ReplicaEstimate:
     """:func:`estimate_replica` for a request given as a JSON-like mapping (see REQUEST_FIELDS).
 
-    ``model`` / ``gpu`` are preset and catalogue ids (``llama3_8b``, ``h100_sxm``); ``tp``
+    ``name_to_slug`` turns a ``gpu`` that is not a key of ``gpus`` into one (the command passes
+    :func:`pools.sizing.gpus.gpu_slug_for_name`: nvidia-smi names; it raises for an ambiguous
+    or unknown name).
+
+    ``model`` / ``gpu`` are preset and catalogue ids (``llama3_8b``, ``h100_sxm``), or ``model``
+    ``custom`` with ``custom_model`` (architecture fields and/or ``config``, a Hugging Face
+    config.json object or its text: :func:`pools.sizing.presets.custom_model_arch`); ``tp``
     defaults to 1, ``gpu_count`` to ``tp``, ``precision`` to FP16, ``engine`` to vllm;
     ``concurrency`` null = saturation; ``request_rate`` (requests/s over all ``gpu_count`` cards)
     switches to an open-loop load; ``prompt_cache_hit_rate`` in [0, 1) of the input is cached.
@@ -749,7 +818,10 @@ def estimate_from_fields(
                 reason="missing",
                 field=name,
             )
-    model = presets.get(fields["model"])
+    if fields["model"] == "custom":
+        model = _custom_model(fields.get("custom_model"))
+    else:
+        model = presets.get(fields["model"])
     if model is None:
         raise SizingInputError(
             f"unknown model {fields['model']!r}; known: {', '.join(presets)}",
@@ -757,6 +829,8 @@ def estimate_from_fields(
             field="model",
         )
     gpu = gpus.get(fields["gpu"])
+    if gpu is None and name_to_slug is not None:
+        gpu = gpus.get(name_to_slug(fields["gpu"]))
     if gpu is None:
         raise SizingInputError(
             f"unknown GPU model {fields['gpu']!r}; known: {', '.join(gpus)}",
@@ -808,6 +882,25 @@ def estimate_from_fields(
         engine=with_fitted(profile, (engines or {}).get(profile.name)),
         cached_input_tokens=min(input_len - 1, round(input_len * hit_rate)),
     )
+
+
+def _custom_model(custom: object) -> ModelArch:
+    """``custom_model`` of a request as an architecture; its errors name
+    ``custom_model.<field>`` (and ``errors`` every field at fault)."""
+    if custom is None:
+        raise SizingInputError(
+            "model 'custom' needs custom_model: the architecture fields and/or its config.json",
+            reason="missing",
+            field="custom_model",
+        )
+    try:
+        return custom_model_arch(custom)
+    except SizingInputError as exc:
+        data = dict(exc.data)
+        data["field"] = f"custom_model.{data['field']}" if data.get("field") else "custom_model"
+        if "errors" in data:
+            data["errors"] = {f"custom_model.{k}": v for k, v in data["errors"].items()}
+        raise SizingInputError(exc.message, **data) from None
 
 
 def replica_estimate_as_dict(estimate: ReplicaEstimate) -> dict[str, object]:

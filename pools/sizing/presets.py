@@ -8,6 +8,7 @@ cited per field in ``models.json``. Preset ids are the model ids of the shared s
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -73,13 +74,63 @@ class ModelArch:
     tie_word_embeddings: bool = False
     hf_repo: str = ""
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    num_shared_experts: int = 0
+    first_k_dense_layers: int = 0
+    dense_intermediate_size: int | None = None
+    moe_layer_interval: int = 1
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    sliding_window_layers: int | None = None
 
     def __post_init__(self) -> None:
         for name in _POSITIVE_FIELDS:
             _require_positive_int(name, getattr(self, name))
-        for name in ("num_experts", "experts_per_token", "sliding_window_tokens"):
+        for name in (
+            "num_experts",
+            "experts_per_token",
+            "sliding_window_tokens",
+            "dense_intermediate_size",
+            "kv_lora_rank",
+            "qk_rope_head_dim",
+            "moe_layer_interval",
+        ):
             if getattr(self, name) is not None:
                 _require_positive_int(name, getattr(self, name))
+        for name in ("num_shared_experts", "first_k_dense_layers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise SizingInputError(
+                    f"{name} must be a whole number >= 0, got {value!r}",
+                    reason="not_positive",
+                    field=name,
+                )
+        if self.first_k_dense_layers > self.num_layers:
+            raise SizingInputError(
+                f"first_k_dense_layers ({self.first_k_dense_layers}) cannot exceed num_layers "
+                f"({self.num_layers})",
+                reason="inconsistent",
+                field="first_k_dense_layers",
+            )
+        if (self.kv_lora_rank is None) != (self.qk_rope_head_dim is None):
+            raise SizingInputError(
+                "kv_lora_rank and qk_rope_head_dim go together (multi-head latent attention)",
+                reason="inconsistent",
+                field="qk_rope_head_dim" if self.kv_lora_rank else "kv_lora_rank",
+            )
+        if self.sliding_window_layers is not None:
+            if self.sliding_window_tokens is None:
+                raise SizingInputError(
+                    "sliding_window_layers needs sliding_window",
+                    reason="inconsistent",
+                    field="sliding_window_layers",
+                )
+            if not 0 <= self.sliding_window_layers <= self.num_layers:
+                raise SizingInputError(
+                    f"sliding_window_layers must be 0 to num_layers ({self.num_layers}), got "
+                    f"{self.sliding_window_layers!r}",
+                    reason="inconsistent",
+                    field="sliding_window_layers",
+                )
         if self.num_attention_heads % self.num_kv_heads:
             raise SizingInputError(
                 "num_attention_heads must be a multiple of num_kv_heads "
@@ -101,9 +152,18 @@ class ModelArch:
             )
         if self.active_params > self.total_params:
             raise SizingInputError(
-                "active_params cannot exceed total_params",
+                f"active_params ({self.active_params:,}) cannot exceed total_params "
+                f"({self.total_params:,})",
                 reason="inconsistent",
-                field="active_params",
+                field="total_params",
+            )
+        if self.expert_params >= self.total_params:
+            raise SizingInputError(
+                f"the routed experts alone ({self.expert_params:,} parameters: MoE layers x "
+                f"experts x 3 x hidden x intermediate) exceed total_params "
+                f"({self.total_params:,})",
+                reason="inconsistent",
+                field="total_params",
             )
 
     @classmethod
@@ -123,9 +183,19 @@ class ModelArch:
         num_experts: int | None = None,
         experts_per_token: int | None = None,
         total_params: int | None = None,
+        active_params: int | None = None,
         tie_word_embeddings: bool = False,
         qkv_bias: bool = False,
         sliding_window_tokens: int | None = None,
+        sliding_window_layers: int | None = None,
+        num_shared_experts: int | None = None,
+        first_k_dense_layers: int | None = None,
+        dense_intermediate_size: int | None = None,
+        moe_layer_interval: int | None = None,
+        kv_lora_rank: int | None = None,
+        qk_rope_head_dim: int | None = None,
+        q_lora_rank: int | None = None,
+        v_head_dim: int | None = None,
         hf_repo: str = "",
         sources: dict[str, str] | None = None,
     ) -> ModelArch:
@@ -133,10 +203,12 @@ class ModelArch:
         counted by :func:`model_params_from_config` — the one way presets and custom models are
         built.
 
-        A given ``total_params`` (a published count) is kept: a dense model's active parameters
-        are then the total, a mixture of experts' are counted from the config and capped at the
-        total. ``qkv_bias`` only enters the count. Raises :class:`SizingInputError` as the
-        class does for an inconsistent config.
+        A given ``total_params`` / ``active_params`` (published counts) are kept; one not given
+        is counted: a dense model's active parameters are its total, a mixture of experts' are
+        counted from the config (capped at the total). ``qkv_bias``, ``q_lora_rank`` and
+        ``v_head_dim`` only enter the count. A mixture of experts (``num_experts`` > 1) with
+        ``num_experts`` 1 or ``experts_per_token`` absent is read as dense when both are
+        absent. Raises :class:`SizingInputError` as the class does for an inconsistent config.
         """
         config = {
             "num_layers": num_layers,
@@ -149,13 +221,20 @@ class ModelArch:
             "tie_word_embeddings": tie_word_embeddings,
             "num_experts": num_experts,
             "experts_per_token": experts_per_token,
+            "num_shared_experts": num_shared_experts or 0,
+            "first_k_dense_layers": first_k_dense_layers or 0,
+            "dense_intermediate_size": dense_intermediate_size,
+            "moe_layer_interval": moe_layer_interval or 1,
+            "kv_lora_rank": kv_lora_rank,
+            "qk_rope_head_dim": qk_rope_head_dim,
         }
-        active_params = total_params
+        counted_total, counted_active = model_params_from_config(
+            **config, qkv_bias=qkv_bias, q_lora_rank=q_lora_rank, v_head_dim=v_head_dim
+        )
         if total_params is None:
-            total_params, active_params = model_params_from_config(**config, qkv_bias=qkv_bias)
-        elif num_experts:
-            _, active_params = model_params_from_config(**config, qkv_bias=qkv_bias)
-            active_params = min(active_params, total_params)
+            total_params = counted_total
+        if active_params is None:
+            active_params = min(counted_active, total_params) if num_experts else total_params
         return cls(
             id=id,
             name=name,
@@ -164,6 +243,7 @@ class ModelArch:
             total_params=total_params,
             active_params=active_params,
             sliding_window_tokens=sliding_window_tokens,
+            sliding_window_layers=sliding_window_layers,
             sources=dict(sources or {}),
             **config,
         )
@@ -174,14 +254,45 @@ class ModelArch:
         return self.num_experts is not None and self.num_experts > 1
 
     @property
+    def num_moe_layers(self) -> int:
+        """Layers with routed experts: every ``moe_layer_interval``-th layer after the first
+        ``first_k_dense_layers`` dense ones (DeepSeek-V3 ``first_k_dense_replace`` 3 of 61;
+        Llama-4-Maverick ``interleave_moe_layer_step`` 2: 24 of 48). 0 for a dense model."""
+        if not self.is_moe:
+            return 0
+        return (self.num_layers - self.first_k_dense_layers) // self.moe_layer_interval
+
+    @property
     def expert_params(self) -> int:
-        """Parameters in the routed experts' gated MLPs, all layers: L × E × 3 × h × I.
+        """Parameters in the routed experts' gated MLPs, all layers: MoE layers × E × 3 × h × I
+        (I per expert). Shared experts are not routed: they are read for every token, like
+        attention, and so counted with the shared weights.
 
         0 for a dense model (its MLP is counted as shared, always-read weights).
         """
         if not self.is_moe:
             return 0
-        return self.num_layers * self.num_experts * 3 * self.hidden_size * self.intermediate_size
+        return (
+            self.num_moe_layers * self.num_experts * 3 * self.hidden_size * self.intermediate_size
+        )
+
+    @property
+    def is_mla(self) -> bool:
+        """Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2): the KV cache keeps one
+        compressed latent of ``kv_lora_rank`` plus the ``qk_rope_head_dim`` rotary key per
+        token and layer instead of K and V per KV head."""
+        return self.kv_lora_rank is not None
+
+    @property
+    def window_layers(self) -> int:
+        """Layers whose KV is capped at ``sliding_window_tokens``: ``sliding_window_layers``
+        when given (gpt-oss: half of them), else all layers when a window is set (Mistral-7B-v0.1),
+        else 0."""
+        if self.sliding_window_tokens is None:
+            return 0
+        if self.sliding_window_layers is None:
+            return self.num_layers
+        return self.sliding_window_layers
 
     @property
     def attention_width(self) -> int:
@@ -202,6 +313,14 @@ def model_params_from_config(
     qkv_bias: bool = False,
     num_experts: int | None = None,
     experts_per_token: int | None = None,
+    num_shared_experts: int = 0,
+    first_k_dense_layers: int = 0,
+    dense_intermediate_size: int | None = None,
+    moe_layer_interval: int = 1,
+    kv_lora_rank: int | None = None,
+    qk_rope_head_dim: int | None = None,
+    q_lora_rank: int | None = None,
+    v_head_dim: int | None = None,
 ) -> tuple[int, int]:
     """Return ``(total_params, active_params)`` of a Llama-style decoder from its config fields.
 
@@ -215,21 +334,43 @@ def model_params_from_config(
     """
     q_width = num_attention_heads * head_dim
     kv_width = num_kv_heads * head_dim
-    attention = hidden_size * q_width + 2 * hidden_size * kv_width + q_width * hidden_size
-    if qkv_bias:
-        attention += q_width + 2 * kv_width
+    if kv_lora_rank is not None and qk_rope_head_dim is not None:
+        # Multi-head latent attention (DeepSeek-V2 paper, arXiv 2405.04434 section 2.1): Q
+        # through an optional low-rank q_lora_rank (with its norm), the joint KV down-projection
+        # h x (kv_lora_rank + rope) with its norm, the up-projection kv_lora_rank x heads x
+        # (nope + v), and O heads x v x h. ``head_dim`` = nope + rope (the query/key width).
+        value_dim = v_head_dim or head_dim - qk_rope_head_dim
+        nope = head_dim - qk_rope_head_dim
+        if q_lora_rank:
+            query = hidden_size * q_lora_rank + q_lora_rank + q_lora_rank * q_width
+        else:
+            query = hidden_size * q_width
+        attention = (
+            query
+            + hidden_size * (kv_lora_rank + qk_rope_head_dim)
+            + kv_lora_rank
+            + kv_lora_rank * num_attention_heads * (nope + value_dim)
+            + num_attention_heads * value_dim * hidden_size
+        )
+    else:
+        attention = hidden_size * q_width + 2 * hidden_size * kv_width + q_width * hidden_size
+        if qkv_bias:
+            attention += q_width + 2 * kv_width
     mlp_one = 3 * hidden_size * intermediate_size
-    experts = num_experts or 1
-    active_experts = experts_per_token or 1
-    router = hidden_size * experts if num_experts else 0
     norms = 2 * hidden_size
     embeddings = vocab_size * hidden_size * (1 if tie_word_embeddings else 2)
-    total = embeddings + num_layers * (attention + experts * mlp_one + router + norms) + hidden_size
-    active = (
-        embeddings
-        + num_layers * (attention + active_experts * mlp_one + router + norms)
-        + hidden_size
-    )
+    if not num_experts or num_experts <= 1:
+        layer = attention + mlp_one + norms
+        total = embeddings + num_layers * layer + hidden_size
+        return total, total
+    moe_layers = (num_layers - first_k_dense_layers) // moe_layer_interval
+    dense_layers = num_layers - moe_layers
+    dense_mlp = 3 * hidden_size * (dense_intermediate_size or intermediate_size)
+    router = hidden_size * num_experts
+    shared = num_shared_experts * mlp_one
+    common = embeddings + num_layers * (attention + norms) + dense_layers * dense_mlp + hidden_size
+    total = common + moe_layers * (router + shared + num_experts * mlp_one)
+    active = common + moe_layers * (router + shared + (experts_per_token or 1) * mlp_one)
     return total, active
 
 
@@ -269,3 +410,305 @@ def model_preset(model_id: str) -> ModelArch:
             reason="unknown_model",
             field="model",
         ) from None
+
+
+#: Architecture fields a custom model takes (page, API, ``estimate``), in the order shown.
+#: ``total_params`` / ``active_params`` blank: counted from the config. The MoE, MLA and
+#: sliding-window fields blank: dense, grouped-query attention, full attention.
+CUSTOM_ARCH_FIELDS = (
+    "num_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_kv_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "max_context_tokens",
+    "total_params",
+    "active_params",
+    "num_experts",
+    "experts_per_token",
+    "num_shared_experts",
+    "first_k_dense_layers",
+    "dense_intermediate_size",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "sliding_window_tokens",
+    "sliding_window_layers",
+)
+REQUIRED_ARCH_FIELDS = CUSTOM_ARCH_FIELDS[:8]
+
+#: Layer kinds a Hugging Face ``layer_types`` list may name that this model can cost.
+_ATTENTION_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attention"}
+
+#: ``model_type`` values of architectures with state-space, recurrent or linear-attention
+#: layers, whose memory and speed these formulas do not describe (no KV cache per token).
+UNSUPPORTED_MODEL_TYPES = {
+    "mamba": "state-space (Mamba) layers",
+    "mamba2": "state-space (Mamba-2) layers",
+    "falcon_mamba": "state-space (Mamba) layers",
+    "jamba": "state-space (Mamba) layers mixed with attention",
+    "zamba": "state-space (Mamba) layers mixed with attention",
+    "zamba2": "state-space (Mamba-2) layers mixed with attention",
+    "bamba": "state-space (Mamba-2) layers mixed with attention",
+    "nemotron_h": "state-space (Mamba-2) layers mixed with attention",
+    "falcon_h1": "state-space (Mamba-2) layers mixed with attention",
+    "granitemoehybrid": "state-space (Mamba-2) layers mixed with attention",
+    "rwkv": "recurrent (RWKV) layers",
+    "recurrent_gemma": "recurrent (Griffin) layers",
+    "qwen3_next": "linear-attention (Gated DeltaNet) layers",
+    "minimax": "linear-attention (lightning attention) layers",
+    "minimax_m1": "linear-attention (lightning attention) layers",
+    "xlstm": "recurrent (xLSTM) layers",
+}
+
+
+def _first(config: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if config.get(key) is not None:
+            return config[key]
+    return None
+
+
+def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
+    """The custom-architecture fields (:data:`CUSTOM_ARCH_FIELDS` plus ``name``,
+    ``tie_word_embeddings``, ``qkv_bias``, ``q_lora_rank``, ``v_head_dim``,
+    ``moe_layer_interval``) read from a Hugging Face ``config.json`` (a dict).
+
+    Read directly, by the names the transformers configurations use: ``num_hidden_layers``,
+    ``hidden_size``, ``num_attention_heads``, ``num_key_value_heads`` (absent: the attention
+    heads), ``head_dim`` (absent: hidden / heads; MLA: ``qk_nope_head_dim`` +
+    ``qk_rope_head_dim``), ``intermediate_size`` (MoE: ``moe_intermediate_size`` per expert
+    where given - DeepSeek, Qwen3-MoE, GLM-4.5 - the dense layers keeping
+    ``intermediate_size``; Llama 4: ``intermediate_size`` per expert, ``intermediate_size_mlp``
+    dense), ``vocab_size``, ``max_position_embeddings``, experts from ``n_routed_experts`` /
+    ``num_experts`` / ``num_local_experts``, ``num_experts_per_tok`` / ``experts_per_token``,
+    ``n_shared_experts``, ``first_k_dense_replace``, ``interleave_moe_layer_step``,
+    ``kv_lora_rank``, ``qk_rope_head_dim``, ``sliding_window`` (ignored when
+    ``use_sliding_window`` is false, as Qwen2 does) with ``layer_types`` saying which layers
+    slide, Llama 4's ``attention_chunk_size`` on the layers ``no_rope_layers`` marks 1.
+    A multimodal config's ``text_config`` is read for the language model.
+
+    Raises :class:`SizingInputError`: ``unsupported_architecture`` (field ``config``) for
+    state-space, recurrent or linear-attention layers; ``missing`` naming the config key a
+    required field comes from; the class's own errors are raised later by
+    :meth:`ModelArch.from_config`.
+    """
+    if not isinstance(config, Mapping):
+        raise SizingInputError(
+            "a config.json must be a JSON object", reason="not_an_object", field="config"
+        )
+    name = str(_first(config, "_name_or_path") or "")
+    if isinstance(config.get("text_config"), Mapping):
+        outer = config
+        config = {**config["text_config"]}
+        config.setdefault("model_type", outer.get("model_type"))
+        config.setdefault("tie_word_embeddings", outer.get("tie_word_embeddings"))
+    model_type = str(config.get("model_type") or "").lower()
+    if model_type in UNSUPPORTED_MODEL_TYPES:
+        raise SizingInputError(
+            f"model_type {model_type!r} has {UNSUPPORTED_MODEL_TYPES[model_type]}, which this "
+            "sizing model cannot cost (it counts attention KV caches and weight streams)",
+            reason="unsupported_architecture",
+            field="config",
+        )
+    layer_types = config.get("layer_types")
+    if isinstance(layer_types, list):
+        unknown = sorted({str(t) for t in layer_types} - _ATTENTION_LAYER_TYPES)
+        if unknown:
+            raise SizingInputError(
+                f"layer_types names {', '.join(unknown)}: layers this sizing model cannot cost "
+                "(it knows full, sliding-window and chunked attention)",
+                reason="unsupported_architecture",
+                field="config",
+            )
+    missing = []
+
+    def need(field_name: str, *keys: str) -> Any:
+        value = _first(config, *keys)
+        if value is None:
+            missing.append(f"{field_name} ({' / '.join(keys)})")
+        return value
+
+    layers = need("num_layers", "num_hidden_layers", "n_layer", "num_layers")
+    hidden = need("hidden_size", "hidden_size", "n_embd", "d_model")
+    heads = need("num_attention_heads", "num_attention_heads", "n_head")
+    vocab = need("vocab_size", "vocab_size")
+    context = need("max_context_tokens", "max_position_embeddings", "max_sequence_length")
+    experts = _first(config, "n_routed_experts", "num_experts", "num_local_experts")
+    per_token = _first(config, "num_experts_per_tok", "experts_per_token", "moe_topk")
+    moe_size = _first(config, "moe_intermediate_size")
+    dense_size = _first(config, "intermediate_size_mlp")
+    if moe_size is not None:
+        intermediate = moe_size
+        dense_size = config.get("intermediate_size")
+    else:
+        intermediate = need("intermediate_size", "intermediate_size", "ffn_dim", "n_inner")
+    if missing:
+        raise SizingInputError(
+            "the config.json lacks " + "; ".join(missing),
+            reason="missing",
+            field="config",
+        )
+    kv_lora = config.get("kv_lora_rank")
+    rope = config.get("qk_rope_head_dim") if kv_lora is not None else None
+    head_dim = config.get("head_dim")
+    if kv_lora is not None and config.get("qk_nope_head_dim") is not None and rope is not None:
+        head_dim = config["qk_nope_head_dim"] + rope
+    if head_dim is None and isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
+        head_dim = hidden // heads
+    window = config.get("sliding_window")
+    if config.get("use_sliding_window") is False:
+        window = None
+    window_layers = None
+    if window is not None and isinstance(layer_types, list):
+        window_layers = sum(1 for t in layer_types if t == "sliding_attention")
+    chunk = config.get("attention_chunk_size")
+    if window is None and chunk is not None:
+        # Llama 4: chunked attention on the RoPE layers (no_rope_layers 1), full on the rest;
+        # a chunk holds at most chunk tokens of KV, as a window does.
+        window = chunk
+        flags = config.get("no_rope_layers")
+        if isinstance(flags, list) and flags:
+            window_layers = sum(1 for flag in flags if flag)
+    if experts in (0, 1):
+        experts = per_token = None
+    shared = config.get("n_shared_experts") or config.get("num_shared_experts")
+    if shared is None and model_type in ("llama4", "llama4_text") and experts:
+        shared = 1  # Llama 4's MoE layer adds one shared expert (Llama4TextMoe.shared_expert)
+    first_dense = _first(config, "first_k_dense_replace")
+    interval = _first(config, "interleave_moe_layer_step", "decoder_sparse_step")
+    bias = config.get("attention_bias")
+    if bias is None:
+        bias = model_type.startswith("qwen2")
+    return {
+        "name": name.rsplit("/", 1)[-1] or "Custom model",
+        "num_layers": layers,
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "num_kv_heads": _first(config, "num_key_value_heads", "num_kv_heads") or heads,
+        "head_dim": head_dim,
+        "intermediate_size": intermediate,
+        "vocab_size": vocab,
+        "max_context_tokens": context,
+        "total_params": None,
+        "active_params": None,
+        "num_experts": experts,
+        "experts_per_token": per_token if experts else None,
+        "num_shared_experts": shared if experts else None,
+        "first_k_dense_layers": first_dense if experts else None,
+        "dense_intermediate_size": dense_size if experts else None,
+        "moe_layer_interval": interval if experts else None,
+        "kv_lora_rank": kv_lora,
+        "qk_rope_head_dim": rope,
+        "q_lora_rank": config.get("q_lora_rank") if kv_lora is not None else None,
+        "v_head_dim": config.get("v_head_dim") if kv_lora is not None else None,
+        "sliding_window_tokens": window,
+        "sliding_window_layers": window_layers,
+        "tie_word_embeddings": bool(config.get("tie_word_embeddings") or False),
+        "qkv_bias": bool(bias),
+    }
+
+
+#: Keys a custom model may give besides :data:`CUSTOM_ARCH_FIELDS` (they only enter the
+#: parameter count or come from a config.json).
+_EXTRA_ARCH_KEYS = (
+    "tie_word_embeddings",
+    "qkv_bias",
+    "q_lora_rank",
+    "v_head_dim",
+    "moe_layer_interval",
+)
+
+
+def custom_arch_errors(fields: Mapping[str, Any]) -> dict[str, str]:
+    """Every inconsistency of a custom architecture at once, ``{field: message}`` (empty when
+    none): experts per token above the experts, or one without the other; KV heads that do not
+    divide the attention heads; active parameters above the total; MLA's two fields apart;
+    first dense layers or sliding layers beyond the layers. Fields not given are not checked.
+    """
+    errors: dict[str, str] = {}
+
+    def number(name: str) -> int | None:
+        value = fields.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    experts, per_token = number("num_experts"), number("experts_per_token")
+    if experts is not None and per_token is not None and per_token > experts:
+        errors["experts_per_token"] = (
+            f"{per_token} experts per token is more than the {experts} experts."
+        )
+    elif experts is not None and experts > 1 and per_token is None:
+        errors["experts_per_token"] = "A mixture of experts needs its experts per token."
+    elif per_token is not None and experts is None:
+        errors["num_experts"] = "Experts per token needs the number of experts."
+    heads, kv_heads = number("num_attention_heads"), number("num_kv_heads")
+    if heads and kv_heads and heads % kv_heads:
+        errors["num_kv_heads"] = (
+            f"{kv_heads} KV heads do not divide the {heads} attention heads evenly."
+        )
+    total, active = number("total_params"), number("active_params")
+    if total is not None and active is not None and active > total:
+        errors["total_params"] = (
+            f"The total ({total:,}) is below the active parameters ({active:,})."
+        )
+    if (number("kv_lora_rank") is None) != (number("qk_rope_head_dim") is None):
+        missing = "qk_rope_head_dim" if number("kv_lora_rank") else "kv_lora_rank"
+        errors[missing] = "Latent attention (MLA) needs both kv_lora_rank and qk_rope_head_dim."
+    layers = number("num_layers")
+    for name in ("first_k_dense_layers", "sliding_window_layers"):
+        value = number(name)
+        if layers and value is not None and value > layers:
+            errors[name] = f"{value} is more than the {layers} layers."
+    if number("sliding_window_layers") is not None and number("sliding_window_tokens") is None:
+        errors["sliding_window_tokens"] = "Sliding-window layers need the window's length."
+    return errors
+
+
+def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> ModelArch:
+    """A custom architecture from its fields (:data:`CUSTOM_ARCH_FIELDS`, ``name``) and/or a
+    Hugging Face ``config`` (a dict, or its JSON text): the config's fields
+    (:func:`arch_fields_from_hf_config`), then the fields given explicitly on top.
+
+    Raises :class:`SizingInputError`: ``invalid_json`` (field ``config``) for unreadable config
+    text; the config reader's errors; ``missing`` (field named) for a required field that
+    neither gives; ``inconsistent`` with ``errors`` ``{field: message}`` for every
+    inconsistency :func:`custom_arch_errors` finds (``field`` the first of them).
+    """
+    if not isinstance(custom, Mapping):
+        raise SizingInputError(
+            "a custom model is an object of architecture fields", reason="not_an_object",
+            field="custom_model",
+        )  # fmt: skip
+    fields: dict[str, Any] = {}
+    config = custom.get("config")
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError as exc:
+            raise SizingInputError(
+                f"the config.json is not valid JSON: {exc}", reason="invalid_json", field="config"
+            ) from None
+    if config is not None:
+        fields.update(
+            {k: v for k, v in arch_fields_from_hf_config(config).items() if v is not None}
+        )
+    for key in (*CUSTOM_ARCH_FIELDS, *_EXTRA_ARCH_KEYS, "name"):
+        if custom.get(key) is not None:
+            fields[key] = custom[key]
+    missing = {
+        key: f"{key} is required for a custom architecture (or give its config.json)"
+        for key in REQUIRED_ARCH_FIELDS
+        if fields.get(key) is None
+    }
+    if missing:
+        first = next(iter(missing))
+        raise SizingInputError(missing[first], reason="missing", field=first, errors=missing)
+    errors = custom_arch_errors(fields)
+    if errors:
+        first = next(iter(errors))
+        raise SizingInputError(errors[first], reason="inconsistent", field=first, errors=errors)
+    name = str(fields.pop("name", "") or "Custom model").strip()[:80] or "Custom model"
+    max_context = fields.pop("max_context_tokens")
+    arch = {key: fields[key] for key in fields if key in (*CUSTOM_ARCH_FIELDS, *_EXTRA_ARCH_KEYS)}
+    return ModelArch.from_config(id=id, name=name, max_context_tokens=max_context, **arch)

@@ -53,9 +53,12 @@ from pools.sizing.engines import engine_profile
 from pools.sizing.gpus import GPU_SPEC_FIELDS, GpuSpec, gpu_spec_from_fields
 from pools.sizing.inputs import DEFAULT_INPUTS, demand_of, model_arch, sizing_inputs_clean
 from pools.sizing.memory import (
-    kv_bytes_per_token,
+    ENGINE_OVERHEAD_BYTES,
+    RESERVE_FRACTION,
+    RESERVE_MIN_BYTES,
+    kv_bytes_per_sequence,
     kv_cache_bits,
-    kv_tokens_per_sequence,
+    model_kv_bytes_per_token,
     precision_parse,
     weights_bytes,
 )
@@ -196,7 +199,13 @@ def _row_json(
     batch = None if throughput is None else throughput.batch
     kv_per_replica = None
     if memory is not None and batch is not None:
-        per_sequence = memory.kv_bytes_per_token * memory.kv_tokens_per_sequence
+        # One sequence's KV counted once per replica (a TP rank's share x the ranks it is
+        # split over; MLA's latent and replicated KV heads are one copy).
+        per_sequence = (
+            memory.kv_bytes_per_sequence_per_gpu
+            * memory.kv_bytes_per_token
+            // memory.kv_bytes_per_token_per_gpu
+        )
         kv_per_replica = per_sequence * math.ceil(batch)
     return {
         "gpu_model": row.gpu_slug,
@@ -230,6 +239,11 @@ def _row_json(
         "per_card_equivalent_tok_s": row.per_card_equivalent_tok_s,
         "replicas": row.replicas,
         "cards": row.cards,
+        # The cards as separate lines (seeds/004 section 2.3): the whole peak, the share of it
+        # sized for, and the buffer on top; cards = (sized + buffer) replicas x TP.
+        "cards_at_peak": None if row.replicas_at_peak is None else row.replicas_at_peak * row.tp,
+        "cards_sized": None if row.replicas_sized is None else row.replicas_sized * row.tp,
+        "cards_buffer": None if row.replicas_buffer is None else row.replicas_buffer * row.tp,
         # Where similar published measurements fell (pools/sizing/band.py), and the cards if
         # every replica serves only the low end of that band.
         "band": None if row.band is None else row.band.as_dict(),
@@ -422,19 +436,16 @@ def sizing_results(
         prices=prices,
         seed_per_card_tok_s=inputs["seed_per_card_tok_s"] if demand is not None else None,
         on_progress=on_progress,
+        sized_share=inputs.get("sized_share", 1.0),
+        buffer_share=inputs.get("buffer_share", 0.0),
     )
     by_slug = {spec.slug: (row, spec) for row, spec in gpus}
     pool_names = dict(Pool.objects.values_list("slug", "name"))  # people read names, not slugs
     precision = precision_parse(inputs["precision"])
     kv_bits = kv_cache_bits(inputs["kv_cache_dtype"])
-    per_token = kv_bytes_per_token(
-        num_layers=model.num_layers,
-        num_kv_heads=model.num_kv_heads,
-        head_dim=model.head_dim,
-        kv_bits=kv_bits,
-    )
-    per_sequence = per_token * kv_tokens_per_sequence(
-        model, inputs["input_len"] + inputs["output_len"]
+    per_token = model_kv_bytes_per_token(model, kv_bits=kv_bits)
+    per_sequence = kv_bytes_per_sequence(
+        model, context_tokens=inputs["input_len"] + inputs["output_len"], kv_bits=kv_bits
     )
     results = {
         "model": {
@@ -454,6 +465,13 @@ def sizing_results(
         "engine": engine_profile(inputs["engine"]).name,
         "bandwidth_efficiency": BANDWIDTH_EFFICIENCY,
         "compute_efficiency": engine_profile(inputs["engine"]).compute_efficiency,
+        # What the page's "overhead + reserve" is made of (pools/sizing/memory.py).
+        "engine_overhead_bytes": ENGINE_OVERHEAD_BYTES,
+        "reserve_fraction": RESERVE_FRACTION,
+        "reserve_min_bytes": RESERVE_MIN_BYTES,
+        "reserve_of_free": engine_profile(inputs["engine"]).reserve_of_free,
+        "sized_share": inputs.get("sized_share", 1.0),
+        "buffer_share": inputs.get("buffer_share", 0.0),
         "weights_bytes": weights_bytes(
             params=model.total_params, weight_bits=precision.weight_bits
         ),

@@ -44,11 +44,11 @@ from dataclasses import dataclass
 from pools.sizing import SizingInputError, SizingWarning
 from pools.sizing.engines import COMPUTE_EFFICIENCY as _DEFAULT_COMPUTE_EFFICIENCY
 from pools.sizing.engines import engine_profile
-from pools.sizing.gpus import GpuSpec, cuda_core_instructions_per_s
+from pools.sizing.gpus import GpuSpec, cuda_core_instructions_per_s, fp4_dense_tflops
 from pools.sizing.memory import (
+    FP4_SCALE_BITS_PER_WEIGHT,
     Precision,
-    kv_bytes_per_token,
-    kv_heads_per_gpu,
+    kv_bytes_per_sequence,
     kv_tokens_per_sequence,
     precision_parse,
 )
@@ -91,8 +91,22 @@ def precision_on_gpu(precision: Precision, gpu: GpuSpec) -> tuple[Precision, lis
     FP8 on a card without FP8 tensor cores (A100, A10, Turing) runs only as weight-only
     quantisation: weights stored in 8 bits, de-quantised to FP16 for the multiply (vLLM's FP8
     Marlin path), so memory and bandwidth halve but compute runs at the FP16 rate. FP8 on a card
-    whose FP8 support is unknown is kept, with a warning.
+    whose FP8 support is unknown is kept, with a warning. NVFP4 / MXFP4 multiply natively only
+    on Blackwell (:data:`pools.sizing.gpus.FP4_DENSE_TFLOPS`); elsewhere they run de-quantised
+    to 16 bit (``MXFP4-WO`` / ``NVFP4-WO``: vLLM serves gpt-oss's MXFP4 on Hopper and Ampere
+    with its Marlin MXFP4 kernel), 4.25 / 4.5 bits per weight read, FP16 compute.
     """
+    if precision.compute == "fp4":
+        if fp4_dense_tflops(gpu) is not None:
+            return precision, []
+        return precision_parse(f"{precision.name}-WO"), [
+            SizingWarning(
+                "fp4_weight_only",
+                f"{gpu.name} has no FP4 tensor cores (Blackwell has): {precision.name} runs as "
+                "weight-only 4-bit (de-quantised to 16 bit for the multiply); memory and "
+                "bandwidth as 4-bit, compute at the FP16 rate.",
+            )
+        ]
     if precision.compute != "fp8":
         return precision, []
     if gpu.fp8_native is False:
@@ -121,6 +135,7 @@ def tensor_tflops(precision: Precision, gpu: GpuSpec) -> float | None:
     rate is known at all (the compute-bound parts then cannot be modelled).
     """
     rates = {
+        "fp4": fp4_dense_tflops(gpu),
         "fp8": gpu.fp8_dense_tflops,
         "int8": gpu.int8_dense_tops,
         "bf16": gpu.bf16_dense_tflops,
@@ -148,9 +163,13 @@ def weight_bytes_read(*, model: ModelArch, weight_bits: int, tokens: float) -> f
     """The seeds' weight bytes for ``tokens`` tokens, whole model: parameters × bits / 8 (the
     decode ceiling uses it; the step time uses :func:`decode_weight_bytes`).
 
-    Dense: every weight. Mixture of experts: the shared weights plus, per layer, the experts the
-    tokens route to: E × (1 - (1 - k / E) ** tokens) experts in expectation under uniform routing
-    (k of E per token), so 1 token reads the active parameters and large batches read all.
+    Dense: every weight. Mixture of experts: the shared weights (attention, shared experts,
+    dense layers) plus, per MoE layer, the experts the tokens route to: E × (1 - (1 - k / E) **
+    tokens) experts in expectation under uniform routing (k of E per token): an expert is missed
+    by one token with probability 1 - k / E, by B independent tokens with (1 - k / E)^B (the
+    expected number of occupied bins when B tokens each pick k of E experts; routing is not
+    uniform in practice, so this is the expectation for a balanced router). 1 token reads the
+    active parameters and large batches read all.
     """
     if not model.is_moe:
         return model.total_params * weight_bits / 8
@@ -186,7 +205,9 @@ def decode_weight_bytes(*, model: ModelArch, precision: Precision, tokens: float
     table = model.vocab_size * model.hidden_size
     heads = table if model.tie_word_embeddings else 2 * table
     bits = precision.weight_bits
-    if precision.weight_only and bits < 16:
+    if precision.name in FP4_SCALE_BITS_PER_WEIGHT:
+        bits = bits + FP4_SCALE_BITS_PER_WEIGHT[precision.name]
+    elif precision.weight_only and bits < 16:
         bits = bits + (QUANT_SCALE_BITS + bits) / QUANT_GROUP_SIZE
     layer_params = model.total_params - heads
     if model.is_moe:
@@ -435,15 +456,14 @@ def replica_throughput(
 
     new_input = input_tokens - cached_input_tokens
     prefill_tokens_per_step = batch * new_input / output_tokens
-    kv_per_token_group = tp * kv_bytes_per_token(
-        num_layers=model.num_layers,
-        num_kv_heads=kv_heads_per_gpu(num_kv_heads=model.num_kv_heads, tp=tp),
-        head_dim=model.head_dim,
-        kv_bits=kv_bits,
+    mean_tokens = input_tokens + (output_tokens + 1) // 2
+    mean_context = kv_tokens_per_sequence(model, mean_tokens)
+    kv_read = (
+        batch
+        * tp
+        * kv_bytes_per_sequence(model, context_tokens=mean_tokens, kv_bits=kv_bits, tp=tp)
     )
-    mean_context = kv_tokens_per_sequence(model, input_tokens + (output_tokens + 1) // 2)
-    kv_read = batch * mean_context * kv_per_token_group
-    if profile.decode_kv_reads_per_query_head:
+    if profile.decode_kv_reads_per_query_head and not model.is_mla:
         # One pass over a sequence's KV per query head, not per KV head (engines.py).
         kv_read *= model.num_attention_heads // model.num_kv_heads
     request_prefill_flops = prefill_flops(

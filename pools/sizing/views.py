@@ -42,6 +42,8 @@ SCALAR_INPUTS = (
     "input_weight",
     "tpot_target_ms",
     "ttft_target_ms",
+    "sized_share",
+    "buffer_share",
     "seed_per_card_tok_s",
 )
 
@@ -55,8 +57,17 @@ CUSTOM_LABELS = {
     "vocab_size": "Vocabulary",
     "max_context_tokens": "Max context (tokens)",
     "total_params": "Total parameters (blank: counted)",
-    "num_experts": "Experts (MoE only)",
+    "active_params": "Active parameters (blank: counted)",
+    "num_experts": "Routed experts (MoE only)",
     "experts_per_token": "Experts per token (MoE)",
+    "num_shared_experts": "Shared experts (MoE)",
+    "first_k_dense_layers": "First dense layers (MoE)",
+    "dense_intermediate_size": "Dense layers' MLP size (MoE)",
+    "kv_lora_rank": "KV latent rank (MLA)",
+    "qk_rope_head_dim": "RoPE key dim (MLA)",
+    "sliding_window_tokens": "Sliding window (tokens)",
+    "sliding_window_layers": "Layers that slide (blank: all)",
+    "config": "config.json",
 }
 
 FIELD_LABELS = {
@@ -77,6 +88,8 @@ FIELD_LABELS = {
     "input_weight": "Input-token weight",
     "tpot_target_ms": "TPOT target",
     "ttft_target_ms": "TTFT target",
+    "sized_share": "Size for this share of the peak",
+    "buffer_share": "Buffer on top",
     "seed_per_card_tok_s": "Seed's per-card tok/s",
     "gpu_models": "GPU models",
     "prices": "Prices",
@@ -156,6 +169,8 @@ def _raw_inputs(data: QueryDict) -> dict:
     custom = {"name": data.get("custom_model.name", "")}
     for name, _required in sizing_inputs.CUSTOM_MODEL_FIELDS:
         custom[name] = data.get(f"custom_model.{name}", "")
+    # a pasted (or uploaded, read into the text box by the page's script) config.json
+    custom["config"] = data.get("custom_model.config", "")
     raw["custom_model"] = custom
     raw["prices"] = {
         key.removeprefix("prices."): value
@@ -216,6 +231,10 @@ def _decorate(results: dict) -> dict:
 def _preset_config(preset) -> dict:
     """A preset as the custom-architecture fields, so "Custom" can start from it."""
     fields = {name: getattr(preset, name) for name, _ in sizing_inputs.CUSTOM_MODEL_FIELDS}
+    if not preset.is_moe:
+        fields["num_shared_experts"] = fields["first_k_dense_layers"] = None
+    if preset.sliding_window_tokens is None or preset.sliding_window_layers is None:
+        fields["sliding_window_layers"] = None
     return {"name": f"{preset.name} (modified)", **fields}
 
 
@@ -238,6 +257,7 @@ def _page_context(request, form: dict) -> dict:
         "kv_precisions": sizing_inputs.KV_PRECISIONS,
         "engines": list(ENGINE_PROFILES),
         "demand_kinds": sizing_inputs.DEMAND_KINDS,
+        "zero_fields": sizing_inputs.ZERO_ALLOWED_ARCH_FIELDS,
         "custom_fields": [
             (name, CUSTOM_LABELS[name]) for name, _ in sizing_inputs.CUSTOM_MODEL_FIELDS
         ],

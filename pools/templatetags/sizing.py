@@ -26,6 +26,15 @@ def gb(value, decimals: int = 1):
 
 
 @register.filter
+def gib(value, decimals: int = 0):
+    """Bytes as GiB (2**30 B, the unit engines and nvidia-smi report); ``—`` if unknown."""
+    number = _number(value)
+    if number is None:
+        return "—"
+    return f"{number / 2**30:,.{int(decimals)}f}"
+
+
+@register.filter
 def qty(value, decimals: int = 0):
     """A number with ``decimals`` places and thousands separators; ``—`` if unknown."""
     number = _number(value)

@@ -31,6 +31,25 @@
     });
   }
 
+  // A config.json pasted or uploaded replaces the architecture fields (they would override it).
+  function useConfig(textarea) {
+    if (!textarea.value.trim()) return;
+    document.querySelectorAll("#custom-model input[type=number]").forEach((input) => {
+      input.value = "";
+    });
+  }
+
+  function readUpload(input) {
+    const file = input.files && input.files[0];
+    const textarea = document.querySelector("textarea[name='custom_model.config']");
+    if (!file || !textarea) return;
+    file.text().then((text) => {
+      textarea.value = text;
+      useConfig(textarea);
+      textarea.dispatchEvent(new Event("change", { bubbles: true }));
+    });
+  }
+
   // Inputs named in the results' error list are marked invalid (Pico draws them red).
   function markInvalid() {
     const form = document.getElementById("sizing-form");
@@ -38,7 +57,7 @@
     const bad = new Set(
       Array.from(document.querySelectorAll("#results [data-field]")).map((li) => li.dataset.field)
     );
-    form.querySelectorAll("input[name], select[name]").forEach((input) => {
+    form.querySelectorAll("input[name], select[name], textarea[name]").forEach((input) => {
       if (bad.has(input.name)) input.setAttribute("aria-invalid", "true");
       else input.removeAttribute("aria-invalid");
     });
@@ -111,6 +130,12 @@
       const form = event.target.closest && event.target.closest("#sizing-form");
       if (!form) return;
       if (event.target.name === "model") startCustomFromPreset(event.target);
+      if (event.target.id === "config-upload") {
+        event.stopPropagation(); // the text box's own change sends the form
+        readUpload(event.target);
+        return;
+      }
+      if (event.target.name === "custom_model.config") useConfig(event.target);
       toggleInputs(form);
     },
     true

@@ -29,7 +29,7 @@ def test_changing_an_input_updates_the_table_in_place_then_request_these_cards(
     expect(l40s).to_have_class(re.compile("muted"))
     expect(page.locator("#request-cards")).to_have_count(0)
     expect(page.locator("#request-lacks")).to_contain_text(
-        "no inference pool has H100 NVL cards: ask a pool admin to host 6 of them"
+        "no inference pool has B200 SXM 180GB cards: ask a pool admin to host 2 of them"
     )
 
     page.select_option("select[name=precision]", "FP8")
@@ -44,7 +44,7 @@ def test_changing_an_input_updates_the_table_in_place_then_request_these_cards(
     expect(page.locator("p.band").first).to_contain_text("Likely between")
     # 48 L40S or 22 A100 PCIe would do, more than the pool holds (40, 8): not requestable.
     expect(page.locator("#request-cards")).to_have_count(0)
-    expect(page.locator("#request-lacks")).to_contain_text("ask a pool admin to host 3 of them")
+    expect(page.locator("#request-lacks")).to_contain_text("ask a pool admin to host 1 of them")
     assert page.evaluate("window.__sameDocument") is True
     assert "precision=FP8" in page.url  # the inputs are in the address, to share or reload
     expect(page.locator("#sizing-chart")).to_be_visible()
@@ -69,10 +69,10 @@ def test_changing_an_input_updates_the_table_in_place_then_request_these_cards(
 
 def test_the_default_70b_case_ends_in_a_submitted_request_for_capacity(browser, live_server):
     """Issue #21's dead end, on the demo fleet as bob (manager of vision) would meet it:
-    Llama-3.1-70B at the page's default load is cheapest on 6 H100 NVL (TP 2 × 3), a card no
-    inference pool has. The page says so and offers to ask for that capacity; the request form
-    opens prefilled (kind, model, cards, shape, justification from the estimate), submits as it
-    is, and a pool admin accepts it from the queue as a plan."""
+    Llama-3.1-70B at the page's default load is cheapest on 2 B200 (TP 1 × 2; 6 H100 NVL before
+    issue 34's catalogue), a card no inference pool has. The page says so and offers to ask for
+    that capacity; the request form opens prefilled (kind, model, cards, shape, justification
+    from the estimate), submits as it is, and a pool admin accepts it from the queue as a plan."""
     from django.core.management import call_command
 
     call_command("load_demo", verbosity=0)
@@ -91,15 +91,15 @@ def test_the_default_70b_case_ends_in_a_submitted_request_for_capacity(browser, 
     page.goto(f"{live_server.url}/sizing/")
     page.select_option("select[name=model]", "llama3_70b")
     expect(page.locator("#results")).to_contain_text("Llama-3.1-70B")
-    expect(page.locator("p.headline").first).to_have_text(re.compile(r"^6 × H100 NVL"))
+    expect(page.locator("p.headline").first).to_have_text(re.compile(r"^2 × B200 SXM 180GB"))
     expect(page.locator("#request-cards")).to_have_count(0)
     expect(page.locator("#request-lacks")).to_contain_text(
-        "no inference pool has H100 NVL cards: ask a pool admin to host 6 of them"
+        "no inference pool has B200 SXM 180GB cards: ask a pool admin to host 2 of them"
     )
     # the table's status codes read as words, the code and the explanation stay on the badge
     badge = page.locator("tr.warnings [data-code=not_in_inference_pools]").first
     expect(badge).to_have_text("no inference pool has it")
-    expect(badge).to_have_attribute("title", "No inference pool has H100 NVL cards.")
+    expect(badge).to_have_attribute("title", "No inference pool has B200 SXM 180GB cards.")
     # and the whole table shows at 1366 px: nothing scrolls inside its card
     wrap = page.locator("#results .table-wrap")
     assert wrap.evaluate("e => e.scrollWidth <= e.clientWidth")
@@ -108,14 +108,15 @@ def test_the_default_70b_case_ends_in_a_submitted_request_for_capacity(browser, 
     page.wait_for_url(re.compile(r"/requests/new/\?.*kind=growth"))
     expect(page.locator("input[name=kind][value=growth]")).to_be_checked()
     expect(page.locator("input[name=workload_kind][value=inference]")).to_be_checked()
-    expect(page.locator("select[name=gpu_model]")).to_have_value("h100_nvl")
+    expect(page.locator("select[name=gpu_model]")).to_have_value("b200")
     expect(page.locator("select[name=pool]")).to_have_value("")
-    expect(page.locator("input[name=card_count]")).to_have_value("6")
-    expect(page.locator("input[name=cards_per_node]")).to_have_value("2")
-    expect(page.locator("input[name=node_count]")).to_have_value("3")
+    expect(page.locator("input[name=card_count]")).to_have_value("2")
+    # TP 1: any cards, no node shape asked for
+    expect(page.locator("input[name=cards_per_node]")).to_have_value("")
+    expect(page.locator("input[name=node_count]")).to_have_value("")
     expect(page.locator("textarea[name=justification]")).to_contain_text(
-        "Serve Llama-3.1-70B for 2,000 output tok/s at peak. Sized by the portal: 6 × H100 NVL "
-        "(TP 2 × 3 replicas)"
+        "Serve Llama-3.1-70B for 2,000 output tok/s at peak. Sized by the portal: 2 × B200 SXM "
+        "180GB (TP 1 × 2 replicas)"
     )
     expect(page.locator("#growth-note")).to_contain_text("Capacity to add.")
     page.click("button[name=submit_request]")
@@ -136,3 +137,97 @@ def test_the_default_70b_case_ends_in_a_submitted_request_for_capacity(browser, 
     page.click("button[name=accept]")
     expect(page.locator("h2")).to_contain_text("Accepted: capacity planned")
     expect(page.locator("body")).to_contain_text("request.accepted")
+
+
+def test_a_dense_custom_architecture_is_sized_with_its_moe_fields_left_blank(
+    signed_in, live_server
+):
+    """Issue 34's first page bug: "Custom architecture…" sent the blank MoE fields and every
+    dense model failed "Enter a whole number". Starting from the Llama-3.1-8B preset (dense:
+    the experts fields stay blank) the page must size it. Llama-3.1-8B's config
+    (meta-llama/Llama-3.1-8B config.json): 32 layers x 8 KV heads x 128 head dim x 2 (K, V)
+    x 2 B (FP16) = 131,072 B of KV per token, the figure the KV card must show."""
+    page = signed_in
+    page.goto(f"{live_server.url}/sizing/")
+    page.select_option("select[name=model]", "llama3_8b")
+    expect(page.locator("#results")).to_contain_text("Llama-3.1-8B")
+    page.select_option("select[name=model]", "custom")
+    expect(page.locator("input[name='custom_model.num_layers']")).to_have_value("32")
+    expect(page.locator("input[name='custom_model.num_experts']")).to_have_value("")
+    expect(page.locator("#results")).to_contain_text("Llama-3.1-8B (modified)")
+    expect(page.locator("#results .sizing-errors")).to_have_count(0)
+    expect(page.locator("#results")).not_to_contain_text("Enter a whole number")
+    expect(page.locator("#results")).to_contain_text("131,072 B")
+    expect(page.locator("tr[data-gpu=h100_sxm] td.cards-cell")).to_have_text(re.compile(r"^\d"))
+
+
+def test_one_sequence_in_flight_is_batch_1_with_the_estimate_commands_figure(
+    signed_in, live_server
+):
+    """Issue 34's second page bug: *Sequences in flight* rows showed the largest batch that met
+    the targets (67) instead of the sequences entered. One sequence must read batch 1 and the
+    rate ``manage.py estimate`` gives for the same configuration (Llama-3.1-8B BF16, FP16 KV,
+    1,000 in / 200 out, one H100 SXM, one sequence)."""
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command(
+        "estimate",
+        json_file="-",
+        stdin=io.StringIO(
+            json.dumps(
+                {
+                    "model": "llama3_8b",
+                    "gpu": "h100_sxm",
+                    "tp": 1,
+                    "precision": "BF16",
+                    "kv_cache_dtype": "FP16",
+                    "input_len": 1000,
+                    "output_len": 200,
+                    "concurrency": 1,
+                }
+            )  # fmt: skip
+        ),
+        stdout=out,
+    )
+    command = json.loads(out.getvalue())
+    assert command["batch"] == 1
+
+    page = signed_in
+    page.goto(
+        f"{live_server.url}/sizing/?model=llama3_8b&precision=BF16&kv_cache_dtype=FP16"
+        "&engine=vllm&input_len=1000&output_len=200&demand_kind=concurrency&concurrency=1"
+        "&tpot_target_ms=50&ttft_target_ms=1000"
+    )
+    row = page.locator("tr[data-gpu=h100_sxm]")
+    expect(row.locator("td.tp-cell")).to_have_text("1 × 1")
+    expect(row.locator("td.batch-cell")).to_have_text("1")
+    expect(row.locator(".rate-cell")).to_have_text(f"{command['output_tok_s_total']:,.1f}")
+    # ten sequences: still one replica of TP 1, now at batch 10, not the largest batch allowed
+    page.fill("input[name=concurrency]", "10")
+    expect(row.locator("td.batch-cell")).to_have_text("10")
+
+
+def test_an_uploaded_config_json_replaces_the_fields_and_is_sized(signed_in, live_server):
+    """Issue 34: the custom architecture reads a Hugging Face config.json uploaded on the page.
+    Qwen3-30B-A3B's published config (tests/fixtures/hf_configs): 128 experts, 8 per token;
+    counted by hand in tests/pools/sizing/test_sizing_service.py, 30,532,110,336 parameters,
+    61.1 GB at BF16 (x 2 B)."""
+    from pathlib import Path
+
+    config = Path(__file__).resolve().parents[1] / "fixtures" / "hf_configs" / "qwen3_30b_a3b.json"
+    page = signed_in
+    page.goto(f"{live_server.url}/sizing/")
+    page.select_option("select[name=model]", "llama3_8b")
+    page.select_option("select[name=model]", "custom")
+    expect(page.locator("input[name='custom_model.num_layers']")).to_have_value("32")
+    page.set_input_files("#config-upload", str(config))
+
+    # the preset's fields are cleared (they would override the config) and the config is sized
+    expect(page.locator("input[name='custom_model.num_layers']")).to_have_value("")
+    expect(page.locator("#results")).to_contain_text("30,532,110,336 parameters")
+    expect(page.locator("#results")).to_contain_text("61.1 GB")
+    expect(page.locator("#results .sizing-errors")).to_have_count(0)

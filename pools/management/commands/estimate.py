@@ -1,9 +1,16 @@
 """``manage.py estimate --json FILE``: LLM sizing estimates for scripts (``-`` reads stdin).
 
 FILE holds one JSON object or a list of them, with the fields of the measurement rows of the shared
-sizing dataset: ``model`` (preset id, e.g. ``llama3_8b``), ``gpu`` (catalogue slug, e.g.
-``h100_sxm``), ``gpu_count``, ``tp``, ``precision`` (FP16, BF16, FP8, INT8, INT4, or weight-only
-INT4-AWQ / INT4-GPTQ / W8A16 / FP8-WO), ``kv_cache_dtype``, ``input_len``, ``output_len``,
+sizing dataset: ``model`` (preset id, e.g. ``llama3_8b``, or ``custom`` with ``custom_model``:
+the architecture fields - num_layers, hidden_size, num_attention_heads, num_kv_heads, head_dim,
+intermediate_size, vocab_size, max_context_tokens, total_params, active_params, num_experts,
+experts_per_token, num_shared_experts, first_k_dense_layers, kv_lora_rank, qk_rope_head_dim,
+sliding_window_tokens, sliding_window_layers ... - and/or ``config`` (a Hugging Face config.json
+object or its text) or ``config_path`` (a config.json file)), ``gpu`` (catalogue slug, e.g.
+``h100_sxm``, or the name nvidia-smi prints, e.g. ``NVIDIA H100 80GB HBM3``; a name several SKUs
+share is refused with reason ``ambiguous_gpu`` and the candidates), ``gpu_count``, ``tp``,
+``precision`` (FP16, BF16, FP8, INT8, NVFP4, MXFP4, INT4, or weight-only INT4-AWQ / INT4-GPTQ /
+W8A16 / FP8-WO), ``kv_cache_dtype`` (FP16, BF16, FP8 = E4M3), ``input_len``, ``output_len``,
 ``concurrency`` (null = saturation). Optional: ``engine`` (vllm, vllm-v0, sglang, tensorrt-llm)
 and ``engine_version`` (vLLM below 0.8 selects vllm-v0),
 ``request_rate`` (requests/s, open loop), ``prompt_cache_hit_rate``, and traffic -
@@ -34,7 +41,7 @@ from django.core.management.base import BaseCommand
 
 from pools.sizing import SizingInputError
 from pools.sizing.demand import demand_from_traffic, replicas_for_demand
-from pools.sizing.gpus import gpu_specs_from_catalogue
+from pools.sizing.gpus import gpu_slug_for_name, gpu_specs_from_catalogue
 from pools.sizing.plan import estimate_from_fields, replica_estimate_as_dict
 from pools.sizing.presets import model_presets
 from pools.sizing.selectors import measured_on_fleet
@@ -59,11 +66,15 @@ def _refuse_constant(name: str):
 
 
 def _error(exc: SizingInputError) -> dict:
-    return {
+    error = {
         "reason": exc.data.get("reason", exc.code),
         "field": exc.data.get("field"),
         "message": exc.message,
     }
+    for extra in ("candidates", "errors"):  # an ambiguous GPU's SKUs; every field at fault
+        if exc.data.get(extra):
+            error[extra] = exc.data[extra]
+    return error
 
 
 def _traffic(fields: dict, result: dict, estimate) -> None:
@@ -96,6 +107,25 @@ def _traffic(fields: dict, result: dict, estimate) -> None:
             replica_requests_per_s=estimate.throughput.requests_per_s * estimate.band.low_factor,
         )
         result["cards_needed_pessimistic"] = max(replicas, pessimistic) * estimate.tp
+
+
+def _with_config_file(fields):
+    """``custom_model.config_path``: a Hugging Face config.json on disk, read into
+    ``custom_model.config`` (an unreadable file is refused with field ``custom_model.config``)."""
+    custom = fields.get("custom_model") if isinstance(fields, dict) else None
+    if not isinstance(custom, dict) or custom.get("config_path") is None:
+        return fields
+    path = custom["config_path"]
+    try:
+        with open(str(path), encoding="utf-8") as fh:
+            config = json.load(fh, parse_constant=_refuse_constant)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise SizingInputError(
+            f"cannot read the config.json {path}: {exc}",
+            reason="unreadable_config",
+            field="custom_model.config",
+        ) from None
+    return {**fields, "custom_model": {**custom, "config": config}}
 
 
 class Command(BaseCommand):
@@ -134,18 +164,28 @@ class Command(BaseCommand):
 
     def _one(self, fields, presets, gpus) -> dict:
         try:
-            estimate = estimate_from_fields(fields, presets=presets, gpus=gpus)
+            fields = _with_config_file(fields)
+            estimate = estimate_from_fields(
+                fields, presets=presets, gpus=gpus, name_to_slug=gpu_slug_for_name
+            )
             result = {"input": fields, **replica_estimate_as_dict(estimate)}
-            result["measured_on_fleet"] = measured_on_fleet(
-                model_id=estimate.model_id,
-                precision=estimate.requested_precision,
-                engine=estimate.engine,
-                gpu_slugs=[estimate.gpu_slug],
-            ).get(estimate.gpu_slug)
+            result["measured_on_fleet"] = self._measured(estimate, list(gpus))
             _traffic(fields, result, estimate)
             return _rounded(result)
         except SizingInputError as exc:
             return {"input": fields, "error": _error(exc)}
+
+    def _measured(self, estimate, gpu_slugs: list[str]) -> dict | None:
+        """The fleet's calibration record for the estimate's model, precision, engine and GPU:
+        one query per (model, precision, engine) for every GPU model, kept for the run (1,000
+        inputs of a few models then cost a few queries, not 1,000)."""
+        key = (estimate.model_id, estimate.requested_precision, estimate.engine)
+        cache = self.__dict__.setdefault("_fleet", {})
+        if key not in cache:
+            cache[key] = measured_on_fleet(
+                model_id=key[0], precision=key[1], engine=key[2], gpu_slugs=gpu_slugs
+            )
+        return cache[key].get(estimate.gpu_slug)
 
     def _write(self, payload) -> None:
         self.stdout.write(json.dumps(payload, indent=2, allow_nan=False))

@@ -17,7 +17,7 @@ def test_the_list_holds_the_whole_catalogue_sorted_by_name(member_api):
     body = response.json()
     # pools/inventory/catalogue/gpu_models.json ships 29 models (21 + H800 NVL, RTX 2080 Ti,
     # RTX 3090, GTX 1080 Ti and four V100).
-    assert body["count"] == 29
+    assert body["count"] == 41
     names = [m["name"] for m in body["results"]]
     assert names == sorted(names)
     assert names[:3] == ["A10", "A100 PCIe 40GB", "A100 PCIe 80GB"]
@@ -88,9 +88,12 @@ def test_filters(member_api):
     assert slugs(q="4090") == {"rtx4090", "rtx4090d"}
     assert slugs(card_class="consumer") == {
         "rtx4090", "rtx4090d", "rtx4080s", "rtx2080s", "rtx2080ti", "rtx3090", "gtx1080ti",
+        "rtx5090",
     }  # fmt: skip
-    # 141 GB H200 is the only card with more than 100 GiB.
-    assert slugs(min_memory_gib=100) == {"h200_sxm"}
+    # More than 100 GiB: the H200s (141 GB) and the Blackwell data-centre GPUs (180-288 GB).
+    assert slugs(min_memory_gib=100) == {
+        "h200_sxm", "h200_nvl", "b200", "b300", "gb200", "gb300",
+    }  # fmt: skip
 
 
 def test_card_counts_are_not_multiplied_by_a_search_over_aliases(member_api):
@@ -101,4 +104,4 @@ def test_card_counts_are_not_multiplied_by_a_search_over_aliases(member_api):
     response = member_api.get(URL, {"q": "h200"})
 
     counts = {m["slug"]: m["gpu_count"] for m in response.json()["results"]}
-    assert counts == {"h200_sxm": 2}
+    assert counts == {"h200_sxm": 2, "h200_nvl": 0}

@@ -176,6 +176,7 @@ def test_card_classes():
     consumer = {m["slug"] for m in MODELS if m["card_class"] == "consumer"}
     assert consumer == {
         "rtx4090", "rtx4090d", "rtx4080s", "rtx2080s", "rtx2080ti", "rtx3090", "gtx1080ti",
+        "rtx5090",
     }  # fmt: skip
 
 

@@ -69,7 +69,7 @@ def test_create_is_202_with_the_location_then_polling_reaches_done(
     # 22 A100 PCIe would do but the pool holds 8: capacity to add, and the reason in words
     assert done["results"]["request"]["kind"] == "growth"
     assert done["results"]["recommended_in_free_capacity"] is None
-    assert done["results"]["request_lacks"].startswith("no inference pool has H100 NVL cards")
+    assert done["results"]["request_lacks"].startswith("no inference pool has B200 SXM 180GB cards")
     assert done["request_url"].startswith("/requests/new/?workload_kind=inference&gpu_model=")
     assert "&kind=growth&" in done["request_url"]
     recommended = next(

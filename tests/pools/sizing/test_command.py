@@ -188,3 +188,44 @@ def test_the_band_brackets_the_rate_and_its_low_end_sets_the_pessimistic_cards(t
     assert result["cards_needed_pessimistic"] == max(
         result["cards_needed"], math.ceil(peak_rps / (replica_rps * band["low_factor"]))
     )
+
+
+def test_a_custom_architecture_from_a_config_file_is_estimated(tmp_path):
+    """Issue 34: ``estimate`` takes ``"model": "custom"``; Qwen3-30B-A3B's published config.json
+    (tests/fixtures/hf_configs) read from its file gives the preset's numbers: weights = every
+    expert's parameters x 2 B at BF16."""
+    from pools.sizing.presets import model_preset
+
+    path = Path(__file__).resolve().parents[2] / "fixtures" / "hf_configs" / "qwen3_30b_a3b.json"
+    common = {"gpu": "h100_sxm", "precision": "BF16", "input_len": 1000, "output_len": 200,
+              "concurrency": 8}  # fmt: skip
+    status, (custom, preset) = estimate(
+        [
+            {"model": "custom", "custom_model": {"config_path": str(path)}, **common},
+            {"model": "qwen3_30b_a3b", **common},
+        ],
+        tmp_path,
+    )
+
+    assert status == 0
+    assert custom["weights_bytes"] == model_preset("qwen3_30b_a3b").total_params * 2
+    assert custom["output_tok_s_total"] == preset["output_tok_s_total"]
+
+
+def test_a_custom_architecture_missing_fields_names_the_first(tmp_path):
+    status, (result,) = estimate(
+        [
+            {
+                "model": "custom",
+                "custom_model": {"num_layers": 2},
+                "gpu": "h100_sxm",
+                "input_len": 10,
+                "output_len": 10,
+            }
+        ],  # fmt: skip
+        tmp_path,
+    )
+
+    assert status == 1
+    assert result["error"]["field"] == "custom_model.hidden_size"
+    assert result["error"]["reason"] == "missing"

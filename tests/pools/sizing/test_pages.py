@@ -37,8 +37,9 @@ QWEN_72B = {
     "seed_per_card_tok_s": "60",
 }
 # 22 A100 PCIe would meet the targets but the pool holds 8: no pool can hold it at 2,000 tok/s;
-# the page says what the cheapest option (H100 NVL) lacks and offers to ask for that capacity.
-REQUEST_LINK = "No pool can hold it yet:</strong> no inference pool has H100 NVL cards"
+# the page says what the cheapest option (one B200 since issue 34's catalogue) lacks and offers
+# to ask for that capacity.
+REQUEST_LINK = "No pool can hold it yet:</strong> no inference pool has B200 SXM 180GB cards"
 
 
 @pytest.fixture
@@ -80,7 +81,7 @@ def test_changing_an_input_answers_only_the_results_fragment(fleet, member_page)
     assert REQUEST_LINK in html
     assert 'id="request-cards"' not in html
     assert (
-        'id="request-capacity" href="/requests/new/?workload_kind=inference&amp;gpu_model=h100_nvl'
+        'id="request-capacity" href="/requests/new/?workload_kind=inference&amp;gpu_model=b200'
         in html
     )
     assert "&amp;kind=growth&amp;" in html
@@ -110,7 +111,7 @@ def test_csv_export_has_one_row_per_gpu_model_with_the_numbers(fleet, member_pag
     assert response["Content-Type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
     l40s = next(row for row in rows if row["gpu_model"] == "l40s")
-    assert len(rows) == 29  # every catalogue model (21 + 8 added in issue 38)
+    assert len(rows) == 41  # every catalogue model (21 + 8 added in issue 38 + 12 in issue 34)
     assert (l40s["tp"], l40s["replicas"], l40s["cards"]) == ("4", "12", "48")
     assert l40s["pool"] == "infer-k8s"
     # Its band: the modelled rate times the P10 / P90 ratios of its regime in error_bands.json
@@ -212,7 +213,7 @@ def test_the_detail_exports_its_rows(fleet, pending, alice_page):
 
     text = b"".join(response.streaming_content).decode()
     assert f"sizing-estimate-{pending.pk}.csv" in response["Content-Disposition"]
-    assert "h100_nvl,H100 NVL,cheapest meeting targets" in text
+    assert "b200,B200 SXM 180GB,cheapest meeting targets" in text
 
 
 def test_another_teams_estimate_is_404(fleet, pending, other_member):

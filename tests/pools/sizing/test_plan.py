@@ -394,3 +394,83 @@ def test_progress_is_called_after_each_gpu_model():
     )
 
     assert calls == [(1, 2), (2, 2)]
+
+
+def test_a_share_of_the_peak_and_a_buffer_are_separate_lines():
+    """seeds/004 section 2.3: carry 85 % of the peak, keep a 30 % buffer. 20,000 output tok/s of
+    200-token answers is 100 requests/s at the peak; with r requests/s per replica the lines
+    are ceil(100 / r) for the peak, ceil(85 / r) for 85 % of it, ceil(0.3 x that) on top."""
+    gpus = gpu_specs_from_catalogue()
+    common = {
+        "model": model_preset("llama3_8b"),
+        "gpus": [gpus["h100_sxm"]],
+        "precision": "FP16",
+        "kv_cache_dtype": "FP16",
+        "input_tokens": 1_000,
+        "output_tokens": 200,
+        "demand": demand_from_output_rate(
+            output_tok_s=20_000, input_tokens=1_000, output_tokens=200
+        ),
+        "tpot_target_ms": 50,
+        "ttft_target_ms": 1_000,
+    }
+    whole = sizing_plan(**common).rows[0]
+    row = sizing_plan(**common, sized_share=0.85, buffer_share=0.3).rows[0]
+
+    rate = row.replica_requests_per_s
+    assert rate == whole.replica_requests_per_s
+    assert row.replicas_at_peak == math.ceil(100 / rate) == whole.replicas
+    assert row.replicas_sized == math.ceil(85 / rate)
+    assert row.replicas_buffer == math.ceil(0.3 * row.replicas_sized)
+    assert row.replicas == row.replicas_sized + row.replicas_buffer
+    assert row.cards == row.replicas * row.tp
+    with pytest.raises(SizingInputError):
+        sizing_plan(**common, sized_share=0)
+
+
+def test_sequences_in_flight_are_costed_at_the_batch_each_replica_runs():
+    """Issue 34: with a concurrency each replica runs the sequences it is given, so one
+    sequence is the batch-1 figure of ``estimate_replica`` (not the largest batch allowed)."""
+    gpus = gpu_specs_from_catalogue()
+    model = model_preset("llama3_8b")
+    row = sizing_plan(
+        model=model,
+        gpus=[gpus["h100_sxm"]],
+        precision="BF16",
+        kv_cache_dtype="FP16",
+        input_tokens=1_000,
+        output_tokens=200,
+        concurrency=1,
+        tpot_target_ms=50,
+        ttft_target_ms=1_000,
+    ).rows[0]
+    alone = estimate_replica(
+        model=model, gpu=gpus["h100_sxm"], precision="BF16", kv_cache_dtype="FP16", tp=1,
+        input_tokens=1_000, output_tokens=200, concurrency=1,
+    )  # fmt: skip
+
+    assert (row.tp, row.replicas, row.estimate.throughput.batch) == (1, 1, 1)
+    assert row.estimate.throughput.output_tok_s_total == alone.throughput.output_tok_s_total
+
+
+def test_an_nvl72_rack_lets_tensor_parallelism_span_trays():
+    """GB200 NVL72: 72 GPUs in one NVLink domain, 4 per compute tray. With 4 cards per node
+    DeepSeek-V3 in BF16 (671 B x 2 B = 1.34 TB) fits no TP of 4 (4 x 186 GB); across the rack's
+    domain TP 8 (8 x 186 = 1.49 TB, less overhead and reserve) is allowed and chosen. A B200
+    node of 4 cards has no such domain: nothing fits."""
+    gpus = gpu_specs_from_catalogue()
+    plan = sizing_plan(
+        model=model_preset("deepseek_v3"),
+        gpus=[gpus["gb200"], gpus["b200"]],
+        precision="BF16",
+        kv_cache_dtype="FP8",
+        input_tokens=1_000,
+        output_tokens=200,
+        concurrency=8,
+        cards_per_node=4,
+    )
+    rows = {row.gpu_slug: row for row in plan.rows}
+
+    assert rows["gb200"].tp is not None and rows["gb200"].tp >= 8
+    assert rows["gb200"].min_fit_tp == 8
+    assert rows["b200"].tp is None

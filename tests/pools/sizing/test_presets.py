@@ -38,6 +38,23 @@ CONFIG_FIELDS = {
 }
 
 
+#: The 2025-2026 presets and their published parameter counts in billions (total, active), as
+#: their model cards state them (cited per preset in models.json). Counted from config.json, a
+#: preset must land within the tolerance: the cards round (DeepSeek-V3 "671B", "37B") and some
+#: count parts the text model leaves out (Llama 4's vision encoder, GLM-4.5's MTP layer) or
+#: leave out the embedding (gpt-oss's active count: 5.13 B + 0.58 B embedding = 5.71 B here).
+PUBLISHED_2025_2026 = {
+    "deepseek_v3": (671, 37, 0.02),
+    "qwen3_30b_a3b": (30.5, 3.3, 0.02),
+    "qwen3_235b_a22b": (235, 22, 0.02),
+    "gpt_oss_20b": (20.91, 3.61 + 0.58, 0.01),
+    "gpt_oss_120b": (116.83, 5.13 + 0.58, 0.01),
+    "llama4_scout": (109, 17, 0.02),
+    "llama4_maverick": (400, 17, 0.02),
+    "kimi_k2": (1000, 32, 0.04),
+    "glm4_5": (355, 32, 0.06),
+}
+
 DATASET = Path(__file__).resolve().parents[2] / "fixtures" / "sizing_dataset.json"
 
 
@@ -53,8 +70,8 @@ def test_every_required_model_is_a_preset_under_the_dataset_id():
     assert {model_id: presets[model_id].name for model_id in REQUIRED} == REQUIRED
 
 
-def test_preset_ids_are_the_dataset_model_ids(dataset_models):
-    assert set(model_presets()) == set(dataset_models)
+def test_preset_ids_are_the_dataset_model_ids_and_the_2025_2026_models(dataset_models):
+    assert set(model_presets()) == set(dataset_models) | set(PUBLISHED_2025_2026)
 
 
 @pytest.mark.parametrize("model_id", sorted(REQUIRED))
@@ -113,6 +130,10 @@ def test_mistral_keeps_its_sliding_window_and_the_others_have_none():
     }
 
     assert windows.pop("mistral_7b") == 4_096
+    # gpt-oss: sliding_window 128 on the layer_types' sliding layers; Llama 4: chunked attention
+    # of attention_chunk_size 8,192 on three layers in four (no_rope_layers)
+    assert windows.pop("gpt_oss_20b") == windows.pop("gpt_oss_120b") == 128
+    assert windows.pop("llama4_scout") == windows.pop("llama4_maverick") == 8_192
     assert set(windows.values()) == {None}
 
 
@@ -214,3 +235,29 @@ def test_from_config_counts_a_qkv_bias_and_a_tied_head():
     assert biased.total_params - plain.total_params == 2 * (64 + 2 * 32)  # q, k, v biases
     assert plain.total_params - tied.total_params == 1_000 * 64  # one V × h table fewer
     assert tied.tie_word_embeddings and not plain.tie_word_embeddings
+
+
+@pytest.mark.parametrize("model_id", sorted(PUBLISHED_2025_2026))
+def test_2025_2026_presets_count_their_published_parameters_and_cite_the_hub_config(model_id):
+    preset = model_preset(model_id)
+    total_b, active_b, tolerance = PUBLISHED_2025_2026[model_id]
+
+    assert preset.is_moe
+    assert abs(preset.total_params / 1e9 - total_b) <= tolerance * total_b
+    assert abs(preset.active_params / 1e9 - active_b) <= max(tolerance * active_b, 0.05 * active_b)
+    config_url = f"https://huggingface.co/{preset.hf_repo}/blob/main/config.json"
+    for field in ("num_layers", "num_experts", "experts_per_token", "intermediate_size"):
+        assert preset.sources[field].startswith(config_url), field
+    assert "published" in preset.sources["total_params"]
+
+
+def test_deepseek_v3_by_hand():
+    """DeepSeek-V3's config.json: 61 layers, the first 3 dense (intermediate 18,432), 58 MoE
+    layers of 256 routed experts (8 per token) + 1 shared expert of 2,048; hidden 7,168."""
+    v3 = model_preset("deepseek_v3")
+    per_expert = 3 * 7_168 * 2_048
+
+    assert (v3.num_moe_layers, v3.num_shared_experts, v3.first_k_dense_layers) == (58, 1, 3)
+    assert v3.expert_params == 58 * 256 * per_expert
+    assert v3.total_params - v3.active_params == 58 * (256 - 8) * per_expert
+    assert (v3.kv_lora_rank, v3.qk_rope_head_dim, v3.head_dim) == (512, 64, 192)

@@ -1,0 +1,156 @@
+"""Issue 34's architectures: a Hugging Face config.json read directly, mixtures of experts with
+shared experts and dense first layers, multi-head latent attention, sliding-window layers, and
+what cannot be costed refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pools.sizing import SizingInputError
+from pools.sizing.memory import (
+    kv_bytes_per_sequence,
+    kv_layer_tokens,
+    memory_estimate,
+    model_kv_bytes_per_token,
+    precision_parse,
+)
+from pools.sizing.presets import (
+    arch_fields_from_hf_config,
+    custom_arch_errors,
+    custom_model_arch,
+    model_preset,
+)
+from pools.sizing.throughput import weight_bytes_read
+
+#: Qwen3-30B-A3B's config.json (huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json), the
+#: keys the reader uses, as published.
+QWEN3_30B_A3B = json.loads(
+    (
+        Path(__file__).resolve().parents[2] / "fixtures" / "hf_configs" / "qwen3_30b_a3b.json"
+    ).read_text()
+)
+
+
+def test_a_qwen3_moe_config_reads_as_its_preset():
+    custom = custom_model_arch({"config": QWEN3_30B_A3B})
+    preset = model_preset("qwen3_30b_a3b")
+
+    assert custom.total_params == preset.total_params
+    assert custom.active_params == preset.active_params
+    assert (custom.num_experts, custom.experts_per_token, custom.intermediate_size) == (128, 8, 768)
+    # pasted as text, the same
+    assert custom_model_arch({"config": json.dumps(QWEN3_30B_A3B)}).total_params == (
+        preset.total_params
+    )
+
+
+def test_explicit_fields_override_the_config():
+    custom = custom_model_arch({"config": QWEN3_30B_A3B, "max_context_tokens": 131_072})
+
+    assert custom.max_context_tokens == 131_072
+
+
+def test_mla_keeps_the_latent_and_the_rope_key_per_token_and_layer():
+    """DeepSeek-V3: 61 layers x (kv_lora_rank 512 + qk_rope_head_dim 64) x 2 B = 70,272 B per
+    token at FP16 (DeepSeek-V2 paper table 1: (d_c + d_h^R) l), on every TP rank; as GQA it
+    would be 2 x 61 x 128 heads x 192 x 2 B = 5,996,544 B."""
+    v3 = model_preset("deepseek_v3")
+
+    assert model_kv_bytes_per_token(v3, kv_bits=16) == 61 * 576 * 2 == 70_272
+    assert model_kv_bytes_per_token(v3, kv_bits=16, tp=8) == 70_272
+    assert model_kv_bytes_per_token(v3, kv_bits=8) == 35_136
+    assert kv_bytes_per_sequence(v3, context_tokens=1_000, kv_bits=16) == 70_272_000
+
+
+def test_sliding_window_layers_cap_their_kv_at_the_window():
+    """gpt-oss-120b: 36 layers, 18 sliding (window 128), 8 KV heads x 64: 2 x 8 x 64 x 2 B =
+    2,048 B per token and layer. 10,000 tokens: 18 x 10,000 + 18 x 128 = 182,304 layer-tokens
+    x 2,048 B = 373,358,592 B (full attention everywhere would be 737,280,000 B)."""
+    oss = model_preset("gpt_oss_120b")
+
+    assert kv_layer_tokens(oss, 10_000) == 182_304
+    assert kv_bytes_per_sequence(oss, context_tokens=10_000, kv_bits=16) == 373_358_592
+    # below the window every layer keeps everything
+    assert kv_layer_tokens(oss, 100) == 36 * 100
+
+
+def test_moe_memory_counts_every_expert_and_a_batch_reads_the_experts_it_touches():
+    """Qwen3-30B-A3B at BF16 holds all 30.5 B parameters (61 GB); one token reads the active
+    3.3 B and a large batch nearly all: per MoE layer E (1 - (1 - k/E)^B) of E experts in
+    expectation (k of E per token, uniform routing: the chance one expert is missed by B
+    tokens is (1 - k/E)^B). B = 16: (120/128)^16 = 0.9375^16 = 0.356074 (squared four
+    times: 0.878906, 0.772476, 0.596719,
+    0.356074), so 0.643926 of the routed experts are read."""
+    model = model_preset("qwen3_30b_a3b")
+    bf16 = precision_parse("BF16")
+    memory = memory_estimate(
+        model=model, precision=bf16, kv_bits=16, gpu_memory_bytes=80 * 2**30, tp=1,
+        context_tokens=2_000, sequences=1,
+    )  # fmt: skip
+    shared = model.total_params - model.expert_params
+
+    assert memory.weights_bytes == model.total_params * 2
+    one = weight_bytes_read(model=model, weight_bits=16, tokens=1)
+    assert one == pytest.approx((shared + model.expert_params * 8 / 128) * 2)
+    assert one == pytest.approx(model.active_params * 2, rel=1e-9)
+    sixteen = weight_bytes_read(model=model, weight_bits=16, tokens=16)
+    assert sixteen == pytest.approx((shared + model.expert_params * 0.643926) * 2, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"num_experts_per_tok": 200}, "experts_per_token", "more than the 128 experts"),
+        ({"num_key_value_heads": 5}, "num_kv_heads", "do not divide"),
+    ],
+)
+def test_contradictory_configs_are_refused_field_by_field(change, field, words):
+    with pytest.raises(SizingInputError) as caught:
+        custom_model_arch({"config": {**QWEN3_30B_A3B, **change}})
+
+    assert caught.value.data["field"] == field
+    assert words in caught.value.message
+
+
+def test_every_inconsistency_is_named_at_once():
+    errors = custom_arch_errors(
+        {"num_attention_heads": 32, "num_kv_heads": 5, "num_experts": 8, "experts_per_token": 9,
+         "total_params": 10, "active_params": 20, "kv_lora_rank": 512}
+    )  # fmt: skip
+
+    assert set(errors) == {"experts_per_token", "num_kv_heads", "total_params", "qk_rope_head_dim"}
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {**QWEN3_30B_A3B, "model_type": "jamba"},
+        {**QWEN3_30B_A3B, "model_type": "mamba"},
+        {**QWEN3_30B_A3B, "layer_types": ["full_attention", "linear_attention"] * 24},
+    ],
+)
+def test_layers_that_cannot_be_costed_say_so(config):
+    with pytest.raises(SizingInputError) as caught:
+        arch_fields_from_hf_config(config)
+
+    assert caught.value.data == {"reason": "unsupported_architecture", "field": "config"}
+    assert "cannot cost" in caught.value.message
+
+
+def test_a_config_missing_a_required_key_names_it():
+    config = {k: v for k, v in QWEN3_30B_A3B.items() if k != "num_hidden_layers"}
+    with pytest.raises(SizingInputError) as caught:
+        custom_model_arch({"config": config})
+
+    assert "num_hidden_layers" in caught.value.message
+    assert caught.value.data["reason"] == "missing"
+
+
+def test_bad_json_text_is_refused():
+    with pytest.raises(SizingInputError) as caught:
+        custom_model_arch({"config": "{not json"})
+
+    assert caught.value.data == {"reason": "invalid_json", "field": "config"}

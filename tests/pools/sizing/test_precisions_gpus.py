@@ -1,0 +1,95 @@
+"""Issue 34: FP4 (NVFP4 / MXFP4) on Blackwell tensor cores and de-quantised elsewhere, the new
+catalogue cards, and GPUs named the way nvidia-smi prints them."""
+
+from __future__ import annotations
+
+import pytest
+
+from pools.sizing import SizingInputError
+from pools.sizing.gpus import gpu_slug_for_name, gpu_specs_from_catalogue
+from pools.sizing.memory import precision_parse
+from pools.sizing.plan import estimate_replica
+from pools.sizing.presets import model_preset
+from pools.sizing.throughput import decode_weight_bytes, precision_on_gpu, tensor_tflops
+
+
+@pytest.fixture(scope="module")
+def specs():
+    return gpu_specs_from_catalogue()
+
+
+def test_fp4_runs_on_blackwell_tensor_cores_at_the_datasheet_rate(specs):
+    """B200 (HGX, 1,000 W): FP4 9,000 TFLOPS dense, twice its FP8 4,500 (NVIDIA's table as
+    tabulated in the catalogue's sources)."""
+    nvfp4 = precision_parse("NVFP4")
+    runs, warnings = precision_on_gpu(nvfp4, specs["b200"])
+
+    assert (runs.name, warnings) == ("NVFP4", [])
+    assert tensor_tflops(runs, specs["b200"]) == 9000.0 == 2 * specs["b200"].fp8_dense_tflops
+
+
+def test_mxfp4_on_hopper_and_ampere_is_dequantised_to_16_bit(specs):
+    for slug in ("h100_sxm", "a100_80g_sxm"):
+        runs, warnings = precision_on_gpu(precision_parse("MXFP4"), specs[slug])
+
+        assert runs.name == "MXFP4-WO" and runs.weight_only and runs.compute == "fp16"
+        assert [w.code for w in warnings] == ["fp4_weight_only"]
+        assert tensor_tflops(runs, specs[slug]) == specs[slug].fp16_dense_tflops
+
+
+def test_block_scaled_fp4_reads_its_scales():
+    """NVFP4: 4 bits + one 8-bit scale per 16 = 4.5 bits per weight; MXFP4: 8 / 32 = 4.25.
+    Llama-3.1-8B decoder layers (8,030,261,248 - 2 x 525,336,576 = 6,979,588,096 weights) at
+    4.5 bits = 3,926,018,304 B, + the 16-bit head 1,050,673,152 B + one embedding row 8,192 B."""
+    model = model_preset("llama3_8b")
+    nvfp4 = decode_weight_bytes(model=model, precision=precision_parse("NVFP4"), tokens=1)
+    mxfp4 = decode_weight_bytes(model=model, precision=precision_parse("MXFP4"), tokens=1)
+
+    assert nvfp4 == pytest.approx(6_979_588_096 * 4.5 / 8 + 1_050_673_152 + 8_192)
+    assert mxfp4 == pytest.approx(6_979_588_096 * 4.25 / 8 + 1_050_673_152 + 8_192)
+
+
+def test_gpt_oss_120b_in_mxfp4_fits_one_b200_and_one_h100(specs):
+    """116.8 B parameters x 4 bits = 58.4 GB of weights (scales not counted in memory), one
+    card each; the H100 runs it de-quantised (vLLM's Marlin MXFP4 path)."""
+    model = model_preset("gpt_oss_120b")
+    for slug, runs in (("b200", "MXFP4"), ("h100_sxm", "MXFP4-WO")):
+        estimate = estimate_replica(
+            model=model, gpu=specs[slug], precision="MXFP4", kv_cache_dtype="FP8", tp=1,
+            input_tokens=1_000, output_tokens=1_000, concurrency=16,
+        )  # fmt: skip
+        assert estimate.fits and estimate.precision == runs
+        assert estimate.memory.weights_bytes == model.total_params // 2
+
+
+@pytest.mark.parametrize(
+    ("name", "slug"),
+    [
+        ("b200", "b200"),
+        ("NVIDIA B200", "b200"),
+        ("NVIDIA GB200", "gb200"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtx_pro_6000_server"),
+        ("NVIDIA GeForce RTX 5090", "rtx5090"),
+        ("Tesla T4", "t4"),
+        ("NVIDIA H200 NVL", "h200_nvl"),
+        ("NVIDIA L40", "l40"),
+        ("NVIDIA L40S", "l40s"),
+    ],
+)
+def test_a_gpu_is_found_by_slug_or_nvidia_smi_name(name, slug):
+    assert gpu_slug_for_name(name) == slug
+
+
+def test_a_name_several_skus_share_asks_which():
+    with pytest.raises(SizingInputError) as caught:
+        gpu_slug_for_name("NVIDIA H100")
+
+    assert caught.value.data["reason"] == "ambiguous_gpu"
+    assert caught.value.data["candidates"] == ["h100_sxm", "h100_pcie", "h100_nvl"]
+
+
+def test_an_unknown_gpu_name_is_refused():
+    with pytest.raises(SizingInputError) as caught:
+        gpu_slug_for_name("NVIDIA Z9000")
+
+    assert caught.value.data["reason"] == "unknown_gpu"
