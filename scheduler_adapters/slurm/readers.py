@@ -441,9 +441,7 @@ def _pending_job(entry: Mapping[str, Any], path: str, account: str | None) -> Pe
         partition=optional_str_at(entry, "partition", f"{path}.partition"),
         reason=reason(entry.get("state_reason"), f"{path}.state_reason"),
         reason_detail=optional_str_at(entry, "state_description", f"{path}.state_description"),
-        gpus_requested=gpu_counts(
-            tres_string(entry.get("tres_req_str"), f"{path}.tres_req_str")
-        ),
+        gpus_requested=gpu_counts(tres_string(entry.get("tres_req_str"), f"{path}.tres_req_str")),
         nodes_requested=None if nodes is None or nodes >= NO_VAL else int(nodes),
         submit=timestamp_at(entry, "submit_time", path),
         expected_start=timestamp_at(entry, "start_time", path),
