@@ -56,6 +56,10 @@ def when(moment: datetime, now: datetime) -> str:
     return f"{moment.day} {moment:%b %H:%M} UTC"
 
 
+def _first_up(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def cards(count: int) -> str:
     return f"{count} card" if count == 1 else f"{count} cards"
 
@@ -112,14 +116,14 @@ def _slurm_sentence(
     holders: Sequence[Holder],
 ) -> str | None:
     kind = reason.kind
+    sentence = _SENTENCES.get(reason.code)
+    if sentence is not None:
+        return sentence(job, now) + _start(job, now)
     if kind == "cap_full":
         return _cap_full(reason, job, now=now, cap=cap, holders=holders)
     if kind in _LIMIT_SENTENCES:
         return _LIMIT_SENTENCES[kind](reason) + f" (Slurm: {reason.code})" + _start(job, now)
-    sentence = _SENTENCES.get(reason.code)
-    if sentence is None:
-        return None
-    return sentence(job, now) + _start(job, now)
+    return None
 
 
 def _cap_full(
@@ -133,9 +137,9 @@ def _cap_full(
     whose = "your team's" if reason.scope == "account" else f"the QOS {job.qos or ''}".rstrip()
     asked = sum(job.gpus_requested.values())
     if cap is None:
-        head = f"{whose.capitalize()} cap on cards is full"
+        head = f"{_first_up(whose)} cap on cards is full"
     else:
-        head = f"{whose.capitalize()} cap of {cards(cap)} is full"
+        head = f"{_first_up(whose)} cap of {cards(cap)} is full"
         if asked > cap:
             return (
                 f"{head}, and this job alone asks for {cards(asked)}: it cannot start until "
@@ -184,7 +188,7 @@ def _scope_owner(reason: SlurmReason) -> str:
 
 
 _LIMIT_SENTENCES = {
-    "card_minutes": lambda r: f"{_scope_owner(r).capitalize()} budget of {_resource(r)} is used up",
+    "card_minutes": lambda r: f"{_first_up(_scope_owner(r))} budget of {_resource(r)} is used up",
     "user_limit": lambda r: f"Your own limit on {_resource(r)} (per user, in the QOS) is reached",
     "job_limit": lambda r: (
         f"This job asks for less {_resource(r)} than the minimum"
@@ -192,7 +196,7 @@ _LIMIT_SENTENCES = {
         else f"This job asks for more {_resource(r)} than one "
         f"{'node' if r.scope == 'node' else 'job'} may have"
     ),
-    "other_limit": lambda r: f"{_scope_owner(r).capitalize()} limit on {_resource(r)} is reached",
+    "other_limit": lambda r: f"{_first_up(_scope_owner(r))} limit on {_resource(r)} is reached",
 }
 
 
