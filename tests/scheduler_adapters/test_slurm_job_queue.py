@@ -92,7 +92,9 @@ def test_v0_0_38_resources_with_a_backfill_estimate():
     assert (pending.job_id, pending.reason, dict(pending.gpus_requested)) == (
         4, "Resources", {"a100": 4},
     )  # fmt: skip
-    assert pending.expected_start == datetime(2027, 11, 29, 18, 25, 3, tzinfo=UTC)  # epoch 1827512703
+    assert pending.expected_start == datetime(
+        2027, 11, 29, 18, 25, 3, tzinfo=UTC
+    )  # epoch 1827512703
     assert pending.time_limit_min is None  # null: the partition's limit
 
 
@@ -103,5 +105,8 @@ def test_a_bad_account_name_is_refused_before_any_request():
 
 def test_a_job_list_of_another_shape_names_the_field():
     body = {"jobs": [{"job_id": 1, "job_state": "PENDING", "account": "a"}]}
-    with adapter_for("v0.0.45", body) as adapter, pytest.raises(UnexpectedResponse, match="job_state"):
+    with (
+        adapter_for("v0.0.45", body) as adapter,
+        pytest.raises(UnexpectedResponse, match="job_state"),
+    ):
         adapter.job_queue()

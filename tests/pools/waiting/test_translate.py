@@ -112,10 +112,16 @@ def test_limits_read_from_the_code_grammar():
         ("Priority", "priority", "Jobs with higher priority are ahead of it in the queue"),
         ("JobHeldUser", "held", "Held by its owner: scontrol release 125"),
         ("Dependency", "dependency", "Waits for other jobs to finish (afterok:123)"),
-        ("ReqNodeNotAvail", "nodes_unavailable", "The nodes it may run on are down, drained or "
-         "reserved (UnavailableNodes:gpu-01)"),  # fmt: skip
-        ("PartitionNodeLimit", "job_limit", "Asks for more nodes than partition gpu allows per "
-         "job"),  # fmt: skip
+        (
+            "ReqNodeNotAvail",
+            "nodes_unavailable",
+            "The nodes it may run on are down, drained or reserved (UnavailableNodes:gpu-01)",
+        ),  # fmt: skip
+        (
+            "PartitionNodeLimit",
+            "job_limit",
+            "Asks for more nodes than partition gpu allows per job",
+        ),  # fmt: skip
         ("InvalidQOS", "never", "Will never start: its QOS is not valid"),
     ],
 )
