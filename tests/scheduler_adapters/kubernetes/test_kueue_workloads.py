@@ -71,5 +71,8 @@ def test_without_kueue_nothing_is_read(k8s_fake, make_adapter):
 
 
 def test_messages_of_other_resources_have_no_gpu_figures():
-    cpu = "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default-flavor, 9 more needed"
+    cpu = (
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
+        "default-flavor, 9 more needed"
+    )
     assert quota_shortfall(cpu) is None
