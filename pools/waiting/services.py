@@ -73,10 +73,17 @@ def pending_work_refresh(*, now: datetime | None = None, force: bool = False) ->
         report.skipped = True
         return report
     teams = {team.slug: team for team in Team.objects.only("id", "slug")}
-    readers = {Scheduler.SLURM: _slurm_rows, Scheduler.KUBERNETES: _kueue_rows}
-    for scheduler, read in readers.items():
+    readers = {
+        Scheduler.SLURM: ("job_queue", _slurm_rows),
+        Scheduler.KUBERNETES: ("pending_workloads", _kueue_rows),
+    }
+    for scheduler, (method, read) in readers.items():
         adapter = scheduler_adapter(scheduler.value)
-        if adapter is None:
+        # not configured, an adapter without that reader, or a dry run without a cluster
+        # connection: nothing to read, and no failure to report
+        if adapter is None or not hasattr(adapter, method):
+            continue
+        if getattr(adapter, "transport", adapter) is None:
             continue
         try:
             rows = read(adapter, teams, now)
@@ -91,17 +98,22 @@ def pending_work_refresh(*, now: datetime | None = None, force: bool = False) ->
 
 
 def pending_work_store(
-    *, scheduler: str, queue: JobQueue | None = None, workloads=None, teams=None, caps=None,
+    *,
+    scheduler: str,
+    queue: JobQueue | None = None,
+    caps: dict[str, dict[str | None, int]] | None = None,
+    workloads: Iterable[PendingWorkload] = (),
     now: datetime | None = None,
-) -> int:  # fmt: skip
-    """Store what was already read (tests and the benchmark): a Slurm ``queue`` with the
-    teams' ``caps`` (``{account: {gres_type: cards}}``) or Kueue ``workloads``. Returns rows."""
+) -> int:
+    """Store what was already read (the demo, tests): a Slurm ``queue`` with the teams'
+    ``caps`` (``{account: {gres_type: cards}}``) or Kueue ``workloads`` (namespaces
+    ``team-<slug>``). Replaces that scheduler's rows; returns how many were stored."""
     now = now or timezone.now()
-    teams = teams or {team.slug: team for team in Team.objects.only("id", "slug")}
+    teams = {team.slug: team for team in Team.objects.only("id", "slug")}
     if scheduler == Scheduler.SLURM:
         rows = slurm_pending_rows(queue or JobQueue((), ()), teams, caps or {}, now=now)
     else:
-        rows = kueue_pending_rows(workloads or [], teams, prefix="team-", now=now)
+        rows = kueue_pending_rows(workloads, teams, prefix="team-", now=now)
     _replace(scheduler, rows, now=now)
     return len(rows)
 

@@ -152,3 +152,27 @@ def test_the_watch_is_written_at_most_every_half_minute():
     assert WaitingWatch.objects.get(team=nlp).viewed_at == NOW
     services.waiting_watch_touch(team=nlp, now=NOW + timedelta(seconds=31))
     assert WaitingWatch.objects.get(team=nlp).viewed_at == NOW + timedelta(seconds=31)
+
+
+def test_a_dry_run_without_a_cluster_is_skipped_and_the_fake_reads_nothing(monkeypatch):
+    """A dry run has no transport: not read, no error recorded. The in-memory Kubernetes fake
+    (the adapter over a dict) serves no Workloads: read, 0 rows."""
+    from scheduler_adapters.kubernetes_fake import FakeKubernetes
+
+    class DryRun:
+        transport = None
+
+        def pending_workloads(self):  # pragma: no cover - must not be called
+            raise AssertionError("read without a cluster")
+
+    def use(adapter):
+        monkeypatch.setattr(
+            services, "scheduler_adapter", lambda name: adapter if name == "kubernetes" else None
+        )
+        return services.pending_work_refresh(now=NOW, force=True)
+
+    dry = use(DryRun())
+    assert (dry.rows, dry.errors) == ({}, {})
+    assert not PendingWorkRead.objects.exists()
+    fake = use(FakeKubernetes())
+    assert (fake.rows, fake.errors) == ({"kubernetes": 0}, {})
