@@ -87,7 +87,7 @@ def slurm_wait(
     """Why ``job`` pends. ``cap`` is the team's card cap for the job's GPU type (``None``:
     unknown); ``holders`` the team's running jobs with cards of that type (any order)."""
     if job.reason is None:
-        return Wait("priority", True, "Not looked at by the scheduler yet" + _start(job, now))
+        return Wait("not_tried", True, "Not looked at by the scheduler yet" + _start(job, now))
     reason = classify(job.reason)
     if not reason.known:
         return _verbatim(job.reason, job.reason_detail)

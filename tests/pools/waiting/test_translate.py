@@ -132,6 +132,12 @@ def test_fixed_sentences(code, kind, text):
     assert (wait.kind, wait.translated, wait.text) == (kind, True, text)
 
 
+def test_no_reason_yet_means_not_looked_at():
+    """Slurm's "None" (read as None): submitted, not yet considered by the scheduler."""
+    wait = slurm_wait(job(None), now=NOW)
+    assert (wait.kind, wait.text) == ("not_tried", "Not looked at by the scheduler yet")
+
+
 def test_an_unknown_reason_is_kept_verbatim_and_marked():
     wait = slurm_wait(job("SomethingNewIn27", reason_detail="details"), now=NOW)
     assert (wait.kind, wait.translated, wait.text) == ("other", False, "SomethingNewIn27: details")
