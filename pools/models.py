@@ -29,8 +29,12 @@ from pools.serving.models import (
 )
 from pools.sizing.models import CalibrationRecord, SizingEstimate
 from pools.tenancy.models import Membership, Team
+from pools.waiting.models import PendingWork, PendingWorkRead, WaitingWatch
 
 __all__ = [
+    "PendingWork",
+    "PendingWorkRead",
+    "WaitingWatch",
     "Allocation",
     "ApiToken",
     "AuditEvent",

@@ -8,6 +8,7 @@ from pools.inventory import views as inventory_views
 from pools.reclamation import views as views_reclamation
 from pools.serving import views as serving_views
 from pools.sizing import views as views_sizing
+from pools.waiting import views as waiting_views
 
 app_name = "pools"
 
@@ -35,6 +36,7 @@ urlpatterns = [
     path("elastic/<int:pk>/", elastic_views.elastic_detail, name="elastic-detail"),
     path("start/", dashboard_views.landing, name="landing"),
     path("teams/mine/", dashboard_views.my_teams, name="my-teams"),
+    path("teams/<slug:slug>/waiting/", waiting_views.waiting_work, name="waiting-work"),
     path("requests/", views_requests.request_list, name="request-list"),
     path("requests/new/", views_requests.request_new, name="request-new"),
     path("requests/queue/", views_requests.approval_queue, name="approval-queue"),

@@ -21,6 +21,7 @@ from pools.reclamation import api as reclamation_api
 from pools.serving import api as serving_api
 from pools.sizing import api as estimates_api
 from pools.tenancy import api as tenancy_api
+from pools.waiting import api as waiting_api
 from portal.health import deep_health, healthz, readyz
 from portal.throttling import LoginView, lockout_response
 
@@ -63,6 +64,7 @@ router.register("scale-events", elastic_api.ScaleEventViewSet, basename="scale-e
 router.register("serving", serving_api.ServingViewSet, basename="serving")
 router.register("statements", billing_api.StatementViewSet, basename="statement")
 router.register("budgets", budgets_api.BudgetViewSet, basename="budget")
+router.register("pending-work", waiting_api.PendingWorkViewSet, basename="pending-work")
 
 api_v1 = [
     path("auth/token/", TokenView.as_view(), name="auth-token"),

@@ -30,6 +30,7 @@ from typing import Protocol, runtime_checkable
 from scheduler_adapters.records import (
     GpuLimit,
     JobPlacement,
+    JobQueue,
     JobRecord,
     JobSpec,
     ReservationRecord,
@@ -136,6 +137,15 @@ class SchedulerAdapter(Protocol):
         ``partition``, each with the cards (node, device index) it holds; sorted by job id.
 
         Raises ValueError (bad partition name), SchedulerUnavailable, SchedulerAuthError,
+        UnexpectedResponse.
+        """
+        ...
+
+    def job_queue(self, accounts: Sequence[str] | None = None) -> JobQueue:
+        """The pending jobs with Slurm's reason and the jobs holding GPUs with their expected
+        end, of ``accounts`` when given; one read of the controller's job list.
+
+        Raises ValueError (bad account name), SchedulerUnavailable, SchedulerAuthError,
         UnexpectedResponse.
         """
         ...

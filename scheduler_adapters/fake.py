@@ -49,11 +49,14 @@ from scheduler_adapters.records import (
     GpuLimit,
     GpuSlot,
     JobPlacement,
+    JobQueue,
     JobRecord,
     JobSpec,
     JobState,
+    PendingJob,
     ReservationRecord,
     ReservationSpec,
+    RunningJob,
     check_name,
 )
 from scheduler_adapters.slurm.replies import classify
@@ -368,6 +371,56 @@ class FakeScheduler:
             and job.spec.gpus
             and (partition is None or job.spec.partition == partition)
         )
+
+    def job_queue(self, accounts: Sequence[str] | None = None) -> JobQueue:
+        """Pending jobs with their reason and running GPU jobs with their expected end (start
+        + time limit), of ``accounts`` when given; what the fake does not model (QOS, priority,
+        the backfill estimate) is ``None``, never a made-up value."""
+        names = (
+            frozenset(check_name("account", name) for name in accounts)
+            if accounts is not None
+            else None
+        )
+        self._enter("job_queue")
+        pending, running = [], []
+        for job_id, job in sorted(self.jobs.items()):
+            spec = job.spec
+            if names is not None and spec.account not in names:
+                continue
+            if job.state is JobState.PENDING:
+                pending.append(
+                    PendingJob(
+                        job_id=job_id,
+                        name=spec.name,
+                        account=spec.account,
+                        user=spec.user,
+                        partition=spec.partition,
+                        reason=job.reason,
+                        reason_detail=None,
+                        gpus_requested={job.gres_type: spec.gpus} if spec.gpus else {},
+                        nodes_requested=1,
+                        submit=job.submit,
+                        expected_start=None,
+                        time_limit_min=spec.time_limit_min,
+                        priority=None,
+                        qos=None,
+                        dependency=None,
+                        reservation=spec.reservation,
+                    )
+                )
+            elif job.state is JobState.RUNNING and spec.gpus and job.start is not None:
+                running.append(
+                    RunningJob(
+                        job_id=job_id,
+                        account=spec.account,
+                        user=spec.user,
+                        partition=spec.partition,
+                        gpus_allocated={job.gres_type: spec.gpus},
+                        start=job.start,
+                        expected_end=job.start + timedelta(minutes=spec.time_limit_min),
+                    )
+                )
+        return JobQueue(pending=tuple(pending), running=tuple(running))
 
     def jobs_from_accounting(
         self, start: datetime, end: datetime, *, accounts: Sequence[str] | None = None

@@ -111,6 +111,7 @@ from scheduler_adapters.kubernetes_transport import (
     Transport,
     object_identity,
 )
+from scheduler_adapters.kueue_workloads import PendingWorkload, pending_workloads
 from scheduler_adapters.types import KueueCohort, ParseResult
 from scheduler_adapters.units import parse_k8s_quantity
 
@@ -196,6 +197,16 @@ class KubernetesAdapter:
             transport.list("DeviceClass", operation=operation),
             transport.list("ResourceSlice", operation=operation),
         )
+
+    def pending_workloads(self) -> list[PendingWorkload]:
+        """Kueue Workloads of every namespace that are not admitted, with why (see
+        :mod:`scheduler_adapters.kueue_workloads`); one paged list call. Empty without Kueue
+        (``kueue.x-k8s.io/v1beta2`` not served)."""
+        operation = "pending_workloads"
+        transport = self._transport(operation)
+        if not self._serves(transport, operation, KUEUE_API_VERSION):
+            return []
+        return pending_workloads(transport.list("Workload", operation=operation))
 
     def ensure_team(
         self,

@@ -67,6 +67,8 @@ KINDS: Mapping[str, Kind] = {
         Kind("ResourceFlavor", KUEUE_API_VERSION, "resourceflavors", False),
         Kind("ClusterQueue", KUEUE_API_VERSION, "clusterqueues", False),
         Kind("LocalQueue", KUEUE_API_VERSION, "localqueues", True),
+        # read only: jobs waiting for admission (scheduler_adapters/kueue_workloads.py)
+        Kind("Workload", KUEUE_API_VERSION, "workloads", True),
         # elastic quota backends and the team's HPA (scheduler_adapters/kubernetes_elastic.py)
         Kind("Queue", "scheduling.volcano.sh/v1beta1", "queues", False),
         Kind("ElasticQuota", "scheduling.sigs.k8s.io/v1alpha1", "elasticquotas", True),

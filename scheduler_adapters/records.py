@@ -275,3 +275,59 @@ class ReservationRecord:
     ends_at: datetime | None
     partition: str | None
     state: str | None
+
+
+@dataclass(frozen=True)
+class PendingJob:
+    """A job slurmctld has not started yet (``job_state`` PENDING), with why.
+
+    ``reason`` is Slurm's ``state_reason`` verbatim (``"AssocGrpGRES"``; see
+    :mod:`scheduler_adapters.slurm.reasons`), ``None`` when Slurm says "None" (not yet looked
+    at); ``reason_detail`` its ``state_description`` (``ReqNodeNotAvail`` names the nodes
+    there), ``None`` when empty. ``gpus_requested`` cards per GRES type of the whole job (its
+    ``tres_req_str``); ``nodes_requested`` the node count asked for. ``expected_start`` is the
+    backfill scheduler's estimate (``start_time`` of a pending job; ``None`` when 0 = none yet).
+    ``time_limit_min`` minutes (``None``: the partition's default). ``dependency``,
+    ``reservation`` and ``qos`` as submitted, ``None`` when empty.
+    """
+
+    job_id: int
+    name: str | None
+    account: str | None
+    user: str | None
+    partition: str | None
+    reason: str | None
+    reason_detail: str | None
+    gpus_requested: GpuCounts
+    nodes_requested: int | None
+    submit: datetime | None
+    expected_start: datetime | None
+    time_limit_min: int | None
+    priority: int | None
+    qos: str | None
+    dependency: str | None
+    reservation: str | None
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """A job holding cards now (running, suspended or completing), with when it should end:
+    ``expected_end`` is its ``end_time`` (start + time limit as slurmctld keeps it; ``None``
+    when unset). ``gpus_allocated`` cards per GRES type."""
+
+    job_id: int
+    account: str | None
+    user: str | None
+    partition: str | None
+    gpus_allocated: GpuCounts
+    start: datetime | None
+    expected_end: datetime | None
+
+
+@dataclass(frozen=True)
+class JobQueue:
+    """One read of slurmctld's job list: the pending jobs and the jobs holding cards, both
+    sorted by job id."""
+
+    pending: tuple[PendingJob, ...]
+    running: tuple[RunningJob, ...]

@@ -33,6 +33,7 @@ from pools.reclamation import models as reclamation_models
 from pools.serving import models as serving_models
 from pools.sizing import models as sizing_models
 from pools.tenancy import models as tenancy_models
+from pools.waiting import models as waiting_models
 
 
 class PoolFactory(factory.django.DjangoModelFactory):
@@ -622,3 +623,45 @@ class BudgetFactory(factory.django.DjangoModelFactory):
     starts_on = datetime(2026, 1, 1).date()
     card_hours_limit = Decimal(100)
     enforcement = "warn"
+
+
+class PendingWorkFactory(factory.django.DjangoModelFactory):
+    """A Slurm job held by its team's cap (issue #33 item 2)."""
+
+    class Meta:
+        model = waiting_models.PendingWork
+
+    team = factory.SubFactory(TeamFactory)
+    scheduler = "slurm"
+    ref = factory.Sequence(lambda n: str(1000 + n))
+    name = "train"
+    user = "alice"
+    queue = "gpu"
+    gres_type = "a100"
+    cards_requested = 2
+    reason_code = "AssocGrpGRES"
+    kind = "cap_full"
+    translated = True
+    explanation = "Your team's cap of 8 cards is full"
+    submitted_at = factory.LazyFunction(timezone.now)
+    read_at = factory.LazyFunction(timezone.now)
+
+
+class PendingWorkReadFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = waiting_models.PendingWorkRead
+        django_get_or_create = ("scheduler",)
+
+    scheduler = "slurm"
+    read_at = factory.LazyFunction(timezone.now)
+    ok = True
+    rows = 0
+
+
+class WaitingWatchFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = waiting_models.WaitingWatch
+        django_get_or_create = ("team",)
+
+    team = factory.SubFactory(TeamFactory)
+    viewed_at = factory.LazyFunction(timezone.now)

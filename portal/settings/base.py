@@ -373,6 +373,11 @@ CELERY_BEAT_SCHEDULE = {
     },
     # The elastic loop judges every minute (its rules count minutes: 5 up, 30 down).
     "elastic-scan": {"task": "pools.elastic.tasks.elastic_scan_task", "schedule": 60},
+    # Waiting work: read every minute, only while someone looks (pools.waiting.services).
+    "pending-work-refresh": {
+        "task": "pools.waiting.tasks.pending_work_refresh_task",
+        "schedule": 60,
+    },
     # Serving signals: one rollup per 5-minute bucket, compacted hourly (pools.serving).
     "serving-rollup": {"task": "pools.serving.tasks.serving_rollup_task", "schedule": 5 * 60},
     "serving-compact": {

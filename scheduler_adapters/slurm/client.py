@@ -25,6 +25,7 @@ from scheduler_adapters.records import (
     GRES_TYPE,
     GpuLimit,
     JobPlacement,
+    JobQueue,
     JobRecord,
     JobSpec,
     ReservationRecord,
@@ -235,6 +236,18 @@ class SlurmRestAdapter:
                 key=lambda j: j.job_id,
             )
         )
+
+    def job_queue(self, accounts: Sequence[str] | None = None) -> JobQueue:
+        """``GET /slurm/<v>/jobs`` once: the pending jobs with their reasons and the jobs
+        holding cards with their expected ends, of ``accounts`` only when given (a bad name
+        raises ``ValueError`` before any request)."""
+        names = (
+            frozenset(check_name("account", name) for name in accounts)
+            if accounts is not None
+            else None
+        )
+        reply = self._rest.request("job_queue", "GET", self._rest.dialect.JOBS)
+        return self._rest.dialect.read_job_queue(reply.payload, accounts=names)
 
     def jobs_from_accounting(
         self, start: datetime, end: datetime, *, accounts: Sequence[str] | None = None

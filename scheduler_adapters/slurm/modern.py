@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from scheduler_adapters.records import Association, JobPlacement, JobRecord, JobSpec
+from scheduler_adapters.records import Association, JobPlacement, JobQueue, JobRecord, JobSpec
 from scheduler_adapters.slurm.readers import (
     accounting_jobs,
     associations,
@@ -48,6 +48,7 @@ from scheduler_adapters.slurm.readers import (
     grp_tres_modify_body,
     int_at,
     job_placements,
+    job_queue,
     job_state_list,
     list_at,
     optional_str_at,
@@ -274,6 +275,14 @@ class ModernDialect:
         """``GET /slurm/.../jobs`` -> the jobs holding cards now, with node and device index
         from ``nodes`` and ``gres_detail`` (unchanged since v0.0.38)."""
         return job_placements(payload, job_state=job_state_list)
+
+    @staticmethod
+    def read_job_queue(
+        payload: Mapping[str, Any], *, accounts: frozenset[str] | None = None
+    ) -> JobQueue:
+        """``GET /slurm/.../jobs`` -> pending jobs with reasons and jobs holding cards with
+        ends (``job_state`` a list; numbers wrapped)."""
+        return job_queue(payload, job_state=job_state_list, accounts=accounts)
 
     @staticmethod
     def read_accounting_jobs(payload: Mapping[str, Any]) -> list[JobRecord]:

@@ -14,7 +14,16 @@ from decimal import Decimal
 from typing import Any
 
 from scheduler_adapters.errors import UnexpectedResponse
-from scheduler_adapters.records import Association, GpuSlot, JobPlacement, JobRecord, JobState
+from scheduler_adapters.records import (
+    Association,
+    GpuSlot,
+    JobPlacement,
+    JobQueue,
+    JobRecord,
+    JobState,
+    PendingJob,
+    RunningJob,
+)
 from scheduler_adapters.slurm.gres import GPU, parse_gres, parse_tres
 from scheduler_adapters.slurm.hostlist import expand_hostlist
 from scheduler_adapters.slurm.values import unwrap, unwrap_timestamp
@@ -369,6 +378,79 @@ def job_placements(payload: Mapping[str, Any], *, job_state: StateReader) -> lis
             )
         )
     return placements
+
+
+def job_queue(
+    payload: Mapping[str, Any], *, job_state: StateReader, accounts: frozenset[str] | None = None
+) -> JobQueue:
+    """``GET /slurm/.../jobs`` -> the pending jobs with their reasons and the jobs holding cards
+    with their expected ends, of ``accounts`` only when given (``None``: every account).
+
+    A pending job's ``start_time`` is the backfill scheduler's estimate (0 until it made one)
+    and a running job's ``end_time`` its start plus time limit (squeue ``%S`` / ``%e``);
+    ``time_limit`` is minutes and unset (``{"set": false}``, or 22.05's NO_VAL) when the
+    partition's default applies.
+    """
+    pending: list[PendingJob] = []
+    running: list[RunningJob] = []
+    for index, entry in enumerate(list_at(payload, "jobs", "jobs")):
+        path = f"jobs[{index}]"
+        if not isinstance(entry, dict):
+            raise unexpected(path, "an object", entry)
+        account = optional_str_at(entry, "account", f"{path}.account")
+        if accounts is not None and account not in accounts:
+            continue
+        state = job_state(entry.get("job_state"), f"{path}.job_state")
+        if state is JobState.PENDING:
+            pending.append(_pending_job(entry, path, account))
+        elif state in HOLDING_GPUS:
+            allocated = gpu_counts(
+                tres_string(entry.get("tres_alloc_str"), f"{path}.tres_alloc_str")
+            )
+            if allocated:
+                running.append(
+                    RunningJob(
+                        job_id=int_at(entry, "job_id", f"{path}.job_id"),
+                        account=account,
+                        user=optional_str_at(entry, "user_name", f"{path}.user_name"),
+                        partition=optional_str_at(entry, "partition", f"{path}.partition"),
+                        gpus_allocated=allocated,
+                        start=timestamp_at(entry, "start_time", path),
+                        expected_end=timestamp_at(entry, "end_time", path),
+                    )
+                )
+    return JobQueue(
+        pending=tuple(sorted(pending, key=lambda j: j.job_id)),
+        running=tuple(sorted(running, key=lambda j: j.job_id)),
+    )
+
+
+NO_VAL = 0xFFFFFFFE
+"""Slurm's "not set" for 32-bit numbers (slurm.h ``NO_VAL``), which 22.05 sends bare."""
+
+
+def _pending_job(entry: Mapping[str, Any], path: str, account: str | None) -> PendingJob:
+    time_limit = number(entry.get("time_limit"), f"{path}.time_limit")
+    nodes = number(entry.get("node_count"), f"{path}.node_count")
+    priority = number(entry.get("priority"), f"{path}.priority")
+    return PendingJob(
+        job_id=int_at(entry, "job_id", f"{path}.job_id"),
+        name=optional_str_at(entry, "name", f"{path}.name"),
+        account=account,
+        user=optional_str_at(entry, "user_name", f"{path}.user_name"),
+        partition=optional_str_at(entry, "partition", f"{path}.partition"),
+        reason=reason(entry.get("state_reason"), f"{path}.state_reason"),
+        reason_detail=optional_str_at(entry, "state_description", f"{path}.state_description"),
+        gpus_requested=gpu_counts(tres_string(entry.get("tres_req_str"), f"{path}.tres_req_str")),
+        nodes_requested=None if nodes is None or nodes >= NO_VAL else int(nodes),
+        submit=timestamp_at(entry, "submit_time", path),
+        expected_start=timestamp_at(entry, "start_time", path),
+        time_limit_min=None if time_limit is None or time_limit >= NO_VAL else int(time_limit),
+        priority=None if priority is None else int(priority),
+        qos=optional_str_at(entry, "qos", f"{path}.qos"),
+        dependency=optional_str_at(entry, "dependency", f"{path}.dependency"),
+        reservation=optional_str_at(entry, "resv_name", f"{path}.resv_name"),
+    )
 
 
 def accounting_jobs(payload: Mapping[str, Any], *, job_state: StateReader) -> list[JobRecord]:

@@ -17,7 +17,14 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from scheduler_adapters.records import Association, JobPlacement, JobRecord, JobSpec, JobState
+from scheduler_adapters.records import (
+    Association,
+    JobPlacement,
+    JobQueue,
+    JobRecord,
+    JobSpec,
+    JobState,
+)
 from scheduler_adapters.slurm.readers import (
     accounting_jobs,
     associations,
@@ -25,6 +32,7 @@ from scheduler_adapters.slurm.readers import (
     grp_tres_modify_body,
     int_at,
     job_placements,
+    job_queue,
     job_state_word,
     list_at,
     optional_str_at,
@@ -248,6 +256,13 @@ def read_controller_jobs(payload: Mapping[str, Any], *, now: datetime) -> list[J
 def read_job_placements(payload: Mapping[str, Any]) -> list[JobPlacement]:
     """``GET /slurm/.../jobs`` -> the jobs that hold cards now, with the cards they hold."""
     return job_placements(payload, job_state=_job_state)
+
+
+def read_job_queue(
+    payload: Mapping[str, Any], *, accounts: frozenset[str] | None = None
+) -> JobQueue:
+    """``GET /slurm/.../jobs`` -> pending jobs with reasons and jobs holding cards with ends."""
+    return job_queue(payload, job_state=_job_state, accounts=accounts)
 
 
 def read_accounting_jobs(payload: Mapping[str, Any]) -> list[JobRecord]:

@@ -47,6 +47,7 @@ PAGES = {
     "costs/<slug:team>/<str:month>/": "/costs/nlp/2026-10/",
     "dashboard/": "/dashboard/",  # with stranded capacity, forecast and heatmap
     "teams/<slug:slug>/dashboard/": "/teams/nlp/dashboard/",
+    "teams/<slug:slug>/waiting/": "/teams/nlp/waiting/",  # Slurm and Kueue waiting work
     "api/docs/": "/api/docs/",
     "login/": "/login/",  # opened signed in: the form, with the navigation
 }

@@ -44,7 +44,10 @@ from pools.reclamation.services.scan import (
 from pools.serving.models import ServedModel, ServingRollup
 from pools.serving.services import bucket_floor, serving_rollup_replay
 from pools.tenancy.models import Membership, Team
+from pools.waiting.services import pending_work_store
+from scheduler_adapters.kueue_workloads import PendingWorkload, QuotaShortfall
 from scheduler_adapters.prometheus import DeviceUsage, Sample
+from scheduler_adapters.records import JobQueue, PendingJob, RunningJob
 from scheduler_adapters.types import InventorySource
 
 CAPTURES = Path(settings.BASE_DIR) / "tests" / "fixtures" / "nvidia-smi"
@@ -104,6 +107,7 @@ class Command(BaseCommand):
         self._idle_findings()
         self._elastic()
         self._serving()
+        self._waiting()
 
     def _requests(self):
         """A few requests in every state, made through the services as people would."""
@@ -456,6 +460,56 @@ class Command(BaseCommand):
                    "scan of Prometheus (set PROMETHEUS_URL for real scans)."],
         )  # fmt: skip
         self.stdout.write(f"idle findings: {IdleFinding.objects.count()} demo findings")
+
+    def _waiting(self):
+        """Waiting work as the refresh task would store it (issue #33): nlp's jobs over its cap
+        of 8 A100 (held by two running jobs), one waiting for a whole node, one with a reason
+        the portal has no sentence for; vision's Kueue workloads short of quota and of room in
+        one NVLink domain."""
+        now = timezone.now().replace(second=0, microsecond=0)
+
+        def pending(job_id, reason, cards, **extra):
+            values = dict(
+                job_id=job_id, name=f"train-{job_id}", account="nlp", user="alice",
+                partition="train", reason=reason, reason_detail=None,
+                gpus_requested={"a100": cards}, nodes_requested=1,
+                submit=now - timedelta(minutes=job_id % 50), expected_start=None,
+                time_limit_min=720, priority=1, qos="normal", dependency=None, reservation=None,
+            )  # fmt: skip
+            return PendingJob(**(values | extra))
+
+        def running(job_id, cards, hours):
+            start = now - timedelta(hours=2)
+            end = now + timedelta(hours=hours)
+            return RunningJob(job_id, "nlp", "bob", "train", {"a100": cards}, start, end)
+
+        queue = JobQueue(
+            pending=(
+                pending(4125, "AssocGrpGRES", 2),
+                pending(4126, "Resources", 8, expected_start=now + timedelta(hours=5)),
+                pending(4127, "Priority", 1),
+                pending(4128, "BurstBufferStageIn", 1, reason_detail="staging /scratch/nlp"),
+            ),
+            running=(running(4123, 4, 3), running(4124, 4, 6)),
+        )
+        pending_work_store(scheduler="slurm", queue=queue, caps={"nlp": {"a100": 8}}, now=now)
+        workloads = [
+            PendingWorkload(
+                "team-vision", "job-finetune-7b-5c1f2", "default", 4, now - timedelta(minutes=9),
+                "QuotaReserved", "Pending",
+                "couldn't assign flavors to pod set main: insufficient unused quota for "
+                "nvidia.com/gpu in flavor nvidia-l40s, 2 more needed",
+                now, QuotaShortfall("nvidia-l40s", more_needed=2),
+            ),
+            PendingWorkload(
+                "team-vision", "job-nvl-8gpu-6e6e2", "default", 8, now - timedelta(minutes=4),
+                "QuotaReserved", "TopologyPlacementFailed",
+                'couldn\'t assign flavors to pod set main: topology "nvlink-domain" doesn\'t '
+                "allow to fit any of 1 pod(s)",
+                now, None,
+            ),
+        ]  # fmt: skip
+        pending_work_store(scheduler="kubernetes", workloads=workloads, now=now)
 
     def _say(self, name, report):
         self.stdout.write(

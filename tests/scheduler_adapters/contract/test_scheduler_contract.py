@@ -223,3 +223,29 @@ def test_running_gpu_jobs_say_which_cards_each_job_holds(scheduler):
         lambda: [p.job_id for p in adapter.running_gpu_jobs() if p.account == account],
         lambda ids: ids == [second],
     )
+
+
+def test_the_job_queue_shows_who_waits_on_the_cap_and_who_holds_it(scheduler):
+    """Cap 1 a100; the first job runs (time limit 10 min), the second pends on AssocGrpGRES.
+    The queue of that account lists exactly those two, the holder ending 10 min after its
+    start as get_job reports it."""
+    scheduler.needs("a100", 2)
+    adapter = scheduler.adapter
+    account = scheduler.account(user="alice")
+    adapter.set_gpu_limit(GpuLimit(account, "gpu", "a100", 1))
+    first = scheduler.submit(scheduler.job(account))
+    scheduler.eventually(lambda: adapter.get_job(first), lambda j: j.state is JobState.RUNNING)
+    second = scheduler.submit(scheduler.job(account, name="capped"))
+
+    queue = scheduler.eventually(
+        lambda: adapter.job_queue(accounts=[account]),
+        lambda q: [(j.job_id, j.reason) for j in q.pending] == [(second, "AssocGrpGRES")],
+    )
+    (waiting,) = queue.pending
+    assert (waiting.name, waiting.user, waiting.partition) == ("capped", "alice", "gpu")
+    assert dict(waiting.gpus_requested) == {"a100": 1}
+    assert waiting.time_limit_min == 10
+    (holder,) = queue.running
+    assert (holder.job_id, dict(holder.gpus_allocated)) == (first, {"a100": 1})
+    assert holder.expected_end == adapter.get_job(first).start + timedelta(minutes=10)
+    assert adapter.job_queue(accounts=[scheduler.account_name()]).pending == ()

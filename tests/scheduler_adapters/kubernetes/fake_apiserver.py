@@ -243,6 +243,38 @@ KUEUE_SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
             }
         },
     ),
+    # Workload: spec fields of config/components/crd/bases/kueue.x-k8s.io_workloads.yaml
+    # (v1beta2); pod sets need a template and are at most 18; Kueue's job controllers write it.
+    ("kueue.x-k8s.io/v1beta2", "Workload"): _root(
+        "Workload",
+        {
+            "properties": {
+                "active": {"type": "boolean"},
+                "maximumExecutionTimeSeconds": {"type": "integer", "minimum": 1},
+                "podSets": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": 18,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["template"],
+                        "properties": {
+                            "name": {"type": "string", "maxLength": 63},
+                            "count": {"type": "integer", "minimum": 0},
+                            "minCount": {"type": "integer", "minimum": 1},
+                            "template": {"type": "object"},
+                            "topologyRequest": {"type": "object"},
+                        },
+                    },
+                },
+                "preemptionGates": {"type": "array"},
+                "priority": {"type": "integer"},
+                "priorityClassRef": {"type": "object"},
+                "queueName": {"type": "string", "maxLength": 253},
+            }
+        },
+    ),
     ("kueue.x-k8s.io/v1beta2", "LocalQueue"): _root(
         "LocalQueue",
         {
@@ -503,6 +535,7 @@ KUEUE_RESOURCES: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("kueue.x-k8s.io", "v1beta2", "resourceflavors"): ("ResourceFlavor", False),
     ("kueue.x-k8s.io", "v1beta2", "clusterqueues"): ("ClusterQueue", False),
     ("kueue.x-k8s.io", "v1beta2", "localqueues"): ("LocalQueue", True),
+    ("kueue.x-k8s.io", "v1beta2", "workloads"): ("Workload", True),
 }
 _SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation")
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}

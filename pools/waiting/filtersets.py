@@ -1,0 +1,59 @@
+"""The one FilterSet of waiting work: the page, its CSV and the API filter through it."""
+
+from __future__ import annotations
+
+import django_filters as filters
+from django.db.models import Q
+
+from pools.api_common import visible_teams
+from pools.choices import Scheduler
+from pools.inventory.filtersets import yes_no
+from pools.waiting.choices import WaitKind
+from pools.waiting.models import PendingWork
+from pools.web import PlainSelect
+
+SCHEDULERS = [(s.value, s.label) for s in (Scheduler.SLURM, Scheduler.KUBERNETES)]
+
+
+class TeamPendingWorkFilterSet(filters.FilterSet):
+    """One team's page: scheduler, kind, whether the reason was translated, and ``q`` over
+    job id / name / user / reason code."""
+
+    scheduler = filters.ChoiceFilter(choices=SCHEDULERS, empty_label="Any")
+    kind = filters.ChoiceFilter(choices=WaitKind.choices, empty_label="Any", label="Waits for")
+    translated = yes_no(label="Translated")
+    q = filters.CharFilter(method="search", label="Search")
+    ordering = filters.OrderingFilter(
+        fields=(
+            ("submitted_at", "submitted"),
+            ("cards_requested", "cards"),
+            ("expected_start_at", "expected_start"),
+        )
+    )
+
+    class Meta:
+        model = PendingWork
+        fields = ["scheduler", "kind", "translated"]
+
+    def search(self, queryset, name, value):
+        value = value.strip()
+        if not value:
+            return queryset
+        return queryset.filter(
+            Q(ref__icontains=value)
+            | Q(name__icontains=value)
+            | Q(user__icontains=value)
+            | Q(reason_code__icontains=value)
+        )
+
+
+class PendingWorkFilterSet(TeamPendingWorkFilterSet):
+    """The API's: also ``team`` (slug; an unknown or invisible one is a field error, 400)."""
+
+    team = filters.ModelChoiceFilter(
+        queryset=visible_teams, to_field_name="slug", empty_label="Any", widget=PlainSelect
+    )
+
+    class Meta:
+        model = PendingWork
+        fields = ["team", "scheduler", "kind", "translated"]
