@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('pools', '0027_catfix_geforce_fp16'),
+        ('pools', '0028_sizing_gpu_catalogue'),
     ]
 
     operations = [
