@@ -79,6 +79,8 @@ SELECT a.id, 300, %(newest)s::timestamptz - s * interval '5 minutes', 2, 'vllm',
        8, s %% 5, 40 + s %% 50, 50, 0.2, 0.6, 0.03, 0.05, 4, 9, 900000, 400000, 300, 0, 0,
        60, 50, 30, 70000, 22000, 60, 0, NULL, 2, 1, '[]', '[]'
   FROM pools_allocation a CROSS JOIN generate_series(1, 288) s;
+INSERT INTO pools_servingcoverage (allocation_id, first_bucket)
+SELECT a.id, %(newest)s::timestamptz - interval '1440 minutes' FROM pools_allocation a;
 """
 
 
@@ -134,8 +136,8 @@ def page_stats(client, url: str) -> tuple[float, int]:
 
 
 TRUNCATE = (
-    "TRUNCATE pools_servingrollup, pools_servingrolluprun, pools_allocation, "
-    "pools_capacityrequest, pools_membership, pools_team CASCADE"
+    "TRUNCATE pools_servingrollup, pools_servingcoverage, pools_servingrolluprun, "
+    "pools_allocation, pools_capacityrequest, pools_membership, pools_team CASCADE"
 )
 
 

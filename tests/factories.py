@@ -466,6 +466,15 @@ class ServingRollupFactory(factory.django.DjangoModelFactory):
     kv_cache_usage_pct = 60.0
     generation_tokens = 30_000.0
 
+    @classmethod
+    def _create(cls, model_class, *args, **kwargs):
+        """Stored as a pass stores it: the allocation marked as rolled up beside the row."""
+        from pools.serving.services import serving_coverage_note
+
+        row = super()._create(model_class, *args, **kwargs)
+        serving_coverage_note([row])
+        return row
+
 
 class ServingRollupRunFactory(factory.django.DjangoModelFactory):
     """A pass that read six families and wrote one row."""

@@ -72,6 +72,26 @@ class ServingRollup(models.Model):
         return f"allocation #{self.allocation_id} @ {self.bucket_start:%Y-%m-%d %H:%M}"
 
 
+class ServingCoverage(models.Model):
+    """One row per allocation that has any stored rollup (the first bucket stored): the API's
+    list of served allocations joins this instead of asking the rollups, some 300 rows per
+    allocation a day, whether each allocation has one (a 2,000-probe count on every page).
+
+    Written beside the rollups by :func:`~pools.serving.services.serving_coverage_note` (every
+    pass and replay); the compaction deletes it with the allocation's last rollup."""
+
+    allocation = models.OneToOneField(
+        "pools.Allocation",
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="serving_coverage",
+    )
+    first_bucket = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"allocation #{self.allocation_id} rolled up since {self.first_bucket:%Y-%m-%d}"
+
+
 class ServingRollupRun(models.Model):
     """One pass: the bucket it covered, how many PromQL requests it sent, what it wrote, and
     the series whose labels matched no allocation (``unmatched``: target, reason, series)."""

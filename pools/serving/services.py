@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
@@ -27,7 +28,7 @@ from pools.capacity.models import Allocation
 from pools.choices import Scheduler
 from pools.serving.choices import Resolution
 from pools.serving.fold import ROW_FIELDS, fold
-from pools.serving.models import ServingRollup, ServingRollupRun
+from pools.serving.models import ServingCoverage, ServingRollup, ServingRollupRun
 from pools.serving.rollup import Unmatched, allocation_values, place_targets
 from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.prometheus import cyclic_gc_paused
@@ -103,6 +104,7 @@ def serving_rollup_pass(*, now: datetime | None = None, metrics=None) -> Serving
     with transaction.atomic():
         # ignore_conflicts: a pass running at the same moment may have written some rows
         ServingRollup.objects.bulk_create(rows, ignore_conflicts=True, batch_size=1000)
+        serving_coverage_note(rows)
         run.rollups = len(rows)
         run.unmatched_count = len(unmatched) + answers.unlabelled
         run.unmatched = [u.as_dict() for u in unmatched[:UNMATCHED_LISTED]]
@@ -162,8 +164,30 @@ def serving_rollup_replay(*, recorded: Iterable[tuple[datetime, Mapping]]) -> in
     for start, series in sorted(by_bucket.items()):
         open_now = [a for a in candidates if a.starts_at < start + window and a.ends_at > start]
         rows.extend(_bucket_rows(open_now, answers_from_series({"recorded": series}), start)[0])
-    ServingRollup.objects.bulk_create(rows, ignore_conflicts=True, batch_size=2000)
+    with transaction.atomic():
+        ServingRollup.objects.bulk_create(rows, ignore_conflicts=True, batch_size=2000)
+        serving_coverage_note(rows)
     return len(rows)
+
+
+def serving_coverage_note(rows: Iterable[ServingRollup]) -> int:
+    """Mark the allocations of ``rows`` as rolled up (:class:`ServingCoverage`, first bucket
+    kept); call it in the transaction that stores them. Two queries: the allocations already
+    marked, then one INSERT of the others (none on an ordinary pass). Returns those added."""
+    first: dict[int, datetime] = {}
+    for row in rows:
+        if row.allocation_id not in first or row.bucket_start < first[row.allocation_id]:
+            first[row.allocation_id] = row.bucket_start
+    known = set(
+        ServingCoverage.objects.filter(allocation_id__in=list(first)).values_list(
+            "allocation_id", flat=True
+        )
+    )
+    new = [
+        ServingCoverage(allocation_id=a, first_bucket=b) for a, b in first.items() if a not in known
+    ]
+    ServingCoverage.objects.bulk_create(new, ignore_conflicts=True, batch_size=2000)
+    return len(new)
 
 
 def _failed(run: ServingRollupRun, error: str) -> ServingRollupRun:
@@ -214,6 +238,8 @@ def serving_rollup_compact(*, now: datetime | None = None) -> dict[str, int]:
             bucket_seconds=Resolution.HOUR,
             bucket_start__lt=months_before(now, settings.SERVING_ROLLUP_HOURLY_MONTHS),
         ).delete()
+        rolled_up = ServingRollup.objects.filter(allocation_id=OuterRef("allocation_id"))
+        ServingCoverage.objects.filter(~Exists(rolled_up)).delete()
         runs, _ = ServingRollupRun.objects.filter(
             started_at__lt=now - timedelta(days=settings.SERVING_ROLLUP_5M_DAYS)
         ).delete()

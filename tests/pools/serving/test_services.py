@@ -11,8 +11,13 @@ from factories import AllocationFactory, PoolFactory, TeamFactory
 from serving_support import StubPrometheus, histogram, term
 
 from pools.choices import AllocationStatus, Scheduler
-from pools.serving.models import ServingRollup, ServingRollupRun
-from pools.serving.services import months_before, serving_rollup_compact, serving_rollup_pass
+from pools.serving.models import ServingCoverage, ServingRollup, ServingRollupRun
+from pools.serving.services import (
+    months_before,
+    serving_coverage_note,
+    serving_rollup_compact,
+    serving_rollup_pass,
+)
 from scheduler_adapters.serving_metrics import SIGNALS
 
 NOW = datetime(2026, 12, 4, 10, 3, 20, tzinfo=UTC)
@@ -95,6 +100,14 @@ def test_a_pass_stores_each_serving_allocation_as_read(serving):
     assert unknown.engine == ""
     assert len(unknown.missing) == len(SIGNALS) == 24  # every signal, each with its names
     assert not ServingRollup.objects.filter(allocation=c).exists()
+    # the API's list reads these: #A and #B rolled up since this bucket, #C not at all
+    assert dict(ServingCoverage.objects.values_list("allocation_id", "first_bucket")) == {
+        a.pk: BUCKET,
+        b.pk: BUCKET,
+    }
+    later = serving_rollup_pass(now=NOW + timedelta(minutes=5), metrics=StubPrometheus([]))
+    assert later.rollups == 2
+    assert set(ServingCoverage.objects.values_list("first_bucket", flat=True)) == {BUCKET}
 
 
 def test_a_second_pass_for_the_same_bucket_writes_nothing_new(serving):
@@ -172,9 +185,27 @@ def test_hourly_rows_expire_after_thirteen_months(serving):
         allocation=a, bucket_seconds=3600, bucket_start=datetime(2025, 11, 4, 11, tzinfo=UTC),
         cards_held=2,
     )  # fmt: skip
+    serving_coverage_note([old, kept])
     assert serving_rollup_compact(now=NOW)["expired"] == 1
     assert not ServingRollup.objects.filter(pk=old.pk).exists()
     assert ServingRollup.objects.filter(pk=kept.pk).exists()
+    assert ServingCoverage.objects.get(allocation=a).first_bucket == old.bucket_start
+
+
+def test_the_last_rollup_expiring_takes_the_allocation_off_the_served_list(serving):
+    """#A's only row is an hour 13 months and 1 h old: expired, and #A no longer rolled up;
+    #B's row of this morning keeps #B listed."""
+    a, b, _ = serving
+    gone = ServingRollup.objects.create(
+        allocation=a, bucket_seconds=3600, bucket_start=datetime(2025, 11, 4, 9, tzinfo=UTC),
+        cards_held=2,
+    )  # fmt: skip
+    stays = ServingRollup.objects.create(allocation=b, bucket_start=BUCKET, cards_held=1)
+    serving_coverage_note([gone, stays])
+
+    serving_rollup_compact(now=NOW)
+
+    assert list(ServingCoverage.objects.values_list("allocation_id", flat=True)) == [b.pk]
 
 
 @pytest.mark.parametrize(
