@@ -19,6 +19,7 @@ from pools.serving.models import ServedModel, ServingCalibrationDay, ServingRoll
 from pools.sizing import SizingInputError
 from pools.sizing.engines import engine_profile
 from pools.sizing.gpus import GPU_SPEC_FIELDS, gpu_spec_from_fields
+from pools.sizing.inputs import model_arch
 from pools.sizing.memory import precision_parse
 from pools.sizing.models import CalibrationRecord
 from pools.sizing.plan import estimate_replica
@@ -66,6 +67,14 @@ def _key_names(served: ServedModel) -> tuple[str, str]:
     return precision, engine
 
 
+def _model(served: ServedModel):
+    """The architecture sized: the linked estimate's (a preset or its custom architecture),
+    else the catalogue preset the admin named."""
+    if served.estimate is not None:
+        return model_arch(served.estimate.inputs)
+    return model_preset(served.model_id)
+
+
 def _sized(served: ServedModel, measure, gpu_spec) -> tuple[float | None, object, str]:
     """The sizing engine's output tok/s per card at the measured concurrency (rounded to whole
     sequences, at least 1) and lengths; ``(None, None, why)`` when it cannot be made."""
@@ -73,10 +82,10 @@ def _sized(served: ServedModel, measure, gpu_spec) -> tuple[float | None, object
         return None, None, "no finished requests: the mean lengths are unknown"
     try:
         estimate = estimate_replica(
-            model=model_preset(served.model_id),
+            model=_model(served),
             gpu=gpu_spec,
             precision=served.precision,
-            kv_cache_dtype=None,
+            kv_cache_dtype=served.kv_cache_dtype or None,
             tp=served.tp,
             input_tokens=measure.input_tokens,
             output_tokens=measure.output_tokens,
@@ -95,7 +104,7 @@ def calibration_refresh(*, now: datetime) -> dict:
     records built from them; returns counts ``{"days", "records"}``."""
     window_days = settings.SERVING_ROLLUP_5M_DAYS
     start = datetime.combine(now.date() - timedelta(days=window_days - 1), datetime.min.time(), UTC)
-    served = list(ServedModel.objects.select_related("allocation__gpu_model"))
+    served = list(ServedModel.objects.select_related("allocation__gpu_model", "estimate"))
     ids = [s.allocation_id for s in served]
     rows_by_day: dict[int, dict[date, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for row in ServingRollup.objects.filter(

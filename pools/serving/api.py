@@ -139,10 +139,19 @@ class SpanSerializer(serializers.Serializer):
 
 
 class ServedModelSerializer(serializers.Serializer):
-    model_id = serializers.CharField(help_text="Sizing catalogue id (pools/sizing/models.json).")
+    model_id = serializers.CharField(
+        help_text="Sizing catalogue id (pools/sizing/models.json); custom:<estimate id> for a "
+        "linked estimate's custom architecture."
+    )
     precision = serializers.CharField()
     tp = serializers.IntegerField(help_text="Cards per replica.")
     engine = serializers.CharField()
+    kv_cache_dtype = serializers.CharField(help_text="Blank: the weights' precision.")
+    estimate = serializers.IntegerField(
+        source="estimate_id",
+        allow_null=True,
+        help_text="The team's saved sizing estimate these come from; null: set by a pool admin.",
+    )
 
 
 class CalibrationDaySerializer(serializers.Serializer):

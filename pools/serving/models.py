@@ -117,8 +117,13 @@ class ServingRollupRun(models.Model):
 
 class ServedModel(models.Model):
     """What an allocation serves, so its measured throughput can be set against the sizing
-    engine's: the sizing catalogue model id (``pools/sizing/models.json``), the precision it
-    runs, its TP degree (cards per replica) and the engine (a sizing engine name)."""
+    engine's: the sizing catalogue model id (``pools/sizing/models.json``, or ``custom``), the
+    precision it runs, its TP degree (cards per replica) and the engine (a sizing engine name).
+
+    Set by a pool admin (the admin), or by the team linking one of its saved sizing estimates
+    (``estimate``; :func:`pools.serving.served.served_model_link_estimate`): the fields are then
+    the estimate's (its TP the one it chose for the allocation's GPU model, its KV-cache dtype,
+    and for a custom model its architecture), so calibration sizes what the team sized."""
 
     allocation = models.OneToOneField(
         "pools.Allocation", on_delete=models.CASCADE, related_name="served_model"
@@ -127,6 +132,17 @@ class ServedModel(models.Model):
     precision = models.CharField(max_length=16)
     tp = models.PositiveSmallIntegerField(default=1)
     engine = models.CharField(max_length=30)
+    kv_cache_dtype = models.CharField(
+        max_length=16, blank=True, help_text="Blank: the weights' precision (FP16 for integers)."
+    )
+    estimate = models.ForeignKey(
+        "pools.SizingEstimate",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="served_models",
+        help_text="The team's saved estimate these fields come from; blank: set by an admin.",
+    )
 
     class Meta:
         constraints = [
