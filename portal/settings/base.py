@@ -418,6 +418,9 @@ PROMETHEUS_DASHBOARD_TIMEOUT_S = env.float("PROMETHEUS_DASHBOARD_TIMEOUT_S", def
 SERVING_ROLLUP_5M_DAYS = env.int("SERVING_ROLLUP_5M_DAYS", default=35)
 SERVING_ROLLUP_HOURLY_MONTHS = env.int("SERVING_ROLLUP_HOURLY_MONTHS", default=13)
 SERVING_BUSY_PCT = env.float("SERVING_BUSY_PCT", default=30.0)
+# The cards an elastic allocation held over time (its scale events), which the rollup stores as
+# cards held; a dotted path because pools.elastic is pools.serving's peer.
+SERVING_HELD_TIMELINES = "pools.elastic.selectors.held_timelines"
 
 # Scheduler connections (scheduler_adapters.registry keys). Without one, allocations of that
 # scheduler's pools are reserved in the portal only (the demo).

@@ -4,14 +4,22 @@ series answered, unmatched series listed, a timeout leaving the last rollup, ret
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 from django.test import override_settings
-from factories import AllocationFactory, PoolFactory, TeamFactory
+from factories import (
+    AllocationFactory,
+    ElasticPolicyFactory,
+    PoolFactory,
+    ScaleEventFactory,
+    TeamFactory,
+)
 from serving_support import StubPrometheus, histogram, term
 
 from pools.choices import AllocationStatus, Scheduler
 from pools.serving.models import ServingCoverage, ServingRollup, ServingRollupRun
+from pools.serving.selectors import serving_usage
 from pools.serving.services import (
     months_before,
     serving_coverage_note,
@@ -108,6 +116,41 @@ def test_a_pass_stores_each_serving_allocation_as_read(serving):
     later = serving_rollup_pass(now=NOW + timedelta(minutes=5), metrics=StubPrometheus([]))
     assert later.rollups == 2
     assert set(ServingCoverage.objects.values_list("first_bucket", flat=True)) == {BUCKET}
+
+
+def test_an_elastic_allocation_holds_the_cards_of_its_scale_events_not_its_floor(serving):
+    """#A (floor 2, elastic up to 4) scaled up to 4 effective 10:00:00 (a hold decided at
+    09:50 changes nothing; its ``cards_to`` is what it already held) and back down to 3
+    effective 10:06:00. Buckets and their middles: 09:55 (09:57:30) -> 2; 10:00 (10:02:30)
+    -> 4; 10:05 (10:07:30) -> 3. Card-hours of the three: (2 + 4 + 3) x 300 s / 3,600 = 0.75,
+    not 3 x 2 x 300 / 3,600 = 0.5 from the floor."""
+    a = serving[0]
+    policy = ElasticPolicyFactory(allocation=a, ceiling_cards=4, cards_held=3)
+    ten = datetime(2026, 12, 4, 10, 0, tzinfo=UTC)
+    ScaleEventFactory(policy=policy, decided_at=ten - timedelta(minutes=10), action="hold",
+                      reason="in_band", cards_from=2, cards_to=2)  # fmt: skip
+    ScaleEventFactory(policy=policy, decided_at=ten, cards_from=2, cards_to=4)
+    ScaleEventFactory(policy=policy, decided_at=ten + timedelta(minutes=6), action="down",
+                      reason="scale_down", cards_from=4, cards_to=3)  # fmt: skip
+
+    for minutes in (0, 5, 10):
+        serving_rollup_pass(now=NOW + timedelta(minutes=minutes), metrics=StubPrometheus([]))
+
+    held = list(
+        ServingRollup.objects.filter(allocation=a)
+        .order_by("bucket_start")
+        .values_list("bucket_start", "cards_held")
+    )
+    assert held == [
+        (BUCKET, 2),
+        (BUCKET + timedelta(minutes=5), 4),
+        (BUCKET + timedelta(minutes=10), 3),
+    ]
+    usage = serving_usage(allocation_ids=[a.pk], start=BUCKET, end=BUCKET + timedelta(minutes=15))
+    assert usage[a.pk].held_card_hours == Decimal("0.750")
+    # #B is not elastic: its card_count in every bucket
+    assert set(ServingRollup.objects.filter(allocation=serving[1]).values_list(
+        "cards_held", flat=True)) == {serving[1].card_count}  # fmt: skip
 
 
 def test_a_second_pass_for_the_same_bucket_writes_nothing_new(serving):
