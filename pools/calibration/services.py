@@ -76,27 +76,37 @@ def _model(served: ServedModel):
 
 
 def _sized(served: ServedModel, measure, gpu_spec) -> tuple[float | None, object, str]:
-    """The sizing engine's output tok/s per card at the measured concurrency (rounded to whole
-    sequences, at least 1) and lengths; ``(None, None, why)`` when it cannot be made."""
+    """The sizing engine's output tok/s per card at each bucket's concurrency (whole sequences
+    per replica, at least 1), weighted by the buckets' card-seconds
+    (:mod:`pools.serving.calibration`), at the day's mean lengths; the error band is that of
+    the concurrency holding most card-seconds. ``(None, None, why)`` when it cannot be made."""
     if measure.input_tokens is None or measure.output_tokens is None:
         return None, None, "no finished requests: the mean lengths are unknown"
-    try:
-        estimate = estimate_replica(
-            model=_model(served),
-            gpu=gpu_spec,
-            precision=served.precision,
-            kv_cache_dtype=served.kv_cache_dtype or None,
-            tp=served.tp,
-            input_tokens=measure.input_tokens,
-            output_tokens=measure.output_tokens,
-            concurrency=max(1, round(measure.concurrency)),
-            engine=served.engine,
-        )
-    except SizingInputError as exc:
-        return None, None, str(exc)[:300]
-    if estimate.output_tok_s_total is None:
-        return None, None, "the model does not fit on these cards"
-    return estimate.output_tok_s_total / served.tp, estimate.band, ""
+    weighted, total, band, heaviest = 0.0, 0.0, None, -1.0
+    for sequences, card_seconds in measure.concurrency_card_seconds or (
+        (max(1, round(measure.concurrency)), 1.0),
+    ):
+        try:
+            estimate = estimate_replica(
+                model=_model(served),
+                gpu=gpu_spec,
+                precision=served.precision,
+                kv_cache_dtype=served.kv_cache_dtype or None,
+                tp=served.tp,
+                input_tokens=measure.input_tokens,
+                output_tokens=measure.output_tokens,
+                concurrency=sequences,
+                engine=served.engine,
+            )
+        except SizingInputError as exc:
+            return None, None, str(exc)[:300]
+        if estimate.output_tok_s_total is None:
+            return None, None, "the model does not fit on these cards"
+        weighted += estimate.output_tok_s_total / served.tp * card_seconds
+        total += card_seconds
+        if card_seconds > heaviest:
+            band, heaviest = estimate.band, card_seconds
+    return weighted / total, band, ""
 
 
 def calibration_refresh(*, now: datetime) -> dict:
