@@ -97,7 +97,7 @@ class ServingRollupRun(models.Model):
     the series whose labels matched no allocation (``unmatched``: target, reason, series)."""
 
     bucket_start = models.DateTimeField(db_index=True)
-    started_at = models.DateTimeField()
+    started_at = models.DateTimeField(db_index=True)  # every page asks for the newest pass
     finished_at = models.DateTimeField(null=True, blank=True)
     ok = models.BooleanField(default=False)
     error = models.TextField(blank=True)
