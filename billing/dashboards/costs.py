@@ -16,7 +16,14 @@ from django.db.models import Sum
 from billing.choices import RateKind, UsageSource, UsageUnit
 from billing.conf import billing_zone
 from billing.models import Statement, UsageRecord
-from billing.pricing import local_midnight, month_of, next_month, previous_month, round_money
+from billing.pricing import (
+    format_money,
+    local_midnight,
+    month_of,
+    next_month,
+    previous_month,
+    round_money,
+)
 from billing.services.rates import price_for, rate_period_at
 from billing.services.statements import usage_lines_by_team
 from pools.capacity.arithmetic import card_seconds_hours, clip
@@ -155,6 +162,15 @@ class CostSoFar:
     currency: str | None
     reserved_ahead_card_hours: Decimal
     unpriced: tuple[str, ...] = ()
+
+    @property
+    def to_date_text(self) -> str | None:
+        """``to_date`` in the pages' one money format (``570.00 EUR``); ``None`` unknown."""
+        return None if self.to_date is None else format_money(self.to_date, self.currency)
+
+    @property
+    def forecast_text(self) -> str | None:
+        return None if self.forecast is None else format_money(self.forecast, self.currency)
 
 
 def teams_cost_so_far(*, team_ids: list[int], now: datetime) -> dict[int, CostSoFar]:

@@ -427,6 +427,8 @@ SERVING_HELD_TIMELINES = "pools.elastic.selectors.held_timelines"
 # The sizing page's prices: the rate card's reserved card-hour rate in force now (billing hands it
 # to pools by this name; pools does not import billing).
 SIZING_CARD_HOUR_PRICES = "billing.sizing_prices.reserved_card_hour_prices"
+# My teams' money this month (cost so far and forecast), priced by billing's statement path.
+TEAM_COSTS_SO_FAR = "billing.dashboards.costs.teams_cost_so_far"
 
 SCHEDULERS = {}
 if env.str("SLURM_REST_URL", default=""):

@@ -84,3 +84,13 @@ def test_the_team_dashboard_shows_it(client, team, team_member, reserved):
     page = page.replace("\u00a0", " ").replace("\u202f", " ")  # money groups with thin spaces
     assert 'id="cost-so-far"' in page and "570.00 EUR" in page
     assert 'id="cost-forecast"' in page and "1 200.00 EUR" in page
+
+
+def test_my_teams_shows_each_teams_cost_so_far(client, team, team_member, reserved):
+    """The same figures as the dashboard, per team card (through billing's provider)."""
+    client.force_login(team_member)
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        page = client.get("/teams/mine/").content.decode()
+    page = page.replace("\u00a0", " ").replace("\u202f", " ")
+    assert "data-cost-so-far>570.00 EUR<" in page
+    assert "forecast 1 200.00 EUR by month end" in page
