@@ -94,3 +94,34 @@ def test_my_teams_shows_each_teams_cost_so_far(client, team, team_member, reserv
     page = page.replace("\u00a0", " ").replace("\u202f", " ")
     assert "data-cost-so-far>570.00 EUR<" in page
     assert "forecast 1 200.00 EUR by month end" in page
+
+
+def test_a_statement_with_used_lines_says_used_means_outside_reservations(
+    client, team, team_member
+):
+    """November: 1 reserved card-hour and 1 used card-hour of L40S at 1.25 EUR: two lines of
+    1.25 EUR for one GPU model, which the page explains (used = outside the reservation), so
+    it does not read as the same hour charged twice. A month with reserved lines only has no
+    such note."""
+    from factories import UsageRecordFactory
+
+    from billing.services.statements import statement_build
+
+    card = RateCardFactory(effective_from=date(2026, 11, 1))
+    RateCardEntryFactory(rate_card=card, price=Decimal("1.25"))
+    RateCardEntryFactory(rate_card=card, kind="gpu-used", price=Decimal("1.25"))
+    start = datetime(2026, 11, 3, 10, tzinfo=UTC)
+    UsageRecordFactory(team=team, period_start=start)
+    statement_build(team=team, month=date(2026, 11, 1), now=NOW)
+    client.force_login(team_member)
+    before = client.get(f"/costs/{team.slug}/2026-11/").content.decode()
+    assert "data-used-explained" not in before
+
+    UsageRecordFactory(team=team, period_start=start, basis="used", source="slurm")
+    statement = statement_build(team=team, month=date(2026, 11, 1), now=NOW)
+    assert sorted((line.basis, line.amount) for line in statement.lines.all()) == [
+        ("reserved", Decimal("1.25")),
+        ("used", Decimal("1.25")),
+    ]
+    page = client.get(f"/costs/{team.slug}/2026-11/").content.decode()
+    assert "data-used-explained" in page and "outside</em> the team's reservations" in page
