@@ -476,6 +476,18 @@ class ServingRollupFactory(factory.django.DjangoModelFactory):
         return row
 
 
+class ServingCoverageFactory(factory.django.DjangoModelFactory):
+    """An allocation rolled up since ten minutes ago (as a pass marks it beside its rows)."""
+
+    class Meta:
+        model = serving_models.ServingCoverage
+
+    allocation = factory.SubFactory(AllocationFactory, status=AllocationStatus.ACTIVE)
+    first_bucket = factory.LazyFunction(
+        lambda: timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=10)
+    )
+
+
 class ServingRollupRunFactory(factory.django.DjangoModelFactory):
     """A pass that read six families and wrote one row."""
 
