@@ -15,17 +15,22 @@ Measured:
    and max of ``BENCH_RUNS`` passes (each a new bucket). Target < 10 s with <= 12 requests.
    There is no earlier rollup code path to set beside it (the elastic loop reads three other
    signals and stores no rollup).
-2. **pages and API** at 200 and at 2,000 allocations in the fleet: the allocation's Serving
+2. **the calibration pass** (hourly) over the same rollups, every allocation declaring what it
+   serves: seconds p50 and max, SQL queries (:func:`calibration_bench`).
+3. **pages and API** at 200 and at 2,000 allocations in the fleet: the allocation's Serving
    panel (24 h), the team dashboard (one team, its allocations' serving table), the admin
    dashboard's serving section is part of the admin page (benchmarks/dashboards.py), and the
    API list (``/api/v1/serving/?page_size=50``); p50 ms and SQL queries. Targets: pages
-   < 150 ms, API < 50 ms a page, queries the same at both sizes.
+   < 150 ms, API < 50 ms a page, queries the same at both sizes. The API list is measured
+   again through its previous code path (a probe of the rollups per allocation for the page
+   count, whole rows, DRF's field walk) in the same run.
 
 Run: ``.venv/bin/python benchmarks/serving.py``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -34,6 +39,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -79,6 +85,8 @@ SELECT a.id, 300, %(newest)s::timestamptz - s * interval '5 minutes', 2, 'vllm',
        8, s %% 5, 40 + s %% 50, 50, 0.2, 0.6, 0.03, 0.05, 4, 9, 900000, 400000, 300, 0, 0,
        60, 50, 30, 70000, 22000, 60, 0, NULL, 2, 1, '[]', '[]'
   FROM pools_allocation a CROSS JOIN generate_series(1, 288) s;
+INSERT INTO pools_servingcoverage (allocation_id, first_bucket)
+SELECT a.id, %(newest)s::timestamptz - interval '1440 minutes' FROM pools_allocation a;
 """
 
 
@@ -133,9 +141,64 @@ def page_stats(client, url: str) -> tuple[float, int]:
     return statistics.median(times), queries
 
 
+@contextlib.contextmanager
+def previous_api_list():
+    """The API list as it was before the coverage join (measured in the same run): every
+    allocation's rollups probed for the page count, whole team / pool / GPU model / request
+    rows read, and each row walked field by field by DRF."""
+    from django.db.models import Exists, OuterRef
+    from rest_framework import serializers
+
+    from pools.capacity.selectors import allocation_list
+    from pools.serving import selectors
+    from pools.serving.api import ServingCurrentSerializer
+    from pools.serving.models import ServingRollup
+
+    def old_list(*, user):
+        rolled_up = ServingRollup.objects.filter(allocation_id=OuterRef("pk"))
+        return allocation_list(user=user).filter(Exists(rolled_up)).order_by("starts_at", "id")
+
+    walk = serializers.Serializer.to_representation
+    with (
+        mock.patch.object(selectors, "serving_allocation_list", old_list),
+        mock.patch.object(ServingCurrentSerializer, "to_representation", walk),
+    ):
+        yield
+
+
+def calibration_bench(now) -> None:
+    """The hourly calibration pass (:func:`pools.calibration.services.calibration_refresh`)
+    over the fleet's 24 h of rollups, every allocation serving Qwen2.5-7B BF16 at TP 1 on
+    vLLM: 576,000 rows read, one day per allocation and UTC day sized at each bucket's
+    concurrency; seconds p50 / max of ``BENCH_RUNS`` passes and its SQL queries. The issue sets
+    no target (a beat task, hourly); printed so a change is seen."""
+    from pools.calibration.services import calibration_refresh
+    from pools.capacity.models import Allocation
+    from pools.serving.models import ServedModel
+
+    ServedModel.objects.bulk_create(
+        ServedModel(allocation_id=pk, model_id="qwen2_5_7b", precision="BF16", tp=1,
+                    engine="vllm")
+        for pk in Allocation.objects.values_list("pk", flat=True)
+    )  # fmt: skip
+    durations, queries, counts = [], 0, {}
+    for _ in range(RUNS):
+        with CaptureQueriesContext(connection) as captured:
+            t0 = time.perf_counter()
+            counts = calibration_refresh(now=now)
+            durations.append(time.perf_counter() - t0)
+        queries = len(captured)
+    label = f"calibration pass, {ALLOCATIONS} allocations x 24 h (s)"
+    print(
+        f"{label:52} {statistics.median(durations):9.2f} {max(durations):9.2f} {queries:8d} "
+        f"{'none':>8} ({counts['days']} days, {counts['records']} record)"
+    )
+
+
 TRUNCATE = (
-    "TRUNCATE pools_servingrollup, pools_servingrolluprun, pools_allocation, "
-    "pools_capacityrequest, pools_membership, pools_team CASCADE"
+    "TRUNCATE pools_servingrollup, pools_servingcoverage, pools_servingrolluprun, "
+    "pools_servedmodel, pools_servingcalibrationday, pools_calibrationrecord, "
+    "pools_allocation, pools_capacityrequest, pools_membership, pools_team CASCADE"
 )
 
 
@@ -212,6 +275,7 @@ def run() -> None:
         f"{max(durations):9.2f} {max(requests):8d} {'10 s':>8} {verdict}"
     )
     print(f"{'  previous rollup code path':52} {'none':>9}")
+    calibration_bench(now)
 
     admin, team_client = Client(), Client()
     admin.force_login(user)
@@ -228,6 +292,9 @@ def run() -> None:
         ]  # fmt: skip
         for name, client, url, target in cases:
             results[(name, size)] = (*page_stats(client, url), target)
+        with previous_api_list():
+            previous = page_stats(admin, "/api/v1/serving/?page_size=50")
+        results[("  previous API list code path", size)] = (*previous, 50)
     for name in dict.fromkeys(key[0] for key in results):
         for size in (SMALL, ALLOCATIONS):
             p50, queries, target = results[(name, size)]

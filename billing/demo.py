@@ -167,6 +167,12 @@ def demo_billing_load(*, months: int = 6, now: datetime | None = None) -> list:
         for month in month_list:
             for team in Team.objects.order_by("slug"):
                 statements.append(statement_build(team=team, month=month, now=now))
+        # This month's reserved card-hours so far, as the hourly import has accrued them in a
+        # real deployment: the cost so far on My teams and the team dashboard reads them (and
+        # the demo budget below is set against them too).
+        this_month = local_midnight(month_of(now, zone), zone)
+        if now > this_month:
+            usage_import_reservations(start=this_month, end=now, now=now)
         _near_budget(now, zone, rng)
     return statements
 

@@ -14,7 +14,7 @@ from django.utils.html import format_html_join
 
 from billing import selectors
 from billing.budgets.selectors import team_budget_banner
-from billing.choices import LineKind
+from billing.choices import ChargeBasis, LineKind
 from billing.conf import billing_zone
 from billing.dashboards.serving import team_showback
 from billing.focus import focus_csv
@@ -115,6 +115,8 @@ def team_month(request, team: str, month: str):
         "next": next_month(month_d),
         "statement": statement,
         "lines": lines,
+        # reserved and used lines of one GPU model read as a double charge unless told apart
+        "used_lines": any(line.basis == ChargeBasis.USED for line in lines),
         "top_allocations": selectors.top_allocations(month=month_d, team=team_obj),
         "showback": team_showback(team_id=team_obj.pk, month=month_d) if statement else [],
         "trend_chart": _chart(

@@ -7,6 +7,7 @@ so ``load_demo`` exercises exactly the code paths real input takes. The fleet is
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 
@@ -252,7 +253,42 @@ SGLANG_ITL_LE = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 
                  8.0)  # fmt: skip
 SGLANG_E2E_LE = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600,
                  1200, 1800, 2400)  # fmt: skip
-OUTPUT_TOK_S_PER_BUSY_CARD = 900.0  # an L40S serving a 14B model in FP8 at moderate batch
+# The demo's serving allocations: (sizing catalogue model, precision, TP, engine) per team, as
+# their requests' justifications say (vision's Qwen2-VL-7B as the catalogue's Qwen2.5-7B).
+DEMO_SERVED = {
+    "nlp": ("qwen2_5_14b", "FP8", 1, "sglang"),
+    "vision": ("qwen2_5_7b", "BF16", 2, "vllm"),
+}
+# Tokens per demo request: 525 in, 250 out (the prompt 2.1 times the answer).
+DEMO_INPUT_TOKENS, DEMO_OUTPUT_TOKENS = 525, 250
+DEMO_GPU = "l40s"
+
+
+@functools.lru_cache(maxsize=512)
+def demo_tok_s_per_card(team: str, concurrency: int) -> float:
+    """Output tok/s per card the sizing engine gives ``team``'s served model
+    (:data:`DEMO_SERVED`) on L40S at ``concurrency`` sequences per replica (at least 1), with
+    the demo's lengths: what a replica at that batch really emits, so the demo's token counters
+    and the calibration pass (which sizes the same model at the measured concurrency) agree.
+    Qwen2.5-7B BF16 at TP 2: 35.5 tok/s per card at 1 sequence, 138.9 at 4 (its ITL at that
+    batch is a memory-bandwidth bound, :mod:`pools.sizing.throughput`)."""
+    from pools.sizing.gpus import gpu_spec
+    from pools.sizing.plan import estimate_replica
+    from pools.sizing.presets import model_preset
+
+    model_id, precision, tp, engine = DEMO_SERVED[team]
+    estimate = estimate_replica(
+        model=model_preset(model_id),
+        gpu=gpu_spec(DEMO_GPU),
+        precision=precision,
+        kv_cache_dtype=None,
+        tp=tp,
+        input_tokens=DEMO_INPUT_TOKENS,
+        output_tokens=DEMO_OUTPUT_TOKENS,
+        concurrency=max(1, concurrency),
+        engine=engine,
+    )
+    return estimate.output_tok_s_total / tp
 
 
 def _lognormal_cdf(x: float, median: float, sigma: float = 0.5) -> float:
@@ -261,7 +297,16 @@ def _lognormal_cdf(x: float, median: float, sigma: float = 0.5) -> float:
     return 0.5 * (1 + math.erf(math.log(x / median) / (sigma * math.sqrt(2))))
 
 
-def demo_serving_answers(*, namespace: str, at: float, cards: int, troubled: bool, rng, age: float):
+def demo_serving_answers(
+    *,
+    namespace: str,
+    at: float,
+    cards: int,
+    troubled: bool,
+    rng,
+    age: float,
+    traffic_cards: int | None = None,
+):
     """What the serving family queries would answer for one demo allocation over the 5 minutes
     before ``at`` (Unix s): a list of series with the labels of
     :mod:`scheduler_adapters.serving_metrics` (``signal``, ``engine``, ``metric``, ``le``).
@@ -271,15 +316,30 @@ def demo_serving_answers(*, namespace: str, at: float, cards: int, troubled: boo
     grows to tens of requests at the peaks, the KV pool stays full, requests are retracted, and
     free framebuffer falls from 9 GiB to about 1 GiB per card over the week (``age`` 0..1, the
     share of the recorded week gone). Latencies are log-normal around a median that grows with
-    utilisation; bucket counts are that distribution at the engine's own bounds."""
+    utilisation; bucket counts are that distribution at the engine's own bounds.
+
+    ``cards`` are the cards held in the bucket; ``traffic_cards`` (default ``cards``) the
+    allocation's floor the traffic is sized to, so an elastic allocation's traffic does not grow
+    with the cards it scaled to. Output tokens are the sizing engine's at the batch each replica
+    runs (:func:`demo_tok_s_per_card`), never a fixed rate."""
     from scheduler_adapters.prometheus import Sample, Series
 
     engine = "sglang" if troubled else "vllm"
-    load = _LOAD_BY_HOUR[int(at // 3600) % 24] * (2.2 if troubled else 0.45) * cards / 8
+    team = "nlp" if troubled else "vision"
+    floor = traffic_cards or cards
+    load = _LOAD_BY_HOUR[int(at // 3600) % 24] * (2.2 if troubled else 0.45) * floor / 8
     util, _latency = demo_signal(load, cards, rng.uniform(-1, 1))
     busy = util / 100.0
-    requests = load * REQUESTS_PER_CARD * 300 * (1 + 0.05 * rng.uniform(-1, 1))
     overload = max(0.0, load / cards - 0.85)
+    # Tokens from the sizing engine at the batch each replica runs (module constants above);
+    # an overloaded SGLang retracts requests and redoes their prefill: up to 40 % of its
+    # decode work lost, so it serves below what its batch would give (the unhealthy story).
+    running = round(min(load, cards) * 8, 1)
+    replicas = max(1, cards // DEMO_SERVED[team][2])
+    per_card = demo_tok_s_per_card(team, round(running / replicas))
+    wasted = min(0.4, overload) if troubled else 0.0
+    output = per_card * cards * 300 * (1 - wasted) * (1 + 0.03 * rng.uniform(-1, 1))
+    requests = output / DEMO_OUTPUT_TOKENS
     out = []
 
     def add(signal, metric, value, le=None):
@@ -305,14 +365,14 @@ def demo_serving_answers(*, namespace: str, at: float, cards: int, troubled: boo
                    "sglang:num_requests_total", "sglang:num_retracted_requests_total",
                    "sglang:cached_tokens_total", "sglang:prompt_tokens_total"),
     }[engine]  # fmt: skip
-    running, waiting, kv, prompt, generation, finished, preempted, hits, queries = name
-    output = OUTPUT_TOK_S_PER_BUSY_CARD * busy * cards * 300
-    add("requests_running", running, round(min(load, cards) * 8, 1))
+    running_name, waiting, kv, prompt, generation, finished, preempted, hits, queries = name
+    add("requests_running", running_name, running)
     add("requests_waiting", waiting, round(overload * 60 + max(0.0, rng.gauss(0, 1)), 1))
     add("kv_cache_usage_pct", kv, min(1.0, 0.2 + 0.5 * busy + (0.5 if overload else 0.0)))
-    add("prompt_tokens", prompt, round(output * 2.1))
-    add("prefix_cache_queries", queries, round(output * 2.1))
-    add("prefix_cache_hits", hits, round(output * 2.1 * (0.35 if troubled else 0.55)))
+    add("prompt_tokens", prompt, round(requests * DEMO_INPUT_TOKENS))
+    add("prefix_cache_queries", queries, round(requests * DEMO_INPUT_TOKENS))
+    add("prefix_cache_hits", hits,
+        round(requests * DEMO_INPUT_TOKENS * (0.35 if troubled else 0.55)))  # fmt: skip
     add("generation_tokens", generation, round(output))
     add("requests_finished", finished, round(requests))
     add("preemptions", preempted, round(overload * 40))

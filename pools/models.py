@@ -24,6 +24,7 @@ from pools.reclamation.models import Exemption, IdleFinding, IdleScanRun, Reclam
 from pools.serving.models import (
     ServedModel,
     ServingCalibrationDay,
+    ServingCoverage,
     ServingRollup,
     ServingRollupRun,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "SchedulerDrift",
     "ServedModel",
     "ServingCalibrationDay",
+    "ServingCoverage",
     "ServingRollup",
     "ServingRollupRun",
     "SizingEstimate",

@@ -1,5 +1,6 @@
 from django.urls import path
 
+from pools.calibration import views as calibration_views
 from pools.capacity import views as views_requests
 from pools.capacity import views_drift as capacity_views_drift
 from pools.dashboards import views as dashboard_views
@@ -47,6 +48,11 @@ urlpatterns = [
         "allocations/<int:pk>/serving/",
         serving_views.allocation_serving,
         name="allocation-serving",
+    ),
+    path(
+        "allocations/<int:pk>/serving/estimate/",
+        calibration_views.served_estimate,
+        name="allocation-serving-estimate",
     ),
     path(
         "allocations/<int:pk>/<str:action>/",

@@ -39,6 +39,30 @@ Metric names, verified in the engines' source:
   preemption: a running request retracted to free KV cache); histograms
   ``sglang:time_to_first_token_seconds``, ``sglang:inter_token_latency_seconds``,
   ``sglang:e2e_request_latency_seconds``.
+- TensorRT-LLM's own server (``trtllm-serve``), ``tensorrt_llm/metrics/collector.py``
+  (``MetricsCollector``, prefix ``trtllm_``): gauges ``trtllm_num_requests_running``,
+  ``trtllm_num_requests_waiting``, ``trtllm_kv_cache_utilization`` (ratio 0-1); counters
+  ``trtllm_prompt_tokens_total``, ``trtllm_generation_tokens_total``,
+  ``trtllm_request_success_total`` (label ``finished_reason``), ``trtllm_request_error_total``
+  (label ``http_code``), ``trtllm_prompt_cached_tokens_total`` (prompt tokens served from the
+  KV cache: the prefix hits, the prompt tokens the queries, as for SGLang); histograms
+  ``trtllm_time_to_first_token_seconds``, ``trtllm_time_per_output_token_seconds`` and
+  ``trtllm_e2e_request_latency_seconds``. The per-request families are filled only with
+  ``return_perf_metrics: true`` in the LLM args (the collector's note). No preemption counter:
+  unknown for it.
+- Triton Inference Server with the TensorRT-LLM backend: the server's own families
+  (``docs/user_guide/metrics.md`` of triton-inference-server/server):
+  ``nv_inference_pending_request_count`` (gauge: requests not yet started by a backend, the
+  queue), counters ``nv_inference_request_success`` / ``nv_inference_request_failure``, and the
+  histogram ``nv_inference_first_response_histogram_ms`` (decoupled models, i.e. streaming
+  LLMs; **milliseconds**, its ``le`` bounds read as ms and scaled to seconds); the backend's
+  gauges (tensorrtllm_backend ``inflight_batcher_llm/src/custom_metrics_reporter/
+  custom_metrics_reporter.cc``): ``nv_trt_llm_request_metrics{request_type="active"}``
+  (requests in flight) and ``nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=...}``
+  (``used`` and ``max`` blocks: KV use = used / max, divided in PromQL; the ``fraction`` label
+  of later backends is not relied on). Triton counts no tokens and no inter-token latency:
+  those are unknown (named in ``missing``) for it; its end-to-end time is a cumulative counter
+  only, so no e2e quantile either.
 - dcgm-exporter ``etc/default-counters.csv`` / ``dcp-metrics-included.csv`` (DCGM field ids):
   ``DCGM_FI_DEV_GPU_UTIL`` [203] %, ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` [1001] ratio,
   ``DCGM_FI_PROF_SM_ACTIVE`` [1002] ratio, ``DCGM_FI_PROF_DRAM_ACTIVE`` [1005] ratio,
@@ -74,15 +98,19 @@ BUSY_COUNT = "busy_count"  # cards whose window mean is at or above the busy thr
 
 @dataclass(frozen=True)
 class Metric:
-    """One exported name of a signal: ``engine`` (``vllm``, ``sglang``, ``dcgm``), the name,
-    ``matchers`` added to its selector, ``rank`` (0 the current name; 1 a previous one, read only
-    where the current one is absent) and ``scale`` (times the value: ratio -> %)."""
+    """One exported name of a signal: ``engine`` (``vllm``, ``sglang``, ``trtllm``, ``triton``,
+    ``dcgm``), the name, ``matchers`` added to its selector, ``rank`` (0 the current name; 1 a
+    previous one, read only where the current one is absent) and ``scale`` (times the value:
+    ratio -> %; for a histogram, times its ``le`` bounds: ms -> s). With ``over``, the value is
+    ``name{matchers} / ignoring(<ignoring>) name{over}`` (Triton's KV blocks used ÷ max)."""
 
     engine: str
     name: str
     rank: int = 0
     matchers: str = ""
     scale: float = 1.0
+    over: str = ""  # matchers of the same name to divide by (a ratio of two label values)
+    ignoring: str = ""  # the label that tells numerator and denominator apart
 
 
 @dataclass(frozen=True)
@@ -101,46 +129,72 @@ def _s(name: str, **kw) -> Metric:
     return Metric("sglang", name, **kw)
 
 
+def _t(name: str, **kw) -> Metric:
+    return Metric("trtllm", name, **kw)
+
+
+def _tr(name: str, **kw) -> Metric:
+    return Metric("triton", name, **kw)
+
+
+KV_BLOCKS = "nv_trt_llm_kv_cache_block_metrics"
+
+
 def _d(name: str, rank: int = 0, **kw) -> Metric:
     return Metric("dcgm", name, rank, **kw)
 
 
 SIGNALS: tuple[Signal, ...] = (
     Signal("requests_running", "engine_load", GAUGE_SUM,
-           (_v("vllm:num_requests_running"), _s("sglang:num_running_reqs"))),
+           (_v("vllm:num_requests_running"), _s("sglang:num_running_reqs"),
+            _t("trtllm_num_requests_running"),
+            _tr("nv_trt_llm_request_metrics", matchers='request_type="active"'))),
     Signal("requests_waiting", "engine_load", GAUGE_SUM,
-           (_v("vllm:num_requests_waiting"), _s("sglang:num_queue_reqs"))),
+           (_v("vllm:num_requests_waiting"), _s("sglang:num_queue_reqs"),
+            _t("trtllm_num_requests_waiting"), _tr("nv_inference_pending_request_count"))),
     Signal("kv_cache_usage_pct", "engine_load", GAUGE_AVG,
            (_v("vllm:kv_cache_usage_perc", scale=100.0),
             _v("vllm:gpu_cache_usage_perc", 1, scale=100.0),
-            _s("sglang:token_usage", scale=100.0))),
+            _s("sglang:token_usage", scale=100.0),
+            _t("trtllm_kv_cache_utilization", scale=100.0),
+            _tr(KV_BLOCKS, matchers='kv_cache_block_type="used"',
+                over='kv_cache_block_type="max"', ignoring="kv_cache_block_type",
+                scale=100.0))),
     Signal("prompt_tokens", "engine_counters", COUNTER,
-           (_v("vllm:prompt_tokens_total"), _s("sglang:prompt_tokens_total"))),
+           (_v("vllm:prompt_tokens_total"), _s("sglang:prompt_tokens_total"),
+            _t("trtllm_prompt_tokens_total"))),
     Signal("generation_tokens", "engine_counters", COUNTER,
-           (_v("vllm:generation_tokens_total"), _s("sglang:generation_tokens_total"))),
+           (_v("vllm:generation_tokens_total"), _s("sglang:generation_tokens_total"),
+            _t("trtllm_generation_tokens_total"))),
     Signal("prefix_cache_hits", "engine_counters", COUNTER,
            (_v("vllm:prefix_cache_hits_total"), _v("vllm:gpu_prefix_cache_hits_total", 1),
-            _s("sglang:cached_tokens_total"))),
+            _s("sglang:cached_tokens_total"), _t("trtllm_prompt_cached_tokens_total"))),
     Signal("prefix_cache_queries", "engine_counters", COUNTER,
            (_v("vllm:prefix_cache_queries_total"), _v("vllm:gpu_prefix_cache_queries_total", 1),
-            _s("sglang:prompt_tokens_total"))),
+            _s("sglang:prompt_tokens_total"), _t("trtllm_prompt_tokens_total"))),
     Signal("requests_finished", "engine_counters", COUNTER,
-           (_v("vllm:request_success_total"), _s("sglang:num_requests_total"))),
+           (_v("vllm:request_success_total"), _s("sglang:num_requests_total"),
+            _t("trtllm_request_success_total"), _tr("nv_inference_request_success"))),
     Signal("requests_failed", "engine_counters", COUNTER,
            (_v("vllm:request_success_total", matchers='finished_reason=~"abort|error"'),
-            _s("sglang:num_aborted_requests_total"))),
+            _s("sglang:num_aborted_requests_total"), _t("trtllm_request_error_total"),
+            _tr("nv_inference_request_failure"))),
     Signal("preemptions", "engine_counters", COUNTER,
            (_v("vllm:num_preemptions_total"), _s("sglang:num_retracted_requests_total"))),
     Signal("ttft", "ttft", HISTOGRAM,
            (_v("vllm:time_to_first_token_seconds_bucket"),
-            _s("sglang:time_to_first_token_seconds_bucket"))),
+            _s("sglang:time_to_first_token_seconds_bucket"),
+            _t("trtllm_time_to_first_token_seconds_bucket"),
+            _tr("nv_inference_first_response_histogram_ms_bucket", scale=0.001))),
     Signal("itl", "itl", HISTOGRAM,
            (_v("vllm:inter_token_latency_seconds_bucket"),
             _v("vllm:time_per_output_token_seconds_bucket", 1),
-            _s("sglang:inter_token_latency_seconds_bucket"))),
+            _s("sglang:inter_token_latency_seconds_bucket"),
+            _t("trtllm_time_per_output_token_seconds_bucket"))),
     Signal("e2e", "e2e", HISTOGRAM,
            (_v("vllm:e2e_request_latency_seconds_bucket"),
-            _s("sglang:e2e_request_latency_seconds_bucket"))),
+            _s("sglang:e2e_request_latency_seconds_bucket"),
+            _t("trtllm_e2e_request_latency_seconds_bucket"))),
     Signal("gpu_util_pct", "gpu", GAUGE_AVG,
            (_d("DCGM_FI_PROF_GR_ENGINE_ACTIVE", scale=100.0), _d("DCGM_FI_DEV_GPU_UTIL", 1))),
     Signal("sm_active_pct", "gpu", GAUGE_AVG, (_d("DCGM_FI_PROF_SM_ACTIVE", scale=100.0),)),
@@ -187,6 +241,9 @@ def _term(signal: Signal, metric: Metric, *, window_s: int, busy_pct: float) -> 
     else:
         over = "max_over_time" if signal.kind == GAUGE_MAX else "avg_over_time"
         inner = f"{over}({selector}{window})"
+        if metric.over:  # a ratio of two series of one name: over a subquery of the window
+            ratio = f"{selector} / ignoring({metric.ignoring}) {metric.name}{{{metric.over}}}"
+            inner = f"{over}(({ratio}){window[:-1]}:])"
         if metric.engine == "dcgm":
             inner = _workload_namespace(inner)
         if signal.kind == BUSY_COUNT:
@@ -273,6 +330,7 @@ def answers_from_series(results: Mapping[str, Sequence[Series]]) -> Answers:
                 if le is None:
                     readings.notes.append(f"{source[1]}: bucket without a readable le, skipped")
                     continue
+                le *= _SCALE.get(source, 1.0)  # Triton's bounds are ms; inf stays inf
                 readings.buckets[signal.key][source][le] = value
             elif kind in (CARD_COUNT, BUSY_COUNT):
                 readings.values[signal.key][source] = value

@@ -467,6 +467,27 @@ class ServingRollupFactory(factory.django.DjangoModelFactory):
     kv_cache_usage_pct = 60.0
     generation_tokens = 30_000.0
 
+    @classmethod
+    def _create(cls, model_class, *args, **kwargs):
+        """Stored as a pass stores it: the allocation marked as rolled up beside the row."""
+        from pools.serving.services import serving_coverage_note
+
+        row = super()._create(model_class, *args, **kwargs)
+        serving_coverage_note([row])
+        return row
+
+
+class ServingCoverageFactory(factory.django.DjangoModelFactory):
+    """An allocation rolled up since ten minutes ago (as a pass marks it beside its rows)."""
+
+    class Meta:
+        model = serving_models.ServingCoverage
+
+    allocation = factory.SubFactory(AllocationFactory, status=AllocationStatus.ACTIVE)
+    first_bucket = factory.LazyFunction(
+        lambda: timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=10)
+    )
+
 
 class ServingRollupRunFactory(factory.django.DjangoModelFactory):
     """A pass that read six families and wrote one row."""

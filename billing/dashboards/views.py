@@ -528,6 +528,7 @@ def team_dashboard(request, slug: str):
         "rows": rows,
         "spend_now": spend_now,
         "spend_before": spend_before,
+        "cost_so_far": costs.teams_cost_so_far(team_ids=[team.pk], now=now)[team.pk],
         "used_month": costs.team_used_card_hours(team_id=team.pk, month=month),
         "held_month": held_month,
         "month": month,

@@ -42,9 +42,9 @@ from pools.capacity.arithmetic import clip
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
 from pools.choices import PricingMethod
-from pools.elastic.choices import ScaleAction
 from pools.elastic.metering import burst_card_seconds
-from pools.elastic.models import ElasticPolicy, ScaleEvent
+from pools.elastic.models import ElasticPolicy
+from pools.elastic.selectors import held_timelines
 from pools.inventory.gpu_names import normalise_model_key
 from pools.inventory.models import Gpu, GpuModelAlias, Node, Pool
 from pools.reclamation.card_timeline import card_changes, card_pieces
@@ -221,20 +221,13 @@ def usage_import_elastic_burst(
         .select_related("allocation")
         .order_by("allocation_id")
     )
-    events = defaultdict(list)
-    for event in (
-        ScaleEvent.objects.filter(policy__in=policies)
-        .exclude(action=ScaleAction.HOLD)
-        .order_by("effective_at", "id")
-        .values_list("policy_id", "effective_at", "cards_to")
-    ):
-        events[event[0]].append((event[1].timestamp(), event[2]))
+    timelines = held_timelines(allocation_ids=[p.allocation_id for p in policies])
     for policy in policies:
         allocation = policy.allocation
         held = clip(allocation.starts_at, allocation.ends_at, allocation.starts_at, now)
         if held is None:
             continue
-        timeline = [(allocation.starts_at.timestamp(), allocation.card_count), *events[policy.pk]]
+        timeline = timelines[allocation.pk]
         for month, piece_start, piece_end in split_at_months(*held, zone):
             span = clip(piece_start, piece_end, start, end)
             if span is None:

@@ -19,6 +19,7 @@ from pools.serving.models import ServedModel, ServingCalibrationDay, ServingRoll
 from pools.sizing import SizingInputError
 from pools.sizing.engines import engine_profile
 from pools.sizing.gpus import GPU_SPEC_FIELDS, gpu_spec_from_fields
+from pools.sizing.inputs import model_arch
 from pools.sizing.memory import precision_parse
 from pools.sizing.models import CalibrationRecord
 from pools.sizing.plan import estimate_replica
@@ -66,28 +67,46 @@ def _key_names(served: ServedModel) -> tuple[str, str]:
     return precision, engine
 
 
+def _model(served: ServedModel):
+    """The architecture sized: the linked estimate's (a preset or its custom architecture),
+    else the catalogue preset the admin named."""
+    if served.estimate is not None:
+        return model_arch(served.estimate.inputs)
+    return model_preset(served.model_id)
+
+
 def _sized(served: ServedModel, measure, gpu_spec) -> tuple[float | None, object, str]:
-    """The sizing engine's output tok/s per card at the measured concurrency (rounded to whole
-    sequences, at least 1) and lengths; ``(None, None, why)`` when it cannot be made."""
+    """The sizing engine's output tok/s per card at each bucket's concurrency (whole sequences
+    per replica, at least 1), weighted by the buckets' card-seconds
+    (:mod:`pools.serving.calibration`), at the day's mean lengths; the error band is that of
+    the concurrency holding most card-seconds. ``(None, None, why)`` when it cannot be made."""
     if measure.input_tokens is None or measure.output_tokens is None:
         return None, None, "no finished requests: the mean lengths are unknown"
-    try:
-        estimate = estimate_replica(
-            model=model_preset(served.model_id),
-            gpu=gpu_spec,
-            precision=served.precision,
-            kv_cache_dtype=None,
-            tp=served.tp,
-            input_tokens=measure.input_tokens,
-            output_tokens=measure.output_tokens,
-            concurrency=max(1, round(measure.concurrency)),
-            engine=served.engine,
-        )
-    except SizingInputError as exc:
-        return None, None, str(exc)[:300]
-    if estimate.output_tok_s_total is None:
-        return None, None, "the model does not fit on these cards"
-    return estimate.output_tok_s_total / served.tp, estimate.band, ""
+    weighted, total, band, heaviest = 0.0, 0.0, None, -1.0
+    for sequences, card_seconds in measure.concurrency_card_seconds or (
+        (max(1, round(measure.concurrency)), 1.0),
+    ):
+        try:
+            estimate = estimate_replica(
+                model=_model(served),
+                gpu=gpu_spec,
+                precision=served.precision,
+                kv_cache_dtype=served.kv_cache_dtype or None,
+                tp=served.tp,
+                input_tokens=measure.input_tokens,
+                output_tokens=measure.output_tokens,
+                concurrency=sequences,
+                engine=served.engine,
+            )
+        except SizingInputError as exc:
+            return None, None, str(exc)[:300]
+        if estimate.output_tok_s_total is None:
+            return None, None, "the model does not fit on these cards"
+        weighted += estimate.output_tok_s_total / served.tp * card_seconds
+        total += card_seconds
+        if card_seconds > heaviest:
+            band, heaviest = estimate.band, card_seconds
+    return weighted / total, band, ""
 
 
 def calibration_refresh(*, now: datetime) -> dict:
@@ -95,7 +114,7 @@ def calibration_refresh(*, now: datetime) -> dict:
     records built from them; returns counts ``{"days", "records"}``."""
     window_days = settings.SERVING_ROLLUP_5M_DAYS
     start = datetime.combine(now.date() - timedelta(days=window_days - 1), datetime.min.time(), UTC)
-    served = list(ServedModel.objects.select_related("allocation__gpu_model"))
+    served = list(ServedModel.objects.select_related("allocation__gpu_model", "estimate"))
     ids = [s.allocation_id for s in served]
     rows_by_day: dict[int, dict[date, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for row in ServingRollup.objects.filter(

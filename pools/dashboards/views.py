@@ -6,10 +6,12 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from pools.capacity import selectors as capacity_selectors
 from pools.capacity.arithmetic import card_hours
@@ -94,6 +96,15 @@ def my_teams(request):
             "rows": rows,
             "requests": requests,
             "held": held,
+            "costs": _costs_so_far([t.pk for t in teams], now),
             "now": now,
         },
     )
+
+
+def _costs_so_far(team_ids: list[int], now) -> dict:
+    """Team id -> this month's cost so far and forecast, from the function
+    ``settings.TEAM_COSTS_SO_FAR`` names (billing's, through the statements' own pricing path;
+    pools do not import billing); ``{}`` without one."""
+    provider = getattr(settings, "TEAM_COSTS_SO_FAR", "")
+    return import_string(provider)(team_ids=team_ids, now=now) if provider and team_ids else {}

@@ -172,6 +172,7 @@ class ElasticPolicyViewSet(
                 "start": run.start.isoformat(),
                 "end": run.end.isoformat(),
                 "days": int(raw),
+                "covered_hours": round((run.end - run.start).total_seconds() / 3600, 2),
                 "scale_ups": result.scale_ups,
                 "scale_downs": result.scale_downs,
                 "min_cards": result.min_cards,

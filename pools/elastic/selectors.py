@@ -7,6 +7,7 @@ from datetime import datetime
 from django.db.models import F, QuerySet, Sum
 
 from pools.capacity.lifecycle import HOLDING_STATUSES
+from pools.elastic.choices import ScaleAction
 from pools.elastic.models import ElasticPolicy, ScaleEvent, SignalReading
 from pools.elastic.policy import MetricSample
 
@@ -69,3 +70,30 @@ def reading_timeline(
     )
     every = -(-len(rows) // points)  # ceiling division
     return [r for i, r in enumerate(rows) if (len(rows) - 1 - i) % every == 0]
+
+
+def held_timelines(*, allocation_ids) -> dict[int, list[tuple[float, int]]]:
+    """The cards each *elastic* allocation of ``allocation_ids`` held over time: allocation id
+    -> ``[(unix s, cards held from then on), ...]`` in time order, starting at its window's
+    start with its floor (``card_count``), then every scale event that is not a hold, at its
+    ``effective_at`` with its ``cards_to``. The timeline burst metering bills
+    (:func:`pools.elastic.metering.burst_card_seconds`) and the serving rollup stores as
+    cards held. Allocations that are not elastic are absent. Two queries."""
+    rows = ElasticPolicy.objects.filter(allocation_id__in=list(allocation_ids)).values_list(
+        "pk", "allocation_id", "allocation__starts_at", "allocation__card_count"
+    )
+    policies, out = {}, {}
+    for policy_id, allocation_id, starts_at, floor in rows:
+        policies[policy_id] = allocation_id
+        out[allocation_id] = [(starts_at.timestamp(), floor)]
+    if not policies:
+        return {}
+    events = (
+        ScaleEvent.objects.filter(policy_id__in=list(policies))
+        .exclude(action=ScaleAction.HOLD)
+        .order_by("effective_at", "id")
+        .values_list("policy_id", "effective_at", "cards_to")
+    )
+    for policy_id, effective_at, cards_to in events:
+        out[policies[policy_id]].append((effective_at.timestamp(), cards_to))
+    return out

@@ -824,14 +824,35 @@ class WhatIfSource(StrEnum):
 
 @dataclass(frozen=True)
 class WhatIfRun:
-    """A what-if and where its history came from: ``samples`` readings from ``start`` to
-    ``end`` of ``source``."""
+    """A what-if and where its history came from: ``samples`` readings of ``source``, the
+    first at ``start`` and the last at ``end`` (the span the replay covers, what its totals are
+    "over"), out of the window asked for, from ``asked_start``."""
 
     result: WhatIf
     source: WhatIfSource
     start: datetime
     end: datetime
     samples: int
+    asked_start: datetime | None = None
+
+    @property
+    def short(self) -> bool:
+        """The readings begin more than a reading's step after the window asked for: the
+        totals cover less than the days asked (the loop had not recorded them yet)."""
+        return self.asked_start is not None and self.start - self.asked_start > timedelta(
+            seconds=STEP_S
+        )
+
+    @property
+    def covered_text(self) -> str:
+        """The span the readings cover in words: ``9 minutes``, ``5.5 hours``, ``3.0 days``."""
+        seconds = (self.end - self.start).total_seconds()
+        if seconds < 2 * 3600:
+            minutes = round(seconds / 60)
+            return f"{minutes} minute{'s' if minutes != 1 else ''}"
+        if seconds < 2 * 86400:
+            return f"{seconds / 3600:.1f} hours"
+        return f"{seconds / 86400:.1f} days"
 
 
 def elastic_whatif(
@@ -870,14 +891,24 @@ def elastic_whatif(
                 else []
             )
             result = replay(rules, samples)
-            return WhatIfRun(result, WhatIfSource.PROMETHEUS, start, now, len(samples))
+            return _run(result, WhatIfSource.PROMETHEUS, samples, start, now)
         if source is WhatIfSource.PROMETHEUS:
             return None
     samples = recorded_samples(policy_id=policy.pk, start=start, end=now)
     if not samples:
         return None
     result = replay(scaling_policy(policy), samples)
-    return WhatIfRun(result, WhatIfSource.RECORDED, start, now, len(samples))
+    return _run(result, WhatIfSource.RECORDED, samples, start, now)
+
+
+def _run(result, source, samples, start: datetime, now: datetime) -> WhatIfRun:
+    """The run over the readings actually replayed: from the first sample to the last (the
+    whole window asked when there were none)."""
+    if not samples:
+        return WhatIfRun(result, source, start, now, 0, start)
+    first = datetime.fromtimestamp(samples[0].at, tz=now.tzinfo)
+    last = datetime.fromtimestamp(samples[-1].at, tz=now.tzinfo)
+    return WhatIfRun(result, source, first, last, len(samples), start)
 
 
 def elastic_readings_prune(*, now: datetime | None = None) -> int:

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from pools.capacity.selectors import allocation_list
 from pools.serving import selectors
 from pools.serving.fold import SIGNAL_FIELDS
 from pools.serving.models import ServingRollup
@@ -57,6 +55,35 @@ class ServingCurrentSerializer(serializers.Serializer):
     def get_values(self, row) -> dict | None:
         """The dict as stored: no serializer per row (a page of 50 would build 1,500 fields)."""
         return row["values"]
+
+    def to_representation(self, row) -> dict:
+        """The fields above written directly: DRF's field-by-field walk cost a third of a page
+        of 50 (``tests/pools/serving/test_api.py`` holds the two to the same body)."""
+        allocation = row["allocation"]
+        start = row["bucket_start"]
+        return {
+            "allocation": allocation.pk,
+            "team": allocation.team.slug,
+            "pool": allocation.pool.slug,
+            "gpu_model": allocation.gpu_model.slug,
+            "card_count": allocation.card_count,
+            "bucket_start": None if start is None else _iso(start),
+            "bucket_seconds": row["bucket_seconds"],
+            "stale": row["stale"],
+            "age_s": row["age_s"],
+            "engine": row["engine"],
+            "values": row["values"],
+            "missing": list(row["missing"]),
+            "notes": list(row["notes"]),
+        }
+
+
+_DATETIME = serializers.DateTimeField()
+
+
+def _iso(moment) -> str:
+    """A datetime as DRF's ``DateTimeField`` writes it (``settings.TIME_ZONE``, ISO 8601)."""
+    return _DATETIME.to_representation(moment)
 
 
 class ServingPointSerializer(ServingValuesSerializer):
@@ -112,10 +139,19 @@ class SpanSerializer(serializers.Serializer):
 
 
 class ServedModelSerializer(serializers.Serializer):
-    model_id = serializers.CharField(help_text="Sizing catalogue id (pools/sizing/models.json).")
+    model_id = serializers.CharField(
+        help_text="Sizing catalogue id (pools/sizing/models.json); custom:<estimate id> for a "
+        "linked estimate's custom architecture."
+    )
     precision = serializers.CharField()
     tp = serializers.IntegerField(help_text="Cards per replica.")
     engine = serializers.CharField()
+    kv_cache_dtype = serializers.CharField(help_text="Blank: the weights' precision.")
+    estimate = serializers.IntegerField(
+        source="estimate_id",
+        allow_null=True,
+        help_text="The team's saved sizing estimate these come from; null: set by a pool admin.",
+    )
 
 
 class CalibrationDaySerializer(serializers.Serializer):
@@ -148,12 +184,9 @@ class ServingViewSet(viewsets.GenericViewSet):
     lookup_value_regex = r"\d+"
 
     def get_queryset(self):
-        rolled_up = ServingRollup.objects.filter(allocation_id=OuterRef("pk"))
-        return (
-            allocation_list(user=self.request.user)
-            .filter(Exists(rolled_up))
-            .order_by("starts_at", "id")
-        )
+        if self.action == "list":
+            return selectors.serving_allocation_list(user=self.request.user)
+        return selectors.serving_allocation_one(user=self.request.user)
 
     def _current(self, allocations):
         now = timezone.now()

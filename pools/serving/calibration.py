@@ -9,6 +9,13 @@ Measured over the buckets where the engine reported generation tokens and runnin
 - mean input / output length = Σ prompt_tokens ÷ Σ requests_finished, Σ generation_tokens ÷
   Σ requests_finished (``None`` without finished requests: the estimate needs them).
 
+Sized (:mod:`pools.calibration.services`): the sizing engine's tok/s per card at *each
+bucket's* concurrency (whole sequences per replica, at least 1), averaged with the buckets'
+card-seconds as weights (``concurrency_card_seconds``): the total the day would have served had
+every bucket run as sized. Sizing once at the day's mean concurrency instead misses the curve's
+bend whenever traffic swings by the hour (half the day at 1 sequence and half at 4 is not
+2.5 sequences' worth when the mean is rounded, nor when per-sequence speed falls with batch).
+
 Compared: ratio = measured ÷ sized; ``inside`` the band when P10 ≤ ratio ≤ P90 of the band's
 measured ÷ predicted ratios (:mod:`pools.sizing.band`), else ``below`` or ``above``.
 """
@@ -29,6 +36,9 @@ class DayMeasure:
     input_tokens: int | None
     output_tokens: int | None
     buckets: int
+    #: ``((whole sequences per replica, card-seconds), ...)`` ascending: the weights sized
+    #: figures are averaged with (module docstring).
+    concurrency_card_seconds: tuple[tuple[int, float], ...] = ()
 
 
 def day_measure(rows: Iterable[Mapping], *, tp: int) -> DayMeasure | None:
@@ -49,6 +59,10 @@ def day_measure(rows: Iterable[Mapping], *, tp: int) -> DayMeasure | None:
     running_per_replica = sum(
         r["requests_running"] * r["bucket_seconds"] / (r["cards_held"] / tp) for r in used
     )
+    weights: dict[int, float] = {}
+    for r in used:
+        sequences = max(1, round(r["requests_running"] / (r["cards_held"] / tp)))
+        weights[sequences] = weights.get(sequences, 0.0) + r["cards_held"] * r["bucket_seconds"]
     finished = sum(r["requests_finished"] or 0 for r in used)
     prompts = [r["prompt_tokens"] for r in used if r["prompt_tokens"] is not None]
     return DayMeasure(
@@ -57,6 +71,7 @@ def day_measure(rows: Iterable[Mapping], *, tp: int) -> DayMeasure | None:
         input_tokens=max(1, round(sum(prompts) / finished)) if finished and prompts else None,
         output_tokens=max(1, round(generated / finished)) if finished else None,
         buckets=len(used),
+        concurrency_card_seconds=tuple(sorted(weights.items())),
     )
 
 

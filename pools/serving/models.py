@@ -72,12 +72,32 @@ class ServingRollup(models.Model):
         return f"allocation #{self.allocation_id} @ {self.bucket_start:%Y-%m-%d %H:%M}"
 
 
+class ServingCoverage(models.Model):
+    """One row per allocation that has any stored rollup (the first bucket stored): the API's
+    list of served allocations joins this instead of asking the rollups, some 300 rows per
+    allocation a day, whether each allocation has one (a 2,000-probe count on every page).
+
+    Written beside the rollups by :func:`~pools.serving.services.serving_coverage_note` (every
+    pass and replay); the compaction deletes it with the allocation's last rollup."""
+
+    allocation = models.OneToOneField(
+        "pools.Allocation",
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="serving_coverage",
+    )
+    first_bucket = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"allocation #{self.allocation_id} rolled up since {self.first_bucket:%Y-%m-%d}"
+
+
 class ServingRollupRun(models.Model):
     """One pass: the bucket it covered, how many PromQL requests it sent, what it wrote, and
     the series whose labels matched no allocation (``unmatched``: target, reason, series)."""
 
     bucket_start = models.DateTimeField(db_index=True)
-    started_at = models.DateTimeField()
+    started_at = models.DateTimeField(db_index=True)  # every page asks for the newest pass
     finished_at = models.DateTimeField(null=True, blank=True)
     ok = models.BooleanField(default=False)
     error = models.TextField(blank=True)
@@ -97,8 +117,13 @@ class ServingRollupRun(models.Model):
 
 class ServedModel(models.Model):
     """What an allocation serves, so its measured throughput can be set against the sizing
-    engine's: the sizing catalogue model id (``pools/sizing/models.json``), the precision it
-    runs, its TP degree (cards per replica) and the engine (a sizing engine name)."""
+    engine's: the sizing catalogue model id (``pools/sizing/models.json``, or ``custom``), the
+    precision it runs, its TP degree (cards per replica) and the engine (a sizing engine name).
+
+    Set by a pool admin (the admin), or by the team linking one of its saved sizing estimates
+    (``estimate``; :func:`pools.serving.served.served_model_link_estimate`): the fields are then
+    the estimate's (its TP the one it chose for the allocation's GPU model, its KV-cache dtype,
+    and for a custom model its architecture), so calibration sizes what the team sized."""
 
     allocation = models.OneToOneField(
         "pools.Allocation", on_delete=models.CASCADE, related_name="served_model"
@@ -107,6 +132,17 @@ class ServedModel(models.Model):
     precision = models.CharField(max_length=16)
     tp = models.PositiveSmallIntegerField(default=1)
     engine = models.CharField(max_length=30)
+    kv_cache_dtype = models.CharField(
+        max_length=16, blank=True, help_text="Blank: the weights' precision (FP16 for integers)."
+    )
+    estimate = models.ForeignKey(
+        "pools.SizingEstimate",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="served_models",
+        help_text="The team's saved estimate these fields come from; blank: set by an admin.",
+    )
 
     class Meta:
         constraints = [

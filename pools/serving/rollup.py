@@ -18,7 +18,7 @@ one allocation, the engine with more requests in the bucket answers (their bucke
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler_adapters.serving_metrics import (
@@ -221,3 +221,15 @@ def _quantiles(signal: Signal, per, out: Values, engines: set[str]) -> None:
 def _names(signal: Signal) -> str:
     ordered = sorted(signal.metrics, key=lambda m: (m.engine, m.rank))
     return f"{signal.key}: " + " | ".join(dict.fromkeys(m.name for m in ordered))
+
+
+def held_at(timeline: Sequence[tuple[float, int]], at: float) -> int | None:
+    """The cards a step timeline (``(unix s, cards from then on)`` in time order, as
+    :func:`pools.elastic.selectors.held_timelines` gives) says were held at ``at``; ``None``
+    before its first point."""
+    held = None
+    for start, cards in timeline:
+        if start > at:
+            break
+        held = cards
+    return held

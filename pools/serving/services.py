@@ -18,8 +18,10 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.forms.models import model_to_dict
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from pools.adapters import metrics_adapter
 from pools.capacity.lifecycle import APPLIED_STATUSES
@@ -27,8 +29,8 @@ from pools.capacity.models import Allocation
 from pools.choices import Scheduler
 from pools.serving.choices import Resolution
 from pools.serving.fold import ROW_FIELDS, fold
-from pools.serving.models import ServingRollup, ServingRollupRun
-from pools.serving.rollup import Unmatched, allocation_values, place_targets
+from pools.serving.models import ServingCoverage, ServingRollup, ServingRollupRun
+from pools.serving.rollup import Unmatched, allocation_values, held_at, place_targets
 from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.prometheus import cyclic_gc_paused
 from scheduler_adapters.serving_metrics import (
@@ -99,10 +101,12 @@ def serving_rollup_pass(*, now: datetime | None = None, metrics=None) -> Serving
             bucket_seconds=Resolution.FIVE_MINUTES, bucket_start=start
         ).values_list("allocation_id", flat=True)
     )
-    rows, unmatched = _bucket_rows([a for a in allocations if a.pk not in done], answers, start)
+    todo = [a for a in allocations if a.pk not in done]
+    rows, unmatched = _bucket_rows(todo, answers, start, _held_timelines(todo))
     with transaction.atomic():
         # ignore_conflicts: a pass running at the same moment may have written some rows
         ServingRollup.objects.bulk_create(rows, ignore_conflicts=True, batch_size=1000)
+        serving_coverage_note(rows)
         run.rollups = len(rows)
         run.unmatched_count = len(unmatched) + answers.unlabelled
         run.unmatched = [u.as_dict() for u in unmatched[:UNMATCHED_LISTED]]
@@ -112,21 +116,55 @@ def serving_rollup_pass(*, now: datetime | None = None, metrics=None) -> Serving
     return run
 
 
+def _held_timelines(allocations: list[Allocation]) -> dict[int, list[tuple[float, int]]]:
+    """The elastic allocations' cards held over time, from the function
+    ``settings.SERVING_HELD_TIMELINES`` names (``pools.elastic`` is serving's peer, so it is
+    handed over by name; ``{}`` without one: every allocation holds its ``card_count``)."""
+    provider = getattr(settings, "SERVING_HELD_TIMELINES", "")
+    if not provider or not allocations:
+        return {}
+    return import_string(provider)(allocation_ids=[a.pk for a in allocations])
+
+
 def _bucket_rows(
-    allocations: list[Allocation], answers: Answers, start: datetime
+    allocations: list[Allocation],
+    answers: Answers,
+    start: datetime,
+    timelines: Mapping[int, list[tuple[float, int]]] | None = None,
 ) -> tuple[list[ServingRollup], list[Unmatched]]:
     """One bucket's rows: every open Kubernetes allocation, and any other that a labelled
-    series placed (Slurm without one is not serving); what matched none."""
+    series placed (Slurm without one is not serving); what matched none. ``cards_held`` is the
+    allocation's ``card_count``, or for an elastic one (``timelines``) the cards its scale
+    events say it held at the bucket's middle (a scale event moves at most half a bucket, 2.5
+    minutes, of card-time to the neighbouring count)."""
+    timelines = timelines or {}
+    middle = start.timestamp() + WINDOW_S / 2
     namespaces = {a.pk: ns for a in allocations if (ns := _namespace(a))}
     placed, unmatched = place_targets(
         answers, open_ids=[a.pk for a in allocations], namespaces=namespaces
     )
     with cyclic_gc_paused():  # thousands of rows of small objects, no cycles
-        rows = [_row(allocation, placed.get(allocation.pk), start) for allocation in allocations]
+        rows = [
+            _row(
+                allocation,
+                placed.get(allocation.pk),
+                start,
+                held=_held(timelines, allocation, middle),
+            )
+            for allocation in allocations
+        ]
     return [row for row in rows if row is not None], unmatched
 
 
-def _row(allocation: Allocation, targets, start: datetime) -> ServingRollup | None:
+def _held(timelines, allocation: Allocation, at: float) -> int:
+    timeline = timelines.get(allocation.pk)
+    held = held_at(timeline, at) if timeline else None
+    return allocation.card_count if held is None else held
+
+
+def _row(
+    allocation: Allocation, targets, start: datetime, *, held: int | None = None
+) -> ServingRollup | None:
     """One allocation's row, or ``None`` for a Slurm allocation no labelled series placed."""
     if targets is None and _namespace(allocation) is None:
         return None
@@ -135,7 +173,7 @@ def _row(allocation: Allocation, targets, start: datetime) -> ServingRollup | No
         allocation_id=allocation.pk,
         bucket_seconds=Resolution.FIVE_MINUTES,
         bucket_start=start,
-        cards_held=allocation.card_count,
+        cards_held=allocation.card_count if held is None else held,
         engine="+".join(values.engines),
         missing=values.missing,
         notes=values.notes,
@@ -158,12 +196,36 @@ def serving_rollup_replay(*, recorded: Iterable[tuple[datetime, Mapping]]) -> in
         return 0
     window = timedelta(seconds=WINDOW_S)
     candidates = _open_allocations(min(by_bucket), max(by_bucket) + window)
+    timelines = _held_timelines(candidates)
     rows: list[ServingRollup] = []
     for start, series in sorted(by_bucket.items()):
         open_now = [a for a in candidates if a.starts_at < start + window and a.ends_at > start]
-        rows.extend(_bucket_rows(open_now, answers_from_series({"recorded": series}), start)[0])
-    ServingRollup.objects.bulk_create(rows, ignore_conflicts=True, batch_size=2000)
+        answers = answers_from_series({"recorded": series})
+        rows.extend(_bucket_rows(open_now, answers, start, timelines)[0])
+    with transaction.atomic():
+        ServingRollup.objects.bulk_create(rows, ignore_conflicts=True, batch_size=2000)
+        serving_coverage_note(rows)
     return len(rows)
+
+
+def serving_coverage_note(rows: Iterable[ServingRollup]) -> int:
+    """Mark the allocations of ``rows`` as rolled up (:class:`ServingCoverage`, first bucket
+    kept); call it in the transaction that stores them. Two queries: the allocations already
+    marked, then one INSERT of the others (none on an ordinary pass). Returns those added."""
+    first: dict[int, datetime] = {}
+    for row in rows:
+        if row.allocation_id not in first or row.bucket_start < first[row.allocation_id]:
+            first[row.allocation_id] = row.bucket_start
+    known = set(
+        ServingCoverage.objects.filter(allocation_id__in=list(first)).values_list(
+            "allocation_id", flat=True
+        )
+    )
+    new = [
+        ServingCoverage(allocation_id=a, first_bucket=b) for a, b in first.items() if a not in known
+    ]
+    ServingCoverage.objects.bulk_create(new, ignore_conflicts=True, batch_size=2000)
+    return len(new)
 
 
 def _failed(run: ServingRollupRun, error: str) -> ServingRollupRun:
@@ -214,6 +276,8 @@ def serving_rollup_compact(*, now: datetime | None = None) -> dict[str, int]:
             bucket_seconds=Resolution.HOUR,
             bucket_start__lt=months_before(now, settings.SERVING_ROLLUP_HOURLY_MONTHS),
         ).delete()
+        rolled_up = ServingRollup.objects.filter(allocation_id=OuterRef("allocation_id"))
+        ServingCoverage.objects.filter(~Exists(rolled_up)).delete()
         runs, _ = ServingRollupRun.objects.filter(
             started_at__lt=now - timedelta(days=settings.SERVING_ROLLUP_5M_DAYS)
         ).delete()

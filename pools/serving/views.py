@@ -56,11 +56,15 @@ CURRENT = (
 )
 
 
-def allocation_serving(request, pk: int):
+def _allocation(request, pk: int):
     try:
-        allocation = allocation_list(user=request.user).get(pk=pk)
+        return allocation_list(user=request.user).get(pk=pk)
     except Exception:  # DoesNotExist or a bad id: never say whether it exists
         raise Http404("No such allocation.") from None
+
+
+def allocation_serving(request, pk: int):
+    allocation = _allocation(request, pk)
     span = request.GET.get("span", "24h")
     if span not in selectors.SPANS:
         span = "24h"

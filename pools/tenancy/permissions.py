@@ -63,6 +63,12 @@ def may_manage_elastic(user: Any, team: Team) -> bool:
     return _manages(user, team)
 
 
+def may_link_estimate(user: Any, team: Team) -> bool:
+    """Say what the team's allocation serves by linking one of its saved sizing estimates, so
+    calibration compares with what the team sized: managers."""
+    return _manages(user, team)
+
+
 # -- actions on the pool -----------------------------------------------------------------------
 
 

@@ -425,12 +425,17 @@ PROMETHEUS_DASHBOARD_TIMEOUT_S = env.float("PROMETHEUS_DASHBOARD_TIMEOUT_S", def
 SERVING_ROLLUP_5M_DAYS = env.int("SERVING_ROLLUP_5M_DAYS", default=35)
 SERVING_ROLLUP_HOURLY_MONTHS = env.int("SERVING_ROLLUP_HOURLY_MONTHS", default=13)
 SERVING_BUSY_PCT = env.float("SERVING_BUSY_PCT", default=30.0)
+# The cards an elastic allocation held over time (its scale events), which the rollup stores as
+# cards held; a dotted path because pools.elastic is pools.serving's peer.
+SERVING_HELD_TIMELINES = "pools.elastic.selectors.held_timelines"
 
 # Scheduler connections (scheduler_adapters.registry keys). Without one, allocations of that
 # scheduler's pools are reserved in the portal only (the demo).
 # The sizing page's prices: the rate card's reserved card-hour rate in force now (billing hands it
 # to pools by this name; pools does not import billing).
 SIZING_CARD_HOUR_PRICES = "billing.sizing_prices.reserved_card_hour_prices"
+# My teams' money this month (cost so far and forecast), priced by billing's statement path.
+TEAM_COSTS_SO_FAR = "billing.dashboards.costs.teams_cost_so_far"
 
 SCHEDULERS = {}
 if env.str("SLURM_REST_URL", default=""):

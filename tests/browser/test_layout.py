@@ -37,6 +37,8 @@ PAGES = {
     "requests/<int:pk>/": "/requests/{request}/",
     "allocations/": "/allocations/",
     "allocations/<int:pk>/serving/": "/allocations/{serving}/serving/",  # recorded demo series
+    # what it serves: the linked estimate, and the form a manager links another with
+    "allocations/<int:pk>/serving/estimate/": "/allocations/{serving}/serving/estimate/",
     "timeline/": "/timeline/",
     "sizing/": "/sizing/",
     "sizing/estimates/": "/sizing/estimates/",

@@ -156,6 +156,17 @@ def test_load_demo_records_a_healthy_and_an_overloaded_serving_allocation(capsys
               "nvlink_rx_bytes_s: DCGM_FI_PROF_NVLINK_RX_BYTES"]  # fmt: skip
     assert all(r.ttft_p95_s is not None and r.missing == nvlink for r in healthy + troubled)
     assert {r.nvlink_bytes_s for r in healthy + troubled} == {None}
+    # Tokens come from the sizing engine at each bucket's batch (vision's on the cards its
+    # scale events held), so calibration finds the healthy service as sized; nlp's SGLang
+    # loses up to 40 % of its peak-hour work to retractions and reads below.
+    from pools.serving.models import ServingCalibrationDay
+
+    days = ServingCalibrationDay.objects.select_related("allocation__team")
+    vision = [d for d in days if d.allocation.team.slug == "vision"]
+    nlp = [d for d in days if d.allocation.team.slug == "nlp"]
+    assert vision and nlp
+    assert all(0.95 <= d.ratio <= 1.05 and d.position == "inside" for d in vision)
+    assert max(d.ratio for d in nlp) <= 1.05 and min(d.ratio for d in nlp) < 0.9
     before = ServingRollup.objects.count()
     load_demo(capsys)
     assert ServingRollup.objects.count() == before

@@ -29,8 +29,15 @@ from pools.capacity.services.requests import (
     capacity_request_reject,
 )
 from pools.choices import AllocationStatus, IdleFindingState, TeamRole
-from pools.demo import POOLS, demo_elastic_history, demo_fleet, demo_serving_answers
+from pools.demo import (
+    DEMO_SERVED,
+    POOLS,
+    demo_elastic_history,
+    demo_fleet,
+    demo_serving_answers,
+)
 from pools.elastic.models import ElasticPolicy, ScaleEvent, SignalReading
+from pools.elastic.selectors import held_timelines
 from pools.elastic.services import elastic_apply, elastic_policy_create, scaling_policy
 from pools.inventory.models import Gpu, GpuModel, Pool
 from pools.inventory.services.import_files import inventory_import_file, inventory_import_files
@@ -42,6 +49,7 @@ from pools.reclamation.services.scan import (
     policy_thresholds,
 )
 from pools.serving.models import ServedModel, ServingRollup
+from pools.serving.rollup import held_at
 from pools.serving.services import bucket_floor, serving_rollup_replay
 from pools.tenancy.models import Membership, Team
 from pools.waiting.services import pending_work_store
@@ -56,12 +64,6 @@ TEAMS = [
     ("vision", "Vision", "CC-4200"),
     ("platform", "Platform", "CC-1000"),
 ]
-
-# The demo's serving allocations: (sizing catalogue model, precision, TP, engine) per team.
-DEMO_SERVED = {
-    "nlp": ("qwen2_5_14b", "FP8", 1, "sglang"),
-    "vision": ("qwen2_5_7b", "BF16", 2, "vllm"),
-}
 
 
 class Command(BaseCommand):
@@ -343,15 +345,20 @@ class Command(BaseCommand):
         serving = Allocation.objects.filter(
             status__in=RUNNING_STATUSES, pool__slug="infer-k8s", team__slug__in=["nlp", "vision"]
         ).select_related("team")
+        # vision's is elastic: each bucket is served by the cards its scale events held then
+        timelines = held_timelines(allocation_ids=[a.pk for a in serving])
         for allocation in serving:
             first = bucket_floor(allocation.starts_at)
             buckets = int((end - first).total_seconds() // 300)
             for index in range(buckets):
                 start = first + timedelta(minutes=5 * index)
+                timeline = timelines.get(allocation.pk)
+                held = held_at(timeline, start.timestamp() + 150) if timeline else None
                 series = demo_serving_answers(
                     namespace=f"team-{allocation.team.slug}",
                     at=(start + timedelta(minutes=5)).timestamp(),
-                    cards=allocation.card_count,
+                    cards=held or allocation.card_count,
+                    traffic_cards=allocation.card_count,
                     troubled=allocation.team.slug == "nlp",
                     rng=rng,
                     age=index / max(buckets - 1, 1),

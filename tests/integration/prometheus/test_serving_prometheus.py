@@ -22,6 +22,20 @@ Scraped every 30 s from 09:40 to 10:00 UTC on 2 Nov 2026; the pass reads the 5 m
   temperature 50 and 70 -> 70 °C.
 - ``team-sg``: one SGLang pod: running 4, queue 1, ``sglang:token_usage`` 0.9 -> 90 %,
   generation 40 tok/s -> 12,000, 30 cached of 120 prompt tokens/s -> 25 %.
+- ``team-trt``: one ``trtllm-serve`` pod (``tensorrt_llm/metrics/collector.py`` names): running
+  5, waiting 2, ``trtllm_kv_cache_utilization`` 0.7 -> 70 %; generation 80 tok/s -> 24,000,
+  prompt 160 -> 48,000, cached prompt tokens 40/s -> 25 % prefix hits; success 1/s -> 300,
+  errors (``http_code="500"``) 0.05/s -> 15. TTFT per second 0.5 under 0.1 s, 1.5 under 0.5
+  and +Inf 2 -> 150 / 450 / 600: p50 rank 300 in (0.1, 0.5] = 0.1 + 0.4 x 150/300 = 0.3 s.
+  TPOT per second 60 under 25 ms, 80 under 50 ms and +Inf -> 18,000 / 24,000: p50 rank 12,000
+  = 0.025 x 12,000/18,000 = 0.016667 s.
+- ``team-triton``: Triton with the TensorRT-LLM backend: ``nv_trt_llm_request_metrics``
+  active 3 (max 64 beside it, not read), ``nv_inference_pending_request_count`` 7; KV blocks
+  used 300 of max 1,200 (free 900) -> 25 %; success 1.5/s -> 450, failure
+  (``reason="BACKEND"``) 0.02/s -> 6; first response (ms) per second 0.3 under 100, 1.2 under
+  500, 1.5 under 2,000 and +Inf -> 90 / 360 / 450 / 450: p50 rank 225 in (100, 500] ms =
+  100 + 400 x 135/270 = 300 ms = 0.3 s; p95 rank 427.5 in (500, 2,000] = 500 + 1,500 x
+  67.5/90 = 1,625 ms = 1.625 s. No token counters: unknown.
 - ``team-ghost``: a vLLM pod no allocation serves in: listed as unmatched.
 """
 
@@ -93,6 +107,41 @@ def _history() -> str:
         line("sglang:generation_tokens_total", sg, 40 * s, t)
         line("sglang:prompt_tokens_total", sg, 120 * s, t)
         line("sglang:cached_tokens_total", sg, 30 * s, t)
+        trt = {
+            "namespace": "team-trt",
+            "pod": "trtllm-0",
+            "model_name": "llama",
+            "engine_type": "trtllm",
+        }
+        line("trtllm_num_requests_running", trt, 5, t)
+        line("trtllm_num_requests_waiting", trt, 2, t)
+        line("trtllm_kv_cache_utilization", trt, 0.7, t)
+        line("trtllm_generation_tokens_total", trt, 80 * s, t)
+        line("trtllm_prompt_tokens_total", trt, 160 * s, t)
+        line("trtllm_prompt_cached_tokens_total", trt, 40 * s, t)
+        line("trtllm_request_success_total", {**trt, "finished_reason": "stop"}, 1 * s, t)
+        line("trtllm_request_error_total", {**trt, "http_code": "500"}, 0.05 * s, t)
+        for le, per_s in (("0.1", 0.5), ("0.5", 1.5), ("+Inf", 2)):
+            line("trtllm_time_to_first_token_seconds_bucket", {**trt, "le": le}, per_s * s, t)
+        for le, per_s in (("0.025", 60), ("0.05", 80), ("+Inf", 80)):
+            line("trtllm_time_per_output_token_seconds_bucket", {**trt, "le": le}, per_s * s, t)
+        tri = {
+            "namespace": "team-triton",
+            "pod": "triton-0",
+            "model": "tensorrt_llm",
+            "version": "1",
+        }
+        for kind, value in (("active", 3), ("max", 64)):
+            line("nv_trt_llm_request_metrics", {**tri, "request_type": kind}, value, t)
+        for kind, value in (("used", 300), ("free", 900), ("max", 1200)):
+            line(
+                "nv_trt_llm_kv_cache_block_metrics", {**tri, "kv_cache_block_type": kind}, value, t
+            )
+        line("nv_inference_pending_request_count", tri, 7, t)
+        line("nv_inference_request_success", tri, 1.5 * s, t)
+        line("nv_inference_request_failure", {**tri, "reason": "BACKEND"}, 0.02 * s, t)
+        for le, per_s in (("100", 0.3), ("500", 1.2), ("2000", 1.5), ("+Inf", 1.5)):
+            line("nv_inference_first_response_histogram_ms_bucket", {**tri, "le": le}, per_s * s, t)
         for labels, active, free, temp in cards:
             line("DCGM_FI_PROF_GR_ENGINE_ACTIVE", labels, active, t)
             line("DCGM_FI_DEV_FB_FREE", labels, free, t)
@@ -135,16 +184,15 @@ def rolled(serving_prometheus):
         answers, queries = serving_answers(adapter, at=END)
     finally:
         adapter.close()
-    placed, unmatched = place_targets(
-        answers, open_ids=[1, 2], namespaces={1: "team-chat", 2: "team-sg"}
-    )
+    namespaces = {1: "team-chat", 2: "team-sg", 3: "team-trt", 4: "team-triton"}
+    placed, unmatched = place_targets(answers, open_ids=list(namespaces), namespaces=namespaces)
     return {key: allocation_values(targets) for key, targets in placed.items()}, unmatched, queries
 
 
 def test_six_queries_read_every_allocation(rolled):
     values, unmatched, queries = rolled
     assert queries == 6
-    assert sorted(values) == [1, 2]
+    assert sorted(values) == [1, 2, 3, 4]
     assert [(u.namespace, u.reason) for u in unmatched] == [
         ("team-ghost", "no open allocation serves in this namespace")
     ]
@@ -190,3 +238,31 @@ def test_sglang_names(rolled):
     assert f["generation_tokens"] == pytest.approx(12_000)
     assert f["prefix_cache_hit_pct"] == pytest.approx(25.0)
     assert f["gpu_util_pct"] is None  # no dcgm series in team-sg
+
+
+def test_trtllm_serve_names(rolled):
+    trt = rolled[0][3]
+    f = trt.fields
+    assert trt.engines == ("trtllm",)
+    assert (f["requests_running"], f["requests_waiting"]) == (5, 2)
+    assert f["kv_cache_usage_pct"] == pytest.approx(70.0)
+    assert f["generation_tokens"] == pytest.approx(24_000)
+    assert f["prompt_tokens"] == pytest.approx(48_000)
+    assert f["prefix_cache_hit_pct"] == pytest.approx(25.0)
+    assert f["requests_finished"] == pytest.approx(300)
+    assert f["requests_failed"] == pytest.approx(15)
+    assert f["ttft_p50_s"] == pytest.approx(0.3)
+    assert f["itl_p50_s"] == pytest.approx(0.025 * 12_000 / 18_000)
+
+
+def test_triton_tensorrt_llm_names_kv_ratio_and_millisecond_buckets(rolled):
+    tri = rolled[0][4]
+    f = tri.fields
+    assert tri.engines == ("triton",)
+    assert (f["requests_running"], f["requests_waiting"]) == (3, 7)
+    assert f["kv_cache_usage_pct"] == pytest.approx(25.0)  # used / max blocks, in PromQL
+    assert f["requests_finished"] == pytest.approx(450)
+    assert f["requests_failed"] == pytest.approx(6)
+    assert f["ttft_p50_s"] == pytest.approx(0.3)
+    assert f["ttft_p95_s"] == pytest.approx(1.625)
+    assert f["generation_tokens"] is None and f["itl_p50_s"] is None

@@ -77,15 +77,20 @@ def test_days_and_record_by_hand(served):
     """Day 1: 300,000 tokens / (2 cards x 600 s) = 250 tok/s per card at (8 x 300 / 2 +
     4 x 300 / 2) / 600 = 3 sequences per replica, 200 in / 600 out tokens.
     Day 2: 240,000 / (2 x 300) = 400 tok/s per card at 6 / 2 = 3 sequences, 200 in / 600 out.
+    Sized per bucket, weighted by card-seconds: day 1 ran 600 card-s at 4 sequences and 600 at
+    2, so sized = (sized(4) + sized(2)) / 2 (not sized(3)); day 2 all at 3: sized(3).
     Record: 2 days, median tok/s per card (250 + 400) / 2 = 325; median ratio of the days."""
     assert calibration_refresh(now=NOW) == {"days": 2, "records": 1}
-    sized, band = sized_per_card(concurrency=3, input_tokens=200, output_tokens=600)
+    at_2, band = sized_per_card(concurrency=2, input_tokens=200, output_tokens=600)
+    at_4, _ = sized_per_card(concurrency=4, input_tokens=200, output_tokens=600)
+    sized, _ = sized_per_card(concurrency=3, input_tokens=200, output_tokens=600)
     d1, d2 = ServingCalibrationDay.objects.order_by("day")
     assert (d1.day, d2.day) == (date(2026, 12, 2), date(2026, 12, 3))
     assert (d1.measured_tok_s_per_card, d2.measured_tok_s_per_card) == (250, 400)
     assert (d1.concurrency, d2.concurrency) == (3.0, 3.0)
-    assert d1.sized_tok_s_per_card == pytest.approx(sized)
-    assert d1.ratio == pytest.approx(250 / sized)
+    assert d1.sized_tok_s_per_card == pytest.approx((at_4 + at_2) / 2)
+    assert d2.sized_tok_s_per_card == pytest.approx(sized)
+    assert d1.ratio == pytest.approx(250 / ((at_4 + at_2) / 2))
     assert d2.ratio == pytest.approx(400 / sized)
     assert (d1.band_low_factor, d1.band_high_factor) == (band.low_factor, band.high_factor)
     # The engine sizes ~130 tok/s per card here, band regime throughput|16-bit|Ada 0.761-1.15
@@ -101,7 +106,7 @@ def test_days_and_record_by_hand(served):
     )
     assert record.driver_branch == 550
     assert (record.days, record.allocations, record.median_tok_s_per_card) == (2, 1, 325)
-    assert record.median_ratio == pytest.approx((250 / sized + 400 / sized) / 2)
+    assert record.median_ratio == pytest.approx((d1.ratio + d2.ratio) / 2)
 
 
 def test_a_pass_twice_gives_the_same_rows(served):

@@ -112,7 +112,7 @@ def test_the_serving_panel_shows_the_newest_day(calibrated, client, team_member)
 def test_the_api_lists_the_days_newest_first(calibrated, api_as, team_member):
     body = api_as(team_member).get(f"/api/v1/serving/{calibrated.pk}/calibration/").json()
     assert body["served"] == {"model_id": "llama3_8b", "precision": "fp16", "tp": 1,
-                              "engine": "vllm"}  # fmt: skip
+                              "engine": "vllm", "kv_cache_dtype": "", "estimate": None}  # fmt: skip
     assert [d["measured_tok_s_per_card"] for d in body["days"]] == [400.0, 250.0]
     assert [d["concurrency"] for d in body["days"]] == [3.0, 3.0]
 

@@ -295,6 +295,9 @@ def test_whatif_from_the_loops_recorded_readings(pool, team, admin):
     with override_settings(PROMETHEUS_URL=""):
         run = elastic_whatif(policy=policy, days=7, now=NOW)
     assert (run.source, run.samples) == ("recorded", 10)
+    # the totals are over the readings' 9 minutes, not the 7 days asked
+    assert (run.start, run.end) == (NOW - timedelta(minutes=9), NOW)
+    assert (run.covered_text, run.short) == ("9 minutes", True)
     result = run.result
     assert [(e.action, e.at) for e in result.events] == [
         ("up", (NOW - timedelta(minutes=4)).timestamp())
@@ -306,6 +309,20 @@ def test_whatif_from_the_loops_recorded_readings(pool, team, admin):
     metrics = FakePrometheus(inference=[])
     assert elastic_whatif(policy=policy, days=7, now=NOW, metrics=metrics,
                           source="recorded").samples == 10  # fmt: skip
+
+
+def test_three_days_of_readings_asked_over_seven_say_three_days(pool, team, admin):
+    """Issue #37: readings every hour from 3 days ago to now (73 of them, 72 h apart end to
+    end), a what-if over 7 days: its period is the 72 h = 3.0 days they cover, short of the 7
+    days asked; asked for 2 days, the readings cover the whole window (2.0 days, not short)."""
+    policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
+                                   ceiling_cards=6)  # fmt: skip
+    _record(policy, [(NOW - timedelta(hours=72 - h), 20.0, 300.0) for h in range(73)])
+    run = elastic_whatif(policy=policy, days=7, now=NOW, source="recorded")
+    assert (run.samples, run.start, run.end) == (73, NOW - timedelta(days=3), NOW)
+    assert (run.covered_text, run.short) == ("3.0 days", True)
+    run = elastic_whatif(policy=policy, days=2, now=NOW, source="recorded")
+    assert (run.samples, run.covered_text, run.short) == (49, "2.0 days", False)
 
 
 def test_an_unknown_reading_is_unknown_in_the_whatif(pool, team, admin):

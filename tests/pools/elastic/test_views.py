@@ -102,6 +102,8 @@ def test_what_if_totals_on_the_page(admin_page, policy, monkeypatch):
     text = " ".join(page.content.decode().split())
     # 10 minutes at 90 % / 1.5 s: up at minute 5 (2 -> 4), then cooldown
     assert "scaled up 1 time and down 0 times, held between 2 and 4 cards" in text
+    # over what the samples cover (ten 1-minute steps), not "the last 1 day"
+    assert "Over the 10 minutes the readings cover (of the 1 day asked: there are no" in text
     assert "was above 800 ms for 10 minutes" in text
 
 
@@ -159,6 +161,7 @@ def test_what_if_over_recorded_readings_says_so_and_the_chart_draws_them(admin_p
     page = admin_page.get(f"/elastic/{policy.pk}/", {"whatif": 1, "days": 1, **fields})
     text = " ".join(page.content.decode().split())
     assert "History: the 10 readings the portal's loop recorded for this allocation" in text
+    assert "Over the 9 minutes the readings cover (of the 1 day asked" in text
     assert "scaled up 1 time and down 0 times, held between 2 and 4 cards" in text
     chart = page.context["chart"]
     assert chart["recorded"] is True

@@ -11,7 +11,7 @@ from factories import AllocationFactory, MembershipFactory, TeamFactory
 
 from pools.choices import AllocationStatus
 from pools.serving.models import ServingRollup
-from pools.serving.services import bucket_floor
+from pools.serving.services import bucket_floor, serving_coverage_note
 
 pytestmark = pytest.mark.django_db
 
@@ -26,16 +26,20 @@ def rolled_up(team, *, waiting=3.0, buckets=3):
         ends_at=now + timedelta(days=1),
     )
     newest = bucket_floor(now) - timedelta(minutes=5)
+    rows = []
     for i in range(buckets):
-        ServingRollup.objects.create(
-            allocation=allocation,
-            bucket_start=newest - timedelta(minutes=5 * i),
-            cards_held=2,
-            engine="vllm",
-            requests_waiting=waiting + i,
-            generation_tokens=3000,
-            missing=["ttft: vllm:time_to_first_token_seconds_bucket"],
+        rows.append(
+            ServingRollup.objects.create(
+                allocation=allocation,
+                bucket_start=newest - timedelta(minutes=5 * i),
+                cards_held=2,
+                engine="vllm",
+                requests_waiting=waiting + i,
+                generation_tokens=3000,
+                missing=["ttft: vllm:time_to_first_token_seconds_bucket"],
+            )
         )
+    serving_coverage_note(rows)  # what a pass does beside its rows
     return allocation
 
 
@@ -54,6 +58,26 @@ def test_a_member_reads_the_newest_values_of_their_teams_allocations_only(
     assert row["values"]["ttft_p50_s"] is None  # unknown, named in missing
     assert row["missing"] == ["ttft: vllm:time_to_first_token_seconds_bucket"]
     assert api_as(team_member).get(f"/api/v1/serving/{theirs.pk}/").status_code == 404
+
+
+def test_the_list_writes_each_row_as_its_serializer_declares(api_as, team, team_member):
+    """The list writes its rows directly (speed); DRF's walk over the declared fields gives
+    the same body, so the OpenAPI schema describes what is sent."""
+    from rest_framework import serializers
+
+    from pools.serving.api import ServingCurrentSerializer, ServingViewSet
+
+    rolled_up(team)
+    view = ServingViewSet()
+    view.request = type("R", (), {"user": team_member})()
+    view.action = "list"
+    rows = view._current(list(view.get_queryset()))
+    declared = serializers.Serializer.to_representation(ServingCurrentSerializer(), rows[0])
+
+    body = api_as(team_member).get("/api/v1/serving/").json()
+
+    assert body["results"] == [dict(declared)]
+    assert body["count"] == 1
 
 
 def test_series_over_24_hours_oldest_first(api_as, team, team_member):
@@ -109,11 +133,14 @@ def test_efficiency_per_day_and_for_the_month(api_as, team, team_member):
     Month: 3.0 card-h, 540,000 output (180,000 per card-h), input 1,080,000 (360,000)."""
     allocation = rolled_up(team, buckets=0)
     day = datetime(2026, 11, 10, 23, 0, tzinfo=UTC)
-    for i in range(18):
+    rows = [
         ServingRollup.objects.create(
             allocation=allocation, bucket_start=day + timedelta(minutes=5 * i), cards_held=2,
             generation_tokens=30_000, prompt_tokens=60_000, cards_reporting=2, cards_busy=1,
-        )  # fmt: skip
+        )
+        for i in range(18)
+    ]  # fmt: skip
+    serving_coverage_note(rows)
 
     body = (
         api_as(team_member).get(f"/api/v1/serving/{allocation.pk}/efficiency/?month=2026-11").json()

@@ -64,9 +64,10 @@ def test_missing_series_are_unknown_and_name_their_metrics():
     assert values.fields["prefix_cache_hit_pct"] is None
     assert "gpu_util_pct: DCGM_FI_PROF_GR_ENGINE_ACTIVE | DCGM_FI_DEV_GPU_UTIL" in values.missing
     assert (
-        "ttft: sglang:time_to_first_token_seconds_bucket | vllm:time_to_first_token_seconds_bucket"
-        in values.missing
-    )
+        "ttft: sglang:time_to_first_token_seconds_bucket | "
+        "nv_inference_first_response_histogram_ms_bucket | "  # Triton
+        "trtllm_time_to_first_token_seconds_bucket | vllm:time_to_first_token_seconds_bucket"
+    ) in values.missing
     assert not any(m.startswith("requests_running") for m in values.missing)
 
 

@@ -4,15 +4,28 @@ series answered, unmatched series listed, a timeout leaving the last rollup, ret
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 from django.test import override_settings
-from factories import AllocationFactory, PoolFactory, TeamFactory
+from factories import (
+    AllocationFactory,
+    ElasticPolicyFactory,
+    PoolFactory,
+    ScaleEventFactory,
+    TeamFactory,
+)
 from serving_support import StubPrometheus, histogram, term
 
 from pools.choices import AllocationStatus, Scheduler
-from pools.serving.models import ServingRollup, ServingRollupRun
-from pools.serving.services import months_before, serving_rollup_compact, serving_rollup_pass
+from pools.serving.models import ServingCoverage, ServingRollup, ServingRollupRun
+from pools.serving.selectors import serving_usage
+from pools.serving.services import (
+    months_before,
+    serving_coverage_note,
+    serving_rollup_compact,
+    serving_rollup_pass,
+)
 from scheduler_adapters.serving_metrics import SIGNALS
 
 NOW = datetime(2026, 12, 4, 10, 3, 20, tzinfo=UTC)
@@ -95,6 +108,49 @@ def test_a_pass_stores_each_serving_allocation_as_read(serving):
     assert unknown.engine == ""
     assert len(unknown.missing) == len(SIGNALS) == 24  # every signal, each with its names
     assert not ServingRollup.objects.filter(allocation=c).exists()
+    # the API's list reads these: #A and #B rolled up since this bucket, #C not at all
+    assert dict(ServingCoverage.objects.values_list("allocation_id", "first_bucket")) == {
+        a.pk: BUCKET,
+        b.pk: BUCKET,
+    }
+    later = serving_rollup_pass(now=NOW + timedelta(minutes=5), metrics=StubPrometheus([]))
+    assert later.rollups == 2
+    assert set(ServingCoverage.objects.values_list("first_bucket", flat=True)) == {BUCKET}
+
+
+def test_an_elastic_allocation_holds_the_cards_of_its_scale_events_not_its_floor(serving):
+    """#A (floor 2, elastic up to 4) scaled up to 4 effective 10:00:00 (a hold decided at
+    09:50 changes nothing; its ``cards_to`` is what it already held) and back down to 3
+    effective 10:06:00. Buckets and their middles: 09:55 (09:57:30) -> 2; 10:00 (10:02:30)
+    -> 4; 10:05 (10:07:30) -> 3. Card-hours of the three: (2 + 4 + 3) x 300 s / 3,600 = 0.75,
+    not 3 x 2 x 300 / 3,600 = 0.5 from the floor."""
+    a = serving[0]
+    policy = ElasticPolicyFactory(allocation=a, ceiling_cards=4, cards_held=3)
+    ten = datetime(2026, 12, 4, 10, 0, tzinfo=UTC)
+    ScaleEventFactory(policy=policy, decided_at=ten - timedelta(minutes=10), action="hold",
+                      reason="in_band", cards_from=2, cards_to=2)  # fmt: skip
+    ScaleEventFactory(policy=policy, decided_at=ten, cards_from=2, cards_to=4)
+    ScaleEventFactory(policy=policy, decided_at=ten + timedelta(minutes=6), action="down",
+                      reason="scale_down", cards_from=4, cards_to=3)  # fmt: skip
+
+    for minutes in (0, 5, 10):
+        serving_rollup_pass(now=NOW + timedelta(minutes=minutes), metrics=StubPrometheus([]))
+
+    held = list(
+        ServingRollup.objects.filter(allocation=a)
+        .order_by("bucket_start")
+        .values_list("bucket_start", "cards_held")
+    )
+    assert held == [
+        (BUCKET, 2),
+        (BUCKET + timedelta(minutes=5), 4),
+        (BUCKET + timedelta(minutes=10), 3),
+    ]
+    usage = serving_usage(allocation_ids=[a.pk], start=BUCKET, end=BUCKET + timedelta(minutes=15))
+    assert usage[a.pk].held_card_hours == Decimal("0.750")
+    # #B is not elastic: its card_count in every bucket
+    assert set(ServingRollup.objects.filter(allocation=serving[1]).values_list(
+        "cards_held", flat=True)) == {serving[1].card_count}  # fmt: skip
 
 
 def test_a_second_pass_for_the_same_bucket_writes_nothing_new(serving):
@@ -172,9 +228,27 @@ def test_hourly_rows_expire_after_thirteen_months(serving):
         allocation=a, bucket_seconds=3600, bucket_start=datetime(2025, 11, 4, 11, tzinfo=UTC),
         cards_held=2,
     )  # fmt: skip
+    serving_coverage_note([old, kept])
     assert serving_rollup_compact(now=NOW)["expired"] == 1
     assert not ServingRollup.objects.filter(pk=old.pk).exists()
     assert ServingRollup.objects.filter(pk=kept.pk).exists()
+    assert ServingCoverage.objects.get(allocation=a).first_bucket == old.bucket_start
+
+
+def test_the_last_rollup_expiring_takes_the_allocation_off_the_served_list(serving):
+    """#A's only row is an hour 13 months and 1 h old: expired, and #A no longer rolled up;
+    #B's row of this morning keeps #B listed."""
+    a, b, _ = serving
+    gone = ServingRollup.objects.create(
+        allocation=a, bucket_seconds=3600, bucket_start=datetime(2025, 11, 4, 9, tzinfo=UTC),
+        cards_held=2,
+    )  # fmt: skip
+    stays = ServingRollup.objects.create(allocation=b, bucket_start=BUCKET, cards_held=1)
+    serving_coverage_note([gone, stays])
+
+    serving_rollup_compact(now=NOW)
+
+    assert list(ServingCoverage.objects.values_list("allocation_id", flat=True)) == [b.pk]
 
 
 @pytest.mark.parametrize(
