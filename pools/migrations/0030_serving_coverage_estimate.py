@@ -18,7 +18,7 @@ def coverage_from_rollups(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('pools', '0027_catfix_geforce_fp16'),
+        ('pools', '0029_waiting_pending_work'),
     ]
 
     operations = [
