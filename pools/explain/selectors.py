@@ -1,0 +1,298 @@
+"""Read side of the explainer: the facts :func:`pools.explain.core.explain` works on, read in a
+fixed number of statements whatever the fleet's size, and the explanation of a request or of a
+draft's fields for one user.
+
+Statements: pools, GPU models, cards by pool × model × node state × driver (one grouped read
+of the inventory), the holding allocations of the workload's scheduler that overlap the
+horizon (one read, team slug and name joined), the team's budget verdict (the budget gate's
+hook, :mod:`pools.capacity.budget_gate`; billing's budgets are read there) and the rate card's
+reserved prices (the hook ``settings.SIZING_CARD_HOUR_PRICES`` names, the sizing page's). With
+a shape: the placed cards of those allocations and each eligible pool × model's nodes
+(:func:`pools.capacity.node_kinds.pool_nodes`, cached per inventory generation).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Count, Q
+from django.utils.module_loading import import_string
+
+from pools.capacity.availability import SCHEDULER_OF_KIND
+from pools.capacity.budget_gate import budget_verdict
+from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
+from pools.capacity.node_kinds import pool_nodes
+from pools.capacity.placement import NodeGroup, Shape
+from pools.choices import GpuHealth, NodeState
+from pools.explain.core import (
+    HORIZON,
+    Ask,
+    BudgetFacts,
+    CardCounts,
+    Explanation,
+    HoldFacts,
+    ModelFacts,
+    OptionFacts,
+    Viewer,
+    explain,
+)
+from pools.inventory.driver_versions import driver_supports, parse_cuda_version
+from pools.inventory.models import WHOLE_CARD, Gpu, GpuModel, Pool
+from pools.sizing.selectors import sizing_estimate_list
+from pools.tenancy import permissions
+from pools.tenancy.models import Team
+
+_STATE_FIELD = {
+    NodeState.DOWN: "down",
+    NodeState.UNKNOWN: "down",  # a node no source has seen up is not counted either
+    NodeState.DRAIN: "drained",
+    NodeState.MAINTENANCE: "maintenance",
+}
+
+
+def explanation_for_request(*, user: Any, request: CapacityRequest) -> Explanation:
+    """The explanation of a saved request (the caller found it with
+    :func:`pools.capacity.selectors.capacity_request_list`, so the user may see it)."""
+    return explanation_for_fields(
+        user=user,
+        team=request.team,
+        workload_kind=request.workload_kind,
+        card_count=request.card_count,
+        starts_at=request.starts_at,
+        ends_at=request.ends_at,
+        pool=request.pool,
+        gpu_model=request.gpu_model,
+        min_memory_gib=request.min_memory_gib,
+        cuda_version=request.cuda_version,
+        cards_per_node=request.cards_per_node,
+        node_count=request.node_count,
+        one_nvlink_domain=request.one_nvlink_domain,
+        shared_nodes=request.shared_nodes,
+        exclude_request=request,
+    )
+
+
+def explanation_for_fields(
+    *,
+    user: Any,
+    team: Team,
+    workload_kind: str,
+    card_count: int,
+    starts_at: datetime,
+    ends_at: datetime,
+    pool: Pool | None = None,
+    gpu_model: GpuModel | None = None,
+    min_memory_gib: Decimal | None = None,
+    cuda_version: str = "",
+    cards_per_node: int | None = None,
+    node_count: int | None = None,
+    one_nvlink_domain: bool = False,
+    shared_nodes: bool = False,
+    sizing_cards: dict[str, int] | None = None,
+    exclude_request: CapacityRequest | None = None,
+) -> Explanation:
+    """The explanation of a request's fields (validated by the caller, as for a create) for
+    ``user``, who may see ``team``. An approved ``exclude_request`` does not compete with
+    itself: its own allocation is left out."""
+    shape = (
+        Shape(
+            cards_per_node=cards_per_node,
+            nodes=node_count,
+            one_nvlink_domain=one_nvlink_domain,
+            shared_nodes=shared_nodes,
+        )
+        if cards_per_node is not None and node_count is not None
+        else None
+    )
+    ask = Ask(
+        team_slug=team.slug,
+        workload_kind=workload_kind,
+        scheduler=SCHEDULER_OF_KIND[workload_kind],
+        cards=card_count,
+        start=starts_at,
+        end=ends_at,
+        pool_slug=pool.slug if pool else None,
+        pool_name=pool.name if pool else None,
+        pool_scheduler=pool.scheduler if pool else None,
+        model_slug=gpu_model.slug if gpu_model else None,
+        model_name=gpu_model.name if gpu_model else None,
+        model_memory_gib=gpu_model.memory_gib if gpu_model else None,
+        model_card_class=gpu_model.card_class if gpu_model else None,
+        min_memory_gib=None if gpu_model else min_memory_gib,
+        cuda=cuda_version or None,
+        shape=shape,
+        sizing_cards=sizing_cards,
+    )
+    exclude = getattr(getattr(exclude_request, "allocation", None), "pk", None)
+    options = option_facts(ask=ask, exclude_allocation=exclude)
+    verdict = budget_verdict(
+        team=team, pool=pool, gpu_model=gpu_model, cards=card_count,
+        starts_at=starts_at, ends_at=ends_at,
+    )  # fmt: skip
+    viewer = Viewer(
+        pool_admin=permissions.may_see_all_holders(user),
+        member_of_team=permissions.may_see_team(user, team),
+    )
+    return explain(
+        ask,
+        options,
+        viewer=viewer,
+        budget=BudgetFacts(verdict.enforcement, verdict.reason) if verdict else None,
+    )
+
+
+def sizing_cards_of(*, user: Any, estimate_id: int) -> dict[str, int] | None:
+    """An inference sizing estimate's card count per GPU model slug (rows that meet the
+    targets), when ``user`` may see the estimate and it is done; ``None`` otherwise."""
+    estimate = sizing_estimate_list(user=user).filter(pk=estimate_id).first()
+    if estimate is None or not estimate.results:
+        return None
+    return {
+        row["gpu_model"]: int(row["cards"])
+        for row in estimate.results.get("rows", [])
+        if row.get("meets_targets") and row.get("cards")
+    }
+
+
+def option_facts(*, ask: Ask, exclude_allocation: int | None = None) -> list[OptionFacts]:
+    """Every pool × GPU model with a card, with the facts :func:`pools.explain.core.explain`
+    needs for ``ask`` (module docstring for the statements)."""
+    pools = {p.pk: p for p in Pool.objects.all()}
+    models = {m.pk: m for m in GpuModel.objects.all()}
+    counts = _card_counts(ask.cuda)
+    holds = _holds(ask, exclude_allocation, placed=ask.shape is not None)
+    slugs = sorted({models[m].slug for _, m in counts})
+    currency, prices = _prices(slugs)
+    generation = _generation() if ask.shape is not None else None
+    options = []
+    for (pool_id, model_id), cards in sorted(counts.items()):
+        pool, model = pools[pool_id], models[model_id]
+        eligible = pool.scheduler == ask.scheduler and cards.on_driver > 0
+        options.append(
+            OptionFacts(
+                pool_slug=pool.slug,
+                pool_name=pool.name,
+                scheduler=pool.scheduler,
+                overcommit_ratio=pool.overcommit_ratio,
+                model=ModelFacts(model.slug, model.name, model.memory_gib, model.card_class),
+                cards=cards,
+                holds=tuple(holds.get((pool_id, model_id), ())),
+                groups=_groups(pool, model, ask.cuda, generation)
+                if ask.shape is not None and eligible
+                else None,
+                price_per_card_hour=prices.get(model.slug),
+                currency=currency if model.slug in prices else None,
+            )
+        )
+    return options
+
+
+def _card_counts(cuda: str | None) -> dict[tuple[int, int], CardCounts]:
+    """Cards by (pool id, model id) and state (:class:`pools.explain.core.CardCounts`): one
+    grouped read of the inventory."""
+    wanted = parse_cuda_version(cuda) if cuda else None
+    rows = (
+        Gpu.objects.filter(node__pool__isnull=False, gpu_model__isnull=False)
+        .values_list("node__pool", "gpu_model", "node__state", "node__driver_group__max_cuda")
+        .annotate(
+            n=Count("id"),
+            whole=Count("id", filter=WHOLE_CARD),
+            mig=Count("id", filter=Q(mig_mode=True) & ~Q(health=GpuHealth.ERROR)),
+            error=Count("id", filter=Q(health=GpuHealth.ERROR)),
+        )
+        .order_by()
+    )
+    tally: dict[tuple[int, int], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for pool_id, model_id, state, max_cuda, n, whole, mig, error in rows:
+        counts = tally[(pool_id, model_id)]
+        if state == NodeState.UP:
+            counts["schedulable"] += whole
+            if driver_supports(max_cuda, wanted):
+                counts["on_driver"] += whole
+            counts["mig"] += mig
+            counts["error"] += error
+        else:
+            counts[_STATE_FIELD.get(state, "down")] += n
+    return {
+        key: CardCounts(
+            schedulable=c["schedulable"],
+            on_driver=c["on_driver"],
+            down=c["down"],
+            drained=c["drained"],
+            maintenance=c["maintenance"],
+            error=c["error"],
+            mig=c["mig"],
+        )
+        for key, c in tally.items()
+    }
+
+
+def _holds(
+    ask: Ask, exclude: int | None, *, placed: bool
+) -> dict[tuple[int, int], list[HoldFacts]]:
+    """Holding allocations in pools of the ask's scheduler (and the named pool) overlapping
+    ``[start, start + horizon + length)``, by (pool id, model id); with ``placed``, their
+    placed cards too (one more statement)."""
+    end = ask.start + HORIZON + ask.length
+    scope = Q(pool__scheduler=ask.scheduler)
+    if ask.pool_slug:
+        scope |= Q(pool__slug=ask.pool_slug)
+    qs = Allocation.objects.holding().overlapping(ask.start, end).filter(scope)
+    if exclude:
+        qs = qs.exclude(pk=exclude)
+    rows = list(
+        qs.order_by().values_list(
+            "pk", "pool", "gpu_model", "team__slug", "team__name",
+            "card_count", "starts_at", "ends_at",
+        )  # fmt: skip
+    )
+    spots: dict[int, list[tuple[str, int]]] = defaultdict(list)
+    if placed and rows:
+        for allocation_id, host, mask in PlacedCards.objects.filter(
+            allocation__in=qs.values("pk")
+        ).values_list("allocation_id", "hostname", "gpu_mask"):
+            spots[allocation_id].append((host, mask))
+    holds: dict[tuple[int, int], list[HoldFacts]] = defaultdict(list)
+    for pk, pool_id, model_id, slug, name, cards, start, stop in rows:
+        holds[(pool_id, model_id)].append(
+            HoldFacts(pk, slug, name, cards, start, stop, tuple(spots.get(pk, ())))
+        )
+    return holds
+
+
+def _groups(
+    pool: Pool, model: GpuModel, cuda: str | None, generation: int | None
+) -> tuple[NodeGroup, ...]:
+    """The pool × model's schedulable nodes on a driver supporting ``cuda``, every card free,
+    as :class:`NodeGroup` s (alike nodes together)."""
+    nodes = pool_nodes(pool=pool, gpu_model=model, generation=generation)
+    return tuple(
+        NodeGroup(kind.hostnames, kind.placeable, kind.domains)
+        for _, kind in nodes.kinds_for(cuda)
+        if kind.placeable
+    )
+
+
+def _generation() -> int | None:
+    """The inventory generation (PostgreSQL; ``None`` elsewhere: read the nodes each time)."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT generation FROM pools_inventorystamp")
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def _prices(slugs: list[str]) -> tuple[str | None, dict[str, Decimal]]:
+    """The rate card's reserved price per card-hour by model slug and its currency, from the
+    function ``settings.SIZING_CARD_HOUR_PRICES`` names (billing hands prices down by name);
+    ``(None, {})`` without one: unknown, never 0."""
+    provider = getattr(settings, "SIZING_CARD_HOUR_PRICES", "")
+    if not provider or not slugs:
+        return None, {}
+    return import_string(provider)(gpu_slugs=slugs)
