@@ -426,9 +426,7 @@ def explain(
     reasons = _eligibility(ask, aimed, options)
     budget_blocks = budget is not None and budget.enforcement == BLOCKING_BUDGET
     if budget is not None:
-        reasons.append(
-            Reason("budget", budget.reason, {"enforcement": budget.enforcement})
-        )
+        reasons.append(Reason("budget", budget.reason, {"enforcement": budget.enforcement}))
     if best is not None:
         reasons.extend(_capacity_reasons(ask, best))
     over_ceiling = ceiling is not None and ceiling.held_peak + ask.cards > ceiling.cards
@@ -491,8 +489,7 @@ def _eligibility(
         reasons.append(
             Reason(
                 "model",
-                f"no GPU model with at least {ask.min_memory_gib} GiB in the "
-                f"{ask.scheduler} pools",
+                f"no GPU model with at least {ask.min_memory_gib} GiB in the {ask.scheduler} pools",
                 {"min_memory_gib": ask.min_memory_gib},
             )
         )
@@ -549,9 +546,7 @@ def _capacity_reasons(ask: Ask, check: _Check) -> list[Reason]:
     if check.free < ask.cards:
         held = option.usable - check.free
         teams = {
-            h.team_slug
-            for h in option.holds
-            if h.starts_at < ask.end and h.ends_at > ask.start
+            h.team_slug for h in option.holds if h.starts_at < ask.end and h.ends_at > ask.start
         }
         text = (
             f"only {check.free} of {option.usable} {option.model.name} cards in "
@@ -793,8 +788,9 @@ def _reshaped(ask: Ask, check: _Check) -> list[dict[str, Any]]:
         largest = check.fit.largest
         if largest is not None and largest.total_cards < ask.cards:
             rows.append(
-                _alternative(ask, option, kind="smaller_shape", cards=largest.total_cards,
-                             shape=largest)  # fmt: skip
+                _alternative(
+                    ask, option, kind="smaller_shape", cards=largest.total_cards, shape=largest
+                )  # fmt: skip
             )
     elif ask.shape is None and 0 < check.free < ask.cards:
         rows.append(_alternative(ask, option, kind="fewer_cards", cards=check.free, shape=None))

@@ -247,8 +247,14 @@ def _holds(
         qs = qs.exclude(pk=exclude)
     rows = list(
         qs.order_by().values_list(
-            "pk", "pool", "gpu_model", "team__slug", "team__name",
-            "card_count", "starts_at", "ends_at",
+            "pk",
+            "pool",
+            "gpu_model",
+            "team__slug",
+            "team__name",
+            "card_count",
+            "starts_at",
+            "ends_at",
         )  # fmt: skip
     )
     spots: dict[int, list[tuple[str, int]]] = defaultdict(list)

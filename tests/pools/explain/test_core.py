@@ -49,8 +49,10 @@ def option(model=A100, *, usable=48, holds=(), pool="train", groups=None, price=
     )
 
 
-MODELS = {m.slug: m for m in (A100, H800, L40S, RTX,
-                               ModelFacts("h100", "H100", Decimal("79.65"), "datacentre"))}
+MODELS = {
+    m.slug: m
+    for m in (A100, H800, L40S, RTX, ModelFacts("h100", "H100", Decimal("79.65"), "datacentre"))
+}
 
 
 def ask(cards, *, model="a100", pool="train", days=7, shape=None, **fields):
@@ -210,4 +212,4 @@ def test_model_no_pool_has_points_to_growth_and_the_model_that_is_there():
 
 
 def test_stamp_is_utc():
-    assert stamp(datetime(2026, 12, 9, 15, tzinfo=UTC) .astimezone()) == "9 Dec 2026 15:00 UTC"
+    assert stamp(datetime(2026, 12, 9, 15, tzinfo=UTC).astimezone()) == "9 Dec 2026 15:00 UTC"
