@@ -311,7 +311,8 @@ def earliest_start(
     last = start + horizon
     candidates = sorted({start, *(h.ends_at for h in option.holds if start < h.ends_at <= last)})
     tried = 0
-    for candidate, peak in zip(candidates, _window_peaks(option.holds, candidates, length)):
+    peaks = _window_peaks(option.holds, candidates, length)
+    for candidate, peak in zip(candidates, peaks, strict=True):
         if option.usable - peak < cards:
             continue
         if shape is None or shape.is_any and option.groups is None:
