@@ -55,9 +55,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from functools import cached_property
+from typing import Any, NamedTuple
 
-from pools.capacity.arithmetic import card_hours, free_after_peak, peak_cards, usable_cards
+from pools.capacity.arithmetic import card_hours, peak_cards, usable_cards
 from pools.capacity.placement import FitResult, NodeGroup, Shape, fit_groups, take_cards
 
 HORIZON = timedelta(days=366)  # how far "when" looks: a request lasts at most a year
@@ -83,11 +84,10 @@ class ModelFacts:
     card_class: str
 
 
-@dataclass(frozen=True)
-class HoldFacts:
+class HoldFacts(NamedTuple):
     """A holding allocation: ``cards`` over ``[starts_at, ends_at)`` (aware), of team
     ``team_slug``; ``placed`` its cards as ``(hostname, GPU index bit mask)`` pairs (empty:
-    granted without a shape, laid as "any N cards")."""
+    granted without a shape, laid as "any N cards"). A tuple: fleets read thousands."""
 
     allocation_id: int
     team_slug: str
@@ -140,6 +140,33 @@ class OptionFacts:
     @property
     def key(self) -> tuple[str, str]:
         return (self.pool_slug, self.model.slug)
+
+    @cached_property
+    def timeline(self) -> tuple[list[datetime], list[int]]:
+        """The cards held as a step function: ``levels[i]`` held from ``times[i]`` until
+        ``times[i + 1]`` (0 before the first), all changes at one instant summed (so an end
+        and a start at one instant never count both: half-open windows). Built once."""
+        deltas: dict[datetime, int] = {}
+        for hold in self.holds:
+            deltas[hold.starts_at] = deltas.get(hold.starts_at, 0) + hold.cards
+            deltas[hold.ends_at] = deltas.get(hold.ends_at, 0) - hold.cards
+        times = sorted(deltas)
+        levels, running = [], 0
+        for t in times:
+            running += deltas[t]
+            levels.append(running)
+        return times, levels
+
+    def peak(self, start: datetime, end: datetime) -> int:
+        """The most cards held at once in ``[start, end)``: the highest level of the segments
+        that meet it (:attr:`timeline`; the sweep of
+        :func:`pools.capacity.arithmetic.peak_cards` in ``O(log n + k)``)."""
+        times, levels = self.timeline
+        first = bisect.bisect_right(times, start) - 1
+        stop = bisect.bisect_left(times, end)
+        if stop <= max(first, 0):
+            return max(levels[first], 0) if first >= 0 else 0
+        return max(0, *levels[max(first, 0) : stop])
 
 
 @dataclass(frozen=True)
@@ -250,12 +277,7 @@ def _plain(value: Any) -> Any:
 
 def free_in(option: OptionFacts, start: datetime, end: datetime) -> int:
     """Cards of ``option`` free for the whole window ``[start, end)``: usable − peak held."""
-    intervals = [(h.starts_at, h.ends_at, h.cards) for h in option.holds]
-    return free_after_peak(
-        schedulable=option.cards.on_driver,
-        overcommit_ratio=option.overcommit_ratio,
-        peak=peak_cards(intervals, start, end),
-    )
+    return max(0, option.usable - option.peak(start, end))
 
 
 def fit_in(option: OptionFacts, shape: Shape, start: datetime, end: datetime) -> FitResult:
@@ -311,7 +333,7 @@ def earliest_start(
     last = start + horizon
     candidates = sorted({start, *(h.ends_at for h in option.holds if start < h.ends_at <= last)})
     tried = 0
-    peaks = _window_peaks(option.holds, candidates, length)
+    peaks = _window_peaks(option, candidates, length)
     for candidate, peak in zip(candidates, peaks, strict=True):
         if option.usable - peak < cards:
             continue
@@ -326,24 +348,14 @@ def earliest_start(
 
 
 def _window_peaks(
-    holds: Sequence[HoldFacts], candidates: Sequence[datetime], length: timedelta
+    option: OptionFacts, candidates: Sequence[datetime], length: timedelta
 ) -> list[int]:
     """For each candidate start ``c`` (ascending), the most cards held at once in
-    ``[c, c + length)``. The held cards are a step function (value ``level[i]`` from
-    ``times[i]`` to ``times[i + 1]``, ends before starts at one instant); both window ends move
-    forward, so a monotonic deque gives each window's maximum in amortised O(1)."""
-    if not holds:
+    ``[c, c + length)``, over :attr:`OptionFacts.timeline`: both window ends move forward, so a
+    monotonic deque gives each window's maximum in amortised O(1)."""
+    times, levels = option.timeline
+    if not times:
         return [0] * len(candidates)
-    deltas: dict[datetime, int] = {}
-    for hold in holds:
-        deltas[hold.starts_at] = deltas.get(hold.starts_at, 0) + hold.cards
-        deltas[hold.ends_at] = deltas.get(hold.ends_at, 0) - hold.cards
-    times = sorted(deltas)
-    levels = []
-    running = 0
-    for t in times:
-        running += deltas[t]
-        levels.append(running)
     peaks = []
     window: deque[int] = deque()  # indices of segments, levels decreasing
     added = 0
@@ -363,6 +375,19 @@ def _window_peaks(
 
 
 # -- the explanation ----------------------------------------------------------------------------
+
+
+def relevant_model(ask: Ask, model: ModelFacts) -> bool:
+    """Whether an option of ``model`` can be part of the answer to ``ask``: a target's model,
+    or one an alternative may use (at least the memory asked or the named model's; for a
+    named model, of its capability class). The selector reads holdings for these only."""
+    if ask.model_slug is not None:
+        if model.slug == ask.model_slug:
+            return True
+        if ask.model_memory_gib is None:
+            return False
+        return model.memory_gib >= ask.model_memory_gib and model.card_class == ask.model_card_class
+    return ask.min_memory_gib is not None and model.memory_gib >= ask.min_memory_gib
 
 
 def targets(ask: Ask, options: Iterable[OptionFacts]) -> list[OptionFacts]:

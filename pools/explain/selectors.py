@@ -14,7 +14,7 @@ a shape: the placed cards of those allocations and each eligible pool × model's
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -25,6 +25,7 @@ from django.utils.module_loading import import_string
 
 from pools.capacity.availability import SCHEDULER_OF_KIND
 from pools.capacity.budget_gate import budget_verdict
+from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.placement import NodeGroup, Shape
@@ -40,6 +41,7 @@ from pools.explain.core import (
     OptionFacts,
     Viewer,
     explain,
+    relevant_model,
 )
 from pools.inventory.driver_versions import driver_supports, parse_cuda_version
 from pools.inventory.models import WHOLE_CARD, Gpu, GpuModel, Pool
@@ -160,12 +162,19 @@ def sizing_cards_of(*, user: Any, estimate_id: int) -> dict[str, int] | None:
 
 
 def option_facts(*, ask: Ask, exclude_allocation: int | None = None) -> list[OptionFacts]:
-    """Every pool × GPU model with a card, with the facts :func:`pools.explain.core.explain`
-    needs for ``ask`` (module docstring for the statements)."""
+    """Every pool × GPU model with a card whose model can be part of the answer
+    (:func:`pools.explain.core.relevant_model`), with the facts
+    :func:`pools.explain.core.explain` needs for ``ask`` (module docstring for the
+    statements)."""
     pools = {p.pk: p for p in Pool.objects.all()}
     models = {m.pk: m for m in GpuModel.objects.all()}
-    counts = _card_counts(ask.cuda)
-    holds = _holds(ask, exclude_allocation, placed=ask.shape is not None)
+    facts = {pk: ModelFacts(m.slug, m.name, m.memory_gib, m.card_class) for pk, m in models.items()}
+    counts = {
+        key: cards
+        for key, cards in _card_counts(ask.cuda).items()
+        if relevant_model(ask, facts[key[1]])
+    }
+    holds = _holds(ask, set(counts), exclude_allocation, placed=ask.shape is not None)
     slugs = sorted({models[m].slug for _, m in counts})
     currency, prices = _prices(slugs)
     generation = _generation() if ask.shape is not None else None
@@ -179,7 +188,7 @@ def option_facts(*, ask: Ask, exclude_allocation: int | None = None) -> list[Opt
                 pool_name=pool.name,
                 scheduler=pool.scheduler,
                 overcommit_ratio=pool.overcommit_ratio,
-                model=ModelFacts(model.slug, model.name, model.memory_gib, model.card_class),
+                model=facts[model_id],
                 cards=cards,
                 holds=tuple(holds.get((pool_id, model_id), ())),
                 groups=_groups(pool, model, ask.cuda, generation)
@@ -232,43 +241,80 @@ def _card_counts(cuda: str | None) -> dict[tuple[int, int], CardCounts]:
     }
 
 
+# Holding allocations of some pools × models overlapping a window, times as Unix seconds
+# (reading 5,000 timestamps as text costs more than the rest of an explanation); the overlap
+# as ranges, for the GiST index on tstzrange(starts_at, ends_at) (migration 0017).
+_HOLDS_SQL = f"""
+SELECT a.id, a.pool_id, a.gpu_model_id, a.team_id, a.card_count,
+       EXTRACT(EPOCH FROM a.starts_at)::float8, EXTRACT(EPOCH FROM a.ends_at)::float8
+  FROM {Allocation._meta.db_table} a
+ WHERE a.status = ANY(%(statuses)s) AND a.id <> %(exclude)s
+   AND a.pool_id = ANY(%(pools)s) AND a.gpu_model_id = ANY(%(models)s)
+   AND tstzrange(a.starts_at, a.ends_at, '[)') && tstzrange(%(start)s, %(end)s, '[)')
+"""
+
+
 def _holds(
-    ask: Ask, exclude: int | None, *, placed: bool
+    ask: Ask, pairs: set[tuple[int, int]], exclude: int | None, *, placed: bool
 ) -> dict[tuple[int, int], list[HoldFacts]]:
-    """Holding allocations in pools of the ask's scheduler (and the named pool) overlapping
-    ``[start, start + horizon + length)``, by (pool id, model id); with ``placed``, their
-    placed cards too (one more statement)."""
+    """Holding allocations of ``pairs`` (pool id, model id) overlapping ``[start, start +
+    horizon + length)``, by pair, each with its team's slug and name; with ``placed``, their
+    placed cards too. Three statements."""
+    if not pairs:
+        return {}
     end = ask.start + HORIZON + ask.length
-    scope = Q(pool__scheduler=ask.scheduler)
-    if ask.pool_slug:
-        scope |= Q(pool__slug=ask.pool_slug)
-    qs = Allocation.objects.holding().overlapping(ask.start, end).filter(scope)
-    if exclude:
-        qs = qs.exclude(pk=exclude)
-    rows = list(
-        qs.order_by().values_list(
-            "pk",
-            "pool",
-            "gpu_model",
-            "team__slug",
-            "team__name",
-            "card_count",
-            "starts_at",
-            "ends_at",
-        )  # fmt: skip
+    rows = _hold_rows(pairs, ask.start, end, exclude)
+    teams = dict(
+        (pk, (slug, name))
+        for pk, slug, name in Team.objects.filter(pk__in={r[3] for r in rows}).values_list(
+            "pk", "slug", "name"
+        )
     )
     spots: dict[int, list[tuple[str, int]]] = defaultdict(list)
     if placed and rows:
         for allocation_id, host, mask in PlacedCards.objects.filter(
-            allocation__in=qs.values("pk")
+            allocation_id__in=[r[0] for r in rows]
         ).values_list("allocation_id", "hostname", "gpu_mask"):
             spots[allocation_id].append((host, mask))
     holds: dict[tuple[int, int], list[HoldFacts]] = defaultdict(list)
-    for pk, pool_id, model_id, slug, name, cards, start, stop in rows:
+    for pk, pool_id, model_id, team_id, cards, start, stop in rows:
+        slug, name = teams[team_id]
         holds[(pool_id, model_id)].append(
             HoldFacts(pk, slug, name, cards, start, stop, tuple(spots.get(pk, ())))
         )
     return holds
+
+
+def _hold_rows(pairs, start: datetime, end: datetime, exclude: int | None) -> list[tuple]:
+    """``(id, pool id, model id, team id, cards, starts_at, ends_at)`` of the holding
+    allocations of ``pairs`` overlapping ``[start, end)``."""
+    pool_ids = sorted({p for p, _ in pairs})
+    model_ids = sorted({m for _, m in pairs})
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _HOLDS_SQL,
+                {
+                    "statuses": sorted(str(s) for s in HOLDING_STATUSES),
+                    "exclude": exclude or 0,
+                    "pools": pool_ids,
+                    "models": model_ids,
+                    "start": start,
+                    "end": end,
+                },
+            )
+            raw = cursor.fetchall()
+        at = datetime.fromtimestamp
+        rows = [(r[0], r[1], r[2], r[3], r[4], at(r[5], UTC), at(r[6], UTC)) for r in raw]
+    else:
+        qs = Allocation.objects.holding().overlapping(start, end)
+        qs = qs.filter(pool_id__in=pool_ids, gpu_model_id__in=model_ids).exclude(pk=exclude or 0)
+        rows = list(
+            qs.order_by().values_list(
+                "pk", "pool", "gpu_model", "team", "card_count", "starts_at", "ends_at"
+            )
+        )
+    return [r for r in rows if (r[1], r[2]) in pairs]
 
 
 def _groups(

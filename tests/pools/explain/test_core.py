@@ -83,9 +83,11 @@ def test_window_peaks_slide_over_the_step_function():
     """Holds: 8 cards [0, 2), 8 cards [0, 3), 4 cards [1, 5) (days). Held: 16 on [0, 1),
     20 on [1, 2), 12 on [2, 3), 4 on [3, 5), 0 after. 2-day windows from 0, 2, 3, 5:
     [0, 2) → 20; [2, 4) → 12; [3, 5) → 4; [5, 7) → 0."""
-    holds = [hold(1, "a", 8, 0, 2), hold(2, "b", 8, 0, 3), hold(3, "c", 4, 1, 5)]
+    opt = option(holds=[hold(1, "a", 8, 0, 2), hold(2, "b", 8, 0, 3), hold(3, "c", 4, 1, 5)])
     starts = [T0, T0 + 2 * DAY, T0 + 3 * DAY, T0 + 5 * DAY]
-    assert _window_peaks(holds, starts, 2 * DAY) == [20, 12, 4, 0]
+    assert _window_peaks(opt, starts, 2 * DAY) == [20, 12, 4, 0]
+    assert [opt.peak(c, c + 2 * DAY) for c in starts] == [20, 12, 4, 0]
+    assert opt.peak(T0 - DAY, T0) == 0 and opt.peak(T0 + DAY, T0 + DAY + DAY / 2) == 20
 
 
 def test_earliest_start_is_an_allocation_end_where_the_count_fits():
@@ -213,3 +215,27 @@ def test_model_no_pool_has_points_to_growth_and_the_model_that_is_there():
 
 def test_stamp_is_utc():
     assert stamp(datetime(2026, 12, 9, 15, tzinfo=UTC).astimezone()) == "9 Dec 2026 15:00 UTC"
+
+
+def test_peak_agrees_with_the_capacity_sweep_on_random_holds():
+    """:meth:`OptionFacts.peak` (step function + bisect) against
+    :func:`pools.capacity.arithmetic.peak_cards` (the approval's sweep) on 300 random windows
+    over 200 random holds on an hour grid (touching ends and starts included)."""
+    import random
+
+    from pools.capacity.arithmetic import peak_cards
+
+    rng = random.Random(33)
+    hours = timedelta(hours=1)
+    holds = []
+    for pk in range(200):
+        start = rng.randrange(-200, 400)
+        holds.append(HoldFacts(pk, "t", "T", rng.choice([1, 2, 4, 8]), T0 + start * hours,
+                               T0 + (start + rng.randrange(1, 100)) * hours))  # fmt: skip
+    opt = option(holds=holds)
+    intervals = [(h.starts_at, h.ends_at, h.cards) for h in holds]
+    for _ in range(300):
+        a = rng.randrange(-250, 500)
+        b = a + rng.randrange(1, 150)
+        lo, hi = T0 + a * hours, T0 + b * hours
+        assert opt.peak(lo, hi) == peak_cards(intervals, lo, hi)
