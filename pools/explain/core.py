@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -349,14 +349,15 @@ def earliest_start(
 
 def _window_peaks(
     option: OptionFacts, candidates: Sequence[datetime], length: timedelta
-) -> list[int]:
+) -> Iterator[int]:
     """For each candidate start ``c`` (ascending), the most cards held at once in
     ``[c, c + length)``, over :attr:`OptionFacts.timeline`: both window ends move forward, so a
-    monotonic deque gives each window's maximum in amortised O(1)."""
+    monotonic deque gives each window's maximum in amortised O(1). Lazy: the caller stops at
+    the first window that fits."""
     times, levels = option.timeline
     if not times:
-        return [0] * len(candidates)
-    peaks = []
+        yield from (0 for _ in candidates)
+        return
     window: deque[int] = deque()  # indices of segments, levels decreasing
     added = 0
     for c in candidates:
@@ -370,8 +371,7 @@ def _window_peaks(
         while window and window[0] < first:
             window.popleft()
         peak = levels[window[0]] if window else 0
-        peaks.append(max(peak, 0))
-    return peaks
+        yield max(peak, 0)
 
 
 # -- the explanation ----------------------------------------------------------------------------

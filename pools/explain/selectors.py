@@ -177,7 +177,7 @@ def option_facts(*, ask: Ask, exclude_allocation: int | None = None) -> list[Opt
     holds = _holds(ask, set(counts), exclude_allocation, placed=ask.shape is not None)
     slugs = sorted({models[m].slug for _, m in counts})
     currency, prices = _prices(slugs)
-    generation = _generation() if ask.shape is not None else None
+    generation = _generation() if ask.shape is not None else None  # read again: may have moved
     options = []
     for (pool_id, model_id), cards in sorted(counts.items()):
         pool, model = pools[pool_id], models[model_id]
@@ -201,9 +201,27 @@ def option_facts(*, ask: Ask, exclude_allocation: int | None = None) -> list[Opt
     return options
 
 
+# (generation, CUDA asked) -> card counts: the newest inventory generation read in this process
+_COUNTS: dict[str | None, tuple[int, dict[tuple[int, int], CardCounts]]] = {}
+
+
 def _card_counts(cuda: str | None) -> dict[tuple[int, int], CardCounts]:
     """Cards by (pool id, model id) and state (:class:`pools.explain.core.CardCounts`): one
-    grouped read of the inventory."""
+    grouped read of the inventory, kept per inventory generation on PostgreSQL (the stamp the
+    triggers of migration 0017 move on every change of GPUs, nodes or driver groups, as
+    :mod:`pools.capacity.node_kinds` keeps node kinds), so a keystroke of the live panel reads
+    one row instead of 16,000 cards."""
+    generation = _generation()
+    known = _COUNTS.get(cuda)
+    if generation is not None and known is not None and known[0] == generation:
+        return known[1]
+    counts = _read_card_counts(cuda)
+    if generation is not None:
+        _COUNTS[cuda] = (generation, counts)
+    return counts
+
+
+def _read_card_counts(cuda: str | None) -> dict[tuple[int, int], CardCounts]:
     wanted = parse_cuda_version(cuda) if cuda else None
     rows = (
         Gpu.objects.filter(node__pool__isnull=False, gpu_model__isnull=False)

@@ -85,7 +85,7 @@ def test_window_peaks_slide_over_the_step_function():
     [0, 2) → 20; [2, 4) → 12; [3, 5) → 4; [5, 7) → 0."""
     opt = option(holds=[hold(1, "a", 8, 0, 2), hold(2, "b", 8, 0, 3), hold(3, "c", 4, 1, 5)])
     starts = [T0, T0 + 2 * DAY, T0 + 3 * DAY, T0 + 5 * DAY]
-    assert _window_peaks(opt, starts, 2 * DAY) == [20, 12, 4, 0]
+    assert list(_window_peaks(opt, starts, 2 * DAY)) == [20, 12, 4, 0]
     assert [opt.peak(c, c + 2 * DAY) for c in starts] == [20, 12, 4, 0]
     assert opt.peak(T0 - DAY, T0) == 0 and opt.peak(T0 + DAY, T0 + DAY + DAY / 2) == 20
 
