@@ -262,14 +262,19 @@ def _read_card_counts(cuda: str | None) -> dict[tuple[int, int], CardCounts]:
 # Holding allocations of some pools × models overlapping a window, times as Unix seconds
 # (reading 5,000 timestamps as text costs more than the rest of an explanation); the overlap
 # as ranges, for the GiST index on tstzrange(starts_at, ends_at) (migration 0017).
+_HOLDS_WHERE = """
+ WHERE a.status = ANY(%(statuses)s) AND a.id <> %(exclude)s
+   AND a.pool_id = ANY(%(pools)s) AND a.gpu_model_id = ANY(%(models)s)
+   AND tstzrange(a.starts_at, a.ends_at, '[)') && tstzrange(%(start)s, %(end)s, '[)')"""
 _HOLDS_SQL = f"""
 SELECT a.id, a.pool_id, a.gpu_model_id, a.team_id, a.card_count,
        EXTRACT(EPOCH FROM a.starts_at)::float8, EXTRACT(EPOCH FROM a.ends_at)::float8
-  FROM {Allocation._meta.db_table} a
- WHERE a.status = ANY(%(statuses)s) AND a.id <> %(exclude)s
-   AND a.pool_id = ANY(%(pools)s) AND a.gpu_model_id = ANY(%(models)s)
-   AND tstzrange(a.starts_at, a.ends_at, '[)') && tstzrange(%(start)s, %(end)s, '[)')
-"""
+  FROM {Allocation._meta.db_table} a {_HOLDS_WHERE}"""
+# their placed cards (the same allocations, joined rather than listed by id)
+_PLACED_SQL = f"""
+SELECT p.allocation_id, p.hostname, p.gpu_mask
+  FROM {PlacedCards._meta.db_table} p
+  JOIN {Allocation._meta.db_table} a ON a.id = p.allocation_id {_HOLDS_WHERE}"""
 
 
 def _holds(
@@ -281,19 +286,13 @@ def _holds(
     if not pairs:
         return {}
     end = ask.start + HORIZON + ask.length
-    rows = _hold_rows(pairs, ask.start, end, exclude)
+    rows, spots = _hold_rows(pairs, ask.start, end, exclude, placed=placed)
     teams = dict(
         (pk, (slug, name))
         for pk, slug, name in Team.objects.filter(pk__in={r[3] for r in rows}).values_list(
             "pk", "slug", "name"
         )
     )
-    spots: dict[int, list[tuple[str, int]]] = defaultdict(list)
-    if placed and rows:
-        for allocation_id, host, mask in PlacedCards.objects.filter(
-            allocation_id__in=[r[0] for r in rows]
-        ).values_list("allocation_id", "hostname", "gpu_mask"):
-            spots[allocation_id].append((host, mask))
     holds: dict[tuple[int, int], list[HoldFacts]] = defaultdict(list)
     for pk, pool_id, model_id, team_id, cards, start, stop in rows:
         slug, name = teams[team_id]
@@ -303,25 +302,31 @@ def _holds(
     return holds
 
 
-def _hold_rows(pairs, start: datetime, end: datetime, exclude: int | None) -> list[tuple]:
+def _hold_rows(
+    pairs, start: datetime, end: datetime, exclude: int | None, *, placed: bool
+) -> tuple[list[tuple], dict[int, list[tuple[str, int]]]]:
     """``(id, pool id, model id, team id, cards, starts_at, ends_at)`` of the holding
-    allocations of ``pairs`` overlapping ``[start, end)``."""
+    allocations of ``pairs`` overlapping ``[start, end)``, and with ``placed`` their placed
+    cards by allocation id (``(hostname, mask)``)."""
     pool_ids = sorted({p for p, _ in pairs})
     model_ids = sorted({m for _, m in pairs})
+    spots: dict[int, list[tuple[str, int]]] = defaultdict(list)
     if connection.vendor == "postgresql":
+        params = {
+            "statuses": sorted(str(s) for s in HOLDING_STATUSES),
+            "exclude": exclude or 0,
+            "pools": pool_ids,
+            "models": model_ids,
+            "start": start,
+            "end": end,
+        }
         with connection.cursor() as cursor:
-            cursor.execute(
-                _HOLDS_SQL,
-                {
-                    "statuses": sorted(str(s) for s in HOLDING_STATUSES),
-                    "exclude": exclude or 0,
-                    "pools": pool_ids,
-                    "models": model_ids,
-                    "start": start,
-                    "end": end,
-                },
-            )
+            cursor.execute(_HOLDS_SQL, params)
             raw = cursor.fetchall()
+            if placed:
+                cursor.execute(_PLACED_SQL, params)
+                for allocation_id, host, mask in cursor.fetchall():
+                    spots[allocation_id].append((host, mask))
         at = datetime.fromtimestamp
         rows = [(r[0], r[1], r[2], r[3], r[4], at(r[5], UTC), at(r[6], UTC)) for r in raw]
     else:
@@ -332,7 +337,12 @@ def _hold_rows(pairs, start: datetime, end: datetime, exclude: int | None) -> li
                 "pk", "pool", "gpu_model", "team", "card_count", "starts_at", "ends_at"
             )
         )
-    return [r for r in rows if (r[1], r[2]) in pairs]
+        if placed:
+            for allocation_id, host, mask in PlacedCards.objects.filter(
+                allocation__in=qs.values("pk")
+            ).values_list("allocation_id", "hostname", "gpu_mask"):
+                spots[allocation_id].append((host, mask))
+    return [r for r in rows if (r[1], r[2]) in pairs], spots
 
 
 def _groups(
