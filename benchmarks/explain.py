@@ -69,10 +69,12 @@ def build(rng: random.Random):
     group = driver_group_for_version("550.54.15")
     pools, nodes = [], []
     for slug, scheduler in POOLS:
-        pool = Pool.objects.create(slug=slug, name=slug.title(), scheduler=scheduler,
-                                   slurm_partition=slug if scheduler == "slurm" else "")  # fmt: skip
+        partition = slug if scheduler == "slurm" else ""
+        pool = Pool.objects.create(
+            slug=slug, name=slug.title(), scheduler=scheduler, slurm_partition=partition
+        )
         pools.append(pool)
-        for m, model in enumerate(MODELS):
+        for m in range(len(MODELS)):
             nodes.extend(
                 Node(
                     hostname=f"{slug}-{m}-{n:03d}",
@@ -124,7 +126,7 @@ def build(rng: random.Random):
         batch_size=4000,
     )  # fmt: skip
     placed = []
-    for a, (p, m, _, cards, start, _, status) in zip(allocations, specs, strict=True):
+    for a, (p, m, _, cards, _, _, status) in zip(allocations, specs, strict=True):
         if status == "approved" and rng.random() < 0.25:
             host = f"{POOLS[p][0]}-{m}-{rng.randrange(NODES_PER_MODEL):03d}"
             placed.append(PlacedCards(allocation=a, hostname=host, gpu_mask=(1 << cards) - 1))
