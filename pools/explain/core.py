@@ -850,6 +850,7 @@ def holders(ask: Ask, option: OptionFacts, *, viewer: Viewer) -> dict[str, Any]:
         answer["own_allocations"] = [_hold_row(h) for h in own] if viewer.member_of_team else []
         answer["other_teams"] = len({h.team_slug for h in others})
         answer["other_ends"] = [{"cards": h.cards, "ends_at": h.ends_at} for h in others]
+        answer["other_ends_text"] = "; ".join(f"{h.cards} at {stamp(h.ends_at)}" for h in others)
     answer["text"] = _holders_text(answer, others, frees, viewer)
     return answer
 
@@ -862,6 +863,7 @@ def _hold_row(hold: HoldFacts) -> dict[str, Any]:
         "cards": hold.cards,
         "starts_at": hold.starts_at,
         "ends_at": hold.ends_at,
+        "ends_text": stamp(hold.ends_at),
     }
 
 
