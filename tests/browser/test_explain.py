@@ -41,8 +41,10 @@ def _fleet(start):
             gpu_model=a100, card_count=cards, starts_at=start - timedelta(days=3),
             ends_at=start + timedelta(days=days), justification="x", status="approved",
         )  # fmt: skip
-        Allocation.objects.create(request=req, team=team, pool=pool, gpu_model=a100,
-                                  card_count=cards, starts_at=req.starts_at, ends_at=req.ends_at)  # fmt: skip
+        Allocation.objects.create(
+            request=req, team=team, pool=pool, gpu_model=a100, card_count=cards,
+            starts_at=req.starts_at, ends_at=req.ends_at,
+        )  # fmt: skip
 
 
 def _user(name):
