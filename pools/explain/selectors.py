@@ -14,6 +14,7 @@ a shape: the placed cards of those allocations and each eligible pool × model's
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -60,8 +61,32 @@ _STATE_FIELD = {
 def explanation_for_request(*, user: Any, request: CapacityRequest) -> Explanation:
     """The explanation of a saved request (the caller found it with
     :func:`pools.capacity.selectors.capacity_request_list`, so the user may see it)."""
-    return explanation_for_fields(
-        user=user,
+    return explanation_for_fields(user=user, exclude_request=request, **_request_fields(request))
+
+
+def explanations_for_requests(
+    *, user: Any, requests: list[CapacityRequest]
+) -> dict[int, Explanation]:
+    """The explanations of many saved requests (the approval queue's page) by request id, from
+    one read of the facts for all of them (:class:`Facts`): a fixed number of statements
+    whatever their number. The budget is what the team's budgets said at submission
+    (``budget_verdict``, ``budget_reason``): the queue shows it, the approval checks again."""
+    asks = {r.pk: ask_of(**_request_fields(r)) for r in requests}
+    if not asks:
+        return {}
+    facts = Facts.load(list(asks.values()))
+    answers = {}
+    for req in requests:
+        stored = BudgetFacts(req.budget_verdict, req.budget_reason) if req.budget_verdict else None
+        answers[req.pk] = explain(
+            asks[req.pk], facts.options(asks[req.pk]), viewer=_viewer(user, req.team),
+            budget=stored,
+        )  # fmt: skip
+    return answers
+
+
+def _request_fields(request: CapacityRequest) -> dict[str, Any]:
+    return dict(
         team=request.team,
         workload_kind=request.workload_kind,
         card_count=request.card_count,
@@ -75,7 +100,6 @@ def explanation_for_request(*, user: Any, request: CapacityRequest) -> Explanati
         node_count=request.node_count,
         one_nvlink_domain=request.one_nvlink_domain,
         shared_nodes=request.shared_nodes,
-        exclude_request=request,
     )
 
 
@@ -101,6 +125,51 @@ def explanation_for_fields(
     """The explanation of a request's fields (validated by the caller, as for a create) for
     ``user``, who may see ``team``. An approved ``exclude_request`` does not compete with
     itself: its own allocation is left out."""
+    ask = ask_of(
+        team=team, workload_kind=workload_kind, card_count=card_count, starts_at=starts_at,
+        ends_at=ends_at, pool=pool, gpu_model=gpu_model, min_memory_gib=min_memory_gib,
+        cuda_version=cuda_version, cards_per_node=cards_per_node, node_count=node_count,
+        one_nvlink_domain=one_nvlink_domain, shared_nodes=shared_nodes, sizing_cards=sizing_cards,
+    )  # fmt: skip
+    exclude = getattr(getattr(exclude_request, "allocation", None), "pk", None)
+    options = Facts.load([ask], exclude_allocation=exclude).options(ask)
+    verdict = budget_verdict(
+        team=team, pool=pool, gpu_model=gpu_model, cards=card_count,
+        starts_at=starts_at, ends_at=ends_at,
+    )  # fmt: skip
+    return explain(
+        ask,
+        options,
+        viewer=_viewer(user, team),
+        budget=BudgetFacts(verdict.enforcement, verdict.reason) if verdict else None,
+    )
+
+
+def _viewer(user: Any, team: Team) -> Viewer:
+    return Viewer(
+        pool_admin=permissions.may_see_all_holders(user),
+        member_of_team=permissions.may_see_team(user, team),
+    )
+
+
+def ask_of(
+    *,
+    team: Team,
+    workload_kind: str,
+    card_count: int,
+    starts_at: datetime,
+    ends_at: datetime,
+    pool: Pool | None = None,
+    gpu_model: GpuModel | None = None,
+    min_memory_gib: Decimal | None = None,
+    cuda_version: str = "",
+    cards_per_node: int | None = None,
+    node_count: int | None = None,
+    one_nvlink_domain: bool = False,
+    shared_nodes: bool = False,
+    sizing_cards: dict[str, int] | None = None,
+) -> Ask:
+    """A request's fields as the core's :class:`pools.explain.core.Ask`."""
     shape = (
         Shape(
             cards_per_node=cards_per_node,
@@ -111,7 +180,7 @@ def explanation_for_fields(
         if cards_per_node is not None and node_count is not None
         else None
     )
-    ask = Ask(
+    return Ask(
         team_slug=team.slug,
         workload_kind=workload_kind,
         scheduler=SCHEDULER_OF_KIND[workload_kind],
@@ -130,22 +199,6 @@ def explanation_for_fields(
         shape=shape,
         sizing_cards=sizing_cards,
     )
-    exclude = getattr(getattr(exclude_request, "allocation", None), "pk", None)
-    options = option_facts(ask=ask, exclude_allocation=exclude)
-    verdict = budget_verdict(
-        team=team, pool=pool, gpu_model=gpu_model, cards=card_count,
-        starts_at=starts_at, ends_at=ends_at,
-    )  # fmt: skip
-    viewer = Viewer(
-        pool_admin=permissions.may_see_all_holders(user),
-        member_of_team=permissions.may_see_team(user, team),
-    )
-    return explain(
-        ask,
-        options,
-        viewer=viewer,
-        budget=BudgetFacts(verdict.enforcement, verdict.reason) if verdict else None,
-    )
 
 
 def sizing_cards_of(*, user: Any, estimate_id: int) -> dict[str, int] | None:
@@ -161,102 +214,133 @@ def sizing_cards_of(*, user: Any, estimate_id: int) -> dict[str, int] | None:
     }
 
 
-def option_facts(*, ask: Ask, exclude_allocation: int | None = None) -> list[OptionFacts]:
-    """Every pool × GPU model with a card whose model can be part of the answer
-    (:func:`pools.explain.core.relevant_model`), with the facts
-    :func:`pools.explain.core.explain` needs for ``ask`` (module docstring for the
-    statements)."""
-    pools = {p.pk: p for p in Pool.objects.all()}
-    models = {m.pk: m for m in GpuModel.objects.all()}
-    facts = {pk: ModelFacts(m.slug, m.name, m.memory_gib, m.card_class) for pk, m in models.items()}
-    counts = {
-        key: cards
-        for key, cards in _card_counts(ask.cuda).items()
-        if relevant_model(ask, facts[key[1]])
-    }
-    holds = _holds(ask, set(counts), exclude_allocation, placed=ask.shape is not None)
-    slugs = sorted({models[m].slug for _, m in counts})
-    currency, prices = _prices(slugs)
-    generation = _generation() if ask.shape is not None else None  # read again: may have moved
-    options = []
-    for (pool_id, model_id), cards in sorted(counts.items()):
-        pool, model = pools[pool_id], models[model_id]
+@dataclass
+class Facts:
+    """What :func:`pools.explain.core.explain` reads, loaded once for one or many asks: pools,
+    models, card counts, the holding allocations of every pool × model relevant to any of them
+    over all their horizons, prices, and (for shapes) nodes. :meth:`options` gives one ask's
+    options; an option is built once per (pool, model, CUDA, shape or not) and shared, so its
+    step function of held cards is too."""
+
+    pools: dict[int, Pool]
+    models: dict[int, GpuModel]
+    facts: dict[int, ModelFacts]
+    holds: dict[tuple[int, int], list[HoldFacts]]
+    currency: str | None
+    prices: dict[str, Decimal]
+    generation: int | None
+    card_rows: dict[tuple[int, int], list[tuple]]
+    built: dict[tuple, OptionFacts] = field(default_factory=dict)
+    counts: dict[str | None, dict[tuple[int, int], CardCounts]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, asks: list[Ask], *, exclude_allocation: int | None = None) -> Facts:
+        pools = {p.pk: p for p in Pool.objects.all()}
+        models = {m.pk: m for m in GpuModel.objects.all()}
+        facts = {pk: ModelFacts(m.slug, m.name, m.memory_gib, m.card_class)
+                 for pk, m in models.items()}  # fmt: skip
+        card_rows = _card_rows()
+        pairs = {
+            key for key in card_rows if any(relevant_model(ask, facts[key[1]]) for ask in asks)
+        }
+        start = min(ask.start for ask in asks)
+        end = max(ask.start + HORIZON + ask.length for ask in asks)
+        placed = any(ask.shape is not None for ask in asks)
+        holds = _holds(pairs, start, end, exclude_allocation, placed=placed)
+        currency, prices = _prices(sorted({models[m].slug for _, m in pairs}))
+        generation = _generation() if placed else None
+        return cls(pools, models, facts, holds, currency, prices, generation, card_rows)
+
+    def options(self, ask: Ask) -> list[OptionFacts]:
+        """Every pool × GPU model with a card whose model can be part of the answer to ``ask``
+        (:func:`pools.explain.core.relevant_model`)."""
+        if ask.cuda not in self.counts:
+            self.counts[ask.cuda] = _card_counts(self.card_rows, ask.cuda)
+        options = []
+        for (pool_id, model_id), cards in sorted(self.counts[ask.cuda].items()):
+            if not relevant_model(ask, self.facts[model_id]):
+                continue
+            shaped = ask.shape is not None
+            key = (pool_id, model_id, ask.cuda, shaped)
+            if key not in self.built:
+                self.built[key] = self._option(pool_id, model_id, cards, ask, shaped)
+            options.append(self.built[key])
+        return options
+
+    def _option(self, pool_id, model_id, cards, ask: Ask, shaped: bool) -> OptionFacts:
+        pool, model = self.pools[pool_id], self.models[model_id]
         eligible = pool.scheduler == ask.scheduler and cards.on_driver > 0
-        options.append(
-            OptionFacts(
-                pool_slug=pool.slug,
-                pool_name=pool.name,
-                scheduler=pool.scheduler,
-                overcommit_ratio=pool.overcommit_ratio,
-                model=facts[model_id],
-                cards=cards,
-                holds=tuple(holds.get((pool_id, model_id), ())),
-                groups=_groups(pool, model, ask.cuda, generation)
-                if ask.shape is not None and eligible
-                else None,
-                price_per_card_hour=prices.get(model.slug),
-                currency=currency if model.slug in prices else None,
-            )
+        return OptionFacts(
+            pool_slug=pool.slug,
+            pool_name=pool.name,
+            scheduler=pool.scheduler,
+            overcommit_ratio=pool.overcommit_ratio,
+            model=self.facts[model_id],
+            cards=cards,
+            holds=tuple(self.holds.get((pool_id, model_id), ())),
+            groups=_groups(pool, model, ask.cuda, self.generation) if shaped and eligible else None,
+            price_per_card_hour=self.prices.get(model.slug),
+            currency=self.currency if model.slug in self.prices else None,
         )
-    return options
 
 
-# (generation, CUDA asked) -> card counts: the newest inventory generation read in this process
-_COUNTS: dict[str | None, tuple[int, dict[tuple[int, int], CardCounts]]] = {}
+# the newest inventory generation read in this process and the card rows read under it
+_ROWS: dict[str, tuple[int, list[tuple]]] = {}
 
 
-def _card_counts(cuda: str | None) -> dict[tuple[int, int], CardCounts]:
-    """Cards by (pool id, model id) and state (:class:`pools.explain.core.CardCounts`): one
-    grouped read of the inventory, kept per inventory generation on PostgreSQL (the stamp the
-    triggers of migration 0017 move on every change of GPUs, nodes or driver groups, as
-    :mod:`pools.capacity.node_kinds` keeps node kinds), so a keystroke of the live panel reads
-    one row instead of 16,000 cards."""
+def _card_rows() -> dict[tuple[int, int], list[tuple]]:
+    """Cards by (pool id, model id): ``(node state, driver's max CUDA, cards, whole, MIG,
+    error)`` rows, one grouped read of the inventory kept per inventory generation on
+    PostgreSQL (the stamp the triggers of migration 0017 move on every change of GPUs, nodes or
+    driver groups, as :mod:`pools.capacity.node_kinds` keeps node kinds): a keystroke of the
+    live panel reads one row instead of 16,000 cards."""
     generation = _generation()
-    known = _COUNTS.get(cuda)
+    known = _ROWS.get("rows")
     if generation is not None and known is not None and known[0] == generation:
-        return known[1]
-    counts = _read_card_counts(cuda)
-    if generation is not None:
-        _COUNTS[cuda] = (generation, counts)
-    return counts
+        rows = known[1]
+    else:
+        rows = list(
+            Gpu.objects.filter(node__pool__isnull=False, gpu_model__isnull=False)
+            .values_list("node__pool", "gpu_model", "node__state", "node__driver_group__max_cuda")
+            .annotate(
+                n=Count("id"),
+                whole=Count("id", filter=WHOLE_CARD),
+                mig=Count("id", filter=Q(mig_mode=True) & ~Q(health=GpuHealth.ERROR)),
+                error=Count("id", filter=Q(health=GpuHealth.ERROR)),
+            )
+            .order_by()
+        )
+        if generation is not None:
+            _ROWS["rows"] = (generation, rows)
+    by_pair: dict[tuple[int, int], list[tuple]] = defaultdict(list)
+    for pool_id, model_id, *rest in rows:
+        by_pair[(pool_id, model_id)].append(tuple(rest))
+    return by_pair
 
 
-def _read_card_counts(cuda: str | None) -> dict[tuple[int, int], CardCounts]:
+def _card_counts(
+    card_rows: dict[tuple[int, int], list[tuple]], cuda: str | None
+) -> dict[tuple[int, int], CardCounts]:
+    """Cards by (pool id, model id) and state (:class:`pools.explain.core.CardCounts`) from
+    :func:`_card_rows`, cards on drivers supporting CUDA ``cuda`` as ``on_driver``."""
     wanted = parse_cuda_version(cuda) if cuda else None
-    rows = (
-        Gpu.objects.filter(node__pool__isnull=False, gpu_model__isnull=False)
-        .values_list("node__pool", "gpu_model", "node__state", "node__driver_group__max_cuda")
-        .annotate(
-            n=Count("id"),
-            whole=Count("id", filter=WHOLE_CARD),
-            mig=Count("id", filter=Q(mig_mode=True) & ~Q(health=GpuHealth.ERROR)),
-            error=Count("id", filter=Q(health=GpuHealth.ERROR)),
-        )
-        .order_by()
-    )
-    tally: dict[tuple[int, int], dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for pool_id, model_id, state, max_cuda, n, whole, mig, error in rows:
-        counts = tally[(pool_id, model_id)]
-        if state == NodeState.UP:
-            counts["schedulable"] += whole
-            if driver_supports(max_cuda, wanted):
-                counts["on_driver"] += whole
-            counts["mig"] += mig
-            counts["error"] += error
-        else:
-            counts[_STATE_FIELD.get(state, "down")] += n
-    return {
-        key: CardCounts(
-            schedulable=c["schedulable"],
-            on_driver=c["on_driver"],
-            down=c["down"],
-            drained=c["drained"],
-            maintenance=c["maintenance"],
-            error=c["error"],
-            mig=c["mig"],
-        )
-        for key, c in tally.items()
-    }
+    result = {}
+    for pair, rows in card_rows.items():
+        c: dict[str, int] = defaultdict(int)
+        for state, max_cuda, n, whole, mig, error in rows:
+            if state == NodeState.UP:
+                c["schedulable"] += whole
+                if driver_supports(max_cuda, wanted):
+                    c["on_driver"] += whole
+                c["mig"] += mig
+                c["error"] += error
+            else:
+                c[_STATE_FIELD.get(state, "down")] += n
+        result[pair] = CardCounts(
+            schedulable=c["schedulable"], on_driver=c["on_driver"], down=c["down"],
+            drained=c["drained"], maintenance=c["maintenance"], error=c["error"], mig=c["mig"],
+        )  # fmt: skip
+    return result
 
 
 # Holding allocations of some pools × models overlapping a window, times as Unix seconds
@@ -278,15 +362,15 @@ SELECT p.allocation_id, p.hostname, p.gpu_mask
 
 
 def _holds(
-    ask: Ask, pairs: set[tuple[int, int]], exclude: int | None, *, placed: bool
-) -> dict[tuple[int, int], list[HoldFacts]]:
-    """Holding allocations of ``pairs`` (pool id, model id) overlapping ``[start, start +
-    horizon + length)``, by pair, each with its team's slug and name; with ``placed``, their
-    placed cards too. Three statements."""
+    pairs: set[tuple[int, int]], start: datetime, end: datetime, exclude: int | None,
+    *, placed: bool,
+) -> dict[tuple[int, int], list[HoldFacts]]:  # fmt: skip
+    """Holding allocations of ``pairs`` (pool id, model id) overlapping ``[start, end)``, by
+    pair, each with its team's slug and name; with ``placed``, their placed cards too. Three
+    statements."""
     if not pairs:
         return {}
-    end = ask.start + HORIZON + ask.length
-    rows, spots = _hold_rows(pairs, ask.start, end, exclude, placed=placed)
+    rows, spots = _hold_rows(pairs, start, end, exclude, placed=placed)
     teams = dict(
         (pk, (slug, name))
         for pk, slug, name in Team.objects.filter(pk__in={r[3] for r in rows}).values_list(
