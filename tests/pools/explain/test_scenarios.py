@@ -244,3 +244,40 @@ def _walk(value, key=None):
 def _z(at):
     """An instant as the API writes it (UTC, ``Z``)."""
     return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def test_inference_alternatives_ask_the_sizing_estimates_card_count(api_as, bob):
+    """Kubernetes pool ``infer``: 2 × 4 L40S (all 8 held by vision next week) and 2 × 2 A100
+    80GB PCIe (4 free). bob's estimate says 8 L40S or 4 A100 PCIe serve the load: asked for 8
+    L40S with it, the A100 PCIe alternative asks for 4 and fits now; without it, for the same 8
+    (more than the 4 there) it does not. Someone else's estimate is a field error."""
+    from factories import SizingEstimateFactory
+
+    from pools.choices import Scheduler
+
+    pool = PoolFactory(slug="infer", name="Inference", scheduler=Scheduler.KUBERNETES,
+                       slurm_partition="")  # fmt: skip
+    for host in range(2):
+        node_with_gpus(4, gpu_model="l40s", hostname=f"l40s-{host}", pool=pool,
+                       scheduler=Scheduler.KUBERNETES)  # fmt: skip
+        node_with_gpus(2, gpu_model="a100_80g_pcie", hostname=f"a100p-{host}", pool=pool,
+                       scheduler=Scheduler.KUBERNETES)  # fmt: skip
+    start = next_week_9am()
+    AllocationFactory(
+        team=TeamFactory(slug="vision"), pool=pool, card_count=8,
+        gpu_model=GpuModel.objects.get(slug="l40s"),
+        starts_at=start - timedelta(days=1), ends_at=start + timedelta(days=30),
+    )  # fmt: skip
+    rows = [{"gpu_model": "l40s", "cards": 8, "meets_targets": True},
+            {"gpu_model": "a100_80g_pcie", "cards": 4, "meets_targets": True}]  # fmt: skip
+    estimate = SizingEstimateFactory(created_by=bob, status="done", results={"rows": rows})
+    ask = body(start, workload_kind="inference", pool="infer", gpu_model="l40s", card_count=8)
+    sized = api_as(bob).post(URL, {**ask, "sizing_estimate": estimate.pk}, format="json").json()
+    other = next(r for r in sized["where_instead"] if r["gpu_model"] == "a100_80g_pcie")
+    assert (other["card_count"], other["free"], other["fits_now"]) == (4, 4, True)
+    plain = api_as(bob).post(URL, ask, format="json").json()
+    other = next(r for r in plain["where_instead"] if r["gpu_model"] == "a100_80g_pcie")
+    assert (other["card_count"], other["fits_now"]) == (8, False)
+    foreign = SizingEstimateFactory(status="done", results={"rows": rows})
+    refused = api_as(bob).post(URL, {**ask, "sizing_estimate": foreign.pk}, format="json")
+    assert refused.status_code == 400 and list(refused.json()["errors"]) == ["sizing_estimate"]
