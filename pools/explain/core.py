@@ -528,6 +528,16 @@ def _eligibility(
                     {"cuda_version": ask.cuda},
                 )
             )
+    if not reasons and not any(_eligible(ask, o) for o in aimed):
+        # e.g. every card of the models with enough memory on a node that is down
+        reasons.append(
+            Reason(
+                "model",
+                f"{_where(ask)} {'has' if ask.pool_name else 'have'} no schedulable card of "
+                f"{ask.model_name or f'a model with at least {ask.min_memory_gib} GiB'}",
+                {"gpu_model": ask.model_slug, "min_memory_gib": ask.min_memory_gib},
+            )
+        )
     return reasons
 
 
@@ -570,7 +580,7 @@ def _capacity_reasons(ask: Ask, check: _Check) -> list[Reason]:
     reasons = []
     counts = option.cards
     if check.free < ask.cards:
-        held = option.usable - check.free
+        held = option.peak(ask.start, ask.end)
         teams = {
             h.team_slug for h in option.holds if h.starts_at < ask.end and h.ends_at > ask.start
         }
@@ -841,7 +851,7 @@ def holders(ask: Ask, option: OptionFacts, *, viewer: Viewer) -> dict[str, Any]:
         "pool_name": option.pool_name,
         "gpu_model": option.model.slug,
         "gpu_model_name": option.model.name,
-        "held_peak": option.usable - free_in(option, ask.start, ask.end),
+        "held_peak": option.peak(ask.start, ask.end),
         "frees": frees,
     }
     if viewer.pool_admin:

@@ -239,3 +239,21 @@ def test_peak_agrees_with_the_capacity_sweep_on_random_holds():
         b = a + rng.randrange(1, 150)
         lo, hi = T0 + a * hours, T0 + b * hours
         assert opt.peak(lo, hi) == peak_cards(intervals, lo, hi)
+
+
+def test_min_memory_ask_whose_cards_are_all_down_says_so():
+    """Any model with ≥ 40 GiB: the only one, A100, has no schedulable card (all 16 down):
+    one reason, ``model``, and nothing is approvable."""
+    down = option(usable=0, down=16)
+    answer = explain(ask(4, model=None, min_memory_gib=Decimal(40)), [down], viewer=MEMBER)
+    assert [r.code for r in answer.why_not] == ["model"]
+    assert answer.why_not[0].text == "Train has no schedulable card of a model with at least 40 GiB"
+    assert answer.approvable_now is False
+
+
+def test_held_beyond_usable_is_reported_as_held():
+    """Over-committed: 8 usable, 10 held (an import took 2 cards away) → 0 free, 10 held."""
+    opt = option(usable=8, holds=[hold(1, "x", 10, -1, 3)])
+    answer = explain(ask(2), [opt], viewer=MEMBER)
+    assert answer.why_not[0].data["held_peak"] == 10 and answer.why_not[0].data["free"] == 0
+    assert answer.holders["held_peak"] == 10
