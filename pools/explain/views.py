@@ -5,12 +5,14 @@ and the verdicts the approval queue shows and sorts by (handed to
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
 from django.http import Http404
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 
 from pools.capacity import selectors as capacity_selectors
@@ -62,8 +64,6 @@ def draft_explanation(request):
 
 
 def _draft_answer(request, d: dict[str, Any]) -> tuple[Explanation | None, str]:
-    from django.utils import timezone
-
     if d["ends_at"] <= d["starts_at"] or d["starts_at"] < timezone.now() - START_GRACE:
         return None, "Choose a window that starts now or later and ends after it starts."
     answer = selectors.explanation_for_fields(
@@ -118,10 +118,6 @@ def _prefilled(base, changes: dict[str, Any]) -> str:
 
 
 def _local(iso: str) -> str:
-    from datetime import datetime
-
-    from django.utils import timezone
-
     return timezone.localtime(datetime.fromisoformat(iso.replace("Z", "+00:00"))).strftime(
         "%Y-%m-%dT%H:%M"
     )
