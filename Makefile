@@ -77,6 +77,7 @@ bench: install services
 	$(BIN)/python benchmarks/elastic.py
 	$(BIN)/python benchmarks/serving.py
 	$(BIN)/python benchmarks/waiting.py
+	$(BIN)/python benchmarks/explain.py
 
 clean:
 	rm -rf $(VENV) portal-demo.sqlite3 staticfiles .pytest_cache

@@ -5,6 +5,7 @@ from pools.capacity import views as views_requests
 from pools.capacity import views_drift as capacity_views_drift
 from pools.dashboards import views as dashboard_views
 from pools.elastic import views as elastic_views
+from pools.explain import views as explain_views
 from pools.inventory import views as inventory_views
 from pools.reclamation import views as views_reclamation
 from pools.serving import views as serving_views
@@ -40,8 +41,20 @@ urlpatterns = [
     path("teams/<slug:slug>/waiting/", waiting_views.waiting_work, name="waiting-work"),
     path("requests/", views_requests.request_list, name="request-list"),
     path("requests/new/", views_requests.request_new, name="request-new"),
-    path("requests/queue/", views_requests.approval_queue, name="approval-queue"),
+    # the queue shows the explainer's verdicts (capacity sits below explain: handed in here)
+    path(
+        "requests/queue/",
+        views_requests.approval_queue,
+        {"verdicts": explain_views.queue_verdicts},
+        name="approval-queue",
+    ),
+    path("requests/explain/", explain_views.draft_explanation, name="request-explain"),
     path("requests/<int:pk>/", views_requests.request_detail, name="request-detail"),
+    path(
+        "requests/<int:pk>/explanation/",
+        explain_views.request_explanation,
+        name="request-explanation",
+    ),
     path("requests/<int:pk>/<str:action>/", views_requests.request_action, name="request-action"),
     path("allocations/", views_requests.allocation_list, name="allocation-list"),
     path(

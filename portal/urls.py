@@ -17,6 +17,7 @@ from pools.capacity import api as capacity_api
 from pools.capacity import api_audit as audit_api
 from pools.capacity import api_pools as capacity_api_pools
 from pools.elastic import api as elastic_api
+from pools.explain import api as explain_api
 from pools.inventory import api as inventory_api
 from pools.reclamation import api as reclamation_api
 from pools.serving import api as serving_api
@@ -80,6 +81,13 @@ api_v1 = [
         "stranded-capacity/",
         dashboards_api.StrandedCapacityView.as_view(),
         name="stranded-capacity",
+    ),
+    # before the router: "requests/explain/" is not a request id
+    path("requests/explain/", explain_api.RequestExplainView.as_view(), name="request-explain"),
+    path(
+        "requests/<int:pk>/explanation/",
+        explain_api.RequestExplanationView.as_view(),
+        name="request-explanation",
     ),
     path("", include(router.urls)),
 ]

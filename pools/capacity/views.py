@@ -432,9 +432,17 @@ def allocation_action(request, pk: int, action: str):
     return redirect("pools:request-detail", pk=allocation.request_id)
 
 
+QUEUE_VERDICTS_MAX = 500  # submitted requests explained to sort the queue by "could approve"
+
+
 @pool_admin_required
-def approval_queue(request):
-    """Submitted requests with the team's current usage and the pool's free cards beside each."""
+def approval_queue(request, verdicts=None):
+    """Submitted requests with the team's current usage and the pool's free cards beside each.
+
+    ``verdicts`` (``pools/urls.py`` hands in :func:`pools.explain.views.queue_verdicts`, which
+    sits above this sub-domain): per request whether it could be approved now, and why not;
+    ordering ``approvable`` / ``-approvable`` sorts by it (over at most
+    :data:`QUEUE_VERDICTS_MAX` requests, oldest first)."""
     ordering = request.GET.get("ordering", "submitted_at")
     allowed = {
         "submitted_at",
@@ -451,8 +459,22 @@ def approval_queue(request):
         .filter(status=RequestStatus.SUBMITTED)
         .order_by(ordering if ordering in allowed else "submitted_at", "pk")
     )
+    judged: dict = {}
+    if verdicts is not None and ordering in ("approvable", "-approvable"):
+        pending = list(pending[:QUEUE_VERDICTS_MAX])
+        judged = verdicts(user=request.user, requests=pending)
+        first = ordering == "approvable"  # those that could be approved now first, or last
+
+        def rank(r) -> int:  # growth requests (not explained) after both
+            if r.pk not in judged:
+                return 2
+            return 0 if judged[r.pk]["approvable"] == first else 1
+
+        pending.sort(key=rank)  # stable: oldest first within each
     page = Paginator(pending, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
     items = list(page.object_list)
+    if verdicts is not None and not judged:
+        judged = verdicts(user=request.user, requests=items)
     held = team_usage(team_ids=list({r.team_id for r in items}), at=timezone.now())
     # One read of pools, cards and holdings for the whole page, not one per request.
     snapshot = (
@@ -505,6 +527,7 @@ def approval_queue(request):
                 "team_cards": held.get(item.team_id, 0),
                 "free": free,
                 "suggestion": suggestion,
+                "verdict": judged.get(item.pk),
             }
         )
     return render(

@@ -35,6 +35,7 @@ PAGES = {
     "requests/new/": "/requests/new/",
     "requests/queue/": "/requests/queue/",
     "requests/<int:pk>/": "/requests/{request}/",
+    "requests/<int:pk>/explanation/": "/requests/{request}/explanation/",
     "allocations/": "/allocations/",
     "allocations/<int:pk>/serving/": "/allocations/{serving}/serving/",  # recorded demo series
     # what it serves: the linked estimate, and the form a manager links another with
@@ -81,6 +82,7 @@ NOT_PAGES = {
     "sizing/save/": "POST only",
     "api/schema/": "the OpenAPI document (YAML)",
     "start/": "a redirect by role (after sign-in): to Fleet or My teams",
+    "requests/explain/": "the request form's live panel (an htmx fragment; opened in its form)",
 }
 NOT_PAGE_PREFIXES = (
     "admin/",  # Django's admin: its own stylesheet, not the portal's layout

@@ -78,6 +78,7 @@ def validate_request_fields(
     cuda_version: str,
     now: datetime | None = None,
     kind: str = RequestKind.CARDS,
+    capacity: bool = True,
 ) -> dict[str, str]:
     """Field errors of a request's inputs, ``{field: message}``; empty when usable.
 
@@ -88,7 +89,8 @@ def validate_request_fields(
 
     A ``growth`` request asks for what the pools do not have yet, so it names a GPU model and
     is not held to any pool's cards; a named pool (the one that must grow) must still run the
-    workload's scheduler.
+    workload's scheduler. ``capacity`` False leaves out the last check (whether the cards exist):
+    the explainer (:mod:`pools.explain`) explains that rather than refusing the fields.
     """
     now = now or timezone.now()
     errors = _kind_and_count_errors(kind, workload_kind, card_count, gpu_model)
@@ -97,7 +99,7 @@ def validate_request_fields(
         return errors
     errors.update(_window_errors(starts_at, ends_at, now))
     errors.update(_choice_errors(workload_kind, pool, gpu_model, min_memory_gib, cuda_version))
-    if errors or kind == RequestKind.GROWTH:
+    if errors or kind == RequestKind.GROWTH or not capacity:
         return errors
     return _capacity_errors(
         workload_kind=workload_kind,
