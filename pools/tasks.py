@@ -1,7 +1,8 @@
 """The app's task registry: Celery's autodiscovery imports ``pools.tasks``; each sub-domain
 defines its own (``pools.capacity.tasks``, ``pools.sizing.tasks``, ``pools.reclamation.tasks``,
 ``pools.elastic.tasks``, ``pools.dashboards.tasks``, ``pools.serving.tasks``,
-``pools.calibration.tasks``, ``pools.advisor.tasks``), and the outbox's drain (``pools.jobs.tasks``)."""
+``pools.calibration.tasks``, ``pools.advisor.tasks``), and the outbox's drain
+(``pools.jobs.tasks``)."""
 
 from pools.advisor import tasks as advisor_tasks
 from pools.calibration import tasks as calibration_tasks

@@ -12,6 +12,7 @@ from billing.budgets import api as budgets_api
 from billing.dashboards import api as dashboards_api
 from billing.dashboards import views as views_dashboard
 from pools.access import api as access_api
+from pools.advisor import api as advisor_api
 from pools.capacity import api as capacity_api
 from pools.capacity import api_audit as audit_api
 from pools.capacity import api_pools as capacity_api_pools
@@ -61,6 +62,7 @@ router.register("exemptions", reclamation_api.ExemptionViewSet, basename="exempt
 router.register("elastic-policies", elastic_api.ElasticPolicyViewSet, basename="elastic-policy")
 router.register("scale-events", elastic_api.ScaleEventViewSet, basename="scale-event")
 router.register("serving", serving_api.ServingViewSet, basename="serving")
+router.register("advisor/findings", advisor_api.AdvisorFindingViewSet, basename="advisor-finding")
 router.register("statements", billing_api.StatementViewSet, basename="statement")
 router.register("budgets", budgets_api.BudgetViewSet, basename="budget")
 
