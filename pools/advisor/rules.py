@@ -228,18 +228,20 @@ class WindowSignals:
 class NeighbourSignals:
     """Rule 2: the allocation's buckets, and its neighbours' busy cards in the same buckets
     (``neighbour_busy_cards[i]`` for ``buckets[i]``; ``None`` unknown). ``neighbours``: how
-    many allocations share ``shared`` ("card", "node") on ``hosts``."""
+    many allocations share ``shared`` ("card", "node") on ``hosts`` (``None``: the
+    allocation's placement is not known)."""
 
     buckets: tuple[Bucket, ...]
     neighbour_busy_cards: tuple[float | None, ...]
-    neighbours: int
+    neighbours: int | None
     shared: str
     hosts: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class FabricSignals:
-    """Rule 4: the nodes the allocation's cards are on, whether they have a fast fabric
+    """Rule 4: the nodes the allocation's cards are on (0: placement unknown), whether they
+    have a fast fabric
     (RDMA / InfiniBand; ``None`` unknown), and its buckets (NVLink traffic, utilisation)."""
 
     nodes: int
@@ -443,7 +445,9 @@ def rule_noisy_neighbour(s: NeighbourSignals, t: Thresholds) -> Outcome:
     median) that coincide with a neighbour's load (its busy cards at least
     ``neighbour_busy_factor`` x their median) while the allocation's own running requests
     stay near their median: another workload on the same card or node takes the bandwidth
-    (004 §5.1 row 2, 000 §5.4). No neighbours: healthy."""
+    (004 §5.1 row 2, 000 §5.4). No neighbours: healthy; placement unknown: undecided."""
+    if s.neighbours is None:
+        return Undecided(Rule.NOISY_NEIGHBOUR, "the allocation's placement is not known")
     if s.neighbours == 0:
         return None
     if not s.buckets:
@@ -539,8 +543,10 @@ def rule_interconnect(s: FabricSignals, t: Thresholds) -> Outcome:
     """4 - cards on more than one node with no fast fabric between them (node labels), or a
     multi-node allocation whose busy cards (above ``interconnect_busy_pct``) show NVLink
     traffic below ``interconnect_idle_bytes_s`` for ``sustain_buckets`` in a row
-    (004 §5.1 row 4). One node: healthy."""
-    if s.nodes <= 1:
+    (004 §5.1 row 4). One node: healthy; placement unknown (no nodes): undecided."""
+    if s.nodes == 0:
+        return Undecided(Rule.INTERCONNECT, "the allocation's placement is not known")
+    if s.nodes == 1:
         return None
     numbers = {"nodes": s.nodes, "hosts": list(s.hosts), "fast_fabric": s.fast_fabric}
     fix = (
@@ -649,6 +655,16 @@ def _latency_around(buckets: Sequence[Bucket], at: datetime, after: bool) -> flo
     return _median(b.e2e_p95_s for b in near)
 
 
+def _churn_summary(reversals: int, events: int, ups: int, useless: bool) -> str:
+    parts = []
+    if reversals:
+        parts.append(f"{reversals} of {events} scale events reversed within twice the cooldown")
+    if useless:
+        parts.append(f"none of {ups} scale-ups lowered latency")
+    text = "; ".join(parts)
+    return text[0].upper() + text[1:] + "."
+
+
 def rule_scaling_churn(s: ScalingSignals, t: Thresholds) -> Outcome:
     """6 - at least ``churn_reversals_min`` scale events reversed within twice the cooldown,
     or at least ``churn_ups_min`` scale-ups none of which lowered e2e p95 by
@@ -679,8 +695,7 @@ def rule_scaling_churn(s: ScalingSignals, t: Thresholds) -> Outcome:
                 "scale_ups": len(ups),
                 "latency_gain_per_up": [_r(g, 2) for g in gains],
             },
-            f"{len(reversals)} of {len(s.events)} scale events reversed within twice the "
-            f"cooldown" + ("; scale-ups did not lower latency" if useless else "") + ".",
+            _churn_summary(len(reversals), len(s.events), len(ups), useless),
             "Lengthen the cooldown, require the signal over a longer window, or pre-scale from "
             "the traffic forecast instead of chasing spikes.",
         )

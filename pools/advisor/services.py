@@ -101,7 +101,9 @@ def _busy_cards(buckets: list) -> dict[datetime, float | None]:
 
 
 def _neighbour_signals(allocation_id: int, own: tuple, g: Gathered) -> NeighbourSignals:
-    ids, shared, hosts = g.neighbours.get(allocation_id, (set(), "node", ()))
+    if allocation_id not in g.neighbours:
+        return NeighbourSignals(own, tuple(None for _ in own), None, "node", ())
+    ids, shared, hosts = g.neighbours[allocation_id]
     loads: dict[datetime, float | None] = {}
     for other in ids:
         for at, busy in _busy_cards(g.buckets.get(other, [])).items():
