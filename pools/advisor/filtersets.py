@@ -8,6 +8,7 @@ from pools.advisor.choices import LIVE_STATUSES, FindingStatus, RuleChoice, Seve
 from pools.advisor.models import AdvisorFinding
 from pools.inventory.models import Pool
 from pools.tenancy.models import Team
+from pools.web import PlainSelect
 
 # "live" (the default of the page): open, acknowledged or muted; "all" includes closed.
 STATUS_CHOICES = [("live", "Live"), *FindingStatus.choices, ("all", "All")]
@@ -24,8 +25,12 @@ class AdvisorFindingFilterSet(filters.FilterSet):
         label="Pool",
         empty_label="Any",
     )
-    team = filters.ModelChoiceFilter(
-        queryset=Team.objects.all(), to_field_name="slug", label="Team", empty_label="Any"
+    team = filters.ChoiceFilter(
+        choices=lambda: list(Team.objects.order_by("name").values_list("slug", "name")),
+        field_name="team__slug",
+        label="Team",
+        empty_label="Any",
+        widget=PlainSelect,  # every team of the fleet, read as (slug, name) pairs
     )
     severity = filters.ChoiceFilter(choices=SeverityChoice.choices, empty_label="Any")
     rule = filters.ChoiceFilter(choices=RuleChoice.choices, empty_label="Any")

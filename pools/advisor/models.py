@@ -72,8 +72,14 @@ class AdvisorFinding(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["status", "severity_rank", "last_seen_at"]),
-            models.Index(fields=["team", "status"]),
+            # the lists' default order (most urgent, newest first) over live findings: a page
+            # of 50 walks this index instead of sorting 10,000 rows
+            models.Index(
+                fields=["severity_rank", "-last_seen_at", "-id"],
+                condition=Q(status__in=LIVE_STATUSES),
+                name="advisor_finding_live_urgency",
+            ),
+            models.Index(fields=["team", "status"], name="advisor_finding_team_status"),
         ]
 
     def __str__(self) -> str:

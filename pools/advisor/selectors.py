@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
+from django.db import connection
 from django.db.models import Avg, F, FloatField, Q, QuerySet, Sum
 from django.db.models.functions import Cast, TruncDay
 
@@ -43,10 +44,40 @@ def advisor_buckets(
     *, allocation_ids: Iterable[int], start: datetime, end: datetime
 ) -> dict[int, list[Bucket]]:
     """Allocation id -> its 5-minute rollups in ``[start, end)`` as :class:`Bucket`, oldest
-    first. One query (read as tuples: 2,000 allocations x a day is 576,000 rows)."""
+    first. One query, read as plain tuples with the bucket start as Unix seconds (2,000
+    allocations x a day is 576,000 rows: the ORM's rows and psycopg's timestamp parsing
+    took three quarters of a pass); every allocation's buckets share their starts, so each
+    start becomes a datetime once."""
+    ids = list(allocation_ids)
+    if not ids:
+        return {}
+    columns = ", ".join(BUCKET_FIELDS)
+    sql = (
+        f"SELECT allocation_id, EXTRACT(EPOCH FROM bucket_start)::bigint, {columns} "
+        f"FROM {ServingRollup._meta.db_table} "
+        "WHERE allocation_id = ANY(%s) AND bucket_seconds = %s "
+        "AND bucket_start >= %s AND bucket_start < %s ORDER BY allocation_id, bucket_start"
+    )
+    if connection.vendor != "postgresql":  # the demo's SQLite: the ORM's way
+        return _buckets_orm(ids, start, end)
+    out: dict[int, list[Bucket]] = defaultdict(list)
+    starts: dict[int, datetime] = {}
+    make = Bucket._make
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [ids, Resolution.FIVE_MINUTES, start, end])
+        while rows := cursor.fetchmany(50000):
+            for allocation_id, epoch, *values in rows:
+                at = starts.get(epoch)
+                if at is None:
+                    at = starts[epoch] = datetime.fromtimestamp(epoch, UTC)
+                out[allocation_id].append(make((at, *values)))
+    return out
+
+
+def _buckets_orm(ids: list[int], start: datetime, end: datetime) -> dict[int, list[Bucket]]:
     rows = (
         ServingRollup.objects.filter(
-            allocation_id__in=list(allocation_ids),
+            allocation_id__in=ids,
             bucket_seconds=Resolution.FIVE_MINUTES,
             bucket_start__gte=start,
             bucket_start__lt=end,
@@ -55,8 +86,8 @@ def advisor_buckets(
         .values_list("allocation_id", "bucket_start", *BUCKET_FIELDS)
     )
     out: dict[int, list[Bucket]] = defaultdict(list)
-    for allocation_id, at, *values in rows.iterator(chunk_size=20000):
-        out[allocation_id].append(Bucket(at, *values))
+    for allocation_id, *values in rows.iterator(chunk_size=20000):
+        out[allocation_id].append(Bucket._make(values))
     return out
 
 

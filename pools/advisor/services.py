@@ -94,26 +94,38 @@ def advisor_gather(*, allocation_ids: list[int], now: datetime) -> Gathered:
 
 
 def _busy_cards(buckets: list) -> dict[datetime, float | None]:
+    """Bucket start -> busy cards (utilisation x cards held; ``None`` unknown)."""
     return {
         b.at: None if b.gpu_util_pct is None else b.gpu_util_pct / 100 * b.cards_held
         for b in buckets
     }
 
 
-def _neighbour_signals(allocation_id: int, own: tuple, g: Gathered) -> NeighbourSignals:
+def _neighbour_signals(allocation_id: int, own: tuple, g: Gathered, busy: dict) -> NeighbourSignals:
+    """Rule 2's signals: the neighbours' busy cards summed per bucket of ``own`` (unknown
+    when any neighbour's is). ``busy``: allocation id -> :func:`_busy_cards`, filled as
+    needed (each allocation's computed once per pass)."""
     if allocation_id not in g.neighbours:
         return NeighbourSignals(own, tuple(None for _ in own), None, "node", ())
     ids, shared, hosts = g.neighbours[allocation_id]
-    loads: dict[datetime, float | None] = {}
+    per_neighbour = []
     for other in ids:
-        for at, busy in _busy_cards(g.buckets.get(other, [])).items():
-            if at in loads and (loads[at] is None or busy is None):
-                loads[at] = None
-            else:
-                loads[at] = (loads.get(at) or 0.0) + busy if busy is not None else None
+        if other not in busy:
+            busy[other] = _busy_cards(g.buckets.get(other, []))
+        per_neighbour.append(busy[other])
+    loads = []
+    for b in own:
+        total = 0.0
+        for cards in per_neighbour:
+            value = cards.get(b.at)
+            if value is None:
+                total = None
+                break
+            total += value
+        loads.append(total if per_neighbour else None)
     return NeighbourSignals(
         buckets=own,
-        neighbour_busy_cards=tuple(loads.get(b.at) for b in own),
+        neighbour_busy_cards=tuple(loads),
         neighbours=len(ids),
         shared=shared,
         hosts=hosts,
@@ -128,7 +140,7 @@ def _fabric_signals(allocation_id: int, own: tuple, g: Gathered) -> FabricSignal
 
 
 def allocation_outcomes(
-    *, allocation, g: Gathered, now: datetime, t: Thresholds
+    *, allocation, g: Gathered, now: datetime, t: Thresholds, busy: dict | None = None
 ) -> dict[Rule, Outcome]:
     """Every rule's outcome for one allocation from the gathered signals. Rule 5 (prompt
     bloat) needs per-call token data: undecided here until the token flow feeds it."""
@@ -144,7 +156,7 @@ def allocation_outcomes(
     return {
         Rule.BATCHING: rules.rule_batching(window, t),
         Rule.NOISY_NEIGHBOUR: rules.rule_noisy_neighbour(
-            _neighbour_signals(allocation.pk, own, g), t
+            _neighbour_signals(allocation.pk, own, g, {} if busy is None else busy), t
         ),
         Rule.MEMORY_PRESSURE: rules.rule_memory_pressure(window, t),
         Rule.INTERCONNECT: rules.rule_interconnect(_fabric_signals(allocation.pk, own, g), t),
@@ -226,8 +238,9 @@ def advisor_pass(*, now: datetime) -> AdvisorRun:
     allocations = list(advisor_live_allocations())
     ids = [a.pk for a in allocations]
     gathered = advisor_gather(allocation_ids=ids, now=now)
+    busy: dict = {}
     outcomes = {
-        a.pk: allocation_outcomes(allocation=a, g=gathered, now=now, t=thresholds)
+        a.pk: allocation_outcomes(allocation=a, g=gathered, now=now, t=thresholds, busy=busy)
         for a in allocations
     }
     undecided = Counter(

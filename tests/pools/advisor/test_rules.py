@@ -178,7 +178,7 @@ def test_noisy_neighbour_own_load_is_not_a_neighbour():
     """The allocation's own running requests 30 > 1.2 x median 20 in the spike buckets:
     self-inflicted, not counted; 0 spikes."""
     case = neighbour_case({3, 7}, {3, 7})
-    own = tuple(replace(b, requests_running=30.0) if i in {3, 7} else b
+    own = tuple(b._replace(requests_running=30.0) if i in {3, 7} else b
                 for i, b in enumerate(case.buckets))  # fmt: skip
     assert rule_noisy_neighbour(replace(case, buckets=own), T) is None
 
