@@ -172,6 +172,20 @@ def allocation_outcomes(
     }
 
 
+def allocation_undecided(*, allocation, now: datetime) -> list[tuple[str, str]]:
+    """The rules that cannot judge ``allocation`` at ``now``, as (title, what is missing),
+    for its findings panel: the same gathering and rules as a pass, for one allocation."""
+    gathered = advisor_gather(allocation_ids=[allocation.pk], now=now)
+    outcomes = allocation_outcomes(
+        allocation=allocation, g=gathered, now=now, t=advisor_thresholds()
+    )
+    return [
+        (RULE_TITLES[rule.value], outcome.reason)
+        for rule, outcome in outcomes.items()
+        if isinstance(outcome, Undecided)
+    ]
+
+
 def _finding_fields(outcome: Finding) -> dict:
     return {
         "severity": outcome.severity.value,

@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
@@ -18,7 +19,12 @@ from pools.advisor.filtersets import AdvisorFindingFilterSet
 from pools.advisor.forms import TriageForm
 from pools.advisor.models import AdvisorDigestOptIn
 from pools.advisor.rules import RULE_TITLES, RULES
-from pools.advisor.services import TRIAGE, advisor_digest_set, advisor_finding_triage
+from pools.advisor.services import (
+    TRIAGE,
+    advisor_digest_set,
+    advisor_finding_triage,
+    allocation_undecided,
+)
 from pools.capacity.selectors import allocation_list
 from pools.errors import DomainError
 from pools.jobs import ADVISOR_PASS, enqueue
@@ -88,6 +94,7 @@ def allocation_findings(request, pk: int):
     context = {
         "allocation": allocation,
         "findings": findings,
+        "undecided": allocation_undecided(allocation=allocation, now=timezone.now()),
         "may_triage": may_release(request.user, allocation.team),
         "rule_titles": RULE_TITLES,
         "next": request.GET.get("next") or request.headers.get("Referer", ""),

@@ -128,6 +128,8 @@ def test_panels_on_the_allocation_page_and_team_dashboard(team, team_member, fin
     text = panel.content.decode()
     assert panel.status_code == 200 and "GPU idle while requests queue" in text
     assert "<html" not in text  # the fragment only
+    # no rollups stored: the rules that need them say so rather than passing as healthy
+    assert "Undecided: " in text and "no serving rollups in the window" in text
     assert client.get(f"/allocations/{theirs.allocation_id}/findings/").status_code == 404
     team_panel = client.get("/teams/nlp/findings/", HTTP_HX_REQUEST="true").content.decode()
     assert "1 finding" in team_panel and "Weekly digest by e-mail" in team_panel
