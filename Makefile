@@ -78,6 +78,7 @@ bench: install services
 	$(BIN)/python benchmarks/serving.py
 	$(BIN)/python benchmarks/waiting.py
 	$(BIN)/python benchmarks/explain.py
+	$(BIN)/python benchmarks/advisor.py
 
 clean:
 	rm -rf $(VENV) portal-demo.sqlite3 staticfiles .pytest_cache

@@ -6,6 +6,7 @@ their names (``pools_<model>``), so moving a model between sub-domains needs no 
 """
 
 from pools.access.models import ApiToken
+from pools.advisor.models import AdvisorDigestOptIn, AdvisorFinding, AdvisorRun
 from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards, SchedulerDrift
 from pools.elastic.models import ElasticPolicy, ScaleEvent
@@ -36,6 +37,9 @@ __all__ = [
     "PendingWork",
     "PendingWorkRead",
     "WaitingWatch",
+    "AdvisorDigestOptIn",
+    "AdvisorFinding",
+    "AdvisorRun",
     "Allocation",
     "ApiToken",
     "AuditEvent",

@@ -1,9 +1,10 @@
 """The app's task registry: Celery's autodiscovery imports ``pools.tasks``; each sub-domain
 defines its own (``pools.capacity.tasks``, ``pools.sizing.tasks``, ``pools.reclamation.tasks``,
 ``pools.elastic.tasks``, ``pools.dashboards.tasks``, ``pools.serving.tasks``,
-``pools.calibration.tasks``, ``pools.waiting.tasks``), and the outbox's drain
-(``pools.jobs.tasks``)."""
+``pools.calibration.tasks``, ``pools.waiting.tasks``, ``pools.advisor.tasks``), and the outbox's
+drain (``pools.jobs.tasks``)."""
 
+from pools.advisor import tasks as advisor_tasks
 from pools.calibration import tasks as calibration_tasks
 from pools.capacity import tasks as capacity_tasks
 from pools.dashboards import tasks as dashboard_tasks
@@ -15,6 +16,7 @@ from pools.sizing import tasks as sizing_tasks
 from pools.waiting import tasks as waiting_tasks
 
 __all__ = [
+    "advisor_tasks",
     "calibration_tasks",
     "capacity_tasks",
     "dashboard_tasks",

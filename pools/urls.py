@@ -1,5 +1,6 @@
 from django.urls import path
 
+from pools.advisor import views as advisor_views
 from pools.calibration import views as calibration_views
 from pools.capacity import views as views_requests
 from pools.capacity import views_drift as capacity_views_drift
@@ -34,6 +35,20 @@ urlpatterns = [
         views_reclamation.idle_finding_action,
         name="idle-finding-action",
     ),
+    path("advisor/", advisor_views.advisor_findings, name="advisor-findings"),
+    path("advisor/run/", advisor_views.advisor_run_now, name="advisor-run-now"),
+    path("advisor/digest/", advisor_views.digest_toggle, name="advisor-digest"),
+    path(
+        "advisor/<int:pk>/<str:action>/",
+        advisor_views.finding_action,
+        name="advisor-finding-action",
+    ),
+    path(
+        "allocations/<int:pk>/findings/",
+        advisor_views.allocation_findings,
+        name="advisor-allocation",
+    ),
+    path("teams/<slug:slug>/findings/", advisor_views.team_findings, name="advisor-team"),
     path("elastic/", elastic_views.elastic_list, name="elastic-list"),
     path("elastic/<int:pk>/", elastic_views.elastic_detail, name="elastic-detail"),
     path("start/", dashboard_views.landing, name="landing"),

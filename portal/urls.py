@@ -12,6 +12,7 @@ from billing.budgets import api as budgets_api
 from billing.dashboards import api as dashboards_api
 from billing.dashboards import views as views_dashboard
 from pools.access import api as access_api
+from pools.advisor import api as advisor_api
 from pools.calibration import api as calibration_api
 from pools.capacity import api as capacity_api
 from pools.capacity import api_audit as audit_api
@@ -65,6 +66,7 @@ router.register("elastic-policies", elastic_api.ElasticPolicyViewSet, basename="
 router.register("scale-events", elastic_api.ScaleEventViewSet, basename="scale-event")
 router.register("serving", serving_api.ServingViewSet, basename="serving")
 router.register("served-models", calibration_api.ServedModelViewSet, basename="served-model")
+router.register("advisor/findings", advisor_api.AdvisorFindingViewSet, basename="advisor-finding")
 router.register("statements", billing_api.StatementViewSet, basename="statement")
 router.register("budgets", budgets_api.BudgetViewSet, basename="budget")
 router.register("pending-work", waiting_api.PendingWorkViewSet, basename="pending-work")

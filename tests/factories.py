@@ -13,6 +13,7 @@ from django.utils import timezone
 from billing import models as billing_models
 from billing.budgets import models as budget_models
 from pools.access import models as access_models
+from pools.advisor import models as advisor_models
 from pools.audit import models as audit_models
 from pools.capacity import models as capacity_models
 from pools.capacity import shapes
@@ -686,3 +687,37 @@ class WaitingWatchFactory(factory.django.DjangoModelFactory):
 
     team = factory.SubFactory(TeamFactory)
     viewed_at = factory.LazyFunction(timezone.now)
+
+
+class AdvisorFindingFactory(factory.django.DjangoModelFactory):
+    """An open batching finding of an active allocation, seen an hour ago and now."""
+
+    class Meta:
+        model = advisor_models.AdvisorFinding
+
+    allocation = factory.SubFactory(AllocationFactory, status=AllocationStatus.ACTIVE)
+    team = factory.SelfAttribute("allocation.team")
+    rule = "batching"
+    severity = "warning"
+    severity_rank = 1
+    since = factory.LazyFunction(lambda: timezone.now() - timedelta(hours=1))
+    opened_at = factory.LazyFunction(lambda: timezone.now() - timedelta(hours=1))
+    last_seen_at = factory.LazyFunction(timezone.now)
+    summary = "The GPU is mostly idle while requests queue and the KV cache has room."
+    fix = "Raise the engine's batch limits."
+    evidence = factory.LazyFunction(lambda: {"minutes": 20, "gpu_util_pct_mean": 25.0})
+
+
+class AdvisorRunFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = advisor_models.AdvisorRun
+
+    started_at = factory.LazyFunction(timezone.now)
+    evaluated_at = factory.LazyFunction(timezone.now)
+
+
+class AdvisorDigestOptInFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = advisor_models.AdvisorDigestOptIn
+
+    user = factory.SubFactory(UserFactory)

@@ -389,6 +389,13 @@ CELERY_BEAT_SCHEDULE = {
         "task": "pools.calibration.tasks.calibration_refresh_task",
         "schedule": crontab(minute=23),
     },
+    # The advisor judges every running allocation after each rollup (pools.advisor), and
+    # sends the weekly digest to the managers who asked (daily check, once a week each).
+    "advisor-pass": {"task": "pools.advisor.tasks.advisor_pass_task", "schedule": 5 * 60},
+    "advisor-digest": {
+        "task": "pools.advisor.tasks.advisor_digest_task",
+        "schedule": crontab(hour=6, minute=53),
+    },
     # Hourly: pre-scale plans for the next two hours from four weeks of token rates.
     "elastic-forecast": {"task": "pools.elastic.tasks.elastic_forecast_task", "schedule": 3600},
     # Hourly; the task acts only on the 1st in BILLING_TIME_ZONE and is idempotent.
@@ -428,6 +435,12 @@ SERVING_BUSY_PCT = env.float("SERVING_BUSY_PCT", default=30.0)
 # The cards an elastic allocation held over time (its scale events), which the rollup stores as
 # cards held; a dotted path because pools.elastic is pools.serving's peer.
 SERVING_HELD_TIMELINES = "pools.elastic.selectors.held_timelines"
+# The advisor (pools.advisor): its rules read this many hours of 5-minute rollups, the
+# framebuffer-decay rule this many days; ADVISOR_THRESHOLDS (JSON object) overrides the rules'
+# thresholds by name (pools.advisor.rules.Thresholds: each with its source in the seeds).
+ADVISOR_WINDOW_HOURS = env.int("ADVISOR_WINDOW_HOURS", default=24)
+ADVISOR_DECAY_DAYS = env.int("ADVISOR_DECAY_DAYS", default=7)
+ADVISOR_THRESHOLDS = env.json("ADVISOR_THRESHOLDS", default={})
 
 # Scheduler connections (scheduler_adapters.registry keys). Without one, allocations of that
 # scheduler's pools are reserved in the portal only (the demo).

@@ -29,6 +29,9 @@ PAGES = {
     "idle/": "/idle/",
     "idle/policies/": "/idle/policies/",
     "elastic/": "/elastic/",
+    "advisor/": "/advisor/",  # the demo's findings (six rules)
+    "allocations/<int:pk>/findings/": "/allocations/{serving}/findings/",
+    "teams/<slug:slug>/findings/": "/teams/nlp/findings/",
     "elastic/<int:pk>/": "/elastic/{elastic}/",
     "teams/mine/": "/teams/mine/",
     "requests/": "/requests/",
@@ -57,6 +60,7 @@ PAGES = {
 VARIANTS = [
     "/nodes/?pool=train-slurm&ordering=-gpus",
     "/allocations/?status=active",
+    "/advisor/?severity=critical&ordering=team",
     "/allocations/{serving}/serving/?span=7d",
     # the request panel with a shape: per pool and model whether it fits (issue #20)
     "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=8&cards_per_node=4"
@@ -77,6 +81,9 @@ NOT_PAGES = {
     "idle/scan/": "POST only",
     "dashboard/stranded/recompute/": "POST only (queues the stranded snapshot)",
     "idle/<int:pk>/<str:action>/": "POST only",
+    "advisor/run/": "POST only (queues an advisor pass)",
+    "advisor/digest/": "POST only",
+    "advisor/<int:pk>/<str:action>/": "POST only",
     "requests/<int:pk>/<str:action>/": "POST only",
     "allocations/<int:pk>/<str:action>/": "POST only",
     "sizing/save/": "POST only",
