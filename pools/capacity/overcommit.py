@@ -65,7 +65,8 @@ def overcommitted_windows(*, now: datetime) -> list[Overcommit]:
     doc), by pool and model slug. One query for the pairs, then one per pair with holds; the
     allocations concerned are looked for only where the peak is over."""
     pairs = (
-        Allocation.objects.filter(status__in=HOLDING_STATUSES, ends_at__gt=now)
+        Allocation.objects.whole_cards()
+        .filter(status__in=HOLDING_STATUSES, ends_at__gt=now)
         .values_list("pool", "gpu_model")
         .annotate(last=Max("ends_at"))
         .order_by()

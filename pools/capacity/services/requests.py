@@ -18,6 +18,7 @@ from pools.capacity.availability import (
     SCHEDULER_OF_KIND,
     no_whole_cards,
     pool_free_cards,
+    pool_free_slices,
     request_options,
 )
 from pools.capacity.budget_gate import NEEDS_ADMIN, budget_check_step
@@ -31,6 +32,7 @@ from pools.capacity.shapes import (
     shape_data,
     shape_fit,
 )
+from pools.capacity.slices import card_share
 from pools.capacity.window import WindowHolds, window_holds
 from pools.choices import (
     AllocationStatus,
@@ -54,7 +56,7 @@ JUSTIFICATION_MAX = 5000
 
 
 def _snapshot(request: CapacityRequest) -> dict:
-    return audit_snapshot(
+    snapshot = audit_snapshot(
         request,
         "status",
         "kind",
@@ -64,6 +66,9 @@ def _snapshot(request: CapacityRequest) -> dict:
         pool="pool.slug",
         gpu_model="gpu_model.slug",
     )
+    if request.mig_profile:  # card_count counts slices of it (issue 38)
+        snapshot["mig_profile"] = request.mig_profile
+    return snapshot
 
 
 def validate_request_fields(
@@ -468,9 +473,13 @@ def capacity_request_approve(
         cards = request.card_count if card_count is None else card_count
         end = request.ends_at if ends_at is None else ends_at
         _check_grant(request, cards, end, locked_pool, target_model)
-        budget_check_step(request=request, cards=cards, ends_at=end, pool=locked_pool,
-                          gpu_model=target_model, system=system)  # fmt: skip
-        placement = _grant_placement(request, cards, end, locked_pool, target_model)
+        budget_check_step(request=request, ends_at=end, pool=locked_pool, gpu_model=target_model,
+                          cards=card_equivalents(cards, request.mig_profile, target_model),
+                          system=system)  # fmt: skip
+        if request.mig_profile:
+            placement = _grant_slices(request, cards, end, locked_pool, target_model)
+        else:
+            placement = _grant_placement(request, cards, end, locked_pool, target_model)
         allocation = _approval_record(
             request,
             actor,
@@ -481,6 +490,7 @@ def capacity_request_approve(
                 pool=locked_pool,
                 gpu_model=target_model,
                 card_count=cards,
+                mig_profile=request.mig_profile,
                 starts_at=request.starts_at,
                 ends_at=end,
                 status=AllocationStatus.APPROVED,
@@ -559,6 +569,43 @@ def _grant_placement(
         _check_extended_cards(request, pinned, end, pool, model, free, holds)
         return pinned
     return placement_record(fit) if fit is not None else []
+
+
+def _grant_slices(
+    request: CapacityRequest, cards: int, end: datetime, pool: Pool, model: GpuModel
+) -> list[dict[str, Any]]:
+    """The per-profile invariant of a request for MIG slices (issue 38), under the pool lock:
+    the slices of ``request.mig_profile`` that ``pool`` × ``model`` holds now
+    (:func:`pools.inventory.selectors.mig_slices`: MIG instances of schedulable cards in MIG
+    mode) minus the most that holding slice allocations of that profile hold at once in
+    ``[starts_at, end)`` (:func:`pools.capacity.window.window_holds`) must be at least
+    ``cards``. No over-commit: a slice is a hardware partition, two teams cannot share it.
+    Returns ``[]`` (slices are not placed); raises :class:`InsufficientCapacity` (data ``free``,
+    ``requested``, ``mig_profile``) otherwise."""
+    profile = request.mig_profile
+    free = pool_free_slices(pool=pool, gpu_model=model, profile=profile,
+                            start=request.starts_at, end=end)  # fmt: skip
+    if free < cards:
+        raise InsufficientCapacity(
+            f"Insufficient capacity: {free} {model.name} MIG {profile} slice(s) free in "
+            f"{pool.name} for that window, {cards} requested.",
+            free=free,
+            requested=cards,
+            pool=pool.slug,
+            gpu_model=model.slug,
+            mig_profile=profile,
+        )
+    return []
+
+
+def card_equivalents(units: int, profile: str, model: GpuModel) -> int | Decimal:
+    """``units`` as cards: ``units`` whole cards, or ``units`` slices × their share of a card
+    (:func:`pools.capacity.slices.card_share`, 3 × ``1g.10gb`` = 3/7 of a card) as a Decimal
+    (what a budget prices)."""
+    if not profile:
+        return units
+    share = card_share(profile, model_key=model.slug)
+    return Decimal(units * share.numerator) / share.denominator
 
 
 def _check_granted_whole(
@@ -976,4 +1023,6 @@ def allocation_snapshot(allocation: Allocation) -> dict:
     )
     if allocation.placement:  # the cards a shape check counted on (issue #20)
         snapshot["placement"] = allocation.placement
+    if allocation.mig_profile:  # card_count counts slices of it (issue 38)
+        snapshot["mig_profile"] = allocation.mig_profile
     return snapshot

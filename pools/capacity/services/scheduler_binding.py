@@ -58,14 +58,18 @@ def team_cards_applied(
     """Cards of ``gpu_model`` the team holds at ``now`` (default: the clock) in pools of
     ``scheduler``, counting windows that open within the provisioning lead."""
     now = now or timezone.now()
-    total = Allocation.objects.filter(
-        team=team,
-        gpu_model=gpu_model,
-        pool__scheduler=scheduler,
-        status__in=APPLIED_STATUSES,
-        starts_at__lte=now + PROVISION_LEAD,
-        ends_at__gt=now,
-    ).aggregate(cards=Sum(applied_cards_expression()))["cards"]
+    total = (
+        Allocation.objects.whole_cards()
+        .filter(
+            team=team,
+            gpu_model=gpu_model,
+            pool__scheduler=scheduler,
+            status__in=APPLIED_STATUSES,
+            starts_at__lte=now + PROVISION_LEAD,
+            ends_at__gt=now,
+        )
+        .aggregate(cards=Sum(applied_cards_expression()))["cards"]
+    )
     return int(total or 0)
 
 
@@ -144,7 +148,8 @@ def kueue_cohort_of(*, team: Team, now: datetime | None = None) -> KueueCohort |
     of different cohorts, the first pool's by slug is used. One query."""
     now = now or timezone.now()
     rows = (
-        Allocation.objects.filter(
+        Allocation.objects.whole_cards()
+        .filter(
             team=team,
             pool__scheduler=Scheduler.KUBERNETES,
             pool__quota_backend=QuotaBackend.KUEUE,
