@@ -4,6 +4,7 @@ queue, allocations and the capacity timeline. Thin: forms in, services and selec
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib import messages
@@ -20,6 +21,8 @@ from pools.capacity import selectors as capacity_selectors
 from pools.capacity.arithmetic import card_hours, usable_cards
 from pools.capacity.availability import (
     CapacitySnapshot,
+    pool_free_slices,
+    pool_slices,
     request_options,
     schedulable_cards_by_pool_model,
     team_usage,
@@ -190,6 +193,7 @@ def request_new(request):
                 one_nvlink_domain=bool(d.get("one_nvlink_domain"))
                 and d.get("cards_per_node") is not None,
                 shared_nodes=bool(d.get("shared_nodes")) and d.get("cards_per_node") is not None,
+                mig_profile=d.get("mig_profile") or "",
             )
         except DomainError as exc:
             _apply_errors(form, exc)
@@ -256,6 +260,8 @@ def _options_for(form):
         return None
     if not d.get("gpu_model") and not d.get("min_memory_gib"):
         return None
+    if d.get("mig_profile"):
+        return _slice_option(d)
     options = request_options(
         workload_kind=d["workload_kind"],
         card_count=d.get("card_count") or 1,
@@ -276,6 +282,34 @@ def _options_for(form):
         cuda = (d.get("cuda_version") or "").strip() or None
         _fit_shape_on(options, shape, d["starts_at"], d["ends_at"], cuda)
     return options
+
+
+@dataclass(frozen=True)
+class SliceOption:
+    """The panel's one row for a request of MIG slices: the slices of ``profile`` the pool ×
+    model holds now (``total``) and those free for the whole window (``free``)."""
+
+    pool: Pool
+    gpu_model: GpuModel
+    profile: str
+    total: int
+    free: int
+    wanted: int
+
+    @property
+    def eligible(self) -> bool:
+        return self.free >= self.wanted
+
+
+def _slice_option(d) -> list[SliceOption] | None:
+    """The slices panel (pool and model named: the form's own check), two queries."""
+    pool, model, profile = d.get("pool"), d.get("gpu_model"), d["mig_profile"]
+    if pool is None or model is None:
+        return None
+    free = pool_free_slices(pool=pool, gpu_model=model, profile=profile,
+                            start=d["starts_at"], end=d["ends_at"])  # fmt: skip
+    total = pool_slices(pool=pool, gpu_model=model).get(profile, 0)
+    return [SliceOption(pool, model, profile, total, free, d.get("card_count") or 1)]
 
 
 def _fit_shape_on(options, shape: Shape, start, end, cuda: str | None) -> None:

@@ -276,6 +276,7 @@ def allocation_extend(
             gpu_model=allocation.gpu_model,
             cuda_version=source.cuda_version,
             extends=allocation,
+            mig_profile=allocation.mig_profile,
             **extension_shape(allocation),
         )
 

@@ -19,6 +19,7 @@ from pools.capacity.availability import (
     no_whole_cards,
     pool_free_cards,
     pool_free_slices,
+    pool_slices,
     request_options,
 )
 from pools.capacity.budget_gate import NEEDS_ADMIN, budget_check_step
@@ -32,7 +33,7 @@ from pools.capacity.shapes import (
     shape_data,
     shape_fit,
 )
-from pools.capacity.slices import card_share
+from pools.capacity.slices import card_share, is_profile
 from pools.capacity.window import WindowHolds, window_holds
 from pools.choices import (
     AllocationStatus,
@@ -83,6 +84,7 @@ def validate_request_fields(
     cuda_version: str,
     now: datetime | None = None,
     kind: str = RequestKind.CARDS,
+    mig_profile: str = "",
 ) -> dict[str, str]:
     """Field errors of a request's inputs, ``{field: message}``; empty when usable.
 
@@ -94,6 +96,10 @@ def validate_request_fields(
     A ``growth`` request asks for what the pools do not have yet, so it names a GPU model and
     is not held to any pool's cards; a named pool (the one that must grow) must still run the
     workload's scheduler.
+
+    A request for MIG slices (``mig_profile`` such as ``1g.10gb``; ``card_count`` counts
+    slices) names the pool and GPU model, and the pool must hold at least that many slices of
+    the profile on that model (:func:`_slice_errors`).
     """
     now = now or timezone.now()
     errors = _kind_and_count_errors(kind, workload_kind, card_count, gpu_model)
@@ -102,6 +108,8 @@ def validate_request_fields(
         return errors
     errors.update(_window_errors(starts_at, ends_at, now))
     errors.update(_choice_errors(workload_kind, pool, gpu_model, min_memory_gib, cuda_version))
+    if mig_profile:
+        return errors or _slice_errors(mig_profile, kind, card_count, pool, gpu_model)
     if errors or kind == RequestKind.GROWTH:
         return errors
     return _capacity_errors(
@@ -211,6 +219,34 @@ def _capacity_errors(
     return errors
 
 
+def _slice_errors(
+    profile: Any, kind: str, count: int, pool: Pool | None, gpu_model: GpuModel | None
+) -> dict[str, str]:
+    """A request for ``count`` slices of MIG ``profile``: a profile name (``1g.10gb``), a
+    request for cards (not growth), a named pool and GPU model, and at least ``count``
+    schedulable slices of the profile there (:func:`pools.capacity.availability.pool_slices`);
+    the message lists the profiles the pool × model has."""
+    if not isinstance(profile, str) or not is_profile(profile):
+        return {"mig_profile": "Give a MIG profile such as 1g.10gb, or leave it blank for cards."}
+    if kind != RequestKind.CARDS:
+        return {"mig_profile": "Capacity to add is asked for in whole cards."}
+    if pool is None or gpu_model is None:
+        return {"mig_profile": "Name the pool and the GPU model whose MIG slices you ask for."}
+    slices = pool_slices(pool=pool, gpu_model=gpu_model)
+    if not slices.get(profile):
+        offered = ", ".join(f"{name} ({n})" for name, n in sorted(slices.items())) or "none"
+        return {
+            "mig_profile": f"{pool.name} has no {gpu_model.name} MIG {profile} slices "
+            f"(it has: {offered})."
+        }
+    if count > slices[profile]:
+        return {
+            "card_count": f"{pool.name} has {slices[profile]} {gpu_model.name} MIG {profile} "
+            f"slices, fewer than {count}."
+        }
+    return {}
+
+
 def validate_shape_fields(
     *,
     card_count: Any,
@@ -273,8 +309,12 @@ def capacity_request_create(
     one_nvlink_domain: bool = False,
     shared_nodes: bool = False,
     kind: str = RequestKind.CARDS,
+    mig_profile: str = "",
 ) -> CapacityRequest:
     """Create a request for ``team`` (draft, or submitted when ``submit``).
+
+    ``mig_profile`` (``"1g.10gb"``) asks for ``card_count`` MIG slices of that profile of
+    ``gpu_model`` in ``pool`` instead of whole cards: both named, no shape (issue 38).
 
     ``kind`` ``growth`` asks for capacity no pool has yet (see :class:`RequestKind`): any
     number of cards of a named GPU model, in no pool or the pool that must grow; a pool admin
@@ -300,9 +340,14 @@ def capacity_request_create(
         min_memory_gib=min_memory_gib,
         cuda_version=cuda_version,
         kind=kind,
+        mig_profile=mig_profile,
     )
     if extends is not None and kind != RequestKind.CARDS:
         errors["kind"] = "An extension asks for cards from the allocation's pool."
+    if extends is not None and mig_profile != extends.mig_profile:
+        errors["mig_profile"] = "An extension asks for what the allocation holds."
+    if mig_profile and (cards_per_node is not None or node_count is not None):
+        errors["cards_per_node"] = "MIG slices are asked for without a shape."
     errors.update(
         validate_shape_fields(
             card_count=card_count,
@@ -321,7 +366,8 @@ def capacity_request_create(
     if submit and kind == RequestKind.CARDS:  # refused by a budget: not even a draft is left
         budget_check_step(
             request=CapacityRequest(team=team, starts_at=starts_at, ends_at=ends_at),
-            cards=card_count, ends_at=ends_at, pool=pool, gpu_model=gpu_model, system=False,
+            cards=card_equivalents(card_count, mig_profile, gpu_model), ends_at=ends_at,
+            pool=pool, gpu_model=gpu_model, system=False,
         )  # fmt: skip
     with transaction.atomic():
         request = CapacityRequest.objects.create(
@@ -333,6 +379,7 @@ def capacity_request_create(
             gpu_model=gpu_model,
             min_memory_gib=None if gpu_model else min_memory_gib,
             card_count=card_count,
+            mig_profile=mig_profile,
             starts_at=starts_at,
             ends_at=ends_at,
             cuda_version=cuda_version or "",
@@ -371,7 +418,8 @@ def capacity_request_submit(*, request: CapacityRequest, actor: Any) -> Capacity
             )
         verdict = (
             budget_check_step(
-                request=request, cards=request.card_count, ends_at=request.ends_at,
+                request=request, ends_at=request.ends_at,
+                cards=card_equivalents(request.card_count, request.mig_profile, request.gpu_model),
                 pool=request.pool, gpu_model=request.gpu_model, system=False,
             )
             if request.kind == RequestKind.CARDS
