@@ -289,3 +289,31 @@ def test_the_request_page_offers_the_profiles_and_shows_the_slices_free(client, 
     assert answer.status_code == 302
     created = CapacityRequest.objects.latest("pk")
     assert (created.mig_profile, created.card_count) == ("1g.10gb", 5)
+
+
+def test_a_mig_layout_change_under_slices_is_reported_as_capacity_loss(fleet):
+    """9 × 1g.10gb granted, then the node is re-cut: 5 × 1g.10gb (and the same 2 × 2g.20gb).
+    The import reports the window over-committed by slices: 9 held, 5 there."""
+    import json
+
+    from mig_nodes import mixed_a100_node
+
+    from pools.capacity.overcommit import overcommitted_windows
+    from pools.inventory.services.import_files import inventory_import_file
+
+    held = approve(fleet, ask(fleet, 9, "1g.10gb"))
+    node = mixed_a100_node()
+    node["metadata"]["labels"]["nvidia.com/mig-1g.10gb.count"] = "5"
+    node["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] = "5"
+    data = json.dumps({"kind": "NodeList", "items": [node]}).encode()
+    report = inventory_import_file(data=data, source="kubernetes", pool=fleet["pool"])
+    [over] = report.overcommitted
+    assert (over["mig_profile"], over["peak"], over["usable"], over["allocations"]) == (
+        "1g.10gb",
+        9,
+        5,
+        [held.pk],
+    )
+    assert "up to 9 MIG 1g.10gb slices held" in over["text"]
+    [again] = overcommitted_windows(now=fleet["start"])
+    assert (again.gpu_model, again.mig_profile) == ("a100_80g_sxm", "1g.10gb")
