@@ -248,7 +248,8 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     for a in allocations:
         share = a.card_share  # a MIG slice holds its share of a card
         for piece in card_pieces(a, changes.get(a.pk, ())):
-            held[a.pool_id] += piece.cards * share.numerator / share.denominator * _price_over(
+            cards = Decimal(piece.cards * share.numerator) / share.denominator
+            held[a.pool_id] += cards * _price_over(
                 periods, RateKind.GPU_RESERVED, a.gpu_model_id, max(piece.start, start),
                 min(piece.end, end),
             )  # fmt: skip

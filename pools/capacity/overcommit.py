@@ -73,8 +73,9 @@ class Overcommit:
 
 def overcommitted_windows(*, now: datetime) -> list[Overcommit]:
     """Every pool × GPU model over-committed at some instant from ``now`` on (see the module
-    doc), by pool and model slug. One query for the pairs (and one for slices), then one per pair with holds; the
-    allocations concerned are looked for only where the peak is over."""
+    doc), by pool and model slug. One query for the pairs (and one for the slices'), then one
+    per pair with holds; the allocations concerned are looked for only where the peak is
+    over."""
     pairs = (
         Allocation.objects.whole_cards()
         .filter(status__in=HOLDING_STATUSES, ends_at__gt=now)

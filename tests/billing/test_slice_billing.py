@@ -42,8 +42,7 @@ def test_a_reserved_slice_allocation_is_billed_at_its_share(team, train_pool, a1
     )  # fmt: skip
     usage_import_reservations(**WINDOW)
     records = {
-        r.allocation_id: r.quantity
-        for r in UsageRecord.objects.filter(basis=ChargeBasis.RESERVED)
+        r.allocation_id: r.quantity for r in UsageRecord.objects.filter(basis=ChargeBasis.RESERVED)
     }
     assert records == {slices.pk: SHARE_SECONDS, whole.pk: Decimal(2 * 10800)}
     rows = {row["allocation"].pk: row for row in top_allocations(month=date(2026, 10, 1))}
