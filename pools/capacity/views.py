@@ -511,6 +511,14 @@ def approval_queue(request):
                 if item.pool_id
                 else None
             )
+        elif item.mig_profile:  # slices of a profile: free slices, not cards (two queries)
+            free = pool_free_slices(
+                pool=item.pool,
+                gpu_model=item.gpu_model,
+                profile=item.mig_profile,
+                start=item.starts_at,
+                end=item.ends_at,
+            )
         elif item.pool_id and item.gpu_model_id:
             free = snapshot.free(
                 pool=item.pool,

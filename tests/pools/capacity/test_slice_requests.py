@@ -317,3 +317,16 @@ def test_a_mig_layout_change_under_slices_is_reported_as_capacity_loss(fleet):
     assert "up to 9 MIG 1g.10gb slices held" in over["text"]
     [again] = overcommitted_windows(now=fleet["start"])
     assert (again.gpu_model, again.mig_profile) == ("a100_80g_sxm", "1g.10gb")
+
+
+def test_the_queue_shows_free_slices_beside_a_slice_request(client, fleet):
+    """4 × 1g.10gb held; a request for 6 more is shown against 9 − 4 = 5 free slices (not the
+    6 whole cards), marked short; the allocation list names the profile."""
+    approve(fleet, ask(fleet, 4, "1g.10gb"))
+    ask(fleet, 6, "1g.10gb")
+    client.force_login(fleet["admin"])
+    queue = client.get("/requests/queue/").content.decode()
+    assert '<span class="badge down">5</span>' in queue
+    assert "MIG 1g.10gb slices</small>" in queue
+    listing = client.get("/allocations/").content.decode()
+    assert "MIG 1g.10gb slices</small>" in listing
