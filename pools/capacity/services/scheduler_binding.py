@@ -8,6 +8,10 @@ the account, not per partition (see :class:`scheduler_adapters.records.GpuLimit`
 portal always writes the team's *total* for the type — which makes every call idempotent and
 lets release, end, reclaim and reconcile share one function: :func:`slurm_limit_sync`.
 
+MIG slices (issue 38) are capped apart, per profile: ``GrpTRES=gres/gpu:<profile type>=N``
+with N the team's open-window slices of that profile and model (:func:`slurm_mig_gres_type`
+names the type the cluster reports), never added to the cards' cap.
+
 Kubernetes: each team is a namespace whose ResourceQuota on ``requests.nvidia.com/gpu`` is the
 team's open-window cards in Kubernetes pools (:func:`kubernetes_quota_sync`).
 """
@@ -24,7 +28,7 @@ from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation
 from pools.choices import AliasKind, QuotaBackend, Scheduler
-from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, Pool
+from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, MigDevice, Pool
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_usernames
 from scheduler_adapters.base import SchedulerAdapter
@@ -52,14 +56,36 @@ def slurm_gres_type(gpu_model: GpuModel) -> str:
     return gpu_model.slug
 
 
+def slurm_mig_gres_type(*, pool: Pool, gpu_model: GpuModel, profile: str) -> str:
+    """The GRES type Slurm counts slices of MIG ``profile`` of ``gpu_model`` under in ``pool``:
+    the type the cluster reported for them at the last inventory import
+    (:attr:`pools.inventory.models.MigDevice.gres_type`, e.g. AutoDetect's
+    ``nvidia_a100_80gb_pcie_1g.10gb``), else the profile itself (``gres.conf``
+    ``Name=gpu Type=1g.10gb``, the form of Slurm's gres.conf MIG examples)."""
+    reported = (
+        MigDevice.objects.filter(gpu__node__pool=pool, gpu__gpu_model=gpu_model, profile=profile)
+        .exclude(gres_type="")
+        .values_list("gres_type", flat=True)
+        .order_by("gres_type")
+        .first()
+    )
+    return reported or profile
+
+
 def team_cards_applied(
-    *, team: Team, gpu_model: GpuModel, scheduler: str, now: datetime | None = None
+    *,
+    team: Team,
+    gpu_model: GpuModel,
+    scheduler: str,
+    now: datetime | None = None,
+    mig_profile: str = "",
 ) -> int:
     """Cards of ``gpu_model`` the team holds at ``now`` (default: the clock) in pools of
-    ``scheduler``, counting windows that open within the provisioning lead."""
+    ``scheduler``, counting windows that open within the provisioning lead; with
+    ``mig_profile``, slices of that profile instead (never both: issue 38)."""
     now = now or timezone.now()
     total = (
-        Allocation.objects.whole_cards()
+        Allocation.objects.filter(mig_profile=mig_profile)
         .filter(
             team=team,
             gpu_model=gpu_model,
@@ -96,8 +122,11 @@ def slurm_limit_sync(
     pool: Pool,
     gpu_model: GpuModel,
     now: datetime | None = None,
+    mig_profile: str = "",
 ) -> dict:
-    """Make the team's Slurm cap for the model's GRES type equal its applied cards.
+    """Make the team's Slurm cap for the model's GRES type equal its applied cards; with
+    ``mig_profile``, the cap on that profile's slice type (:func:`slurm_mig_gres_type`) equal
+    its applied slices.
 
     Ensures the account and the members' associations on the pool's partition first (members
     unknown to Slurm are listed in ``missing_users``, not fatal: they get access once they have
@@ -105,8 +134,13 @@ def slurm_limit_sync(
     :class:`~scheduler_adapters.errors.SchedulerError` subclasses (``transient`` says whether
     a retry can help).
     """
-    gres = slurm_gres_type(gpu_model)
-    cards = team_cards_applied(team=team, gpu_model=gpu_model, scheduler=Scheduler.SLURM, now=now)
+    if mig_profile:
+        gres = slurm_mig_gres_type(pool=pool, gpu_model=gpu_model, profile=mig_profile)
+    else:
+        gres = slurm_gres_type(gpu_model)
+    cards = team_cards_applied(
+        team=team, gpu_model=gpu_model, scheduler=Scheduler.SLURM, now=now, mig_profile=mig_profile
+    )
     partition = pool.slurm_partition or None
     adapter.ensure_account(
         team.slug,
@@ -325,6 +359,7 @@ def binding_apply(allocation: Allocation, *, now: datetime | None = None) -> dic
             pool=pool,
             gpu_model=allocation.gpu_model,
             now=now,
+            mig_profile=allocation.mig_profile,
         )
         if allocation.placement:
             binding.update(slurm_reservation_apply(adapter=adapter, allocation=allocation))
