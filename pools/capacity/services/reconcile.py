@@ -19,6 +19,7 @@ from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation, SchedulerDrift
 from pools.capacity.services.scheduler_binding import (
     kubernetes_quota_sync,
+    kubernetes_quota_wanted,
     kueue_lender_sync,
     scheduler_adapter,
     slurm_gres_type,
@@ -151,13 +152,8 @@ def reconcile_kubernetes() -> ReconcileReport:
         report.errors.append(f"nodes: {exc}")
     teams = Team.objects.filter(allocations__pool__scheduler=Scheduler.KUBERNETES).distinct()
     for team in teams:
-        models = GpuModel.objects.filter(
-            allocations__team=team, allocations__pool__scheduler=Scheduler.KUBERNETES
-        ).distinct()
-        expected = sum(
-            team_cards_applied(team=team, gpu_model=m, scheduler=Scheduler.KUBERNETES)
-            for m in models
-        )
+        # the nvidia.com/gpu total: whole cards, and slices under the single MIG strategy
+        expected = sum(kubernetes_quota_wanted(team=team)[0].values())
         report.checked += 1
         try:
             found = adapter.get_gpu_quota(team.slug).cards

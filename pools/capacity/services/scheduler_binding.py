@@ -19,6 +19,7 @@ team's open-window cards in Kubernetes pools (:func:`kubernetes_quota_sync`).
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import Case, Count, F, Sum, When
 from django.utils import timezone
@@ -28,7 +29,7 @@ from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation
 from pools.choices import AliasKind, QuotaBackend, Scheduler
-from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, MigDevice, Pool
+from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, MigDevice, Node, Pool
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_usernames
 from scheduler_adapters.base import SchedulerAdapter
@@ -216,6 +217,43 @@ def kubernetes_quota_sync(*, adapter, team: Team, now: datetime | None = None) -
     elastic allocations in a Kueue pool, the team's ClusterQueue joins the pool's cohort with
     their burst as its ``borrowingLimit`` (:func:`kueue_cohort_of`) in the same write.
     """
+    quota, mig_quota = kubernetes_quota_wanted(team=team, now=now)
+    cohort = kueue_cohort_of(team=team, now=now)
+    extra: dict[str, Any] = {"cohort": cohort} if cohort is not None else {}
+    if mig_quota:
+        extra["mig_quota"] = mig_quota
+    adapter.ensure_team(team.slug, group=f"team-{team.slug}", gpu_quota=quota, **extra)
+    binding = {
+        "scheduler": "kubernetes",
+        "applied": True,
+        "namespace": f"team-{team.slug}",
+        "gpu_quota": quota,
+        "total": sum(quota.values()),
+    }
+    if mig_quota:
+        binding["mig_quota"] = mig_quota
+    if cohort is not None:
+        binding["kueue_cohort"] = cohort.name
+        binding["kueue_borrowing"] = dict(cohort.borrowing)
+    return binding
+
+
+def kubernetes_quota_wanted(
+    *, team: Team, now: datetime | None = None
+) -> tuple[dict[str, int], dict[str, int]]:
+    """What the team's namespace quota should say now: ``nvidia.com/gpu`` per GPU product label
+    (its open-window whole cards in Kubernetes pools, :func:`team_cards_applied`) and MIG
+    slices per profile (``{"1g.10gb": 9}``) under the device plugin's *mixed* strategy.
+
+    A slice allocation's strategy is that of the nodes holding its slices (GFD's
+    ``nvidia.com/mig.strategy`` label, kept on the node by the Kubernetes import): *single*
+    when every such node says so. Under *single* a slice is one ``nvidia.com/gpu`` of the
+    product ``<product>-MIG-<profile>`` (GFD overrides ``nvidia.com/gpu.product`` so), so it
+    joins the ``nvidia.com/gpu`` quota under that product — and with Kueue its ResourceFlavor
+    selects exactly those MIG nodes by that label (the node affinity that keeps the pods on
+    them). Under *mixed* it is quota'd on ``requests.nvidia.com/mig-<profile>``, which only
+    MIG nodes advertise. Source: the k8s-device-plugin GFD README at 0719b2a (see
+    ``tests/mig_nodes.py``)."""
     quota: dict[str, int] = {}
     models = GpuModel.objects.filter(
         allocations__team=team, allocations__pool__scheduler=Scheduler.KUBERNETES
@@ -226,22 +264,48 @@ def kubernetes_quota_sync(*, adapter, team: Team, now: datetime | None = None) -
         )
         if cards:
             quota[k8s_product_label(model)] = cards
-    cohort = kueue_cohort_of(team=team, now=now)
-    if cohort is None:
-        adapter.ensure_team(team.slug, group=f"team-{team.slug}", gpu_quota=quota)
-    else:
-        adapter.ensure_team(team.slug, group=f"team-{team.slug}", gpu_quota=quota, cohort=cohort)
-    binding = {
-        "scheduler": "kubernetes",
-        "applied": True,
-        "namespace": f"team-{team.slug}",
-        "gpu_quota": quota,
-        "total": sum(quota.values()),
-    }
-    if cohort is not None:
-        binding["kueue_cohort"] = cohort.name
-        binding["kueue_borrowing"] = dict(cohort.borrowing)
-    return binding
+    now = now or timezone.now()
+    slices = (
+        Allocation.objects.slices()
+        .filter(
+            team=team,
+            pool__scheduler=Scheduler.KUBERNETES,
+            status__in=APPLIED_STATUSES,
+            starts_at__lte=now + PROVISION_LEAD,
+            ends_at__gt=now,
+        )
+        .values_list("pool", "gpu_model", "mig_profile")
+        .annotate(n=Sum("card_count"))
+        .order_by("pool", "gpu_model", "mig_profile")
+    )
+    mig_quota: dict[str, int] = {}
+    for pool_id, model_id, profile, n in slices:
+        model = GpuModel.objects.get(pk=model_id)
+        if mig_strategy(pool_id=pool_id, gpu_model=model, profile=profile) == "single":
+            product = f"{k8s_product_label(model)}-MIG-{profile}"
+            quota[product] = quota.get(product, 0) + n
+        else:
+            mig_quota[profile] = mig_quota.get(profile, 0) + n
+    return quota, mig_quota
+
+
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+
+
+def mig_strategy(*, pool_id: int, gpu_model: GpuModel, profile: str) -> str:
+    """``"single"`` when every node of the pool holding slices of ``profile`` on
+    ``gpu_model`` is labelled ``nvidia.com/mig.strategy=single``, else ``"mixed"``."""
+    labels = (
+        Node.objects.filter(
+            pool_id=pool_id,
+            gpus__gpu_model=gpu_model,
+            gpus__mig_devices__profile=profile,
+        )
+        .distinct()
+        .values_list("labels", flat=True)
+    )
+    found = {(label or {}).get(MIG_STRATEGY_LABEL) for label in labels}
+    return "single" if found == {"single"} else "mixed"
 
 
 def kueue_lender_sync(*, adapter, pool: Pool, now: datetime | None = None) -> dict | None:
