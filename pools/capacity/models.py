@@ -179,11 +179,6 @@ class CapacityRequest(models.Model):
         return f"any ≥ {self.min_memory_gib} GiB"
 
     @property
-    def unit_label(self) -> str:
-        """What ``card_count`` counts: "card(s)" or "1g.10gb slice(s)"."""
-        return f"{self.mig_profile} slices" if self.mig_profile else "cards"
-
-    @property
     def duration_hours(self) -> Decimal:
         return card_hours(1, self.starts_at, self.ends_at)
 
@@ -278,11 +273,6 @@ class Allocation(models.Model):
         """What one of ``card_count`` is of a card (a :class:`fractions.Fraction`): 1 for whole
         cards, ``g``/7 for a ``<g>g.<m>gb`` slice (:func:`pools.capacity.slices.card_share`)."""
         return card_share(self.mig_profile, model_key=self.gpu_model.slug)
-
-    @property
-    def unit_label(self) -> str:
-        """What ``card_count`` counts: "cards" or "1g.10gb slices"."""
-        return f"{self.mig_profile} slices" if self.mig_profile else "cards"
 
 
 class PlacedCards(models.Model):

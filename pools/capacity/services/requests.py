@@ -232,6 +232,9 @@ def _slice_errors(
         return {"mig_profile": "Capacity to add is asked for in whole cards."}
     if pool is None or gpu_model is None:
         return {"mig_profile": "Name the pool and the GPU model whose MIG slices you ask for."}
+    if pool.scheduler == Scheduler.KUBERNETES and profile.endswith("+me"):
+        # "+" may stand in no resource name nor label value: no quota could be written
+        return {"mig_profile": f"{pool.name} cannot give {profile} slices a quota yet."}
     slices = pool_slices(pool=pool, gpu_model=gpu_model)
     if not slices.get(profile):
         offered = ", ".join(f"{name} ({n})" for name, n in sorted(slices.items())) or "none"

@@ -279,8 +279,10 @@ def kubernetes_quota_wanted(
         .order_by("pool", "gpu_model", "mig_profile")
     )
     mig_quota: dict[str, int] = {}
+    slices = list(slices)
+    held_models = GpuModel.objects.in_bulk({model_id for _p, model_id, _f, _n in slices})
     for pool_id, model_id, profile, n in slices:
-        model = GpuModel.objects.get(pk=model_id)
+        model = held_models[model_id]
         if mig_strategy(pool_id=pool_id, gpu_model=model, profile=profile) == "single":
             product = f"{k8s_product_label(model)}-MIG-{profile}"
             quota[product] = quota.get(product, 0) + n
