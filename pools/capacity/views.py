@@ -300,16 +300,32 @@ class SliceOption:
     def eligible(self) -> bool:
         return self.free >= self.wanted
 
+    @property
+    def usable(self) -> int:
+        return self.total  # no over-commit on slices
+
+    @property
+    def reasons(self) -> list[str]:
+        if self.eligible:
+            return []
+        return [f"only {self.free} of {self.total} {self.profile} slices free in that window"]
+
+
+def slice_options(*, pool, gpu_model, profile, start, end, wanted) -> list[SliceOption]:
+    """The one (pool, model) a request for ``wanted`` slices of ``profile`` names, with its
+    slices and those free for ``[start, end)``. Two queries."""
+    free = pool_free_slices(pool=pool, gpu_model=gpu_model, profile=profile, start=start, end=end)
+    total = pool_slices(pool=pool, gpu_model=gpu_model).get(profile, 0)
+    return [SliceOption(pool, gpu_model, profile, total, free, wanted)]
+
 
 def _slice_option(d) -> list[SliceOption] | None:
-    """The slices panel (pool and model named: the form's own check), two queries."""
-    pool, model, profile = d.get("pool"), d.get("gpu_model"), d["mig_profile"]
-    if pool is None or model is None:
+    """The new-request page's slices panel (pool and model named: the form's own check)."""
+    if d.get("pool") is None or d.get("gpu_model") is None:
         return None
-    free = pool_free_slices(pool=pool, gpu_model=model, profile=profile,
-                            start=d["starts_at"], end=d["ends_at"])  # fmt: skip
-    total = pool_slices(pool=pool, gpu_model=model).get(profile, 0)
-    return [SliceOption(pool, model, profile, total, free, d.get("card_count") or 1)]
+    return slice_options(pool=d["pool"], gpu_model=d["gpu_model"], profile=d["mig_profile"],
+                         start=d["starts_at"], end=d["ends_at"],
+                         wanted=d.get("card_count") or 1)  # fmt: skip
 
 
 def _fit_shape_on(options, shape: Shape, start, end, cuda: str | None) -> None:
@@ -347,7 +363,11 @@ def request_detail(request, pk: int):
         "may_decide": permissions.may_decide(request.user),
     }
     context["trail"].sort(key=lambda e: (e.created_at, e.pk))
-    if (
+    if context["may_decide"] and obj.status == RequestStatus.SUBMITTED and obj.mig_profile:
+        context["options"] = slice_options(pool=obj.pool, gpu_model=obj.gpu_model,
+                                           profile=obj.mig_profile, start=obj.starts_at,
+                                           end=obj.ends_at, wanted=obj.card_count)  # fmt: skip
+    elif (
         context["may_decide"]
         and obj.status == RequestStatus.SUBMITTED
         and obj.kind == RequestKind.CARDS

@@ -330,3 +330,14 @@ def test_the_queue_shows_free_slices_beside_a_slice_request(client, fleet):
     assert "MIG 1g.10gb slices</small>" in queue
     listing = client.get("/allocations/").content.decode()
     assert "MIG 1g.10gb slices</small>" in listing
+
+
+def test_the_request_page_shows_an_admin_the_slices_free(client, fleet):
+    """9 × 1g.10gb, 4 held: a request for 6 shows 5 / 9 and says why it does not fit."""
+    approve(fleet, ask(fleet, 4, "1g.10gb"))
+    request = ask(fleet, 6, "1g.10gb")
+    client.force_login(fleet["admin"])
+    page = client.get(f"/requests/{request.pk}/").content.decode()
+    assert '<td class="num">5 / 9</td>' in page
+    assert "only 5 of 9 1g.10gb slices free in that window" in page
+    assert "6 MIG 1g.10gb slices" in page
