@@ -283,7 +283,7 @@ def test_the_request_page_offers_the_profiles_and_shows_the_slices_free(client, 
     }
     panel = client.get("/requests/new/", window, headers={"HX-Request": "true"}).content.decode()
     assert 'id="slice-options"' in panel
-    assert '<td class="num">5</td><td class="num">9</td>' in panel
+    assert '<td class="num">5 of 9</td>' in panel
     assert "5 of 9 1g.10gb slices free for the window, 6 asked" in panel
     answer = client.post("/requests/new/", {**window, "card_count": 5, "submit_request": "1"})
     assert answer.status_code == 302
