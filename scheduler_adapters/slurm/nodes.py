@@ -230,10 +230,20 @@ def _gpus_from_gres(
     gpu_items = [item for item in items if item.name == GPU]
     whole = [item for item in gpu_items if mig_gres_type(item.type) is None]
     sliced = [item for item in gpu_items if mig_gres_type(item.type) is not None]
+    # counted before anything is expanded: a corrupt count must not build a billion entries
+    total = sum(item.count for item in whole)
+    slices = sum(item.count for item in sliced)
+    if total > MAX_GPUS_PER_NODE or slices > MAX_MIG_SLICES:
+        issues.append(
+            ParseIssue(
+                f"implausible GPU count {total + slices} in GRES {raw!r}", field=field, node=name
+            )
+        )
+        return None
     model_names = [item.type for item in whole for _ in range(item.count)]
     mig_cards = _mig_cards(sliced, {item.type for item in whole})
     total = len(model_names) + len(mig_cards)
-    if total > MAX_GPUS_PER_NODE or sum(item.count for item in sliced) > MAX_MIG_SLICES:
+    if total > MAX_GPUS_PER_NODE:
         issues.append(
             ParseIssue(f"implausible GPU count {total} in GRES {raw!r}", field=field, node=name)
         )
