@@ -146,6 +146,7 @@ class AllocationFactory(factory.django.DjangoModelFactory):
     pool = factory.SubFactory(PoolFactory, scheduler=Scheduler.KUBERNETES, slurm_partition="")
     gpu_model = factory.LazyFunction(lambda: inventory_models.GpuModel.objects.get(slug="l40s"))
     card_count = 1
+    mig_profile = ""
     starts_at = factory.LazyFunction(next_week_9am)
     ends_at = factory.LazyAttribute(lambda o: o.starts_at + timedelta(days=7))
     status = AllocationStatus.APPROVED
@@ -155,6 +156,7 @@ class AllocationFactory(factory.django.DjangoModelFactory):
         pool=factory.SelfAttribute("..pool"),
         gpu_model=factory.SelfAttribute("..gpu_model"),
         card_count=factory.SelfAttribute("..card_count"),
+        mig_profile=factory.SelfAttribute("..mig_profile"),
         starts_at=factory.SelfAttribute("..starts_at"),
         ends_at=factory.SelfAttribute("..ends_at"),
         status=RequestStatus.APPROVED,

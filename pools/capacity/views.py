@@ -4,6 +4,7 @@ queue, allocations and the capacity timeline. Thin: forms in, services and selec
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib import messages
@@ -20,6 +21,8 @@ from pools.capacity import selectors as capacity_selectors
 from pools.capacity.arithmetic import card_hours, usable_cards
 from pools.capacity.availability import (
     CapacitySnapshot,
+    pool_free_slices,
+    pool_slices,
     request_options,
     schedulable_cards_by_pool_model,
     team_usage,
@@ -190,6 +193,7 @@ def request_new(request):
                 one_nvlink_domain=bool(d.get("one_nvlink_domain"))
                 and d.get("cards_per_node") is not None,
                 shared_nodes=bool(d.get("shared_nodes")) and d.get("cards_per_node") is not None,
+                mig_profile=d.get("mig_profile") or "",
             )
         except DomainError as exc:
             _apply_errors(form, exc)
@@ -256,6 +260,8 @@ def _options_for(form):
         return None
     if not d.get("gpu_model") and not d.get("min_memory_gib"):
         return None
+    if d.get("mig_profile"):
+        return _slice_option(d)
     options = request_options(
         workload_kind=d["workload_kind"],
         card_count=d.get("card_count") or 1,
@@ -276,6 +282,50 @@ def _options_for(form):
         cuda = (d.get("cuda_version") or "").strip() or None
         _fit_shape_on(options, shape, d["starts_at"], d["ends_at"], cuda)
     return options
+
+
+@dataclass(frozen=True)
+class SliceOption:
+    """The panel's one row for a request of MIG slices: the slices of ``profile`` the pool ×
+    model holds now (``total``) and those free for the whole window (``free``)."""
+
+    pool: Pool
+    gpu_model: GpuModel
+    profile: str
+    total: int
+    free: int
+    wanted: int
+
+    @property
+    def eligible(self) -> bool:
+        return self.free >= self.wanted
+
+    @property
+    def usable(self) -> int:
+        return self.total  # no over-commit on slices
+
+    @property
+    def reasons(self) -> list[str]:
+        if self.eligible:
+            return []
+        return [f"only {self.free} of {self.total} {self.profile} slices free in that window"]
+
+
+def slice_options(*, pool, gpu_model, profile, start, end, wanted) -> list[SliceOption]:
+    """The one (pool, model) a request for ``wanted`` slices of ``profile`` names, with its
+    slices and those free for ``[start, end)``. Two queries."""
+    free = pool_free_slices(pool=pool, gpu_model=gpu_model, profile=profile, start=start, end=end)
+    total = pool_slices(pool=pool, gpu_model=gpu_model).get(profile, 0)
+    return [SliceOption(pool, gpu_model, profile, total, free, wanted)]
+
+
+def _slice_option(d) -> list[SliceOption] | None:
+    """The new-request page's slices panel (pool and model named: the form's own check)."""
+    if d.get("pool") is None or d.get("gpu_model") is None:
+        return None
+    return slice_options(pool=d["pool"], gpu_model=d["gpu_model"], profile=d["mig_profile"],
+                         start=d["starts_at"], end=d["ends_at"],
+                         wanted=d.get("card_count") or 1)  # fmt: skip
 
 
 def _fit_shape_on(options, shape: Shape, start, end, cuda: str | None) -> None:
@@ -313,7 +363,11 @@ def request_detail(request, pk: int):
         "may_decide": permissions.may_decide(request.user),
     }
     context["trail"].sort(key=lambda e: (e.created_at, e.pk))
-    if (
+    if context["may_decide"] and obj.status == RequestStatus.SUBMITTED and obj.mig_profile:
+        context["options"] = slice_options(pool=obj.pool, gpu_model=obj.gpu_model,
+                                           profile=obj.mig_profile, start=obj.starts_at,
+                                           end=obj.ends_at, wanted=obj.card_count)  # fmt: skip
+    elif (
         context["may_decide"]
         and obj.status == RequestStatus.SUBMITTED
         and obj.kind == RequestKind.CARDS
@@ -498,6 +552,14 @@ def approval_queue(request, verdicts=None):
                 )
                 if item.pool_id
                 else None
+            )
+        elif item.mig_profile:  # slices of a profile: free slices, not cards (two queries)
+            free = pool_free_slices(
+                pool=item.pool,
+                gpu_model=item.gpu_model,
+                profile=item.mig_profile,
+                start=item.starts_at,
+                end=item.ends_at,
             )
         elif item.pool_id and item.gpu_model_id:
             free = snapshot.free(

@@ -324,6 +324,9 @@ class MigDevice(models.Model):
     gpu_instance_id = models.PositiveSmallIntegerField(null=True, blank=True)
     compute_instance_id = models.PositiveSmallIntegerField(null=True, blank=True)
     memory_total_mib = models.PositiveIntegerField(null=True, blank=True)
+    # The GRES type Slurm counts this slice under (gres.conf ``Type=1g.10gb``, or AutoDetect's
+    # ``nvidia_a100_80gb_pcie_1g.10gb``); blank from other sources. Provisioning caps it.
+    gres_type = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         ordering = ["gpu", "index"]

@@ -308,6 +308,14 @@ def mig_slices(*, gpus: QuerySet[Gpu] | None = None) -> dict[tuple[int, int], di
     return dict(slices)
 
 
+def mig_profiles() -> list[str]:
+    """The MIG profiles the inventory holds schedulable slices of, in any pool, sorted
+    (``["1g.10gb", "2g.20gb"]``): what a request for slices may name. One query."""
+    cards = Gpu.objects.sliced().filter(node__pool__isnull=False)
+    rows = MigDevice.objects.filter(gpu__in=cards.values("pk")).exclude(profile="")
+    return sorted(set(rows.values_list("profile", flat=True).distinct()))
+
+
 @dataclass(frozen=True)
 class PoolModelCapacity:
     """One pool × GPU model: its cards, the whole ones the capacity invariant counts

@@ -412,9 +412,10 @@ def _write_plans(plans: list[NodePlan], run: ImportRun) -> None:
                 gpu_instance_id=gi,
                 compute_instance_id=ci,
                 memory_total_mib=mem,
+                gres_type=gres,
             )
             for gpu, rows in mig
-            for i, u, prof, gi, ci, mem in rows
+            for i, u, prof, gi, ci, mem, gres in rows
         )
     events = [
         audit_event_build(
