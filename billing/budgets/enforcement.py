@@ -13,10 +13,11 @@ Consumption is what statements charge so far; on top of it the check counts what
 budget's scope) from now to the end of their window or the period, whichever comes first —
 cards (a slice allocation: its share of a card) × those hours, priced like the request at the
 reserved price in force at their start (or now, if started). Without it, two requests could
-each pass alone and together exceed the budget. Hours before now are the statements' (the reservation import accrues them), so nothing
-is counted twice; hours between the last import and now are in neither (the import runs
-hourly, so at most about an hour of each allocation). An allocation whose model has no
-reserved price adds its card-hours and no money, as a statement could not price it either.
+each pass alone and together exceed the budget. Hours before now are the statements' (the
+reservation import accrues them), so nothing is counted twice; hours between the last import
+and now are in neither (the import runs hourly, so at most about an hour of each allocation).
+An allocation whose model has no reserved price adds its card-hours and no money, as a
+statement could not price it either.
 """
 
 from __future__ import annotations
