@@ -29,8 +29,11 @@ from pools.serving.models import (
 )
 from pools.sizing.models import CalibrationRecord, SizingEstimate
 from pools.tenancy.models import Membership, Team
+from pools.tokenflow.models import AgentCall, AgentTask
 
 __all__ = [
+    "AgentCall",
+    "AgentTask",
     "Allocation",
     "ApiToken",
     "AuditEvent",

@@ -1,7 +1,8 @@
 """The app's task registry: Celery's autodiscovery imports ``pools.tasks``; each sub-domain
 defines its own (``pools.capacity.tasks``, ``pools.sizing.tasks``, ``pools.reclamation.tasks``,
 ``pools.elastic.tasks``, ``pools.dashboards.tasks``, ``pools.serving.tasks``,
-``pools.calibration.tasks``), and the outbox's drain (``pools.jobs.tasks``)."""
+``pools.calibration.tasks``, ``pools.tokenflow.tasks``), and the outbox's drain
+(``pools.jobs.tasks``)."""
 
 from pools.calibration import tasks as calibration_tasks
 from pools.capacity import tasks as capacity_tasks
@@ -11,6 +12,7 @@ from pools.jobs import tasks as outbox_tasks
 from pools.reclamation import tasks as reclamation_tasks
 from pools.serving import tasks as serving_tasks
 from pools.sizing import tasks as sizing_tasks
+from pools.tokenflow import tasks as tokenflow_tasks
 
 __all__ = [
     "calibration_tasks",
@@ -21,4 +23,5 @@ __all__ = [
     "reclamation_tasks",
     "serving_tasks",
     "sizing_tasks",
+    "tokenflow_tasks",
 ]
