@@ -11,6 +11,7 @@ from billing.api import views as billing_api
 from billing.budgets import api as budgets_api
 from billing.dashboards import api as dashboards_api
 from billing.dashboards import views as views_dashboard
+from billing.tokenflow import api as tokenflow_api
 from pools.access import api as access_api
 from pools.capacity import api as capacity_api
 from pools.capacity import api_audit as audit_api
@@ -63,6 +64,7 @@ router.register("scale-events", elastic_api.ScaleEventViewSet, basename="scale-e
 router.register("serving", serving_api.ServingViewSet, basename="serving")
 router.register("statements", billing_api.StatementViewSet, basename="statement")
 router.register("budgets", budgets_api.BudgetViewSet, basename="budget")
+router.register("token-flow/tasks", tokenflow_api.AgentTaskViewSet, basename="token-flow-task")
 
 api_v1 = [
     path("auth/token/", TokenView.as_view(), name="auth-token"),
