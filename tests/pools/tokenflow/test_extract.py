@@ -43,7 +43,8 @@ def test_litellm_standard_logging_payload():
 def test_litellm_spend_log_row():
     """session_id groups; request_duration_ms 1840 is 1.84 s and wins over the times."""
     record = {"session_id": "s-2", "status": "success", "request_duration_ms": 1840,
-              "startTime": "2026-12-01T10:00:00+00:00", "endTime": "2026-12-01T10:00:09+00:00"}  # fmt: skip
+              "startTime": "2026-12-01T10:00:00+00:00",
+              "endTime": "2026-12-01T10:00:09+00:00"}  # fmt: skip
 
     assert fields(record) == CallFields("s-2", None, "ok", 1.84, None)
 
