@@ -18,6 +18,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import Case, Count, DecimalField, F, Q, QuerySet, Sum, Value, When
+from django.db.models.functions import Cast
 
 from billing.choices import RateKind
 from billing.conf import billing_zone
@@ -56,7 +57,7 @@ def _periods(since: datetime, until: datetime) -> list[RatePeriod]:
     return out
 
 
-def _cost(prefix: str, periods: list[RatePeriod], models: list[str]) -> Case:
+def _cost(prefix: str, periods: list[RatePeriod], models: list[str]):
     tokens_in, cached, out = (F(f"{prefix}input_tokens"), F(f"{prefix}cached_tokens"),
                               F(f"{prefix}output_tokens"))  # fmt: skip
     whens = []
@@ -71,7 +72,8 @@ def _cost(prefix: str, periods: list[RatePeriod], models: list[str]) -> Case:
             )
             whens.append(When(Q(served_model=model, first_call_at__gte=period.start,
                                 first_call_at__lt=period.end), then=amount))  # fmt: skip
-    return Case(*whens, default=Value(None, output_field=MONEY), output_field=MONEY)
+    unknown = Cast(Value(None), output_field=MONEY)  # typed: SUM(NULL) has no type in SQL
+    return Case(*whens, default=unknown, output_field=MONEY) if whens else unknown
 
 
 def priced_tasks(

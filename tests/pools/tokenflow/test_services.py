@@ -24,41 +24,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
+from tokenflow_support import T0, task_a, task_b, task_records
 
 from billing.models import UsageRecord
 from billing.services.tokens import usage_tokens_ingest
 from pools.tokenflow.models import AgentCall, AgentTask
 from pools.tokenflow.selectors import prompt_bloat_signals
 from pools.tokenflow.services import tokenflow_prune
-
-T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
-
-
-def task_records(task: str, calls: int, retries: range = range(0), team: str = "nlp",
-                 tool: int = 800, latency: float = 2.0, key: str = "") -> list[dict]:  # fmt: skip
-    out = []
-    for i in range(calls):
-        prompt = 3000 + 800 * i
-        record = {
-            "idempotency_key": f"{key or task}-{i}", "team": team, "served_model": "qwen",
-            "timestamp": (T0 + timedelta(seconds=10 * i)).isoformat(),
-            "usage": {"prompt_tokens": prompt, "completion_tokens": 150,
-                      "prompt_tokens_details": {"cached_tokens": 2000}},
-            "metadata": {"task_id": task, "outcome": "retry" if i in retries else "ok"},
-            "call_index": i + 1, "latency_s": latency,
-        }  # fmt: skip
-        if i:
-            record["tool_return_tokens"] = tool
-        out.append(record)
-    return out
-
-
-def task_a(**kw):
-    return task_records("A", 12, range(2, 9), **kw)
-
-
-def task_b(**kw):
-    return task_records("B", 4, tool=1200, latency=1.0, **kw)
 
 
 @pytest.fixture
