@@ -154,11 +154,14 @@ def run() -> None:
     list_ms, list_q = _p50_ms(lambda: client.get("/api/v1/token-flow/tasks/?team=bench-big"))
     big_tasks = AgentTask.objects.filter(team_id=teams[0]).count()
 
-    print(f"\nToken flow benchmark on PostgreSQL ({calls:,} calls in {tasks:,} tasks, 10 teams)")
+    load = os.getloadavg()[0]
+    print(f"\nToken flow benchmark on PostgreSQL ({calls:,} calls in {tasks:,} tasks, 10 teams; "
+          f"load average {load:.1f} on {os.cpu_count()} cores)")  # fmt: skip
     print(f"{'step':<58}{'value':>12}  note")
     print(f"{'token-flow import (record_calls), 50,000 a batch':<58}{import_s:>10.2f} s  "
           f"{calls / import_s:,.0f} calls/s; target < 60 s")  # fmt: skip
-    print(f"{f'gateway import (usage_tokens_ingest), {GATEWAY:,} records':<58}{gateway_s:>10.2f} s  "
+    gateway = f"gateway import (usage_tokens_ingest), {GATEWAY:,} records"
+    print(f"{gateway:<58}{gateway_s:>10.2f} s  "
           f"{rate:,.0f} records/s; 1,000,000 at that rate ≈ {1_000_000 / rate:,.0f} s "
           f"(extrapolated)")  # fmt: skip
     print(f"{f'team page, {big_tasks:,} tasks in 30 days, p50':<58}{page_ms:>9.1f} ms  "

@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from billing.conf import billing_zone
 from billing.pricing import round_money
 from billing.tokenflow.forms import ORDERINGS, TokenFlowFilterForm
-from billing.tokenflow.selectors import flow_cost, priced_tasks
+from billing.tokenflow.selectors import COST_AGGREGATES, flow_cost, priced_tasks
 from pools.api_common import visible_teams
 from pools.tokenflow import selectors
 from pools.tokenflow.models import AgentCall, AgentTask
@@ -176,8 +176,8 @@ class AgentTaskViewSet(viewsets.ReadOnlyModelViewSet):
     def summary(self, request):
         """The filtered tasks added up: what the token-flow page shows."""
         tasks, priced, currency, _ = self._filtered()
-        summary = selectors.flow_summary(tasks)
-        money = flow_cost(priced, currency)
+        summary = selectors.flow_summary(priced, extra=COST_AGGREGATES)
+        money = flow_cost(summary.extra, currency)
         fields = FlowSummarySerializer().fields
         body = {name: getattr(summary, name) for name in fields if hasattr(summary, name)}
         body |= {

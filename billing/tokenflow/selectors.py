@@ -89,19 +89,23 @@ def priced_tasks(
     return annotated, currency
 
 
-def flow_cost(priced: QuerySet[AgentTask], currency: str) -> FlowCost:
-    """The priced tasks' totals, rounded half-up to the currency's minor unit; unknown when any
-    task with tokens had no price."""
-    sums = priced.aggregate(
-        total=Sum("cost"),
-        wasted=Sum("wasted_cost"),
-        unpriced=Count("id", filter=Q(cost__isnull=True)),
-    )
-    unpriced = sums["unpriced"]
+COST_AGGREGATES = {
+    "cost": Sum("cost"),
+    "wasted_cost": Sum("wasted_cost"),
+    "unpriced": Count("id", filter=Q(cost__isnull=True)),
+}
+"""The money totals of priced tasks, to add to the token sums' one scan
+(:func:`pools.tokenflow.selectors.flow_summary`'s ``extra``) and read with :func:`flow_cost`."""
+
+
+def flow_cost(sums: dict, currency: str) -> FlowCost:
+    """The totals of :data:`COST_AGGREGATES`, rounded half-up to the currency's minor unit;
+    unknown when any task had no price (a set without tasks costs 0)."""
+    unpriced = sums["unpriced"] or 0
 
     def rounded(value):
-        return None if unpriced or value is None else round_money(Decimal(value), currency)
+        if unpriced:
+            return None
+        return round_money(Decimal(value or 0), currency)
 
-    if not unpriced and sums["total"] is None:  # no tasks at all
-        return FlowCost(Decimal(0), Decimal(0), 0, currency)
-    return FlowCost(rounded(sums["total"]), rounded(sums["wasted"]), unpriced, currency)
+    return FlowCost(rounded(sums["cost"]), rounded(sums["wasted_cost"]), unpriced, currency)

@@ -17,7 +17,7 @@ from django.utils.cache import patch_vary_headers
 from billing.conf import billing_zone
 from billing.pricing import round_money
 from billing.tokenflow.forms import ORDERINGS, TokenFlowFilterForm
-from billing.tokenflow.selectors import flow_cost, priced_tasks
+from billing.tokenflow.selectors import COST_AGGREGATES, flow_cost, priced_tasks
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_team
 from pools.tokenflow import selectors
@@ -98,7 +98,11 @@ def token_flow(request, team: str):
     if request.GET.get("export") == "csv":
         rows = _with_money(ordered.iterator(chunk_size=2000), currency)
         return csv_response(rows, TASK_COLUMNS, f"{team_obj.slug}-token-flow.csv")
-    page = Paginator(ordered, _page_size(request)).get_page(request.GET.get("page"))
+    summary = None if request.htmx else selectors.flow_summary(priced, extra=COST_AGGREGATES)
+    paginator = Paginator(ordered, _page_size(request))
+    if summary is not None:
+        paginator.count = summary.tasks  # the same rows: no second COUNT
+    page = paginator.get_page(request.GET.get("page"))
     page.object_list = list(_with_money(page.object_list, currency))
     context = {
         "team": team_obj,
@@ -112,11 +116,10 @@ def token_flow(request, team: str):
         "page": page,
         "currency": currency,
     }
-    if not request.htmx:
-        summary = selectors.flow_summary(tasks)
+    if summary is not None:
         context |= {
             "summary": summary,
-            "money": flow_cost(priced, currency),
+            "money": flow_cost(summary.extra, currency),
             "chart": {
                 "labels": [b for b, _ in summary.bars],
                 "tasks": [n for _, n in summary.bars],

@@ -17,7 +17,7 @@ conversation so far).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 
 
@@ -248,6 +248,7 @@ class FlowSummary:
     last_input_sum: int
     tasks_metered: int
     calls_per_task: dict[int, int]
+    extra: dict = field(default_factory=dict)
 
     def _sum(self, name: str) -> float:
         return self.sums.get(name) or 0

@@ -44,10 +44,14 @@ def team_models(*, team_id: int) -> list[str]:
     )
 
 
-def flow_summary(tasks: QuerySet[AgentTask]) -> FlowSummary:
-    """``tasks`` added up: two queries (the sums, the calls-per-task histogram)."""
+def flow_summary(tasks: QuerySet[AgentTask], extra: dict | None = None) -> FlowSummary:
+    """``tasks`` added up: two queries (the sums, the calls-per-task histogram). ``extra``:
+    more aggregates over the same rows (``{name: Sum(...)}``), computed in the same scan and
+    returned in :attr:`FlowSummary.extra` (billing's money totals)."""
     metered = Q(first_input_tokens__isnull=False)
+    extra = extra or {}
     sums = tasks.aggregate(
+        **{f"x_{name}": value for name, value in extra.items()},
         tasks_n=Count("id"),
         first_input=Sum("first_input_tokens", filter=metered),
         last_input=Sum("last_input_tokens", filter=metered),
@@ -64,6 +68,7 @@ def flow_summary(tasks: QuerySet[AgentTask]) -> FlowSummary:
         last_input_sum=sums["last_input"] or 0,
         tasks_metered=sums["tasks_metered"],
         calls_per_task=counts,
+        extra={name: sums[f"x_{name}"] for name in extra},
     )
 
 
