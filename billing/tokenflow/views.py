@@ -7,6 +7,8 @@ for htmx."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.core.paginator import Paginator
 from django.db.models import F
 from django.http import Http404
@@ -15,7 +17,7 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 
 from billing.conf import billing_zone
-from billing.pricing import round_money
+from billing.pricing import minor_unit, round_money
 from billing.tokenflow.forms import ORDERINGS, TokenFlowFilterForm
 from billing.tokenflow.selectors import COST_AGGREGATES, flow_cost, priced_tasks
 from pools.tenancy.models import Team
@@ -48,7 +50,7 @@ TASK_COLUMNS = [
 
 
 def _mean_latency(task) -> str | None:
-    return None if not task.latency_calls else f"{task.latency_s_total / task.latency_calls:.3f}"
+    return None if task.mean_latency_s is None else f"{task.mean_latency_s:.3f}"
 
 
 def _ordered(priced, ordering: str):
@@ -67,11 +69,18 @@ def _page_size(request) -> int:
 
 
 def _with_money(tasks, currency: str):
+    """Each task with its costs rounded to the currency's minor unit (and whether a positive
+    cost rounded to 0: the page then says "< 0.01 EUR") and its mean step latency (s)."""
     for task in tasks:
         task.currency = currency
         task.cost_rounded = None if task.cost is None else round_money(task.cost, currency)
         task.wasted_rounded = (
             None if task.wasted_cost is None else round_money(task.wasted_cost, currency)
+        )
+        task.cost_below_minor = bool(task.cost and not task.cost_rounded)
+        task.wasted_below_minor = bool(task.wasted_cost and not task.wasted_rounded)
+        task.mean_latency_s = (
+            task.latency_s_total / task.latency_calls if task.latency_calls else None
         )
         yield task
 
@@ -115,6 +124,7 @@ def token_flow(request, team: str):
         "orderings": ORDERINGS,
         "page": page,
         "currency": currency,
+        "minor": Decimal(1).scaleb(-minor_unit(currency)),
     }
     if summary is not None:
         context |= {
