@@ -76,6 +76,7 @@ bench: install services
 	$(BIN)/python benchmarks/placement_db.py
 	$(BIN)/python benchmarks/elastic.py
 	$(BIN)/python benchmarks/serving.py
+	$(BIN)/python benchmarks/tokenflow.py
 
 clean:
 	rm -rf $(VENV) portal-demo.sqlite3 staticfiles .pytest_cache
