@@ -121,8 +121,10 @@ class AgentTaskViewSet(viewsets.ReadOnlyModelViewSet):
             if team is None:
                 raise serializers.ValidationError({"team": ["No team with this slug."]})
             team_id = team.pk
-        models = sorted(set(selectors.tasks_in(tasks, team_id=team_id).values_list(
-            "served_model", flat=True).distinct()))  # fmt: skip
+        if team_id is not None:
+            models = selectors.team_models(team_id=team_id)
+        else:
+            models = sorted(set(tasks.values_list("served_model", flat=True).distinct()))
         today = timezone.now().astimezone(billing_zone()).date()
         form = TokenFlowFilterForm(request.query_params or None, models=models, today=today)
         if form.is_bound and not form.is_valid():

@@ -45,30 +45,49 @@ def team_models(*, team_id: int) -> list[str]:
 
 
 def flow_summary(tasks: QuerySet[AgentTask], extra: dict | None = None) -> FlowSummary:
-    """``tasks`` added up: two queries (the sums, the calls-per-task histogram). ``extra``:
-    more aggregates over the same rows (``{name: Sum(...)}``), computed in the same scan and
-    returned in :attr:`FlowSummary.extra` (billing's money totals)."""
+    """``tasks`` added up in one query: the sums grouped by the tasks' number of calls (a row
+    per distinct count, so the calls-per-task histogram comes from the same scan), added up
+    here. ``extra``: more summable aggregates over the same rows (``{name: Sum(...) or
+    Count(...)}``), returned in :attr:`FlowSummary.extra` (billing's money totals; ``None``
+    when no group had a value)."""
     metered = Q(first_input_tokens__isnull=False)
     extra = extra or {}
-    sums = tasks.aggregate(
-        **{f"x_{name}": value for name, value in extra.items()},
-        tasks_n=Count("id"),
-        first_input=Sum("first_input_tokens", filter=metered),
-        last_input=Sum("last_input_tokens", filter=metered),
-        tasks_metered=Count("id", filter=metered),
-        **{f"s_{name}": Sum(name) for name in SUMMED},
+    groups = (
+        tasks.order_by()
+        .values("calls")
+        .annotate(
+            tasks_n=Count("id"),
+            first_input=Sum("first_input_tokens", filter=metered),
+            last_input=Sum("last_input_tokens", filter=metered),
+            tasks_metered=Count("id", filter=metered),
+            **{f"s_{name}": Sum(name) for name in SUMMED if name != "calls"},
+            **{f"x_{name}": value for name, value in extra.items()},
+        )
     )
-    counts = dict(
-        tasks.order_by().values("calls").annotate(n=Count("id")).values_list("calls", "n")
-    )
+    totals: dict[str, float] = {name: 0 for name in SUMMED}
+    more: dict = dict.fromkeys(extra)
+    counts, n_tasks, first, last, n_metered = {}, 0, 0, 0, 0
+    for row in groups:
+        counts[row["calls"]] = row["tasks_n"]
+        n_tasks += row["tasks_n"]
+        n_metered += row["tasks_metered"]
+        first += row["first_input"] or 0
+        last += row["last_input"] or 0
+        totals["calls"] += row["calls"] * row["tasks_n"]
+        for name in SUMMED:
+            if name != "calls":
+                totals[name] += row[f"s_{name}"] or 0
+        for name in extra:
+            if (value := row[f"x_{name}"]) is not None:
+                more[name] = value if more[name] is None else more[name] + value
     return FlowSummary(
-        tasks=sums["tasks_n"],
-        sums={name: sums[f"s_{name}"] for name in SUMMED},
-        first_input_sum=sums["first_input"] or 0,
-        last_input_sum=sums["last_input"] or 0,
-        tasks_metered=sums["tasks_metered"],
+        tasks=n_tasks,
+        sums=totals,
+        first_input_sum=first,
+        last_input_sum=last,
+        tasks_metered=n_metered,
         calls_per_task=counts,
-        extra={name: sums[f"x_{name}"] for name in extra},
+        extra=more,
     )
 
 
