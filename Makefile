@@ -79,6 +79,7 @@ bench: install services
 	$(BIN)/python benchmarks/waiting.py
 	$(BIN)/python benchmarks/explain.py
 	$(BIN)/python benchmarks/advisor.py
+	$(BIN)/python benchmarks/tokenflow.py
 
 clean:
 	rm -rf $(VENV) portal-demo.sqlite3 staticfiles .pytest_cache

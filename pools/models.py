@@ -31,6 +31,7 @@ from pools.serving.models import (
 )
 from pools.sizing.models import CalibrationRecord, SizingEstimate
 from pools.tenancy.models import Membership, Team
+from pools.tokenflow.models import AgentCall, AgentTask
 from pools.waiting.models import PendingWork, PendingWorkRead, WaitingWatch
 
 __all__ = [
@@ -40,6 +41,8 @@ __all__ = [
     "AdvisorDigestOptIn",
     "AdvisorFinding",
     "AdvisorRun",
+    "AgentCall",
+    "AgentTask",
     "Allocation",
     "ApiToken",
     "AuditEvent",

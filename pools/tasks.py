@@ -1,8 +1,8 @@
 """The app's task registry: Celery's autodiscovery imports ``pools.tasks``; each sub-domain
 defines its own (``pools.capacity.tasks``, ``pools.sizing.tasks``, ``pools.reclamation.tasks``,
 ``pools.elastic.tasks``, ``pools.dashboards.tasks``, ``pools.serving.tasks``,
-``pools.calibration.tasks``, ``pools.waiting.tasks``, ``pools.advisor.tasks``), and the outbox's
-drain (``pools.jobs.tasks``)."""
+``pools.calibration.tasks``, ``pools.waiting.tasks``, ``pools.advisor.tasks``,
+``pools.tokenflow.tasks``), and the outbox's drain (``pools.jobs.tasks``)."""
 
 from pools.advisor import tasks as advisor_tasks
 from pools.calibration import tasks as calibration_tasks
@@ -13,6 +13,7 @@ from pools.jobs import tasks as outbox_tasks
 from pools.reclamation import tasks as reclamation_tasks
 from pools.serving import tasks as serving_tasks
 from pools.sizing import tasks as sizing_tasks
+from pools.tokenflow import tasks as tokenflow_tasks
 from pools.waiting import tasks as waiting_tasks
 
 __all__ = [
@@ -26,4 +27,5 @@ __all__ = [
     "serving_tasks",
     "sizing_tasks",
     "waiting_tasks",
+    "tokenflow_tasks",
 ]

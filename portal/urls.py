@@ -11,6 +11,7 @@ from billing.api import views as billing_api
 from billing.budgets import api as budgets_api
 from billing.dashboards import api as dashboards_api
 from billing.dashboards import views as views_dashboard
+from billing.tokenflow import api as tokenflow_api
 from pools.access import api as access_api
 from pools.advisor import api as advisor_api
 from pools.calibration import api as calibration_api
@@ -70,6 +71,7 @@ router.register("advisor/findings", advisor_api.AdvisorFindingViewSet, basename=
 router.register("statements", billing_api.StatementViewSet, basename="statement")
 router.register("budgets", budgets_api.BudgetViewSet, basename="budget")
 router.register("pending-work", waiting_api.PendingWorkViewSet, basename="pending-work")
+router.register("token-flow/tasks", tokenflow_api.AgentTaskViewSet, basename="token-flow-task")
 
 api_v1 = [
     path("auth/token/", TokenView.as_view(), name="auth-token"),

@@ -34,6 +34,7 @@ from pools.reclamation import models as reclamation_models
 from pools.serving import models as serving_models
 from pools.sizing import models as sizing_models
 from pools.tenancy import models as tenancy_models
+from pools.tokenflow import models as tokenflow_models
 from pools.waiting import models as waiting_models
 
 
@@ -723,3 +724,39 @@ class AdvisorDigestOptInFactory(factory.django.DjangoModelFactory):
         model = advisor_models.AdvisorDigestOptIn
 
     user = factory.SubFactory(UserFactory)
+
+
+class AgentCallFactory(factory.django.DjangoModelFactory):
+    """One metered ``ok`` call of an agent task (3,000 input tokens, 2,000 cached, 150 out)."""
+
+    class Meta:
+        model = tokenflow_models.AgentCall
+
+    team = factory.SubFactory(TeamFactory)
+    served_model = "qwen"
+    task_id = "task-1"
+    source_key = factory.Sequence(lambda n: f"call-{n}")
+    called_at = factory.LazyFunction(timezone.now)
+    input_tokens = 3000
+    cached_tokens = 2000
+    output_tokens = 150
+    outcome = "ok"
+
+
+class AgentTaskFactory(factory.django.DjangoModelFactory):
+    """A task's totals as of one such call."""
+
+    class Meta:
+        model = tokenflow_models.AgentTask
+
+    team = factory.SubFactory(TeamFactory)
+    served_model = "qwen"
+    task_id = factory.Sequence(lambda n: f"task-{n}")
+    first_call_at = factory.LazyFunction(timezone.now)
+    last_call_at = factory.LazyAttribute(lambda o: o.first_call_at)
+    calls = 1
+    metered_calls = 1
+    outcomes_known = 1
+    input_tokens = 3000
+    cached_tokens = 2000
+    output_tokens = 150

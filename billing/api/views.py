@@ -137,6 +137,14 @@ class TokenUsageView(APIView):
     ``chunks``, and ``cache_hit`` (see :mod:`billing.services.tokens`): no usage is one
     unmetered request, never 0 tokens.
 
+    A record of an agent task names it where gateways do — ``metadata.task_id``, LiteLLM's
+    ``trace_id`` / ``session_id`` (or ``metadata.litellm_trace_id``), the paths of
+    ``TOKENFLOW_TASK_ID_PATHS`` or the logged request header ``TOKENFLOW_TASK_ID_HEADER`` — and
+    may give ``outcome`` (``ok`` / ``retry`` / ``error``, or LiteLLM's ``status``),
+    ``latency_s`` (or ``request_duration_ms``, or ``startTime`` / ``endTime``), ``call_index``
+    and ``tool_return_tokens``; such records are also kept per call for
+    ``/api/v1/token-flow/tasks/`` (:mod:`pools.tokenflow.extract`).
+
     ``prompt_tokens`` includes ``cached_tokens`` (OpenAI usage semantics). 200 when every record
     was stored or already known; 400 with ``code: usage_rejected`` when any was rejected (the
     others are kept).

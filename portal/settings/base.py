@@ -19,6 +19,12 @@ from celery.schedules import crontab
 from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from pools.tokenflow.extract import (
+    DEFAULT_OUTCOME_PATHS,
+    DEFAULT_TASK_ID_HEADER,
+    DEFAULT_TASK_ID_PATHS,
+)
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 env = environ.Env()
@@ -396,6 +402,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "pools.advisor.tasks.advisor_digest_task",
         "schedule": crontab(hour=6, minute=53),
     },
+    # Daily: agent calls past TOKENFLOW_CALL_RETENTION_DAYS go; their tasks' totals stay.
+    "tokenflow-prune": {
+        "task": "pools.tokenflow.tasks.tokenflow_prune_task",
+        "schedule": crontab(hour=3, minute=41),
+    },
     # Hourly: pre-scale plans for the next two hours from four weeks of token rates.
     "elastic-forecast": {"task": "pools.elastic.tasks.elastic_forecast_task", "schedule": 3600},
     # Hourly; the task acts only on the 1st in BILLING_TIME_ZONE and is idempotent.
@@ -441,6 +452,18 @@ SERVING_HELD_TIMELINES = "pools.elastic.selectors.held_timelines"
 ADVISOR_WINDOW_HOURS = env.int("ADVISOR_WINDOW_HOURS", default=24)
 ADVISOR_DECAY_DAYS = env.int("ADVISOR_DECAY_DAYS", default=7)
 ADVISOR_THRESHOLDS = env.json("ADVISOR_THRESHOLDS", default={})
+# Token flow per agent task (pools.tokenflow): per-call rows kept this many days (each task's
+# totals are kept for good); where a gateway record names its task (dotted JSON paths, tried in
+# order, then a logged request header) and the call's outcome. Defaults and their sources:
+# pools/tokenflow/extract.py.
+TOKENFLOW_CALL_RETENTION_DAYS = env.int("TOKENFLOW_CALL_RETENTION_DAYS", default=35)
+TOKENFLOW_TASK_ID_PATHS = tuple(
+    env.list("TOKENFLOW_TASK_ID_PATHS", default=list(DEFAULT_TASK_ID_PATHS))
+)
+TOKENFLOW_TASK_ID_HEADER = env.str("TOKENFLOW_TASK_ID_HEADER", default=DEFAULT_TASK_ID_HEADER)
+TOKENFLOW_OUTCOME_PATHS = tuple(
+    env.list("TOKENFLOW_OUTCOME_PATHS", default=list(DEFAULT_OUTCOME_PATHS))
+)
 
 # Scheduler connections (scheduler_adapters.registry keys). Without one, allocations of that
 # scheduler's pools are reserved in the portal only (the demo).

@@ -51,6 +51,7 @@ PAGES = {
     "costs/budgets/": "/costs/budgets/",  # the demo team near its budget
     "costs/finance/<str:month>/": "/costs/finance/2026-10/",
     "costs/<slug:team>/<str:month>/": "/costs/nlp/2026-10/",
+    "costs/token-flow/<slug:team>/": "/costs/token-flow/nlp/",  # demo agent tasks, retries
     "dashboard/": "/dashboard/",  # with stranded capacity, forecast and heatmap
     "teams/<slug:slug>/dashboard/": "/teams/nlp/dashboard/",
     "teams/<slug:slug>/waiting/": "/teams/nlp/waiting/",  # Slurm and Kueue waiting work
