@@ -8,7 +8,7 @@ rule) is a database constraint, and a second pass updates what the first opened.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -26,6 +26,7 @@ from pools.advisor.rules import (
     Finding,
     NeighbourSignals,
     Outcome,
+    PromptBloatSignals,
     Rule,
     ScalingSignals,
     Thresholds,
@@ -43,9 +44,12 @@ from pools.advisor.selectors import (
     neighbours_of,
 )
 from pools.audit.services import audit_event_record
+from pools.capacity.models import Allocation
 from pools.errors import InvalidInput, InvalidTransition
+from pools.serving.models import ServedModel
 from pools.tenancy.permissions import require_manager
 from pools.tenancy.selectors import managed_team_list
+from pools.tokenflow.selectors import prompt_bloat_signals, team_models_between
 
 MAX_REASON_CHARS = 1000
 STALE_AFTER = timedelta(minutes=15)  # as pools.serving.selectors.STALE_AFTER: three missed passes
@@ -71,6 +75,7 @@ class Gathered:
     fabric: dict
     scaling: dict
     days: dict
+    bloat: dict = field(default_factory=dict)
 
 
 def advisor_gather(*, allocation_ids: list[int], now: datetime) -> Gathered:
@@ -90,7 +95,49 @@ def advisor_gather(*, allocation_ids: list[int], now: datetime) -> Gathered:
             start=now - timedelta(days=settings.ADVISOR_DECAY_DAYS),
             end=now,
         ),
+        bloat=_bloat_signals(allocation_ids=allocation_ids, start=start, end=now),
     )
+
+
+def _model_key(name: str) -> str:
+    """A served model's name with case and punctuation dropped: the gateway's
+    ``qwen2.5-14b-instruct`` and the sizing id ``qwen2_5_14b`` become ``qwen2514binstruct`` and
+    ``qwen2514b``."""
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+def _bloat_signals(*, allocation_ids: list[int], start: datetime, end: datetime) -> dict:
+    """Rule 5's signals per allocation: allocation id -> the token flow
+    (:func:`pools.tokenflow.selectors.prompt_bloat_signals`) of its team's agent tasks on the
+    model it serves (``ServedModel``) whose first call is in the window, or a reason why there
+    are none. The gateway names models its own way, so a task's model matches when its name
+    without case and punctuation starts with the sizing id's (``qwen2.5-14b-instruct`` serves
+    ``qwen2_5_14b``); two or more matching names are ambiguous and stay undecided."""
+    served = dict(
+        ServedModel.objects.filter(allocation_id__in=allocation_ids).values_list(
+            "allocation_id", "model_id"
+        )
+    )
+    teams = dict(Allocation.objects.filter(pk__in=list(served)).values_list("pk", "team_id"))
+    names = team_models_between(team_ids=set(teams.values()), start=start, end=end)
+    result: dict = {}
+    for allocation_id, model_id in served.items():
+        team_id = teams[allocation_id]
+        matching = [
+            n for n in names.get(team_id, ()) if _model_key(n).startswith(_model_key(model_id))
+        ]
+        if len(matching) != 1:
+            result[allocation_id] = (
+                f"{len(matching)} gateway models match {model_id}"
+                if matching
+                else f"no per-call token data for {model_id}"
+            )
+            continue
+        signals = prompt_bloat_signals(team_id, matching[0], start, end)
+        result[allocation_id] = (
+            PromptBloatSignals(**signals) if signals else f"no agent tasks on {matching[0]}"
+        )
+    return result
 
 
 def _busy_cards(buckets: list) -> dict[datetime, float | None]:
@@ -143,7 +190,7 @@ def allocation_outcomes(
     *, allocation, g: Gathered, now: datetime, t: Thresholds, busy: dict | None = None
 ) -> dict[Rule, Outcome]:
     """Every rule's outcome for one allocation from the gathered signals. Rule 5 (prompt
-    bloat) needs per-call token data: undecided here until the token flow feeds it."""
+    bloat) reads the token flow of the team's agent tasks on the model it serves."""
     own = tuple(g.buckets.get(allocation.pk, ()))
     fresh = bool(own) and now - own[-1].at <= STALE_AFTER + timedelta(seconds=rules.BUCKET_S)
     window = WindowSignals(buckets=own, fresh=fresh)
@@ -160,7 +207,7 @@ def allocation_outcomes(
         ),
         Rule.MEMORY_PRESSURE: rules.rule_memory_pressure(window, t),
         Rule.INTERCONNECT: rules.rule_interconnect(_fabric_signals(allocation.pk, own, g), t),
-        Rule.PROMPT_BLOAT: Undecided(Rule.PROMPT_BLOAT, "no per-call token data"),
+        Rule.PROMPT_BLOAT: _prompt_bloat(g.bloat.get(allocation.pk), t, start),
         Rule.SCALING_CHURN: rules.rule_scaling_churn(scaling, t),
         Rule.COLD_START: rules.rule_cold_start(scaling, t),
         Rule.QUEUE_AVALANCHE: rules.rule_queue_avalanche(window, t),
@@ -170,6 +217,12 @@ def allocation_outcomes(
         Rule.OUTSIDE_GPU: rules.rule_outside_gpu(window, t),
         Rule.SATURATION: rules.rule_saturation(window, t),
     }
+
+
+def _prompt_bloat(signals, t: Thresholds, since: datetime) -> Outcome:
+    if isinstance(signals, PromptBloatSignals):
+        return rules.rule_prompt_bloat(signals, t, since=since)
+    return Undecided(Rule.PROMPT_BLOAT, signals or "no per-call token data")
 
 
 def allocation_undecided(*, allocation, now: datetime) -> list[tuple[str, str]]:

@@ -223,3 +223,43 @@ def test_the_weekly_digest_goes_to_opted_in_managers_once_a_week(team):
     assert "GPU idle while requests queue" in mail.outbox[0].body
     assert "Sustained utilisation" not in mail.outbox[0].body
     assert advisor_digest_send(now=NOW + timedelta(days=2)) == {"sent": 0, "skipped": 2}
+
+
+def test_rule_5_reads_the_token_flow_of_the_model_the_allocation_serves(team):
+    """Ten agent tasks of the allocation's team on ``qwen2.5-14b-instruct`` (the gateway's name
+    of the sizing id ``qwen2_5_14b`` the allocation serves), each 12 calls of which calls 3-9
+    (7) are retries, prompts 3,000 + 800·i tokens: retry share 7/12 = 0.583 > 0.25 and the last
+    call's input 11,800 / the first's 3,000 = 3.93 ≥ 3, and 2,000 cached of each call's input:
+    12 × 2,000 / (12 × 3,000 + 800 × 66) = 24,000 / 88,800 = 0.270 < 0.3 → prompt bloat fires
+    with all three. Tasks
+    on another model of the team (``llama-3-8b``) are not read; a second allocation serving
+    ``llama3_70b`` has no matching gateway model and stays undecided."""
+    from factories import ServedModelFactory
+    from tokenflow_support import T0, task_records
+
+    from billing.services.tokens import usage_tokens_ingest
+
+    allocation = serving(team=team)
+    ServedModelFactory(allocation=allocation, model_id="qwen2_5_14b")
+    other = serving(team=team)
+    ServedModelFactory(allocation=other, model_id="llama3_70b")
+    for n in range(10):
+        records = task_records(f"T{n}", 12, range(2, 9), team=team.slug, key=f"q{n}")
+        for r in records:
+            r["served_model"] = "qwen2.5-14b-instruct"
+        usage_tokens_ingest(records=records)
+    calm = task_records("L", 2, team=team.slug, key="l")
+    for r in calm:
+        r["served_model"] = "llama-3-8b"
+    usage_tokens_ingest(records=calm)
+
+    advisor_pass(now=T0 + timedelta(hours=1))
+
+    finding = AdvisorFinding.objects.get(rule="prompt_bloat")
+    assert finding.allocation_id == allocation.pk
+    assert finding.evidence["tasks"] == 10
+    assert finding.evidence["retry_share"] == 0.583
+    assert finding.evidence["input_growth"] == 3.93
+    assert finding.evidence["cached_share"] == 0.27
+    assert sorted(finding.evidence["triggers"]) == ["growth", "low_cache", "retries"]
+    assert not AdvisorFinding.objects.filter(rule="prompt_bloat", allocation=other).exists()
