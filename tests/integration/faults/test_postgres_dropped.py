@@ -124,7 +124,8 @@ def _drop_mid_request(table: str, send) -> tuple[httpx.Response, float]:
             ).fetchall()
             time.sleep(0.05)
         thread.join(timeout=0.1)
-        assert len(waiting) == 1, f"nothing waited on {table}: {answer.get('r') and answer['r'].text[:800]}"
+        early = answer["r"].text[:800] if "r" in answer else "(no answer yet)"
+        assert len(waiting) == 1, f"nothing waited on {table}; the answer: {early}"
         killed = watcher.execute("SELECT pg_terminate_backend(%s)", waiting[0]).fetchone()
         assert killed == (True,)
         killed_at = time.monotonic()
