@@ -257,9 +257,10 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "portal.api.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "portal.api.StrictFilterBackend",  # django-filter's, refusing unreadable booleans
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # drf-spectacular's, with every operation's error answers documented (portal.openapi)
+    "DEFAULT_SCHEMA_CLASS": "portal.openapi.PortalAutoSchema",
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
     "DEFAULT_THROTTLE_RATES": {
         "token": env.str("TOKEN_THROTTLE_RATE", default="20/minute"),
