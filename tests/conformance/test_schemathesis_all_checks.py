@@ -119,7 +119,10 @@ def run_schemathesis(url: str, token: str, report: Path) -> dict:
         "--exclude-operation-id", "auth_token_destroy",
         "--report", "json", "--report-json-path", str(report),
     ]  # fmt: skip
-    finished = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    # run where it may write its cache (.schemathesis/), not in the checkout
+    finished = subprocess.run(
+        command, capture_output=True, text=True, timeout=1800, cwd=report.parent
+    )
     assert report.exists(), finished.stdout[-3000:] + finished.stderr[-3000:]
     result = json.loads(report.read_text())
     result["_output"] = finished.stdout
