@@ -151,7 +151,7 @@ def _run_and_report(web: str, token: str, role: str, tmp_path: Path) -> dict[str
     )
     assert result["operations"]["tested"] >= 80  # every operation but the token revocation
     assert result["test_cases"]["generated"] >= 5 * result["operations"]["tested"]
-    assert result["errors"] == [], result["errors"]
+    assert result["errors"] == [], result["_output"][-6000:]
     defects = {code: n for code, n in per_code.items() if code not in REPORTED_ONLY}
     if defects:
         print(result["_output"][-8000:])
