@@ -37,6 +37,7 @@ SERVING_ROLLUP = "pools.serving.tasks.serving_rollup_task"
 SERVING_COMPACT = "pools.serving.tasks.serving_compact_task"
 CALIBRATION_REFRESH = "pools.calibration.tasks.calibration_refresh_task"
 OUTBOX_DRAIN = "pools.jobs.tasks.outbox_drain_task"
+INVENTORY_UPLOAD = "pools.inventory.tasks.inventory_upload_task"
 
 
 def retry_countdown(retries: int) -> int:

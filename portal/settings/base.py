@@ -242,6 +242,9 @@ REQUEST_TIMEOUT_S = env.float("REQUEST_TIMEOUT_S", default=25.0)
 
 # Uploads: inventory files are read in memory up to this size; larger ones get a clear error.
 INVENTORY_UPLOAD_MAX_BYTES = env.int("INVENTORY_UPLOAD_MAX_BYTES", default=20 * 1024 * 1024)
+# Inventory files larger than this (bytes) are imported by a Celery task with progress, not in
+# the request (pools/inventory/services/uploads.py).
+INVENTORY_ASYNC_IMPORT_BYTES = env.int("INVENTORY_ASYNC_IMPORT_BYTES", default=1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
