@@ -4,9 +4,10 @@ The portal changes rights through :func:`pools.access.services.user_rights_set` 
 admin included), which writes ``user.rights_changed`` with who did it. These receivers catch
 what bypasses it, with ``actor`` unknown (``None``, the system) and a reason saying where:
 
-- a user saved with different staff/superuser flags — ``createsuperuser``, ``create_user``
-  with rights, or ``user.save()`` from ``manage.py shell`` — as ``user.rights_changed``
-  (before/after of the flags; a new user counts as having had none);
+- a user saved with different staff/superuser flags — ``user.save()`` from ``manage.py
+  shell`` — and a new superuser (``createsuperuser``) as ``user.rights_changed`` (before/after
+  of the flags; a new user counts as having had none). A new user created with staff rights
+  only is not an event (scripts and fixtures make pool admins that way);
 - a password set outside sign-in (``changepassword``, the admin's password form, the shell) as
   ``user.password_changed`` (no hash, no length: only that it changed);
 - a user's groups or individual permissions, and a group's permissions (every member's rights),
@@ -56,7 +57,10 @@ def _audit_rights(sender, instance, created, raw=False, **kwargs) -> None:
         return
     was = {name: before[name] for name in RIGHTS}
     now = {name: bool(getattr(instance, name)) for name in RIGHTS}
-    if was != now:
+    # A new user: only a superuser is an event (createsuperuser, create_superuser in a shell).
+    # A new staff user is every pool admin a script or fixture makes; their rights are theirs
+    # from the start, with nothing "before" to compare.
+    if was != now and (not created or now[RIGHTS[1]]):
         audit_event_record(
             actor=None, action="user.rights_changed", obj=instance, before=was, after=now,
             reason=OUTSIDE,
