@@ -92,7 +92,7 @@ def web(tokens, tmp_path_factory) -> Iterator[str]:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # shared cores: gunicorn can take a minute to start
         while time.monotonic() < deadline:
             try:
                 if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:

@@ -87,7 +87,7 @@ def web(tmp_path, django_db_setup):
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # shared cores: gunicorn's imports can take a minute
         while time.monotonic() < deadline:
             try:
                 if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
