@@ -26,6 +26,7 @@ urlpatterns = [
     path("pools/", inventory_views.pool_list, name="pool-list"),
     path("unrecognised-models/", inventory_views.unrecognised_models, name="unrecognised-models"),
     path("inventory/import/", inventory_views.inventory_import, name="inventory-import"),
+    path("inventory/uploads/<int:pk>/", inventory_views.inventory_upload, name="inventory-upload"),
     path("scheduler/drift/", capacity_views_drift.scheduler_drift, name="scheduler-drift"),
     path("idle/", views_reclamation.idle_findings, name="idle-findings"),
     path("idle/policies/", views_reclamation.reclamation_policies, name="reclamation-policies"),

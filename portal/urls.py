@@ -53,6 +53,9 @@ router.register("gpus", inventory_api.GpuViewSet, basename="gpu")
 router.register(
     "inventory/imports", inventory_api.InventoryImportViewSet, basename="inventory-import"
 )
+router.register(
+    "inventory/uploads", inventory_api.InventoryUploadViewSet, basename="inventory-upload"
+)
 router.register("teams", tenancy_api.TeamViewSet, basename="team")
 router.register("requests", capacity_api.CapacityRequestViewSet, basename="request")
 router.register("allocations", capacity_api.AllocationViewSet, basename="allocation")

@@ -330,6 +330,17 @@ class InventoryImportFactory(factory.django.DjangoModelFactory):
     source = "nvidia-smi"
 
 
+class InventoryUploadFactory(factory.django.DjangoModelFactory):
+    """A background import waiting for its task (pools/inventory/services/uploads.py)."""
+
+    class Meta:
+        model = inventory_models.InventoryUpload
+
+    source = "slurm"
+    filename = "nodes.json"
+    data = b'{"nodes": []}'
+
+
 class ApiTokenFactory(factory.django.DjangoModelFactory):
     """A CI client's token, made as the token endpoint makes it (knox draws and hashes it)."""
 

@@ -39,6 +39,10 @@ class MonthField(forms.CharField):
         return month
 
 
+# Documented as checked: YYYY-MM, a year from 2000 to 2100 (pools.validators.date_range_validator).
+@extend_schema_field(
+    {"type": "string", "pattern": r"^(20[0-9]{2}|2100)-(0[1-9]|1[0-2])$", "example": "2026-10"}
+)
 class MonthFilter(django_filters.Filter):
     field_class = MonthField
 

@@ -38,11 +38,13 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from billing.choices import ChargeBasis, UsageSource, UsageUnit
 from billing.conf import billing_zone
+from billing.locks import billing_lock, usage_source_lock_name
 from billing.models import UsageRecord
 from billing.pricing import TokenSplit, month_of, split_prompt_tokens
 from pools.tenancy.models import Team
@@ -253,14 +255,19 @@ def usage_tokens_ingest(
     keys = {r.source_id for r in rows}
     known = set()
     key_list = list(keys)
-    for offset in range(0, len(key_list), 10_000):
-        known.update(
-            UsageRecord.objects.filter(
-                source=UsageSource.TOKEN_API, source_id__in=key_list[offset : offset + 10_000]
-            ).values_list("source_id", flat=True)
-        )
-    fresh = [r for r in rows if r.source_id not in known]
-    UsageRecord.objects.bulk_create(fresh, batch_size=5000, ignore_conflicts=True)
+    # One batch at a time checks and inserts: two identical batches posted at once both found
+    # nothing known, both inserted (ON CONFLICT DO NOTHING kept the rows right) and both
+    # answered "accepted" for every record. The second now waits and counts duplicates.
+    with transaction.atomic():
+        billing_lock(usage_source_lock_name(UsageSource.TOKEN_API))
+        for offset in range(0, len(key_list), 10_000):
+            known.update(
+                UsageRecord.objects.filter(
+                    source=UsageSource.TOKEN_API, source_id__in=key_list[offset : offset + 10_000]
+                ).values_list("source_id", flat=True)
+            )
+        fresh = [r for r in rows if r.source_id not in known]
+        UsageRecord.objects.bulk_create(fresh, batch_size=5000, ignore_conflicts=True)
     known_records = {sid.rsplit(":", 1)[0] for sid in known}
     result.duplicates += len(known_records)
     result.accepted = len(seen) - len(known_records)

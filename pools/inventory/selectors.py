@@ -17,6 +17,7 @@ from pools.inventory.models import (
     Gpu,
     GpuModel,
     InventoryImport,
+    InventoryUpload,
     MigDevice,
     Node,
     Pool,
@@ -142,6 +143,11 @@ def unrecognised_model_list() -> list[dict]:
 
 def inventory_import_list() -> QuerySet[InventoryImport]:
     return InventoryImport.objects.select_related("actor")
+
+
+def inventory_upload_list() -> QuerySet[InventoryUpload]:
+    """Background imports, newest first, without the file's bytes."""
+    return InventoryUpload.objects.defer("data").select_related("pool", "actor")
 
 
 @dataclass

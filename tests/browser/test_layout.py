@@ -7,11 +7,15 @@ named in ``NOT_PAGES`` with the reason, so a new page that nobody added fails th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from django.core.management import call_command
 from django.urls import URLPattern, URLResolver, get_resolver
 
 pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # Each page's route and the path opened for it ({request}, {elastic}, {estimate}: demo ids).
 PAGES = {
@@ -25,6 +29,7 @@ PAGES = {
     "pools/": "/pools/",
     "unrecognised-models/": "/unrecognised-models/",
     "inventory/import/": "/inventory/import/",
+    "inventory/uploads/<int:pk>/": "/inventory/uploads/{upload}/",  # a background import, done
     "scheduler/drift/": "/scheduler/drift/",
     "idle/": "/idle/",
     "idle/policies/": "/idle/policies/",
@@ -125,10 +130,19 @@ def _demo_ids() -> dict[str, int]:
     admin = get_user_model().objects.get(username="admin")
     estimate = sizing_estimate_create(actor=admin, inputs=dict(PAGE_INITIAL))
     sizing_estimate_run(estimate_id=estimate.pk)  # done, with results (as after the job)
+    from pools.inventory.services.uploads import inventory_upload_queue, inventory_upload_run
+
+    capture = ROOT / "tests" / "fixtures" / "nvidia-smi" / "linux-x86_64__nvidia-l40s__595.80.txt"
+    upload = inventory_upload_queue(
+        data=capture.read_bytes(), source="nvidia-smi", node="layout-l40s-01", actor=admin,
+        filename=capture.name,
+    )  # fmt: skip
+    inventory_upload_run(upload_id=upload.pk)  # done, with its report
     return {
         "request": CapacityRequest.objects.order_by("pk").first().pk,
         "elastic": ElasticPolicy.objects.order_by("pk").first().pk,
         "estimate": estimate.pk,
+        "upload": upload.pk,
         "serving": ServingRollup.objects.filter(allocation__team__slug="nlp").first().allocation_id,
     }
 
