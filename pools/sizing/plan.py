@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
 
 from pools.sizing import SizingInputError, SizingWarning
 from pools.sizing.band import ErrorBand, error_band
@@ -435,6 +436,9 @@ def _option(
     cached: int,
     tpot_target_ms: float | None,
     ttft_target_ms: float | None,
+    pp: int = 1,
+    ep: int | None = None,
+    nic_gbps: float | None = None,
 ) -> tuple[ReplicaEstimate, ThroughputEstimate | None]:
     base = estimate_replica(
         model=model,
@@ -446,6 +450,9 @@ def _option(
         output_tokens=output_tokens,
         engine=engine,
         cached_input_tokens=cached,
+        pp=pp,
+        ep=ep,
+        nic_gbps=nic_gbps,
     )
     if not base.fits:
         return base, None
@@ -463,6 +470,8 @@ def _option(
         "output_tokens": output_tokens,
         "engine": profile,
         "cached_input_tokens": cached,
+        "pp": pp,
+        "nic_gbps": nic_gbps,
     }
     at_targets = batch_for_targets(
         max_batch=cap, tpot_target_ms=tpot_target_ms, ttft_target_ms=ttft_target_ms, **replica
@@ -491,6 +500,10 @@ def sizing_plan(
     on_progress: Callable[[int, int], None] | None = None,
     sized_share: float = 1.0,
     buffer_share: float = 0.0,
+    tp: int | None = None,
+    pp: int = 1,
+    ep: int | None = None,
+    nic_gbps: float | None = None,
 ) -> SizingPlan:
     """One :class:`PlanRow` per GPU model in ``gpus``, ranked, plus the recommendation.
 
@@ -510,6 +523,10 @@ def sizing_plan(
     ``sized_share`` (0, 1] sizes the replicas for that share of the peak (requests/s, or
     sequences in flight) and ``buffer_share`` >= 0 adds ceil(share x those replicas) on top
     (seeds/004 section 2.3: carry 85 % of the peak, keep a 30 % buffer).
+    ``tp`` fixes the TP degree instead of trying each; ``pp`` pipeline stages, ``ep`` and
+    ``nic_gbps`` as :func:`estimate_replica` (a replica is then tp x pp cards). A layout one GPU
+    model cannot run (TP not dividing the heads, TP across its nodes on a slow NIC) gives that
+    row a ``layout_refused`` warning instead of refusing the plan.
 
     Raises :class:`SizingInputError` for bad precision, KV dtype, engine or lengths, or a
     context above the model's maximum.
@@ -577,6 +594,7 @@ def sizing_plan(
                 hours_per_month=hours_per_month,
                 sized_share=sized_share,
                 buffer_share=buffer_share,
+                layout={"tp": tp, "pp": pp, "ep": ep, "nic_gbps": nic_gbps},
             )
         )
         if on_progress is not None:
@@ -631,7 +649,13 @@ def _plan_row(
     hours_per_month: Decimal,
     sized_share: float = 1.0,
     buffer_share: float = 0.0,
+    layout: Mapping[str, Any] | None = None,
 ) -> PlanRow:
+    layout = dict(layout or {})
+    fixed_tp = layout.pop("tp", None)
+    pp = layout.get("pp") or 1
+    layout["pp"] = pp
+
     def row(**fields) -> PlanRow:
         values = {
             "gpu_slug": gpu.slug,
@@ -649,6 +673,7 @@ def _plan_row(
             "meets_targets": False,
             "fits_free_capacity": None,
             "warnings": (),
+            **layout,
         }
         values.update(fields)
         return PlanRow(**values)
@@ -664,26 +689,38 @@ def _plan_row(
         )
     options = []
     largest_failure = None
-    for tp in tp_degrees(model=model, max_tp=max(1, max_tp)):
-        base, at_targets = _option(
-            model=model,
-            gpu=gpu,
-            precision=precision,
-            kv_cache_dtype=kv_cache_dtype,
-            tp=tp,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            engine=engine,
-            cached=cached,
-            tpot_target_ms=tpot_target_ms,
-            ttft_target_ms=ttft_target_ms,
-        )
+    degrees = [fixed_tp] if fixed_tp else tp_degrees(model=model, max_tp=max(1, max_tp))
+    refused = None
+    for tp in degrees:
+        try:
+            base, at_targets = _option(
+                model=model,
+                gpu=gpu,
+                precision=precision,
+                kv_cache_dtype=kv_cache_dtype,
+                tp=tp,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                engine=engine,
+                cached=cached,
+                tpot_target_ms=tpot_target_ms,
+                ttft_target_ms=ttft_target_ms,
+                **layout,
+            )
+        except SizingInputError as exc:
+            if not fixed_tp and pp == 1 and layout.get("ep") is None:
+                raise
+            # This GPU model cannot run the layout at this TP (heads, NIC, EP): try the next.
+            refused = SizingWarning("layout_refused", exc.message)
+            continue
         if not base.fits:
             largest_failure = base
             continue
         options.append((tp, base, at_targets))
     if not options:
         warnings = largest_failure.warnings if largest_failure is not None else ()
+        if largest_failure is None and refused is not None:
+            warnings = (refused,)
         return row(warnings=tuple(warnings))
     min_fit_tp = options[0][0]
     scored = []
@@ -713,7 +750,7 @@ def _plan_row(
         buffer = math.ceil(counts[1] * buffer_share - 1e-9)
         replicas = counts[1] + buffer
         scored.append(
-            (at_targets is None, replicas * tp, tp, base, chosen, replicas, counts, buffer)
+            (at_targets is None, replicas * tp * pp, tp, base, chosen, replicas, counts, buffer)
         )
     scored.sort(key=lambda item: (item[0], item[1], item[2]))
     missed, cards, tp, base, chosen, replicas, counts, buffer = scored[0]
@@ -740,7 +777,7 @@ def _plan_row(
             )
     equivalent = None
     if demand is not None:
-        equivalent = chosen.requests_per_s * demand.equivalent_output_tokens_per_request / tp
+        equivalent = chosen.requests_per_s * demand.equivalent_output_tokens_per_request / (tp * pp)
     band = error_band(
         tok_s=chosen.output_tok_s_total,
         batch=chosen.batch,
@@ -763,7 +800,7 @@ def _plan_row(
         replicas_buffer=buffer,
         band=band,
         replicas_pessimistic=replicas_low,
-        cards_pessimistic=replicas_low * tp,
+        cards_pessimistic=replicas_low * tp * pp,
         min_fit_tp=min_fit_tp,
         tp=tp,
         estimate=_with_throughput(base, chosen),
@@ -800,6 +837,8 @@ def _at_batch(
         batch=batch,
         engine=base.engine,
         cached_input_tokens=cached,
+        pp=base.pp,
+        nic_gbps=base.nic_gbps,
     )
 
 
