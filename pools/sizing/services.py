@@ -219,6 +219,7 @@ def _row_json(
         "min_fit_tp": row.min_fit_tp,
         "tp": row.tp,
         "pp": row.pp,
+        "cards_per_replica": None if row.tp is None else row.tp * row.pp,
         "ep": row.ep,
         "nic_gbps": row.nic_gbps,
         "batch": batch,

@@ -293,6 +293,7 @@ def test_pipeline_stages_on_the_page_show_tp_x_pp_and_a_bad_tp_is_a_field_error(
 
     assert "TP 4 × PP 2 ×" in html
     assert "4·2 ×" in html
+    assert "per replica of 8 cards at" in html  # TP 4 x PP 2
     assert {row["pp"] for row in rows if row["tp"]} == {"2"}
     assert {row["tp"] for row in rows if row["tp"]} == {"4"}
     assert "<strong>Tensor parallel (TP)</strong>: TP 3 does not divide" in bad
