@@ -209,6 +209,18 @@ FP4_DENSE_TFLOPS = {
 #: may span trays there.
 NVLINK_DOMAIN_GPUS = {"gb200": 72, "gb300": 72}
 
+#: Cards of one server node, the span tensor parallelism stays inside: ``000`` §4.1 ("单节点内
+#: 8卡，张量并行度设8是安全选择" - in an 8-card node TP 8 is the safe choice; across nodes
+#: tensor parallelism goes over the NIC, pipeline parallelism is the usual split). HGX / DGX
+#: servers hold 8 cards; an NVL72 rack's NVLink domain is larger (:data:`NVLINK_DOMAIN_GPUS`).
+GPUS_PER_NODE = 8
+
+
+def node_gpus(gpu: GpuSpec) -> int:
+    """Cards that talk without the NIC: the NVLink domain of a rack-scale system, else one node
+    of :data:`GPUS_PER_NODE`. GB200: 72; H100 SXM: 8."""
+    return NVLINK_DOMAIN_GPUS.get(gpu.slug, GPUS_PER_NODE)
+
 
 def fp4_dense_tflops(gpu: GpuSpec) -> float | None:
     """The card's dense FP4 tensor rate, TFLOPS (:data:`FP4_DENSE_TFLOPS`), ``None`` without FP4

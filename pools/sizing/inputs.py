@@ -86,6 +86,8 @@ ZERO_ALLOWED_ARCH_FIELDS = frozenset(
 # Bounds that turn typos into field errors before the arithmetic sees them.
 MAX_TOKENS = 10_000_000
 MAX_CONCURRENCY = 1_000_000
+#: Largest TP, PP or EP degree the inputs take: the 72 GPUs of an NVL72 NVLink domain.
+MAX_PARALLEL = 72
 MAX_TARGET_MS = 3_600_000
 MAX_PRICE = Decimal("100000")
 MAX_ARCH_VALUE = 10**13
@@ -450,6 +452,34 @@ class SizingInputsSerializer(serializers.Serializer):
         help_text="Extra capacity on top, as a share of the sized replicas [0, 4]; the seed "
         "keeps 0.30 for spikes.",
     )
+    tp = WholeNumberField(
+        high=MAX_PARALLEL,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Tensor-parallel degree per pipeline stage; empty: the cheapest that fits.",
+    )
+    pp = WholeNumberField(
+        high=MAX_PARALLEL,
+        default=1,
+        help_text="Pipeline stages per replica (000 §4.1: TP inside the node, PP across nodes); "
+        "a replica is TP x PP cards.",
+    )
+    ep = WholeNumberField(
+        high=MAX_PARALLEL,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Expert-parallel degree (mixture of experts; divides TP and the experts).",
+    )
+    nic_gbps = BoundedNumberField(
+        low=0,
+        high=1e5,
+        allow_null=True,
+        default=None,
+        help_text="NIC rate per card, Gb/s, when a replica spans nodes; TP across nodes needs "
+        "at least 400.",
+    )
     gpu_models = GpuModelSlugsField(
         default=list, help_text='GPU model slugs, not names: `["h100_sxm", "l40s"]`; empty: all.'
     )
@@ -502,6 +532,9 @@ class SizingInputsSerializer(serializers.Serializer):
                     f"maximum context of {model.max_context_tokens:,}."
                 }
             )
+        layout = _layout_errors(model, attrs)
+        if layout:
+            raise serializers.ValidationError(layout)
         try:
             demand_of(attrs)
         except SizingInputError as exc:
@@ -510,6 +543,24 @@ class SizingInputsSerializer(serializers.Serializer):
                 field = "output_tok_s"  # the core names the traffic field for any absurd peak
             raise serializers.ValidationError({field: exc.message}) from exc
         return attrs
+
+
+def _layout_errors(model: ModelArch, attrs: Mapping[str, Any]) -> dict[str, str]:
+    """Field errors of the parallel layout that hold on every GPU model: a TP not dividing the
+    attention heads, more stages than layers, EP on a dense model or not dividing TP and the
+    experts. (Node-dependent checks - TP across nodes, the NIC - are the plan's, per GPU.)"""
+    errors = {}
+    tp, pp, ep = attrs.get("tp"), attrs.get("pp") or 1, attrs.get("ep")
+    if tp is not None and model.num_attention_heads % tp:
+        errors["tp"] = f"TP {tp} does not divide {model.name}'s {model.num_attention_heads} heads."
+    if pp > model.num_layers:
+        errors["pp"] = f"{pp} stages is more than {model.name}'s {model.num_layers} layers."
+    if ep is not None:
+        if not model.is_moe:
+            errors["ep"] = f"Expert parallelism needs a mixture of experts; {model.name} is dense."
+        elif model.num_experts % ep or (tp is not None and tp % ep):
+            errors["ep"] = f"EP {ep} must divide TP and {model.name}'s {model.num_experts} experts."
+    return errors
 
 
 #: Every input with its default; ``None`` where the input is required (or, for the latency

@@ -287,6 +287,7 @@ class MemoryEstimate:
     kv_budget_bytes_per_gpu: int
     max_sequences: int
     fits: bool
+    pp: int = 1
 
 
 def _check_positive(name: str, value: object) -> None:
@@ -308,8 +309,15 @@ def memory_estimate(
     engine: str | None = None,
     overhead_bytes: int | None = None,
     reserve: int | None = None,
+    pp: int = 1,
 ) -> MemoryEstimate:
     """Weights, KV cache, overhead and reserve per card for ``sequences`` of ``context_tokens``.
+
+    ``pp`` pipeline stages split the layers (issue 34; ``000`` §4.1): a card of a replica of
+    ``tp`` x ``pp`` cards holds the weights and KV cache of ceil(layers / ``pp``) layers of its
+    TP share - weights ceil(weights / tp x ceil(layers / pp) / layers), KV likewise (the
+    embedding and head, on the first and last stage, are spread as if they were layers).
+    Llama-3-70B (80 layers) at pp 3: 27 layers per card, 27 / 80 of the TP share.
 
     ``context_tokens`` = input + output tokens of one request (the KV a sequence reaches).
     ``engine`` (vllm, sglang, tensorrt-llm) picks the reserve rule; ``overhead_bytes`` /
@@ -320,7 +328,14 @@ def memory_estimate(
     """
     _check_positive("context_tokens", context_tokens)
     _check_positive("tp", tp)
+    _check_positive("pp", pp)
     _check_positive("gpu_memory_bytes", gpu_memory_bytes)
+    if pp > model.num_layers:
+        raise SizingInputError(
+            f"pp {pp} exceeds {model.name}'s {model.num_layers} layers",
+            reason="inconsistent",
+            field="pp",
+        )
     profile = engine_profile(engine)
     if sequences is not None:
         _check_positive("concurrency", sequences)
@@ -332,12 +347,18 @@ def memory_estimate(
             field="input_len",
         )
     weights = weights_bytes(params=model.total_params, weight_bits=precision.weight_bits)
-    weights_per_gpu = -(-weights // tp)
+    stage_layers = -(-model.num_layers // pp)
+
+    def stage_share(whole: int) -> int:
+        # The busiest stage's part of a per-card TP share: ceil(whole x stage layers / layers).
+        return -(-whole * stage_layers // model.num_layers)
+
+    weights_per_gpu = stage_share(-(-weights // tp))
     per_token = model_kv_bytes_per_token(model, kv_bits=kv_bits)
-    per_token_per_gpu = model_kv_bytes_per_token(model, kv_bits=kv_bits, tp=tp)
+    per_token_per_gpu = stage_share(model_kv_bytes_per_token(model, kv_bits=kv_bits, tp=tp))
     kept = kv_tokens_per_sequence(model, context_tokens)
-    per_sequence_per_gpu = kv_bytes_per_sequence(
-        model, context_tokens=context_tokens, kv_bits=kv_bits, tp=tp
+    per_sequence_per_gpu = stage_share(
+        kv_bytes_per_sequence(model, context_tokens=context_tokens, kv_bits=kv_bits, tp=tp)
     )
     overhead = engine_overhead_bytes(tp=tp) if overhead_bytes is None else overhead_bytes
     if reserve is None:
@@ -375,6 +396,7 @@ def memory_estimate(
         kv_budget_bytes_per_gpu=budget,
         max_sequences=max_sequences,
         fits=max_sequences >= needed,
+        pp=pp,
     )
 
 

@@ -8,12 +8,13 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
 
 from pools.sizing import SizingInputError, SizingWarning
 from pools.sizing.band import ErrorBand, error_band
 from pools.sizing.demand import Demand, cards_for_rate, replicas_for_demand
 from pools.sizing.engines import EngineProfile, engine_profile, with_fitted
-from pools.sizing.gpus import NVLINK_DOMAIN_GPUS, GpuSpec
+from pools.sizing.gpus import NVLINK_DOMAIN_GPUS, GpuSpec, node_gpus
 from pools.sizing.memory import (
     MemoryEstimate,
     Precision,
@@ -24,6 +25,7 @@ from pools.sizing.memory import (
 )
 from pools.sizing.presets import ModelArch, custom_model_arch
 from pools.sizing.throughput import (
+    MIN_CROSS_NODE_TP_NIC_GBITS,
     ThroughputEstimate,
     batch_for_request_rate,
     batch_for_targets,
@@ -90,6 +92,9 @@ class ReplicaEstimate:
     batch_limit: str
     warnings: tuple[SizingWarning, ...]
     band: ErrorBand | None = None
+    pp: int = 1
+    ep: int | None = None
+    nic_gbps: float | None = None
 
     @property
     def fits(self) -> bool:
@@ -113,6 +118,16 @@ def _positive_int(name: str, value: object) -> int:
 
 
 def _tp_warnings(*, gpu: GpuSpec, tp: int, throughput: ThroughputEstimate) -> list[SizingWarning]:
+    if tp > node_gpus(gpu):
+        return [
+            SizingWarning(
+                "cross_node_tp",
+                f"TP {tp} spans more than one {node_gpus(gpu)}-card node of {gpu.name}: its "
+                f"all-reduces go over the NIC, {throughput.allreduce_ms:.1f} ms of every "
+                f"{throughput.step_ms:.1f} ms step. TP inside the node and PP across nodes is "
+                "the usual split.",
+            )
+        ]
     if tp == 1 or gpu.nvlink_spans(tp):
         return []
     return [
@@ -138,6 +153,52 @@ def _compute_warnings(precision: Precision, gpu: GpuSpec) -> list[SizingWarning]
     ]
 
 
+def _check_parallel_layout(
+    *, model: ModelArch, gpu: GpuSpec, tp: int, pp: int, ep: int | None, nic_gbps: float | None
+) -> None:
+    """Refuse a layout the model cannot cost or the article advises against (estimate_replica)."""
+    if nic_gbps is not None and (
+        isinstance(nic_gbps, bool) or not isinstance(nic_gbps, int | float) or not nic_gbps > 0
+    ):
+        raise SizingInputError(
+            f"nic_gbps must be a positive number of Gb/s, got {nic_gbps!r}",
+            reason="not_positive",
+            field="nic_gbps",
+        )
+    node = node_gpus(gpu)
+    if tp > node and (nic_gbps is None or nic_gbps < MIN_CROSS_NODE_TP_NIC_GBITS):
+        raise SizingInputError(
+            f"tp {tp} spans more than one {node}-card node of {gpu.name}: tensor parallelism "
+            f"across nodes needs a NIC of at least {MIN_CROSS_NODE_TP_NIC_GBITS} Gb/s per card "
+            f"(000 §4.1), got {'none' if nic_gbps is None else f'{nic_gbps:g}'}; keep TP inside "
+            "the node and add pipeline stages (pp) across nodes",
+            reason="nic_too_slow",
+            field="nic_gbps",
+        )
+    if tp * pp > node and nic_gbps is None:
+        raise SizingInputError(
+            f"tp {tp} x pp {pp} spans more than one {node}-card node of {gpu.name}: give the NIC "
+            "rate per card (nic_gbps, Gb/s) that carries the pipeline between nodes",
+            reason="missing",
+            field="nic_gbps",
+        )
+    if ep is None:
+        return
+    _positive_int("ep", ep)
+    if not model.is_moe:
+        raise SizingInputError(
+            f"ep (expert parallelism) applies to mixture-of-experts models; {model.name} is dense",
+            reason="inconsistent",
+            field="ep",
+        )
+    if tp % ep or model.num_experts % ep:
+        raise SizingInputError(
+            f"ep {ep} must divide tp {tp} and {model.name}'s {model.num_experts} experts",
+            reason="inconsistent",
+            field="ep",
+        )
+
+
 def estimate_replica(
     *,
     model: ModelArch,
@@ -153,8 +214,22 @@ def estimate_replica(
     engine: str | EngineProfile | None = None,
     cached_input_tokens: int = 0,
     engine_version: str | None = None,
+    pp: int = 1,
+    ep: int | None = None,
+    nic_gbps: float | None = None,
 ) -> ReplicaEstimate:
     """Memory and speed of ``model`` on ``tp`` cards of ``gpu`` (the ``estimate`` command's core).
+
+    Parallelism (issue 34, ``000`` §4.1): a replica is ``tp`` x ``pp`` cards - ``pp`` pipeline
+    stages (:func:`pools.sizing.throughput.pipelined`, memory per stage
+    :func:`pools.sizing.memory.memory_estimate`) of a TP group each. A TP group larger than a
+    node (:func:`pools.sizing.gpus.node_gpus`) all-reduces over the NIC: it needs ``nic_gbps``
+    (Gb/s per card) of at least :data:`~pools.sizing.throughput.MIN_CROSS_NODE_TP_NIC_GBITS`,
+    else it is refused (``nic_too_slow``); stages on other nodes need ``nic_gbps`` too.
+    ``ep`` (mixture of experts only) splits the experts over ``ep`` of the ``tp`` ranks
+    (TensorRT-LLM's moe_tp x moe_ep = tp): it must divide ``tp`` and the experts. Each card
+    still holds 1 / tp of the expert weights, so memory is as for TP; the step is costed as
+    TP's (the all-to-all that replaces the MoE all-reduce is not modelled separately).
 
     ``concurrency``: sequences in flight per replica (closed loop); ``None`` = saturation (as many
     as the KV cache and the engine's batch cap allow), unless ``request_rate`` (requests/s per
@@ -166,11 +241,16 @@ def estimate_replica(
     or a card without a known memory bandwidth.
     """
     _positive_int("tp", tp)
-    count = tp if gpu_count is None else _positive_int("gpu_count", gpu_count)
-    if count % tp:
+    _positive_int("pp", pp)
+    cards = tp * pp
+    count = cards if gpu_count is None else _positive_int("gpu_count", gpu_count)
+    if count % cards:
         raise SizingInputError(
-            f"gpu_count {count} is not a multiple of tp {tp}", reason="inconsistent", field="tp"
+            f"gpu_count {count} is not a multiple of tp x pp = {cards}",
+            reason="inconsistent",
+            field="tp",
         )
+    _check_parallel_layout(model=model, gpu=gpu, tp=tp, pp=pp, ep=ep, nic_gbps=nic_gbps)
     if model.num_attention_heads % tp:
         raise SizingInputError(
             f"tp {tp} does not divide {model.name}'s {model.num_attention_heads} attention heads",
@@ -194,6 +274,7 @@ def estimate_replica(
         context_tokens=input_tokens + output_tokens,
         sequences=concurrency,
         engine=profile,
+        pp=pp,
     )
     replica = {
         "model": model,
@@ -205,6 +286,8 @@ def estimate_replica(
         "output_tokens": output_tokens,
         "engine": profile,
         "cached_input_tokens": cached_input_tokens,
+        "pp": pp,
+        "nic_gbps": nic_gbps,
     }
     throughput = None
     limit = "concurrency"
@@ -237,7 +320,7 @@ def estimate_replica(
     band = None
     if throughput is not None:
         band = error_band(
-            tok_s=throughput.output_tok_s_total * (count // tp),
+            tok_s=throughput.output_tok_s_total * (count // cards),
             batch=throughput.batch,
             precision=runs,
             gpu=gpu,
@@ -250,7 +333,7 @@ def estimate_replica(
         precision=runs.name,
         kv_bits=kv_bits,
         tp=tp,
-        replicas=count // tp,
+        replicas=count // cards,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         memory=memory,
@@ -258,6 +341,9 @@ def estimate_replica(
         batch_limit=limit,
         warnings=tuple(warnings),
         band=band,
+        pp=pp,
+        ep=ep,
+        nic_gbps=nic_gbps,
     )
 
 
@@ -310,6 +396,9 @@ class PlanRow:
     fits_free_capacity: bool | None
     warnings: tuple[SizingWarning, ...]
     band: ErrorBand | None = None
+    pp: int = 1
+    ep: int | None = None
+    nic_gbps: float | None = None
     replicas_pessimistic: int | None = None
     cards_pessimistic: int | None = None
     replicas_at_peak: int | None = None
@@ -347,6 +436,9 @@ def _option(
     cached: int,
     tpot_target_ms: float | None,
     ttft_target_ms: float | None,
+    pp: int = 1,
+    ep: int | None = None,
+    nic_gbps: float | None = None,
 ) -> tuple[ReplicaEstimate, ThroughputEstimate | None]:
     base = estimate_replica(
         model=model,
@@ -358,6 +450,9 @@ def _option(
         output_tokens=output_tokens,
         engine=engine,
         cached_input_tokens=cached,
+        pp=pp,
+        ep=ep,
+        nic_gbps=nic_gbps,
     )
     if not base.fits:
         return base, None
@@ -375,6 +470,8 @@ def _option(
         "output_tokens": output_tokens,
         "engine": profile,
         "cached_input_tokens": cached,
+        "pp": pp,
+        "nic_gbps": nic_gbps,
     }
     at_targets = batch_for_targets(
         max_batch=cap, tpot_target_ms=tpot_target_ms, ttft_target_ms=ttft_target_ms, **replica
@@ -403,6 +500,10 @@ def sizing_plan(
     on_progress: Callable[[int, int], None] | None = None,
     sized_share: float = 1.0,
     buffer_share: float = 0.0,
+    tp: int | None = None,
+    pp: int = 1,
+    ep: int | None = None,
+    nic_gbps: float | None = None,
 ) -> SizingPlan:
     """One :class:`PlanRow` per GPU model in ``gpus``, ranked, plus the recommendation.
 
@@ -422,6 +523,10 @@ def sizing_plan(
     ``sized_share`` (0, 1] sizes the replicas for that share of the peak (requests/s, or
     sequences in flight) and ``buffer_share`` >= 0 adds ceil(share x those replicas) on top
     (seeds/004 section 2.3: carry 85 % of the peak, keep a 30 % buffer).
+    ``tp`` fixes the TP degree instead of trying each; ``pp`` pipeline stages, ``ep`` and
+    ``nic_gbps`` as :func:`estimate_replica` (a replica is then tp x pp cards). A layout one GPU
+    model cannot run (TP not dividing the heads, TP across its nodes on a slow NIC) gives that
+    row a ``layout_refused`` warning instead of refusing the plan.
 
     Raises :class:`SizingInputError` for bad precision, KV dtype, engine or lengths, or a
     context above the model's maximum.
@@ -489,6 +594,7 @@ def sizing_plan(
                 hours_per_month=hours_per_month,
                 sized_share=sized_share,
                 buffer_share=buffer_share,
+                layout={"tp": tp, "pp": pp, "ep": ep, "nic_gbps": nic_gbps},
             )
         )
         if on_progress is not None:
@@ -543,7 +649,13 @@ def _plan_row(
     hours_per_month: Decimal,
     sized_share: float = 1.0,
     buffer_share: float = 0.0,
+    layout: Mapping[str, Any] | None = None,
 ) -> PlanRow:
+    layout = dict(layout or {})
+    fixed_tp = layout.pop("tp", None)
+    pp = layout.get("pp") or 1
+    layout["pp"] = pp
+
     def row(**fields) -> PlanRow:
         values = {
             "gpu_slug": gpu.slug,
@@ -561,6 +673,7 @@ def _plan_row(
             "meets_targets": False,
             "fits_free_capacity": None,
             "warnings": (),
+            **layout,
         }
         values.update(fields)
         return PlanRow(**values)
@@ -576,26 +689,38 @@ def _plan_row(
         )
     options = []
     largest_failure = None
-    for tp in tp_degrees(model=model, max_tp=max(1, max_tp)):
-        base, at_targets = _option(
-            model=model,
-            gpu=gpu,
-            precision=precision,
-            kv_cache_dtype=kv_cache_dtype,
-            tp=tp,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            engine=engine,
-            cached=cached,
-            tpot_target_ms=tpot_target_ms,
-            ttft_target_ms=ttft_target_ms,
-        )
+    degrees = [fixed_tp] if fixed_tp else tp_degrees(model=model, max_tp=max(1, max_tp))
+    refused = None
+    for tp in degrees:
+        try:
+            base, at_targets = _option(
+                model=model,
+                gpu=gpu,
+                precision=precision,
+                kv_cache_dtype=kv_cache_dtype,
+                tp=tp,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                engine=engine,
+                cached=cached,
+                tpot_target_ms=tpot_target_ms,
+                ttft_target_ms=ttft_target_ms,
+                **layout,
+            )
+        except SizingInputError as exc:
+            if not fixed_tp and pp == 1 and layout.get("ep") is None:
+                raise
+            # This GPU model cannot run the layout at this TP (heads, NIC, EP): try the next.
+            refused = SizingWarning("layout_refused", exc.message)
+            continue
         if not base.fits:
             largest_failure = base
             continue
         options.append((tp, base, at_targets))
     if not options:
         warnings = largest_failure.warnings if largest_failure is not None else ()
+        if largest_failure is None and refused is not None:
+            warnings = (refused,)
         return row(warnings=tuple(warnings))
     min_fit_tp = options[0][0]
     scored = []
@@ -625,7 +750,7 @@ def _plan_row(
         buffer = math.ceil(counts[1] * buffer_share - 1e-9)
         replicas = counts[1] + buffer
         scored.append(
-            (at_targets is None, replicas * tp, tp, base, chosen, replicas, counts, buffer)
+            (at_targets is None, replicas * tp * pp, tp, base, chosen, replicas, counts, buffer)
         )
     scored.sort(key=lambda item: (item[0], item[1], item[2]))
     missed, cards, tp, base, chosen, replicas, counts, buffer = scored[0]
@@ -652,7 +777,7 @@ def _plan_row(
             )
     equivalent = None
     if demand is not None:
-        equivalent = chosen.requests_per_s * demand.equivalent_output_tokens_per_request / tp
+        equivalent = chosen.requests_per_s * demand.equivalent_output_tokens_per_request / (tp * pp)
     band = error_band(
         tok_s=chosen.output_tok_s_total,
         batch=chosen.batch,
@@ -675,7 +800,7 @@ def _plan_row(
         replicas_buffer=buffer,
         band=band,
         replicas_pessimistic=replicas_low,
-        cards_pessimistic=replicas_low * tp,
+        cards_pessimistic=replicas_low * tp * pp,
         min_fit_tp=min_fit_tp,
         tp=tp,
         estimate=_with_throughput(base, chosen),
@@ -712,6 +837,8 @@ def _at_batch(
         batch=batch,
         engine=base.engine,
         cached_input_tokens=cached,
+        pp=base.pp,
+        nic_gbps=base.nic_gbps,
     )
 
 
@@ -751,6 +878,9 @@ REQUEST_FIELDS = (
     "gpu",
     "gpu_count",
     "tp",
+    "pp",
+    "ep",
+    "nic_gbps",
     "precision",
     "kv_cache_dtype",
     "input_len",
@@ -838,7 +968,10 @@ def estimate_from_fields(
             field="gpu",
         )
     tp = _int_field(fields, "tp", 1)
-    gpu_count = _int_field(fields, "gpu_count", tp)
+    pp = _int_field(fields, "pp", 1)
+    ep = _int_field(fields, "ep", None)
+    nic_gbps = _rate_field(fields, "nic_gbps")
+    gpu_count = _int_field(fields, "gpu_count", tp * pp)
     input_len = _int_field(fields, "input_len", None)
     output_len = _int_field(fields, "output_len", None)
     for name, value in (("input_len", input_len), ("output_len", output_len)):
@@ -867,7 +1000,7 @@ def estimate_from_fields(
             reason="out_of_range",
             field="prompt_cache_hit_rate",
         )
-    replicas = gpu_count // tp if gpu_count % tp == 0 else 1
+    replicas = gpu_count // (tp * pp) if gpu_count % (tp * pp) == 0 else 1
     return estimate_replica(
         model=model,
         gpu=gpu,
@@ -881,6 +1014,9 @@ def estimate_from_fields(
         request_rate=None if rate is None else rate / replicas,
         engine=with_fitted(profile, (engines or {}).get(profile.name)),
         cached_input_tokens=min(input_len - 1, round(input_len * hit_rate)),
+        pp=pp,
+        ep=ep,
+        nic_gbps=nic_gbps,
     )
 
 
@@ -914,6 +1050,9 @@ def replica_estimate_as_dict(estimate: ReplicaEstimate) -> dict[str, object]:
         "gpu": estimate.gpu_slug,
         "engine": estimate.engine,
         "tp": estimate.tp,
+        "pp": estimate.pp,
+        "ep": estimate.ep,
+        "nic_gbps": estimate.nic_gbps,
         "replicas": estimate.replicas,
         "requested_precision": estimate.requested_precision,
         "precision": estimate.precision,

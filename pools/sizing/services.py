@@ -218,6 +218,10 @@ def _row_json(
         "precision": None if estimate is None else estimate.precision,
         "min_fit_tp": row.min_fit_tp,
         "tp": row.tp,
+        "pp": row.pp,
+        "cards_per_replica": None if row.tp is None else row.tp * row.pp,
+        "ep": row.ep,
+        "nic_gbps": row.nic_gbps,
         "batch": batch,
         "weights_bytes": None if memory is None else memory.weights_bytes,
         "weights_bytes_per_gpu": None if memory is None else memory.weights_bytes_per_gpu,
@@ -240,10 +244,14 @@ def _row_json(
         "replicas": row.replicas,
         "cards": row.cards,
         # The cards as separate lines (seeds/004 section 2.3): the whole peak, the share of it
-        # sized for, and the buffer on top; cards = (sized + buffer) replicas x TP.
-        "cards_at_peak": None if row.replicas_at_peak is None else row.replicas_at_peak * row.tp,
-        "cards_sized": None if row.replicas_sized is None else row.replicas_sized * row.tp,
-        "cards_buffer": None if row.replicas_buffer is None else row.replicas_buffer * row.tp,
+        # sized for, and the buffer on top; cards = (sized + buffer) replicas x TP x PP.
+        "cards_at_peak": None
+        if row.replicas_at_peak is None
+        else row.replicas_at_peak * row.tp * row.pp,
+        "cards_sized": None if row.replicas_sized is None else row.replicas_sized * row.tp * row.pp,
+        "cards_buffer": None
+        if row.replicas_buffer is None
+        else row.replicas_buffer * row.tp * row.pp,
         # Where similar published measurements fell (pools/sizing/band.py), and the cards if
         # every replica serves only the low end of that band.
         "band": None if row.band is None else row.band.as_dict(),
@@ -438,6 +446,10 @@ def sizing_results(
         on_progress=on_progress,
         sized_share=inputs.get("sized_share", 1.0),
         buffer_share=inputs.get("buffer_share", 0.0),
+        tp=inputs.get("tp"),
+        pp=inputs.get("pp") or 1,
+        ep=inputs.get("ep"),
+        nic_gbps=inputs.get("nic_gbps"),
     )
     by_slug = {spec.slug: (row, spec) for row, spec in gpus}
     pool_names = dict(Pool.objects.values_list("slug", "name"))  # people read names, not slugs

@@ -39,12 +39,17 @@ weight streaming, whichever is slower) plus one decode step of the running batch
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pools.sizing import SizingInputError, SizingWarning
 from pools.sizing.engines import COMPUTE_EFFICIENCY as _DEFAULT_COMPUTE_EFFICIENCY
 from pools.sizing.engines import engine_profile
-from pools.sizing.gpus import GpuSpec, cuda_core_instructions_per_s, fp4_dense_tflops
+from pools.sizing.gpus import (
+    GpuSpec,
+    cuda_core_instructions_per_s,
+    fp4_dense_tflops,
+    node_gpus,
+)
 from pools.sizing.memory import (
     FP4_SCALE_BITS_PER_WEIGHT,
     Precision,
@@ -83,6 +88,26 @@ PCIE_ALLREDUCE_SHARE = 0.5
 
 #: Bytes per activation element exchanged by TP all-reduces (16-bit activations).
 ACTIVATION_BYTES = 2
+
+#: Least NIC rate per card, Gb/s, at which tensor parallelism may span nodes: ``000`` §4.1
+#: ("如果不得不在多个节点间拆张量并行，网卡带宽没有400G以上，性能基本别指望" - TP split across
+#: nodes on NICs below 400G is not worth expecting anything from). Below it such a TP is refused.
+MIN_CROSS_NODE_TP_NIC_GBITS = 400
+
+#: Start-up latency of one message between nodes, seconds. No measurement is on record here, so
+#: it is taken as the PCIe all-reduce's (:data:`ALLREDUCE_LATENCY_PCIE_S`, 50 us), an
+#: assumption; the bandwidth term is the NIC's line rate.
+NIC_LATENCY_S = ALLREDUCE_LATENCY_PCIE_S
+
+
+def _nic_bytes_per_s(nic_gbps: float | None) -> float:
+    if nic_gbps is None or not nic_gbps > 0:
+        raise SizingInputError(
+            "the cards span more than one node: give the NIC rate per card (nic_gbps, Gb/s)",
+            reason="missing",
+            field="nic_gbps",
+        )
+    return nic_gbps * 1e9 / 8
 
 
 def precision_on_gpu(precision: Precision, gpu: GpuSpec) -> tuple[Precision, list[SizingWarning]]:
@@ -144,15 +169,22 @@ def tensor_tflops(precision: Precision, gpu: GpuSpec) -> float | None:
     return rates.get(precision.compute) or gpu.fp16_dense_tflops
 
 
-def allreduce_s(*, message_bytes: float, tp: int, gpu: GpuSpec) -> float:
+def allreduce_s(
+    *, message_bytes: float, tp: int, gpu: GpuSpec, nic_gbps: float | None = None
+) -> float:
     """Seconds for one ring all-reduce of ``message_bytes`` across ``tp`` cards of ``gpu``.
 
     latency + 2 × (tp - 1) / tp × bytes / bus bandwidth: NVLink per direction where it spans
     the group, else the PCIe link rate × :data:`PCIE_ALLREDUCE_SHARE`; 0 for tp = 1. Ring
-    all-reduce traffic per card is the llm-analysis formula (sizing_anchors.md 2.5).
+    all-reduce traffic per card is the llm-analysis formula (sizing_anchors.md 2.5). A group
+    larger than a node (:func:`pools.sizing.gpus.node_gpus`) is bound by its slowest ring link,
+    the NIC: ``nic_gbps`` Gb/s per card (/ 8 for bytes), :data:`NIC_LATENCY_S`; 16 H100 on
+    400 Gb/s, 1 MB: 50 us + 2 × 15 / 16 × 1e6 / 50e9 = 87.5 us.
     """
     if tp <= 1:
         return 0.0
+    if tp > node_gpus(gpu):
+        return NIC_LATENCY_S + 2 * (tp - 1) / tp * message_bytes / _nic_bytes_per_s(nic_gbps)
     nvlink = gpu.nvlink_spans(tp)
     latency = ALLREDUCE_LATENCY_NVLINK_S if nvlink else ALLREDUCE_LATENCY_PCIE_S
     bandwidth = gpu.peer_bandwidth_bytes_per_s(tp) * (1.0 if nvlink else PCIE_ALLREDUCE_SHARE)
@@ -382,6 +414,8 @@ class ThroughputEstimate:
     output_tok_s_per_gpu: float
     requests_per_s: float
     dequant_ms: float = 0.0
+    pp: int = 1
+    pipeline_hops_ms: float = 0.0
 
 
 def _check_lengths(input_tokens: int, output_tokens: int, cached_tokens: int) -> None:
@@ -412,8 +446,13 @@ def replica_throughput(
     batch: float,
     engine: str | None = None,
     cached_input_tokens: int = 0,
+    pp: int = 1,
+    nic_gbps: float | None = None,
 ) -> ThroughputEstimate:
     """Step time, TPOT, TTFT and output tok/s of one replica with ``batch`` sequences in flight.
+
+    ``pp`` > 1: :func:`pipelined`. ``nic_gbps``: NIC rate per card, Gb/s, for groups that span
+    nodes (required then).
 
     step = GEMM + attention + kernel latencies + all-reduces (module docstring); TPOT = step;
     output tok/s = batch / step; requests/s = that / output tokens; TTFT = prefill alone
@@ -428,6 +467,25 @@ def replica_throughput(
     if isinstance(tp, bool) or not isinstance(tp, int) or tp <= 0:
         raise SizingInputError(
             f"tp must be a positive integer, got {tp!r}", reason="not_positive", field="tp"
+        )
+    if isinstance(pp, bool) or not isinstance(pp, int) or pp <= 0:
+        raise SizingInputError(
+            f"pp must be a positive integer, got {pp!r}", reason="not_positive", field="pp"
+        )
+    if pp > 1:
+        return pipelined(
+            model=model,
+            precision=precision,
+            gpu=gpu,
+            tp=tp,
+            pp=pp,
+            kv_bits=kv_bits,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            batch=batch,
+            engine=engine,
+            cached_input_tokens=cached_input_tokens,
+            nic_gbps=nic_gbps,
         )
     if not batch > 0 or batch != batch or batch == float("inf"):
         raise SizingInputError(
@@ -502,7 +560,10 @@ def replica_throughput(
             + 2
             * model.num_layers
             * allreduce_s(
-                message_bytes=new_input * model.hidden_size * ACTIVATION_BYTES, tp=tp, gpu=gpu
+                message_bytes=new_input * model.hidden_size * ACTIVATION_BYTES,
+                tp=tp,
+                gpu=gpu,
+                nic_gbps=nic_gbps,
             )
         )
 
@@ -537,7 +598,10 @@ def replica_throughput(
             2
             * model.num_layers
             * allreduce_s(
-                message_bytes=tokens * model.hidden_size * ACTIVATION_BYTES, tp=tp, gpu=gpu
+                message_bytes=tokens * model.hidden_size * ACTIVATION_BYTES,
+                tp=tp,
+                gpu=gpu,
+                nic_gbps=nic_gbps,
             )
         )
         decode_step_s = gemm_s + attention_s + kernel_s + allreduce_step_s
@@ -589,7 +653,7 @@ def replica_throughput(
         attention_ms=attention_s * 1e3,
         kernel_overhead_ms=kernel_s * 1e3,
         allreduce_ms=allreduce_step_s * 1e3,
-        allreduce_over="none" if tp == 1 else ("NVLink" if gpu.nvlink_spans(tp) else "PCIe"),
+        allreduce_over=_allreduce_over(gpu, tp),
         step_ms=step_s * 1e3,
         prefill_flops_per_request=request_prefill_flops,
         prefill_ms=None if prefill_alone_s is None else prefill_alone_s * 1e3,
@@ -600,6 +664,88 @@ def replica_throughput(
         output_tok_s_per_gpu=output_tok_s / tp,
         requests_per_s=output_tok_s / output_tokens,
         dequant_ms=chosen["dequant_s"] * 1e3,
+    )
+
+
+def _allreduce_over(gpu: GpuSpec, tp: int) -> str:
+    if tp == 1:
+        return "none"
+    if tp > node_gpus(gpu):
+        return "NIC"
+    return "NVLink" if gpu.nvlink_spans(tp) else "PCIe"
+
+
+def pipeline_hop_s(
+    *, message_bytes: float, tp: int, gpu: GpuSpec, crosses_node: bool, nic_gbps: float | None
+) -> float:
+    """Seconds to hand ``message_bytes`` of activations from one pipeline stage to the next:
+    latency + bytes / link. Between nodes the NIC (``nic_gbps`` Gb/s per card, each of the
+    ``tp`` cards sends its share: bytes / tp per card, :data:`NIC_LATENCY_S`); inside a node
+    NVLink per direction where the card has it, else PCIe (:data:`ALLREDUCE_LATENCY_NVLINK_S`
+    / :data:`ALLREDUCE_LATENCY_PCIE_S`). 1,000 tokens of Llama-3-70B (8,192 wide, 16 bit =
+    16.4 MB) over one 400 Gb/s NIC: 50 us + 16.4e6 / 50e9 = 378 us.
+    """
+    if crosses_node:
+        return NIC_LATENCY_S + message_bytes / tp / _nic_bytes_per_s(nic_gbps)
+    if gpu.has_nvlink:
+        return ALLREDUCE_LATENCY_NVLINK_S + message_bytes / (gpu.nvlink_gbps / 2 * 1e9)
+    return ALLREDUCE_LATENCY_PCIE_S + message_bytes / (gpu.pcie_gbps * 1e9)
+
+
+def pipeline_cross_node_hops(*, gpu: GpuSpec, tp: int, pp: int) -> int:
+    """Stage boundaries (of ``pp`` - 1) that cross a node: stages are laid out node by node,
+    max(1, node cards // ``tp``) per node. TP 8 x PP 2 on H100 (8 per node): 1; TP 4 x PP 2: 0;
+    TP 2 x PP 8: 1."""
+    per_node = max(1, node_gpus(gpu) // tp)
+    return -(-pp // per_node) - 1
+
+
+def pipelined(*, pp: int, batch: float, nic_gbps: float | None, **replica: object):
+    """Speed of a replica of ``pp`` pipeline stages of ``tp`` cards (``000`` §4.1: TP inside
+    the node, PP across nodes).
+
+    The engine keeps ``pp`` micro-batches of ``batch`` / ``pp`` sequences in flight, one per
+    stage. A stage runs 1 / ``pp`` of the layers, so one micro-batch's pass over every stage
+    takes the TP group's step at ``batch`` / ``pp`` (the weights and KV it reads are those of
+    one stage, ``pp`` times over), plus the ``pp`` - 1 hand-overs of its activations
+    (:func:`pipeline_hop_s`; :func:`pipeline_cross_node_hops` of them over the NIC) during
+    which the next stage waits - the pipeline bubble the article names. Every sequence gets a
+    token once per such pass: TPOT = step(batch / pp) + hops; output rate = batch / TPOT;
+    TTFT = that of the micro-batch + the hand-overs of the prompt's activations.
+    ``weight_bytes_read_per_step``, ``kv_bytes_read_per_step``, ``tokens_per_step`` are those
+    of one micro-batch pass. Without a hand-over cost, PP 2 at batch 64 runs at the speed of
+    one TP group at batch 32 with twice the sequences: twice its tokens per second.
+    """
+    model, gpu, tp = replica["model"], replica["gpu"], replica["tp"]
+    inner = replica_throughput(batch=batch / pp, pp=1, nic_gbps=nic_gbps, **replica)
+    cross = pipeline_cross_node_hops(gpu=gpu, tp=tp, pp=pp)
+
+    def hops_s(tokens: float) -> float:
+        message = tokens * model.hidden_size * ACTIVATION_BYTES
+        common = {"message_bytes": message, "tp": tp, "gpu": gpu, "nic_gbps": nic_gbps}
+        seconds = (pp - 1 - cross) * pipeline_hop_s(crosses_node=False, **common)
+        if cross:
+            seconds += cross * pipeline_hop_s(crosses_node=True, **common)
+        return seconds
+
+    step_hops_s = hops_s(inner.tokens_per_step)
+    step_s = inner.step_ms / 1e3 + step_hops_s
+    new_input = replica["input_tokens"] - replica.get("cached_input_tokens", 0)
+    ttft_ms = None
+    if inner.ttft_ms is not None:
+        ttft_ms = inner.ttft_ms + hops_s(new_input) * 1e3 + step_hops_s * 1e3 * (batch > 1)
+    output_tok_s = batch / step_s
+    return replace(
+        inner,
+        batch=batch,
+        step_ms=step_s * 1e3,
+        tpot_ms=inner.tpot_ms + step_hops_s * 1e3,
+        ttft_ms=ttft_ms,
+        output_tok_s_total=output_tok_s,
+        output_tok_s_per_gpu=output_tok_s / (tp * pp),
+        requests_per_s=output_tok_s / replica["output_tokens"],
+        pp=pp,
+        pipeline_hops_ms=step_hops_s * 1e3,
     )
 
 

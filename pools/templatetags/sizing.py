@@ -56,6 +56,8 @@ WARNING_LABELS = {
     "does_not_fit": "does not fit",
     "cannot_estimate": "cannot estimate",
     "no_nvlink_tp": "TP without NVLink",
+    "cross_node_tp": "TP across nodes",
+    "layout_refused": "Layout refused",
     "tpot_over_target": "TPOT over target",
     "ttft_over_target": "TTFT over target",
     "fewer_free_cards": "not enough free cards",

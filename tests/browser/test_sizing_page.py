@@ -231,3 +231,41 @@ def test_an_uploaded_config_json_replaces_the_fields_and_is_sized(signed_in, liv
     expect(page.locator("#results")).to_contain_text("30,532,110,336 parameters")
     expect(page.locator("#results")).to_contain_text("61.1 GB")
     expect(page.locator("#results .sizing-errors")).to_have_count(0)
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_pipeline_stages_are_chosen_in_the_parallelism_section(signed_in, live_server, width):
+    """Open *Parallelism*, ask for TP 4 x PP 2 (one 8-card node): every sized row reads
+    "4·2 ×" in place; then TP 16 on a 200 Gb/s NIC (000 §4.1: TP across nodes below 400 Gb/s
+    is refused) leaves every 8-card GPU model unsized with the reason."""
+    import os
+    from pathlib import Path
+
+    inference_fleet()
+    page = signed_in
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"{live_server.url}/sizing/")
+    page.evaluate("window.__sameDocument = true")
+
+    page.click("#parallelism summary")
+    page.fill("input[name=tp]", "4")
+    page.fill("input[name=pp]", "2")
+    page.locator("input[name=pp]").dispatch_event("change")
+
+    h100 = page.locator("tr[data-gpu=h100_sxm]")
+    expect(h100.locator("td.tp-cell")).to_have_text(re.compile(r"^4·2 ×"))
+    expect(page.locator("#results")).to_contain_text("TP 4 × PP 2 ×")
+    assert "pp=2" in page.url
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    shots = Path(os.environ.get("BROWSER_SHOTS") or "/tmp")
+    page.screenshot(path=str(shots / f"sizing-parallel-{width}.png"), full_page=True)
+
+    page.fill("input[name=tp]", "16")
+    page.fill("input[name=pp]", "1")
+    page.fill("input[name=nic_gbps]", "200")
+    page.locator("input[name=nic_gbps]").dispatch_event("change")
+    refused = page.locator("tr[data-gpu=h100_sxm] + tr.warnings")
+    expect(refused.locator("[data-code=layout_refused]")).to_have_text("Layout refused")
+    expect(refused).to_contain_text("at least 400 Gb/s")
+    expect(h100.locator("td.tp-cell")).to_have_text("—")
+    assert page.evaluate("window.__sameDocument") is True

@@ -9,6 +9,9 @@ sliding_window_tokens, sliding_window_layers ... - and/or ``config`` (a Hugging 
 object or its text) or ``config_path`` (a config.json file)), ``gpu`` (catalogue slug, e.g.
 ``h100_sxm``, or the name nvidia-smi prints, e.g. ``NVIDIA H100 80GB HBM3``; a name several SKUs
 share is refused with reason ``ambiguous_gpu`` and the candidates), ``gpu_count``, ``tp``,
+``pp`` (pipeline stages; a replica is tp x pp cards), ``ep`` (expert parallel, MoE; divides tp),
+``nic_gbps`` (NIC Gb/s per card: needed when the cards span nodes; TP across nodes below 400 is
+refused with reason ``nic_too_slow``),
 ``precision`` (FP16, BF16, FP8, INT8, NVFP4, MXFP4, INT4, or weight-only INT4-AWQ / INT4-GPTQ /
 W8A16 / FP8-WO), ``kv_cache_dtype`` (FP16, BF16, FP8 = E4M3), ``input_len``, ``output_len``,
 ``concurrency`` (null = saturation). Optional: ``engine`` (vllm, vllm-v0, sglang, tensorrt-llm)
@@ -99,14 +102,14 @@ def _traffic(fields: dict, result: dict, estimate) -> None:
         replica_requests_per_s=estimate.throughput.requests_per_s,
     )
     result["replicas_needed"] = replicas
-    result["cards_needed"] = replicas * estimate.tp
+    result["cards_needed"] = replicas * estimate.tp * estimate.pp
     result["cards_needed_pessimistic"] = result["cards_needed"]
     if estimate.band is not None:
         pessimistic = replicas_for_demand(
             peak_requests_per_s=demand.peak_requests_per_s,
             replica_requests_per_s=estimate.throughput.requests_per_s * estimate.band.low_factor,
         )
-        result["cards_needed_pessimistic"] = max(replicas, pessimistic) * estimate.tp
+        result["cards_needed_pessimistic"] = max(replicas, pessimistic) * estimate.tp * estimate.pp
 
 
 def _with_config_file(fields):

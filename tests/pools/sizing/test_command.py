@@ -229,3 +229,28 @@ def test_a_custom_architecture_missing_fields_names_the_first(tmp_path):
     assert status == 1
     assert result["error"]["field"] == "custom_model.hidden_size"
     assert result["error"]["reason"] == "missing"
+
+
+def test_pipeline_stages_count_in_the_cards_needed_and_a_slow_nic_is_refused(tmp_path):
+    """Llama-3-70B FP16 as TP 8 x PP 2 on H100: a replica is 16 cards, so the cards needed
+    are 16 x the replicas; TP 16 across two nodes on a 200 Gb/s NIC is refused (000 §4.1)."""
+    row = {
+        "model": "llama3_70b",
+        "gpu": "NVIDIA H100 80GB HBM3",
+        "tp": 8,
+        "pp": 2,
+        "nic_gbps": 400,
+        "input_len": 1_000,
+        "output_len": 200,
+        "concurrency": 32,
+        "requests_per_day": 1_000_000,
+        "peak_hours": 4,
+    }
+
+    status, results = estimate([row, row | {"tp": 16, "pp": 1, "nic_gbps": 200}], tmp_path)
+
+    assert status == 1
+    assert (results[0]["tp"], results[0]["pp"], results[0]["replicas"]) == (8, 2, 1)
+    assert results[0]["cards_needed"] == 16 * results[0]["replicas_needed"]
+    assert results[1]["error"]["reason"] == "nic_too_slow"
+    assert results[1]["error"]["field"] == "nic_gbps"

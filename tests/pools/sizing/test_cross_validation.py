@@ -129,3 +129,29 @@ def test_bands_are_never_written_from_the_unshipped_overlap_fit(monkeypatch, cap
     assert exit_info.value.code == 2
     assert "not shipped" in capsys.readouterr().err
     assert bench.FIT_OVERLAP_GRID == [None]  # the default fit keeps the hard roofline
+
+
+def test_an_unstated_kv_dtype_of_the_pytorch_backend_is_16_bit_only_on_request(monkeypatch):
+    """TensorRT-LLM's PyTorch backend takes the KV dtype from the checkpoint, so the opt-in
+    assumption scores an unstated one as 16-bit; a stated one and other engines are untouched."""
+    pytorch = {"engine": "TensorRT-LLM (PyTorch backend)", "kv_cache_dtype": "not stated"}
+    trt = {"engine": "TensorRT-LLM", "kv_cache_dtype": "not stated"}
+    stated = {"engine": "TensorRT-LLM (PyTorch backend)", "kv_cache_dtype": "FP8"}
+
+    assert bench._kv_dtype(pytorch, "NVFP4") == "FP8"  # the shipped assumption
+    monkeypatch.setattr(bench, "KV_UNSTATED_16BIT", [True])
+    assert bench._kv_dtype(pytorch, "NVFP4") == "BF16"
+    assert bench._kv_dtype(pytorch, "FP8") == "BF16"
+    assert bench._kv_dtype(trt, "FP8") == "FP8"
+    assert bench._kv_dtype(stated, "NVFP4") == "FP8"
+
+
+def test_bands_are_never_written_from_the_16_bit_kv_assumption(monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["sizing.py", "--kv-unstated-16bit", "--write-bands"])
+
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main()
+
+    assert exit_info.value.code == 2
+    assert "not shipped" in capsys.readouterr().err
+    assert bench.KV_UNSTATED_16BIT == [False]

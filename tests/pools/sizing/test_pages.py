@@ -279,3 +279,21 @@ def test_the_page_and_its_csv_price_with_the_rate_cards_currency(fleet, member_p
     l40s = next(r for r in csv.DictReader(io.StringIO(text)) if r["gpu_model"] == "l40s")
     assert (l40s["price_per_card_hour"], l40s["monthly_cost"], l40s["currency"]) == (
         "1.20", "42048.00", "EUR")  # fmt: skip
+
+
+def test_pipeline_stages_on_the_page_show_tp_x_pp_and_a_bad_tp_is_a_field_error(fleet, member_page):
+    """TP 4 x PP 2 (inside one 8-card node, no NIC needed): the recommendation reads
+    "TP 4 × PP 2", the table "4·2 ×" and the CSV's pp column says 2; TP 3 (Qwen2.5-72B's 64
+    heads) is an error on the TP field."""
+    layout = {**QWEN_72B, "tp": "4", "pp": "2", "ep": "", "nic_gbps": ""}
+    html = _htmx(member_page, "/sizing/", layout).content.decode()
+    bad = _htmx(member_page, "/sizing/", {**layout, "tp": "3"}).content.decode()
+    export = member_page.get("/sizing/?" + urlencode({**layout, "export": "csv"}))
+    rows = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
+
+    assert "TP 4 × PP 2 ×" in html
+    assert "4·2 ×" in html
+    assert "per replica of 8 cards at" in html  # TP 4 x PP 2
+    assert {row["pp"] for row in rows if row["tp"]} == {"2"}
+    assert {row["tp"] for row in rows if row["tp"]} == {"4"}
+    assert "<strong>Tensor parallel (TP)</strong>: TP 3 does not divide" in bad

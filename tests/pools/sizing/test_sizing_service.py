@@ -674,3 +674,32 @@ def test_a_contradictory_config_json_is_refused_field_by_field(fleet):
     assert errors["custom_model.num_kv_heads"] == (
         "5 KV heads do not divide the 32 attention heads evenly."
     )
+
+
+def test_a_fixed_tp_and_pipeline_stages_make_a_replica_tp_x_pp_cards(fleet):
+    """Qwen2.5-72B at TP 2 x PP 2: every sized row runs that layout (no other TP is tried), a
+    replica is 4 cards, so the cards are 4 x the replicas and each card holds the stage's
+    half of its TP share of the weights: ceil(ceil(W / 2) x 40 / 80)."""
+    inputs, results = sizing_preview(raw={**QWEN_72B, "tp": 2, "pp": 2})
+
+    sized = [row for row in results["rows"] if row["replicas"] is not None]
+    assert inputs["tp"] == 2 and inputs["pp"] == 2
+    assert sized
+    for row in sized:
+        assert (row["tp"], row["pp"]) == (2, 2)
+        assert row["cards"] == 4 * row["replicas"]
+        whole = row["weights_bytes"]
+        tp_share = -(-whole // 2)
+        assert row["weights_bytes_per_gpu"] == -(-tp_share * 40 // 80)
+
+
+def test_a_tp_that_does_not_divide_the_heads_or_ep_on_a_dense_model_is_a_field_error():
+    with pytest.raises(InvalidInput) as error:
+        sizing_inputs_clean({**QWEN_72B, "tp": 3, "ep": 2})
+    with pytest.raises(InvalidInput) as stages:
+        sizing_inputs_clean({**QWEN_72B, "model": "llama3_8b", "pp": 33})
+
+    errors = error.value.data["errors"]
+    assert set(errors) == {"tp", "ep"}
+    assert "does not divide" in errors["tp"] and "dense" in errors["ep"]
+    assert set(stages.value.data["errors"]) == {"pp"}  # Llama-3-8B has 32 layers
