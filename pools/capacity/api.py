@@ -6,6 +6,7 @@ Lists and details are scoped by the selectors (a member sees their teams' object
 
 from __future__ import annotations
 
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -16,6 +17,7 @@ from pools.capacity import selectors
 from pools.capacity.arithmetic import card_hours
 from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilterSet
 from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.scheduler_panel import scheduler_panel
 from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import requests as request_services
 from pools.choices import RequestKind, WorkloadKind
@@ -56,6 +58,39 @@ class AllocationSerializer(serializers.ModelSerializer):
     def get_card_hours(self, obj) -> str:
         """Reserved card-hours of the whole window, 2 decimals (cards × hours)."""
         return f"{card_hours(obj.card_count, obj.starts_at, obj.ends_at):.2f}"
+
+
+class AllocationDetailSerializer(AllocationSerializer):
+    """An allocation with what the portal wrote (or will write) in its scheduler and its reserved
+    cost so far: a few queries per allocation, so only the allocations endpoints carry them."""
+
+    scheduler = serializers.SerializerMethodField()
+    cost_so_far = serializers.SerializerMethodField()
+
+    class Meta(AllocationSerializer.Meta):
+        fields = [*AllocationSerializer.Meta.fields, "scheduler", "cost_so_far"]
+
+    def get_scheduler(self, obj) -> dict:
+        """``state`` (``written`` / ``will write`` / ``portal only``), ``objects`` (``kind``,
+        ``name``, ``detail`` each), ``notes``, ``read_back_at``, ``read_back``, ``drift``."""
+        return scheduler_panel(obj).as_dict()
+
+    def get_cost_so_far(self, obj) -> dict | None:
+        """``card_hours`` (2 decimals), ``amount`` (minor unit, string) and ``currency`` —
+        both ``null`` when unknown, with ``reason`` — ``price_per_card_hour``; ``null`` when
+        no pricing hook is configured."""
+        cost = selectors.allocations_cost_so_far([obj], now=timezone.now()).get(obj.pk)
+        if cost is None:
+            return None
+        return {
+            "card_hours": f"{cost.card_hours:.2f}",
+            "price_per_card_hour": None
+            if cost.price_per_card_hour is None
+            else str(cost.price_per_card_hour),
+            "amount": None if cost.amount is None else str(cost.amount),
+            "currency": cost.currency,
+            "reason": cost.reason or None,
+        }
 
 
 TEAM_SLUG_HELP = "Team slug, not its name: `nlp`, not `NLP` (`GET /api/v1/teams/`)."
@@ -327,7 +362,7 @@ class AllocationViewSet(viewsets.ReadOnlyModelViewSet):
     """Allocations of the caller's teams; release early or ask to extend."""
 
     queryset = Allocation.objects.none()  # for the schema; get_queryset scopes by user
-    serializer_class = AllocationSerializer
+    serializer_class = AllocationDetailSerializer
     filterset_class = AllocationFilterSet
 
     def get_queryset(self):

@@ -85,6 +85,12 @@ def applied_cards_expression() -> Case:
     )
 
 
+def slurm_account_name(team: Team) -> str:
+    """The Slurm account the portal keeps for ``team``: its slug (sacctmgr account names are
+    case-insensitive and the slug is already lower-case letters, digits and ``-``/``_``)."""
+    return team.slug
+
+
 def slurm_limit_sync(
     *,
     adapter: SchedulerAdapter,
@@ -104,25 +110,26 @@ def slurm_limit_sync(
     gres = slurm_gres_type(gpu_model)
     cards = team_cards_applied(team=team, gpu_model=gpu_model, scheduler=Scheduler.SLURM, now=now)
     partition = pool.slurm_partition or None
+    account = slurm_account_name(team)
     adapter.ensure_account(
-        team.slug,
+        account,
         description=team.name[:100],
         organization=(team.cost_centre or team.slug).lower()[:64],
     )
     missing = []
     for username in team_usernames(team_id=team.pk):
         try:
-            adapter.ensure_user_association(team.slug, username, partition or "")
+            adapter.ensure_user_association(account, username, partition or "")
         except (NotFound, SchedulerRejected, ValueError):
             missing.append(username)
     # 0 is a limit (no cards); removing the limit would leave the account unlimited
     adapter.set_gpu_limit(
-        GpuLimit(account=team.slug, partition=partition, gres_type=gres, cards=cards)
+        GpuLimit(account=account, partition=partition, gres_type=gres, cards=cards)
     )
     return {
         "scheduler": "slurm",
         "applied": True,
-        "account": team.slug,
+        "account": account,
         "partition": partition,
         "grp_tres": f"gres/gpu:{gres}={cards}",
         "missing_users": missing,
@@ -168,15 +175,9 @@ def kueue_cohort_of(*, team: Team, now: datetime | None = None) -> KueueCohort |
     return KueueCohort(rows[0][1], borrowing)
 
 
-def kubernetes_quota_sync(*, adapter, team: Team, now: datetime | None = None) -> dict:
-    """Make the team's namespace quota equal its open-window cards in Kubernetes pools.
-
-    ``ensure_team`` is idempotent (server-side apply): it creates or updates the namespace,
-    ``ResourceQuota`` on ``requests.nvidia.com/gpu`` (the total; per model through Kueue when
-    enabled), ``LimitRange`` and the ``RoleBinding`` of the team's group ``team-<slug>``. With
-    elastic allocations in a Kueue pool, the team's ClusterQueue joins the pool's cohort with
-    their burst as its ``borrowingLimit`` (:func:`kueue_cohort_of`) in the same write.
-    """
+def kubernetes_team_quota(*, team: Team, now: datetime | None = None) -> dict[str, int]:
+    """The team's namespace quota: GPU product label -> its applied cards at ``now`` in
+    Kubernetes pools (:func:`team_cards_applied`); products with no cards are left out."""
     quota: dict[str, int] = {}
     models = GpuModel.objects.filter(
         allocations__team=team, allocations__pool__scheduler=Scheduler.KUBERNETES
@@ -187,6 +188,19 @@ def kubernetes_quota_sync(*, adapter, team: Team, now: datetime | None = None) -
         )
         if cards:
             quota[k8s_product_label(model)] = cards
+    return quota
+
+
+def kubernetes_quota_sync(*, adapter, team: Team, now: datetime | None = None) -> dict:
+    """Make the team's namespace quota equal its open-window cards in Kubernetes pools.
+
+    ``ensure_team`` is idempotent (server-side apply): it creates or updates the namespace,
+    ``ResourceQuota`` on ``requests.nvidia.com/gpu`` (the total; per model through Kueue when
+    enabled), ``LimitRange`` and the ``RoleBinding`` of the team's group ``team-<slug>``. With
+    elastic allocations in a Kueue pool, the team's ClusterQueue joins the pool's cohort with
+    their burst as its ``borrowingLimit`` (:func:`kueue_cohort_of`) in the same write.
+    """
+    quota = kubernetes_team_quota(team=team, now=now)
     cohort = kueue_cohort_of(team=team, now=now)
     if cohort is None:
         adapter.ensure_team(team.slug, group=f"team-{team.slug}", gpu_quota=quota)
