@@ -62,7 +62,8 @@ class AllocationSerializer(serializers.ModelSerializer):
 
 class AllocationDetailSerializer(AllocationSerializer):
     """An allocation with what the portal wrote (or will write) in its scheduler and its reserved
-    cost so far: a few queries per allocation, so only the allocations endpoints carry them."""
+    cost so far: a few queries per allocation, so only ``GET /api/v1/allocations/<id>/`` carries
+    them (the lists keep a fixed query count)."""
 
     scheduler = serializers.SerializerMethodField()
     cost_so_far = serializers.SerializerMethodField()
@@ -362,8 +363,13 @@ class AllocationViewSet(viewsets.ReadOnlyModelViewSet):
     """Allocations of the caller's teams; release early or ask to extend."""
 
     queryset = Allocation.objects.none()  # for the schema; get_queryset scopes by user
-    serializer_class = AllocationDetailSerializer
+    serializer_class = AllocationSerializer
     filterset_class = AllocationFilterSet
+
+    def get_serializer_class(self):
+        # The list keeps a fixed query count; one allocation also says what its scheduler
+        # holds and what it has cost so far.
+        return AllocationDetailSerializer if self.action == "retrieve" else AllocationSerializer
 
     def get_queryset(self):
         return selectors.allocation_list(user=self.request.user).order_by("starts_at", "id")
