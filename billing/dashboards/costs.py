@@ -256,6 +256,13 @@ class AllocationCost:
         """``amount`` in the pages' one money format (``570.00 EUR``); ``None`` unknown."""
         return None if self.amount is None else format_money(self.amount, self.currency)
 
+    @property
+    def price_plain(self) -> str | None:
+        """The card-hour price as a plain decimal without trailing zeros (``1.25``, not the
+        stored ``1.250000``); ``None`` unknown."""
+        price = self.price_per_card_hour
+        return None if price is None else format(price.normalize(), "f")
+
 
 def allocations_cost_so_far(
     *, allocations: Iterable[Allocation], now: datetime
@@ -290,7 +297,7 @@ def allocations_cost_so_far(
                 "the team's statement has the lines",
             )
             continue
-        if period is None:
+        if period is None or period.card_id is None:
             out[a.pk] = AllocationCost(hours, None, None, None, "no rate card is in force now")
             continue
         price = price_for(period, RateKind.GPU_RESERVED, a.gpu_model_id, "")

@@ -85,9 +85,7 @@ class AllocationDetailSerializer(AllocationSerializer):
             return None
         return {
             "card_hours": f"{cost.card_hours:.2f}",
-            "price_per_card_hour": None
-            if cost.price_per_card_hour is None
-            else str(cost.price_per_card_hour),
+            "price_per_card_hour": cost.price_plain,
             "amount": None if cost.amount is None else str(cost.amount),
             "currency": cost.currency,
             "reason": cost.reason or None,
