@@ -321,6 +321,7 @@ SPECTACULAR_SETTINGS = {
         "NodeStateEnum": "pools.choices.NodeState",
         "IdleFindingStateEnum": "pools.choices.IdleFindingState",
         "RequestKindEnum": "pools.choices.RequestKind",
+        "AllocationStatusEnum": "pools.choices.AllocationStatus",
     },
 }
 
