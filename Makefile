@@ -17,7 +17,7 @@ SLURM_2605_ENV   := /opt/portal-slurm-forky/var/lib/slurm-test/slurm-test.env
 SLURM_2205_ENV   := /var/lib/slurm-test/slurm-test.env
 SLURM_TIER       := tests/integration/slurm tests/scheduler_adapters/contract
 
-.PHONY: install demo test test-slurm test-fast services bench lint clean
+.PHONY: install demo test test-slurm test-fast test-conformance services bench lint clean
 
 # pip twice quiet: errors only (a pip.conf naming absent index directories warns once per package).
 $(VENV)/.installed: pyproject.toml
@@ -49,8 +49,9 @@ lint: install
 
 # Fast tier first (no services but PostgreSQL), then everything that needs a real service.
 test: install services lint
-	SLURM_TEST_ENV=$(SLURM_MODERN_ENV) $(BIN)/python -m pytest -m "not integration and not browser"
+	SLURM_TEST_ENV=$(SLURM_MODERN_ENV) $(BIN)/python -m pytest -m "not integration and not browser and not conformance"
 	SLURM_TEST_ENV=$(SLURM_MODERN_ENV) $(BIN)/python -m pytest -m "integration or browser"
+	$(BIN)/python -m pytest -m conformance -s
 	SLURM_TEST_ENV=$(SLURM_V41_ENV) $(BIN)/python -m pytest -m integration $(SLURM_TIER)
 	SLURM_TEST_ENV=$(SLURM_2605_ENV) $(BIN)/python -m pytest -m integration $(SLURM_TIER)
 	SLURM_TEST_ENV=$(SLURM_2205_ENV) $(BIN)/python -m pytest -m integration $(SLURM_TIER)
@@ -60,7 +61,11 @@ test-slurm: install
 	SLURM_TEST_ENV=$(SLURM_TEST_ENV) $(BIN)/python -m pytest -m integration $(SLURM_TIER)
 
 test-fast: install
-	$(BIN)/python -m pytest -m "not integration and not browser"
+	$(BIN)/python -m pytest -m "not integration and not browser and not conformance"
+
+# schemathesis --checks all against gunicorn, as a pool admin and as a member (minutes; prints counts)
+test-conformance: install
+	$(BIN)/python -m pytest -m conformance -s
 
 bench: install services
 	$(BIN)/python benchmarks/run.py
@@ -77,6 +82,9 @@ bench: install services
 	$(BIN)/python benchmarks/elastic.py
 	$(BIN)/python benchmarks/serving.py
 	$(BIN)/python benchmarks/waiting.py
+	$(BIN)/python benchmarks/explain.py
+	$(BIN)/python benchmarks/advisor.py
+	$(BIN)/python benchmarks/tokenflow.py
 
 clean:
 	rm -rf $(VENV) portal-demo.sqlite3 staticfiles .pytest_cache

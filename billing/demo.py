@@ -25,6 +25,7 @@ from billing.services.rates import rate_card_create
 from billing.services.statements import statement_build
 from billing.services.tokens import usage_tokens_ingest
 from billing.services.usage_import import usage_import_reservations, usage_import_slurm
+from billing.tokenflow.demo import demo_agent_tasks_load
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.services.requests import capacity_request_create
 from pools.choices import AllocationStatus, PricingMethod, RequestStatus, WorkloadKind
@@ -164,6 +165,7 @@ def demo_billing_load(*, months: int = 6, now: datetime | None = None) -> list:
             usage_import_slurm(scheduler=_Records(_jobs(month, zone, rng, 100_000 * (index + 1))),
                                **window)  # fmt: skip
             _tokens(month, zone, rng)
+        demo_agent_tasks_load(now=now, served=SERVED)  # its own seed: the rest stays as it was
         for month in month_list:
             for team in Team.objects.order_by("slug"):
                 statements.append(statement_build(team=team, month=month, now=now))

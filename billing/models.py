@@ -29,6 +29,7 @@ from billing.validators import currency_validator
 from pools.capacity.models import Allocation
 from pools.inventory.models import GpuModel
 from pools.tenancy.models import Team, team_owned
+from pools.validators import single_line_text_validator
 
 
 class RateCard(models.Model):
@@ -36,7 +37,8 @@ class RateCard(models.Model):
     empty: open-ended), dates in the billing time zone. Cards must not overlap (checked by
     :func:`billing.services.rates.rate_card_create`); a price change is a new card."""
 
-    name = models.CharField(max_length=100)
+    # shown on statements and their PDF: one line, read left to right
+    name = models.CharField(max_length=100, validators=[single_line_text_validator])
     currency = models.CharField(max_length=3, validators=[currency_validator])
     effective_from = models.DateField()
     effective_to = models.DateField(null=True, blank=True)
@@ -70,7 +72,9 @@ class RateCardEntry(models.Model):
     gpu_model = models.ForeignKey(
         GpuModel, null=True, blank=True, on_delete=models.PROTECT, related_name="rates"
     )
-    served_model = models.CharField(max_length=120, blank=True)
+    served_model = models.CharField(
+        max_length=120, blank=True, validators=[single_line_text_validator]
+    )
     price = models.DecimalField(max_digits=14, decimal_places=6)
 
     class Meta:

@@ -27,6 +27,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
 from pools.capacity.arithmetic import SECONDS_PER_HOUR, card_hours, card_seconds_hours
+from pools.capacity.slices import is_profile, slice_share
 
 TOKENS_PER_MILLION = Decimal(1_000_000)
 
@@ -279,20 +280,19 @@ def counter_increase(samples: Sequence[tuple[datetime, Decimal]]) -> Decimal:
 # --------------------------------------------------------------------------- Slurm TRES
 
 
-_MIG_TYPE = re.compile(r"^(?P<base>[A-Za-z0-9]+?)[_-](?P<slices>\d)g\.\d+gb$", re.IGNORECASE)
-# Compute slices per full card: A30 has 4 (1g.6gb … 4g.24gb), A100/H100/H200/H800 have 7
-# (NVIDIA MIG user guide, "Supported MIG profiles").
-_MIG_SLICES = {"a30": 4}
+_MIG_TYPE = re.compile(r"^(?P<base>[A-Za-z0-9]+?)[_-](?P<profile>\dg\.\d+gb)$", re.IGNORECASE)
 
 
 def mig_share(gres_type: str) -> tuple[str, Fraction] | None:
     """``a100_3g.20gb`` → ``("a100", 3/7)``: the full card a MIG-typed GRES is a slice of, and
-    the share of that card it is (C10: 1 slice × 1.5 h = 0.643 A100 card-h, not 1.5)."""
+    the share of that card it is (C10: 1 slice × 1.5 h = 0.643 A100 card-h, not 1.5). The
+    share is :func:`pools.capacity.slices.slice_share`'s, the one a reserved slice allocation
+    is billed at (A30: of 4 compute slices, else of 7)."""
     match = _MIG_TYPE.match(gres_type)
-    if not match:
+    if not match or not is_profile(match["profile"].lower()):
         return None
     base = match["base"].lower()
-    return base, Fraction(int(match["slices"]), _MIG_SLICES.get(base, 7))
+    return base, slice_share(match["profile"].lower(), model_key=base)
 
 
 def gpu_counts_from_tres(tres: Mapping[str, Decimal]) -> dict[str | None, Decimal]:

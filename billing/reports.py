@@ -13,6 +13,7 @@ from django.template.loader import render_to_string
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
+from billing.choices import LineKind
 from billing.dashboards.serving import team_showback
 from billing.models import Statement
 from billing.pricing import (
@@ -30,7 +31,7 @@ from pools.csv_numbers import plain_number
 CSV_COLUMNS = (
     "statement_id", "team", "cost_centre", "month", "status", "line", "kind", "period",
     "gpu_model", "served_model", "basis", "quantity", "unit", "priced_quantity", "price_unit",
-    "unit_price", "amount", "currency", "rate_from", "rate_to",
+    "unit_price", "amount", "currency", "rate_from", "rate_to", "notes",
 )  # fmt: skip
 """One row per statement line. ``priced_quantity`` is ``quantity`` in ``price_unit`` (card-hours,
 or millions of tokens), so ``priced_quantity × unit_price`` rounded half-up to the currency's
@@ -38,7 +39,36 @@ minor unit is ``amount``; ``unit_price`` is per ``price_unit``, in ``currency``.
 decimals as the page shows them (:func:`pools.csv_numbers.plain_number`): ``quantity`` card-hours
 to 3 places or whole tokens, ``priced_quantity`` card-hours to 3 places or millions of tokens
 exactly (``534.907485``), ``unit_price`` to the currency's minor unit or finer, ``amount`` to the
-minor unit (``3456.00``)."""
+minor unit (``3456.00``). ``notes`` says, for a usage line holding jobs metered from a
+wall-clock time that happened twice without an elapsed time (flag ``ambiguous_time``), both
+readings of each such job — what the page and the PDF show beside the line; empty otherwise."""
+
+
+def ambiguous_time_of(line, statement) -> list[dict]:
+    """The statement's ``ambiguous_time`` warnings (:func:`billing.services.statements.
+    ambiguous_time_notes`) that belong to ``line``: a usage line of the statement's own month
+    with the same GPU model and basis. The one rule the page, the PDF and the CSV use."""
+    if statement is None or line.kind != LineKind.USAGE or line.period != statement.month:
+        return []
+    return [
+        w
+        for w in statement.warnings or []
+        if w.get("code") == "ambiguous_time"
+        and (w["gpu_model_id"], w["basis"]) == (line.gpu_model_id, line.basis)
+    ]
+
+
+def ambiguous_time_text(notes: list[dict]) -> str:
+    """``notes`` in words for a CSV cell: "ambiguous time: job 42: 2.000000 card-hours billed
+    at the first reading (<start> → <end>), 1.000000 at the other (<start> → <end>)"; "" for
+    none."""
+    return "; ".join(
+        f"ambiguous time: job {w['job_id']}: {w['billed_card_hours']} card-hours billed at the "
+        f"first reading ({w['billed_start']} → {w['billed_end']}), "
+        f"{w['other_card_hours'] or 'unknown'} at the other "
+        f"({w['other_start']} → {w['other_end']})"
+        for w in notes
+    )
 
 
 def statement_csv_rows(statements) -> list[list[str]]:
@@ -60,6 +90,7 @@ def statement_csv_rows(statements) -> list[list[str]]:
                 plain_number(line.unit_price, unit_price_places(line.unit_price, s.currency)),
                 plain_number(round_money(line.amount, s.currency)), s.currency,
                 line.rate_from.isoformat(), line.rate_to.isoformat(),
+                ambiguous_time_text(ambiguous_time_of(line, s)),
             ])  # fmt: skip
     return rows
 

@@ -8,7 +8,7 @@ from datetime import date
 from decimal import Decimal
 
 from django.db import connection
-from django.db.models import Count, Exists, OuterRef, QuerySet, Sum
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 
 from billing.choices import TOKEN_UNITS, ChargeBasis, LineKind, RateKind
 from billing.conf import billing_zone
@@ -100,7 +100,10 @@ def top_allocations(*, month: date, team: Team | None = None, limit: int = 10) -
     costs: dict[int, Decimal] = {}
     if connection.vendor == "postgresql":
         costs.update(_top_unchanged_costs(month, team, periods, currency, limit))
-        records = records.filter(Exists(_card_changes_of(OuterRef("allocation_id"))))
+        # MIG slice allocations are priced here too: their share is the Python rule's
+        records = records.filter(
+            Exists(_card_changes_of(OuterRef("allocation_id"))) | ~Q(allocation__mig_profile="")
+        )
     records = list(records.select_related("allocation"))
     changes = card_changes(r.allocation_id for r in records)
     for record in records:
@@ -123,7 +126,9 @@ def top_allocations(*, month: date, team: Team | None = None, limit: int = 10) -
 
 def _reserved_cost(record: UsageRecord, periods: list[RatePeriod], changes) -> Decimal:
     """A reserved record's cost: each piece of its allocation's card timeline inside the
-    record's period, priced over the rate periods it spans."""
+    record's period, priced over the rate periods it spans; a MIG slice at its share of a card
+    (:attr:`pools.capacity.models.Allocation.card_share`)."""
+    share = record.allocation.card_share
     return sum(
         (
             piece.cards
@@ -134,7 +139,7 @@ def _reserved_cost(record: UsageRecord, periods: list[RatePeriod], changes) -> D
             for piece in card_pieces(record.allocation, changes)
         ),
         Decimal(0),
-    )  # fmt: skip
+    ) * share.numerator / share.denominator  # fmt: skip
 
 
 def _card_changes_of(allocation_id):
@@ -171,7 +176,7 @@ SELECT r.id, COALESCE(SUM(a.card_count * {seconds} * price.price), 0) AS cost
   LEFT JOIN price ON price.model = r.gpu_model_id
        AND price.starts < LEAST(r.period_end, a.ends_at)
        AND price.ends > GREATEST(r.period_start, a.starts_at)
- WHERE r.month = %s AND r.basis = %s {team}
+ WHERE r.month = %s AND r.basis = %s {team} AND a.mig_profile = ''
    AND NOT EXISTS (SELECT 1 FROM {finding} f WHERE f.allocation_id = a.id
                    AND f.state = ANY(%s) AND f.reclaimed_at IS NOT NULL)
  GROUP BY r.id, a.id
@@ -235,12 +240,16 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     allocations = Allocation.objects.filter(status__in=CHARGED_STATUSES).overlapping(start, end)
     if connection.vendor == "postgresql":  # the unchanged ones summed in SQL, as top_allocations
         held.update(_held_unchanged_costs(periods, start, end))
-        allocations = allocations.filter(Exists(_card_changes_of(OuterRef("pk"))))
-    allocations = list(allocations)
+        allocations = allocations.filter(
+            Exists(_card_changes_of(OuterRef("pk"))) | ~Q(mig_profile="")
+        )
+    allocations = list(allocations.select_related("gpu_model"))
     changes = card_changes(a.pk for a in allocations)
     for a in allocations:
+        share = a.card_share  # a MIG slice holds its share of a card
         for piece in card_pieces(a, changes.get(a.pk, ())):
-            held[a.pool_id] += piece.cards * _price_over(
+            cards = Decimal(piece.cards * share.numerator) / share.denominator
+            held[a.pool_id] += cards * _price_over(
                 periods, RateKind.GPU_RESERVED, a.gpu_model_id, max(piece.start, start),
                 min(piece.end, end),
             )  # fmt: skip
@@ -268,7 +277,7 @@ SELECT a.pool_id, COALESCE(SUM(a.card_count * {seconds} * price.price), 0)
   FROM {allocation} a
   LEFT JOIN price ON price.model = a.gpu_model_id
        AND price.starts < LEAST(a.ends_at, %s) AND price.ends > GREATEST(a.starts_at, %s)
- WHERE a.status = ANY(%s) AND a.starts_at < %s AND a.ends_at > %s
+ WHERE a.status = ANY(%s) AND a.starts_at < %s AND a.ends_at > %s AND a.mig_profile = ''
    AND NOT EXISTS (SELECT 1 FROM {finding} f WHERE f.allocation_id = a.id
                    AND f.state = ANY(%s) AND f.reclaimed_at IS NOT NULL)
  GROUP BY a.pool_id

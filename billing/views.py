@@ -14,12 +14,12 @@ from django.utils.html import format_html_join
 
 from billing import selectors
 from billing.budgets.selectors import team_budget_banner
-from billing.choices import ChargeBasis, LineKind
+from billing.choices import ChargeBasis
 from billing.conf import billing_zone
 from billing.dashboards.serving import team_showback
 from billing.focus import focus_csv
 from billing.pricing import month_of, next_month, previous_month
-from billing.reports import showback_csv, statement_pdf, statements_csv
+from billing.reports import ambiguous_time_of, showback_csv, statement_pdf, statements_csv
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_all_costs, may_see_costs
 from pools.tenancy.selectors import member_team_list, team_list
@@ -67,15 +67,8 @@ def costs_index(request):
 def _mark_ambiguous_time(lines: list, statement) -> None:
     """Put each ``ambiguous_time`` warning of the statement on the usage line it is part of
     (same GPU model and basis, the statement's own month) as ``line.ambiguous``."""
-    notes = [w for w in (statement.warnings if statement else []) if w["code"] == "ambiguous_time"]
     for line in lines:
-        line.ambiguous = [
-            w
-            for w in notes
-            if line.kind == LineKind.USAGE
-            and line.period == statement.month
-            and (w["gpu_model_id"], w["basis"]) == (line.gpu_model_id, line.basis)
-        ]
+        line.ambiguous = ambiguous_time_of(line, statement)
 
 
 @login_required

@@ -404,3 +404,67 @@ def demo_serving_answers(
     add("cards_reporting", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", cards)
     add("cards_busy", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", round(cards * min(1.0, busy + 0.1)))
     return out
+
+
+# ---------------------------------------------------------------------------- advisor signals
+
+A100_80G_MIB = 81920  # nvidia-smi memory.total of an A100 80GB
+
+
+def demo_advisor_rollups(*, start, end, cards: int, rng) -> list[dict]:
+    """5-minute rollup rows (fields of :class:`pools.serving.models.ServingRollup`) for nlp's
+    four A100 on one node (a vLLM evaluation endpoint beside the LoRA run), from ``start`` to
+    ``end`` (aware datetimes on a bucket), so the advisor has two more symptoms to find:
+
+    - *framebuffer decay* (000 §5.3): free framebuffer per card falls from 20 GiB to 5 GiB
+      over the recorded days while output tokens per busy card-second fall from 1,500 to
+      1,050 (a 30 % loss);
+    - *batching* (004 §5.1 row 1) in the last 45 minutes: utilisation 22 %, 14 requests
+      waiting, the KV cache at 30 %: the engine takes too few sequences per batch.
+
+    Otherwise healthy: utilisation about 60 %, a short queue, TTFT p95 0.4 s, NVLink busy
+    (TP = 4). Deterministic for a seeded ``rng``."""
+    from datetime import timedelta
+
+    buckets = int((end - start).total_seconds() // 300)
+    rows = []
+    for index in range(buckets):
+        at = start + timedelta(minutes=5 * index)
+        age = index / max(buckets - 1, 1)
+        throttled = buckets - index <= 9
+        util = 22.0 + rng.uniform(-2, 2) if throttled else 60.0 + rng.uniform(-8, 8)
+        busy_cards = 0 if util < 30 else cards
+        free = 20480 - 15360 * age
+        speed = 1500.0 * (1 - 0.3 * age)
+        rows.append(
+            {
+                "bucket_start": at,
+                "cards_held": cards,
+                "engine": "vllm",
+                "requests_running": 6.0 if throttled else round(24 + rng.uniform(-4, 4), 1),
+                "requests_waiting": 14.0 if throttled else round(max(0.0, rng.gauss(0.3, 0.3)), 1),
+                "kv_cache_usage_pct": 30.0 if throttled else round(50 + rng.uniform(-5, 5), 1),
+                "ttft_p50_s": 0.9 if throttled else 0.18,
+                "ttft_p95_s": 2.4 if throttled else 0.4,
+                "itl_p50_s": 0.02,
+                "itl_p95_s": 0.03,
+                "e2e_p50_s": 6.0 if throttled else 2.5,
+                "e2e_p95_s": 9.0 if throttled else 4.0,
+                "prompt_tokens": round(speed * busy_cards * 300 * 1.8),
+                "generation_tokens": round(speed * busy_cards * 300) if busy_cards else 2000.0,
+                "requests_finished": 120.0 if throttled else 900.0,
+                "requests_failed": 0.0,
+                "preemptions": 0.0,
+                "gpu_util_pct": round(util, 1),
+                "sm_active_pct": round(util * 0.8, 1),
+                "dram_active_pct": round(util * 0.5, 1),
+                "fb_free_mib": round(free * cards),
+                "fb_used_mib": round((A100_80G_MIB - free) * cards),
+                "temperature_c": round(35 + 0.4 * util),
+                "xid_last": 0.0,
+                "nvlink_bytes_s": 4.0e9 * util / 60,
+                "cards_reporting": float(cards),
+                "cards_busy": float(busy_cards),
+            }
+        )
+    return rows

@@ -6,6 +6,7 @@ their names (``pools_<model>``), so moving a model between sub-domains needs no 
 """
 
 from pools.access.models import ApiToken
+from pools.advisor.models import AdvisorDigestOptIn, AdvisorFinding, AdvisorRun
 from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards, SchedulerDrift
 from pools.elastic.models import ElasticPolicy, ScaleEvent
@@ -30,12 +31,18 @@ from pools.serving.models import (
 )
 from pools.sizing.models import CalibrationRecord, SizingEstimate
 from pools.tenancy.models import Membership, Team
+from pools.tokenflow.models import AgentCall, AgentTask
 from pools.waiting.models import PendingWork, PendingWorkRead, WaitingWatch
 
 __all__ = [
     "PendingWork",
     "PendingWorkRead",
     "WaitingWatch",
+    "AdvisorDigestOptIn",
+    "AdvisorFinding",
+    "AdvisorRun",
+    "AgentCall",
+    "AgentTask",
     "Allocation",
     "ApiToken",
     "AuditEvent",

@@ -1,10 +1,12 @@
 from django.urls import path
 
+from pools.advisor import views as advisor_views
 from pools.calibration import views as calibration_views
 from pools.capacity import views as views_requests
 from pools.capacity import views_drift as capacity_views_drift
 from pools.dashboards import views as dashboard_views
 from pools.elastic import views as elastic_views
+from pools.explain import views as explain_views
 from pools.inventory import views as inventory_views
 from pools.reclamation import views as views_reclamation
 from pools.serving import views as serving_views
@@ -24,6 +26,7 @@ urlpatterns = [
     path("pools/", inventory_views.pool_list, name="pool-list"),
     path("unrecognised-models/", inventory_views.unrecognised_models, name="unrecognised-models"),
     path("inventory/import/", inventory_views.inventory_import, name="inventory-import"),
+    path("inventory/uploads/<int:pk>/", inventory_views.inventory_upload, name="inventory-upload"),
     path("scheduler/drift/", capacity_views_drift.scheduler_drift, name="scheduler-drift"),
     path("idle/", views_reclamation.idle_findings, name="idle-findings"),
     path("idle/policies/", views_reclamation.reclamation_policies, name="reclamation-policies"),
@@ -33,6 +36,20 @@ urlpatterns = [
         views_reclamation.idle_finding_action,
         name="idle-finding-action",
     ),
+    path("advisor/", advisor_views.advisor_findings, name="advisor-findings"),
+    path("advisor/run/", advisor_views.advisor_run_now, name="advisor-run-now"),
+    path("advisor/digest/", advisor_views.digest_toggle, name="advisor-digest"),
+    path(
+        "advisor/<int:pk>/<str:action>/",
+        advisor_views.finding_action,
+        name="advisor-finding-action",
+    ),
+    path(
+        "allocations/<int:pk>/findings/",
+        advisor_views.allocation_findings,
+        name="advisor-allocation",
+    ),
+    path("teams/<slug:slug>/findings/", advisor_views.team_findings, name="advisor-team"),
     path("elastic/", elastic_views.elastic_list, name="elastic-list"),
     path("elastic/<int:pk>/", elastic_views.elastic_detail, name="elastic-detail"),
     path("start/", dashboard_views.landing, name="landing"),
@@ -40,8 +57,20 @@ urlpatterns = [
     path("teams/<slug:slug>/waiting/", waiting_views.waiting_work, name="waiting-work"),
     path("requests/", views_requests.request_list, name="request-list"),
     path("requests/new/", views_requests.request_new, name="request-new"),
-    path("requests/queue/", views_requests.approval_queue, name="approval-queue"),
+    # the queue shows the explainer's verdicts (capacity sits below explain: handed in here)
+    path(
+        "requests/queue/",
+        views_requests.approval_queue,
+        {"verdicts": explain_views.queue_verdicts},
+        name="approval-queue",
+    ),
+    path("requests/explain/", explain_views.draft_explanation, name="request-explain"),
     path("requests/<int:pk>/", views_requests.request_detail, name="request-detail"),
+    path(
+        "requests/<int:pk>/explanation/",
+        explain_views.request_explanation,
+        name="request-explanation",
+    ),
     path("requests/<int:pk>/<str:action>/", views_requests.request_action, name="request-action"),
     path("allocations/", views_requests.allocation_list, name="allocation-list"),
     path(

@@ -172,6 +172,15 @@ class UrlOfId:
     def __call__(self, pk: int) -> str:
         return f"{self._head}{int(pk)}{self._tail}"
 
+    @property
+    def head(self) -> str:
+        """The URL before the id (for a template that writes ``head`` + id + ``tail``)."""
+        return self._head
+
+    @property
+    def tail(self) -> str:
+        return self._tail
+
 
 def mig_slices_text(slices: dict[str, int] | None) -> str:
     """MIG slices by profile as pages and CSV show them: ``{"1g.10gb": 9, "2g.20gb": 2}`` →

@@ -7,6 +7,8 @@ import json
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
+from django_filters import BooleanFilter
+from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import exceptions, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
@@ -40,6 +42,40 @@ class Pagination(PageNumberPagination):
                 {"page_size": [f"A whole number from 1 to {self.max_page_size}."]}
             )
         return size
+
+    def get_schema_operation_parameters(self, view):
+        """``page`` from 1 and ``page_size`` from 1 to ``max_page_size``, as they are checked
+        (a page past the last is a 404; a size outside the bounds a 400)."""
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_query_param:
+                parameter["schema"]["minimum"] = 1
+            elif parameter["name"] == self.page_size_query_param:
+                parameter["schema"].update(minimum=1, maximum=self.max_page_size)
+        return parameters
+
+
+# What a boolean query parameter may say (django-filter's own reading); "" is "any".
+BOOLEAN_WORDS = frozenset({"", "true", "false", "True", "False", "1", "0"})
+
+
+class StrictFilterBackend(DjangoFilterBackend):
+    """django-filter's backend, refusing a boolean filter it cannot read: ``?nvlink=banana``
+    is a 400 naming ``nvlink`` (django-filter reads it as "any" and answers every row, so a
+    typo looked like an empty filter)."""
+
+    def filter_queryset(self, request, queryset, view):
+        filterset_class = self.get_filterset_class(view, queryset)
+        if filterset_class is not None:
+            errors = {
+                name: ["true or false."]
+                for name, declared in filterset_class.base_filters.items()
+                if isinstance(declared, BooleanFilter)
+                and any(v not in BOOLEAN_WORDS for v in request.query_params.getlist(name))
+            }
+            if errors:
+                raise exceptions.ValidationError(errors)
+        return super().filter_queryset(request, queryset, view)
 
 
 def exception_handler(exc, context):

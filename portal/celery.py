@@ -13,3 +13,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.base")
 app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# The worker's liveness heartbeat (a file the probe reads; started at worker_init).
+import portal.worker_health  # noqa: E402, F401

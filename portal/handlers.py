@@ -59,8 +59,10 @@ def server_error(request):
         if unavailable is not None:
             return _json(*unavailable)
         return _json({"code": "server_error", "detail": "An internal error; it is logged."}, 500)
-    response = defaults.server_error(request)
-    if unavailable is not None:
-        response.status_code = 503
-        response["Retry-After"] = str(RETRY_AFTER_S)
+    if unavailable is None:
+        return defaults.server_error(request)
+    # templates/503.html: rendered with no request context, so it needs no database.
+    response = defaults.server_error(request, template_name="503.html")
+    response.status_code = 503
+    response["Retry-After"] = str(RETRY_AFTER_S)
     return response

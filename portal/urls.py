@@ -11,12 +11,15 @@ from billing.api import views as billing_api
 from billing.budgets import api as budgets_api
 from billing.dashboards import api as dashboards_api
 from billing.dashboards import views as views_dashboard
+from billing.tokenflow import api as tokenflow_api
 from pools.access import api as access_api
+from pools.advisor import api as advisor_api
 from pools.calibration import api as calibration_api
 from pools.capacity import api as capacity_api
 from pools.capacity import api_audit as audit_api
 from pools.capacity import api_pools as capacity_api_pools
 from pools.elastic import api as elastic_api
+from pools.explain import api as explain_api
 from pools.inventory import api as inventory_api
 from pools.reclamation import api as reclamation_api
 from pools.serving import api as serving_api
@@ -50,6 +53,9 @@ router.register("gpus", inventory_api.GpuViewSet, basename="gpu")
 router.register(
     "inventory/imports", inventory_api.InventoryImportViewSet, basename="inventory-import"
 )
+router.register(
+    "inventory/uploads", inventory_api.InventoryUploadViewSet, basename="inventory-upload"
+)
 router.register("teams", tenancy_api.TeamViewSet, basename="team")
 router.register("requests", capacity_api.CapacityRequestViewSet, basename="request")
 router.register("allocations", capacity_api.AllocationViewSet, basename="allocation")
@@ -64,9 +70,11 @@ router.register("elastic-policies", elastic_api.ElasticPolicyViewSet, basename="
 router.register("scale-events", elastic_api.ScaleEventViewSet, basename="scale-event")
 router.register("serving", serving_api.ServingViewSet, basename="serving")
 router.register("served-models", calibration_api.ServedModelViewSet, basename="served-model")
+router.register("advisor/findings", advisor_api.AdvisorFindingViewSet, basename="advisor-finding")
 router.register("statements", billing_api.StatementViewSet, basename="statement")
 router.register("budgets", budgets_api.BudgetViewSet, basename="budget")
 router.register("pending-work", waiting_api.PendingWorkViewSet, basename="pending-work")
+router.register("token-flow/tasks", tokenflow_api.AgentTaskViewSet, basename="token-flow-task")
 
 api_v1 = [
     path("auth/token/", TokenView.as_view(), name="auth-token"),
@@ -80,6 +88,13 @@ api_v1 = [
         "stranded-capacity/",
         dashboards_api.StrandedCapacityView.as_view(),
         name="stranded-capacity",
+    ),
+    # before the router: "requests/explain/" is not a request id
+    path("requests/explain/", explain_api.RequestExplainView.as_view(), name="request-explain"),
+    path(
+        "requests/<int:pk>/explanation/",
+        explain_api.RequestExplanationView.as_view(),
+        name="request-explanation",
     ),
     path("", include(router.urls)),
 ]

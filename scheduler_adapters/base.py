@@ -223,12 +223,15 @@ class NamespaceQuotaAdapter(Protocol):
         gpu_quota: Mapping[str, int],
         kueue: bool | None = None,
         cohort: KueueCohort | None = None,
+        mig_quota: Mapping[str, int] | None = None,
     ) -> bool:
         """Make the team's namespace, GPU ResourceQuota, LimitRange and the RoleBinding of
         ``group`` to the ``edit`` ClusterRole exist as given (with Kueue: a ResourceFlavor per
         product, the team's ClusterQueue and a LocalQueue); ``True`` when anything changed.
         ``cohort``: the ClusterQueue's Kueue cohort and borrowing (elastic allocations; it
-        implies Kueue).
+        implies Kueue). ``mig_quota``: MIG slices per profile under the mixed strategy, quota'd
+        as ``requests.nvidia.com/mig-<profile>`` (slices under the single strategy are
+        ``nvidia.com/gpu`` of a ``<product>-MIG-<profile>`` product, in ``gpu_quota``).
 
         Raises SchedulerRejected (the API refused an object; also a namespace that belongs to
         another team), SchedulerUnavailable, SchedulerAuthError.

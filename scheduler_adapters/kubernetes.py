@@ -216,9 +216,10 @@ class KubernetesAdapter:
         gpu_quota: Mapping[str, int],
         kueue: bool | None = None,
         cohort: KueueCohort | None = None,
+        mig_quota: Mapping[str, int] | None = None,
     ) -> bool:
         objects = self._team_objects(
-            team, group=group, gpu_quota=gpu_quota, kueue=kueue, cohort=cohort
+            team, group=group, gpu_quota=gpu_quota, kueue=kueue, cohort=cohort, mig_quota=mig_quota
         )
         if self.dry_run:
             return self._emit(team, objects)
@@ -308,6 +309,7 @@ class KubernetesAdapter:
         gpu_quota: Mapping[str, int],
         kueue: bool | None,
         cohort: KueueCohort | None = None,
+        mig_quota: Mapping[str, int] | None = None,
     ) -> list[dict[str, Any]]:
         if cohort is not None:
             kueue = True  # a cohort is a Kueue ClusterQueue's, whatever the adapter's default
@@ -323,6 +325,7 @@ class KubernetesAdapter:
             namespace_node_selector=self.namespace_node_selector,
             cohort=cohort,
             dra_device_class=self.dra_device_class,
+            mig_quota=mig_quota,
         )
 
     def _set_quota(

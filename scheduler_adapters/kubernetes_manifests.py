@@ -11,12 +11,17 @@ from typing import Any
 
 import yaml
 
-from scheduler_adapters.kubernetes_nodes import GPU_RESOURCE, LABEL_PRODUCT
+from scheduler_adapters.kubernetes_nodes import GPU_RESOURCE, LABEL_PRODUCT, mig_slices
 from scheduler_adapters.types import KueueCohort
 from scheduler_adapters.units import parse_k8s_quantity
 
 FIELD_MANAGER = "gpu-pool-portal"
 QUOTA_RESOURCE = f"requests.{GPU_RESOURCE}"
+# MIG slices under the device plugin's *mixed* strategy: one extended resource per profile,
+# ``nvidia.com/mig-1g.10gb`` (k8s-device-plugin README, "MIG strategies"); quota'd as
+# ``requests.nvidia.com/mig-<profile>``. A pod asking for one can only land on a node that
+# advertises it, so these need no node affinity of their own.
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
 KUEUE_API_VERSION = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
@@ -69,6 +74,33 @@ def flavor_name(product: str) -> str:
     if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
         raise ValueError(f"GPU product {product!r} gives no valid ResourceFlavor name ({name!r})")
     return name
+
+
+def mig_quota_resource(profile: str) -> str:
+    """``1g.10gb`` → ``requests.nvidia.com/mig-1g.10gb``; :class:`ValueError` for a text that
+    is no MIG profile (``<1|2|3|4|7>g.<m>gb``), and for a ``+me`` profile: ``+`` cannot stand
+    in a resource name (a qualified name: alphanumerics, ``-``, ``_``, ``.``), and how the
+    device plugin spells those is not checked here, so they are refused rather than guessed."""
+    slices = mig_slices(profile, card_memory_gib=None)
+    if slices is None:
+        raise ValueError(f"{profile!r} is not a MIG profile such as 1g.10gb")
+    if slices.media_extensions:
+        raise ValueError(f"{profile!r}: a +me profile has no quota resource name the portal knows")
+    return f"requests.{MIG_RESOURCE_PREFIX}{profile}"
+
+
+def check_mig_quota(mig_quota: Mapping[str, int] | None) -> dict[str, int]:
+    """``mig_quota`` (slices per MIG profile, mixed strategy) sorted, after checking each
+    profile and that slices are whole numbers >= 0; profiles at 0 are left out (the quota
+    entry is then removed: server-side apply drops a field its manager stops sending)."""
+    checked: dict[str, int] = {}
+    for profile, slices in sorted((mig_quota or {}).items()):
+        mig_quota_resource(profile)
+        if isinstance(slices, bool) or not isinstance(slices, int) or slices < 0:
+            raise ValueError(f"slices of {profile!r} must be a whole number >= 0, got {slices!r}")
+        if slices:
+            checked[profile] = slices
+    return checked
 
 
 def check_gpu_quota(gpu_quota: Mapping[str, int]) -> dict[str, int]:
@@ -182,8 +214,11 @@ def quota_manifests(
     gpu_label: str = LABEL_PRODUCT,
     cohort: KueueCohort | None = None,
     dra_device_class: str | None = None,
+    mig_quota: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """The objects that hold a team's GPU quota: the ResourceQuota (``requests.nvidia.com/gpu``
+    = the total, ``requests.nvidia.com/mig-<profile>`` = the slices of each ``mig_quota``
+    profile under the mixed MIG strategy
     = the total, and with ``dra_device_class`` the same total on that class's DRA devices,
     since a claim through DRA is not a ``nvidia.com/gpu`` request) and, with Kueue, a
     ResourceFlavor per product (selecting nodes by ``gpu_label``), the ClusterQueue (in
@@ -192,6 +227,8 @@ def quota_manifests(
     ``nvidia.com/gpu``) and the LocalQueue (in apply order)."""
     quota = check_gpu_quota(gpu_quota)
     hard = {QUOTA_RESOURCE: str(sum(quota.values()))}
+    for profile, slices in check_mig_quota(mig_quota).items():
+        hard[mig_quota_resource(profile)] = str(slices)
     covered = [GPU_RESOURCE]
     if dra_device_class is not None:
         hard[dra_quota_resource(dra_device_class)] = str(sum(quota.values()))
@@ -292,6 +329,7 @@ def team_manifests(
     namespace_node_selector: bool = False,
     cohort: KueueCohort | None = None,
     dra_device_class: str | None = None,
+    mig_quota: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Every object of a team, in apply order (the namespace first). With
     ``namespace_node_selector`` and exactly one product with cards, the namespace carries the
@@ -306,6 +344,7 @@ def team_manifests(
         gpu_label=gpu_label,
         cohort=cohort,
         dra_device_class=dra_device_class,
+        mig_quota=mig_quota,
     )
     namespace_meta = object_meta(namespace, **labels)
     held = [product for product, cards in check_gpu_quota(gpu_quota).items() if cards > 0]

@@ -79,6 +79,9 @@ class MigDeviceSnapshot:
     gpu_instance_id: int | None = None
     compute_instance_id: int | None = None
     memory_total_mib: int | None = None
+    # Slurm: the GRES type the slice is counted under (``1g.10gb``, AutoDetect's
+    # ``nvidia_a100_80gb_pcie_1g.10gb``), which provisioning caps; None elsewhere.
+    gres_type: str | None = None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from django.utils import timezone
 from billing import models as billing_models
 from billing.budgets import models as budget_models
 from pools.access import models as access_models
+from pools.advisor import models as advisor_models
 from pools.audit import models as audit_models
 from pools.capacity import models as capacity_models
 from pools.capacity import shapes
@@ -33,6 +34,7 @@ from pools.reclamation import models as reclamation_models
 from pools.serving import models as serving_models
 from pools.sizing import models as sizing_models
 from pools.tenancy import models as tenancy_models
+from pools.tokenflow import models as tokenflow_models
 from pools.waiting import models as waiting_models
 
 
@@ -145,6 +147,7 @@ class AllocationFactory(factory.django.DjangoModelFactory):
     pool = factory.SubFactory(PoolFactory, scheduler=Scheduler.KUBERNETES, slurm_partition="")
     gpu_model = factory.LazyFunction(lambda: inventory_models.GpuModel.objects.get(slug="l40s"))
     card_count = 1
+    mig_profile = ""
     starts_at = factory.LazyFunction(next_week_9am)
     ends_at = factory.LazyAttribute(lambda o: o.starts_at + timedelta(days=7))
     status = AllocationStatus.APPROVED
@@ -154,6 +157,7 @@ class AllocationFactory(factory.django.DjangoModelFactory):
         pool=factory.SelfAttribute("..pool"),
         gpu_model=factory.SelfAttribute("..gpu_model"),
         card_count=factory.SelfAttribute("..card_count"),
+        mig_profile=factory.SelfAttribute("..mig_profile"),
         starts_at=factory.SelfAttribute("..starts_at"),
         ends_at=factory.SelfAttribute("..ends_at"),
         status=RequestStatus.APPROVED,
@@ -324,6 +328,17 @@ class InventoryImportFactory(factory.django.DjangoModelFactory):
         model = inventory_models.InventoryImport
 
     source = "nvidia-smi"
+
+
+class InventoryUploadFactory(factory.django.DjangoModelFactory):
+    """A background import waiting for its task (pools/inventory/services/uploads.py)."""
+
+    class Meta:
+        model = inventory_models.InventoryUpload
+
+    source = "slurm"
+    filename = "nodes.json"
+    data = b'{"nodes": []}'
 
 
 class ApiTokenFactory(factory.django.DjangoModelFactory):
@@ -686,3 +701,73 @@ class WaitingWatchFactory(factory.django.DjangoModelFactory):
 
     team = factory.SubFactory(TeamFactory)
     viewed_at = factory.LazyFunction(timezone.now)
+
+
+class AdvisorFindingFactory(factory.django.DjangoModelFactory):
+    """An open batching finding of an active allocation, seen an hour ago and now."""
+
+    class Meta:
+        model = advisor_models.AdvisorFinding
+
+    allocation = factory.SubFactory(AllocationFactory, status=AllocationStatus.ACTIVE)
+    team = factory.SelfAttribute("allocation.team")
+    rule = "batching"
+    severity = "warning"
+    severity_rank = 1
+    since = factory.LazyFunction(lambda: timezone.now() - timedelta(hours=1))
+    opened_at = factory.LazyFunction(lambda: timezone.now() - timedelta(hours=1))
+    last_seen_at = factory.LazyFunction(timezone.now)
+    summary = "The GPU is mostly idle while requests queue and the KV cache has room."
+    fix = "Raise the engine's batch limits."
+    evidence = factory.LazyFunction(lambda: {"minutes": 20, "gpu_util_pct_mean": 25.0})
+
+
+class AdvisorRunFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = advisor_models.AdvisorRun
+
+    started_at = factory.LazyFunction(timezone.now)
+    evaluated_at = factory.LazyFunction(timezone.now)
+
+
+class AdvisorDigestOptInFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = advisor_models.AdvisorDigestOptIn
+
+    user = factory.SubFactory(UserFactory)
+
+
+class AgentCallFactory(factory.django.DjangoModelFactory):
+    """One metered ``ok`` call of an agent task (3,000 input tokens, 2,000 cached, 150 out)."""
+
+    class Meta:
+        model = tokenflow_models.AgentCall
+
+    team = factory.SubFactory(TeamFactory)
+    served_model = "qwen"
+    task_id = "task-1"
+    source_key = factory.Sequence(lambda n: f"call-{n}")
+    called_at = factory.LazyFunction(timezone.now)
+    input_tokens = 3000
+    cached_tokens = 2000
+    output_tokens = 150
+    outcome = "ok"
+
+
+class AgentTaskFactory(factory.django.DjangoModelFactory):
+    """A task's totals as of one such call."""
+
+    class Meta:
+        model = tokenflow_models.AgentTask
+
+    team = factory.SubFactory(TeamFactory)
+    served_model = "qwen"
+    task_id = factory.Sequence(lambda n: f"task-{n}")
+    first_call_at = factory.LazyFunction(timezone.now)
+    last_call_at = factory.LazyAttribute(lambda o: o.first_call_at)
+    calls = 1
+    metered_calls = 1
+    outcomes_known = 1
+    input_tokens = 3000
+    cached_tokens = 2000
+    output_tokens = 150

@@ -29,12 +29,16 @@ def fake_apiserver() -> ModuleType:
 
 
 @contextmanager
-def portal_on_fake_apiserver(**options: Any) -> Iterator[Any]:
-    """A started FakeApiServer, with ``SCHEDULERS["kubernetes"]`` pointing at it (HOST and
-    TOKEN, plus ``options`` such as ``KUEUE=True``) and the adapter cache reset around it."""
+def portal_on_fake_apiserver(*, nodes: Any = None, **options: Any) -> Iterator[Any]:
+    """A started FakeApiServer (serving ``nodes`` when given, else its default GPU nodes),
+    with ``SCHEDULERS["kubernetes"]`` pointing at it (HOST and TOKEN, plus ``options`` such as
+    ``KUEUE=True``) and the adapter cache reset around it."""
     from pools import adapters  # not at import: the adapter tests' conftest loads this module
 
-    server = fake_apiserver().FakeApiServer().start()
+    module = fake_apiserver()
+    server = (
+        module.FakeApiServer() if nodes is None else module.FakeApiServer(nodes=nodes)
+    ).start()
     adapters.reset()
     config = {"BACKEND": "kubernetes", "HOST": server.url, "TOKEN": server.token, **options}
     try:

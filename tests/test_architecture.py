@@ -101,6 +101,8 @@ def test_the_project_has_no_import_cycle():
         jobs.SERVING_ROLLUP,
         jobs.SERVING_COMPACT,
         jobs.CALIBRATION_REFRESH,
+        jobs.ADVISOR_PASS,
+        jobs.ADVISOR_DIGEST,
     ],
 )
 def test_every_task_services_queue_by_name_is_registered(name):

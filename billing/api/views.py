@@ -39,6 +39,10 @@ class MonthField(forms.CharField):
         return month
 
 
+# Documented as checked: YYYY-MM, a year from 2000 to 2100 (pools.validators.date_range_validator).
+@extend_schema_field(
+    {"type": "string", "pattern": r"^(20[0-9]{2}|2100)-(0[1-9]|1[0-2])$", "example": "2026-10"}
+)
 class MonthFilter(django_filters.Filter):
     field_class = MonthField
 
@@ -136,6 +140,14 @@ class TokenUsageView(APIView):
     Instead of the token fields a record may carry an OpenAI ``usage`` object or the streamed
     ``chunks``, and ``cache_hit`` (see :mod:`billing.services.tokens`): no usage is one
     unmetered request, never 0 tokens.
+
+    A record of an agent task names it where gateways do — ``metadata.task_id``, LiteLLM's
+    ``trace_id`` / ``session_id`` (or ``metadata.litellm_trace_id``), the paths of
+    ``TOKENFLOW_TASK_ID_PATHS`` or the logged request header ``TOKENFLOW_TASK_ID_HEADER`` — and
+    may give ``outcome`` (``ok`` / ``retry`` / ``error``, or LiteLLM's ``status``),
+    ``latency_s`` (or ``request_duration_ms``, or ``startTime`` / ``endTime``), ``call_index``
+    and ``tool_return_tokens``; such records are also kept per call for
+    ``/api/v1/token-flow/tasks/`` (:mod:`pools.tokenflow.extract`).
 
     ``prompt_tokens`` includes ``cached_tokens`` (OpenAI usage semantics). 200 when every record
     was stored or already known; 400 with ``code: usage_rejected`` when any was rejected (the

@@ -11,12 +11,13 @@ A budget for one pool or GPU model applies only when the request names that pool
 Consumption is what statements charge so far; on top of it the check counts what is already
 *committed*: the team's approved allocations priced by reserved card-hours (holding, in the
 budget's scope) from now to the end of their window or the period, whichever comes first —
-cards × those hours, priced like the request at the reserved price in force at their start
-(or now, if started). Without it, two requests could each pass alone and together exceed the
-budget. Hours before now are the statements' (the reservation import accrues them), so nothing
-is counted twice; hours between the last import and now are in neither (the import runs
-hourly, so at most about an hour of each allocation). An allocation whose model has no
-reserved price adds its card-hours and no money, as a statement could not price it either.
+cards (a slice allocation: its share of a card) × those hours, priced like the request at the
+reserved price in force at their start (or now, if started). Without it, two requests could
+each pass alone and together exceed the budget. Hours before now are the statements' (the
+reservation import accrues them), so nothing is counted twice; hours between the last import
+and now are in neither (the import runs hourly, so at most about an hour of each allocation).
+An allocation whose model has no reserved price adds its card-hours and no money, as a
+statement could not price it either.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from billing.services.rates import price_for, rate_periods
 from pools.capacity.arithmetic import card_hours
 from pools.capacity.budget_gate import SEVERITY, BudgetVerdict
 from pools.capacity.models import Allocation
+from pools.capacity.slices import card_share
 from pools.choices import PricingMethod
 
 
@@ -59,7 +61,7 @@ def _committed(team, budgets, statuses, now: datetime) -> dict[int, tuple[Decima
         .overlapping(now, max(ends))
         .filter(team=team, pricing_method=PricingMethod.RESERVED)
         .select_related("gpu_model")
-        .only("pool_id", "gpu_model", "card_count", "starts_at", "ends_at")
+        .only("pool_id", "gpu_model", "card_count", "mig_profile", "starts_at", "ends_at")
     )
     prices: dict[tuple[int, datetime], Decimal | None] = {}
     result = {}
@@ -75,6 +77,9 @@ def _committed(team, budgets, statuses, now: datetime) -> dict[int, tuple[Decima
             held = card_hours(a.card_count, start, end)
             if not held:
                 continue
+            if a.mig_profile:  # slices: their share of a card (3 × 1g.10gb = 3/7 card)
+                share = card_share(a.mig_profile, model_key=a.gpu_model.slug)
+                held = held * share.numerator / share.denominator
             hours += held
             priced_at = max(a.starts_at, now)
             key = (a.gpu_model_id, priced_at)

@@ -111,12 +111,14 @@ def held_card_hours(
 ) -> Decimal:
     """Cards × hours of the allocation's window inside ``[start, end)`` (0 when apart), with the
     cards held at each moment; ``changes`` from
-    :func:`pools.reclamation.card_timeline.card_changes`."""
+    :func:`pools.reclamation.card_timeline.card_changes`. MIG slices count their share of a
+    card (:attr:`pools.capacity.models.Allocation.card_share`)."""
     total = Decimal(0)
     for piece in card_pieces(allocation, changes):
         if (span := clip(piece.start, piece.end, start, end)) is not None:
             total += Decimal(piece.cards) * Decimal((span[1] - span[0]).total_seconds())
-    return card_seconds_hours(total)
+    share = allocation.card_share
+    return card_seconds_hours(total * share.numerator / share.denominator)
 
 
 @dataclass(frozen=True)

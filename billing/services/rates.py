@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, tzinfo
 from decimal import Decimal
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from billing.choices import ChargeBasis, RateKind, UsageUnit
@@ -18,6 +19,8 @@ from billing.errors import RateCardConflict
 from billing.models import RateCard, RateCardEntry
 from billing.pricing import local_midnight, month_of, next_month
 from pools.capacity.arithmetic import clip
+from pools.errors import InvalidInput
+from pools.validators import single_line_text_validator
 
 PriceKey = tuple[str, int | None, str]  # (rate kind, gpu model id, served model)
 
@@ -137,7 +140,15 @@ def rate_card_create(
     token_prices: dict[tuple[str, str], Decimal] | None = None,
 ) -> RateCard:
     """A card with its entries. ``gpu_prices``: ``{(gpu_model_id, RateKind): price per
-    card-hour}``; ``token_prices``: ``{(served_model, RateKind): price per million}``."""
+    card-hour}``; ``token_prices``: ``{(served_model, RateKind): price per million}``.
+
+    Raises :class:`InvalidInput` (field ``name`` or ``served_model``) for a name with control
+    characters or bidirectional marks (shown on statements: one line, left to right)."""
+    for field, value in [("name", name)] + [("served_model", s) for s, _ in token_prices or {}]:
+        try:
+            single_line_text_validator(value)
+        except ValidationError as exc:
+            raise InvalidInput(exc.messages[0], errors={field: exc.messages}) from None
     card = RateCard.objects.create(
         name=name, currency=currency, effective_from=effective_from, effective_to=effective_to
     )

@@ -377,10 +377,14 @@ def _statement_fill(
 def statement_build(*, team: Team, month: date, now: datetime | None = None) -> Statement:
     """(Re)build the team's draft for ``month``: same usage in, same lines out.
 
-    Raises :class:`StatementFinal` when the month's statement is final.
+    Takes the month's close lock (``billing.locks``), as closing the month does: a rebuild and
+    a close of the same month at once would both rewrite the draft's lines, and the second
+    failed on their unique positions. Raises :class:`StatementFinal` when the month's
+    statement is final.
     """
     month = month.replace(day=1)
     now = now or timezone.now()
+    billing_lock(month_close_lock_name(month))
     statement, _ = Statement.objects.get_or_create(
         team=team, month=month, defaults={"currency": default_currency(), "built_at": now}
     )

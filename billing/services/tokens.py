@@ -22,6 +22,12 @@ What gateways really send (issue 18):
 - a response replayed by the gateway's cache (``cache_hit: true``; LiteLLM logs the original
   usage again on a cache hit, BerriAI/litellm#39057) is recorded under basis ``replayed``: no
   GPU computed it, and the rate card says whether it is charged and counts toward quotas.
+
+A record that names its agent task (a task id in ``metadata``, LiteLLM's trace or session
+fields, a configured path or header: :mod:`pools.tokenflow.extract`) is also kept as one call of
+that task (:func:`pools.tokenflow.services.record_calls`, idempotent by team and key), with its
+outcome, step latency and tool-return tokens when given; an unreadable one of those fields
+rejects the record like any other field.
 """
 
 from __future__ import annotations
@@ -31,14 +37,20 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from billing.choices import ChargeBasis, UsageSource, UsageUnit
 from billing.conf import billing_zone
+from billing.locks import billing_lock, usage_source_lock_name
 from billing.models import UsageRecord
 from billing.pricing import TokenSplit, month_of, split_prompt_tokens
 from pools.tenancy.models import Team
+from pools.tokenflow.extract import CallFields, call_fields
+from pools.tokenflow.flow import CallRow
+from pools.tokenflow.services import record_calls
 from pools.validators import (
     BIDI_CONTROLS,
     CONTROL_CHARACTERS,
@@ -120,6 +132,30 @@ def _too_many_tokens(split: TokenSplit | None) -> str | None:
     return None
 
 
+def _task_fields(raw: dict[str, Any]) -> CallFields | None:
+    """The record's agent-task fields (``None``: it names no task); ``ValueError`` names the
+    field that cannot be read."""
+    return call_fields(
+        raw,
+        task_paths=tuple(settings.TOKENFLOW_TASK_ID_PATHS),
+        header=settings.TOKENFLOW_TASK_ID_HEADER,
+        outcome_paths=tuple(settings.TOKENFLOW_OUTCOME_PATHS),
+        max_tokens=MAX_TOKENS_PER_RECORD,
+    )
+
+
+def _call_row(key: str, team_id: int, served: str, at: datetime, split: TokenSplit | None,
+              replayed: bool, task: CallFields) -> CallRow:  # fmt: skip
+    return CallRow(
+        team_id=team_id, served_model=served, task_id=task.task_id, source_key=key,
+        called_at=at, replayed=replayed, call_index=task.call_index, outcome=task.outcome,
+        latency_s=task.latency_s, tool_return_tokens=task.tool_return_tokens,
+        input_tokens=None if split is None else split.uncached_input + split.cached_input,
+        cached_tokens=None if split is None else split.cached_input,
+        output_tokens=None if split is None else split.output,
+    )  # fmt: skip
+
+
 def usage_tokens_ingest(
     *, records: list[dict[str, Any]], teams: set[int] | None = None
 ) -> TokenIngestResult:  # noqa: E501
@@ -137,6 +173,7 @@ def usage_tokens_ingest(
     zone = billing_zone()
     now = timezone.now()
     rows: list[UsageRecord] = []
+    calls: list[CallRow] = []
     seen: set[str] = set()
     for index, raw in enumerate(records):
         error = None
@@ -171,6 +208,11 @@ def usage_tokens_ingest(
                 error = str(exc)
             else:
                 error = _too_many_tokens(split)
+        if not error:
+            try:
+                task = _task_fields(raw)
+            except ValueError as exc:
+                error = str(exc)
         if error:
             result.rejected.append({"index": index, "idempotency_key": key, "error": error})
             continue
@@ -178,6 +220,9 @@ def usage_tokens_ingest(
             result.duplicates += 1
             continue
         seen.add(key)
+        if task is not None:
+            calls.append(_call_row(key, team_id, served, at, split, bool(raw.get("cache_hit")),
+                                   task))  # fmt: skip
         month = month_of(at, zone)
         basis = ChargeBasis.REPLAYED if raw.get("cache_hit") else ChargeBasis.TOKENS
         amounts = (
@@ -210,15 +255,22 @@ def usage_tokens_ingest(
     keys = {r.source_id for r in rows}
     known = set()
     key_list = list(keys)
-    for offset in range(0, len(key_list), 10_000):
-        known.update(
-            UsageRecord.objects.filter(
-                source=UsageSource.TOKEN_API, source_id__in=key_list[offset : offset + 10_000]
-            ).values_list("source_id", flat=True)
-        )
-    fresh = [r for r in rows if r.source_id not in known]
-    UsageRecord.objects.bulk_create(fresh, batch_size=5000, ignore_conflicts=True)
+    # One batch at a time checks and inserts: two identical batches posted at once both found
+    # nothing known, both inserted (ON CONFLICT DO NOTHING kept the rows right) and both
+    # answered "accepted" for every record. The second now waits and counts duplicates.
+    with transaction.atomic():
+        billing_lock(usage_source_lock_name(UsageSource.TOKEN_API))
+        for offset in range(0, len(key_list), 10_000):
+            known.update(
+                UsageRecord.objects.filter(
+                    source=UsageSource.TOKEN_API, source_id__in=key_list[offset : offset + 10_000]
+                ).values_list("source_id", flat=True)
+            )
+        fresh = [r for r in rows if r.source_id not in known]
+        UsageRecord.objects.bulk_create(fresh, batch_size=5000, ignore_conflicts=True)
     known_records = {sid.rsplit(":", 1)[0] for sid in known}
     result.duplicates += len(known_records)
     result.accepted = len(seen) - len(known_records)
+    if calls:
+        record_calls(calls=calls)
     return result

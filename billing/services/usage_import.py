@@ -150,6 +150,10 @@ def usage_import_reservations(
     Quantity per month = cards × seconds of ``[allocation start, min(end, now))`` inside the
     month, with the cards held at each moment (:mod:`pools.reclamation.card_timeline`: a reclamation
     shrink does not reprice the days before it), so overlapping windows yield the same records.
+    An allocation of MIG slices counts each slice as its share of a card
+    (:attr:`pools.capacity.models.Allocation.card_share`, ``g``/7: the share a Slurm job's MIG
+    GRES is metered at, :func:`billing.pricing.mig_share`), so 7 × ``1g.10gb`` for an hour is
+    one card-hour.
     """
     usage_window_check(start, end)
     now = now or timezone.now()
@@ -161,6 +165,7 @@ def usage_import_reservations(
             pricing_method=PricingMethod.RESERVED, status__in=CHARGED_STATUSES
         )
         .overlapping(start, min(end, now))
+        .select_related("gpu_model")
         .order_by("id")
     )
     changes = card_changes(a.pk for a in allocations)
@@ -172,17 +177,20 @@ def usage_import_reservations(
         for month, piece_start, piece_end in split_at_months(*held, zone):
             if clip(piece_start, piece_end, start, end) is None:
                 continue
-            card_seconds = sum(
+            unit_seconds = sum(
                 piece.cards * int((span[1] - span[0]).total_seconds())
                 for piece in pieces
                 if (span := clip(piece.start, piece.end, piece_start, piece_end)) is not None
             )
+            share = allocation.card_share
             records.append(
                 UsageRecord(
                     team_id=allocation.team_id,
                     gpu_model_id=allocation.gpu_model_id,
                     allocation_id=allocation.id,
-                    quantity=Decimal(card_seconds),
+                    quantity=(Decimal(unit_seconds * share.numerator) / share.denominator).quantize(
+                        Decimal("0.000001")
+                    ),
                     unit=UsageUnit.CARD_SECONDS,
                     basis=ChargeBasis.RESERVED,
                     month=month,
@@ -297,9 +305,12 @@ class UsageCatalogue:
         self.reserved: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = defaultdict(
             list
         )
-        for a in Allocation.objects.filter(
-            pricing_method=PricingMethod.RESERVED, status__in=CHARGED_STATUSES
-        ).only("id", "team_id", "gpu_model_id", "starts_at", "ends_at", "scheduler_binding"):
+        # a reservation of whole cards covers jobs on whole cards (MIG jobs are charged as used)
+        for a in (
+            Allocation.objects.whole_cards()
+            .filter(pricing_method=PricingMethod.RESERVED, status__in=CHARGED_STATUSES)
+            .only("id", "team_id", "gpu_model_id", "starts_at", "ends_at", "scheduler_binding")
+        ):
             self.reserved[(a.team_id, a.gpu_model_id)].append((a.starts_at, a.ends_at, a.id))
         self.accounts = dict(self.teams)
         for team_id, binding in Allocation.objects.values_list("team_id", "scheduler_binding"):

@@ -20,8 +20,10 @@ from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.scheduler_panel import scheduler_panel
 from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import requests as request_services
+from pools.capacity.slices import PROFILE_MAX_LENGTH, card_share
 from pools.choices import RequestKind, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
+from pools.inventory.selectors import mig_profiles
 from pools.tenancy import permissions
 from pools.validators import MAX_REQUEST_CARDS
 from scheduler_adapters.types import MAX_GPUS_PER_NODE
@@ -43,6 +45,7 @@ class AllocationSerializer(serializers.ModelSerializer):
             "pool",
             "gpu_model",
             "card_count",
+            "mig_profile",
             "starts_at",
             "ends_at",
             "status",
@@ -56,8 +59,11 @@ class AllocationSerializer(serializers.ModelSerializer):
         ]
 
     def get_card_hours(self, obj) -> str:
-        """Reserved card-hours of the whole window, 2 decimals (cards × hours)."""
-        return f"{card_hours(obj.card_count, obj.starts_at, obj.ends_at):.2f}"
+        """Reserved card-hours of the whole window, 2 decimals (cards × hours; a MIG slice
+        counts its share of a card, ``g``/7)."""
+        share = card_share(obj.mig_profile, model_key=obj.gpu_model.slug)
+        held = card_hours(obj.card_count, obj.starts_at, obj.ends_at)
+        return f"{held * share.numerator / share.denominator:.2f}"
 
 
 class AllocationDetailSerializer(AllocationSerializer):
@@ -100,6 +106,36 @@ GPU_MODEL_SLUG_HELP = (
 )
 
 
+class MigProfileField(serializers.CharField):
+    """A MIG profile the inventory holds slices of (:func:`pools.inventory.selectors.
+    mig_profiles`), or blank for whole cards; a 400 names the profiles there are. Whether the
+    pool × model has it is the service's check (a 400 on ``mig_profile`` too)."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("allow_blank", True)
+        kwargs.setdefault("default", "")
+        kwargs.setdefault("max_length", PROFILE_MAX_LENGTH)
+        kwargs.setdefault(
+            "help_text",
+            "Blank: whole cards. A MIG profile (`1g.10gb`): card_count counts slices of it on "
+            "gpu_model in pool (both required, no shape); one the inventory has slices of.",
+        )
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        profile = super().to_internal_value(data)
+        if not profile:
+            return ""
+        known = mig_profiles()
+        if profile not in known:
+            raise serializers.ValidationError(
+                f"Unknown MIG profile {profile!r}; the pools have slices of: "
+                f"{', '.join(known) or 'none'}."
+            )
+        return profile
+
+
 class CapacityRequestSerializer(serializers.ModelSerializer):
     team = VisibleTeamField(help_text=f"{TEAM_SLUG_HELP} One of your teams.")
     pool = SlugLookupField(
@@ -137,6 +173,7 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
     node_count = serializers.IntegerField(
         min_value=1, max_value=1024, required=False, allow_null=True
     )
+    mig_profile = MigProfileField()
     submit = serializers.BooleanField(write_only=True, default=True)
     allocation = AllocationSerializer(read_only=True, allow_null=True)  # None until approved
 
@@ -151,6 +188,7 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
             "gpu_model",
             "min_memory_gib",
             "card_count",
+            "mig_profile",
             "cards_per_node",
             "node_count",
             "one_nvlink_domain",
@@ -286,6 +324,7 @@ class CapacityRequestViewSet(
             node_count=data.pop("node_count", None),
             one_nvlink_domain=data.pop("one_nvlink_domain", False),
             shared_nodes=data.pop("shared_nodes", False),
+            mig_profile=data.pop("mig_profile", ""),
         )
         return Response(
             self.get_serializer(self._fresh(created)).data, status=status.HTTP_201_CREATED

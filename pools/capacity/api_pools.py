@@ -52,7 +52,7 @@ class PoolViewSet(viewsets.ModelViewSet):
         )
 
     @extend_schema(responses={200: s.PoolModelCapacitySerializer(many=True)})
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def capacity(self, request, slug=None):
         """The pool's cards per GPU model: whole cards and MIG slices (per profile) apart."""
         rows = selectors.pool_capacity(pool=self.get_object())

@@ -17,10 +17,16 @@ from django.template.defaultfilters import pluralize
 from pools.capacity.arithmetic import free_after_peak, free_cards, usable_cards
 from pools.capacity.models import Allocation
 from pools.capacity.node_kinds import pool_nodes
-from pools.capacity.window import WindowHolds, holding_allocations, window_holds_reusing
+from pools.capacity.window import (
+    WindowHolds,
+    holding_allocations,
+    window_holds,
+    window_holds_reusing,
+)
 from pools.choices import Scheduler, WorkloadKind
 from pools.inventory.driver_versions import driver_supports, parse_cuda_version
 from pools.inventory.models import SCHEDULABLE_CARD, SLICED_CARD, Gpu, GpuModel, Pool
+from pools.inventory.selectors import mig_slices
 
 SCHEDULER_OF_KIND = {
     WorkloadKind.TRAINING: Scheduler.SLURM,
@@ -145,6 +151,39 @@ def pool_free_cards(
     )
 
 
+def pool_slices(*, pool: Pool, gpu_model: GpuModel) -> dict[str, int]:
+    """Schedulable MIG slices of ``gpu_model`` in ``pool`` by profile, ``{"1g.10gb": 11}``
+    (:func:`pools.inventory.selectors.mig_slices`: instances of cards in MIG mode on nodes up,
+    not in error). One query."""
+    gpus = Gpu.objects.filter(node__pool=pool, gpu_model=gpu_model)
+    return mig_slices(gpus=gpus).get((pool.pk, gpu_model.pk), {})
+
+
+def pool_free_slices(
+    *,
+    pool: Pool,
+    gpu_model: GpuModel,
+    profile: str,
+    start: datetime,
+    end: datetime,
+    exclude_allocation: int | None = None,
+) -> int:
+    """Slices of MIG ``profile`` of ``gpu_model`` free in ``pool`` for the whole window
+    ``[start, end)``: the pool's schedulable slices of the profile (:func:`pool_slices`) − the
+    most that holding slice allocations of that profile hold at once in the window
+    (:func:`pools.capacity.window.window_holds` with ``profile``), never negative; no
+    over-commit (a slice is a hardware partition). Two queries."""
+    holds = window_holds(
+        pool=pool,
+        gpu_model=gpu_model,
+        start=start,
+        end=end,
+        exclude_allocation=exclude_allocation,
+        profile=profile,
+    )
+    return max(pool_slices(pool=pool, gpu_model=gpu_model).get(profile, 0) - holds.peak, 0)
+
+
 @dataclass
 class Option:
     """One (pool, GPU model) considered for a request: free cards and why it is not eligible."""
@@ -195,7 +234,7 @@ class CapacitySnapshot:
             if sliced:
                 mig[(pool_id, model_id)] = mig.get((pool_id, model_id), 0) + sliced
         holding: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = {}
-        holds = Allocation.objects.holding().overlapping(start, end)
+        holds = Allocation.objects.holding().whole_cards().overlapping(start, end)
         for pool_id, model_id, a, b, n in holds.values_list(
             "pool", "gpu_model", "starts_at", "ends_at", "card_count"
         ):
@@ -337,9 +376,11 @@ def no_whole_cards(pool: Pool, gpu_model: GpuModel, mig_cards: int) -> str:
 
 
 def team_usage(*, team_ids: list[int], at: datetime) -> dict[int, int]:
-    """Cards each team holds at instant ``at`` (holding allocations covering it), by team id."""
+    """Whole cards each team holds at instant ``at`` (holding allocations covering it), by
+    team id; MIG slices are not cards (issue 38)."""
     rows = (
         Allocation.objects.holding()
+        .whole_cards()
         .at(at)
         .filter(team_id__in=team_ids)
         .values("team")

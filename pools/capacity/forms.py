@@ -8,6 +8,7 @@ from django import forms
 
 from pools.choices import RequestKind, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
+from pools.inventory.selectors import mig_profiles
 from pools.tenancy.models import Team
 from pools.validators import MAX_REQUEST_CARDS, date_range_validator
 from scheduler_adapters.types import MAX_GPUS_PER_NODE
@@ -55,6 +56,12 @@ class CapacityRequestForm(forms.Form):
     card_count = forms.IntegerField(
         min_value=1, max_value=MAX_REQUEST_CARDS, initial=1, label="Cards"
     )
+    mig_profile = forms.ChoiceField(
+        required=False,
+        choices=[("", "Whole cards")],  # and the profiles the inventory has (__init__)
+        label="Whole cards or MIG slices",
+        help_text="A MIG profile asks for that many slices of it (pool and GPU model named).",
+    )
     cards_per_node = forms.IntegerField(
         required=False,
         min_value=1,
@@ -95,6 +102,9 @@ class CapacityRequestForm(forms.Form):
     def __init__(self, *args, teams=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["team"].queryset = teams if teams is not None else Team.objects.none()
+        self.fields["mig_profile"].choices = [("", "Whole cards")] + [
+            (profile, f"MIG {profile} slices") for profile in mig_profiles()
+        ]
 
     def clean_cuda_version(self):
         value = self.cleaned_data["cuda_version"].strip()
@@ -112,7 +122,11 @@ class CapacityRequestForm(forms.Form):
         elif not data.get("gpu_model") and not data.get("min_memory_gib"):
             self.add_error("gpu_model", "Choose a GPU model, or a minimum memory per card.")
         per_node, nodes = data.get("cards_per_node"), data.get("node_count")
-        if (per_node is None) != (nodes is None):
+        if data.get("mig_profile") and not (data.get("pool") and data.get("gpu_model")):
+            self.add_error("mig_profile", "Name the pool and the GPU model of the slices.")
+        if data.get("mig_profile") and (per_node is not None or nodes is not None):
+            self.add_error("cards_per_node", "MIG slices are asked for without a shape.")
+        elif (per_node is None) != (nodes is None):
             self.add_error("node_count", "Give both cards per node and nodes, or neither.")
         elif per_node is not None and data.get("card_count") not in (None, per_node * nodes):
             self.add_error(

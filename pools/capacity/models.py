@@ -15,6 +15,7 @@ from django.db.models import Q
 from pools.capacity.arithmetic import card_hours
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.placement import Shape
+from pools.capacity.slices import PROFILE_MAX_LENGTH, card_share
 from pools.choices import (
     AllocationStatus,
     PricingMethod,
@@ -44,6 +45,18 @@ class AllocationQuerySet(TeamOwnedQuerySet):
         """Those whose window holds ``instant``: ``starts_at <= instant < ends_at``."""
         return self.filter(starts_at__lte=instant, ends_at__gt=instant)
 
+    def whole_cards(self) -> AllocationQuerySet:
+        """Those of whole cards (``mig_profile`` blank): every count of cards per pool × GPU
+        model reads these, so MIG slices are never counted as cards (issue 38)."""
+        return self.filter(mig_profile="")
+
+    def slices(self, profile: str | None = None) -> AllocationQuerySet:
+        """Those of MIG slices: of ``profile`` (``"1g.10gb"``) when given, else of any profile.
+        Their ``card_count`` counts slices, not cards."""
+        if profile is None:
+            return self.exclude(mig_profile="")
+        return self.filter(mig_profile=profile)
+
 
 class CapacityRequest(models.Model):
     """What a team asks for: cards of a GPU model (or any with enough memory) for a window.
@@ -69,6 +82,9 @@ class CapacityRequest(models.Model):
     )
     min_memory_gib = models.DecimalField(max_digits=7, decimal_places=2, null=True, blank=True)
     card_count = models.PositiveIntegerField()
+    # Blank: whole cards. A MIG profile ("1g.10gb"): card_count slices of that profile of
+    # gpu_model in pool (issue 38); such a request names both and has no shape.
+    mig_profile = models.CharField(max_length=PROFILE_MAX_LENGTH, blank=True, default="")
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField()
     cuda_version = models.CharField(max_length=8, blank=True)
@@ -137,6 +153,14 @@ class CapacityRequest(models.Model):
                 condition=Q(kind=RequestKind.GROWTH) | ~Q(status=RequestStatus.ACCEPTED),
                 name="request_accepted_is_growth",
             ),
+            models.CheckConstraint(
+                condition=Q(mig_profile="")
+                | (
+                    Q(gpu_model__isnull=False, pool__isnull=False, cards_per_node__isnull=True)
+                    & Q(kind=RequestKind.CARDS)
+                ),
+                name="request_slices_name_pool_model_no_shape",
+            ),
         ]
         indexes = [
             models.Index(fields=["team", "status"]),
@@ -151,7 +175,7 @@ class CapacityRequest(models.Model):
     @property
     def model_label(self) -> str:
         if self.gpu_model_id:
-            return self.gpu_model.name
+            return self.gpu_model.name + (f" MIG {self.mig_profile}" if self.mig_profile else "")
         return f"any ≥ {self.min_memory_gib} GiB"
 
     @property
@@ -185,6 +209,9 @@ class Allocation(models.Model):
     pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="allocations")
     gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="allocations")
     card_count = models.PositiveIntegerField()
+    # Blank: card_count whole cards. A MIG profile ("1g.10gb"): card_count slices of it, never
+    # counted as cards (AllocationQuerySet.whole_cards / slices); billed at card_share each.
+    mig_profile = models.CharField(max_length=PROFILE_MAX_LENGTH, blank=True, default="")
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField()
     status = models.CharField(
@@ -217,6 +244,10 @@ class Allocation(models.Model):
             models.CheckConstraint(
                 condition=Q(ends_at__gt=models.F("starts_at")), name="allocation_window_positive"
             ),
+            models.CheckConstraint(
+                condition=Q(mig_profile="") | Q(placement=[]),
+                name="allocation_slices_unplaced",
+            ),
         ]
         indexes = [
             models.Index(fields=["pool", "gpu_model", "status"]),
@@ -234,7 +265,14 @@ class Allocation(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"Allocation #{self.pk} {self.team.slug} {self.card_count}× {self.gpu_model.name}"
+        what = self.gpu_model.name + (f" MIG {self.mig_profile}" if self.mig_profile else "")
+        return f"Allocation #{self.pk} {self.team.slug} {self.card_count}× {what}"
+
+    @property
+    def card_share(self):
+        """What one of ``card_count`` is of a card (a :class:`fractions.Fraction`): 1 for whole
+        cards, ``g``/7 for a ``<g>g.<m>gb`` slice (:func:`pools.capacity.slices.card_share`)."""
+        return card_share(self.mig_profile, model_key=self.gpu_model.slug)
 
 
 class PlacedCards(models.Model):

@@ -9,6 +9,11 @@ schedulable count of :func:`pools.capacity.node_kinds.pool_nodes`). An inventory
 takes cards away (a node down, a card gone or in error) can break it for windows granted
 before; nothing is taken back automatically, but the import's report and the admin dashboard
 say so, with the allocations concerned.
+
+MIG slices the same way, per profile (issue 38): a card whose MIG layout changed (taken out of
+MIG mode, re-cut into other profiles) under slice allocations leaves fewer slices of their
+profile than they hold — reported with ``mig_profile`` set, ``peak`` and ``usable`` in slices
+(no over-commit on slices: :func:`pools.capacity.availability.pool_free_slices`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 from django.db.models import Max
 
 from pools.capacity.arithmetic import peak_cards, usable_cards
+from pools.capacity.availability import pool_slices
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation
 from pools.capacity.node_kinds import pool_nodes
@@ -40,9 +46,10 @@ class Overcommit:
     start: datetime
     end: datetime
     allocations: tuple[int, ...]
+    mig_profile: str = ""  # set: peak and usable count slices of this MIG profile
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        found = {
             "pool": self.pool,
             "gpu_model": self.gpu_model,
             "usable": self.usable,
@@ -51,26 +58,32 @@ class Overcommit:
             "end": self.end.isoformat(),
             "allocations": list(self.allocations),
         }
+        if self.mig_profile:
+            found["mig_profile"] = self.mig_profile
+        return found
 
     def __str__(self) -> str:
         ids = ", ".join(f"#{i}" for i in self.allocations)
+        units = f"MIG {self.mig_profile} slices" if self.mig_profile else "cards"
         return (
-            f"{self.pool} {self.gpu_model}: up to {self.peak} cards held until "
+            f"{self.pool} {self.gpu_model}: up to {self.peak} {units} held until "
             f"{self.end:%Y-%m-%d %H:%M}, {self.usable} usable — allocations {ids}"
         )
 
 
 def overcommitted_windows(*, now: datetime) -> list[Overcommit]:
     """Every pool × GPU model over-committed at some instant from ``now`` on (see the module
-    doc), by pool and model slug. One query for the pairs, then one per pair with holds; the
-    allocations concerned are looked for only where the peak is over."""
+    doc), by pool and model slug. One query for the pairs (and one for the slices'), then one
+    per pair with holds; the allocations concerned are looked for only where the peak is
+    over."""
     pairs = (
-        Allocation.objects.filter(status__in=HOLDING_STATUSES, ends_at__gt=now)
+        Allocation.objects.whole_cards()
+        .filter(status__in=HOLDING_STATUSES, ends_at__gt=now)
         .values_list("pool", "gpu_model")
         .annotate(last=Max("ends_at"))
         .order_by()
     )
-    found = []
+    found = _overcommitted_slices(now)
     if not pairs:
         return found
     pools = Pool.objects.in_bulk({p for p, _m, _e in pairs})
@@ -93,7 +106,44 @@ def overcommitted_windows(*, now: datetime) -> list[Overcommit]:
                 _concerned(pool, model, now, last, usable),
             )
         )
-    found.sort(key=lambda o: (o.pool, o.gpu_model))
+    found.sort(key=lambda o: (o.pool, o.gpu_model, o.mig_profile))
+    return found
+
+
+def _overcommitted_slices(now: datetime) -> list[Overcommit]:
+    """The slice allocations' half: per pool × model × profile holding slices from ``now``,
+    the peak held against the slices of that profile the pool has now. One query for the
+    triples, then two per triple."""
+    triples = (
+        Allocation.objects.slices()
+        .filter(status__in=HOLDING_STATUSES, ends_at__gt=now)
+        .values_list("pool", "gpu_model", "mig_profile")
+        .annotate(last=Max("ends_at"))
+        .order_by()
+    )
+    found: list[Overcommit] = []
+    if not triples:
+        return found
+    pools = Pool.objects.in_bulk({p for p, _m, _f, _e in triples})
+    models = GpuModel.objects.in_bulk({m for _p, m, _f, _e in triples})
+    for pool_id, model_id, profile, last in triples:
+        pool, model = pools[pool_id], models[model_id]
+        holds = window_holds(pool=pool, gpu_model=model, start=now, end=last, profile=profile)
+        has = pool_slices(pool=pool, gpu_model=model).get(profile, 0)
+        if holds.peak <= has:
+            continue
+        rows = list(
+            holding_allocations(pool=pool, gpu_model=model, start=now, end=last, profile=profile)
+            .order_by("starts_at", "id")
+            .values_list("id", "starts_at", "ends_at", "card_count")
+        )
+        intervals = [(s, e, n) for _i, s, e, n in rows]
+        concerned = tuple(
+            pk for pk, s, e, _n in rows if peak_cards(intervals, max(s, now), e) > has
+        )
+        found.append(
+            Overcommit(pool.slug, model.slug, has, holds.peak, now, last, concerned, profile)
+        )
     return found
 
 

@@ -28,10 +28,11 @@ from pools.adapters import scheduler_adapter
 from pools.capacity.models import Allocation, SchedulerDrift
 from pools.capacity.services.scheduler_binding import (
     k8s_product_label,
-    kubernetes_team_quota,
+    kubernetes_quota_wanted,
     reservation_name,
     slurm_account_name,
     slurm_gres_type,
+    slurm_mig_gres_type,
     team_cards_applied,
 )
 from pools.choices import AllocationStatus, QuotaBackend, Scheduler
@@ -137,12 +138,14 @@ def scheduler_panel(allocation: Allocation) -> SchedulerPanel:
 
 def _preview_cards(allocation: Allocation) -> int:
     """Cards of the team's cap at the allocation's window start: the team's applied cards then
-    plus this allocation's own cards while it is not applied yet (elastic ones: its floor)."""
+    plus this allocation's own cards while it is not applied yet (elastic ones: its floor;
+    MIG slice allocations: slices of its profile)."""
     cards = team_cards_applied(
         team=allocation.team,
         gpu_model=allocation.gpu_model,
         scheduler=allocation.pool.scheduler,
         now=allocation.starts_at,
+        mig_profile=allocation.mig_profile,
     )
     if allocation.status == AllocationStatus.APPROVED:
         cards += allocation.card_count
@@ -153,7 +156,12 @@ def _slurm_objects(
     allocation: Allocation, binding: dict, applied: bool
 ) -> tuple[list[SchedulerObject], str]:
     team = allocation.team
-    gres = slurm_gres_type(allocation.gpu_model)
+    if allocation.mig_profile:
+        gres = slurm_mig_gres_type(
+            pool=allocation.pool, gpu_model=allocation.gpu_model, profile=allocation.mig_profile
+        )
+    else:
+        gres = slurm_gres_type(allocation.gpu_model)
     account = binding.get("account") if applied else None
     account = account or slurm_account_name(team)
     partition = (binding.get("partition") if applied else None) or allocation.pool.slurm_partition
@@ -202,10 +210,15 @@ def _kubernetes_objects(
     product = k8s_product_label(allocation.gpu_model)
     if applied:
         quota = dict(binding.get("gpu_quota") or {})
+        mig_quota = dict(binding.get("mig_quota") or {})
     else:
-        quota = kubernetes_team_quota(team=team, now=allocation.starts_at)
+        quota, mig_quota = kubernetes_quota_wanted(team=team, now=allocation.starts_at)
         if allocation.status == AllocationStatus.APPROVED:
-            quota[product] = quota.get(product, 0) + allocation.card_count
+            if allocation.mig_profile:  # shown under the mixed strategy's resource
+                profile = allocation.mig_profile
+                mig_quota[profile] = mig_quota.get(profile, 0) + allocation.card_count
+            else:
+                quota[product] = quota.get(product, 0) + allocation.card_count
     backend = allocation.pool.quota_backend
     policy = getattr(allocation, "elastic_policy", None)
     if policy is not None and backend in (QuotaBackend.VOLCANO, QuotaBackend.KOORDINATOR):
@@ -218,7 +231,9 @@ def _kubernetes_objects(
         kueue = getattr(adapter, "kueue", None)
         if kueue is None:
             kueue = backend == QuotaBackend.KUEUE
-        manifests = quota_manifests(team.slug, namespace, quota, kueue=kueue)
+        manifests = quota_manifests(
+            team.slug, namespace, quota, kueue=kueue, mig_quota=mig_quota or None
+        )
     objects = [SchedulerObject("Namespace", namespace, f"group team-{team.slug} may edit")]
     objects += [_describe(m) for m in manifests if m.get("kind") != "ResourceFlavor"]
     return objects, f"namespace {namespace} ResourceQuota requests.nvidia.com/gpu"

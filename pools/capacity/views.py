@@ -4,6 +4,7 @@ queue, allocations and the capacity timeline. Thin: forms in, services and selec
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib import messages
@@ -20,6 +21,8 @@ from pools.capacity import selectors as capacity_selectors
 from pools.capacity.arithmetic import card_hours, usable_cards
 from pools.capacity.availability import (
     CapacitySnapshot,
+    pool_free_slices,
+    pool_slices,
     request_options,
     schedulable_cards_by_pool_model,
     team_usage,
@@ -191,6 +194,7 @@ def request_new(request):
                 one_nvlink_domain=bool(d.get("one_nvlink_domain"))
                 and d.get("cards_per_node") is not None,
                 shared_nodes=bool(d.get("shared_nodes")) and d.get("cards_per_node") is not None,
+                mig_profile=d.get("mig_profile") or "",
             )
         except DomainError as exc:
             _apply_errors(form, exc)
@@ -257,6 +261,8 @@ def _options_for(form):
         return None
     if not d.get("gpu_model") and not d.get("min_memory_gib"):
         return None
+    if d.get("mig_profile"):
+        return _slice_option(d)
     options = request_options(
         workload_kind=d["workload_kind"],
         card_count=d.get("card_count") or 1,
@@ -277,6 +283,50 @@ def _options_for(form):
         cuda = (d.get("cuda_version") or "").strip() or None
         _fit_shape_on(options, shape, d["starts_at"], d["ends_at"], cuda)
     return options
+
+
+@dataclass(frozen=True)
+class SliceOption:
+    """The panel's one row for a request of MIG slices: the slices of ``profile`` the pool ×
+    model holds now (``total``) and those free for the whole window (``free``)."""
+
+    pool: Pool
+    gpu_model: GpuModel
+    profile: str
+    total: int
+    free: int
+    wanted: int
+
+    @property
+    def eligible(self) -> bool:
+        return self.free >= self.wanted
+
+    @property
+    def usable(self) -> int:
+        return self.total  # no over-commit on slices
+
+    @property
+    def reasons(self) -> list[str]:
+        if self.eligible:
+            return []
+        return [f"only {self.free} of {self.total} {self.profile} slices free in that window"]
+
+
+def slice_options(*, pool, gpu_model, profile, start, end, wanted) -> list[SliceOption]:
+    """The one (pool, model) a request for ``wanted`` slices of ``profile`` names, with its
+    slices and those free for ``[start, end)``. Two queries."""
+    free = pool_free_slices(pool=pool, gpu_model=gpu_model, profile=profile, start=start, end=end)
+    total = pool_slices(pool=pool, gpu_model=gpu_model).get(profile, 0)
+    return [SliceOption(pool, gpu_model, profile, total, free, wanted)]
+
+
+def _slice_option(d) -> list[SliceOption] | None:
+    """The new-request page's slices panel (pool and model named: the form's own check)."""
+    if d.get("pool") is None or d.get("gpu_model") is None:
+        return None
+    return slice_options(pool=d["pool"], gpu_model=d["gpu_model"], profile=d["mig_profile"],
+                         start=d["starts_at"], end=d["ends_at"],
+                         wanted=d.get("card_count") or 1)  # fmt: skip
 
 
 def _fit_shape_on(options, shape: Shape, start, end, cuda: str | None) -> None:
@@ -319,7 +369,11 @@ def request_detail(request, pk: int):
         context["cost"] = capacity_selectors.allocations_cost_so_far(
             [allocation], now=timezone.now()
         ).get(allocation.pk)
-    if (
+    if context["may_decide"] and obj.status == RequestStatus.SUBMITTED and obj.mig_profile:
+        context["options"] = slice_options(pool=obj.pool, gpu_model=obj.gpu_model,
+                                           profile=obj.mig_profile, start=obj.starts_at,
+                                           end=obj.ends_at, wanted=obj.card_count)  # fmt: skip
+    elif (
         context["may_decide"]
         and obj.status == RequestStatus.SUBMITTED
         and obj.kind == RequestKind.CARDS
@@ -438,9 +492,17 @@ def allocation_action(request, pk: int, action: str):
     return redirect("pools:request-detail", pk=allocation.request_id)
 
 
+QUEUE_VERDICTS_MAX = 500  # submitted requests explained to sort the queue by "could approve"
+
+
 @pool_admin_required
-def approval_queue(request):
-    """Submitted requests with the team's current usage and the pool's free cards beside each."""
+def approval_queue(request, verdicts=None):
+    """Submitted requests with the team's current usage and the pool's free cards beside each.
+
+    ``verdicts`` (``pools/urls.py`` hands in :func:`pools.explain.views.queue_verdicts`, which
+    sits above this sub-domain): per request whether it could be approved now, and why not;
+    ordering ``approvable`` / ``-approvable`` sorts by it (over at most
+    :data:`QUEUE_VERDICTS_MAX` requests, oldest first)."""
     ordering = request.GET.get("ordering", "submitted_at")
     allowed = {
         "submitted_at",
@@ -457,8 +519,22 @@ def approval_queue(request):
         .filter(status=RequestStatus.SUBMITTED)
         .order_by(ordering if ordering in allowed else "submitted_at", "pk")
     )
+    judged: dict = {}
+    if verdicts is not None and ordering in ("approvable", "-approvable"):
+        pending = list(pending[:QUEUE_VERDICTS_MAX])
+        judged = verdicts(user=request.user, requests=pending)
+        first = ordering == "approvable"  # those that could be approved now first, or last
+
+        def rank(r) -> int:  # growth requests (not explained) after both
+            if r.pk not in judged:
+                return 2
+            return 0 if judged[r.pk]["approvable"] == first else 1
+
+        pending.sort(key=rank)  # stable: oldest first within each
     page = Paginator(pending, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
     items = list(page.object_list)
+    if verdicts is not None and not judged:
+        judged = verdicts(user=request.user, requests=items)
     held = team_usage(team_ids=list({r.team_id for r in items}), at=timezone.now())
     # One read of pools, cards and holdings for the whole page, not one per request.
     snapshot = (
@@ -482,6 +558,14 @@ def approval_queue(request):
                 )
                 if item.pool_id
                 else None
+            )
+        elif item.mig_profile:  # slices of a profile: free slices, not cards (two queries)
+            free = pool_free_slices(
+                pool=item.pool,
+                gpu_model=item.gpu_model,
+                profile=item.mig_profile,
+                start=item.starts_at,
+                end=item.ends_at,
             )
         elif item.pool_id and item.gpu_model_id:
             free = snapshot.free(
@@ -511,6 +595,7 @@ def approval_queue(request):
                 "team_cards": held.get(item.team_id, 0),
                 "free": free,
                 "suggestion": suggestion,
+                "verdict": judged.get(item.pk),
             }
         )
     return render(

@@ -14,6 +14,10 @@ held side of the card count and of the shape check, in one statement.
 - ``generation``: the inventory generation read in the same statement
   (:mod:`pools.capacity.node_kinds` caches the inventory side under it; ``None`` on SQLite).
 
+Whole cards and MIG slices are held apart (issue 38): ``profile`` blank reads the allocations
+of whole cards, a MIG profile (``"1g.10gb"``) those of slices of that profile, whose
+``card_count`` counts slices; the peak is then in slices.
+
 On PostgreSQL one statement whatever the pool's size: a window that 1,500 allocations overlap
 costs two sweep rows and one ``bit_or`` per node held, not 1,500 parsed placements (issue #20).
 On SQLite the same answers through the ORM.
@@ -54,10 +58,16 @@ def holding_allocations(
     start: datetime,
     end: datetime,
     exclude_allocation: int | None = None,
+    profile: str = "",
 ):
-    """Allocations of ``pool`` × ``gpu_model`` that hold cards and overlap ``[start, end)``
-    (half-open), without ``exclude_allocation``: what the card count and the shape check count."""
-    qs = Allocation.objects.holding().overlapping(start, end).filter(pool=pool, gpu_model=gpu_model)
+    """Allocations of ``pool`` × ``gpu_model`` that hold cards (``profile`` blank) or slices of
+    ``profile`` and overlap ``[start, end)`` (half-open), without ``exclude_allocation``: what
+    the card count and the shape check count."""
+    qs = (
+        Allocation.objects.holding()
+        .overlapping(start, end)
+        .filter(pool=pool, gpu_model=gpu_model, mig_profile=profile)
+    )
     return qs.exclude(pk=exclude_allocation) if exclude_allocation else qs
 
 
@@ -69,12 +79,17 @@ def window_holds(
     end: datetime,
     exclude_allocation: int | None = None,
     per_node: bool = False,
+    profile: str = "",
 ) -> WindowHolds:
     """What holding allocations hold over ``[start, end)`` (aware datetimes), without
-    ``exclude_allocation``; ``per_node`` also reads the cards held on each node."""
+    ``exclude_allocation``: whole cards, or with ``profile`` slices of that MIG profile (never
+    ``per_node``: slices are not placed); ``per_node`` also reads the cards held on each
+    node."""
+    if profile and per_node:
+        raise ValueError("slices are not placed: per_node reads whole cards only")
     if connection.vendor == "postgresql":
-        return _holds_sql(pool, gpu_model, start, end, exclude_allocation, per_node)
-    return _holds_orm(pool, gpu_model, start, end, exclude_allocation, per_node)
+        return _holds_sql(pool, gpu_model, start, end, exclude_allocation, per_node, profile)
+    return _holds_orm(pool, gpu_model, start, end, exclude_allocation, per_node, profile)
 
 
 # The holding statuses as SQL literals: constants of the code, not input, and one parameter
@@ -89,7 +104,7 @@ _WIN_SQL = f"""
 win AS MATERIALIZED (
   SELECT a.id, a.starts_at, a.ends_at, a.card_count
     FROM {Allocation._meta.db_table} a
-   WHERE a.pool_id = %(pool)s AND a.gpu_model_id = %(model)s
+   WHERE a.pool_id = %(pool)s AND a.gpu_model_id = %(model)s AND a.mig_profile = %(profile)s
      AND a.status IN ({_HOLDING}) AND a.id <> %(exclude)s
      AND tstzrange(a.starts_at, a.ends_at, '[)') && tstzrange(%(start)s, %(end)s, '[)')
 )"""
@@ -122,13 +137,13 @@ _WINDOW_SQL = (
 _WINDOW_NODES_SQL = (
     f"""WITH
 near AS MATERIALIZED (
-  SELECT a.id, a.pool_id, a.gpu_model_id, a.starts_at, a.ends_at, a.card_count
+  SELECT a.id, a.pool_id, a.gpu_model_id, a.mig_profile, a.starts_at, a.ends_at, a.card_count
     FROM {Allocation._meta.db_table} a
    WHERE a.status IN ({_HOLDING}) AND a.id <> %(exclude)s
      AND tstzrange(a.starts_at, a.ends_at, '[)') && tstzrange(%(start)s, %(end)s, '[)')
 ), win AS MATERIALIZED (
   SELECT id, starts_at, ends_at, card_count FROM near
-   WHERE pool_id = %(pool)s AND gpu_model_id = %(model)s
+   WHERE pool_id = %(pool)s AND gpu_model_id = %(model)s AND mig_profile = %(profile)s
 ), spots AS MATERIALIZED (
   SELECT p.allocation_id, p.hostname, p.gpu_mask
     FROM {PlacedCards._meta.db_table} p
@@ -169,10 +184,11 @@ def window_holds_reusing(
     )
 
 
-def _holds_sql(pool, gpu_model, start, end, exclude, per_node) -> WindowHolds:
+def _holds_sql(pool, gpu_model, start, end, exclude, per_node, profile) -> WindowHolds:
     params = {
         "pool": pool.pk,
         "model": gpu_model.pk,
+        "profile": profile,
         "start": start,
         "end": end,
         "exclude": exclude or 0,  # ids start at 1
@@ -188,9 +204,14 @@ def _holds_sql(pool, gpu_model, start, end, exclude, per_node) -> WindowHolds:
     return WindowHolds(generation, int(peak), int(unplaced), held)
 
 
-def _holds_orm(pool, gpu_model, start, end, exclude, per_node) -> WindowHolds:
+def _holds_orm(pool, gpu_model, start, end, exclude, per_node, profile) -> WindowHolds:
     holds = holding_allocations(
-        pool=pool, gpu_model=gpu_model, start=start, end=end, exclude_allocation=exclude
+        pool=pool,
+        gpu_model=gpu_model,
+        start=start,
+        end=end,
+        exclude_allocation=exclude,
+        profile=profile,
     )
     rows = list(holds.values_list("pk", "starts_at", "ends_at", "card_count"))
     intervals = [(s, e, n) for pk, s, e, n in rows]

@@ -391,9 +391,10 @@ def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, 
     days = plan_days(now)
     end = days[-1] + timedelta(days=1)
     noons = [d + timedelta(hours=12) for d in days]
-    allocations = Allocation.objects.holding().overlapping(min(now, days[0]), end)
+    # whole cards only: a MIG slice is not a card of the plan (issue 38)
+    allocations = Allocation.objects.holding().whole_cards().overlapping(min(now, days[0]), end)
     requests = CapacityRequest.objects.filter(
-        status=RequestStatus.SUBMITTED, starts_at__lt=end, ends_at__gt=days[0]
+        status=RequestStatus.SUBMITTED, starts_at__lt=end, ends_at__gt=days[0], mig_profile=""
     )
     allocations, requests = _filtered(allocations, filters), _filtered(requests, filters)
     names = ("pool__slug", "pool__name", "gpu_model__slug", "gpu_model__name")
@@ -426,7 +427,7 @@ def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, 
 def top_teams_by_cards(*, filters: DashboardFilters, now: datetime, limit: int = 10) -> list:
     """Teams by cards of holding allocations at ``now``, most first: ``[{team, slug, cards}]``."""
     qs = _filtered(
-        Allocation.objects.holding().at(now),
+        Allocation.objects.holding().whole_cards().at(now),
         filters,
     )
     rows = (
@@ -653,6 +654,7 @@ def node_heatmap(
             r["n"],
         )
         for r in Allocation.objects.holding()
+        .whole_cards()
         .at(now)
         .values("pool__slug", "gpu_model__slug")
         .annotate(n=Count("id"))

@@ -165,6 +165,7 @@ def stranded_capacity(
     models = {m.pk: m for m in GpuModel.objects.filter(pk__in={k[1] for k in groups})}
     allocations = (
         Allocation.objects.holding()
+        .whole_cards()  # MIG slices hold no whole card (issue 38)
         .overlapping(now, end)
         .filter(
             pool_id__in={k[0] for k in groups},

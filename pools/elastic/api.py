@@ -127,7 +127,11 @@ class ElasticPolicyViewSet(
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("days", OpenApiTypes.INT, description="1-30, default 30"),
+            OpenApiParameter(
+                "days",
+                {"type": "integer", "minimum": 1, "maximum": MAX_WHATIF_DAYS},
+                description="1-30, default 30",
+            ),
             OpenApiParameter(
                 "source",
                 OpenApiTypes.STR,
@@ -144,7 +148,7 @@ class ElasticPolicyViewSet(
         portal's loop recorded (``source`` in the answer says which)."""
         policy = self.get_object()
         raw = request.query_params.get("days", str(MAX_WHATIF_DAYS))
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_WHATIF_DAYS:
+        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_WHATIF_DAYS:
             raise InvalidInput(
                 "days must be a whole number from 1 to 30.", errors={"days": "1-30."}
             )

@@ -178,6 +178,11 @@ def elastic_policy_create(*, allocation: Allocation, actor: Any, **fields: Any) 
             "Only inference allocations can be elastic.",
             errors={"allocation": "Not an inference allocation."},
         )
+    if allocation.mig_profile:  # burst lends whole cards; a slice floor would mix the two
+        raise InvalidInput(
+            "Only allocations of whole cards can be elastic.",
+            errors={"allocation": f"It holds MIG {allocation.mig_profile} slices."},
+        )
     if allocation.status not in HOLDING_STATUSES:
         raise InvalidInput(
             f"A {allocation.status} allocation holds no cards.",

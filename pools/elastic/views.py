@@ -89,7 +89,7 @@ def _whatif(request, policy) -> dict:
     """The what-if of the GET form: the trial values replayed over ``days`` of history (the
     source the user picked, else Prometheus when configured, else the recorded readings)."""
     days = request.GET.get("days", "7")
-    days = int(days) if days.isdigit() and 1 <= int(days) <= 30 else 7
+    days = int(days) if days.isascii() and days.isdigit() and 1 <= int(days) <= 30 else 7
     source = request.GET.get("source", "")
     source = source if source in set(WhatIfSource) else ""
     trial = ElasticPolicyForm(request.GET, instance=copy.copy(policy))

@@ -20,6 +20,7 @@ from pools.inventory.filtersets import (
 from pools.inventory.services.catalogue import gpu_model_create, gpu_model_update
 from pools.inventory.services.gpu_models import gpu_model_alias_map
 from pools.inventory.services.import_files import inventory_import_file
+from pools.inventory.services.uploads import inventory_import_in_background, inventory_upload_queue
 
 
 class GpuModelViewSet(
@@ -113,16 +114,32 @@ class InventoryImportViewSet(
     def get_queryset(self):
         return selectors.inventory_import_list()
 
-    @extend_schema(request=s.InventoryImportRequestSerializer, responses={201: dict, 400: dict})
+    @extend_schema(
+        request=s.InventoryImportRequestSerializer,
+        responses={201: dict, 202: s.InventoryUploadSerializer, 400: dict},
+    )
     def create(self, request):
         """Import nvidia-smi output, slurmrestd nodes JSON or Kubernetes Nodes.
 
         Answers 201 with the report when everything was imported, 400 with the same report
-        when anything was rejected (the rest is kept).
+        when anything was rejected (the rest is kept). A file over
+        ``INVENTORY_ASYNC_IMPORT_BYTES`` is imported in the background: 202 with the upload's
+        state and its ``status_url`` (``GET`` it for the progress, then the report).
         """
         form = s.InventoryImportRequestSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         upload = form.validated_data["file"]
+        if inventory_import_in_background(upload.size):
+            queued = inventory_upload_queue(
+                data=upload.read(),
+                source=form.validated_data["source"],
+                node=form.validated_data.get("node") or None,
+                pool=form.validated_data.get("pool"),
+                actor=request.user,
+                filename=upload.name,
+            )
+            body = s.InventoryUploadSerializer(queued).data
+            return Response(body, status=202, headers={"Location": body["status_url"]})
         report = inventory_import_file(
             data=upload.read(),
             source=form.validated_data["source"],
@@ -135,6 +152,16 @@ class InventoryImportViewSet(
         if not report.ok:
             body = {"code": "import_incomplete", "detail": "Some input was not imported.", **body}
         return Response(body, status=status.HTTP_201_CREATED if report.ok else 400)
+
+
+class InventoryUploadViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """A background import's progress and, once done, its report (pool admins)."""
+
+    serializer_class = s.InventoryUploadSerializer
+    permission_classes = [IsPoolAdmin]
+
+    def get_queryset(self):
+        return selectors.inventory_upload_list()
 
 
 class UnrecognisedModelView(APIView):

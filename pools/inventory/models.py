@@ -16,6 +16,7 @@ from django.db.models import Q
 from pools.choices import (
     AliasKind,
     CardClass,
+    EstimateStatus,
     FormFactor,
     GpuHealth,
     InventorySource,
@@ -324,6 +325,9 @@ class MigDevice(models.Model):
     gpu_instance_id = models.PositiveSmallIntegerField(null=True, blank=True)
     compute_instance_id = models.PositiveSmallIntegerField(null=True, blank=True)
     memory_total_mib = models.PositiveIntegerField(null=True, blank=True)
+    # The GRES type Slurm counts this slice under (gres.conf ``Type=1g.10gb``, or AutoDetect's
+    # ``nvidia_a100_80gb_pcie_1g.10gb``); blank from other sources. Provisioning caps it.
+    gres_type = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         ordering = ["gpu", "index"]
@@ -360,3 +364,33 @@ class InventoryImport(models.Model):
     @property
     def ok(self) -> bool:
         return not self.errors
+
+
+class InventoryUpload(models.Model):
+    """A file too large to import within the request (over ``INVENTORY_ASYNC_IMPORT_BYTES``),
+    imported by a Celery task (``pools.inventory.tasks.inventory_upload_task``): pending →
+    running (``progress``, per cent of nodes written) → done (``report``: the import report's
+    dict) or failed (``error``). The file's bytes are kept only until the task has read them."""
+
+    source = models.CharField(max_length=12, choices=InventorySource.choices)
+    node = models.CharField(max_length=253, blank=True)
+    pool = models.ForeignKey(Pool, null=True, blank=True, on_delete=models.SET_NULL)
+    filename = models.CharField(max_length=255, blank=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    data = models.BinaryField(default=bytes)
+    status = models.CharField(
+        max_length=8, choices=EstimateStatus.choices, default=EstimateStatus.PENDING
+    )
+    progress = models.PositiveSmallIntegerField(default=0)
+    report = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.filename or self.source} upload ({self.status})"

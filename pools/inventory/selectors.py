@@ -17,6 +17,7 @@ from pools.inventory.models import (
     Gpu,
     GpuModel,
     InventoryImport,
+    InventoryUpload,
     MigDevice,
     Node,
     Pool,
@@ -142,6 +143,11 @@ def unrecognised_model_list() -> list[dict]:
 
 def inventory_import_list() -> QuerySet[InventoryImport]:
     return InventoryImport.objects.select_related("actor")
+
+
+def inventory_upload_list() -> QuerySet[InventoryUpload]:
+    """Background imports, newest first, without the file's bytes."""
+    return InventoryUpload.objects.defer("data").select_related("pool", "actor")
 
 
 @dataclass
@@ -306,6 +312,14 @@ def mig_slices(*, gpus: QuerySet[Gpu] | None = None) -> dict[tuple[int, int], di
     for pool_id, model_id, profile, n in rows:
         slices[(pool_id, model_id)][profile or "unknown profile"] = n
     return dict(slices)
+
+
+def mig_profiles() -> list[str]:
+    """The MIG profiles the inventory holds schedulable slices of, in any pool, sorted
+    (``["1g.10gb", "2g.20gb"]``): what a request for slices may name. One query."""
+    cards = Gpu.objects.sliced().filter(node__pool__isnull=False)
+    rows = MigDevice.objects.filter(gpu__in=cards.values("pk")).exclude(profile="")
+    return sorted(set(rows.values_list("profile", flat=True).distinct()))
 
 
 @dataclass(frozen=True)

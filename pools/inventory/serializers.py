@@ -14,6 +14,7 @@ from pools.inventory.models import (
     GpuModel,
     GpuModelAlias,
     InventoryImport,
+    InventoryUpload,
     MigDevice,
     Node,
     Pool,
@@ -281,6 +282,26 @@ class InventoryImportRequestSerializer(serializers.Serializer):
     pool = serializers.SlugRelatedField(
         slug_field="slug", queryset=Pool.objects.all(), required=False, allow_null=True
     )
+
+
+class InventoryUploadSerializer(serializers.ModelSerializer):
+    """A background import: its state, progress (per cent) and, once done, the import report
+    (the same object a synchronous import answers); ``error`` when it failed."""
+
+    pool = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    status_url = serializers.SerializerMethodField()
+    report = serializers.JSONField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = InventoryUpload
+        fields = [
+            "id", "source", "node", "pool", "filename", "status", "progress", "report", "error",
+            "created_at", "finished_at", "status_url",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def get_status_url(self, upload) -> str:
+        return f"/api/v1/inventory/uploads/{upload.pk}/"
 
 
 class InventoryImportSerializer(serializers.ModelSerializer):

@@ -18,6 +18,8 @@ from pools.inventory.models import Node
 from pools.inventory.services.catalogue import gpu_model_create, gpu_model_update
 from pools.inventory.services.gpu_models import gpu_model_alias_map
 from pools.inventory.services.import_files import inventory_import_file
+from pools.inventory.services.importer import ImportReport
+from pools.inventory.services.uploads import inventory_import_in_background, inventory_upload_queue
 from pools.tenancy.permissions import may_administer_pools
 from pools.web import Column, csv_response, filtered_list, mig_slices_text, pool_admin_required
 
@@ -258,11 +260,17 @@ def unrecognised_models(request):
 @require_http_methods(["GET", "POST"])
 def inventory_import(request):
     form = InventoryUploadForm(request.POST or None, request.FILES or None)
-    report, status = None, 200
+    report, queued, status = None, None, 200
     if request.method == "POST" and form.is_valid():
         upload = form.cleaned_data["file"]
+        # a big file goes to a task; the page polls it (pools/inventory/services/uploads.py)
+        run = (
+            inventory_upload_queue
+            if inventory_import_in_background(upload.size)
+            else inventory_import_file
+        )
         try:
-            report = inventory_import_file(
+            outcome = run(
                 data=upload.read(),
                 source=form.cleaned_data["source"],
                 node=form.cleaned_data.get("node") or None,
@@ -270,14 +278,39 @@ def inventory_import(request):
                 actor=request.user,
                 filename=upload.name,
             )
+            if run is inventory_upload_queue:
+                queued = outcome
+            else:
+                report = outcome
         except DomainError as exc:
             form.add_error(
                 exc.data.get("field") if exc.data.get("field") in form.fields else None, exc.message
             )
             # htmx swaps only 2xx answers: its fragment shows the error with 200
             status = 200 if request.htmx else 400
-    context = {"form": form, "report": report, "imports": selectors.inventory_import_list()[:20]}
+    context = {
+        "form": form,
+        "report": report,
+        "upload": queued,
+        "imports": selectors.inventory_import_list()[:20],
+    }
     name = "pools/inventory_import.html#result" if request.htmx else "pools/inventory_import.html"
     response = render(request, name, context, status=status)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+@pool_admin_required
+@require_http_methods(["GET"])
+def inventory_upload(request, pk: int):
+    """A background import: its progress while it runs (htmx polls the fragment), then the
+    report, as the import page shows a synchronous one."""
+    upload = selectors.inventory_upload_list().filter(pk=pk).first()
+    if upload is None:
+        raise Http404("No such background import.")
+    report = ImportReport.from_dict(upload.report) if upload.report else None
+    context = {"upload": upload, "upload_report": report}
+    name = "pools/_inventory_upload.html" if request.htmx else "pools/inventory_upload.html"
+    response = render(request, name, context)
     patch_vary_headers(response, ["HX-Request"])
     return response

@@ -36,8 +36,11 @@ IDLE_SCAN = "pools.reclamation.tasks.idle_scan_task"
 SERVING_ROLLUP = "pools.serving.tasks.serving_rollup_task"
 SERVING_COMPACT = "pools.serving.tasks.serving_compact_task"
 CALIBRATION_REFRESH = "pools.calibration.tasks.calibration_refresh_task"
+ADVISOR_PASS = "pools.advisor.tasks.advisor_pass_task"
+ADVISOR_DIGEST = "pools.advisor.tasks.advisor_digest_task"
 OUTBOX_DRAIN = "pools.jobs.tasks.outbox_drain_task"
 PENDING_WORK_REFRESH = "pools.waiting.tasks.pending_work_refresh_task"
+INVENTORY_UPLOAD = "pools.inventory.tasks.inventory_upload_task"
 
 
 def retry_countdown(retries: int) -> int:

@@ -81,7 +81,7 @@ def place_targets(
     placed: dict[int, list[TargetReadings]] = defaultdict(list)
     unmatched: list[Unmatched] = []
     for (namespace, label), readings in sorted(answers.targets.items()):
-        labelled = int(label) if label.isdigit() else None
+        labelled = int(label) if label.isascii() and label.isdigit() else None
         series = _series_count(readings)
         if labelled is not None and labelled in ids:
             placed[labelled].append(readings)

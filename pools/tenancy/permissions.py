@@ -77,6 +77,13 @@ def may_decide(user: Any) -> bool:
     return is_pool_admin(user)
 
 
+def may_see_all_holders(user: Any) -> bool:
+    """See which teams and allocations hold a pool's cards, in an explanation of why a request
+    cannot be approved (:mod:`pools.explain`): pool admins. Everyone else sees other teams'
+    holdings as counts and end times only, never names, ids or costs."""
+    return is_pool_admin(user)
+
+
 def may_administer_pools(user: Any) -> bool:
     """Keep the inventory, pools, reclamation policies, findings and dashboards: pool admins."""
     return is_pool_admin(user)

@@ -75,3 +75,10 @@ def team_member_users(*, team_id: int) -> QuerySet:
         .exclude(is_staff=True)
         .order_by("pk")
     )
+
+
+def managed_team_list(*, user) -> QuerySet[Team]:
+    """The teams ``user`` manages (role manager; a pool admin's own managed teams, not all)."""
+    return Team.objects.filter(
+        pk__in=Membership.objects.filter(user=user, role=TeamRole.MANAGER).values("team")
+    )

@@ -19,6 +19,12 @@ from celery.schedules import crontab
 from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from pools.tokenflow.extract import (
+    DEFAULT_OUTCOME_PATHS,
+    DEFAULT_TASK_ID_HEADER,
+    DEFAULT_TASK_ID_PATHS,
+)
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 env = environ.Env()
@@ -242,6 +248,9 @@ REQUEST_TIMEOUT_S = env.float("REQUEST_TIMEOUT_S", default=25.0)
 
 # Uploads: inventory files are read in memory up to this size; larger ones get a clear error.
 INVENTORY_UPLOAD_MAX_BYTES = env.int("INVENTORY_UPLOAD_MAX_BYTES", default=20 * 1024 * 1024)
+# Inventory files larger than this (bytes) are imported by a Celery task with progress, not in
+# the request (pools/inventory/services/uploads.py).
+INVENTORY_ASYNC_IMPORT_BYTES = env.int("INVENTORY_ASYNC_IMPORT_BYTES", default=1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
@@ -257,9 +266,10 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "portal.api.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "portal.api.StrictFilterBackend",  # django-filter's, refusing unreadable booleans
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # drf-spectacular's, with every operation's error answers documented (portal.openapi)
+    "DEFAULT_SCHEMA_CLASS": "portal.openapi.PortalAutoSchema",
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
     "DEFAULT_THROTTLE_RATES": {
         "token": env.str("TOKEN_THROTTLE_RATE", default="20/minute"),
@@ -390,6 +400,18 @@ CELERY_BEAT_SCHEDULE = {
         "task": "pools.calibration.tasks.calibration_refresh_task",
         "schedule": crontab(minute=23),
     },
+    # The advisor judges every running allocation after each rollup (pools.advisor), and
+    # sends the weekly digest to the managers who asked (daily check, once a week each).
+    "advisor-pass": {"task": "pools.advisor.tasks.advisor_pass_task", "schedule": 5 * 60},
+    "advisor-digest": {
+        "task": "pools.advisor.tasks.advisor_digest_task",
+        "schedule": crontab(hour=6, minute=53),
+    },
+    # Daily: agent calls past TOKENFLOW_CALL_RETENTION_DAYS go; their tasks' totals stay.
+    "tokenflow-prune": {
+        "task": "pools.tokenflow.tasks.tokenflow_prune_task",
+        "schedule": crontab(hour=3, minute=41),
+    },
     # Hourly: pre-scale plans for the next two hours from four weeks of token rates.
     "elastic-forecast": {"task": "pools.elastic.tasks.elastic_forecast_task", "schedule": 3600},
     # Hourly; the task acts only on the 1st in BILLING_TIME_ZONE and is idempotent.
@@ -429,6 +451,24 @@ SERVING_BUSY_PCT = env.float("SERVING_BUSY_PCT", default=30.0)
 # The cards an elastic allocation held over time (its scale events), which the rollup stores as
 # cards held; a dotted path because pools.elastic is pools.serving's peer.
 SERVING_HELD_TIMELINES = "pools.elastic.selectors.held_timelines"
+# The advisor (pools.advisor): its rules read this many hours of 5-minute rollups, the
+# framebuffer-decay rule this many days; ADVISOR_THRESHOLDS (JSON object) overrides the rules'
+# thresholds by name (pools.advisor.rules.Thresholds: each with its source in the seeds).
+ADVISOR_WINDOW_HOURS = env.int("ADVISOR_WINDOW_HOURS", default=24)
+ADVISOR_DECAY_DAYS = env.int("ADVISOR_DECAY_DAYS", default=7)
+ADVISOR_THRESHOLDS = env.json("ADVISOR_THRESHOLDS", default={})
+# Token flow per agent task (pools.tokenflow): per-call rows kept this many days (each task's
+# totals are kept for good); where a gateway record names its task (dotted JSON paths, tried in
+# order, then a logged request header) and the call's outcome. Defaults and their sources:
+# pools/tokenflow/extract.py.
+TOKENFLOW_CALL_RETENTION_DAYS = env.int("TOKENFLOW_CALL_RETENTION_DAYS", default=35)
+TOKENFLOW_TASK_ID_PATHS = tuple(
+    env.list("TOKENFLOW_TASK_ID_PATHS", default=list(DEFAULT_TASK_ID_PATHS))
+)
+TOKENFLOW_TASK_ID_HEADER = env.str("TOKENFLOW_TASK_ID_HEADER", default=DEFAULT_TASK_ID_HEADER)
+TOKENFLOW_OUTCOME_PATHS = tuple(
+    env.list("TOKENFLOW_OUTCOME_PATHS", default=list(DEFAULT_OUTCOME_PATHS))
+)
 
 # Scheduler connections (scheduler_adapters.registry keys). Without one, allocations of that
 # scheduler's pools are reserved in the portal only (the demo).

@@ -14,17 +14,19 @@ The words are Slurm's ``node_states`` / ``node_state_flags`` tables (slurm_proto
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
 from scheduler_adapters.documents import TooDeep, load_json
 from scheduler_adapters.slurm.dialects import DIALECTS, version_key
-from scheduler_adapters.slurm.gres import GPU, parse_gres_strict
+from scheduler_adapters.slurm.gres import GPU, GresItem, parse_gres_strict
 from scheduler_adapters.types import (
     MAX_GPUS_PER_NODE,
     GpuHealth,
     GpuSnapshot,
     InventorySource,
+    MigDeviceSnapshot,
     NodeSnapshot,
     NodeState,
     ParseIssue,
@@ -192,7 +194,10 @@ def _gpus_allocated(
         return None
     if items is None:
         return None
-    used = sum(item.count for item in items if item.name == GPU)
+    # whole cards only: a MIG-typed entry counts slices, not cards
+    used = sum(
+        item.count for item in items if item.name == GPU and mig_gres_type(item.type) is None
+    )
     if used > cards:
         issues.append(
             ParseIssue(
@@ -223,17 +228,99 @@ def _gpus_from_gres(
         )
         return None
     gpu_items = [item for item in items if item.name == GPU]
-    total = sum(item.count for item in gpu_items)
+    whole = [item for item in gpu_items if mig_gres_type(item.type) is None]
+    sliced = [item for item in gpu_items if mig_gres_type(item.type) is not None]
+    # counted before anything is expanded: a corrupt count must not build a billion entries
+    total = sum(item.count for item in whole)
+    slices = sum(item.count for item in sliced)
+    if total > MAX_GPUS_PER_NODE or slices > MAX_MIG_SLICES:
+        issues.append(
+            ParseIssue(
+                f"implausible GPU count {total + slices} in GRES {raw!r}", field=field, node=name
+            )
+        )
+        return None
+    model_names = [item.type for item in whole for _ in range(item.count)]
+    mig_cards = _mig_cards(sliced, {item.type for item in whole})
+    total = len(model_names) + len(mig_cards)
     if total > MAX_GPUS_PER_NODE:
         issues.append(
             ParseIssue(f"implausible GPU count {total} in GRES {raw!r}", field=field, node=name)
         )
         return None
-    model_names = [item.type for item in gpu_items for _ in range(item.count)]
-    return tuple(
+    cards = [
         GpuSnapshot(index=index, model_name=model, health=GpuHealth.UNKNOWN)
         for index, model in enumerate(model_names)
-    )
+    ]
+    for offset, (model, slices) in enumerate(mig_cards):
+        cards.append(
+            GpuSnapshot(
+                index=len(model_names) + offset,
+                model_name=model,
+                health=GpuHealth.UNKNOWN,
+                mig_mode=True,
+                mig_devices=tuple(
+                    MigDeviceSnapshot(index=k, profile=profile, gres_type=gres_type)
+                    for k, (profile, gres_type) in enumerate(slices)
+                ),
+            )
+        )
+    return tuple(cards)
+
+
+# A node of 64 cards cut into 7 slices each.
+MAX_MIG_SLICES = MAX_GPUS_PER_NODE * 7
+# A MIG slice as Slurm names its GRES type: the profile alone (gres.conf ``Type=1g.10gb``) or
+# AutoDetect=nvml's ``<card>_<profile>`` (``nvidia_a100_80gb_pcie_1g.10gb``: the card's name,
+# lower case, blanks as ``_``, then the profile; Slurm gres.conf(5), AutoDetect and MIG).
+_MIG_GRES_TYPE = re.compile(
+    r"(?:(?P<card>[a-z0-9_.\-]+)_)?(?P<profile>[12347]g\.[0-9]+gb(?:\+me)?)", re.IGNORECASE
+)
+
+
+def mig_gres_type(gres_type: str | None) -> tuple[str | None, str] | None:
+    """``nvidia_a100_80gb_pcie_1g.10gb`` → ``("nvidia_a100_80gb_pcie", "1g.10gb")``,
+    ``1g.10gb`` → ``(None, "1g.10gb")``: the card a MIG-typed GRES names (``None`` when only
+    the profile is given) and the profile; ``None`` for a GRES type that is no MIG slice."""
+    match = _MIG_GRES_TYPE.fullmatch(gres_type or "")
+    if match is None:
+        return None
+    return match["card"], match["profile"].lower()
+
+
+def _mig_cards(
+    sliced: list[GresItem], whole_types: set[str | None]
+) -> list[tuple[str | None, list[tuple[str, str]]]]:
+    """The cards in MIG mode that ``sliced`` (MIG-typed GRES items) are slices of, as
+    ``(card model name, [(profile, GRES type), ...])``.
+
+    Slurm counts slices, not the cards they are cut from, so the cards are the fewest that
+    hold them: each card has 7 compute slices (NVIDIA MIG user guide) and a ``<g>g`` profile
+    takes ``g``; slices are dealt largest first onto the first card with room (first-fit
+    decreasing), per card model. The model is the one AutoDetect's type names, else the
+    node's one whole-card GRES type when it has exactly one (``gpu:a100:6,gpu:1g.10gb:7``),
+    else unknown (``None``)."""
+    known = sorted(t for t in whole_types if t)
+    by_card: dict[str | None, list[tuple[int, str, str]]] = {}
+    for item in sliced:
+        card, profile = mig_gres_type(item.type) or (None, "")
+        model = card or (known[0] if len(known) == 1 else None)
+        compute = int(profile.split("g.", 1)[0])
+        by_card.setdefault(model, []).extend([(compute, profile, item.type)] * item.count)
+    cards: list[tuple[str | None, list[tuple[str, str]]]] = []
+    for model, slices in by_card.items():
+        room: list[int] = []
+        held: list[list[tuple[str, str]]] = []
+        for compute, profile, gres_type in sorted(slices, key=lambda s: (-s[0], s[1])):
+            spot = next((k for k, free in enumerate(room) if free >= compute), None)
+            if spot is None:
+                room.append(7)
+                held.append([])
+                spot = len(room) - 1
+            room[spot] -= compute
+            held[spot].append((profile, gres_type))
+        cards.extend((model, slices_of_card) for slices_of_card in held)
+    return cards
 
 
 def _partitions(raw: Any, path: str, name: str, issues: list[ParseIssue]) -> tuple[str, ...]:

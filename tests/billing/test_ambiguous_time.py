@@ -116,3 +116,23 @@ def test_the_statement_pdf_says_it_too(imported, team):
     )
     assert "Job 8401 (used): started or ended in the hour repeated" in html
     assert "10.000000 card-hours; the other reading is 2026-11-01T06:30:00+00:00" in html
+
+
+def test_the_statement_csv_says_it_on_the_line(imported, team, team_member):
+    """The CSV export's ``notes`` cell of the one usage line holds both readings of job 8401
+    (10 card-hours billed from 05:30Z, 8 from 06:30Z), as the page and the PDF do."""
+    import csv
+    import io
+
+    statement_build(team=team, month=date(2026, 11, 1))
+    client = Client()
+    client.force_login(team_member)
+
+    response = client.get("/costs/nlp/2026-11/?export=csv")
+
+    (row,) = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert row["notes"] == (
+        "ambiguous time: job 8401: 10.000000 card-hours billed at the first reading "
+        "(2026-11-01T05:30:00+00:00 → 2026-11-01T10:30:00+00:00), 8.000000 at the other "
+        "(2026-11-01T06:30:00+00:00 → 2026-11-01T10:30:00+00:00)"
+    )

@@ -4,6 +4,7 @@ cost pages and the statement filter refuse months in years 1 and 9999."""
 
 from __future__ import annotations
 
+from datetime import date
 from decimal import Decimal
 
 import pytest
@@ -82,3 +83,55 @@ def test_the_statement_month_filter_refuses_year_9999(admin_api):
     response = admin_api.get("/api/v1/statements/?month=9999-12")
     assert response.status_code == 400
     assert response.json()["errors"]["month"] == ["Dates run from 2000-01-01 to 2100-12-31."]
+
+
+RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE: "2027\u202eetar" shows as "2027rate"
+
+
+@pytest.fixture
+def superuser_page(django_user_model):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(django_user_model.objects.create_superuser("root", password="pw"))
+    return client
+
+
+@pytest.mark.parametrize("name", [f"Rates{RLO}7202", "Rates\r\n2027", "Rates\u200f2027"])
+def test_the_admin_refuses_bidi_marks_and_line_breaks_in_a_rate_card_name(superuser_page, name):
+    """The statement PDF names the rate card: one line, left to right, like team names."""
+    from billing.models import RateCard
+
+    response = superuser_page.post(
+        "/admin/billing/ratecard/add/",
+        {
+            "name": name,
+            "currency": "EUR",
+            "effective_from": "2027-01-01",
+            "effective_to": "",
+            "entries-TOTAL_FORMS": "0",
+            "entries-INITIAL_FORMS": "0",
+            "entries-MIN_NUM_FORMS": "0",
+            "entries-MAX_NUM_FORMS": "1000",
+        },
+    )
+
+    assert response.status_code == 200  # the form again, with its error
+    assert "name" in response.context["adminform"].form.errors
+    assert not RateCard.objects.exists()
+
+
+def test_the_rate_card_service_refuses_a_served_model_with_a_bidi_mark():
+    from billing.models import RateCard
+    from billing.services.rates import rate_card_create
+    from pools.errors import InvalidInput
+
+    with pytest.raises(InvalidInput) as refused:
+        rate_card_create(
+            name="2027",
+            currency="EUR",
+            effective_from=date(2027, 1, 1),
+            token_prices={(f"llama{RLO}b07", "token-input"): Decimal("0.5")},
+        )
+    assert list(refused.value.data["errors"]) == ["served_model"]
+    assert not RateCard.objects.exists()

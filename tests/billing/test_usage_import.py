@@ -147,7 +147,7 @@ def test_c28_zero_missing_negative_durations(team, train_pool, tricky_inputs):
 def test_unknown_account_and_gpu_type_are_reported_not_charged(team, train_pool):
     jobs = Accounting([
         job(1, utc(2026, 10, 2), utc(2026, 10, 2, 1), {"a100": 1}, account="ghost"),
-        job(2, utc(2026, 10, 2), utc(2026, 10, 2, 1), {"b200": 1}),
+        job(2, utc(2026, 10, 2), utc(2026, 10, 2, 1), {"rtx9999": 1}),
     ])  # fmt: skip
     report = usage_import_slurm(scheduler=jobs, **WINDOW)
     assert sorted(i["code"] for i in report.issues) == ["unknown_account", "unknown_gpu_model"]

@@ -7,11 +7,15 @@ named in ``NOT_PAGES`` with the reason, so a new page that nobody added fails th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from django.core.management import call_command
 from django.urls import URLPattern, URLResolver, get_resolver
 
 pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # Each page's route and the path opened for it ({request}, {elastic}, {estimate}: demo ids).
 PAGES = {
@@ -25,16 +29,21 @@ PAGES = {
     "pools/": "/pools/",
     "unrecognised-models/": "/unrecognised-models/",
     "inventory/import/": "/inventory/import/",
+    "inventory/uploads/<int:pk>/": "/inventory/uploads/{upload}/",  # a background import, done
     "scheduler/drift/": "/scheduler/drift/",
     "idle/": "/idle/",
     "idle/policies/": "/idle/policies/",
     "elastic/": "/elastic/",
+    "advisor/": "/advisor/",  # the demo's findings (six rules)
+    "allocations/<int:pk>/findings/": "/allocations/{serving}/findings/",
+    "teams/<slug:slug>/findings/": "/teams/nlp/findings/",
     "elastic/<int:pk>/": "/elastic/{elastic}/",
     "teams/mine/": "/teams/mine/",
     "requests/": "/requests/",
     "requests/new/": "/requests/new/",
     "requests/queue/": "/requests/queue/",
     "requests/<int:pk>/": "/requests/{request}/",
+    "requests/<int:pk>/explanation/": "/requests/{request}/explanation/",
     "allocations/": "/allocations/",
     "allocations/<int:pk>/serving/": "/allocations/{serving}/serving/",  # recorded demo series
     # what it serves: the linked estimate, and the form a manager links another with
@@ -47,6 +56,7 @@ PAGES = {
     "costs/budgets/": "/costs/budgets/",  # the demo team near its budget
     "costs/finance/<str:month>/": "/costs/finance/2026-10/",
     "costs/<slug:team>/<str:month>/": "/costs/nlp/2026-10/",
+    "costs/token-flow/<slug:team>/": "/costs/token-flow/nlp/",  # demo agent tasks, retries
     "dashboard/": "/dashboard/",  # with stranded capacity, forecast and heatmap
     "teams/<slug:slug>/dashboard/": "/teams/nlp/dashboard/",
     "teams/<slug:slug>/waiting/": "/teams/nlp/waiting/",  # Slurm and Kueue waiting work
@@ -56,6 +66,7 @@ PAGES = {
 VARIANTS = [
     "/nodes/?pool=train-slurm&ordering=-gpus",
     "/allocations/?status=active",
+    "/advisor/?severity=critical&ordering=team",
     "/allocations/{serving}/serving/?span=7d",
     # the request panel with a shape: per pool and model whether it fits (issue #20)
     "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=8&cards_per_node=4"
@@ -76,11 +87,15 @@ NOT_PAGES = {
     "idle/scan/": "POST only",
     "dashboard/stranded/recompute/": "POST only (queues the stranded snapshot)",
     "idle/<int:pk>/<str:action>/": "POST only",
+    "advisor/run/": "POST only (queues an advisor pass)",
+    "advisor/digest/": "POST only",
+    "advisor/<int:pk>/<str:action>/": "POST only",
     "requests/<int:pk>/<str:action>/": "POST only",
     "allocations/<int:pk>/<str:action>/": "POST only",
     "sizing/save/": "POST only",
     "api/schema/": "the OpenAPI document (YAML)",
     "start/": "a redirect by role (after sign-in): to Fleet or My teams",
+    "requests/explain/": "the request form's live panel (an htmx fragment; opened in its form)",
 }
 NOT_PAGE_PREFIXES = (
     "admin/",  # Django's admin: its own stylesheet, not the portal's layout
@@ -115,10 +130,19 @@ def _demo_ids() -> dict[str, int]:
     admin = get_user_model().objects.get(username="admin")
     estimate = sizing_estimate_create(actor=admin, inputs=dict(PAGE_INITIAL))
     sizing_estimate_run(estimate_id=estimate.pk)  # done, with results (as after the job)
+    from pools.inventory.services.uploads import inventory_upload_queue, inventory_upload_run
+
+    capture = ROOT / "tests" / "fixtures" / "nvidia-smi" / "linux-x86_64__nvidia-l40s__595.80.txt"
+    upload = inventory_upload_queue(
+        data=capture.read_bytes(), source="nvidia-smi", node="layout-l40s-01", actor=admin,
+        filename=capture.name,
+    )  # fmt: skip
+    inventory_upload_run(upload_id=upload.pk)  # done, with its report
     return {
         "request": CapacityRequest.objects.order_by("pk").first().pk,
         "elastic": ElasticPolicy.objects.order_by("pk").first().pk,
         "estimate": estimate.pk,
+        "upload": upload.pk,
         "serving": ServingRollup.objects.filter(allocation__team__slug="nlp").first().allocation_id,
     }
 

@@ -24,3 +24,26 @@ def test_mig_slices_are_shown_and_the_page_fits(
     assert page.get_by_text(text).first.is_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     page.screenshot(path=str(tmp_path / f"mig{path.replace('/', '_')}{width}.png"), full_page=True)
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_a_request_for_slices_shows_its_slices_panel_and_fits(
+    signed_in, live_server, tmp_path, width, django_user_model
+):
+    """The new-request page filled for 3 × A100 1g.10gb in Inference: the panel shows the 9
+    slices, 9 free, eligible — within the screen."""
+    from factories import MembershipFactory
+
+    mig_fleet()
+    MembershipFactory(team__slug="nlp", user=django_user_model.objects.get(username="ada"))
+    page = signed_in
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(
+        f"{live_server.url}/requests/new/?workload_kind=inference&pool=infer"
+        "&gpu_model=a100_80g_sxm&mig_profile=1g.10gb&card_count=3"
+    )
+    row = page.locator("#slice-options tbody tr").first
+    assert row.inner_text().split("\t")[:3] == ["Inference", "A100 SXM4 80GB · 1g.10gb", "9 of 9"]
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.screenshot(path=str(tmp_path / f"slices{width}.png"), full_page=True)
+    page.screenshot(path=f"/tmp/hmig/slices{width}.png", full_page=True)

@@ -218,3 +218,20 @@ def test_production_scales_out_and_is_scraped_by_prometheus():
     assert monitor["spec"]["selector"]["matchLabels"] == service["metadata"]["labels"]
     assert monitor["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s"}]
     assert "http" in {p["name"] for p in service["spec"]["ports"]}
+
+
+def test_the_worker_liveness_probe_asks_the_process_not_the_broker(overlay):
+    """``celery inspect ping`` goes through Redis: a broker outage failed it on every worker
+    and Kubernetes restarted them all (issue #27). The probe reads the heartbeat file the
+    worker rewrites (portal/worker_health.py), which the worker's env names."""
+    _, objects = overlay
+    (container,) = pod_spec(objects["Deployment", "gpu-pool-portal-worker"])["containers"]
+    assert container["livenessProbe"]["exec"]["command"] == [
+        "python", "-m", "portal.worker_health",
+    ]  # fmt: skip
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["WORKER_HEARTBEAT_FILE"].startswith("/tmp/")  # the writable emptyDir
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+    # 3 failures 60 s apart, and the file may be 120 s old: a 30 s beat misses 4 before that
+    probe = container["livenessProbe"]
+    assert probe["periodSeconds"] * probe["failureThreshold"] >= 120

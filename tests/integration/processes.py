@@ -6,10 +6,11 @@ from __future__ import annotations
 import sys
 
 
-def celery_worker_command(*, name: str | None = None) -> list[str]:
-    """A solo-pool worker of the portal's Celery app, quiet on the broker (no gossip, mingle
-    or heartbeat: the tests start and stop workers within seconds)."""
-    command = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool", "solo"]
+def celery_worker_command(*, name: str | None = None, app: str = "portal") -> list[str]:
+    """A solo-pool worker of the portal's Celery app (or of ``app``, a module wrapping it),
+    quiet on the broker (no gossip, mingle or heartbeat: the tests start and stop workers
+    within seconds)."""
+    command = [sys.executable, "-m", "celery", "-A", app, "worker", "--pool", "solo"]
     if name:
         command += ["-n", name]
     return command + [

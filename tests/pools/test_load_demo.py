@@ -140,7 +140,9 @@ def test_load_demo_records_a_healthy_and_an_overloaded_serving_allocation(capsys
     assert re.search(r"serving rollups: [1-9]\d* rows", out)
     rows = {
         slug: list(
-            ServingRollup.objects.filter(allocation__team__slug=slug).order_by("bucket_start")
+            ServingRollup.objects.filter(
+                allocation__team__slug=slug, allocation__pool__slug="infer-k8s"
+            ).order_by("bucket_start")
         )
         for slug in ("nlp", "vision")
     }

@@ -114,3 +114,23 @@ def test_page_sizes_at_the_bounds_are_honoured(member_api, size):
     assert response.status_code == 200
     body = response.json()
     assert len(body["results"]) == min(int(size), body["count"])
+
+
+@pytest.mark.parametrize("value", ["banana", "null", "yes"])
+def test_a_boolean_filter_it_cannot_read_is_400_not_ignored(member_api, value):
+    """django-filter reads ``?nvlink=banana`` as "any" and answered every model (schemathesis'
+    negative_data_rejection)."""
+    response = member_api.get("/api/v1/gpu-models/", {"nvlink": value})
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == {"nvlink": ["true or false."]}
+
+
+def test_a_readable_boolean_filter_still_filters(member_api):
+    everything = member_api.get("/api/v1/gpu-models/", {"page_size": 500}).json()["results"]
+    with_nvlink = member_api.get("/api/v1/gpu-models/", {"nvlink": "true", "page_size": 500})
+
+    assert with_nvlink.status_code == 200
+    slugs = {m["slug"] for m in with_nvlink.json()["results"]}
+    assert slugs == {m["slug"] for m in everything if m["nvlink_gbps"] is not None}
+    assert 0 < len(slugs) < len(everything)

@@ -105,8 +105,9 @@ def test_a_bad_token_is_refused(member):
 
     response = client.get("/api/v1/nodes/")
 
-    # 403 rather than 401: session authentication, listed first, sends no WWW-Authenticate.
-    assert response.status_code == 403
+    # 401: knox's token authentication, listed first, names its scheme (WWW-Authenticate: Token).
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == "Token"
     assert response.json()["code"] == "authentication_failed"
 
 

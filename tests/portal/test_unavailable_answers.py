@@ -60,6 +60,9 @@ def test_the_database_refusing_in_middleware_is_a_json_503_under_the_api(monkeyp
     assert (api.status_code, api.json()["code"]) == (503, "database_unavailable")
     assert "10.0.0.5" not in api.content.decode()
     assert (page.status_code, page["Content-Type"].split(";")[0]) == (503, "text/html")
+    # The portal's own 503 page (templates/503.html), not Django's bare "Server Error (500)".
+    assert "Unavailable for a moment" in page.content.decode()
+    assert "Server Error (500)" not in page.content.decode()
 
 
 @override_settings(REQUEST_TIMEOUT_S=0.3)

@@ -193,3 +193,28 @@ def test_two_media_extension_slices_on_one_card_are_refused():
     result = parse_kubernetes_nodes(node(labels, {"nvidia.com/mig-1g.10gb+me": "2"}))
     assert result.nodes == ()
     assert result.issues[0].field == "status.allocatable.nvidia.com/mig-1g.10gb+me"
+
+
+def test_mixed_strategy_slices_are_quotad_per_profile_and_checked():
+    """``requests.nvidia.com/mig-<profile>`` per profile beside the cards' total; a profile at 0
+    is left out (server-side apply then removes the entry); no MIG profile, no quota."""
+    import pytest as _pytest
+
+    from scheduler_adapters.kubernetes_manifests import quota_manifests
+
+    [quota] = quota_manifests(
+        "nlp", "team-nlp", {"NVIDIA-A100-SXM4-80GB": 2},
+        kueue=False, mig_quota={"1g.10gb": 9, "2g.20gb": 0, "3g.40gb": 1},
+    )  # fmt: skip
+    assert quota["spec"]["hard"] == {
+        "requests.nvidia.com/gpu": "2",
+        "requests.nvidia.com/mig-1g.10gb": "9",
+        "requests.nvidia.com/mig-3g.40gb": "1",
+    }
+    for bad, why in (
+        ({"5g.40gb": 1}, "not a MIG profile"),
+        ({"1g.10gb+me": 1}, "no quota resource name"),
+        ({"1g.10gb": -1}, "whole number"),
+    ):
+        with _pytest.raises(ValueError, match=why):
+            quota_manifests("nlp", "team-nlp", {}, kueue=False, mig_quota=bad)

@@ -591,3 +591,50 @@ def test_an_empty_nodes_falls_back_to_job_resources():
     entry = {"nodes": "", "job_resources": {"nodes": {"list": "gpu-a100-01"}}}
 
     assert job_node_names(entry) == ["gpu-a100-01"]
+
+
+def with_mig_gres(recorded: Recorded, gres_type: str, count: int) -> tuple[Any, Any]:
+    """The recorded ``/partitions`` and ``/tres`` answers of a cluster whose node also reports
+    ``count`` MIG slices as GRES type ``gres_type`` (issue 38). The local Slurm tiers cannot
+    report MIG GRES (no MIG hardware for NVML AutoDetect, and a typed gres.conf entry would
+    change the shared clusters), so the recorded answers are extended in the shapes their own
+    data parser wrote them (``meta.plugin.data_parser``; SchedMD/slurm
+    ``src/plugins/data_parser/v0.0.4x/parsers.c`` dumps both): ``tres.configured`` a TRES
+    string and ``/tres`` a list of ``{type, name, id, count}``, a MIG type entered exactly as
+    the recorded typed GRES is (``gres/gpu:a100=4``, ``{"type": "gres", "name": "gpu:a100"}``):
+    Slurm names a typed GRES's TRES ``gres/<name>:<type>`` whatever the type string is."""
+    partitions = recorded.body("partitions")
+    configured = partitions["partitions"][0]["tres"]["configured"]
+    partitions["partitions"][0]["tres"]["configured"] = f"{configured},gres/gpu:{gres_type}={count}"
+    tres = recorded.body("tres")
+    tres["TRES"].append({"type": "gres", "name": f"gpu:{gres_type}", "id": 1099, "count": 0})
+    return partitions, tres
+
+
+@pytest.mark.parametrize("gres_type", ["1g.10gb", "nvidia_a100_80gb_pcie_1g.10gb"])
+def test_a_limit_on_mig_slices_is_written_and_read_back(
+    replay, make_adapter, recorded, version, gres_type
+):
+    """GrpTRES on a MIG GRES type: the cap goes into the account's TRES list like a card type's
+    (``gres/gpu:1g.10gb=3`` next to nothing else) and is read back."""
+    ctld, dbd = paths(version)
+    partitions, tres = with_mig_gres(recorded, gres_type, 7)
+    replay.on("GET", f"{ctld}/partitions", (200, partitions))
+    replay.on("GET", f"{dbd}/tres", (200, tres))
+    replay.on(
+        "GET",
+        f"{dbd}/associations",
+        recorded.answer("associations_account_only"),
+        association_answer(recorded, {f"gres/gpu:{gres_type}": 3}),
+    )
+    replay.on("POST", f"{dbd}/associations", recorded.answer("association_modify_grp_tres"))
+
+    adapter = make_adapter(api_version=version)
+    assert adapter.set_gpu_limit(GpuLimit("fx-team", "gpu", gres_type, 3))
+    (body,) = [b for b in replay.bodies("POST", f"{dbd}/associations") if b]
+    [association] = [a for a in body["associations"] if a["account"] == "fx-team"]
+    sent = {(t["type"], t["name"], t["count"]) for t in association["max"]["tres"]["total"]}
+    assert ("gres", f"gpu:{gres_type}", 3) in sent
+    assert {(lim.gres_type, lim.cards) for lim in adapter.get_gpu_limits("fx-team")} >= {
+        (gres_type, 3)
+    }

@@ -336,3 +336,11 @@ def test_without_gres_used_allocation_is_unknown_and_more_used_than_cards_is_rep
     result = parse_slurm_nodes({"nodes": [_node("b", gres="gpu:h100:2", gres_used="gpu:h100:3")]})
     assert result.nodes[0].gpus_allocated is None
     assert [i.field for i in result.issues] == ["nodes[0].gres_used"]
+
+
+@pytest.mark.parametrize("gres", ["gpu:1g.10gb:4G", "gpu:a100:60,gpu:1g.10gb:35"])
+def test_implausible_mig_slices_are_an_issue(gres):
+    """4 Gi slices, or 60 cards + 35 × 1g.10gb (5 more cards: 65 > 64): no node, an issue."""
+    result = parse_slurm_nodes({"nodes": [_node(gres=gres)]})
+    assert result.nodes == ()
+    assert "implausible GPU count" in result.issues[0].message

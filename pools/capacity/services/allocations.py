@@ -175,7 +175,11 @@ def allocation_unbind(*, allocation_id: int) -> dict | None:
         return binding
     slurm_reservation_remove(adapter=adapter, allocation=allocation)
     return slurm_limit_sync(
-        adapter=adapter, team=allocation.team, pool=allocation.pool, gpu_model=allocation.gpu_model
+        adapter=adapter,
+        team=allocation.team,
+        pool=allocation.pool,
+        gpu_model=allocation.gpu_model,
+        mig_profile=allocation.mig_profile,
     )
 
 
@@ -276,6 +280,7 @@ def allocation_extend(
             gpu_model=allocation.gpu_model,
             cuda_version=source.cuda_version,
             extends=allocation,
+            mig_profile=allocation.mig_profile,
             **extension_shape(allocation),
         )
 

@@ -23,10 +23,12 @@ from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation, SchedulerDrift
 from pools.capacity.services.scheduler_binding import (
     kubernetes_quota_sync,
+    kubernetes_quota_wanted,
     kueue_lender_sync,
     scheduler_adapter,
     slurm_gres_type,
     slurm_limit_sync,
+    slurm_mig_gres_type,
     team_cards_applied,
 )
 from pools.choices import QuotaBackend, Scheduler
@@ -81,7 +83,7 @@ def reconcile_slurm() -> ReconcileReport:
     holding = Allocation.objects.filter(
         pool__scheduler=Scheduler.SLURM, status__in=APPLIED_STATUSES
     )
-    pairs = {(a.team_id, a.gpu_model_id, a.pool_id) for a in holding}
+    pairs = {(a.team_id, a.gpu_model_id, a.pool_id, a.mig_profile) for a in holding}
     teams = {
         t.pk: t
         for t in Team.objects.filter(
@@ -99,15 +101,24 @@ def reconcile_slurm() -> ReconcileReport:
         except SchedulerError as exc:
             report.errors.append(f"{team.slug}: {exc}")
             continue
-        wanted: dict[str, tuple[GpuModel, Pool]] = {}
-        for team_id, model_id, pool_id in pairs:
+        # per GRES type: the model, pool and MIG profile ("" for whole cards) it caps
+        wanted: dict[str, tuple[GpuModel, Pool, str]] = {}
+        for team_id, model_id, pool_id, profile in pairs:
             if team_id == team.pk:
-                wanted[slurm_gres_type(models[model_id])] = (models[model_id], pools[pool_id])
+                model, pool = models[model_id], pools[pool_id]
+                gres = (
+                    slurm_mig_gres_type(pool=pool, gpu_model=model, profile=profile)
+                    if profile
+                    else slurm_gres_type(model)
+                )
+                wanted[gres] = (model, pool, profile)
         for gres in set(held) | set(wanted):
             report.checked += 1
-            model, pool = wanted.get(gres, (None, default_pool))
+            model, pool, profile = wanted.get(gres, (None, default_pool, ""))
             expected = (
-                team_cards_applied(team=team, gpu_model=model, scheduler=Scheduler.SLURM)
+                team_cards_applied(
+                    team=team, gpu_model=model, scheduler=Scheduler.SLURM, mig_profile=profile
+                )
                 if model
                 else 0
             )
@@ -129,7 +140,9 @@ def reconcile_slurm() -> ReconcileReport:
             )
             try:
                 if model is not None:
-                    slurm_limit_sync(adapter=adapter, team=team, pool=pool, gpu_model=model)
+                    slurm_limit_sync(
+                        adapter=adapter, team=team, pool=pool, gpu_model=model, mig_profile=profile
+                    )
                 else:  # a type the portal no longer maps: no cards, not no limit
                     adapter.set_gpu_limit(GpuLimit(team.slug, None, gres, 0))
                 drift.repaired = True
@@ -160,13 +173,8 @@ def reconcile_kubernetes() -> ReconcileReport:
         report.errors.append(f"nodes: {exc}")
     teams = Team.objects.filter(allocations__pool__scheduler=Scheduler.KUBERNETES).distinct()
     for team in teams:
-        models = GpuModel.objects.filter(
-            allocations__team=team, allocations__pool__scheduler=Scheduler.KUBERNETES
-        ).distinct()
-        expected = sum(
-            team_cards_applied(team=team, gpu_model=m, scheduler=Scheduler.KUBERNETES)
-            for m in models
-        )
+        # the nvidia.com/gpu total: whole cards, and slices under the single MIG strategy
+        expected = sum(kubernetes_quota_wanted(team=team)[0].values())
         report.checked += 1
         try:
             found = adapter.get_gpu_quota(team.slug).cards

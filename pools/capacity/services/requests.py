@@ -18,6 +18,8 @@ from pools.capacity.availability import (
     SCHEDULER_OF_KIND,
     no_whole_cards,
     pool_free_cards,
+    pool_free_slices,
+    pool_slices,
     request_options,
 )
 from pools.capacity.budget_gate import NEEDS_ADMIN, budget_check_step
@@ -31,6 +33,7 @@ from pools.capacity.shapes import (
     shape_data,
     shape_fit,
 )
+from pools.capacity.slices import card_share, is_profile
 from pools.capacity.window import WindowHolds, window_holds
 from pools.choices import (
     AllocationStatus,
@@ -54,7 +57,7 @@ JUSTIFICATION_MAX = 5000
 
 
 def _snapshot(request: CapacityRequest) -> dict:
-    return audit_snapshot(
+    snapshot = audit_snapshot(
         request,
         "status",
         "kind",
@@ -64,6 +67,9 @@ def _snapshot(request: CapacityRequest) -> dict:
         pool="pool.slug",
         gpu_model="gpu_model.slug",
     )
+    if request.mig_profile:  # card_count counts slices of it (issue 38)
+        snapshot["mig_profile"] = request.mig_profile
+    return snapshot
 
 
 def validate_request_fields(
@@ -78,6 +84,8 @@ def validate_request_fields(
     cuda_version: str,
     now: datetime | None = None,
     kind: str = RequestKind.CARDS,
+    capacity: bool = True,
+    mig_profile: str = "",
 ) -> dict[str, str]:
     """Field errors of a request's inputs, ``{field: message}``; empty when usable.
 
@@ -88,7 +96,12 @@ def validate_request_fields(
 
     A ``growth`` request asks for what the pools do not have yet, so it names a GPU model and
     is not held to any pool's cards; a named pool (the one that must grow) must still run the
-    workload's scheduler.
+    workload's scheduler. ``capacity`` False leaves out the last check (whether the cards exist):
+    the explainer (:mod:`pools.explain`) explains that rather than refusing the fields.
+
+    A request for MIG slices (``mig_profile`` such as ``1g.10gb``; ``card_count`` counts
+    slices) names the pool and GPU model, and the pool must hold at least that many slices of
+    the profile on that model (:func:`_slice_errors`).
     """
     now = now or timezone.now()
     errors = _kind_and_count_errors(kind, workload_kind, card_count, gpu_model)
@@ -97,7 +110,9 @@ def validate_request_fields(
         return errors
     errors.update(_window_errors(starts_at, ends_at, now))
     errors.update(_choice_errors(workload_kind, pool, gpu_model, min_memory_gib, cuda_version))
-    if errors or kind == RequestKind.GROWTH:
+    if mig_profile:
+        return errors or _slice_errors(mig_profile, kind, card_count, pool, gpu_model)
+    if errors or kind == RequestKind.GROWTH or not capacity:
         return errors
     return _capacity_errors(
         workload_kind=workload_kind,
@@ -206,6 +221,37 @@ def _capacity_errors(
     return errors
 
 
+def _slice_errors(
+    profile: Any, kind: str, count: int, pool: Pool | None, gpu_model: GpuModel | None
+) -> dict[str, str]:
+    """A request for ``count`` slices of MIG ``profile``: a profile name (``1g.10gb``), a
+    request for cards (not growth), a named pool and GPU model, and at least ``count``
+    schedulable slices of the profile there (:func:`pools.capacity.availability.pool_slices`);
+    the message lists the profiles the pool × model has."""
+    if not isinstance(profile, str) or not is_profile(profile):
+        return {"mig_profile": "Give a MIG profile such as 1g.10gb, or leave it blank for cards."}
+    if kind != RequestKind.CARDS:
+        return {"mig_profile": "Capacity to add is asked for in whole cards."}
+    if pool is None or gpu_model is None:
+        return {"mig_profile": "Name the pool and the GPU model whose MIG slices you ask for."}
+    if pool.scheduler == Scheduler.KUBERNETES and profile.endswith("+me"):
+        # "+" may stand in no resource name nor label value: no quota could be written
+        return {"mig_profile": f"{pool.name} cannot give {profile} slices a quota yet."}
+    slices = pool_slices(pool=pool, gpu_model=gpu_model)
+    if not slices.get(profile):
+        offered = ", ".join(f"{name} ({n})" for name, n in sorted(slices.items())) or "none"
+        return {
+            "mig_profile": f"{pool.name} has no {gpu_model.name} MIG {profile} slices "
+            f"(it has: {offered})."
+        }
+    if count > slices[profile]:
+        return {
+            "card_count": f"{pool.name} has {slices[profile]} {gpu_model.name} MIG {profile} "
+            f"slices, fewer than {count}."
+        }
+    return {}
+
+
 def validate_shape_fields(
     *,
     card_count: Any,
@@ -268,8 +314,12 @@ def capacity_request_create(
     one_nvlink_domain: bool = False,
     shared_nodes: bool = False,
     kind: str = RequestKind.CARDS,
+    mig_profile: str = "",
 ) -> CapacityRequest:
     """Create a request for ``team`` (draft, or submitted when ``submit``).
+
+    ``mig_profile`` (``"1g.10gb"``) asks for ``card_count`` MIG slices of that profile of
+    ``gpu_model`` in ``pool`` instead of whole cards: both named, no shape (issue 38).
 
     ``kind`` ``growth`` asks for capacity no pool has yet (see :class:`RequestKind`): any
     number of cards of a named GPU model, in no pool or the pool that must grow; a pool admin
@@ -295,9 +345,14 @@ def capacity_request_create(
         min_memory_gib=min_memory_gib,
         cuda_version=cuda_version,
         kind=kind,
+        mig_profile=mig_profile,
     )
     if extends is not None and kind != RequestKind.CARDS:
         errors["kind"] = "An extension asks for cards from the allocation's pool."
+    if extends is not None and mig_profile != extends.mig_profile:
+        errors["mig_profile"] = "An extension asks for what the allocation holds."
+    if mig_profile and (cards_per_node is not None or node_count is not None):
+        errors["cards_per_node"] = "MIG slices are asked for without a shape."
     errors.update(
         validate_shape_fields(
             card_count=card_count,
@@ -316,7 +371,8 @@ def capacity_request_create(
     if submit and kind == RequestKind.CARDS:  # refused by a budget: not even a draft is left
         budget_check_step(
             request=CapacityRequest(team=team, starts_at=starts_at, ends_at=ends_at),
-            cards=card_count, ends_at=ends_at, pool=pool, gpu_model=gpu_model, system=False,
+            cards=card_equivalents(card_count, mig_profile, gpu_model), ends_at=ends_at,
+            pool=pool, gpu_model=gpu_model, system=False,
         )  # fmt: skip
     with transaction.atomic():
         request = CapacityRequest.objects.create(
@@ -328,6 +384,7 @@ def capacity_request_create(
             gpu_model=gpu_model,
             min_memory_gib=None if gpu_model else min_memory_gib,
             card_count=card_count,
+            mig_profile=mig_profile,
             starts_at=starts_at,
             ends_at=ends_at,
             cuda_version=cuda_version or "",
@@ -366,7 +423,8 @@ def capacity_request_submit(*, request: CapacityRequest, actor: Any) -> Capacity
             )
         verdict = (
             budget_check_step(
-                request=request, cards=request.card_count, ends_at=request.ends_at,
+                request=request, ends_at=request.ends_at,
+                cards=card_equivalents(request.card_count, request.mig_profile, request.gpu_model),
                 pool=request.pool, gpu_model=request.gpu_model, system=False,
             )
             if request.kind == RequestKind.CARDS
@@ -468,9 +526,13 @@ def capacity_request_approve(
         cards = request.card_count if card_count is None else card_count
         end = request.ends_at if ends_at is None else ends_at
         _check_grant(request, cards, end, locked_pool, target_model)
-        budget_check_step(request=request, cards=cards, ends_at=end, pool=locked_pool,
-                          gpu_model=target_model, system=system)  # fmt: skip
-        placement = _grant_placement(request, cards, end, locked_pool, target_model)
+        budget_check_step(request=request, ends_at=end, pool=locked_pool, gpu_model=target_model,
+                          cards=card_equivalents(cards, request.mig_profile, target_model),
+                          system=system)  # fmt: skip
+        if request.mig_profile:
+            placement = _grant_slices(request, cards, end, locked_pool, target_model)
+        else:
+            placement = _grant_placement(request, cards, end, locked_pool, target_model)
         allocation = _approval_record(
             request,
             actor,
@@ -481,6 +543,7 @@ def capacity_request_approve(
                 pool=locked_pool,
                 gpu_model=target_model,
                 card_count=cards,
+                mig_profile=request.mig_profile,
                 starts_at=request.starts_at,
                 ends_at=end,
                 status=AllocationStatus.APPROVED,
@@ -559,6 +622,43 @@ def _grant_placement(
         _check_extended_cards(request, pinned, end, pool, model, free, holds)
         return pinned
     return placement_record(fit) if fit is not None else []
+
+
+def _grant_slices(
+    request: CapacityRequest, cards: int, end: datetime, pool: Pool, model: GpuModel
+) -> list[dict[str, Any]]:
+    """The per-profile invariant of a request for MIG slices (issue 38), under the pool lock:
+    the slices of ``request.mig_profile`` that ``pool`` × ``model`` holds now
+    (:func:`pools.inventory.selectors.mig_slices`: MIG instances of schedulable cards in MIG
+    mode) minus the most that holding slice allocations of that profile hold at once in
+    ``[starts_at, end)`` (:func:`pools.capacity.window.window_holds`) must be at least
+    ``cards``. No over-commit: a slice is a hardware partition, two teams cannot share it.
+    Returns ``[]`` (slices are not placed); raises :class:`InsufficientCapacity` (data ``free``,
+    ``requested``, ``mig_profile``) otherwise."""
+    profile = request.mig_profile
+    free = pool_free_slices(pool=pool, gpu_model=model, profile=profile,
+                            start=request.starts_at, end=end)  # fmt: skip
+    if free < cards:
+        raise InsufficientCapacity(
+            f"Insufficient capacity: {free} {model.name} MIG {profile} slice(s) free in "
+            f"{pool.name} for that window, {cards} requested.",
+            free=free,
+            requested=cards,
+            pool=pool.slug,
+            gpu_model=model.slug,
+            mig_profile=profile,
+        )
+    return []
+
+
+def card_equivalents(units: int, profile: str, model: GpuModel) -> int | Decimal:
+    """``units`` as cards: ``units`` whole cards, or ``units`` slices × their share of a card
+    (:func:`pools.capacity.slices.card_share`, 3 × ``1g.10gb`` = 3/7 of a card) as a Decimal
+    (what a budget prices)."""
+    if not profile:
+        return units
+    share = card_share(profile, model_key=model.slug)
+    return Decimal(units * share.numerator) / share.denominator
 
 
 def _check_granted_whole(
@@ -976,4 +1076,6 @@ def allocation_snapshot(allocation: Allocation) -> dict:
     )
     if allocation.placement:  # the cards a shape check counted on (issue #20)
         snapshot["placement"] = allocation.placement
+    if allocation.mig_profile:  # card_count counts slices of it (issue 38)
+        snapshot["mig_profile"] = allocation.mig_profile
     return snapshot

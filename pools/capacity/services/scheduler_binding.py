@@ -8,6 +8,10 @@ the account, not per partition (see :class:`scheduler_adapters.records.GpuLimit`
 portal always writes the team's *total* for the type — which makes every call idempotent and
 lets release, end, reclaim and reconcile share one function: :func:`slurm_limit_sync`.
 
+MIG slices (issue 38) are capped apart, per profile: ``GrpTRES=gres/gpu:<profile type>=N``
+with N the team's open-window slices of that profile and model (:func:`slurm_mig_gres_type`
+names the type the cluster reports), never added to the cards' cap.
+
 Kubernetes: each team is a namespace whose ResourceQuota on ``requests.nvidia.com/gpu`` is the
 team's open-window cards in Kubernetes pools (:func:`kubernetes_quota_sync`).
 """
@@ -15,6 +19,7 @@ team's open-window cards in Kubernetes pools (:func:`kubernetes_quota_sync`).
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import Case, Count, F, Sum, When
 from django.utils import timezone
@@ -24,7 +29,7 @@ from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation
 from pools.choices import AliasKind, QuotaBackend, Scheduler
-from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, Pool
+from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, MigDevice, Node, Pool
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_usernames
 from scheduler_adapters.base import SchedulerAdapter
@@ -52,20 +57,46 @@ def slurm_gres_type(gpu_model: GpuModel) -> str:
     return gpu_model.slug
 
 
+def slurm_mig_gres_type(*, pool: Pool, gpu_model: GpuModel, profile: str) -> str:
+    """The GRES type Slurm counts slices of MIG ``profile`` of ``gpu_model`` under in ``pool``:
+    the type the cluster reported for them at the last inventory import
+    (:attr:`pools.inventory.models.MigDevice.gres_type`, e.g. AutoDetect's
+    ``nvidia_a100_80gb_pcie_1g.10gb``), else the profile itself (``gres.conf``
+    ``Name=gpu Type=1g.10gb``, the form of Slurm's gres.conf MIG examples)."""
+    reported = (
+        MigDevice.objects.filter(gpu__node__pool=pool, gpu__gpu_model=gpu_model, profile=profile)
+        .exclude(gres_type="")
+        .values_list("gres_type", flat=True)
+        .order_by("gres_type")
+        .first()
+    )
+    return reported or profile
+
+
 def team_cards_applied(
-    *, team: Team, gpu_model: GpuModel, scheduler: str, now: datetime | None = None
+    *,
+    team: Team,
+    gpu_model: GpuModel,
+    scheduler: str,
+    now: datetime | None = None,
+    mig_profile: str = "",
 ) -> int:
     """Cards of ``gpu_model`` the team holds at ``now`` (default: the clock) in pools of
-    ``scheduler``, counting windows that open within the provisioning lead."""
+    ``scheduler``, counting windows that open within the provisioning lead; with
+    ``mig_profile``, slices of that profile instead (never both: issue 38)."""
     now = now or timezone.now()
-    total = Allocation.objects.filter(
-        team=team,
-        gpu_model=gpu_model,
-        pool__scheduler=scheduler,
-        status__in=APPLIED_STATUSES,
-        starts_at__lte=now + PROVISION_LEAD,
-        ends_at__gt=now,
-    ).aggregate(cards=Sum(applied_cards_expression()))["cards"]
+    total = (
+        Allocation.objects.filter(mig_profile=mig_profile)
+        .filter(
+            team=team,
+            gpu_model=gpu_model,
+            pool__scheduler=scheduler,
+            status__in=APPLIED_STATUSES,
+            starts_at__lte=now + PROVISION_LEAD,
+            ends_at__gt=now,
+        )
+        .aggregate(cards=Sum(applied_cards_expression()))["cards"]
+    )
     return int(total or 0)
 
 
@@ -98,8 +129,11 @@ def slurm_limit_sync(
     pool: Pool,
     gpu_model: GpuModel,
     now: datetime | None = None,
+    mig_profile: str = "",
 ) -> dict:
-    """Make the team's Slurm cap for the model's GRES type equal its applied cards.
+    """Make the team's Slurm cap for the model's GRES type equal its applied cards; with
+    ``mig_profile``, the cap on that profile's slice type (:func:`slurm_mig_gres_type`) equal
+    its applied slices.
 
     Ensures the account and the members' associations on the pool's partition first (members
     unknown to Slurm are listed in ``missing_users``, not fatal: they get access once they have
@@ -107,8 +141,13 @@ def slurm_limit_sync(
     :class:`~scheduler_adapters.errors.SchedulerError` subclasses (``transient`` says whether
     a retry can help).
     """
-    gres = slurm_gres_type(gpu_model)
-    cards = team_cards_applied(team=team, gpu_model=gpu_model, scheduler=Scheduler.SLURM, now=now)
+    if mig_profile:
+        gres = slurm_mig_gres_type(pool=pool, gpu_model=gpu_model, profile=mig_profile)
+    else:
+        gres = slurm_gres_type(gpu_model)
+    cards = team_cards_applied(
+        team=team, gpu_model=gpu_model, scheduler=Scheduler.SLURM, now=now, mig_profile=mig_profile
+    )
     partition = pool.slurm_partition or None
     account = slurm_account_name(team)
     adapter.ensure_account(
@@ -151,7 +190,8 @@ def kueue_cohort_of(*, team: Team, now: datetime | None = None) -> KueueCohort |
     of different cohorts, the first pool's by slug is used. One query."""
     now = now or timezone.now()
     rows = (
-        Allocation.objects.filter(
+        Allocation.objects.whole_cards()
+        .filter(
             team=team,
             pool__scheduler=Scheduler.KUBERNETES,
             pool__quota_backend=QuotaBackend.KUEUE,
@@ -175,9 +215,52 @@ def kueue_cohort_of(*, team: Team, now: datetime | None = None) -> KueueCohort |
     return KueueCohort(rows[0][1], borrowing)
 
 
-def kubernetes_team_quota(*, team: Team, now: datetime | None = None) -> dict[str, int]:
-    """The team's namespace quota: GPU product label -> its applied cards at ``now`` in
-    Kubernetes pools (:func:`team_cards_applied`); products with no cards are left out."""
+def kubernetes_quota_sync(*, adapter, team: Team, now: datetime | None = None) -> dict:
+    """Make the team's namespace quota equal its open-window cards in Kubernetes pools.
+
+    ``ensure_team`` is idempotent (server-side apply): it creates or updates the namespace,
+    ``ResourceQuota`` on ``requests.nvidia.com/gpu`` (the total; per model through Kueue when
+    enabled), ``LimitRange`` and the ``RoleBinding`` of the team's group ``team-<slug>``. With
+    elastic allocations in a Kueue pool, the team's ClusterQueue joins the pool's cohort with
+    their burst as its ``borrowingLimit`` (:func:`kueue_cohort_of`) in the same write.
+    """
+    quota, mig_quota = kubernetes_quota_wanted(team=team, now=now)
+    cohort = kueue_cohort_of(team=team, now=now)
+    extra: dict[str, Any] = {"cohort": cohort} if cohort is not None else {}
+    if mig_quota:
+        extra["mig_quota"] = mig_quota
+    adapter.ensure_team(team.slug, group=f"team-{team.slug}", gpu_quota=quota, **extra)
+    binding = {
+        "scheduler": "kubernetes",
+        "applied": True,
+        "namespace": f"team-{team.slug}",
+        "gpu_quota": quota,
+        "total": sum(quota.values()),
+    }
+    if mig_quota:
+        binding["mig_quota"] = mig_quota
+    if cohort is not None:
+        binding["kueue_cohort"] = cohort.name
+        binding["kueue_borrowing"] = dict(cohort.borrowing)
+    return binding
+
+
+def kubernetes_quota_wanted(
+    *, team: Team, now: datetime | None = None
+) -> tuple[dict[str, int], dict[str, int]]:
+    """What the team's namespace quota should say now: ``nvidia.com/gpu`` per GPU product label
+    (its open-window whole cards in Kubernetes pools, :func:`team_cards_applied`) and MIG
+    slices per profile (``{"1g.10gb": 9}``) under the device plugin's *mixed* strategy.
+
+    A slice allocation's strategy is that of the nodes holding its slices (GFD's
+    ``nvidia.com/mig.strategy`` label, kept on the node by the Kubernetes import): *single*
+    when every such node says so. Under *single* a slice is one ``nvidia.com/gpu`` of the
+    product ``<product>-MIG-<profile>`` (GFD overrides ``nvidia.com/gpu.product`` so), so it
+    joins the ``nvidia.com/gpu`` quota under that product — and with Kueue its ResourceFlavor
+    selects exactly those MIG nodes by that label (the node affinity that keeps the pods on
+    them). Under *mixed* it is quota'd on ``requests.nvidia.com/mig-<profile>``, which only
+    MIG nodes advertise. Source: the k8s-device-plugin GFD README at 0719b2a (see
+    ``tests/mig_nodes.py``)."""
     quota: dict[str, int] = {}
     models = GpuModel.objects.filter(
         allocations__team=team, allocations__pool__scheduler=Scheduler.KUBERNETES
@@ -188,35 +271,50 @@ def kubernetes_team_quota(*, team: Team, now: datetime | None = None) -> dict[st
         )
         if cards:
             quota[k8s_product_label(model)] = cards
-    return quota
+    now = now or timezone.now()
+    slices = (
+        Allocation.objects.slices()
+        .filter(
+            team=team,
+            pool__scheduler=Scheduler.KUBERNETES,
+            status__in=APPLIED_STATUSES,
+            starts_at__lte=now + PROVISION_LEAD,
+            ends_at__gt=now,
+        )
+        .values_list("pool", "gpu_model", "mig_profile")
+        .annotate(n=Sum("card_count"))
+        .order_by("pool", "gpu_model", "mig_profile")
+    )
+    mig_quota: dict[str, int] = {}
+    slices = list(slices)
+    held_models = GpuModel.objects.in_bulk({model_id for _p, model_id, _f, _n in slices})
+    for pool_id, model_id, profile, n in slices:
+        model = held_models[model_id]
+        if mig_strategy(pool_id=pool_id, gpu_model=model, profile=profile) == "single":
+            product = f"{k8s_product_label(model)}-MIG-{profile}"
+            quota[product] = quota.get(product, 0) + n
+        else:
+            mig_quota[profile] = mig_quota.get(profile, 0) + n
+    return quota, mig_quota
 
 
-def kubernetes_quota_sync(*, adapter, team: Team, now: datetime | None = None) -> dict:
-    """Make the team's namespace quota equal its open-window cards in Kubernetes pools.
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 
-    ``ensure_team`` is idempotent (server-side apply): it creates or updates the namespace,
-    ``ResourceQuota`` on ``requests.nvidia.com/gpu`` (the total; per model through Kueue when
-    enabled), ``LimitRange`` and the ``RoleBinding`` of the team's group ``team-<slug>``. With
-    elastic allocations in a Kueue pool, the team's ClusterQueue joins the pool's cohort with
-    their burst as its ``borrowingLimit`` (:func:`kueue_cohort_of`) in the same write.
-    """
-    quota = kubernetes_team_quota(team=team, now=now)
-    cohort = kueue_cohort_of(team=team, now=now)
-    if cohort is None:
-        adapter.ensure_team(team.slug, group=f"team-{team.slug}", gpu_quota=quota)
-    else:
-        adapter.ensure_team(team.slug, group=f"team-{team.slug}", gpu_quota=quota, cohort=cohort)
-    binding = {
-        "scheduler": "kubernetes",
-        "applied": True,
-        "namespace": f"team-{team.slug}",
-        "gpu_quota": quota,
-        "total": sum(quota.values()),
-    }
-    if cohort is not None:
-        binding["kueue_cohort"] = cohort.name
-        binding["kueue_borrowing"] = dict(cohort.borrowing)
-    return binding
+
+def mig_strategy(*, pool_id: int, gpu_model: GpuModel, profile: str) -> str:
+    """``"single"`` when every node of the pool holding slices of ``profile`` on
+    ``gpu_model`` is labelled ``nvidia.com/mig.strategy=single``, else ``"mixed"``."""
+    labels = (
+        Node.objects.filter(
+            pool_id=pool_id,
+            gpus__gpu_model=gpu_model,
+            gpus__mig_devices__profile=profile,
+        )
+        .distinct()
+        .values_list("labels", flat=True)
+    )
+    found = {(label or {}).get(MIG_STRATEGY_LABEL) for label in labels}
+    return "single" if found == {"single"} else "mixed"
 
 
 def kueue_lender_sync(*, adapter, pool: Pool, now: datetime | None = None) -> dict | None:
@@ -334,6 +432,7 @@ def binding_apply(allocation: Allocation, *, now: datetime | None = None) -> dic
             pool=pool,
             gpu_model=allocation.gpu_model,
             now=now,
+            mig_profile=allocation.mig_profile,
         )
         if allocation.placement:
             binding.update(slurm_reservation_apply(adapter=adapter, allocation=allocation))

@@ -365,6 +365,7 @@ def _plan_gpus(plan: NodePlan, existing: list[Gpu], snapshot: NodeSnapshot, run:
                 m.gpu_instance_id,
                 m.compute_instance_id,
                 m.memory_total_mib,
+                m.gres_type or "",
             )
             for m in snap.mig_devices
         )
@@ -377,6 +378,7 @@ def _plan_gpus(plan: NodePlan, existing: list[Gpu], snapshot: NodeSnapshot, run:
                     m.gpu_instance_id,
                     m.compute_instance_id,
                     m.memory_total_mib,
+                    m.gres_type,
                 )
                 for m in gpu.mig_devices.all()
             )

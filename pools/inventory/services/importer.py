@@ -10,6 +10,7 @@ at all, and the report says which nodes were created, updated, unchanged or reje
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -71,6 +72,23 @@ class ImportReport:
         """True when everything in the input was imported."""
         return not self.issues and not self.rejected
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ImportReport:
+        """The report :meth:`as_dict` wrote (a stored background import's)."""
+        return cls(
+            source=data["source"],
+            created=list(data["created"]),
+            updated=list(data["updated"]),
+            unchanged=list(data["unchanged"]),
+            rejected=list(data["rejected"]),
+            issues=[ParseIssue(**i) for i in data["issues"]],
+            warnings=[ParseIssue(**w) for w in data["warnings"]],
+            gpus_seen=data["gpus_seen"],
+            changes=dict(data.get("changes", {})),
+            record_id=data["import_id"],
+            overcommitted=list(data["overcommitted"]),
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
@@ -121,8 +139,11 @@ def inventory_import(
     pool: Pool | None = None,
     actor: Any | None = None,
     filename: str = "",
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> ImportReport:
     """Write every node of ``result``; return the report and store it as an InventoryImport.
+    ``on_progress(done, total)`` is called after each chunk of nodes (a background import's
+    progress).
 
     A node is rejected, and nothing of it written, when the parser could not read it (an issue
     names it, but no snapshot does), when its host name is invalid, when it
@@ -166,6 +187,8 @@ def inventory_import(
                             f"the database refused this node: {exc}".strip(), node=snapshot.hostname
                         )
                     )
+        if on_progress is not None:
+            on_progress(min(start + CHUNK_SIZE, len(snapshots)), len(snapshots))
     record = InventoryImport.objects.create(
         source=str(source),
         filename=filename[:255],
@@ -412,9 +435,10 @@ def _write_plans(plans: list[NodePlan], run: ImportRun) -> None:
                 gpu_instance_id=gi,
                 compute_instance_id=ci,
                 memory_total_mib=mem,
+                gres_type=gres,
             )
             for gpu, rows in mig
-            for i, u, prof, gi, ci, mem in rows
+            for i, u, prof, gi, ci, mem, gres in rows
         )
     events = [
         audit_event_build(

@@ -19,6 +19,8 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
+from pools.advisor.models import AdvisorRun
+from pools.advisor.services import advisor_pass
 from pools.calibration.services import calibration_refresh
 from pools.capacity.lifecycle import RUNNING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest
@@ -32,6 +34,7 @@ from pools.choices import AllocationStatus, IdleFindingState, TeamRole
 from pools.demo import (
     DEMO_SERVED,
     POOLS,
+    demo_advisor_rollups,
     demo_elastic_history,
     demo_fleet,
     demo_serving_answers,
@@ -110,6 +113,7 @@ class Command(BaseCommand):
         self._elastic()
         self._serving()
         self._waiting()
+        self._advisor()
 
     def _requests(self):
         """A few requests in every state, made through the services as people would."""
@@ -374,6 +378,36 @@ class Command(BaseCommand):
                 defaults={"model_id": model_id, "precision": precision, "tp": tp, "engine": engine},
             )
         self.stdout.write(f"calibration: {calibration_refresh(now=now)}")
+
+    def _advisor(self):
+        """Serving rows for nlp's four A100 (pools.demo.demo_advisor_rollups: free framebuffer
+        decaying over the days, a batching limit in the last 45 minutes), then the advisor's
+        passes every two hours over the last day and one now, so findings show when they
+        opened and which closed again."""
+        if AdvisorRun.objects.exists():
+            return
+        now = timezone.now()
+        end = bucket_floor(now)
+        evaluation = Allocation.objects.filter(
+            status__in=RUNNING_STATUSES, pool__slug="train-slurm", team__slug="nlp"
+        ).first()
+        if evaluation is not None and not evaluation.serving_rollups.exists():
+            rows = demo_advisor_rollups(
+                start=bucket_floor(evaluation.starts_at),
+                end=end,
+                cards=evaluation.card_count,
+                rng=random.Random(31),
+            )
+            ServingRollup.objects.bulk_create(
+                ServingRollup(allocation=evaluation, **row) for row in rows
+            )
+        for hours in range(24, 0, -2):
+            advisor_pass(now=now - timedelta(hours=hours))
+        run = advisor_pass(now=now)
+        self.stdout.write(
+            f"advisor: {run.opened + run.updated} live findings over {run.allocations} "
+            f"allocations; undecided {run.undecided}"
+        )
 
     def _idle_findings(self):
         """Reclamation policies and the findings an idle scan would have left, with the series

@@ -202,6 +202,7 @@ def idle_scan(
     allocations = [
         a
         for a in Allocation.objects.filter(pool_id__in=policies, status__in=RUNNING_STATUSES)
+        .whole_cards()  # card-level idleness; MIG slices are not reclaimed (issue 38)
         .select_related("team", "pool", "gpu_model")
         .order_by("starts_at", "id")
         # younger than the window: the metrics may still be the previous holder's

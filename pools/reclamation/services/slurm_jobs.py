@@ -64,7 +64,7 @@ def series_by_card(devices: Iterable[DeviceUsage], pool_hosts: set[str]) -> dict
     for device in devices:
         if device.namespace is not None or device.hostname not in pool_hosts:
             continue
-        if device.gpu is None or not device.gpu.isdigit():
+        if device.gpu is None or not (device.gpu.isascii() and device.gpu.isdigit()):
             continue
         cards[(device.hostname, int(device.gpu))].append(device)
     return cards

@@ -131,6 +131,7 @@ def reclamation_what_if(
     )
     allocations = list(
         Allocation.objects.filter(pool=pool, status__in=RAN_STATUSES)
+        .whole_cards()  # idle cards are whole cards; MIG slices are not reclaimed
         .overlapping(start - window, now)
         .select_related("team")
         .order_by("starts_at", "id")

@@ -6,6 +6,9 @@ a pool with 5 free cards. Exactly 5 approvals may succeed; the other 55 must get
 
 Twice: on 8 L40S, and on 8 whole A100 beside a third node whose 4 A100 are in MIG mode (7 ×
 1g.10gb each, issue 38): those 4 are no whole cards, so the free cards are 5 there too, not 9.
+
+And with requests for MIG slices among them (issue 38): 30 one-card and 30 one-slice requests
+at once, 5 cards and 8 slices free; each invariant holds on its own.
 """
 
 from __future__ import annotations
@@ -184,3 +187,97 @@ def test_concurrent_approvals_never_over_commit_the_pool(crowded_pool):
         )
     )
     assert held == 8  # 3 + 5: exactly the pool's cards, never more
+
+
+@pytest.fixture
+def mixed_queue(django_user_model):
+    """Issue 38, slice requests: 8 whole A100 (3 held: 5 free) beside 4 A100 in MIG mode with
+    7 × 1g.10gb each (28 slices, 20 held: 8 free); 30 one-card and 30 one-slice requests,
+    interleaved."""
+    if connection.vendor != "postgresql":
+        pytest.fail("the concurrency test needs PostgreSQL (row locks)")
+    from pools.inventory.catalogue.sync import catalogue_sync
+    from pools.inventory.models import GpuModelAlias
+
+    catalogue_sync(GpuModel, GpuModelAlias)
+    a100 = GpuModel.objects.get(slug="a100_80g_sxm")
+    pool = PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")
+    for host in range(3):
+        node = NodeFactory(pool=pool, scheduler=Scheduler.KUBERNETES)
+        for index in range(4):
+            card = GpuFactory(
+                node=node, index=index, gpu_model=a100, raw_model_name=a100.vendor_name,
+                mig_mode=host == 2,
+            )  # fmt: skip
+            for slice_index in range(7 if host == 2 else 0):
+                MigDeviceFactory(gpu=card, index=slice_index, profile="1g.10gb")
+    team = TeamFactory(slug="nlp")
+    user = django_user_model.objects.create_user("alice", password="x")
+    Membership.objects.create(team=team, user=user)
+    start = timezone.now() + timedelta(days=7)
+    end = start + timedelta(days=7)
+    for count, profile in ((3, ""), (20, "1g.10gb")):
+        held = CapacityRequest.objects.create(
+            team=team, requested_by=user, workload_kind="inference", pool=pool, gpu_model=a100,
+            card_count=count, mig_profile=profile, starts_at=start, ends_at=end,
+            justification="held", status=RequestStatus.APPROVED,
+        )  # fmt: skip
+        Allocation.objects.create(
+            request=held, team=team, pool=pool, gpu_model=a100, card_count=count,
+            mig_profile=profile, starts_at=start, ends_at=end,
+        )  # fmt: skip
+    pending = [
+        CapacityRequest.objects.create(
+            team=team,
+            requested_by=user,
+            workload_kind="inference",
+            pool=pool,
+            gpu_model=a100,
+            card_count=1,
+            mig_profile="1g.10gb" if i % 2 else "",
+            starts_at=start,
+            ends_at=end,
+            justification=f"race {i}",
+            status=RequestStatus.SUBMITTED,
+        )  # fmt: skip
+        for i in range(THREADS)
+    ]
+    admin = get_user_model().objects.create_user("admin", password="x", is_staff=True)
+    return pool, a100, pending, admin
+
+
+def test_concurrent_card_and_slice_approvals_keep_both_invariants(mixed_queue):
+    """5 of the 30 card requests and 8 of the 30 slice requests approved, 47 refused; held:
+    8 whole cards and 28 slices, exactly what exists."""
+    pool, a100, pending, admin = mixed_queue
+    barrier = threading.Barrier(THREADS)
+    outcomes: dict[int, str] = {}
+    lock = threading.Lock()
+
+    def approve(request):
+        try:
+            barrier.wait(timeout=30)
+            capacity_request_approve(request=request, actor=admin)
+            result = "approved"
+        except InsufficientCapacity as exc:
+            result = "insufficient" if "Insufficient capacity" in exc.message else exc.message
+        except Exception as exc:  # any other outcome is a failure of the invariant test
+            result = f"error: {type(exc).__name__}: {exc}"
+        finally:
+            connections.close_all()
+        with lock:
+            outcomes[request.pk] = result
+
+    threads = [threading.Thread(target=approve, args=(r,)) for r in pending]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    cards = [outcomes[r.pk] for r in pending if not r.mig_profile]
+    slices = [outcomes[r.pk] for r in pending if r.mig_profile]
+    assert (cards.count("approved"), cards.count("insufficient")) == (5, 25)
+    assert (slices.count("approved"), slices.count("insufficient")) == (8, 22)
+    held = Allocation.objects.filter(pool=pool, gpu_model=a100)
+    assert sum(a.card_count for a in held.whole_cards()) == 8
+    assert sum(a.card_count for a in held.slices("1g.10gb")) == 28

@@ -6,6 +6,9 @@ is up, its health is not ``error`` and it is not in MIG mode (``mig_mode`` True)
 mode counts. Requests are approved one after another; each must succeed exactly when the cards
 counted minus the most already granted at any instant of its window (half-open windows) is at
 least what it asks, and a refusal must leave nothing behind.
+
+The second property adds requests for MIG slices (issue 38): whole cards and the slices of each
+profile are separate kinds of capacity, each with the same invariant.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import GpuHealth, NodeState, RequestStatus, Scheduler, WorkloadKind
 from pools.errors import InsufficientCapacity
-from pools.inventory.models import Gpu, GpuModel, Node
+from pools.inventory.models import Gpu, GpuModel, MigDevice, Node
 
 pytestmark = pytest.mark.django_db
 
@@ -108,4 +111,101 @@ def test_approvals_never_grant_more_whole_cards_than_the_fleet_has(db, fleet, re
                 assert fits, (whole, granted, asked, first, days)
                 granted.append((first, first + days, asked))
             assert peak(granted, 0, 7) <= whole
+        transaction.set_rollback(True)
+
+
+PROFILES = ["1g.10gb", "2g.20gb"]
+sliced_cards = st.lists(
+    st.tuples(
+        st.sampled_from([GpuHealth.OK, GpuHealth.UNKNOWN, GpuHealth.ERROR]),
+        st.sampled_from([False, None, True]),
+        st.lists(st.sampled_from(PROFILES), max_size=4),  # its MIG instances, when in MIG mode
+    ),
+    min_size=1,
+    max_size=6,
+)
+sliced_nodes = st.lists(
+    st.tuples(st.sampled_from([NodeState.UP, NodeState.UP, NodeState.DRAIN]), sliced_cards),
+    min_size=1,
+    max_size=3,
+)
+# (profile or "" for cards, how many, first day, days)
+mixed_asks = st.lists(
+    st.tuples(
+        st.sampled_from(["", *PROFILES]),
+        st.integers(1, 8),
+        st.integers(0, 4),
+        st.integers(1, 3),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+def capacity_of(fleet) -> dict[str, int]:
+    """Whole cards (key ``""``) and slices per profile, from the rule's words: a card counts
+    when its node is up and its health is not ``error``; whole when not in MIG mode (unknown
+    counts), its slices when in MIG mode."""
+    found = dict.fromkeys(["", *PROFILES], 0)
+    for state, node_cards in fleet:
+        for health, mig, profiles in node_cards:
+            if state != NodeState.UP or health == GpuHealth.ERROR:
+                continue
+            if mig is True:
+                for profile in profiles:
+                    found[profile] += 1
+            else:
+                found[""] += 1
+    return found
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(fleet=sliced_nodes, requests=mixed_asks)
+def test_cards_and_slices_per_profile_are_never_over_granted(db, fleet, requests):
+    """Random mixes of whole cards, cards in MIG mode with random instances, and requests for
+    cards or slices: each kind (whole cards, each profile) is granted exactly while what it
+    has minus its own peak in the window covers the ask; the kinds never borrow from each
+    other."""
+    with transaction.atomic():
+        a100 = GpuModel.objects.get(slug="a100_80g_sxm")
+        pool = PoolFactory(slug="mix", scheduler=Scheduler.KUBERNETES, slurm_partition="")
+        for n, (state, node_cards) in enumerate(fleet):
+            node = Node.objects.create(hostname=f"mix-{n}", pool=pool, state=state)
+            for i, (health, mig, profiles) in enumerate(node_cards):
+                card = Gpu.objects.create(
+                    node=node, index=i, gpu_model=a100, health=health, mig_mode=mig
+                )
+                MigDevice.objects.bulk_create(
+                    MigDevice(gpu=card, index=k, profile=p) for k, p in enumerate(profiles)
+                )
+        team, user = TeamFactory(slug="mix"), UserFactory(username="mix-member")
+        admin = UserFactory(username="mix-admin", is_staff=True)
+        monday = next_week_9am()
+        has = capacity_of(fleet)
+        granted: dict[str, list[tuple[int, int, int]]] = {kind: [] for kind in has}
+        for profile, asked, first, days in requests:
+            request = CapacityRequest.objects.create(
+                team=team, requested_by=user, workload_kind=WorkloadKind.INFERENCE, pool=pool,
+                gpu_model=a100, card_count=asked, mig_profile=profile,
+                starts_at=monday + timedelta(days=first),
+                ends_at=monday + timedelta(days=first + days),
+                justification="property", status=RequestStatus.SUBMITTED,
+            )  # fmt: skip
+            fits = has[profile] - peak(granted[profile], first, first + days) >= asked
+            try:
+                capacity_request_approve(request=request, actor=admin)
+            except InsufficientCapacity:
+                assert not fits, (has, granted, profile, asked, first, days)
+                assert not Allocation.objects.filter(request=request).exists()
+            else:
+                assert fits, (has, granted, profile, asked, first, days)
+                granted[profile].append((first, first + days, asked))
+            for kind, held in granted.items():
+                assert peak(held, 0, 7) <= has[kind]
+            held = Allocation.objects.filter(pool=pool)
+            assert held.whole_cards().count() == len(granted[""])
         transaction.set_rollback(True)

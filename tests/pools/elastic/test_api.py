@@ -85,6 +85,10 @@ def test_what_if_without_prometheus_and_bad_days(admin_api, allocation):
     assert bad.status_code == 400 and bad.json()["code"] == "invalid_input"
     bad = admin_api.get(f"/api/v1/elastic-policies/{policy.pk}/what-if/?source=guess")
     assert bad.status_code == 400 and list(bad.json()["errors"]) == ["source"]
+    # '²' passes str.isdigit() but int() refuses it: was a 500 (schemathesis, issue #27)
+    for digits in ("²", "٣"):
+        bad = admin_api.get(f"/api/v1/elastic-policies/{policy.pk}/what-if/", {"days": digits})
+        assert (bad.status_code, list(bad.json()["errors"])) == (400, ["days"]), digits
 
 
 def test_what_if_over_the_recorded_readings(admin_api, allocation):

@@ -116,6 +116,13 @@ def test_what_if_without_prometheus_says_so(admin_page, policy):
     assert "What-if unavailable: PROMETHEUS_URL is not set" in page.content.decode()
 
 
+def test_what_if_days_in_other_digits_fall_back_to_a_week(admin_page, policy):
+    """``days=²`` passes ``str.isdigit()`` but not ``int()`` (was a 500); ``٣`` would be 3."""
+    for digits in ("²", "٣"):
+        page = admin_page.get(f"/elastic/{policy.pk}/", {"whatif": 1, "days": digits})
+        assert page.status_code == 200, digits
+
+
 def test_the_hpa_for_the_deployment_is_shown(admin_page, policy):
     assert (
         "Name the serving Deployment" in admin_page.get(f"/elastic/{policy.pk}/").content.decode()

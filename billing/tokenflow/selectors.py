@@ -1,0 +1,111 @@
+"""Token flow in money: each task's tokens, and its wasted tokens, at the rate card's token
+prices — the statement's own price path (:func:`billing.services.rates.rate_periods`, priced
+with :func:`~billing.services.rates.price_for` for the served model; cached input falls back to
+the input price there). Showback: the statement's lines remain the charge.
+
+A task is priced at the prices in force at its first call, per million tokens:
+``cost = ((input − cached) × input price + cached × cached price + output × output price) ÷ 10⁶``
+(input includes cached, OpenAI usage semantics). Replayed calls are not in the task's tokens
+(no GPU computed them). No price for the served model then: the cost is unknown (``None``),
+never 0. The costs are SQL expressions, so the tasks sort and page by them in the database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db.models import Case, Count, DecimalField, F, Q, QuerySet, Sum, Value, When
+from django.db.models.functions import Cast
+
+from billing.choices import RateKind
+from billing.conf import billing_zone
+from billing.errors import RateCardConflict
+from billing.pricing import month_of, next_month, round_money
+from billing.services.rates import RatePeriod, price_for, rate_periods
+from pools.tokenflow.models import AgentTask
+
+MONEY = DecimalField(max_digits=30, decimal_places=10)
+MILLION = Decimal(1_000_000)
+TOKEN_KINDS = (RateKind.TOKEN_INPUT, RateKind.TOKEN_CACHED_INPUT, RateKind.TOKEN_OUTPUT)
+
+
+@dataclass(frozen=True)
+class FlowCost:
+    """Totals of a set of priced tasks: cost and wasted cost (``currency``), and how many tasks
+    had no price (their cost is left out and the totals are then unknown)."""
+
+    cost: Decimal | None
+    wasted_cost: Decimal | None
+    unpriced_tasks: int
+    currency: str
+
+
+def _periods(since: datetime, until: datetime) -> list[RatePeriod]:
+    zone = billing_zone()
+    month: date = month_of(since, zone)
+    last = month_of(until - timedelta(microseconds=1), zone)
+    out: list[RatePeriod] = []
+    while month <= last:
+        try:
+            out.extend(p for p in rate_periods(month=month, zone=zone) if p.card_id)
+        except RateCardConflict:
+            pass  # mixed currencies in the month: no single price; its tasks stay unpriced
+        month = next_month(month)
+    return out
+
+
+def _cost(prefix: str, periods: list[RatePeriod], models: list[str]):
+    tokens_in, cached, out = (F(f"{prefix}input_tokens"), F(f"{prefix}cached_tokens"),
+                              F(f"{prefix}output_tokens"))  # fmt: skip
+    whens = []
+    for period in periods:
+        for model in models:
+            prices = [price_for(period, kind, None, model) for kind in TOKEN_KINDS]
+            if None in prices:
+                continue
+            p_in, p_cached, p_out = (Value(p, output_field=MONEY) for p in prices)
+            amount = ((tokens_in - cached) * p_in + cached * p_cached + out * p_out) / Value(
+                MILLION, output_field=MONEY
+            )
+            whens.append(When(Q(served_model=model, first_call_at__gte=period.start,
+                                first_call_at__lt=period.end), then=amount))  # fmt: skip
+    unknown = Cast(Value(None), output_field=MONEY)  # typed: SUM(NULL) has no type in SQL
+    return Case(*whens, default=unknown, output_field=MONEY) if whens else unknown
+
+
+def priced_tasks(
+    tasks: QuerySet[AgentTask], *, since: datetime, until: datetime, models: list[str]
+) -> tuple[QuerySet[AgentTask], str]:
+    """``tasks`` (first calls in ``[since, until)``, served ``models``) annotated with ``cost``
+    and ``wasted_cost`` (module docstring), and the currency of the prices."""
+    periods = _periods(since, until)
+    currency = next((p.currency for p in periods if p.currency), None) or settings.BILLING_CURRENCY
+    annotated = tasks.annotate(
+        cost=_cost("", periods, models), wasted_cost=_cost("wasted_", periods, models)
+    )
+    return annotated, currency
+
+
+COST_AGGREGATES = {
+    "cost": Sum("cost"),
+    "wasted_cost": Sum("wasted_cost"),
+    "unpriced": Count("id", filter=Q(cost__isnull=True)),
+}
+"""The money totals of priced tasks, to add to the token sums' one scan
+(:func:`pools.tokenflow.selectors.flow_summary`'s ``extra``) and read with :func:`flow_cost`."""
+
+
+def flow_cost(sums: dict, currency: str) -> FlowCost:
+    """The totals of :data:`COST_AGGREGATES`, rounded half-up to the currency's minor unit;
+    unknown when any task had no price (a set without tasks costs 0)."""
+    unpriced = sums["unpriced"] or 0
+
+    def rounded(value):
+        if unpriced:
+            return None
+        return round_money(Decimal(value or 0), currency)
+
+    return FlowCost(rounded(sums["cost"]), rounded(sums["wasted_cost"]), unpriced, currency)

@@ -1,0 +1,141 @@
+"""The token-flow page of a team (``/costs/token-flow/<team>/``): per served model and period,
+tasks, model calls per task (a distribution chart), input and output tokens per call, the
+cached share, retries and errors with their tokens and cost, step latency, and the costliest
+tasks (sortable, paginated, ``?export=csv``). Members of the team and pool admins; anyone else
+gets a 404 (whether the team exists is not said). One URL: the page, or its ``table`` fragment
+for htmx."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.core.paginator import Paginator
+from django.db.models import F
+from django.http import Http404
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+from django.utils.cache import patch_vary_headers
+
+from billing.conf import billing_zone
+from billing.pricing import minor_unit, round_money
+from billing.tokenflow.forms import ORDERINGS, TokenFlowFilterForm
+from billing.tokenflow.selectors import COST_AGGREGATES, flow_cost, priced_tasks
+from pools.tenancy.models import Team
+from pools.tenancy.permissions import may_see_team
+from pools.tokenflow import selectors
+from pools.web import PAGE_SIZES, Column, csv_response
+
+TASK_COLUMNS = [
+    Column("task_id", lambda t: t.task_id),
+    Column("served_model", lambda t: t.served_model),
+    Column("first_call_at", lambda t: t.first_call_at.isoformat()),
+    Column("last_call_at", lambda t: t.last_call_at.isoformat()),
+    Column("calls", lambda t: t.calls),
+    Column("retries", lambda t: t.retries),
+    Column("errors", lambda t: t.errors),
+    Column("unmetered_calls", lambda t: t.unmetered_calls),
+    Column("replayed_calls", lambda t: t.replayed_calls),
+    Column("input_tokens", lambda t: t.input_tokens),
+    Column("cached_tokens", lambda t: t.cached_tokens),
+    Column("output_tokens", lambda t: t.output_tokens),
+    Column("wasted_input_tokens", lambda t: t.wasted_input_tokens),
+    Column("wasted_output_tokens", lambda t: t.wasted_output_tokens),
+    Column("first_call_input_tokens", lambda t: t.first_input_tokens),
+    Column("last_call_input_tokens", lambda t: t.last_input_tokens),
+    Column("mean_latency_s", lambda t: _mean_latency(t)),
+    Column("cost", lambda t: t.cost_rounded),
+    Column("wasted_cost", lambda t: t.wasted_rounded),
+    Column("currency", lambda t: t.currency),
+]
+
+
+def _mean_latency(task) -> str | None:
+    return None if task.mean_latency_s is None else f"{task.mean_latency_s:.3f}"
+
+
+def _ordered(priced, ordering: str):
+    name = ordering.removeprefix("-")
+    field = F(name)
+    return priced.order_by(
+        field.desc(nulls_last=True) if ordering.startswith("-") else field.asc(nulls_last=True),
+        "-first_call_at",
+        "pk",
+    )
+
+
+def _page_size(request) -> int:
+    size = request.GET.get("page_size", "50")
+    return int(size) if size.isdigit() and int(size) in PAGE_SIZES else 50
+
+
+def _with_money(tasks, currency: str):
+    """Each task with its costs rounded to the currency's minor unit (and whether a positive
+    cost rounded to 0: the page then says "< 0.01 EUR") and its mean step latency (s)."""
+    for task in tasks:
+        task.currency = currency
+        task.cost_rounded = None if task.cost is None else round_money(task.cost, currency)
+        task.wasted_rounded = (
+            None if task.wasted_cost is None else round_money(task.wasted_cost, currency)
+        )
+        task.cost_below_minor = bool(task.cost and not task.cost_rounded)
+        task.wasted_below_minor = bool(task.wasted_cost and not task.wasted_rounded)
+        task.mean_latency_s = (
+            task.latency_s_total / task.latency_calls if task.latency_calls else None
+        )
+        yield task
+
+
+def token_flow(request, team: str):
+    team_obj = get_object_or_404(Team, slug=team)
+    if not may_see_team(request.user, team_obj):
+        raise Http404("No such team.")  # never say whether another team exists
+    models = selectors.team_models(team_id=team_obj.pk)
+    today = timezone.now().astimezone(billing_zone()).date()
+    form = TokenFlowFilterForm(request.GET or None, models=models, today=today)
+    valid = not form.is_bound or form.is_valid()
+    since, until, model, ordering = form.window() if valid else (None, None, "", "-cost")
+    tasks = selectors.tasks_in(
+        selectors.task_list(user=request.user), team_id=team_obj.pk, model=model,
+        since=since, until=until,
+    )  # fmt: skip
+    if not valid:
+        tasks = tasks.none()
+    chosen = [model] if model else models
+    priced, currency = priced_tasks(tasks, since=since or timezone.now(),
+                                    until=until or timezone.now(), models=chosen)  # fmt: skip
+    ordered = _ordered(priced, ordering)
+    if request.GET.get("export") == "csv":
+        rows = _with_money(ordered.iterator(chunk_size=2000), currency)
+        return csv_response(rows, TASK_COLUMNS, f"{team_obj.slug}-token-flow.csv")
+    summary = None if request.htmx else selectors.flow_summary(priced, extra=COST_AGGREGATES)
+    paginator = Paginator(ordered, _page_size(request))
+    if summary is not None:
+        paginator.count = summary.tasks  # the same rows: no second COUNT
+    page = paginator.get_page(request.GET.get("page"))
+    page.object_list = list(_with_money(page.object_list, currency))
+    context = {
+        "team": team_obj,
+        "form": form,
+        "models": models,
+        "model": model,
+        "since": since,
+        "until": until,
+        "ordering": ordering,
+        "orderings": ORDERINGS,
+        "page": page,
+        "currency": currency,
+        "minor": Decimal(1).scaleb(-minor_unit(currency)),
+    }
+    if summary is not None:
+        context |= {
+            "summary": summary,
+            "money": flow_cost(summary.extra, currency),
+            "chart": {
+                "labels": [b for b, _ in summary.bars],
+                "tasks": [n for _, n in summary.bars],
+            },  # fmt: skip
+        }
+    template = "billing/token_flow.html"
+    response = render(request, f"{template}#table" if request.htmx else template, context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response

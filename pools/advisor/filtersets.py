@@ -1,0 +1,60 @@
+"""One FilterSet for the findings: the Advisor page, its CSV and the API list."""
+
+from __future__ import annotations
+
+import django_filters as filters
+
+from pools.advisor.choices import LIVE_STATUSES, FindingStatus, RuleChoice, SeverityChoice
+from pools.advisor.models import AdvisorFinding
+from pools.inventory.models import Pool
+from pools.tenancy.models import Team
+from pools.web import PlainSelect
+
+# "live" (the default of the page): open, acknowledged or muted; "all" includes closed.
+STATUS_CHOICES = [("live", "Live"), *FindingStatus.choices, ("all", "All")]
+
+
+class AdvisorFindingFilterSet(filters.FilterSet):
+    """Filters: pool and team (slugs), severity, rule, status (``live`` by default on the
+    page); ordering by severity, rule, team, since, last seen."""
+
+    pool = filters.ModelChoiceFilter(
+        queryset=Pool.objects.all(),
+        to_field_name="slug",
+        field_name="allocation__pool",
+        label="Pool",
+        empty_label="Any",
+    )
+    team = filters.ChoiceFilter(
+        choices=lambda: list(Team.objects.order_by("name").values_list("slug", "name")),
+        field_name="team__slug",
+        label="Team",
+        empty_label="Any",
+        widget=PlainSelect,  # every team of the fleet, read as (slug, name) pairs
+    )
+    severity = filters.ChoiceFilter(choices=SeverityChoice.choices, empty_label="Any")
+    rule = filters.ChoiceFilter(choices=RuleChoice.choices, empty_label="Any")
+    status = filters.ChoiceFilter(
+        choices=STATUS_CHOICES, method="filter_status", empty_label=None, label="Status"
+    )
+    ordering = filters.OrderingFilter(
+        fields=(
+            ("severity_rank", "severity"),
+            ("rule", "rule"),
+            ("team__name", "team"),
+            ("allocation_id", "allocation"),
+            ("since", "since"),
+            ("last_seen_at", "last_seen"),
+        )
+    )
+
+    class Meta:
+        model = AdvisorFinding
+        fields = ["pool", "team", "severity", "rule", "status"]
+
+    def filter_status(self, queryset, name, value):
+        if value == "live" or not value:
+            return queryset.filter(status__in=LIVE_STATUSES)
+        if value == "all":
+            return queryset
+        return queryset.filter(status=value)

@@ -1,0 +1,462 @@
+"""Read side of the explainer: the facts :func:`pools.explain.core.explain` works on, read in a
+fixed number of statements whatever the fleet's size, and the explanation of a request or of a
+draft's fields for one user.
+
+Statements: pools, GPU models, cards by pool × model × node state × driver (one grouped read
+of the inventory), the holding allocations of the workload's scheduler that overlap the
+horizon (one read, team slug and name joined), the team's budget verdict (the budget gate's
+hook, :mod:`pools.capacity.budget_gate`; billing's budgets are read there) and the rate card's
+reserved prices (the hook ``settings.SIZING_CARD_HOUR_PRICES`` names, the sizing page's). With
+a shape: the placed cards of those allocations and each eligible pool × model's nodes
+(:func:`pools.capacity.node_kinds.pool_nodes`, cached per inventory generation).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Count, Q
+from django.utils.module_loading import import_string
+
+from pools.capacity.availability import SCHEDULER_OF_KIND
+from pools.capacity.budget_gate import budget_verdict
+from pools.capacity.lifecycle import HOLDING_STATUSES
+from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
+from pools.capacity.node_kinds import pool_nodes
+from pools.capacity.placement import NodeGroup, Shape
+from pools.choices import GpuHealth, NodeState
+from pools.explain.core import (
+    HORIZON,
+    Ask,
+    BudgetFacts,
+    CardCounts,
+    Explanation,
+    HoldFacts,
+    ModelFacts,
+    OptionFacts,
+    Viewer,
+    explain,
+    relevant_model,
+)
+from pools.inventory.driver_versions import driver_supports, parse_cuda_version
+from pools.inventory.models import WHOLE_CARD, Gpu, GpuModel, Pool
+from pools.sizing.selectors import sizing_estimate_list
+from pools.tenancy import permissions
+from pools.tenancy.models import Team
+
+_STATE_FIELD = {
+    NodeState.DOWN: "down",
+    NodeState.UNKNOWN: "down",  # a node no source has seen up is not counted either
+    NodeState.DRAIN: "drained",
+    NodeState.MAINTENANCE: "maintenance",
+}
+
+
+def explanation_for_request(*, user: Any, request: CapacityRequest) -> Explanation:
+    """The explanation of a saved request (the caller found it with
+    :func:`pools.capacity.selectors.capacity_request_list`, so the user may see it)."""
+    return explanation_for_fields(user=user, exclude_request=request, **_request_fields(request))
+
+
+def explanations_for_requests(
+    *, user: Any, requests: list[CapacityRequest]
+) -> dict[int, Explanation]:
+    """The explanations of many saved requests (the approval queue's page) by request id, from
+    one read of the facts for all of them (:class:`Facts`): a fixed number of statements
+    whatever their number. The budget is what the team's budgets said at submission
+    (``budget_verdict``, ``budget_reason``): the queue shows it, the approval checks again."""
+    asks = {r.pk: ask_of(**_request_fields(r)) for r in requests}
+    if not asks:
+        return {}
+    facts = Facts.load(list(asks.values()))
+    answers = {}
+    for req in requests:
+        stored = BudgetFacts(req.budget_verdict, req.budget_reason) if req.budget_verdict else None
+        answers[req.pk] = explain(
+            asks[req.pk], facts.options(asks[req.pk]), viewer=_viewer(user, req.team),
+            budget=stored,
+        )  # fmt: skip
+    return answers
+
+
+def _request_fields(request: CapacityRequest) -> dict[str, Any]:
+    return dict(
+        team=request.team,
+        workload_kind=request.workload_kind,
+        card_count=request.card_count,
+        starts_at=request.starts_at,
+        ends_at=request.ends_at,
+        pool=request.pool,
+        gpu_model=request.gpu_model,
+        min_memory_gib=request.min_memory_gib,
+        cuda_version=request.cuda_version,
+        cards_per_node=request.cards_per_node,
+        node_count=request.node_count,
+        one_nvlink_domain=request.one_nvlink_domain,
+        shared_nodes=request.shared_nodes,
+    )
+
+
+def explanation_for_fields(
+    *,
+    user: Any,
+    team: Team,
+    workload_kind: str,
+    card_count: int,
+    starts_at: datetime,
+    ends_at: datetime,
+    pool: Pool | None = None,
+    gpu_model: GpuModel | None = None,
+    min_memory_gib: Decimal | None = None,
+    cuda_version: str = "",
+    cards_per_node: int | None = None,
+    node_count: int | None = None,
+    one_nvlink_domain: bool = False,
+    shared_nodes: bool = False,
+    sizing_cards: dict[str, int] | None = None,
+    exclude_request: CapacityRequest | None = None,
+) -> Explanation:
+    """The explanation of a request's fields (validated by the caller, as for a create) for
+    ``user``, who may see ``team``. An approved ``exclude_request`` does not compete with
+    itself: its own allocation is left out."""
+    ask = ask_of(
+        team=team, workload_kind=workload_kind, card_count=card_count, starts_at=starts_at,
+        ends_at=ends_at, pool=pool, gpu_model=gpu_model, min_memory_gib=min_memory_gib,
+        cuda_version=cuda_version, cards_per_node=cards_per_node, node_count=node_count,
+        one_nvlink_domain=one_nvlink_domain, shared_nodes=shared_nodes, sizing_cards=sizing_cards,
+    )  # fmt: skip
+    exclude = getattr(getattr(exclude_request, "allocation", None), "pk", None)
+    options = Facts.load([ask], exclude_allocation=exclude).options(ask)
+    verdict = budget_verdict(
+        team=team, pool=pool, gpu_model=gpu_model, cards=card_count,
+        starts_at=starts_at, ends_at=ends_at,
+    )  # fmt: skip
+    return explain(
+        ask,
+        options,
+        viewer=_viewer(user, team),
+        budget=BudgetFacts(verdict.enforcement, verdict.reason) if verdict else None,
+    )
+
+
+def _viewer(user: Any, team: Team) -> Viewer:
+    return Viewer(
+        pool_admin=permissions.may_see_all_holders(user),
+        member_of_team=permissions.may_see_team(user, team),
+    )
+
+
+def ask_of(
+    *,
+    team: Team,
+    workload_kind: str,
+    card_count: int,
+    starts_at: datetime,
+    ends_at: datetime,
+    pool: Pool | None = None,
+    gpu_model: GpuModel | None = None,
+    min_memory_gib: Decimal | None = None,
+    cuda_version: str = "",
+    cards_per_node: int | None = None,
+    node_count: int | None = None,
+    one_nvlink_domain: bool = False,
+    shared_nodes: bool = False,
+    sizing_cards: dict[str, int] | None = None,
+) -> Ask:
+    """A request's fields as the core's :class:`pools.explain.core.Ask`."""
+    shape = (
+        Shape(
+            cards_per_node=cards_per_node,
+            nodes=node_count,
+            one_nvlink_domain=one_nvlink_domain,
+            shared_nodes=shared_nodes,
+        )
+        if cards_per_node is not None and node_count is not None
+        else None
+    )
+    return Ask(
+        team_slug=team.slug,
+        workload_kind=workload_kind,
+        scheduler=SCHEDULER_OF_KIND[workload_kind],
+        cards=card_count,
+        start=starts_at,
+        end=ends_at,
+        pool_slug=pool.slug if pool else None,
+        pool_name=pool.name if pool else None,
+        pool_scheduler=pool.scheduler if pool else None,
+        model_slug=gpu_model.slug if gpu_model else None,
+        model_name=gpu_model.name if gpu_model else None,
+        model_memory_gib=gpu_model.memory_gib if gpu_model else None,
+        model_card_class=gpu_model.card_class if gpu_model else None,
+        min_memory_gib=None if gpu_model else min_memory_gib,
+        cuda=cuda_version or None,
+        shape=shape,
+        sizing_cards=sizing_cards,
+    )
+
+
+def sizing_cards_of(*, user: Any, estimate_id: int) -> dict[str, int] | None:
+    """An inference sizing estimate's card count per GPU model slug (rows that meet the
+    targets), when ``user`` may see the estimate and it is done; ``None`` otherwise."""
+    estimate = sizing_estimate_list(user=user).filter(pk=estimate_id).first()
+    if estimate is None or not estimate.results:
+        return None
+    return {
+        row["gpu_model"]: int(row["cards"])
+        for row in estimate.results.get("rows", [])
+        if row.get("meets_targets") and row.get("cards")
+    }
+
+
+@dataclass
+class Facts:
+    """What :func:`pools.explain.core.explain` reads, loaded once for one or many asks: pools,
+    models, card counts, the holding allocations of every pool × model relevant to any of them
+    over all their horizons, prices, and (for shapes) nodes. :meth:`options` gives one ask's
+    options; an option is built once per (pool, model, CUDA, shape or not) and shared, so its
+    step function of held cards is too."""
+
+    pools: dict[int, Pool]
+    models: dict[int, GpuModel]
+    facts: dict[int, ModelFacts]
+    holds: dict[tuple[int, int], list[HoldFacts]]
+    currency: str | None
+    prices: dict[str, Decimal]
+    generation: int | None
+    card_rows: dict[tuple[int, int], list[tuple]]
+    built: dict[tuple, OptionFacts] = field(default_factory=dict)
+    counts: dict[str | None, dict[tuple[int, int], CardCounts]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, asks: list[Ask], *, exclude_allocation: int | None = None) -> Facts:
+        pools = {p.pk: p for p in Pool.objects.all()}
+        models = {m.pk: m for m in GpuModel.objects.all()}
+        facts = {pk: ModelFacts(m.slug, m.name, m.memory_gib, m.card_class)
+                 for pk, m in models.items()}  # fmt: skip
+        card_rows = _card_rows()
+        pairs = {
+            key for key in card_rows if any(relevant_model(ask, facts[key[1]]) for ask in asks)
+        }
+        start = min(ask.start for ask in asks)
+        end = max(ask.start + HORIZON + ask.length for ask in asks)
+        placed = any(ask.shape is not None for ask in asks)
+        holds = _holds(pairs, start, end, exclude_allocation, placed=placed)
+        currency, prices = _prices(sorted({models[m].slug for _, m in pairs}))
+        generation = _generation() if placed else None
+        return cls(pools, models, facts, holds, currency, prices, generation, card_rows)
+
+    def options(self, ask: Ask) -> list[OptionFacts]:
+        """Every pool × GPU model with a card whose model can be part of the answer to ``ask``
+        (:func:`pools.explain.core.relevant_model`)."""
+        if ask.cuda not in self.counts:
+            self.counts[ask.cuda] = _card_counts(self.card_rows, ask.cuda)
+        options = []
+        for (pool_id, model_id), cards in sorted(self.counts[ask.cuda].items()):
+            if not relevant_model(ask, self.facts[model_id]):
+                continue
+            shaped = ask.shape is not None
+            key = (pool_id, model_id, ask.cuda, shaped)
+            if key not in self.built:
+                self.built[key] = self._option(pool_id, model_id, cards, ask, shaped)
+            options.append(self.built[key])
+        return options
+
+    def _option(self, pool_id, model_id, cards, ask: Ask, shaped: bool) -> OptionFacts:
+        pool, model = self.pools[pool_id], self.models[model_id]
+        eligible = pool.scheduler == ask.scheduler and cards.on_driver > 0
+        return OptionFacts(
+            pool_slug=pool.slug,
+            pool_name=pool.name,
+            scheduler=pool.scheduler,
+            overcommit_ratio=pool.overcommit_ratio,
+            model=self.facts[model_id],
+            cards=cards,
+            holds=tuple(self.holds.get((pool_id, model_id), ())),
+            groups=_groups(pool, model, ask.cuda, self.generation) if shaped and eligible else None,
+            price_per_card_hour=self.prices.get(model.slug),
+            currency=self.currency if model.slug in self.prices else None,
+        )
+
+
+# the newest inventory generation read in this process and the card rows read under it
+_ROWS: dict[str, tuple[int, list[tuple]]] = {}
+
+
+def _card_rows() -> dict[tuple[int, int], list[tuple]]:
+    """Cards by (pool id, model id): ``(node state, driver's max CUDA, cards, whole, MIG,
+    error)`` rows, one grouped read of the inventory kept per inventory generation on
+    PostgreSQL (the stamp the triggers of migration 0017 move on every change of GPUs, nodes or
+    driver groups, as :mod:`pools.capacity.node_kinds` keeps node kinds): a keystroke of the
+    live panel reads one row instead of 16,000 cards."""
+    generation = _generation()
+    known = _ROWS.get("rows")
+    if generation is not None and known is not None and known[0] == generation:
+        rows = known[1]
+    else:
+        rows = list(
+            Gpu.objects.filter(node__pool__isnull=False, gpu_model__isnull=False)
+            .values_list("node__pool", "gpu_model", "node__state", "node__driver_group__max_cuda")
+            .annotate(
+                n=Count("id"),
+                whole=Count("id", filter=WHOLE_CARD),
+                mig=Count("id", filter=Q(mig_mode=True) & ~Q(health=GpuHealth.ERROR)),
+                error=Count("id", filter=Q(health=GpuHealth.ERROR)),
+            )
+            .order_by()
+        )
+        if generation is not None:
+            _ROWS["rows"] = (generation, rows)
+    by_pair: dict[tuple[int, int], list[tuple]] = defaultdict(list)
+    for pool_id, model_id, *rest in rows:
+        by_pair[(pool_id, model_id)].append(tuple(rest))
+    return by_pair
+
+
+def _card_counts(
+    card_rows: dict[tuple[int, int], list[tuple]], cuda: str | None
+) -> dict[tuple[int, int], CardCounts]:
+    """Cards by (pool id, model id) and state (:class:`pools.explain.core.CardCounts`) from
+    :func:`_card_rows`, cards on drivers supporting CUDA ``cuda`` as ``on_driver``."""
+    wanted = parse_cuda_version(cuda) if cuda else None
+    result = {}
+    for pair, rows in card_rows.items():
+        c: dict[str, int] = defaultdict(int)
+        for state, max_cuda, n, whole, mig, error in rows:
+            if state == NodeState.UP:
+                c["schedulable"] += whole
+                if driver_supports(max_cuda, wanted):
+                    c["on_driver"] += whole
+                c["mig"] += mig
+                c["error"] += error
+            else:
+                c[_STATE_FIELD.get(state, "down")] += n
+        result[pair] = CardCounts(
+            schedulable=c["schedulable"], on_driver=c["on_driver"], down=c["down"],
+            drained=c["drained"], maintenance=c["maintenance"], error=c["error"], mig=c["mig"],
+        )  # fmt: skip
+    return result
+
+
+# Holding allocations of some pools × models overlapping a window, times as Unix seconds
+# (reading 5,000 timestamps as text costs more than the rest of an explanation); the overlap
+# as ranges, for the GiST index on tstzrange(starts_at, ends_at) (migration 0017).
+_HOLDS_WHERE = """
+ WHERE a.status = ANY(%(statuses)s) AND a.id <> %(exclude)s
+   AND a.pool_id = ANY(%(pools)s) AND a.gpu_model_id = ANY(%(models)s)
+   AND tstzrange(a.starts_at, a.ends_at, '[)') && tstzrange(%(start)s, %(end)s, '[)')"""
+_HOLDS_SQL = f"""
+SELECT a.id, a.pool_id, a.gpu_model_id, a.team_id, a.card_count,
+       EXTRACT(EPOCH FROM a.starts_at)::float8, EXTRACT(EPOCH FROM a.ends_at)::float8
+  FROM {Allocation._meta.db_table} a {_HOLDS_WHERE}"""
+# their placed cards (the same allocations, joined rather than listed by id)
+_PLACED_SQL = f"""
+SELECT p.allocation_id, p.hostname, p.gpu_mask
+  FROM {PlacedCards._meta.db_table} p
+  JOIN {Allocation._meta.db_table} a ON a.id = p.allocation_id {_HOLDS_WHERE}"""
+
+
+def _holds(
+    pairs: set[tuple[int, int]], start: datetime, end: datetime, exclude: int | None,
+    *, placed: bool,
+) -> dict[tuple[int, int], list[HoldFacts]]:  # fmt: skip
+    """Holding allocations of ``pairs`` (pool id, model id) overlapping ``[start, end)``, by
+    pair, each with its team's slug and name; with ``placed``, their placed cards too. Three
+    statements."""
+    if not pairs:
+        return {}
+    rows, spots = _hold_rows(pairs, start, end, exclude, placed=placed)
+    teams = dict(
+        (pk, (slug, name))
+        for pk, slug, name in Team.objects.filter(pk__in={r[3] for r in rows}).values_list(
+            "pk", "slug", "name"
+        )
+    )
+    holds: dict[tuple[int, int], list[HoldFacts]] = defaultdict(list)
+    for pk, pool_id, model_id, team_id, cards, start, stop in rows:
+        slug, name = teams[team_id]
+        holds[(pool_id, model_id)].append(
+            HoldFacts(pk, slug, name, cards, start, stop, tuple(spots.get(pk, ())))
+        )
+    return holds
+
+
+def _hold_rows(
+    pairs, start: datetime, end: datetime, exclude: int | None, *, placed: bool
+) -> tuple[list[tuple], dict[int, list[tuple[str, int]]]]:
+    """``(id, pool id, model id, team id, cards, starts_at, ends_at)`` of the holding
+    allocations of ``pairs`` overlapping ``[start, end)``, and with ``placed`` their placed
+    cards by allocation id (``(hostname, mask)``)."""
+    pool_ids = sorted({p for p, _ in pairs})
+    model_ids = sorted({m for _, m in pairs})
+    spots: dict[int, list[tuple[str, int]]] = defaultdict(list)
+    if connection.vendor == "postgresql":
+        params = {
+            "statuses": sorted(str(s) for s in HOLDING_STATUSES),
+            "exclude": exclude or 0,
+            "pools": pool_ids,
+            "models": model_ids,
+            "start": start,
+            "end": end,
+        }
+        with connection.cursor() as cursor:
+            cursor.execute(_HOLDS_SQL, params)
+            raw = cursor.fetchall()
+            if placed:
+                cursor.execute(_PLACED_SQL, params)
+                for allocation_id, host, mask in cursor.fetchall():
+                    spots[allocation_id].append((host, mask))
+        at = datetime.fromtimestamp
+        rows = [(r[0], r[1], r[2], r[3], r[4], at(r[5], UTC), at(r[6], UTC)) for r in raw]
+    else:
+        qs = Allocation.objects.holding().overlapping(start, end)
+        qs = qs.filter(pool_id__in=pool_ids, gpu_model_id__in=model_ids).exclude(pk=exclude or 0)
+        rows = list(
+            qs.order_by().values_list(
+                "pk", "pool", "gpu_model", "team", "card_count", "starts_at", "ends_at"
+            )
+        )
+        if placed:
+            for allocation_id, host, mask in PlacedCards.objects.filter(
+                allocation__in=qs.values("pk")
+            ).values_list("allocation_id", "hostname", "gpu_mask"):
+                spots[allocation_id].append((host, mask))
+    return [r for r in rows if (r[1], r[2]) in pairs], spots
+
+
+def _groups(
+    pool: Pool, model: GpuModel, cuda: str | None, generation: int | None
+) -> tuple[NodeGroup, ...]:
+    """The pool × model's schedulable nodes on a driver supporting ``cuda``, every card free,
+    as :class:`NodeGroup` s (alike nodes together)."""
+    nodes = pool_nodes(pool=pool, gpu_model=model, generation=generation)
+    return tuple(
+        NodeGroup(kind.hostnames, kind.placeable, kind.domains)
+        for _, kind in nodes.kinds_for(cuda)
+        if kind.placeable
+    )
+
+
+def _generation() -> int | None:
+    """The inventory generation (PostgreSQL; ``None`` elsewhere: read the nodes each time)."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT generation FROM pools_inventorystamp")
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def _prices(slugs: list[str]) -> tuple[str | None, dict[str, Decimal]]:
+    """The rate card's reserved price per card-hour by model slug and its currency, from the
+    function ``settings.SIZING_CARD_HOUR_PRICES`` names (billing hands prices down by name);
+    ``(None, {})`` without one: unknown, never 0."""
+    provider = getattr(settings, "SIZING_CARD_HOUR_PRICES", "")
+    if not provider or not slugs:
+        return None, {}
+    return import_string(provider)(gpu_slugs=slugs)

@@ -1,0 +1,127 @@
+"""Reading token flow: tasks a user may see, one team and model's flow over a period, a task's
+calls, and the advisor's prompt-bloat signals. Every figure comes from the task summaries
+(:class:`~pools.tokenflow.models.AgentTask`), so calls pruned past their retention still count;
+a task belongs to the period of its first call."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db.models import Count, Q, QuerySet, Sum
+
+from pools.tokenflow.flow import SUMMED, FlowSummary
+from pools.tokenflow.models import AgentCall, AgentTask
+
+
+def task_list(*, user) -> QuerySet[AgentTask]:
+    """The tasks of the teams ``user`` may see (pools/tenancy ``visible_to``)."""
+    return AgentTask.objects.visible_to(user)
+
+
+def tasks_in(
+    tasks: QuerySet[AgentTask], *, team_id: int | None = None, model: str | None = None,
+    since: datetime | None = None, until: datetime | None = None,
+) -> QuerySet[AgentTask]:  # fmt: skip
+    """``tasks`` narrowed to a team, a served model and ``[since, until)`` of the first call."""
+    if team_id is not None:
+        tasks = tasks.filter(team_id=team_id)
+    if model:
+        tasks = tasks.filter(served_model=model)
+    if since is not None:
+        tasks = tasks.filter(first_call_at__gte=since)
+    if until is not None:
+        tasks = tasks.filter(first_call_at__lt=until)
+    return tasks
+
+
+def team_models_between(*, team_ids, start: datetime, end: datetime) -> dict[int, list[str]]:
+    """Team id -> the served models (gateway names) its tasks called with a first call in
+    ``[start, end)``, in one query."""
+    pairs = (
+        AgentTask.objects.filter(team_id__in=list(team_ids), first_call_at__gte=start,
+                                 first_call_at__lt=end)
+        .values_list("team_id", "served_model")
+        .distinct()
+        .order_by("team_id", "served_model")
+    )  # fmt: skip
+    result: dict[int, list[str]] = {}
+    for team_id, model in pairs:
+        result.setdefault(team_id, []).append(model)
+    return result
+
+
+def team_models(*, team_id: int) -> list[str]:
+    """The served models the team's tasks called, by name."""
+    return list(
+        AgentTask.objects.filter(team_id=team_id)
+        .order_by("served_model")
+        .values_list("served_model", flat=True)
+        .distinct()
+    )
+
+
+def flow_summary(tasks: QuerySet[AgentTask], extra: dict | None = None) -> FlowSummary:
+    """``tasks`` added up in one query: the sums grouped by the tasks' number of calls (a row
+    per distinct count, so the calls-per-task histogram comes from the same scan), added up
+    here. ``extra``: more summable aggregates over the same rows (``{name: Sum(...) or
+    Count(...)}``), returned in :attr:`FlowSummary.extra` (billing's money totals; ``None``
+    when no group had a value)."""
+    metered = Q(first_input_tokens__isnull=False)
+    extra = extra or {}
+    groups = (
+        tasks.order_by()
+        .values("calls")
+        .annotate(
+            tasks_n=Count("id"),
+            first_input=Sum("first_input_tokens", filter=metered),
+            last_input=Sum("last_input_tokens", filter=metered),
+            tasks_metered=Count("id", filter=metered),
+            **{f"s_{name}": Sum(name) for name in SUMMED if name != "calls"},
+            **{f"x_{name}": value for name, value in extra.items()},
+        )
+    )
+    totals: dict[str, float] = {name: 0 for name in SUMMED}
+    more: dict = dict.fromkeys(extra)
+    counts, n_tasks, first, last, n_metered = {}, 0, 0, 0, 0
+    for row in groups:
+        counts[row["calls"]] = row["tasks_n"]
+        n_tasks += row["tasks_n"]
+        n_metered += row["tasks_metered"]
+        first += row["first_input"] or 0
+        last += row["last_input"] or 0
+        totals["calls"] += row["calls"] * row["tasks_n"]
+        for name in SUMMED:
+            if name != "calls":
+                totals[name] += row[f"s_{name}"] or 0
+        for name in extra:
+            if (value := row[f"x_{name}"]) is not None:
+                more[name] = value if more[name] is None else more[name] + value
+    return FlowSummary(
+        tasks=n_tasks,
+        sums=totals,
+        first_input_sum=first,
+        last_input_sum=last,
+        tasks_metered=n_metered,
+        calls_per_task=counts,
+        extra=more,
+    )
+
+
+def prompt_bloat_signals(team_id: int, model: str, since, until) -> dict | None:
+    """For the advisor's rule 5 (prompt and tool-return bloat, seed ``004`` §4.1 and §5.1
+    row 5): the team's tasks on ``model`` whose first call is in ``[since, until)``, as
+    ``{tasks, calls_per_task_mean, input_tokens_first_call_mean, input_tokens_last_call_mean,
+    tool_return_tokens_mean, cached_share, retry_share}`` (tokens per call, shares 0–1; each
+    ``None`` when unknown — no metered call, no tool-return count, no outcome given), or
+    ``None`` when there are no such tasks."""
+    summary = flow_summary(
+        tasks_in(AgentTask.objects.all(), team_id=team_id, model=model, since=since, until=until)
+    )
+    return summary.bloat_signals()
+
+
+def task_calls(*, task: AgentTask) -> QuerySet[AgentCall]:
+    """The task's stored calls (those within retention), in call order."""
+    return AgentCall.objects.filter(
+        team_id=task.team_id, served_model=task.served_model, task_id=task.task_id
+    ).order_by("called_at", "call_index", "pk")

@@ -1,0 +1,158 @@
+"""``/api/v1/advisor/findings/`` and the Advisor pages: scoping to the caller's teams, the
+filters, the evidence, triage through HTTP (400 / 403 / 409 bodies), CSV, panels, and
+constant queries for a page."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from factories import AdvisorFindingFactory, TeamFactory
+
+from pools.advisor.models import AdvisorDigestOptIn, AdvisorFinding
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def findings(team):
+    """nlp: an open batching warning and a closed saturation; vision: a critical memory
+    finding."""
+    mine = AdvisorFindingFactory(allocation__team=team, team=team)
+    AdvisorFindingFactory(
+        allocation=mine.allocation,
+        team=team,
+        rule="saturation",
+        severity="info",
+        severity_rank=2,
+        status="closed",
+        closed_at=mine.last_seen_at,
+    )
+    vision = TeamFactory(slug="vision", name="Vision")
+    theirs = AdvisorFindingFactory(
+        allocation__team=vision,
+        team=vision,
+        rule="memory_pressure",
+        severity="critical",
+        severity_rank=0,
+        evidence={"buckets": 61, "preemptions": 2874.0},
+    )
+    return mine, theirs
+
+
+def test_a_member_lists_their_teams_live_findings_with_evidence(api_as, team_member, findings):
+    mine, theirs = findings
+    body = api_as(team_member).get("/api/v1/advisor/findings/").json()
+    assert [row["id"] for row in body["results"]] == [mine.pk]
+    row = body["results"][0]
+    assert row["title"] == "GPU idle while requests queue"
+    assert row["evidence"] == {"minutes": 20, "gpu_util_pct_mean": 25.0}
+    assert row["chart_url"] == f"/allocations/{mine.allocation_id}/serving/"
+    assert api_as(team_member).get(f"/api/v1/advisor/findings/{theirs.pk}/").status_code == 404
+
+
+def test_admins_filter_by_severity_team_and_status(admin_api, findings):
+    mine, theirs = findings
+    url = "/api/v1/advisor/findings/"
+    assert [r["id"] for r in admin_api.get(url).json()["results"]] == [theirs.pk, mine.pk]
+    critical = admin_api.get(url, {"severity": "critical"}).json()["results"]
+    assert [r["id"] for r in critical] == [theirs.pk]
+    every = admin_api.get(url, {"team": "nlp", "status": "all"}).json()["results"]
+    assert {r["rule"] for r in every} == {"batching", "saturation"}
+    bad = admin_api.get(url, {"severity": "dire"})
+    assert bad.status_code == 400 and "severity" in bad.json()["errors"]
+
+
+def test_triage_over_the_api(api_as, team_member, team_manager, findings):
+    mine, _ = findings
+    url = f"/api/v1/advisor/findings/{mine.pk}/"
+    refused = api_as(team_member).post(url + "mute/", {"reason": "noise"}, format="json")
+    assert refused.status_code == 403
+    assert api_as(team_manager).post(url + "mute/", {}, format="json").status_code == 400
+    muted = api_as(team_manager).post(url + "mute/", {"reason": "known, fix on Monday"})
+    assert muted.status_code == 200 and muted.json()["status"] == "muted"
+    again = api_as(team_manager).post(url + "acknowledge/", {"reason": "x"}, format="json")
+    assert again.status_code == 409
+    mine.refresh_from_db()
+    assert (mine.status, mine.reason) == ("muted", "known, fix on Monday")
+
+
+def test_the_schema_documents_findings_with_an_example(admin_api):
+    schema = admin_api.get("/api/schema/?format=json").json()
+    path = schema["paths"]["/api/v1/advisor/findings/"]["get"]
+    example = next(iter(path["responses"]["200"]["content"]["application/json"]["examples"]))
+    assert example
+    assert "/api/v1/advisor/findings/{id}/mute/" in schema["paths"]
+
+
+def test_the_advisor_page_is_for_pool_admins(admin_page, member_page, findings):
+    assert member_page.get("/advisor/").status_code == 403
+    page = admin_page.get("/advisor/")
+    text = page.content.decode()
+    assert page.status_code == 200
+    assert "Preemptions, KV cache or framebuffer full" in text and "preemptions" in text
+    table = text[text.index("<tbody>") :]
+    assert table.index("Critical") < table.index("Warning")  # most urgent first
+    empty = admin_page.get("/advisor/", {"rule": "cold_start"})
+    assert "No findings match these filters." in empty.content.decode()
+
+
+def test_the_advisor_csv_and_page_queries_do_not_grow(admin_page, findings, team):
+    body = admin_page.get("/advisor/", {"export": "csv", "status": "all"})
+    rows = list(csv.DictReader(io.StringIO(b"".join(body.streaming_content).decode())))
+    assert {r["rule"] for r in rows} == {"batching", "saturation", "memory_pressure"}
+    assert next(r for r in rows if r["rule"] == "memory_pressure")["evidence"] == (
+        "buckets=61; preemptions=2874.0"
+    )
+
+    def queries():
+        with CaptureQueriesContext(connection) as ctx:
+            assert admin_page.get("/advisor/").status_code == 200
+        return len(ctx.captured_queries)
+
+    few = queries()
+    for _ in range(10):
+        AdvisorFindingFactory(allocation__team=team, team=team, rule="outside_gpu")
+    assert queries() == few
+
+
+def test_panels_on_the_allocation_page_and_team_dashboard(team, team_member, findings):
+    mine, theirs = findings
+    client = Client()
+    client.force_login(team_member)
+    panel = client.get(f"/allocations/{mine.allocation_id}/findings/", HTTP_HX_REQUEST="true")
+    text = panel.content.decode()
+    assert panel.status_code == 200 and "GPU idle while requests queue" in text
+    assert "<html" not in text  # the fragment only
+    # no rollups stored: the rules that need them say so rather than passing as healthy
+    assert "Undecided: " in text and "no serving rollups in the window" in text
+    assert client.get(f"/allocations/{theirs.allocation_id}/findings/").status_code == 404
+    team_panel = client.get("/teams/nlp/findings/", HTTP_HX_REQUEST="true").content.decode()
+    assert "1 finding" in team_panel and "Weekly digest by e-mail" in team_panel
+    assert client.get("/teams/vision/findings/").status_code == 404
+
+
+def test_triage_and_digest_through_the_pages(team, team_manager, findings):
+    mine, _ = findings
+    client = Client()
+    client.force_login(team_manager)
+    client.post(f"/advisor/{mine.pk}/acknowledge/", {"reason": "", "next": "/teams/nlp/"})
+    assert AdvisorFinding.objects.get(pk=mine.pk).status == "open"  # no reason, no change
+    done = client.post(f"/advisor/{mine.pk}/acknowledge/", {"reason": "on it", "next": "/x/"})
+    assert done.status_code == 302 and done["Location"] == "/x/"
+    assert AdvisorFinding.objects.get(pk=mine.pk).status == "acknowledged"
+    offsite = client.post(f"/advisor/{mine.pk}/mute/", {"reason": "r", "next": "https://e.vil/"})
+    assert offsite["Location"] == "/advisor/"
+    client.post("/advisor/digest/", {"digest": "on"})
+    assert AdvisorDigestOptIn.objects.filter(user=team_manager).exists()
+    client.post("/advisor/digest/", {"digest": "off"})
+    assert not AdvisorDigestOptIn.objects.filter(user=team_manager).exists()
+
+
+def test_run_now_judges_at_once_without_a_broker(admin_page):
+    response = admin_page.post("/advisor/run/", follow=True)
+    assert "Judged 0 allocations" in response.content.decode()

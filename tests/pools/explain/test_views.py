@@ -1,0 +1,130 @@
+"""The explainer's pages: a request's explanation (fragment and page), the request form's live
+panel with one-click alternatives, and the approval queue's "could approve now" column and
+ordering."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+from factories import (
+    AllocationFactory,
+    CapacityRequestFactory,
+    MembershipFactory,
+    PoolFactory,
+    TeamFactory,
+    next_week_9am,
+    node_with_gpus,
+)
+
+from pools.inventory.models import GpuModel
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def world(db):
+    """Pool ``train-slurm``: 2 nodes × 8 A100 (16), 2 nodes × 8 H800 (16). Team vision holds
+    12 A100 over next week → 4 A100 free. bob (nlp) asked for 8 A100 (cannot: 4 free) and for
+    2 A100 (can)."""
+    pool = PoolFactory(slug="train-slurm", name="Training", slurm_partition="train")
+    for host in range(2):
+        node_with_gpus(8, hostname=f"a100-{host}", pool=pool)
+        node_with_gpus(8, gpu_model="h800_sxm", hostname=f"h800-{host}", pool=pool)
+    start = next_week_9am()
+    a100 = GpuModel.objects.get(slug="a100_80g_sxm")
+    AllocationFactory(team=TeamFactory(slug="vision", name="Vision"), pool=pool, gpu_model=a100,
+                      card_count=12, starts_at=start - timedelta(days=1),
+                      ends_at=start + timedelta(days=2))  # fmt: skip
+    nlp = TeamFactory(slug="nlp", name="NLP")
+    bob = MembershipFactory(team=nlp, user__username="bob").user
+    asks = {
+        cards: CapacityRequestFactory(
+            team=nlp,
+            requested_by=bob,
+            pool=pool,
+            workload_kind="training",
+            gpu_model=a100,
+            card_count=cards,
+            starts_at=start,
+            ends_at=start + timedelta(days=7),
+        )  # fmt: skip
+        for cards in (8, 2)
+    }
+    return {"pool": pool, "start": start, "bob": bob, "asks": asks}
+
+
+def _client(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_request_explanation_fragment_for_the_team(world):
+    """8 asked, 4 free (16 − 12): not approvable; vision's name never shown to bob."""
+    req = world["asks"][8]
+    page = _client(world["bob"]).get(
+        f"/requests/{req.pk}/explanation/", headers={"HX-Request": "true"}
+    )
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "cannot be approved as asked" in html and "only 4 of 16" in html
+    assert "Vision" not in html and "vision" not in html
+    assert "<html" not in html  # the fragment, not the page
+    assert page["Vary"].count("HX-Request") == 1
+
+
+def test_request_explanation_is_404_for_another_team(world, other_member):
+    req = world["asks"][8]
+    assert _client(other_member).get(f"/requests/{req.pk}/explanation/").status_code == 404
+
+
+def test_pool_admin_sees_who_holds(world, admin_page):
+    html = admin_page.get(f"/requests/{world['asks'][8].pk}/explanation/").content.decode()
+    assert "Vision" in html and "<html" in html
+
+
+def test_form_panel_offers_alternatives_as_prefilled_links(world):
+    """The form's fields for 8 A100 → panel warns; "Use this" on H800 (16 free) links to the
+    form with gpu_model=h800_sxm and the other fields kept."""
+    local = timezone.localtime(world["start"])
+    fields = {
+        "team": "nlp", "kind": "cards", "workload_kind": "training", "pool": "train-slurm",
+        "gpu_model": "a100_80g_sxm", "card_count": "8",
+        "starts_at": local.strftime("%Y-%m-%dT%H:%M"),
+        "ends_at": (local + timedelta(days=7)).strftime("%Y-%m-%dT%H:%M"),
+        "justification": "fine-tune",
+    }  # fmt: skip
+    page = _client(world["bob"]).get("/requests/explain/", fields, headers={"HX-Request": "true"})
+    html = page.content.decode()
+    assert 'role="alert"' in html and "cannot be approved as asked" in html
+    href = next(
+        re.search(r'href="([^"]+)"', part).group(1)
+        for part in html.split("<a ")
+        if 'class="explain-apply"' in part and 'data-kind="other_model"' in part
+    )
+    query = parse_qs(urlparse(href.replace("&amp;", "&")).query)
+    assert query["gpu_model"] == ["h800_sxm"] and query["card_count"] == ["8"]
+    assert query["team"] == ["nlp"] and query["justification"] == ["fine-tune"]
+    filled = _client(world["bob"]).get(href.replace("&amp;", "&")).content.decode()
+    assert 'value="h800_sxm" selected' in filled
+
+
+def test_form_panel_without_enough_fields_says_what_is_missing(world):
+    html = _client(world["bob"]).get("/requests/explain/", {"team": "nlp"}).content.decode()
+    assert "Fill in the team" in html
+
+
+def test_queue_sorts_by_could_be_approved_now(world, admin_page):
+    """The 2-card ask can be approved (4 free), the 8-card one cannot: ``approvable`` puts the
+    2 first, ``-approvable`` the 8."""
+    small, big = world["asks"][2].pk, world["asks"][8].pk
+    first = admin_page.get("/requests/queue/?ordering=approvable").content.decode()
+    assert first.index(f"#{small}<") < first.index(f"#{big}<")
+    last = admin_page.get("/requests/queue/?ordering=-approvable").content.decode()
+    assert last.index(f"#{big}<") < last.index(f"#{small}<")
+    assert 'class="badge ok">yes' in first and 'class="badge down">no' in first
