@@ -237,3 +237,76 @@ def teams_cost_so_far(*, team_ids: list[int], now: datetime) -> dict[int, CostSo
             month, to_date, forecast, currency, card_hours, tuple(dict.fromkeys(unpriced))
         )
     return out
+
+
+@dataclass(frozen=True)
+class AllocationCost:
+    """One allocation's reserved money so far: ``card_hours`` held from its window's start to
+    ``now`` (or its end, if earlier) × ``price_per_card_hour`` (the rate card's reserved
+    card-hour price for its GPU model in force at ``now``), rounded half-up to the currency's
+    minor unit once. ``amount`` ``None`` when unknown, and ``reason`` says why (no rate card in
+    force, no reserved price for the model, priced by use or tokens instead): never a 0."""
+
+    card_hours: Decimal
+    price_per_card_hour: Decimal | None
+    currency: str | None
+    amount: Decimal | None
+    reason: str = ""
+
+    @property
+    def amount_text(self) -> str | None:
+        """``amount`` in the pages' one money format (``570.00 EUR``); ``None`` unknown."""
+        return None if self.amount is None else format_money(self.amount, self.currency)
+
+    @property
+    def price_plain(self) -> str | None:
+        """The card-hour price as a plain decimal without trailing zeros (``1.25``, not the
+        stored ``1.250000``); ``None`` unknown."""
+        price = self.price_per_card_hour
+        return None if price is None else format(price.normalize(), "f")
+
+
+def allocations_cost_so_far(
+    *, allocations: Iterable[Allocation], now: datetime
+) -> dict[int, AllocationCost]:
+    """Allocation id -> its reserved cost so far (:class:`AllocationCost`), with the statements'
+    price lookup (:func:`billing.services.rates.price_for` on the period
+    :func:`billing.services.rates.rate_period_at` gives for ``now``). Card-hours are those of
+    :func:`held_card_hours` over ``[starts_at, min(now, ends_at))``; an allocation released,
+    reclaimed or never charged counts as its statuses' charging says (``CHARGED_STATUSES``:
+    cancelled ones hold nothing). A rate change inside the window is not split: the whole is at
+    today's price, like the forecast of :func:`teams_cost_so_far`. One query for the rate card.
+    """
+    allocations = list(allocations)
+    if not allocations:
+        return {}
+    period = rate_period_at(now, zone=billing_zone())
+    out = {}
+    for a in allocations:
+        end = min(now, a.ends_at)
+        hours = (
+            held_card_hours(a, a.starts_at, end)
+            if a.status in CHARGED_STATUSES and end > a.starts_at
+            else Decimal(0)
+        )
+        if a.pricing_method != PricingMethod.RESERVED:
+            out[a.pk] = AllocationCost(
+                hours,
+                None,
+                None,
+                None,
+                f"priced by {a.get_pricing_method_display().lower()}, not reserved card-hours: "
+                "the team's statement has the lines",
+            )
+            continue
+        if period is None or period.card_id is None:
+            out[a.pk] = AllocationCost(hours, None, None, None, "no rate card is in force now")
+            continue
+        price = price_for(period, RateKind.GPU_RESERVED, a.gpu_model_id, "")
+        if price is None:
+            reason = f"the rate card has no reserved card-hour price for {a.gpu_model.name}"
+            out[a.pk] = AllocationCost(hours, None, None, None, reason)
+            continue
+        amount = round_money(hours * price, period.currency)
+        out[a.pk] = AllocationCost(hours, price, period.currency, amount)
+    return out

@@ -6,6 +6,7 @@ Lists and details are scoped by the selectors (a member sees their teams' object
 
 from __future__ import annotations
 
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -16,6 +17,7 @@ from pools.capacity import selectors
 from pools.capacity.arithmetic import card_hours
 from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilterSet
 from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.scheduler_panel import scheduler_panel
 from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import requests as request_services
 from pools.capacity.slices import PROFILE_MAX_LENGTH, card_share
@@ -62,6 +64,38 @@ class AllocationSerializer(serializers.ModelSerializer):
         share = card_share(obj.mig_profile, model_key=obj.gpu_model.slug)
         held = card_hours(obj.card_count, obj.starts_at, obj.ends_at)
         return f"{held * share.numerator / share.denominator:.2f}"
+
+
+class AllocationDetailSerializer(AllocationSerializer):
+    """An allocation with what the portal wrote (or will write) in its scheduler and its reserved
+    cost so far: a few queries per allocation, so only ``GET /api/v1/allocations/<id>/`` carries
+    them (the lists keep a fixed query count)."""
+
+    scheduler = serializers.SerializerMethodField()
+    cost_so_far = serializers.SerializerMethodField()
+
+    class Meta(AllocationSerializer.Meta):
+        fields = [*AllocationSerializer.Meta.fields, "scheduler", "cost_so_far"]
+
+    def get_scheduler(self, obj) -> dict:
+        """``state`` (``written`` / ``will write`` / ``portal only``), ``objects`` (``kind``,
+        ``name``, ``detail`` each), ``notes``, ``read_back_at``, ``read_back``, ``drift``."""
+        return scheduler_panel(obj).as_dict()
+
+    def get_cost_so_far(self, obj) -> dict | None:
+        """``card_hours`` (2 decimals), ``amount`` (minor unit, string) and ``currency`` —
+        both ``null`` when unknown, with ``reason`` — ``price_per_card_hour``; ``null`` when
+        no pricing hook is configured."""
+        cost = selectors.allocations_cost_so_far([obj], now=timezone.now()).get(obj.pk)
+        if cost is None:
+            return None
+        return {
+            "card_hours": f"{cost.card_hours:.2f}",
+            "price_per_card_hour": cost.price_plain,
+            "amount": None if cost.amount is None else str(cost.amount),
+            "currency": cost.currency,
+            "reason": cost.reason or None,
+        }
 
 
 TEAM_SLUG_HELP = "Team slug, not its name: `nlp`, not `NLP` (`GET /api/v1/teams/`)."
@@ -368,6 +402,11 @@ class AllocationViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = Allocation.objects.none()  # for the schema; get_queryset scopes by user
     serializer_class = AllocationSerializer
     filterset_class = AllocationFilterSet
+
+    def get_serializer_class(self):
+        # The list keeps a fixed query count; one allocation also says what its scheduler
+        # holds and what it has cost so far.
+        return AllocationDetailSerializer if self.action == "retrieve" else AllocationSerializer
 
     def get_queryset(self):
         return selectors.allocation_list(user=self.request.user).order_by("starts_at", "id")

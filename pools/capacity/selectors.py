@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db.models import (
     Case,
     Count,
@@ -19,6 +20,7 @@ from django.db.models import (
     Window,
 )
 from django.db.models.functions import RowNumber
+from django.utils.module_loading import import_string
 
 from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation, CapacityRequest
@@ -222,3 +224,12 @@ def timeline_allocations(*, user, start, end, first: int) -> tuple[dict, dict]:
     for allocation in rows:
         listed[(allocation.pool_id, allocation.gpu_model_id)].append(allocation)
     return counts, listed
+
+
+def allocations_cost_so_far(allocations, *, now) -> dict:
+    """Allocation id -> its reserved cost so far (an object with ``card_hours``, ``amount``,
+    ``currency``, ``amount_text`` and ``reason``), from the function
+    ``settings.ALLOCATION_COSTS_SO_FAR`` names (billing's, through the statements' price lookup;
+    pools do not import billing); ``{}`` without one."""
+    provider = getattr(settings, "ALLOCATION_COSTS_SO_FAR", "")
+    return import_string(provider)(allocations=allocations, now=now) if provider else {}

@@ -30,6 +30,7 @@ from pools.capacity.availability import (
 from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilterSet
 from pools.capacity.forms import ApproveForm, CapacityRequestForm, ExtendForm, ReasonForm
 from pools.capacity.placement import Shape
+from pools.capacity.scheduler_panel import scheduler_panel
 from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import requests as request_services
 from pools.capacity.shapes import request_shape, shape_fit
@@ -363,6 +364,11 @@ def request_detail(request, pk: int):
         "may_decide": permissions.may_decide(request.user),
     }
     context["trail"].sort(key=lambda e: (e.created_at, e.pk))
+    if allocation is not None:
+        context["scheduler"] = scheduler_panel(allocation)
+        context["cost"] = capacity_selectors.allocations_cost_so_far(
+            [allocation], now=timezone.now()
+        ).get(allocation.pk)
     if context["may_decide"] and obj.status == RequestStatus.SUBMITTED and obj.mig_profile:
         context["options"] = slice_options(pool=obj.pool, gpu_model=obj.gpu_model,
                                            profile=obj.mig_profile, start=obj.starts_at,

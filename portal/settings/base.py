@@ -331,6 +331,7 @@ SPECTACULAR_SETTINGS = {
         "NodeStateEnum": "pools.choices.NodeState",
         "IdleFindingStateEnum": "pools.choices.IdleFindingState",
         "RequestKindEnum": "pools.choices.RequestKind",
+        "AllocationStatusEnum": "pools.choices.AllocationStatus",
     },
 }
 
@@ -476,6 +477,8 @@ TOKENFLOW_OUTCOME_PATHS = tuple(
 SIZING_CARD_HOUR_PRICES = "billing.sizing_prices.reserved_card_hour_prices"
 # My teams' money this month (cost so far and forecast), priced by billing's statement path.
 TEAM_COSTS_SO_FAR = "billing.dashboards.costs.teams_cost_so_far"
+# An allocation's reserved cost so far (its page and the API), priced the same way.
+ALLOCATION_COSTS_SO_FAR = "billing.dashboards.costs.allocations_cost_so_far"
 
 SCHEDULERS = {}
 if env.str("SLURM_REST_URL", default=""):

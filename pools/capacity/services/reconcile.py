@@ -11,9 +11,13 @@ node inventory from the scheduler (the same importer as an upload).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.db.models import Q
+from django.db.models.expressions import RawSQL
+from django.utils import timezone
 
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation, SchedulerDrift
@@ -44,6 +48,17 @@ class ReconcileReport:
     drifts: list[SchedulerDrift] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     nodes_refreshed: int = 0
+
+
+def stamp_read_back(allocations, *, at: datetime, found: str) -> int:
+    """Record on each allocation's binding what reconcile read back (``read_back``, e.g.
+    ``gres/gpu:a100=4``) and when (``read_back_at``, ISO 8601), merged into the stored JSON in
+    one UPDATE (PostgreSQL ``jsonb ||``) so a binding written meanwhile is not overwritten.
+    Returns the rows stamped."""
+    stamp = json.dumps({"read_back_at": at.isoformat(), "read_back": found})
+    return allocations.update(
+        scheduler_binding=RawSQL("COALESCE(scheduler_binding, '{}'::jsonb) || %s::jsonb", [stamp])
+    )
 
 
 def reconcile_slurm() -> ReconcileReport:
@@ -108,6 +123,12 @@ def reconcile_slurm() -> ReconcileReport:
                 else 0
             )
             found = held.get(gres, 0)
+            if model is not None:
+                stamp_read_back(
+                    holding.filter(team=team, gpu_model=model),
+                    at=timezone.now(),
+                    found=f"gres/gpu:{gres}={found}" if gres in held else "no limit",
+                )
             if expected == found:
                 continue
             drift = SchedulerDrift(
@@ -162,6 +183,13 @@ def reconcile_kubernetes() -> ReconcileReport:
         except SchedulerError as exc:
             report.errors.append(f"{team.slug}: {exc}")
             continue
+        stamp_read_back(
+            Allocation.objects.filter(
+                team=team, pool__scheduler=Scheduler.KUBERNETES, status__in=APPLIED_STATUSES
+            ),
+            at=timezone.now(),
+            found="no namespace or quota" if found is None else f"requests.nvidia.com/gpu={found}",
+        )
         if found == expected or (found is None and expected == 0):
             continue
         drift = SchedulerDrift(

@@ -116,6 +116,12 @@ def applied_cards_expression() -> Case:
     )
 
 
+def slurm_account_name(team: Team) -> str:
+    """The Slurm account the portal keeps for ``team``: its slug (sacctmgr account names are
+    case-insensitive and the slug is already lower-case letters, digits and ``-``/``_``)."""
+    return team.slug
+
+
 def slurm_limit_sync(
     *,
     adapter: SchedulerAdapter,
@@ -143,25 +149,26 @@ def slurm_limit_sync(
         team=team, gpu_model=gpu_model, scheduler=Scheduler.SLURM, now=now, mig_profile=mig_profile
     )
     partition = pool.slurm_partition or None
+    account = slurm_account_name(team)
     adapter.ensure_account(
-        team.slug,
+        account,
         description=team.name[:100],
         organization=(team.cost_centre or team.slug).lower()[:64],
     )
     missing = []
     for username in team_usernames(team_id=team.pk):
         try:
-            adapter.ensure_user_association(team.slug, username, partition or "")
+            adapter.ensure_user_association(account, username, partition or "")
         except (NotFound, SchedulerRejected, ValueError):
             missing.append(username)
     # 0 is a limit (no cards); removing the limit would leave the account unlimited
     adapter.set_gpu_limit(
-        GpuLimit(account=team.slug, partition=partition, gres_type=gres, cards=cards)
+        GpuLimit(account=account, partition=partition, gres_type=gres, cards=cards)
     )
     return {
         "scheduler": "slurm",
         "applied": True,
-        "account": team.slug,
+        "account": account,
         "partition": partition,
         "grp_tres": f"gres/gpu:{gres}={cards}",
         "missing_users": missing,
