@@ -120,6 +120,14 @@ class SchedulerAdapter(Protocol):
         """
         ...
 
+    def get_gpu_minutes_used(self, account: str) -> dict[str, float] | None:
+        """What the scheduler counts against the account's minute caps now, in card-minutes
+        by TRES name; ``None`` when it cannot say (then a cap counts from 0).
+
+        Raises SchedulerUnavailable, SchedulerAuthError.
+        """
+        ...
+
     def get_gpu_limits(self, account: str) -> tuple[GpuLimit, ...]:
         """The account's GPU caps, one per GRES type, sorted by type.
 

@@ -115,6 +115,7 @@ class FakeScheduler:
         self.partitions = {name: dict(types) for name, types in partitions.items()}
         self.clock = clock or (lambda: datetime.now(UTC))
         self.accounts: dict[str, _Account] = {}
+        self.minutes_used: dict[str, dict[str, float]] = {}  # account -> TRES -> card-minutes
         self.associations: set[tuple[str, str, str]] = set()
         self.jobs: dict[int, _Job] = {}
         self.reservations: dict[str, ReservationRecord] = {}
@@ -262,6 +263,12 @@ class FakeScheduler:
         if found is None:
             raise NotFound("account", account, operation="get_gpu_minutes")
         return dict(found.grp_tres_mins)
+
+    def get_gpu_minutes_used(self, account: str) -> dict[str, float] | None:
+        """``minutes_used[account]``, set by tests: the fake keeps no usage of its own."""
+        check_name("account", account)
+        self._enter("get_gpu_minutes_used")
+        return dict(self.minutes_used.get(account, {}))
 
     def get_gpu_limits(self, account: str) -> tuple[GpuLimit, ...]:
         check_name("account", account)

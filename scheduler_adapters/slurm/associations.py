@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 
 from scheduler_adapters.errors import NotFound, SchedulerRejected
 from scheduler_adapters.records import GRES_TYPE, Association, GpuLimit, check_name
+from scheduler_adapters.slurm.readers import share_usage_minutes
 from scheduler_adapters.slurm.replies import NOTHING_FOUND
 from scheduler_adapters.slurm.sacctmgr import SacctmgrFallback
 from scheduler_adapters.slurm.transport import RestTransport
@@ -268,6 +269,19 @@ class Associations:
             for name, minutes in association.grp_tres_mins.items()
             if name == "gres/gpu" or name.startswith("gres/gpu:")
         }
+
+    def get_gpu_minutes_used(self, account: str) -> dict[str, float] | None:
+        """What slurmctld counts against the account's GPU GrpTRESMins now, in card-minutes
+        by TRES name (``sshare``'s decayed TRES usage, ``GET /slurm/.../shares``); ``None``
+        where slurmrestd has no such endpoint (22.05)."""
+        check_name("account", account)
+        if self._rest.dialect.SHARES is None:
+            return None
+        reply = self._rest.request(
+            "get_gpu_minutes_used", "GET", self._rest.dialect.SHARES, params={"accounts": account}
+        )
+        used = share_usage_minutes(reply.payload, account)
+        return {n: m for n, m in used.items() if n == "gres/gpu" or n.startswith("gres/gpu:")}
 
     def get_gpu_limits(self, account: str) -> tuple[GpuLimit, ...]:
         """The account's ``gres/gpu:<type>`` GrpTRES entries. An untyped ``gres/gpu`` cap is

@@ -164,6 +164,11 @@ class SlurmRestAdapter:
         """The account's GPU GrpTRESMins by TRES name; see :meth:`Associations.get_gpu_minutes`."""
         return self._accounts.get_gpu_minutes(account)
 
+    def get_gpu_minutes_used(self, account: str) -> dict[str, float] | None:
+        """Slurm's decayed GPU usage of the account in card-minutes (``None``: not readable
+        here); see :meth:`Associations.get_gpu_minutes_used`."""
+        return self._accounts.get_gpu_minutes_used(account)
+
     def get_gpu_limits(self, account: str) -> tuple[GpuLimit, ...]:
         """The account's ``gres/gpu:<type>`` limits; see :meth:`Associations.get_gpu_limits`."""
         return self._accounts.get_gpu_limits(account)

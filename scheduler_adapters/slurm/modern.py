@@ -90,6 +90,7 @@ class ModernDialect:
         self.ASSOCIATIONS = f"{dbd}/associations"
         self.ACCOUNTING_JOBS = f"{dbd}/jobs"
         self.TRES = f"{dbd}/tres"
+        self.SHARES = f"{ctld}/shares"
         # 26.05's slurmdbd side answers a refused token as it answers a database that is down
         # (7000); its slurmctld says 1007 (HTTP 511) for the same token
         self.AMBIGUOUS_ERRORS = frozenset({7000})

@@ -309,6 +309,32 @@ def associations(payload: Mapping[str, Any]) -> list[Association]:
     return found
 
 
+def share_usage_minutes(payload: Mapping[str, Any], account: str) -> dict[str, float]:
+    """``GET /slurm/.../shares`` -> the account association's accrued usage by TRES name, in
+    TRES-minutes (``tres.usage`` is TRES-seconds, decayed with ``PriorityDecayHalfLife``: the
+    figure slurmctld compares with GrpTRESMins). Empty when the account has no such entry."""
+    shares = payload.get("shares") if isinstance(payload, dict) else None
+    entries = shares.get("shares") if isinstance(shares, dict) else None
+    if not isinstance(entries, list):
+        raise unexpected("shares.shares", "a list", entries)
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict) or entry.get("name") != account:
+            continue
+        if "ASSOCIATION" not in (entry.get("type") or []):
+            continue  # a user called like the account
+        usage = (entry.get("tres") or {}).get("usage") or []
+        found: dict[str, float] = {}
+        for position, item in enumerate(usage):
+            path = f"shares.shares[{index}].tres.usage[{position}]"
+            if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+                raise unexpected(path, "an object {name, value}", item)
+            seconds = number(item.get("value"), f"{path}.value")
+            if seconds is not None:
+                found[item["name"]] = float(seconds) / 60
+        return found
+    return {}
+
+
 def controller_jobs(
     payload: Mapping[str, Any], *, now: datetime, job_state: StateReader
 ) -> list[JobRecord]:

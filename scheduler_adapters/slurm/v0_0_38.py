@@ -68,6 +68,7 @@ LEGACY_ASSOCIATION_WORKAROUNDS = True
 CHECKS_TRES_BEFORE_WRITE = False
 # no one-call account + association, no users_association: two calls each (see associations.py)
 ACCOUNTS_ASSOCIATION = None
+SHARES = None  # sshare over REST came with 23.02 (v0.0.39)
 USERS_ASSOCIATION = None
 
 

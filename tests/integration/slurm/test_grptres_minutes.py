@@ -113,3 +113,17 @@ def test_budget_minutes_are_written_kept_and_read_back(
     assert adapter.set_gpu_minutes(account, "rtx4090", None) is True
     assert in_slurmdbd(account) == ("gres/gpu:a100=2,gres/gpu:rtx4090=1", "")
     assert enforced_minutes(account, "gres/gpu:a100") == "N"
+
+
+def test_the_usage_slurm_counts_is_read(slurm, cleanup):
+    """sshare's usage of a fresh account is 0 card-minutes on every GPU TRES (24.11, 26.05);
+    22.05's slurmrestd has no shares endpoint, so it is unknown (``None``)."""
+    account = f"hgrpt_{uuid.uuid4().hex[:10]}"
+    cleanup.accounts.append(account)
+    slurm.ensure_account(account, description="hgrpt usage", organization="portal")
+    used = slurm.get_gpu_minutes_used(account)
+    if slurm.api_version == "v0.0.38":
+        assert used is None
+        return
+    assert used is not None and used.get("gres/gpu:a100") == 0.0
+    assert set(used.values()) == {0.0}
