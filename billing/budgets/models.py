@@ -22,6 +22,9 @@ class Budget(models.Model):
     ``starts_on`` (the first day of a period of ``period``). ``rollover_cap_percent`` caps what
     ``carry`` hands over, in % of the base limit (empty: no cap). ``last_alert_*`` remember the
     highest alert threshold already sent and for which period, so managers hear it once.
+    ``slurm_*`` is what :mod:`billing.budgets.slurm` last wrote to the team's Slurm account
+    (``slurm_tres`` the GrpTRESMins entry, ``slurm_minutes`` its card-minutes) or, in
+    ``slurm_note``, why Slurm does not enforce it (refused, no Slurm pool, pool-scoped).
     """
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budgets")
@@ -45,6 +48,10 @@ class Budget(models.Model):
     )
     last_alert_period = models.DateField(null=True, blank=True)
     last_alert_percent = models.PositiveSmallIntegerField(null=True, blank=True)
+    slurm_tres = models.CharField(max_length=64, blank=True)
+    slurm_minutes = models.PositiveBigIntegerField(null=True, blank=True)
+    slurm_synced_at = models.DateTimeField(null=True, blank=True)
+    slurm_note = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -17,6 +17,10 @@ from billing.services.rates import rate_periods
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.services.requests import require_pool_admin
 from pools.errors import Conflict, InvalidInput
+from pools.jobs import enqueue_on_commit
+
+SLURM_SYNC = "billing.tasks.budget_minutes_sync_task"
+"""Re-writes the team's Slurm GrpTRESMins after a budget change (:mod:`billing.budgets.slurm`)."""
 
 FIELDS = (
     "team", "pool", "gpu_model", "period", "starts_on", "card_hours_limit", "money_limit",
@@ -101,6 +105,7 @@ def budget_create(*, actor: Any, **values: Any) -> Budget:
         _save(budget)
         audit_event_record(actor=actor, action="budget.created", obj=budget,
                            after=_snapshot(budget))  # fmt: skip
+        enqueue_on_commit(SLURM_SYNC, budget.team_id)
     return budget
 
 
@@ -111,7 +116,7 @@ def budget_update(*, budget: Budget, actor: Any, **changes: Any) -> Budget:
     require_pool_admin(actor)
     with transaction.atomic():
         budget = Budget.objects.select_for_update().select_related("team").get(pk=budget.pk)
-        before = _snapshot(budget)
+        before, old_team_id = _snapshot(budget), budget.team_id
         values = {f: getattr(budget, f) for f in FIELDS}
         values.update({k: v for k, v in changes.items() if k in FIELDS})
         _validate(values)
@@ -120,6 +125,9 @@ def budget_update(*, budget: Budget, actor: Any, **changes: Any) -> Budget:
         _save(budget)
         audit_event_record(actor=actor, action="budget.updated", obj=budget, before=before,
                            after=_snapshot(budget))  # fmt: skip
+        enqueue_on_commit(SLURM_SYNC, budget.team_id)
+        if old_team_id != budget.team_id:  # moved: the old team's entry goes too
+            enqueue_on_commit(SLURM_SYNC, old_team_id)
     return budget
 
 
@@ -128,4 +136,6 @@ def budget_delete(*, budget: Budget, actor: Any) -> None:
     with transaction.atomic():
         audit_event_record(actor=actor, action="budget.deleted", obj=budget,
                            before=_snapshot(budget))  # fmt: skip
+        team_id = budget.team_id
         budget.delete()
+        enqueue_on_commit(SLURM_SYNC, team_id)
