@@ -21,6 +21,13 @@ HELP = {
 }
 
 
+LABELS = {
+    "gpu_model": "GPU model",
+    "card_hours_limit": "Card-hours limit",
+    "rollover_cap_percent": "Rollover cap (%)",
+}
+
+
 class BudgetForm(forms.Form):
     """``budget`` given: its values as the initial ones (an edit)."""
 
@@ -34,6 +41,7 @@ class BudgetForm(forms.Form):
                 fields=FIELDS,
                 widgets={"starts_on": forms.DateInput(attrs={"type": "date"})},
                 help_texts=HELP,
+                labels=LABELS,
             )
         )
         for name in ("pool", "gpu_model"):
