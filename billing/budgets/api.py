@@ -49,7 +49,9 @@ SLURM_FIELDS = ["slurm_tres", "slurm_minutes", "slurm_synced_at", "slurm_note"]
 
 
 class BudgetSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", queryset=Team.objects.all())
+    team = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Team.objects.all(), required=False, allow_null=True
+    )
     pool = serializers.SlugRelatedField(
         slug_field="slug", queryset=Pool.objects.all(), required=False, allow_null=True
     )

@@ -14,6 +14,8 @@ from billing.budgets.models import Budget
 from billing.budgets.services import FIELDS
 
 HELP = {
+    "team": "One team — or leave it empty and give a cost centre.",
+    "cost_centre": "Instead of a team: every team of this cost centre, summed.",
     "starts_on": "The first day of the first period (1 Jan, 1 Apr, … for a quarter).",
     "card_hours_limit": "Card-hours per period; empty for a money-only budget.",
     "money_limit": "Per period, in the rate card's currency (e.g. EUR); empty for none.",
@@ -46,4 +48,5 @@ class BudgetForm(forms.Form):
         )
         for name in ("pool", "gpu_model"):
             self.fields[name].empty_label = "all"
+        self.fields["team"].empty_label = "— (a cost centre)"
         self.fields["currency"].required = False

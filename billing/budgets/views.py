@@ -44,7 +44,8 @@ def _money(dimension) -> Decimal | None:
 
 
 CSV_COLUMNS = [
-    Column("team", lambda s: s.budget.team.slug),
+    Column("team", lambda s: s.budget.team.slug if s.budget.team_id else ""),
+    Column("cost_centre", lambda s: s.budget.cost_centre),
     Column("pool", lambda s: s.budget.pool.slug if s.budget.pool_id else None),
     Column("gpu_model", lambda s: s.budget.gpu_model.slug if s.budget.gpu_model_id else None),
     Column("period", lambda s: s.budget.period),
@@ -103,7 +104,7 @@ def budget_list_page(request):
     rows = filterset.qs if filterset.is_bound and filterset.is_valid() else filterset.queryset
     if filterset.is_bound and not filterset.is_valid():
         rows = rows.none()
-    rows = rows.order_by("team__name", "period", "pk")
+    rows = rows.order_by("team__name", "cost_centre", "period", "pk")
     if request.GET.get("export") == "csv":
         statuses = budget_statuses(rows, now=now)
         return csv_response(statuses.values(), CSV_COLUMNS, "budgets.csv")
