@@ -3,7 +3,8 @@ centre summed, in consumption, enforcement, the list and the banner.
 
 Clock 2026-03-10 12:00 UTC. Cost centre ``CC-42``: teams ``nlp`` (30 A100 card-hours used in
 March) and ``vision`` (20); team ``bio`` (``CC-9``) used 50, which the centre does not count.
-Monthly centre budget of 60 card-hours: 30 + 20 = 50 used, 10 left, 83.3 % (50 / 60 = 0.8333, one decimal).
+Monthly centre budget of 60 card-hours: 30 + 20 = 50 used, 10 left, 83.3 % (50 / 60, one
+decimal).
 A request of ``vision`` for 8 A100 from 13:00 to 15:00 adds 8 × 2 = 16 card-hours:
 50 + 16 = 66 > 60, refused; 8 × 1 h = 8: 58 ≤ 60, within.
 """
