@@ -39,10 +39,19 @@ from pools.capacity.models import Allocation
 from pools.choices import PricingMethod
 
 
-def _reserved_price(gpu_model, at: datetime) -> Decimal | None:
+def _reserved_price(gpu_model, at: datetime, cache: dict | None = None) -> Decimal | None:
+    """The reserved card-hour price of ``gpu_model`` in force at ``at`` (``None``: no model or
+    no price). ``cache`` keeps each month's rate periods across calls (one read per month, not
+    one per allocation: benchmarks/budgets.py)."""
     if gpu_model is None:
         return None
-    for period in rate_periods(month=month_of(at, billing_zone()), zone=billing_zone()):
+    month = month_of(at, billing_zone())
+    if cache is None or month not in cache:
+        periods = rate_periods(month=month, zone=billing_zone())
+        if cache is None:
+            cache = {}
+        cache[month] = periods
+    for period in cache[month]:
         if period.start <= at < period.end:
             return price_for(period, RateKind.GPU_RESERVED, gpu_model.pk, "")
     return None
@@ -64,6 +73,7 @@ def _committed(team, budgets, statuses, now: datetime) -> dict[int, tuple[Decima
         .only("team_id", "pool_id", "gpu_model", "card_count", "starts_at", "ends_at")
     )
     prices: dict[tuple[int, datetime], Decimal | None] = {}
+    months: dict = {}
     result = {}
     for budget in budgets:
         status = statuses[budget.pk]
@@ -84,7 +94,7 @@ def _committed(team, budgets, statuses, now: datetime) -> dict[int, tuple[Decima
             priced_at = max(a.starts_at, now)
             key = (a.gpu_model_id, priced_at)
             if key not in prices:
-                prices[key] = _reserved_price(a.gpu_model, priced_at)
+                prices[key] = _reserved_price(a.gpu_model, priced_at, months)
             if prices[key] is not None and budget.money_limit is not None:
                 money += round_money(held * prices[key], budget.currency)
         result[budget.pk] = (hours, money)
