@@ -6,12 +6,19 @@ records for last month and this one made with one ``INSERT … SELECT generate_s
 (``BENCH_BUDGET_RECORDS``, default 400,000: 250 per team), then ``budget_statuses`` over all
 budgets, timed best of 5 after one warm-up.
 
+Then approvals with and without the budget check in the same run (issue #32: the check costs
+at most 2× the bare approval): ``BENCH_BUDGET_APPROVALS`` (default 200) one-card, one-hour
+requests of a team with a monthly and a quarterly budget, approved through
+``capacity_request_approve`` one after another, every other one with ``BUDGET_CHECK`` empty
+(the bare transaction: lock, capacity check, allocation, audit); medians compared.
+
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/gpp_bench python benchmarks/budgets.py
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import time
 from datetime import UTC, date, datetime
@@ -19,6 +26,7 @@ from decimal import Decimal
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "tests"))  # factories
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
 
 import django  # noqa: E402
@@ -119,6 +127,71 @@ def run() -> None:
     print(f"{'budget_statuses, every budget (best of 5)':<46}{best:>10.3f} s  "
           f"{best / min(bare):.1f}x the bare GROUP BY; target < {TARGET_S:.0f} s: "
           f"{'met' if best < TARGET_S else 'MISSED'}")  # fmt: skip
+    approvals(team_ids[4])
+
+
+APPROVALS = int(os.environ.get("BENCH_BUDGET_APPROVALS", 200))
+APPROVAL_RATIO = 2.0
+
+
+def approvals(team_id: int) -> None:
+    """Median ms of an approval with the budget check and without, alternating, same data."""
+    from contextlib import nullcontext
+    from datetime import timedelta
+
+    from django.contrib.auth import get_user_model
+    from django.test import override_settings
+    from django.utils import timezone
+    from factories import PoolFactory, node_with_gpus
+
+    from billing.budgets.models import Budget
+    from pools.capacity.models import CapacityRequest
+    from pools.capacity.services.requests import capacity_request_approve
+    from pools.inventory.models import GpuModel
+    from pools.tenancy.models import Team
+
+    team = Team.objects.get(pk=team_id)
+    Budget.objects.create(team=team, period="quarter", starts_on=date(2026, 1, 1),
+                          card_hours_limit=Decimal(100_000), enforcement="refuse")  # fmt: skip
+    pool = PoolFactory(slug="bench-approve", slurm_partition="bench")
+    node_with_gpus(8, hostname="bench-approve-01", pool=pool)
+    a100 = GpuModel.objects.get(slug="a100_80g_sxm")
+    user = get_user_model()
+    admin = user.objects.create_user("bench-admin", is_staff=True)
+    member = user.objects.create_user("bench-member")
+    start = timezone.now().replace(minute=0, second=0, microsecond=0) + timedelta(days=1)
+    queue = CapacityRequest.objects.bulk_create([
+        CapacityRequest(team=team, requested_by=member, workload_kind="training", pool=pool,
+                        gpu_model=a100, card_count=1, starts_at=start + timedelta(hours=i),
+                        ends_at=start + timedelta(hours=i + 1), justification="bench",
+                        status="submitted", submitted_at=start)
+        for i in range(APPROVALS + 2)
+    ])  # fmt: skip
+    checked, bare = [], []
+    for i, request in enumerate(queue):
+        with override_settings(BUDGET_CHECK="") if i % 2 else nullcontext():
+            t0 = time.perf_counter()
+            capacity_request_approve(request=request, actor=admin)
+            elapsed = (time.perf_counter() - t0) * 1000
+        if os.environ.get("BENCH_PROFILE") and i == 4:
+            import cProfile
+            import pstats
+
+            prof = cProfile.Profile()
+            prof.enable()
+            capacity_request_approve(request=queue[-1], actor=admin)
+            prof.disable()
+            pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+            queue = queue[:-1]
+        if i >= 2:  # the first pair warms up
+            (bare if i % 2 else checked).append(elapsed)
+    assert CapacityRequest.objects.filter(status="approved").count() == len(queue)
+    with_check, without = statistics.median(checked), statistics.median(bare)
+    ratio = with_check / without
+    print(f"{'approval, bare transaction (median)':<46}{without:>10.2f} ms  n={len(bare)}")
+    print(f"{'approval with the budget check (median)':<46}{with_check:>10.2f} ms  "
+          f"{ratio:.2f}x the bare one; target <= {APPROVAL_RATIO:.0f}x: "
+          f"{'met' if ratio <= APPROVAL_RATIO else 'MISSED'}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from billing.budgets.alerts import budget_alerts_send
+from billing.budgets.slurm import budget_minutes_sync, budget_minutes_sync_all
 from billing.conf import billing_zone
 from billing.services.prometheus_import import usage_import_kubernetes, usage_import_vllm_tokens
 from billing.services.statements import statements_close_month
@@ -17,6 +18,7 @@ from billing.services.usage_import import (
     usage_import_slurm,
 )
 from pools.adapters import metrics_adapter, scheduler_config
+from pools.tenancy.models import Team
 from scheduler_adapters.errors import SchedulerUnavailable
 from scheduler_adapters.registry import build_scheduler_adapter
 
@@ -83,6 +85,17 @@ def usage_import_prometheus_task(hours: int = 48) -> dict[str, int]:
         }
     finally:
         metrics.close()
+
+
+@shared_task(acks_late=True)
+def budget_minutes_sync_task(team_id: int | None = None) -> dict:
+    """Beat (hourly) and after every budget change (``team_id``): the teams' Slurm
+    GrpTRESMins from their card-hour budgets (:mod:`billing.budgets.slurm`; safe to run twice,
+    refusals are kept on the budgets, not raised)."""
+    if team_id is None:
+        return {str(k): v for k, v in budget_minutes_sync_all().items()}
+    team = Team.objects.filter(pk=team_id).first()
+    return {} if team is None else budget_minutes_sync(team=team)
 
 
 @shared_task(acks_late=True)

@@ -102,6 +102,32 @@ class SchedulerAdapter(Protocol):
         """
         ...
 
+    def set_gpu_minutes(self, account: str, gres_type: str | None, minutes: int | None) -> bool:
+        """Cap what the account may still use of ``gres/gpu:<type>`` (untyped: every GPU) at
+        ``minutes`` card-minutes (Slurm's GrpTRESMins), or lift that cap (``None``); other
+        limits stay. ``True`` when it changed.
+
+        Raises NotFound (no account), SchedulerRejected (the scheduler does not account that
+        TRES, or cannot set such a limit: then the portal alone enforces the budget),
+        SchedulerUnavailable, SchedulerAuthError.
+        """
+        ...
+
+    def get_gpu_minutes(self, account: str) -> dict[str, int]:
+        """The account's GPU minute caps by TRES name (``{"gres/gpu:a100": 120000}``).
+
+        Raises NotFound (no account), SchedulerUnavailable, SchedulerAuthError.
+        """
+        ...
+
+    def get_gpu_minutes_used(self, account: str) -> dict[str, float] | None:
+        """What the scheduler counts against the account's minute caps now, in card-minutes
+        by TRES name; ``None`` when it cannot say (then a cap counts from 0).
+
+        Raises SchedulerUnavailable, SchedulerAuthError.
+        """
+        ...
+
     def get_gpu_limits(self, account: str) -> tuple[GpuLimit, ...]:
         """The account's GPU caps, one per GRES type, sorted by type.
 

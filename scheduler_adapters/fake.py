@@ -85,6 +85,7 @@ class _Account:
     description: str
     organization: str
     grp_tres: dict[str, int] = field(default_factory=dict)
+    grp_tres_mins: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -114,6 +115,7 @@ class FakeScheduler:
         self.partitions = {name: dict(types) for name, types in partitions.items()}
         self.clock = clock or (lambda: datetime.now(UTC))
         self.accounts: dict[str, _Account] = {}
+        self.minutes_used: dict[str, dict[str, float]] = {}  # account -> TRES -> card-minutes
         self.associations: set[tuple[str, str, str]] = set()
         self.jobs: dict[int, _Job] = {}
         self.reservations: dict[str, ReservationRecord] = {}
@@ -232,6 +234,41 @@ class FakeScheduler:
             return False
         self._advance()
         return True
+
+    def set_gpu_minutes(self, account: str, gres_type: str | None, minutes: int | None) -> bool:
+        operation = "set_gpu_minutes"
+        check_name("account", account)
+        self._enter(operation)
+        found = self.accounts.get(account)
+        if found is None:
+            raise NotFound("account", account, operation=operation)
+        key = "gres/gpu" if gres_type is None else f"gres/gpu:{gres_type}"
+        if minutes is None:
+            if found.grp_tres_mins.pop(key, None) is None:
+                return False
+            self._advance()
+            return True
+        if gres_type is not None and not any(gres_type in t for t in self.partitions.values()):
+            raise SchedulerRejected(f"cluster does not account TRES {key!r}", operation=operation)
+        if found.grp_tres_mins.get(key) == minutes:
+            return False
+        found.grp_tres_mins[key] = int(minutes)
+        self._advance()
+        return True
+
+    def get_gpu_minutes(self, account: str) -> dict[str, int]:
+        check_name("account", account)
+        self._enter("get_gpu_minutes")
+        found = self.accounts.get(account)
+        if found is None:
+            raise NotFound("account", account, operation="get_gpu_minutes")
+        return dict(found.grp_tres_mins)
+
+    def get_gpu_minutes_used(self, account: str) -> dict[str, float] | None:
+        """``minutes_used[account]``, set by tests: the fake keeps no usage of its own."""
+        check_name("account", account)
+        self._enter("get_gpu_minutes_used")
+        return dict(self.minutes_used.get(account, {}))
 
     def get_gpu_limits(self, account: str) -> tuple[GpuLimit, ...]:
         check_name("account", account)

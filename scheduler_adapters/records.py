@@ -217,7 +217,8 @@ class Association:
 
     ``user`` and ``partition`` are ``None`` for an account's own association. ``grp_tres``
     holds the ``GrpTRES`` limits by TRES name as sacctmgr prints them (``{"gres/gpu:a100": 2,
-    "cpu": 64}``); empty when unlimited.
+    "cpu": 64}``); empty when unlimited. ``grp_tres_mins`` the ``GrpTRESMins`` limits the same
+    way, in TRES-minutes (``{"gres/gpu:a100": 120000}``: 2,000 card-hours).
     """
 
     account: str
@@ -225,6 +226,7 @@ class Association:
     partition: str | None
     parent_account: str | None
     grp_tres: Mapping[str, int]
+    grp_tres_mins: Mapping[str, int] = field(default_factory=dict)
 
 
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")

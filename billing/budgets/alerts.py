@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from billing.budgets.models import Budget
-from billing.budgets.selectors import BudgetStatus, budget_statuses
+from billing.budgets.selectors import BudgetStatus, budget_statuses, centre_teams
 from pools.tenancy.selectors import team_manager_emails
 
 
@@ -42,16 +42,19 @@ def budget_alerts_send(*, now: datetime | None = None) -> list[int]:
 
 def _email(status: BudgetStatus, level: int) -> None:
     budget = status.budget
-    emails = team_manager_emails(team_id=budget.team_id)
+    team_ids = (
+        [budget.team_id] if budget.team_id else sorted(centre_teams([budget])[budget.cost_centre])
+    )
+    emails = sorted({e for t in team_ids for e in team_manager_emails(team_id=t)})
     if not emails:
         return
     lines = [
         f"{d.unit}: {d.used} used of {d.limit}" for d in status.dimensions if d.used is not None
     ]
     send_mail(
-        subject=f"GPU budget of {budget.team.name}: {level} % reached ({status.period:%Y-%m})",
+        subject=f"GPU budget of {budget.owner_label}: {level} % reached ({status.period:%Y-%m})",
         message=(
-            f"The {budget.get_period_display().lower()} budget of {budget.team.name} "
+            f"The {budget.get_period_display().lower()} budget of {budget.owner_label} "
             f"({budget.scope_label}) has reached {level} % in the period starting "
             f"{status.period:%Y-%m-%d}.\n" + "\n".join(lines) + "\n"
             + (f"Forecast run-out: {status.run_out_at:%Y-%m-%d %H:%M %Z}.\n"

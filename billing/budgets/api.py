@@ -44,8 +44,14 @@ class BudgetStatusSerializer(serializers.Serializer):
     run_out_at = serializers.DateTimeField(allow_null=True)
 
 
+SLURM_FIELDS = ["slurm_tres", "slurm_minutes", "slurm_synced_at", "slurm_note"]
+"""What Slurm enforces of the budget (GrpTRESMins written, or why not): read only."""
+
+
 class BudgetSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", queryset=Team.objects.all())
+    team = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Team.objects.all(), required=False, allow_null=True
+    )
     pool = serializers.SlugRelatedField(
         slug_field="slug", queryset=Pool.objects.all(), required=False, allow_null=True
     )
@@ -56,8 +62,8 @@ class BudgetSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Budget
-        fields = ["id", *services.FIELDS, "status", "created_at", "updated_at"]
-        read_only_fields = ["created_at", "updated_at"]
+        fields = ["id", *services.FIELDS, "status", *SLURM_FIELDS, "created_at", "updated_at"]
+        read_only_fields = [*SLURM_FIELDS, "created_at", "updated_at"]
         validators = []  # one budget per scope and period: the service answers 409
 
     @extend_schema_field(BudgetStatusSerializer(allow_null=True))

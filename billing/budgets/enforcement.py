@@ -29,7 +29,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from billing.budgets.models import Budget
-from billing.budgets.selectors import BudgetStatus, Dimension, budget_statuses
+from billing.budgets.selectors import BudgetStatus, Dimension, budget_statuses, centre_teams
 from billing.choices import RateKind
 from billing.conf import billing_zone
 from billing.pricing import month_of, round_money
@@ -41,34 +41,51 @@ from pools.capacity.slices import card_share
 from pools.choices import PricingMethod
 
 
-def _reserved_price(gpu_model, at: datetime) -> Decimal | None:
+def _reserved_price(gpu_model, at: datetime, cache: dict | None = None) -> Decimal | None:
+    """The reserved card-hour price of ``gpu_model`` in force at ``at`` (``None``: no model or
+    no price). ``cache`` keeps each month's rate periods across calls (one read per month, not
+    one per allocation: benchmarks/budgets.py)."""
     if gpu_model is None:
         return None
-    for period in rate_periods(month=month_of(at, billing_zone()), zone=billing_zone()):
+    month = month_of(at, billing_zone())
+    if cache is None or month not in cache:
+        periods = rate_periods(month=month, zone=billing_zone())
+        if cache is None:
+            cache = {}
+        cache[month] = periods
+    for period in cache[month]:
         if period.start <= at < period.end:
             return price_for(period, RateKind.GPU_RESERVED, gpu_model.pk, "")
     return None
 
 
 def _committed(team, budgets, statuses, now: datetime) -> dict[int, tuple[Decimal, Decimal]]:
-    """Budget id -> ``(card-hours, money)`` the team's holding reserved-priced allocations in
-    the budget's scope still hold between now and the end of the budget's period (one query
-    for every budget). Money in the rate card's currency, rounded per allocation as a
-    statement line is."""
+    """Budget id -> ``(card-hours, money)`` the holding reserved-priced allocations of the
+    budget's team (or of every team of its cost centre) in the budget's scope still hold
+    between now and the end of the budget's period (one query for every budget). Money in the
+    rate card's currency, rounded per allocation as a statement line is."""
     ends = [statuses[b.pk].ends_at for b in budgets]
+    members = centre_teams(budgets)
+    teams = {team.pk}.union(*members.values())
     allocations = list(
         Allocation.objects.holding()
         .overlapping(now, max(ends))
-        .filter(team=team, pricing_method=PricingMethod.RESERVED)
+        .filter(team_id__in=teams, pricing_method=PricingMethod.RESERVED)
         .select_related("gpu_model")
-        .only("pool_id", "gpu_model", "card_count", "mig_profile", "starts_at", "ends_at")
+        .only(
+            "team_id", "pool_id", "gpu_model", "card_count", "mig_profile", "starts_at", "ends_at"
+        )
     )
     prices: dict[tuple[int, datetime], Decimal | None] = {}
+    months: dict = {}
     result = {}
     for budget in budgets:
         status = statuses[budget.pk]
         hours, money = Decimal(0), Decimal(0)
+        owners = {budget.team_id} if budget.team_id else members.get(budget.cost_centre, set())
         for a in allocations:
+            if a.team_id not in owners:
+                continue
             if budget.pool_id is not None and a.pool_id != budget.pool_id:
                 continue
             if budget.gpu_model_id is not None and a.gpu_model_id != budget.gpu_model_id:
@@ -84,7 +101,7 @@ def _committed(team, budgets, statuses, now: datetime) -> dict[int, tuple[Decima
             priced_at = max(a.starts_at, now)
             key = (a.gpu_model_id, priced_at)
             if key not in prices:
-                prices[key] = _reserved_price(a.gpu_model, priced_at)
+                prices[key] = _reserved_price(a.gpu_model, priced_at, months)
             if prices[key] is not None and budget.money_limit is not None:
                 money += round_money(held * prices[key], budget.currency)
         result[budget.pk] = (hours, money)
@@ -114,8 +131,11 @@ def budget_check(
     # team-wide budgets always apply; one for a pool or model only when the request names it
     scope = Q(pool__isnull=True) | (Q(pool=pool) if pool is not None else Q())
     scope &= Q(gpu_model__isnull=True) | (Q(gpu_model=gpu_model) if gpu_model else Q())
+    owner = Q(team=team)
+    if team.cost_centre:  # the team's cost centre's budgets apply to it too
+        owner |= Q(team__isnull=True, cost_centre=team.cost_centre)
     budgets = list(
-        Budget.objects.filter(scope, team=team)
+        Budget.objects.filter(scope, owner)
         .select_related("team", "pool", "gpu_model")
         .order_by("pk")
     )
@@ -160,7 +180,7 @@ def _verdict(
     unit = "card-hours" if name == "card_hours" else dimension.unit
     held = f"+ {_shown(committed)} committed to approved allocations " if committed else ""
     reason = (
-        f"Beyond the {budget.get_period_display().lower()} budget of {budget.team.name} "
+        f"Beyond the {budget.get_period_display().lower()} budget of {budget.owner_label} "
         f"({budget.scope_label}, {status.period:%Y-%m}): {_shown(dimension.used)} {unit} used "
         f"{held}+ {_shown(requested)} requested > {_shown(dimension.limit)} {unit}: "
         f"{_OUTCOME[budget.enforcement]}."

@@ -18,4 +18,4 @@ class BudgetFilterSet(filters.FilterSet):
 
     class Meta:
         model = Budget
-        fields = ["team", "pool", "gpu_model", "period", "enforcement"]
+        fields = ["team", "cost_centre", "pool", "gpu_model", "period", "enforcement"]

@@ -16,15 +16,23 @@ from pools.tenancy.models import Team
 
 
 class Budget(models.Model):
-    """A team's limit per period, optionally only for one pool and/or one GPU model.
+    """A team's limit per period — or a cost centre's (``cost_centre`` instead of ``team``: every
+    team whose ``Team.cost_centre`` it is, summed) — optionally only for one pool and/or one
+    GPU model.
 
     ``card_hours_limit`` and/or ``money_limit`` (with ``currency``); the first period starts
     ``starts_on`` (the first day of a period of ``period``). ``rollover_cap_percent`` caps what
     ``carry`` hands over, in % of the base limit (empty: no cap). ``last_alert_*`` remember the
     highest alert threshold already sent and for which period, so managers hear it once.
+    ``slurm_*`` is what :mod:`billing.budgets.slurm` last wrote to the team's Slurm account
+    (``slurm_tres`` the GrpTRESMins entry, ``slurm_minutes`` its card-minutes) or, in
+    ``slurm_note``, why Slurm does not enforce it (refused, no Slurm pool, pool-scoped).
     """
 
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budgets")
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.CASCADE, related_name="budgets"
+    )
+    cost_centre = models.CharField(max_length=40, blank=True)
     pool = models.ForeignKey(
         Pool, null=True, blank=True, on_delete=models.PROTECT, related_name="budgets"
     )
@@ -45,12 +53,21 @@ class Budget(models.Model):
     )
     last_alert_period = models.DateField(null=True, blank=True)
     last_alert_percent = models.PositiveSmallIntegerField(null=True, blank=True)
+    slurm_tres = models.CharField(max_length=64, blank=True)
+    slurm_minutes = models.PositiveBigIntegerField(null=True, blank=True)
+    slurm_synced_at = models.DateTimeField(null=True, blank=True)
+    slurm_note = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        ordering = ["team__name", "period", "id"]
+        ordering = ["team__name", "cost_centre", "period", "id"]
         constraints = [
+            models.CheckConstraint(
+                condition=Q(team__isnull=False, cost_centre="")
+                | Q(team__isnull=True) & ~Q(cost_centre=""),
+                name="budget_team_or_cost_centre",
+            ),
             models.CheckConstraint(
                 condition=Q(card_hours_limit__isnull=False) | Q(money_limit__isnull=False),
                 name="budget_has_a_limit",
@@ -69,14 +86,19 @@ class Budget(models.Model):
                 name="budget_cap_not_negative",
             ),
             models.UniqueConstraint(
-                fields=["team", "pool", "gpu_model", "period"],
+                fields=["team", "cost_centre", "pool", "gpu_model", "period"],
                 nulls_distinct=False,
                 name="budget_unique_scope",
             ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.team} {self.get_period_display().lower()} budget ({self.scope_label})"
+        return f"{self.owner_label} {self.get_period_display().lower()} budget ({self.scope_label})"
+
+    @property
+    def owner_label(self) -> str:
+        """The team's name, or ``cost centre <code>``."""
+        return self.team.name if self.team_id else f"cost centre {self.cost_centre}"
 
     @property
     def scope_label(self) -> str:

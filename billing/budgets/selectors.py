@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from billing.budgets import periods as p
@@ -25,14 +25,18 @@ from billing.conf import billing_zone
 from billing.pricing import month_of
 from billing.services.statements import CARD_HOURS, usage_lines_by_team
 from pools.capacity.arithmetic import card_seconds_hours
+from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_list
 
 
 def budget_list(*, user) -> QuerySet[Budget]:
-    """Budgets of the teams the user can see (:func:`pools.tenancy.selectors.team_list`)."""
-    return Budget.objects.filter(team__in=team_list(user=user)).select_related(
-        "team", "pool", "gpu_model"
-    )
+    """Budgets of the teams the user can see (:func:`pools.tenancy.selectors.team_list`) and
+    of those teams' cost centres."""
+    teams = team_list(user=user)
+    centres = teams.exclude(cost_centre="").values("cost_centre")
+    return Budget.objects.filter(
+        Q(team__in=teams) | Q(team__isnull=True, cost_centre__in=centres)
+    ).select_related("team", "pool", "gpu_model")
 
 
 @dataclass(frozen=True)
@@ -125,21 +129,41 @@ def _usage(needs: dict[tuple[int | None, date], set[int]]) -> tuple[dict, dict[d
     return usage, currencies
 
 
-def _by_month(budget: Budget, months: list[date], usage, currencies, now_month: date):
+def centre_teams(budgets: Iterable[Budget]) -> dict[str, set[int]]:
+    """Cost centre -> the ids of its teams, for the cost-centre budgets given (one query)."""
+    centres = {b.cost_centre for b in budgets if b.team_id is None and b.cost_centre}
+    members: dict[str, set[int]] = {c: set() for c in centres}
+    if centres:
+        for centre, team_id in Team.objects.filter(cost_centre__in=centres).values_list(
+            "cost_centre", "pk"
+        ):
+            members[centre].add(team_id)
+    return members
+
+
+def _team_ids(budget: Budget, members: dict[str, set[int]]) -> set[int]:
+    """The teams whose usage a budget counts: its team, or every team of its cost centre."""
+    return {budget.team_id} if budget.team_id else members.get(budget.cost_centre, set())
+
+
+def _by_month(
+    budget: Budget, months: list[date], usage, currencies, now_month: date, team_ids=None
+):
     """``[(month, card-hours, money or None)]`` the budget's scope consumed, month by month,
     up to the current month (money ``None`` where that month's rate card is in another
-    currency than the budget's)."""
+    currency than the budget's); ``team_ids`` (default: the budget's team) are summed."""
     result = []
     for month in months:
         if month > now_month:
             break
         seconds, money = Decimal(0), Decimal(0)
-        per_model = usage.get((budget.team_id, budget.pool_id, month), {})
-        for model_id, (card_seconds, amount) in per_model.items():
-            if budget.gpu_model_id is not None and model_id != budget.gpu_model_id:
-                continue
-            seconds += card_seconds
-            money += amount
+        for team_id in team_ids if team_ids is not None else {budget.team_id}:
+            per_model = usage.get((team_id, budget.pool_id, month), {})
+            for model_id, (card_seconds, amount) in per_model.items():
+                if budget.gpu_model_id is not None and model_id != budget.gpu_model_id:
+                    continue
+                seconds += card_seconds
+                money += amount
         known = budget.money_limit is None or currencies.get(month) in (None, budget.currency)
         result.append((month, card_seconds_hours(seconds), money if known else None))
     return result
@@ -164,6 +188,7 @@ def budget_statuses(
     now_month = month_of(now, zone)
     at_day = (at or now).astimezone(zone).date()
     budgets = list(budgets)
+    members = centre_teams(budgets)
     plan: dict[int, tuple[date, date | None]] = {}
     needs: dict[tuple[int | None, date], set[int]] = defaultdict(set)
     for budget in budgets:
@@ -178,21 +203,27 @@ def budget_statuses(
         for start in (first, previous) if has_previous else (first,):
             for month in p.period_months(budget.period, start):
                 if month <= now_month:
-                    needs[(budget.pool_id, month)].add(budget.team_id)
+                    needs[(budget.pool_id, month)].update(_team_ids(budget, members))
     usage, currencies = _usage(needs)
     result = {}
     for budget in budgets:
         first, previous = plan[budget.pk]
         start, end = p.period_bounds(budget.period, first, zone)
+        teams = _team_ids(budget, members)
         months = _by_month(
-            budget, p.period_months(budget.period, first), usage, currencies, now_month
+            budget, p.period_months(budget.period, first), usage, currencies, now_month, teams
         )
         used_h, used_money = _totals(months)
         prev_h = prev_money = None
         if previous is not None:
             prev_h, prev_money = _totals(
                 _by_month(
-                    budget, p.period_months(budget.period, previous), usage, currencies, now_month
+                    budget,
+                    p.period_months(budget.period, previous),
+                    usage,
+                    currencies,
+                    now_month,
+                    teams,
                 )
             )
         hours = money = None
@@ -233,9 +264,10 @@ def _dimension(budget: Budget, unit: str, limit, used, previous_used) -> Dimensi
 def team_budget_banner(*, team_id: int, now: datetime | None = None) -> list[BudgetStatus]:
     """The team's budgets at or beyond :data:`~billing.budgets.periods.BANNER_PERCENT` used
     (what the banner on the team's pages lists), fullest first."""
+    centre = Team.objects.filter(pk=team_id).values_list("cost_centre", flat=True).first()
+    owner = Q(team_id=team_id) | (Q(team__isnull=True, cost_centre=centre) if centre else Q())
     statuses = budget_statuses(
-        Budget.objects.filter(team_id=team_id).select_related("team", "pool", "gpu_model"),
-        now=now,
+        Budget.objects.filter(owner).select_related("team", "pool", "gpu_model"), now=now
     ).values()
     shown = [s for s in statuses if s.exhausted or (s.percent or 0) >= p.BANNER_PERCENT]
     return sorted(shown, key=lambda s: -(s.percent or Decimal(10**6)))

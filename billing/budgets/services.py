@@ -17,11 +17,23 @@ from billing.services.rates import rate_periods
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.services.requests import require_pool_admin
 from pools.errors import Conflict, InvalidInput
+from pools.jobs import enqueue_on_commit
+from pools.tenancy.models import Team
+
+SLURM_SYNC = "billing.tasks.budget_minutes_sync_task"
+"""Re-writes the team's Slurm GrpTRESMins after a budget change (:mod:`billing.budgets.slurm`)."""
 
 FIELDS = (
-    "team", "pool", "gpu_model", "period", "starts_on", "card_hours_limit", "money_limit",
-    "currency", "rollover", "rollover_cap_percent", "enforcement",
+    "team", "cost_centre", "pool", "gpu_model", "period", "starts_on", "card_hours_limit",
+    "money_limit", "currency", "rollover", "rollover_cap_percent", "enforcement",
 )  # fmt: skip
+
+
+def _sync_slurm(team_id: int | None) -> None:
+    """Queue the team's GrpTRESMins sync after commit (a cost centre's budget is the portal's
+    alone: it spans several Slurm accounts)."""
+    if team_id is not None:
+        enqueue_on_commit(SLURM_SYNC, team_id)
 
 
 def rate_card_currency(month: date) -> str:
@@ -41,6 +53,11 @@ def _snapshot(budget: Budget) -> dict[str, Any]:
 def _validate(values: dict[str, Any]) -> None:
     """Field errors of a budget's values (all of them at once), raised as one InvalidInput."""
     errors: dict[str, str] = {}
+    team, centre = values.get("team"), (values.get("cost_centre") or "").strip()
+    if (team is None) == (not centre):
+        errors["team"] = "A team or a cost centre, not both."
+    elif centre and not Team.objects.filter(cost_centre=centre).exists():
+        errors["cost_centre"] = f"No team has cost centre {centre!r}."
     period, starts_on = values["period"], values["starts_on"]
     if period not in BudgetPeriod.values:
         errors["period"] = f"One of {', '.join(BudgetPeriod.values)}."
@@ -84,8 +101,8 @@ def _save(budget: Budget) -> None:
             budget.refresh_from_db()
     except IntegrityError as error:  # budget_unique_scope: one per team × pool × model × period
         raise Conflict(
-            f"{budget.team} already has a {budget.period} budget for {budget.scope_label}.",
-            team=budget.team.slug,
+            f"{budget.owner_label} already has a {budget.period} budget for {budget.scope_label}.",
+            team=budget.team.slug if budget.team_id else None,
         ) from error
 
 
@@ -95,12 +112,14 @@ def budget_create(*, actor: Any, **values: Any) -> Budget:
     Conflict (the scope already has a budget for that period)."""
     require_pool_admin(actor)
     values = {"rollover": Rollover.NONE, "enforcement": Enforcement.WARN, **values}
+    values["cost_centre"] = (values.get("cost_centre") or "").strip()
     _validate(values)
     with transaction.atomic():
         budget = Budget(**{k: v for k, v in values.items() if k in FIELDS})
         _save(budget)
         audit_event_record(actor=actor, action="budget.created", obj=budget,
                            after=_snapshot(budget))  # fmt: skip
+        _sync_slurm(budget.team_id)
     return budget
 
 
@@ -110,16 +129,22 @@ def budget_update(*, budget: Budget, actor: Any, **changes: Any) -> Budget:
     stays exact to the second whatever the period became."""
     require_pool_admin(actor)
     with transaction.atomic():
-        budget = Budget.objects.select_for_update().select_related("team").get(pk=budget.pk)
-        before = _snapshot(budget)
+        budget = (
+            Budget.objects.select_for_update(of=("self",)).select_related("team").get(pk=budget.pk)
+        )
+        before, old_team_id = _snapshot(budget), budget.team_id
         values = {f: getattr(budget, f) for f in FIELDS}
         values.update({k: v for k, v in changes.items() if k in FIELDS})
+        values["cost_centre"] = (values.get("cost_centre") or "").strip()
         _validate(values)
         for key, value in values.items():
             setattr(budget, key, value)
         _save(budget)
         audit_event_record(actor=actor, action="budget.updated", obj=budget, before=before,
                            after=_snapshot(budget))  # fmt: skip
+        _sync_slurm(budget.team_id)
+        if old_team_id != budget.team_id:  # moved: the old team's entry goes too
+            _sync_slurm(old_team_id)
     return budget
 
 
@@ -128,4 +153,6 @@ def budget_delete(*, budget: Budget, actor: Any) -> None:
     with transaction.atomic():
         audit_event_record(actor=actor, action="budget.deleted", obj=budget,
                            before=_snapshot(budget))  # fmt: skip
+        team_id = budget.team_id
         budget.delete()
+        _sync_slurm(team_id)

@@ -6,16 +6,25 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_POST
 
 from billing.budgets.filtersets import BudgetFilterSet
+from billing.budgets.forms import BudgetForm
+from billing.budgets.models import Budget
 from billing.budgets.selectors import BudgetStatus, budget_list, budget_statuses
+from billing.budgets.services import budget_create, budget_delete, budget_update
 from billing.conf import billing_zone
 from billing.pricing import local_midnight, next_month, round_money
+from pools.errors import DomainError
+from pools.tenancy.permissions import may_administer_pools
 from pools.web import Column, csv_response
 
 BUDGETS_PER_PAGE = 50
@@ -35,7 +44,8 @@ def _money(dimension) -> Decimal | None:
 
 
 CSV_COLUMNS = [
-    Column("team", lambda s: s.budget.team.slug),
+    Column("team", lambda s: s.budget.team.slug if s.budget.team_id else ""),
+    Column("cost_centre", lambda s: s.budget.cost_centre),
     Column("pool", lambda s: s.budget.pool.slug if s.budget.pool_id else None),
     Column("gpu_model", lambda s: s.budget.gpu_model.slug if s.budget.gpu_model_id else None),
     Column("period", lambda s: s.budget.period),
@@ -94,7 +104,7 @@ def budget_list_page(request):
     rows = filterset.qs if filterset.is_bound and filterset.is_valid() else filterset.queryset
     if filterset.is_bound and not filterset.is_valid():
         rows = rows.none()
-    rows = rows.order_by("team__name", "period", "pk")
+    rows = rows.order_by("team__name", "cost_centre", "period", "pk")
     if request.GET.get("export") == "csv":
         statuses = budget_statuses(rows, now=now)
         return csv_response(statuses.values(), CSV_COLUMNS, "budgets.csv")
@@ -114,6 +124,7 @@ def budget_list_page(request):
         "chart": burn_down(chosen, now) if chosen else None,
         "query": query.urlencode(),
         "now": now,
+        "can_edit": may_administer_pools(request.user),
     }
     response = render(request, "billing/budgets/list.html", context)
     patch_vary_headers(response, ["HX-Request"])
@@ -125,3 +136,51 @@ def _int(text: str | None) -> int | None:
         return int(text) if text else None
     except ValueError:
         return None
+
+
+def _budget_form(request, budget: Budget | None):
+    """The create / edit page: pool admins only (others: 403); the service decides, and its
+    field errors go next to the fields with nothing written."""
+    if not may_administer_pools(request.user):
+        raise PermissionDenied("Only pool admins set budgets.")
+    form = BudgetForm(request.POST or None, budget=budget)
+    if request.method == "POST" and form.is_valid():
+        try:
+            if budget is None:
+                budget = budget_create(actor=request.user, **form.cleaned_data)
+            else:
+                budget = budget_update(budget=budget, actor=request.user, **form.cleaned_data)
+        except DomainError as exc:
+            for field, message in (exc.data.get("errors") or {}).items():
+                form.add_error(field if field in form.fields else None, message)
+            if not exc.data.get("errors"):
+                form.add_error(None, exc.message)
+        else:
+            messages.success(request, f"Saved: {budget}.")
+            return redirect(f"{reverse('billing:budget-list')}?budget={budget.pk}")
+    return render(request, "billing/budgets/form.html", {"form": form, "budget": budget})
+
+
+@login_required
+def budget_create_page(request):
+    """``/costs/budgets/new/``: a new budget (pool admins)."""
+    return _budget_form(request, None)
+
+
+@login_required
+def budget_edit_page(request, pk: int):
+    """``/costs/budgets/<id>/edit/``: change a budget (pool admins); it has the delete button."""
+    return _budget_form(request, get_object_or_404(budget_list(user=request.user), pk=pk))
+
+
+@login_required
+@require_POST
+def budget_delete_page(request, pk: int):
+    """``POST /costs/budgets/<id>/delete/`` (the button asks first): pool admins."""
+    if not may_administer_pools(request.user):
+        raise PermissionDenied("Only pool admins delete budgets.")
+    budget = get_object_or_404(budget_list(user=request.user), pk=pk)
+    label = str(budget)
+    budget_delete(budget=budget, actor=request.user)
+    messages.success(request, f"Deleted: {label}.")
+    return redirect("billing:budget-list")

@@ -426,6 +426,10 @@ CELERY_BEAT_SCHEDULE = {
     },
     # Hourly, after the usage imports; each threshold is sent once per period.
     "budget-alerts": {"task": "billing.tasks.budget_alerts_task", "schedule": crontab(minute=47)},
+    "budget-slurm-minutes": {
+        "task": "billing.tasks.budget_minutes_sync_task",
+        "schedule": crontab(minute=52),
+    },
 }
 BILLING_TIME_ZONE = env.str("BILLING_TIME_ZONE", default="UTC")
 # Who runs the pool, as FOCUS exports name it (ProviderName, PublisherName, InvoiceIssuerName).

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 
 from scheduler_adapters.errors import NotFound, SchedulerRejected
 from scheduler_adapters.records import GRES_TYPE, Association, GpuLimit, check_name
+from scheduler_adapters.slurm.readers import share_usage_minutes
 from scheduler_adapters.slurm.replies import NOTHING_FOUND
 from scheduler_adapters.slurm.sacctmgr import SacctmgrFallback
 from scheduler_adapters.slurm.transport import RestTransport
@@ -226,6 +227,62 @@ class Associations:
         self._apply_grp_tres(operation, association, desired)
         return True
 
+    def set_gpu_minutes(self, account: str, gres_type: str | None, minutes: int | None) -> bool:
+        """Set (``minutes`` a count) or drop (``None``) ``GrpTRESMins=gres/gpu[:<type>]=<minutes>``
+        on the account's association: what the account's jobs may still use of that TRES, in
+        card-minutes, before slurmctld holds new ones (``AssocGrpGRESMinutes``). Other
+        GrpTRES / GrpTRESMins entries stay; read back like every limit write.
+
+        Slurm counts against it the association's accrued usage, which decays with
+        ``PriorityDecayHalfLife`` unless the QOS has ``NoDecay`` (the test clusters: 7 days, no
+        NoDecay). Raises NotFound (no account), SchedulerRejected (TRES not accounted; 22.05
+        over REST without the sacctmgr fallback), SchedulerUnavailable, SchedulerAuthError.
+        """
+        check_name("account", account)
+        if gres_type is not None:
+            check_name("GRES type", gres_type, GRES_TYPE)
+        if minutes is not None and minutes < 0:
+            raise ValueError(f"GrpTRESMins of {minutes} minutes: 0 or more")
+        operation = "set_gpu_minutes"
+        key = "gres/gpu" if gres_type is None else f"gres/gpu:{gres_type}"
+        association = self._account_association(operation, account)
+        if association is None:
+            raise NotFound("account", account, operation=operation)
+        desired = {n: c for n, c in association.grp_tres_mins.items() if n != key}
+        if minutes is not None:
+            self._check_tres_known(operation, key)
+            desired[key] = int(minutes)
+        if desired == dict(association.grp_tres_mins):
+            return False
+        self._apply_grp_tres(operation, association, dict(association.grp_tres), minutes=desired)
+        return True
+
+    def get_gpu_minutes(self, account: str) -> dict[str, int]:
+        """The account's ``gres/gpu[:<type>]`` GrpTRESMins entries in card-minutes by TRES
+        name (``{"gres/gpu:a100": 120000}``). Raises NotFound (no account)."""
+        check_name("account", account)
+        association = self._account_association("get_gpu_minutes", account)
+        if association is None:
+            raise NotFound("account", account, operation="get_gpu_minutes")
+        return {
+            name: minutes
+            for name, minutes in association.grp_tres_mins.items()
+            if name == "gres/gpu" or name.startswith("gres/gpu:")
+        }
+
+    def get_gpu_minutes_used(self, account: str) -> dict[str, float] | None:
+        """What slurmctld counts against the account's GPU GrpTRESMins now, in card-minutes
+        by TRES name (``sshare``'s decayed TRES usage, ``GET /slurm/.../shares``); ``None``
+        where slurmrestd has no such endpoint (22.05)."""
+        check_name("account", account)
+        if self._rest.dialect.SHARES is None:
+            return None
+        reply = self._rest.request(
+            "get_gpu_minutes_used", "GET", self._rest.dialect.SHARES, params={"accounts": account}
+        )
+        used = share_usage_minutes(reply.payload, account)
+        return {n: m for n, m in used.items() if n == "gres/gpu" or n.startswith("gres/gpu:")}
+
     def get_gpu_limits(self, account: str) -> tuple[GpuLimit, ...]:
         """The account's ``gres/gpu:<type>`` GrpTRES entries. An untyped ``gres/gpu`` cap is
         not a per-type limit and is left out."""
@@ -303,16 +360,28 @@ class Associations:
             )
 
     def _apply_grp_tres(
-        self, operation: str, association: Association, desired: Mapping[str, int]
+        self,
+        operation: str,
+        association: Association,
+        desired: Mapping[str, int],
+        *,
+        minutes: Mapping[str, int] | None = None,
     ) -> None:
+        """Make the association's GrpTRES ``desired`` and its GrpTRESMins ``minutes`` (``None``:
+        as they are); every path sends both, as a REST modify clears a list it leaves out."""
         account = association.account
         current = dict(association.grp_tres)
         cleared = [name for name in current if name not in desired]
+        now_mins = dict(association.grp_tres_mins)
+        want_mins = now_mins if minutes is None else dict(minutes)
+        cleared_mins = [name for name in now_mins if name not in want_mins]
         if self._sacctmgr is not None:
             changes = {n: c for n, c in desired.items() if current.get(n) != c}
             changes |= {name: -1 for name in cleared}
-            self._sacctmgr.set_grp_tres(account, changes, operation=operation)
-            self._verify_grp_tres(operation, account, desired, attempts=1)
+            mins = {n: c for n, c in want_mins.items() if now_mins.get(n) != c}
+            mins |= {name: -1 for name in cleared_mins}
+            self._sacctmgr.set_grp_tres(account, changes, operation=operation, minutes=mins)
+            self._verify_grp_tres(operation, account, desired, attempts=1, minutes=want_mins)
             return
         if not self._rest.dialect.MODIFIES_ASSOCIATIONS:
             raise SchedulerRejected(
@@ -323,29 +392,44 @@ class Associations:
         if not self._rest.dialect.LEGACY_ASSOCIATION_WORKAROUNDS:
             # the list replaces the whole set; a lone -1 clears every GPU limit, which is
             # what removing the last entry means
-            send = dict(desired) if desired else {cleared[0]: -1}
+            send = dict(desired) or ({cleared[0]: -1} if cleared else {})
+            send_mins = dict(want_mins) or ({cleared_mins[0]: -1} if cleared_mins else {})
             self._rest.request(
                 operation,
                 "POST",
                 self._rest.dialect.ASSOCIATIONS,
                 body=self._rest.dialect.grp_tres_body(
-                    account, cluster=self._cluster, grp_tres=send
+                    account, cluster=self._cluster, grp_tres=send, grp_tres_mins=send_mins
                 ),
             )
-            self._verify_grp_tres(operation, account, desired, attempts=1)
+            self._verify_grp_tres(operation, account, desired, attempts=1, minutes=want_mins)
             return
+        if want_mins != now_mins:
+            raise SchedulerRejected(
+                f"API {self._rest.dialect.VERSION} cannot set GrpTRESMins reliably over REST "
+                "(22.05 drops modifies); enable the sacctmgr fallback",
+                operation=operation,
+            )
         if cleared:
             # 22.05.8: a clear (-1) over REST reaches slurmdbd but not always slurmctld, which
             # then keeps enforcing the old cap until it restarts (seen on a real cluster when
             # the last entry was cleared; with other entries sent along it did arrive). A raise
             # always arrives, so entries are first raised to a stand-in for "unlimited".
             raised = dict(desired) | {name: UNLIMITED_STAND_IN for name in cleared}
-            self._modify_grp_tres(operation, account, send=raised, expect=raised)
+            self._modify_grp_tres(operation, account, send=raised, expect=raised, minutes=now_mins)
         cleared_too = dict(desired) | {name: -1 for name in cleared}
-        self._modify_grp_tres(operation, account, send=cleared_too, expect=desired)
+        self._modify_grp_tres(
+            operation, account, send=cleared_too, expect=desired, minutes=now_mins
+        )
 
     def _modify_grp_tres(
-        self, operation: str, account: str, *, send: Mapping[str, int], expect: Mapping[str, int]
+        self,
+        operation: str,
+        account: str,
+        *,
+        send: Mapping[str, int],
+        expect: Mapping[str, int],
+        minutes: Mapping[str, int],
     ) -> None:
         def attempt() -> None:
             self._touch_sentinel(operation)
@@ -354,11 +438,13 @@ class Associations:
                 "POST",
                 self._rest.dialect.ASSOCIATIONS,
                 body=self._rest.dialect.grp_tres_body(
-                    account, cluster=self._cluster, grp_tres=send
+                    account, cluster=self._cluster, grp_tres=send, grp_tres_mins=minutes
                 ),
             )
 
-        self._verify_grp_tres(operation, account, expect, attempts=3, before_each=attempt)
+        self._verify_grp_tres(
+            operation, account, expect, attempts=3, before_each=attempt, minutes=minutes
+        )
 
     def _verify_grp_tres(
         self,
@@ -368,19 +454,26 @@ class Associations:
         *,
         attempts: int,
         before_each: Callable[[], None] | None = None,
+        minutes: Mapping[str, int] | None = None,
     ) -> None:
-        """Read the association back after each attempt; slurmdbd may drop a change silently."""
-        read_back: dict[str, int] | None = None
+        """Read the association back after each attempt; slurmdbd may drop a change silently.
+        ``minutes``: the GrpTRESMins expected too (``None``: not checked)."""
+        read_back: tuple[dict[str, int], dict[str, int]] | None = None
+        want = (dict(expect), None if minutes is None else dict(minutes))
         for _ in range(attempts):
             if before_each is not None:
                 before_each()
             found = self._account_association(operation, account)
-            read_back = None if found is None else dict(found.grp_tres)
-            if read_back == dict(expect):
+            read_back = None if found is None else (dict(found.grp_tres), dict(found.grp_tres_mins))
+            if (
+                read_back is not None
+                and read_back[0] == want[0]
+                and want[1] in (None, read_back[1])
+            ):
                 return
         raise SchedulerRejected(
-            f"slurmdbd did not apply GrpTRES {dict(expect)} to account {account!r} "
-            f"(read back {read_back}) after {attempts} attempt(s)",
+            f"slurmdbd did not apply GrpTRES {want[0]} / GrpTRESMins {want[1]} to account "
+            f"{account!r} (read back {read_back}) after {attempts} attempt(s)",
             operation=operation,
             transient=True,
         )

@@ -155,6 +155,20 @@ class SlurmRestAdapter:
         :meth:`Associations.remove_gpu_limit`."""
         return self._accounts.remove_gpu_limit(account, partition, gres_type)
 
+    def set_gpu_minutes(self, account: str, gres_type: str | None, minutes: int | None) -> bool:
+        """``GrpTRESMins=gres/gpu[:<type>]=<minutes>`` on the account (``None`` drops it); see
+        :meth:`Associations.set_gpu_minutes`."""
+        return self._accounts.set_gpu_minutes(account, gres_type, minutes)
+
+    def get_gpu_minutes(self, account: str) -> dict[str, int]:
+        """The account's GPU GrpTRESMins by TRES name; see :meth:`Associations.get_gpu_minutes`."""
+        return self._accounts.get_gpu_minutes(account)
+
+    def get_gpu_minutes_used(self, account: str) -> dict[str, float] | None:
+        """Slurm's decayed GPU usage of the account in card-minutes (``None``: not readable
+        here); see :meth:`Associations.get_gpu_minutes_used`."""
+        return self._accounts.get_gpu_minutes_used(account)
+
     def get_gpu_limits(self, account: str) -> tuple[GpuLimit, ...]:
         """The account's ``gres/gpu:<type>`` limits; see :meth:`Associations.get_gpu_limits`."""
         return self._accounts.get_gpu_limits(account)

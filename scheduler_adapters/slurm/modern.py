@@ -90,6 +90,7 @@ class ModernDialect:
         self.ASSOCIATIONS = f"{dbd}/associations"
         self.ACCOUNTING_JOBS = f"{dbd}/jobs"
         self.TRES = f"{dbd}/tres"
+        self.SHARES = f"{ctld}/shares"
         # 26.05's slurmdbd side answers a refused token as it answers a database that is down
         # (7000); its slurmctld says 1007 (HTTP 511) for the same token
         self.AMBIGUOUS_ERRORS = frozenset({7000})
@@ -156,14 +157,22 @@ class ModernDialect:
         }
 
     @staticmethod
-    def grp_tres_body(account: str, *, cluster: str, grp_tres: Mapping[str, int]) -> dict[str, Any]:
+    def grp_tres_body(
+        account: str,
+        *,
+        cluster: str,
+        grp_tres: Mapping[str, int],
+        grp_tres_mins: Mapping[str, int] | None = None,
+    ) -> dict[str, Any]:
         """``POST /associations`` modifying the account association's GrpTRES to exactly
-        ``grp_tres`` (the list replaces the whole set). A single ``-1`` entry clears every GPU
-        limit; callers send it only to remove the last one."""
-        if not grp_tres:
+        ``grp_tres`` and its GrpTRESMins to exactly ``grp_tres_mins`` (each list replaces its
+        whole set, and a list left out is cleared). A single ``-1`` entry clears every limit
+        of its list; callers send it only to remove the last one."""
+        if not grp_tres and not grp_tres_mins:
             raise ValueError("GrpTRES modify needs at least one entry")
         total = [_tres_entry(name, count) for name, count in grp_tres.items()]
-        return grp_tres_modify_body(account, cluster, total)
+        minutes = [_tres_entry(name, count) for name, count in (grp_tres_mins or {}).items()]
+        return grp_tres_modify_body(account, cluster, total, minutes)
 
     @staticmethod
     def job_submit_body(spec: JobSpec) -> dict[str, Any]:

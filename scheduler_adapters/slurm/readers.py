@@ -283,7 +283,9 @@ def partition_gpus(
 
 
 def associations(payload: Mapping[str, Any]) -> list[Association]:
-    """``GET /associations`` -> associations with their ``GrpTRES`` (``max.tres.total``)."""
+    """``GET /associations`` -> associations with their ``GrpTRES`` (``max.tres.total``) and
+    ``GrpTRESMins`` (``max.tres.group.minutes``, the same place from v0.0.38 to v0.0.45, seen
+    on 22.05, 24.11 and 26.05; a reply without it reads as no minute limits)."""
     found = []
     for index, entry in enumerate(list_at(payload, "associations", "associations")):
         path = f"associations[{index}]"
@@ -292,6 +294,8 @@ def associations(payload: Mapping[str, Any]) -> list[Association]:
         total = dig(entry, ("max", "tres", "total"), f"{path}.max.tres.total")
         if not isinstance(total, list):
             raise unexpected(f"{path}.max.tres.total", "a list", total)
+        group = entry["max"]["tres"].get("group") or {}
+        minutes = (group.get("minutes") if isinstance(group, dict) else None) or []
         found.append(
             Association(
                 account=str_at(entry, "account", f"{path}.account"),
@@ -299,9 +303,36 @@ def associations(payload: Mapping[str, Any]) -> list[Association]:
                 partition=optional_str_at(entry, "partition", f"{path}.partition"),
                 parent_account=optional_str_at(entry, "parent_account", f"{path}.parent_account"),
                 grp_tres=tres_list(total, f"{path}.max.tres.total"),
+                grp_tres_mins=tres_list(minutes, f"{path}.max.tres.group.minutes"),
             )
         )
     return found
+
+
+def share_usage_minutes(payload: Mapping[str, Any], account: str) -> dict[str, float]:
+    """``GET /slurm/.../shares`` -> the account association's accrued usage by TRES name, in
+    TRES-minutes (``tres.usage`` is TRES-seconds, decayed with ``PriorityDecayHalfLife``: the
+    figure slurmctld compares with GrpTRESMins). Empty when the account has no such entry."""
+    shares = payload.get("shares") if isinstance(payload, dict) else None
+    entries = shares.get("shares") if isinstance(shares, dict) else None
+    if not isinstance(entries, list):
+        raise unexpected("shares.shares", "a list", entries)
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict) or entry.get("name") != account:
+            continue
+        if "ASSOCIATION" not in (entry.get("type") or []):
+            continue  # a user called like the account
+        usage = (entry.get("tres") or {}).get("usage") or []
+        found: dict[str, float] = {}
+        for position, item in enumerate(usage):
+            path = f"shares.shares[{index}].tres.usage[{position}]"
+            if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+                raise unexpected(path, "an object {name, value}", item)
+            seconds = number(item.get("value"), f"{path}.value")
+            if seconds is not None:
+                found[item["name"]] = float(seconds) / 60
+        return found
+    return {}
 
 
 def controller_jobs(
@@ -501,12 +532,25 @@ def accounting_jobs(payload: Mapping[str, Any], *, job_state: StateReader) -> li
 # --------------------------------------------------------------------------- request bodies
 
 
-def grp_tres_modify_body(account: str, cluster: str, total: list[dict[str, Any]]) -> dict[str, Any]:
-    """``POST /associations`` modifying the account association's GrpTRES (``max.tres.total``,
-    a list of ``{type, name, count}`` that replaces the whole set); the same in every version
-    from v0.0.38 to v0.0.45. ``user: ""`` names the account's own association."""
+def grp_tres_modify_body(
+    account: str,
+    cluster: str,
+    total: list[dict[str, Any]],
+    group_minutes: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """``POST /associations`` modifying the account association's GrpTRES (``max.tres.total``)
+    and GrpTRESMins (``max.tres.group.minutes``), each a list of ``{type, name, count}`` that
+    replaces the whole set; the same in every version from v0.0.38 to v0.0.45. ``user: ""``
+    names the account's own association.
+
+    Both lists go in every write: 24.11 and 26.05 (seen on the test clusters) clear a list the
+    body leaves out, so a GrpTRES write without the minutes would drop the GrpTRESMins.
+    """
+    tres: dict[str, Any] = {"total": total}
+    if group_minutes:
+        tres["group"] = {"minutes": group_minutes}
     return {
         "associations": [
-            {"account": account, "cluster": cluster, "user": "", "max": {"tres": {"total": total}}}
+            {"account": account, "cluster": cluster, "user": "", "max": {"tres": tres}}
         ]
     }

@@ -52,15 +52,28 @@ class SacctmgrFallback:
         self._timeout_s = timeout_s
         self._run = run
 
-    def set_grp_tres(self, account: str, changes: Mapping[str, int], *, operation: str) -> None:
-        """``sacctmgr -i modify account where name=A cluster=C set GrpTRES=k=v,...``.
+    def set_grp_tres(
+        self,
+        account: str,
+        changes: Mapping[str, int],
+        *,
+        operation: str,
+        minutes: Mapping[str, int] | None = None,
+    ) -> None:
+        """``sacctmgr -i modify account where name=A cluster=C set GrpTRES=k=v,...
+        GrpTRESMins=k=v,...``.
 
-        ``changes`` maps TRES names (``gres/gpu:a100``) to counts, -1 to clear; entries not
-        named keep their value. Only the account's own association changes, not its users'.
+        ``changes`` maps TRES names (``gres/gpu:a100``) to counts, ``minutes`` to TRES-minutes
+        (``GrpTRESMins``), -1 to clear; entries not named keep their value. Only the account's
+        own association changes, not its users'.
         """
-        if not changes:
+        settings = [
+            f"{option}={','.join(f'{name}={count}' for name, count in values.items())}"
+            for option, values in (("GrpTRES", changes), ("GrpTRESMins", minutes or {}))
+            if values
+        ]
+        if not settings:
             return
-        grp_tres = ",".join(f"{name}={count}" for name, count in changes.items())
         self._sacctmgr(
             [
                 "modify",
@@ -69,7 +82,7 @@ class SacctmgrFallback:
                 f"name={account}",
                 f"cluster={self._cluster}",
                 "set",
-                f"GrpTRES={grp_tres}",
+                *settings,
             ],
             operation=operation,
             account=account,

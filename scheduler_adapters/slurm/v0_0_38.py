@@ -68,6 +68,7 @@ LEGACY_ASSOCIATION_WORKAROUNDS = True
 CHECKS_TRES_BEFORE_WRITE = False
 # no one-call account + association, no users_association: two calls each (see associations.py)
 ACCOUNTS_ASSOCIATION = None
+SHARES = None  # sshare over REST came with 23.02 (v0.0.39)
 USERS_ASSOCIATION = None
 
 
@@ -123,8 +124,15 @@ def user_association_body(
     }
 
 
-def grp_tres_body(account: str, *, cluster: str, grp_tres: Mapping[str, int]) -> dict[str, Any]:
-    """``POST /associations`` modifying an account association's ``GrpTRES``.
+def grp_tres_body(
+    account: str,
+    *,
+    cluster: str,
+    grp_tres: Mapping[str, int],
+    grp_tres_mins: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """``POST /associations`` modifying an account association's ``GrpTRES`` (and, sent along
+    unchanged so that nothing else moves, its ``GrpTRESMins``, ``max.tres.group.minutes``).
 
     The list replaces the whole set, so ``grp_tres`` must hold every TRES that keeps a limit;
     a count of -1 clears one. Two 22.05.8 crashes of slurmrestd shape this: an empty ``total``
@@ -136,7 +144,8 @@ def grp_tres_body(account: str, *, cluster: str, grp_tres: Mapping[str, int]) ->
             "GrpTRES modify needs at least one entry (an empty list crashes slurmrestd)"
         )
     total = [_tres_entry(name, count) for name, count in grp_tres.items()]
-    return grp_tres_modify_body(account, cluster, total)
+    minutes = [_tres_entry(name, count) for name, count in (grp_tres_mins or {}).items()]
+    return grp_tres_modify_body(account, cluster, total, minutes)
 
 
 def _tres_entry(name: str, count: int) -> dict[str, Any]:

@@ -54,6 +54,8 @@ PAGES = {
     "sizing/estimates/<int:pk>/": "/sizing/estimates/{estimate}/",
     "costs/": "/costs/",
     "costs/budgets/": "/costs/budgets/",  # the demo team near its budget
+    "costs/budgets/new/": "/costs/budgets/new/",
+    "costs/budgets/<int:pk>/edit/": "/costs/budgets/{budget}/edit/",
     "costs/finance/<str:month>/": "/costs/finance/2026-10/",
     "costs/<slug:team>/<str:month>/": "/costs/nlp/2026-10/",
     "costs/token-flow/<slug:team>/": "/costs/token-flow/nlp/",  # demo agent tasks, retries
@@ -93,6 +95,7 @@ NOT_PAGES = {
     "requests/<int:pk>/<str:action>/": "POST only",
     "allocations/<int:pk>/<str:action>/": "POST only",
     "sizing/save/": "POST only",
+    "costs/budgets/<int:pk>/delete/": "POST only (the edit page's button)",
     "api/schema/": "the OpenAPI document (YAML)",
     "start/": "a redirect by role (after sign-in): to Fleet or My teams",
     "requests/explain/": "the request form's live panel (an htmx fragment; opened in its form)",
@@ -122,6 +125,7 @@ def test_every_route_is_opened_or_named_as_not_a_page(db):
 def _demo_ids() -> dict[str, int]:
     from django.contrib.auth import get_user_model
 
+    from billing.budgets.models import Budget
     from pools.capacity.models import CapacityRequest
     from pools.elastic.models import ElasticPolicy
     from pools.serving.models import ServingRollup
@@ -143,6 +147,7 @@ def _demo_ids() -> dict[str, int]:
         "elastic": ElasticPolicy.objects.order_by("pk").first().pk,
         "estimate": estimate.pk,
         "upload": upload.pk,
+        "budget": Budget.objects.order_by("pk").first().pk,
         "serving": ServingRollup.objects.filter(allocation__team__slug="nlp").first().allocation_id,
     }
 

@@ -1,0 +1,90 @@
+"""The budget pages' form: pool admins create, edit and delete (the delete button asks
+first); managers only see; the service's field errors appear next to the fields and nothing
+is written. Rate card in EUR (tests/billing/conftest.py ``rates``)."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+
+import pytest
+
+from billing.budgets.models import Budget
+from pools.audit.models import AuditEvent
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rates")]
+
+VALID = {
+    "team": "", "pool": "", "gpu_model": "", "period": "month", "starts_on": "2026-01-01",
+    "card_hours_limit": "2000", "money_limit": "", "currency": "", "rollover": "none",
+    "rollover_cap_percent": "", "enforcement": "needs_admin",
+}  # fmt: skip
+
+
+def form(team, **changes):
+    return {**VALID, "team": team.pk, **changes}
+
+
+def actions():
+    events = AuditEvent.objects.filter(object_type="billing.budget").order_by("id")
+    return list(events.values_list("action", flat=True))
+
+
+def test_a_pool_admin_creates_edits_and_deletes(client, pool_admin, team):
+    client.force_login(pool_admin)
+    assert client.get("/costs/budgets/new/").status_code == 200
+
+    done = client.post("/costs/budgets/new/", form(team))
+    budget = Budget.objects.get()
+    assert done.status_code == 302 and done["Location"] == f"/costs/budgets/?budget={budget.pk}"
+    assert (budget.team, budget.period, budget.card_hours_limit) == (team, "month", Decimal(2000))
+    assert budget.enforcement == "needs_admin" and budget.starts_on == date(2026, 1, 1)
+
+    page = client.get(f"/costs/budgets/{budget.pk}/edit/").content.decode()
+    assert 'value="2000.000"' in page and "data-confirm=" in page
+    client.post(f"/costs/budgets/{budget.pk}/edit/", form(team, card_hours_limit="1500"))
+    budget.refresh_from_db()
+    assert budget.card_hours_limit == Decimal(1500)
+
+    assert client.post(f"/costs/budgets/{budget.pk}/delete/").status_code == 302
+    assert not Budget.objects.exists()
+    assert actions() == ["budget.created", "budget.updated", "budget.deleted"]
+
+
+def test_field_errors_write_nothing(client, pool_admin, team):
+    client.force_login(pool_admin)
+    page = client.post(
+        "/costs/budgets/new/",
+        form(team, money_limit="500", currency="USD", starts_on="2026-01-15"),
+    )
+    assert page.status_code == 200
+    errors = page.context["form"].errors
+    assert errors["currency"] == [
+        "The rate card charges in EUR; a budget in USD could not be compared with what it charges."
+    ]
+    assert errors["starts_on"] == ["The first day of a month: 2026-01-01?"]
+    assert not Budget.objects.exists() and actions() == []
+
+
+def test_a_second_budget_for_the_same_scope_is_a_form_error(client, pool_admin, team):
+    client.force_login(pool_admin)
+    client.post("/costs/budgets/new/", form(team))
+    page = client.post("/costs/budgets/new/", form(team, card_hours_limit="10"))
+    assert page.status_code == 200
+    assert page.context["form"].non_field_errors() == [
+        "NLP already has a month budget for all pools and models."
+    ]
+    assert Budget.objects.count() == 1
+
+
+def test_managers_see_but_do_not_edit(client, pool_admin, team, team_manager):
+    budget = Budget.objects.create(team=team, period="month", starts_on=date(2026, 1, 1),
+                                   card_hours_limit=Decimal(100))  # fmt: skip
+    client.force_login(team_manager)
+    listing = client.get("/costs/budgets/").content.decode()
+    assert "NLP" in listing and "New budget" not in listing and "/edit/" not in listing
+    assert client.get("/costs/budgets/new/").status_code == 403
+    assert client.post("/costs/budgets/new/", form(team)).status_code == 403
+    assert client.get(f"/costs/budgets/{budget.pk}/edit/").status_code == 403
+    assert client.post(f"/costs/budgets/{budget.pk}/delete/").status_code == 403
+    assert Budget.objects.count() == 1 and actions() == []
