@@ -171,6 +171,10 @@ def request_new(request):
     else:
         data = None
     form = CapacityRequestForm(data, teams=teams, initial=initial)
+    if request.method == "GET" and not request.htmx and prefill and _panel_errors(form):
+        # A link that names only some fields (the team dashboard's ?team=nlp): nothing was
+        # submitted yet, so show what it names filled in rather than "This field is required".
+        form, data = CapacityRequestForm(None, teams=teams, initial={**initial, **prefill}), None
     options = _options_for(form) if data is not None else None
     if request.method == "POST" and not request.htmx and form.is_valid():
         d = form.cleaned_data
@@ -240,7 +244,7 @@ def _panel_errors(form) -> list[str]:
     """The field errors that make the eligibility panel meaningless, as readable lines."""
     form.is_valid()
     lines = [
-        f"{form.fields[name].label or name}: {' '.join(form.errors[name])}"
+        f"{form[name].label}: {' '.join(form.errors[name])}"
         for name in PANEL_FIELDS
         if name in form.errors
     ]

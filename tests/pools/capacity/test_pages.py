@@ -88,3 +88,16 @@ def test_a_prefilled_request_ticks_ask_for_cards(team_member, infer_pool, l40s):
     assert _ticked(page, "kind") == ["cards"]
     assert _ticked(page, "workload_kind") == ["inference"]
     assert _ticked(growth, "kind") == ["growth"]
+
+
+@pytest.mark.django_db
+def test_a_link_naming_only_the_team_opens_the_form_without_errors(team, team_member, client):
+    """The team dashboard's *Request GPUs* links to ``/requests/new/?team=<slug>``: the form
+    opens with the team chosen and no "This field is required" (nothing was submitted)."""
+    client.force_login(team_member)
+    page = client.get(f"/requests/new/?team={team.slug}")
+    assert page.status_code == 200
+    form = page.context["form"]
+    assert not form.is_bound and form.errors == {}
+    assert form["team"].value() == team.slug
+    assert "This field is required" not in page.content.decode()
