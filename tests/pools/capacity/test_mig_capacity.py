@@ -238,7 +238,11 @@ def test_a_card_sliced_under_a_holding_allocation_is_capacity_lost_as_a_node_dow
     [row] = capacity_rows(filters=DashboardFilters(), now=now)
     assert (row.usable, row.allocated, row.free, row.mig_cards) == (6, 8, 0, 2)
     assert row.headroom.level == "short"
-    more = CapacityRequestFactory(pool=pool, gpu_model=a100, card_count=1)
+    # inside the held window (the factory's default start, 09:00 a week on, falls after it when
+    # the test runs between 00:00 and 09:00 UTC)
+    more = CapacityRequestFactory(pool=pool, gpu_model=a100, card_count=1,
+                                  starts_at=now + timedelta(hours=1),
+                                  ends_at=now + timedelta(days=1))  # fmt: skip
     with pytest.raises(InsufficientCapacity):
         capacity_request_approve(request=more, actor=admin)
 
