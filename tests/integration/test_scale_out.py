@@ -167,15 +167,18 @@ def _answers(url: str) -> bool:
 
 
 class RoundRobinProxy(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    """The load balancer: each page or API request goes to the next web process, in turn, so
-    a form and its POST, and a POST and the page it redirects to, are answered by different
-    processes (static files always by the first). Records ``(method, path, backend, status)``."""
+    """The load balancer: a GET goes to the process after the one that answered the request
+    before it, so a POST and the page it redirects to are answered by different processes;
+    POSTs take the processes in turn among themselves, so however many htmx GETs a page fires
+    between them, the POSTs of one session land on every process (static files always go to
+    the first). Records ``(method, path, backend, status)``."""
 
     daemon_threads = True
 
     def __init__(self, backends: list[str]):
         self.backends = backends
-        self.turn = itertools.cycle(range(len(backends)))
+        self.post_turn = itertools.cycle(range(len(backends)))
+        self.last = len(backends) - 1
         self.lock = threading.Lock()
         self.log: list[tuple[str, str, int, int]] = []
         super().__init__(("127.0.0.1", 0), _ProxyHandler)
@@ -189,7 +192,14 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
     def _forward(self):
         server: RoundRobinProxy = self.server
         with server.lock:
-            index = 0 if self.path.startswith("/static/") else next(server.turn)
+            if self.path.startswith("/static/"):
+                index = 0
+            else:
+                if self.command == "GET":
+                    index = (server.last + 1) % len(server.backends)
+                else:
+                    index = next(server.post_turn)
+                server.last = index
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
