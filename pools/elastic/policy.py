@@ -280,7 +280,7 @@ def signals_at(
     )
 
 
-def decide(
+def decide(  # noqa: C901  # split in #29 once the feature branches merge
     policy: ScalingPolicy,
     *,
     signals: Signals,
