@@ -30,7 +30,13 @@ from pools.capacity.lifecycle import RAN_STATUSES
 from pools.capacity.models import Allocation
 from pools.choices import Scheduler
 from pools.inventory.models import Node, Pool
-from pools.reclamation.evaluate import GroupEvaluation, Verdict, evaluate_group, split_group
+from pools.reclamation.evaluate import (
+    AllocationShare,
+    GroupEvaluation,
+    Verdict,
+    evaluate_group,
+    split_group,
+)
 from pools.reclamation.models import WHATIF_FIELDS, Exemption, ReclamationPolicy
 from pools.reclamation.services.scan import (
     STEP_S,
@@ -146,6 +152,44 @@ def _group_at(
     return evaluate_group(mine, held=held, end=t.timestamp(), t=thresholds)
 
 
+def _reclaimed_at(
+    row: WhatIfRow,
+    a: Allocation,
+    share: AllocationShare,
+    t: datetime,
+    open_at: dict[int, datetime],
+    *,
+    grace: timedelta,
+    exempt: list[Exemption],
+    now: datetime,
+    certainly_idle: bool,
+) -> bool:
+    """One allocation's verdict at ``t`` applied to its row: busy closes its finding, idle
+    opens one (``open_at``); once the grace has passed on a certainly idle group, unless an
+    exemption is in force, the row says what would have been reclaimed then (``True``)."""
+    if share.verdict == Verdict.UNKNOWN:
+        return False  # no evidence: the finding waits, its grace does not advance
+    if share.verdict == Verdict.BUSY:
+        open_at.pop(a.pk, None)
+        return False
+    if a.pk not in open_at:
+        open_at[a.pk] = t
+        row.findings += 1
+        row.first_idle = row.first_idle or t
+    if t < open_at[a.pk] + grace or not certainly_idle:
+        return False
+    if _exempt_at(exempt, a, t):
+        row.note = "exempt when the grace ended"
+        return False
+    keep = min(share.cards_in_use, a.card_count)
+    row.first_idle = open_at[a.pk]
+    row.would_reclaim_at = t
+    row.cards_reclaimed = a.card_count - keep
+    freed = card_hours(row.cards_reclaimed, t, min(a.ends_at, now))
+    row.card_hours_freed = float(round(freed, 2))
+    return True
+
+
 def reclamation_what_if(
     *,
     pool: Pool,
@@ -215,27 +259,10 @@ def reclamation_what_if(
             )
             shares = split_group(group, [(a.pk, a.card_count) for a in members])
             for a, share in zip(members, shares, strict=True):
-                row = rows[a.pk]
-                if share.verdict == Verdict.UNKNOWN:
-                    continue  # no evidence: the finding waits, its grace does not advance
-                if share.verdict == Verdict.BUSY:
-                    open_at.pop(a.pk, None)
-                    continue
-                if a.pk not in open_at:
-                    open_at[a.pk] = t
-                    row.findings += 1
-                    row.first_idle = row.first_idle or t
-                if t < open_at[a.pk] + grace or not group.certainly_idle:
-                    continue
-                if _exempt_at(exemptions, a, t):
-                    row.note = "exempt when the grace ended"
-                    continue
-                keep = min(share.cards_in_use, a.card_count)
-                row.first_idle = open_at[a.pk]
-                row.would_reclaim_at = t
-                row.cards_reclaimed = a.card_count - keep
-                freed = card_hours(row.cards_reclaimed, t, min(a.ends_at, now))
-                row.card_hours_freed = float(round(freed, 2))
-                done.add(a.pk)
+                if _reclaimed_at(
+                    rows[a.pk], a, share, t, open_at, grace=grace, exempt=exemptions, now=now,
+                    certainly_idle=group.certainly_idle,
+                ):  # fmt: skip
+                    done.add(a.pk)
         t += timedelta(minutes=step_minutes)
     return report
