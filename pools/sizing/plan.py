@@ -980,6 +980,32 @@ def _rate_field(fields: Mapping[str, object], name: str) -> float | None:
     return float(value)
 
 
+def _str_field(fields: Mapping[str, object], name: str, default: str | None = None) -> str | None:
+    """``fields[name]`` (a falsy value is ``default`` when one is given); raises
+    :class:`SizingInputError` ``not_a_string`` when it is neither a string nor ``None``."""
+    value = fields.get(name)
+    if default is not None:
+        value = value or default
+    if value is not None and not isinstance(value, str):
+        raise SizingInputError(
+            f"{name} must be a string, got {value!r}", reason="not_a_string", field=name
+        )
+    return value
+
+
+def _hit_rate_field(fields: Mapping[str, object]) -> float:
+    """``prompt_cache_hit_rate`` in [0, 1) (absent: 0); raises :class:`SizingInputError`
+    ``out_of_range`` otherwise."""
+    hit_rate = fields.get("prompt_cache_hit_rate") or 0.0
+    if isinstance(hit_rate, bool) or not isinstance(hit_rate, int | float) or not 0 <= hit_rate < 1:
+        raise SizingInputError(
+            "prompt_cache_hit_rate must be a number in [0, 1)",
+            reason="out_of_range",
+            field="prompt_cache_hit_rate",
+        )
+    return hit_rate
+
+
 def estimate_from_fields(
     fields: Mapping[str, object],
     *,
@@ -1017,29 +1043,11 @@ def estimate_from_fields(
     for name, value in (("input_len", input_len), ("output_len", output_len)):
         if value is None:
             raise SizingInputError(f"{name} is required", reason="missing", field=name)
-    precision = fields.get("precision") or "FP16"
-    kv_dtype = fields.get("kv_cache_dtype")
-    engine = fields.get("engine")
-    version = fields.get("engine_version")
-    for name, value in (
-        ("precision", precision),
-        ("kv_cache_dtype", kv_dtype),
-        ("engine", engine),
-        ("engine_version", version),
-    ):
-        if value is not None and not isinstance(value, str):
-            raise SizingInputError(
-                f"{name} must be a string, got {value!r}", reason="not_a_string", field=name
-            )
-    profile = engine_profile(engine, version)
+    precision = _str_field(fields, "precision", "FP16")
+    kv_dtype = _str_field(fields, "kv_cache_dtype")
+    profile = engine_profile(_str_field(fields, "engine"), _str_field(fields, "engine_version"))
     rate = _rate_field(fields, "request_rate")
-    hit_rate = fields.get("prompt_cache_hit_rate") or 0.0
-    if isinstance(hit_rate, bool) or not isinstance(hit_rate, int | float) or not 0 <= hit_rate < 1:
-        raise SizingInputError(
-            "prompt_cache_hit_rate must be a number in [0, 1)",
-            reason="out_of_range",
-            field="prompt_cache_hit_rate",
-        )
+    hit_rate = _hit_rate_field(fields)
     replicas = gpu_count // (tp * pp) if gpu_count % (tp * pp) == 0 else 1
     return estimate_replica(
         model=model,
