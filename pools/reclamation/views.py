@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django import forms
 from django.contrib import messages
@@ -324,6 +325,24 @@ class ExemptionForm(forms.Form):
         return data
 
 
+def _policy_rows(pools: list[Pool], policies: dict[int, ReclamationPolicy]) -> list[dict[str, Any]]:
+    """One row per pool: its policy (an unsaved default when never edited), whether it is
+    saved, and its idle thresholds as plain numbers (%)."""
+    rows = []
+    for pool in pools:
+        policy = policies.get(pool.pk) or ReclamationPolicy(pool=pool)
+        rows.append(
+            {
+                "pool": pool,
+                "policy": policy,
+                "saved": pool.pk in policies,
+                "idle_pct": plain_decimal(Decimal(policy.idle_below_pct)),
+                "certainly_idle_pct": plain_decimal(Decimal(policy.certainly_idle_below_pct)),
+            }
+        )
+    return rows
+
+
 def _exemption_granted(request, exemption_form: ExemptionForm) -> bool:
     """Grant the posted exemption (a success message); ``False`` with the service's error on
     the form (on its field when it names one) when it is invalid or refused."""
@@ -398,18 +417,7 @@ def reclamation_policies(request):
         "team", "gpu_model"
     ).order_by("-id")[:200]
     exemption_form.fields["team"].queryset = Team.objects.order_by("name")
-    rows = [
-        {
-            "pool": p,
-            "policy": policies.get(p.pk) or ReclamationPolicy(pool=p),
-            "saved": p.pk in policies,
-        }
-        for p in pools
-    ]
-    for row in rows:
-        policy = row["policy"]
-        row["idle_pct"] = plain_decimal(Decimal(policy.idle_below_pct))
-        row["certainly_idle_pct"] = plain_decimal(Decimal(policy.certainly_idle_below_pct))
+    rows = _policy_rows(pools, policies)
     exemptions = (
         Exemption.objects.select_related("team", "allocation__team")
         .filter(expires_at__gt=timezone.now())
