@@ -657,26 +657,7 @@ def _plan_row(
     layout["pp"] = pp
 
     def row(**fields) -> PlanRow:
-        values = {
-            "gpu_slug": gpu.slug,
-            "gpu_name": gpu.name,
-            "min_fit_tp": None,
-            "tp": None,
-            "estimate": None,
-            "replica_requests_per_s": None,
-            "per_card_equivalent_tok_s": None,
-            "replicas": None,
-            "cards": None,
-            "free_cards": free,
-            "price_per_card_hour": price,
-            "monthly_cost": None,
-            "meets_targets": False,
-            "fits_free_capacity": None,
-            "warnings": (),
-            **layout,
-        }
-        values.update(fields)
-        return PlanRow(**values)
+        return _row(gpu, free=free, price=price, layout=layout, **fields)
 
     if gpu.memory_bandwidth_gbps is None:
         return row(
@@ -719,13 +700,7 @@ def _plan_row(
         )
         for option in options
     ]
-    scored.sort(key=lambda item: (item[0], item[1], item[2]))
-    missed, cards, tp, base, chosen, replicas, counts, buffer = scored[0]
-    if missed:
-        # Nothing meets the targets: show the smallest TP that fits, not the cheapest miss.
-        missed, cards, tp, base, chosen, replicas, counts, buffer = next(
-            s for s in scored if s[2] == min_fit_tp
-        )
+    missed, cards, tp, base, chosen, replicas, counts, buffer = _best(scored, min_fit_tp)
     warnings = list(base.warnings)
     if missed:
         warnings += _target_warnings(chosen, tpot_target_ms, ttft_target_ms)
@@ -782,6 +757,47 @@ def _plan_row(
         fits_free_capacity=fits_free,
         warnings=tuple(warnings),
     )
+
+
+def _row(
+    gpu: GpuSpec,
+    *,
+    free: int | None,
+    price: Decimal | None,
+    layout: Mapping[str, Any],
+    **fields: Any,
+) -> PlanRow:
+    """A plan row of ``gpu`` with ``fields``; what they leave out is unknown (``None``), not
+    meeting the targets, without warnings."""
+    values = {
+        "gpu_slug": gpu.slug,
+        "gpu_name": gpu.name,
+        "min_fit_tp": None,
+        "tp": None,
+        "estimate": None,
+        "replica_requests_per_s": None,
+        "per_card_equivalent_tok_s": None,
+        "replicas": None,
+        "cards": None,
+        "free_cards": free,
+        "price_per_card_hour": price,
+        "monthly_cost": None,
+        "meets_targets": False,
+        "fits_free_capacity": None,
+        "warnings": (),
+        **layout,
+    }
+    values.update(fields)
+    return PlanRow(**values)
+
+
+def _best(scored: list[tuple], min_fit_tp: int) -> tuple:
+    """The option to show (see :func:`_scored_option`): the fewest cards meeting the targets
+    (then the smaller TP); when none does, the smallest TP that fits, not the cheapest miss."""
+    scored = sorted(scored, key=lambda item: (item[0], item[1], item[2]))
+    if scored[0][0]:
+        return next(s for s in scored if s[2] == min_fit_tp)
+    return scored[0]
 
 
 def _fitting_options(
