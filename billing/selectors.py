@@ -131,12 +131,9 @@ def _reserved_cost(record: UsageRecord, periods: list[RatePeriod], changes) -> D
     share = record.allocation.card_share
     return sum(
         (
-            piece.cards
-            * _price_over(
-                periods, RateKind.GPU_RESERVED, record.gpu_model_id,
-                max(piece.start, record.period_start), min(piece.end, record.period_end),
-            )
+            piece.cards * _price_over(periods, RateKind.GPU_RESERVED, record.gpu_model_id, *span)
             for piece in card_pieces(record.allocation, changes)
+            if (span := clip(piece.start, piece.end, record.period_start, record.period_end))
         ),
         Decimal(0),
     ) * share.numerator / share.denominator  # fmt: skip

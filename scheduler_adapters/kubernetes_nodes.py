@@ -430,44 +430,67 @@ def _mig_devices_per_card(
     but the per-card split is a guess. A profile that is no MIG profile, or slices that no placement
     fits on the MIG cards, skip the node with an issue naming the resource.
     """
+    profiles = _mig_profiles(context)
+    empty: list[tuple[MigDeviceSnapshot, ...]] = [() for _ in range(cards)]
+    if not profiles or not _mig_strategy_mixed(context, profiles):
+        return empty
+    instances = _mig_instances(context, profiles, cards, card_memory_mib)
+    if not instances:
+        return empty
+    first, placement = _mig_placement(context, instances, cards, replicas)
+    per_card: list[list[MigDeviceSnapshot]] = [[] for _ in range(cards)]
+    for (profile, memory_mib, _), position in zip(instances, placement, strict=True):
+        card = per_card[first + position]
+        card.append(
+            MigDeviceSnapshot(index=len(card), profile=profile, memory_total_mib=memory_mib)
+        )
+    return [tuple(card) for card in per_card]
+
+
+# One MIG instance: its profile, its memory (MiB, ``nvidia.com/mig-<profile>.memory``) and size.
+_MigInstance = tuple[str, int | None, MigSliceSize]
+
+
+def _mig_profiles(context: _NodeContext) -> list[str]:
+    """The MIG profiles of the node's ``nvidia.com/mig-<profile>[.shared]`` allocatable
+    resources, in name order, each once."""
     profiles: list[str] = []
     for key in sorted(context.allocatable):
         if key.startswith(MIG_RESOURCE_PREFIX):
             profile = key[len(MIG_RESOURCE_PREFIX) :].removesuffix(SHARED_SUFFIX)
             if profile not in profiles:
                 profiles.append(profile)
-    empty: list[tuple[MigDeviceSnapshot, ...]] = [() for _ in range(cards)]
-    if not profiles:
-        return empty
-    strategy = context.labels.get(LABEL_MIG_STRATEGY)
-    if strategy != "mixed":
-        context.issues.append(
-            ParseIssue(
-                f"MIG resources {', '.join(MIG_RESOURCE_PREFIX + p for p in profiles)} without "
-                f"{LABEL_MIG_STRATEGY}=mixed (it is {strategy!r}): not read as MIG",
-                field=_at(context.path, f"metadata.labels.{LABEL_MIG_STRATEGY}"),
-                node=context.name,
-            )
-        )
-        return empty
+    return profiles
 
+
+def _mig_strategy_mixed(context: _NodeContext, profiles: list[str]) -> bool:
+    """Whether the node is labelled ``nvidia.com/mig.strategy=mixed``; else an issue names the
+    MIG resources that are not read as MIG."""
+    strategy = context.labels.get(LABEL_MIG_STRATEGY)
+    if strategy == "mixed":
+        return True
+    context.issues.append(
+        ParseIssue(
+            f"MIG resources {', '.join(MIG_RESOURCE_PREFIX + p for p in profiles)} without "
+            f"{LABEL_MIG_STRATEGY}=mixed (it is {strategy!r}): not read as MIG",
+            field=_at(context.path, f"metadata.labels.{LABEL_MIG_STRATEGY}"),
+            node=context.name,
+        )
+    )
+    return False
+
+
+def _mig_instances(
+    context: _NodeContext, profiles: list[str], cards: int, card_memory_mib: int | None
+) -> list[_MigInstance]:
+    """One entry per MIG instance, profile by profile (the ``<resource>.count`` label, else the
+    allocatable count); raises the node's skip when the count is unknown, cannot fit on
+    ``cards`` cards or the profile is no MIG profile."""
     card_memory_gib = card_memory_mib / 1024 if card_memory_mib else None
-    instances: list[tuple[str, int | None, MigSliceSize]] = []
+    instances: list[_MigInstance] = []
     for profile in profiles:
         resource = MIG_RESOURCE_PREFIX + profile
-        allocated = (context.allocatable_count(resource) or 0) + (
-            context.allocatable_count(resource + SHARED_SUFFIX) or 0
-        )
-        count = context.int_label(f"{resource}.count")
-        slice_replicas = context.int_label(f"{resource}.replicas")
-        if count is None:
-            if slice_replicas is not None and slice_replicas > 1:
-                raise context.skip(
-                    f"{resource}.replicas={slice_replicas} without {resource}.count: "
-                    "the number of MIG instances is unknown",
-                    f"metadata.labels.{resource}.count",
-                )
-            count = allocated
+        count = _mig_instance_count(context, resource)
         if len(instances) + count > MAX_MIG_DEVICES_PER_GPU * cards:
             raise context.skip(
                 f"{count} {profile} MIG instances cannot fit on {cards} card(s)",
@@ -484,14 +507,37 @@ def _mig_devices_per_card(
             )
         memory_mib = context.optional_int_label(f"{resource}.memory")
         instances.extend([(profile, memory_mib, size)] * count)
-    if not instances:
-        return empty
+    return instances
 
+
+def _mig_instance_count(context: _NodeContext, resource: str) -> int:
+    """MIG instances of one ``nvidia.com/mig-<profile>`` resource: its ``.count`` label, else
+    the allocatable count (plain plus ``.shared``) when the slices are not time-shared."""
+    count = context.int_label(f"{resource}.count")
+    if count is not None:
+        return count
+    slice_replicas = context.int_label(f"{resource}.replicas")
+    if slice_replicas is not None and slice_replicas > 1:
+        raise context.skip(
+            f"{resource}.replicas={slice_replicas} without {resource}.count: "
+            "the number of MIG instances is unknown",
+            f"metadata.labels.{resource}.count",
+        )
+    return (context.allocatable_count(resource) or 0) + (
+        context.allocatable_count(resource + SHARED_SUFFIX) or 0
+    )
+
+
+def _mig_placement(
+    context: _NodeContext, instances: list[_MigInstance], cards: int, replicas: int | None
+) -> tuple[int, list[int]]:
+    """The first MIG card and the MIG card (from 0) of each instance: equal contiguous blocks
+    when they fit, else :func:`_place_mig_slices`; raises the node's skip when no card is left
+    for the slices or they fit in no placement."""
     whole = context.allocatable_count(GPU_RESOURCE)
     if whole is not None and replicas is not None and replicas > 1:
         whole //= replicas
     mig_cards = cards - (whole or 0)
-    first = cards - mig_cards
     if mig_cards <= 0 or len(instances) > MAX_MIG_DEVICES_PER_GPU * mig_cards:
         raise context.skip(
             f"{len(instances)} MIG slices but {whole} of {cards} cards are advertised whole "
@@ -512,13 +558,7 @@ def _mig_devices_per_card(
             f"{mig_cards} card(s) in MIG mode (7 compute and 8 memory slices per card)",
             f"status.allocatable.{MIG_RESOURCE_PREFIX}{largest}",
         )
-    per_card: list[list[MigDeviceSnapshot]] = [[] for _ in range(cards)]
-    for (profile, memory_mib, _), position in zip(instances, placement, strict=True):
-        card = per_card[first + position]
-        card.append(
-            MigDeviceSnapshot(index=len(card), profile=profile, memory_total_mib=memory_mib)
-        )
-    return [tuple(card) for card in per_card]
+    return cards - mig_cards, placement
 
 
 def _within_cards(sizes: list[MigSliceSize], placement: list[int], cards: int) -> bool:

@@ -130,32 +130,13 @@ def api_error(operation: str, exc: ApiException) -> SchedulerError:
     message = body.get("message") or f"HTTP {status_code} {exc.reason or ''}".strip()
     details = body.get("details") if isinstance(body.get("details"), dict) else {}
     raw_causes = [cause for cause in details.get("causes") or () if isinstance(cause, dict)]
-    causes = tuple(
-        RemoteError(
-            None,
-            f"{cause['field']}: {cause.get('message', '')}"
-            if cause.get("field")
-            else str(cause.get("message", "")),
-            description=cause.get("reason"),
-        )
-        for cause in raw_causes
-    )
+    causes = tuple(_remote_cause(cause) for cause in raw_causes)
     kwargs: dict[str, Any] = {"operation": operation, "errors": causes}
     if status_code == 0:  # the client failed before any answer
         return SchedulerUnavailable(message, transient=False, **kwargs)
     kwargs["http_status"] = status_code
-    reason = body.get("reason")
     if status_code == 409:
-        if reason == "AlreadyExists":
-            return AlreadyExists(message, **kwargs)
-        conflicts = tuple(
-            (str(cause.get("field") or ""), _conflict_manager(cause.get("message")))
-            for cause in raw_causes
-            if cause.get("reason") == "FieldManagerConflict"
-        )
-        if conflicts:
-            return FieldManagerConflict(message, fields=conflicts, **kwargs)
-        return ResourceVersionConflict(message, **kwargs)
+        return _conflict_error(message, body.get("reason"), raw_causes, kwargs)
     if status_code in (401, 403):
         if any(cause.description == "NamespaceTerminating" for cause in causes):
             return SchedulerRejected(message, transient=True, **kwargs)
@@ -167,20 +148,55 @@ def api_error(operation: str, exc: ApiException) -> SchedulerError:
     if status_code in (410, 429, 502, 503, 504):
         return SchedulerUnavailable(message, **kwargs)
     if status_code == 500:
-        if _PASSING_500.search(message):
-            return SchedulerUnavailable(message, **kwargs)
-        unknown = _UNKNOWN_FIELD.search(message)
-        if unknown:
-            kind = unknown["gvk"].rpartition("Kind=")[2]
-            return SchedulerRejected(
-                f"{kind} {unknown['ident'].lstrip('/')}: field {unknown['field']} is not in "
-                "the schema the cluster serves (an older CRD or API version installed?)",
-                **kwargs,
-            )
-        return SchedulerRejected(f"the API server failed: {message}", **kwargs)
+        return _server_error(message, kwargs)
     if status_code > 500:
         return SchedulerUnavailable(message, **kwargs)
     return UnexpectedResponse(message, **kwargs)
+
+
+def _remote_cause(cause: dict[str, Any]) -> RemoteError:
+    """One ``details.causes`` entry of a Status as a :class:`RemoteError` (``field: message``)."""
+    return RemoteError(
+        None,
+        f"{cause['field']}: {cause.get('message', '')}"
+        if cause.get("field")
+        else str(cause.get("message", "")),
+        description=cause.get("reason"),
+    )
+
+
+def _conflict_error(
+    message: str, reason: Any, raw_causes: list[dict[str, Any]], kwargs: dict[str, Any]
+) -> SchedulerError:
+    """A 409 by its Status ``reason`` and causes: :class:`AlreadyExists`,
+    :class:`FieldManagerConflict` (causes of reason ``FieldManagerConflict``) or
+    :class:`ResourceVersionConflict`."""
+    if reason == "AlreadyExists":
+        return AlreadyExists(message, **kwargs)
+    conflicts = tuple(
+        (str(cause.get("field") or ""), _conflict_manager(cause.get("message")))
+        for cause in raw_causes
+        if cause.get("reason") == "FieldManagerConflict"
+    )
+    if conflicts:
+        return FieldManagerConflict(message, fields=conflicts, **kwargs)
+    return ResourceVersionConflict(message, **kwargs)
+
+
+def _server_error(message: str, kwargs: dict[str, Any]) -> SchedulerError:
+    """A 500: transient when etcd or a webhook timed out or was unreachable, else final (an
+    unknown schema field is named, see :func:`api_error`)."""
+    if _PASSING_500.search(message):
+        return SchedulerUnavailable(message, **kwargs)
+    unknown = _UNKNOWN_FIELD.search(message)
+    if unknown:
+        kind = unknown["gvk"].rpartition("Kind=")[2]
+        return SchedulerRejected(
+            f"{kind} {unknown['ident'].lstrip('/')}: field {unknown['field']} is not in "
+            "the schema the cluster serves (an older CRD or API version installed?)",
+            **kwargs,
+        )
+    return SchedulerRejected(f"the API server failed: {message}", **kwargs)
 
 
 # A 500 that passes by itself: etcd or a webhook timed out or could not be reached.

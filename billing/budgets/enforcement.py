@@ -34,7 +34,7 @@ from billing.choices import RateKind
 from billing.conf import billing_zone
 from billing.pricing import month_of, round_money
 from billing.services.rates import price_for, rate_periods
-from pools.capacity.arithmetic import card_hours
+from pools.capacity.arithmetic import card_hours, clip
 from pools.capacity.budget_gate import SEVERITY, BudgetVerdict
 from pools.capacity.models import Allocation
 from pools.capacity.slices import card_share
@@ -90,8 +90,8 @@ def _committed(team, budgets, statuses, now: datetime) -> dict[int, tuple[Decima
                 continue
             if budget.gpu_model_id is not None and a.gpu_model_id != budget.gpu_model_id:
                 continue
-            start, end = max(a.starts_at, now, status.starts_at), min(a.ends_at, status.ends_at)
-            held = card_hours(a.card_count, start, end)
+            span = clip(a.starts_at, a.ends_at, max(now, status.starts_at), status.ends_at)
+            held = card_hours(a.card_count, *span) if span else Decimal(0)
             if not held:
                 continue
             if a.mig_profile:  # slices: their share of a card (3 × 1g.10gb = 3/7 card)
@@ -148,7 +148,8 @@ def budget_check(
     worst: BudgetVerdict | None = None
     for budget in budgets:
         status = statuses[budget.pk]
-        hours = card_hours(cards, max(starts_at, status.starts_at), min(ends_at, status.ends_at))
+        span = clip(starts_at, ends_at, status.starts_at, status.ends_at)
+        hours = card_hours(cards, *span) if span else Decimal(0)
         money = None  # a money limit is in the rate card's currency, as the price is
         if price is not None and budget.money_limit is not None:
             money = round_money(hours * price, budget.currency)

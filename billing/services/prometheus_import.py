@@ -228,51 +228,17 @@ def usage_import_kubernetes(
     catalogue = UsageCatalogue()
     teams = _Teams(catalogue)
     models = _K8sModels(catalogue, _node_products(metrics, wide_start, wide_end))
-    series: list[Series] = []
-    finished: set[tuple[str, str, float]] = set()  # (namespace, pod, step) of ended pods
-    for _day, a, b in days:  # one range query per day: under Prometheus' 11,000 points
-        last_t = b - timedelta(seconds=1)  # samples at t < b only
-        if last_t < a:
-            continue
-        series.extend(metrics.query_range(GPU_REQUESTS, start=a, end=last_t, step_s=step_s))
-        for expr in FINISHED_PHASES:
-            for item in metrics.query_range(expr, start=a, end=last_t, step_s=step_s):
-                workload = dcgm_labels(item.label_map)
-                pod_key = (workload.namespace or "", workload.pod or "")
-                finished.update((*pod_key, x.timestamp) for x in item.samples if x.value == 1)
-    # (namespace, node) -> {timestamp: cards}
-    cards: dict[tuple[str, str], dict[float, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
-    for item in series:
-        report.jobs_seen += 1
-        # namespace/pod_namespace/exported_namespace, pod/pod_name/exported_pod alike
-        workload = dcgm_labels(item.label_map)
-        key = (workload.namespace or "", item.label("node") or "")
-        pod = workload.pod or ""
-        for sample in item.samples:
-            if sample.value and (key[0], pod, sample.timestamp) not in finished:
-                cards[key][sample.timestamp] += Decimal(str(sample.value))
+    series, finished = _k8s_series(metrics, days, step_s)
+    cards = _k8s_cards(series, finished, report)
     day_starts = [a for _, a, _ in days[1:]]
     # (team, model, day, allocation) -> card-seconds
     totals: dict[tuple[int, int, date, int | None], Decimal] = defaultdict(Decimal)
     reported: set[tuple[str, str]] = set()
     for (namespace, node), points in sorted(cards.items()):
-        team_id = teams.get(namespace)
-        if team_id is None:
-            if ("ns", namespace) not in reported:
-                reported.add(("ns", namespace))
-                report.issues.append({"namespace": namespace, "code": "unknown_namespace",
-                                      "detail": f"namespace {namespace!r} is no team's: "
-                                                "not charged"})  # fmt: skip
+        charged = _k8s_charged(namespace, node, teams, models, reported, report)
+        if charged is None:
             continue
-        model_id, how, share = models.resolve(node, team_id)
-        if model_id is None:
-            if (namespace, node) not in reported:
-                reported.add((namespace, node))
-                detail = f"no GPU model from {how}: not charged"
-                report.issues.append(
-                    {"namespace": namespace, "code": "unknown_gpu_model", "detail": detail}
-                )
-            continue
+        team_id, model_id, share = charged
         for timestamp, count in points.items():
             t = datetime.fromtimestamp(timestamp, tz=UTC)
             t_end = min(t + timedelta(seconds=step_s), wide_end)
@@ -283,6 +249,88 @@ def usage_import_kubernetes(
                 covering = catalogue.covering_reservation(team_id, model_id, a)
                 seconds = int((b - a).total_seconds())
                 totals[(team_id, model_id, day, covering)] += count * share * seconds
+    records = _k8s_records(totals, days, catalogue, teams)
+    with transaction.atomic():
+        usage_records_upsert(records, report, now)
+        return usage_import_save(UsageSource.KUBERNETES, start, end, report)
+
+
+def _k8s_series(
+    metrics: MetricsSource, days: list[tuple[date, datetime, datetime]], step_s: int
+) -> tuple[list[Series], set[tuple[str, str, float]]]:
+    """``(GPU request series, (namespace, pod, step) of pods in a finished phase)``: one range
+    query per day (under Prometheus' 11,000 points), samples at ``t < day end`` only."""
+    series: list[Series] = []
+    finished: set[tuple[str, str, float]] = set()
+    for _day, a, b in days:
+        last_t = b - timedelta(seconds=1)
+        if last_t < a:
+            continue
+        series.extend(metrics.query_range(GPU_REQUESTS, start=a, end=last_t, step_s=step_s))
+        for expr in FINISHED_PHASES:
+            for item in metrics.query_range(expr, start=a, end=last_t, step_s=step_s):
+                workload = dcgm_labels(item.label_map)
+                pod_key = (workload.namespace or "", workload.pod or "")
+                finished.update((*pod_key, x.timestamp) for x in item.samples if x.value == 1)
+    return series, finished
+
+
+def _k8s_cards(
+    series: list[Series], finished: set[tuple[str, str, float]], report: ImportReport
+) -> dict[tuple[str, str], dict[float, Decimal]]:
+    """Cards requested per ``(namespace, node)`` and step timestamp, pods of a finished phase
+    left out; counts every series in ``report.jobs_seen``."""
+    cards: dict[tuple[str, str], dict[float, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    for item in series:
+        report.jobs_seen += 1
+        # namespace/pod_namespace/exported_namespace, pod/pod_name/exported_pod alike
+        workload = dcgm_labels(item.label_map)
+        key = (workload.namespace or "", item.label("node") or "")
+        pod = workload.pod or ""
+        for sample in item.samples:
+            if sample.value and (key[0], pod, sample.timestamp) not in finished:
+                cards[key][sample.timestamp] += Decimal(str(sample.value))
+    return cards
+
+
+def _k8s_charged(
+    namespace: str,
+    node: str,
+    teams: _Teams,
+    models: _K8sModels,
+    reported: set[tuple[str, str]],
+    report: ImportReport,
+) -> tuple[int, int, Decimal] | None:
+    """``(team, GPU model, share)`` a namespace's cards on a node are charged to, or ``None``
+    (reported once per namespace / pair) when the namespace is no team's or the model unknown."""
+    team_id = teams.get(namespace)
+    if team_id is None:
+        if ("ns", namespace) not in reported:
+            reported.add(("ns", namespace))
+            report.issues.append({"namespace": namespace, "code": "unknown_namespace",
+                                  "detail": f"namespace {namespace!r} is no team's: "
+                                            "not charged"})  # fmt: skip
+        return None
+    model_id, how, share = models.resolve(node, team_id)
+    if model_id is None:
+        if (namespace, node) not in reported:
+            reported.add((namespace, node))
+            detail = f"no GPU model from {how}: not charged"
+            report.issues.append(
+                {"namespace": namespace, "code": "unknown_gpu_model", "detail": detail}
+            )
+        return None
+    return team_id, model_id, share
+
+
+def _k8s_records(
+    totals: dict[tuple[int, int, date, int | None], Decimal],
+    days: list[tuple[date, datetime, datetime]],
+    catalogue: UsageCatalogue,
+    teams: _Teams,
+) -> list[UsageRecord]:
+    """One card-seconds :class:`UsageRecord` per ``(team, model, day, covering allocation)``,
+    in key order, keyed ``k8s:<namespace>:<model>:<day>:alloc<id>|used``."""
     bounds = {day: (a, b) for day, a, b in days}
     namespace_of = {team_id: ns for ns, team_id in sorted(teams.by_namespace.items(), reverse=True)}
     records = []
@@ -307,9 +355,7 @@ def usage_import_kubernetes(
                 f"{f'alloc{covering}' if covering else 'used'}",
             )
         )
-    with transaction.atomic():
-        usage_records_upsert(records, report, now)
-        return usage_import_save(UsageSource.KUBERNETES, start, end, report)
+    return records
 
 
 # --------------------------------------------------------------------------- vLLM tokens

@@ -33,7 +33,7 @@ rejects the record like any other field.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -176,7 +176,6 @@ def usage_tokens_ingest(
     calls: list[CallRow] = []
     seen: set[str] = set()
     for index, raw in enumerate(records):
-        error = None
         if not isinstance(raw, dict):
             result.rejected.append({"index": index, "error": "not an object"})
             continue
@@ -184,35 +183,10 @@ def usage_tokens_ingest(
         team_id = team_ids.get(raw.get("team"))
         served = raw.get("served_model")
         at = _timestamp(raw.get("timestamp"))
-        if not isinstance(key, str) or not 0 < len(key) <= 150:
-            error = "idempotency_key: a string of 1 to 150 characters"
-        elif team_id is None or (teams is not None and team_id not in teams):
-            error = f"team: unknown team {raw.get('team')!r}"
-        elif not isinstance(served, str) or not 0 < len(served) <= 120:
-            error = "served_model: a string of 1 to 120 characters"
-        elif CONTROL_CHARACTERS.search(served) or BIDI_CONTROLS.search(served):
-            # shown on statements and their PDF: one line, read left to right
-            error = "served_model: no control characters or bidirectional marks"
-        elif at is None:
-            error = "timestamp: ISO 8601 with an offset"
-        elif not date_in_range(at):
-            error = f"timestamp: {DATE_RANGE_MESSAGE}"
-        elif not isinstance(raw.get("cache_hit", False), bool):
-            error = "cache_hit: true or false"
-        else:
-            try:
-                split = _usage_split(raw)
-            except _Unmetered:
-                split = None
-            except ValueError as exc:
-                error = str(exc)
-            else:
-                error = _too_many_tokens(split)
+        error = _field_error(raw, key=key, team_id=team_id, served=served, at=at, teams=teams)
+        split = task = None
         if not error:
-            try:
-                task = _task_fields(raw)
-            except ValueError as exc:
-                error = str(exc)
+            split, task, error = _usage_and_task(raw)
         if error:
             result.rejected.append({"index": index, "idempotency_key": key, "error": error})
             continue
@@ -223,41 +197,119 @@ def usage_tokens_ingest(
         if task is not None:
             calls.append(_call_row(key, team_id, served, at, split, bool(raw.get("cache_hit")),
                                    task))  # fmt: skip
-        month = month_of(at, zone)
-        basis = ChargeBasis.REPLAYED if raw.get("cache_hit") else ChargeBasis.TOKENS
-        amounts = (
-            [(UsageUnit.UNMETERED_REQUESTS, 1)]
-            if split is None
-            else [
-                (UsageUnit.INPUT_TOKENS, split.uncached_input),
-                (UsageUnit.CACHED_INPUT_TOKENS, split.cached_input),
-                (UsageUnit.OUTPUT_TOKENS, split.output),
-            ]
+        rows.extend(_usage_rows(raw, key=key, team_id=team_id, served=served, at=at,
+                                split=split, month=month_of(at, zone), now=now))  # fmt: skip
+    known = _insert_new(rows)
+    known_records = {sid.rsplit(":", 1)[0] for sid in known}
+    result.duplicates += len(known_records)
+    result.accepted = len(seen) - len(known_records)
+    if calls:
+        record_calls(calls=calls)
+    return result
+
+
+def _field_error(
+    raw: dict[str, Any],
+    *,
+    key: Any,
+    team_id: int | None,
+    served: Any,
+    at: datetime | None,
+    teams: set[int] | None,
+) -> str | None:
+    """The first field of a token record that is wrong, as ``"<field>: <what it must be>"``,
+    or ``None``."""
+    if not isinstance(key, str) or not 0 < len(key) <= 150:
+        return "idempotency_key: a string of 1 to 150 characters"
+    if team_id is None or (teams is not None and team_id not in teams):
+        return f"team: unknown team {raw.get('team')!r}"
+    if not isinstance(served, str) or not 0 < len(served) <= 120:
+        return "served_model: a string of 1 to 120 characters"
+    if CONTROL_CHARACTERS.search(served) or BIDI_CONTROLS.search(served):
+        # shown on statements and their PDF: one line, read left to right
+        return "served_model: no control characters or bidirectional marks"
+    if at is None:
+        return "timestamp: ISO 8601 with an offset"
+    if not date_in_range(at):
+        return f"timestamp: {DATE_RANGE_MESSAGE}"
+    if not isinstance(raw.get("cache_hit", False), bool):
+        return "cache_hit: true or false"
+    return None
+
+
+def _usage_and_task(
+    raw: dict[str, Any],
+) -> tuple[TokenSplit | None, CallFields | None, str | None]:
+    """``(token split or None when unmetered, agent task fields or None, error or None)``."""
+    split: TokenSplit | None = None
+    try:
+        split = _usage_split(raw)
+    except _Unmetered:
+        split = None
+    except ValueError as exc:
+        return None, None, str(exc)
+    error = _too_many_tokens(split)
+    if error:
+        return split, None, error
+    try:
+        task = _task_fields(raw)
+    except ValueError as exc:
+        return split, None, str(exc)
+    return split, task, None
+
+
+def _usage_rows(
+    raw: dict[str, Any],
+    *,
+    key: str,
+    team_id: int,
+    served: str,
+    at: datetime,
+    split: TokenSplit | None,
+    month: date,
+    now: datetime,
+) -> list[UsageRecord]:
+    """The usage rows of one accepted record: uncached input, cached input and output tokens
+    (one unmetered request when the usage is unknown), zero amounts left out; basis
+    ``replayed`` for a cache hit, else ``tokens``; keyed ``<idempotency_key>:<unit>``."""
+    basis = ChargeBasis.REPLAYED if raw.get("cache_hit") else ChargeBasis.TOKENS
+    amounts = (
+        [(UsageUnit.UNMETERED_REQUESTS, 1)]
+        if split is None
+        else [
+            (UsageUnit.INPUT_TOKENS, split.uncached_input),
+            (UsageUnit.CACHED_INPUT_TOKENS, split.cached_input),
+            (UsageUnit.OUTPUT_TOKENS, split.output),
+        ]
+    )
+    return [
+        UsageRecord(
+            team_id=team_id,
+            served_model=served,
+            quantity=Decimal(amount),
+            unit=unit,
+            basis=basis,
+            month=month,
+            period_start=at,
+            period_end=at,
+            source=UsageSource.TOKEN_API,
+            source_id=f"{key}:{unit}",
+            created_at=now,
+            updated_at=now,
         )
-        for unit, amount in amounts:
-            if amount:
-                rows.append(
-                    UsageRecord(
-                        team_id=team_id,
-                        served_model=served,
-                        quantity=Decimal(amount),
-                        unit=unit,
-                        basis=basis,
-                        month=month,
-                        period_start=at,
-                        period_end=at,
-                        source=UsageSource.TOKEN_API,
-                        source_id=f"{key}:{unit}",
-                        created_at=now,
-                        updated_at=now,
-                    )
-                )
-    keys = {r.source_id for r in rows}
-    known = set()
-    key_list = list(keys)
-    # One batch at a time checks and inserts: two identical batches posted at once both found
-    # nothing known, both inserted (ON CONFLICT DO NOTHING kept the rows right) and both
-    # answered "accepted" for every record. The second now waits and counts duplicates.
+        for unit, amount in amounts
+        if amount
+    ]
+
+
+def _insert_new(rows: list[UsageRecord]) -> set[str]:
+    """Insert the rows whose ``source_id`` is not stored yet; answers the ids already stored.
+
+    One batch at a time checks and inserts: two identical batches posted at once both found
+    nothing known, both inserted (ON CONFLICT DO NOTHING kept the rows right) and both
+    answered "accepted" for every record. The second now waits and counts duplicates."""
+    known: set[str] = set()
+    key_list = list({r.source_id for r in rows})
     with transaction.atomic():
         billing_lock(usage_source_lock_name(UsageSource.TOKEN_API))
         for offset in range(0, len(key_list), 10_000):
@@ -268,9 +320,4 @@ def usage_tokens_ingest(
             )
         fresh = [r for r in rows if r.source_id not in known]
         UsageRecord.objects.bulk_create(fresh, batch_size=5000, ignore_conflicts=True)
-    known_records = {sid.rsplit(":", 1)[0] for sid in known}
-    result.duplicates += len(known_records)
-    result.accepted = len(seen) - len(known_records)
-    if calls:
-        record_calls(calls=calls)
-    return result
+    return known

@@ -401,6 +401,31 @@ def _no_rollups(rule: Rule, s: WindowSignals) -> Undecided | None:
     return None
 
 
+def _sustained(
+    rule: Rule,
+    buckets: Sequence[Bucket],
+    test: Callable[[Bucket], Tri],
+    t: Thresholds,
+    numbers: Callable[[Sequence[Bucket]], dict[str, object]],
+    texts: tuple[str, str],
+    *,
+    unknown: str,
+    lead: dict[str, object] | None = None,
+) -> Outcome:
+    """The rules that fire when ``test`` held for ``sustain_buckets`` in a row up to now
+    (:func:`_trailing`): a warning :class:`Finding` from the run's first bucket with ``lead``,
+    the run's ``minutes`` and ``numbers(run buckets)``, and ``texts`` (what is wrong, the
+    fix); :class:`Undecided` (``unknown``) when an unknown bucket cut the run short; else
+    ``None`` (healthy)."""
+    run, first, undecided = _trailing(buckets, test, t.sustain_buckets)
+    if run >= t.sustain_buckets:
+        found = {**(lead or {}), "minutes": run * BUCKET_S // 60, **numbers(buckets[-run:])}
+        return Finding(rule, Severity.WARNING, first.at, found, *texts)
+    if undecided:
+        return Undecided(rule, unknown)
+    return None
+
+
 # ------------------------------------------------------------------------------------- rules
 
 
@@ -419,26 +444,26 @@ def rule_batching(s: WindowSignals, t: Thresholds) -> Outcome:
             _lt(b.kv_cache_usage_pct, t.batching_kv_below_pct),
         )
 
-    run, first, undecided = _trailing(s.buckets, test, t.sustain_buckets)
-    if run >= t.sustain_buckets:
-        tail = s.buckets[-run:]
-        return Finding(
-            Rule.BATCHING,
-            Severity.WARNING,
-            first.at,
-            {
-                "minutes": run * BUCKET_S // 60,
-                "gpu_util_pct_mean": _r(statistics.fmean(b.gpu_util_pct for b in tail), 1),
-                "requests_waiting_mean": _r(statistics.fmean(b.requests_waiting for b in tail), 1),
-                "kv_cache_usage_pct_max": _r(max(b.kv_cache_usage_pct for b in tail), 1),
-            },
+    def numbers(tail: Sequence[Bucket]) -> dict[str, object]:
+        return {
+            "gpu_util_pct_mean": _r(statistics.fmean(b.gpu_util_pct for b in tail), 1),
+            "requests_waiting_mean": _r(statistics.fmean(b.requests_waiting for b in tail), 1),
+            "kv_cache_usage_pct_max": _r(max(b.kv_cache_usage_pct for b in tail), 1),
+        }
+
+    return _sustained(
+        Rule.BATCHING,
+        s.buckets,
+        test,
+        t,
+        numbers,
+        (
             "The GPU is mostly idle while requests queue and the KV cache has room.",
             "Raise the engine's batch limits (vLLM --max-num-seqs / --max-num-batched-tokens, "
             "SGLang --max-running-requests) and keep continuous batching on.",
-        )
-    if undecided:
-        return Undecided(Rule.BATCHING, "utilisation, queue or KV cache unknown")
-    return None
+        ),
+        unknown="utilisation, queue or KV cache unknown",
+    )
 
 
 def rule_noisy_neighbour(s: NeighbourSignals, t: Thresholds) -> Outcome:
@@ -586,25 +611,28 @@ def rule_interconnect(s: FabricSignals, t: Thresholds) -> Outcome:
             _lt(b.nvlink_bytes_s, t.interconnect_idle_bytes_s),
         )
 
-    run, first, undecided = _trailing(s.buckets, test, t.sustain_buckets)
-    if run >= t.sustain_buckets:
-        tail = s.buckets[-run:]
-        return Finding(
-            Rule.INTERCONNECT,
-            Severity.WARNING,
-            first.at,
-            {
-                **numbers,
-                "minutes": run * BUCKET_S // 60,
-                "nvlink_bytes_s_max": _r(max(b.nvlink_bytes_s for b in tail), 0),
-                "gpu_util_pct_mean": _r(statistics.fmean(b.gpu_util_pct for b in tail), 1),
-            },
+    def run_numbers(tail: Sequence[Bucket]) -> dict[str, object]:
+        return {
+            "nvlink_bytes_s_max": _r(max(b.nvlink_bytes_s for b in tail), 0),
+            "gpu_util_pct_mean": _r(statistics.fmean(b.gpu_util_pct for b in tail), 1),
+        }
+
+    unknown = "NVLink traffic or utilisation unknown"
+    if not s.buckets:
+        return Undecided(Rule.INTERCONNECT, unknown)
+    return _sustained(
+        Rule.INTERCONNECT,
+        s.buckets,
+        test,
+        t,
+        run_numbers,
+        (
             f"Busy on {s.nodes} nodes with no NVLink traffic: the cards talk over a slow path.",
             fix,
-        )
-    if not s.buckets or undecided:
-        return Undecided(Rule.INTERCONNECT, "NVLink traffic or utilisation unknown")
-    return None
+        ),
+        unknown=unknown,
+        lead=numbers,
+    )
 
 
 def rule_prompt_bloat(s: PromptBloatSignals, t: Thresholds, *, since: datetime) -> Outcome:
@@ -868,26 +896,26 @@ def rule_outside_gpu(s: WindowSignals, t: Thresholds) -> Outcome:
             _lt(b.requests_waiting, t.outside_waiting_below),
         )
 
-    run, first, undecided = _trailing(s.buckets, test, t.sustain_buckets)
-    if run >= t.sustain_buckets:
-        tail = s.buckets[-run:]
-        return Finding(
-            Rule.OUTSIDE_GPU,
-            Severity.WARNING,
-            first.at,
-            {
-                "minutes": run * BUCKET_S // 60,
-                "e2e_p95_s_mean": _r(statistics.fmean(b.e2e_p95_s for b in tail), 1),
-                "gpu_util_pct_mean": _r(statistics.fmean(b.gpu_util_pct for b in tail), 1),
-                "requests_waiting_mean": _r(statistics.fmean(b.requests_waiting for b in tail), 2),
-            },
+    def numbers(tail: Sequence[Bucket]) -> dict[str, object]:
+        return {
+            "e2e_p95_s_mean": _r(statistics.fmean(b.e2e_p95_s for b in tail), 1),
+            "gpu_util_pct_mean": _r(statistics.fmean(b.gpu_util_pct for b in tail), 1),
+            "requests_waiting_mean": _r(statistics.fmean(b.requests_waiting for b in tail), 2),
+        }
+
+    return _sustained(
+        Rule.OUTSIDE_GPU,
+        s.buckets,
+        test,
+        t,
+        numbers,
+        (
             "Requests are slow while the GPU idles and nothing waits.",
             "Do not add cards: trace the request path end to end (client, gateway, tools, "
             "database, tokenizer) and fix the slow step first.",
-        )
-    if undecided:
-        return Undecided(Rule.OUTSIDE_GPU, "latency, utilisation or queue unknown")
-    return None
+        ),
+        unknown="latency, utilisation or queue unknown",
+    )
 
 
 def rule_saturation(s: WindowSignals, t: Thresholds) -> Outcome:

@@ -277,7 +277,7 @@ class CapacitySnapshot:
         )
 
 
-def request_options(
+def request_options(  # noqa: C901  # split in #29 once the feature branches merge
     *,
     workload_kind: str,
     card_count: int,

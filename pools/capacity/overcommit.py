@@ -26,7 +26,6 @@ from django.db.models import Max
 
 from pools.capacity.arithmetic import peak_cards, usable_cards
 from pools.capacity.availability import pool_slices
-from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.window import holding_allocations, window_holds
@@ -77,8 +76,9 @@ def overcommitted_windows(*, now: datetime) -> list[Overcommit]:
     per pair with holds; the allocations concerned are looked for only where the peak is
     over."""
     pairs = (
-        Allocation.objects.whole_cards()
-        .filter(status__in=HOLDING_STATUSES, ends_at__gt=now)
+        Allocation.objects.holding()
+        .whole_cards()
+        .filter(ends_at__gt=now)
         .values_list("pool", "gpu_model")
         .annotate(last=Max("ends_at"))
         .order_by()
@@ -115,8 +115,9 @@ def _overcommitted_slices(now: datetime) -> list[Overcommit]:
     the peak held against the slices of that profile the pool has now. One query for the
     triples, then two per triple."""
     triples = (
-        Allocation.objects.slices()
-        .filter(status__in=HOLDING_STATUSES, ends_at__gt=now)
+        Allocation.objects.holding()
+        .slices()
+        .filter(ends_at__gt=now)
         .values_list("pool", "gpu_model", "mig_profile")
         .annotate(last=Max("ends_at"))
         .order_by()

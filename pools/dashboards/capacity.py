@@ -594,11 +594,11 @@ class HeatmapCell:
     @property
     def util_level(self) -> str:
         """CSS class of the utilisation colour: ``u0`` under 10 %, ``u1`` under 30 % (the
-        default busy threshold), ``u2`` under 60 %, ``u3`` under 90 %, ``u4`` from 90 %, and
-        ``nodata`` without a reading."""
+        default busy threshold, :data:`IDLE_BELOW_PCT`), ``u2`` under 60 %, ``u3`` under 90 %,
+        ``u4`` from 90 %, and ``nodata`` without a reading."""
         if self.util_pct is None:
             return "nodata"
-        return f"u{sum(self.util_pct >= edge for edge in (10, 30, 60, 90))}"
+        return f"u{sum(self.util_pct >= edge for edge in (10, IDLE_BELOW_PCT, 60, 90))}"
 
 
 @dataclass(frozen=True)

@@ -459,19 +459,12 @@ def utilisation_history(
     points = int(chosen.duration.total_seconds() // step) + 1
     history = UtilisationHistory(range=chosen, start=start, end=end)
     history.timestamps = [start + timedelta(seconds=i * step) for i in range(points)]
-    by_host = ", ".join((*HOST_LABELS, *MODEL_LABELS))
-    answers: dict[str, tuple[Series, ...]] = {}
     with _adapter(metrics) as adapter:
         if adapter is None:
             history.error = NOT_CONFIGURED
             return history
         try:
-            for metric in (GR_ENGINE_ACTIVE, GPU_UTIL):
-                card = card_expr(metric, window_s=step)
-                for op in ("sum", "count"):
-                    answers[f"{op} {metric}"] = adapter.query_range(
-                        f"{op} by ({by_host}) ({card})", start=start, end=end, step_s=step
-                    )
+            answers = _history_answers(adapter, start=start, end=end, step=step)
         except SchedulerError as exc:
             history.error = _why(exc)
             return history
@@ -481,18 +474,7 @@ def utilisation_history(
         if any(name and hosts.find(name) is None for name in names):
             window_s = int((end - start).total_seconds())
             aliases = _exporter_hosts(adapter, hosts, at=end, window_s=window_s)
-    # (labels, metric) -> [sum, count] per step, then PROF or DEV per host × model and step
-    per_key: dict[tuple, dict[str, list[list[float]]]] = defaultdict(dict)
-    for metric, scale in ((GR_ENGINE_ACTIVE, 100.0), (GPU_UTIL, 1.0)):
-        for op, column in (("sum", 0), ("count", 1)):
-            for series in answers[f"{op} {metric}"]:
-                steps = per_key[series.labels].setdefault(
-                    metric, [[0.0, 0.0] for _ in range(points)]
-                )
-                for sample in series.samples:
-                    i = round((sample.timestamp - start_s) / step)
-                    if sample.value is not None and 0 <= i < points:
-                        steps[i][column] = sample.value * (scale if column == 0 else 1.0)
+    per_key = _steps_by_labels(answers, start_s=start_s, step=step, points=points)
     totals: dict[tuple, list[list[float]]] = {}
     for labels, metrics_by_name in per_key.items():
         place = _place(hosts, models, dict(labels), aliases)
@@ -500,13 +482,7 @@ def utilisation_history(
             history.unplaced += 1
             continue
         total = totals.setdefault(place, [[0.0, 0.0] for _ in range(points)])
-        prof = metrics_by_name.get(GR_ENGINE_ACTIVE)
-        dev = metrics_by_name.get(GPU_UTIL)
-        for i in range(points):
-            chosen_step = prof[i] if prof and prof[i][1] else (dev[i] if dev else None)
-            if chosen_step and chosen_step[1]:
-                total[i][0] += chosen_step[0]
-                total[i][1] += chosen_step[1]
+        _add_prof_or_dev(total, metrics_by_name)
     for (pool_slug, pool, model_slug, model), total in sorted(
         totals.items(), key=lambda item: (item[0][1], item[0][3])
     ):
@@ -521,3 +497,52 @@ def utilisation_history(
             )  # fmt: skip
         )
     return history
+
+
+def _history_answers(
+    adapter: Any, *, start: datetime, end: datetime, step: int
+) -> dict[str, tuple[Series, ...]]:
+    """The four range queries, ``"<sum|count> <metric>"`` -> series: sum and count by host and
+    model of the card means of PROF (GR_ENGINE_ACTIVE) and DEV (GPU_UTIL). Raises
+    :class:`SchedulerError`."""
+    by_host = ", ".join((*HOST_LABELS, *MODEL_LABELS))
+    answers: dict[str, tuple[Series, ...]] = {}
+    for metric in (GR_ENGINE_ACTIVE, GPU_UTIL):
+        card = card_expr(metric, window_s=step)
+        for op in ("sum", "count"):
+            answers[f"{op} {metric}"] = adapter.query_range(
+                f"{op} by ({by_host}) ({card})", start=start, end=end, step_s=step
+            )
+    return answers
+
+
+def _steps_by_labels(
+    answers: dict[str, tuple[Series, ...]], *, start_s: float, step: int, points: int
+) -> dict[tuple, dict[str, list[list[float]]]]:
+    """(labels, metric) -> ``[sum %, count]`` per step (PROF's 0-1 ratio scaled to %)."""
+    per_key: dict[tuple, dict[str, list[list[float]]]] = defaultdict(dict)
+    for metric, scale in ((GR_ENGINE_ACTIVE, 100.0), (GPU_UTIL, 1.0)):
+        for op, column in (("sum", 0), ("count", 1)):
+            for series in answers[f"{op} {metric}"]:
+                steps = per_key[series.labels].setdefault(
+                    metric, [[0.0, 0.0] for _ in range(points)]
+                )
+                for sample in series.samples:
+                    i = round((sample.timestamp - start_s) / step)
+                    if sample.value is not None and 0 <= i < points:
+                        steps[i][column] = sample.value * (scale if column == 0 else 1.0)
+    return per_key
+
+
+def _add_prof_or_dev(
+    total: list[list[float]], metrics_by_name: dict[str, list[list[float]]]
+) -> None:
+    """Add one host × model's ``[sum, count]`` per step to ``total``: PROF where it reports at
+    that step, else DEV."""
+    prof = metrics_by_name.get(GR_ENGINE_ACTIVE)
+    dev = metrics_by_name.get(GPU_UTIL)
+    for i, step_total in enumerate(total):
+        chosen_step = prof[i] if prof and prof[i][1] else (dev[i] if dev else None)
+        if chosen_step and chosen_step[1]:
+            step_total[0] += chosen_step[0]
+            step_total[1] += chosen_step[1]

@@ -112,6 +112,14 @@ class ScalingPolicy:
     stale_after_s: int = 180
 
     def __post_init__(self) -> None:
+        """Types, then cards, then thresholds and windows; raises :class:`PolicyError` (field,
+        message) at the first break."""
+        self._check_types()
+        self._check_cards()
+        self._check_thresholds()
+
+    def _check_types(self) -> None:
+        """Card counts and seconds are whole numbers; percentages and latency numbers."""
         for name in (
             "floor_cards",
             "ceiling_cards",
@@ -131,6 +139,10 @@ class ScalingPolicy:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
                 raise PolicyError(name, f"must be a number, got {value!r}")
+
+    def _check_cards(self) -> None:
+        """0 <= floor <= ceiling; replicas of >= 1 card, at least one, within the ceiling;
+        the step a positive multiple of a replica's cards."""
         if self.floor_cards < 0:
             raise PolicyError("floor_cards", "must be >= 0")
         if self.ceiling_cards < self.floor_cards:
@@ -149,6 +161,10 @@ class ScalingPolicy:
             raise PolicyError(
                 "step_cards", f"must be a positive multiple of {self.cards_per_replica} cards"
             )
+
+    def _check_thresholds(self) -> None:
+        """0 <= down < up <= 100 %; latency > 0; windows >= 60 s; cool-down >= the minimum;
+        gap and staleness >= 1 s."""
         if not 0 <= self.down_util_pct < self.up_util_pct <= 100:
             raise PolicyError(
                 "down_util_pct", "must satisfy 0 <= down_util_pct < up_util_pct <= 100"
@@ -280,7 +296,7 @@ def signals_at(
     )
 
 
-def decide(
+def decide(  # noqa: C901  # split in #29 once the feature branches merge
     policy: ScalingPolicy,
     *,
     signals: Signals,

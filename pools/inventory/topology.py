@@ -214,13 +214,7 @@ def _header_columns(line: str) -> list[str] | None:
 def _parse_matrix(
     lines: list[str], start: int, issues: list[TopologyIssue]
 ) -> TopologyMatrix | None:
-    header_at = None
-    columns: list[str] = []
-    for offset, line in enumerate(lines):
-        found = _header_columns(line)
-        if found is not None:
-            header_at, columns = offset, found
-            break
+    header_at, columns = _find_header(lines)
     if header_at is None:
         if any(line.strip() for line in lines):
             issues.append(TopologyIssue(start, "no topology matrix header (a row naming GPU0)"))
@@ -232,15 +226,41 @@ def _parse_matrix(
     if columns[:n_gpus] != [f"GPU{i}" for i in gpu_columns]:
         issues.append(TopologyIssue(start + header_at, "GPU columns are not first in the header"))
         return None
-    nic_columns = columns[n_gpus:]
-    width = len(columns)
     legend = _nic_legend(lines[header_at + 1 :])
+    rows, cpu, numa = _matrix_rows(lines, header_at, len(columns), start, issues)
+    links = _matrix_links(rows, gpu_columns, issues)
+    missing = sorted(set(gpu_columns) - set(rows))
+    if missing:
+        issues.append(TopologyIssue(None, "no row for " + ", ".join(f"GPU{i}" for i in missing)))
+    return TopologyMatrix(
+        gpus=tuple(sorted(gpu_columns)),
+        links=links,
+        nvlinks=_nvlink_counts(links, rows, issues),
+        cpu_affinity=cpu,
+        numa_affinity=numa,
+        nics=tuple(legend.get(name, name) for name in columns[n_gpus:]),
+    )
+
+
+def _find_header(lines: list[str]) -> tuple[int | None, list[str]]:
+    """``(offset, device columns)`` of the first matrix header row, ``(None, [])`` if none."""
+    for offset, line in enumerate(lines):
+        found = _header_columns(line)
+        if found is not None:
+            return offset, found
+    return None, []
+
+
+def _matrix_rows(
+    lines: list[str], header_at: int, width: int, start: int, issues: list[TopologyIssue]
+) -> tuple[dict[int, list[str]], dict[int, str | None], dict[int, str | None]]:
+    """``(cells, CPU affinity, NUMA affinity)`` by GPU index of the GPU rows after the header,
+    up to the legend; a short row is padded with ``?`` and reported."""
     rows: dict[int, list[str]] = {}
     cpu: dict[int, str | None] = {}
     numa: dict[int, str | None] = {}
     for offset in range(header_at + 1, len(lines)):
-        line = lines[offset]
-        cells = _split_row(line)
+        cells = _split_row(lines[offset])
         if not cells:
             continue
         if cells[0].rstrip(":") == "Legend":
@@ -261,9 +281,17 @@ def _parse_matrix(
         extra = [value for value in values[width:] if value]
         cpu[index] = _affinity(extra[0]) if len(extra) > 0 else None
         numa[index] = _affinity(extra[1]) if len(extra) > 1 else None
+    return rows, cpu, numa
+
+
+def _matrix_links(
+    rows: dict[int, list[str]], gpu_columns: list[int], issues: list[TopologyIssue]
+) -> dict[tuple[int, int], str]:
+    """The link code of each ordered GPU pair; a diagonal other than ``X`` and unknown codes
+    are reported."""
     links: dict[tuple[int, int], str] = {}
     for index, values in rows.items():
-        for column, value in zip(gpu_columns, values[:n_gpus], strict=True):
+        for column, value in zip(gpu_columns, values[: len(gpu_columns)], strict=True):
             if column == index:
                 if value != "X":
                     issues.append(TopologyIssue(None, f"GPU{index} to itself is {value!r}, not X"))
@@ -273,9 +301,14 @@ def _parse_matrix(
                     TopologyIssue(None, f"GPU{index}-GPU{column}: {value!r} is not a known link")
                 )
             links[(index, column)] = value
-    missing = sorted(set(gpu_columns) - set(rows))
-    if missing:
-        issues.append(TopologyIssue(None, "no row for " + ", ".join(f"GPU{i}" for i in missing)))
+    return links
+
+
+def _nvlink_counts(
+    links: dict[tuple[int, int], str], rows: dict[int, list[str]], issues: list[TopologyIssue]
+) -> dict[tuple[int, int], int]:
+    """NVLinks per GPU pair ``(a, b)`` with ``a < b``: the fewer of the two directions; a pair
+    NVLinked one way only is reported and left out."""
     nvlinks: dict[tuple[int, int], int] = {}
     for (a, b), value in links.items():
         if a > b:
@@ -301,15 +334,7 @@ def _parse_matrix(
                 count = min(count, int(back["links"]))
             if count >= 1:
                 nvlinks[(a, b)] = count
-    nics = tuple(legend.get(name, name) for name in nic_columns)
-    return TopologyMatrix(
-        gpus=tuple(sorted(gpu_columns)),
-        links=links,
-        nvlinks=nvlinks,
-        cpu_affinity=cpu,
-        numa_affinity=numa,
-        nics=nics,
-    )
+    return nvlinks
 
 
 def _affinity(value: str) -> str | None:
@@ -371,24 +396,27 @@ def _parse_nvlink_status(
             current["said"] = "unknown"
         else:
             issues.append(TopologyIssue(start + offset, f"not understood: {stripped!r}"))
-    out: dict[int, GpuNvlinkStatus] = {}
-    for index, card in cards.items():
-        speeds = tuple(card["speeds"])  # type: ignore[arg-type]
-        if speeds:
-            state = "active"
-        elif card["said"] == "none" or int(card["inactive"]) > 0:  # type: ignore[arg-type]
-            state = "none"
-        else:
-            state = "unknown"
-        out[index] = GpuNvlinkStatus(
-            index=index,
-            name=card["name"],  # type: ignore[arg-type]
-            uuid=card["uuid"],  # type: ignore[arg-type]
-            state=state,
-            active_links=len(speeds),
-            link_gbps=speeds,
-        )
-    return out
+    return {index: _nvlink_card(index, card) for index, card in cards.items()}
+
+
+def _nvlink_card(index: int, card: dict[str, object]) -> GpuNvlinkStatus:
+    """One card of ``nvidia-smi nvlink -s``: ``active`` with link speeds, ``none`` when it said
+    so or every link is inactive, else ``unknown``."""
+    speeds = tuple(card["speeds"])  # type: ignore[arg-type]
+    if speeds:
+        state = "active"
+    elif card["said"] == "none" or int(card["inactive"]) > 0:  # type: ignore[arg-type]
+        state = "none"
+    else:
+        state = "unknown"
+    return GpuNvlinkStatus(
+        index=index,
+        name=card["name"],  # type: ignore[arg-type]
+        uuid=card["uuid"],  # type: ignore[arg-type]
+        state=state,
+        active_links=len(speeds),
+        link_gbps=speeds,
+    )
 
 
 def _interconnect(

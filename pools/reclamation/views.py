@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django import forms
 from django.contrib import messages
@@ -324,6 +325,61 @@ class ExemptionForm(forms.Form):
         return data
 
 
+def _policy_rows(pools: list[Pool], policies: dict[int, ReclamationPolicy]) -> list[dict[str, Any]]:
+    """One row per pool: its policy (an unsaved default when never edited), whether it is
+    saved, and its idle thresholds as plain numbers (%)."""
+    rows = []
+    for pool in pools:
+        policy = policies.get(pool.pk) or ReclamationPolicy(pool=pool)
+        rows.append(
+            {
+                "pool": pool,
+                "policy": policy,
+                "saved": pool.pk in policies,
+                "idle_pct": plain_decimal(Decimal(policy.idle_below_pct)),
+                "certainly_idle_pct": plain_decimal(Decimal(policy.certainly_idle_below_pct)),
+            }
+        )
+    return rows
+
+
+def _exemption_granted(request, exemption_form: ExemptionForm) -> bool:
+    """Grant the posted exemption (a success message); ``False`` with the service's error on
+    the form (on its field when it names one) when it is invalid or refused."""
+    if not exemption_form.is_valid():
+        return False
+    data = exemption_form.cleaned_data
+    try:
+        exemption = exemption_grant(
+            actor=request.user,
+            reason=data["reason"],
+            expires_at=data["expires_at"],
+            team=data.get("team"),
+            allocation=data.get("allocation"),
+        )
+    except DomainError as exc:
+        field = exc.data.get("field")
+        exemption_form.add_error(field if field in exemption_form.fields else None, exc.message)
+        return False
+    messages.success(
+        request,
+        f"Exemption of {_exempted(exemption)} granted until "
+        f"{timezone.localtime(exemption.expires_at):%Y-%m-%d %H:%M}.",
+    )
+    return True
+
+
+def _exemption_revoke(request) -> None:
+    """Revoke the posted exemption (404 when unknown); the outcome as a message."""
+    exemption = get_object_or_404(Exemption, pk=request.POST.get("exemption"))
+    try:
+        exemption_revoke(exemption=exemption, actor=request.user)
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Exemption of {_exempted(exemption)} revoked.")
+
+
 @pool_admin_required
 @require_http_methods(["GET", "POST"])
 def reclamation_policies(request):
@@ -342,36 +398,10 @@ def reclamation_policies(request):
             return redirect("pools:reclamation-policies")
     elif request.method == "POST" and request.POST.get("kind") == "exemption":
         exemption_form = ExemptionForm(request.POST)
-        if exemption_form.is_valid():
-            data = exemption_form.cleaned_data
-            try:
-                exemption = exemption_grant(
-                    actor=request.user,
-                    reason=data["reason"],
-                    expires_at=data["expires_at"],
-                    team=data.get("team"),
-                    allocation=data.get("allocation"),
-                )
-            except DomainError as exc:
-                field = exc.data.get("field")
-                exemption_form.add_error(
-                    field if field in exemption_form.fields else None, exc.message
-                )
-            else:
-                messages.success(
-                    request,
-                    f"Exemption of {_exempted(exemption)} granted until "
-                    f"{timezone.localtime(exemption.expires_at):%Y-%m-%d %H:%M}.",
-                )
-                return redirect("pools:reclamation-policies")
+        if _exemption_granted(request, exemption_form):
+            return redirect("pools:reclamation-policies")
     elif request.method == "POST" and request.POST.get("kind") == "revoke":
-        exemption = get_object_or_404(Exemption, pk=request.POST.get("exemption"))
-        try:
-            exemption_revoke(exemption=exemption, actor=request.user)
-        except DomainError as exc:
-            messages.error(request, exc.message)
-        else:
-            messages.success(request, f"Exemption of {_exempted(exemption)} revoked.")
+        _exemption_revoke(request)
         return redirect("pools:reclamation-policies")
     whatif = None
     edit_pool = next((p for p in pools if p.slug == edit), None)
@@ -387,18 +417,7 @@ def reclamation_policies(request):
         "team", "gpu_model"
     ).order_by("-id")[:200]
     exemption_form.fields["team"].queryset = Team.objects.order_by("name")
-    rows = [
-        {
-            "pool": p,
-            "policy": policies.get(p.pk) or ReclamationPolicy(pool=p),
-            "saved": p.pk in policies,
-        }
-        for p in pools
-    ]
-    for row in rows:
-        policy = row["policy"]
-        row["idle_pct"] = plain_decimal(Decimal(policy.idle_below_pct))
-        row["certainly_idle_pct"] = plain_decimal(Decimal(policy.certainly_idle_below_pct))
+    rows = _policy_rows(pools, policies)
     exemptions = (
         Exemption.objects.select_related("team", "allocation__team")
         .filter(expires_at__gt=timezone.now())

@@ -51,7 +51,8 @@ def bucket_floor(moment: datetime, seconds: int = WINDOW_S) -> datetime:
 
 def _open_allocations(start: datetime, end: datetime) -> list[Allocation]:
     return list(
-        Allocation.objects.filter(status__in=APPLIED_STATUSES, starts_at__lt=end, ends_at__gt=start)
+        Allocation.objects.filter(status__in=APPLIED_STATUSES)
+        .overlapping(start, end)
         .select_related("team", "pool")
         .only(
             "id",

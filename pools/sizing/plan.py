@@ -657,26 +657,7 @@ def _plan_row(
     layout["pp"] = pp
 
     def row(**fields) -> PlanRow:
-        values = {
-            "gpu_slug": gpu.slug,
-            "gpu_name": gpu.name,
-            "min_fit_tp": None,
-            "tp": None,
-            "estimate": None,
-            "replica_requests_per_s": None,
-            "per_card_equivalent_tok_s": None,
-            "replicas": None,
-            "cards": None,
-            "free_cards": free,
-            "price_per_card_hour": price,
-            "monthly_cost": None,
-            "meets_targets": False,
-            "fits_free_capacity": None,
-            "warnings": (),
-            **layout,
-        }
-        values.update(fields)
-        return PlanRow(**values)
+        return _row(gpu, free=free, price=price, layout=layout, **fields)
 
     if gpu.memory_bandwidth_gbps is None:
         return row(
@@ -687,78 +668,39 @@ def _plan_row(
                 ),
             )
         )
-    options = []
-    largest_failure = None
-    degrees = [fixed_tp] if fixed_tp else tp_degrees(model=model, max_tp=max(1, max_tp))
-    refused = None
-    for tp in degrees:
-        try:
-            base, at_targets = _option(
-                model=model,
-                gpu=gpu,
-                precision=precision,
-                kv_cache_dtype=kv_cache_dtype,
-                tp=tp,
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                engine=engine,
-                cached=cached,
-                tpot_target_ms=tpot_target_ms,
-                ttft_target_ms=ttft_target_ms,
-                **layout,
-            )
-        except SizingInputError as exc:
-            if not fixed_tp and pp == 1 and layout.get("ep") is None:
-                raise
-            # This GPU model cannot run the layout at this TP (heads, NIC, EP): try the next.
-            refused = SizingWarning("layout_refused", exc.message)
-            continue
-        if not base.fits:
-            largest_failure = base
-            continue
-        options.append((tp, base, at_targets))
+    options, failure_warnings = _fitting_options(
+        model=model,
+        gpu=gpu,
+        fixed_tp=fixed_tp,
+        max_tp=max_tp,
+        layout=layout,
+        precision=precision,
+        kv_cache_dtype=kv_cache_dtype,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        engine=engine,
+        cached=cached,
+        tpot_target_ms=tpot_target_ms,
+        ttft_target_ms=ttft_target_ms,
+    )
     if not options:
-        warnings = largest_failure.warnings if largest_failure is not None else ()
-        if largest_failure is None and refused is not None:
-            warnings = (refused,)
-        return row(warnings=tuple(warnings))
+        return row(warnings=failure_warnings)
     min_fit_tp = options[0][0]
-    scored = []
-    for tp, base, at_targets in options:
-        chosen = at_targets or _batch_one(base, model, gpu, cached)
-        counts = (1, 1)
-        if concurrency is not None:
-            # Whole sequences per replica: batch_for_targets answers the largest whole batch
-            # meeting the targets (batch 1 when none does); the sequences are then spread
-            # evenly and each replica is costed at the batch it really runs (issue 34: one
-            # sequence is batch 1, as ``estimate`` gives it, not the largest batch allowed).
-            most = max(1, int(chosen.batch))
-            counts = tuple(
-                -(-math.ceil(concurrency * share - 1e-9) // most) for share in (1.0, sized_share)
-            )
-            per_replica = -(-math.ceil(concurrency * sized_share - 1e-9) // counts[1])
-            if per_replica != chosen.batch:
-                chosen = _at_batch(base, model, gpu, cached, per_replica)
-        elif demand is not None:
-            counts = tuple(
-                replicas_for_demand(
-                    peak_requests_per_s=demand.peak_requests_per_s * share,
-                    replica_requests_per_s=chosen.requests_per_s,
-                )
-                for share in (1.0, sized_share)
-            )
-        buffer = math.ceil(counts[1] * buffer_share - 1e-9)
-        replicas = counts[1] + buffer
-        scored.append(
-            (at_targets is None, replicas * tp * pp, tp, base, chosen, replicas, counts, buffer)
+    scored = [
+        _scored_option(
+            option,
+            model=model,
+            gpu=gpu,
+            cached=cached,
+            pp=pp,
+            demand=demand,
+            concurrency=concurrency,
+            sized_share=sized_share,
+            buffer_share=buffer_share,
         )
-    scored.sort(key=lambda item: (item[0], item[1], item[2]))
-    missed, cards, tp, base, chosen, replicas, counts, buffer = scored[0]
-    if missed:
-        # Nothing meets the targets: show the smallest TP that fits, not the cheapest miss.
-        missed, cards, tp, base, chosen, replicas, counts, buffer = next(
-            s for s in scored if s[2] == min_fit_tp
-        )
+        for option in options
+    ]
+    missed, cards, tp, base, chosen, replicas, counts, buffer = _best(scored, min_fit_tp)
     warnings = list(base.warnings)
     if missed:
         warnings += _target_warnings(chosen, tpot_target_ms, ttft_target_ms)
@@ -786,14 +728,14 @@ def _plan_row(
     )
     replicas_low = replicas
     if band is not None and demand is not None and concurrency is None:
-        low_sized = max(
-            counts[1],
-            replicas_for_demand(
-                peak_requests_per_s=demand.peak_requests_per_s * sized_share,
-                replica_requests_per_s=chosen.requests_per_s * band.low_factor,
-            ),
+        replicas_low = _pessimistic_replicas(
+            band,
+            demand,
+            chosen,
+            sized=counts[1],
+            sized_share=sized_share,
+            buffer_share=buffer_share,
         )
-        replicas_low = low_sized + math.ceil(low_sized * buffer_share - 1e-9)
     return row(
         replicas_at_peak=counts[0],
         replicas_sized=counts[1],
@@ -815,6 +757,147 @@ def _plan_row(
         fits_free_capacity=fits_free,
         warnings=tuple(warnings),
     )
+
+
+def _row(
+    gpu: GpuSpec,
+    *,
+    free: int | None,
+    price: Decimal | None,
+    layout: Mapping[str, Any],
+    **fields: Any,
+) -> PlanRow:
+    """A plan row of ``gpu`` with ``fields``; what they leave out is unknown (``None``), not
+    meeting the targets, without warnings."""
+    values = {
+        "gpu_slug": gpu.slug,
+        "gpu_name": gpu.name,
+        "min_fit_tp": None,
+        "tp": None,
+        "estimate": None,
+        "replica_requests_per_s": None,
+        "per_card_equivalent_tok_s": None,
+        "replicas": None,
+        "cards": None,
+        "free_cards": free,
+        "price_per_card_hour": price,
+        "monthly_cost": None,
+        "meets_targets": False,
+        "fits_free_capacity": None,
+        "warnings": (),
+        **layout,
+    }
+    values.update(fields)
+    return PlanRow(**values)
+
+
+def _best(scored: list[tuple], min_fit_tp: int) -> tuple:
+    """The option to show (see :func:`_scored_option`): the fewest cards meeting the targets
+    (then the smaller TP); when none does, the smallest TP that fits, not the cheapest miss."""
+    scored = sorted(scored, key=lambda item: (item[0], item[1], item[2]))
+    if scored[0][0]:
+        return next(s for s in scored if s[2] == min_fit_tp)
+    return scored[0]
+
+
+def _fitting_options(
+    *,
+    model: ModelArch,
+    gpu: GpuSpec,
+    fixed_tp: int | None,
+    max_tp: int,
+    layout: Mapping[str, Any],
+    **option_args: Any,
+) -> tuple[list[tuple[int, ReplicaEstimate, ThroughputEstimate | None]], tuple]:
+    """``([(tp, estimate, at targets or None)], warnings)``: the TP degrees (``fixed_tp``, else
+    :func:`tp_degrees`) at which the model fits, smallest first; when none fits, the warnings
+    of the largest TP tried that does not fit, else that the layout was refused. A refused
+    layout is skipped only when the layout was chosen (fixed TP, PP > 1 or EP); otherwise
+    its :class:`SizingInputError` is raised."""
+    options = []
+    largest_failure = None
+    refused = None
+    degrees = [fixed_tp] if fixed_tp else tp_degrees(model=model, max_tp=max(1, max_tp))
+    for tp in degrees:
+        try:
+            base, at_targets = _option(model=model, gpu=gpu, tp=tp, **option_args, **layout)
+        except SizingInputError as exc:
+            if not fixed_tp and layout["pp"] == 1 and layout.get("ep") is None:
+                raise
+            # This GPU model cannot run the layout at this TP (heads, NIC, EP): try the next.
+            refused = SizingWarning("layout_refused", exc.message)
+            continue
+        if not base.fits:
+            largest_failure = base
+            continue
+        options.append((tp, base, at_targets))
+    warnings = largest_failure.warnings if largest_failure is not None else ()
+    if largest_failure is None and refused is not None:
+        warnings = (refused,)
+    return options, tuple(warnings)
+
+
+def _scored_option(
+    option: tuple[int, ReplicaEstimate, ThroughputEstimate | None],
+    *,
+    model: ModelArch,
+    gpu: GpuSpec,
+    cached: int,
+    pp: int,
+    demand: Demand | None,
+    concurrency: int | None,
+    sized_share: float,
+    buffer_share: float,
+) -> tuple:
+    """``(missed targets, cards, tp, estimate, throughput chosen, replicas, (replicas at peak,
+    replicas sized), buffer replicas)`` of one fitting TP, sorted on by :func:`_plan_row`."""
+    tp, base, at_targets = option
+    chosen = at_targets or _batch_one(base, model, gpu, cached)
+    counts = (1, 1)
+    if concurrency is not None:
+        # Whole sequences per replica: batch_for_targets answers the largest whole batch
+        # meeting the targets (batch 1 when none does); the sequences are then spread
+        # evenly and each replica is costed at the batch it really runs (issue 34: one
+        # sequence is batch 1, as ``estimate`` gives it, not the largest batch allowed).
+        most = max(1, int(chosen.batch))
+        counts = tuple(
+            -(-math.ceil(concurrency * share - 1e-9) // most) for share in (1.0, sized_share)
+        )
+        per_replica = -(-math.ceil(concurrency * sized_share - 1e-9) // counts[1])
+        if per_replica != chosen.batch:
+            chosen = _at_batch(base, model, gpu, cached, per_replica)
+    elif demand is not None:
+        counts = tuple(
+            replicas_for_demand(
+                peak_requests_per_s=demand.peak_requests_per_s * share,
+                replica_requests_per_s=chosen.requests_per_s,
+            )
+            for share in (1.0, sized_share)
+        )
+    buffer = math.ceil(counts[1] * buffer_share - 1e-9)
+    replicas = counts[1] + buffer
+    return (at_targets is None, replicas * tp * pp, tp, base, chosen, replicas, counts, buffer)
+
+
+def _pessimistic_replicas(
+    band: Any,
+    demand: Demand,
+    chosen: ThroughputEstimate,
+    *,
+    sized: int,
+    sized_share: float,
+    buffer_share: float,
+) -> int:
+    """Replicas (with the buffer) if each replica served only the band's low factor of its
+    requests/s; never fewer than ``sized``."""
+    low_sized = max(
+        sized,
+        replicas_for_demand(
+            peak_requests_per_s=demand.peak_requests_per_s * sized_share,
+            replica_requests_per_s=chosen.requests_per_s * band.low_factor,
+        ),
+    )
+    return low_sized + math.ceil(low_sized * buffer_share - 1e-9)
 
 
 def _batch_one(
@@ -913,6 +996,32 @@ def _rate_field(fields: Mapping[str, object], name: str) -> float | None:
     return float(value)
 
 
+def _str_field(fields: Mapping[str, object], name: str, default: str | None = None) -> str | None:
+    """``fields[name]`` (a falsy value is ``default`` when one is given); raises
+    :class:`SizingInputError` ``not_a_string`` when it is neither a string nor ``None``."""
+    value = fields.get(name)
+    if default is not None:
+        value = value or default
+    if value is not None and not isinstance(value, str):
+        raise SizingInputError(
+            f"{name} must be a string, got {value!r}", reason="not_a_string", field=name
+        )
+    return value
+
+
+def _hit_rate_field(fields: Mapping[str, object]) -> float:
+    """``prompt_cache_hit_rate`` in [0, 1) (absent: 0); raises :class:`SizingInputError`
+    ``out_of_range`` otherwise."""
+    hit_rate = fields.get("prompt_cache_hit_rate") or 0.0
+    if isinstance(hit_rate, bool) or not isinstance(hit_rate, int | float) or not 0 <= hit_rate < 1:
+        raise SizingInputError(
+            "prompt_cache_hit_rate must be a number in [0, 1)",
+            reason="out_of_range",
+            field="prompt_cache_hit_rate",
+        )
+    return hit_rate
+
+
 def estimate_from_fields(
     fields: Mapping[str, object],
     *,
@@ -939,6 +1048,52 @@ def estimate_from_fields(
     version-chosen kernels stay. Unknown keys are ignored. Raises :class:`SizingInputError`
     for anything it cannot use.
     """
+    model, gpu = _model_and_gpu(fields, presets=presets, gpus=gpus, name_to_slug=name_to_slug)
+    tp = _int_field(fields, "tp", 1)
+    pp = _int_field(fields, "pp", 1)
+    ep = _int_field(fields, "ep", None)
+    nic_gbps = _rate_field(fields, "nic_gbps")
+    gpu_count = _int_field(fields, "gpu_count", tp * pp)
+    input_len = _int_field(fields, "input_len", None)
+    output_len = _int_field(fields, "output_len", None)
+    for name, value in (("input_len", input_len), ("output_len", output_len)):
+        if value is None:
+            raise SizingInputError(f"{name} is required", reason="missing", field=name)
+    precision = _str_field(fields, "precision", "FP16")
+    kv_dtype = _str_field(fields, "kv_cache_dtype")
+    profile = engine_profile(_str_field(fields, "engine"), _str_field(fields, "engine_version"))
+    rate = _rate_field(fields, "request_rate")
+    hit_rate = _hit_rate_field(fields)
+    replicas = gpu_count // (tp * pp) if gpu_count % (tp * pp) == 0 else 1
+    return estimate_replica(
+        model=model,
+        gpu=gpu,
+        precision=precision,
+        kv_cache_dtype=kv_dtype,
+        tp=tp,
+        gpu_count=gpu_count,
+        input_tokens=input_len,
+        output_tokens=output_len,
+        concurrency=_int_field(fields, "concurrency", None),
+        request_rate=None if rate is None else rate / replicas,
+        engine=with_fitted(profile, (engines or {}).get(profile.name)),
+        cached_input_tokens=min(input_len - 1, round(input_len * hit_rate)),
+        pp=pp,
+        ep=ep,
+        nic_gbps=nic_gbps,
+    )
+
+
+def _model_and_gpu(
+    fields: object,
+    *,
+    presets: Mapping[str, ModelArch],
+    gpus: Mapping[str, GpuSpec],
+    name_to_slug: Callable[[str], str] | None,
+) -> tuple[ModelArch, GpuSpec]:
+    """The architecture and the GPU a request's ``model`` and ``gpu`` name (see
+    :func:`estimate_from_fields`); raises :class:`SizingInputError` (``not_an_object``,
+    ``missing``, ``unknown_model``, ``unknown_gpu``)."""
     if not isinstance(fields, Mapping):
         raise SizingInputError("each input must be a JSON object", reason="not_an_object")
     for name in ("model", "gpu"):
@@ -967,57 +1122,7 @@ def estimate_from_fields(
             reason="unknown_gpu",
             field="gpu",
         )
-    tp = _int_field(fields, "tp", 1)
-    pp = _int_field(fields, "pp", 1)
-    ep = _int_field(fields, "ep", None)
-    nic_gbps = _rate_field(fields, "nic_gbps")
-    gpu_count = _int_field(fields, "gpu_count", tp * pp)
-    input_len = _int_field(fields, "input_len", None)
-    output_len = _int_field(fields, "output_len", None)
-    for name, value in (("input_len", input_len), ("output_len", output_len)):
-        if value is None:
-            raise SizingInputError(f"{name} is required", reason="missing", field=name)
-    precision = fields.get("precision") or "FP16"
-    kv_dtype = fields.get("kv_cache_dtype")
-    engine = fields.get("engine")
-    version = fields.get("engine_version")
-    for name, value in (
-        ("precision", precision),
-        ("kv_cache_dtype", kv_dtype),
-        ("engine", engine),
-        ("engine_version", version),
-    ):
-        if value is not None and not isinstance(value, str):
-            raise SizingInputError(
-                f"{name} must be a string, got {value!r}", reason="not_a_string", field=name
-            )
-    profile = engine_profile(engine, version)
-    rate = _rate_field(fields, "request_rate")
-    hit_rate = fields.get("prompt_cache_hit_rate") or 0.0
-    if isinstance(hit_rate, bool) or not isinstance(hit_rate, int | float) or not 0 <= hit_rate < 1:
-        raise SizingInputError(
-            "prompt_cache_hit_rate must be a number in [0, 1)",
-            reason="out_of_range",
-            field="prompt_cache_hit_rate",
-        )
-    replicas = gpu_count // (tp * pp) if gpu_count % (tp * pp) == 0 else 1
-    return estimate_replica(
-        model=model,
-        gpu=gpu,
-        precision=precision,
-        kv_cache_dtype=kv_dtype,
-        tp=tp,
-        gpu_count=gpu_count,
-        input_tokens=input_len,
-        output_tokens=output_len,
-        concurrency=_int_field(fields, "concurrency", None),
-        request_rate=None if rate is None else rate / replicas,
-        engine=with_fitted(profile, (engines or {}).get(profile.name)),
-        cached_input_tokens=min(input_len - 1, round(input_len * hit_rate)),
-        pp=pp,
-        ep=ep,
-        nic_gbps=nic_gbps,
-    )
+    return model, gpu
 
 
 def _custom_model(custom: object) -> ModelArch:

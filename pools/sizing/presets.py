@@ -83,6 +83,14 @@ class ModelArch:
     sliding_window_layers: int | None = None
 
     def __post_init__(self) -> None:
+        """Checks in order: field ranges, layer layout, heads and experts; raises
+        :class:`SizingInputError` at the first break."""
+        self._check_ranges()
+        self._check_layers()
+        self._check_heads_and_experts()
+
+    def _check_ranges(self) -> None:
+        """Required fields > 0, optional ones > 0 when given, shared/dense counts >= 0."""
         for name in _POSITIVE_FIELDS:
             _require_positive_int(name, getattr(self, name))
         for name in (
@@ -104,6 +112,9 @@ class ModelArch:
                     reason="not_positive",
                     field=name,
                 )
+
+    def _check_layers(self) -> None:
+        """Dense and sliding-window layers within ``num_layers``; MLA fields together."""
         if self.first_k_dense_layers > self.num_layers:
             raise SizingInputError(
                 f"first_k_dense_layers ({self.first_k_dense_layers}) cannot exceed num_layers "
@@ -131,6 +142,10 @@ class ModelArch:
                     reason="inconsistent",
                     field="sliding_window_layers",
                 )
+
+    def _check_heads_and_experts(self) -> None:
+        """Query heads a multiple of KV heads; expert fields together and within range; active
+        and routed-expert parameters below ``total_params``."""
         if self.num_attention_heads % self.num_kv_heads:
             raise SizingInputError(
                 "num_attention_heads must be a multiple of num_kv_heads "
@@ -494,6 +509,53 @@ def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
     required field comes from; the class's own errors are raised later by
     :meth:`ModelArch.from_config`.
     """
+    name, config = _language_config(config)
+    model_type = str(config.get("model_type") or "").lower()
+    _check_attention_only(config, model_type)
+    required = _required_hf_fields(config)
+    kv_lora = config.get("kv_lora_rank")
+    rope = config.get("qk_rope_head_dim") if kv_lora is not None else None
+    window, window_layers = _hf_window(config)
+    experts, per_token, shared = _hf_experts(config, model_type)
+    bias = config.get("attention_bias")
+    if bias is None:
+        bias = model_type.startswith("qwen2")
+    return {
+        "name": name.rsplit("/", 1)[-1] or "Custom model",
+        "num_layers": required["num_layers"],
+        "hidden_size": required["hidden_size"],
+        "num_attention_heads": required["num_attention_heads"],
+        "num_kv_heads": _first(config, "num_key_value_heads", "num_kv_heads")
+        or required["num_attention_heads"],
+        "head_dim": _hf_head_dim(config, required, rope),
+        "intermediate_size": required["intermediate_size"],
+        "vocab_size": required["vocab_size"],
+        "max_context_tokens": required["max_context_tokens"],
+        "total_params": None,
+        "active_params": None,
+        "num_experts": experts,
+        "experts_per_token": per_token if experts else None,
+        "num_shared_experts": shared if experts else None,
+        "first_k_dense_layers": _first(config, "first_k_dense_replace") if experts else None,
+        "dense_intermediate_size": required["dense_intermediate_size"] if experts else None,
+        "moe_layer_interval": _first(config, "interleave_moe_layer_step", "decoder_sparse_step")
+        if experts
+        else None,
+        "kv_lora_rank": kv_lora,
+        "qk_rope_head_dim": rope,
+        "q_lora_rank": config.get("q_lora_rank") if kv_lora is not None else None,
+        "v_head_dim": config.get("v_head_dim") if kv_lora is not None else None,
+        "sliding_window_tokens": window,
+        "sliding_window_layers": window_layers,
+        "tie_word_embeddings": bool(config.get("tie_word_embeddings") or False),
+        "qkv_bias": bool(bias),
+    }
+
+
+def _language_config(config: Any) -> tuple[str, Mapping[str, Any]]:
+    """``(_name_or_path, the language model's config)``: a multimodal config's
+    ``text_config`` with the outer ``model_type`` and ``tie_word_embeddings`` as defaults.
+    Raises :class:`SizingInputError` ``not_an_object`` when ``config`` is no mapping."""
     if not isinstance(config, Mapping):
         raise SizingInputError(
             "a config.json must be a JSON object", reason="not_an_object", field="config"
@@ -504,7 +566,12 @@ def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
         config = {**config["text_config"]}
         config.setdefault("model_type", outer.get("model_type"))
         config.setdefault("tie_word_embeddings", outer.get("tie_word_embeddings"))
-    model_type = str(config.get("model_type") or "").lower()
+    return name, config
+
+
+def _check_attention_only(config: Mapping[str, Any], model_type: str) -> None:
+    """Raises :class:`SizingInputError` ``unsupported_architecture`` for a ``model_type`` of
+    :data:`UNSUPPORTED_MODEL_TYPES` or ``layer_types`` other than attention layers."""
     if model_type in UNSUPPORTED_MODEL_TYPES:
         raise SizingInputError(
             f"model_type {model_type!r} has {UNSUPPORTED_MODEL_TYPES[model_type]}, which this "
@@ -522,6 +589,11 @@ def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
                 reason="unsupported_architecture",
                 field="config",
             )
+
+
+def _required_hf_fields(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The required fields plus ``dense_intermediate_size``, by field name; raises
+    :class:`SizingInputError` ``missing`` naming the config keys of every absent one."""
     missing = []
 
     def need(field_name: str, *keys: str) -> Any:
@@ -530,37 +602,53 @@ def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
             missing.append(f"{field_name} ({' / '.join(keys)})")
         return value
 
-    layers = need("num_layers", "num_hidden_layers", "n_layer", "num_layers")
-    hidden = need("hidden_size", "hidden_size", "n_embd", "d_model")
-    heads = need("num_attention_heads", "num_attention_heads", "n_head")
-    vocab = need("vocab_size", "vocab_size")
-    context = need("max_context_tokens", "max_position_embeddings", "max_sequence_length")
-    experts = _first(config, "n_routed_experts", "num_experts", "num_local_experts")
-    per_token = _first(config, "num_experts_per_tok", "experts_per_token", "moe_topk")
+    fields = {
+        "num_layers": need("num_layers", "num_hidden_layers", "n_layer", "num_layers"),
+        "hidden_size": need("hidden_size", "hidden_size", "n_embd", "d_model"),
+        "num_attention_heads": need("num_attention_heads", "num_attention_heads", "n_head"),
+        "vocab_size": need("vocab_size", "vocab_size"),
+        "max_context_tokens": need(
+            "max_context_tokens", "max_position_embeddings", "max_sequence_length"
+        ),
+        "dense_intermediate_size": _first(config, "intermediate_size_mlp"),
+    }
     moe_size = _first(config, "moe_intermediate_size")
-    dense_size = _first(config, "intermediate_size_mlp")
     if moe_size is not None:
-        intermediate = moe_size
-        dense_size = config.get("intermediate_size")
+        fields["intermediate_size"] = moe_size
+        fields["dense_intermediate_size"] = config.get("intermediate_size")
     else:
-        intermediate = need("intermediate_size", "intermediate_size", "ffn_dim", "n_inner")
+        fields["intermediate_size"] = need(
+            "intermediate_size", "intermediate_size", "ffn_dim", "n_inner"
+        )
     if missing:
         raise SizingInputError(
             "the config.json lacks " + "; ".join(missing),
             reason="missing",
             field="config",
         )
-    kv_lora = config.get("kv_lora_rank")
-    rope = config.get("qk_rope_head_dim") if kv_lora is not None else None
+    return fields
+
+
+def _hf_head_dim(config: Mapping[str, Any], required: dict[str, Any], rope: Any) -> Any:
+    """``head_dim``; MLA: ``qk_nope_head_dim`` + ``qk_rope_head_dim``; absent: hidden / heads."""
     head_dim = config.get("head_dim")
-    if kv_lora is not None and config.get("qk_nope_head_dim") is not None and rope is not None:
+    if rope is not None and config.get("qk_nope_head_dim") is not None:
         head_dim = config["qk_nope_head_dim"] + rope
+    hidden, heads = required["hidden_size"], required["num_attention_heads"]
     if head_dim is None and isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
         head_dim = hidden // heads
+    return head_dim
+
+
+def _hf_window(config: Mapping[str, Any]) -> tuple[Any, int | None]:
+    """``(sliding_window_tokens, sliding_window_layers)``: ``sliding_window`` unless
+    ``use_sliding_window`` is false, its layers counted in ``layer_types``; else Llama 4's
+    ``attention_chunk_size`` on the layers ``no_rope_layers`` marks 1."""
     window = config.get("sliding_window")
     if config.get("use_sliding_window") is False:
         window = None
     window_layers = None
+    layer_types = config.get("layer_types")
     if window is not None and isinstance(layer_types, list):
         window_layers = sum(1 for t in layer_types if t == "sliding_attention")
     chunk = config.get("attention_chunk_size")
@@ -571,43 +659,19 @@ def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
         flags = config.get("no_rope_layers")
         if isinstance(flags, list) and flags:
             window_layers = sum(1 for flag in flags if flag)
+    return window, window_layers
+
+
+def _hf_experts(config: Mapping[str, Any], model_type: str) -> tuple[Any, Any, Any]:
+    """``(num_experts, experts_per_token, num_shared_experts)``; 0 or 1 expert is dense."""
+    experts = _first(config, "n_routed_experts", "num_experts", "num_local_experts")
+    per_token = _first(config, "num_experts_per_tok", "experts_per_token", "moe_topk")
     if experts in (0, 1):
         experts = per_token = None
     shared = config.get("n_shared_experts") or config.get("num_shared_experts")
     if shared is None and model_type in ("llama4", "llama4_text") and experts:
         shared = 1  # Llama 4's MoE layer adds one shared expert (Llama4TextMoe.shared_expert)
-    first_dense = _first(config, "first_k_dense_replace")
-    interval = _first(config, "interleave_moe_layer_step", "decoder_sparse_step")
-    bias = config.get("attention_bias")
-    if bias is None:
-        bias = model_type.startswith("qwen2")
-    return {
-        "name": name.rsplit("/", 1)[-1] or "Custom model",
-        "num_layers": layers,
-        "hidden_size": hidden,
-        "num_attention_heads": heads,
-        "num_kv_heads": _first(config, "num_key_value_heads", "num_kv_heads") or heads,
-        "head_dim": head_dim,
-        "intermediate_size": intermediate,
-        "vocab_size": vocab,
-        "max_context_tokens": context,
-        "total_params": None,
-        "active_params": None,
-        "num_experts": experts,
-        "experts_per_token": per_token if experts else None,
-        "num_shared_experts": shared if experts else None,
-        "first_k_dense_layers": first_dense if experts else None,
-        "dense_intermediate_size": dense_size if experts else None,
-        "moe_layer_interval": interval if experts else None,
-        "kv_lora_rank": kv_lora,
-        "qk_rope_head_dim": rope,
-        "q_lora_rank": config.get("q_lora_rank") if kv_lora is not None else None,
-        "v_head_dim": config.get("v_head_dim") if kv_lora is not None else None,
-        "sliding_window_tokens": window,
-        "sliding_window_layers": window_layers,
-        "tie_word_embeddings": bool(config.get("tie_word_embeddings") or False),
-        "qkv_bias": bool(bias),
-    }
+    return experts, per_token, shared
 
 
 #: Keys a custom model may give besides :data:`CUSTOM_ARCH_FIELDS` (they only enter the

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -35,6 +35,7 @@ from pools.choices import QuotaBackend, Scheduler
 from pools.inventory.models import GpuModel, Pool
 from pools.inventory.services.importer import inventory_import
 from pools.tenancy.models import Team
+from scheduler_adapters.base import SchedulerAdapter
 from scheduler_adapters.errors import NotFound, SchedulerError
 from scheduler_adapters.records import GpuLimit
 from scheduler_adapters.types import InventorySource
@@ -101,57 +102,93 @@ def reconcile_slurm() -> ReconcileReport:
         except SchedulerError as exc:
             report.errors.append(f"{team.slug}: {exc}")
             continue
-        # per GRES type: the model, pool and MIG profile ("" for whole cards) it caps
-        wanted: dict[str, tuple[GpuModel, Pool, str]] = {}
-        for team_id, model_id, pool_id, profile in pairs:
-            if team_id == team.pk:
-                model, pool = models[model_id], pools[pool_id]
-                gres = (
-                    slurm_mig_gres_type(pool=pool, gpu_model=model, profile=profile)
-                    if profile
-                    else slurm_gres_type(model)
-                )
-                wanted[gres] = (model, pool, profile)
+        wanted = _wanted_gres(team, pairs, models, pools)
         for gres in set(held) | set(wanted):
-            report.checked += 1
             model, pool, profile = wanted.get(gres, (None, default_pool, ""))
-            expected = (
-                team_cards_applied(
-                    team=team, gpu_model=model, scheduler=Scheduler.SLURM, mig_profile=profile
-                )
-                if model
-                else 0
-            )
-            found = held.get(gres, 0)
-            if model is not None:
-                stamp_read_back(
-                    holding.filter(team=team, gpu_model=model),
-                    at=timezone.now(),
-                    found=f"gres/gpu:{gres}={found}" if gres in held else "no limit",
-                )
-            if expected == found:
-                continue
-            drift = SchedulerDrift(
-                scheduler=Scheduler.SLURM,
+            _reconcile_gres(
+                adapter,
+                report,
                 team=team,
-                subject=f"account {team.slug} GrpTRES gres/gpu:{gres}",
-                expected=str(expected),
-                found=str(found) if gres in held else "no limit",
+                gres=gres,
+                held=held,
+                target=(model, pool, profile),
+                holding=holding,
             )
-            try:
-                if model is not None:
-                    slurm_limit_sync(
-                        adapter=adapter, team=team, pool=pool, gpu_model=model, mig_profile=profile
-                    )
-                else:  # a type the portal no longer maps: no cards, not no limit
-                    adapter.set_gpu_limit(GpuLimit(team.slug, None, gres, 0))
-                drift.repaired = True
-            except SchedulerError as exc:
-                drift.detail = str(exc)
-                report.errors.append(f"{team.slug} {gres}: {exc}")
-            drift.save()
-            report.drifts.append(drift)
     return report
+
+
+def _wanted_gres(
+    team: Team,
+    pairs: set[tuple[int, int, int, str]],
+    models: dict[int, GpuModel],
+    pools: dict[int, Pool],
+) -> dict[str, tuple[GpuModel, Pool, str]]:
+    """Per GRES type of the team's holding allocations: the model, pool and MIG profile (""
+    for whole cards) it caps."""
+    wanted: dict[str, tuple[GpuModel, Pool, str]] = {}
+    for team_id, model_id, pool_id, profile in pairs:
+        if team_id == team.pk:
+            model, pool = models[model_id], pools[pool_id]
+            gres = (
+                slurm_mig_gres_type(pool=pool, gpu_model=model, profile=profile)
+                if profile
+                else slurm_gres_type(model)
+            )
+            wanted[gres] = (model, pool, profile)
+    return wanted
+
+
+def _reconcile_gres(
+    adapter: SchedulerAdapter,
+    report: ReconcileReport,
+    *,
+    team: Team,
+    gres: str,
+    held: dict[str, int],
+    target: tuple[GpuModel | None, Pool | None, str],
+    holding: QuerySet[Allocation],
+) -> None:
+    """Check one GRES type of a team's account: stamp what was read back on its allocations,
+    and on a difference record a :class:`SchedulerDrift` and repair it (the portal's cap, or 0
+    for a type the portal no longer maps); a scheduler error is reported on the drift."""
+    model, pool, profile = target
+    report.checked += 1
+    expected = (
+        team_cards_applied(
+            team=team, gpu_model=model, scheduler=Scheduler.SLURM, mig_profile=profile
+        )
+        if model
+        else 0
+    )
+    found = held.get(gres, 0)
+    if model is not None:
+        stamp_read_back(
+            holding.filter(team=team, gpu_model=model),
+            at=timezone.now(),
+            found=f"gres/gpu:{gres}={found}" if gres in held else "no limit",
+        )
+    if expected == found:
+        return
+    drift = SchedulerDrift(
+        scheduler=Scheduler.SLURM,
+        team=team,
+        subject=f"account {team.slug} GrpTRES gres/gpu:{gres}",
+        expected=str(expected),
+        found=str(found) if gres in held else "no limit",
+    )
+    try:
+        if model is not None:
+            slurm_limit_sync(
+                adapter=adapter, team=team, pool=pool, gpu_model=model, mig_profile=profile
+            )
+        else:  # a type the portal no longer maps: no cards, not no limit
+            adapter.set_gpu_limit(GpuLimit(team.slug, None, gres, 0))
+        drift.repaired = True
+    except SchedulerError as exc:
+        drift.detail = str(exc)
+        report.errors.append(f"{team.slug} {gres}: {exc}")
+    drift.save()
+    report.drifts.append(drift)
 
 
 def reconcile_kubernetes() -> ReconcileReport:

@@ -300,6 +300,12 @@ def _apply_node_fields(node: Node, snapshot: NodeSnapshot, *, run: ImportRun) ->
     node.last_source = str(run.source)
     node.last_seen_at = run.now
     node.updated_at = run.now
+    _apply_node_placement(node, snapshot, run=run)
+    _apply_node_reported(node, snapshot, run=run)
+
+
+def _apply_node_placement(node: Node, snapshot: NodeSnapshot, *, run: ImportRun) -> None:
+    """Pool, scheduler (of the source, else the pool's for a node without one) and state."""
     pool = run.pool_for(snapshot)
     if pool is not None:
         node.pool = pool
@@ -313,6 +319,11 @@ def _apply_node_fields(node: Node, snapshot: NodeSnapshot, *, run: ImportRun) ->
         node.state_reason = (snapshot.state_reason or "")[:255]
     elif not node.state:
         node.state = NodeState.UNKNOWN
+
+
+def _apply_node_reported(node: Node, snapshot: NodeSnapshot, *, run: ImportRun) -> None:
+    """What the source reported (driver, CUDA, partitions, labels, replicas, allocated cards,
+    NVLink domains); a value it did not report keeps the stored one."""
     if snapshot.driver_version and _is_driver_version(snapshot.driver_version):
         node.driver_version = snapshot.driver_version[:32]
         node.driver_group = run.driver_group(snapshot.driver_version)

@@ -30,7 +30,13 @@ from pools.capacity.lifecycle import RAN_STATUSES
 from pools.capacity.models import Allocation
 from pools.choices import Scheduler
 from pools.inventory.models import Node, Pool
-from pools.reclamation.evaluate import GroupEvaluation, Verdict, evaluate_group, split_group
+from pools.reclamation.evaluate import (
+    AllocationShare,
+    GroupEvaluation,
+    Verdict,
+    evaluate_group,
+    split_group,
+)
 from pools.reclamation.models import WHATIF_FIELDS, Exemption, ReclamationPolicy
 from pools.reclamation.services.scan import (
     STEP_S,
@@ -103,6 +109,87 @@ def _policy(pool: Pool, overrides: dict | None) -> ReclamationPolicy:
     return policy
 
 
+def _exempt_at(exemptions: list[Exemption], allocation: Allocation, t: datetime) -> bool:
+    """Whether an exemption of the allocation or its team is in force at ``t``."""
+    return any(
+        (e.team_id == allocation.team_id or e.allocation_id == allocation.pk)
+        and e.created_at <= t < e.expires_at
+        for e in exemptions
+    )
+
+
+def _groups_at(
+    allocations: list[Allocation], done: set[int], t: datetime, window: timedelta
+) -> dict[int, list[Allocation]]:
+    """Per team, the allocations not yet reclaimed that held a whole window by ``t`` and still
+    run at ``t``."""
+    groups: dict[int, list[Allocation]] = defaultdict(list)
+    for a in allocations:
+        if a.pk not in done and a.starts_at <= t - window and t < a.ends_at:
+            groups[a.team_id].append(a)
+    return groups
+
+
+def _group_at(
+    pool: Pool,
+    members: list[Allocation],
+    by_namespace: Any,
+    hosts: set[str],
+    thresholds: Any,
+    t: datetime,
+    *,
+    shared_slurm: bool,
+) -> GroupEvaluation:
+    """One team's allocations evaluated at ``t`` on their devices; unknown in a Slurm pool
+    two teams share at ``t`` (accounting keeps no past card placement)."""
+    if shared_slurm:
+        reason = "shared Slurm pool: accounting keeps no past card placement"
+        return GroupEvaluation(Verdict.UNKNOWN, (), 0, False, None, reason)
+    mine = devices_for_group(
+        by_namespace, scheduler=pool.scheduler, team_slug=members[0].team.slug, pool_hosts=hosts
+    )
+    held = sum(a.card_count for a in members)
+    return evaluate_group(mine, held=held, end=t.timestamp(), t=thresholds)
+
+
+def _reclaimed_at(
+    row: WhatIfRow,
+    a: Allocation,
+    share: AllocationShare,
+    t: datetime,
+    open_at: dict[int, datetime],
+    *,
+    grace: timedelta,
+    exempt: list[Exemption],
+    now: datetime,
+    certainly_idle: bool,
+) -> bool:
+    """One allocation's verdict at ``t`` applied to its row: busy closes its finding, idle
+    opens one (``open_at``); once the grace has passed on a certainly idle group, unless an
+    exemption is in force, the row says what would have been reclaimed then (``True``)."""
+    if share.verdict == Verdict.UNKNOWN:
+        return False  # no evidence: the finding waits, its grace does not advance
+    if share.verdict == Verdict.BUSY:
+        open_at.pop(a.pk, None)
+        return False
+    if a.pk not in open_at:
+        open_at[a.pk] = t
+        row.findings += 1
+        row.first_idle = row.first_idle or t
+    if t < open_at[a.pk] + grace or not certainly_idle:
+        return False
+    if _exempt_at(exempt, a, t):
+        row.note = "exempt when the grace ended"
+        return False
+    keep = min(share.cards_in_use, a.card_count)
+    row.first_idle = open_at[a.pk]
+    row.would_reclaim_at = t
+    row.cards_reclaimed = a.card_count - keep
+    freed = card_hours(row.cards_reclaimed, t, min(a.ends_at, now))
+    row.card_hours_freed = float(round(freed, 2))
+    return True
+
+
 def reclamation_what_if(
     *,
     pool: Pool,
@@ -164,54 +251,18 @@ def reclamation_what_if(
     done: set[int] = set()
     t = start
     while t <= now:
-        groups: dict[int, list[Allocation]] = defaultdict(list)
-        for a in allocations:
-            if a.pk not in done and a.starts_at <= t - window and t < a.ends_at:
-                groups[a.team_id].append(a)
+        groups = _groups_at(allocations, done, t, window)
+        shared_slurm = pool.scheduler == Scheduler.SLURM and len(groups) > 1
         for members in groups.values():
-            if pool.scheduler == Scheduler.SLURM and len(groups) > 1:
-                reason = "shared Slurm pool: accounting keeps no past card placement"
-                group = GroupEvaluation(Verdict.UNKNOWN, (), 0, False, None, reason)
-            else:
-                mine = devices_for_group(
-                    by_namespace,
-                    scheduler=pool.scheduler,
-                    team_slug=members[0].team.slug,
-                    pool_hosts=hosts,
-                )
-                group = evaluate_group(
-                    mine,
-                    held=sum(a.card_count for a in members),
-                    end=t.timestamp(),
-                    t=thresholds,
-                )
+            group = _group_at(
+                pool, members, by_namespace, hosts, thresholds, t, shared_slurm=shared_slurm
+            )
             shares = split_group(group, [(a.pk, a.card_count) for a in members])
             for a, share in zip(members, shares, strict=True):
-                row = rows[a.pk]
-                if share.verdict == Verdict.UNKNOWN:
-                    continue  # no evidence: the finding waits, its grace does not advance
-                if share.verdict == Verdict.BUSY:
-                    open_at.pop(a.pk, None)
-                    continue
-                if a.pk not in open_at:
-                    open_at[a.pk] = t
-                    row.findings += 1
-                    row.first_idle = row.first_idle or t
-                if t < open_at[a.pk] + grace or not group.certainly_idle:
-                    continue
-                if any(
-                    (e.team_id == a.team_id or e.allocation_id == a.pk)
-                    and e.created_at <= t < e.expires_at
-                    for e in exemptions
-                ):
-                    row.note = "exempt when the grace ended"
-                    continue
-                keep = min(share.cards_in_use, a.card_count)
-                row.first_idle = open_at[a.pk]
-                row.would_reclaim_at = t
-                row.cards_reclaimed = a.card_count - keep
-                freed = card_hours(row.cards_reclaimed, t, min(a.ends_at, now))
-                row.card_hours_freed = float(round(freed, 2))
-                done.add(a.pk)
+                if _reclaimed_at(
+                    rows[a.pk], a, share, t, open_at, grace=grace, exempt=exemptions, now=now,
+                    certainly_idle=group.certainly_idle,
+                ):  # fmt: skip
+                    done.add(a.pk)
         t += timedelta(minutes=step_minutes)
     return report

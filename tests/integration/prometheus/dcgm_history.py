@@ -19,6 +19,8 @@ card 0 of ``gpu-4090-01``, an RTX 4090 at 55 % with no profiling metrics at all.
 
 from __future__ import annotations
 
+from integration.prometheus.server import openmetrics
+
 HOST = "k8s-n1"
 INSTANCE = "10.0.0.7:9400"
 SLURM_NODE = "gpu-a100-01"
@@ -128,7 +130,4 @@ def generate(*, end: float, minutes: int = 180, step: int = 15) -> str:
     families["DCGM_FI_DEV_FB_USED"] += [
         f"DCGM_FI_DEV_FB_USED{{{consumer}}} 9000 {t}" for t in slurm_stamps
     ]
-    lines = []
-    for metric, rows in families.items():
-        lines += [f"# HELP {metric} {metric}", f"# TYPE {metric} gauge", *rows]
-    return "\n".join(lines + ["# EOF"]) + "\n"
+    return openmetrics(families)

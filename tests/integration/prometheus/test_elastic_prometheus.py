@@ -19,15 +19,11 @@ A third card of ``gpu-operator`` (no pod) reads 0 % and must not show up as a te
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
+from integration.prometheus.server import backfilled_prometheus, openmetrics
 
 from pools.elastic.policy import Action, ScalingPolicy, evaluate
 from pools.elastic.signals import metric_samples
@@ -36,7 +32,6 @@ from scheduler_adapters.prometheus import PrometheusAdapter
 
 pytestmark = [pytest.mark.integration]
 
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "services" / "prometheus.sh"
 DAY = datetime(2026, 11, 2, tzinfo=UTC)
 T0 = int(DAY.timestamp())
 EVERY = 30
@@ -99,35 +94,13 @@ def _history() -> str:
         line("vllm:generation_tokens_total", vllm, f"{generated:.0f}", t)
         line("vllm:prompt_tokens_total", vllm, f"{prompt:.0f}", t)
         previous = t
-    out = []
-    for metric, rows in families.items():
-        out += [f"# HELP {metric} {metric}", f"# TYPE {metric} gauge", *rows]
-    return "\n".join(out + ["# EOF"]) + "\n"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    return openmetrics(families)
 
 
 @pytest.fixture(scope="module")
 def elastic_prometheus(tmp_path_factory) -> Iterator[str]:
-    for tool in ("prometheus", "promtool"):
-        assert shutil.which(tool), f"{tool} is not installed: run scripts/ensure_services.sh"
-    workdir = tmp_path_factory.mktemp("prometheus-elastic")
-    history = workdir / "elastic.om"
-    history.write_text(_history(), encoding="utf-8")
-    env = {**os.environ, "PROM_PORT": str(_free_port()), "PROM_DIR": str(workdir),
-           "PROM_BACKFILL": str(history)}  # fmt: skip
-    started = subprocess.run(
-        ["bash", str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert started.returncode == 0, started.stderr + started.stdout
-    try:
-        yield f"http://127.0.0.1:{env['PROM_PORT']}"
-    finally:
-        subprocess.run(["bash", str(SCRIPT), "stop"], env=env, timeout=30, check=False)
+    with backfilled_prometheus(tmp_path_factory.mktemp("prometheus-elastic"), _history()) as url:
+        yield url
 
 
 class Counting(PrometheusAdapter):

@@ -41,15 +41,11 @@ Scraped every 30 s from 09:40 to 10:00 UTC on 2 Nov 2026; the pass reads the 5 m
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
+from integration.prometheus.server import backfilled_prometheus, openmetrics
 
 from pools.serving.rollup import allocation_values, place_targets
 from scheduler_adapters.prometheus import PrometheusAdapter
@@ -57,7 +53,6 @@ from scheduler_adapters.serving_metrics import serving_answers
 
 pytestmark = [pytest.mark.integration]
 
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "services" / "prometheus.sh"
 END = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
 T_END = int(END.timestamp())
 EVERY = 30
@@ -146,35 +141,13 @@ def _history() -> str:
             line("DCGM_FI_PROF_GR_ENGINE_ACTIVE", labels, active, t)
             line("DCGM_FI_DEV_FB_FREE", labels, free, t)
             line("DCGM_FI_DEV_GPU_TEMP", labels, temp, t)
-    out = []
-    for metric, lines in rows.items():
-        out += [f"# HELP {metric} {metric}", f"# TYPE {metric} gauge", *lines]
-    return "\n".join(out + ["# EOF"]) + "\n"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    return openmetrics(rows)
 
 
 @pytest.fixture(scope="module")
 def serving_prometheus(tmp_path_factory) -> Iterator[str]:
-    for tool in ("prometheus", "promtool"):
-        assert shutil.which(tool), f"{tool} is not installed: run scripts/ensure_services.sh"
-    workdir = tmp_path_factory.mktemp("prometheus-serving")
-    history = workdir / "serving.om"
-    history.write_text(_history(), encoding="utf-8")
-    env = {**os.environ, "PROM_PORT": str(_free_port()), "PROM_DIR": str(workdir),
-           "PROM_BACKFILL": str(history)}  # fmt: skip
-    started = subprocess.run(
-        ["bash", str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert started.returncode == 0, started.stderr + started.stdout
-    try:
-        yield f"http://127.0.0.1:{env['PROM_PORT']}"
-    finally:
-        subprocess.run(["bash", str(SCRIPT), "stop"], env=env, timeout=30, check=False)
+    with backfilled_prometheus(tmp_path_factory.mktemp("prometheus-serving"), _history()) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

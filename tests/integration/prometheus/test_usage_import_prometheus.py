@@ -5,17 +5,13 @@ in the test docstrings. Missing Prometheus is a failure, never a skip."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from factories import TeamFactory
+from integration.prometheus.server import backfilled_prometheus, openmetrics
 
 from billing.choices import UsageSource, UsageUnit
 from billing.models import UsageRecord
@@ -24,7 +20,6 @@ from scheduler_adapters.prometheus import PrometheusAdapter
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "services" / "prometheus.sh"
 START = datetime(2026, 10, 31, 22, tzinfo=UTC)
 END = datetime(2026, 11, 1, 2, tzinfo=UTC)
 EVERY = 15
@@ -67,35 +62,13 @@ def _history() -> str:
     emit("vllm:prompt_tokens_total", vllm,
          lambda i: 1000 + 10 * i if i < RESET_AT else 5 + 10 * (i - RESET_AT))  # fmt: skip
     emit("vllm:generation_tokens_total", vllm, lambda i: 2 * i)
-    lines = []
-    for metric, rows in families.items():
-        lines += [f"# HELP {metric} {metric}", f"# TYPE {metric} gauge", *rows]
-    return "\n".join(lines + ["# EOF"]) + "\n"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    return openmetrics(families)
 
 
 @pytest.fixture(scope="module")
 def usage_prometheus(tmp_path_factory) -> Iterator[str]:
-    for tool in ("prometheus", "promtool"):
-        assert shutil.which(tool), f"{tool} is not installed: run scripts/ensure_services.sh"
-    workdir = tmp_path_factory.mktemp("prometheus-usage")
-    history = workdir / "usage.om"
-    history.write_text(_history(), encoding="utf-8")
-    env = {**os.environ, "PROM_PORT": str(_free_port()), "PROM_DIR": str(workdir),
-           "PROM_BACKFILL": str(history)}  # fmt: skip
-    started = subprocess.run(
-        ["bash", str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert started.returncode == 0, started.stderr + started.stdout
-    try:
-        yield f"http://127.0.0.1:{env['PROM_PORT']}"
-    finally:
-        subprocess.run(["bash", str(SCRIPT), "stop"], env=env, timeout=30, check=False)
+    with backfilled_prometheus(tmp_path_factory.mktemp("prometheus-usage"), _history()) as url:
+        yield url
 
 
 def _rows(source):

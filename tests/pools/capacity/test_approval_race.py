@@ -13,17 +13,16 @@ at once, 5 cards and 8 slices free; each invariant holds on its own.
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection, connections
+from django.db import connection
 from django.utils import timezone
 from factories import GpuFactory, MigDeviceFactory, NodeFactory, PoolFactory, TeamFactory
+from race_support import approve_at_once
 
 from pools.capacity.models import Allocation, CapacityRequest
-from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import AllocationStatus, RequestStatus, Scheduler
 from pools.errors import InsufficientCapacity
 from pools.inventory.models import GpuModel
@@ -135,31 +134,13 @@ def crowded_pool(request, django_user_model):
     return pool, gpu_model, pending, admin
 
 
+def _insufficient(exc: InsufficientCapacity) -> str:
+    return "insufficient" if "Insufficient capacity" in exc.message else exc.message
+
+
 def test_concurrent_approvals_never_over_commit_the_pool(crowded_pool):
     pool, gpu_model, pending, admin = crowded_pool
-    barrier = threading.Barrier(THREADS)
-    outcomes: list[str] = []
-    lock = threading.Lock()
-
-    def approve(request):
-        try:
-            barrier.wait(timeout=30)
-            capacity_request_approve(request=request, actor=admin)
-            result = "approved"
-        except InsufficientCapacity as exc:
-            result = "insufficient" if "Insufficient capacity" in exc.message else exc.message
-        except Exception as exc:  # any other outcome is a failure of the invariant test
-            result = f"error: {type(exc).__name__}: {exc}"
-        finally:
-            connections.close_all()
-        with lock:
-            outcomes.append(result)
-
-    threads = [threading.Thread(target=approve, args=(r,)) for r in pending]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    outcomes = list(approve_at_once(pending, admin, refused=_insufficient).values())
 
     assert len(outcomes) == THREADS
     assert outcomes.count("approved") == 5  # 8 cards - 3 held in the window
@@ -250,29 +231,7 @@ def test_concurrent_card_and_slice_approvals_keep_both_invariants(mixed_queue):
     """5 of the 30 card requests and 8 of the 30 slice requests approved, 47 refused; held:
     8 whole cards and 28 slices, exactly what exists."""
     pool, a100, pending, admin = mixed_queue
-    barrier = threading.Barrier(THREADS)
-    outcomes: dict[int, str] = {}
-    lock = threading.Lock()
-
-    def approve(request):
-        try:
-            barrier.wait(timeout=30)
-            capacity_request_approve(request=request, actor=admin)
-            result = "approved"
-        except InsufficientCapacity as exc:
-            result = "insufficient" if "Insufficient capacity" in exc.message else exc.message
-        except Exception as exc:  # any other outcome is a failure of the invariant test
-            result = f"error: {type(exc).__name__}: {exc}"
-        finally:
-            connections.close_all()
-        with lock:
-            outcomes[request.pk] = result
-
-    threads = [threading.Thread(target=approve, args=(r,)) for r in pending]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    outcomes = approve_at_once(pending, admin, refused=_insufficient)
 
     cards = [outcomes[r.pk] for r in pending if not r.mig_profile]
     slices = [outcomes[r.pk] for r in pending if r.mig_profile]

@@ -9,20 +9,18 @@ other 28 are refused naming the largest shape that still fits (1 × 2). Then 30 
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection, connections
+from django.db import connection
 from django.utils import timezone
 from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
+from race_support import approve_at_once
 
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
-from pools.capacity.services.requests import capacity_request_approve
 from pools.capacity.shapes import placed_cards
 from pools.choices import RequestStatus, Scheduler
-from pools.errors import InsufficientCapacity
 from pools.inventory.models import GpuModel
 from pools.tenancy.models import Membership
 
@@ -99,30 +97,12 @@ def dgx_pool(django_user_model):
 
 
 def _race(pending, admin) -> list[str]:
-    barrier = threading.Barrier(len(pending))
-    outcomes: list[str] = []
-    lock = threading.Lock()
-
-    def approve(request):
-        try:
-            barrier.wait(timeout=30)
-            capacity_request_approve(request=request, actor=admin)
-            result = "approved"
-        except InsufficientCapacity as exc:
-            result = f"insufficient: {(exc.data.get('largest_shape') or {}).get('text')}"
-        except Exception as exc:  # any other outcome fails the invariant test
-            result = f"error: {type(exc).__name__}: {exc}"
-        finally:
-            connections.close_all()
-        with lock:
-            outcomes.append(result)
-
-    threads = [threading.Thread(target=approve, args=(r,)) for r in pending]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    return outcomes
+    outcomes = approve_at_once(
+        pending,
+        admin,
+        refused=lambda exc: f"insufficient: {(exc.data.get('largest_shape') or {}).get('text')}",
+    )
+    return list(outcomes.values())
 
 
 def _cards_counted(pool) -> list[tuple[str, int]]:
