@@ -295,3 +295,15 @@ def test_a_phone_table_folds_to_its_key_columns_and_unfolds_on_request(browser, 
             assert 0 <= box["x"] and box["x"] + box["width"] <= width
             assert page.evaluate(TABLE_CHECK) == []
         context.close()
+
+
+def test_a_phone_reaches_a_page_inside_a_menu_group(signed_in, live_server):
+    """On a phone the groups (Capacity, Inventory) open inside the folded menu and their links
+    take a tap: Pico's full-screen catcher of an open dropdown must not swallow it."""
+    page = signed_in
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/")
+    page.get_by_role("button", name="Menu").click()
+    page.locator("header summary", has_text="Capacity").click()
+    page.locator("header").get_by_role("link", name="Idle GPUs", exact=True).click(timeout=5000)
+    page.wait_for_url(f"{live_server.url}/idle/")
