@@ -10,7 +10,7 @@ from decimal import Decimal
 from django.db import connection
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 
-from billing.choices import TOKEN_UNITS, ChargeBasis, LineKind, RateKind
+from billing.choices import TOKEN_UNITS, ChargeBasis, LineKind, RateKind, UsageUnit
 from billing.conf import billing_zone
 from billing.models import RateCard, Statement, StatementLine, UsageRecord
 from billing.pricing import hours_between, minor_unit, next_month, previous_month, round_money
@@ -19,7 +19,7 @@ from pools.capacity.arithmetic import card_seconds_hours, clip
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
 from pools.choices import IdleFindingState
-from pools.inventory.models import Gpu, Pool
+from pools.inventory.models import SCHEDULABLE_CARD, SLICED_CARD, Gpu, Pool
 from pools.reclamation.card_timeline import card_changes, card_pieces
 from pools.reclamation.models import IdleFinding
 from pools.tenancy.models import Team
@@ -209,18 +209,28 @@ def _top_unchanged_costs(month, team, periods, currency, limit) -> dict[int, Dec
 
 @dataclass(frozen=True)
 class IdleCost:
+    """One pool's month, all amounts in the rate card's currency at the reserved rate:
+    ``idle_cost = capacity_cost − allocated_cost − used_outside_cost``; ``utilisation`` is
+    (allocated + used outside) / capacity in per cent, ``None`` without priced capacity."""
+
     pool: Pool
     capacity_cost: Decimal
     allocated_cost: Decimal
+    used_outside_cost: Decimal
     idle_cost: Decimal
     utilisation: Decimal | None
 
 
 def pool_idle_costs(*, month: date) -> list[IdleCost]:
-    """Showback per pool: capacity × hours × reserved rate − what allocations held, per model.
+    """Showback per pool: capacity × hours × reserved rate − what allocations held − the used
+    card-hours of jobs outside any allocation, per model, all at the reserved rate.
 
-    Capacity is the pool's current inventory (cards with a recognised model); allocations of
-    every pricing method count as held for their wall time inside the month.
+    Capacity is the pool's current inventory of cards the schedulers can hand out: the capacity
+    invariant's one rule (:data:`~pools.inventory.models.SCHEDULABLE_CARD`, or in MIG mode
+    :data:`~pools.inventory.models.SLICED_CARD`): node up — not down, drained, in maintenance
+    or unknown — model recognised, card not in error. A card nobody can be given is not idle
+    capacity. Allocations of every pricing method count as held for their wall time inside the
+    month; used card-hours outside allocations are :func:`_used_outside_costs`.
     """
     zone = billing_zone()
     periods = rate_periods(month=month, zone=zone)
@@ -228,7 +238,7 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     start, end = periods[0].start, periods[-1].end
     capacity: dict[tuple[int, int], int] = defaultdict(int)
     for row in (
-        Gpu.objects.filter(node__pool__isnull=False, gpu_model__isnull=False)
+        Gpu.objects.filter(SCHEDULABLE_CARD | SLICED_CARD, node__pool__isnull=False)
         .values("node__pool_id", "gpu_model_id")
         .annotate(n=Count("id"))
     ):
@@ -253,19 +263,50 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     full: dict[int, Decimal] = defaultdict(Decimal)
     for (pool_id, model_id), cards in capacity.items():
         full[pool_id] += cards * _price_over(periods, RateKind.GPU_RESERVED, model_id, start, end)
+    outside = _used_outside_costs(periods, month, capacity)
     result = []
     for pool in Pool.objects.filter(pk__in=set(full) | set(held)).order_by("name"):
-        cap, used = full[pool.pk], held[pool.pk]
+        cap, used, other = full[pool.pk], held[pool.pk], outside[pool.pk]
         result.append(
             IdleCost(
                 pool=pool,
                 capacity_cost=round_money(cap, currency),
                 allocated_cost=round_money(used, currency),
-                idle_cost=round_money(cap - used, currency),
-                utilisation=(used / cap * 100).quantize(Decimal("0.1")) if cap else None,
+                used_outside_cost=round_money(other, currency),
+                idle_cost=round_money(cap - used - other, currency),
+                utilisation=((used + other) / cap * 100).quantize(Decimal("0.1")) if cap else None,
             )
         )
     return result
+
+
+def _used_outside_costs(periods, month, capacity) -> dict[int, Decimal]:
+    """Per pool: the month's used card-hours outside any allocation (``basis`` used, in
+    card-seconds), priced at the reserved rate over each record's own period, as capacity is.
+
+    Such a record names a team and a GPU model but no pool (Slurm accounting gives a partition,
+    the Prometheus meter a node, and neither is kept on the record), so it is attributed by its
+    model: split over the pools holding that model's counted cards (``capacity``, (pool, model)
+    → cards) in proportion to those cards — all of it to the one pool when, as usual, one pool
+    holds the model. A model no pool holds now is netted nowhere."""
+    holders: dict[int, dict[int, int]] = defaultdict(dict)
+    for (pool_id, model_id), cards in capacity.items():
+        holders[model_id][pool_id] = cards
+    netted: dict[int, Decimal] = defaultdict(Decimal)
+    records = UsageRecord.objects.filter(
+        month=month, basis=ChargeBasis.USED, unit=UsageUnit.CARD_SECONDS, quantity__gt=0,
+        gpu_model__isnull=False,
+    ).values_list("gpu_model_id", "quantity", "period_start", "period_end")  # fmt: skip
+    for model_id, quantity, started, ended in records:
+        hours = hours_between(started, ended)
+        if model_id not in holders or hours <= 0:
+            continue
+        price_hours = _price_over(periods, RateKind.GPU_RESERVED, model_id, started, ended)
+        cost = quantity / 3600 * price_hours / hours  # cards × hours × price, cards = q / s
+        total = sum(holders[model_id].values())
+        for pool_id, cards in holders[model_id].items():
+            netted[pool_id] += cost * cards / total
+    return netted
 
 
 _HELD_SQL = """

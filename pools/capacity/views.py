@@ -7,6 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404
@@ -353,6 +354,15 @@ def _fit_shape_on(options, shape: Shape, start, end, cuda: str | None) -> None:
         option.fits = option.eligible and (option.shape_fit is None or option.shape_fit.fits)
 
 
+def lifecycle_clock() -> str:
+    """Who opens and closes allocation windows, in words: the demo's clock (``DEMO_CLOCK_S``,
+    ``manage.py demo_clock``) or Celery beat's ``allocation-lifecycle`` task, with its period."""
+    if settings.DEMO_CLOCK_S:
+        return f"the demo's clock, every {settings.DEMO_CLOCK_S} s"
+    every = settings.CELERY_BEAT_SCHEDULE["allocation-lifecycle"]["schedule"]
+    return f"the allocation-lifecycle task (Celery beat), every {every // 60} min"
+
+
 def request_detail(request, pk: int):
     obj = _request_or_404(request, pk)
     allocation = getattr(obj, "allocation", None) if obj.status == RequestStatus.APPROVED else None
@@ -369,6 +379,7 @@ def request_detail(request, pk: int):
     }
     context["trail"].sort(key=lambda e: (e.created_at, e.pk))
     if allocation is not None:
+        context["lifecycle"] = lifecycle_clock()
         context["scheduler"] = scheduler_panel(allocation)
         context["cost"] = capacity_selectors.allocations_cost_so_far(
             [allocation], now=timezone.now()

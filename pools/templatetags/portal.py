@@ -10,8 +10,9 @@ register = template.Library()
 
 
 @register.simple_tag(takes_context=True)
-def sort_header(context, field: str, label: str, numeric: bool = False):
-    """A ``<th>`` whose link sorts by ``field``, toggling ascending/descending, via htmx."""
+def sort_header(context, field: str, label: str, numeric: bool = False, essential: bool = False):
+    """A ``<th>`` whose link sorts by ``field``, toggling ascending/descending, via htmx;
+    ``essential`` marks a column a phone keeps (``data-essential``, static/js/portal.js)."""
     request = context["request"]
     current = request.GET.get("ordering", "")
     query = request.GET.copy()
@@ -20,9 +21,10 @@ def sort_header(context, field: str, label: str, numeric: bool = False):
     arrow = " ▲" if current == field else (" ▼" if current == f"-{field}" else "")
     url = f"?{query.urlencode()}"
     return format_html(
-        '<th class="{}"><a href="{}" hx-get="{}" hx-target="#table" hx-push-url="true">'
+        '<th class="{}"{}><a href="{}" hx-get="{}" hx-target="#table" hx-push-url="true">'
         "{}{}</a></th>",
         "num" if numeric else "",
+        " data-essential" if essential else "",
         url,
         url,
         label,

@@ -36,6 +36,9 @@ DEBUG = env.bool("DEBUG", default=False)
 # Set by ``make demo`` only (one process, DEBUG off as users see it): keeps its log to what a
 # person trying the portal needs. Production never sets it.
 DEMO = env.bool("PORTAL_DEMO", default=False)
+# ``make demo`` has no Celery beat: its ``demo_clock`` command runs the allocation lifecycle
+# (windows open and close) every this many seconds, and pages say so; 0 (production): beat does.
+DEMO_CLOCK_S = env.int("DEMO_CLOCK_S", default=0)
 
 SECRET_KEY = env.str("SECRET_KEY", default="")
 if not SECRET_KEY:

@@ -22,3 +22,48 @@ document.addEventListener("change", (event) => {
     node.value = stem;
   }
 });
+// Phone tables (issue #37): a table whose header cells carry data-essential keeps those columns
+// on a narrow screen and folds the others (portal.css, .key-cols); a button before it says how
+// many columns are shown and unfolds the rest ("Show all N columns", the table then scrolls in
+// its card). Cells are marked by the columns they span, so colspan rows (empty states, group
+// rows) stay. Run on load and on every fragment htmx swaps in.
+function markKeyColumns(root) {
+  root.querySelectorAll("table").forEach((table) => {
+    const head = table.tHead && table.tHead.rows[table.tHead.rows.length - 1];
+    if (!head || table.dataset.keyCols || !head.querySelector("[data-essential]")) return;
+    const essential = new Set();
+    let column = 0;
+    for (const cell of head.cells) {
+      for (let i = 0; i < cell.colSpan; i++) if (cell.hasAttribute("data-essential")) essential.add(column + i);
+      column += cell.colSpan;
+    }
+    if (essential.size === column) return;
+    for (const row of table.rows) {
+      let at = 0;
+      for (const cell of row.cells) {
+        let key = false;
+        for (let i = 0; i < cell.colSpan; i++) key = key || essential.has(at + i);
+        cell.classList.toggle("col-extra", !key);
+        at += cell.colSpan;
+      }
+    }
+    table.dataset.keyCols = String(essential.size);
+    table.classList.add("key-cols");
+    const toggle = document.createElement("button");
+    toggle.type = "button";
+    toggle.className = "cols-cue outline secondary";
+    const label = () => table.classList.contains("all-cols")
+      ? `Show the ${essential.size} key columns`
+      : `${essential.size} of ${column} columns shown · Show all ${column}`;
+    toggle.textContent = label();
+    toggle.setAttribute("aria-expanded", "false");
+    toggle.addEventListener("click", () => {
+      table.classList.toggle("all-cols");
+      toggle.setAttribute("aria-expanded", String(table.classList.contains("all-cols")));
+      toggle.textContent = label();
+    });
+    table.before(toggle);
+  });
+}
+document.addEventListener("DOMContentLoaded", () => markKeyColumns(document));
+document.addEventListener("htmx:load", (event) => markKeyColumns(event.target));

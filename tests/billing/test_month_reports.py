@@ -93,6 +93,53 @@ def test_idle_cost_in_sql_equals_the_card_timeline(month_of_allocations):
                                     Decimal("11448.00"), Decimal("3.8"))]  # fmt: skip
 
 
+def test_idle_cost_leaves_out_cards_nobody_can_be_given_and_nets_used_hours(
+    month_of_allocations, team, a100, l40s
+):
+    """Idle cost = capacity − allocated − used outside allocations, at the reserved rate.
+
+    ``train`` gains a drained node (4 A100) and a down one (2 A100), and one of its 8 cards is in
+    error: it counts 7 cards. Pool ``spare`` holds 1 A100 on an up node. October 2026 (UTC) is
+    744 h; A100 reserved 2.00 EUR per card-hour.
+
+    - train: capacity 7 × 744 × 2.00 = 10,416.00; allocated 456.00 (A 192 + B 24 + C 240);
+    - a job outside any allocation: 3 A100 × 10 h = 30 card-hours × 2.00 = 60.00, split 7 : 1
+      by the pools' A100s: train 52.50, spare 7.50;
+    - train idle 10,416.00 − 456.00 − 52.50 = 9,907.50; utilisation 508.50 / 10,416 = 4.88 %;
+    - spare: capacity 1 × 744 × 2.00 = 1,488.00, idle 1,488.00 − 7.50 = 1,480.50, 0.50 %;
+    - an L40S job outside allocations (no pool holds L40S) and an A100 job inside one
+      (basis included) change nothing.
+    """
+    from factories import PoolFactory, node_with_gpus
+
+    from billing.models import UsageRecord
+    from pools.inventory.models import Gpu
+
+    train = month_of_allocations[0].pool
+    node_with_gpus(4, hostname="trn-02", pool=train, state="drain")
+    node_with_gpus(2, hostname="trn-03", pool=train, state="down")
+    Gpu.objects.filter(node__hostname="trn-01", index=7).update(health="error")
+    node_with_gpus(1, hostname="spr-01", pool=PoolFactory(slug="spare", name="Spare"))
+    for model, basis, key in ((a100, "used", "j1"), (l40s, "used", "j2"), (a100, "included", "j3")):
+        UsageRecord.objects.create(
+            team=team, gpu_model=model, quantity=3 * 10 * 3600, unit="card-seconds", basis=basis,
+            month=OCT, period_start=utc(2026, 10, 5), period_end=utc(2026, 10, 5, 10),
+            source="slurm-accounting", source_id=key, created_at=utc(2026, 10, 5),
+            updated_at=utc(2026, 10, 5),
+        )  # fmt: skip
+
+    sql, python = _both_ways(lambda: selectors.pool_idle_costs(month=OCT))
+    expected = [
+        ("spare", Decimal("1488.00"), Decimal("0.00"), Decimal("7.50"), Decimal("1480.50"),
+         Decimal("0.5")),
+        ("train", Decimal("10416.00"), Decimal("456.00"), Decimal("52.50"), Decimal("9907.50"),
+         Decimal("4.9")),
+    ]  # fmt: skip
+    for rows in (sql, python):
+        assert [(r.pool.slug, r.capacity_cost, r.allocated_cost, r.used_outside_cost,
+                 r.idle_cost, r.utilisation) for r in rows] == expected  # fmt: skip
+
+
 def test_finance_month_sums_and_pages_in_constant_queries(admin_page, rates):
     from factories import TeamFactory
 

@@ -3,7 +3,12 @@ demo's data (issue #21): tables scroll inside their card, the navigation folds b
 
 The pages are read from the URL configuration, not listed by hand: every route is either opened
 here (``PAGES`` says with which arguments, ``VARIANTS`` adds states of a page worth a look) or
-named in ``NOT_PAGES`` with the reason, so a new page that nobody added fails the first test."""
+named in ``NOT_PAGES`` with the reason, so a new page that nobody added fails the first test.
+
+On a phone every table keeps its columns marked ``data-essential`` in view (issue #37): a table
+that does not fit shows its essential columns and the button that unfolds the rest
+(static/js/portal.js), or is stacked as cards with every cell in view; ``TABLE_CHECK`` reports a
+table that hides an essential column, or hides any column without that cue."""
 
 from __future__ import annotations
 
@@ -106,6 +111,39 @@ NOT_PAGE_PREFIXES = (
 )
 WIDTHS = [(390, 844), (1366, 900)]
 
+# What a phone hides, per visible table in <main>: essential columns (data-essential on the last
+# header row's cell) out of view — header or first full body row, or in a stacked table (header
+# not displayed) the body cell — and, for a table that hides any column, whether the "Show all"
+# cue is in view right before it. A cell is in view when it has a size and lies inside the
+# viewport's width (1 px of rounding either side).
+TABLE_CHECK = """() => {
+  const width = document.documentElement.clientWidth, found = [];
+  const inView = (el) => { const r = el.getBoundingClientRect();
+    return r.width > 0 && r.height > 0 && r.left >= -1 && r.right <= width + 1; };
+  for (const table of document.querySelectorAll("main table")) {
+    const head = table.tHead && table.tHead.rows[table.tHead.rows.length - 1];
+    if (!table.offsetParent || !head) continue;
+    const stacked = getComputedStyle(table.tHead).display === "none";
+    const heads = [...head.cells];
+    const row = [...table.tBodies].flatMap((b) => [...b.rows])
+      .find((r) => r.cells.length === heads.length);
+    const label = (i) => heads[i].textContent.trim() || `column ${i + 1}`;
+    const essential = heads.map((h, i) => (h.hasAttribute("data-essential") ? i : -1))
+      .filter((i) => i >= 0);
+    const essentialHidden = essential
+      .filter((i) => (!stacked && !inView(heads[i])) || (row && !inView(row.cells[i])));
+    const hidden = stacked ? [] : heads.filter((h) => !inView(h));
+    const cue = table.previousElementSibling;
+    const cued = Boolean(cue && cue.matches(".cols-cue") && inView(cue));
+    if (essentialHidden.length || (hidden.length && !cued)) {
+      found.push({ table: heads.map((h) => h.textContent.trim()).join(" | ").slice(0, 80),
+                   essential_hidden: essentialHidden.map(label),
+                   hidden_without_cue: hidden.length > 0 && !cued });
+    }
+  }
+  return found;
+}"""
+
 
 def _routes(resolver=None, prefix: str = ""):
     for entry in (resolver or get_resolver()).url_patterns:
@@ -158,7 +196,7 @@ def test_no_page_scrolls_sideways_and_the_menu_opens_on_a_phone(browser, live_se
     ids = _demo_ids()
 
     pages = [path.format(**ids) for path in [*PAGES.values(), *VARIANTS]]
-    too_wide, opened = [], 0
+    too_wide, hides, opened = [], [], 0
     for width, height in WIDTHS:
         context = browser.new_context(viewport={"width": width, "height": height})
         page = context.new_page()
@@ -177,6 +215,8 @@ def test_no_page_scrolls_sideways_and_the_menu_opens_on_a_phone(browser, live_se
             opened += 1
             if scroll_width > width:
                 too_wide.append((width, path, scroll_width))
+            if width < 768:
+                hides.extend((path, t) for t in page.evaluate(TABLE_CHECK))
         menu = page.get_by_role("button", name="Menu")
         page.goto(f"{live_server.url}/")
         if width < 768:
@@ -189,4 +229,81 @@ def test_no_page_scrolls_sideways_and_the_menu_opens_on_a_phone(browser, live_se
         context.close()
 
     assert too_wide == []
+    assert hides == []  # mark the table's key columns data-essential; keep them in view
     assert opened == 2 * (len(PAGES) + len(VARIANTS))
+
+
+def test_the_phone_check_reports_a_table_that_hides_an_essential_column(browser):
+    """The check itself: a 10-column table of nowrap cells (each about 120 px) at 390 px puts its
+    last column near x = 1100, out of view; it is essential, and nothing says columns are hidden.
+    The same table with that column first, and the others folded, passes."""
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    heads = "".join(f"<th>Column {i}</th>" for i in range(1, 10))
+    cells = "".join(f"<td>value {i}</td>" for i in range(1, 10))
+    style = "<style>td,th{white-space:nowrap;min-width:120px}</style>"
+    page.set_content(
+        f"{style}<main><div style='overflow-x:auto'><table><thead><tr>{heads}"
+        "<th data-essential>Amount</th></tr></thead>"
+        f"<tbody><tr>{cells}<td>12.00 EUR</td></tr></tbody></table></div></main>"
+    )
+    assert page.evaluate(TABLE_CHECK) == [
+        {
+            "table": " | ".join([*(f"Column {i}" for i in range(1, 10)), "Amount"])[:80],
+            "essential_hidden": ["Amount"],
+            "hidden_without_cue": True,
+        }
+    ]
+    page.set_content(
+        "<main><button class='cols-cue'>1 of 10 columns shown · Show all 10</button>"
+        "<table><thead><tr><th data-essential>Amount</th>"
+        f"{heads.replace('<th>', '<th hidden>')}</tr></thead>"
+        f"<tbody><tr><td>12.00 EUR</td>{cells.replace('<td>', '<td hidden>')}</tr></tbody>"
+        "</table></main>"
+    )
+    assert page.evaluate(TABLE_CHECK) == []
+    context.close()
+
+
+def test_a_phone_table_folds_to_its_key_columns_and_unfolds_on_request(browser, live_server):
+    """The queue at 390 px shows its five essential columns (#, Team, Cards, Could approve now,
+    Decide) of eleven, the cue says so, and "Show all 11" unfolds the six others; at 1366 px
+    every column of the queue, Decide included, lies inside the window."""
+    call_command("load_demo", verbosity=0)
+    for width, height in WIDTHS:
+        context = browser.new_context(viewport={"width": width, "height": height})
+        page = context.new_page()
+        page.goto(f"{live_server.url}/login/?next=/requests/queue/")
+        page.fill("input[name=username]", "admin")
+        page.fill("input[name=password]", "demo")
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/requests/queue/")
+        shown = "main table thead th:visible"
+        if width < 768:
+            cue = page.locator(".cols-cue")
+            assert cue.inner_text() == "5 of 11 columns shown · Show all 11"
+            assert page.locator(shown).all_inner_texts() == [
+                "#", "Team", "Cards", "Could approve now", "Decide",
+            ]  # fmt: skip
+            cue.click()
+            assert page.locator(shown).count() == 11
+            assert cue.inner_text() == "Show the 5 key columns"
+        else:
+            assert not page.locator(".cols-cue").is_visible()
+            box = page.locator("main table thead th.decide").bounding_box()
+            assert page.locator(shown).count() == 11
+            assert 0 <= box["x"] and box["x"] + box["width"] <= width
+            assert page.evaluate(TABLE_CHECK) == []
+        context.close()
+
+
+def test_a_phone_reaches_a_page_inside_a_menu_group(signed_in, live_server):
+    """On a phone the groups (Capacity, Inventory) open inside the folded menu and their links
+    take a tap: Pico's full-screen catcher of an open dropdown must not swallow it."""
+    page = signed_in
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/")
+    page.get_by_role("button", name="Menu").click()
+    page.locator("header summary", has_text="Capacity").click()
+    page.locator("header").get_by_role("link", name="Idle GPUs", exact=True).click(timeout=5000)
+    page.wait_for_url(f"{live_server.url}/idle/")

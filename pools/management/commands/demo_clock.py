@@ -1,0 +1,35 @@
+"""``manage.py demo_clock``: the allocation lifecycle on a clock, for ``make demo``.
+
+The demo runs no Celery beat, so nothing would open or close allocation windows: approved
+allocations would stay "not yet applied" and ended ones would keep holding cards. This command
+runs what beat's ``allocation-lifecycle`` task runs (:func:`allocation_lifecycle_sweep`:
+provision the allocations whose window opens, warn before the end, end the finished ones)
+every ``--every`` seconds (default ``settings.DEMO_CLOCK_S``, else 30) until stopped, and prints
+one line for each sweep that moved something. ``--once`` sweeps once and stops."""
+
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from pools.capacity.services.allocations import allocation_lifecycle_sweep
+
+
+class Command(BaseCommand):
+    help = "Run the allocation lifecycle every N seconds (make demo's stand-in for Celery beat)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--every", type=int, default=settings.DEMO_CLOCK_S or 30)
+        parser.add_argument("--once", action="store_true")
+
+    def handle(self, *args, every: int, once: bool, **options):
+        if every < 1:
+            raise CommandError("--every must be at least 1 second")
+        while True:
+            counts = allocation_lifecycle_sweep()
+            if any(counts.values()) or once:
+                moved = ", ".join(f"{n} {what}" for what, n in counts.items())
+                self.stdout.write(f"demo clock: {moved}")
+            if once:
+                return
+            time.sleep(every)
