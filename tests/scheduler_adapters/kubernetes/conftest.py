@@ -41,14 +41,17 @@ def apiserver() -> Iterator[Any]:
 @pytest.fixture
 def make_adapter(apiserver) -> Iterator[Callable[..., KubernetesAdapter]]:
     """Adapters talking to ``apiserver`` over HTTP with its bearer token, as the registry
-    builds them (HOST + TOKEN)."""
+    builds them (HOST + TOKEN), with the timeouts of 30 s read and 10 s connect: the
+    fake answers in milliseconds, but on a loaded CI machine its thread may wait seconds for a
+    core, and a tighter timeout turned that wait into a transient error (tests of hangs and
+    timeouts pass their own)."""
     made: list[KubernetesAdapter] = []
 
     def make(**options: Any) -> KubernetesAdapter:
         host = options.pop("host", apiserver.url)
         token = options.pop("token", apiserver.token)
-        options.setdefault("timeout_s", 5.0)
-        options.setdefault("connect_timeout_s", 2.0)
+        options.setdefault("timeout_s", 30.0)
+        options.setdefault("connect_timeout_s", 10.0)
         adapter = KubernetesAdapter(
             api_client=api_client_from_settings(host=host, token=token), **options
         )
