@@ -116,6 +116,7 @@ def run() -> None:
     from django.utils import timezone
 
     from billing.choices import RateKind
+    from billing.conf import billing_zone
     from billing.services.rates import rate_card_create
     from billing.services.tokens import usage_tokens_ingest
     from pools.tenancy.models import Team
@@ -133,7 +134,7 @@ def run() -> None:
     import_s = import_cpu = 0.0
     for batch in _calls(teams, now):  # making the records is not timed, only storing them
         t0, c0 = time.perf_counter(), time.process_time()
-        record_calls(calls=batch)
+        record_calls(calls=batch, zone=billing_zone())
         import_s += time.perf_counter() - t0
         import_cpu += time.process_time() - c0
     calls, tasks = AgentCall.objects.count(), AgentTask.objects.count()

@@ -272,5 +272,5 @@ def usage_tokens_ingest(
     result.duplicates += len(known_records)
     result.accepted = len(seen) - len(known_records)
     if calls:
-        record_calls(calls=calls)
+        record_calls(calls=calls, zone=billing_zone())
     return result

@@ -157,3 +157,22 @@ def test_api_bad_filter_is_invalid_input(flow, team_member, api_as):
     assert response.status_code == 400
     assert response.json()["code"] == "invalid_input"
     assert "since" in response.json()["errors"]
+
+
+def test_summary_counts_whole_days_of_first_calls(flow, team_member, api_as):
+    """C (four calls, like B but tool returns of 800 and 2 s steps) first called on 12-02:
+    cost (8,800 × 2 + 8,000 × 0.5 + 600 × 8) ÷ 10⁶ = 0.0264 EUR. 12-02 alone: C, 0.03 EUR;
+    12-01 alone: A and B as before, 0.18 EUR; both days: 0.1824 + 0.0264 = 0.2088 → 0.21 EUR."""
+    records = task_records("C", 4, key="c")
+    for record in records:
+        record["timestamp"] = record["timestamp"].replace("2026-12-01", "2026-12-02")
+    usage_tokens_ingest(records=records)
+    client = api_as(team_member)
+
+    def summary(since: str, until: str) -> tuple:
+        body = client.get(f"{API}summary/?team=nlp&since={since}&until={until}").json()
+        return body["tasks"], body["calls"], body["calls_per_task"], body["cost"]
+
+    assert summary("2026-12-02", "2026-12-02") == (1, 4, {"4": 1}, "0.03")
+    assert summary("2026-12-01", "2026-12-01") == (2, 16, {"4": 1, "12": 1}, "0.18")
+    assert summary("2026-12-01", "2026-12-02") == (3, 20, {"4": 2, "12": 1}, "0.21")
