@@ -72,7 +72,21 @@ def test_rows_add_up_the_tasks_per_day_and_calls(nlp):
     assert rows() == {
         ("nlp", "qwen", date(2026, 12, 1), 12): TASK_A,
         ("nlp", "qwen", date(2026, 12, 1), 4): (
-            2, 2, 33_600, 16_000, 1_200, 0, 8, 0, 6_000, 10_800, 6_000, 6, 12.0, 8),  # fmt: skip
+            2,
+            2,
+            33_600,
+            16_000,
+            1_200,
+            0,
+            8,
+            0,
+            6_000,
+            10_800,
+            6_000,
+            6,
+            12.0,
+            8,
+        ),  # fmt: skip
         ("nlp", "qwen", date(2026, 12, 2), 4): FOUR_CALLS,
         ("vision", "qwen", date(2026, 12, 1), 4): FOUR_CALLS,
     }
