@@ -42,11 +42,9 @@ import django  # noqa: E402
 django.setup()
 
 from django.db import connection  # noqa: E402
-from django.test.utils import (  # noqa: E402
-    CaptureQueriesContext,
-    get_runner,
-    setup_test_environment,
-)
+from django.test.utils import CaptureQueriesContext  # noqa: E402
+
+from benchmarks.support import on_test_database  # noqa: E402
 
 CALLS = int(os.environ.get("BENCH_CALLS", 1_000_000))
 GATEWAY = int(os.environ.get("BENCH_GATEWAY", 100_000))
@@ -56,13 +54,7 @@ MODEL = "qwen2.5-14b-instruct"
 
 
 def main() -> None:
-    setup_test_environment()
-    runner = get_runner(django.conf.settings)(verbosity=0, interactive=False)
-    old = runner.setup_databases()
-    try:
-        run()
-    finally:
-        runner.teardown_databases(old)
+    on_test_database(run)
 
 
 def _calls(teams: list[int], now):
