@@ -20,6 +20,8 @@ import csv
 import io
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from tokenflow_support import task_a, task_b, task_records
 
 from billing.services.tokens import usage_tokens_ingest
@@ -176,3 +178,24 @@ def test_summary_counts_whole_days_of_first_calls(flow, team_member, api_as):
     assert summary("2026-12-02", "2026-12-02") == (1, 4, {"4": 1}, "0.03")
     assert summary("2026-12-01", "2026-12-01") == (2, 16, {"4": 1, "12": 1}, "0.18")
     assert summary("2026-12-01", "2026-12-02") == (3, 20, {"4": 2, "12": 1}, "0.21")
+
+
+def test_page_queries_do_not_grow_with_tasks_or_days(flow, team_member, client):
+    """The page reads the per-day rollup for its figures and one page of tasks: as many
+    queries with A and B on one day as with ten more four-call tasks over ten more days."""
+    client.force_login(team_member)
+    url = f"{URL}?since=2026-11-20&until=2026-12-01"
+    client.get(url)  # warm the session and caches
+    with CaptureQueriesContext(connection) as few:
+        assert client.get(url).status_code == 200
+    for n in range(1, 11):
+        records = task_records(f"T{n}", 4, key=f"t{n}")
+        for record in records:
+            record["timestamp"] = record["timestamp"].replace("2026-12-01", f"2026-11-{20 + n}")
+        usage_tokens_ingest(records=records)
+
+    with CaptureQueriesContext(connection) as many:
+        response = client.get(url)
+
+    assert response.context["summary"].tasks == 2 + 10
+    assert len(many.captured_queries) == len(few.captured_queries)
