@@ -21,7 +21,12 @@ from rest_framework.response import Response
 from billing.conf import billing_zone
 from billing.pricing import round_money
 from billing.tokenflow.forms import ORDERINGS, TokenFlowFilterForm
-from billing.tokenflow.selectors import flow_totals, priced_tasks, task_days_between
+from billing.tokenflow.selectors import (
+    flow_totals,
+    priced_tasks,
+    task_days_between,
+    token_prices,
+)
 from pools.api_common import visible_teams
 from pools.tokenflow import selectors
 from pools.tokenflow.models import AgentCall, AgentTask
@@ -140,7 +145,8 @@ class AgentTaskViewSet(viewsets.ReadOnlyModelViewSet):
         if self.action in ("retrieve", "calls"):
             return selectors.task_list(user=self.request.user).select_related("team")
         tasks, (_, since, until, _, models, ordering) = self._filtered()
-        priced, self.currency = priced_tasks(tasks, since=since, until=until, models=models)
+        prices = token_prices(since=since, until=until)
+        priced, self.currency = priced_tasks(tasks, prices=prices, models=models), prices.currency
         name = ordering.removeprefix("-")
         key = F(name).desc(nulls_last=True) if ordering.startswith("-") else F(name).asc()
         return priced.order_by(key, "-first_call_at", "pk")
@@ -160,9 +166,9 @@ class AgentTaskViewSet(viewsets.ReadOnlyModelViewSet):
     def _priced_one(self, task):
         qs = AgentTask.objects.filter(pk=task.pk).select_related("team")
         since = task.first_call_at
-        priced, currency = priced_tasks(qs, since=since, until=since + timedelta(seconds=1),
-                                        models=[task.served_model])  # fmt: skip
-        return qs, priced.get(), currency, None
+        prices = token_prices(since=since, until=since + timedelta(seconds=1))
+        priced = priced_tasks(qs, prices=prices, models=[task.served_model])
+        return qs, priced.get(), prices.currency, None
 
     @extend_schema(responses=AgentCallSerializer(many=True))
     @action(detail=True, methods=["get"])
@@ -179,7 +185,8 @@ class AgentTaskViewSet(viewsets.ReadOnlyModelViewSet):
         team_id, since, until, model, models, _ = self._filtered()[1]
         days = task_days_between(user=request.user, team_id=team_id, model=model,
                                  since=since, until=until)  # fmt: skip
-        summary, money = flow_totals(days, since=since, until=until, models=models)
+        prices = token_prices(since=since, until=until)
+        summary, money = flow_totals(days, prices=prices, models=models)
         fields = FlowSummarySerializer().fields
         body = {name: getattr(summary, name) for name in fields if hasattr(summary, name)}
         body |= {

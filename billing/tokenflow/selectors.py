@@ -85,33 +85,45 @@ def _cost(prefix: str, periods: list[RatePeriod], models: list[str], within=_fir
     return Case(*whens, default=unknown, output_field=MONEY) if whens else unknown
 
 
-def priced_tasks(
-    tasks: QuerySet[AgentTask], *, since: datetime, until: datetime, models: list[str]
-) -> tuple[QuerySet[AgentTask], str]:
-    """``tasks`` (first calls in ``[since, until)``, served ``models``) annotated with ``cost``
-    and ``wasted_cost`` (module docstring), and the currency of the prices."""
+@dataclass(frozen=True)
+class TokenPrices:
+    """The rate periods of a window of first calls and the currency of their prices (read
+    once a request, for the task table and the totals alike)."""
+
+    periods: list[RatePeriod]
+    currency: str
+
+
+def token_prices(*, since: datetime, until: datetime) -> TokenPrices:
+    """The prices of tasks first called in ``[since, until)``."""
     periods = _periods(since, until)
     currency = next((p.currency for p in periods if p.currency), None) or settings.BILLING_CURRENCY
-    annotated = tasks.annotate(
+    return TokenPrices(periods, currency)
+
+
+def priced_tasks(
+    tasks: QuerySet[AgentTask], *, prices: TokenPrices, models: list[str]
+) -> QuerySet[AgentTask]:
+    """``tasks`` (first calls in the window of ``prices``, served ``models``) annotated with
+    ``cost`` and ``wasted_cost`` (module docstring), in ``prices.currency``."""
+    periods = prices.periods
+    return tasks.annotate(
         cost=_cost("", periods, models), wasted_cost=_cost("wasted_", periods, models)
     )
-    return annotated, currency
 
 
 def priced_days(
-    days: QuerySet[AgentTaskDay], *, since: datetime, until: datetime, models: list[str]
-) -> tuple[QuerySet[AgentTaskDay], str]:
+    days: QuerySet[AgentTaskDay], *, prices: TokenPrices, models: list[str]
+) -> QuerySet[AgentTaskDay]:
     """The per-day rollup rows ``days`` (of tasks as :func:`priced_tasks` takes them; rate
     periods start at local midnights, so a day is in one period) annotated with ``cost`` and
     ``wasted_cost`` of their summed tokens — the sum of their tasks' costs, the formula being
-    linear in the tokens — and the currency."""
-    periods = _periods(since, until)
-    currency = next((p.currency for p in periods if p.currency), None) or settings.BILLING_CURRENCY
-    annotated = days.annotate(
+    linear in the tokens."""
+    periods = prices.periods
+    return days.annotate(
         cost=_cost("", periods, models, _day_in),
         wasted_cost=_cost("wasted_", periods, models, _day_in),
     )
-    return annotated, currency
 
 
 COST_AGGREGATES = {
@@ -134,13 +146,12 @@ def task_days_between(
 
 
 def flow_totals(
-    days: QuerySet[AgentTaskDay], *, since: datetime, until: datetime, models: list[str]
+    days: QuerySet[AgentTaskDay], *, prices: TokenPrices, models: list[str]
 ) -> tuple[FlowSummary, FlowCost]:
-    """What the page and ``summary/`` show of the rollup rows ``days`` (first calls in
-    ``[since, until)``, local midnights): the token figures and their money, in one query."""
-    priced, currency = priced_days(days, since=since, until=until, models=models)
-    summary = days_summary(priced, extra=COST_AGGREGATES)
-    return summary, flow_cost(summary.extra, currency)
+    """What the page and ``summary/`` show of the rollup rows ``days`` (first calls in the
+    window of ``prices``): the token figures and their money, in one query."""
+    summary = days_summary(priced_days(days, prices=prices, models=models), extra=COST_AGGREGATES)
+    return summary, flow_cost(summary.extra, prices.currency)
 
 
 def flow_cost(sums: dict, currency: str) -> FlowCost:

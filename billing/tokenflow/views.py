@@ -19,7 +19,12 @@ from django.utils.cache import patch_vary_headers
 from billing.conf import billing_zone
 from billing.pricing import minor_unit, round_money
 from billing.tokenflow.forms import ORDERINGS, TokenFlowFilterForm
-from billing.tokenflow.selectors import flow_totals, priced_tasks, task_days_between
+from billing.tokenflow.selectors import (
+    flow_totals,
+    priced_tasks,
+    task_days_between,
+    token_prices,
+)
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_team
 from pools.tokenflow import selectors
@@ -102,7 +107,8 @@ def token_flow(request, team: str):
         tasks = tasks.none()
     chosen = [model] if model else models
     since, until = since or timezone.now(), until or timezone.now()
-    priced, currency = priced_tasks(tasks, since=since, until=until, models=chosen)
+    prices = token_prices(since=since, until=until)
+    priced, currency = priced_tasks(tasks, prices=prices, models=chosen), prices.currency
     ordered = _ordered(priced, ordering)
     if request.GET.get("export") == "csv":
         rows = _with_money(ordered.iterator(chunk_size=2000), currency)
@@ -111,8 +117,7 @@ def token_flow(request, team: str):
     if not request.htmx:
         days = task_days_between(user=request.user, team_id=team_obj.pk, model=model,
                                  since=since, until=until)  # fmt: skip
-        summary, money = flow_totals(days if valid else days.none(), since=since, until=until,
-                                     models=chosen)  # fmt: skip
+        summary, money = flow_totals(days if valid else days.none(), prices=prices, models=chosen)
     paginator = Paginator(ordered, _page_size(request))
     if summary is not None:
         paginator.count = summary.tasks  # the same rows: no second COUNT
