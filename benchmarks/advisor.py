@@ -43,11 +43,9 @@ import django  # noqa: E402
 django.setup()
 
 from django.db import connection  # noqa: E402
-from django.test.utils import (  # noqa: E402
-    CaptureQueriesContext,
-    get_runner,
-    setup_test_environment,
-)
+from django.test.utils import CaptureQueriesContext  # noqa: E402
+
+from benchmarks.support import on_test_database, serving_fleet  # noqa: E402
 
 ALLOCATIONS = int(os.environ.get("BENCH_ALLOCATIONS", 2000))
 FINDINGS = int(os.environ.get("BENCH_FINDINGS", 10000))
@@ -56,13 +54,7 @@ PAGE_RUNS = int(os.environ.get("BENCH_PAGE_RUNS", 15))
 
 
 def main() -> None:
-    setup_test_environment()
-    runner = get_runner(django.conf.settings)(verbosity=0, interactive=False)
-    old = runner.setup_databases()
-    try:
-        run()
-    finally:
-        runner.teardown_databases(old)
+    on_test_database(run)
 
 
 # s = 1 is the newest bucket; a.id % 10 = 0 idles with a queue in the last 6 buckets, a.id % 7
@@ -107,34 +99,11 @@ def page_stats(client, url: str) -> tuple[float, float, int]:
 
 
 def fleet(n: int, user, now: datetime) -> None:
-    from pools.capacity.models import Allocation, CapacityRequest
-    from pools.choices import AllocationStatus, RequestStatus, Scheduler
+    """The serving fleet (``benchmarks/support.py``), every fifth allocation elastic with scale
+    events, rollups and placement (module docstring)."""
     from pools.elastic.models import ElasticPolicy, ScaleEvent
-    from pools.inventory.models import GpuModel, Pool
-    from pools.tenancy.models import Team
 
-    pool, _ = Pool.objects.get_or_create(
-        slug="serve", defaults={"name": "Serving", "scheduler": Scheduler.KUBERNETES}
-    )
-    model = GpuModel.objects.get(slug="l40s")
-    window = {"starts_at": now - timedelta(days=2), "ends_at": now + timedelta(days=5)}
-    teams = Team.objects.bulk_create(
-        [Team(slug=f"{i:04d}", name=f"Team {i}") for i in range(1, n + 1)]
-    )
-    shared = {"pool": pool, "gpu_model": model, "card_count": 2, **window}
-    requests = CapacityRequest.objects.bulk_create(
-        [
-            CapacityRequest(team=t, requested_by=user, workload_kind="inference",
-                            justification="bench", status=RequestStatus.APPROVED, **shared)
-            for t in teams
-        ]
-    )  # fmt: skip
-    allocations = Allocation.objects.bulk_create(
-        [
-            Allocation(request=r, team=r.team, status=AllocationStatus.ACTIVE, **shared)
-            for r in requests
-        ]
-    )
+    allocations = serving_fleet(n, user, now)
     policies = ElasticPolicy.objects.bulk_create(
         [ElasticPolicy(allocation=a, ceiling_cards=6, cards_held=2) for a in allocations[::5]]
     )

@@ -52,11 +52,9 @@ django.setup()
 
 import httpx  # noqa: E402
 from django.db import connection  # noqa: E402
-from django.test.utils import (  # noqa: E402
-    CaptureQueriesContext,
-    get_runner,
-    setup_test_environment,
-)
+from django.test.utils import CaptureQueriesContext  # noqa: E402
+
+from benchmarks.support import on_test_database, serving_fleet  # noqa: E402
 
 ALLOCATIONS = int(os.environ.get("BENCH_ALLOCATIONS", 2000))
 SMALL = int(os.environ.get("BENCH_SMALL", 200))
@@ -65,13 +63,7 @@ PAGE_RUNS = int(os.environ.get("BENCH_PAGE_RUNS", 15))
 
 
 def main() -> None:
-    setup_test_environment()
-    runner = get_runner(django.conf.settings)(verbosity=0, interactive=False)
-    old = runner.setup_databases()
-    try:
-        run()
-    finally:
-        runner.teardown_databases(old)
+    on_test_database(run)
 
 
 SQL = """
@@ -203,42 +195,18 @@ TRUNCATE = (
 
 
 def fleet(n: int, user, member) -> None:
-    from pools.capacity.models import Allocation, CapacityRequest
-    from pools.choices import AllocationStatus, RequestStatus, Scheduler
-    from pools.inventory.models import GpuModel, Pool
     from pools.tenancy.models import Membership, Team
 
     with connection.cursor() as cursor:
         cursor.execute(TRUNCATE)
-    pool, _ = Pool.objects.get_or_create(
-        slug="serve", defaults={"name": "Serving", "scheduler": Scheduler.KUBERNETES}
-    )
-    model = GpuModel.objects.get(slug="l40s")
     now = datetime.now(UTC)
-    window = {"starts_at": now - timedelta(days=2), "ends_at": now + timedelta(days=5)}
-    teams = Team.objects.bulk_create(
-        [Team(slug=f"{i:04d}", name=f"Team {i}") for i in range(1, n + 1)]
-    )
-    shared = {"pool": pool, "gpu_model": model, "card_count": 2, **window}
-    requests = CapacityRequest.objects.bulk_create(
-        [
-            CapacityRequest(team=t, requested_by=user, workload_kind="inference",
-                            justification="bench", status=RequestStatus.APPROVED, **shared)
-            for t in teams
-        ]
-    )  # fmt: skip
-    Allocation.objects.bulk_create(
-        [
-            Allocation(request=r, team=r.team, status=AllocationStatus.ACTIVE, **shared)
-            for r in requests
-        ]
-    )
+    serving_fleet(n, user, now)
     newest = now.replace(second=0, microsecond=0)
     newest -= timedelta(minutes=newest.minute % 5)
     with connection.cursor() as cursor:
         cursor.execute(SQL, {"newest": newest})
         cursor.execute("ANALYZE")
-    Membership.objects.create(team=teams[0], user=member, role="member")
+    Membership.objects.create(team=Team.objects.get(slug="0001"), user=member, role="member")
 
 
 def run() -> None:

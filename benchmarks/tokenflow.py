@@ -42,11 +42,9 @@ import django  # noqa: E402
 django.setup()
 
 from django.db import connection  # noqa: E402
-from django.test.utils import (  # noqa: E402
-    CaptureQueriesContext,
-    get_runner,
-    setup_test_environment,
-)
+from django.test.utils import CaptureQueriesContext  # noqa: E402
+
+from benchmarks.support import on_test_database  # noqa: E402
 
 CALLS = int(os.environ.get("BENCH_CALLS", 1_000_000))
 GATEWAY = int(os.environ.get("BENCH_GATEWAY", 100_000))
@@ -56,13 +54,7 @@ MODEL = "qwen2.5-14b-instruct"
 
 
 def main() -> None:
-    setup_test_environment()
-    runner = get_runner(django.conf.settings)(verbosity=0, interactive=False)
-    old = runner.setup_databases()
-    try:
-        run()
-    finally:
-        runner.teardown_databases(old)
+    on_test_database(run)
 
 
 def _calls(teams: list[int], now):
@@ -116,6 +108,7 @@ def run() -> None:
     from django.utils import timezone
 
     from billing.choices import RateKind
+    from billing.conf import billing_zone
     from billing.services.rates import rate_card_create
     from billing.services.tokens import usage_tokens_ingest
     from pools.tenancy.models import Team
@@ -133,7 +126,7 @@ def run() -> None:
     import_s = import_cpu = 0.0
     for batch in _calls(teams, now):  # making the records is not timed, only storing them
         t0, c0 = time.perf_counter(), time.process_time()
-        record_calls(calls=batch)
+        record_calls(calls=batch, zone=billing_zone())
         import_s += time.perf_counter() - t0
         import_cpu += time.process_time() - c0
     calls, tasks = AgentCall.objects.count(), AgentTask.objects.count()

@@ -31,7 +31,7 @@ from pools.serving.models import (
 )
 from pools.sizing.models import CalibrationRecord, SizingEstimate
 from pools.tenancy.models import Membership, Team
-from pools.tokenflow.models import AgentCall, AgentTask
+from pools.tokenflow.models import AgentCall, AgentTask, AgentTaskDay
 from pools.waiting.models import PendingWork, PendingWorkRead, WaitingWatch
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "AdvisorRun",
     "AgentCall",
     "AgentTask",
+    "AgentTaskDay",
     "Allocation",
     "ApiToken",
     "AuditEvent",

@@ -204,7 +204,7 @@ def usage_tokens_ingest(
     result.duplicates += len(known_records)
     result.accepted = len(seen) - len(known_records)
     if calls:
-        record_calls(calls=calls)
+        record_calls(calls=calls, zone=zone)
     return result
 
 

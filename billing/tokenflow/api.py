@@ -21,7 +21,12 @@ from rest_framework.response import Response
 from billing.conf import billing_zone
 from billing.pricing import round_money
 from billing.tokenflow.forms import ORDERINGS, TokenFlowFilterForm
-from billing.tokenflow.selectors import COST_AGGREGATES, flow_cost, priced_tasks
+from billing.tokenflow.selectors import (
+    flow_totals,
+    priced_tasks,
+    task_days_between,
+    token_prices,
+)
 from pools.api_common import visible_teams
 from pools.tokenflow import selectors
 from pools.tokenflow.models import AgentCall, AgentTask
@@ -111,7 +116,8 @@ class AgentTaskViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = AgentTaskSerializer
 
     def _filtered(self):
-        """The visible tasks narrowed by the query's filters, priced; 400 on a bad filter."""
+        """The visible tasks narrowed by the query's filters, and the filters
+        ``(team_id, since, until, model, models priced, ordering)``; 400 on a bad filter."""
         request = self.request
         tasks = selectors.task_list(user=request.user).select_related("team")
         team_slug = request.query_params.get("team")
@@ -124,24 +130,23 @@ class AgentTaskViewSet(viewsets.ReadOnlyModelViewSet):
         if team_id is not None:
             models = selectors.team_models(team_id=team_id)
         else:
-            models = sorted(set(tasks.values_list("served_model", flat=True).distinct()))
+            models = selectors.visible_models(user=request.user)
         today = timezone.now().astimezone(billing_zone()).date()
         form = TokenFlowFilterForm(request.query_params or None, models=models, today=today)
         if form.is_bound and not form.is_valid():
             raise serializers.ValidationError(form.errors)
         since, until, model, ordering = form.window()
         tasks = selectors.tasks_in(tasks, team_id=team_id, model=model, since=since, until=until)
-        priced, currency = priced_tasks(tasks, since=since, until=until,
-                                        models=[model] if model else models)  # fmt: skip
-        return tasks, priced, currency, ordering
+        return tasks, (team_id, since, until, model, [model] if model else models, ordering)
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return AgentTask.objects.none()
         if self.action in ("retrieve", "calls"):
             return selectors.task_list(user=self.request.user).select_related("team")
-        _, priced, currency, ordering = self._filtered()
-        self.currency = currency
+        tasks, (_, since, until, _, models, ordering) = self._filtered()
+        prices = token_prices(since=since, until=until)
+        priced, self.currency = priced_tasks(tasks, prices=prices, models=models), prices.currency
         name = ordering.removeprefix("-")
         key = F(name).desc(nulls_last=True) if ordering.startswith("-") else F(name).asc()
         return priced.order_by(key, "-first_call_at", "pk")
@@ -161,9 +166,9 @@ class AgentTaskViewSet(viewsets.ReadOnlyModelViewSet):
     def _priced_one(self, task):
         qs = AgentTask.objects.filter(pk=task.pk).select_related("team")
         since = task.first_call_at
-        priced, currency = priced_tasks(qs, since=since, until=since + timedelta(seconds=1),
-                                        models=[task.served_model])  # fmt: skip
-        return qs, priced.get(), currency, None
+        prices = token_prices(since=since, until=since + timedelta(seconds=1))
+        priced = priced_tasks(qs, prices=prices, models=[task.served_model])
+        return qs, priced.get(), prices.currency, None
 
     @extend_schema(responses=AgentCallSerializer(many=True))
     @action(detail=True, methods=["get"])
@@ -177,9 +182,11 @@ class AgentTaskViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=False, methods=["get"])
     def summary(self, request):
         """The filtered tasks added up: what the token-flow page shows."""
-        tasks, priced, currency, _ = self._filtered()
-        summary = selectors.flow_summary(priced, extra=COST_AGGREGATES)
-        money = flow_cost(summary.extra, currency)
+        team_id, since, until, model, models, _ = self._filtered()[1]
+        days = task_days_between(user=request.user, team_id=team_id, model=model,
+                                 since=since, until=until)  # fmt: skip
+        prices = token_prices(since=since, until=until)
+        summary, money = flow_totals(days, prices=prices, models=models)
         fields = FlowSummarySerializer().fields
         body = {name: getattr(summary, name) for name in fields if hasattr(summary, name)}
         body |= {

@@ -17,7 +17,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Case, Count, DecimalField, F, Q, QuerySet, Sum, Value, When
+from django.db.models import Case, DecimalField, F, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Cast
 
 from billing.choices import RateKind
@@ -25,7 +25,9 @@ from billing.conf import billing_zone
 from billing.errors import RateCardConflict
 from billing.pricing import month_of, next_month, round_money
 from billing.services.rates import RatePeriod, price_for, rate_periods
-from pools.tokenflow.models import AgentTask
+from pools.tokenflow.flow import FlowSummary
+from pools.tokenflow.models import AgentTask, AgentTaskDay
+from pools.tokenflow.selectors import days_summary, task_days_in
 
 MONEY = DecimalField(max_digits=30, decimal_places=10)
 MILLION = Decimal(1_000_000)
@@ -57,7 +59,15 @@ def _periods(since: datetime, until: datetime) -> list[RatePeriod]:
     return out
 
 
-def _cost(prefix: str, periods: list[RatePeriod], models: list[str]):
+def _first_call_in(period: RatePeriod) -> Q:
+    return Q(first_call_at__gte=period.start, first_call_at__lt=period.end)
+
+
+def _day_in(period: RatePeriod) -> Q:
+    return Q(day__gte=period.rate_from, day__lt=period.rate_to)
+
+
+def _cost(prefix: str, periods: list[RatePeriod], models: list[str], within=_first_call_in):
     tokens_in, cached, out = (F(f"{prefix}input_tokens"), F(f"{prefix}cached_tokens"),
                               F(f"{prefix}output_tokens"))  # fmt: skip
     whens = []
@@ -70,32 +80,78 @@ def _cost(prefix: str, periods: list[RatePeriod], models: list[str]):
             amount = ((tokens_in - cached) * p_in + cached * p_cached + out * p_out) / Value(
                 MILLION, output_field=MONEY
             )
-            whens.append(When(Q(served_model=model, first_call_at__gte=period.start,
-                                first_call_at__lt=period.end), then=amount))  # fmt: skip
+            whens.append(When(Q(served_model=model) & within(period), then=amount))
     unknown = Cast(Value(None), output_field=MONEY)  # typed: SUM(NULL) has no type in SQL
     return Case(*whens, default=unknown, output_field=MONEY) if whens else unknown
 
 
-def priced_tasks(
-    tasks: QuerySet[AgentTask], *, since: datetime, until: datetime, models: list[str]
-) -> tuple[QuerySet[AgentTask], str]:
-    """``tasks`` (first calls in ``[since, until)``, served ``models``) annotated with ``cost``
-    and ``wasted_cost`` (module docstring), and the currency of the prices."""
+@dataclass(frozen=True)
+class TokenPrices:
+    """The rate periods of a window of first calls and the currency of their prices (read
+    once a request, for the task table and the totals alike)."""
+
+    periods: list[RatePeriod]
+    currency: str
+
+
+def token_prices(*, since: datetime, until: datetime) -> TokenPrices:
+    """The prices of tasks first called in ``[since, until)``."""
     periods = _periods(since, until)
     currency = next((p.currency for p in periods if p.currency), None) or settings.BILLING_CURRENCY
-    annotated = tasks.annotate(
+    return TokenPrices(periods, currency)
+
+
+def priced_tasks(
+    tasks: QuerySet[AgentTask], *, prices: TokenPrices, models: list[str]
+) -> QuerySet[AgentTask]:
+    """``tasks`` (first calls in the window of ``prices``, served ``models``) annotated with
+    ``cost`` and ``wasted_cost`` (module docstring), in ``prices.currency``."""
+    periods = prices.periods
+    return tasks.annotate(
         cost=_cost("", periods, models), wasted_cost=_cost("wasted_", periods, models)
     )
-    return annotated, currency
+
+
+def priced_days(
+    days: QuerySet[AgentTaskDay], *, prices: TokenPrices, models: list[str]
+) -> QuerySet[AgentTaskDay]:
+    """The per-day rollup rows ``days`` (of tasks as :func:`priced_tasks` takes them; rate
+    periods start at local midnights, so a day is in one period) annotated with ``cost`` and
+    ``wasted_cost`` of their summed tokens — the sum of their tasks' costs, the formula being
+    linear in the tokens."""
+    periods = prices.periods
+    return days.annotate(
+        cost=_cost("", periods, models, _day_in),
+        wasted_cost=_cost("wasted_", periods, models, _day_in),
+    )
 
 
 COST_AGGREGATES = {
     "cost": Sum("cost"),
     "wasted_cost": Sum("wasted_cost"),
-    "unpriced": Count("id", filter=Q(cost__isnull=True)),
+    "unpriced": Sum("tasks", filter=Q(cost__isnull=True)),
 }
-"""The money totals of priced tasks, to add to the token sums' one scan
-(:func:`pools.tokenflow.selectors.flow_summary`'s ``extra``) and read with :func:`flow_cost`."""
+"""The money totals of priced rollup rows, added to the token sums' one scan
+(:func:`pools.tokenflow.selectors.days_summary`'s ``extra``) and read with :func:`flow_cost`."""
+
+
+def task_days_between(
+    *, user, team_id: int | None, model: str, since: datetime, until: datetime
+) -> QuerySet[AgentTaskDay]:
+    """The rollup rows ``user`` may see of the tasks first called in ``[since, until)`` (local
+    midnights of the billing time zone, as the filter form gives them: whole rollup days)."""
+    zone = billing_zone()
+    first, after = since.astimezone(zone).date(), until.astimezone(zone).date()
+    return task_days_in(user=user, team_id=team_id, model=model, since=first, until=after)
+
+
+def flow_totals(
+    days: QuerySet[AgentTaskDay], *, prices: TokenPrices, models: list[str]
+) -> tuple[FlowSummary, FlowCost]:
+    """What the page and ``summary/`` show of the rollup rows ``days`` (first calls in the
+    window of ``prices``): the token figures and their money, in one query."""
+    summary = days_summary(priced_days(days, prices=prices, models=models), extra=COST_AGGREGATES)
+    return summary, flow_cost(summary.extra, prices.currency)
 
 
 def flow_cost(sums: dict, currency: str) -> FlowCost:

@@ -19,7 +19,12 @@ from django.utils.cache import patch_vary_headers
 from billing.conf import billing_zone
 from billing.pricing import minor_unit, round_money
 from billing.tokenflow.forms import ORDERINGS, TokenFlowFilterForm
-from billing.tokenflow.selectors import COST_AGGREGATES, flow_cost, priced_tasks
+from billing.tokenflow.selectors import (
+    flow_totals,
+    priced_tasks,
+    task_days_between,
+    token_prices,
+)
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_team
 from pools.tokenflow import selectors
@@ -101,13 +106,18 @@ def token_flow(request, team: str):
     if not valid:
         tasks = tasks.none()
     chosen = [model] if model else models
-    priced, currency = priced_tasks(tasks, since=since or timezone.now(),
-                                    until=until or timezone.now(), models=chosen)  # fmt: skip
+    since, until = since or timezone.now(), until or timezone.now()
+    prices = token_prices(since=since, until=until)
+    priced, currency = priced_tasks(tasks, prices=prices, models=chosen), prices.currency
     ordered = _ordered(priced, ordering)
     if request.GET.get("export") == "csv":
         rows = _with_money(ordered.iterator(chunk_size=2000), currency)
         return csv_response(rows, TASK_COLUMNS, f"{team_obj.slug}-token-flow.csv")
-    summary = None if request.htmx else selectors.flow_summary(priced, extra=COST_AGGREGATES)
+    summary = money = None
+    if not request.htmx:
+        days = task_days_between(user=request.user, team_id=team_obj.pk, model=model,
+                                 since=since, until=until)  # fmt: skip
+        summary, money = flow_totals(days if valid else days.none(), prices=prices, models=chosen)
     paginator = Paginator(ordered, _page_size(request))
     if summary is not None:
         paginator.count = summary.tasks  # the same rows: no second COUNT
@@ -129,7 +139,7 @@ def token_flow(request, team: str):
     if summary is not None:
         context |= {
             "summary": summary,
-            "money": flow_cost(summary.extra, currency),
+            "money": money,
             "chart": {
                 "labels": [b for b, _ in summary.bars],
                 "tasks": [n for _, n in summary.bars],

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import date, datetime, tzinfo
 
 
 @dataclass(frozen=True)
@@ -329,3 +329,43 @@ class FlowSummary:
             "cached_share": self.cached_share,
             "retry_share": self.retry_share,
         }
+
+
+DAY_SUMS = (
+    *(name for name in SUMMED if name != "calls"),
+    "tasks", "tasks_metered", "first_input_tokens", "last_input_tokens",
+)  # fmt: skip
+"""The summed columns of :class:`~pools.tokenflow.models.AgentTaskDay`."""
+
+DayKey = tuple[int, str, date, int]  # team id, served model, day of the first call, calls
+
+
+def day_figures(totals: TaskTotals) -> dict[str, float]:
+    """One task's share of its :class:`~pools.tokenflow.models.AgentTaskDay` row
+    (:data:`DAY_SUMS`): its summed columns, one task, and its first and last metered calls'
+    input tokens when it has a metered call."""
+    metered = totals.first_input_tokens is not None
+    figures = {name: getattr(totals, name) for name in SUMMED if name != "calls"}
+    figures |= {
+        "tasks": 1,
+        "tasks_metered": int(metered),
+        "first_input_tokens": totals.first_input_tokens if metered else 0,
+        "last_input_tokens": totals.last_input_tokens if metered else 0,
+    }
+    return figures
+
+
+def fold_days(
+    changes: list[tuple[tuple[int, str, str], TaskTotals, int]], zone: tzinfo
+) -> dict[DayKey, dict[str, float]]:
+    """The per-day rollup's changes: ``changes`` are ``(task key, totals, sign)`` — ``+1``
+    a task's totals join their row, ``-1`` a task's earlier totals leave theirs — added up per
+    :data:`DayKey` (the day of the first call in ``zone``). Keys whose changes cancel out are
+    left out."""
+    out: dict[DayKey, dict[str, float]] = {}
+    for (team_id, model, _), totals, sign in changes:
+        day = totals.first_call_at.astimezone(zone).date()
+        row = out.setdefault((team_id, model, day, totals.calls), dict.fromkeys(DAY_SUMS, 0))
+        for name, value in day_figures(totals).items():
+            row[name] += sign * value
+    return {key: row for key, row in out.items() if any(row.values())}

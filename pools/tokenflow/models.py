@@ -105,3 +105,54 @@ class AgentTask(models.Model):
 
     def __str__(self) -> str:
         return f"task {self.task_id} ({self.calls} calls)"
+
+
+class AgentTaskDay(models.Model):
+    """The tasks of one team and served model whose first call fell on ``day`` (a date in the
+    billing time zone, ``settings.BILLING_TIME_ZONE``) and that took ``task_calls`` calls, added
+    up: the per-day rollup the token-flow page, its API and its money totals read instead of
+    scanning every task. Kept by :func:`pools.tokenflow.services.record_calls` in the same
+    transaction as the tasks (a task that grows leaves its old row and joins its new one), so
+    it always equals grouping :class:`AgentTask` by these four keys; pruning calls never
+    touches it. The sums have :class:`AgentTask`'s column names (tokens, counts, seconds);
+    ``first_input_tokens`` / ``last_input_tokens`` are over the ``tasks_metered`` tasks."""
+
+    team = models.ForeignKey("pools.Team", on_delete=models.CASCADE, related_name="+")
+    served_model = models.CharField(max_length=120)
+    day = models.DateField()
+    task_calls = models.PositiveIntegerField(help_text="Calls in each of these tasks.")
+    # Signed: record_calls adds and subtracts in one upsert, and PostgreSQL checks a proposed
+    # row's constraints before it finds the conflict.
+    tasks = models.BigIntegerField(default=0)
+    tasks_metered = models.BigIntegerField(default=0)
+    metered_calls = models.BigIntegerField(default=0)
+    unmetered_calls = models.BigIntegerField(default=0)
+    replayed_calls = models.BigIntegerField(default=0)
+    outcomes_known = models.BigIntegerField(default=0)
+    retries = models.BigIntegerField(default=0)
+    errors = models.BigIntegerField(default=0)
+    input_tokens = models.BigIntegerField(default=0)
+    cached_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    wasted_input_tokens = models.BigIntegerField(default=0)
+    wasted_cached_tokens = models.BigIntegerField(default=0)
+    wasted_output_tokens = models.BigIntegerField(default=0)
+    tool_return_tokens = models.BigIntegerField(default=0)
+    tool_return_calls = models.BigIntegerField(default=0)
+    latency_s_total = models.FloatField(default=0.0)
+    latency_calls = models.BigIntegerField(default=0)
+    first_input_tokens = models.BigIntegerField(default=0)
+    last_input_tokens = models.BigIntegerField(default=0)
+
+    objects = team_owned("team").as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "served_model", "day", "task_calls"], name="agent_task_day_once"
+            ),
+        ]
+        ordering = ["team_id", "served_model", "day", "task_calls"]
+
+    def __str__(self) -> str:
+        return f"{self.served_model} {self.day}: {self.tasks} tasks of {self.task_calls} calls"

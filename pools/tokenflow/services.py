@@ -14,13 +14,13 @@ locks the whole database for a write transaction.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 
 from django.conf import settings
 from django.db import connection, transaction
 
-from pools.tokenflow.flow import CallRow, TaskTotals, fold_calls
-from pools.tokenflow.models import AgentCall, AgentTask
+from pools.tokenflow.flow import DAY_SUMS, CallRow, DayKey, TaskTotals, fold_calls, fold_days
+from pools.tokenflow.models import AgentCall, AgentTask, AgentTaskDay
 
 CHUNK = 5_000
 CALL_COLUMNS = (
@@ -140,11 +140,35 @@ def _create_tasks(totals: dict[tuple[int, str, str], TaskTotals]) -> None:
     )  # fmt: skip
 
 
+def _days_add(changes: dict[DayKey, dict[str, float]]) -> None:
+    """Add ``changes`` to the per-day rollup in one upsert per 500 keys (``ON CONFLICT … DO
+    UPDATE SET column = column + excluded.column``, the same SQL in PostgreSQL and SQLite), then
+    delete the rows of the changed teams left with no task."""
+    table = AgentTaskDay._meta.db_table
+    keys = ("team_id", "served_model", "day", "task_calls")
+    columns = (*keys, *DAY_SUMS)
+    updates = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in DAY_SUMS)
+    items = list(changes.items())
+    with connection.cursor() as cursor:
+        for offset in range(0, len(items), 500):
+            chunk = items[offset : offset + 500]
+            values = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(chunk))
+            cursor.execute(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES {values}"
+                f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {updates}",
+                [v for key, row in chunk for v in (*key, *(row[c] for c in DAY_SUMS))],
+            )
+    teams = {key[0] for key in changes}
+    AgentTaskDay.objects.filter(team_id__in=teams, tasks=0).delete()
+
+
 @transaction.atomic
-def record_calls(*, calls: list[CallRow]) -> RecordResult:
+def record_calls(*, calls: list[CallRow], zone: tzinfo) -> RecordResult:
     """Store the calls not stored before (by team and ``source_key``; the first of a key
-    within the batch wins) and add them to their tasks' totals, in one transaction under the
-    token-flow lock (module docstring). Queries: a constant number per 5,000 calls."""
+    within the batch wins), add them to their tasks' totals and keep the per-day rollup
+    (:class:`~pools.tokenflow.models.AgentTaskDay`, days in ``zone``: the billing time zone)
+    equal to the tasks, in one transaction under the token-flow lock (module docstring).
+    Queries: a constant number per 5,000 calls."""
     _lock()
     unique: dict[tuple[int, str], CallRow] = {}
     for call in calls:
@@ -157,16 +181,20 @@ def record_calls(*, calls: list[CallRow]) -> RecordResult:
     totals = fold_calls(fresh)
     existing = _existing_tasks(set(totals))
     names = TaskTotals.names()
-    updated = []
+    updated, changes = [], []
     for key, task in existing.items():
         merged = TaskTotals(**{n: getattr(task, n) for n in names})
+        changes.append((key, TaskTotals(**{n: getattr(task, n) for n in names}), -1))
         merged.add(totals[key])
+        changes.append((key, merged, 1))
         for name in names:
             setattr(task, name, getattr(merged, name))
         updated.append(task)
     created = {k: t for k, t in totals.items() if k not in existing}
+    changes.extend((key, t, 1) for key, t in created.items())
     _create_tasks(created)
     AgentTask.objects.bulk_update(updated, names, batch_size=500)
+    _days_add(fold_days(changes, zone))
     return RecordResult(len(fresh), len(calls) - len(fresh), len(created), len(updated))
 
 

@@ -20,6 +20,8 @@ import csv
 import io
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from tokenflow_support import task_a, task_b, task_records
 
 from billing.services.tokens import usage_tokens_ingest
@@ -157,3 +159,43 @@ def test_api_bad_filter_is_invalid_input(flow, team_member, api_as):
     assert response.status_code == 400
     assert response.json()["code"] == "invalid_input"
     assert "since" in response.json()["errors"]
+
+
+def test_summary_counts_whole_days_of_first_calls(flow, team_member, api_as):
+    """C (four calls, like B but tool returns of 800 and 2 s steps) first called on 12-02:
+    cost (8,800 × 2 + 8,000 × 0.5 + 600 × 8) ÷ 10⁶ = 0.0264 EUR. 12-02 alone: C, 0.03 EUR;
+    12-01 alone: A and B as before, 0.18 EUR; both days: 0.1824 + 0.0264 = 0.2088 → 0.21 EUR."""
+    records = task_records("C", 4, key="c")
+    for record in records:
+        record["timestamp"] = record["timestamp"].replace("2026-12-01", "2026-12-02")
+    usage_tokens_ingest(records=records)
+    client = api_as(team_member)
+
+    def summary(since: str, until: str) -> tuple:
+        body = client.get(f"{API}summary/?team=nlp&since={since}&until={until}").json()
+        return body["tasks"], body["calls"], body["calls_per_task"], body["cost"]
+
+    assert summary("2026-12-02", "2026-12-02") == (1, 4, {"4": 1}, "0.03")
+    assert summary("2026-12-01", "2026-12-01") == (2, 16, {"4": 1, "12": 1}, "0.18")
+    assert summary("2026-12-01", "2026-12-02") == (3, 20, {"4": 2, "12": 1}, "0.21")
+
+
+def test_page_queries_do_not_grow_with_tasks_or_days(flow, team_member, client):
+    """The page reads the per-day rollup for its figures and one page of tasks: as many
+    queries with A and B on one day as with ten more four-call tasks over ten more days."""
+    client.force_login(team_member)
+    url = f"{URL}?since=2026-11-20&until=2026-12-01"
+    client.get(url)  # warm the session and caches
+    with CaptureQueriesContext(connection) as few:
+        assert client.get(url).status_code == 200
+    for n in range(1, 11):
+        records = task_records(f"T{n}", 4, key=f"t{n}")
+        for record in records:
+            record["timestamp"] = record["timestamp"].replace("2026-12-01", f"2026-11-{20 + n}")
+        usage_tokens_ingest(records=records)
+
+    with CaptureQueriesContext(connection) as many:
+        response = client.get(url)
+
+    assert response.context["summary"].tasks == 2 + 10
+    assert len(many.captured_queries) == len(few.captured_queries)
