@@ -16,7 +16,7 @@ from django.db.models import F, Q
 from pools.capacity.arithmetic import card_hours
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.placement import Shape
-from pools.capacity.recurrence import Rule
+from pools.capacity.recurrence import Rule, occurrences
 from pools.capacity.slices import PROFILE_MAX_LENGTH, card_share
 from pools.choices import (
     AllocationStatus,
@@ -417,6 +417,10 @@ class RecurringReservation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.team.slug}, {self.card_count} × {self.gpu_model.slug})"
+
+    def occurrences_from(self, start) -> list[tuple]:
+        """``(starts_at, ends_at)`` (UTC) of the occurrences that end after ``start``."""
+        return occurrences(self.rule, start, None)
 
     @property
     def rule(self) -> Rule:
