@@ -33,7 +33,7 @@ import django  # noqa: E402
 
 django.setup()
 
-from django.db import transaction  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
 from django.test.utils import get_runner, setup_test_environment  # noqa: E402
 
 ALLOCATIONS = int(os.environ.get("BENCH_RECURRING_ALLOCATIONS", 5000))
@@ -107,6 +107,8 @@ def build():
                               start_time=clock(i % 12), end_time=clock(i % 12 + 6))
          for i in range(RULES)]
     )  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
     return pools, l40s, team, admin, today, now
 
 

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.arithmetic import usable_cards
-from pools.capacity.availability import holding_intervals, schedulable_cards
+from pools.capacity.availability import holding_intervals
 from pools.capacity.locks import pool_lock
 from pools.capacity.models import (
     MAX_SPAN_DAYS,
@@ -29,6 +29,7 @@ from pools.capacity.models import (
     RecurringReservation,
     ReservationStatus,
 )
+from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.recurrence import Rule, Steps, occurrences
 from pools.capacity.window import recurring_intervals
 from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition
@@ -80,11 +81,13 @@ def _first_conflict(
     rule: Rule, pool: Pool, gpu_model: GpuModel, ahead: list[tuple[datetime, datetime]]
 ) -> InsufficientCapacity | None:
     """The refusal of the first occurrence of ``ahead`` (``rule``'s occurrences still to end,
-    in order) without ``rule.cards`` free cards, or ``None``. Three queries (schedulable cards,
-    holding allocations, other reservations) whatever the number of occurrences; each then
+    in order) without ``rule.cards`` free cards, or ``None``. Three queries (the pool's
+    schedulable cards as the approval counts them, :func:`pools.capacity.node_kinds.pool_nodes`;
+    holding allocations; other reservations) whatever the number of occurrences; each then
     costs a binary search over the held steps."""
     start, end = ahead[0][0], ahead[-1][1]
-    usable = usable_cards(schedulable_cards(pool=pool, gpu_model=gpu_model), pool.overcommit_ratio)
+    nodes = pool_nodes(pool=pool, gpu_model=gpu_model, generation=None)
+    usable = usable_cards(nodes.schedulable(None), pool.overcommit_ratio)
     held = holding_intervals(pool=pool, gpu_model=gpu_model, start=start, end=end)
     steps = Steps.of(held + recurring_intervals(pool, gpu_model, start, end))
     for s, e in ahead:
