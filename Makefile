@@ -76,6 +76,7 @@ bench: install services
 	$(BIN)/python benchmarks/approvals.py
 	$(BIN)/python benchmarks/billing.py
 	$(BIN)/python benchmarks/budgets.py
+	$(BIN)/python benchmarks/recurring.py
 	$(BIN)/python benchmarks/dashboards.py
 	$(BIN)/python benchmarks/reclamation.py
 	$(BIN)/python benchmarks/sqlite_burst.py

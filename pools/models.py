@@ -8,7 +8,13 @@ their names (``pools_<model>``), so moving a model between sub-domains needs no 
 from pools.access.models import ApiToken
 from pools.advisor.models import AdvisorDigestOptIn, AdvisorFinding, AdvisorRun
 from pools.audit.models import AuditEvent
-from pools.capacity.models import Allocation, CapacityRequest, PlacedCards, SchedulerDrift
+from pools.capacity.models import (
+    Allocation,
+    CapacityRequest,
+    PlacedCards,
+    RecurringReservation,
+    SchedulerDrift,
+)
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 from pools.inventory.models import (
     DriverGroup,
@@ -36,6 +42,7 @@ from pools.waiting.models import PendingWork, PendingWorkRead, WaitingWatch
 
 __all__ = [
     "PendingWork",
+    "RecurringReservation",
     "PendingWorkRead",
     "WaitingWatch",
     "AdvisorDigestOptIn",

@@ -18,6 +18,7 @@ from pools.calibration import api as calibration_api
 from pools.capacity import api as capacity_api
 from pools.capacity import api_audit as audit_api
 from pools.capacity import api_pools as capacity_api_pools
+from pools.capacity import api_recurring as recurring_api
 from pools.elastic import api as elastic_api
 from pools.explain import api as explain_api
 from pools.inventory import api as inventory_api
@@ -59,6 +60,11 @@ router.register(
 router.register("teams", tenancy_api.TeamViewSet, basename="team")
 router.register("requests", capacity_api.CapacityRequestViewSet, basename="request")
 router.register("allocations", capacity_api.AllocationViewSet, basename="allocation")
+router.register(
+    "recurring-reservations",
+    recurring_api.RecurringReservationViewSet,
+    basename="recurring-reservation",
+)
 router.register("audit-events", audit_api.AuditEventViewSet, basename="audit-event")
 router.register("estimates", estimates_api.SizingEstimateViewSet, basename="estimate")
 router.register("idle-findings", reclamation_api.IdleFindingViewSet, basename="idle-finding")

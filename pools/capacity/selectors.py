@@ -23,7 +23,7 @@ from django.db.models.functions import RowNumber
 from django.utils.module_loading import import_string
 
 from pools.audit.models import AuditEvent
-from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.models import Allocation, CapacityRequest, RecurringReservation
 from pools.tenancy.models import Team
 from pools.tenancy.roles import sees_every_team
 
@@ -233,3 +233,9 @@ def allocations_cost_so_far(allocations, *, now) -> dict:
     pools do not import billing); ``{}`` without one."""
     provider = getattr(settings, "ALLOCATION_COSTS_SO_FAR", "")
     return import_string(provider)(allocations=allocations, now=now) if provider else {}
+
+
+def recurring_reservation_list(*, user) -> QuerySet[RecurringReservation]:
+    """The recurring reservations ``user`` may see (their teams'; every one for a pool admin),
+    with team, pool and GPU model joined, by first date."""
+    return RecurringReservation.objects.visible_to(user).select_related("team", "pool", "gpu_model")

@@ -14,6 +14,11 @@ held side of the card count and of the shape check, in one statement.
 - ``generation``: the inventory generation read in the same statement
   (:mod:`pools.capacity.node_kinds` caches the inventory side under it; ``None`` on SQLite).
 
+Recurring reservations (:class:`pools.capacity.models.RecurringReservation`) hold whole cards
+at each occurrence, as unplaced holds: the statement also says whether an active one of the
+pool × model has a date in the window, and then the sweep runs over the allocations and the
+occurrences together in Python (:func:`recurring_intervals`), the generation kept.
+
 Whole cards and MIG slices are held apart (issue 38): ``profile`` blank reads the allocations
 of whole cards, a MIG profile (``"1g.10gb"``) those of slices of that profile, whose
 ``card_count`` counts slices; the peak is then in slices.
@@ -27,14 +32,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
 from django.db import connection
 
 from pools.capacity.arithmetic import peak_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
-from pools.capacity.models import Allocation, PlacedCards
+from pools.capacity.models import Allocation, PlacedCards, RecurringReservation
+from pools.capacity.recurrence import occurrences
 from pools.inventory.models import GpuModel, Pool
 
 MAX_PLACED_INDEX = 62  # the highest GPU index a 64-bit mask (bigint, sign bit clear) holds
@@ -120,15 +126,19 @@ sweep AS (
   WINDOW w AS (ORDER BY ev.t, ev.delta ROWS UNBOUNDED PRECEDING)
 ), peaks AS (
   SELECT (SELECT generation FROM pools_inventorystamp) AS generation,
-         COALESCE(MAX(held_all), 0) AS peak, COALESCE(MAX(held_unplaced), 0) AS unplaced
+         COALESCE(MAX(held_all), 0) AS peak, COALESCE(MAX(held_unplaced), 0) AS unplaced,
+         EXISTS (SELECT 1 FROM {recurring} r
+                  WHERE r.pool_id = %(pool)s AND r.gpu_model_id = %(model)s
+                    AND r.status = 'active' AND %(profile)s = ''
+                    AND r.first_date <= %(last_day)s AND r.last_date >= %(first_day)s) AS recurring
     FROM sweep
-)"""
+)""".replace("{recurring}", RecurringReservation._meta.db_table)
 _WINDOW_SQL = (
     "WITH"
     + _WIN_SQL
     + ","
     + _SWEEP_SQL.replace("{placed}", "false")
-    + "\nSELECT generation, peak, NULL, NULL, NULL FROM peaks"
+    + "\nSELECT generation, peak, NULL, NULL, NULL, recurring FROM peaks"
 )
 # With the cards per node: the holding allocations of *every* pool overlapping the window
 # (``near``, one range-index scan), this pool × model's among them (``win``), and the placed
@@ -153,9 +163,9 @@ near AS MATERIALIZED (
 ),"""
     + _SWEEP_SQL.replace("{placed}", "win.id IN (SELECT allocation_id FROM spots)")
     + """
-SELECT generation, peak, unplaced, NULL, NULL FROM peaks
+SELECT generation, peak, unplaced, NULL, NULL, recurring FROM peaks
 UNION ALL
-SELECT NULL, NULL, NULL, hostname, mask FROM held"""
+SELECT NULL, NULL, NULL, hostname, mask, NULL FROM held"""
 )
 
 
@@ -192,15 +202,21 @@ def _holds_sql(pool, gpu_model, start, end, exclude, per_node, profile) -> Windo
         "start": start,
         "end": end,
         "exclude": exclude or 0,  # ids start at 1
+        # recurring reservations' dates are local: a day either side of UTC's covers them
+        "first_day": start.astimezone(UTC).date() - timedelta(days=1),
+        "last_day": end.astimezone(UTC).date() + timedelta(days=1),
     }
     with connection.cursor() as cursor:
         cursor.execute(_WINDOW_NODES_SQL if per_node else _WINDOW_SQL, params)
         rows = cursor.fetchall()
     # the one row of peaks has no hostname (a UNION ALL does not promise an order)
-    ((generation, peak, unplaced, _, _),) = [row for row in rows if row[3] is None]
+    ((generation, peak, unplaced, _, _, recurring),) = [row for row in rows if row[3] is None]
+    if recurring:  # occurrences are not rows: the sweep runs over both in Python
+        holds = _holds_orm(pool, gpu_model, start, end, exclude, per_node, profile)
+        return WindowHolds(generation, holds.peak, holds.unplaced_peak, holds.held)
     if not per_node:  # the card count alone: unplaced ones are not told apart
         return WindowHolds(generation, int(peak), None, None)
-    held = {host: mask for _, _, _, host, mask in rows if host is not None}
+    held = {host: mask for _, _, _, host, mask, _ in rows if host is not None}
     return WindowHolds(generation, int(peak), int(unplaced), held)
 
 
@@ -214,7 +230,8 @@ def _holds_orm(pool, gpu_model, start, end, exclude, per_node, profile) -> Windo
         profile=profile,
     )
     rows = list(holds.values_list("pk", "starts_at", "ends_at", "card_count"))
-    intervals = [(s, e, n) for pk, s, e, n in rows]
+    recurring = [] if profile else recurring_intervals(pool, gpu_model, start, end)
+    intervals = [(s, e, n) for pk, s, e, n in rows] + recurring
     if not per_node:
         return WindowHolds(None, peak_cards(intervals, start, end), None, None)
     placed: dict[str, int] = {}
@@ -224,10 +241,22 @@ def _holds_orm(pool, gpu_model, start, end, exclude, per_node, profile) -> Windo
     for allocation_id, hostname, mask in spots.values_list("allocation_id", "hostname", "gpu_mask"):
         placed_ids.add(allocation_id)
         placed[hostname] = placed.get(hostname, 0) | mask
-    unplaced = [(s, e, n) for pk, s, e, n in rows if pk not in placed_ids]
+    # an occurrence is "any N cards": the shape check lays it on the nodes as unplaced
+    unplaced = [(s, e, n) for pk, s, e, n in rows if pk not in placed_ids] + recurring
     return WindowHolds(
         None, peak_cards(intervals, start, end), peak_cards(unplaced, start, end), placed
     )
+
+
+def recurring_intervals(
+    pool: Pool, gpu_model: GpuModel, start: datetime, end: datetime
+) -> list[tuple[datetime, datetime, int]]:
+    """``(starts_at, ends_at, cards)`` of the occurrences of the pool × model's active recurring
+    reservations that overlap ``[start, end)``. One query."""
+    rules = RecurringReservation.objects.holding(
+        pool_id=pool.pk, gpu_model_id=gpu_model.pk, start=start, end=end
+    )
+    return [(s, e, r.card_count) for r in rules for s, e in occurrences(r.rule, start, end)]
 
 
 def gpu_mask(gpus: Iterable[int]) -> int:

@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
+from pools.capacity.models import RecurringReservation
 from pools.inventory import selectors
 from pools.inventory.models import Node, Pool
 from pools.tenancy.models import Membership, Team
@@ -63,6 +64,11 @@ def test_the_demo_data(capsys):
     assert selectors.unrecognised_model_list() == [
         {"raw_model_name": "p100", "model_candidates": [], "gpu_count": 8, "node_count": 2}
     ]
+    # The course: 8 L40S every weekday 09:00-18:00 Europe/Berlin, twelve weeks from Monday.
+    (course,) = RecurringReservation.objects.all()
+    assert (course.team.slug, course.card_count, course.recurrence, course.time_zone) == (
+        "nlp", 8, "weekday", "Europe/Berlin")  # fmt: skip
+    assert course.first_date.weekday() == 0 and (course.last_date - course.first_date).days == 81
     # 6 lab captures + 14 training + 10 dev + 2 legacy + 14 inference nodes.
     assert Node.objects.count() == 46
     assert Node.objects.filter(pool__slug="infer-k8s").count() == 14

@@ -9,7 +9,7 @@ Kubernetes NodeList. Safe to run twice (the second run reports nodes unchanged).
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -23,8 +23,9 @@ from pools.advisor.models import AdvisorRun
 from pools.advisor.services import advisor_pass
 from pools.calibration.services import calibration_refresh
 from pools.capacity.lifecycle import RUNNING_STATUSES
-from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.models import Allocation, CapacityRequest, Recurrence, RecurringReservation
 from pools.capacity.services.allocations import allocation_lifecycle_sweep
+from pools.capacity.services.recurring import recurring_reservation_create
 from pools.capacity.services.requests import (
     capacity_request_approve,
     capacity_request_create,
@@ -111,6 +112,7 @@ class Command(BaseCommand):
         self._requests()
         self._idle_findings()
         self._elastic()
+        self._recurring()
         self._serving()
         self._waiting()
         self._advisor()
@@ -331,6 +333,28 @@ class Command(BaseCommand):
             f"elastic allocation #{allocation.pk}: {minutes} readings, {ups} ups and "
             f"{len(changes) - ups} downs over {history_days} days, "
             f"{min(r[4] for r in readings)}-{max(r[4] for r in readings)} cards"
+        )
+
+    def _recurring(self):
+        """A course's recurring reservation: nlp's 8 L40S every weekday 09:00-18:00 Berlin
+        time for twelve weeks from next Monday, checked over every occurrence like any."""
+        if RecurringReservation.objects.exists():
+            return
+        today = timezone.localdate()
+        monday = today + timedelta(days=7 - today.weekday())
+        recurring_reservation_create(
+            actor=get_user_model().objects.get(username="admin"),
+            team=Team.objects.get(slug="nlp"),
+            pool=Pool.objects.get(slug="infer-k8s"),
+            gpu_model=GpuModel.objects.get(slug="l40s"),
+            name="LLM course lab sessions",
+            card_count=8,
+            recurrence=Recurrence.WEEKDAY,
+            time_zone="Europe/Berlin",
+            first_date=monday,
+            last_date=monday + timedelta(weeks=12, days=-3),
+            start_time=time(9),
+            end_time=time(18),
         )
 
     def _serving(self):
