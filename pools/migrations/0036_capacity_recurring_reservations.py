@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('pools', '0034_fault_inventory_uploads'),
+        ('pools', '0035_tokenflow_task_days'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
