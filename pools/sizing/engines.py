@@ -16,12 +16,23 @@ from pools.sizing import SizingInputError
 #: Share of dense tensor peak that inference GEMMs reach, one value for every engine. Bounded by
 #: llm-analysis's "up to 0.7" for inference (sizing_anchors.md 2.5); the value is the one
 #: ``benchmarks/sizing.py`` fits on every published measurement (grid 0.35-0.70, least mean
-#: |log(predicted / measured)|): 0.45. With issue 17's 32B/70B vLLM rows 0.45 and 0.50 tie
-#: (mean |log error| 0.1289 and 0.1288 over all 230 rows, 0.40 and 0.55 clearly worse), so the
-#: benchmark's all-source line may print 0.50; 0.45 stays. Its cross-validation refits it
-#: without the source it scores (folds chose 0.50-0.55). Below the peak because attention,
-#: norms, sampling and (FP8/INT8) activation quantisation run between the GEMMs.
-COMPUTE_EFFICIENCY = 0.45
+#: |log(predicted / measured)|) together with the GEMM overlap exponents below: 0.50 (0.45
+#: under the hard roofline, which the fit no longer picks). Its cross-validation refits it
+#: without the source it scores. Below the peak because attention, norms, sampling and
+#: (FP8/INT8) activation quantisation run between the GEMMs.
+COMPUTE_EFFICIENCY = 0.50
+
+#: GEMM overlap exponents p of (stream^p + multiply^p)^(1/p) (``throughput.overlapped_s``), per
+#: engine family, as ``benchmarks/sizing.py`` fits them on every published measurement with
+#: more than one sequence in flight (grid 1, 1.5, 2, 3, 4 and the hard max): vLLM (V0 and V1)
+#: 1.0 - its decode GEMMs do not hide the weight stream behind the multiplies at all -,
+#: TensorRT-LLM 1.5. Issue 17's evidence: under the hard max the vLLM 0.8.5 runs' TPOTs were
+#: predicted about half their measured value at 16-64 sequences, the max(stream, multiply)
+#: being reached by neither near the ridge point. Cross-validated (refitted without the scored
+#: source): P90 |error| 33.3 % -> 24.7 %, TPOT median 17.4 % -> 6.7 % over 227 rows. SGLang
+#: has no published rows here and keeps the hard max.
+VLLM_GEMM_OVERLAP_EXPONENT = 1.0
+TENSORRT_LLM_GEMM_OVERLAP_EXPONENT = 1.5
 
 #: Fixed time per decoder layer per forward step, seconds, for which bandwidth and FLOPS do not
 #: account (kernel launch and tail latency of about ten kernels a layer). NVIDIA aiconfigurator
@@ -59,8 +70,8 @@ class EngineProfile:
     ``pools.sizing.throughput.dequant_seconds``).
     ``gemm_overlap_exponent``: how far a linear layer's weight stream and its tensor-core work
     overlap, ``p`` of (memory^p + compute^p)^(1/p) (``pools.sizing.throughput.overlapped_s``);
-    ``None`` (every shipped profile): fully, the hard roofline max(memory, compute).
-    ``benchmarks/sizing.py --fit-overlap`` cross-validates fitted exponents.
+    ``None``: fully, the hard roofline max(memory, compute). Fitted per engine family
+    (:data:`VLLM_GEMM_OVERLAP_EXPONENT`, :data:`TENSORRT_LLM_GEMM_OVERLAP_EXPONENT`).
     ``decode_kv_reads_per_query_head``: the decode attention kernel reads a sequence's KV cache
     once per query head instead of once per KV head (vLLM before
     :data:`VLLM_FLASH_DECODE_FIRST_VERSION`: its paged-attention kernel gives every query head
@@ -85,6 +96,7 @@ ENGINE_PROFILES = {
         256,
         "vLLM: KV = total x gpu_memory_utilization (0.9) - weights - activation peak "
         "(v1/worker/gpu_worker.py); --max-num-seqs default 256 (engine arguments)",
+        gemm_overlap_exponent=VLLM_GEMM_OVERLAP_EXPONENT,
     ),
     "vllm-v0": EngineProfile(
         "vllm-v0",
@@ -94,6 +106,7 @@ ENGINE_PROFILES = {
         "forward passes; V1 became the default in 0.8): memory rule and max-num-seqs as vllm; "
         "step overhead fitted on vLLM 0.4/0.6 single-stream measurements",
         VLLM_V0_STEP_OVERHEAD_S_PER_LAYER,
+        gemm_overlap_exponent=VLLM_GEMM_OVERLAP_EXPONENT,
     ),
     "sglang": EngineProfile(
         "sglang",
@@ -109,6 +122,7 @@ ENGINE_PROFILES = {
         "TensorRT-LLM: KV = free_gpu_memory_fraction (0.9) x free memory after weights and "
         "activations (docs reference/memory.md); trtllm-bench max_batch_size default 4096 "
         "(sizing_dataset.json trt014 rows' notes)",
+        gemm_overlap_exponent=TENSORRT_LLM_GEMM_OVERLAP_EXPONENT,
     ),
 }
 

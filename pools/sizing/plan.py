@@ -26,6 +26,7 @@ from pools.sizing.memory import (
 from pools.sizing.presets import ModelArch, custom_model_arch
 from pools.sizing.throughput import (
     MIN_CROSS_NODE_TP_NIC_GBITS,
+    Speculation,
     ThroughputEstimate,
     batch_for_request_rate,
     batch_for_targets,
@@ -141,6 +142,19 @@ def _tp_warnings(*, gpu: GpuSpec, tp: int, throughput: ThroughputEstimate) -> li
     ]
 
 
+def _speculation_warnings(throughput: ThroughputEstimate) -> list[SizingWarning]:
+    if throughput.speculative_credited is not False:
+        return []
+    return [
+        SizingWarning(
+            "speculation_not_credited",
+            f"Speculative decoding is not credited: at {throughput.batch:g} sequences in flight "
+            "verifying the draft tokens costs more than they save (seeds/000 §3.3: it pays "
+            "only with compute to spare).",
+        )
+    ]
+
+
 def _compute_warnings(precision: Precision, gpu: GpuSpec) -> list[SizingWarning]:
     if tensor_tflops(precision, gpu) is not None:
         return []
@@ -217,6 +231,7 @@ def estimate_replica(
     pp: int = 1,
     ep: int | None = None,
     nic_gbps: float | None = None,
+    speculation: Speculation | None = None,
 ) -> ReplicaEstimate:
     """Memory and speed of ``model`` on ``tp`` cards of ``gpu`` (the ``estimate`` command's core).
 
@@ -230,6 +245,10 @@ def estimate_replica(
     (TensorRT-LLM's moe_tp x moe_ep = tp): it must divide ``tp`` and the experts. Each card
     still holds 1 / tp of the expert weights, so memory is as for TP; the step is costed as
     TP's (the all-to-all that replaces the MoE all-reduce is not modelled separately).
+
+    ``speculation``: speculative decoding (``000`` §3.3), credited only where it is faster than
+    plain decoding at the batch the replica runs (else the warning ``speculation_not_credited``;
+    :class:`pools.sizing.throughput.Speculation`). The draft model's memory is not counted.
 
     ``concurrency``: sequences in flight per replica (closed loop); ``None`` = saturation (as many
     as the KV cache and the engine's batch cap allow), unless ``request_rate`` (requests/s per
@@ -288,6 +307,7 @@ def estimate_replica(
         "cached_input_tokens": cached_input_tokens,
         "pp": pp,
         "nic_gbps": nic_gbps,
+        "speculation": speculation,
     }
     throughput = None
     limit = "concurrency"
@@ -314,6 +334,7 @@ def estimate_replica(
         else:
             throughput = replica_throughput(batch=cap, **replica)
         warnings += _tp_warnings(gpu=gpu, tp=tp, throughput=throughput)
+        warnings += _speculation_warnings(throughput)
         warnings += _compute_warnings(runs, gpu)
     else:
         warnings.append(_does_not_fit(memory, gpu, concurrency))
@@ -973,7 +994,62 @@ REQUEST_FIELDS = (
     "engine",
     "engine_version",
     "prompt_cache_hit_rate",
+    "speculative_draft_tokens",
+    "speculative_acceptance_rate",
+    "speculative_draft_cost_ratio",
 )
+
+#: The speculative-decoding fields of a request, given all together or not at all.
+SPECULATION_FIELDS = (
+    "speculative_draft_tokens",
+    "speculative_acceptance_rate",
+    "speculative_draft_cost_ratio",
+)
+#: Most draft tokens per pass accepted: beyond 16 the expected gain (1 - alpha^(gamma+1)) /
+#: (1 - alpha) is within 3 % of its limit 1 / (1 - alpha) for alpha <= 0.8 (0.8^17 = 2.3 %).
+MAX_DRAFT_TOKENS = 16
+
+
+def speculation_from_fields(fields: Mapping[str, object]) -> Speculation | None:
+    """The request's speculative decoding: ``speculative_draft_tokens`` (whole, 1 to
+    :data:`MAX_DRAFT_TOKENS`), ``speculative_acceptance_rate`` in [0, 1) and
+    ``speculative_draft_cost_ratio`` in [0, 1] (:class:`~pools.sizing.throughput.Speculation`),
+    all three or none (``None``). Raises :class:`SizingInputError` naming the field at fault."""
+    given = [name for name in SPECULATION_FIELDS if fields.get(name) is not None]
+    if not given:
+        return None
+    if len(given) < len(SPECULATION_FIELDS):
+        missing = next(name for name in SPECULATION_FIELDS if name not in given)
+        raise SizingInputError(
+            "speculative decoding needs the draft tokens, the acceptance rate and the draft's "
+            f"cost ratio together; {missing} is missing",
+            reason="missing",
+            field=missing,
+        )
+    gamma = _int_field(fields, "speculative_draft_tokens", None)
+    if gamma > MAX_DRAFT_TOKENS:
+        raise SizingInputError(
+            f"speculative_draft_tokens must be at most {MAX_DRAFT_TOKENS}, got {gamma}",
+            reason="out_of_range",
+            field="speculative_draft_tokens",
+        )
+    alpha = fields["speculative_acceptance_rate"]
+    cost = fields["speculative_draft_cost_ratio"]
+    for name, value, fits, shown in (
+        ("speculative_acceptance_rate", alpha, lambda v: 0 <= v < 1, "[0, 1)"),
+        ("speculative_draft_cost_ratio", cost, lambda v: 0 <= v <= 1, "[0, 1]"),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not fits(value):
+            raise SizingInputError(
+                f"{name} must be a number in {shown}, got {value!r}",
+                reason="out_of_range",
+                field=name,
+            )
+    return Speculation(
+        draft_tokens=gamma,
+        acceptance_rate=float(alpha),
+        draft_cost_ratio=float(cost),
+    )
 
 
 def _int_field(fields: Mapping[str, object], name: str, default: int | None) -> int | None:
@@ -1042,7 +1118,10 @@ def estimate_from_fields(
     defaults to 1, ``gpu_count`` to ``tp``, ``precision`` to FP16, ``engine`` to vllm;
     ``concurrency`` null = saturation; ``request_rate`` (requests/s over all ``gpu_count`` cards)
     switches to an open-loop load; ``prompt_cache_hit_rate`` in [0, 1) of the input is cached.
-    ``engine_version`` picks the engine generation (vLLM below 0.8: ``vllm-v0``). ``engines``
+    ``engine_version`` picks the engine generation (vLLM below 0.8: ``vllm-v0``);
+    ``speculative_draft_tokens`` / ``speculative_acceptance_rate`` /
+    ``speculative_draft_cost_ratio`` turn on speculative decoding (:func:`speculation_from_fields`).
+    ``engines``
     holds refitted profiles by name (the cross-validation passes profiles refitted without the
     source it scores); their fitted numbers replace those of the chosen profile, whose
     version-chosen kernels stay. Unknown keys are ignored. Raises :class:`SizingInputError`
@@ -1081,6 +1160,7 @@ def estimate_from_fields(
         pp=pp,
         ep=ep,
         nic_gbps=nic_gbps,
+        speculation=speculation_from_fields(fields),
     )
 
 

@@ -375,6 +375,30 @@ def prefill_flops(*, model: ModelArch, input_tokens: int, cached_tokens: int = 0
 
 
 @dataclass(frozen=True)
+class Speculation:
+    """Speculative decoding (``000`` §3.3): a draft proposes ``draft_tokens`` (gamma) tokens per
+    sequence, the target model verifies them and one more in a single pass.
+
+    ``acceptance_rate`` (alpha, in [0, 1)): the chance that the target accepts a draft token,
+    taken as the same for every position. ``draft_cost_ratio`` (c, in [0, 1]): one draft step's
+    time / one target decode step's time. Both are Leviathan, Kalman and Matias, "Fast
+    Inference from Transformers via Speculative Decoding", ICML 2023 (arXiv 2211.17192), §3.1
+    and §3.4; an EAGLE or MTP head of one layer on an L-layer target is about c = 1 / L.
+    """
+
+    draft_tokens: int
+    acceptance_rate: float
+    draft_cost_ratio: float
+
+    def tokens_per_step(self) -> float:
+        """Expected tokens a sequence gains per verification pass: (1 - alpha^(gamma + 1)) /
+        (1 - alpha) (Leviathan et al. 2023, eq. 1). gamma 4, alpha 0.8: (1 - 0.8^5) / 0.2 =
+        3.3616; alpha 0: 1 (only the target's own token)."""
+        alpha, gamma = self.acceptance_rate, self.draft_tokens
+        return (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+@dataclass(frozen=True)
 class ThroughputEstimate:
     """Speed of one replica of ``tp`` cards with ``batch`` sequences in flight.
 
@@ -385,6 +409,9 @@ class ThroughputEstimate:
     ``ttft_ms`` is ``None`` when no tensor FLOPS figure is known for the card. ``dequant_ms``:
     CUDA-core time of one decode step's 4-bit de-quantisation (:func:`dequant_seconds`; hidden
     inside ``gemm_ms`` on Marlin-type kernels, added to it on vLLM's original AWQ kernel).
+    With speculative decoding a step is one draft-and-verify pass: ``speculative_tokens_per_step``
+    output tokens per sequence (1.0 when not credited), ``tpot_ms`` = step / that;
+    ``speculative_credited`` says whether it was faster than plain decoding (``None``: not asked).
     """
 
     engine: str
@@ -416,6 +443,8 @@ class ThroughputEstimate:
     dequant_ms: float = 0.0
     pp: int = 1
     pipeline_hops_ms: float = 0.0
+    speculative_tokens_per_step: float | None = None
+    speculative_credited: bool | None = None
 
 
 def _check_lengths(input_tokens: int, output_tokens: int, cached_tokens: int) -> None:
@@ -448,11 +477,13 @@ def replica_throughput(
     cached_input_tokens: int = 0,
     pp: int = 1,
     nic_gbps: float | None = None,
+    speculation: Speculation | None = None,
 ) -> ThroughputEstimate:
     """Step time, TPOT, TTFT and output tok/s of one replica with ``batch`` sequences in flight.
 
     ``pp`` > 1: :func:`pipelined`. ``nic_gbps``: NIC rate per card, Gb/s, for groups that span
-    nodes (required then).
+    nodes (required then). ``speculation``: speculative decoding, credited only where it is
+    faster (:func:`_speculative_step`).
 
     step = GEMM + attention + kernel latencies + all-reduces (module docstring); TPOT = step;
     output tok/s = batch / step; requests/s = that / output tokens; TTFT = prefill alone
@@ -486,6 +517,7 @@ def replica_throughput(
             engine=engine,
             cached_input_tokens=cached_input_tokens,
             nic_gbps=nic_gbps,
+            speculation=speculation,
         )
     if not batch > 0 or batch != batch or batch == float("inf"):
         raise SizingInputError(
@@ -567,13 +599,20 @@ def replica_throughput(
             )
         )
 
-    def step(serial_share: float) -> dict[str, float]:
+    def step(
+        serial_share: float, query_tokens: int = 1, tokens_per_pass: float = 1.0
+    ) -> dict[str, float]:
         # ``serial_share`` of the prefill work runs alone; the rest rides in the decode steps.
-        tokens = batch + prefill_tokens_per_step * (1 - serial_share)
+        # A pass gives each sequence ``tokens_per_pass`` output tokens (1; speculative decoding:
+        # more), so it carries that many tokens' share of the prefill work, and multiplies
+        # ``query_tokens`` per sequence (speculative verification: gamma + 1) against the KV
+        # cache it reads once.
+        prefill_share = (1 - serial_share) * tokens_per_pass
+        tokens = batch * query_tokens + prefill_tokens_per_step * prefill_share
         weights_read = decode_weight_bytes(model=model, precision=precision, tokens=tokens)
         attention_flops = (
-            4 * model.num_layers * model.attention_width * batch * mean_context
-            + batch * (1 - serial_share) / output_tokens * prefill_attention_flops
+            4 * model.num_layers * model.attention_width * batch * query_tokens * mean_context
+            + batch * prefill_share / output_tokens * prefill_attention_flops
         )
         memory_s = weights_read / effective_bandwidth
         compute_s = 2 * _linear_params(model) * tokens / flops_rate if flops_rate else 0.0
@@ -607,7 +646,9 @@ def replica_throughput(
         decode_step_s = gemm_s + attention_s + kernel_s + allreduce_step_s
         serial_prefill_s = 0.0
         if prefill_alone_s is not None:
-            serial_prefill_s = batch * serial_share / output_tokens * prefill_alone_s
+            serial_prefill_s = (
+                batch * serial_share * tokens_per_pass / output_tokens * prefill_alone_s
+            )
         return {
             "tokens": tokens,
             "weights_read": weights_read,
@@ -627,6 +668,9 @@ def replica_throughput(
     # experts; running every prefill alone is the scheduler's other choice, so the faster of
     # the two is taken (it never makes a larger batch slower than one sequence).
     chosen = min(step(min(1.0, 1.0 / batch)), step(1.0), key=lambda option: option["step_s"])
+    per_pass, credited = 1.0, None
+    if speculation is not None:
+        chosen, per_pass, credited = _speculative_step(step, chosen, batch, speculation)
     tokens, weights_read = chosen["tokens"], chosen["weights_read"]
     gemm_s, attention_s = chosen["gemm_s"], chosen["attention_s"]
     allreduce_step_s, decode_step_s = chosen["allreduce_step_s"], chosen["decode_step_s"]
@@ -635,7 +679,7 @@ def replica_throughput(
     if prefill_alone_s is not None:
         ttft_s = prefill_alone_s + (decode_step_s if batch > 1 else 0.0)
 
-    output_tok_s = batch / step_s
+    output_tok_s = batch * per_pass / step_s
     return ThroughputEstimate(
         engine=profile.name,
         tp=tp,
@@ -658,13 +702,47 @@ def replica_throughput(
         prefill_flops_per_request=request_prefill_flops,
         prefill_ms=None if prefill_alone_s is None else prefill_alone_s * 1e3,
         serial_prefill_ms=serial_prefill_s * 1e3,
-        tpot_ms=decode_step_s * 1e3,
+        tpot_ms=decode_step_s / per_pass * 1e3,
         ttft_ms=None if ttft_s is None else ttft_s * 1e3,
         output_tok_s_total=output_tok_s,
         output_tok_s_per_gpu=output_tok_s / tp,
         requests_per_s=output_tok_s / output_tokens,
         dequant_ms=chosen["dequant_s"] * 1e3,
+        speculative_tokens_per_step=None if speculation is None else per_pass,
+        speculative_credited=credited,
     )
+
+
+def _speculative_step(step, plain: dict, batch: float, speculation: Speculation):
+    """(pass, output tokens per sequence per pass, credited) with speculative decoding.
+
+    One pass = gamma draft steps, each ``draft_cost_ratio`` x the target's plain decode step,
+    then the target verifying gamma + 1 tokens per sequence (``step`` with that many query
+    tokens: the same weights and KV cache read once, gamma + 1 times the multiplies); it gives
+    :meth:`Speculation.tokens_per_step` tokens per sequence (Leviathan et al. 2023, §3.4:
+    walltime improvement (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma c + 1)) when the target's
+    pass costs the same at gamma + 1 tokens). Where the batch already makes the GEMMs compute
+    bound the verification costs gamma + 1 times as much and the pass is slower per token than
+    ``plain``; then the engine is credited nothing (``000`` §3.3: speculative decoding pays
+    only with compute to spare - single-stream, low concurrency) and ``plain`` is returned.
+    """
+    gamma, expected = speculation.draft_tokens, speculation.tokens_per_step()
+    draft_s = gamma * speculation.draft_cost_ratio * plain["decode_step_s"]
+    best = min(
+        (
+            step(share, query_tokens=gamma + 1, tokens_per_pass=expected)
+            for share in (min(1.0, 1.0 / batch), 1.0)
+        ),
+        key=lambda option: option["step_s"],
+    )
+    best = {
+        **best,
+        "decode_step_s": best["decode_step_s"] + draft_s,
+        "step_s": best["step_s"] + draft_s,
+    }
+    if best["step_s"] / expected < plain["step_s"]:
+        return best, expected, True
+    return plain, 1.0, False
 
 
 def _allreduce_over(gpu: GpuSpec, tp: int) -> str:
@@ -730,16 +808,17 @@ def pipelined(*, pp: int, batch: float, nic_gbps: float | None, **replica: objec
 
     step_hops_s = hops_s(inner.tokens_per_step)
     step_s = inner.step_ms / 1e3 + step_hops_s
+    per_pass = inner.speculative_tokens_per_step or 1.0
     new_input = replica["input_tokens"] - replica.get("cached_input_tokens", 0)
     ttft_ms = None
     if inner.ttft_ms is not None:
         ttft_ms = inner.ttft_ms + hops_s(new_input) * 1e3 + step_hops_s * 1e3 * (batch > 1)
-    output_tok_s = batch / step_s
+    output_tok_s = batch * per_pass / step_s
     return replace(
         inner,
         batch=batch,
         step_ms=step_s * 1e3,
-        tpot_ms=inner.tpot_ms + step_hops_s * 1e3,
+        tpot_ms=inner.tpot_ms + step_hops_s / per_pass * 1e3,
         ttft_ms=ttft_ms,
         output_tok_s_total=output_tok_s,
         output_tok_s_per_gpu=output_tok_s / (tp * pp),

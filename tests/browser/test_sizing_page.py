@@ -29,50 +29,51 @@ def test_changing_an_input_updates_the_table_in_place_then_request_these_cards(
     expect(l40s).to_have_class(re.compile("muted"))
     expect(page.locator("#request-cards")).to_have_count(0)
     expect(page.locator("#request-lacks")).to_contain_text(
-        "no inference pool has B200 SXM 180GB cards: ask a pool admin to host 2 of them"
+        "no inference pool has GB200 (per GPU, NVL72) cards: ask a pool admin to host 3 of them"
     )
 
     page.select_option("select[name=precision]", "FP8")
     page.select_option("select[name=kv_cache_dtype]", "FP8")
 
-    # FP8 meets the targets on L40S, but TP 4 over PCIe needs 48 cards and 40 are free: the
-    # request goes to the pool's other model, 22 A100 PCIe, once they are free.
+    # FP8 meets the targets on L40S, but TP 4 over PCIe needs 60 cards and 40 are free; the
+    # pool's other model needs 50 A100 PCIe and it holds 8.
     expect(l40s).not_to_have_class(re.compile("muted"))
-    expect(l40s.locator("td.cards-cell")).to_have_text(re.compile(r"^48"))
+    expect(l40s.locator("td.cards-cell")).to_have_text(re.compile(r"^60"))
     # Every modelled rate carries its likely range; the recommendation says it in words.
     expect(l40s.locator(".band-cell")).to_have_text(re.compile(r"^[\d,]+–[\d,]+$"))
     expect(page.locator("p.band").first).to_contain_text("Likely between")
-    # 48 L40S or 22 A100 PCIe would do, more than the pool holds (40, 8): not requestable.
+    # 60 L40S or 50 A100 PCIe would do, more than the pool holds (40, 8): not requestable.
     expect(page.locator("#request-cards")).to_have_count(0)
-    expect(page.locator("#request-lacks")).to_contain_text("ask a pool admin to host 1 of them")
+    expect(page.locator("#request-lacks")).to_contain_text("ask a pool admin to host 2 of them")
     assert page.evaluate("window.__sameDocument") is True
     assert "precision=FP8" in page.url  # the inputs are in the address, to share or reload
     expect(page.locator("#sizing-chart")).to_be_visible()
 
-    # At half the load 24 L40S fit the 40 free: sizing ends in a request that submits as is.
+    # At half the load 32 L40S fit the 40 free: sizing ends in a request that submits as is.
     page.fill("input[name=output_tok_s]", "1000")
     expect(page.locator("#request-cards")).to_be_visible()
     page.click("#request-cards")
 
     page.wait_for_url(re.compile(r"/requests/new/\?"))
-    expect(page.locator("input[name=card_count]")).to_have_value("24")
+    expect(page.locator("input[name=card_count]")).to_have_value("32")
     expect(page.locator("select[name=gpu_model]")).to_have_value("l40s")
     expect(page.locator("select[name=pool]")).to_have_value("infer-k8s")
     expect(page.locator("input[value=inference]")).to_be_checked()
     expect(page.locator("textarea[name=justification]")).to_contain_text(
-        "Serve Qwen2.5-72B for 1,000 output tok/s at peak. Sized by the portal: 24 × L40S"
+        "Serve Qwen2.5-72B for 1,000 output tok/s at peak. Sized by the portal: 32 × L40S"
     )
     page.click("button[name=submit_request]")
     page.wait_for_url(re.compile(r"/requests/\d+/$"))
-    expect(page.locator("body")).to_contain_text("24 × L40S")
+    expect(page.locator("body")).to_contain_text("32 × L40S")
 
 
 def test_the_default_70b_case_ends_in_a_submitted_request_for_capacity(browser, live_server):
     """Issue #21's dead end, on the demo fleet as bob (manager of vision) would meet it:
-    Llama-3.1-70B at the page's default load is cheapest on 2 B200 (TP 1 × 2; 6 H100 NVL before
-    issue 34's catalogue), a card no inference pool has. The page says so and offers to ask for
-    that capacity; the request form opens prefilled (kind, model, cards, shape, justification
-    from the estimate), submits as it is, and a pool admin accepts it from the queue as a plan."""
+    Llama-3.1-70B at the page's default load is cheapest on 3 GB200 (TP 1 × 3; 2 B200 under the
+    hard roofline, 6 H100 NVL before issue 34's catalogue), a card no inference pool has. The
+    page says so and offers to ask for that capacity; the request form opens prefilled (kind,
+    model, cards, shape, justification from the estimate), submits as it is, and a pool admin
+    accepts it from the queue as a plan."""
     from django.core.management import call_command
 
     call_command("load_demo", verbosity=0)
@@ -91,15 +92,17 @@ def test_the_default_70b_case_ends_in_a_submitted_request_for_capacity(browser, 
     page.goto(f"{live_server.url}/sizing/")
     page.select_option("select[name=model]", "llama3_70b")
     expect(page.locator("#results")).to_contain_text("Llama-3.1-70B")
-    expect(page.locator("p.headline").first).to_have_text(re.compile(r"^2 × B200 SXM 180GB"))
+    expect(page.locator("p.headline").first).to_have_text(
+        re.compile(r"^3 × GB200 \(per GPU, NVL72\)")
+    )
     expect(page.locator("#request-cards")).to_have_count(0)
     expect(page.locator("#request-lacks")).to_contain_text(
-        "no inference pool has B200 SXM 180GB cards: ask a pool admin to host 2 of them"
+        "no inference pool has GB200 (per GPU, NVL72) cards: ask a pool admin to host 3 of them"
     )
     # the table's status codes read as words, the code and the explanation stay on the badge
     badge = page.locator("tr.warnings [data-code=not_in_inference_pools]").first
     expect(badge).to_have_text("no inference pool has it")
-    expect(badge).to_have_attribute("title", "No inference pool has B200 SXM 180GB cards.")
+    expect(badge).to_have_attribute("title", "No inference pool has GB200 (per GPU, NVL72) cards.")
     # and the whole table shows at 1366 px: nothing scrolls inside its card
     wrap = page.locator("#results .table-wrap")
     assert wrap.evaluate("e => e.scrollWidth <= e.clientWidth")
@@ -108,15 +111,15 @@ def test_the_default_70b_case_ends_in_a_submitted_request_for_capacity(browser, 
     page.wait_for_url(re.compile(r"/requests/new/\?.*kind=growth"))
     expect(page.locator("input[name=kind][value=growth]")).to_be_checked()
     expect(page.locator("input[name=workload_kind][value=inference]")).to_be_checked()
-    expect(page.locator("select[name=gpu_model]")).to_have_value("b200")
+    expect(page.locator("select[name=gpu_model]")).to_have_value("gb200")
     expect(page.locator("select[name=pool]")).to_have_value("")
-    expect(page.locator("input[name=card_count]")).to_have_value("2")
+    expect(page.locator("input[name=card_count]")).to_have_value("3")
     # TP 1: any cards, no node shape asked for
     expect(page.locator("input[name=cards_per_node]")).to_have_value("")
     expect(page.locator("input[name=node_count]")).to_have_value("")
     expect(page.locator("textarea[name=justification]")).to_contain_text(
-        "Serve Llama-3.1-70B for 2,000 output tok/s at peak. Sized by the portal: 2 × B200 SXM "
-        "180GB (TP 1 × 2 replicas)"
+        "Serve Llama-3.1-70B for 2,000 output tok/s at peak. Sized by the portal: 3 × GB200 "
+        "(per GPU, NVL72) (TP 1 × 3 replicas)"
     )
     expect(page.locator("#growth-note")).to_contain_text("Capacity to add.")
     page.click("button[name=submit_request]")

@@ -16,7 +16,10 @@ refused with reason ``nic_too_slow``),
 W8A16 / FP8-WO), ``kv_cache_dtype`` (FP16, BF16, FP8 = E4M3), ``input_len``, ``output_len``,
 ``concurrency`` (null = saturation). Optional: ``engine`` (vllm, vllm-v0, sglang, tensorrt-llm)
 and ``engine_version`` (vLLM below 0.8 selects vllm-v0),
-``request_rate`` (requests/s, open loop), ``prompt_cache_hit_rate``, and traffic -
+``request_rate`` (requests/s, open loop), ``prompt_cache_hit_rate``, speculative decoding -
+``speculative_draft_tokens`` (1-16), ``speculative_acceptance_rate`` in [0, 1) and
+``speculative_draft_cost_ratio`` (a draft step / a target step, in [0, 1]), all three or none;
+credited only where faster, else the warning ``speculation_not_credited`` -, and traffic -
 ``requests_per_day`` with ``peak_share``, ``peak_hours``, ``input_weight`` - which adds the demand
 and the replicas and cards needed.
 

@@ -120,15 +120,15 @@ def test_a_finite_closed_loop_run_ends_with_a_partial_round(monkeypatch):
     )
 
 
-def test_bands_are_never_written_from_the_unshipped_overlap_fit(monkeypatch, capsys):
-    monkeypatch.setattr("sys.argv", ["sizing.py", "--fit-overlap", "--write-bands"])
+def test_bands_are_never_written_from_the_unshipped_hard_roofline(monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["sizing.py", "--hard-roofline", "--write-bands"])
 
     with pytest.raises(SystemExit) as exit_info:
         bench.main()
 
     assert exit_info.value.code == 2
     assert "not shipped" in capsys.readouterr().err
-    assert bench.FIT_OVERLAP_GRID == [None]  # the default fit keeps the hard roofline
+    assert bench.FIT_OVERLAP_GRID == list(bench.OVERLAP_GRID)  # the default fits the overlap
 
 
 def test_an_unstated_kv_dtype_of_the_pytorch_backend_is_16_bit_only_on_request(monkeypatch):

@@ -22,10 +22,10 @@ GPTQ = precision_parse("INT4-GPTQ")
 QWEN_7B = model_preset("qwen2_5_7b")
 #: Qwen2.5-7B: everything but the input embedding and the 16-bit lm_head, 152,064 x 3,584 each.
 QWEN_7B_LAYERS = QWEN_7B.total_params - 2 * 152_064 * 3_584
-#: A100 SXM 80GB: 19.5 TFLOPS FP32 / 2 FLOPs per FMA; 2,039 GB/s x 0.8; 312 TFLOPS x 0.45.
+#: A100 SXM 80GB: 19.5 TFLOPS FP32 / 2 FLOPs per FMA; 2,039 GB/s x 0.8; 312 TFLOPS x 0.50.
 A100_INSTRUCTIONS = 9.75e12
 A100_BANDWIDTH = 2_039e9 * 0.8
-A100_FP16 = 312e12 * 0.45
+A100_FP16 = 312e12 * 0.50
 
 
 def qwen_7b_on_a100(precision, version, **overrides):
@@ -38,7 +38,9 @@ def qwen_7b_on_a100(precision, version, **overrides):
         "input_tokens": 1,
         "output_tokens": 2048,
         "batch": 1,
-        "engine": engine_profile("vllm", version),
+        # The hard roofline, so that at batch 1 the GEMM is the weight stream (plus the
+        # original kernel's serial terms); the fitted overlap has its tests in test_throughput.
+        "engine": replace(engine_profile("vllm", version), gemm_overlap_exponent=None),
     }
     arguments.update(overrides)
     return replica_throughput(**arguments)
@@ -94,14 +96,14 @@ def test_marlin_hides_the_de_quantisation_behind_the_weight_stream():
 
 def test_the_original_awq_kernel_adds_de_quantisation_and_16_row_mmas_to_the_stream():
     # No double buffering: stream + de-quantise + multiply 16 padded rows, one after another:
-    # 1.42 ms + 2 x 16 x 6.53e9 / 140.4e12 = 1.49 ms more than Marlin for one token.
+    # 1.42 ms + 2 x 16 x 6.53e9 / 156e12 = 1.34 ms: 2.76 ms more than Marlin for one token.
     marlin = qwen_7b_on_a100(AWQ, "0.6.3")
     original = qwen_7b_on_a100(AWQ, "0.4.2")
     dequant = QWEN_7B_LAYERS * 17 / 8 / A100_INSTRUCTIONS
     mmas = 2 * 16 * QWEN_7B_LAYERS / A100_FP16
 
     assert original.gemm_ms - marlin.gemm_ms == pytest.approx((dequant + mmas) * 1e3)
-    assert (dequant + mmas) * 1e3 == pytest.approx(2.91, abs=0.01)
+    assert (dequant + mmas) * 1e3 == pytest.approx(2.76, abs=0.01)
     # GPTQ checkpoints ran on Marlin in those releases too.
     assert qwen_7b_on_a100(GPTQ, "0.4.2").gemm_ms == pytest.approx(
         qwen_7b_on_a100(GPTQ, "0.6.3").gemm_ms

@@ -86,7 +86,9 @@ def test_changing_an_input_answers_only_the_results_fragment(fleet, member_page)
     )
     assert "&amp;kind=growth&amp;" in html
     assert "Likely between" in html  # the band of the recommendation
-    assert "if the pessimistic end holds" in html  # and the cards its low end needs
+    # 2 B200 (TP 1 x 2 replicas); its band's low end needs no more cards, so no second count
+    assert "2 × B200 SXM 180GB</p>" in html
+    assert "if the pessimistic end holds" not in html
 
 
 def test_bad_inputs_show_their_errors_in_the_fragment(fleet, member_page):
@@ -112,7 +114,7 @@ def test_csv_export_has_one_row_per_gpu_model_with_the_numbers(fleet, member_pag
     rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
     l40s = next(row for row in rows if row["gpu_model"] == "l40s")
     assert len(rows) == 41  # every catalogue model (21 + 8 added in issue 38 + 12 in issue 34)
-    assert (l40s["tp"], l40s["replicas"], l40s["cards"]) == ("4", "12", "48")
+    assert (l40s["tp"], l40s["replicas"], l40s["cards"]) == ("4", "15", "60")
     assert l40s["pool"] == "infer-k8s"
     # Its band: the modelled rate times the P10 / P90 ratios of its regime in error_bands.json
     # (FP8 throughput on Ada has fewer than 8 rows there, so the FP8 throughput regime answers).
@@ -255,8 +257,8 @@ def test_anonymous_users_are_sent_to_sign_in(url):
 
 
 def test_the_page_and_its_csv_price_with_the_rate_cards_currency(fleet, member_page):
-    """The rate card's reserved L40S card-hour (1.20 EUR) prices the plan: 48 L40S × 1.20 EUR ×
-    730 h = 42,048.00 EUR a month, on the page and in the CSV with its currency column."""
+    """The rate card's reserved L40S card-hour (1.20 EUR) prices the plan: 60 L40S × 1.20 EUR ×
+    730 h = 52,560.00 EUR a month, on the page and in the CSV with its currency column."""
     from datetime import date
     from decimal import Decimal
 
@@ -275,10 +277,10 @@ def test_the_page_and_its_csv_price_with_the_rate_cards_currency(fleet, member_p
     ).decode()
 
     assert "Cost<br><small>EUR / month</small>" in html
-    assert "42,048.00" in html
+    assert "52,560.00" in html
     l40s = next(r for r in csv.DictReader(io.StringIO(text)) if r["gpu_model"] == "l40s")
     assert (l40s["price_per_card_hour"], l40s["monthly_cost"], l40s["currency"]) == (
-        "1.20", "42048.00", "EUR")  # fmt: skip
+        "1.20", "52560.00", "EUR")  # fmt: skip
 
 
 def test_pipeline_stages_on_the_page_show_tp_x_pp_and_a_bad_tp_is_a_field_error(fleet, member_page):

@@ -101,9 +101,9 @@ def test_qwen_72b_needs_more_l40s_than_are_free_and_the_request_goes_to_a_pool(q
     l40s = _row(qwen, "l40s")
 
     # L40S nodes have 4 cards: TP 4 over PCIe, whose all-reduces (half the 32 GB/s link, NCCL
-    # measurements) leave 9 sequences per replica within 50 ms TPOT: 12 replicas, 48 cards.
-    assert (l40s["tp"], l40s["cards_per_node"], l40s["batch"]) == (4, 4, 9)
-    assert l40s["replicas"] == 12 and l40s["cards"] == 48
+    # measurements) leave 7 sequences per replica within 50 ms TPOT: 15 replicas, 60 cards.
+    assert (l40s["tp"], l40s["cards_per_node"], l40s["batch"]) == (4, 4, 7)
+    assert l40s["replicas"] == 15 and l40s["cards"] == 60
     assert l40s["cards"] == l40s["tp"] * l40s["replicas"]
     assert (l40s["free_cards"], l40s["pool"], l40s["fits_free_capacity"]) == (
         40,
@@ -113,41 +113,41 @@ def test_qwen_72b_needs_more_l40s_than_are_free_and_the_request_goes_to_a_pool(q
     assert qwen["recommended_in_free_capacity"] is None
     # The cheapest overall (fewest cards: no prices) is a card the inference pool does not have.
     best = _row(qwen, qwen["recommended"])
-    assert best["cards"] == min(r["cards"] for r in qwen["rows"] if r["meets_targets"]) == 1
+    assert best["cards"] == min(r["cards"] for r in qwen["rows"] if r["meets_targets"]) == 2
     assert best["pool"] is None
-    # What the pool offers with the fewest cards, though not free yet: 22 A100 PCIe.
+    # What the pool offers with the fewest cards, though not free yet: 50 A100 PCIe.
     a100 = _row(qwen, "a100_80g_pcie")
-    assert (a100["cards"], a100["free_cards"]) == (22, 8)
+    assert (a100["cards"], a100["free_cards"]) == (50, 8)
     # ... but the pool holds only 8 (usable), and a request for cards may not ask for more than
     # a pool can hold: the estimate ends in a request for capacity to add, for the cheapest
     # option, in no pool (none has the model), and says what it lacks.
     assert (a100["usable_cards"], _row(qwen, "l40s")["usable_cards"]) == (8, 40)
-    lacks = f"no inference pool has {best['gpu_name']} cards: ask a pool admin to host 1 of them"
+    lacks = f"no inference pool has {best['gpu_name']} cards: ask a pool admin to host 2 of them"
     assert qwen["request_lacks"] == lacks
     request = dict(qwen["request"])
     assert request.pop("justification").startswith(
-        f"Serve Qwen2.5-72B for 2,000 output tok/s at peak. Sized by the portal: 1 × "
+        f"Serve Qwen2.5-72B for 2,000 output tok/s at peak. Sized by the portal: 2 × "
         f"{best['gpu_name']} (TP {best['tp']} × {best['replicas']} replicas)"
     )
-    assert (best["tp"], best["replicas"]) == (1, 1)
+    assert (best["tp"], best["replicas"]) == (1, 2)
     assert request == {
         "basis": "capacity_to_add", "kind": "growth", "lacks": lacks,
-        "workload_kind": "inference", "gpu_model": best["gpu_model"], "card_count": 1,
+        "workload_kind": "inference", "gpu_model": best["gpu_model"], "card_count": 2,
         "pool": None, "cards_per_node": None, "node_count": None,  # TP 1: any cards
     }  # fmt: skip
     assert sizing_request_url(qwen["request"]).startswith(
-        f"/requests/new/?workload_kind=inference&gpu_model={best['gpu_model']}&card_count=1"
+        f"/requests/new/?workload_kind=inference&gpu_model={best['gpu_model']}&card_count=2"
         "&kind=growth&justification="
     )
 
 
 def test_at_half_the_load_l40s_fit_and_the_request_explains_itself(fleet):
-    """1,000 tok/s: 24 L40S (TP 4 × 6) fit the 40 free, so that is what is requested, with
+    """1,000 tok/s: 32 L40S (TP 4 × 8) fit the 40 free, so that is what is requested, with
     the estimate as the justification."""
     _, results = sizing_preview(raw=QWEN_72B | {"output_tok_s": 1000})
     l40s = _row(results, "l40s")
 
-    assert (l40s["cards"], l40s["tp"] * l40s["replicas"], l40s["free_cards"]) == (24, 24, 40)
+    assert (l40s["cards"], l40s["tp"] * l40s["replicas"], l40s["free_cards"]) == (32, 32, 40)
     request = dict(results["request"])
     justification = request.pop("justification")
     assert request == {
@@ -156,25 +156,25 @@ def test_at_half_the_load_l40s_fit_and_the_request_explains_itself(fleet):
         "lacks": None,
         "workload_kind": "inference",
         "gpu_model": "l40s",
-        "card_count": 24,
+        "card_count": 32,
         "pool": "infer-k8s",
-        # TP 4 x 6 replicas: six 4-card groups, each on one node; L40S have no NVLink, so
+        # TP 4 x 8 replicas: eight 4-card groups, each on one node; L40S have no NVLink, so
         # no domain is asked, and replicas may share a node
         "cards_per_node": 4,
-        "node_count": 6,
+        "node_count": 8,
         "one_nvlink_domain": False,
         "shared_nodes": True,
     }
     assert justification.startswith(
-        "Serve Qwen2.5-72B for 1,000 output tok/s at peak. Sized by the portal: 24 × L40S "
+        "Serve Qwen2.5-72B for 1,000 output tok/s at peak. Sized by the portal: 32 × L40S "
         f"(TP {l40s['tp']} × {l40s['replicas']} replicas)"
     )
     url = sizing_request_url(results["request"])
     assert url.startswith(
-        "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=24"
+        "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=32"
         "&justification=Serve+Qwen2.5-72B+for+1%2C000+output+tok%2Fs+at+peak."
     )
-    assert url.endswith("&cards_per_node=4&node_count=6&shared_nodes=on&pool=infer-k8s")
+    assert url.endswith("&cards_per_node=4&node_count=8&shared_nodes=on&pool=infer-k8s")
 
 
 def test_cards_held_in_the_window_are_not_free(fleet):
@@ -193,7 +193,7 @@ def test_cards_held_in_the_window_are_not_free(fleet):
     assert _row(results, "l40s")["fits_free_capacity"] is False
     # the pool's name, not its slug
     assert "20 are free in Inference (Kubernetes) for" in str(_row(results, "l40s")["warnings"])
-    # L40S: 20 held, 20 free of 40, 48 needed; A100 PCIe: 22 needed of 8: nothing fits now
+    # L40S: 20 held, 20 free of 40, 60 needed; A100 PCIe: 50 needed of 8: nothing fits now
     # and nothing fits the pool at all, so what is asked for is capacity to add.
     assert results["recommended_in_free_capacity"] is None
     assert (results["request"]["kind"], results["request"]["pool"]) == ("growth", None)
@@ -201,7 +201,7 @@ def test_cards_held_in_the_window_are_not_free(fleet):
 
 
 def test_a_request_that_waits_for_cards_says_how_many_more_it_needs(fleet):
-    """1,000 tok/s: 24 L40S needed, the pool holds 40 but 20 are held: the request waits."""
+    """1,000 tok/s: 32 L40S needed, the pool holds 40 but 20 are held: the request waits."""
     start, end = capacity_window()
     AllocationFactory(
         pool=fleet,
@@ -213,7 +213,7 @@ def test_a_request_that_waits_for_cards_says_how_many_more_it_needs(fleet):
 
     _, results = sizing_preview(raw=QWEN_72B | {"output_tok_s": 1000})
 
-    assert (_row(results, "l40s")["cards"], _row(results, "l40s")["free_cards"]) == (24, 20)
+    assert (_row(results, "l40s")["cards"], _row(results, "l40s")["free_cards"]) == (32, 20)
     assert results["request"]["basis"] == "offered_by_a_pool"
     assert (results["request"]["gpu_model"], results["request"]["pool"]) == ("l40s", "infer-k8s")
     assert results["request"]["kind"] == "cards"
@@ -221,8 +221,8 @@ def test_a_request_that_waits_for_cards_says_how_many_more_it_needs(fleet):
     # the request asks for the week from then, and says so
     when = timezone.localtime(end)
     assert results["request"]["lacks"] == (
-        "needs 4 more L40S cards free in Inference (Kubernetes) than the 20 free now"  # 24 - 20
-        f"; 24 are free from {when:%Y-%m-%d %H:%M} UTC"
+        "needs 12 more L40S cards free in Inference (Kubernetes) than the 20 free now"  # 32 - 20
+        f"; 32 are free from {when:%Y-%m-%d %H:%M} UTC"
     )
     assert (results["request"]["starts_at"], results["request"]["ends_at"]) == (
         end.isoformat(),
@@ -305,12 +305,12 @@ def l40s_rate_card(fleet):
 
 
 def test_the_rate_card_prices_the_plan_in_its_currency(l40s_rate_card):
-    """No price given: the rate card's reserved rate in force now, 48 L40S × 1.20 EUR × 730 h =
-    42,048.00 EUR a month; H100 SXM has no rate, so its cost is unknown (None), not 0."""
+    """No price given: the rate card's reserved rate in force now, 60 L40S × 1.20 EUR × 730 h =
+    52,560.00 EUR a month; H100 SXM has no rate, so its cost is unknown (None), not 0."""
     _, results = sizing_preview(raw=QWEN_72B)
 
     assert _row(results, "l40s")["price_per_card_hour"] == "1.20"
-    assert _row(results, "l40s")["monthly_cost"] == "42048.00"
+    assert _row(results, "l40s")["monthly_cost"] == "52560.00"
     assert _row(results, "l40s")["currency"] == "EUR"
     assert _row(results, "h100_sxm")["monthly_cost"] is None
     assert _row(results, "h100_sxm")["currency"] is None
@@ -318,10 +318,10 @@ def test_the_rate_card_prices_the_plan_in_its_currency(l40s_rate_card):
 
 
 def test_a_price_given_takes_precedence_over_the_rate_card(l40s_rate_card):
-    """48 L40S × 1.00 (given) × 730 h = 35,040.00, in the rate card's currency."""
+    """60 L40S × 1.00 (given) × 730 h = 43,800.00, in the rate card's currency."""
     _, results = sizing_preview(raw={**QWEN_72B, "prices": {"l40s": "1.00"}})
 
-    assert _row(results, "l40s")["monthly_cost"] == "35040.00"
+    assert _row(results, "l40s")["monthly_cost"] == "43800.00"
     assert results["currency"] == "EUR"
 
 
@@ -329,7 +329,7 @@ def test_a_price_gives_the_monthly_cost_and_no_price_gives_none(fleet):
     _, results = sizing_preview(raw={**QWEN_72B, "prices": {"l40s": "1.20"}})
 
     assert _row(results, "l40s")["price_per_card_hour"] == "1.20"
-    assert _row(results, "l40s")["monthly_cost"] == "42048.00"  # 48 × 1.20 × 730 h
+    assert _row(results, "l40s")["monthly_cost"] == "52560.00"  # 60 × 1.20 × 730 h
     assert _row(results, "h100_sxm")["monthly_cost"] is None
     assert results["priced"] is True
     assert results["currency"] is None  # no rate card: the given price's currency is unknown
@@ -467,7 +467,7 @@ def test_create_stores_clean_inputs_and_queues_the_job_on_commit(
     callbacks[0]()  # the eager task, as with no broker
     estimate.refresh_from_db()
     assert estimate.status == EstimateStatus.DONE and estimate.progress == 100
-    # 22 A100 PCIe needed, the pool holds 8: capacity to add
+    # 50 A100 PCIe needed, the pool holds 8: capacity to add
     assert estimate.results["request"]["kind"] == "growth"
     assert estimate.results["request_lacks"].startswith("no inference pool has B200 SXM 180GB")
     assert estimate.finished_at is not None
