@@ -463,6 +463,34 @@ def _check_lengths(input_tokens: int, output_tokens: int, cached_tokens: int) ->
         )
 
 
+def _check_group(*, tp: int, pp: int) -> None:
+    """Raise :class:`SizingInputError` (reason ``not_positive``) unless ``tp`` and ``pp`` are
+    positive integers."""
+    for name, value in (("tp", tp), ("pp", pp)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise SizingInputError(
+                f"{name} must be a positive integer, got {value!r}",
+                reason="not_positive",
+                field=name,
+            )
+
+
+def _check_decode(*, batch: float, gpu: GpuSpec) -> None:
+    """Raise :class:`SizingInputError` for a batch that is not a positive finite number
+    (reason ``not_positive``, field ``concurrency``) or a card without a known memory bandwidth
+    (reason ``bandwidth_unknown``)."""
+    if not batch > 0 or batch != batch or batch == float("inf"):
+        raise SizingInputError(
+            f"batch must be positive, got {batch!r}", reason="not_positive", field="concurrency"
+        )
+    if gpu.memory_bandwidth_gbps is None or gpu.memory_bandwidth_gbps <= 0:
+        raise SizingInputError(
+            f"{gpu.name} has no memory bandwidth on record; cannot model decode",
+            reason="bandwidth_unknown",
+            field="gpu",
+        )
+
+
 def replica_throughput(
     *,
     model: ModelArch,
@@ -495,14 +523,7 @@ def replica_throughput(
     memory bandwidth (reason ``bandwidth_unknown``).
     """
     _check_lengths(input_tokens, output_tokens, cached_input_tokens)
-    if isinstance(tp, bool) or not isinstance(tp, int) or tp <= 0:
-        raise SizingInputError(
-            f"tp must be a positive integer, got {tp!r}", reason="not_positive", field="tp"
-        )
-    if isinstance(pp, bool) or not isinstance(pp, int) or pp <= 0:
-        raise SizingInputError(
-            f"pp must be a positive integer, got {pp!r}", reason="not_positive", field="pp"
-        )
+    _check_group(tp=tp, pp=pp)
     if pp > 1:
         return pipelined(
             model=model,
@@ -519,16 +540,7 @@ def replica_throughput(
             nic_gbps=nic_gbps,
             speculation=speculation,
         )
-    if not batch > 0 or batch != batch or batch == float("inf"):
-        raise SizingInputError(
-            f"batch must be positive, got {batch!r}", reason="not_positive", field="concurrency"
-        )
-    if gpu.memory_bandwidth_gbps is None or gpu.memory_bandwidth_gbps <= 0:
-        raise SizingInputError(
-            f"{gpu.name} has no memory bandwidth on record; cannot model decode",
-            reason="bandwidth_unknown",
-            field="gpu",
-        )
+    _check_decode(batch=batch, gpu=gpu)
     profile = engine_profile(engine)
     bandwidth = gpu.memory_bandwidth_gbps * 1e9 * tp
     effective_bandwidth = bandwidth * BANDWIDTH_EFFICIENCY
