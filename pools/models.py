@@ -9,6 +9,7 @@ from pools.access.models import ApiToken
 from pools.advisor.models import AdvisorDigestOptIn, AdvisorFinding, AdvisorRun
 from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards, SchedulerDrift
+from pools.classes.models import WorkloadClass
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 from pools.inventory.models import (
     DriverGroup,
@@ -35,6 +36,7 @@ from pools.tokenflow.models import AgentCall, AgentTask
 from pools.waiting.models import PendingWork, PendingWorkRead, WaitingWatch
 
 __all__ = [
+    "WorkloadClass",
     "PendingWork",
     "PendingWorkRead",
     "WaitingWatch",
