@@ -22,6 +22,7 @@ from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import requests as request_services
 from pools.capacity.slices import PROFILE_MAX_LENGTH, card_share
 from pools.choices import RequestKind, WorkloadKind
+from pools.classes.models import WorkloadClass
 from pools.inventory.models import GpuModel, Pool
 from pools.inventory.selectors import mig_profiles
 from pools.tenancy import permissions
@@ -152,6 +153,14 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
         allow_null=True,
         help_text=f"{GPU_MODEL_SLUG_HELP} Null: any model (with min_memory_gib).",
     )
+    workload_class = SlugLookupField(
+        slug_field="slug",
+        queryset=WorkloadClass.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="Workload class slug (production, internal, development, batch). Absent or "
+        "null: the team's default class. Decides which GPU models the request may use.",
+    )
     requested_by = serializers.StringRelatedField()
     decided_by = serializers.StringRelatedField(allow_null=True)  # None until decided
     starts_at = AwareDateTimeField()
@@ -183,6 +192,7 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
             "id",
             "team",
             "workload_kind",
+            "workload_class",
             "kind",
             "pool",
             "gpu_model",
@@ -325,6 +335,7 @@ class CapacityRequestViewSet(
             one_nvlink_domain=data.pop("one_nvlink_domain", False),
             shared_nodes=data.pop("shared_nodes", False),
             mig_profile=data.pop("mig_profile", ""),
+            workload_class=data.pop("workload_class", None),
         )
         return Response(
             self.get_serializer(self._fresh(created)).data, status=status.HTTP_201_CREATED

@@ -34,8 +34,10 @@ def capacity_request_list(*, user) -> QuerySet[CapacityRequest]:
     joined: three more joins on every page cost more to plan than the query takes to run."""
     allocations = Allocation.objects.select_related("team", "pool", "gpu_model")
     qs = CapacityRequest.objects.select_related(
-        "team", "requested_by", "pool", "gpu_model", "decided_by"
-    ).prefetch_related(Prefetch("allocation", queryset=allocations))
+        "team", "requested_by", "pool", "gpu_model", "decided_by", "workload_class"
+    ).prefetch_related(
+        Prefetch("allocation", queryset=allocations), "workload_class__gpu_models"
+    )  # the class's models: its rule (pools.classes.rules), read by the explainer
     return qs.visible_to(user)
 
 
@@ -52,10 +54,11 @@ def capacity_request_api_list(*, user) -> QuerySet[CapacityRequest]:
     )
     qs = (
         CapacityRequest.objects.select_related(
-            "team", "requested_by", "pool", "gpu_model", "decided_by"
+            "team", "requested_by", "pool", "gpu_model", "decided_by", "workload_class"
         )
         .only(
             *_own_columns(CapacityRequest),
+            "workload_class__slug",
             "team__slug",
             "pool__slug",
             "gpu_model__slug",

@@ -199,6 +199,7 @@ def request_new(request):
                 and d.get("cards_per_node") is not None,
                 shared_nodes=bool(d.get("shared_nodes")) and d.get("cards_per_node") is not None,
                 mig_profile=d.get("mig_profile") or "",
+                workload_class=d.get("workload_class"),
             )
         except DomainError as exc:
             _apply_errors(form, exc)
@@ -276,6 +277,7 @@ def _options_for(form):
         gpu_model=d.get("gpu_model"),
         min_memory_gib=d.get("min_memory_gib"),
         cuda=(d.get("cuda_version") or "").strip() or None,
+        rule=_class_rule(d),
     )
     if d.get("cards_per_node") and d.get("node_count"):
         shape = Shape(
@@ -287,6 +289,15 @@ def _options_for(form):
         cuda = (d.get("cuda_version") or "").strip() or None
         _fit_shape_on(options, shape, d["starts_at"], d["ends_at"], cuda)
     return options
+
+
+def _class_rule(d: dict):
+    """The rule of the class the form states, or of the chosen team's default (issue 36)."""
+    team = d.get("team")
+    chosen = request_services.request_class(
+        team=team, workload_class=d.get("workload_class")
+    ) if team is not None else d.get("workload_class")  # fmt: skip
+    return chosen.rule() if chosen is not None else None
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from factories import MembershipFactory, PoolFactory, TeamFactory, next_week_9am, node_with_gpus
+from factories import next_week_9am
 
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
-from pools.choices import RequestStatus, Scheduler
+from pools.choices import RequestStatus
 from pools.classes.models import WorkloadClass
 from pools.classes.rules import ClassRule
 from pools.errors import InvalidInput
@@ -26,35 +26,6 @@ pytestmark = pytest.mark.django_db
 PRODUCTION_REFUSES_4090 = (
     "Production may not run on GeForce RTX 4090: consumer class (it may use: L40S)."
 )
-
-
-@pytest.fixture
-def fleet():
-    pool = PoolFactory(
-        slug="mixed", name="Mixed", scheduler=Scheduler.KUBERNETES, slurm_partition=""
-    )
-    k8s = {"pool": pool, "scheduler": Scheduler.KUBERNETES}
-    node_with_gpus(4, gpu_model="l40s", hostname="dc-01", **k8s)
-    for host in ("gc-01", "gc-02"):
-        node_with_gpus(4, gpu_model="rtx4090", hostname=host, **k8s)
-    return pool
-
-
-@pytest.fixture
-def classes():
-    return {c.slug: c for c in WorkloadClass.objects.all()}
-
-
-@pytest.fixture
-def teams(classes, member):
-    made = {
-        "svc": TeamFactory(slug="svc", default_class=classes["production"]),
-        "etl": TeamFactory(slug="etl", default_class=classes["batch"]),
-        "lab": TeamFactory(slug="lab"),
-    }
-    for team in made.values():
-        MembershipFactory(team=team, user=member)
-    return made
 
 
 @pytest.fixture
