@@ -23,6 +23,7 @@ from pools.capacity.availability import (
     request_options,
 )
 from pools.capacity.budget_gate import NEEDS_ADMIN, budget_check_step
+from pools.capacity.class_room import class_room_check
 from pools.capacity.locks import pool_lock, request_lock, request_lock_reusing
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
 from pools.capacity.shapes import (
@@ -556,9 +557,11 @@ def capacity_request_approve(
     those cards. An extension of an unplaced allocation is checked like any request.
 
     In steps: where it grants (:func:`_approval_target`), the pool and request locked, the
-    grant's own bounds (:func:`_check_grant`), the cards and shape free for the window
-    (:func:`_grant_placement`), the decision written (:func:`_approval_record`), the scheduler
-    work queued on commit (:func:`_approval_enqueue`).
+    grant's own bounds (:func:`_check_grant`), the class may use the model
+    (:func:`_check_class`), the cards and shape free for the window
+    (:func:`_grant_placement`), no two classes on one card
+    (:func:`pools.capacity.class_room.class_room_check`), the decision written
+    (:func:`_approval_record`), the scheduler work queued on commit (:func:`_approval_enqueue`).
     """
     if not system:
         require_pool_admin(actor)
@@ -587,6 +590,10 @@ def capacity_request_approve(
             placement = _grant_slices(request, cards, end, locked_pool, target_model)
         else:
             placement = _grant_placement(request, cards, end, locked_pool, target_model)
+            class_room_check(
+                pool=locked_pool, gpu_model=target_model, start=request.starts_at, end=end,
+                cards=cards, workload_class=request.workload_class,
+            )  # fmt: skip
         allocation = _approval_record(
             request,
             actor,
