@@ -19,6 +19,7 @@ from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilter
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.scheduler_panel import scheduler_panel
 from pools.capacity.services import allocations as allocation_services
+from pools.capacity.services import classes as class_services
 from pools.capacity.services import requests as request_services
 from pools.capacity.slices import PROFILE_MAX_LENGTH, card_share
 from pools.choices import RequestKind, WorkloadKind
@@ -34,6 +35,7 @@ class AllocationSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     pool = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    workload_class = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     request = serializers.PrimaryKeyRelatedField(read_only=True)
     card_hours = serializers.SerializerMethodField()
 
@@ -45,6 +47,7 @@ class AllocationSerializer(serializers.ModelSerializer):
             "team",
             "pool",
             "gpu_model",
+            "workload_class",
             "card_count",
             "mig_profile",
             "starts_at",
@@ -251,6 +254,15 @@ class ReasonSerializer(serializers.Serializer):
     reason = serializers.CharField(required=False, allow_blank=True, default="")
 
 
+class ClassChangeSerializer(ReasonSerializer):
+    workload_class = SlugLookupField(
+        slug_field="slug",
+        queryset=WorkloadClass.objects.all(),
+        allow_null=True,
+        help_text="The new workload class slug; null: unclassed.",
+    )
+
+
 class ExtendSerializer(serializers.Serializer):
     ends_at = AwareDateTimeField()
     justification = serializers.CharField()
@@ -433,6 +445,19 @@ class AllocationViewSet(viewsets.ReadOnlyModelViewSet):
             allocation=allocation, actor=request.user, reason=form.validated_data["reason"]
         )
         return Response(self.get_serializer(allocation).data)
+
+    @extend_schema(request=ClassChangeSerializer, responses=AllocationSerializer)
+    @action(detail=True, methods=["post"], url_path="class")
+    def change_class(self, request, pk=None):
+        """Pool admins: set the allocation's workload class; 409 ``class_conflict`` with
+        ``conflicts`` when it would share cards with other classes."""
+        allocation = self.get_object()
+        form = ClassChangeSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        allocation = class_services.allocation_class_change(
+            allocation=allocation, actor=request.user, **form.validated_data
+        )
+        return Response(self.get_serializer(self.get_queryset().get(pk=allocation.pk)).data)
 
     @extend_schema(
         request=ExtendSerializer,

@@ -27,6 +27,28 @@ def class_holds(
     return [ClassHold(s, e, n, g, bool(x)) for s, e, n, g, x in rows]
 
 
+def class_room_need(
+    *,
+    pool: Pool,
+    gpu_model: GpuModel,
+    start: datetime,
+    end: datetime,
+    cards: int,
+    workload_class: WorkloadClass | None,
+    exclude: int | None = None,
+) -> tuple[int, int]:
+    """``(needed, schedulable)``: the most cards needed at once in ``[start, end)`` with
+    ``cards`` of ``workload_class`` added to the holds (:func:`peak_cards_needed`), and the
+    cards the pool has."""
+    holds = class_holds(pool=pool, gpu_model=gpu_model, start=start, end=end, exclude=exclude)
+    group = workload_class.pk if workload_class is not None else None
+    exclusive = workload_class is not None and workload_class.exclusive
+    holds.append(ClassHold(start, end, cards, group, exclusive))
+    needed = peak_cards_needed(holds, start=start, end=end, overcommit_ratio=pool.overcommit_ratio)
+    schedulable = pool_nodes(pool=pool, gpu_model=gpu_model, generation=None).schedulable(None)
+    return needed, schedulable
+
+
 def class_room_check(
     *,
     pool: Pool,
@@ -45,12 +67,10 @@ def class_room_check(
     the cards held, which the count check has just bounded, so nothing is read then."""
     if pool.overcommit_ratio <= 1:
         return
-    holds = class_holds(pool=pool, gpu_model=gpu_model, start=start, end=end, exclude=exclude)
-    group = workload_class.pk if workload_class is not None else None
-    exclusive = workload_class is not None and workload_class.exclusive
-    holds.append(ClassHold(start, end, cards, group, exclusive))
-    needed = peak_cards_needed(holds, start=start, end=end, overcommit_ratio=pool.overcommit_ratio)
-    schedulable = pool_nodes(pool=pool, gpu_model=gpu_model, generation=None).schedulable(None)
+    needed, schedulable = class_room_need(
+        pool=pool, gpu_model=gpu_model, start=start, end=end, cards=cards,
+        workload_class=workload_class, exclude=exclude,
+    )  # fmt: skip
     if needed > schedulable:
         raise InsufficientCapacity(
             f"Insufficient capacity: with every workload class on cards of its own (never two "

@@ -44,4 +44,5 @@ class ClassRule:
         text = f"{self.name} may not run on {model_name}: {label} class"
         if allowed is None:
             return text
-        return f"{text} (it may use: {', '.join(allowed) or 'no catalogue model'})"
+        names = ", ".join(allowed) or "none of the fleet's models"
+        return f"{text} (it may use: {names})"

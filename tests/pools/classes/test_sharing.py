@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 from factories import CapacityRequestFactory, PoolFactory, next_week_9am, node_with_gpus
 
+from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation
 from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import Scheduler
@@ -77,3 +78,66 @@ def test_an_exclusive_class_never_shares(grant):
 
     with pytest.raises(InsufficientCapacity):
         grant("production", 1)
+
+
+def test_class_change_that_would_share_a_card_is_a_409_listing_the_conflicts(
+    grant, api_as, pool_admin
+):
+    """batch 3 (2 cards of its own), internal 3 (2 cards), batch 1: all 4 cards taken (batch
+    4 held on 2 cards). Moving the batch 1 to development needs ceil(3/2) + 2 + 1 = 5 cards:
+    refused, naming the allocations of the other classes (the internal one and the batch 3;
+    the three windows are the same week). Nothing changes."""
+    first, internal, small = grant("batch", 3), grant("internal", 3), grant("batch", 1)
+
+    response = api_as(pool_admin).post(
+        f"/api/v1/allocations/{small.pk}/class/", {"workload_class": "development"}, format="json"
+    )
+
+    assert response.status_code == 409
+    body = response.json()
+    assert body["code"] == "class_conflict"
+    assert (body["data"]["needed"], body["data"]["schedulable"]) == (5, 4)
+    assert [(c["allocation"], c["workload_class"]) for c in body["data"]["conflicts"]] == [
+        (first.pk, "batch"),
+        (internal.pk, "internal"),
+    ]
+    small.refresh_from_db()
+    assert small.workload_class.slug == "batch"
+
+
+def test_class_change_with_room_is_audited(grant, api_as, pool_admin):
+    """internal 3 (2 cards) and batch 1 (1 card): moving the batch 1 to internal makes 4
+    internal held on 2 cards."""
+    grant("internal", 3)
+    small = grant("batch", 1)
+
+    response = api_as(pool_admin).post(
+        f"/api/v1/allocations/{small.pk}/class/",
+        {"workload_class": "internal", "reason": "it is a tool"},
+        format="json",
+    )
+
+    assert response.status_code == 200
+    assert response.json()["workload_class"] == "internal"
+    event = AuditEvent.objects.get(action="allocation.class_changed")
+    assert (event.before, event.after, event.reason) == (
+        {"workload_class": "batch"},
+        {"workload_class": "internal"},
+        "it is a tool",
+    )
+
+
+def test_class_change_to_a_class_that_may_not_use_the_model_is_a_400(grant, api_as, pool_admin):
+    small = grant("batch", 1)
+
+    response = api_as(pool_admin).post(
+        f"/api/v1/allocations/{small.pk}/class/", {"workload_class": "production"}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "gpu_model": [
+            "Production may not run on GeForce RTX 4090: consumer class (it may use: none "
+            "of the fleet's models)."
+        ]
+    }
