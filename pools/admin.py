@@ -11,8 +11,9 @@ from django.db import transaction
 from pools.access import models as access_models
 from pools.access.services import api_token_revoke, user_rights_set
 from pools.audit import models as audit_models
-from pools.audit.admin_mixins import AuditedAdmin, ReadOnlyAdmin
+from pools.audit.admin_mixins import AuditedAdmin, ReadOnlyAdmin, admin_snapshot
 from pools.capacity.services.pools import POOL_BINDING_FIELDS, pool_usage
+from pools.classes import models as classes_models
 from pools.inventory import models as inventory_models
 from pools.serving import models as serving_models
 from pools.sizing import SizingInputError
@@ -155,9 +156,20 @@ class MembershipInline(admin.TabularInline):
     extra = 0
 
 
+@admin.register(classes_models.WorkloadClass)
+class WorkloadClassAdmin(AuditedAdmin):
+    """Pool admins edit the classes (issue 36); the audit keeps the named models too."""
+
+    list_display = ["name", "slug", "card_classes", "exclusive", "priority", "preemption_order"]
+    filter_horizontal = ["gpu_models"]
+
+    def snapshot(self, obj) -> dict:
+        return {**admin_snapshot(obj), "gpu_models": sorted(m.slug for m in obj.gpu_models.all())}
+
+
 @admin.register(tenancy_models.Team)
 class TeamAdmin(AuditedAdmin):
-    list_display = ["name", "slug", "cost_centre"]
+    list_display = ["name", "slug", "cost_centre", "default_class"]
     search_fields = ["name", "slug", "cost_centre"]
     inlines = [MembershipInline]
 

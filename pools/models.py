@@ -15,6 +15,7 @@ from pools.capacity.models import (
     RecurringReservation,
     SchedulerDrift,
 )
+from pools.classes.models import WorkloadClass
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 from pools.inventory.models import (
     DriverGroup,
@@ -41,6 +42,7 @@ from pools.tokenflow.models import AgentCall, AgentTask, AgentTaskDay
 from pools.waiting.models import PendingWork, PendingWorkRead, WaitingWatch
 
 __all__ = [
+    "WorkloadClass",
     "PendingWork",
     "RecurringReservation",
     "PendingWorkRead",

@@ -25,6 +25,7 @@ from pools.choices import (
     TeamRole,
     WorkloadKind,
 )
+from pools.classes import models as classes_models
 from pools.elastic import models as elastic_models
 from pools.inventory import models as inventory_models
 from pools.inventory.gpu_names import normalise_model_key
@@ -771,3 +772,17 @@ class AgentTaskFactory(factory.django.DjangoModelFactory):
     input_tokens = 3000
     cached_tokens = 2000
     output_tokens = 150
+
+
+class WorkloadClassFactory(factory.django.DjangoModelFactory):
+    """A class beside the four seeded ones (migration 0035), on data-centre cards."""
+
+    class Meta:
+        model = classes_models.WorkloadClass
+        django_get_or_create = ("slug",)
+
+    slug = factory.Sequence(lambda n: f"class-{n}")
+    name = factory.LazyAttribute(lambda o: o.slug.title())
+    card_classes = factory.LazyFunction(lambda: ["datacentre"])
+    priority = 300
+    preemption_order = factory.Sequence(lambda n: 100 + n)

@@ -19,9 +19,11 @@ from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilter
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.scheduler_panel import scheduler_panel
 from pools.capacity.services import allocations as allocation_services
+from pools.capacity.services import classes as class_services
 from pools.capacity.services import requests as request_services
 from pools.capacity.slices import PROFILE_MAX_LENGTH, card_share
 from pools.choices import RequestKind, WorkloadKind
+from pools.classes.models import WorkloadClass
 from pools.inventory.models import GpuModel, Pool
 from pools.inventory.selectors import mig_profiles
 from pools.tenancy import permissions
@@ -33,6 +35,7 @@ class AllocationSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     pool = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    workload_class = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     request = serializers.PrimaryKeyRelatedField(read_only=True)
     card_hours = serializers.SerializerMethodField()
 
@@ -44,6 +47,7 @@ class AllocationSerializer(serializers.ModelSerializer):
             "team",
             "pool",
             "gpu_model",
+            "workload_class",
             "card_count",
             "mig_profile",
             "starts_at",
@@ -152,6 +156,14 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
         allow_null=True,
         help_text=f"{GPU_MODEL_SLUG_HELP} Null: any model (with min_memory_gib).",
     )
+    workload_class = SlugLookupField(
+        slug_field="slug",
+        queryset=WorkloadClass.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="Workload class slug (production, internal, development, batch). Absent or "
+        "null: the team's default class. Decides which GPU models the request may use.",
+    )
     requested_by = serializers.StringRelatedField()
     decided_by = serializers.StringRelatedField(allow_null=True)  # None until decided
     starts_at = AwareDateTimeField()
@@ -183,6 +195,7 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
             "id",
             "team",
             "workload_kind",
+            "workload_class",
             "kind",
             "pool",
             "gpu_model",
@@ -239,6 +252,15 @@ class ApproveSerializer(serializers.Serializer):
 
 class ReasonSerializer(serializers.Serializer):
     reason = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class ClassChangeSerializer(ReasonSerializer):
+    workload_class = SlugLookupField(
+        slug_field="slug",
+        queryset=WorkloadClass.objects.all(),
+        allow_null=True,
+        help_text="The new workload class slug; null: unclassed.",
+    )
 
 
 class ExtendSerializer(serializers.Serializer):
@@ -325,6 +347,7 @@ class CapacityRequestViewSet(
             one_nvlink_domain=data.pop("one_nvlink_domain", False),
             shared_nodes=data.pop("shared_nodes", False),
             mig_profile=data.pop("mig_profile", ""),
+            workload_class=data.pop("workload_class", None),
         )
         return Response(
             self.get_serializer(self._fresh(created)).data, status=status.HTTP_201_CREATED
@@ -422,6 +445,19 @@ class AllocationViewSet(viewsets.ReadOnlyModelViewSet):
             allocation=allocation, actor=request.user, reason=form.validated_data["reason"]
         )
         return Response(self.get_serializer(allocation).data)
+
+    @extend_schema(request=ClassChangeSerializer, responses=AllocationSerializer)
+    @action(detail=True, methods=["post"], url_path="class")
+    def change_class(self, request, pk=None):
+        """Pool admins: set the allocation's workload class; 409 ``class_conflict`` with
+        ``conflicts`` when it would share cards with other classes."""
+        allocation = self.get_object()
+        form = ClassChangeSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        allocation = class_services.allocation_class_change(
+            allocation=allocation, actor=request.user, **form.validated_data
+        )
+        return Response(self.get_serializer(self.get_queryset().get(pk=allocation.pk)).data)
 
     @extend_schema(
         request=ExtendSerializer,

@@ -24,6 +24,7 @@ from pools.capacity.window import (
     window_holds_reusing,
 )
 from pools.choices import Scheduler, WorkloadKind
+from pools.classes.rules import ClassRule
 from pools.inventory.driver_versions import driver_supports, parse_cuda_version
 from pools.inventory.models import SCHEDULABLE_CARD, SLICED_CARD, Gpu, GpuModel, Pool
 from pools.inventory.selectors import mig_slices
@@ -288,14 +289,16 @@ def request_options(  # noqa: C901  # split in #29 once the feature branches mer
     min_memory_gib: Decimal | None = None,
     cuda: str | None = None,
     snapshot: CapacitySnapshot | None = None,
+    rule: ClassRule | None = None,
 ) -> list[Option]:
     """Every (pool, model) a request could land on, eligible ones first, most free cards first.
 
     A pool is considered when it runs the workload's scheduler (training → Slurm, inference →
     Kubernetes) and, if named, is the one asked for; a model when it is the one asked for or has
     at least ``min_memory_gib``. ``reasons`` says why an option cannot take the request: wrong
-    scheduler, no card of the model, no driver supporting the CUDA version, or too few free cards.
-    With a ``snapshot`` (covering the window) nothing more is read from the database.
+    scheduler, the workload class's ``rule`` does not permit the model (issue 36), no card of the
+    model, no driver supporting the CUDA version, or too few free cards. With a ``snapshot``
+    (covering the window) nothing more is read from the database.
     """
     if snapshot is not None:
         pools = [pool] if pool else snapshot.pools
@@ -350,6 +353,12 @@ def request_options(  # noqa: C901  # split in #29 once the feature branches mer
                 option.reasons.append(
                     f"{candidate.name} runs {candidate.get_scheduler_display()}, not "
                     f"{WorkloadKind(workload_kind).label.split(' (')[0].lower()} work"
+                )
+            if rule is not None and not rule.permits(
+                model_slug=model.slug, card_class=model.card_class
+            ):
+                option.reasons.append(
+                    rule.refusal(model_name=model.name, card_class=model.card_class)
                 )
             if not all_cards.get(model.pk):
                 option.mig_cards = mig_cards(candidate, model)

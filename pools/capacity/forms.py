@@ -7,6 +7,7 @@ import re
 from django import forms
 
 from pools.choices import RequestKind, WorkloadKind
+from pools.classes.models import WorkloadClass
 from pools.inventory.models import GpuModel, Pool
 from pools.inventory.selectors import mig_profiles
 from pools.tenancy.models import Team
@@ -32,6 +33,14 @@ class CapacityRequestForm(forms.Form):
     )
     workload_kind = forms.ChoiceField(
         choices=WorkloadKind.choices, initial=WorkloadKind.TRAINING, widget=forms.RadioSelect
+    )
+    workload_class = forms.ModelChoiceField(
+        queryset=WorkloadClass.objects.all(),
+        to_field_name="slug",
+        required=False,
+        empty_label="The team's default class",
+        label="Workload class",
+        help_text="Decides the GPU models the work may use (production: data-centre cards).",
     )
     pool = forms.ModelChoiceField(
         queryset=Pool.objects.order_by("name"),

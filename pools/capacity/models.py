@@ -26,6 +26,7 @@ from pools.choices import (
     Scheduler,
     WorkloadKind,
 )
+from pools.classes.models import WorkloadClass
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team, TeamOwnedQuerySet, team_owned
 
@@ -75,6 +76,11 @@ class CapacityRequest(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="capacity_requests"
     )
     workload_kind = models.CharField(max_length=10, choices=WorkloadKind.choices)
+    # What the work is (issue 36): the team's default class unless the request names one;
+    # empty for an unclassed team's requests, to which no class rule applies.
+    workload_class = models.ForeignKey(
+        WorkloadClass, null=True, blank=True, on_delete=models.PROTECT, related_name="requests"
+    )
     kind = models.CharField(max_length=8, choices=RequestKind.choices, default=RequestKind.CARDS)
     pool = models.ForeignKey(
         Pool, null=True, blank=True, on_delete=models.PROTECT, related_name="requests"
@@ -210,6 +216,10 @@ class Allocation(models.Model):
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="allocations")
     pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="allocations")
     gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="allocations")
+    # The request's class at approval (issue 36); empty: unclassed.
+    workload_class = models.ForeignKey(
+        WorkloadClass, null=True, blank=True, on_delete=models.PROTECT, related_name="allocations"
+    )
     card_count = models.PositiveIntegerField()
     # Blank: card_count whole cards. A MIG profile ("1g.10gb"): card_count slices of it, never
     # counted as cards (AllocationQuerySet.whole_cards / slices); billed at card_share each.

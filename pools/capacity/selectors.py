@@ -32,10 +32,12 @@ def capacity_request_list(*, user) -> QuerySet[CapacityRequest]:
     """Requests the user may see (their teams', or all for pool admins), related rows joined;
     allocations (nested by the API with their team, pool and model) in one more query, not
     joined: three more joins on every page cost more to plan than the query takes to run."""
-    allocations = Allocation.objects.select_related("team", "pool", "gpu_model")
+    allocations = Allocation.objects.select_related("team", "pool", "gpu_model", "workload_class")
     qs = CapacityRequest.objects.select_related(
-        "team", "requested_by", "pool", "gpu_model", "decided_by"
-    ).prefetch_related(Prefetch("allocation", queryset=allocations))
+        "team", "requested_by", "pool", "gpu_model", "decided_by", "workload_class"
+    ).prefetch_related(
+        Prefetch("allocation", queryset=allocations), "workload_class__gpu_models"
+    )  # the class's models: its rule (pools.classes.rules), read by the explainer
     return qs.visible_to(user)
 
 
@@ -47,15 +49,22 @@ def capacity_request_api_list(*, user) -> QuerySet[CapacityRequest]:
     """:func:`capacity_request_list` narrowed to the columns the API's list writes: each row's
     own, and of the rows it names only the slug or user name (a GPU model's row alone is 40
     columns, with JSON to parse). For reading only: services get the whole rows."""
-    allocations = Allocation.objects.select_related("team", "pool", "gpu_model").only(
-        *_own_columns(Allocation), "team__slug", "pool__slug", "gpu_model__slug"
+    allocations = Allocation.objects.select_related(
+        "team", "pool", "gpu_model", "workload_class"
+    ).only(
+        *_own_columns(Allocation),
+        "team__slug",
+        "pool__slug",
+        "gpu_model__slug",
+        "workload_class__slug",
     )
     qs = (
         CapacityRequest.objects.select_related(
-            "team", "requested_by", "pool", "gpu_model", "decided_by"
+            "team", "requested_by", "pool", "gpu_model", "decided_by", "workload_class"
         )
         .only(
             *_own_columns(CapacityRequest),
+            "workload_class__slug",
             "team__slug",
             "pool__slug",
             "gpu_model__slug",
@@ -71,10 +80,14 @@ def allocation_list(*, user, names_only: bool = False) -> QuerySet[Allocation]:
     """Allocations the user may see, with team, pool, model and request joined; with
     ``names_only`` (pages that write the names and link the request by id) the request is not
     joined and of team, pool and model only the name is read."""
-    qs = Allocation.objects.select_related("team", "pool", "gpu_model", "request")
+    qs = Allocation.objects.select_related("team", "pool", "gpu_model", "request", "workload_class")
     if names_only:
-        qs = Allocation.objects.select_related("team", "pool", "gpu_model").only(
-            *_own_columns(Allocation), "team__name", "pool__name", "gpu_model__name"
+        qs = Allocation.objects.select_related("team", "pool", "gpu_model", "workload_class").only(
+            *_own_columns(Allocation),
+            "team__name",
+            "pool__name",
+            "gpu_model__name",
+            "workload_class__name",
         )
     return qs.visible_to(user)
 

@@ -75,6 +75,7 @@ REQUEST_COLUMNS = [
     Column("status", lambda r: r.status),
     Column("kind", lambda r: r.kind),
     Column("workload_kind", lambda r: r.workload_kind),
+    Column("workload_class", lambda r: r.workload_class.slug if r.workload_class else None),
     Column("pool", lambda r: r.pool.slug if r.pool else "any"),
     Column("gpu_model", lambda r: r.gpu_model.slug if r.gpu_model else None),
     Column("min_memory_gib", lambda r: r.min_memory_gib),
@@ -92,6 +93,7 @@ ALLOCATION_COLUMNS = [
     Column("team", lambda a: a.team.slug),
     Column("pool", lambda a: a.pool.slug),
     Column("gpu_model", lambda a: a.gpu_model.slug),
+    Column("workload_class", lambda a: a.workload_class.slug if a.workload_class else None),
     Column("card_count", lambda a: a.card_count),
     Column("status", lambda a: a.status),
     Column("starts_at", lambda a: a.starts_at.isoformat()),
@@ -200,6 +202,7 @@ def request_new(request):
                 and d.get("cards_per_node") is not None,
                 shared_nodes=bool(d.get("shared_nodes")) and d.get("cards_per_node") is not None,
                 mig_profile=d.get("mig_profile") or "",
+                workload_class=d.get("workload_class"),
             )
         except DomainError as exc:
             _apply_errors(form, exc)
@@ -277,6 +280,7 @@ def _options_for(form):
         gpu_model=d.get("gpu_model"),
         min_memory_gib=d.get("min_memory_gib"),
         cuda=(d.get("cuda_version") or "").strip() or None,
+        rule=_class_rule(d),
     )
     if d.get("cards_per_node") and d.get("node_count"):
         shape = Shape(
@@ -288,6 +292,15 @@ def _options_for(form):
         cuda = (d.get("cuda_version") or "").strip() or None
         _fit_shape_on(options, shape, d["starts_at"], d["ends_at"], cuda)
     return options
+
+
+def _class_rule(d: dict):
+    """The rule of the class the form states, or of the chosen team's default (issue 36)."""
+    team = d.get("team")
+    chosen = request_services.request_class(
+        team=team, workload_class=d.get("workload_class")
+    ) if team is not None else d.get("workload_class")  # fmt: skip
+    return chosen.rule() if chosen is not None else None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from pools.capacity import selectors as capacity_selectors
 from pools.capacity.api import CapacityRequestSerializer
 from pools.capacity.services.requests import (
     JUSTIFICATION_MAX,
+    request_class,
+    request_class_errors,
     validate_request_fields,
     validate_shape_fields,
 )
@@ -32,7 +34,8 @@ from pools.tenancy import selectors as tenancy_selectors
 
 ANSWER_DOC = (
     "`approvable_now`; `summary` (plain words); `why_not`: reasons in order, each `{code, text, "
-    "data}` with code one of kind, model, pool_model, driver, budget, free_cards, shape, ceiling; "
+    "data}` with code one of kind, class, model, pool_model, driver, budget, free_cards, shape, "
+    "ceiling; "
     "`when`: per eligible pool × GPU model the earliest start where the count and shape fit "
     "(null: not within a year); `where_instead`: alternatives (kind other_model, other_pool, "
     "split_shape, smaller_shape, fewer_cards, growth) with free cards, earliest start, price and "
@@ -92,8 +95,9 @@ class ExplainSerializer(CapacityRequestSerializer):
 
     class Meta(CapacityRequestSerializer.Meta):
         fields = [
-            "team", "workload_kind", "kind", "pool", "gpu_model", "min_memory_gib",
-            "card_count", "cards_per_node", "node_count", "one_nvlink_domain", "shared_nodes",
+            "team", "workload_kind", "workload_class", "kind", "pool", "gpu_model",
+            "min_memory_gib", "card_count", "cards_per_node", "node_count", "one_nvlink_domain",
+            "shared_nodes",
             "starts_at", "ends_at", "cuda_version", "justification", "sizing_estimate",
         ]  # fmt: skip
         read_only_fields = []
@@ -102,7 +106,9 @@ class ExplainSerializer(CapacityRequestSerializer):
 def explain_fields(*, user, data: dict) -> dict:
     """The explanation of validated fields (``ExplainSerializer.validated_data``) for
     ``user`` as JSON, with ``submit_errors``; raises :class:`InvalidInput` (400) for fields a
-    create would refuse before counting cards, and for a sizing estimate the user cannot see."""
+    create would refuse before counting cards, and for a sizing estimate the user cannot see.
+    A model the request's class may not use is a reason (``class``), not a 400."""
+    workload_class = request_class(team=data["team"], workload_class=data.get("workload_class"))
     common = dict(
         workload_kind=data["workload_kind"],
         card_count=data["card_count"],
@@ -112,6 +118,7 @@ def explain_fields(*, user, data: dict) -> dict:
         gpu_model=data.get("gpu_model"),
         min_memory_gib=data.get("min_memory_gib"),
         cuda_version=(data.get("cuda_version") or "").strip(),
+        workload_class=workload_class,
     )
     kind = data.get("kind", RequestKind.CARDS)
     errors = validate_request_fields(**common, kind=kind, capacity=False)
@@ -134,6 +141,9 @@ def explain_fields(*, user, data: dict) -> dict:
     if errors:
         raise InvalidInput("The request has invalid fields.", errors=errors)
     submit_errors = validate_request_fields(**common, kind=kind)
+    submit_errors.update(
+        request_class_errors(workload_class=workload_class, gpu_model=data.get("gpu_model"))
+    )
     answer = selectors.explanation_for_fields(
         user=user,
         team=data["team"],

@@ -11,8 +11,10 @@ memory asked).
 
 **Why not now** (:func:`explain`), every reason that applies, in this order (the order a pool
 admin checks them in): eligibility (``kind``: the named pool runs the other scheduler;
-``model``: no pool of the workload's scheduler has a whole card of the model; ``pool_model``:
-the named pool has none; ``driver``: no driver group supports the CUDA version), the team's
+``class``: the request's workload class may not run on the model, or on any model asked for,
+:class:`pools.classes.rules.ClassRule`, with the fleet's models it may use; ``model``: no
+pool of the workload's scheduler has a whole card of the model; ``pool_model``: the named pool
+has none; ``driver``: no driver group supports the CUDA version), the team's
 budget (``budget``: the verdict of :mod:`pools.capacity.budget_gate`), the free cards in the
 window (``free_cards``: usable − the most held at once, with the cards down or drained and under
 maintenance named apart, as they are not counted), the shape (``shape``: cards per node and
@@ -60,13 +62,24 @@ from typing import Any, NamedTuple
 
 from pools.capacity.arithmetic import card_hours, peak_cards, usable_cards
 from pools.capacity.placement import FitResult, NodeGroup, Shape, fit_groups, take_cards
+from pools.classes.rules import ClassRule
 
 HORIZON = timedelta(days=366)  # how far "when" looks: a request lasts at most a year
 SHAPE_CANDIDATES = 64  # shape fits tried per option before "when" gives up (None)
 FREES_SHOWN = 5  # "from when more cards are free" entries in "who holds it"
 ALTERNATIVES_SHOWN = 8
 
-WHY_ORDER = ("kind", "model", "pool_model", "driver", "budget", "free_cards", "shape", "ceiling")
+WHY_ORDER = (
+    "kind",
+    "class",
+    "model",
+    "pool_model",
+    "driver",
+    "budget",
+    "free_cards",
+    "shape",
+    "ceiling",
+)
 BLOCKING_BUDGET = "refuse"
 
 
@@ -176,7 +189,9 @@ class Ask:
     ``scheduler``) over ``[start, end)`` (aware), for team ``team_slug``. ``sizing_cards``:
     an inference sizing estimate's card count per model slug (``None``: no estimate).
     ``model_memory_gib`` / ``model_card_class``: the named model's, which alternatives must
-    match (also when no pool has a card of it)."""
+    match (also when no pool has a card of it). ``workload_class``: the rule of the request's
+    class (``None``: unclassed), which only options of models it permits may take;
+    ``class_may_use``: the names of the fleet's models it permits, for the ``class`` reason."""
 
     team_slug: str
     workload_kind: str
@@ -195,6 +210,13 @@ class Ask:
     cuda: str | None = None
     shape: Shape | None = None
     sizing_cards: Mapping[str, int] | None = None
+    workload_class: ClassRule | None = None
+    class_may_use: tuple[str, ...] = ()
+
+    def permits(self, model: ModelFacts) -> bool:
+        """Whether the ask's class may run on ``model`` (always, unclassed)."""
+        rule = self.workload_class
+        return rule is None or rule.permits(model_slug=model.slug, card_class=model.card_class)
 
     @property
     def length(self) -> timedelta:
@@ -408,7 +430,11 @@ def _is_target(ask: Ask, option: OptionFacts) -> bool:
 
 
 def _eligible(ask: Ask, option: OptionFacts) -> bool:
-    return option.scheduler == ask.scheduler and option.cards.on_driver > 0
+    return (
+        option.scheduler == ask.scheduler
+        and option.cards.on_driver > 0
+        and ask.permits(option.model)
+    )
 
 
 @dataclass
@@ -494,6 +520,9 @@ def _eligibility(
                 {"pool": ask.pool_slug, "scheduler": ask.pool_scheduler},
             )
         )
+    refused = _class_refusal(ask, aimed)
+    if refused is not None:
+        return [*reasons, refused]
     if ask.model_slug is not None:
         anywhere = [
             o
@@ -539,6 +568,29 @@ def _eligibility(
             )
         )
     return reasons
+
+
+def _class_refusal(ask: Ask, aimed: Sequence[OptionFacts]) -> Reason | None:
+    """The ``class`` reason: the ask's class may not run on the named model, or on any model
+    of the targets; it names the models of the workload's scheduler's pools the class may use
+    (:attr:`Ask.class_may_use`). ``None`` when the class permits the ask's model(s)."""
+    rule = ask.workload_class
+    if rule is None:
+        return None
+    if ask.model_slug is not None:
+        if ask.model_name is None or ask.model_card_class is None:
+            return None
+        named = ModelFacts(ask.model_slug, ask.model_name, Decimal(0), ask.model_card_class)
+        if ask.permits(named):
+            return None
+        model_name, card_class = ask.model_name, ask.model_card_class
+    else:
+        if not aimed or any(ask.permits(o.model) for o in aimed):
+            return None
+        model_name, card_class = aimed[0].model.name, aimed[0].model.card_class
+    allowed = list(ask.class_may_use)
+    text = rule.refusal(model_name=model_name, card_class=card_class, allowed=allowed)
+    return Reason("class", text, {"workload_class": rule.slug, "may_use": allowed})
 
 
 def _no_cards_in_pool(ask: Ask, aimed: Sequence[OptionFacts]) -> Reason:

@@ -31,6 +31,8 @@ from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.placement import NodeGroup, Shape
 from pools.choices import GpuHealth, NodeState
+from pools.classes.models import WorkloadClass
+from pools.classes.selectors import class_permitted_models
 from pools.explain.core import (
     HORIZON,
     Ask,
@@ -71,7 +73,14 @@ def explanations_for_requests(
     one read of the facts for all of them (:class:`Facts`): a fixed number of statements
     whatever their number. The budget is what the team's budgets said at submission
     (``budget_verdict``, ``budget_reason``): the queue shows it, the approval checks again."""
-    asks = {r.pk: ask_of(**_request_fields(r)) for r in requests}
+    may_use: dict[int, tuple[str, ...]] = {}  # one read per class, not per request
+    for r in requests:
+        if r.workload_class_id is not None and r.workload_class_id not in may_use:
+            may_use[r.workload_class_id] = _may_use(r.workload_class)
+    asks = {
+        r.pk: ask_of(**_request_fields(r), class_may_use=may_use.get(r.workload_class_id))
+        for r in requests
+    }
     if not asks:
         return {}
     facts = Facts.load(list(asks.values()))
@@ -100,6 +109,7 @@ def _request_fields(request: CapacityRequest) -> dict[str, Any]:
         node_count=request.node_count,
         one_nvlink_domain=request.one_nvlink_domain,
         shared_nodes=request.shared_nodes,
+        workload_class=request.workload_class,
     )
 
 
@@ -121,6 +131,7 @@ def explanation_for_fields(
     shared_nodes: bool = False,
     sizing_cards: dict[str, int] | None = None,
     exclude_request: CapacityRequest | None = None,
+    workload_class: WorkloadClass | None = None,
 ) -> Explanation:
     """The explanation of a request's fields (validated by the caller, as for a create) for
     ``user``, who may see ``team``. An approved ``exclude_request`` does not compete with
@@ -130,6 +141,7 @@ def explanation_for_fields(
         ends_at=ends_at, pool=pool, gpu_model=gpu_model, min_memory_gib=min_memory_gib,
         cuda_version=cuda_version, cards_per_node=cards_per_node, node_count=node_count,
         one_nvlink_domain=one_nvlink_domain, shared_nodes=shared_nodes, sizing_cards=sizing_cards,
+        workload_class=workload_class,
     )  # fmt: skip
     exclude = getattr(getattr(exclude_request, "allocation", None), "pk", None)
     options = Facts.load([ask], exclude_allocation=exclude).options(ask)
@@ -168,8 +180,14 @@ def ask_of(
     one_nvlink_domain: bool = False,
     shared_nodes: bool = False,
     sizing_cards: dict[str, int] | None = None,
+    workload_class: WorkloadClass | None = None,
+    class_may_use: tuple[str, ...] | None = None,
 ) -> Ask:
-    """A request's fields as the core's :class:`pools.explain.core.Ask`."""
+    """A request's fields as the core's :class:`pools.explain.core.Ask` (``workload_class``:
+    the class the request states, already resolved from the team's default;
+    ``class_may_use``: the fleet's models it permits, read here when not given)."""
+    if workload_class is not None and class_may_use is None:
+        class_may_use = _may_use(workload_class)
     shape = (
         Shape(
             cards_per_node=cards_per_node,
@@ -198,7 +216,13 @@ def ask_of(
         cuda=cuda_version or None,
         shape=shape,
         sizing_cards=sizing_cards,
+        workload_class=workload_class.rule() if workload_class is not None else None,
+        class_may_use=class_may_use or (),
     )
+
+
+def _may_use(workload_class: WorkloadClass) -> tuple[str, ...]:
+    return tuple(m.name for m in class_permitted_models(workload_class.rule()))
 
 
 def sizing_cards_of(*, user: Any, estimate_id: int) -> dict[str, int] | None:

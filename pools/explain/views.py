@@ -17,7 +17,7 @@ from django.utils.cache import patch_vary_headers
 
 from pools.capacity import selectors as capacity_selectors
 from pools.capacity.forms import CapacityRequestForm
-from pools.capacity.services.requests import START_GRACE
+from pools.capacity.services.requests import START_GRACE, request_class
 from pools.choices import RequestKind, RequestStatus
 from pools.explain import selectors
 from pools.explain.core import Explanation, stamp
@@ -81,6 +81,7 @@ def _draft_answer(request, d: dict[str, Any]) -> tuple[Explanation | None, str]:
         node_count=d.get("node_count"),
         one_nvlink_domain=bool(d.get("one_nvlink_domain")) and d.get("cards_per_node") is not None,
         shared_nodes=bool(d.get("shared_nodes")) and d.get("cards_per_node") is not None,
+        workload_class=request_class(team=d["team"], workload_class=d.get("workload_class")),
     )
     return answer, ""
 

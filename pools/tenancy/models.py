@@ -60,6 +60,11 @@ class Team(models.Model):
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
     )
+    # The class its requests state unless they say otherwise (issue 36); empty: unclassed,
+    # no class rule applies to its requests.
+    default_class = models.ForeignKey(
+        "pools.WorkloadClass", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
 
     objects = team_owned("pk").as_manager()
 

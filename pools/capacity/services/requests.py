@@ -23,6 +23,7 @@ from pools.capacity.availability import (
     request_options,
 )
 from pools.capacity.budget_gate import NEEDS_ADMIN, budget_check_step
+from pools.capacity.class_room import class_room_check
 from pools.capacity.locks import pool_lock, request_lock, request_lock_reusing
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
 from pools.capacity.shapes import (
@@ -42,6 +43,9 @@ from pools.choices import (
     Scheduler,
     WorkloadKind,
 )
+from pools.classes.models import WorkloadClass
+from pools.classes.rules import ClassRule
+from pools.classes.selectors import class_model_refusal
 from pools.errors import BudgetExceeded, InsufficientCapacity, InvalidInput, InvalidTransition
 from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import GpuModel, Pool
@@ -86,6 +90,7 @@ def validate_request_fields(
     kind: str = RequestKind.CARDS,
     capacity: bool = True,
     mig_profile: str = "",
+    workload_class: WorkloadClass | None = None,
 ) -> dict[str, str]:
     """Field errors of a request's inputs, ``{field: message}``; empty when usable.
 
@@ -102,6 +107,9 @@ def validate_request_fields(
     A request for MIG slices (``mig_profile`` such as ``1g.10gb``; ``card_count`` counts
     slices) names the pool and GPU model, and the pool must hold at least that many slices of
     the profile on that model (:func:`_slice_errors`).
+
+    With a ``workload_class``, the count must fit on models the class permits (the named
+    model's refusal is :func:`request_class_errors`).
     """
     now = now or timezone.now()
     errors = _kind_and_count_errors(kind, workload_kind, card_count, gpu_model)
@@ -123,6 +131,8 @@ def validate_request_fields(
         gpu_model=gpu_model,
         min_memory_gib=min_memory_gib,
         cuda_version=cuda_version,
+        # a named model the class refuses is request_class_errors' to say, not the count's
+        rule=workload_class.rule() if workload_class and gpu_model is None else None,
     )
 
 
@@ -190,9 +200,11 @@ def _capacity_errors(
     gpu_model: GpuModel | None,
     min_memory_gib: Decimal | None,
     cuda_version: str,
+    rule: ClassRule | None = None,
 ) -> dict[str, str]:
     """Whether the cards exist at all for otherwise usable fields: the named pool offers the
-    model, some eligible pool's driver supports the CUDA version, and one holds the count."""
+    model, some eligible pool's driver supports the CUDA version, and one holds the count (on
+    models the class ``rule`` permits)."""
     errors: dict[str, str] = {}
     options = request_options(
         workload_kind=workload_kind,
@@ -203,8 +215,17 @@ def _capacity_errors(
         gpu_model=gpu_model,
         min_memory_gib=min_memory_gib,
         cuda=cuda_version or None,
+        rule=rule,
     )
-    kind_ok = [o for o in options if o.pool.scheduler == SCHEDULER_OF_KIND[workload_kind]]
+    kind_ok = [
+        o
+        for o in options
+        if o.pool.scheduler == SCHEDULER_OF_KIND[workload_kind]
+        and (
+            rule is None
+            or rule.permits(model_slug=o.gpu_model.slug, card_class=o.gpu_model.card_class)
+        )
+    ]
     offered = [o for o in kind_ok if o.schedulable or not cuda_version]
     if pool is not None and gpu_model is not None and not any(o.total for o in kind_ok):
         mig_cards = max((o.mig_cards for o in kind_ok), default=0)
@@ -315,8 +336,14 @@ def capacity_request_create(
     shared_nodes: bool = False,
     kind: str = RequestKind.CARDS,
     mig_profile: str = "",
+    workload_class: WorkloadClass | None = None,
 ) -> CapacityRequest:
     """Create a request for ``team`` (draft, or submitted when ``submit``).
+
+    ``workload_class`` (issue 36) defaults to the extended allocation's, else the team's
+    default class; a named GPU model the class does not permit is refused on ``gpu_model``
+    with the models it may use (:func:`request_class_errors`), and an open request only lands
+    on models it permits.
 
     ``mig_profile`` (``"1g.10gb"``) asks for ``card_count`` MIG slices of that profile of
     ``gpu_model`` in ``pool`` instead of whole cards: both named, no shape (issue 38).
@@ -335,6 +362,7 @@ def capacity_request_create(
     once (see :func:`capacity_request_submit`).
     """
     require_member(actor, team)
+    workload_class = request_class(team=team, workload_class=workload_class, extends=extends)
     errors = validate_request_fields(
         workload_kind=workload_kind,
         card_count=card_count,
@@ -346,6 +374,7 @@ def capacity_request_create(
         cuda_version=cuda_version,
         kind=kind,
         mig_profile=mig_profile,
+        workload_class=workload_class,
     )
     if extends is not None and kind != RequestKind.CARDS:
         errors["kind"] = "An extension asks for cards from the allocation's pool."
@@ -362,6 +391,7 @@ def capacity_request_create(
             shared_nodes=shared_nodes,
         )
     )
+    errors.update(request_class_errors(workload_class=workload_class, gpu_model=gpu_model))
     if not (justification or "").strip():
         errors["justification"] = "Say what the cards are for."
     elif len(justification) > JUSTIFICATION_MAX:
@@ -379,6 +409,7 @@ def capacity_request_create(
             team=team,
             requested_by=actor,
             workload_kind=workload_kind,
+            workload_class=workload_class,
             kind=kind,
             pool=pool,
             gpu_model=gpu_model,
@@ -402,6 +433,29 @@ def capacity_request_create(
         capacity_request_submit(request=request, actor=actor)
         request.refresh_from_db()
     return request
+
+
+def request_class(
+    *, team: Team, workload_class: WorkloadClass | None, extends: Allocation | None = None
+) -> WorkloadClass | None:
+    """The class a new request states: the one named, else the extended allocation's, else
+    the team's default (``None``: unclassed)."""
+    if workload_class is not None:
+        return workload_class
+    if extends is not None and extends.workload_class_id is not None:
+        return extends.workload_class
+    return team.default_class
+
+
+def request_class_errors(
+    *, workload_class: WorkloadClass | None, gpu_model: GpuModel | None
+) -> dict[str, str]:
+    """``{"gpu_model": reason}`` when the class may not run on the named model ("Production may
+    not run on GeForce RTX 4090: consumer class (it may use: …)"), else ``{}``."""
+    if gpu_model is None:
+        return {}
+    refusal = class_model_refusal(workload_class=workload_class, gpu_model=gpu_model)
+    return {"gpu_model": f"{refusal}."} if refusal else {}
 
 
 def capacity_request_submit(*, request: CapacityRequest, actor: Any) -> CapacityRequest:
@@ -503,9 +557,11 @@ def capacity_request_approve(
     those cards. An extension of an unplaced allocation is checked like any request.
 
     In steps: where it grants (:func:`_approval_target`), the pool and request locked, the
-    grant's own bounds (:func:`_check_grant`), the cards and shape free for the window
-    (:func:`_grant_placement`), the decision written (:func:`_approval_record`), the scheduler
-    work queued on commit (:func:`_approval_enqueue`).
+    grant's own bounds (:func:`_check_grant`), the class may use the model
+    (:func:`_check_class`), the cards and shape free for the window
+    (:func:`_grant_placement`), no two classes on one card
+    (:func:`pools.capacity.class_room.class_room_check`), the decision written
+    (:func:`_approval_record`), the scheduler work queued on commit (:func:`_approval_enqueue`).
     """
     if not system:
         require_pool_admin(actor)
@@ -526,6 +582,7 @@ def capacity_request_approve(
         cards = request.card_count if card_count is None else card_count
         end = request.ends_at if ends_at is None else ends_at
         _check_grant(request, cards, end, locked_pool, target_model)
+        _check_class(request, target_model)
         budget_check_step(request=request, ends_at=end, pool=locked_pool, gpu_model=target_model,
                           cards=card_equivalents(cards, request.mig_profile, target_model),
                           system=system)  # fmt: skip
@@ -533,6 +590,10 @@ def capacity_request_approve(
             placement = _grant_slices(request, cards, end, locked_pool, target_model)
         else:
             placement = _grant_placement(request, cards, end, locked_pool, target_model)
+            class_room_check(
+                pool=locked_pool, gpu_model=target_model, start=request.starts_at, end=end,
+                cards=cards, workload_class=request.workload_class,
+            )  # fmt: skip
         allocation = _approval_record(
             request,
             actor,
@@ -542,6 +603,7 @@ def capacity_request_approve(
                 team=request.team,
                 pool=locked_pool,
                 gpu_model=target_model,
+                workload_class=request.workload_class,
                 card_count=cards,
                 mig_profile=request.mig_profile,
                 starts_at=request.starts_at,
@@ -552,6 +614,14 @@ def capacity_request_approve(
         )
         _approval_enqueue(allocation)
     return allocation
+
+
+def _check_class(request: CapacityRequest, gpu_model: GpuModel) -> None:
+    """The request's workload class may run on the granted model (issue 36), whoever picked
+    it; else :class:`InvalidInput` on ``gpu_model`` with the models the class may use."""
+    errors = request_class_errors(workload_class=request.workload_class, gpu_model=gpu_model)
+    if errors:
+        raise InvalidInput(errors["gpu_model"], errors=errors)
 
 
 def _not_approvable(request: CapacityRequest, message: str) -> InvalidTransition:
@@ -863,6 +933,7 @@ def _choose_option(
         gpu_model=model,
         min_memory_gib=request.min_memory_gib,
         cuda=request.cuda_version or None,
+        rule=request.workload_class.rule() if request.workload_class_id else None,
     )
     eligible = [o for o in options if o.eligible]
     if not eligible:

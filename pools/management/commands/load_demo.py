@@ -32,6 +32,7 @@ from pools.capacity.services.requests import (
     capacity_request_reject,
 )
 from pools.choices import AllocationStatus, IdleFindingState, TeamRole
+from pools.classes.models import WorkloadClass
 from pools.demo import (
     DEMO_SERVED,
     POOLS,
@@ -125,6 +126,7 @@ class Command(BaseCommand):
         teams = {t.slug: t for t in Team.objects.all()}
         pools = {p.slug: p for p in Pool.objects.all()}
         models = {m.slug: m for m in GpuModel.objects.all()}
+        classes = {c.slug: c for c in WorkloadClass.objects.all()}
         now = timezone.now().replace(second=0, microsecond=0)
         day = timedelta(days=1)
 
@@ -166,8 +168,23 @@ class Command(BaseCommand):
             soon,
             2,
             "Chat assistant serving (Qwen2.5-14B).",
+            workload_class=classes["production"],
         )
         capacity_request_approve(request=serving, actor=admin)
+        # Workload classes (issue 36): production serving on L40S (above), batch on the 4090s.
+        batch = ask(
+            "bob",
+            "vision",
+            "training",
+            "dev-4090",
+            "rtx4090",
+            8,
+            soon,
+            3,
+            "Nightly evaluation sweeps over the detector checkpoints.",
+            workload_class=classes["batch"],
+        )
+        capacity_request_approve(request=batch, actor=admin)
         later = ask(
             "bob",
             "vision",
