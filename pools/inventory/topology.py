@@ -151,11 +151,6 @@ def parse_topology(text: str) -> HostInterconnect:
     return _interconnect(matrix, status, issues)
 
 
-def parse_topology_matrix(text: str) -> TopologyMatrix | None:
-    """Just the matrix of ``topo -m`` output (``None`` when there is none)."""
-    return parse_topology(text).matrix
-
-
 def _sections(text: str) -> list[tuple[str, int, list[str]]]:
     """Split into (kind, first line number, lines); kind ``topo``, ``nvlink`` or ``other``.
 

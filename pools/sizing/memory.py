@@ -430,13 +430,3 @@ def smallest_fitting_tp(
         if estimate.fits:
             return estimate
     return None
-
-
-def bytes_to_gb(value: float) -> float:
-    """Bytes to GB (1e9 bytes), the unit of vendor memory sizes and of the issue's examples."""
-    return value / 1e9
-
-
-def bytes_to_gib(value: float) -> float:
-    """Bytes to GiB (2**30 bytes), the unit nvidia-smi and engines report."""
-    return value / GIB
