@@ -398,35 +398,3 @@ def memory_estimate(
         fits=max_sequences >= needed,
         pp=pp,
     )
-
-
-def smallest_fitting_tp(
-    *,
-    model: ModelArch,
-    precision: Precision,
-    kv_bits: int,
-    gpu_memory_bytes: int,
-    max_tp: int,
-    context_tokens: int,
-    sequences: int | None,
-    engine: str | None = None,
-) -> MemoryEstimate | None:
-    """The estimate at the smallest TP degree of :func:`tp_degrees` that fits, else ``None``.
-
-    Same arguments and errors as :func:`memory_estimate`; ``max_tp`` is the node's card count.
-    """
-    _check_positive("max_tp", max_tp)
-    for tp in tp_degrees(model=model, max_tp=max_tp):
-        estimate = memory_estimate(
-            model=model,
-            precision=precision,
-            kv_bits=kv_bits,
-            gpu_memory_bytes=gpu_memory_bytes,
-            tp=tp,
-            context_tokens=context_tokens,
-            sequences=sequences,
-            engine=engine,
-        )
-        if estimate.fits:
-            return estimate
-    return None
