@@ -52,7 +52,8 @@ lint: install
 
 # Fast tier first (no services but PostgreSQL), then everything that needs a real service.
 test: install services lint
-	SLURM_TEST_ENV=$(SLURM_MODERN_ENV) $(BIN)/python -m pytest -m "not integration and not browser and not conformance"
+	SLURM_TEST_ENV=$(SLURM_MODERN_ENV) $(BIN)/python -m pytest -m "not integration and not browser and not conformance and not subprocess"
+	$(BIN)/python -m pytest -m subprocess
 	SLURM_TEST_ENV=$(SLURM_MODERN_ENV) $(BIN)/python -m pytest -m "integration or browser"
 	$(BIN)/python -m pytest -m conformance -s
 	SLURM_TEST_ENV=$(SLURM_V41_ENV) $(BIN)/python -m pytest -m integration $(SLURM_TIER)
@@ -64,7 +65,7 @@ test-slurm: install
 	SLURM_TEST_ENV=$(SLURM_TEST_ENV) $(BIN)/python -m pytest -m integration $(SLURM_TIER)
 
 test-fast: install
-	$(BIN)/python -m pytest -m "not integration and not browser and not conformance"
+	$(BIN)/python -m pytest -m "not integration and not browser and not conformance and not subprocess"
 
 # schemathesis --checks all against gunicorn, as a pool admin and as a member (minutes; prints counts)
 test-conformance: install

@@ -10,7 +10,7 @@ from decimal import Decimal
 from django.db import connection
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 
-from billing.choices import TOKEN_UNITS, ChargeBasis, LineKind, RateKind, UsageUnit
+from billing.choices import TOKEN_UNITS, ChargeBasis, RateKind, UsageUnit
 from billing.conf import billing_zone
 from billing.models import RateCard, Statement, StatementLine, UsageRecord
 from billing.pricing import hours_between, minor_unit, next_month, previous_month, round_money
@@ -413,10 +413,6 @@ def finance_month(*, month: date) -> dict:
             {"label": k, "amount": v} for k, v in sorted(models.items(), key=lambda kv: -kv[1])
         ],
     }
-
-
-def usage_lines_of(statement: Statement) -> list[StatementLine]:
-    return [x for x in statement.lines.all() if x.kind == LineKind.USAGE]
 
 
 def tokens_toward_quota(*, team_id: int, month: date) -> dict[str, int]:

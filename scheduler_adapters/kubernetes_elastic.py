@@ -370,20 +370,3 @@ class ElasticQuotaWriter:
     def apply_hpa(self, team: str, spec: HpaSpec) -> bool:
         obj = hpa_manifest(team, self.namespace(team), spec)
         return self.adapter.ensure_objects(team, [obj], operation="apply_hpa")
-
-
-def read_elastic_annotation(quota: Mapping[str, Any] | None) -> dict[str, int] | None:
-    """``{"floor", "ceiling", "cards"}`` as recorded on a ResourceQuota, or ``None``."""
-    if not quota:
-        return None
-    raw = ((quota.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_ELASTIC)
-    try:
-        data = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not all(
-        isinstance(data.get(k), int) and not isinstance(data.get(k), bool)
-        for k in ("floor", "ceiling", "cards")
-    ):
-        return None
-    return {k: data[k] for k in ("floor", "ceiling", "cards")}

@@ -389,12 +389,6 @@ def histogram_quantile(q: float, buckets: Mapping[float, float]) -> tuple[float 
     return bounds[-2], ""
 
 
-def metric_names(signal_key: str) -> tuple[str, ...]:
-    """Every name :data:`SIGNALS` reads for ``signal_key``, current ones first."""
-    signal = SIGNAL_BY_KEY[signal_key]
-    return tuple(m.name for m in sorted(signal.metrics, key=lambda m: m.rank))
-
-
 class QueriesPrometheus(Protocol):
     def query(self, expr: str, *, at: datetime) -> tuple[Series, ...]: ...
 

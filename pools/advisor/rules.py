@@ -324,12 +324,6 @@ def _and(*values: Tri) -> Tri:
     return None if any(v is None for v in values) else True
 
 
-def _or(*values: Tri) -> Tri:
-    if any(v is True for v in values):
-        return True
-    return None if any(v is None for v in values) else False
-
-
 def _fb_used_pct(b: Bucket) -> float | None:
     if b.fb_used_mib is None or b.fb_free_mib is None or b.fb_used_mib + b.fb_free_mib <= 0:
         return None
@@ -538,7 +532,7 @@ def rule_memory_pressure(s: WindowSignals, t: Thresholds) -> Outcome:
     )
 
     def test(b: Bucket) -> Tri:
-        # _or(_ge(preemptions), _ge(kv), _ge(fb used %)) written out: it runs for every
+        # three-valued OR of preemptions, KV cache and fb used % written out: it runs for every
         # bucket of the window (half a million a pass)
         pre, kv, used, free = b.preemptions, b.kv_cache_usage_pct, b.fb_used_mib, b.fb_free_mib
         fb = None

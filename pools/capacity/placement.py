@@ -154,12 +154,6 @@ class NodeFree:
         node.__dict__.update(name=name, free=free, domains=domains)
         return node
 
-    def free_by_domain(self) -> list[frozenset[int]] | None:
-        """The free cards of each domain (domains with none left out); ``None`` if unknown."""
-        if self.domains is None:
-            return None
-        return [self.free & d for d in self.domains if self.free & d]
-
 
 @dataclass(frozen=True)
 class Placement:

@@ -35,29 +35,6 @@ class Burst:
         return max(0, self.cards_held - self.floor_cards)
 
 
-def free_for_burst(*, capacity_cards: int, guaranteed_cards: int, burst_cards: int) -> int:
-    """Cards still lendable: capacity (usable x over-commit, whole cards) less the floors of
-    every holding allocation less the burst already lent; never negative."""
-    return max(0, capacity_cards - guaranteed_cards - burst_cards)
-
-
-def grant_burst(
-    *, wanted_cards: int, cards_held: int, floor_cards: int, capacity_cards: int,
-    guaranteed_cards: int, burst_cards_of_others: int,
-) -> int:  # fmt: skip
-    """The cards an elastic allocation may move to when its policy wants ``wanted_cards``:
-    down always allowed (never below the floor), up only as far as the free cards go."""
-    if wanted_cards <= cards_held:
-        return max(floor_cards, wanted_cards)
-    own_burst = max(0, cards_held - floor_cards)
-    free = free_for_burst(
-        capacity_cards=capacity_cards,
-        guaranteed_cards=guaranteed_cards,
-        burst_cards=burst_cards_of_others + own_burst,
-    )
-    return min(wanted_cards, cards_held + free)
-
-
 @dataclass(frozen=True)
 class HandBack:
     """Allocation ``allocation_id`` goes from ``cards_from`` to ``cards_to`` at

@@ -158,38 +158,6 @@ def prescale(
     return Prescale(now, end, best, best_at, cards, per_card_rate)
 
 
-def next_rise(
-    profile: WeeklyProfile,
-    *,
-    now: float,
-    cards_now: int,
-    per_card_rate: float,
-    lead_s: int = SEED_LEAD_S,
-    cards_per_replica: int = 1,
-    horizon_s: int = 86_400,
-) -> Prescale | None:
-    """The first pre-scale within ``horizon_s`` that asks for more than ``cards_now`` (for the
-    live page: "next pre-scale at ..."), or ``None``. Checked at each slot boundary minus the
-    lead, where the pre-scale level can change."""
-
-    def boundary_after(t: float) -> float:
-        return t - ((t - MONDAY_EPOCH_S) % profile.slot_s) + profile.slot_s
-
-    at = now
-    while at <= now + horizon_s:
-        found = prescale(
-            profile,
-            now=at,
-            per_card_rate=per_card_rate,
-            lead_s=lead_s,
-            cards_per_replica=cards_per_replica,
-        )
-        if found.cards is not None and found.cards > cards_now:
-            return found
-        at = boundary_after(at + lead_s) - lead_s
-    return None
-
-
 def plan_ahead(
     profile: WeeklyProfile, *, now: float, hours: float = 2.0
 ) -> list[tuple[float, float | None]]:

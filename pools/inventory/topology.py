@@ -123,13 +123,6 @@ class HostInterconnect:
     nvlink_status: Mapping[int, GpuNvlinkStatus]
     issues: tuple[TopologyIssue, ...] = field(default=())
 
-    def domain_of(self, gpu_index: int) -> NvlinkDomain | None:
-        """The domain holding ``gpu_index``, ``None`` when unknown or not a card of this host."""
-        for domain in self.domains or ():
-            if gpu_index in domain.gpus:
-                return domain
-        return None
-
 
 def parse_topology(text: str) -> HostInterconnect:
     """Read ``topo -m`` and/or ``nvlink --status`` output (one command or a capture file of
@@ -149,11 +142,6 @@ def parse_topology(text: str) -> HostInterconnect:
         elif kind == "nvlink":
             status.update(_parse_nvlink_status(lines, start, issues))
     return _interconnect(matrix, status, issues)
-
-
-def parse_topology_matrix(text: str) -> TopologyMatrix | None:
-    """Just the matrix of ``topo -m`` output (``None`` when there is none)."""
-    return parse_topology(text).matrix
 
 
 def _sections(text: str) -> list[tuple[str, int, list[str]]]:

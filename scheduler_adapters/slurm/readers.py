@@ -64,12 +64,6 @@ def list_at(payload: Mapping[str, Any], key: str, path: str) -> list[Any]:
     return value
 
 
-def object_at(value: Any, path: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise unexpected(path, "an object", value)
-    return value
-
-
 def str_at(entry: Mapping[str, Any], key: str, path: str) -> str:
     value = entry.get(key)
     if not isinstance(value, str):

@@ -73,6 +73,7 @@ def test_reads_with_nulls_match_the_schema(api_schema, token):
     assert (summary["cost"], summary["unpriced_tasks"]) == (None, 1)
 
 
+@pytest.mark.subprocess
 def test_schemathesis_on_token_flow_operations(api_schema, token):
     operations = [r.ok() for r in api_schema.get_all_operations() if "token-flow" in r.ok().path]
     failures, statuses = [], Counter()

@@ -22,6 +22,7 @@ def hadolint() -> str | None:
     return str(beside) if beside.exists() else shutil.which("hadolint")
 
 
+@pytest.mark.subprocess
 def test_dockerfile_passes_hadolint():
     binary = hadolint()
     if binary is None:

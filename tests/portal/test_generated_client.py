@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.subprocess]
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.subprocess]
 
 EXAMPLES_PER_OPERATION = 15
 CHECKS = [not_a_server_error, response_schema_conformance]

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -51,6 +53,7 @@ def test_no_vendored_file_names_a_source_map_that_is_not_in_the_repository():
     assert missing == []
 
 
+@pytest.mark.subprocess
 def test_collectstatic_with_debug_off_writes_hashed_compressed_files_and_pages_answer(tmp_path):
     static_root = tmp_path / "collected"
     env = production_env(static_root)

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from portal.worker_health import heartbeat_age_s, heartbeat_start, probe
@@ -42,6 +43,7 @@ def test_the_heartbeat_thread_rewrites_the_file(tmp_path):
         stop.set()
 
 
+@pytest.mark.subprocess
 def test_the_probe_runs_as_the_manifests_call_it(tmp_path):
     beat = tmp_path / "beat"
     beat.write_text("x")

@@ -1,26 +1,11 @@
-"""Burst cards come only from free capacity and go back, newest first, when a guaranteed
-approval needs them."""
+"""Burst cards go back, newest first, when a guaranteed approval needs them. That they come only
+from free capacity is the lending step of ``pools.elastic.services`` (test_services.py)."""
 
 from __future__ import annotations
 
-from pools.elastic.burst import Burst, free_for_burst, grant_burst, hand_back_plan
+from pools.elastic.burst import Burst, hand_back_plan
 
 NOW = 1_800_000_000.0
-
-
-def test_free_for_burst_excludes_floors_and_burst_already_lent():
-    # 16 usable cards, floors 10, burst lent 4 -> 2 free; never negative
-    assert free_for_burst(capacity_cards=16, guaranteed_cards=10, burst_cards=4) == 2
-    assert free_for_burst(capacity_cards=16, guaranteed_cards=14, burst_cards=4) == 0
-
-
-def test_grant_stops_at_the_free_cards():
-    # floor 2, holding 4 (burst 2); others' floors (with ours) 10, others' burst 3; 16 usable:
-    # free = 16 - 10 - (3 + 2) = 1 -> wanting 8 gives 5
-    args = dict(floor_cards=2, capacity_cards=16, guaranteed_cards=10, burst_cards_of_others=3)
-    assert grant_burst(wanted_cards=8, cards_held=4, **args) == 5
-    assert grant_burst(wanted_cards=5, cards_held=4, **args) == 5
-    assert grant_burst(wanted_cards=1, cards_held=4, **args) == 2  # never below the floor
 
 
 def test_a_guaranteed_approval_takes_borrowed_cards_back_newest_first():

@@ -11,7 +11,6 @@ from pools.elastic.forecast import (
     WEEK_S,
     build_profile,
     cards_for,
-    next_rise,
     prescale,
 )
 
@@ -80,14 +79,6 @@ def test_prescale_covers_the_peak_until_it_ends(profile):
     assert at_1145.cards == 4
     after = prescale(profile, now=NOW + 12 * HOUR, per_card_rate=PER_CARD)
     assert after.cards == 1
-
-
-def test_next_rise_is_at_0830(profile):
-    rise = next_rise(profile, now=NOW, cards_now=1, per_card_rate=PER_CARD)
-    assert rise is not None
-    assert rise.start == NOW + 8 * HOUR + 30 * 60
-    assert rise.cards == 4
-    assert next_rise(profile, now=NOW, cards_now=4, per_card_rate=PER_CARD) is None
 
 
 def test_too_few_weeks_pre_scale_nothing():

@@ -113,6 +113,7 @@ def test_exit_2_for_unusable_arguments_and_nothing_written(
     assert table_counts() == before
 
 
+@pytest.mark.subprocess
 def test_the_exit_status_reaches_the_shell(tmp_path):
     """The same codes from a real ``manage.py`` process (argument errors need no database)."""
     path = tmp_path / "trn-01.csv"

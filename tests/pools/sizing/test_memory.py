@@ -20,7 +20,6 @@ from pools.sizing.memory import (
     memory_estimate,
     precision_parse,
     reserve_bytes,
-    smallest_fitting_tp,
     tp_degrees,
     weights_bytes,
 )
@@ -165,7 +164,7 @@ def test_tensorrt_llm_reserves_a_tenth_of_the_free_memory():
     assert estimate.reserve_bytes_per_gpu == int(free * 0.1)
 
 
-def test_70b_fp16_on_h100_needs_tp2_and_leaves_room_for_seven_sequences():
+def test_70b_fp16_fits_on_two_h100s_with_room_for_seven_sequences():
     model = model_preset("llama3_70b")
     weights_per_gpu = 70_553_706_496 * 2 // 2
     overhead = 3 * GIB + 342 * MIB
@@ -173,24 +172,24 @@ def test_70b_fp16_on_h100_needs_tp2_and_leaves_room_for_seven_sequences():
     budget = H100_BYTES - weights_per_gpu - overhead - reserve
     per_sequence = 2 * 80 * 4 * 128 * 2 * (2048 + 128)  # 4 of 8 KV heads per card
 
-    estimate = smallest_fitting_tp(
+    estimate = memory_estimate(
         model=model,
         precision=FP16,
         kv_bits=16,
         gpu_memory_bytes=H100_BYTES,
-        max_tp=8,
+        tp=2,
         context_tokens=2048 + 128,
         sequences=None,
     )
 
-    assert estimate.tp == 2
+    assert estimate.fits
     assert estimate.kv_budget_bytes_per_gpu == budget
     assert estimate.kv_bytes_per_sequence_per_gpu == per_sequence
     assert estimate.max_sequences == budget // per_sequence == 7
     assert estimate.kv_cache_bytes_per_gpu == 7 * per_sequence
 
 
-def test_70b_fp16_does_not_fit_on_one_card_or_on_a_small_node():
+def test_70b_fp16_does_not_fit_on_one_card():
     common = {
         "model": model_preset("llama3_70b"),
         "precision": FP16,
@@ -205,7 +204,6 @@ def test_70b_fp16_does_not_fit_on_one_card_or_on_a_small_node():
     assert not single.fits
     assert single.max_sequences == 0
     assert single.kv_budget_bytes_per_gpu == 0
-    assert smallest_fitting_tp(max_tp=1, **common) is None
 
 
 def test_more_sequences_than_fit_is_reported_not_hidden():

@@ -4,6 +4,7 @@ schemas and the transcribed CRD schemas), and writes through the HTTP fake and t
 from __future__ import annotations
 
 import copy
+import json
 
 import jsonschema
 import kubernetes_validate
@@ -12,6 +13,7 @@ import pytest
 from scheduler_adapters.crd_schemas import validate_crd_object
 from scheduler_adapters.errors import SchedulerRejected
 from scheduler_adapters.kubernetes_elastic import (
+    ANNOTATION_ELASTIC,
     ElasticBounds,
     ElasticQuotaWriter,
     HpaSpec,
@@ -19,7 +21,6 @@ from scheduler_adapters.kubernetes_elastic import (
     elastic_manifests,
     hpa_manifest,
     kueue_lender_manifests,
-    read_elastic_annotation,
 )
 from scheduler_adapters.kubernetes_fake import FakeKubernetes
 
@@ -45,12 +46,21 @@ def valid(obj, k8s_fake):
 # ----------------------------------------------------------------------------- rendering
 
 
+def recorded_bounds(quota: dict) -> dict:
+    """The floor, ceiling and cards the writer recorded on ``quota`` (its JSON annotation)."""
+    return json.loads(quota["metadata"]["annotations"][ANNOTATION_ELASTIC])
+
+
 def test_resourcequota_backend_holds_the_decided_cards(k8s_fake):
     objects = elastic_manifests("resourcequota", BOUNDS, namespace=NS)
     assert [o["kind"] for o in objects] == ["ResourceQuota"]
     quota = objects[0]
     assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "4"}
-    assert read_elastic_annotation(quota) == {"floor": 2, "ceiling": 6, "cards": 4}
+    assert recorded_bounds(quota) == {
+        "floor": 2,
+        "ceiling": 6,
+        "cards": 4,
+    }
     assert kubernetes_validate.validate(quota, NEWEST, strict=True) == NEWEST
     assert valid(quota, k8s_fake)
 
@@ -289,7 +299,11 @@ def test_writes_over_http_are_idempotent_and_patch_on_change(
     patches = [r for r in apiserver.writes()[before:] if r.method == "PATCH"]
     assert patches and all(r.content_type == "application/apply-patch+yaml" for r in patches)
     quota = apiserver.get("", "resourcequotas", NS, "gpu-quota")
-    assert read_elastic_annotation(quota) == {"floor": 2, "ceiling": 6, "cards": 6}
+    assert recorded_bounds(quota) == {
+        "floor": 2,
+        "ceiling": 6,
+        "cards": 6,
+    }
     if backend == "resourcequota":
         assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "6"
     if backend == "volcano":
