@@ -9,6 +9,7 @@ from pools.access.models import ApiToken
 from pools.advisor.models import AdvisorDigestOptIn, AdvisorFinding, AdvisorRun
 from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards, SchedulerDrift
+from pools.clusters.models import Cluster
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 from pools.inventory.models import (
     DriverGroup,
@@ -48,6 +49,7 @@ __all__ = [
     "AuditEvent",
     "CalibrationRecord",
     "CapacityRequest",
+    "Cluster",
     "DriverGroup",
     "ElasticPolicy",
     "Exemption",
