@@ -25,6 +25,7 @@ from pools.choices import (
     TeamRole,
     WorkloadKind,
 )
+from pools.clusters import models as cluster_models
 from pools.elastic import models as elastic_models
 from pools.inventory import models as inventory_models
 from pools.inventory.gpu_names import normalise_model_key
@@ -771,3 +772,20 @@ class AgentTaskFactory(factory.django.DjangoModelFactory):
     input_tokens = 3000
     cached_tokens = 2000
     output_tokens = 150
+
+
+class ClusterFactory(factory.django.DjangoModelFactory):
+    """A Slurm cluster reached with a JWT key file (nothing is read until it is checked)."""
+
+    class Meta:
+        model = cluster_models.Cluster
+        django_get_or_create = ("slug",)
+
+    slug = factory.Sequence(lambda n: f"cluster-{n}")
+    name = factory.LazyAttribute(lambda o: o.slug.replace("-", " ").title())
+    kind = Scheduler.SLURM
+    api_url = factory.Sequence(lambda n: f"http://slurm-{n}.example.com:6820")
+    slurm_cluster_name = factory.LazyAttribute(lambda o: o.slug)
+    slurm_user = "portal"
+    credential_kind = "jwt-key"
+    credential_path = "/run/secrets/slurm-jwt.key"
