@@ -91,3 +91,10 @@ class ClusterTaken(Conflict):
     ``field``, ``cluster``: the other cluster's slug)."""
 
     code = "cluster_taken"
+
+
+class ClusterUnreachable(Conflict):
+    """The pool's cluster was unreachable at its last check: its pools are read-only until it
+    answers again (data: ``cluster``, ``reason``, ``checked_at``)."""
+
+    code = "cluster_unreachable"

@@ -25,7 +25,7 @@ from pools.audit.services import audit_event_record
 from pools.choices import ClusterStatus, CredentialKind, Scheduler
 from pools.clusters.environment import environment_clusters
 from pools.clusters.models import Cluster
-from pools.errors import ClusterInUse, ClusterTaken, InvalidInput
+from pools.errors import ClusterInUse, ClusterTaken, ClusterUnreachable, InvalidInput
 from scheduler_adapters.errors import SchedulerError
 
 # The fields a connection is made of: the environment's clusters take them from the settings.
@@ -148,6 +148,26 @@ def cluster_check(*, cluster: Cluster) -> Cluster:
     for field, value in updates.items():
         setattr(cluster, field, value)
     return cluster
+
+
+def cluster_require_reachable(*, cluster_id: int | None) -> None:
+    """Refuse a write into a pool of ``cluster_id`` when the cluster was unreachable at its
+    last check: :class:`ClusterUnreachable` (409) with the cluster, the reason and when it was
+    checked. A pool without a cluster (the environment's) and a cluster never checked pass:
+    only a known outage makes pools read-only."""
+    if cluster_id is None:
+        return
+    cluster = Cluster.objects.only("slug", "status", "status_reason", "checked_at").get(
+        pk=cluster_id
+    )
+    if cluster.is_down:
+        raise ClusterUnreachable(
+            f"Cluster {cluster.slug} is unreachable ({cluster.status_reason}); its pools are "
+            "read-only until it answers again.",
+            cluster=cluster.slug,
+            reason=cluster.status_reason,
+            checked_at=cluster.checked_at.isoformat() if cluster.checked_at else None,
+        )
 
 
 def clusters_from_environment() -> list[Cluster]:
