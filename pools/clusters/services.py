@@ -26,6 +26,7 @@ from pools.choices import ClusterStatus, CredentialKind, Scheduler
 from pools.clusters.environment import environment_clusters
 from pools.clusters.models import Cluster
 from pools.errors import ClusterInUse, ClusterTaken, ClusterUnreachable, InvalidInput
+from pools.jobs import CLUSTER_CHECK, enqueue_on_commit
 from scheduler_adapters.errors import SchedulerError
 
 # The fields a connection is made of: the environment's clusters take them from the settings.
@@ -168,6 +169,16 @@ def cluster_require_reachable(*, cluster_id: int | None) -> None:
             reason=cluster.status_reason,
             checked_at=cluster.checked_at.isoformat() if cluster.checked_at else None,
         )
+
+
+def clusters_check_fan_out() -> int:
+    """Queue one connection check per cluster (:data:`pools.jobs.CLUSTER_CHECK`), so 8
+    clusters are checked by parallel workers and a slow one holds up none of the others;
+    returns how many were queued."""
+    ids = list(Cluster.objects.order_by("pk").values_list("pk", flat=True))
+    for cluster_id in ids:
+        enqueue_on_commit(CLUSTER_CHECK, cluster_id)
+    return len(ids)
 
 
 def clusters_from_environment() -> list[Cluster]:
