@@ -11,7 +11,7 @@ from pools.clusters.models import CLUSTER_KINDS, Cluster
 class ClusterFilterSet(filters.FilterSet):
     kind = filters.ChoiceFilter(choices=[(k.value, k.label) for k in CLUSTER_KINDS])
     status = filters.ChoiceFilter(choices=ClusterStatus.choices)
-    retiring = filters.BooleanFilter()
+    retiring = filters.ChoiceFilter(choices=[(True, "Yes"), (False, "No")], empty_label="Any")
     ordering = filters.OrderingFilter(
         fields=(("name", "name"), ("checked_at", "checked"), ("pool_count", "pools"))
     )
