@@ -1,5 +1,6 @@
-"""The one place that builds adapters from settings: scheduler adapters (``SCHEDULERS``) and
-Prometheus (``PROMETHEUS_URL``), so no module repeats a setting's default.
+"""The one place that builds adapters from settings: scheduler adapters (``SCHEDULERS``, and
+the clusters kept as data: :func:`cluster_adapter`, :func:`pool_adapter`) and Prometheus
+(``PROMETHEUS_URL``), so no module repeats a setting's default.
 
 Scheduler adapters are built once per distinct configuration and kept (they hold HTTP
 connection pools); :func:`reset` closes and forgets them (tests that change ``SCHEDULERS``).
@@ -7,6 +8,9 @@ Prometheus adapters are cheap and built per use; the caller closes them.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
@@ -33,10 +37,88 @@ def scheduler_adapter(scheduler: str) -> SchedulerAdapter | None:
     config = scheduler_config(scheduler)
     if not config:
         return None
+    return _built(config)
+
+
+def cluster_settings(cluster: Any) -> dict[str, Any] | None:
+    """The :func:`~scheduler_adapters.registry.build_scheduler_adapter` settings of ``cluster``
+    (a :class:`pools.clusters.models.Cluster`), or ``None`` for an environment cluster whose
+    scheduler is not configured.
+
+    An environment cluster is ``settings.SCHEDULERS[kind]`` as it stands; any other is built
+    from its fields, its credentials read from the file it names at each call (a token file is
+    read here, a JWT key by the registry), so a rotated file is picked up. Raises ``OSError``
+    when the file cannot be read.
+    """
+    if cluster.credential_kind == "environment":
+        return scheduler_config(cluster.kind)
+    if cluster.kind == "slurm":
+        config: dict[str, Any] = {
+            "BACKEND": "slurm",
+            "URL": cluster.api_url,
+            "USER": cluster.slurm_user,
+            "CLUSTER": cluster.slurm_cluster_name,
+            "TIME_ZONE": cluster.time_zone,
+        }
+        if cluster.api_version:
+            config["API_VERSION"] = cluster.api_version
+        if cluster.credential_kind == "jwt-key":
+            config["JWT_KEY_PATH"] = cluster.credential_path
+        else:
+            config["TOKEN"] = _read_token(cluster.credential_path)
+        return config
+    config = {"BACKEND": "kubernetes", "KUEUE": bool(cluster.kueue)}
+    if cluster.credential_kind == "kubeconfig":
+        config["KUBECONFIG"] = cluster.credential_path
+        if cluster.kube_context:
+            config["CONTEXT"] = cluster.kube_context
+    else:
+        config["HOST"] = cluster.api_url
+        config["TOKEN"] = _read_token(cluster.credential_path)
+        if cluster.ca_path:
+            config["CA"] = cluster.ca_path
+    return config
+
+
+def _read_token(path: str) -> str:
+    token = Path(path).read_text(encoding="utf-8").strip()
+    if not token:
+        raise OSError(f"the token file {path} is empty")
+    return token
+
+
+def cluster_adapter(cluster: Any) -> SchedulerAdapter | None:
+    """The adapter of ``cluster`` (built once per distinct configuration, as
+    :func:`scheduler_adapter`), or ``None`` for an environment cluster whose scheduler is not
+    configured. Raises ``OSError`` (credentials unreadable) and what
+    :func:`~scheduler_adapters.registry.build_scheduler_adapter` raises."""
+    config = cluster_settings(cluster)
+    if not config:
+        return None
+    return _built(config)
+
+
+def _built(config: dict) -> SchedulerAdapter:
     key = repr(sorted(config.items()))
     if key not in _SCHEDULERS:
         _SCHEDULERS[key] = build_scheduler_adapter(config)
     return _SCHEDULERS[key]
+
+
+def cluster_adapter_unshared(cluster: Any) -> SchedulerAdapter | None:
+    """A new adapter of ``cluster``, not kept (the caller closes it): for a connection check,
+    which must not reuse a kept adapter's discovered API version or connections. Raises as
+    :func:`cluster_adapter`."""
+    config = cluster_settings(cluster)
+    return build_scheduler_adapter(config) if config else None
+
+
+def pool_adapter(pool: Any) -> SchedulerAdapter | None:
+    """The adapter of ``pool``'s cluster; a pool without one is in the cluster the environment
+    defines for its scheduler (:func:`scheduler_adapter`)."""
+    if pool.cluster_id is None:
+        return scheduler_adapter(pool.scheduler)
+    return cluster_adapter(pool.cluster)
 
 
 def metrics_adapter(

@@ -119,3 +119,21 @@ class QuotaBackend(models.TextChoices):
     KUEUE = "kueue", "Kueue ClusterQueue (nominalQuota + borrowingLimit in a cohort)"
     VOLCANO = "volcano", "Volcano Queue (guarantee / deserved / capability)"
     KOORDINATOR = "koordinator", "Koordinator ElasticQuota (min / max)"
+
+
+class ClusterStatus(models.TextChoices):
+    """What the last connection check of a cluster found (pools/clusters/)."""
+
+    UNKNOWN = "unknown", "Not checked yet"
+    REACHABLE = "reachable", "Reachable"
+    UNREACHABLE = "unreachable", "Unreachable"
+
+
+class CredentialKind(models.TextChoices):
+    """How a cluster's credentials are referred to: a file the portal reads (a Slurm JWT HS256
+    key, a token file, a kubeconfig), or the environment variables (the cluster they define)."""
+
+    JWT_KEY = "jwt-key", "Slurm JWT key file (tokens minted by the portal)"
+    TOKEN_FILE = "token-file", "Token file (bearer token)"
+    KUBECONFIG = "kubeconfig", "Kubeconfig file"
+    ENVIRONMENT = "environment", "Environment variables"

@@ -78,3 +78,23 @@ class BudgetExceeded(Conflict):
     ``used``, ``requested``, ``unit``, ``enforcement``; ``errors`` names ``card_count``)."""
 
     code = "budget_exceeded"
+
+
+class ClusterInUse(Conflict):
+    """The cluster still holds pools (data: ``pools``, their slugs)."""
+
+    code = "cluster_in_use"
+
+
+class ClusterTaken(Conflict):
+    """Another cluster already has this Slurm ClusterName or Kubernetes API URL (data:
+    ``field``, ``cluster``: the other cluster's slug)."""
+
+    code = "cluster_taken"
+
+
+class ClusterUnreachable(Conflict):
+    """The pool's cluster was unreachable at its last check: its pools are read-only until it
+    answers again (data: ``cluster``, ``reason``, ``checked_at``)."""
+
+    code = "cluster_unreachable"

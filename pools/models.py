@@ -16,6 +16,7 @@ from pools.capacity.models import (
     SchedulerDrift,
 )
 from pools.classes.models import WorkloadClass
+from pools.clusters.models import Cluster
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 from pools.inventory.models import (
     DriverGroup,
@@ -58,6 +59,7 @@ __all__ = [
     "AuditEvent",
     "CalibrationRecord",
     "CapacityRequest",
+    "Cluster",
     "DriverGroup",
     "ElasticPolicy",
     "Exemption",

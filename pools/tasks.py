@@ -2,12 +2,13 @@
 defines its own (``pools.capacity.tasks``, ``pools.sizing.tasks``, ``pools.reclamation.tasks``,
 ``pools.elastic.tasks``, ``pools.dashboards.tasks``, ``pools.serving.tasks``,
 ``pools.calibration.tasks``, ``pools.waiting.tasks``, ``pools.advisor.tasks``,
-``pools.tokenflow.tasks``, ``pools.inventory.tasks``), and the outbox's drain
-(``pools.jobs.tasks``)."""
+``pools.tokenflow.tasks``, ``pools.inventory.tasks``, ``pools.clusters.tasks``), and the
+outbox's drain (``pools.jobs.tasks``)."""
 
 from pools.advisor import tasks as advisor_tasks
 from pools.calibration import tasks as calibration_tasks
 from pools.capacity import tasks as capacity_tasks
+from pools.clusters import tasks as cluster_tasks
 from pools.dashboards import tasks as dashboard_tasks
 from pools.elastic import tasks as elastic_tasks
 from pools.inventory import tasks as inventory_tasks
@@ -22,6 +23,7 @@ __all__ = [
     "advisor_tasks",
     "calibration_tasks",
     "capacity_tasks",
+    "cluster_tasks",
     "dashboard_tasks",
     "elastic_tasks",
     "inventory_tasks",

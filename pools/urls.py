@@ -4,6 +4,7 @@ from pools.advisor import views as advisor_views
 from pools.calibration import views as calibration_views
 from pools.capacity import views as views_requests
 from pools.capacity import views_drift as capacity_views_drift
+from pools.clusters import views as cluster_views
 from pools.dashboards import views as dashboard_views
 from pools.elastic import views as elastic_views
 from pools.explain import views as explain_views
@@ -24,6 +25,8 @@ urlpatterns = [
     path("gpu-models/new/", inventory_views.gpu_model_edit, name="gpu-model-create"),
     path("gpu-models/<slug:slug>/edit/", inventory_views.gpu_model_edit, name="gpu-model-edit"),
     path("pools/", inventory_views.pool_list, name="pool-list"),
+    path("clusters/", cluster_views.cluster_list, name="cluster-list"),
+    path("clusters/<slug:slug>/check/", cluster_views.cluster_check_now, name="cluster-check"),
     path("unrecognised-models/", inventory_views.unrecognised_models, name="unrecognised-models"),
     path("inventory/import/", inventory_views.inventory_import, name="inventory-import"),
     path("inventory/uploads/<int:pk>/", inventory_views.inventory_upload, name="inventory-upload"),

@@ -26,6 +26,7 @@ from pools.choices import (
     WorkloadKind,
 )
 from pools.classes import models as classes_models
+from pools.clusters import models as cluster_models
 from pools.elastic import models as elastic_models
 from pools.inventory import models as inventory_models
 from pools.inventory.gpu_names import normalise_model_key
@@ -786,3 +787,20 @@ class WorkloadClassFactory(factory.django.DjangoModelFactory):
     card_classes = factory.LazyFunction(lambda: ["datacentre"])
     priority = 300
     preemption_order = factory.Sequence(lambda n: 100 + n)
+
+
+class ClusterFactory(factory.django.DjangoModelFactory):
+    """A Slurm cluster reached with a JWT key file (nothing is read until it is checked)."""
+
+    class Meta:
+        model = cluster_models.Cluster
+        django_get_or_create = ("slug",)
+
+    slug = factory.Sequence(lambda n: f"cluster-{n}")
+    name = factory.LazyAttribute(lambda o: o.slug.replace("-", " ").title())
+    kind = Scheduler.SLURM
+    api_url = factory.Sequence(lambda n: f"http://slurm-{n}.example.com:6820")
+    slurm_cluster_name = factory.LazyAttribute(lambda o: o.slug)
+    slurm_user = "portal"
+    credential_kind = "jwt-key"
+    credential_path = "/run/secrets/slurm-jwt.key"

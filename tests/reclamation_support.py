@@ -25,7 +25,7 @@ from pools.tenancy.models import Membership
 def fake_k8s():
     adapters.reset()
     with override_settings(SCHEDULERS={"kubernetes": {"BACKEND": "kubernetes-fake"}}):
-        yield scheduler_binding.scheduler_adapter("kubernetes")
+        yield adapters.scheduler_adapter("kubernetes")
     adapters.reset()
 
 

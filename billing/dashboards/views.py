@@ -29,6 +29,7 @@ from billing.dashboards import costs
 from billing.dashboards import serving as serving_dash
 from billing.pricing import local_midnight, month_of, next_month, previous_month, round_money
 from pools.choices import IdleFindingState
+from pools.clusters.selectors import cluster_list
 from pools.dashboards import capacity as dashboard
 from pools.dashboards import utilisation
 from pools.dashboards.forms import DashboardFilterForm
@@ -403,6 +404,7 @@ def admin_dashboard(request):  # noqa: C901  # split in #29 once the feature bra
         "range": range_key if range_key in utilisation.RANGES else utilisation.DEFAULT_RANGE,
         "query": request.GET.urlencode(),
         "now": now,
+        "clusters": list(cluster_list()),  # one query whatever the number of clusters
     }
     template = "dashboard/admin.html#body" if request.htmx else "dashboard/admin.html"
     response = render(request, template, context)

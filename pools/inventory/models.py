@@ -24,6 +24,7 @@ from pools.choices import (
     QuotaBackend,
     Scheduler,
 )
+from pools.clusters.models import Cluster
 from pools.inventory.catalogue import load_cuda_driver_table
 from pools.inventory.driver_versions import cuda_beyond_table
 from pools.validators import (
@@ -127,7 +128,8 @@ class DriverGroup(models.Model):
 
 
 class Pool(models.Model):
-    """Schedulable capacity of one scheduler: a Slurm partition or a Kubernetes node group.
+    """Schedulable capacity of one scheduler: a Slurm partition or a Kubernetes node group, in
+    one cluster (:class:`pools.clusters.models.Cluster`).
 
     ``overcommit_ratio`` multiplies schedulable cards when allocations are checked (1.0 = none).
     """
@@ -136,6 +138,11 @@ class Pool(models.Model):
     name = models.CharField(max_length=100, validators=[single_line_text_validator])
     description = models.TextField(blank=True)
     scheduler = models.CharField(max_length=12, choices=Scheduler.choices)
+    # Empty: the cluster the environment variables define for ``scheduler`` (as before clusters
+    # were data); a cluster that holds pools cannot be deleted.
+    cluster = models.ForeignKey(
+        Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="pools"
+    )
     slurm_partition = models.CharField(max_length=64, blank=True)
     k8s_node_selector = models.JSONField(default=dict, blank=True)
     overcommit_ratio = models.DecimalField(

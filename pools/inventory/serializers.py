@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from pools.choices import InventorySource, QuotaBackend, Scheduler
+from pools.clusters.models import Cluster
 from pools.inventory.models import (
     DriverGroup,
     Gpu,
@@ -100,6 +101,14 @@ class DriverGroupSerializer(serializers.ModelSerializer):
 class PoolSerializer(serializers.ModelSerializer):
     node_count = serializers.IntegerField(read_only=True)
     gpu_count = serializers.IntegerField(read_only=True)
+    cluster = serializers.SlugRelatedField(
+        slug_field="slug",
+        queryset=Cluster.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="The cluster's slug (/api/v1/clusters/); empty: the cluster the environment "
+        "variables define for the scheduler.",
+    )
 
     class Meta:
         model = Pool
@@ -108,6 +117,7 @@ class PoolSerializer(serializers.ModelSerializer):
             "name",
             "description",
             "scheduler",
+            "cluster",
             "slurm_partition",
             "k8s_node_selector",
             "overcommit_ratio",
@@ -134,6 +144,7 @@ class PoolSerializer(serializers.ModelSerializer):
             errors["quota_backend"] = "Only Kubernetes pools have another quota backend."
         if backend == QuotaBackend.KUEUE and not value("quota_cohort"):
             errors["quota_cohort"] = "A Kueue pool needs its cohort (where teams borrow)."
+        errors |= _cluster_errors(value("cluster"), value("scheduler"), self.instance)
         if errors:
             raise serializers.ValidationError(errors)
         return attrs
@@ -144,6 +155,17 @@ class PoolSerializer(serializers.ModelSerializer):
         ):
             raise serializers.ValidationError("Must be an object of label name -> value strings.")
         return value
+
+
+def _cluster_errors(cluster: Cluster | None, scheduler: str, pool: Pool | None) -> dict:
+    """A pool's cluster runs its scheduler; a retiring cluster takes no new pools."""
+    if cluster is None:
+        return {}
+    if cluster.kind != scheduler:
+        return {"cluster": f"{cluster.slug} is a {cluster.get_kind_display()} cluster."}
+    if cluster.retiring and (pool is None or pool.cluster_id != cluster.pk):
+        return {"cluster": f"{cluster.slug} is being retired: it takes no new pools."}
+    return {}
 
 
 class MigSliceCountSerializer(serializers.Serializer):

@@ -41,6 +41,7 @@ ADVISOR_DIGEST = "pools.advisor.tasks.advisor_digest_task"
 OUTBOX_DRAIN = "pools.jobs.tasks.outbox_drain_task"
 PENDING_WORK_REFRESH = "pools.waiting.tasks.pending_work_refresh_task"
 INVENTORY_UPLOAD = "pools.inventory.tasks.inventory_upload_task"
+CLUSTER_CHECK = "pools.clusters.tasks.cluster_check_task"
 
 
 def retry_countdown(retries: int) -> int:

@@ -32,6 +32,7 @@ PAGES = {
     "gpu-models/new/": "/gpu-models/new/",
     "gpu-models/<slug:slug>/edit/": "/gpu-models/h100_sxm/edit/",
     "pools/": "/pools/",
+    "clusters/": "/clusters/",
     "unrecognised-models/": "/unrecognised-models/",
     "inventory/import/": "/inventory/import/",
     "inventory/uploads/<int:pk>/": "/inventory/uploads/{upload}/",  # a background import, done
@@ -92,6 +93,7 @@ NOT_PAGES = {
     "metrics": "Prometheus exposition, plain text",
     "logout/": "POST only",
     "idle/scan/": "POST only",
+    "clusters/<slug:slug>/check/": "POST only (checks the connection now)",
     "dashboard/stranded/recompute/": "POST only (queues the stranded snapshot)",
     "idle/<int:pk>/<str:action>/": "POST only",
     "advisor/run/": "POST only (queues an advisor pass)",

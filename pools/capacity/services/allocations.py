@@ -15,6 +15,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
+from pools.adapters import pool_adapter
 from pools.audit.services import audit_event_record
 from pools.capacity.lifecycle import APPLIED_STATUSES, HOLDING_STATUSES, transition_allowed
 from pools.capacity.locks import allocation_lock, pool_lock
@@ -25,7 +26,6 @@ from pools.capacity.services.scheduler_binding import (
     binding_apply,
     kubernetes_quota_sync,
     kueue_lender_sync,
-    scheduler_adapter,
     slurm_limit_sync,
     slurm_reservation_remove,
 )
@@ -166,7 +166,7 @@ def allocation_unbind(*, allocation_id: int) -> dict | None:
     )
     if allocation.status in HOLDING_STATUSES:
         return None
-    adapter = scheduler_adapter(allocation.pool.scheduler)
+    adapter = pool_adapter(allocation.pool)
     if adapter is None:
         return None
     if allocation.pool.scheduler == Scheduler.KUBERNETES:

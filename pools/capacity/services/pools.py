@@ -19,8 +19,16 @@ from pools.errors import PoolInUse
 from pools.inventory.models import Pool
 
 # Fields the scheduler bindings of holding allocations depend on (the quota backend and cohort
-# name the objects elastic allocations hold their cards with: pools/elastic/).
-POOL_BINDING_FIELDS = ("scheduler", "slug", "slurm_partition", "quota_backend", "quota_cohort")
+# name the objects elastic allocations hold their cards with: pools/elastic/; the cluster is
+# where they were applied).
+POOL_BINDING_FIELDS = (
+    "scheduler",
+    "cluster",
+    "slug",
+    "slurm_partition",
+    "quota_backend",
+    "quota_cohort",
+)
 
 
 def pool_usage(pool: Pool) -> dict[str, int]:

@@ -19,13 +19,13 @@ from django.db.models import Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
+from pools.adapters import scheduler_adapter
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation, SchedulerDrift
 from pools.capacity.services.scheduler_binding import (
     kubernetes_quota_sync,
     kubernetes_quota_wanted,
     kueue_lender_sync,
-    scheduler_adapter,
     slurm_gres_type,
     slurm_limit_sync,
     slurm_mig_gres_type,

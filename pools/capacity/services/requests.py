@@ -46,7 +46,14 @@ from pools.choices import (
 from pools.classes.models import WorkloadClass
 from pools.classes.rules import ClassRule
 from pools.classes.selectors import class_model_refusal
-from pools.errors import BudgetExceeded, InsufficientCapacity, InvalidInput, InvalidTransition
+from pools.clusters.services import cluster_require_reachable
+from pools.errors import (
+    BudgetExceeded,
+    ClusterUnreachable,
+    InsufficientCapacity,
+    InvalidInput,
+    InvalidTransition,
+)
 from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import GpuModel, Pool
 from pools.jobs import ALLOCATION_PROVISION, ELASTIC_HAND_BACK, enqueue_on_commit
@@ -502,7 +509,7 @@ def capacity_request_submit(*, request: CapacityRequest, actor: Any) -> Capacity
             capacity_request_approve(
                 request=request, actor=None, system=True, reason="auto-approved by the pool's rule"
             )
-        except (InsufficientCapacity, BudgetExceeded):
+        except (InsufficientCapacity, BudgetExceeded, ClusterUnreachable):
             pass  # stays in the queue for a pool admin
     return request
 
@@ -542,7 +549,8 @@ def capacity_request_approve(
     over-commit — is checked with the pool's row locked, so concurrent approvals cannot
     over-commit. Idempotent: approving an approved request returns its allocation. Raises
     :class:`PermissionDenied`, :class:`InvalidInput`, :class:`InvalidTransition`,
-    :class:`InsufficientCapacity` (data ``free``, ``requested``); nothing is written then.
+    :class:`InsufficientCapacity` (data ``free``, ``requested``), :class:`ClusterUnreachable`
+    (the pool's cluster is down: its pools are read-only); nothing is written then.
     ``system`` marks an approval by a rule rather than a person.
 
     A shaped request (``cards_per_node`` × ``node_count``) must also fit node by node on cards
@@ -579,6 +587,7 @@ def capacity_request_approve(
             return request.allocation
         if request.status != RequestStatus.SUBMITTED or locked_pool is None:
             raise _not_approvable(request, f"A {request.status} request cannot be approved.")
+        cluster_require_reachable(cluster_id=locked_pool.cluster_id)
         cards = request.card_count if card_count is None else card_count
         end = request.ends_at if ends_at is None else ends_at
         _check_grant(request, cards, end, locked_pool, target_model)

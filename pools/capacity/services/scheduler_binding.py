@@ -24,7 +24,7 @@ from typing import Any
 from django.db.models import Case, Count, F, Sum, When
 from django.utils import timezone
 
-from pools.adapters import scheduler_adapter
+from pools.adapters import pool_adapter
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation
@@ -404,7 +404,7 @@ def binding_apply(allocation: Allocation, *, now: datetime | None = None) -> dic
     portal only. Raises the adapter's errors.
     """
     pool = allocation.pool
-    adapter = scheduler_adapter(pool.scheduler)
+    adapter = pool_adapter(pool)
     if adapter is None:
         return {
             "scheduler": pool.scheduler,

@@ -36,7 +36,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from pools.adapters import metrics_adapter
+from pools.adapters import metrics_adapter, scheduler_adapter
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import RUNNING_STATUSES
@@ -46,7 +46,6 @@ from pools.capacity.services.allocations import allocation_transition
 from pools.capacity.services.requests import allocation_snapshot
 from pools.capacity.services.scheduler_binding import (
     binding_apply,
-    scheduler_adapter,
     slurm_gres_type,
 )
 from pools.capacity.shapes import placed_cards, placement_kept, placement_taken

@@ -41,6 +41,7 @@ def test_a_member_reads_pools_with_counts(member_api, train):
             "name": "Train",
             "description": "",
             "scheduler": "slurm",
+            "cluster": None,
             "slurm_partition": "train",
             "k8s_node_selector": {},
             "overcommit_ratio": "1.00",

@@ -47,7 +47,7 @@ def _clock():
 def slurm():
     adapters.reset()
     with override_settings(SCHEDULERS={"slurm": {"BACKEND": "fake"}}):
-        yield scheduler_binding.scheduler_adapter("slurm")
+        yield adapters.scheduler_adapter("slurm")
     adapters.reset()
 
 

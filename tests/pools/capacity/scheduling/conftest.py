@@ -10,7 +10,6 @@ from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
 from pools import adapters
 from pools.capacity.models import CapacityRequest
-from pools.capacity.services import scheduler_binding
 from pools.choices import AliasKind, RequestStatus, Scheduler, TeamRole
 from pools.inventory.models import GpuModel, GpuModelAlias
 from pools.tenancy.models import Membership
@@ -22,7 +21,7 @@ FAKE = {"slurm": {"BACKEND": "fake", "PARTITIONS": {"gpu": {"a100": 4, "rtx4090"
 def fake_slurm():
     adapters.reset()
     with override_settings(SCHEDULERS=FAKE):
-        yield scheduler_binding.scheduler_adapter("slurm")
+        yield adapters.scheduler_adapter("slurm")
     adapters.reset()
 
 

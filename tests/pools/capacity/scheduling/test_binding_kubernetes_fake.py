@@ -8,7 +8,6 @@ from django.utils import timezone
 from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
 from pools import adapters
-from pools.capacity.services import scheduler_binding
 from pools.capacity.services.allocations import allocation_release
 from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import AllocationStatus, Scheduler, TeamRole
@@ -22,7 +21,7 @@ pytestmark = pytest.mark.django_db
 def fake_k8s():
     adapters.reset()
     with override_settings(SCHEDULERS={"kubernetes": {"BACKEND": "kubernetes-fake"}}):
-        yield scheduler_binding.scheduler_adapter("kubernetes")
+        yield adapters.scheduler_adapter("kubernetes")
     adapters.reset()
 
 

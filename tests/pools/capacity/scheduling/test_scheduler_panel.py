@@ -20,7 +20,6 @@ from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, T
 from pools import adapters
 from pools.capacity.models import SchedulerDrift
 from pools.capacity.scheduler_panel import scheduler_panel
-from pools.capacity.services import scheduler_binding
 from pools.capacity.services.reconcile import reconcile_slurm
 from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import AllocationStatus, QuotaBackend, Scheduler, TeamRole
@@ -146,7 +145,7 @@ def test_kubernetes_written_namespace_and_quota(
     pool, l40s, team, alice, admin = k8s_world
     adapters.reset()
     with override_settings(SCHEDULERS={"kubernetes": {"BACKEND": "kubernetes-fake"}}):
-        fake = scheduler_binding.scheduler_adapter("kubernetes")
+        fake = adapters.scheduler_adapter("kubernetes")
         request = submitted(pool, l40s, team, alice, 3, timezone.now(), days=10)
         request.workload_kind = "inference"
         request.save()

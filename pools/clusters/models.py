@@ -1,0 +1,104 @@
+"""Clusters: the Slurm and Kubernetes clusters the portal manages, as data.
+
+Credentials are kept by reference only — a file the portal reads when it connects (a Slurm JWT
+HS256 key, a bearer-token file such as a mounted Kubernetes Secret's ``token`` key, or a
+kubeconfig) — never the secret itself. A cluster whose ``credential_kind`` is ``environment`` is
+the one the environment variables define (``SLURM_REST_URL`` …, ``KUBERNETES_KUBECONFIG`` …,
+read into ``settings.SCHEDULERS``): its connection is read from the settings each time, so a
+deployment configured by environment keeps working unchanged.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from pools.choices import ClusterStatus, CredentialKind, Scheduler
+from pools.validators import single_line_text_validator, slug_validator
+
+CLUSTER_KINDS = (Scheduler.SLURM, Scheduler.KUBERNETES)
+
+
+class Cluster(models.Model):
+    """One scheduler's cluster: its API, how to authenticate, and what the last check found.
+
+    ``status`` / ``status_reason`` / ``api_version_served`` / ``checked_at`` are written by the
+    connection check (:func:`pools.clusters.services.cluster_check`), never by a form.
+    """
+
+    slug = models.SlugField(max_length=50, unique=True, validators=[slug_validator])
+    name = models.CharField(max_length=100, validators=[single_line_text_validator])
+    kind = models.CharField(max_length=12, choices=[(k.value, k.label) for k in CLUSTER_KINDS])
+    api_url = models.URLField(
+        max_length=255,
+        blank=True,
+        help_text="slurmrestd's base URL, or the Kubernetes API server's (empty with a "
+        "kubeconfig, which names it).",
+    )
+    slurm_cluster_name = models.CharField(
+        max_length=64, blank=True, help_text="Slurm's ClusterName (slurm.conf)."
+    )
+    slurm_user = models.CharField(
+        max_length=64, blank=True, help_text="The Slurm admin identity (AdminLevel=Administrator)."
+    )
+    credential_kind = models.CharField(max_length=12, choices=CredentialKind.choices)
+    credential_path = models.CharField(
+        max_length=255,
+        blank=True,
+        help_text="Path of the key, token or kubeconfig file the portal reads (never its content).",
+    )
+    ca_path = models.CharField(max_length=255, blank=True, help_text="Kubernetes CA bundle path.")
+    kube_context = models.CharField(max_length=100, blank=True)
+    time_zone = models.CharField(max_length=64, default="UTC")
+    api_version = models.CharField(
+        max_length=16, blank=True, help_text="Pinned API version (empty: the newest both know)."
+    )
+    kueue = models.BooleanField(default=False)
+    site = models.CharField(max_length=64, blank=True, validators=[single_line_text_validator])
+    provider = models.CharField(max_length=64, blank=True, validators=[single_line_text_validator])
+    retiring = models.BooleanField(default=False, help_text="Being retired: no new pools.")
+    status = models.CharField(
+        max_length=12, choices=ClusterStatus.choices, default=ClusterStatus.UNKNOWN
+    )
+    status_reason = models.CharField(max_length=500, blank=True)
+    api_version_served = models.CharField(max_length=16, blank=True)
+    checked_at = models.DateTimeField(null=True, blank=True)
+    reachable_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind__in=CLUSTER_KINDS), name="cluster_kind_scheduler"
+            ),
+            models.UniqueConstraint(
+                fields=["slurm_cluster_name"],
+                condition=Q(kind=Scheduler.SLURM),
+                name="cluster_unique_slurm_name",
+                violation_error_message="Another Slurm cluster has this ClusterName.",
+            ),
+            models.UniqueConstraint(
+                fields=["api_url"],
+                condition=Q(kind=Scheduler.KUBERNETES) & ~Q(api_url=""),
+                name="cluster_unique_kubernetes_url",
+                violation_error_message="Another Kubernetes cluster has this API URL.",
+            ),
+            models.UniqueConstraint(
+                fields=["kind"],
+                condition=Q(credential_kind=CredentialKind.ENVIRONMENT),
+                name="cluster_one_environment_per_kind",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def from_environment(self) -> bool:
+        return self.credential_kind == CredentialKind.ENVIRONMENT
+
+    @property
+    def is_down(self) -> bool:
+        """Known to be unreachable at the last check (unknown is not down)."""
+        return self.status == ClusterStatus.UNREACHABLE

@@ -1,0 +1,270 @@
+"""Clusters: create, edit, delete (each in one transaction with its audit event), the
+connection check, and the clusters the environment variables define.
+
+A cluster is saved whatever its connection does: one whose credentials cannot be read, whose URL
+answers something that is not the expected API, or whose API versions are all unsupported is
+kept as *unreachable* with that reason (:func:`cluster_check`), and its pools are not touched.
+Refused outright (nothing written): a second Slurm cluster with the same ClusterName or a second
+Kubernetes cluster with the same API URL (:class:`ClusterTaken`, 409), a cluster that holds pools
+being deleted or changing kind (:class:`ClusterInUse`, 409), and inconsistent fields
+(:class:`InvalidInput`, 400).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from pools.adapters import cluster_adapter_unshared
+from pools.audit.services import audit_event_record
+from pools.choices import ClusterStatus, CredentialKind, Scheduler
+from pools.clusters.environment import environment_clusters
+from pools.clusters.models import Cluster
+from pools.errors import ClusterInUse, ClusterTaken, ClusterUnreachable, InvalidInput
+from pools.jobs import CLUSTER_CHECK, enqueue_on_commit
+from scheduler_adapters.errors import SchedulerError
+
+# The fields a connection is made of: the environment's clusters take them from the settings.
+CONNECTION_FIELDS = (
+    "kind",
+    "api_url",
+    "slurm_cluster_name",
+    "slurm_user",
+    "credential_kind",
+    "credential_path",
+    "ca_path",
+    "kube_context",
+    "time_zone",
+    "api_version",
+    "kueue",
+)
+_CREDENTIALS = {
+    Scheduler.SLURM: (CredentialKind.JWT_KEY, CredentialKind.TOKEN_FILE),
+    Scheduler.KUBERNETES: (CredentialKind.KUBECONFIG, CredentialKind.TOKEN_FILE),
+}
+_API_VERSION = re.compile(r"v\d+\.\d+\.\d+")
+
+
+def cluster_create(*, fields: dict[str, Any], actor: Any, render: Any) -> Cluster:
+    """Create a cluster from ``fields`` and audit it, then check its connection.
+
+    ``render(cluster)`` is the caller's representation (the audit event's ``after``). Raises
+    :class:`InvalidInput` for inconsistent fields and :class:`ClusterTaken` for a ClusterName or
+    API URL another cluster has; nothing is written then.
+    """
+    cluster = Cluster(**fields)
+    _validate(cluster)
+    try:
+        with transaction.atomic():
+            _refuse_taken(cluster)
+            cluster.save()
+            audit_event_record(
+                actor=actor, action="cluster.created", obj=cluster, after=render(cluster)
+            )
+    except IntegrityError:  # a concurrent create took the name or URL between check and insert
+        _refuse_taken(cluster)
+        raise
+    return cluster_check(cluster=cluster)
+
+
+def cluster_update(
+    *, cluster: Cluster, changes: dict[str, Any], actor: Any, before: dict, render: Any
+) -> Cluster:
+    """Apply ``changes`` and audit them; the connection is checked again when it changed.
+
+    Raises :class:`InvalidInput` for a connection field of an environment cluster (the
+    variables define it) or inconsistent fields, :class:`ClusterInUse` for a kind change while
+    pools are in the cluster, :class:`ClusterTaken` as :func:`cluster_create`.
+    """
+    moved = [f for f in CONNECTION_FIELDS if f in changes and changes[f] != getattr(cluster, f)]
+    if moved and cluster.from_environment:
+        raise InvalidInput(
+            f"{', '.join(moved)} of {cluster.slug} come from the environment variables.",
+            field=moved[0],
+        )
+    with transaction.atomic():
+        locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        if "kind" in moved and locked.pools.exists():
+            raise ClusterInUse(
+                f"Cluster {locked.slug} holds pools; its kind cannot change.",
+                pools=_pool_slugs(locked),
+            )
+        for field, value in changes.items():
+            setattr(locked, field, value)
+        _validate(locked)
+        _refuse_taken(locked)
+        locked.save()
+        audit_event_record(
+            actor=actor, action="cluster.updated", obj=locked, before=before, after=render(locked)
+        )
+    return cluster_check(cluster=locked) if moved else locked
+
+
+def cluster_delete(*, cluster: Cluster, actor: Any, before: dict) -> None:
+    """Delete a cluster that holds no pools and audit it; :class:`ClusterInUse` (409) listing
+    the pools' slugs otherwise."""
+    with transaction.atomic():
+        locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        pools = _pool_slugs(locked)
+        if pools:
+            raise ClusterInUse(
+                f"Cluster {locked.slug} holds {len(pools)} pool(s): {', '.join(pools)}; move "
+                "or delete them first.",
+                pools=pools,
+            )
+        audit_event_record(actor=actor, action="cluster.deleted", obj=locked, before=before)
+        locked.delete()
+
+
+def cluster_check(*, cluster: Cluster) -> Cluster:
+    """Connect to ``cluster`` (list its nodes) and record what happened: ``reachable`` with the
+    API version in use (Slurm), or ``unreachable`` with the reason — credentials that cannot be
+    read (``OSError``), settings the registry refuses (``ValueError``), or any
+    :class:`~scheduler_adapters.errors.SchedulerError` (down, refused, not the expected API, no
+    supported version). Only the status fields are written; the cluster's pools are untouched.
+    The call is made with no lock or transaction held."""
+    now = timezone.now()
+    try:
+        version = _probe(cluster)
+    except (OSError, ValueError, SchedulerError) as error:
+        updates = {
+            "status": ClusterStatus.UNREACHABLE,
+            "status_reason": _reason(error)[:500],
+            "checked_at": now,
+        }
+    else:
+        updates = {
+            "status": ClusterStatus.REACHABLE,
+            "status_reason": "",
+            "api_version_served": version,
+            "checked_at": now,
+            "reachable_at": now,
+        }
+    Cluster.objects.filter(pk=cluster.pk).update(**updates)
+    for field, value in updates.items():
+        setattr(cluster, field, value)
+    return cluster
+
+
+def cluster_require_reachable(*, cluster_id: int | None) -> None:
+    """Refuse a write into a pool of ``cluster_id`` when the cluster was unreachable at its
+    last check: :class:`ClusterUnreachable` (409) with the cluster, the reason and when it was
+    checked. A pool without a cluster (the environment's) and a cluster never checked pass:
+    only a known outage makes pools read-only."""
+    if cluster_id is None:
+        return
+    cluster = Cluster.objects.only("slug", "status", "status_reason", "checked_at").get(
+        pk=cluster_id
+    )
+    if cluster.is_down:
+        raise ClusterUnreachable(
+            f"Cluster {cluster.slug} is unreachable ({cluster.status_reason}); its pools are "
+            "read-only until it answers again.",
+            cluster=cluster.slug,
+            reason=cluster.status_reason,
+            checked_at=cluster.checked_at.isoformat() if cluster.checked_at else None,
+        )
+
+
+def clusters_check_fan_out() -> int:
+    """Queue one connection check per cluster (:data:`pools.jobs.CLUSTER_CHECK`), so 8
+    clusters are checked by parallel workers and a slow one holds up none of the others;
+    returns how many were queued."""
+    ids = list(Cluster.objects.order_by("pk").values_list("pk", flat=True))
+    for cluster_id in ids:
+        enqueue_on_commit(CLUSTER_CHECK, cluster_id)
+    return len(ids)
+
+
+def clusters_from_environment() -> list[Cluster]:
+    """Create or refresh the clusters ``settings.SCHEDULERS`` defines
+    (:func:`pools.clusters.environment.environment_clusters`); returns them. Idempotent."""
+    clusters = []
+    for row in environment_clusters(settings.SCHEDULERS):
+        slug = row.pop("slug")
+        cluster, _ = Cluster.objects.update_or_create(slug=slug, defaults=row)
+        clusters.append(cluster)
+    return clusters
+
+
+def _probe(cluster: Cluster) -> str:
+    adapter = cluster_adapter_unshared(cluster)
+    if adapter is None:
+        raise ValueError(f"the environment variables no longer configure {cluster.kind}")
+    try:
+        adapter.list_nodes()
+        return str(getattr(adapter, "api_version", "") or "")
+    finally:
+        adapter.close()
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, OSError):
+        return f"credentials cannot be read: {error}"
+    if isinstance(error, SchedulerError):
+        return f"{error.code}: {error}"
+    return f"settings refused: {error}"
+
+
+def _validate(cluster: Cluster) -> None:
+    """Fields that fit together, else :class:`InvalidInput` naming the first wrong one."""
+    problem = _problem(cluster)
+    if problem is not None:
+        field, message = problem
+        raise InvalidInput(message, field=field)
+
+
+def _problem(cluster: Cluster) -> tuple[str, str] | None:
+    if cluster.kind not in _CREDENTIALS:
+        return "kind", "A cluster is a Slurm or a Kubernetes cluster."
+    if cluster.from_environment:
+        return None
+    if cluster.credential_kind not in _CREDENTIALS[cluster.kind]:
+        allowed = " or ".join(_CREDENTIALS[cluster.kind])
+        return "credential_kind", f"A {cluster.kind} cluster's credentials are a {allowed}."
+    if not cluster.credential_path:
+        return "credential_path", "Give the path of the credentials file."
+    needed = {
+        Scheduler.SLURM: ("api_url", "slurm_cluster_name", "slurm_user"),
+        Scheduler.KUBERNETES: (
+            ("api_url",) if cluster.credential_kind == CredentialKind.TOKEN_FILE else ()
+        ),
+    }[cluster.kind]
+    for field in needed:
+        if not getattr(cluster, field):
+            return field, f"A {cluster.kind} cluster needs its {field.replace('_', ' ')}."
+    if cluster.api_version and not _API_VERSION.fullmatch(cluster.api_version):
+        return "api_version", "An API version looks like v0.0.42 (empty: discover)."
+    try:
+        ZoneInfo(cluster.time_zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        return "time_zone", f"Not a time zone: {cluster.time_zone!r} (e.g. Europe/Berlin)."
+    return None
+
+
+def _refuse_taken(cluster: Cluster) -> None:
+    """:class:`ClusterTaken` when another cluster has the same Slurm ClusterName or the same
+    Kubernetes API URL (the database constraints say the same; this names the other)."""
+    others = Cluster.objects.filter(kind=cluster.kind).exclude(pk=cluster.pk)
+    if cluster.kind == Scheduler.SLURM:
+        field, value = "slurm_cluster_name", cluster.slurm_cluster_name
+    elif cluster.api_url:
+        field, value = "api_url", cluster.api_url
+    else:
+        return
+    other = others.filter(**{field: value}).first()
+    if other is not None:
+        raise ClusterTaken(
+            f"Cluster {other.slug} already has {field.replace('_', ' ')} {value!r}.",
+            field=field,
+            cluster=other.slug,
+        )
+
+
+def _pool_slugs(cluster: Cluster) -> list[str]:
+    return list(cluster.pools.order_by("slug").values_list("slug", flat=True))

@@ -1,0 +1,180 @@
+"""/api/v1/clusters/: everyone signed in reads, pool admins write (audited); refusals are 4xx
+with a machine-readable body and change nothing. A pool names its cluster by slug."""
+
+from __future__ import annotations
+
+import pytest
+from factories import ClusterFactory, PoolFactory
+from kubernetes_support import fake_apiserver
+
+from pools import adapters
+from pools.audit.models import AuditEvent
+from pools.clusters.models import Cluster
+from pools.inventory.models import Pool
+
+pytestmark = pytest.mark.django_db
+
+URL = "/api/v1/clusters/"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_adapters():
+    adapters.reset()
+    yield
+    adapters.reset()
+
+
+def new_slurm(**extra) -> dict:
+    return {
+        "slug": "legacy",
+        "name": "Legacy",
+        "kind": "slurm",
+        "api_url": f"http://127.0.0.1:{fake_apiserver().free_port()}",
+        "slurm_cluster_name": "legacy",
+        "slurm_user": "portal",
+        "credential_kind": "jwt-key",
+        "credential_path": "/nonexistent/jwt.key",
+        "site": "Garching",
+        "retiring": True,
+        **extra,
+    }
+
+
+def test_a_member_reads_clusters_with_their_pool_count(member_api):
+    cluster = ClusterFactory(slug="modern", name="Modern", site="Munich", provider="on-prem")
+    PoolFactory(slug="train", cluster=cluster)
+
+    response = member_api.get(f"{URL}modern/")
+
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["pool_count"], body["site"], body["provider"]) == (1, "Munich", "on-prem")
+    assert (body["status"], body["status_reason"], body["credential_kind"]) == (
+        "unknown",
+        "",
+        "jwt-key",
+    )
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("post", URL), ("patch", f"{URL}c/"), ("delete", f"{URL}c/"), ("post", f"{URL}c/check/")],
+)
+def test_a_member_changes_nothing(member_api, method, path):
+    ClusterFactory(slug="c")
+
+    response = getattr(member_api, method)(path, new_slurm(), format="json")
+
+    assert response.status_code == 403
+    assert Cluster.objects.count() == 1
+    assert not AuditEvent.objects.exists()
+
+
+def test_an_admin_creates_a_cluster_saved_unreachable_with_the_reason(admin_api):
+    """The key file does not exist: the cluster is kept, unreachable, and says why."""
+    response = admin_api.post(URL, new_slurm(), format="json")
+
+    assert response.status_code == 201
+    body = response.json()
+    assert body["status"] == "unreachable"
+    assert body["status_reason"] == (
+        "credentials cannot be read: [Errno 2] No such file or directory: '/nonexistent/jwt.key'"
+    )
+    assert (body["retiring"], body["pool_count"]) == (True, 0)
+    event = AuditEvent.objects.get()
+    assert (event.action, event.after["slug"]) == ("cluster.created", "legacy")
+
+
+def test_the_environment_credential_kind_cannot_be_chosen(admin_api):
+    response = admin_api.post(URL, new_slurm(credential_kind="environment"), format="json")
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_input"
+    assert "credential_kind" in response.json()["errors"]
+    assert not Cluster.objects.exists()
+
+
+def test_a_taken_cluster_name_is_a_409_naming_the_other(admin_api):
+    ClusterFactory(slug="first", slurm_cluster_name="legacy")
+
+    response = admin_api.post(URL, new_slurm(), format="json")
+
+    assert response.status_code == 409
+    body = response.json()
+    assert body["code"] == "cluster_taken"
+    assert body["data"] == {"field": "slurm_cluster_name", "cluster": "first"}
+    assert Cluster.objects.count() == 1
+
+
+def test_deleting_a_cluster_with_pools_is_a_409_listing_them(admin_api):
+    cluster = ClusterFactory(slug="busy")
+    PoolFactory(slug="train", cluster=cluster)
+
+    response = admin_api.delete(f"{URL}busy/")
+
+    assert response.status_code == 409
+    assert response.json()["code"] == "cluster_in_use"
+    assert response.json()["data"] == {"pools": ["train"]}
+    assert Cluster.objects.filter(slug="busy").exists()
+
+
+def test_a_bad_time_zone_is_a_400_on_its_field(admin_api):
+    response = admin_api.post(URL, new_slurm(time_zone="Nowhere/Else"), format="json")
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_input"
+    assert not Cluster.objects.exists()
+
+
+def test_check_records_the_connection_now(admin_api):
+    ClusterFactory(slug="c", credential_path="/nonexistent")
+
+    response = admin_api.post(f"{URL}c/check/")
+
+    assert response.status_code == 200
+    assert response.json()["status"] == "unreachable"
+    assert Cluster.objects.get(slug="c").checked_at is not None
+
+
+# ----------------------------------------------------------------- a pool's cluster
+
+
+def test_a_pool_is_created_in_a_cluster_of_its_scheduler(admin_api):
+    ClusterFactory(slug="modern")
+
+    response = admin_api.post(
+        "/api/v1/pools/",
+        {
+            "slug": "p",
+            "name": "P",
+            "scheduler": "slurm",
+            "slurm_partition": "p",
+            "cluster": "modern",
+        },
+        format="json",
+    )
+
+    assert response.status_code == 201
+    assert response.json()["cluster"] == "modern"
+    assert Pool.objects.get(slug="p").cluster.slug == "modern"
+
+
+@pytest.mark.parametrize(
+    ("cluster", "message"),
+    [
+        ({"kind": "kubernetes", "credential_kind": "kubeconfig"}, "k is a Kubernetes cluster."),
+        ({"retiring": True}, "k is being retired: it takes no new pools."),
+    ],
+)
+def test_a_pool_refuses_a_cluster_of_another_kind_or_retiring(admin_api, cluster, message):
+    ClusterFactory(slug="k", **cluster)
+
+    response = admin_api.post(
+        "/api/v1/pools/",
+        {"slug": "p", "name": "P", "scheduler": "slurm", "cluster": "k"},
+        format="json",
+    )
+
+    assert response.status_code == 400
+    assert response.json()["errors"]["cluster"] == [message]
+    assert not Pool.objects.exists()

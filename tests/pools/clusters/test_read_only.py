@@ -1,0 +1,93 @@
+"""A cluster known to be down makes its pools read-only with the reason: an approval into one
+is refused (409, nothing written), an auto-approval leaves the request for a pool admin; when
+the cluster answers again the same approval goes through."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from factories import ClusterFactory, next_week_9am
+
+from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
+from pools.choices import ClusterStatus, RequestStatus, Scheduler
+from pools.errors import ClusterUnreachable
+
+pytestmark = pytest.mark.django_db
+
+CHECKED = datetime(2026, 12, 5, 1, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def down(infer_pool):
+    """``infer``'s cluster, unreachable at its last check."""
+    cluster = ClusterFactory(
+        slug="site-b",
+        kind=Scheduler.KUBERNETES,
+        api_url="https://k8s-b.example.com:6443",
+        credential_kind="token-file",
+        credential_path="/t",
+        status=ClusterStatus.UNREACHABLE,
+        status_reason="scheduler_unavailable: list_nodes: connection refused",
+        checked_at=CHECKED,
+    )
+    infer_pool.cluster = cluster
+    infer_pool.save(update_fields=["cluster"])
+    return cluster
+
+
+def request_for(team_member, team, infer_pool, l40s):
+    start = next_week_9am()
+    return capacity_request_create(
+        actor=team_member,
+        team=team,
+        workload_kind="inference",
+        pool=infer_pool,
+        gpu_model=l40s,
+        card_count=2,
+        starts_at=start,
+        ends_at=start + timedelta(days=2),
+        justification="serve",
+    )
+
+
+def test_an_approval_into_a_down_cluster_is_refused_with_the_reason(
+    down, team_member, team, infer_pool, l40s, pool_admin, request_state
+):
+    submitted = request_for(team_member, team, infer_pool, l40s)
+    before = request_state()
+
+    with pytest.raises(ClusterUnreachable) as refused:
+        capacity_request_approve(request=submitted, actor=pool_admin)
+
+    assert refused.value.status == 409
+    assert refused.value.data == {
+        "cluster": "site-b",
+        "reason": "scheduler_unavailable: list_nodes: connection refused",
+        "checked_at": "2026-12-05T01:00:00+00:00",
+    }
+    assert request_state() == before
+
+
+def test_the_approval_goes_through_once_the_cluster_answers(
+    down, team_member, team, infer_pool, l40s, pool_admin
+):
+    submitted = request_for(team_member, team, infer_pool, l40s)
+    down.status = ClusterStatus.REACHABLE
+    down.save(update_fields=["status"])
+
+    allocation = capacity_request_approve(request=submitted, actor=pool_admin)
+
+    assert (allocation.pool, allocation.card_count) == (infer_pool, 2)
+
+
+def test_an_auto_approval_waits_for_a_pool_admin_while_the_cluster_is_down(
+    down, team_member, team, infer_pool, l40s
+):
+    infer_pool.auto_approve_max_cards = 4
+    infer_pool.auto_approve_max_days = 7
+    infer_pool.save()
+
+    submitted = request_for(team_member, team, infer_pool, l40s)
+
+    assert submitted.status == RequestStatus.SUBMITTED

@@ -1,0 +1,67 @@
+"""The clusters page: health columns, filters, CSV, empty state, and a pool admin's check."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import UTC, datetime
+
+import pytest
+from factories import ClusterFactory, PoolFactory
+
+from pools.choices import ClusterStatus
+from pools.clusters.models import Cluster
+
+pytestmark = pytest.mark.django_db
+
+URL = "/clusters/"
+
+
+@pytest.fixture
+def two():
+    down = ClusterFactory(
+        slug="legacy",
+        name="Legacy",
+        retiring=True,
+        status=ClusterStatus.UNREACHABLE,
+        status_reason="scheduler_unavailable: connection refused",
+        checked_at=datetime(2026, 12, 5, 1, 0, tzinfo=UTC),
+    )
+    up = ClusterFactory(slug="modern", name="Modern", status=ClusterStatus.REACHABLE)
+    PoolFactory(slug="train", cluster=up)
+    return down, up
+
+
+def test_the_page_shows_each_cluster_with_its_reason(member_page, two):
+    body = member_page.get(URL).content.decode()
+
+    assert "Legacy" in body and "retiring" in body
+    assert "scheduler_unavailable: connection refused" in body
+    assert "Check now" not in body  # a member cannot check
+
+
+def test_filters_and_csv(member_page, two):
+    response = member_page.get(URL, {"status": "unreachable", "export": "csv"})
+
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert [(r["slug"], r["status"], r["retiring"], r["pools"]) for r in rows] == [
+        ("legacy", "unreachable", "True", "0")
+    ]
+
+
+def test_the_empty_state_says_what_is_used_instead(member_page):
+    assert "the scheduler connections of the environment variables are used" in (
+        member_page.get(URL).content.decode()
+    )
+
+
+def test_a_pool_admin_checks_now_and_a_member_cannot(admin_page, member_page):
+    ClusterFactory(slug="c", credential_path="/nonexistent/key")
+
+    assert member_page.post("/clusters/c/check/").status_code == 403
+    assert Cluster.objects.get(slug="c").status == ClusterStatus.UNKNOWN
+
+    response = admin_page.post("/clusters/c/check/")
+
+    assert response.status_code == 302
+    assert Cluster.objects.get(slug="c").status == ClusterStatus.UNREACHABLE
