@@ -776,7 +776,7 @@ class AgentTaskFactory(factory.django.DjangoModelFactory):
 
 
 class WorkloadClassFactory(factory.django.DjangoModelFactory):
-    """A class beside the four seeded ones (migration 0035), on data-centre cards."""
+    """A class beside the four seeded ones (migration 0037), on data-centre cards."""
 
     class Meta:
         model = classes_models.WorkloadClass

@@ -2,7 +2,7 @@
 
 The hand-built fleet: Kubernetes pool ``mixed`` with node ``dc-01`` (4 L40S, data-centre class)
 and nodes ``gc-01``, ``gc-02`` (4 GeForce RTX 4090 each, consumer class): 4 data-centre and 8
-consumer cards. The seeded classes (migration 0035): production may use data-centre cards,
+consumer cards. The seeded classes (migration 0037): production may use data-centre cards,
 batch consumer cards. Team ``svc`` defaults to production, ``etl`` to batch, ``lab`` to none.
 """
 

@@ -100,11 +100,11 @@ def test_environment_clusters_are_the_real_connections_only():
 
 
 def test_the_migration_puts_existing_pools_in_the_environment_cluster():
-    """The data step of 0035: with SLURM_REST_URL set, the Slurm pools go into ``env-slurm``;
+    """The data step of 0038: with SLURM_REST_URL set, the Slurm pools go into ``env-slurm``;
     the Kubernetes pool (no KUBERNETES_* variables) keeps no cluster, i.e. the environment's."""
     train = PoolFactory(slug="train")
     infer = PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES)
-    migration = importlib.import_module("pools.migrations.0035_clusters_cluster")
+    migration = importlib.import_module("pools.migrations.0038_clusters_cluster")
 
     with override_settings(SCHEDULERS={"slurm": SLURM_ENV}):
         migration.environment_clusters_create(apps, None)
