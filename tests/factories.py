@@ -775,6 +775,50 @@ class AgentTaskFactory(factory.django.DjangoModelFactory):
     output_tokens = 150
 
 
+class AgentTaskDayFactory(factory.django.DjangoModelFactory):
+    """One day's rollup row of one-call tasks: two tasks of 3,000 input (2,000 cached) and 150
+    output tokens each."""
+
+    class Meta:
+        model = tokenflow_models.AgentTaskDay
+
+    team = factory.SubFactory(TeamFactory)
+    served_model = "qwen"
+    day = factory.LazyFunction(lambda: timezone.localdate())
+    task_calls = 1
+    tasks = 2
+    tasks_metered = 2
+    metered_calls = 2
+    outcomes_known = 2
+    input_tokens = 6000
+    cached_tokens = 4000
+    output_tokens = 300
+    first_input_tokens = 6000
+    last_input_tokens = 6000
+
+
+class RecurringReservationFactory(factory.django.DjangoModelFactory):
+    """4 L40S every weekday 09:00-18:00 Europe/Berlin for four weeks from next Monday."""
+
+    class Meta:
+        model = capacity_models.RecurringReservation
+
+    team = factory.SubFactory(TeamFactory)
+    pool = factory.SubFactory(PoolFactory)
+    gpu_model = factory.LazyFunction(lambda: inventory_models.GpuModel.objects.get(slug="l40s"))
+    name = factory.Sequence(lambda n: f"course-{n}")
+    created_by = factory.SubFactory(UserFactory)
+    card_count = 4
+    recurrence = capacity_models.Recurrence.WEEKDAY
+    time_zone = "Europe/Berlin"
+    first_date = factory.LazyFunction(
+        lambda: timezone.localdate() + timedelta(days=7 - timezone.localdate().weekday())
+    )
+    last_date = factory.LazyAttribute(lambda o: o.first_date + timedelta(days=27))
+    start_time = factory.LazyFunction(lambda: datetime.strptime("09:00", "%H:%M").time())
+    end_time = factory.LazyFunction(lambda: datetime.strptime("18:00", "%H:%M").time())
+
+
 class WorkloadClassFactory(factory.django.DjangoModelFactory):
     """A class beside the four seeded ones (migration 0037), on data-centre cards."""
 
