@@ -11,12 +11,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.core.exceptions import ValidationError
 from factories import next_week_9am
 
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
 from pools.choices import RequestStatus
-from pools.classes.models import WorkloadClass
+from pools.classes.models import WorkloadClass, card_classes_validator
 from pools.classes.rules import ClassRule
 from pools.errors import InvalidInput
 from pools.inventory.models import GpuModel
@@ -146,3 +147,21 @@ def test_a_class_may_name_a_model_outside_its_card_classes():
     assert rule.permits(model_slug="rtx4090", card_class="consumer")
     assert not rule.permits(model_slug="rtx3090", card_class="consumer")
     assert rule.permits(model_slug="l40s", card_class="datacentre")
+
+
+@pytest.mark.parametrize(
+    ("value", "code"),
+    [
+        ("datacentre", "invalid"),
+        (["datacentre", 3], "invalid"),
+        (["quantum"], "invalid_choice"),
+        (["consumer", "consumer"], "duplicate"),
+    ],
+)
+def test_card_classes_outside_the_list_of_known_classes_are_refused(value, code):
+    """The admin's form is the only writer: full_clean refuses what is not a list of distinct
+    known card classes (consumer, datacentre)."""
+    with pytest.raises(ValidationError) as refused:
+        card_classes_validator(value)
+    assert refused.value.code == code
+    card_classes_validator(["consumer", "datacentre"])  # the two known ones pass
