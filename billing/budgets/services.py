@@ -50,38 +50,62 @@ def _snapshot(budget: Budget) -> dict[str, Any]:
     )  # fmt: skip
 
 
-def _validate(values: dict[str, Any]) -> None:  # noqa: C901  # split in #29 once the feature branches merge
-    """Field errors of a budget's values (all of them at once), raised as one InvalidInput."""
-    errors: dict[str, str] = {}
+def _owner_errors(values: dict[str, Any]) -> dict[str, str]:
+    """Errors of the owner: exactly one of a team and a cost centre some team carries."""
     team, centre = values.get("team"), (values.get("cost_centre") or "").strip()
     if (team is None) == (not centre):
-        errors["team"] = "A team or a cost centre, not both."
-    elif centre and not Team.objects.filter(cost_centre=centre).exists():
-        errors["cost_centre"] = f"No team has cost centre {centre!r}."
+        return {"team": "A team or a cost centre, not both."}
+    if centre and not Team.objects.filter(cost_centre=centre).exists():
+        return {"cost_centre": f"No team has cost centre {centre!r}."}
+    return {}
+
+
+def _period_errors(values: dict[str, Any]) -> dict[str, str]:
+    """Errors of the period: a known period, starting on its first day
+    (:func:`billing.budgets.periods.period_start`)."""
     period, starts_on = values["period"], values["starts_on"]
     if period not in BudgetPeriod.values:
-        errors["period"] = f"One of {', '.join(BudgetPeriod.values)}."
-    elif starts_on != p.period_start(period, starts_on):
-        errors["starts_on"] = (
-            f"The first day of a {period}: {p.period_start(period, starts_on).isoformat()}?"
-        )
+        return {"period": f"One of {', '.join(BudgetPeriod.values)}."}
+    first = p.period_start(period, starts_on)
+    if starts_on != first:
+        return {"starts_on": f"The first day of a {period}: {first.isoformat()}?"}
+    return {}
+
+
+def _hours_errors(values: dict[str, Any]) -> dict[str, str]:
+    """Errors of the card-hour limit: some limit given, and a card-hour limit above 0."""
     hours, money = values.get("card_hours_limit"), values.get("money_limit")
-    if hours is None and money is None:
-        errors["card_hours_limit"] = "Give a card-hour limit, a money limit, or both."
     if hours is not None and Decimal(hours) <= 0:
-        errors["card_hours_limit"] = "More than 0 card-hours."
-    currency = values.get("currency") or ""
-    if money is not None:
-        if Decimal(money) <= 0:
-            errors["money_limit"] = "More than 0."
-        expected = rate_card_currency(starts_on)
-        if currency != expected:
-            errors["currency"] = (
-                f"The rate card charges in {expected}; a budget in {currency or 'no currency'} "
-                "could not be compared with what it charges."
-            )
-    elif currency:
-        errors["currency"] = "Only with a money limit."
+        return {"card_hours_limit": "More than 0 card-hours."}
+    if hours is None and money is None:
+        return {"card_hours_limit": "Give a card-hour limit, a money limit, or both."}
+    return {}
+
+
+def _money_errors(values: dict[str, Any]) -> dict[str, str]:
+    """Errors of the money limit: above 0, in the currency of the rate card in force at the
+    start (:func:`rate_card_currency`); a currency only with a money limit."""
+    money, currency = values.get("money_limit"), values.get("currency") or ""
+    errors: dict[str, str] = {}
+    if money is None:
+        if currency:
+            errors["currency"] = "Only with a money limit."
+        return errors
+    if Decimal(money) <= 0:
+        errors["money_limit"] = "More than 0."
+    expected = rate_card_currency(values["starts_on"])
+    if currency != expected:
+        errors["currency"] = (
+            f"The rate card charges in {expected}; a budget in {currency or 'no currency'} "
+            "could not be compared with what it charges."
+        )
+    return errors
+
+
+def _choice_errors(values: dict[str, Any]) -> dict[str, str]:
+    """Errors of the rollover, its cap (0 % or more, only when unused carries over) and the
+    enforcement."""
+    errors: dict[str, str] = {}
     if values.get("rollover") not in Rollover.values:
         errors["rollover"] = f"One of {', '.join(Rollover.values)}."
     cap = values.get("rollover_cap_percent")
@@ -89,6 +113,15 @@ def _validate(values: dict[str, Any]) -> None:  # noqa: C901  # split in #29 onc
         errors["rollover_cap_percent"] = "A cap of 0 % or more, only when unused carries over."
     if values.get("enforcement") not in Enforcement.values:
         errors["enforcement"] = f"One of {', '.join(Enforcement.values)}."
+    return errors
+
+
+def _validate(values: dict[str, Any]) -> None:
+    """Field errors of a budget's values (all of them at once), raised as one InvalidInput
+    ({field: message}, fields in :data:`FIELDS` order)."""
+    errors: dict[str, str] = {}
+    for step in (_owner_errors, _period_errors, _hours_errors, _money_errors, _choice_errors):
+        errors.update(step(values))
     if errors:
         raise InvalidInput("The budget has invalid fields.", errors=errors)
 

@@ -12,7 +12,8 @@ with the fleet; Prometheus gets a fixed number of queries (``pools.dashboards.ut
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.contrib import messages
@@ -274,100 +275,164 @@ def stranded_recompute(request):
     return redirect("dashboard")
 
 
-@pool_admin_required
-def admin_dashboard(request):  # noqa: C901  # split in #29 once the feature branches merge
-    now = timezone.now()
-    form, filters = _filter_form(request)
-    part = request.GET.get("part")
-    if part == "utilisation":
-        return _utilisation_part(request, filters, now)
-    heat = "util" if request.GET.get("heat") == "util" else "state"
-    if part == "heatmap" or request.GET.get("export") == "heatmap":
-        try:
-            page = int(request.GET.get("page", 1))
-        except ValueError:
-            page = 1
-        if request.GET.get("export") == "heatmap":  # every node, not the page shown
-            nodes, _ = dashboard.node_heatmap(filters=filters, now=now, page=None)
-            if heat == "util":
-                nodes, _ = utilisation.heatmap_utilisation(rows=nodes, now=now)
-            cells = ((r, c) for r in nodes for c in r.cells)
-            return csv_response(cells, HEATMAP_COLUMNS, "dashboard-gpus.csv")
-        nodes, pages = dashboard.node_heatmap(filters=filters, now=now, page=page)
-        heat_error = None
-        if heat == "util":
-            nodes, heat_error = utilisation.heatmap_utilisation(rows=nodes, now=now)
-        query = request.GET.copy()
-        query.pop("page", None)
-        response = render(
-            request,
-            "dashboard/admin.html#heatmap",
-            {"heat": nodes, "page": min(max(page, 1), pages), "pages": pages,
-             "query": query.urlencode(), "colour": heat, "heat_error": heat_error,
-             "heat_warn": heat_error not in (None, utilisation.NOT_CONFIGURED)},
-        )  # fmt: skip
-        patch_vary_headers(response, ["HX-Request"])
-        return response
+_NO_IN_USE_EXPORTS = ("plan", "forecast", "teams-cards", "teams-cost", "alerts")
+"""Exports that show no cards in use: Prometheus is not asked for them."""
 
-    export = request.GET.get("export")
+
+@dataclass
+class _Board:
+    """What the admin dashboard reads for the page and its exports, in the order it reads it;
+    ``stranded`` and ``stranded_at`` only after the exports that do not need them."""
+
+    plan: dict[tuple, dashboard.PlanSeries]  # (pool slug, model slug) -> series
+    rows: list[dashboard.CapacityRow]
+    in_use: utilisation.UtilisationNow
+    days: list[datetime]
+    usable: dict[tuple[str, str], int]  # (pool slug, model slug) -> usable cards
+    forecasts: list[dashboard.Forecast]
+    alerts: dashboard.Alerts
+    top_cards: list[dict]
+    this_month: date  # first day of the billing month
+    cost_month: date  # the month top_cost is of
+    top_cost: list[costs.TeamCost]
+    serving_rows: list
+    serving_groups: list
+    stranded: list[costs.StrandedCost] | None = None
+    stranded_at: datetime | None = None
+
+
+def _heatmap_part(request, filters, now, heat):
+    """The GPU heatmap fragment (``?part=heatmap&page=N``), or every node as CSV
+    (``?export=heatmap``); colour by state or, ``heat=util``, by utilisation."""
+    try:
+        page = int(request.GET.get("page", 1))
+    except ValueError:
+        page = 1
+    if request.GET.get("export") == "heatmap":  # every node, not the page shown
+        nodes, _ = dashboard.node_heatmap(filters=filters, now=now, page=None)
+        if heat == "util":
+            nodes, _ = utilisation.heatmap_utilisation(rows=nodes, now=now)
+        cells = ((r, c) for r in nodes for c in r.cells)
+        return csv_response(cells, HEATMAP_COLUMNS, "dashboard-gpus.csv")
+    nodes, pages = dashboard.node_heatmap(filters=filters, now=now, page=page)
+    heat_error = None
+    if heat == "util":
+        nodes, heat_error = utilisation.heatmap_utilisation(rows=nodes, now=now)
+    query = request.GET.copy()
+    query.pop("page", None)
+    response = render(
+        request,
+        "dashboard/admin.html#heatmap",
+        {"heat": nodes, "page": min(max(page, 1), pages), "pages": pages,
+         "query": query.urlencode(), "colour": heat, "heat_error": heat_error,
+         "heat_warn": heat_error not in (None, utilisation.NOT_CONFIGURED)},
+    )  # fmt: skip
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+def _top_cost(filters, now) -> tuple:
+    """(this month, the month shown, its top teams by cost): this month's, last month's when
+    this month has none."""
+    this_month, last_month = _cost_month(now)
+    top_cost = costs.top_teams_by_cost(month=this_month, team=filters.team)
+    if top_cost:
+        return this_month, this_month, top_cost
+    return this_month, last_month, costs.top_teams_by_cost(month=last_month, team=filters.team)
+
+
+def _load_board(filters, now, export) -> _Board:
+    """Everything but the stranded capacity; Prometheus is asked for cards in use only for
+    the page and the capacity and serving exports."""
     plan = dashboard.allocation_plan(filters=filters, now=now)
     rows = dashboard.capacity_rows(filters=filters, now=now, plan=plan)
     in_use = utilisation.UtilisationNow(now=now, error="not read for this export")
-    if export not in ("plan", "forecast", "teams-cards", "teams-cost", "alerts"):
+    if export not in _NO_IN_USE_EXPORTS:
         in_use = utilisation.utilisation_now(filters=filters, now=now)  # the page and capacity
         utilisation.apply_in_use(rows, in_use)
-    days = dashboard.plan_days(now)
     usable = {(r.pool_slug, r.gpu_model_slug): r.usable for r in rows}
+    days = dashboard.plan_days(now)
     forecasts = dashboard.demand_forecasts(filters=filters, now=now, usable=usable)
     alerts = dashboard.dashboard_alerts(now=now)
     top_cards = dashboard.top_teams_by_cards(filters=filters, now=now)
-    this_month, last_month = _cost_month(now)
-    cost_month = this_month
-    top_cost = costs.top_teams_by_cost(month=this_month, team=filters.team)
-    if not top_cost:
-        cost_month = last_month
-        top_cost = costs.top_teams_by_cost(month=last_month, team=filters.team)
-
+    this_month, cost_month, top_cost = _top_cost(filters, now)
     month_start = local_midnight(this_month, billing_zone())
     served = serving_selectors.allocations_served(start=month_start, end=now + timedelta(minutes=5))
     serving_rows = serving_dash.serving_rows(allocations=served, month=this_month, now=now)
-    serving_groups = serving_dash.serving_groups(serving_rows)
-    if export == "serving":
-        return csv_response(serving_groups, SERVING_GROUP_COLUMNS, "dashboard-serving.csv")
-    if export == "serving-allocations":
-        return csv_response(serving_rows, SERVING_COLUMNS, "dashboard-serving-allocations.csv")
-    if export == "capacity":
-        return csv_response(_capacity_table(rows), CAPACITY_COLUMNS, "dashboard-capacity.csv")
-    snapshot = stranded_for_dashboard(filters=filters, now=now)
-    stranded = costs.stranded_costs(snapshot.rows, now=now)
-    if export == "stranded":
-        return csv_response(stranded, STRANDED_COLUMNS, "dashboard-stranded.csv")
-    if export == "plan":
-        lines = (
-            (pool, model, d.date().isoformat(), s.held[i], s.pending[i], usable.get((pool, model)))
-            for (pool, model), s in sorted(plan.items()) if pool
-            for i, d in enumerate(days)
-        )  # fmt: skip
-        return csv_response(lines, PLAN_COLUMNS, "dashboard-plan.csv")
-    if export == "forecast":
-        return csv_response(forecasts, FORECAST_COLUMNS, "dashboard-forecast.csv")
-    if export == "teams-cards":
-        return csv_response(top_cards, TEAM_CARD_COLUMNS, "dashboard-teams-cards.csv")
-    if export == "teams-cost":
-        return csv_response(
-            top_cost, TEAM_COST_COLUMNS, f"dashboard-teams-cost-{cost_month:%Y-%m}.csv"
-        )
-    if export == "alerts":
-        lines = [
-            ("unrecognised_model", u["raw_model_name"], f"{u['gpu_count']} cards")
-            for u in alerts.unrecognised
-        ]
-        lines += [("scheduler_drift", d.subject, f"expected {d.expected}, found {d.found}")
-                  for d in alerts.drifts]  # fmt: skip
-        lines += [("over_commit", f"{o.pool} {o.gpu_model}", str(o)) for o in alerts.overcommitted]
-        return csv_response(lines, ALERT_COLUMNS, "dashboard-alerts.csv")
+    return _Board(
+        plan=plan, rows=rows, in_use=in_use, days=days, usable=usable, forecasts=forecasts,
+        alerts=alerts, top_cards=top_cards, this_month=this_month, cost_month=cost_month,
+        top_cost=top_cost, serving_rows=serving_rows,
+        serving_groups=serving_dash.serving_groups(serving_rows),
+    )  # fmt: skip
 
-    totals = {
+
+def _plan_lines(board: _Board):
+    """PLAN_COLUMNS rows: per placed pool × model and day, held, pending and usable cards."""
+    return (
+        (pool, model, d.date().isoformat(), s.held[i], s.pending[i],
+         board.usable.get((pool, model)))
+        for (pool, model), s in sorted(board.plan.items()) if pool
+        for i, d in enumerate(board.days)
+    )  # fmt: skip
+
+
+def _alert_lines(alerts) -> list[tuple]:
+    """ALERT_COLUMNS rows: unrecognised models, scheduler drift, over-commit."""
+    lines = [
+        ("unrecognised_model", u["raw_model_name"], f"{u['gpu_count']} cards")
+        for u in alerts.unrecognised
+    ]
+    lines += [("scheduler_drift", d.subject, f"expected {d.expected}, found {d.found}")
+              for d in alerts.drifts]  # fmt: skip
+    lines += [("over_commit", f"{o.pool} {o.gpu_model}", str(o)) for o in alerts.overcommitted]
+    return lines
+
+
+def _export_before_stranded(export, board: _Board):
+    """The CSV of ``?export=`` for the tables read before the stranded capacity, or None."""
+    make = {
+        "serving": lambda: csv_response(
+            board.serving_groups, SERVING_GROUP_COLUMNS, "dashboard-serving.csv"
+        ),
+        "serving-allocations": lambda: csv_response(
+            board.serving_rows, SERVING_COLUMNS, "dashboard-serving-allocations.csv"
+        ),
+        "capacity": lambda: csv_response(
+            _capacity_table(board.rows), CAPACITY_COLUMNS, "dashboard-capacity.csv"
+        ),
+    }.get(export)
+    return make() if make else None
+
+
+def _export_after_stranded(export, board: _Board):
+    """The CSV of ``?export=`` for the stranded capacity and the tables after it, or None
+    (an unknown export shows the page)."""
+    make = {
+        "stranded": lambda: csv_response(
+            board.stranded, STRANDED_COLUMNS, "dashboard-stranded.csv"
+        ),
+        "plan": lambda: csv_response(_plan_lines(board), PLAN_COLUMNS, "dashboard-plan.csv"),
+        "forecast": lambda: csv_response(
+            board.forecasts, FORECAST_COLUMNS, "dashboard-forecast.csv"
+        ),
+        "teams-cards": lambda: csv_response(
+            board.top_cards, TEAM_CARD_COLUMNS, "dashboard-teams-cards.csv"
+        ),
+        "teams-cost": lambda: csv_response(
+            board.top_cost, TEAM_COST_COLUMNS, f"dashboard-teams-cost-{board.cost_month:%Y-%m}.csv"
+        ),
+        "alerts": lambda: csv_response(
+            _alert_lines(board.alerts), ALERT_COLUMNS, "dashboard-alerts.csv"
+        ),
+    }.get(export)
+    return make() if make else None
+
+
+def _totals(board: _Board, borrowed) -> dict:
+    """The capacity table's totals row (cards); in use None when Prometheus could not say."""
+    rows, in_use = board.rows, board.in_use
+    return {
         "total": sum(r.total for r in rows),
         "healthy": sum(r.healthy for r in rows),
         "allocated": sum(r.allocated for r in rows),
@@ -375,30 +440,34 @@ def admin_dashboard(request):  # noqa: C901  # split in #29 once the feature bra
         "usable": sum(r.usable for r in rows),
         "in_use": None if in_use.error else sum(c.busy for c in in_use.rows.values()),
         "in_use_reporting": sum(c.reporting for c in in_use.rows.values()),
+        "borrowed": sum(cards for _, cards in borrowed),
     }
+
+
+def _page_context(request, form, filters, board: _Board, now, heat) -> dict:
+    """The admin dashboard page's template context."""
     borrowed = borrowed_cards_by_pool(now=now)
-    totals["borrowed"] = sum(cards for _, cards in borrowed)
-    unplaced = plan.get(("", ""))
+    unplaced = board.plan.get(("", ""))
     range_key = request.GET.get("range")
-    context = {
+    return {
         "form": form,
         "filters": filters,
-        "rows": rows,
-        "totals": totals,
+        "rows": board.rows,
+        "totals": _totals(board, borrowed),
         "borrowed_by_pool": borrowed,
-        "chart": _plan_chart(plan, rows, days),
+        "chart": _plan_chart(board.plan, board.rows, board.days),
         "unplaced_pending": unplaced.unplaced_pending if unplaced else 0,
-        "forecasts": forecasts,
-        "stranded": stranded,
-        "stranded_at": snapshot.computed_at,
-        "alerts": alerts,
-        "top_cards": top_cards,
-        "top_cost": top_cost,
-        "cost_month": cost_month,
-        "serving_groups": serving_groups,
+        "forecasts": board.forecasts,
+        "stranded": board.stranded,
+        "stranded_at": board.stranded_at,
+        "alerts": board.alerts,
+        "top_cards": board.top_cards,
+        "top_cost": board.top_cost,
+        "cost_month": board.cost_month,
+        "serving_groups": board.serving_groups,
         "serving_state": serving_selectors.serving_state(now=now),
-        "this_month": this_month,
-        "in_use": in_use,
+        "this_month": board.this_month,
+        "in_use": board.in_use,
         "colour": heat,
         "ranges": utilisation.RANGES.values(),
         "range": range_key if range_key in utilisation.RANGES else utilisation.DEFAULT_RANGE,
@@ -406,6 +475,29 @@ def admin_dashboard(request):  # noqa: C901  # split in #29 once the feature bra
         "now": now,
         "clusters": list(cluster_list()),  # one query whatever the number of clusters
     }
+
+
+@pool_admin_required
+def admin_dashboard(request):
+    """The pool admins' dashboard: the page, its htmx body, a part (``?part=utilisation``,
+    ``?part=heatmap``) or a table as CSV (``?export=<table>``); see the module doc."""
+    now = timezone.now()
+    form, filters = _filter_form(request)
+    part, export = request.GET.get("part"), request.GET.get("export")
+    if part == "utilisation":
+        return _utilisation_part(request, filters, now)
+    heat = "util" if request.GET.get("heat") == "util" else "state"
+    if part == "heatmap" or export == "heatmap":
+        return _heatmap_part(request, filters, now, heat)
+    board = _load_board(filters, now, export)
+    if (response := _export_before_stranded(export, board)) is not None:
+        return response
+    snapshot = stranded_for_dashboard(filters=filters, now=now)
+    board.stranded = costs.stranded_costs(snapshot.rows, now=now)
+    board.stranded_at = snapshot.computed_at
+    if (response := _export_after_stranded(export, board)) is not None:
+        return response
+    context = _page_context(request, form, filters, board, now, heat)
     template = "dashboard/admin.html#body" if request.htmx else "dashboard/admin.html"
     response = render(request, template, context)
     patch_vary_headers(response, ["HX-Request"])

@@ -7,6 +7,7 @@ not in MIG mode) and, when a CUDA version is asked for, whose driver group suppo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -278,7 +279,136 @@ class CapacitySnapshot:
         )
 
 
-def request_options(  # noqa: C901  # split in #29 once the feature branches merge
+@dataclass(frozen=True)
+class _Reads:
+    """Where :func:`request_options` reads from: the pools and models considered, schedulable
+    cards by model (``by_model(pool=, cuda=)`` -> {model id: cards}), the holding intervals
+    ``(start, end, cards)`` of a (pool, model) in the window and its cards in MIG mode."""
+
+    pools: list[Pool]
+    models_by_id: dict[int, GpuModel]
+    by_model: Callable[..., dict[int, int]]
+    intervals: Callable[[Pool, GpuModel], list[tuple[datetime, datetime, int]]]
+    mig_cards: Callable[[Pool, GpuModel], int]
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """What a request asks of :func:`request_options` beyond where to look."""
+
+    workload_kind: str
+    card_count: int
+    start: datetime
+    end: datetime
+    gpu_model: GpuModel | None
+    cuda: str | None
+    rule: ClassRule | None
+
+
+def _snapshot_reads(
+    snapshot: CapacitySnapshot,
+    *,
+    pool: Pool | None,
+    gpu_model: GpuModel | None,
+    min_memory_gib: Decimal | None,
+    ask: _Ask,
+) -> _Reads:
+    """:class:`_Reads` from a :class:`CapacitySnapshot` covering the window: no query."""
+    models_by_id = {
+        pk: m
+        for pk, m in snapshot.models.items()
+        if (pk == gpu_model.pk if gpu_model else
+            min_memory_gib is None or m.memory_gib >= min_memory_gib)
+    }  # fmt: skip
+    return _Reads(
+        pools=[pool] if pool else snapshot.pools,
+        models_by_id=models_by_id,
+        by_model=snapshot.schedulable_by_model,
+        intervals=lambda candidate, model: snapshot.intervals(
+            pool=candidate, gpu_model=model, start=ask.start, end=ask.end
+        ),
+        mig_cards=lambda candidate, model: snapshot.mig.get((candidate.pk, model.pk), 0),
+    )
+
+
+def _database_reads(
+    *, pool: Pool | None, gpu_model: GpuModel | None, min_memory_gib: Decimal | None, ask: _Ask
+) -> _Reads:
+    """:class:`_Reads` from the database: the pools and models now, counts per pool asked."""
+    models = GpuModel.objects.all()
+    if gpu_model:
+        models = models.filter(pk=gpu_model.pk)
+    elif min_memory_gib is not None:
+        models = models.filter(memory_gib__gte=min_memory_gib)
+    return _Reads(
+        pools=[pool] if pool else list(Pool.objects.order_by("name")),
+        models_by_id={m.pk: m for m in models},
+        by_model=_schedulable_by_model,
+        intervals=lambda candidate, model: holding_intervals(
+            pool=candidate, gpu_model=model, start=ask.start, end=ask.end
+        ),
+        mig_cards=lambda candidate, model: (
+            Gpu.objects.sliced().filter(node__pool=candidate, gpu_model=model).count()
+        ),
+    )
+
+
+def _fit_reasons(candidate: Pool, model: GpuModel, ask: _Ask) -> list[str]:
+    """Why the pool or model does not suit the request's kind of work: wrong scheduler
+    (:data:`SCHEDULER_OF_KIND`), or the workload class's rule does not permit the model."""
+    reasons = []
+    if candidate.scheduler != SCHEDULER_OF_KIND.get(ask.workload_kind):
+        reasons.append(
+            f"{candidate.name} runs {candidate.get_scheduler_display()}, not "
+            f"{WorkloadKind(ask.workload_kind).label.split(' (')[0].lower()} work"
+        )
+    if ask.rule is not None and not ask.rule.permits(
+        model_slug=model.slug, card_class=model.card_class
+    ):
+        reasons.append(ask.rule.refusal(model_name=model.name, card_class=model.card_class))
+    return reasons
+
+
+def _supply_reason(option: Option, reads: _Reads, ask: _Ask) -> str | None:
+    """Why the pool has not the cards: none whole (reads its MIG cards into the option), none
+    on a driver supporting the CUDA version, or too few free in the window; None if it has."""
+    if not option.total:
+        option.mig_cards = reads.mig_cards(option.pool, option.gpu_model)
+        return no_whole_cards(option.pool, option.gpu_model, option.mig_cards)
+    if ask.cuda and not option.schedulable:
+        return f"no driver group of {option.pool.name} supports CUDA {ask.cuda}"
+    if option.free < ask.card_count:
+        return f"only {option.free} of {option.usable} cards free in that window"
+    return None
+
+
+def _pool_options(candidate: Pool, reads: _Reads, ask: _Ask) -> list[Option]:
+    """The options of one pool: each model offered, with its cards and reasons."""
+    all_cards = reads.by_model(pool=candidate, cuda=None)
+    capable = reads.by_model(pool=candidate, cuda=ask.cuda) if ask.cuda else all_cards
+    offered = [reads.models_by_id[m] for m in all_cards if m in reads.models_by_id]
+    if ask.gpu_model and ask.gpu_model.pk not in all_cards:
+        offered = [ask.gpu_model]
+    options = []
+    for model in offered:
+        schedulable = capable.get(model.pk, 0)
+        free = free_cards(
+            schedulable=schedulable,
+            overcommit_ratio=candidate.overcommit_ratio,
+            intervals=reads.intervals(candidate, model),
+            start=ask.start,
+            end=ask.end,
+        )
+        usable = usable_cards(schedulable, candidate.overcommit_ratio)
+        option = Option(candidate, model, all_cards.get(model.pk, 0), schedulable, usable, free)
+        option.reasons.extend(_fit_reasons(candidate, model, ask))
+        if (supply := _supply_reason(option, reads, ask)) is not None:
+            option.reasons.append(supply)
+        options.append(option)
+    return options
+
+
+def request_options(
     *,
     workload_kind: str,
     card_count: int,
@@ -300,74 +430,12 @@ def request_options(  # noqa: C901  # split in #29 once the feature branches mer
     model, no driver supporting the CUDA version, or too few free cards. With a ``snapshot``
     (covering the window) nothing more is read from the database.
     """
-    if snapshot is not None:
-        pools = [pool] if pool else snapshot.pools
-        models_by_id = {
-            pk: m
-            for pk, m in snapshot.models.items()
-            if (pk == gpu_model.pk if gpu_model else
-                min_memory_gib is None or m.memory_gib >= min_memory_gib)
-        }  # fmt: skip
-        by_model = snapshot.schedulable_by_model
-
-        def intervals(candidate, model):
-            return snapshot.intervals(pool=candidate, gpu_model=model, start=start, end=end)
-
-        def mig_cards(candidate, model):
-            return snapshot.mig.get((candidate.pk, model.pk), 0)
-    else:
-        pools = [pool] if pool else list(Pool.objects.order_by("name"))
-        models = GpuModel.objects.all()
-        if gpu_model:
-            models = models.filter(pk=gpu_model.pk)
-        elif min_memory_gib is not None:
-            models = models.filter(memory_gib__gte=min_memory_gib)
-        models_by_id = {m.pk: m for m in models}
-        by_model = _schedulable_by_model
-
-        def intervals(candidate, model):
-            return holding_intervals(pool=candidate, gpu_model=model, start=start, end=end)
-
-        def mig_cards(candidate, model):
-            return Gpu.objects.sliced().filter(node__pool=candidate, gpu_model=model).count()
-
-    options: list[Option] = []
-    for candidate in pools:
-        all_cards = by_model(pool=candidate, cuda=None)
-        capable = by_model(pool=candidate, cuda=cuda) if cuda else all_cards
-        offered = [models_by_id[m] for m in all_cards if m in models_by_id]
-        if gpu_model and gpu_model.pk not in all_cards:
-            offered = [gpu_model]
-        for model in offered:
-            schedulable = capable.get(model.pk, 0)
-            usable = usable_cards(schedulable, candidate.overcommit_ratio)
-            free = free_cards(
-                schedulable=schedulable,
-                overcommit_ratio=candidate.overcommit_ratio,
-                intervals=intervals(candidate, model),
-                start=start,
-                end=end,
-            )
-            option = Option(candidate, model, all_cards.get(model.pk, 0), schedulable, usable, free)
-            if candidate.scheduler != SCHEDULER_OF_KIND.get(workload_kind):
-                option.reasons.append(
-                    f"{candidate.name} runs {candidate.get_scheduler_display()}, not "
-                    f"{WorkloadKind(workload_kind).label.split(' (')[0].lower()} work"
-                )
-            if rule is not None and not rule.permits(
-                model_slug=model.slug, card_class=model.card_class
-            ):
-                option.reasons.append(
-                    rule.refusal(model_name=model.name, card_class=model.card_class)
-                )
-            if not all_cards.get(model.pk):
-                option.mig_cards = mig_cards(candidate, model)
-                option.reasons.append(no_whole_cards(candidate, model, option.mig_cards))
-            elif cuda and not capable.get(model.pk):
-                option.reasons.append(f"no driver group of {candidate.name} supports CUDA {cuda}")
-            elif free < card_count:
-                option.reasons.append(f"only {free} of {usable} cards free in that window")
-            options.append(option)
+    ask = _Ask(workload_kind, card_count, start, end, gpu_model, cuda, rule)
+    where = {"pool": pool, "gpu_model": gpu_model, "min_memory_gib": min_memory_gib, "ask": ask}
+    reads = _snapshot_reads(snapshot, **where) if snapshot is not None else _database_reads(**where)
+    options = [
+        option for candidate in reads.pools for option in _pool_options(candidate, reads, ask)
+    ]
     options.sort(key=lambda o: (not o.eligible, -o.free, o.pool.name, o.gpu_model.name))
     return options
 

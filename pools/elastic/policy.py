@@ -296,7 +296,181 @@ def signals_at(
     )
 
 
-def decide(  # noqa: C901  # split in #29 once the feature branches merge
+@dataclass(frozen=True)
+class _Moment:
+    """What :func:`decide` weighs, computed once: the policy's bounds (cards), the pre-scale
+    target (cards, whole replicas, at most the ceiling, or None) and the cooldown left (s)."""
+
+    policy: ScalingPolicy
+    signals: Signals
+    cards_now: int
+    now: float
+    lower: int
+    ceiling: int
+    target_prescale: int | None
+    cooldown_left: float
+
+    @property
+    def up_met(self) -> bool:
+        return self.signals.up_held_s >= self.policy.up_window_s
+
+    @property
+    def down_met(self) -> bool:
+        return self.signals.down_held_s >= self.policy.down_window_s
+
+    @property
+    def wants_prescale(self) -> bool:
+        return self.target_prescale is not None and self.cards_now < self.target_prescale
+
+    @property
+    def floor_now(self) -> int:
+        """The lowest the down rule may go: the lower bound raised by the pre-scale target."""
+        return max(self.lower, self.target_prescale or 0)
+
+    def out(self, action: Action, reason: Reason, cards_to: int, message: str) -> Decision:
+        signals = self.signals
+        return Decision(
+            action=action,
+            reason=reason,
+            cards_from=self.cards_now,
+            cards_to=cards_to,
+            message=message,
+            at=self.now,
+            util_pct=signals.util_pct,
+            latency_ms=signals.latency_ms,
+            up_held_s=signals.up_held_s,
+            down_held_s=signals.down_held_s,
+            cooldown_left_s=self.cooldown_left,
+            lower_bound_cards=self.lower,
+            ceiling_cards=self.ceiling,
+            prescale_cards=self.target_prescale,
+        )
+
+
+def _moment(
+    policy: ScalingPolicy,
+    signals: Signals,
+    cards_now: int,
+    now: float,
+    last_scaled_at: float | None,
+    prescale_cards: int | None,
+) -> _Moment:
+    """The :class:`_Moment` of :func:`decide`'s arguments. Raises PolicyError on a
+    ``cards_now`` that is not a whole number >= 0."""
+    if isinstance(cards_now, bool) or not isinstance(cards_now, int) or cards_now < 0:
+        raise PolicyError("cards_now", f"must be a whole number >= 0, got {cards_now!r}")
+    ceiling = policy.ceiling_cards
+    target_prescale: int | None = None
+    if prescale_cards is not None:
+        per = policy.cards_per_replica
+        target_prescale = min(ceiling, -(-max(0, prescale_cards) // per) * per)
+    cooldown_left = 0.0
+    if last_scaled_at is not None:
+        cooldown_left = max(0.0, last_scaled_at + policy.cooldown_s - now)
+    return _Moment(
+        policy, signals, cards_now, now, policy.lower_bound_cards, ceiling, target_prescale,
+        cooldown_left,
+    )  # fmt: skip
+
+
+def _bounds_step(m: _Moment) -> Decision | None:
+    """Cards outside the policy's bounds move to the nearest bound, cooldown or not."""
+    if m.cards_now < m.lower:
+        return m.out(
+            Action.UP,
+            Reason.BELOW_FLOOR,
+            m.lower,
+            f"{m.cards_now} cards are under the lower bound of {m.lower}: raised to it",
+        )
+    if m.cards_now > m.ceiling:
+        return m.out(
+            Action.DOWN,
+            Reason.ABOVE_CEILING,
+            m.ceiling,
+            f"{m.cards_now} cards exceed the ceiling of {m.ceiling}: lowered to it",
+        )
+    return None
+
+
+def _unknown_step(m: _Moment) -> Decision | None:
+    """Unknown metrics hold."""
+    signals = m.signals
+    if signals.known:
+        return None
+    age = "no sample" if signals.sample_age_s is None else f"newest {signals.sample_age_s:g} s old"
+    return m.out(
+        Action.HOLD,
+        Reason.UNKNOWN,
+        m.cards_now,
+        f"metrics unknown ({age}, utilisation {_pct(signals.util_pct)}): nothing moves",
+    )
+
+
+def _cooldown_step(m: _Moment) -> Decision | None:
+    """A rule that fires inside the cooldown holds."""
+    if m.cooldown_left > 0 and (m.up_met or m.down_met or m.wants_prescale):
+        return m.out(
+            Action.HOLD,
+            Reason.COOLDOWN,
+            m.cards_now,
+            f"a rule fired but the cooldown has {m.cooldown_left:g} s left of "
+            f"{m.policy.cooldown_s} s",
+        )
+    return None
+
+
+def _up_step(m: _Moment) -> Decision | None:
+    """The up rule adds ``step_cards`` (at least up to the floor, at most the ceiling)."""
+    if not m.up_met:
+        return None
+    up_text = _up_text(m.policy, m.signals)
+    if m.cards_now >= m.ceiling:
+        return m.out(
+            Action.HOLD,
+            Reason.AT_CEILING,
+            m.cards_now,
+            up_text + f", but the allocation is at its ceiling of {m.ceiling} cards",
+        )
+    target = max(min(m.ceiling, m.cards_now + m.policy.step_cards), min(m.ceiling, m.floor_now))
+    return m.out(Action.UP, Reason.SCALE_UP, target, up_text + f": {m.cards_now} -> {target} cards")
+
+
+def _prescale_step(m: _Moment) -> Decision | None:
+    """Fewer cards than the forecast needs rise to the pre-scale target."""
+    if not m.wants_prescale:
+        return None
+    return m.out(
+        Action.UP,
+        Reason.PRESCALE,
+        m.target_prescale,
+        f"the forecast needs {m.target_prescale} cards within the lead window: "
+        f"{m.cards_now} -> {m.target_prescale} cards",
+    )
+
+
+def _down_step(m: _Moment) -> Decision | None:
+    """The down rule removes ``step_cards``, never below the floor."""
+    if not m.down_met:
+        return None
+    down_text = _down_text(m.policy, m.signals)
+    if m.cards_now <= m.floor_now:
+        return m.out(
+            Action.HOLD,
+            Reason.AT_FLOOR,
+            m.cards_now,
+            down_text + f", but {m.cards_now} cards is the lower bound",
+        )
+    target = max(m.floor_now, m.cards_now - m.policy.step_cards)
+    return m.out(
+        Action.DOWN, Reason.SCALE_DOWN, target, down_text + f": {m.cards_now} -> {target} cards"
+    )
+
+
+_STEPS = (_bounds_step, _unknown_step, _cooldown_step, _up_step, _prescale_step, _down_step)
+""":func:`decide`'s steps in order: the first that returns a Decision wins."""
+
+
+def decide(
     policy: ScalingPolicy,
     *,
     signals: Signals,
@@ -310,115 +484,13 @@ def decide(  # noqa: C901  # split in #29 once the feature branches merge
     Order: bounds first (a policy edited under the cards held is obeyed at once, cooldown or
     not), then unknown -> hold, then the cooldown, then up / pre-scale, then down. Pre-scaling
     raises the lower bound to ``prescale_cards`` (rounded up to whole replicas, at most the
-    ceiling); the down rule never goes below it."""
-    if isinstance(cards_now, bool) or not isinstance(cards_now, int) or cards_now < 0:
-        raise PolicyError("cards_now", f"must be a whole number >= 0, got {cards_now!r}")
-    ceiling = policy.ceiling_cards
-    lower = policy.lower_bound_cards
-    target_prescale: int | None = None
-    if prescale_cards is not None:
-        per = policy.cards_per_replica
-        target_prescale = min(ceiling, -(-max(0, prescale_cards) // per) * per)
-    cooldown_left = 0.0
-    if last_scaled_at is not None:
-        cooldown_left = max(0.0, last_scaled_at + policy.cooldown_s - now)
-
-    def out(action: Action, reason: Reason, cards_to: int, message: str) -> Decision:
-        return Decision(
-            action=action,
-            reason=reason,
-            cards_from=cards_now,
-            cards_to=cards_to,
-            message=message,
-            at=now,
-            util_pct=signals.util_pct,
-            latency_ms=signals.latency_ms,
-            up_held_s=signals.up_held_s,
-            down_held_s=signals.down_held_s,
-            cooldown_left_s=cooldown_left,
-            lower_bound_cards=lower,
-            ceiling_cards=ceiling,
-            prescale_cards=target_prescale,
-        )
-
-    if cards_now < lower:
-        return out(
-            Action.UP,
-            Reason.BELOW_FLOOR,
-            lower,
-            f"{cards_now} cards are under the lower bound of {lower}: raised to it",
-        )
-    if cards_now > ceiling:
-        return out(
-            Action.DOWN,
-            Reason.ABOVE_CEILING,
-            ceiling,
-            f"{cards_now} cards exceed the ceiling of {ceiling}: lowered to it",
-        )
-    if not signals.known:
-        age = (
-            "no sample"
-            if signals.sample_age_s is None
-            else f"newest {signals.sample_age_s:g} s old"
-        )
-        return out(
-            Action.HOLD,
-            Reason.UNKNOWN,
-            cards_now,
-            f"metrics unknown ({age}, utilisation {_pct(signals.util_pct)}): nothing moves",
-        )
-
-    up_met = signals.up_held_s >= policy.up_window_s
-    down_met = signals.down_held_s >= policy.down_window_s
-    wants_prescale = target_prescale is not None and cards_now < target_prescale
-    floor_now = max(lower, target_prescale or 0)
-    if cooldown_left > 0 and (up_met or down_met or wants_prescale):
-        return out(
-            Action.HOLD,
-            Reason.COOLDOWN,
-            cards_now,
-            f"a rule fired but the cooldown has {cooldown_left:g} s left of {policy.cooldown_s} s",
-        )
-    if up_met:
-        if cards_now >= ceiling:
-            return out(
-                Action.HOLD,
-                Reason.AT_CEILING,
-                cards_now,
-                _up_text(policy, signals)
-                + f", but the allocation is at its ceiling of {ceiling} cards",
-            )
-        target = max(min(ceiling, cards_now + policy.step_cards), min(ceiling, floor_now))
-        return out(
-            Action.UP,
-            Reason.SCALE_UP,
-            target,
-            _up_text(policy, signals) + f": {cards_now} -> {target} cards",
-        )
-    if wants_prescale:
-        return out(
-            Action.UP,
-            Reason.PRESCALE,
-            target_prescale,
-            f"the forecast needs {target_prescale} cards within the lead window: "
-            f"{cards_now} -> {target_prescale} cards",
-        )
-    if down_met:
-        if cards_now <= floor_now:
-            return out(
-                Action.HOLD,
-                Reason.AT_FLOOR,
-                cards_now,
-                _down_text(policy, signals) + f", but {cards_now} cards is the lower bound",
-            )
-        target = max(floor_now, cards_now - policy.step_cards)
-        return out(
-            Action.DOWN,
-            Reason.SCALE_DOWN,
-            target,
-            _down_text(policy, signals) + f": {cards_now} -> {target} cards",
-        )
-    return out(Action.HOLD, Reason.STEADY, cards_now, _steady_text(policy, signals))
+    ceiling); the down rule never goes below it. Raises PolicyError on a bad ``cards_now``."""
+    m = _moment(policy, signals, cards_now, now, last_scaled_at, prescale_cards)
+    for step in _STEPS:
+        decision = step(m)
+        if decision is not None:
+            return decision
+    return m.out(Action.HOLD, Reason.STEADY, cards_now, _steady_text(policy, signals))
 
 
 def _pct(value: float | None) -> str:
