@@ -19,19 +19,22 @@ from django.db.models import Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from pools.adapters import scheduler_adapter
+from pools.adapters import cluster_adapter, scheduler_adapter
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation, SchedulerDrift
 from pools.capacity.services.scheduler_binding import (
+    cluster_pools,
     kubernetes_quota_sync,
     kubernetes_quota_wanted,
     kueue_lender_sync,
+    quota_drift_subject,
     slurm_gres_type,
     slurm_limit_sync,
     slurm_mig_gres_type,
     team_cards_applied,
 )
-from pools.choices import QuotaBackend, Scheduler
+from pools.choices import CredentialKind, QuotaBackend, Scheduler
+from pools.clusters.models import Cluster
 from pools.inventory.models import GpuModel, Pool
 from pools.inventory.services.importer import inventory_import
 from pools.tenancy.models import Team
@@ -155,7 +158,11 @@ def _reconcile_gres(
     report.checked += 1
     expected = (
         team_cards_applied(
-            team=team, gpu_model=model, scheduler=Scheduler.SLURM, mig_profile=profile
+            team=team,
+            gpu_model=model,
+            scheduler=Scheduler.SLURM,
+            cluster=pool.cluster,
+            mig_profile=profile,
         )
         if model
         else 0
@@ -191,62 +198,29 @@ def _reconcile_gres(
     report.drifts.append(drift)
 
 
-def reconcile_kubernetes() -> ReconcileReport:
-    """Compare and repair every team namespace's GPU quota; refresh Kubernetes nodes.
+def reconcile_kubernetes(cluster: Cluster | None = None) -> ReconcileReport:
+    """Compare and repair every team namespace's GPU quota in ``cluster`` (``None``: the
+    environment's, :func:`~pools.capacity.services.scheduler_binding.cluster_pools`) through
+    that cluster's adapter; refresh Kubernetes nodes from the environment's cluster.
 
-    Teams considered: those with an allocation in a Kubernetes pool. A missing namespace or a
-    quota changed by hand is recorded as drift and re-applied (``ensure_team`` is idempotent).
+    Teams considered: those with an allocation in a Kubernetes pool of the cluster. A missing
+    namespace or a quota changed by hand is recorded as drift and re-applied (``ensure_team``
+    is idempotent). Scheduler errors are reported, never raised.
     """
     report = ReconcileReport()
-    adapter = scheduler_adapter(Scheduler.KUBERNETES)
+    if cluster is None or cluster.from_environment:
+        cluster, adapter = None, scheduler_adapter(Scheduler.KUBERNETES)
+    else:
+        adapter = _cluster_adapter_or_error(cluster, report)
     if adapter is None:
         return report
-    try:
-        imported = inventory_import(result=adapter.list_nodes(), source=InventorySource.KUBERNETES)
-        report.nodes_refreshed = (
-            len(imported.created) + len(imported.updated) + len(imported.unchanged)
-        )
-    except SchedulerError as exc:
-        report.errors.append(f"nodes: {exc}")
-    teams = Team.objects.filter(allocations__pool__scheduler=Scheduler.KUBERNETES).distinct()
+    if cluster is None:  # the importer places nodes by label among all pools: one cluster's
+        _refresh_kubernetes_nodes(adapter, report)
+    pools = cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster)
+    teams = Team.objects.filter(pk__in=Allocation.objects.filter(pool__in=pools).values("team"))
     for team in teams:
-        # the nvidia.com/gpu total: whole cards, and slices under the single MIG strategy
-        expected = sum(kubernetes_quota_wanted(team=team)[0].values())
-        report.checked += 1
-        try:
-            found = adapter.get_gpu_quota(team.slug).cards
-        except NotFound:
-            found = None
-        except SchedulerError as exc:
-            report.errors.append(f"{team.slug}: {exc}")
-            continue
-        stamp_read_back(
-            Allocation.objects.filter(
-                team=team, pool__scheduler=Scheduler.KUBERNETES, status__in=APPLIED_STATUSES
-            ),
-            at=timezone.now(),
-            found="no namespace or quota" if found is None else f"requests.nvidia.com/gpu={found}",
-        )
-        if found == expected or (found is None and expected == 0):
-            continue
-        drift = SchedulerDrift(
-            scheduler=Scheduler.KUBERNETES,
-            team=team,
-            subject=f"namespace team-{team.slug} ResourceQuota requests.nvidia.com/gpu",
-            expected=str(expected),
-            found="no namespace or quota" if found is None else str(found),
-        )
-        try:
-            kubernetes_quota_sync(adapter=adapter, team=team)
-            drift.repaired = True
-        except SchedulerError as exc:
-            drift.detail = str(exc)
-            report.errors.append(f"{team.slug}: {exc}")
-        drift.save()
-        report.drifts.append(drift)
-    for pool in Pool.objects.filter(
-        scheduler=Scheduler.KUBERNETES, quota_backend=QuotaBackend.KUEUE
-    ):
+        _reconcile_namespace(adapter, report, team=team, cluster=cluster)
+    for pool in pools.filter(quota_backend=QuotaBackend.KUEUE):
         try:
             kueue_lender_sync(adapter=adapter, pool=pool)  # free cards move with every approval
         except SchedulerError as exc:
@@ -254,10 +228,79 @@ def reconcile_kubernetes() -> ReconcileReport:
     return report
 
 
+def _cluster_adapter_or_error(cluster: Cluster, report: ReconcileReport):
+    """``cluster``'s adapter, or ``None`` with the reason in ``report.errors`` (credentials that
+    cannot be read, a configuration the registry refuses)."""
+    try:
+        return cluster_adapter(cluster)
+    except (OSError, ValueError) as exc:
+        report.errors.append(f"{cluster.slug}: {exc}")
+        return None
+
+
+def _refresh_kubernetes_nodes(adapter: SchedulerAdapter, report: ReconcileReport) -> None:
+    try:
+        imported = inventory_import(result=adapter.list_nodes(), source=InventorySource.KUBERNETES)
+        report.nodes_refreshed = (
+            len(imported.created) + len(imported.updated) + len(imported.unchanged)
+        )
+    except SchedulerError as exc:
+        report.errors.append(f"nodes: {exc}")
+
+
+def _reconcile_namespace(
+    adapter: SchedulerAdapter, report: ReconcileReport, *, team: Team, cluster: Cluster | None
+) -> None:
+    """Check one team's namespace quota in ``cluster``: stamp what was read back on the team's
+    allocations there, and on a difference record a :class:`SchedulerDrift` and re-apply."""
+    # the nvidia.com/gpu total: whole cards, and slices under the single MIG strategy
+    expected = sum(kubernetes_quota_wanted(team=team, cluster=cluster)[0].values())
+    report.checked += 1
+    try:
+        found = adapter.get_gpu_quota(team.slug).cards
+    except NotFound:
+        found = None
+    except SchedulerError as exc:
+        report.errors.append(f"{team.slug}: {exc}")
+        return
+    stamp_read_back(
+        Allocation.objects.filter(
+            team=team,
+            pool__in=cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster),
+            status__in=APPLIED_STATUSES,
+        ),
+        at=timezone.now(),
+        found="no namespace or quota" if found is None else f"requests.nvidia.com/gpu={found}",
+    )
+    if found == expected or (found is None and expected == 0):
+        return
+    drift = SchedulerDrift(
+        scheduler=Scheduler.KUBERNETES,
+        team=team,
+        subject=quota_drift_subject(f"team-{team.slug}", cluster),
+        expected=str(expected),
+        found="no namespace or quota" if found is None else str(found),
+    )
+    try:
+        kubernetes_quota_sync(adapter=adapter, team=team, cluster=cluster)
+        drift.repaired = True
+    except SchedulerError as exc:
+        drift.detail = str(exc)
+        report.errors.append(f"{drift.subject}: {exc}")
+    drift.save()
+    report.drifts.append(drift)
+
+
 def reconcile_all() -> ReconcileReport:
-    """Reconcile every configured scheduler; one report with everything found."""
+    """Reconcile every configured scheduler — each Kubernetes cluster kept as data through its
+    own adapter — one report with everything found."""
     total = ReconcileReport()
-    for part in (reconcile_slurm(), reconcile_kubernetes()):
+    others = Cluster.objects.filter(kind=Scheduler.KUBERNETES).exclude(
+        credential_kind=CredentialKind.ENVIRONMENT
+    )
+    parts = [reconcile_slurm(), reconcile_kubernetes()]
+    parts += [reconcile_kubernetes(cluster) for cluster in others.order_by("slug")]
+    for part in parts:
         total.checked += part.checked
         total.drifts += part.drifts
         total.errors += part.errors
