@@ -65,37 +65,32 @@ def stamp_read_back(allocations, *, at: datetime, found: str) -> int:
     )
 
 
-def reconcile_slurm() -> ReconcileReport:
-    """Compare and repair every team account's GPU caps in Slurm; refresh Slurm nodes.
+def reconcile_slurm(cluster: Cluster | None = None) -> ReconcileReport:
+    """Compare and repair every team account's GPU caps in the Slurm ``cluster`` (``None``: the
+    environment's, :func:`~pools.capacity.services.scheduler_binding.cluster_pools`) through
+    that cluster's adapter; refresh Slurm nodes from the environment's cluster.
 
-    Teams considered: those with an open-window allocation in a Slurm pool, and those whose
-    account still carries a cap (found through the teams' slugs). Scheduler errors are reported,
-    never raised: one unreachable account does not stop the others.
+    Teams considered: those with an open-window allocation in a Slurm pool of the cluster, and
+    those whose account still carries a cap (found through the teams' slugs). Scheduler errors
+    are reported, never raised: one unreachable account does not stop the others.
     """
     report = ReconcileReport()
-    adapter = scheduler_adapter(Scheduler.SLURM)
+    cluster, adapter = _reconcile_adapter(Scheduler.SLURM, cluster, report)
     if adapter is None:
         return report
-    try:
-        result = adapter.list_nodes()
-        imported = inventory_import(result=result, source=InventorySource.SLURM)
-        report.nodes_refreshed = (
-            len(imported.created) + len(imported.updated) + len(imported.unchanged)
-        )
-    except SchedulerError as exc:
-        report.errors.append(f"nodes: {exc}")
-    holding = Allocation.objects.filter(
-        pool__scheduler=Scheduler.SLURM, status__in=APPLIED_STATUSES
-    )
+    if cluster is None:  # the importer places nodes by partition among all pools: one cluster's
+        _refresh_nodes(adapter, report, InventorySource.SLURM)
+    in_cluster = cluster_pools(scheduler=Scheduler.SLURM, cluster=cluster)
+    holding = Allocation.objects.filter(pool__in=in_cluster, status__in=APPLIED_STATUSES)
     pairs = {(a.team_id, a.gpu_model_id, a.pool_id, a.mig_profile) for a in holding}
     teams = {
         t.pk: t
         for t in Team.objects.filter(
-            Q(pk__in=[p[0] for p in pairs]) | Q(allocations__pool__scheduler=Scheduler.SLURM)
+            Q(pk__in=[p[0] for p in pairs]) | Q(allocations__pool__in=in_cluster)
         ).distinct()
     }
     models = {m.pk: m for m in GpuModel.objects.all()}
-    pools = {p.pk: p for p in Pool.objects.filter(scheduler=Scheduler.SLURM)}
+    pools = {p.pk: p for p in in_cluster.select_related("cluster")}
     default_pool = next(iter(pools.values()), None)
     for team in teams.values():
         try:
@@ -208,14 +203,11 @@ def reconcile_kubernetes(cluster: Cluster | None = None) -> ReconcileReport:
     is idempotent). Scheduler errors are reported, never raised.
     """
     report = ReconcileReport()
-    if cluster is None or cluster.from_environment:
-        cluster, adapter = None, scheduler_adapter(Scheduler.KUBERNETES)
-    else:
-        adapter = _cluster_adapter_or_error(cluster, report)
+    cluster, adapter = _reconcile_adapter(Scheduler.KUBERNETES, cluster, report)
     if adapter is None:
         return report
     if cluster is None:  # the importer places nodes by label among all pools: one cluster's
-        _refresh_kubernetes_nodes(adapter, report)
+        _refresh_nodes(adapter, report, InventorySource.KUBERNETES)
     pools = cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster)
     teams = Team.objects.filter(pk__in=Allocation.objects.filter(pool__in=pools).values("team"))
     for team in teams:
@@ -228,19 +220,26 @@ def reconcile_kubernetes(cluster: Cluster | None = None) -> ReconcileReport:
     return report
 
 
-def _cluster_adapter_or_error(cluster: Cluster, report: ReconcileReport):
-    """``cluster``'s adapter, or ``None`` with the reason in ``report.errors`` (credentials that
-    cannot be read, a configuration the registry refuses)."""
+def _reconcile_adapter(
+    scheduler: str, cluster: Cluster | None, report: ReconcileReport
+) -> tuple[Cluster | None, SchedulerAdapter | None]:
+    """``(cluster, adapter)`` to reconcile: ``(None, the environment's adapter)`` for ``None``
+    or the environment's cluster; else the cluster's own adapter, or ``None`` with the reason
+    in ``report.errors`` (credentials that cannot be read, a configuration refused)."""
+    if cluster is None or cluster.from_environment:
+        return None, scheduler_adapter(scheduler)
     try:
-        return cluster_adapter(cluster)
+        return cluster, cluster_adapter(cluster)
     except (OSError, ValueError) as exc:
         report.errors.append(f"{cluster.slug}: {exc}")
-        return None
+        return cluster, None
 
 
-def _refresh_kubernetes_nodes(adapter: SchedulerAdapter, report: ReconcileReport) -> None:
+def _refresh_nodes(
+    adapter: SchedulerAdapter, report: ReconcileReport, source: InventorySource
+) -> None:
     try:
-        imported = inventory_import(result=adapter.list_nodes(), source=InventorySource.KUBERNETES)
+        imported = inventory_import(result=adapter.list_nodes(), source=source)
         report.nodes_refreshed = (
             len(imported.created) + len(imported.updated) + len(imported.unchanged)
         )
@@ -291,15 +290,16 @@ def _reconcile_namespace(
     report.drifts.append(drift)
 
 
+RECONCILERS = {Scheduler.SLURM: reconcile_slurm, Scheduler.KUBERNETES: reconcile_kubernetes}
+
+
 def reconcile_all() -> ReconcileReport:
-    """Reconcile every configured scheduler — each Kubernetes cluster kept as data through its
-    own adapter — one report with everything found."""
+    """Reconcile every configured scheduler — each cluster kept as data through its own
+    adapter — one report with everything found."""
     total = ReconcileReport()
-    others = Cluster.objects.filter(kind=Scheduler.KUBERNETES).exclude(
-        credential_kind=CredentialKind.ENVIRONMENT
-    )
+    others = Cluster.objects.exclude(credential_kind=CredentialKind.ENVIRONMENT)
     parts = [reconcile_slurm(), reconcile_kubernetes()]
-    parts += [reconcile_kubernetes(cluster) for cluster in others.order_by("slug")]
+    parts += [RECONCILERS[cluster.kind](cluster) for cluster in others.order_by("slug")]
     for part in parts:
         total.checked += part.checked
         total.drifts += part.drifts
