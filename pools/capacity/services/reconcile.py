@@ -37,6 +37,7 @@ from pools.choices import CredentialKind, QuotaBackend, Scheduler
 from pools.clusters.models import Cluster
 from pools.inventory.models import GpuModel, Pool
 from pools.inventory.services.importer import inventory_import
+from pools.jobs import RECONCILE_CLUSTER, enqueue_on_commit
 from pools.tenancy.models import Team
 from scheduler_adapters.base import SchedulerAdapter
 from scheduler_adapters.errors import NotFound, SchedulerError
@@ -46,12 +47,14 @@ from scheduler_adapters.types import InventorySource
 
 @dataclass
 class ReconcileReport:
-    """What one reconcile run did: accounts checked, drifts found and repaired, errors."""
+    """What one reconcile run did: accounts checked, drifts found and repaired, errors, nodes
+    refreshed, and the clusters kept as data queued for their own reconcile."""
 
     checked: int = 0
     drifts: list[SchedulerDrift] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     nodes_refreshed: int = 0
+    clusters_queued: int = 0
 
 
 def stamp_read_back(allocations, *, at: datetime, found: str) -> int:
@@ -294,15 +297,27 @@ RECONCILERS = {Scheduler.SLURM: reconcile_slurm, Scheduler.KUBERNETES: reconcile
 
 
 def reconcile_all() -> ReconcileReport:
-    """Reconcile every configured scheduler — each cluster kept as data through its own
-    adapter — one report with everything found."""
+    """Reconcile the environment's Slurm and Kubernetes here, and queue one reconcile per
+    cluster kept as data (:data:`pools.jobs.RECONCILE_CLUSTER`), so 8 clusters are reconciled
+    by parallel workers and a slow one holds up none of the others (issue 35). One report of
+    what ran here, with ``clusters_queued``."""
     total = ReconcileReport()
-    others = Cluster.objects.exclude(credential_kind=CredentialKind.ENVIRONMENT)
-    parts = [reconcile_slurm(), reconcile_kubernetes()]
-    parts += [RECONCILERS[cluster.kind](cluster) for cluster in others.order_by("slug")]
-    for part in parts:
+    for part in (reconcile_slurm(), reconcile_kubernetes()):
         total.checked += part.checked
         total.drifts += part.drifts
         total.errors += part.errors
         total.nodes_refreshed += part.nodes_refreshed
+    ids = Cluster.objects.exclude(credential_kind=CredentialKind.ENVIRONMENT).order_by("pk")
+    for cluster_id in ids.values_list("pk", flat=True):
+        enqueue_on_commit(RECONCILE_CLUSTER, cluster_id)
+        total.clusters_queued += 1
     return total
+
+
+def reconcile_cluster(cluster_id: int) -> ReconcileReport | None:
+    """Reconcile one cluster kept as data through its own adapter; ``None`` when it has been
+    deleted since it was queued."""
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return None
+    return RECONCILERS[cluster.kind](cluster)

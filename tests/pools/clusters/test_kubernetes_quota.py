@@ -12,8 +12,8 @@ from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, T
 from kubernetes_support import fake_apiserver
 
 from pools import adapters
-from pools.capacity.models import CapacityRequest
-from pools.capacity.services.reconcile import reconcile_all
+from pools.capacity.models import CapacityRequest, SchedulerDrift
+from pools.capacity.services.reconcile import reconcile_all, reconcile_cluster
 from pools.capacity.services.requests import capacity_request_approve
 from pools.capacity.services.scheduler_binding import team_cards_applied
 from pools.choices import AllocationStatus, RequestStatus, Scheduler, TeamRole
@@ -152,9 +152,9 @@ def test_no_cluster_and_the_environment_cluster_are_one_cluster():
 def test_reconcile_repairs_each_cluster_through_its_own_adapter(
     apiservers, tmp_path, django_user_model, django_capture_on_commit_callbacks
 ):
-    """The same 2 + 3 cards; someone sets cluster 2's quota to 7 by hand. Reconcile of all finds
-    one drift, in cluster 2 (expected 3, found 7), repairs it to 3 there, and leaves cluster 1's
-    2 alone; a second run finds nothing."""
+    """The same 2 + 3 cards; someone sets cluster 2's quota to 7 by hand. Reconcile queues one
+    task per cluster (2); they find one drift, in cluster 2 (expected 3, found 7), repair it to
+    3 there, and leave cluster 1's 2 alone; a second run finds nothing."""
     l40s = GpuModel.objects.get(slug="l40s")
     one = kubernetes_cluster(apiservers[0], tmp_path, "site-one")
     two = kubernetes_cluster(apiservers[1], tmp_path, "site-two")
@@ -175,12 +175,13 @@ def test_reconcile_repairs_each_cluster_through_its_own_adapter(
         lambda rq: rq["spec"]["hard"].update({"requests.nvidia.com/gpu": "7"}),
     )
 
-    report = reconcile_all()
+    with django_capture_on_commit_callbacks(execute=True):
+        report = reconcile_all()
 
-    (drift,) = report.drifts
-    assert drift.subject == ("namespace team-nlp in site-two ResourceQuota requests.nvidia.com/gpu")
+    assert (report.clusters_queued, report.drifts, report.errors) == (2, [], [])
+    (drift,) = SchedulerDrift.objects.all()
+    assert drift.subject == "namespace team-nlp in site-two ResourceQuota requests.nvidia.com/gpu"
     assert (drift.expected, drift.found, drift.repaired) == ("3", "7", True)
-    assert report.errors == []
     assert gpu_quota(apiservers[0], "nlp") == {"requests.nvidia.com/gpu": "2"}
     assert gpu_quota(apiservers[1], "nlp") == {"requests.nvidia.com/gpu": "3"}
-    assert reconcile_all().drifts == []
+    assert [reconcile_cluster(c.pk).drifts for c in (one, two)] == [[], []]

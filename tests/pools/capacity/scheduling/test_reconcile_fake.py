@@ -9,7 +9,11 @@ from django.utils import timezone
 from factories import AllocationFactory, ClusterFactory, PoolFactory
 
 from pools.capacity.models import SchedulerDrift
-from pools.capacity.services.reconcile import reconcile_all, reconcile_slurm
+from pools.capacity.services.reconcile import (
+    reconcile_all,
+    reconcile_cluster,
+    reconcile_slurm,
+)
 from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import AllocationStatus, Scheduler
 from scheduler_adapters.records import GpuLimit
@@ -62,8 +66,9 @@ def test_a_cap_left_behind_after_the_database_moved_on_is_set_to_zero(applied):
 def test_cards_in_another_slurm_cluster_stay_out_of_this_ones_cap(applied, tmp_path):
     """Issue 35: vision holds 2 a100 in the environment's Slurm (fake) and 3 in pool ``far`` of
     another Slurm cluster. By hand: the environment's account cap is 2, not 2 + 3 = 5; reconcile
-    of the environment's cluster finds no drift. Reconcile of all also tries ``far``, whose key
-    file cannot be read: reported as an error naming it, nothing raised, nothing written."""
+    of the environment's cluster finds no drift. Reconcile of all queues ``far``'s own
+    reconcile, whose key file cannot be read: reported as an error naming it, nothing raised,
+    nothing written."""
     fake, allocation = applied
     far = ClusterFactory(slug="far", credential_path=str(tmp_path / "missing.key"))
     now = timezone.now()
@@ -79,7 +84,10 @@ def test_cards_in_another_slurm_cluster_stay_out_of_this_ones_cap(applied, tmp_p
 
     assert reconcile_slurm().drifts == []
     report = reconcile_all()
+    far_report = reconcile_cluster(far.pk)
 
-    assert report.drifts == []
-    assert [error.split(":")[0] for error in report.errors] == ["far"]
+    assert (report.drifts, report.errors, report.clusters_queued) == ([], [], 1)
+    assert far_report.drifts == []
+    assert [error.split(":")[0] for error in far_report.errors] == ["far"]
     assert [lim.cards for lim in fake.get_gpu_limits("vision")] == [2]
+    assert SchedulerDrift.objects.count() == 0
