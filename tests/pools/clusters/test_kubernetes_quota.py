@@ -185,3 +185,28 @@ def test_reconcile_repairs_each_cluster_through_its_own_adapter(
     assert gpu_quota(apiservers[0], "nlp") == {"requests.nvidia.com/gpu": "2"}
     assert gpu_quota(apiservers[1], "nlp") == {"requests.nvidia.com/gpu": "3"}
     assert [reconcile_cluster(c.pk).drifts for c in (one, two)] == [[], []]
+
+
+def test_the_drift_page_says_the_clusters_it_queued(client, django_user_model):
+    """Reconcile now, with one cluster kept as data (its credentials unreadable) and no
+    environment scheduler: nothing checked here, and the page says 1 cluster is reconciled by
+    its own task."""
+    Cluster.objects.create(
+        slug="far",
+        name="Far",
+        kind=Scheduler.KUBERNETES,
+        api_url="https://far:6443",
+        credential_kind="token-file",
+        credential_path="/nonexistent",
+    )
+    admin = django_user_model.objects.create_user("admin", password="x", is_staff=True)
+    client.force_login(admin)
+
+    response = client.post("/scheduler/drift/", follow=True)
+
+    shown = [str(message) for message in response.context["messages"]]
+    assert response.status_code == 200
+    assert (
+        "1 more cluster(s) are reconciled by their own tasks: their differences appear here "
+        "when they are done." in shown
+    )
