@@ -27,6 +27,7 @@ from django.utils.dateparse import parse_datetime
 from pools.adapters import pool_adapter
 from pools.capacity.models import Allocation, SchedulerDrift
 from pools.capacity.services.scheduler_binding import (
+    cap_drift_subject,
     k8s_product_label,
     kubernetes_quota_wanted,
     quota_drift_subject,
@@ -199,7 +200,7 @@ def _slurm_objects(
             ", ".join(nodes) if reservation else "no whole-node placement to reserve",
         )
     )
-    return objects, f"account {account} GrpTRES gres/gpu:{gres}"
+    return objects, cap_drift_subject(account, gres, allocation.pool.cluster)
 
 
 def _kubernetes_objects(

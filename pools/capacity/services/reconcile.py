@@ -23,6 +23,7 @@ from pools.adapters import cluster_adapter, scheduler_adapter
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation, SchedulerDrift
 from pools.capacity.services.scheduler_binding import (
+    cap_drift_subject,
     cluster_pools,
     kubernetes_quota_sync,
     kubernetes_quota_wanted,
@@ -177,7 +178,7 @@ def _reconcile_gres(
     drift = SchedulerDrift(
         scheduler=Scheduler.SLURM,
         team=team,
-        subject=f"account {team.slug} GrpTRES gres/gpu:{gres}",
+        subject=cap_drift_subject(team.slug, gres, pool.cluster if pool else None),
         expected=str(expected),
         found=str(found) if gres in held else "no limit",
     )

@@ -93,8 +93,17 @@ def cluster_pools(*, scheduler: str, cluster: Cluster | None) -> QuerySet[Pool]:
 def quota_drift_subject(namespace: str, cluster: Cluster | None) -> str:
     """The :class:`~pools.capacity.models.SchedulerDrift` subject of a namespace's GPU quota;
     outside the environment's cluster it names the cluster (a team has a namespace in each)."""
-    where = "" if cluster is None or cluster.from_environment else f" in {cluster.slug}"
-    return f"namespace {namespace}{where} ResourceQuota requests.nvidia.com/gpu"
+    return f"namespace {namespace}{_in_cluster(cluster)} ResourceQuota requests.nvidia.com/gpu"
+
+
+def cap_drift_subject(account: str, gres: str, cluster: Cluster | None) -> str:
+    """The :class:`~pools.capacity.models.SchedulerDrift` subject of a Slurm account's cap on
+    ``gres``; outside the environment's cluster it names the cluster (an account in each)."""
+    return f"account {account}{_in_cluster(cluster)} GrpTRES gres/gpu:{gres}"
+
+
+def _in_cluster(cluster: Cluster | None) -> str:
+    return "" if cluster is None or cluster.from_environment else f" in {cluster.slug}"
 
 
 def team_cards_applied(

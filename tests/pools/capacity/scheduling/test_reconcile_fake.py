@@ -15,6 +15,7 @@ from pools.capacity.services.reconcile import (
     reconcile_slurm,
 )
 from pools.capacity.services.requests import capacity_request_approve
+from pools.capacity.services.scheduler_binding import cap_drift_subject
 from pools.choices import AllocationStatus, Scheduler
 from scheduler_adapters.records import GpuLimit
 
@@ -91,3 +92,14 @@ def test_cards_in_another_slurm_cluster_stay_out_of_this_ones_cap(applied, tmp_p
     assert [error.split(":")[0] for error in far_report.errors] == ["far"]
     assert [lim.cards for lim in fake.get_gpu_limits("vision")] == [2]
     assert SchedulerDrift.objects.count() == 0
+
+
+def test_a_drift_outside_the_environments_cluster_names_its_cluster():
+    """An account exists once per Slurm cluster: the drift subject names the cluster kept as
+    data, and stays as it was for the environment's (the scheduler panel looks drifts up by it)."""
+    far = ClusterFactory.build(slug="far")
+    env = ClusterFactory.build(slug="env-slurm", credential_kind="environment")
+
+    assert cap_drift_subject("vision", "a100", far) == "account vision in far GrpTRES gres/gpu:a100"
+    assert cap_drift_subject("vision", "a100", env) == "account vision GrpTRES gres/gpu:a100"
+    assert cap_drift_subject("vision", "a100", None) == "account vision GrpTRES gres/gpu:a100"
