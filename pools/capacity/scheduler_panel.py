@@ -207,7 +207,10 @@ def _kubernetes_objects(
     allocation: Allocation, binding: dict, applied: bool
 ) -> tuple[list[SchedulerObject], str]:
     team = allocation.team
-    adapter = pool_adapter(allocation.pool)
+    try:
+        adapter = pool_adapter(allocation.pool)
+    except (OSError, ValueError):  # the cluster's credentials unreadable: its defaults are shown
+        adapter = None
     prefix = getattr(adapter, "namespace_prefix", "team-")
     namespace = (binding.get("namespace") if applied else None) or namespace_name(team.slug, prefix)
     product = k8s_product_label(allocation.gpu_model)
