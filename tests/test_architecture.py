@@ -97,6 +97,7 @@ def test_the_project_has_no_import_cycle():
         jobs.ELASTIC_APPLY,
         jobs.ELASTIC_HAND_BACK,
         jobs.RECONCILE,
+        jobs.RECONCILE_CLUSTER,
         jobs.IDLE_SCAN,
         jobs.SERVING_ROLLUP,
         jobs.SERVING_COMPACT,

@@ -24,11 +24,13 @@ from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
-from pools.adapters import scheduler_adapter
+from pools.adapters import pool_adapter
 from pools.capacity.models import Allocation, SchedulerDrift
 from pools.capacity.services.scheduler_binding import (
+    cap_drift_subject,
     k8s_product_label,
     kubernetes_quota_wanted,
+    quota_drift_subject,
     reservation_name,
     slurm_account_name,
     slurm_gres_type,
@@ -144,6 +146,7 @@ def _preview_cards(allocation: Allocation) -> int:
         team=allocation.team,
         gpu_model=allocation.gpu_model,
         scheduler=allocation.pool.scheduler,
+        cluster=allocation.pool.cluster,
         now=allocation.starts_at,
         mig_profile=allocation.mig_profile,
     )
@@ -197,14 +200,17 @@ def _slurm_objects(
             ", ".join(nodes) if reservation else "no whole-node placement to reserve",
         )
     )
-    return objects, f"account {account} GrpTRES gres/gpu:{gres}"
+    return objects, cap_drift_subject(account, gres, allocation.pool.cluster)
 
 
 def _kubernetes_objects(
     allocation: Allocation, binding: dict, applied: bool
 ) -> tuple[list[SchedulerObject], str]:
     team = allocation.team
-    adapter = scheduler_adapter(Scheduler.KUBERNETES)
+    try:
+        adapter = pool_adapter(allocation.pool)
+    except (OSError, ValueError):  # the cluster's credentials unreadable: its defaults are shown
+        adapter = None
     prefix = getattr(adapter, "namespace_prefix", "team-")
     namespace = (binding.get("namespace") if applied else None) or namespace_name(team.slug, prefix)
     product = k8s_product_label(allocation.gpu_model)
@@ -212,7 +218,9 @@ def _kubernetes_objects(
         quota = dict(binding.get("gpu_quota") or {})
         mig_quota = dict(binding.get("mig_quota") or {})
     else:
-        quota, mig_quota = kubernetes_quota_wanted(team=team, now=allocation.starts_at)
+        quota, mig_quota = kubernetes_quota_wanted(
+            team=team, cluster=allocation.pool.cluster, now=allocation.starts_at
+        )
         if allocation.status == AllocationStatus.APPROVED:
             if allocation.mig_profile:  # shown under the mixed strategy's resource
                 profile = allocation.mig_profile
@@ -236,7 +244,7 @@ def _kubernetes_objects(
         )
     objects = [SchedulerObject("Namespace", namespace, f"group team-{team.slug} may edit")]
     objects += [_describe(m) for m in manifests if m.get("kind") != "ResourceFlavor"]
-    return objects, f"namespace {namespace} ResourceQuota requests.nvidia.com/gpu"
+    return objects, quota_drift_subject(namespace, allocation.pool.cluster)
 
 
 def _describe(manifest: dict) -> SchedulerObject:

@@ -12,7 +12,7 @@ from pools.capacity.services.allocations import (
     allocation_provision,
     allocation_unbind,
 )
-from pools.capacity.services.reconcile import reconcile_all
+from pools.capacity.services.reconcile import ReconcileReport, reconcile_all, reconcile_cluster
 from pools.jobs import MAX_RETRIES, retry_countdown, retry_note
 from scheduler_adapters.errors import SchedulerError
 
@@ -58,8 +58,21 @@ def allocation_lifecycle_task() -> dict[str, int]:
 
 @shared_task(acks_late=True)
 def reconcile_task() -> dict:
-    """Beat: repair scheduler drift and refresh node inventory; returns counts."""
+    """Beat: repair scheduler drift and refresh node inventory in the environment's clusters,
+    and queue one :func:`reconcile_cluster_task` per cluster kept as data; returns counts."""
     report = reconcile_all()
+    return {**report_counts(report), "clusters_queued": report.clusters_queued}
+
+
+@shared_task(acks_late=True)
+def reconcile_cluster_task(cluster_id: int) -> dict | None:
+    """Repair scheduler drift in one cluster kept as data; returns counts (``None`` when the
+    cluster was deleted since). Safe twice: reconcile only writes what differs."""
+    report = reconcile_cluster(cluster_id)
+    return None if report is None else report_counts(report)
+
+
+def report_counts(report: ReconcileReport) -> dict:
     return {
         "checked": report.checked,
         "drifts": len(report.drifts),

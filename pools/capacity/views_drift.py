@@ -44,6 +44,12 @@ def scheduler_drift(request):
             messages.success(request, f"Reconciled: {report['checked']} cap(s) checked, no drift.")
         else:
             messages.info(request, "No scheduler connection is configured: nothing to reconcile.")
+        if (report or {}).get("clusters_queued"):
+            messages.info(
+                request,
+                f"{report['clusters_queued']} more cluster(s) are reconciled by their own "
+                "tasks: their differences appear here when they are done.",
+            )
         for error in (report or {}).get("errors", []):
             messages.error(request, error)
         return redirect("pools:scheduler-drift")

@@ -41,7 +41,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from pools.adapters import metrics_adapter, scheduler_adapter
+from pools.adapters import metrics_adapter, pool_adapter
 from pools.audit.services import audit_event_record
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.budget_gate import WARN, budget_verdict
@@ -611,13 +611,15 @@ def elastic_apply(*, policy_id: int, now: datetime | None = None) -> dict[str, A
     pending = ScaleEvent.objects.filter(
         policy=policy, applied=False, effective_at__lte=now
     ).exclude(action=ScaleAction.HOLD)
-    adapter = scheduler_adapter(Scheduler.KUBERNETES)
+    pool = policy.allocation.pool
+    adapter = pool_adapter(pool)
     if adapter is None:
         note = "Portal only: no Kubernetes connection is configured."
         pending.filter(apply_note="").update(apply_note=note)
         return {"applied": False, "note": note}
-    pool = policy.allocation.pool
-    binding = kubernetes_quota_sync(adapter=adapter, team=policy.allocation.team, now=now)
+    binding = kubernetes_quota_sync(
+        adapter=adapter, team=policy.allocation.team, cluster=pool.cluster, now=now
+    )
     namespace = binding["namespace"]
     bounds = team_elastic_bounds(policy=policy, now=now)
     backend = pool.quota_backend

@@ -170,7 +170,9 @@ def allocation_unbind(*, allocation_id: int) -> dict | None:
     if adapter is None:
         return None
     if allocation.pool.scheduler == Scheduler.KUBERNETES:
-        binding = kubernetes_quota_sync(adapter=adapter, team=allocation.team)
+        binding = kubernetes_quota_sync(
+            adapter=adapter, team=allocation.team, cluster=allocation.pool.cluster
+        )
         kueue_lender_sync(adapter=adapter, pool=allocation.pool)  # its cards are free again
         return binding
     slurm_reservation_remove(adapter=adapter, allocation=allocation)

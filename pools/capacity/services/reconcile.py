@@ -19,21 +19,26 @@ from django.db.models import Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from pools.adapters import scheduler_adapter
+from pools.adapters import cluster_adapter, scheduler_adapter
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation, SchedulerDrift
 from pools.capacity.services.scheduler_binding import (
+    cap_drift_subject,
+    cluster_pools,
     kubernetes_quota_sync,
     kubernetes_quota_wanted,
     kueue_lender_sync,
+    quota_drift_subject,
     slurm_gres_type,
     slurm_limit_sync,
     slurm_mig_gres_type,
     team_cards_applied,
 )
-from pools.choices import QuotaBackend, Scheduler
+from pools.choices import CredentialKind, QuotaBackend, Scheduler
+from pools.clusters.models import Cluster
 from pools.inventory.models import GpuModel, Pool
 from pools.inventory.services.importer import inventory_import
+from pools.jobs import RECONCILE_CLUSTER, enqueue_on_commit
 from pools.tenancy.models import Team
 from scheduler_adapters.base import SchedulerAdapter
 from scheduler_adapters.errors import NotFound, SchedulerError
@@ -43,12 +48,14 @@ from scheduler_adapters.types import InventorySource
 
 @dataclass
 class ReconcileReport:
-    """What one reconcile run did: accounts checked, drifts found and repaired, errors."""
+    """What one reconcile run did: accounts checked, drifts found and repaired, errors, nodes
+    refreshed, and the clusters kept as data queued for their own reconcile."""
 
     checked: int = 0
     drifts: list[SchedulerDrift] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     nodes_refreshed: int = 0
+    clusters_queued: int = 0
 
 
 def stamp_read_back(allocations, *, at: datetime, found: str) -> int:
@@ -62,37 +69,32 @@ def stamp_read_back(allocations, *, at: datetime, found: str) -> int:
     )
 
 
-def reconcile_slurm() -> ReconcileReport:
-    """Compare and repair every team account's GPU caps in Slurm; refresh Slurm nodes.
+def reconcile_slurm(cluster: Cluster | None = None) -> ReconcileReport:
+    """Compare and repair every team account's GPU caps in the Slurm ``cluster`` (``None``: the
+    environment's, :func:`~pools.capacity.services.scheduler_binding.cluster_pools`) through
+    that cluster's adapter; refresh Slurm nodes from the environment's cluster.
 
-    Teams considered: those with an open-window allocation in a Slurm pool, and those whose
-    account still carries a cap (found through the teams' slugs). Scheduler errors are reported,
-    never raised: one unreachable account does not stop the others.
+    Teams considered: those with an open-window allocation in a Slurm pool of the cluster, and
+    those whose account still carries a cap (found through the teams' slugs). Scheduler errors
+    are reported, never raised: one unreachable account does not stop the others.
     """
     report = ReconcileReport()
-    adapter = scheduler_adapter(Scheduler.SLURM)
+    cluster, adapter = _reconcile_adapter(Scheduler.SLURM, cluster, report)
     if adapter is None:
         return report
-    try:
-        result = adapter.list_nodes()
-        imported = inventory_import(result=result, source=InventorySource.SLURM)
-        report.nodes_refreshed = (
-            len(imported.created) + len(imported.updated) + len(imported.unchanged)
-        )
-    except SchedulerError as exc:
-        report.errors.append(f"nodes: {exc}")
-    holding = Allocation.objects.filter(
-        pool__scheduler=Scheduler.SLURM, status__in=APPLIED_STATUSES
-    )
+    if cluster is None:  # the importer places nodes by partition among all pools: one cluster's
+        _refresh_nodes(adapter, report, InventorySource.SLURM)
+    in_cluster = cluster_pools(scheduler=Scheduler.SLURM, cluster=cluster)
+    holding = Allocation.objects.filter(pool__in=in_cluster, status__in=APPLIED_STATUSES)
     pairs = {(a.team_id, a.gpu_model_id, a.pool_id, a.mig_profile) for a in holding}
     teams = {
         t.pk: t
         for t in Team.objects.filter(
-            Q(pk__in=[p[0] for p in pairs]) | Q(allocations__pool__scheduler=Scheduler.SLURM)
+            Q(pk__in=[p[0] for p in pairs]) | Q(allocations__pool__in=in_cluster)
         ).distinct()
     }
     models = {m.pk: m for m in GpuModel.objects.all()}
-    pools = {p.pk: p for p in Pool.objects.filter(scheduler=Scheduler.SLURM)}
+    pools = {p.pk: p for p in in_cluster.select_related("cluster")}
     default_pool = next(iter(pools.values()), None)
     for team in teams.values():
         try:
@@ -155,7 +157,11 @@ def _reconcile_gres(
     report.checked += 1
     expected = (
         team_cards_applied(
-            team=team, gpu_model=model, scheduler=Scheduler.SLURM, mig_profile=profile
+            team=team,
+            gpu_model=model,
+            scheduler=Scheduler.SLURM,
+            cluster=pool.cluster,
+            mig_profile=profile,
         )
         if model
         else 0
@@ -172,7 +178,7 @@ def _reconcile_gres(
     drift = SchedulerDrift(
         scheduler=Scheduler.SLURM,
         team=team,
-        subject=f"account {team.slug} GrpTRES gres/gpu:{gres}",
+        subject=cap_drift_subject(team.slug, gres, pool.cluster if pool else None),
         expected=str(expected),
         found=str(found) if gres in held else "no limit",
     )
@@ -191,62 +197,26 @@ def _reconcile_gres(
     report.drifts.append(drift)
 
 
-def reconcile_kubernetes() -> ReconcileReport:
-    """Compare and repair every team namespace's GPU quota; refresh Kubernetes nodes.
+def reconcile_kubernetes(cluster: Cluster | None = None) -> ReconcileReport:
+    """Compare and repair every team namespace's GPU quota in ``cluster`` (``None``: the
+    environment's, :func:`~pools.capacity.services.scheduler_binding.cluster_pools`) through
+    that cluster's adapter; refresh Kubernetes nodes from the environment's cluster.
 
-    Teams considered: those with an allocation in a Kubernetes pool. A missing namespace or a
-    quota changed by hand is recorded as drift and re-applied (``ensure_team`` is idempotent).
+    Teams considered: those with an allocation in a Kubernetes pool of the cluster. A missing
+    namespace or a quota changed by hand is recorded as drift and re-applied (``ensure_team``
+    is idempotent). Scheduler errors are reported, never raised.
     """
     report = ReconcileReport()
-    adapter = scheduler_adapter(Scheduler.KUBERNETES)
+    cluster, adapter = _reconcile_adapter(Scheduler.KUBERNETES, cluster, report)
     if adapter is None:
         return report
-    try:
-        imported = inventory_import(result=adapter.list_nodes(), source=InventorySource.KUBERNETES)
-        report.nodes_refreshed = (
-            len(imported.created) + len(imported.updated) + len(imported.unchanged)
-        )
-    except SchedulerError as exc:
-        report.errors.append(f"nodes: {exc}")
-    teams = Team.objects.filter(allocations__pool__scheduler=Scheduler.KUBERNETES).distinct()
+    if cluster is None:  # the importer places nodes by label among all pools: one cluster's
+        _refresh_nodes(adapter, report, InventorySource.KUBERNETES)
+    pools = cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster)
+    teams = Team.objects.filter(pk__in=Allocation.objects.filter(pool__in=pools).values("team"))
     for team in teams:
-        # the nvidia.com/gpu total: whole cards, and slices under the single MIG strategy
-        expected = sum(kubernetes_quota_wanted(team=team)[0].values())
-        report.checked += 1
-        try:
-            found = adapter.get_gpu_quota(team.slug).cards
-        except NotFound:
-            found = None
-        except SchedulerError as exc:
-            report.errors.append(f"{team.slug}: {exc}")
-            continue
-        stamp_read_back(
-            Allocation.objects.filter(
-                team=team, pool__scheduler=Scheduler.KUBERNETES, status__in=APPLIED_STATUSES
-            ),
-            at=timezone.now(),
-            found="no namespace or quota" if found is None else f"requests.nvidia.com/gpu={found}",
-        )
-        if found == expected or (found is None and expected == 0):
-            continue
-        drift = SchedulerDrift(
-            scheduler=Scheduler.KUBERNETES,
-            team=team,
-            subject=f"namespace team-{team.slug} ResourceQuota requests.nvidia.com/gpu",
-            expected=str(expected),
-            found="no namespace or quota" if found is None else str(found),
-        )
-        try:
-            kubernetes_quota_sync(adapter=adapter, team=team)
-            drift.repaired = True
-        except SchedulerError as exc:
-            drift.detail = str(exc)
-            report.errors.append(f"{team.slug}: {exc}")
-        drift.save()
-        report.drifts.append(drift)
-    for pool in Pool.objects.filter(
-        scheduler=Scheduler.KUBERNETES, quota_backend=QuotaBackend.KUEUE
-    ):
+        _reconcile_namespace(adapter, report, team=team, cluster=cluster)
+    for pool in pools.filter(quota_backend=QuotaBackend.KUEUE):
         try:
             kueue_lender_sync(adapter=adapter, pool=pool)  # free cards move with every approval
         except SchedulerError as exc:
@@ -254,12 +224,101 @@ def reconcile_kubernetes() -> ReconcileReport:
     return report
 
 
+def _reconcile_adapter(
+    scheduler: str, cluster: Cluster | None, report: ReconcileReport
+) -> tuple[Cluster | None, SchedulerAdapter | None]:
+    """``(cluster, adapter)`` to reconcile: ``(None, the environment's adapter)`` for ``None``
+    or the environment's cluster; else the cluster's own adapter, or ``None`` with the reason
+    in ``report.errors`` (credentials that cannot be read, a configuration refused)."""
+    if cluster is None or cluster.from_environment:
+        return None, scheduler_adapter(scheduler)
+    try:
+        return cluster, cluster_adapter(cluster)
+    except (OSError, ValueError) as exc:
+        report.errors.append(f"{cluster.slug}: {exc}")
+        return cluster, None
+
+
+def _refresh_nodes(
+    adapter: SchedulerAdapter, report: ReconcileReport, source: InventorySource
+) -> None:
+    try:
+        imported = inventory_import(result=adapter.list_nodes(), source=source)
+        report.nodes_refreshed = (
+            len(imported.created) + len(imported.updated) + len(imported.unchanged)
+        )
+    except SchedulerError as exc:
+        report.errors.append(f"nodes: {exc}")
+
+
+def _reconcile_namespace(
+    adapter: SchedulerAdapter, report: ReconcileReport, *, team: Team, cluster: Cluster | None
+) -> None:
+    """Check one team's namespace quota in ``cluster``: stamp what was read back on the team's
+    allocations there, and on a difference record a :class:`SchedulerDrift` and re-apply."""
+    # the nvidia.com/gpu total: whole cards, and slices under the single MIG strategy
+    expected = sum(kubernetes_quota_wanted(team=team, cluster=cluster)[0].values())
+    report.checked += 1
+    try:
+        found = adapter.get_gpu_quota(team.slug).cards
+    except NotFound:
+        found = None
+    except SchedulerError as exc:
+        report.errors.append(f"{team.slug}: {exc}")
+        return
+    stamp_read_back(
+        Allocation.objects.filter(
+            team=team,
+            pool__in=cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster),
+            status__in=APPLIED_STATUSES,
+        ),
+        at=timezone.now(),
+        found="no namespace or quota" if found is None else f"requests.nvidia.com/gpu={found}",
+    )
+    if found == expected or (found is None and expected == 0):
+        return
+    drift = SchedulerDrift(
+        scheduler=Scheduler.KUBERNETES,
+        team=team,
+        subject=quota_drift_subject(f"team-{team.slug}", cluster),
+        expected=str(expected),
+        found="no namespace or quota" if found is None else str(found),
+    )
+    try:
+        kubernetes_quota_sync(adapter=adapter, team=team, cluster=cluster)
+        drift.repaired = True
+    except SchedulerError as exc:
+        drift.detail = str(exc)
+        report.errors.append(f"{drift.subject}: {exc}")
+    drift.save()
+    report.drifts.append(drift)
+
+
+RECONCILERS = {Scheduler.SLURM: reconcile_slurm, Scheduler.KUBERNETES: reconcile_kubernetes}
+
+
 def reconcile_all() -> ReconcileReport:
-    """Reconcile every configured scheduler; one report with everything found."""
+    """Reconcile the environment's Slurm and Kubernetes here, and queue one reconcile per
+    cluster kept as data (:data:`pools.jobs.RECONCILE_CLUSTER`), so 8 clusters are reconciled
+    by parallel workers and a slow one holds up none of the others (issue 35). One report of
+    what ran here, with ``clusters_queued``."""
     total = ReconcileReport()
     for part in (reconcile_slurm(), reconcile_kubernetes()):
         total.checked += part.checked
         total.drifts += part.drifts
         total.errors += part.errors
         total.nodes_refreshed += part.nodes_refreshed
+    ids = Cluster.objects.exclude(credential_kind=CredentialKind.ENVIRONMENT).order_by("pk")
+    for cluster_id in ids.values_list("pk", flat=True):
+        enqueue_on_commit(RECONCILE_CLUSTER, cluster_id)
+        total.clusters_queued += 1
     return total
+
+
+def reconcile_cluster(cluster_id: int) -> ReconcileReport | None:
+    """Reconcile one cluster kept as data through its own adapter; ``None`` when it has been
+    deleted since it was queued."""
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return None
+    return RECONCILERS[cluster.kind](cluster)

@@ -13,7 +13,10 @@ with N the team's open-window slices of that profile and model (:func:`slurm_mig
 names the type the cluster reports), never added to the cards' cap.
 
 Kubernetes: each team is a namespace whose ResourceQuota on ``requests.nvidia.com/gpu`` is the
-team's open-window cards in Kubernetes pools (:func:`kubernetes_quota_sync`).
+team's open-window cards in the Kubernetes pools of that cluster (:func:`kubernetes_quota_sync`).
+
+Every figure is per cluster (:func:`cluster_pools`): a namespace or an account lives in one
+cluster, so its cap counts the team's allocations in that cluster's pools only (issue 35).
 """
 
 from __future__ import annotations
@@ -21,14 +24,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Case, Count, F, Sum, When
+from django.db.models import Case, Count, F, Q, QuerySet, Sum, When
 from django.utils import timezone
 
 from pools.adapters import pool_adapter
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation
-from pools.choices import AliasKind, QuotaBackend, Scheduler
+from pools.choices import AliasKind, CredentialKind, QuotaBackend, Scheduler
+from pools.clusters.models import Cluster
 from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, MigDevice, Node, Pool
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_usernames
@@ -73,24 +77,55 @@ def slurm_mig_gres_type(*, pool: Pool, gpu_model: GpuModel, profile: str) -> str
     return reported or profile
 
 
+def cluster_pools(*, scheduler: str, cluster: Cluster | None) -> QuerySet[Pool]:
+    """The pools of ``scheduler`` in ``cluster``. ``None`` and the environment's cluster
+    (``credential_kind`` environment) are one cluster, the one the environment variables
+    define: a pool without a cluster is in it (:func:`pools.adapters.pool_adapter` builds both
+    the same adapter)."""
+    pools = Pool.objects.filter(scheduler=scheduler)
+    if cluster is None or cluster.from_environment:
+        return pools.filter(
+            Q(cluster__isnull=True) | Q(cluster__credential_kind=CredentialKind.ENVIRONMENT)
+        )
+    return pools.filter(cluster=cluster)
+
+
+def quota_drift_subject(namespace: str, cluster: Cluster | None) -> str:
+    """The :class:`~pools.capacity.models.SchedulerDrift` subject of a namespace's GPU quota;
+    outside the environment's cluster it names the cluster (a team has a namespace in each)."""
+    return f"namespace {namespace}{_in_cluster(cluster)} ResourceQuota requests.nvidia.com/gpu"
+
+
+def cap_drift_subject(account: str, gres: str, cluster: Cluster | None) -> str:
+    """The :class:`~pools.capacity.models.SchedulerDrift` subject of a Slurm account's cap on
+    ``gres``; outside the environment's cluster it names the cluster (an account in each)."""
+    return f"account {account}{_in_cluster(cluster)} GrpTRES gres/gpu:{gres}"
+
+
+def _in_cluster(cluster: Cluster | None) -> str:
+    return "" if cluster is None or cluster.from_environment else f" in {cluster.slug}"
+
+
 def team_cards_applied(
     *,
     team: Team,
     gpu_model: GpuModel,
     scheduler: str,
+    cluster: Cluster | None,
     now: datetime | None = None,
     mig_profile: str = "",
 ) -> int:
     """Cards of ``gpu_model`` the team holds at ``now`` (default: the clock) in pools of
-    ``scheduler``, counting windows that open within the provisioning lead; with
-    ``mig_profile``, slices of that profile instead (never both: issue 38)."""
+    ``scheduler`` in ``cluster`` (:func:`cluster_pools`), counting windows that open within
+    the provisioning lead; with ``mig_profile``, slices of that profile instead (never both:
+    issue 38)."""
     now = now or timezone.now()
     total = (
         Allocation.objects.filter(mig_profile=mig_profile)
         .filter(
+            pool__in=cluster_pools(scheduler=scheduler, cluster=cluster),
             team=team,
             gpu_model=gpu_model,
-            pool__scheduler=scheduler,
             status__in=APPLIED_STATUSES,
             starts_at__lte=now + PROVISION_LEAD,
             ends_at__gt=now,
@@ -146,7 +181,12 @@ def slurm_limit_sync(
     else:
         gres = slurm_gres_type(gpu_model)
     cards = team_cards_applied(
-        team=team, gpu_model=gpu_model, scheduler=Scheduler.SLURM, now=now, mig_profile=mig_profile
+        team=team,
+        gpu_model=gpu_model,
+        scheduler=Scheduler.SLURM,
+        cluster=pool.cluster,
+        now=now,
+        mig_profile=mig_profile,
     )
     partition = pool.slurm_partition or None
     account = slurm_account_name(team)
@@ -182,18 +222,21 @@ def k8s_product_label(gpu_model: GpuModel) -> str:
     return alias.value if alias else "-".join(gpu_model.vendor_name.split())
 
 
-def kueue_cohort_of(*, team: Team, now: datetime | None = None) -> KueueCohort | None:
-    """The team's ClusterQueue cohort when it holds elastic allocations in a Kueue pool: the
-    pool's cohort, and per GPU product the cards it may borrow (ceilings less floors of those
-    allocations, applied and open like :func:`team_cards_applied`'s); ``None`` otherwise. One
-    namespace has one ClusterQueue, so one cohort: with elastic allocations in two Kueue pools
-    of different cohorts, the first pool's by slug is used. One query."""
+def kueue_cohort_of(
+    *, team: Team, cluster: Cluster | None, now: datetime | None = None
+) -> KueueCohort | None:
+    """The team's ClusterQueue cohort in ``cluster`` (:func:`cluster_pools`) when it holds
+    elastic allocations in a Kueue pool of that cluster: the pool's cohort, and per GPU product
+    the cards it may borrow (ceilings less floors of those allocations, applied and open like
+    :func:`team_cards_applied`'s); ``None`` otherwise. One namespace has one ClusterQueue, so
+    one cohort: with elastic allocations in two Kueue pools of different cohorts, the first
+    pool's by slug is used. One query."""
     now = now or timezone.now()
     rows = (
         Allocation.objects.whole_cards()
         .filter(
+            pool__in=cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster),
             team=team,
-            pool__scheduler=Scheduler.KUBERNETES,
             pool__quota_backend=QuotaBackend.KUEUE,
             elastic_policy__isnull=False,
             status__in=APPLIED_STATUSES,
@@ -215,8 +258,12 @@ def kueue_cohort_of(*, team: Team, now: datetime | None = None) -> KueueCohort |
     return KueueCohort(rows[0][1], borrowing)
 
 
-def kubernetes_quota_sync(*, adapter, team: Team, now: datetime | None = None) -> dict:
-    """Make the team's namespace quota equal its open-window cards in Kubernetes pools.
+def kubernetes_quota_sync(
+    *, adapter, team: Team, cluster: Cluster | None, now: datetime | None = None
+) -> dict:
+    """Make the team's namespace quota in ``cluster`` (``adapter`` is that cluster's,
+    :func:`pools.adapters.pool_adapter`) equal its open-window cards in that cluster's
+    Kubernetes pools (:func:`kubernetes_quota_wanted`).
 
     ``ensure_team`` is idempotent (server-side apply): it creates or updates the namespace,
     ``ResourceQuota`` on ``requests.nvidia.com/gpu`` (the total; per model through Kueue when
@@ -224,8 +271,8 @@ def kubernetes_quota_sync(*, adapter, team: Team, now: datetime | None = None) -
     elastic allocations in a Kueue pool, the team's ClusterQueue joins the pool's cohort with
     their burst as its ``borrowingLimit`` (:func:`kueue_cohort_of`) in the same write.
     """
-    quota, mig_quota = kubernetes_quota_wanted(team=team, now=now)
-    cohort = kueue_cohort_of(team=team, now=now)
+    quota, mig_quota = kubernetes_quota_wanted(team=team, cluster=cluster, now=now)
+    cohort = kueue_cohort_of(team=team, cluster=cluster, now=now)
     extra: dict[str, Any] = {"cohort": cohort} if cohort is not None else {}
     if mig_quota:
         extra["mig_quota"] = mig_quota
@@ -246,11 +293,12 @@ def kubernetes_quota_sync(*, adapter, team: Team, now: datetime | None = None) -
 
 
 def kubernetes_quota_wanted(
-    *, team: Team, now: datetime | None = None
+    *, team: Team, cluster: Cluster | None, now: datetime | None = None
 ) -> tuple[dict[str, int], dict[str, int]]:
-    """What the team's namespace quota should say now: ``nvidia.com/gpu`` per GPU product label
-    (its open-window whole cards in Kubernetes pools, :func:`team_cards_applied`) and MIG
-    slices per profile (``{"1g.10gb": 9}``) under the device plugin's *mixed* strategy.
+    """What the team's namespace quota in ``cluster`` should say now: ``nvidia.com/gpu`` per GPU
+    product label (its open-window whole cards in that cluster's Kubernetes pools,
+    :func:`team_cards_applied`) and MIG slices per profile (``{"1g.10gb": 9}``) under the
+    device plugin's *mixed* strategy.
 
     A slice allocation's strategy is that of the nodes holding its slices (GFD's
     ``nvidia.com/mig.strategy`` label, kept on the node by the Kubernetes import): *single*
@@ -262,12 +310,11 @@ def kubernetes_quota_wanted(
     MIG nodes advertise. Source: the k8s-device-plugin GFD README at 0719b2a (see
     ``tests/mig_nodes.py``)."""
     quota: dict[str, int] = {}
-    models = GpuModel.objects.filter(
-        allocations__team=team, allocations__pool__scheduler=Scheduler.KUBERNETES
-    ).distinct()
-    for model in models:
+    pools = cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster)
+    held = Allocation.objects.filter(pool__in=pools, team=team).values("gpu_model")
+    for model in GpuModel.objects.filter(pk__in=held):
         cards = team_cards_applied(
-            team=team, gpu_model=model, scheduler=Scheduler.KUBERNETES, now=now
+            team=team, gpu_model=model, scheduler=Scheduler.KUBERNETES, cluster=cluster, now=now
         )
         if cards:
             quota[k8s_product_label(model)] = cards
@@ -275,8 +322,8 @@ def kubernetes_quota_wanted(
     slices = (
         Allocation.objects.slices()
         .filter(
+            pool__in=pools,
             team=team,
-            pool__scheduler=Scheduler.KUBERNETES,
             status__in=APPLIED_STATUSES,
             starts_at__lte=now + PROVISION_LEAD,
             ends_at__gt=now,
@@ -414,7 +461,9 @@ def binding_apply(allocation: Allocation, *, now: datetime | None = None) -> dic
             "reserved in the portal only.",
         }
     if pool.scheduler == Scheduler.KUBERNETES:
-        binding = kubernetes_quota_sync(adapter=adapter, team=allocation.team, now=now)
+        binding = kubernetes_quota_sync(
+            adapter=adapter, team=allocation.team, cluster=pool.cluster, now=now
+        )
         lender = kueue_lender_sync(adapter=adapter, pool=pool, now=now)
         if lender is not None:
             binding["kueue_lender"] = lender

@@ -180,7 +180,11 @@ def test_readers_per_pool_and_model_do_not_count_slices_as_cards(fleet):
     Allocation.objects.update(status=AllocationStatus.ACTIVE)
     assert team_usage(team_ids=[fleet["team"].pk], at=now) == {fleet["team"].pk: 2}
     applied = team_cards_applied(
-        team=fleet["team"], gpu_model=fleet["a100"], scheduler=Scheduler.KUBERNETES, now=now
+        team=fleet["team"],
+        gpu_model=fleet["a100"],
+        scheduler=Scheduler.KUBERNETES,
+        cluster=None,
+        now=now,
     )
     assert applied == whole.card_count == 2
     assert list(Allocation.objects.whole_cards().values_list("card_count", flat=True)) == [2]

@@ -129,7 +129,8 @@ def test_loop_scales_up_records_and_respects_cooldown(pool, team, admin):
     assert audit.after["cards_held"] == 4 and audit.after["up_held_s"] == 2100
     # the quota the Kubernetes sync writes counts the cards held
     assert team_cards_applied(team=team, gpu_model=allocation.gpu_model,
-                              scheduler=Scheduler.KUBERNETES, now=NOW) == 4  # fmt: skip
+                              scheduler=Scheduler.KUBERNETES, cluster=None,
+                              now=NOW) == 4  # fmt: skip
 
     later = NOW + timedelta(minutes=5)
     metrics = FakePrometheus(

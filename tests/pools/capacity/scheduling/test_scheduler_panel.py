@@ -23,6 +23,7 @@ from pools.capacity.scheduler_panel import scheduler_panel
 from pools.capacity.services.reconcile import reconcile_slurm
 from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import AllocationStatus, QuotaBackend, Scheduler, TeamRole
+from pools.clusters.models import Cluster
 from pools.inventory.models import GpuModel
 from pools.tenancy.models import Membership
 from scheduler_adapters.records import GpuLimit
@@ -189,6 +190,38 @@ def test_kubernetes_kueue_pool_preview_names_the_queues(k8s_world):
     assert got["ResourceQuota"] == ("team-nlp/gpu-quota", "requests.nvidia.com/gpu: 2")
     assert got["ClusterQueue"] == ("team-nlp", "nvidia-l40s nvidia.com/gpu: 2")
     assert got["LocalQueue"] == ("team-nlp/default", "→ ClusterQueue team-nlp")
+
+
+def test_a_pool_whose_cluster_credentials_cannot_be_read_still_shows_its_preview(k8s_world):
+    """Issue 35: the panel asks the pool's cluster's adapter for its namespace prefix; with
+    that cluster's token file missing it shows the defaults (``team-nlp``, 2 cards) instead of
+    failing the page."""
+    pool, l40s, team, alice, admin = k8s_world
+    pool.cluster = Cluster.objects.create(
+        slug="far",
+        name="Far",
+        kind=Scheduler.KUBERNETES,
+        api_url="https://far:6443",
+        credential_kind="token-file",
+        credential_path="/nonexistent/token",
+    )
+    pool.save()
+    allocation = AllocationFactory(
+        team=team,
+        pool=pool,
+        gpu_model=l40s,
+        card_count=2,
+        status=AllocationStatus.APPROVED,
+        starts_at=timezone.now() + timedelta(days=1),
+        ends_at=timezone.now() + timedelta(days=2),
+    )
+
+    panel = scheduler_panel(allocation)
+
+    assert panel.state == "will write"
+    got = rows(panel)
+    assert got["Namespace"][0] == "team-nlp"
+    assert got["ResourceQuota"] == ("team-nlp/gpu-quota", "requests.nvidia.com/gpu: 2")
 
 
 def test_another_teams_member_gets_404_not_the_panel(k8s_world, api_as, django_user_model):
