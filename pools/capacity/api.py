@@ -35,7 +35,9 @@ class AllocationSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     pool = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    workload_class = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    workload_class = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )  # null: unclassed
     request = serializers.PrimaryKeyRelatedField(read_only=True)
     card_hours = serializers.SerializerMethodField()
 
