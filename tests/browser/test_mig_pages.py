@@ -9,6 +9,15 @@ from mig_nodes import mig_fleet
 pytestmark = pytest.mark.browser
 
 
+def _show_all_columns(page):
+    """On a phone, tables fold to their essential columns behind a "Show all N" button (issue
+    37): open every folded table as a user would before reading its other columns."""
+    cues = page.locator("button.cols-cue")
+    for n in range(cues.count()):
+        if cues.nth(n).is_visible() and cues.nth(n).get_attribute("aria-expanded") == "false":
+            cues.nth(n).click()
+
+
 @pytest.mark.parametrize("width", [1366, 390])
 @pytest.mark.parametrize(
     ("path", "text"),
@@ -21,6 +30,7 @@ def test_mig_slices_are_shown_and_the_page_fits(
     page = signed_in
     page.set_viewport_size({"width": width, "height": 900})
     page.goto(f"{live_server.url}{path}")
+    _show_all_columns(page)
     assert page.get_by_text(text).first.is_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     page.screenshot(path=str(tmp_path / f"mig{path.replace('/', '_')}{width}.png"), full_page=True)
@@ -43,6 +53,8 @@ def test_a_request_for_slices_shows_its_slices_panel_and_fits(
         "&gpu_model=a100_80g_sxm&mig_profile=1g.10gb&card_count=3"
     )
     row = page.locator("#slice-options tbody tr").first
+    row.wait_for()
+    _show_all_columns(page)
     assert row.inner_text().split("\t")[:3] == ["Inference", "A100 SXM4 80GB · 1g.10gb", "9 of 9"]
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     page.screenshot(path=str(tmp_path / f"slices{width}.png"), full_page=True)

@@ -59,7 +59,7 @@ def test_token_flow_page_at_both_widths(browser, live_server, tmp_path):
         page.screenshot(path=str(out / f"token-flow-{width}.png"), full_page=True)
 
         page.select_option("select[name=ordering]", "first_call_at")
-        page.get_by_role("button", name="Show").click()
+        page.get_by_role("button", name="Show", exact=True).click()
         page.wait_for_load_state("networkidle")
         assert "ordering=first_call_at" in page.url
         assert page.locator("#table tbody tr").first.locator("td").nth(2).inner_text() == "4"

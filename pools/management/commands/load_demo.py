@@ -33,6 +33,7 @@ from pools.capacity.services.requests import (
 )
 from pools.choices import AllocationStatus, IdleFindingState, TeamRole
 from pools.classes.models import WorkloadClass
+from pools.classes.seed import seed_classes
 from pools.demo import (
     DEMO_SERVED,
     POOLS,
@@ -126,6 +127,7 @@ class Command(BaseCommand):
         teams = {t.slug: t for t in Team.objects.all()}
         pools = {p.slug: p for p in Pool.objects.all()}
         models = {m.slug: m for m in GpuModel.objects.all()}
+        seed_classes(WorkloadClass)  # a flushed test database has lost the migration's rows
         classes = {c.slug: c for c in WorkloadClass.objects.all()}
         now = timezone.now().replace(second=0, microsecond=0)
         day = timedelta(days=1)
