@@ -59,7 +59,9 @@ fi
 # install packages and start daemons; without root, an already running cluster is enough.
 # 24.11 (slurm-modern.sh, Debian trixie in a chroot) is the one every Slurm integration test
 # runs on; the Makefile runs the same tier again on 26.05 (forky, in a second chroot) and on the
-# machine's own 22.05 (slurm.sh).
+# machine's own 22.05 (slurm.sh). 26.05 is ClusterName "forky", 24.11 "portal": the two-cluster
+# test registers both in one portal, which refuses two clusters with one ClusterName; a 26.05
+# root still running as "portal" is restarted under "forky" by slurm-modern.sh (about 20 s).
 slurm_start() { # slurm_start NAME SCRIPT [VAR=value...]
   local name=$1 path
   path="$(dirname "$0")/services/$2"

@@ -24,7 +24,7 @@
 #   database      slurm_acct_db / slurm       slurm_modern_acct_db / slurm_modern
 #   state         /var/lib/slurm-test         ROOT/var/lib/slurm-test
 #
-# Same cluster layout as slurm.sh: cluster "portal", partition "gpu", gpu-a100-01 (gpu:a100:4),
+# Same cluster layout as slurm.sh: cluster "portal" (26.05: "forky"), partition "gpu", gpu-a100-01 (gpu:a100:4),
 # gpu-4090-01 (gpu:rtx4090:2), gpu-h100-01 (gpu:h100:8, a DGX H100's eight cards: the whole-node
 # 1 x 8 shape), admin "portal", test users alice and bob (default account sandbox).
 # The env file (`env` prints its path) has the keys the integration tier reads, plus
@@ -32,7 +32,9 @@
 #
 # Knobs: SLURM_MODERN_ROOT (/opt/portal-slurm-modern), SLURM_MODERN_SUITE (trixie; "forky"
 # gives 26.05 with v0.0.42-v0.0.45: use another ROOT and SLURM_MODERN_PORTS=70
-# SLURM_MODERN_NODE_PORTS=172 to run it beside 24.11; its database is slurm_<suite>_acct_db),
+# SLURM_MODERN_NODE_PORTS=172 to run it beside 24.11; its database is slurm_<suite>_acct_db and
+# its ClusterName the suite's name), SLURM_MODERN_CLUSTER (the ClusterName; a root started under
+# another name has its slurmctld state cleared and is restarted under the new one),
 # SLURM_MODERN_MIRROR (default: the Debian mirror this machine's apt uses),
 # SLURM_TEST_MYSQL_HOST/PORT (127.0.0.1/3306, root without password).
 # 24.11 pitfalls behind the choices below: ../shared/research/slurm-modern/NOTES.md.
@@ -46,7 +48,10 @@ SUITE="${SLURM_MODERN_SUITE:-trixie}"
 STATE=/var/lib/slurm-test           # inside the root
 HS="$ROOT_DIR$STATE"                # the same, seen from the machine
 CONF_DIR=/etc/slurm                 # inside the root
-CLUSTER=portal
+# ClusterName: "portal" for 24.11, the suite's name for another ("forky" for 26.05), so the two
+# running side by side are two clusters to the portal, which refuses two with one ClusterName
+if [ "$SUITE" = trixie ]; then CLUSTER=portal; else CLUSTER="$SUITE"; fi
+CLUSTER="${SLURM_MODERN_CLUSTER:-$CLUSTER}"
 ADMIN_USER=portal
 TEST_USERS="alice bob"
 REST_USER=slurmrestd
@@ -251,10 +256,20 @@ $(slurmdbd_conf "$STATE" "${PORTS}19" "$JWT_KEY" "$MYSQL_HOST" "$MYSQL_PORT" "$D
 
 if [ "$CONFIG_CHANGED" = 1 ]; then
     say "configuration changed: restarting the Slurm daemons that run"
+    running "$HS/run/slurmctld.pid" slurmctld && cancel_jobs
     halt "$HS/run/slurmrestd.pid" slurmrestd
     for node in "${NODES[@]}"; do halt "$HS/run/slurmd-${node%%:*}.pid" slurmd; done
     halt "$HS/run/slurmctld.pid" slurmctld
     halt "$HS/run/slurmdbd.pid" slurmdbd
+fi
+# a root first started under another ClusterName (before 26.05 had its own): slurmctld refuses
+# state files of another cluster ("CLUSTER NAME MISMATCH"); its jobs and reservations are
+# dropped with them (the old cluster's accounts stay in slurmdbd under the old name)
+state_cluster=$(cut -d'|' -f1 "$HS/ctld/clustername" 2>/dev/null || true)
+if [ -n "$state_cluster" ] && [ "$state_cluster" != "$CLUSTER" ]; then
+    halt "$HS/run/slurmctld.pid" slurmctld
+    say "ClusterName changed from $state_cluster to $CLUSTER: clearing slurmctld's state"
+    find "$HS/ctld" -mindepth 1 -delete
 fi
 
 # --------------------------------------------------------------------------- munged (the root's)
