@@ -5,8 +5,10 @@ the team's members and pool admins, made and cancelled by pool admins through
 
 from __future__ import annotations
 
+import re
+
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -21,6 +23,35 @@ from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team
 
 MAX_CARDS = 100_000  # a bound for the integer field; the pool's usable cards refuse sooner
+WALL_CLOCK_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$"
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "pattern": WALL_CLOCK_PATTERN,
+        "example": "09:00",
+        "description": "Local wall-clock time in the reservation's time_zone, HH:MM or HH:MM:SS, "
+        "without an offset.",
+    }
+)
+class WallClockTimeField(serializers.TimeField):
+    """A local wall-clock time (``HH:MM[:SS]``) read in the reservation's ``time_zone``.
+
+    Not OpenAPI's ``format: time``: that is RFC 3339's *full-time*, which carries an offset,
+    while an occurrence's offset follows the date (Europe/Berlin is +01:00 in January and
+    +02:00 in July). An offset, fractions of a second or anything else is refused with 400
+    rather than silently dropped (Django's ``parse_time`` discards an offset)."""
+
+    default_error_messages = {
+        "wall_clock": "Enter a wall-clock time HH:MM or HH:MM:SS without an offset; it is read in "
+        "time_zone.",
+    }
+
+    def to_internal_value(self, value):
+        if not isinstance(value, str) or not re.fullmatch(WALL_CLOCK_PATTERN, value):
+            self.fail("wall_clock")
+        return super().to_internal_value(value)
 
 
 class RecurringReservationSerializer(serializers.ModelSerializer):
@@ -30,6 +61,8 @@ class RecurringReservationSerializer(serializers.ModelSerializer):
     name = serializers.CharField(max_length=NAME_MAX_LENGTH)
     card_count = serializers.IntegerField(min_value=1, max_value=MAX_CARDS)
     recurrence = serializers.ChoiceField(choices=Recurrence.choices)
+    start_time = WallClockTimeField()
+    end_time = WallClockTimeField()
     next_occurrence = serializers.SerializerMethodField()
 
     class Meta:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -156,5 +157,14 @@ def _run_and_report(web: str, token: str, role: str, tmp_path: Path) -> dict[str
     assert result["errors"] == [], result["_output"][-6000:]
     defects = {code: n for code, n in per_code.items() if code not in REPORTED_ONLY}
     if defects:
-        print(result["_output"][-8000:])
+        print(_sections_naming(result["_output"], defects))
+    (tmp_path / f"{role}.out").write_text(result["_output"])
     return defects
+
+
+def _sections_naming(output: str, codes: dict[str, int]) -> str:
+    """The operations' sections of schemathesis' output that name one of ``codes`` (its output
+    puts each operation under a ``____ METHOD /path ____`` rule), so the defects are not lost
+    behind the reported-only failures."""
+    sections = re.split(r"\n(?=_{3,} [A-Z]+ /)", output)
+    return "\n".join(s for s in sections if any(f"- {code} " in s for code in codes))

@@ -76,6 +76,11 @@ def test_an_overcommitting_reservation_answers_409_with_the_first_date(
         ({"end_time": "08:00"}, "end_time"),
         ({"pool": "missing"}, "pool"),
         ({"first_date": "2027-02-30"}, "first_date"),
+        # an offset would be dropped silently by Django's parse_time; Berlin's offset follows the date
+        ({"start_time": "09:00+01:00"}, "start_time"),
+        ({"end_time": "18:00:00Z"}, "end_time"),
+        ({"start_time": "9:00"}, "start_time"),
+        ({"start_time": "09:00:00.5"}, "start_time"),
     ],
 )
 def test_bad_input_answers_400_naming_the_field(admin_api, team, infer_pool, l40s, fields, field):
@@ -97,3 +102,19 @@ def test_members_read_their_teams_and_may_not_reserve(
     assert [r["name"] for r in member_api.get(URL).json()["results"]] == ["LLM course"]
     answer = member_api.post(URL, course(name="mine"), format="json")
     assert answer.status_code == 403 and answer.json()["code"] == "permission_denied"
+
+
+def test_times_are_documented_and_answered_as_wall_clock_without_an_offset(
+    admin_api, team, infer_pool, l40s
+):
+    """OpenAPI's ``format: time`` is RFC 3339's full-time, which needs an offset: the schema
+    states the pattern the answers follow instead (schemathesis found "09:00:00" is not a
+    ``time``)."""
+    import re
+
+    schema = admin_api.get("/api/schema/?format=json").json()
+    start = schema["components"]["schemas"]["RecurringReservation"]["properties"]["start_time"]
+    assert "format" not in start and start["type"] == "string"
+    body = admin_api.post(URL, course(), format="json").json()
+    assert (body["start_time"], body["end_time"]) == ("09:00:00", "18:00:00")
+    assert re.fullmatch(start["pattern"], body["start_time"])
