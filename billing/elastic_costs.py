@@ -28,7 +28,7 @@ from decimal import Decimal
 
 from billing.choices import RateKind
 from billing.conf import billing_zone
-from billing.pricing import format_money, round_money
+from billing.pricing import format_money, round_money, unit_price_places
 from billing.services.rates import price_for, rate_period_at
 from pools.capacity.arithmetic import card_seconds_hours, clip
 from pools.elastic.choices import ScaleAction
@@ -83,6 +83,15 @@ class ElasticMoney:
     @property
     def released_amount_text(self) -> str | None:
         return _money(self.released_amount, self.currency)
+
+    @property
+    def price_text(self) -> str | None:
+        """The card-hour price as statements show it (``8.00 EUR``, ``0.0125 EUR``)."""
+        price, currency = self.price_per_card_hour, self.currency
+        if price is None or currency is None:
+            return None
+        places = unit_price_places(price, currency)
+        return f"{price.quantize(Decimal(1).scaleb(-places))}\u00a0{currency}"
 
 
 def _priced(hours: Decimal, price: Decimal | None, currency: str | None) -> Decimal | None:

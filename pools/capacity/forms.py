@@ -76,6 +76,8 @@ class CapacityRequestForm(forms.Form):
         required=False,
         empty_label="Any model with enough memory",
         label="GPU model",
+        help_text="Models no pool has a card of are greyed out; ask for capacity no pool has "
+        "yet to name one.",
         widget=GpuModelSelect(attrs={"data-unpooled-for-kind": RequestKind.GROWTH}),
     )
     min_memory_gib = forms.DecimalField(

@@ -108,9 +108,9 @@ def at_now(monkeypatch):
 def test_the_pages_show_each_decision_and_the_week(admin_page, policy, rates, at_now):
     """(Whitespace joined: the money format's no-break space reads as a space.)"""
     detail = " ".join(admin_page.get(f"/elastic/{policy.pk}/").content.decode().split())
-    assert "+8.00 added<br><small>64.00 EUR</small>" in detail
-    assert "−4.00 released<br><small>32.00 EUR</small>" in detail
-    assert "−2.00 released<br><small>16.00 EUR</small>" in detail
+    assert "+8.00 card-h added · 64.00 EUR" in detail
+    assert "−4.00 card-h released · 32.00 EUR" in detail
+    assert "−2.00 card-h released · 16.00 EUR" in detail
     assert (
         "<strong>12.00 card-hours</strong> borrowed above the floor cost <strong>96.00 EUR"
         in detail
