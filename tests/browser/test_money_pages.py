@@ -119,10 +119,10 @@ def test_request_form_offers_models_a_pool_has(
     l40s = page.locator("select[name=gpu_model] option[value=l40s]")
     assert h100.is_disabled() and "no pool has this card" in h100.inner_text()
     assert not l40s.is_disabled()
-    page.get_by_label("Capacity no pool has yet").check()
+    page.get_by_role("radio", name="Capacity no pool has yet").check()
     assert not h100.is_disabled()
     page.select_option("select[name=gpu_model]", "h100_sxm")
-    page.get_by_label("Cards a pool has").check()
+    page.get_by_role("radio", name="Cards a pool has").check()
     assert h100.is_disabled()
     assert page.locator("select[name=gpu_model]").input_value() == ""
     _fits(page, width)
