@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
+from django.db.models import OuterRef, Subquery
+
 from billing.choices import RateKind
 from billing.conf import billing_zone
 from billing.pricing import format_money, round_money, unit_price_places
@@ -98,11 +100,20 @@ def _priced(hours: Decimal, price: Decimal | None, currency: str | None) -> Deci
     return None if price is None or currency is None else round_money(hours * price, currency)
 
 
-def _timeline(policy: ElasticPolicy, events: list[ScaleEvent]) -> list[tuple[float, int, int]]:
+def _timeline(
+    policy: ElasticPolicy, events: list[ScaleEvent], before: tuple | None
+) -> list[tuple[float, int, int]]:
     """``(unix s, cards held from then on, event id or 0)``: the floor from the window's start,
-    then each change in effect order (the timeline burst metering bills)."""
+    then each change in effect order (the timeline burst metering bills). ``before``: the last
+    change ahead of the events read, ``(id, effective_at, cards_to, cards before it)`` (``None``
+    cards before: the floor), which opens the timeline instead of the window's start."""
     allocation = policy.allocation
     points = [(allocation.starts_at.timestamp(), allocation.card_count, 0)]
+    if before is not None and before[0] is not None:
+        event_id, at, cards, prior = before
+        floor = allocation.card_count
+        points = [(at.timestamp(), floor if prior is None else prior, 0)]
+        points.append((at.timestamp(), cards, event_id))
     points += [(e.effective_at.timestamp(), e.cards_to, e.pk) for e in events]
     return points
 
@@ -118,11 +129,11 @@ def _price(period, allocation) -> tuple[Decimal | None, str | None, str]:
     return price, period.currency, ""
 
 
-def _one(policy, events, *, start, now, period) -> ElasticMoney:
+def _one(policy, events, before, *, start, now, period) -> ElasticMoney:
     allocation = policy.allocation
     end = min(now, allocation.ends_at)
     price, currency, reason = _price(period, allocation)
-    points = _timeline(policy, events)
+    points = _timeline(policy, events, before)
     end_s, start_s = end.timestamp(), start.timestamp()
     decisions, released = {}, Decimal(0)
     for index, (at, cards, event_id) in enumerate(points):
@@ -205,22 +216,46 @@ def _totals(start: datetime, now: datetime, by_policy: dict[int, ElasticMoney]):
 
 
 def elastic_scale_costs(
-    *, policies: Iterable[ElasticPolicy], start: datetime, now: datetime
+    *,
+    policies: Iterable[ElasticPolicy],
+    start: datetime,
+    now: datetime,
+    since: datetime | None = None,
 ) -> ElasticScaleCosts:
     """The policies' :class:`ElasticMoney` over ``[start, now)`` (the module's rules) and their
-    sums. The policies need their allocation (and its GPU model) joined. Two queries (events,
+    sums. ``decisions`` covers the changes in effect from ``since`` (default ``start``; earlier
+    to price older decisions a page lists) and the last one before it, whose cards (and the
+    ones before them) open the timeline, so a long history is not read. The policies need
+    their allocation (and its GPU model) joined. Three queries (events, the changes before,
     rate card); none for no policies. One rate period, so one currency."""
     policies = list(policies)
     if not policies:
         return _totals(start, now, {})
+    since = min(start, since) if since is not None else start
     period = rate_period_at(now, zone=billing_zone())
     by_policy: dict[int, list[ScaleEvent]] = {p.pk: [] for p in policies}
-    events = (
-        ScaleEvent.objects.filter(policy_id__in=list(by_policy))
-        .exclude(action=ScaleAction.HOLD)
-        .order_by("effective_at", "id")
+    changes = ScaleEvent.objects.exclude(action=ScaleAction.HOLD)
+    events = changes.filter(policy_id__in=list(by_policy), effective_at__gte=since).order_by(
+        "effective_at", "id"
     )
     for event in events:
         by_policy[event.policy_id].append(event)
-    money = {p.pk: _one(p, by_policy[p.pk], start=start, now=now, period=period) for p in policies}
+    last = changes.filter(policy_id=OuterRef("pk"), effective_at__lt=since).order_by(
+        "-effective_at", "-id"
+    )
+    before = {
+        row[0]: row[1:]
+        for row in ElasticPolicy.objects.filter(pk__in=list(by_policy))
+        .annotate(
+            before_id=Subquery(last.values("pk")[:1]),
+            before_at=Subquery(last.values("effective_at")[:1]),
+            before_cards=Subquery(last.values("cards_to")[:1]),
+            prior_cards=Subquery(last.values("cards_to")[1:2]),
+        )
+        .values_list("pk", "before_id", "before_at", "before_cards", "prior_cards")
+    }
+    money = {
+        p.pk: _one(p, by_policy[p.pk], before.get(p.pk), start=start, now=now, period=period)
+        for p in policies
+    }
     return _totals(start, now, money)

@@ -104,13 +104,15 @@ def _plain(value, *, normalize: bool = False) -> str | None:
     return format(value.normalize(), "f") if normalize else str(value)
 
 
-def _scale_money(context: dict, policies):
-    """The scaling money of the last 7 days for ``policies``, computed once per response (the
-    view puts it in the context for a whole page) or here for one object."""
+def _scale_money(context: dict, policies, events=()):
+    """The scaling money of the last 7 days for ``policies`` (and the decisions of ``events``),
+    computed once per response (the view puts it in the context for a whole page) or here for
+    one object."""
     if "scale_money" not in context:
         now = timezone.now()
         start = now - timedelta(days=selectors.SCALE_COST_SPAN_DAYS)
-        context["scale_money"] = selectors.scale_costs(policies, start=start, now=now)
+        since = min((e.effective_at for e in events), default=None)
+        context["scale_money"] = selectors.scale_costs(policies, start=start, now=now, since=since)
     return context["scale_money"]
 
 
@@ -133,7 +135,7 @@ class ScaleEventSerializer(serializers.ModelSerializer):
         (or not) until the next change or now (2 decimals), ``amount`` at the rate card's burst
         price today (minor unit, string) and ``currency``, both ``null`` when unpriced; ``null``
         for a hold or without a pricing hook."""
-        money = _scale_money(self.context, [obj.policy])
+        money = _scale_money(self.context, [obj.policy], [obj])
         m = money.get(obj.policy_id) if money else None
         d = m.decisions.get(obj.pk) if m else None
         if d is None:
@@ -275,5 +277,5 @@ class ScaleEventViewSet(viewsets.ReadOnlyModelViewSet):
         if args and isinstance(args[0], list):
             kwargs.setdefault("context", self.get_serializer_context())
             policies = {e.policy_id: e.policy for e in args[0]}
-            _scale_money(kwargs["context"], list(policies.values()))
+            _scale_money(kwargs["context"], list(policies.values()), args[0])
         return super().get_serializer(*args, **kwargs)

@@ -104,13 +104,16 @@ def held_timelines(*, allocation_ids) -> dict[int, list[tuple[float, int]]]:
 SCALE_COST_SPAN_DAYS = 7  # the elastic pages' and API's period: the last 7 days
 
 
-def scale_costs(policies, *, start: datetime, now: datetime):
+def scale_costs(policies, *, start: datetime, now: datetime, since: datetime | None = None):
     """The policies' scaling money over ``[start, now)``: an object with the period's sums
     (``burst_card_hours``, ``released_card_hours``, ``*_amount`` / ``*_amount_text``,
     ``currency``, ``unpriced``) and ``get(policy id)`` -> the same for one allocation plus its
     ``reason`` when unpriced and ``decisions`` (event id -> ``cards``, ``card_hours``,
     ``amount``, ``amount_text``). From the function ``settings.ELASTIC_SCALE_COSTS`` names
     (billing's, priced as the statements' burst line; pools do not import billing); ``None``
-    without one."""
+    without one. ``decisions`` covers the changes in effect from ``since`` (default
+    ``start``)."""
     provider = getattr(settings, "ELASTIC_SCALE_COSTS", "")
-    return import_string(provider)(policies=policies, start=start, now=now) if provider else None
+    if not provider:
+        return None
+    return import_string(provider)(policies=policies, start=start, now=now, since=since)

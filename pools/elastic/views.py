@@ -37,11 +37,13 @@ def elastic_list(request):
     return render(request, "pools/elastic/list.html", {"policies": policies, "money": money})
 
 
-def _money(policies):
-    """The policies' scaling money over the last :data:`selectors.SCALE_COST_SPAN_DAYS` days."""
+def _money(policies, events=()):
+    """The policies' scaling money over the last :data:`selectors.SCALE_COST_SPAN_DAYS` days,
+    with the decisions of ``events`` (those a page lists) priced too."""
     now = timezone.now()
     start = now - timedelta(days=selectors.SCALE_COST_SPAN_DAYS)
-    return selectors.scale_costs(policies, start=start, now=now)
+    since = min((e.effective_at for e in events), default=None)
+    return selectors.scale_costs(policies, start=start, now=now, since=since)
 
 
 @require_http_methods(["GET", "POST"])
@@ -68,7 +70,7 @@ def elastic_detail(request, pk: int):
                 return redirect("pools:elastic-detail", pk=policy.pk)
     whatif = _whatif(request, policy) if request.GET.get("whatif") else None
     events = list(policy.events.order_by("-decided_at", "-id")[:50])
-    costs = _money([policy])
+    costs = _money([policy], events)
     money = costs.get(policy.pk) if costs else None
     for event in events:
         event.money = money.decisions.get(event.pk) if money else None

@@ -79,8 +79,22 @@ def test_a_period_starting_at_noon_clips_burst_and_releases(policy, rates):
     assert (money.burst_card_hours, money.burst_amount) == (Decimal(2), Decimal("16.00"))
     # the 11:00 release counts 12:00-13:00 (2 cards x 1 h) and the 13:00 one 13:00-14:00: 4
     assert (money.released_card_hours, money.released_amount) == (Decimal(4), Decimal("32.00"))
-    # a decision's own card-hours are not clipped to the period: still 8 for the 09:00 up
-    assert money.decisions[_events(policy)[1]].card_hours == Decimal(8)
+    # only the changes from the period's start, and the last one before it (11:00), are read:
+    # the 11:00 release's own card-hours are not clipped to the period (2 cards x 2 h = 4)
+    ids = _events(policy)
+    assert set(money.decisions) == {ids[3], ids[5], ids[5.5]}
+    assert (money.decisions[ids[3]].cards, money.decisions[ids[3]].card_hours) == (-2, Decimal(4))
+    assert (money.decisions[ids[5]].cards, money.decisions[ids[5]].card_hours) == (-2, Decimal(2))
+
+
+def test_an_earlier_since_prices_older_decisions(policy, rates):
+    """A page listing the 09:00 up asks from then: its own card-hours (4 cards x 2 h) come
+    whole, while the period's sums stay those from noon."""
+    money = elastic_scale_costs(policies=[policy], start=T0 + timedelta(hours=4), now=NOW,
+                                since=T0 + timedelta(hours=1)).get(policy.pk)  # fmt: skip
+    up = money.decisions[_events(policy)[1]]
+    assert (up.cards, up.card_hours, up.amount) == (4, Decimal(8), Decimal("64.00"))
+    assert (money.burst_card_hours, money.released_card_hours) == (Decimal(2), Decimal(4))
 
 
 def test_a_burst_price_on_the_card_wins(policy, l40s):
@@ -144,3 +158,23 @@ def test_the_api_has_the_money(admin_api, policy, rates, at_now):
         "currency": "EUR",
     }
     assert money["hold6"] is None
+
+
+def test_queries_do_not_grow_with_the_policies(policy, rates, team, infer_pool, l40s):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def count():
+        policies = ElasticPolicy.objects.select_related("allocation__gpu_model")
+        with CaptureQueriesContext(connection) as queries:
+            elastic_scale_costs(policies=list(policies), start=T0, now=NOW)
+        return len(queries)
+
+    one = count()
+    other = AllocationFactory(team=team, pool=infer_pool, gpu_model=l40s, card_count=1,
+                              starts_at=T0, ends_at=NOW,
+                              status=AllocationStatus.ACTIVE)  # fmt: skip
+    second = ElasticPolicy.objects.create(allocation=other, ceiling_cards=3, cards_held=1)
+    ScaleEvent.objects.create(policy=second, decided_at=T0, effective_at=T0, action="up",
+                              reason="test", cards_from=1, cards_to=3)  # fmt: skip
+    assert count() == one
