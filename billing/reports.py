@@ -175,3 +175,30 @@ def statement_pdf(statement: Statement) -> bytes:
     }
     html = render_to_string("billing/statement_pdf.html", context)
     return HTML(string=html).write_pdf()
+
+
+IDLE_COLUMNS = (
+    "month", "pool", "capacity_cost", "allocated_cost", "used_outside_cost", "idle_cost",
+    "utilisation_pct", "currency",
+)  # fmt: skip
+"""The finance month's idle cost per pool (:func:`billing.selectors.pool_idle_costs`) as CSV:
+the page's table, amounts as plain decimals to the currency's minor unit (``1234.50``, never
+``1.2345E+3`` nor a thousands space), utilisation in per cent to one decimal, empty when no
+capacity is priced (unknown, never 0)."""
+
+
+def idle_costs_csv(month, idle) -> str:
+    """The rows of :data:`IDLE_COLUMNS` for ``idle`` (the page's rows, in its order)."""
+    out = io.StringIO()
+    writer = SafeCsvWriter(out)
+    writer.writerow(IDLE_COLUMNS)
+    for row in idle:
+        writer.writerow([
+            f"{month:%Y-%m}", row.pool.slug,
+            *(plain_number(round_money(amount, row.currency)) for amount in (
+                row.capacity_cost, row.allocated_cost, row.used_outside_cost, row.idle_cost,
+            )),
+            plain_number(row.utilisation, 1) if row.utilisation is not None else None,
+            row.currency,
+        ])  # fmt: skip
+    return out.getvalue()

@@ -219,6 +219,7 @@ class IdleCost:
     used_outside_cost: Decimal
     idle_cost: Decimal
     utilisation: Decimal | None
+    currency: str = "EUR"  # the month's rate card's (EUR when none prices the month)
 
 
 def pool_idle_costs(*, month: date) -> list[IdleCost]:
@@ -275,6 +276,7 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
                 used_outside_cost=round_money(other, currency),
                 idle_cost=round_money(cap - used - other, currency),
                 utilisation=((used + other) / cap * 100).quantize(Decimal("0.1")) if cap else None,
+                currency=currency,
             )
         )
     return result

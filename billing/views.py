@@ -19,7 +19,13 @@ from billing.conf import billing_zone
 from billing.dashboards.serving import team_showback
 from billing.focus import focus_csv
 from billing.pricing import month_of, next_month, previous_month
-from billing.reports import ambiguous_time_of, showback_csv, statement_pdf, statements_csv
+from billing.reports import (
+    ambiguous_time_of,
+    idle_costs_csv,
+    showback_csv,
+    statement_pdf,
+    statements_csv,
+)
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_all_costs, may_see_costs
 from pools.tenancy.selectors import member_team_list, team_list
@@ -153,6 +159,11 @@ def finance_month(request, month: str):
         return response
     if request.GET.get("export") == "focus":
         return _focus_response(data["statements"], f"focus-{month}.csv")
+    if request.GET.get("export") == "idle":
+        idle_csv = idle_costs_csv(month_d, selectors.pool_idle_costs(month=month_d))
+        response = HttpResponse(idle_csv, content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="idle-cost-{month}.csv"'
+        return response
     trend = selectors.month_trend(team=None, month=month_d)
     # a person pages through a month's statements and lines; the sums above cover all
     statements = Paginator(data["statements"], STATEMENTS_PER_PAGE).get_page(

@@ -9,12 +9,34 @@ from django import forms
 from pools.choices import RequestKind, WorkloadKind
 from pools.classes.models import WorkloadClass
 from pools.inventory.models import GpuModel, Pool
-from pools.inventory.selectors import mig_profiles
+from pools.inventory.selectors import mig_profiles, pooled_gpu_model_ids
 from pools.tenancy.models import Team
 from pools.validators import MAX_REQUEST_CARDS, date_range_validator
 from scheduler_adapters.types import MAX_GPUS_PER_NODE
 
 JUSTIFICATION_MAX = 5000
+NO_POOL_HAS_IT = "no pool has this card"
+
+
+class GpuModelSelect(forms.Select):
+    """The GPU model choice: a model no pool holds a card of is labelled "— no pool has this
+    card" and marked ``data-no-pool``; it is disabled while the request asks for cards a pool
+    has (``disable_unpooled``), and enabled for capacity no pool has yet (portal.js toggles it
+    as the *Ask for* radio changes)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.pooled: set[str] | None = None  # model slugs some pool holds; None: not marked
+        self.disable_unpooled = True
+
+    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        if self.pooled is not None and value and str(value) not in self.pooled:
+            option["label"] = f"{label} — {NO_POOL_HAS_IT}"
+            option["attrs"]["data-no-pool"] = True
+            if self.disable_unpooled:
+                option["attrs"]["disabled"] = True
+        return option
 
 
 class CapacityRequestForm(forms.Form):
@@ -54,6 +76,9 @@ class CapacityRequestForm(forms.Form):
         required=False,
         empty_label="Any model with enough memory",
         label="GPU model",
+        help_text="Models no pool has a card of are greyed out; ask for capacity no pool has "
+        "yet to name one.",
+        widget=GpuModelSelect(attrs={"data-unpooled-for-kind": RequestKind.GROWTH}),
     )
     min_memory_gib = forms.DecimalField(
         required=False,
@@ -114,6 +139,12 @@ class CapacityRequestForm(forms.Form):
         self.fields["mig_profile"].choices = [("", "Whole cards")] + [
             (profile, f"MIG {profile} slices") for profile in mig_profiles()
         ]
+        pooled = pooled_gpu_model_ids()
+        self.pooled_model_ids = pooled
+        widget = self.fields["gpu_model"].widget
+        widget.pooled = set(GpuModel.objects.filter(pk__in=pooled).values_list("slug", flat=True))
+        kind = self.data.get("kind") if self.is_bound else self.initial.get("kind")
+        widget.disable_unpooled = kind != RequestKind.GROWTH
 
     def clean_cuda_version(self):
         value = self.cleaned_data["cuda_version"].strip()
@@ -126,8 +157,19 @@ class CapacityRequestForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        if data.get("kind") == RequestKind.GROWTH and not data.get("gpu_model"):
+        model = data.get("gpu_model")
+        if data.get("kind") == RequestKind.GROWTH and not model:
             self.add_error("gpu_model", "Name the GPU model the pool should add.")
+        elif (
+            model is not None
+            and model.pk not in self.pooled_model_ids
+            and (data.get("kind") != RequestKind.GROWTH)
+        ):
+            self.add_error(
+                "gpu_model",
+                f"No pool has {model.name} cards: ask for capacity no pool has yet, or choose "
+                "a model a pool has.",
+            )
         elif not data.get("gpu_model") and not data.get("min_memory_gib"):
             self.add_error("gpu_model", "Choose a GPU model, or a minimum memory per card.")
         per_node, nodes = data.get("cards_per_node"), data.get("node_count")

@@ -5,7 +5,10 @@ Domain errors become 400 / 403 / 409 bodies in :func:`portal.api.exception_handl
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import django_filters as filters
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
@@ -46,14 +49,38 @@ class ElasticPolicySerializer(serializers.ModelSerializer):
     )
     floor_cards = serializers.IntegerField(source="allocation.card_count", read_only=True)
     quota_backend = serializers.CharField(source="allocation.pool.quota_backend", read_only=True)
+    scaling_last_7_days = serializers.SerializerMethodField()
 
     class Meta:
         model = ElasticPolicy
         fields = [
             "id", "allocation", "team", "pool", "gpu_model", "quota_backend", "floor_cards",
             *EDITABLE_FIELDS, "cards_held", "last_scaled_at", "last_decision", "updated_at",
+            "scaling_last_7_days",
         ]  # fmt: skip
         read_only_fields = ["cards_held", "last_scaled_at", "last_decision", "updated_at"]
+
+    def get_scaling_last_7_days(self, obj) -> dict | None:
+        """``since``/``until``, ``burst_card_hours`` held above the floor and
+        ``released_card_hours`` by down decisions (2 decimals), their ``burst_amount`` /
+        ``released_amount`` (minor unit, strings) in ``currency`` at ``price_per_card_hour``
+        (the rate card's burst price today) — ``null`` when unpriced, with ``reason``; ``null``
+        when no pricing hook is configured."""
+        money = _scale_money(self.context, [obj])
+        m = money.get(obj.pk) if money else None
+        if m is None:
+            return None
+        return {
+            "since": m.start.isoformat(),
+            "until": m.end.isoformat(),
+            "burst_card_hours": f"{m.burst_card_hours:.2f}",
+            "burst_amount": _plain(m.burst_amount),
+            "released_card_hours": f"{m.released_card_hours:.2f}",
+            "released_amount": _plain(m.released_amount),
+            "currency": m.currency,
+            "price_per_card_hour": _plain(m.price_per_card_hour, normalize=True),
+            "reason": m.reason or None,
+        }
 
     def get_fields(self):
         fields = super().get_fields()
@@ -71,18 +98,54 @@ class ElasticPolicySerializer(serializers.ModelSerializer):
         return fields
 
 
+def _plain(value, *, normalize: bool = False) -> str | None:
+    if value is None:
+        return None
+    return format(value.normalize(), "f") if normalize else str(value)
+
+
+def _scale_money(context: dict, policies, events=()):
+    """The scaling money of the last 7 days for ``policies`` (and the decisions of ``events``),
+    computed once per response (the view puts it in the context for a whole page) or here for
+    one object."""
+    if "scale_money" not in context:
+        now = timezone.now()
+        start = now - timedelta(days=selectors.SCALE_COST_SPAN_DAYS)
+        since = min((e.effective_at for e in events), default=None)
+        context["scale_money"] = selectors.scale_costs(policies, start=start, now=now, since=since)
+    return context["scale_money"]
+
+
 class ScaleEventSerializer(serializers.ModelSerializer):
     allocation = serializers.IntegerField(source="policy.allocation_id", read_only=True)
     team = serializers.CharField(source="policy.allocation.team.slug", read_only=True)
+    money = serializers.SerializerMethodField()
 
     class Meta:
         model = ScaleEvent
         fields = [
             "id", "policy", "allocation", "team", "decided_at", "source", "action", "reason",
             "cards_from", "cards_to", "effective_at", "message", "numbers", "applied",
-            "apply_note",
+            "apply_note", "money",
         ]  # fmt: skip
         read_only_fields = fields
+
+    def get_money(self, obj) -> dict | None:
+        """``cards`` the decision changed (+ added, - released), ``card_hours`` they were held
+        (or not) until the next change or now (2 decimals), ``amount`` at the rate card's burst
+        price today (minor unit, string) and ``currency``, both ``null`` when unpriced; ``null``
+        for a hold or without a pricing hook."""
+        money = _scale_money(self.context, [obj.policy], [obj])
+        m = money.get(obj.policy_id) if money else None
+        d = m.decisions.get(obj.pk) if m else None
+        if d is None:
+            return None
+        return {
+            "cards": d.cards,
+            "card_hours": f"{d.card_hours:.2f}",
+            "amount": _plain(d.amount),
+            "currency": d.currency,
+        }
 
 
 class ScaleEventFilterSet(filters.FilterSet):
@@ -105,6 +168,13 @@ class ElasticPolicyViewSet(
 
     def get_queryset(self):
         return selectors.elastic_policy_list(user=self.request.user)
+
+    def get_serializer(self, *args, **kwargs):
+        """A page of policies is priced together (two queries, not two per policy)."""
+        if args and isinstance(args[0], list):
+            kwargs.setdefault("context", self.get_serializer_context())
+            _scale_money(kwargs["context"], args[0])
+        return super().get_serializer(*args, **kwargs)
 
     def create(self, request, *args, **kwargs):
         form = self.get_serializer(data=request.data)
@@ -201,3 +271,11 @@ class ScaleEventViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         return selectors.scale_event_list(user=self.request.user)
+
+    def get_serializer(self, *args, **kwargs):
+        """A page of events is priced together: their policies' money in two queries."""
+        if args and isinstance(args[0], list):
+            kwargs.setdefault("context", self.get_serializer_context())
+            policies = {e.policy_id: e.policy for e in args[0]}
+            _scale_money(kwargs["context"], list(policies.values()), args[0])
+        return super().get_serializer(*args, **kwargs)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.conf import settings
 from django.db.models import F, QuerySet, Sum
+from django.utils.module_loading import import_string
 
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.elastic.choices import ScaleAction
@@ -24,7 +26,7 @@ def elastic_policy_list(*, user) -> QuerySet[ElasticPolicy]:
 def scale_event_list(*, user) -> QuerySet[ScaleEvent]:
     """Scale events the user may see, newest first, with their policy's allocation joined."""
     qs = ScaleEvent.objects.select_related(
-        "policy__allocation__team", "policy__allocation__pool"
+        "policy__allocation__team", "policy__allocation__pool", "policy__allocation__gpu_model"
     ).order_by("-decided_at", "-id")
     return qs.visible_to(user)
 
@@ -97,3 +99,21 @@ def held_timelines(*, allocation_ids) -> dict[int, list[tuple[float, int]]]:
     for policy_id, effective_at, cards_to in events:
         out[policies[policy_id]].append((effective_at.timestamp(), cards_to))
     return out
+
+
+SCALE_COST_SPAN_DAYS = 7  # the elastic pages' and API's period: the last 7 days
+
+
+def scale_costs(policies, *, start: datetime, now: datetime, since: datetime | None = None):
+    """The policies' scaling money over ``[start, now)``: an object with the period's sums
+    (``burst_card_hours``, ``released_card_hours``, ``*_amount`` / ``*_amount_text``,
+    ``currency``, ``unpriced``) and ``get(policy id)`` -> the same for one allocation plus its
+    ``reason`` when unpriced and ``decisions`` (event id -> ``cards``, ``card_hours``,
+    ``amount``, ``amount_text``). From the function ``settings.ELASTIC_SCALE_COSTS`` names
+    (billing's, priced as the statements' burst line; pools do not import billing); ``None``
+    without one. ``decisions`` covers the changes in effect from ``since`` (default
+    ``start``)."""
+    provider = getattr(settings, "ELASTIC_SCALE_COSTS", "")
+    if not provider:
+        return None
+    return import_string(provider)(policies=policies, start=start, now=now, since=since)

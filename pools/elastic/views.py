@@ -31,7 +31,19 @@ CHART_SPAN = timedelta(hours=24)
 def elastic_list(request):
     """Every elastic allocation the user may see: floor, ceiling, cards now, last decision."""
     policies = list(selectors.elastic_policy_list(user=request.user))
-    return render(request, "pools/elastic/list.html", {"policies": policies})
+    money = _money(policies)
+    for policy in policies:
+        policy.money = money.get(policy.pk) if money else None
+    return render(request, "pools/elastic/list.html", {"policies": policies, "money": money})
+
+
+def _money(policies, events=()):
+    """The policies' scaling money over the last :data:`selectors.SCALE_COST_SPAN_DAYS` days,
+    with the decisions of ``events`` (those a page lists) priced too."""
+    now = timezone.now()
+    start = now - timedelta(days=selectors.SCALE_COST_SPAN_DAYS)
+    since = min((e.effective_at for e in events), default=None)
+    return selectors.scale_costs(policies, start=start, now=now, since=since)
 
 
 @require_http_methods(["GET", "POST"])
@@ -58,6 +70,10 @@ def elastic_detail(request, pk: int):
                 return redirect("pools:elastic-detail", pk=policy.pk)
     whatif = _whatif(request, policy) if request.GET.get("whatif") else None
     events = list(policy.events.order_by("-decided_at", "-id")[:50])
+    costs = _money([policy], events)
+    money = costs.get(policy.pk) if costs else None
+    for event in events:
+        event.money = money.decisions.get(event.pk) if money else None
     now = timezone.now()
     chart = _chart(policy, events, now)
     if whatif and whatif.get("run"):
@@ -78,6 +94,7 @@ def elastic_detail(request, pk: int):
             "events": events,
             "chart": chart,
             "burst": max(0, policy.cards_held - policy.allocation.card_count),
+            "money": money,
             "now": now,
             "hpa_yaml": hpa_yaml,
             "rise": _rise(policy),

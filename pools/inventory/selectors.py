@@ -361,3 +361,14 @@ def pool_capacity(*, pool: Pool) -> list[PoolModelCapacity]:
         for row in counts
     ]
     return sorted(rows, key=lambda row: row.gpu_model.name)
+
+
+def pooled_gpu_model_ids() -> set[int]:
+    """Ids of the GPU models some pool holds at least one card of (any node of a pool, in any
+    state: a drained node's cards are still the pool's). Every team may ask any pool, so these
+    are the models a request for cards a pool has can name. One query."""
+    return set(
+        Gpu.objects.filter(node__pool__isnull=False, gpu_model__isnull=False)
+        .values_list("gpu_model_id", flat=True)
+        .distinct()
+    )

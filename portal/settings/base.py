@@ -489,6 +489,8 @@ SIZING_CARD_HOUR_PRICES = "billing.sizing_prices.reserved_card_hour_prices"
 TEAM_COSTS_SO_FAR = "billing.dashboards.costs.teams_cost_so_far"
 # An allocation's reserved cost so far (its page and the API), priced the same way.
 ALLOCATION_COSTS_SO_FAR = "billing.dashboards.costs.allocations_cost_so_far"
+# What elastic scale decisions added or released, and the period's burst, priced as burst lines.
+ELASTIC_SCALE_COSTS = "billing.elastic_costs.elastic_scale_costs"
 
 SCHEDULERS = {}
 if env.str("SLURM_REST_URL", default=""):

@@ -3,6 +3,9 @@
 // htmx swaps in later are covered too.
 //   data-confirm="Question?"  on a button: ask before it submits its form (Cancel keeps the page);
 //   data-autosubmit           on a select: submit its form as soon as the choice changes;
+//   data-unpooled-for-kind="growth" on the request form's GPU model select: its options marked
+//                             data-no-pool (no pool has the card) are enabled only while the
+//                             form's "kind" radio has that value (capacity no pool has yet);
 //   data-node-from-file="id"  on a file input: when a file is chosen and the field with that id is
 //                             empty, fill it with the file's name without its extension, if that
 //                             is a node name (pools/validators.py; what import_inventory --node-from-filename does).
@@ -12,6 +15,16 @@ document.addEventListener("click", (event) => {
 });
 document.addEventListener("change", (event) => {
   if (event.target.matches("[data-autosubmit]") && event.target.form) event.target.form.submit();
+});
+document.addEventListener("change", (event) => {
+  if (!event.target.matches("input[type=radio][name=kind]") || !event.target.form) return;
+  const select = event.target.form.querySelector("select[data-unpooled-for-kind]");
+  if (!select) return;
+  const open = event.target.value === select.dataset.unpooledForKind;
+  select.querySelectorAll("option[data-no-pool]").forEach((option) => {
+    option.disabled = !open;
+    if (!open && option.selected) select.value = "";
+  });
 });
 document.addEventListener("change", (event) => {
   const input = event.target;

@@ -239,3 +239,21 @@ def test_team_month_links_only_a_pool_admins_own_teams(team, pool_admin):
     assert ' · <a href="/costs/vision/2026-10/">Vision</a>' in page
     assert "/costs/audio/" not in page
     assert 'href="/costs/finance/2026-10/">Finance view</a>' in page
+
+
+def test_idle_cost_csv_has_the_table_in_plain_decimals(month_of_allocations, admin_page):
+    """``?export=idle`` on the finance month: the idle table's row, worked out above by hand
+    (capacity 8 × 744 h × 2.00 = 11904.00, held 456.00, idle 11448.00, 3.8 %), as plain
+    decimals: no thousands space, no exponent, the currency in its own column."""
+    page = admin_page.get("/costs/finance/2026-10/")
+    assert 'href="?export=idle" data-idle-csv>CSV</a>' in page.content.decode()
+    # no statement yet, so no currency: the charts' axes say nothing rather than "0.2 None"
+    assert 'data-currency=""' in page.content.decode() and "None" not in page.content.decode()
+    response = admin_page.get("/costs/finance/2026-10/", {"export": "idle"})
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    assert 'filename="idle-cost-2026-10.csv"' in response["Content-Disposition"]
+    assert response.content.decode().splitlines() == [
+        "month,pool,capacity_cost,allocated_cost,used_outside_cost,idle_cost,utilisation_pct,"
+        "currency",
+        "2026-10,train,11904.00,456.00,0.00,11448.00,3.8,EUR",
+    ]
