@@ -76,7 +76,7 @@ def test_an_overcommitting_reservation_answers_409_with_the_first_date(
         ({"end_time": "08:00"}, "end_time"),
         ({"pool": "missing"}, "pool"),
         ({"first_date": "2027-02-30"}, "first_date"),
-        # an offset would be dropped silently by Django's parse_time; Berlin's offset follows the date
+        # Django's parse_time drops an offset silently; Berlin's offset follows the date
         ({"start_time": "09:00+01:00"}, "start_time"),
         ({"end_time": "18:00:00Z"}, "end_time"),
         ({"start_time": "9:00"}, "start_time"),
