@@ -1,0 +1,66 @@
+"""A team's Slurm account and the QOS of the workload classes it holds (issue #36): every
+class's QOS written (:func:`pools.classes.slurm_qos.class_qos_specs`), then the account's QOS
+list set to the classes of its applied allocations in the cluster, its default the most
+preemptible of them (a job that names no ``--qos`` is the least protected work the team holds).
+Called from :func:`pools.capacity.services.scheduler_binding.slurm_limit_sync`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from pools.capacity.lifecycle import APPLIED_STATUSES
+from pools.classes.models import WorkloadClass
+from pools.classes.selectors import class_list
+from pools.classes.slurm_qos import class_qos_name, class_qos_specs
+from pools.inventory.models import Pool
+from pools.tenancy.models import Team
+from scheduler_adapters.base import QosAdapter
+from scheduler_adapters.records import AccountQos
+
+
+def team_classes_held(*, team: Team, pools: QuerySet[Pool], now: datetime) -> list[WorkloadClass]:
+    """The workload classes of the team's applied allocations in ``pools`` open at ``now``,
+    the most preemptible first. One query."""
+    return list(
+        WorkloadClass.objects.filter(
+            allocations__team=team,
+            allocations__pool__in=pools,
+            allocations__status__in=APPLIED_STATUSES,
+            allocations__ends_at__gt=now,
+        )
+        .distinct()
+        .order_by("preemption_order")
+    )
+
+
+def slurm_qos_sync(
+    *,
+    adapter: object,
+    team: Team,
+    account: str,
+    pools: QuerySet[Pool],
+    now: datetime | None = None,
+) -> dict | None:
+    """Write the class QOS and the account's QOS list; ``None`` (nothing written) when the
+    adapter has no QOS (:class:`~scheduler_adapters.base.QosAdapter`) or the team holds no
+    classed allocation in ``pools`` (the Slurm pools of one cluster; unclassed work keeps
+    Slurm's ``normal``). Returns ``{"qos": [...], "default_qos": ...}`` for the allocation's
+    binding. Raises the adapter's SchedulerError subclasses (NotFound: the account is gone)."""
+    if not isinstance(adapter, QosAdapter):
+        return None
+    held = team_classes_held(
+        team=team,
+        pools=pools,
+        now=now or timezone.now(),
+    )
+    if not held:
+        return None
+    for spec in class_qos_specs(class_list()):
+        adapter.ensure_qos(spec)
+    allowed = tuple(sorted(class_qos_name(c.slug) for c in held))
+    default = class_qos_name(held[0].slug)
+    adapter.set_account_qos(AccountQos(account, allowed, default))
+    return {"qos": list(allowed), "default_qos": default}

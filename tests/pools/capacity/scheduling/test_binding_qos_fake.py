@@ -1,0 +1,77 @@
+"""Workload classes applied in Slurm as QOS through the adapter (issue #36), with the fake; the
+real clusters run tests/integration/slurm/test_qos_preemption.py."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from pools.capacity.services.requests import capacity_request_approve
+from pools.choices import AllocationStatus
+from pools.classes.models import WorkloadClass
+from pools.classes.slurm_qos import class_qos_specs
+from scheduler_adapters.records import AccountQos, QosSpec
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_production_allocation_writes_every_class_qos_and_the_account_list(
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks
+):
+    pool, a100, team, bob, admin = setup
+    request = submitted(pool, a100, team, bob, 2, timezone.now())
+    request.workload_class = WorkloadClass.objects.get(slug="production")
+    request.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation = capacity_request_approve(request=request, actor=admin)
+    allocation.refresh_from_db()
+
+    assert allocation.status == AllocationStatus.ACTIVE, allocation.status_reason
+    assert allocation.scheduler_binding["qos"] == ["portal-production"]
+    assert allocation.scheduler_binding["default_qos"] == "portal-production"
+    assert fake_slurm.get_account_qos("vision") == AccountQos(
+        "vision", ("portal-production",), "portal-production"
+    )
+    # the seeded classes by preemption order: batch 10 < development 20 < internal 30 <
+    # production 40; each may preempt those below it (priorities 100, 200, 500, 1000)
+    expected = {
+        "portal-batch": (100, ()),
+        "portal-development": (200, ("portal-batch",)),
+        "portal-internal": (500, ("portal-batch", "portal-development")),
+        "portal-production": (1000, ("portal-batch", "portal-development", "portal-internal")),
+    }
+    for name, (priority, preempts) in expected.items():
+        qos = fake_slurm.get_qos(name)
+        assert (qos.priority, qos.preempts, qos.preempt_mode) == (priority, preempts, "REQUEUE")
+
+
+def test_an_unclassed_allocation_leaves_the_account_on_normal(
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks
+):
+    pool, a100, team, bob, admin = setup
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation = capacity_request_approve(
+            request=submitted(pool, a100, team, bob, 1, timezone.now()), actor=admin
+        )
+    allocation.refresh_from_db()
+
+    assert allocation.status == AllocationStatus.ACTIVE
+    assert "qos" not in allocation.scheduler_binding
+    assert fake_slurm.get_account_qos("vision") == AccountQos("vision", ("normal",), None)
+    assert fake_slurm.get_qos("portal-production") is None
+
+
+def test_class_qos_specs_of_hand_built_classes():
+    classes = [
+        WorkloadClass(slug="gold", name="Gold", priority=900, preemption_order=5),
+        WorkloadClass(slug="scrap", name="Scrap", priority=1, preemption_order=1),
+        WorkloadClass(slug="mid", name="Mid", priority=50, preemption_order=3),
+    ]
+    specs = class_qos_specs(classes)
+
+    assert [(s.name, s.priority, s.preempts) for s in specs] == [
+        ("portal-scrap", 1, ()),
+        ("portal-mid", 50, ("portal-scrap",)),
+        ("portal-gold", 900, ("portal-mid", "portal-scrap")),
+    ]
+    assert all(isinstance(s, QosSpec) and s.preempt_mode == "REQUEUE" for s in specs)
