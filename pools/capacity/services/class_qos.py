@@ -1,8 +1,13 @@
-"""A team's Slurm account and the QOS of the workload classes it holds (issue #36): every
+"""Workload classes in the schedulers (issue #36).
+
+Slurm: a team's account and the QOS of the workload classes it holds: every
 class's QOS written (:func:`pools.classes.slurm_qos.class_qos_specs`), then the account's QOS
 list set to the classes of its applied allocations in the cluster, its default the most
 preemptible of them (a job that names no ``--qos`` is the least protected work the team holds).
-Called from :func:`pools.capacity.services.scheduler_binding.slurm_limit_sync`."""
+Called from :func:`pools.capacity.services.scheduler_binding.slurm_limit_sync`.
+
+Kubernetes: every class's PriorityClass (and, with Kueue, WorkloadPriorityClass) once the team
+holds a classed allocation in the cluster; called from ``kubernetes_quota_sync``."""
 
 from __future__ import annotations
 
@@ -18,6 +23,8 @@ from pools.classes.slurm_qos import class_qos_name, class_qos_specs
 from pools.inventory.models import Pool
 from pools.tenancy.models import Team
 from scheduler_adapters.base import QosAdapter
+from scheduler_adapters.kubernetes import KubernetesAdapter
+from scheduler_adapters.kubernetes_priority import ClassPriority, ensure_class_priorities
 from scheduler_adapters.records import AccountQos
 
 
@@ -64,3 +71,34 @@ def slurm_qos_sync(
     default = class_qos_name(held[0].slug)
     adapter.set_account_qos(AccountQos(account, allowed, default))
     return {"qos": list(allowed), "default_qos": default}
+
+
+def class_priorities(classes: list[WorkloadClass]) -> list[ClassPriority]:
+    """One :class:`ClassPriority` per class: its priority as the value; every class but the
+    most preemptible (lowest preemption order) may preempt lower ones."""
+    lowest = min((c.preemption_order for c in classes), default=None)
+    return [
+        ClassPriority(
+            slug=c.slug,
+            value=c.priority,
+            preempts=c.preemption_order != lowest,
+            description=f"gpu-pool-portal workload class {c.name}",
+        )
+        for c in sorted(classes, key=lambda c: c.preemption_order)
+    ]
+
+
+def kubernetes_priority_sync(
+    *, adapter: object, team: Team, pools: QuerySet[Pool], now: datetime | None = None
+) -> list[str] | None:
+    """Write every class's PriorityClass (WorkloadPriorityClass with Kueue) when the team holds
+    a classed allocation in ``pools`` (one cluster's Kubernetes pools); the names of the classes
+    it holds (what its pods may name in ``priorityClassName``), or ``None`` when nothing was
+    written (no classed allocation, or an adapter that is not Kubernetes)."""
+    if not isinstance(adapter, KubernetesAdapter):
+        return None
+    held = team_classes_held(team=team, pools=pools, now=now or timezone.now())
+    if not held:
+        return None
+    ensure_class_priorities(adapter, class_priorities(class_list()), kueue=adapter.kueue)
+    return [class_qos_name(c.slug) for c in held]

@@ -31,7 +31,7 @@ from pools.adapters import pool_adapter
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation
-from pools.capacity.services.class_qos import slurm_qos_sync
+from pools.capacity.services.class_qos import kubernetes_priority_sync, slurm_qos_sync
 from pools.choices import AliasKind, CredentialKind, QuotaBackend, Scheduler
 from pools.clusters.models import Cluster
 from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, MigDevice, Node, Pool
@@ -301,6 +301,14 @@ def kubernetes_quota_sync(
     if cohort is not None:
         binding["kueue_cohort"] = cohort.name
         binding["kueue_borrowing"] = dict(cohort.borrowing)
+    priorities = kubernetes_priority_sync(
+        adapter=adapter,
+        team=team,
+        pools=cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster),
+        now=now,
+    )
+    if priorities is not None:
+        binding["priority_classes"] = priorities
     return binding
 
 

@@ -75,3 +75,45 @@ def test_class_qos_specs_of_hand_built_classes():
         ("portal-gold", 900, ("portal-mid", "portal-scrap")),
     ]
     assert all(isinstance(s, QosSpec) and s.preempt_mode == "REQUEUE" for s in specs)
+
+
+def test_a_classed_kubernetes_allocation_writes_the_priority_classes(
+    submitted, django_user_model, django_capture_on_commit_callbacks
+):
+    from django.test import override_settings
+    from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
+
+    from pools import adapters
+    from pools.choices import Scheduler, TeamRole
+    from pools.inventory.models import GpuModel
+    from pools.tenancy.models import Membership
+
+    adapters.reset()
+    with override_settings(SCHEDULERS={"kubernetes": {"BACKEND": "kubernetes-fake"}}):
+        fake_k8s = adapters.scheduler_adapter("kubernetes")
+        l40s = GpuModel.objects.get(slug="l40s")
+        pool = PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")
+        node = NodeFactory(pool=pool, scheduler=Scheduler.KUBERNETES)
+        for index in range(4):
+            GpuFactory(node=node, index=index, gpu_model=l40s, raw_model_name="NVIDIA L40S")
+        team = TeamFactory(slug="nlp")
+        alice = django_user_model.objects.create_user("alice", password="x")
+        Membership.objects.create(team=team, user=alice, role=TeamRole.MANAGER)
+        admin = django_user_model.objects.create_user("admin", password="x", is_staff=True)
+        request = submitted(pool, l40s, team, alice, 2, timezone.now(), days=10)
+        request.workload_kind = "inference"
+        request.workload_class = WorkloadClass.objects.get(slug="production")
+        request.save()
+        with django_capture_on_commit_callbacks(execute=True):
+            allocation = capacity_request_approve(request=request, actor=admin)
+        allocation.refresh_from_db()
+
+        assert allocation.status == AllocationStatus.ACTIVE, allocation.status_reason
+        assert allocation.scheduler_binding["priority_classes"] == ["portal-production"]
+        read = fake_k8s.read_object
+        prod = read("scheduling.k8s.io/v1", "PriorityClass", "portal-production")
+        batch = read("scheduling.k8s.io/v1", "PriorityClass", "portal-batch")
+        # seeded values: production 1000 may preempt; batch (lowest order) 100 may not
+        assert (prod["value"], prod["preemptionPolicy"]) == (1000, "PreemptLowerPriority")
+        assert (batch["value"], batch["preemptionPolicy"]) == (100, "Never")
+    adapters.reset()
