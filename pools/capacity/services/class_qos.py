@@ -25,7 +25,7 @@ from pools.tenancy.models import Team
 from scheduler_adapters.base import QosAdapter
 from scheduler_adapters.kubernetes import KubernetesAdapter
 from scheduler_adapters.kubernetes_priority import ClassPriority, ensure_class_priorities
-from scheduler_adapters.records import AccountQos
+from scheduler_adapters.records import AccountQos, QosSpec
 
 
 def team_classes_held(*, team: Team, pools: QuerySet[Pool], now: datetime) -> list[WorkloadClass]:
@@ -102,3 +102,40 @@ def kubernetes_priority_sync(
         return None
     ensure_class_priorities(adapter, class_priorities(class_list()), kueue=adapter.kueue)
     return [class_qos_name(c.slug) for c in held]
+
+
+def slurm_qos_wanted(
+    *, team: Team, account: str, pools: QuerySet[Pool], now: datetime | None = None
+) -> tuple[AccountQos, list[QosSpec]] | None:
+    """What :func:`slurm_qos_sync` would write for the team (its account's QOS list and every
+    class's QOS), or ``None`` when it writes nothing (no classed allocation in ``pools``)."""
+    held = team_classes_held(team=team, pools=pools, now=now or timezone.now())
+    if not held:
+        return None
+    allowed = tuple(sorted(class_qos_name(c.slug) for c in held))
+    return AccountQos(account, allowed, class_qos_name(held[0].slug)), class_qos_specs(class_list())
+
+
+def slurm_qos_found(adapter: QosAdapter, wanted: tuple[AccountQos, list[QosSpec]]) -> str:
+    """What Slurm holds of ``wanted``, described where it differs ("" when it all matches):
+    the account's QOS list and default, and each class QOS that is missing or changed."""
+    account_qos, specs = wanted
+    differences = []
+    found = adapter.get_account_qos(account_qos.account)
+    if found != account_qos:
+        default = found.default or "none"
+        differences.append(f"QOS={','.join(found.allowed) or 'none'} default {default}")
+    for spec in specs:
+        held = adapter.get_qos(spec.name)
+        if held is None:
+            differences.append(f"{spec.name} missing")
+        elif (held.priority, held.preempts, held.preempt_mode) != (
+            spec.priority,
+            spec.preempts,
+            spec.preempt_mode,
+        ):
+            differences.append(
+                f"{spec.name} priority {held.priority} preempts "
+                f"{','.join(held.preempts) or 'none'} {held.preempt_mode}"
+            )
+    return "; ".join(differences)

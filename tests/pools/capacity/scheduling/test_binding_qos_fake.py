@@ -117,3 +117,34 @@ def test_a_classed_kubernetes_allocation_writes_the_priority_classes(
         assert (prod["value"], prod["preemptionPolicy"]) == (1000, "PreemptLowerPriority")
         assert (batch["value"], batch["preemptionPolicy"]) == (100, "Never")
     adapters.reset()
+
+
+def test_reconcile_repairs_qos_changed_by_hand_and_records_the_drift(
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks
+):
+    from pools.capacity.models import SchedulerDrift
+    from pools.capacity.services.reconcile import reconcile_slurm
+
+    pool, a100, team, bob, admin = setup
+    request = submitted(pool, a100, team, bob, 2, timezone.now())
+    request.workload_class = WorkloadClass.objects.get(slug="production")
+    request.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        capacity_request_approve(request=request, actor=admin)
+    # an operator puts the account back on normal and lowers batch's priority, by hand
+    fake_slurm.accounts["vision"].qos, fake_slurm.accounts["vision"].default_qos = ("normal",), None
+    fake_slurm.qos["portal-batch"] = QosSpec("portal-batch", 5, (), "REQUEUE")
+
+    report = reconcile_slurm()
+
+    assert report.errors == []
+    drift = SchedulerDrift.objects.get(team=team, subject="account vision QOS")
+    assert drift.expected == "QOS=portal-production default portal-production"
+    assert drift.found == "QOS=normal default none; portal-batch priority 5 preempts none REQUEUE"
+    assert drift.repaired is True
+    assert fake_slurm.get_account_qos("vision") == AccountQos(
+        "vision", ("portal-production",), "portal-production"
+    )
+    assert fake_slurm.get_qos("portal-batch").priority == 100
+    # a second run finds nothing to repair
+    assert [d.subject for d in reconcile_slurm().drifts] == []
