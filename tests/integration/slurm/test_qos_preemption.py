@@ -136,6 +136,32 @@ def _job_history(job_id: int) -> list[str]:
     return [line for line in done.stdout.splitlines() if line.strip()]
 
 
+def _require_qos_preemption() -> None:
+    """Fail (never skip) with the fix when the cluster does not preempt by QOS: a slurm.conf
+    written by a ``slurm-lib.sh`` older than issue #36 (the services outlive sessions; the
+    scripts rewrite the file and restart the daemons once when it differs)."""
+    import subprocess
+
+    done = subprocess.run(
+        slurm_command("scontrol", "show", "config"),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    found = {
+        key.strip(): value.strip()
+        for key, _, value in (line.partition("=") for line in done.stdout.splitlines())
+    }
+    if found.get("PreemptType") != "preempt/qos":
+        pytest.fail(
+            f"the test Slurm runs PreemptType={found.get('PreemptType')!r}, not preempt/qos: "
+            "rerun scripts/ensure_services.sh from a tree whose scripts/services/slurm-lib.sh "
+            "writes it (it restarts the Slurm daemons once)",
+            pytrace=False,
+        )
+
+
 @pytest.mark.parametrize("mode", ["REQUEUE", "CANCEL"])
 def test_a_production_job_preempts_a_batch_job_on_the_real_cluster(
     slurm, slurm_settings, cleanup, qos_names, a100_partition, cluster, mode
@@ -143,6 +169,7 @@ def test_a_production_job_preempts_a_batch_job_on_the_real_cluster(
     """Batch fills the 4 A100 of one node; a production job asking for the same 4 cards makes
     slurmctld preempt the batch job by the batch QOS's PreemptMode (REQUEUE: back to pending,
     to run again; CANCEL: ended as PREEMPTED) and start itself."""
+    _require_qos_preemption()
     batch_name, prod_name = qos_names
     slurm.ensure_qos(QosSpec(batch_name, 10, (), mode, description="hqos batch"))
     slurm.ensure_qos(QosSpec(prod_name, 1000, (batch_name,), "REQUEUE", description="hqos prod"))
@@ -221,3 +248,100 @@ def test_account_qos_on_an_unknown_account_is_not_found(slurm, slurm_settings, q
         )
     with pytest.raises(SchedulerError):
         slurm.get_account_qos(f"hqos-none-{uuid.uuid4().hex[:6]}")
+
+
+@pytest.mark.django_db
+def test_portal_approval_writes_the_class_qos_on_the_real_cluster(
+    slurm,
+    slurm_settings,
+    cleanup,
+    a100_partition,
+    django_user_model,
+    monkeypatch,
+    django_capture_on_commit_callbacks,
+):
+    """A production request approved through the portal: every class's QOS is written (under a
+    test prefix here), the team account gets the production QOS as its list and default, and
+    reconcile finds nothing to repair; sacctmgr is the witness."""
+    from datetime import timedelta
+
+    from django.test import override_settings
+    from django.utils import timezone
+    from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
+
+    from pools import adapters
+    from pools.capacity.models import CapacityRequest
+    from pools.capacity.services.reconcile import reconcile_slurm
+    from pools.capacity.services.requests import capacity_request_approve
+    from pools.choices import AliasKind, AllocationStatus, RequestStatus, Scheduler
+    from pools.classes import slurm_qos
+    from pools.classes.models import WorkloadClass
+    from pools.inventory.models import GpuModel, GpuModelAlias
+    from scheduler_adapters.registry import slurm_settings_from_env
+
+    prefix = f"hqos-{uuid.uuid4().hex[:6]}-"
+    monkeypatch.setattr(slurm_qos, "QOS_PREFIX", prefix)
+    names = [f"{prefix}{c.slug}" for c in WorkloadClass.objects.all()]
+    account = f"hqos-{uuid.uuid4().hex[:8]}"
+    cleanup.accounts.append(account)
+    a100 = GpuModel.objects.get(slug="a100_80g_sxm")
+    GpuModelAlias.objects.create(gpu_model=a100, value="a100", kind=AliasKind.ADMIN, key="a100")
+    pool = PoolFactory(slug="gpu", scheduler=Scheduler.SLURM, slurm_partition=a100_partition)
+    node = NodeFactory(pool=pool)
+    for index in range(4):
+        GpuFactory(node=node, index=index, gpu_model=a100)
+    team = TeamFactory(slug=account)
+    admin = django_user_model.objects.create_user("admin", password="x", is_staff=True)
+    now = timezone.now()
+    request = CapacityRequest.objects.create(
+        team=team,
+        requested_by=admin,
+        workload_kind="training",
+        workload_class=WorkloadClass.objects.get(slug="production"),
+        pool=pool,
+        gpu_model=a100,
+        card_count=1,
+        starts_at=now,
+        ends_at=now + timedelta(days=7),
+        justification="integration",
+        status=RequestStatus.SUBMITTED,
+    )
+    config = slurm_settings_from_env(slurm_settings)
+    if slurm.api_version == "v0.0.38":  # 22.05 changes association QOS only through sacctmgr
+        config["SACCTMGR"] = config["SACCTMGR"] | {"ENABLED": True}
+    adapters.reset()
+    try:
+        with override_settings(SCHEDULERS={"slurm": config}):
+            with django_capture_on_commit_callbacks(execute=True):
+                allocation = capacity_request_approve(request=request, actor=admin)
+            allocation.refresh_from_db()
+            assert allocation.status == AllocationStatus.ACTIVE, allocation.status_reason
+            report = reconcile_slurm()
+        assoc = _assoc_field(account, "qos,defaultqos")
+        qos_rows = sacctmgr(
+            "show", "qos", f"name={','.join(names)}", "format=name,priority,preempt"
+        )
+    finally:
+        adapters.reset()
+        cleanup.run()
+        cleanup.accounts.clear()
+        for _ in range(20):
+            if "Job(s) active" not in sacctmgr("-i", "delete", "qos", f"name={','.join(names)}"):
+                break
+            time.sleep(0.5)
+
+    assert allocation.scheduler_binding["qos"] == [f"{prefix}production"]
+    assert assoc == f"{prefix}production|{prefix}production"
+    # the seeded classes (batch 100, development 200, internal 500, production 1000), each
+    # preempting those of a lower preemption order
+    p = prefix
+    assert sorted(qos_rows.splitlines()) == sorted(
+        [
+            f"{p}batch|100|",
+            f"{p}development|200|{p}batch",
+            f"{p}internal|500|{p}batch,{p}development",
+            f"{p}production|1000|{p}batch,{p}development,{p}internal",
+        ]
+    )
+    assert [d.subject for d in report.drifts if "QOS" in d.subject] == []
+    assert report.errors == []
