@@ -3,13 +3,16 @@ clusters (22.05.8 v0.0.38, 24.11.5 v0.0.42, 26.05.5 v0.0.45), and the fake's ref
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
-from scheduler_adapters.errors import NotFound
+from scheduler_adapters.errors import NotFound, SchedulerRejected
 from scheduler_adapters.fake import FakeScheduler
 from scheduler_adapters.records import AccountQos, QosSpec
 from scheduler_adapters.slurm import v0_0_38
 from scheduler_adapters.slurm.dialects import DIALECTS
+from scheduler_adapters.slurm.sacctmgr import SacctmgrFallback
 
 PROD = QosSpec("hqos-probe-p", 1000, ("hqos-probe-b",), "REQUEUE", description="probe")
 
@@ -134,3 +137,107 @@ def test_the_fake_refuses_what_slurmdbd_refuses():
         fake.set_account_qos(AccountQos("team-a", ("hqos-none",)))
     assert fake.set_account_qos(AccountQos("team-a", ("hqos-probe-p",), "hqos-probe-p")) is True
     assert fake.get_account_qos("team-a").default == "hqos-probe-p"
+
+
+# --------------------------------------------------------------------------- the client, replayed
+
+DB38 = "/slurmdb/v0.0.38"
+META38 = {"meta": {"plugin": {"type": "openapi/dbv0.0.38"}}, "errors": []}
+
+
+def _qos_reply(*entries):
+    return 200, META38 | {"QOS": list(entries)}
+
+
+def _qos_entry(name, priority, preempts=(), mode="REQUEUE"):
+    return {
+        "name": name,
+        "description": name,
+        "priority": priority,
+        "preempt": {"list": list(preempts), "mode": [mode]},
+    }
+
+
+def _assoc_reply(qos, default, grp_tres=None):
+    total = [
+        {"type": "gres", "name": n.removeprefix("gres/"), "count": c}
+        for n, c in (grp_tres or {}).items()
+    ]
+    entry = {
+        "account": "fx-team",
+        "cluster": "portal",
+        "user": None,
+        "partition": None,
+        "parent_account": "root",
+        "max": {"tres": {"total": total}},
+        "qos": list(qos),
+        "default": {"qos": default},
+    }
+    return 200, META38 | {"associations": [entry]}
+
+
+def test_ensure_qos_posts_then_reads_back(replay, make_adapter):
+    replay.on(
+        "GET",
+        f"{DB38}/qos/hqos-probe-p",
+        _qos_reply(),  # first read: none
+        _qos_reply(_qos_entry("hqos-probe-p", 1000, ["hqos-probe-b"])),  # read back
+    )
+    replay.on("GET", f"{DB38}/qos/hqos-probe-b", _qos_reply(_qos_entry("hqos-probe-b", 10)))
+    replay.on("POST", f"{DB38}/qos", (200, META38))
+
+    assert make_adapter().ensure_qos(PROD) is True
+    assert replay.bodies("POST", f"{DB38}/qos") == [v0_0_38.qos_body(PROD)]
+
+
+def test_ensure_qos_raises_when_slurmdbd_shows_something_else(replay, make_adapter):
+    replay.on(
+        "GET",
+        f"{DB38}/qos/hqos-probe-p",
+        _qos_reply(),
+        _qos_reply(_qos_entry("hqos-probe-p", 1000, [])),  # the preempt list did not stick
+    )
+    replay.on("GET", f"{DB38}/qos/hqos-probe-b", _qos_reply(_qos_entry("hqos-probe-b", 10)))
+    replay.on("POST", f"{DB38}/qos", (200, META38))
+
+    with pytest.raises(SchedulerRejected, match="accepted QOS 'hqos-probe-p' but shows"):
+        make_adapter().ensure_qos(PROD)
+
+
+def test_account_qos_on_22_05_goes_through_sacctmgr_or_is_refused(replay, make_adapter):
+    replay.on("GET", f"{DB38}/qos/hqos-probe-p", _qos_reply(_qos_entry("hqos-probe-p", 1000)))
+    replay.on(
+        "GET",
+        f"{DB38}/associations",
+        _assoc_reply(["normal"], None, {"gres/gpu:a100": 2}),
+        _assoc_reply(["normal"], None, {"gres/gpu:a100": 2}),  # the refused attempt's read
+        _assoc_reply(["hqos-probe-p"], "hqos-probe-p", {"gres/gpu:a100": 2}),
+    )
+    wanted = AccountQos("fx-team", ("hqos-probe-p",), "hqos-probe-p")
+
+    with pytest.raises(SchedulerRejected, match="enable the sacctmgr fallback"):
+        make_adapter().set_account_qos(wanted)
+    assert replay.sent("POST", f"{DB38}/associations") == []  # nothing half-applied
+
+    commands = []
+
+    def run(command, **kwargs):
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 0, " Modified account associations...\n", "")
+
+    adapter = make_adapter(sacctmgr=SacctmgrFallback(cluster="portal", run=run))
+    assert adapter.set_account_qos(wanted) is True
+    assert commands == [
+        [
+            "sacctmgr",
+            "--immediate",
+            "modify",
+            "account",
+            "where",
+            "name=fx-team",
+            "cluster=portal",
+            "set",
+            "QOS=hqos-probe-p",
+            "DefaultQOS=hqos-probe-p",
+        ]
+    ]
