@@ -28,11 +28,13 @@ from decimal import Decimal
 from typing import Protocol, runtime_checkable
 
 from scheduler_adapters.records import (
+    AccountQos,
     GpuLimit,
     JobPlacement,
     JobQueue,
     JobRecord,
     JobSpec,
+    QosSpec,
     ReservationRecord,
     ReservationSpec,
 )
@@ -52,6 +54,22 @@ class ReservationAdapter(Protocol):
     def delete_reservation(self, name: str) -> bool: ...
 
     def get_reservation(self, name: str) -> ReservationRecord | None: ...
+
+
+@runtime_checkable
+class QosAdapter(Protocol):
+    """Slurm QOS, one per workload class (issue #36), and the QOS an account may use; written
+    and read back like every other object the portal owns. ``ensure_qos`` raises NotFound
+    when a QOS it preempts does not exist; ``set_account_qos`` when a QOS or the account does
+    not; both return ``False`` when nothing had to change."""
+
+    def ensure_qos(self, spec: QosSpec) -> bool: ...
+
+    def get_qos(self, name: str) -> QosSpec | None: ...
+
+    def set_account_qos(self, wanted: AccountQos) -> bool: ...
+
+    def get_account_qos(self, account: str) -> AccountQos: ...
 
 
 @runtime_checkable

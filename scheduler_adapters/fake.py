@@ -46,6 +46,7 @@ from scheduler_adapters.errors import (
 )
 from scheduler_adapters.records import (
     GRES_TYPE,
+    AccountQos,
     GpuLimit,
     GpuSlot,
     JobPlacement,
@@ -54,6 +55,7 @@ from scheduler_adapters.records import (
     JobSpec,
     JobState,
     PendingJob,
+    QosSpec,
     ReservationRecord,
     ReservationSpec,
     RunningJob,
@@ -86,6 +88,8 @@ class _Account:
     organization: str
     grp_tres: dict[str, int] = field(default_factory=dict)
     grp_tres_mins: dict[str, int] = field(default_factory=dict)
+    qos: tuple[str, ...] = ("normal",)  # what slurmdbd gives a new account
+    default_qos: str | None = None
 
 
 @dataclass
@@ -119,6 +123,7 @@ class FakeScheduler:
         self.associations: set[tuple[str, str, str]] = set()
         self.jobs: dict[int, _Job] = {}
         self.reservations: dict[str, ReservationRecord] = {}
+        self.qos: dict[str, QosSpec] = {"normal": QosSpec("normal", 0, (), "CLUSTER")}
         self.calls: list[str] = []
         self.down = False
         self.timeout = False
@@ -269,6 +274,52 @@ class FakeScheduler:
         check_name("account", account)
         self._enter("get_gpu_minutes_used")
         return dict(self.minutes_used.get(account, {}))
+
+    def ensure_qos(self, spec: QosSpec) -> bool:
+        """As the real adapter: the QOS it preempts must exist (NotFound), the preempt mode
+        must be one the portal writes (ValueError); ``True`` when something changed."""
+        spec.check_writable()
+        operation = "ensure_qos"
+        self._enter(operation)
+        for other in spec.preempts:
+            if other not in self.qos:
+                raise NotFound("QOS", other, operation=operation)
+        found = self.qos.get(spec.name)
+        if found is not None and (found.priority, found.preempts, found.preempt_mode) == (
+            spec.priority,
+            spec.preempts,
+            spec.preempt_mode,
+        ):
+            return False
+        self.qos[spec.name] = spec
+        return True
+
+    def get_qos(self, name: str) -> QosSpec | None:
+        check_name("QOS", name)
+        self._enter("get_qos")
+        return self.qos.get(name)
+
+    def set_account_qos(self, wanted: AccountQos) -> bool:
+        operation = "set_account_qos"
+        self._enter(operation)
+        for name in wanted.allowed:
+            if name not in self.qos:
+                raise NotFound("QOS", name, operation=operation)
+        account = self.accounts.get(wanted.account)
+        if account is None:
+            raise NotFound("account", wanted.account, operation=operation)
+        if (account.qos, account.default_qos) == (wanted.allowed, wanted.default):
+            return False
+        account.qos, account.default_qos = wanted.allowed, wanted.default
+        return True
+
+    def get_account_qos(self, account: str) -> AccountQos:
+        check_name("account", account)
+        self._enter("get_account_qos")
+        found = self.accounts.get(account)
+        if found is None:
+            raise NotFound("account", account, operation="get_account_qos")
+        return AccountQos(account, found.qos, found.default_qos)
 
     def get_gpu_limits(self, account: str) -> tuple[GpuLimit, ...]:
         check_name("account", account)

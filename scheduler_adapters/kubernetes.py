@@ -284,6 +284,17 @@ class KubernetesAdapter:
             self._read_namespace(transport, operation, team, namespace)
         return self._ensure_all(transport, operation, team, objects)
 
+    def read_object(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        """One object of a kind the adapter knows, as the cluster holds it; ``None`` when
+        absent. A dry-run adapter has nothing to read: ``None``."""
+        if self.dry_run and self.transport is None:
+            return None
+        metadata = {"name": name} | ({"namespace": namespace} if namespace else {})
+        probe = {"apiVersion": api_version, "kind": kind, "metadata": metadata}
+        return self._transport("read_object").get(probe, operation="read_object")
+
     def render_manifests(
         self,
         team: str,

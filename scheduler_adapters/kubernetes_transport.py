@@ -76,6 +76,9 @@ KINDS: Mapping[str, Kind] = {
         # GPUs published through DRA (scheduler_adapters/kubernetes_dra.py), read only
         Kind("ResourceSlice", "resource.k8s.io/v1", "resourceslices", False),
         Kind("DeviceClass", "resource.k8s.io/v1", "deviceclasses", False),
+        # workload classes (scheduler_adapters/kubernetes_priority.py)
+        Kind("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", False),
+        Kind("WorkloadPriorityClass", KUEUE_API_VERSION, "workloadpriorityclasses", False),
     )
 }
 

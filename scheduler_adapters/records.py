@@ -64,6 +64,71 @@ _UNFINISHED = {
 }
 
 
+PREEMPT_MODES = ("CANCEL", "REQUEUE")
+"""The ``PreemptMode`` values a portal QOS may carry (https://slurm.schedmd.com/preempt.html):
+what happens to a job of that QOS when a higher one preempts it. SUSPEND/GANG need gang
+scheduling, which the portal's clusters do not run."""
+_PREEMPT_MODE = re.compile(r"[A-Z]+(,[A-Z]+)*")
+
+
+@dataclass(frozen=True)
+class QosSpec:
+    """A Slurm QOS the portal owns, one per workload class (issue #36;
+    https://slurm.schedmd.com/qos.html): ``priority`` the QOS priority factor (higher runs first,
+    a plain number, no unit); ``preempts`` the QOS its jobs may preempt (``Preempt=``, sorted,
+    no repeats); ``preempt_mode`` what happens to this QOS's own jobs when they are preempted
+    (``PreemptMode=``, one of :data:`PREEMPT_MODES`). Preemption takes effect only on a cluster
+    with ``PreemptType=preempt/qos``."""
+
+    name: str
+    priority: int
+    preempts: tuple[str, ...] = ()
+    preempt_mode: str = "REQUEUE"
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        check_name("QOS", self.name)
+        for other in self.preempts:
+            check_name("QOS", other)
+        if tuple(sorted(set(self.preempts))) != self.preempts:
+            raise ValueError(f"preempts must be sorted without repeats, got {self.preempts!r}")
+        if self.name in self.preempts:
+            raise ValueError(f"QOS {self.name!r} cannot preempt itself")
+        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
+            raise ValueError(f"priority must be a whole number, got {self.priority!r}")
+        if not 0 <= self.priority < 2**32 - 2:
+            raise ValueError(f"priority {self.priority} is outside 0..4294967293")
+        if not _PREEMPT_MODE.fullmatch(self.preempt_mode):
+            raise ValueError(f"preempt mode {self.preempt_mode!r}: words such as REQUEUE")
+
+    def check_writable(self) -> None:
+        """Raise ``ValueError`` unless the portal may write this QOS: its preempt mode one of
+        :data:`PREEMPT_MODES` (a QOS read back may show others, e.g. ``CLUSTER``)."""
+        if self.preempt_mode not in PREEMPT_MODES:
+            raise ValueError(
+                f"preempt mode {self.preempt_mode!r}: one of {', '.join(PREEMPT_MODES)}"
+            )
+
+
+@dataclass(frozen=True)
+class AccountQos:
+    """The QOS an account's own association allows (``QOS=``, sorted) and its ``DefaultQOS``
+    (one of them, or ``None``: Slurm then uses the first allowed one)."""
+
+    account: str
+    allowed: tuple[str, ...]
+    default: str | None = None
+
+    def __post_init__(self) -> None:
+        check_name("account", self.account)
+        for name in self.allowed:
+            check_name("QOS", name)
+        if tuple(sorted(set(self.allowed))) != self.allowed:
+            raise ValueError(f"allowed QOS must be sorted without repeats, got {self.allowed!r}")
+        if self.default is not None and self.default not in self.allowed:
+            raise ValueError(f"default QOS {self.default!r} is not among {self.allowed!r}")
+
+
 @dataclass(frozen=True)
 class GpuLimit:
     """A team's cap on cards of one GPU type: Slurm ``GrpTRES=gres/gpu:<gres_type>=<cards>``.
@@ -99,7 +164,8 @@ class JobSpec:
     ``gres_type=None`` asks for untyped GPUs). ``script`` must start with ``#!``.
     ``time_limit_min`` is the wall-clock limit in minutes; ``memory_mib`` per node.
     ``stdout`` must be writable by ``user`` (``/dev/null`` by default). ``reservation``: run
-    inside that advance reservation (``--reservation``).
+    inside that advance reservation (``--reservation``). ``qos``: run under that QOS
+    (``--qos``; the account's association must allow it), else the association's default.
     """
 
     account: str
@@ -115,10 +181,13 @@ class JobSpec:
     stdout: str = "/dev/null"
     environment: Mapping[str, str] = field(default_factory=lambda: {"PATH": "/usr/bin:/bin"})
     reservation: str | None = None
+    qos: str | None = None
 
     def __post_init__(self) -> None:
         check_name("account", self.account)
         check_name("user", self.user)
+        if self.qos is not None:
+            check_name("QOS", self.qos)
         check_name("partition", self.partition, GRES_TYPE)
         if self.reservation is not None:
             check_name("reservation", self.reservation, GRES_TYPE)
@@ -218,7 +287,8 @@ class Association:
     ``user`` and ``partition`` are ``None`` for an account's own association. ``grp_tres``
     holds the ``GrpTRES`` limits by TRES name as sacctmgr prints them (``{"gres/gpu:a100": 2,
     "cpu": 64}``); empty when unlimited. ``grp_tres_mins`` the ``GrpTRESMins`` limits the same
-    way, in TRES-minutes (``{"gres/gpu:a100": 120000}``: 2,000 card-hours).
+    way, in TRES-minutes (``{"gres/gpu:a100": 120000}``: 2,000 card-hours). ``qos`` the QOS
+    it allows (sorted; empty when the reply names none) and ``default_qos`` its DefaultQOS.
     """
 
     account: str
@@ -227,6 +297,8 @@ class Association:
     parent_account: str | None
     grp_tres: Mapping[str, int]
     grp_tres_mins: Mapping[str, int] = field(default_factory=dict)
+    qos: tuple[str, ...] = ()
+    default_qos: str | None = None
 
 
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")

@@ -322,6 +322,10 @@ class Associations:
             a for a in self._rest.dialect.read_associations(reply.payload) if a.account == account
         ]
 
+    def account_association(self, operation: str, account: str) -> Association | None:
+        """The account's own association on the cluster (no user, no partition), or ``None``."""
+        return self._account_association(operation, account)
+
     def _account_association(self, operation: str, account: str) -> Association | None:
         for association in self._associations(operation, account):
             if association.user is None and association.partition is None:

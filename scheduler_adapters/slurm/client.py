@@ -23,17 +23,20 @@ import httpx
 from scheduler_adapters.errors import NotFound, SchedulerError, UnexpectedResponse
 from scheduler_adapters.records import (
     GRES_TYPE,
+    AccountQos,
     GpuLimit,
     JobPlacement,
     JobQueue,
     JobRecord,
     JobSpec,
+    QosSpec,
     ReservationRecord,
     ReservationSpec,
     check_name,
 )
 from scheduler_adapters.slurm.associations import Associations
 from scheduler_adapters.slurm.nodes import parse_slurm_nodes
+from scheduler_adapters.slurm.qos import QualitiesOfService
 from scheduler_adapters.slurm.replies import INVALID_JOB_ID, NOTHING_FOUND
 from scheduler_adapters.slurm.reservations import ScontrolReservations
 from scheduler_adapters.slurm.sacctmgr import SacctmgrFallback
@@ -95,6 +98,9 @@ class SlurmRestAdapter:
             parent_account=parent_account,
             sentinel_account=sentinel_account,
             sacctmgr=sacctmgr,
+        )
+        self._qos = QualitiesOfService(
+            self._rest, self._accounts, cluster=cluster, sacctmgr=sacctmgr
         )
         self._time_zone = ZoneInfo(time_zone)
         self._reservations = reservations
@@ -172,6 +178,27 @@ class SlurmRestAdapter:
     def get_gpu_limits(self, account: str) -> tuple[GpuLimit, ...]:
         """The account's ``gres/gpu:<type>`` limits; see :meth:`Associations.get_gpu_limits`."""
         return self._accounts.get_gpu_limits(account)
+
+    # ------------------------------------------------------------------ QOS (workload classes)
+    # (see scheduler_adapters/slurm/qos.py for the shapes on each version)
+
+    def ensure_qos(self, spec: QosSpec) -> bool:
+        """Create or update a QOS (priority, Preempt, PreemptMode), read back; see
+        :meth:`QualitiesOfService.ensure_qos`."""
+        return self._qos.ensure_qos(spec)
+
+    def get_qos(self, name: str) -> QosSpec | None:
+        """The QOS as slurmdbd holds it, ``None`` when there is none."""
+        return self._qos.get_qos(name)
+
+    def set_account_qos(self, wanted: AccountQos) -> bool:
+        """The account association's QOS list and DefaultQOS, read back; see
+        :meth:`QualitiesOfService.set_account_qos`."""
+        return self._qos.set_account_qos(wanted)
+
+    def get_account_qos(self, account: str) -> AccountQos:
+        """The QOS the account's association allows and its default."""
+        return self._qos.get_account_qos(account)
 
     # ------------------------------------------------------------------ jobs
 

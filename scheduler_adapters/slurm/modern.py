@@ -40,9 +40,18 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from scheduler_adapters.records import Association, JobPlacement, JobQueue, JobRecord, JobSpec
+from scheduler_adapters.records import (
+    AccountQos,
+    Association,
+    JobPlacement,
+    JobQueue,
+    JobRecord,
+    JobSpec,
+    QosSpec,
+)
 from scheduler_adapters.slurm.readers import (
     accounting_jobs,
+    association_qos_body,
     associations,
     controller_jobs,
     grp_tres_modify_body,
@@ -53,6 +62,8 @@ from scheduler_adapters.slurm.readers import (
     list_at,
     optional_str_at,
     partition_gpus,
+    qos_body,
+    qos_records,
     str_at,
     unexpected,
 )
@@ -90,6 +101,7 @@ class ModernDialect:
         self.ASSOCIATIONS = f"{dbd}/associations"
         self.ACCOUNTING_JOBS = f"{dbd}/jobs"
         self.TRES = f"{dbd}/tres"
+        self.QOS = f"{dbd}/qos"
         self.SHARES = f"{ctld}/shares"
         # 26.05's slurmdbd side answers a refused token as it answers a database that is down
         # (7000); its slurmctld says 1007 (HTTP 511) for the same token
@@ -110,6 +122,10 @@ class ModernDialect:
 
     def account_path(self, name: str) -> str:
         return f"{self._dbd}/account/{name}"
+
+    def qos_path(self, name: str) -> str:
+        """``GET`` of one QOS; nothing found is ``{"qos": []}`` with a warning."""
+        return f"{self._dbd}/qos/{name}"
 
     # ------------------------------------------------------------------ request bodies
 
@@ -175,6 +191,28 @@ class ModernDialect:
         return grp_tres_modify_body(account, cluster, total, minutes)
 
     @staticmethod
+    def qos_body(spec: QosSpec) -> dict[str, Any]:
+        """``POST /qos``: an upsert of one QOS (``priority`` a ``{set, number}`` object; same
+        body accepted by v0.0.41, v0.0.42 on 24.11.5 and v0.0.45 on 26.05.5)."""
+        return qos_body(spec, "qos", wrap_numbers=True)
+
+    @staticmethod
+    def association_qos_body(
+        account: str,
+        *,
+        cluster: str,
+        qos: AccountQos,
+        grp_tres: Mapping[str, int],
+        grp_tres_mins: Mapping[str, int],
+    ) -> dict[str, Any]:
+        """``POST /associations`` setting the account association's QOS list and DefaultQOS,
+        its GrpTRES / GrpTRESMins sent along (a list left out is cleared, seen on 24.11.5 and
+        26.05.5; a GrpTRES write without ``qos`` keeps the QOS list)."""
+        total = [_tres_entry(n, c) for n, c in grp_tres.items()]
+        minutes = [_tres_entry(n, c) for n, c in grp_tres_mins.items()]
+        return association_qos_body(account, cluster, qos, total, minutes)
+
+    @staticmethod
     def job_submit_body(spec: JobSpec) -> dict[str, Any]:
         """``POST /job/submit`` (sbatch). Limits are set/number objects; GPUs per node as
         ``tres_per_node`` (``--gres=gpu:<type>:<n>``, https://slurm.schedmd.com/sbatch.html)."""
@@ -194,6 +232,8 @@ class ModernDialect:
             job["tres_per_node"] = f"gres/{typed}:{spec.gpus}"
         if spec.reservation:
             job["reservation"] = spec.reservation
+        if spec.qos:
+            job["qos"] = spec.qos
         return {"job": job}
 
     def accounting_jobs_params(
@@ -267,6 +307,11 @@ class ModernDialect:
     def read_partition_gpus(payload: Mapping[str, Any]) -> dict[str, dict[str, int]]:
         """``GET /partitions`` -> ``{partition: {gres_type: cards}}`` from ``tres.configured``."""
         return partition_gpus(payload, partition_tres=_configured_tres)
+
+    @staticmethod
+    def read_qos(payload: Mapping[str, Any]) -> list[QosSpec]:
+        """``GET /qos[/{name}]`` -> the QOS listed (key ``"qos"``)."""
+        return qos_records(payload, "qos")
 
     @staticmethod
     def read_associations(payload: Mapping[str, Any]) -> list[Association]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from scheduler_adapters.errors import UnexpectedResponse
 from scheduler_adapters.records import (
+    AccountQos,
     Association,
     GpuSlot,
     JobPlacement,
@@ -22,6 +23,7 @@ from scheduler_adapters.records import (
     JobRecord,
     JobState,
     PendingJob,
+    QosSpec,
     RunningJob,
 )
 from scheduler_adapters.slurm.gres import GPU, parse_gres, parse_tres
@@ -298,9 +300,23 @@ def associations(payload: Mapping[str, Any]) -> list[Association]:
                 parent_account=optional_str_at(entry, "parent_account", f"{path}.parent_account"),
                 grp_tres=tres_list(total, f"{path}.max.tres.total"),
                 grp_tres_mins=tres_list(minutes, f"{path}.max.tres.group.minutes"),
+                qos=_qos_names(entry.get("qos"), f"{path}.qos"),
+                default_qos=optional_str_at(
+                    entry.get("default") or {}, "qos", f"{path}.default.qos"
+                ),
             )
         )
     return found
+
+
+def _qos_names(value: Any, path: str) -> tuple[str, ...]:
+    """An association's ``qos``: a list of QOS names in every version from v0.0.38 (22.05.8)
+    to v0.0.45 (26.05.5), seen on the test clusters; absent reads as none."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise unexpected(path, "a list of QOS names", value)
+    return tuple(sorted(set(value)))
 
 
 def share_usage_minutes(payload: Mapping[str, Any], account: str) -> dict[str, float]:
@@ -548,3 +564,70 @@ def grp_tres_modify_body(
             {"account": account, "cluster": cluster, "user": "", "max": {"tres": tres}}
         ]
     }
+
+
+def qos_records(payload: Mapping[str, Any], key: str) -> list[QosSpec]:
+    """``GET /slurmdb/.../qos[/{name}]`` -> the QOS listed under ``key`` (``"QOS"`` in
+    v0.0.38, ``"qos"`` from v0.0.40; same fields in both, seen on 22.05.8, 24.11.5 and
+    26.05.5): ``priority`` bare or ``{set, number}``, ``preempt.list`` the QOS it may preempt,
+    ``preempt.mode`` a list of words (``["CLUSTER"]`` when the QOS has none of its own, read as
+    that word, which no :class:`QosSpec` carries, so a write follows)."""
+    found = []
+    for index, entry in enumerate(list_at(payload, key, key)):
+        path = f"{key}[{index}]"
+        if not isinstance(entry, dict):
+            raise unexpected(path, "an object", entry)
+        preempt = entry.get("preempt") or {}
+        if not isinstance(preempt, dict):
+            raise unexpected(f"{path}.preempt", "an object", preempt)
+        modes = preempt.get("mode") or ["CLUSTER"]
+        if not isinstance(modes, list) or not all(isinstance(m, str) for m in modes):
+            raise unexpected(f"{path}.preempt.mode", "a list of words", modes)
+        priority = number(entry.get("priority"), f"{path}.priority")
+        found.append(
+            QosSpec(
+                name=str_at(entry, "name", f"{path}.name"),
+                priority=int(priority or 0),
+                preempts=_qos_names(preempt.get("list"), f"{path}.preempt.list"),
+                preempt_mode=",".join(m.upper() for m in modes),
+                description=optional_str_at(entry, "description", f"{path}.description") or "",
+            )
+        )
+    return found
+
+
+def qos_body(spec: QosSpec, key: str, *, wrap_numbers: bool) -> dict[str, Any]:
+    """``POST /slurmdb/.../qos``: an upsert of one QOS (``sacctmgr add/modify qos``) under
+    ``key`` (``"QOS"`` v0.0.38, ``"qos"`` later). The preempt list replaces the QOS's whole
+    list (an empty one clears it)."""
+    priority: Any = {"set": True, "number": spec.priority} if wrap_numbers else spec.priority
+    return {
+        key: [
+            {
+                "name": spec.name,
+                "description": spec.description or spec.name,
+                "priority": priority,
+                "preempt": {"list": list(spec.preempts), "mode": [spec.preempt_mode]},
+            }
+        ]
+    }
+
+
+def association_qos_body(
+    account: str,
+    cluster: str,
+    qos: AccountQos,
+    total: list[dict[str, Any]],
+    group_minutes: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """``POST /associations`` setting the account association's ``QOS`` list and
+    ``DefaultQOS``, with its GrpTRES/GrpTRESMins sent along unchanged: 24.11.5 and 26.05.5 clear
+    a ``max`` list the body leaves out, and 22.05.8's slurmrestd crashes on a modify without
+    ``max`` of an association that has TRES limits (both seen on the test clusters)."""
+    body = grp_tres_modify_body(account, cluster, total, group_minutes)
+    entry = body["associations"][0]
+    if not total and not group_minutes:
+        del entry["max"]
+    entry["qos"] = list(qos.allowed)
+    entry["default"] = {"qos": qos.default or ""}
+    return body

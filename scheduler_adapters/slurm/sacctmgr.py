@@ -88,6 +88,27 @@ class SacctmgrFallback:
             account=account,
         )
 
+    def set_qos(
+        self, account: str, allowed: Sequence[str], default: str | None, *, operation: str
+    ) -> None:
+        """``sacctmgr -i modify account where name=A cluster=C set QOS=a,b DefaultQOS=b`` (an
+        empty list: ``QOS=''``; no default: ``DefaultQOS=-1``). Only the account's own
+        association changes; its users' inherit the list unless they set their own."""
+        self._sacctmgr(
+            [
+                "modify",
+                "account",
+                "where",
+                f"name={account}",
+                f"cluster={self._cluster}",
+                "set",
+                f"QOS={','.join(allowed)}",
+                f"DefaultQOS={default or -1}",
+            ],
+            operation=operation,
+            account=account,
+        )
+
     def _sacctmgr(self, arguments: Sequence[str], *, operation: str, account: str) -> str:
         command = [*self._prefix, self._executable, "--immediate", *arguments]
         try:

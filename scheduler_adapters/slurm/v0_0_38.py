@@ -18,12 +18,14 @@ from datetime import datetime
 from typing import Any
 
 from scheduler_adapters.records import (
+    AccountQos,
     Association,
     JobPlacement,
     JobQueue,
     JobRecord,
     JobSpec,
     JobState,
+    QosSpec,
 )
 from scheduler_adapters.slurm.readers import (
     accounting_jobs,
@@ -37,8 +39,13 @@ from scheduler_adapters.slurm.readers import (
     list_at,
     optional_str_at,
     partition_gpus,
+    qos_records,
     unexpected,
 )
+from scheduler_adapters.slurm.readers import (
+    association_qos_body as _association_qos_body,
+)
+from scheduler_adapters.slurm.readers import qos_body as _qos_body
 
 VERSION = "v0.0.38"
 CTLD = f"/slurm/{VERSION}"
@@ -54,6 +61,7 @@ ACCOUNTS = f"{DBD}/accounts"
 USERS = f"{DBD}/users"
 ASSOCIATIONS = f"{DBD}/associations"
 ACCOUNTING_JOBS = f"{DBD}/jobs"
+QOS = f"{DBD}/qos"
 # What slurmctld-side calls report both for a refused token and for a controller that is down;
 # the cheapest authenticated slurmdbd call tells them apart (a refused token gives 1007 there).
 AMBIGUOUS_ERRORS = frozenset({-1, 5005})
@@ -87,6 +95,11 @@ def account_path(name: str) -> str:
 
 def user_path(name: str) -> str:
     return f"{DBD}/user/{name}"
+
+
+def qos_path(name: str) -> str:
+    """``GET`` of one QOS; nothing found is ``{"QOS": []}`` without an error (22.05.8)."""
+    return f"{DBD}/qos/{name}"
 
 
 # --------------------------------------------------------------------------- request bodies
@@ -148,6 +161,29 @@ def grp_tres_body(
     return grp_tres_modify_body(account, cluster, total, minutes)
 
 
+def qos_body(spec: QosSpec) -> dict[str, Any]:
+    """``POST /qos``: an upsert of one QOS. The list key is ``"QOS"`` here (``"qos"`` answers
+    9200 "Unable to resolve path", seen on 22.05.8) and ``priority`` a bare integer."""
+    return _qos_body(spec, "QOS", wrap_numbers=False)
+
+
+def association_qos_body(
+    account: str,
+    *,
+    cluster: str,
+    qos: AccountQos,
+    grp_tres: Mapping[str, int],
+    grp_tres_mins: Mapping[str, int],
+) -> dict[str, Any]:
+    """``POST /associations`` setting the account association's QOS list and DefaultQOS.
+    ``max`` always goes along (22.05.8's slurmrestd crashes on a modify without it of an
+    association with TRES limits); with no GrpTRES a harmless ``gres/gpu`` clear (-1) stands in
+    for the list, as an empty one crashes it too."""
+    total = [_tres_entry(n, c) for n, c in (dict(grp_tres) or {"gres/gpu": -1}).items()]
+    minutes = [_tres_entry(n, c) for n, c in grp_tres_mins.items()]
+    return _association_qos_body(account, cluster, qos, total, minutes)
+
+
 def _tres_entry(name: str, count: int) -> dict[str, Any]:
     tres_type, _, tres_name = name.partition("/")
     return {"type": tres_type, "name": tres_name or None, "count": int(count)}
@@ -169,6 +205,8 @@ def job_submit_body(spec: JobSpec) -> dict[str, Any]:
         job["gres"] = f"gpu:{spec.gres_type}:{spec.gpus}" if spec.gres_type else f"gpu:{spec.gpus}"
     if spec.reservation:
         job["reservation"] = spec.reservation
+    if spec.qos:
+        job["qos"] = spec.qos
     return {"script": spec.script, "job": job}
 
 
@@ -250,6 +288,11 @@ def _partition_tres(value: Any, path: str) -> Any:
 def read_partition_gpus(payload: Mapping[str, Any]) -> dict[str, dict[str, int]]:
     """``GET /partitions`` -> ``{partition: {gres_type: cards}}`` (``tres`` is a string)."""
     return partition_gpus(payload, partition_tres=_partition_tres)
+
+
+def read_qos(payload: Mapping[str, Any]) -> list[QosSpec]:
+    """``GET /qos[/{name}]`` -> the QOS listed (key ``"QOS"``)."""
+    return qos_records(payload, "QOS")
 
 
 def read_associations(payload: Mapping[str, Any]) -> list[Association]:

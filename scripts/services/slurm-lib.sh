@@ -81,6 +81,9 @@ write_env_file() {
 # Choices: no cgroups (containers and VMs without systemd), short scheduler cycles (a job released
 # by a limit change starts within seconds), DefMemPerCPU so several jobs share a node, the nodes
 # claim more CPUs than the machine has, and GPUs accounted per type so jobs carry GPU TRES.
+# Preemption by QOS (issue #36: the portal's workload classes are QOS whose Preempt list names the
+# classes they may displace): PreemptType=preempt/qos with REQUEUE as the cluster default; a QOS's
+# own PreemptMode (the portal writes one per class) overrides it for the jobs it preempts.
 slurm_conf() {
     local cluster=$1 state=$2 ctld_port=$3 slurmd_port=$4 dbd_port=$5 jwt_key=$6 extra=$7
     shift 7
@@ -119,6 +122,8 @@ SchedulerType=sched/backfill
 SchedulerParameters=bf_interval=5,sched_interval=10
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
+PreemptType=preempt/qos
+PreemptMode=REQUEUE
 DefMemPerCPU=256
 SlurmdParameters=config_overrides
 MinJobAge=300

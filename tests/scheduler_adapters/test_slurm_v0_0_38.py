@@ -115,8 +115,12 @@ def test_accounting_records(rec):
 def test_associations_with_grp_tres(rec):
     associations = api.read_associations(rec.body("associations"))
 
-    assert Association("fx-team", None, None, "root", {"gres/gpu:a100": 1}) in associations
-    assert Association("fx-team", "alice", "gpu", None, {}) in associations
+    # both allow the recorded QOS "normal" and name no DefaultQOS (``default.qos`` null)
+    assert (
+        Association("fx-team", None, None, "root", {"gres/gpu:a100": 1}, qos=("normal",))
+        in associations
+    )
+    assert Association("fx-team", "alice", "gpu", None, {}, qos=("normal",)) in associations
 
 
 def test_account_and_partitions(rec):

@@ -22,6 +22,7 @@ from django.utils import timezone
 from pools.adapters import cluster_adapter, scheduler_adapter
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation, SchedulerDrift
+from pools.capacity.services.class_qos import slurm_qos_found, slurm_qos_sync, slurm_qos_wanted
 from pools.capacity.services.scheduler_binding import (
     cap_drift_subject,
     cluster_pools,
@@ -40,7 +41,7 @@ from pools.inventory.models import GpuModel, Pool
 from pools.inventory.services.importer import inventory_import
 from pools.jobs import RECONCILE_CLUSTER, enqueue_on_commit
 from pools.tenancy.models import Team
-from scheduler_adapters.base import SchedulerAdapter
+from scheduler_adapters.base import QosAdapter, SchedulerAdapter
 from scheduler_adapters.errors import NotFound, SchedulerError
 from scheduler_adapters.records import GpuLimit
 from scheduler_adapters.types import InventorySource
@@ -104,6 +105,7 @@ def reconcile_slurm(cluster: Cluster | None = None) -> ReconcileReport:
         except SchedulerError as exc:
             report.errors.append(f"{team.slug}: {exc}")
             continue
+        _reconcile_qos(adapter, report, team=team, pools=in_cluster, cluster=cluster)
         wanted = _wanted_gres(team, pairs, models, pools)
         for gres in set(held) | set(wanted):
             model, pool, profile = wanted.get(gres, (None, default_pool, ""))
@@ -117,6 +119,52 @@ def reconcile_slurm(cluster: Cluster | None = None) -> ReconcileReport:
                 holding=holding,
             )
     return report
+
+
+def _reconcile_qos(
+    adapter: object,
+    report: ReconcileReport,
+    *,
+    team: Team,
+    pools: QuerySet[Pool],
+    cluster: Cluster | None,
+) -> None:
+    """Check the workload-class QOS of a team's account (issue #36): the class QOS and the
+    account's QOS list and default (:func:`slurm_qos_wanted`); on a difference record a
+    :class:`SchedulerDrift` and repair it with :func:`slurm_qos_sync`. Nothing for an adapter
+    without QOS or a team without classed allocations; a missing account is left to the
+    GrpTRES check, which recreates it."""
+    if not isinstance(adapter, QosAdapter):
+        return
+    wanted = slurm_qos_wanted(team=team, account=team.slug, pools=pools)
+    if wanted is None:
+        return
+    report.checked += 1
+    try:
+        found = slurm_qos_found(adapter, wanted)
+    except NotFound:
+        return
+    except SchedulerError as exc:
+        report.errors.append(f"{team.slug} QOS: {exc}")
+        return
+    if not found:
+        return
+    account_qos = wanted[0]
+    drift = SchedulerDrift(
+        scheduler=Scheduler.SLURM,
+        team=team,
+        subject=f"account {team.slug}{'' if cluster is None else f' in {cluster.slug}'} QOS"[:200],
+        expected=f"QOS={','.join(account_qos.allowed)} default {account_qos.default}"[:200],
+        found=found[:200],
+    )
+    try:
+        slurm_qos_sync(adapter=adapter, team=team, account=team.slug, pools=pools)
+        drift.repaired = True
+    except SchedulerError as exc:
+        drift.detail = str(exc)
+        report.errors.append(f"{team.slug} QOS: {exc}")
+    drift.save()
+    report.drifts.append(drift)
 
 
 def _wanted_gres(

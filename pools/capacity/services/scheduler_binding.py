@@ -31,6 +31,7 @@ from pools.adapters import pool_adapter
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation
+from pools.capacity.services.class_qos import kubernetes_priority_sync, slurm_qos_sync
 from pools.choices import AliasKind, CredentialKind, QuotaBackend, Scheduler
 from pools.clusters.models import Cluster
 from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, MigDevice, Node, Pool
@@ -205,7 +206,7 @@ def slurm_limit_sync(
     adapter.set_gpu_limit(
         GpuLimit(account=account, partition=partition, gres_type=gres, cards=cards)
     )
-    return {
+    binding = {
         "scheduler": "slurm",
         "applied": True,
         "account": account,
@@ -213,6 +214,17 @@ def slurm_limit_sync(
         "grp_tres": f"gres/gpu:{gres}={cards}",
         "missing_users": missing,
     }
+    # workload classes (issue 36): the class QOS and the account's QOS list
+    qos = slurm_qos_sync(
+        adapter=adapter,
+        team=team,
+        account=account,
+        pools=cluster_pools(scheduler=Scheduler.SLURM, cluster=pool.cluster),
+        now=now,
+    )
+    if qos is not None:
+        binding |= qos
+    return binding
 
 
 def k8s_product_label(gpu_model: GpuModel) -> str:
@@ -289,6 +301,14 @@ def kubernetes_quota_sync(
     if cohort is not None:
         binding["kueue_cohort"] = cohort.name
         binding["kueue_borrowing"] = dict(cohort.borrowing)
+    priorities = kubernetes_priority_sync(
+        adapter=adapter,
+        team=team,
+        pools=cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster),
+        now=now,
+    )
+    if priorities is not None:
+        binding["priority_classes"] = priorities
     return binding
 
 

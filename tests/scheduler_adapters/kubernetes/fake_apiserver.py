@@ -31,7 +31,9 @@ api-conventions "Response Status Kind"):
   for built-in kinds (an unknown field is a 400 "strict decoding error", as with
   ``fieldValidation=Strict``; other schema errors 422 ``Invalid`` with ``details.causes``),
   :data:`KUEUE_SCHEMAS` for Kueue kinds, DNS-1123 names, quantity grammar, ``roleRef`` kind and
-  immutability, LocalQueue ``clusterQueue`` immutability and the Kueue CEL rules we generate
+  immutability, LocalQueue ``clusterQueue`` immutability, PriorityClass rules (no ``system-``
+  names, user values at most one billion, ``value`` and ``preemptionPolicy`` immutable) and the
+  Kueue CEL rules we generate
   against (each flavor lists every covered resource; no ``borrowingLimit`` without a cohort).
 - ``GET`` lists honour ``labelSelector`` and ``limit``/``continue``; ``DELETE`` of a namespace
   deletes what is in it; a bearer ``token`` may be required (401 otherwise).
@@ -133,6 +135,20 @@ def _root(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 KUEUE_SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
+    # no spec: value (int32, required) and description (at most 2048) at the top level
+    # (apis/kueue/v1beta2/workloadpriorityclass_types.go)
+    ("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass"): {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["apiVersion", "kind", "metadata", "value"],
+        "properties": {
+            "apiVersion": {"const": "kueue.x-k8s.io/v1beta2"},
+            "kind": {"const": "WorkloadPriorityClass"},
+            "metadata": {"type": "object"},
+            "value": {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1},
+            "description": {"type": "string", "maxLength": 2048},
+        },
+    },
     ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"): _root(
         "ResourceFlavor",
         {
@@ -414,6 +430,8 @@ def validate_object(obj: Mapping[str, Any], k8s_version: str = K8S_VERSION) -> N
                     f'Unsupported value: "{role_kind}": supported values: "Role", "ClusterRole"',
                 )
             )
+    if kind == "PriorityClass":
+        causes.extend(_priority_class_causes(obj, name))
     if kind == "ClusterQueue":
         spec = obj.get("spec") or {}
         for index, group in enumerate(spec.get("resourceGroups") or []):
@@ -450,6 +468,35 @@ def validate_object(obj: Mapping[str, Any], k8s_version: str = K8S_VERSION) -> N
             + "; ".join(f"{c['field']}: {c['message']}" for c in causes),
             {"name": name, "group": api_version.rpartition("/")[0], "kind": kind, "causes": causes},
         )
+
+
+def _priority_class_causes(obj: Mapping[str, Any], name: str) -> list[dict[str, str]]:
+    """What the API server refuses in a PriorityClass (k8s.io/kubernetes
+    pkg/apis/scheduling/validation/validation.go): a ``system-`` name that is not one of the
+    two built-in classes, and a user value above one billion."""
+    causes = []
+    if name.startswith("system-") and name not in (
+        "system-cluster-critical",
+        "system-node-critical",
+    ):
+        causes.append(
+            _cause(
+                "FieldValueForbidden",
+                "metadata.name",
+                "Forbidden: priority class names with 'system-' prefix are reserved for system "
+                "use only",
+            )
+        )
+    value = obj.get("value")
+    if isinstance(value, int) and value > 1_000_000_000 and not name.startswith("system-"):
+        causes.append(
+            _cause(
+                "FieldValueForbidden",
+                "value",
+                "Forbidden: maximum allowed value of a user defined priority is 1000000000",
+            )
+        )
+    return causes
 
 
 def _cause(reason: str, field_path: str, message: str) -> dict[str, str]:
@@ -527,6 +574,7 @@ RESOURCES: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("autoscaling", "v2", "horizontalpodautoscalers"): ("HorizontalPodAutoscaler", True),
     ("resource.k8s.io", "v1", "resourceslices"): ("ResourceSlice", False),
     ("resource.k8s.io", "v1", "deviceclasses"): ("DeviceClass", False),
+    ("scheduling.k8s.io", "v1", "priorityclasses"): ("PriorityClass", False),
     # elastic quota CRDs, checked against scheduler_adapters.crd_schemas
     ("scheduling.volcano.sh", "v1beta1", "queues"): ("Queue", False),
     ("scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas"): ("ElasticQuota", True),
@@ -536,6 +584,7 @@ KUEUE_RESOURCES: dict[tuple[str, str, str], tuple[str, bool]] = {
     ("kueue.x-k8s.io", "v1beta2", "clusterqueues"): ("ClusterQueue", False),
     ("kueue.x-k8s.io", "v1beta2", "localqueues"): ("LocalQueue", True),
     ("kueue.x-k8s.io", "v1beta2", "workloads"): ("Workload", True),
+    ("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses"): ("WorkloadPriorityClass", False),
 }
 _SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation")
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
@@ -1217,6 +1266,16 @@ class FakeApiServer:
                 "roleRef: Invalid value: cannot change roleRef",
                 {"causes": [_cause("FieldValueInvalid", "roleRef", "cannot change roleRef")]},
             )
+        if kind == "PriorityClass":
+            for key in ("value", "preemptionPolicy"):
+                if old.get(key) != new.get(key):
+                    raise ApiError(
+                        422,
+                        "Invalid",
+                        f'PriorityClass.scheduling.k8s.io "{new["metadata"]["name"]}" is '
+                        f"invalid: {key}: Forbidden: may not be changed in an update.",
+                        {"causes": [_cause("FieldValueForbidden", key, "may not be changed")]},
+                    )
         if kind == "LocalQueue":
             before = (old.get("spec") or {}).get("clusterQueue")
             after = (new.get("spec") or {}).get("clusterQueue")

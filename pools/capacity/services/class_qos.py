@@ -1,0 +1,141 @@
+"""Workload classes in the schedulers (issue #36).
+
+Slurm: a team's account and the QOS of the workload classes it holds: every
+class's QOS written (:func:`pools.classes.slurm_qos.class_qos_specs`), then the account's QOS
+list set to the classes of its applied allocations in the cluster, its default the most
+preemptible of them (a job that names no ``--qos`` is the least protected work the team holds).
+Called from :func:`pools.capacity.services.scheduler_binding.slurm_limit_sync`.
+
+Kubernetes: every class's PriorityClass (and, with Kueue, WorkloadPriorityClass) once the team
+holds a classed allocation in the cluster; called from ``kubernetes_quota_sync``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from pools.capacity.lifecycle import APPLIED_STATUSES
+from pools.classes.models import WorkloadClass
+from pools.classes.selectors import class_list
+from pools.classes.slurm_qos import class_qos_name, class_qos_specs
+from pools.inventory.models import Pool
+from pools.tenancy.models import Team
+from scheduler_adapters.base import QosAdapter
+from scheduler_adapters.kubernetes import KubernetesAdapter
+from scheduler_adapters.kubernetes_priority import ClassPriority, ensure_class_priorities
+from scheduler_adapters.records import AccountQos, QosSpec
+
+
+def team_classes_held(*, team: Team, pools: QuerySet[Pool], now: datetime) -> list[WorkloadClass]:
+    """The workload classes of the team's applied allocations in ``pools`` open at ``now``,
+    the most preemptible first. One query."""
+    return list(
+        WorkloadClass.objects.filter(
+            allocations__team=team,
+            allocations__pool__in=pools,
+            allocations__status__in=APPLIED_STATUSES,
+            allocations__ends_at__gt=now,
+        )
+        .distinct()
+        .order_by("preemption_order")
+    )
+
+
+def slurm_qos_sync(
+    *,
+    adapter: object,
+    team: Team,
+    account: str,
+    pools: QuerySet[Pool],
+    now: datetime | None = None,
+) -> dict | None:
+    """Write the class QOS and the account's QOS list; ``None`` (nothing written) when the
+    adapter has no QOS (:class:`~scheduler_adapters.base.QosAdapter`) or the team holds no
+    classed allocation in ``pools`` (the Slurm pools of one cluster; unclassed work keeps
+    Slurm's ``normal``). Returns ``{"qos": [...], "default_qos": ...}`` for the allocation's
+    binding. Raises the adapter's SchedulerError subclasses (NotFound: the account is gone)."""
+    if not isinstance(adapter, QosAdapter):
+        return None
+    held = team_classes_held(
+        team=team,
+        pools=pools,
+        now=now or timezone.now(),
+    )
+    if not held:
+        return None
+    for spec in class_qos_specs(class_list()):
+        adapter.ensure_qos(spec)
+    allowed = tuple(sorted(class_qos_name(c.slug) for c in held))
+    default = class_qos_name(held[0].slug)
+    adapter.set_account_qos(AccountQos(account, allowed, default))
+    return {"qos": list(allowed), "default_qos": default}
+
+
+def class_priorities(classes: list[WorkloadClass]) -> list[ClassPriority]:
+    """One :class:`ClassPriority` per class: its priority as the value; every class but the
+    most preemptible (lowest preemption order) may preempt lower ones."""
+    lowest = min((c.preemption_order for c in classes), default=None)
+    return [
+        ClassPriority(
+            slug=c.slug,
+            value=c.priority,
+            preempts=c.preemption_order != lowest,
+            description=f"gpu-pool-portal workload class {c.name}",
+        )
+        for c in sorted(classes, key=lambda c: c.preemption_order)
+    ]
+
+
+def kubernetes_priority_sync(
+    *, adapter: object, team: Team, pools: QuerySet[Pool], now: datetime | None = None
+) -> list[str] | None:
+    """Write every class's PriorityClass (WorkloadPriorityClass with Kueue) when the team holds
+    a classed allocation in ``pools`` (one cluster's Kubernetes pools); the names of the classes
+    it holds (what its pods may name in ``priorityClassName``), or ``None`` when nothing was
+    written (no classed allocation, or an adapter that is not Kubernetes)."""
+    if not isinstance(adapter, KubernetesAdapter):
+        return None
+    held = team_classes_held(team=team, pools=pools, now=now or timezone.now())
+    if not held:
+        return None
+    ensure_class_priorities(adapter, class_priorities(class_list()), kueue=adapter.kueue)
+    return [class_qos_name(c.slug) for c in held]
+
+
+def slurm_qos_wanted(
+    *, team: Team, account: str, pools: QuerySet[Pool], now: datetime | None = None
+) -> tuple[AccountQos, list[QosSpec]] | None:
+    """What :func:`slurm_qos_sync` would write for the team (its account's QOS list and every
+    class's QOS), or ``None`` when it writes nothing (no classed allocation in ``pools``)."""
+    held = team_classes_held(team=team, pools=pools, now=now or timezone.now())
+    if not held:
+        return None
+    allowed = tuple(sorted(class_qos_name(c.slug) for c in held))
+    return AccountQos(account, allowed, class_qos_name(held[0].slug)), class_qos_specs(class_list())
+
+
+def slurm_qos_found(adapter: QosAdapter, wanted: tuple[AccountQos, list[QosSpec]]) -> str:
+    """What Slurm holds of ``wanted``, described where it differs ("" when it all matches):
+    the account's QOS list and default, and each class QOS that is missing or changed."""
+    account_qos, specs = wanted
+    differences = []
+    found = adapter.get_account_qos(account_qos.account)
+    if found != account_qos:
+        default = found.default or "none"
+        differences.append(f"QOS={','.join(found.allowed) or 'none'} default {default}")
+    for spec in specs:
+        held = adapter.get_qos(spec.name)
+        if held is None:
+            differences.append(f"{spec.name} missing")
+        elif (held.priority, held.preempts, held.preempt_mode) != (
+            spec.priority,
+            spec.preempts,
+            spec.preempt_mode,
+        ):
+            differences.append(
+                f"{spec.name} priority {held.priority} preempts "
+                f"{','.join(held.preempts) or 'none'} {held.preempt_mode}"
+            )
+    return "; ".join(differences)
