@@ -10,7 +10,6 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.core.paginator import Paginator
-from django.db.models import F
 from django.http import Http404
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
@@ -20,6 +19,7 @@ from billing.conf import billing_zone
 from billing.pricing import minor_unit, round_money
 from billing.tokenflow.forms import ORDERINGS, TokenFlowFilterForm
 from billing.tokenflow.selectors import (
+    cost_order_key,
     flow_totals,
     priced_tasks,
     task_days_between,
@@ -58,9 +58,8 @@ def _mean_latency(task) -> str | None:
     return None if task.mean_latency_s is None else f"{task.mean_latency_s:.3f}"
 
 
-def _ordered(priced, ordering: str):
-    name = ordering.removeprefix("-")
-    field = F(name)
+def _ordered(priced, ordering: str, field):
+    """``priced`` in ``ordering`` by ``field`` (:func:`cost_order_key`), then newest first."""
     return priced.order_by(
         field.desc(nulls_last=True) if ordering.startswith("-") else field.asc(nulls_last=True),
         "-first_call_at",
@@ -109,14 +108,15 @@ def token_flow(request, team: str):
     since, until = since or timezone.now(), until or timezone.now()
     prices = token_prices(since=since, until=until)
     priced, currency = priced_tasks(tasks, prices=prices, models=chosen), prices.currency
-    ordered = _ordered(priced, ordering)
+    days = task_days_between(user=request.user, team_id=team_obj.pk, model=model,
+                             since=since, until=until)  # fmt: skip
+    key = cost_order_key(ordering.removeprefix("-"), prices=prices, models=chosen, days=days)
+    ordered = _ordered(priced, ordering, key)
     if request.GET.get("export") == "csv":
         rows = _with_money(ordered.iterator(chunk_size=2000), currency)
         return csv_response(rows, TASK_COLUMNS, f"{team_obj.slug}-token-flow.csv")
     summary = money = None
     if not request.htmx:
-        days = task_days_between(user=request.user, team_id=team_obj.pk, model=model,
-                                 since=since, until=until)  # fmt: skip
         summary, money = flow_totals(days if valid else days.none(), prices=prices, models=chosen)
     paginator = Paginator(ordered, _page_size(request))
     if summary is not None:
