@@ -154,6 +154,17 @@ class AgentTaskViewSet(viewsets.ReadOnlyModelViewSet):
         key = field.desc(nulls_last=True) if ordering.startswith("-") else field.asc()
         return priced.order_by(key, "-first_call_at", "pk")
 
+    def paginate_queryset(self, queryset):
+        """The list's page as the page does it (``billing.tokenflow.views._page_rows``): the
+        page's ids sorted as narrow rows, then those tasks priced, in that order."""
+        if self.action != "list":
+            return super().paginate_queryset(queryset)
+        ids = super().paginate_queryset(queryset.values_list("pk", flat=True))
+        if ids is None:
+            return None
+        rows = queryset.in_bulk(ids)
+        return [rows[pk] for pk in ids if pk in rows]
+
     def get_serializer_context(self):
         context = super().get_serializer_context()
         if not hasattr(self, "currency"):
