@@ -4,7 +4,9 @@ On a test database (PostgreSQL), ``BENCH_ALLOCATIONS`` (2,000) running serving a
 each with 24 h of 5-minute rollups (288 rows: 576,000 in all; every tenth allocation idles
 with a queue in its last half hour, every seventh preempts at its peaks), placed two to a
 node (so every allocation has a neighbour to read), and every fifth elastic with scale events
-in the window.
+in the window. Every allocation serves a model (``ServedModel``) its team's gateway calls by
+another name, with twelve agent tasks in the window (24,000 in all; every fourth team retries
+as seed ``004`` §4.3 tells), so rule 5 reads the token flow of each.
 
 Measured:
 
@@ -19,7 +21,8 @@ Measured:
    filtered to one rule), and the API list (``/api/v1/advisor/findings/?page_size=50``); p50 ms
    of ``BENCH_PAGE_RUNS`` and SQL queries. Targets: page < 150 ms, API < 50 ms.
 
-There is no earlier advisor code path to set beside it.
+There is no earlier advisor code path to set beside it. ``BENCH_PROFILE=1`` prints the
+cProfile of one more pass (the 25 costliest functions by cumulative time).
 
 Run: ``.venv/bin/python benchmarks/advisor.py``.
 """
@@ -81,6 +84,29 @@ INSERT INTO pools_placedcards (allocation_id, hostname, gpu_mask)
 SELECT a.id, 'node-' || (a.id / 2), CASE WHEN a.id %% 2 = 0 THEN 3 ELSE 12 END
   FROM pools_allocation a;
 """
+# every allocation serves qwen2_5_14b; its team's gateway calls it qwen2.5-14b-instruct, twelve
+# agent tasks each in the window. Four calls a task (prompt 2,600 growing 700 a call, 2,400
+# cached after the first, 600-token tool returns, 150 out), except in every fourth team, where
+# one task in four takes 12 calls with 7 retries (seed 004 §4.3): retry share 21 / 72 > 0.25.
+SERVED = """
+INSERT INTO pools_servedmodel (allocation_id, model_id, precision, tp, engine, kv_cache_dtype)
+SELECT a.id, 'qwen2_5_14b', 'bf16', 2, 'vllm', '' FROM pools_allocation a;
+"""
+TASKS = """
+INSERT INTO pools_agenttask (team_id, served_model, task_id, first_call_at, last_call_at, calls,
+    metered_calls, unmetered_calls, replayed_calls, outcomes_known, retries, errors,
+    input_tokens, cached_tokens, output_tokens, wasted_input_tokens, wasted_cached_tokens,
+    wasted_output_tokens, tool_return_tokens, tool_return_calls, latency_s_total, latency_calls,
+    first_metered_at, first_metered_index, first_input_tokens, last_metered_at,
+    last_metered_index, last_input_tokens)
+SELECT t.team_id, 'qwen2.5-14b-instruct', 'task-' || k, at, at + (n - 1) * interval '5 s', n,
+       n, 0, 0, n, CASE WHEN n = 12 THEN 7 ELSE 0 END, 0,
+       n * 2600 + 700 * n * (n - 1) / 2, 2400 * (n - 1), 150 * n, 0, 0, 0, 600 * (n - 1), n - 1,
+       1.5 * n, n, at, 1, 2600, at + (n - 1) * interval '5 s', n, 2600 + 700 * (n - 1)
+  FROM (SELECT a.team_id, k, %(newest)s::timestamptz - k * interval '1 hour' AS at,
+               CASE WHEN a.team_id %% 4 = 0 AND k %% 4 = 1 THEN 12 ELSE 4 END AS n
+          FROM pools_allocation a CROSS JOIN generate_series(1, 12) k) t;
+"""
 
 
 def page_stats(client, url: str) -> tuple[float, float, int]:
@@ -96,6 +122,16 @@ def page_stats(client, url: str) -> tuple[float, float, int]:
         assert response.status_code == 200, (url, response.status_code)
         queries = len(captured)
     return statistics.median(times), statistics.median(cpu), queries
+
+
+def profile(fn) -> None:
+    """Print the cProfile of ``fn()``: the 25 costliest functions by cumulative time."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.runcall(fn)
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
 
 
 def fleet(n: int, user, now: datetime) -> None:
@@ -123,6 +159,8 @@ def fleet(n: int, user, now: datetime) -> None:
     with connection.cursor() as cursor:
         cursor.execute(ROLLUPS, {"newest": newest})
         cursor.execute(PLACED, {})
+        cursor.execute(SERVED, {})
+        cursor.execute(TASKS, {"newest": newest})
         cursor.execute("ANALYZE")
 
 
@@ -190,6 +228,8 @@ def run() -> None:
     print(f"{'  of which waiting on PostgreSQL, last pass (s)':52} {db_s:9.2f}")
     print(f"{'  previous advisor code path':52} {'none':>9}")
     print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    if os.environ.get("BENCH_PROFILE"):
+        profile(lambda: advisor_pass(now=now))
 
     live_findings(FINDINGS, now)
     admin = Client()

@@ -14,8 +14,8 @@ On a test database (PostgreSQL):
    not measured.
 3. **the team page after it** (``/costs/token-flow/bench-big/``, the default 30 days, all
    models, costliest first: summary, histogram and money totals in one grouped scan, then the
-   first page of tasks sorted by cost in SQL), the same for a team of the other nine
-   (``bench-1``, the gateway step's tasks added), and the API (``summary/`` and the task
+   page's task ids sorted by cost in SQL and those tasks priced), the same for a team of the
+   other nine (``bench-1``, the gateway step's tasks added), and the API (``summary/`` and the task
    list), p50 ms of ``BENCH_PAGE_RUNS`` (15) and SQL queries. Target: page < 150 ms. The
    machine's load average is printed: on a shared machine every figure grows with it.
 

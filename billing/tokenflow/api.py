@@ -11,7 +11,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import F
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
@@ -22,6 +21,7 @@ from billing.conf import billing_zone
 from billing.pricing import round_money
 from billing.tokenflow.forms import ORDERINGS, TokenFlowFilterForm
 from billing.tokenflow.selectors import (
+    cost_order_key,
     flow_totals,
     priced_tasks,
     task_days_between,
@@ -144,12 +144,26 @@ class AgentTaskViewSet(viewsets.ReadOnlyModelViewSet):
             return AgentTask.objects.none()
         if self.action in ("retrieve", "calls"):
             return selectors.task_list(user=self.request.user).select_related("team")
-        tasks, (_, since, until, _, models, ordering) = self._filtered()
+        tasks, (team_id, since, until, model, models, ordering) = self._filtered()
         prices = token_prices(since=since, until=until)
         priced, self.currency = priced_tasks(tasks, prices=prices, models=models), prices.currency
+        days = task_days_between(user=self.request.user, team_id=team_id, model=model,
+                                 since=since, until=until)  # fmt: skip
         name = ordering.removeprefix("-")
-        key = F(name).desc(nulls_last=True) if ordering.startswith("-") else F(name).asc()
+        field = cost_order_key(name, prices=prices, models=models, days=days)
+        key = field.desc(nulls_last=True) if ordering.startswith("-") else field.asc()
         return priced.order_by(key, "-first_call_at", "pk")
+
+    def paginate_queryset(self, queryset):
+        """The list's page as the page does it (``billing.tokenflow.views._page_rows``): the
+        page's ids sorted as narrow rows, then those tasks priced, in that order."""
+        if self.action != "list":
+            return super().paginate_queryset(queryset)
+        ids = super().paginate_queryset(queryset.values_list("pk", flat=True))
+        if ids is None:
+            return None
+        rows = queryset.in_bulk(ids)
+        return [rows[pk] for pk in ids if pk in rows]
 
     def get_serializer_context(self):
         context = super().get_serializer_context()

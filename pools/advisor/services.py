@@ -44,12 +44,11 @@ from pools.advisor.selectors import (
     neighbours_of,
 )
 from pools.audit.services import audit_event_record
-from pools.capacity.models import Allocation
 from pools.errors import InvalidInput, InvalidTransition
 from pools.serving.models import ServedModel
 from pools.tenancy.permissions import require_manager
 from pools.tenancy.selectors import managed_team_list
-from pools.tokenflow.selectors import prompt_bloat_signals, team_models_between
+from pools.tokenflow.selectors import prompt_bloat_signals_of
 
 MAX_REASON_CHARS = 1000
 STALE_AFTER = timedelta(minutes=15)  # as pools.serving.selectors.STALE_AFTER: three missed passes
@@ -112,20 +111,20 @@ def _bloat_signals(*, allocation_ids: list[int], start: datetime, end: datetime)
     model it serves (``ServedModel``) whose first call is in the window, or a reason why there
     are none. The gateway names models its own way, so a task's model matches when its name
     without case and punctuation starts with the sizing id's (``qwen2.5-14b-instruct`` serves
-    ``qwen2_5_14b``); two or more matching names are ambiguous and stay undecided."""
-    served = dict(
-        ServedModel.objects.filter(allocation_id__in=allocation_ids).values_list(
-            "allocation_id", "model_id"
-        )
+    ``qwen2_5_14b``); two or more matching names are ambiguous and stay undecided. Two
+    queries for any number of allocations: what they serve, and every team's token flow per
+    model (:func:`pools.tokenflow.selectors.prompt_bloat_signals_of`)."""
+    served = ServedModel.objects.filter(allocation_id__in=allocation_ids).values_list(
+        "allocation_id", "model_id", "allocation__team_id"
     )
-    teams = dict(Allocation.objects.filter(pk__in=list(served)).values_list("pk", "team_id"))
-    names = team_models_between(team_ids=set(teams.values()), start=start, end=end)
+    served = [(a, m, t) for a, m, t in served]
+    flows = prompt_bloat_signals_of(team_ids={t for _, _, t in served}, since=start, until=end)
+    names: dict[int, list[str]] = defaultdict(list)
+    for team_id, name in sorted(flows):
+        names[team_id].append(name)
     result: dict = {}
-    for allocation_id, model_id in served.items():
-        team_id = teams[allocation_id]
-        matching = [
-            n for n in names.get(team_id, ()) if _model_key(n).startswith(_model_key(model_id))
-        ]
+    for allocation_id, model_id, team_id in served:
+        matching = [n for n in names[team_id] if _model_key(n).startswith(_model_key(model_id))]
         if len(matching) != 1:
             result[allocation_id] = (
                 f"{len(matching)} gateway models match {model_id}"
@@ -133,7 +132,7 @@ def _bloat_signals(*, allocation_ids: list[int], start: datetime, end: datetime)
                 else f"no per-call token data for {model_id}"
             )
             continue
-        signals = prompt_bloat_signals(team_id, matching[0], start, end)
+        signals = flows[team_id, matching[0]]
         result[allocation_id] = (
             PromptBloatSignals(**signals) if signals else f"no agent tasks on {matching[0]}"
         )
@@ -254,10 +253,12 @@ def _apply(
 ) -> tuple[int, int, int]:
     """Open, update and close findings from ``outcomes``; returns (opened, updated, closed).
     A finding whose rule is undecided now stays as it is (unknown is not cleared); one of an
-    allocation that is no longer running closes."""
+    allocation that is no longer running closes. A live finding seen again with the same
+    severity, summary, fix and evidence only gets its ``last_seen_at``, in one ``UPDATE`` for
+    all of them (``bulk_update``'s per-row ``CASE`` took seconds at 2,000 allocations)."""
     by_id = {a.pk: a for a in allocations}
     live = {(f.allocation_id, f.rule): f for f in live_findings(allocation_ids=None)}
-    new, changed, closed = [], [], []
+    new, changed, seen, closed = [], [], [], []
     for allocation_id, per_rule in outcomes.items():
         for rule, outcome in per_rule.items():
             existing = live.pop((allocation_id, rule.value), None)
@@ -276,7 +277,11 @@ def _apply(
                         )
                     )
                 else:
-                    for name, value in _finding_fields(outcome).items():
+                    fields = _finding_fields(outcome)
+                    if all(getattr(existing, k) == v for k, v in fields.items()):
+                        seen.append(existing.pk)
+                        continue
+                    for name, value in fields.items():
                         setattr(existing, name, value)
                     existing.last_seen_at = now
                     changed.append(existing)
@@ -293,7 +298,8 @@ def _apply(
         batch_size=1000,
     )
     AdvisorFinding.objects.bulk_update(closed, ["status", "closed_at"], batch_size=1000)
-    return len(new), len(changed), len(closed)
+    AdvisorFinding.objects.filter(pk__in=seen).update(last_seen_at=now)
+    return len(new), len(changed) + len(seen), len(closed)
 
 
 def advisor_pass(*, now: datetime) -> AdvisorRun:

@@ -7,6 +7,8 @@ the period of its first call."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from datetime import date, datetime
 
 from django.db.models import Count, F, Q, QuerySet, Sum
@@ -89,19 +91,19 @@ def flow_summary(tasks: QuerySet[AgentTask]) -> FlowSummary:
     """``tasks`` added up in one query: the sums grouped by the tasks' number of calls (a row
     per distinct count, so the calls-per-task histogram comes from the same scan), added up
     here. Any window of first calls; whole days read faster with :func:`days_summary`."""
+    return _summary(tasks.order_by().values("calls").annotate(**_task_sums()), [])
+
+
+def _task_sums() -> dict:
+    """The aggregates :func:`_summary` adds up, over :class:`AgentTask` rows of one group."""
     metered = Q(first_input_tokens__isnull=False)
-    groups = (
-        tasks.order_by()
-        .values("calls")
-        .annotate(
-            tasks_n=Count("id"),
-            first_input=Sum("first_input_tokens", filter=metered),
-            last_input=Sum("last_input_tokens", filter=metered),
-            tasks_metered=Count("id", filter=metered),
-            **{f"s_{name}": Sum(name) for name in SUMMED if name != "calls"},
-        )
-    )
-    return _summary(groups, [])
+    return {
+        "tasks_n": Count("id"),
+        "first_input": Sum("first_input_tokens", filter=metered),
+        "last_input": Sum("last_input_tokens", filter=metered),
+        "tasks_metered": Count("id", filter=metered),
+        **{f"s_{name}": Sum(name) for name in SUMMED if name != "calls"},
+    }
 
 
 def days_summary(days: QuerySet[AgentTaskDay], extra: dict | None = None) -> FlowSummary:
@@ -160,10 +162,29 @@ def prompt_bloat_signals(team_id: int, model: str, since, until) -> dict | None:
     tool_return_tokens_mean, cached_share, retry_share}`` (tokens per call, shares 0–1; each
     ``None`` when unknown — no metered call, no tool-return count, no outcome given), or
     ``None`` when there are no such tasks."""
-    summary = flow_summary(
-        tasks_in(AgentTask.objects.all(), team_id=team_id, model=model, since=since, until=until)
+    found = prompt_bloat_signals_of(team_ids=[team_id], since=since, until=until, model=model)
+    return found.get((team_id, model))
+
+
+def prompt_bloat_signals_of(
+    *, team_ids: Iterable[int], since: datetime, until: datetime, model: str | None = None
+) -> dict[tuple[int, str], dict]:
+    """:func:`prompt_bloat_signals` of every served model (or only ``model``) of each of
+    ``team_ids`` that has tasks with a first call in ``[since, until)``, keyed ``(team id,
+    served model)``, in one query (grouped by team, model and calls a task; each group's rows
+    added up as :func:`flow_summary` adds its own): the advisor pass reads them for 2,000
+    allocations at once. Pairs without tasks are absent."""
+    tasks = AgentTask.objects.filter(team_id__in=list(team_ids))
+    rows = (
+        tasks_in(tasks, model=model, since=since, until=until)
+        .order_by()
+        .values("team_id", "served_model", "calls")
+        .annotate(**_task_sums())
     )
-    return summary.bloat_signals()
+    groups: dict[tuple[int, str], list[dict]] = defaultdict(list)
+    for row in rows:
+        groups[row["team_id"], row["served_model"]].append(row)
+    return {key: _summary(rows, []).bloat_signals() for key, rows in groups.items()}
 
 
 def task_calls(*, task: AgentTask) -> QuerySet[AgentCall]:

@@ -88,6 +88,27 @@ def test_a_pass_opens_a_finding_updates_it_and_closes_it_when_the_signal_clears(
     assert (finding.status, finding.closed_at) == ("closed", later)
 
 
+def test_a_finding_seen_again_unchanged_only_moves_last_seen_at():
+    """The same six idle buckets judged again a minute later (still fresh: the newest, 11:55,
+    is 6 min old): same severity, summary, fix and evidence, so the finding keeps them and
+    its opening, and only ``last_seen_at`` becomes 12:01; the run counts it updated."""
+    allocation = serving()
+    rollups(allocation, 6, **IDLE_WITH_QUEUE)
+    advisor_pass(now=NOW)
+    before = AdvisorFinding.objects.get(rule="batching")
+    later = NOW + timedelta(minutes=1)
+    run = advisor_pass(now=later)
+    after = AdvisorFinding.objects.get(rule="batching")
+    assert (run.opened, run.updated) == (0, 1)
+    assert after.last_seen_at == later
+    assert (after.opened_at, after.since) == (NOW, datetime(2026, 12, 4, 11, 30, tzinfo=UTC))
+    assert (after.evidence, after.summary, after.severity) == (
+        before.evidence,
+        before.summary,
+        before.severity,
+    )
+
+
 def test_an_undecided_rule_keeps_its_open_finding():
     """The KV gauge disappears (None): the batching AND is unknown, the finding stays open
     with its last evidence; missing is never healthy."""
@@ -150,6 +171,34 @@ def test_the_pass_reads_in_constant_queries():
     for _ in range(6):
         rollups(serving(), 4, **IDLE_WITH_QUEUE)
     assert queries() == few + 1  # + the bulk insert of the new findings
+
+
+def test_rule_5_reads_the_token_flow_of_any_number_of_allocations_in_constant_queries():
+    """Each allocation serves ``qwen2_5_14b`` and its team has one agent task on the gateway's
+    ``qwen2.5-14b-instruct`` in the window (one task < the 10 rule 5 needs: undecided, so no
+    finding is written): two allocations or eight, the pass makes the same number of queries
+    (the token flow of every team read at once, not per allocation)."""
+    from factories import AgentTaskFactory, ServedModelFactory
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            run = advisor_pass(now=NOW)
+        assert run.undecided["prompt_bloat"] == run.allocations
+        return len(ctx.captured_queries)
+
+    def add(n: int) -> None:
+        for _ in range(n):
+            allocation = serving()
+            rollups(allocation, 4, **BUSY)
+            ServedModelFactory(allocation=allocation, model_id="qwen2_5_14b")
+            AgentTaskFactory(team=allocation.team, served_model="qwen2.5-14b-instruct",
+                             first_call_at=NOW - timedelta(hours=1))  # fmt: skip
+
+    add(2)
+    few = queries()
+    add(6)
+    assert queries() == few
+    assert AdvisorFinding.objects.count() == 0
 
 
 def test_neighbours_share_a_node_or_a_card():
