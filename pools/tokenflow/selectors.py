@@ -56,22 +56,6 @@ def task_days_in(
     return days
 
 
-def team_models_between(*, team_ids, start: datetime, end: datetime) -> dict[int, list[str]]:
-    """Team id -> the served models (gateway names) its tasks called with a first call in
-    ``[start, end)``, in one query."""
-    pairs = (
-        AgentTask.objects.filter(team_id__in=list(team_ids), first_call_at__gte=start,
-                                 first_call_at__lt=end)
-        .values_list("team_id", "served_model")
-        .distinct()
-        .order_by("team_id", "served_model")
-    )  # fmt: skip
-    result: dict[int, list[str]] = {}
-    for team_id, model in pairs:
-        result.setdefault(team_id, []).append(model)
-    return result
-
-
 def team_models(*, team_id: int) -> list[str]:
     """The served models the team's tasks called, by name (from the per-day rollup: the same
     set as the tasks', a few rows a day instead of every task)."""
