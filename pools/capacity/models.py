@@ -409,6 +409,10 @@ class RecurringReservation(models.Model):
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # What the beat loop wrote in the scheduler (pools/capacity/services/recurring_binding.py):
+    # {"reservation": "portal-recur-7", "nodes": [...], "repeat": "DAILY"} in Slurm, or
+    # {"note": why not}; empty until then and again once the Slurm reservation is deleted.
+    scheduler_binding = models.JSONField(default=dict, blank=True)
 
     objects = RecurringReservationQuerySet.as_manager()
 
