@@ -505,6 +505,9 @@ if env.str("SLURM_REST_URL", default=""):
         "TIME_ZONE": env.str("SLURM_TIME_ZONE", default="UTC"),
     }
     SCHEDULERS["slurm"] = {k: v for k, v in SCHEDULERS["slurm"].items() if v is not None}
+# Slurm reservations of recurring reservations are named ``<prefix>-recur-<id>``: a second
+# portal (a staging copy, a test run) on the same cluster takes another prefix.
+SLURM_RESERVATION_PREFIX = env.str("SLURM_RESERVATION_PREFIX", default="portal")
 # KUBERNETES_IN_CLUSTER=1: manage the cluster the portal runs in, as its pods' ServiceAccount
 # (deploy/kubernetes/base/rbac.yaml), when no kubeconfig is given.
 if (

@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.utils import timezone
 
 from pools.adapters import pool_adapter
@@ -49,8 +50,10 @@ AROUND = timedelta(days=2)
 
 
 def recurring_reservation_name(reservation: RecurringReservation) -> str:
-    """The Slurm reservation that holds a recurring reservation's occurrences."""
-    return f"portal-recur-{reservation.pk}"
+    """The Slurm reservation that holds a recurring reservation's occurrences
+    (``settings.SLURM_RESERVATION_PREFIX``, default ``portal``)."""
+    prefix = getattr(settings, "SLURM_RESERVATION_PREFIX", "portal")
+    return f"{prefix}-recur-{reservation.pk}"
 
 
 def recurring_nodes(reservation: RecurringReservation) -> tuple[str, ...] | None:

@@ -124,3 +124,57 @@ def test_slurmctld_moves_a_daily_reservation_forward_by_one_day(setup):
     finally:
         adapter.delete_reservation(spec.name)
     assert adapter.get_reservation(spec.name) is None
+
+
+@pytest.mark.django_db
+def test_through_the_portal_the_beat_reserves_and_cancel_deletes(portal_slurm_team, slurm_settings):
+    """A pool admin's daily rule (next week, 03:00-04:00 UTC, the node's 4 A100): the beat
+    writes ``hrec-recur-<id>`` with Flags=DAILY for the team's account on that node; cancel,
+    and the next beat deletes it (read back gone) and clears the binding."""
+    from django.test import override_settings
+
+    from pools import adapters
+    from pools.capacity.services.recurring import (
+        recurring_reservation_cancel,
+        recurring_reservation_create,
+    )
+    from pools.capacity.services.recurring_binding import recurring_sync
+    from scheduler_adapters.registry import slurm_settings_from_env
+
+    pool, a100, team, _alice, admin, _submit = portal_slurm_team
+    config = slurm_settings_from_env(slurm_settings)
+    adapters.reset()
+    with override_settings(SCHEDULERS={"slurm": config}, SLURM_RESERVATION_PREFIX="hrec"):
+        adapter = adapters.scheduler_adapter("slurm")
+        node = free_a100_node(adapter, pool.slurm_partition)
+        pool.nodes.update(hostname=node)
+        today = datetime.now(UTC).date()
+        monday = today + timedelta(days=7 - today.weekday())
+        reservation = recurring_reservation_create(
+            actor=admin, team=team, pool=pool, gpu_model=a100, name="course", card_count=4,
+            recurrence="daily", time_zone="UTC", first_date=monday,
+            last_date=monday + timedelta(days=13), start_time=time(3), end_time=time(4),
+        )  # fmt: skip
+        name = f"hrec-recur-{reservation.pk}"
+        try:
+            counts = recurring_sync()
+            assert (counts["reserved"], counts["errors"]) == (1, 0)
+            reservation.refresh_from_db()
+            assert reservation.scheduler_binding["reservation"] == name
+            record = adapter.get_reservation(name)
+            assert (record.accounts, record.nodes, record.repeat) == (
+                (team.slug,),
+                (node,),
+                "DAILY",
+            )
+            first = datetime(monday.year, monday.month, monday.day, 3, tzinfo=UTC)
+            assert (record.starts_at, record.ends_at) == (first, first + timedelta(hours=1))
+
+            recurring_reservation_cancel(reservation=reservation, actor=admin)
+            assert recurring_sync()["removed"] == 1
+            assert adapter.get_reservation(name) is None
+            reservation.refresh_from_db()
+            assert reservation.scheduler_binding == {}
+        finally:
+            adapter.delete_reservation(name)
+            adapters.reset()
