@@ -34,6 +34,7 @@ from pools.capacity.recurrence import Rule, Steps, occurrences
 from pools.capacity.window import recurring_intervals
 from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition
 from pools.inventory.models import GpuModel, Pool
+from pools.jobs import RECURRING_SYNC, enqueue_on_commit
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_pool_admin
 
@@ -130,7 +131,7 @@ def recurring_reservation_create(
     doc). Raises :class:`PermissionDenied` (not a pool admin), :class:`InvalidInput` (``errors``
     by field; no occurrence left after ``now``) or :class:`InsufficientCapacity` (``date``: the
     first conflicting local date, ``free``, ``requested``, ``usable``); nothing is written then.
-    """
+    The schedulers follow after commit (:mod:`pools.capacity.services.recurring_binding`)."""
     require_pool_admin(actor, "Only pool admins may reserve recurring capacity.")
     now = now or timezone.now()
     rule = Rule(recurrence, first_date, last_date, start_time, end_time, time_zone, card_count)
@@ -168,6 +169,8 @@ def recurring_reservation_create(
             obj=reservation,
             after=reservation_snapshot(reservation),
         )
+        # the schedulers now rather than at the next beat (services/recurring_binding.py)
+        enqueue_on_commit(RECURRING_SYNC)
     return reservation
 
 
@@ -198,4 +201,5 @@ def recurring_reservation_cancel(
             after=reservation_snapshot(locked),
             reason=reason,
         )
+        enqueue_on_commit(RECURRING_SYNC)  # the Slurm reservation deleted, the quota lowered
     return locked

@@ -161,3 +161,17 @@ def test_cards_that_are_not_whole_nodes_are_not_reserved(fake_slurm, setup, pool
         "Not reserved in Slurm: 3 cards are not whole nodes"
     )
     assert fake_slurm.reservations == {}
+
+
+def test_create_and_cancel_reach_slurm_after_commit_without_waiting_for_beat(
+    fake_slurm, setup, pool_admin, django_capture_on_commit_callbacks
+):
+    pool, a100, team, _bob, _admin = setup
+    pool.nodes.update(hostname="fake-gpu-a100")
+    with django_capture_on_commit_callbacks(execute=True):
+        reservation = course(pool_admin, team, pool, a100)
+    name = f"portal-recur-{reservation.pk}"
+    assert fake_slurm.get_reservation(name).repeat == "WEEKDAY"
+    with django_capture_on_commit_callbacks(execute=True):
+        recurring_reservation_cancel(reservation=reservation, actor=pool_admin)
+    assert fake_slurm.get_reservation(name) is None
