@@ -370,6 +370,15 @@ NAME_MAX_LENGTH = 60
 
 
 class RecurringReservationQuerySet(TeamOwnedQuerySet):
+    def overlapping_dates(self, start, end) -> RecurringReservationQuerySet:
+        """Active reservations of any pool with a date within a day of ``[start, end)``
+        (aware; see :meth:`holding`)."""
+        return self.filter(
+            status=ReservationStatus.ACTIVE,
+            first_date__lte=end.astimezone(UTC).date() + timedelta(days=1),
+            last_date__gte=start.astimezone(UTC).date() - timedelta(days=1),
+        )
+
     def holding(
         self, *, pool_id: int, gpu_model_id: int, start, end
     ) -> RecurringReservationQuerySet:

@@ -31,7 +31,6 @@ from pools.capacity.models import (
 )
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.recurrence import Rule, Steps, occurrences
-from pools.capacity.window import recurring_intervals
 from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition
 from pools.inventory.models import GpuModel, Pool
 from pools.jobs import RECURRING_SYNC, enqueue_on_commit
@@ -89,8 +88,8 @@ def _first_conflict(
     start, end = ahead[0][0], ahead[-1][1]
     nodes = pool_nodes(pool=pool, gpu_model=gpu_model, generation=None)
     usable = usable_cards(nodes.schedulable(None), pool.overcommit_ratio)
-    held = holding_intervals(pool=pool, gpu_model=gpu_model, start=start, end=end)
-    steps = Steps.of(held + recurring_intervals(pool, gpu_model, start, end))
+    # holding allocations and the other reservations' occurrences
+    steps = Steps.of(holding_intervals(pool=pool, gpu_model=gpu_model, start=start, end=end))
     for s, e in ahead:
         free = max(usable - steps.peak(s, e), 0)
         if free < rule.cards:
