@@ -23,7 +23,9 @@ from pools.capacity.services.recurring import (
     recurring_reservation_create,
 )
 from pools.capacity.services.recurring_binding import recurring_sync
+from pools.capacity.services.scheduler_binding import k8s_product_label
 from pools.choices import AllocationStatus
+from scheduler_adapters.kubernetes_manifests import flavor_name
 
 pytestmark = pytest.mark.django_db
 YEAR = timezone.now().year + 2
@@ -175,3 +177,26 @@ def test_create_and_cancel_reach_slurm_after_commit_without_waiting_for_beat(
     with django_capture_on_commit_callbacks(execute=True):
         recurring_reservation_cancel(reservation=reservation, actor=pool_admin)
     assert fake_slurm.get_reservation(name) is None
+
+
+def test_with_kueue_the_cluster_queue_quota_follows_the_occurrence(pool_admin, infer_pool, l40s):
+    """The same course in a Kueue cluster: the team's ClusterQueue ``nominalQuota`` for the
+    L40S flavour is 2 before the lead, 6 during the occurrence and 2 after it."""
+    team = TeamFactory(slug="nlp")
+    AllocationFactory(team=team, pool=infer_pool, gpu_model=l40s, card_count=2,
+                      status=AllocationStatus.ACTIVE, starts_at=utc(MONDAY, 0),
+                      ends_at=utc(MONDAY, 0) + timedelta(days=7))  # fmt: skip
+    course(pool_admin, team, infer_pool, l40s)
+
+    def nominal_at(moment: datetime) -> str:
+        recurring_sync(now=moment)
+        queue = server.get("kueue.x-k8s.io", "clusterqueues", None, "team-nlp")
+        (flavour,) = queue["spec"]["resourceGroups"][0]["flavors"]
+        assert flavour["name"] == flavor_name(k8s_product_label(l40s))
+        (gpu,) = [r for r in flavour["resources"] if r["name"] == "nvidia.com/gpu"]
+        return gpu["nominalQuota"]
+
+    with portal_on_fake_apiserver(KUEUE=True) as server:
+        assert nominal_at(utc(MONDAY, 7, 44)) == "2"
+        assert nominal_at(utc(MONDAY, 12)) == "6"
+        assert nominal_at(utc(MONDAY, 17)) == "2"
