@@ -354,6 +354,7 @@ class FakeScheduler:
             ends_at=spec.ends_at.replace(microsecond=0),
             partition=spec.partition,
             state=None,
+            flags=(spec.repeat,) if spec.repeat else (),
         )
         existing = self.reservations.get(spec.name)
         if existing is not None:

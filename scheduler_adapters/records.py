@@ -304,6 +304,10 @@ class Association:
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 
 
+# Slurm's recurrence flags (scontrol.1, "Flags"): the only ones a portal rule maps onto.
+RESERVATION_REPEATS = ("DAILY", "WEEKDAY", "WEEKLY")
+
+
 @dataclass(frozen=True)
 class ReservationSpec:
     """An advance reservation of whole nodes for one account over a window
@@ -312,6 +316,10 @@ class ReservationSpec:
     ``nodes``: the node names the placement counted on (sorted, no repeats); ``starts_at`` /
     ``ends_at`` aware datetimes, half-open like the allocation's window; ``partition`` the pool's.
     Only jobs of ``account`` (``--reservation=<name>``) may then use those nodes in the window.
+    ``repeat``: ``None`` for one window, or one of :data:`RESERVATION_REPEATS` (Slurm's
+    ``Flags=DAILY`` / ``WEEKDAY`` / ``WEEKLY``): slurmctld then moves the window forward by a day,
+    to the next Monday-to-Friday day, or by a week each time it ends, in its own wall-clock time,
+    with no end (the portal deletes the reservation after the last occurrence).
     """
 
     name: str
@@ -320,6 +328,7 @@ class ReservationSpec:
     starts_at: datetime
     ends_at: datetime
     partition: str | None = None
+    repeat: str | None = None
 
     def __post_init__(self) -> None:
         check_name("reservation", self.name, GRES_TYPE)
@@ -336,11 +345,15 @@ class ReservationSpec:
             raise ValueError("reservation times must be aware datetimes")
         if self.ends_at <= self.starts_at:
             raise ValueError("a reservation must end after it starts")
+        if self.repeat is not None and self.repeat not in RESERVATION_REPEATS:
+            repeats = ", ".join(RESERVATION_REPEATS)
+            raise ValueError(f"a reservation repeats {repeats} or not at all")
 
 
 @dataclass(frozen=True)
 class ReservationRecord:
-    """A reservation as the scheduler reports it (``None``: not said)."""
+    """A reservation as the scheduler reports it (``None``: not said). ``flags`` all of Slurm's
+    flags as it lists them (``SPEC_NODES`` too); ``repeat`` the recurrence flag among them."""
 
     name: str
     accounts: tuple[str, ...]
@@ -349,6 +362,11 @@ class ReservationRecord:
     ends_at: datetime | None
     partition: str | None
     state: str | None
+    flags: tuple[str, ...] = ()
+
+    @property
+    def repeat(self) -> str | None:
+        return next((flag for flag in self.flags if flag in RESERVATION_REPEATS), None)
 
 
 @dataclass(frozen=True)

@@ -70,9 +70,11 @@ class RecurringReservationSerializer(serializers.ModelSerializer):
         fields = [
             "id", "team", "pool", "gpu_model", "name", "card_count", "recurrence", "time_zone",
             "first_date", "last_date", "start_time", "end_time", "status", "next_occurrence",
-            "created_at",
+            "scheduler_binding", "created_at",
         ]  # fmt: skip
-        read_only_fields = ["status", "created_at"]
+        # scheduler_binding: what the beat wrote in the scheduler ({"reservation": name, "nodes",
+        # "repeat", "starts_at"} in Slurm) or {"reservation": null, "note": why not}
+        read_only_fields = ["status", "scheduler_binding", "created_at"]
 
     def get_next_occurrence(self, reservation) -> dict | None:
         """The first occurrence still to end (UTC, ISO 8601), or ``None``."""

@@ -16,11 +16,13 @@ from django.db.models import Count, Sum
 from django.template.defaultfilters import pluralize
 
 from pools.capacity.arithmetic import free_after_peak, free_cards, usable_cards
-from pools.capacity.models import Allocation
+from pools.capacity.models import Allocation, RecurringReservation
 from pools.capacity.node_kinds import pool_nodes
+from pools.capacity.recurrence import occurrences
 from pools.capacity.window import (
     WindowHolds,
     holding_allocations,
+    recurring_intervals,
     window_holds,
     window_holds_reusing,
 )
@@ -78,11 +80,14 @@ def holding_intervals(
     exclude_allocation: int | None = None,
 ) -> list[tuple[datetime, datetime, int]]:
     """``(starts_at, ends_at, cards)`` of holding allocations of the pool/model overlapping
-    ``[start, end)``."""
+    ``[start, end)``, and of the occurrences of its active recurring reservations there
+    (:func:`pools.capacity.window.recurring_intervals`, issue 32): what the request form, the
+    earliest start and the recurring check count, as the approval does. Two queries."""
     qs = holding_allocations(
         pool=pool, gpu_model=gpu_model, start=start, end=end, exclude_allocation=exclude_allocation
     )
-    return list(qs.values_list("starts_at", "ends_at", "card_count"))
+    held = list(qs.values_list("starts_at", "ends_at", "card_count"))
+    return held + recurring_intervals(pool, gpu_model, start, end)
 
 
 def earliest_free_start(
@@ -209,8 +214,8 @@ class CapacitySnapshot:
     """What :func:`request_options` and :func:`pool_free_cards` read, loaded once for many
     requests (the approval queue): the pools by name, the catalogue, schedulable cards by pool,
     model and driver group's max CUDA, the cards in MIG mode (to say why a model has no whole
-    card) and the holding allocations overlapping ``[start, end)``. Four queries, whatever the
-    number of requests asked about."""
+    card), the holding allocations overlapping ``[start, end)`` and the occurrences of recurring
+    reservations there. Five queries, whatever the number of requests asked about."""
 
     pools: list[Pool]
     models: dict[int, GpuModel]
@@ -241,6 +246,11 @@ class CapacitySnapshot:
             "pool", "gpu_model", "starts_at", "ends_at", "card_count"
         ):
             holding.setdefault((pool_id, model_id), []).append((a, b, n))
+        # occurrences of recurring reservations hold whole cards too (issue 32)
+        for reservation in RecurringReservation.objects.overlapping_dates(start, end):
+            key = (reservation.pool_id, reservation.gpu_model_id)
+            for a, b in occurrences(reservation.rule, start, end):
+                holding.setdefault(key, []).append((a, b, reservation.card_count))
         return cls(
             pools=list(Pool.objects.order_by("name")),
             models={m.pk: m for m in GpuModel.objects.all()},

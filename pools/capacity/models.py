@@ -370,6 +370,15 @@ NAME_MAX_LENGTH = 60
 
 
 class RecurringReservationQuerySet(TeamOwnedQuerySet):
+    def overlapping_dates(self, start, end) -> RecurringReservationQuerySet:
+        """Active reservations of any pool with a date within a day of ``[start, end)``
+        (aware; see :meth:`holding`)."""
+        return self.filter(
+            status=ReservationStatus.ACTIVE,
+            first_date__lte=end.astimezone(UTC).date() + timedelta(days=1),
+            last_date__gte=start.astimezone(UTC).date() - timedelta(days=1),
+        )
+
     def holding(
         self, *, pool_id: int, gpu_model_id: int, start, end
     ) -> RecurringReservationQuerySet:
@@ -409,6 +418,10 @@ class RecurringReservation(models.Model):
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # What the beat loop wrote in the scheduler (pools/capacity/services/recurring_binding.py):
+    # {"reservation": "portal-recur-7", "nodes": [...], "repeat": "DAILY"} in Slurm, or
+    # {"note": why not}; empty until then and again once the Slurm reservation is deleted.
+    scheduler_binding = models.JSONField(default=dict, blank=True)
 
     objects = RecurringReservationQuerySet.as_manager()
 

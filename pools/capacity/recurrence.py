@@ -98,3 +98,40 @@ class Steps:
         first = bisect_right(self.times, start) - 1
         last = bisect_left(self.times, end)
         return max(self.levels[max(first, 0) : last], default=0)
+
+
+# Slurm's flag for each rule (scontrol.1, "Flags": DAILY, WEEKDAY, WEEKLY; the same on 22.05,
+# 24.11 and 26.05).
+SLURM_REPEAT = {DAILY: "DAILY", WEEKDAY: "WEEKDAY", WEEKLY: "WEEKLY"}
+SATURDAY = 5
+
+
+def slurm_repeats(
+    first: tuple[datetime, datetime], recurrence: str, zone: str, count: int
+) -> list[tuple[datetime, datetime]]:
+    """The first ``count`` windows slurmctld gives a reservation created over ``first`` with
+    ``recurrence``'s flag, in UTC. slurmctld moves an ended window forward in its own local
+    time (``_advance_resv_time`` in src/slurmctld/reservation.c: ``tm_mday`` plus 1, 7, or to
+    the next Monday for WEEKDAY after a Friday, then ``mktime`` with ``tm_isdst = -1``), so the
+    wall-clock hours stay those of ``zone`` (slurmctld's), whatever the rule's zone."""
+    tz = ZoneInfo(zone)
+    s0, e0 = first[0].astimezone(tz), first[1].astimezone(tz)
+    span = e0.date() - s0.date()
+    day, found = s0.date(), []
+    while len(found) < count:
+        s = datetime.combine(day, s0.time(), tzinfo=tz).astimezone(UTC)
+        e = datetime.combine(day + span, e0.time(), tzinfo=tz).astimezone(UTC)
+        found.append((s, e))
+        day += timedelta(days=7 if recurrence == WEEKLY else 1)
+        while recurrence == WEEKDAY and day.weekday() >= SATURDAY:
+            day += timedelta(days=1)
+    return found
+
+
+def slurm_drift(ahead: list[tuple[datetime, datetime]], recurrence: str, zone: str) -> int | None:
+    """The index in ``ahead`` (a rule's occurrences in order, from the one the Slurm reservation
+    starts with) of the first occurrence Slurm's repetition in ``zone`` would place elsewhere,
+    or ``None`` when it places them all right: a rule in another zone than slurmctld's drifts
+    by an hour at the first change of summer time one zone has and the other has not."""
+    repeated = slurm_repeats(ahead[0], recurrence, zone, len(ahead)) if ahead else []
+    return next((i for i, (a, b) in enumerate(zip(ahead, repeated, strict=True)) if a != b), None)

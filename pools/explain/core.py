@@ -100,7 +100,9 @@ class ModelFacts:
 class HoldFacts(NamedTuple):
     """A holding allocation: ``cards`` over ``[starts_at, ends_at)`` (aware), of team
     ``team_slug``; ``placed`` its cards as ``(hostname, GPU index bit mask)`` pairs (empty:
-    granted without a shape, laid as "any N cards"). A tuple: fleets read thousands."""
+    granted without a shape, laid as "any N cards"). A tuple: fleets read thousands. An
+    occurrence of a recurring reservation (issue 32) is a hold too, unplaced, with
+    ``allocation_id`` 0 and ``recurring_id`` the reservation's id."""
 
     allocation_id: int
     team_slug: str
@@ -109,6 +111,7 @@ class HoldFacts(NamedTuple):
     starts_at: datetime
     ends_at: datetime
     placed: tuple[tuple[str, int], ...] = ()
+    recurring_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -918,8 +921,8 @@ def holders(ask: Ask, option: OptionFacts, *, viewer: Viewer) -> dict[str, Any]:
 
 
 def _hold_row(hold: HoldFacts) -> dict[str, Any]:
-    return {
-        "allocation": hold.allocation_id,
+    row = {
+        "allocation": hold.allocation_id or None,
         "team": hold.team_slug,
         "team_name": hold.team_name,
         "cards": hold.cards,
@@ -927,6 +930,9 @@ def _hold_row(hold: HoldFacts) -> dict[str, Any]:
         "ends_at": hold.ends_at,
         "ends_text": stamp(hold.ends_at),
     }
+    if hold.recurring_id is not None:  # an occurrence of a recurring reservation
+        row["recurring_reservation"] = hold.recurring_id
+    return row
 
 
 def _frees(option: OptionFacts, ask: Ask) -> list[dict[str, Any]]:

@@ -27,9 +27,10 @@ from django.utils.module_loading import import_string
 from pools.capacity.availability import SCHEDULER_OF_KIND
 from pools.capacity.budget_gate import budget_verdict
 from pools.capacity.lifecycle import HOLDING_STATUSES
-from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
+from pools.capacity.models import Allocation, CapacityRequest, PlacedCards, RecurringReservation
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.placement import NodeGroup, Shape
+from pools.capacity.recurrence import occurrences
 from pools.choices import GpuHealth, NodeState
 from pools.classes.models import WorkloadClass
 from pools.classes.selectors import class_permitted_models
@@ -390,8 +391,8 @@ def _holds(
     *, placed: bool,
 ) -> dict[tuple[int, int], list[HoldFacts]]:  # fmt: skip
     """Holding allocations of ``pairs`` (pool id, model id) overlapping ``[start, end)``, by
-    pair, each with its team's slug and name; with ``placed``, their placed cards too. Three
-    statements."""
+    pair, each with its team's slug and name; with ``placed``, their placed cards too; and the
+    occurrences of recurring reservations there (:func:`_occurrence_holds`). Four statements."""
     if not pairs:
         return {}
     rows, spots = _hold_rows(pairs, start, end, exclude, placed=placed)
@@ -402,12 +403,36 @@ def _holds(
         )
     )
     holds: dict[tuple[int, int], list[HoldFacts]] = defaultdict(list)
-    for pk, pool_id, model_id, team_id, cards, start, stop in rows:
+    for pk, pool_id, model_id, team_id, cards, begins, stop in rows:
         slug, name = teams[team_id]
         holds[(pool_id, model_id)].append(
-            HoldFacts(pk, slug, name, cards, start, stop, tuple(spots.get(pk, ())))
+            HoldFacts(pk, slug, name, cards, begins, stop, tuple(spots.get(pk, ())))
         )
+    for key, hold in _occurrence_holds(pairs, start, end):
+        holds[key].append(hold)
     return holds
+
+
+def _occurrence_holds(
+    pairs: set[tuple[int, int]], start: datetime, end: datetime
+) -> list[tuple[tuple[int, int], HoldFacts]]:
+    """The occurrences in ``[start, end)`` of the active recurring reservations of ``pairs``,
+    as unplaced holds (issue 32; :func:`pools.capacity.window.recurring_intervals` for the
+    approval). One statement."""
+    found = []
+    rules = RecurringReservation.objects.overlapping_dates(start, end).filter(
+        pool_id__in={p for p, _ in pairs}, gpu_model_id__in={m for _, m in pairs}
+    )
+    for reservation in rules.select_related("team"):
+        key = (reservation.pool_id, reservation.gpu_model_id)
+        if key not in pairs:
+            continue
+        team = reservation.team
+        for s, e in occurrences(reservation.rule, start, end):
+            hold = HoldFacts(0, team.slug, team.name, reservation.card_count, s, e, (),
+                             reservation.pk)  # fmt: skip
+            found.append((key, hold))
+    return found
 
 
 def _hold_rows(

@@ -375,6 +375,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 5 * 60,
     },
     "scheduler-reconcile": {"task": "pools.capacity.tasks.reconcile_task", "schedule": 10 * 60},
+    # Recurring reservations: quota up within the 15-minute lead of an occurrence, down after.
+    "recurring-sync": {"task": "pools.capacity.tasks.recurring_sync_task", "schedule": 5 * 60},
     # Each cluster's connection checked in its own task (pools.clusters): a down cluster makes
     # its pools read-only until a check finds it answering again.
     "clusters-check": {"task": "pools.clusters.tasks.clusters_check_task", "schedule": 5 * 60},
@@ -505,6 +507,9 @@ if env.str("SLURM_REST_URL", default=""):
         "TIME_ZONE": env.str("SLURM_TIME_ZONE", default="UTC"),
     }
     SCHEDULERS["slurm"] = {k: v for k, v in SCHEDULERS["slurm"].items() if v is not None}
+# Slurm reservations of recurring reservations are named ``<prefix>-recur-<id>``: a second
+# portal (a staging copy, a test run) on the same cluster takes another prefix.
+SLURM_RESERVATION_PREFIX = env.str("SLURM_RESERVATION_PREFIX", default="portal")
 # KUBERNETES_IN_CLUSTER=1: manage the cluster the portal runs in, as its pods' ServiceAccount
 # (deploy/kubernetes/base/rbac.yaml), when no kubeconfig is given.
 if (

@@ -249,6 +249,12 @@ class SlurmRestAdapter:
     def get_reservation(self, name: str) -> ReservationRecord | None:
         return self._reservation_tool("get_reservation").get_reservation(name)
 
+    @property
+    def reservation_time_zone(self) -> str:
+        """The zone ``scontrol`` reads and writes wall-clock times in (slurmctld's; settings
+        ``SCONTROL.TIME_ZONE``), where a repeating reservation keeps its hours."""
+        return self._reservations.time_zone if self._reservations is not None else "UTC"
+
     def _reservation_tool(self, operation: str) -> ScontrolReservations:
         if self._reservations is None:
             raise SchedulerError(

@@ -13,8 +13,11 @@ way :mod:`scheduler_adapters.slurm.sacctmgr` runs ``sacctmgr``: ``prefix`` says 
 Commands (https://slurm.schedmd.com/scontrol.html, "RESERVATIONS"):
 
 - create: ``scontrol create reservation ReservationName=N Accounts=A Nodes=n1,n2
-  StartTime=YYYY-MM-DDTHH:MM:SS EndTime=... [PartitionName=P]``. scontrol reads the times as
-  wall-clock time in slurmctld's zone, so aware datetimes are converted to ``time_zone`` first.
+  StartTime=YYYY-MM-DDTHH:MM:SS EndTime=... [PartitionName=P] [Flags=DAILY|WEEKDAY|WEEKLY]``.
+  scontrol reads the times as wall-clock time in slurmctld's zone, so aware datetimes are
+  converted to ``time_zone`` first. With a recurrence flag the window is the first occurrence;
+  slurmctld moves it forward each time it ends (a day; the next Monday-Friday day; a week) and
+  never stops on its own. The same flags on 22.05, 24.11 and 26.05 (``Flags=`` in ``show``).
 - delete: ``scontrol delete ReservationName=N``. slurmctld refuses while jobs run in it
   (``Requested reservation is in use``, ESLURM_RESERVATION_BUSY; seen on 22.05, 24.11 and
   26.05), so the reservation is ended instead: ``scontrol update ReservationName=N
@@ -96,6 +99,8 @@ class ScontrolReservations:
         ]
         if spec.partition:
             arguments.append(f"PartitionName={spec.partition}")
+        if spec.repeat:
+            arguments.append(f"Flags={spec.repeat}")
         self._scontrol(arguments, operation=operation)
         return True
 
@@ -130,6 +135,11 @@ class ScontrolReservations:
                 return self._record(fields)
         return None
 
+    @property
+    def time_zone(self) -> str:
+        """slurmctld's zone, as configured (an IANA name)."""
+        return self._zone.key
+
     # ------------------------------------------------------------------ internals
 
     def _wall_clock(self, moment: datetime) -> str:
@@ -157,14 +167,26 @@ class ScontrolReservations:
             ends_at=self._parse_time(fields.get("EndTime")),
             partition=fields.get("PartitionName") or None,
             state=fields.get("State") or None,
+            flags=listed("Flags"),
         )
 
     def _same(self, existing: ReservationRecord, spec: ReservationSpec) -> bool:
+        """Same account, nodes, recurrence and window; a repeating reservation slurmctld has
+        already moved forward is the same when it keeps the window's length and has not moved
+        back before the spec's start."""
+        if (existing.accounts, existing.nodes, existing.repeat) != (
+            (spec.account,),
+            spec.nodes,
+            spec.repeat,
+        ):
+            return False
+        starts_at = spec.starts_at.replace(microsecond=0)
+        ends_at = spec.ends_at.replace(microsecond=0)
+        if spec.repeat is None or existing.starts_at is None or existing.ends_at is None:
+            return (existing.starts_at, existing.ends_at) == (starts_at, ends_at)
         return (
-            existing.accounts == (spec.account,)
-            and existing.nodes == spec.nodes
-            and existing.starts_at == spec.starts_at.replace(microsecond=0)
-            and existing.ends_at == spec.ends_at.replace(microsecond=0)
+            existing.ends_at - existing.starts_at == ends_at - starts_at
+            and existing.starts_at >= starts_at
         )
 
     def _scontrol(

@@ -257,3 +257,44 @@ def test_fake_ends_a_reservation_a_running_job_uses_and_purges_it_when_the_job_e
     fake.cancel_job(inside)
     assert fake.get_reservation("alloc-17") is None
     assert fake.get_job(outsider).state is JobState.RUNNING
+
+
+# A repeating reservation as 24.11 shows it after slurmctld moved it forward a day: the
+# window of 7 December 10:00-11:00 Berlin is now 8 December's.
+SHOWN_DAILY = (
+    "ReservationName=recur-3 StartTime=2026-12-08T10:00:00 EndTime=2026-12-08T11:00:00 "
+    "Duration=01:00:00 Nodes=gpu-a100-01 NodeCnt=1 CoreCnt=8 Features=(null) "
+    "PartitionName=gpu Flags=DAILY,SPEC_NODES TRES=cpu=8 Users=(null) Groups=(null) "
+    "Accounts=team-nlp Licenses=(null) State=INACTIVE BurstBuffer=(null) MaxStartDelay=(null)"
+)
+
+
+def test_a_repeating_reservation_is_created_with_its_flag_and_read_back():
+    runner = Runner((1, "Reservation recur-3 not found"), (0, "Reservation created: recur-3"))
+    daily = spec(name="recur-3", nodes=("gpu-a100-01",), ends_at=START + timedelta(hours=1),
+                 repeat="DAILY")  # fmt: skip
+    assert tool(runner).create_reservation(daily) is True
+    assert runner.commands[1][-2:] == ["PartitionName=gpu", "Flags=DAILY"]
+    record = tool(Runner((0, SHOWN_DAILY))).get_reservation("recur-3")
+    assert record.flags == ("DAILY", "SPEC_NODES") and record.repeat == "DAILY"
+    # 10:00 Berlin on 8 December is 09:00 UTC, a day after the spec's start
+    assert record.starts_at == START + timedelta(days=1)
+
+
+def test_a_repeating_reservation_moved_forward_is_the_same_one():
+    daily = spec(name="recur-3", nodes=("gpu-a100-01",), ends_at=START + timedelta(hours=1),
+                 repeat="DAILY")  # fmt: skip
+    assert tool(Runner((0, SHOWN_DAILY))).create_reservation(daily) is False
+    weekly = spec(name="recur-3", nodes=("gpu-a100-01",), ends_at=START + timedelta(hours=1),
+                  repeat="WEEKLY")  # fmt: skip
+    with pytest.raises(SchedulerRejected):
+        tool(Runner((0, SHOWN_DAILY))).create_reservation(weekly)
+    two_hours = spec(name="recur-3", nodes=("gpu-a100-01",), ends_at=START + timedelta(hours=2),
+                     repeat="DAILY")  # fmt: skip
+    with pytest.raises(SchedulerRejected):
+        tool(Runner((0, SHOWN_DAILY))).create_reservation(two_hours)
+
+
+def test_a_spec_repeats_only_as_slurm_can():
+    with pytest.raises(ValueError, match="repeats DAILY, WEEKDAY, WEEKLY"):
+        spec(repeat="HOURLY")

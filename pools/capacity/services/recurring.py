@@ -31,9 +31,9 @@ from pools.capacity.models import (
 )
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.recurrence import Rule, Steps, occurrences
-from pools.capacity.window import recurring_intervals
 from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition
 from pools.inventory.models import GpuModel, Pool
+from pools.jobs import RECURRING_SYNC, enqueue_on_commit
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_pool_admin
 
@@ -88,8 +88,8 @@ def _first_conflict(
     start, end = ahead[0][0], ahead[-1][1]
     nodes = pool_nodes(pool=pool, gpu_model=gpu_model, generation=None)
     usable = usable_cards(nodes.schedulable(None), pool.overcommit_ratio)
-    held = holding_intervals(pool=pool, gpu_model=gpu_model, start=start, end=end)
-    steps = Steps.of(held + recurring_intervals(pool, gpu_model, start, end))
+    # holding allocations and the other reservations' occurrences
+    steps = Steps.of(holding_intervals(pool=pool, gpu_model=gpu_model, start=start, end=end))
     for s, e in ahead:
         free = max(usable - steps.peak(s, e), 0)
         if free < rule.cards:
@@ -130,7 +130,7 @@ def recurring_reservation_create(
     doc). Raises :class:`PermissionDenied` (not a pool admin), :class:`InvalidInput` (``errors``
     by field; no occurrence left after ``now``) or :class:`InsufficientCapacity` (``date``: the
     first conflicting local date, ``free``, ``requested``, ``usable``); nothing is written then.
-    """
+    The schedulers follow after commit (:mod:`pools.capacity.services.recurring_binding`)."""
     require_pool_admin(actor, "Only pool admins may reserve recurring capacity.")
     now = now or timezone.now()
     rule = Rule(recurrence, first_date, last_date, start_time, end_time, time_zone, card_count)
@@ -168,6 +168,8 @@ def recurring_reservation_create(
             obj=reservation,
             after=reservation_snapshot(reservation),
         )
+        # the schedulers now rather than at the next beat (services/recurring_binding.py)
+        enqueue_on_commit(RECURRING_SYNC)
     return reservation
 
 
@@ -198,4 +200,5 @@ def recurring_reservation_cancel(
             after=reservation_snapshot(locked),
             reason=reason,
         )
+        enqueue_on_commit(RECURRING_SYNC)  # the Slurm reservation deleted, the quota lowered
     return locked

@@ -15,13 +15,17 @@ names the type the cluster reports), never added to the cards' cap.
 Kubernetes: each team is a namespace whose ResourceQuota on ``requests.nvidia.com/gpu`` is the
 team's open-window cards in the Kubernetes pools of that cluster (:func:`kubernetes_quota_sync`).
 
+Recurring reservations (issue 32) count like allocations while an occurrence is open (or
+opens within the provisioning lead): the cap and the quota go up for it and down after it,
+applied by the beat loop (:mod:`pools.capacity.services.recurring_binding`).
+
 Every figure is per cluster (:func:`cluster_pools`): a namespace or an account lives in one
 cluster, so its cap counts the team's allocations in that cluster's pools only (issue 35).
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db.models import Case, Count, F, Q, QuerySet, Sum, When
@@ -30,7 +34,8 @@ from django.utils import timezone
 from pools.adapters import pool_adapter
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES
-from pools.capacity.models import Allocation
+from pools.capacity.models import Allocation, RecurringReservation, ReservationStatus
+from pools.capacity.recurrence import occurrences
 from pools.capacity.services.class_qos import kubernetes_priority_sync, slurm_qos_sync
 from pools.choices import AliasKind, CredentialKind, QuotaBackend, Scheduler
 from pools.clusters.models import Cluster
@@ -119,12 +124,15 @@ def team_cards_applied(
     """Cards of ``gpu_model`` the team holds at ``now`` (default: the clock) in pools of
     ``scheduler`` in ``cluster`` (:func:`cluster_pools`), counting windows that open within
     the provisioning lead; with ``mig_profile``, slices of that profile instead (never both:
-    issue 38)."""
+    issue 38). Open occurrences of the team's recurring reservations count as whole cards
+    (:func:`recurring_cards_open`)."""
     now = now or timezone.now()
+    pools = cluster_pools(scheduler=scheduler, cluster=cluster)
+    recurring = 0 if mig_profile else recurring_cards_open(team=team, pools=pools, now=now)
     total = (
         Allocation.objects.filter(mig_profile=mig_profile)
         .filter(
-            pool__in=cluster_pools(scheduler=scheduler, cluster=cluster),
+            pool__in=pools,
             team=team,
             gpu_model=gpu_model,
             status__in=APPLIED_STATUSES,
@@ -133,7 +141,30 @@ def team_cards_applied(
         )
         .aggregate(cards=Sum(applied_cards_expression()))["cards"]
     )
-    return int(total or 0)
+    return int(total or 0) + (recurring.get(gpu_model.pk, 0) if recurring else 0)
+
+
+def recurring_cards_open(*, team: Team, pools: QuerySet[Pool], now: datetime) -> dict[int, int]:
+    """Cards per GPU model id of ``team``'s active recurring reservations in ``pools`` with an
+    occurrence open at ``now`` or opening within :data:`PROVISION_LEAD` (an allocation's
+    window counts from the same lead, so a beat every few minutes raises the quota before the
+    occurrence starts, and lowers it at the first beat after it ends)."""
+    # One microsecond past the lead: an occurrence starting exactly then counts, as
+    # ``starts_at__lte`` does for allocations.
+    horizon = now + PROVISION_LEAD + timedelta(microseconds=1)
+    cards: dict[int, int] = {}
+    candidates = RecurringReservation.objects.filter(
+        team=team,
+        pool__in=pools,
+        status=ReservationStatus.ACTIVE,
+        first_date__lte=horizon.astimezone(UTC).date() + timedelta(days=1),
+        last_date__gte=now.astimezone(UTC).date() - timedelta(days=1),
+    )
+    for reservation in candidates:
+        if occurrences(reservation.rule, now, horizon):
+            model = reservation.gpu_model_id
+            cards[model] = cards.get(model, 0) + reservation.card_count
+    return cards
 
 
 def applied_cards_expression() -> Case:
@@ -332,7 +363,8 @@ def kubernetes_quota_wanted(
     quota: dict[str, int] = {}
     pools = cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster)
     held = Allocation.objects.filter(pool__in=pools, team=team).values("gpu_model")
-    for model in GpuModel.objects.filter(pk__in=held):
+    recurring = RecurringReservation.objects.filter(pool__in=pools, team=team).values("gpu_model")
+    for model in GpuModel.objects.filter(Q(pk__in=held) | Q(pk__in=recurring)):
         cards = team_cards_applied(
             team=team, gpu_model=model, scheduler=Scheduler.KUBERNETES, cluster=cluster, now=now
         )

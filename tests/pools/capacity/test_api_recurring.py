@@ -36,6 +36,7 @@ def test_a_pool_admin_reserves_and_cancels(admin_api, team, infer_pool, l40s):
     assert answer.status_code == 201, answer.json()
     body = answer.json()
     assert (body["team"], body["status"], body["card_count"]) == ("nlp", "active", 8)
+    assert body["scheduler_binding"] == {}  # no scheduler configured: nothing written yet
     assert body["next_occurrence"] == {
         "start": f"{MONDAY.isoformat()}T08:00:00+00:00",
         "end": f"{MONDAY.isoformat()}T17:00:00+00:00",

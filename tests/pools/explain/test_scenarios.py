@@ -12,12 +12,14 @@ from factories import (
     BudgetFactory,
     MembershipFactory,
     PoolFactory,
+    RecurringReservationFactory,
     TeamFactory,
     next_week_9am,
     node_with_gpus,
 )
 
 from pools.audit.models import AuditEvent
+from pools.capacity.availability import pool_free_cards
 from pools.capacity.models import CapacityRequest
 from pools.choices import NodeState
 from pools.inventory.models import GpuModel
@@ -281,3 +283,33 @@ def test_inference_alternatives_ask_the_sizing_estimates_card_count(api_as, bob)
     foreign = SizingEstimateFactory(status="done", results={"rows": rows})
     refused = api_as(bob).post(URL, {**ask, "sizing_estimate": foreign.pk}, format="json")
     assert refused.status_code == 400 and list(refused.json()["errors"]) == ["sizing_estimate"]
+
+
+def test_recurring_occurrences_are_held_in_the_explanation(api_as, bob, fleet, pool_admin):
+    """A course holds 16 A100 daily 09:00-18:00 UTC from the window's first day for three
+    days: the peak is 20 + 16 = 36 → 12 free (the approval's count says the same); bob sees a
+    fourth team and no name; the pool admin sees the occurrences as the reservation's rows."""
+    start = fleet["start"]
+    a100 = GpuModel.objects.get(slug="a100_80g_sxm")
+    course = RecurringReservationFactory(
+        team=TeamFactory(slug="course", name="Course"), pool=fleet["pool"], gpu_model=a100,
+        card_count=16, recurrence="daily", time_zone="UTC", first_date=start.date(),
+        last_date=start.date() + timedelta(days=2), start_time=start.time().replace(hour=9),
+        end_time=start.time().replace(hour=18),
+    )  # fmt: skip
+    data = api_as(bob).post(URL, body(start), format="json").json()
+    (reason,) = data["why_not"]
+    assert (reason["data"]["free"], reason["data"]["held_peak"]) == (12, 36)
+    assert (
+        pool_free_cards(
+            pool=fleet["pool"], gpu_model=a100, start=start, end=start + timedelta(days=7)
+        )
+        == 12
+    )
+    assert data["holders"]["other_teams"] == 4
+    assert "course" not in str(data).lower()
+    admin = api_as(pool_admin).post(URL, body(start), format="json").json()
+    rows = [r for r in admin["holders"]["allocations"] if r.get("recurring_reservation")]
+    assert [(r["recurring_reservation"], r["allocation"], r["cards"]) for r in rows] == [
+        (course.pk, None, 16)
+    ] * 3

@@ -16,6 +16,7 @@ from factories import (
     CapacityRequestFactory,
     MembershipFactory,
     PoolFactory,
+    RecurringReservationFactory,
     TeamFactory,
     next_week_9am,
     node_with_gpus,
@@ -128,3 +129,17 @@ def test_queue_sorts_by_could_be_approved_now(world, admin_page):
     last = admin_page.get("/requests/queue/?ordering=-approvable").content.decode()
     assert last.index(f"#{big}<") < last.index(f"#{small}<")
     assert 'class="badge ok">yes' in first and 'class="badge down">no' in first
+
+
+def test_pool_admin_sees_a_recurring_occurrence_as_the_reservation(world, admin_page):
+    """A course of 4 A100 weekly from the window's first day: its occurrence is a row
+    "Recurring #<id>", and the 8 asked find 0 free (16 − 12 − 4)."""
+    start = world["start"]
+    course = RecurringReservationFactory(
+        team=TeamFactory(slug="course", name="Course"), pool=world["pool"],
+        gpu_model=GpuModel.objects.get(slug="a100_80g_sxm"), card_count=4, recurrence="weekly",
+        time_zone="UTC", first_date=start.date(), last_date=start.date(),
+    )  # fmt: skip
+    html = admin_page.get(f"/requests/{world['asks'][8].pk}/explanation/").content.decode()
+    assert f"Recurring #{course.pk}" in html and "Course" in html
+    assert "only 0 of 16" in html
