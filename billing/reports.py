@@ -202,3 +202,28 @@ def idle_costs_csv(month, idle) -> str:
             row.currency,
         ])  # fmt: skip
     return out.getvalue()
+
+
+TOP_ALLOCATION_COLUMNS = (
+    "month", "allocation", "team", "pool", "gpu_model", "cards", "mig_profile",
+    "reserved_card_hours", "cost", "currency",
+)  # fmt: skip
+"""The month's dearest reserved allocations (:func:`billing.selectors.top_allocations`, the
+page's table) as CSV: card-hours to one decimal and the cost to the currency's minor unit,
+plain decimals; ``mig_profile`` empty for whole cards (``cards`` then counts cards, else
+slices)."""
+
+
+def top_allocations_csv(month, rows) -> str:
+    """The rows of :data:`TOP_ALLOCATION_COLUMNS` for ``rows`` (the page's rows, in its order)."""
+    out = io.StringIO()
+    writer = SafeCsvWriter(out)
+    writer.writerow(TOP_ALLOCATION_COLUMNS)
+    for row in rows:
+        allocation = row["allocation"]
+        writer.writerow([
+            f"{month:%Y-%m}", allocation.pk, allocation.team.slug, allocation.pool.slug,
+            allocation.gpu_model.slug, allocation.card_count, allocation.mig_profile,
+            plain_number(row["card_hours"], 1), plain_number(row["amount"]), row["currency"],
+        ])  # fmt: skip
+    return out.getvalue()

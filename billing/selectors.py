@@ -117,6 +117,7 @@ def top_allocations(*, month: date, team: Team | None = None, limit: int = 10) -
             "allocation": record.allocation,
             "card_hours": card_seconds_hours(record.quantity),
             "amount": amounts[record.pk],
+            "currency": currency,
         }
         for record in chosen
     ]

@@ -25,6 +25,7 @@ from billing.reports import (
     showback_csv,
     statement_pdf,
     statements_csv,
+    top_allocations_csv,
 )
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_all_costs, may_see_costs
@@ -89,6 +90,9 @@ def team_month(request, team: str, month: str):
     lines = list(selectors.statement_lines(statement=statement)) if statement else []
     _mark_ambiguous_time(lines, statement)
     export = request.GET.get("export")
+    if export == "top":
+        rows = selectors.top_allocations(month=month_d, team=team_obj)
+        return _top_allocations_response(month_d, rows, f"top-allocations-{team}-{month}.csv")
     if export and statement is None:
         raise Http404("No statement for this month.")
     if export == "csv":
@@ -136,6 +140,15 @@ def _focus_response(statements, filename: str) -> HttpResponse:
     return response
 
 
+def _top_allocations_response(month: date, rows, filename: str) -> HttpResponse:
+    """The page's top allocations as a CSV (:func:`billing.reports.top_allocations_csv`)."""
+    response = HttpResponse(
+        top_allocations_csv(month, rows), content_type="text/csv; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
 def _team_links(user, current: Team, month: date) -> str:
     """Links (each led by " · ") to the same month of the other teams the user is a member of.
     Pool admins reach every team from the finance month (paged), not from 1,600 links here."""
@@ -164,6 +177,9 @@ def finance_month(request, month: str):
         response = HttpResponse(idle_csv, content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="idle-cost-{month}.csv"'
         return response
+    if request.GET.get("export") == "top":
+        rows = selectors.top_allocations(month=month_d)
+        return _top_allocations_response(month_d, rows, f"top-allocations-{month}.csv")
     trend = selectors.month_trend(team=None, month=month_d)
     # a person pages through a month's statements and lines; the sums above cover all
     statements = Paginator(data["statements"], STATEMENTS_PER_PAGE).get_page(

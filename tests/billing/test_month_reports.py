@@ -257,3 +257,30 @@ def test_idle_cost_csv_has_the_table_in_plain_decimals(month_of_allocations, adm
         "currency",
         "2026-10,train,11904.00,456.00,0.00,11448.00,3.8,EUR",
     ]
+
+
+def test_top_allocations_csv_is_the_table_on_both_month_pages(
+    month_of_allocations, admin_page, team, train_pool, a100
+):
+    """``?export=top``: the top allocations worked out above by hand (C 240.00 EUR over
+    4 × 24 + 1 × 24 = 120 card-hours, A 192.00 over 96, B 24.00 over 12; D cancelled, absent),
+    dearest first, as plain decimals; the team's month gives the same rows."""
+    a, b, c = month_of_allocations
+    head = (
+        "month,allocation,team,pool,gpu_model,cards,mig_profile,reserved_card_hours,cost,currency"
+    )
+    rows = [
+        f"2026-10,{c.pk},{team.slug},{train_pool.slug},{a100.slug},1,,120.0,240.00,EUR",
+        f"2026-10,{a.pk},{team.slug},{train_pool.slug},{a100.slug},2,,96.0,192.00,EUR",
+        f"2026-10,{b.pk},{team.slug},{train_pool.slug},{a100.slug},1,,12.0,24.00,EUR",
+    ]
+    page = admin_page.get("/costs/finance/2026-10/").content.decode()
+    assert 'href="?export=top" data-top-csv>CSV</a>' in page
+    for url, name in (
+        ("/costs/finance/2026-10/", "top-allocations-2026-10.csv"),
+        (f"/costs/{team.slug}/2026-10/", f"top-allocations-{team.slug}-2026-10.csv"),
+    ):
+        response = admin_page.get(url, {"export": "top"})
+        assert response["Content-Type"] == "text/csv; charset=utf-8"
+        assert f'filename="{name}"' in response["Content-Disposition"]
+        assert response.content.decode().splitlines() == [head, *rows]
