@@ -127,16 +127,25 @@ def _validate(values: dict[str, Any]) -> None:
 
 
 def _save(budget: Budget) -> None:
-    """Save, then read back, so the audit event shows the stored values (2500 → 2500.000)."""
+    """Save, then read back, so the audit event shows the stored values (2500 → 2500.000).
+
+    One budget per team or cost centre × pool × model × period: the ``budget_unique_scope``
+    constraint on PostgreSQL (``NULLS NOT DISTINCT``); SQLite (the demo) cannot make that
+    constraint, so the same rule is checked here first, inside the transaction (SQLite
+    serialises writers)."""
+    scope = {f: getattr(budget, f) for f in ("team", "cost_centre", "pool", "gpu_model", "period")}
+    taken = Conflict(
+        f"{budget.owner_label} already has a {budget.period} budget for {budget.scope_label}.",
+        team=budget.team.slug if budget.team_id else None,
+    )
     try:
         with transaction.atomic():
+            if Budget.objects.filter(**scope).exclude(pk=budget.pk).exists():
+                raise taken
             budget.save()
             budget.refresh_from_db()
-    except IntegrityError as error:  # budget_unique_scope: one per team × pool × model × period
-        raise Conflict(
-            f"{budget.owner_label} already has a {budget.period} budget for {budget.scope_label}.",
-            team=budget.team.slug if budget.team_id else None,
-        ) from error
+    except IntegrityError as error:  # budget_unique_scope: a concurrent writer won the race
+        raise taken from error
 
 
 def budget_create(*, actor: Any, **values: Any) -> Budget:

@@ -76,3 +76,17 @@ def test_one_budget_per_scope_and_period(team, pool_admin):
         budget_create(actor=pool_admin, **values(team))
     assert Budget.objects.count() == 1
     assert AuditEvent.objects.filter(action="budget.created").count() == 1
+
+
+def test_a_second_budget_for_a_scope_is_refused_before_any_insert(team, pool_admin):
+    """SQLite (the demo) cannot make ``budget_unique_scope`` (NULLS NOT DISTINCT: pool and
+    GPU model are empty here): the service refuses the duplicate itself, before writing, so
+    the rule does not depend on the constraint."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    budget_create(actor=pool_admin, **values(team))
+    with CaptureQueriesContext(connection) as queries, pytest.raises(Conflict) as caught:
+        budget_create(actor=pool_admin, **values(team))
+    assert not [q for q in queries if q["sql"].lstrip().upper().startswith("INSERT")]
+    assert "already has a quarter budget" in caught.value.message
