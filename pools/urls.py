@@ -3,6 +3,7 @@ from django.urls import path
 from pools.advisor import views as advisor_views
 from pools.calibration import views as calibration_views
 from pools.capacity import views as views_requests
+from pools.capacity import views_calendar as capacity_views_calendar
 from pools.capacity import views_drift as capacity_views_drift
 from pools.clusters import views as cluster_views
 from pools.dashboards import views as dashboard_views
@@ -57,6 +58,11 @@ urlpatterns = [
     path("elastic/<int:pk>/", elastic_views.elastic_detail, name="elastic-detail"),
     path("start/", dashboard_views.landing, name="landing"),
     path("teams/mine/", dashboard_views.my_teams, name="my-teams"),
+    path(
+        "teams/<slug:slug>/calendar.ics",
+        capacity_views_calendar.team_calendar_ics,
+        name="team-calendar-ics",
+    ),
     path("teams/<slug:slug>/waiting/", waiting_views.waiting_work, name="waiting-work"),
     path("requests/", views_requests.request_list, name="request-list"),
     path("requests/new/", views_requests.request_new, name="request-new"),

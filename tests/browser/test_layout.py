@@ -106,6 +106,7 @@ NOT_PAGES = {
     "api/schema/": "the OpenAPI document (YAML)",
     "start/": "a redirect by role (after sign-in): to Fleet or My teams",
     "requests/explain/": "the request form's live panel (an htmx fragment; opened in its form)",
+    "teams/<slug:slug>/calendar.ics": "the team's iCalendar feed (text/calendar)",
 }
 NOT_PAGE_PREFIXES = (
     "admin/",  # Django's admin: its own stylesheet, not the portal's layout
