@@ -26,6 +26,11 @@ urlpatterns = [
     path("gpu-models/new/", inventory_views.gpu_model_edit, name="gpu-model-create"),
     path("gpu-models/<slug:slug>/edit/", inventory_views.gpu_model_edit, name="gpu-model-edit"),
     path("pools/", inventory_views.pool_list, name="pool-list"),
+    path(
+        "pools/<slug:pool>/<slug:model>/calendar/",
+        capacity_views_calendar.pool_calendar,
+        name="pool-calendar",
+    ),
     path("clusters/", cluster_views.cluster_list, name="cluster-list"),
     path("clusters/<slug:slug>/check/", cluster_views.cluster_check_now, name="cluster-check"),
     path("unrecognised-models/", inventory_views.unrecognised_models, name="unrecognised-models"),

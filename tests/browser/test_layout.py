@@ -32,6 +32,7 @@ PAGES = {
     "gpu-models/new/": "/gpu-models/new/",
     "gpu-models/<slug:slug>/edit/": "/gpu-models/h100_sxm/edit/",
     "pools/": "/pools/",
+    "pools/<slug:pool>/<slug:model>/calendar/": "/pools/infer-k8s/l40s/calendar/",
     "clusters/": "/clusters/",
     "unrecognised-models/": "/unrecognised-models/",
     "inventory/import/": "/inventory/import/",
