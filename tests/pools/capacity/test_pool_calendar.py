@@ -4,7 +4,7 @@ holds cards, on a hand-built week; every expected figure is worked out in the co
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime, time
+from datetime import UTC, date, datetime, time, timedelta
 
 import pytest
 from django.urls import reverse
@@ -133,3 +133,58 @@ def test_empty_week_and_unknown_pool(client, team_member, infer_pool, l40s):
     assert "Nothing holds cards of L40S in Inference this week." in html
     missing = reverse("pools:pool-calendar", args=["nope", "l40s"])
     assert client.get(missing).status_code == 404
+
+
+def test_queries_do_not_grow_with_the_week(client, team_member, week, django_assert_num_queries):
+    """Session, user, pool, model, visible teams, the week's allocations, its recurring rules and
+    the schedulable count (8), then per day :func:`pool_free_cards` as the approval runs it with
+    a recurring rule near the day: the peak statement, the allocations and the rules' occurrences
+    (3 × 7): 29, with 2 or 42 allocations that week."""
+    client.force_login(team_member)
+    url = reverse("pools:pool-calendar", args=["infer", "l40s"])
+    client.get(url, {"week": "2027-W03"})  # the pool's node read is cached from here on
+    with django_assert_num_queries(29):
+        client.get(url, {"week": "2027-W03"})
+    pool, l40s = week[0].pool, week[0].gpu_model
+    for hour in range(40):
+        AllocationFactory(
+            team=week[0].team,
+            pool=pool,
+            gpu_model=l40s,
+            card_count=1,
+            mig_profile="",
+            starts_at=datetime(2027, 1, 23, tzinfo=UTC) + timedelta(hours=hour),
+            ends_at=datetime(2027, 1, 25, 0, tzinfo=UTC),
+        )
+    with django_assert_num_queries(29):
+        client.get(url, {"week": "2027-W03"})
+
+
+def test_a_day_over_the_change_to_summer_time(client, settings, team_member, infer_pool, l40s):
+    # Sunday 2027-03-28 in Berlin runs from 00:00 CET (Sat 23:00 UTC) to 00:00 CEST (Sun 22:00
+    # UTC): 23 hours. 6 cards from Sun 22:00 UTC are Monday's, not Sunday's; 3 cards from Sat
+    # 23:00 UTC to 23:30 UTC are Sunday's (00:00-00:30 CET), not Saturday's.
+    settings.TIME_ZONE = "Europe/Berlin"
+    team = team_member.memberships.get().team
+    AllocationFactory(
+        team=team,
+        pool=infer_pool,
+        gpu_model=l40s,
+        card_count=6,
+        starts_at=datetime(2027, 3, 28, 22, 0, tzinfo=UTC),
+        ends_at=datetime(2027, 3, 29, 2, 0, tzinfo=UTC),
+    )
+    AllocationFactory(
+        team=team,
+        pool=infer_pool,
+        gpu_model=l40s,
+        card_count=3,
+        starts_at=datetime(2027, 3, 27, 23, 0, tzinfo=UTC),
+        ends_at=datetime(2027, 3, 27, 23, 30, tzinfo=UTC),
+    )
+    client.force_login(team_member)
+    url = reverse("pools:pool-calendar", args=["infer", "l40s"])
+    sat_sun = _cells(client.get(url, {"week": "2027-W12"}).content.decode(), "calendar-days")[5:]
+    assert [(d[0], d[1]) for d in sat_sun] == [("Sat 27 Mar", "8"), ("Sun 28 Mar", "5")]
+    monday = _cells(client.get(url, {"week": "2027-W13"}).content.decode(), "calendar-days")[0]
+    assert (monday[0], monday[1]) == ("Mon 29 Mar", "2")
