@@ -3,6 +3,7 @@ from django.urls import path
 from pools.advisor import views as advisor_views
 from pools.calibration import views as calibration_views
 from pools.capacity import views as views_requests
+from pools.capacity import views_calendar as capacity_views_calendar
 from pools.capacity import views_drift as capacity_views_drift
 from pools.clusters import views as cluster_views
 from pools.dashboards import views as dashboard_views
@@ -25,6 +26,11 @@ urlpatterns = [
     path("gpu-models/new/", inventory_views.gpu_model_edit, name="gpu-model-create"),
     path("gpu-models/<slug:slug>/edit/", inventory_views.gpu_model_edit, name="gpu-model-edit"),
     path("pools/", inventory_views.pool_list, name="pool-list"),
+    path(
+        "pools/<slug:pool>/<slug:model>/calendar/",
+        capacity_views_calendar.pool_calendar,
+        name="pool-calendar",
+    ),
     path("clusters/", cluster_views.cluster_list, name="cluster-list"),
     path("clusters/<slug:slug>/check/", cluster_views.cluster_check_now, name="cluster-check"),
     path("unrecognised-models/", inventory_views.unrecognised_models, name="unrecognised-models"),
@@ -57,6 +63,11 @@ urlpatterns = [
     path("elastic/<int:pk>/", elastic_views.elastic_detail, name="elastic-detail"),
     path("start/", dashboard_views.landing, name="landing"),
     path("teams/mine/", dashboard_views.my_teams, name="my-teams"),
+    path(
+        "teams/<slug:slug>/calendar.ics",
+        capacity_views_calendar.team_calendar_ics,
+        name="team-calendar-ics",
+    ),
     path("teams/<slug:slug>/waiting/", waiting_views.waiting_work, name="waiting-work"),
     path("requests/", views_requests.request_list, name="request-list"),
     path("requests/new/", views_requests.request_new, name="request-new"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import UTC, timedelta
 
 from django.conf import settings
 from django.db.models import (
@@ -23,7 +24,12 @@ from django.db.models.functions import RowNumber
 from django.utils.module_loading import import_string
 
 from pools.audit.models import AuditEvent
-from pools.capacity.models import Allocation, CapacityRequest, RecurringReservation
+from pools.capacity.models import (
+    Allocation,
+    CapacityRequest,
+    RecurringReservation,
+    ReservationStatus,
+)
 from pools.tenancy.models import Team
 from pools.tenancy.roles import sees_every_team
 
@@ -252,3 +258,22 @@ def recurring_reservation_list(*, user) -> QuerySet[RecurringReservation]:
     """The recurring reservations ``user`` may see (their teams'; every one for a pool admin),
     with team, pool and GPU model joined, by first date."""
     return RecurringReservation.objects.visible_to(user).select_related("team", "pool", "gpu_model")
+
+
+def team_calendar_entries(*, team_id: int, now) -> tuple[list, list]:
+    """What the team's iCalendar feed lists: its allocations that hold cards (approved to
+    expiring) and end after ``now``, and its active recurring reservations with a date from
+    ``now``'s UTC date less a day on (a local date is at most 14 h from UTC's); pool and GPU
+    model joined, by start."""
+    allocations = (
+        Allocation.objects.holding()
+        .filter(team_id=team_id, ends_at__gt=now)
+        .select_related("pool", "gpu_model")
+        .order_by("starts_at", "id")
+    )
+    recurring = RecurringReservation.objects.filter(
+        team_id=team_id,
+        status=ReservationStatus.ACTIVE,
+        last_date__gte=now.astimezone(UTC).date() - timedelta(days=1),
+    ).select_related("pool", "gpu_model")
+    return list(allocations), list(recurring)

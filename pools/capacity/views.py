@@ -676,6 +676,7 @@ def timeline(request):
                 "id": f"tl-{pool.pk}-{model.pk}",
                 "data_id": f"tl-{pool.pk}-{model.pk}-data",
                 "title": f"{pool.name} · {model.name}",
+                "calendar_url": reverse("pools:pool-calendar", args=[pool.slug, model.slug]),
                 "usable": usable,
                 "data": {
                     "labels": [d.strftime("%d %b") for d in days],

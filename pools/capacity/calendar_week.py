@@ -1,0 +1,105 @@
+"""The week view of a pool × GPU model's capacity calendar (issue 32 item 2): per local day the
+cards free over the whole day, as the request form counts them
+(:func:`pools.capacity.availability.pool_free_cards`: usable − the peak held, so the minimum
+free over the day), and what holds cards that week — holding allocations and the occurrences of
+active recurring reservations.
+
+Days are local days of the portal's zone (``TIME_ZONE``), so a day over a change of summer time
+has 23 or 25 hours. Weeks are ISO weeks (Monday first), named ``YYYY-Www``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+
+from django.utils import timezone
+
+from pools.capacity.availability import pool_free_cards
+from pools.capacity.models import RecurringReservation
+from pools.capacity.recurrence import occurrences
+from pools.capacity.window import holding_allocations
+
+_WEEK = re.compile(r"(\d{4})-W(\d{2})")
+OTHER_TEAMS = "other teams"
+
+
+def week_monday(text: str | None, today: date) -> date:
+    """The Monday of ISO week ``text`` (``2027-W03``); of ``today``'s week when ``text`` is
+    absent or not a week."""
+    match = _WEEK.fullmatch(text or "")
+    if match:
+        try:
+            return date.fromisocalendar(int(match[1]), int(match[2]), 1)
+        except ValueError:
+            pass
+    return today - timedelta(days=today.weekday())
+
+
+def week_name(monday: date) -> str:
+    year, week, _ = monday.isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+@dataclass(frozen=True)
+class Hold:
+    kind: str  # "allocation" or "recurring"
+    ref: int
+    team: str
+    cards: int
+    starts_at: datetime
+    ends_at: datetime
+
+
+@dataclass(frozen=True)
+class Day:
+    day: date
+    free: int
+    holds: list[Hold]
+
+
+def _local_midnight(day: date) -> datetime:
+    return datetime.combine(day, time(), tzinfo=timezone.get_current_timezone())
+
+
+def week_holds(*, pool, gpu_model, start, end, team_names: dict[int, str]) -> list[Hold]:
+    """Holding allocations of whole cards and recurring occurrences of the pool × model
+    overlapping ``[start, end)``, by start; a team not in ``team_names`` (those the reader
+    may see) reads :data:`OTHER_TEAMS`. Two queries."""
+    holds = [
+        Hold(
+            "allocation",
+            a.pk,
+            team_names.get(a.team_id, OTHER_TEAMS),
+            a.card_count,
+            a.starts_at,
+            a.ends_at,
+        )
+        for a in holding_allocations(pool=pool, gpu_model=gpu_model, start=start, end=end)
+    ]
+    rules = RecurringReservation.objects.holding(
+        pool_id=pool.pk, gpu_model_id=gpu_model.pk, start=start, end=end
+    )
+    for r in rules:
+        team = team_names.get(r.team_id, OTHER_TEAMS)
+        holds += [
+            Hold("recurring", r.pk, team, r.card_count, s, e)
+            for s, e in occurrences(r.rule, start, end)
+        ]
+    return sorted(holds, key=lambda h: (h.starts_at, h.kind, h.ref))
+
+
+def week_days(*, pool, gpu_model, monday: date, team_names: dict[int, str]) -> list[Day]:
+    """The seven days from ``monday``: free cards over each local day and its holds."""
+    bounds = [_local_midnight(monday + timedelta(days=i)) for i in range(8)]
+    holds = week_holds(
+        pool=pool, gpu_model=gpu_model, start=bounds[0], end=bounds[-1], team_names=team_names
+    )
+    days = []
+    for i in range(7):
+        start, end = bounds[i], bounds[i + 1]
+        free = pool_free_cards(pool=pool, gpu_model=gpu_model, start=start, end=end)
+        inside = [h for h in holds if h.starts_at < end and h.ends_at > start]
+        days.append(Day(start.date(), free, inside))
+    return days

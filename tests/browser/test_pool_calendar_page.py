@@ -1,0 +1,55 @@
+"""The capacity calendar's week view in Chromium (issue #32 item 2), at a laptop's and a phone's
+width: the day table keeps its day and free-cards columns in view, the page stays within the
+screen, and the next-week button moves the week."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from factories import AllocationFactory, MembershipFactory, PoolFactory, TeamFactory, node_with_gpus
+
+from pools.choices import Scheduler
+from pools.inventory.models import GpuModel
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_week_view_fits_and_moves(page, live_server, django_user_model, width):
+    team = TeamFactory(slug="nlp", name="NLP")
+    user = django_user_model.objects.create_user("alice", password="pw-alice-123")
+    MembershipFactory(team=team, user=user)
+    pool = PoolFactory(
+        slug="infer", name="Inference", scheduler=Scheduler.KUBERNETES, slurm_partition=""
+    )
+    node_with_gpus(
+        4, gpu_model="l40s", hostname="inf-01", pool=pool, scheduler=Scheduler.KUBERNETES
+    )
+    # 3 of 4 cards on Tuesday 2027-01-19 from 10:00 to 14:00 UTC (TIME_ZONE is UTC): 1 free.
+    AllocationFactory(
+        team=team, pool=pool, gpu_model=GpuModel.objects.get(slug="l40s"), card_count=3,
+        starts_at=datetime(2027, 1, 19, 10, tzinfo=UTC),
+        ends_at=datetime(2027, 1, 19, 14, tzinfo=UTC),
+    )  # fmt: skip
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"{live_server.url}/login/")
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", "pw-alice-123")
+    page.click("button[type=submit]")
+    page.wait_for_load_state()
+
+    page.goto(f"{live_server.url}/pools/infer/l40s/calendar/?week=2027-W03")
+    rows = page.locator("#calendar-days tbody tr")
+    assert rows.count() == 7
+    assert rows.nth(1).locator("td").nth(1).inner_text() == "1"
+    assert rows.nth(0).locator("td").nth(1).inner_text() == "4"
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    for header in ("Day", "Free cards"):
+        box = page.get_by_role("columnheader", name=header, exact=True).first.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width + 1
+
+    page.get_by_role("button", name="2027-W04 →").click()
+    page.wait_for_url("**week=2027-W04")
+    assert page.get_by_text("week 2027-W04").is_visible()
+    assert page.get_by_text("Nothing holds cards of L40S in Inference this week.").is_visible()
