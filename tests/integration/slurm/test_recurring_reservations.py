@@ -13,6 +13,7 @@ reservation (create again changes nothing).
 
 import uuid
 from datetime import UTC, date, datetime, time, timedelta
+from time import sleep
 
 import pytest
 from integration.slurm.slurm_cluster import build_adapter, eventually, unique_account
@@ -99,10 +100,13 @@ def test_slurmctld_moves_a_daily_reservation_forward_by_one_day(setup):
     adapter, account, partition = setup
     node = free_a100_node(adapter, partition)
     now = datetime.now(UTC).replace(microsecond=0)
+    if (now + timedelta(seconds=50)).date() != now.date():
+        # a same-day window is needed (end after start on the clock): wait for midnight UTC
+        midnight = datetime.combine(now.date() + timedelta(days=1), time(), UTC)
+        sleep((midnight - now).total_seconds() + 1)
+        now = datetime.now(UTC).replace(microsecond=0)
     start = now + timedelta(seconds=20)
     end = start + timedelta(seconds=30)
-    if end.date() != now.date():
-        pytest.skip("too close to midnight UTC for a same-day window")
     rule = unsaved(account, partition, "daily", now.date(), start.time(), end.time())
     spec = recurring_slurm_spec(
         rule, nodes=(node,), now=now, cluster_zone="UTC", name=f"hrec-{uuid.uuid4().hex[:8]}"
