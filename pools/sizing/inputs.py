@@ -34,6 +34,7 @@ from pools.sizing.demand import (
 )
 from pools.sizing.engines import ENGINE_PROFILES, engine_profile
 from pools.sizing.memory import KV_CACHE_DTYPE_NAMES, kv_cache_bits, precision_parse
+from pools.sizing.plan import MAX_DRAFT_TOKENS, speculation_from_fields
 from pools.sizing.presets import (
     CUSTOM_ARCH_FIELDS,
     REQUIRED_ARCH_FIELDS,
@@ -41,6 +42,7 @@ from pools.sizing.presets import (
     custom_model_arch,
     model_presets,
 )
+from pools.sizing.throughput import Speculation
 
 #: The seeds' per-card output rate: "7B, FP16, vLLM, A100/H100: conservatively 50-80 tok/s per
 #: card; take 60" (seeds/004, token-demand sizing). Shown beside the modelled rate, never used
@@ -103,6 +105,14 @@ TPOT_TARGET_MS = 50.0
 #: (预留30%的缓冲算力).
 SEED_SIZED_SHARE = 0.85
 SEED_BUFFER_SHARE = 0.30
+
+#: The speculative-decoding inputs (000 §3.3), as the plan's request fields name them.
+SPECULATION_INPUTS = (
+    "speculative_draft_tokens",
+    "speculative_acceptance_rate",
+    "speculative_draft_cost_ratio",
+    "speculative_draft_model",
+)
 
 #: Inputs where an explicit blank or ``null`` means "none" (not checked), not "the default".
 NULLABLE = frozenset({"tpot_target_ms", "ttft_target_ms"})
@@ -480,6 +490,43 @@ class SizingInputsSerializer(serializers.Serializer):
         help_text="NIC rate per card, Gb/s, when a replica spans nodes; TP across nodes needs "
         "at least 400.",
     )
+    speculative_draft_tokens = WholeNumberField(
+        high=MAX_DRAFT_TOKENS,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Speculative decoding (000 §3.3): tokens the draft proposes per pass (gamma); "
+        "empty: no speculation.",
+    )
+    speculative_acceptance_rate = BoundedNumberField(
+        low=0,
+        high=1,
+        low_open=False,
+        high_open=True,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Chance the target accepts a draft token (alpha), [0, 1).",
+    )
+    speculative_draft_cost_ratio = BoundedNumberField(
+        low=0,
+        high=1,
+        low_open=False,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="A draft step's time / a target step's (c), [0, 1]; empty with a draft model: "
+        "its active parameters / the target's.",
+    )
+    speculative_draft_model = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        default=None,
+        help_text="Preset id of a separate draft model (`llama3_8b` for `llama3_70b`): its "
+        "weights and KV cache are counted on every card. Empty: no separate draft (n-gram, or "
+        "an MTP / EAGLE head with the cost ratio given).",
+    )
     gpu_models = GpuModelSlugsField(
         default=list, help_text='GPU model slugs, not names: `["h100_sxm", "l40s"]`; empty: all.'
     )
@@ -535,6 +582,11 @@ class SizingInputsSerializer(serializers.Serializer):
         layout = _layout_errors(model, attrs)
         if layout:
             raise serializers.ValidationError(layout)
+        try:
+            speculation_of(attrs, model)
+        except SizingInputError as exc:
+            field = exc.data.get("field") or "speculative_draft_tokens"
+            raise serializers.ValidationError({field: exc.message}) from exc
         try:
             demand_of(attrs)
         except SizingInputError as exc:
@@ -640,6 +692,17 @@ def model_arch(inputs: Mapping[str, Any]) -> ModelArch:
     if inputs["model"] != "custom":
         return model_presets()[inputs["model"]]
     return custom_model_arch(inputs["custom_model"])
+
+
+def speculation_of(inputs: Mapping[str, Any], model: ModelArch) -> Speculation | None:
+    """The speculative decoding clean inputs ask for (``None``: none), with the draft model's
+    preset (:func:`pools.sizing.plan.speculation_from_fields`). Raises
+    :class:`SizingInputError` naming the field at fault."""
+    return speculation_from_fields(
+        {name: inputs.get(name) for name in SPECULATION_INPUTS},
+        presets=model_presets(),
+        target=model,
+    )
 
 
 def demand_of(inputs: Mapping[str, Any]) -> Demand | None:

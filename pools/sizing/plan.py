@@ -96,6 +96,7 @@ class ReplicaEstimate:
     pp: int = 1
     ep: int | None = None
     nic_gbps: float | None = None
+    speculation: Speculation | None = None
 
     @property
     def fits(self) -> bool:
@@ -248,7 +249,9 @@ def estimate_replica(
 
     ``speculation``: speculative decoding (``000`` §3.3), credited only where it is faster than
     plain decoding at the batch the replica runs (else the warning ``speculation_not_credited``;
-    :class:`pools.sizing.throughput.Speculation`). The draft model's memory is not counted.
+    :class:`pools.sizing.throughput.Speculation`). A separate draft model
+    (``speculation.draft``) takes memory on every card, weights and KV cache
+    (:func:`pools.sizing.memory.memory_estimate`).
 
     ``concurrency``: sequences in flight per replica (closed loop); ``None`` = saturation (as many
     as the KV cache and the engine's batch cap allow), unless ``request_rate`` (requests/s per
@@ -294,6 +297,7 @@ def estimate_replica(
         sequences=concurrency,
         engine=profile,
         pp=pp,
+        draft=None if speculation is None else speculation.draft,
     )
     replica = {
         "model": model,
@@ -365,22 +369,28 @@ def estimate_replica(
         pp=pp,
         ep=ep,
         nic_gbps=nic_gbps,
+        speculation=speculation,
     )
 
 
 def _does_not_fit(memory: MemoryEstimate, gpu: GpuSpec, concurrency: int | None) -> SizingWarning:
     wanted = concurrency or 1
+    per_sequence = memory.kv_bytes_per_sequence_per_gpu + memory.draft_kv_bytes_per_sequence_per_gpu
     need = (
         memory.weights_bytes_per_gpu
+        + memory.draft_weights_bytes_per_gpu
         + memory.engine_overhead_bytes_per_gpu
         + memory.reserve_bytes_per_gpu
-        + wanted * memory.kv_bytes_per_sequence_per_gpu
+        + wanted * per_sequence
     )
+    draft = ""
+    if memory.draft_weights_bytes_per_gpu:
+        draft = f"draft model {memory.draft_weights_bytes_per_gpu / 1e9:,.1f} GB, "
     return SizingWarning(
         "does_not_fit",
         f"Needs {need / 1e9:,.1f} GB per card at TP {memory.tp} (weights "
-        f"{memory.weights_bytes_per_gpu / 1e9:,.1f} GB, KV {wanted} x "
-        f"{memory.kv_bytes_per_sequence_per_gpu / 1e9:,.2f} GB, overhead and reserve "
+        f"{memory.weights_bytes_per_gpu / 1e9:,.1f} GB, {draft}KV {wanted} x "
+        f"{per_sequence / 1e9:,.2f} GB, overhead and reserve "
         f"{(memory.engine_overhead_bytes_per_gpu + memory.reserve_bytes_per_gpu) / 1e9:,.1f} GB);"
         f" {gpu.name} has {gpu.memory_bytes / 1e9:,.1f} GB.",
     )
@@ -460,6 +470,7 @@ def _option(
     pp: int = 1,
     ep: int | None = None,
     nic_gbps: float | None = None,
+    speculation: Speculation | None = None,
 ) -> tuple[ReplicaEstimate, ThroughputEstimate | None]:
     base = estimate_replica(
         model=model,
@@ -474,6 +485,7 @@ def _option(
         pp=pp,
         ep=ep,
         nic_gbps=nic_gbps,
+        speculation=speculation,
     )
     if not base.fits:
         return base, None
@@ -493,6 +505,7 @@ def _option(
         "cached_input_tokens": cached,
         "pp": pp,
         "nic_gbps": nic_gbps,
+        "speculation": speculation,
     }
     at_targets = batch_for_targets(
         max_batch=cap, tpot_target_ms=tpot_target_ms, ttft_target_ms=ttft_target_ms, **replica
@@ -525,6 +538,7 @@ def sizing_plan(
     pp: int = 1,
     ep: int | None = None,
     nic_gbps: float | None = None,
+    speculation: Speculation | None = None,
 ) -> SizingPlan:
     """One :class:`PlanRow` per GPU model in ``gpus``, ranked, plus the recommendation.
 
@@ -547,7 +561,8 @@ def sizing_plan(
     ``tp`` fixes the TP degree instead of trying each; ``pp`` pipeline stages, ``ep`` and
     ``nic_gbps`` as :func:`estimate_replica` (a replica is then tp x pp cards). A layout one GPU
     model cannot run (TP not dividing the heads, TP across its nodes on a slow NIC) gives that
-    row a ``layout_refused`` warning instead of refusing the plan.
+    row a ``layout_refused`` warning instead of refusing the plan. ``speculation``: speculative
+    decoding on every option, as :func:`estimate_replica` (credited only where it is faster).
 
     Raises :class:`SizingInputError` for bad precision, KV dtype, engine or lengths, or a
     context above the model's maximum.
@@ -616,6 +631,7 @@ def sizing_plan(
                 sized_share=sized_share,
                 buffer_share=buffer_share,
                 layout={"tp": tp, "pp": pp, "ep": ep, "nic_gbps": nic_gbps},
+                speculation=speculation,
             )
         )
         if on_progress is not None:
@@ -671,6 +687,7 @@ def _plan_row(
     sized_share: float = 1.0,
     buffer_share: float = 0.0,
     layout: Mapping[str, Any] | None = None,
+    speculation: Speculation | None = None,
 ) -> PlanRow:
     layout = dict(layout or {})
     fixed_tp = layout.pop("tp", None)
@@ -703,6 +720,7 @@ def _plan_row(
         cached=cached,
         tpot_target_ms=tpot_target_ms,
         ttft_target_ms=ttft_target_ms,
+        speculation=speculation,
     )
     if not options:
         return row(warnings=failure_warnings)
@@ -722,7 +740,9 @@ def _plan_row(
         for option in options
     ]
     missed, cards, tp, base, chosen, replicas, counts, buffer = _best(scored, min_fit_tp)
-    warnings = list(base.warnings)
+    # Speculation is credited (or not) at the batch the replica runs, not at saturation.
+    warnings = [w for w in base.warnings if w.code != "speculation_not_credited"]
+    warnings += _speculation_warnings(chosen)
     if missed:
         warnings += _target_warnings(chosen, tpot_target_ms, ttft_target_ms)
     if chosen.ttft_ms is None:
@@ -943,6 +963,7 @@ def _at_batch(
         cached_input_tokens=cached,
         pp=base.pp,
         nic_gbps=base.nic_gbps,
+        speculation=base.speculation,
     )
 
 
@@ -997,9 +1018,11 @@ REQUEST_FIELDS = (
     "speculative_draft_tokens",
     "speculative_acceptance_rate",
     "speculative_draft_cost_ratio",
+    "speculative_draft_model",
 )
 
-#: The speculative-decoding fields of a request, given all together or not at all.
+#: The speculative-decoding fields of a request, given all together or not at all (the cost
+#: ratio may instead follow from ``speculative_draft_model``: :func:`speculation_from_fields`).
 SPECULATION_FIELDS = (
     "speculative_draft_tokens",
     "speculative_acceptance_rate",
@@ -1010,19 +1033,39 @@ SPECULATION_FIELDS = (
 MAX_DRAFT_TOKENS = 16
 
 
-def speculation_from_fields(fields: Mapping[str, object]) -> Speculation | None:
+def draft_cost_ratio(*, draft: ModelArch, target: ModelArch) -> float:
+    """A separate draft's cost ratio c when none is given: its active parameters / the
+    target's. Decode at a small batch reads every active weight once per step, so step times
+    scale with the weight bytes read, the same precision for both (Leviathan et al. 2023 §3.4
+    define c as the ratio of the two models' step times).
+    Llama-3.1-8B for Llama-3.1-70B: 8,030,261,248 / 70,553,706,496 = 0.1138."""
+    return min(1.0, draft.active_params / target.active_params)
+
+
+def speculation_from_fields(
+    fields: Mapping[str, object],
+    *,
+    presets: Mapping[str, ModelArch] | None = None,
+    target: ModelArch | None = None,
+) -> Speculation | None:
     """The request's speculative decoding: ``speculative_draft_tokens`` (whole, 1 to
     :data:`MAX_DRAFT_TOKENS`), ``speculative_acceptance_rate`` in [0, 1) and
     ``speculative_draft_cost_ratio`` in [0, 1] (:class:`~pools.sizing.throughput.Speculation`),
-    all three or none (``None``). Raises :class:`SizingInputError` naming the field at fault."""
+    all three or none (``None``). ``speculative_draft_model``: a preset id of ``presets`` for a
+    separate draft model (fewer active parameters than the target), whose memory is counted;
+    then the cost ratio may be left out (:func:`draft_cost_ratio` against ``target``).
+    Raises :class:`SizingInputError` naming the field at fault."""
+    draft = _draft_model(fields, presets=presets, target=target)
     given = [name for name in SPECULATION_FIELDS if fields.get(name) is not None]
-    if not given:
+    if not given and draft is None:
         return None
+    if draft is not None and target is not None and fields.get(SPECULATION_FIELDS[2]) is None:
+        given.append(SPECULATION_FIELDS[2])
     if len(given) < len(SPECULATION_FIELDS):
         missing = next(name for name in SPECULATION_FIELDS if name not in given)
         raise SizingInputError(
             "speculative decoding needs the draft tokens, the acceptance rate and the draft's "
-            f"cost ratio together; {missing} is missing",
+            f"cost ratio (or draft model) together; {missing} is missing",
             reason="missing",
             field=missing,
         )
@@ -1034,7 +1077,9 @@ def speculation_from_fields(fields: Mapping[str, object]) -> Speculation | None:
             field="speculative_draft_tokens",
         )
     alpha = fields["speculative_acceptance_rate"]
-    cost = fields["speculative_draft_cost_ratio"]
+    cost = fields.get("speculative_draft_cost_ratio")
+    if cost is None:
+        cost = draft_cost_ratio(draft=draft, target=target)
     for name, value, fits, shown in (
         ("speculative_acceptance_rate", alpha, lambda v: 0 <= v < 1, "[0, 1)"),
         ("speculative_draft_cost_ratio", cost, lambda v: 0 <= v <= 1, "[0, 1]"),
@@ -1049,7 +1094,35 @@ def speculation_from_fields(fields: Mapping[str, object]) -> Speculation | None:
         draft_tokens=gamma,
         acceptance_rate=float(alpha),
         draft_cost_ratio=float(cost),
+        draft=draft,
     )
+
+
+def _draft_model(
+    fields: Mapping[str, object],
+    *,
+    presets: Mapping[str, ModelArch] | None,
+    target: ModelArch | None,
+) -> ModelArch | None:
+    """The preset ``speculative_draft_model`` names (``None`` when not given); refused when
+    unknown or not smaller than the target."""
+    name = fields.get("speculative_draft_model")
+    if name is None or name == "":
+        return None
+    draft = (presets or {}).get(name) if isinstance(name, str) else None
+    if draft is None:
+        raise SizingInputError(
+            f"unknown draft model {name!r}; give a preset id",
+            reason="unknown_model",
+            field="speculative_draft_model",
+        )
+    if target is not None and draft.active_params >= target.active_params:
+        raise SizingInputError(
+            f"the draft {draft.name} must have fewer active parameters than {target.name}",
+            reason="inconsistent",
+            field="speculative_draft_model",
+        )
+    return draft
 
 
 def _int_field(fields: Mapping[str, object], name: str, default: int | None) -> int | None:
@@ -1160,7 +1233,7 @@ def estimate_from_fields(
         pp=pp,
         ep=ep,
         nic_gbps=nic_gbps,
-        speculation=speculation_from_fields(fields),
+        speculation=speculation_from_fields(fields, presets=presets, target=model),
     )
 
 

@@ -51,7 +51,13 @@ from pools.jobs import SIZING_ESTIMATE, enqueue_on_commit, jobs_waiting
 from pools.sizing import SizingInputError
 from pools.sizing.engines import engine_profile
 from pools.sizing.gpus import GPU_SPEC_FIELDS, GpuSpec, gpu_spec_from_fields
-from pools.sizing.inputs import DEFAULT_INPUTS, demand_of, model_arch, sizing_inputs_clean
+from pools.sizing.inputs import (
+    DEFAULT_INPUTS,
+    demand_of,
+    model_arch,
+    sizing_inputs_clean,
+    speculation_of,
+)
 from pools.sizing.memory import (
     ENGINE_OVERHEAD_BYTES,
     RESERVE_FRACTION,
@@ -71,7 +77,7 @@ from pools.sizing.plan import (
     sizing_plan,
 )
 from pools.sizing.selectors import measured_on_fleet
-from pools.sizing.throughput import BANDWIDTH_EFFICIENCY
+from pools.sizing.throughput import BANDWIDTH_EFFICIENCY, Speculation
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_member
 
@@ -264,8 +270,41 @@ def _row_json(
         "monthly_cost": row.monthly_cost,
         "meets_targets": row.meets_targets,
         "fits_free_capacity": row.fits_free_capacity,
+        # Speculative decoding at the batch the replica runs (000 §3.3): output tokens per
+        # sequence per draft-and-verify pass, and whether it beat plain decoding there.
+        "speculative_tokens_per_step": None
+        if throughput is None
+        else throughput.speculative_tokens_per_step,
+        "speculative_credited": None if throughput is None else throughput.speculative_credited,
+        "draft_weights_bytes_per_gpu": None
+        if memory is None
+        else memory.draft_weights_bytes_per_gpu,
+        "draft_kv_bytes_per_sequence_per_gpu": None
+        if memory is None
+        else memory.draft_kv_bytes_per_sequence_per_gpu,
         "warnings": [_warning(w, row=row, free=free, pool_names=pool_names) for w in row.warnings],
         "estimate": None if estimate is None else replica_estimate_as_dict(estimate),
+    }
+
+
+def _speculation_json(speculation: Speculation | None, *, precision) -> dict[str, Any] | None:
+    """The speculative decoding asked for, with Leviathan et al.'s expected tokens per pass
+    (1 - alpha^(gamma+1)) / (1 - alpha) and the draft model's whole weights at the target's
+    precision (bytes; per card: the rows' ``draft_weights_bytes_per_gpu``)."""
+    if speculation is None:
+        return None
+    draft = speculation.draft
+    return {
+        "draft_tokens": speculation.draft_tokens,
+        "acceptance_rate": speculation.acceptance_rate,
+        "draft_cost_ratio": speculation.draft_cost_ratio,
+        "tokens_per_step": speculation.tokens_per_step(),
+        "draft_model": None if draft is None else draft.id,
+        "draft_model_name": None if draft is None else draft.name,
+        "draft_params": None if draft is None else draft.total_params,
+        "draft_weights_bytes": None
+        if draft is None
+        else weights_bytes(params=draft.total_params, weight_bits=precision.weight_bits),
     }
 
 
@@ -418,6 +457,7 @@ def sizing_results(
     model. Raises :class:`SizingInputError` if the arithmetic refuses the inputs."""
     model = model_arch(inputs)
     demand = demand_of(inputs)
+    speculation = speculation_of(inputs, model)
     start, end = capacity_window()
     free = inference_free_cards(start=start, end=end)
     usable = inference_usable_cards(start=start, end=end)
@@ -450,6 +490,7 @@ def sizing_results(
         pp=inputs.get("pp") or 1,
         ep=inputs.get("ep"),
         nic_gbps=inputs.get("nic_gbps"),
+        speculation=speculation,
     )
     by_slug = {spec.slug: (row, spec) for row, spec in gpus}
     pool_names = dict(Pool.objects.values_list("slug", "name"))  # people read names, not slugs
@@ -495,6 +536,7 @@ def sizing_results(
         if inputs["concurrency"] is None
         else per_sequence * inputs["concurrency"],
         "demand": None if demand is None else asdict(demand),
+        "speculation": _speculation_json(speculation, precision=precision),
         "seed_rule": None
         if plan.seed_rule_cards is None
         else {

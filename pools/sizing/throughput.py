@@ -384,11 +384,17 @@ class Speculation:
     time / one target decode step's time. Both are Leviathan, Kalman and Matias, "Fast
     Inference from Transformers via Speculative Decoding", ICML 2023 (arXiv 2211.17192), §3.1
     and §3.4; an EAGLE or MTP head of one layer on an L-layer target is about c = 1 / L.
+
+    ``draft``: the draft model when it is a separate model (``None``: an n-gram / prompt-lookup
+    draft or a head counted in the target). Its weights (at the target's weight precision,
+    split over the TP group like the target's, as vLLM runs a draft by default) and its KV cache
+    per sequence take memory on every card (:func:`pools.sizing.memory.memory_estimate`).
     """
 
     draft_tokens: int
     acceptance_rate: float
     draft_cost_ratio: float
+    draft: ModelArch | None = None
 
     def tokens_per_step(self) -> float:
         """Expected tokens a sequence gains per verification pass: (1 - alpha^(gamma + 1)) /

@@ -68,6 +68,7 @@ WARNING_LABELS = {
     "fp8_support_unknown": "FP8 support unknown",
     "context_too_long": "context too long",
     "engine_version": "engine version",
+    "speculation_not_credited": "speculation not credited",
 }
 """Readable names of :class:`pools.sizing.SizingWarning` codes (the code stays in the API, the
 CSV and the badge's ``data-code``)."""
