@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
@@ -286,57 +285,6 @@ class CardHourPricesField(serializers.Field):
 
     def to_representation(self, value: dict[str, str]) -> dict[str, str]:
         return value
-
-
-# The fields as the OpenAPI document describes them (drf-spectacular finds these extensions
-# by class; nullable, default and required come from the fields as usual).
-
-
-class WholeNumberFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "pools.sizing.inputs.WholeNumberField"
-
-    def map_serializer_field(self, auto_schema, direction):
-        field = self.target
-        schema = {"type": "integer", "minimum": field.low}
-        if field.high is not None:
-            schema["maximum"] = field.high
-        return schema
-
-
-class BoundedNumberFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "pools.sizing.inputs.BoundedNumberField"
-
-    def map_serializer_field(self, auto_schema, direction):
-        field = self.target
-        return {
-            "type": "number",
-            "minimum": field.low,
-            "exclusiveMinimum": field.low_open,
-            "maximum": field.high,
-            "exclusiveMaximum": field.high_open,
-        }
-
-
-class ParsedChoiceFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "pools.sizing.inputs.ParsedChoiceField"
-
-    def map_serializer_field(self, auto_schema, direction):
-        return {"type": "string", "enum": list(self.target.allowed)}
-
-
-class GpuModelSlugsFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "pools.sizing.inputs.GpuModelSlugsField"
-
-    def map_serializer_field(self, auto_schema, direction):
-        return {"type": "array", "items": {"type": "string"}}
-
-
-class CardHourPricesFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "pools.sizing.inputs.CardHourPricesField"
-
-    def map_serializer_field(self, auto_schema, direction):
-        price = {"type": "string", "format": "decimal", "pattern": r"^\d+(\.\d+)?$"}
-        return {"type": "object", "additionalProperties": price}
 
 
 def known_gpu_slugs(field: serializers.Field) -> frozenset[str]:
