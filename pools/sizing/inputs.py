@@ -33,7 +33,13 @@ from pools.sizing.demand import (
 )
 from pools.sizing.engines import ENGINE_PROFILES, engine_profile
 from pools.sizing.memory import KV_CACHE_DTYPE_NAMES, kv_cache_bits, precision_parse
-from pools.sizing.plan import MAX_DRAFT_TOKENS, speculation_from_fields
+from pools.sizing.plan import (
+    MAX_DRAFT_TOKENS,
+    MAX_IMAGE_SIDE_PX,
+    MULTIMODAL_DEFAULTS,
+    speculation_from_fields,
+    visual_load_from_fields,
+)
 from pools.sizing.presets import (
     CUSTOM_ARCH_FIELDS,
     REQUIRED_ARCH_FIELDS,
@@ -42,6 +48,7 @@ from pools.sizing.presets import (
     model_presets,
 )
 from pools.sizing.throughput import Speculation
+from pools.sizing.vision import VisualLoad
 
 #: The seeds' per-card output rate: "7B, FP16, vLLM, A100/H100: conservatively 50-80 tok/s per
 #: card; take 60" (seeds/004, token-demand sizing). Shown beside the modelled rate, never used
@@ -475,6 +482,29 @@ class SizingInputsSerializer(serializers.Serializer):
         "weights and KV cache are counted on every card. Empty: no separate draft (n-gram, or "
         "an MTP / EAGLE head with the cost ratio given).",
     )
+    images_per_request = WholeNumberField(
+        low=0,
+        high=10_000,
+        default=0,
+        help_text="Images per request (000 §6.3), for a vision-language model: each becomes "
+        "visual input tokens, and the vision encoder's work runs before the prefill.",
+    )
+    image_width_px = WholeNumberField(
+        high=MAX_IMAGE_SIDE_PX, default=1024, help_text="Width of an image or video frame, px."
+    )
+    image_height_px = WholeNumberField(
+        high=MAX_IMAGE_SIDE_PX, default=1024, help_text="Height of an image or video frame, px."
+    )
+    video_seconds_per_request = BoundedNumberField(
+        low=0,
+        high=86_400,
+        low_open=False,
+        default=0.0,
+        help_text="Seconds of video per request, sampled at video_fps frames per second.",
+    )
+    video_fps = BoundedNumberField(
+        low=0, high=60, default=2.0, help_text="Video frames sampled per second (0, 60]."
+    )
     gpu_models = GpuModelSlugsField(
         default=list, help_text='GPU model slugs, not names: `["h100_sxm", "l40s"]`; empty: all.'
     )
@@ -519,12 +549,19 @@ class SizingInputsSerializer(serializers.Serializer):
                     for field, message in errors.items()
                 }
             ) from exc
-        context = attrs["input_len"] + attrs["output_len"]
+        try:
+            visual = visual_of(attrs, model)
+        except SizingInputError as exc:
+            raise serializers.ValidationError(
+                {exc.data.get("field") or "images_per_request": exc.message}
+            ) from exc
+        context = attrs["input_len"] + attrs["output_len"] + (visual.tokens if visual else 0)
         if context > model.max_context_tokens:
+            seen = f" (with {visual.tokens:,} visual tokens)" if visual else ""
             raise serializers.ValidationError(
                 {
-                    "input_len": f"Input + output = {context:,} tokens exceeds {model.name}'s "
-                    f"maximum context of {model.max_context_tokens:,}."
+                    "input_len": f"Input + output = {context:,} tokens{seen} exceeds "
+                    f"{model.name}'s maximum context of {model.max_context_tokens:,}."
                 }
             )
         layout = _layout_errors(model, attrs)
@@ -640,6 +677,13 @@ def model_arch(inputs: Mapping[str, Any]) -> ModelArch:
     if inputs["model"] != "custom":
         return model_presets()[inputs["model"]]
     return custom_model_arch(inputs["custom_model"])
+
+
+def visual_of(inputs: Mapping[str, Any], model: ModelArch) -> VisualLoad | None:
+    """The visual load of clean inputs' images and video (``None``: none;
+    :func:`pools.sizing.plan.visual_load_from_fields`). Raises :class:`SizingInputError`
+    naming the field at fault (a text-only model: ``images_per_request``)."""
+    return visual_load_from_fields({name: inputs.get(name) for name in MULTIMODAL_DEFAULTS}, model)
 
 
 def speculation_of(inputs: Mapping[str, Any], model: ModelArch) -> Speculation | None:

@@ -290,6 +290,7 @@ class MemoryEstimate:
     pp: int = 1
     draft_weights_bytes_per_gpu: int = 0
     draft_kv_bytes_per_sequence_per_gpu: int = 0
+    vision_weights_bytes_per_gpu: int = 0
 
 
 def _check_positive(name: str, value: object) -> None:
@@ -388,8 +389,19 @@ def memory_estimate(
         draft_per_sequence_per_gpu = kv_bytes_per_sequence(
             draft, context_tokens=context_tokens, kv_bits=kv_bits, tp=tp
         )
+    # A vision-language model's encoder (000 §6.3), kept at 16 bit and split over the TP group
+    # like the language model (vLLM shards Qwen2.5-VL's vision blocks), on the first stage.
+    vision_weights_per_gpu = 0
+    if model.vision is not None:
+        vision_weights_per_gpu = -(-weights_bytes(params=model.vision.params, weight_bits=16) // tp)
     budget = max(
-        0, gpu_memory_bytes - weights_per_gpu - draft_weights_per_gpu - overhead - kept_free
+        0,
+        gpu_memory_bytes
+        - weights_per_gpu
+        - draft_weights_per_gpu
+        - vision_weights_per_gpu
+        - overhead
+        - kept_free,
     )
     max_sequences = budget // (per_sequence_per_gpu + draft_per_sequence_per_gpu)
     counted = sequences if sequences is not None else max_sequences
@@ -422,6 +434,7 @@ def memory_estimate(
         gpu_memory_bytes=gpu_memory_bytes,
         total_bytes_per_gpu=weights_per_gpu
         + draft_weights_per_gpu
+        + vision_weights_per_gpu
         + kv_per_gpu
         + overhead
         + kept_free,
@@ -431,4 +444,5 @@ def memory_estimate(
         pp=pp,
         draft_weights_bytes_per_gpu=draft_weights_per_gpu,
         draft_kv_bytes_per_sequence_per_gpu=draft_per_sequence_per_gpu,
+        vision_weights_bytes_per_gpu=vision_weights_per_gpu,
     )

@@ -34,6 +34,7 @@ from pools.sizing.throughput import (
     replica_throughput,
     tensor_tflops,
 )
+from pools.sizing.vision import VisualLoad, visual_load
 
 #: Hours in an average month: 8,760 h a year / 12.
 HOURS_PER_MONTH = Decimal("730")
@@ -97,6 +98,7 @@ class ReplicaEstimate:
     ep: int | None = None
     nic_gbps: float | None = None
     speculation: Speculation | None = None
+    encoder_flops_per_request: float = 0.0
 
     @property
     def fits(self) -> bool:
@@ -233,6 +235,7 @@ def estimate_replica(
     ep: int | None = None,
     nic_gbps: float | None = None,
     speculation: Speculation | None = None,
+    encoder_flops_per_request: float = 0.0,
 ) -> ReplicaEstimate:
     """Memory and speed of ``model`` on ``tp`` cards of ``gpu`` (the ``estimate`` command's core).
 
@@ -252,6 +255,11 @@ def estimate_replica(
     :class:`pools.sizing.throughput.Speculation`). A separate draft model
     (``speculation.draft``) takes memory on every card, weights and KV cache
     (:func:`pools.sizing.memory.memory_estimate`).
+
+    Multimodal requests (``000`` §6.3): ``input_tokens`` include the visual tokens and
+    ``encoder_flops_per_request`` is the vision encoder's work per request
+    (:func:`pools.sizing.vision.visual_load`); a vision-language model's encoder weights are
+    counted in memory.
 
     ``concurrency``: sequences in flight per replica (closed loop); ``None`` = saturation (as many
     as the KV cache and the engine's batch cap allow), unless ``request_rate`` (requests/s per
@@ -312,6 +320,7 @@ def estimate_replica(
         "pp": pp,
         "nic_gbps": nic_gbps,
         "speculation": speculation,
+        "encoder_flops_per_request": encoder_flops_per_request,
     }
     throughput = None
     limit = "concurrency"
@@ -370,6 +379,7 @@ def estimate_replica(
         ep=ep,
         nic_gbps=nic_gbps,
         speculation=speculation,
+        encoder_flops_per_request=encoder_flops_per_request,
     )
 
 
@@ -379,6 +389,7 @@ def _does_not_fit(memory: MemoryEstimate, gpu: GpuSpec, concurrency: int | None)
     need = (
         memory.weights_bytes_per_gpu
         + memory.draft_weights_bytes_per_gpu
+        + memory.vision_weights_bytes_per_gpu
         + memory.engine_overhead_bytes_per_gpu
         + memory.reserve_bytes_per_gpu
         + wanted * per_sequence
@@ -471,6 +482,7 @@ def _option(
     ep: int | None = None,
     nic_gbps: float | None = None,
     speculation: Speculation | None = None,
+    encoder_flops_per_request: float = 0.0,
 ) -> tuple[ReplicaEstimate, ThroughputEstimate | None]:
     base = estimate_replica(
         model=model,
@@ -486,6 +498,7 @@ def _option(
         ep=ep,
         nic_gbps=nic_gbps,
         speculation=speculation,
+        encoder_flops_per_request=encoder_flops_per_request,
     )
     if not base.fits:
         return base, None
@@ -506,6 +519,7 @@ def _option(
         "pp": pp,
         "nic_gbps": nic_gbps,
         "speculation": speculation,
+        "encoder_flops_per_request": encoder_flops_per_request,
     }
     at_targets = batch_for_targets(
         max_batch=cap, tpot_target_ms=tpot_target_ms, ttft_target_ms=ttft_target_ms, **replica
@@ -539,6 +553,7 @@ def sizing_plan(
     ep: int | None = None,
     nic_gbps: float | None = None,
     speculation: Speculation | None = None,
+    encoder_flops_per_request: float = 0.0,
 ) -> SizingPlan:
     """One :class:`PlanRow` per GPU model in ``gpus``, ranked, plus the recommendation.
 
@@ -563,6 +578,8 @@ def sizing_plan(
     model cannot run (TP not dividing the heads, TP across its nodes on a slow NIC) gives that
     row a ``layout_refused`` warning instead of refusing the plan. ``speculation``: speculative
     decoding on every option, as :func:`estimate_replica` (credited only where it is faster).
+    ``encoder_flops_per_request``: a multimodal request's vision-encoder work, its visual
+    tokens already in ``input_tokens`` (:func:`estimate_replica`).
 
     Raises :class:`SizingInputError` for bad precision, KV dtype, engine or lengths, or a
     context above the model's maximum.
@@ -632,6 +649,7 @@ def sizing_plan(
                 buffer_share=buffer_share,
                 layout={"tp": tp, "pp": pp, "ep": ep, "nic_gbps": nic_gbps},
                 speculation=speculation,
+                encoder_flops_per_request=encoder_flops_per_request,
             )
         )
         if on_progress is not None:
@@ -688,6 +706,7 @@ def _plan_row(
     buffer_share: float = 0.0,
     layout: Mapping[str, Any] | None = None,
     speculation: Speculation | None = None,
+    encoder_flops_per_request: float = 0.0,
 ) -> PlanRow:
     layout = dict(layout or {})
     fixed_tp = layout.pop("tp", None)
@@ -721,6 +740,7 @@ def _plan_row(
         tpot_target_ms=tpot_target_ms,
         ttft_target_ms=ttft_target_ms,
         speculation=speculation,
+        encoder_flops_per_request=encoder_flops_per_request,
     )
     if not options:
         return row(warnings=failure_warnings)
@@ -964,6 +984,7 @@ def _at_batch(
         pp=base.pp,
         nic_gbps=base.nic_gbps,
         speculation=base.speculation,
+        encoder_flops_per_request=base.encoder_flops_per_request,
     )
 
 
@@ -1019,6 +1040,11 @@ REQUEST_FIELDS = (
     "speculative_acceptance_rate",
     "speculative_draft_cost_ratio",
     "speculative_draft_model",
+    "images_per_request",
+    "image_width_px",
+    "image_height_px",
+    "video_seconds_per_request",
+    "video_fps",
 )
 
 #: The speculative-decoding fields of a request, given all together or not at all (the cost
@@ -1217,6 +1243,7 @@ def estimate_from_fields(
     rate = _rate_field(fields, "request_rate")
     hit_rate = _hit_rate_field(fields)
     replicas = gpu_count // (tp * pp) if gpu_count % (tp * pp) == 0 else 1
+    visual = visual_load_from_fields(fields, model)
     return estimate_replica(
         model=model,
         gpu=gpu,
@@ -1224,7 +1251,7 @@ def estimate_from_fields(
         kv_cache_dtype=kv_dtype,
         tp=tp,
         gpu_count=gpu_count,
-        input_tokens=input_len,
+        input_tokens=input_len + (0 if visual is None else visual.tokens),
         output_tokens=output_len,
         concurrency=_int_field(fields, "concurrency", None),
         request_rate=None if rate is None else rate / replicas,
@@ -1234,6 +1261,61 @@ def estimate_from_fields(
         ep=ep,
         nic_gbps=nic_gbps,
         speculation=speculation_from_fields(fields, presets=presets, target=model),
+        encoder_flops_per_request=0.0 if visual is None else visual.encoder_flops,
+    )
+
+
+#: The multimodal fields of a request (000 §6.3) and their defaults: no images, no video,
+#: 1,024 x 1,024 px images / frames, video sampled at 2 frames per second (Qwen2.5-VL's
+#: qwen-vl-utils default FPS 2.0).
+MULTIMODAL_DEFAULTS = {
+    "images_per_request": 0,
+    "image_width_px": 1024,
+    "image_height_px": 1024,
+    "video_seconds_per_request": 0.0,
+    "video_fps": 2.0,
+}
+#: Largest image or frame side taken, px (a typo guard: 16K video is 15,360 px wide).
+MAX_IMAGE_SIDE_PX = 16_384
+
+
+def visual_load_from_fields(fields: Mapping[str, object], model: ModelArch) -> VisualLoad | None:
+    """The visual load of a request's multimodal fields (:data:`MULTIMODAL_DEFAULTS`; ``None``
+    without images or video): whole images >= 0, sides 1 to :data:`MAX_IMAGE_SIDE_PX` px, video
+    seconds >= 0 and fps > 0 (:func:`pools.sizing.vision.visual_load`). Raises
+    :class:`SizingInputError` naming the field at fault, or ``not_multimodal`` for a text-only
+    model."""
+    values = {
+        name: default if fields.get(name) is None else fields[name]
+        for name, default in MULTIMODAL_DEFAULTS.items()
+    }
+    for name, value in values.items():
+        whole = name in ("images_per_request", "image_width_px", "image_height_px")
+        low = 1 if name in ("image_width_px", "image_height_px", "video_fps") else 0
+        high = (
+            MAX_IMAGE_SIDE_PX if name.startswith("image_") and name != "images_per_request" else 1e6
+        )
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if (
+            not number
+            or (whole and float(value) != int(value))
+            or not low <= value <= high
+            or (name == "video_fps" and value <= 0)
+        ):
+            kind = "a whole number" if whole else "a number"
+            raise SizingInputError(
+                f"{name} must be {kind} from {low:g} to {high:g}, got {value!r}",
+                reason="out_of_range",
+                field=name,
+            )
+    return visual_load(
+        model.vision,
+        model_name=model.name,
+        images=int(values["images_per_request"]),
+        video_seconds=float(values["video_seconds_per_request"]),
+        video_fps=float(values["video_fps"]),
+        width_px=int(values["image_width_px"]),
+        height_px=int(values["image_height_px"]),
     )
 
 

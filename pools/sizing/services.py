@@ -57,6 +57,7 @@ from pools.sizing.inputs import (
     model_arch,
     sizing_inputs_clean,
     speculation_of,
+    visual_of,
 )
 from pools.sizing.memory import (
     ENGINE_OVERHEAD_BYTES,
@@ -276,6 +277,9 @@ def _row_json(
         if throughput is None
         else throughput.speculative_tokens_per_step,
         "speculative_credited": None if throughput is None else throughput.speculative_credited,
+        "vision_weights_bytes_per_gpu": None
+        if memory is None
+        else memory.vision_weights_bytes_per_gpu,
         "draft_weights_bytes_per_gpu": None
         if memory is None
         else memory.draft_weights_bytes_per_gpu,
@@ -456,7 +460,11 @@ def sizing_results(
     free cards of the inference pools; writes nothing. ``on_progress(done, total)`` per GPU
     model. Raises :class:`SizingInputError` if the arithmetic refuses the inputs."""
     model = model_arch(inputs)
-    demand = demand_of(inputs)
+    visual = visual_of(inputs, model)
+    # A multimodal request's images and video reach the language model as input tokens
+    # (000 §6.3): the prefill, the KV cache and the demand count them with the text.
+    input_len = inputs["input_len"] + (0 if visual is None else visual.tokens)
+    demand = demand_of({**inputs, "input_len": input_len})
     speculation = speculation_of(inputs, model)
     start, end = capacity_window()
     free = inference_free_cards(start=start, end=end)
@@ -472,7 +480,7 @@ def sizing_results(
         gpus=[spec for _, spec in gpus],
         precision=inputs["precision"],
         kv_cache_dtype=inputs["kv_cache_dtype"],
-        input_tokens=inputs["input_len"],
+        input_tokens=input_len,
         output_tokens=inputs["output_len"],
         demand=demand,
         concurrency=inputs["concurrency"],
@@ -491,6 +499,7 @@ def sizing_results(
         ep=inputs.get("ep"),
         nic_gbps=inputs.get("nic_gbps"),
         speculation=speculation,
+        encoder_flops_per_request=0.0 if visual is None else visual.encoder_flops,
     )
     by_slug = {spec.slug: (row, spec) for row, spec in gpus}
     pool_names = dict(Pool.objects.values_list("slug", "name"))  # people read names, not slugs
@@ -498,7 +507,7 @@ def sizing_results(
     kv_bits = kv_cache_bits(inputs["kv_cache_dtype"])
     per_token = model_kv_bytes_per_token(model, kv_bits=kv_bits)
     per_sequence = kv_bytes_per_sequence(
-        model, context_tokens=inputs["input_len"] + inputs["output_len"], kv_bits=kv_bits
+        model, context_tokens=input_len + inputs["output_len"], kv_bits=kv_bits
     )
     results = {
         "model": {
@@ -530,13 +539,23 @@ def sizing_results(
         ),
         "kv_bytes_per_token": per_token,
         "kv_bytes_per_sequence": per_sequence,
-        "context_tokens": inputs["input_len"] + inputs["output_len"],
+        "context_tokens": input_len + inputs["output_len"],
         "concurrency": inputs["concurrency"],
         "kv_bytes_for_concurrency": None
         if inputs["concurrency"] is None
         else per_sequence * inputs["concurrency"],
         "demand": None if demand is None else asdict(demand),
         "speculation": _speculation_json(speculation, precision=precision),
+        # Images and video as input tokens and the vision encoder's cost (000 §6.3).
+        "multimodal": None
+        if visual is None
+        else {
+            **asdict(visual),
+            "text_input_len": inputs["input_len"],
+            "input_len": input_len,
+            "encoder_params": model.vision.params,
+            "encoder_weights_bytes": weights_bytes(params=model.vision.params, weight_bits=16),
+        },
         "seed_rule": None
         if plan.seed_rule_cards is None
         else {

@@ -52,6 +52,11 @@ SCALAR_INPUTS = (
     "speculative_acceptance_rate",
     "speculative_draft_cost_ratio",
     "speculative_draft_model",
+    "images_per_request",
+    "image_width_px",
+    "image_height_px",
+    "video_seconds_per_request",
+    "video_fps",
     "seed_per_card_tok_s",
 )
 
@@ -106,6 +111,11 @@ FIELD_LABELS = {
     "speculative_acceptance_rate": "Acceptance rate",
     "speculative_draft_cost_ratio": "Draft cost ratio",
     "speculative_draft_model": "Draft model",
+    "images_per_request": "Images per request",
+    "image_width_px": "Image width",
+    "image_height_px": "Image height",
+    "video_seconds_per_request": "Video seconds per request",
+    "video_fps": "Video frames per second",
     "seed_per_card_tok_s": "Seed's per-card tok/s",
     "gpu_models": "GPU models",
     "prices": "Prices",

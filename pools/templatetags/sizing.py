@@ -35,6 +35,15 @@ def gib(value, decimals: int = 0):
 
 
 @register.filter
+def tflop(value, decimals: int = 1):
+    """FLOPs as TFLOP (10**12 FLOPs) with ``decimals`` places; ``—`` if unknown."""
+    number = _number(value)
+    if number is None:
+        return "—"
+    return f"{number / 1e12:,.{int(decimals)}f}"
+
+
+@register.filter
 def qty(value, decimals: int = 0):
     """A number with ``decimals`` places and thousands separators; ``—`` if unknown."""
     number = _number(value)
