@@ -278,3 +278,30 @@ def test_speculation_through_the_api_counts_the_draft(
     (row,) = done["results"]["rows"]
     assert row["draft_weights_bytes_per_gpu"] == -(-16_060_522_496 // row["tp"])
     assert row["speculative_credited"] is True
+
+
+def test_images_through_the_api_are_input_tokens_with_the_encoders_cost(
+    fleet, team_member, api_as, django_capture_on_commit_callbacks
+):
+    """Qwen2.5-VL-7B, one 1,024 x 1,024 image: 1,369 visual tokens on top of the 1,000 of
+    text, 7,707,810,125,312 encoder FLOPs (tests/pools/sizing/test_vision.py); the encoder's
+    676,550,144 x 2 B = 1,353,100,288 B on the one card of a TP 1 row."""
+    body = {
+        **QWEN_72B,
+        "model": "qwen2_5_vl_7b",
+        "precision": "BF16",
+        "gpu_models": ["h100_sxm"],
+        "images_per_request": 1,
+        "tp": 1,
+    }
+    client = api_as(team_member)
+    response, callbacks = _create(client, body, django_capture_on_commit_callbacks)
+    for callback in callbacks:
+        callback()
+    done = client.get(response["Location"]).json()
+
+    multimodal = done["results"]["multimodal"]
+    assert (multimodal["tokens"], multimodal["input_len"]) == (1_369, 2_369)
+    assert multimodal["encoder_flops"] == pytest.approx(7_707_810_125_312, rel=1e-6)  # rounded
+    (row,) = done["results"]["rows"]
+    assert row["vision_weights_bytes_per_gpu"] == 1_353_100_288

@@ -341,3 +341,24 @@ def test_speculation_on_the_page_counts_the_draft_and_says_where_it_is_not_credi
     assert "Speculative decoding <strong>not credited</strong>" in crowded
     assert rows[0]["speculative_credited"] == "False"
     assert "<strong>Draft model</strong>: the draft Qwen2.5-72B must have fewer" in bad
+
+
+def test_images_on_the_page_add_visual_tokens_and_the_encoder(fleet, member_page):
+    """Qwen2.5-VL-7B, two 1,024 x 1,024 images a request: 2 x 1,369 = 2,738 visual tokens,
+    1,000 + 2,738 = 3,738 input tokens; the encoder 2 x 7.708 = 15.4 TFLOP a request and
+    676,550,144 x 2 B = 1.4 GB of weights. A text-only model refuses images on that field."""
+    vl = {
+        **QWEN_72B,
+        "model": "qwen2_5_vl_7b",
+        "precision": "BF16",
+        "kv_cache_dtype": "FP16",
+        "gpu_models": "h100_sxm",
+        "images_per_request": "2",
+    }
+    html = _htmx(member_page, "/sizing/", vl).content.decode()
+    text_only = _htmx(member_page, "/sizing/", {**vl, "model": "qwen2_5_7b"}).content.decode()
+
+    assert "+ 2,738 tokens" in html
+    assert "so 3,738 input tokens a request" in html
+    assert "encoder 15.4 TFLOP a request, 1.4 GB of 16-bit weights" in html
+    assert "<strong>Images per request</strong>: Qwen2.5-7B has no vision encoder" in text_only
