@@ -320,3 +320,36 @@ def test_speculative_decoding_is_credited_for_one_sequence_and_not_for_a_full_ba
     )
     expect(page.locator("#speculation-line")).to_contain_text("not credited")
     assert page.evaluate("window.__sameDocument") is True
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_images_per_request_add_visual_tokens_in_place(signed_in, live_server, width):
+    """Issue 34 (000 §6.3): Qwen2.5-VL-7B with one 1,024 x 1,024 image a request reads
+    "+ 1,369 tokens" (74 x 74 patches / 4) and the encoder's 7.7 TFLOP; two images double
+    both, updated in place."""
+    import os
+    from pathlib import Path
+
+    inference_fleet()
+    page = signed_in
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(
+        f"{live_server.url}/sizing/?model=qwen2_5_vl_7b&precision=BF16&kv_cache_dtype=FP16"
+        "&engine=vllm&input_len=1000&output_len=200&demand_kind=concurrency&concurrency=1"
+        "&tpot_target_ms=50&ttft_target_ms=1000&gpu_models=h100_sxm"
+    )
+    page.evaluate("window.__sameDocument = true")
+
+    page.click("#multimodal summary")
+    page.fill("input[name=images_per_request]", "1")
+    page.locator("input[name=images_per_request]").dispatch_event("change")
+    expect(page.locator("#multimodal-explained")).to_contain_text("+ 1,369 tokens")
+    expect(page.locator("#multimodal-explained")).to_contain_text("encoder 7.7 TFLOP")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    shots = Path(os.environ.get("BROWSER_SHOTS") or "/tmp")
+    page.screenshot(path=str(shots / f"sizing-multimodal-{width}.png"), full_page=True)
+
+    page.fill("input[name=images_per_request]", "2")
+    page.locator("input[name=images_per_request]").dispatch_event("change")
+    expect(page.locator("#multimodal-explained")).to_contain_text("+ 2,738 tokens")
+    assert page.evaluate("window.__sameDocument") is True
