@@ -124,6 +124,9 @@ class FakeScheduler:
         self.jobs: dict[int, _Job] = {}
         self.reservations: dict[str, ReservationRecord] = {}
         self.qos: dict[str, QosSpec] = {"normal": QosSpec("normal", 0, (), "CLUSTER")}
+        # set by tests: the reason a 22.05 without the sacctmgr fallback gives (see the real
+        # adapter's account_qos_refusal); set_account_qos then refuses with it
+        self.account_qos_refused: str | None = None
         self.calls: list[str] = []
         self.down = False
         self.timeout = False
@@ -310,8 +313,13 @@ class FakeScheduler:
             raise NotFound("account", wanted.account, operation=operation)
         if (account.qos, account.default_qos) == (wanted.allowed, wanted.default):
             return False
+        if self.account_qos_refused is not None:
+            raise SchedulerRejected(self.account_qos_refused, operation=operation)
         account.qos, account.default_qos = wanted.allowed, wanted.default
         return True
+
+    def account_qos_refusal(self) -> str | None:
+        return self.account_qos_refused
 
     def get_account_qos(self, account: str) -> AccountQos:
         check_name("account", account)

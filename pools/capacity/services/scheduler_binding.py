@@ -36,7 +36,11 @@ from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation, RecurringReservation, ReservationStatus
 from pools.capacity.recurrence import occurrences
-from pools.capacity.services.class_qos import kubernetes_priority_sync, slurm_qos_sync
+from pools.capacity.services.class_qos import (
+    kubernetes_priority_sync,
+    slurm_account_qos_set,
+    slurm_qos_prepare,
+)
 from pools.choices import AliasKind, CredentialKind, QuotaBackend, Scheduler
 from pools.clusters.models import Cluster
 from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, MigDevice, Node, Pool
@@ -222,6 +226,10 @@ def slurm_limit_sync(
     )
     partition = pool.slurm_partition or None
     account = slurm_account_name(team)
+    # workload classes (issue 36): refused here, before the account or its cap is touched,
+    # when this Slurm cannot take the account's class QOS; the class QOS written first
+    slurm_pools = cluster_pools(scheduler=Scheduler.SLURM, cluster=pool.cluster)
+    classes_held = slurm_qos_prepare(adapter=adapter, team=team, pools=slurm_pools, now=now)
     adapter.ensure_account(
         account,
         description=team.name[:100],
@@ -245,16 +253,8 @@ def slurm_limit_sync(
         "grp_tres": f"gres/gpu:{gres}={cards}",
         "missing_users": missing,
     }
-    # workload classes (issue 36): the class QOS and the account's QOS list
-    qos = slurm_qos_sync(
-        adapter=adapter,
-        team=team,
-        account=account,
-        pools=cluster_pools(scheduler=Scheduler.SLURM, cluster=pool.cluster),
-        now=now,
-    )
-    if qos is not None:
-        binding |= qos
+    if classes_held is not None:
+        binding |= slurm_account_qos_set(adapter=adapter, account=account, held=classes_held)
     return binding
 
 

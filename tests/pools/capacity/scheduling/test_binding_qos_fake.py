@@ -148,3 +148,29 @@ def test_reconcile_repairs_qos_changed_by_hand_and_records_the_drift(
     assert fake_slurm.get_qos("portal-batch").priority == 100
     # a second run finds nothing to repair
     assert [d.subject for d in reconcile_slurm().drifts] == []
+
+
+def test_a_slurm_that_cannot_take_the_account_qos_is_refused_before_anything_is_written(
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks
+):
+    """22.05 over REST without the sacctmgr fallback drops association QOS changes: the
+    production allocation is refused with that reason before the account, its members, its GPU
+    cap or any class QOS is written (before, the cap was written and then the QOS refused)."""
+    pool, a100, team, bob, admin = setup
+    reason = "API v0.0.38 does not apply association QOS changes reliably over REST"
+    fake_slurm.account_qos_refused = reason
+    request = submitted(pool, a100, team, bob, 2, timezone.now())
+    request.workload_class = WorkloadClass.objects.get(slug="production")
+    request.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation = capacity_request_approve(request=request, actor=admin)
+    allocation.refresh_from_db()
+
+    assert reason in allocation.status_reason
+    assert allocation.scheduler_binding.get("applied") is not True
+    assert allocation.status == AllocationStatus.FAILED
+    # the refused provisioning wrote nothing; what follows is the failed allocation's release,
+    # which writes the team's cap as it now is: 0 cards held (never the 2 asked for)
+    assert fake_slurm.calls == ["ensure_account", "ensure_user_association", "set_gpu_limit"]
+    assert fake_slurm.accounts["vision"].grp_tres == {"gres/gpu:a100": 0}
+    assert sorted(fake_slurm.qos) == ["normal"]  # no class QOS either
