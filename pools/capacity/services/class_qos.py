@@ -70,9 +70,7 @@ def slurm_qos_prepare(
     return held
 
 
-def slurm_account_qos_set(
-    *, adapter: QosAdapter, account: str, held: list[WorkloadClass]
-) -> dict:
+def slurm_account_qos_set(*, adapter: QosAdapter, account: str, held: list[WorkloadClass]) -> dict:
     """Set the account's QOS list to the ``held`` classes (from :func:`slurm_qos_prepare`), its
     default the most preemptible of them (a job that names no ``--qos`` is the least protected
     work the team holds). Returns ``{"qos": [...], "default_qos": ...}`` for the binding."""
@@ -165,3 +163,41 @@ def slurm_qos_found(adapter: QosAdapter, wanted: tuple[AccountQos, list[QosSpec]
                 f"{','.join(held.preempts) or 'none'} {held.preempt_mode}"
             )
     return "; ".join(differences)
+
+
+def slurm_class_qos_problem(*, adapter: object, pools: QuerySet[Pool]) -> str:
+    """What is wrong with the workload-class QOS on a Slurm cluster (its ``pools``), for its
+    health: "" when nothing is. Reads only. Reported: a cluster that cannot take an account's
+    QOS list (:meth:`~scheduler_adapters.base.QosAdapter.account_qos_refusal`: classed
+    allocations there would be refused), and, once classed work is applied in ``pools``, each
+    class QOS missing or not as the portal writes it ("portal-batch missing"). Raises the
+    adapter's SchedulerError subclasses."""
+    if not isinstance(adapter, QosAdapter):
+        return ""
+    classes = class_list()
+    if not classes:
+        return ""
+    problems = []
+    refusal = adapter.account_qos_refusal()
+    if refusal is not None:
+        problems.append(f"account QOS cannot be written: {refusal}")
+    classed = WorkloadClass.objects.filter(
+        allocations__pool__in=pools,
+        allocations__status__in=APPLIED_STATUSES,
+        allocations__ends_at__gt=timezone.now(),
+    )
+    if classed.exists():
+        for spec in class_qos_specs(classes):
+            held = adapter.get_qos(spec.name)
+            if held is None:
+                problems.append(f"{spec.name} missing")
+            elif (held.priority, held.preempts, held.preempt_mode) != (
+                spec.priority,
+                spec.preempts,
+                spec.preempt_mode,
+            ):
+                problems.append(
+                    f"{spec.name} holds priority {held.priority}, preempts "
+                    f"{','.join(held.preempts) or 'none'} {held.preempt_mode}"
+                )
+    return "; ".join(problems)[:500]
