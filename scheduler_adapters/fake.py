@@ -38,8 +38,8 @@ from datetime import UTC, datetime, timedelta
 
 from scheduler_adapters.errors import (
     NotFound,
-    ReservationQosUnsupported,
     RemoteError,
+    ReservationQosUnsupported,
     SchedulerAuthError,
     SchedulerError,
     SchedulerRejected,
