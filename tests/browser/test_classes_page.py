@@ -58,3 +58,26 @@ def test_classes_page_fits_and_the_dashboard_shows_cards_per_class(signed_in, li
     page.screenshot(path=f"/tmp/hclasses-dashboard-{width}.png")
     assert page.locator("#class-held tfoot td").last.inner_text() == "5"  # 3 + 2
     assert page.evaluate("document.documentElement.scrollWidth") <= width
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_a_class_qos_problem_shows_on_the_clusters_page(signed_in, live_server, width):
+    from pools.choices import ClusterStatus, CredentialKind
+    from pools.clusters.models import Cluster
+
+    problem = (
+        "account QOS cannot be written: API v0.0.38 does not apply association QOS changes "
+        "reliably over REST (22.05 drops them); enable the sacctmgr fallback; "
+        "portal-batch missing"
+    )
+    Cluster.objects.create(
+        slug="old-slurm", name="Old Slurm", kind=Scheduler.SLURM,
+        credential_kind=CredentialKind.ENVIRONMENT, status=ClusterStatus.REACHABLE,
+        class_qos_problem=problem,
+    )  # fmt: skip
+    page = signed_in
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"{live_server.url}/clusters/")
+    page.screenshot(path=f"/tmp/hclasses-clusters-{width}.png", full_page=True)
+    assert page.get_by_text("portal-batch missing").is_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
