@@ -25,7 +25,7 @@ CLASS_COLUMNS = [
     Column("exclusive", _class_value("exclusive")),
     Column("priority", _class_value("priority")),
     Column("preemption_order", _class_value("preemption_order")),
-    Column("preempts", lambda r: " ".join(r.preempts)),
+    Column("preempts", lambda r: "; ".join(r.preempts)),
     Column("qos", lambda r: r.qos),
     *[Column(f"cards_held_{c}", lambda r, c=c: r.cards[c]) for c in CARD_CLASSES],
     Column("cards_held", lambda r: r.total),

@@ -106,7 +106,7 @@ def test_page_part_and_csv(client, pool_admin, held):
     assert by_class["production"]["cards_held_datacentre"] == "4"
     assert by_class["batch"]["cards_held_consumer"] == "5"
     assert by_class["batch"]["priority"] == "100"
-    assert by_class["production"]["preempts"] == "Internal Development Batch"
+    assert by_class["production"]["preempts"] == "Internal; Development; Batch"
     assert by_class["unclassed"]["cards_held"] == "2"
     assert by_class["unclassed"]["priority"] == ""
 
