@@ -34,6 +34,7 @@ PAGES = {
     "pools/": "/pools/",
     "pools/<slug:pool>/<slug:model>/calendar/": "/pools/infer-k8s/l40s/calendar/",
     "clusters/": "/clusters/",
+    "classes/": "/classes/",  # the demo's classes and the cards they hold
     "unrecognised-models/": "/unrecognised-models/",
     "inventory/import/": "/inventory/import/",
     "inventory/uploads/<int:pk>/": "/inventory/uploads/{upload}/",  # a background import, done
