@@ -6,15 +6,24 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
+from fractions import Fraction
 
 from django.db import connection
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 
-from billing.choices import TOKEN_UNITS, ChargeBasis, RateKind, UsageUnit
-from billing.conf import billing_zone
-from billing.models import RateCard, Statement, StatementLine, UsageRecord
+from billing.choices import TOKEN_UNITS, ChargeBasis, RateKind, ShareBasis, UsageUnit
+from billing.conf import billing_zone, default_currency
+from billing.models import RateCard, SharedCardUse, Statement, StatementLine, UsageRecord
 from billing.pricing import hours_between, minor_unit, next_month, previous_month, round_money
-from billing.services.rates import RatePeriod, rate_periods
+from billing.services.rates import RatePeriod, price_for, rate_periods
+from billing.shared_cards import (
+    CardOverShared,
+    CardSplit,
+    CardUse,
+    card_split,
+    replicas_fraction,
+    utilisation_fraction,
+)
 from pools.capacity.arithmetic import card_seconds_hours, clip
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
@@ -443,3 +452,70 @@ def tokens_toward_quota(*, team_id: int, month: date) -> dict[str, int]:
                 continue
         totals[served] += int(quantity)
     return dict(totals)
+
+
+@dataclass(frozen=True)
+class SharedCardPeriod:
+    """One shared card over one rate period of a month: its price per card-hour (reserved
+    rate of its GPU model) and the split (:func:`billing.shared_cards.card_split`), or the
+    ``problem`` that kept it from being billed (``unpriced``, ``over_shared``) with ``detail``."""
+
+    gpu: Gpu
+    period: RatePeriod
+    price: Decimal | None
+    split: CardSplit | None
+    tenants: tuple[int, ...] = ()  # team ids, slug order
+    problem: str = ""
+    detail: str = ""
+
+
+def _use_fraction(use: SharedCardUse) -> Fraction:
+    if use.basis == ShareBasis.DCGM_UTILISATION:
+        return utilisation_fraction(use.utilisation_pct)
+    return replicas_fraction(use.parts_held, use.parts_per_card)
+
+
+def shared_card_splits(
+    *, month: date, team_id: int | None = None
+) -> tuple[list[SharedCardPeriod], str]:
+    """Every shared card of ``month`` (a card with a :class:`~billing.models.SharedCardUse`
+    in it; of those ``team_id`` used, when given) split over its tenants and idle remainder per
+    rate period, and the month's currency. A card with uses is shared all month: its window is
+    the month's card-seconds, cut at rate-card changes. Every tenant of a card is read (the
+    cents of one depend on the others), in team slug order. Two queries."""
+    zone = billing_zone()
+    periods = rate_periods(month=month, zone=zone)
+    currency = next((p.currency for p in periods if p.currency), None) or default_currency()
+    start, end = periods[0].start, periods[-1].end
+    uses = SharedCardUse.objects.filter(period_start__lt=end, period_end__gt=start)
+    if team_id is not None:
+        uses = uses.filter(gpu_id__in=uses.filter(team_id=team_id).values("gpu_id"))
+    by_gpu: dict[int, list[SharedCardUse]] = defaultdict(list)
+    gpus: dict[int, Gpu] = {}
+    for use in uses.select_related("gpu__node", "gpu__gpu_model", "team").order_by(
+        "gpu__node__hostname", "gpu__index", "period_start", "id"
+    ):
+        by_gpu[use.gpu_id].append(use)
+        gpus[use.gpu_id] = use.gpu
+    result = []
+    for gpu_id, card_uses in by_gpu.items():
+        gpu = gpus[gpu_id]
+        rows = [CardUse(u.team_id, u.basis, u.period_start, u.period_end, _use_fraction(u))
+                for u in card_uses]  # fmt: skip
+        order = tuple(dict.fromkeys(u.team_id for u in sorted(card_uses, key=lambda u: u.team.slug)))
+        for period in periods:
+            price = price_for(period, RateKind.GPU_RESERVED, gpu.gpu_model_id, "")
+            if price is None:
+                result.append(SharedCardPeriod(gpu, period, None, None, order, "unpriced"))
+                continue
+            try:
+                split = card_split(start=period.start, end=period.end, uses=rows,
+                                   price_per_card_hour=price, currency=currency,
+                                   order=order)  # fmt: skip
+            except CardOverShared as exc:
+                result.append(
+                    SharedCardPeriod(gpu, period, price, None, order, "over_shared", str(exc))
+                )
+                continue
+            result.append(SharedCardPeriod(gpu, period, price, split, order))
+    return result, currency

@@ -37,6 +37,7 @@ from billing.pricing import (
     rounding_note,
     token_amount,
 )
+from billing.selectors import shared_card_splits
 from billing.services.rates import RatePeriod, price_for, rate_kind, rate_periods
 from pools.audit.models import AuditEvent
 from pools.audit.services import audit_event_build, audit_event_record
@@ -46,7 +47,7 @@ from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_manager_emails, teams_with_manager_email
 
 _BASIS_ORDER = {ChargeBasis.RESERVED: 0, ChargeBasis.BURST: 1, ChargeBasis.USED: 2,
-                ChargeBasis.TOKENS: 3, ChargeBasis.REPLAYED: 4}  # fmt: skip
+                ChargeBasis.TOKENS: 3, ChargeBasis.REPLAYED: 4, ChargeBasis.SHARED: 5}  # fmt: skip
 CARD_HOURS = "card-hours"
 _UNIT_ORDER = {CARD_HOURS: 0, UsageUnit.INPUT_TOKENS: 1, UsageUnit.CACHED_INPUT_TOKENS: 2,
                UsageUnit.OUTPUT_TOKENS: 3}  # fmt: skip
@@ -67,11 +68,15 @@ class LineData:
     rate_from: date
     rate_to: date
     rate_card_id: int | None
+    # shared-card lines only (basis ``shared``): the card, its share and what it is read from
+    gpu_id: int | None = None
+    card_share: Decimal | None = None
+    share_basis: str = ""
 
     @property
     def key(self) -> tuple:
         return (self.gpu_model_id, self.served_model, self.basis, self.unit, self.unit_price,
-                self.rate_from, self.rate_to)  # fmt: skip
+                self.rate_from, self.rate_to, self.gpu_id, self.share_basis)  # fmt: skip
 
 
 def _priced(period: date, key: tuple, raw: Decimal, rate: RatePeriod, price: Decimal,
@@ -233,15 +238,54 @@ def ambiguous_time_notes(month: date, team_ids: list[int]) -> dict[int, list[dic
     return notes
 
 
+def shared_card_lines(
+    month: date, team_id: int | None = None
+) -> tuple[dict[int, list[LineData]], dict[int, list[dict]]]:
+    """Per team, one line per shared card, share basis and rate period: the team's card-hours
+    of the card and its cents of the card's amount (:func:`billing.selectors.shared_card_splits`:
+    the tenants and the idle remainder add up to the card's amount exactly); and per team the
+    warnings of its cards that could not be billed (``shared_card_unpriced``,
+    ``shared_card_over_shared``). Of ``team_id`` only, when given."""
+    lines: dict[int, list[LineData]] = defaultdict(list)
+    warnings: dict[int, list[dict]] = defaultdict(list)
+    cards, _ = shared_card_splits(month=month, team_id=team_id)
+    for card in cards:
+        period = card.period
+        if card.split is None:
+            for tenant in card.tenants:
+                warnings[tenant].append({
+                    "code": f"shared_card_{card.problem}", "gpu_id": card.gpu.pk,
+                    "gpu_model_id": card.gpu.gpu_model_id, "detail": card.detail,
+                    "from": period.rate_from.isoformat(), "to": period.rate_to.isoformat(),
+                })  # fmt: skip
+            continue
+        for part in card.split.parts:
+            raw = Decimal(part.card_seconds.numerator) / Decimal(part.card_seconds.denominator)
+            share = Decimal(part.share.numerator) / Decimal(part.share.denominator)
+            lines[part.tenant].append(
+                LineData(LineKind.USAGE, month, card.gpu.gpu_model_id, "", ChargeBasis.SHARED,
+                         CARD_HOURS, raw, card_hours_rounded(raw), card.price, part.amount,
+                         period.rate_from, period.rate_to, period.card_id, card.gpu.pk,
+                         share.quantize(Decimal("0.000001")), part.basis)  # fmt: skip
+            )
+    if team_id is not None:
+        return {team_id: lines.get(team_id, [])}, {team_id: warnings.get(team_id, [])}
+    return lines, warnings
+
+
 def statement_lines_compute(*, team_id: int, month: date) -> tuple[list[LineData], list[dict], str]:
-    """The usage lines of a team's month, its warnings (unpriced usage, usage metered from an
-    ambiguous time) and currency."""
+    """The usage lines of a team's month (its shared-card lines among them), its warnings
+    (unpriced usage, usage metered from an ambiguous time, shared cards not billed) and
+    currency."""
     periods = rate_periods(month=month, zone=billing_zone())
     currency = _month_currency(periods)
     lines, warnings = _lines_from_sums(
         month, periods, currency, _segment_sums(team_id, month, periods)
     )
     warnings += ambiguous_time_notes(month, [team_id]).get(team_id, [])
+    shared, shared_warnings = shared_card_lines(month, team_id)
+    lines += shared[team_id]
+    warnings += shared_warnings[team_id]
     return lines, warnings, currency
 
 
@@ -274,6 +318,8 @@ def _sort_key(names: dict[int, str]):
             line.served_model,
             _UNIT_ORDER.get(line.unit, 9),
             line.rate_from,
+            line.gpu_id or 0,
+            line.share_basis,
         )
 
     return key
@@ -304,7 +350,7 @@ def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
         meta: dict[tuple, Any] = {}
         for line in billed_lines:
             key = (line.gpu_model_id, line.served_model, line.basis, line.unit, line.unit_price,
-                   line.rate_from, line.rate_to)  # fmt: skip
+                   line.rate_from, line.rate_to, line.gpu_id, line.share_basis)  # fmt: skip
             billed[key][0] += line.quantity
             billed[key][1] += line.amount
             meta[key] = line.rate_card_id
@@ -315,7 +361,7 @@ def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
             amount = (new.amount if new else 0) - billed[key][1]
             if not quantity and not amount:
                 continue
-            gpu_model_id, served, basis, unit, price, rate_from, rate_to = key
+            gpu_model_id, served, basis, unit, price, rate_from, rate_to, gpu_id, share_basis = key
             result.append(
                 LineData(
                     LineKind.ADJUSTMENT,
@@ -331,6 +377,9 @@ def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
                     rate_from,
                     rate_to,
                     new.rate_card_id if new else meta.get(key),
+                    gpu_id,
+                    new.card_share if new else None,
+                    share_basis,
                 )  # fmt: skip
             )
     return result
@@ -353,6 +402,9 @@ def _line_objects(statement: Statement, lines: list[LineData]) -> list[Statement
             rate_from=x.rate_from,
             rate_to=x.rate_to,
             rate_card_id=x.rate_card_id,
+            gpu_id=x.gpu_id,
+            card_share=x.card_share,
+            share_basis=x.share_basis,
         )  # fmt: skip
         for position, x in enumerate(lines, start=1)
     ]
@@ -460,7 +512,8 @@ def statement_email_managers(*, statement_id: int) -> int:
 
 _LINE_COLUMNS = [
     "statement", "position", "kind", "period", "gpu_model", "served_model", "basis", "unit",
-    "quantity", "unit_price", "amount", "rate_from", "rate_to", "rate_card",
+    "quantity", "unit_price", "amount", "rate_from", "rate_to", "rate_card", "gpu", "card_share",
+    "share_basis",
 ]  # fmt: skip
 
 
@@ -477,6 +530,7 @@ def _lines_insert(statements: list[tuple[Statement, list[LineData]]]) -> None:
         return
     fields = [StatementLine._meta.get_field(name) for name in _LINE_COLUMNS]
     quantity, unit_price, amount = fields[8:11]
+    card_share = fields[15]
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     table = connection.ops.quote_name(StatementLine._meta.db_table)
     with connection.cursor() as cursor, cursor.cursor.copy(
@@ -489,7 +543,8 @@ def _lines_insert(statements: list[tuple[Statement, list[LineData]]]) -> None:
                     x.basis, x.unit, quantity.get_db_prep_save(x.quantity, connection),
                     unit_price.get_db_prep_save(x.unit_price, connection),
                     amount.get_db_prep_save(x.amount, connection), x.rate_from, x.rate_to,
-                    x.rate_card_id,
+                    x.rate_card_id, x.gpu_id,
+                    card_share.get_db_prep_save(x.card_share, connection), x.share_basis,
                 ))  # fmt: skip
 
 
@@ -517,6 +572,8 @@ def statements_close_month(
     periods = rate_periods(month=month, zone=billing_zone())
     currency = _month_currency(periods)
     sums, team_ids = _segment_sums_by_team(month, periods)
+    shared, shared_warnings = shared_card_lines(month)
+    team_ids |= set(shared) | set(shared_warnings)
     late = UsageRecord.objects.filter(
         team_id=OuterRef("team_id"),
         month=OuterRef("month"),
@@ -545,6 +602,8 @@ def statements_close_month(
         for team in todo:
             lines, warnings = _lines_from_sums(month, periods, currency, sums.get(team.pk, {}))
             warnings += ambiguous.get(team.pk, [])
+            lines += shared.get(team.pk, [])
+            warnings += shared_warnings.get(team.pk, [])
             if team.pk in late_team_ids:
                 lines += _adjustments(team.pk, month, currency)
             lines.sort(key=_sort_key(names))
