@@ -16,10 +16,10 @@ from django.db.models import F, Q
 
 from billing.choices import (
     GPU_RATE_KINDS,
+    PART_SHARE_BASES,
     TOKEN_RATE_KINDS,
     ChargeBasis,
     LineKind,
-    PART_SHARE_BASES,
     RateKind,
     ShareBasis,
     StatementStatus,
@@ -334,11 +334,19 @@ class SharedCardUse(models.Model):
             ),
             models.CheckConstraint(
                 condition=(
-                    Q(basis__in=PART_SHARE_BASES, utilisation_pct__isnull=True,
-                      parts_held__gte=1, parts_per_card__gte=F("parts_held"))
-                    | Q(basis=ShareBasis.DCGM_UTILISATION, parts_held__isnull=True,
-                        parts_per_card__isnull=True, utilisation_pct__gte=0,
-                        utilisation_pct__lte=100)
+                    Q(
+                        basis__in=PART_SHARE_BASES,
+                        utilisation_pct__isnull=True,
+                        parts_held__gte=1,
+                        parts_per_card__gte=F("parts_held"),
+                    )
+                    | Q(
+                        basis=ShareBasis.DCGM_UTILISATION,
+                        parts_held__isnull=True,
+                        parts_per_card__isnull=True,
+                        utilisation_pct__gte=0,
+                        utilisation_pct__lte=100,
+                    )
                 ),  # fmt: skip
                 name="shared_use_parts_or_utilisation",
             ),

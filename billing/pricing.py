@@ -348,9 +348,7 @@ def parse_slurm_duration(text: str | None) -> Decimal | None:
 # --------------------------------------------------------------------------- shared cards
 
 
-def split_minor_units(
-    total: Decimal, weights: Sequence[Fraction], currency: str
-) -> list[Decimal]:
+def split_minor_units(total: Decimal, weights: Sequence[Fraction], currency: str) -> list[Decimal]:
     """Split an amount already rounded to the currency's minor unit into parts in proportion
     to ``weights`` (each >= 0, summing to 1) so that the parts add up to ``total`` exactly.
 
@@ -372,9 +370,7 @@ def split_minor_units(
     exact = [units * w for w in weights]
     floors = [e.numerator // e.denominator for e in exact]
     missing = int(units) - sum(floors)
-    order = sorted(
-        range(len(weights)), key=lambda i: (-(exact[i] - floors[i]), -weights[i], i)
-    )
+    order = sorted(range(len(weights)), key=lambda i: (-(exact[i] - floors[i]), -weights[i], i))
     for i in order[:missing]:
         floors[i] += 1
     step = Decimal(1).scaleb(-minor_unit(currency))

@@ -502,7 +502,8 @@ def shared_card_splits(
         gpu = gpus[gpu_id]
         rows = [CardUse(u.team_id, u.basis, u.period_start, u.period_end, _use_fraction(u))
                 for u in card_uses]  # fmt: skip
-        order = tuple(dict.fromkeys(u.team_id for u in sorted(card_uses, key=lambda u: u.team.slug)))
+        by_slug = sorted(card_uses, key=lambda u: u.team.slug)
+        order = tuple(dict.fromkeys(u.team_id for u in by_slug))
         for period in periods:
             price = price_for(period, RateKind.GPU_RESERVED, gpu.gpu_model_id, "")
             if price is None:

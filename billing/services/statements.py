@@ -263,10 +263,24 @@ def shared_card_lines(
             raw = Decimal(part.card_seconds.numerator) / Decimal(part.card_seconds.denominator)
             share = Decimal(part.share.numerator) / Decimal(part.share.denominator)
             lines[part.tenant].append(
-                LineData(LineKind.USAGE, month, card.gpu.gpu_model_id, "", ChargeBasis.SHARED,
-                         CARD_HOURS, raw, card_hours_rounded(raw), card.price, part.amount,
-                         period.rate_from, period.rate_to, period.card_id, card.gpu.pk,
-                         share.quantize(Decimal("0.000001")), part.basis)  # fmt: skip
+                LineData(
+                    LineKind.USAGE,
+                    month,
+                    card.gpu.gpu_model_id,
+                    "",
+                    ChargeBasis.SHARED,
+                    CARD_HOURS,
+                    raw,
+                    card_hours_rounded(raw),
+                    card.price,
+                    part.amount,
+                    period.rate_from,
+                    period.rate_to,
+                    period.card_id,
+                    card.gpu.pk,
+                    share.quantize(Decimal("0.000001")),
+                    part.basis,
+                )  # fmt: skip
             )
     if team_id is not None:
         return {team_id: lines.get(team_id, [])}, {team_id: warnings.get(team_id, [])}
