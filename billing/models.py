@@ -304,6 +304,16 @@ class StatementLine(models.Model):
     def label(self) -> str:
         return self.gpu_model.name if self.gpu_model_id else self.served_model
 
+    @property
+    def shared_card_text(self) -> str:
+        """A shared-card line's card, share and basis in words, as the page, the PDF and the
+        CSV's ``notes`` say it: "card gpu-07:0 · 33.333 % of its card-hours · Time-slicing: …";
+        "" for other lines. Reads ``gpu.node`` (select it with the lines)."""
+        if not self.gpu_id:
+            return ""
+        share = "—" if self.card_share is None else f"{self.card_share * 100:.3f} %"
+        return f"card {self.gpu} · {share} of its card-hours · {self.get_share_basis_display()}"
+
 
 class SharedCardUse(models.Model):
     """One team's use of one shared card (time-sliced, MPS, MIG-shared) over ``[period_start,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
 from django.db import connection
@@ -41,7 +41,9 @@ def statement_list(*, user) -> QuerySet[Statement]:
 
 
 def statement_lines(*, statement: Statement) -> QuerySet[StatementLine]:
-    return statement.lines.select_related("gpu_model", "statement").order_by("position")
+    return statement.lines.select_related("gpu_model", "statement", "gpu__node").order_by(
+        "position"
+    )
 
 
 def lines_by_statement(statement_ids: list[int]) -> dict[int, list[StatementLine]]:
@@ -49,7 +51,7 @@ def lines_by_statement(statement_ids: list[int]) -> dict[int, list[StatementLine
     lines: dict[int, list[StatementLine]] = defaultdict(list)
     for line in (
         StatementLine.objects.filter(statement_id__in=statement_ids)
-        .select_related("gpu_model")
+        .select_related("gpu_model", "gpu__node")
         .order_by("statement_id", "position")
     ):
         lines[line.statement_id].append(line)
@@ -374,10 +376,12 @@ def finance_month(*, month: date) -> dict:
     # 40 columns, with JSON to parse, on each of the page's 100 lines.
     lines = (
         StatementLine.objects.filter(statement__month=month)
-        .select_related("gpu_model", "statement__team")
+        .select_related("gpu_model", "statement__team", "gpu__node")
         .only(
             *(f.name for f in StatementLine._meta.concrete_fields),
             "gpu_model__name",
+            "gpu__index",
+            "gpu__node__hostname",
             "statement__currency",
             "statement__team__name",
         )
@@ -520,3 +524,51 @@ def shared_card_splits(
                 continue
             result.append(SharedCardPeriod(gpu, period, price, split, order))
     return result, currency
+
+
+@dataclass(frozen=True)
+class SharedCardIdle:
+    """A shared card's rate period as the idle-cost page shows it: the card's card-hours and
+    amount, each tenant's ``(team, card-hours, share, amount)``, and the idle remainder's
+    card-hours and amount (``None``, unknown, when the card could not be split: ``problem``)."""
+
+    card: SharedCardPeriod
+    card_hours: Decimal
+    tenants: list[tuple[Team, Decimal, Decimal, Decimal]]
+    idle_card_hours: Decimal | None
+    idle_amount: Decimal | None
+
+
+def _hours(card_seconds: Fraction) -> Decimal:
+    """Card-seconds (a fraction) as card-hours to 6 places, half-up (display only)."""
+    return card_seconds_hours(Decimal(card_seconds.numerator) / card_seconds.denominator).quantize(
+        Decimal("0.000001"), ROUND_HALF_UP
+    )
+
+
+def shared_card_idle(*, month: date) -> tuple[list[SharedCardIdle], str]:
+    """Every shared card of ``month`` per rate period (:func:`shared_card_splits`) with its
+    tenants' teams and its idle remainder, by node and card; and the month's currency."""
+    cards, currency = shared_card_splits(month=month)
+    teams = Team.objects.in_bulk({t for c in cards for t in c.tenants})
+    rows = []
+    for card in cards:
+        window = Fraction(int((card.period.end - card.period.start).total_seconds()))
+        split = card.split
+        if split is None:
+            rows.append(SharedCardIdle(card, _hours(window), [], None, None))
+            continue
+        tenants = [
+            (teams[p.tenant], _hours(p.card_seconds), _share(p.share), p.amount)
+            for p in split.parts
+        ]
+        rows.append(SharedCardIdle(card, _hours(window), tenants, _hours(split.idle_seconds),
+                                   split.idle_amount))  # fmt: skip
+    return rows, currency
+
+
+def _share(value: Fraction) -> Decimal:
+    """A share of a card as a fraction to 6 places (``1/3`` -> ``0.333333``)."""
+    return (Decimal(value.numerator) / value.denominator).quantize(
+        Decimal("0.000001"), ROUND_HALF_UP
+    )

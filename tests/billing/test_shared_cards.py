@@ -92,7 +92,10 @@ def test_team_order_decides_the_tie_the_other_way():
     split = card_split(start=NOV, end=DEC, uses=uses, price_per_card_hour=Decimal("8.00"),
                        currency="EUR", order=["beta", "alpha", "gamma"])  # fmt: skip
     assert [(p.tenant, p.amount) for p in split.parts] == [
-        ("beta", Decimal("74.08")), ("alpha", Decimal("74.07")), ("gamma", Decimal("20.00"))]  # fmt: skip
+        ("beta", Decimal("74.08")),
+        ("alpha", Decimal("74.07")),
+        ("gamma", Decimal("20.00")),
+    ]
 
 
 def test_mig_shared_card():
