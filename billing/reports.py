@@ -257,8 +257,10 @@ def shared_cards_csv(month, rows, currency: str) -> str:
     writer.writerow(SHARED_CARD_COLUMNS)
     for row in rows:
         card = row.card
-        head = [f"{month:%Y-%m}", str(card.gpu), card.gpu.gpu_model.slug if card.gpu.gpu_model
-                else "", card.period.rate_from.isoformat(), card.period.rate_to.isoformat()]  # fmt: skip
+        model = card.gpu.gpu_model.slug if card.gpu.gpu_model else ""
+        period = card.period
+        head = [f"{month:%Y-%m}", str(card.gpu), model, period.rate_from.isoformat(),
+                period.rate_to.isoformat()]  # fmt: skip
         if card.split is None:
             writer.writerow([*head, "", None, None, None, currency, card.problem])
             continue
