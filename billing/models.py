@@ -343,10 +343,13 @@ class SharedCardUse(models.Model):
                 condition=Q(period_end__gt=F("period_start")), name="shared_use_period_positive"
             ),
             models.CheckConstraint(
+                # NOT NULL spelled out: a CHECK that reads NULL passes
                 condition=(
                     Q(
                         basis__in=PART_SHARE_BASES,
                         utilisation_pct__isnull=True,
+                        parts_held__isnull=False,
+                        parts_per_card__isnull=False,
                         parts_held__gte=1,
                         parts_per_card__gte=F("parts_held"),
                     )
@@ -354,10 +357,11 @@ class SharedCardUse(models.Model):
                         basis=ShareBasis.DCGM_UTILISATION,
                         parts_held__isnull=True,
                         parts_per_card__isnull=True,
+                        utilisation_pct__isnull=False,
                         utilisation_pct__gte=0,
                         utilisation_pct__lte=100,
                     )
-                ),  # fmt: skip
+                ),
                 name="shared_use_parts_or_utilisation",
             ),
         ]
