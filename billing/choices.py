@@ -10,6 +10,8 @@ class UsageSource(models.TextChoices):
     PROMETHEUS_TOKENS = "prometheus-tokens", "Prometheus vLLM counters"
     RESERVATION = "reservation", "Reservation (allocation)"
     ELASTIC_BURST = "elastic-burst", "Elastic burst (cards held above the floor)"
+    # SharedCardUse rows (pods on replicas of time-sliced / MPS cards), not usage records
+    KUBERNETES_SHARED = "k8s-shared", "Kubernetes shared cards (dcgm-exporter virtual GPUs)"
 
 
 class UsageUnit(models.TextChoices):
