@@ -243,7 +243,9 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     :data:`~pools.inventory.models.SLICED_CARD`): node up — not down, drained, in maintenance
     or unknown — model recognised, card not in error. A card nobody can be given is not idle
     capacity. Allocations of every pricing method count as held for their wall time inside the
-    month; used card-hours outside allocations are :func:`_used_outside_costs`.
+    month; used card-hours outside allocations are :func:`_used_outside_costs` plus what shared
+    cards' tenants are charged (:func:`shared_card_splits`), so a shared card's part of the
+    pool's idle cost is its idle remainder.
     """
     zone = billing_zone()
     periods = rate_periods(month=month, zone=zone)
@@ -277,6 +279,10 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     for (pool_id, model_id), cards in capacity.items():
         full[pool_id] += cards * _price_over(periods, RateKind.GPU_RESERVED, model_id, start, end)
     outside = _used_outside_costs(periods, month, capacity)
+    shared, _ = shared_card_splits(month=month, periods=periods)
+    for card in shared:  # a shared card's tenants used it outside any allocation
+        if card.split is not None and card.gpu.node.pool_id is not None:
+            outside[card.gpu.node.pool_id] += sum(p.amount for p in card.split.parts)
     result = []
     for pool in Pool.objects.filter(pk__in=set(full) | set(held)).order_by("name"):
         cap, used, other = full[pool.pk], held[pool.pk], outside[pool.pk]
@@ -480,20 +486,26 @@ def _use_fraction(use: SharedCardUse) -> Fraction:
 
 
 def shared_card_splits(
-    *, month: date, team_id: int | None = None
+    *,
+    month: date,
+    team_ids: list[int] | None = None,
+    pool_id: int | None = None,
+    periods: list[RatePeriod] | None = None,
 ) -> tuple[list[SharedCardPeriod], str]:
     """Every shared card of ``month`` (a card with a :class:`~billing.models.SharedCardUse`
-    in it; of those ``team_id`` used, when given) split over its tenants and idle remainder per
-    rate period, and the month's currency. A card with uses is shared all month: its window is
-    the month's card-seconds, cut at rate-card changes. Every tenant of a card is read (the
-    cents of one depend on the others), in team slug order. Two queries."""
-    zone = billing_zone()
-    periods = rate_periods(month=month, zone=zone)
+    in it; of those ``team_ids`` used, of those in ``pool_id``, when given) split over its
+    tenants and idle remainder per rate period, and the month's currency. A card with uses is
+    shared all month: its window is the month's card-seconds, cut at rate-card changes. Every
+    tenant of a card is read (the cents of one depend on the others), in team slug order. Two
+    queries (one when the month's ``periods`` are given)."""
+    periods = periods or rate_periods(month=month, zone=billing_zone())
     currency = next((p.currency for p in periods if p.currency), None) or default_currency()
     start, end = periods[0].start, periods[-1].end
     uses = SharedCardUse.objects.filter(period_start__lt=end, period_end__gt=start)
-    if team_id is not None:
-        uses = uses.filter(gpu_id__in=uses.filter(team_id=team_id).values("gpu_id"))
+    if team_ids is not None:
+        uses = uses.filter(gpu_id__in=uses.filter(team_id__in=team_ids).values("gpu_id"))
+    if pool_id is not None:
+        uses = uses.filter(gpu__node__pool_id=pool_id)
     by_gpu: dict[int, list[SharedCardUse]] = defaultdict(list)
     gpus: dict[int, Gpu] = {}
     for use in uses.select_related("gpu__node", "gpu__gpu_model", "team").order_by(

@@ -239,16 +239,20 @@ def ambiguous_time_notes(month: date, team_ids: list[int]) -> dict[int, list[dic
 
 
 def shared_card_lines(
-    month: date, team_id: int | None = None
+    month: date,
+    team_ids: list[int] | None = None,
+    pool_id: int | None = None,
+    periods: list[RatePeriod] | None = None,
 ) -> tuple[dict[int, list[LineData]], dict[int, list[dict]]]:
     """Per team, one line per shared card, share basis and rate period: the team's card-hours
     of the card and its cents of the card's amount (:func:`billing.selectors.shared_card_splits`:
     the tenants and the idle remainder add up to the card's amount exactly); and per team the
     warnings of its cards that could not be billed (``shared_card_unpriced``,
-    ``shared_card_over_shared``). Of ``team_id`` only, when given."""
+    ``shared_card_over_shared``). Of ``team_ids`` only, of cards in ``pool_id``, when given."""
     lines: dict[int, list[LineData]] = defaultdict(list)
     warnings: dict[int, list[dict]] = defaultdict(list)
-    cards, _ = shared_card_splits(month=month, team_id=team_id)
+    cards, _ = shared_card_splits(month=month, team_ids=team_ids, pool_id=pool_id,
+                                  periods=periods)  # fmt: skip
     for card in cards:
         period = card.period
         if card.split is None:
@@ -282,9 +286,13 @@ def shared_card_lines(
                     part.basis,
                 )  # fmt: skip
             )
-    if team_id is not None:
-        return {team_id: lines.get(team_id, [])}, {team_id: warnings.get(team_id, [])}
-    return lines, warnings
+    if team_ids is not None:
+        wanted = set(team_ids)
+        return (
+            {t: x for t, x in lines.items() if t in wanted},
+            {t: x for t, x in warnings.items() if t in wanted},
+        )
+    return dict(lines), dict(warnings)
 
 
 def statement_lines_compute(*, team_id: int, month: date) -> tuple[list[LineData], list[dict], str]:
@@ -297,9 +305,9 @@ def statement_lines_compute(*, team_id: int, month: date) -> tuple[list[LineData
         month, periods, currency, _segment_sums(team_id, month, periods)
     )
     warnings += ambiguous_time_notes(month, [team_id]).get(team_id, [])
-    shared, shared_warnings = shared_card_lines(month, team_id)
-    lines += shared[team_id]
-    warnings += shared_warnings[team_id]
+    shared, shared_warnings = shared_card_lines(month, [team_id], periods=periods)
+    lines += shared.get(team_id, [])
+    warnings += shared_warnings.get(team_id, [])
     return lines, warnings, currency
 
 
@@ -311,15 +319,20 @@ def usage_lines_by_team(
     :func:`statement_lines_compute`, for many teams in one ``GROUP BY``.
 
     ``pool_id`` keeps the usage of allocations in that pool (reserved and burst card-hours,
-    and used card-hours metered against one); usage tied to no allocation has no pool.
+    and used card-hours metered against one) and the shared cards in it; usage tied to no
+    allocation has no pool.
     """
     periods = rate_periods(month=month, zone=billing_zone())
     currency = _month_currency(periods)
     sums, _ = _segment_sums_by_team(month, periods, team_ids, pool_id)
-    return {
+    lines = {
         team_id: _lines_from_sums(month, periods, currency, team_sums)[0]
         for team_id, team_sums in sums.items()
-    }, currency
+    }
+    shared, _ = shared_card_lines(month, team_ids, pool_id, periods)
+    for team_id, team_lines in shared.items():
+        lines.setdefault(team_id, []).extend(team_lines)
+    return lines, currency
 
 
 def _sort_key(names: dict[int, str]):
@@ -586,7 +599,7 @@ def statements_close_month(
     periods = rate_periods(month=month, zone=billing_zone())
     currency = _month_currency(periods)
     sums, team_ids = _segment_sums_by_team(month, periods)
-    shared, shared_warnings = shared_card_lines(month)
+    shared, shared_warnings = shared_card_lines(month, periods=periods)
     team_ids |= set(shared) | set(shared_warnings)
     late = UsageRecord.objects.filter(
         team_id=OuterRef("team_id"),

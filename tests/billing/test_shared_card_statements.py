@@ -180,3 +180,33 @@ def test_pages_and_csvs(month_of_three, card, admin_page, client):
     line = dict(zip(CSV_COLUMNS, statement_rows[1], strict=True))
     got = [line[k] for k in ("basis", "card", "card_share", "share_basis", "amount")]
     assert got == ["shared", "ts-01:0", "0.012860", "time-slicing", "74.08"]
+
+
+def test_pool_idle_cost_nets_the_tenants(month_of_three, card):
+    """The pool of ts-01 holds only that L40S: capacity 720 h × 8.00 = 5,760.00; its tenants
+    are charged 74.08 + 74.07 + 20.00 = 168.15 outside any allocation; the pool's idle cost is
+    5,760.00 − 168.15 = 5,591.85, the card's idle remainder."""
+    from billing.selectors import pool_idle_costs
+
+    (row,) = [r for r in pool_idle_costs(month=NOV) if r.pool.pk == card.node.pool_id]
+    assert (row.capacity_cost, row.allocated_cost, row.used_outside_cost, row.idle_cost) == (
+        Decimal("5760.00"), Decimal("0.00"), Decimal("168.15"), Decimal("5591.85"))  # fmt: skip
+
+
+def test_cost_so_far_path_has_the_shared_lines(month_of_three, card):
+    """usage_lines_by_team (cost so far, budgets) reads the same shared lines as the
+    statement; in another pool there are none."""
+    from factories import PoolFactory
+
+    from billing.services.statements import usage_lines_by_team
+
+    alpha, beta, gamma = month_of_three
+    lines, _ = usage_lines_by_team(month=NOV, team_ids=[alpha.pk, gamma.pk])
+    got = {t: [(x.basis, x.gpu_id, x.amount) for x in v] for t, v in lines.items()}
+    assert got == {alpha.pk: [("shared", card.pk, Decimal("74.08"))],
+                   gamma.pk: [("shared", card.pk, Decimal("20.00"))]}  # fmt: skip
+    elsewhere, _ = usage_lines_by_team(month=NOV, pool_id=PoolFactory(slug="other").pk)
+    assert elsewhere == {}
+    here, _ = usage_lines_by_team(month=NOV, pool_id=card.node.pool_id)
+    assert sorted(x.amount for v in here.values() for x in v) == [
+        Decimal("20.00"), Decimal("74.07"), Decimal("74.08")]  # fmt: skip
