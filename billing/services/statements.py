@@ -27,7 +27,7 @@ from billing.choices import ChargeBasis, LineKind, StatementStatus, UsageFlag, U
 from billing.conf import billing_zone, default_currency
 from billing.errors import StatementFinal
 from billing.locks import billing_lock, month_close_lock_name
-from billing.models import Statement, StatementLine, UsageRecord
+from billing.models import SharedCardUse, Statement, StatementLine, UsageRecord
 from billing.pricing import (
     card_hour_amount,
     card_hours_rounded,
@@ -35,6 +35,7 @@ from billing.pricing import (
     previous_month,
     round_money,
     rounding_note,
+    split_at_months,
     token_amount,
 )
 from billing.selectors import shared_card_splits
@@ -352,15 +353,44 @@ def _sort_key(names: dict[int, str]):
     return key
 
 
+def late_shared_months(team_ids: list[int] | None, month: date) -> dict[int, set[date]]:
+    """Per team, the final months before ``month`` that a shared-card use of the team written
+    after the month was finalized falls in (a late import of a shared card: the month's
+    shares are recomputed as adjustments, as late usage records are). Two queries."""
+    finals = Statement.objects.filter(status=StatementStatus.FINAL, month__lt=month)
+    if team_ids is not None:
+        finals = finals.filter(team_id__in=team_ids)
+    final_at: dict[int, dict[date, datetime]] = defaultdict(dict)
+    for team_id, final_month, finalized_at in finals.values_list(
+        "team_id", "month", "finalized_at"
+    ):
+        final_at[team_id][final_month] = finalized_at
+    if not final_at:
+        return {}
+    earliest = min(t for months in final_at.values() for t in months.values())
+    zone = billing_zone()
+    late: dict[int, set[date]] = defaultdict(set)
+    uses = SharedCardUse.objects.filter(team_id__in=list(final_at), created_at__gt=earliest)
+    for team_id, start, end, created in uses.values_list(
+        "team_id", "period_start", "period_end", "created_at"
+    ):
+        for use_month, _, _ in split_at_months(start, end, zone):
+            finalized = final_at[team_id].get(use_month)
+            if finalized is not None and created > finalized:
+                late[team_id].add(use_month)
+    return late
+
+
 def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
     """Differences between recomputed and billed amounts of earlier final months whose usage
-    changed after they were finalized."""
+    (usage records, the team's shared-card uses) changed after they were finalized."""
     late = UsageRecord.objects.filter(
         team_id=team_id, month=OuterRef("month"), updated_at__gt=OuterRef("finalized_at")
     )
+    shared_months = late_shared_months([team_id], month).get(team_id, set())
     closed = Statement.objects.filter(
         team_id=team_id, status=StatementStatus.FINAL, month__lt=month
-    ).filter(Exists(late))
+    ).filter(Exists(late) | Q(month__in=shared_months))
     result: list[LineData] = []
     for old in closed.order_by("month"):
         recomputed, _, _ = statement_lines_compute(team_id=team_id, month=old.month)
@@ -611,6 +641,7 @@ def statements_close_month(
         .filter(Exists(late))
         .values_list("team_id", flat=True)
     )
+    late_team_ids |= set(late_shared_months(None, month))
     team_ids |= late_team_ids
     team_ids |= set(Statement.objects.filter(month=month).values_list("team_id", flat=True))
     with transaction.atomic():

@@ -210,3 +210,21 @@ def test_cost_so_far_path_has_the_shared_lines(month_of_three, card):
     here, _ = usage_lines_by_team(month=NOV, pool_id=card.node.pool_id)
     assert sorted(x.amount for v in here.values() for x in v) == [
         Decimal("20.00"), Decimal("74.07"), Decimal("74.08")]  # fmt: skip
+
+
+def test_late_shared_use_becomes_an_adjustment(month_of_three, card):
+    """November closed (alpha 74.08). A late import adds alpha 1 of 3 replicas on 20 Nov for
+    3 h: 10,800 × 1/3 = 3,600 card-s = 1 card-h. Recomputed: alpha 36,933.33 card-s → 8,207.407
+    cents, beta 7,407.407, gamma 2,000, idle 2,512,733.33 card-s → 558,385.185; floors sum to
+    575,999, the missing cent to alpha (remainder 0.407, tied with beta, first): 82.08. The
+    December draft carries an adjustment for November: +1.000000 card-h, +8.00 EUR."""
+    from billing.choices import LineKind
+
+    alpha = month_of_three[0]
+    statements_close_month(month=NOV)
+    use(card, alpha, "late", at(20), at(20, 10_800), held=1)
+    december = statement_build(team=alpha, month=date(2026, 12, 1))
+    got = [(x.kind, x.period, x.basis, x.gpu_id, x.quantity, x.amount)
+           for x in december.lines.order_by("position")]  # fmt: skip
+    assert got == [(LineKind.ADJUSTMENT, NOV, "shared", card.pk, Decimal(1), Decimal("8.00"))]
+    assert december.total_amount == Decimal("8.00")
