@@ -523,7 +523,10 @@ def shared_card_splits(
         for period in periods:
             price = price_for(period, RateKind.GPU_RESERVED, gpu.gpu_model_id, "")
             if price is None:
-                result.append(SharedCardPeriod(gpu, period, None, None, order, "unpriced"))
+                # a period without a price and without uses (before the first rate card) is
+                # no one's charge: nothing to warn about
+                if any(clip(u.start, u.end, period.start, period.end) for u in rows):
+                    result.append(SharedCardPeriod(gpu, period, None, None, order, "unpriced"))
                 continue
             try:
                 split = card_split(start=period.start, end=period.end, uses=rows,

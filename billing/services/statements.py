@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from datetime import date, datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.db import connection, transaction
@@ -283,7 +283,7 @@ def shared_card_lines(
                     period.rate_to,
                     period.card_id,
                     card.gpu.pk,
-                    share.quantize(Decimal("0.000001")),
+                    share.quantize(Decimal("0.000001"), ROUND_HALF_UP),
                     part.basis,
                 )  # fmt: skip
             )

@@ -228,3 +228,23 @@ def test_late_shared_use_becomes_an_adjustment(month_of_three, card):
            for x in december.lines.order_by("position")]  # fmt: skip
     assert got == [(LineKind.ADJUSTMENT, NOV, "shared", card.pk, Decimal(1), Decimal("8.00"))]
     assert december.total_amount == Decimal("8.00")
+
+
+def test_unpriced_period_warns_only_where_the_card_was_used(card, tenants, rates, a100):
+    """A card from 15 Nov prices no L40S. alpha's use on the 3rd (1 of 3 replicas, 10,800 s
+    = 1 card-h = 8.00) is billed in the priced period; beta's on the 20th falls in the
+    unpriced one: a ``shared_card_unpriced`` warning for both tenants' statements, no line."""
+    from billing.choices import RateKind
+    from billing.services.rates import rate_card_create
+
+    rate_card_create(name="no l40s", currency="EUR", effective_from=date(2026, 11, 15),
+                     gpu_prices={(a100.pk, RateKind.GPU_RESERVED): Decimal(2)})  # fmt: skip
+    alpha, beta, _ = tenants
+    use(card, alpha, "p1", at(3), at(3, 10_800), held=1)
+    statement = statement_build(team=alpha, month=NOV)
+    assert statement.total_amount == Decimal("8.00") and statement.warnings == []
+    use(card, beta, "p2", at(20), at(20, 10_800), held=1)
+    statement = statement_build(team=beta, month=NOV)
+    assert statement.total_amount == 0
+    assert [(w["code"], w["from"]) for w in statement.warnings] == [
+        ("shared_card_unpriced", "2026-11-15")]  # fmt: skip
