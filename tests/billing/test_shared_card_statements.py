@@ -248,3 +248,11 @@ def test_unpriced_period_warns_only_where_the_card_was_used(card, tenants, rates
     assert statement.total_amount == 0
     assert [(w["code"], w["from"]) for w in statement.warnings] == [
         ("shared_card_unpriced", "2026-11-15")]  # fmt: skip
+
+
+def test_api_lines_name_the_card_share_and_basis(month_of_three, card, admin_api):
+    statement = statement_build(team=month_of_three[0], month=NOV)
+    (line,) = admin_api.get(f"/api/v1/statements/{statement.pk}/lines/").json()["results"]
+    got = {k: line[k] for k in ("basis", "card", "card_share", "share_basis", "amount")}
+    assert got == {"basis": "shared", "card": "ts-01:0", "card_share": "0.012860",
+                   "share_basis": "time-slicing", "amount": "74.0800"}  # fmt: skip
