@@ -256,3 +256,13 @@ def test_api_lines_name_the_card_share_and_basis(month_of_three, card, admin_api
     got = {k: line[k] for k in ("basis", "card", "card_share", "share_basis", "amount")}
     assert got == {"basis": "shared", "card": "ts-01:0", "card_share": "0.012860",
                    "share_basis": "time-slicing", "amount": "74.0800"}  # fmt: skip
+
+
+def test_admin_lists_uses_read_only(month_of_three, django_user_model):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(django_user_model.objects.create_superuser("root", password="pw"))
+    page = client.get("/admin/billing/sharedcarduse/")
+    assert page.status_code == 200 and b"ts-01:0" in page.content
+    assert client.get("/admin/billing/sharedcarduse/add/").status_code == 403
