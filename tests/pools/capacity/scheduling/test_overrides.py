@@ -1,0 +1,180 @@
+"""Temporary overrides (issue 32 item 2): the wanted cap with and without one, worked by hand;
+the Slurm cap (in-memory fake) and the Kubernetes quota (HTTP fake of kube-apiserver) raised,
+then put back by the beat with the clock moved past ``until``; bad input refused with field
+errors and nothing written. The real Slurm tier: tests/integration/slurm/test_overrides.py."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.utils import timezone
+from factories import AllocationFactory, TeamFactory
+from kubernetes_support import portal_on_fake_apiserver
+
+from pools.audit.models import AuditEvent
+from pools.capacity.models import OverrideStatus, TemporaryOverride
+from pools.capacity.services.overrides import override_cancel, override_create, override_expire_due
+
+COMMIT = None
+from pools.capacity.services.scheduler_binding import (
+    kubernetes_quota_wanted,
+    team_cards_applied,
+)
+from pools.choices import AllocationStatus, Scheduler
+from pools.errors import InvalidInput
+
+pytestmark = pytest.mark.django_db
+YEAR = timezone.now().year + 2
+MONDAY = datetime(YEAR, 1, 4, tzinfo=UTC)
+FRIDAY = MONDAY + timedelta(days=4)
+
+
+def allocation(team, pool, model, cards, **fields):
+    values = {"starts_at": MONDAY - timedelta(days=1), "ends_at": MONDAY + timedelta(days=14)}
+    return AllocationFactory(
+        team=team, pool=pool, gpu_model=model, card_count=cards, status=AllocationStatus.ACTIVE,
+        **(values | fields),
+    )  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def after_commit(django_capture_on_commit_callbacks):
+    """Run the sync task queued on commit when each service call returns, as with a broker."""
+    global COMMIT
+    COMMIT = lambda: django_capture_on_commit_callbacks(execute=True)  # noqa: E731
+    yield
+
+
+def lift(actor, team, pool, model, cards, **fields):
+    values = {"kind": "ceiling", "until": FRIDAY, "reason": "paper deadline"} | fields
+    with COMMIT():
+        return override_create(
+            actor=actor, team=team, pool=pool, gpu_model=model, cards=cards, now=MONDAY, **values
+        )
+
+
+def cancel(override, actor):
+    with COMMIT():
+        return override_cancel(override=override, actor=actor, reason="done early")
+
+
+def test_the_wanted_slurm_cap_is_raised_while_the_override_lasts(fake_slurm, setup):
+    """vision holds 1 A100 (its cap: 1). Raised to 3 until Friday 00:00: the cap is
+    max(1, 3) = 3 from Monday to Thursday 23:59, and 1 from Friday 00:00 (half-open)."""
+    pool, a100, team, _bob, admin = setup
+    allocation(team, pool, a100, 1)
+
+    def cap(at):
+        return team_cards_applied(
+            team=team, gpu_model=a100, scheduler=Scheduler.SLURM, cluster=None, now=at
+        )
+
+    assert cap(MONDAY) == 1
+    override = lift(admin, team, pool, a100, 3)
+    assert (override.cards_before, override.cards) == (1, 3)
+    assert cap(MONDAY) == 3
+    assert cap(FRIDAY - timedelta(minutes=1)) == 3
+    assert cap(FRIDAY) == 1  # in force no more, before the beat marks it
+
+
+def test_slurm_cap_raised_then_put_back_by_the_beat(fake_slurm, setup):
+    """The sync after create writes GrpTRES gres/gpu:a100=3; the beat at Friday 00:05 expires
+    the override (audited) and writes 1; run again, it writes nothing and audits nothing."""
+    pool, a100, team, _bob, admin = setup
+    allocation(team, pool, a100, 1)
+    override = lift(admin, team, pool, a100, 3)
+    assert fake_slurm.get_gpu_limits("vision")[0].cards == 3  # eager task after commit
+
+    counts = override_expire_due(now=FRIDAY + timedelta(minutes=5))
+    assert counts == {"expired": 1, "restored": 1, "errors": 0}
+    assert fake_slurm.get_gpu_limits("vision")[0].cards == 1
+    override.refresh_from_db()
+    assert (override.status, override.ended_at) == (OverrideStatus.EXPIRED, FRIDAY)
+    assert override.restored_at == FRIDAY + timedelta(minutes=5)
+    assert override.scheduler_binding["grp_tres"] == "gres/gpu:a100=1"
+    actions = list(
+        AuditEvent.objects.filter(object_id=str(override.pk)).values_list("action", flat=True)
+    )
+    assert sorted(actions) == ["override.created", "override.expired"]
+
+    assert override_expire_due(now=FRIDAY + timedelta(minutes=10)) == {
+        "expired": 0, "restored": 0, "errors": 0,
+    }  # fmt: skip
+    assert AuditEvent.objects.filter(object_id=str(override.pk)).count() == 2
+
+
+def test_kubernetes_quota_raised_then_put_back_after_expiry(pool_admin, infer_pool, l40s):
+    """nlp holds 2 L40S: quota 2. Ceiling raised to 6 until Friday: the quota written is 6;
+    the beat at Friday 00:05 puts 2 back (read from the fake apiserver both times)."""
+    team = TeamFactory(slug="nlp")
+    allocation(team, infer_pool, l40s, 2)
+    assert kubernetes_quota_wanted(team=team, cluster=None, now=MONDAY)[0] == {"NVIDIA-L40S": 2}
+
+    def hard(server) -> str:
+        quota = server.get("", "resourcequotas", "team-nlp", "gpu-quota")
+        return quota["spec"]["hard"]["requests.nvidia.com/gpu"]
+
+    with portal_on_fake_apiserver() as server:
+        override = lift(pool_admin, team, infer_pool, l40s, 6)
+        assert hard(server) == "6"
+        assert kubernetes_quota_wanted(team=team, cluster=None, now=MONDAY)[0] == {"NVIDIA-L40S": 6}
+        assert override_expire_due(now=FRIDAY + timedelta(minutes=5))["restored"] == 1
+        assert hard(server) == "2"
+        override.refresh_from_db()
+        assert override.scheduler_binding["total"] == 2
+
+
+def test_cancel_ends_it_now_and_puts_the_cap_back(fake_slurm, setup):
+    """Cancelled (at the real clock, before Monday), the cap is the allocation's 1 again."""
+    pool, a100, team, _bob, admin = setup
+    allocation(team, pool, a100, 1, starts_at=timezone.now() - timedelta(days=1))
+    override = lift(admin, team, pool, a100, 4)
+    assert fake_slurm.get_gpu_limits("vision")[0].cards == 4
+    override = cancel(override, admin)
+    assert override.status == OverrideStatus.CANCELLED
+    assert fake_slurm.get_gpu_limits("vision")[0].cards == 1
+    override.refresh_from_db()
+    assert override.restored_at is not None
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"until": MONDAY - timedelta(hours=1)}, "until"),  # in the past
+        ({"cards": 1}, "cards"),  # the cap is 1 already: not a raise
+        ({"cards": 5}, "cards"),  # the pool has 4 usable A100
+        ({"reason": " "}, "reason"),
+        ({"kind": "borrowing_limit"}, "pool"),  # a Slurm pool has no Kueue cohort
+        ({"kind": "priority", "gpu_model": None, "cards": None}, "workload_class"),
+    ],
+)
+def test_bad_input_is_a_field_error_and_writes_nothing(fake_slurm, setup, fields, field):
+    pool, a100, team, _bob, admin = setup
+    allocation(team, pool, a100, 1)
+    values = {"kind": "ceiling", "until": FRIDAY, "reason": "x", "gpu_model": a100, "cards": 3}
+    values |= fields
+    with pytest.raises(InvalidInput) as refused:
+        override_create(actor=admin, team=team, pool=pool, now=MONDAY, **values)
+    assert field in refused.value.data["errors"]
+    assert not TemporaryOverride.objects.exists()
+    assert not AuditEvent.objects.filter(action__startswith="override.").exists()
+
+
+def test_a_team_without_cards_in_the_pool_is_refused(fake_slurm, setup):
+    pool, a100, _team, _bob, admin = setup
+    other = TeamFactory(slug="audio")
+    with pytest.raises(InvalidInput) as refused:
+        lift(admin, other, pool, a100, 2)
+    assert "holds no cards" in refused.value.data["errors"]["pool"]
+    assert not TemporaryOverride.objects.exists()
+
+
+def test_a_second_override_of_the_same_figure_is_refused(fake_slurm, setup):
+    pool, a100, team, _bob, admin = setup
+    allocation(team, pool, a100, 1)
+    lift(admin, team, pool, a100, 3)
+    with pytest.raises(InvalidInput) as refused:
+        lift(admin, team, pool, a100, 4)
+    assert refused.value.data["errors"]["kind"].startswith("Already raised until")
+    assert TemporaryOverride.objects.count() == 1
