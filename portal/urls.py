@@ -17,8 +17,8 @@ from pools.advisor import api as advisor_api
 from pools.calibration import api as calibration_api
 from pools.capacity import api as capacity_api
 from pools.capacity import api_audit as audit_api
-from pools.capacity import api_pools as capacity_api_pools
 from pools.capacity import api_overrides as overrides_api
+from pools.capacity import api_pools as capacity_api_pools
 from pools.capacity import api_recurring as recurring_api
 from pools.clusters import api as clusters_api
 from pools.elastic import api as elastic_api

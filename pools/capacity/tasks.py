@@ -12,8 +12,8 @@ from pools.capacity.services.allocations import (
     allocation_provision,
     allocation_unbind,
 )
-from pools.capacity.services.reconcile import ReconcileReport, reconcile_all, reconcile_cluster
 from pools.capacity.services.overrides import override_apply, override_expire_due
+from pools.capacity.services.reconcile import ReconcileReport, reconcile_all, reconcile_cluster
 from pools.capacity.services.recurring_binding import recurring_sync
 from pools.jobs import MAX_RETRIES, retry_countdown, retry_note
 from scheduler_adapters.errors import SchedulerError

@@ -15,8 +15,6 @@ from kubernetes_support import portal_on_fake_apiserver
 from pools.audit.models import AuditEvent
 from pools.capacity.models import OverrideStatus, TemporaryOverride
 from pools.capacity.services.overrides import override_cancel, override_create, override_expire_due
-
-COMMIT = None
 from pools.capacity.services.scheduler_binding import (
     kubernetes_quota_wanted,
     team_cards_applied,
@@ -38,28 +36,23 @@ def allocation(team, pool, model, cards, **fields):
     )  # fmt: skip
 
 
-@pytest.fixture(autouse=True)
-def after_commit(django_capture_on_commit_callbacks):
-    """Run the sync task queued on commit when each service call returns, as with a broker."""
-    global COMMIT
-    COMMIT = lambda: django_capture_on_commit_callbacks(execute=True)  # noqa: E731
-    yield
+@pytest.fixture
+def lift(django_capture_on_commit_callbacks):
+    """``lift(actor, team, pool, model, cards, **fields)``: a ceiling override made on Monday
+    until Friday 00:00, the sync task queued on commit run as it returns (as with a broker)."""
+
+    def make(actor, team, pool, model, cards, **fields):
+        values = {"kind": "ceiling", "until": FRIDAY, "reason": "paper deadline"} | fields
+        with django_capture_on_commit_callbacks(execute=True):
+            return override_create(
+                actor=actor, team=team, pool=pool, gpu_model=model, cards=cards, now=MONDAY,
+                **values,
+            )  # fmt: skip
+
+    return make
 
 
-def lift(actor, team, pool, model, cards, **fields):
-    values = {"kind": "ceiling", "until": FRIDAY, "reason": "paper deadline"} | fields
-    with COMMIT():
-        return override_create(
-            actor=actor, team=team, pool=pool, gpu_model=model, cards=cards, now=MONDAY, **values
-        )
-
-
-def cancel(override, actor):
-    with COMMIT():
-        return override_cancel(override=override, actor=actor, reason="done early")
-
-
-def test_the_wanted_slurm_cap_is_raised_while_the_override_lasts(fake_slurm, setup):
+def test_the_wanted_slurm_cap_is_raised_while_the_override_lasts(fake_slurm, setup, lift):
     """vision holds 1 A100 (its cap: 1). Raised to 3 until Friday 00:00: the cap is
     max(1, 3) = 3 from Monday to Thursday 23:59, and 1 from Friday 00:00 (half-open)."""
     pool, a100, team, _bob, admin = setup
@@ -78,7 +71,7 @@ def test_the_wanted_slurm_cap_is_raised_while_the_override_lasts(fake_slurm, set
     assert cap(FRIDAY) == 1  # in force no more, before the beat marks it
 
 
-def test_slurm_cap_raised_then_put_back_by_the_beat(fake_slurm, setup):
+def test_slurm_cap_raised_then_put_back_by_the_beat(fake_slurm, setup, lift):
     """The sync after create writes GrpTRES gres/gpu:a100=3; the beat at Friday 00:05 expires
     the override (audited) and writes 1; run again, it writes nothing and audits nothing."""
     pool, a100, team, _bob, admin = setup
@@ -104,7 +97,7 @@ def test_slurm_cap_raised_then_put_back_by_the_beat(fake_slurm, setup):
     assert AuditEvent.objects.filter(object_id=str(override.pk)).count() == 2
 
 
-def test_kubernetes_quota_raised_then_put_back_after_expiry(pool_admin, infer_pool, l40s):
+def test_kubernetes_quota_raised_then_put_back_after_expiry(pool_admin, infer_pool, l40s, lift):
     """nlp holds 2 L40S: quota 2. Ceiling raised to 6 until Friday: the quota written is 6;
     the beat at Friday 00:05 puts 2 back (read from the fake apiserver both times)."""
     team = TeamFactory(slug="nlp")
@@ -125,13 +118,16 @@ def test_kubernetes_quota_raised_then_put_back_after_expiry(pool_admin, infer_po
         assert override.scheduler_binding["total"] == 2
 
 
-def test_cancel_ends_it_now_and_puts_the_cap_back(fake_slurm, setup):
+def test_cancel_ends_it_now_and_puts_the_cap_back(
+    fake_slurm, setup, lift, django_capture_on_commit_callbacks
+):
     """Cancelled (at the real clock, before Monday), the cap is the allocation's 1 again."""
     pool, a100, team, _bob, admin = setup
     allocation(team, pool, a100, 1, starts_at=timezone.now() - timedelta(days=1))
     override = lift(admin, team, pool, a100, 4)
     assert fake_slurm.get_gpu_limits("vision")[0].cards == 4
-    override = cancel(override, admin)
+    with django_capture_on_commit_callbacks(execute=True):
+        override = override_cancel(override=override, actor=admin, reason="done early")
     assert override.status == OverrideStatus.CANCELLED
     assert fake_slurm.get_gpu_limits("vision")[0].cards == 1
     override.refresh_from_db()
@@ -161,7 +157,7 @@ def test_bad_input_is_a_field_error_and_writes_nothing(fake_slurm, setup, fields
     assert not AuditEvent.objects.filter(action__startswith="override.").exists()
 
 
-def test_a_team_without_cards_in_the_pool_is_refused(fake_slurm, setup):
+def test_a_team_without_cards_in_the_pool_is_refused(fake_slurm, setup, lift):
     pool, a100, _team, _bob, admin = setup
     other = TeamFactory(slug="audio")
     with pytest.raises(InvalidInput) as refused:
@@ -170,7 +166,7 @@ def test_a_team_without_cards_in_the_pool_is_refused(fake_slurm, setup):
     assert not TemporaryOverride.objects.exists()
 
 
-def test_a_second_override_of_the_same_figure_is_refused(fake_slurm, setup):
+def test_a_second_override_of_the_same_figure_is_refused(fake_slurm, setup, lift):
     pool, a100, team, _bob, admin = setup
     allocation(team, pool, a100, 1)
     lift(admin, team, pool, a100, 3)
