@@ -44,7 +44,8 @@ from pools.capacity.services.scheduler_binding import (
     k8s_product_label,
     kubernetes_quota_sync,
     kueue_borrowing,
-    slurm_account_name,
+    kueue_lender_sync,
+    slurm_account_ensure,
     slurm_limit_sync,
     team_cards_applied,
 )
@@ -314,9 +315,12 @@ def override_apply(*, override_id: int, now: datetime | None = None) -> dict[str
         }
     elif pool.scheduler == Scheduler.KUBERNETES:
         binding = kubernetes_quota_sync(adapter=adapter, team=team, cluster=pool.cluster, now=now)
+        lender = kueue_lender_sync(adapter=adapter, pool=pool, now=now)  # what is borrowed from
+        if lender is not None:
+            binding["kueue_lender"] = lender
     elif override.kind == OverrideKind.PRIORITY:
         pools = cluster_pools(scheduler=Scheduler.SLURM, cluster=pool.cluster)
-        account = slurm_account_name(team)
+        account = slurm_account_ensure(adapter=adapter, team=team)
         qos = slurm_qos_sync(adapter=adapter, team=team, account=account, pools=pools, now=now)
         binding = {"scheduler": "slurm", "applied": True, "account": account, **(qos or {})}
     else:

@@ -198,6 +198,18 @@ def slurm_account_name(team: Team) -> str:
     return team.slug
 
 
+def slurm_account_ensure(*, adapter: SchedulerAdapter, team: Team) -> str:
+    """Create or update the team's account (:func:`slurm_account_name`), its description the
+    team's name and its organisation the cost centre; returns its name. Idempotent."""
+    account = slurm_account_name(team)
+    adapter.ensure_account(
+        account,
+        description=team.name[:100],
+        organization=(team.cost_centre or team.slug).lower()[:64],
+    )
+    return account
+
+
 def slurm_limit_sync(
     *,
     adapter: SchedulerAdapter,
@@ -230,12 +242,7 @@ def slurm_limit_sync(
         mig_profile=mig_profile,
     )
     partition = pool.slurm_partition or None
-    account = slurm_account_name(team)
-    adapter.ensure_account(
-        account,
-        description=team.name[:100],
-        organization=(team.cost_centre or team.slug).lower()[:64],
-    )
+    account = slurm_account_ensure(adapter=adapter, team=team)
     missing = []
     for username in team_usernames(team_id=team.pk):
         try:

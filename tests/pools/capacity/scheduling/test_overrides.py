@@ -20,7 +20,9 @@ from pools.capacity.services.scheduler_binding import (
     team_cards_applied,
 )
 from pools.choices import AllocationStatus, Scheduler
+from pools.classes.models import WorkloadClass
 from pools.errors import InvalidInput
+from scheduler_adapters.records import AccountQos
 
 pytestmark = pytest.mark.django_db
 YEAR = timezone.now().year + 2
@@ -29,7 +31,11 @@ FRIDAY = MONDAY + timedelta(days=4)
 
 
 def allocation(team, pool, model, cards, **fields):
-    values = {"starts_at": MONDAY - timedelta(days=1), "ends_at": MONDAY + timedelta(days=14)}
+    # open from yesterday (the sync after commit runs at the clock) to after Friday
+    values = {
+        "starts_at": timezone.now() - timedelta(days=1),
+        "ends_at": FRIDAY + timedelta(days=9),
+    }
     return AllocationFactory(
         team=team, pool=pool, gpu_model=model, card_count=cards, status=AllocationStatus.ACTIVE,
         **(values | fields),
@@ -123,7 +129,7 @@ def test_cancel_ends_it_now_and_puts_the_cap_back(
 ):
     """Cancelled (at the real clock, before Monday), the cap is the allocation's 1 again."""
     pool, a100, team, _bob, admin = setup
-    allocation(team, pool, a100, 1, starts_at=timezone.now() - timedelta(days=1))
+    allocation(team, pool, a100, 1)
     override = lift(admin, team, pool, a100, 4)
     assert fake_slurm.get_gpu_limits("vision")[0].cards == 4
     with django_capture_on_commit_callbacks(execute=True):
@@ -174,3 +180,60 @@ def test_a_second_override_of_the_same_figure_is_refused(fake_slurm, setup, lift
         lift(admin, team, pool, a100, 4)
     assert refused.value.data["errors"]["kind"].startswith("Already raised until")
     assert TemporaryOverride.objects.count() == 1
+
+
+def test_kueue_borrowing_limit_raised_then_put_back(pool_admin, infer_pool, l40s, lift):
+    """nlp holds 2 L40S (not elastic) in a Kueue pool: its ClusterQueue has nominalQuota 2, no
+    cohort, no borrowingLimit. Borrowing raised from 0 to 3 until Friday: it joins the pool's
+    cohort with borrowingLimit 3, the quota is 2 + 3 = 5 so nominalQuota stays 5 - 3 = 2. After
+    the beat at Friday 00:05: nominalQuota 2, no borrowingLimit, quota 2."""
+    infer_pool.quota_backend, infer_pool.quota_cohort = "kueue", "infer"
+    infer_pool.save()
+    team = TeamFactory(slug="nlp")
+    allocation(team, infer_pool, l40s, 2)
+
+    def read(server) -> tuple[str, dict]:
+        quota = server.get("", "resourcequotas", "team-nlp", "gpu-quota")
+        queue = server.get("kueue.x-k8s.io", "clusterqueues", None, "team-nlp")
+        (flavour,) = queue["spec"]["resourceGroups"][0]["flavors"]
+        (gpu,) = [r for r in flavour["resources"] if r["name"] == "nvidia.com/gpu"]
+        gpu = {k: v for k, v in gpu.items() if k in ("nominalQuota", "borrowingLimit")}
+        return quota["spec"]["hard"]["requests.nvidia.com/gpu"], gpu | {
+            "cohort": queue["spec"].get("cohortName")
+        }
+
+    with portal_on_fake_apiserver(KUEUE=True) as server:
+        override = lift(pool_admin, team, infer_pool, l40s, 3, kind="borrowing_limit")
+        assert override.cards_before == 0
+        assert read(server) == (
+            "5",
+            {"nominalQuota": "2", "borrowingLimit": "3", "cohort": "infer"},
+        )
+        assert server.get("kueue.x-k8s.io", "clusterqueues", None, "infer-free") is not None
+        assert override_expire_due(now=FRIDAY + timedelta(minutes=5))["restored"] == 1
+        assert read(server) == ("2", {"nominalQuota": "2", "cohort": None})
+
+
+def test_priority_raised_to_a_higher_class_then_put_back(fake_slurm, setup, lift):
+    """vision's work runs as batch (priority 100): its account allows portal-batch, default
+    portal-batch. Raised to production (1000) until Friday: allowed portal-batch and
+    portal-production, default portal-production; after the beat, back to batch alone. A
+    class of no higher priority (development is 200 > 100, but batch itself is not) is
+    refused."""
+    pool, a100, team, _bob, admin = setup
+    batch = WorkloadClass.objects.get(slug="batch")
+    production = WorkloadClass.objects.get(slug="production")
+    allocation(team, pool, a100, 1, workload_class=batch)
+    with pytest.raises(InvalidInput) as refused:
+        lift(admin, team, pool, None, None, kind="priority", workload_class=batch)
+    assert "higher priority" in refused.value.data["errors"]["workload_class"]
+
+    override = lift(admin, team, pool, None, None, kind="priority", workload_class=production)
+    assert override.class_before == batch
+    assert fake_slurm.get_account_qos("vision") == AccountQos(
+        "vision", ("portal-batch", "portal-production"), "portal-production"
+    )
+    override_expire_due(now=FRIDAY + timedelta(minutes=5))
+    assert fake_slurm.get_account_qos("vision") == AccountQos(
+        "vision", ("portal-batch",), "portal-batch"
+    )
