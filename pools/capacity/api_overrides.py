@@ -59,7 +59,7 @@ class OverrideSerializer(serializers.ModelSerializer):
         return override.status == "active" and override.until > timezone.now()
 
 
-class CancelSerializer(serializers.Serializer):
+class OverrideCancelSerializer(serializers.Serializer):
     reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
 
 
@@ -98,12 +98,12 @@ class OverrideViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         fresh = self.get_queryset().get(pk=override.pk)
         return Response(self.get_serializer(fresh).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=CancelSerializer, responses=OverrideSerializer)
+    @extend_schema(request=OverrideCancelSerializer, responses=OverrideSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         """End the override now; the team's figures go back to normal."""
         override = self.get_object()
-        form = CancelSerializer(data=request.data)
+        form = OverrideCancelSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         override = override_cancel(
             override=override, actor=request.user, reason=form.validated_data["reason"]
