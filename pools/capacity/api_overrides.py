@@ -35,9 +35,11 @@ class OverrideSerializer(serializers.ModelSerializer):
     workload_class = serializers.SlugRelatedField(
         slug_field="slug", queryset=WorkloadClass.objects.all(), required=False, allow_null=True
     )
-    class_before = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    class_before = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     reason = serializers.CharField(max_length=OVERRIDE_REASON_MAX_LENGTH)
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
     in_force = serializers.SerializerMethodField()
 
     class Meta:
