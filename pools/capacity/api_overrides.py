@@ -82,9 +82,9 @@ class OverrideViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                 "Lift nlp's A100 cap to 12 cards until Friday",
                 value={
                     "team": "nlp",
-                    "pool": "train",
+                    "pool": "train-slurm",
                     "kind": "ceiling",
-                    "gpu_model": "a100-80gb-sxm4",
+                    "gpu_model": "a100_80g_sxm",
                     "cards": 12,
                     "until": "2027-01-15T18:00:00Z",
                     "reason": "paper deadline",
