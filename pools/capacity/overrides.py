@@ -40,9 +40,11 @@ def ceiling_raise(
 ) -> int | None:
     """The most cards of ``gpu_model`` a ceiling override in force gives the team in
     ``pools``, or ``None``. One query."""
-    found = overrides_in_force(
-        team=team, pools=pools, now=now, kind=OverrideKind.CEILING
-    ).aggregate(cards=Max("cards"))["cards"]
+    found = (
+        overrides_in_force(team=team, pools=pools, now=now, kind=OverrideKind.CEILING)
+        .filter(gpu_model=gpu_model)
+        .aggregate(cards=Max("cards"))["cards"]
+    )
     return found if found is None else int(found)
 
 

@@ -9,11 +9,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.utils import timezone
-from factories import AllocationFactory, TeamFactory
+from factories import AllocationFactory, GpuFactory, NodeFactory, TeamFactory
 from kubernetes_support import portal_on_fake_apiserver
 
 from pools.audit.models import AuditEvent
-from pools.capacity.models import OverrideStatus, TemporaryOverride
+from pools.capacity.models import OverrideStatus, SchedulerDrift, TemporaryOverride
+from pools.capacity.services.reconcile import reconcile_slurm
 from pools.capacity.services.overrides import override_cancel, override_create, override_expire_due
 from pools.capacity.services.scheduler_binding import (
     kubernetes_quota_wanted,
@@ -22,7 +23,8 @@ from pools.capacity.services.scheduler_binding import (
 from pools.choices import AllocationStatus, Scheduler
 from pools.classes.models import WorkloadClass
 from pools.errors import InvalidInput
-from scheduler_adapters.records import AccountQos
+from pools.inventory.models import GpuModel
+from scheduler_adapters.records import AccountQos, GpuLimit
 
 pytestmark = pytest.mark.django_db
 YEAR = timezone.now().year + 2
@@ -237,3 +239,52 @@ def test_priority_raised_to_a_higher_class_then_put_back(fake_slurm, setup, lift
     assert fake_slurm.get_account_qos("vision") == AccountQos(
         "vision", ("portal-batch",), "portal-batch"
     )
+
+
+def test_reconcile_wants_the_raised_cap_while_it_lasts_and_the_normal_one_after(
+    fake_slurm, setup, lift
+):
+    """vision holds 1 A100, raised to 3. A cap set to 1 by hand is drift while the override is
+    in force (expected 3, put back to 3); once ``until`` has passed (moved into the past here:
+    reconcile reads the clock) 3 is the drift (expected 1, put back to 1) — before any beat."""
+    pool, a100, team, _bob, admin = setup
+    allocation(team, pool, a100, 1)
+    override = lift(admin, team, pool, a100, 3)
+    fake_slurm.set_gpu_limit(GpuLimit(account="vision", partition="gpu", gres_type="a100", cards=1))
+    reconcile_slurm()
+    drift = SchedulerDrift.objects.get()
+    assert (drift.expected, drift.found, drift.repaired) == ("3", "1", True)
+    assert fake_slurm.get_gpu_limits("vision")[0].cards == 3
+
+    TemporaryOverride.objects.filter(pk=override.pk).update(
+        created_at=timezone.now() - timedelta(days=2), until=timezone.now() - timedelta(minutes=1)
+    )
+    reconcile_slurm()
+    latest = SchedulerDrift.objects.order_by("-pk").first()
+    assert (latest.expected, latest.found, latest.repaired) == ("1", "3", True)
+    assert fake_slurm.get_gpu_limits("vision")[0].cards == 1
+    assert reconcile_slurm().drifts == []
+
+
+def test_reconcile_keeps_a_cap_an_override_holds_for_a_model_without_allocations(
+    fake_slurm, setup, lift
+):
+    """vision holds 1 A100 and no RTX 4090; its RTX 4090 ceiling raised from 0 to 2 (the pool
+    has 2): the account's rtx4090 cap is 2, which reconcile wants too (without the override's
+    pair it would read as a type the portal no longer maps and be set to 0)."""
+    pool, a100, team, _bob, admin = setup
+    rtx4090 = GpuModel.objects.get(slug="rtx4090")
+    node = NodeFactory(pool=pool)
+    for index in range(2):
+        GpuFactory(node=node, index=index, gpu_model=rtx4090)
+    allocation(team, pool, a100, 1)
+    override = lift(admin, team, pool, rtx4090, 2)
+    assert override.cards_before == 0
+    caps = {limit.gres_type: limit.cards for limit in fake_slurm.get_gpu_limits("vision")}
+    assert caps == {"rtx4090": 2}  # the sync wrote the override's type (a100 by approval only)
+    (drift,) = reconcile_slurm().drifts  # the a100 cap the factory's allocation never wrote
+    assert (drift.subject, drift.expected, drift.found) == (
+        "account vision GrpTRES gres/gpu:a100", "1", "no limit")  # fmt: skip
+    caps = {limit.gres_type: limit.cards for limit in fake_slurm.get_gpu_limits("vision")}
+    assert caps == {"a100": 1, "rtx4090": 2}
+    assert reconcile_slurm().drifts == []
