@@ -14,8 +14,8 @@ from kubernetes_support import portal_on_fake_apiserver
 
 from pools.audit.models import AuditEvent
 from pools.capacity.models import OverrideStatus, SchedulerDrift, TemporaryOverride
-from pools.capacity.services.reconcile import reconcile_slurm
 from pools.capacity.services.overrides import override_cancel, override_create, override_expire_due
+from pools.capacity.services.reconcile import reconcile_slurm
 from pools.capacity.services.scheduler_binding import (
     kubernetes_quota_wanted,
     team_cards_applied,
