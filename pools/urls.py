@@ -5,6 +5,7 @@ from pools.calibration import views as calibration_views
 from pools.capacity import views as views_requests
 from pools.capacity import views_calendar as capacity_views_calendar
 from pools.capacity import views_drift as capacity_views_drift
+from pools.capacity import views_overrides as capacity_views_overrides
 from pools.clusters import views as cluster_views
 from pools.dashboards import views as dashboard_views
 from pools.dashboards import views_classes as class_views
@@ -31,6 +32,13 @@ urlpatterns = [
         "pools/<slug:pool>/<slug:model>/calendar/",
         capacity_views_calendar.pool_calendar,
         name="pool-calendar",
+    ),
+    path("overrides/", capacity_views_overrides.override_list, name="override-list"),
+    path("overrides/new/", capacity_views_overrides.override_new, name="override-new"),
+    path(
+        "overrides/<int:pk>/cancel/",
+        capacity_views_overrides.override_cancel_page,
+        name="override-cancel",
     ),
     path("clusters/", cluster_views.cluster_list, name="cluster-list"),
     path("classes/", class_views.class_list, name="class-list"),

@@ -112,7 +112,7 @@ class MetricsSource(Protocol):
     ) -> tuple[Series, ...]: ...
 
 
-def _days(
+def billing_days(
     start: datetime, end: datetime, now: datetime, zone
 ) -> list[tuple[date, datetime, datetime]]:
     """Billing days covering ``[start, end)``, the last clipped at ``now``: ``(day, a, b)``."""
@@ -128,7 +128,10 @@ def _days(
     return out
 
 
-class _Teams:
+class NamespaceTeams:
+    """Team ids by Kubernetes namespace: ``team-<slug>``, and any namespace an allocation's
+    binding names (read once per import)."""
+
     def __init__(self, catalogue: UsageCatalogue) -> None:
         self.by_namespace = {f"team-{slug}": team_id for slug, team_id in catalogue.teams.items()}
         for team_id, binding in Allocation.objects.values_list("team_id", "scheduler_binding"):
@@ -243,13 +246,13 @@ def usage_import_kubernetes(
     now = now or timezone.now()
     zone = billing_zone()
     report = ImportReport()
-    days = _days(start, end, now, zone)
+    days = billing_days(start, end, now, zone)
     if not days:
         with transaction.atomic():
             return usage_import_save(UsageSource.KUBERNETES, start, end, report)
     wide_start, wide_end = days[0][1], days[-1][2]
     catalogue = UsageCatalogue()
-    teams = _Teams(catalogue)
+    teams = NamespaceTeams(catalogue)
     models = _K8sModels(catalogue, _node_products(metrics, wide_start, wide_end))
     series, finished = _k8s_series(metrics, days, step_s)
     cards = _k8s_cards(series, finished, report)
@@ -336,7 +339,7 @@ def _k8s_cards(
 def _k8s_charged(
     namespace: str,
     node: str,
-    teams: _Teams,
+    teams: NamespaceTeams,
     models: _K8sModels,
     reported: set[tuple[str, str]],
     report: ImportReport,
@@ -367,7 +370,7 @@ def _k8s_records(
     totals: dict[tuple[int, int, date, int | None], Decimal],
     days: list[tuple[date, datetime, datetime]],
     catalogue: UsageCatalogue,
-    teams: _Teams,
+    teams: NamespaceTeams,
 ) -> list[UsageRecord]:
     """One card-seconds :class:`UsageRecord` per ``(team, model, day, covering allocation)``,
     in key order, keyed ``k8s:<namespace>:<model>:<day>:alloc<id>|used``."""
@@ -428,11 +431,11 @@ def usage_import_vllm_tokens(
     now = now or timezone.now()
     zone = billing_zone()
     report = ImportReport()
-    days = _days(start, end, now, zone)
+    days = billing_days(start, end, now, zone)
     records = []
     if days:
         wide_start, wide_end = days[0][1], days[-1][2]
-        teams = _Teams(UsageCatalogue())
+        teams = NamespaceTeams(UsageCatalogue())
         at = wide_end - timedelta(milliseconds=1)  # samples at t < wide_end
         seconds = math.ceil((at - wide_start).total_seconds()) + lookback_s
         bounds = {day: (a, b) for day, a, b in days}

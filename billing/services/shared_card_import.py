@@ -43,8 +43,8 @@ from billing.pricing import split_at
 from billing.services.prometheus_import import (
     DEFAULT_STEP_S,
     MetricsSource,
-    _days,
-    _Teams,
+    NamespaceTeams,
+    billing_days,
     shared_nodes,
 )
 from billing.services.usage_import import (
@@ -105,7 +105,7 @@ def shared_card_usage_import(
         raise ValueError("step_s must divide an hour")
     now = now or timezone.now()
     report = ImportReport()
-    days = _days(start, end, now, billing_zone())
+    days = billing_days(start, end, now, billing_zone())
     rows: list[SharedCardUse] = []
     if days:
         wide_start, wide_end = days[0][1], days[-1][2]
@@ -126,7 +126,7 @@ def shared_card_usage_import(
 
 def _rows(metrics, days, step_s, wide_start, wide_end, report) -> list[SharedCardUse]:
     nodes = shared_nodes(metrics, wide_start, wide_end)
-    teams = _Teams(UsageCatalogue())
+    teams = NamespaceTeams(UsageCatalogue())
     held = _held(metrics, days, step_s)
     gpus = dict(
         Gpu.objects.filter(uuid__in={key[1] for key in held}).values_list("uuid", "pk")

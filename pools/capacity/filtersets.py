@@ -6,7 +6,13 @@ from __future__ import annotations
 import django_filters as filters
 
 from pools.api_common import visible_teams
-from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.models import (
+    Allocation,
+    CapacityRequest,
+    OverrideKind,
+    OverrideStatus,
+    TemporaryOverride,
+)
 from pools.choices import AllocationStatus, RequestKind, RequestStatus, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
 from pools.web import PlainSelect
@@ -58,3 +64,14 @@ class AllocationFilterSet(_TeamPoolModelFilters):
     class Meta:
         model = Allocation
         fields = ["team", "pool", "gpu_model", "status"]
+
+
+class OverrideFilterSet(_TeamPoolModelFilters):
+    """Temporary overrides: the page, its CSV and the API."""
+
+    kind = filters.ChoiceFilter(choices=OverrideKind.choices, empty_label="Any")
+    status = filters.ChoiceFilter(choices=OverrideStatus.choices, empty_label="Any")
+
+    class Meta:
+        model = TemporaryOverride
+        fields = ["team", "pool", "gpu_model", "kind", "status"]

@@ -29,6 +29,7 @@ from pools.capacity.models import (
     CapacityRequest,
     RecurringReservation,
     ReservationStatus,
+    TemporaryOverride,
 )
 from pools.tenancy.models import Team
 from pools.tenancy.roles import sees_every_team
@@ -277,3 +278,21 @@ def team_calendar_entries(*, team_id: int, now) -> tuple[list, list]:
         last_date__gte=now.astimezone(UTC).date() - timedelta(days=1),
     ).select_related("pool", "gpu_model")
     return list(allocations), list(recurring)
+
+
+def override_list(*, user) -> QuerySet[TemporaryOverride]:
+    """The temporary overrides ``user`` may see (their teams'; every one for a pool admin),
+    with what they name joined, newest first."""
+    return TemporaryOverride.objects.visible_to(user).select_related(
+        "team", "pool", "gpu_model", "workload_class", "class_before", "created_by"
+    )
+
+
+def team_overrides_in_force(*, team_id: int, now) -> list[TemporaryOverride]:
+    """The team's overrides in force at ``now``, soonest to end first: what its pages show."""
+    return list(
+        TemporaryOverride.objects.in_force(now)
+        .filter(team_id=team_id)
+        .select_related("pool", "gpu_model", "workload_class", "class_before", "created_by")
+        .order_by("until", "pk")
+    )

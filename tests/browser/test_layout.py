@@ -35,6 +35,8 @@ PAGES = {
     "pools/<slug:pool>/<slug:model>/calendar/": "/pools/infer-k8s/l40s/calendar/",
     "clusters/": "/clusters/",
     "classes/": "/classes/",  # the demo's classes and the cards they hold
+    "overrides/": "/overrides/",  # the demo's override in force
+    "overrides/new/": "/overrides/new/",
     "unrecognised-models/": "/unrecognised-models/",
     "inventory/import/": "/inventory/import/",
     "inventory/uploads/<int:pk>/": "/inventory/uploads/{upload}/",  # a background import, done
@@ -96,6 +98,7 @@ NOT_PAGES = {
     "logout/": "POST only",
     "idle/scan/": "POST only",
     "clusters/<slug:slug>/check/": "POST only (checks the connection now)",
+    "overrides/<int:pk>/cancel/": "POST only (the list's End now button)",
     "dashboard/stranded/recompute/": "POST only (queues the stranded snapshot)",
     "idle/<int:pk>/<str:action>/": "POST only",
     "advisor/run/": "POST only (queues an advisor pass)",

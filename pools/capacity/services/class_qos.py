@@ -17,6 +17,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from pools.capacity.lifecycle import APPLIED_STATUSES
+from pools.capacity.overrides import priority_raise
 from pools.classes.models import WorkloadClass
 from pools.classes.selectors import class_list
 from pools.classes.slurm_qos import class_qos_name, class_qos_specs
@@ -31,8 +32,10 @@ from scheduler_adapters.records import AccountQos, QosSpec
 
 def team_classes_held(*, team: Team, pools: QuerySet[Pool], now: datetime) -> list[WorkloadClass]:
     """The workload classes of the team's applied allocations in ``pools`` open at ``now``,
-    the most preemptible first. One query."""
-    return list(
+    the default first: the most preemptible, or while a priority override is in force
+    (:func:`pools.capacity.overrides.priority_raise`) the override's class, added when the
+    team holds no allocation of it. Two queries."""
+    held = list(
         WorkloadClass.objects.filter(
             allocations__team=team,
             allocations__pool__in=pools,
@@ -42,6 +45,10 @@ def team_classes_held(*, team: Team, pools: QuerySet[Pool], now: datetime) -> li
         .distinct()
         .order_by("preemption_order")
     )
+    raised = priority_raise(team=team, pools=pools, now=now)
+    if raised is None or not held or raised.priority <= held[0].priority:
+        return held
+    return [raised, *(c for c in held if c.pk != raised.pk)]
 
 
 def slurm_qos_prepare(

@@ -23,8 +23,16 @@ from pools.advisor.models import AdvisorRun
 from pools.advisor.services import advisor_pass
 from pools.calibration.services import calibration_refresh
 from pools.capacity.lifecycle import RUNNING_STATUSES
-from pools.capacity.models import Allocation, CapacityRequest, Recurrence, RecurringReservation
+from pools.capacity.models import (
+    Allocation,
+    CapacityRequest,
+    OverrideKind,
+    Recurrence,
+    RecurringReservation,
+    TemporaryOverride,
+)
 from pools.capacity.services.allocations import allocation_lifecycle_sweep
+from pools.capacity.services.overrides import override_create
 from pools.capacity.services.recurring import recurring_reservation_create
 from pools.capacity.services.requests import (
     capacity_request_approve,
@@ -115,6 +123,7 @@ class Command(BaseCommand):
         self._idle_findings()
         self._elastic()
         self._recurring()
+        self._override()
         self._serving()
         self._waiting()
         self._advisor()
@@ -374,6 +383,28 @@ class Command(BaseCommand):
             last_date=monday + timedelta(weeks=12, days=-3),
             start_time=time(9),
             end_time=time(18),
+        )
+
+    def _override(self):
+        """A temporary override (issue 32): nlp's A100 ceiling in the training pool raised from
+        its 4 cards to 8 until Friday 18:00 for a deadline, through the service as an admin
+        would; the team dashboard shows it."""
+        if TemporaryOverride.objects.exists():
+            return
+        now = timezone.now()
+        friday = timezone.localdate() + timedelta(days=(4 - timezone.localdate().weekday()) % 7)
+        until = timezone.make_aware(datetime.combine(friday, time(18)))
+        if until <= now + timedelta(days=1):
+            until += timedelta(weeks=1)
+        override_create(
+            actor=get_user_model().objects.get(username="admin"),
+            team=Team.objects.get(slug="nlp"),
+            pool=Pool.objects.get(slug="train-slurm"),
+            kind=OverrideKind.CEILING,
+            gpu_model=GpuModel.objects.get(slug="a100_80g_sxm"),
+            cards=8,
+            until=until,
+            reason="LoRA sweep for the workshop paper deadline",
         )
 
     def _serving(self):
