@@ -59,14 +59,18 @@ class Day:
     holds: list[Hold]
 
 
-def _local_midnight(day: date) -> datetime:
+def local_midnight(day: date) -> datetime:
+    """00:00 of ``day`` in the portal's zone."""
     return datetime.combine(day, time(), tzinfo=timezone.get_current_timezone())
 
 
-def week_holds(*, pool, gpu_model, start, end, team_names: dict[int, str]) -> list[Hold]:
+def week_holds(
+    *, pool, gpu_model, start, end, team_names: dict[int, str] | None = None
+) -> list[Hold]:
     """Holding allocations of whole cards and recurring occurrences of the pool × model
     overlapping ``[start, end)``, by start; a team not in ``team_names`` (those the reader
     may see) reads :data:`OTHER_TEAMS`. Two queries."""
+    team_names = team_names or {}
     holds = [
         Hold(
             "allocation",
@@ -92,7 +96,7 @@ def week_holds(*, pool, gpu_model, start, end, team_names: dict[int, str]) -> li
 
 def week_days(*, pool, gpu_model, monday: date, team_names: dict[int, str]) -> list[Day]:
     """The seven days from ``monday``: free cards over each local day and its holds."""
-    bounds = [_local_midnight(monday + timedelta(days=i)) for i in range(8)]
+    bounds = [local_midnight(monday + timedelta(days=i)) for i in range(8)]
     holds = week_holds(
         pool=pool, gpu_model=gpu_model, start=bounds[0], end=bounds[-1], team_names=team_names
     )

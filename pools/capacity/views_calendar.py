@@ -3,7 +3,8 @@ reservations as an iCalendar feed (:mod:`pools.capacity.calendar_ics`), for memb
 and pool admins (anyone else gets the 404 the team's pages give); and
 ``/pools/<pool>/<model>/calendar/?week=YYYY-Www``, a pool × GPU model's week
 (:mod:`pools.capacity.calendar_week`) for anyone signed in, other teams' names hidden as on the
-timeline."""
+timeline, or with ``?month=YYYY-MM`` its month (:mod:`pools.capacity.calendar_month`: free cards
+and the count of what holds cards per day, no team named)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,14 @@ from pools.capacity import selectors as capacity_selectors
 from pools.capacity.arithmetic import usable_cards
 from pools.capacity.availability import schedulable_cards
 from pools.capacity.calendar_ics import team_calendar
+from pools.capacity.calendar_month import (
+    month_days,
+    month_first,
+    month_grid,
+    month_name,
+    next_month,
+    previous_month,
+)
 from pools.capacity.calendar_week import week_days, week_monday, week_name
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team
@@ -42,6 +51,8 @@ def team_calendar_ics(request, slug: str):
 def pool_calendar(request, pool: str, model: str):
     pool_obj = get_object_or_404(Pool, slug=pool)
     gpu_model = get_object_or_404(GpuModel, slug=model)
+    if "month" in request.GET:
+        return _pool_month(request, pool_obj, gpu_model)
     monday = week_monday(request.GET.get("week"), timezone.localdate())
     team_names = dict(Team.objects.visible_to(request.user).values_list("pk", "name"))
     days = week_days(pool=pool_obj, gpu_model=gpu_model, monday=monday, team_names=team_names)
@@ -54,11 +65,33 @@ def pool_calendar(request, pool: str, model: str):
         "sunday": monday + timedelta(days=6),
         "previous_week": week_name(monday - timedelta(days=7)),
         "next_week": week_name(monday + timedelta(days=7)),
-        "usable": usable_cards(
-            schedulable_cards(pool=pool_obj, gpu_model=gpu_model), pool_obj.overcommit_ratio
-        ),
+        "month": month_name(monday.replace(day=1)),
+        "usable": _usable(pool_obj, gpu_model),
         "days": days,
         "time_zone": timezone.get_current_timezone_name(),
         "holds": sorted(holds.values(), key=lambda h: (h.starts_at, h.kind, h.ref)),
     }
     return render(request, "pools/requests/pool_calendar.html", context)
+
+
+def _usable(pool: Pool, gpu_model: GpuModel) -> int:
+    return usable_cards(schedulable_cards(pool=pool, gpu_model=gpu_model), pool.overcommit_ratio)
+
+
+def _pool_month(request, pool: Pool, gpu_model: GpuModel):
+    first = month_first(request.GET.get("month"), timezone.localdate())
+    days = month_days(pool=pool, gpu_model=gpu_model, first=first)
+    context = {
+        "pool": pool,
+        "gpu_model": gpu_model,
+        "month": month_name(first),
+        "first": first,
+        "previous_month": month_name(previous_month(first)),
+        "next_month": month_name(next_month(first)),
+        "week": week_name(first),
+        "usable": _usable(pool, gpu_model),
+        "days": days,
+        "grid": month_grid(days),
+        "time_zone": timezone.get_current_timezone_name(),
+    }
+    return render(request, "pools/requests/pool_calendar_month.html", context)
