@@ -68,6 +68,21 @@ urlpatterns = [
         capacity_views_calendar.team_calendar_ics,
         name="team-calendar-ics",
     ),
+    path(
+        "teams/<slug:slug>/calendar/",
+        capacity_views_calendar.team_calendar_page,
+        name="team-calendar",
+    ),
+    path(
+        "teams/<slug:slug>/calendar/<str:action>/",
+        capacity_views_calendar.team_calendar_link,
+        name="team-calendar-link",
+    ),
+    path(
+        "calendar/<str:token>.ics",
+        capacity_views_calendar.calendar_feed,
+        name="calendar-feed",
+    ),
     path("teams/<slug:slug>/waiting/", waiting_views.waiting_work, name="waiting-work"),
     path("requests/", views_requests.request_list, name="request-list"),
     path("requests/new/", views_requests.request_new, name="request-new"),

@@ -1,7 +1,9 @@
 """The month view of a capacity calendar (issue 32 item 2): per local day of a calendar month
 the cards free over the whole day, counted by :func:`pools.capacity.availability.pool_free_cards`
 as the week view and the request form count them (usable − the peak held: the least free at
-any instant of the day), and how many allocations and recurring occurrences hold cards that day.
+any instant of the day; read once for the month,
+:func:`pools.capacity.calendar_week.free_per_day`), and how many allocations and recurring
+occurrences hold cards that day.
 
 Days are local days of the portal's zone (``TIME_ZONE``, 23 or 25 hours over a change of summer
 time); months are named ``YYYY-MM``. The grid starts on the Monday on or before the 1st and
@@ -13,9 +15,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import date, timedelta
+from itertools import pairwise
 
-from pools.capacity.availability import pool_free_cards
-from pools.capacity.calendar_week import Hold, local_midnight, week_holds, week_name
+from pools.capacity.calendar_week import Hold, free_per_day, local_midnight, week_holds, week_name
 
 _MONTH = re.compile(r"(\d{4})-(\d{2})")
 
@@ -58,26 +60,33 @@ class MonthDay:
         return self.allocations + self.occurrences
 
 
-def count_holds(holds: list[Hold], start, end) -> tuple[int, int]:
-    """``(allocations, occurrences)`` among ``holds`` overlapping ``[start, end)``."""
-    inside = [h.kind for h in holds if h.starts_at < end and h.ends_at > start]
-    return inside.count("allocation"), inside.count("recurring")
+def count_holds(holds: list[Hold], bounds: list) -> list[tuple[int, int]]:
+    """``(allocations, occurrences)`` among ``holds`` overlapping each day
+    ``[bounds[i], bounds[i + 1])`` (compared as Unix seconds: aware datetimes of two zones
+    compare slowly, and a month has ~1,700 holds on the bench)."""
+    spans = [(h.starts_at.timestamp(), h.ends_at.timestamp(), h.kind) for h in holds]
+    edges = [b.timestamp() for b in bounds]
+    counts = []
+    for lo, hi in pairwise(edges):
+        inside = [kind for s, e, kind in spans if s < hi and e > lo]
+        counts.append((inside.count("allocation"), inside.count("recurring")))
+    return counts
 
 
 def month_days(*, pool, gpu_model, first: date) -> list[MonthDay]:
-    """The days of ``first``'s month. Queries: the month's holds (two) and per day
-    :func:`pool_free_cards` (one to three), whatever the number of allocations."""
+    """The days of ``first``'s month. Five queries (the month's holds, two, and
+    :func:`free_per_day`'s three), whatever the number of days or allocations."""
     last = next_month(first)
     count = (last - first).days
     bounds = [local_midnight(first + timedelta(days=i)) for i in range(count + 1)]
     holds = week_holds(pool=pool, gpu_model=gpu_model, start=bounds[0], end=bounds[-1])
+    free = free_per_day(pool=pool, gpu_model=gpu_model, bounds=bounds)
+    counts = count_holds(holds, bounds)
     days = []
     for i in range(count):
-        start, end = bounds[i], bounds[i + 1]
-        free = pool_free_cards(pool=pool, gpu_model=gpu_model, start=start, end=end)
-        allocations, occurrences = count_holds(holds, start, end)
+        allocations, occurrences = counts[i]
         day = first + timedelta(days=i)
-        days.append(MonthDay(day, free, allocations, occurrences, week_name(day)))
+        days.append(MonthDay(day, free[i], allocations, occurrences, week_name(day)))
     return days
 
 

@@ -24,11 +24,13 @@ from django.db.models.functions import RowNumber
 from django.utils.module_loading import import_string
 
 from pools.audit.models import AuditEvent
+from pools.capacity.calendar_feed import TOKEN_LENGTH, feed_token, token_sha256
 from pools.capacity.models import (
     Allocation,
     CapacityRequest,
     RecurringReservation,
     ReservationStatus,
+    TeamCalendarFeed,
 )
 from pools.tenancy.models import Team
 from pools.tenancy.roles import sees_every_team
@@ -277,3 +279,23 @@ def team_calendar_entries(*, team_id: int, now) -> tuple[list, list]:
         last_date__gte=now.astimezone(UTC).date() - timedelta(days=1),
     ).select_related("pool", "gpu_model")
     return list(allocations), list(recurring)
+
+
+def team_calendar_feed_token(*, team_id: int) -> str | None:
+    """The team's secret feed token (made again from the row's salt,
+    :mod:`pools.capacity.calendar_feed`), ``None`` while it has no link. One query."""
+    salt = TeamCalendarFeed.objects.filter(team_id=team_id).values_list("salt", flat=True).first()
+    return feed_token(salt) if salt else None
+
+
+def team_by_feed_token(token: str) -> Team | None:
+    """The team whose feed link has ``token``, ``None`` for any other string (a reset link,
+    a guess). One query, by the token's SHA-256."""
+    if len(token) != TOKEN_LENGTH:
+        return None
+    feed = (
+        TeamCalendarFeed.objects.filter(token_sha256=token_sha256(token))
+        .select_related("team")
+        .first()
+    )
+    return feed.team if feed else None

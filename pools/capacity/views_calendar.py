@@ -1,6 +1,9 @@
 """Calendars: ``/teams/<slug>/calendar.ics``, the team's allocations and recurring
 reservations as an iCalendar feed (:mod:`pools.capacity.calendar_ics`), for members, managers
-and pool admins (anyone else gets the 404 the team's pages give); and
+and pool admins (anyone else gets the 404 the team's pages give); the same feed at the team's
+secret link ``/calendar/<token>.ics`` for calendar apps, which have no session (any other token
+404, every client address throttled to ``CALENDAR_FEED_THROTTLE_RATE``), shown with its copy
+button and reset on ``/teams/<slug>/calendar/``; and
 ``/pools/<pool>/<model>/calendar/?week=YYYY-Www``, a pool × GPU model's week
 (:mod:`pools.capacity.calendar_week`) for anyone signed in, other teams' names hidden as on the
 timeline, or with ``?month=YYYY-MM`` its month (:mod:`pools.capacity.calendar_month`: free cards
@@ -10,10 +13,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.contrib import messages
+from django.contrib.auth.decorators import login_not_required
 from django.http import Http404, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
+from rest_framework.throttling import SimpleRateThrottle
 
 from pools.capacity import selectors as capacity_selectors
 from pools.capacity.arithmetic import usable_cards
@@ -28,16 +35,55 @@ from pools.capacity.calendar_month import (
     previous_month,
 )
 from pools.capacity.calendar_week import week_days, week_monday, week_name
+from pools.capacity.services.calendar_feed import (
+    team_calendar_feed_create,
+    team_calendar_feed_reset,
+)
+from pools.errors import PermissionDenied
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team
-from pools.tenancy.permissions import may_see_team
+from pools.tenancy.permissions import may_reset_calendar_feed, may_see_team
+
+
+def _visible_team(request, slug: str) -> Team:
+    team = get_object_or_404(Team, slug=slug)
+    if not may_see_team(request.user, team):
+        raise Http404("No such team.")  # never say whether another team exists
+    return team
 
 
 @require_GET
 def team_calendar_ics(request, slug: str):
-    team = get_object_or_404(Team, slug=slug)
-    if not may_see_team(request.user, team):
-        raise Http404("No such team.")  # never say whether another team exists
+    return _ics(request, _visible_team(request, slug))
+
+
+class CalendarFeedThrottle(SimpleRateThrottle):
+    """Feed requests per client address (``CALENDAR_FEED_THROTTLE_RATE``, default 60 a
+    minute), found or not: a calendar app polls a few times an hour."""
+
+    scope = "calendar_feed"
+
+    def get_cache_key(self, request, view):
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+
+@login_not_required
+@require_GET
+def calendar_feed(request, token: str):
+    throttle = CalendarFeedThrottle()
+    if not throttle.allow_request(request, None):
+        response = HttpResponse("Too many requests.", status=429, content_type="text/plain")
+        response["Retry-After"] = str(int(throttle.wait() or 60))
+        return response
+    team = capacity_selectors.team_by_feed_token(token)
+    if team is None:
+        raise Http404("No such calendar.")
+    response = _ics(request, team)
+    response["X-Robots-Tag"] = "noindex"
+    return response
+
+
+def _ics(request, team: Team) -> HttpResponse:
     now = timezone.now()
     allocations, recurring = capacity_selectors.team_calendar_entries(team_id=team.pk, now=now)
     host = request.get_host().split(":")[0]
@@ -45,6 +91,41 @@ def team_calendar_ics(request, slug: str):
     response = HttpResponse(body, content_type="text/calendar; charset=utf-8")
     response["Content-Disposition"] = f'inline; filename="{team.slug}.ics"'
     return response
+
+
+@require_GET
+def team_calendar_page(request, slug: str):
+    """The team's calendar subscription: its secret feed link with a copy button, the reset
+    for managers and pool admins, and the download for the signed-in."""
+    return _calendar_page(request, _visible_team(request, slug))
+
+
+def _calendar_page(request, team: Team, status: int = 200) -> HttpResponse:
+    token = capacity_selectors.team_calendar_feed_token(team_id=team.pk)
+    feed_url = (
+        request.build_absolute_uri(reverse("pools:calendar-feed", args=[token])) if token else None
+    )
+    may_reset = may_reset_calendar_feed(request.user, team)
+    context = {"team": team, "feed_url": feed_url, "may_reset": may_reset}
+    return render(request, "pools/requests/team_calendar.html", context, status=status)
+
+
+@require_POST
+def team_calendar_link(request, slug: str, action: str):
+    """``create`` (the first link, any member) or ``reset`` (a new one, managers and pool
+    admins: the old link answers 404 from now on)."""
+    team = _visible_team(request, slug)
+    services = {"create": team_calendar_feed_create, "reset": team_calendar_feed_reset}
+    if action not in services:
+        raise Http404("No such action.")
+    try:
+        services[action](actor=request.user, team=team)
+    except PermissionDenied as exc:  # a member asking for a reset: the page, saying why
+        messages.error(request, exc.message)
+        return _calendar_page(request, team, status=403)
+    if action == "reset":
+        messages.success(request, "New calendar link made; the old one no longer works.")
+    return redirect("pools:team-calendar", slug=team.slug)
 
 
 @require_GET

@@ -69,12 +69,14 @@ PAGES = {
     "dashboard/": "/dashboard/",  # with stranded capacity, forecast and heatmap
     "teams/<slug:slug>/dashboard/": "/teams/nlp/dashboard/",
     "teams/<slug:slug>/waiting/": "/teams/nlp/waiting/",  # Slurm and Kueue waiting work
+    "teams/<slug:slug>/calendar/": "/teams/nlp/calendar/",  # the demo's secret feed link
     "api/docs/": "/api/docs/",
     "login/": "/login/",  # opened signed in: the form, with the navigation
 }
 VARIANTS = [
     "/nodes/?pool=train-slurm&ordering=-gpus",
     "/allocations/?status=active",
+    "/pools/infer-k8s/l40s/calendar/?month=",  # the month view
     "/advisor/?severity=critical&ordering=team",
     "/allocations/{serving}/serving/?span=7d",
     # the request panel with a shape: per pool and model whether it fits (issue #20)
@@ -108,6 +110,8 @@ NOT_PAGES = {
     "start/": "a redirect by role (after sign-in): to Fleet or My teams",
     "requests/explain/": "the request form's live panel (an htmx fragment; opened in its form)",
     "teams/<slug:slug>/calendar.ics": "the team's iCalendar feed (text/calendar)",
+    "teams/<slug:slug>/calendar/<str:action>/": "POST only (make or reset the feed link)",
+    "calendar/<str:token>.ics": "the team's iCalendar feed at its secret link (text/calendar)",
 }
 NOT_PAGE_PREFIXES = (
     "admin/",  # Django's admin: its own stylesheet, not the portal's layout

@@ -25,6 +25,7 @@ from pools.calibration.services import calibration_refresh
 from pools.capacity.lifecycle import RUNNING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest, Recurrence, RecurringReservation
 from pools.capacity.services.allocations import allocation_lifecycle_sweep
+from pools.capacity.services.calendar_feed import team_calendar_feed_create
 from pools.capacity.services.recurring import recurring_reservation_create
 from pools.capacity.services.requests import (
     capacity_request_approve,
@@ -375,6 +376,9 @@ class Command(BaseCommand):
             start_time=time(9),
             end_time=time(18),
         )
+        # nlp's secret calendar feed link, as alice makes it on the team's calendar page
+        alice = get_user_model().objects.get(username="alice")
+        team_calendar_feed_create(actor=alice, team=Team.objects.get(slug="nlp"))
 
     def _serving(self):
         """Recorded serving answers for the two running inference allocations, from each one's
