@@ -31,6 +31,11 @@ urlpatterns = [
         capacity_views_calendar.pool_calendar,
         name="pool-calendar",
     ),
+    path(
+        "driver-groups/<int:branch>/calendar/",
+        capacity_views_calendar.driver_group_calendar,
+        name="driver-group-calendar",
+    ),
     path("clusters/", cluster_views.cluster_list, name="cluster-list"),
     path("clusters/<slug:slug>/check/", cluster_views.cluster_check_now, name="cluster-check"),
     path("unrecognised-models/", inventory_views.unrecognised_models, name="unrecognised-models"),

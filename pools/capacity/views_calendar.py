@@ -7,7 +7,9 @@ button and reset on ``/teams/<slug>/calendar/``; and
 ``/pools/<pool>/<model>/calendar/?week=YYYY-Www``, a pool × GPU model's week
 (:mod:`pools.capacity.calendar_week`) for anyone signed in, other teams' names hidden as on the
 timeline, or with ``?month=YYYY-MM`` its month (:mod:`pools.capacity.calendar_month`: free cards
-and the count of what holds cards per day, no team named)."""
+and the count of what holds cards per day, no team named); and
+``/driver-groups/<branch>/calendar/`` the same week or month across the pools × models a driver
+group has cards in (:mod:`pools.capacity.calendar_driver`: free cards only)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from rest_framework.throttling import SimpleRateThrottle
 from pools.capacity import selectors as capacity_selectors
 from pools.capacity.arithmetic import usable_cards
 from pools.capacity.availability import schedulable_cards
+from pools.capacity.calendar_driver import group_columns, group_days
 from pools.capacity.calendar_ics import team_calendar
 from pools.capacity.calendar_month import (
     month_days,
@@ -40,7 +43,7 @@ from pools.capacity.services.calendar_feed import (
     team_calendar_feed_reset,
 )
 from pools.errors import PermissionDenied
-from pools.inventory.models import GpuModel, Pool
+from pools.inventory.models import DriverGroup, GpuModel, Pool
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_reset_calendar_feed, may_see_team
 
@@ -176,3 +179,42 @@ def _pool_month(request, pool: Pool, gpu_model: GpuModel):
         "time_zone": timezone.get_current_timezone_name(),
     }
     return render(request, "pools/requests/pool_calendar_month.html", context)
+
+
+@require_GET
+def driver_group_calendar(request, branch: int):
+    group = get_object_or_404(DriverGroup, branch=branch)
+    columns = group_columns(group)
+    today = timezone.localdate()
+    context = {
+        "group": group,
+        "columns": columns,
+        "time_zone": timezone.get_current_timezone_name(),
+    }
+    if "month" in request.GET:
+        first = month_first(request.GET.get("month"), today)
+        count = (next_month(first) - first).days
+        days = group_days(columns=columns, first=first, count=count)
+        context |= {
+            "view": "month",
+            "first": first,
+            "month": month_name(first),
+            "previous": month_name(previous_month(first)),
+            "next": month_name(next_month(first)),
+            "week": week_name(first),
+            "days": days,
+            "grid": month_grid(days),
+        }
+    else:
+        monday = week_monday(request.GET.get("week"), today)
+        context |= {
+            "view": "week",
+            "first": monday,
+            "last": monday + timedelta(days=6),
+            "week": week_name(monday),
+            "previous": week_name(monday - timedelta(days=7)),
+            "next": week_name(monday + timedelta(days=7)),
+            "month": month_name(monday.replace(day=1)),
+            "days": group_days(columns=columns, first=monday, count=7),
+        }
+    return render(request, "pools/requests/driver_group_calendar.html", context)

@@ -33,6 +33,7 @@ PAGES = {
     "gpu-models/<slug:slug>/edit/": "/gpu-models/h100_sxm/edit/",
     "pools/": "/pools/",
     "pools/<slug:pool>/<slug:model>/calendar/": "/pools/infer-k8s/l40s/calendar/",
+    "driver-groups/<int:branch>/calendar/": "/driver-groups/550/calendar/",
     "clusters/": "/clusters/",
     "unrecognised-models/": "/unrecognised-models/",
     "inventory/import/": "/inventory/import/",
@@ -77,6 +78,7 @@ VARIANTS = [
     "/nodes/?pool=train-slurm&ordering=-gpus",
     "/allocations/?status=active",
     "/pools/infer-k8s/l40s/calendar/?month=",  # the month view
+    "/driver-groups/550/calendar/?month=",
     "/advisor/?severity=critical&ordering=team",
     "/allocations/{serving}/serving/?span=7d",
     # the request panel with a shape: per pool and model whether it fits (issue #20)
