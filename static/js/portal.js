@@ -92,6 +92,7 @@ document.addEventListener("click", (event) => {
     button.textContent = "Copied";
     setTimeout(() => { button.textContent = label; }, 2000);
   };
-  if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(field.value).then(done);
-  else if (document.execCommand("copy")) done();
+  const fallback = () => { if (document.execCommand("copy")) done(); };
+  if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(field.value).then(done, fallback);
+  else fallback();
 });
