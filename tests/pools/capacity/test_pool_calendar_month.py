@@ -118,8 +118,8 @@ def test_free_cards_per_day_across_both_changes_of_summer_time(client, team_memb
     expected_free[17] = expected_free[18] = 1
     assert {d: free for d, (free, _) in days.items()} == expected_free
     assert days[1][1] == "nothing held"
-    assert days[2][1] == "0 allocations · 1 recurring"
-    assert days[16][1] == "0 allocations · 2 recurring"
+    assert days[2][1] == "1 recurring"
+    assert days[16][1] == "2 recurring"
     assert days[17][1] == "1 allocation · 2 recurring"
     assert days[18][1] == "1 allocation · 2 recurring"
     assert days[28][1] == "nothing held"
