@@ -75,3 +75,11 @@ def test_month_of_a_driver_group_and_its_link(client, team_member, fleet):
     assert "?month=2026-12" in html and "?month=2027-02" in html
     pools_page = client.get(reverse("pools:pool-list")).content.decode()
     assert 'href="/driver-groups/550/calendar/"' in pools_page
+
+
+def test_a_group_without_pooled_cards(client, team_member, db):
+    # R570's only node is in no pool: no column, the empty state
+    node_with_gpus(4, gpu_model="l40s", hostname="spare-01", pool=None, driver_version="570.86.15")
+    client.force_login(team_member)
+    html = client.get(reverse("pools:driver-group-calendar", args=[570])).content.decode()
+    assert "No node on R570 holds schedulable cards in a pool." in html
