@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 from factories import AllocationFactory, MembershipFactory, PoolFactory, TeamFactory, node_with_gpus
+from playwright.sync_api import expect
 
 from pools.choices import Scheduler, TeamRole
 from pools.inventory.models import GpuModel
@@ -115,13 +116,12 @@ def test_calendar_link_made_copied_and_reset(page, live_server, django_user_mode
     first = link.input_value()
     assert first.startswith(f"{live_server.url}/calendar/") and first.endswith(".ics")
     page.get_by_role("button", name="Copy link").click()
-    assert page.get_by_role("button", name="Copied").is_visible()
+    expect(page.get_by_role("button", name="Copied")).to_be_visible()  # once the copy resolves
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     page.screenshot(path=f"/tmp/hcal-feed-{width}.png", full_page=True)
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Reset link").click()
-    page.wait_for_load_state()
-    assert page.get_by_text("the old one no longer works").is_visible()
+    expect(page.get_by_text("the old one no longer works")).to_be_visible()  # the new page
     assert link.input_value() != first
     # the old link is gone for a calendar app, the new one answers without a session
     assert page.request.get(first).status == 404
