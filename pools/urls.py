@@ -7,6 +7,7 @@ from pools.capacity import views_calendar as capacity_views_calendar
 from pools.capacity import views_drift as capacity_views_drift
 from pools.clusters import views as cluster_views
 from pools.dashboards import views as dashboard_views
+from pools.dashboards import views_classes as class_views
 from pools.elastic import views as elastic_views
 from pools.explain import views as explain_views
 from pools.inventory import views as inventory_views
@@ -37,6 +38,7 @@ urlpatterns = [
         name="driver-group-calendar",
     ),
     path("clusters/", cluster_views.cluster_list, name="cluster-list"),
+    path("classes/", class_views.class_list, name="class-list"),
     path("clusters/<slug:slug>/check/", cluster_views.cluster_check_now, name="cluster-check"),
     path("unrecognised-models/", inventory_views.unrecognised_models, name="unrecognised-models"),
     path("inventory/import/", inventory_views.inventory_import, name="inventory-import"),

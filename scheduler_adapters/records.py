@@ -320,6 +320,9 @@ class ReservationSpec:
     ``Flags=DAILY`` / ``WEEKDAY`` / ``WEEKLY``): slurmctld then moves the window forward by a day,
     to the next Monday-to-Friday day, or by a week each time it ends, in its own wall-clock time,
     with no end (the portal deletes the reservation after the last occurrence).
+    ``qos``: the QOS a job must run under to use it besides being of ``account`` (``QOS=``,
+    which slurmctld 26.05 takes and 22.05 / 24.11 refuse as an unknown parameter:
+    :class:`~scheduler_adapters.errors.ReservationQosUnsupported`); ``()``: any.
     """
 
     name: str
@@ -329,10 +332,15 @@ class ReservationSpec:
     ends_at: datetime
     partition: str | None = None
     repeat: str | None = None
+    qos: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_name("reservation", self.name, GRES_TYPE)
         check_name("account", self.account)
+        for qos in self.qos:
+            check_name("QOS", qos)
+        if tuple(sorted(set(self.qos))) != self.qos:
+            raise ValueError("reservation QOS must be sorted and distinct")
         if self.partition is not None:
             check_name("partition", self.partition, GRES_TYPE)
         if not self.nodes:
@@ -353,7 +361,9 @@ class ReservationSpec:
 @dataclass(frozen=True)
 class ReservationRecord:
     """A reservation as the scheduler reports it (``None``: not said). ``flags`` all of Slurm's
-    flags as it lists them (``SPEC_NODES`` too); ``repeat`` the recurrence flag among them."""
+    flags as it lists them (``SPEC_NODES`` too); ``repeat`` the recurrence flag among them.
+    ``qos`` the QOS it admits (``()``: any), ``None`` from a Slurm whose reservations have no
+    QOS (22.05, 24.11 show no ``QOS=``)."""
 
     name: str
     accounts: tuple[str, ...]
@@ -363,6 +373,7 @@ class ReservationRecord:
     partition: str | None
     state: str | None
     flags: tuple[str, ...] = ()
+    qos: tuple[str, ...] | None = None
 
     @property
     def repeat(self) -> str | None:

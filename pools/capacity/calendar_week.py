@@ -54,6 +54,7 @@ class Hold:
     cards: int
     starts_at: datetime
     ends_at: datetime
+    workload_class: str = ""  # the allocation's class name (issue 36); "" unclassed or recurring
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,11 @@ def week_holds(
             a.card_count,
             a.starts_at,
             a.ends_at,
+            a.workload_class.name if a.workload_class else "",
         )
-        for a in holding_allocations(pool=pool, gpu_model=gpu_model, start=start, end=end)
+        for a in holding_allocations(
+            pool=pool, gpu_model=gpu_model, start=start, end=end
+        ).select_related("workload_class")
     ]
     rules = RecurringReservation.objects.holding(
         pool_id=pool.pk, gpu_model_id=gpu_model.pk, start=start, end=end

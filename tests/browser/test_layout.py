@@ -35,6 +35,7 @@ PAGES = {
     "pools/<slug:pool>/<slug:model>/calendar/": "/pools/infer-k8s/l40s/calendar/",
     "driver-groups/<int:branch>/calendar/": "/driver-groups/550/calendar/",
     "clusters/": "/clusters/",
+    "classes/": "/classes/",  # the demo's classes and the cards they hold
     "unrecognised-models/": "/unrecognised-models/",
     "inventory/import/": "/inventory/import/",
     "inventory/uploads/<int:pk>/": "/inventory/uploads/{upload}/",  # a background import, done

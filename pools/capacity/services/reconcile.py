@@ -22,7 +22,12 @@ from django.utils import timezone
 from pools.adapters import cluster_adapter, scheduler_adapter
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation, SchedulerDrift
-from pools.capacity.services.class_qos import slurm_qos_found, slurm_qos_sync, slurm_qos_wanted
+from pools.capacity.services.class_qos import (
+    slurm_class_qos_problem,
+    slurm_qos_found,
+    slurm_qos_sync,
+    slurm_qos_wanted,
+)
 from pools.capacity.services.scheduler_binding import (
     cap_drift_subject,
     cluster_pools,
@@ -118,7 +123,28 @@ def reconcile_slurm(cluster: Cluster | None = None) -> ReconcileReport:
                 target=(model, pool, profile),
                 holding=holding,
             )
+    _record_class_qos_health(adapter, report, cluster=cluster, pools=in_cluster)
     return report
+
+
+def _record_class_qos_health(
+    adapter: object, report: ReconcileReport, *, cluster: Cluster | None, pools: QuerySet[Pool]
+) -> None:
+    """After the repairs, what is still wrong with the workload-class QOS
+    (:func:`slurm_class_qos_problem`) on the cluster's health: ``Cluster.class_qos_problem``
+    of ``cluster`` (``None``: the environment's Slurm cluster row, when there is one)."""
+    try:
+        problem = slurm_class_qos_problem(adapter=adapter, pools=pools)
+    except SchedulerError as exc:
+        report.errors.append(f"class QOS: {exc}")
+        return
+    if cluster is None:
+        rows = Cluster.objects.filter(
+            kind=Scheduler.SLURM, credential_kind=CredentialKind.ENVIRONMENT
+        )
+    else:
+        rows = Cluster.objects.filter(pk=cluster.pk)
+    rows.exclude(class_qos_problem=problem).update(class_qos_problem=problem)
 
 
 def _reconcile_qos(

@@ -25,6 +25,7 @@ cluster, so its cap counts the team's allocations in that cluster's pools only (
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -36,14 +37,24 @@ from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation, RecurringReservation, ReservationStatus
 from pools.capacity.recurrence import occurrences
-from pools.capacity.services.class_qos import kubernetes_priority_sync, slurm_qos_sync
+from pools.capacity.services.class_qos import (
+    kubernetes_priority_sync,
+    slurm_account_qos_set,
+    slurm_qos_prepare,
+)
 from pools.choices import AliasKind, CredentialKind, QuotaBackend, Scheduler
+from pools.classes.slurm_qos import class_qos_name
 from pools.clusters.models import Cluster
 from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, MigDevice, Node, Pool
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_usernames
 from scheduler_adapters.base import SchedulerAdapter
-from scheduler_adapters.errors import NotFound, SchedulerError, SchedulerRejected
+from scheduler_adapters.errors import (
+    NotFound,
+    ReservationQosUnsupported,
+    SchedulerError,
+    SchedulerRejected,
+)
 from scheduler_adapters.kubernetes_elastic import ElasticQuotaWriter, lender_name
 from scheduler_adapters.records import GpuLimit, ReservationSpec
 from scheduler_adapters.types import KueueCohort
@@ -222,6 +233,10 @@ def slurm_limit_sync(
     )
     partition = pool.slurm_partition or None
     account = slurm_account_name(team)
+    # workload classes (issue 36): refused here, before the account or its cap is touched,
+    # when this Slurm cannot take the account's class QOS; the class QOS written first
+    slurm_pools = cluster_pools(scheduler=Scheduler.SLURM, cluster=pool.cluster)
+    classes_held = slurm_qos_prepare(adapter=adapter, team=team, pools=slurm_pools, now=now)
     adapter.ensure_account(
         account,
         description=team.name[:100],
@@ -245,16 +260,8 @@ def slurm_limit_sync(
         "grp_tres": f"gres/gpu:{gres}={cards}",
         "missing_users": missing,
     }
-    # workload classes (issue 36): the class QOS and the account's QOS list
-    qos = slurm_qos_sync(
-        adapter=adapter,
-        team=team,
-        account=account,
-        pools=cluster_pools(scheduler=Scheduler.SLURM, cluster=pool.cluster),
-        now=now,
-    )
-    if qos is not None:
-        binding |= qos
+    if classes_held is not None:
+        binding |= slurm_account_qos_set(adapter=adapter, account=account, held=classes_held)
     return binding
 
 
@@ -465,24 +472,55 @@ def slurm_reservation_apply(*, adapter, allocation: Allocation) -> dict:
             "still applies.",
         }
     name = reservation_name(allocation)
+    spec = ReservationSpec(
+        name=name,
+        account=allocation.team.slug,
+        nodes=tuple(nodes),
+        starts_at=allocation.starts_at,
+        ends_at=allocation.ends_at,
+        partition=allocation.pool.slurm_partition or None,
+        qos=reservation_qos(allocation),
+    )
     try:
-        adapter.create_reservation(
-            ReservationSpec(
-                name=name,
-                account=allocation.team.slug,
-                nodes=tuple(nodes),
-                starts_at=allocation.starts_at,
-                ends_at=allocation.ends_at,
-                partition=allocation.pool.slurm_partition or None,
-            )
-        )
+        try:
+            adapter.create_reservation(spec)
+        except ReservationQosUnsupported:  # scontrol created nothing; the account's list rules
+            adapter.create_reservation(replace(spec, qos=()))
     except (AttributeError, ValueError) as exc:
         return {"reservation": None, "placement_note": f"Not reserved in Slurm: {exc}"}
     except SchedulerError as exc:
         if exc.transient:
             raise
         return {"reservation": None, "placement_note": f"Not reserved in Slurm: {exc.message}"}
-    return {"reservation": name, "reserved_nodes": nodes}
+    return {"reservation": name, "reserved_nodes": nodes} | _reservation_qos_binding(
+        adapter, name, spec.qos
+    )
+
+
+def reservation_qos(allocation: Allocation) -> tuple[str, ...]:
+    """The QOS an allocation's reservation admits (issue 36): its workload class's QOS, so only
+    that class's jobs of the team use the reserved cards (never two priorities on one card);
+    ``()`` for unclassed work (any QOS of the account)."""
+    if allocation.workload_class_id is None:
+        return ()
+    return (class_qos_name(allocation.workload_class.slug),)
+
+
+def _reservation_qos_binding(adapter, name: str, wanted: tuple[str, ...]) -> dict:
+    """What the allocation's binding says of the reservation's QOS, from the reservation read
+    back: ``reservation_qos`` the QOS it admits, or ``None`` with why when this Slurm's
+    reservations take none (22.05, 24.11: the account's QOS list still limits the team's jobs
+    to its classes, the cards are not kept to this one)."""
+    if not wanted:
+        return {}
+    record = adapter.get_reservation(name)
+    if record is not None and record.qos is not None:
+        return {"reservation_qos": list(record.qos)}
+    return {
+        "reservation_qos": None,
+        "reservation_qos_note": "This Slurm's reservations take no QOS (Slurm 26.05 does): "
+        f"any QOS of the account may use the reserved nodes, not only {', '.join(wanted)}.",
+    }
 
 
 def slurm_reservation_remove(*, adapter, allocation: Allocation) -> None:
