@@ -40,6 +40,11 @@ urlpatterns = [
         capacity_views_overrides.override_cancel_page,
         name="override-cancel",
     ),
+    path(
+        "driver-groups/<int:branch>/calendar/",
+        capacity_views_calendar.driver_group_calendar,
+        name="driver-group-calendar",
+    ),
     path("clusters/", cluster_views.cluster_list, name="cluster-list"),
     path("classes/", class_views.class_list, name="class-list"),
     path("clusters/<slug:slug>/check/", cluster_views.cluster_check_now, name="cluster-check"),
@@ -77,6 +82,21 @@ urlpatterns = [
         "teams/<slug:slug>/calendar.ics",
         capacity_views_calendar.team_calendar_ics,
         name="team-calendar-ics",
+    ),
+    path(
+        "teams/<slug:slug>/calendar/",
+        capacity_views_calendar.team_calendar_page,
+        name="team-calendar",
+    ),
+    path(
+        "teams/<slug:slug>/calendar/<str:action>/",
+        capacity_views_calendar.team_calendar_link,
+        name="team-calendar-link",
+    ),
+    path(
+        "calendar/<str:token>.ics",
+        capacity_views_calendar.calendar_feed,
+        name="calendar-feed",
     ),
     path("teams/<slug:slug>/waiting/", waiting_views.waiting_work, name="waiting-work"),
     path("requests/", views_requests.request_list, name="request-list"),

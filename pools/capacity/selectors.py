@@ -24,11 +24,13 @@ from django.db.models.functions import RowNumber
 from django.utils.module_loading import import_string
 
 from pools.audit.models import AuditEvent
+from pools.capacity.calendar_feed import TOKEN_LENGTH, feed_token, token_sha256
 from pools.capacity.models import (
     Allocation,
     CapacityRequest,
     RecurringReservation,
     ReservationStatus,
+    TeamCalendarFeed,
     TemporaryOverride,
 )
 from pools.tenancy.models import Team
@@ -296,3 +298,23 @@ def team_overrides_in_force(*, team_id: int, now) -> list[TemporaryOverride]:
         .select_related("pool", "gpu_model", "workload_class", "class_before", "created_by")
         .order_by("until", "pk")
     )
+
+
+def team_calendar_feed_token(*, team_id: int) -> str | None:
+    """The team's secret feed token (made again from the row's salt,
+    :mod:`pools.capacity.calendar_feed`), ``None`` while it has no link. One query."""
+    salt = TeamCalendarFeed.objects.filter(team_id=team_id).values_list("salt", flat=True).first()
+    return feed_token(salt) if salt else None
+
+
+def team_by_feed_token(token: str) -> Team | None:
+    """The team whose feed link has ``token``, ``None`` for any other string (a reset link,
+    a guess). One query, by the token's SHA-256."""
+    if len(token) != TOKEN_LENGTH:
+        return None
+    feed = (
+        TeamCalendarFeed.objects.filter(token_sha256=token_sha256(token))
+        .select_related("team")
+        .first()
+    )
+    return feed.team if feed else None

@@ -6,6 +6,7 @@ when ``DEBUG`` is off), ``DEBUG``, ``TIME_ZONE``, ``ALLOWED_HOSTS``, ``CSRF_TRUS
 ``SECURE_SSL_REDIRECT``, ``INVENTORY_UPLOAD_MAX_BYTES``, ``CACHE_URL`` (default: per-process
 memory), ``NUM_PROXIES`` (trusted reverse proxies, default 0), ``LOGIN_FAILURE_LIMIT``,
 ``LOGIN_COOLOFF_MINUTES``, ``LOGIN_THROTTLE_RATE``, ``TOKEN_THROTTLE_RATE``,
+``CALENDAR_FEED_THROTTLE_RATE``,
 ``API_TOKEN_TTL_DAYS``, ``STATIC_ROOT``, ``SQLITE_TIMEOUT_S``, ``TASK_TIME_LIMIT_S``,
 ``REQUEST_TIMEOUT_S``, ``CELERY_QUEUE``, ``PORTAL_DEMO`` (``make demo`` only: a quiet log),
 ``EMAIL_BACKEND``.
@@ -282,6 +283,8 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "token": env.str("TOKEN_THROTTLE_RATE", default="20/minute"),
         "login": env.str("LOGIN_THROTTLE_RATE", default="30/minute"),  # portal.throttling
+        # a team's secret calendar feed, per client address (pools/capacity/views_calendar.py)
+        "calendar_feed": env.str("CALENDAR_FEED_THROTTLE_RATE", default="60/minute"),
     },
     # Trusted reverse proxies in front of the portal (ingress, load balancer); see
     # portal/throttling.py. 0: X-Forwarded-For is ignored and REMOTE_ADDR is the client.

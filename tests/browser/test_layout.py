@@ -33,6 +33,7 @@ PAGES = {
     "gpu-models/<slug:slug>/edit/": "/gpu-models/h100_sxm/edit/",
     "pools/": "/pools/",
     "pools/<slug:pool>/<slug:model>/calendar/": "/pools/infer-k8s/l40s/calendar/",
+    "driver-groups/<int:branch>/calendar/": "/driver-groups/550/calendar/",
     "clusters/": "/clusters/",
     "classes/": "/classes/",  # the demo's classes and the cards they hold
     "overrides/": "/overrides/",  # the demo's override in force
@@ -72,12 +73,15 @@ PAGES = {
     "dashboard/": "/dashboard/",  # with stranded capacity, forecast and heatmap
     "teams/<slug:slug>/dashboard/": "/teams/nlp/dashboard/",
     "teams/<slug:slug>/waiting/": "/teams/nlp/waiting/",  # Slurm and Kueue waiting work
+    "teams/<slug:slug>/calendar/": "/teams/nlp/calendar/",  # the demo's secret feed link
     "api/docs/": "/api/docs/",
     "login/": "/login/",  # opened signed in: the form, with the navigation
 }
 VARIANTS = [
     "/nodes/?pool=train-slurm&ordering=-gpus",
     "/allocations/?status=active",
+    "/pools/infer-k8s/l40s/calendar/?month=",  # the month view
+    "/driver-groups/550/calendar/?month=",
     "/advisor/?severity=critical&ordering=team",
     "/allocations/{serving}/serving/?span=7d",
     # the request panel with a shape: per pool and model whether it fits (issue #20)
@@ -112,6 +116,8 @@ NOT_PAGES = {
     "start/": "a redirect by role (after sign-in): to Fleet or My teams",
     "requests/explain/": "the request form's live panel (an htmx fragment; opened in its form)",
     "teams/<slug:slug>/calendar.ics": "the team's iCalendar feed (text/calendar)",
+    "teams/<slug:slug>/calendar/<str:action>/": "POST only (make or reset the feed link)",
+    "calendar/<str:token>.ics": "the team's iCalendar feed at its secret link (text/calendar)",
 }
 NOT_PAGE_PREFIXES = (
     "admin/",  # Django's admin: its own stylesheet, not the portal's layout

@@ -32,6 +32,7 @@ from pools.capacity.models import (
     TemporaryOverride,
 )
 from pools.capacity.services.allocations import allocation_lifecycle_sweep
+from pools.capacity.services.calendar_feed import team_calendar_feed_create
 from pools.capacity.services.overrides import override_create
 from pools.capacity.services.recurring import recurring_reservation_create
 from pools.capacity.services.requests import (
@@ -384,6 +385,9 @@ class Command(BaseCommand):
             start_time=time(9),
             end_time=time(18),
         )
+        # nlp's secret calendar feed link, as alice makes it on the team's calendar page
+        alice = get_user_model().objects.get(username="alice")
+        team_calendar_feed_create(actor=alice, team=Team.objects.get(slug="nlp"))
 
     def _override(self):
         """A temporary override (issue 32): nlp's A100 ceiling in the training pool raised from
