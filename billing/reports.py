@@ -31,7 +31,7 @@ from pools.csv_numbers import plain_number
 CSV_COLUMNS = (
     "statement_id", "team", "cost_centre", "month", "status", "line", "kind", "period",
     "gpu_model", "served_model", "basis", "quantity", "unit", "priced_quantity", "price_unit",
-    "unit_price", "amount", "currency", "rate_from", "rate_to", "notes",
+    "unit_price", "amount", "currency", "rate_from", "rate_to", "notes", "pool",
 )  # fmt: skip
 """One row per statement line. ``priced_quantity`` is ``quantity`` in ``price_unit`` (card-hours,
 or millions of tokens), so ``priced_quantity × unit_price`` rounded half-up to the currency's
@@ -91,6 +91,7 @@ def statement_csv_rows(statements) -> list[list[str]]:
                 plain_number(round_money(line.amount, s.currency)), s.currency,
                 line.rate_from.isoformat(), line.rate_to.isoformat(),
                 ambiguous_time_text(ambiguous_time_of(line, s)),
+                line.pool.slug if line.pool_id else "",
             ])  # fmt: skip
     return rows
 

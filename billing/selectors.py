@@ -32,7 +32,7 @@ def statement_list(*, user) -> QuerySet[Statement]:
 
 
 def statement_lines(*, statement: Statement) -> QuerySet[StatementLine]:
-    return statement.lines.select_related("gpu_model", "statement").order_by("position")
+    return statement.lines.select_related("gpu_model", "pool", "statement").order_by("position")
 
 
 def lines_by_statement(statement_ids: list[int]) -> dict[int, list[StatementLine]]:
@@ -40,7 +40,7 @@ def lines_by_statement(statement_ids: list[int]) -> dict[int, list[StatementLine
     lines: dict[int, list[StatementLine]] = defaultdict(list)
     for line in (
         StatementLine.objects.filter(statement_id__in=statement_ids)
-        .select_related("gpu_model")
+        .select_related("gpu_model", "pool")
         .order_by("statement_id", "position")
     ):
         lines[line.statement_id].append(line)

@@ -87,12 +87,14 @@ class StatementSerializer(serializers.ModelSerializer):
 class StatementLineSerializer(serializers.ModelSerializer):
     # None: token lines (served_model) and adjustments not tied to one GPU model.
     gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    # None unless a burst-pool, storage or egress line (issue 35): the pool it is for.
+    pool = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     period = MonthOutputField()
 
     class Meta:
         model = StatementLine
         fields = ["position", "kind", "period", "gpu_model", "served_model", "basis", "quantity",
-                  "unit", "unit_price", "amount", "rate_from", "rate_to"]  # fmt: skip
+                  "unit", "unit_price", "amount", "rate_from", "rate_to", "pool"]  # fmt: skip
 
 
 class StatementViewSet(viewsets.ReadOnlyModelViewSet):
