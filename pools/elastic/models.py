@@ -205,7 +205,7 @@ class BurstOptIn(models.Model):
     """Team ``team`` lets its elastic allocations spill into burst pool ``pool`` (issue 35):
     per team and burst pool, at that pool's price; the budget check of every scale-up still
     applies. Written by pool admins and the team's managers
-    (:func:`pools.elastic.burst_services.burst_opt_in_set`)."""
+    (:func:`pools.elastic.services.burst_opt_in_set`)."""
 
     team = models.ForeignKey("pools.Team", on_delete=models.CASCADE, related_name="burst_opt_ins")
     pool = models.ForeignKey("pools.Pool", on_delete=models.CASCADE, related_name="burst_opt_ins")

@@ -601,6 +601,33 @@ def _record(
 # ------------------------------------------------------------------------------ burst pools
 
 
+def burst_opt_in_set(*, team: Any, pool: Pool, actor: Any, opted: bool) -> bool:
+    """Let ``team``'s elastic allocations spill into burst pool ``pool`` (``opted``), or stop
+    them (cards already placed there stay until the loop hands them back). The team's managers
+    and pool admins; audited. Returns whether anything changed. Raises
+    :class:`PermissionDenied`, or :class:`InvalidInput` for a pool not marked burst."""
+    if not may_manage_elastic(actor, team):
+        raise PermissionDenied("Only the team's managers and pool admins choose burst pools.")
+    if not pool.burst:
+        raise InvalidInput(
+            f"{pool.name} is not a burst pool.", errors={"pool": "Not a burst pool."}
+        )
+    with transaction.atomic():
+        if opted:
+            _, changed = BurstOptIn.objects.get_or_create(team=team, pool=pool)
+        else:
+            changed = BurstOptIn.objects.filter(team=team, pool=pool).delete()[0] > 0
+        if changed:
+            audit_event_record(
+                actor=actor,
+                action="elastic.burst_opt_in" if opted else "elastic.burst_opt_out",
+                obj=team,
+                before={"burst_pool": pool.slug, "opted": not opted},
+                after={"burst_pool": pool.slug, "opted": opted},
+            )
+    return bool(changed)
+
+
 def _home_burst(policy: ElasticPolicy) -> int:
     """Cards ``policy`` borrows from its home pool: held above the floor, less the cards
     placed in a burst pool."""

@@ -171,3 +171,18 @@ def test_a_header_without_a_column_reads_nothing(team):
     with pytest.raises(ValueError, match="no column quantity"):
         extra_charges_import(text="team,pool,charge,start,end\nnlp,,storage,2026-10-01,x\n")
     assert not UsageRecord.objects.exists()
+
+
+def test_the_command_reports_bad_lines_and_exits_1(team, tmp_path, capsys):
+    from django.core.management import call_command
+
+    path = tmp_path / "charges.csv"
+    path.write_text("team,pool,charge,quantity,start,end\n"
+                    "nlp,,egress,12,2026-10-01,2026-10-02\n"
+                    "nlp,,egress,x,2026-10-01,2026-10-02\n", encoding="utf-8")  # fmt: skip
+    with pytest.raises(SystemExit) as done:
+        call_command("import_extra_charges", str(path))
+    assert done.value.code == 1
+    out = capsys.readouterr().out
+    assert "2 line(s): 1 record(s) created" in out
+    assert "line 3: quantity 'x' is not a number" in out

@@ -141,3 +141,27 @@ def test_no_opt_in_no_burst(apiservers, tmp_path):
     elastic_scan(now=NOW, metrics=signals(90.0, 1.2, NOW))
     policy.refresh_from_db()
     assert (policy.cards_held, policy.burst_cards) == (3, 0)
+
+
+def test_opt_in_is_for_managers_and_burst_pools_only(member, pool_admin):
+    from pools.audit.models import AuditEvent
+    from pools.elastic.services import burst_opt_in_set
+    from pools.errors import InvalidInput, PermissionDenied
+
+    team = TeamFactory(slug="nlp")
+    rented = PoolFactory(slug="rented", scheduler=Scheduler.KUBERNETES, slurm_partition="",
+                         burst=True)  # fmt: skip
+    home = PoolFactory(slug="home", scheduler=Scheduler.KUBERNETES, slurm_partition="")
+    with pytest.raises(PermissionDenied):
+        burst_opt_in_set(team=team, pool=rented, actor=member, opted=True)
+    with pytest.raises(InvalidInput):
+        burst_opt_in_set(team=team, pool=home, actor=pool_admin, opted=True)
+    assert not BurstOptIn.objects.exists()
+    assert burst_opt_in_set(team=team, pool=rented, actor=pool_admin, opted=True) is True
+    assert burst_opt_in_set(team=team, pool=rented, actor=pool_admin, opted=True) is False
+    assert burst_opt_in_set(team=team, pool=rented, actor=pool_admin, opted=False) is True
+    assert list(
+        AuditEvent.objects.filter(action__startswith="elastic.burst_opt").values_list(
+            "action", flat=True
+        ).order_by("id")
+    ) == ["elastic.burst_opt_in", "elastic.burst_opt_out"]
