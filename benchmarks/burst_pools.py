@@ -26,7 +26,7 @@ import os
 import statistics
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -149,7 +149,9 @@ def run() -> None:
     print("|---|---|---|")
     print(f"| pass, every allocation +2 cards at home | {a:.3f} s | |")
     print(f"| pass, home full, every allocation +2 cards in `rented` | {b:.3f} s | |")
-    print(f"| added per allocation by the burst decision | {added_ms:.2f} ms | < {TARGET_MS:.0f} ms |")
+    print(
+        f"| added per allocation by the burst decision | {added_ms:.2f} ms | < {TARGET_MS:.0f} ms |"
+    )
     print(f"| SQL statements per pass, home / burst | {counts[False]} / {counts[True]} | |")
     print(f"| pure placement (`place`) per call | {pure_us:.2f} µs | |")
     if added_ms >= TARGET_MS:

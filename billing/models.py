@@ -90,12 +90,20 @@ class RateCardEntry(models.Model):
             models.CheckConstraint(condition=Q(price__gte=0), name="rate_price_not_negative"),
             models.CheckConstraint(
                 condition=(
-                    Q(kind__in=GPU_RATE_KINDS, gpu_model__isnull=False, served_model="",
-                      pool__isnull=True)
+                    Q(
+                        kind__in=GPU_RATE_KINDS,
+                        gpu_model__isnull=False,
+                        served_model="",
+                        pool__isnull=True,
+                    )
                     | Q(kind__in=TOKEN_RATE_KINDS, gpu_model__isnull=True, pool__isnull=True)
                     & ~Q(served_model="")
-                    | Q(kind=RateKind.POOL_BURST, gpu_model__isnull=False, served_model="",
-                        pool__isnull=False)
+                    | Q(
+                        kind=RateKind.POOL_BURST,
+                        gpu_model__isnull=False,
+                        served_model="",
+                        pool__isnull=False,
+                    )
                     | Q(kind__in=EXTRA_RATE_KINDS, gpu_model__isnull=True, served_model="")
                 ),  # fmt: skip
                 name="rate_gpu_or_served_model",
@@ -293,7 +301,9 @@ class StatementLine(models.Model):
     )
     served_model = models.CharField(max_length=120, blank=True)
     # Issue 35: the burst pool (burst-pool card-hours) or the pool of storage / egress.
-    pool = models.ForeignKey(Pool, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    pool = models.ForeignKey(
+        Pool, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     basis = models.CharField(max_length=10, choices=ChargeBasis.choices)
     unit = models.CharField(max_length=20)
     quantity = models.DecimalField(max_digits=24, decimal_places=6)

@@ -7,7 +7,8 @@ all cards touching one month must share a currency.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import date, datetime, tzinfo
 from decimal import Decimal
 
@@ -41,7 +42,7 @@ class RatePeriod:
     # The card's policy for tokens a gateway replayed from its cache (basis "replayed").
     replayed_tokens_charged: bool = False
     # Issue 35: burst-pool card-hour, storage and egress prices (pool None: every pool's).
-    pool_prices: dict[PoolPriceKey, Decimal] = field(default_factory=dict)
+    pool_prices: dict[PoolPriceKey, Decimal] = dataclass_field(default_factory=dict)
 
 
 def rate_kind(basis: str, unit: str) -> str | None:
@@ -195,8 +196,9 @@ def rate_card_create(
             for (served, kind), p in (token_prices or {}).items()
         ]
         + [
-            RateCardEntry(rate_card=card, kind=kind, pool_id=pool_id, gpu_model_id=model_id,
-                          price=Decimal(p))  # fmt: skip
+            RateCardEntry(
+                rate_card=card, kind=kind, pool_id=pool_id, gpu_model_id=model_id, price=Decimal(p)
+            )  # fmt: skip
             for (kind, pool_id, model_id), p in (pool_prices or {}).items()
         ]
     )

@@ -143,9 +143,7 @@ def _segment_sums_by_team(
     for team_id, gpu_model_id, served, basis, unit, pool_id, index, total in rows:
         seen.add(team_id)
         if total is not None:
-            by_team[team_id][(gpu_model_id, served, basis, unit, pool_id)][index] += Decimal(
-                total
-            )
+            by_team[team_id][(gpu_model_id, served, basis, unit, pool_id)][index] += Decimal(total)
     records = month_records.filter(charged)
     if cuts:
         straddling = records.filter(straddles).order_by("period_start", "id")

@@ -200,6 +200,11 @@ class Pool(models.Model):
                 name="pool_kueue_has_cohort",
                 violation_error_message="A Kueue pool needs its cohort.",
             ),
+            models.CheckConstraint(
+                condition=Q(burst=False) | Q(scheduler=Scheduler.KUBERNETES),
+                name="pool_burst_kubernetes",
+                violation_error_message="Only Kubernetes pools can be burst pools.",
+            ),
         ]
 
     def __str__(self) -> str:

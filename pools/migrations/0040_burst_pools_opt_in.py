@@ -64,4 +64,8 @@ class Migration(migrations.Migration):
             model_name='burstoptin',
             constraint=models.UniqueConstraint(fields=('team', 'pool'), name='burst_opt_in_once'),
         ),
+        migrations.AddConstraint(
+            model_name='pool',
+            constraint=models.CheckConstraint(condition=models.Q(('burst', False), ('scheduler', 'kubernetes'), _connector='OR'), name='pool_burst_kubernetes', violation_error_message='Only Kubernetes pools can be burst pools.'),
+        ),
     ]

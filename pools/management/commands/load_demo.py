@@ -343,7 +343,11 @@ class Command(BaseCommand):
                 burst_cards_to=burst,
                 effective_at=aware(d.at),
                 message=d.message
-                + (f"; {burst} card(s) in burst pool {burst_pool.name} at its price" if burst else ""),
+                + (
+                    f"; {burst} card(s) in burst pool {burst_pool.name} at its price"
+                    if burst
+                    else ""
+                ),
                 numbers=d.numbers(),
             )
             for d, burst in zip(changes, placed, strict=True)

@@ -161,7 +161,7 @@ def test_opt_in_is_for_managers_and_burst_pools_only(member, pool_admin):
     assert burst_opt_in_set(team=team, pool=rented, actor=pool_admin, opted=True) is False
     assert burst_opt_in_set(team=team, pool=rented, actor=pool_admin, opted=False) is True
     assert list(
-        AuditEvent.objects.filter(action__startswith="elastic.burst_opt").values_list(
-            "action", flat=True
-        ).order_by("id")
+        AuditEvent.objects.filter(action__startswith="elastic.burst_opt")
+        .values_list("action", flat=True)
+        .order_by("id")
     ) == ["elastic.burst_opt_in", "elastic.burst_opt_out"]
