@@ -24,6 +24,7 @@ from pools.elastic.services import (
     WhatIfSource,
     elastic_policy_create,
     elastic_policy_update,
+    elastic_burst_whatif,
     elastic_whatif,
 )
 from pools.errors import InvalidInput
@@ -258,6 +259,7 @@ class ElasticPolicyViewSet(
                 "breach_minutes": round(result.breach_minutes, 1),
                 "unknown_minutes": round(result.unknown_minutes, 1),
                 "timeline": result.timeline,
+                "burst": _burst_answer(elastic_burst_whatif(policy=policy, run=run)),
             }
         )
 
@@ -279,3 +281,30 @@ class ScaleEventViewSet(viewsets.ReadOnlyModelViewSet):
             policies = {e.policy_id: e.policy for e in args[0]}
             _scale_money(kwargs["context"], list(policies.values()), args[0])
         return super().get_serializer(*args, **kwargs)
+
+
+def _burst_answer(found: dict | None) -> dict | None:
+    """The what-if's ``burst`` block (issue 35): the same load with and without the burst
+    pool, card-hours to 6 places and amounts as strings in ``currency``; ``null`` when the
+    team may use no burst pool."""
+    if found is None:
+        return None
+    money = found["money"] or {}
+
+    def text(value):
+        return None if value is None else str(value)
+
+    def side(name: str) -> dict:
+        part = money.get(name) or {}
+        return {key: text(value) for key, value in part.items()}
+
+    return {
+        "burst_pool": found["burst_pool"],
+        "home_cards": found["home_cards"],
+        "currency": money.get("currency"),
+        "home_price_per_card_hour": text(money.get("home_price")),
+        "burst_pool_price_per_card_hour": text(money.get("burst_pool_price")),
+        "with_burst": side("with_burst"),
+        "without_burst": side("without_burst"),
+        "reason": money.get("reason", "no pricing is configured"),
+    }

@@ -16,7 +16,10 @@ The rules:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from pools.elastic.metering import burst_card_seconds
 
 
 @dataclass(frozen=True)
@@ -53,3 +56,23 @@ def place(
     release = held.cards - wanted
     from_burst = min(release, held.burst_cards)
     return Placement(wanted, held.burst_cards - from_burst)
+
+
+def burst_split(
+    timeline: Sequence[tuple[float, int]],
+    *,
+    floor_cards: int,
+    home_cards: int,
+    start: float,
+    end: float,
+) -> tuple[float, float]:
+    """A what-if's cards over time split the way :func:`place` places them when the home
+    pool can hold ``home_cards`` of them (floor included): ``(card-seconds above the floor
+    at home, card-seconds in the burst pool)`` in ``[start, end)``. Without a burst pool the
+    second is the load the home pool could not take."""
+    capped = [(at, min(cards, max(home_cards, floor_cards))) for at, cards in timeline]
+    home = burst_card_seconds(capped, floor_cards=floor_cards, start=start, end=end)
+    burst = burst_card_seconds(
+        timeline, floor_cards=max(home_cards, floor_cards), start=start, end=end
+    )
+    return home, burst

@@ -56,7 +56,7 @@ from pools.capacity.services.scheduler_binding import (
 )
 from pools.choices import QuotaBackend, Scheduler, WorkloadKind
 from pools.elastic.burst import Burst, hand_back_plan
-from pools.elastic.burst_pool import Placement, place
+from pools.elastic.burst_pool import Placement, burst_split, place
 from pools.elastic.choices import ScaleAction, ScaleSource
 from pools.elastic.forecast import Prescale, build_profile, plan_ahead, prescale_from_plan
 from pools.elastic.models import (
@@ -1137,6 +1137,63 @@ def _run(result, source, samples, start: datetime, now: datetime) -> WhatIfRun:
     first = datetime.fromtimestamp(samples[0].at, tz=now.tzinfo)
     last = datetime.fromtimestamp(samples[-1].at, tz=now.tzinfo)
     return WhatIfRun(result, source, first, last, len(samples), start)
+
+
+def elastic_burst_whatif(*, policy: ElasticPolicy, run: WhatIfRun, now: datetime | None = None):
+    """The what-if's load with and without a burst pool (issue 35), or ``None`` when the team
+    may use no burst pool for it. The home pool holds the floor plus what it can lend now (its
+    free cards over the lending horizon less the burst others borrow, plus this allocation's
+    own home burst); the replayed cards above that go to the burst pool the allocation holds
+    cards in, else the first the team opted into — or, without burst, are not served. Card-
+    hours from :func:`pools.elastic.burst_pool.burst_split`, priced by the function
+    ``settings.ELASTIC_BURST_WHATIF_MONEY`` names (billing's; ``None`` without one)."""
+    from django.conf import settings
+    from django.utils.module_loading import import_string
+
+    from pools.capacity.arithmetic import card_seconds_hours
+
+    now = now or timezone.now()
+    allocation = policy.allocation
+    if policy.burst_cards and policy.burst_pool_id:
+        burst_pool = policy.burst_pool
+    else:
+        burst_pool = (
+            Pool.objects.filter(
+                burst=True, scheduler=Scheduler.KUBERNETES,
+                burst_opt_ins__team_id=allocation.team_id,
+            ).order_by("pk").first()
+        )  # fmt: skip
+    if burst_pool is None:
+        return None
+    free = pool_free_cards(
+        pool=allocation.pool, gpu_model=allocation.gpu_model, start=now, end=now + LEND_HORIZON
+    )
+    others = sum(
+        _home_burst(p)
+        for p in _group_policies(allocation.pool, allocation.gpu_model, now)
+        if p.pk != policy.pk
+    )
+    home_cards = allocation.card_count + _home_burst(policy) + max(0, free - others)
+    home_s, burst_s = burst_split(
+        run.result.timeline,
+        floor_cards=allocation.card_count,
+        home_cards=home_cards,
+        start=run.start.timestamp(),
+        end=run.end.timestamp(),
+    )
+    places = Decimal("0.000001")
+    home_hours = card_seconds_hours(Decimal(int(home_s))).quantize(places)
+    burst_hours = card_seconds_hours(Decimal(int(burst_s))).quantize(places)
+    pricer = getattr(settings, "ELASTIC_BURST_WHATIF_MONEY", "")
+    money = (
+        import_string(pricer)(
+            gpu_model_id=allocation.gpu_model_id, burst_pool_id=burst_pool.pk,
+            home_card_hours=home_hours, burst_card_hours=burst_hours, now=now,
+        )
+        if pricer
+        else None
+    )  # fmt: skip
+    return {"burst_pool": burst_pool.slug, "home_cards": home_cards, "money": money}
 
 
 def elastic_readings_prune(*, now: datetime | None = None) -> int:

@@ -186,3 +186,54 @@ def test_the_command_reports_bad_lines_and_exits_1(team, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "2 line(s): 1 record(s) created" in out
     assert "line 3: quantity 'x' is not a number" in out
+
+
+def test_whatif_prices_the_same_load_with_and_without_burst(team, infer_pool, l40s, rented):
+    """Home pool ``infer``: 8 L40S; other teams hold 4, our floor 2 -> 2 free: the home pool
+    holds 4 of ours. Replayed load: 2 cards, then 6 for 2 h, then 2 (4 h in all).
+    With burst: at home 4 - 2 = 2 cards x 2 h = 4 card-hours x 8.00 (burst at the reserved
+    price) = 32.00; in the burst pool 6 - 4 = 2 x 2 h = 4 card-hours x 2.90 = 11.60;
+    32.00 + 11.60 = 43.60 EUR. Without: 32.00 EUR, and 4 card-hours of load not served."""
+    from django.utils import timezone
+
+    from pools.elastic.burst_pool import burst_split
+    from pools.elastic.models import BurstOptIn
+    from pools.elastic.services import WhatIfRun, WhatIfSource, elastic_burst_whatif
+    from pools.elastic.whatif import WhatIf
+
+    now = timezone.now()
+    window = {"status": AllocationStatus.ACTIVE, "starts_at": now - timedelta(days=1),
+              "ends_at": now + timedelta(days=1), "pool": infer_pool, "gpu_model": l40s}  # fmt: skip
+    AllocationFactory(card_count=4, **window)
+    policy = ElasticPolicy.objects.create(
+        allocation=AllocationFactory(team=team, card_count=2, **window),
+        ceiling_cards=6, cards_held=2,
+    )  # fmt: skip
+    rate_card_create(name="w", currency="EUR", effective_from=date(2020, 1, 1),
+                     gpu_prices={(l40s.pk, RateKind.GPU_RESERVED): Decimal("8.00")},
+                     pool_prices={(RateKind.POOL_BURST, rented.pk, l40s.pk): Decimal("2.90")})  # fmt: skip
+    t0 = (now - timedelta(hours=5)).timestamp()
+    timeline = ((t0, 2), (t0 + 3600, 6), (t0 + 3 * 3600, 2))
+    # 4 card-hours at home above the floor, 4 in the burst pool, in card-seconds
+    assert burst_split(timeline, floor_cards=2, home_cards=4, start=t0,
+                       end=t0 + 4 * 3600) == (4 * 3600, 4 * 3600)  # fmt: skip
+    result = WhatIf(1, 1, 2, 6, 16.0, 6, 24.0, 8.0, 0.0, 0.0, 4.0, (), timeline)
+    run = WhatIfRun(result, WhatIfSource.RECORDED, datetime_of(t0), datetime_of(t0 + 4 * 3600), 240)
+    assert elastic_burst_whatif(policy=policy, run=run, now=now) is None  # not opted in
+    BurstOptIn.objects.create(team=team, pool=rented)
+    found = elastic_burst_whatif(policy=policy, run=run, now=now)
+    assert (found["burst_pool"], found["home_cards"]) == ("rented-infer", 4)
+    money = found["money"]
+    assert money["with_burst"] == {"home_card_hours": Decimal(4),
+                                   "burst_pool_card_hours": Decimal(4),
+                                   "amount": Decimal("43.60")}  # fmt: skip
+    assert money["without_burst"] == {"home_card_hours": Decimal(4),
+                                      "unserved_card_hours": Decimal(4),
+                                      "amount": Decimal("32.00")}  # fmt: skip
+    assert (money["currency"], money["burst_pool_price"]) == ("EUR", Decimal("2.90"))
+
+
+def datetime_of(t: float):
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(t, tz=UTC)
