@@ -283,9 +283,7 @@ def burst_whatif_money(
     currency = period.currency if period is not None else None
     home_amount = _priced(home_card_hours, home_price, currency)
     burst_amount = _priced(burst_card_hours, burst_price, currency)
-    with_burst = (
-        None if home_amount is None or burst_amount is None else home_amount + burst_amount
-    )
+    with_burst = None if home_amount is None or burst_amount is None else home_amount + burst_amount
     reason = "" if with_burst is not None else "the rate card has no price for one of them"
     return {
         "currency": currency,

@@ -22,9 +22,9 @@ from pools.elastic.models import ElasticPolicy, ScaleEvent
 from pools.elastic.services import (
     EDITABLE_FIELDS,
     WhatIfSource,
+    elastic_burst_whatif,
     elastic_policy_create,
     elastic_policy_update,
-    elastic_burst_whatif,
     elastic_whatif,
 )
 from pools.errors import InvalidInput

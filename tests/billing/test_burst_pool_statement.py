@@ -203,15 +203,18 @@ def test_whatif_prices_the_same_load_with_and_without_burst(team, infer_pool, l4
 
     now = timezone.now()
     window = {"status": AllocationStatus.ACTIVE, "starts_at": now - timedelta(days=1),
-              "ends_at": now + timedelta(days=1), "pool": infer_pool, "gpu_model": l40s}  # fmt: skip
+              "ends_at": now + timedelta(days=1), "pool": infer_pool,
+              "gpu_model": l40s}  # fmt: skip
     AllocationFactory(card_count=4, **window)
     policy = ElasticPolicy.objects.create(
         allocation=AllocationFactory(team=team, card_count=2, **window),
         ceiling_cards=6, cards_held=2,
     )  # fmt: skip
-    rate_card_create(name="w", currency="EUR", effective_from=date(2020, 1, 1),
-                     gpu_prices={(l40s.pk, RateKind.GPU_RESERVED): Decimal("8.00")},
-                     pool_prices={(RateKind.POOL_BURST, rented.pk, l40s.pk): Decimal("2.90")})  # fmt: skip
+    rate_card_create(
+        name="w", currency="EUR", effective_from=date(2020, 1, 1),
+        gpu_prices={(l40s.pk, RateKind.GPU_RESERVED): Decimal("8.00")},
+        pool_prices={(RateKind.POOL_BURST, rented.pk, l40s.pk): Decimal("2.90")},
+    )  # fmt: skip
     t0 = (now - timedelta(hours=5)).timestamp()
     timeline = ((t0, 2), (t0 + 3600, 6), (t0 + 3 * 3600, 2))
     # 4 card-hours at home above the floor, 4 in the burst pool, in card-seconds
