@@ -240,3 +240,12 @@ def datetime_of(t: float):
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(t, tz=UTC)
+
+
+def test_focus_names_the_storage_and_egress_units(team, card):
+    from billing.focus import focus_rows
+
+    extra_charges_import(text=CSV, now=utc(2026, 11, 2))
+    statement = statement_build(team=team, month=OCTOBER)
+    units = {row["x_Basis"]: row["PricingUnit"] for row in focus_rows([statement])}
+    assert units == {"storage": "GB-Months", "egress": "GB"}

@@ -165,3 +165,21 @@ def test_opt_in_is_for_managers_and_burst_pools_only(member, pool_admin):
         .values_list("action", flat=True)
         .order_by("id")
     ) == ["elastic.burst_opt_in", "elastic.burst_opt_out"]
+
+
+def test_pool_admins_mark_kubernetes_pools_burst_and_nothing_else(admin_api):
+    """``burst`` on /api/v1/pools/: a Kubernetes pool may be one; a Slurm pool is refused with
+    a field error and nothing is written."""
+    from pools.inventory.models import Pool
+
+    made = admin_api.post("/api/v1/pools/", {"slug": "rented", "name": "Rented",
+                                             "scheduler": "kubernetes", "burst": True},
+                          format="json")  # fmt: skip
+    assert made.status_code == 201, made.content
+    assert made.json()["burst"] is True
+    refused = admin_api.post("/api/v1/pools/", {"slug": "hpc", "name": "HPC",
+                                                "scheduler": "slurm", "slurm_partition": "hpc",
+                                                "burst": True}, format="json")  # fmt: skip
+    assert refused.status_code == 400
+    assert list(refused.json()["errors"]) == ["burst"]
+    assert list(Pool.objects.values_list("slug", flat=True)) == ["rented"]
