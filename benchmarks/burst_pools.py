@@ -18,7 +18,8 @@ warm-up; the medians compared, per allocation, and the SQL statements of each pa
 machine others share the two passes' difference is noisy, so the target is checked on the
 time spent inside the burst decision itself (the pools it may use, their free cards, the
 placement and the budget check at the burst pool), timed around those calls in the burst
-pass, less the home scale-up's budget check it takes the place of (timed in the home pass). Also the pure placement (:func:`pools.elastic.burst_pool.place`) alone, per call.
+pass, less the home scale-up's budget check it takes the place of (timed in the home pass).
+Also the pure placement (:func:`pools.elastic.burst_pool.place`) alone, per call.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/gpp_bench python benchmarks/burst_pools.py
 """
@@ -190,10 +191,8 @@ def run() -> None:
     )
     print(f"| SQL statements per pass, home / burst | {counts[False]} / {counts[True]} | |")
     print(f"| pure placement (`place`) per call | {pure_us:.2f} µs | |")
-    if inside_ms >= TARGET_MS:
-        sys.exit(
-            f"burst decision takes {inside_ms:.2f} ms per allocation (target < {TARGET_MS} ms)"
-        )
+    if added_inside_ms >= TARGET_MS:
+        sys.exit(f"burst decision adds {added_inside_ms:.2f} ms per allocation (target < 10 ms)")
 
 
 if __name__ == "__main__":
