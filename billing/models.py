@@ -337,7 +337,7 @@ class StatementLine(models.Model):
     def label(self) -> str:
         if self.basis in (ChargeBasis.STORAGE, ChargeBasis.EGRESS):
             what = self.get_basis_display()
-            return f"{what} ({self.pool.name})" if self.pool_id else what
+            return f"{what} in {self.pool.name}" if self.pool_id else what
         if self.pool_id:
             return f"{self.gpu_model.name} in {self.pool.name}"
         return self.gpu_model.name if self.gpu_model_id else self.served_model
