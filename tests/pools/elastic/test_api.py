@@ -188,3 +188,31 @@ def test_what_if_says_the_burst_both_ways_once_the_team_opted_in(admin_api, allo
                                    "burst_pool_card_hours": "0.000000", "amount": None}  # fmt: skip
     assert burst["without_burst"]["amount"] is None
     assert burst["reason"] == "the rate card has no price for one of them"
+
+
+def test_burst_opt_ins_through_the_api(admin_api, member_api, member, allocation):
+    """A pool admin opts team chat into burst pool ``rented`` (201, audited) and lists it; a
+    plain member of chat sees it but cannot opt out (403); a non-burst pool is a 400; a team
+    the caller cannot see answers like a missing one (400); the admin opts out (204)."""
+    from pools.audit.models import AuditEvent
+    from pools.elastic.models import BurstOptIn
+
+    PoolFactory(slug="rented", scheduler=Scheduler.KUBERNETES, slurm_partition="", burst=True)
+    made = admin_api.post("/api/v1/burst-opt-ins/", {"team": "chat", "pool": "rented"},
+                          format="json")  # fmt: skip
+    assert made.status_code == 201, made.content
+    assert (made.json()["team"], made.json()["pool"]) == ("chat", "rented")
+    assert AuditEvent.objects.filter(action="elastic.burst_opt_in").count() == 1
+    home = admin_api.post("/api/v1/burst-opt-ins/", {"team": "chat", "pool": "infer"},
+                          format="json")  # fmt: skip
+    assert home.status_code == 400 and list(home.json()["errors"]) == ["pool"]
+    stranger = member_api.post("/api/v1/burst-opt-ins/", {"team": "chat", "pool": "rented"},
+                               format="json")  # fmt: skip
+    assert stranger.status_code == 400 and list(stranger.json()["errors"]) == ["team"]
+    MembershipFactory(team=allocation.team, user=member, role=TeamRole.MEMBER)
+    listed = member_api.get("/api/v1/burst-opt-ins/").json()
+    assert [(o["team"], o["pool"]) for o in listed["results"]] == [("chat", "rented")]
+    opt_in = BurstOptIn.objects.get()
+    assert member_api.delete(f"/api/v1/burst-opt-ins/{opt_in.pk}/").status_code == 403
+    assert admin_api.delete(f"/api/v1/burst-opt-ins/{opt_in.pk}/").status_code == 204
+    assert not BurstOptIn.objects.exists()
