@@ -152,7 +152,8 @@ def team_cards_applied(
         )
         .aggregate(cards=Sum(applied_cards_expression()))["cards"]
     )
-    placed = 0 if mig_profile else burst_cards_placed(team=team, pools=pools, now=now)
+    # burst cards are whole cards: none count toward a slice profile
+    placed = {} if mig_profile else burst_cards_placed(team=team, pools=pools, now=now)
     return (
         int(total or 0)
         + (recurring.get(gpu_model.pk, 0) if recurring else 0)
