@@ -86,6 +86,7 @@ bench: install services
 	$(BIN)/python benchmarks/placement.py
 	$(BIN)/python benchmarks/placement_db.py
 	$(BIN)/python benchmarks/elastic.py
+	$(BIN)/python benchmarks/burst_pools.py
 	$(BIN)/python benchmarks/serving.py
 	$(BIN)/python benchmarks/waiting.py
 	$(BIN)/python benchmarks/explain.py

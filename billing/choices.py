@@ -12,6 +12,10 @@ class UsageSource(models.TextChoices):
     ELASTIC_BURST = "elastic-burst", "Elastic burst (cards held above the floor)"
     # SharedCardUse rows (pods on replicas of time-sliced / MPS cards), not usage records
     KUBERNETES_SHARED = "k8s-shared", "Kubernetes shared cards (dcgm-exporter virtual GPUs)"
+    # Issue 35: cards an elastic allocation placed in a burst pool (another cluster, a cloud).
+    BURST_POOL = "burst-pool", "Burst pool (elastic cards placed in another pool)"
+    # Shared storage (GB-month) and network egress (GB) per team, from a CSV or Prometheus.
+    EXTRA_CHARGES_CSV = "extra-csv", "Storage / egress CSV"
 
 
 class UsageUnit(models.TextChoices):
@@ -21,6 +25,10 @@ class UsageUnit(models.TextChoices):
     OUTPUT_TOKENS = "output-tokens", "output tokens"
     # A gateway request that reported no usage: counted, never read as 0 tokens.
     UNMETERED_REQUESTS = "unmetered-requests", "requests without usage (unmetered)"
+    # Extra charges (seed 004 §5.2): storage held (GB x the share of the billing month held)
+    # and network egress (GB, 10^9 bytes).
+    GB_MONTHS = "gb-months", "GB-months"
+    GB = "gb", "GB"
 
 
 TOKEN_UNITS = (
@@ -46,6 +54,10 @@ class ChargeBasis(models.TextChoices):
     REPLAYED = "replayed", "Replayed from a gateway cache (no GPU)"
     # A tenant's share of a time-sliced, MPS or MIG-shared card (billing/shared_cards.py).
     SHARED = "shared", "Share of a shared card"
+    # Issue 35: elastic cards placed in a burst pool, at that pool's price.
+    BURST_POOL = "burst-pool", "Burst-pool card-hours (elastic, another pool)"
+    STORAGE = "storage", "Shared storage"
+    EGRESS = "egress", "Network egress"
 
 
 class UsageFlag(models.TextChoices):
@@ -66,9 +78,15 @@ class RateKind(models.TextChoices):
     TOKEN_INPUT = "token-input", "Input, per million tokens"
     TOKEN_CACHED_INPUT = "token-cached-input", "Cached input, per million tokens"
     TOKEN_OUTPUT = "token-output", "Output, per million tokens"
+    # Issue 35: prices of one pool (``RateCardEntry.pool``). The burst pool's card-hour (with
+    # its GPU model); storage and egress with or without a pool (without: every pool's).
+    POOL_BURST = "pool-burst", "Burst pool, per card-hour"
+    STORAGE_GB_MONTH = "storage-gb-month", "Shared storage, per GB-month"
+    EGRESS_GB = "egress-gb", "Network egress, per GB"
 
 
 GPU_RATE_KINDS = (RateKind.GPU_RESERVED, RateKind.GPU_USED, RateKind.GPU_BURST)
+EXTRA_RATE_KINDS = (RateKind.STORAGE_GB_MONTH, RateKind.EGRESS_GB)
 TOKEN_RATE_KINDS = (RateKind.TOKEN_INPUT, RateKind.TOKEN_CACHED_INPUT, RateKind.TOKEN_OUTPUT)
 
 

@@ -21,10 +21,15 @@ from billing.choices import RateKind, ShareBasis
 from billing.conf import billing_zone
 from billing.models import RateCard, SharedCardUse
 from billing.pricing import local_midnight, month_of, next_month, previous_month
+from billing.services.extra_charges import extra_charges_import
 from billing.services.rates import rate_card_create
 from billing.services.statements import statement_build
 from billing.services.tokens import usage_tokens_ingest
-from billing.services.usage_import import usage_import_reservations, usage_import_slurm
+from billing.services.usage_import import (
+    usage_import_elastic_burst,
+    usage_import_reservations,
+    usage_import_slurm,
+)
 from billing.tokenflow.demo import demo_agent_tasks_load
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.services.requests import capacity_request_create
@@ -60,6 +65,50 @@ JOB_MIX = [
 ]
 
 
+# Issue 35 (seed 004 §5.2: rented capacity is billed per card-hour with storage and network on
+# top): the rented burst pool's L40S card-hour, shared storage per GB-month, egress per GB
+# (the burst pool's dearer: a cloud's internet egress).
+BURST_POOL = "burst-cloud"
+BURST_L40S_PRICE = Decimal("2.90")
+STORAGE_PRICE, EGRESS_PRICE, BURST_EGRESS_PRICE = Decimal("0.02"), Decimal("0.05"), Decimal("0.09")
+# (team, pool slug or "", charge, GB) every month: storage held all month, egress sent in it
+EXTRA_CHARGES = [
+    ("vision", "", "storage", 2000),
+    ("nlp", "", "storage", 500),
+    ("vision", "", "egress", 150),
+    ("nlp", "", "egress", 80),
+]
+
+
+def _pool_prices() -> dict:
+    prices = {(RateKind.STORAGE_GB_MONTH, None, None): STORAGE_PRICE,
+              (RateKind.EGRESS_GB, None, None): EGRESS_PRICE}  # fmt: skip
+    burst = Pool.objects.filter(slug=BURST_POOL).first()
+    l40s = GpuModel.objects.filter(slug="l40s").first()
+    if burst is not None and l40s is not None:
+        prices[(RateKind.POOL_BURST, burst.pk, l40s.pk)] = BURST_L40S_PRICE
+        prices[(RateKind.EGRESS_GB, burst.pk, None)] = BURST_EGRESS_PRICE
+    return prices
+
+
+def _extra_charges(month: date, zone, now: datetime) -> None:
+    """The month's storage and egress (:data:`EXTRA_CHARGES`) through the CSV importer; in the
+    current month (to ``now``) also the burst pool's: the data set the burst replicas read
+    (300 GB) and their answers' egress (120 GB)."""
+    start = local_midnight(month, zone)
+    end = min(local_midnight(next_month(month), zone), now)
+    if end <= start:
+        return
+    rows = [(team, pool, charge, gb) for team, pool, charge, gb in EXTRA_CHARGES]
+    if end == now:
+        rows += [("vision", BURST_POOL, "storage", 300), ("vision", BURST_POOL, "egress", 120)]
+    text = "team,pool,charge,quantity,start,end\n" + "".join(
+        f"{team},{pool},{charge},{gb},{start.isoformat()},{end.isoformat()}\n"
+        for team, pool, charge, gb in rows
+    )
+    extra_charges_import(text=text, now=now)
+
+
 def _rate_card(start: date) -> None:
     if RateCard.objects.filter(name=DEMO_CARD).exists():
         return
@@ -74,6 +123,7 @@ def _rate_card(start: date) -> None:
         token_prices={(SERVED, RateKind.TOKEN_INPUT): Decimal("0.20"),
                       (SERVED, RateKind.TOKEN_CACHED_INPUT): Decimal("0.05"),
                       (SERVED, RateKind.TOKEN_OUTPUT): Decimal("0.60")},
+        pool_prices=_pool_prices(),
     )  # fmt: skip
 
 
@@ -198,6 +248,7 @@ def demo_billing_load(*, months: int = 6, now: datetime | None = None) -> list:
                                **window)  # fmt: skip
             _tokens(month, zone, rng)
             _shared_card(month, zone)
+            _extra_charges(month, zone, now)
         demo_agent_tasks_load(now=now, served=SERVED)  # its own seed: the rest stays as it was
         for month in month_list:
             for team in Team.objects.order_by("slug"):
@@ -208,6 +259,15 @@ def demo_billing_load(*, months: int = 6, now: datetime | None = None) -> list:
         this_month = local_midnight(month_of(now, zone), zone)
         if now > this_month:
             usage_import_reservations(start=this_month, end=now, now=now)
+        # the elastic allocation's burst (home and burst pool) and this month's storage and
+        # egress: vision's draft for this month shows their lines (issue 35)
+        burst_from = min(this_month, now - timedelta(days=4))
+        usage_import_elastic_burst(start=burst_from, end=now, now=now)
+        _extra_charges(month_of(now, zone), zone, now)
+        for month in sorted({month_of(burst_from, zone), month_of(now, zone)}):
+            statements.append(
+                statement_build(team=Team.objects.get(slug="vision"), month=month, now=now)
+            )
         _near_budget(now, zone, rng)
     return statements
 

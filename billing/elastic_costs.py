@@ -259,3 +259,45 @@ def elastic_scale_costs(
         for p in policies
     }
     return _totals(start, now, money)
+
+
+def burst_whatif_money(
+    *,
+    gpu_model_id: int,
+    burst_pool_id: int,
+    home_card_hours: Decimal,
+    burst_card_hours: Decimal,
+    now: datetime,
+) -> dict:
+    """A what-if's burst priced both ways (issue 35), at the rate card in force at ``now``,
+    by the statements' own prices (:func:`billing.services.rates.price_for`) and rounding
+    (:func:`billing.pricing.round_money`, once per amount): **with burst**, the home pool's
+    burst card-hours at its burst price plus the burst pool's at that pool's price; **without
+    burst**, the home pool's alone (the rest of the load is not served: its card-hours are
+    ``unserved_card_hours``). Amounts ``None`` (with ``reason``) when a price is missing."""
+    period = rate_period_at(now, zone=billing_zone())
+    home_price = burst_price = None
+    if period is not None and period.card_id is not None:
+        home_price = price_for(period, RateKind.GPU_BURST, gpu_model_id, "")
+        burst_price = price_for(period, RateKind.POOL_BURST, gpu_model_id, "", burst_pool_id)
+    currency = period.currency if period is not None else None
+    home_amount = _priced(home_card_hours, home_price, currency)
+    burst_amount = _priced(burst_card_hours, burst_price, currency)
+    with_burst = None if home_amount is None or burst_amount is None else home_amount + burst_amount
+    reason = "" if with_burst is not None else "the rate card has no price for one of them"
+    return {
+        "currency": currency,
+        "home_price": home_price,
+        "burst_pool_price": burst_price,
+        "with_burst": {
+            "home_card_hours": home_card_hours,
+            "burst_pool_card_hours": burst_card_hours,
+            "amount": with_burst,
+        },
+        "without_burst": {
+            "home_card_hours": home_card_hours,
+            "unserved_card_hours": burst_card_hours,
+            "amount": home_amount,
+        },
+        "reason": reason,
+    }

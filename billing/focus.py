@@ -74,8 +74,9 @@ CUSTOM = (
 
 COLUMNS = MANDATORY + CONDITIONAL + CUSTOM
 
-_PRICING_UNIT = {"card-hours": "GPU-Hours"}
-_CONSUMED_UNIT = {"card-hours": "GPU-Hours"}
+# storage and egress (issue 35): FOCUS's own unit names for data stored over time and data sent
+_PRICING_UNIT = {"card-hours": "GPU-Hours", "gb-months": "GB-Months", "gb": "GB"}
+_CONSUMED_UNIT = {"card-hours": "GPU-Hours", "gb-months": "GB-Months", "gb": "GB"}
 
 
 def _utc(instant: datetime) -> str:

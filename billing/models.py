@@ -15,6 +15,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from billing.choices import (
+    EXTRA_RATE_KINDS,
     GPU_RATE_KINDS,
     PART_SHARE_BASES,
     TOKEN_RATE_KINDS,
@@ -29,7 +30,7 @@ from billing.choices import (
 )
 from billing.validators import currency_validator
 from pools.capacity.models import Allocation
-from pools.inventory.models import Gpu, GpuModel
+from pools.inventory.models import Gpu, GpuModel, Pool
 from pools.tenancy.models import Team, team_owned
 from pools.validators import single_line_text_validator
 
@@ -77,6 +78,11 @@ class RateCardEntry(models.Model):
     served_model = models.CharField(
         max_length=120, blank=True, validators=[single_line_text_validator]
     )
+    # Issue 35: the pool a burst-pool card-hour, storage or egress price is for (storage and
+    # egress without one: the price of every pool that has none of its own).
+    pool = models.ForeignKey(
+        Pool, null=True, blank=True, on_delete=models.PROTECT, related_name="rates"
+    )
     price = models.DecimalField(max_digits=14, decimal_places=6)
 
     class Meta:
@@ -86,15 +92,43 @@ class RateCardEntry(models.Model):
             models.CheckConstraint(condition=Q(price__gte=0), name="rate_price_not_negative"),
             models.CheckConstraint(
                 condition=(
-                    Q(kind__in=GPU_RATE_KINDS, gpu_model__isnull=False, served_model="")
-                    | Q(kind__in=TOKEN_RATE_KINDS, gpu_model__isnull=True) & ~Q(served_model="")
-                ),
+                    Q(
+                        kind__in=GPU_RATE_KINDS,
+                        gpu_model__isnull=False,
+                        served_model="",
+                        pool__isnull=True,
+                    )
+                    | Q(kind__in=TOKEN_RATE_KINDS, gpu_model__isnull=True, pool__isnull=True)
+                    & ~Q(served_model="")
+                    | Q(
+                        kind=RateKind.POOL_BURST,
+                        gpu_model__isnull=False,
+                        served_model="",
+                        pool__isnull=False,
+                    )
+                    | Q(kind__in=EXTRA_RATE_KINDS, gpu_model__isnull=True, served_model="")
+                ),  # fmt: skip
                 name="rate_gpu_or_served_model",
             ),
             models.UniqueConstraint(
                 fields=["rate_card", "kind", "gpu_model"],
-                condition=Q(gpu_model__isnull=False),
+                condition=Q(gpu_model__isnull=False, pool__isnull=True),
                 name="rate_unique_gpu_per_card",
+            ),
+            models.UniqueConstraint(
+                fields=["rate_card", "kind", "pool", "gpu_model"],
+                condition=Q(pool__isnull=False, gpu_model__isnull=False),
+                name="rate_unique_pool_gpu_per_card",
+            ),
+            models.UniqueConstraint(
+                fields=["rate_card", "kind", "pool"],
+                condition=Q(kind__in=EXTRA_RATE_KINDS, pool__isnull=False),
+                name="rate_unique_pool_extra_per_card",
+            ),
+            models.UniqueConstraint(
+                fields=["rate_card", "kind"],
+                condition=Q(kind__in=EXTRA_RATE_KINDS, pool__isnull=True),
+                name="rate_unique_extra_per_card",
             ),
             models.UniqueConstraint(
                 fields=["rate_card", "kind", "served_model"],
@@ -124,6 +158,10 @@ class UsageRecord(models.Model):
     served_model = models.CharField(max_length=120, blank=True)
     allocation = models.ForeignKey(
         Allocation, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage_records"
+    )
+    # Issue 35: the burst pool of burst-pool card-time, the pool of storage / egress (else empty).
+    pool = models.ForeignKey(
+        Pool, null=True, blank=True, on_delete=models.PROTECT, related_name="usage_records"
     )
     quantity = models.DecimalField(max_digits=24, decimal_places=6)
     unit = models.CharField(max_length=20, choices=UsageUnit.choices)
@@ -264,6 +302,10 @@ class StatementLine(models.Model):
         GpuModel, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     served_model = models.CharField(max_length=120, blank=True)
+    # Issue 35: the burst pool (burst-pool card-hours) or the pool of storage / egress.
+    pool = models.ForeignKey(
+        Pool, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     basis = models.CharField(max_length=10, choices=ChargeBasis.choices)
     unit = models.CharField(max_length=20)
     quantity = models.DecimalField(max_digits=24, decimal_places=6)
@@ -302,6 +344,11 @@ class StatementLine(models.Model):
 
     @property
     def label(self) -> str:
+        if self.basis in (ChargeBasis.STORAGE, ChargeBasis.EGRESS):
+            what = self.get_basis_display()
+            return f"{what} in {self.pool.name}" if self.pool_id else what
+        if self.pool_id:
+            return f"{self.gpu_model.name} in {self.pool.name}"
         return self.gpu_model.name if self.gpu_model_id else self.served_model
 
     @property

@@ -181,6 +181,9 @@ PRICE_UNITS = {
     "input-tokens": ("1M input tokens", TOKENS_PER_MILLION),
     "cached-input-tokens": ("1M cached input tokens", TOKENS_PER_MILLION),
     "output-tokens": ("1M output tokens", TOKENS_PER_MILLION),
+    # extra charges (issue 35, seed 004 §5.2): storage per GB-month, egress per GB
+    "gb-months": ("GB-month", Decimal(1)),
+    "gb": ("GB", Decimal(1)),
 }
 """What a statement line's ``unit_price`` is per, by its ``unit``: card-hours are priced per
 card-hour, tokens per million (C29, :func:`token_amount`)."""
@@ -201,7 +204,9 @@ def priced_quantity(quantity: Decimal, unit: str) -> Decimal:
 def quantity_places(unit: str) -> int:
     """Decimals a line's quantity is shown with, on the page and in the CSV: tokens whole,
     card-hours to 3 places (3.6 s of one card)."""
-    return 0 if unit.endswith("tokens") else 3
+    if unit.endswith("tokens"):
+        return 0
+    return 6 if unit == "gb-months" else 3
 
 
 def unit_price_places(unit_price: Decimal, currency: str) -> int:
@@ -229,6 +234,21 @@ def card_hour_amount(card_seconds: Decimal, price_per_card_hour: Decimal, curren
 def token_amount(tokens: Decimal, price_per_million: Decimal, currency: str) -> Decimal:
     """``round(tokens × price / 10^6)`` (prices are quoted per million tokens, C29)."""
     return round_money(Decimal(tokens) * price_per_million / TOKENS_PER_MILLION, currency)
+
+
+def extra_amount(quantity: Decimal, unit_price: Decimal, currency: str) -> Decimal:
+    """``round(quantity × price)`` of an extra charge: GB-months of storage at a price per
+    GB-month, GB of egress at a price per GB (issue 35). One rounding."""
+    return round_money(Decimal(quantity) * unit_price, currency)
+
+
+def gb_months(gb: Decimal, seconds: int, month_seconds: int) -> Decimal:
+    """GB held for ``seconds`` of a billing month ``month_seconds`` long, in GB-months (the
+    month's share of the storage, as cloud bills meter it: 500 GB for half of a 30-day month
+    -> 250 GB-months), to 6 places, half-up."""
+    if month_seconds <= 0:
+        raise ValueError("a month has a positive length")
+    return (Decimal(gb) * seconds / month_seconds).quantize(Decimal("0.000001"), ROUND_HALF_UP)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ CSV_COLUMNS = (
     "statement_id", "team", "cost_centre", "month", "status", "line", "kind", "period",
     "gpu_model", "served_model", "basis", "quantity", "unit", "priced_quantity", "price_unit",
     "unit_price", "amount", "currency", "rate_from", "rate_to", "notes", "card", "card_share",
-    "share_basis",
+    "share_basis", "pool",
 )  # fmt: skip
 """One row per statement line. ``priced_quantity`` is ``quantity`` in ``price_unit`` (card-hours,
 or millions of tokens), so ``priced_quantity × unit_price`` rounded half-up to the currency's
@@ -101,6 +101,7 @@ def statement_csv_rows(statements) -> list[list[str]]:
                 str(line.gpu) if line.gpu_id else "",
                 plain_number(line.card_share, 6) if line.card_share is not None else "",
                 line.share_basis,
+                line.pool.slug if line.pool_id else "",
             ])  # fmt: skip
     return rows
 

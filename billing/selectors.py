@@ -41,7 +41,7 @@ def statement_list(*, user) -> QuerySet[Statement]:
 
 
 def statement_lines(*, statement: Statement) -> QuerySet[StatementLine]:
-    return statement.lines.select_related("gpu_model", "statement", "gpu__node").order_by(
+    return statement.lines.select_related("gpu_model", "pool", "statement", "gpu__node").order_by(
         "position"
     )
 
@@ -51,7 +51,7 @@ def lines_by_statement(statement_ids: list[int]) -> dict[int, list[StatementLine
     lines: dict[int, list[StatementLine]] = defaultdict(list)
     for line in (
         StatementLine.objects.filter(statement_id__in=statement_ids)
-        .select_related("gpu_model", "gpu__node")
+        .select_related("gpu_model", "gpu__node", "pool")
         .order_by("statement_id", "position")
     ):
         lines[line.statement_id].append(line)

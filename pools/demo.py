@@ -24,6 +24,9 @@ _K8S_INFERENCE = [
     ("inf-l40s", 10, "NVIDIA L40S", 4, 46068, "550.54.15"),
     ("inf-a100", 4, "NVIDIA A100 80GB PCIe", 2, 81920, "570.86.10"),
 ]
+# Issue 35: a rented pool in a cloud's Kubernetes, the burst pool elastic scale-up spills into
+# when the inference pool is full (label gpu-pool.example.com/pool=burst).
+_K8S_BURST = [("cloud-l40s", 2, "NVIDIA L40S", 4, 46068, "550.54.15")]
 # Nodes only Slurm knows about, with a GRES type no catalogue alias matches.
 _LEGACY = [("legacy-p100", 2, "p100", 4)]
 
@@ -48,6 +51,15 @@ POOLS = [
         "scheduler": "slurm",
         "slurm_partition": "dev",
         "description": "RTX 4090 / 4090 D boxes for experiments.",
+    },
+    {
+        "slug": "burst-cloud",
+        "name": "Burst (rented cloud)",
+        "scheduler": "kubernetes",
+        "k8s_node_selector": {"gpu-pool.example.com/pool": "burst"},
+        "burst": True,
+        "description": "Rented L40S in a cloud's Kubernetes: elastic peaks when Inference is "
+        "full, at the burst price plus storage and egress.",
     },
 ]
 
@@ -91,7 +103,8 @@ def demo_fleet() -> tuple[list[NvidiaSmiCapture], str, str]:
     """Return ``(nvidia-smi captures, slurmrestd nodes JSON, Kubernetes NodeList JSON)``.
 
     About 40 nodes: 14 Slurm training nodes (A100 SXM4 80GB, H800), 10 Slurm dev nodes
-    (RTX 4090, RTX 4090 D), 14 Kubernetes inference nodes (L40S, A100 80GB PCIe) and 2 legacy
+    (RTX 4090, RTX 4090 D), 14 Kubernetes inference nodes (L40S, A100 80GB PCIe), 2 rented
+    L40S nodes of the burst pool (issue 35) and 2 legacy
     Slurm nodes with an unrecognised GRES type, across driver branches 535, 550 and 570.
     """
     captures: list[NvidiaSmiCapture] = []
@@ -135,7 +148,8 @@ def demo_fleet() -> tuple[list[NvidiaSmiCapture], str, str]:
                     "reason": "",
                 }
             )
-    for prefix, count, name, cards, mib, driver in _K8S_INFERENCE:
+    k8s_groups = [(*g, "inference") for g in _K8S_INFERENCE] + [(*g, "burst") for g in _K8S_BURST]
+    for prefix, count, name, cards, mib, driver, pool_label in k8s_groups:
         for i in range(1, count + 1):
             number += 1
             host = f"{prefix}-{i:02d}"
@@ -151,7 +165,7 @@ def demo_fleet() -> tuple[list[NvidiaSmiCapture], str, str]:
                     "metadata": {
                         "name": host,
                         "labels": {
-                            "gpu-pool.example.com/pool": "inference",
+                            "gpu-pool.example.com/pool": pool_label,
                             "nvidia.com/gpu.product": name.replace(" ", "-"),
                             "nvidia.com/gpu.count": str(cards),
                             "nvidia.com/gpu.memory": str(mib),
@@ -235,6 +249,26 @@ def demo_elastic_history(policy, *, start: float, minutes: int, seed: int = 19):
         rate = round(load * REQUESTS_PER_CARD * (1 + 0.05 * rng.uniform(-1, 1)), 2)
         readings.append((at, util, latency, rate, cards))
     return readings, changes, decision
+
+
+DEMO_HOME_CARDS = 8
+"""The demo's elastic allocation bursts once (issue 35): the first time the loop takes it above
+this many cards, the inference pool is full and the cards above it go to the burst pool."""
+
+
+def demo_burst_once(changes, *, home_cards: int = DEMO_HOME_CARDS) -> list[int]:
+    """Per decision of ``changes`` (those :func:`demo_elastic_history` returns), the cards of
+    its ``cards_to`` placed in the burst pool: above ``home_cards`` during the first run of
+    decisions above it, 0 everywhere else (burst cards go back first, so the decision that
+    brings the cards to ``home_cards`` or below ends the run)."""
+    placed, state = [], "before"
+    for decision in changes:
+        if state == "before" and decision.cards_to > home_cards:
+            state = "in"
+        elif state == "in" and decision.cards_to <= home_cards:
+            state = "after"
+        placed.append(max(0, decision.cards_to - home_cards) if state == "in" else 0)
+    return placed
 
 
 # ---------------------------------------------------------------------------- serving signals

@@ -17,7 +17,7 @@ from pools.capacity.models import (
 )
 from pools.classes.models import WorkloadClass
 from pools.clusters.models import Cluster
-from pools.elastic.models import ElasticPolicy, ScaleEvent
+from pools.elastic.models import BurstOptIn, ElasticPolicy, ScaleEvent
 from pools.inventory.models import (
     DriverGroup,
     Gpu,
@@ -61,6 +61,7 @@ __all__ = [
     "CapacityRequest",
     "Cluster",
     "DriverGroup",
+    "BurstOptIn",
     "ElasticPolicy",
     "Exemption",
     "Gpu",

@@ -8,13 +8,14 @@ all cards touching one month must share a currency.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import date, datetime, tzinfo
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from billing.choices import ChargeBasis, RateKind, UsageUnit
+from billing.choices import EXTRA_RATE_KINDS, ChargeBasis, RateKind, UsageUnit
 from billing.errors import RateCardConflict
 from billing.models import RateCard, RateCardEntry
 from billing.pricing import local_midnight, month_of, next_month
@@ -23,6 +24,8 @@ from pools.errors import InvalidInput
 from pools.validators import single_line_text_validator
 
 PriceKey = tuple[str, int | None, str]  # (rate kind, gpu model id, served model)
+PoolPriceKey = tuple[str, int | None, int | None]  # (rate kind, pool id, gpu model id)
+POOL_RATE_KINDS = (RateKind.POOL_BURST, *EXTRA_RATE_KINDS)
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,8 @@ class RatePeriod:
     prices: dict[PriceKey, Decimal]
     # The card's policy for tokens a gateway replayed from its cache (basis "replayed").
     replayed_tokens_charged: bool = False
+    # Issue 35: burst-pool card-hour, storage and egress prices (pool None: every pool's).
+    pool_prices: dict[PoolPriceKey, Decimal] = dataclass_field(default_factory=dict)
 
 
 def rate_kind(basis: str, unit: str) -> str | None:
@@ -49,7 +54,12 @@ def rate_kind(basis: str, unit: str) -> str | None:
             ChargeBasis.RESERVED: RateKind.GPU_RESERVED,
             ChargeBasis.USED: RateKind.GPU_USED,
             ChargeBasis.BURST: RateKind.GPU_BURST,
+            ChargeBasis.BURST_POOL: RateKind.POOL_BURST,
         }.get(basis)
+    if unit == UsageUnit.GB_MONTHS:
+        return RateKind.STORAGE_GB_MONTH
+    if unit == UsageUnit.GB:
+        return RateKind.EGRESS_GB
     return {
         UsageUnit.INPUT_TOKENS: RateKind.TOKEN_INPUT,
         UsageUnit.CACHED_INPUT_TOKENS: RateKind.TOKEN_CACHED_INPUT,
@@ -58,11 +68,24 @@ def rate_kind(basis: str, unit: str) -> str | None:
 
 
 def price_for(
-    period: RatePeriod, kind: str, gpu_model_id: int | None, served: str
+    period: RatePeriod,
+    kind: str,
+    gpu_model_id: int | None,
+    served: str,
+    pool_id: int | None = None,
 ) -> Decimal | None:  # noqa: E501
     """The period's price; cached input falls back to the input price when the card has none
     (a model served without prefix caching discounts), and elastic burst to the reserved price
-    of the GPU model (issue #19: burst is priced like reserved cards unless the card says)."""
+    of the GPU model (issue #19: burst is priced like reserved cards unless the card says).
+
+    A burst pool's card-hour is the card's price for that pool and GPU model, never another's
+    (rented capacity has its own price; issue 35); storage and egress are the pool's own
+    price, else the card's price for every pool."""
+    if kind in POOL_RATE_KINDS:
+        price = period.pool_prices.get((kind, pool_id, gpu_model_id))
+        if price is None and kind in EXTRA_RATE_KINDS:
+            price = period.pool_prices.get((kind, None, None))
+        return price
     price = period.prices.get((kind, gpu_model_id, served))
     if price is None and kind == RateKind.TOKEN_CACHED_INPUT:
         price = period.prices.get((RateKind.TOKEN_INPUT, gpu_model_id, served))
@@ -109,8 +132,14 @@ def rate_periods(*, month: date, zone: tzinfo) -> list[RatePeriod]:
     if cursor < month_end:
         filled.append((cursor, month_end, None))
     entries: dict[int, dict[PriceKey, Decimal]] = {}
+    pool_entries: dict[int, dict[PoolPriceKey, Decimal]] = {}
     card_ids = [card.pk for _, _, card in filled if card]
     for entry in RateCardEntry.objects.filter(rate_card_id__in=card_ids):
+        if entry.kind in POOL_RATE_KINDS:
+            pool_entries.setdefault(entry.rate_card_id, {})[
+                (entry.kind, entry.pool_id, entry.gpu_model_id)
+            ] = entry.price
+            continue
         entries.setdefault(entry.rate_card_id, {})[
             (entry.kind, entry.gpu_model_id, entry.served_model)
         ] = entry.price
@@ -124,6 +153,7 @@ def rate_periods(*, month: date, zone: tzinfo) -> list[RatePeriod]:
             currency=card.currency if card else None,
             prices=entries.get(card.pk, {}) if card else {},
             replayed_tokens_charged=bool(card and card.replayed_tokens_charged),
+            pool_prices=pool_entries.get(card.pk, {}) if card else {},
         )
         for a, b, card in filled
     ]
@@ -138,9 +168,13 @@ def rate_card_create(
     effective_to: date | None = None,
     gpu_prices: dict[tuple[int, str], Decimal] | None = None,
     token_prices: dict[tuple[str, str], Decimal] | None = None,
+    pool_prices: dict[PoolPriceKey, Decimal] | None = None,
 ) -> RateCard:
     """A card with its entries. ``gpu_prices``: ``{(gpu_model_id, RateKind): price per
-    card-hour}``; ``token_prices``: ``{(served_model, RateKind): price per million}``.
+    card-hour}``; ``token_prices``: ``{(served_model, RateKind): price per million}``;
+    ``pool_prices`` (issue 35): ``{(RateKind, pool_id, gpu_model_id): price}`` — a burst pool's
+    card-hour (pool and GPU model), storage per GB-month and egress per GB (pool or ``None``
+    for every pool, no GPU model).
 
     Raises :class:`InvalidInput` (field ``name`` or ``served_model``) for a name with control
     characters or bidirectional marks (shown on statements: one line, left to right)."""
@@ -160,6 +194,12 @@ def rate_card_create(
         + [
             RateCardEntry(rate_card=card, kind=kind, served_model=served, price=Decimal(p))
             for (served, kind), p in (token_prices or {}).items()
+        ]
+        + [
+            RateCardEntry(
+                rate_card=card, kind=kind, pool_id=pool_id, gpu_model_id=model_id, price=Decimal(p)
+            )  # fmt: skip
+            for (kind, pool_id, model_id), p in (pool_prices or {}).items()
         ]
     )
     cards = list(RateCard.objects.order_by("effective_from"))

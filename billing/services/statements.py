@@ -31,6 +31,7 @@ from billing.models import SharedCardUse, Statement, StatementLine, UsageRecord
 from billing.pricing import (
     card_hour_amount,
     card_hours_rounded,
+    extra_amount,
     month_of,
     previous_month,
     round_money,
@@ -47,8 +48,9 @@ from pools.inventory.models import GpuModel
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_manager_emails, teams_with_manager_email
 
-_BASIS_ORDER = {ChargeBasis.RESERVED: 0, ChargeBasis.BURST: 1, ChargeBasis.USED: 2,
-                ChargeBasis.TOKENS: 3, ChargeBasis.REPLAYED: 4, ChargeBasis.SHARED: 5}  # fmt: skip
+_BASIS_ORDER = {ChargeBasis.RESERVED: 0, ChargeBasis.BURST: 1, ChargeBasis.BURST_POOL: 2,
+                ChargeBasis.USED: 3, ChargeBasis.TOKENS: 4, ChargeBasis.REPLAYED: 5,
+                ChargeBasis.SHARED: 6, ChargeBasis.STORAGE: 7, ChargeBasis.EGRESS: 8}  # fmt: skip
 CARD_HOURS = "card-hours"
 _UNIT_ORDER = {CARD_HOURS: 0, UsageUnit.INPUT_TOKENS: 1, UsageUnit.CACHED_INPUT_TOKENS: 2,
                UsageUnit.OUTPUT_TOKENS: 3}  # fmt: skip
@@ -73,26 +75,32 @@ class LineData:
     gpu_id: int | None = None
     card_share: Decimal | None = None
     share_basis: str = ""
+    # Issue 35: the burst pool of burst-pool card-hours, the pool of storage / egress.
+    pool_id: int | None = None
 
     @property
     def key(self) -> tuple:
         return (self.gpu_model_id, self.served_model, self.basis, self.unit, self.unit_price,
-                self.rate_from, self.rate_to, self.gpu_id, self.share_basis)  # fmt: skip
+                self.rate_from, self.rate_to, self.gpu_id, self.share_basis,
+                self.pool_id)  # fmt: skip
 
 
 def _priced(period: date, key: tuple, raw: Decimal, rate: RatePeriod, price: Decimal,
             currency: str) -> LineData:  # fmt: skip
-    gpu_model_id, served, basis, unit = key
+    gpu_model_id, served, basis, unit, pool_id = key
     if unit == UsageUnit.CARD_SECONDS:
         quantity, amount, shown = (
             card_hours_rounded(raw),
             card_hour_amount(raw, price, currency),
             CARD_HOURS,
         )
+    elif unit in (UsageUnit.GB_MONTHS, UsageUnit.GB):
+        quantity, amount, shown = raw, extra_amount(raw, price, currency), unit
     else:
         quantity, amount, shown = raw, token_amount(raw, price, currency), unit
     return LineData(LineKind.USAGE, period, gpu_model_id, served, basis, shown, raw, quantity,
-                    price, amount, rate.rate_from, rate.rate_to, rate.card_id)  # fmt: skip
+                    price, amount, rate.rate_from, rate.rate_to, rate.card_id,
+                    pool_id=pool_id)  # fmt: skip
 
 
 def _segment_sums_by_team(
@@ -101,7 +109,7 @@ def _segment_sums_by_team(
     team_ids: list[int] | None = None,
     pool_id: int | None = None,
 ) -> tuple[dict[int, dict[tuple, list[Decimal]]], set[int]]:
-    """Raw quantity per team, (gpu model, served model, basis, unit) and rate period index,
+    """Raw quantity per team, (gpu model, served model, basis, unit, pool) and rate period index,
     and the teams with any usage record in the month (charged or not).
 
     One ``GROUP BY`` over the month's records (of ``team_ids``, or of every team; of the
@@ -132,23 +140,26 @@ def _segment_sums_by_team(
     )
     rows = (
         month_records.annotate(segment=segment)
-        .values_list("team_id", "gpu_model_id", "served_model", "basis", "unit", "segment")
+        .values_list(
+            "team_id", "gpu_model_id", "served_model", "basis", "unit", "pool_id", "segment"
+        )
         .annotate(total=Sum("quantity", filter=charged & ~straddles if cuts else charged))
         .order_by()
-    )
+    )  # fmt: skip
     seen: set[int] = set()
-    for team_id, gpu_model_id, served, basis, unit, index, total in rows:
+    for team_id, gpu_model_id, served, basis, unit, pool_id, index, total in rows:
         seen.add(team_id)
         if total is not None:
-            by_team[team_id][(gpu_model_id, served, basis, unit)][index] += Decimal(total)
+            by_team[team_id][(gpu_model_id, served, basis, unit, pool_id)][index] += Decimal(total)
     records = month_records.filter(charged)
     if cuts:
         straddling = records.filter(straddles).order_by("period_start", "id")
         for record in straddling.only(
             "team_id", "gpu_model_id", "served_model", "basis", "unit", "quantity",
-            "period_start", "period_end",
+            "period_start", "period_end", "pool_id",
         ):  # fmt: skip
-            key = (record.gpu_model_id, record.served_model, record.basis, record.unit)
+            key = (record.gpu_model_id, record.served_model, record.basis, record.unit,
+                   record.pool_id)  # fmt: skip
             sums = by_team[record.team_id]
             length = Decimal(int((record.period_end - record.period_start).total_seconds()))
             for index, period in enumerate(periods):
@@ -162,7 +173,7 @@ def _segment_sums_by_team(
 def _segment_sums(
     team_id: int, month: date, periods: list[RatePeriod]
 ) -> dict[tuple, list[Decimal]]:  # noqa: E501
-    """Raw quantity per (gpu model, served model, basis, unit) and rate period index."""
+    """Raw quantity per (gpu model, served model, basis, unit, pool) and rate period index."""
     return _segment_sums_by_team(month, periods, [team_id])[0].get(team_id, {})
 
 
@@ -178,7 +189,7 @@ def _lines_from_sums(
     lines: list[LineData] = []
     warnings: list[dict[str, Any]] = []
     for key, per_period in sums.items():
-        gpu_model_id, served, basis, unit = key
+        gpu_model_id, served, basis, unit, pool_id = key
         kind = rate_kind(basis, unit)
         current: LineData | None = None
         for period, raw in zip(periods, per_period, strict=True):
@@ -190,12 +201,13 @@ def _lines_from_sums(
                                  "requests": str(raw), "from": period.rate_from.isoformat(),
                                  "to": period.rate_to.isoformat()})  # fmt: skip
                 continue
-            price = price_for(period, kind, gpu_model_id, served) if kind else None
+            price = price_for(period, kind, gpu_model_id, served, pool_id) if kind else None
             if basis == ChargeBasis.REPLAYED and not period.replayed_tokens_charged:
                 price = Decimal(0)  # shown for showback; this card does not charge replays
             if price is None:
                 warnings.append({"code": "unpriced", "gpu_model_id": gpu_model_id,
                                  "served_model": served, "basis": basis, "unit": unit,
+                                 **({"pool_id": pool_id} if pool_id else {}),
                                  "quantity": str(raw), "from": period.rate_from.isoformat(),
                                  "to": period.rate_to.isoformat()})  # fmt: skip
                 continue
@@ -345,6 +357,7 @@ def _sort_key(names: dict[int, str]):
             names.get(line.gpu_model_id, "") if line.gpu_model_id else line.served_model,
             line.served_model,
             _UNIT_ORDER.get(line.unit, 9),
+            line.pool_id or 0,
             line.rate_from,
             line.gpu_id or 0,
             line.share_basis,
@@ -407,7 +420,8 @@ def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
         meta: dict[tuple, Any] = {}
         for line in billed_lines:
             key = (line.gpu_model_id, line.served_model, line.basis, line.unit, line.unit_price,
-                   line.rate_from, line.rate_to, line.gpu_id, line.share_basis)  # fmt: skip
+                   line.rate_from, line.rate_to, line.gpu_id, line.share_basis,
+                   line.pool_id)  # fmt: skip
             billed[key][0] += line.quantity
             billed[key][1] += line.amount
             meta[key] = line.rate_card_id
@@ -418,7 +432,18 @@ def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
             amount = (new.amount if new else 0) - billed[key][1]
             if not quantity and not amount:
                 continue
-            gpu_model_id, served, basis, unit, price, rate_from, rate_to, gpu_id, share_basis = key
+            (
+                gpu_model_id,
+                served,
+                basis,
+                unit,
+                price,
+                rate_from,
+                rate_to,
+                gpu_id,
+                share_basis,
+                pool_id,
+            ) = key
             result.append(
                 LineData(
                     LineKind.ADJUSTMENT,
@@ -437,6 +462,7 @@ def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
                     gpu_id,
                     new.card_share if new else None,
                     share_basis,
+                    pool_id,
                 )  # fmt: skip
             )
     return result
@@ -462,6 +488,7 @@ def _line_objects(statement: Statement, lines: list[LineData]) -> list[Statement
             gpu_id=x.gpu_id,
             card_share=x.card_share,
             share_basis=x.share_basis,
+            pool_id=x.pool_id,
         )  # fmt: skip
         for position, x in enumerate(lines, start=1)
     ]
@@ -570,7 +597,7 @@ def statement_email_managers(*, statement_id: int) -> int:
 _LINE_COLUMNS = [
     "statement", "position", "kind", "period", "gpu_model", "served_model", "basis", "unit",
     "quantity", "unit_price", "amount", "rate_from", "rate_to", "rate_card", "gpu", "card_share",
-    "share_basis",
+    "share_basis", "pool",
 ]  # fmt: skip
 
 
@@ -601,7 +628,7 @@ def _lines_insert(statements: list[tuple[Statement, list[LineData]]]) -> None:
                     unit_price.get_db_prep_save(x.unit_price, connection),
                     amount.get_db_prep_save(x.amount, connection), x.rate_from, x.rate_to,
                     x.rate_card_id, x.gpu_id,
-                    card_share.get_db_prep_save(x.card_share, connection), x.share_basis,
+                    card_share.get_db_prep_save(x.card_share, connection), x.share_basis, x.pool_id,
                 ))  # fmt: skip
 
 

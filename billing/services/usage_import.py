@@ -44,7 +44,7 @@ from pools.capacity.models import Allocation
 from pools.choices import PricingMethod
 from pools.elastic.metering import burst_card_seconds
 from pools.elastic.models import ElasticPolicy
-from pools.elastic.selectors import held_timelines
+from pools.elastic.selectors import burst_pool_timelines, held_timelines
 from pools.inventory.gpu_names import normalise_model_key
 from pools.inventory.models import Gpu, GpuModelAlias, Node, Pool
 from pools.reclamation.card_timeline import card_changes, card_pieces
@@ -53,7 +53,7 @@ from scheduler_adapters.records import JobRecord
 
 _COMPARED = ("quantity", "period_start", "period_end", "basis", "allocation_id", "flag",
              "gpu_model_id", "team_id", "month", "other_reading_start",
-             "other_reading_end")  # fmt: skip
+             "other_reading_end", "pool_id")  # fmt: skip
 
 
 class AccountingSource(Protocol):
@@ -214,7 +214,12 @@ def usage_import_elastic_burst(
     ``[allocation start, min(end, now))``. Keyed per allocation and month, so re-importing an
     overlapping window replaces the same records. The floor is billed by its pricing method
     (reserved card-hours by default); burst is its own line, priced at the rate card's burst
-    price or, without one, its reserved price."""
+    price or, without one, its reserved price.
+
+    Cards placed in a burst pool (issue 35: the events' ``burst_cards_to`` in their
+    ``burst_pool``) are their own records, basis ``burst-pool`` with that ``pool``, priced at
+    the rate card's price for that pool; the home burst record keeps the rest (they are
+    always above the floor, so the home burst is the total above the floor less them)."""
     usage_window_check(start, end)
     now = now or timezone.now()
     zone = billing_zone()
@@ -230,6 +235,7 @@ def usage_import_elastic_burst(
         .order_by("allocation_id")
     )
     timelines = held_timelines(allocation_ids=[p.allocation_id for p in policies])
+    placed = burst_pool_timelines(allocation_ids=[p.allocation_id for p in policies])
     for policy in policies:
         allocation = policy.allocation
         held = clip(allocation.starts_at, allocation.ends_at, allocation.starts_at, now)
@@ -246,12 +252,36 @@ def usage_import_elastic_burst(
                 start=piece_start.timestamp(),
                 end=piece_end.timestamp(),
             )
+            for pool_id, pool_timeline in sorted(placed.get(allocation.pk, {}).items()):
+                pool_seconds = burst_card_seconds(
+                    pool_timeline,
+                    floor_cards=0,
+                    start=piece_start.timestamp(),
+                    end=piece_end.timestamp(),
+                )
+                seconds -= pool_seconds
+                records.append(
+                    UsageRecord(
+                        team_id=allocation.team_id,
+                        gpu_model_id=allocation.gpu_model_id,
+                        allocation_id=allocation.id,
+                        pool_id=pool_id,
+                        quantity=Decimal(round(pool_seconds)),
+                        unit=UsageUnit.CARD_SECONDS,
+                        basis=ChargeBasis.BURST_POOL,
+                        month=month,
+                        period_start=piece_start,
+                        period_end=piece_end,
+                        source=UsageSource.ELASTIC_BURST,
+                        source_id=f"burst-pool:{allocation.id}:{pool_id}:{month:%Y-%m}",
+                    )
+                )
             records.append(
                 UsageRecord(
                     team_id=allocation.team_id,
                     gpu_model_id=allocation.gpu_model_id,
                     allocation_id=allocation.id,
-                    quantity=Decimal(round(seconds)),
+                    quantity=Decimal(round(max(0.0, seconds))),
                     unit=UsageUnit.CARD_SECONDS,
                     basis=ChargeBasis.BURST,
                     month=month,

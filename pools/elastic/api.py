@@ -18,15 +18,20 @@ from rest_framework.response import Response
 from pools.capacity.models import Allocation
 from pools.capacity.selectors import allocation_list
 from pools.elastic import selectors
-from pools.elastic.models import ElasticPolicy, ScaleEvent
+from pools.elastic.models import BurstOptIn, ElasticPolicy, ScaleEvent
 from pools.elastic.services import (
     EDITABLE_FIELDS,
     WhatIfSource,
+    burst_opt_in_set,
+    elastic_burst_whatif,
     elastic_policy_create,
     elastic_policy_update,
     elastic_whatif,
 )
 from pools.errors import InvalidInput
+from pools.inventory.models import Pool
+from pools.tenancy.models import Team
+from pools.tenancy.selectors import team_list
 
 MAX_WHATIF_DAYS = 30
 
@@ -258,6 +263,7 @@ class ElasticPolicyViewSet(
                 "breach_minutes": round(result.breach_minutes, 1),
                 "unknown_minutes": round(result.unknown_minutes, 1),
                 "timeline": result.timeline,
+                "burst": _burst_answer(elastic_burst_whatif(policy=policy, run=run)),
             }
         )
 
@@ -279,3 +285,82 @@ class ScaleEventViewSet(viewsets.ReadOnlyModelViewSet):
             policies = {e.policy_id: e.policy for e in args[0]}
             _scale_money(kwargs["context"], list(policies.values()), args[0])
         return super().get_serializer(*args, **kwargs)
+
+
+def _burst_answer(found: dict | None) -> dict | None:
+    """The what-if's ``burst`` block (issue 35): the same load with and without the burst
+    pool, card-hours to 6 places and amounts as strings in ``currency``; ``null`` when the
+    team may use no burst pool."""
+    if found is None:
+        return None
+    money = found["money"] or {}
+
+    def text(value):
+        return None if value is None else str(value)
+
+    def side(name: str) -> dict:
+        part = money.get(name) or {}
+        return {key: text(value) for key, value in part.items()}
+
+    return {
+        "burst_pool": found["burst_pool"],
+        "home_cards": found["home_cards"],
+        "currency": money.get("currency"),
+        "home_price_per_card_hour": text(money.get("home_price")),
+        "burst_pool_price_per_card_hour": text(money.get("burst_pool_price")),
+        "with_burst": side("with_burst"),
+        "without_burst": side("without_burst"),
+        "reason": money.get("reason", "no pricing is configured"),
+    }
+
+
+class BurstOptInSerializer(serializers.ModelSerializer):
+    """A team's opt-in to a burst pool (issue 35): its elastic allocations may spill there."""
+
+    team = serializers.SlugRelatedField(slug_field="slug", queryset=Team.objects.none())
+    pool = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Pool.objects.filter(burst=True),
+        help_text="A pool marked burst (/api/v1/pools/).",
+    )  # fmt: skip
+
+    class Meta:
+        model = BurstOptIn
+        fields = ["id", "team", "pool", "created_at"]
+        read_only_fields = ["id", "created_at"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        if request is not None:  # another team's slug answers like a missing one
+            self.fields["team"].queryset = team_list(user=request.user)
+
+
+class BurstOptInViewSet(
+    mixins.ListModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Teams' opt-ins to burst pools: list (your teams'; all for pool admins), opt in (the
+    team's managers and pool admins; 201), opt out (204: cards already placed there go back
+    as the loop hands them back)."""
+
+    queryset = BurstOptIn.objects.none()
+    serializer_class = BurstOptInSerializer
+
+    def get_queryset(self):
+        return (
+            BurstOptIn.objects.visible_to(self.request.user)
+            .select_related("team", "pool")
+            .order_by("team__slug", "pool__slug")
+        )
+
+    def perform_create(self, serializer):
+        data = serializer.validated_data
+        burst_opt_in_set(team=data["team"], pool=data["pool"], actor=self.request.user,
+                         opted=True)  # fmt: skip
+        serializer.instance = BurstOptIn.objects.get(team=data["team"], pool=data["pool"])
+
+    def perform_destroy(self, instance):
+        burst_opt_in_set(team=instance.team, pool=instance.pool, actor=self.request.user,
+                         opted=False)  # fmt: skip

@@ -73,6 +73,12 @@ class ElasticPolicy(models.Model):
     )  # fmt: skip
     deployment = models.CharField(max_length=253, blank=True, validators=[dns_subdomain_validator])
     enabled = models.BooleanField(default=True)
+    # Of ``cards_held``, the cards placed in ``burst_pool`` (a pool marked burst, issue 35):
+    # always above the floor, handed back before home cards.
+    burst_pool = models.ForeignKey(
+        "pools.Pool", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    burst_cards = models.PositiveIntegerField(default=0)
     last_scaled_at = models.DateTimeField(null=True, blank=True)
     borrowed_since = models.DateTimeField(null=True, blank=True)
     last_decision = models.JSONField(default=dict, blank=True)
@@ -112,6 +118,11 @@ class ElasticPolicy(models.Model):
                 name="elastic_policy_held_within_ceiling",
                 violation_error_message="Cards held cannot exceed the ceiling.",
             ),
+            models.CheckConstraint(
+                condition=Q(burst_cards=0) | Q(burst_pool__isnull=False),
+                name="elastic_policy_burst_cards_have_a_pool",
+                violation_error_message="Burst-pool cards need their burst pool.",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -136,6 +147,11 @@ class ScaleEvent(models.Model):
     effective_at = models.DateTimeField()
     message = models.TextField(blank=True)
     numbers = models.JSONField(default=dict, blank=True)
+    # Of ``cards_to``, the cards in ``burst_pool`` from then on (0: all in the home pool).
+    burst_pool = models.ForeignKey(
+        "pools.Pool", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    burst_cards_to = models.PositiveIntegerField(default=0)
     applied = models.BooleanField(default=False)
     # What applying meant, in words: the object and value the cluster now holds, or why the
     # decision is held in the portal only (no Kubernetes connection). Empty while pending.
@@ -183,3 +199,25 @@ class SignalReading(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.policy_id} at {self.read_at:%Y-%m-%d %H:%M}"
+
+
+class BurstOptIn(models.Model):
+    """Team ``team`` lets its elastic allocations spill into burst pool ``pool`` (issue 35):
+    per team and burst pool, at that pool's price; the budget check of every scale-up still
+    applies. Written by pool admins and the team's managers
+    (:func:`pools.elastic.services.burst_opt_in_set`)."""
+
+    team = models.ForeignKey("pools.Team", on_delete=models.CASCADE, related_name="burst_opt_ins")
+    pool = models.ForeignKey("pools.Pool", on_delete=models.CASCADE, related_name="burst_opt_ins")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = team_owned("team").as_manager()
+
+    class Meta:
+        ordering = ["team", "pool"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "pool"], name="burst_opt_in_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team} may burst into {self.pool}"

@@ -101,6 +101,32 @@ def held_timelines(*, allocation_ids) -> dict[int, list[tuple[float, int]]]:
     return out
 
 
+def burst_pool_timelines(*, allocation_ids) -> dict[int, dict[int, list[tuple[float, int]]]]:
+    """The cards each elastic allocation of ``allocation_ids`` placed in burst pools over time
+    (issue 35): allocation id -> burst pool id -> ``[(unix s, cards there from then on), ...]``
+    in time order, from the scale events that are not holds (``burst_cards_to`` in their
+    ``burst_pool``; 0 in every other pool). Allocations that never burst are absent. One
+    query. Metered by :func:`pools.elastic.metering.burst_card_seconds` with a floor of 0."""
+    events = (
+        ScaleEvent.objects.filter(policy__allocation_id__in=list(allocation_ids))
+        .exclude(action=ScaleAction.HOLD)
+        .order_by("effective_at", "id")
+        .values_list("policy__allocation_id", "effective_at", "burst_pool_id", "burst_cards_to")
+    )
+    steps: dict[int, list[tuple[float, int | None, int]]] = {}
+    for allocation_id, effective_at, pool_id, cards in events:
+        steps.setdefault(allocation_id, []).append((effective_at.timestamp(), pool_id, cards))
+    out: dict[int, dict[int, list[tuple[float, int]]]] = {}
+    for allocation_id, rows in steps.items():
+        pools = {pool_id for _, pool_id, cards in rows if pool_id is not None and cards}
+        if pools:
+            out[allocation_id] = {
+                pool: [(at, cards if pool_id == pool else 0) for at, pool_id, cards in rows]
+                for pool in pools
+            }
+    return out
+
+
 SCALE_COST_SPAN_DAYS = 7  # the elastic pages' and API's period: the last 7 days
 
 

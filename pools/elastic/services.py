@@ -56,9 +56,16 @@ from pools.capacity.services.scheduler_binding import (
 )
 from pools.choices import QuotaBackend, Scheduler, WorkloadKind
 from pools.elastic.burst import Burst, hand_back_plan
+from pools.elastic.burst_pool import Placement, burst_split, place
 from pools.elastic.choices import ScaleAction, ScaleSource
 from pools.elastic.forecast import Prescale, build_profile, plan_ahead, prescale_from_plan
-from pools.elastic.models import READING_RETENTION_DAYS, ElasticPolicy, ScaleEvent, SignalReading
+from pools.elastic.models import (
+    READING_RETENTION_DAYS,
+    BurstOptIn,
+    ElasticPolicy,
+    ScaleEvent,
+    SignalReading,
+)
 from pools.elastic.policy import (
     Action,
     Decision,
@@ -220,6 +227,9 @@ def elastic_policy_update(*, policy: ElasticPolicy, actor: Any, **fields: Any) -
         for name, value in fields.items():
             setattr(locked, name, value)
         if locked.cards_held > locked.ceiling_cards:
+            # burst-pool cards go back first (pools.elastic.burst_pool)
+            cut = locked.cards_held - locked.ceiling_cards
+            locked.burst_cards = max(0, locked.burst_cards - cut)
             locked.cards_held = locked.ceiling_cards
         _check(locked)
         locked.save()
@@ -295,10 +305,14 @@ def elastic_scan(*, now: datetime | None = None, metrics: Any = None) -> ScanRep
     groups: dict[tuple[int, int], list[ElasticPolicy]] = defaultdict(list)
     for policy in policies:
         groups[(policy.allocation.pool_id, policy.allocation.gpu_model_id)].append(policy)
-    for (pool_id, _model_id), members in sorted(groups.items()):
+    for (pool_id, model_id), members in sorted(groups.items()):
         with transaction.atomic():
-            pool = pool_lock(pool_id)
-            _judge_group(pool, members, signals, now, report, record=metrics is not None)
+            bursts = _burst_candidates(members, model_id)
+            # pools locked in id order (the home pool and the burst pools its teams may use)
+            locked_pools = {pid: pool_lock(pid) for pid in sorted({pool_id, *bursts})}
+            room = _BurstRoom(bursts, locked_pools, model_id, now)
+            _judge_group(locked_pools[pool_id], members, signals, now, report,
+                         record=metrics is not None, burst=room)  # fmt: skip
     for policy_id in report.changed_ids:
         enqueue_on_commit(ELASTIC_APPLY, policy_id)
     return report
@@ -312,6 +326,7 @@ def _judge_group(
     report: ScanReport,
     *,
     record: bool,
+    burst: _BurstRoom | None = None,
 ) -> None:
     ids = [p.pk for p in members]
     locked = {
@@ -325,9 +340,7 @@ def _judge_group(
     # Lend only what stays free for the next hour: a guaranteed allocation starting within it
     # is not lent to (ones further out take their cards back with notice when approved).
     free = pool_free_cards(pool=pool, gpu_model=model, start=now, end=now + LEND_HORIZON)
-    lent = sum(
-        max(0, p.cards_held - p.allocation.card_count) for p in _group_policies(pool, model, now)
-    )
+    lent = sum(_home_burst(p) for p in _group_policies(pool, model, now))
     readings: list[SignalReading] = []
     for policy_id in ids:
         policy = locked[policy_id]
@@ -344,6 +357,8 @@ def _judge_group(
             last_scaled_at=last,
             prescale_cards=prescale_now(policy, now).cards,
         )
+        asked, spilled = decision, None
+        home_before = _home_burst(policy)
         if decision.action is Action.UP and decision.cards_to > decision.cards_from:
             lendable = max(0, free - lent)
             own_floor = policy.allocation.card_count
@@ -357,10 +372,12 @@ def _judge_group(
                 if decision.action is not Action.HOLD:
                     lent += max(0, granted - max(own_floor, decision.cards_from))
                     decision = _capped(decision, granted)
-        elif decision.action is Action.DOWN:
-            lent -= max(0, decision.cards_from - max(policy.allocation.card_count,
-                                                     decision.cards_to))  # fmt: skip
-        _record(policy, decision, now, report)
+            if burst is not None and decision.reason != "budget_exceeded":
+                decision, spilled = burst.spill(policy, asked, decision, now)
+        placement = spilled or _placed(policy, decision)
+        if decision.action is Action.DOWN:
+            lent -= home_before - max(0, placement.home_cards - policy.allocation.card_count)
+        _record(policy, decision, now, report, placement)
         if record:
             readings.append(_reading(policy, found, now))
     # one INSERT for the group; a retried pass meets the same samples and stores nothing new
@@ -511,7 +528,13 @@ def _capped(decision: Decision, granted: int) -> Decision:
     )
 
 
-def _record(policy: ElasticPolicy, decision: Decision, now: datetime, report: ScanReport) -> None:
+def _record(
+    policy: ElasticPolicy,
+    decision: Decision,
+    now: datetime,
+    report: ScanReport,
+    placement: Placement | None = None,
+) -> None:
     changed = decision.action is not Action.HOLD and decision.cards_to != decision.cards_from
     if decision.reason == Reason.UNKNOWN:
         report.unknown += 1
@@ -532,8 +555,18 @@ def _record(policy: ElasticPolicy, decision: Decision, now: datetime, report: Sc
             policy.borrowed_since = None
         policy.cards_held = decision.cards_to
         policy.last_scaled_at = now
+        if placement is not None:
+            policy.burst_cards = placement.burst_cards
+            if placement.burst_cards:
+                numbers["burst_cards"] = placement.burst_cards
+                numbers["burst_pool"] = policy.burst_pool.slug
     policy.last_decision = {**numbers, "decided_at": now.isoformat()}
-    policy.save(update_fields=["cards_held", "last_scaled_at", "borrowed_since", "last_decision"])
+    policy.save(
+        update_fields=[
+            "cards_held", "last_scaled_at", "borrowed_since", "last_decision", "burst_pool",
+            "burst_cards",
+        ]
+    )  # fmt: skip
     try:
         with transaction.atomic():
             ScaleEvent.objects.create(
@@ -544,6 +577,8 @@ def _record(policy: ElasticPolicy, decision: Decision, now: datetime, report: Sc
                 reason=str(decision.reason),
                 cards_from=decision.cards_from,
                 cards_to=decision.cards_to,
+                burst_pool=policy.burst_pool if policy.burst_cards else None,
+                burst_cards_to=policy.burst_cards,
                 effective_at=now,
                 message=decision.message,
                 numbers=numbers,
@@ -556,11 +591,168 @@ def _record(policy: ElasticPolicy, decision: Decision, now: datetime, report: Sc
         action=f"elastic.{'scale_' + str(decision.action) if changed else 'hold'}",
         obj=policy.allocation,
         before=before,
-        after={"cards_held": policy.cards_held, **numbers},
+        after={"cards_held": policy.cards_held, "burst_cards": policy.burst_cards, **numbers},
         reason=decision.message,
     )
     if changed:
         report.changed_ids.append(policy.pk)
+
+
+# ------------------------------------------------------------------------------ burst pools
+
+
+def burst_opt_in_set(*, team: Any, pool: Pool, actor: Any, opted: bool) -> bool:
+    """Let ``team``'s elastic allocations spill into burst pool ``pool`` (``opted``), or stop
+    them (cards already placed there stay until the loop hands them back). The team's managers
+    and pool admins; audited. Returns whether anything changed. Raises
+    :class:`PermissionDenied`, or :class:`InvalidInput` for a pool not marked burst."""
+    if not may_manage_elastic(actor, team):
+        raise PermissionDenied("Only the team's managers and pool admins choose burst pools.")
+    if not pool.burst:
+        raise InvalidInput(
+            f"{pool.name} is not a burst pool.", errors={"pool": "Not a burst pool."}
+        )
+    with transaction.atomic():
+        if opted:
+            _, changed = BurstOptIn.objects.get_or_create(team=team, pool=pool)
+        else:
+            changed = BurstOptIn.objects.filter(team=team, pool=pool).delete()[0] > 0
+        if changed:
+            audit_event_record(
+                actor=actor,
+                action="elastic.burst_opt_in" if opted else "elastic.burst_opt_out",
+                obj=team,
+                before={"burst_pool": pool.slug, "opted": not opted},
+                after={"burst_pool": pool.slug, "opted": opted},
+            )
+    return bool(changed)
+
+
+def _home_burst(policy: ElasticPolicy) -> int:
+    """Cards ``policy`` borrows from its home pool: held above the floor, less the cards
+    placed in a burst pool."""
+    return max(0, policy.cards_held - policy.burst_cards - policy.allocation.card_count)
+
+
+def _placed(policy: ElasticPolicy, decision: Decision) -> Placement:
+    """Where the cards of ``decision`` sit when no burst pool took any: on the way down the
+    burst pool's go first (:func:`pools.elastic.burst_pool.place`); an up from the home pool
+    keeps the burst cards held."""
+    held = Placement(policy.cards_held, policy.burst_cards)
+    if decision.action is Action.HOLD or decision.cards_to == decision.cards_from:
+        return held
+    if decision.action is Action.DOWN:
+        return place(
+            floor_cards=policy.allocation.card_count,
+            ceiling_cards=max(policy.ceiling_cards, decision.cards_to),
+            held=held,
+            wanted_cards=decision.cards_to,
+            home_room=0,
+            burst_room=0,
+        )
+    return Placement(decision.cards_to, policy.burst_cards)
+
+
+def _burst_candidates(members: list[ElasticPolicy], gpu_model_id: int) -> list[int]:
+    """The burst pools the group's allocations may use: pools marked burst its teams opted
+    into, of the group's GPU model's scheduler (Kubernetes), plus any a member still holds
+    cards in. One query."""
+    teams = {p.allocation.team_id for p in members}
+    held = {p.burst_pool_id for p in members if p.burst_cards and p.burst_pool_id}
+    opted = set(
+        BurstOptIn.objects.filter(
+            team_id__in=teams, pool__burst=True, pool__scheduler=Scheduler.KUBERNETES
+        ).values_list("pool_id", flat=True)
+    )
+    return sorted(opted | held)
+
+
+class _BurstRoom:
+    """The free cards of each burst pool over the lending horizon, less the cards elastic
+    allocations already placed there, read once per group (locked) and spent as it grants."""
+
+    def __init__(self, pool_ids: list[int], pools: dict[int, Pool], gpu_model_id: int,
+                 now: datetime) -> None:  # fmt: skip
+        self.pools = {pid: pools[pid] for pid in pool_ids}
+        self.gpu_model_id = gpu_model_id
+        self.now = now
+        self._free: dict[int, int] = {}
+        self._opted: dict[int, set[int]] | None = None
+
+    def opted(self, team_id: int) -> set[int]:
+        if self._opted is None:
+            self._opted = defaultdict(set)
+            for team, pool in BurstOptIn.objects.filter(pool_id__in=list(self.pools)).values_list(
+                "team_id", "pool_id"
+            ):
+                self._opted[team].add(pool)
+        return self._opted.get(team_id, set())
+
+    def free(self, pool_id: int, gpu_model: GpuModel) -> int:
+        if pool_id not in self._free:
+            pool = self.pools[pool_id]
+            free = pool_free_cards(
+                pool=pool, gpu_model=gpu_model, start=self.now, end=self.now + LEND_HORIZON
+            )
+            placed = sum(
+                ElasticPolicy.objects.filter(
+                    burst_pool_id=pool_id,
+                    allocation__gpu_model_id=self.gpu_model_id,
+                    allocation__status__in=HOLDING_STATUSES,
+                    allocation__ends_at__gt=self.now,
+                ).values_list("burst_cards", flat=True)
+            )
+            self._free[pool_id] = max(0, free - placed)
+        return self._free[pool_id]
+
+    def spill(
+        self, policy: ElasticPolicy, asked: Decision, decision: Decision, now: datetime
+    ) -> tuple[Decision, Placement | None]:
+        """``decision`` after the home pool's share of ``asked`` (an up): the cards still
+        wanted placed in a burst pool the team opted into (the one it already holds cards in,
+        else the first by id with room), after the budget check at that pool, with where the
+        cards now sit; else ``decision`` unchanged and ``None``. Sets ``policy.burst_pool``."""
+        got = decision.cards_to if decision.action is not Action.HOLD else decision.cards_from
+        if asked.action is not Action.UP or asked.cards_to <= got:
+            return decision, None
+        allocation = policy.allocation
+        if policy.burst_cards and policy.burst_pool_id:
+            choices = [policy.burst_pool_id]
+        else:
+            choices = sorted(self.opted(allocation.team_id) & set(self.pools))
+        for pool_id in choices:
+            room = self.free(pool_id, allocation.gpu_model)
+            placement = place(
+                floor_cards=allocation.card_count,
+                ceiling_cards=policy.ceiling_cards,
+                held=Placement(got, policy.burst_cards),
+                wanted_cards=asked.cards_to,
+                home_room=0,
+                burst_room=room,
+            )
+            extra = placement.burst_cards - policy.burst_cards
+            if extra <= 0:
+                continue
+            pool = self.pools[pool_id]
+            verdict = budget_verdict(
+                team=allocation.team, pool=pool, gpu_model=allocation.gpu_model,
+                cards=extra, starts_at=now, ends_at=now + LEND_HORIZON,
+            )  # fmt: skip
+            if verdict is not None and verdict.enforcement != WARN:
+                return replace(decision, message=f"{decision.message}; burst pool {pool.name} "
+                               f"not used: {verdict.reason}"), None  # fmt: skip
+            self._free[pool_id] = room - extra
+            policy.burst_pool = pool
+            return replace(
+                asked,
+                cards_to=placement.cards,
+                message=(
+                    f"{asked.message}; {placement.home_cards} card(s) in the home pool, "
+                    f"{placement.burst_cards} in burst pool {pool.name} at its price"
+                    + (f"; {verdict.reason}" if verdict is not None else "")
+                ),
+            ), placement
+        return decision, None
 
 
 # ------------------------------------------------------------------------------ applying
@@ -606,7 +798,7 @@ def elastic_apply(*, policy_id: int, now: datetime | None = None) -> dict[str, A
     events say so and stay unapplied."""
     now = now or timezone.now()
     policy = ElasticPolicy.objects.select_related(
-        "allocation__team", "allocation__pool", "allocation__gpu_model"
+        "allocation__team", "allocation__pool", "allocation__gpu_model", "burst_pool__cluster"
     ).get(pk=policy_id)
     pending = ScaleEvent.objects.filter(
         policy=policy, applied=False, effective_at__lte=now
@@ -646,7 +838,29 @@ def elastic_apply(*, policy_id: int, now: datetime | None = None) -> dict[str, A
         "ceiling": bounds.ceiling_cards,
         "cards": bounds.cards,
     }
+    if policy.burst_pool_id is not None:
+        binding["burst_pool"] = _burst_pool_apply(policy, now)
+        note = f"{note}; {binding['burst_pool']['note']}"
     pending.update(applied=True, apply_note=note[:300])
+    return binding
+
+
+def _burst_pool_apply(policy: ElasticPolicy, now: datetime) -> dict[str, Any]:
+    """The team's namespace quota in the burst pool's cluster, which counts the cards placed
+    there (:func:`~pools.capacity.services.scheduler_binding.burst_cards_placed`), through
+    that cluster's adapter; its serving Deployment there scales within it."""
+    burst_pool = policy.burst_pool
+    adapter = pool_adapter(burst_pool)
+    if adapter is None:
+        return {"applied": False, "note": f"burst pool {burst_pool.name}: portal only"}
+    binding = kubernetes_quota_sync(
+        adapter=adapter, team=policy.allocation.team, cluster=burst_pool.cluster, now=now
+    )
+    where = burst_pool.cluster.name if burst_pool.cluster_id else "the environment's cluster"
+    binding["note"] = (
+        f"burst pool {burst_pool.name} ({where}): ResourceQuota of {binding['namespace']}: "
+        f"{binding['total']} nvidia.com/gpu"
+    )
     return binding
 
 
@@ -713,15 +927,16 @@ def elastic_hand_back(
             allocation__ends_at__gt=starts_at,
         )
     )
+    # only what is borrowed from this pool: cards placed in a burst pool stay there
     bursts = [
         Burst(
             allocation_id=p.pk,
             floor_cards=p.allocation.card_count,
-            cards_held=p.cards_held,
+            cards_held=p.cards_held - p.burst_cards,
             borrowed_since=(p.borrowed_since or p.updated_at).timestamp(),
         )
         for p in policies
-        if p.cards_held > p.allocation.card_count
+        if _home_burst(p) > 0
     ]
     if not bursts:
         return []
@@ -735,8 +950,12 @@ def elastic_hand_back(
     )
     by_id = {p.pk: p for p in policies}
     events = []
-    for cut in plan:
-        policy = by_id[cut.allocation_id]
+    for home_cut in plan:
+        policy = by_id[home_cut.allocation_id]
+        offset = policy.burst_cards  # the totals held, burst-pool cards included
+        cut = replace(
+            home_cut, cards_from=home_cut.cards_from + offset, cards_to=home_cut.cards_to + offset
+        )
         effective = datetime.fromtimestamp(cut.effective_at, tz=now.tzinfo)
         message = (
             f"{cut.cards_from - cut.cards_to} burst card(s) handed back for a guaranteed "
@@ -768,6 +987,8 @@ def elastic_hand_back(
             reason="hand_back",
             cards_from=cut.cards_from,
             cards_to=cut.cards_to,
+            burst_pool=policy.burst_pool if policy.burst_cards else None,
+            burst_cards_to=policy.burst_cards,
             effective_at=effective,
             message=message,
             numbers=numbers,
@@ -916,6 +1137,63 @@ def _run(result, source, samples, start: datetime, now: datetime) -> WhatIfRun:
     first = datetime.fromtimestamp(samples[0].at, tz=now.tzinfo)
     last = datetime.fromtimestamp(samples[-1].at, tz=now.tzinfo)
     return WhatIfRun(result, source, first, last, len(samples), start)
+
+
+def elastic_burst_whatif(*, policy: ElasticPolicy, run: WhatIfRun, now: datetime | None = None):
+    """The what-if's load with and without a burst pool (issue 35), or ``None`` when the team
+    may use no burst pool for it. The home pool holds the floor plus what it can lend now (its
+    free cards over the lending horizon less the burst others borrow, plus this allocation's
+    own home burst); the replayed cards above that go to the burst pool the allocation holds
+    cards in, else the first the team opted into — or, without burst, are not served. Card-
+    hours from :func:`pools.elastic.burst_pool.burst_split`, priced by the function
+    ``settings.ELASTIC_BURST_WHATIF_MONEY`` names (billing's; ``None`` without one)."""
+    from django.conf import settings
+    from django.utils.module_loading import import_string
+
+    from pools.capacity.arithmetic import card_seconds_hours
+
+    now = now or timezone.now()
+    allocation = policy.allocation
+    if policy.burst_cards and policy.burst_pool_id:
+        burst_pool = policy.burst_pool
+    else:
+        burst_pool = (
+            Pool.objects.filter(
+                burst=True, scheduler=Scheduler.KUBERNETES,
+                burst_opt_ins__team_id=allocation.team_id,
+            ).order_by("pk").first()
+        )  # fmt: skip
+    if burst_pool is None:
+        return None
+    free = pool_free_cards(
+        pool=allocation.pool, gpu_model=allocation.gpu_model, start=now, end=now + LEND_HORIZON
+    )
+    others = sum(
+        _home_burst(p)
+        for p in _group_policies(allocation.pool, allocation.gpu_model, now)
+        if p.pk != policy.pk
+    )
+    home_cards = allocation.card_count + _home_burst(policy) + max(0, free - others)
+    home_s, burst_s = burst_split(
+        run.result.timeline,
+        floor_cards=allocation.card_count,
+        home_cards=home_cards,
+        start=run.start.timestamp(),
+        end=run.end.timestamp(),
+    )
+    places = Decimal("0.000001")
+    home_hours = card_seconds_hours(Decimal(int(home_s))).quantize(places)
+    burst_hours = card_seconds_hours(Decimal(int(burst_s))).quantize(places)
+    pricer = getattr(settings, "ELASTIC_BURST_WHATIF_MONEY", "")
+    money = (
+        import_string(pricer)(
+            gpu_model_id=allocation.gpu_model_id, burst_pool_id=burst_pool.pk,
+            home_card_hours=home_hours, burst_card_hours=burst_hours, now=now,
+        )
+        if pricer
+        else None
+    )  # fmt: skip
+    return {"burst_pool": burst_pool.slug, "home_cards": home_cards, "money": money}
 
 
 def elastic_readings_prune(*, now: datetime | None = None) -> int:

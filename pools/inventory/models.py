@@ -174,6 +174,14 @@ class Pool(models.Model):
         help_text="Kueue cohort / Volcano parent queue / Koordinator parent quota of the pool "
         "(required for Kueue: borrowing happens in a cohort).",
     )
+    # Issue 35: capacity in another cluster or a rented cloud pool (seed 004 §3.3 "across
+    # clouds"), priced per the rate card's burst-pool entries; elastic allocations of the teams
+    # that opted in (pools.elastic.models.BurstOptIn) spill into it when their home pool is full.
+    burst = models.BooleanField(
+        default=False,
+        help_text="A burst pool: elastic scale-up of opted-in teams lands here when their home "
+        "pool is full, at the rate card's burst-pool price.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -191,6 +199,11 @@ class Pool(models.Model):
                 condition=~Q(quota_backend=QuotaBackend.KUEUE) | ~Q(quota_cohort=""),
                 name="pool_kueue_has_cohort",
                 violation_error_message="A Kueue pool needs its cohort.",
+            ),
+            models.CheckConstraint(
+                condition=Q(burst=False) | Q(scheduler=Scheduler.KUBERNETES),
+                name="pool_burst_kubernetes",
+                violation_error_message="Only Kubernetes pools can be burst pools.",
             ),
         ]
 

@@ -123,6 +123,7 @@ class PoolSerializer(serializers.ModelSerializer):
             "overcommit_ratio",
             "quota_backend",
             "quota_cohort",
+            "burst",
             "node_count",
             "gpu_count",
         ]
@@ -144,6 +145,8 @@ class PoolSerializer(serializers.ModelSerializer):
             errors["quota_backend"] = "Only Kubernetes pools have another quota backend."
         if backend == QuotaBackend.KUEUE and not value("quota_cohort"):
             errors["quota_cohort"] = "A Kueue pool needs its cohort (where teams borrow)."
+        if value("burst") and value("scheduler") != Scheduler.KUBERNETES:
+            errors["burst"] = "Only Kubernetes pools can be burst pools (elastic scale-up)."
         errors |= _cluster_errors(value("cluster"), value("scheduler"), self.instance)
         if errors:
             raise serializers.ValidationError(errors)

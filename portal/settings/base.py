@@ -503,6 +503,8 @@ TEAM_COSTS_SO_FAR = "billing.dashboards.costs.teams_cost_so_far"
 ALLOCATION_COSTS_SO_FAR = "billing.dashboards.costs.allocations_cost_so_far"
 # What elastic scale decisions added or released, and the period's burst, priced as burst lines.
 ELASTIC_SCALE_COSTS = "billing.elastic_costs.elastic_scale_costs"
+# Issue 35: a what-if's burst priced with and without the burst pool (pools do not import billing).
+ELASTIC_BURST_WHATIF_MONEY = "billing.elastic_costs.burst_whatif_money"
 
 SCHEDULERS = {}
 if env.str("SLURM_REST_URL", default=""):

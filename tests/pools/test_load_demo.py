@@ -47,7 +47,9 @@ def test_the_demo_data(capsys):
         "train-slurm",
         "infer-k8s",
         "dev-4090",
+        "burst-cloud",  # issue 35: the rented burst pool
     }
+    assert list(Pool.objects.filter(burst=True).values_list("slug", flat=True)) == ["burst-cloud"]
     users = get_user_model().objects
     assert set(users.values_list("username", flat=True)) == {"admin", "alice", "bob"}
     for name in ("admin", "alice", "bob"):
@@ -69,9 +71,10 @@ def test_the_demo_data(capsys):
     assert (course.team.slug, course.card_count, course.recurrence, course.time_zone) == (
         "nlp", 8, "weekday", "Europe/Berlin")  # fmt: skip
     assert course.first_date.weekday() == 0 and (course.last_date - course.first_date).days == 81
-    # 6 lab captures + 14 training + 10 dev + 2 legacy + 14 inference nodes.
-    assert Node.objects.count() == 46
+    # 6 lab captures + 14 training + 10 dev + 2 legacy + 14 inference + 2 burst nodes.
+    assert Node.objects.count() == 48
     assert Node.objects.filter(pool__slug="infer-k8s").count() == 14
+    assert Node.objects.filter(pool__slug="burst-cloud").count() == 2
     assert (
         Node.objects.filter(hostname__startswith="dev-4090d", gpus__gpu_model__slug="rtx4090d")
         .distinct()
@@ -91,6 +94,30 @@ def test_the_demo_has_an_elastic_allocation_with_history(capsys):
     assert events.filter(action="up").exists() and events.filter(action="down").exists()
     assert all(4 <= e.cards_to <= 12 for e in events)
     assert "elastic allocation #" in out
+    # issue 35: it bursts once - one run of decisions whose cards above 8 sit in the rented
+    # burst pool, nothing there before or after it
+    placed = list(
+        events.order_by("effective_at", "id").values_list(
+            "cards_to", "burst_cards_to", "burst_pool__slug"
+        )
+    )
+    runs = "".join("b" if burst else "." for _, burst, _ in placed)
+    assert runs.count("b") >= 1 and "b.b" not in runs and runs.strip(".").count(".") == 0
+    assert {(cards - 8, pool) for cards, burst, pool in placed if burst} == {
+        (burst, "burst-cloud") for _, burst, _ in placed if burst
+    }
+    assert "burst once: up to 2 card(s) in Burst (rented cloud)" in out
+
+
+def test_demo_burst_once_is_the_first_run_above_the_home_pool():
+    from types import SimpleNamespace
+
+    from pools.demo import demo_burst_once
+
+    # cards 6 -> 10 -> 12 -> 8 -> 10: the first run above 8 is 10, 12 (2, 4 in the burst pool);
+    # the later 10 stays home (the pool had room again)
+    changes = [SimpleNamespace(cards_to=n) for n in (6, 10, 12, 8, 10)]
+    assert demo_burst_once(changes, home_cards=8) == [0, 2, 4, 0, 0]
 
 
 def test_the_demo_elastic_history_is_what_the_loop_recorded_and_decided(capsys):

@@ -32,7 +32,17 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Case, Count, F, Q, QuerySet, Sum, When
+from django.db.models import (
+    Case,
+    Count,
+    ExpressionWrapper,
+    F,
+    IntegerField,
+    Q,
+    QuerySet,
+    Sum,
+    When,
+)
 from django.utils import timezone
 
 from pools.adapters import pool_adapter
@@ -140,8 +150,10 @@ def team_cards_applied(
     ``scheduler`` in ``cluster`` (:func:`cluster_pools`), counting windows that open within
     the provisioning lead; with ``mig_profile``, slices of that profile instead (never both:
     issue 38). Open occurrences of the team's recurring reservations count as whole cards
-    (:func:`recurring_cards_open`). A ceiling override in force lifts the whole-card figure to
-    at least its cards (:func:`pools.capacity.overrides.ceiling_raise`)."""
+    (:func:`recurring_cards_open`), and so do the cards the team's elastic allocations placed
+    in burst pools of that cluster (issue 35: :func:`burst_cards_placed`). A ceiling override
+    in force lifts the whole-card figure to at least its cards
+    (:func:`pools.capacity.overrides.ceiling_raise`)."""
     now = now or timezone.now()
     pools = cluster_pools(scheduler=scheduler, cluster=cluster)
     recurring = 0 if mig_profile else recurring_cards_open(team=team, pools=pools, now=now)
@@ -160,8 +172,30 @@ def team_cards_applied(
     cards = int(total or 0) + (recurring.get(gpu_model.pk, 0) if recurring else 0)
     if mig_profile:
         return cards
+    # burst cards are whole cards: none count toward a slice profile
+    cards += burst_cards_placed(team=team, pools=pools, now=now).get(gpu_model.pk, 0)
     raised = ceiling_raise(team=team, gpu_model=gpu_model, pools=pools, now=now)
     return cards if raised is None else max(cards, raised)
+
+
+def burst_cards_placed(*, team: Team, pools: QuerySet[Pool], now: datetime) -> dict[int, int]:
+    """Cards per GPU model id that ``team``'s open elastic allocations placed in burst pools
+    among ``pools`` (issue 35: ``ElasticPolicy.burst_cards``; their home pool's quota counts
+    the rest). One query."""
+    rows = (
+        Allocation.objects.filter(
+            elastic_policy__burst_pool__in=pools,
+            elastic_policy__burst_cards__gt=0,
+            team=team,
+            status__in=APPLIED_STATUSES,
+            starts_at__lte=now + PROVISION_LEAD,
+            ends_at__gt=now,
+        )
+        .values_list("gpu_model_id")
+        .annotate(cards=Sum("elastic_policy__burst_cards"))
+        .order_by()
+    )
+    return {model_id: int(cards) for model_id, cards in rows}
 
 
 def recurring_cards_open(*, team: Team, pools: QuerySet[Pool], now: datetime) -> dict[int, int]:
@@ -196,10 +230,15 @@ def applied_cards_expression() -> Case:
         When(
             elastic_policy__isnull=False,
             pool__quota_backend=QuotaBackend.RESOURCE_QUOTA,
-            then=F("elastic_policy__cards_held"),
+            # cards placed in a burst pool are that pool's cluster's (burst_cards_placed)
+            then=ExpressionWrapper(
+                F("elastic_policy__cards_held") - F("elastic_policy__burst_cards"),
+                output_field=IntegerField(),
+            ),
         ),
         When(elastic_policy__isnull=False, then=F("elastic_policy__ceiling_cards")),
         default=F("card_count"),
+        output_field=IntegerField(),
     )
 
 
@@ -415,7 +454,10 @@ def kubernetes_quota_wanted(
     held = Allocation.objects.filter(pool__in=pools, team=team).values("gpu_model")
     recurring = RecurringReservation.objects.filter(pool__in=pools, team=team).values("gpu_model")
     raised = ceiling_models(team=team, pools=pools, now=now)
-    for model in GpuModel.objects.filter(Q(pk__in=held) | Q(pk__in=recurring) | Q(pk__in=raised)):
+    placed = burst_cards_placed(team=team, pools=pools, now=now or timezone.now())
+    for model in GpuModel.objects.filter(
+        Q(pk__in=held) | Q(pk__in=recurring) | Q(pk__in=raised) | Q(pk__in=list(placed))
+    ):
         cards = team_cards_applied(
             team=team, gpu_model=model, scheduler=Scheduler.KUBERNETES, cluster=cluster, now=now
         )

@@ -47,11 +47,12 @@ from pools.demo import (
     DEMO_SERVED,
     POOLS,
     demo_advisor_rollups,
+    demo_burst_once,
     demo_elastic_history,
     demo_fleet,
     demo_serving_answers,
 )
-from pools.elastic.models import ElasticPolicy, ScaleEvent, SignalReading
+from pools.elastic.models import BurstOptIn, ElasticPolicy, ScaleEvent, SignalReading
 from pools.elastic.selectors import held_timelines
 from pools.elastic.services import elastic_apply, elastic_policy_create, scaling_policy
 from pools.inventory.models import Gpu, GpuModel, Pool
@@ -335,6 +336,11 @@ class Command(BaseCommand):
                           request_s=rate, cards_held=cards)
             for at, util, latency, rate, cards in readings
         )  # fmt: skip
+        # the first peak above 8 cards found the inference pool full: vision (opted in) put
+        # the cards above 8 in the rented burst pool, handed back first as the peak ended
+        burst_pool = Pool.objects.get(slug="burst-cloud")
+        BurstOptIn.objects.get_or_create(team=allocation.team, pool=burst_pool)
+        placed = demo_burst_once(changes)
         ScaleEvent.objects.bulk_create(
             ScaleEvent(
                 policy=policy,
@@ -343,12 +349,21 @@ class Command(BaseCommand):
                 reason=str(d.reason),
                 cards_from=d.cards_from,
                 cards_to=d.cards_to,
+                burst_pool=burst_pool if burst else None,
+                burst_cards_to=burst,
                 effective_at=aware(d.at),
-                message=d.message,
+                message=d.message
+                + (
+                    f"; {burst} card(s) in burst pool {burst_pool.name} at its price"
+                    if burst
+                    else ""
+                ),
                 numbers=d.numbers(),
             )
-            for d in changes
+            for d, burst in zip(changes, placed, strict=True)
         )
+        if placed and placed[-1]:
+            policy.burst_pool, policy.burst_cards = burst_pool, placed[-1]
         policy.cards_held = readings[-1][4]
         policy.last_scaled_at = aware(changes[-1].at) if changes else None
         policy.borrowed_since = (
@@ -361,7 +376,8 @@ class Command(BaseCommand):
         self.stdout.write(
             f"elastic allocation #{allocation.pk}: {minutes} readings, {ups} ups and "
             f"{len(changes) - ups} downs over {history_days} days, "
-            f"{min(r[4] for r in readings)}-{max(r[4] for r in readings)} cards"
+            f"{min(r[4] for r in readings)}-{max(r[4] for r in readings)} cards, "
+            f"burst once: up to {max(placed, default=0)} card(s) in {burst_pool.name}"
         )
 
     def _recurring(self):

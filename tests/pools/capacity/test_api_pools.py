@@ -47,6 +47,7 @@ def test_a_member_reads_pools_with_counts(member_api, train):
             "overcommit_ratio": "1.00",
             "quota_backend": "resourcequota",
             "quota_cohort": "",
+            "burst": False,
             "node_count": 2,
             "gpu_count": 6,
         }

@@ -163,3 +163,56 @@ def test_a_dns_1123_subdomain_deployment_is_kept(admin_api, allocation):
     answer = admin_api.post("/api/v1/elastic-policies/", body, format="json")
     assert answer.status_code == 201, answer.json()
     assert ElasticPolicy.objects.get().deployment == "qwen-7b.serve"
+
+
+def test_what_if_says_the_burst_both_ways_once_the_team_opted_in(admin_api, allocation):
+    """Readings at the floor of 2 in a pool of 8 (6 free): the home pool holds all 8, the
+    replay never leaves the floor -> 0 card-hours at home and in the burst pool. No rate card:
+    the amounts are unknown (null) with the reason, never 0. Without an opt-in: no block."""
+    from pools.elastic.models import BurstOptIn
+
+    policy = ElasticPolicy.objects.create(allocation=allocation, ceiling_cards=4, cards_held=2)
+    SignalReading.objects.bulk_create(
+        SignalReading(policy=policy, read_at=NOW - timedelta(minutes=5 - m), util_pct=20.0,
+                      latency_ms=300.0, request_s=4.0, cards_held=2)
+        for m in range(6)
+    )  # fmt: skip
+    url = f"/api/v1/elastic-policies/{policy.pk}/what-if/?days=1"
+    assert admin_api.get(url).json()["burst"] is None
+    rented = PoolFactory(slug="rented", scheduler=Scheduler.KUBERNETES, slurm_partition="",
+                         burst=True)  # fmt: skip
+    BurstOptIn.objects.create(team=allocation.team, pool=rented)
+    burst = admin_api.get(url).json()["burst"]
+    assert (burst["burst_pool"], burst["home_cards"], burst["currency"]) == ("rented", 8, None)
+    assert burst["with_burst"] == {"home_card_hours": "0.000000",
+                                   "burst_pool_card_hours": "0.000000", "amount": None}  # fmt: skip
+    assert burst["without_burst"]["amount"] is None
+    assert burst["reason"] == "the rate card has no price for one of them"
+
+
+def test_burst_opt_ins_through_the_api(admin_api, member_api, member, allocation):
+    """A pool admin opts team chat into burst pool ``rented`` (201, audited) and lists it; a
+    plain member of chat sees it but cannot opt out (403); a non-burst pool is a 400; a team
+    the caller cannot see answers like a missing one (400); the admin opts out (204)."""
+    from pools.audit.models import AuditEvent
+    from pools.elastic.models import BurstOptIn
+
+    PoolFactory(slug="rented", scheduler=Scheduler.KUBERNETES, slurm_partition="", burst=True)
+    made = admin_api.post("/api/v1/burst-opt-ins/", {"team": "chat", "pool": "rented"},
+                          format="json")  # fmt: skip
+    assert made.status_code == 201, made.content
+    assert (made.json()["team"], made.json()["pool"]) == ("chat", "rented")
+    assert AuditEvent.objects.filter(action="elastic.burst_opt_in").count() == 1
+    home = admin_api.post("/api/v1/burst-opt-ins/", {"team": "chat", "pool": "infer"},
+                          format="json")  # fmt: skip
+    assert home.status_code == 400 and list(home.json()["errors"]) == ["pool"]
+    stranger = member_api.post("/api/v1/burst-opt-ins/", {"team": "chat", "pool": "rented"},
+                               format="json")  # fmt: skip
+    assert stranger.status_code == 400 and list(stranger.json()["errors"]) == ["team"]
+    MembershipFactory(team=allocation.team, user=member, role=TeamRole.MEMBER)
+    listed = member_api.get("/api/v1/burst-opt-ins/").json()
+    assert [(o["team"], o["pool"]) for o in listed["results"]] == [("chat", "rented")]
+    opt_in = BurstOptIn.objects.get()
+    assert member_api.delete(f"/api/v1/burst-opt-ins/{opt_in.pk}/").status_code == 403
+    assert admin_api.delete(f"/api/v1/burst-opt-ins/{opt_in.pk}/").status_code == 204
+    assert not BurstOptIn.objects.exists()
