@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,6 +96,7 @@ from scheduler_adapters.kubernetes_manifests import (
 )
 from scheduler_adapters.kubernetes_nodes import GPU_RESOURCE, LABEL_PRODUCT, parse_kubernetes_nodes
 from scheduler_adapters.kubernetes_ownership import (
+    keyed,
     needs_upgrade,
     portal_entries,
     stale_paths,
@@ -110,6 +111,7 @@ from scheduler_adapters.kubernetes_transport import (
     Transport,
     object_identity,
 )
+from scheduler_adapters.kubernetes_taints import check_card_class
 from scheduler_adapters.kueue_workloads import PendingWorkload, pending_workloads
 from scheduler_adapters.types import KueueCohort, ParseResult
 from scheduler_adapters.units import parse_k8s_quantity
@@ -146,6 +148,7 @@ class KubernetesAdapter:
         gpu_label: str = LABEL_PRODUCT,
         namespace_node_selector: bool = False,
         dra_device_class: str | None = None,
+        product_card_classes: Mapping[str, str] | None = None,
     ) -> None:
         if transport is None and api_client is not None:
             transport = ApiTransport(
@@ -169,6 +172,12 @@ class KubernetesAdapter:
         self.dra_device_class = dra_device_class
         if dra_device_class is not None:
             dra_quota_resource(dra_device_class)  # a name that can never work fails now
+        # GPU product (the ``gpu_label`` value) -> card class: its ResourceFlavor tolerates
+        # that class's node taint (scheduler_adapters.kubernetes_taints)
+        self.product_card_classes = {
+            product: check_card_class(card_class)
+            for product, card_class in (product_card_classes or {}).items()
+        }
         self.manifests: list[str] = []  # what dry-run writes produced, in order
         self._served: dict[str, set[str]] | None = None  # discovery, read on first CRD use
         self._served_checked: set[str] = set()
@@ -219,9 +228,20 @@ class KubernetesAdapter:
         kueue: bool | None = None,
         cohort: KueueCohort | None = None,
         mig_quota: Mapping[str, int] | None = None,
+        card_classes: Iterable[str] | None = None,
     ) -> bool:
+        """Create or update the team's objects (module docstring). ``card_classes``: the card
+        classes its work may use; without Kueue the namespace carries their tolerations
+        (:func:`~scheduler_adapters.kubernetes_taints.toleration_annotations`); ``None``
+        writes none."""
         objects = self._team_objects(
-            team, group=group, gpu_quota=gpu_quota, kueue=kueue, cohort=cohort, mig_quota=mig_quota
+            team,
+            group=group,
+            gpu_quota=gpu_quota,
+            kueue=kueue,
+            cohort=cohort,
+            mig_quota=mig_quota,
+            card_classes=card_classes,
         )
         if self.dry_run:
             return self._emit(team, objects)
@@ -323,6 +343,7 @@ class KubernetesAdapter:
         kueue: bool | None,
         cohort: KueueCohort | None = None,
         mig_quota: Mapping[str, int] | None = None,
+        card_classes: Iterable[str] | None = None,
     ) -> list[dict[str, Any]]:
         if cohort is not None:
             kueue = True  # a cohort is a Kueue ClusterQueue's, whatever the adapter's default
@@ -339,6 +360,8 @@ class KubernetesAdapter:
             cohort=cohort,
             dra_device_class=self.dra_device_class,
             mig_quota=mig_quota,
+            product_card_classes=self.product_card_classes,
+            card_classes=card_classes,
         )
 
     def _set_quota(
@@ -358,6 +381,7 @@ class KubernetesAdapter:
             kueue=self.kueue if kueue is None else kueue,
             gpu_label=self.gpu_label,
             dra_device_class=self.dra_device_class,
+            product_card_classes=self.product_card_classes,
         )
         if self.dry_run:
             return self._emit(team, objects)
@@ -448,7 +472,8 @@ class KubernetesAdapter:
                 operation=operation,
             )
             written = True
-        if covers(current, desired) and not stale_paths(current, desired):
+        # associative lists (a Node's taints) compare by key: other managers' entries may stay
+        if covers(keyed(current), keyed(desired)) and not stale_paths(current, desired):
             return written
         body = copy.deepcopy(desired)
         body["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")

@@ -887,10 +887,12 @@ class FakeApiServer:
             change(stored.obj)
             _canonicalise(stored.obj)  # the edit went through the API server too
             after = keyed(stored.obj)
+            removed = {p for p in _paths(before) if _at(after, p) is None}
             changed = _paths(after) - _paths(before) | {
                 p for p in _paths(before) if _at(before, p) != _at(after, p)
             }
-            self._own(stored, (manager, "Update"), changed)
+            self._disown(stored, removed)
+            self._own(stored, (manager, "Update"), changed - removed)
             self._bump(stored)
 
     def put_object(self, obj: Mapping[str, Any], *, manager: str = "other-controller") -> None:
@@ -1423,6 +1425,7 @@ class FakeApiServer:
         if replace_owned is None:
             old, new = keyed(stored.obj), keyed(obj)
             changed = {p for p in _paths(new) if _at(old, p) != _at(new, p)}
+            self._disown(stored, {p for p in _paths(old) if _at(new, p) is None})
             self._own(stored, owner, changed)
         for key in _SERVER_FIELDS:
             if key in stored.obj["metadata"]:
@@ -1438,6 +1441,13 @@ class FakeApiServer:
             if other != owner and owner[1] == "Update":
                 owned -= paths  # an update takes over what it changed
         stored.owners.setdefault(owner, set()).update(paths)
+
+    @staticmethod
+    def _disown(stored: _Stored, removed: set[tuple[str, ...]]) -> None:
+        """A field an update removed is nobody's any more (structured-merge-diff's Updater
+        takes the removed fields out of every manager's set)."""
+        for paths in stored.owners.values():
+            paths -= removed
 
     def _bump(self, stored: _Stored) -> None:
         metadata = stored.obj["metadata"]

@@ -1,0 +1,133 @@
+"""Card classes in Kubernetes (issue #36): taints that keep work off the GPU nodes of a class it
+may not use, and the tolerations that let permitted work back on. No I/O here but
+:func:`ensure_card_class_taints`, which writes through the adapter.
+
+Seed 004 §3.2: consumer cards (RTX 4090) and data-centre cards (L40S, A100, H800) share a pool
+only when the scheduler keeps them apart. So every GPU node whose product the portal knows gets
+the taint ``gpu-pool-portal/card-class=<consumer|datacentre>:NoSchedule`` (the kube-scheduler
+places no pod there that does not tolerate it, https://kubernetes.io/docs/concepts/
+scheduling-eviction/taint-and-toleration/), and permitted work gets the matching toleration:
+
+- with Kueue, on each ResourceFlavor (``spec.tolerations``): Kueue adds a flavor's tolerations
+  to the pods it admits on that flavor, and a team's ClusterQueue names only the flavors of its
+  approved cards, so a team whose class may not use consumer cards never gets their toleration;
+- without Kueue, on the team's namespace, through the PodTolerationRestriction admission plugin
+  (``scheduler.alpha.kubernetes.io/defaultTolerations``: merged into every pod of the namespace;
+  ``scheduler.alpha.kubernetes.io/tolerationsWhitelist``: a pod tolerating anything else is
+  refused). Both are JSON arrays of tolerations. The plugin treats an empty whitelist as no
+  whitelist, so a team allowed no card class gets neither annotation: its ResourceQuota of 0
+  ``nvidia.com/gpu`` already refuses its GPU pods. The whitelist names only card-class
+  tolerations: a pod that needs another one (a node's own ``NoSchedule`` taint) needs it
+  listed by an operator in the plugin's cluster-wide whitelist, which the namespace's replaces.
+
+The taint is applied with server-side apply as the portal's field manager. ``spec.taints`` is an
+associative list keyed by (key, effect), owned per entry: the portal owns its one entry, the
+kubelet's ``node.kubernetes.io/...`` and an operator's taints stay theirs and are never touched.
+A taint removed by hand is drift: the next :func:`ensure_card_class_taints` applies it again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from scheduler_adapters.errors import NotFound
+
+if TYPE_CHECKING:
+    from scheduler_adapters.kubernetes import KubernetesAdapter
+
+CARD_CLASS_TAINT_KEY = "gpu-pool-portal/card-class"
+CARD_CLASS_TAINT_EFFECT = "NoSchedule"
+ANNOTATION_DEFAULT_TOLERATIONS = "scheduler.alpha.kubernetes.io/defaultTolerations"
+ANNOTATION_TOLERATIONS_WHITELIST = "scheduler.alpha.kubernetes.io/tolerationsWhitelist"
+
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+
+
+def check_card_class(card_class: str) -> str:
+    """``card_class`` when it can be a taint value (a label value: at most 63 characters of
+    letters, digits, ``-``, ``_``, ``.``, alphanumeric at both ends); ``ValueError`` otherwise."""
+    if not isinstance(card_class, str) or len(card_class) > 63:
+        raise ValueError(f"card class {card_class!r} cannot be a taint value")
+    if not _LABEL_VALUE.fullmatch(card_class):
+        raise ValueError(f"card class {card_class!r} cannot be a taint value")
+    return card_class
+
+
+def card_class_taint(card_class: str) -> dict[str, str]:
+    """The taint of a node of ``card_class`` cards."""
+    return {
+        "key": CARD_CLASS_TAINT_KEY,
+        "value": check_card_class(card_class),
+        "effect": CARD_CLASS_TAINT_EFFECT,
+    }
+
+
+def card_class_toleration(card_class: str) -> dict[str, str]:
+    """The toleration of :func:`card_class_taint` (``operator: Equal``, so it tolerates only
+    that class's taint)."""
+    return {
+        "key": CARD_CLASS_TAINT_KEY,
+        "operator": "Equal",
+        "value": check_card_class(card_class),
+        "effect": CARD_CLASS_TAINT_EFFECT,
+    }
+
+
+def node_taint_manifest(node: str, card_class: str) -> dict[str, Any]:
+    """What the portal applies to a Node: its name and its one taint (no label: the Node is
+    the kubelet's; the portal owns only its taint entry)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node},
+        "spec": {"taints": [card_class_taint(card_class)]},
+    }
+
+
+def toleration_annotations(card_classes: Iterable[str]) -> dict[str, str]:
+    """The PodTolerationRestriction annotations of a namespace whose work may use
+    ``card_classes`` (sorted, each once); ``{}`` for none (see the module docstring)."""
+    tolerations = [card_class_toleration(c) for c in sorted(set(card_classes))]
+    if not tolerations:
+        return {}
+    text = json.dumps(tolerations, sort_keys=True)
+    return {ANNOTATION_DEFAULT_TOLERATIONS: text, ANNOTATION_TOLERATIONS_WHITELIST: text}
+
+
+def node_card_classes(
+    nodes: Iterable[Mapping[str, Any]], product_classes: Mapping[str, str], *, gpu_label: str
+) -> dict[str, str]:
+    """Node name -> card class, for the nodes whose ``gpu_label`` names a product of
+    ``product_classes`` (others are left alone: the portal does not know their cards)."""
+    found: dict[str, str] = {}
+    for node in nodes:
+        metadata = node.get("metadata") or {}
+        product = (metadata.get("labels") or {}).get(gpu_label)
+        if product in product_classes and metadata.get("name"):
+            found[metadata["name"]] = check_card_class(product_classes[product])
+    return dict(sorted(found.items()))
+
+
+def ensure_card_class_taints(
+    adapter: KubernetesAdapter, *, nodes: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Taint every GPU node of a known product with its card class (read, compare, apply only
+    what differs; a taint removed by hand is applied again); the node -> class written or
+    found right. ``nodes`` (name -> class) overrides what the node labels and the adapter's
+    ``product_card_classes`` say. A named node that does not exist raises
+    :class:`~scheduler_adapters.errors.NotFound` before anything is written (an apply would
+    create it); an API refusal surfaces as the adapter's errors, nothing half-applied per node."""
+    operation = "ensure_card_class_taints"
+    if nodes is None:
+        listed = adapter._transport(operation).list("Node", operation=operation)
+        nodes = node_card_classes(listed, adapter.product_card_classes, gpu_label=adapter.gpu_label)
+    objects = [node_taint_manifest(name, card_class) for name, card_class in nodes.items()]
+    for obj in objects:
+        if adapter.read_object("v1", "Node", obj["metadata"]["name"]) is None:
+            raise NotFound("node", obj["metadata"]["name"], operation=operation)
+    if objects:
+        adapter.ensure_objects(None, objects, operation=operation)
+    return dict(nodes)
