@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 
 from scheduler_adapters.base import SchedulerAdapter
+from scheduler_adapters.kubernetes import KubernetesAdapter
 from scheduler_adapters.prometheus import PrometheusAdapter
 from scheduler_adapters.registry import build_scheduler_adapter
 
@@ -101,8 +102,19 @@ def cluster_adapter(cluster: Any) -> SchedulerAdapter | None:
 def _built(config: dict) -> SchedulerAdapter:
     key = repr(sorted(config.items()))
     if key not in _SCHEDULERS:
-        _SCHEDULERS[key] = build_scheduler_adapter(config)
+        _SCHEDULERS[key] = _with_card_classes(build_scheduler_adapter(config))
     return _SCHEDULERS[key]
+
+
+def _with_card_classes(adapter: Any) -> Any:
+    """A Kubernetes adapter that taints nodes by card class reads the product -> card class
+    map from the catalogue at each use (:func:`pools.classes.selectors.catalogue_card_classes`),
+    so its ResourceFlavors tolerate their class's taint whoever writes them."""
+    if isinstance(adapter, KubernetesAdapter) and adapter.card_class_taints:
+        from pools.classes.selectors import catalogue_card_classes  # models: not at app load
+
+        adapter.product_card_classes = catalogue_card_classes
+    return adapter
 
 
 def cluster_adapter_unshared(cluster: Any) -> SchedulerAdapter | None:
@@ -110,7 +122,7 @@ def cluster_adapter_unshared(cluster: Any) -> SchedulerAdapter | None:
     which must not reuse a kept adapter's discovered API version or connections. Raises as
     :func:`cluster_adapter`."""
     config = cluster_settings(cluster)
-    return build_scheduler_adapter(config) if config else None
+    return _with_card_classes(build_scheduler_adapter(config)) if config else None
 
 
 def pool_adapter(pool: Any) -> SchedulerAdapter | None:

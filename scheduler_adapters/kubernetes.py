@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -148,7 +148,8 @@ class KubernetesAdapter:
         gpu_label: str = LABEL_PRODUCT,
         namespace_node_selector: bool = False,
         dra_device_class: str | None = None,
-        product_card_classes: Mapping[str, str] | None = None,
+        product_card_classes: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
+        card_class_taints: bool = False,
     ) -> None:
         if transport is None and api_client is not None:
             transport = ApiTransport(
@@ -172,16 +173,29 @@ class KubernetesAdapter:
         self.dra_device_class = dra_device_class
         if dra_device_class is not None:
             dra_quota_resource(dra_device_class)  # a name that can never work fails now
-        # GPU product (the ``gpu_label`` value) -> card class: its ResourceFlavor tolerates
-        # that class's node taint (scheduler_adapters.kubernetes_taints)
-        self.product_card_classes = {
-            product: check_card_class(card_class)
-            for product, card_class in (product_card_classes or {}).items()
-        }
+        # GPU product (the ``gpu_label`` value) -> card class, or what gives it (the portal's
+        # catalogue, read at each use): its ResourceFlavor tolerates that class's node taint
+        # (scheduler_adapters.kubernetes_taints). ``card_class_taints``: the portal taints the
+        # GPU nodes and gives teams their tolerations (``CARD_CLASS_TAINTS`` in the settings).
+        self._product_card_classes = product_card_classes
+        self.card_class_taints = card_class_taints
         self.manifests: list[str] = []  # what dry-run writes produced, in order
         self._served: dict[str, set[str]] | None = None  # discovery, read on first CRD use
         self._served_checked: set[str] = set()
         namespace_name("x", namespace_prefix)  # a prefix that can never work fails now
+
+    @property
+    def product_card_classes(self) -> dict[str, str]:
+        """GPU product -> card class (``{}``: no tolerations on the ResourceFlavors)."""
+        source = self._product_card_classes
+        found = source() if callable(source) else source
+        return {product: check_card_class(cls) for product, cls in (found or {}).items()}
+
+    @product_card_classes.setter
+    def product_card_classes(
+        self, value: Mapping[str, str] | Callable[[], Mapping[str, str]] | None
+    ) -> None:
+        self._product_card_classes = value
 
     # ------------------------------------------------------------------ NamespaceQuotaAdapter
 
@@ -195,6 +209,10 @@ class KubernetesAdapter:
         if not self._serves(transport, "list_nodes", DRA_API_VERSION):
             return result
         return with_dra_cards(result, transport.list("ResourceSlice", operation="list_nodes"))
+
+    def list_node_objects(self) -> list[dict[str, Any]]:
+        """Every Node as the API returns it (labels, taints), one paged list call."""
+        return self._transport("list_nodes").list("Node", operation="list_nodes")
 
     def list_device_classes(self) -> list[DeviceClassInfo] | None:
         """The cluster's DeviceClasses by name, each with the GPU models of the published DRA

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from scheduler_adapters.errors import NotFound
 
@@ -111,23 +111,49 @@ def node_card_classes(
     return dict(sorted(found.items()))
 
 
+class CardClassTaints(NamedTuple):
+    """What :func:`ensure_card_class_taints` did: ``nodes`` every node -> its card class;
+    ``repaired`` node -> what its card-class taint was before the portal wrote it
+    (``"none"``, or ``<value>:<effect>`` of each entry under the portal's key)."""
+
+    nodes: dict[str, str]
+    repaired: dict[str, str]
+
+
 def ensure_card_class_taints(
     adapter: KubernetesAdapter, *, nodes: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """Taint every GPU node of a known product with its card class (read, compare, apply only
-    what differs; a taint removed by hand is applied again); the node -> class written or
-    found right. ``nodes`` (name -> class) overrides what the node labels and the adapter's
+) -> CardClassTaints:
+    """Taint every GPU node of a known product with its card class: read each node, compare,
+    apply only where its taint differs (a taint removed or changed by hand is drift, applied
+    again). ``nodes`` (name -> class) overrides what the node labels and the adapter's
     ``product_card_classes`` say. A named node that does not exist raises
     :class:`~scheduler_adapters.errors.NotFound` before anything is written (an apply would
-    create it); an API refusal surfaces as the adapter's errors, nothing half-applied per node."""
+    create it); an API refusal raises the adapter's errors (the nodes before it are written,
+    each node's apply is whole)."""
     operation = "ensure_card_class_taints"
     if nodes is None:
-        listed = adapter._transport(operation).list("Node", operation=operation)
+        listed = adapter.list_node_objects()
         nodes = node_card_classes(listed, adapter.product_card_classes, gpu_label=adapter.gpu_label)
-    objects = [node_taint_manifest(name, card_class) for name, card_class in nodes.items()]
-    for obj in objects:
-        if adapter.read_object("v1", "Node", obj["metadata"]["name"]) is None:
-            raise NotFound("node", obj["metadata"]["name"], operation=operation)
-    if objects:
-        adapter.ensure_objects(None, objects, operation=operation)
-    return dict(nodes)
+    current: dict[str, dict[str, Any]] = {}
+    for name in nodes:
+        found = adapter.read_object("v1", "Node", name)
+        if found is None:
+            raise NotFound("node", name, operation=operation)
+        current[name] = found
+    repaired: dict[str, str] = {}
+    for name, card_class in nodes.items():
+        if adapter.ensure_objects(
+            None, [node_taint_manifest(name, card_class)], operation=operation
+        ):
+            repaired[name] = _held(current[name])
+    return CardClassTaints(dict(nodes), repaired)
+
+
+def _held(node: Mapping[str, Any]) -> str:
+    taints = (node.get("spec") or {}).get("taints") or []
+    held = [
+        f"{taint.get('value', '')}:{taint.get('effect')}"
+        for taint in taints
+        if isinstance(taint, Mapping) and taint.get("key") == CARD_CLASS_TAINT_KEY
+    ]
+    return ", ".join(held) or "none"

@@ -81,10 +81,10 @@ def _owned(node: dict[str, Any], manager: str) -> dict[str, Any]:
 def test_apply_adds_the_portals_taint_beside_the_kubelets_and_owns_only_its_entry(
     server, adapter
 ):
-    assert ensure_card_class_taints(adapter) == {
-        "gpu-4090-01": "consumer",
-        "gpu-a100-01": "datacentre",
-    }
+    done = ensure_card_class_taints(adapter)
+
+    assert done.nodes == {"gpu-4090-01": "consumer", "gpu-a100-01": "datacentre"}
+    assert done.repaired == {"gpu-4090-01": "none", "gpu-a100-01": "none"}
 
     node = _node(server, "gpu-4090-01")
     # the kubelet's entry stays first, the portal's is merged in after it (not replaced whole)
@@ -99,7 +99,7 @@ def test_apply_adds_the_portals_taint_beside_the_kubelets_and_owns_only_its_entr
     assert list(kubelet_taints) == ['k:{"effect":"NoSchedule","key":"node.kubernetes.io/unschedulable"}']
 
     writes = len(server.writes())
-    ensure_card_class_taints(adapter)
+    assert ensure_card_class_taints(adapter).repaired == {}
     assert len(server.writes()) == writes  # read back, nothing differs: no write
 
 
@@ -114,7 +114,7 @@ def test_the_portals_taint_removed_by_hand_is_drift_and_repaired_others_left_alo
     server.edit("", "nodes", None, "gpu-4090-01", hand_edit, manager="kubectl-taint")
     writes = len(server.writes())
 
-    ensure_card_class_taints(adapter)
+    assert ensure_card_class_taints(adapter).repaired == {"gpu-4090-01": "none"}
 
     assert len(server.writes()) == writes + 1  # one apply, on the drifted node only
     assert _node(server, "gpu-4090-01")["spec"]["taints"] == [
