@@ -9,6 +9,7 @@ Prometheus adapters are cheap and built per use; the caller closes them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from scheduler_adapters.prometheus import PrometheusAdapter
 from scheduler_adapters.registry import build_scheduler_adapter
 
 _SCHEDULERS: dict[str, SchedulerAdapter] = {}
+_CARD_CLASS_SOURCE: list[Callable[[], Mapping[str, str]]] = [dict]  # no classes until set
 
 
 def scheduler_config(scheduler: str) -> dict | None:
@@ -107,14 +109,19 @@ def _built(config: dict) -> SchedulerAdapter:
 
 
 def _with_card_classes(adapter: Any) -> Any:
-    """A Kubernetes adapter that taints nodes by card class reads the product -> card class
-    map from the catalogue at each use (:func:`pools.classes.selectors.catalogue_card_classes`),
-    so its ResourceFlavors tolerate their class's taint whoever writes them."""
+    """A Kubernetes adapter that taints nodes by card class (``CARD_CLASS_TAINTS``) reads the
+    product -> card class map at each use from the source :func:`set_card_class_source`
+    registered (the catalogue, :func:`pools.classes.selectors.catalogue_card_classes`, set by
+    ``PoolsConfig.ready``), so its ResourceFlavors tolerate their class's taint whoever
+    writes them."""
     if isinstance(adapter, KubernetesAdapter) and adapter.card_class_taints:
-        from pools.classes.selectors import catalogue_card_classes  # models: not at app load
-
-        adapter.product_card_classes = catalogue_card_classes
+        adapter.product_card_classes = lambda: _CARD_CLASS_SOURCE[0]()
     return adapter
+
+
+def set_card_class_source(source: Callable[[], Mapping[str, str]]) -> None:
+    """Where adapters read GPU product -> card class (a sub-domain above this module)."""
+    _CARD_CLASS_SOURCE[0] = source
 
 
 def cluster_adapter_unshared(cluster: Any) -> SchedulerAdapter | None:

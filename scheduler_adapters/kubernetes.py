@@ -46,6 +46,11 @@ holds one product, since the plugin ANDs its terms) with ``namespace_node_select
 :func:`~scheduler_adapters.kubernetes_manifests.gpu_node_affinity` gives the ``affinity`` block
 for a team's pod templates.
 
+**Which cards** (card classes, issue #36): with ``card_class_taints`` the GPU nodes carry
+``gpu-pool-portal/card-class=<class>:NoSchedule`` and the ResourceFlavors (with Kueue) or the
+team namespaces (without) the matching tolerations (:mod:`scheduler_adapters.kubernetes_taints`);
+a Node's ``spec.taints`` is an associative list, compared and owned per (key, effect) entry.
+
 ``dry_run=True`` never writes to the cluster: the objects are rendered as multi-document YAML
 (:meth:`KubernetesAdapter.render_manifests`) and, with ``dry_run_dir``, kept as the team's
 desired state in ``<dir>/<namespace>.yaml`` for ``kubectl apply --server-side -f``.
@@ -102,6 +107,7 @@ from scheduler_adapters.kubernetes_ownership import (
     stale_paths,
     upgraded_managed_fields,
 )
+from scheduler_adapters.kubernetes_taints import check_card_class
 from scheduler_adapters.kubernetes_transport import (
     KINDS,
     AlreadyExists,
@@ -111,7 +117,6 @@ from scheduler_adapters.kubernetes_transport import (
     Transport,
     object_identity,
 )
-from scheduler_adapters.kubernetes_taints import check_card_class
 from scheduler_adapters.kueue_workloads import PendingWorkload, pending_workloads
 from scheduler_adapters.types import KueueCohort, ParseResult
 from scheduler_adapters.units import parse_k8s_quantity

@@ -12,11 +12,20 @@ api-conventions "Response Status Kind"):
   required; the object is created when missing (201), the applier owning exactly the fields it
   applied (not what the server added); ownership is kept per (manager, operation) in
   ``managedFields``, so a manager's ``Update`` entry (its create, update or patch) is another
-  owner to its ``Apply`` entry; maps merge, lists are atomic (replaced whole); a field the
+  owner to its ``Apply`` entry; maps merge, lists are atomic (replaced whole) except the
+  associative lists of ``kubernetes_ownership.MAP_LISTS`` (a Node's ``spec.taints``,
+  ``listType=map`` keyed by ``key`` and ``effect`` in the real OpenAPI), which merge by key
+  with each entry's fields owned per manager (``k:{"effect":"NoSchedule","key":"..."}`` in
+  ``managedFields``), so an apply keeps the kubelet's and an operator's taints, and two managers
+  conflict only on one entry's field set to different values; an apply naming one (key, effect)
+  twice is the real 500 ``failed to create typed patch object (...): .spec.taints: duplicate
+  entries for key [effect="NoSchedule",key="a"]``; a field an update removes is nobody's any
+  more (as structured-merge-diff's Updater drops removed fields from every manager); a field the
   manager applied before and now leaves out is removed unless another entry owns it (a field it
   set by create or update is never removed by its applies); a field another entry owns with a
-  different value is a 409 ``Conflict`` (causes ``FieldManagerConflict``, the real Status body)
-  unless ``force=true``, which takes the field over; a field the schema does not declare is the
+  different value is a 409 ``Conflict`` (causes ``FieldManagerConflict``, the real Status body,
+  an entry spelled ``.spec.taints[effect="NoSchedule",key="a"].value``) unless ``force=true``,
+  which takes the field over; a field the schema does not declare is the
   real server's 500 ``failed to create typed patch object (...): .spec.foo: field not declared in
   schema``; a ``metadata.resourceVersion`` in the body is a precondition (409 ``Conflict`` when
   stale). Merge and strategic-merge patches are applied as RFC 7386 merge patches; JSON patches
@@ -32,7 +41,10 @@ api-conventions "Response Status Kind"):
   ``fieldValidation=Strict``; other schema errors 422 ``Invalid`` with ``details.causes``),
   :data:`KUEUE_SCHEMAS` for Kueue kinds, DNS-1123 names, quantity grammar, ``roleRef`` kind and
   immutability, LocalQueue ``clusterQueue`` immutability, PriorityClass rules (no ``system-``
-  names, user values at most one billion, ``value`` and ``preemptionPolicy`` immutable) and the
+  names, user values at most one billion, ``value`` and ``preemptionPolicy`` immutable), Node
+  taints (``validateNodeTaints``: a key that is no qualified name, a value that is no label
+  value, an effect not NoSchedule / PreferNoSchedule / NoExecute, e.g. 422 ``spec.taints[1].
+  effect: Unsupported value: "X": supported values: ...``, a (key, effect) twice) and the
   Kueue CEL rules we generate
   against (each flavor lists every covered resource; no ``borrowingLimit`` without a cohort).
 - ``GET`` lists honour ``labelSelector`` and ``limit``/``continue``; ``DELETE`` of a namespace
@@ -42,8 +54,10 @@ api-conventions "Response Status Kind"):
 
 Not emulated: quota enforcement and ``status``, LimitRange defaulting, RBAC (403 only when
 told), Kueue's controllers and webhooks, watches, per-group discovery, server-side dry run;
-in server-side apply, associative lists (``listType=map`` merged by key: every list is
-atomic here), managed fields per API version and subresource, the ``Apply``/``Update`` time
+in server-side apply, associative lists other than a Node's taints (a pod's ``containers``,
+``tolerations``: the portal writes none; Kueue's ResourceFlavor ``tolerations`` are atomic in
+its CRD anyway), set lists (``listType=set``), managed fields per API version and subresource,
+the ``Apply``/``Update`` time
 stamps' meaning, and conflicts judged on canonical quantities (a patch's ``1000`` against a
 stored ``1k``).
 

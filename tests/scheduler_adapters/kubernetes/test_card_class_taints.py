@@ -78,9 +78,7 @@ def _owned(node: dict[str, Any], manager: str) -> dict[str, Any]:
     return entries[0]["fieldsV1"]
 
 
-def test_apply_adds_the_portals_taint_beside_the_kubelets_and_owns_only_its_entry(
-    server, adapter
-):
+def test_apply_adds_the_portals_taint_beside_the_kubelets_and_owns_only_its_entry(server, adapter):
     done = ensure_card_class_taints(adapter)
 
     assert done.nodes == {"gpu-4090-01": "consumer", "gpu-a100-01": "datacentre"}
@@ -96,20 +94,23 @@ def test_apply_adds_the_portals_taint_beside_the_kubelets_and_owns_only_its_entr
         }
     }
     kubelet_taints = _owned(node, "kubelet")["f:spec"]["f:taints"]
-    assert list(kubelet_taints) == ['k:{"effect":"NoSchedule","key":"node.kubernetes.io/unschedulable"}']
+    assert list(kubelet_taints) == [
+        'k:{"effect":"NoSchedule","key":"node.kubernetes.io/unschedulable"}'
+    ]
 
     writes = len(server.writes())
     assert ensure_card_class_taints(adapter).repaired == {}
     assert len(server.writes()) == writes  # read back, nothing differs: no write
 
 
-def test_the_portals_taint_removed_by_hand_is_drift_and_repaired_others_left_alone(
-    server, adapter
-):
+def test_the_portals_taint_removed_by_hand_is_drift_and_repaired_others_left_alone(server, adapter):
     ensure_card_class_taints(adapter)
 
     def hand_edit(node: dict[str, Any]) -> None:  # kubectl taint node gpu-4090-01 <portal's>-
-        node["spec"]["taints"] = [CORDONED, {"key": "dedicated", "value": "ml", "effect": "NoExecute"}]
+        node["spec"]["taints"] = [
+            CORDONED,
+            {"key": "dedicated", "value": "ml", "effect": "NoExecute"},
+        ]
 
     server.edit("", "nodes", None, "gpu-4090-01", hand_edit, manager="kubectl-taint")
     writes = len(server.writes())
@@ -164,7 +165,12 @@ def test_a_bad_effect_is_refused_by_the_server_and_reported(server, adapter, mon
 
 def test_the_fake_refuses_what_the_api_server_refuses_in_taints(k8s_fake):
     def node(*taints: dict[str, str]) -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, "spec": {"taints": list(taints)}}
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "n1"},
+            "spec": {"taints": list(taints)},
+        }
 
     k8s_fake.validate_object(node(CORDONED, CONSUMER))  # fine
 
@@ -184,7 +190,9 @@ def test_the_fake_refuses_what_the_api_server_refuses_in_taints(k8s_fake):
     assert "taints must be unique by key and effect pair" in cause["message"]
 
     # the same key with another effect is another entry
-    k8s_fake.validate_object(node(CONSUMER, {"key": KEY, "value": "consumer", "effect": "NoExecute"}))
+    k8s_fake.validate_object(
+        node(CONSUMER, {"key": KEY, "value": "consumer", "effect": "NoExecute"})
+    )
 
 
 def test_an_apply_with_two_entries_of_one_key_is_refused_before_typing(server, adapter):
@@ -208,9 +216,7 @@ def test_a_missing_node_is_not_created(server, adapter):
     assert server.get("", "nodes", None, "gone") is None
 
 
-def test_a_team_whose_class_may_not_use_consumer_cards_gets_no_consumer_toleration(
-    server, adapter
-):
+def test_a_team_whose_class_may_not_use_consumer_cards_gets_no_consumer_toleration(server, adapter):
     """Without Kueue the namespace carries PodTolerationRestriction's annotations: a team of
     production work (datacentre only) tolerates only the datacentre taint; a batch team
     (consumer and datacentre) both, sorted by class."""
@@ -279,13 +285,15 @@ def test_ownership_paths_step_into_taint_entries():
                 {
                     "manager": "gpu-pool-portal",
                     "operation": "Apply",
-                    "fieldsV1": {"f:spec": {"f:taints": {old: {".": {}, "f:effect": {}, "f:key": {}, "f:value": {}}}}},
+                    "fieldsV1": {
+                        "f:spec": {
+                            "f:taints": {old: {".": {}, "f:effect": {}, "f:key": {}, "f:value": {}}}
+                        }
+                    },
                 }
             ],
         },
-        "spec": {
-            "taints": [CORDONED, {"key": KEY, "value": "consumer", "effect": "NoExecute"}]
-        },
+        "spec": {"taints": [CORDONED, {"key": KEY, "value": "consumer", "effect": "NoExecute"}]},
     }
     assert stale_paths(current, desired) == {
         ("spec", "taints", old, "effect"),
