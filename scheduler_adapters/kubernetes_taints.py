@@ -31,12 +31,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from scheduler_adapters.errors import NotFound
-
-if TYPE_CHECKING:
-    from scheduler_adapters.kubernetes import KubernetesAdapter
 
 CARD_CLASS_TAINT_KEY = "gpu-pool-portal/card-class"
 CARD_CLASS_TAINT_EFFECT = "NoSchedule"
@@ -111,6 +108,26 @@ def node_card_classes(
     return dict(sorted(found.items()))
 
 
+class TaintWriter(Protocol):
+    """What :func:`ensure_card_class_taints` needs of a
+    :class:`~scheduler_adapters.kubernetes.KubernetesAdapter` (which imports this module)."""
+
+    gpu_label: str
+
+    @property
+    def product_card_classes(self) -> dict[str, str]: ...
+
+    def list_node_objects(self) -> list[dict[str, Any]]: ...
+
+    def read_object(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None: ...
+
+    def ensure_objects(
+        self, team: str | None, objects: list[dict[str, Any]], *, operation: str
+    ) -> bool: ...
+
+
 class CardClassTaints(NamedTuple):
     """What :func:`ensure_card_class_taints` did: ``nodes`` every node -> its card class;
     ``repaired`` node -> what its card-class taint was before the portal wrote it
@@ -121,7 +138,7 @@ class CardClassTaints(NamedTuple):
 
 
 def ensure_card_class_taints(
-    adapter: KubernetesAdapter, *, nodes: Mapping[str, str] | None = None
+    adapter: TaintWriter, *, nodes: Mapping[str, str] | None = None
 ) -> CardClassTaints:
     """Taint every GPU node of a known product with its card class: read each node, compare,
     apply only where its taint differs (a taint removed or changed by hand is drift, applied
