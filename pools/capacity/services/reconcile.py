@@ -313,7 +313,9 @@ def _reconcile_taints(adapter: Any, report: ReconcileReport, *, cluster: Cluster
     (``CARD_CLASS_TAINTS``); each node it had to write is a drift, repaired: expected
     ``<class>:NoSchedule``, found what the node held under the portal's key (``none``).
     Another manager's taints are never touched (the portal owns only its entry)."""
-    if not (isinstance(adapter, KubernetesAdapter) and adapter.card_class_taints):
+    if not isinstance(adapter, KubernetesAdapter) or not adapter.card_class_taints:
+        return
+    if adapter.dry_run:  # writes nothing: there is no taint to repair
         return
     try:
         done = ensure_card_class_taints(adapter)

@@ -336,7 +336,8 @@ def kubernetes_quota_sync(
         extra["mig_quota"] = mig_quota
     tainted: dict[str, str] | None = None
     if isinstance(adapter, KubernetesAdapter) and adapter.card_class_taints:
-        tainted = ensure_card_class_taints(adapter).nodes
+        # a dry run renders the team's objects only: nodes are the cluster's, not a team's
+        tainted = {} if adapter.dry_run else ensure_card_class_taints(adapter).nodes
         classes = adapter.product_card_classes
         extra["card_classes"] = sorted(
             {classes[product] for product, cards in quota.items() if cards and product in classes}
