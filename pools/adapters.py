@@ -9,16 +9,19 @@ Prometheus adapters are cheap and built per use; the caller closes them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
 from scheduler_adapters.base import SchedulerAdapter
+from scheduler_adapters.kubernetes import KubernetesAdapter
 from scheduler_adapters.prometheus import PrometheusAdapter
 from scheduler_adapters.registry import build_scheduler_adapter
 
 _SCHEDULERS: dict[str, SchedulerAdapter] = {}
+_CARD_CLASS_SOURCE: list[Callable[[], Mapping[str, str]]] = [dict]  # no classes until set
 
 
 def scheduler_config(scheduler: str) -> dict | None:
@@ -101,8 +104,24 @@ def cluster_adapter(cluster: Any) -> SchedulerAdapter | None:
 def _built(config: dict) -> SchedulerAdapter:
     key = repr(sorted(config.items()))
     if key not in _SCHEDULERS:
-        _SCHEDULERS[key] = build_scheduler_adapter(config)
+        _SCHEDULERS[key] = _with_card_classes(build_scheduler_adapter(config))
     return _SCHEDULERS[key]
+
+
+def _with_card_classes(adapter: Any) -> Any:
+    """A Kubernetes adapter that taints nodes by card class (``CARD_CLASS_TAINTS``) reads the
+    product -> card class map at each use from the source :func:`set_card_class_source`
+    registered (the catalogue, :func:`pools.classes.selectors.catalogue_card_classes`, set by
+    ``PoolsConfig.ready``), so its ResourceFlavors tolerate their class's taint whoever
+    writes them."""
+    if isinstance(adapter, KubernetesAdapter) and adapter.card_class_taints:
+        adapter.product_card_classes = lambda: _CARD_CLASS_SOURCE[0]()
+    return adapter
+
+
+def set_card_class_source(source: Callable[[], Mapping[str, str]]) -> None:
+    """Where adapters read GPU product -> card class (a sub-domain above this module)."""
+    _CARD_CLASS_SOURCE[0] = source
 
 
 def cluster_adapter_unshared(cluster: Any) -> SchedulerAdapter | None:
@@ -110,7 +129,7 @@ def cluster_adapter_unshared(cluster: Any) -> SchedulerAdapter | None:
     which must not reuse a kept adapter's discovered API version or connections. Raises as
     :func:`cluster_adapter`."""
     config = cluster_settings(cluster)
-    return build_scheduler_adapter(config) if config else None
+    return _with_card_classes(build_scheduler_adapter(config)) if config else None
 
 
 def pool_adapter(pool: Any) -> SchedulerAdapter | None:

@@ -7,6 +7,10 @@ class PoolsConfig(AppConfig):
 
     def ready(self) -> None:
         """Register the sub-domains' Celery tasks in every process (web too), so services can
-        queue them by name (:func:`pools.jobs.enqueue_on_commit`)."""
-        from pools import tasks  # noqa: F401
+        queue them by name (:func:`pools.jobs.enqueue_on_commit`), and the catalogue as the
+        scheduler adapters' GPU product -> card class source (card-class taints)."""
+        from pools import adapters, tasks  # noqa: F401
         from pools.access import signals  # noqa: F401  (rights changed outside the services)
+        from pools.classes.selectors import catalogue_card_classes
+
+        adapters.set_card_class_source(catalogue_card_classes)

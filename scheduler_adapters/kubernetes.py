@@ -46,6 +46,11 @@ holds one product, since the plugin ANDs its terms) with ``namespace_node_select
 :func:`~scheduler_adapters.kubernetes_manifests.gpu_node_affinity` gives the ``affinity`` block
 for a team's pod templates.
 
+**Which cards** (card classes, issue #36): with ``card_class_taints`` the GPU nodes carry
+``gpu-pool-portal/card-class=<class>:NoSchedule`` and the ResourceFlavors (with Kueue) or the
+team namespaces (without) the matching tolerations (:mod:`scheduler_adapters.kubernetes_taints`);
+a Node's ``spec.taints`` is an associative list, compared and owned per (key, effect) entry.
+
 ``dry_run=True`` never writes to the cluster: the objects are rendered as multi-document YAML
 (:meth:`KubernetesAdapter.render_manifests`) and, with ``dry_run_dir``, kept as the team's
 desired state in ``<dir>/<namespace>.yaml`` for ``kubectl apply --server-side -f``.
@@ -55,7 +60,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,11 +101,13 @@ from scheduler_adapters.kubernetes_manifests import (
 )
 from scheduler_adapters.kubernetes_nodes import GPU_RESOURCE, LABEL_PRODUCT, parse_kubernetes_nodes
 from scheduler_adapters.kubernetes_ownership import (
+    keyed,
     needs_upgrade,
     portal_entries,
     stale_paths,
     upgraded_managed_fields,
 )
+from scheduler_adapters.kubernetes_taints import check_card_class
 from scheduler_adapters.kubernetes_transport import (
     KINDS,
     AlreadyExists,
@@ -146,6 +153,8 @@ class KubernetesAdapter:
         gpu_label: str = LABEL_PRODUCT,
         namespace_node_selector: bool = False,
         dra_device_class: str | None = None,
+        product_card_classes: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
+        card_class_taints: bool = False,
     ) -> None:
         if transport is None and api_client is not None:
             transport = ApiTransport(
@@ -169,10 +178,29 @@ class KubernetesAdapter:
         self.dra_device_class = dra_device_class
         if dra_device_class is not None:
             dra_quota_resource(dra_device_class)  # a name that can never work fails now
+        # GPU product (the ``gpu_label`` value) -> card class, or what gives it (the portal's
+        # catalogue, read at each use): its ResourceFlavor tolerates that class's node taint
+        # (scheduler_adapters.kubernetes_taints). ``card_class_taints``: the portal taints the
+        # GPU nodes and gives teams their tolerations (``CARD_CLASS_TAINTS`` in the settings).
+        self._product_card_classes = product_card_classes
+        self.card_class_taints = card_class_taints
         self.manifests: list[str] = []  # what dry-run writes produced, in order
         self._served: dict[str, set[str]] | None = None  # discovery, read on first CRD use
         self._served_checked: set[str] = set()
         namespace_name("x", namespace_prefix)  # a prefix that can never work fails now
+
+    @property
+    def product_card_classes(self) -> dict[str, str]:
+        """GPU product -> card class (``{}``: no tolerations on the ResourceFlavors)."""
+        source = self._product_card_classes
+        found = source() if callable(source) else source
+        return {product: check_card_class(cls) for product, cls in (found or {}).items()}
+
+    @product_card_classes.setter
+    def product_card_classes(
+        self, value: Mapping[str, str] | Callable[[], Mapping[str, str]] | None
+    ) -> None:
+        self._product_card_classes = value
 
     # ------------------------------------------------------------------ NamespaceQuotaAdapter
 
@@ -186,6 +214,10 @@ class KubernetesAdapter:
         if not self._serves(transport, "list_nodes", DRA_API_VERSION):
             return result
         return with_dra_cards(result, transport.list("ResourceSlice", operation="list_nodes"))
+
+    def list_node_objects(self) -> list[dict[str, Any]]:
+        """Every Node as the API returns it (labels, taints), one paged list call."""
+        return self._transport("list_nodes").list("Node", operation="list_nodes")
 
     def list_device_classes(self) -> list[DeviceClassInfo] | None:
         """The cluster's DeviceClasses by name, each with the GPU models of the published DRA
@@ -219,9 +251,20 @@ class KubernetesAdapter:
         kueue: bool | None = None,
         cohort: KueueCohort | None = None,
         mig_quota: Mapping[str, int] | None = None,
+        card_classes: Iterable[str] | None = None,
     ) -> bool:
+        """Create or update the team's objects (module docstring). ``card_classes``: the card
+        classes its work may use; without Kueue the namespace carries their tolerations
+        (:func:`~scheduler_adapters.kubernetes_taints.toleration_annotations`); ``None``
+        writes none."""
         objects = self._team_objects(
-            team, group=group, gpu_quota=gpu_quota, kueue=kueue, cohort=cohort, mig_quota=mig_quota
+            team,
+            group=group,
+            gpu_quota=gpu_quota,
+            kueue=kueue,
+            cohort=cohort,
+            mig_quota=mig_quota,
+            card_classes=card_classes,
         )
         if self.dry_run:
             return self._emit(team, objects)
@@ -323,6 +366,7 @@ class KubernetesAdapter:
         kueue: bool | None,
         cohort: KueueCohort | None = None,
         mig_quota: Mapping[str, int] | None = None,
+        card_classes: Iterable[str] | None = None,
     ) -> list[dict[str, Any]]:
         if cohort is not None:
             kueue = True  # a cohort is a Kueue ClusterQueue's, whatever the adapter's default
@@ -339,6 +383,8 @@ class KubernetesAdapter:
             cohort=cohort,
             dra_device_class=self.dra_device_class,
             mig_quota=mig_quota,
+            product_card_classes=self.product_card_classes,
+            card_classes=card_classes,
         )
 
     def _set_quota(
@@ -358,6 +404,7 @@ class KubernetesAdapter:
             kueue=self.kueue if kueue is None else kueue,
             gpu_label=self.gpu_label,
             dra_device_class=self.dra_device_class,
+            product_card_classes=self.product_card_classes,
         )
         if self.dry_run:
             return self._emit(team, objects)
@@ -448,7 +495,8 @@ class KubernetesAdapter:
                 operation=operation,
             )
             written = True
-        if covers(current, desired) and not stale_paths(current, desired):
+        # associative lists (a Node's taints) compare by key: other managers' entries may stay
+        if covers(keyed(current), keyed(desired)) and not stale_paths(current, desired):
             return written
         body = copy.deepcopy(desired)
         body["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")

@@ -116,9 +116,11 @@ def elastic_manifests(
     *,
     namespace: str,
     dra_device_class: str | None = None,
+    product_card_classes: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The objects that hold ``bounds`` under ``backend``, in apply order (the ResourceQuota
-    with the DRA devices of ``dra_device_class`` too, as the quota sync writes it)."""
+    with the DRA devices of ``dra_device_class`` too, and the ResourceFlavor with its card
+    class's toleration, as the quota sync writes them)."""
     backend = QuotaBackend(backend)
     team = bounds.team
     labels = {LABEL_TEAM: team}
@@ -137,6 +139,7 @@ def elastic_manifests(
             {bounds.product: bounds.ceiling_cards},
             kueue=True,
             cohort=KueueCohort(bounds.cohort, borrowing),
+            product_card_classes=product_card_classes,
             **dra,
         )
     else:
@@ -192,7 +195,11 @@ def lender_name(cohort: str) -> str:
 
 
 def kueue_lender_manifests(
-    cohort: str, free_cards: Mapping[str, int], *, gpu_label: str = LABEL_PRODUCT
+    cohort: str,
+    free_cards: Mapping[str, int],
+    *,
+    gpu_label: str = LABEL_PRODUCT,
+    product_card_classes: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The pool's lender: a ResourceFlavor per GPU product (the same objects the teams'
     queues use, so a product no team holds yet still resolves) and the ClusterQueue
@@ -204,7 +211,14 @@ def kueue_lender_manifests(
     KueueCohort(cohort, {})  # checks the name
     flavors = [
         obj
-        for obj in quota_manifests("-", "-", checked, kueue=True, gpu_label=gpu_label)
+        for obj in quota_manifests(
+            "-",
+            "-",
+            checked,
+            kueue=True,
+            gpu_label=gpu_label,
+            product_card_classes=product_card_classes,
+        )
         if obj["kind"] == "ResourceFlavor"
     ]
     queue = {
@@ -347,6 +361,7 @@ class ElasticQuotaWriter:
             bounds,
             namespace=self.namespace(bounds.team),
             dra_device_class=self.adapter.dra_device_class,
+            product_card_classes=self.adapter.product_card_classes,
         )
 
     def set_elastic_quota(
@@ -364,7 +379,12 @@ class ElasticQuotaWriter:
     def set_lender(self, cohort: str, free_cards: Mapping[str, int]) -> bool:
         """Keep the pool's Kueue lender at ``free_cards`` per product (cluster-scoped objects
         of no team)."""
-        objects = kueue_lender_manifests(cohort, free_cards, gpu_label=self.adapter.gpu_label)
+        objects = kueue_lender_manifests(
+            cohort,
+            free_cards,
+            gpu_label=self.adapter.gpu_label,
+            product_card_classes=self.adapter.product_card_classes,
+        )
         return self.adapter.ensure_objects(None, objects, operation="set_kueue_lender")
 
     def apply_hpa(self, team: str, spec: HpaSpec) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from scheduler_adapters.kubernetes_nodes import GPU_RESOURCE, LABEL_PRODUCT, mig_slices
+from scheduler_adapters.kubernetes_taints import card_class_toleration, toleration_annotations
 from scheduler_adapters.types import KueueCohort
 from scheduler_adapters.units import parse_k8s_quantity
 
@@ -215,6 +216,7 @@ def quota_manifests(
     cohort: KueueCohort | None = None,
     dra_device_class: str | None = None,
     mig_quota: Mapping[str, int] | None = None,
+    product_card_classes: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The objects that hold a team's GPU quota: the ResourceQuota (``requests.nvidia.com/gpu``
     = the total, ``requests.nvidia.com/mig-<profile>`` = the slices of each ``mig_quota``
@@ -224,7 +226,9 @@ def quota_manifests(
     ResourceFlavor per product (selecting nodes by ``gpu_label``), the ClusterQueue (in
     ``cohort`` when given; with ``dra_device_class`` it covers the class's mapped resource,
     :func:`kueue_device_class_mapping`, with the same limits per flavor as
-    ``nvidia.com/gpu``) and the LocalQueue (in apply order)."""
+    ``nvidia.com/gpu``) and the LocalQueue (in apply order). A flavor whose product has a card
+    class in ``product_card_classes`` tolerates that class's node taint
+    (:mod:`scheduler_adapters.kubernetes_taints`)."""
     quota = check_gpu_quota(gpu_quota)
     hard = {QUOTA_RESOURCE: str(sum(quota.values()))}
     for profile, slices in check_mig_quota(mig_quota).items():
@@ -255,12 +259,16 @@ def quota_manifests(
     if not kueue:
         return objects
     for product in quota:
+        flavor_spec: dict[str, Any] = {"nodeLabels": {gpu_label: product}}
+        card_class = (product_card_classes or {}).get(product)
+        if card_class is not None:
+            flavor_spec["tolerations"] = [card_class_toleration(card_class)]
         objects.append(
             {
                 "apiVersion": KUEUE_API_VERSION,
                 "kind": "ResourceFlavor",
                 "metadata": object_meta(flavor_name(product)),
-                "spec": {"nodeLabels": {gpu_label: product}},
+                "spec": flavor_spec,
             }
         )
     # resourceGroups is sent even when empty: leaving it out would leave the old groups in
@@ -330,10 +338,14 @@ def team_manifests(
     cohort: KueueCohort | None = None,
     dra_device_class: str | None = None,
     mig_quota: Mapping[str, int] | None = None,
+    product_card_classes: Mapping[str, str] | None = None,
+    card_classes: Iterable[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Every object of a team, in apply order (the namespace first). With
     ``namespace_node_selector`` and exactly one product with cards, the namespace carries the
-    PodNodeSelector annotation ``<gpu_label>=<product>`` (module docstring)."""
+    PodNodeSelector annotation ``<gpu_label>=<product>`` (module docstring). Without Kueue and
+    with ``card_classes`` (those the team's work may use), it carries their tolerations
+    (:func:`~scheduler_adapters.kubernetes_taints.toleration_annotations`)."""
     _check_group(group)
     labels = {LABEL_TEAM: team}
     quota = quota_manifests(
@@ -345,11 +357,17 @@ def team_manifests(
         cohort=cohort,
         dra_device_class=dra_device_class,
         mig_quota=mig_quota,
+        product_card_classes=product_card_classes,
     )
     namespace_meta = object_meta(namespace, **labels)
+    annotations: dict[str, str] = {}
     held = [product for product, cards in check_gpu_quota(gpu_quota).items() if cards > 0]
     if namespace_node_selector and len(held) == 1:
-        namespace_meta["annotations"] = {ANNOTATION_NODE_SELECTOR: f"{gpu_label}={held[0]}"}
+        annotations[ANNOTATION_NODE_SELECTOR] = f"{gpu_label}={held[0]}"
+    if not kueue and card_classes is not None:
+        annotations.update(toleration_annotations(card_classes))
+    if annotations:
+        namespace_meta["annotations"] = annotations
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": namespace_meta},
         quota[0],

@@ -10,16 +10,22 @@ object still carrying an ``Update`` entry of the portal (written by older versio
 entry folded into the portal's ``Apply`` entry, the migration kubectl itself performs for
 client-side-applied objects (k8s.io/client-go/util/csaupgrade, ``UpgradeManagedFields``).
 
-A *path* is a tuple of keys from the object's root down to a leaf; a list is one leaf (every list
-the portal writes is atomic: Kueue ``resourceGroups``, RoleBinding ``subjects``, LimitRange
-``limits``, HPA ``metrics``), so a ``k:``/``v:``/``i:`` element in ``fieldsV1`` ends its path at the
-list. ``fieldsV1`` (FieldsV1 in k8s.io/apimachinery ``meta/v1``) spells a path as nested
-``f:<key>`` maps; ``"."`` marks the map itself and is ignored here.
+A *path* is a tuple of keys from the object's root down to a leaf. An atomic list is one leaf
+(Kueue ``resourceGroups`` and ResourceFlavor ``tolerations``, RoleBinding ``subjects``,
+LimitRange ``limits``, HPA ``metrics``: replaced whole by an apply). An associative list
+(``x-kubernetes-list-type: map`` in the API's OpenAPI; the one the portal writes is a Node's
+``spec.taints``, keyed by ``key`` and ``effect``, :data:`MAP_LISTS`) is owned per element: its
+element is the path step ``k:{"effect":"NoSchedule","key":"..."}`` (the key fields as compact JSON
+with sorted keys, as ``fieldsV1`` spells it) and its fields are leaves below that, so two field
+managers each own their own taints of one node. ``fieldsV1`` (FieldsV1 in k8s.io/apimachinery
+``meta/v1``) spells a path as nested ``f:<key>`` maps; ``"."`` marks the map itself and is
+ignored here; a ``k:`` element continues the path, a ``v:``/``i:`` element ends it at the list.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -37,6 +43,45 @@ SERVER_SET: Mapping[str, frozenset[Path]] = {
     "Namespace": frozenset({("metadata", "labels", LABEL_NAMESPACE_NAME), ("spec", "finalizers")}),
 }
 
+# Associative lists the portal writes: kind -> path of the list -> its key fields
+# (``x-kubernetes-list-map-keys`` of io.k8s.api.core.v1.NodeSpec.taints: key, effect).
+MAP_LISTS: Mapping[str, Mapping[Path, tuple[str, ...]]] = {
+    "Node": {("spec", "taints"): ("effect", "key")},
+}
+
+
+def element_key(item: Mapping[str, Any], keys: Iterable[str]) -> str:
+    """The ``fieldsV1`` name of a map-list element: ``k:{"effect":"NoSchedule","key":"a"}``."""
+    fields = {key: item[key] for key in sorted(keys) if key in item}
+    return "k:" + json.dumps(fields, sort_keys=True, separators=(",", ":"))
+
+
+def keyed(obj: Mapping[str, Any], kind: str | None = None) -> dict[str, Any]:
+    """A copy of ``obj`` whose associative lists (:data:`MAP_LISTS` of its kind) are maps from
+    :func:`element_key` to element (the later of two equal keys wins), so that maps and
+    associative lists merge, compare and yield paths alike. Other lists are left as they are."""
+    out = copy.deepcopy(dict(obj))
+    for path, keys in MAP_LISTS.get(kind or str(obj.get("kind")), {}).items():
+        parent = _at(out, path[:-1])
+        if isinstance(parent, dict) and isinstance(parent.get(path[-1]), list):
+            parent[path[-1]] = {
+                element_key(item, keys): item
+                for item in parent[path[-1]]
+                if isinstance(item, Mapping)
+            }
+    return out
+
+
+def unkeyed(obj: Mapping[str, Any], kind: str | None = None) -> dict[str, Any]:
+    """The inverse of :func:`keyed`: associative lists back to lists, in their map's order."""
+    out = copy.deepcopy(dict(obj))
+    for path in MAP_LISTS.get(kind or str(obj.get("kind")), {}):
+        parent = _at(out, path[:-1])
+        if isinstance(parent, dict) and isinstance(parent.get(path[-1]), Mapping):
+            parent[path[-1]] = list(parent[path[-1]].values())
+    return out
+
+
 _IDENTITY_METADATA = frozenset(
     {
         "name",
@@ -53,8 +98,14 @@ _IDENTITY_METADATA = frozenset(
 
 def object_paths(obj: Mapping[str, Any]) -> set[Path]:
     """The leaf paths of an applied configuration: every field but ``apiVersion``, ``kind``,
-    ``status`` and the identity/server fields of ``metadata`` (name, namespace, uid...)."""
-    body = {key: value for key, value in obj.items() if key not in ("apiVersion", "kind", "status")}
+    ``status`` and the identity/server fields of ``metadata`` (name, namespace, uid...); an
+    element of an associative list contributes a path per field (``("spec", "taints",
+    'k:{"effect":"NoSchedule","key":"a"}', "value")``)."""
+    body = {
+        key: value
+        for key, value in keyed(obj).items()
+        if key not in ("apiVersion", "kind", "status")
+    }
     metadata = {
         key: value
         for key, value in (obj.get("metadata") or {}).items()
@@ -77,8 +128,9 @@ def _leaves(value: Any, prefix: Path) -> set[Path]:
 
 def fields_v1_paths(fields: Any) -> set[Path]:
     """The leaf paths a ``fieldsV1`` tree owns (``{"f:spec": {"f:cohortName": {}}}`` ->
-    ``{("spec", "cohortName")}``); an element of a list (``k:``, ``v:``, ``i:``) ends the
-    path at the list."""
+    ``{("spec", "cohortName")}``); an element of an associative list (``k:{...}``) is a step
+    of the path, an element of a set or atomic list (``v:``, ``i:``) ends the path at the
+    list."""
     paths: set[Path] = set()
 
     def walk(node: Any, prefix: Path) -> None:
@@ -90,7 +142,9 @@ def fields_v1_paths(fields: Any) -> set[Path]:
         for key in keys:
             if key.startswith("f:"):
                 walk(node[key], (*prefix, key[2:]))
-            elif prefix:  # k:{...}, v:..., i:N: an element of a list, owned as the list
+            elif key.startswith("k:") and prefix:  # an element of an associative list
+                walk(node[key], (*prefix, key))
+            elif prefix:  # v:..., i:N: an element of a list, owned as the list
                 paths.add(prefix)
 
     walk(fields, ())
@@ -98,12 +152,16 @@ def fields_v1_paths(fields: Any) -> set[Path]:
 
 
 def fields_v1(paths: Iterable[Path]) -> dict[str, Any]:
-    """The ``fieldsV1`` tree of ``paths`` (the inverse of :func:`fields_v1_paths`)."""
+    """The ``fieldsV1`` tree of ``paths`` (the inverse of :func:`fields_v1_paths`; an
+    associative list's element is its ``k:{...}`` name, marked ``"."`` as owned itself)."""
     tree: dict[str, Any] = {}
     for path in sorted(paths):
         node = tree
         for key in path:
-            node = node.setdefault(f"f:{key}", {})
+            if key.startswith("k:"):
+                node = node.setdefault(key, {".": {}})
+            else:
+                node = node.setdefault(f"f:{key}", {})
     return tree
 
 
@@ -135,8 +193,9 @@ def stale_paths(current: Mapping[str, Any], desired: Mapping[str, Any]) -> set[P
     wanted = object_paths(desired)
     server_set = SERVER_SET.get(str(current.get("kind")), frozenset())
     stale = set()
+    held = keyed(current)
     for path in portal_paths(current) - wanted - server_set:
-        if _at(current, path) is None:
+        if _at(held, path) is None:
             continue
         if any(_prefix(path, other) or _prefix(other, path) for other in wanted):
             continue

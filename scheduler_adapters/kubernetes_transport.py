@@ -413,6 +413,7 @@ class ApiTransport:
         spec = KINDS[kind]
         readers: dict[str, Callable[..., Any]] = {
             "Namespace": lambda name, _ns, **kw: self.core.read_namespace(name, **kw),
+            "Node": lambda name, _ns, **kw: self.core.read_node(name, **kw),
             "ResourceQuota": self.core.read_namespaced_resource_quota,
             "LimitRange": self.core.read_namespaced_limit_range,
             "RoleBinding": self.rbac.read_namespaced_role_binding,
@@ -431,6 +432,7 @@ class ApiTransport:
         spec = KINDS[kind]
         patchers: dict[str, Callable[..., Any]] = {
             "Namespace": lambda name, _ns, body, **kw: self.core.patch_namespace(name, body, **kw),
+            "Node": lambda name, _ns, body, **kw: self.core.patch_node(name, body, **kw),
             "ResourceQuota": self.core.patch_namespaced_resource_quota,
             "LimitRange": self.core.patch_namespaced_limit_range,
             "RoleBinding": self.rbac.patch_namespaced_role_binding,

@@ -43,6 +43,10 @@ Kubernetes (``BACKEND`` ``"kubernetes"``, or ``"kubernetes-fake"`` in memory):
 - ``DRA_DEVICE_CLASS``: with DRA, the DeviceClass whose devices a team's ResourceQuota caps too
   (``gpu.nvidia.com`` for NVIDIA's DRA driver), and with Kueue its ClusterQueue (through the
   Kueue Configuration's ``deviceClassMappings`` the dry-run shows); default none.
+- ``CARD_CLASS_TAINTS`` (bool, default ``False``): taint each GPU node with its card class
+  (``gpu-pool-portal/card-class=<consumer|datacentre>:NoSchedule``) and give the teams the
+  matching tolerations (:mod:`scheduler_adapters.kubernetes_taints`); the portal supplies the
+  product -> card class map from its catalogue.
 - ``TIMEOUT_S`` (default 30) and ``CONNECT_TIMEOUT_S`` (default 5).
 """
 
@@ -97,6 +101,7 @@ _KUBERNETES_KEYS = {
     "GPU_LABEL",
     "NAMESPACE_NODE_SELECTOR",
     "DRA_DEVICE_CLASS",
+    "CARD_CLASS_TAINTS",
     "TIMEOUT_S",
     "CONNECT_TIMEOUT_S",
 }
@@ -187,6 +192,7 @@ def _kubernetes(settings: Mapping[str, Any]) -> NamespaceQuotaAdapter:
         gpu_label=settings.get("GPU_LABEL") or LABEL_PRODUCT,
         namespace_node_selector=_flag(settings, "NAMESPACE_NODE_SELECTOR"),
         dra_device_class=settings.get("DRA_DEVICE_CLASS") or None,
+        card_class_taints=_flag(settings, "CARD_CLASS_TAINTS"),
     )
 
 

@@ -4,9 +4,30 @@ from __future__ import annotations
 
 from django.db.models import Q
 
+from pools.choices import AliasKind
 from pools.classes.models import WorkloadClass
 from pools.classes.rules import ClassRule
-from pools.inventory.models import Gpu, GpuModel
+from pools.inventory.models import Gpu, GpuModel, GpuModelAlias
+
+
+def catalogue_card_classes() -> dict[str, str]:
+    """Kubernetes GPU product label -> card class (``consumer``, ``datacentre``) of every model
+    of the catalogue: the label is the model's Kubernetes alias, else its NVML name with blanks
+    as ``-`` (as GPU Feature Discovery writes it; the same rule as the quota's product keys,
+    ``k8s_product_label``). Two queries."""
+    labels: dict[int, str] = {}
+    for model_id, value in (
+        GpuModelAlias.objects.filter(kind=AliasKind.K8S_LABEL)
+        .order_by("gpu_model_id", "value")
+        .values_list("gpu_model_id", "value")
+    ):
+        labels.setdefault(model_id, value)  # the first by value, as k8s_product_label picks
+    return {
+        labels.get(pk) or "-".join(vendor_name.split()): card_class
+        for pk, vendor_name, card_class in GpuModel.objects.values_list(
+            "pk", "vendor_name", "card_class"
+        )
+    }
 
 
 def class_list() -> list[WorkloadClass]:

@@ -533,6 +533,8 @@ if (
         "BACKEND": "kubernetes",
         "KUBECONFIG": env.str("KUBERNETES_KUBECONFIG", default=""),
         "KUEUE": env.bool("KUBERNETES_KUEUE", default=False),
+        # taint GPU nodes by card class, tolerations for the teams (issue #36)
+        "CARD_CLASS_TAINTS": env.bool("KUBERNETES_CARD_CLASS_TAINTS", default=False),
         "DRY_RUN": not (
             env.str("KUBERNETES_KUBECONFIG", default="")
             or env.bool("KUBERNETES_IN_CLUSTER", default=False)

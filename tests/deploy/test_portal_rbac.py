@@ -16,6 +16,8 @@ from kustomize_lite import render
 from scheduler_adapters.kubernetes import KubernetesAdapter
 from scheduler_adapters.kubernetes_elastic import ElasticBounds, ElasticQuotaWriter, HpaSpec
 from scheduler_adapters.kubernetes_fake import DEFAULT_NODES
+from scheduler_adapters.kubernetes_priority import ClassPriority, ensure_class_priorities
+from scheduler_adapters.kubernetes_taints import ensure_card_class_taints
 from scheduler_adapters.kubernetes_transport import api_client_from_settings
 from scheduler_adapters.types import KueueCohort
 
@@ -43,13 +45,16 @@ def _every_adapter_operation(adapter: KubernetesAdapter) -> None:
     writer.set_lender("p", {A100: 1})
     writer.apply_hpa("nlp", HpaSpec(deployment="vllm", floor_cards=1, ceiling_cards=3))
     writer.apply_hpa("nlp", HpaSpec(deployment="vllm", floor_cards=1, ceiling_cards=4))
+    ensure_card_class_taints(adapter)
+    ensure_class_priorities(adapter, [ClassPriority("production", 1000)], kueue=True)
 
 
 def _needed() -> tuple[set[tuple[str, str, str]], set[str]]:
     """``(group, resource, verb)`` of every request, and the ClusterRoles bound to teams."""
     server = fake_apiserver().FakeApiServer(nodes=DEFAULT_NODES).start()
     adapter = KubernetesAdapter(
-        api_client=api_client_from_settings(host=server.url, token=server.token)
+        api_client=api_client_from_settings(host=server.url, token=server.token),
+        product_card_classes={A100: "datacentre", RTX: "consumer"},
     )
     try:
         _every_adapter_operation(adapter)
@@ -105,7 +110,7 @@ def test_the_cluster_role_grants_exactly_what_the_adapter_uses(overlay, needed):
     assert {resource for _, resource, _ in uses} == {
         "namespaces", "resourcequotas", "limitranges", "rolebindings", "nodes", "resourceslices",
         "deviceclasses", "horizontalpodautoscalers", "resourceflavors", "clusterqueues",
-        "localqueues", "queues", "elasticquotas",
+        "localqueues", "queues", "elasticquotas", "priorityclasses", "workloadpriorityclasses",
     }  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.db.models.expressions import RawSQL
@@ -48,6 +49,12 @@ from pools.jobs import RECONCILE_CLUSTER, enqueue_on_commit
 from pools.tenancy.models import Team
 from scheduler_adapters.base import QosAdapter, SchedulerAdapter
 from scheduler_adapters.errors import NotFound, SchedulerError
+from scheduler_adapters.kubernetes import KubernetesAdapter
+from scheduler_adapters.kubernetes_taints import (
+    CARD_CLASS_TAINT_EFFECT,
+    CARD_CLASS_TAINT_KEY,
+    ensure_card_class_taints,
+)
 from scheduler_adapters.records import GpuLimit
 from scheduler_adapters.types import InventorySource
 
@@ -285,7 +292,9 @@ def reconcile_kubernetes(cluster: Cluster | None = None) -> ReconcileReport:
     Teams considered: those with an allocation or a temporary override in a Kubernetes pool
     of the cluster. A missing
     namespace or a quota changed by hand is recorded as drift and re-applied (``ensure_team``
-    is idempotent). Scheduler errors are reported, never raised.
+    is idempotent). With card-class taints on, a GPU node whose card-class taint is missing or
+    different is a drift too, repaired (:func:`_reconcile_taints`). Scheduler errors are
+    reported, never raised.
     """
     report = ReconcileReport()
     cluster, adapter = _reconcile_adapter(Scheduler.KUBERNETES, cluster, report)
@@ -293,6 +302,7 @@ def reconcile_kubernetes(cluster: Cluster | None = None) -> ReconcileReport:
         return report
     if cluster is None:  # the importer places nodes by label among all pools: one cluster's
         _refresh_nodes(adapter, report, InventorySource.KUBERNETES)
+    _reconcile_taints(adapter, report, cluster=cluster)
     pools = cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster)
     teams = Team.objects.filter(
         Q(pk__in=Allocation.objects.filter(pool__in=pools).values("team"))
@@ -306,6 +316,32 @@ def reconcile_kubernetes(cluster: Cluster | None = None) -> ReconcileReport:
         except SchedulerError as exc:
             report.errors.append(f"{pool.slug} Kueue lender: {exc}")
     return report
+
+
+def _reconcile_taints(adapter: Any, report: ReconcileReport, *, cluster: Cluster | None) -> None:
+    """Taint the cluster's GPU nodes with their card class when the adapter does so
+    (``CARD_CLASS_TAINTS``); each node it had to write is a drift, repaired: expected
+    ``<class>:NoSchedule``, found what the node held under the portal's key (``none``).
+    Another manager's taints are never touched (the portal owns only its entry)."""
+    if not isinstance(adapter, KubernetesAdapter) or not adapter.card_class_taints:
+        return
+    if adapter.dry_run:  # writes nothing: there is no taint to repair
+        return
+    try:
+        done = ensure_card_class_taints(adapter)
+    except SchedulerError as exc:
+        report.errors.append(f"card-class taints: {exc}")
+        return
+    where = f" in cluster {cluster.slug}" if cluster is not None else ""
+    for node, found in done.repaired.items():
+        drift = SchedulerDrift.objects.create(
+            scheduler=Scheduler.KUBERNETES,
+            subject=f"node {node}{where} taint {CARD_CLASS_TAINT_KEY}",
+            expected=f"{done.nodes[node]}:{CARD_CLASS_TAINT_EFFECT}",
+            found=found,
+            repaired=True,
+        )
+        report.drifts.append(drift)
 
 
 def _reconcile_adapter(

@@ -69,7 +69,9 @@ from scheduler_adapters.errors import (
     SchedulerError,
     SchedulerRejected,
 )
+from scheduler_adapters.kubernetes import KubernetesAdapter
 from scheduler_adapters.kubernetes_elastic import ElasticQuotaWriter, lender_name
+from scheduler_adapters.kubernetes_taints import ensure_card_class_taints
 from scheduler_adapters.records import GpuLimit, ReservationSpec
 from scheduler_adapters.types import KueueCohort
 
@@ -398,12 +400,26 @@ def kubernetes_quota_sync(
     enabled), ``LimitRange`` and the ``RoleBinding`` of the team's group ``team-<slug>``. With
     elastic allocations in a Kueue pool, the team's ClusterQueue joins the pool's cohort with
     their burst as its ``borrowingLimit`` (:func:`kueue_cohort_of`) in the same write.
+
+    With card-class taints on (``CARD_CLASS_TAINTS``), the GPU nodes are tainted with their
+    card class first (read back; a taint removed by hand is applied again) and the team may
+    tolerate the classes of the models it holds (approval only lets a class hold models it may
+    use): on its namespace without Kueue, through its flavors with Kueue
+    (:mod:`scheduler_adapters.kubernetes_taints`).
     """
     quota, mig_quota = kubernetes_quota_wanted(team=team, cluster=cluster, now=now)
     cohort = kueue_cohort_of(team=team, cluster=cluster, now=now)
     extra: dict[str, Any] = {"cohort": cohort} if cohort is not None else {}
     if mig_quota:
         extra["mig_quota"] = mig_quota
+    tainted: dict[str, str] | None = None
+    if isinstance(adapter, KubernetesAdapter) and adapter.card_class_taints:
+        # a dry run renders the team's objects only: nodes are the cluster's, not a team's
+        tainted = {} if adapter.dry_run else ensure_card_class_taints(adapter).nodes
+        classes = adapter.product_card_classes
+        extra["card_classes"] = sorted(
+            {classes[product] for product, cards in quota.items() if cards and product in classes}
+        )
     adapter.ensure_team(team.slug, group=f"team-{team.slug}", gpu_quota=quota, **extra)
     binding = {
         "scheduler": "kubernetes",
@@ -417,6 +433,9 @@ def kubernetes_quota_sync(
     if cohort is not None:
         binding["kueue_cohort"] = cohort.name
         binding["kueue_borrowing"] = dict(cohort.borrowing)
+    if tainted is not None:
+        binding["card_classes"] = extra["card_classes"]
+        binding["tainted_nodes"] = tainted
     priorities = kubernetes_priority_sync(
         adapter=adapter,
         team=team,

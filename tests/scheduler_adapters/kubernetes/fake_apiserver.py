@@ -12,11 +12,20 @@ api-conventions "Response Status Kind"):
   required; the object is created when missing (201), the applier owning exactly the fields it
   applied (not what the server added); ownership is kept per (manager, operation) in
   ``managedFields``, so a manager's ``Update`` entry (its create, update or patch) is another
-  owner to its ``Apply`` entry; maps merge, lists are atomic (replaced whole); a field the
+  owner to its ``Apply`` entry; maps merge, lists are atomic (replaced whole) except the
+  associative lists of ``kubernetes_ownership.MAP_LISTS`` (a Node's ``spec.taints``,
+  ``listType=map`` keyed by ``key`` and ``effect`` in the real OpenAPI), which merge by key
+  with each entry's fields owned per manager (``k:{"effect":"NoSchedule","key":"..."}`` in
+  ``managedFields``), so an apply keeps the kubelet's and an operator's taints, and two managers
+  conflict only on one entry's field set to different values; an apply naming one (key, effect)
+  twice is the real 500 ``failed to create typed patch object (...): .spec.taints: duplicate
+  entries for key [effect="NoSchedule",key="a"]``; a field an update removes is nobody's any
+  more (as structured-merge-diff's Updater drops removed fields from every manager); a field the
   manager applied before and now leaves out is removed unless another entry owns it (a field it
   set by create or update is never removed by its applies); a field another entry owns with a
-  different value is a 409 ``Conflict`` (causes ``FieldManagerConflict``, the real Status body)
-  unless ``force=true``, which takes the field over; a field the schema does not declare is the
+  different value is a 409 ``Conflict`` (causes ``FieldManagerConflict``, the real Status body,
+  an entry spelled ``.spec.taints[effect="NoSchedule",key="a"].value``) unless ``force=true``,
+  which takes the field over; a field the schema does not declare is the
   real server's 500 ``failed to create typed patch object (...): .spec.foo: field not declared in
   schema``; a ``metadata.resourceVersion`` in the body is a precondition (409 ``Conflict`` when
   stale). Merge and strategic-merge patches are applied as RFC 7386 merge patches; JSON patches
@@ -32,7 +41,10 @@ api-conventions "Response Status Kind"):
   ``fieldValidation=Strict``; other schema errors 422 ``Invalid`` with ``details.causes``),
   :data:`KUEUE_SCHEMAS` for Kueue kinds, DNS-1123 names, quantity grammar, ``roleRef`` kind and
   immutability, LocalQueue ``clusterQueue`` immutability, PriorityClass rules (no ``system-``
-  names, user values at most one billion, ``value`` and ``preemptionPolicy`` immutable) and the
+  names, user values at most one billion, ``value`` and ``preemptionPolicy`` immutable), Node
+  taints (``validateNodeTaints``: a key that is no qualified name, a value that is no label
+  value, an effect not NoSchedule / PreferNoSchedule / NoExecute, e.g. 422 ``spec.taints[1].
+  effect: Unsupported value: "X": supported values: ...``, a (key, effect) twice) and the
   Kueue CEL rules we generate
   against (each flavor lists every covered resource; no ``borrowingLimit`` without a cohort).
 - ``GET`` lists honour ``labelSelector`` and ``limit``/``continue``; ``DELETE`` of a namespace
@@ -42,8 +54,10 @@ api-conventions "Response Status Kind"):
 
 Not emulated: quota enforcement and ``status``, LimitRange defaulting, RBAC (403 only when
 told), Kueue's controllers and webhooks, watches, per-group discovery, server-side dry run;
-in server-side apply, associative lists (``listType=map`` merged by key: every list is
-atomic here), managed fields per API version and subresource, the ``Apply``/``Update`` time
+in server-side apply, associative lists other than a Node's taints (a pod's ``containers``,
+``tolerations``: the portal writes none; Kueue's ResourceFlavor ``tolerations`` are atomic in
+its CRD anyway), set lists (``listType=set``), managed fields per API version and subresource,
+the ``Apply``/``Update`` time
 stamps' meaning, and conflicts judged on canonical quantities (a patch's ``1000`` against a
 stored ``1k``).
 
@@ -75,6 +89,7 @@ import kubernetes_validate
 import yaml
 
 from scheduler_adapters.crd_schemas import CRD_SCHEMAS
+from scheduler_adapters.kubernetes_ownership import MAP_LISTS, element_key, keyed, unkeyed
 
 K8S_VERSION = ".".join(kubernetes_validate.latest_version().split(".")[:2])
 
@@ -432,6 +447,8 @@ def validate_object(obj: Mapping[str, Any], k8s_version: str = K8S_VERSION) -> N
             )
     if kind == "PriorityClass":
         causes.extend(_priority_class_causes(obj, name))
+    if kind == "Node":
+        causes.extend(_taint_causes((obj.get("spec") or {}).get("taints")))
     if kind == "ClusterQueue":
         spec = obj.get("spec") or {}
         for index, group in enumerate(spec.get("resourceGroups") or []):
@@ -496,6 +513,86 @@ def _priority_class_causes(obj: Mapping[str, Any], name: str) -> list[dict[str, 
                 "Forbidden: maximum allowed value of a user defined priority is 1000000000",
             )
         )
+    return causes
+
+
+_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_NAME_PART_MESSAGE = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and "
+    "end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex "
+    "used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+_LABEL_VALUE_MESSAGE = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or "
+    "'my_value',  or '12345', regex used for validation is "
+    "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
+
+
+def _qualified_name_errors(value: str) -> list[str]:
+    """k8s.io/apimachinery ``validation.IsQualifiedName``: ``[prefix/]name``, the name part at
+    most 63 characters of the label-name alphabet, the prefix a DNS-1123 subdomain."""
+    prefix, slash, part = value.rpartition("/")
+    errors = []
+    if len(part) == 0:
+        errors.append("name part must be non-empty")
+    elif len(part) > 63:
+        errors.append("name part must be no more than 63 characters")
+    if part and not _QUALIFIED_NAME_PART.fullmatch(part):
+        errors.append(_NAME_PART_MESSAGE)
+    if slash and (not prefix or len(prefix) > 253 or not re.match(DNS1123_SUBDOMAIN, prefix)):
+        errors.append(
+            "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+            "characters, '-' or '.', and must start and end with an alphanumeric character"
+        )
+    return errors
+
+
+def _taint_causes(taints: Any) -> list[dict[str, str]]:
+    """What the API server refuses in ``spec.taints`` (k8s.io/kubernetes pkg/apis/core/
+    validation ``validateNodeTaints``): a key that is no qualified name, a value that is no
+    label value, an effect other than NoSchedule, PreferNoSchedule or NoExecute, and two
+    taints of one (key, effect)."""
+    causes: list[dict[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+    for index, taint in enumerate(taints if isinstance(taints, list) else []):
+        where = f"spec.taints[{index}]"
+        key, value = str(taint.get("key") or ""), str(taint.get("value") or "")
+        effect = str(taint.get("effect") or "")
+        for error in _qualified_name_errors(key):
+            causes.append(
+                _cause("FieldValueInvalid", f"{where}.key", f'Invalid value: "{key}": {error}')
+            )
+        if value and (len(value) > 63 or not _QUALIFIED_NAME_PART.fullmatch(value)):
+            error = (
+                "must be no more than 63 characters" if len(value) > 63 else _LABEL_VALUE_MESSAGE
+            )
+            causes.append(
+                _cause("FieldValueInvalid", f"{where}.value", f'Invalid value: "{value}": {error}')
+            )
+        if not effect:
+            causes.append(_cause("FieldValueRequired", f"{where}.effect", "Required value"))
+        elif effect not in _TAINT_EFFECTS:
+            supported = ", ".join(f'"{e}"' for e in _TAINT_EFFECTS)
+            causes.append(
+                _cause(
+                    "FieldValueNotSupported",
+                    f"{where}.effect",
+                    f'Unsupported value: "{effect}": supported values: {supported}',
+                )
+            )
+        if (key, effect) in seen:
+            causes.append(
+                _cause(
+                    "FieldValueDuplicate",
+                    where,
+                    f"Duplicate value: {json.dumps(taint, sort_keys=True)}: taints must be "
+                    "unique by key and effect pair",
+                )
+            )
+        seen.add((key, effect))
     return causes
 
 
@@ -800,13 +897,16 @@ class FakeApiServer:
         resourceVersion, and ``manager`` owns the fields it changed."""
         with self.lock:
             stored = self.objects[(group, plural, namespace, name)]
-            before = copy.deepcopy(stored.obj)
+            before = keyed(stored.obj)
             change(stored.obj)
             _canonicalise(stored.obj)  # the edit went through the API server too
-            changed = _paths(stored.obj) - _paths(before) | {
-                p for p in _paths(before) if _at(before, p) != _at(stored.obj, p)
+            after = keyed(stored.obj)
+            removed = {p for p in _paths(before) if _at(after, p) is None}
+            changed = _paths(after) - _paths(before) | {
+                p for p in _paths(before) if _at(before, p) != _at(after, p)
             }
-            self._own(stored, (manager, "Update"), changed)
+            self._disown(stored, removed)
+            self._own(stored, (manager, "Update"), changed - removed)
             self._bump(stored)
 
     def put_object(self, obj: Mapping[str, Any], *, manager: str = "other-controller") -> None:
@@ -1083,14 +1183,15 @@ class FakeApiServer:
             # an applier owns what it applied, not what the server added (defaults, labels)
             created = self._store(gvr, namespace, obj, manager, "Apply")
             stored = self.objects[(gvr[0], gvr[2], namespace, name)]
-            stored.owners[(manager, "Apply")] = _paths(_without_identity(applied))
+            stored.owners[(manager, "Apply")] = _paths(keyed(_without_identity(applied), kind))
             self._bump(stored)
             return 201, {**created, "metadata": copy.deepcopy(stored.obj["metadata"])}
         self._precondition(gvr, stored, applied, name)
         applied["metadata"].pop("resourceVersion", None)
         mine = (manager, "Apply")
-        new_paths = _paths(_without_identity(applied))
-        current = copy.deepcopy(stored.obj)
+        new_paths = _paths(keyed(_without_identity(applied), kind))
+        current = keyed(stored.obj)
+        applied = keyed(applied)
         conflicts = [
             (owner, path)
             for owner, paths in stored.owners.items()
@@ -1102,7 +1203,7 @@ class FakeApiServer:
             causes = [
                 _cause(
                     "FieldManagerConflict",
-                    "." + ".".join(path),
+                    _spelled(path),
                     f'conflict with "{owner[0]}" using {_api_version(gvr)}',
                 )
                 for owner, path in conflicts
@@ -1119,7 +1220,7 @@ class FakeApiServer:
         for path in stored.owners.get(mine, set()) - new_paths:
             if path not in others:
                 _remove(current, path)
-        merged = _merge_apply(current, applied)
+        merged = unkeyed(_merge_apply(current, applied), kind)
         obj = self._admit(gvr, kind, namespace, merged)
         self._immutable(kind, stored.obj, obj)
         for owner, paths in stored.owners.items():
@@ -1133,12 +1234,28 @@ class FakeApiServer:
         500 with no reason (kubernetes/kubernetes#122480, #139253):
         ``failed to create typed patch object (<ns>/<name>; <group>/<version>, Kind=<Kind>):
         .spec.foo: field not declared in schema``."""
+        name = applied["metadata"]["name"]
+        for path, keys in MAP_LISTS.get(kind, {}).items():
+            items = _at(applied, path)
+            seen: set[str] = set()
+            for item in items if isinstance(items, list) else []:
+                element = element_key(item, keys) if isinstance(item, dict) else ""
+                if element in seen:
+                    fields = json.loads(element[2:])
+                    spelled = ",".join(f"{key}={json.dumps(fields[key])}" for key in fields)
+                    raise ApiError(
+                        500,
+                        "",
+                        f"failed to create typed patch object ({namespace or ''}/{name}; "
+                        f"{gvr[0]}/{gvr[1]}, Kind={kind}): .{'.'.join(path)}: duplicate entries "
+                        f"for key [{spelled}]",
+                    )
+                seen.add(element)
         try:
             self._admit(gvr, kind, namespace, applied)
         except ApiError as error:
             if error.unknown_field is None:
                 return  # other errors surface where the real server finds them
-            name = applied["metadata"]["name"]
             raise ApiError(
                 500,
                 "",
@@ -1297,7 +1414,7 @@ class FakeApiServer:
             obj.setdefault("spec", {"finalizers": ["kubernetes"]})
             obj["status"] = {"phase": "Active"}
         stored = _Stored(obj)
-        self._own(stored, (manager, operation), _paths(_without_identity(obj)))
+        self._own(stored, (manager, operation), _paths(keyed(_without_identity(obj), obj["kind"])))
         self.objects[(gvr[0], gvr[2], namespace, metadata["name"])] = stored
         self._bump(stored)
         return copy.deepcopy(stored.obj)
@@ -1320,7 +1437,9 @@ class FakeApiServer:
         if before == after and meta_before == meta_after:
             return copy.deepcopy(stored.obj)  # a no-op write keeps the resourceVersion
         if replace_owned is None:
-            changed = {p for p in _paths(obj) if _at(stored.obj, p) != _at(obj, p)}
+            old, new = keyed(stored.obj), keyed(obj)
+            changed = {p for p in _paths(new) if _at(old, p) != _at(new, p)}
+            self._disown(stored, {p for p in _paths(old) if _at(new, p) is None})
             self._own(stored, owner, changed)
         for key in _SERVER_FIELDS:
             if key in stored.obj["metadata"]:
@@ -1336,6 +1455,13 @@ class FakeApiServer:
             if other != owner and owner[1] == "Update":
                 owned -= paths  # an update takes over what it changed
         stored.owners.setdefault(owner, set()).update(paths)
+
+    @staticmethod
+    def _disown(stored: _Stored, removed: set[tuple[str, ...]]) -> None:
+        """A field an update removed is nobody's any more (structured-merge-diff's Updater
+        takes the removed fields out of every manager's set)."""
+        for paths in stored.owners.values():
+            paths -= removed
 
     def _bump(self, stored: _Stored) -> None:
         metadata = stored.obj["metadata"]
@@ -1399,13 +1525,27 @@ def _without_identity(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _paths(obj: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
-    """Leaf paths of an object; a list is one leaf (every list here is atomic)."""
+    """Leaf paths of an object; a list is one leaf (atomic). Associative lists are maps by
+    the time paths are taken (``keyed``), so each element's fields are leaves of their own."""
     if isinstance(obj, dict) and obj:
         paths: set[tuple[str, ...]] = set()
         for key, value in obj.items():
             paths |= _paths(value, (*prefix, key))
         return paths
     return {prefix} if prefix else set()
+
+
+def _spelled(path: tuple[str, ...]) -> str:
+    """A field path as a conflict names it: ``.spec.taints[effect="NoSchedule",key="a"].value``
+    (structured-merge-diff's ``fieldpath`` spelling of an associative list's element)."""
+    out = ""
+    for step in path:
+        if step.startswith("k:"):
+            fields = json.loads(step[2:])
+            out += "[" + ",".join(f"{key}={json.dumps(fields[key])}" for key in fields) + "]"
+        else:
+            out += f".{step}"
+    return out
 
 
 def _at(obj: Any, path: tuple[str, ...]) -> Any:
@@ -1457,7 +1597,8 @@ def _owners_of(entries: Any) -> dict[tuple[str, str], set[tuple[str, ...]]]:
 
 
 def _fields_paths(tree: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
-    """Leaf paths of a FieldsV1 tree (``f:`` members; a list element ends at its list)."""
+    """Leaf paths of a FieldsV1 tree (``f:`` members and ``k:`` elements of associative
+    lists; a ``v:``/``i:`` element ends at its list)."""
     members = {key: value for key, value in tree.items() if key != "."}
     if not members:
         return {prefix} if prefix else set()
@@ -1465,6 +1606,8 @@ def _fields_paths(tree: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tup
     for key, value in members.items():
         if key.startswith("f:"):
             paths |= _fields_paths(value if isinstance(value, dict) else {}, (*prefix, key[2:]))
+        elif key.startswith("k:") and prefix:
+            paths |= _fields_paths(value if isinstance(value, dict) else {}, (*prefix, key))
         elif prefix:
             paths.add(prefix)
     return paths
@@ -1519,11 +1662,15 @@ def _merge_patch(target: Any, patch: Any) -> Any:
 
 
 def _fields_v1(paths: set[tuple[str, ...]]) -> dict[str, Any]:
+    """FieldsV1 of leaf paths; an associative list's element is ``k:{...}`` marked ``"."``."""
     tree: dict[str, Any] = {}
     for path in sorted(paths):
         node = tree
         for key in path:
-            node = node.setdefault(f"f:{key}", {})
+            if key.startswith("k:"):
+                node = node.setdefault(key, {".": {}})
+            else:
+                node = node.setdefault(f"f:{key}", {})
     return tree
 
 

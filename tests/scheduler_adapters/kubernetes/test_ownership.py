@@ -67,7 +67,9 @@ WANTED = {
 }
 
 
-def test_fields_v1_reads_leaves_and_ends_at_list_elements():
+def test_fields_v1_reads_leaves_and_steps_into_associative_list_elements():
+    """A ``k:{...}`` element (associative list) is a step of the path, owned per field; a
+    ``v:``/``i:`` element ends its path at the list."""
     fields = {
         "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
         "f:spec": {
@@ -77,9 +79,12 @@ def test_fields_v1_reads_leaves_and_ends_at_list_elements():
         },
     }
 
+    fields["f:spec"]["f:template"]["f:spec"]["f:args"] = {"i:0": {}}
+
     assert fields_v1_paths(fields) == {
         ("metadata", "labels", "app"),
-        ("spec", "template", "spec", "containers"),
+        ("spec", "template", "spec", "containers", 'k:{"name":"vllm"}', "image"),
+        ("spec", "template", "spec", "args"),
     }
 
 
