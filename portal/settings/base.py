@@ -382,6 +382,8 @@ CELERY_BEAT_SCHEDULE = {
     "scheduler-reconcile": {"task": "pools.capacity.tasks.reconcile_task", "schedule": 10 * 60},
     # Recurring reservations: quota up within the 15-minute lead of an occurrence, down after.
     "recurring-sync": {"task": "pools.capacity.tasks.recurring_sync_task", "schedule": 5 * 60},
+    # Maintenance windows: Slurm MAINT reservations made, and deleted once cancelled.
+    "maintenance-sync": {"task": "pools.capacity.tasks.maintenance_sync_task", "schedule": 5 * 60},
     # Each cluster's connection checked in its own task (pools.clusters): a down cluster makes
     # its pools read-only until a check finds it answering again.
     "clusters-check": {"task": "pools.clusters.tasks.clusters_check_task", "schedule": 5 * 60},
