@@ -86,7 +86,7 @@ class MaintenanceWindowSerializer(serializers.ModelSerializer):
         return data
 
 
-class CollisionSerializer(serializers.Serializer):
+class MaintenanceCollisionSerializer(serializers.Serializer):
     allocation = serializers.IntegerField()
     team = serializers.CharField()
     team_name = serializers.CharField()
@@ -104,13 +104,13 @@ class TeamLossSerializer(serializers.Serializer):
     cards_lost = serializers.IntegerField()
 
 
-class PreviewSerializer(serializers.Serializer):
+class MaintenancePreviewSerializer(serializers.Serializer):
     hostnames = serializers.ListField(child=serializers.CharField())
-    collisions = CollisionSerializer(many=True)
+    collisions = MaintenanceCollisionSerializer(many=True)
     teams = TeamLossSerializer(many=True)
 
 
-class CancelSerializer(serializers.Serializer):
+class MaintenanceCancelSerializer(serializers.Serializer):
     reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
 
 
@@ -180,7 +180,7 @@ class MaintenanceWindowViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelVi
         fresh = self.get_queryset().get(pk=window.pk)
         return Response(self.get_serializer(fresh).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=MaintenanceWindowSerializer, responses=PreviewSerializer)
+    @extend_schema(request=MaintenanceWindowSerializer, responses=MaintenancePreviewSerializer)
     @action(detail=False, methods=["post"])
     def preview(self, request):
         """The collisions of the window asked for; nothing is written."""
@@ -206,11 +206,11 @@ class MaintenanceWindowViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelVi
             }
         )
 
-    @extend_schema(request=CancelSerializer, responses=MaintenanceWindowSerializer)
+    @extend_schema(request=MaintenanceCancelSerializer, responses=MaintenanceWindowSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         window = self.get_object()
-        form = CancelSerializer(data=request.data)
+        form = MaintenanceCancelSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         window = maintenance_window_cancel(
             window=window, actor=request.user, reason=form.validated_data["reason"]
