@@ -34,6 +34,10 @@ PAGES = {
     "pools/": "/pools/",
     "pools/<slug:pool>/<slug:model>/calendar/": "/pools/infer-k8s/l40s/calendar/",
     "clusters/": "/clusters/",
+    "maintenance/": "/maintenance/",  # the demo's driver-upgrade waves
+    "maintenance/new/": "/maintenance/new/",
+    "maintenance/<int:pk>/": "/maintenance/{maintenance}/",  # wave 1, with its sibling waves
+    "maintenance/<int:pk>/cancel/": "/maintenance/{maintenance}/cancel/",
     "unrecognised-models/": "/unrecognised-models/",
     "inventory/import/": "/inventory/import/",
     "inventory/uploads/<int:pk>/": "/inventory/uploads/{upload}/",  # a background import, done
@@ -168,7 +172,7 @@ def _demo_ids() -> dict[str, int]:
     from django.contrib.auth import get_user_model
 
     from billing.budgets.models import Budget
-    from pools.capacity.models import CapacityRequest
+    from pools.capacity.models import CapacityRequest, MaintenanceWindow
     from pools.elastic.models import ElasticPolicy
     from pools.serving.models import ServingRollup
     from pools.sizing.services import PAGE_INITIAL, sizing_estimate_create, sizing_estimate_run
@@ -190,6 +194,7 @@ def _demo_ids() -> dict[str, int]:
         "estimate": estimate.pk,
         "upload": upload.pk,
         "budget": Budget.objects.order_by("pk").first().pk,
+        "maintenance": MaintenanceWindow.objects.order_by("pk").first().pk,
         "serving": ServingRollup.objects.filter(allocation__team__slug="nlp").first().allocation_id,
     }
 
