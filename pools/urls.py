@@ -29,6 +29,7 @@ urlpatterns = [
     path("pools/", inventory_views.pool_list, name="pool-list"),
     path("maintenance/", maintenance_views.maintenance_list, name="maintenance-list"),
     path("maintenance/new/", maintenance_views.maintenance_new, name="maintenance-new"),
+    path("maintenance/waves/", maintenance_views.maintenance_waves, name="maintenance-waves"),
     path("maintenance/<int:pk>/", maintenance_views.maintenance_detail, name="maintenance-detail"),
     path(
         "maintenance/<int:pk>/cancel/",

@@ -76,4 +76,4 @@ class MaintenanceWindowFilterSet(filters.FilterSet):
 
     class Meta:
         model = MaintenanceWindow
-        fields = ["status", "scope", "pool"]
+        fields = ["status", "scope", "pool", "wave"]

@@ -288,3 +288,29 @@ class MaintenanceWindowForm(forms.Form):
             "driver_group": data["driver_group"], "hostnames": data["hostnames"],
             "starts_at": data["starts_at"], "ends_at": data["ends_at"], "reason": data["reason"],
         }  # fmt: skip
+
+
+class MaintenanceWaveForm(forms.Form):
+    """An upgrade of a driver group as waves (:mod:`pools.capacity.maintenance_waves`)."""
+
+    title = forms.CharField(max_length=40, initial="Driver upgrade")
+    driver_group = forms.ModelChoiceField(
+        queryset=DriverGroup.objects.order_by("branch"), to_field_name="branch"
+    )
+    pool = forms.ModelChoiceField(
+        queryset=Pool.objects.order_by("name"), to_field_name="slug", required=False,
+        empty_label="Every pool",
+    )  # fmt: skip
+    first_start = forms.DateTimeField(
+        validators=[date_range_validator],
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        label="First wave starts",
+    )
+    window_hours = forms.IntegerField(min_value=1, max_value=31 * 24, initial=6,
+                                      label="Hours per wave")  # fmt: skip
+    gap_hours = forms.IntegerField(min_value=0, max_value=31 * 24, initial=18,
+                                   label="Hours between waves")  # fmt: skip
+    nodes_per_wave = forms.IntegerField(min_value=1, max_value=2000, initial=2)
+    max_waves = forms.IntegerField(min_value=1, max_value=52, initial=12,
+                                   label="Try at most this many waves")  # fmt: skip
+    reason = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))

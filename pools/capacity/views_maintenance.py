@@ -5,14 +5,19 @@ per team), then confirm — the window's page, and cancel with a confirmation. W
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from pools.capacity.filtersets import MaintenanceWindowFilterSet
-from pools.capacity.forms import MaintenanceWindowForm, ReasonForm
+from pools.capacity.forms import MaintenanceWaveForm, MaintenanceWindowForm, ReasonForm
 from pools.capacity.maintenance import (
+    WaveAsk,
     maintenance_collisions,
+    maintenance_wave_plan,
     maintenance_window_list,
     scope_nodes,
     team_losses,
@@ -21,8 +26,10 @@ from pools.capacity.maintenance import (
 from pools.capacity.models import MaintenanceStatus, MaintenanceWindow
 from pools.capacity.services.maintenance import (
     MaintenanceCollides,
+    maintenance_waves_create,
     maintenance_window_cancel,
     maintenance_window_create,
+    wave_ask_errors,
 )
 from pools.errors import DomainError
 from pools.tenancy.permissions import may_administer_pools
@@ -111,6 +118,43 @@ def maintenance_new(request):
                 }
     return render(request, "pools/maintenance/maintenance_new.html",
                   {"form": form, "preview": preview})  # fmt: skip
+
+
+@pool_admin_required
+@require_http_methods(["GET", "POST"])
+def maintenance_waves(request):
+    """Plan a driver group's upgrade as waves: ``plan`` shows the waves (or why there is no
+    plan), nothing written; ``save`` plans again under the pools' locks and saves them."""
+    form = MaintenanceWaveForm(request.POST or None)
+    plan = None
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        ask = WaveAsk(
+            driver_group=data["driver_group"],
+            pool=data["pool"],
+            first_start=data["first_start"],
+            length=timedelta(hours=data["window_hours"]),
+            gap=timedelta(hours=data["gap_hours"]),
+            per_wave=data["nodes_per_wave"],
+            max_slots=data["max_waves"],
+        )
+        errors = wave_ask_errors(ask)
+        for field, message in errors.items():
+            form.add_error(field if field in form.fields else None, message)
+        if not errors and request.POST.get("step") == "save":
+            try:
+                windows = maintenance_waves_create(
+                    actor=request.user, ask=ask, title=data["title"], reason=data["reason"]
+                )
+            except DomainError as exc:
+                _apply_errors(form, exc)
+            else:
+                messages.success(request, f"{len(windows)} upgrade waves planned.")
+                return redirect(f"{reverse('pools:maintenance-list')}?wave={windows[0].wave}")
+        if not form.errors:
+            plan, _ = maintenance_wave_plan(ask)
+    return render(request, "pools/maintenance/maintenance_waves.html",
+                  {"form": form, "plan": plan})  # fmt: skip
 
 
 def maintenance_detail(request, pk: int):

@@ -36,6 +36,7 @@ PAGES = {
     "clusters/": "/clusters/",
     "maintenance/": "/maintenance/",  # the demo's driver-upgrade waves
     "maintenance/new/": "/maintenance/new/",
+    "maintenance/waves/": "/maintenance/waves/",
     "maintenance/<int:pk>/": "/maintenance/{maintenance}/",  # wave 1, with its sibling waves
     "maintenance/<int:pk>/cancel/": "/maintenance/{maintenance}/cancel/",
     "unrecognised-models/": "/unrecognised-models/",

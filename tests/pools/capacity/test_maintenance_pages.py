@@ -85,3 +85,26 @@ def test_list_csv_and_cancel_with_confirmation(admin_page, member_page, pool_adm
     assert MaintenanceWindow.objects.get().status == MaintenanceStatus.CANCELLED
     empty = member_page.get("/maintenance/?status=planned").content.decode()
     assert "No maintenance windows match" in empty
+
+
+def test_waves_page_plans_then_saves(
+    admin_page, member_page, infer_pool, django_assert_max_num_queries
+):
+    """Driver 550 in infer (inf-01, inf-02), nothing held, one node per 2-hour wave every 3 h:
+    wave 1 inf-01 at t, wave 2 inf-02 at t + 3 h; plan writes nothing, save writes both and
+    the list filtered by the wave shows them."""
+    t = next_week_9am()
+    fields = {"title": "R570", "driver_group": "550", "pool": "infer",
+              "first_start": local(t), "window_hours": 2, "gap_hours": 1, "nodes_per_wave": 1,
+              "max_waves": 4}  # fmt: skip
+    assert member_page.get("/maintenance/waves/").status_code == 403
+    plan = admin_page.post("/maintenance/waves/", fields | {"step": "plan"}).content.decode()
+    assert "Save 2 waves" in plan and "inf-01" in plan and "inf-02" in plan
+    assert not MaintenanceWindow.objects.exists()
+    saved = admin_page.post("/maintenance/waves/", fields | {"step": "save"})
+    windows = list(MaintenanceWindow.objects.order_by("wave_number"))
+    assert [(w.wave_number, w.starts_at - t) for w in windows] == [(1, 0 * H), (2, 3 * H)]
+    assert saved.status_code == 302 and saved["Location"].endswith(f"?wave={windows[0].wave}")
+    with django_assert_max_num_queries(12):  # not one query per window
+        listed = admin_page.get(saved["Location"]).content.decode()
+    assert "R570 · wave 1 of 2" in listed and "R570 · wave 2 of 2" in listed
