@@ -142,11 +142,12 @@ sweep AS (
                   WHERE r.pool_id = %(pool)s AND r.gpu_model_id = %(model)s
                     AND r.status = 'active' AND %(profile)s = ''
                     AND r.first_date <= %(last_day)s AND r.last_date >= %(first_day)s)
-         OR EXISTS (SELECT 1 FROM {maintenance} w
+         AS recurring,
+         EXISTS (SELECT 1 FROM {maintenance} w
                       JOIN {maintenance_nodes} wn ON wn.maintenancewindow_id = w.id
                       JOIN {node} n ON n.id = wn.node_id
                      WHERE n.pool_id = %(pool)s AND w.status = '{planned}' AND %(profile)s = ''
-                       AND w.starts_at < %(end)s AND w.ends_at > %(start)s) AS recurring
+                       AND w.starts_at < %(end)s AND w.ends_at > %(start)s) AS maintenance
     FROM sweep
 )"""
 _SWEEP_SQL = (
@@ -161,7 +162,7 @@ _WINDOW_SQL = (
     + _WIN_SQL
     + ","
     + _SWEEP_SQL.replace("{placed}", "false")
-    + "\nSELECT generation, peak, NULL, NULL, NULL, recurring FROM peaks"
+    + "\nSELECT generation, peak, NULL, NULL, NULL, recurring, maintenance FROM peaks"
 )
 # With the cards per node: the holding allocations of *every* pool overlapping the window
 # (``near``, one range-index scan), this pool × model's among them (``win``), and the placed
@@ -186,9 +187,9 @@ near AS MATERIALIZED (
 ),"""
     + _SWEEP_SQL.replace("{placed}", "win.id IN (SELECT allocation_id FROM spots)")
     + """
-SELECT generation, peak, unplaced, NULL, NULL, recurring FROM peaks
+SELECT generation, peak, unplaced, NULL, NULL, recurring, maintenance FROM peaks
 UNION ALL
-SELECT NULL, NULL, NULL, hostname, mask, NULL FROM held"""
+SELECT NULL, NULL, NULL, hostname, mask, NULL, NULL FROM held"""
 )
 
 
@@ -233,17 +234,24 @@ def _holds_sql(pool, gpu_model, start, end, exclude, per_node, profile) -> Windo
         cursor.execute(_WINDOW_NODES_SQL if per_node else _WINDOW_SQL, params)
         rows = cursor.fetchall()
     # the one row of peaks has no hostname (a UNION ALL does not promise an order)
-    ((generation, peak, unplaced, _, _, recurring),) = [row for row in rows if row[3] is None]
-    if recurring:  # occurrences and windows are not rows: the sweep runs over all in Python
-        holds = _holds_orm(pool, gpu_model, start, end, exclude, per_node, profile)
+    ((generation, peak, unplaced, _, _, recurring, maintenance),) = [
+        row for row in rows if row[3] is None
+    ]
+    if recurring or maintenance:  # occurrences, windows are not rows: the sweep runs in Python
+        holds = _holds_orm(pool, gpu_model, start, end, exclude, per_node, profile,
+                           recurring=recurring, maintenance=maintenance)  # fmt: skip
         return WindowHolds(generation, holds.peak, holds.unplaced_peak, holds.held)
     if not per_node:  # the card count alone: unplaced ones are not told apart
         return WindowHolds(generation, int(peak), None, None)
-    held = {host: mask for _, _, _, host, mask, _ in rows if host is not None}
+    held = {host: mask for _, _, _, host, mask, _, _ in rows if host is not None}
     return WindowHolds(generation, int(peak), int(unplaced), held)
 
 
-def _holds_orm(pool, gpu_model, start, end, exclude, per_node, profile) -> WindowHolds:
+def _holds_orm(
+    pool, gpu_model, start, end, exclude, per_node, profile, *, recurring=True, maintenance=True
+) -> WindowHolds:
+    """The same through the ORM; ``recurring`` / ``maintenance`` say whether the statement saw
+    reservations / windows to read (SQLite reads both)."""
     holds = holding_allocations(
         pool=pool,
         gpu_model=gpu_model,
@@ -253,10 +261,12 @@ def _holds_orm(pool, gpu_model, start, end, exclude, per_node, profile) -> Windo
         profile=profile,
     )
     rows = list(holds.values_list("pk", "starts_at", "ends_at", "card_count"))
-    recurring = [] if profile else recurring_intervals(pool, gpu_model, start, end)
-    if not profile:
-        recurring += maintenance_intervals(pool, gpu_model, start, end)
-    intervals = [(s, e, n) for pk, s, e, n in rows] + recurring
+    away = []  # recurring occurrences and maintenance windows: whole cards only
+    if recurring and not profile:
+        away += recurring_intervals(pool, gpu_model, start, end)
+    if maintenance and not profile:
+        away += maintenance_intervals(pool, gpu_model, start, end)
+    intervals = [(s, e, n) for pk, s, e, n in rows] + away
     if not per_node:
         return WindowHolds(None, peak_cards(intervals, start, end), None, None)
     placed: dict[str, int] = {}
@@ -267,7 +277,7 @@ def _holds_orm(pool, gpu_model, start, end, exclude, per_node, profile) -> Windo
         placed_ids.add(allocation_id)
         placed[hostname] = placed.get(hostname, 0) | mask
     # an occurrence is "any N cards": the shape check lays it on the nodes as unplaced
-    unplaced = [(s, e, n) for pk, s, e, n in rows if pk not in placed_ids] + recurring
+    unplaced = [(s, e, n) for pk, s, e, n in rows if pk not in placed_ids] + away
     return WindowHolds(
         None, peak_cards(intervals, start, end), peak_cards(unplaced, start, end), placed
     )
