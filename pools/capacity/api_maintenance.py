@@ -20,6 +20,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from pools.api_common import AwareDateTimeField, SlugLookupField
 from pools.capacity.maintenance import (
     WaveAsk,
     maintenance_collisions,
@@ -44,9 +45,12 @@ MAX_HOSTS = 2000
 
 
 class MaintenanceWindowSerializer(serializers.ModelSerializer):
-    pool = serializers.SlugRelatedField(
+    pool = SlugLookupField(
         slug_field="slug", queryset=Pool.objects.all(), required=False, allow_null=True
     )
+    starts_at = AwareDateTimeField()
+    ends_at = AwareDateTimeField()
+    reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
     driver_group = serializers.SlugRelatedField(
         slug_field="branch",
         queryset=DriverGroup.objects.all(),
@@ -118,12 +122,12 @@ class WaveAskSerializer(serializers.Serializer):
     driver_group = serializers.SlugRelatedField(
         slug_field="branch", queryset=DriverGroup.objects.all()
     )
-    pool = serializers.SlugRelatedField(
+    pool = SlugLookupField(
         slug_field="slug", queryset=Pool.objects.all(), required=False, allow_null=True
     )
     title = serializers.CharField(max_length=NAME_MAX_LENGTH)
-    reason = serializers.CharField(required=False, allow_blank=True, default="")
-    first_start = serializers.DateTimeField()
+    reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+    first_start = AwareDateTimeField()
     window_hours = serializers.IntegerField(min_value=1, max_value=31 * 24)
     gap_hours = serializers.IntegerField(min_value=0, max_value=31 * 24, default=0)
     nodes_per_wave = serializers.IntegerField(min_value=1, max_value=MAX_HOSTS)
