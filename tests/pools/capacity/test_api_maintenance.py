@@ -17,8 +17,8 @@ H = timedelta(hours=1)
 
 
 def body(t, **fields):
-    return {"title": "R570 upgrade", "scope": "nodes", "hostnames": ["inf-01"],
-            "starts_at": (t + 3 * H).isoformat(), "ends_at": (t + 4 * H).isoformat()} | fields  # fmt: skip
+    window = {"starts_at": (t + 3 * H).isoformat(), "ends_at": (t + 4 * H).isoformat()}
+    return {"title": "R570 upgrade", "scope": "nodes", "hostnames": ["inf-01"], **window} | fields
 
 
 def test_preview_then_confirm(admin_api, member_api, team, infer_pool, l40s):
