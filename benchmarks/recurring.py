@@ -13,6 +13,8 @@ Europe/Berlin). Timed, best of 5 after one warm-up, each inside a transaction ro
   local days and what holds cards that week, as ``/pools/<pool>/<model>/calendar/`` shows).
   Target < 300 ms (the issue's figure for the calendar of a 16,000-card pool with a year of
   recurring occurrences).
+- *month calendar*: ``month_days`` of the month view (free cards over each of the month's
+  local days and the count of what holds cards each day, ``?month=YYYY-MM``). Same target.
 - *approval window*: ``window_holds`` of a one-week window with the reservations present (the
   occurrences are swept in Python) and of the same window on a pool without any (one
   statement), to show what reservations cost an approval.
@@ -129,6 +131,7 @@ def best(fn, repeats: int = 5) -> float:
 
 
 def run() -> None:
+    from pools.capacity.calendar_month import month_days
     from pools.capacity.calendar_week import week_days
     from pools.capacity.services.recurring import recurring_reservation_create
     from pools.capacity.window import window_holds
@@ -155,8 +158,13 @@ def run() -> None:
         monday -= timedelta(days=monday.weekday())
         week_days(pool=pools[0], gpu_model=l40s, monday=monday, team_names={team.pk: team.name})
 
+    def month():
+        first = (now + timedelta(days=30)).date().replace(day=1)
+        month_days(pool=pools[0], gpu_model=l40s, first=first)
+
     reserve_s = best(reserve)
     calendar_s = best(calendar)
+    month_s = best(month)
     with_rules = best(holds(pools[0]))
     bare = best(holds(pools[1]))
     verdict = "OK" if reserve_s < TARGET_S else "OVER"
@@ -166,6 +174,9 @@ def run() -> None:
     print(f"recurring: week calendar on {NODES * CARDS_PER_NODE:,} cards: "
           f"{calendar_s * 1000:.1f} ms (target < {TARGET_S * 1000:.0f} ms) "
           f"{'OK' if calendar_s < TARGET_S else 'OVER'}")  # fmt: skip
+    print(f"recurring: month calendar on {NODES * CARDS_PER_NODE:,} cards: "
+          f"{month_s * 1000:.1f} ms (target < {TARGET_S * 1000:.0f} ms) "
+          f"{'OK' if month_s < TARGET_S else 'OVER'}")  # fmt: skip
     print(f"recurring: approval window (1 week) with rules {with_rules * 1000:.2f} ms, "
           f"without {bare * 1000:.2f} ms")  # fmt: skip
 

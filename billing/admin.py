@@ -33,6 +33,17 @@ class UsageRecordAdmin(ReadOnlyAdmin):
     list_select_related = ["team", "gpu_model"]
 
 
+@admin.register(models.SharedCardUse)
+class SharedCardUseAdmin(ReadOnlyAdmin):
+    """Read-only: the shared-card import (billing/services/shared_card_import.py) writes them."""
+
+    list_display = ["gpu", "team", "basis", "period_start", "period_end", "parts_held",
+                    "parts_per_card", "utilisation_pct", "source_id"]  # fmt: skip
+    list_filter = ["basis"]
+    search_fields = ["source_id", "team__slug", "gpu__node__hostname"]
+    list_select_related = ["team", "gpu__node"]
+
+
 @admin.register(models.UsageImport)
 class UsageImportAdmin(ReadOnlyAdmin):
     list_display = ["source", "window_start", "window_end", "records_created",

@@ -10,6 +10,8 @@ class UsageSource(models.TextChoices):
     PROMETHEUS_TOKENS = "prometheus-tokens", "Prometheus vLLM counters"
     RESERVATION = "reservation", "Reservation (allocation)"
     ELASTIC_BURST = "elastic-burst", "Elastic burst (cards held above the floor)"
+    # SharedCardUse rows (pods on replicas of time-sliced / MPS cards), not usage records
+    KUBERNETES_SHARED = "k8s-shared", "Kubernetes shared cards (dcgm-exporter virtual GPUs)"
 
 
 class UsageUnit(models.TextChoices):
@@ -42,6 +44,8 @@ class ChargeBasis(models.TextChoices):
     # Tokens of a response a gateway cache replayed: no GPU computed them. Priced or not by the
     # rate card's ``replayed_tokens_charged``.
     REPLAYED = "replayed", "Replayed from a gateway cache (no GPU)"
+    # A tenant's share of a time-sliced, MPS or MIG-shared card (billing/shared_cards.py).
+    SHARED = "shared", "Share of a shared card"
 
 
 class UsageFlag(models.TextChoices):
@@ -76,3 +80,15 @@ class StatementStatus(models.TextChoices):
 class LineKind(models.TextChoices):
     USAGE = "usage", "Usage"
     ADJUSTMENT = "adjustment", "Adjustment (late usage of a closed month)"
+
+
+class ShareBasis(models.TextChoices):
+    """What a tenant's share of a shared card is read from (:mod:`billing.shared_cards`)."""
+
+    TIME_SLICING = "time-slicing", "Time-slicing: pod time × replicas held ÷ replicas"
+    MPS = "mps", "MPS: pod time × replicas held ÷ replicas"
+    MIG = "mig", "MIG: slice time × compute slices ÷ the card's"
+    DCGM_UTILISATION = "dcgm-util", "DCGM utilisation per pod: pod time × utilisation"
+
+
+PART_SHARE_BASES = (ShareBasis.TIME_SLICING, ShareBasis.MPS, ShareBasis.MIG)

@@ -17,9 +17,9 @@ from django.utils import timezone
 from billing.budgets.models import Budget
 from billing.budgets.selectors import budget_statuses
 from billing.budgets.services import budget_create, budget_update, rate_card_currency
-from billing.choices import RateKind
+from billing.choices import RateKind, ShareBasis
 from billing.conf import billing_zone
-from billing.models import RateCard
+from billing.models import RateCard, SharedCardUse
 from billing.pricing import local_midnight, month_of, next_month, previous_month
 from billing.services.rates import rate_card_create
 from billing.services.statements import statement_build
@@ -29,7 +29,7 @@ from billing.tokenflow.demo import demo_agent_tasks_load
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.services.requests import capacity_request_create
 from pools.choices import AllocationStatus, PricingMethod, RequestStatus, WorkloadKind
-from pools.inventory.models import GpuModel, Pool
+from pools.inventory.models import Gpu, GpuModel, Pool
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import pool_admin_users, team_member_users
 from scheduler_adapters.records import JobRecord, JobState
@@ -102,6 +102,38 @@ def _allocations(month: date, zone) -> None:
                                   pricing_method=pricing)  # fmt: skip
 
 
+SHARED_CARD_REPLICAS = 4
+# (team, replicas held, first day, last day, hour from, hour to) on every day of the range
+SHARED_CARD_PODS = [("nlp", 2, 1, 20, 8, 20), ("vision", 1, 5, 25, 0, 12)]
+
+
+def _shared_card(month: date, zone) -> None:
+    """Issue 36: one L40S of the Kubernetes inference pool time-sliced into
+    :data:`SHARED_CARD_REPLICAS` replicas (device plugin ``sharing.timeSlicing``), shared by
+    ``nlp`` (2 replicas, days 1-20, 08:00-20:00) and ``vision`` (1 replica, days 5-25,
+    00:00-12:00); the rest of the month is the card's idle remainder."""
+    gpu = (
+        Gpu.objects.filter(node__pool__slug="infer-k8s", gpu_model__slug="l40s")
+        .order_by("-node__hostname", "index")
+        .first()
+    )
+    teams = {t.slug: t for t in Team.objects.filter(slug__in=[p[0] for p in SHARED_CARD_PODS])}
+    if gpu is None:
+        return
+    for team, held, first, last, hour_from, hour_to in SHARED_CARD_PODS:
+        if team not in teams:
+            continue
+        for day in range(first, last + 1):
+            midnight = local_midnight(month.replace(day=day), zone)
+            SharedCardUse.objects.get_or_create(
+                source_id=f"demo-ts:{gpu.pk}:{team}:{month:%Y-%m}-{day:02d}",
+                defaults=dict(gpu=gpu, team=teams[team], basis=ShareBasis.TIME_SLICING,
+                              period_start=midnight + timedelta(hours=hour_from),
+                              period_end=midnight + timedelta(hours=hour_to), parts_held=held,
+                              parts_per_card=SHARED_CARD_REPLICAS),
+            )  # fmt: skip
+
+
 def _jobs(month: date, zone, rng: random.Random, first_id: int) -> list[JobRecord]:
     start, end = local_midnight(month, zone), local_midnight(next_month(month), zone)
     span = int((end - start).total_seconds())
@@ -165,6 +197,7 @@ def demo_billing_load(*, months: int = 6, now: datetime | None = None) -> list:
             usage_import_slurm(scheduler=_Records(_jobs(month, zone, rng, 100_000 * (index + 1))),
                                **window)  # fmt: skip
             _tokens(month, zone, rng)
+            _shared_card(month, zone)
         demo_agent_tasks_load(now=now, served=SERVED)  # its own seed: the rest stays as it was
         for month in month_list:
             for team in Team.objects.order_by("slug"):

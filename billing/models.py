@@ -16,10 +16,12 @@ from django.db.models import F, Q
 
 from billing.choices import (
     GPU_RATE_KINDS,
+    PART_SHARE_BASES,
     TOKEN_RATE_KINDS,
     ChargeBasis,
     LineKind,
     RateKind,
+    ShareBasis,
     StatementStatus,
     UsageFlag,
     UsageSource,
@@ -27,7 +29,7 @@ from billing.choices import (
 )
 from billing.validators import currency_validator
 from pools.capacity.models import Allocation
-from pools.inventory.models import GpuModel
+from pools.inventory.models import Gpu, GpuModel
 from pools.tenancy.models import Team, team_owned
 from pools.validators import single_line_text_validator
 
@@ -272,6 +274,13 @@ class StatementLine(models.Model):
     rate_card = models.ForeignKey(
         RateCard, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    # A shared card's line (basis ``shared``): the card, the tenant's share of its card-seconds
+    # in the rate period and what that share is read from. ``amount`` is the share's cents of
+    # the card's amount (largest remainder, billing/shared_cards.py), so it may differ from
+    # ``quantity × unit_price`` by less than one minor unit.
+    gpu = models.ForeignKey(Gpu, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    card_share = models.DecimalField(max_digits=9, decimal_places=6, null=True, blank=True)
+    share_basis = models.CharField(max_length=12, choices=ShareBasis.choices, blank=True)
 
     objects = team_owned("statement__team").as_manager()
 
@@ -294,6 +303,72 @@ class StatementLine(models.Model):
     @property
     def label(self) -> str:
         return self.gpu_model.name if self.gpu_model_id else self.served_model
+
+    @property
+    def shared_card_text(self) -> str:
+        """A shared-card line's card, share and basis in words, as the page, the PDF and the
+        CSV's ``notes`` say it: "card gpu-07:0 · 33.333 % of its card-hours · Time-slicing: …";
+        "" for other lines. Reads ``gpu.node`` (select it with the lines)."""
+        if not self.gpu_id:
+            return ""
+        share = "—" if self.card_share is None else f"{self.card_share * 100:.3f} %"
+        return f"card {self.gpu} · {share} of its card-hours · {self.get_share_basis_display()}"
+
+
+class SharedCardUse(models.Model):
+    """One team's use of one shared card (time-sliced, MPS, MIG-shared) over ``[period_start,
+    period_end)``: ``parts_held`` of the card's ``parts_per_card`` (replicas of the device
+    plugin's ``replicas``, or compute slices of the card's 7 — A30: 4), or a DCGM utilisation
+    ``utilisation_pct`` (0-100 %) attributed to the team's pod. ``source_id`` is unique, so a
+    re-import replaces, never adds. Read by :mod:`billing.shared_cards` through
+    :func:`billing.selectors.shared_card_splits`."""
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT, related_name="shared_uses")
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="shared_card_uses")
+    basis = models.CharField(max_length=12, choices=ShareBasis.choices)
+    period_start = models.DateTimeField()
+    period_end = models.DateTimeField()
+    parts_held = models.PositiveSmallIntegerField(null=True, blank=True)
+    parts_per_card = models.PositiveSmallIntegerField(null=True, blank=True)
+    utilisation_pct = models.DecimalField(max_digits=5, decimal_places=2, null=True, blank=True)
+    source_id = models.CharField(max_length=200, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = team_owned("team").as_manager()
+
+    class Meta:
+        ordering = ["gpu", "period_start", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(period_end__gt=F("period_start")), name="shared_use_period_positive"
+            ),
+            models.CheckConstraint(
+                # NOT NULL spelled out: a CHECK that reads NULL passes
+                condition=(
+                    Q(
+                        basis__in=PART_SHARE_BASES,
+                        utilisation_pct__isnull=True,
+                        parts_held__isnull=False,
+                        parts_per_card__isnull=False,
+                        parts_held__gte=1,
+                        parts_per_card__gte=F("parts_held"),
+                    )
+                    | Q(
+                        basis=ShareBasis.DCGM_UTILISATION,
+                        parts_held__isnull=True,
+                        parts_per_card__isnull=True,
+                        utilisation_pct__isnull=False,
+                        utilisation_pct__gte=0,
+                        utilisation_pct__lte=100,
+                    )
+                ),
+                name="shared_use_parts_or_utilisation",
+            ),
+        ]
+        indexes = [models.Index(fields=["period_start"])]
+
+    def __str__(self) -> str:
+        return f"{self.team} on {self.gpu} ({self.basis})"
 
 
 # Sub-packages' models, registered under the billing app label (Django loads only this module).

@@ -343,3 +343,35 @@ def parse_slurm_duration(text: str | None) -> Decimal | None:
     return Decimal(days * 86400 + hours * 3600 + int(match["minutes"]) * 60) + Decimal(
         match["seconds"]
     )
+
+
+# --------------------------------------------------------------------------- shared cards
+
+
+def split_minor_units(total: Decimal, weights: Sequence[Fraction], currency: str) -> list[Decimal]:
+    """Split an amount already rounded to the currency's minor unit into parts in proportion
+    to ``weights`` (each >= 0, summing to 1) so that the parts add up to ``total`` exactly.
+
+    Largest-remainder (Hamilton) rounding: each part first gets its exact share rounded down
+    to the minor unit; the cents still missing (fewer than the number of parts) go one each to
+    the parts that lost most to rounding down. So each part is within one minor unit of its
+    exact share and the total rounding error is the least possible. Equal remainders: the
+    larger weight first (its relative error is the smaller), then the earlier part in
+    ``weights`` (callers list tenants by team slug, the idle remainder last).
+    ``10.00 EUR`` over ``(1/3, 1/3, 1/3)`` -> ``3.34, 3.33, 3.33``: the first third gets the
+    odd cent.
+    """
+    if any(w < 0 for w in weights) or sum(weights, Fraction(0)) != 1:
+        raise ValueError(f"weights must be >= 0 and sum to 1, got {weights!r}")
+    scale = 10 ** minor_unit(currency)
+    units = Fraction(total) * scale
+    if units.denominator != 1:
+        raise ValueError(f"{total} {currency} is not rounded to the minor unit")
+    exact = [units * w for w in weights]
+    floors = [e.numerator // e.denominator for e in exact]
+    missing = int(units) - sum(floors)
+    order = sorted(range(len(weights)), key=lambda i: (-(exact[i] - floors[i]), -weights[i], i))
+    for i in order[:missing]:
+        floors[i] += 1
+    step = Decimal(1).scaleb(-minor_unit(currency))
+    return [(Decimal(f) * step).quantize(step) for f in floors]

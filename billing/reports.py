@@ -31,7 +31,8 @@ from pools.csv_numbers import plain_number
 CSV_COLUMNS = (
     "statement_id", "team", "cost_centre", "month", "status", "line", "kind", "period",
     "gpu_model", "served_model", "basis", "quantity", "unit", "priced_quantity", "price_unit",
-    "unit_price", "amount", "currency", "rate_from", "rate_to", "notes",
+    "unit_price", "amount", "currency", "rate_from", "rate_to", "notes", "card", "card_share",
+    "share_basis",
 )  # fmt: skip
 """One row per statement line. ``priced_quantity`` is ``quantity`` in ``price_unit`` (card-hours,
 or millions of tokens), so ``priced_quantity × unit_price`` rounded half-up to the currency's
@@ -41,7 +42,13 @@ to 3 places or whole tokens, ``priced_quantity`` card-hours to 3 places or milli
 exactly (``534.907485``), ``unit_price`` to the currency's minor unit or finer, ``amount`` to the
 minor unit (``3456.00``). ``notes`` says, for a usage line holding jobs metered from a
 wall-clock time that happened twice without an elapsed time (flag ``ambiguous_time``), both
-readings of each such job — what the page and the PDF show beside the line; empty otherwise."""
+readings of each such job — what the page and the PDF show beside the line; empty otherwise.
+A shared-card line (basis ``shared``, :mod:`billing.shared_cards`) names its ``card``
+(``<node>:<index>``), the team's ``card_share`` of the card's card-seconds in the rate period
+(a fraction, 6 places) and its ``share_basis`` (``time-slicing``, ``mps``, ``mig``,
+``dcgm-util``); its ``amount`` is the share's cents of the card's amount by largest remainder,
+so it may differ from ``priced_quantity × unit_price`` by less than one minor unit (the card's
+tenants and idle remainder add up to the card exactly). The three are empty on other lines."""
 
 
 def ambiguous_time_of(line, statement) -> list[dict]:
@@ -91,6 +98,9 @@ def statement_csv_rows(statements) -> list[list[str]]:
                 plain_number(round_money(line.amount, s.currency)), s.currency,
                 line.rate_from.isoformat(), line.rate_to.isoformat(),
                 ambiguous_time_text(ambiguous_time_of(line, s)),
+                str(line.gpu) if line.gpu_id else "",
+                plain_number(line.card_share, 6) if line.card_share is not None else "",
+                line.share_basis,
             ])  # fmt: skip
     return rows
 
@@ -226,4 +236,39 @@ def top_allocations_csv(month, rows) -> str:
             allocation.gpu_model.slug, allocation.card_count, allocation.mig_profile,
             plain_number(row["card_hours"], 1), plain_number(row["amount"]), row["currency"],
         ])  # fmt: skip
+    return out.getvalue()
+
+
+SHARED_CARD_COLUMNS = (
+    "month", "card", "gpu_model", "rate_from", "rate_to", "tenant", "card_hours", "card_share",
+    "amount", "currency", "problem",
+)  # fmt: skip
+"""The finance month's shared cards (:func:`billing.selectors.shared_card_idle`) as CSV: per card
+and rate period one row per tenant (``tenant`` the team's slug) and one for the idle remainder
+(``tenant`` empty), so a card's rows' ``amount`` add up to the card's amount exactly and its
+``card_hours`` to the period's hours (to the 6 places shown). A card that could not be split
+has one row with its ``problem`` (``unpriced``, ``over_shared``) and no numbers."""
+
+
+def shared_cards_csv(month, rows, currency: str) -> str:
+    """The rows of :data:`SHARED_CARD_COLUMNS` for ``rows`` (the page's, in its order)."""
+    out = io.StringIO()
+    writer = SafeCsvWriter(out)
+    writer.writerow(SHARED_CARD_COLUMNS)
+    for row in rows:
+        card = row.card
+        model = card.gpu.gpu_model.slug if card.gpu.gpu_model else ""
+        period = card.period
+        head = [f"{month:%Y-%m}", str(card.gpu), model, period.rate_from.isoformat(),
+                period.rate_to.isoformat()]  # fmt: skip
+        if card.split is None:
+            writer.writerow([*head, "", None, None, None, currency, card.problem])
+            continue
+        for team, hours, share, amount in row.tenants:
+            writer.writerow([*head, team.slug, plain_number(hours, 6), plain_number(share, 6),
+                             plain_number(amount), currency, ""])  # fmt: skip
+        idle_share = plain_number(card.split.idle_share.numerator / Decimal(
+            card.split.idle_share.denominator), 6)  # fmt: skip
+        writer.writerow([*head, "", plain_number(row.idle_card_hours, 6), idle_share,
+                         plain_number(row.idle_amount), currency, ""])  # fmt: skip
     return out.getvalue()

@@ -5,16 +5,25 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
+from fractions import Fraction
 
 from django.db import connection
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 
-from billing.choices import TOKEN_UNITS, ChargeBasis, RateKind, UsageUnit
-from billing.conf import billing_zone
-from billing.models import RateCard, Statement, StatementLine, UsageRecord
+from billing.choices import TOKEN_UNITS, ChargeBasis, RateKind, ShareBasis, UsageUnit
+from billing.conf import billing_zone, default_currency
+from billing.models import RateCard, SharedCardUse, Statement, StatementLine, UsageRecord
 from billing.pricing import hours_between, minor_unit, next_month, previous_month, round_money
-from billing.services.rates import RatePeriod, rate_periods
+from billing.services.rates import RatePeriod, price_for, rate_periods
+from billing.shared_cards import (
+    CardOverShared,
+    CardSplit,
+    CardUse,
+    card_split,
+    replicas_fraction,
+    utilisation_fraction,
+)
 from pools.capacity.arithmetic import card_seconds_hours, clip
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
@@ -32,7 +41,9 @@ def statement_list(*, user) -> QuerySet[Statement]:
 
 
 def statement_lines(*, statement: Statement) -> QuerySet[StatementLine]:
-    return statement.lines.select_related("gpu_model", "statement").order_by("position")
+    return statement.lines.select_related("gpu_model", "statement", "gpu__node").order_by(
+        "position"
+    )
 
 
 def lines_by_statement(statement_ids: list[int]) -> dict[int, list[StatementLine]]:
@@ -40,7 +51,7 @@ def lines_by_statement(statement_ids: list[int]) -> dict[int, list[StatementLine
     lines: dict[int, list[StatementLine]] = defaultdict(list)
     for line in (
         StatementLine.objects.filter(statement_id__in=statement_ids)
-        .select_related("gpu_model")
+        .select_related("gpu_model", "gpu__node")
         .order_by("statement_id", "position")
     ):
         lines[line.statement_id].append(line)
@@ -232,7 +243,9 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     :data:`~pools.inventory.models.SLICED_CARD`): node up — not down, drained, in maintenance
     or unknown — model recognised, card not in error. A card nobody can be given is not idle
     capacity. Allocations of every pricing method count as held for their wall time inside the
-    month; used card-hours outside allocations are :func:`_used_outside_costs`.
+    month; used card-hours outside allocations are :func:`_used_outside_costs` plus what shared
+    cards' tenants are charged (:func:`shared_card_splits`), so a shared card's part of the
+    pool's idle cost is its idle remainder.
     """
     zone = billing_zone()
     periods = rate_periods(month=month, zone=zone)
@@ -266,6 +279,10 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     for (pool_id, model_id), cards in capacity.items():
         full[pool_id] += cards * _price_over(periods, RateKind.GPU_RESERVED, model_id, start, end)
     outside = _used_outside_costs(periods, month, capacity)
+    shared, _ = shared_card_splits(month=month, periods=periods)
+    for card in shared:  # a shared card's tenants used it outside any allocation
+        if card.split is not None and card.gpu.node.pool_id is not None:
+            outside[card.gpu.node.pool_id] += sum(p.amount for p in card.split.parts)
     result = []
     for pool in Pool.objects.filter(pk__in=set(full) | set(held)).order_by("name"):
         cap, used, other = full[pool.pk], held[pool.pk], outside[pool.pk]
@@ -365,10 +382,12 @@ def finance_month(*, month: date) -> dict:
     # 40 columns, with JSON to parse, on each of the page's 100 lines.
     lines = (
         StatementLine.objects.filter(statement__month=month)
-        .select_related("gpu_model", "statement__team")
+        .select_related("gpu_model", "statement__team", "gpu__node")
         .only(
             *(f.name for f in StatementLine._meta.concrete_fields),
             "gpu_model__name",
+            "gpu__index",
+            "gpu__node__hostname",
             "statement__currency",
             "statement__team__name",
         )
@@ -443,3 +462,128 @@ def tokens_toward_quota(*, team_id: int, month: date) -> dict[str, int]:
                 continue
         totals[served] += int(quantity)
     return dict(totals)
+
+
+@dataclass(frozen=True)
+class SharedCardPeriod:
+    """One shared card over one rate period of a month: its price per card-hour (reserved
+    rate of its GPU model) and the split (:func:`billing.shared_cards.card_split`), or the
+    ``problem`` that kept it from being billed (``unpriced``, ``over_shared``) with ``detail``."""
+
+    gpu: Gpu
+    period: RatePeriod
+    price: Decimal | None
+    split: CardSplit | None
+    tenants: tuple[int, ...] = ()  # team ids, slug order
+    problem: str = ""
+    detail: str = ""
+
+
+def _use_fraction(use: SharedCardUse) -> Fraction:
+    if use.basis == ShareBasis.DCGM_UTILISATION:
+        return utilisation_fraction(use.utilisation_pct)
+    return replicas_fraction(use.parts_held, use.parts_per_card)
+
+
+def shared_card_splits(
+    *,
+    month: date,
+    team_ids: list[int] | None = None,
+    pool_id: int | None = None,
+    periods: list[RatePeriod] | None = None,
+) -> tuple[list[SharedCardPeriod], str]:
+    """Every shared card of ``month`` (a card with a :class:`~billing.models.SharedCardUse`
+    in it; of those ``team_ids`` used, of those in ``pool_id``, when given) split over its
+    tenants and idle remainder per rate period, and the month's currency. A card with uses is
+    shared all month: its window is the month's card-seconds, cut at rate-card changes. Every
+    tenant of a card is read (the cents of one depend on the others), in team slug order. Two
+    queries (one when the month's ``periods`` are given)."""
+    periods = periods or rate_periods(month=month, zone=billing_zone())
+    currency = next((p.currency for p in periods if p.currency), None) or default_currency()
+    start, end = periods[0].start, periods[-1].end
+    uses = SharedCardUse.objects.filter(period_start__lt=end, period_end__gt=start)
+    if team_ids is not None:
+        uses = uses.filter(gpu_id__in=uses.filter(team_id__in=team_ids).values("gpu_id"))
+    if pool_id is not None:
+        uses = uses.filter(gpu__node__pool_id=pool_id)
+    by_gpu: dict[int, list[SharedCardUse]] = defaultdict(list)
+    gpus: dict[int, Gpu] = {}
+    for use in uses.select_related("gpu__node", "gpu__gpu_model", "team").order_by(
+        "gpu__node__hostname", "gpu__index", "period_start", "id"
+    ):
+        by_gpu[use.gpu_id].append(use)
+        gpus[use.gpu_id] = use.gpu
+    result = []
+    for gpu_id, card_uses in by_gpu.items():
+        gpu = gpus[gpu_id]
+        rows = [CardUse(u.team_id, u.basis, u.period_start, u.period_end, _use_fraction(u))
+                for u in card_uses]  # fmt: skip
+        by_slug = sorted(card_uses, key=lambda u: u.team.slug)
+        order = tuple(dict.fromkeys(u.team_id for u in by_slug))
+        for period in periods:
+            price = price_for(period, RateKind.GPU_RESERVED, gpu.gpu_model_id, "")
+            if price is None:
+                # a period without a price and without uses (before the first rate card) is
+                # no one's charge: nothing to warn about
+                if any(clip(u.start, u.end, period.start, period.end) for u in rows):
+                    result.append(SharedCardPeriod(gpu, period, None, None, order, "unpriced"))
+                continue
+            try:
+                split = card_split(start=period.start, end=period.end, uses=rows,
+                                   price_per_card_hour=price, currency=currency,
+                                   order=order)  # fmt: skip
+            except CardOverShared as exc:
+                result.append(
+                    SharedCardPeriod(gpu, period, price, None, order, "over_shared", str(exc))
+                )
+                continue
+            result.append(SharedCardPeriod(gpu, period, price, split, order))
+    return result, currency
+
+
+@dataclass(frozen=True)
+class SharedCardIdle:
+    """A shared card's rate period as the idle-cost page shows it: the card's card-hours and
+    amount, each tenant's ``(team, card-hours, share, amount)``, and the idle remainder's
+    card-hours and amount (``None``, unknown, when the card could not be split: ``problem``)."""
+
+    card: SharedCardPeriod
+    card_hours: Decimal
+    tenants: list[tuple[Team, Decimal, Decimal, Decimal]]
+    idle_card_hours: Decimal | None
+    idle_amount: Decimal | None
+
+
+def _hours(card_seconds: Fraction) -> Decimal:
+    """Card-seconds (a fraction) as card-hours to 6 places, half-up (display only)."""
+    return card_seconds_hours(Decimal(card_seconds.numerator) / card_seconds.denominator).quantize(
+        Decimal("0.000001"), ROUND_HALF_UP
+    )
+
+
+def shared_card_idle(*, month: date) -> tuple[list[SharedCardIdle], str]:
+    """Every shared card of ``month`` per rate period (:func:`shared_card_splits`) with its
+    tenants' teams and its idle remainder, by node and card; and the month's currency."""
+    cards, currency = shared_card_splits(month=month)
+    teams = Team.objects.in_bulk({t for c in cards for t in c.tenants})
+    rows = []
+    for card in cards:
+        window = Fraction(int((card.period.end - card.period.start).total_seconds()))
+        split = card.split
+        if split is None:
+            rows.append(SharedCardIdle(card, _hours(window), [], None, None))
+            continue
+        tenants = [
+            (teams[p.tenant], _hours(p.card_seconds), _share(p.share), p.amount)
+            for p in split.parts
+        ]
+        rows.append(SharedCardIdle(card, _hours(window), tenants, _hours(split.idle_seconds),
+                                   split.idle_amount))  # fmt: skip
+    return rows, currency
+
+
+def _share(value: Fraction) -> Decimal:
+    """A share of a card as a fraction to 6 places (``1/3`` -> ``0.333333``)."""
+    return (Decimal(value.numerator) / value.denominator).quantize(
+        Decimal("0.000001"), ROUND_HALF_UP
+    )

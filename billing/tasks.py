@@ -11,6 +11,7 @@ from billing.budgets.alerts import budget_alerts_send
 from billing.budgets.slurm import budget_minutes_sync, budget_minutes_sync_all
 from billing.conf import billing_zone
 from billing.services.prometheus_import import usage_import_kubernetes, usage_import_vllm_tokens
+from billing.services.shared_card_import import shared_card_usage_import
 from billing.services.statements import statements_close_month
 from billing.services.usage_import import (
     usage_import_elastic_burst,
@@ -66,7 +67,8 @@ def usage_import_task(hours: int = 48) -> dict[str, int]:
     max_retries=6,
 )
 def usage_import_prometheus_task(hours: int = 48) -> dict[str, int]:
-    """Import Kubernetes GPU requests and vLLM token counters of the last ``hours`` from
+    """Import Kubernetes GPU requests, vLLM token counters and pods on shared cards' replicas
+    (:mod:`billing.services.shared_card_import`) of the last ``hours`` from
     ``settings.PROMETHEUS_URL`` (none configured: nothing). Records are keyed by billing day,
     so overlapping windows are harmless."""
     metrics = metrics_adapter()
@@ -80,6 +82,9 @@ def usage_import_prometheus_task(hours: int = 48) -> dict[str, int]:
                 metrics=metrics, start=start, end=end
             ).records_created,
             "vllm-tokens": usage_import_vllm_tokens(
+                metrics=metrics, start=start, end=end
+            ).records_created,
+            "shared-cards": shared_card_usage_import(
                 metrics=metrics, start=start, end=end
             ).records_created,
         }

@@ -22,6 +22,7 @@ from billing.pricing import month_of, next_month, previous_month
 from billing.reports import (
     ambiguous_time_of,
     idle_costs_csv,
+    shared_cards_csv,
     showback_csv,
     statement_pdf,
     statements_csv,
@@ -180,6 +181,14 @@ def finance_month(request, month: str):
     if request.GET.get("export") == "top":
         rows = selectors.top_allocations(month=month_d)
         return _top_allocations_response(month_d, rows, f"top-allocations-{month}.csv")
+    shared_cards, shared_currency = selectors.shared_card_idle(month=month_d)
+    if request.GET.get("export") == "shared":
+        response = HttpResponse(
+            shared_cards_csv(month_d, shared_cards, shared_currency),
+            content_type="text/csv; charset=utf-8",
+        )
+        response["Content-Disposition"] = f'attachment; filename="shared-cards-{month}.csv"'
+        return response
     trend = selectors.month_trend(team=None, month=month_d)
     # a person pages through a month's statements and lines; the sums above cover all
     statements = Paginator(data["statements"], STATEMENTS_PER_PAGE).get_page(
@@ -197,6 +206,8 @@ def finance_month(request, month: str):
         "prev": previous_month(month_d),
         "next": next_month(month_d),
         "idle": selectors.pool_idle_costs(month=month_d),
+        "shared_cards": shared_cards,
+        "shared_currency": shared_currency,
         "top_allocations": selectors.top_allocations(month=month_d),
         "trend_chart": _chart(
             [{"label": f"{t['month']:%Y-%m}", "amount": t["total"]} for t in trend], "Total"

@@ -6,8 +6,10 @@ from pools.capacity import views as views_requests
 from pools.capacity import views_calendar as capacity_views_calendar
 from pools.capacity import views_drift as capacity_views_drift
 from pools.capacity import views_maintenance as maintenance_views
+from pools.capacity import views_overrides as capacity_views_overrides
 from pools.clusters import views as cluster_views
 from pools.dashboards import views as dashboard_views
+from pools.dashboards import views_classes as class_views
 from pools.elastic import views as elastic_views
 from pools.explain import views as explain_views
 from pools.inventory import views as inventory_views
@@ -41,7 +43,20 @@ urlpatterns = [
         capacity_views_calendar.pool_calendar,
         name="pool-calendar",
     ),
+    path("overrides/", capacity_views_overrides.override_list, name="override-list"),
+    path("overrides/new/", capacity_views_overrides.override_new, name="override-new"),
+    path(
+        "overrides/<int:pk>/cancel/",
+        capacity_views_overrides.override_cancel_page,
+        name="override-cancel",
+    ),
+    path(
+        "driver-groups/<int:branch>/calendar/",
+        capacity_views_calendar.driver_group_calendar,
+        name="driver-group-calendar",
+    ),
     path("clusters/", cluster_views.cluster_list, name="cluster-list"),
+    path("classes/", class_views.class_list, name="class-list"),
     path("clusters/<slug:slug>/check/", cluster_views.cluster_check_now, name="cluster-check"),
     path("unrecognised-models/", inventory_views.unrecognised_models, name="unrecognised-models"),
     path("inventory/import/", inventory_views.inventory_import, name="inventory-import"),
@@ -77,6 +92,21 @@ urlpatterns = [
         "teams/<slug:slug>/calendar.ics",
         capacity_views_calendar.team_calendar_ics,
         name="team-calendar-ics",
+    ),
+    path(
+        "teams/<slug:slug>/calendar/",
+        capacity_views_calendar.team_calendar_page,
+        name="team-calendar",
+    ),
+    path(
+        "teams/<slug:slug>/calendar/<str:action>/",
+        capacity_views_calendar.team_calendar_link,
+        name="team-calendar-link",
+    ),
+    path(
+        "calendar/<str:token>.ics",
+        capacity_views_calendar.calendar_feed,
+        name="calendar-feed",
     ),
     path("teams/<slug:slug>/waiting/", waiting_views.waiting_work, name="waiting-work"),
     path("requests/", views_requests.request_list, name="request-list"),

@@ -85,12 +85,12 @@ def filtered_list(
 ):
     """Render a filterable, sortable, paginated list page, its htmx fragment, or its CSV."""
     params = request.GET.copy()
-    filterset = filterset_class(params or None, queryset=queryset)
+    filterset = filterset_class(params or None, queryset=queryset, request=request)
     if filterset.is_bound and not filterset.is_valid() and set(filterset.errors) == {"ordering"}:
         # A stale or hand-written sort key (?ordering=name) sorts the default way rather than
         # looking like the data is gone.
         params.pop("ordering")
-        filterset = filterset_class(params or None, queryset=queryset)
+        filterset = filterset_class(params or None, queryset=queryset, request=request)
     if not filterset.is_bound:
         rows = queryset
     else:

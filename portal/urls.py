@@ -18,6 +18,7 @@ from pools.calibration import api as calibration_api
 from pools.capacity import api as capacity_api
 from pools.capacity import api_audit as audit_api
 from pools.capacity import api_maintenance as maintenance_api
+from pools.capacity import api_overrides as overrides_api
 from pools.capacity import api_pools as capacity_api_pools
 from pools.capacity import api_recurring as recurring_api
 from pools.clusters import api as clusters_api
@@ -73,6 +74,7 @@ router.register(
     maintenance_api.MaintenanceWindowViewSet,
     basename="maintenance-window",
 )
+router.register("overrides", overrides_api.OverrideViewSet, basename="override")
 router.register("audit-events", audit_api.AuditEventViewSet, basename="audit-event")
 router.register("estimates", estimates_api.SizingEstimateViewSet, basename="estimate")
 router.register("idle-findings", reclamation_api.IdleFindingViewSet, basename="idle-finding")

@@ -71,6 +71,11 @@ class QosAdapter(Protocol):
 
     def get_account_qos(self, account: str) -> AccountQos: ...
 
+    def account_qos_refusal(self) -> str | None:
+        """Why an account's QOS list cannot be written here (``None``: it can), known without
+        writing: asked before the first write of a change, so nothing is half-applied."""
+        ...
+
 
 @runtime_checkable
 class SchedulerAdapter(Protocol):

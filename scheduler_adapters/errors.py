@@ -103,6 +103,11 @@ class SchedulerRejected(SchedulerError):
     code = "scheduler_rejected"
 
 
+class ReservationQosUnsupported(SchedulerRejected):
+    """slurmctld refused a reservation's ``QOS=`` as an unknown parameter (22.05, 24.11; 26.05
+    takes it) and created nothing."""
+
+
 class NotFound(SchedulerError):
     """The named object does not exist: ``kind`` is ``"account"``, ``"job"``,
     ``"partition"``...; ``key`` its name or id."""

@@ -39,6 +39,7 @@ from datetime import UTC, datetime, timedelta
 from scheduler_adapters.errors import (
     NotFound,
     RemoteError,
+    ReservationQosUnsupported,
     SchedulerAuthError,
     SchedulerError,
     SchedulerRejected,
@@ -124,6 +125,11 @@ class FakeScheduler:
         self.jobs: dict[int, _Job] = {}
         self.reservations: dict[str, ReservationRecord] = {}
         self.qos: dict[str, QosSpec] = {"normal": QosSpec("normal", 0, (), "CLUSTER")}
+        # set by tests: the reason a 22.05 without the sacctmgr fallback gives (see the real
+        # adapter's account_qos_refusal); set_account_qos then refuses with it
+        self.account_qos_refused: str | None = None
+        # reservations take QOS= (26.05); False: refused as an unknown parameter (22.05, 24.11)
+        self.reservation_qos = True
         self.calls: list[str] = []
         self.down = False
         self.timeout = False
@@ -310,8 +316,17 @@ class FakeScheduler:
             raise NotFound("account", wanted.account, operation=operation)
         if (account.qos, account.default_qos) == (wanted.allowed, wanted.default):
             return False
+        if self.account_qos_refused is not None:
+            raise SchedulerRejected(self.account_qos_refused, operation=operation)
         account.qos, account.default_qos = wanted.allowed, wanted.default
         return True
+
+    def _default_qos(self, account: str) -> str:
+        found = self.accounts.get(account)
+        return (found.default_qos if found else None) or "normal"
+
+    def account_qos_refusal(self) -> str | None:
+        return self.account_qos_refused
 
     def get_account_qos(self, account: str) -> AccountQos:
         check_name("account", account)
@@ -355,12 +370,18 @@ class FakeScheduler:
             partition=spec.partition,
             state=None,
             flags=spec.flags,
+            qos=spec.qos if self.reservation_qos else None,
         )
         existing = self.reservations.get(spec.name)
         if existing is not None:
             if existing == record:
                 return False
             raise self._refusal(operation, f"reservation {spec.name} exists with other values")
+        if spec.qos and not self.reservation_qos:
+            raise ReservationQosUnsupported(
+                "this Slurm's reservations take no QOS (Unknown parameter QOS=, fake)",
+                operation=operation,
+            )
         for other in self.reservations.values():
             overlapping = other.starts_at < record.ends_at and record.starts_at < other.ends_at
             maint = record.maintenance or other.maintenance  # MAINT may overlap (scontrol)
@@ -401,6 +422,10 @@ class FakeScheduler:
                 raise self._refusal(operation, "Requested reservation is invalid")
             if spec.account not in reservation.accounts:
                 raise self._refusal(operation, "Access denied to requested reservation")
+            if reservation.qos and (spec.qos or self._default_qos(spec.account)) not in (
+                reservation.qos
+            ):  # 26.05: account AND QOS must both be admitted ("Problem using reservation")
+                raise self._refusal(operation, "Problem using reservation")
         if spec.account not in self.accounts or (
             (spec.account, spec.user, spec.partition) not in self.associations
         ):

@@ -58,10 +58,9 @@ import json
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from kubernetes import client as k8s
 
 from scheduler_adapters.base import NamespaceGpuQuota
 from scheduler_adapters.errors import (
@@ -114,6 +113,9 @@ from scheduler_adapters.kubernetes_transport import (
 from scheduler_adapters.kueue_workloads import PendingWorkload, pending_workloads
 from scheduler_adapters.types import KueueCohort, ParseResult
 from scheduler_adapters.units import parse_k8s_quantity
+
+if TYPE_CHECKING:
+    from kubernetes import client as k8s
 
 # --------------------------------------------------------------------------------- the adapter
 

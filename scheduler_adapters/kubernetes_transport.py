@@ -14,11 +14,13 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import urllib3
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
+
+if TYPE_CHECKING:
+    from kubernetes import client as k8s
+    from kubernetes.client.exceptions import ApiException
 
 from scheduler_adapters.errors import (
     NotFound,
@@ -110,6 +112,14 @@ class FieldManagerConflict(SchedulerRejected):
     def __init__(self, message: str, *, fields: tuple[tuple[str, str], ...] = (), **kwargs):
         super().__init__(message, **kwargs)
         self.fields = fields
+
+
+def _api_exception() -> type[Exception]:
+    """The official client's ``ApiException``, imported when an error is being matched: the
+    ``kubernetes`` package is imported only once a client exists (registry.py)."""
+    from kubernetes.client.exceptions import ApiException
+
+    return ApiException
 
 
 def api_error(operation: str, exc: ApiException) -> SchedulerError:
@@ -284,6 +294,8 @@ class ApiTransport:
         connect_timeout_s: float = 5.0,
         page_size: int = 500,
     ) -> None:
+        from kubernetes import client as k8s  # imported when a client is built (registry.py)
+
         self.api_client = api_client
         self.timeout = (float(connect_timeout_s), float(timeout_s))
         self.page_size = page_size
@@ -444,7 +456,7 @@ class ApiTransport:
         try:
             response = fn(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
             raw = response.data
-        except ApiException as exc:
+        except _api_exception() as exc:
             raise api_error(operation, exc) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise self._connection_error(operation, exc) from exc
@@ -566,6 +578,7 @@ def api_client_from_settings(
     rotates it) and ``ca.crt`` from ``service_account_dir`` (the client's
     ``InClusterConfigLoader``, what ``load_incluster_config`` does). urllib3 retries are
     off: callers retry transient errors themselves, and a hung server must cost one timeout."""
+    from kubernetes import client as k8s
     from kubernetes import config as kube_config
     from kubernetes.config.incluster_config import InClusterConfigLoader
 

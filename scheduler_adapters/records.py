@@ -324,6 +324,9 @@ class ReservationSpec:
     ``maintenance``: a maintenance window (issue 32), written ``Flags=MAINT,IGNORE_JOBS``:
     slurmctld lets it overlap other reservations, creates it over nodes whose jobs still run
     (they are not killed) and accounts its time as maintenance, not idle; never repeating.
+    ``qos``: the QOS a job must run under to use it besides being of ``account`` (``QOS=``,
+    which slurmctld 26.05 takes and 22.05 / 24.11 refuse as an unknown parameter:
+    :class:`~scheduler_adapters.errors.ReservationQosUnsupported`); ``()``: any.
     """
 
     name: str
@@ -334,10 +337,15 @@ class ReservationSpec:
     partition: str | None = None
     repeat: str | None = None
     maintenance: bool = False
+    qos: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_name("reservation", self.name, GRES_TYPE)
         check_name("account", self.account)
+        for qos in self.qos:
+            check_name("QOS", qos)
+        if tuple(sorted(set(self.qos))) != self.qos:
+            raise ValueError("reservation QOS must be sorted and distinct")
         if self.partition is not None:
             check_name("partition", self.partition, GRES_TYPE)
         if not self.nodes:
@@ -367,7 +375,9 @@ class ReservationSpec:
 @dataclass(frozen=True)
 class ReservationRecord:
     """A reservation as the scheduler reports it (``None``: not said). ``flags`` all of Slurm's
-    flags as it lists them (``SPEC_NODES`` too); ``repeat`` the recurrence flag among them."""
+    flags as it lists them (``SPEC_NODES`` too); ``repeat`` the recurrence flag among them.
+    ``qos`` the QOS it admits (``()``: any), ``None`` from a Slurm whose reservations have no
+    QOS (22.05, 24.11 show no ``QOS=``)."""
 
     name: str
     accounts: tuple[str, ...]
@@ -377,6 +387,7 @@ class ReservationRecord:
     partition: str | None
     state: str | None
     flags: tuple[str, ...] = ()
+    qos: tuple[str, ...] | None = None
 
     @property
     def repeat(self) -> str | None:

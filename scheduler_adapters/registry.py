@@ -51,17 +51,19 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler_adapters.base import NamespaceQuotaAdapter, SchedulerAdapter
 from scheduler_adapters.fake import DEFAULT_PARTITIONS, FakeScheduler
-from scheduler_adapters.kubernetes import KubernetesAdapter
-from scheduler_adapters.kubernetes_fake import FakeKubernetes
-from scheduler_adapters.kubernetes_nodes import LABEL_PRODUCT
-from scheduler_adapters.kubernetes_transport import api_client_from_settings
-from scheduler_adapters.slurm.client import SlurmRestAdapter
-from scheduler_adapters.slurm.reservations import ScontrolReservations
-from scheduler_adapters.slurm.sacctmgr import SacctmgrFallback
+
+if TYPE_CHECKING:
+    from scheduler_adapters.slurm.reservations import ScontrolReservations
+    from scheduler_adapters.slurm.sacctmgr import SacctmgrFallback
+
+# The Slurm and Kubernetes adapters are imported when one is built, not with this module:
+# every portal process imports the registry (through the Celery task registry), and the
+# official Kubernetes client alone costs about 0.4 s of start-up that a management command
+# such as ``estimate`` never uses (issue 34, "Speed"; measured with ``python -X importtime``).
 
 _SLURM_KEYS = {
     "BACKEND",
@@ -130,6 +132,8 @@ def build_scheduler_adapter(
     else:
         fixed = str(token)
         credentials = {"token_provider": lambda _user: fixed}
+    from scheduler_adapters.slurm.client import SlurmRestAdapter
+
     return SlurmRestAdapter(
         url=settings["URL"],
         user=settings["USER"],
@@ -150,8 +154,14 @@ def build_scheduler_adapter(
 def _kubernetes(settings: Mapping[str, Any]) -> NamespaceQuotaAdapter:
     prefix = settings.get("NAMESPACE_PREFIX", "team-")
     if settings["BACKEND"] == "kubernetes-fake":
+        from scheduler_adapters.kubernetes_fake import FakeKubernetes
+
         _check_keys(settings, _KUBERNETES_FAKE_KEYS)
         return FakeKubernetes(kueue=_flag(settings, "KUEUE"), namespace_prefix=prefix)
+    from scheduler_adapters.kubernetes import KubernetesAdapter
+    from scheduler_adapters.kubernetes_nodes import LABEL_PRODUCT
+    from scheduler_adapters.kubernetes_transport import api_client_from_settings
+
     _check_keys(settings, _KUBERNETES_KEYS)
     dry_run = _flag(settings, "DRY_RUN")
     connected = bool(settings.get("KUBECONFIG") or settings.get("HOST") or settings.get("TOKEN"))
@@ -250,6 +260,8 @@ def _sacctmgr(config: Mapping[str, Any] | None, cluster: str) -> SacctmgrFallbac
     _check_keys(config, _SACCTMGR_KEYS, where="SACCTMGR")
     if not config.get("ENABLED"):
         return None
+    from scheduler_adapters.slurm.sacctmgr import SacctmgrFallback
+
     return SacctmgrFallback(
         cluster=cluster,
         executable=config.get("PATH", "sacctmgr"),
@@ -264,6 +276,8 @@ def _scontrol(config: Mapping[str, Any] | None, time_zone: str) -> ScontrolReser
     _check_keys(config, _SACCTMGR_KEYS, where="SCONTROL")
     if not config.get("ENABLED"):
         return None
+    from scheduler_adapters.slurm.reservations import ScontrolReservations
+
     return ScontrolReservations(
         executable=config.get("PATH", "scontrol"),
         prefix=shlex.split(config.get("PREFIX", "")),

@@ -17,6 +17,7 @@ from pools.advisor import models as advisor_models
 from pools.audit import models as audit_models
 from pools.capacity import models as capacity_models
 from pools.capacity import shapes
+from pools.capacity.calendar_feed import feed_token, new_salt, token_sha256
 from pools.choices import (
     AllocationStatus,
     NodeState,
@@ -817,6 +818,19 @@ class RecurringReservationFactory(factory.django.DjangoModelFactory):
     last_date = factory.LazyAttribute(lambda o: o.first_date + timedelta(days=27))
     start_time = factory.LazyFunction(lambda: datetime.strptime("09:00", "%H:%M").time())
     end_time = factory.LazyFunction(lambda: datetime.strptime("18:00", "%H:%M").time())
+
+
+class TeamCalendarFeedFactory(factory.django.DjangoModelFactory):
+    """A team's secret feed link, as ``team_calendar_feed_create`` makes it (salt, token hash)."""
+
+    class Meta:
+        model = capacity_models.TeamCalendarFeed
+
+    team = factory.SubFactory(TeamFactory)
+    salt = factory.LazyFunction(new_salt)
+    token_sha256 = factory.LazyAttribute(lambda o: token_sha256(feed_token(o.salt)))
+    created_by = factory.SubFactory(UserFactory)
+    created_at = factory.LazyFunction(timezone.now)
 
 
 class WorkloadClassFactory(factory.django.DjangoModelFactory):

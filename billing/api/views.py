@@ -88,11 +88,15 @@ class StatementLineSerializer(serializers.ModelSerializer):
     # None: token lines (served_model) and adjustments not tied to one GPU model.
     gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     period = MonthOutputField()
+    # Shared-card lines (basis "shared"): the card as <node>:<index>, the share of its
+    # card-seconds in the rate period and what the share is read from; null / "" otherwise.
+    card = serializers.CharField(source="gpu", read_only=True, allow_null=True)
 
     class Meta:
         model = StatementLine
         fields = ["position", "kind", "period", "gpu_model", "served_model", "basis", "quantity",
-                  "unit", "unit_price", "amount", "rate_from", "rate_to"]  # fmt: skip
+                  "unit", "unit_price", "amount", "rate_from", "rate_to", "card", "card_share",
+                  "share_basis"]  # fmt: skip
 
 
 class StatementViewSet(viewsets.ReadOnlyModelViewSet):

@@ -29,6 +29,7 @@ from billing.conf import billing_zone
 from billing.dashboards import costs
 from billing.dashboards import serving as serving_dash
 from billing.pricing import local_midnight, month_of, next_month, previous_month, round_money
+from pools.capacity.selectors import team_overrides_in_force
 from pools.choices import IdleFindingState
 from pools.clusters.selectors import cluster_list
 from pools.dashboards import capacity as dashboard
@@ -631,6 +632,7 @@ def team_dashboard(request, slug: str):
         "serving_sort": serving_sort,
         "serving_headers": serving_dash.HEADERS,
         "budget_banner": team_budget_banner(team_id=team.pk, now=now),
+        "overrides_in_force": team_overrides_in_force(team_id=team.pk, now=now),
         "idle_findings": IdleFinding.objects.filter(
             allocation__team=team, state=IdleFindingState.OPEN
         ).count(),

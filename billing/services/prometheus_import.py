@@ -60,7 +60,7 @@ from typing import Protocol
 from django.db import transaction
 from django.utils import timezone
 
-from billing.choices import ChargeBasis, UsageSource, UsageUnit
+from billing.choices import ChargeBasis, ShareBasis, UsageSource, UsageUnit
 from billing.conf import billing_zone
 from billing.models import UsageImport, UsageRecord
 from billing.pricing import counter_increase, local_midnight, split_at
@@ -86,6 +86,11 @@ FINISHED_PHASES = (
     'kube_pod_status_phase{phase="Failed"}',
 )
 NODE_PRODUCT = 'kube_node_labels{label_nvidia_com_gpu_product!=""}'
+# GPU feature discovery's labels of a time-sliced / MPS node (billing/services/shared_card_import)
+SHARED_NODES = 'kube_node_labels{label_nvidia_com_gpu_replicas!=""}'
+REPLICAS_LABEL = "label_nvidia_com_gpu_replicas"
+STRATEGY_LABEL = "label_nvidia_com_gpu_sharing_strategy"
+_SHARE_BASIS = {"time-slicing": ShareBasis.TIME_SLICING, "mps": ShareBasis.MPS}
 PRODUCT_LABEL = "label_nvidia_com_gpu_product"
 _MIG_MARK = "-MIG-"
 _MIG_SLICES_OF = re.compile(r"(?P<g>[1-7])g\.[0-9]+gb(\+me)?", re.IGNORECASE)
@@ -107,7 +112,7 @@ class MetricsSource(Protocol):
     ) -> tuple[Series, ...]: ...
 
 
-def _days(
+def billing_days(
     start: datetime, end: datetime, now: datetime, zone
 ) -> list[tuple[date, datetime, datetime]]:
     """Billing days covering ``[start, end)``, the last clipped at ``now``: ``(day, a, b)``."""
@@ -123,7 +128,10 @@ def _days(
     return out
 
 
-class _Teams:
+class NamespaceTeams:
+    """Team ids by Kubernetes namespace: ``team-<slug>``, and any namespace an allocation's
+    binding names (read once per import)."""
+
     def __init__(self, catalogue: UsageCatalogue) -> None:
         self.by_namespace = {f"team-{slug}": team_id for slug, team_id in catalogue.teams.items()}
         for team_id, binding in Allocation.objects.values_list("team_id", "scheduler_binding"):
@@ -204,6 +212,24 @@ def _node_products(metrics: MetricsSource, start: datetime, end: datetime) -> di
     return {node: product for node, (_, product) in products.items()}
 
 
+def shared_nodes(
+    metrics: MetricsSource, start: datetime, end: datetime
+) -> dict[str, tuple[int, str]]:
+    """Node → ``(replicas per card, share basis)`` for nodes GPU feature discovery labels as
+    shared (more than one replica; strategy ``mps``, else time-slicing), newest label wins."""
+    seconds = max(1, math.ceil((end - start).total_seconds()))
+    found: dict[str, tuple[float, int, str]] = {}
+    for series in metrics.query(f"{SHARED_NODES}[{seconds}s]", at=end):
+        node, text = series.label("node"), series.label(REPLICAS_LABEL) or ""
+        if not node or not text.isdigit() or int(text) < 2 or not series.samples:
+            continue
+        basis = _SHARE_BASIS.get(series.label(STRATEGY_LABEL) or "", ShareBasis.TIME_SLICING)
+        last = series.samples[-1].timestamp
+        if node not in found or last >= found[node][0]:
+            found[node] = (last, int(text), basis)
+    return {node: (replicas, basis) for node, (_, replicas, basis) in found.items()}
+
+
 def usage_import_kubernetes(
     *,
     metrics: MetricsSource,
@@ -220,16 +246,17 @@ def usage_import_kubernetes(
     now = now or timezone.now()
     zone = billing_zone()
     report = ImportReport()
-    days = _days(start, end, now, zone)
+    days = billing_days(start, end, now, zone)
     if not days:
         with transaction.atomic():
             return usage_import_save(UsageSource.KUBERNETES, start, end, report)
     wide_start, wide_end = days[0][1], days[-1][2]
     catalogue = UsageCatalogue()
-    teams = _Teams(catalogue)
+    teams = NamespaceTeams(catalogue)
     models = _K8sModels(catalogue, _node_products(metrics, wide_start, wide_end))
     series, finished = _k8s_series(metrics, days, step_s)
     cards = _k8s_cards(series, finished, report)
+    _drop_shared_nodes(cards, shared_nodes(metrics, wide_start, wide_end), report)
     day_starts = [a for _, a, _ in days[1:]]
     # (team, model, day, allocation) -> card-seconds
     totals: dict[tuple[int, int, date, int | None], Decimal] = defaultdict(Decimal)
@@ -253,6 +280,22 @@ def usage_import_kubernetes(
     with transaction.atomic():
         usage_records_upsert(records, report, now)
         return usage_import_save(UsageSource.KUBERNETES, start, end, report)
+
+
+def _drop_shared_nodes(
+    cards: dict[tuple[str, str], dict[float, Decimal]],
+    shared: dict[str, tuple[int, str]],
+    report: ImportReport,
+) -> None:
+    """Leave out the requests on time-sliced / MPS nodes: one requested ``nvidia.com/gpu`` there
+    is a replica, not a card (OpenCost #3828 charges it as a whole card); those pods are billed
+    by their share of the card (:mod:`billing.services.shared_card_import`). Reported once per
+    (namespace, node) as ``shared_card``."""
+    for key in sorted(k for k in cards if k[1] in shared):
+        del cards[key]
+        replicas = shared[key[1]][0]
+        detail = f"node {key[1]!r} is shared ({replicas} replicas per card): billed by share"
+        report.issues.append({"namespace": key[0], "code": "shared_card", "detail": detail})
 
 
 def _k8s_series(
@@ -296,7 +339,7 @@ def _k8s_cards(
 def _k8s_charged(
     namespace: str,
     node: str,
-    teams: _Teams,
+    teams: NamespaceTeams,
     models: _K8sModels,
     reported: set[tuple[str, str]],
     report: ImportReport,
@@ -327,7 +370,7 @@ def _k8s_records(
     totals: dict[tuple[int, int, date, int | None], Decimal],
     days: list[tuple[date, datetime, datetime]],
     catalogue: UsageCatalogue,
-    teams: _Teams,
+    teams: NamespaceTeams,
 ) -> list[UsageRecord]:
     """One card-seconds :class:`UsageRecord` per ``(team, model, day, covering allocation)``,
     in key order, keyed ``k8s:<namespace>:<model>:<day>:alloc<id>|used``."""
@@ -388,11 +431,11 @@ def usage_import_vllm_tokens(
     now = now or timezone.now()
     zone = billing_zone()
     report = ImportReport()
-    days = _days(start, end, now, zone)
+    days = billing_days(start, end, now, zone)
     records = []
     if days:
         wide_start, wide_end = days[0][1], days[-1][2]
-        teams = _Teams(UsageCatalogue())
+        teams = NamespaceTeams(UsageCatalogue())
         at = wide_end - timedelta(milliseconds=1)  # samples at t < wide_end
         seconds = math.ceil((at - wide_start).total_seconds()) + lookback_s
         bounds = {day: (a, b) for day, a, b in days}

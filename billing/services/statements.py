@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from datetime import date, datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.db import connection, transaction
@@ -27,7 +27,7 @@ from billing.choices import ChargeBasis, LineKind, StatementStatus, UsageFlag, U
 from billing.conf import billing_zone, default_currency
 from billing.errors import StatementFinal
 from billing.locks import billing_lock, month_close_lock_name
-from billing.models import Statement, StatementLine, UsageRecord
+from billing.models import SharedCardUse, Statement, StatementLine, UsageRecord
 from billing.pricing import (
     card_hour_amount,
     card_hours_rounded,
@@ -35,8 +35,10 @@ from billing.pricing import (
     previous_month,
     round_money,
     rounding_note,
+    split_at_months,
     token_amount,
 )
+from billing.selectors import shared_card_splits
 from billing.services.rates import RatePeriod, price_for, rate_kind, rate_periods
 from pools.audit.models import AuditEvent
 from pools.audit.services import audit_event_build, audit_event_record
@@ -46,7 +48,7 @@ from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_manager_emails, teams_with_manager_email
 
 _BASIS_ORDER = {ChargeBasis.RESERVED: 0, ChargeBasis.BURST: 1, ChargeBasis.USED: 2,
-                ChargeBasis.TOKENS: 3, ChargeBasis.REPLAYED: 4}  # fmt: skip
+                ChargeBasis.TOKENS: 3, ChargeBasis.REPLAYED: 4, ChargeBasis.SHARED: 5}  # fmt: skip
 CARD_HOURS = "card-hours"
 _UNIT_ORDER = {CARD_HOURS: 0, UsageUnit.INPUT_TOKENS: 1, UsageUnit.CACHED_INPUT_TOKENS: 2,
                UsageUnit.OUTPUT_TOKENS: 3}  # fmt: skip
@@ -67,11 +69,15 @@ class LineData:
     rate_from: date
     rate_to: date
     rate_card_id: int | None
+    # shared-card lines only (basis ``shared``): the card, its share and what it is read from
+    gpu_id: int | None = None
+    card_share: Decimal | None = None
+    share_basis: str = ""
 
     @property
     def key(self) -> tuple:
         return (self.gpu_model_id, self.served_model, self.basis, self.unit, self.unit_price,
-                self.rate_from, self.rate_to)  # fmt: skip
+                self.rate_from, self.rate_to, self.gpu_id, self.share_basis)  # fmt: skip
 
 
 def _priced(period: date, key: tuple, raw: Decimal, rate: RatePeriod, price: Decimal,
@@ -233,15 +239,76 @@ def ambiguous_time_notes(month: date, team_ids: list[int]) -> dict[int, list[dic
     return notes
 
 
+def shared_card_lines(
+    month: date,
+    team_ids: list[int] | None = None,
+    pool_id: int | None = None,
+    periods: list[RatePeriod] | None = None,
+) -> tuple[dict[int, list[LineData]], dict[int, list[dict]]]:
+    """Per team, one line per shared card, share basis and rate period: the team's card-hours
+    of the card and its cents of the card's amount (:func:`billing.selectors.shared_card_splits`:
+    the tenants and the idle remainder add up to the card's amount exactly); and per team the
+    warnings of its cards that could not be billed (``shared_card_unpriced``,
+    ``shared_card_over_shared``). Of ``team_ids`` only, of cards in ``pool_id``, when given."""
+    lines: dict[int, list[LineData]] = defaultdict(list)
+    warnings: dict[int, list[dict]] = defaultdict(list)
+    cards, _ = shared_card_splits(month=month, team_ids=team_ids, pool_id=pool_id,
+                                  periods=periods)  # fmt: skip
+    for card in cards:
+        period = card.period
+        if card.split is None:
+            for tenant in card.tenants:
+                warnings[tenant].append({
+                    "code": f"shared_card_{card.problem}", "gpu_id": card.gpu.pk,
+                    "gpu_model_id": card.gpu.gpu_model_id, "detail": card.detail,
+                    "from": period.rate_from.isoformat(), "to": period.rate_to.isoformat(),
+                })  # fmt: skip
+            continue
+        for part in card.split.parts:
+            raw = Decimal(part.card_seconds.numerator) / Decimal(part.card_seconds.denominator)
+            share = Decimal(part.share.numerator) / Decimal(part.share.denominator)
+            lines[part.tenant].append(
+                LineData(
+                    LineKind.USAGE,
+                    month,
+                    card.gpu.gpu_model_id,
+                    "",
+                    ChargeBasis.SHARED,
+                    CARD_HOURS,
+                    raw,
+                    card_hours_rounded(raw),
+                    card.price,
+                    part.amount,
+                    period.rate_from,
+                    period.rate_to,
+                    period.card_id,
+                    card.gpu.pk,
+                    share.quantize(Decimal("0.000001"), ROUND_HALF_UP),
+                    part.basis,
+                )  # fmt: skip
+            )
+    if team_ids is not None:
+        wanted = set(team_ids)
+        return (
+            {t: x for t, x in lines.items() if t in wanted},
+            {t: x for t, x in warnings.items() if t in wanted},
+        )
+    return dict(lines), dict(warnings)
+
+
 def statement_lines_compute(*, team_id: int, month: date) -> tuple[list[LineData], list[dict], str]:
-    """The usage lines of a team's month, its warnings (unpriced usage, usage metered from an
-    ambiguous time) and currency."""
+    """The usage lines of a team's month (its shared-card lines among them), its warnings
+    (unpriced usage, usage metered from an ambiguous time, shared cards not billed) and
+    currency."""
     periods = rate_periods(month=month, zone=billing_zone())
     currency = _month_currency(periods)
     lines, warnings = _lines_from_sums(
         month, periods, currency, _segment_sums(team_id, month, periods)
     )
     warnings += ambiguous_time_notes(month, [team_id]).get(team_id, [])
+    shared, shared_warnings = shared_card_lines(month, [team_id], periods=periods)
+    lines += shared.get(team_id, [])
+    warnings += shared_warnings.get(team_id, [])
     return lines, warnings, currency
 
 
@@ -253,15 +320,20 @@ def usage_lines_by_team(
     :func:`statement_lines_compute`, for many teams in one ``GROUP BY``.
 
     ``pool_id`` keeps the usage of allocations in that pool (reserved and burst card-hours,
-    and used card-hours metered against one); usage tied to no allocation has no pool.
+    and used card-hours metered against one) and the shared cards in it; usage tied to no
+    allocation has no pool.
     """
     periods = rate_periods(month=month, zone=billing_zone())
     currency = _month_currency(periods)
     sums, _ = _segment_sums_by_team(month, periods, team_ids, pool_id)
-    return {
+    lines = {
         team_id: _lines_from_sums(month, periods, currency, team_sums)[0]
         for team_id, team_sums in sums.items()
-    }, currency
+    }
+    shared, _ = shared_card_lines(month, team_ids, pool_id, periods)
+    for team_id, team_lines in shared.items():
+        lines.setdefault(team_id, []).extend(team_lines)
+    return lines, currency
 
 
 def _sort_key(names: dict[int, str]):
@@ -274,20 +346,51 @@ def _sort_key(names: dict[int, str]):
             line.served_model,
             _UNIT_ORDER.get(line.unit, 9),
             line.rate_from,
+            line.gpu_id or 0,
+            line.share_basis,
         )
 
     return key
 
 
+def late_shared_months(team_ids: list[int] | None, month: date) -> dict[int, set[date]]:
+    """Per team, the final months before ``month`` that a shared-card use of the team written
+    after the month was finalized falls in (a late import of a shared card: the month's
+    shares are recomputed as adjustments, as late usage records are). Two queries."""
+    finals = Statement.objects.filter(status=StatementStatus.FINAL, month__lt=month)
+    if team_ids is not None:
+        finals = finals.filter(team_id__in=team_ids)
+    final_at: dict[int, dict[date, datetime]] = defaultdict(dict)
+    for team_id, final_month, finalized_at in finals.values_list(
+        "team_id", "month", "finalized_at"
+    ):
+        final_at[team_id][final_month] = finalized_at
+    if not final_at:
+        return {}
+    earliest = min(t for months in final_at.values() for t in months.values())
+    zone = billing_zone()
+    late: dict[int, set[date]] = defaultdict(set)
+    uses = SharedCardUse.objects.filter(team_id__in=list(final_at), created_at__gt=earliest)
+    for team_id, start, end, created in uses.values_list(
+        "team_id", "period_start", "period_end", "created_at"
+    ):
+        for use_month, _, _ in split_at_months(start, end, zone):
+            finalized = final_at[team_id].get(use_month)
+            if finalized is not None and created > finalized:
+                late[team_id].add(use_month)
+    return late
+
+
 def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
     """Differences between recomputed and billed amounts of earlier final months whose usage
-    changed after they were finalized."""
+    (usage records, the team's shared-card uses) changed after they were finalized."""
     late = UsageRecord.objects.filter(
         team_id=team_id, month=OuterRef("month"), updated_at__gt=OuterRef("finalized_at")
     )
+    shared_months = late_shared_months([team_id], month).get(team_id, set())
     closed = Statement.objects.filter(
         team_id=team_id, status=StatementStatus.FINAL, month__lt=month
-    ).filter(Exists(late))
+    ).filter(Exists(late) | Q(month__in=shared_months))
     result: list[LineData] = []
     for old in closed.order_by("month"):
         recomputed, _, _ = statement_lines_compute(team_id=team_id, month=old.month)
@@ -304,7 +407,7 @@ def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
         meta: dict[tuple, Any] = {}
         for line in billed_lines:
             key = (line.gpu_model_id, line.served_model, line.basis, line.unit, line.unit_price,
-                   line.rate_from, line.rate_to)  # fmt: skip
+                   line.rate_from, line.rate_to, line.gpu_id, line.share_basis)  # fmt: skip
             billed[key][0] += line.quantity
             billed[key][1] += line.amount
             meta[key] = line.rate_card_id
@@ -315,7 +418,7 @@ def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
             amount = (new.amount if new else 0) - billed[key][1]
             if not quantity and not amount:
                 continue
-            gpu_model_id, served, basis, unit, price, rate_from, rate_to = key
+            gpu_model_id, served, basis, unit, price, rate_from, rate_to, gpu_id, share_basis = key
             result.append(
                 LineData(
                     LineKind.ADJUSTMENT,
@@ -331,6 +434,9 @@ def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
                     rate_from,
                     rate_to,
                     new.rate_card_id if new else meta.get(key),
+                    gpu_id,
+                    new.card_share if new else None,
+                    share_basis,
                 )  # fmt: skip
             )
     return result
@@ -353,6 +459,9 @@ def _line_objects(statement: Statement, lines: list[LineData]) -> list[Statement
             rate_from=x.rate_from,
             rate_to=x.rate_to,
             rate_card_id=x.rate_card_id,
+            gpu_id=x.gpu_id,
+            card_share=x.card_share,
+            share_basis=x.share_basis,
         )  # fmt: skip
         for position, x in enumerate(lines, start=1)
     ]
@@ -460,7 +569,8 @@ def statement_email_managers(*, statement_id: int) -> int:
 
 _LINE_COLUMNS = [
     "statement", "position", "kind", "period", "gpu_model", "served_model", "basis", "unit",
-    "quantity", "unit_price", "amount", "rate_from", "rate_to", "rate_card",
+    "quantity", "unit_price", "amount", "rate_from", "rate_to", "rate_card", "gpu", "card_share",
+    "share_basis",
 ]  # fmt: skip
 
 
@@ -477,6 +587,7 @@ def _lines_insert(statements: list[tuple[Statement, list[LineData]]]) -> None:
         return
     fields = [StatementLine._meta.get_field(name) for name in _LINE_COLUMNS]
     quantity, unit_price, amount = fields[8:11]
+    card_share = fields[15]
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     table = connection.ops.quote_name(StatementLine._meta.db_table)
     with connection.cursor() as cursor, cursor.cursor.copy(
@@ -489,7 +600,8 @@ def _lines_insert(statements: list[tuple[Statement, list[LineData]]]) -> None:
                     x.basis, x.unit, quantity.get_db_prep_save(x.quantity, connection),
                     unit_price.get_db_prep_save(x.unit_price, connection),
                     amount.get_db_prep_save(x.amount, connection), x.rate_from, x.rate_to,
-                    x.rate_card_id,
+                    x.rate_card_id, x.gpu_id,
+                    card_share.get_db_prep_save(x.card_share, connection), x.share_basis,
                 ))  # fmt: skip
 
 
@@ -517,6 +629,8 @@ def statements_close_month(
     periods = rate_periods(month=month, zone=billing_zone())
     currency = _month_currency(periods)
     sums, team_ids = _segment_sums_by_team(month, periods)
+    shared, shared_warnings = shared_card_lines(month, periods=periods)
+    team_ids |= set(shared) | set(shared_warnings)
     late = UsageRecord.objects.filter(
         team_id=OuterRef("team_id"),
         month=OuterRef("month"),
@@ -527,6 +641,7 @@ def statements_close_month(
         .filter(Exists(late))
         .values_list("team_id", flat=True)
     )
+    late_team_ids |= set(late_shared_months(None, month))
     team_ids |= late_team_ids
     team_ids |= set(Statement.objects.filter(month=month).values_list("team_id", flat=True))
     with transaction.atomic():
@@ -545,6 +660,8 @@ def statements_close_month(
         for team in todo:
             lines, warnings = _lines_from_sums(month, periods, currency, sums.get(team.pk, {}))
             warnings += ambiguous.get(team.pk, [])
+            lines += shared.get(team.pk, [])
+            warnings += shared_warnings.get(team.pk, [])
             if team.pk in late_team_ids:
                 lines += _adjustments(team.pk, month, currency)
             lines.sort(key=_sort_key(names))

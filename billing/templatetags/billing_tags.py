@@ -39,3 +39,12 @@ def line_quantity(line):
     """A statement line's quantity in its unit: tokens whole (``529 094 559``), card-hours to
     3 decimals (``2 976.000``)."""
     return quantity(line.quantity, quantity_places(line.unit))
+
+
+@register.filter
+def share_percent(value):
+    """A share of a card (a fraction, ``Decimal("0.012860")``) in per cent to 3 places:
+    ``1.286 %``; ``None`` -> ``—``."""
+    if value is None:
+        return "—"
+    return f"{value * 100:.3f}\u00a0%"

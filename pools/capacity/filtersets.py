@@ -12,6 +12,9 @@ from pools.capacity.models import (
     MaintenanceScope,
     MaintenanceStatus,
     MaintenanceWindow,
+    OverrideKind,
+    OverrideStatus,
+    TemporaryOverride,
 )
 from pools.choices import AllocationStatus, RequestKind, RequestStatus, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
@@ -77,3 +80,14 @@ class MaintenanceWindowFilterSet(filters.FilterSet):
     class Meta:
         model = MaintenanceWindow
         fields = ["status", "scope", "pool", "wave"]
+
+
+class OverrideFilterSet(_TeamPoolModelFilters):
+    """Temporary overrides: the page, its CSV and the API."""
+
+    kind = filters.ChoiceFilter(choices=OverrideKind.choices, empty_label="Any")
+    status = filters.ChoiceFilter(choices=OverrideStatus.choices, empty_label="Any")
+
+    class Meta:
+        model = TemporaryOverride
+        fields = ["team", "pool", "gpu_model", "kind", "status"]

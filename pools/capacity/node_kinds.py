@@ -94,6 +94,17 @@ class PoolNodes:
         return sum(kind.cards for _, kind in self.kinds_for(cuda))
 
 
+def inventory_generation() -> int | None:
+    """The inventory generation now (one statement on PostgreSQL; ``None`` elsewhere, where
+    :func:`pool_nodes` reads the nodes each time)."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT generation FROM pools_inventorystamp")
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
 # (pool id, model id) -> (generation, nodes): the newest generation read in this process
 _READ: dict[tuple[int, int], tuple[int, PoolNodes]] = {}
 

@@ -38,6 +38,7 @@ from pools.capacity.services.scheduler_binding import (
     team_cards_applied,
 )
 from pools.choices import AllocationStatus, QuotaBackend, Scheduler
+from pools.classes.slurm_qos import class_qos_name
 from pools.tenancy.selectors import team_usernames
 from scheduler_adapters.kubernetes_elastic import ElasticBounds, elastic_manifests
 from scheduler_adapters.kubernetes_manifests import namespace_name, quota_manifests
@@ -109,7 +110,9 @@ def scheduler_panel(allocation: Allocation) -> SchedulerPanel:
         state = WILL_WRITE
     else:
         state = PORTAL_ONLY
-    notes = [binding[k] for k in ("note", "placement_note") if binding.get(k)]
+    notes = [
+        binding[k] for k in ("note", "placement_note", "reservation_qos_note") if binding.get(k)
+    ]
     scheduler = allocation.pool.scheduler
     if scheduler == Scheduler.SLURM:
         objects, subject = _slurm_objects(allocation, binding, applied)
@@ -180,7 +183,7 @@ def _slurm_objects(
             ", ".join(users) or "no member has a unix account yet",
         ),
         SchedulerObject("GrpTRES", grp_tres, "the team's cap for the GPU type on the account"),
-        SchedulerObject("QOS", "none", "the portal writes no QOS; the account's cap applies"),
+        _qos_object(allocation, binding, applied),
     ]
     if missing:
         objects[1] = SchedulerObject(
@@ -193,14 +196,26 @@ def _slurm_objects(
     else:
         reservation = reservation_name(allocation) if allocation.placement else None
     nodes = sorted({spot["node"] for spot in allocation.placement or ()})
-    objects.append(
-        SchedulerObject(
-            "Reservation",
-            reservation or "none",
-            ", ".join(nodes) if reservation else "no whole-node placement to reserve",
-        )
-    )
+    detail = ", ".join(nodes) if reservation else "no whole-node placement to reserve"
+    if reservation and binding.get("reservation_qos"):
+        detail += f"; admits QOS {', '.join(binding['reservation_qos'])} only"
+    objects.append(SchedulerObject("Reservation", reservation or "none", detail))
     return objects, cap_drift_subject(account, gres, allocation.pool.cluster)
+
+
+def _qos_object(allocation: Allocation, binding: dict, applied: bool) -> SchedulerObject:
+    """The account's QOS list (issue 36): as written, else the allocation's class QOS it would
+    join; unclassed work names none (the account keeps Slurm's ``normal``)."""
+    if applied and binding.get("qos"):
+        return SchedulerObject(
+            "QOS",
+            ", ".join(binding["qos"]),
+            f"the account's QOS list, default {binding.get('default_qos') or 'none'}",
+        )
+    if allocation.workload_class_id is not None:
+        name = class_qos_name(allocation.workload_class.slug)
+        return SchedulerObject("QOS", name, f"the {allocation.workload_class.name} class's QOS")
+    return SchedulerObject("QOS", "none", "unclassed work: the account's cap applies")
 
 
 def _kubernetes_objects(

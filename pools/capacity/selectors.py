@@ -24,11 +24,14 @@ from django.db.models.functions import RowNumber
 from django.utils.module_loading import import_string
 
 from pools.audit.models import AuditEvent
+from pools.capacity.calendar_feed import TOKEN_LENGTH, feed_token, token_sha256
 from pools.capacity.models import (
     Allocation,
     CapacityRequest,
     RecurringReservation,
     ReservationStatus,
+    TeamCalendarFeed,
+    TemporaryOverride,
 )
 from pools.tenancy.models import Team
 from pools.tenancy.roles import sees_every_team
@@ -277,3 +280,41 @@ def team_calendar_entries(*, team_id: int, now) -> tuple[list, list]:
         last_date__gte=now.astimezone(UTC).date() - timedelta(days=1),
     ).select_related("pool", "gpu_model")
     return list(allocations), list(recurring)
+
+
+def override_list(*, user) -> QuerySet[TemporaryOverride]:
+    """The temporary overrides ``user`` may see (their teams'; every one for a pool admin),
+    with what they name joined, newest first."""
+    return TemporaryOverride.objects.visible_to(user).select_related(
+        "team", "pool", "gpu_model", "workload_class", "class_before", "created_by"
+    )
+
+
+def team_overrides_in_force(*, team_id: int, now) -> list[TemporaryOverride]:
+    """The team's overrides in force at ``now``, soonest to end first: what its pages show."""
+    return list(
+        TemporaryOverride.objects.in_force(now)
+        .filter(team_id=team_id)
+        .select_related("pool", "gpu_model", "workload_class", "class_before", "created_by")
+        .order_by("until", "pk")
+    )
+
+
+def team_calendar_feed_token(*, team_id: int) -> str | None:
+    """The team's secret feed token (made again from the row's salt,
+    :mod:`pools.capacity.calendar_feed`), ``None`` while it has no link. One query."""
+    salt = TeamCalendarFeed.objects.filter(team_id=team_id).values_list("salt", flat=True).first()
+    return feed_token(salt) if salt else None
+
+
+def team_by_feed_token(token: str) -> Team | None:
+    """The team whose feed link has ``token``, ``None`` for any other string (a reset link,
+    a guess). One query, by the token's SHA-256."""
+    if len(token) != TOKEN_LENGTH:
+        return None
+    feed = (
+        TeamCalendarFeed.objects.filter(token_sha256=token_sha256(token))
+        .select_related("team")
+        .first()
+    )
+    return feed.team if feed else None

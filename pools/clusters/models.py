@@ -64,6 +64,13 @@ class Cluster(models.Model):
     api_version_served = models.CharField(max_length=16, blank=True)
     checked_at = models.DateTimeField(null=True, blank=True)
     reachable_at = models.DateTimeField(null=True, blank=True)
+    class_qos_problem = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="What the last Slurm reconcile found wrong with the workload-class QOS "
+        "(issue 36): a QOS the portal writes missing or changed, or a cluster that cannot "
+        "take an account's QOS list. Empty: nothing wrong.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

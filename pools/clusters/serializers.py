@@ -38,9 +38,10 @@ class ClusterSerializer(serializers.ModelSerializer):
             "provider",
             "retiring",
             *STATUS_FIELDS,
+            "class_qos_problem",
             "pool_count",
         ]
-        read_only_fields = STATUS_FIELDS
+        read_only_fields = (*STATUS_FIELDS, "class_qos_problem")
         # The conditional unique constraints are the service's to refuse (409 naming the other).
         validators = []
 

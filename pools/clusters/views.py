@@ -28,6 +28,7 @@ CLUSTER_COLUMNS = [
     Column("api_version_served", lambda c: c.api_version_served),
     Column("checked_at", lambda c: c.checked_at),
     Column("reachable_at", lambda c: c.reachable_at),
+    Column("class_qos_problem", lambda c: c.class_qos_problem),
     Column("pools", lambda c: c.pool_count),
 ]
 

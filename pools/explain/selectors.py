@@ -28,7 +28,7 @@ from pools.capacity.availability import SCHEDULER_OF_KIND
 from pools.capacity.budget_gate import budget_verdict
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards, RecurringReservation
-from pools.capacity.node_kinds import pool_nodes
+from pools.capacity.node_kinds import inventory_generation, pool_nodes
 from pools.capacity.placement import NodeGroup, Shape
 from pools.capacity.recurrence import occurrences
 from pools.capacity.window import maintenance_windows_by_pool_model
@@ -274,7 +274,7 @@ class Facts:
         placed = any(ask.shape is not None for ask in asks)
         holds = _holds(pairs, start, end, exclude_allocation, placed=placed)
         currency, prices = _prices(sorted({models[m].slug for _, m in pairs}))
-        generation = _generation() if placed else None
+        generation = inventory_generation() if placed else None
         return cls(pools, models, facts, holds, currency, prices, generation, card_rows)
 
     def options(self, ask: Ask) -> list[OptionFacts]:
@@ -320,7 +320,7 @@ def _card_rows() -> dict[tuple[int, int], list[tuple]]:
     PostgreSQL (the stamp the triggers of migration 0017 move on every change of GPUs, nodes or
     driver groups, as :mod:`pools.capacity.node_kinds` keeps node kinds): a keystroke of the
     live panel reads one row instead of 16,000 cards."""
-    generation = _generation()
+    generation = inventory_generation()
     known = _ROWS.get("rows")
     if generation is not None and known is not None and known[0] == generation:
         rows = known[1]
@@ -510,16 +510,6 @@ def _groups(
         for _, kind in nodes.kinds_for(cuda)
         if kind.placeable
     )
-
-
-def _generation() -> int | None:
-    """The inventory generation (PostgreSQL; ``None`` elsewhere: read the nodes each time)."""
-    if connection.vendor != "postgresql":
-        return None
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT generation FROM pools_inventorystamp")
-        row = cursor.fetchone()
-    return row[0] if row else None
 
 
 def _prices(slugs: list[str]) -> tuple[str | None, dict[str, Decimal]]:

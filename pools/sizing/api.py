@@ -15,6 +15,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
 
 from pools.errors import InvalidInput
+from pools.sizing import schema as _sizing_schema  # noqa: F401  (the inputs' schema)
 from pools.sizing import selectors as sizing_selectors
 from pools.sizing import services as sizing_services
 from pools.sizing.filtersets import SizingEstimateFilterSet

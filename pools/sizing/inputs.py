@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
@@ -34,6 +33,13 @@ from pools.sizing.demand import (
 )
 from pools.sizing.engines import ENGINE_PROFILES, engine_profile
 from pools.sizing.memory import KV_CACHE_DTYPE_NAMES, kv_cache_bits, precision_parse
+from pools.sizing.plan import (
+    MAX_DRAFT_TOKENS,
+    MAX_IMAGE_SIDE_PX,
+    MULTIMODAL_DEFAULTS,
+    speculation_from_fields,
+    visual_load_from_fields,
+)
 from pools.sizing.presets import (
     CUSTOM_ARCH_FIELDS,
     REQUIRED_ARCH_FIELDS,
@@ -41,6 +47,8 @@ from pools.sizing.presets import (
     custom_model_arch,
     model_presets,
 )
+from pools.sizing.throughput import Speculation
+from pools.sizing.vision import VisualLoad
 
 #: The seeds' per-card output rate: "7B, FP16, vLLM, A100/H100: conservatively 50-80 tok/s per
 #: card; take 60" (seeds/004, token-demand sizing). Shown beside the modelled rate, never used
@@ -103,6 +111,14 @@ TPOT_TARGET_MS = 50.0
 #: (预留30%的缓冲算力).
 SEED_SIZED_SHARE = 0.85
 SEED_BUFFER_SHARE = 0.30
+
+#: The speculative-decoding inputs (000 §3.3), as the plan's request fields name them.
+SPECULATION_INPUTS = (
+    "speculative_draft_tokens",
+    "speculative_acceptance_rate",
+    "speculative_draft_cost_ratio",
+    "speculative_draft_model",
+)
 
 #: Inputs where an explicit blank or ``null`` means "none" (not checked), not "the default".
 NULLABLE = frozenset({"tpot_target_ms", "ttft_target_ms"})
@@ -278,57 +294,6 @@ class CardHourPricesField(serializers.Field):
         return value
 
 
-# The fields as the OpenAPI document describes them (drf-spectacular finds these extensions
-# by class; nullable, default and required come from the fields as usual).
-
-
-class WholeNumberFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "pools.sizing.inputs.WholeNumberField"
-
-    def map_serializer_field(self, auto_schema, direction):
-        field = self.target
-        schema = {"type": "integer", "minimum": field.low}
-        if field.high is not None:
-            schema["maximum"] = field.high
-        return schema
-
-
-class BoundedNumberFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "pools.sizing.inputs.BoundedNumberField"
-
-    def map_serializer_field(self, auto_schema, direction):
-        field = self.target
-        return {
-            "type": "number",
-            "minimum": field.low,
-            "exclusiveMinimum": field.low_open,
-            "maximum": field.high,
-            "exclusiveMaximum": field.high_open,
-        }
-
-
-class ParsedChoiceFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "pools.sizing.inputs.ParsedChoiceField"
-
-    def map_serializer_field(self, auto_schema, direction):
-        return {"type": "string", "enum": list(self.target.allowed)}
-
-
-class GpuModelSlugsFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "pools.sizing.inputs.GpuModelSlugsField"
-
-    def map_serializer_field(self, auto_schema, direction):
-        return {"type": "array", "items": {"type": "string"}}
-
-
-class CardHourPricesFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "pools.sizing.inputs.CardHourPricesField"
-
-    def map_serializer_field(self, auto_schema, direction):
-        price = {"type": "string", "format": "decimal", "pattern": r"^\d+(\.\d+)?$"}
-        return {"type": "object", "additionalProperties": price}
-
-
 def known_gpu_slugs(field: serializers.Field) -> frozenset[str]:
     """The GPU model slugs in the database, read once per validation (kept on the root)."""
     root = field.root
@@ -480,6 +445,66 @@ class SizingInputsSerializer(serializers.Serializer):
         help_text="NIC rate per card, Gb/s, when a replica spans nodes; TP across nodes needs "
         "at least 400.",
     )
+    speculative_draft_tokens = WholeNumberField(
+        high=MAX_DRAFT_TOKENS,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Speculative decoding (000 §3.3): tokens the draft proposes per pass (gamma); "
+        "empty: no speculation.",
+    )
+    speculative_acceptance_rate = BoundedNumberField(
+        low=0,
+        high=1,
+        low_open=False,
+        high_open=True,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Chance the target accepts a draft token (alpha), [0, 1).",
+    )
+    speculative_draft_cost_ratio = BoundedNumberField(
+        low=0,
+        high=1,
+        low_open=False,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="A draft step's time / a target step's (c), [0, 1]; empty with a draft model: "
+        "its active parameters / the target's.",
+    )
+    speculative_draft_model = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        default=None,
+        help_text="Preset id of a separate draft model (`llama3_8b` for `llama3_70b`): its "
+        "weights and KV cache are counted on every card. Empty: no separate draft (n-gram, or "
+        "an MTP / EAGLE head with the cost ratio given).",
+    )
+    images_per_request = WholeNumberField(
+        low=0,
+        high=10_000,
+        default=0,
+        help_text="Images per request (000 §6.3), for a vision-language model: each becomes "
+        "visual input tokens, and the vision encoder's work runs before the prefill.",
+    )
+    image_width_px = WholeNumberField(
+        high=MAX_IMAGE_SIDE_PX, default=1024, help_text="Width of an image or video frame, px."
+    )
+    image_height_px = WholeNumberField(
+        high=MAX_IMAGE_SIDE_PX, default=1024, help_text="Height of an image or video frame, px."
+    )
+    video_seconds_per_request = BoundedNumberField(
+        low=0,
+        high=86_400,
+        low_open=False,
+        default=0.0,
+        help_text="Seconds of video per request, sampled at video_fps frames per second.",
+    )
+    video_fps = BoundedNumberField(
+        low=0, high=60, default=2.0, help_text="Video frames sampled per second (0, 60]."
+    )
     gpu_models = GpuModelSlugsField(
         default=list, help_text='GPU model slugs, not names: `["h100_sxm", "l40s"]`; empty: all.'
     )
@@ -524,17 +549,29 @@ class SizingInputsSerializer(serializers.Serializer):
                     for field, message in errors.items()
                 }
             ) from exc
-        context = attrs["input_len"] + attrs["output_len"]
+        try:
+            visual = visual_of(attrs, model)
+        except SizingInputError as exc:
+            raise serializers.ValidationError(
+                {exc.data.get("field") or "images_per_request": exc.message}
+            ) from exc
+        context = attrs["input_len"] + attrs["output_len"] + (visual.tokens if visual else 0)
         if context > model.max_context_tokens:
+            seen = f" (with {visual.tokens:,} visual tokens)" if visual else ""
             raise serializers.ValidationError(
                 {
-                    "input_len": f"Input + output = {context:,} tokens exceeds {model.name}'s "
-                    f"maximum context of {model.max_context_tokens:,}."
+                    "input_len": f"Input + output = {context:,} tokens{seen} exceeds "
+                    f"{model.name}'s maximum context of {model.max_context_tokens:,}."
                 }
             )
         layout = _layout_errors(model, attrs)
         if layout:
             raise serializers.ValidationError(layout)
+        try:
+            speculation_of(attrs, model)
+        except SizingInputError as exc:
+            field = exc.data.get("field") or "speculative_draft_tokens"
+            raise serializers.ValidationError({field: exc.message}) from exc
         try:
             demand_of(attrs)
         except SizingInputError as exc:
@@ -640,6 +677,24 @@ def model_arch(inputs: Mapping[str, Any]) -> ModelArch:
     if inputs["model"] != "custom":
         return model_presets()[inputs["model"]]
     return custom_model_arch(inputs["custom_model"])
+
+
+def visual_of(inputs: Mapping[str, Any], model: ModelArch) -> VisualLoad | None:
+    """The visual load of clean inputs' images and video (``None``: none;
+    :func:`pools.sizing.plan.visual_load_from_fields`). Raises :class:`SizingInputError`
+    naming the field at fault (a text-only model: ``images_per_request``)."""
+    return visual_load_from_fields({name: inputs.get(name) for name in MULTIMODAL_DEFAULTS}, model)
+
+
+def speculation_of(inputs: Mapping[str, Any], model: ModelArch) -> Speculation | None:
+    """The speculative decoding clean inputs ask for (``None``: none), with the draft model's
+    preset (:func:`pools.sizing.plan.speculation_from_fields`). Raises
+    :class:`SizingInputError` naming the field at fault."""
+    return speculation_from_fields(
+        {name: inputs.get(name) for name in SPECULATION_INPUTS},
+        presets=model_presets(),
+        target=model,
+    )
 
 
 def demand_of(inputs: Mapping[str, Any]) -> Demand | None:

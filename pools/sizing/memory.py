@@ -288,6 +288,9 @@ class MemoryEstimate:
     max_sequences: int
     fits: bool
     pp: int = 1
+    draft_weights_bytes_per_gpu: int = 0
+    draft_kv_bytes_per_sequence_per_gpu: int = 0
+    vision_weights_bytes_per_gpu: int = 0
 
 
 def _check_positive(name: str, value: object) -> None:
@@ -310,6 +313,7 @@ def memory_estimate(
     overhead_bytes: int | None = None,
     reserve: int | None = None,
     pp: int = 1,
+    draft: ModelArch | None = None,
 ) -> MemoryEstimate:
     """Weights, KV cache, overhead and reserve per card for ``sequences`` of ``context_tokens``.
 
@@ -322,6 +326,14 @@ def memory_estimate(
     ``context_tokens`` = input + output tokens of one request (the KV a sequence reaches).
     ``engine`` (vllm, sglang, tensorrt-llm) picks the reserve rule; ``overhead_bytes`` /
     ``reserve`` override :func:`engine_overhead_bytes` / :func:`reserve_bytes`.
+    ``draft``: a speculative-decoding draft model (``000`` §3.3) served beside the target. Its
+    weights, at the target's weight precision and split over the same ``tp`` cards (vLLM's
+    ``speculative_draft_tensor_parallel_size`` defaults to the target's), sit whole on the
+    first stage's cards (``draft_weights_bytes_per_gpu``, counted on the busiest card), and
+    each sequence keeps a draft KV cache of the same context
+    (``draft_kv_bytes_per_sequence_per_gpu``), so fewer sequences fit: max sequences = KV
+    budget // (target + draft KV per sequence). Llama-3.1-8B drafting for Llama-3.1-70B at
+    FP16, TP 4: 16,060,522,496 B / 4 = 4,015,130,624 B per card.
 
     Raises :class:`SizingInputError`: ``not_positive`` for a size, TP, memory or sequence count
     below 1; ``context_too_long`` above the model's maximum context; ``unknown_engine``.
@@ -369,11 +381,32 @@ def memory_estimate(
         )
     else:
         kept_free = reserve
-    budget = max(0, gpu_memory_bytes - weights_per_gpu - overhead - kept_free)
-    max_sequences = budget // per_sequence_per_gpu
+    draft_weights_per_gpu = draft_per_sequence_per_gpu = 0
+    if draft is not None:
+        draft_weights_per_gpu = -(
+            -weights_bytes(params=draft.total_params, weight_bits=precision.weight_bits) // tp
+        )
+        draft_per_sequence_per_gpu = kv_bytes_per_sequence(
+            draft, context_tokens=context_tokens, kv_bits=kv_bits, tp=tp
+        )
+    # A vision-language model's encoder (000 §6.3), kept at 16 bit and split over the TP group
+    # like the language model (vLLM shards Qwen2.5-VL's vision blocks), on the first stage.
+    vision_weights_per_gpu = 0
+    if model.vision is not None:
+        vision_weights_per_gpu = -(-weights_bytes(params=model.vision.params, weight_bits=16) // tp)
+    budget = max(
+        0,
+        gpu_memory_bytes
+        - weights_per_gpu
+        - draft_weights_per_gpu
+        - vision_weights_per_gpu
+        - overhead
+        - kept_free,
+    )
+    max_sequences = budget // (per_sequence_per_gpu + draft_per_sequence_per_gpu)
     counted = sequences if sequences is not None else max_sequences
     needed = sequences if sequences is not None else 1
-    kv_per_gpu = per_sequence_per_gpu * counted
+    kv_per_gpu = (per_sequence_per_gpu + draft_per_sequence_per_gpu) * counted
     return MemoryEstimate(
         tp=tp,
         weight_bits=precision.weight_bits,
@@ -386,15 +419,30 @@ def memory_estimate(
         kv_tokens_per_sequence=kept,
         kv_bytes_per_sequence_per_gpu=per_sequence_per_gpu,
         sequences=sequences,
-        kv_cache_bytes=kv_bytes_per_sequence(model, context_tokens=context_tokens, kv_bits=kv_bits)
+        kv_cache_bytes=(
+            kv_bytes_per_sequence(model, context_tokens=context_tokens, kv_bits=kv_bits)
+            + (
+                0
+                if draft is None
+                else kv_bytes_per_sequence(draft, context_tokens=context_tokens, kv_bits=kv_bits)
+            )
+        )
         * counted,
         kv_cache_bytes_per_gpu=kv_per_gpu,
         engine_overhead_bytes_per_gpu=overhead,
         reserve_bytes_per_gpu=kept_free,
         gpu_memory_bytes=gpu_memory_bytes,
-        total_bytes_per_gpu=weights_per_gpu + kv_per_gpu + overhead + kept_free,
+        total_bytes_per_gpu=weights_per_gpu
+        + draft_weights_per_gpu
+        + vision_weights_per_gpu
+        + kv_per_gpu
+        + overhead
+        + kept_free,
         kv_budget_bytes_per_gpu=budget,
         max_sequences=max_sequences,
         fits=max_sequences >= needed,
         pp=pp,
+        draft_weights_bytes_per_gpu=draft_weights_per_gpu,
+        draft_kv_bytes_per_sequence_per_gpu=draft_per_sequence_per_gpu,
+        vision_weights_bytes_per_gpu=vision_weights_per_gpu,
     )

@@ -34,6 +34,7 @@ from pools.sizing.throughput import (
     replica_throughput,
     tensor_tflops,
 )
+from pools.sizing.vision import VisualLoad, visual_load
 
 #: Hours in an average month: 8,760 h a year / 12.
 HOURS_PER_MONTH = Decimal("730")
@@ -96,6 +97,8 @@ class ReplicaEstimate:
     pp: int = 1
     ep: int | None = None
     nic_gbps: float | None = None
+    speculation: Speculation | None = None
+    encoder_flops_per_request: float = 0.0
 
     @property
     def fits(self) -> bool:
@@ -232,6 +235,7 @@ def estimate_replica(
     ep: int | None = None,
     nic_gbps: float | None = None,
     speculation: Speculation | None = None,
+    encoder_flops_per_request: float = 0.0,
 ) -> ReplicaEstimate:
     """Memory and speed of ``model`` on ``tp`` cards of ``gpu`` (the ``estimate`` command's core).
 
@@ -248,7 +252,14 @@ def estimate_replica(
 
     ``speculation``: speculative decoding (``000`` §3.3), credited only where it is faster than
     plain decoding at the batch the replica runs (else the warning ``speculation_not_credited``;
-    :class:`pools.sizing.throughput.Speculation`). The draft model's memory is not counted.
+    :class:`pools.sizing.throughput.Speculation`). A separate draft model
+    (``speculation.draft``) takes memory on every card, weights and KV cache
+    (:func:`pools.sizing.memory.memory_estimate`).
+
+    Multimodal requests (``000`` §6.3): ``input_tokens`` include the visual tokens and
+    ``encoder_flops_per_request`` is the vision encoder's work per request
+    (:func:`pools.sizing.vision.visual_load`); a vision-language model's encoder weights are
+    counted in memory.
 
     ``concurrency``: sequences in flight per replica (closed loop); ``None`` = saturation (as many
     as the KV cache and the engine's batch cap allow), unless ``request_rate`` (requests/s per
@@ -294,6 +305,7 @@ def estimate_replica(
         sequences=concurrency,
         engine=profile,
         pp=pp,
+        draft=None if speculation is None else speculation.draft,
     )
     replica = {
         "model": model,
@@ -308,6 +320,7 @@ def estimate_replica(
         "pp": pp,
         "nic_gbps": nic_gbps,
         "speculation": speculation,
+        "encoder_flops_per_request": encoder_flops_per_request,
     }
     throughput = None
     limit = "concurrency"
@@ -365,22 +378,30 @@ def estimate_replica(
         pp=pp,
         ep=ep,
         nic_gbps=nic_gbps,
+        speculation=speculation,
+        encoder_flops_per_request=encoder_flops_per_request,
     )
 
 
 def _does_not_fit(memory: MemoryEstimate, gpu: GpuSpec, concurrency: int | None) -> SizingWarning:
     wanted = concurrency or 1
+    per_sequence = memory.kv_bytes_per_sequence_per_gpu + memory.draft_kv_bytes_per_sequence_per_gpu
     need = (
         memory.weights_bytes_per_gpu
+        + memory.draft_weights_bytes_per_gpu
+        + memory.vision_weights_bytes_per_gpu
         + memory.engine_overhead_bytes_per_gpu
         + memory.reserve_bytes_per_gpu
-        + wanted * memory.kv_bytes_per_sequence_per_gpu
+        + wanted * per_sequence
     )
+    draft = ""
+    if memory.draft_weights_bytes_per_gpu:
+        draft = f"draft model {memory.draft_weights_bytes_per_gpu / 1e9:,.1f} GB, "
     return SizingWarning(
         "does_not_fit",
         f"Needs {need / 1e9:,.1f} GB per card at TP {memory.tp} (weights "
-        f"{memory.weights_bytes_per_gpu / 1e9:,.1f} GB, KV {wanted} x "
-        f"{memory.kv_bytes_per_sequence_per_gpu / 1e9:,.2f} GB, overhead and reserve "
+        f"{memory.weights_bytes_per_gpu / 1e9:,.1f} GB, {draft}KV {wanted} x "
+        f"{per_sequence / 1e9:,.2f} GB, overhead and reserve "
         f"{(memory.engine_overhead_bytes_per_gpu + memory.reserve_bytes_per_gpu) / 1e9:,.1f} GB);"
         f" {gpu.name} has {gpu.memory_bytes / 1e9:,.1f} GB.",
     )
@@ -460,6 +481,8 @@ def _option(
     pp: int = 1,
     ep: int | None = None,
     nic_gbps: float | None = None,
+    speculation: Speculation | None = None,
+    encoder_flops_per_request: float = 0.0,
 ) -> tuple[ReplicaEstimate, ThroughputEstimate | None]:
     base = estimate_replica(
         model=model,
@@ -474,6 +497,8 @@ def _option(
         pp=pp,
         ep=ep,
         nic_gbps=nic_gbps,
+        speculation=speculation,
+        encoder_flops_per_request=encoder_flops_per_request,
     )
     if not base.fits:
         return base, None
@@ -493,6 +518,8 @@ def _option(
         "cached_input_tokens": cached,
         "pp": pp,
         "nic_gbps": nic_gbps,
+        "speculation": speculation,
+        "encoder_flops_per_request": encoder_flops_per_request,
     }
     at_targets = batch_for_targets(
         max_batch=cap, tpot_target_ms=tpot_target_ms, ttft_target_ms=ttft_target_ms, **replica
@@ -525,6 +552,8 @@ def sizing_plan(
     pp: int = 1,
     ep: int | None = None,
     nic_gbps: float | None = None,
+    speculation: Speculation | None = None,
+    encoder_flops_per_request: float = 0.0,
 ) -> SizingPlan:
     """One :class:`PlanRow` per GPU model in ``gpus``, ranked, plus the recommendation.
 
@@ -547,7 +576,10 @@ def sizing_plan(
     ``tp`` fixes the TP degree instead of trying each; ``pp`` pipeline stages, ``ep`` and
     ``nic_gbps`` as :func:`estimate_replica` (a replica is then tp x pp cards). A layout one GPU
     model cannot run (TP not dividing the heads, TP across its nodes on a slow NIC) gives that
-    row a ``layout_refused`` warning instead of refusing the plan.
+    row a ``layout_refused`` warning instead of refusing the plan. ``speculation``: speculative
+    decoding on every option, as :func:`estimate_replica` (credited only where it is faster).
+    ``encoder_flops_per_request``: a multimodal request's vision-encoder work, its visual
+    tokens already in ``input_tokens`` (:func:`estimate_replica`).
 
     Raises :class:`SizingInputError` for bad precision, KV dtype, engine or lengths, or a
     context above the model's maximum.
@@ -616,6 +648,8 @@ def sizing_plan(
                 sized_share=sized_share,
                 buffer_share=buffer_share,
                 layout={"tp": tp, "pp": pp, "ep": ep, "nic_gbps": nic_gbps},
+                speculation=speculation,
+                encoder_flops_per_request=encoder_flops_per_request,
             )
         )
         if on_progress is not None:
@@ -671,6 +705,8 @@ def _plan_row(
     sized_share: float = 1.0,
     buffer_share: float = 0.0,
     layout: Mapping[str, Any] | None = None,
+    speculation: Speculation | None = None,
+    encoder_flops_per_request: float = 0.0,
 ) -> PlanRow:
     layout = dict(layout or {})
     fixed_tp = layout.pop("tp", None)
@@ -703,6 +739,8 @@ def _plan_row(
         cached=cached,
         tpot_target_ms=tpot_target_ms,
         ttft_target_ms=ttft_target_ms,
+        speculation=speculation,
+        encoder_flops_per_request=encoder_flops_per_request,
     )
     if not options:
         return row(warnings=failure_warnings)
@@ -722,7 +760,9 @@ def _plan_row(
         for option in options
     ]
     missed, cards, tp, base, chosen, replicas, counts, buffer = _best(scored, min_fit_tp)
-    warnings = list(base.warnings)
+    # Speculation is credited (or not) at the batch the replica runs, not at saturation.
+    warnings = [w for w in base.warnings if w.code != "speculation_not_credited"]
+    warnings += _speculation_warnings(chosen)
     if missed:
         warnings += _target_warnings(chosen, tpot_target_ms, ttft_target_ms)
     if chosen.ttft_ms is None:
@@ -943,6 +983,8 @@ def _at_batch(
         cached_input_tokens=cached,
         pp=base.pp,
         nic_gbps=base.nic_gbps,
+        speculation=base.speculation,
+        encoder_flops_per_request=base.encoder_flops_per_request,
     )
 
 
@@ -997,9 +1039,16 @@ REQUEST_FIELDS = (
     "speculative_draft_tokens",
     "speculative_acceptance_rate",
     "speculative_draft_cost_ratio",
+    "speculative_draft_model",
+    "images_per_request",
+    "image_width_px",
+    "image_height_px",
+    "video_seconds_per_request",
+    "video_fps",
 )
 
-#: The speculative-decoding fields of a request, given all together or not at all.
+#: The speculative-decoding fields of a request, given all together or not at all (the cost
+#: ratio may instead follow from ``speculative_draft_model``: :func:`speculation_from_fields`).
 SPECULATION_FIELDS = (
     "speculative_draft_tokens",
     "speculative_acceptance_rate",
@@ -1010,19 +1059,39 @@ SPECULATION_FIELDS = (
 MAX_DRAFT_TOKENS = 16
 
 
-def speculation_from_fields(fields: Mapping[str, object]) -> Speculation | None:
+def draft_cost_ratio(*, draft: ModelArch, target: ModelArch) -> float:
+    """A separate draft's cost ratio c when none is given: its active parameters / the
+    target's. Decode at a small batch reads every active weight once per step, so step times
+    scale with the weight bytes read, the same precision for both (Leviathan et al. 2023 §3.4
+    define c as the ratio of the two models' step times).
+    Llama-3.1-8B for Llama-3.1-70B: 8,030,261,248 / 70,553,706,496 = 0.1138."""
+    return min(1.0, draft.active_params / target.active_params)
+
+
+def speculation_from_fields(
+    fields: Mapping[str, object],
+    *,
+    presets: Mapping[str, ModelArch] | None = None,
+    target: ModelArch | None = None,
+) -> Speculation | None:
     """The request's speculative decoding: ``speculative_draft_tokens`` (whole, 1 to
     :data:`MAX_DRAFT_TOKENS`), ``speculative_acceptance_rate`` in [0, 1) and
     ``speculative_draft_cost_ratio`` in [0, 1] (:class:`~pools.sizing.throughput.Speculation`),
-    all three or none (``None``). Raises :class:`SizingInputError` naming the field at fault."""
+    all three or none (``None``). ``speculative_draft_model``: a preset id of ``presets`` for a
+    separate draft model (fewer active parameters than the target), whose memory is counted;
+    then the cost ratio may be left out (:func:`draft_cost_ratio` against ``target``).
+    Raises :class:`SizingInputError` naming the field at fault."""
+    draft = _draft_model(fields, presets=presets, target=target)
     given = [name for name in SPECULATION_FIELDS if fields.get(name) is not None]
-    if not given:
+    if not given and draft is None:
         return None
+    if draft is not None and target is not None and fields.get(SPECULATION_FIELDS[2]) is None:
+        given.append(SPECULATION_FIELDS[2])
     if len(given) < len(SPECULATION_FIELDS):
         missing = next(name for name in SPECULATION_FIELDS if name not in given)
         raise SizingInputError(
             "speculative decoding needs the draft tokens, the acceptance rate and the draft's "
-            f"cost ratio together; {missing} is missing",
+            f"cost ratio (or draft model) together; {missing} is missing",
             reason="missing",
             field=missing,
         )
@@ -1034,7 +1103,9 @@ def speculation_from_fields(fields: Mapping[str, object]) -> Speculation | None:
             field="speculative_draft_tokens",
         )
     alpha = fields["speculative_acceptance_rate"]
-    cost = fields["speculative_draft_cost_ratio"]
+    cost = fields.get("speculative_draft_cost_ratio")
+    if cost is None:
+        cost = draft_cost_ratio(draft=draft, target=target)
     for name, value, fits, shown in (
         ("speculative_acceptance_rate", alpha, lambda v: 0 <= v < 1, "[0, 1)"),
         ("speculative_draft_cost_ratio", cost, lambda v: 0 <= v <= 1, "[0, 1]"),
@@ -1049,7 +1120,35 @@ def speculation_from_fields(fields: Mapping[str, object]) -> Speculation | None:
         draft_tokens=gamma,
         acceptance_rate=float(alpha),
         draft_cost_ratio=float(cost),
+        draft=draft,
     )
+
+
+def _draft_model(
+    fields: Mapping[str, object],
+    *,
+    presets: Mapping[str, ModelArch] | None,
+    target: ModelArch | None,
+) -> ModelArch | None:
+    """The preset ``speculative_draft_model`` names (``None`` when not given); refused when
+    unknown or not smaller than the target."""
+    name = fields.get("speculative_draft_model")
+    if name is None or name == "":
+        return None
+    draft = (presets or {}).get(name) if isinstance(name, str) else None
+    if draft is None:
+        raise SizingInputError(
+            f"unknown draft model {name!r}; give a preset id",
+            reason="unknown_model",
+            field="speculative_draft_model",
+        )
+    if target is not None and draft.active_params >= target.active_params:
+        raise SizingInputError(
+            f"the draft {draft.name} must have fewer active parameters than {target.name}",
+            reason="inconsistent",
+            field="speculative_draft_model",
+        )
+    return draft
 
 
 def _int_field(fields: Mapping[str, object], name: str, default: int | None) -> int | None:
@@ -1144,6 +1243,7 @@ def estimate_from_fields(
     rate = _rate_field(fields, "request_rate")
     hit_rate = _hit_rate_field(fields)
     replicas = gpu_count // (tp * pp) if gpu_count % (tp * pp) == 0 else 1
+    visual = visual_load_from_fields(fields, model)
     return estimate_replica(
         model=model,
         gpu=gpu,
@@ -1151,7 +1251,7 @@ def estimate_from_fields(
         kv_cache_dtype=kv_dtype,
         tp=tp,
         gpu_count=gpu_count,
-        input_tokens=input_len,
+        input_tokens=input_len + (0 if visual is None else visual.tokens),
         output_tokens=output_len,
         concurrency=_int_field(fields, "concurrency", None),
         request_rate=None if rate is None else rate / replicas,
@@ -1160,7 +1260,62 @@ def estimate_from_fields(
         pp=pp,
         ep=ep,
         nic_gbps=nic_gbps,
-        speculation=speculation_from_fields(fields),
+        speculation=speculation_from_fields(fields, presets=presets, target=model),
+        encoder_flops_per_request=0.0 if visual is None else visual.encoder_flops,
+    )
+
+
+#: The multimodal fields of a request (000 §6.3) and their defaults: no images, no video,
+#: 1,024 x 1,024 px images / frames, video sampled at 2 frames per second (Qwen2.5-VL's
+#: qwen-vl-utils default FPS 2.0).
+MULTIMODAL_DEFAULTS = {
+    "images_per_request": 0,
+    "image_width_px": 1024,
+    "image_height_px": 1024,
+    "video_seconds_per_request": 0.0,
+    "video_fps": 2.0,
+}
+#: Largest image or frame side taken, px (a typo guard: 16K video is 15,360 px wide).
+MAX_IMAGE_SIDE_PX = 16_384
+
+
+def visual_load_from_fields(fields: Mapping[str, object], model: ModelArch) -> VisualLoad | None:
+    """The visual load of a request's multimodal fields (:data:`MULTIMODAL_DEFAULTS`; ``None``
+    without images or video): whole images >= 0, sides 1 to :data:`MAX_IMAGE_SIDE_PX` px, video
+    seconds >= 0 and fps > 0 (:func:`pools.sizing.vision.visual_load`). Raises
+    :class:`SizingInputError` naming the field at fault, or ``not_multimodal`` for a text-only
+    model."""
+    values = {
+        name: default if fields.get(name) is None else fields[name]
+        for name, default in MULTIMODAL_DEFAULTS.items()
+    }
+    for name, value in values.items():
+        whole = name in ("images_per_request", "image_width_px", "image_height_px")
+        low = 1 if name in ("image_width_px", "image_height_px", "video_fps") else 0
+        high = (
+            MAX_IMAGE_SIDE_PX if name.startswith("image_") and name != "images_per_request" else 1e6
+        )
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if (
+            not number
+            or (whole and float(value) != int(value))
+            or not low <= value <= high
+            or (name == "video_fps" and value <= 0)
+        ):
+            kind = "a whole number" if whole else "a number"
+            raise SizingInputError(
+                f"{name} must be {kind} from {low:g} to {high:g}, got {value!r}",
+                reason="out_of_range",
+                field=name,
+            )
+    return visual_load(
+        model.vision,
+        model_name=model.name,
+        images=int(values["images_per_request"]),
+        video_seconds=float(values["video_seconds_per_request"]),
+        video_fps=float(values["video_fps"]),
+        width_px=int(values["image_width_px"]),
+        height_px=int(values["image_height_px"]),
     )
 
 

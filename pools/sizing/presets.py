@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from pools.sizing import SizingInputError
+from pools.sizing.vision import VisionEncoder
 
 _MODELS_JSON = Path(__file__).resolve().parent / "models.json"
 
@@ -50,6 +51,8 @@ class ModelArch:
     mixture of experts (MoE) ``total_params`` counts every expert and ``active_params`` the
     ``experts_per_token`` routed per token. ``sliding_window_tokens`` caps the KV cache kept per
     sequence (Mistral-7B-v0.1: 4,096). ``sources`` maps a field name to its citation.
+    ``vision``: a vision-language model's encoder (:class:`pools.sizing.vision.VisionEncoder`),
+    counted apart from the language model's ``total_params``.
 
     Raises :class:`SizingInputError` (reason ``not_positive`` or ``inconsistent``) when a count
     is not a positive integer, the attention heads are not a multiple of the KV heads, or the
@@ -81,6 +84,7 @@ class ModelArch:
     kv_lora_rank: int | None = None
     qk_rope_head_dim: int | None = None
     sliding_window_layers: int | None = None
+    vision: VisionEncoder | None = None
 
     def __post_init__(self) -> None:
         """Checks in order: field ranges, layer layout, heads and experts; raises
@@ -392,6 +396,14 @@ def model_params_from_config(
 def _preset_from_entry(entry: dict[str, Any]) -> ModelArch:
     # models.json keeps config.json's names for the context and the sliding window.
     config = dict(entry["config"])
+    model = _text_preset(entry, config)
+    if entry.get("vision"):
+        # A vision-language model: the language model above, and its vision encoder.
+        model = replace(model, vision=VisionEncoder(**entry["vision"]))
+    return model
+
+
+def _text_preset(entry: dict[str, Any], config: dict[str, Any]) -> ModelArch:
     return ModelArch.from_config(
         id=entry["id"],
         name=entry["name"],

@@ -51,7 +51,14 @@ from pools.jobs import SIZING_ESTIMATE, enqueue_on_commit, jobs_waiting
 from pools.sizing import SizingInputError
 from pools.sizing.engines import engine_profile
 from pools.sizing.gpus import GPU_SPEC_FIELDS, GpuSpec, gpu_spec_from_fields
-from pools.sizing.inputs import DEFAULT_INPUTS, demand_of, model_arch, sizing_inputs_clean
+from pools.sizing.inputs import (
+    DEFAULT_INPUTS,
+    demand_of,
+    model_arch,
+    sizing_inputs_clean,
+    speculation_of,
+    visual_of,
+)
 from pools.sizing.memory import (
     ENGINE_OVERHEAD_BYTES,
     RESERVE_FRACTION,
@@ -71,7 +78,7 @@ from pools.sizing.plan import (
     sizing_plan,
 )
 from pools.sizing.selectors import measured_on_fleet
-from pools.sizing.throughput import BANDWIDTH_EFFICIENCY
+from pools.sizing.throughput import BANDWIDTH_EFFICIENCY, Speculation
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_member
 
@@ -264,8 +271,44 @@ def _row_json(
         "monthly_cost": row.monthly_cost,
         "meets_targets": row.meets_targets,
         "fits_free_capacity": row.fits_free_capacity,
+        # Speculative decoding at the batch the replica runs (000 §3.3): output tokens per
+        # sequence per draft-and-verify pass, and whether it beat plain decoding there.
+        "speculative_tokens_per_step": None
+        if throughput is None
+        else throughput.speculative_tokens_per_step,
+        "speculative_credited": None if throughput is None else throughput.speculative_credited,
+        "vision_weights_bytes_per_gpu": None
+        if memory is None
+        else memory.vision_weights_bytes_per_gpu,
+        "draft_weights_bytes_per_gpu": None
+        if memory is None
+        else memory.draft_weights_bytes_per_gpu,
+        "draft_kv_bytes_per_sequence_per_gpu": None
+        if memory is None
+        else memory.draft_kv_bytes_per_sequence_per_gpu,
         "warnings": [_warning(w, row=row, free=free, pool_names=pool_names) for w in row.warnings],
         "estimate": None if estimate is None else replica_estimate_as_dict(estimate),
+    }
+
+
+def _speculation_json(speculation: Speculation | None, *, precision) -> dict[str, Any] | None:
+    """The speculative decoding asked for, with Leviathan et al.'s expected tokens per pass
+    (1 - alpha^(gamma+1)) / (1 - alpha) and the draft model's whole weights at the target's
+    precision (bytes; per card: the rows' ``draft_weights_bytes_per_gpu``)."""
+    if speculation is None:
+        return None
+    draft = speculation.draft
+    return {
+        "draft_tokens": speculation.draft_tokens,
+        "acceptance_rate": speculation.acceptance_rate,
+        "draft_cost_ratio": speculation.draft_cost_ratio,
+        "tokens_per_step": speculation.tokens_per_step(),
+        "draft_model": None if draft is None else draft.id,
+        "draft_model_name": None if draft is None else draft.name,
+        "draft_params": None if draft is None else draft.total_params,
+        "draft_weights_bytes": None
+        if draft is None
+        else weights_bytes(params=draft.total_params, weight_bits=precision.weight_bits),
     }
 
 
@@ -417,7 +460,12 @@ def sizing_results(
     free cards of the inference pools; writes nothing. ``on_progress(done, total)`` per GPU
     model. Raises :class:`SizingInputError` if the arithmetic refuses the inputs."""
     model = model_arch(inputs)
-    demand = demand_of(inputs)
+    visual = visual_of(inputs, model)
+    # A multimodal request's images and video reach the language model as input tokens
+    # (000 §6.3): the prefill, the KV cache and the demand count them with the text.
+    input_len = inputs["input_len"] + (0 if visual is None else visual.tokens)
+    demand = demand_of({**inputs, "input_len": input_len})
+    speculation = speculation_of(inputs, model)
     start, end = capacity_window()
     free = inference_free_cards(start=start, end=end)
     usable = inference_usable_cards(start=start, end=end)
@@ -432,7 +480,7 @@ def sizing_results(
         gpus=[spec for _, spec in gpus],
         precision=inputs["precision"],
         kv_cache_dtype=inputs["kv_cache_dtype"],
-        input_tokens=inputs["input_len"],
+        input_tokens=input_len,
         output_tokens=inputs["output_len"],
         demand=demand,
         concurrency=inputs["concurrency"],
@@ -450,6 +498,8 @@ def sizing_results(
         pp=inputs.get("pp") or 1,
         ep=inputs.get("ep"),
         nic_gbps=inputs.get("nic_gbps"),
+        speculation=speculation,
+        encoder_flops_per_request=0.0 if visual is None else visual.encoder_flops,
     )
     by_slug = {spec.slug: (row, spec) for row, spec in gpus}
     pool_names = dict(Pool.objects.values_list("slug", "name"))  # people read names, not slugs
@@ -457,7 +507,7 @@ def sizing_results(
     kv_bits = kv_cache_bits(inputs["kv_cache_dtype"])
     per_token = model_kv_bytes_per_token(model, kv_bits=kv_bits)
     per_sequence = kv_bytes_per_sequence(
-        model, context_tokens=inputs["input_len"] + inputs["output_len"], kv_bits=kv_bits
+        model, context_tokens=input_len + inputs["output_len"], kv_bits=kv_bits
     )
     results = {
         "model": {
@@ -489,12 +539,23 @@ def sizing_results(
         ),
         "kv_bytes_per_token": per_token,
         "kv_bytes_per_sequence": per_sequence,
-        "context_tokens": inputs["input_len"] + inputs["output_len"],
+        "context_tokens": input_len + inputs["output_len"],
         "concurrency": inputs["concurrency"],
         "kv_bytes_for_concurrency": None
         if inputs["concurrency"] is None
         else per_sequence * inputs["concurrency"],
         "demand": None if demand is None else asdict(demand),
+        "speculation": _speculation_json(speculation, precision=precision),
+        # Images and video as input tokens and the vision encoder's cost (000 §6.3).
+        "multimodal": None
+        if visual is None
+        else {
+            **asdict(visual),
+            "text_input_len": inputs["input_len"],
+            "input_len": input_len,
+            "encoder_params": model.vision.params,
+            "encoder_weights_bytes": weights_bytes(params=model.vision.params, weight_bits=16),
+        },
         "seed_rule": None
         if plan.seed_rule_cards is None
         else {

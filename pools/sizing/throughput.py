@@ -384,11 +384,17 @@ class Speculation:
     time / one target decode step's time. Both are Leviathan, Kalman and Matias, "Fast
     Inference from Transformers via Speculative Decoding", ICML 2023 (arXiv 2211.17192), §3.1
     and §3.4; an EAGLE or MTP head of one layer on an L-layer target is about c = 1 / L.
+
+    ``draft``: the draft model when it is a separate model (``None``: an n-gram / prompt-lookup
+    draft or a head counted in the target). Its weights (at the target's weight precision,
+    split over the TP group like the target's, as vLLM runs a draft by default) and its KV cache
+    per sequence take memory on every card (:func:`pools.sizing.memory.memory_estimate`).
     """
 
     draft_tokens: int
     acceptance_rate: float
     draft_cost_ratio: float
+    draft: ModelArch | None = None
 
     def tokens_per_step(self) -> float:
         """Expected tokens a sequence gains per verification pass: (1 - alpha^(gamma + 1)) /
@@ -506,12 +512,16 @@ def replica_throughput(
     pp: int = 1,
     nic_gbps: float | None = None,
     speculation: Speculation | None = None,
+    encoder_flops_per_request: float = 0.0,
 ) -> ThroughputEstimate:
     """Step time, TPOT, TTFT and output tok/s of one replica with ``batch`` sequences in flight.
 
     ``pp`` > 1: :func:`pipelined`. ``nic_gbps``: NIC rate per card, Gb/s, for groups that span
     nodes (required then). ``speculation``: speculative decoding, credited only where it is
-    faster (:func:`_speculative_step`).
+    faster (:func:`_speculative_step`). ``encoder_flops_per_request``: a multimodal request's
+    vision-encoder work (:mod:`pools.sizing.vision`; its visual tokens are in
+    ``input_tokens``), run at the card's 16-bit tensor rate before the prefill - added to the
+    prefill, so to TTFT, and to the share of prefill work that rides in the decode steps.
 
     step = GEMM + attention + kernel latencies + all-reduces (module docstring); TPOT = step;
     output tok/s = batch / step; requests/s = that / output tokens; TTFT = prefill alone
@@ -539,6 +549,7 @@ def replica_throughput(
             cached_input_tokens=cached_input_tokens,
             nic_gbps=nic_gbps,
             speculation=speculation,
+            encoder_flops_per_request=encoder_flops_per_request,
         )
     _check_decode(batch=batch, gpu=gpu)
     profile = engine_profile(engine)
@@ -573,6 +584,7 @@ def replica_throughput(
     )
     prefill_attention_flops = request_prefill_flops - 2 * _linear_params(model) * new_input
     kernel_s = model.num_layers * profile.step_overhead_s_per_layer
+    encoder_s = encoder_flops_per_request / attention_rate if attention_rate else 0.0
 
     prefill_alone_s = None
     if flops_rate:
@@ -601,6 +613,7 @@ def replica_throughput(
             )
             + prefill_dequant_extra_s
             + kernel_s
+            + encoder_s
             + 2
             * model.num_layers
             * allreduce_s(
@@ -624,7 +637,10 @@ def replica_throughput(
         weights_read = decode_weight_bytes(model=model, precision=precision, tokens=tokens)
         attention_flops = (
             4 * model.num_layers * model.attention_width * batch * query_tokens * mean_context
-            + batch * prefill_share / output_tokens * prefill_attention_flops
+            + batch
+            * prefill_share
+            / output_tokens
+            * (prefill_attention_flops + encoder_flops_per_request)
         )
         memory_s = weights_read / effective_bandwidth
         compute_s = 2 * _linear_params(model) * tokens / flops_rate if flops_rate else 0.0

@@ -35,6 +35,15 @@ def gib(value, decimals: int = 0):
 
 
 @register.filter
+def tflop(value, decimals: int = 1):
+    """FLOPs as TFLOP (10**12 FLOPs) with ``decimals`` places; ``—`` if unknown."""
+    number = _number(value)
+    if number is None:
+        return "—"
+    return f"{number / 1e12:,.{int(decimals)}f}"
+
+
+@register.filter
 def qty(value, decimals: int = 0):
     """A number with ``decimals`` places and thousands separators; ``—`` if unknown."""
     number = _number(value)
@@ -68,6 +77,7 @@ WARNING_LABELS = {
     "fp8_support_unknown": "FP8 support unknown",
     "context_too_long": "context too long",
     "engine_version": "engine version",
+    "speculation_not_credited": "speculation not credited",
 }
 """Readable names of :class:`pools.sizing.SizingWarning` codes (the code stays in the API, the
 CSV and the badge's ``data-code``)."""

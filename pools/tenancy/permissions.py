@@ -69,6 +69,12 @@ def may_link_estimate(user: Any, team: Team) -> bool:
     return _manages(user, team)
 
 
+def may_reset_calendar_feed(user: Any, team: Team) -> bool:
+    """Replace the team's secret calendar feed link with a new one (the old one stops working
+    for every member's calendar app): managers."""
+    return _manages(user, team)
+
+
 # -- actions on the pool -----------------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ when ``DEBUG`` is off), ``DEBUG``, ``TIME_ZONE``, ``ALLOWED_HOSTS``, ``CSRF_TRUS
 ``SECURE_SSL_REDIRECT``, ``INVENTORY_UPLOAD_MAX_BYTES``, ``CACHE_URL`` (default: per-process
 memory), ``NUM_PROXIES`` (trusted reverse proxies, default 0), ``LOGIN_FAILURE_LIMIT``,
 ``LOGIN_COOLOFF_MINUTES``, ``LOGIN_THROTTLE_RATE``, ``TOKEN_THROTTLE_RATE``,
+``CALENDAR_FEED_THROTTLE_RATE``,
 ``API_TOKEN_TTL_DAYS``, ``STATIC_ROOT``, ``SQLITE_TIMEOUT_S``, ``TASK_TIME_LIMIT_S``,
 ``REQUEST_TIMEOUT_S``, ``CELERY_QUEUE``, ``PORTAL_DEMO`` (``make demo`` only: a quiet log),
 ``EMAIL_BACKEND``.
@@ -282,6 +283,8 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "token": env.str("TOKEN_THROTTLE_RATE", default="20/minute"),
         "login": env.str("LOGIN_THROTTLE_RATE", default="30/minute"),  # portal.throttling
+        # a team's secret calendar feed, per client address (pools/capacity/views_calendar.py)
+        "calendar_feed": env.str("CALENDAR_FEED_THROTTLE_RATE", default="60/minute"),
     },
     # Trusted reverse proxies in front of the portal (ingress, load balancer); see
     # portal/throttling.py. 0: X-Forwarded-For is ignored and REMOTE_ADDR is the client.
@@ -384,6 +387,8 @@ CELERY_BEAT_SCHEDULE = {
     "recurring-sync": {"task": "pools.capacity.tasks.recurring_sync_task", "schedule": 5 * 60},
     # Maintenance windows: Slurm MAINT reservations made, and deleted once cancelled.
     "maintenance-sync": {"task": "pools.capacity.tasks.maintenance_sync_task", "schedule": 5 * 60},
+    # Temporary overrides: expired at their date, the team's caps / quota / QOS put back.
+    "override-expire": {"task": "pools.capacity.tasks.override_expire_task", "schedule": 5 * 60},
     # Each cluster's connection checked in its own task (pools.clusters): a down cluster makes
     # its pools read-only until a check finds it answering again.
     "clusters-check": {"task": "pools.clusters.tasks.clusters_check_task", "schedule": 5 * 60},

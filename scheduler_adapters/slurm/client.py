@@ -200,6 +200,11 @@ class SlurmRestAdapter:
         """The QOS the account's association allows and its default."""
         return self._qos.get_account_qos(account)
 
+    def account_qos_refusal(self) -> str | None:
+        """Why this cluster cannot take an account's QOS list (``None``: it can); see
+        :meth:`QualitiesOfService.account_qos_refusal`."""
+        return self._qos.account_qos_refusal()
+
     # ------------------------------------------------------------------ jobs
 
     def submit_job(self, spec: JobSpec) -> int:

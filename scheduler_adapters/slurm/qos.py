@@ -106,12 +106,8 @@ class QualitiesOfService:
             self._sacctmgr.set_qos(
                 wanted.account, wanted.allowed, wanted.default, operation=operation
             )
-        elif dialect.LEGACY_ASSOCIATION_WORKAROUNDS:
-            raise SchedulerRejected(
-                f"API {dialect.VERSION} does not apply association QOS changes reliably over "
-                "REST (22.05 drops them); enable the sacctmgr fallback",
-                operation=operation,
-            )
+        elif (refusal := self.account_qos_refusal()) is not None:
+            raise SchedulerRejected(refusal, operation=operation)
         else:
             self._rest.request(
                 operation,
@@ -127,6 +123,18 @@ class QualitiesOfService:
             )
         self._verify(operation, wanted, association.grp_tres, association.grp_tres_mins)
         return True
+
+    def account_qos_refusal(self) -> str | None:
+        """Why an account's QOS list cannot be written on this cluster, ``None`` when it can:
+        v0.0.38 (22.05) over REST without the sacctmgr fallback (it drops the change, see the
+        module docstring). Asked before anything is written, so a caller refuses whole."""
+        dialect = self._rest.dialect
+        if self._sacctmgr is None and dialect.LEGACY_ASSOCIATION_WORKAROUNDS:
+            return (
+                f"API {dialect.VERSION} does not apply association QOS changes reliably over "
+                "REST (22.05 drops them); enable the sacctmgr fallback"
+            )
+        return None
 
     def _verify(
         self,

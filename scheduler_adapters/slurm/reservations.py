@@ -26,6 +26,11 @@ Commands (https://slurm.schedmd.com/scontrol.html, "RESERVATIONS"):
   EndTime=now``. The running jobs go on; no new job starts in it, the node is free for others
   once they end, and slurmctld purges the ended reservation then (within seconds here).
 - read: ``scontrol show reservation N --oneliner`` (``Key=value`` pairs on one line).
+- QOS (issue 36): ``QOS=q1,q2`` on create admits only jobs of the account that also run under
+  one of those QOS (26.05.5: a job of the account under ``normal`` was refused "Problem using
+  reservation", under the listed QOS it was queued). 22.05.8 and 24.11.5 answer ``Unknown
+  parameter QOS=`` and create nothing (:class:`ReservationQosUnsupported`), and their ``show``
+  has no ``QOS=`` (the record's ``qos`` is ``None``).
 
 Writes are idempotent like the rest of the adapter: creating a reservation that already exists
 with the same account, nodes and window changes nothing and returns ``False``; one that exists
@@ -42,6 +47,7 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from scheduler_adapters.errors import (
+    ReservationQosUnsupported,
     SchedulerAuthError,
     SchedulerError,
     SchedulerRejected,
@@ -56,6 +62,7 @@ _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
 # scontrol's words for a slurmctld it cannot reach (src/scontrol; slurm_strerror texts)
 _UNREACHABLE = ("unable to contact slurm controller", "connection refused", "socket timed out")
 _NOT_FOUND = ("not found", "invalid reservation", "reservation is invalid")
+_NO_QOS = "unknown parameter qos="  # 22.05 and 24.11's scontrol; nothing is created
 _IN_USE = "reservation is in use"  # ESLURM_RESERVATION_BUSY's text (slurm_errno.c)
 _PAIR = re.compile(r"(?P<key>[A-Za-z]+)=(?P<value>\S*)")
 
@@ -103,7 +110,16 @@ class ScontrolReservations:
             arguments.append(f"PartitionName={spec.partition}")
         if spec.flags:
             arguments.append(f"Flags={','.join(spec.flags)}")
-        self._scontrol(arguments, operation=operation)
+        if spec.qos:
+            arguments.append(f"QOS={','.join(spec.qos)}")
+        try:
+            self._scontrol(arguments, operation=operation)
+        except SchedulerRejected as exc:
+            if spec.qos and _NO_QOS in exc.message.lower():
+                raise ReservationQosUnsupported(
+                    f"this Slurm's reservations take no QOS ({exc.message})", operation=operation
+                ) from exc
+            raise
         return True
 
     def delete_reservation(self, name: str) -> bool:
@@ -170,6 +186,7 @@ class ScontrolReservations:
             partition=fields.get("PartitionName") or None,
             state=fields.get("State") or None,
             flags=listed("Flags"),
+            qos=tuple(sorted(listed("QOS"))) if "QOS" in fields else None,
         )
 
     def _same(self, existing: ReservationRecord, spec: ReservationSpec) -> bool:
@@ -183,6 +200,8 @@ class ScontrolReservations:
             spec.maintenance,
         ):
             return False
+        if existing.qos is not None and existing.qos != spec.qos:
+            return False  # a Slurm without reservation QOS (None) was written without it
         starts_at = spec.starts_at.replace(microsecond=0)
         ends_at = spec.ends_at.replace(microsecond=0)
         if spec.repeat is None or existing.starts_at is None or existing.ends_at is None:

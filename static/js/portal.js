@@ -80,3 +80,19 @@ function markKeyColumns(root) {
 }
 document.addEventListener("DOMContentLoaded", () => markKeyColumns(document));
 document.addEventListener("htmx:load", (event) => markKeyColumns(event.target));
+// data-copy="id" on a button: copy the value of the field with that id (the team's calendar
+// link); the button says "Copied" for two seconds.
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("[data-copy]");
+  const field = button && document.getElementById(button.dataset.copy);
+  if (!field) return;
+  field.select();
+  const done = () => {
+    const label = button.textContent;
+    button.textContent = "Copied";
+    setTimeout(() => { button.textContent = label; }, 2000);
+  };
+  const fallback = () => { if (document.execCommand("copy")) done(); };
+  if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(field.value).then(done, fallback);
+  else fallback();
+});

@@ -33,12 +33,16 @@ PAGES = {
     "gpu-models/<slug:slug>/edit/": "/gpu-models/h100_sxm/edit/",
     "pools/": "/pools/",
     "pools/<slug:pool>/<slug:model>/calendar/": "/pools/infer-k8s/l40s/calendar/",
+    "driver-groups/<int:branch>/calendar/": "/driver-groups/550/calendar/",
     "clusters/": "/clusters/",
     "maintenance/": "/maintenance/",  # the demo's driver-upgrade waves
     "maintenance/new/": "/maintenance/new/",
     "maintenance/waves/": "/maintenance/waves/",
     "maintenance/<int:pk>/": "/maintenance/{maintenance}/",  # wave 1, with its sibling waves
     "maintenance/<int:pk>/cancel/": "/maintenance/{maintenance}/cancel/",
+    "classes/": "/classes/",  # the demo's classes and the cards they hold
+    "overrides/": "/overrides/",  # the demo's override in force
+    "overrides/new/": "/overrides/new/",
     "unrecognised-models/": "/unrecognised-models/",
     "inventory/import/": "/inventory/import/",
     "inventory/uploads/<int:pk>/": "/inventory/uploads/{upload}/",  # a background import, done
@@ -74,12 +78,15 @@ PAGES = {
     "dashboard/": "/dashboard/",  # with stranded capacity, forecast and heatmap
     "teams/<slug:slug>/dashboard/": "/teams/nlp/dashboard/",
     "teams/<slug:slug>/waiting/": "/teams/nlp/waiting/",  # Slurm and Kueue waiting work
+    "teams/<slug:slug>/calendar/": "/teams/nlp/calendar/",  # the demo's secret feed link
     "api/docs/": "/api/docs/",
     "login/": "/login/",  # opened signed in: the form, with the navigation
 }
 VARIANTS = [
     "/nodes/?pool=train-slurm&ordering=-gpus",
     "/allocations/?status=active",
+    "/pools/infer-k8s/l40s/calendar/?month=",  # the month view
+    "/driver-groups/550/calendar/?month=",
     "/advisor/?severity=critical&ordering=team",
     "/allocations/{serving}/serving/?span=7d",
     # the request panel with a shape: per pool and model whether it fits (issue #20)
@@ -100,6 +107,7 @@ NOT_PAGES = {
     "logout/": "POST only",
     "idle/scan/": "POST only",
     "clusters/<slug:slug>/check/": "POST only (checks the connection now)",
+    "overrides/<int:pk>/cancel/": "POST only (the list's End now button)",
     "dashboard/stranded/recompute/": "POST only (queues the stranded snapshot)",
     "idle/<int:pk>/<str:action>/": "POST only",
     "advisor/run/": "POST only (queues an advisor pass)",
@@ -113,6 +121,8 @@ NOT_PAGES = {
     "start/": "a redirect by role (after sign-in): to Fleet or My teams",
     "requests/explain/": "the request form's live panel (an htmx fragment; opened in its form)",
     "teams/<slug:slug>/calendar.ics": "the team's iCalendar feed (text/calendar)",
+    "teams/<slug:slug>/calendar/<str:action>/": "POST only (make or reset the feed link)",
+    "calendar/<str:token>.ics": "the team's iCalendar feed at its secret link (text/calendar)",
 }
 NOT_PAGE_PREFIXES = (
     "admin/",  # Django's admin: its own stylesheet, not the portal's layout

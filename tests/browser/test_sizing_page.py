@@ -272,3 +272,84 @@ def test_pipeline_stages_are_chosen_in_the_parallelism_section(signed_in, live_s
     expect(refused).to_contain_text("at least 400 Gb/s")
     expect(h100.locator("td.tp-cell")).to_have_text("—")
     assert page.evaluate("window.__sameDocument") is True
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_speculative_decoding_is_credited_for_one_sequence_and_not_for_a_full_batch(
+    signed_in, live_server, width
+):
+    """Issue 34 (000 §3.3): open *Speculative decoding*, Llama-3.1-70B with Llama-3.1-8B as
+    draft, gamma 4, alpha 0.7: (1 - 0.7^5) / 0.3 = 2.77 tokens a pass, credited at one
+    sequence; the draft's 16.1 GB of weights (8,030,261,248 x 2 B) is counted. With 256 in
+    flight and no latency targets a replica runs as many as fit and the verification is
+    compute bound: the H100 row says *speculation not credited*."""
+    import os
+    from pathlib import Path
+
+    inference_fleet()
+    page = signed_in
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(
+        f"{live_server.url}/sizing/?model=llama3_70b&precision=BF16&kv_cache_dtype=FP16"
+        "&engine=vllm&input_len=1000&output_len=200&demand_kind=concurrency&concurrency=1"
+        "&tpot_target_ms=50&ttft_target_ms=1000&gpu_models=h100_sxm"
+    )
+    page.evaluate("window.__sameDocument = true")
+
+    page.click("#speculation summary")
+    page.fill("input[name=speculative_draft_tokens]", "4")
+    page.fill("input[name=speculative_acceptance_rate]", "0.7")
+    page.select_option("select[name=speculative_draft_model]", "llama3_8b")
+
+    expect(page.locator("#speculation-explained")).to_contain_text("2.77 tok / pass")
+    expect(page.locator("#speculation-explained")).to_contain_text("16.1 GB of weights")
+    expect(page.locator("#speculation-line")).to_contain_text("Speculative decoding credited")
+    h100_warnings = page.locator("tr[data-gpu=h100_sxm] + tr.warnings")
+    expect(h100_warnings.locator("[data-code=speculation_not_credited]")).to_have_count(0)
+    assert "speculative_draft_model=llama3_8b" in page.url
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    shots = Path(os.environ.get("BROWSER_SHOTS") or "/tmp")
+    page.screenshot(path=str(shots / f"sizing-speculation-{width}.png"), full_page=True)
+
+    page.fill("input[name=tpot_target_ms]", "")
+    page.fill("input[name=ttft_target_ms]", "")
+    page.fill("input[name=concurrency]", "256")
+    page.locator("input[name=concurrency]").dispatch_event("change")
+    expect(h100_warnings.locator("[data-code=speculation_not_credited]")).to_have_text(
+        "speculation not credited"
+    )
+    expect(page.locator("#speculation-line")).to_contain_text("not credited")
+    assert page.evaluate("window.__sameDocument") is True
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_images_per_request_add_visual_tokens_in_place(signed_in, live_server, width):
+    """Issue 34 (000 §6.3): Qwen2.5-VL-7B with one 1,024 x 1,024 image a request reads
+    "+ 1,369 tokens" (74 x 74 patches / 4) and the encoder's 7.7 TFLOP; two images double
+    both, updated in place."""
+    import os
+    from pathlib import Path
+
+    inference_fleet()
+    page = signed_in
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(
+        f"{live_server.url}/sizing/?model=qwen2_5_vl_7b&precision=BF16&kv_cache_dtype=FP16"
+        "&engine=vllm&input_len=1000&output_len=200&demand_kind=concurrency&concurrency=1"
+        "&tpot_target_ms=50&ttft_target_ms=1000&gpu_models=h100_sxm"
+    )
+    page.evaluate("window.__sameDocument = true")
+
+    page.click("#multimodal summary")
+    page.fill("input[name=images_per_request]", "1")
+    page.locator("input[name=images_per_request]").dispatch_event("change")
+    expect(page.locator("#multimodal-explained")).to_contain_text("+ 1,369 tokens")
+    expect(page.locator("#multimodal-explained")).to_contain_text("encoder 7.7 TFLOP")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    shots = Path(os.environ.get("BROWSER_SHOTS") or "/tmp")
+    page.screenshot(path=str(shots / f"sizing-multimodal-{width}.png"), full_page=True)
+
+    page.fill("input[name=images_per_request]", "2")
+    page.locator("input[name=images_per_request]").dispatch_event("change")
+    expect(page.locator("#multimodal-explained")).to_contain_text("+ 2,738 tokens")
+    assert page.evaluate("window.__sameDocument") is True

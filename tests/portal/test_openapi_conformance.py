@@ -71,6 +71,19 @@ def world(team, team_member, infer_pool, l40s, django_user_model):
         rate_from=date(2026, 1, 1),
         rate_to=date(2026, 12, 31),
     )
+    # overrides with no author (a deleted user), no GPU model (a priority), no class before
+    from datetime import timedelta
+
+    from pools.capacity.models import TemporaryOverride
+    from pools.classes.models import WorkloadClass
+
+    now = timezone.now()
+    held = {"team": team, "pool": infer_pool, "until": now + timedelta(days=1), "created_at": now}
+    TemporaryOverride.objects.create(kind="ceiling", gpu_model=l40s, cards=3, reason="x", **held)
+    TemporaryOverride.objects.create(
+        kind="priority", workload_class=WorkloadClass.objects.order_by("pk").first(), reason="y",
+        status="expired", ended_at=now, **held,
+    )  # fmt: skip
     return {
         "admin": api_token_create(user=admin, client="schemathesis")[1],
         "member": api_token_create(user=team_member, client="schemathesis")[1],
@@ -148,6 +161,7 @@ def read_paths(world) -> list[str]:
         f"/api/v1/nodes/{world['node'].hostname}/",
         "/api/v1/pools/",
         "/api/v1/pools/empty/",
+        "/api/v1/overrides/",
         "/api/v1/gpu-models/",
         "/api/v1/driver-groups/",
         "/api/v1/teams/",

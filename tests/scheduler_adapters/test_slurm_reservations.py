@@ -331,3 +331,40 @@ def test_fake_lets_a_maintenance_reservation_overlap_another():
     maint = spec(name="maint-1", account="root", nodes=("fake-gpu-a100",), maintenance=True)
     assert fake.create_reservation(maint) is True
     assert fake.get_reservation("maint-1").maintenance is True
+
+
+# what 26.05.5 printed for a reservation created with QOS= (one line)
+SHOWN_WITH_QOS = SHOWN.replace("Accounts=team-nlp", "QOS=portal-production Accounts=team-nlp")
+
+
+def test_a_reservation_admits_only_its_qos_where_slurm_takes_it():
+    runner = Runner((1, "Reservation alloc-17 not found"), (0, "Reservation created: alloc-17"))
+    assert tool(runner).create_reservation(spec(qos=("portal-production",))) is True
+    assert runner.commands[1][-1] == "QOS=portal-production"
+    record = tool(Runner((0, SHOWN_WITH_QOS))).get_reservation("alloc-17")
+    assert record.qos == ("portal-production",)
+    # 24.11's show has no QOS= at all: unknown, not "any"
+    assert tool(Runner((0, SHOWN))).get_reservation("alloc-17").qos is None
+    # the same reservation with another QOS is another reservation
+    with pytest.raises(SchedulerRejected, match="exists with other values"):
+        tool(Runner((0, SHOWN_WITH_QOS))).create_reservation(spec(qos=("portal-batch",)))
+
+
+def test_qos_refused_as_an_unknown_parameter_creates_nothing_and_says_so():
+    """22.05.8 and 24.11.5: ``scontrol: error: Unknown parameter QOS=... No reservation
+    created.`` (exit 1), seen on both."""
+    from scheduler_adapters.errors import ReservationQosUnsupported
+
+    refused = "scontrol: error: Unknown parameter QOS=portal-production.  No reservation created."
+    runner = Runner((1, "Reservation alloc-17 not found"), (1, refused))
+    with pytest.raises(ReservationQosUnsupported, match="take no QOS"):
+        tool(runner).create_reservation(spec(qos=("portal-production",)))
+    # a reservation a 24.11 made without QOS is the same one when asked again with it
+    assert tool(Runner((0, SHOWN))).create_reservation(spec(qos=("portal-production",))) is False
+
+
+def test_reservation_qos_names_are_checked_before_anything_runs():
+    with pytest.raises(ValueError):
+        spec(qos=("portal-production", "portal-batch"))  # not sorted
+    with pytest.raises(ValueError):
+        spec(qos=("bad name",))

@@ -17,12 +17,14 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from pools.capacity.lifecycle import APPLIED_STATUSES
+from pools.capacity.overrides import priority_raise
 from pools.classes.models import WorkloadClass
 from pools.classes.selectors import class_list
 from pools.classes.slurm_qos import class_qos_name, class_qos_specs
 from pools.inventory.models import Pool
 from pools.tenancy.models import Team
 from scheduler_adapters.base import QosAdapter
+from scheduler_adapters.errors import SchedulerRejected
 from scheduler_adapters.kubernetes import KubernetesAdapter
 from scheduler_adapters.kubernetes_priority import ClassPriority, ensure_class_priorities
 from scheduler_adapters.records import AccountQos, QosSpec
@@ -30,8 +32,10 @@ from scheduler_adapters.records import AccountQos, QosSpec
 
 def team_classes_held(*, team: Team, pools: QuerySet[Pool], now: datetime) -> list[WorkloadClass]:
     """The workload classes of the team's applied allocations in ``pools`` open at ``now``,
-    the most preemptible first. One query."""
-    return list(
+    the default first: the most preemptible, or while a priority override is in force
+    (:func:`pools.capacity.overrides.priority_raise`) the override's class, added when the
+    team holds no allocation of it. Two queries."""
+    held = list(
         WorkloadClass.objects.filter(
             allocations__team=team,
             allocations__pool__in=pools,
@@ -41,6 +45,46 @@ def team_classes_held(*, team: Team, pools: QuerySet[Pool], now: datetime) -> li
         .distinct()
         .order_by("preemption_order")
     )
+    raised = priority_raise(team=team, pools=pools, now=now)
+    if raised is None or not held or raised.priority <= held[0].priority:
+        return held
+    return [raised, *(c for c in held if c.pk != raised.pk)]
+
+
+def slurm_qos_prepare(
+    *, adapter: object, team: Team, pools: QuerySet[Pool], now: datetime | None = None
+) -> list[WorkloadClass] | None:
+    """The first step, before anything of the team is written to Slurm: the classes it holds in
+    ``pools`` (the Slurm pools of one cluster), most preemptible first, with every class's QOS
+    written (:func:`pools.classes.slurm_qos.class_qos_specs`; a QOS alone changes no job until
+    an association names it). ``None`` (nothing written) when the adapter has no QOS
+    (:class:`~scheduler_adapters.base.QosAdapter`) or the team holds no classed allocation
+    (unclassed work keeps Slurm's ``normal``).
+
+    Raises :class:`SchedulerRejected` before any write when the cluster cannot take the
+    account's QOS list (22.05 over REST without the sacctmgr fallback), so the GPU cap is not
+    written for work whose class would then be missing."""
+    if not isinstance(adapter, QosAdapter):
+        return None
+    held = team_classes_held(team=team, pools=pools, now=now or timezone.now())
+    if not held:
+        return None
+    refusal = adapter.account_qos_refusal()
+    if refusal is not None:
+        raise SchedulerRejected(refusal, operation="set_account_qos")
+    for spec in class_qos_specs(class_list()):
+        adapter.ensure_qos(spec)
+    return held
+
+
+def slurm_account_qos_set(*, adapter: QosAdapter, account: str, held: list[WorkloadClass]) -> dict:
+    """Set the account's QOS list to the ``held`` classes (from :func:`slurm_qos_prepare`), its
+    default the most preemptible of them (a job that names no ``--qos`` is the least protected
+    work the team holds). Returns ``{"qos": [...], "default_qos": ...}`` for the binding."""
+    allowed = tuple(sorted(class_qos_name(c.slug) for c in held))
+    default = class_qos_name(held[0].slug)
+    adapter.set_account_qos(AccountQos(account, allowed, default))
+    return {"qos": list(allowed), "default_qos": default}
 
 
 def slurm_qos_sync(
@@ -51,26 +95,13 @@ def slurm_qos_sync(
     pools: QuerySet[Pool],
     now: datetime | None = None,
 ) -> dict | None:
-    """Write the class QOS and the account's QOS list; ``None`` (nothing written) when the
-    adapter has no QOS (:class:`~scheduler_adapters.base.QosAdapter`) or the team holds no
-    classed allocation in ``pools`` (the Slurm pools of one cluster; unclassed work keeps
-    Slurm's ``normal``). Returns ``{"qos": [...], "default_qos": ...}`` for the allocation's
-    binding. Raises the adapter's SchedulerError subclasses (NotFound: the account is gone)."""
-    if not isinstance(adapter, QosAdapter):
+    """Write the class QOS and the account's QOS list (:func:`slurm_qos_prepare`, then
+    :func:`slurm_account_qos_set`); ``None`` when nothing is to be written. Raises the
+    adapter's SchedulerError subclasses (NotFound: the account is gone)."""
+    held = slurm_qos_prepare(adapter=adapter, team=team, pools=pools, now=now)
+    if held is None:
         return None
-    held = team_classes_held(
-        team=team,
-        pools=pools,
-        now=now or timezone.now(),
-    )
-    if not held:
-        return None
-    for spec in class_qos_specs(class_list()):
-        adapter.ensure_qos(spec)
-    allowed = tuple(sorted(class_qos_name(c.slug) for c in held))
-    default = class_qos_name(held[0].slug)
-    adapter.set_account_qos(AccountQos(account, allowed, default))
-    return {"qos": list(allowed), "default_qos": default}
+    return slurm_account_qos_set(adapter=adapter, account=account, held=held)
 
 
 def class_priorities(classes: list[WorkloadClass]) -> list[ClassPriority]:
@@ -139,3 +170,41 @@ def slurm_qos_found(adapter: QosAdapter, wanted: tuple[AccountQos, list[QosSpec]
                 f"{','.join(held.preempts) or 'none'} {held.preempt_mode}"
             )
     return "; ".join(differences)
+
+
+def slurm_class_qos_problem(*, adapter: object, pools: QuerySet[Pool]) -> str:
+    """What is wrong with the workload-class QOS on a Slurm cluster (its ``pools``), for its
+    health: "" when nothing is. Reads only. Reported: a cluster that cannot take an account's
+    QOS list (:meth:`~scheduler_adapters.base.QosAdapter.account_qos_refusal`: classed
+    allocations there would be refused), and, once classed work is applied in ``pools``, each
+    class QOS missing or not as the portal writes it ("portal-batch missing"). Raises the
+    adapter's SchedulerError subclasses."""
+    if not isinstance(adapter, QosAdapter):
+        return ""
+    classes = class_list()
+    if not classes:
+        return ""
+    problems = []
+    refusal = adapter.account_qos_refusal()
+    if refusal is not None:
+        problems.append(f"account QOS cannot be written: {refusal}")
+    classed = WorkloadClass.objects.filter(
+        allocations__pool__in=pools,
+        allocations__status__in=APPLIED_STATUSES,
+        allocations__ends_at__gt=timezone.now(),
+    )
+    if classed.exists():
+        for spec in class_qos_specs(classes):
+            held = adapter.get_qos(spec.name)
+            if held is None:
+                problems.append(f"{spec.name} missing")
+            elif (held.priority, held.preempts, held.preempt_mode) != (
+                spec.priority,
+                spec.preempts,
+                spec.preempt_mode,
+            ):
+                problems.append(
+                    f"{spec.name} holds priority {held.priority}, preempts "
+                    f"{','.join(held.preempts) or 'none'} {held.preempt_mode}"
+                )
+    return "; ".join(problems)[:500]

@@ -21,8 +21,13 @@ from django.utils import timezone
 
 from pools.adapters import cluster_adapter, scheduler_adapter
 from pools.capacity.lifecycle import APPLIED_STATUSES
-from pools.capacity.models import Allocation, SchedulerDrift
-from pools.capacity.services.class_qos import slurm_qos_found, slurm_qos_sync, slurm_qos_wanted
+from pools.capacity.models import Allocation, OverrideKind, SchedulerDrift, TemporaryOverride
+from pools.capacity.services.class_qos import (
+    slurm_class_qos_problem,
+    slurm_qos_found,
+    slurm_qos_sync,
+    slurm_qos_wanted,
+)
 from pools.capacity.services.scheduler_binding import (
     cap_drift_subject,
     cluster_pools,
@@ -75,8 +80,9 @@ def reconcile_slurm(cluster: Cluster | None = None) -> ReconcileReport:
     environment's, :func:`~pools.capacity.services.scheduler_binding.cluster_pools`) through
     that cluster's adapter; refresh Slurm nodes from the environment's cluster.
 
-    Teams considered: those with an open-window allocation in a Slurm pool of the cluster, and
-    those whose account still carries a cap (found through the teams' slugs). Scheduler errors
+    Teams considered: those with an open-window allocation in a Slurm pool of the cluster or a
+    ceiling override in force there, and those whose account still carries a cap (found
+    through the teams' slugs). Scheduler errors
     are reported, never raised: one unreachable account does not stop the others.
     """
     report = ReconcileReport()
@@ -88,6 +94,11 @@ def reconcile_slurm(cluster: Cluster | None = None) -> ReconcileReport:
     in_cluster = cluster_pools(scheduler=Scheduler.SLURM, cluster=cluster)
     holding = Allocation.objects.filter(pool__in=in_cluster, status__in=APPLIED_STATUSES)
     pairs = {(a.team_id, a.gpu_model_id, a.pool_id, a.mig_profile) for a in holding}
+    # a cap a ceiling override holds up, also for a model the team has no allocation of
+    raised = TemporaryOverride.objects.in_force(timezone.now()).filter(
+        pool__in=in_cluster, kind=OverrideKind.CEILING
+    )
+    pairs |= {(o.team_id, o.gpu_model_id, o.pool_id, "") for o in raised}
     teams = {
         t.pk: t
         for t in Team.objects.filter(
@@ -118,7 +129,28 @@ def reconcile_slurm(cluster: Cluster | None = None) -> ReconcileReport:
                 target=(model, pool, profile),
                 holding=holding,
             )
+    _record_class_qos_health(adapter, report, cluster=cluster, pools=in_cluster)
     return report
+
+
+def _record_class_qos_health(
+    adapter: object, report: ReconcileReport, *, cluster: Cluster | None, pools: QuerySet[Pool]
+) -> None:
+    """After the repairs, what is still wrong with the workload-class QOS
+    (:func:`slurm_class_qos_problem`) on the cluster's health: ``Cluster.class_qos_problem``
+    of ``cluster`` (``None``: the environment's Slurm cluster row, when there is one)."""
+    try:
+        problem = slurm_class_qos_problem(adapter=adapter, pools=pools)
+    except SchedulerError as exc:
+        report.errors.append(f"class QOS: {exc}")
+        return
+    if cluster is None:
+        rows = Cluster.objects.filter(
+            kind=Scheduler.SLURM, credential_kind=CredentialKind.ENVIRONMENT
+        )
+    else:
+        rows = Cluster.objects.filter(pk=cluster.pk)
+    rows.exclude(class_qos_problem=problem).update(class_qos_problem=problem)
 
 
 def _reconcile_qos(
@@ -250,7 +282,8 @@ def reconcile_kubernetes(cluster: Cluster | None = None) -> ReconcileReport:
     environment's, :func:`~pools.capacity.services.scheduler_binding.cluster_pools`) through
     that cluster's adapter; refresh Kubernetes nodes from the environment's cluster.
 
-    Teams considered: those with an allocation in a Kubernetes pool of the cluster. A missing
+    Teams considered: those with an allocation or a temporary override in a Kubernetes pool
+    of the cluster. A missing
     namespace or a quota changed by hand is recorded as drift and re-applied (``ensure_team``
     is idempotent). Scheduler errors are reported, never raised.
     """
@@ -261,7 +294,10 @@ def reconcile_kubernetes(cluster: Cluster | None = None) -> ReconcileReport:
     if cluster is None:  # the importer places nodes by label among all pools: one cluster's
         _refresh_nodes(adapter, report, InventorySource.KUBERNETES)
     pools = cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster)
-    teams = Team.objects.filter(pk__in=Allocation.objects.filter(pool__in=pools).values("team"))
+    teams = Team.objects.filter(
+        Q(pk__in=Allocation.objects.filter(pool__in=pools).values("team"))
+        | Q(pk__in=TemporaryOverride.objects.filter(pool__in=pools).values("team"))
+    )
     for team in teams:
         _reconcile_namespace(adapter, report, team=team, cluster=cluster)
     for pool in pools.filter(quota_backend=QuotaBackend.KUEUE):

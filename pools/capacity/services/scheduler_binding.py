@@ -19,12 +19,16 @@ Recurring reservations (issue 32) count like allocations while an occurrence is 
 opens within the provisioning lead): the cap and the quota go up for it and down after it,
 applied by the beat loop (:mod:`pools.capacity.services.recurring_binding`).
 
+Temporary overrides (issue 32) raise a team's cap, Kueue borrowing limit or class while they
+last; each figure below reads them in one place (:mod:`pools.capacity.overrides`).
+
 Every figure is per cluster (:func:`cluster_pools`): a namespace or an account lives in one
 cluster, so its cap counts the team's allocations in that cluster's pools only (issue 35).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -35,15 +39,26 @@ from pools.adapters import pool_adapter
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation, RecurringReservation, ReservationStatus
+from pools.capacity.overrides import borrowing_raises, ceiling_models, ceiling_raise
 from pools.capacity.recurrence import occurrences
-from pools.capacity.services.class_qos import kubernetes_priority_sync, slurm_qos_sync
+from pools.capacity.services.class_qos import (
+    kubernetes_priority_sync,
+    slurm_account_qos_set,
+    slurm_qos_prepare,
+)
 from pools.choices import AliasKind, CredentialKind, QuotaBackend, Scheduler
+from pools.classes.slurm_qos import class_qos_name
 from pools.clusters.models import Cluster
 from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, MigDevice, Node, Pool
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_usernames
 from scheduler_adapters.base import SchedulerAdapter
-from scheduler_adapters.errors import NotFound, SchedulerError, SchedulerRejected
+from scheduler_adapters.errors import (
+    NotFound,
+    ReservationQosUnsupported,
+    SchedulerError,
+    SchedulerRejected,
+)
 from scheduler_adapters.kubernetes_elastic import ElasticQuotaWriter, lender_name
 from scheduler_adapters.records import GpuLimit, ReservationSpec
 from scheduler_adapters.types import KueueCohort
@@ -125,7 +140,8 @@ def team_cards_applied(
     ``scheduler`` in ``cluster`` (:func:`cluster_pools`), counting windows that open within
     the provisioning lead; with ``mig_profile``, slices of that profile instead (never both:
     issue 38). Open occurrences of the team's recurring reservations count as whole cards
-    (:func:`recurring_cards_open`)."""
+    (:func:`recurring_cards_open`). A ceiling override in force lifts the whole-card figure to
+    at least its cards (:func:`pools.capacity.overrides.ceiling_raise`)."""
     now = now or timezone.now()
     pools = cluster_pools(scheduler=scheduler, cluster=cluster)
     recurring = 0 if mig_profile else recurring_cards_open(team=team, pools=pools, now=now)
@@ -141,7 +157,11 @@ def team_cards_applied(
         )
         .aggregate(cards=Sum(applied_cards_expression()))["cards"]
     )
-    return int(total or 0) + (recurring.get(gpu_model.pk, 0) if recurring else 0)
+    cards = int(total or 0) + (recurring.get(gpu_model.pk, 0) if recurring else 0)
+    if mig_profile:
+        return cards
+    raised = ceiling_raise(team=team, gpu_model=gpu_model, pools=pools, now=now)
+    return cards if raised is None else max(cards, raised)
 
 
 def recurring_cards_open(*, team: Team, pools: QuerySet[Pool], now: datetime) -> dict[int, int]:
@@ -189,6 +209,18 @@ def slurm_account_name(team: Team) -> str:
     return team.slug
 
 
+def slurm_account_ensure(*, adapter: SchedulerAdapter, team: Team) -> str:
+    """Create or update the team's account (:func:`slurm_account_name`), its description the
+    team's name and its organisation the cost centre; returns its name. Idempotent."""
+    account = slurm_account_name(team)
+    adapter.ensure_account(
+        account,
+        description=team.name[:100],
+        organization=(team.cost_centre or team.slug).lower()[:64],
+    )
+    return account
+
+
 def slurm_limit_sync(
     *,
     adapter: SchedulerAdapter,
@@ -221,12 +253,11 @@ def slurm_limit_sync(
         mig_profile=mig_profile,
     )
     partition = pool.slurm_partition or None
-    account = slurm_account_name(team)
-    adapter.ensure_account(
-        account,
-        description=team.name[:100],
-        organization=(team.cost_centre or team.slug).lower()[:64],
-    )
+    # workload classes (issue 36): refused here, before the account or its cap is touched,
+    # when this Slurm cannot take the account's class QOS; the class QOS written first
+    slurm_pools = cluster_pools(scheduler=Scheduler.SLURM, cluster=pool.cluster)
+    classes_held = slurm_qos_prepare(adapter=adapter, team=team, pools=slurm_pools, now=now)
+    account = slurm_account_ensure(adapter=adapter, team=team)
     missing = []
     for username in team_usernames(team_id=team.pk):
         try:
@@ -245,16 +276,8 @@ def slurm_limit_sync(
         "grp_tres": f"gres/gpu:{gres}={cards}",
         "missing_users": missing,
     }
-    # workload classes (issue 36): the class QOS and the account's QOS list
-    qos = slurm_qos_sync(
-        adapter=adapter,
-        team=team,
-        account=account,
-        pools=cluster_pools(scheduler=Scheduler.SLURM, cluster=pool.cluster),
-        now=now,
-    )
-    if qos is not None:
-        binding |= qos
+    if classes_held is not None:
+        binding |= slurm_account_qos_set(adapter=adapter, account=account, held=classes_held)
     return binding
 
 
@@ -269,16 +292,30 @@ def kueue_cohort_of(
     *, team: Team, cluster: Cluster | None, now: datetime | None = None
 ) -> KueueCohort | None:
     """The team's ClusterQueue cohort in ``cluster`` (:func:`cluster_pools`) when it holds
-    elastic allocations in a Kueue pool of that cluster: the pool's cohort, and per GPU product
-    the cards it may borrow (ceilings less floors of those allocations, applied and open like
-    :func:`team_cards_applied`'s); ``None`` otherwise. One namespace has one ClusterQueue, so
-    one cohort: with elastic allocations in two Kueue pools of different cohorts, the first
-    pool's by slug is used. One query."""
+    elastic allocations in a Kueue pool of that cluster, or a borrowing override is in force
+    there: the pool's cohort and per GPU product the cards it may borrow
+    (:func:`kueue_borrowing`); ``None`` otherwise."""
+    name, _normal, wanted = kueue_borrowing(team=team, cluster=cluster, now=now)
+    return None if name is None else KueueCohort(name, wanted)
+
+
+def kueue_borrowing(
+    *, team: Team, cluster: Cluster | None, now: datetime | None = None
+) -> tuple[str | None, dict[str, int], dict[str, int]]:
+    """``(cohort, normal, wanted)``: the team's Kueue cohort in ``cluster`` (``None``: none)
+    and per GPU product the cards it may borrow — ``normal`` from its elastic allocations
+    (ceilings less floors of those applied and open like :func:`team_cards_applied`'s),
+    ``wanted`` the same raised by borrowing overrides in force
+    (:func:`pools.capacity.overrides.borrowing_raises`; the highest per product wins). One
+    namespace has one ClusterQueue, so one cohort: with elastic allocations in two Kueue pools
+    of different cohorts, the first pool's by slug is used. Two queries (and one per model
+    named)."""
     now = now or timezone.now()
+    pools = cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster)
     rows = (
         Allocation.objects.whole_cards()
         .filter(
-            pool__in=cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster),
+            pool__in=pools,
             team=team,
             pool__quota_backend=QuotaBackend.KUEUE,
             elastic_policy__isnull=False,
@@ -291,14 +328,23 @@ def kueue_cohort_of(
         .order_by("pool__slug", "gpu_model_id")
     )
     rows = [row for row in rows if row[1]]  # the pool constraint: Kueue pools have a cohort
-    if not rows:
-        return None
-    models = {m.pk: m for m in GpuModel.objects.filter(pk__in={row[2] for row in rows})}
-    borrowing: dict[str, int] = {}
+    raises = borrowing_raises(
+        team=team, pools=pools.filter(quota_backend=QuotaBackend.KUEUE), now=now
+    )
+    if not rows and not raises:
+        return None, {}, {}
+    model_ids = {row[2] for row in rows} | {model_id for _c, model_id, _n in raises}
+    models = {m.pk: m for m in GpuModel.objects.filter(pk__in=model_ids)}
+    normal: dict[str, int] = {}
     for _slug, _cohort, model_id, burst in rows:
         product = k8s_product_label(models[model_id])
-        borrowing[product] = borrowing.get(product, 0) + int(burst or 0)
-    return KueueCohort(rows[0][1], borrowing)
+        normal[product] = normal.get(product, 0) + int(burst or 0)
+    wanted = dict(normal)
+    for _cohort, model_id, cards in raises:
+        product = k8s_product_label(models[model_id])
+        wanted[product] = max(wanted.get(product, 0), cards)
+    name = rows[0][1] if rows else raises[0][0]
+    return name, normal, wanted
 
 
 def kubernetes_quota_sync(
@@ -359,18 +405,27 @@ def kubernetes_quota_wanted(
     selects exactly those MIG nodes by that label (the node affinity that keeps the pods on
     them). Under *mixed* it is quota'd on ``requests.nvidia.com/mig-<profile>``, which only
     MIG nodes advertise. Source: the k8s-device-plugin GFD README at 0719b2a (see
-    ``tests/mig_nodes.py``)."""
+    ``tests/mig_nodes.py``).
+
+    A borrowing override in force adds what it raises the product's ``borrowingLimit`` by
+    (:func:`kueue_borrowing`), so that ``nominalQuota`` — quota less borrowing — stays."""
+    now = now or timezone.now()
     quota: dict[str, int] = {}
     pools = cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster)
     held = Allocation.objects.filter(pool__in=pools, team=team).values("gpu_model")
     recurring = RecurringReservation.objects.filter(pool__in=pools, team=team).values("gpu_model")
-    for model in GpuModel.objects.filter(Q(pk__in=held) | Q(pk__in=recurring)):
+    raised = ceiling_models(team=team, pools=pools, now=now)
+    for model in GpuModel.objects.filter(Q(pk__in=held) | Q(pk__in=recurring) | Q(pk__in=raised)):
         cards = team_cards_applied(
             team=team, gpu_model=model, scheduler=Scheduler.KUBERNETES, cluster=cluster, now=now
         )
         if cards:
             quota[k8s_product_label(model)] = cards
-    now = now or timezone.now()
+    _cohort, normal, wanted = kueue_borrowing(team=team, cluster=cluster, now=now)
+    for product, cards in wanted.items():
+        extra = cards - normal.get(product, 0)
+        if extra > 0:
+            quota[product] = quota.get(product, 0) + extra
     slices = (
         Allocation.objects.slices()
         .filter(
@@ -465,24 +520,55 @@ def slurm_reservation_apply(*, adapter, allocation: Allocation) -> dict:
             "still applies.",
         }
     name = reservation_name(allocation)
+    spec = ReservationSpec(
+        name=name,
+        account=allocation.team.slug,
+        nodes=tuple(nodes),
+        starts_at=allocation.starts_at,
+        ends_at=allocation.ends_at,
+        partition=allocation.pool.slurm_partition or None,
+        qos=reservation_qos(allocation),
+    )
     try:
-        adapter.create_reservation(
-            ReservationSpec(
-                name=name,
-                account=allocation.team.slug,
-                nodes=tuple(nodes),
-                starts_at=allocation.starts_at,
-                ends_at=allocation.ends_at,
-                partition=allocation.pool.slurm_partition or None,
-            )
-        )
+        try:
+            adapter.create_reservation(spec)
+        except ReservationQosUnsupported:  # scontrol created nothing; the account's list rules
+            adapter.create_reservation(replace(spec, qos=()))
     except (AttributeError, ValueError) as exc:
         return {"reservation": None, "placement_note": f"Not reserved in Slurm: {exc}"}
     except SchedulerError as exc:
         if exc.transient:
             raise
         return {"reservation": None, "placement_note": f"Not reserved in Slurm: {exc.message}"}
-    return {"reservation": name, "reserved_nodes": nodes}
+    return {"reservation": name, "reserved_nodes": nodes} | _reservation_qos_binding(
+        adapter, name, spec.qos
+    )
+
+
+def reservation_qos(allocation: Allocation) -> tuple[str, ...]:
+    """The QOS an allocation's reservation admits (issue 36): its workload class's QOS, so only
+    that class's jobs of the team use the reserved cards (never two priorities on one card);
+    ``()`` for unclassed work (any QOS of the account)."""
+    if allocation.workload_class_id is None:
+        return ()
+    return (class_qos_name(allocation.workload_class.slug),)
+
+
+def _reservation_qos_binding(adapter, name: str, wanted: tuple[str, ...]) -> dict:
+    """What the allocation's binding says of the reservation's QOS, from the reservation read
+    back: ``reservation_qos`` the QOS it admits, or ``None`` with why when this Slurm's
+    reservations take none (22.05, 24.11: the account's QOS list still limits the team's jobs
+    to its classes, the cards are not kept to this one)."""
+    if not wanted:
+        return {}
+    record = adapter.get_reservation(name)
+    if record is not None and record.qos is not None:
+        return {"reservation_qos": list(record.qos)}
+    return {
+        "reservation_qos": None,
+        "reservation_qos_note": "This Slurm's reservations take no QOS (Slurm 26.05 does): "
+        f"any QOS of the account may use the reserved nodes, not only {', '.join(wanted)}.",
+    }
 
 
 def slurm_reservation_remove(*, adapter, allocation: Allocation) -> None:

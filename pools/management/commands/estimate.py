@@ -18,8 +18,13 @@ W8A16 / FP8-WO), ``kv_cache_dtype`` (FP16, BF16, FP8 = E4M3), ``input_len``, ``o
 and ``engine_version`` (vLLM below 0.8 selects vllm-v0),
 ``request_rate`` (requests/s, open loop), ``prompt_cache_hit_rate``, speculative decoding -
 ``speculative_draft_tokens`` (1-16), ``speculative_acceptance_rate`` in [0, 1) and
-``speculative_draft_cost_ratio`` (a draft step / a target step, in [0, 1]), all three or none;
-credited only where faster, else the warning ``speculation_not_credited`` -, and traffic -
+``speculative_draft_cost_ratio`` (a draft step / a target step, in [0, 1]), all three or none,
+or ``speculative_draft_model`` (a preset id: its weights and KV cache are counted on the cards,
+and the cost ratio, when not given, is its active parameters / the target's); credited only
+where faster, else the warning ``speculation_not_credited`` -, images and video for a
+vision-language model (000 §6.3) - ``images_per_request``, ``video_seconds_per_request`` at
+``video_fps`` (2), frames of ``image_width_px`` x ``image_height_px`` (1,024): visual input
+tokens and the vision encoder's work before the prefill -, and traffic -
 ``requests_per_day`` with ``peak_share``, ``peak_hours``, ``input_weight`` - which adds the demand
 and the replicas and cards needed.
 

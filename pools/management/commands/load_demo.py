@@ -28,11 +28,15 @@ from pools.capacity.models import (
     Allocation,
     CapacityRequest,
     MaintenanceWindow,
+    OverrideKind,
     Recurrence,
     RecurringReservation,
+    TemporaryOverride,
 )
 from pools.capacity.services.allocations import allocation_lifecycle_sweep
+from pools.capacity.services.calendar_feed import team_calendar_feed_create
 from pools.capacity.services.maintenance import maintenance_waves_create
+from pools.capacity.services.overrides import override_create
 from pools.capacity.services.recurring import recurring_reservation_create
 from pools.capacity.services.requests import (
     capacity_request_approve,
@@ -124,6 +128,7 @@ class Command(BaseCommand):
         self._elastic()
         self._recurring()
         self._maintenance()
+        self._override()
         self._serving()
         self._waiting()
         self._advisor()
@@ -383,6 +388,31 @@ class Command(BaseCommand):
             last_date=monday + timedelta(weeks=12, days=-3),
             start_time=time(9),
             end_time=time(18),
+        )
+        # nlp's secret calendar feed link, as alice makes it on the team's calendar page
+        alice = get_user_model().objects.get(username="alice")
+        team_calendar_feed_create(actor=alice, team=Team.objects.get(slug="nlp"))
+
+    def _override(self):
+        """A temporary override (issue 32): nlp's A100 ceiling in the training pool raised from
+        its 4 cards to 8 until Friday 18:00 for a deadline, through the service as an admin
+        would; the team dashboard shows it."""
+        if TemporaryOverride.objects.exists():
+            return
+        now = timezone.now()
+        friday = timezone.localdate() + timedelta(days=(4 - timezone.localdate().weekday()) % 7)
+        until = timezone.make_aware(datetime.combine(friday, time(18)))
+        if until <= now + timedelta(days=1):
+            until += timedelta(weeks=1)
+        override_create(
+            actor=get_user_model().objects.get(username="admin"),
+            team=Team.objects.get(slug="nlp"),
+            pool=Pool.objects.get(slug="train-slurm"),
+            kind=OverrideKind.CEILING,
+            gpu_model=GpuModel.objects.get(slug="a100_80g_sxm"),
+            cards=8,
+            until=until,
+            reason="LoRA sweep for the workshop paper deadline",
         )
 
     def _maintenance(self):

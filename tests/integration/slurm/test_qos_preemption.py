@@ -345,3 +345,96 @@ def test_portal_approval_writes_the_class_qos_on_the_real_cluster(
     )
     assert [d.subject for d in report.drifts if "QOS" in d.subject] == []
     assert report.errors == []
+
+
+def test_account_qos_refusal_is_known_before_writing(slurm, slurm_settings):
+    """Only 22.05 over REST without the sacctmgr fallback refuses an account's QOS list, and the
+    adapter says so without writing (24.11 and 26.05 take it over REST)."""
+    if slurm.api_version == "v0.0.38":
+        assert "sacctmgr fallback" in slurm.account_qos_refusal()
+        with_fallback = build_adapter(slurm_settings, SACCTMGR={"ENABLED": True})
+        try:
+            assert with_fallback.account_qos_refusal() is None
+        finally:
+            with_fallback.close()
+    else:
+        assert slurm.account_qos_refusal() is None
+
+
+def test_portal_approval_on_22_05_without_sacctmgr_writes_no_cap_and_no_qos(
+    slurm,
+    slurm_settings,
+    cleanup,
+    a100_partition,
+    django_user_model,
+    monkeypatch,
+    django_capture_on_commit_callbacks,
+):
+    """22.05, REST only: a production allocation is refused before its cap is written (before
+    issue 36's fix the cap was raised to 1 and then the QOS refused). What Slurm holds after is
+    the failed allocation's release: the account with a cap of 0 cards and no class QOS."""
+    if slurm.api_version != "v0.0.38":
+        pytest.skip("only 22.05 (v0.0.38) refuses association QOS over REST")
+    from datetime import timedelta
+
+    from django.test import override_settings
+    from django.utils import timezone
+    from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
+
+    from pools import adapters
+    from pools.capacity.models import CapacityRequest
+    from pools.capacity.services.requests import capacity_request_approve
+    from pools.choices import AliasKind, AllocationStatus, RequestStatus, Scheduler
+    from pools.classes import slurm_qos
+    from pools.classes.models import WorkloadClass
+    from pools.inventory.models import GpuModel, GpuModelAlias
+    from scheduler_adapters.registry import slurm_settings_from_env
+
+    prefix = f"hclass-{uuid.uuid4().hex[:6]}-"
+    monkeypatch.setattr(slurm_qos, "QOS_PREFIX", prefix)
+    names = [f"{prefix}{c.slug}" for c in WorkloadClass.objects.all()]
+    account = f"hclass-{uuid.uuid4().hex[:8]}"
+    cleanup.accounts.append(account)
+    a100 = GpuModel.objects.get(slug="a100_80g_sxm")
+    GpuModelAlias.objects.create(gpu_model=a100, value="a100", kind=AliasKind.ADMIN, key="a100")
+    pool = PoolFactory(slug="gpu", scheduler=Scheduler.SLURM, slurm_partition=a100_partition)
+    node = NodeFactory(pool=pool)
+    for index in range(4):
+        GpuFactory(node=node, index=index, gpu_model=a100)
+    team = TeamFactory(slug=account)
+    admin = django_user_model.objects.create_user("admin", password="x", is_staff=True)
+    now = timezone.now()
+    request = CapacityRequest.objects.create(
+        team=team,
+        requested_by=admin,
+        workload_kind="training",
+        workload_class=WorkloadClass.objects.get(slug="production"),
+        pool=pool,
+        gpu_model=a100,
+        card_count=1,
+        starts_at=now,
+        ends_at=now + timedelta(days=7),
+        justification="integration",
+        status=RequestStatus.SUBMITTED,
+    )
+    config = slurm_settings_from_env(slurm_settings)
+    config["SACCTMGR"] = config["SACCTMGR"] | {"ENABLED": False}
+    adapters.reset()
+    try:
+        with override_settings(SCHEDULERS={"slurm": config}):
+            with django_capture_on_commit_callbacks(execute=True):
+                allocation = capacity_request_approve(request=request, actor=admin)
+            allocation.refresh_from_db()
+        assoc = _assoc_field(account, "grptres,qos")
+        qos_rows = sacctmgr("show", "qos", f"name={','.join(names)}", "format=name")
+    finally:
+        adapters.reset()
+        cleanup.run()
+        cleanup.accounts.clear()
+        sacctmgr("-i", "delete", "qos", f"name={','.join(names)}")
+
+    assert allocation.status == AllocationStatus.FAILED
+    assert "sacctmgr fallback" in allocation.status_reason
+    assert assoc.split("|")[0] == "gres/gpu:a100=0"
+    assert prefix not in assoc
+    assert qos_rows.strip() == ""

@@ -212,5 +212,5 @@ def test_anonymous_is_not_served(client, built):
 def test_team_dashboard_links_the_feed(client, team_member):
     client.force_login(team_member)
     page = client.get(reverse("team-dashboard", args=["nlp"])).content.decode()
-    assert 'href="/teams/nlp/calendar.ics"' in page
-    assert "Add to calendar (iCalendar)" in page
+    assert '<a href="/teams/nlp/calendar/" role="button"' in page  # the subscription page
+    assert "Add to calendar" in page

@@ -12,6 +12,7 @@ from factories import AllocationFactory, RecurringReservationFactory, TeamFactor
 
 from pools.capacity.calendar_week import week_monday, week_name
 from pools.capacity.models import Recurrence
+from pools.classes.models import WorkloadClass
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +34,8 @@ def test_week_names_read_and_written():
 @pytest.fixture
 def week(settings, team, infer_pool, l40s):
     """Week 2027-W03 (Mon 18 - Sun 24 January 2027) in Berlin (CET, UTC+1) on infer: 2 nodes ×
-    4 L40S = 8 usable (ratio 1). nlp's allocation of 2 from Tue 11:00 to Thu 11:00 local;
+    4 L40S = 8 usable (ratio 1). nlp's production allocation of 2 from Tue 11:00 to Thu 11:00
+    local (issue 36: its class shows on the calendar's rows);
     vision's of 5 from Wed 23:30 to Thu 00:30 local; nlp's course, 4 cards weekdays 09:00-18:00
     Berlin, Monday to Friday of that week."""
     settings.TIME_ZONE = "Europe/Berlin"
@@ -41,6 +43,7 @@ def week(settings, team, infer_pool, l40s):
         team=team,
         pool=infer_pool,
         gpu_model=l40s,
+        workload_class=WorkloadClass.objects.get(slug="production"),
         card_count=2,
         starts_at=datetime(2027, 1, 19, 10, 0, tzinfo=UTC),
         ends_at=datetime(2027, 1, 21, 10, 0, tzinfo=UTC),
@@ -101,13 +104,14 @@ def test_free_cards_per_day_and_holds(client, team_member, week):
     ]
     # Thursday's holds by start: mine (Tue), theirs (Wed 23:30), the course's occurrence.
     assert days[3][2] == (
-        f"NLP 2 (allocation #{mine.pk}); other teams 5 (allocation #{theirs.pk}); "
+        f"NLP 2 (allocation #{mine.pk}, Production); other teams 5 (allocation #{theirs.pk}); "
         f"NLP 4 (recurring #{course.pk})"
     )
     holds = _cells(html, "calendar-holds")
     # By start: Mon's occurrence, mine (Tue 11:00), Tue's .. Fri's occurrences, with theirs
     # (Wed 23:30) after Wed's occurrence. A member of nlp does not read vision's name.
-    assert [(h[0], h[1], h[2], h[3], h[4]) for h in holds] == [
+    assert [h[2] for h in holds] == ["—", "—", "Production", "—", "—", "—", "—"]  # class
+    assert [(h[0], h[1], h[3], h[4], h[5]) for h in holds] == [
         (f"Recurring #{course.pk}", "NLP", "4", "Mon 18 Jan 09:00", "Mon 18 Jan 18:00"),
         (f"Recurring #{course.pk}", "NLP", "4", "Tue 19 Jan 09:00", "Tue 19 Jan 18:00"),
         (f"Allocation #{mine.pk}", "NLP", "2", "Tue 19 Jan 11:00", "Thu 21 Jan 11:00"),
@@ -137,13 +141,13 @@ def test_empty_week_and_unknown_pool(client, team_member, infer_pool, l40s):
 
 def test_queries_do_not_grow_with_the_week(client, team_member, week, django_assert_num_queries):
     """Session, user, pool, model, visible teams, the week's allocations, its recurring rules and
-    the schedulable count (8), then per day :func:`pool_free_cards` as the approval runs it with
-    a recurring rule near the day: the peak statement, the allocations and the rules' occurrences
-    (3 × 7): 29, with 2 or 42 allocations that week."""
+    the schedulable count (8), then for the free cards of all seven days at once
+    (:func:`pools.capacity.calendar_week.free_per_day`) the inventory generation, the
+    allocations and the rules (3): 11, with 2 or 42 allocations that week."""
     client.force_login(team_member)
     url = reverse("pools:pool-calendar", args=["infer", "l40s"])
     client.get(url, {"week": "2027-W03"})  # the pool's node read is cached from here on
-    with django_assert_num_queries(29):
+    with django_assert_num_queries(11):
         client.get(url, {"week": "2027-W03"})
     pool, l40s = week[0].pool, week[0].gpu_model
     for hour in range(40):
@@ -156,7 +160,7 @@ def test_queries_do_not_grow_with_the_week(client, team_member, week, django_ass
             starts_at=datetime(2027, 1, 23, tzinfo=UTC) + timedelta(hours=hour),
             ends_at=datetime(2027, 1, 25, 0, tzinfo=UTC),
         )
-    with django_assert_num_queries(29):
+    with django_assert_num_queries(11):
         client.get(url, {"week": "2027-W03"})
 
 

@@ -97,6 +97,21 @@ def test_create_is_202_with_the_location_then_polling_reaches_done(
         ({"model": "llama-9000"}, {"model"}),
         ({"gpu_models": ["h100_sxm", "nope"]}, {"gpu_models"}),
         ({"custom_model": {"num_layers": 2}, "model": "custom"}, None),
+        # speculative decoding: gamma and alpha without a cost ratio or a draft model
+        (
+            {"speculative_draft_tokens": 4, "speculative_acceptance_rate": 0.7},
+            {"speculative_draft_cost_ratio"},
+        ),
+        ({"speculative_draft_tokens": 17}, {"speculative_draft_tokens"}),
+        ({"speculative_acceptance_rate": 1}, {"speculative_acceptance_rate"}),
+        (
+            {
+                "speculative_draft_tokens": 4,
+                "speculative_acceptance_rate": 0.7,
+                "speculative_draft_model": "gpt5",
+            },
+            {"speculative_draft_model"},
+        ),
     ],
 )
 def test_bad_input_is_400_with_field_errors_and_writes_nothing(
@@ -230,3 +245,63 @@ def test_the_schema_documents_every_input_with_its_bounds(admin_api):
     )
     (precision,) = fields["precision"]["allOf"]  # a named enum component
     assert "FP8" in schema["components"]["schemas"][precision["$ref"].rsplit("/", 1)[-1]]["enum"]
+
+
+def test_speculation_through_the_api_counts_the_draft(
+    fleet, team_member, api_as, django_capture_on_commit_callbacks
+):
+    """Llama-3.1-70B, one sequence, Llama-3.1-8B as draft (gamma 4, alpha 0.7, cost ratio left
+    to the draft: 8,030,261,248 / 70,553,706,496 = 0.1138): (1 - 0.7^5) / 0.3 = 2.7731 tokens
+    a pass; draft weights 8,030,261,248 x 2 B = 16,060,522,496 B, / TP on every row's cards."""
+    body = {
+        **QWEN_72B,
+        "model": "llama3_70b",
+        "precision": "BF16",
+        "kv_cache_dtype": "FP16",
+        "demand_kind": "concurrency",
+        "concurrency": 1,
+        "gpu_models": ["h100_sxm"],
+        "speculative_draft_tokens": 4,
+        "speculative_acceptance_rate": 0.7,
+        "speculative_draft_model": "llama3_8b",
+    }
+    client = api_as(team_member)
+    response, callbacks = _create(client, body, django_capture_on_commit_callbacks)
+    for callback in callbacks:
+        callback()
+    done = client.get(response["Location"]).json()
+
+    speculation = done["results"]["speculation"]
+    assert speculation["tokens_per_step"] == pytest.approx(2.7731, abs=1e-4)
+    assert speculation["draft_cost_ratio"] == pytest.approx(0.1138, abs=1e-4)
+    assert speculation["draft_weights_bytes"] == 16_060_522_496
+    (row,) = done["results"]["rows"]
+    assert row["draft_weights_bytes_per_gpu"] == -(-16_060_522_496 // row["tp"])
+    assert row["speculative_credited"] is True
+
+
+def test_images_through_the_api_are_input_tokens_with_the_encoders_cost(
+    fleet, team_member, api_as, django_capture_on_commit_callbacks
+):
+    """Qwen2.5-VL-7B, one 1,024 x 1,024 image: 1,369 visual tokens on top of the 1,000 of
+    text, 7,707,810,125,312 encoder FLOPs (tests/pools/sizing/test_vision.py); the encoder's
+    676,550,144 x 2 B = 1,353,100,288 B on the one card of a TP 1 row."""
+    body = {
+        **QWEN_72B,
+        "model": "qwen2_5_vl_7b",
+        "precision": "BF16",
+        "gpu_models": ["h100_sxm"],
+        "images_per_request": 1,
+        "tp": 1,
+    }
+    client = api_as(team_member)
+    response, callbacks = _create(client, body, django_capture_on_commit_callbacks)
+    for callback in callbacks:
+        callback()
+    done = client.get(response["Location"]).json()
+
+    multimodal = done["results"]["multimodal"]
+    assert (multimodal["tokens"], multimodal["input_len"]) == (1_369, 2_369)
+    assert multimodal["encoder_flops"] == pytest.approx(7_707_810_125_312, rel=1e-6)  # rounded
+    (row,) = done["results"]["rows"]
+    assert row["vision_weights_bytes_per_gpu"] == 1_353_100_288

@@ -299,3 +299,66 @@ def test_pipeline_stages_on_the_page_show_tp_x_pp_and_a_bad_tp_is_a_field_error(
     assert {row["pp"] for row in rows if row["tp"]} == {"2"}
     assert {row["tp"] for row in rows if row["tp"]} == {"4"}
     assert "<strong>Tensor parallel (TP)</strong>: TP 3 does not divide" in bad
+
+
+LLAMA_70B_DRAFTED = {
+    **QWEN_72B,
+    "model": "llama3_70b",
+    "precision": "BF16",
+    "kv_cache_dtype": "FP16",
+    "demand_kind": "concurrency",
+    "concurrency": "1",
+    "gpu_models": "h100_sxm",
+    "speculative_draft_tokens": "4",
+    "speculative_acceptance_rate": "0.7",
+    "speculative_draft_model": "llama3_8b",
+    "speculative_draft_cost_ratio": "",
+}
+
+
+def test_speculation_on_the_page_counts_the_draft_and_says_where_it_is_not_credited(
+    fleet, member_page
+):
+    """Llama-3.1-70B with Llama-3.1-8B as draft, gamma 4, alpha 0.7: (1 - 0.7^5) / 0.3 =
+    (1 - 0.16807) / 0.3 = 2.77 tokens a pass; the draft's weights 8,030,261,248 x 2 B =
+    16.1 GB. One sequence: credited. 256 in flight, no latency targets (a replica then runs as
+    many as fit): not credited, said in the row's warnings
+    and the CSV."""
+    one = _htmx(member_page, "/sizing/", LLAMA_70B_DRAFTED).content.decode()
+    many = {**LLAMA_70B_DRAFTED, "concurrency": "256", "tpot_target_ms": "", "ttft_target_ms": ""}
+    crowded = _htmx(member_page, "/sizing/", many).content.decode()
+    export = member_page.get("/sizing/?" + urlencode({**many, "export": "csv"}))
+    rows = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
+    bad = _htmx(
+        member_page, "/sizing/", {**LLAMA_70B_DRAFTED, "speculative_draft_model": "qwen2_5_72b"}
+    ).content.decode()
+
+    assert "2.77 tok / pass" in one
+    assert "16.1 GB of weights" in one
+    assert "Speculative decoding credited" in one
+    assert 'data-code="speculation_not_credited"' not in one
+    assert 'data-code="speculation_not_credited"' in crowded
+    assert "Speculative decoding <strong>not credited</strong>" in crowded
+    assert rows[0]["speculative_credited"] == "False"
+    assert "<strong>Draft model</strong>: the draft Qwen2.5-72B must have fewer" in bad
+
+
+def test_images_on_the_page_add_visual_tokens_and_the_encoder(fleet, member_page):
+    """Qwen2.5-VL-7B, two 1,024 x 1,024 images a request: 2 x 1,369 = 2,738 visual tokens,
+    1,000 + 2,738 = 3,738 input tokens; the encoder 2 x 7.708 = 15.4 TFLOP a request and
+    676,550,144 x 2 B = 1.4 GB of weights. A text-only model refuses images on that field."""
+    vl = {
+        **QWEN_72B,
+        "model": "qwen2_5_vl_7b",
+        "precision": "BF16",
+        "kv_cache_dtype": "FP16",
+        "gpu_models": "h100_sxm",
+        "images_per_request": "2",
+    }
+    html = _htmx(member_page, "/sizing/", vl).content.decode()
+    text_only = _htmx(member_page, "/sizing/", {**vl, "model": "qwen2_5_7b"}).content.decode()
+
+    assert "+ 2,738 tokens" in html
+    assert "so 3,738 input tokens a request" in html
+    assert "encoder 15.4 TFLOP a request, 1.4 GB of 16-bit weights" in html
+    assert "<strong>Images per request</strong>: Qwen2.5-7B has no vision encoder" in text_only

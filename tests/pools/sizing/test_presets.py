@@ -70,8 +70,24 @@ def test_every_required_model_is_a_preset_under_the_dataset_id():
     assert {model_id: presets[model_id].name for model_id in REQUIRED} == REQUIRED
 
 
+#: Vision-language presets (000 §6.3), counted in tests/pools/sizing/test_vision.py.
+VISION_LANGUAGE = {"qwen2_5_vl_7b"}
+
+
 def test_preset_ids_are_the_dataset_model_ids_and_the_2025_2026_models(dataset_models):
-    assert set(model_presets()) == set(dataset_models) | set(PUBLISHED_2025_2026)
+    assert set(model_presets()) == (
+        set(dataset_models) | set(PUBLISHED_2025_2026) | VISION_LANGUAGE
+    )
+
+
+def test_the_vision_language_preset_cites_its_hub_config():
+    preset = model_preset("qwen2_5_vl_7b")
+    config_url = "https://huggingface.co/Qwen/Qwen2.5-VL-7B-Instruct/blob/main/config.json"
+
+    for field in ("num_layers", "hidden_size", "num_kv_heads", "intermediate_size", "vision"):
+        assert preset.sources[field].startswith(config_url), field
+    assert preset.total_params == 7_615_616_512  # the language model: Qwen2.5-7B's count
+    assert model_preset("qwen2_5_7b").vision is None
 
 
 @pytest.mark.parametrize("model_id", sorted(REQUIRED))

@@ -10,7 +10,7 @@ from pools.sizing import SizingInputError
 from pools.sizing.engines import ENGINE_PROFILES
 from pools.sizing.gpus import gpu_spec, gpu_specs_from_catalogue
 from pools.sizing.memory import precision_parse
-from pools.sizing.plan import estimate_from_fields, estimate_replica
+from pools.sizing.plan import estimate_from_fields, estimate_replica, speculation_from_fields
 from pools.sizing.presets import model_preset, model_presets
 from pools.sizing.throughput import BANDWIDTH_EFFICIENCY, Speculation, replica_throughput
 
@@ -172,3 +172,108 @@ def test_bad_speculation_fields_are_refused_by_name(fields, field, reason):
 
     assert caught.value.data["field"] == field
     assert caught.value.data["reason"] == reason
+
+
+# A separate draft model: its memory is counted and its cost ratio follows from its size.
+
+DRAFTED = {
+    "speculative_draft_tokens": 4,
+    "speculative_acceptance_rate": 0.7,
+    "speculative_draft_model": "llama3_8b",
+}
+
+
+def _llama3_70b_tp4(concurrency, speculation):
+    return estimate_replica(
+        model=model_preset("llama3_70b"),
+        gpu=gpu_spec("h100_sxm"),
+        precision="FP16",
+        kv_cache_dtype=None,
+        tp=4,
+        input_tokens=1000,
+        output_tokens=1000,
+        concurrency=concurrency,
+        speculation=speculation,
+    )
+
+
+def test_a_draft_model_takes_weights_and_kv_on_every_card():
+    """Llama-3.1-8B drafting for Llama-3.1-70B, FP16, TP 4 on H100 SXM, 2,000-token context.
+
+    Draft weights 8,030,261,248 x 2 B = 16,060,522,496 B, / 4 cards = 4,015,130,624 B a card.
+    Draft KV per token per card: 2 x 32 layers x (8 KV heads / 4 = 2) x 128 x 2 B = 32,768 B;
+    x 2,000 tokens = 65,536,000 B a sequence. The target's: 2 x 80 x 2 x 128 x 2 B = 81,920 B
+    a token, 163,840,000 B a sequence. Budget = 85,523,536,282 (the card) - 35,276,853,248
+    (target weights) - 4,015,130,624 (draft) - 3,632,267,264 (overhead) - 8,552,353,628
+    (reserve: 10 % of the card) = 34,046,931,518 B; // (163,840,000 + 65,536,000) = 148
+    sequences. Without the draft: 38,062,062,142 // 163,840,000 = 232.
+    """
+    speculation = speculation_from_fields(
+        DRAFTED, presets=model_presets(), target=model_preset("llama3_70b")
+    )
+    drafted = _llama3_70b_tp4(None, speculation).memory
+    plain = _llama3_70b_tp4(None, None).memory
+
+    assert drafted.draft_weights_bytes_per_gpu == 4_015_130_624
+    assert drafted.draft_kv_bytes_per_sequence_per_gpu == 65_536_000
+    assert drafted.kv_bytes_per_sequence_per_gpu == 163_840_000
+    assert drafted.kv_budget_bytes_per_gpu == 34_046_931_518
+    assert drafted.max_sequences == 148
+    assert plain.max_sequences == 232
+    assert plain.draft_weights_bytes_per_gpu == 0
+
+
+def test_the_draft_models_cost_ratio_is_its_share_of_the_active_parameters():
+    # 8,030,261,248 / 70,553,706,496 = 0.11382
+    speculation = speculation_from_fields(
+        DRAFTED, presets=model_presets(), target=model_preset("llama3_70b")
+    )
+
+    assert speculation.draft_cost_ratio == pytest.approx(0.11382, abs=1e-5)
+    assert speculation.draft.id == "llama3_8b"
+    given = speculation_from_fields(
+        {**DRAFTED, "speculative_draft_cost_ratio": 0.2},
+        presets=model_presets(),
+        target=model_preset("llama3_70b"),
+    )
+    assert given.draft_cost_ratio == 0.2
+
+
+def test_the_draft_is_credited_at_one_sequence_and_not_at_saturation():
+    speculation = speculation_from_fields(
+        DRAFTED, presets=model_presets(), target=model_preset("llama3_70b")
+    )
+
+    one = _llama3_70b_tp4(1, speculation)
+    full = _llama3_70b_tp4(None, speculation)
+
+    assert one.throughput.speculative_credited is True
+    assert [w.code for w in one.warnings] == []
+    assert full.throughput.speculative_credited is False
+    assert [w.code for w in full.warnings] == ["speculation_not_credited"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({**DRAFTED, "speculative_draft_model": "gpt5"}, "unknown_model"),
+        ({**DRAFTED, "speculative_draft_model": "qwen2_5_72b"}, "inconsistent"),  # not smaller
+    ],
+)
+def test_a_bad_draft_model_is_refused_by_name(fields, reason):
+    with pytest.raises(SizingInputError) as caught:
+        speculation_from_fields(fields, presets=model_presets(), target=model_preset("llama3_70b"))
+
+    assert caught.value.data["field"] == "speculative_draft_model"
+    assert caught.value.data["reason"] == reason
+
+
+def test_the_command_fields_take_a_draft_model():
+    estimate = estimate_from_fields(
+        {**REQUEST, "model": "llama3_70b", "tp": 4, **DRAFTED},
+        presets=model_presets(),
+        gpus=gpu_specs_from_catalogue(),
+    )
+
+    assert estimate.memory.draft_weights_bytes_per_gpu == 4_015_130_624
+    assert estimate.throughput.speculative_credited is True

@@ -148,3 +148,78 @@ def test_reconcile_repairs_qos_changed_by_hand_and_records_the_drift(
     assert fake_slurm.get_qos("portal-batch").priority == 100
     # a second run finds nothing to repair
     assert [d.subject for d in reconcile_slurm().drifts] == []
+
+
+def test_a_slurm_that_cannot_take_the_account_qos_is_refused_before_anything_is_written(
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks
+):
+    """22.05 over REST without the sacctmgr fallback drops association QOS changes: the
+    production allocation is refused with that reason before the account, its members, its GPU
+    cap or any class QOS is written (before, the cap was written and then the QOS refused)."""
+    pool, a100, team, bob, admin = setup
+    reason = "API v0.0.38 does not apply association QOS changes reliably over REST"
+    fake_slurm.account_qos_refused = reason
+    request = submitted(pool, a100, team, bob, 2, timezone.now())
+    request.workload_class = WorkloadClass.objects.get(slug="production")
+    request.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation = capacity_request_approve(request=request, actor=admin)
+    allocation.refresh_from_db()
+
+    assert reason in allocation.status_reason
+    assert allocation.scheduler_binding.get("applied") is not True
+    assert allocation.status == AllocationStatus.FAILED
+    # the refused provisioning wrote nothing; what follows is the failed allocation's release,
+    # which writes the team's cap as it now is: 0 cards held (never the 2 asked for)
+    assert fake_slurm.calls == ["ensure_account", "ensure_user_association", "set_gpu_limit"]
+    assert fake_slurm.accounts["vision"].grp_tres == {"gres/gpu:a100": 0}
+    assert sorted(fake_slurm.qos) == ["normal"]  # no class QOS either
+
+
+def test_reconcile_reports_class_qos_it_could_not_repair_on_the_cluster_health(
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks
+):
+    """The environment's Slurm cluster row carries what is still wrong after the repairs: first
+    nothing; then a Slurm that refuses every QOS write (the operator deleted portal-batch and
+    slurmdbd now refuses writes) shows "portal-batch missing"; a cluster that cannot take the
+    account's QOS list says so."""
+    from pools.capacity.services.reconcile import reconcile_slurm
+    from pools.choices import CredentialKind, Scheduler
+    from pools.clusters.models import Cluster
+    from scheduler_adapters.errors import SchedulerRejected
+
+    cluster = Cluster.objects.create(
+        slug="env-slurm", name="Slurm", kind=Scheduler.SLURM,
+        credential_kind=CredentialKind.ENVIRONMENT,
+    )  # fmt: skip
+    pool, a100, team, bob, admin = setup
+    request = submitted(pool, a100, team, bob, 2, timezone.now())
+    request.workload_class = WorkloadClass.objects.get(slug="production")
+    request.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        capacity_request_approve(request=request, actor=admin)
+
+    reconcile_slurm()
+    cluster.refresh_from_db()
+    assert cluster.class_qos_problem == ""
+
+    del fake_slurm.qos["portal-batch"]
+    original = fake_slurm.ensure_qos
+
+    def refusing(spec):
+        raise SchedulerRejected("slurmdbd refused (fake)", operation="ensure_qos")
+
+    fake_slurm.ensure_qos = refusing
+    report = reconcile_slurm()
+    cluster.refresh_from_db()
+    assert cluster.class_qos_problem == "portal-batch missing"
+    assert any("slurmdbd refused" in e for e in report.errors)
+
+    fake_slurm.ensure_qos = original
+    fake_slurm.account_qos_refused = "API v0.0.38 drops it"
+    reconcile_slurm()
+    cluster.refresh_from_db()
+    # the repair is refused whole before it writes anything, so portal-batch stays missing
+    assert cluster.class_qos_problem == (
+        "account QOS cannot be written: API v0.0.38 drops it; portal-batch missing"
+    )

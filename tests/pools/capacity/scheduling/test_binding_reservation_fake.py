@@ -14,6 +14,7 @@ from django.utils import timezone
 from pools.capacity.services.allocations import allocation_release
 from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import AllocationStatus
+from scheduler_adapters.errors import SchedulerRejected
 from scheduler_adapters.records import JobSpec, JobState
 
 pytestmark = pytest.mark.django_db
@@ -78,3 +79,53 @@ def test_a_part_node_placement_is_not_reserved_and_says_so(
         "Not reserved in Slurm: the placement takes part of fake-gpu-a100"
     )
     assert fake_slurm.reservations == {}
+
+
+def test_a_classed_reservation_admits_only_its_class_qos(
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks
+):
+    """A production allocation's reservation takes QOS=portal-production (26.05): the team's
+    batch job (its account's default QOS would be batch) may not use the reserved node; its
+    production job may."""
+    from pools.classes.models import WorkloadClass
+
+    pool, a100, team, bob, admin = setup
+    pool.nodes.update(hostname="fake-gpu-a100", nvlink_domains=[[0, 1, 2, 3]])
+    request = _shaped(submitted, pool, a100, team, bob, 4)
+    request.workload_class = WorkloadClass.objects.get(slug="production")
+    request.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation = capacity_request_approve(request=request, actor=admin)
+    allocation.refresh_from_db()
+    name = f"portal-alloc-{allocation.pk}"
+    assert allocation.scheduler_binding["reservation"] == name
+    assert allocation.scheduler_binding["reservation_qos"] == ["portal-production"]
+    assert fake_slurm.get_reservation(name).qos == ("portal-production",)
+
+    job = dict(account="vision", user="bob", partition="gpu", script="#!/bin/sh\n", gpus=4,
+               gres_type="a100", reservation=name, time_limit_min=60)  # fmt: skip
+    with pytest.raises(SchedulerRejected, match="Problem using reservation"):
+        fake_slurm.submit_job(JobSpec(**job, qos="portal-batch"))
+    running = fake_slurm.submit_job(JobSpec(**job, qos="portal-production"))
+    assert fake_slurm.get_job(running).state is JobState.RUNNING
+
+
+def test_a_slurm_whose_reservations_take_no_qos_reserves_without_it_and_says_so(
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks
+):
+    from pools.classes.models import WorkloadClass
+
+    fake_slurm.reservation_qos = False  # 22.05 / 24.11
+    pool, a100, team, bob, admin = setup
+    pool.nodes.update(hostname="fake-gpu-a100", nvlink_domains=[[0, 1, 2, 3]])
+    request = _shaped(submitted, pool, a100, team, bob, 4)
+    request.workload_class = WorkloadClass.objects.get(slug="production")
+    request.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation = capacity_request_approve(request=request, actor=admin)
+    allocation.refresh_from_db()
+    binding = allocation.scheduler_binding
+    assert binding["reservation"] == f"portal-alloc-{allocation.pk}"
+    assert binding["reservation_qos"] is None
+    assert "take no QOS" in binding["reservation_qos_note"]
+    assert binding["qos"] == ["portal-production"]  # the account's list still applies

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('pools', '0039_recurring_reservation_scheduler_binding'),
+        ('pools', '0042_team_calendar_feed'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

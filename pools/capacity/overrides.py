@@ -1,0 +1,85 @@
+"""What the temporary overrides in force change (issue 32 item 2, kueue #8654).
+
+The figures the schedulers hold are computed in one place each, and each reads its override
+here, so the binding, the beat and reconcile's drift check all see the raised value while an
+override lasts and the normal one after (:meth:`TemporaryOverrideQuerySet.in_force`):
+
+- ceiling: :func:`pools.capacity.services.scheduler_binding.team_cards_applied` is at least the
+  override's cards — the Slurm ``GrpTRES=gres/gpu:<type>=N`` cap and the namespace's
+  ResourceQuota (with Kueue, ``nominalQuota`` + ``borrowingLimit``) of that GPU model;
+- borrowing limit: :func:`~pools.capacity.services.scheduler_binding.kueue_borrowing` — the
+  ClusterQueue's ``borrowingLimit`` of the product is at least the override's cards, and the
+  quota grows by the difference so that ``nominalQuota`` (the guaranteed cards) stays;
+- priority: :func:`pools.capacity.services.class_qos.team_classes_held` puts the override's
+  class first, which makes it the account's ``DefaultQOS`` (and allowed), and its
+  PriorityClass written and allowed.
+
+When several overrides in force raise one figure (one per pool, several pools in a cluster),
+the highest wins.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db.models import Max, QuerySet
+
+from pools.capacity.models import OverrideKind, TemporaryOverride
+from pools.classes.models import WorkloadClass
+from pools.inventory.models import GpuModel, Pool
+from pools.tenancy.models import Team
+
+
+def overrides_in_force(*, team: Team, pools: QuerySet[Pool], now: datetime, kind: str):
+    """The team's overrides of ``kind`` in ``pools`` that count at ``now``."""
+    return TemporaryOverride.objects.in_force(now).filter(team=team, pool__in=pools, kind=kind)
+
+
+def ceiling_raise(
+    *, team: Team, gpu_model: GpuModel, pools: QuerySet[Pool], now: datetime
+) -> int | None:
+    """The most cards of ``gpu_model`` a ceiling override in force gives the team in
+    ``pools``, or ``None``. One query."""
+    found = (
+        overrides_in_force(team=team, pools=pools, now=now, kind=OverrideKind.CEILING)
+        .filter(gpu_model=gpu_model)
+        .aggregate(cards=Max("cards"))["cards"]
+    )
+    return found if found is None else int(found)
+
+
+def ceiling_models(*, team: Team, pools: QuerySet[Pool], now: datetime) -> QuerySet:
+    """Ids of the GPU models a ceiling or borrowing override in force names (a figure the
+    team may hold no allocation of): a subquery."""
+    return (
+        TemporaryOverride.objects.in_force(now)
+        .filter(
+            team=team, pool__in=pools, kind__in=[OverrideKind.CEILING, OverrideKind.BORROWING_LIMIT]
+        )
+        .values("gpu_model")
+    )
+
+
+def borrowing_raises(
+    *, team: Team, pools: QuerySet[Pool], now: datetime
+) -> list[tuple[str, int, int]]:
+    """``(cohort, gpu model id, cards)`` of the team's borrowing overrides in force in
+    ``pools`` (Kueue pools with a cohort: the service refuses others), by pool slug. One
+    query."""
+    return list(
+        overrides_in_force(team=team, pools=pools, now=now, kind=OverrideKind.BORROWING_LIMIT)
+        .exclude(pool__quota_cohort="")
+        .order_by("pool__slug", "gpu_model_id")
+        .values_list("pool__quota_cohort", "gpu_model_id", "cards")
+    )
+
+
+def priority_raise(*, team: Team, pools: QuerySet[Pool], now: datetime) -> WorkloadClass | None:
+    """The workload class of highest priority a priority override in force gives the team in
+    ``pools``, or ``None``. One query."""
+    ids = overrides_in_force(team=team, pools=pools, now=now, kind=OverrideKind.PRIORITY).values(
+        "workload_class"
+    )
+    return (
+        WorkloadClass.objects.filter(pk__in=ids).order_by("-priority", "-preemption_order").first()
+    )

@@ -1,0 +1,84 @@
+"""Temporary overrides pages (issue 32 item 2): ``/overrides/`` lists them (filters, CSV; a
+member sees their teams'), pool admins make one on ``/overrides/new/`` and end one early with
+``POST /overrides/<id>/cancel/`` (the button asks first). The service decides; its field
+errors go next to the fields with nothing written."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from pools.capacity import selectors
+from pools.capacity.filtersets import OverrideFilterSet
+from pools.capacity.forms import OverrideForm
+from pools.capacity.services.overrides import override_cancel, override_create
+from pools.errors import DomainError
+from pools.tenancy.permissions import may_administer_pools
+from pools.web import Column, filtered_list, pool_admin_required
+
+OVERRIDE_COLUMNS = [
+    Column("id", lambda o: o.pk),
+    Column("team", lambda o: o.team.slug),
+    Column("pool", lambda o: o.pool.slug),
+    Column("kind", lambda o: o.kind),
+    Column("gpu_model", lambda o: o.gpu_model.slug if o.gpu_model_id else None),
+    Column("cards_before", lambda o: o.cards_before),
+    Column("cards", lambda o: o.cards),
+    Column("class_before", lambda o: o.class_before.slug if o.class_before_id else None),
+    Column("workload_class", lambda o: o.workload_class.slug if o.workload_class_id else None),
+    Column("created_at", lambda o: o.created_at.isoformat()),
+    Column("until", lambda o: o.until.isoformat()),
+    Column("status", lambda o: o.status),
+    Column("ended_at", lambda o: o.ended_at.isoformat() if o.ended_at else None),
+    Column("created_by", lambda o: o.created_by.username if o.created_by_id else None),
+    Column("reason", lambda o: o.reason),
+]
+
+
+@login_required
+def override_list(request):
+    return filtered_list(
+        request,
+        queryset=selectors.override_list(user=request.user),
+        filterset_class=OverrideFilterSet,
+        template="pools/overrides/override_list.html",
+        columns=OVERRIDE_COLUMNS,
+        filename="overrides.csv",
+        default_ordering=("-created_at", "-pk"),
+        extra={"now": timezone.now(), "can_edit": may_administer_pools(request.user)},
+    )
+
+
+@pool_admin_required
+def override_new(request):
+    form = OverrideForm(request.POST or None, initial=request.GET.dict() or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            override = override_create(actor=request.user, **form.cleaned_data)
+        except DomainError as exc:
+            errors = exc.data.get("errors") or {}
+            for field, message in errors.items():
+                form.add_error(field if field in form.fields else None, message)
+            if not errors:
+                form.add_error(None, exc.message)
+        else:
+            messages.success(request, f"Raised until {override.until:%Y-%m-%d %H:%M}: {override}.")
+            return redirect(f"{reverse('pools:override-list')}?team={override.team.slug}")
+    return render(request, "pools/overrides/override_form.html", {"form": form})
+
+
+@pool_admin_required
+@require_POST
+def override_cancel_page(request, pk: int):
+    override = get_object_or_404(selectors.override_list(user=request.user), pk=pk)
+    try:
+        override_cancel(override=override, actor=request.user, reason="cancelled on the page")
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Ended now: {override}; the team's figures go back.")
+    return redirect("pools:override-list")
