@@ -158,3 +158,17 @@ def test_bad_input_is_refused_by_field_and_writes_nothing(pool_admin, member, in
                                   starts_at=t, ends_at=t + H)  # fmt: skip
     assert set(refused.value.data["errors"]) == {"title", "driver_group"}
     assert not MaintenanceWindow.objects.exists()
+
+
+def test_the_week_calendar_shows_the_cards_away(pool_admin, infer_pool, l40s):
+    """inf-01 (4 of 8 L40S) away 10:00-11:00 on Tuesday 2027-01-19 (UTC): that day has
+    8 − 4 = 4 free over the whole day, the other days 8."""
+    from datetime import UTC, datetime
+
+    from pools.capacity.calendar_week import free_per_day, local_midnight
+
+    tuesday = datetime(2027, 1, 19, 10, tzinfo=UTC)
+    window(pool_admin, tuesday, tuesday + H)
+    monday = tuesday.date() - timedelta(days=1)
+    bounds = [local_midnight(monday + timedelta(days=i)) for i in range(8)]
+    assert free_per_day(pool=infer_pool, gpu_model=l40s, bounds=bounds) == [8, 4, 8, 8, 8, 8, 8]
