@@ -5,6 +5,7 @@ from pools.calibration import views as calibration_views
 from pools.capacity import views as views_requests
 from pools.capacity import views_calendar as capacity_views_calendar
 from pools.capacity import views_drift as capacity_views_drift
+from pools.capacity import views_maintenance as maintenance_views
 from pools.capacity import views_overrides as capacity_views_overrides
 from pools.clusters import views as cluster_views
 from pools.dashboards import views as dashboard_views
@@ -28,6 +29,15 @@ urlpatterns = [
     path("gpu-models/new/", inventory_views.gpu_model_edit, name="gpu-model-create"),
     path("gpu-models/<slug:slug>/edit/", inventory_views.gpu_model_edit, name="gpu-model-edit"),
     path("pools/", inventory_views.pool_list, name="pool-list"),
+    path("maintenance/", maintenance_views.maintenance_list, name="maintenance-list"),
+    path("maintenance/new/", maintenance_views.maintenance_new, name="maintenance-new"),
+    path("maintenance/waves/", maintenance_views.maintenance_waves, name="maintenance-waves"),
+    path("maintenance/<int:pk>/", maintenance_views.maintenance_detail, name="maintenance-detail"),
+    path(
+        "maintenance/<int:pk>/cancel/",
+        maintenance_views.maintenance_cancel,
+        name="maintenance-cancel",
+    ),
     path(
         "pools/<slug:pool>/<slug:model>/calendar/",
         capacity_views_calendar.pool_calendar,

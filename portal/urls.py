@@ -17,6 +17,7 @@ from pools.advisor import api as advisor_api
 from pools.calibration import api as calibration_api
 from pools.capacity import api as capacity_api
 from pools.capacity import api_audit as audit_api
+from pools.capacity import api_maintenance as maintenance_api
 from pools.capacity import api_overrides as overrides_api
 from pools.capacity import api_pools as capacity_api_pools
 from pools.capacity import api_recurring as recurring_api
@@ -67,6 +68,11 @@ router.register(
     "recurring-reservations",
     recurring_api.RecurringReservationViewSet,
     basename="recurring-reservation",
+)
+router.register(
+    "maintenance-windows",
+    maintenance_api.MaintenanceWindowViewSet,
+    basename="maintenance-window",
 )
 router.register("overrides", overrides_api.OverrideViewSet, basename="override")
 router.register("audit-events", audit_api.AuditEventViewSet, basename="audit-event")

@@ -369,7 +369,7 @@ class FakeScheduler:
             ends_at=spec.ends_at.replace(microsecond=0),
             partition=spec.partition,
             state=None,
-            flags=(spec.repeat,) if spec.repeat else (),
+            flags=spec.flags,
             qos=spec.qos if self.reservation_qos else None,
         )
         existing = self.reservations.get(spec.name)
@@ -384,7 +384,8 @@ class FakeScheduler:
             )
         for other in self.reservations.values():
             overlapping = other.starts_at < record.ends_at and record.starts_at < other.ends_at
-            if overlapping and set(other.nodes) & set(record.nodes):
+            maint = record.maintenance or other.maintenance  # MAINT may overlap (scontrol)
+            if overlapping and not maint and set(other.nodes) & set(record.nodes):
                 raise self._refusal(operation, "Requested nodes are busy")
         self.reservations[spec.name] = record
         self._advance()

@@ -306,6 +306,7 @@ NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 
 # Slurm's recurrence flags (scontrol.1, "Flags"): the only ones a portal rule maps onto.
 RESERVATION_REPEATS = ("DAILY", "WEEKDAY", "WEEKLY")
+MAINTENANCE_FLAGS = ("MAINT", "IGNORE_JOBS")
 
 
 @dataclass(frozen=True)
@@ -320,6 +321,9 @@ class ReservationSpec:
     ``Flags=DAILY`` / ``WEEKDAY`` / ``WEEKLY``): slurmctld then moves the window forward by a day,
     to the next Monday-to-Friday day, or by a week each time it ends, in its own wall-clock time,
     with no end (the portal deletes the reservation after the last occurrence).
+    ``maintenance``: a maintenance window (issue 32), written ``Flags=MAINT,IGNORE_JOBS``:
+    slurmctld lets it overlap other reservations, creates it over nodes whose jobs still run
+    (they are not killed) and accounts its time as maintenance, not idle; never repeating.
     ``qos``: the QOS a job must run under to use it besides being of ``account`` (``QOS=``,
     which slurmctld 26.05 takes and 22.05 / 24.11 refuse as an unknown parameter:
     :class:`~scheduler_adapters.errors.ReservationQosUnsupported`); ``()``: any.
@@ -332,6 +336,7 @@ class ReservationSpec:
     ends_at: datetime
     partition: str | None = None
     repeat: str | None = None
+    maintenance: bool = False
     qos: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -356,6 +361,15 @@ class ReservationSpec:
         if self.repeat is not None and self.repeat not in RESERVATION_REPEATS:
             repeats = ", ".join(RESERVATION_REPEATS)
             raise ValueError(f"a reservation repeats {repeats} or not at all")
+        if self.maintenance and self.repeat is not None:
+            raise ValueError("a maintenance reservation does not repeat")
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Slurm's ``Flags=`` values the spec writes."""
+        if self.maintenance:
+            return MAINTENANCE_FLAGS
+        return (self.repeat,) if self.repeat else ()
 
 
 @dataclass(frozen=True)
@@ -378,6 +392,10 @@ class ReservationRecord:
     @property
     def repeat(self) -> str | None:
         return next((flag for flag in self.flags if flag in RESERVATION_REPEATS), None)
+
+    @property
+    def maintenance(self) -> bool:
+        return "MAINT" in self.flags
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from pools.capacity.recurrence import occurrences
 from pools.capacity.window import (
     WindowHolds,
     holding_allocations,
+    maintenance_intervals,
+    maintenance_intervals_by_pool_model,
     recurring_intervals,
     window_holds,
     window_holds_reusing,
@@ -81,13 +83,19 @@ def holding_intervals(
 ) -> list[tuple[datetime, datetime, int]]:
     """``(starts_at, ends_at, cards)`` of holding allocations of the pool/model overlapping
     ``[start, end)``, and of the occurrences of its active recurring reservations there
-    (:func:`pools.capacity.window.recurring_intervals`, issue 32): what the request form, the
-    earliest start and the recurring check count, as the approval does. Two queries."""
+    (:func:`pools.capacity.window.recurring_intervals`, issue 32), and the cards planned
+    maintenance windows take away (:func:`pools.capacity.window.maintenance_intervals`): what
+    the request form, the earliest start and the recurring check count, as the approval does.
+    Three queries."""
     qs = holding_allocations(
         pool=pool, gpu_model=gpu_model, start=start, end=end, exclude_allocation=exclude_allocation
     )
     held = list(qs.values_list("starts_at", "ends_at", "card_count"))
-    return held + recurring_intervals(pool, gpu_model, start, end)
+    return (
+        held
+        + recurring_intervals(pool, gpu_model, start, end)
+        + maintenance_intervals(pool, gpu_model, start, end)
+    )
 
 
 def earliest_free_start(
@@ -214,8 +222,9 @@ class CapacitySnapshot:
     """What :func:`request_options` and :func:`pool_free_cards` read, loaded once for many
     requests (the approval queue): the pools by name, the catalogue, schedulable cards by pool,
     model and driver group's max CUDA, the cards in MIG mode (to say why a model has no whole
-    card), the holding allocations overlapping ``[start, end)`` and the occurrences of recurring
-    reservations there. Five queries, whatever the number of requests asked about."""
+    card), the holding allocations overlapping ``[start, end)``, the occurrences of recurring
+    reservations there and the cards maintenance windows take away. Six queries, whatever the
+    number of requests asked about."""
 
     pools: list[Pool]
     models: dict[int, GpuModel]
@@ -251,6 +260,9 @@ class CapacitySnapshot:
             key = (reservation.pool_id, reservation.gpu_model_id)
             for a, b in occurrences(reservation.rule, start, end):
                 holding.setdefault(key, []).append((a, b, reservation.card_count))
+        # and planned maintenance windows take cards away
+        for key, away in maintenance_intervals_by_pool_model(start, end).items():
+            holding.setdefault(key, []).extend(away)
         return cls(
             pools=list(Pool.objects.order_by("name")),
             models={m.pk: m for m in GpuModel.objects.all()},

@@ -106,8 +106,8 @@ def free_per_day(*, pool, gpu_model, bounds: list[datetime]) -> list[int]:
     """Free cards over each day ``[bounds[i], bounds[i + 1])``:
     :func:`pool_free_cards` of the day, given the day's peak of what holds cards over the whole
     span (:func:`holding_intervals`, read once) and the inventory generation it is read at.
-    Three queries (the generation, the allocations, the recurring rules), whatever the number
-    of days or allocations."""
+    Four queries (the generation, the allocations, the recurring rules, the maintenance
+    windows), whatever the number of days or allocations."""
     generation = inventory_generation()
     intervals = holding_intervals(pool=pool, gpu_model=gpu_model, start=bounds[0], end=bounds[-1])
     # as Unix seconds, by start: a day sweeps only what starts before its end (a month of a

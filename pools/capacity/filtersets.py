@@ -9,6 +9,9 @@ from pools.api_common import visible_teams
 from pools.capacity.models import (
     Allocation,
     CapacityRequest,
+    MaintenanceScope,
+    MaintenanceStatus,
+    MaintenanceWindow,
     OverrideKind,
     OverrideStatus,
     TemporaryOverride,
@@ -64,6 +67,19 @@ class AllocationFilterSet(_TeamPoolModelFilters):
     class Meta:
         model = Allocation
         fields = ["team", "pool", "gpu_model", "status"]
+
+
+class MaintenanceWindowFilterSet(filters.FilterSet):
+    status = filters.ChoiceFilter(choices=MaintenanceStatus.choices, empty_label="Any")
+    scope = filters.ChoiceFilter(choices=MaintenanceScope.choices, empty_label="Any")
+    pool = filters.ModelChoiceFilter(
+        queryset=Pool.objects.order_by("name"), to_field_name="slug", empty_label="Any"
+    )
+    ordering = filters.OrderingFilter(fields=(("starts_at", "starts"), ("ends_at", "ends")))
+
+    class Meta:
+        model = MaintenanceWindow
+        fields = ["status", "scope", "pool", "wave"]
 
 
 class OverrideFilterSet(_TeamPoolModelFilters):

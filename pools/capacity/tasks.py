@@ -12,6 +12,7 @@ from pools.capacity.services.allocations import (
     allocation_provision,
     allocation_unbind,
 )
+from pools.capacity.services.maintenance_binding import maintenance_sync
 from pools.capacity.services.overrides import override_apply, override_expire_due
 from pools.capacity.services.reconcile import ReconcileReport, reconcile_all, reconcile_cluster
 from pools.capacity.services.recurring_binding import recurring_sync
@@ -89,6 +90,13 @@ def recurring_sync_task() -> dict[str, int]:
     """Beat: Slurm reservations of recurring reservations created and deleted, and the teams'
     quota and caps raised and lowered around each occurrence (idempotent)."""
     return recurring_sync()
+
+
+@shared_task(acks_late=True)
+def maintenance_sync_task() -> dict[str, int]:
+    """Beat and after each maintenance write: Slurm MAINT reservations of planned windows
+    created, those of cancelled windows deleted (idempotent)."""
+    return maintenance_sync()
 
 
 @shared_task(bind=True, acks_late=True, max_retries=MAX_RETRIES)

@@ -18,6 +18,9 @@ Recurring reservations (:class:`pools.capacity.models.RecurringReservation`) hol
 at each occurrence, as unplaced holds: the statement also says whether an active one of the
 pool × model has a date in the window, and then the sweep runs over the allocations and the
 occurrences together in Python (:func:`recurring_intervals`), the generation kept.
+Planned maintenance windows (:class:`pools.capacity.models.MaintenanceWindow`) take the
+schedulable cards of their nodes away for their window: they enter the same Python sweep as
+unplaced holds (:func:`maintenance_intervals`), flagged by the same statement.
 
 Whole cards and MIG slices are held apart (issue 38): ``profile`` blank reads the allocations
 of whole cards, a MIG profile (``"1g.10gb"``) those of slices of that profile, whose
@@ -34,14 +37,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from math import ceil
 
 from django.db import connection
+from django.db.models import Count
 
 from pools.capacity.arithmetic import peak_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
-from pools.capacity.models import Allocation, PlacedCards, RecurringReservation
+from pools.capacity.models import (
+    Allocation,
+    MaintenanceStatus,
+    MaintenanceWindow,
+    PlacedCards,
+    RecurringReservation,
+)
 from pools.capacity.recurrence import occurrences
-from pools.inventory.models import GpuModel, Pool
+from pools.inventory.models import Gpu, GpuModel, Node, Pool
 
 MAX_PLACED_INDEX = 62  # the highest GPU index a 64-bit mask (bigint, sign bit clear) holds
 
@@ -130,15 +141,28 @@ sweep AS (
          EXISTS (SELECT 1 FROM {recurring} r
                   WHERE r.pool_id = %(pool)s AND r.gpu_model_id = %(model)s
                     AND r.status = 'active' AND %(profile)s = ''
-                    AND r.first_date <= %(last_day)s AND r.last_date >= %(first_day)s) AS recurring
+                    AND r.first_date <= %(last_day)s AND r.last_date >= %(first_day)s)
+         AS recurring,
+         EXISTS (SELECT 1 FROM {maintenance} w
+                      JOIN {maintenance_nodes} wn ON wn.maintenancewindow_id = w.id
+                      JOIN {node} n ON n.id = wn.node_id
+                     WHERE n.pool_id = %(pool)s AND w.status = '{planned}' AND %(profile)s = ''
+                       AND w.starts_at < %(end)s AND w.ends_at > %(start)s) AS maintenance
     FROM sweep
-)""".replace("{recurring}", RecurringReservation._meta.db_table)
+)"""
+_SWEEP_SQL = (
+    _SWEEP_SQL.replace("{recurring}", RecurringReservation._meta.db_table)
+    .replace("{maintenance}", MaintenanceWindow._meta.db_table)
+    .replace("{maintenance_nodes}", MaintenanceWindow.nodes.through._meta.db_table)
+    .replace("{node}", Node._meta.db_table)
+    .replace("{planned}", MaintenanceStatus.PLANNED)
+)
 _WINDOW_SQL = (
     "WITH"
     + _WIN_SQL
     + ","
     + _SWEEP_SQL.replace("{placed}", "false")
-    + "\nSELECT generation, peak, NULL, NULL, NULL, recurring FROM peaks"
+    + "\nSELECT generation, peak, NULL, NULL, NULL, recurring, maintenance FROM peaks"
 )
 # With the cards per node: the holding allocations of *every* pool overlapping the window
 # (``near``, one range-index scan), this pool × model's among them (``win``), and the placed
@@ -163,9 +187,9 @@ near AS MATERIALIZED (
 ),"""
     + _SWEEP_SQL.replace("{placed}", "win.id IN (SELECT allocation_id FROM spots)")
     + """
-SELECT generation, peak, unplaced, NULL, NULL, recurring FROM peaks
+SELECT generation, peak, unplaced, NULL, NULL, recurring, maintenance FROM peaks
 UNION ALL
-SELECT NULL, NULL, NULL, hostname, mask, NULL FROM held"""
+SELECT NULL, NULL, NULL, hostname, mask, NULL, NULL FROM held"""
 )
 
 
@@ -210,17 +234,24 @@ def _holds_sql(pool, gpu_model, start, end, exclude, per_node, profile) -> Windo
         cursor.execute(_WINDOW_NODES_SQL if per_node else _WINDOW_SQL, params)
         rows = cursor.fetchall()
     # the one row of peaks has no hostname (a UNION ALL does not promise an order)
-    ((generation, peak, unplaced, _, _, recurring),) = [row for row in rows if row[3] is None]
-    if recurring:  # occurrences are not rows: the sweep runs over both in Python
-        holds = _holds_orm(pool, gpu_model, start, end, exclude, per_node, profile)
+    ((generation, peak, unplaced, _, _, recurring, maintenance),) = [
+        row for row in rows if row[3] is None
+    ]
+    if recurring or maintenance:  # occurrences, windows are not rows: the sweep runs in Python
+        holds = _holds_orm(pool, gpu_model, start, end, exclude, per_node, profile,
+                           recurring=recurring, maintenance=maintenance)  # fmt: skip
         return WindowHolds(generation, holds.peak, holds.unplaced_peak, holds.held)
     if not per_node:  # the card count alone: unplaced ones are not told apart
         return WindowHolds(generation, int(peak), None, None)
-    held = {host: mask for _, _, _, host, mask, _ in rows if host is not None}
+    held = {host: mask for _, _, _, host, mask, _, _ in rows if host is not None}
     return WindowHolds(generation, int(peak), int(unplaced), held)
 
 
-def _holds_orm(pool, gpu_model, start, end, exclude, per_node, profile) -> WindowHolds:
+def _holds_orm(
+    pool, gpu_model, start, end, exclude, per_node, profile, *, recurring=True, maintenance=True
+) -> WindowHolds:
+    """The same through the ORM; ``recurring`` / ``maintenance`` say whether the statement saw
+    reservations / windows to read (SQLite reads both)."""
     holds = holding_allocations(
         pool=pool,
         gpu_model=gpu_model,
@@ -230,8 +261,12 @@ def _holds_orm(pool, gpu_model, start, end, exclude, per_node, profile) -> Windo
         profile=profile,
     )
     rows = list(holds.values_list("pk", "starts_at", "ends_at", "card_count"))
-    recurring = [] if profile else recurring_intervals(pool, gpu_model, start, end)
-    intervals = [(s, e, n) for pk, s, e, n in rows] + recurring
+    away = []  # recurring occurrences and maintenance windows: whole cards only
+    if recurring and not profile:
+        away += recurring_intervals(pool, gpu_model, start, end)
+    if maintenance and not profile:
+        away += maintenance_intervals(pool, gpu_model, start, end)
+    intervals = [(s, e, n) for pk, s, e, n in rows] + away
     if not per_node:
         return WindowHolds(None, peak_cards(intervals, start, end), None, None)
     placed: dict[str, int] = {}
@@ -242,7 +277,7 @@ def _holds_orm(pool, gpu_model, start, end, exclude, per_node, profile) -> Windo
         placed_ids.add(allocation_id)
         placed[hostname] = placed.get(hostname, 0) | mask
     # an occurrence is "any N cards": the shape check lays it on the nodes as unplaced
-    unplaced = [(s, e, n) for pk, s, e, n in rows if pk not in placed_ids] + recurring
+    unplaced = [(s, e, n) for pk, s, e, n in rows if pk not in placed_ids] + away
     return WindowHolds(
         None, peak_cards(intervals, start, end), peak_cards(unplaced, start, end), placed
     )
@@ -257,6 +292,67 @@ def recurring_intervals(
         pool_id=pool.pk, gpu_model_id=gpu_model.pk, start=start, end=end
     )
     return [(s, e, r.card_count) for r in rules for s, e in occurrences(r.rule, start, end)]
+
+
+def maintenance_intervals(
+    pool: Pool, gpu_model: GpuModel, start: datetime, end: datetime
+) -> list[tuple[datetime, datetime, int]]:
+    """``(starts_at, ends_at, cards)`` of the planned maintenance windows overlapping
+    ``[start, end)`` that take schedulable cards of ``gpu_model`` in ``pool`` away (see
+    :func:`maintenance_intervals_by_pool_model`). One query."""
+    found = maintenance_intervals_by_pool_model(
+        start, end, pool_id=pool.pk, gpu_model_id=gpu_model.pk
+    )
+    return found.get((pool.pk, gpu_model.pk), [])
+
+
+def maintenance_intervals_by_pool_model(
+    start: datetime, end: datetime, *, pool_id: int | None = None, gpu_model_id: int | None = None
+) -> dict[tuple[int, int], list[tuple[datetime, datetime, int]]]:
+    """By ``(pool id, model id)``: ``(starts_at, ends_at, cards)`` of each planned maintenance
+    window overlapping ``[start, end)`` (:func:`maintenance_windows_by_pool_model`). One query."""
+    found = maintenance_windows_by_pool_model(
+        start, end, pool_id=pool_id, gpu_model_id=gpu_model_id
+    )
+    return {key: [(s, e, n) for _, _, s, e, n in rows] for key, rows in found.items()}
+
+
+def maintenance_windows_by_pool_model(
+    start: datetime, end: datetime, *, pool_id: int | None = None, gpu_model_id: int | None = None
+) -> dict[tuple[int, int], list[tuple[int, str, datetime, datetime, int]]]:
+    """By ``(pool id, model id)``: ``(window id, title, starts_at, ends_at, cards)`` of each
+    planned maintenance window overlapping ``[start, end)``, ``cards`` being ``ceil(away ×
+    over-commit ratio)`` for the ``away`` schedulable cards of the model on the window's nodes
+    in the pool, so that ``floor(schedulable × ratio) − held − cards`` never offers more than
+    ``floor((schedulable − away) × ratio) − held`` (equal at ratio 1). Whole cards only: MIG
+    slices are not counted. One query."""
+    gpus = Gpu.objects.schedulable().filter(
+        node__pool__isnull=False,
+        node__maintenance_windows__status=MaintenanceStatus.PLANNED,
+        node__maintenance_windows__starts_at__lt=end,
+        node__maintenance_windows__ends_at__gt=start,
+    )
+    if pool_id is not None:
+        gpus = gpus.filter(node__pool_id=pool_id)
+    if gpu_model_id is not None:
+        gpus = gpus.filter(gpu_model_id=gpu_model_id)
+    rows = (
+        gpus.values_list(
+            "node__pool",
+            "gpu_model",
+            "node__pool__overcommit_ratio",
+            "node__maintenance_windows",
+            "node__maintenance_windows__title",
+            "node__maintenance_windows__starts_at",
+            "node__maintenance_windows__ends_at",
+        )
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    found: dict[tuple[int, int], list[tuple[int, str, datetime, datetime, int]]] = {}
+    for pool, model, ratio, window, title, s, e, n in rows:
+        found.setdefault((pool, model), []).append((window, title, s, e, ceil(n * ratio)))
+    return found
 
 
 def gpu_mask(gpus: Iterable[int]) -> int:

@@ -102,7 +102,8 @@ class HoldFacts(NamedTuple):
     ``team_slug``; ``placed`` its cards as ``(hostname, GPU index bit mask)`` pairs (empty:
     granted without a shape, laid as "any N cards"). A tuple: fleets read thousands. An
     occurrence of a recurring reservation (issue 32) is a hold too, unplaced, with
-    ``allocation_id`` 0 and ``recurring_id`` the reservation's id."""
+    ``allocation_id`` 0 and ``recurring_id`` the reservation's id; so are the cards a planned
+    maintenance window takes away, with ``maintenance_id`` the window's id and no team."""
 
     allocation_id: int
     team_slug: str
@@ -112,6 +113,7 @@ class HoldFacts(NamedTuple):
     ends_at: datetime
     placed: tuple[tuple[str, int], ...] = ()
     recurring_id: int | None = None
+    maintenance_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -636,14 +638,20 @@ def _capacity_reasons(ask: Ask, check: _Check) -> list[Reason]:
     counts = option.cards
     if check.free < ask.cards:
         held = option.peak(ask.start, ask.end)
-        teams = {
-            h.team_slug for h in option.holds if h.starts_at < ask.end and h.ends_at > ask.start
-        }
+        inside = [h for h in option.holds if h.starts_at < ask.end and h.ends_at > ask.start]
+        teams = {h.team_slug for h in inside if h.maintenance_id is None}
+        away = peak_cards(
+            [(h.starts_at, h.ends_at, h.cards) for h in inside if h.maintenance_id is not None],
+            ask.start,
+            ask.end,
+        )
         text = (
             f"only {check.free} of {option.usable} {option.model.name} cards in "
             f"{option.pool_name} are free for the whole window: {held} held at the peak "
             f"by {len(teams)} team{'s' if len(teams) != 1 else ''}"
         )
+        if away:
+            text += f" and maintenance windows ({away} cards away for maintenance)"
         out = counts.down + counts.drained
         if out or counts.maintenance:
             text += f"; not counted: {out} down or drained, {counts.maintenance} under maintenance"
@@ -657,6 +665,7 @@ def _capacity_reasons(ask: Ask, check: _Check) -> list[Reason]:
                     "free": check.free,
                     "usable": option.usable,
                     "held_peak": held,
+                    "away_for_maintenance": away,
                     "requested": ask.cards,
                     **_state_data(counts),
                 },
@@ -913,7 +922,8 @@ def holders(ask: Ask, option: OptionFacts, *, viewer: Viewer) -> dict[str, Any]:
         answer["allocations"] = [_hold_row(h) for h in inside]
     else:
         answer["own_allocations"] = [_hold_row(h) for h in own] if viewer.member_of_team else []
-        answer["other_teams"] = len({h.team_slug for h in others})
+        answer["other_teams"] = len({h.team_slug for h in others if h.maintenance_id is None})
+        answer["away_for_maintenance"] = sum(h.cards for h in others if h.maintenance_id)
         answer["other_ends"] = [{"cards": h.cards, "ends_at": h.ends_at} for h in others]
         answer["other_ends_text"] = "; ".join(f"{h.cards} at {stamp(h.ends_at)}" for h in others)
     answer["text"] = _holders_text(answer, others, frees, viewer)
@@ -932,6 +942,8 @@ def _hold_row(hold: HoldFacts) -> dict[str, Any]:
     }
     if hold.recurring_id is not None:  # an occurrence of a recurring reservation
         row["recurring_reservation"] = hold.recurring_id
+    if hold.maintenance_id is not None:  # cards away for a maintenance window
+        row["maintenance_window"] = hold.maintenance_id
     return row
 
 

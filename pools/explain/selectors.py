@@ -31,6 +31,7 @@ from pools.capacity.models import Allocation, CapacityRequest, PlacedCards, Recu
 from pools.capacity.node_kinds import inventory_generation, pool_nodes
 from pools.capacity.placement import NodeGroup, Shape
 from pools.capacity.recurrence import occurrences
+from pools.capacity.window import maintenance_windows_by_pool_model
 from pools.choices import GpuHealth, NodeState
 from pools.classes.models import WorkloadClass
 from pools.classes.selectors import class_permitted_models
@@ -392,7 +393,8 @@ def _holds(
 ) -> dict[tuple[int, int], list[HoldFacts]]:  # fmt: skip
     """Holding allocations of ``pairs`` (pool id, model id) overlapping ``[start, end)``, by
     pair, each with its team's slug and name; with ``placed``, their placed cards too; and the
-    occurrences of recurring reservations there (:func:`_occurrence_holds`). Four statements."""
+    occurrences of recurring reservations there (:func:`_occurrence_holds`) and the cards
+    maintenance windows take away (:func:`_maintenance_holds`). Five statements."""
     if not pairs:
         return {}
     rows, spots = _hold_rows(pairs, start, end, exclude, placed=placed)
@@ -410,7 +412,26 @@ def _holds(
         )
     for key, hold in _occurrence_holds(pairs, start, end):
         holds[key].append(hold)
+    for key, hold in _maintenance_holds(pairs, start, end):
+        holds[key].append(hold)
     return holds
+
+
+def _maintenance_holds(
+    pairs: set[tuple[int, int]], start: datetime, end: datetime
+) -> list[tuple[tuple[int, int], HoldFacts]]:
+    """The cards planned maintenance windows take away in ``[start, end)`` from ``pairs``, as
+    unplaced holds without a team (:func:`pools.capacity.window.maintenance_intervals` for
+    the approval). One statement."""
+    found = []
+    away = maintenance_windows_by_pool_model(start, end)
+    for key, windows in away.items():
+        if key in pairs:
+            for window_id, title, s, e, cards in windows:
+                hold = HoldFacts(0, "", f"Maintenance: {title}", cards, s, e, (),
+                                 maintenance_id=window_id)  # fmt: skip
+                found.append((key, hold))
+    return found
 
 
 def _occurrence_holds(

@@ -18,6 +18,8 @@ Commands (https://slurm.schedmd.com/scontrol.html, "RESERVATIONS"):
   converted to ``time_zone`` first. With a recurrence flag the window is the first occurrence;
   slurmctld moves it forward each time it ends (a day; the next Monday-Friday day; a week) and
   never stops on its own. The same flags on 22.05, 24.11 and 26.05 (``Flags=`` in ``show``).
+  A maintenance window is ``Flags=MAINT,IGNORE_JOBS`` (may overlap other reservations, made
+  over running jobs without killing them).
 - delete: ``scontrol delete ReservationName=N``. slurmctld refuses while jobs run in it
   (``Requested reservation is in use``, ESLURM_RESERVATION_BUSY; seen on 22.05, 24.11 and
   26.05), so the reservation is ended instead: ``scontrol update ReservationName=N
@@ -106,8 +108,8 @@ class ScontrolReservations:
         ]
         if spec.partition:
             arguments.append(f"PartitionName={spec.partition}")
-        if spec.repeat:
-            arguments.append(f"Flags={spec.repeat}")
+        if spec.flags:
+            arguments.append(f"Flags={','.join(spec.flags)}")
         if spec.qos:
             arguments.append(f"QOS={','.join(spec.qos)}")
         try:
@@ -191,10 +193,11 @@ class ScontrolReservations:
         """Same account, nodes, recurrence and window; a repeating reservation slurmctld has
         already moved forward is the same when it keeps the window's length and has not moved
         back before the spec's start."""
-        if (existing.accounts, existing.nodes, existing.repeat) != (
+        if (existing.accounts, existing.nodes, existing.repeat, existing.maintenance) != (
             (spec.account,),
             spec.nodes,
             spec.repeat,
+            spec.maintenance,
         ):
             return False
         if existing.qos is not None and existing.qos != spec.qos:

@@ -35,6 +35,11 @@ PAGES = {
     "pools/<slug:pool>/<slug:model>/calendar/": "/pools/infer-k8s/l40s/calendar/",
     "driver-groups/<int:branch>/calendar/": "/driver-groups/550/calendar/",
     "clusters/": "/clusters/",
+    "maintenance/": "/maintenance/",  # the demo's driver-upgrade waves
+    "maintenance/new/": "/maintenance/new/",
+    "maintenance/waves/": "/maintenance/waves/",
+    "maintenance/<int:pk>/": "/maintenance/{maintenance}/",  # wave 1, with its sibling waves
+    "maintenance/<int:pk>/cancel/": "/maintenance/{maintenance}/cancel/",
     "classes/": "/classes/",  # the demo's classes and the cards they hold
     "overrides/": "/overrides/",  # the demo's override in force
     "overrides/new/": "/overrides/new/",
@@ -178,7 +183,7 @@ def _demo_ids() -> dict[str, int]:
     from django.contrib.auth import get_user_model
 
     from billing.budgets.models import Budget
-    from pools.capacity.models import CapacityRequest
+    from pools.capacity.models import CapacityRequest, MaintenanceWindow
     from pools.elastic.models import ElasticPolicy
     from pools.serving.models import ServingRollup
     from pools.sizing.services import PAGE_INITIAL, sizing_estimate_create, sizing_estimate_run
@@ -200,6 +205,7 @@ def _demo_ids() -> dict[str, int]:
         "estimate": estimate.pk,
         "upload": upload.pk,
         "budget": Budget.objects.order_by("pk").first().pk,
+        "maintenance": MaintenanceWindow.objects.order_by("pk").first().pk,
         "serving": ServingRollup.objects.filter(allocation__team__slug="nlp").first().allocation_id,
     }
 

@@ -300,6 +300,39 @@ def test_a_spec_repeats_only_as_slurm_can():
         spec(repeat="HOURLY")
 
 
+# A maintenance reservation as 24.11 shows it (Flags in slurmctld's order).
+SHOWN_MAINT = (
+    "ReservationName=maint-4-1 StartTime=2026-12-07T10:00:00 EndTime=2026-12-09T10:00:00 "
+    "Duration=2-00:00:00 Nodes=gpu-a100-01 NodeCnt=1 CoreCnt=8 Features=(null) "
+    "PartitionName=(null) Flags=MAINT,IGNORE_JOBS,SPEC_NODES TRES=cpu=8 Users=(null) "
+    "Groups=(null) Accounts=root Licenses=(null) State=INACTIVE BurstBuffer=(null)"
+)
+
+
+def test_a_maintenance_reservation_is_written_with_maint_and_read_back():
+    runner = Runner((1, "Reservation maint-4-1 not found"), (0, "Reservation created: maint-4-1"))
+    maint = spec(name="maint-4-1", account="root", nodes=("gpu-a100-01",), partition=None,
+                 maintenance=True)  # fmt: skip
+    assert tool(runner).create_reservation(maint) is True
+    assert runner.commands[1][-1] == "Flags=MAINT,IGNORE_JOBS"
+    record = tool(Runner((0, SHOWN_MAINT))).get_reservation("maint-4-1")
+    assert (record.maintenance, record.repeat, record.accounts) == (True, None, ("root",))
+    assert tool(Runner((0, SHOWN_MAINT))).create_reservation(maint) is False  # the same one
+    with pytest.raises(ValueError, match="does not repeat"):
+        spec(maintenance=True, repeat="DAILY")
+
+
+def test_fake_lets_a_maintenance_reservation_overlap_another():
+    """slurmctld lets a MAINT reservation use nodes another reservation holds."""
+    fake = FakeScheduler({"gpu": {"a100": 4}}, clock=Clock(START - timedelta(hours=1)))
+    fake.ensure_account("team-nlp", description="nlp", organization="org")
+    fake.ensure_account("root", description="root", organization="org")
+    assert fake.create_reservation(spec(nodes=("fake-gpu-a100",))) is True
+    maint = spec(name="maint-1", account="root", nodes=("fake-gpu-a100",), maintenance=True)
+    assert fake.create_reservation(maint) is True
+    assert fake.get_reservation("maint-1").maintenance is True
+
+
 # what 26.05.5 printed for a reservation created with QOS= (one line)
 SHOWN_WITH_QOS = SHOWN.replace("Accounts=team-nlp", "QOS=portal-production Accounts=team-nlp")
 

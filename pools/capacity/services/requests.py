@@ -35,7 +35,7 @@ from pools.capacity.shapes import (
     shape_fit,
 )
 from pools.capacity.slices import card_share, is_profile
-from pools.capacity.window import WindowHolds, window_holds
+from pools.capacity.window import WindowHolds, maintenance_windows_by_pool_model, window_holds
 from pools.choices import (
     AllocationStatus,
     RequestKind,
@@ -696,7 +696,7 @@ def _grant_placement(
             holds=holds,
         )
     if free < cards or (fit is not None and not fit.fits):
-        raise _insufficient(pool, model, free, cards, shape, fit)
+        raise _insufficient(pool, model, free, cards, shape, fit, (request.starts_at, end))
     if pinned:
         _check_extended_cards(request, pinned, end, pool, model, free, holds)
         return pinned
@@ -765,10 +765,12 @@ def _check_granted_whole(
 
 
 def _insufficient(
-    pool: Pool, model: GpuModel, free: int, cards: int, shape, fit
+    pool: Pool, model: GpuModel, free: int, cards: int, shape, fit, window: tuple
 ) -> InsufficientCapacity:
     """The refusal of a grant: ``free`` and ``requested`` cards, and for a shape that does not
-    fit, the shape, the largest that does and the largest on a single node."""
+    fit, the shape, the largest that does and the largest on a single node; when planned
+    maintenance windows take cards away in ``window`` (start, end), which ones
+    (``maintenance``: ids)."""
     shaped = {}
     if fit is not None and not fit.fits:
         message = f"Insufficient capacity in {pool.name}: {fit.message()}"
@@ -782,6 +784,13 @@ def _insufficient(
             f"Insufficient capacity: {free} {model.name} card(s) free in "
             f"{pool.name} for that window, {cards} requested."
         )
+    away = maintenance_windows_by_pool_model(*window, pool_id=pool.pk, gpu_model_id=model.pk).get(
+        (pool.pk, model.pk), []
+    )
+    if away:
+        titles = ", ".join(f"{title} (#{pk})" for pk, title, _, _, _ in away)
+        message += f" Maintenance takes cards away in that window: {titles}."
+        shaped["maintenance"] = [pk for pk, _, _, _, _ in away]
     return InsufficientCapacity(
         message, free=free, requested=cards, pool=pool.slug, gpu_model=model.slug, **shaped
     )

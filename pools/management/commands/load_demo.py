@@ -9,7 +9,7 @@ Kubernetes NodeList. Safe to run twice (the second run reports nodes unchanged).
 from __future__ import annotations
 
 import random
-from datetime import datetime, time, timedelta
+from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -23,9 +23,11 @@ from pools.advisor.models import AdvisorRun
 from pools.advisor.services import advisor_pass
 from pools.calibration.services import calibration_refresh
 from pools.capacity.lifecycle import RUNNING_STATUSES
+from pools.capacity.maintenance import WaveAsk
 from pools.capacity.models import (
     Allocation,
     CapacityRequest,
+    MaintenanceWindow,
     OverrideKind,
     Recurrence,
     RecurringReservation,
@@ -33,6 +35,7 @@ from pools.capacity.models import (
 )
 from pools.capacity.services.allocations import allocation_lifecycle_sweep
 from pools.capacity.services.calendar_feed import team_calendar_feed_create
+from pools.capacity.services.maintenance import maintenance_waves_create
 from pools.capacity.services.overrides import override_create
 from pools.capacity.services.recurring import recurring_reservation_create
 from pools.capacity.services.requests import (
@@ -55,7 +58,7 @@ from pools.demo import (
 from pools.elastic.models import BurstOptIn, ElasticPolicy, ScaleEvent, SignalReading
 from pools.elastic.selectors import held_timelines
 from pools.elastic.services import elastic_apply, elastic_policy_create, scaling_policy
-from pools.inventory.models import Gpu, GpuModel, Pool
+from pools.inventory.models import DriverGroup, Gpu, GpuModel, Pool
 from pools.inventory.services.import_files import inventory_import_file, inventory_import_files
 from pools.reclamation.evaluate import evaluate_group
 from pools.reclamation.models import IdleFinding, IdleScanRun, ReclamationPolicy
@@ -125,6 +128,7 @@ class Command(BaseCommand):
         self._idle_findings()
         self._elastic()
         self._recurring()
+        self._maintenance()
         self._override()
         self._serving()
         self._waiting()
@@ -425,6 +429,30 @@ class Command(BaseCommand):
             cards=8,
             until=until,
             reason="LoRA sweep for the workshop paper deadline",
+        )
+
+    def _maintenance(self):
+        """A planned driver upgrade of the R535 group (the training pool's A100 nodes) in
+        waves of two nodes, 06:00-12:00 UTC on successive days from the Saturday after next,
+        planned so that no approved allocation loses its cards
+        (:mod:`pools.capacity.maintenance_waves`)."""
+        if MaintenanceWindow.objects.exists():
+            return
+        today = timezone.now().astimezone(UTC).date()
+        saturday = today + timedelta(days=(5 - today.weekday()) % 7 + 7)
+        maintenance_waves_create(
+            actor=get_user_model().objects.get(username="admin"),
+            title="Driver R570 upgrade",
+            reason="R535 leaves NVIDIA support; CUDA 12.8 needs R570.",
+            ask=WaveAsk(
+                driver_group=DriverGroup.objects.get(branch=535),
+                pool=Pool.objects.get(slug="train-slurm"),
+                first_start=datetime.combine(saturday, time(6), tzinfo=UTC),
+                length=timedelta(hours=6),
+                gap=timedelta(hours=18),
+                per_wave=2,
+                max_slots=14,
+            ),
         )
 
     def _serving(self):

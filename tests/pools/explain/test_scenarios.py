@@ -313,3 +313,34 @@ def test_recurring_occurrences_are_held_in_the_explanation(api_as, bob, fleet, p
     assert [(r["recurring_reservation"], r["allocation"], r["cards"]) for r in rows] == [
         (course.pk, None, 16)
     ] * 3
+
+
+def test_a_maintenance_window_counts_as_cards_away_in_the_explanation(
+    api_as, bob, fleet, pool_admin
+):
+    """A driver upgrade takes a100-0 and a100-1 (16 up A100) from start + 1 d to start + 2 d:
+    then 20 held + 16 away = 36 at the peak → 48 − 36 = 12 free, as the approval counts;
+    bob still sees 3 other teams, and 16 cards away for maintenance; the pool admin sees the
+    window's row."""
+    from pools.capacity.services.maintenance import maintenance_window_create
+
+    start = fleet["start"]
+    a100 = GpuModel.objects.get(slug="a100_80g_sxm")
+    window = maintenance_window_create(
+        actor=pool_admin, title="R570 upgrade", scope="nodes", hostnames=["a100-0", "a100-1"],
+        starts_at=start + timedelta(days=1), ends_at=start + timedelta(days=2),
+    )  # fmt: skip
+    data = api_as(bob).post(URL, body(start), format="json").json()
+    (reason,) = data["why_not"]
+    assert (reason["data"]["free"], reason["data"]["held_peak"]) == (12, 36)
+    assert reason["data"]["away_for_maintenance"] == 16
+    assert "16 cards away for maintenance" in reason["text"]
+    free = pool_free_cards(pool=fleet["pool"], gpu_model=a100, start=start,
+                           end=start + timedelta(days=7))  # fmt: skip
+    assert free == 12
+    assert (data["holders"]["other_teams"], data["holders"]["away_for_maintenance"]) == (3, 16)
+    admin = api_as(pool_admin).post(URL, body(start), format="json").json()
+    rows = [r for r in admin["holders"]["allocations"] if r.get("maintenance_window")]
+    assert [(r["maintenance_window"], r["allocation"], r["cards"]) for r in rows] == [
+        (window.pk, None, 16)
+    ]
