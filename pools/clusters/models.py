@@ -13,7 +13,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from pools.choices import ClusterStatus, CredentialKind, Scheduler
+from pools.choices import ClusterOperation, ClusterStatus, CredentialKind, Scheduler
 from pools.validators import single_line_text_validator, slug_validator
 
 CLUSTER_KINDS = (Scheduler.SLURM, Scheduler.KUBERNETES)
@@ -64,6 +64,13 @@ class Cluster(models.Model):
     api_version_served = models.CharField(max_length=16, blank=True)
     checked_at = models.DateTimeField(null=True, blank=True)
     reachable_at = models.DateTimeField(null=True, blank=True)
+    # Health (issue 35): when each per-cluster job last finished without an error, and when the
+    # credentials stop working (a Slurm token's JWT exp, a kubeconfig's client certificate
+    # notAfter; None: unknown or none — a JWT key mints fresh tokens), read at each check.
+    reconciled_at = models.DateTimeField(null=True, blank=True)
+    inventory_imported_at = models.DateTimeField(null=True, blank=True)
+    usage_imported_at = models.DateTimeField(null=True, blank=True)
+    credential_expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -102,3 +109,20 @@ class Cluster(models.Model):
     def is_down(self) -> bool:
         """Known to be unreachable at the last check (unknown is not down)."""
         return self.status == ClusterStatus.UNREACHABLE
+
+
+class ClusterError(models.Model):
+    """One failure of a per-cluster job (check, reconcile, imports, idle scan), kept a week so
+    a cluster's health can say how many it had in the last hour and what the last one said."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="errors")
+    operation = models.CharField(max_length=12, choices=ClusterOperation.choices)
+    message = models.CharField(max_length=500)
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["cluster", "at"], name="clustererror_cluster_at")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id} {self.operation}: {self.message}"
