@@ -10,13 +10,17 @@ deployment configured by environment keeps working unchanged.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from pools.choices import ClusterOperation, ClusterStatus, CredentialKind, Scheduler
 from pools.validators import single_line_text_validator, slug_validator
 
 CLUSTER_KINDS = (Scheduler.SLURM, Scheduler.KUBERNETES)
+CREDENTIAL_WARNING = timedelta(days=7)
 
 
 class Cluster(models.Model):
@@ -104,6 +108,17 @@ class Cluster(models.Model):
     @property
     def from_environment(self) -> bool:
         return self.credential_kind == CredentialKind.ENVIRONMENT
+
+    @property
+    def credential_state(self) -> str | None:
+        """``"expired"``, ``"soon"`` (within :data:`CREDENTIAL_WARNING`, 7 days), ``"valid"``,
+        or ``None`` when the expiry is unknown."""
+        if self.credential_expires_at is None:
+            return None
+        left = self.credential_expires_at - timezone.now()
+        if left <= timedelta(0):
+            return "expired"
+        return "soon" if left <= CREDENTIAL_WARNING else "valid"
 
     @property
     def is_down(self) -> bool:

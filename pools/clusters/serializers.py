@@ -8,10 +8,26 @@ from pools.choices import CredentialKind
 from pools.clusters.models import Cluster
 
 STATUS_FIELDS = ("status", "status_reason", "api_version_served", "checked_at", "reachable_at")
+# Health (issue 35): the last success of each per-cluster job and when the credentials expire.
+HEALTH_FIELDS = (
+    "reconciled_at",
+    "inventory_imported_at",
+    "usage_imported_at",
+    "credential_expires_at",
+)
 
 
 class ClusterSerializer(serializers.ModelSerializer):
     pool_count = serializers.IntegerField(read_only=True)
+    drift_count = serializers.IntegerField(
+        read_only=True, help_text="Scheduler drifts found in the cluster that are not repaired."
+    )
+    errors_last_hour = serializers.IntegerField(
+        read_only=True, help_text="Failed checks, reconciles and imports in the last hour."
+    )
+    last_error = serializers.CharField(
+        read_only=True, allow_null=True, help_text="The newest error (kept 7 days), or null."
+    )
     credential_kind = serializers.ChoiceField(
         choices=[c for c in CredentialKind.choices if c[0] != CredentialKind.ENVIRONMENT],
         help_text="How credentials are referred to (the environment's clusters say "
@@ -38,9 +54,13 @@ class ClusterSerializer(serializers.ModelSerializer):
             "provider",
             "retiring",
             *STATUS_FIELDS,
+            *HEALTH_FIELDS,
             "pool_count",
+            "drift_count",
+            "errors_last_hour",
+            "last_error",
         ]
-        read_only_fields = STATUS_FIELDS
+        read_only_fields = (*STATUS_FIELDS, *HEALTH_FIELDS)
         # The conditional unique constraints are the service's to refuse (409 naming the other).
         validators = []
 
