@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from pools.adapters import cluster_adapter_unshared, cluster_settings
+from pools.adapters import cluster_adapter_unshared, cluster_settings, scheduler_config
 from pools.audit.services import audit_event_record
 from pools.choices import ClusterOperation, ClusterStatus, CredentialKind, Scheduler
 from pools.clusters.credentials import credential_expiry
@@ -139,6 +139,8 @@ def cluster_check(*, cluster: Cluster) -> Cluster:
     supported version). Only the status fields are written; the cluster's pools are untouched.
     The call is made with no lock or transaction held."""
     now = timezone.now()
+    if cluster.from_environment and scheduler_config(cluster.kind) is None:
+        return _not_configured(cluster, now)
     try:
         version = _probe(cluster)
     except (OSError, ValueError, SchedulerError) as error:
@@ -252,6 +254,21 @@ def _probe(cluster: Cluster) -> str:
         return str(getattr(adapter, "api_version", "") or "")
     finally:
         adapter.close()
+
+
+def _not_configured(cluster: Cluster, now: datetime) -> Cluster:
+    """An environment cluster whose variables are not set (the demo, a deployment that keeps
+    records only): nothing to reach, and nothing down — its pools stay writable, portal only."""
+    updates = {
+        "status": ClusterStatus.UNKNOWN,
+        "status_reason": f"the environment variables configure no {cluster.kind} connection: "
+        "the portal keeps records only",
+        "checked_at": now,
+    }
+    Cluster.objects.filter(pk=cluster.pk).update(**updates)
+    for field, value in updates.items():
+        setattr(cluster, field, value)
+    return cluster
 
 
 def _credential_expiry(cluster: Cluster) -> datetime | None:

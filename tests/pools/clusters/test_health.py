@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from django.db import connection
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from factories import ClusterFactory, PoolFactory
@@ -180,3 +181,21 @@ def test_credential_state_warns_a_week_ahead():
         )
     ]
     assert states == [None, "expired", "soon", "valid"]
+
+
+@pytest.mark.django_db
+@override_settings(SCHEDULERS={})
+def test_an_environment_cluster_without_its_variables_is_portal_only_not_down():
+    """The demo and a records-only deployment: nothing to reach, so the cluster is not
+    unreachable and its pools stay writable."""
+    cluster = ClusterFactory(
+        slug="env-slurm", credential_kind="environment", credential_path="", api_url=""
+    )
+
+    cluster_check(cluster=cluster)
+
+    stored = Cluster.objects.get(pk=cluster.pk)
+    assert stored.status == ClusterStatus.UNKNOWN
+    assert "configure no slurm connection" in stored.status_reason
+    assert not stored.is_down
+    assert not ClusterError.objects.exists()
