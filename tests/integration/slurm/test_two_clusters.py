@@ -7,9 +7,9 @@ from that cluster's slurmrestd and its own sacctmgr, holds the cards of that clu
 Reconcile runs per cluster, imports each cluster's nodes into its own pools (the two clusters
 name their nodes alike: 26.05's import refuses those already in 24.11's pool and says so in its
 health), and repairs a cap changed by hand in one of them, keeping the drift against it. The
-26.05 cluster is then taken down (its URL pointed at a port nobody answers): its pool is read-only with the reason
-(approval API 409 ``cluster_unreachable``, the clusters page says why), reconcile reports it
-without touching anything, and 24.11 keeps provisioning; once it answers again, the refused
+26.05 cluster is then taken down (its URL pointed at a port nobody answers): its pool is
+read-only with the reason (approval API 409 ``cluster_unreachable``, the clusters page says
+why), reconcile reports it without touching anything, and 24.11 keeps provisioning; once it answers again, the refused
 approval goes through.
 
 It uses both env files whatever ``SLURM_TEST_ENV`` says, so it runs in one of ``make test``'s
