@@ -9,8 +9,8 @@ name their nodes alike: 26.05's import refuses those already in 24.11's pool and
 health), and repairs a cap changed by hand in one of them, keeping the drift against it. The
 26.05 cluster is then taken down (its URL pointed at a port nobody answers): its pool is
 read-only with the reason (approval API 409 ``cluster_unreachable``, the clusters page says
-why), reconcile reports it without touching anything, and 24.11 keeps provisioning; once it answers again, the refused
-approval goes through.
+why), reconcile reports it without touching anything, and 24.11 keeps provisioning; once it
+answers again, the refused approval goes through.
 
 It uses both env files whatever ``SLURM_TEST_ENV`` says, so it runs in one of ``make test``'s
 Slurm tier runs only: the one on 24.11's default env file (the others skip, saying so). An env
