@@ -87,7 +87,7 @@ def reconcile_slurm(cluster: Cluster | None = None) -> ReconcileReport:
     if adapter is None:
         return report
     in_cluster = cluster_pools(scheduler=Scheduler.SLURM, cluster=cluster)
-    _refresh_nodes(adapter, report, InventorySource.SLURM, within=in_cluster)
+    _refresh_nodes(adapter, report, InventorySource.SLURM, within=in_cluster, cluster=cluster)
     holding = Allocation.objects.filter(pool__in=in_cluster, status__in=APPLIED_STATUSES)
     pairs = {(a.team_id, a.gpu_model_id, a.pool_id, a.mig_profile) for a in holding}
     teams = {
@@ -261,7 +261,7 @@ def reconcile_kubernetes(cluster: Cluster | None = None) -> ReconcileReport:
     if adapter is None:
         return report
     pools = cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster)
-    _refresh_nodes(adapter, report, InventorySource.KUBERNETES, within=pools)
+    _refresh_nodes(adapter, report, InventorySource.KUBERNETES, within=pools, cluster=cluster)
     teams = Team.objects.filter(pk__in=Allocation.objects.filter(pool__in=pools).values("team"))
     for team in teams:
         _reconcile_namespace(adapter, report, team=team, cluster=cluster)
@@ -297,11 +297,21 @@ def _refresh_nodes(
     source: InventorySource,
     *,
     within: QuerySet[Pool],
+    cluster: Cluster | None,
 ) -> None:
-    """Import the cluster's nodes, placed among its pools ``within`` only (a node of another
-    cluster's pool with the same name is rejected and reported, never moved)."""
+    """Import ``cluster``'s nodes, placed among its pools ``within`` only; a node in another
+    cluster's pool with the same name is rejected and reported, never moved."""
+    if cluster is None:  # the environment's: the other clusters are those kept as data
+        others = Pool.objects.filter(cluster__isnull=False).exclude(
+            cluster__credential_kind=CredentialKind.ENVIRONMENT
+        )
+    else:
+        others = Pool.objects.exclude(cluster=cluster)
+    foreign = set(others.values_list("pk", flat=True))
     try:
-        imported = inventory_import(result=adapter.list_nodes(), source=source, within=within)
+        imported = inventory_import(
+            result=adapter.list_nodes(), source=source, within=within, foreign=foreign
+        )
     except SchedulerError as exc:
         report.errors.append(f"nodes: {exc}")
         return

@@ -10,7 +10,7 @@ at all, and the report says which nodes were created, updated, unchanged or reje
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -138,6 +138,7 @@ def inventory_import(
     source: InventorySource,
     pool: Pool | None = None,
     within: Sequence[Pool] | None = None,
+    foreign: Collection[int] = (),
     actor: Any | None = None,
     filename: str = "",
     on_progress: Callable[[int, int], None] | None = None,
@@ -155,9 +156,9 @@ def inventory_import(
     so one bad node never takes others down and no node is ever half written. ``pool``, when
     given, places every node in that pool; otherwise Slurm nodes join the pool whose partition
     they are in and Kubernetes nodes the pool whose node selector their labels match — among
-    ``within`` when given (one cluster's pools, the import of that cluster), where a node
-    already in a pool outside ``within`` is rejected, not moved: two clusters may name nodes
-    alike, and one cluster's import never takes the other's nodes.
+    ``within`` when given (one cluster's pools, the import of that cluster). A node already in
+    a pool of ``foreign`` (ids of other clusters' pools) is rejected, not touched: two clusters
+    may name nodes alike, and one cluster's import never takes or rewrites the other's nodes.
     """
     report = ImportReport(source=str(source), issues=list(result.issues))
     # a node the parser could not read (its GRES, say) is named by its issues: rejected too
@@ -172,7 +173,7 @@ def inventory_import(
         actor=actor,
         pool=pool,
         pools=_candidate_pools(pool, within),
-        confined=within is not None,
+        foreign=frozenset(foreign),
     )
     snapshots = _screen([_mig_single_cards(n, run, report) for n in result.nodes], report)
     for start in range(0, len(snapshots), CHUNK_SIZE):
