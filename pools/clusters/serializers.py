@@ -29,9 +29,9 @@ class ClusterSerializer(serializers.ModelSerializer):
         read_only=True, allow_null=True, help_text="The newest error (kept 7 days), or null."
     )
     credential_kind = serializers.ChoiceField(
-        choices=[c for c in CredentialKind.choices if c[0] != CredentialKind.ENVIRONMENT],
-        help_text="How credentials are referred to (the environment's clusters say "
-        "'environment' and are defined by the variables).",
+        choices=CredentialKind.choices,
+        help_text="How credentials are referred to. 'environment' is read only: the clusters "
+        "the environment variables define say so, and no other can be given it.",
     )
 
     class Meta:
@@ -64,7 +64,11 @@ class ClusterSerializer(serializers.ModelSerializer):
         # The conditional unique constraints are the service's to refuse (409 naming the other).
         validators = []
 
-    def to_representation(self, instance):
-        data = super().to_representation(instance)
-        data["credential_kind"] = instance.credential_kind
-        return data
+    def validate_credential_kind(self, value: str) -> str:
+        current = getattr(self.instance, "credential_kind", None)
+        if value == CredentialKind.ENVIRONMENT and current != CredentialKind.ENVIRONMENT:
+            raise serializers.ValidationError(
+                "Only the clusters the environment variables define use 'environment'; give "
+                "jwt-key, token-file or kubeconfig and the file's path."
+            )
+        return value
