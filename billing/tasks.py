@@ -10,6 +10,12 @@ from django.utils import timezone
 from billing.budgets.alerts import budget_alerts_send
 from billing.budgets.slurm import budget_minutes_sync, budget_minutes_sync_all
 from billing.conf import billing_zone
+from billing.services.cluster_usage import (
+    usage_import_cluster,
+    usage_import_clusters_here,
+    usage_import_clusters_queue,
+    usage_import_environment_recorded,
+)
 from billing.services.prometheus_import import usage_import_kubernetes, usage_import_vllm_tokens
 from billing.services.shared_card_import import shared_card_usage_import
 from billing.services.statements import statements_close_month
@@ -20,7 +26,7 @@ from billing.services.usage_import import (
 )
 from pools.adapters import metrics_adapter, scheduler_config
 from pools.tenancy.models import Team
-from scheduler_adapters.errors import SchedulerUnavailable
+from scheduler_adapters.errors import SchedulerError, SchedulerUnavailable
 from scheduler_adapters.registry import build_scheduler_adapter
 
 
@@ -31,7 +37,7 @@ def statements_close_month_task() -> list[int]:
     now = timezone.now()
     if now.astimezone(billing_zone()).day != 1:
         return []
-    usage_import_task(hours=72)
+    usage_import_task(hours=72, fan_out=False)
     return [s.pk for s in statements_close_month(now=now)]
 
 
@@ -41,9 +47,11 @@ def statements_close_month_task() -> list[int]:
     retry_backoff=True,
     max_retries=6,
 )
-def usage_import_task(hours: int = 48) -> dict[str, int]:
-    """Import reservations, elastic burst and Slurm accounting of the last ``hours``
-    (overlapping windows are harmless: records are keyed independently of the window)."""
+def usage_import_task(hours: int = 48, fan_out: bool = True) -> dict[str, int]:
+    """Import reservations, elastic burst and the environment's Slurm accounting of the last
+    ``hours`` (overlapping windows are harmless: records are keyed independently of the
+    window), and queue one import per Slurm cluster kept as data (``fan_out``; else import
+    them here, one after the other, as the month close needs)."""
     end = timezone.now()
     start = end - timedelta(hours=hours)
     counts = {"reservation": usage_import_reservations(start=start, end=end).records_created}
@@ -55,9 +63,34 @@ def usage_import_task(hours: int = 48) -> dict[str, int]:
             counts["slurm"] = usage_import_slurm(
                 scheduler=adapter, start=start, end=end
             ).records_created
+        except SchedulerError as error:
+            usage_import_environment_recorded(error=error)
+            raise
         finally:
             adapter.close()
+        usage_import_environment_recorded()
+    if fan_out:
+        counts["clusters-queued"] = usage_import_clusters_queue(hours=hours)
+    else:  # the month close needs every cluster's usage in before it closes
+        counts |= usage_import_clusters_here(start=start, end=end)
     return counts
+
+
+@shared_task(
+    acks_late=True,
+    autoretry_for=(SchedulerUnavailable,),
+    retry_backoff=True,
+    max_retries=6,
+)
+def usage_import_cluster_task(cluster_id: int, hours: int = 48) -> int | None:
+    """Import the last ``hours`` of one Slurm cluster's accounting (kept as data); returns the
+    records created (``None``: cluster gone or credentials unreadable — its health says so).
+    Safe twice: records are keyed independently of the window."""
+    end = timezone.now()
+    imported = usage_import_cluster(
+        cluster_id=cluster_id, start=end - timedelta(hours=hours), end=end
+    )
+    return None if imported is None else imported.records_created
 
 
 @shared_task(

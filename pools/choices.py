@@ -129,6 +129,16 @@ class ClusterStatus(models.TextChoices):
     UNREACHABLE = "unreachable", "Unreachable"
 
 
+class ClusterOperation(models.TextChoices):
+    """The per-cluster jobs whose last success and errors a cluster's health shows."""
+
+    CHECK = "check", "Connection check"
+    RECONCILE = "reconcile", "Reconcile"
+    INVENTORY = "inventory", "Inventory import"
+    USAGE = "usage", "Usage import"
+    IDLE_SCAN = "idle-scan", "Idle scan"
+
+
 class CredentialKind(models.TextChoices):
     """How a cluster's credentials are referred to: a file the portal reads (a Slurm JWT HS256
     key, a token file, a kubeconfig), or the environment variables (the cluster they define)."""

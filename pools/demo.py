@@ -64,6 +64,76 @@ POOLS = [
 ]
 
 
+# The demo's clusters (issue 35): two Slurm, one being retired, and two Kubernetes, one rented
+# in a GPU cloud (burst pools go there). The two that hold the demo's pools are the clusters the
+# environment variables define — not set in the demo, so the portal keeps records only and
+# never calls out; the other two are clusters kept as data with their credentials by path, whose
+# health is what their last checks would have found (set by load_demo, see CLUSTER_HEALTH).
+CLUSTERS = [
+    {
+        "slug": "env-slurm",
+        "name": "Training Slurm (SLURM_REST_URL)",
+        "kind": "slurm",
+        "credential_kind": "environment",
+        "slurm_cluster_name": "train",
+        "site": "fra-1",
+        "provider": "on premises",
+        "pools": ["train-slurm", "dev-4090"],
+    },
+    {
+        "slug": "slurm-legacy",
+        "name": "Legacy Slurm 22.05",
+        "kind": "slurm",
+        "api_url": "http://slurm-legacy.fra-1.example.internal:6820",
+        "slurm_cluster_name": "legacy",
+        "slurm_user": "portal",
+        "credential_kind": "jwt-key",
+        "credential_path": "/run/secrets/slurm-legacy/jwt_hs256.key",
+        "api_version": "v0.0.38",
+        "site": "fra-1",
+        "provider": "on premises",
+        "retiring": True,
+        "pools": [],  # its pools have moved to the training cluster
+    },
+    {
+        "slug": "env-kubernetes",
+        "name": "Inference Kubernetes (KUBERNETES_* variables)",
+        "kind": "kubernetes",
+        "credential_kind": "environment",
+        "site": "fra-1",
+        "provider": "on premises",
+        "pools": ["infer-k8s"],
+    },
+    {
+        "slug": "k8s-rented",
+        "name": "Rented GPU cloud (Amsterdam)",
+        "kind": "kubernetes",
+        "api_url": "https://api.k8s.gpu-cloud.example.com:6443",
+        "credential_kind": "token-file",
+        "credential_path": "/run/secrets/gpu-cloud/token",
+        "kueue": True,
+        "site": "ams-2",
+        "provider": "GPU cloud (rented)",
+        "pools": [],  # burst pools
+    },
+]
+# (slug, status, reason, API version, minutes since the last answer or None, credentials
+# expire in days or None, errors of the last hour as (minutes ago, operation, message))
+CLUSTER_HEALTH = [
+    (
+        "slurm-legacy",
+        "unreachable",
+        "scheduler_unavailable: connection refused (slurm-legacy.fra-1.example.internal:6820)",
+        "v0.0.38",
+        3 * 24 * 60,
+        None,
+        [(5, "check", "scheduler_unavailable: connection refused"),
+         (35, "check", "scheduler_unavailable: connection refused")],
+    ),
+    ("k8s-rented", "reachable", "", "v1.34", 4, 5, []),
+]  # fmt: skip
+
+
 @dataclass(frozen=True)
 class NvidiaSmiCapture:
     hostname: str

@@ -16,7 +16,7 @@ from pools.capacity.models import (
     SchedulerDrift,
 )
 from pools.classes.models import WorkloadClass
-from pools.clusters.models import Cluster
+from pools.clusters.models import Cluster, ClusterError
 from pools.elastic.models import BurstOptIn, ElasticPolicy, ScaleEvent
 from pools.inventory.models import (
     DriverGroup,
@@ -60,6 +60,7 @@ __all__ = [
     "CalibrationRecord",
     "CapacityRequest",
     "Cluster",
+    "ClusterError",
     "DriverGroup",
     "BurstOptIn",
     "ElasticPolicy",

@@ -87,6 +87,15 @@ class SchedulerUnavailable(SchedulerError):
     transient = True
 
 
+class CredentialsUnreadable(SchedulerError):
+    """The credentials file a cluster names (a JWT key, a token, a kubeconfig) could not be
+    read: a Secret not mounted yet, a file being rotated, a wrong path. Nothing was sent to the
+    scheduler. Transient: the same call may succeed once the file is readable."""
+
+    code = "credentials_unreadable"
+    transient = True
+
+
 class SchedulerAuthError(SchedulerError):
     """The scheduler refused who we are: a token it does not accept even after a fresh one,
     or an identity without the permission (Slurm 2002 "Access/permission denied")."""

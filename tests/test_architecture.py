@@ -15,6 +15,7 @@ from pathlib import Path
 import grimp
 import pytest
 
+from billing.services.cluster_usage import USAGE_IMPORT_CLUSTER
 from pools import choices, jobs
 from scheduler_adapters import kubernetes_elastic, types
 
@@ -104,6 +105,8 @@ def test_the_project_has_no_import_cycle():
         jobs.CALIBRATION_REFRESH,
         jobs.ADVISOR_PASS,
         jobs.ADVISOR_DIGEST,
+        jobs.CLUSTER_CHECK,
+        USAGE_IMPORT_CLUSTER,
     ],
 )
 def test_every_task_services_queue_by_name_is_registered(name):

@@ -25,6 +25,7 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from django.db import transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from billing.choices import ChargeBasis, UsageFlag, UsageSource, UsageUnit
@@ -41,7 +42,8 @@ from billing.pricing import (
 from pools.capacity.arithmetic import clip
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
-from pools.choices import PricingMethod
+from pools.choices import CredentialKind, PricingMethod
+from pools.clusters.models import Cluster
 from pools.elastic.metering import burst_card_seconds
 from pools.elastic.models import ElasticPolicy
 from pools.elastic.selectors import burst_pool_timelines, held_timelines
@@ -301,7 +303,8 @@ def usage_import_elastic_burst(
 class UsageCatalogue:
     """Resolves Slurm accounts to teams and GRES types to GPU models, loaded once per import."""
 
-    def __init__(self) -> None:
+    def __init__(self, pools: QuerySet[Pool] | None = None) -> None:
+        """``pools``: the Slurm pools of the cluster the jobs ran in (default: every pool)."""
         self.alias = dict(GpuModelAlias.objects.values_list("key", "gpu_model_id"))
         self.slugs = dict(
             (normalise_model_key(slug), model_id)
@@ -311,7 +314,9 @@ class UsageCatalogue:
         )
         self.pool_models: dict[str, set[int]] = defaultdict(set)
         partition_of = dict(
-            Pool.objects.exclude(slurm_partition="").values_list("id", "slurm_partition")
+            (Pool.objects.all() if pools is None else pools)
+            .exclude(slurm_partition="")
+            .values_list("id", "slurm_partition")
         )
         for pool_id, model_id in (
             Gpu.objects.filter(node__pool_id__in=partition_of, gpu_model__isnull=False)
@@ -397,8 +402,14 @@ def usage_import_slurm(
     end: datetime,
     now: datetime | None = None,
     read_issues: Sequence[dict[str, Any]] = (),
+    cluster: Cluster | None = None,
 ) -> UsageImport:
     """Card-seconds of every job run in ``[start, end)`` from Slurm accounting.
+
+    ``cluster`` is the Slurm cluster ``scheduler`` reads (``None``: the environment's): GRES
+    types resolve among its pools' partitions only, and outside the environment's cluster a
+    job's key names the cluster (``job:<ClusterName>/<job id>:…``), since two clusters number
+    their jobs alike.
 
     Each run is metered over ``[start, end or now)`` (running jobs up to now), split at month
     starts, per GRES type: cards × seconds. Jobs inside a reserved allocation of the same team
@@ -411,7 +422,8 @@ def usage_import_slurm(
     now = now or timezone.now()
     jobs = scheduler.jobs_from_accounting(start, end)
     zone = billing_zone()
-    catalogue = UsageCatalogue()
+    catalogue = UsageCatalogue(_pools_of(cluster))
+    prefix = "" if cluster is None or cluster.from_environment else f"{cluster.slurm_cluster_name}/"
     report = ImportReport(issues=list(read_issues))
     records: list[UsageRecord] = []
     for job in jobs:
@@ -426,7 +438,7 @@ def usage_import_slurm(
                 report.issues.append({"job_id": job.job_id, "code": problem.code,
                                       "detail": problem.reason})  # fmt: skip
                 if team_id is not None and job.start is not None:
-                    records.extend(_skew_records(job, team_id, catalogue, zone))
+                    records.extend(_skew_records(job, team_id, catalogue, zone, prefix))
             continue
         del seconds
         if team_id is None:
@@ -454,7 +466,7 @@ def usage_import_slurm(
                     period_start=piece_start,
                     period_end=piece_end,
                     source=UsageSource.SLURM_ACCOUNTING,
-                    source_id=_job_key(job, key, month),
+                    source_id=_job_key(job, key, month, prefix),
                 )
                 report.flagged += _flag_other_reading(record, job, run_end)
                 records.append(record)
@@ -507,12 +519,22 @@ def _flag_other_reading(record: UsageRecord, job: JobRecord, run_end: datetime) 
     return 1
 
 
-def _job_key(job: JobRecord, gres_key: str | None, month) -> str:
-    return f"job:{job.job_id}:{int(job.start.timestamp())}:{gres_key or '-'}:{month:%Y-%m}"
+def _pools_of(cluster: Cluster | None) -> QuerySet[Pool]:
+    """The pools whose partitions a cluster's jobs ran in: ``cluster``'s, or for ``None`` /
+    the environment's every pool not in a cluster kept as data."""
+    if cluster is None or cluster.from_environment:
+        return Pool.objects.filter(
+            Q(cluster__isnull=True) | Q(cluster__credential_kind=CredentialKind.ENVIRONMENT)
+        )
+    return Pool.objects.filter(cluster=cluster)
+
+
+def _job_key(job: JobRecord, gres_key: str | None, month, prefix: str = "") -> str:
+    return f"job:{prefix}{job.job_id}:{int(job.start.timestamp())}:{gres_key or '-'}:{month:%Y-%m}"
 
 
 def _skew_records(
-    job: JobRecord, team_id: int, catalogue: UsageCatalogue, zone
+    job: JobRecord, team_id: int, catalogue: UsageCatalogue, zone, prefix: str
 ) -> Iterable[UsageRecord]:  # noqa: E501
     month = month_of(job.start, zone)
     for key, gres_type, _cards in _gpu_shares(job) or [(None, None, Decimal(0))]:
@@ -526,6 +548,6 @@ def _skew_records(
             period_start=job.start,
             period_end=job.start,
             source=UsageSource.SLURM_ACCOUNTING,
-            source_id=_job_key(job, key, month),
+            source_id=_job_key(job, key, month, prefix),
             flag=UsageFlag.CLOCK_SKEW,
         )

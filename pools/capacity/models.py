@@ -27,6 +27,7 @@ from pools.choices import (
     WorkloadKind,
 )
 from pools.classes.models import WorkloadClass
+from pools.clusters.models import Cluster
 from pools.inventory.models import DriverGroup, GpuModel, Node, Pool
 from pools.tenancy.models import Team, TeamOwnedQuerySet, team_owned
 
@@ -337,6 +338,11 @@ class SchedulerDrift(models.Model):
     found = models.CharField(max_length=200)
     repaired = models.BooleanField(default=False)
     detail = models.TextField(blank=True)
+    # The cluster reconcile found it in (the environment's cluster row for the environment's
+    # scheduler; empty before clusters were data or without that row): its health counts it.
+    cluster = models.ForeignKey(
+        Cluster, null=True, blank=True, on_delete=models.SET_NULL, related_name="drifts"
+    )
 
     class Meta:
         ordering = ["-detected_at", "-id"]

@@ -10,13 +10,17 @@ deployment configured by environment keeps working unchanged.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
-from pools.choices import ClusterStatus, CredentialKind, Scheduler
+from pools.choices import ClusterOperation, ClusterStatus, CredentialKind, Scheduler
 from pools.validators import single_line_text_validator, slug_validator
 
 CLUSTER_KINDS = (Scheduler.SLURM, Scheduler.KUBERNETES)
+CREDENTIAL_WARNING = timedelta(days=7)
 
 
 class Cluster(models.Model):
@@ -71,6 +75,13 @@ class Cluster(models.Model):
         "(issue 36): a QOS the portal writes missing or changed, or a cluster that cannot "
         "take an account's QOS list. Empty: nothing wrong.",
     )
+    # Health (issue 35): when each per-cluster job last finished without an error, and when the
+    # credentials stop working (a Slurm token's JWT exp, a kubeconfig's client certificate
+    # notAfter; None: unknown or none — a JWT key mints fresh tokens), read at each check.
+    reconciled_at = models.DateTimeField(null=True, blank=True)
+    inventory_imported_at = models.DateTimeField(null=True, blank=True)
+    usage_imported_at = models.DateTimeField(null=True, blank=True)
+    credential_expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -106,6 +117,34 @@ class Cluster(models.Model):
         return self.credential_kind == CredentialKind.ENVIRONMENT
 
     @property
+    def credential_state(self) -> str | None:
+        """``"expired"``, ``"soon"`` (within :data:`CREDENTIAL_WARNING`, 7 days), ``"valid"``,
+        or ``None`` when the expiry is unknown."""
+        if self.credential_expires_at is None:
+            return None
+        left = self.credential_expires_at - timezone.now()
+        if left <= timedelta(0):
+            return "expired"
+        return "soon" if left <= CREDENTIAL_WARNING else "valid"
+
+    @property
     def is_down(self) -> bool:
         """Known to be unreachable at the last check (unknown is not down)."""
         return self.status == ClusterStatus.UNREACHABLE
+
+
+class ClusterError(models.Model):
+    """One failure of a per-cluster job (check, reconcile, imports, idle scan), kept a week so
+    a cluster's health can say how many it had in the last hour and what the last one said."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="errors")
+    operation = models.CharField(max_length=12, choices=ClusterOperation.choices)
+    message = models.CharField(max_length=500)
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["cluster", "at"], name="clustererror_cluster_at")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id} {self.operation}: {self.message}"

@@ -8,14 +8,30 @@ from pools.choices import CredentialKind
 from pools.clusters.models import Cluster
 
 STATUS_FIELDS = ("status", "status_reason", "api_version_served", "checked_at", "reachable_at")
+# Health (issue 35): the last success of each per-cluster job and when the credentials expire.
+HEALTH_FIELDS = (
+    "reconciled_at",
+    "inventory_imported_at",
+    "usage_imported_at",
+    "credential_expires_at",
+)
 
 
 class ClusterSerializer(serializers.ModelSerializer):
     pool_count = serializers.IntegerField(read_only=True)
+    drift_count = serializers.IntegerField(
+        read_only=True, help_text="Scheduler drifts found in the cluster that are not repaired."
+    )
+    errors_last_hour = serializers.IntegerField(
+        read_only=True, help_text="Failed checks, reconciles and imports in the last hour."
+    )
+    last_error = serializers.CharField(
+        read_only=True, allow_null=True, help_text="The newest error (kept 7 days), or null."
+    )
     credential_kind = serializers.ChoiceField(
-        choices=[c for c in CredentialKind.choices if c[0] != CredentialKind.ENVIRONMENT],
-        help_text="How credentials are referred to (the environment's clusters say "
-        "'environment' and are defined by the variables).",
+        choices=CredentialKind.choices,
+        help_text="How credentials are referred to. 'environment' is read only: the clusters "
+        "the environment variables define say so, and no other can be given it.",
     )
 
     class Meta:
@@ -39,13 +55,21 @@ class ClusterSerializer(serializers.ModelSerializer):
             "retiring",
             *STATUS_FIELDS,
             "class_qos_problem",
+            *HEALTH_FIELDS,
             "pool_count",
+            "drift_count",
+            "errors_last_hour",
+            "last_error",
         ]
-        read_only_fields = (*STATUS_FIELDS, "class_qos_problem")
+        read_only_fields = (*STATUS_FIELDS, *HEALTH_FIELDS, "class_qos_problem")
         # The conditional unique constraints are the service's to refuse (409 naming the other).
         validators = []
 
-    def to_representation(self, instance):
-        data = super().to_representation(instance)
-        data["credential_kind"] = instance.credential_kind
-        return data
+    def validate_credential_kind(self, value: str) -> str:
+        current = getattr(self.instance, "credential_kind", None)
+        if value == CredentialKind.ENVIRONMENT and current != CredentialKind.ENVIRONMENT:
+            raise serializers.ValidationError(
+                "Only the clusters the environment variables define use 'environment'; give "
+                "jwt-key, token-file or kubeconfig and the file's path."
+            )
+        return value

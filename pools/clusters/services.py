@@ -13,6 +13,8 @@ being deleted or changing kind (:class:`ClusterInUse`, 409), and inconsistent fi
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -20,11 +22,12 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from pools.adapters import cluster_adapter_unshared
+from pools.adapters import cluster_adapter_unshared, cluster_settings, scheduler_config
 from pools.audit.services import audit_event_record
-from pools.choices import ClusterStatus, CredentialKind, Scheduler
+from pools.choices import ClusterOperation, ClusterStatus, CredentialKind, Scheduler
+from pools.clusters.credentials import credential_expiry
 from pools.clusters.environment import environment_clusters
-from pools.clusters.models import Cluster
+from pools.clusters.models import Cluster, ClusterError
 from pools.errors import ClusterInUse, ClusterTaken, ClusterUnreachable, InvalidInput
 from pools.jobs import CLUSTER_CHECK, enqueue_on_commit
 from scheduler_adapters.errors import SchedulerError
@@ -48,6 +51,13 @@ _CREDENTIALS = {
     Scheduler.KUBERNETES: (CredentialKind.KUBECONFIG, CredentialKind.TOKEN_FILE),
 }
 _API_VERSION = re.compile(r"v\d+\.\d+\.\d+")
+# Where a per-cluster job's last success is kept (the check keeps ``reachable_at``).
+_SUCCESS_FIELD = {
+    ClusterOperation.RECONCILE: "reconciled_at",
+    ClusterOperation.INVENTORY: "inventory_imported_at",
+    ClusterOperation.USAGE: "usage_imported_at",
+}
+ERRORS_KEPT = timedelta(days=7)
 
 
 def cluster_create(*, fields: dict[str, Any], actor: Any, render: Any) -> Cluster:
@@ -129,6 +139,8 @@ def cluster_check(*, cluster: Cluster) -> Cluster:
     supported version). Only the status fields are written; the cluster's pools are untouched.
     The call is made with no lock or transaction held."""
     now = timezone.now()
+    if cluster.from_environment and scheduler_config(cluster.kind) is None:
+        return _not_configured(cluster, now)
     try:
         version = _probe(cluster)
     except (OSError, ValueError, SchedulerError) as error:
@@ -145,7 +157,12 @@ def cluster_check(*, cluster: Cluster) -> Cluster:
             "checked_at": now,
             "reachable_at": now,
         }
+    updates["credential_expires_at"] = _credential_expiry(cluster)
     Cluster.objects.filter(pk=cluster.pk).update(**updates)
+    if updates["status"] == ClusterStatus.UNREACHABLE:
+        cluster_operation_record(
+            cluster=cluster, operation=ClusterOperation.CHECK, errors=[updates["status_reason"]]
+        )
     for field, value in updates.items():
         setattr(cluster, field, value)
     return cluster
@@ -169,6 +186,42 @@ def cluster_require_reachable(*, cluster_id: int | None) -> None:
             reason=cluster.status_reason,
             checked_at=cluster.checked_at.isoformat() if cluster.checked_at else None,
         )
+
+
+def cluster_operation_record(
+    *,
+    cluster: Cluster | None,
+    operation: str,
+    errors: Sequence[str],
+    at: datetime | None = None,
+) -> None:
+    """Record how one per-cluster job (:class:`~pools.choices.ClusterOperation`) ended in
+    ``cluster``'s health: with no ``errors``, its last success (``reconciled_at``,
+    ``inventory_imported_at``, ``usage_imported_at``) becomes ``at`` (default now); else one
+    :class:`ClusterError` per error, and errors older than :data:`ERRORS_KEPT` (7 days) go.
+    ``None`` (no cluster row, e.g. a scheduler configured but its row not made yet) records
+    nothing."""
+    if cluster is None:
+        return
+    at = at or timezone.now()
+    if errors:
+        ClusterError.objects.bulk_create(
+            ClusterError(cluster=cluster, operation=operation, message=str(m)[:500], at=at)
+            for m in errors
+        )
+        ClusterError.objects.filter(cluster=cluster, at__lt=at - ERRORS_KEPT).delete()
+        return
+    field = _SUCCESS_FIELD.get(ClusterOperation(operation))
+    if field is not None:
+        Cluster.objects.filter(pk=cluster.pk).update(**{field: at})
+
+
+def cluster_of(*, kind: str, cluster: Cluster | None) -> Cluster | None:
+    """The cluster a job ran in: ``cluster`` itself, or for ``None`` (the environment's
+    connection) the row the environment variables define for ``kind`` (``None`` if absent)."""
+    if cluster is not None:
+        return cluster
+    return Cluster.objects.filter(kind=kind, credential_kind=CredentialKind.ENVIRONMENT).first()
 
 
 def clusters_check_fan_out() -> int:
@@ -201,6 +254,30 @@ def _probe(cluster: Cluster) -> str:
         return str(getattr(adapter, "api_version", "") or "")
     finally:
         adapter.close()
+
+
+def _not_configured(cluster: Cluster, now: datetime) -> Cluster:
+    """An environment cluster whose variables are not set (the demo, a deployment that keeps
+    records only): nothing to reach, and nothing down — its pools stay writable, portal only."""
+    updates = {
+        "status": ClusterStatus.UNKNOWN,
+        "status_reason": f"the environment variables configure no {cluster.kind} connection: "
+        "the portal keeps records only",
+        "checked_at": now,
+    }
+    Cluster.objects.filter(pk=cluster.pk).update(**updates)
+    for field, value in updates.items():
+        setattr(cluster, field, value)
+    return cluster
+
+
+def _credential_expiry(cluster: Cluster) -> datetime | None:
+    """When the cluster's credentials expire (:mod:`pools.clusters.credentials`); ``None`` when
+    unknown, unreadable (the probe reports that) or not configured."""
+    try:
+        return credential_expiry(cluster_settings(cluster))
+    except (OSError, ValueError):
+        return None
 
 
 def _reason(error: Exception) -> str:

@@ -1,5 +1,6 @@
-"""The clusters page: every cluster with what its last connection check found (filters,
-pagination, CSV), and a pool admin's "check now"."""
+"""The clusters page: every cluster with what its last connection check found and its health
+(last reconcile and imports, unrepaired drifts, errors in the last hour, credential expiry;
+filters, pagination, CSV), and a pool admin's "check now"."""
 
 from __future__ import annotations
 
@@ -29,6 +30,13 @@ CLUSTER_COLUMNS = [
     Column("checked_at", lambda c: c.checked_at),
     Column("reachable_at", lambda c: c.reachable_at),
     Column("class_qos_problem", lambda c: c.class_qos_problem),
+    Column("reconciled_at", lambda c: c.reconciled_at),
+    Column("inventory_imported_at", lambda c: c.inventory_imported_at),
+    Column("usage_imported_at", lambda c: c.usage_imported_at),
+    Column("credential_expires_at", lambda c: c.credential_expires_at),
+    Column("unrepaired_drifts", lambda c: c.drift_count),
+    Column("errors_last_hour", lambda c: c.errors_last_hour),
+    Column("last_error", lambda c: c.last_error or ""),
     Column("pools", lambda c: c.pool_count),
 ]
 

@@ -34,7 +34,7 @@ from pools.errors import InvalidInput, InvalidTransition
 from pools.jobs import ALLOCATION_UNBIND, enqueue_on_commit
 from pools.tenancy import selectors as tenancy_selectors
 from pools.tenancy.permissions import require_manager, require_member
-from scheduler_adapters.errors import SchedulerError
+from scheduler_adapters.errors import CredentialsUnreadable, SchedulerError
 
 
 def allocation_transition(
@@ -137,6 +137,8 @@ def _provision_waits(allocation: Allocation, exc: SchedulerError, next_try: str)
     transition (no audit event): the status stays ``provisioning``."""
     who = Scheduler(allocation.pool.scheduler).label
     what = f"{who} answered {exc.http_status}" if exc.http_status else f"{who} did not answer"
+    if isinstance(exc, CredentialsUnreadable):
+        what = f"{who} not asked: {exc.message}"
     Allocation.objects.filter(pk=allocation.pk, status=AllocationStatus.PROVISIONING).update(
         status_reason=f"{what}; {next_try}", updated_at=timezone.now()
     )

@@ -41,8 +41,9 @@ from pools.capacity.services.scheduler_binding import (
     slurm_mig_gres_type,
     team_cards_applied,
 )
-from pools.choices import CredentialKind, QuotaBackend, Scheduler
+from pools.choices import ClusterOperation, CredentialKind, QuotaBackend, Scheduler
 from pools.clusters.models import Cluster
+from pools.clusters.services import cluster_of, cluster_operation_record
 from pools.inventory.models import GpuModel, Pool
 from pools.inventory.services.importer import inventory_import
 from pools.jobs import RECONCILE_CLUSTER, enqueue_on_commit
@@ -68,6 +69,8 @@ class ReconcileReport:
     drifts: list[SchedulerDrift] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     nodes_refreshed: int = 0
+    inventory_imported: bool = False
+    ran: bool = False  # an adapter was built (or its failure to build reported)
     clusters_queued: int = 0
 
 
@@ -85,7 +88,7 @@ def stamp_read_back(allocations, *, at: datetime, found: str) -> int:
 def reconcile_slurm(cluster: Cluster | None = None) -> ReconcileReport:
     """Compare and repair every team account's GPU caps in the Slurm ``cluster`` (``None``: the
     environment's, :func:`~pools.capacity.services.scheduler_binding.cluster_pools`) through
-    that cluster's adapter; refresh Slurm nodes from the environment's cluster.
+    that cluster's adapter; refresh the cluster's Slurm nodes (placed among its pools only).
 
     Teams considered: those with an open-window allocation in a Slurm pool of the cluster or a
     ceiling override in force there, and those whose account still carries a cap (found
@@ -96,9 +99,8 @@ def reconcile_slurm(cluster: Cluster | None = None) -> ReconcileReport:
     cluster, adapter = _reconcile_adapter(Scheduler.SLURM, cluster, report)
     if adapter is None:
         return report
-    if cluster is None:  # the importer places nodes by partition among all pools: one cluster's
-        _refresh_nodes(adapter, report, InventorySource.SLURM)
     in_cluster = cluster_pools(scheduler=Scheduler.SLURM, cluster=cluster)
+    _refresh_nodes(adapter, report, InventorySource.SLURM, within=in_cluster, cluster=cluster)
     holding = Allocation.objects.filter(pool__in=in_cluster, status__in=APPLIED_STATUSES)
     pairs = {(a.team_id, a.gpu_model_id, a.pool_id, a.mig_profile) for a in holding}
     # a cap a ceiling override holds up, also for a model the team has no allocation of
@@ -300,10 +302,9 @@ def reconcile_kubernetes(cluster: Cluster | None = None) -> ReconcileReport:
     cluster, adapter = _reconcile_adapter(Scheduler.KUBERNETES, cluster, report)
     if adapter is None:
         return report
-    if cluster is None:  # the importer places nodes by label among all pools: one cluster's
-        _refresh_nodes(adapter, report, InventorySource.KUBERNETES)
-    _reconcile_taints(adapter, report, cluster=cluster)
     pools = cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster)
+    _refresh_nodes(adapter, report, InventorySource.KUBERNETES, within=pools, cluster=cluster)
+    _reconcile_taints(adapter, report, cluster=cluster)
     teams = Team.objects.filter(
         Q(pk__in=Allocation.objects.filter(pool__in=pools).values("team"))
         | Q(pk__in=TemporaryOverride.objects.filter(pool__in=pools).values("team"))
@@ -350,8 +351,11 @@ def _reconcile_adapter(
     """``(cluster, adapter)`` to reconcile: ``(None, the environment's adapter)`` for ``None``
     or the environment's cluster; else the cluster's own adapter, or ``None`` with the reason
     in ``report.errors`` (credentials that cannot be read, a configuration refused)."""
+    report.ran = True
     if cluster is None or cluster.from_environment:
-        return None, scheduler_adapter(scheduler)
+        adapter = scheduler_adapter(scheduler)
+        report.ran = adapter is not None
+        return None, adapter
     try:
         return cluster, cluster_adapter(cluster)
     except (OSError, ValueError) as exc:
@@ -360,15 +364,36 @@ def _reconcile_adapter(
 
 
 def _refresh_nodes(
-    adapter: SchedulerAdapter, report: ReconcileReport, source: InventorySource
+    adapter: SchedulerAdapter,
+    report: ReconcileReport,
+    source: InventorySource,
+    *,
+    within: QuerySet[Pool],
+    cluster: Cluster | None,
 ) -> None:
+    """Import ``cluster``'s nodes, placed among its pools ``within`` only; a node in another
+    cluster's pool with the same name is rejected and reported, never moved."""
+    if cluster is None:  # the environment's: the other clusters are those kept as data
+        others = Pool.objects.filter(cluster__isnull=False).exclude(
+            cluster__credential_kind=CredentialKind.ENVIRONMENT
+        )
+    else:
+        others = Pool.objects.exclude(cluster=cluster)
+    foreign = set(others.values_list("pk", flat=True))
     try:
-        imported = inventory_import(result=adapter.list_nodes(), source=source)
-        report.nodes_refreshed = (
-            len(imported.created) + len(imported.updated) + len(imported.unchanged)
+        imported = inventory_import(
+            result=adapter.list_nodes(), source=source, within=within, foreign=foreign
         )
     except SchedulerError as exc:
         report.errors.append(f"nodes: {exc}")
+        return
+    report.nodes_refreshed = len(imported.created) + len(imported.updated) + len(imported.unchanged)
+    report.inventory_imported = True
+    report.errors.extend(
+        f"nodes: {issue.node}: {issue.message}"
+        for issue in imported.issues
+        if issue.node in imported.rejected
+    )
 
 
 def _reconcile_namespace(
@@ -423,7 +448,12 @@ def reconcile_all() -> ReconcileReport:
     by parallel workers and a slow one holds up none of the others (issue 35). One report of
     what ran here, with ``clusters_queued``."""
     total = ReconcileReport()
-    for part in (reconcile_slurm(), reconcile_kubernetes()):
+    for kind, part in (
+        (Scheduler.SLURM, reconcile_slurm()),
+        (Scheduler.KUBERNETES, reconcile_kubernetes()),
+    ):
+        if part.ran:
+            reconcile_health_record(cluster_of(kind=kind, cluster=None), part)
         total.checked += part.checked
         total.drifts += part.drifts
         total.errors += part.errors
@@ -441,4 +471,30 @@ def reconcile_cluster(cluster_id: int) -> ReconcileReport | None:
     cluster = Cluster.objects.filter(pk=cluster_id).first()
     if cluster is None:
         return None
-    return RECONCILERS[cluster.kind](cluster)
+    report = RECONCILERS[cluster.kind](cluster)
+    if report.ran:
+        reconcile_health_record(cluster, report)
+    return report
+
+
+def reconcile_health_record(cluster: Cluster | None, report: ReconcileReport) -> None:
+    """Put one reconcile's outcome into ``cluster``'s health: its drifts counted there, its
+    errors kept, and the last successful reconcile and node import stamped
+    (:func:`pools.clusters.services.cluster_operation_record`)."""
+    if cluster is None:
+        return
+    SchedulerDrift.objects.filter(pk__in=[d.pk for d in report.drifts if d.pk]).update(
+        cluster=cluster
+    )
+    now = timezone.now()
+    node_errors = [e for e in report.errors if e.startswith("nodes: ")]
+    # an import that ran succeeded even if it rejected nodes (kept as errors beside it)
+    for ran, errors in ((report.inventory_imported, []), (bool(node_errors), node_errors)):
+        if ran:
+            cluster_operation_record(
+                cluster=cluster, operation=ClusterOperation.INVENTORY, errors=errors, at=now
+            )
+    others = [e for e in report.errors if not e.startswith("nodes: ")]
+    cluster_operation_record(
+        cluster=cluster, operation=ClusterOperation.RECONCILE, errors=others, at=now
+    )

@@ -64,6 +64,7 @@ from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_usernames
 from scheduler_adapters.base import SchedulerAdapter
 from scheduler_adapters.errors import (
+    CredentialsUnreadable,
     NotFound,
     ReservationQosUnsupported,
     SchedulerError,
@@ -650,7 +651,13 @@ def binding_apply(allocation: Allocation, *, now: datetime | None = None) -> dic
     portal only. Raises the adapter's errors.
     """
     pool = allocation.pool
-    adapter = pool_adapter(pool)
+    try:
+        adapter = pool_adapter(pool)
+    except OSError as exc:  # nothing sent: a retry once the file is there applies it whole
+        where = f"cluster {pool.cluster.slug}" if pool.cluster_id else "the environment's"
+        raise CredentialsUnreadable(
+            f"the credentials of {where} cannot be read ({exc})", operation="credentials"
+        ) from exc
     if adapter is None:
         return {
             "scheduler": pool.scheduler,

@@ -63,7 +63,12 @@ class ImportRun:
     actor: Any
     pool: Pool | None
     pools: list[Pool]
+    foreign: frozenset[int] = frozenset()  # other clusters' pools: their nodes are not touched
     driver_groups: dict[str, Any] = field(default_factory=dict)
+
+    def outside(self, pool_id: int | None) -> bool:
+        """Whether a node in ``pool_id`` belongs to another cluster's pool."""
+        return pool_id is not None and pool_id in self.foreign
 
     def driver_group(self, version: str):
         if version not in self.driver_groups:

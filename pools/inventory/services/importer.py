@@ -10,7 +10,7 @@ at all, and the report says which nodes were created, updated, unchanged or reje
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -137,6 +137,8 @@ def inventory_import(
     result: ParseResult,
     source: InventorySource,
     pool: Pool | None = None,
+    within: Sequence[Pool] | None = None,
+    foreign: Collection[int] = (),
     actor: Any | None = None,
     filename: str = "",
     on_progress: Callable[[int, int], None] | None = None,
@@ -153,7 +155,10 @@ def inventory_import(
     rows locked; if the database refuses a chunk, its nodes are retried one transaction each,
     so one bad node never takes others down and no node is ever half written. ``pool``, when
     given, places every node in that pool; otherwise Slurm nodes join the pool whose partition
-    they are in and Kubernetes nodes the pool whose node selector their labels match.
+    they are in and Kubernetes nodes the pool whose node selector their labels match — among
+    ``within`` when given (one cluster's pools, the import of that cluster). A node already in
+    a pool of ``foreign`` (ids of other clusters' pools) is rejected, not touched: two clusters
+    may name nodes alike, and one cluster's import never takes or rewrites the other's nodes.
     """
     report = ImportReport(source=str(source), issues=list(result.issues))
     # a node the parser could not read (its GRES, say) is named by its issues: rejected too
@@ -167,7 +172,8 @@ def inventory_import(
         now=timezone.now(),
         actor=actor,
         pool=pool,
-        pools=list(Pool.objects.all()) if pool is None else [],
+        pools=_candidate_pools(pool, within),
+        foreign=frozenset(foreign),
     )
     snapshots = _screen([_mig_single_cards(n, run, report) for n in result.nodes], report)
     for start in range(0, len(snapshots), CHUNK_SIZE):
@@ -205,6 +211,12 @@ def inventory_import(
         check = import_string(settings.INVENTORY_OVERCOMMIT_CHECK)
         report.overcommitted = [{"text": str(o), **o.as_dict()} for o in check(now=run.now)]
     return report
+
+
+def _candidate_pools(pool: Pool | None, within: Sequence[Pool] | None) -> list[Pool]:
+    if pool is not None:
+        return []
+    return list(Pool.objects.all()) if within is None else list(within)
 
 
 def _record(report: ImportReport, outcome: tuple[list, list]) -> None:
@@ -331,8 +343,11 @@ def _write_chunk(snapshots: list[NodeSnapshot], run: ImportRun) -> tuple[list[No
                 )
             )
             continue
-        held.update({u: snapshot.hostname for u in uuids})
         node = nodes.get(snapshot.hostname)
+        if node is not None and run.outside(node.pool_id):
+            rejected.append((snapshot.hostname, _in_another_cluster(node)))
+            continue
+        held.update({u: snapshot.hostname for u in uuids})
         plans.append(plan_node(node, gpus_by_node.get(node.pk, []) if node else [], snapshot, run))
     _drop_duplicate_mig_uuids(plans)
     _write_plans(plans, run)
@@ -376,6 +391,16 @@ def _drop_duplicate_mig_uuids(plans: list[NodePlan]) -> None:
                 rows = [(r[0], "" if r[1] in twice else r[1], *r[2:]) for r in rows]
             kept.append((gpu, rows))
         plan.mig = kept
+
+
+def _in_another_cluster(node: Node) -> ParseIssue:
+    pool = Pool.objects.filter(pk=node.pool_id).values_list("slug", flat=True).first()
+    return ParseIssue(
+        f"node {node.hostname} is in pool {pool}, another cluster's; not moved (two clusters "
+        "name a node alike: rename one, or move the node by hand)",
+        field="hostname",
+        node=node.hostname,
+    )
 
 
 def _too_many_cards(snapshot: NodeSnapshot) -> ParseIssue:

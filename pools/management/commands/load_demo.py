@@ -46,7 +46,10 @@ from pools.capacity.services.requests import (
 from pools.choices import AllocationStatus, IdleFindingState, TeamRole
 from pools.classes.models import WorkloadClass
 from pools.classes.seed import seed_classes
+from pools.clusters.models import Cluster, ClusterError
 from pools.demo import (
+    CLUSTER_HEALTH,
+    CLUSTERS,
     DEMO_SERVED,
     POOLS,
     demo_advisor_rollups,
@@ -92,6 +95,7 @@ class Command(BaseCommand):
         with transaction.atomic():
             self._users_and_teams()
             self._pools()
+            self._clusters()
         for path in sorted(CAPTURES.glob("*.txt")):
             # linux-x86_64__nvidia-h100-mig__590.48.01.txt -> lab-h100-mig
             host = "lab-" + path.stem.split("__")[1].removeprefix("nvidia-").removeprefix(
@@ -702,6 +706,36 @@ class Command(BaseCommand):
         Membership.objects.get_or_create(
             team=teams["vision"], user=bob, defaults={"role": TeamRole.MANAGER}
         )
+
+    def _clusters(self) -> None:
+        """The demo's four clusters and their pools (:data:`pools.demo.CLUSTERS`), and the
+        health their last checks would have found (:data:`pools.demo.CLUSTER_HEALTH`)."""
+        now = timezone.now()
+        for spec in CLUSTERS:
+            spec = dict(spec)
+            slug, pools = spec.pop("slug"), spec.pop("pools")
+            cluster, _ = Cluster.objects.get_or_create(slug=slug, defaults=spec)
+            Pool.objects.filter(slug__in=pools, cluster__isnull=True).update(cluster=cluster)
+        for slug, status, reason, version, answered, expires, errors in CLUSTER_HEALTH:
+            cluster = Cluster.objects.get(slug=slug)
+            if cluster.checked_at is not None:
+                continue  # loaded before: keep what was recorded since
+            Cluster.objects.filter(pk=cluster.pk).update(
+                status=status,
+                status_reason=reason,
+                api_version_served=version,
+                checked_at=now - timedelta(minutes=5),
+                reachable_at=now - timedelta(minutes=answered),
+                reconciled_at=now - timedelta(minutes=answered + 3),
+                inventory_imported_at=now - timedelta(minutes=answered + 3),
+                credential_expires_at=now + timedelta(days=expires) if expires else None,
+            )
+            ClusterError.objects.bulk_create(
+                ClusterError(
+                    cluster=cluster, operation=op, message=text, at=now - timedelta(minutes=ago)
+                )
+                for ago, op, text in errors
+            )
 
     def _pools(self) -> None:
         for spec in POOLS:

@@ -36,7 +36,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from pools.adapters import metrics_adapter, scheduler_adapter
+from pools.adapters import metrics_adapter, pool_adapter
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import RUNNING_STATUSES
@@ -337,7 +337,15 @@ class _SlurmView:
 
     def _pool(self, pool, window_start):
         if pool.pk not in self._pools:
-            adapter = self._adapter or scheduler_adapter(Scheduler.SLURM)
+            try:  # the pool's own cluster (the environment's for a pool without one)
+                adapter = self._adapter or pool_adapter(pool)
+            except (OSError, ValueError) as exc:  # credentials unreadable, settings refused
+                message = (
+                    f"cluster of {pool.slug} cannot be reached, its allocations unknown: {exc}"
+                )
+                self.report.notes.append(message)
+                self._pools[pool.pk] = message
+                return self._pools[pool.pk]
             if adapter is None:
                 self._pools[pool.pk] = "Slurm is not configured (SCHEDULERS): jobs unknown"
             else:

@@ -4,11 +4,13 @@ ClusterName ``portal``) and 26.05 (``SLURM_2605_ENV``, ClusterName ``forky``), b
 
 One team has a pool in each cluster and an allocation in each: each account's GrpTRES, read back
 from that cluster's slurmrestd and its own sacctmgr, holds the cards of that cluster's pool only.
-Reconcile runs per cluster and repairs a cap changed by hand in one of them. The 26.05 cluster is
-then taken down (its URL pointed at a port nobody answers): its pool is read-only with the reason
-(approval API 409 ``cluster_unreachable``, the clusters page says why), reconcile reports it
-without touching anything, and 24.11 keeps provisioning; once it answers again, the refused
-approval goes through.
+Reconcile runs per cluster, imports each cluster's nodes into its own pools (the two clusters
+name their nodes alike: 26.05's import refuses those already in 24.11's pool and says so in its
+health), and repairs a cap changed by hand in one of them, keeping the drift against it. The
+26.05 cluster is then taken down (its URL pointed at a port nobody answers): its pool is
+read-only with the reason (approval API 409 ``cluster_unreachable``, the clusters page says
+why), reconcile reports it without touching anything, and 24.11 keeps provisioning; once it
+answers again, the refused approval goes through.
 
 It uses both env files whatever ``SLURM_TEST_ENV`` says, so it runs in one of ``make test``'s
 Slurm tier runs only: the one on 24.11's default env file (the others skip, saying so). An env
@@ -35,9 +37,10 @@ from pools.capacity.services.reconcile import reconcile_cluster
 from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import AliasKind, AllocationStatus, ClusterStatus, RequestStatus, Scheduler
 from pools.clusters.models import Cluster
+from pools.clusters.selectors import cluster_list
 from pools.clusters.services import cluster_create, cluster_update
 from pools.errors import ClusterTaken
-from pools.inventory.models import GpuModel, GpuModelAlias
+from pools.inventory.models import GpuModel, GpuModelAlias, Node
 from scheduler_adapters.records import GpuLimit
 from scheduler_adapters.registry import read_env_file, slurm_command_prefix
 
@@ -83,6 +86,23 @@ def sacctmgr(env: dict[str, str], *arguments: str) -> str:
 def grp_tres(env: dict[str, str], account: str) -> str:
     """The account association's GrpTRES as that cluster's slurmdbd holds it ("" when none)."""
     return sacctmgr(env, "show", "assoc", f"account={account}", "user=", "format=grptres")
+
+
+def gpu_partition_nodes(env: dict[str, str]) -> set[str]:
+    """The nodes of partition ``gpu`` as that cluster's own scontrol lists them."""
+    done = subprocess.run(
+        [*slurm_command_prefix(env), "scontrol", "show", "nodes", "--oneliner"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    nodes = set()
+    for line in done.stdout.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        if "gpu" in fields.get("Partitions", "").split(","):
+            nodes.add(fields["NodeName"])
+    return nodes
 
 
 def delete_account(env: dict[str, str], account: str) -> None:
@@ -232,9 +252,29 @@ def test_two_real_slurm_clusters_provision_reconcile_one_down_then_back(
     assert grp_tres(envs["forky"], account) == "gres/gpu:a100=4"
     report_m, report_f = reconcile_cluster(modern.pk), reconcile_cluster(forky.pk)
     assert (report_m.errors, report_m.drifts) == ([], [])
-    assert report_f.errors == []
+    # each reconcile imported its cluster's nodes into its own pools: 24.11's partition gpu into
+    # pool_m; 26.05 names its nodes alike (both test clusters are built from one script), so
+    # those are refused by 26.05's import — reported, never moved out of 24.11's pool
+    nodes_m, nodes_f = gpu_partition_nodes(envs["modern"]), gpu_partition_nodes(envs["forky"])
+    assert nodes_m, "24.11 has no node in partition gpu"
+    in_pool_m = set(Node.objects.filter(pool=pool_m).values_list("hostname", flat=True))
+    assert nodes_m <= in_pool_m
+    refused_nodes = sorted(nodes_f & nodes_m)
+    assert [e for e in report_f.errors if not e.startswith("nodes: ")] == []
+    assert sorted(e.split(":")[1].strip() for e in report_f.errors) == refused_nodes
+    assert all("another cluster's; not moved" in e for e in report_f.errors)
+    assert set(Node.objects.filter(pool=pool_f).values_list("hostname", flat=True)) == (
+        {"h2s-train-f-a100-01"} | (nodes_f - nodes_m)
+    )
+    health = {c.slug: c for c in cluster_list()}
+    assert health["h2s-modern"].inventory_imported_at is not None
+    assert health["h2s-forky"].inventory_imported_at is not None  # it ran; refusals are errors
+    assert health["h2s-modern"].errors_last_hour == 0
+    assert health["h2s-forky"].errors_last_hour == len(refused_nodes)
     drift = SchedulerDrift.objects.get(team=team)
     assert (drift.expected, drift.found, drift.repaired) == ("2", "4", True)
+    assert drift.cluster == forky
+    assert (health["h2s-forky"].drift_count, health["h2s-modern"].drift_count) == (0, 0)
     assert grp_tres(envs["forky"], account) == "gres/gpu:a100=2"
     assert grp_tres(envs["modern"], account) == "gres/gpu:a100=1"
 

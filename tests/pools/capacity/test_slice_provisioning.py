@@ -103,7 +103,7 @@ def test_reconcile_repairs_a_slice_cap_changed_by_hand(team, train_pool, a100, s
     monkeypatch.setattr("pools.capacity.services.reconcile.scheduler_adapter", lambda _s: fake)
     monkeypatch.setattr(  # the node refresh is not what this tests
         "pools.capacity.services.reconcile.inventory_import",
-        lambda **_kw: SimpleNamespace(created=[], updated=[], unchanged=[]),
+        lambda **_kw: SimpleNamespace(created=[], updated=[], unchanged=[], rejected=[], issues=[]),
     )
     hold(team, train_pool, a100, 3, "1g.10gb")
     slurm_limit_sync(

@@ -3,12 +3,17 @@ whatever the number of clusters (issue #35: at most 2)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from factories import ClusterFactory, PoolFactory
 
-from pools.choices import ClusterStatus
+from pools.capacity.models import SchedulerDrift
+from pools.choices import ClusterStatus, Scheduler
+from pools.clusters.models import ClusterError
 
 pytestmark = pytest.mark.django_db
 
@@ -41,3 +46,35 @@ def test_the_panel_adds_one_query_whatever_the_number_of_clusters(admin_page):
     assert none == one == eight
     assert "scheduler_unavailable: connection refused — its pools are read-only" in body
     assert body8.count('<span class="muted">not checked yet</span>') == 7
+
+
+def test_the_panel_shows_each_clusters_health_for_the_same_one_query(admin_page):
+    """8 more clusters, each with a pool, an unrepaired drift, an error 5 minutes ago and
+    credentials expiring in 3 days: the same number of queries as with one cluster, and every
+    figure on the page (8 × "1 unrepaired drift", 8 × "1 error in the last hour")."""
+    queries(admin_page)
+    now = timezone.now()
+    ClusterFactory(slug="c0")
+    one, _ = queries(admin_page)
+    for n in range(8):
+        cluster = ClusterFactory(
+            slug=f"h{n}", credential_expires_at=now + timedelta(days=3), reconciled_at=now
+        )
+        PoolFactory(slug=f"p{n}", cluster=cluster)
+        SchedulerDrift.objects.create(
+            scheduler=Scheduler.SLURM, subject=f"s{n}", expected="0", found="1", cluster=cluster
+        )
+        ClusterError.objects.create(
+            cluster=cluster,
+            operation="reconcile",
+            message=f"boom {n}",
+            at=now - timedelta(minutes=5),
+        )
+
+    eight, body = queries(admin_page)
+
+    assert eight == one
+    assert body.count("1 unrepaired drift<") == 8
+    assert body.count("1 error in the last hour<") == 8
+    assert body.count('data-credential="soon"') == 8
+    assert 'title="boom 7"' in body
