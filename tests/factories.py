@@ -862,3 +862,85 @@ class ClusterFactory(factory.django.DjangoModelFactory):
     slurm_user = "portal"
     credential_kind = "jwt-key"
     credential_path = "/run/secrets/slurm-jwt.key"
+
+
+class ClusterErrorFactory(factory.django.DjangoModelFactory):
+    """A reconcile of the cluster that failed a minute ago."""
+
+    class Meta:
+        model = cluster_models.ClusterError
+
+    cluster = factory.SubFactory(ClusterFactory)
+    operation = "reconcile"
+    message = "slurmrestd answered 503"
+    at = factory.LazyFunction(lambda: timezone.now() - timedelta(minutes=1))
+
+
+class TemporaryOverrideFactory(factory.django.DjangoModelFactory):
+    """The team's A100 ceiling in its pool raised to 8 cards for a week (from 4)."""
+
+    class Meta:
+        model = capacity_models.TemporaryOverride
+
+    team = factory.SubFactory(TeamFactory)
+    pool = factory.SubFactory(PoolFactory)
+    kind = capacity_models.OverrideKind.CEILING
+    gpu_model = factory.LazyFunction(
+        lambda: inventory_models.GpuModel.objects.get(slug="a100_80g_sxm")
+    )
+    cards = 8
+    cards_before = 4
+    reason = "paper deadline on Friday"
+    created_at = factory.LazyFunction(timezone.now)
+    until = factory.LazyAttribute(lambda o: o.created_at + timedelta(days=7))
+    created_by = factory.SubFactory(UserFactory)
+
+
+class MaintenanceWindowFactory(factory.django.DjangoModelFactory):
+    """A whole pool out tomorrow 06:00-12:00 (its nodes are added by the service, not here)."""
+
+    class Meta:
+        model = capacity_models.MaintenanceWindow
+
+    title = factory.Sequence(lambda n: f"driver upgrade {n}")
+    scope = capacity_models.MaintenanceScope.POOL
+    pool = factory.SubFactory(PoolFactory)
+    starts_at = factory.LazyFunction(
+        lambda: (timezone.now() + timedelta(days=1)).replace(
+            hour=6, minute=0, second=0, microsecond=0
+        )
+    )
+    ends_at = factory.LazyAttribute(lambda o: o.starts_at + timedelta(hours=6))
+    created_by = factory.SubFactory(UserFactory)
+
+
+class BurstOptInFactory(factory.django.DjangoModelFactory):
+    """A team allowed to place elastic cards in a burst pool (a Kubernetes pool marked burst)."""
+
+    class Meta:
+        model = elastic_models.BurstOptIn
+
+    team = factory.SubFactory(TeamFactory)
+    pool = factory.SubFactory(
+        PoolFactory, scheduler=Scheduler.KUBERNETES, slurm_partition="", burst=True
+    )
+
+
+class SharedCardUseFactory(factory.django.DjangoModelFactory):
+    """One replica of a card time-sliced into 4, held for the first hour of last month."""
+
+    class Meta:
+        model = billing_models.SharedCardUse
+
+    gpu = factory.SubFactory(GpuFactory)
+    team = factory.SubFactory(TeamFactory)
+    basis = billing_models.ShareBasis.TIME_SLICING
+    period_start = factory.LazyFunction(
+        lambda: (timezone.now().replace(day=1) - timedelta(days=1)).replace(
+            day=1, hour=0, minute=0, second=0, microsecond=0
+        )
+    )
+    period_end = factory.LazyAttribute(lambda o: o.period_start + timedelta(hours=1))
+    parts_held = 1
+    parts_per_card = 4
+    source_id = factory.Sequence(lambda n: f"factory/{n}")
