@@ -1,5 +1,6 @@
-"""Django's error handlers (``handler404`` / ``handler500`` in ``portal.urls``): JSON with a
-machine-readable ``code`` under ``/api/``, the portal's pages elsewhere.
+"""Django's error handlers (``handler400`` / ``handler404`` / ``handler500`` in
+``portal.urls``): JSON with a machine-readable ``code`` under ``/api/``, the portal's pages
+elsewhere.
 
 DRF answers the errors of the API's own views (``portal.api.exception_handler``); these cover
 what never reaches a view — a path no route matches, and an exception raised by middleware
@@ -51,6 +52,21 @@ def page_not_found(request, exception):
     if request.path.startswith("/api/"):
         return _json({"code": "not_found", "detail": "No API operation at this path."}, 404)
     return defaults.page_not_found(request, exception)
+
+
+def bad_request(request, exception):
+    """Django's 400 for a request it would not read (a ``SuspiciousOperation``, e.g. more
+    fields than ``DATA_UPLOAD_MAX_NUMBER_FIELDS``), raised before any view or inside one."""
+    if request.path.startswith("/api/"):
+        return _json(
+            {
+                "code": "bad_request",
+                "detail": "The request has more fields or files than the portal reads, or is "
+                "otherwise malformed; nothing was changed.",
+            },
+            400,
+        )
+    return defaults.bad_request(request, exception)
 
 
 def server_error(request):

@@ -45,6 +45,7 @@ class TokenView(access_api.TokenView):
         return super().finalize_response(request, response, *args, **kwargs)
 
 
+handler400 = "portal.handlers.bad_request"
 handler404 = "portal.handlers.page_not_found"
 handler500 = "portal.handlers.server_error"
 

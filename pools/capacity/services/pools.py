@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.db.models import ProtectedError
 
 from pools.audit.services import audit_event_record
 from pools.capacity.locks import pool_lock
@@ -86,7 +87,10 @@ def pool_update(
 
 
 def pool_delete(*, pool: Pool, actor: Any, before: dict) -> None:
-    """Delete an unused pool and audit it; :class:`PoolInUse` (409) when anything refers to it."""
+    """Delete an unused pool and audit it; :class:`PoolInUse` (409) when anything refers to it:
+    allocations or requests (counted), or any other row that protects it — a maintenance window,
+    a temporary override, usage or statement lines of a burst pool (``referred_by``: their
+    names); nothing is written then."""
     with transaction.atomic():
         locked = pool_lock(pool.pk)
         usage = pool_usage(locked)
@@ -97,4 +101,15 @@ def pool_delete(*, pool: Pool, actor: Any, before: dict) -> None:
                 **usage,
             )
         audit_event_record(actor=actor, action="pool.deleted", obj=locked, before=before)
-        locked.delete()
+        try:
+            locked.delete()
+        except ProtectedError as exc:  # e.g. a maintenance window, an override, a burst line
+            referred_by = sorted(
+                {str(obj._meta.verbose_name_plural) for obj in exc.protected_objects}
+            )
+            raise PoolInUse(
+                f"Pool {locked.slug} is still named by {', '.join(referred_by)}; "
+                "it cannot be deleted.",
+                **usage,
+                referred_by=referred_by,
+            ) from exc

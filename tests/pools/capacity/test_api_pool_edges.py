@@ -4,7 +4,12 @@
 from __future__ import annotations
 
 import pytest
-from factories import AllocationFactory, CapacityRequestFactory, PoolFactory
+from factories import (
+    AllocationFactory,
+    CapacityRequestFactory,
+    MaintenanceWindowFactory,
+    PoolFactory,
+)
 
 from pools.audit.models import AuditEvent
 from pools.choices import AllocationStatus, RequestStatus, Scheduler
@@ -40,6 +45,27 @@ def test_deleting_a_pool_with_allocations_is_409_and_changes_nothing(admin_api, 
     holding = 1 if status == AllocationStatus.ACTIVE else 0
     # Two allocations, each with the approved request it came from.
     assert body["data"] == {"holding_allocations": holding, "allocations": 2, "requests": 2}
+    assert snapshot(train) == before
+    assert not AuditEvent.objects.exists()
+
+
+def test_deleting_a_pool_a_maintenance_window_names_is_409_and_changes_nothing(admin_api, train):
+    """Found by schemathesis (a 500): a row that protects the pool other than an allocation or
+    a request — here a maintenance window — is named in the 409, and nothing is deleted."""
+    MaintenanceWindowFactory(pool=train)
+    before = snapshot(train)
+
+    response = admin_api.delete(f"{URL}train/")
+
+    assert response.status_code == 409
+    body = response.json()
+    assert body["code"] == "pool_in_use"
+    assert body["data"] == {
+        "holding_allocations": 0,
+        "allocations": 0,
+        "requests": 0,
+        "referred_by": ["maintenance windows"],
+    }
     assert snapshot(train) == before
     assert not AuditEvent.objects.exists()
 
