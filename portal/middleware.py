@@ -19,6 +19,7 @@ from django.contrib.auth.middleware import LoginRequiredMiddleware as _DjangoLog
 from django.core.exceptions import BadRequest, RequestDataTooBig
 from django.http import Http404, JsonResponse
 from django.http.multipartparser import MultiPartParserError
+from django.shortcuts import render
 
 from pools.jobs.outbox import deferred_unwatch, deferred_watch
 from pools.validators import CONTROL_CHARACTERS
@@ -205,3 +206,32 @@ class InputCharactersMiddleware:
             except RequestDataTooBig:
                 return False  # the view reads it again and answers 413 (portal.api)
         return False
+
+
+class MethodNotAllowedPageMiddleware:
+    """A page answering 405 with no body (``require_POST`` and friends: a form's address opened
+    in the browser or reloaded) gets the portal's 405 page, saying which methods it takes and
+    linking back to the page one level up (``/teams/nlp/calendar/reset/`` →
+    ``/teams/nlp/calendar/``). The API's 405s are DRF's JSON and left as they are."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if (
+            response.status_code != 405
+            or response.content
+            or request.path.startswith("/api/")
+            or request.method == "HEAD"
+        ):
+            return response
+        parent = request.path.rstrip("/").rsplit("/", 1)[0] + "/"
+        page = render(
+            request,
+            "405.html",
+            {"allowed": response.get("Allow", ""), "parent": parent},
+            status=405,
+        )
+        page["Allow"] = response.get("Allow", "")
+        return page

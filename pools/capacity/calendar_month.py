@@ -17,16 +17,24 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from itertools import pairwise
 
-from pools.capacity.calendar_week import Hold, free_per_day, local_midnight, week_holds, week_name
+from pools.capacity.calendar_week import (
+    FIRST_YEAR,
+    LAST_YEAR,
+    Hold,
+    free_per_day,
+    local_midnight,
+    week_holds,
+    week_name,
+)
 
 _MONTH = re.compile(r"(\d{4})-(\d{2})")
 
 
 def month_first(text: str | None, today: date) -> date:
-    """The 1st of month ``text`` (``2027-03``); of ``today``'s month when ``text`` is absent or
-    not a month (years 1-9998, so the next month exists)."""
+    """The 1st of month ``text`` (``2027-03``); of ``today``'s month when ``text`` is absent,
+    not a month or outside years ``FIRST_YEAR``-``LAST_YEAR`` (as :func:`week_monday`)."""
     match = _MONTH.fullmatch(text or "")
-    if match and 1 <= int(match[2]) <= 12 and 1 <= int(match[1]) <= 9998:
+    if match and 1 <= int(match[2]) <= 12 and FIRST_YEAR <= int(match[1]) <= LAST_YEAR:
         return date(int(match[1]), int(match[2]), 1)
     return today.replace(day=1)
 

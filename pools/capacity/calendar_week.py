@@ -27,13 +27,18 @@ from pools.capacity.window import WindowHolds, holding_allocations
 
 _WEEK = re.compile(r"(\d{4})-W(\d{2})")
 OTHER_TEAMS = "other teams"
+# The years a calendar shows, weeks and months alike (pool and driver-group calendars): a
+# week or month outside them is treated as no week or month (today's is shown), as is one
+# that does not exist. Far from ``date.min``/``date.max`` so the previous and next links,
+# local midnights and the day's margin in UTC all stay dates.
+FIRST_YEAR, LAST_YEAR = 1970, 9998
 
 
 def week_monday(text: str | None, today: date) -> date:
     """The Monday of ISO week ``text`` (``2027-W03``); of ``today``'s week when ``text`` is
-    absent or not a week."""
+    absent, not a week or outside years ``FIRST_YEAR``-``LAST_YEAR``."""
     match = _WEEK.fullmatch(text or "")
-    if match:
+    if match and FIRST_YEAR <= int(match[1]) <= LAST_YEAR:
         try:
             return date.fromisocalendar(int(match[1]), int(match[2]), 1)
         except ValueError:

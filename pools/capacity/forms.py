@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from django import forms
+from django.utils import timezone
 
 from pools.capacity.models import OverrideKind
 from pools.choices import RequestKind, WorkloadKind
@@ -350,3 +351,9 @@ class OverrideForm(forms.Form):
         label="Until", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
     reason = forms.CharField(max_length=500, help_text="Why: the team sees it.")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        zone = timezone.get_current_timezone_name()  # the portal's TIME_ZONE, UTC by default
+        self.fields["until"].label = f"Until ({zone})"
+        self.fields["until"].help_text = f"A date and time in {zone}."

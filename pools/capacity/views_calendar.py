@@ -103,29 +103,30 @@ def team_calendar_page(request, slug: str):
     return _calendar_page(request, _visible_team(request, slug))
 
 
-def _calendar_page(request, team: Team, status: int = 200) -> HttpResponse:
+def _calendar_page(request, team: Team) -> HttpResponse:
     token = capacity_selectors.team_calendar_feed_token(team_id=team.pk)
     feed_url = (
         request.build_absolute_uri(reverse("pools:calendar-feed", args=[token])) if token else None
     )
     may_reset = may_reset_calendar_feed(request.user, team)
     context = {"team": team, "feed_url": feed_url, "may_reset": may_reset}
-    return render(request, "pools/requests/team_calendar.html", context, status=status)
+    return render(request, "pools/requests/team_calendar.html", context)
 
 
 @require_POST
 def team_calendar_link(request, slug: str, action: str):
     """``create`` (the first link, any member) or ``reset`` (a new one, managers and pool
-    admins: the old link answers 404 from now on)."""
+    admins: the old link answers 404 from now on). Either way back to the team's calendar page
+    (post, redirect, get), a refusal said there as an error message."""
     team = _visible_team(request, slug)
     services = {"create": team_calendar_feed_create, "reset": team_calendar_feed_reset}
     if action not in services:
         raise Http404("No such action.")
     try:
         services[action](actor=request.user, team=team)
-    except PermissionDenied as exc:  # a member asking for a reset: the page, saying why
+    except PermissionDenied as exc:  # a member asking for a reset: back to the page, saying why
         messages.error(request, exc.message)
-        return _calendar_page(request, team, status=403)
+        return redirect("pools:team-calendar", slug=team.slug)  # a reload does not post again
     if action == "reset":
         messages.success(request, "New calendar link made; the old one no longer works.")
     return redirect("pools:team-calendar", slug=team.slug)

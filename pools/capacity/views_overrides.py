@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.http import QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -15,6 +16,7 @@ from django.views.decorators.http import require_POST
 from pools.capacity import selectors
 from pools.capacity.filtersets import OverrideFilterSet
 from pools.capacity.forms import OverrideForm
+from pools.capacity.models import OverrideKind
 from pools.capacity.services.overrides import override_cancel, override_create
 from pools.errors import DomainError
 from pools.tenancy.permissions import may_administer_pools
@@ -49,7 +51,11 @@ def override_list(request):
         columns=OVERRIDE_COLUMNS,
         filename="overrides.csv",
         default_ordering=("-created_at", "-pk"),
-        extra={"now": timezone.now(), "can_edit": may_administer_pools(request.user)},
+        extra={
+            "now": timezone.now(),
+            "can_edit": may_administer_pools(request.user),
+            "time_zone": timezone.get_current_timezone_name(),
+        },
     )
 
 
@@ -66,7 +72,10 @@ def override_new(request):
             if not errors:
                 form.add_error(None, exc.message)
         else:
-            messages.success(request, f"Raised until {override.until:%Y-%m-%d %H:%M}: {override}.")
+            until = timezone.localtime(override.until)
+            messages.success(
+                request, f"Raised until {until:%Y-%m-%d %H:%M %Z}: {_named(override)}."
+            )
             return redirect(f"{reverse('pools:override-list')}?team={override.team.slug}")
     return render(request, "pools/overrides/override_form.html", {"form": form})
 
@@ -80,5 +89,28 @@ def override_cancel_page(request, pk: int):
     except DomainError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"Ended now: {override}; the team's figures go back.")
-    return redirect("pools:override-list")
+        messages.success(request, f"Ended now: {_named(override)}; {_goes_back(override)}.")
+    # back to the list as it was filtered: the query string only, the path is ours
+    filters = QueryDict(request.POST.get("filters", "")).urlencode()
+    return redirect(reverse("pools:override-list") + (f"?{filters}" if filters else ""))
+
+
+def _named(override) -> str:
+    """``Ceiling (card cap) of NLP in Inference → 12 × L40S`` (names, not slugs)."""
+    if override.kind == OverrideKind.PRIORITY:
+        raised = override.workload_class.name if override.workload_class_id else "?"
+    else:
+        raised = f"{override.cards} × {override.gpu_model.name if override.gpu_model_id else '?'}"
+    kind = override.get_kind_display()
+    return f"{kind} of {override.team.name} in {override.pool.name} → {raised}"
+
+
+def _goes_back(override) -> str:
+    """What the team has once the override ends: the figure its allocations give (the
+    override's "from" was that figure when it was raised)."""
+    if override.kind == OverrideKind.PRIORITY:
+        before = override.class_before.name if override.class_before_id else "—"
+        return f"its work runs as the class its allocations give again ({before} when raised)"
+    before = "—" if override.cards_before is None else override.cards_before
+    what = "card cap" if override.kind == OverrideKind.CEILING else "borrowing limit"
+    return f"its {what} goes back to what its allocations give ({before} cards when raised)"

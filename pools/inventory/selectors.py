@@ -372,3 +372,21 @@ def pooled_gpu_model_ids() -> set[int]:
         .values_list("gpu_model_id", flat=True)
         .distinct()
     )
+
+
+def pool_gpu_models() -> dict[int, list[GpuModel]]:
+    """Per pool id, the recognised GPU models it holds at least one card of (any node, any
+    state, as :func:`pooled_gpu_model_ids`), by model name: each is a pool × model capacity
+    calendar. Two queries."""
+    pairs = (
+        Gpu.objects.filter(node__pool__isnull=False, gpu_model__isnull=False)
+        .values_list("node__pool_id", "gpu_model_id")
+        .distinct()
+        .order_by()
+    )
+    pairs = list(pairs)
+    models = GpuModel.objects.in_bulk({model_id for _, model_id in pairs})
+    per_pool: dict[int, list[GpuModel]] = defaultdict(list)
+    for pool_id, model_id in pairs:
+        per_pool[pool_id].append(models[model_id])
+    return {pool_id: sorted(ms, key=lambda m: m.name) for pool_id, ms in per_pool.items()}

@@ -207,8 +207,12 @@ def pool_list(request):
     support = None
     if form.is_bound and form.is_valid():
         support = selectors.pools_supporting_cuda(cuda=form.cleaned_data["cuda"])
+    pools = list(selectors.pool_list(with_mig=True).order_by("name"))
+    calendar_models = selectors.pool_gpu_models()
+    for pool in pools:  # each pool × model it has cards of opens its capacity calendar
+        pool.calendar_models = calendar_models.get(pool.pk, [])
     context = {
-        "pools": selectors.pool_list(with_mig=True).order_by("name"),
+        "pools": pools,
         "driver_groups": selectors.driver_group_list().order_by("branch"),
         "form": form,
         "support": support,

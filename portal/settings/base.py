@@ -94,6 +94,8 @@ MIDDLEWARE = [
     "portal.middleware.DeferredJobsMiddleware",
     # After sign-in and messages, so a refused path gets the portal's own 404 page.
     "portal.middleware.InputCharactersMiddleware",
+    # A page's empty 405 (a form's address opened or reloaded) becomes the portal's 405 page.
+    "portal.middleware.MethodNotAllowedPageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "portal.middleware.LoginRequiredMiddleware",

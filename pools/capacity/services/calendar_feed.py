@@ -67,7 +67,7 @@ def team_calendar_feed_reset(*, actor: Any, team: Team) -> TeamCalendarFeed:
     written."""
     if not may_reset_calendar_feed(actor, team):
         raise PermissionDenied(
-            f"Only a manager of team {team.slug} or a pool admin may reset its calendar link.",
+            f"Only a manager of team {team.name} or a pool admin may reset its calendar link.",
             team=team.slug,
         )
     with transaction.atomic():

@@ -121,10 +121,11 @@ def test_reset_kills_the_old_link(client, team, team_member, team_manager, entri
 def test_members_and_other_teams_cannot_reset(client, team, team_member, entries):
     token = _make(client, team_member)
     salt = TeamCalendarFeed.objects.get(team=team).salt
-    # a plain member of nlp: 403 with the reason, the link unchanged
-    response = client.post(reverse("pools:team-calendar-link", args=["nlp", "reset"]))
-    assert response.status_code == 403
-    assert "Only a manager of team nlp or a pool admin" in response.content.decode()
+    # a plain member of nlp: back to the calendar page (a reload does not post again), the
+    # reason there naming the team by its name, the link unchanged
+    response = client.post(reverse("pools:team-calendar-link", args=["nlp", "reset"]), follow=True)
+    assert response.redirect_chain == [(reverse("pools:team-calendar", args=["nlp"]), 302)]
+    assert "Only a manager of team NLP or a pool admin" in response.content.decode()
     # the manager of another team: nlp does not exist for them
     other = MembershipFactory(
         team=TeamFactory(slug="speech", name="Speech"), user__username="sam", role=TeamRole.MANAGER
@@ -168,3 +169,14 @@ def test_the_page_before_any_link_and_for_a_manager(client, team_member, team_ma
     html = client.get(reverse("pools:team-calendar", args=["nlp"])).content.decode()
     assert "Reset link" in html and "data-confirm=" in html
     assert client.post(reverse("pools:team-calendar-link", args=["nlp", "junk"])).status_code == 404
+
+
+def test_opening_the_reset_address_is_the_portal_405_page(client, team, team_member):
+    # QA defect 9: a GET on the form's address answered 405 with an empty body
+    client.force_login(team_member)
+    response = client.get(reverse("pools:team-calendar-link", args=["nlp", "reset"]))
+    assert response.status_code == 405 and response["Allow"] == "POST"
+    html = response.content.decode()
+    assert "only takes a form's submission (POST)" in html
+    assert f'href="{reverse("pools:team-calendar", args=["nlp"])}"' in html
+    assert "<nav" in html or "<header" in html  # the portal's page, not a bare answer

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from factories import AllocationFactory
+from factories import AllocationFactory, WorkloadClassFactory
 
 from pools.audit.models import AuditEvent
 from pools.capacity.models import TemporaryOverride
@@ -129,3 +129,48 @@ def test_members_see_the_list_but_not_the_form(client, team_member, holding):
     client.force_login(team_member)
     assert client.get("/overrides/").status_code == 200
     assert client.get("/overrides/new/").status_code == 403
+
+
+def test_the_pages_name_teams_and_pools_say_the_zone_and_keep_the_filter(
+    client, pool_admin, holding, team
+):
+    # QA defect 10: flashes named slugs, the form and dates did not say UTC, End now dropped
+    # the list's filter. TIME_ZONE is UTC in tests.
+    client.force_login(pool_admin)
+    form_page = client.get("/overrides/new/").content.decode()
+    assert "Until (UTC)" in form_page
+    until = timezone.localtime() + timedelta(days=2)
+    form = {"team": "nlp", "pool": "infer", "kind": "ceiling", "gpu_model": "l40s", "cards": "5",
+            "until": f"{until:%Y-%m-%dT%H:%M}", "reason": "deadline"}  # fmt: skip
+    made = client.post("/overrides/new/", form, follow=True).content.decode()
+    assert (
+        f"Raised until {until:%Y-%m-%d %H:%M} UTC: Ceiling (card cap) of NLP in Inference" in made
+    )
+    assert "→ 5 × L40S." in made and "of nlp in infer" not in made
+    assert "Until (UTC)" in made and "Dates and times in UTC." in made
+    dashboard = client.get(f"/teams/{team.slug}/dashboard/").content.decode()
+    assert f"Raised until {until:%a %d %b %Y %H:%M} UTC:" in dashboard
+    override = TemporaryOverride.objects.get()
+    # the list filtered on team nlp: the End-now form carries the filter, the redirect keeps it
+    listed = client.get("/overrides/", {"team": "nlp"}).content.decode()
+    assert 'name="filters" value="team=nlp"' in listed
+    assert "Its card cap goes back to what its allocations give (2 cards when raised)." in listed
+    ended = client.post(f"/overrides/{override.pk}/cancel/", {"filters": "team=nlp"}, follow=True)
+    assert ended.redirect_chain == [("/overrides/?team=nlp", 302)]
+    assert (
+        "Ended now: Ceiling (card cap) of NLP in Inference → 5 × L40S; its card cap goes back "
+        "to what its allocations give (2 cards when raised)." in ended.content.decode()
+    )
+
+
+def test_end_now_of_a_priority_says_the_class_goes_back(client, pool_admin, team, infer_pool):
+    client.force_login(pool_admin)
+    batch, production = WorkloadClassFactory(name="Batch"), WorkloadClassFactory(name="Prod")
+    now = timezone.now()
+    TemporaryOverride.objects.create(
+        team=team, pool=infer_pool, kind="priority", workload_class=production,
+        class_before=batch, reason="demo", until=now + timedelta(days=1), created_at=now,
+    )  # fmt: skip
+    listed = client.get("/overrides/").content.decode()
+    assert "Its work runs as the class its allocations give again (Batch when raised)." in listed
+    assert "goes back to what the team&#x27;s allocations give" not in listed

@@ -193,3 +193,31 @@ def test_a_day_over_the_change_to_summer_time(client, settings, team_member, inf
     assert [(d[0], d[1]) for d in sat_sun] == [("Sat 27 Mar", "8"), ("Sun 28 Mar", "5")]
     monday = _cells(client.get(url, {"week": "2027-W13"}).content.decode(), "calendar-days")[0]
     assert (monday[0], monday[1]) == ("Mon 29 Mar", "2")
+
+
+@pytest.mark.parametrize(
+    "view,args",
+    [("pools:pool-calendar", ["infer", "l40s"]), ("pools:driver-group-calendar", [550])],
+)
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"month": "0001-01"},
+        {"month": "9999-12"},
+        {"week": "9999-W52"},
+        {"week": "0001-W01"},
+        {"month": "1969-12"},
+        {"week": "1969-W52"},
+    ],
+)
+def test_out_of_range_week_or_month_is_this_one(
+    client, team_member, infer_pool, l40s, view, args, query
+):
+    # QA defect 1: years outside 1970-9998 answered 500 (date out of range); now, as for a week
+    # or month that does not exist, today's week or month is shown.
+    client.force_login(team_member)
+    response = client.get(reverse(view, args=args), query)
+    assert response.status_code == 200
+    today = datetime.now(UTC).date()
+    shown = today.replace(day=1) if "month" in query else today - timedelta(days=today.weekday())
+    assert response.context.get("first", response.context.get("monday")) == shown

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote
 
 import pytest
 from django.test import Client
+from django.urls import reverse
 from factories import GpuFactory, PoolFactory, node_with_gpus
 
 from pools.inventory.models import MigDevice
@@ -176,3 +178,13 @@ def test_the_pools_page_htmx_fragment(member_page, fleet):
 
     assert b"<html" not in response.content
     assert "HX-Request" in response["Vary"]
+
+
+def test_the_pools_page_links_each_pool_and_model_calendar(member_page, fleet):
+    # QA defect 7: only driver-group calendars were linked. Train holds A100 SXM4 80GB cards
+    # (trn-01's 4, trn-02's 2) and one unrecognised v100 (no model, no calendar); Spare has none.
+    PoolFactory(slug="spare", name="Spare")
+    html = member_page.get("/pools/").content.decode()
+    links = re.findall(r'href="(/pools/[^"]+/calendar/)"', html)
+    assert links == [reverse("pools:pool-calendar", args=["train", "a100_80g_sxm"])]
+    assert "no cards" in html
