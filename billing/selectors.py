@@ -10,6 +10,7 @@ from fractions import Fraction
 
 from django.db import connection
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
+from django.utils import timezone
 
 from billing.choices import TOKEN_UNITS, ChargeBasis, RateKind, ShareBasis, UsageUnit
 from billing.conf import billing_zone, default_currency
@@ -246,14 +247,23 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     month; used card-hours outside allocations are :func:`_used_outside_costs` plus what shared
     cards' tenants are charged (:func:`shared_card_splits`), so a shared card's part of the
     pool's idle cost is its idle remainder.
+
+    Burst pools (``Pool.burst``: rented cloud capacity, paid per use) carry no idle cost and
+    are left out: their cards cost nothing while nobody uses them. The hours counted run from
+    the month's start to its end or to now, whichever comes first, so the current month's
+    capacity is only the hours that have happened (as its usage is).
     """
     zone = billing_zone()
     periods = rate_periods(month=month, zone=zone)
     currency = next((p.currency for p in periods if p.currency), None) or "EUR"
-    start, end = periods[0].start, periods[-1].end
+    start, end = periods[0].start, min(periods[-1].end, timezone.now())
+    if end <= start:  # a month still to come: nothing has happened yet
+        return []
     capacity: dict[tuple[int, int], int] = defaultdict(int)
     for row in (
-        Gpu.objects.filter(SCHEDULABLE_CARD | SLICED_CARD, node__pool__isnull=False)
+        Gpu.objects.filter(
+            SCHEDULABLE_CARD | SLICED_CARD, node__pool__isnull=False, node__pool__burst=False
+        )
         .values("node__pool_id", "gpu_model_id")
         .annotate(n=Count("id"))
     ):
@@ -284,7 +294,7 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
         if card.split is not None and card.gpu.node.pool_id is not None:
             outside[card.gpu.node.pool_id] += sum(p.amount for p in card.split.parts)
     result = []
-    for pool in Pool.objects.filter(pk__in=set(full) | set(held)).order_by("name"):
+    for pool in Pool.objects.filter(pk__in=set(full) | set(held), burst=False).order_by("name"):
         cap, used, other = full[pool.pk], held[pool.pk], outside[pool.pk]
         result.append(
             IdleCost(
