@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
@@ -233,6 +233,7 @@ class IdleCost:
     idle_cost: Decimal
     utilisation: Decimal | None
     currency: str = "EUR"  # the month's rate card's (EUR when none prices the month)
+    counted_to: datetime | None = None  # capacity's hours end here: the month's end or now
 
 
 def pool_idle_costs(*, month: date) -> list[IdleCost]:
@@ -305,6 +306,7 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
                 idle_cost=round_money(cap - used - other, currency),
                 utilisation=((used + other) / cap * 100).quantize(Decimal("0.1")) if cap else None,
                 currency=currency,
+                counted_to=end,
             )
         )
     return result

@@ -254,9 +254,12 @@ def test_idle_cost_csv_has_the_table_in_plain_decimals(month_of_allocations, adm
     assert 'filename="idle-cost-2026-10.csv"' in response["Content-Disposition"]
     assert response.content.decode().splitlines() == [
         "month,pool,capacity_cost,allocated_cost,used_outside_cost,idle_cost,utilisation_pct,"
-        "currency",
-        "2026-10,train,11904.00,456.00,0.00,11448.00,3.8,EUR",
+        "currency,hours_counted_to",
+        "2026-10,train,11904.00,456.00,0.00,11448.00,3.8,EUR,2026-11-01T00:00:00+00:00",
     ]
+    assert "Burst pools are rented and paid per use, so they carry no idle cost" in (
+        page.content.decode()
+    )
 
 
 def test_top_allocations_csv_is_the_table_on_both_month_pages(
