@@ -427,13 +427,17 @@ def finance_month(*, month: date) -> dict:
         by_team.append({"label": f"{others} other teams", "amount": rest})
     by_model = (
         StatementLine.objects.filter(statement__month=month)
-        .values("gpu_model__name", "served_model")
+        .values("gpu_model__name", "served_model", "basis")
         .annotate(amount=Sum("amount"))
         .order_by()
     )
     models: dict[str, Decimal] = defaultdict(Decimal)
-    for row in by_model:
-        models[row["gpu_model__name"] or row["served_model"] or "—"] += row["amount"]
+    for row in by_model:  # storage and egress named as the team pages name them
+        if row["basis"] in (ChargeBasis.STORAGE, ChargeBasis.EGRESS):
+            label = ChargeBasis(row["basis"]).label
+        else:
+            label = row["gpu_model__name"] or row["served_model"] or "—"
+        models[label] += row["amount"]
     first = statements.values_list("currency", flat=True).first()
     return {
         "statements": statements,
