@@ -214,7 +214,8 @@ def idle_costs_csv(month, idle) -> str:
             )),
             plain_number(row.utilisation, 1) if row.utilisation is not None else None,
             row.currency,
-            row.counted_to.astimezone(UTC).isoformat(timespec="seconds") if row.counted_to else None,
+            row.counted_to.astimezone(UTC).isoformat(timespec="seconds")
+            if row.counted_to else None,
         ])  # fmt: skip
     return out.getvalue()
 

@@ -135,14 +135,15 @@ CARDS_CLIPPED = """() => [...document.querySelectorAll("main .cards .value")]
 AMOUNTS_OUT = """() => { const width = document.documentElement.clientWidth;
   return [...document.querySelectorAll("main table.lines .amount")].filter((el) => {
     const r = el.getBoundingClientRect();
-    return !(r.width > 0 && r.left >= -1 && r.right <= width + 1); }).map((el) => el.textContent); }"""
+    return !(r.width > 0 && r.left >= -1 && r.right <= width + 1);
+  }).map((el) => el.textContent); }"""
 # A horizontal bar chart's value ticks that run into each other (half of each label's width
 # plus 4 px between neighbours) and bar labels wider than their axis (cut off at the left).
 CHART_CROWDED = """(id) => { const chart = Chart.getChart(id), ctx = chart.ctx, out = [];
   for (const key of ["x", "y"]) { const s = chart.scales[key];
     ctx.save(); ctx.font = Chart.helpers.toFont(s.options.ticks.font).string;
-    const ticks = s.ticks.map((t, i) => ({label: String(t.label), w: ctx.measureText(String(t.label)).width,
-                                          at: s.getPixelForTick(i)}));
+    const ticks = s.ticks.map((t, i) => ({label: String(t.label),
+      w: ctx.measureText(String(t.label)).width, at: s.getPixelForTick(i)}));
     ctx.restore();
     for (let i = 1; key === "x" && i < ticks.length; i++)
       if (ticks[i].at - ticks[i - 1].at < (ticks[i].w + ticks[i - 1].w) / 2 + 4)
