@@ -7,6 +7,7 @@ from the numbers (Chart.js needs a browser, WeasyPrint has none).
 from __future__ import annotations
 
 import io
+from datetime import UTC
 from decimal import Decimal
 
 from django.template.loader import render_to_string
@@ -190,12 +191,14 @@ def statement_pdf(statement: Statement) -> bytes:
 
 IDLE_COLUMNS = (
     "month", "pool", "capacity_cost", "allocated_cost", "used_outside_cost", "idle_cost",
-    "utilisation_pct", "currency",
+    "utilisation_pct", "currency", "hours_counted_to",
 )  # fmt: skip
 """The finance month's idle cost per pool (:func:`billing.selectors.pool_idle_costs`) as CSV:
 the page's table, amounts as plain decimals to the currency's minor unit (``1234.50``, never
 ``1.2345E+3`` nor a thousands space), utilisation in per cent to one decimal, empty when no
-capacity is priced (unknown, never 0)."""
+capacity is priced (unknown, never 0). Burst pools (rented, paid per use) have no idle cost and
+no row. ``hours_counted_to`` is the instant (ISO 8601, UTC) capacity's hours end: the month's end,
+or for the current month the moment of the export (hours still to come are not idle)."""
 
 
 def idle_costs_csv(month, idle) -> str:
@@ -211,6 +214,8 @@ def idle_costs_csv(month, idle) -> str:
             )),
             plain_number(row.utilisation, 1) if row.utilisation is not None else None,
             row.currency,
+            row.counted_to.astimezone(UTC).isoformat(timespec="seconds")
+            if row.counted_to else None,
         ])  # fmt: skip
     return out.getvalue()
 

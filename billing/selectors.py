@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
 from django.db import connection
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
+from django.utils import timezone
 
 from billing.choices import TOKEN_UNITS, ChargeBasis, RateKind, ShareBasis, UsageUnit
 from billing.conf import billing_zone, default_currency
@@ -232,6 +233,7 @@ class IdleCost:
     idle_cost: Decimal
     utilisation: Decimal | None
     currency: str = "EUR"  # the month's rate card's (EUR when none prices the month)
+    counted_to: datetime | None = None  # capacity's hours end here: the month's end or now
 
 
 def pool_idle_costs(*, month: date) -> list[IdleCost]:
@@ -246,14 +248,23 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     month; used card-hours outside allocations are :func:`_used_outside_costs` plus what shared
     cards' tenants are charged (:func:`shared_card_splits`), so a shared card's part of the
     pool's idle cost is its idle remainder.
+
+    Burst pools (``Pool.burst``: rented cloud capacity, paid per use) carry no idle cost and
+    are left out: their cards cost nothing while nobody uses them. The hours counted run from
+    the month's start to its end or to now, whichever comes first, so the current month's
+    capacity is only the hours that have happened (as its usage is).
     """
     zone = billing_zone()
     periods = rate_periods(month=month, zone=zone)
     currency = next((p.currency for p in periods if p.currency), None) or "EUR"
-    start, end = periods[0].start, periods[-1].end
+    start, end = periods[0].start, min(periods[-1].end, timezone.now())
+    if end <= start:  # a month still to come: nothing has happened yet
+        return []
     capacity: dict[tuple[int, int], int] = defaultdict(int)
     for row in (
-        Gpu.objects.filter(SCHEDULABLE_CARD | SLICED_CARD, node__pool__isnull=False)
+        Gpu.objects.filter(
+            SCHEDULABLE_CARD | SLICED_CARD, node__pool__isnull=False, node__pool__burst=False
+        )
         .values("node__pool_id", "gpu_model_id")
         .annotate(n=Count("id"))
     ):
@@ -284,7 +295,7 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
         if card.split is not None and card.gpu.node.pool_id is not None:
             outside[card.gpu.node.pool_id] += sum(p.amount for p in card.split.parts)
     result = []
-    for pool in Pool.objects.filter(pk__in=set(full) | set(held)).order_by("name"):
+    for pool in Pool.objects.filter(pk__in=set(full) | set(held), burst=False).order_by("name"):
         cap, used, other = full[pool.pk], held[pool.pk], outside[pool.pk]
         result.append(
             IdleCost(
@@ -295,6 +306,7 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
                 idle_cost=round_money(cap - used - other, currency),
                 utilisation=((used + other) / cap * 100).quantize(Decimal("0.1")) if cap else None,
                 currency=currency,
+                counted_to=end,
             )
         )
     return result
@@ -415,13 +427,17 @@ def finance_month(*, month: date) -> dict:
         by_team.append({"label": f"{others} other teams", "amount": rest})
     by_model = (
         StatementLine.objects.filter(statement__month=month)
-        .values("gpu_model__name", "served_model")
+        .values("gpu_model__name", "served_model", "basis")
         .annotate(amount=Sum("amount"))
         .order_by()
     )
     models: dict[str, Decimal] = defaultdict(Decimal)
-    for row in by_model:
-        models[row["gpu_model__name"] or row["served_model"] or "—"] += row["amount"]
+    for row in by_model:  # storage and egress named as the team pages name them
+        if row["basis"] in (ChargeBasis.STORAGE, ChargeBasis.EGRESS):
+            label = ChargeBasis(row["basis"]).label
+        else:
+            label = row["gpu_model__name"] or row["served_model"] or "—"
+        models[label] += row["amount"]
     first = statements.values_list("currency", flat=True).first()
     return {
         "statements": statements,

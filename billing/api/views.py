@@ -85,6 +85,13 @@ class StatementSerializer(serializers.ModelSerializer):
 
 
 class StatementLineSerializer(serializers.ModelSerializer):
+    """One statement line. Money is sent as the statement stores it, not rounded again here:
+    ``amount`` was rounded once, half-up, to ``currency``'s minor unit when the statement was
+    built and is kept with 4 decimal places (``"0.0400"`` is 0.04 EUR), so the lines add up to
+    the statement's ``usage_amount`` exactly as stored; ``unit_price`` keeps the rate card's
+    6 places (per card-hour, or per million tokens). ``currency`` (ISO 4217) is the
+    statement's, the one every amount and unit price of the line is in."""
+
     # None: token lines (served_model) and adjustments not tied to one GPU model.
     gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     # None unless a burst-pool, storage or egress line (issue 35): the pool it is for.
@@ -93,12 +100,13 @@ class StatementLineSerializer(serializers.ModelSerializer):
     # Shared-card lines (basis "shared"): the card as <node>:<index>, the share of its
     # card-seconds in the rate period and what the share is read from; null / "" otherwise.
     card = serializers.CharField(source="gpu", read_only=True, allow_null=True)
+    currency = serializers.CharField(source="statement.currency", read_only=True)
 
     class Meta:
         model = StatementLine
         fields = ["position", "kind", "period", "gpu_model", "served_model", "basis", "quantity",
-                  "unit", "unit_price", "amount", "rate_from", "rate_to", "card", "card_share",
-                  "share_basis", "pool"]  # fmt: skip
+                  "unit", "unit_price", "amount", "currency", "rate_from", "rate_to", "card",
+                  "card_share", "share_basis", "pool"]  # fmt: skip
 
 
 class StatementViewSet(viewsets.ReadOnlyModelViewSet):

@@ -40,8 +40,9 @@ def test_member_sees_only_their_teams_statements(api_as, team_member, two_statem
     assert api_as(team_member).get(f"/api/v1/statements/{vision.pk}/").status_code == 404
     assert api_as(team_member).get(f"/api/v1/statements/{vision.pk}/lines/").status_code == 404
     lines = api_as(team_member).get(f"/api/v1/statements/{nlp.pk}/lines/").json()["results"]
-    assert [(x["gpu_model"], x["quantity"], x["amount"]) for x in lines] == [
-        ("a100_80g_sxm", "1.000000", "3.0000")]  # fmt: skip
+    # the amount as the statement stores it (4 places), with the statement's currency
+    assert [(x["gpu_model"], x["quantity"], x["amount"], x["currency"]) for x in lines] == [
+        ("a100_80g_sxm", "1.000000", "3.0000", "EUR")]  # fmt: skip
 
 
 def test_staff_see_all_and_filter_by_team(admin_api, two_statements):

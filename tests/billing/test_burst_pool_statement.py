@@ -115,6 +115,16 @@ def test_a_statement_with_burst_pool_storage_and_egress_lines(team, bursting, ca
     assert by_basis["storage"][price_unit_at] == "GB-month"
     assert by_basis["egress"][CSV_COLUMNS.index("amount")] == "6.00"
 
+    # the finance month's "Cost by GPU" chart names storage and egress as the team page does:
+    # L40S 160.00 + 81.20 = 241.20, storage 5.00, egress 6.00
+    from billing.selectors import finance_month
+
+    assert finance_month(month=OCTOBER)["by_gpu_model"] == [
+        {"label": "L40S", "amount": Decimal("241.20")},
+        {"label": "Network egress", "amount": Decimal("6.00")},
+        {"label": "Shared storage", "amount": Decimal("5.00")},
+    ]
+
 
 def test_a_burst_pool_without_its_price_is_unpriced_not_reserved(team, bursting, l40s, rented):
     """A card without the burst pool's price: the 28 card-hours are a warning, never billed at

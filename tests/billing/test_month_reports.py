@@ -254,9 +254,12 @@ def test_idle_cost_csv_has_the_table_in_plain_decimals(month_of_allocations, adm
     assert 'filename="idle-cost-2026-10.csv"' in response["Content-Disposition"]
     assert response.content.decode().splitlines() == [
         "month,pool,capacity_cost,allocated_cost,used_outside_cost,idle_cost,utilisation_pct,"
-        "currency",
-        "2026-10,train,11904.00,456.00,0.00,11448.00,3.8,EUR",
+        "currency,hours_counted_to",
+        "2026-10,train,11904.00,456.00,0.00,11448.00,3.8,EUR,2026-11-01T00:00:00+00:00",
     ]
+    assert "Burst pools are rented and paid per use, so they carry no idle cost" in (
+        page.content.decode()
+    )
 
 
 def test_top_allocations_csv_is_the_table_on_both_month_pages(
@@ -284,3 +287,27 @@ def test_top_allocations_csv_is_the_table_on_both_month_pages(
         assert response["Content-Type"] == "text/csv; charset=utf-8"
         assert f'filename="{name}"' in response["Content-Disposition"]
         assert response.content.decode().splitlines() == [head, *rows]
+
+
+def test_idle_cost_of_the_current_month_counts_hours_to_now_and_leaves_out_burst_pools(
+    month_of_allocations,
+):
+    """Now is 11 Oct 2026 00:00 UTC: October has run 10 days = 240 h, not 744.
+
+    - train capacity 8 × 240 h × 2.00 = 3,840.00;
+    - held: A 192.00 (all before now), B 24.00, C 4 cards × 24 h (10 → 11 Oct) × 2.00 = 192.00
+      (its 1 card after 11 Oct has not happened): 408.00;
+    - idle 3,840.00 − 408.00 = 3,432.00; utilisation 408 / 3,840 = 10.625 % → 10.6.
+    - ``cloud``, a burst pool of 2 A100 (rented, paid per use), has no idle cost and no row.
+    """
+    from factories import PoolFactory, node_with_gpus
+
+    cloud = PoolFactory(slug="cloud", name="Cloud", scheduler="kubernetes", burst=True,
+                        slurm_partition="")  # fmt: skip
+    node_with_gpus(2, hostname="cld-01", pool=cloud)
+    with mock.patch("billing.selectors.timezone.now", return_value=utc(2026, 10, 11)):
+        sql, python = _both_ways(lambda: selectors.pool_idle_costs(month=OCT))
+    for rows in (sql, python):
+        assert [(r.pool.slug, r.capacity_cost, r.allocated_cost, r.idle_cost, r.utilisation)
+                for r in rows] == [("train", Decimal("3840.00"), Decimal("408.00"),
+                                    Decimal("3432.00"), Decimal("10.6"))]  # fmt: skip
