@@ -20,6 +20,7 @@ from django.core.exceptions import BadRequest, RequestDataTooBig
 from django.http import Http404, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 from django.shortcuts import render
+from django.urls import Resolver404, resolve
 
 from pools.jobs.outbox import deferred_unwatch, deferred_watch
 from pools.validators import CONTROL_CHARACTERS
@@ -211,8 +212,9 @@ class InputCharactersMiddleware:
 class MethodNotAllowedPageMiddleware:
     """A page answering 405 with no body (``require_POST`` and friends: a form's address opened
     in the browser or reloaded) gets the portal's 405 page, saying which methods it takes and
-    linking back to the page one level up (``/teams/nlp/calendar/reset/`` →
-    ``/teams/nlp/calendar/``). The API's 405s are DRF's JSON and left as they are."""
+    linking back to the nearest address above it that is a page (``/teams/nlp/calendar/reset/``
+    → ``/teams/nlp/calendar/``; ``/overrides/7/cancel/`` → ``/overrides/``, as ``/overrides/7/``
+    is no address). The API's 405s are DRF's JSON and left as they are."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -226,12 +228,28 @@ class MethodNotAllowedPageMiddleware:
             or request.method == "HEAD"
         ):
             return response
-        parent = request.path.rstrip("/").rsplit("/", 1)[0] + "/"
+        prefix = request.path[: len(request.path) - len(request.path_info)]
+        parent = _nearest_page_above(request.path_info)
         page = render(
             request,
             "405.html",
-            {"allowed": response.get("Allow", ""), "parent": parent},
+            {"allowed": response.get("Allow", ""), "parent": prefix + parent},
             status=405,
         )
         page["Allow"] = response.get("Allow", "")
         return page
+
+
+def _nearest_page_above(path: str) -> str:
+    """The nearest ancestor of ``path`` (``/a/b/c/`` → ``/a/b/``, ``/a/``, ``/``) that a route
+    answers; ``/`` at worst."""
+    parts = [part for part in path.split("/") if part]
+    while parts:
+        parts.pop()
+        candidate = "/" + "".join(f"{part}/" for part in parts)
+        try:
+            resolve(candidate)
+        except Resolver404:
+            continue
+        return candidate
+    return "/"

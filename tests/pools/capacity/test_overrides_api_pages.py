@@ -174,3 +174,21 @@ def test_end_now_of_a_priority_says_the_class_goes_back(client, pool_admin, team
     listed = client.get("/overrides/").content.decode()
     assert "Its work runs as the class its allocations give again (Batch when raised)." in listed
     assert "goes back to what the team&#x27;s allocations give" not in listed
+
+
+def test_opening_the_end_now_address_links_back_to_the_list(client, pool_admin, holding):
+    """QA: the portal's 405 page linked one level up, to ``/overrides/<id>/``, which is no
+    address; it links to the nearest address above that is a page, the list."""
+    client.force_login(pool_admin)
+    until = (timezone.localtime() + timedelta(days=2)).strftime("%Y-%m-%dT%H:%M")
+    form = {"team": "nlp", "pool": "infer", "kind": "ceiling", "gpu_model": "l40s",
+            "cards": "5", "until": until, "reason": "deadline"}  # fmt: skip
+    assert client.post("/overrides/new/", form).status_code == 302
+    override = TemporaryOverride.objects.get()
+    assert client.get(f"/overrides/{override.pk}/").status_code == 404  # no detail page
+
+    response = client.get(f"/overrides/{override.pk}/cancel/")
+
+    assert response.status_code == 405
+    assert '<a href="/overrides/">Back to the page</a>' in response.content.decode()
+    assert TemporaryOverride.objects.get().status == "active"
