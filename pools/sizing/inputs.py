@@ -437,6 +437,15 @@ class SizingInputsSerializer(serializers.Serializer):
         default=None,
         help_text="Expert-parallel degree (mixture of experts; divides TP and the experts).",
     )
+    dp_attention = WholeNumberField(
+        high=MAX_PARALLEL,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Attention data-parallel ranks (mixture of experts with EP = TP; divides TP): "
+        "attention replicated per rank, each rank's KV holds only its own sequences, the "
+        "experts exchange tokens all-to-all. Empty: none.",
+    )
     nic_gbps = BoundedNumberField(
         low=0,
         high=1e5,
@@ -585,9 +594,11 @@ class SizingInputsSerializer(serializers.Serializer):
 def _layout_errors(model: ModelArch, attrs: Mapping[str, Any]) -> dict[str, str]:
     """Field errors of the parallel layout that hold on every GPU model: a TP not dividing the
     attention heads, more stages than layers, EP on a dense model or not dividing TP and the
-    experts. (Node-dependent checks - TP across nodes, the NIC - are the plan's, per GPU.)"""
+    experts, attention DP without EP = TP. (Node-dependent checks - TP across nodes, the NIC -
+    are the plan's, per GPU.)"""
     errors = {}
     tp, pp, ep = attrs.get("tp"), attrs.get("pp") or 1, attrs.get("ep")
+    dp = attrs.get("dp_attention")
     if tp is not None and model.num_attention_heads % tp:
         errors["tp"] = f"TP {tp} does not divide {model.name}'s {model.num_attention_heads} heads."
     if pp > model.num_layers:
@@ -597,6 +608,15 @@ def _layout_errors(model: ModelArch, attrs: Mapping[str, Any]) -> dict[str, str]
             errors["ep"] = f"Expert parallelism needs a mixture of experts; {model.name} is dense."
         elif model.num_experts % ep or (tp is not None and tp % ep):
             errors["ep"] = f"EP {ep} must divide TP and {model.name}'s {model.num_experts} experts."
+    if dp is not None and dp > 1:
+        if not model.is_moe:
+            errors["dp_attention"] = (
+                f"Attention data parallelism needs a mixture of experts; {model.name} is dense."
+            )
+        elif ep is None or (tp is not None and (ep != tp or tp % dp)):
+            errors["dp_attention"] = (
+                "Attention data parallelism needs EP equal to TP, and its ranks must divide TP."
+            )
     return errors
 
 

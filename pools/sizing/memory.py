@@ -291,6 +291,8 @@ class MemoryEstimate:
     draft_weights_bytes_per_gpu: int = 0
     draft_kv_bytes_per_sequence_per_gpu: int = 0
     vision_weights_bytes_per_gpu: int = 0
+    dp_attention: int = 1
+    expert_weights_bytes_per_gpu: int = 0
 
 
 def _check_positive(name: str, value: object) -> None:
@@ -314,6 +316,7 @@ def memory_estimate(
     reserve: int | None = None,
     pp: int = 1,
     draft: ModelArch | None = None,
+    dp_attention: int = 1,
 ) -> MemoryEstimate:
     """Weights, KV cache, overhead and reserve per card for ``sequences`` of ``context_tokens``.
 
@@ -335,12 +338,35 @@ def memory_estimate(
     budget // (target + draft KV per sequence). Llama-3.1-8B drafting for Llama-3.1-70B at
     FP16, TP 4: 16,060,522,496 B / 4 = 4,015,130,624 B per card.
 
+    ``dp_attention`` (d > 1, a mixture of experts with expert parallelism over all ``tp`` cards:
+    SGLang's ``--enable-dp-attention``, TensorRT-LLM's ``enable_attention_dp``; DeepSeek-V3
+    technical report, arXiv 2412.19437 §3.4: attention TP4 x DP80, MoE EP320): the routed
+    experts are split over every card (1 / ``tp`` of them each), while everything else -
+    attention, dense-layer MLPs, shared experts, embeddings and head - is replicated per
+    attention DP rank and split only over its tp / d cards; each DP rank keeps the KV cache of
+    its own sequences only, split over those tp / d cards (an MLA latent, which TP copies to
+    every card, is then held once per sequence). So max sequences = d x (KV budget // KV per
+    sequence at tp / d) and the busiest card holds ceil(sequences / d) of them.
+    DeepSeek-V3 FP8 on 16 H200 at EP 16, DP 16: routed experts 58 x 256 x 3 x 7,168 x 2,048
+    x 1 B / 16 = 40,869,298,176 B per card, and the other 671,026,404,352 - 653,908,770,816 =
+    17,117,633,536 B whole on every card: 57,986,931,712 B of weights per card.
+
     Raises :class:`SizingInputError`: ``not_positive`` for a size, TP, memory or sequence count
-    below 1; ``context_too_long`` above the model's maximum context; ``unknown_engine``.
+    below 1; ``context_too_long`` above the model's maximum context; ``unknown_engine``;
+    ``inconsistent`` (field ``dp_attention``) for a ``dp_attention`` not dividing ``tp``.
     """
     _check_positive("context_tokens", context_tokens)
     _check_positive("tp", tp)
     _check_positive("pp", pp)
+    _check_positive("dp_attention", dp_attention)
+    if tp % dp_attention:
+        raise SizingInputError(
+            f"dp_attention {dp_attention} does not divide tp {tp}",
+            reason="inconsistent",
+            field="dp_attention",
+        )
+    # The cards one attention DP rank spans: attention, dense weights and KV split over them.
+    group = tp // dp_attention
     _check_positive("gpu_memory_bytes", gpu_memory_bytes)
     if pp > model.num_layers:
         raise SizingInputError(
@@ -365,12 +391,17 @@ def memory_estimate(
         # The busiest stage's part of a per-card TP share: ceil(whole x stage layers / layers).
         return -(-whole * stage_layers // model.num_layers)
 
-    weights_per_gpu = stage_share(-(-weights // tp))
+    routed = weights_bytes(params=model.expert_params, weight_bits=precision.weight_bits)
+    experts_per_gpu = stage_share(-(-routed // tp))
+    if dp_attention > 1:
+        weights_per_gpu = experts_per_gpu + stage_share(-(-(weights - routed) // group))
+    else:
+        weights_per_gpu = stage_share(-(-weights // tp))
     per_token = model_kv_bytes_per_token(model, kv_bits=kv_bits)
-    per_token_per_gpu = stage_share(model_kv_bytes_per_token(model, kv_bits=kv_bits, tp=tp))
+    per_token_per_gpu = stage_share(model_kv_bytes_per_token(model, kv_bits=kv_bits, tp=group))
     kept = kv_tokens_per_sequence(model, context_tokens)
     per_sequence_per_gpu = stage_share(
-        kv_bytes_per_sequence(model, context_tokens=context_tokens, kv_bits=kv_bits, tp=tp)
+        kv_bytes_per_sequence(model, context_tokens=context_tokens, kv_bits=kv_bits, tp=group)
     )
     overhead = engine_overhead_bytes(tp=tp) if overhead_bytes is None else overhead_bytes
     if reserve is None:
@@ -384,16 +415,18 @@ def memory_estimate(
     draft_weights_per_gpu = draft_per_sequence_per_gpu = 0
     if draft is not None:
         draft_weights_per_gpu = -(
-            -weights_bytes(params=draft.total_params, weight_bits=precision.weight_bits) // tp
+            -weights_bytes(params=draft.total_params, weight_bits=precision.weight_bits) // group
         )
         draft_per_sequence_per_gpu = kv_bytes_per_sequence(
-            draft, context_tokens=context_tokens, kv_bits=kv_bits, tp=tp
+            draft, context_tokens=context_tokens, kv_bits=kv_bits, tp=group
         )
     # A vision-language model's encoder (000 §6.3), kept at 16 bit and split over the TP group
     # like the language model (vLLM shards Qwen2.5-VL's vision blocks), on the first stage.
     vision_weights_per_gpu = 0
     if model.vision is not None:
-        vision_weights_per_gpu = -(-weights_bytes(params=model.vision.params, weight_bits=16) // tp)
+        vision_weights_per_gpu = -(
+            -weights_bytes(params=model.vision.params, weight_bits=16) // group
+        )
     budget = max(
         0,
         gpu_memory_bytes
@@ -403,10 +436,12 @@ def memory_estimate(
         - overhead
         - kept_free,
     )
-    max_sequences = budget // (per_sequence_per_gpu + draft_per_sequence_per_gpu)
+    max_sequences = dp_attention * (budget // (per_sequence_per_gpu + draft_per_sequence_per_gpu))
     counted = sequences if sequences is not None else max_sequences
     needed = sequences if sequences is not None else 1
-    kv_per_gpu = (per_sequence_per_gpu + draft_per_sequence_per_gpu) * counted
+    # The busiest card: its DP rank's share of the sequences (all of them when d = 1).
+    on_card = -(-counted // dp_attention)
+    kv_per_gpu = (per_sequence_per_gpu + draft_per_sequence_per_gpu) * on_card
     return MemoryEstimate(
         tp=tp,
         weight_bits=precision.weight_bits,
@@ -442,6 +477,8 @@ def memory_estimate(
         max_sequences=max_sequences,
         fits=max_sequences >= needed,
         pp=pp,
+        dp_attention=dp_attention,
+        expert_weights_bytes_per_gpu=experts_per_gpu,
         draft_weights_bytes_per_gpu=draft_weights_per_gpu,
         draft_kv_bytes_per_sequence_per_gpu=draft_per_sequence_per_gpu,
         vision_weights_bytes_per_gpu=vision_weights_per_gpu,

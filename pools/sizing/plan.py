@@ -99,6 +99,7 @@ class ReplicaEstimate:
     nic_gbps: float | None = None
     speculation: Speculation | None = None
     encoder_flops_per_request: float = 0.0
+    dp_attention: int | None = None
 
     @property
     def fits(self) -> bool:
@@ -122,6 +123,8 @@ def _positive_int(name: str, value: object) -> int:
 
 
 def _tp_warnings(*, gpu: GpuSpec, tp: int, throughput: ThroughputEstimate) -> list[SizingWarning]:
+    # With attention data parallelism only an attention DP rank's cards all-reduce.
+    tp = tp // throughput.dp_attention
     if tp > node_gpus(gpu):
         return [
             SizingWarning(
@@ -171,9 +174,26 @@ def _compute_warnings(precision: Precision, gpu: GpuSpec) -> list[SizingWarning]
 
 
 def _check_parallel_layout(
-    *, model: ModelArch, gpu: GpuSpec, tp: int, pp: int, ep: int | None, nic_gbps: float | None
+    *,
+    model: ModelArch,
+    gpu: GpuSpec,
+    tp: int,
+    pp: int,
+    ep: int | None,
+    nic_gbps: float | None,
+    dp_attention: int | None = None,
 ) -> None:
     """Refuse a layout the model cannot cost or the article advises against (estimate_replica)."""
+    dp = 1 if dp_attention is None else _positive_int("dp_attention", dp_attention)
+    if dp > 1 and (not model.is_moe or ep != tp or tp % dp):
+        raise SizingInputError(
+            f"dp_attention {dp} (attention data parallelism) needs a mixture of experts with "
+            f"ep equal to tp (experts over every card, as SGLang's --enable-dp-attention and "
+            f"DeepSeek-V3's EP over all cards) and must divide tp; got tp {tp}, ep {ep}"
+            + ("" if model.is_moe else f", and {model.name} is dense"),
+            reason="inconsistent",
+            field="dp_attention",
+        )
     if nic_gbps is not None and (
         isinstance(nic_gbps, bool) or not isinstance(nic_gbps, int | float) or not nic_gbps > 0
     ):
@@ -183,9 +203,11 @@ def _check_parallel_layout(
             field="nic_gbps",
         )
     node = node_gpus(gpu)
-    if tp > node and (nic_gbps is None or nic_gbps < MIN_CROSS_NODE_TP_NIC_GBITS):
+    # The all-reducing group: an attention DP rank's cards (the experts' all-to-all may cross
+    # nodes on any NIC; the 400 Gb/s rule is the article's for tensor parallelism).
+    if tp // dp > node and (nic_gbps is None or nic_gbps < MIN_CROSS_NODE_TP_NIC_GBITS):
         raise SizingInputError(
-            f"tp {tp} spans more than one {node}-card node of {gpu.name}: tensor parallelism "
+            f"tp {tp // dp} spans more than one {node}-card node of {gpu.name}: tensor parallelism "
             f"across nodes needs a NIC of at least {MIN_CROSS_NODE_TP_NIC_GBITS} Gb/s per card "
             f"(000 §4.1), got {'none' if nic_gbps is None else f'{nic_gbps:g}'}; keep TP inside "
             "the node and add pipeline stages (pp) across nodes",
@@ -236,6 +258,7 @@ def estimate_replica(
     nic_gbps: float | None = None,
     speculation: Speculation | None = None,
     encoder_flops_per_request: float = 0.0,
+    dp_attention: int | None = None,
 ) -> ReplicaEstimate:
     """Memory and speed of ``model`` on ``tp`` cards of ``gpu`` (the ``estimate`` command's core).
 
@@ -248,7 +271,14 @@ def estimate_replica(
     ``ep`` (mixture of experts only) splits the experts over ``ep`` of the ``tp`` ranks
     (TensorRT-LLM's moe_tp x moe_ep = tp): it must divide ``tp`` and the experts. Each card
     still holds 1 / tp of the expert weights, so memory is as for TP; the step is costed as
-    TP's (the all-to-all that replaces the MoE all-reduce is not modelled separately).
+    TP's (the all-to-all that replaces the MoE all-reduce is not modelled separately) unless
+    ``dp_attention`` is given: d attention data-parallel ranks of tp / d cards each, the experts
+    over all ``tp`` cards (``ep`` must equal ``tp``; SGLang ``--enable-dp-attention``,
+    TensorRT-LLM ``enable_attention_dp``): memory per card and the decode step change as
+    :func:`pools.sizing.memory.memory_estimate` and
+    :func:`pools.sizing.throughput.replica_throughput` say (replicated attention, KV per rank,
+    MoE all-to-all dispatch and combine over NVLink inside the node, the NIC across). TP across
+    nodes is then judged on tp / d.
 
     ``speculation``: speculative decoding (``000`` §3.3), credited only where it is faster than
     plain decoding at the batch the replica runs (else the warning ``speculation_not_credited``;
@@ -280,10 +310,14 @@ def estimate_replica(
             reason="inconsistent",
             field="tp",
         )
-    _check_parallel_layout(model=model, gpu=gpu, tp=tp, pp=pp, ep=ep, nic_gbps=nic_gbps)
-    if model.num_attention_heads % tp:
+    _check_parallel_layout(
+        model=model, gpu=gpu, tp=tp, pp=pp, ep=ep, nic_gbps=nic_gbps, dp_attention=dp_attention
+    )
+    dp = dp_attention or 1
+    if model.num_attention_heads % (tp // dp):
         raise SizingInputError(
-            f"tp {tp} does not divide {model.name}'s {model.num_attention_heads} attention heads",
+            f"tp {tp // dp} does not divide {model.name}'s {model.num_attention_heads} attention "
+            "heads",
             reason="inconsistent",
             field="tp",
         )
@@ -306,6 +340,7 @@ def estimate_replica(
         engine=profile,
         pp=pp,
         draft=None if speculation is None else speculation.draft,
+        dp_attention=dp,
     )
     replica = {
         "model": model,
@@ -321,6 +356,7 @@ def estimate_replica(
         "nic_gbps": nic_gbps,
         "speculation": speculation,
         "encoder_flops_per_request": encoder_flops_per_request,
+        "dp_attention": dp,
     }
     throughput = None
     limit = "concurrency"
@@ -380,6 +416,7 @@ def estimate_replica(
         nic_gbps=nic_gbps,
         speculation=speculation,
         encoder_flops_per_request=encoder_flops_per_request,
+        dp_attention=dp_attention,
     )
 
 
@@ -441,6 +478,7 @@ class PlanRow:
     pp: int = 1
     ep: int | None = None
     nic_gbps: float | None = None
+    dp_attention: int | None = None
     replicas_pessimistic: int | None = None
     cards_pessimistic: int | None = None
     replicas_at_peak: int | None = None
@@ -483,6 +521,7 @@ def _option(
     nic_gbps: float | None = None,
     speculation: Speculation | None = None,
     encoder_flops_per_request: float = 0.0,
+    dp_attention: int | None = None,
 ) -> tuple[ReplicaEstimate, ThroughputEstimate | None]:
     base = estimate_replica(
         model=model,
@@ -499,6 +538,7 @@ def _option(
         nic_gbps=nic_gbps,
         speculation=speculation,
         encoder_flops_per_request=encoder_flops_per_request,
+        dp_attention=dp_attention,
     )
     if not base.fits:
         return base, None
@@ -520,6 +560,7 @@ def _option(
         "nic_gbps": nic_gbps,
         "speculation": speculation,
         "encoder_flops_per_request": encoder_flops_per_request,
+        "dp_attention": dp_attention or 1,
     }
     at_targets = batch_for_targets(
         max_batch=cap, tpot_target_ms=tpot_target_ms, ttft_target_ms=ttft_target_ms, **replica
@@ -554,6 +595,7 @@ def sizing_plan(
     nic_gbps: float | None = None,
     speculation: Speculation | None = None,
     encoder_flops_per_request: float = 0.0,
+    dp_attention: int | None = None,
 ) -> SizingPlan:
     """One :class:`PlanRow` per GPU model in ``gpus``, ranked, plus the recommendation.
 
@@ -573,11 +615,12 @@ def sizing_plan(
     ``sized_share`` (0, 1] sizes the replicas for that share of the peak (requests/s, or
     sequences in flight) and ``buffer_share`` >= 0 adds ceil(share x those replicas) on top
     (seeds/004 section 2.3: carry 85 % of the peak, keep a 30 % buffer).
-    ``tp`` fixes the TP degree instead of trying each; ``pp`` pipeline stages, ``ep`` and
-    ``nic_gbps`` as :func:`estimate_replica` (a replica is then tp x pp cards). A layout one GPU
-    model cannot run (TP not dividing the heads, TP across its nodes on a slow NIC) gives that
-    row a ``layout_refused`` warning instead of refusing the plan. ``speculation``: speculative
-    decoding on every option, as :func:`estimate_replica` (credited only where it is faster).
+    ``tp`` fixes the TP degree instead of trying each; ``pp`` pipeline stages, ``ep``,
+    ``dp_attention`` and ``nic_gbps`` as :func:`estimate_replica` (a replica is then tp x pp
+    cards). A layout one GPU model cannot run (TP not dividing the heads, TP across its nodes
+    on a slow NIC) gives that row a ``layout_refused`` warning instead of refusing the plan.
+    ``speculation``: speculative decoding on every option, as :func:`estimate_replica`
+    (credited only where it is faster).
     ``encoder_flops_per_request``: a multimodal request's vision-encoder work, its visual
     tokens already in ``input_tokens`` (:func:`estimate_replica`).
 
@@ -647,7 +690,13 @@ def sizing_plan(
                 hours_per_month=hours_per_month,
                 sized_share=sized_share,
                 buffer_share=buffer_share,
-                layout={"tp": tp, "pp": pp, "ep": ep, "nic_gbps": nic_gbps},
+                layout={
+                    "tp": tp,
+                    "pp": pp,
+                    "ep": ep,
+                    "nic_gbps": nic_gbps,
+                    "dp_attention": dp_attention,
+                },
                 speculation=speculation,
                 encoder_flops_per_request=encoder_flops_per_request,
             )
@@ -883,7 +932,8 @@ def _fitting_options(
         try:
             base, at_targets = _option(model=model, gpu=gpu, tp=tp, **option_args, **layout)
         except SizingInputError as exc:
-            if not fixed_tp and layout["pp"] == 1 and layout.get("ep") is None:
+            chosen = layout.get("ep") is not None or layout.get("dp_attention") is not None
+            if not fixed_tp and layout["pp"] == 1 and not chosen:
                 raise
             # This GPU model cannot run the layout at this TP (heads, NIC, EP): try the next.
             refused = SizingWarning("layout_refused", exc.message)
@@ -971,6 +1021,7 @@ def _at_batch(
     base: ReplicaEstimate, model: ModelArch, gpu: GpuSpec, cached: int, batch: int
 ) -> ThroughputEstimate:
     return replica_throughput(
+        dp_attention=base.dp_attention or 1,
         model=model,
         precision=precision_parse(base.precision),
         gpu=gpu,
@@ -1026,6 +1077,7 @@ REQUEST_FIELDS = (
     "tp",
     "pp",
     "ep",
+    "dp_attention",
     "nic_gbps",
     "precision",
     "kv_cache_dtype",
@@ -1230,6 +1282,7 @@ def estimate_from_fields(
     tp = _int_field(fields, "tp", 1)
     pp = _int_field(fields, "pp", 1)
     ep = _int_field(fields, "ep", None)
+    dp_attention = _int_field(fields, "dp_attention", None)
     nic_gbps = _rate_field(fields, "nic_gbps")
     gpu_count = _int_field(fields, "gpu_count", tp * pp)
     input_len = _int_field(fields, "input_len", None)
@@ -1262,6 +1315,7 @@ def estimate_from_fields(
         nic_gbps=nic_gbps,
         speculation=speculation_from_fields(fields, presets=presets, target=model),
         encoder_flops_per_request=0.0 if visual is None else visual.encoder_flops,
+        dp_attention=dp_attention,
     )
 
 
@@ -1392,6 +1446,7 @@ def replica_estimate_as_dict(estimate: ReplicaEstimate) -> dict[str, object]:
         "tp": estimate.tp,
         "pp": estimate.pp,
         "ep": estimate.ep,
+        "dp_attention": estimate.dp_attention,
         "nic_gbps": estimate.nic_gbps,
         "replicas": estimate.replicas,
         "requested_precision": estimate.requested_precision,

@@ -191,6 +191,112 @@ def allreduce_s(
     return latency + 2 * (tp - 1) / tp * message_bytes / bandwidth
 
 
+#: Bytes per element of the MoE all-to-all: tokens are dispatched to their experts in FP8 when
+#: the experts multiply in FP8 (or FP4) and combined back in BF16 (DeepSeek-V3 technical report,
+#: arXiv 2412.19437 §3.3.2 "Low-Precision Storage and Communication": activations are quantised
+#: to FP8 before the MoE up-projections and then dispatched; the combine stays BF16; DeepEP's
+#: kernels likewise dispatch FP8 and combine BF16), else 16-bit both ways.
+DISPATCH_BYTES_LOW_PRECISION = 1
+
+
+def all_to_all_s(
+    *, bytes_per_card: float, ranks: int, gpu: GpuSpec, nic_gbps: float | None = None
+) -> float:
+    """Seconds of one all-to-all among ``ranks`` expert-parallel cards in which each card sends
+    ``bytes_per_card`` (its tokens x the experts each goes to x hidden x bytes per element),
+    spread evenly over the ranks (a balanced router): 1 / ranks stays on the card, the ranks of
+    its node (:func:`pools.sizing.gpus.node_gpus`: NVLink domain) get theirs over NVLink (PCIe
+    at :data:`PCIE_ALLREDUCE_SHARE` without it), the rest over the NIC (``nic_gbps`` Gb/s per
+    card, required then). The two links run at once (DeepEP's normal kernels forward over
+    NVLink and RDMA together), so the time is latency + the slower of the two. 0 for 1 rank.
+    16 H200 (8 per node, NVLink 900 GB/s, 400 Gb/s NIC), 1 MB per card: 8 / 16 of it over the
+    NIC, 50 us + 0.5e6 / 50e9 s = 60 us."""
+    if ranks <= 1:
+        return 0.0
+    local = min(ranks, node_gpus(gpu))
+    nvlink = gpu.nvlink_spans(local)
+    inside_bw = gpu.peer_bandwidth_bytes_per_s(local) * (1.0 if nvlink else PCIE_ALLREDUCE_SHARE)
+    seconds = bytes_per_card * (local - 1) / ranks / inside_bw
+    latency = ALLREDUCE_LATENCY_NVLINK_S if nvlink else ALLREDUCE_LATENCY_PCIE_S
+    if ranks > local:
+        across = bytes_per_card * (ranks - local) / ranks / _nic_bytes_per_s(nic_gbps)
+        seconds, latency = max(seconds, across), NIC_LATENCY_S
+    return latency + seconds
+
+
+def moe_all_to_all_s(
+    *,
+    model: ModelArch,
+    precision: Precision,
+    tokens_per_card: float,
+    ranks: int,
+    gpu: GpuSpec,
+    nic_gbps: float | None,
+) -> float:
+    """Seconds of a pass's MoE all-to-alls with expert parallelism over ``ranks`` cards and
+    attention data parallelism: per MoE layer one dispatch (``tokens_per_card`` tokens per
+    card x ``experts_per_token`` x hidden x :data:`DISPATCH_BYTES_LOW_PRECISION` or 2 bytes)
+    and one combine (the same at 2 bytes) - bytes = tokens x hidden x dtype bytes x k per
+    direction, the scheme of the DeepSeek-V3 report §3.4 and DeepEP (:func:`all_to_all_s`)."""
+    if not model.is_moe or ranks <= 1:
+        return 0.0
+    low = precision.compute in ("fp8", "fp4")
+    per_card = tokens_per_card * model.experts_per_token * model.hidden_size
+    dispatch = all_to_all_s(
+        bytes_per_card=per_card * (DISPATCH_BYTES_LOW_PRECISION if low else ACTIVATION_BYTES),
+        ranks=ranks,
+        gpu=gpu,
+        nic_gbps=nic_gbps,
+    )
+    combine = all_to_all_s(
+        bytes_per_card=per_card * ACTIVATION_BYTES, ranks=ranks, gpu=gpu, nic_gbps=nic_gbps
+    )
+    return model.num_moe_layers * (dispatch + combine)  # fmt: skip
+
+
+def routed_expert_bytes(*, model: ModelArch, precision: Precision, tokens: float) -> float:
+    """The routed experts' part of :func:`decode_weight_bytes`: the experts ``tokens`` tokens
+    touch (:func:`weight_bytes_read`'s expectation) at the stored width; 0 for a dense model."""
+    if not model.is_moe:
+        return 0.0
+    bits = precision.weight_bits
+    if precision.name in FP4_SCALE_BITS_PER_WEIGHT:
+        bits = bits + FP4_SCALE_BITS_PER_WEIGHT[precision.name]
+    elif precision.weight_only and bits < 16:
+        bits = bits + (QUANT_SCALE_BITS + bits) / QUANT_GROUP_SIZE
+    share = 1 - (1 - model.experts_per_token / model.num_experts) ** max(tokens, 1.0)
+    return model.expert_params * share * bits / 8
+
+
+def dp_weight_bytes(
+    *, model: ModelArch, precision: Precision, tokens: float, dp_attention: int
+) -> float:
+    """Weight bytes a pass over ``tokens`` tokens streams on all cards with ``dp_attention``
+    attention DP ranks: each rank reads the weights it replicates (everything but the routed
+    experts and the embedding rows looked up) once, the routed experts are read once in all:
+    d x (:func:`decode_weight_bytes` - routed - lookup) + routed + lookup. d = 1:
+    :func:`decode_weight_bytes`."""
+    whole = decode_weight_bytes(model=model, precision=precision, tokens=tokens)
+    if dp_attention <= 1:
+        return whole
+    routed = routed_expert_bytes(model=model, precision=precision, tokens=tokens)
+    lookup = min(tokens, model.vocab_size) * model.hidden_size * 2
+    return dp_attention * (whole - routed - lookup) + routed + lookup
+
+
+def routed_active_params(model: ModelArch) -> int:
+    """Routed-expert parameters one token multiplies: MoE layers x k x 3 x hidden x I."""
+    if not model.is_moe:
+        return 0
+    return (
+        model.num_moe_layers
+        * model.experts_per_token
+        * 3
+        * model.hidden_size
+        * (model.intermediate_size)
+    )
+
+
 def weight_bytes_read(*, model: ModelArch, weight_bits: int, tokens: float) -> float:
     """The seeds' weight bytes for ``tokens`` tokens, whole model: parameters × bits / 8 (the
     decode ceiling uses it; the step time uses :func:`decode_weight_bytes`).
@@ -418,6 +524,8 @@ class ThroughputEstimate:
     With speculative decoding a step is one draft-and-verify pass: ``speculative_tokens_per_step``
     output tokens per sequence (1.0 when not credited), ``tpot_ms`` = step / that;
     ``speculative_credited`` says whether it was faster than plain decoding (``None``: not asked).
+    ``dp_attention``: attention DP ranks; ``allreduce_ms`` is then inside one rank and
+    ``all_to_all_ms`` the MoE dispatch and combine of a step (0 without).
     """
 
     engine: str
@@ -451,6 +559,8 @@ class ThroughputEstimate:
     pipeline_hops_ms: float = 0.0
     speculative_tokens_per_step: float | None = None
     speculative_credited: bool | None = None
+    dp_attention: int = 1
+    all_to_all_ms: float = 0.0
 
 
 def _check_lengths(input_tokens: int, output_tokens: int, cached_tokens: int) -> None:
@@ -469,16 +579,23 @@ def _check_lengths(input_tokens: int, output_tokens: int, cached_tokens: int) ->
         )
 
 
-def _check_group(*, tp: int, pp: int) -> None:
-    """Raise :class:`SizingInputError` (reason ``not_positive``) unless ``tp`` and ``pp`` are
-    positive integers."""
-    for name, value in (("tp", tp), ("pp", pp)):
+def _check_group(*, tp: int, pp: int, dp_attention: int = 1) -> None:
+    """Raise :class:`SizingInputError` (reason ``not_positive``) unless ``tp``, ``pp`` and
+    ``dp_attention`` are positive integers, ``inconsistent`` unless ``dp_attention`` divides
+    ``tp``."""
+    for name, value in (("tp", tp), ("pp", pp), ("dp_attention", dp_attention)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise SizingInputError(
                 f"{name} must be a positive integer, got {value!r}",
                 reason="not_positive",
                 field=name,
             )
+    if tp % dp_attention:
+        raise SizingInputError(
+            f"dp_attention {dp_attention} does not divide tp {tp}",
+            reason="inconsistent",
+            field="dp_attention",
+        )
 
 
 def _check_decode(*, batch: float, gpu: GpuSpec) -> None:
@@ -513,8 +630,19 @@ def replica_throughput(
     nic_gbps: float | None = None,
     speculation: Speculation | None = None,
     encoder_flops_per_request: float = 0.0,
+    dp_attention: int = 1,
 ) -> ThroughputEstimate:
     """Step time, TPOT, TTFT and output tok/s of one replica with ``batch`` sequences in flight.
+
+    ``dp_attention`` d > 1 (a mixture of experts, expert parallelism over all ``tp`` cards;
+    :func:`pools.sizing.memory.memory_estimate`): each of the d attention DP ranks runs
+    batch / d sequences on tp / d cards. A step then streams the replicated weights once per
+    rank and the routed experts the whole batch touches once (:func:`dp_weight_bytes`); the KV
+    cache of each sequence once on its rank; all-reduces only inside a rank (after attention,
+    and after a dense layer's MLP) over batch / d tokens; and per MoE layer an all-to-all
+    dispatch and combine (:func:`moe_all_to_all_s`, ``all_to_all_ms``). A request's prefill
+    alone runs its replicated part on its own rank's tp / d cards. The multiplies are the same
+    in all. Ranks are taken as evenly loaded.
 
     ``pp`` > 1: :func:`pipelined`. ``nic_gbps``: NIC rate per card, Gb/s, for groups that span
     nodes (required then). ``speculation``: speculative decoding, credited only where it is
@@ -533,7 +661,7 @@ def replica_throughput(
     memory bandwidth (reason ``bandwidth_unknown``).
     """
     _check_lengths(input_tokens, output_tokens, cached_input_tokens)
-    _check_group(tp=tp, pp=pp)
+    _check_group(tp=tp, pp=pp, dp_attention=dp_attention)
     if pp > 1:
         return pipelined(
             model=model,
@@ -550,8 +678,11 @@ def replica_throughput(
             nic_gbps=nic_gbps,
             speculation=speculation,
             encoder_flops_per_request=encoder_flops_per_request,
+            dp_attention=dp_attention,
         )
     _check_decode(batch=batch, gpu=gpu)
+    dp = dp_attention
+    group = tp // dp
     profile = engine_profile(engine)
     bandwidth = gpu.memory_bandwidth_gbps * 1e9 * tp
     effective_bandwidth = bandwidth * BANDWIDTH_EFFICIENCY
@@ -573,8 +704,8 @@ def replica_throughput(
     mean_context = kv_tokens_per_sequence(model, mean_tokens)
     kv_read = (
         batch
-        * tp
-        * kv_bytes_per_sequence(model, context_tokens=mean_tokens, kv_bits=kv_bits, tp=tp)
+        * group
+        * kv_bytes_per_sequence(model, context_tokens=mean_tokens, kv_bits=kv_bits, tp=group)
     )
     if profile.decode_kv_reads_per_query_head and not model.is_mla:
         # One pass over a sequence's KV per query head, not per KV head (engines.py).
@@ -586,13 +717,38 @@ def replica_throughput(
     kernel_s = model.num_layers * profile.step_overhead_s_per_layer
     encoder_s = encoder_flops_per_request / attention_rate if attention_rate else 0.0
 
+    def communication_s(tokens: float, rank_tokens: float, card_tokens: float) -> tuple:
+        """(all-reduce s, all-to-all s) of a pass over ``tokens`` tokens, ``rank_tokens`` of
+        them on the busiest attention DP rank and ``card_tokens`` dispatched by each card."""
+        if dp == 1:
+            message = tokens * model.hidden_size * ACTIVATION_BYTES
+            one = allreduce_s(message_bytes=message, tp=tp, gpu=gpu, nic_gbps=nic_gbps)
+            return 2 * model.num_layers * one, 0.0
+        message = rank_tokens * model.hidden_size * ACTIVATION_BYTES
+        one = allreduce_s(message_bytes=message, tp=group, gpu=gpu, nic_gbps=nic_gbps)
+        dense_layers = model.num_layers - model.num_moe_layers
+        exchange = moe_all_to_all_s(
+            model=model,
+            precision=precision,
+            tokens_per_card=card_tokens,
+            ranks=tp,
+            gpu=gpu,
+            nic_gbps=nic_gbps,
+        )
+        return (model.num_layers + dense_layers) * one, exchange
+
     prefill_alone_s = None
     if flops_rate:
-        prefill_weights = decode_weight_bytes(model=model, precision=precision, tokens=new_input)
-        prefill_compute_s = (
-            request_prefill_flops - prefill_attention_flops
-        ) / flops_rate + prefill_attention_flops / attention_rate
-        prefill_linear_s = (request_prefill_flops - prefill_attention_flops) / flops_rate
+        # A request's prefill alone runs its replicated part on its own DP rank (1 / dp of the
+        # cards): its replicated weights, multiplies and attention take dp times as long.
+        prefill_weights = dp_weight_bytes(
+            model=model, precision=precision, tokens=new_input, dp_attention=dp
+        )
+        routed_flops = 2 * routed_active_params(model) * new_input if dp > 1 else 0.0
+        prefill_linear_s = (
+            dp * (request_prefill_flops - prefill_attention_flops - routed_flops) + routed_flops
+        ) / flops_rate
+        prefill_compute_s = prefill_linear_s + dp * prefill_attention_flops / attention_rate
         prefill_dequant_extra_s, _ = dequant_seconds(
             model=model,
             precision=precision,
@@ -613,15 +769,8 @@ def replica_throughput(
             )
             + prefill_dequant_extra_s
             + kernel_s
-            + encoder_s
-            + 2
-            * model.num_layers
-            * allreduce_s(
-                message_bytes=new_input * model.hidden_size * ACTIVATION_BYTES,
-                tp=tp,
-                gpu=gpu,
-                nic_gbps=nic_gbps,
-            )
+            + dp * encoder_s
+            + sum(communication_s(new_input, new_input, new_input / group))
         )
 
     def step(
@@ -634,7 +783,9 @@ def replica_throughput(
         # cache it reads once.
         prefill_share = (1 - serial_share) * tokens_per_pass
         tokens = batch * query_tokens + prefill_tokens_per_step * prefill_share
-        weights_read = decode_weight_bytes(model=model, precision=precision, tokens=tokens)
+        weights_read = dp_weight_bytes(
+            model=model, precision=precision, tokens=tokens, dp_attention=dp
+        )
         attention_flops = (
             4 * model.num_layers * model.attention_width * batch * query_tokens * mean_context
             + batch
@@ -661,17 +812,8 @@ def replica_throughput(
         attention_s = kv_read / effective_bandwidth
         if flops_rate:
             attention_s = max(attention_s, attention_flops / attention_rate)
-        allreduce_step_s = (
-            2
-            * model.num_layers
-            * allreduce_s(
-                message_bytes=tokens * model.hidden_size * ACTIVATION_BYTES,
-                tp=tp,
-                gpu=gpu,
-                nic_gbps=nic_gbps,
-            )
-        )
-        decode_step_s = gemm_s + attention_s + kernel_s + allreduce_step_s
+        allreduce_step_s, all_to_all_step_s = communication_s(tokens, tokens / dp, tokens / tp)
+        decode_step_s = gemm_s + attention_s + kernel_s + allreduce_step_s + all_to_all_step_s
         serial_prefill_s = 0.0
         if prefill_alone_s is not None:
             serial_prefill_s = (
@@ -684,6 +826,7 @@ def replica_throughput(
             "dequant_s": dequant_s,
             "attention_s": attention_s,
             "allreduce_step_s": allreduce_step_s,
+            "all_to_all_step_s": all_to_all_step_s,
             "decode_step_s": decode_step_s,
             "serial_prefill_s": serial_prefill_s,
             "step_s": decode_step_s + serial_prefill_s,
@@ -725,7 +868,7 @@ def replica_throughput(
         attention_ms=attention_s * 1e3,
         kernel_overhead_ms=kernel_s * 1e3,
         allreduce_ms=allreduce_step_s * 1e3,
-        allreduce_over=_allreduce_over(gpu, tp),
+        allreduce_over=_allreduce_over(gpu, group),
         step_ms=step_s * 1e3,
         prefill_flops_per_request=request_prefill_flops,
         prefill_ms=None if prefill_alone_s is None else prefill_alone_s * 1e3,
@@ -738,6 +881,8 @@ def replica_throughput(
         dequant_ms=chosen["dequant_s"] * 1e3,
         speculative_tokens_per_step=None if speculation is None else per_pass,
         speculative_credited=credited,
+        dp_attention=dp,
+        all_to_all_ms=chosen["all_to_all_step_s"] * 1e3,
     )
 
 

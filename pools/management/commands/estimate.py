@@ -10,6 +10,7 @@ object or its text) or ``config_path`` (a config.json file)), ``gpu`` (catalogue
 ``h100_sxm``, or the name nvidia-smi prints, e.g. ``NVIDIA H100 80GB HBM3``; a name several SKUs
 share is refused with reason ``ambiguous_gpu`` and the candidates), ``gpu_count``, ``tp``,
 ``pp`` (pipeline stages; a replica is tp x pp cards), ``ep`` (expert parallel, MoE; divides tp),
+``dp_attention`` (attention data-parallel ranks, MoE with ep = tp; divides tp),
 ``nic_gbps`` (NIC Gb/s per card: needed when the cards span nodes; TP across nodes below 400 is
 refused with reason ``nic_too_slow``),
 ``precision`` (FP16, BF16, FP8, INT8, NVFP4, MXFP4, INT4, or weight-only INT4-AWQ / INT4-GPTQ /

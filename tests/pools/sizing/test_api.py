@@ -103,6 +103,13 @@ def test_create_is_202_with_the_location_then_polling_reaches_done(
             {"speculative_draft_cost_ratio"},
         ),
         ({"speculative_draft_tokens": 17}, {"speculative_draft_tokens"}),
+        # attention data parallelism on a dense model (QWEN_72B), or without EP = TP
+        ({"tp": 8, "dp_attention": 8}, {"dp_attention"}),
+        (
+            {"model": "deepseek_v3", "tp": 8, "ep": 4, "dp_attention": 8},
+            {"dp_attention"},
+        ),
+        ({"dp_attention": 0}, {"dp_attention"}),
         ({"speculative_acceptance_rate": 1}, {"speculative_acceptance_rate"}),
         (
             {

@@ -10,10 +10,15 @@ from pools.sizing.memory import memory_estimate, precision_parse
 from pools.sizing.plan import estimate_from_fields, replica_estimate_as_dict
 from pools.sizing.presets import model_preset, model_presets
 from pools.sizing.throughput import (
+    all_to_all_s,
     allreduce_s,
+    decode_weight_bytes,
+    dp_weight_bytes,
+    moe_all_to_all_s,
     pipeline_cross_node_hops,
     pipeline_hop_s,
     replica_throughput,
+    routed_expert_bytes,
 )
 
 FP16 = precision_parse("FP16")
@@ -185,3 +190,151 @@ def test_expert_parallel_is_accepted_for_a_mixture_of_experts():
 
     assert replica_estimate_as_dict(estimate)["ep"] == 4
     assert estimate.throughput is not None
+
+
+# --- Expert parallelism with attention data parallelism (issue 34) --------------------------
+
+#: DeepSeek-V3's routed experts, by hand from its config.json: 61 layers - 3 dense = 58 MoE
+#: layers x 256 experts x 3 matrices x hidden 7,168 x moe_intermediate 2,048.
+DSV3_ROUTED_PARAMS = 58 * 256 * 3 * 7_168 * 2_048
+
+
+def _dsv3(**fields):
+    base = {
+        "model": "deepseek_v3",
+        "gpu": "h200_sxm",
+        "precision": "FP8",
+        "kv_cache_dtype": "FP8",
+        "tp": 16,
+        "ep": 16,
+        "nic_gbps": 400,
+        "engine": "sglang",
+        "input_len": 1_000,
+        "output_len": 1_000,
+    }
+    return estimate_from_fields(
+        {**base, **fields}, presets=model_presets(), gpus=gpu_specs_from_catalogue()
+    )
+
+
+def test_dp_attention_splits_the_experts_and_replicates_attention_per_rank():
+    """DeepSeek-V3 FP8 on 16 H200 (two 8-card nodes), EP 16, DP 16: each card keeps 256 / 16
+    = 16 experts of each of the 58 MoE layers at 1 byte a weight, 58 x 256 x 3 x 7,168 x 2,048
+    / 16 = 40,869,298,176 B, and the rest of the model - attention, 3 dense layers, shared
+    experts, embeddings and head - whole (671,026,404,352 - 653,908,770,816 = 17,117,633,536
+    B). Its KV cache holds only its own sequences, each 61 layers x (512 + 64) x 1 B x 2,000
+    tokens = 70,272,000 B, so 16 ranks x (KV budget // that) sequences fit; without attention
+    DP every card holds every sequence's latent (MLA is not split by TP)."""
+    assert DSV3_ROUTED_PARAMS == 653_908_770_816
+    total = model_preset("deepseek_v3").total_params
+    gpu = gpu_spec("h200_sxm")
+    estimate = _dsv3(dp_attention=16)
+    memory = estimate.memory
+
+    assert memory.expert_weights_bytes_per_gpu == 40_869_298_176 == DSV3_ROUTED_PARAMS // 16
+    assert memory.weights_bytes_per_gpu == 40_869_298_176 + (total - DSV3_ROUTED_PARAMS)
+    assert memory.kv_bytes_per_sequence_per_gpu == 61 * 576 * 2_000 == 70_272_000
+    overhead = 3 * 1024**3 + 392 * 1024**2  # engine overhead + NCCL buffers at TP >= 4
+    reserve = int(gpu.memory_bytes * 0.10)
+    budget = gpu.memory_bytes - memory.weights_bytes_per_gpu - overhead - reserve
+    assert memory.max_sequences == 16 * (budget // 70_272_000)
+
+    plain = _dsv3().memory  # EP 16 without attention DP: every card holds 1 / 16 of it all
+    assert plain.weights_bytes_per_gpu == -(-(total * 1) // 16)
+    plain_budget = gpu.memory_bytes - plain.weights_bytes_per_gpu - overhead - reserve
+    assert plain.max_sequences == plain_budget // 70_272_000
+    assert memory.max_sequences > 10 * plain.max_sequences
+
+
+def test_dp_attention_kv_on_the_busiest_card_is_its_ranks_share_of_the_sequences():
+    """33 sequences over 16 DP ranks: the busiest rank holds ceil(33 / 16) = 3."""
+    memory = _dsv3(dp_attention=16, concurrency=33).memory
+
+    assert memory.kv_cache_bytes_per_gpu == 3 * 70_272_000
+
+
+def test_all_to_all_crosses_the_nic_for_the_ranks_on_other_nodes():
+    """1 MB per card among 16 H200 on two nodes: 8 / 16 of it goes over the 400 Gb/s NIC
+    (50 GB/s) while 7 / 16 goes over NVLink (450 GB/s per direction, faster): 50 us + 0.5e6 /
+    50e9 = 60 us. Among 8 on one node: 10 us + 0.875e6 / 450e9 = 11.944 us."""
+    gpu = gpu_spec("h200_sxm")
+
+    assert all_to_all_s(bytes_per_card=1e6, ranks=16, gpu=gpu, nic_gbps=400) == pytest.approx(60e-6)
+    assert all_to_all_s(bytes_per_card=1e6, ranks=8, gpu=gpu) == pytest.approx(
+        10e-6 + 0.875e6 / 450e9
+    )
+    assert all_to_all_s(bytes_per_card=1e6, ranks=1, gpu=gpu) == 0.0
+
+
+def test_moe_all_to_all_is_tokens_times_hidden_times_bytes_times_k_per_direction():
+    """DeepSeek-V3 FP8, 128 tokens per card on 16 H200 (400 Gb/s): dispatch 128 x 8 x 7,168 x
+    1 B = 7,340,032 B, combine x 2 B = 14,680,064 B, half of each over the NIC: (50 us +
+    3,670,016 / 50e9 s) + (50 us + 7,340,032 / 50e9 s) = 320.20096 us per MoE layer, x 58 =
+    18.5716557 ms."""
+    seconds = moe_all_to_all_s(
+        model=model_preset("deepseek_v3"),
+        precision=precision_parse("FP8"),
+        tokens_per_card=128,
+        ranks=16,
+        gpu=gpu_spec("h200_sxm"),
+        nic_gbps=400,
+    )
+
+    assert seconds == pytest.approx(58 * (100e-6 + (3_670_016 + 7_340_032) / 50e9))
+    assert seconds == pytest.approx(18.5716557e-3)
+
+
+def test_dp_attention_decode_step_costs_the_all_to_all_and_no_cross_node_all_reduce():
+    """With DP 16 an attention rank is one card: no all-reduce at all, the step pays the MoE
+    all-to-all (58 layers) of the tokens each card dispatches; at DP 4 the 4-card ranks
+    all-reduce inside the node."""
+    one = _dsv3(dp_attention=16, concurrency=16).throughput
+    four = _dsv3(dp_attention=4, concurrency=16).throughput
+    model, fp8, gpu = model_preset("deepseek_v3"), precision_parse("FP8"), gpu_spec("h200_sxm")
+
+    assert one.allreduce_ms == 0.0
+    assert one.allreduce_over == "none"
+    assert one.all_to_all_ms == pytest.approx(
+        moe_all_to_all_s(
+            model=model,
+            precision=fp8,
+            tokens_per_card=one.tokens_per_step / 16,
+            ranks=16,
+            gpu=gpu,
+            nic_gbps=400,
+        )
+        * 1e3
+    )
+    assert four.allreduce_over == "NVLink"
+    assert four.allreduce_ms > 0
+    assert replica_estimate_as_dict(_dsv3(dp_attention=16, concurrency=1))["dp_attention"] == 16
+
+
+def test_dp_attention_reads_the_replicated_weights_once_per_rank():
+    """At one sequence the step streams every rank's copy of the replicated weights: d x
+    (decode bytes - routed experts touched - embedding lookups) + routed + lookups."""
+    model, fp8 = model_preset("deepseek_v3"), precision_parse("FP8")
+    whole = decode_weight_bytes(model=model, precision=fp8, tokens=1)
+    routed = routed_expert_bytes(model=model, precision=fp8, tokens=1)
+    lookup = 7_168 * 2
+
+    assert dp_weight_bytes(model=model, precision=fp8, tokens=1, dp_attention=4) == pytest.approx(
+        4 * (whole - routed - lookup) + routed + lookup
+    )
+    assert dp_weight_bytes(model=model, precision=fp8, tokens=1, dp_attention=1) == whole
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"dp_attention": 16, "ep": None}, "dp_attention"),  # needs EP
+        ({"dp_attention": 16, "ep": 8}, "dp_attention"),  # EP must equal TP
+        ({"dp_attention": 3}, "dp_attention"),  # does not divide TP 16
+        ({"model": "llama3_70b", "tp": 8, "ep": None, "dp_attention": 8}, "dp_attention"),
+    ],
+)
+def test_dp_attention_layouts_that_cannot_be_costed_are_refused(fields, field):
+    with pytest.raises(SizingInputError) as error:
+        _dsv3(**fields)
+
+    assert (error.value.data["reason"], error.value.data["field"]) == ("inconsistent", field)
