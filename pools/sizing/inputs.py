@@ -67,7 +67,9 @@ WEIGHT_PRECISIONS = (
     "INT4-GPTQ",
     "W8A16",
 )
-KV_PRECISIONS = ("FP16", "BF16", "FP8", "INT8")
+#: ``auto``: the checkpoint's own KV dtype where its config names one, else 16-bit
+#: (:func:`pools.sizing.memory.kv_cache_dtype_for`).
+KV_PRECISIONS = ("auto", "FP16", "BF16", "FP8", "INT8")
 
 DEMAND_KINDS = {
     "output_rate": "Peak output tokens per second",
@@ -377,7 +379,7 @@ class SizingInputsSerializer(serializers.Serializer):
     custom_model = CustomModelSerializer(required=False, allow_null=True, default=None)
     precision = ParsedChoiceField(allowed=WEIGHT_PRECISIONS, parse=precision_parse, default="BF16")
     kv_cache_dtype = ParsedChoiceField(
-        allowed=KV_CACHE_DTYPE_NAMES, parse=kv_cache_bits, default="FP16"
+        allowed=KV_CACHE_DTYPE_NAMES, parse=kv_cache_bits, default="auto"
     )
     engine = ParsedChoiceField(allowed=ENGINE_PROFILES, parse=engine_profile, default="vllm")
     input_len = WholeNumberField(high=MAX_TOKENS)

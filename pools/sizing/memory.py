@@ -144,6 +144,20 @@ def kv_cache_bits(text: str | None) -> int:
         ) from None
 
 
+def kv_cache_dtype_for(requested: str | None, model: ModelArch) -> tuple[str | None, str]:
+    """``(KV dtype to use, where it came from)``: the one asked for (``"request"``); when none
+    or ``auto`` is asked, the checkpoint's own (``model.kv_cache_dtype``, ``"checkpoint"``) -
+    a ModelOpt checkpoint names it in ``hf_quant_config.json`` ``kv_cache_quant_algo``, and
+    TensorRT-LLM's PyTorch backend reads it from there when no KV dtype is given ("TensorRT LLM
+    allows you to enable the FP8 KV cache manually, even for checkpoints that do not have it
+    enabled by default", nvidia.github.io/TensorRT-LLM features/quantization.html) - else
+    16-bit (``"default"``). Unknown names raise as :func:`kv_cache_bits` does."""
+    kv_cache_bits(requested)
+    if (requested is None or _key(requested) == "AUTO") and model.kv_cache_dtype:
+        return model.kv_cache_dtype, "checkpoint"
+    return requested, "request" if requested is not None else "default"
+
+
 def weights_bytes(*, params: int, weight_bits: int) -> int:
     """Bytes of ``params`` weights stored at ``weight_bits`` each: params × bits / 8, rounded up.
 

@@ -19,6 +19,7 @@ from pools.sizing.memory import (
     MemoryEstimate,
     Precision,
     kv_cache_bits,
+    kv_cache_dtype_for,
     memory_estimate,
     precision_parse,
     tp_degrees,
@@ -100,6 +101,7 @@ class ReplicaEstimate:
     speculation: Speculation | None = None
     encoder_flops_per_request: float = 0.0
     dp_attention: int | None = None
+    kv_cache_dtype_source: str = "default"
 
     @property
     def fits(self) -> bool:
@@ -294,7 +296,10 @@ def estimate_replica(
     ``concurrency``: sequences in flight per replica (closed loop); ``None`` = saturation (as many
     as the KV cache and the engine's batch cap allow), unless ``request_rate`` (requests/s per
     replica, open loop) is given. ``gpu_count`` (default ``tp``) must be a multiple of ``tp``;
-    the extra cards are further replicas. ``kv_cache_dtype`` ``None`` = 16-bit.
+    the extra cards are further replicas. ``kv_cache_dtype`` ``None`` or ``auto``: the
+    checkpoint's own when the model names one (a preset's or a config.json's, cited), else
+    16-bit (:func:`pools.sizing.memory.kv_cache_dtype_for`; ``kv_cache_dtype_source`` says
+    which).
 
     Raises :class:`SizingInputError` for unknown precision / KV dtype / engine, non-positive
     sizes, a context above the model's maximum, a TP that does not divide the attention heads,
@@ -327,6 +332,7 @@ def estimate_replica(
         _positive_int("concurrency", concurrency)
     asked = precision_parse(precision)
     runs, warnings = precision_on_gpu(asked, gpu)
+    kv_cache_dtype, kv_source = kv_cache_dtype_for(kv_cache_dtype, model)
     kv_bits = kv_cache_bits(kv_cache_dtype)
     profile = engine_profile(engine, engine_version)
     memory = memory_estimate(
@@ -417,6 +423,7 @@ def estimate_replica(
         speculation=speculation,
         encoder_flops_per_request=encoder_flops_per_request,
         dp_attention=dp_attention,
+        kv_cache_dtype_source=kv_source,
     )
 
 
@@ -1452,6 +1459,7 @@ def replica_estimate_as_dict(estimate: ReplicaEstimate) -> dict[str, object]:
         "requested_precision": estimate.requested_precision,
         "precision": estimate.precision,
         "kv_cache_bits": estimate.kv_bits,
+        "kv_cache_dtype_source": estimate.kv_cache_dtype_source,
         "input_len": estimate.input_tokens,
         "output_len": estimate.output_tokens,
         "weights_bytes": estimate.memory.weights_bytes,

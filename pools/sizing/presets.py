@@ -52,7 +52,10 @@ class ModelArch:
     ``experts_per_token`` routed per token. ``sliding_window_tokens`` caps the KV cache kept per
     sequence (Mistral-7B-v0.1: 4,096). ``sources`` maps a field name to its citation.
     ``vision``: a vision-language model's encoder (:class:`pools.sizing.vision.VisionEncoder`),
-    counted apart from the language model's ``total_params``.
+    counted apart from the language model's ``total_params``. ``kv_cache_dtype``: the KV-cache
+    dtype the checkpoint itself names (``FP8``, ``INT8``; ``None``: not stated, 16-bit), used
+    when a request leaves the KV dtype to ``auto``
+    (:func:`pools.sizing.memory.kv_cache_dtype_for`).
 
     Raises :class:`SizingInputError` (reason ``not_positive`` or ``inconsistent``) when a count
     is not a positive integer, the attention heads are not a multiple of the KV heads, or the
@@ -85,6 +88,7 @@ class ModelArch:
     qk_rope_head_dim: int | None = None
     sliding_window_layers: int | None = None
     vision: VisionEncoder | None = None
+    kv_cache_dtype: str | None = None
 
     def __post_init__(self) -> None:
         """Checks in order: field ranges, layer layout, heads and experts; raises
@@ -217,6 +221,7 @@ class ModelArch:
         v_head_dim: int | None = None,
         hf_repo: str = "",
         sources: dict[str, str] | None = None,
+        kv_cache_dtype: str | None = None,
     ) -> ModelArch:
         """The architecture of a Llama-style decoder from its config fields, with its parameters
         counted by :func:`model_params_from_config` — the one way presets and custom models are
@@ -264,6 +269,7 @@ class ModelArch:
             sliding_window_tokens=sliding_window_tokens,
             sliding_window_layers=sliding_window_layers,
             sources=dict(sources or {}),
+            kv_cache_dtype=kv_cache_dtype,
             **config,
         )
 
@@ -511,7 +517,8 @@ def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
     dense), ``vocab_size``, ``max_position_embeddings``, experts from ``n_routed_experts`` /
     ``num_experts`` / ``num_local_experts``, ``num_experts_per_tok`` / ``experts_per_token``,
     ``n_shared_experts``, ``first_k_dense_replace``, ``interleave_moe_layer_step``,
-    ``kv_lora_rank``, ``qk_rope_head_dim``, ``sliding_window`` (ignored when
+    ``kv_lora_rank``, ``qk_rope_head_dim``, the checkpoint's KV-cache dtype
+    (:func:`hf_kv_cache_dtype`), ``sliding_window`` (ignored when
     ``use_sliding_window`` is false, as Qwen2 does) with ``layer_types`` saying which layers
     slide, Llama 4's ``attention_chunk_size`` on the layers ``no_rope_layers`` marks 1.
     A multimodal config's ``text_config`` is read for the language model.
@@ -521,6 +528,7 @@ def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
     required field comes from; the class's own errors are raised later by
     :meth:`ModelArch.from_config`.
     """
+    outer = config
     name, config = _language_config(config)
     model_type = str(config.get("model_type") or "").lower()
     _check_attention_only(config, model_type)
@@ -561,7 +569,47 @@ def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
         "sliding_window_layers": window_layers,
         "tie_word_embeddings": bool(config.get("tie_word_embeddings") or False),
         "qkv_bias": bool(bias),
+        "kv_cache_dtype": hf_kv_cache_dtype(outer),
     }
+
+
+#: ModelOpt ``kv_cache_quant_algo`` values this model costs, as KV dtype names
+#: (:data:`pools.sizing.memory.KV_CACHE_DTYPE_NAMES`).
+_KV_QUANT_ALGOS = {"FP8": "FP8", "INT8": "INT8"}
+
+
+def hf_kv_cache_dtype(config: Any) -> str | None:
+    """The KV-cache dtype a checkpoint names, or ``None`` (not stated: 16-bit):
+
+    - NVIDIA ModelOpt: ``kv_cache_quant_algo`` of ``hf_quant_config.json``'s ``quantization``
+      (pasted as is), or of ``config.json``'s ``quantization_config`` (transformers copies it
+      there for ``quant_method`` ``modelopt``): ``FP8`` or ``INT8``;
+    - compressed-tensors (llm-compressor): ``quantization_config.kv_cache_scheme``
+      ``{"num_bits": 8, "type": "float"}`` = FP8, ``"int"`` = INT8.
+
+    Raises :class:`SizingInputError` ``unsupported_architecture`` (field ``config``) for a KV
+    quantisation it cannot cost (e.g. ModelOpt's ``NVFP4`` KV cache)."""
+    if not isinstance(config, Mapping):
+        return None
+    for key in ("quantization", "quantization_config"):
+        block = config.get(key)
+        if not isinstance(block, Mapping):
+            continue
+        algo = block.get("kv_cache_quant_algo")
+        scheme = block.get("kv_cache_scheme")
+        if isinstance(scheme, Mapping) and scheme.get("num_bits") == 8:
+            algo = {"float": "FP8", "int": "INT8"}.get(str(scheme.get("type")), scheme.get("type"))
+        if algo is None:
+            continue
+        if str(algo).upper() not in _KV_QUANT_ALGOS:
+            raise SizingInputError(
+                f"the checkpoint's KV cache is {algo!r}, which this sizing model cannot cost "
+                f"(it knows {', '.join(_KV_QUANT_ALGOS)} and 16-bit)",
+                reason="unsupported_architecture",
+                field="config",
+            )
+        return _KV_QUANT_ALGOS[str(algo).upper()]
+    return None
 
 
 def _language_config(config: Any) -> tuple[str, Mapping[str, Any]]:
@@ -787,4 +835,18 @@ def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> Model
     name = str(fields.pop("name", "") or "Custom model").strip()[:80] or "Custom model"
     max_context = fields.pop("max_context_tokens")
     arch = {key: fields[key] for key in fields if key in (*CUSTOM_ARCH_FIELDS, *_EXTRA_ARCH_KEYS)}
-    return ModelArch.from_config(id=id, name=name, max_context_tokens=max_context, **arch)
+    # The checkpoint's KV-cache dtype comes only from its config (hf_kv_cache_dtype), cited so.
+    kv_dtype = fields.get("kv_cache_dtype")
+    sources = {}
+    if kv_dtype is not None:
+        sources["kv_cache_dtype"] = (
+            "the config.json given: kv_cache_quant_algo / kv_cache_scheme of its quantization block"
+        )
+    return ModelArch.from_config(
+        id=id,
+        name=name,
+        max_context_tokens=max_context,
+        kv_cache_dtype=kv_dtype,
+        sources=sources,
+        **arch,
+    )

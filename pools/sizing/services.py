@@ -65,6 +65,7 @@ from pools.sizing.memory import (
     RESERVE_MIN_BYTES,
     kv_bytes_per_sequence,
     kv_cache_bits,
+    kv_cache_dtype_for,
     model_kv_bytes_per_token,
     precision_parse,
     weights_bytes,
@@ -506,7 +507,7 @@ def sizing_results(
     by_slug = {spec.slug: (row, spec) for row, spec in gpus}
     pool_names = dict(Pool.objects.values_list("slug", "name"))  # people read names, not slugs
     precision = precision_parse(inputs["precision"])
-    kv_bits = kv_cache_bits(inputs["kv_cache_dtype"])
+    kv_bits = kv_cache_bits(kv_cache_dtype_for(inputs["kv_cache_dtype"], model)[0])
     per_token = model_kv_bytes_per_token(model, kv_bits=kv_bits)
     per_sequence = kv_bytes_per_sequence(
         model, context_tokens=input_len + inputs["output_len"], kv_bits=kv_bits

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pools.sizing import SizingInputError
+from pools.sizing.gpus import gpu_specs_from_catalogue
 from pools.sizing.memory import (
     kv_bytes_per_sequence,
     kv_layer_tokens,
@@ -17,11 +18,13 @@ from pools.sizing.memory import (
     model_kv_bytes_per_token,
     precision_parse,
 )
+from pools.sizing.plan import estimate_from_fields, replica_estimate_as_dict
 from pools.sizing.presets import (
     arch_fields_from_hf_config,
     custom_arch_errors,
     custom_model_arch,
     model_preset,
+    model_presets,
 )
 from pools.sizing.throughput import weight_bytes_read
 
@@ -154,3 +157,91 @@ def test_bad_json_text_is_refused():
         custom_model_arch({"config": "{not json"})
 
     assert caught.value.data == {"reason": "invalid_json", "field": "config"}
+
+
+# --- The checkpoint's own KV-cache dtype (issue 34) ------------------------------------------
+
+#: hf_quant_config.json of an NVIDIA ModelOpt FP8 checkpoint, its quantization block as such
+#: files hold it (quant_algo, kv_cache_quant_algo, exclude_modules).
+MODELOPT_FP8 = {
+    "quant_algo": "FP8",
+    "kv_cache_quant_algo": "FP8",
+    "exclude_modules": ["lm_head"],
+}
+LLAMA_8B_CONFIG = {
+    "model_type": "llama",
+    "num_hidden_layers": 32,
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+}
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (
+            {
+                **LLAMA_8B_CONFIG,
+                "quantization_config": {"quant_method": "modelopt", **MODELOPT_FP8},
+            },
+            "FP8",
+        ),
+        ({**LLAMA_8B_CONFIG, "quantization": MODELOPT_FP8}, "FP8"),
+        (
+            {
+                **LLAMA_8B_CONFIG,
+                "quantization_config": {"kv_cache_scheme": {"num_bits": 8, "type": "float"}},
+            },
+            "FP8",
+        ),
+        ({**LLAMA_8B_CONFIG, "quantization_config": {"kv_cache_quant_algo": None}}, None),
+        (LLAMA_8B_CONFIG, None),
+    ],
+)
+def test_a_config_names_its_kv_cache_dtype(config, expected):
+    assert custom_model_arch({"config": config}).kv_cache_dtype == expected
+
+
+def test_the_checkpoints_fp8_kv_is_used_when_the_request_leaves_it_to_auto():
+    """Llama-3.1-8B with an FP8 KV cache: 2 x 32 layers x 8 KV heads x 128 x 1 B = 65,536 B per
+    token (half of 16-bit's 131,072); an explicit FP16 request keeps 131,072."""
+    fp8_config = {**LLAMA_8B_CONFIG, "quantization": MODELOPT_FP8}
+    fields = {
+        "model": "custom",
+        "custom_model": {"config": fp8_config},
+        "gpu": "h100_sxm",
+        "input_len": 1000,
+        "output_len": 100,
+    }
+    presets, gpus = model_presets(), gpu_specs_from_catalogue()
+
+    for kv, per_token, source in (
+        (None, 65_536, "checkpoint"),
+        ("auto", 65_536, "checkpoint"),
+        ("FP16", 131_072, "request"),
+    ):
+        estimate = estimate_from_fields(
+            {**fields, "kv_cache_dtype": kv}, presets=presets, gpus=gpus
+        )
+        assert estimate.memory.kv_bytes_per_token == per_token
+        assert replica_estimate_as_dict(estimate)["kv_cache_dtype_source"] == source
+    plain = estimate_from_fields(
+        {**fields, "custom_model": {"config": LLAMA_8B_CONFIG}}, presets=presets, gpus=gpus
+    )
+    assert (plain.memory.kv_bytes_per_token, plain.kv_cache_dtype_source) == (131_072, "default")
+
+
+def test_a_kv_cache_the_model_cannot_cost_is_refused():
+    config = {**LLAMA_8B_CONFIG, "quantization": {**MODELOPT_FP8, "kv_cache_quant_algo": "NVFP4"}}
+
+    with pytest.raises(SizingInputError) as error:
+        custom_model_arch({"config": config})
+
+    assert (error.value.data["reason"], error.value.data["field"]) == (
+        "unsupported_architecture",
+        "config",
+    )
