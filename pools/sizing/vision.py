@@ -19,6 +19,11 @@ The encoder modelled is a ViT over square patches whose neighbouring ``spatial_m
   merger parameters x tokens + attention 4 x hidden x patches x the patches each attends to
   (all of them in the ``full_attention_layers``, a window of (window / patch)^2 in the others).
 
+Llama 4's encoder (``tile_px``) instead cuts an image into 336-px tiles (at most 16, plus a
+global tile of the whole image when there are several; its image processor), 24 x 24 patches
+each, attending within the tile, and pixel-shuffles 2 x 2 patches into one token (ratio 0.5):
+144 tokens a tile.
+
 Pure: no Django.
 """
 
@@ -35,7 +40,10 @@ class VisionEncoder:
     """A model's vision encoder (see the module docstring). ``params``: every parameter of the
     encoder and its merger (weights kept at 16 bit: quantised checkpoints leave the vision
     tower in BF16); ``merger_params``: the merger's (it runs on the merged tokens);
-    ``window_size_px`` ``None``: every layer attends globally."""
+    ``window_size_px`` ``None``: every layer attends globally. ``tile_px``: the encoder sees
+    fixed square tiles instead of the resized image (Llama 4: 336 px, at most ``max_tiles`` 16,
+    plus one global tile of the whole image when there is more than one; its image processor's
+    ``max_patches`` and ``add_global_tile``), each tile attending within itself."""
 
     params: int
     merger_params: int
@@ -46,16 +54,36 @@ class VisionEncoder:
     temporal_patch_size: int
     full_attention_layers: int
     window_size_px: int | None = None
+    tile_px: int | None = None
+    max_tiles: int = 1
 
     @property
     def unit_px(self) -> int:
         """The side an image is rounded to a multiple of: patch x merge (28 px)."""
         return self.patch_size * self.spatial_merge_size
 
+    def tiles(self, width_px: int, height_px: int) -> int:
+        """Tiles of one image for a tiling encoder: ceil(side / tile) per side, the longer side
+        giving up a tile until at most ``max_tiles`` remain (an approximation of Llama 4's
+        ``get_best_fit`` canvas), plus the global tile when more than one. 1,024 x 1,024 at
+        336 px: 4 x 4 = 16 + 1 = 17; 336 x 336: 1."""
+        across = math.ceil(width_px / self.tile_px)
+        down = math.ceil(height_px / self.tile_px)
+        while across * down > self.max_tiles:
+            if across >= down:
+                across -= 1
+            else:
+                down -= 1
+        local = across * down
+        return local + (1 if local > 1 else 0)
+
     def patches(self, width_px: int, height_px: int) -> int:
         """Patches of one image (or one group of video frames) after the resize: each side
         rounded to the nearest multiple of :attr:`unit_px` (at least one). 1,024 x 1,024:
-        round(1,024 / 28) = 37 -> 1,036 px, 74 x 74 = 5,476 patches."""
+        round(1,024 / 28) = 37 -> 1,036 px, 74 x 74 = 5,476 patches. A tiling encoder: tiles x
+        (tile / patch)^2 (Llama 4, 1,024 x 1,024: 17 x 576 = 9,792)."""
+        if self.tile_px is not None:
+            return self.tiles(width_px, height_px) * (self.tile_px // self.patch_size) ** 2
         unit = self.unit_px
         width = max(unit, round(width_px / unit) * unit)
         height = max(unit, round(height_px / unit) * unit)

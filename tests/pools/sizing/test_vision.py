@@ -174,3 +174,63 @@ def test_bad_multimodal_fields_are_refused_by_name(fields, field, reason):
         estimate_from_fields(request, presets=model_presets(), gpus=gpu_specs_from_catalogue())
 
     assert (caught.value.data["field"], caught.value.data["reason"]) == (field, reason)
+
+
+def test_llama4_vision_encoder_parameters_by_hand():
+    """Llama 4's vision tower (Scout and Maverick config.json vision_config: 34 layers, hidden
+    1,408, MLP 5,632, 336-px images of 14-px patches; transformers' modeling_llama4.py):
+    patch embedding 3 x 14 x 14 x 1,408 (no bias) = 827,904; class embedding 1,408; positions
+    (24^2 + 1) x 1,408 = 812,416; two LayerNorms 4 x 1,408 = 5,632; per layer q, k, v, o with
+    biases 4 x (1,408^2 + 1,408) = 7,935,488, fc1 / fc2 with biases 2 x 1,408 x 5,632 + 5,632 +
+    1,408 = 15,866,752 and two LayerNorms 5,632: 23,807,872, x 34 = 809,467,648. Encoder
+    811,115,008. Merger: pixel-shuffle MLP 5,632 x 4,096 + 4,096 x 4,096 = 39,845,888 and the
+    projector 4,096 x 5,120 = 20,971,520: 60,817,408. Total 871,932,416; with Scout's text
+    model (counted from its config) 108.7 B, the published 109 B."""
+    layer = 4 * (1408 * 1408 + 1408) + (2 * 1408 * 5632 + 5632 + 1408) + 4 * 1408
+    encoder = 3 * 14 * 14 * 1408 + 1408 + 577 * 1408 + 4 * 1408 + 34 * layer
+    merger = 5632 * 4096 + 4096 * 4096 + 4096 * 5120
+    assert (layer, encoder, merger) == (23_807_872, 811_115_008, 60_817_408)
+
+    for preset in ("llama4_scout", "llama4_maverick"):
+        vision = model_preset(preset).vision
+        assert (vision.params, vision.merger_params) == (871_932_416, 60_817_408)
+    scout = model_preset("llama4_scout")
+    assert round((scout.total_params + scout.vision.params) / 1e9) == 109
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "tokens"),
+    [
+        (336, 336, 144),  # one tile: 24 x 24 patches, 2 x 2 shuffled into one token
+        (1024, 1024, (16 + 1) * 144),  # 4 x 4 tiles and the global one
+        (672, 336, (2 + 1) * 144),
+        (4000, 3000, (16 + 1) * 144),  # at most 16 tiles
+    ],
+)
+def test_a_llama4_image_is_its_336_pixel_tiles_in_tokens(width, height, tokens):
+    assert model_preset("llama4_scout").vision.tokens(width, height) == tokens
+
+
+def test_a_llama4_request_with_an_image_counts_its_tiles_and_the_encoder():
+    """Llama 4 Scout FP8 on one H200 with one 1,024 x 1,024 image: 17 tiles x 144 = 2,448
+    input tokens on top of the text, the encoder's 871,932,416 BF16 weights on the card, and
+    its work before the first token: 2 x 811,115,008 x 9,792 patches + 2 x 60,817,408 x 2,448
+    tokens + 4 x 1,408 x 9,792 x 34 x 576 FLOPs."""
+    fields = {
+        "model": "llama4_scout",
+        "gpu": "h200_sxm",
+        "precision": "FP8",
+        "input_len": 1_000,
+        "output_len": 100,
+        "concurrency": 1,
+    }
+    presets, gpus = model_presets(), gpu_specs_from_catalogue()
+    text = estimate_from_fields(fields, presets=presets, gpus=gpus)
+    image = estimate_from_fields({**fields, "images_per_request": 1}, presets=presets, gpus=gpus)
+
+    assert image.input_tokens == text.input_tokens + 2_448
+    assert image.memory.vision_weights_bytes_per_gpu == 871_932_416 * 2
+    assert image.encoder_flops_per_request == pytest.approx(
+        2 * 811_115_008 * 9_792 + 2 * 60_817_408 * 2_448 + 4 * 1_408 * 9_792 * 34 * 576
+    )
+    assert image.throughput.ttft_ms > text.throughput.ttft_ms
