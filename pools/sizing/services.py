@@ -522,6 +522,8 @@ def sizing_results(
             "num_layers": model.num_layers,
             "num_kv_heads": model.num_kv_heads,
             "head_dim": model.head_dim,
+            "kv_lora_rank": model.kv_lora_rank,
+            "qk_rope_head_dim": model.qk_rope_head_dim,
             "max_context_tokens": model.max_context_tokens,
         },
         "precision": precision.name,

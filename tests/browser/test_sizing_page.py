@@ -353,3 +353,42 @@ def test_images_per_request_add_visual_tokens_in_place(signed_in, live_server, w
     page.locator("input[name=images_per_request]").dispatch_event("change")
     expect(page.locator("#multimodal-explained")).to_contain_text("+ 2,738 tokens")
     assert page.evaluate("window.__sameDocument") is True
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_attention_data_parallel_keeps_attention_per_rank_in_place(signed_in, live_server, width):
+    """Issue 34: DeepSeek-V3 FP8 on 16 H200 at EP 16 holds 671,026,404,352 B / 16 = 41.9 GB of
+    weights per card; with 16 attention DP ranks each card keeps its 16 experts of each MoE
+    layer (40.9 GB) and a whole copy of the rest (17.1 GB): 58.0 GB, updated in place. A
+    dense model refuses attention DP with a field error."""
+    import os
+    from pathlib import Path
+
+    inference_fleet()
+    page = signed_in
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(
+        f"{live_server.url}/sizing/?model=deepseek_v3&precision=FP8&kv_cache_dtype=FP8"
+        "&engine=sglang&input_len=1000&output_len=1000&demand_kind=concurrency&concurrency=256"
+        "&tpot_target_ms=&ttft_target_ms=&gpu_models=h200_sxm&tp=16&ep=16&nic_gbps=400"
+    )
+    page.evaluate("window.__sameDocument = true")
+    weights = page.locator("tr[data-gpu=h200_sxm] td").nth(4)
+    expect(weights).to_have_text("41.9")
+
+    page.fill("input[name=dp_attention]", "16")
+    page.locator("input[name=dp_attention]").dispatch_event("change")
+    expect(weights).to_have_text("58.0")
+    expect(page.locator("tr[data-gpu=h200_sxm] .dp-cell")).to_have_text("DP 16")
+    # MLA keeps one latent and the rotary key per token and layer: 61 x (512 + 64) x 1 B.
+    expect(page.get_by_text("61 layers × (512 latent + 64 rotary key)")).to_be_visible()
+    assert "dp_attention=16" in page.url
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    shots = Path(os.environ.get("BROWSER_SHOTS") or "/tmp")
+    page.screenshot(path=str(shots / f"sizing-dp-attention-{width}.png"), full_page=True)
+
+    page.select_option("select[name=model]", "llama3_70b")
+    expect(
+        page.get_by_text("Attention data parallelism needs a mixture of experts")
+    ).to_be_visible()
+    assert page.evaluate("window.__sameDocument") is True
