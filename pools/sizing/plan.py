@@ -78,6 +78,9 @@ class ReplicaEstimate:
     serves). ``throughput`` is ``None`` when the model does not fit. ``replicas`` = gpu_count /
     tp; ``output_tok_s_total`` covers all of them. ``band``: where similar published
     measurements fell around ``output_tok_s_total`` (:func:`pools.sizing.band.error_band`).
+    ``dp_attention``: attention data-parallel ranks asked for (``None``: none);
+    ``kv_cache_dtype_source``: ``request``, ``checkpoint`` (the model's own KV dtype, asked
+    for as ``auto`` or not at all) or ``default`` (16-bit).
     """
 
     model_id: str
@@ -1277,6 +1280,8 @@ def estimate_from_fields(
     ``concurrency`` null = saturation; ``request_rate`` (requests/s over all ``gpu_count`` cards)
     switches to an open-loop load; ``prompt_cache_hit_rate`` in [0, 1) of the input is cached.
     ``engine_version`` picks the engine generation (vLLM below 0.8: ``vllm-v0``);
+    ``ep`` / ``dp_attention`` / ``pp`` / ``nic_gbps`` set the parallel layout
+    (:func:`estimate_replica`);
     ``speculative_draft_tokens`` / ``speculative_acceptance_rate`` /
     ``speculative_draft_cost_ratio`` turn on speculative decoding (:func:`speculation_from_fields`).
     ``engines``

@@ -254,3 +254,34 @@ def test_pipeline_stages_count_in_the_cards_needed_and_a_slow_nic_is_refused(tmp
     assert results[0]["cards_needed"] == 16 * results[0]["replicas_needed"]
     assert results[1]["error"]["reason"] == "nic_too_slow"
     assert results[1]["error"]["field"] == "nic_gbps"
+
+
+def test_expert_and_attention_data_parallel_through_the_command(tmp_path):
+    """DeepSeek-V3 FP8 on 16 H200 (named as nvidia-smi prints them) at EP 16 and 16 attention
+    DP ranks: per card the experts' 653,908,770,816 B / 16 and the other 17,117,633,536 B whole
+    (tests/pools/sizing/test_parallelism.py counts them); the MoE all-to-all is costed and no
+    all-reduce is left. Attention DP without EP = TP is refused naming dp_attention."""
+    row = {
+        "model": "deepseek_v3",
+        "gpu": "NVIDIA H200",
+        "tp": 16,
+        "ep": 16,
+        "dp_attention": 16,
+        "nic_gbps": 400,
+        "precision": "FP8",
+        "kv_cache_dtype": "FP8",
+        "engine": "sglang",
+        "input_len": 1_000,
+        "output_len": 1_000,
+        "concurrency": 64,
+    }
+
+    status, results = estimate([row, row | {"ep": 8}], tmp_path)
+
+    assert status == 1
+    first = results[0]
+    assert first["dp_attention"] == 16
+    assert first["memory"]["weights_bytes_per_gpu"] == 653_908_770_816 // 16 + 17_117_633_536
+    assert first["throughput"]["all_to_all_ms"] > 0
+    assert first["throughput"]["allreduce_ms"] == 0
+    assert results[1]["error"]["field"] == "dp_attention"
