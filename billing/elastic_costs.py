@@ -43,7 +43,7 @@ from pools.capacity.arithmetic import card_seconds_hours, clip
 from pools.elastic.choices import ScaleAction
 from pools.elastic.metering import burst_card_seconds
 from pools.elastic.models import ElasticPolicy, ScaleEvent
-from pools.inventory.models import Pool
+from pools.inventory.models import GpuModel, Pool
 
 
 def _money(amount: Decimal | None, currency: str | None) -> str | None:
@@ -422,7 +422,9 @@ def burst_whatif_money(
     (:func:`billing.pricing.round_money`, once per amount): **with burst**, the home pool's
     burst card-hours at its burst price plus the burst pool's at that pool's price; **without
     burst**, the home pool's alone (the rest of the load is not served: its card-hours are
-    ``unserved_card_hours``). Amounts ``None`` (with ``reason``) when a price is missing."""
+    ``unserved_card_hours``). Amounts ``None`` (with ``reason``) when a price is missing;
+    ``texts`` has the prices and amounts as pages show them (``2.90 EUR``, ``43.60 EUR``;
+    ``None`` when unknown)."""
     period = rate_period_at(now, zone=billing_zone())
     home_price = burst_price = None
     if period is not None and period.card_id is not None:
@@ -448,4 +450,51 @@ def burst_whatif_money(
             "amount": home_amount,
         },
         "reason": reason,
+        # as pages show them: prices per card-hour and amounts with the currency
+        "texts": {
+            "home_price": _price_text(home_price, currency),
+            "burst_pool_price": _price_text(burst_price, currency),
+            "with_burst": _money(with_burst, currency),
+            "without_burst": _money(home_amount, currency),
+        },
     }
+
+
+@dataclass(frozen=True)
+class BurstPoolPrice:
+    """A burst pool's card-hour price for one GPU model on the rate card in force (issue 35)."""
+
+    gpu_model: str
+    price_per_card_hour: Decimal
+    currency: str
+
+    @property
+    def text(self) -> str:
+        """``NVIDIA L40S 2.90 EUR / card-hour`` (the price as statements show it)."""
+        return (
+            f"{self.gpu_model} {_price_text(self.price_per_card_hour, self.currency)} / card-hour"
+        )
+
+
+def burst_pool_prices(*, pool_ids: Iterable[int], now: datetime) -> dict[int, list[BurstPoolPrice]]:
+    """Each burst pool's card-hour prices on the rate card in force at ``now``
+    (``pool-burst`` entries, :func:`billing.services.rates.price_for`'s table): pool id ->
+    one :class:`BurstPoolPrice` per GPU model the card prices there, by model name; a pool
+    the card prices nothing for is absent (unknown, never 0). Two queries (rate card, model
+    names)."""
+    pool_ids = set(pool_ids)
+    period = rate_period_at(now, zone=billing_zone())
+    if not pool_ids or period is None or period.currency is None:
+        return {}
+    entries = [
+        (pool_id, model_id, price)
+        for (kind, pool_id, model_id), price in period.pool_prices.items()
+        if kind == RateKind.POOL_BURST and pool_id in pool_ids and model_id is not None
+    ]
+    names = dict(
+        GpuModel.objects.filter(pk__in={m for _, m, _ in entries}).values_list("pk", "name")
+    )
+    out: dict[int, list[BurstPoolPrice]] = {}
+    for pool_id, model_id, price in entries:
+        out.setdefault(pool_id, []).append(BurstPoolPrice(names[model_id], price, period.currency))
+    return {pool: sorted(rows, key=lambda r: r.gpu_model) for pool, rows in out.items()}

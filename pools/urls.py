@@ -86,6 +86,8 @@ urlpatterns = [
     path("teams/<slug:slug>/findings/", advisor_views.team_findings, name="advisor-team"),
     path("elastic/", elastic_views.elastic_list, name="elastic-list"),
     path("elastic/<int:pk>/", elastic_views.elastic_detail, name="elastic-detail"),
+    path("elastic/burst/", elastic_views.burst_opt_in_list, name="burst-opt-in-list"),
+    path("elastic/burst/<int:pk>/opt-out/", elastic_views.burst_opt_out, name="burst-opt-out"),
     path("start/", dashboard_views.landing, name="landing"),
     path("teams/mine/", dashboard_views.my_teams, name="my-teams"),
     path(
