@@ -275,8 +275,8 @@ def test_the_pages_and_the_api_price_burst_pool_cards_at_their_pool(
 ):
     detail = " ".join(admin_page.get(f"/elastic/{spilling.pk}/").content.decode().split())
     assert (
-        "<strong>28.00 card-hours</strong> borrowed above the floor (10.00 of them in burst "
-        "pool Rented) cost <strong>173.00 EUR" in detail
+        "<strong>28.00 card-hours</strong> borrowed above the floor, 10.00 of them in burst "
+        "pool Rented, cost <strong>173.00 EUR" in detail
     )
     assert "cards in burst pool Rented at its own price (2.90 EUR per card-hour)" in detail
     assert "+8.00 card-h added · 23.20 EUR" in detail
