@@ -205,3 +205,28 @@ def test_the_burst_whatif_without_a_rate_card_says_the_cost_is_unknown(
     body = _whatif(admin_page, whatif_policy)
     assert "<strong>unknown</strong>" in body
     assert "Cost unknown: the rate card has no price for one of them." in body
+
+
+def test_the_page_reads_the_same_number_of_queries_for_more_opt_ins(
+    client, team, team_manager, rented, card
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from factories import MembershipFactory, TeamFactory
+
+    from pools.choices import TeamRole
+
+    page = _page(client, team_manager)
+    BurstOptIn.objects.create(team=team, pool=rented)
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert page.get(URL).status_code == 200
+        return len(queries)
+
+    one = count()
+    for slug in ("a", "b", "c"):
+        other = TeamFactory(slug=slug)
+        MembershipFactory(team=other, user=team_manager, role=TeamRole.MANAGER)
+        BurstOptIn.objects.create(team=other, pool=rented)
+    assert count() == one
