@@ -235,22 +235,18 @@ def _pool_seconds(points: list[_Point], start_s: float, end_s: float) -> dict[in
     }  # fmt: skip
 
 
-def _one(policy, events, before, *, start, now, period, pools) -> ElasticMoney:
-    allocation = policy.allocation
-    end = min(now, allocation.ends_at)
-    points = _timeline(policy, events, before)
-    placed = {p.pool_id for p in points if p.pool_id is not None and p.burst}
-    prices = _prices(period, allocation, placed, pools)
-    currency = prices.currency if not prices.reason else None
-    end_s, start_s = end.timestamp(), start.timestamp()
-    decisions, released, released_cost = {}, Decimal(0), Decimal(0)
+def _decisions(points: list[_Point], prices: _Prices, currency, start_s: float, end_s: float):
+    """Each decision's :class:`DecisionMoney` (its cards held, or not, until the next change
+    or ``end_s``), and the card-seconds and unrounded money the down decisions released inside
+    ``[start_s, end_s)``."""
+    decisions, released, released_cost = {}, 0, Decimal(0)
     for index, point in enumerate(points):
         if not point.event_id:
             continue
         previous = points[index - 1]
-        until = points[index + 1].at if index + 1 < len(points) else max(end_s, point.at)
+        until = min(points[index + 1].at if index + 1 < len(points) else end_s, end_s)
         changed = point.cards - previous.cards
-        span = clip(point.at, min(until, end_s), point.at, end_s)
+        span = clip(point.at, until, point.at, end_s)
         seconds = int(span[1] - span[0]) if span else 0
         cost = _change_cost(prices, point, previous, seconds)
         decisions[point.event_id] = DecisionMoney(
@@ -259,12 +255,24 @@ def _one(policy, events, before, *, start, now, period, pools) -> ElasticMoney:
             None if cost is None else round_money(abs(cost), currency),
             currency,
         )
-        inside = clip(point.at, min(until, end_s), start_s, end_s)
+        inside = clip(point.at, until, start_s, end_s)
         if changed < 0 and inside is not None:
             kept = int(inside[1] - inside[0])
-            released += Decimal(-changed * kept)
+            released += -changed * kept
             cost = _change_cost(prices, point, previous, kept)
             released_cost += abs(cost) if cost is not None else 0
+    return decisions, released, released_cost
+
+
+def _one(policy, events, before, *, start, now, period, pools) -> ElasticMoney:
+    allocation = policy.allocation
+    end = min(now, allocation.ends_at)
+    points = _timeline(policy, events, before)
+    placed = {p.pool_id for p in points if p.pool_id is not None and p.burst}
+    prices = _prices(period, allocation, placed, pools)
+    currency = prices.currency if not prices.reason else None
+    end_s, start_s = end.timestamp(), start.timestamp()
+    decisions, released, released_cost = _decisions(points, prices, currency, start_s, end_s)
     burst_s = int(burst_card_seconds([(p.at, p.cards) for p in points],
                                      floor_cards=allocation.card_count, start=start_s,
                                      end=end_s))  # fmt: skip
@@ -278,7 +286,7 @@ def _one(policy, events, before, *, start, now, period, pools) -> ElasticMoney:
         start=start,
         end=max(start, end),
         burst_card_hours=card_seconds_hours(Decimal(burst_s)),
-        released_card_hours=card_seconds_hours(released),
+        released_card_hours=card_seconds_hours(Decimal(released)),
         price_per_card_hour=prices.home,
         currency=currency,
         burst_amount=burst_amount,
