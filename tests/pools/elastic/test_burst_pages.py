@@ -102,6 +102,7 @@ def test_a_member_sees_the_opt_in_but_cannot_change_it(client, team, team_member
     body = _text(page.get(URL))
     assert "<td>NLP</td><td>Rented</td>" in body and "Opt out…" not in body
     assert "Opt a team in" not in body
+    assert "A team's managers (and pool admins) opt it into a burst pool here." in body
     assert "no price on the rate card" in body  # no rate card
     assert page.post(URL, {"team": team.pk, "pool": rented.pk}).status_code == 403
     assert page.get(f"/elastic/burst/{opt_in.pk}/opt-out/").status_code == 403
