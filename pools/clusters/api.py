@@ -11,7 +11,7 @@ from rest_framework.response import Response
 
 from pools.api_common import IsPoolAdmin, IsPoolAdminOrReadOnly
 from pools.clusters import selectors
-from pools.clusters.serializers import ClusterSerializer
+from pools.clusters.serializers import ClusterSerializer, cluster_render
 from pools.clusters.services import cluster_check, cluster_create, cluster_delete, cluster_update
 
 
@@ -25,12 +25,9 @@ class ClusterViewSet(viewsets.ModelViewSet):
     def get_queryset(self):
         return selectors.cluster_list()
 
-    def _render(self, cluster) -> dict:
-        return dict(ClusterSerializer(self.get_queryset().get(pk=cluster.pk)).data)
-
     def perform_create(self, serializer):
         cluster = cluster_create(
-            fields=serializer.validated_data, actor=self.request.user, render=self._render
+            fields=serializer.validated_data, actor=self.request.user, render=cluster_render
         )
         serializer.instance = self.get_queryset().get(pk=cluster.pk)
 
@@ -40,7 +37,7 @@ class ClusterViewSet(viewsets.ModelViewSet):
             changes=serializer.validated_data,
             actor=self.request.user,
             before=dict(ClusterSerializer(serializer.instance).data),
-            render=self._render,
+            render=cluster_render,
         )
         serializer.instance = self.get_queryset().get(pk=cluster.pk)
 

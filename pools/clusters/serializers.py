@@ -5,6 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from pools.choices import CredentialKind
+from pools.clusters import selectors
 from pools.clusters.models import Cluster
 
 STATUS_FIELDS = ("status", "status_reason", "api_version_served", "checked_at", "reachable_at")
@@ -73,3 +74,9 @@ class ClusterSerializer(serializers.ModelSerializer):
                 "jwt-key, token-file or kubeconfig and the file's path."
             )
         return value
+
+
+def cluster_render(cluster: Cluster) -> dict:
+    """A cluster as the API answers it (its audit events' ``before`` / ``after``), with its
+    health figures read again (:func:`pools.clusters.selectors.cluster_list`)."""
+    return dict(ClusterSerializer(selectors.cluster_list().get(pk=cluster.pk)).data)

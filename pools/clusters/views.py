@@ -1,17 +1,23 @@
 """The clusters page: every cluster with what its last connection check found and its health
 (last reconcile and imports, unrepaired drifts, errors in the last hour, credential expiry;
-filters, pagination, CSV), and a pool admin's "check now"."""
+filters, pagination, CSV), and a pool admin's "check now"; pool admins' create, edit and
+delete pages, through the same services (and audit events) as the API."""
 
 from __future__ import annotations
 
+import copy
+
 from django.contrib import messages
-from django.shortcuts import get_object_or_404, redirect
-from django.views.decorators.http import require_POST
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
 
 from pools.clusters import selectors
 from pools.clusters.filtersets import ClusterFilterSet
+from pools.clusters.forms import ClusterForm
 from pools.clusters.models import Cluster
-from pools.clusters.services import cluster_check
+from pools.clusters.serializers import cluster_render
+from pools.clusters.services import cluster_check, cluster_create, cluster_delete, cluster_update
+from pools.errors import ClusterInUse, DomainError
 from pools.web import Column, filtered_list, pool_admin_required
 
 CLUSTER_COLUMNS = [
@@ -62,3 +68,70 @@ def cluster_check_now(request, slug):
     else:
         messages.success(request, f"{cluster.name} answered.")
     return redirect("pools:cluster-list")
+
+
+@pool_admin_required
+@require_http_methods(["GET", "POST"])
+def cluster_edit(request, slug: str | None = None):
+    """Create (no ``slug``) or edit a cluster. Saved whatever its connection does: the check
+    that follows says *unreachable* with the reason on the list. A field the service refuses
+    (a taken ClusterName or API URL, a kind change while it holds pools, fields that do not
+    fit together) is that field's error; nothing is written then."""
+    cluster = get_object_or_404(selectors.cluster_list(), slug=slug) if slug else None
+    # the form writes into its instance: the service compares the changes with the original
+    form = ClusterForm(request.POST or None, instance=copy.copy(cluster) if cluster else None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            if cluster is None:
+                saved = cluster_create(
+                    fields=form.editable_values(), actor=request.user, render=cluster_render
+                )
+            else:
+                saved = cluster_update(
+                    cluster=cluster,
+                    changes=form.editable_values(),
+                    actor=request.user,
+                    before=cluster_render(cluster),
+                    render=cluster_render,
+                )
+        except DomainError as exc:
+            field = exc.data.get("field")
+            if isinstance(exc, ClusterInUse):
+                field = "kind"
+            form.add_error(field if field in form.fields else None, exc.message)
+        else:
+            _say_status(request, saved)
+            return redirect("pools:cluster-list")
+    return render(request, "pools/clusters/cluster_form.html", {"form": form, "cluster": cluster})
+
+
+def _say_status(request, cluster: Cluster) -> None:
+    if cluster.is_down:
+        messages.warning(request, f"{cluster.name} saved, but unreachable: {cluster.status_reason}")
+    else:
+        messages.success(request, f"{cluster.name} saved.")
+
+
+@pool_admin_required
+@require_http_methods(["GET", "POST"])
+def cluster_delete_page(request, slug: str):
+    """Confirm (GET: the pools it holds, which refuse the delete), then delete (POST); a
+    cluster that holds pools is refused (409) with them listed, nothing deleted."""
+    cluster = get_object_or_404(selectors.cluster_list(), slug=slug)
+    pools = list(cluster.pools.order_by("name").values_list("name", "slug"))
+    error = ""
+    if request.method == "POST":
+        try:
+            cluster_delete(cluster=cluster, actor=request.user, before=cluster_render(cluster))
+        except ClusterInUse as exc:
+            error = exc.message
+            pools = list(cluster.pools.order_by("name").values_list("name", "slug"))
+        else:
+            messages.success(request, f"Cluster {cluster.name} deleted.")
+            return redirect("pools:cluster-list")
+    return render(
+        request,
+        "pools/clusters/cluster_delete.html",
+        {"cluster": cluster, "pools": pools, "error": error},
+        status=409 if error else 200,
+    )

@@ -69,8 +69,10 @@ class ElasticPolicySerializer(serializers.ModelSerializer):
         """``since``/``until``, ``burst_card_hours`` held above the floor and
         ``released_card_hours`` by down decisions (2 decimals), their ``burst_amount`` /
         ``released_amount`` (minor unit, strings) in ``currency`` at ``price_per_card_hour``
-        (the rate card's burst price today) — ``null`` when unpriced, with ``reason``; ``null``
-        when no pricing hook is configured."""
+        (the rate card's burst price today) — ``null`` when unpriced, with ``reason``; of the
+        burst card-hours, those placed in each burst pool (``burst_pools``: ``pool`` slug,
+        ``card_hours``, that pool's ``price_per_card_hour``, issue 35), priced at it in the
+        amounts; ``null`` when no pricing hook is configured."""
         money = _scale_money(self.context, [obj])
         m = money.get(obj.pk) if money else None
         if m is None:
@@ -84,6 +86,14 @@ class ElasticPolicySerializer(serializers.ModelSerializer):
             "released_amount": _plain(m.released_amount),
             "currency": m.currency,
             "price_per_card_hour": _plain(m.price_per_card_hour, normalize=True),
+            "burst_pools": [
+                {
+                    "pool": b.pool_slug,
+                    "card_hours": f"{b.card_hours:.2f}",
+                    "price_per_card_hour": _plain(b.price_per_card_hour, normalize=True),
+                }
+                for b in m.burst_pools
+            ],
             "reason": m.reason or None,
         }
 

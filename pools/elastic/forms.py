@@ -7,6 +7,8 @@ from django import forms
 
 from pools.elastic.models import ElasticPolicy
 from pools.elastic.services import EDITABLE_FIELDS
+from pools.inventory.models import Pool
+from pools.tenancy.models import Team
 
 
 class ElasticPolicyForm(forms.ModelForm):
@@ -28,3 +30,24 @@ class ElasticPolicyForm(forms.ModelForm):
             "per_card_tok_s": "Per-card tok/s (sizing)",
             "deployment": "Serving Deployment (for the HPA)",
         }
+
+
+class BurstOptInForm(forms.Form):
+    """Opt a team into a burst pool: the teams the user manages (every team for pool admins)
+    and the pools marked burst, each labelled with its card-hour prices on the rate card in
+    force (``prices``: pool id -> objects with ``text``,
+    :func:`pools.elastic.selectors.burst_pool_prices`)."""
+
+    team = forms.ModelChoiceField(queryset=Team.objects.none(), empty_label=None)
+    pool = forms.ModelChoiceField(
+        queryset=Pool.objects.none(), label="Burst pool", empty_label=None
+    )
+
+    def __init__(self, *args, teams, pools, prices: dict, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].queryset = teams
+        self.fields["pool"].queryset = pools
+        self.fields["pool"].label_from_instance = lambda pool: (
+            f"{pool.name}: "
+            + ("; ".join(p.text for p in prices.get(pool.pk, [])) or "no price on the rate card")
+        )

@@ -10,8 +10,9 @@ from django.utils.module_loading import import_string
 
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.elastic.choices import ScaleAction
-from pools.elastic.models import ElasticPolicy, ScaleEvent, SignalReading
+from pools.elastic.models import BurstOptIn, ElasticPolicy, ScaleEvent, SignalReading
 from pools.elastic.policy import MetricSample
+from pools.inventory.models import Pool
 
 
 def elastic_policy_list(*, user) -> QuerySet[ElasticPolicy]:
@@ -143,3 +144,38 @@ def scale_costs(policies, *, start: datetime, now: datetime, since: datetime | N
     if not provider:
         return None
     return import_string(provider)(policies=policies, start=start, now=now, since=since)
+
+
+def burst_opt_in_list(*, user) -> QuerySet[BurstOptIn]:
+    """Opt-ins to burst pools the user may see (their teams'; all for pool admins), with the
+    team, the pool and its cluster joined; by team, then pool."""
+    return (
+        BurstOptIn.objects.visible_to(user)
+        .select_related("team", "pool__cluster")
+        .order_by("team__name", "pool__name", "pk")
+    )
+
+
+def burst_pool_prices(*, pool_ids, now: datetime) -> dict:
+    """Each burst pool's card-hour prices on the rate card in force at ``now``: pool id -> a
+    list of objects with ``gpu_model``, ``price_per_card_hour``, ``currency`` and ``text``
+    (``NVIDIA L40S 2.90 EUR / card-hour``), from the function
+    ``settings.ELASTIC_BURST_POOL_PRICES`` names (billing's; pools do not import billing);
+    ``{}`` without one or without a rate card."""
+    provider = getattr(settings, "ELASTIC_BURST_POOL_PRICES", "")
+    if not provider:
+        return {}
+    return import_string(provider)(pool_ids=pool_ids, now=now)
+
+
+def burst_pool_list() -> QuerySet[Pool]:
+    """The pools marked burst (issue 35) with their cluster, by name."""
+    return Pool.objects.filter(burst=True).select_related("cluster").order_by("name", "pk")
+
+
+def burst_cards_held(*, team_id: int, pool_id: int) -> int:
+    """Cards ``team_id``'s elastic allocations hold in burst pool ``pool_id`` now; one query."""
+    held = ElasticPolicy.objects.filter(
+        allocation__team_id=team_id, burst_pool_id=pool_id
+    ).aggregate(cards=Sum("burst_cards"))["cards"]
+    return int(held or 0)

@@ -1193,7 +1193,12 @@ def elastic_burst_whatif(*, policy: ElasticPolicy, run: WhatIfRun, now: datetime
         if pricer
         else None
     )  # fmt: skip
-    return {"burst_pool": burst_pool.slug, "home_cards": home_cards, "money": money}
+    return {
+        "burst_pool": burst_pool.slug,
+        "burst_pool_name": burst_pool.name,
+        "home_cards": home_cards,
+        "money": money,
+    }
 
 
 def elastic_readings_prune(*, now: datetime | None = None) -> int:

@@ -1,5 +1,6 @@
-"""Pages of elastic capacity: the team's elastic allocations with their live state, and one
-allocation's policy editor with its what-if, scale history and chart."""
+"""Pages of elastic capacity: the team's elastic allocations with their live state, one
+allocation's policy editor with its what-if (with and without burst), scale history and chart,
+and the teams' opt-ins to burst pools."""
 
 from __future__ import annotations
 
@@ -14,16 +15,20 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from pools.elastic import selectors
-from pools.elastic.forms import ElasticPolicyForm
+from pools.elastic.forms import BurstOptInForm, ElasticPolicyForm
 from pools.elastic.services import (
     WhatIfSource,
+    burst_opt_in_set,
+    elastic_burst_whatif,
     elastic_hpa_yaml,
     elastic_policy_update,
     elastic_whatif,
     next_prescale,
 )
 from pools.errors import DomainError
-from pools.tenancy.permissions import may_manage_elastic
+from pools.tenancy.permissions import may_administer_pools, may_manage_elastic
+from pools.tenancy.selectors import managed_team_list, team_list
+from pools.web import Column, csv_response
 
 CHART_SPAN = timedelta(hours=24)
 
@@ -104,7 +109,10 @@ def elastic_detail(request, pk: int):
 
 def _whatif(request, policy) -> dict:
     """The what-if of the GET form: the trial values replayed over ``days`` of history (the
-    source the user picked, else Prometheus when configured, else the recorded readings)."""
+    source the user picked, else Prometheus when configured, else the recorded readings), and
+    its load with and without a burst pool (``burst``:
+    :func:`pools.elastic.services.elastic_burst_whatif`, ``None`` when the team may use
+    none)."""
     days = request.GET.get("days", "7")
     days = int(days) if days.isascii() and days.isdigit() and 1 <= int(days) <= 30 else 7
     source = request.GET.get("source", "")
@@ -112,8 +120,9 @@ def _whatif(request, policy) -> dict:
     trial = ElasticPolicyForm(request.GET, instance=copy.copy(policy))
     if not trial.is_valid():
         return {"error": "Fix the values to run the what-if", "days": days, "source": source}
+    trial_policy = trial.save(commit=False)
     try:
-        run = elastic_whatif(policy=trial.save(commit=False), days=days, source=source or None)
+        run = elastic_whatif(policy=trial_policy, days=days, source=source or None)
     except DomainError as exc:
         return {"error": exc.message, "days": days, "source": source}
     except Exception as exc:  # noqa: BLE001 - shown on the page, never a 500
@@ -126,7 +135,8 @@ def _whatif(request, policy) -> dict:
             "allocation in that time"
         )
         return {"error": why, "days": days, "source": source}
-    return {"run": run, "days": days, "source": source, "error": ""}
+    burst = elastic_burst_whatif(policy=trial_policy, run=run)
+    return {"run": run, "days": days, "source": source, "error": "", "burst": burst}
 
 
 def _whatif_line(timeline, *, since: datetime) -> list[dict]:
@@ -185,3 +195,87 @@ def _rise(policy) -> dict | None:
         "peak_at": datetime.fromtimestamp(found.peak_at, UTC) if found.peak_at else None,
         "rate": found.expected_rate,
     }
+
+
+# ------------------------------------------------------------------------------ burst pools
+
+BURST_OPT_IN_COLUMNS = [
+    Column("team", lambda o: o.team.slug),
+    Column("burst_pool", lambda o: o.pool.slug),
+    Column("cluster", lambda o: o.pool.cluster.slug if o.pool.cluster_id else ""),
+    Column("card_hour_prices", lambda o: "; ".join(p.text for p in o.prices)),
+    Column("opted_in_at", lambda o: o.created_at),
+]
+
+
+def _managed_teams(user):
+    """The teams whose burst pools ``user`` chooses: every team for a pool admin, else the
+    teams they manage (:func:`pools.tenancy.permissions.may_manage_elastic`)."""
+    return (
+        team_list(user=user) if may_administer_pools(user) else managed_team_list(user=user)
+    ).order_by("name")
+
+
+@require_http_methods(["GET", "POST"])
+def burst_opt_in_list(request):
+    """The teams' opt-ins to burst pools (issue 35; your teams', all for pool admins) with each
+    pool's card-hour prices (CSV too), and a form to opt a team in (its managers, pool
+    admins; audited by :func:`pools.elastic.services.burst_opt_in_set`)."""
+    opt_ins = list(selectors.burst_opt_in_list(user=request.user))
+    pools = list(selectors.burst_pool_list())
+    prices = selectors.burst_pool_prices(
+        pool_ids={p.pk for p in pools} | {o.pool_id for o in opt_ins}, now=timezone.now()
+    )
+    teams = _managed_teams(request.user)
+    managed = set(teams.values_list("pk", flat=True))  # one query, not one per row
+    for opt_in in opt_ins:
+        opt_in.prices = prices.get(opt_in.pool_id, [])
+        opt_in.can_opt_out = opt_in.team_id in managed
+    if request.GET.get("export") == "csv":
+        return csv_response(opt_ins, BURST_OPT_IN_COLUMNS, "burst-opt-ins.csv")
+    form = BurstOptInForm(
+        request.POST or None,
+        teams=teams,
+        pools=selectors.burst_pool_list(),
+        prices=prices,
+    )
+    if request.method == "POST":
+        if not managed:
+            raise PermissionDenied("Only a team's managers and pool admins choose burst pools.")
+        if form.is_valid():
+            team, pool = form.cleaned_data["team"], form.cleaned_data["pool"]
+            try:
+                changed = burst_opt_in_set(team=team, pool=pool, actor=request.user, opted=True)
+            except DomainError as exc:
+                form.add_error(None, exc.message)
+            else:
+                messages.success(
+                    request,
+                    f"{team.name} may burst into {pool.name}."
+                    if changed
+                    else f"{team.name} had already opted into {pool.name}.",
+                )
+                return redirect("pools:burst-opt-in-list")
+    return render(
+        request,
+        "pools/elastic/burst_opt_ins.html",
+        {"opt_ins": opt_ins, "form": form, "pools": pools, "prices": prices,
+         "can_opt_in": bool(managed) and bool(pools)},
+    )  # fmt: skip
+
+
+@require_http_methods(["GET", "POST"])
+def burst_opt_out(request, pk: int):
+    """Confirm (GET), then opt the team out of the burst pool (POST): its managers and pool
+    admins; cards already placed there stay until the loop hands them back."""
+    opt_in = selectors.burst_opt_in_list(user=request.user).filter(pk=pk).first()
+    if opt_in is None:
+        raise Http404("No such burst opt-in.")
+    if not may_manage_elastic(request.user, opt_in.team):
+        raise PermissionDenied("Only the team's managers and pool admins choose burst pools.")
+    held = selectors.burst_cards_held(team_id=opt_in.team_id, pool_id=opt_in.pool_id)
+    if request.method == "POST":
+        burst_opt_in_set(team=opt_in.team, pool=opt_in.pool, actor=request.user, opted=False)
+        messages.success(request, f"{opt_in.team.name} no longer bursts into {opt_in.pool.name}.")
+        return redirect("pools:burst-opt-in-list")
+    return render(request, "pools/elastic/burst_opt_out.html", {"opt_in": opt_in, "held": held})

@@ -509,6 +509,8 @@ ALLOCATION_COSTS_SO_FAR = "billing.dashboards.costs.allocations_cost_so_far"
 ELASTIC_SCALE_COSTS = "billing.elastic_costs.elastic_scale_costs"
 # Issue 35: a what-if's burst priced with and without the burst pool (pools do not import billing).
 ELASTIC_BURST_WHATIF_MONEY = "billing.elastic_costs.burst_whatif_money"
+# Issue 35: each burst pool's card-hour prices on the rate card in force (the opt-in page).
+ELASTIC_BURST_POOL_PRICES = "billing.elastic_costs.burst_pool_prices"
 
 SCHEDULERS = {}
 if env.str("SLURM_REST_URL", default=""):

@@ -142,7 +142,7 @@ def test_the_api_has_the_money(admin_api, policy, rates, at_now):
         "since": (NOW - timedelta(days=7)).isoformat(), "until": NOW.isoformat(),
         "burst_card_hours": "12.00", "burst_amount": "96.00", "released_card_hours": "6.00",
         "released_amount": "48.00", "currency": "EUR", "price_per_card_hour": "8",
-        "reason": None,
+        "burst_pools": [], "reason": None,
     }  # fmt: skip
     assert (
         admin_api.get("/api/v1/elastic-policies/").json()["results"][0]["scaling_last_7_days"]
@@ -178,3 +178,112 @@ def test_queries_do_not_grow_with_the_policies(policy, rates, team, infer_pool, 
     ScaleEvent.objects.create(policy=second, decided_at=T0, effective_at=T0, action="up",
                               reason="test", cards_from=1, cards_to=3)  # fmt: skip
     assert count() == one
+
+
+@pytest.fixture
+def rented(db):
+    from factories import PoolFactory
+
+    from pools.choices import Scheduler
+
+    return PoolFactory(slug="rented", name="Rented", scheduler=Scheduler.KUBERNETES,
+                       slurm_partition="", burst=True)  # fmt: skip
+
+
+@pytest.fixture
+def spilling(team, infer_pool, l40s, rented):
+    """Floor 2 from 08:00; 09:00 up to 6 (4 lent by home); 10:00 up to 10, the 4 more in the
+    burst pool (home full); 12:00 down to 8 (2 burst-pool cards back first); 13:00 down to 4
+    (the last 2 burst-pool cards and 2 home cards)."""
+    allocation = AllocationFactory(team=team, pool=infer_pool, gpu_model=l40s, card_count=2,
+                                   starts_at=T0, ends_at=T0 + timedelta(hours=10),
+                                   status=AllocationStatus.ACTIVE)  # fmt: skip
+    policy = ElasticPolicy.objects.create(allocation=allocation, ceiling_cards=10, cards_held=4)
+    changes = [(1, "up", 2, 6, 0), (2, "up", 6, 10, 4), (4, "down", 10, 8, 2),
+               (5, "down", 8, 4, 0)]  # fmt: skip
+    for hours, action, before, after, burst in changes:
+        at = T0 + timedelta(hours=hours)
+        ScaleEvent.objects.create(policy=policy, decided_at=at, effective_at=at, action=action,
+                                  reason="test", cards_from=before, cards_to=after,
+                                  burst_pool=rented if burst else None,
+                                  burst_cards_to=burst)  # fmt: skip
+    return ElasticPolicy.objects.select_related("allocation__gpu_model").get(pk=policy.pk)
+
+
+@pytest.fixture
+def rented_card(l40s, rented):
+    """EUR: L40S reserved 8.00 / card-hour (no burst price: burst at 8.00); 2.90 in Rented."""
+    return rate_card_create(
+        name="rented", currency="EUR", effective_from=date(2026, 1, 1),
+        gpu_prices={(l40s.pk, RateKind.GPU_RESERVED): Decimal("8.00")},
+        pool_prices={(RateKind.POOL_BURST, rented.pk, l40s.pk): Decimal("2.90")},
+    )  # fmt: skip
+
+
+def test_burst_pool_cards_are_priced_at_the_burst_pools_price(spilling, rented_card):
+    """Above the floor of 2: 09-10 4 cards, 10-12 8, 12-13 6, 13-14 2 = 4 + 16 + 6 + 2 = 28
+    card-hours, of which in Rented 10-12 4 x 2 h + 12-13 2 x 1 h = 10 (29.00 EUR at 2.90) and
+    at home 18 (144.00 EUR at 8.00): 173.00 EUR, not 28 x 8.00 = 224.00."""
+    money = elastic_scale_costs(policies=[spilling], start=T0 - timedelta(days=7), now=NOW).get(
+        spilling.pk
+    )
+    assert (money.burst_card_hours, money.burst_amount) == (Decimal(28), Decimal("173.00"))
+    [pool] = money.burst_pools
+    assert (pool.pool_slug, pool.card_hours, pool.price_per_card_hour) == (
+        "rented", Decimal(10), Decimal("2.90"),
+    )  # fmt: skip
+    by_hour = {(e.decided_at - T0).total_seconds() / 3600: e.pk for e in spilling.events.all()}
+    d = {h: money.decisions[by_hour[h]] for h in (1, 2, 4, 5)}
+    # 09:00 +4 home x 1 h x 8.00 = 32.00; 10:00 +4 in Rented x 2 h x 2.90 = 23.20;
+    # 12:00 -2 in Rented x 1 h = 5.80; 13:00 -2 in Rented and -2 home x 1 h (to now):
+    # 2 x 2.90 + 2 x 8.00 = 21.80
+    assert [(d[h].cards, d[h].card_hours, d[h].amount) for h in (1, 2, 4, 5)] == [
+        (4, Decimal(4), Decimal("32.00")), (4, Decimal(8), Decimal("23.20")),
+        (-2, Decimal(2), Decimal("5.80")), (-4, Decimal(4), Decimal("21.80")),
+    ]  # fmt: skip
+    # released: 2 + 4 card-hours, 5.80 + 21.80 EUR
+    assert (money.released_card_hours, money.released_amount) == (Decimal(6), Decimal("27.60"))
+
+
+def test_a_period_from_half_past_twelve_reads_the_burst_pool_of_the_change_before(
+    spilling, rented_card
+):
+    """From 12:30 the 12:00 change (8 cards, 2 in Rented) opens the timeline: 12:30-13:00 6
+    above the floor (1 card-hour of them in Rented), 13:00-14:00 2: 5 card-hours, 4 x 8.00 +
+    1 x 2.90 = 34.90 EUR; released in the period: the 12:00 one's 2 Rented cards x 0.5 h
+    (2.90) and the 13:00 one's 21.80: 5 card-hours, 24.70 EUR. The 12:00 decision's own money
+    (2 Rented cards x 1 h = 5.80) comes whole."""
+    money = elastic_scale_costs(
+        policies=[spilling], start=T0 + timedelta(hours=4, minutes=30), now=NOW
+    ).get(spilling.pk)
+    assert (money.burst_card_hours, money.burst_amount) == (Decimal(5), Decimal("34.90"))
+    assert (money.released_card_hours, money.released_amount) == (Decimal(5), Decimal("24.70"))
+    noon = spilling.events.get(decided_at=T0 + timedelta(hours=4))
+    assert money.decisions[noon.pk].amount == Decimal("5.80")
+
+
+def test_a_burst_pool_without_a_price_leaves_the_money_unknown(spilling, l40s):
+    rate_card_create(name="home only", currency="EUR", effective_from=date(2026, 1, 1),
+                     gpu_prices={(l40s.pk, RateKind.GPU_RESERVED): Decimal("8.00")})  # fmt: skip
+    money = elastic_scale_costs(policies=[spilling], start=T0, now=NOW).get(spilling.pk)
+    assert money.burst_card_hours == Decimal(28) and money.burst_amount is None
+    assert money.reason == "the rate card has no price for L40S in burst pool Rented"
+
+
+def test_the_pages_and_the_api_price_burst_pool_cards_at_their_pool(
+    admin_page, admin_api, spilling, rented_card, at_now
+):
+    detail = " ".join(admin_page.get(f"/elastic/{spilling.pk}/").content.decode().split())
+    assert (
+        "<strong>28.00 card-hours</strong> borrowed above the floor, 10.00 of them in burst "
+        "pool Rented, cost <strong>173.00 EUR" in detail
+    )
+    assert "cards in burst pool Rented at its own price (2.90 EUR per card-hour)" in detail
+    assert "+8.00 card-h added · 23.20 EUR" in detail
+    listing = " ".join(admin_page.get("/elastic/").content.decode().split())
+    assert "28.00 card-h<br><small>173.00 EUR</small>" in listing
+    week = admin_api.get(f"/api/v1/elastic-policies/{spilling.pk}/").json()["scaling_last_7_days"]
+    assert (week["burst_amount"], week["burst_pools"]) == (
+        "173.00",
+        [{"pool": "rented", "card_hours": "10.00", "price_per_card_hour": "2.9"}],
+    )

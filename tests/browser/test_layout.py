@@ -35,6 +35,10 @@ PAGES = {
     "pools/<slug:pool>/<slug:model>/calendar/": "/pools/infer-k8s/l40s/calendar/",
     "driver-groups/<int:branch>/calendar/": "/driver-groups/550/calendar/",
     "clusters/": "/clusters/",
+    "clusters/new/": "/clusters/new/",
+    "clusters/<slug:slug>/edit/": "/clusters/slurm-legacy/edit/",
+    # the demo's training cluster holds pools: the page lists them and offers no delete
+    "clusters/<slug:slug>/delete/": "/clusters/env-slurm/delete/",
     "maintenance/": "/maintenance/",  # the demo's driver-upgrade waves
     "maintenance/new/": "/maintenance/new/",
     "maintenance/waves/": "/maintenance/waves/",
@@ -54,6 +58,8 @@ PAGES = {
     "allocations/<int:pk>/findings/": "/allocations/{serving}/findings/",
     "teams/<slug:slug>/findings/": "/teams/nlp/findings/",
     "elastic/<int:pk>/": "/elastic/{elastic}/",
+    "elastic/burst/": "/elastic/burst/",  # the demo team's opt-in, with its price
+    "elastic/burst/<int:pk>/opt-out/": "/elastic/burst/{burst_opt_in}/opt-out/",
     "teams/mine/": "/teams/mine/",
     "requests/": "/requests/",
     "requests/new/": "/requests/new/",
@@ -89,6 +95,12 @@ VARIANTS = [
     "/driver-groups/550/calendar/?month=",
     "/advisor/?severity=critical&ordering=team",
     "/allocations/{serving}/serving/?span=7d",
+    "/clusters/k8s-rented/delete/",  # a cluster without pools: the confirmation
+    # the what-if with the same load with and without the burst pool
+    "/elastic/{elastic}/?whatif=1&ceiling_cards=12&step_cards=2&cards_per_replica=2"
+    "&min_replicas=2&up_util_pct=75&up_latency_ms=800&up_window_minutes=5&down_util_pct=30"
+    "&down_window_minutes=30&cooldown_minutes=15&prescale_lead_minutes=30&per_card_tok_s=420"
+    "&enabled=on&deployment=qwen2-vl-captions&days=7&source=recorded",
     # the request panel with a shape: per pool and model whether it fits (issue #20)
     "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=8&cards_per_node=4"
     "&node_count=2&one_nvlink_domain=on&pool=infer-k8s",
@@ -184,7 +196,7 @@ def _demo_ids() -> dict[str, int]:
 
     from billing.budgets.models import Budget
     from pools.capacity.models import CapacityRequest, MaintenanceWindow
-    from pools.elastic.models import ElasticPolicy
+    from pools.elastic.models import BurstOptIn, ElasticPolicy
     from pools.serving.models import ServingRollup
     from pools.sizing.services import PAGE_INITIAL, sizing_estimate_create, sizing_estimate_run
 
@@ -202,6 +214,7 @@ def _demo_ids() -> dict[str, int]:
     return {
         "request": CapacityRequest.objects.order_by("pk").first().pk,
         "elastic": ElasticPolicy.objects.order_by("pk").first().pk,
+        "burst_opt_in": BurstOptIn.objects.order_by("pk").first().pk,
         "estimate": estimate.pk,
         "upload": upload.pk,
         "budget": Budget.objects.order_by("pk").first().pk,

@@ -1,0 +1,219 @@
+"""The cluster create / edit / delete pages (pool admins): the same services, refusals and
+audit events as /api/v1/clusters/ — an unreachable cluster saved with its reason, a taken
+Slurm ClusterName or Kubernetes API URL a field error naming the other, delete confirmed and
+refused while the cluster holds pools, listing them. Nothing is written by a refusal."""
+
+from __future__ import annotations
+
+import pytest
+from factories import ClusterFactory, PoolFactory
+
+from pools import adapters
+from pools.audit.models import AuditEvent
+from pools.choices import ClusterStatus
+from pools.clusters.models import Cluster
+
+pytestmark = pytest.mark.django_db
+
+NEW = "/clusters/new/"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_adapters():
+    adapters.reset()
+    yield
+    adapters.reset()
+
+
+def slurm(**extra) -> dict:
+    """A Slurm cluster whose key file does not exist: checked without any network."""
+    return {
+        "slug": "legacy",
+        "name": "Legacy",
+        "kind": "slurm",
+        "api_url": "http://slurm-legacy.example.com:6820",
+        "slurm_cluster_name": "legacy",
+        "slurm_user": "portal",
+        "credential_kind": "jwt-key",
+        "credential_path": "/nonexistent/jwt.key",
+        "time_zone": "UTC",
+        "site": "Garching",
+        "retiring": "on",
+        **extra,
+    }
+
+
+def _text(response) -> str:
+    return " ".join(response.content.decode().split())
+
+
+def test_a_pool_admin_creates_a_cluster_saved_unreachable_with_the_reason(admin_page):
+    form = _text(admin_page.get(NEW))
+    assert "Credentials file path" in form
+    assert 'value="environment"' not in form  # only the environment's clusters use it
+
+    response = admin_page.post(NEW, slurm(), follow=True)
+
+    cluster = Cluster.objects.get(slug="legacy")
+    reason = (
+        "credentials cannot be read: [Errno 2] No such file or directory: '/nonexistent/jwt.key'"
+    )
+    assert (cluster.status, cluster.status_reason, cluster.retiring) == (
+        ClusterStatus.UNREACHABLE, reason, True,
+    )  # fmt: skip
+    assert f"Legacy saved, but unreachable: {reason}" in response.content.decode().replace(
+        "&#x27;", "'"
+    )
+    event = AuditEvent.objects.get()
+    # audited as the API audits: the API's representation of the cluster
+    assert (event.action, event.after["slug"], event.after["site"]) == (
+        "cluster.created", "legacy", "Garching",
+    )  # fmt: skip
+    assert event.after["credential_path"] == "/nonexistent/jwt.key"
+
+
+def test_a_taken_cluster_name_is_a_field_error_naming_the_other(admin_page):
+    ClusterFactory(slug="first", slurm_cluster_name="legacy")
+
+    response = admin_page.post(NEW, slurm())
+
+    assert response.status_code == 200
+    form = response.context["form"]
+    assert form.errors["slurm_cluster_name"] == [
+        "Cluster first already has slurm cluster name 'legacy'."
+    ]
+    assert Cluster.objects.count() == 1 and not AuditEvent.objects.exists()
+
+
+def test_a_taken_kubernetes_api_url_is_a_field_error(admin_page):
+    url = "https://k8s.example.com:6443"
+    ClusterFactory(slug="k1", kind="kubernetes", credential_kind="token-file", api_url=url,
+                   slurm_cluster_name="")  # fmt: skip
+    response = admin_page.post(NEW, {
+        "slug": "k2", "name": "K2", "kind": "kubernetes", "api_url": url,
+        "credential_kind": "token-file", "credential_path": "/nonexistent/token",
+        "time_zone": "UTC",
+    })  # fmt: skip
+    assert response.context["form"].errors["api_url"] == [
+        f"Cluster k1 already has api url '{url}'."
+    ]
+    assert not Cluster.objects.filter(slug="k2").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "message"),
+    [
+        ({"time_zone": "Nowhere/Else"}, "time_zone",
+         "Not a time zone: 'Nowhere/Else' (e.g. Europe/Berlin)."),
+        ({"slurm_user": ""}, "slurm_user", "A slurm cluster needs its slurm user."),
+        ({"api_version": "42"}, "api_version",
+         "An API version looks like v0.0.42 (empty: discover)."),
+        ({"credential_kind": "kubeconfig"}, "credential_kind",
+         "A slurm cluster's credentials are a jwt-key or token-file."),
+        ({"credential_kind": "environment"}, "credential_kind",
+         "Select a valid choice. environment is not one of the available choices."),
+    ],
+)  # fmt: skip
+def test_fields_that_do_not_fit_are_field_errors(admin_page, extra, field, message):
+    response = admin_page.post(NEW, slurm(**extra))
+
+    assert response.status_code == 200
+    assert response.context["form"].errors[field] == [message]
+    assert not Cluster.objects.exists() and not AuditEvent.objects.exists()
+
+
+def test_an_edit_is_audited_before_and_after_and_keeps_the_slug(admin_page):
+    cluster = ClusterFactory(slug="c", name="Old", slurm_cluster_name="c")
+
+    response = admin_page.post("/clusters/c/edit/", slurm(slug="other", name="New",
+                                                          slurm_cluster_name="c"))  # fmt: skip
+
+    assert response.status_code == 302
+    cluster.refresh_from_db()
+    assert (cluster.slug, cluster.name, cluster.site) == ("c", "New", "Garching")
+    event = AuditEvent.objects.get()
+    assert (event.action, event.before["name"], event.after["name"]) == (
+        "cluster.updated", "Old", "New",
+    )  # fmt: skip
+
+
+def test_a_kind_change_of_a_cluster_holding_pools_is_refused_on_kind(admin_page):
+    cluster = ClusterFactory(slug="busy")
+    PoolFactory(slug="train", cluster=cluster)
+
+    response = admin_page.post("/clusters/busy/edit/", {
+        "slug": "busy", "name": "Busy", "kind": "kubernetes", "credential_kind": "kubeconfig",
+        "credential_path": "/nonexistent/kubeconfig", "time_zone": "UTC",
+    })  # fmt: skip
+
+    assert response.context["form"].errors["kind"] == [
+        "Cluster busy holds pools; its kind cannot change."
+    ]
+    assert Cluster.objects.get(slug="busy").kind == "slurm" and not AuditEvent.objects.exists()
+
+
+def test_the_environments_cluster_keeps_its_connection(admin_page):
+    ClusterFactory(slug="env-slurm", name="Env", credential_kind="environment", api_url="",
+                   credential_path="", slurm_cluster_name="train")  # fmt: skip
+
+    form = admin_page.get("/clusters/env-slurm/edit/").context["form"]
+    assert form.fields["api_url"].disabled and form.fields["credential_kind"].disabled
+    response = admin_page.post("/clusters/env-slurm/edit/", {
+        "name": "Training", "site": "fra-1", "api_url": "http://elsewhere:6820",
+        "credential_kind": "jwt-key", "time_zone": "UTC",
+    })  # fmt: skip
+
+    assert response.status_code == 302
+    cluster = Cluster.objects.get(slug="env-slurm")
+    assert (cluster.name, cluster.site, cluster.api_url, cluster.credential_kind) == (
+        "Training", "fra-1", "", "environment",
+    )  # fmt: skip
+
+
+def test_delete_asks_then_is_refused_listing_the_pools(admin_page):
+    cluster = ClusterFactory(slug="busy", name="Busy")
+    PoolFactory(slug="train", name="Training", cluster=cluster)
+    PoolFactory(slug="dev", name="Dev", cluster=cluster)
+
+    confirm = _text(admin_page.get("/clusters/busy/delete/"))
+    assert "Busy holds 2 pools" in confirm
+    assert '<li>Dev <small class="muted">(dev)</small></li><li>Training' in confirm
+    assert "Delete Busy</button>" not in confirm
+
+    refused = admin_page.post("/clusters/busy/delete/")
+
+    assert refused.status_code == 409
+    assert "Cluster busy holds 2 pool(s): dev, train; move or delete them first." in (
+        refused.content.decode()
+    )
+    assert Cluster.objects.filter(slug="busy").exists() and not AuditEvent.objects.exists()
+
+
+def test_delete_of_an_empty_cluster_after_confirming(admin_page):
+    ClusterFactory(slug="idle", name="Idle")
+
+    confirm = _text(admin_page.get("/clusters/idle/delete/"))
+    assert "It holds no pools." in confirm and "Delete Idle</button>" in confirm
+    assert Cluster.objects.filter(slug="idle").exists()
+
+    assert admin_page.post("/clusters/idle/delete/").status_code == 302
+    assert not Cluster.objects.exists()
+    event = AuditEvent.objects.get()
+    assert (event.action, event.before["slug"]) == ("cluster.deleted", "idle")
+
+
+@pytest.mark.parametrize("path", [NEW, "/clusters/c/edit/", "/clusters/c/delete/"])
+def test_a_member_gets_403_and_changes_nothing(member_page, path):
+    ClusterFactory(slug="c")
+    assert member_page.get(path).status_code == 403
+    assert member_page.post(path, slurm(slug="c2", slurm_cluster_name="c2")).status_code == 403
+    assert Cluster.objects.count() == 1 and not AuditEvent.objects.exists()
+
+
+def test_the_list_links_the_editor_for_pool_admins_only(admin_page, member_page):
+    ClusterFactory(slug="c")
+    admin = admin_page.get("/clusters/").content.decode()
+    assert 'href="/clusters/new/"' in admin and 'href="/clusters/c/edit/"' in admin
+    assert 'href="/clusters/c/delete/"' in admin
+    member = member_page.get("/clusters/").content.decode()
+    assert "/clusters/new/" not in member and "/clusters/c/edit/" not in member
