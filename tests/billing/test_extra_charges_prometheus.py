@@ -279,3 +279,29 @@ def test_the_beat_task_imports_the_months_of_the_last_two_days(monkeypatch):
     months = sorted({r[3] for r in rows()})
     assert months == [date(2026, 10, 1), date(2026, 11, 1)]
     assert tasks.extra_charges_prometheus_task()["unchanged"] == 4
+
+
+def test_the_command_imports_a_month_from_prometheus_and_exits_1_on_issues(monkeypatch, capsys):
+    """``import_extra_charges --prometheus --month 2026-10``: October whole (31 days), storage
+    of nlp 1 GB at the first step only (1 x 300 / 2,678,400 = 0.000112 GB-months), egress of
+    an unknown namespace reported -> exit 1. No file and no --prometheus -> exit 2."""
+    from django.core.management import call_command
+
+    from billing.management.commands import import_extra_charges as command
+
+    TeamFactory(slug="nlp")
+    oct1, nov1 = datetime(2026, 10, 1, tzinfo=UTC), NOV
+    recorded = Recorded(matrix({"team-nlp": [(oct1, "1000000000")]}),
+                        vector({"team-gone": "5"}, nov1))  # fmt: skip
+    monkeypatch.setattr(command, "metrics_adapter", recorded.adapter)
+    with pytest.raises(SystemExit) as exit_:
+        call_command("import_extra_charges", "--prometheus", "--month", "2026-10")
+    assert exit_.value.code == 1
+    out = capsys.readouterr().out
+    assert "2026-10 from Prometheus (storage, egress): 1 record(s) created" in out
+    assert "egress team-gone: unknown_namespace" in out
+    assert float(recorded.asked[1][1]["time"]) == nov1.timestamp()  # the month's end
+    assert [(r[3], r[4], r[6]) for r in rows()] == [(date(2026, 10, 1), Decimal("0.000112"), nov1)]
+    with pytest.raises(SystemExit) as exit_:
+        call_command("import_extra_charges")
+    assert exit_.value.code == 2

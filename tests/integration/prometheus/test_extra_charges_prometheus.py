@@ -90,9 +90,7 @@ def test_storage_gb_months_and_egress_gb_per_month_from_a_real_prometheus(charge
         with override_settings(EXTRA_CHARGES_STORAGE_PROMQL=PVC,
                                EXTRA_CHARGES_EGRESS_PROMQL=f'{SENT}{{interface="eth0"}}',
                                EXTRA_CHARGES_STEP_S=300):  # fmt: skip
-            report = extra_charges_import_prometheus(
-                metrics=metrics, start=START, end=END, now=END
-            )
+            report = extra_charges_import_prometheus(metrics=metrics, start=START, end=END, now=END)
             again = extra_charges_import_prometheus(metrics=metrics, start=START, end=END, now=END)
     finally:
         metrics.close()
