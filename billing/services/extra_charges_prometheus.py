@@ -40,7 +40,9 @@ the month in progress is metered up to "now" and its records replaced on the nex
   1.1 scrape intervals of them, never below the counter's zero (``extrapolatedRate`` in
   prometheus/promql/functions.go): a series scraped across the whole month is exact to a
   fraction of one scrape interval at each edge; bytes sent before a series' first scrape are
-  not seen (as in any PromQL).
+  not seen (as in any PromQL). Prometheus 2.x ranges include both ends, so a sample exactly at
+  a month boundary closes one month and opens the next: consecutive months add up (3.x leaves
+  the start out and extrapolates over it instead).
 
 Team: namespace ``team-<slug>``, or a namespace an allocation's binding names
 (:class:`~billing.services.prometheus_import.NamespaceTeams`); several namespaces of one team

@@ -305,3 +305,32 @@ def test_the_command_imports_a_month_from_prometheus_and_exits_1_on_issues(monke
     with pytest.raises(SystemExit) as exit_:
         call_command("import_extra_charges")
     assert exit_.value.code == 2
+
+
+def test_prometheus_charges_are_priced_on_the_statement(team):
+    """October 2026 (31 days), imported on 2 Nov: nlp held 500 GB from 1 Oct to 16 Oct 12:00
+    (4,464 steps of 300 s = 15.5 days) -> 500 x 15.5 / 31 = 250 GB-months x 0.02 = 5.00 EUR;
+    egress 120e9 bytes = 120 GB x 0.09 = 10.80 EUR; total 15.80 EUR."""
+    from billing.choices import RateKind
+    from billing.services.rates import rate_card_create
+    from billing.services.statements import statement_build
+
+    rate_card_create(
+        name="extras", currency="EUR", effective_from=date(2026, 1, 1), gpu_prices={},
+        pool_prices={(RateKind.STORAGE_GB_MONTH, None, None): Decimal("0.02"),
+                     (RateKind.EGRESS_GB, None, None): Decimal("0.09")},
+    )  # fmt: skip
+    oct1 = datetime(2026, 10, 1, tzinfo=UTC)
+    held = steps(oct1, oct1 + timedelta(days=15, hours=12), "500000000000")
+    recorded = Recorded(matrix({"team-nlp": held}), vector({"team-nlp": "120000000000"}, NOV))
+    extra_charges_import_prometheus(
+        metrics=recorded.adapter(), start=oct1, end=NOV, now=datetime(2026, 11, 2, tzinfo=UTC)
+    )
+    statement = statement_build(team=team, month=date(2026, 10, 1))
+    lines = {line.basis: (line.quantity, line.unit_price, line.amount)
+             for line in statement.lines.all()}  # fmt: skip
+    assert lines == {
+        ChargeBasis.STORAGE: (Decimal(250), Decimal("0.02"), Decimal("5.00")),
+        ChargeBasis.EGRESS: (Decimal(120), Decimal("0.09"), Decimal("10.80")),
+    }
+    assert statement.total_amount == Decimal("15.80")
