@@ -16,6 +16,7 @@ class UsageSource(models.TextChoices):
     BURST_POOL = "burst-pool", "Burst pool (elastic cards placed in another pool)"
     # Shared storage (GB-month) and network egress (GB) per team, from a CSV or Prometheus.
     EXTRA_CHARGES_CSV = "extra-csv", "Storage / egress CSV"
+    EXTRA_CHARGES_PROMETHEUS = "extra-prometheus", "Storage / egress from Prometheus"
 
 
 class UsageUnit(models.TextChoices):

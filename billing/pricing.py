@@ -80,6 +80,14 @@ def month_bounds(month: date, zone: tzinfo) -> tuple[datetime, datetime]:
     return local_midnight(month_floor(month), zone), local_midnight(next_month(month), zone)
 
 
+def month_seconds(month: date, zone: tzinfo) -> int:
+    """The real length of a billing month in seconds: October 2026 in Europe/Berlin (DST ends
+    on the 25th) is 745 h = 2,682,000 s. Subtracted in UTC: two datetimes sharing one
+    ``ZoneInfo`` subtract as wall times in Python (31 x 24 h), not as elapsed time."""
+    start, end = month_bounds(month, zone)
+    return int((end.astimezone(UTC) - start.astimezone(UTC)).total_seconds())
+
+
 def month_of(instant: datetime, zone: tzinfo) -> date:
     """The billing month (its first day) ``instant`` lies in, read in ``zone``."""
     _require_aware(instant)

@@ -16,6 +16,10 @@ from billing.services.cluster_usage import (
     usage_import_clusters_queue,
     usage_import_environment_recorded,
 )
+from billing.services.extra_charges_prometheus import (
+    configured_charges,
+    extra_charges_import_prometheus,
+)
 from billing.services.prometheus_import import usage_import_kubernetes, usage_import_vllm_tokens
 from billing.services.shared_card_import import shared_card_usage_import
 from billing.services.statements import statements_close_month
@@ -123,6 +127,36 @@ def usage_import_prometheus_task(hours: int = 48) -> dict[str, int]:
         }
     finally:
         metrics.close()
+
+
+@shared_task(
+    acks_late=True,
+    autoretry_for=(SchedulerUnavailable,),
+    retry_backoff=True,
+    max_retries=6,
+)
+def extra_charges_prometheus_task(hours: int = 48) -> dict[str, int]:
+    """Beat (hourly): storage and egress of every billing month the last ``hours`` touch, each
+    month whole up to now, from ``settings.PROMETHEUS_URL``
+    (:mod:`billing.services.extra_charges_prometheus`; no URL or no PromQL configured:
+    nothing). One record per charge, team and month: running it twice writes nothing new."""
+    charges = configured_charges()
+    metrics = metrics_adapter() if charges else None
+    if metrics is None:
+        return {}
+    end = timezone.now()
+    try:
+        imported = extra_charges_import_prometheus(
+            metrics=metrics, start=end - timedelta(hours=hours), end=end, charges=charges
+        )
+    finally:
+        metrics.close()
+    return {
+        "created": imported.records_created,
+        "updated": imported.records_updated,
+        "unchanged": imported.records_unchanged,
+        "issues": len(imported.issues),
+    }
 
 
 @shared_task(acks_late=True)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -39,7 +39,7 @@ from django.utils import timezone
 from billing.choices import ChargeBasis, UsageSource, UsageUnit
 from billing.conf import billing_zone
 from billing.models import UsageImport, UsageRecord
-from billing.pricing import gb_months, local_midnight, month_bounds, split_at_months
+from billing.pricing import gb_months, local_midnight, month_seconds, split_at_months
 from billing.services.usage_import import ImportReport, usage_import_save, usage_records_upsert
 from pools.inventory.models import Pool
 from pools.tenancy.models import Team
@@ -90,6 +90,12 @@ def _quantity(text: str) -> Decimal:
     return value
 
 
+def _elapsed_s(start: datetime, end: datetime) -> int:
+    """Seconds from ``start`` to ``end`` in UTC (two times of one ``ZoneInfo`` subtract as wall
+    times: 1 Oct to 1 Nov 2026 in Europe/Berlin is 745 h, not 744)."""
+    return int((end.astimezone(UTC) - start.astimezone(UTC)).total_seconds())
+
+
 def _records(row: dict[str, str], team: Team, pool: Pool | None, zone) -> list[UsageRecord]:
     charge = row["charge"].strip().lower()
     if charge not in CHARGES:
@@ -99,14 +105,13 @@ def _records(row: dict[str, str], team: Team, pool: Pool | None, zone) -> list[U
     start, end = _when(row["start"], zone), _when(row["end"], zone)
     if end <= start:
         raise ValueError("end is not after start")
-    total_s = int((end - start).total_seconds())
+    total_s = _elapsed_s(start, end)
     key = f"{charge}:{team.slug}:{pool.slug if pool else '-'}:{start.isoformat()}:{end.isoformat()}"
     records = []
     for month, piece_start, piece_end in split_at_months(start, end, zone):
-        seconds = int((piece_end - piece_start).total_seconds())
+        seconds = _elapsed_s(piece_start, piece_end)
         if unit == UsageUnit.GB_MONTHS:
-            month_start, month_end = month_bounds(month, zone)
-            quantity = gb_months(gb, seconds, int((month_end - month_start).total_seconds()))
+            quantity = gb_months(gb, seconds, month_seconds(month, zone))
         else:
             quantity = (gb * seconds / total_s).quantize(Decimal("0.000001"))
         records.append(

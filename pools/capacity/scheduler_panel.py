@@ -245,10 +245,10 @@ def _kubernetes_objects(
     backend = allocation.pool.quota_backend
     policy = getattr(allocation, "elastic_policy", None)
     if policy is not None and backend in (QuotaBackend.VOLCANO, QuotaBackend.KOORDINATOR):
-        floor, ceiling = allocation.card_count, policy.ceiling_cards
-        bounds = ElasticBounds(
-            team.slug, product, floor, ceiling, max(floor, min(policy.cards_held, ceiling))
-        )
+        # cards placed in a burst pool are the burst pool's cluster's (issue 35)
+        floor, ceiling = allocation.card_count, policy.ceiling_cards - policy.burst_cards
+        held = policy.cards_held - policy.burst_cards
+        bounds = ElasticBounds(team.slug, product, floor, ceiling, max(floor, min(held, ceiling)))
         manifests = elastic_manifests(backend, bounds, namespace=namespace)
     else:
         kueue = getattr(adapter, "kueue", None)

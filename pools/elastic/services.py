@@ -760,7 +760,10 @@ class _BurstRoom:
 
 def team_elastic_bounds(*, policy: ElasticPolicy, now: datetime) -> ElasticBounds:
     """The team's floor / ceiling / cards of this GPU model in this pool, summed over its open
-    elastic allocations (one namespace holds them all)."""
+    elastic allocations (one namespace holds them all). Cards placed in a burst pool count in
+    neither the ceiling nor the cards: the burst pool's cluster holds them (issue 35), so a
+    ceiling of 6 with 2 placed there is a home ceiling of 4 (Volcano ``capability``,
+    Koordinator ``max``, Kueue ``borrowingLimit`` + ``nominalQuota``)."""
     allocation = policy.allocation
     floor = ceiling = cards = 0
     for other in open_policies(now).filter(
@@ -769,8 +772,8 @@ def team_elastic_bounds(*, policy: ElasticPolicy, now: datetime) -> ElasticBound
         allocation__gpu_model=allocation.gpu_model,
     ):
         floor += other.allocation.card_count
-        ceiling += other.ceiling_cards
-        cards += other.cards_held
+        ceiling += other.ceiling_cards - other.burst_cards
+        cards += other.cards_held - other.burst_cards
     return ElasticBounds(
         team=allocation.team.slug,
         product=k8s_product_label(allocation.gpu_model),

@@ -446,6 +446,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "billing.tasks.usage_import_prometheus_task",
         "schedule": crontab(minute=37),
     },
+    # Hourly; storage / egress of the months of the last 48 h from Prometheus, one record per
+    # charge, team and month, replaced on each run (billing.services.extra_charges_prometheus).
+    "extra-charges-prometheus": {
+        "task": "billing.tasks.extra_charges_prometheus_task",
+        "schedule": crontab(minute=39),
+    },
     # Hourly, after the usage imports; each threshold is sent once per period.
     "budget-alerts": {"task": "billing.tasks.budget_alerts_task", "schedule": crontab(minute=47)},
     "budget-slurm-minutes": {
@@ -469,6 +475,12 @@ PROMETHEUS_URL = env.str("PROMETHEUS_URL", default="")
 PROMETHEUS_TIMEOUT_S = env.float("PROMETHEUS_TIMEOUT_S", default=30.0)
 # The capacity dashboard waits on Prometheus for its "in use" column: a short limit per query.
 PROMETHEUS_DASHBOARD_TIMEOUT_S = env.float("PROMETHEUS_DASHBOARD_TIMEOUT_S", default=5.0)
+# Storage (GB-months) and egress (GB) charges per team from Prometheus (issue 35): PromQL of
+# bytes held per namespace and a selector of byte counters per namespace; "" reads that charge
+# from the CSV import only. Examples and units: billing/services/extra_charges_prometheus.py.
+EXTRA_CHARGES_STORAGE_PROMQL = env.str("EXTRA_CHARGES_STORAGE_PROMQL", default="")
+EXTRA_CHARGES_EGRESS_PROMQL = env.str("EXTRA_CHARGES_EGRESS_PROMQL", default="")
+EXTRA_CHARGES_STEP_S = env.int("EXTRA_CHARGES_STEP_S", default=300)
 # Serving rollups (pools.serving): 5-minute rows kept this many days, then hourly rows this many
 # months; a card is busy in a bucket when its mean utilisation is at or above SERVING_BUSY_PCT.
 SERVING_ROLLUP_5M_DAYS = env.int("SERVING_ROLLUP_5M_DAYS", default=35)

@@ -259,3 +259,20 @@ def test_focus_names_the_storage_and_egress_units(team, card):
     statement = statement_build(team=team, month=OCTOBER)
     units = {row["x_Basis"]: row["PricingUnit"] for row in focus_rows([statement])}
     assert units == {"storage": "GB-Months", "egress": "GB"}
+
+
+def test_a_month_with_a_dst_change_is_metered_by_its_real_length(team):
+    """Europe/Berlin, October 2026 is 745 h (DST ends on the 25th): 745 GB for its first 10 h
+    is 745 x 10 / 745 = 10 GB-months (it was 745 x 10 / 744 = 10.013441 while the month's
+    length was taken as wall time, 31 x 24 h), and held the whole month exactly 745."""
+    from django.test import override_settings
+
+    text = (
+        "team,pool,charge,quantity,start,end\n"
+        f"{team.slug},,storage,745,2026-10-01,2026-11-01\n"
+        f"{team.slug},,storage,745,2026-10-01T00:00:00+02:00,2026-10-01T10:00:00+02:00\n"
+    )
+    with override_settings(BILLING_TIME_ZONE="Europe/Berlin"):
+        assert extra_charges_import(text=text, now=utc(2026, 11, 2)).rejected == []
+    quantities = UsageRecord.objects.filter(source=UsageSource.EXTRA_CHARGES_CSV)
+    assert sorted(quantities.values_list("quantity", flat=True)) == [Decimal(10), Decimal(745)]

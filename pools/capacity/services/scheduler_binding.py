@@ -225,21 +225,26 @@ def recurring_cards_open(*, team: Team, pools: QuerySet[Pool], now: datetime) ->
 
 
 def applied_cards_expression() -> Case:
-    """The cards an allocation holds in its scheduler: ``card_count``, except for an elastic
-    allocation (pools/elastic/): the cards its loop applied when the pool's quota backend is the
-    ResourceQuota, else its ceiling (Kueue, Volcano, Koordinator enforce the floor and the
-    burst themselves, so the namespace quota must not stop them)."""
+    """The cards an allocation holds in its home pool's scheduler: ``card_count``, except for
+    an elastic allocation (pools/elastic/): the cards its loop applied when the pool's quota
+    backend is the ResourceQuota, else its ceiling (Kueue, Volcano, Koordinator enforce the
+    floor and the burst themselves, so the namespace quota must not stop them). Either way less
+    the cards it placed in a burst pool (issue 35): those are the burst pool's cluster's
+    (:func:`burst_cards_placed`), so a ceiling of 6 with 2 placed there is 4 at home."""
+    home_share = {
+        "held": F("elastic_policy__cards_held") - F("elastic_policy__burst_cards"),
+        "ceiling": F("elastic_policy__ceiling_cards") - F("elastic_policy__burst_cards"),
+    }
     return Case(
         When(
             elastic_policy__isnull=False,
             pool__quota_backend=QuotaBackend.RESOURCE_QUOTA,
-            # cards placed in a burst pool are that pool's cluster's (burst_cards_placed)
-            then=ExpressionWrapper(
-                F("elastic_policy__cards_held") - F("elastic_policy__burst_cards"),
-                output_field=IntegerField(),
-            ),
+            then=ExpressionWrapper(home_share["held"], output_field=IntegerField()),
         ),
-        When(elastic_policy__isnull=False, then=F("elastic_policy__ceiling_cards")),
+        When(
+            elastic_policy__isnull=False,
+            then=ExpressionWrapper(home_share["ceiling"], output_field=IntegerField()),
+        ),
         default=F("card_count"),
         output_field=IntegerField(),
     )
@@ -346,7 +351,8 @@ def kueue_borrowing(
 ) -> tuple[str | None, dict[str, int], dict[str, int]]:
     """``(cohort, normal, wanted)``: the team's Kueue cohort in ``cluster`` (``None``: none)
     and per GPU product the cards it may borrow — ``normal`` from its elastic allocations
-    (ceilings less floors of those applied and open like :func:`team_cards_applied`'s),
+    (ceilings less floors, less the cards placed in a burst pool, of those applied and open
+    like :func:`team_cards_applied`'s),
     ``wanted`` the same raised by borrowing overrides in force
     (:func:`pools.capacity.overrides.borrowing_raises`; the highest per product wins). One
     namespace has one ClusterQueue, so one cohort: with elastic allocations in two Kueue pools
@@ -366,7 +372,14 @@ def kueue_borrowing(
             ends_at__gt=now,
         )
         .values_list("pool__slug", "pool__quota_cohort", "gpu_model_id")
-        .annotate(burst=Sum(F("elastic_policy__ceiling_cards") - F("card_count")))
+        # cards placed in a burst pool are borrowed there, not in this cohort (issue 35)
+        .annotate(
+            burst=Sum(
+                F("elastic_policy__ceiling_cards")
+                - F("elastic_policy__burst_cards")
+                - F("card_count")
+            )
+        )
         .order_by("pool__slug", "gpu_model_id")
     )
     rows = [row for row in rows if row[1]]  # the pool constraint: Kueue pools have a cohort
