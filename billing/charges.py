@@ -185,25 +185,32 @@ def period_sums(
     return sums, seen
 
 
-def period_cost(
+def priced_seconds(
     quantities: Sequence[Decimal], periods: list[RatePeriod], kind: str, gpu_model_id: int | None
 ) -> Decimal:
-    """Card-seconds in each rate period at that period's ``kind`` price of the GPU model, in
-    money, unrounded: ``Σ quantity_i × price_i / 3,600 s``; a period without the price adds 0
-    (showback of what is not billed). The caller rounds once
-    (:func:`billing.pricing.round_money`)."""
+    """``Σ quantity_i × price_i``: card-seconds in each rate period at that period's ``kind``
+    price of the GPU model (a period without the price adds 0: showback of what is not
+    billed). Money × 3,600 s, exact: what :func:`with_cost` reckons in SQL."""
     total = Decimal(0)
     for quantity, period in zip(quantities, periods, strict=True):
         price = price_for(period, kind, gpu_model_id, "") if quantity else None
         if price is not None:
             total += quantity * price
-    return total / 3600
+    return total
+
+
+def period_cost(
+    quantities: Sequence[Decimal], periods: list[RatePeriod], kind: str, gpu_model_id: int | None
+) -> Decimal:
+    """The money of :func:`priced_seconds`, unrounded: ``Σ quantity_i × price_i / 3,600 s``.
+    The caller rounds once (:func:`billing.pricing.round_money`)."""
+    return priced_seconds(quantities, periods, kind, gpu_model_id) / 3600
 
 
 def with_cost(records: QuerySet[UsageRecord], periods: list[RatePeriod], kind: str) -> QuerySet:
     """``records`` that lie inside one rate period, annotated ``cost``: quantity (card-seconds)
     × that period's ``kind`` price of the record's GPU model (0 where unpriced), the money of
-    :func:`period_cost` × 3,600 s, exact in the database's ``numeric``. For ranking records in
+    :func:`priced_seconds`, exact in the database's ``numeric``. For ranking records in
     SQL; the records that straddle a rate change are priced with :func:`record_costs`."""
     price = Case(
         *[
@@ -237,7 +244,7 @@ def record_costs(
         "pk", "gpu_model_id", "quantity", "period_start", "period_end"
     ):
         parts = prorate(quantity, start, end, bounds)
-        out[pk] = period_cost(parts, periods, kind, model_id) * 3600
+        out[pk] = priced_seconds(parts, periods, kind, model_id)
     return out
 
 
