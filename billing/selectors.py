@@ -34,6 +34,7 @@ from billing.rate_periods import month_currency, rate_periods
 from pools.capacity.arithmetic import card_seconds_hours
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
+from pools.capacity.node_kinds import inventory_generation
 from pools.choices import IdleFindingState
 from pools.inventory.models import SCHEDULABLE_CARD, SLICED_CARD, Gpu, Pool
 from pools.reclamation.card_timeline import card_changes, card_pieces
@@ -173,15 +174,8 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     if end <= start:  # a month still to come: nothing has happened yet
         return []
     bounds = [(max(p.start, start), min(p.end, end)) for p in periods]
-    capacity: dict[tuple[int, int], int] = defaultdict(int)
-    for row in (
-        Gpu.objects.filter(
-            SCHEDULABLE_CARD | SLICED_CARD, node__pool__isnull=False, node__pool__burst=False
-        )
-        .values("node__pool_id", "gpu_model_id")
-        .annotate(n=Count("id"))
-    ):
-        capacity[(row["node__pool_id"], row["gpu_model_id"])] += row["n"]
+    pools = {pool.pk: pool for pool in Pool.objects.filter(burst=False)}
+    capacity = {key: n for key, n in _schedulable_cards().items() if key[0] in pools}
     month_seconds = seconds_in_periods(start, end, bounds)
     full: dict[int, Decimal] = defaultdict(Decimal)
     for (pool_id, model_id), cards in capacity.items():
@@ -196,7 +190,8 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
         if card.split is not None and card.gpu.node.pool_id is not None:
             outside[card.gpu.node.pool_id] += sum(p.amount for p in card.split.parts)
     result = []
-    for pool in Pool.objects.filter(pk__in=set(full) | set(held), burst=False).order_by("name"):
+    shown = [pools[pk] for pk in set(full) | set(held) if pk in pools]
+    for pool in sorted(shown, key=lambda pool: (pool.name, pool.pk)):
         cap, used, other = full[pool.pk], held[pool.pk], outside[pool.pk]
         result.append(
             IdleCost(
@@ -211,6 +206,34 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
             )
         )
     return result
+
+
+_SCHEDULABLE: dict[int, dict[tuple[int, int], int]] = {}
+"""The newest inventory generation's :func:`_schedulable_cards` read in this process."""
+
+
+def _schedulable_cards() -> dict[tuple[int, int], int]:
+    """(pool, GPU model) -> the pool's cards the schedulers can hand out: the capacity
+    invariant's one rule (:data:`~pools.inventory.models.SCHEDULABLE_CARD`, or in MIG mode
+    :data:`~pools.inventory.models.SLICED_CARD`), burst pools among them. Kept per inventory
+    generation (:func:`pools.capacity.node_kinds.inventory_generation`, which every write of
+    GPUs, nodes, driver groups and GPU models changes), as the pool's node kinds are: one
+    small read while the inventory stands still, not a count over every card of the fleet."""
+    generation = inventory_generation()
+    if generation is not None and generation in _SCHEDULABLE:
+        return _SCHEDULABLE[generation]
+    capacity: dict[tuple[int, int], int] = defaultdict(int)
+    for pool_id, model_id, n in (
+        Gpu.objects.filter(SCHEDULABLE_CARD | SLICED_CARD, node__pool__isnull=False)
+        .values_list("node__pool_id", "gpu_model_id")
+        .annotate(n=Count("id"))
+        .order_by()
+    ):
+        capacity[(pool_id, model_id)] += n
+    if generation is not None:
+        _SCHEDULABLE.clear()
+        _SCHEDULABLE[generation] = dict(capacity)
+    return dict(capacity)
 
 
 def _used_outside_costs(periods, month, capacity) -> dict[int, Decimal]:
