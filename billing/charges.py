@@ -38,6 +38,7 @@ from django.db.models import (
     DecimalField,
     ExpressionWrapper,
     F,
+    Func,
     IntegerField,
     Q,
     QuerySet,
@@ -54,6 +55,7 @@ from billing.pricing import (
     card_hour_amount,
     card_hours_rounded,
     extra_amount,
+    minor_unit,
     prorate,
     token_amount,
 )
@@ -207,11 +209,29 @@ def period_cost(
     return priced_seconds(quantities, periods, kind, gpu_model_id) / 3600
 
 
-def with_cost(records: QuerySet[UsageRecord], periods: list[RatePeriod], kind: str) -> QuerySet:
+class _HalfUpUnits(Func):
+    """``floor(a / b)`` exactly where it can be: PostgreSQL's ``div`` truncates the quotient of
+    two ``numeric`` without rounding it first (equal to ``floor`` for ``a, b >= 0``); SQLite,
+    the demo's database, casts its floating quotient."""
+
+    function = "DIV"
+    output_field = DecimalField(max_digits=40, decimal_places=0)
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        return self.as_sql(compiler, connection, template="CAST((%(expressions)s) AS INTEGER)",
+                           arg_joiner=" / ", **extra_context)  # fmt: skip
+
+
+def with_cost(
+    records: QuerySet[UsageRecord], periods: list[RatePeriod], kind: str, currency: str
+) -> QuerySet:
     """``records`` that lie inside one rate period, annotated ``cost``: quantity (card-seconds)
-    × that period's ``kind`` price of the record's GPU model (0 where unpriced), the money of
-    :func:`priced_seconds`, exact in the database's ``numeric``. For ranking records in
-    SQL; the records that straddle a rate change are priced with :func:`record_costs`."""
+    × that period's ``kind`` price of the record's GPU model (0 where unpriced), as
+    :func:`priced_seconds` reckons it, exact in the database's ``numeric``; and ``units``: that
+    money rounded once, half-up, in the currency's minor units, ``floor((cost × 10^places +
+    1,800) / 3,600)`` (:func:`billing.pricing.round_money` in integers, so a ranking by amount
+    in SQL is the one Python makes). The records that straddle a rate change are priced with
+    :func:`record_costs`."""
     price = Case(
         *[
             When(segment=index, gpu_model_id=model_id, then=Value(amount))
@@ -223,11 +243,16 @@ def with_cost(records: QuerySet[UsageRecord], periods: list[RatePeriod], kind: s
         output_field=DecimalField(max_digits=14, decimal_places=6),
     )
     inside = records.exclude(straddling(periods)) if len(periods) > 1 else records
-    return inside.annotate(segment=segment(periods)).annotate(
-        cost=ExpressionWrapper(
-            F("quantity") * Coalesce(price, Value(Decimal(0))),
-            output_field=DecimalField(max_digits=40, decimal_places=12),
+    scale = Value(Decimal(10) ** minor_unit(currency))
+    return (
+        inside.annotate(segment=segment(periods))
+        .annotate(
+            cost=ExpressionWrapper(
+                F("quantity") * Coalesce(price, Value(Decimal(0))),
+                output_field=DecimalField(max_digits=40, decimal_places=12),
+            )
         )
+        .annotate(units=_HalfUpUnits(F("cost") * scale + Value(Decimal(1800)), Value(3600)))
     )
 
 

@@ -24,7 +24,6 @@ from billing.choices import TOKEN_UNITS, ChargeBasis, RateKind, UsageUnit
 from billing.conf import billing_zone
 from billing.models import RateCard, Statement, StatementLine, UsageRecord
 from billing.pricing import (
-    minor_unit,
     next_month,
     previous_month,
     round_money,
@@ -95,10 +94,10 @@ def top_allocations(*, month: date, team: Team | None = None, limit: int = 10) -
     "card_hours", "amount", "currency"}``, ``amount`` = the record's card-seconds at the
     reserved price of each rate period they fall in (:mod:`billing.charges`), rounded once.
 
-    Ranked in SQL (:func:`billing.charges.with_cost`) without loading the month's records: the
-    ``limit`` dearest that lie inside one rate period, then any others that round to the same
-    amount as the last of them (its ties, which the lower allocation id may win), beside the
-    few that straddle a rate change (:func:`billing.charges.record_costs`). Four queries."""
+    Ranked in SQL (:func:`billing.charges.with_cost`: by amount, then allocation id, as the
+    rows are sorted here) without loading the month's records: the ``limit`` first of those
+    that lie inside one rate period, beside the few that straddle a rate change
+    (:func:`billing.charges.record_costs`). Three queries."""
     periods = rate_periods(month=month, zone=billing_zone())
     currency = month_currency(periods)
     records = UsageRecord.objects.filter(
@@ -107,17 +106,12 @@ def top_allocations(*, month: date, team: Team | None = None, limit: int = 10) -
     )  # fmt: skip
     if team is not None:
         records = records.filter(team=team)
-    ranked = with_cost(records, periods, RateKind.GPU_RESERVED)
-    costs = dict(ranked.order_by("-cost", "allocation_id").values_list("pk", "cost")[:limit])
+    ranked = with_cost(records, periods, RateKind.GPU_RESERVED, currency).order_by(
+        "-units", "allocation_id"
+    )
+    costs = dict(ranked.values_list("pk", "cost")[:limit])
     costs.update(record_costs(records, periods, RateKind.GPU_RESERVED))
     amounts = {pk: round_money(card_seconds_hours(cost), currency) for pk, cost in costs.items()}
-    if len(amounts) >= limit > 0:  # the last one's ties: costs rounding to its amount
-        last = sorted(amounts.values(), reverse=True)[limit - 1]
-        half = Decimal(1).scaleb(-minor_unit(currency)) / 2
-        for pk, cost in ranked.filter(cost__gte=(last - half) * 3600).exclude(
-            pk__in=list(costs)
-        ).values_list("pk", "cost"):  # fmt: skip
-            amounts[pk] = round_money(card_seconds_hours(cost), currency)
     chosen = UsageRecord.objects.filter(pk__in=list(amounts)).select_related(
         "allocation__team", "allocation__pool", "allocation__gpu_model"
     )

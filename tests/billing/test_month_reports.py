@@ -327,4 +327,5 @@ def test_idle_cost_counts_the_cards_again_once_the_inventory_changes(month_of_al
     with CaptureQueriesContext(connection) as ctx:
         selectors.pool_idle_costs(month=OCT)
     counts = [q for q in ctx.captured_queries if 'COUNT("pools_gpu"."id")' in q["sql"]]
-    assert counts == []  # kept: the cards are not counted again
+    # kept on PostgreSQL (its inventory stamp); SQLite, without one, counts every time
+    assert len(counts) == (0 if connection.vendor == "postgresql" else 1)
