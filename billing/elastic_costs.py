@@ -13,7 +13,7 @@ period's burst, priced as the statements price burst (``settings.ELASTIC_SCALE_C
   (:func:`pools.elastic.metering.burst_card_seconds`, the statement's burst line), and the
   card-hours released by the down decisions inside it (each clipped to the period).
 - Price: the rate card's burst card-hour price for the GPU model in force at ``now``
-  (:func:`billing.services.rates.price_for`: the reserved price when the card has no burst
+  (:func:`billing.rate_periods.price_for`: the reserved price when the card has no burst
   price), in the card's currency. Cards placed in a burst pool (issue 35: the events'
   ``burst_cards_to`` in their ``burst_pool``) are priced at the card's price for that pool and
   GPU model (``pool-burst``), as the statement's burst-pool line charges them; the home pool's
@@ -38,7 +38,7 @@ from django.db.models import OuterRef, Subquery
 from billing.choices import RateKind
 from billing.conf import billing_zone
 from billing.pricing import format_money, round_money, unit_price_places
-from billing.services.rates import price_for, rate_period_at
+from billing.rate_periods import price_for, rate_period_at
 from pools.capacity.arithmetic import card_seconds_hours, clip
 from pools.elastic.choices import ScaleAction
 from pools.elastic.metering import burst_card_seconds
@@ -426,7 +426,7 @@ def burst_whatif_money(
     now: datetime,
 ) -> dict:
     """A what-if's burst priced both ways (issue 35), at the rate card in force at ``now``,
-    by the statements' own prices (:func:`billing.services.rates.price_for`) and rounding
+    by the statements' own prices (:func:`billing.rate_periods.price_for`) and rounding
     (:func:`billing.pricing.round_money`, once per amount): **with burst**, the home pool's
     burst card-hours at its burst price plus the burst pool's at that pool's price; **without
     burst**, the home pool's alone (the rest of the load is not served: its card-hours are
@@ -486,7 +486,7 @@ class BurstPoolPrice:
 
 def burst_pool_prices(*, pool_ids: Iterable[int], now: datetime) -> dict[int, list[BurstPoolPrice]]:
     """Each burst pool's card-hour prices on the rate card in force at ``now``
-    (``pool-burst`` entries, :func:`billing.services.rates.price_for`'s table): pool id ->
+    (``pool-burst`` entries, :func:`billing.rate_periods.price_for`'s table): pool id ->
     one :class:`BurstPoolPrice` per GPU model the card prices there, by model name; a pool
     the card prices nothing for is absent (unknown, never 0). Two queries (rate card, model
     names)."""

@@ -368,7 +368,7 @@ class SharedCardUse(models.Model):
     plugin's ``replicas``, or compute slices of the card's 7 — A30: 4), or a DCGM utilisation
     ``utilisation_pct`` (0-100 %) attributed to the team's pod. ``source_id`` is unique, so a
     re-import replaces, never adds. Read by :mod:`billing.shared_cards` through
-    :func:`billing.selectors.shared_card_splits`."""
+    :func:`billing.charges.shared_card_splits`."""
 
     gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT, related_name="shared_uses")
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="shared_card_uses")

@@ -26,7 +26,7 @@ from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
-from pools.capacity.arithmetic import SECONDS_PER_HOUR, card_hours, card_seconds_hours
+from pools.capacity.arithmetic import SECONDS_PER_HOUR, card_seconds_hours
 from pools.capacity.slices import is_profile, slice_share
 
 TOKENS_PER_MILLION = Decimal(1_000_000)
@@ -94,12 +94,6 @@ def month_of(instant: datetime, zone: tzinfo) -> date:
     return instant.astimezone(zone).date().replace(day=1)
 
 
-def hours_between(start: datetime, end: datetime) -> Decimal:
-    """Real elapsed hours (one card's :func:`~pools.capacity.arithmetic.card_hours`), so 30 Mar
-    2025 in Europe/Berlin is 23 h and 26 Oct 2025 is 25 h."""
-    return card_hours(1, start, end)
-
-
 def split_at(
     start: datetime, end: datetime, boundaries: Iterable[datetime]
 ) -> list[tuple[datetime, datetime]]:
@@ -126,6 +120,45 @@ def split_at_months(
         boundaries.append(boundary)
         month = next_month(month)
     return [(month_of(a, zone), a, b) for a, b in split_at(start, end, boundaries)]
+
+
+def whole_seconds(start: datetime, end: datetime) -> int:
+    """Whole seconds of ``[start, end)`` read in UTC (0 when ``end <= start``), as
+    :func:`~pools.capacity.arithmetic.card_hours` counts them: two aware datetimes of one
+    ``ZoneInfo`` subtract as wall-clock times (``datetime`` docs, "aware arithmetic"), which
+    would make 30 Mar 2025 in Europe/Berlin 24 h instead of 23 (and 26 Oct 2025 24, not 25)."""
+    return max(int((end.astimezone(UTC) - start.astimezone(UTC)).total_seconds()), 0)
+
+
+def seconds_in_periods(
+    start: datetime, end: datetime, periods: Sequence[tuple[datetime, datetime]]
+) -> list[int]:
+    """Whole seconds of ``[start, end)`` inside each of ``periods`` (half-open, aware), in order;
+    0 for a period it does not touch."""
+    lo, hi = start.astimezone(UTC), end.astimezone(UTC)
+    return [
+        whole_seconds(max(lo, a), min(hi, b)) if max(lo, a) < min(hi, b) else 0 for a, b in periods
+    ]
+
+
+def prorate(
+    quantity: Decimal, start: datetime, end: datetime, periods: Sequence[tuple[datetime, datetime]]
+) -> list[Decimal]:
+    """``quantity`` metered over ``[start, end)`` split over rate ``periods`` in proportion to
+    its whole seconds inside each: ``quantity × (seconds inside / seconds of the interval)``,
+    in ``decimal``'s default context (28 significant digits); 0 where it does not touch.
+
+    DESIGN.md "Usage, chargeback and reports": usage spanning a rate change is prorated by
+    seconds. 36 card-seconds over 10:00-10:00:36 cut at 10:00:12 -> 12 and 24. An interval of
+    no whole second (a zero-length record) lies whole in the period holding its start.
+    """
+    length = whole_seconds(start, end)
+    if length == 0:
+        return [quantity if a <= start < b else Decimal(0) for a, b in periods]
+    return [
+        quantity * (Decimal(seconds) / length) if seconds else Decimal(0)
+        for seconds in seconds_in_periods(start, end, periods)
+    ]
 
 
 def meter_interval(start: datetime | None, end: datetime | None) -> int:

@@ -12,22 +12,28 @@ from django.db import connection
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
-from billing.choices import TOKEN_UNITS, ChargeBasis, RateKind, ShareBasis, UsageUnit
-from billing.conf import billing_zone, default_currency
-from billing.models import RateCard, SharedCardUse, Statement, StatementLine, UsageRecord
-from billing.pricing import hours_between, minor_unit, next_month, previous_month, round_money
-from billing.services.rates import RatePeriod, price_for, rate_periods
-from billing.shared_cards import (
-    CardOverShared,
-    CardSplit,
-    CardUse,
-    card_split,
-    replicas_fraction,
-    utilisation_fraction,
+from billing.charges import (
+    SharedCardPeriod,
+    period_cost,
+    period_sums,
+    record_costs,
+    shared_card_splits,
+    with_cost,
 )
-from pools.capacity.arithmetic import card_seconds_hours, clip
+from billing.choices import TOKEN_UNITS, ChargeBasis, RateKind, UsageUnit
+from billing.conf import billing_zone
+from billing.models import RateCard, Statement, StatementLine, UsageRecord
+from billing.pricing import (
+    next_month,
+    previous_month,
+    round_money,
+    seconds_in_periods,
+)
+from billing.rate_periods import month_currency, rate_periods
+from pools.capacity.arithmetic import card_seconds_hours
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
+from pools.capacity.node_kinds import inventory_generation
 from pools.choices import IdleFindingState
 from pools.inventory.models import SCHEDULABLE_CARD, SLICED_CARD, Gpu, Pool
 from pools.reclamation.card_timeline import card_changes, card_pieces
@@ -82,45 +88,30 @@ def cost_by_gpu_model(lines) -> list[dict]:
     return [{"label": k, "amount": v} for k, v in sorted(totals.items(), key=lambda kv: -kv[1])]
 
 
-def _price_over(periods: list[RatePeriod], kind: str, gpu_model_id: int, start, end) -> Decimal:
-    """Σ hours of ``[start, end)`` in each period × that period's price (0 where unpriced)."""
-    total = Decimal(0)
-    for period in periods:
-        span = clip(start, end, period.start, period.end)
-        price = period.prices.get((kind, gpu_model_id, ""))
-        if span is not None and price is not None:
-            total += hours_between(*span) * price
-    return total
-
-
 def top_allocations(*, month: date, team: Team | None = None, limit: int = 10) -> list[dict]:
-    """Reserved allocations by their cost in the month (cards × hours × reserved price), the
-    ``limit`` dearest (ties: lowest allocation id first).
+    """The month's reserved usage records of allocations by what the statement charges for
+    them, the ``limit`` dearest (ties: lowest allocation id first): ``{"allocation",
+    "card_hours", "amount", "currency"}``, ``amount`` = the record's card-seconds at the
+    reserved price of each rate period they fall in (:mod:`billing.charges`), rounded once.
 
-    On PostgreSQL the allocations whose cards never changed are priced and ranked in one
-    statement (:data:`_TOP_RESERVED_SQL`); the few that reclamation shrank are priced here from
-    their card timeline and merged in, so the page does not load every record of the month.
-    """
-    zone = billing_zone()
-    periods = rate_periods(month=month, zone=zone)
-    currency = next((p.currency for p in periods if p.currency), None) or "EUR"
+    Ranked in SQL (:func:`billing.charges.with_cost`: by amount, then allocation id, as the
+    rows are sorted here) without loading the month's records: the ``limit`` first of those
+    that lie inside one rate period, beside the few that straddle a rate change
+    (:func:`billing.charges.record_costs`). Three queries."""
+    periods = rate_periods(month=month, zone=billing_zone())
+    currency = month_currency(periods)
     records = UsageRecord.objects.filter(
-        month=month, basis=ChargeBasis.RESERVED, allocation__isnull=False
-    )
+        month=month, basis=ChargeBasis.RESERVED, unit=UsageUnit.CARD_SECONDS,
+        allocation__isnull=False,
+    )  # fmt: skip
     if team is not None:
         records = records.filter(team=team)
-    costs: dict[int, Decimal] = {}
-    if connection.vendor == "postgresql":
-        costs.update(_top_unchanged_costs(month, team, periods, currency, limit))
-        # MIG slice allocations are priced here too: their share is the Python rule's
-        records = records.filter(
-            Exists(_card_changes_of(OuterRef("allocation_id"))) | ~Q(allocation__mig_profile="")
-        )
-    records = list(records.select_related("allocation"))
-    changes = card_changes(r.allocation_id for r in records)
-    for record in records:
-        costs[record.pk] = _reserved_cost(record, periods, changes.get(record.allocation_id, ()))
-    amounts = {pk: round_money(cost, currency) for pk, cost in costs.items()}
+    ranked = with_cost(records, periods, RateKind.GPU_RESERVED, currency).order_by(
+        "-units", "allocation_id"
+    )
+    costs = dict(ranked.values_list("pk", "cost")[:limit])
+    costs.update(record_costs(records, periods, RateKind.GPU_RESERVED))
+    amounts = {pk: round_money(card_seconds_hours(cost), currency) for pk, cost in costs.items()}
     chosen = UsageRecord.objects.filter(pk__in=list(amounts)).select_related(
         "allocation__team", "allocation__pool", "allocation__gpu_model"
     )
@@ -135,89 +126,6 @@ def top_allocations(*, month: date, team: Team | None = None, limit: int = 10) -
     ]
     rows.sort(key=lambda r: (-r["amount"], r["allocation"].pk))
     return rows[:limit]
-
-
-def _reserved_cost(record: UsageRecord, periods: list[RatePeriod], changes) -> Decimal:
-    """A reserved record's cost: each piece of its allocation's card timeline inside the
-    record's period, priced over the rate periods it spans; a MIG slice at its share of a card
-    (:attr:`pools.capacity.models.Allocation.card_share`)."""
-    share = record.allocation.card_share
-    return sum(
-        (
-            piece.cards * _price_over(periods, RateKind.GPU_RESERVED, record.gpu_model_id, *span)
-            for piece in card_pieces(record.allocation, changes)
-            if (span := clip(piece.start, piece.end, record.period_start, record.period_end))
-        ),
-        Decimal(0),
-    ) * share.numerator / share.denominator  # fmt: skip
-
-
-def _card_changes_of(allocation_id):
-    """Findings that changed an allocation's cards (what :func:`card_changes` reads)."""
-    return IdleFinding.objects.filter(
-        allocation_id=allocation_id,
-        state__in=[IdleFindingState.RECLAIMED, IdleFindingState.UNDONE],
-        reclaimed_at__isnull=False,
-    )
-
-
-def _price_rows(periods: list[RatePeriod], kind: str) -> tuple[str, list]:
-    """``VALUES`` rows ``(starts, ends, model, price)`` of the ``kind`` prices of each period,
-    for the SQL below; ``("", [])`` when nothing is priced."""
-    rows = [
-        (p.start, p.end, model_id, price)
-        for p in periods
-        for (k, model_id, _served), price in p.prices.items()
-        if k == kind and model_id is not None
-    ]
-    values = ", ".join(["(%s::timestamptz, %s::timestamptz, %s::bigint, %s::numeric)"] * len(rows))
-    return values, [v for row in rows for v in row]
-
-
-# Σ cards × whole seconds of overlap × price, the arithmetic of _price_over (whole seconds, as
-# pricing.hours_between counts them) left in the database; divided by 3600 s/h afterwards.
-_SECONDS = "FLOOR(EXTRACT(EPOCH FROM ({end} - {start})))"
-
-_TOP_RESERVED_SQL = """
-WITH price(starts, ends, model, price) AS (VALUES {values})
-SELECT r.id, COALESCE(SUM(a.card_count * {seconds} * price.price), 0) AS cost
-  FROM {usage} r
-  JOIN {allocation} a ON a.id = r.allocation_id
-  LEFT JOIN price ON price.model = r.gpu_model_id
-       AND price.starts < LEAST(r.period_end, a.ends_at)
-       AND price.ends > GREATEST(r.period_start, a.starts_at)
- WHERE r.month = %s AND r.basis = %s {team} AND a.mig_profile = ''
-   AND NOT EXISTS (SELECT 1 FROM {finding} f WHERE f.allocation_id = a.id
-                   AND f.state = ANY(%s) AND f.reclaimed_at IS NOT NULL)
- GROUP BY r.id, a.id
- ORDER BY ROUND(COALESCE(SUM(a.card_count * {seconds} * price.price), 0) / 3600, %s) DESC, a.id
- LIMIT %s
-"""  # fmt: skip
-
-
-def _top_unchanged_costs(month, team, periods, currency, limit) -> dict[int, Decimal]:
-    values, params = _price_rows(periods, RateKind.GPU_RESERVED)
-    if not values:  # nothing priced: every record costs 0, the lowest ids come first
-        values, params = "(NULL::timestamptz, NULL::timestamptz, NULL::bigint, NULL::numeric)", []
-    seconds = _SECONDS.format(
-        start="GREATEST(r.period_start, a.starts_at, price.starts)",
-        end="LEAST(r.period_end, a.ends_at, price.ends)",
-    )
-    sql = _TOP_RESERVED_SQL.format(
-        values=values,
-        seconds=seconds,
-        usage=UsageRecord._meta.db_table,
-        allocation=Allocation._meta.db_table,
-        finding=IdleFinding._meta.db_table,
-        team="AND r.team_id = %s" if team is not None else "",
-    )
-    args = [*params, month, ChargeBasis.RESERVED.value]
-    args += [team.pk] if team is not None else []
-    args += [[IdleFindingState.RECLAIMED.value, IdleFindingState.UNDONE.value]]
-    args += [minor_unit(currency), limit]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, args)
-        return {pk: card_seconds_hours(Decimal(cost)) for pk, cost in cursor.fetchall()}
 
 
 @dataclass(frozen=True)
@@ -254,48 +162,30 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     the month's start to its end or to now, whichever comes first, so the current month's
     capacity is only the hours that have happened (as its usage is).
     """
-    zone = billing_zone()
-    periods = rate_periods(month=month, zone=zone)
-    currency = next((p.currency for p in periods if p.currency), None) or "EUR"
+    periods = rate_periods(month=month, zone=billing_zone())
+    currency = month_currency(periods)
     start, end = periods[0].start, min(periods[-1].end, timezone.now())
     if end <= start:  # a month still to come: nothing has happened yet
         return []
-    capacity: dict[tuple[int, int], int] = defaultdict(int)
-    for row in (
-        Gpu.objects.filter(
-            SCHEDULABLE_CARD | SLICED_CARD, node__pool__isnull=False, node__pool__burst=False
-        )
-        .values("node__pool_id", "gpu_model_id")
-        .annotate(n=Count("id"))
-    ):
-        capacity[(row["node__pool_id"], row["gpu_model_id"])] += row["n"]
-    held: dict[int, Decimal] = defaultdict(Decimal)
-    allocations = Allocation.objects.filter(status__in=CHARGED_STATUSES).overlapping(start, end)
-    if connection.vendor == "postgresql":  # the unchanged ones summed in SQL, as top_allocations
-        held.update(_held_unchanged_costs(periods, start, end))
-        allocations = allocations.filter(
-            Exists(_card_changes_of(OuterRef("pk"))) | ~Q(mig_profile="")
-        )
-    allocations = list(allocations.select_related("gpu_model"))
-    changes = card_changes(a.pk for a in allocations)
-    for a in allocations:
-        share = a.card_share  # a MIG slice holds its share of a card
-        for piece in card_pieces(a, changes.get(a.pk, ())):
-            cards = Decimal(piece.cards * share.numerator) / share.denominator
-            held[a.pool_id] += cards * _price_over(
-                periods, RateKind.GPU_RESERVED, a.gpu_model_id, max(piece.start, start),
-                min(piece.end, end),
-            )  # fmt: skip
+    bounds = [(max(p.start, start), min(p.end, end)) for p in periods]
+    pools = {pool.pk: pool for pool in Pool.objects.filter(burst=False)}
+    capacity = {key: n for key, n in _schedulable_cards().items() if key[0] in pools}
+    month_seconds = seconds_in_periods(start, end, bounds)
     full: dict[int, Decimal] = defaultdict(Decimal)
     for (pool_id, model_id), cards in capacity.items():
-        full[pool_id] += cards * _price_over(periods, RateKind.GPU_RESERVED, model_id, start, end)
+        seconds = [Decimal(cards * s) for s in month_seconds]
+        full[pool_id] += period_cost(seconds, periods, RateKind.GPU_RESERVED, model_id)
+    held: dict[int, Decimal] = defaultdict(Decimal)
+    for (pool_id, model_id), seconds in _held_card_seconds(start, end, bounds).items():
+        held[pool_id] += period_cost(seconds, periods, RateKind.GPU_RESERVED, model_id)
     outside = _used_outside_costs(periods, month, capacity)
     shared, _ = shared_card_splits(month=month, periods=periods)
     for card in shared:  # a shared card's tenants used it outside any allocation
         if card.split is not None and card.gpu.node.pool_id is not None:
             outside[card.gpu.node.pool_id] += sum(p.amount for p in card.split.parts)
     result = []
-    for pool in Pool.objects.filter(pk__in=set(full) | set(held), burst=False).order_by("name"):
+    shown = [pools[pk] for pk in set(full) | set(held) if pk in pools]
+    for pool in sorted(shown, key=lambda pool: (pool.name, pool.pk)):
         cap, used, other = full[pool.pk], held[pool.pk], outside[pool.pk]
         result.append(
             IdleCost(
@@ -312,9 +202,38 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     return result
 
 
+_SCHEDULABLE: dict[int, dict[tuple[int, int], int]] = {}
+"""The newest inventory generation's :func:`_schedulable_cards` read in this process."""
+
+
+def _schedulable_cards() -> dict[tuple[int, int], int]:
+    """(pool, GPU model) -> the pool's cards the schedulers can hand out: the capacity
+    invariant's one rule (:data:`~pools.inventory.models.SCHEDULABLE_CARD`, or in MIG mode
+    :data:`~pools.inventory.models.SLICED_CARD`), burst pools among them. Kept per inventory
+    generation (:func:`pools.capacity.node_kinds.inventory_generation`, which every write of
+    GPUs, nodes, driver groups and GPU models changes), as the pool's node kinds are: one
+    small read while the inventory stands still, not a count over every card of the fleet."""
+    generation = inventory_generation()
+    if generation is not None and generation in _SCHEDULABLE:
+        return _SCHEDULABLE[generation]
+    capacity: dict[tuple[int, int], int] = defaultdict(int)
+    for pool_id, model_id, n in (
+        Gpu.objects.filter(SCHEDULABLE_CARD | SLICED_CARD, node__pool__isnull=False)
+        .values_list("node__pool_id", "gpu_model_id")
+        .annotate(n=Count("id"))
+        .order_by()
+    ):
+        capacity[(pool_id, model_id)] += n
+    if generation is not None:
+        _SCHEDULABLE.clear()
+        _SCHEDULABLE[generation] = dict(capacity)
+    return dict(capacity)
+
+
 def _used_outside_costs(periods, month, capacity) -> dict[int, Decimal]:
     """Per pool: the month's used card-hours outside any allocation (``basis`` used, in
-    card-seconds), priced at the reserved rate over each record's own period, as capacity is.
+    card-seconds), at the reserved rate of the rate periods they fall in, as capacity is
+    (:func:`billing.charges.period_sums` per GPU model: one ``GROUP BY``, not a row per job).
 
     Such a record names a team and a GPU model but no pool (Slurm accounting gives a partition,
     the Prometheus meter a node, and neither is kept on the record), so it is attributed by its
@@ -324,57 +243,82 @@ def _used_outside_costs(periods, month, capacity) -> dict[int, Decimal]:
     holders: dict[int, dict[int, int]] = defaultdict(dict)
     for (pool_id, model_id), cards in capacity.items():
         holders[model_id][pool_id] = cards
-    netted: dict[int, Decimal] = defaultdict(Decimal)
     records = UsageRecord.objects.filter(
-        month=month, basis=ChargeBasis.USED, unit=UsageUnit.CARD_SECONDS, quantity__gt=0,
-        gpu_model__isnull=False,
-    ).values_list("gpu_model_id", "quantity", "period_start", "period_end")  # fmt: skip
-    for model_id, quantity, started, ended in records:
-        hours = hours_between(started, ended)
-        if model_id not in holders or hours <= 0:
+        month=month, basis=ChargeBasis.USED, unit=UsageUnit.CARD_SECONDS, gpu_model__isnull=False
+    )
+    sums, _ = period_sums(records, periods, ("gpu_model_id",))
+    netted: dict[int, Decimal] = defaultdict(Decimal)
+    for (model_id,), seconds in sums.items():
+        if model_id not in holders:
             continue
-        price_hours = _price_over(periods, RateKind.GPU_RESERVED, model_id, started, ended)
-        cost = quantity / 3600 * price_hours / hours  # cards × hours × price, cards = q / s
+        cost = period_cost(seconds, periods, RateKind.GPU_RESERVED, model_id)
         total = sum(holders[model_id].values())
         for pool_id, cards in holders[model_id].items():
             netted[pool_id] += cost * cards / total
     return netted
 
 
+def _held_card_seconds(start, end, bounds) -> dict[tuple[int, int], list[Decimal]]:
+    """(pool, GPU model) -> card-seconds its charged allocations held in each rate period of
+    ``[start, end)`` (``bounds``: the periods clipped to it), every pricing method alike.
+
+    A MIG slice holds its share of a card (:attr:`pools.capacity.models.Allocation.card_share`)
+    and a reclaimed allocation the cards of its timeline (:mod:`pools.reclamation.card_timeline`),
+    read in Python; on PostgreSQL the others — nearly all — are summed by
+    :data:`_HELD_SQL` in one statement (``tests/billing/test_one_pricing_path.py`` checks the
+    two agree)."""
+    held: dict[tuple[int, int], list[Decimal]] = defaultdict(lambda: [Decimal(0)] * len(bounds))
+    allocations = Allocation.objects.filter(status__in=CHARGED_STATUSES).overlapping(start, end)
+    if connection.vendor == "postgresql":
+        for pool_id, model_id, index, seconds in _held_unchanged(start, end, bounds):
+            held[(pool_id, model_id)][index] += Decimal(seconds)
+        changed = IdleFinding.objects.filter(
+            allocation_id=OuterRef("pk"), state__in=_CARD_CHANGES, reclaimed_at__isnull=False
+        )
+        allocations = allocations.filter(Exists(changed) | ~Q(mig_profile=""))
+    allocations = list(allocations.select_related("gpu_model"))
+    changes = card_changes(a.pk for a in allocations)
+    for a in allocations:
+        share = a.card_share
+        for piece in card_pieces(a, changes.get(a.pk, ())):
+            cards = Decimal(piece.cards * share.numerator) / share.denominator
+            seconds = seconds_in_periods(max(piece.start, start), min(piece.end, end), bounds)
+            for index, s in enumerate(seconds):
+                held[(a.pool_id, a.gpu_model_id)][index] += cards * s
+    return held
+
+
+_CARD_CHANGES = [IdleFindingState.RECLAIMED.value, IdleFindingState.UNDONE.value]
+"""Finding states whose ``reclaimed_at`` changed an allocation's cards (what
+:func:`pools.reclamation.card_timeline.card_changes` reads)."""
+
 _HELD_SQL = """
-WITH price(starts, ends, model, price) AS (VALUES {values})
-SELECT a.pool_id, COALESCE(SUM(a.card_count * {seconds} * price.price), 0)
+WITH period(idx, starts, ends) AS (VALUES {values})
+SELECT a.pool_id, a.gpu_model_id, period.idx, SUM(a.card_count * FLOOR(EXTRACT(EPOCH FROM
+       LEAST(a.ends_at, period.ends) - GREATEST(a.starts_at, period.starts))))
   FROM {allocation} a
-  LEFT JOIN price ON price.model = a.gpu_model_id
-       AND price.starts < LEAST(a.ends_at, %s) AND price.ends > GREATEST(a.starts_at, %s)
+  JOIN period ON period.starts < a.ends_at AND period.ends > a.starts_at
  WHERE a.status = ANY(%s) AND a.starts_at < %s AND a.ends_at > %s AND a.mig_profile = ''
    AND NOT EXISTS (SELECT 1 FROM {finding} f WHERE f.allocation_id = a.id
                    AND f.state = ANY(%s) AND f.reclaimed_at IS NOT NULL)
- GROUP BY a.pool_id
+ GROUP BY 1, 2, 3
 """
+"""Whole card-seconds per pool, GPU model and rate period of the allocations whose cards never
+changed (``FLOOR`` of the overlap's seconds, as :func:`billing.pricing.whole_seconds`)."""
 
 
-def _held_unchanged_costs(periods, start, end) -> dict[int, Decimal]:
-    """Per pool: what its allocations whose cards never changed held in ``[start, end)``,
-    priced at the reserved rate (the sum :func:`pool_idle_costs` makes, in one statement)."""
-    values, params = _price_rows(periods, RateKind.GPU_RESERVED)
-    if not values:
-        values, params = "(NULL::timestamptz, NULL::timestamptz, NULL::bigint, NULL::numeric)", []
-    seconds = _SECONDS.format(
-        start="GREATEST(a.starts_at, price.starts, %s)", end="LEAST(a.ends_at, price.ends, %s)"
-    )
+def _held_unchanged(start, end, bounds) -> list[tuple[int, int, int, int]]:
+    """``(pool, GPU model, period index, card-seconds)`` rows of :data:`_HELD_SQL`."""
+    rows = [(i, a, b) for i, (a, b) in enumerate(bounds) if b > a]
+    values = ", ".join(["(%s::int, %s::timestamptz, %s::timestamptz)"] * len(rows))
     sql = _HELD_SQL.format(
-        values=values,
-        seconds=seconds,
-        allocation=Allocation._meta.db_table,
-        finding=IdleFinding._meta.db_table,
+        values=values, allocation=Allocation._meta.db_table, finding=IdleFinding._meta.db_table
     )
-    states = [IdleFindingState.RECLAIMED.value, IdleFindingState.UNDONE.value]
-    # in the order the placeholders appear: seconds (end, start), the join, the filter
-    args = [*params, end, start, end, start, [str(x) for x in CHARGED_STATUSES], end, start, states]
+    args = [v for row in rows for v in row]
+    args += [[str(x) for x in CHARGED_STATUSES], end, start, _CARD_CHANGES]
     with connection.cursor() as cursor:
         cursor.execute(sql, args)
-        return {pool: card_seconds_hours(Decimal(cost)) for pool, cost in cursor.fetchall()}
+        return cursor.fetchall()
 
 
 CHART_TEAMS = 10
@@ -478,83 +422,6 @@ def tokens_toward_quota(*, team_id: int, month: date) -> dict[str, int]:
                 continue
         totals[served] += int(quantity)
     return dict(totals)
-
-
-@dataclass(frozen=True)
-class SharedCardPeriod:
-    """One shared card over one rate period of a month: its price per card-hour (reserved
-    rate of its GPU model) and the split (:func:`billing.shared_cards.card_split`), or the
-    ``problem`` that kept it from being billed (``unpriced``, ``over_shared``) with ``detail``."""
-
-    gpu: Gpu
-    period: RatePeriod
-    price: Decimal | None
-    split: CardSplit | None
-    tenants: tuple[int, ...] = ()  # team ids, slug order
-    problem: str = ""
-    detail: str = ""
-
-
-def _use_fraction(use: SharedCardUse) -> Fraction:
-    if use.basis == ShareBasis.DCGM_UTILISATION:
-        return utilisation_fraction(use.utilisation_pct)
-    return replicas_fraction(use.parts_held, use.parts_per_card)
-
-
-def shared_card_splits(
-    *,
-    month: date,
-    team_ids: list[int] | None = None,
-    pool_id: int | None = None,
-    periods: list[RatePeriod] | None = None,
-) -> tuple[list[SharedCardPeriod], str]:
-    """Every shared card of ``month`` (a card with a :class:`~billing.models.SharedCardUse`
-    in it; of those ``team_ids`` used, of those in ``pool_id``, when given) split over its
-    tenants and idle remainder per rate period, and the month's currency. A card with uses is
-    shared all month: its window is the month's card-seconds, cut at rate-card changes. Every
-    tenant of a card is read (the cents of one depend on the others), in team slug order. Two
-    queries (one when the month's ``periods`` are given)."""
-    periods = periods or rate_periods(month=month, zone=billing_zone())
-    currency = next((p.currency for p in periods if p.currency), None) or default_currency()
-    start, end = periods[0].start, periods[-1].end
-    uses = SharedCardUse.objects.filter(period_start__lt=end, period_end__gt=start)
-    if team_ids is not None:
-        uses = uses.filter(gpu_id__in=uses.filter(team_id__in=team_ids).values("gpu_id"))
-    if pool_id is not None:
-        uses = uses.filter(gpu__node__pool_id=pool_id)
-    by_gpu: dict[int, list[SharedCardUse]] = defaultdict(list)
-    gpus: dict[int, Gpu] = {}
-    for use in uses.select_related("gpu__node", "gpu__gpu_model", "team").order_by(
-        "gpu__node__hostname", "gpu__index", "period_start", "id"
-    ):
-        by_gpu[use.gpu_id].append(use)
-        gpus[use.gpu_id] = use.gpu
-    result = []
-    for gpu_id, card_uses in by_gpu.items():
-        gpu = gpus[gpu_id]
-        rows = [CardUse(u.team_id, u.basis, u.period_start, u.period_end, _use_fraction(u))
-                for u in card_uses]  # fmt: skip
-        by_slug = sorted(card_uses, key=lambda u: u.team.slug)
-        order = tuple(dict.fromkeys(u.team_id for u in by_slug))
-        for period in periods:
-            price = price_for(period, RateKind.GPU_RESERVED, gpu.gpu_model_id, "")
-            if price is None:
-                # a period without a price and without uses (before the first rate card) is
-                # no one's charge: nothing to warn about
-                if any(clip(u.start, u.end, period.start, period.end) for u in rows):
-                    result.append(SharedCardPeriod(gpu, period, None, None, order, "unpriced"))
-                continue
-            try:
-                split = card_split(start=period.start, end=period.end, uses=rows,
-                                   price_per_card_hour=price, currency=currency,
-                                   order=order)  # fmt: skip
-            except CardOverShared as exc:
-                result.append(
-                    SharedCardPeriod(gpu, period, price, None, order, "over_shared", str(exc))
-                )
-                continue
-            result.append(SharedCardPeriod(gpu, period, price, split, order))
-    return result, currency
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from django.utils import timezone
 from billing.choices import RateKind
 from billing.conf import billing_zone
 from billing.pricing import unit_price_places
-from billing.services.rates import rate_period_at
+from billing.rate_periods import rate_period_at
 from pools.inventory.models import GpuModel
 
 

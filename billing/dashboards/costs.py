@@ -13,6 +13,7 @@ from decimal import Decimal
 
 from django.db.models import Sum
 
+from billing.charges import usage_lines_by_team
 from billing.choices import RateKind, UsageSource, UsageUnit
 from billing.conf import billing_zone
 from billing.models import Statement, UsageRecord
@@ -24,8 +25,7 @@ from billing.pricing import (
     previous_month,
     round_money,
 )
-from billing.services.rates import price_for, rate_period_at
-from billing.services.statements import usage_lines_by_team
+from billing.rate_periods import price_for, rate_period_at
 from pools.capacity.arithmetic import card_seconds_hours, clip
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
@@ -178,13 +178,13 @@ class CostSoFar:
 def teams_cost_so_far(*, team_ids: list[int], now: datetime) -> dict[int, CostSoFar]:
     """This month's money per team, from the statements' own pricing path.
 
-    - ``to_date``: Σ of the line amounts :func:`billing.services.statements.usage_lines_by_team`
+    - ``to_date``: Σ of the line amounts :func:`billing.charges.usage_lines_by_team`
       prices for the month now (each line rounded as the statement rounds it): reserved
       card-hours as the reservation import has accrued them (beat ``usage-import``, hourly),
       used card-hours outside reservations, elastic burst, tokens.
     - ``forecast``: ``to_date`` + for every charged, reserved-priced allocation of the team, its
       cards × hours from ``now`` to the earlier of its window's end and the month's end, at the
-      rate card's reserved price in force now (:func:`billing.services.rates.price_for`),
+      rate card's reserved price in force now (:func:`billing.rate_periods.price_for`),
       rounded half-up to the currency's minor unit once per GPU model. Burst ahead is not
       forecast (it depends on traffic).
 
@@ -270,8 +270,8 @@ def allocations_cost_so_far(
     *, allocations: Iterable[Allocation], now: datetime
 ) -> dict[int, AllocationCost]:
     """Allocation id -> its reserved cost so far (:class:`AllocationCost`), with the statements'
-    price lookup (:func:`billing.services.rates.price_for` on the period
-    :func:`billing.services.rates.rate_period_at` gives for ``now``). Card-hours are those of
+    price lookup (:func:`billing.rate_periods.price_for` on the period
+    :func:`billing.rate_periods.rate_period_at` gives for ``now``). Card-hours are those of
     :func:`held_card_hours` over ``[starts_at, min(now, ends_at))``; an allocation released,
     reclaimed or never charged counts as its statuses' charging says (``CHARGED_STATUSES``:
     cancelled ones hold nothing). A rate change inside the window is not split: the whole is at

@@ -1,7 +1,7 @@
 """Serving efficiency in money: the effective cost per million output tokens of an allocation,
 priced from its own card-hours at the rate card's reserved price for its GPU model (the prices
-of :func:`billing.services.rates.rate_periods`, looked up with
-:func:`~billing.services.rates.price_for`; nothing restated here).
+of :func:`billing.rate_periods.rate_periods`, looked up with
+:func:`~billing.rate_periods.price_for`; nothing restated here).
 
 Only the card-hours of buckets where the engine reported tokens are priced against those
 tokens (a bucket without token series would otherwise make the tokens look dearer). The
@@ -19,7 +19,7 @@ from decimal import Decimal
 from billing.choices import RateKind
 from billing.conf import billing_zone
 from billing.pricing import month_bounds, round_money
-from billing.services.rates import price_for, rate_periods
+from billing.rate_periods import price_for, rate_periods
 from pools.capacity.models import Allocation
 from pools.serving.efficiency import Usage, cost_per_million
 from pools.serving.selectors import (

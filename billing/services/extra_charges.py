@@ -1,7 +1,7 @@
 """Extra charges (issue 35; seed 004 §5.2: rented capacity is billed with storage and network on
 top): shared storage in GB-months and network egress in GB, per team (and pool), imported from
 a CSV. Priced on statements by the rate card's storage / egress prices, through the statements'
-one pricer (:func:`billing.services.statements._lines_from_sums`).
+one pricer (:func:`billing.charges.lines_from_sums`).
 
 The CSV (header required, any column order)::
 

@@ -1,9 +1,8 @@
 """Statements: build (rebuildable drafts), finalize (frozen), close a month (the beat task).
 
-Lines are computed from usage records in SQL (``GROUP BY`` GPU model / served model / basis /
-unit / rate period); only records that straddle a rate change are prorated in Python, by
-seconds. One line per key and rate period (adjacent periods with the same price merge), so a
-rate change on the 15th splits a line in two. Money is rounded once per line.
+A statement's lines are what :mod:`billing.charges` (the one pricing path) prices: one line per
+key and rate period (adjacent periods with the same price merge), so a rate change on the 15th
+splits a line in two; money rounded once per line. This module writes them.
 
 Late usage: a final statement never changes. When a draft is built, every earlier *final*
 month of the team whose usage changed after it was finalized is recomputed; the difference
@@ -14,36 +13,34 @@ adjustment lines whose ``period`` is that month.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, replace
 from datetime import date, datetime
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Case, Exists, IntegerField, OuterRef, Q, Sum, Value, When
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from billing.choices import ChargeBasis, LineKind, StatementStatus, UsageFlag, UsageUnit
+# usage_lines_by_team: billing.budgets.selectors still imports it (and CARD_HOURS) from here
+from billing.charges import (  # noqa: F401
+    CARD_HOURS,
+    LineData,
+    ambiguous_time_notes,
+    lines_from_sums,
+    segment_sums_by_team,
+    shared_card_lines,
+    statement_lines_compute,
+    usage_lines_by_team,
+)
+from billing.choices import ChargeBasis, LineKind, StatementStatus, UsageUnit
 from billing.conf import billing_zone, default_currency
 from billing.errors import StatementFinal
 from billing.locks import billing_lock, month_close_lock_name
 from billing.models import SharedCardUse, Statement, StatementLine, UsageRecord
-from billing.pricing import (
-    card_hour_amount,
-    card_hours_rounded,
-    extra_amount,
-    month_of,
-    previous_month,
-    round_money,
-    rounding_note,
-    split_at_months,
-    token_amount,
-)
-from billing.selectors import shared_card_splits
-from billing.services.rates import RatePeriod, price_for, rate_kind, rate_periods
+from billing.pricing import month_of, previous_month, round_money, rounding_note, split_at_months
+from billing.rate_periods import month_currency, rate_periods
 from pools.audit.models import AuditEvent
 from pools.audit.services import audit_event_build, audit_event_record
-from pools.capacity.arithmetic import clip
 from pools.inventory.models import GpuModel
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_manager_emails, teams_with_manager_email
@@ -51,301 +48,8 @@ from pools.tenancy.selectors import team_manager_emails, teams_with_manager_emai
 _BASIS_ORDER = {ChargeBasis.RESERVED: 0, ChargeBasis.BURST: 1, ChargeBasis.BURST_POOL: 2,
                 ChargeBasis.USED: 3, ChargeBasis.TOKENS: 4, ChargeBasis.REPLAYED: 5,
                 ChargeBasis.SHARED: 6, ChargeBasis.STORAGE: 7, ChargeBasis.EGRESS: 8}  # fmt: skip
-CARD_HOURS = "card-hours"
 _UNIT_ORDER = {CARD_HOURS: 0, UsageUnit.INPUT_TOKENS: 1, UsageUnit.CACHED_INPUT_TOKENS: 2,
                UsageUnit.OUTPUT_TOKENS: 3}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class LineData:
-    kind: str
-    period: date
-    gpu_model_id: int | None
-    served_model: str
-    basis: str
-    unit: str
-    raw_quantity: Decimal  # card-seconds or tokens, unrounded
-    quantity: Decimal  # card-hours (6 places) or tokens
-    unit_price: Decimal
-    amount: Decimal
-    rate_from: date
-    rate_to: date
-    rate_card_id: int | None
-    # shared-card lines only (basis ``shared``): the card, its share and what it is read from
-    gpu_id: int | None = None
-    card_share: Decimal | None = None
-    share_basis: str = ""
-    # Issue 35: the burst pool of burst-pool card-hours, the pool of storage / egress.
-    pool_id: int | None = None
-
-    @property
-    def key(self) -> tuple:
-        return (self.gpu_model_id, self.served_model, self.basis, self.unit, self.unit_price,
-                self.rate_from, self.rate_to, self.gpu_id, self.share_basis,
-                self.pool_id)  # fmt: skip
-
-
-def _priced(period: date, key: tuple, raw: Decimal, rate: RatePeriod, price: Decimal,
-            currency: str) -> LineData:  # fmt: skip
-    gpu_model_id, served, basis, unit, pool_id = key
-    if unit == UsageUnit.CARD_SECONDS:
-        quantity, amount, shown = (
-            card_hours_rounded(raw),
-            card_hour_amount(raw, price, currency),
-            CARD_HOURS,
-        )
-    elif unit in (UsageUnit.GB_MONTHS, UsageUnit.GB):
-        quantity, amount, shown = raw, extra_amount(raw, price, currency), unit
-    else:
-        quantity, amount, shown = raw, token_amount(raw, price, currency), unit
-    return LineData(LineKind.USAGE, period, gpu_model_id, served, basis, shown, raw, quantity,
-                    price, amount, rate.rate_from, rate.rate_to, rate.card_id,
-                    pool_id=pool_id)  # fmt: skip
-
-
-def _segment_sums_by_team(
-    month: date,
-    periods: list[RatePeriod],
-    team_ids: list[int] | None = None,
-    pool_id: int | None = None,
-) -> tuple[dict[int, dict[tuple, list[Decimal]]], set[int]]:
-    """Raw quantity per team, (gpu model, served model, basis, unit, pool) and rate period index,
-    and the teams with any usage record in the month (charged or not).
-
-    One ``GROUP BY`` over the month's records (of ``team_ids``, or of every team; of the
-    allocations in ``pool_id`` only, when given); records that straddle a rate change are
-    prorated in Python, in ``(period_start, id)`` order.
-    """
-    by_team: dict[int, dict[tuple, list[Decimal]]] = defaultdict(
-        lambda: defaultdict(lambda: [Decimal(0)] * len(periods))
-    )
-    month_records = UsageRecord.objects.filter(month=month)
-    if team_ids is not None:
-        month_records = month_records.filter(team_id__in=team_ids)
-    if pool_id is not None:
-        month_records = month_records.filter(allocation__pool_id=pool_id)
-    charged = Q(quantity__gt=0) & ~Q(basis=ChargeBasis.INCLUDED)
-    cuts = [p.start for p in periods[1:]]
-    straddles = Q()
-    for cut in cuts:
-        straddles |= Q(period_start__lt=cut, period_end__gt=cut)
-    segment = (
-        Case(
-            *[When(period_start__lt=c, then=Value(i)) for i, c in enumerate(cuts)],
-            default=Value(len(cuts)),
-            output_field=IntegerField(),
-        )  # fmt: skip
-        if cuts
-        else Value(0, output_field=IntegerField())
-    )
-    rows = (
-        month_records.annotate(segment=segment)
-        .values_list(
-            "team_id", "gpu_model_id", "served_model", "basis", "unit", "pool_id", "segment"
-        )
-        .annotate(total=Sum("quantity", filter=charged & ~straddles if cuts else charged))
-        .order_by()
-    )  # fmt: skip
-    seen: set[int] = set()
-    for team_id, gpu_model_id, served, basis, unit, pool_id, index, total in rows:
-        seen.add(team_id)
-        if total is not None:
-            by_team[team_id][(gpu_model_id, served, basis, unit, pool_id)][index] += Decimal(total)
-    records = month_records.filter(charged)
-    if cuts:
-        straddling = records.filter(straddles).order_by("period_start", "id")
-        for record in straddling.only(
-            "team_id", "gpu_model_id", "served_model", "basis", "unit", "quantity",
-            "period_start", "period_end", "pool_id",
-        ):  # fmt: skip
-            key = (record.gpu_model_id, record.served_model, record.basis, record.unit,
-                   record.pool_id)  # fmt: skip
-            sums = by_team[record.team_id]
-            length = Decimal(int((record.period_end - record.period_start).total_seconds()))
-            for index, period in enumerate(periods):
-                span = clip(record.period_start, record.period_end, period.start, period.end)
-                if span is not None:
-                    share = Decimal(int((span[1] - span[0]).total_seconds())) / length
-                    sums[key][index] += record.quantity * share
-    return by_team, seen
-
-
-def _segment_sums(
-    team_id: int, month: date, periods: list[RatePeriod]
-) -> dict[tuple, list[Decimal]]:  # noqa: E501
-    """Raw quantity per (gpu model, served model, basis, unit, pool) and rate period index."""
-    return _segment_sums_by_team(month, periods, [team_id])[0].get(team_id, {})
-
-
-def _month_currency(periods: list[RatePeriod]) -> str:
-    return next((p.currency for p in periods if p.currency), None) or default_currency()
-
-
-def _lines_from_sums(
-    month: date, periods: list[RatePeriod], currency: str, sums: dict[tuple, list[Decimal]]
-) -> tuple[list[LineData], list[dict]]:
-    """Price one team's segment sums: one line per key and rate period (adjacent periods
-    with the same price merge), rounded once; unpriced usage becomes a warning."""
-    lines: list[LineData] = []
-    warnings: list[dict[str, Any]] = []
-    for key, per_period in sums.items():
-        gpu_model_id, served, basis, unit, pool_id = key
-        kind = rate_kind(basis, unit)
-        current: LineData | None = None
-        for period, raw in zip(periods, per_period, strict=True):
-            if not raw:
-                continue
-            if unit == UsageUnit.UNMETERED_REQUESTS:
-                # Counted and shown, never priced as 0 tokens: the gateway sent no usage.
-                warnings.append({"code": "unmetered_requests", "served_model": served,
-                                 "requests": str(raw), "from": period.rate_from.isoformat(),
-                                 "to": period.rate_to.isoformat()})  # fmt: skip
-                continue
-            price = price_for(period, kind, gpu_model_id, served, pool_id) if kind else None
-            if basis == ChargeBasis.REPLAYED and not period.replayed_tokens_charged:
-                price = Decimal(0)  # shown for showback; this card does not charge replays
-            if price is None:
-                warnings.append({"code": "unpriced", "gpu_model_id": gpu_model_id,
-                                 "served_model": served, "basis": basis, "unit": unit,
-                                 **({"pool_id": pool_id} if pool_id else {}),
-                                 "quantity": str(raw), "from": period.rate_from.isoformat(),
-                                 "to": period.rate_to.isoformat()})  # fmt: skip
-                continue
-            if (
-                current is not None
-                and current.unit_price == price
-                and current.rate_to == period.rate_from
-            ):  # noqa: E501
-                raw_total = current.raw_quantity + raw
-                merged = _priced(month, key, raw_total, period, price, currency)
-                current = replace(
-                    merged, rate_from=current.rate_from, rate_card_id=current.rate_card_id
-                )  # noqa: E501
-                lines[-1] = current
-                continue
-            current = _priced(month, key, raw, period, price, currency)
-            lines.append(current)
-    return lines, warnings
-
-
-def ambiguous_time_notes(month: date, team_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
-    """Per team, one statement warning per usage record of ``month`` metered from a wall-clock
-    time that happened twice (flag ``ambiguous_time``): both readings, the billed first one
-    and the other, as ISO 8601 times and card-hours (6 places), with the line's GPU model and
-    basis so a page can put it on that line. One query for all ``team_ids``."""
-    notes: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    records = UsageRecord.objects.filter(
-        month=month, team_id__in=team_ids, flag=UsageFlag.AMBIGUOUS_TIME
-    ).order_by("period_start", "id")
-    for r in records:
-        other = r.other_reading_quantity
-        notes[r.team_id].append({
-            "code": "ambiguous_time", "gpu_model_id": r.gpu_model_id, "basis": r.basis,
-            "source_id": r.source_id, "job_id": r.source_id.split(":")[1],
-            "billed_start": r.period_start.isoformat(), "billed_end": r.period_end.isoformat(),
-            "billed_card_hours": str(card_hours_rounded(r.quantity)),
-            "other_start": r.other_reading_start.isoformat(),
-            "other_end": r.other_reading_end.isoformat(),
-            "other_card_hours": None if other is None else str(card_hours_rounded(other)),
-        })  # fmt: skip
-    return notes
-
-
-def shared_card_lines(
-    month: date,
-    team_ids: list[int] | None = None,
-    pool_id: int | None = None,
-    periods: list[RatePeriod] | None = None,
-) -> tuple[dict[int, list[LineData]], dict[int, list[dict]]]:
-    """Per team, one line per shared card, share basis and rate period: the team's card-hours
-    of the card and its cents of the card's amount (:func:`billing.selectors.shared_card_splits`:
-    the tenants and the idle remainder add up to the card's amount exactly); and per team the
-    warnings of its cards that could not be billed (``shared_card_unpriced``,
-    ``shared_card_over_shared``). Of ``team_ids`` only, of cards in ``pool_id``, when given."""
-    lines: dict[int, list[LineData]] = defaultdict(list)
-    warnings: dict[int, list[dict]] = defaultdict(list)
-    cards, _ = shared_card_splits(month=month, team_ids=team_ids, pool_id=pool_id,
-                                  periods=periods)  # fmt: skip
-    for card in cards:
-        period = card.period
-        if card.split is None:
-            for tenant in card.tenants:
-                warnings[tenant].append({
-                    "code": f"shared_card_{card.problem}", "gpu_id": card.gpu.pk,
-                    "gpu_model_id": card.gpu.gpu_model_id, "detail": card.detail,
-                    "from": period.rate_from.isoformat(), "to": period.rate_to.isoformat(),
-                })  # fmt: skip
-            continue
-        for part in card.split.parts:
-            raw = Decimal(part.card_seconds.numerator) / Decimal(part.card_seconds.denominator)
-            share = Decimal(part.share.numerator) / Decimal(part.share.denominator)
-            lines[part.tenant].append(
-                LineData(
-                    LineKind.USAGE,
-                    month,
-                    card.gpu.gpu_model_id,
-                    "",
-                    ChargeBasis.SHARED,
-                    CARD_HOURS,
-                    raw,
-                    card_hours_rounded(raw),
-                    card.price,
-                    part.amount,
-                    period.rate_from,
-                    period.rate_to,
-                    period.card_id,
-                    card.gpu.pk,
-                    share.quantize(Decimal("0.000001"), ROUND_HALF_UP),
-                    part.basis,
-                )  # fmt: skip
-            )
-    if team_ids is not None:
-        wanted = set(team_ids)
-        return (
-            {t: x for t, x in lines.items() if t in wanted},
-            {t: x for t, x in warnings.items() if t in wanted},
-        )
-    return dict(lines), dict(warnings)
-
-
-def statement_lines_compute(*, team_id: int, month: date) -> tuple[list[LineData], list[dict], str]:
-    """The usage lines of a team's month (its shared-card lines among them), its warnings
-    (unpriced usage, usage metered from an ambiguous time, shared cards not billed) and
-    currency."""
-    periods = rate_periods(month=month, zone=billing_zone())
-    currency = _month_currency(periods)
-    lines, warnings = _lines_from_sums(
-        month, periods, currency, _segment_sums(team_id, month, periods)
-    )
-    warnings += ambiguous_time_notes(month, [team_id]).get(team_id, [])
-    shared, shared_warnings = shared_card_lines(month, [team_id], periods=periods)
-    lines += shared.get(team_id, [])
-    warnings += shared_warnings.get(team_id, [])
-    return lines, warnings, currency
-
-
-def usage_lines_by_team(
-    *, month: date, team_ids: list[int] | None = None, pool_id: int | None = None
-) -> tuple[dict[int, list[LineData]], str]:
-    """The usage lines each team's statement for ``month`` would charge (team id -> lines,
-    teams without charged usage absent) and the month's currency: the lines of
-    :func:`statement_lines_compute`, for many teams in one ``GROUP BY``.
-
-    ``pool_id`` keeps the usage of allocations in that pool (reserved and burst card-hours,
-    and used card-hours metered against one) and the shared cards in it; usage tied to no
-    allocation has no pool.
-    """
-    periods = rate_periods(month=month, zone=billing_zone())
-    currency = _month_currency(periods)
-    sums, _ = _segment_sums_by_team(month, periods, team_ids, pool_id)
-    lines = {
-        team_id: _lines_from_sums(month, periods, currency, team_sums)[0]
-        for team_id, team_sums in sums.items()
-    }
-    shared, _ = shared_card_lines(month, team_ids, pool_id, periods)
-    for team_id, team_lines in shared.items():
-        lines.setdefault(team_id, []).extend(team_lines)
-    return lines, currency
 
 
 def _sort_key(names: dict[int, str]):
@@ -654,8 +358,8 @@ def statements_close_month(
     now = now or timezone.now()
     month = (month or previous_month(month_of(now, billing_zone()))).replace(day=1)
     periods = rate_periods(month=month, zone=billing_zone())
-    currency = _month_currency(periods)
-    sums, team_ids = _segment_sums_by_team(month, periods)
+    currency = month_currency(periods)
+    sums, team_ids = segment_sums_by_team(month, periods)
     shared, shared_warnings = shared_card_lines(month, periods=periods)
     team_ids |= set(shared) | set(shared_warnings)
     late = UsageRecord.objects.filter(
@@ -685,7 +389,7 @@ def statements_close_month(
         built: dict[int, tuple[list[LineData], list[dict]]] = {}
         ambiguous = ambiguous_time_notes(month, [team.pk for team in todo])
         for team in todo:
-            lines, warnings = _lines_from_sums(month, periods, currency, sums.get(team.pk, {}))
+            lines, warnings = lines_from_sums(month, periods, currency, sums.get(team.pk, {}))
             warnings += ambiguous.get(team.pk, [])
             lines += shared.get(team.pk, [])
             warnings += shared_warnings.get(team.pk, [])

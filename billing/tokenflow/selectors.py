@@ -1,6 +1,6 @@
 """Token flow in money: each task's tokens, and its wasted tokens, at the rate card's token
-prices — the statement's own price path (:func:`billing.services.rates.rate_periods`, priced
-with :func:`~billing.services.rates.price_for` for the served model; cached input falls back to
+prices — the statement's own price path (:func:`billing.rate_periods.rate_periods`, priced
+with :func:`~billing.rate_periods.price_for` for the served model; cached input falls back to
 the input price there). Showback: the statement's lines remain the charge.
 
 A task is priced at the prices in force at its first call, per million tokens:
@@ -36,7 +36,7 @@ from billing.choices import RateKind
 from billing.conf import billing_zone
 from billing.errors import RateCardConflict
 from billing.pricing import month_of, next_month, round_money
-from billing.services.rates import RatePeriod, price_for, rate_periods
+from billing.rate_periods import RatePeriod, price_for, rate_periods
 from pools.tokenflow.flow import FlowSummary
 from pools.tokenflow.models import AgentTask, AgentTaskDay
 from pools.tokenflow.selectors import days_summary, task_days_in

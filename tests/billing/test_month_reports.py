@@ -153,6 +153,7 @@ def test_finance_month_sums_and_pages_in_constant_queries(admin_page, rates):
 
     for n in range(3):
         statement_build(team=TeamFactory(slug=f"t{n}", cost_centre="CC-1"), month=OCT)
+    count()  # the first read of this inventory generation counts the pools' cards (kept after)
     few, _ = count()
     for n in range(3, 60):
         statement_build(team=TeamFactory(slug=f"t{n:02d}", cost_centre="CC-1"), month=OCT)
@@ -311,3 +312,20 @@ def test_idle_cost_of_the_current_month_counts_hours_to_now_and_leaves_out_burst
         assert [(r.pool.slug, r.capacity_cost, r.allocated_cost, r.idle_cost, r.utilisation)
                 for r in rows] == [("train", Decimal("3840.00"), Decimal("408.00"),
                                     Decimal("3432.00"), Decimal("10.6"))]  # fmt: skip
+
+
+def test_idle_cost_counts_the_cards_again_once_the_inventory_changes(month_of_allocations):
+    """The pools' schedulable cards are kept per inventory generation: a card put in error
+    after a first read is not idle capacity in the next one. ``train``: 8 A100 → 7; October
+    2026 is 744 h at 2.00 EUR: 8 × 744 × 2 = 11,904.00, then 7 × 744 × 2 = 10,416.00."""
+    from pools.inventory.models import Gpu
+
+    (before,) = selectors.pool_idle_costs(month=OCT)
+    Gpu.objects.filter(node__hostname="trn-01", index=7).update(health="error")
+    (after,) = selectors.pool_idle_costs(month=OCT)
+    assert (before.capacity_cost, after.capacity_cost) == (Decimal("11904.00"), Decimal("10416.00"))
+    with CaptureQueriesContext(connection) as ctx:
+        selectors.pool_idle_costs(month=OCT)
+    counts = [q for q in ctx.captured_queries if 'COUNT("pools_gpu"."id")' in q["sql"]]
+    # kept on PostgreSQL (its inventory stamp); SQLite, without one, counts every time
+    assert len(counts) == (0 if connection.vendor == "postgresql" else 1)

@@ -46,13 +46,13 @@ def test_month_split_follows_the_billing_zone():
 def test_dst_days_have_23_or_25_hours(day, hours):
     start = pricing.local_midnight(day, BERLIN)
     end = pricing.local_midnight(date.fromordinal(day.toordinal() + 1), BERLIN)
-    assert pricing.hours_between(start, end) == hours
+    assert pricing.whole_seconds(start, end) == hours * 3600
 
 
 def test_october_2025_in_berlin_has_745_hours():
     # 31 days × 24 h + 1 h (clocks go back on 26 Oct) = 745 h
     start, end = pricing.month_bounds(date(2025, 10, 1), BERLIN)
-    assert pricing.hours_between(start, end) == 745
+    assert pricing.whole_seconds(start, end) == 745 * 3600
     assert start == datetime(2025, 9, 30, 22, tzinfo=UTC)  # 00:00 CEST = 22:00Z
     assert end == datetime(2025, 10, 31, 23, tzinfo=UTC)  # 00:00 CET = 23:00Z
 
