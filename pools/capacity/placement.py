@@ -235,10 +235,10 @@ def with_away(fit: FitResult, away: Iterable[AwayNode]) -> FitResult:
     """``fit`` with the nodes ``away`` (:func:`away_reason`) added to its reason when the
     shape does not fit: the fitter never counted their cards, and a person must be told why
     cards the pool has are not offered. ``fit`` unchanged when it fits or none is away."""
-    said = away_reason(away)
-    if fit.fits or not said:
+    if fit.fits:
         return fit
-    return replace(fit, reason=f"{fit.reason}; {said}")
+    said = away_reason(away)
+    return replace(fit, reason=f"{fit.reason}; {said}") if said else fit
 
 
 @dataclass(frozen=True)

@@ -116,8 +116,8 @@ class HoldFacts(NamedTuple):
     occurrence of a recurring reservation (issue 32) is a hold too, unplaced, with
     ``allocation_id`` 0 and ``recurring_id`` the reservation's id; so are the cards a planned
     maintenance window takes away, with ``maintenance_id`` the window's id, no team,
-    ``team_name`` :data:`MAINTENANCE_HOLD` + the window's title and, when nodes were read,
-    ``placed`` its nodes holding every card."""
+    ``team_name`` :data:`MAINTENANCE_HOLD` + the window's title and ``placed`` its nodes with
+    cards of the model, each holding every card (a window names its nodes)."""
 
     allocation_id: int
     team_slug: str
