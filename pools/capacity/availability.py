@@ -18,10 +18,12 @@ from django.template.defaultfilters import pluralize
 from pools.capacity.arithmetic import free_after_peak, free_cards, usable_cards
 from pools.capacity.models import Allocation, RecurringReservation
 from pools.capacity.node_kinds import pool_nodes
+from pools.capacity.placement import AwayNode
 from pools.capacity.recurrence import occurrences
 from pools.capacity.window import (
     WindowHolds,
     holding_allocations,
+    maintenance_away_nodes,
     maintenance_intervals,
     maintenance_intervals_by_pool_model,
     recurring_intervals,
@@ -31,7 +33,7 @@ from pools.capacity.window import (
 from pools.choices import Scheduler, WorkloadKind
 from pools.classes.rules import ClassRule
 from pools.inventory.driver_versions import driver_supports, parse_cuda_version
-from pools.inventory.models import SCHEDULABLE_CARD, SLICED_CARD, Gpu, GpuModel, Pool
+from pools.inventory.models import SCHEDULABLE_CARD, SLICED_CARD, Gpu, GpuModel, MigDevice, Pool
 from pools.inventory.selectors import mig_slices
 
 SCHEDULER_OF_KIND = {
@@ -186,8 +188,11 @@ def pool_free_slices(
     """Slices of MIG ``profile`` of ``gpu_model`` free in ``pool`` for the whole window
     ``[start, end)``: the pool's schedulable slices of the profile (:func:`pool_slices`) − the
     most that holding slice allocations of that profile hold at once in the window
-    (:func:`pools.capacity.window.window_holds` with ``profile``), never negative; no
-    over-commit (a slice is a hardware partition). Two queries."""
+    (:func:`pools.capacity.window.window_holds` with ``profile``: planned maintenance windows
+    take the slices on their nodes away there,
+    :func:`pools.capacity.window.maintenance_slice_intervals`), never negative; no over-commit
+    (a slice is a hardware partition). Two queries (on PostgreSQL four when a window
+    overlaps)."""
     holds = window_holds(
         pool=pool,
         gpu_model=gpu_model,
@@ -197,6 +202,22 @@ def pool_free_slices(
         profile=profile,
     )
     return max(pool_slices(pool=pool, gpu_model=gpu_model).get(profile, 0) - holds.peak, 0)
+
+
+def slice_nodes_away(
+    *, pool: Pool, gpu_model: GpuModel, profile: str, start: datetime, end: datetime
+) -> tuple[AwayNode, ...]:
+    """The nodes holding schedulable slices of MIG ``profile`` of ``gpu_model`` in ``pool``
+    (:func:`pools.inventory.selectors.mig_slices`' cards) that planned maintenance windows take
+    out in ``[start, end)`` (:func:`pools.capacity.window.maintenance_away_nodes`): why slices
+    the pool has are not free. Two queries."""
+    cards = Gpu.objects.sliced().filter(node__pool=pool, gpu_model=gpu_model)
+    hosts = set(
+        MigDevice.objects.filter(gpu__in=cards.values("pk"), profile=profile).values_list(
+            "gpu__node__hostname", flat=True
+        )
+    )
+    return tuple(a for a in maintenance_away_nodes(pool, start, end) if a.node in hosts)
 
 
 @dataclass

@@ -45,8 +45,8 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from decimal import Decimal
 from itertools import repeat
 
@@ -193,6 +193,52 @@ class FitResult:
         if self.largest_single_node and self.largest_single_node != self.largest:
             text += f" (on one node: {self.largest_single_node.describe()})"
         return text + "."
+
+
+@dataclass(frozen=True)
+class AwayNode:
+    """A node a maintenance window takes out of a window asked for: ``node`` its host name,
+    ``window_id`` / ``title`` the maintenance window's, ``until`` when that window ends
+    (aware). A node away any part of the window asked has no card free for the whole of it."""
+
+    node: str
+    window_id: int
+    title: str
+    until: datetime
+
+
+AWAY_NAMED = 5  # host names written out per maintenance window in a refusal; the rest counted
+
+
+def away_reason(away: Iterable[AwayNode]) -> str:
+    """The nodes ``away`` in words, one clause per maintenance window (by end, then id):
+    ``"node b away for maintenance R570 upgrade (#7) until 5 Dec 2026 14:00 UTC"``; at most
+    :data:`AWAY_NAMED` names per window, then ``"and 12 more"``; ``""`` when none."""
+    by_window: dict[tuple[datetime, int, str], set[str]] = defaultdict(set)
+    for spot in away:
+        by_window[(spot.until, spot.window_id, spot.title)].add(spot.node)
+    clauses = []
+    for (until, window_id, title), names in sorted(by_window.items()):
+        shown = sorted(names)[:AWAY_NAMED]
+        listed = ", ".join(shown)
+        if len(names) > len(shown):
+            listed += f" and {len(names) - len(shown)} more"
+        utc = until.astimezone(UTC)
+        clauses.append(
+            f"{'node' if len(names) == 1 else 'nodes'} {listed} away for maintenance {title} "
+            f"(#{window_id}) until {utc.day} {utc:%b %Y %H:%M} UTC"
+        )
+    return "; ".join(clauses)
+
+
+def with_away(fit: FitResult, away: Iterable[AwayNode]) -> FitResult:
+    """``fit`` with the nodes ``away`` (:func:`away_reason`) added to its reason when the
+    shape does not fit: the fitter never counted their cards, and a person must be told why
+    cards the pool has are not offered. ``fit`` unchanged when it fits or none is away."""
+    if fit.fits:
+        return fit
+    said = away_reason(away)
+    return replace(fit, reason=f"{fit.reason}; {said}") if said else fit
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,10 @@ of holding allocations overlapping the window; allocations without a placement (
 without a shape, or before shapes existed) are laid on the nodes together, as "any N cards" by
 best fit where N is the most they hold at once in the window (the count the card invariant
 uses), for the whole window: the scheduler decides where such cards really run, so this counts
-them somewhere rather than nowhere, and never twice.
+them somewhere rather than nowhere, and never twice. A node a planned maintenance window takes
+out at any time in the window has no card free (:mod:`pools.capacity.window`: the window names
+its nodes, so its cards are not "any N"), and a refusal names it ("node inf-02 away for
+maintenance R570 upgrade (#7) until …", :func:`pools.capacity.placement.away_reason`).
 
 One statement per check whatever the pool's size (issue #20): the held side
 (:func:`pools.capacity.window.window_holds`: the cards placed allocations hold on each node, a
@@ -37,6 +40,7 @@ from pools.capacity.placement import (
     Shape,
     fit_groups,
     take_cards,
+    with_away,
 )
 from pools.capacity.window import WindowHolds, gpu_mask, mask_gpus, window_holds_reusing
 from pools.inventory.models import GpuModel, Pool
@@ -150,17 +154,25 @@ def shape_fit(
     holds: WindowHolds | None = None,
 ) -> FitResult:
     """Whether ``shape`` fits on the pool's cards free for the window, and where (``holds``
-    as for :func:`pool_free_groups`)."""
-    groups = pool_free_groups(
+    as for :func:`pool_free_groups`); when it does not, the reason names the nodes of the
+    model away for maintenance in the window (:func:`pools.capacity.placement.with_away`)."""
+    holds = window_holds_reusing(
+        holds,
         pool=pool,
         gpu_model=gpu_model,
         start=start,
         end=end,
-        cuda=cuda,
         exclude_allocation=exclude_allocation,
-        holds=holds,
+        per_node=True,
     )
-    return fit_groups(groups, shape)
+    groups = pool_free_groups(
+        pool=pool, gpu_model=gpu_model, start=start, end=end, cuda=cuda, holds=holds
+    )
+    fit = fit_groups(groups, shape)
+    if fit.fits or not holds.away:
+        return fit
+    names = {name for group in groups for name in group.names}
+    return with_away(fit, (spot for spot in holds.away if spot.node in names))
 
 
 def placement_taken(

@@ -19,8 +19,14 @@ at each occurrence, as unplaced holds: the statement also says whether an active
 pool × model has a date in the window, and then the sweep runs over the allocations and the
 occurrences together in Python (:func:`recurring_intervals`), the generation kept.
 Planned maintenance windows (:class:`pools.capacity.models.MaintenanceWindow`) take the
-schedulable cards of their nodes away for their window: they enter the same Python sweep as
-unplaced holds (:func:`maintenance_intervals`), flagged by the same statement.
+schedulable cards of their nodes away for their window: in the card count (``peak``) they enter
+the same Python sweep as unplaced holds (:func:`maintenance_intervals`), flagged by the same
+statement. In the cards per node they are no "any N cards": a window names its nodes, so each
+node away at any time in the window holds all its cards (``held`` gets :data:`ALL_CARDS` for
+it; the shape check never places on it) and is listed in ``away``
+(:func:`maintenance_away_nodes`, for the refusal's words); ``unplaced_peak`` leaves them out.
+For MIG slices (``profile``) a window takes away the slices of that profile on its nodes' cards
+in MIG mode (:func:`maintenance_slice_intervals`), in the same sweep.
 
 Whole cards and MIG slices are held apart (issue 38): ``profile`` blank reads the allocations
 of whole cards, a MIG profile (``"1g.10gb"``) those of slices of that profile, whose
@@ -51,21 +57,25 @@ from pools.capacity.models import (
     PlacedCards,
     RecurringReservation,
 )
+from pools.capacity.placement import AwayNode
 from pools.capacity.recurrence import occurrences
-from pools.inventory.models import Gpu, GpuModel, Node, Pool
+from pools.inventory.models import Gpu, GpuModel, MigDevice, Node, Pool
 
 MAX_PLACED_INDEX = 62  # the highest GPU index a 64-bit mask (bigint, sign bit clear) holds
+ALL_CARDS = (1 << (MAX_PLACED_INDEX + 1)) - 1  # the mask of every placeable card: a node away
 
 
 @dataclass(frozen=True)
 class WindowHolds:
     """See the module docstring; ``unplaced_peak`` and ``held`` are ``None`` when the cards
-    per node were not asked for."""
+    per node were not asked for; ``away`` (read with them) the nodes of the pool maintenance
+    windows take out in the window, one entry per node and window."""
 
     generation: int | None
     peak: int
     unplaced_peak: int | None
     held: dict[str, int] | None
+    away: tuple[AwayNode, ...] = ()
 
 
 def holding_allocations(
@@ -146,7 +156,7 @@ sweep AS (
          EXISTS (SELECT 1 FROM {maintenance} w
                       JOIN {maintenance_nodes} wn ON wn.maintenancewindow_id = w.id
                       JOIN {node} n ON n.id = wn.node_id
-                     WHERE n.pool_id = %(pool)s AND w.status = '{planned}' AND %(profile)s = ''
+                     WHERE n.pool_id = %(pool)s AND w.status = '{planned}'
                        AND w.starts_at < %(end)s AND w.ends_at > %(start)s) AS maintenance
     FROM sweep
 )"""
@@ -240,7 +250,7 @@ def _holds_sql(pool, gpu_model, start, end, exclude, per_node, profile) -> Windo
     if recurring or maintenance:  # occurrences, windows are not rows: the sweep runs in Python
         holds = _holds_orm(pool, gpu_model, start, end, exclude, per_node, profile,
                            recurring=recurring, maintenance=maintenance)  # fmt: skip
-        return WindowHolds(generation, holds.peak, holds.unplaced_peak, holds.held)
+        return WindowHolds(generation, holds.peak, holds.unplaced_peak, holds.held, holds.away)
     if not per_node:  # the card count alone: unplaced ones are not told apart
         return WindowHolds(generation, int(peak), None, None)
     held = {host: mask for _, _, _, host, mask, _, _ in rows if host is not None}
@@ -261,12 +271,17 @@ def _holds_orm(
         profile=profile,
     )
     rows = list(holds.values_list("pk", "starts_at", "ends_at", "card_count"))
-    away = []  # recurring occurrences and maintenance windows: whole cards only
+    occurring = []  # recurring occurrences: whole cards only, "any N cards"
     if recurring and not profile:
-        away += recurring_intervals(pool, gpu_model, start, end)
-    if maintenance and not profile:
-        away += maintenance_intervals(pool, gpu_model, start, end)
-    intervals = [(s, e, n) for pk, s, e, n in rows] + away
+        occurring = recurring_intervals(pool, gpu_model, start, end)
+    gone = []  # maintenance windows: cards (or slices of ``profile``) away
+    if maintenance:
+        gone = (
+            maintenance_slice_intervals(pool, gpu_model, profile, start, end)
+            if profile
+            else maintenance_intervals(pool, gpu_model, start, end)
+        )
+    intervals = [(s, e, n) for pk, s, e, n in rows] + occurring + gone
     if not per_node:
         return WindowHolds(None, peak_cards(intervals, start, end), None, None)
     placed: dict[str, int] = {}
@@ -276,10 +291,14 @@ def _holds_orm(
     for allocation_id, hostname, mask in spots.values_list("allocation_id", "hostname", "gpu_mask"):
         placed_ids.add(allocation_id)
         placed[hostname] = placed.get(hostname, 0) | mask
-    # an occurrence is "any N cards": the shape check lays it on the nodes as unplaced
-    unplaced = [(s, e, n) for pk, s, e, n in rows if pk not in placed_ids] + away
+    # an occurrence is "any N cards": the shape check lays it on the nodes as unplaced; a
+    # maintenance window names its nodes: each holds all its cards
+    away = maintenance_away_nodes(pool, start, end) if gone else ()
+    for spot in away:
+        placed[spot.node] = ALL_CARDS
+    unplaced = [(s, e, n) for pk, s, e, n in rows if pk not in placed_ids] + occurring
     return WindowHolds(
-        None, peak_cards(intervals, start, end), peak_cards(unplaced, start, end), placed
+        None, peak_cards(intervals, start, end), peak_cards(unplaced, start, end), placed, away
     )
 
 
@@ -304,6 +323,57 @@ def maintenance_intervals(
         start, end, pool_id=pool.pk, gpu_model_id=gpu_model.pk
     )
     return found.get((pool.pk, gpu_model.pk), [])
+
+
+def maintenance_away_nodes(pool: Pool, start: datetime, end: datetime) -> tuple[AwayNode, ...]:
+    """The nodes of ``pool`` that planned maintenance windows overlapping ``[start, end)`` take
+    out, one :class:`pools.capacity.placement.AwayNode` per node and window, by host name then
+    window end. One query."""
+    rows = (
+        MaintenanceWindow.nodes.through.objects.filter(
+            node__pool=pool,
+            maintenancewindow__status=MaintenanceStatus.PLANNED,
+            maintenancewindow__starts_at__lt=end,
+            maintenancewindow__ends_at__gt=start,
+        )
+        .values_list(
+            "node__hostname",
+            "maintenancewindow_id",
+            "maintenancewindow__title",
+            "maintenancewindow__ends_at",
+        )
+        .order_by("node__hostname", "maintenancewindow__ends_at", "maintenancewindow_id")
+    )
+    return tuple(AwayNode(host, pk, title, until) for host, pk, title, until in rows)
+
+
+def maintenance_slice_intervals(
+    pool: Pool, gpu_model: GpuModel, profile: str, start: datetime, end: datetime
+) -> list[tuple[datetime, datetime, int]]:
+    """``(starts_at, ends_at, slices)`` of the planned maintenance windows overlapping
+    ``[start, end)`` that take MIG slices of ``profile`` of ``gpu_model`` in ``pool`` away: the
+    slices of that profile on the window's nodes' cards in MIG mode (the ones
+    :func:`pools.inventory.selectors.mig_slices` counts,
+    :data:`pools.inventory.models.SLICED_CARD`). No over-commit (a slice is a hardware
+    partition). One query."""
+    cards = Gpu.objects.sliced().filter(node__pool=pool, gpu_model=gpu_model)
+    rows = (
+        MigDevice.objects.filter(
+            gpu__in=cards.values("pk"),
+            profile=profile,
+            gpu__node__maintenance_windows__status=MaintenanceStatus.PLANNED,
+            gpu__node__maintenance_windows__starts_at__lt=end,
+            gpu__node__maintenance_windows__ends_at__gt=start,
+        )
+        .values_list(
+            "gpu__node__maintenance_windows",
+            "gpu__node__maintenance_windows__starts_at",
+            "gpu__node__maintenance_windows__ends_at",
+        )
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return [(s, e, n) for _, s, e, n in rows]
 
 
 def maintenance_intervals_by_pool_model(

@@ -61,7 +61,16 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from pools.capacity.arithmetic import card_hours, peak_cards, usable_cards
-from pools.capacity.placement import FitResult, NodeGroup, Shape, fit_groups, take_cards
+from pools.capacity.placement import (
+    AwayNode,
+    FitResult,
+    NodeGroup,
+    Shape,
+    away_reason,
+    fit_groups,
+    take_cards,
+    with_away,
+)
 from pools.classes.rules import ClassRule
 
 HORIZON = timedelta(days=366)  # how far "when" looks: a request lasts at most a year
@@ -97,13 +106,18 @@ class ModelFacts:
     card_class: str
 
 
+MAINTENANCE_HOLD = "Maintenance: "  # how a maintenance window's hold is named, then its title
+
+
 class HoldFacts(NamedTuple):
     """A holding allocation: ``cards`` over ``[starts_at, ends_at)`` (aware), of team
     ``team_slug``; ``placed`` its cards as ``(hostname, GPU index bit mask)`` pairs (empty:
     granted without a shape, laid as "any N cards"). A tuple: fleets read thousands. An
     occurrence of a recurring reservation (issue 32) is a hold too, unplaced, with
     ``allocation_id`` 0 and ``recurring_id`` the reservation's id; so are the cards a planned
-    maintenance window takes away, with ``maintenance_id`` the window's id and no team."""
+    maintenance window takes away, with ``maintenance_id`` the window's id, no team,
+    ``team_name`` :data:`MAINTENANCE_HOLD` + the window's title and ``placed`` its nodes with
+    cards of the model, each holding every card (a window names its nodes)."""
 
     allocation_id: int
     team_slug: str
@@ -309,15 +323,15 @@ def free_in(option: OptionFacts, start: datetime, end: datetime) -> int:
 
 def fit_in(option: OptionFacts, shape: Shape, start: datetime, end: datetime) -> FitResult:
     """Whether ``shape`` fits on the option's nodes free for the whole window: the cards that
-    placed holding allocations hold in it taken off node by node, then the most that unplaced
-    ones hold at once laid as "any N cards" by best fit (the rule of
-    :func:`pools.capacity.shapes.pool_free_groups`)."""
+    placed holding allocations hold in it taken off node by node (a maintenance window's nodes
+    whole), then the most that unplaced ones hold at once laid as "any N cards" by best fit
+    (the rule of :func:`pools.capacity.shapes.pool_free_groups`); a refusal names the nodes
+    away (:func:`pools.capacity.placement.with_away`)."""
     assert option.groups is not None, "nodes not read for this option"
     held: dict[str, int] = {}
     unplaced: list[tuple[datetime, datetime, int]] = []
-    for hold in option.holds:
-        if hold.starts_at >= end or hold.ends_at <= start:
-            continue
+    inside = [h for h in option.holds if h.starts_at < end and h.ends_at > start]
+    for hold in inside:
         if not hold.placed:
             unplaced.append((hold.starts_at, hold.ends_at, hold.cards))
         for host, mask in hold.placed:
@@ -325,7 +339,17 @@ def fit_in(option: OptionFacts, shape: Shape, start: datetime, end: datetime) ->
     names = {name for g in option.groups for name in g.names}
     taken = {host: _indices(mask) for host, mask in held.items() if host in names}
     groups = take_cards(option.groups, taken) if taken else list(option.groups)
-    return fit_groups(_lay_unplaced(groups, peak_cards(unplaced, start, end)), shape)
+    fit = fit_groups(_lay_unplaced(groups, peak_cards(unplaced, start, end)), shape)
+    return with_away(fit, (a for a in _away_nodes(inside) if a.node in names))
+
+
+def _away_nodes(holds: Iterable[HoldFacts]) -> Iterator[AwayNode]:
+    """The nodes the maintenance windows among ``holds`` take out (their placed hosts)."""
+    for hold in holds:
+        if hold.maintenance_id is not None:
+            title = hold.team_name.removeprefix(MAINTENANCE_HOLD)
+            for host, _ in hold.placed:
+                yield AwayNode(host, hold.maintenance_id, title, hold.ends_at)
 
 
 def _indices(mask: int) -> frozenset[int]:
@@ -651,7 +675,9 @@ def _capacity_reasons(ask: Ask, check: _Check) -> list[Reason]:
             f"by {len(teams)} team{'s' if len(teams) != 1 else ''}"
         )
         if away:
-            text += f" and maintenance windows ({away} cards away for maintenance)"
+            text += f" and maintenance windows ({away} cards away for maintenance"
+            said = away_reason(_away_nodes(inside))
+            text += f": {said})" if said else ")"
         out = counts.down + counts.drained
         if out or counts.maintenance:
             text += f"; not counted: {out} down or drained, {counts.maintenance} under maintenance"

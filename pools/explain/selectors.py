@@ -31,12 +31,13 @@ from pools.capacity.models import Allocation, CapacityRequest, PlacedCards, Recu
 from pools.capacity.node_kinds import inventory_generation, pool_nodes
 from pools.capacity.placement import NodeGroup, Shape
 from pools.capacity.recurrence import occurrences
-from pools.capacity.window import maintenance_windows_by_pool_model
+from pools.capacity.window import ALL_CARDS, maintenance_windows_by_pool_model
 from pools.choices import GpuHealth, NodeState
 from pools.classes.models import WorkloadClass
 from pools.classes.selectors import class_permitted_models
 from pools.explain.core import (
     HORIZON,
+    MAINTENANCE_HOLD,
     Ask,
     BudgetFacts,
     CardCounts,
@@ -394,7 +395,8 @@ def _holds(
     """Holding allocations of ``pairs`` (pool id, model id) overlapping ``[start, end)``, by
     pair, each with its team's slug and name; with ``placed``, their placed cards too; and the
     occurrences of recurring reservations there (:func:`_occurrence_holds`) and the cards
-    maintenance windows take away (:func:`_maintenance_holds`). Five statements."""
+    maintenance windows take away (:func:`_maintenance_holds`). Five statements, six when a
+    window overlaps."""
     if not pairs:
         return {}
     rows, spots = _hold_rows(pairs, start, end, exclude, placed=placed)
@@ -421,16 +423,28 @@ def _maintenance_holds(
     pairs: set[tuple[int, int]], start: datetime, end: datetime
 ) -> list[tuple[tuple[int, int], HoldFacts]]:
     """The cards planned maintenance windows take away in ``[start, end)`` from ``pairs``, as
-    unplaced holds without a team (:func:`pools.capacity.window.maintenance_intervals` for
-    the approval). One statement."""
+    holds without a team (:func:`pools.capacity.window.maintenance_intervals` for the
+    approval), each with the window's nodes that have schedulable cards of the pair's model as
+    placed cards holding every card (:data:`pools.capacity.window.ALL_CARDS`): a window names
+    its nodes, so the shape check takes them out whole, as the approval's does, and the
+    reasons name them. One statement, two when a window overlaps."""
     found = []
-    away = maintenance_windows_by_pool_model(start, end)
+    away = {key: rows for key, rows in maintenance_windows_by_pool_model(start, end).items()
+            if key in pairs}  # fmt: skip
+    hosts: dict[tuple[int, int, int], set[str]] = defaultdict(set)  # (window, pool, model)
+    if away:
+        ids = {row[0] for rows in away.values() for row in rows}
+        cards = Gpu.objects.schedulable().filter(node__maintenance_windows__in=ids)
+        for window_id, pool_id, model_id, host in cards.values_list(
+            "node__maintenance_windows", "node__pool", "gpu_model", "node__hostname"
+        ).distinct():
+            hosts[(window_id, pool_id, model_id)].add(host)
     for key, windows in away.items():
-        if key in pairs:
-            for window_id, title, s, e, cards in windows:
-                hold = HoldFacts(0, "", f"Maintenance: {title}", cards, s, e, (),
-                                 maintenance_id=window_id)  # fmt: skip
-                found.append((key, hold))
+        for window_id, title, s, e, cards in windows:
+            nodes = tuple((host, ALL_CARDS) for host in sorted(hosts[(window_id, *key)]))
+            hold = HoldFacts(0, "", f"{MAINTENANCE_HOLD}{title}", cards, s, e, nodes,
+                             maintenance_id=window_id)  # fmt: skip
+            found.append((key, hold))
     return found
 
 

@@ -21,11 +21,13 @@ from pools.capacity.availability import (
     pool_free_slices,
     pool_slices,
     request_options,
+    slice_nodes_away,
 )
 from pools.capacity.budget_gate import NEEDS_ADMIN, budget_check_step
 from pools.capacity.class_room import class_room_check
 from pools.capacity.locks import pool_lock, request_lock, request_lock_reusing
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
+from pools.capacity.placement import away_reason
 from pools.capacity.shapes import (
     placed_cards,
     placement_record,
@@ -712,15 +714,19 @@ def _grant_slices(
     mode) minus the most that holding slice allocations of that profile hold at once in
     ``[starts_at, end)`` (:func:`pools.capacity.window.window_holds`) must be at least
     ``cards``. No over-commit: a slice is a hardware partition, two teams cannot share it.
+    Slices on nodes a maintenance window takes out are not free; the refusal names those nodes.
     Returns ``[]`` (slices are not placed); raises :class:`InsufficientCapacity` (data ``free``,
     ``requested``, ``mig_profile``) otherwise."""
     profile = request.mig_profile
     free = pool_free_slices(pool=pool, gpu_model=model, profile=profile,
                             start=request.starts_at, end=end)  # fmt: skip
     if free < cards:
+        said = away_reason(slice_nodes_away(pool=pool, gpu_model=model, profile=profile,
+                                            start=request.starts_at, end=end))  # fmt: skip
         raise InsufficientCapacity(
             f"Insufficient capacity: {free} {model.name} MIG {profile} slice(s) free in "
-            f"{pool.name} for that window, {cards} requested.",
+            f"{pool.name} for that window, {cards} requested."
+            + (f" Not free: {said}." if said else ""),
             free=free,
             requested=cards,
             pool=pool.slug,
@@ -875,7 +881,8 @@ def _check_extended_cards(
 ) -> None:
     """Raise :class:`InsufficientCapacity` (data ``taken``: the cards not free, as a
     placement) when the cards of the extended allocation are not all free for the extra
-    window: the running job needs those cards, not others."""
+    window: the running job needs those cards, not others. The message names the nodes of
+    those cards a maintenance window takes out (``holds.away``)."""
     taken = placement_taken(
         pool=pool,
         gpu_model=model,
@@ -888,9 +895,11 @@ def _check_extended_cards(
     if not taken:
         return
     where = "; ".join(f"{spot['node']} GPU {', '.join(map(str, spot['gpus']))}" for spot in taken)
+    said = away_reason(a for a in holds.away if a.node in {spot["node"] for spot in taken})
     raise InsufficientCapacity(
         f"Insufficient capacity in {pool.name}: the cards allocation #{request.extends_id} "
-        f"runs on are not all free for the extra window ({where} taken or not schedulable). "
+        f"runs on are not all free for the extra window ({where} taken or not schedulable"
+        f"{'; ' + said if said else ''}). "
         "An extension keeps its cards; a new request may be placed elsewhere.",
         free=free,
         requested=request.card_count,
