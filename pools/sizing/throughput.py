@@ -10,8 +10,11 @@ with aiconfigurator's empirical constants), and issue 17's evidence:
   experts only the experts the batch's tokens route to - plus the batch's KV cache
   (:func:`decode_weight_bytes`). GEMM time = the roofline of weight bytes / (bandwidth ×
   efficiency) and 2 × active params × tokens / (tensor FLOPS × efficiency), combined as far as
-  the engine overlaps them (:func:`overlapped_s`); attention time = max(KV bytes read
-  / (bandwidth × efficiency), attention FLOPs / (16-bit FLOPS × efficiency)); plus the engine
+  the engine overlaps them (:func:`overlapped_s`); a mixture of experts adds the activation
+  traffic of its routed rows between the grouped GEMMs (:func:`moe_glue_s`); attention time =
+  max(KV bytes read / (bandwidth × efficiency), decode attention FLOPs / (16-bit FLOPS ×
+  efficiency)) + the context attention FLOPs of the prompts mixed into the step at that rate
+  (separate kernels, one after the other); plus the engine
   profile's fixed time per layer and step (``pools.sizing.engines``) and, for TP > 1, two
   all-reduces per layer. vLLM before 0.4.3 reads the KV cache once per query head
   (``engines.VLLM_FLASH_DECODE_FIRST_VERSION``).
@@ -866,9 +869,13 @@ def replica_throughput(
         weights_read = dp_weight_bytes(
             model=model, precision=precision, tokens=tokens, dp_attention=dp
         )
-        attention_flops = (
+        decode_attention_flops = (
             4 * model.num_layers * model.attention_width * batch * query_tokens * mean_context
-            + batch
+        )
+        # The prompts' attention (and a vision encoder) riding in this step run as their own
+        # kernels, after the decode sequences' (see ``attention_s`` below).
+        prefill_attention_share = (
+            batch
             * prefill_share
             / output_tokens
             * (prefill_attention_flops + encoder_flops_per_request)
@@ -898,9 +905,18 @@ def replica_throughput(
             card_bandwidth=effective_bandwidth / tp,
         )
         gemm_s += glue_s
+        # Decode attention reads each sequence's KV cache (bandwidth) for a few FLOPs per byte;
+        # the prompts mixed into the step run the context attention kernel (FLOPs) - separate
+        # launches one after the other (TensorRT-LLM: context FMHA, then generation XQA /
+        # masked MHA, nvidia.github.io/TensorRT-LLM/advanced/gpt-attention.html "Multi-Head,
+        # Multi-Query, and Group-Query Attention"), so their times
+        # add, as NVIDIA aiconfigurator's TensorRT-LLM backend adds a mixed step's
+        # context_attention and generation_attention (sdk/backends/trtllm_backend.py
+        # ``_get_mix_step_latency``: "Combine all components (simple addition)").
         attention_s = kv_read / effective_bandwidth
         if flops_rate:
-            attention_s = max(attention_s, attention_flops / attention_rate)
+            attention_s = max(attention_s, decode_attention_flops / attention_rate)
+            attention_s += prefill_attention_share / attention_rate
         allreduce_step_s, all_to_all_step_s = communication_s(tokens, tokens / dp, tokens / tp)
         decode_step_s = gemm_s + attention_s + kernel_s + allreduce_step_s + all_to_all_step_s
         serial_prefill_s = 0.0

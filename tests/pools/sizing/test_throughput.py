@@ -424,3 +424,19 @@ def test_a_moe_step_streams_its_routed_rows_and_a_dense_step_does_not():
     assert qwen.moe_glue_ms == pytest.approx(expected_ms)
     assert qwen.gemm_ms > qwen.moe_glue_ms > 0
     assert replica(batch=64).moe_glue_ms == 0
+
+
+def test_prompt_attention_mixed_into_a_step_adds_to_the_decode_attention():
+    # Llama-3-8B on H100 SXM, 64 sequences of 1,000 in / 1,000 out: each step carries 64 x
+    # share prompt tokens. Decode attention reads 64 x 1,500 tokens x 131,072 B of KV (the
+    # bandwidth side of its max), and the prompts' context attention (2 x 32 x 4,096 x 1,000^2
+    # FLOPs per prompt, 64 / 1,000 prompts per step x share) runs after it at 989 TFLOPS x 0.5.
+    estimate = replica(batch=64)
+    share = (estimate.tokens_per_step - 64) / 64
+    kv = 64 * 1500 * 131_072 / (3350e9 * BANDWIDTH_EFFICIENCY)
+    decode_flops = 4 * 32 * 4096 * 64 * 1500 / (989e12 * COMPUTE_EFFICIENCY)
+    prompts = 64 * share / 1000 * 2 * 32 * 4096 * 1000**2 / (989e12 * COMPUTE_EFFICIENCY)
+
+    assert share > 0.9  # the prompts ride in the decode steps
+    assert kv > decode_flops
+    assert estimate.attention_ms == pytest.approx((kv + prompts) * 1e3)
