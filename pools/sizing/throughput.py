@@ -10,8 +10,11 @@ with aiconfigurator's empirical constants), and issue 17's evidence:
   experts only the experts the batch's tokens route to - plus the batch's KV cache
   (:func:`decode_weight_bytes`). GEMM time = the roofline of weight bytes / (bandwidth ×
   efficiency) and 2 × active params × tokens / (tensor FLOPS × efficiency), combined as far as
-  the engine overlaps them (:func:`overlapped_s`); attention time = max(KV bytes read
-  / (bandwidth × efficiency), attention FLOPs / (16-bit FLOPS × efficiency)); plus the engine
+  the engine overlaps them (:func:`overlapped_s`); a mixture of experts adds the activation
+  traffic of its routed rows between the grouped GEMMs (:func:`moe_glue_s`); attention time =
+  max(KV bytes read / (bandwidth × efficiency), decode attention FLOPs / (16-bit FLOPS ×
+  efficiency)) + the context attention FLOPs of the prompts mixed into the step at that rate
+  (separate kernels, one after the other); plus the engine
   profile's fixed time per layer and step (``pools.sizing.engines``) and, for TP > 1, two
   all-reduces per layer. vLLM before 0.4.3 reads the KV cache once per query head
   (``engines.VLLM_FLASH_DECODE_FIRST_VERSION``).
@@ -284,6 +287,75 @@ def dp_weight_bytes(
     return dp_attention * (whole - routed - lookup) + routed + lookup
 
 
+#: Bytes per element of the activations a routed expert's GEMMs read, by the precision's
+#: compute type: the input is quantised to the tensor-core type before each GEMM (FP8 one byte;
+#: NVFP4 E2M1 half a byte plus one E4M3 scale per 16 elements, ``FP4_SCALE_BITS_PER_WEIGHT``:
+#: 4.5 / 8 = 0.5625; MXFP4 4.25 / 8), 16-bit otherwise (weight-only kernels multiply BF16 / FP16
+#: activations).
+def _expert_input_bytes(precision: Precision) -> float:
+    if precision.compute == "fp4":
+        return (4 + FP4_SCALE_BITS_PER_WEIGHT.get(precision.name, 0.5)) / 8
+    if precision.compute in ("fp8", "int8"):
+        return 1.0
+    return float(ACTIVATION_BYTES)
+
+
+def moe_glue_bytes(*, model: ModelArch, precision: Precision, tokens: float) -> tuple[float, float]:
+    """Activation bytes the routed experts' kernels between and around the two grouped GEMMs
+    move for a pass over ``tokens`` tokens, whole model: ``(hidden_part, intermediate_part)``.
+
+    Every token goes to ``experts_per_token`` (k) experts, so each MoE layer handles tokens x k
+    rows ("slots"), and the kernels that gather, activate and scatter them stream each row's
+    activations through memory, however few FLOPs they carry. TensorRT-LLM's CUTLASS MoE runner
+    (``cpp/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_kernels.cu``) runs per layer
+    ``expandInputRowsKernel`` (permute each token's row to its k experts and quantise it to the
+    GEMM input type), the fc1 grouped GEMM (gate and up, 2 x I outputs written 16-bit),
+    ``doActivationKernel`` (SwiGLU: reads 2 x I, writes I quantised), the fc2 grouped GEMM
+    (writes h 16-bit per slot) and ``finalizeMoeRoutingKernel`` (reads the k rows of a token,
+    weights and sums them, writes one 16-bit row); vLLM's ``fused_moe`` runs the same chain with
+    the gather inside fc1 (``invoke_fused_moe_kernel``, ``silu_and_mul``, ``moe_sum``). With
+    a the GEMM input's bytes per element (:func:`_expert_input_bytes`), per slot:
+    permute 2h read + a h written; fc1 a h read + 4 I written; activation 4 I read + a I
+    written; fc2 a I read + 2 h written; finalize 2 h read; per token 2 h written. So
+    hidden part = MoE layers x (tokens x k x (6 + 2a) h + tokens x 2 h), intermediate part =
+    MoE layers x tokens x k x (8 + 2a) I. The weights are counted in
+    :func:`decode_weight_bytes`. Bytes per FLOP are (6 + 2a) / (6 I) + (8 + 2a) / (6 h): large
+    for small experts - Qwen3-30B-A3B (h 2,048, I 768, k 8, NVFP4, a = 0.5625) moves 22.1 kB
+    per slot (with its share of the token's row) for 9.4 MFLOP, Llama-4-Scout (h 5,120,
+    I 8,192, k 1) 121.5 kB for 252 MFLOP: 2.3 against 0.48 bytes per kFLOP.
+    ``(0, 0)`` for a dense model.
+    """
+    if not model.is_moe:
+        return 0.0, 0.0
+    a = _expert_input_bytes(precision)
+    slots = tokens * model.experts_per_token
+    layers = model.num_moe_layers
+    hidden = layers * (slots * (6 + 2 * a) + tokens * ACTIVATION_BYTES) * model.hidden_size
+    intermediate = layers * slots * (8 + 2 * a) * model.intermediate_size
+    return hidden, intermediate
+
+
+def moe_glue_s(
+    *,
+    model: ModelArch,
+    precision: Precision,
+    tokens: float,
+    tp: int,
+    dp_attention: int,
+    card_bandwidth: float,
+) -> float:
+    """Seconds of :func:`moe_glue_bytes` on a replica of ``tp`` cards, each streaming
+    ``card_bandwidth`` B/s (peak x :data:`BANDWIDTH_EFFICIENCY`). Tensor parallelism splits
+    each expert's I across the cards, so every card handles every slot: its hidden part is
+    not split, the intermediate part is (hidden + intermediate / tp per card). With attention
+    data parallelism the experts are spread over the cards (expert parallelism) and the slots
+    with them: (hidden + intermediate) / tp per card."""
+    hidden, intermediate = moe_glue_bytes(model=model, precision=precision, tokens=tokens)
+    if dp_attention > 1:
+        return (hidden + intermediate) / tp / card_bandwidth
+    return (hidden + intermediate / tp) / card_bandwidth
+
+
 def routed_active_params(model: ModelArch) -> int:
     """Routed-expert parameters one token multiplies: MoE layers x k x 3 x hidden x I."""
     if not model.is_moe:
@@ -525,7 +597,9 @@ class ThroughputEstimate:
     output tokens per sequence (1.0 when not credited), ``tpot_ms`` = step / that;
     ``speculative_credited`` says whether it was faster than plain decoding (``None``: not asked).
     ``dp_attention``: attention DP ranks; ``allreduce_ms`` is then inside one rank and
-    ``all_to_all_ms`` the MoE dispatch and combine of a step (0 without).
+    ``all_to_all_ms`` the MoE dispatch and combine of a step (0 without). ``moe_glue_ms``: the
+    part of ``gemm_ms`` a mixture of experts spends moving its routed rows' activations between
+    the grouped GEMMs (:func:`moe_glue_s`; 0 for a dense model).
     """
 
     engine: str
@@ -561,6 +635,7 @@ class ThroughputEstimate:
     speculative_credited: bool | None = None
     dp_attention: int = 1
     all_to_all_ms: float = 0.0
+    moe_glue_ms: float = 0.0
 
 
 def _check_lengths(input_tokens: int, output_tokens: int, cached_tokens: int) -> None:
@@ -768,6 +843,14 @@ def replica_throughput(
                 profile.gemm_overlap_exponent,
             )
             + prefill_dequant_extra_s
+            + moe_glue_s(
+                model=model,
+                precision=precision,
+                tokens=new_input,
+                tp=tp,
+                dp_attention=dp,
+                card_bandwidth=effective_bandwidth / tp,
+            )
             + kernel_s
             + dp * encoder_s
             + sum(communication_s(new_input, new_input, new_input / group))
@@ -786,9 +869,13 @@ def replica_throughput(
         weights_read = dp_weight_bytes(
             model=model, precision=precision, tokens=tokens, dp_attention=dp
         )
-        attention_flops = (
+        decode_attention_flops = (
             4 * model.num_layers * model.attention_width * batch * query_tokens * mean_context
-            + batch
+        )
+        # The prompts' attention (and a vision encoder) riding in this step run as their own
+        # kernels, after the decode sequences' (see ``attention_s`` below).
+        prefill_attention_share = (
+            batch
             * prefill_share
             / output_tokens
             * (prefill_attention_flops + encoder_flops_per_request)
@@ -809,9 +896,27 @@ def replica_throughput(
         )
         gemm_s = overlapped_s(memory_s, compute_s, profile.gemm_overlap_exponent)
         gemm_s += dequant_extra_s
+        glue_s = moe_glue_s(
+            model=model,
+            precision=precision,
+            tokens=tokens,
+            tp=tp,
+            dp_attention=dp,
+            card_bandwidth=effective_bandwidth / tp,
+        )
+        gemm_s += glue_s
+        # Decode attention reads each sequence's KV cache (bandwidth) for a few FLOPs per byte;
+        # the prompts mixed into the step run the context attention kernel (FLOPs) - separate
+        # launches one after the other (TensorRT-LLM: context FMHA, then generation XQA /
+        # masked MHA, nvidia.github.io/TensorRT-LLM/advanced/gpt-attention.html "Multi-Head,
+        # Multi-Query, and Group-Query Attention"), so their times
+        # add, as NVIDIA aiconfigurator's TensorRT-LLM backend adds a mixed step's
+        # context_attention and generation_attention (sdk/backends/trtllm_backend.py
+        # ``_get_mix_step_latency``: "Combine all components (simple addition)").
         attention_s = kv_read / effective_bandwidth
         if flops_rate:
-            attention_s = max(attention_s, attention_flops / attention_rate)
+            attention_s = max(attention_s, decode_attention_flops / attention_rate)
+            attention_s += prefill_attention_share / attention_rate
         allreduce_step_s, all_to_all_step_s = communication_s(tokens, tokens / dp, tokens / tp)
         decode_step_s = gemm_s + attention_s + kernel_s + allreduce_step_s + all_to_all_step_s
         serial_prefill_s = 0.0
@@ -824,6 +929,7 @@ def replica_throughput(
             "weights_read": weights_read,
             "gemm_s": gemm_s,
             "dequant_s": dequant_s,
+            "moe_glue_s": glue_s,
             "attention_s": attention_s,
             "allreduce_step_s": allreduce_step_s,
             "all_to_all_step_s": all_to_all_step_s,
@@ -883,6 +989,7 @@ def replica_throughput(
         speculative_credited=credited,
         dp_attention=dp,
         all_to_all_ms=chosen["all_to_all_step_s"] * 1e3,
+        moe_glue_ms=chosen["moe_glue_s"] * 1e3,
     )
 
 

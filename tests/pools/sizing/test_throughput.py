@@ -21,6 +21,8 @@ from pools.sizing.throughput import (
     batch_for_targets,
     decode_ceiling_batch1_tok_s,
     decode_weight_bytes,
+    moe_glue_bytes,
+    moe_glue_s,
     overlapped_s,
     precision_on_gpu,
     prefill_flops,
@@ -374,3 +376,67 @@ def test_the_gemm_roofline_is_a_hard_max_unless_a_profile_overlaps_less():
     assert overlapped_s(0.003, 0.0, 1.5) == 0.003
     exponents = {name: profile.gemm_overlap_exponent for name, profile in ENGINE_PROFILES.items()}
     assert exponents == {"vllm": 1.0, "vllm-v0": 1.0, "sglang": None, "tensorrt-llm": 1.5}
+
+
+def test_moe_glue_bytes_by_hand():
+    # Qwen3-30B-A3B: 48 MoE layers, h 2,048, I 768, k 8; NVFP4 activations 4.5 bits = 0.5625 B.
+    # 1,000 tokens = 8,000 slots. Per slot (6 + 2 x 0.5625) h, per token 2 h; (8 + 2 x 0.5625) I.
+    qwen = model_preset("qwen3_30b_a3b")
+    hidden, intermediate = moe_glue_bytes(
+        model=qwen, precision=precision_parse("NVFP4"), tokens=1000
+    )
+    assert hidden == pytest.approx(48 * (8000 * 7.125 + 1000 * 2) * 2048)  # 5.80 GB
+    assert intermediate == pytest.approx(48 * 8000 * 9.125 * 768)  # 2.69 GB
+    # Mixtral-8x7B at 16 bit (a = 2), one token, k 2: 32 x (2 x 10 + 2) x 4,096 and
+    # 32 x 2 x 12 x 14,336 bytes.
+    mixtral = model_preset("mixtral_8x7b")
+    assert moe_glue_bytes(model=mixtral, precision=FP16, tokens=1) == (
+        pytest.approx(32 * 22 * 4096),
+        pytest.approx(32 * 2 * 12 * 14336),
+    )
+    assert moe_glue_bytes(model=model_preset("llama3_8b"), precision=FP16, tokens=1000) == (0, 0)
+
+
+def test_moe_glue_splits_the_intermediate_over_tp_and_everything_over_expert_parallel():
+    qwen = model_preset("qwen3_30b_a3b")
+    nvfp4 = precision_parse("NVFP4")
+    hidden, intermediate = moe_glue_bytes(model=qwen, precision=nvfp4, tokens=1000)
+    common = {"model": qwen, "precision": nvfp4, "tokens": 1000, "tp": 2, "card_bandwidth": 6.4e12}
+    assert moe_glue_s(dp_attention=1, **common) == pytest.approx(
+        (hidden + intermediate / 2) / 6.4e12
+    )
+    assert moe_glue_s(dp_attention=2, **common) == pytest.approx(
+        (hidden + intermediate) / 2 / 6.4e12
+    )
+
+
+def test_a_moe_step_streams_its_routed_rows_and_a_dense_step_does_not():
+    qwen = replica(
+        "qwen3_30b_a3b", gpu="b200", batch=64, precision=precision_parse("NVFP4"), kv_bits=8
+    )
+    hidden, intermediate = moe_glue_bytes(
+        model=model_preset("qwen3_30b_a3b"),
+        precision=precision_parse("NVFP4"),
+        tokens=qwen.tokens_per_step,
+    )
+    # B200: 8,000 GB/s x the bandwidth efficiency.
+    expected_ms = (hidden + intermediate) / (8000e9 * BANDWIDTH_EFFICIENCY) * 1e3
+    assert qwen.moe_glue_ms == pytest.approx(expected_ms)
+    assert qwen.gemm_ms > qwen.moe_glue_ms > 0
+    assert replica(batch=64).moe_glue_ms == 0
+
+
+def test_prompt_attention_mixed_into_a_step_adds_to_the_decode_attention():
+    # Llama-3-8B on H100 SXM, 64 sequences of 1,000 in / 1,000 out: each step carries 64 x
+    # share prompt tokens. Decode attention reads 64 x 1,500 tokens x 131,072 B of KV (the
+    # bandwidth side of its max), and the prompts' context attention (2 x 32 x 4,096 x 1,000^2
+    # FLOPs per prompt, 64 / 1,000 prompts per step x share) runs after it at 989 TFLOPS x 0.5.
+    estimate = replica(batch=64)
+    share = (estimate.tokens_per_step - 64) / 64
+    kv = 64 * 1500 * 131_072 / (3350e9 * BANDWIDTH_EFFICIENCY)
+    decode_flops = 4 * 32 * 4096 * 64 * 1500 / (989e12 * COMPUTE_EFFICIENCY)
+    prompts = 64 * share / 1000 * 2 * 32 * 4096 * 1000**2 / (989e12 * COMPUTE_EFFICIENCY)
+
+    assert share > 0.9  # the prompts ride in the decode steps
+    assert kv > decode_flops
+    assert estimate.attention_ms == pytest.approx((kv + prompts) * 1e3)
