@@ -1,12 +1,15 @@
-"""Celery tasks of reclamation: the idle scan (beat) and re-applying a shrunk allocation's cap."""
+"""Celery tasks of reclamation: the idle scan (beat), re-applying a shrunk allocation's cap, and
+a queued what-if (its range query kept out of the web request)."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
+from pools.errors import NotFound
 from pools.jobs import MAX_RETRIES, retry_countdown
 from pools.reclamation.services.runs import idle_scan_recorded
 from pools.reclamation.services.scan import allocation_rebind
+from pools.reclamation.services.whatif import reclamation_whatif_run
 from scheduler_adapters.errors import SchedulerError
 
 
@@ -27,3 +30,12 @@ def idle_scan_task() -> dict:
     the run is recorded for the idle page. Returns the run's counts."""
     run = idle_scan_recorded()
     return {"run": run.pk, "error": run.error, "idle": run.idle, "reclaimed": run.reclaimed}
+
+
+@shared_task(acks_late=True)
+def reclamation_whatif_task(whatif_id: int) -> str:
+    """Run a queued what-if; returns its status. Safe twice: a finished one is left as is."""
+    try:
+        return reclamation_whatif_run(whatif_id=whatif_id).status
+    except NotFound:
+        return "missing"  # its pool was deleted before the worker got to it
