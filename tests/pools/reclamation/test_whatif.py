@@ -7,7 +7,7 @@ over the last 3 days every 60 min (steps on the hour). Default policy: idle < 30
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from unittest import mock
 
 import pytest
@@ -320,3 +320,45 @@ def test_the_page_polls_a_queued_what_if(
     poll = admin_page.get(url, headers={"HX-Request": "true"}).content.decode()
     assert 'data-whatif-status="done"' in poll and "hx-get" not in poll
     assert "data-whatif-totals" in poll and "<nav" not in poll
+
+
+def test_the_api_queues_a_what_if_and_answers_its_report(
+    admin_api, world, monkeypatch, django_capture_on_commit_callbacks
+):
+    """``POST /api/v1/reclamation-policies/infer/what-if/`` with a 12 h grace over 3 days: 202
+    and the status URL, which answers the report (as in
+    :func:`test_a_queued_what_if_stores_the_report_as_json_with_its_progress`, to the hour the
+    page's ``now`` falls in: the idle allocation reclaimed 12 h after it first idled)."""
+    monkeypatch.setattr(reclamation_whatif, "metrics_adapter", lambda: world["metrics"])
+    with django_capture_on_commit_callbacks(execute=True):
+        queued = admin_api.post("/api/v1/reclamation-policies/infer/what-if/",
+                                {"days": 3, "grace_hours": 12}, format="json")  # fmt: skip
+    assert queued.status_code == 202, queued.content
+    body = queued.json()
+    assert (body["pool"], body["days"], body["overrides"], body["status"]) == (
+        "infer", 3, {"grace_hours": 12}, "pending",
+    )  # fmt: skip
+    assert queued["Location"] == body["status_url"] == f"/api/v1/reclamation-whatifs/{body['id']}/"
+    done = admin_api.get(body["status_url"]).json()
+    assert (done["status"], done["progress"], done["error_code"]) == ("done", 100, "")
+    [idle] = [row for row in done["result"]["rows"] if row["team"] == "idle"]
+    first_idle = datetime.fromisoformat(idle["first_idle"])
+    assert datetime.fromisoformat(idle["would_reclaim_at"]) - first_idle == timedelta(hours=12)
+    assert idle["cards_reclaimed"] == 2
+
+
+def test_the_api_refuses_bad_what_ifs_and_members(
+    admin_api, member_api, world, django_capture_on_commit_callbacks
+):
+    url = "/api/v1/reclamation-policies/infer/what-if/"
+    for body, field in (({"days": 31}, "days"), ({"days": "٣"}, "days"),
+                        ({"idle_below_pct": "-1"}, "idle_below_pct")):  # fmt: skip
+        bad = admin_api.post(url, body, format="json")
+        assert (bad.status_code, bad.json()["code"]) == (400, "invalid_input"), body
+        assert list(bad.json()["errors"]) == [field], body
+    assert admin_api.post("/api/v1/reclamation-policies/nope/what-if/", {}).status_code == 404
+    assert member_api.post(url, {}, format="json").status_code == 403
+    with django_capture_on_commit_callbacks(execute=False):
+        queued = admin_api.post(url, {}, format="json").json()
+    assert member_api.get(queued["status_url"]).status_code == 403
+    assert ReclamationWhatIf.objects.count() == 1
