@@ -83,6 +83,11 @@ PAGES = {
     "login/": "/login/",  # opened signed in: the form, with the navigation
 }
 VARIANTS = [
+    # a what-if done (its totals and the chart's line), one still queued (the progress), and a
+    # reclamation what-if (failed in the demo: no Prometheus)
+    "/elastic/{elastic}/?whatif={elastic_whatif}",
+    "/elastic/{elastic}/?whatif={elastic_whatif_queued}",
+    "/idle/policies/?pool=infer-k8s&whatif={reclamation_whatif}",
     "/nodes/?pool=train-slurm&ordering=-gpus",
     "/allocations/?status=active",
     "/pools/infer-k8s/l40s/calendar/?month=",  # the month view
@@ -199,9 +204,21 @@ def _demo_ids() -> dict[str, int]:
         filename=capture.name,
     )  # fmt: skip
     inventory_upload_run(upload_id=upload.pk)  # done, with its report
+    from pools.elastic.models import ElasticWhatIf
+    from pools.elastic.services import elastic_whatif_queue
+    from pools.inventory.models import Pool
+    from pools.reclamation.services.whatif import reclamation_whatif_queue
+
+    policy = ElasticPolicy.objects.order_by("pk").first()
+    whatif = elastic_whatif_queue(policy=policy, actor=admin, days=7)  # run eagerly: done
+    queued = ElasticWhatIf.objects.create(policy=policy, params={"days": 7, "fields": {}})
+    reclaim = reclamation_whatif_queue(pool=Pool.objects.get(slug="infer-k8s"), actor=admin)
     return {
         "request": CapacityRequest.objects.order_by("pk").first().pk,
-        "elastic": ElasticPolicy.objects.order_by("pk").first().pk,
+        "elastic": policy.pk,
+        "elastic_whatif": whatif.pk,
+        "elastic_whatif_queued": queued.pk,
+        "reclamation_whatif": reclaim.pk,
         "estimate": estimate.pk,
         "upload": upload.pk,
         "budget": Budget.objects.order_by("pk").first().pk,
