@@ -40,6 +40,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -84,7 +85,7 @@ from pools.elastic.signals import SCAN_METRICS, demand_samples, metric_samples, 
 from pools.elastic.whatif import WhatIf, replay
 from pools.errors import DomainError, InvalidInput, NotFound, PermissionDenied
 from pools.inventory.models import GpuModel, Pool
-from pools.jobs import ELASTIC_APPLY, ELASTIC_WHATIF, enqueue_on_commit
+from pools.jobs import ELASTIC_APPLY, ELASTIC_WHATIF, enqueue_on_commit, jobs_waiting
 from pools.tenancy.permissions import may_manage_elastic
 from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.kubernetes_elastic import (
@@ -1387,6 +1388,29 @@ def elastic_whatif_run(*, whatif_id: int, metrics: Any = None) -> ElasticWhatIf:
     )
     whatif.refresh_from_db()
     return whatif
+
+
+def elastic_whatifs_sweep(*, now: datetime | None = None) -> dict[str, int]:
+    """Beat's housekeeping of queued what-ifs: queue again those whose task was lost (pending
+    or running since before ``now`` minus ``TASK_TIME_LIMIT_S``, the longest a task may run,
+    unless their job still waits in the outbox), and delete those finished more than
+    :data:`READING_RETENTION_DAYS` days ago. Returns ``{"requeued", "deleted"}``."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.TASK_TIME_LIMIT_S)
+    waiting = {args[0] for args in jobs_waiting(ELASTIC_WHATIF) if args}
+    stranded = [
+        pk
+        for pk in ElasticWhatIf.objects.filter(
+            status__in=(EstimateStatus.PENDING, EstimateStatus.RUNNING), created_at__lt=cutoff
+        ).values_list("pk", flat=True)
+        if pk not in waiting
+    ]
+    for pk in stranded:
+        enqueue_on_commit(ELASTIC_WHATIF, pk)
+    deleted, _ = ElasticWhatIf.objects.filter(
+        finished_at__lt=now - timedelta(days=READING_RETENTION_DAYS)
+    ).delete()
+    return {"requeued": len(stranded), "deleted": deleted}
 
 
 def elastic_readings_prune(*, now: datetime | None = None) -> int:

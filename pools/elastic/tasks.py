@@ -16,6 +16,7 @@ from pools.elastic.services import (
     elastic_readings_prune,
     elastic_scan,
     elastic_whatif_run,
+    elastic_whatifs_sweep,
 )
 from pools.errors import NotFound
 from pools.jobs import MAX_RETRIES, retry_countdown
@@ -66,9 +67,14 @@ def elastic_hand_back_task(
 
 @shared_task(acks_late=True)
 def elastic_forecast_task() -> dict:
-    """Beat, hourly: refresh every elastic allocation's pre-scale plan (two range queries) and
-    drop recorded readings past their retention."""
-    return {"plans": elastic_forecast(), "readings_pruned": elastic_readings_prune()}
+    """Beat, hourly: refresh every elastic allocation's pre-scale plan (two range queries),
+    drop recorded readings past their retention, and sweep the queued what-ifs (lost ones
+    queued again, old ones deleted)."""
+    return {
+        "plans": elastic_forecast(),
+        "readings_pruned": elastic_readings_prune(),
+        "whatifs": elastic_whatifs_sweep(),
+    }
 
 
 @shared_task(acks_late=True)

@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
@@ -40,7 +41,7 @@ from pools.capacity.models import Allocation
 from pools.choices import EstimateStatus, Scheduler
 from pools.errors import DomainError, InvalidInput, NotFound
 from pools.inventory.models import Node, Pool
-from pools.jobs import RECLAMATION_WHATIF, enqueue_on_commit
+from pools.jobs import RECLAMATION_WHATIF, enqueue_on_commit, jobs_waiting
 from pools.reclamation.evaluate import (
     AllocationShare,
     GroupEvaluation,
@@ -68,6 +69,7 @@ logger = logging.getLogger(__name__)
 
 OVERRIDABLE = WHATIF_FIELDS
 MAX_DAYS = 30
+KEEP_DAYS = 30  # a finished what-if is kept this long (its link keeps working)
 READ_PERCENT = 40  # a queued what-if once Prometheus answered; the steps fill the rest
 
 
@@ -364,6 +366,29 @@ def reclamation_whatif_queue(
         )
         enqueue_on_commit(RECLAMATION_WHATIF, whatif.pk)
     return whatif
+
+
+def reclamation_whatifs_sweep(*, now: datetime | None = None) -> dict[str, int]:
+    """Beat's housekeeping of queued what-ifs: queue again those whose task was lost (pending
+    or running since before ``now`` minus ``TASK_TIME_LIMIT_S``, the longest a task may run,
+    unless their job still waits in the outbox), and delete those finished more than
+    :data:`KEEP_DAYS` days ago. Returns ``{"requeued", "deleted"}``."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.TASK_TIME_LIMIT_S)
+    waiting = {args[0] for args in jobs_waiting(RECLAMATION_WHATIF) if args}
+    stranded = [
+        pk
+        for pk in ReclamationWhatIf.objects.filter(
+            status__in=(EstimateStatus.PENDING, EstimateStatus.RUNNING), created_at__lt=cutoff
+        ).values_list("pk", flat=True)
+        if pk not in waiting
+    ]
+    for pk in stranded:
+        enqueue_on_commit(RECLAMATION_WHATIF, pk)
+    deleted, _ = ReclamationWhatIf.objects.filter(
+        finished_at__lt=now - timedelta(days=KEEP_DAYS)
+    ).delete()
+    return {"requeued": len(stranded), "deleted": deleted}
 
 
 def reclamation_whatif_run(*, whatif_id: int, metrics: Any = None) -> ReclamationWhatIf:

@@ -278,3 +278,40 @@ def test_burst_opt_ins_through_the_api(admin_api, member_api, member, allocation
     assert member_api.delete(f"/api/v1/burst-opt-ins/{opt_in.pk}/").status_code == 403
     assert admin_api.delete(f"/api/v1/burst-opt-ins/{opt_in.pk}/").status_code == 204
     assert not BurstOptIn.objects.exists()
+
+
+def test_the_sweep_queues_lost_what_ifs_again_and_deletes_old_ones(
+    allocation, django_capture_on_commit_callbacks, settings
+):
+    """TASK_TIME_LIMIT_S = 900: a what-if pending since 20 minutes ago, and one running since
+    then, lost their task (no worker runs one longer) and are queued again; one pending since 5
+    minutes ago may still run, and one whose job waits in the outbox will be sent: left. Done
+    40 days ago (> 31 days kept): deleted; done yesterday: kept."""
+    from pools.elastic.services import elastic_whatifs_sweep
+    from pools.jobs.models import QueuedJob
+
+    settings.TASK_TIME_LIMIT_S = 900
+    policy = ElasticPolicy.objects.create(allocation=allocation, ceiling_cards=4, cards_held=2)
+
+    def whatif(status, *, age_min, finished_days=None):
+        made = ElasticWhatIf.objects.create(policy=policy, status=status, params={"days": 1},
+                                            result={} if status == "done" else None)  # fmt: skip
+        ElasticWhatIf.objects.filter(pk=made.pk).update(
+            created_at=NOW - timedelta(minutes=age_min),
+            finished_at=None if finished_days is None else NOW - timedelta(days=finished_days),
+        )
+        return made.pk
+
+    lost = [whatif("pending", age_min=20), whatif("running", age_min=20)]
+    fresh = whatif("pending", age_min=5)
+    waiting = whatif("pending", age_min=20)
+    QueuedJob.objects.create(task_name="pools.elastic.tasks.elastic_whatif_task", args=[waiting])
+    whatif("done", age_min=40 * 1440, finished_days=40)
+    kept = whatif("done", age_min=1440, finished_days=1)
+    with django_capture_on_commit_callbacks(execute=True) as queued:
+        assert elastic_whatifs_sweep(now=NOW) == {"requeued": 2, "deleted": 1}
+    assert len(queued) == 2
+    # the two lost ones ran (no Prometheus, no readings: unavailable); the others did not
+    status = dict(ElasticWhatIf.objects.values_list("pk", "status"))
+    assert status == {lost[0]: "failed", lost[1]: "failed", fresh: "pending",
+                      waiting: "pending", kept: "done"}  # fmt: skip

@@ -362,3 +362,34 @@ def test_the_api_refuses_bad_what_ifs_and_members(
         queued = admin_api.post(url, {}, format="json").json()
     assert member_api.get(queued["status_url"]).status_code == 403
     assert ReclamationWhatIf.objects.count() == 1
+
+
+@override_settings(PROMETHEUS_URL="", TASK_TIME_LIMIT_S=900)
+def test_the_sweep_queues_lost_what_ifs_again_and_deletes_old_ones(
+    world, django_capture_on_commit_callbacks
+):
+    """TASK_TIME_LIMIT_S = 900: pending since 20 minutes ago is lost (queued again: it runs,
+    and without Prometheus fails as unavailable), since 5 minutes ago is left; done 31 days ago
+    (> 30 kept) is deleted, 29 days ago kept."""
+    from pools.reclamation.services.whatif import reclamation_whatifs_sweep
+
+    def whatif(status, *, age_min, finished_days=None):
+        result = {} if status == "done" else None
+        made = ReclamationWhatIf.objects.create(
+            pool=world["pool"], status=status, params={"days": 1}, result=result
+        )
+        ReclamationWhatIf.objects.filter(pk=made.pk).update(
+            created_at=NOW - timedelta(minutes=age_min),
+            finished_at=None if finished_days is None else NOW - timedelta(days=finished_days),
+        )
+        return made.pk
+
+    lost = whatif("pending", age_min=20)
+    fresh = whatif("pending", age_min=5)
+    whatif("done", age_min=31 * 1440, finished_days=31)
+    kept = whatif("done", age_min=29 * 1440, finished_days=29)
+    with django_capture_on_commit_callbacks(execute=True) as queued:
+        assert reclamation_whatifs_sweep(now=NOW) == {"requeued": 1, "deleted": 1}
+    assert len(queued) == 1
+    status = dict(ReclamationWhatIf.objects.values_list("pk", "status"))
+    assert status == {lost: "failed", fresh: "pending", kept: "done"}
