@@ -415,6 +415,9 @@ def reclamation_policies(request):
     if edit and form is None:
         pool = get_object_or_404(Pool, slug=edit)
         whatif = _what_if(request, pool)
+        if whatif and whatif["result"] and request.GET.get("export") == "csv":
+            name = f"reclamation-whatif-{pool.slug}-{whatif['run'].pk}.csv"
+            return csv_response(whatif["run"].result["rows"], WHATIF_COLUMNS, name)
         if whatif and request.htmx:  # the what-if's poll
             response = render(request, "pools/reclamation/policies.html#whatif_result",
                               {"whatif": whatif, "edit": edit})  # fmt: skip
@@ -451,6 +454,16 @@ def _exempted(exemption: Exemption) -> str:
     if exemption.team_id:
         return f"team {exemption.team.name}"
     return f"allocation #{exemption.allocation_id}"
+
+
+# A what-if's rows as its report stores them (ISO 8601 times, card-hours to 2 places).
+WHATIF_COLUMNS = [
+    Column(name, lambda row, name=name: row[name])
+    for name in (
+        "allocation", "team", "card_count", "first_idle", "would_reclaim_at", "cards_reclaimed",
+        "card_hours_freed", "findings", "note",
+    )
+]  # fmt: skip
 
 
 def _what_if_queue(request, pool: Pool, policy: ReclamationPolicy | None):

@@ -88,6 +88,7 @@ VARIANTS = [
     "/elastic/{elastic}/?whatif={elastic_whatif}",
     "/elastic/{elastic}/?whatif={elastic_whatif_queued}",
     "/idle/policies/?pool=infer-k8s&whatif={reclamation_whatif}",
+    "/idle/policies/?pool=infer-k8s&whatif={reclamation_whatif_done}",  # its table
     "/nodes/?pool=train-slurm&ordering=-gpus",
     "/allocations/?status=active",
     "/pools/infer-k8s/l40s/calendar/?month=",  # the month view
@@ -212,13 +213,29 @@ def _demo_ids() -> dict[str, int]:
     policy = ElasticPolicy.objects.order_by("pk").first()
     whatif = elastic_whatif_queue(policy=policy, actor=admin, days=7)  # run eagerly: done
     queued = ElasticWhatIf.objects.create(policy=policy, params={"days": 7, "fields": {}})
-    reclaim = reclamation_whatif_queue(pool=Pool.objects.get(slug="infer-k8s"), actor=admin)
+    infer = Pool.objects.get(slug="infer-k8s")
+    reclaim = reclamation_whatif_queue(pool=infer, actor=admin)
+    from pools.capacity.models import Allocation
+    from pools.reclamation.models import ReclamationWhatIf
+
+    held = Allocation.objects.filter(pool=infer).select_related("team").order_by("pk")[:3]
+    row = {"first_idle": "2026-12-01T10:00:00+00:00", "would_reclaim_at": None,
+           "cards_reclaimed": 0, "card_hours_freed": 0.0, "findings": 1, "note": ""}  # fmt: skip
+    reclaimed = ReclamationWhatIf.objects.create(
+        pool=infer, params={"days": 7, "overrides": {}}, status="done", progress=100,
+        result={"start": "2026-11-28T12:00:00+00:00", "end": "2026-12-05T12:00:00+00:00",
+                "step_minutes": 60, "policy": {}, "findings": len(held), "reclaimed": 0,
+                "cards_reclaimed": 0, "card_hours_freed": 0.0,
+                "rows": [{**row, "allocation": a.pk, "team": a.team.slug,
+                          "card_count": a.card_count} for a in held]},
+    )  # fmt: skip
     return {
         "request": CapacityRequest.objects.order_by("pk").first().pk,
         "elastic": policy.pk,
         "elastic_whatif": whatif.pk,
         "elastic_whatif_queued": queued.pk,
         "reclamation_whatif": reclaim.pk,
+        "reclamation_whatif_done": reclaimed.pk,
         "estimate": estimate.pk,
         "upload": upload.pk,
         "budget": Budget.objects.order_by("pk").first().pk,

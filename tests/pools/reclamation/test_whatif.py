@@ -393,3 +393,25 @@ def test_the_sweep_queues_lost_what_ifs_again_and_deletes_old_ones(
     assert len(queued) == 1
     status = dict(ReclamationWhatIf.objects.values_list("pk", "status"))
     assert status == {lost: "failed", fresh: "pending", kept: "done"}
+
+
+def test_the_what_ifs_rows_export_as_csv(admin_page, world, django_capture_on_commit_callbacks):
+    """The stored report's rows, one line each (the idle one as worked out in
+    :func:`test_a_queued_what_if_stores_the_report_as_json_with_its_progress`, 24 h grace)."""
+    whatif = reclamation_whatif_queue(pool=world["pool"], actor=None, days=3)
+    with mock.patch.object(reclamation_whatif, "timezone", mock.Mock(now=lambda: NOW)):
+        reclamation_whatif_run(whatif_id=whatif.pk, metrics=world["metrics"])
+    answer = admin_page.get("/idle/policies/", {"pool": "infer", "whatif": whatif.pk,
+                                                "export": "csv"})  # fmt: skip
+    assert answer["Content-Type"].startswith("text/csv")
+    lines = b"".join(answer.streaming_content).decode().splitlines()
+    assert lines[0] == (
+        "allocation,team,card_count,first_idle,would_reclaim_at,cards_reclaimed,"
+        "card_hours_freed,findings,note"
+    )
+    idle = world["allocations"]["idle"].pk
+    assert (
+        f"{idle},idle,2,{(NOW - timedelta(hours=30)).isoformat()},"
+        f"{(NOW - timedelta(hours=6)).isoformat()},2,12.0,1,"
+    ) in lines
+    assert len(lines) == 4  # the header and the three allocations
