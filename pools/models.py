@@ -17,7 +17,7 @@ from pools.capacity.models import (
 )
 from pools.classes.models import WorkloadClass
 from pools.clusters.models import Cluster, ClusterError
-from pools.elastic.models import BurstOptIn, ElasticPolicy, ScaleEvent
+from pools.elastic.models import BurstOptIn, ElasticPolicy, ElasticWhatIf, ScaleEvent
 from pools.inventory.models import (
     DriverGroup,
     Gpu,
@@ -29,7 +29,13 @@ from pools.inventory.models import (
     Pool,
 )
 from pools.jobs.models import QueuedJob
-from pools.reclamation.models import Exemption, IdleFinding, IdleScanRun, ReclamationPolicy
+from pools.reclamation.models import (
+    Exemption,
+    IdleFinding,
+    IdleScanRun,
+    ReclamationPolicy,
+    ReclamationWhatIf,
+)
 from pools.serving.models import (
     ServedModel,
     ServingCalibrationDay,
@@ -64,6 +70,7 @@ __all__ = [
     "DriverGroup",
     "BurstOptIn",
     "ElasticPolicy",
+    "ElasticWhatIf",
     "Exemption",
     "Gpu",
     "GpuModel",
@@ -78,6 +85,7 @@ __all__ = [
     "Pool",
     "QueuedJob",
     "ReclamationPolicy",
+    "ReclamationWhatIf",
     "ScaleEvent",
     "SchedulerDrift",
     "ServedModel",

@@ -83,7 +83,11 @@ router.register(
     "reclamation-policies", reclamation_api.ReclamationPolicyViewSet, basename="reclamation-policy"
 )
 router.register("exemptions", reclamation_api.ExemptionViewSet, basename="exemption")
+router.register(
+    "reclamation-whatifs", reclamation_api.ReclamationWhatIfViewSet, basename="reclamation-whatif"
+)
 router.register("elastic-policies", elastic_api.ElasticPolicyViewSet, basename="elastic-policy")
+router.register("elastic-whatifs", elastic_api.ElasticWhatIfViewSet, basename="elastic-whatif")
 router.register("scale-events", elastic_api.ScaleEventViewSet, basename="scale-event")
 router.register("burst-opt-ins", elastic_api.BurstOptInViewSet, basename="burst-opt-in")
 router.register("serving", serving_api.ServingViewSet, basename="serving")

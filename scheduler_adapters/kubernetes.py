@@ -42,9 +42,7 @@ Errors map onto :mod:`scheduler_adapters.errors` by meaning (see
 (``nodeLabels``; Kueue copies them into the admitted pods' node selector). Without Kueue a
 namespace can carry ``scheduler.alpha.kubernetes.io/node-selector: <label>=<product>`` (the
 PodNodeSelector admission plugin merges it into every pod of the namespace; only when the team
-holds one product, since the plugin ANDs its terms) with ``namespace_node_selector=True``; and
-:func:`~scheduler_adapters.kubernetes_manifests.gpu_node_affinity` gives the ``affinity`` block
-for a team's pod templates.
+holds one product, since the plugin ANDs its terms) with ``namespace_node_selector=True``.
 
 **Which cards** (card classes, issue #36): with ``card_class_taints`` the GPU nodes carry
 ``gpu-pool-portal/card-class=<class>:NoSchedule`` and the ResourceFlavors (with Kueue) or the

@@ -155,29 +155,6 @@ def check_gpu_label(label: str) -> str:
     return label
 
 
-def gpu_node_affinity(products: Iterable[str], *, label: str = LABEL_PRODUCT) -> dict[str, Any]:
-    """A pod's ``affinity`` that keeps it on nodes whose ``label`` is one of ``products``
-    (``requiredDuringSchedulingIgnoredDuringExecution``, operator ``In``; the Pod API's
-    NodeAffinity)."""
-    values = sorted(set(products))
-    if not values:
-        raise ValueError("node affinity needs at least one GPU product")
-    check_gpu_quota(dict.fromkeys(values, 0))
-    return {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": check_gpu_label(label), "operator": "In", "values": values}
-                        ]
-                    }
-                ]
-            }
-        }
-    }
-
-
 def dra_quota_resource(device_class: str) -> str:
     """The ResourceQuota resource that caps the devices a namespace's ResourceClaims may
     allocate from ``device_class`` (``<device-class>.deviceclass.resource.k8s.io/devices``;

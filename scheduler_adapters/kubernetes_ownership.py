@@ -72,16 +72,6 @@ def keyed(obj: Mapping[str, Any], kind: str | None = None) -> dict[str, Any]:
     return out
 
 
-def unkeyed(obj: Mapping[str, Any], kind: str | None = None) -> dict[str, Any]:
-    """The inverse of :func:`keyed`: associative lists back to lists, in their map's order."""
-    out = copy.deepcopy(dict(obj))
-    for path in MAP_LISTS.get(kind or str(obj.get("kind")), {}):
-        parent = _at(out, path[:-1])
-        if isinstance(parent, dict) and isinstance(parent.get(path[-1]), Mapping):
-            parent[path[-1]] = list(parent[path[-1]].values())
-    return out
-
-
 _IDENTITY_METADATA = frozenset(
     {
         "name",

@@ -94,8 +94,8 @@ def parse_slurm_memory_mib(text: str | None) -> Decimal | None:
     either case (``--mem``, ``RealMemory``, the ``mem=`` TRES): ``"64G"`` -> 65536,
     ``"515456M"`` -> 515456, ``"1.50G"`` -> 1536, ``"512K"`` -> 0.5 (kept exact; Slurm itself
     rounds K up to whole MiB). ``None``, ``""``, ``"N/A"`` and ``"(null)"`` mean unknown and
-    give ``None``. A ``c``/``n`` per-CPU/per-node marker is not a size: see
-    :func:`parse_slurm_req_mem_mib`. Raises ``ValueError`` for anything else.
+    give ``None``. A ``c``/``n`` per-CPU/per-node marker (older sacct's ``ReqMem``) is not a
+    size. Raises ``ValueError`` for anything else.
     """
     if text is None or text.strip() in _SLURM_UNKNOWN:
         return None
@@ -105,28 +105,3 @@ def parse_slurm_memory_mib(text: str | None) -> Decimal | None:
             f"{text!r} is not a Slurm memory size (expected MiB with an optional K/M/G/T/P suffix)"
         )
     return Decimal(match["number"]) * _SLURM_MIB_PER_UNIT[match["suffix"].upper()]
-
-
-def parse_slurm_req_mem_mib(text: str | None, *, alloc_cpus: int | None) -> Decimal | None:
-    """Read sacct's ``ReqMem`` into MiB per node.
-
-    Older sacct appends ``c`` (per CPU) or ``n`` (per node): ``"4000Mc"`` with 8 allocated CPUs
-    is 32,000 MiB per node; ``"16000Mn"`` and plain ``"16000M"`` are per node. A zero request
-    (``"0n"``, ``--mem=0``) means "all the memory of the node", which this string alone cannot
-    size, so it gives ``None``; so does a per-CPU value when ``alloc_cpus`` is unknown.
-    Raises ``ValueError`` for a malformed size.
-    """
-    if text is None or text.strip() in _SLURM_UNKNOWN:
-        return None
-    stripped = text.strip()
-    per_cpu = stripped[-1] in "cC"
-    if stripped[-1] in "cCnN":
-        stripped = stripped[:-1]
-    if not stripped:
-        raise ValueError(f"{text!r} is not a Slurm ReqMem value (no size before c/n)")
-    mib = parse_slurm_memory_mib(stripped)
-    if mib is None or mib == 0:
-        return None
-    if per_cpu:
-        return None if alloc_cpus is None else mib * alloc_cpus
-    return mib

@@ -440,6 +440,26 @@ class ElasticPolicyFactory(factory.django.DjangoModelFactory):
     cards_held = 2
 
 
+class ElasticWhatIfFactory(factory.django.DjangoModelFactory):
+    """A what-if of the saved policy over 7 days, queued (pending)."""
+
+    class Meta:
+        model = elastic_models.ElasticWhatIf
+
+    policy = factory.SubFactory(ElasticPolicyFactory)
+    params = factory.LazyFunction(lambda: {"days": 7, "source": "", "fields": {}})
+
+
+class ReclamationWhatIfFactory(factory.django.DjangoModelFactory):
+    """A what-if of a pool's saved reclamation policy over 7 days, queued (pending)."""
+
+    class Meta:
+        model = reclamation_models.ReclamationWhatIf
+
+    pool = factory.SubFactory(PoolFactory)
+    params = factory.LazyFunction(lambda: {"days": 7, "overrides": {}})
+
+
 class ScaleEventFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = elastic_models.ScaleEvent

@@ -35,7 +35,6 @@ from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.placement import (
     FitResult,
-    NodeFree,
     NodeGroup,
     Shape,
     fit_groups,
@@ -106,29 +105,6 @@ def pool_free_groups(
         free = kind.placeable - mask_gpus(mask)
         groups.append(NodeGroup(tuple(sorted(names)), free, kind.domains))
     return lay_unplaced(groups, unplaced)
-
-
-def pool_free_nodes(
-    *,
-    pool: Pool,
-    gpu_model: GpuModel,
-    start: datetime,
-    end: datetime,
-    cuda: str | None = None,
-    exclude_allocation: int | None = None,
-) -> list[NodeFree]:
-    """Per node (by hostname), the cards free for the whole window ``[start, end)``: the
-    groups of :func:`pool_free_groups` one node at a time."""
-    groups = pool_free_groups(
-        pool=pool,
-        gpu_model=gpu_model,
-        start=start,
-        end=end,
-        cuda=cuda,
-        exclude_allocation=exclude_allocation,
-    )
-    nodes = [NodeFree._trusted(name, g.free, g.domains) for g in groups for name in g.names]
-    return sorted(nodes, key=lambda n: n.name)
 
 
 def lay_unplaced(groups: list[NodeGroup], cards: int) -> list[NodeGroup]:

@@ -4,8 +4,7 @@
 ``portal/settings/base.py``) holds at most one Slurm and one Kubernetes connection. Each becomes
 a cluster named after the variables (slug ``env-slurm`` / ``env-kubernetes``) whose connection
 stays the settings' (``credential_kind`` ``environment``); the fields here only describe it on
-the cluster's page. Used by the migration that introduced clusters and by
-:func:`pools.clusters.services.clusters_from_environment`.
+the cluster's page. Used by the migration that introduced clusters.
 """
 
 from __future__ import annotations

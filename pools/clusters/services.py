@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -26,7 +25,6 @@ from pools.adapters import cluster_adapter_unshared, cluster_settings, scheduler
 from pools.audit.services import audit_event_record
 from pools.choices import ClusterOperation, ClusterStatus, CredentialKind, Scheduler
 from pools.clusters.credentials import credential_expiry
-from pools.clusters.environment import environment_clusters
 from pools.clusters.models import Cluster, ClusterError
 from pools.errors import ClusterInUse, ClusterTaken, ClusterUnreachable, InvalidInput
 from pools.jobs import CLUSTER_CHECK, enqueue_on_commit
@@ -232,17 +230,6 @@ def clusters_check_fan_out() -> int:
     for cluster_id in ids:
         enqueue_on_commit(CLUSTER_CHECK, cluster_id)
     return len(ids)
-
-
-def clusters_from_environment() -> list[Cluster]:
-    """Create or refresh the clusters ``settings.SCHEDULERS`` defines
-    (:func:`pools.clusters.environment.environment_clusters`); returns them. Idempotent."""
-    clusters = []
-    for row in environment_clusters(settings.SCHEDULERS):
-        slug = row.pop("slug")
-        cluster, _ = Cluster.objects.update_or_create(slug=slug, defaults=row)
-        clusters.append(cluster)
-    return clusters
 
 
 def _probe(cluster: Cluster) -> str:

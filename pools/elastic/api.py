@@ -1,6 +1,7 @@
 """API of elastic capacity (issue #19, ``/api/v1/``): ``elastic-policies`` (read by the team
 and pool admins; created and changed by team managers and pool admins through the services,
-with a ``what-if`` over Prometheus history) and ``scale-events`` (what the loop decided and why).
+with a ``what-if`` over Prometheus history, queued: ``POST`` answers 202 and ``elastic-whatifs``
+gives its progress, then its result) and ``scale-events`` (what the loop decided and why).
 Domain errors become 400 / 403 / 409 bodies in :func:`portal.api.exception_handler`."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from datetime import timedelta
 import django_filters as filters
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -18,22 +19,19 @@ from rest_framework.response import Response
 from pools.capacity.models import Allocation
 from pools.capacity.selectors import allocation_list
 from pools.elastic import selectors
-from pools.elastic.models import BurstOptIn, ElasticPolicy, ScaleEvent
+from pools.elastic.models import BurstOptIn, ElasticPolicy, ElasticWhatIf, ScaleEvent
 from pools.elastic.services import (
     EDITABLE_FIELDS,
+    WHATIF_MAX_DAYS,
     WhatIfSource,
     burst_opt_in_set,
-    elastic_burst_whatif,
     elastic_policy_create,
     elastic_policy_update,
-    elastic_whatif,
+    elastic_whatif_queue,
 )
-from pools.errors import InvalidInput
 from pools.inventory.models import Pool
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_list
-
-MAX_WHATIF_DAYS = 30
 
 
 class VisibleAllocationField(serializers.PrimaryKeyRelatedField):
@@ -172,6 +170,49 @@ class ScaleEventFilterSet(filters.FilterSet):
         fields = ["policy", "allocation", "action", "source", "reason", "since"]
 
 
+class WhatIfRequestSerializer(serializers.Serializer):
+    """``days`` (1-30, default 30) and ``source`` of a what-if to queue."""
+
+    days = serializers.IntegerField(min_value=1, max_value=WHATIF_MAX_DAYS, default=WHATIF_MAX_DAYS)
+    source = serializers.ChoiceField(
+        choices=[s.value for s in WhatIfSource], required=False, allow_blank=True, default="",
+        help_text="prometheus or recorded (the loop's own readings); default: Prometheus when "
+        "configured, else recorded",
+    )  # fmt: skip
+
+    def to_internal_value(self, data):
+        days = data.get("days") if hasattr(data, "get") else None
+        if isinstance(days, str) and not (days.isascii() and days.strip().isdigit()):
+            # int() reads "٣" as 3: a number is written in ASCII digits here, or refused
+            raise serializers.ValidationError({"days": ["A whole number from 1 to 30."]})
+        return super().to_internal_value(data)
+
+
+class ElasticWhatIfSerializer(serializers.ModelSerializer):
+    """A queued what-if: ``status`` (``pending``, ``running``, ``done``, ``failed``),
+    ``progress`` (per cent), ``days`` and ``source`` asked; once done ``result`` (``source``
+    used, ``samples``, ``start``/``end``, ``covered_hours``, ``short``, the totals, the
+    ``timeline`` ``[[unix s, cards], ...]`` and ``burst``); once failed ``error`` and
+    ``error_code`` (``unavailable``: no history source; ``prometheus_unavailable``;
+    ``internal``)."""
+
+    days = serializers.IntegerField(source="params.days", read_only=True)
+    source = serializers.CharField(source="params.source", read_only=True)
+    result = serializers.JSONField(read_only=True, allow_null=True)
+    status_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ElasticWhatIf
+        fields = [
+            "id", "policy", "days", "source", "status", "progress", "result", "error",
+            "error_code", "created_at", "finished_at", "status_url",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def get_status_url(self, whatif) -> str:
+        return f"/api/v1/elastic-whatifs/{whatif.pk}/"
+
+
 class ElasticPolicyViewSet(
     mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet
 ):
@@ -211,71 +252,38 @@ class ElasticPolicyViewSet(
         return Response(self.get_serializer(self.get_queryset().get(pk=policy.pk)).data)
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "days",
-                {"type": "integer", "minimum": 1, "maximum": MAX_WHATIF_DAYS},
-                description="1-30, default 30",
-            ),
-            OpenApiParameter(
-                "source",
-                OpenApiTypes.STR,
-                enum=[s.value for s in WhatIfSource],
-                description="prometheus or recorded (the loop's own readings); default: "
-                "Prometheus when configured, else recorded",
-            ),
-        ],
-        responses={200: OpenApiTypes.OBJECT},
+        request=WhatIfRequestSerializer,
+        responses={202: ElasticWhatIfSerializer, 400: OpenApiTypes.OBJECT},
     )
-    @action(detail=True, methods=["get"], url_path="what-if")
+    @action(detail=True, methods=["post"], url_path="what-if")
     def what_if(self, request, pk=None):
-        """Replay the policy over the namespace's history: Prometheus', or the readings the
-        portal's loop recorded (``source`` in the answer says which)."""
+        """Queue a replay of the policy over the namespace's history (Prometheus', or the
+        readings the portal's loop recorded): 202 with the what-if's state and its
+        ``status_url`` (``Location`` too); ``GET`` it for the progress, then the result. Bad
+        ``days`` / ``source``: 400 ``invalid_input`` with field errors, nothing queued."""
         policy = self.get_object()
-        raw = request.query_params.get("days", str(MAX_WHATIF_DAYS))
-        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_WHATIF_DAYS:
-            raise InvalidInput(
-                "days must be a whole number from 1 to 30.", errors={"days": "1-30."}
-            )
-        source = request.query_params.get("source") or None
-        if source is not None and source not in set(WhatIfSource):
-            raise InvalidInput(
-                "source must be prometheus or recorded.",
-                errors={"source": "prometheus or recorded."},
-            )
-        run = elastic_whatif(policy=policy, days=int(raw), source=source)
-        if run is None:
-            reason = (
-                "PROMETHEUS_URL is not set."
-                if source == WhatIfSource.PROMETHEUS
-                else "PROMETHEUS_URL is not set and the loop has recorded no readings for "
-                "this allocation in that time."
-            )
-            return Response({"available": False, "reason": reason})
-        result = run.result
-        return Response(
-            {
-                "available": True,
-                "source": run.source.value,
-                "samples": run.samples,
-                "start": run.start.isoformat(),
-                "end": run.end.isoformat(),
-                "days": int(raw),
-                "covered_hours": round((run.end - run.start).total_seconds() / 3600, 2),
-                "scale_ups": result.scale_ups,
-                "scale_downs": result.scale_downs,
-                "min_cards": result.min_cards,
-                "max_cards": result.max_cards,
-                "card_hours": round(result.card_hours, 2),
-                "fixed_cards": result.fixed_cards,
-                "fixed_card_hours": round(result.fixed_card_hours, 2),
-                "saved_card_hours": round(result.saved_card_hours, 2),
-                "breach_minutes": round(result.breach_minutes, 1),
-                "unknown_minutes": round(result.unknown_minutes, 1),
-                "timeline": result.timeline,
-                "burst": _burst_answer(elastic_burst_whatif(policy=policy, run=run)),
-            }
+        form = WhatIfRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        whatif = elastic_whatif_queue(
+            policy=policy,
+            actor=request.user,
+            days=form.validated_data["days"],
+            source=form.validated_data["source"] or None,
         )
+        body = ElasticWhatIfSerializer(whatif).data
+        return Response(
+            body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["status_url"]}
+        )
+
+
+class ElasticWhatIfViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """A queued what-if's progress and, once done, its result (whoever sees the policy)."""
+
+    queryset = ElasticWhatIf.objects.none()
+    serializer_class = ElasticWhatIfSerializer
+
+    def get_queryset(self):
+        return selectors.elastic_whatif_list(user=self.request.user)
 
 
 class ScaleEventViewSet(viewsets.ReadOnlyModelViewSet):
@@ -295,33 +303,6 @@ class ScaleEventViewSet(viewsets.ReadOnlyModelViewSet):
             policies = {e.policy_id: e.policy for e in args[0]}
             _scale_money(kwargs["context"], list(policies.values()), args[0])
         return super().get_serializer(*args, **kwargs)
-
-
-def _burst_answer(found: dict | None) -> dict | None:
-    """The what-if's ``burst`` block (issue 35): the same load with and without the burst
-    pool, card-hours to 6 places and amounts as strings in ``currency``; ``null`` when the
-    team may use no burst pool."""
-    if found is None:
-        return None
-    money = found["money"] or {}
-
-    def text(value):
-        return None if value is None else str(value)
-
-    def side(name: str) -> dict:
-        part = money.get(name) or {}
-        return {key: text(value) for key, value in part.items()}
-
-    return {
-        "burst_pool": found["burst_pool"],
-        "home_cards": found["home_cards"],
-        "currency": money.get("currency"),
-        "home_price_per_card_hour": text(money.get("home_price")),
-        "burst_pool_price_per_card_hour": text(money.get("burst_pool_price")),
-        "with_burst": side("with_burst"),
-        "without_burst": side("without_burst"),
-        "reason": money.get("reason", "no pricing is configured"),
-    }
 
 
 class BurstOptInSerializer(serializers.ModelSerializer):

@@ -10,7 +10,7 @@ from django.utils.module_loading import import_string
 
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.elastic.choices import ScaleAction
-from pools.elastic.models import BurstOptIn, ElasticPolicy, ScaleEvent, SignalReading
+from pools.elastic.models import BurstOptIn, ElasticPolicy, ElasticWhatIf, ScaleEvent, SignalReading
 from pools.elastic.policy import MetricSample
 from pools.inventory.models import Pool
 
@@ -21,6 +21,13 @@ def elastic_policy_list(*, user) -> QuerySet[ElasticPolicy]:
     qs = ElasticPolicy.objects.select_related(
         "allocation__team", "allocation__pool", "allocation__gpu_model"
     ).order_by("allocation_id")
+    return qs.visible_to(user)
+
+
+def elastic_whatif_list(*, user) -> QuerySet[ElasticWhatIf]:
+    """Queued what-ifs of the policies the user may see, newest first, with the policy's
+    allocation and team joined."""
+    qs = ElasticWhatIf.objects.select_related("policy__allocation__team")
     return qs.visible_to(user)
 
 

@@ -30,13 +30,17 @@ Missing Prometheus or missing series are *unknown*: nothing scales (reason ``unk
 
 from __future__ import annotations
 
+import copy
+import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -54,7 +58,7 @@ from pools.capacity.services.scheduler_binding import (
     kubernetes_quota_sync,
     kueue_lender_sync,
 )
-from pools.choices import QuotaBackend, Scheduler, WorkloadKind
+from pools.choices import EstimateStatus, QuotaBackend, Scheduler, WorkloadKind
 from pools.elastic.burst import Burst, hand_back_plan
 from pools.elastic.burst_pool import Placement, burst_split, place
 from pools.elastic.choices import ScaleAction, ScaleSource
@@ -63,6 +67,7 @@ from pools.elastic.models import (
     READING_RETENTION_DAYS,
     BurstOptIn,
     ElasticPolicy,
+    ElasticWhatIf,
     ScaleEvent,
     SignalReading,
 )
@@ -78,9 +83,9 @@ from pools.elastic.policy import (
 from pools.elastic.selectors import recorded_samples
 from pools.elastic.signals import SCAN_METRICS, demand_samples, metric_samples, newest_reading
 from pools.elastic.whatif import WhatIf, replay
-from pools.errors import InvalidInput, PermissionDenied
+from pools.errors import DomainError, InvalidInput, NotFound, PermissionDenied
 from pools.inventory.models import GpuModel, Pool
-from pools.jobs import ELASTIC_APPLY, enqueue_on_commit
+from pools.jobs import ELASTIC_APPLY, ELASTIC_WHATIF, enqueue_on_commit, jobs_waiting
 from pools.tenancy.permissions import may_manage_elastic
 from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.kubernetes_elastic import (
@@ -94,6 +99,8 @@ from scheduler_adapters.kubernetes_manifests import render_yaml
 STEP_S = 60
 FORECAST_SLOT_S = 900  # pools.elastic.forecast: 15-minute slots of the week
 FORECAST_WEEKS = 4
+logger = logging.getLogger(__name__)
+
 EDITABLE_FIELDS = (
     "ceiling_cards",
     "step_cards",
@@ -1048,6 +1055,11 @@ def elastic_hpa_yaml(*, policy: ElasticPolicy) -> str | None:
 # ------------------------------------------------------------------------------ what-if
 
 
+WHATIF_MAX_DAYS = 30  # the readings are kept 31 days (models.READING_RETENTION_DAYS)
+WHATIF_READ_PERCENT = 60  # a queued what-if's progress once its history is read
+WHATIF_REPLAYED_PERCENT = 90  # ... and once replayed (the burst split and money remain)
+
+
 class WhatIfSource(StrEnum):
     PROMETHEUS = "prometheus"  # the namespace's history in Prometheus
     RECORDED = "recorded"  # the readings the portal's own loop recorded (SignalReading)
@@ -1076,14 +1088,18 @@ class WhatIfRun:
 
     @property
     def covered_text(self) -> str:
-        """The span the readings cover in words: ``9 minutes``, ``5.5 hours``, ``3.0 days``."""
-        seconds = (self.end - self.start).total_seconds()
-        if seconds < 2 * 3600:
-            minutes = round(seconds / 60)
-            return f"{minutes} minute{'s' if minutes != 1 else ''}"
-        if seconds < 2 * 86400:
-            return f"{seconds / 3600:.1f} hours"
-        return f"{seconds / 86400:.1f} days"
+        """The span the readings cover in words (:func:`covered_text`)."""
+        return covered_text((self.end - self.start).total_seconds())
+
+
+def covered_text(seconds: float) -> str:
+    """A span of ``seconds`` in words: ``9 minutes``, ``5.5 hours``, ``3.0 days``."""
+    if seconds < 2 * 3600:
+        minutes = round(seconds / 60)
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} hours"
+    return f"{seconds / 86400:.1f} days"
 
 
 def elastic_whatif(
@@ -1093,13 +1109,18 @@ def elastic_whatif(
     metrics: Any = None,
     now: datetime | None = None,
     source: WhatIfSource | str | None = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> WhatIfRun | None:
     """Replay ``policy`` over the last ``days`` of its namespace's history: Prometheus' (three
     range queries in chunks; utilisation read from fewer cards than the policy's lower bound is
     unknown) when it is configured, else the readings the loop recorded
     (one query); ``source`` picks one. ``None`` when the source picked is not available
-    (Prometheus not configured, or no readings recorded) or, left to choose, neither is."""
+    (Prometheus not configured, or no readings recorded) or, left to choose, neither is.
+    ``on_progress(percent)`` is told :data:`WHATIF_READ_PERCENT` once the history is read (the
+    range queries are most of a what-if's time). Raises
+    :class:`~scheduler_adapters.errors.SchedulerError` when Prometheus cannot be read."""
     now = now or timezone.now()
+    progress = on_progress or (lambda percent: None)
     start = now - timedelta(days=days)
     source = WhatIfSource(source) if source else None
     if source is not WhatIfSource.RECORDED:
@@ -1121,6 +1142,7 @@ def elastic_whatif(
                 if namespace in found
                 else []
             )
+            progress(WHATIF_READ_PERCENT)
             result = replay(rules, samples)
             return _run(result, WhatIfSource.PROMETHEUS, samples, start, now)
         if source is WhatIfSource.PROMETHEUS:
@@ -1128,6 +1150,7 @@ def elastic_whatif(
     samples = recorded_samples(policy_id=policy.pk, start=start, end=now)
     if not samples:
         return None
+    progress(WHATIF_READ_PERCENT)
     result = replay(scaling_policy(policy), samples)
     return _run(result, WhatIfSource.RECORDED, samples, start, now)
 
@@ -1202,6 +1225,203 @@ def elastic_burst_whatif(*, policy: ElasticPolicy, run: WhatIfRun, now: datetime
         "home_cards": home_cards,
         "money": money,
     }
+
+
+def whatif_unavailable_reason(source: WhatIfSource | str | None) -> str:
+    """Why :func:`elastic_whatif` had no history to replay, in words."""
+    if source == WhatIfSource.PROMETHEUS:
+        return "PROMETHEUS_URL is not set."
+    return (
+        "PROMETHEUS_URL is not set and the loop has recorded no readings for this allocation "
+        "in that time."
+    )
+
+
+def whatif_answer(run: WhatIfRun, *, days: int, burst: dict | None) -> dict[str, Any]:
+    """A what-if as JSON (what the API answers and a queued what-if stores): the span the
+    readings cover (``start``/``end`` ISO 8601, ``covered_hours``, ``short``: less than the
+    ``days`` asked), the totals (card-hours to 2 places, minutes to 1), the card ``timeline``
+    ``[[unix s, cards], ...]`` and ``burst`` (:func:`whatif_burst_json`)."""
+    result = run.result
+    return {
+        "source": run.source.value,
+        "samples": run.samples,
+        "start": run.start.isoformat(),
+        "end": run.end.isoformat(),
+        "days": days,
+        "covered_hours": round((run.end - run.start).total_seconds() / 3600, 2),
+        "short": run.short,
+        "scale_ups": result.scale_ups,
+        "scale_downs": result.scale_downs,
+        "min_cards": result.min_cards,
+        "max_cards": result.max_cards,
+        "card_hours": round(result.card_hours, 2),
+        "fixed_cards": result.fixed_cards,
+        "fixed_card_hours": round(result.fixed_card_hours, 2),
+        "saved_card_hours": round(result.saved_card_hours, 2),
+        "breach_minutes": round(result.breach_minutes, 1),
+        "unknown_minutes": round(result.unknown_minutes, 1),
+        "timeline": [list(point) for point in result.timeline],
+        "burst": whatif_burst_json(burst),
+    }
+
+
+def whatif_burst_json(found: dict | None) -> dict | None:
+    """The what-if's ``burst`` block (issue 35) from :func:`elastic_burst_whatif`: the same
+    load with and without the burst pool, card-hours to 6 places and amounts as strings in
+    ``currency``; ``None`` when the team may use no burst pool."""
+    if found is None:
+        return None
+    money = found["money"] or {}
+
+    def text(value):
+        return None if value is None else str(value)
+
+    def side(name: str) -> dict:
+        part = money.get(name) or {}
+        return {key: text(value) for key, value in part.items()}
+
+    return {
+        "burst_pool": found["burst_pool"],
+        "burst_pool_name": found["burst_pool_name"],
+        "home_cards": found["home_cards"],
+        "currency": money.get("currency"),
+        "home_price_per_card_hour": text(money.get("home_price")),
+        "burst_pool_price_per_card_hour": text(money.get("burst_pool_price")),
+        "with_burst": side("with_burst"),
+        "without_burst": side("without_burst"),
+        "reason": money.get("reason", "no pricing is configured"),
+        # as pages show them (``2.90 EUR``); None without pricing
+        "texts": money.get("texts"),
+    }
+
+
+def _trial(policy: ElasticPolicy, fields: dict[str, Any]) -> ElasticPolicy:
+    """An unsaved copy of ``policy`` with the trial ``fields`` (JSON values) in place."""
+    trial = copy.copy(policy)
+    for name, value in fields.items():
+        setattr(trial, name, ElasticPolicy._meta.get_field(name).to_python(value))
+    return trial
+
+
+def elastic_whatif_queue(
+    *,
+    policy: ElasticPolicy,
+    actor: Any,
+    days: int = WHATIF_MAX_DAYS,
+    source: WhatIfSource | str | None = None,
+    fields: dict[str, Any] | None = None,
+) -> ElasticWhatIf:
+    """Store a what-if of ``policy`` (pending) and queue its task when the transaction commits
+    (:func:`elastic_whatif_run`): the web request never reads Prometheus (issue 29).
+
+    ``fields`` are trial values of :data:`EDITABLE_FIELDS` replayed instead of the saved ones
+    (none: the saved policy); they are checked together as a save would check them. Raises
+    :class:`InvalidInput` with ``errors`` ``{field: message}`` for ``days`` outside 1-30, an
+    unknown ``source``, unknown fields or trial values a save would refuse; nothing is written
+    then. Anyone who sees the policy may ask (it changes nothing)."""
+    fields = dict(fields or {})
+    errors: dict[str, str] = {}
+    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= WHATIF_MAX_DAYS:
+        errors["days"] = f"A whole number of days from 1 to {WHATIF_MAX_DAYS}."
+    if source and source not in set(WhatIfSource):
+        errors["source"] = "prometheus or recorded."
+    errors.update({name: "Unknown field." for name in set(fields) - set(EDITABLE_FIELDS)})
+    if errors:
+        raise InvalidInput("The what-if cannot run with these values.", errors=errors)
+    _check(_trial(policy, fields))
+    plain = {k: str(v) if isinstance(v, Decimal) else v for k, v in fields.items()}
+    with transaction.atomic():
+        whatif = ElasticWhatIf.objects.create(
+            policy=policy,
+            params={"days": days, "source": str(source or ""), "fields": plain},
+            created_by=actor if getattr(actor, "is_authenticated", False) else None,
+        )
+        enqueue_on_commit(ELASTIC_WHATIF, whatif.pk)
+    return whatif
+
+
+def elastic_whatif_run(*, whatif_id: int, metrics: Any = None) -> ElasticWhatIf:
+    """Run a queued what-if: :func:`elastic_whatif` over its params, then the burst split and
+    money; done with :func:`whatif_answer` as ``result``, or failed with ``error`` and
+    ``error_code`` (``unavailable``: no history source; ``prometheus_unavailable``: Prometheus
+    could not be read; ``internal``: a bug, logged). ``progress``: 0 started,
+    :data:`WHATIF_READ_PERCENT` history read, :data:`WHATIF_REPLAYED_PERCENT` replayed, 100.
+
+    Idempotent: a done or failed what-if is returned as it is (a redelivered task does
+    nothing); an interrupted one runs again (it writes nothing else). :class:`NotFound` when
+    the row is gone (the policy was deleted)."""
+    with transaction.atomic():
+        whatif = ElasticWhatIf.objects.select_for_update().filter(pk=whatif_id).first()
+        if whatif is None:
+            raise NotFound(f"No elastic what-if #{whatif_id}.", id=whatif_id)
+        if whatif.finished:
+            return whatif
+        whatif.status, whatif.progress = EstimateStatus.RUNNING, 0
+        whatif.save(update_fields=["status", "progress"])
+
+    def progress(percent: int) -> None:
+        ElasticWhatIf.objects.filter(pk=whatif_id).update(progress=percent)
+
+    params = whatif.params
+    result, error, code = None, "", ""
+    try:
+        policy = ElasticPolicy.objects.select_related(
+            "allocation__team", "allocation__pool", "burst_pool"
+        ).get(pk=whatif.policy_id)
+        trial = _trial(policy, params.get("fields") or {})
+        source = params.get("source") or None
+        run = elastic_whatif(
+            policy=trial, days=params["days"], source=source, metrics=metrics,
+            on_progress=progress,
+        )  # fmt: skip
+        if run is None:
+            error, code = whatif_unavailable_reason(source), "unavailable"
+        else:
+            progress(WHATIF_REPLAYED_PERCENT)
+            burst = elastic_burst_whatif(policy=trial, run=run)
+            result = whatif_answer(run, days=params["days"], burst=burst)
+    except SchedulerError as exc:
+        error, code = f"Prometheus could not be read: {exc}", "prometheus_unavailable"
+    except DomainError as exc:
+        error, code = exc.message, exc.code
+    except Exception as exc:  # a bug must not leave the what-if running for ever
+        logger.exception("elastic what-if %s failed", whatif_id)
+        error = f"The what-if failed with an internal error ({type(exc).__name__}); see the logs."
+        code = "internal"
+    ElasticWhatIf.objects.filter(pk=whatif_id).update(
+        status=EstimateStatus.FAILED if error else EstimateStatus.DONE,
+        progress=100,
+        result=result,
+        error=error,
+        error_code=code,
+        finished_at=timezone.now(),
+    )
+    whatif.refresh_from_db()
+    return whatif
+
+
+def elastic_whatifs_sweep(*, now: datetime | None = None) -> dict[str, int]:
+    """Beat's housekeeping of queued what-ifs: queue again those whose task was lost (pending
+    or running since before ``now`` minus ``TASK_TIME_LIMIT_S``, the longest a task may run,
+    unless their job still waits in the outbox), and delete those finished more than
+    :data:`READING_RETENTION_DAYS` days ago. Returns ``{"requeued", "deleted"}``."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.TASK_TIME_LIMIT_S)
+    waiting = {args[0] for args in jobs_waiting(ELASTIC_WHATIF) if args}
+    stranded = [
+        pk
+        for pk in ElasticWhatIf.objects.filter(
+            status__in=(EstimateStatus.PENDING, EstimateStatus.RUNNING), created_at__lt=cutoff
+        ).values_list("pk", flat=True)
+        if pk not in waiting
+    ]
+    for pk in stranded:
+        enqueue_on_commit(ELASTIC_WHATIF, pk)
+    deleted, _ = ElasticWhatIf.objects.filter(
+        finished_at__lt=now - timedelta(days=READING_RETENTION_DAYS)
+    ).delete()
+    return {"requeued": len(stranded), "deleted": deleted}
 
 
 def elastic_readings_prune(*, now: datetime | None = None) -> int:

@@ -1,6 +1,7 @@
 """Celery tasks of elastic capacity: the scaling loop (beat, every minute), applying one
-allocation's decision in Kubernetes (retried on transient scheduler errors), and the hand-back
-after a guaranteed approval."""
+allocation's decision in Kubernetes (retried on transient scheduler errors), the hand-back
+after a guaranteed approval, and a queued what-if (its range queries kept out of the web
+request)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from pools.elastic.services import (
     elastic_hand_back_run,
     elastic_readings_prune,
     elastic_scan,
+    elastic_whatif_run,
+    elastic_whatifs_sweep,
 )
+from pools.errors import NotFound
 from pools.jobs import MAX_RETRIES, retry_countdown
 from scheduler_adapters.errors import SchedulerError
 
@@ -63,6 +67,20 @@ def elastic_hand_back_task(
 
 @shared_task(acks_late=True)
 def elastic_forecast_task() -> dict:
-    """Beat, hourly: refresh every elastic allocation's pre-scale plan (two range queries) and
-    drop recorded readings past their retention."""
-    return {"plans": elastic_forecast(), "readings_pruned": elastic_readings_prune()}
+    """Beat, hourly: refresh every elastic allocation's pre-scale plan (two range queries),
+    drop recorded readings past their retention, and sweep the queued what-ifs (lost ones
+    queued again, old ones deleted)."""
+    return {
+        "plans": elastic_forecast(),
+        "readings_pruned": elastic_readings_prune(),
+        "whatifs": elastic_whatifs_sweep(),
+    }
+
+
+@shared_task(acks_late=True)
+def elastic_whatif_task(whatif_id: int) -> str:
+    """Run a queued what-if; returns its status. Safe twice: a finished one is left as is."""
+    try:
+        return elastic_whatif_run(whatif_id=whatif_id).status
+    except NotFound:
+        return "missing"  # its policy was deleted before the worker got to it

@@ -1,5 +1,6 @@
 """Pages of elastic capacity: the team's elastic allocations with their live state, one
-allocation's policy editor with its what-if (with and without burst), scale history and chart,
+allocation's policy editor with its what-if (queued: a task reads the history and prices it
+with and without burst; the page polls ``?whatif=<id>`` over htmx), scale history and chart,
 and the teams' opt-ins to burst pools."""
 
 from __future__ import annotations
@@ -9,20 +10,21 @@ from datetime import UTC, datetime, timedelta
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods
 
 from pools.elastic import selectors
 from pools.elastic.forms import BurstOptInForm, ElasticPolicyForm
 from pools.elastic.services import (
-    WhatIfSource,
     burst_opt_in_set,
-    elastic_burst_whatif,
+    covered_text,
     elastic_hpa_yaml,
     elastic_policy_update,
-    elastic_whatif,
+    elastic_whatif_queue,
     next_prescale,
 )
 from pools.errors import DomainError
@@ -58,22 +60,21 @@ def elastic_detail(request, pk: int):
         raise Http404("No such elastic allocation.")
     can_edit = may_manage_elastic(request.user, policy.allocation.team)
     form = ElasticPolicyForm(instance=policy)
-    if request.method == "POST":
+    whatif_form = whatif = None
+    if request.method == "POST" and request.POST.get("whatif"):
+        whatif_form = _whatif_queue(request, policy)
+    elif request.method == "POST":
         if not can_edit:
             raise PermissionDenied("Only the team's managers and pool admins edit the policy.")
-        form = ElasticPolicyForm(request.POST, instance=copy.copy(policy))
-        if form.is_valid():
-            try:
-                elastic_policy_update(policy=policy, actor=request.user, **form.cleaned_data)
-            except DomainError as exc:
-                for field, message in (exc.data.get("errors") or {}).items():
-                    form.add_error(field if field in form.fields else None, message)
-                if not exc.data.get("errors"):
-                    form.add_error(None, exc.message)
-            else:
-                messages.success(request, "Elastic policy saved.")
-                return redirect("pools:elastic-detail", pk=policy.pk)
-    whatif = _whatif(request, policy) if request.GET.get("whatif") else None
+        form = _policy_save(request, policy)
+    for answer in (form, whatif_form):
+        if isinstance(answer, HttpResponse):
+            return answer
+    if whatif_form is None:
+        whatif = _whatif(request, policy)
+        if whatif and request.htmx:  # the what-if's poll
+            return _whatif_fragment(request, policy, whatif)
+        whatif_form = _whatif_form(policy, whatif)
     events = list(policy.events.order_by("-decided_at", "-id")[:50])
     costs = _money([policy], events)
     money = costs.get(policy.pk) if costs else None
@@ -81,8 +82,8 @@ def elastic_detail(request, pk: int):
         event.money = money.decisions.get(event.pk) if money else None
     now = timezone.now()
     chart = _chart(policy, events, now)
-    if whatif and whatif.get("run"):
-        chart["whatif"] = _whatif_line(whatif["run"].result.timeline, since=now - CHART_SPAN)
+    if whatif and whatif["result"]:
+        chart["whatif"] = _whatif_line(whatif["result"]["timeline"], since=now - CHART_SPAN)
     try:
         hpa_yaml = elastic_hpa_yaml(policy=policy)
     except DomainError as exc:
@@ -96,6 +97,7 @@ def elastic_detail(request, pk: int):
             "form": form,
             "can_edit": can_edit,
             "whatif": whatif,
+            "whatif_form": whatif_form,
             "events": events,
             "chart": chart,
             "burst": max(0, policy.cards_held - policy.allocation.card_count),
@@ -107,36 +109,90 @@ def elastic_detail(request, pk: int):
     )
 
 
-def _whatif(request, policy) -> dict:
-    """The what-if of the GET form: the trial values replayed over ``days`` of history (the
-    source the user picked, else Prometheus when configured, else the recorded readings), and
-    its load with and without a burst pool (``burst``:
-    :func:`pools.elastic.services.elastic_burst_whatif`, ``None`` when the team may use
-    none)."""
-    days = request.GET.get("days", "7")
-    days = int(days) if days.isascii() and days.isdigit() and 1 <= int(days) <= 30 else 7
-    source = request.GET.get("source", "")
-    source = source if source in set(WhatIfSource) else ""
-    trial = ElasticPolicyForm(request.GET, instance=copy.copy(policy))
-    if not trial.is_valid():
-        return {"error": "Fix the values to run the what-if", "days": days, "source": source}
-    trial_policy = trial.save(commit=False)
+def _policy_save(request, policy):
+    """Save the POSTed policy (the redirect back), or the form with its errors."""
+    form = ElasticPolicyForm(request.POST, instance=copy.copy(policy))
+    if not form.is_valid():
+        return form
     try:
-        run = elastic_whatif(policy=trial_policy, days=days, source=source or None)
+        elastic_policy_update(policy=policy, actor=request.user, **form.cleaned_data)
     except DomainError as exc:
-        return {"error": exc.message, "days": days, "source": source}
-    except Exception as exc:  # noqa: BLE001 - shown on the page, never a 500
-        return {"error": f"Prometheus could not be read: {exc}", "days": days, "source": source}
+        for field, message in (exc.data.get("errors") or {}).items():
+            form.add_error(field if field in form.fields else None, message)
+        if not exc.data.get("errors"):
+            form.add_error(None, exc.message)
+        return form
+    messages.success(request, "Elastic policy saved.")
+    return redirect("pools:elastic-detail", pk=policy.pk)
+
+
+def _whatif_form(policy, whatif: dict | None) -> ElasticPolicyForm:
+    """The what-if form: the shown what-if's trial values, days and source, else the saved
+    policy's values over 7 days."""
+    params = whatif["run"].params if whatif else {}
+    form = ElasticPolicyForm(instance=policy, initial=params.get("fields"))
+    form.days, form.source = params.get("days", 7), params.get("source", "")
+    return form
+
+
+def _whatif_queue(request, policy):
+    """Queue the what-if of the POSTed trial values (:func:`elastic_whatif_queue`) and send
+    the browser to ``?whatif=<id>``, where it polls; or the what-if form with its errors."""
+    trial = ElasticPolicyForm(request.POST, instance=copy.copy(policy))
+    raw_days = request.POST.get("days", "")
+    trial.days, trial.source = raw_days, request.POST.get("source", "")
+    if not trial.is_valid():
+        return trial
+    fields = {k: v for k, v in trial.cleaned_data.items() if k not in ("enabled", "deployment")}
+    try:
+        whatif = elastic_whatif_queue(
+            policy=policy, actor=request.user, source=trial.source or None, fields=fields,
+            days=int(raw_days) if raw_days.isascii() and raw_days.isdigit() else raw_days,
+        )  # fmt: skip
+    except DomainError as exc:
+        for field, message in (exc.data.get("errors") or {"": exc.message}).items():
+            if field in trial.fields:
+                trial.add_error(field, message)
+            else:
+                trial.add_error(None, f"{field.capitalize()}: {message}" if field else message)
+        return trial
+    url = reverse("pools:elastic-detail", args=[policy.pk])
+    return redirect(f"{url}?whatif={whatif.pk}#whatif")
+
+
+def _whatif(request, policy) -> dict | None:
+    """The queued what-if ``?whatif=<id>`` of this policy (``None``: none asked, or not one of
+    this policy's): the run, its result and the span it covers as datetimes and in words."""
+    raw = request.GET.get("whatif", "")
+    if not (raw.isascii() and raw.isdigit()):
+        return None
+    run = selectors.elastic_whatif_list(user=request.user).filter(policy=policy, pk=raw).first()
     if run is None:
-        why = (
-            "PROMETHEUS_URL is not set"
-            if source == WhatIfSource.PROMETHEUS
-            else "PROMETHEUS_URL is not set and the loop has recorded no readings for this "
-            "allocation in that time"
-        )
-        return {"error": why, "days": days, "source": source}
-    burst = elastic_burst_whatif(policy=trial_policy, run=run)
-    return {"run": run, "days": days, "source": source, "error": "", "burst": burst}
+        return None
+    trial = run.params.get("fields") or {}
+    view = {
+        "run": run,
+        "result": run.result if run.status == "done" else None,
+        "latency_ms": trial.get("up_latency_ms", policy.up_latency_ms),
+    }
+    if view["result"]:
+        start = datetime.fromisoformat(run.result["start"])
+        end = datetime.fromisoformat(run.result["end"])
+        view.update(start=start, end=end, covered_text=covered_text((end - start).total_seconds()))
+    return view
+
+
+def _whatif_fragment(request, policy, whatif: dict) -> HttpResponse:
+    """The polled what-if: its progress while it runs; once done the whole page again (its
+    chart draws the what-if's cards), once failed the error."""
+    if whatif["result"]:
+        response = HttpResponse(status=204)
+        response["HX-Refresh"] = "true"
+    else:
+        context = {"policy": policy, "allocation": policy.allocation, "whatif": whatif}
+        response = render(request, "pools/elastic/detail.html#whatif_result", context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
 
 
 def _whatif_line(timeline, *, since: datetime) -> list[dict]:

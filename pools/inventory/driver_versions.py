@@ -108,30 +108,6 @@ def max_cuda_for_driver(raw: str, table: Iterable[Mapping[str, Any]]) -> tuple[i
     return _max_cuda(parse_driver_version(raw), _rows(table))
 
 
-def cuda_supported(
-    required: str | None, driver: str | None, table: Iterable[Mapping[str, Any]]
-) -> bool | None:
-    """Say whether a node with ``driver`` can run a workload that needs CUDA ``required``.
-
-    ``None`` means unknown: either input is an nvidia-smi placeholder, the requirement is newer
-    than the table and the driver is new enough that it might qualify, or the requirement is older
-    than the table and the driver older than the table's oldest row. Garbage raises ``ValueError``.
-    """
-    need = parse_cuda_version(required)
-    if need is None or _is_placeholder(driver):
-        return None
-    rows = _rows(table)
-    oldest, newest = rows[0][0], rows[-1][0]
-    best = _max_cuda(parse_driver_version(driver), rows)
-    if need > newest:
-        # Floors rise with every release, so a driver below the newest known floor cannot qualify.
-        return None if best == newest else False
-    if need < oldest:
-        # Drivers stay backward compatible with older toolkits.
-        return True if best is not None else None
-    return best is not None and best >= need
-
-
 def cuda_beyond_table(
     driver: str | None, reported_cuda: str | None, table: Iterable[Mapping[str, Any]]
 ) -> tuple[tuple[int, int], tuple[int, int] | None] | None:

@@ -1,5 +1,6 @@
 """API of reclamation (issue 7, ``/api/v1/``): idle findings and what admins do about them,
-each pool's reclamation policy, and exemptions.
+each pool's reclamation policy with its what-if (queued: ``POST …/{pool}/what-if/`` answers 202,
+``reclamation-whatifs`` gives its progress, then its report), and exemptions.
 
 Members see their teams' findings and exemptions (another team's finding is 404) and read every
 policy; the writes are pool admins' and go through the services, whose domain errors become
@@ -9,6 +10,7 @@ policy; the writes are pool admins' and go through the services, whose domain er
 from __future__ import annotations
 
 import django_filters as filters
+from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
@@ -16,14 +18,22 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.validators import UniqueValidator
 
-from pools.api_common import AwareDateTimeField
+from pools.api_common import AwareDateTimeField, IsPoolAdmin
 from pools.capacity.models import Allocation
 from pools.choices import IdleFindingState
 from pools.inventory.models import Pool
 from pools.reclamation import selectors
-from pools.reclamation.models import POLICY_FIELDS, Exemption, IdleFinding, ReclamationPolicy
+from pools.reclamation.models import (
+    POLICY_FIELDS,
+    WHATIF_FIELDS,
+    Exemption,
+    IdleFinding,
+    ReclamationPolicy,
+    ReclamationWhatIf,
+)
 from pools.reclamation.services import actions as reclamation_actions
 from pools.reclamation.services import scan as reclamation_services
+from pools.reclamation.services.whatif import MAX_DAYS, reclamation_whatif_queue
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_pool_admin
 
@@ -114,6 +124,61 @@ class ReclamationPolicySerializer(serializers.ModelSerializer):
         if self.instance is not None:  # the pool is the lookup: not moved by an update
             fields["pool"].read_only = True
         return fields
+
+
+class ReclamationWhatIfRequestSerializer(serializers.ModelSerializer):
+    """``days`` (1-30, default 7) and any of the policy's thresholds to try instead of the
+    saved ones (the model's validators give the field errors)."""
+
+    days = serializers.IntegerField(min_value=1, max_value=MAX_DAYS, default=7)
+
+    class Meta:
+        model = ReclamationPolicy
+        fields = ["days", *WHATIF_FIELDS]
+        extra_kwargs = {name: {"required": False} for name in WHATIF_FIELDS}
+
+    def to_internal_value(self, data):
+        days = data.get("days") if hasattr(data, "get") else None
+        if isinstance(days, str) and not (days.isascii() and days.strip().isdigit()):
+            # int() reads "٣" as 3: a number is written in ASCII digits here, or refused
+            raise serializers.ValidationError({"days": ["A whole number from 1 to 30."]})
+        return super().to_internal_value(data)
+
+
+class ReclamationWhatIfSerializer(serializers.ModelSerializer):
+    """A queued what-if: ``status`` (``pending``, ``running``, ``done``, ``failed``),
+    ``progress`` (per cent), the ``days`` and ``overrides`` asked; once done ``result``
+    (``start``/``end``, ``step_minutes``, the ``policy`` replayed, the totals and ``rows`` per
+    allocation); once failed ``error`` and ``error_code`` (``unavailable``: no Prometheus
+    configured; ``prometheus_unavailable``; ``internal``)."""
+
+    pool = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    days = serializers.IntegerField(source="params.days", read_only=True)
+    overrides = serializers.JSONField(source="params.overrides", read_only=True)
+    result = serializers.JSONField(read_only=True, allow_null=True)
+    status_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ReclamationWhatIf
+        fields = [
+            "id", "pool", "days", "overrides", "status", "progress", "result", "error",
+            "error_code", "created_at", "finished_at", "status_url",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def get_status_url(self, whatif) -> str:
+        return f"/api/v1/reclamation-whatifs/{whatif.pk}/"
+
+
+class ReclamationWhatIfViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """A queued reclamation what-if's progress and, once done, its report (pool admins)."""
+
+    queryset = ReclamationWhatIf.objects.none()
+    serializer_class = ReclamationWhatIfSerializer
+    permission_classes = [IsPoolAdmin]
+
+    def get_queryset(self):
+        return selectors.reclamation_whatif_list()
 
 
 class IdleFindingFilterSet(filters.FilterSet):
@@ -231,6 +296,32 @@ class ReclamationPolicyViewSet(
             actor=request.user, pool=policy.pool, **form.validated_data
         )
         return Response(self.get_serializer(policy).data)
+
+    @extend_schema(
+        request=ReclamationWhatIfRequestSerializer,
+        responses={202: ReclamationWhatIfSerializer, 400: OpenApiTypes.OBJECT},
+    )
+    @action(detail=True, methods=["post"], url_path="what-if")
+    def what_if(self, request, pool=None):
+        """Queue a replay of the pool's policy (the defaults until one is saved), with any
+        thresholds in the body tried instead, over the last ``days`` of metrics (pool admins):
+        202 with the what-if's state and its ``status_url`` (``Location`` too); ``GET`` it for
+        the progress, then the report. Bad values: 400 with field errors, nothing queued."""
+        self._require_admin(request, "run a reclamation what-if")
+        target = Pool.objects.filter(slug=pool).first()
+        if target is None:
+            raise Http404("No such pool.")
+        form = ReclamationWhatIfRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        values = dict(form.validated_data)
+        days = values.pop("days")
+        whatif = reclamation_whatif_queue(
+            pool=target, actor=request.user, overrides=values, days=days
+        )
+        body = ReclamationWhatIfSerializer(whatif).data
+        return Response(
+            body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["status_url"]}
+        )
 
     @staticmethod
     def _require_admin(request, what: str = "change a reclamation policy") -> None:

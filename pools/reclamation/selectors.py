@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from pools.reclamation.models import Exemption, IdleFinding
+from pools.reclamation.models import Exemption, IdleFinding, ReclamationWhatIf
 
 
 def idle_finding_list(*, user) -> QuerySet[IdleFinding]:
@@ -26,3 +26,8 @@ def exemption_list(*, user, include_expired: bool = False) -> QuerySet[Exemption
     if not include_expired:
         qs = qs.filter(expires_at__gt=timezone.now())
     return qs.visible_to(user)
+
+
+def reclamation_whatif_list() -> QuerySet[ReclamationWhatIf]:
+    """Queued reclamation what-ifs (pool admins' pages only), newest first, pool joined."""
+    return ReclamationWhatIf.objects.select_related("pool")

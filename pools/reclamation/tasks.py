@@ -1,12 +1,15 @@
-"""Celery tasks of reclamation: the idle scan (beat) and re-applying a shrunk allocation's cap."""
+"""Celery tasks of reclamation: the idle scan (beat), re-applying a shrunk allocation's cap, and
+a queued what-if (its range query kept out of the web request)."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
+from pools.errors import NotFound
 from pools.jobs import MAX_RETRIES, retry_countdown
 from pools.reclamation.services.runs import idle_scan_recorded
 from pools.reclamation.services.scan import allocation_rebind
+from pools.reclamation.services.whatif import reclamation_whatif_run, reclamation_whatifs_sweep
 from scheduler_adapters.errors import SchedulerError
 
 
@@ -24,6 +27,17 @@ def allocation_rebind_task(self, allocation_id: int) -> dict | None:
 @shared_task(acks_late=True)
 def idle_scan_task() -> dict:
     """Beat: find idle allocations, warn, reclaim after grace (see pools.reclamation.services.scan);
-    the run is recorded for the idle page. Returns the run's counts."""
+    the run is recorded for the idle page; then the queued what-ifs are swept (lost ones queued
+    again, old ones deleted). Returns the run's counts."""
     run = idle_scan_recorded()
-    return {"run": run.pk, "error": run.error, "idle": run.idle, "reclaimed": run.reclaimed}
+    return {"run": run.pk, "error": run.error, "idle": run.idle, "reclaimed": run.reclaimed,
+            "whatifs": reclamation_whatifs_sweep()}  # fmt: skip
+
+
+@shared_task(acks_late=True)
+def reclamation_whatif_task(whatif_id: int) -> str:
+    """Run a queued what-if; returns its status. Safe twice: a finished one is left as is."""
+    try:
+        return reclamation_whatif_run(whatif_id=whatif_id).status
+    except NotFound:
+        return "missing"  # its pool was deleted before the worker got to it

@@ -15,7 +15,9 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST
 
 from pools.capacity.forms import RequiredReasonForm as ReasonForm
@@ -45,7 +47,7 @@ from pools.reclamation.services.scan import (
     idle_finding_dismiss,
     reclamation_undo,
 )
-from pools.reclamation.services.whatif import OVERRIDABLE, reclamation_what_if
+from pools.reclamation.services.whatif import OVERRIDABLE, reclamation_whatif_queue
 from pools.tenancy.models import Team
 from pools.validators import date_range_validator
 from pools.web import Column, PlainSelect, csv_response, pool_admin_required
@@ -403,15 +405,25 @@ def reclamation_policies(request):
     elif request.method == "POST" and request.POST.get("kind") == "revoke":
         _exemption_revoke(request)
         return redirect("pools:reclamation-policies")
+    elif request.method == "POST" and request.POST.get("kind") == "whatif":
+        pool = get_object_or_404(Pool, slug=edit)
+        form = _what_if_queue(request, pool, policies.get(pool.pk))
+        if not isinstance(form, PolicyForm):
+            return form
     whatif = None
     edit_pool = next((p for p in pools if p.slug == edit), None)
     if edit and form is None:
         pool = get_object_or_404(Pool, slug=edit)
-        form = PolicyForm(instance=policies.get(pool.pk) or ReclamationPolicy(pool=pool))
-        if request.GET.get("whatif"):
-            whatif = _what_if(request, pool, policies.get(pool.pk))
-            if whatif["form"] is not None:
-                form = whatif["form"]
+        whatif = _what_if(request, pool)
+        if whatif and whatif["result"] and request.GET.get("export") == "csv":
+            name = f"reclamation-whatif-{pool.slug}-{whatif['run'].pk}.csv"
+            return csv_response(whatif["run"].result["rows"], WHATIF_COLUMNS, name)
+        if whatif and request.htmx:  # the what-if's poll
+            response = render(request, "pools/reclamation/policies.html#whatif_result",
+                              {"whatif": whatif, "edit": edit})  # fmt: skip
+            patch_vary_headers(response, ["HX-Request"])
+            return response
+        form = _what_if_form(pool, policies.get(pool.pk), whatif)
     exemption_form = exemption_form or ExemptionForm()
     exemption_form.fields["allocation"].queryset = Allocation.objects.select_related(
         "team", "gpu_model"
@@ -444,25 +456,79 @@ def _exempted(exemption: Exemption) -> str:
     return f"allocation #{exemption.allocation_id}"
 
 
-def _what_if(request, pool: Pool, policy: ReclamationPolicy | None) -> dict:
-    """The what-if of the policy form's values (GET, so the page can be linked); read-only."""
-    form = None
-    overrides: dict = {}
-    if any(name in request.GET for name in OVERRIDABLE):
-        # The what-if asks only for the numbers it replays; cooldown and dry run stay the saved
-        # policy's, so that the form it leaves behind saves what was there.
-        current = policy or ReclamationPolicy(pool=pool)
-        data = {name: plain_decimal(getattr(current, name)) for name in PolicyForm.Meta.fields}
-        data.update({name: request.GET[name] for name in OVERRIDABLE if name in request.GET})
-        if not data["dry_run"]:
-            data.pop("dry_run")  # an unticked checkbox is an absent key
-        form = PolicyForm(data, instance=ReclamationPolicy(pool=pool))
-        if not form.is_valid():
-            return {"form": form, "report": None, "invalid": True}
-        overrides = {name: form.cleaned_data[name] for name in OVERRIDABLE}
+# A what-if's rows as its report stores them (ISO 8601 times, card-hours to 2 places).
+WHATIF_COLUMNS = [
+    Column(name, lambda row, name=name: row[name])
+    for name in (
+        "allocation", "team", "card_count", "first_idle", "would_reclaim_at", "cards_reclaimed",
+        "card_hours_freed", "findings", "note",
+    )
+]  # fmt: skip
+
+
+def _what_if_queue(request, pool: Pool, policy: ReclamationPolicy | None):
+    """Queue the what-if of the POSTed thresholds (:func:`reclamation_whatif_queue`) and send the
+    browser to ``?pool=<slug>&whatif=<id>``, where it polls; or the form with its errors."""
+    # The what-if asks only for the numbers it replays; cooldown and dry run stay the saved
+    # policy's, so that the form it leaves behind saves what was there.
+    current = policy or ReclamationPolicy(pool=pool)
+    data = {name: plain_decimal(getattr(current, name)) for name in PolicyForm.Meta.fields}
+    data.update({name: request.POST[name] for name in OVERRIDABLE if name in request.POST})
+    if not data["dry_run"]:
+        data.pop("dry_run")  # an unticked checkbox is an absent key
+    form = PolicyForm(data, instance=ReclamationPolicy(pool=pool))
+    raw_days = request.POST.get("days", "")
+    form.days, form.whatif = raw_days, True
+    if not form.is_valid():
+        return form
     try:
-        days = min(max(int(request.GET.get("days", 7)), 1), 30)
-    except ValueError:
-        days = 7
-    report = reclamation_what_if(pool=pool, policy_overrides=overrides, days=days)
-    return {"form": form, "report": report, "invalid": False, "days": days}
+        whatif = reclamation_whatif_queue(
+            pool=pool, actor=request.user,
+            overrides={name: form.cleaned_data[name] for name in OVERRIDABLE},
+            days=int(raw_days) if raw_days.isascii() and raw_days.isdigit() else raw_days,
+        )  # fmt: skip
+    except DomainError as exc:
+        for field, message in (exc.data.get("errors") or {"": exc.message}).items():
+            if field in form.fields:
+                form.add_error(field, message)
+            else:
+                form.add_error(None, f"{field.capitalize()}: {message}" if field else message)
+        return form
+    url = reverse("pools:reclamation-policies")
+    return redirect(f"{url}?pool={pool.slug}&whatif={whatif.pk}#whatif")
+
+
+def _what_if(request, pool: Pool) -> dict | None:
+    """The queued what-if ``?whatif=<id>`` of this pool (``None``: none asked, or another
+    pool's): the run and, once done, its result with datetimes parsed."""
+    raw = request.GET.get("whatif", "")
+    if not (raw.isascii() and raw.isdigit()):
+        return None
+    run = selectors.reclamation_whatif_list().filter(pool=pool, pk=raw).first()
+    if run is None:
+        return None
+    result = dict(run.result) if run.status == "done" else None
+    if result:
+        result["start"] = datetime.fromisoformat(result["start"])
+        result["end"] = datetime.fromisoformat(result["end"])
+        result["rows"] = [
+            {
+                **row,
+                "first_idle": row["first_idle"] and datetime.fromisoformat(row["first_idle"]),
+                "would_reclaim_at": row["would_reclaim_at"]
+                and datetime.fromisoformat(row["would_reclaim_at"]),
+            }
+            for row in result["rows"]
+        ]
+    return {"run": run, "result": result, "days": run.params["days"]}
+
+
+def _what_if_form(pool: Pool, policy: ReclamationPolicy | None, whatif: dict | None) -> PolicyForm:
+    """The policy form: the saved policy (defaults until saved), with the shown what-if's
+    thresholds and days in place."""
+    params = whatif["run"].params if whatif else {}
+    form = PolicyForm(
+        instance=policy or ReclamationPolicy(pool=pool), initial=params.get("overrides")
+    )
+    form.days = params.get("days", 7)
+    return form

@@ -71,15 +71,9 @@ def _models(days: QuerySet[AgentTaskDay]) -> list[str]:
     return list(days.order_by("served_model").values_list("served_model", flat=True).distinct())
 
 
-def flow_summary(tasks: QuerySet[AgentTask]) -> FlowSummary:
-    """``tasks`` added up in one query: the sums grouped by the tasks' number of calls (a row
-    per distinct count, so the calls-per-task histogram comes from the same scan), added up
-    here. Any window of first calls; whole days read faster with :func:`days_summary`."""
-    return _summary(tasks.order_by().values("calls").annotate(**_task_sums()), [])
-
-
 def _task_sums() -> dict:
-    """The aggregates :func:`_summary` adds up, over :class:`AgentTask` rows of one group."""
+    """The aggregates :func:`_summary` adds up, over :class:`AgentTask` rows of one group
+    (:func:`prompt_bloat_signals_of`)."""
     metered = Q(first_input_tokens__isnull=False)
     return {
         "tasks_n": Count("id"),
@@ -91,8 +85,9 @@ def _task_sums() -> dict:
 
 
 def days_summary(days: QuerySet[AgentTaskDay], extra: dict | None = None) -> FlowSummary:
-    """The same figures as :func:`flow_summary` of the tasks the rollup rows ``days`` add up,
-    in one query over the rollup (a few rows a day instead of every task). ``extra``: more
+    """The flow figures of the tasks the rollup rows ``days`` add up (grouped by a task's
+    number of calls, so the calls-per-task histogram comes from the same scan), in one query
+    over the rollup (a few rows a day instead of every task). ``extra``: more
     summable aggregates over the same rows (``{name: Sum(...)}``), returned in
     :attr:`FlowSummary.extra` (billing's money totals; ``None`` when no group had a value)."""
     groups = (
@@ -111,7 +106,7 @@ def days_summary(days: QuerySet[AgentTaskDay], extra: dict | None = None) -> Flo
 
 
 def _summary(groups, extra: list[str]) -> FlowSummary:
-    """Add up the rows of :func:`flow_summary` / :func:`days_summary` (one per calls count)."""
+    """Add up the rows of :func:`days_summary` (one per calls count)."""
     totals: dict[str, float] = {name: 0 for name in SUMMED}
     more: dict = dict.fromkeys(extra)
     counts, n_tasks, first, last, n_metered = {}, 0, 0, 0, 0
@@ -156,7 +151,7 @@ def prompt_bloat_signals_of(
     """:func:`prompt_bloat_signals` of every served model (or only ``model``) of each of
     ``team_ids`` that has tasks with a first call in ``[since, until)``, keyed ``(team id,
     served model)``, in one query (grouped by team, model and calls a task; each group's rows
-    added up as :func:`flow_summary` adds its own): the advisor pass reads them for 2,000
+    added up as :func:`days_summary` adds its own): the advisor pass reads them for 2,000
     allocations at once. Pairs without tasks are absent."""
     tasks = AgentTask.objects.filter(team_id__in=list(team_ids))
     rows = (

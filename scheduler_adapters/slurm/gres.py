@@ -177,28 +177,6 @@ def _parse_count(text: str, entry: str) -> int:
     return int(match["number"]) * _COUNT_MULTIPLIER[match["suffix"].upper()]
 
 
-def gpu_counts_by_type(items: GresList | None) -> dict[str | None, int] | None:
-    """Sum the ``gpu`` entries per type: ``gpu:l40s:1,gpu:rtx4090:1`` -> {"l40s": 1, ...}.
-
-    Untyped GPUs are under the key ``None``; non-GPU GRES (mps, shard, tmp) are left out.
-    ``None`` (unknown) stays ``None``.
-    """
-    if items is None:
-        return None
-    counts: dict[str | None, int] = {}
-    for item in items:
-        if item.name == GPU:
-            counts[item.type] = counts.get(item.type, 0) + item.count
-    return counts
-
-
-def gpu_total(items: GresList | None) -> int | None:
-    """Number of GPUs in a parsed GRES list (``gpu`` entries only); ``None`` stays ``None``."""
-    if items is None:
-        return None
-    return sum(item.count for item in items if item.name == GPU)
-
-
 def parse_tres(text: str | None) -> dict[str, Decimal] | None:
     """Read a TRES string into ``{name: amount}``.
 

@@ -89,6 +89,12 @@ PAGES = {
     "login/": "/login/",  # opened signed in: the form, with the navigation
 }
 VARIANTS = [
+    # a what-if done (its totals and the chart's line), one still queued (the progress), and a
+    # reclamation what-if (failed in the demo: no Prometheus)
+    "/elastic/{elastic}/?whatif={elastic_whatif}",
+    "/elastic/{elastic}/?whatif={elastic_whatif_queued}",
+    "/idle/policies/?pool=infer-k8s&whatif={reclamation_whatif}",
+    "/idle/policies/?pool=infer-k8s&whatif={reclamation_whatif_done}",  # its table
     "/nodes/?pool=train-slurm&ordering=-gpus",
     "/allocations/?status=active",
     "/pools/infer-k8s/l40s/calendar/?month=",  # the month view
@@ -96,11 +102,6 @@ VARIANTS = [
     "/advisor/?severity=critical&ordering=team",
     "/allocations/{serving}/serving/?span=7d",
     "/clusters/k8s-rented/delete/",  # a cluster without pools: the confirmation
-    # the what-if with the same load with and without the burst pool
-    "/elastic/{elastic}/?whatif=1&ceiling_cards=12&step_cards=2&cards_per_replica=2"
-    "&min_replicas=2&up_util_pct=75&up_latency_ms=800&up_window_minutes=5&down_util_pct=30"
-    "&down_window_minutes=30&cooldown_minutes=15&prescale_lead_minutes=30&per_card_tok_s=420"
-    "&enabled=on&deployment=qwen2-vl-captions&days=7&source=recorded",
     # the request panel with a shape: per pool and model whether it fits (issue #20)
     "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=8&cards_per_node=4"
     "&node_count=2&one_nvlink_domain=on&pool=infer-k8s",
@@ -211,9 +212,37 @@ def _demo_ids() -> dict[str, int]:
         filename=capture.name,
     )  # fmt: skip
     inventory_upload_run(upload_id=upload.pk)  # done, with its report
+    from pools.elastic.models import ElasticWhatIf
+    from pools.elastic.services import elastic_whatif_queue
+    from pools.inventory.models import Pool
+    from pools.reclamation.services.whatif import reclamation_whatif_queue
+
+    policy = ElasticPolicy.objects.order_by("pk").first()
+    whatif = elastic_whatif_queue(policy=policy, actor=admin, days=7)  # run eagerly: done
+    queued = ElasticWhatIf.objects.create(policy=policy, params={"days": 7, "fields": {}})
+    infer = Pool.objects.get(slug="infer-k8s")
+    reclaim = reclamation_whatif_queue(pool=infer, actor=admin)
+    from pools.capacity.models import Allocation
+    from pools.reclamation.models import ReclamationWhatIf
+
+    held = Allocation.objects.filter(pool=infer).select_related("team").order_by("pk")[:3]
+    row = {"first_idle": "2026-12-01T10:00:00+00:00", "would_reclaim_at": None,
+           "cards_reclaimed": 0, "card_hours_freed": 0.0, "findings": 1, "note": ""}  # fmt: skip
+    reclaimed = ReclamationWhatIf.objects.create(
+        pool=infer, params={"days": 7, "overrides": {}}, status="done", progress=100,
+        result={"start": "2026-11-28T12:00:00+00:00", "end": "2026-12-05T12:00:00+00:00",
+                "step_minutes": 60, "policy": {}, "findings": len(held), "reclaimed": 0,
+                "cards_reclaimed": 0, "card_hours_freed": 0.0,
+                "rows": [{**row, "allocation": a.pk, "team": a.team.slug,
+                          "card_count": a.card_count} for a in held]},
+    )  # fmt: skip
     return {
         "request": CapacityRequest.objects.order_by("pk").first().pk,
-        "elastic": ElasticPolicy.objects.order_by("pk").first().pk,
+        "elastic": policy.pk,
+        "elastic_whatif": whatif.pk,
+        "elastic_whatif_queued": queued.pk,
+        "reclamation_whatif": reclaim.pk,
+        "reclamation_whatif_done": reclaimed.pk,
         "burst_opt_in": BurstOptIn.objects.order_by("pk").first().pk,
         "estimate": estimate.pk,
         "upload": upload.pk,

@@ -206,17 +206,18 @@ def test_running_jobs_hold_the_cards_gres_detail_names(recorded, dialect):
     assert job.job_id == recorded.job_id("job_submit")
     assert job.state is JobState.RUNNING
     assert job.slots == (GpuSlot("gpu-a100-01", 0, "a100"),)
-    assert all(p.state in (JobState.RUNNING, JobState.COMPLETING) for p in placements)
+    assert [p.state for p in placements] == [JobState.RUNNING]  # the one job then running
 
 
-def test_a_finished_job_from_accounting(recorded, dialect):
+def test_a_finished_job_from_accounting(recorded, dialect, version):
     (job,) = dialect.read_accounting_jobs(recorded.body("accounting_job"))
 
     assert job.job_id == recorded.job_id("job_submit")
     assert job.state is JobState.COMPLETED
     assert job.gpus_allocated == {"a100": 1}
     assert job.start == recorded.started()
-    assert job.elapsed_s in (3, 4)  # sleep 3, in whole seconds
+    # sleep 3, in whole seconds as each recording's slurmdbd counted it (time.elapsed)
+    assert job.elapsed_s == {"v0.0.40": 4, "v0.0.44": 4}.get(version, 3)
     assert (job.end - job.start).total_seconds() == job.elapsed_s
 
 

@@ -8,7 +8,6 @@ from scheduler_adapters.units import (
     parse_k8s_extended_count,
     parse_k8s_quantity,
     parse_slurm_memory_mib,
-    parse_slurm_req_mem_mib,
 )
 
 # --- C19: Kubernetes quantities -------------------------------------------------------------
@@ -187,14 +186,6 @@ def test_c20_slurm_tres_memory_is_binary(tricky_inputs):
     assert parse_slurm_memory_mib("515456M") / 1024 == Decimal("503.375")  # GiB
 
 
-def test_c20_req_mem_per_cpu_and_per_node(tricky_inputs):
-    case_input = tricky_inputs["C20"]["input"]
-    assert "4000Mc" in case_input and "0n" in case_input
-    assert parse_slurm_req_mem_mib("4000Mc", alloc_cpus=8) == 4000 * 8  # 32,000 MiB per node
-    # --mem=0 is "all the node's memory", which the string alone cannot size: unknown, not 0.
-    assert parse_slurm_req_mem_mib("0n", alloc_cpus=8) is None
-
-
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -220,12 +211,3 @@ def test_slurm_memory_unknown_is_none(text):
 def test_slurm_memory_malformed_raises(text):
     with pytest.raises(ValueError, match="not a Slurm memory size"):
         parse_slurm_memory_mib(text)
-
-
-def test_req_mem_other_forms():
-    assert parse_slurm_req_mem_mib("16000Mn", alloc_cpus=8) == 16000
-    assert parse_slurm_req_mem_mib("16000M", alloc_cpus=None) == 16000
-    assert parse_slurm_req_mem_mib("4000Mc", alloc_cpus=None) is None
-    assert parse_slurm_req_mem_mib(None, alloc_cpus=8) is None
-    with pytest.raises(ValueError):
-        parse_slurm_req_mem_mib("c", alloc_cpus=8)

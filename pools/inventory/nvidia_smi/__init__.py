@@ -21,14 +21,12 @@ not say: placeholders such as ``[N/A]`` or ``[Not Supported]`` never become 0.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from pools.inventory.nvidia_smi._assembly import Accumulator
-from pools.inventory.nvidia_smi._sections import numbered_lines, split_sections
-from pools.inventory.nvidia_smi._text import csv_table, read_csv, read_list, read_versions
+from pools.inventory.nvidia_smi._sections import split_sections
+from pools.inventory.nvidia_smi._text import read_csv, read_list, read_versions
 from pools.inventory.nvidia_smi._tree import read_query, read_xml
-from pools.inventory.nvidia_smi._values import clean_value
-from scheduler_adapters.types import ParseIssue, ParseResult
+from scheduler_adapters.types import ParseResult
 
 
 def parse_nvidia_smi(
@@ -59,45 +57,6 @@ def parse_nvidia_smi(
     for section in split_sections(text):
         _READERS[section.kind](section, acc, columns)
     return acc.result()
-
-
-@dataclass(frozen=True)
-class QueryGpuRows:
-    """The rows of ``--query-gpu`` CSV, with placeholders turned into ``None``.
-
-    ``columns`` are the field names lower-cased, without their ``[unit]`` suffix and with
-    nvidia-smi's aliases folded (``gpu_name`` -> ``name``). Each row maps them to the cell text,
-    units kept (``"81559 MiB"``), or ``None`` for a placeholder or error string. ``lines`` holds
-    each row's 1-based line number in the text.
-    """
-
-    columns: tuple[str, ...]
-    rows: tuple[dict[str, str | None], ...]
-    lines: tuple[int, ...]
-    issues: tuple[ParseIssue, ...]
-
-
-def query_gpu_rows(text: str, *, columns: Sequence[str] | None = None) -> QueryGpuRows:
-    """Read ``--query-gpu`` CSV cell by cell, for fields a ``GpuSnapshot`` does not hold.
-
-    Accepts the same CSV as :func:`parse_nvidia_smi`, optionally under its ``$ nvidia-smi``
-    command line; ``columns`` as there. Never raises; problems are in ``issues``.
-    """
-    issues: list[ParseIssue] = []
-    section = next((s for s in split_sections(text) if s.kind == "csv"), None)
-    if section is None:
-        issues.append(ParseIssue("no --query-gpu CSV found"))
-        return QueryGpuRows((), (), (), tuple(issues))
-    table = csv_table(numbered_lines(section, issues, None), section, columns, issues, None)
-    if table is None:
-        return QueryGpuRows((), (), (), tuple(issues))
-    header, rows = table
-    return QueryGpuRows(
-        columns=header,
-        rows=tuple({name: clean_value(cell) for name, cell in row.items()} for _, row in rows),
-        lines=tuple(line for line, _ in rows),
-        issues=tuple(issues),
-    )
 
 
 _READERS = {

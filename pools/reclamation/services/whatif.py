@@ -13,23 +13,35 @@ exemption covers it. The grace is counted from the first idle step (as in dry ru
 policy warns at that same scan). Limits of a replay: the cooldown is not applied (the
 allocation's past change times are not kept), and card counts are the allocation's current
 ones.
+
+A page or the API never runs it in the request: :func:`reclamation_whatif_queue` stores a
+:class:`~pools.reclamation.models.ReclamationWhatIf` and a task runs
+:func:`reclamation_whatif_run` (issue 29).
 """
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from pools.capacity.arithmetic import card_hours
 from pools.capacity.lifecycle import RAN_STATUSES
 from pools.capacity.models import Allocation
-from pools.choices import Scheduler
+from pools.choices import EstimateStatus, Scheduler
+from pools.errors import DomainError, InvalidInput, NotFound
 from pools.inventory.models import Node, Pool
+from pools.jobs import RECLAMATION_WHATIF, enqueue_on_commit, jobs_waiting
 from pools.reclamation.evaluate import (
     AllocationShare,
     GroupEvaluation,
@@ -37,7 +49,12 @@ from pools.reclamation.evaluate import (
     evaluate_group,
     split_group,
 )
-from pools.reclamation.models import WHATIF_FIELDS, Exemption, ReclamationPolicy
+from pools.reclamation.models import (
+    WHATIF_FIELDS,
+    Exemption,
+    ReclamationPolicy,
+    ReclamationWhatIf,
+)
 from pools.reclamation.services.scan import (
     STEP_S,
     devices_by_namespace,
@@ -48,7 +65,12 @@ from pools.reclamation.services.scan import (
 )
 from scheduler_adapters.errors import SchedulerError
 
+logger = logging.getLogger(__name__)
+
 OVERRIDABLE = WHATIF_FIELDS
+MAX_DAYS = 30
+KEEP_DAYS = 30  # a finished what-if is kept this long (its link keeps working)
+READ_PERCENT = 40  # a queued what-if once Prometheus answered; the steps fill the rest
 
 
 @dataclass
@@ -76,6 +98,8 @@ class WhatIfReport:
     step_minutes: int
     policy: dict[str, Any]
     error: str | None = None
+    # "unavailable" (no Prometheus configured) or "prometheus_unavailable" with ``error``
+    error_code: str = ""
     rows: list[WhatIfRow] = field(default_factory=list)
 
     @property
@@ -198,9 +222,11 @@ def reclamation_what_if(
     step_minutes: int = 60,
     now: datetime | None = None,
     metrics: Any = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> WhatIfReport:
     """What the pool's policy (with ``policy_overrides``) would have done over the last
-    ``days``, evaluated every ``step_minutes``. Writes nothing."""
+    ``days``, evaluated every ``step_minutes``. Writes nothing. ``on_progress(percent)`` is told
+    :data:`READ_PERCENT` once Prometheus has answered, then up to 99 as the steps are replayed."""
     # whole seconds: Prometheus keeps query times to the millisecond, and a window
     # start finer than its first sample would drop that sample (coverage 5/6)
     now = (now or timezone.now()).replace(microsecond=0)
@@ -230,6 +256,7 @@ def reclamation_what_if(
     metrics = metrics if metrics is not None else metrics_adapter()
     if metrics is None:
         report.error = "no Prometheus configured (PROMETHEUS_URL)"
+        report.error_code = "unavailable"
         return report
     try:
         devices = devices_on_inventory(
@@ -237,6 +264,7 @@ def reclamation_what_if(
         )
     except SchedulerError as exc:
         report.error = f"Prometheus unavailable: {exc}"
+        report.error_code = "prometheus_unavailable"
         return report
     hosts = set(Node.objects.filter(pool=pool).values_list("hostname", flat=True))
     by_namespace = devices_by_namespace(devices)
@@ -249,8 +277,14 @@ def reclamation_what_if(
     )
     open_at: dict[int, datetime] = {}
     done: set[int] = set()
+    steps = int((now - start) / timedelta(minutes=step_minutes)) + 1
+    reported = 0
     t = start
-    while t <= now:
+    for step in range(steps):
+        percent = READ_PERCENT + (99 - READ_PERCENT) * step // steps
+        if on_progress is not None and percent >= reported + 5:
+            reported = percent
+            on_progress(percent)
         groups = _groups_at(allocations, done, t, window)
         shared_slurm = pool.scheduler == Scheduler.SLURM and len(groups) > 1
         for members in groups.values():
@@ -266,3 +300,144 @@ def reclamation_what_if(
                     done.add(a.pk)
         t += timedelta(minutes=step_minutes)
     return report
+
+
+def report_json(report: WhatIfReport) -> dict[str, Any]:
+    """The report as JSON (what a queued what-if stores and the API answers): ``start``/``end``
+    ISO 8601, ``step_minutes``, the ``policy`` replayed (decimals as strings), the totals, and
+    per allocation its ``first_idle`` / ``would_reclaim_at`` (ISO 8601 or ``null``),
+    ``cards_reclaimed`` and ``card_hours_freed`` (2 places)."""
+
+    def iso(moment: datetime | None) -> str | None:
+        return moment.isoformat() if moment else None
+
+    return {
+        "start": report.start.isoformat(),
+        "end": report.end.isoformat(),
+        "step_minutes": report.step_minutes,
+        "policy": {k: str(v) if isinstance(v, Decimal) else v for k, v in report.policy.items()},
+        "findings": report.findings,
+        "reclaimed": report.reclaimed,
+        "cards_reclaimed": report.cards_reclaimed,
+        "card_hours_freed": report.card_hours_freed,
+        "rows": [
+            {
+                "allocation": row.allocation.pk,
+                "team": row.team,
+                "card_count": row.card_count,
+                "first_idle": iso(row.first_idle),
+                "would_reclaim_at": iso(row.would_reclaim_at),
+                "cards_reclaimed": row.cards_reclaimed,
+                "card_hours_freed": row.card_hours_freed,
+                "findings": row.findings,
+                "note": row.note,
+            }
+            for row in report.rows
+        ],
+    }
+
+
+def reclamation_whatif_queue(
+    *, pool: Pool, actor: Any, overrides: dict | None = None, days: int = 7
+) -> ReclamationWhatIf:
+    """Store a what-if of ``pool``'s policy with ``overrides`` (pending) and queue its task when
+    the transaction commits (:func:`reclamation_whatif_run`): the web request never reads
+    Prometheus. Raises :class:`InvalidInput` with ``errors`` ``{field: message}`` for ``days``
+    outside 1-30, a field that is not a threshold (:data:`OVERRIDABLE`) or values the policy's
+    own validators refuse; nothing is written then."""
+    overrides = dict(overrides or {})
+    errors: dict[str, str] = {}
+    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS:
+        errors["days"] = f"A whole number of days from 1 to {MAX_DAYS}."
+    errors.update({name: "Not a threshold." for name in set(overrides) - set(OVERRIDABLE)})
+    if not errors:
+        try:
+            _policy(pool, overrides).full_clean(exclude=["pool"])
+        except ValidationError as exc:
+            errors.update({k: "; ".join(v) for k, v in exc.message_dict.items()})
+    if errors:
+        raise InvalidInput("The what-if cannot run with these values.", errors=errors)
+    plain = {k: str(v) if isinstance(v, Decimal) else v for k, v in overrides.items()}
+    with transaction.atomic():
+        whatif = ReclamationWhatIf.objects.create(
+            pool=pool,
+            params={"days": days, "overrides": plain},
+            created_by=actor if getattr(actor, "is_authenticated", False) else None,
+        )
+        enqueue_on_commit(RECLAMATION_WHATIF, whatif.pk)
+    return whatif
+
+
+def reclamation_whatifs_sweep(*, now: datetime | None = None) -> dict[str, int]:
+    """Beat's housekeeping of queued what-ifs: queue again those whose task was lost (pending
+    or running since before ``now`` minus ``TASK_TIME_LIMIT_S``, the longest a task may run,
+    unless their job still waits in the outbox), and delete those finished more than
+    :data:`KEEP_DAYS` days ago. Returns ``{"requeued", "deleted"}``."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.TASK_TIME_LIMIT_S)
+    waiting = {args[0] for args in jobs_waiting(RECLAMATION_WHATIF) if args}
+    stranded = [
+        pk
+        for pk in ReclamationWhatIf.objects.filter(
+            status__in=(EstimateStatus.PENDING, EstimateStatus.RUNNING), created_at__lt=cutoff
+        ).values_list("pk", flat=True)
+        if pk not in waiting
+    ]
+    for pk in stranded:
+        enqueue_on_commit(RECLAMATION_WHATIF, pk)
+    deleted, _ = ReclamationWhatIf.objects.filter(
+        finished_at__lt=now - timedelta(days=KEEP_DAYS)
+    ).delete()
+    return {"requeued": len(stranded), "deleted": deleted}
+
+
+def reclamation_whatif_run(*, whatif_id: int, metrics: Any = None) -> ReclamationWhatIf:
+    """Run a queued what-if: done with :func:`report_json` as ``result``, or failed with
+    ``error`` and ``error_code`` (``unavailable``: no Prometheus configured;
+    ``prometheus_unavailable``: it could not be read; ``internal``: a bug, logged).
+
+    Idempotent: a done or failed what-if is returned as it is (a redelivered task does
+    nothing); an interrupted one runs again (it writes nothing else). :class:`NotFound` when
+    the row is gone (its pool was deleted)."""
+    with transaction.atomic():
+        whatif = ReclamationWhatIf.objects.select_for_update().filter(pk=whatif_id).first()
+        if whatif is None:
+            raise NotFound(f"No reclamation what-if #{whatif_id}.", id=whatif_id)
+        if whatif.finished:
+            return whatif
+        whatif.status, whatif.progress = EstimateStatus.RUNNING, 0
+        whatif.save(update_fields=["status", "progress"])
+
+    def progress(percent: int) -> None:
+        ReclamationWhatIf.objects.filter(pk=whatif_id).update(progress=percent)
+
+    result, error, code = None, "", ""
+    try:
+        overrides = {
+            name: ReclamationPolicy._meta.get_field(name).to_python(value)
+            for name, value in (whatif.params.get("overrides") or {}).items()
+        }
+        report = reclamation_what_if(
+            pool=whatif.pool, policy_overrides=overrides, days=whatif.params["days"],
+            metrics=metrics, on_progress=progress,
+        )  # fmt: skip
+        if report.error is None:
+            result = report_json(report)
+        else:
+            error, code = report.error, report.error_code
+    except DomainError as exc:
+        error, code = exc.message, exc.code
+    except Exception as exc:  # a bug must not leave the what-if running for ever
+        logger.exception("reclamation what-if %s failed", whatif_id)
+        error = f"The what-if failed with an internal error ({type(exc).__name__}); see the logs."
+        code = "internal"
+    ReclamationWhatIf.objects.filter(pk=whatif_id).update(
+        status=EstimateStatus.FAILED if error else EstimateStatus.DONE,
+        progress=100,
+        result=result,
+        error=error,
+        error_code=code,
+        finished_at=timezone.now(),
+    )
+    whatif.refresh_from_db()
+    return whatif

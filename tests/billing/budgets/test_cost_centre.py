@@ -11,7 +11,7 @@ A request of ``vision`` for 8 A100 from 13:00 to 15:00 adds 8 × 2 = 16 card-hou
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -93,7 +93,11 @@ def test_a_team_outside_the_centre_is_not_bound_by_it(centre, train_pool, a100, 
         gpu_model=a100, starts_at=NOW.replace(hour=13), ends_at=NOW.replace(hour=23),
         justification="not in CC-42",
     )  # fmt: skip
-    assert request.pk is not None
+    # 8 cards x 10 h = 80 card-hours, past the centre's 60: stored, since bio is not in CC-42
+    stored = CapacityRequest.objects.get(team=bio)
+    assert (stored.pk, stored.card_count, stored.ends_at - stored.starts_at) == (
+        request.pk, 8, timedelta(hours=10),
+    )  # fmt: skip
 
 
 def test_team_or_cost_centre_never_both_nor_unknown(pool_admin, team):

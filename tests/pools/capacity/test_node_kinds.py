@@ -118,7 +118,7 @@ def test_a_rolled_back_change_is_never_served(fleet):
 
 
 def test_masks_by_hand():
-    assert gpu_mask([0, 1, 7]) == 0b10000011 == 131
+    assert gpu_mask([0, 1, 7]) == 0b10000011  # 131: bits 0, 1 and 7
     assert mask_gpus(131) == frozenset({0, 1, 7})
     assert gpu_mask([62]) == 2**62
     with pytest.raises(ValueError, match="GPU index 63 is outside 0–62"):

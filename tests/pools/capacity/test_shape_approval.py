@@ -23,12 +23,20 @@ from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.placement import Placement, Shape
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
-from pools.capacity.shapes import pool_free_nodes, shape_fit
+from pools.capacity.shapes import pool_free_groups, shape_fit
 from pools.choices import AllocationStatus, RequestStatus, Scheduler
 from pools.errors import InsufficientCapacity, InvalidInput
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.django_db
+
+
+def pool_free_nodes(*, pool, gpu_model, start, end) -> list:
+    """Per node, sorted by hostname, ``(name, free cards)`` for the whole window: the groups of
+    :func:`pool_free_groups` one node at a time."""
+    groups = pool_free_groups(pool=pool, gpu_model=gpu_model, start=start, end=end)
+    return sorted((name, g.free) for g in groups for name in g.names)
+
 
 DGX = [list(range(8))]  # what the DGX A100 capture reads: one NVSwitch domain of eight
 
@@ -134,11 +142,11 @@ def test_half_open_windows_and_unplaced_allocations(dgx_pool, a100, admin):
         _hold(dgx_pool, a100, f"dgx-{i}", list(range(8)), start - timedelta(days=7), start)
     # ended when ours starts: does not compete (half-open)
     nodes = pool_free_nodes(pool=dgx_pool, gpu_model=a100, start=start, end=end)
-    assert [len(n.free) for n in nodes] == [8, 8, 8, 8]
+    assert [len(free) for _, free in nodes] == [8, 8, 8, 8]
     # a grant without a shape (placed nowhere) is laid on the tightest nodes by best fit
     AllocationFactory(pool=dgx_pool, gpu_model=a100, card_count=12, starts_at=start, ends_at=end)
     nodes = pool_free_nodes(pool=dgx_pool, gpu_model=a100, start=start, end=end)
-    assert sorted(len(n.free) for n in nodes) == [0, 4, 8, 8]
+    assert sorted(len(free) for _, free in nodes) == [0, 4, 8, 8]
     two = capacity_request_approve(request=_shaped(dgx_pool, a100, 8, 2, start, end), actor=admin)
     whole = list(range(8))
     assert two.placement == [{"node": "dgx-3", "gpus": whole}, {"node": "dgx-4", "gpus": whole}]
@@ -322,8 +330,8 @@ def test_shaped_approval_query_count_does_not_grow_with_the_pool(
     # names sort as text (dgx-10 < dgx-2); the unplaced 3 go by best fit to the first node with
     # 4 free (dgx-11); the 1 x 8 to the first whole free node: dgx-10
     assert fit.placements == (Placement("dgx-10", tuple(range(8))),)
-    free = {n.name: len(n.free) for n in pool_free_nodes(pool=dgx_pool, gpu_model=a100,
-                                                         start=start, end=end)}  # fmt: skip
+    free = {name: len(cards) for name, cards in pool_free_nodes(pool=dgx_pool, gpu_model=a100,
+                                                                start=start, end=end)}  # fmt: skip
     assert (free["dgx-1"], free["dgx-11"], free["dgx-13"], free["dgx-10"]) == (0, 1, 4, 8)
     # the inventory read is kept until it changes: one statement fewer than the first
     assert _approval_queries(dgx_pool, a100, admin, start, end) == small - 1

@@ -22,7 +22,6 @@ from pools.clusters.services import (
     cluster_create,
     cluster_delete,
     cluster_update,
-    clusters_from_environment,
 )
 from pools.errors import ClusterInUse, ClusterTaken, InvalidInput
 from pools.inventory.models import Pool
@@ -114,16 +113,6 @@ def test_the_migration_puts_existing_pools_in_the_environment_cluster():
     assert train.cluster.slug == "env-slurm"
     assert train.cluster.slurm_cluster_name == "modern"
     assert infer.cluster is None
-
-
-def test_clusters_from_environment_is_idempotent_and_follows_the_variables():
-    with override_settings(SCHEDULERS={"slurm": SLURM_ENV}):
-        clusters_from_environment()
-    with override_settings(SCHEDULERS={"slurm": {**SLURM_ENV, "URL": "http://head:6820"}}):
-        (cluster,) = clusters_from_environment()
-
-    assert Cluster.objects.count() == 1
-    assert cluster.api_url == "http://head:6820"
 
 
 @override_settings(SCHEDULERS=FAKE_SLURM)

@@ -9,7 +9,7 @@ from django.utils import timezone
 from factories import AllocationFactory, MembershipFactory, PoolFactory, TeamFactory, node_with_gpus
 
 from pools.choices import AllocationStatus, Scheduler, TeamRole
-from pools.elastic.models import ElasticPolicy, SignalReading
+from pools.elastic.models import ElasticPolicy, ElasticWhatIf, SignalReading
 from pools.elastic.services import elastic_scan
 from scheduler_adapters.prometheus import InferenceSignals, Sample
 from scheduler_adapters.prometheus_fake import FakePrometheus
@@ -77,21 +77,43 @@ def test_other_teams_see_nothing_and_members_cannot_write(member_api, member, al
     assert policy.ceiling_cards == 4
 
 
-def test_what_if_without_prometheus_and_bad_days(admin_api, allocation):
+def what_if(client, policy, body, capture) -> tuple:
+    """POST a what-if (the task runs eagerly on commit); its 202 and then its status."""
+    with capture(execute=True):
+        queued = client.post(f"/api/v1/elastic-policies/{policy.pk}/what-if/", body,
+                             format="json")  # fmt: skip
+    assert queued.status_code == 202, queued.content
+    assert queued["Location"] == queued.json()["status_url"]
+    return queued.json(), client.get(queued.json()["status_url"]).json()
+
+
+def test_what_if_without_prometheus_and_bad_days(
+    admin_api, allocation, django_capture_on_commit_callbacks
+):
+    """No Prometheus and no readings: the what-if fails with ``unavailable``; bad ``days`` or
+    ``source`` are 400 with that field and queue nothing."""
     policy = ElasticPolicy.objects.create(allocation=allocation, ceiling_cards=4, cards_held=2)
-    answer = admin_api.get(f"/api/v1/elastic-policies/{policy.pk}/what-if/")
-    assert answer.status_code == 200 and answer.json()["available"] is False
-    bad = admin_api.get(f"/api/v1/elastic-policies/{policy.pk}/what-if/?days=99")
-    assert bad.status_code == 400 and bad.json()["code"] == "invalid_input"
-    bad = admin_api.get(f"/api/v1/elastic-policies/{policy.pk}/what-if/?source=guess")
-    assert bad.status_code == 400 and list(bad.json()["errors"]) == ["source"]
-    # '²' passes str.isdigit() but int() refuses it: was a 500 (schemathesis, issue #27)
-    for digits in ("²", "٣"):
-        bad = admin_api.get(f"/api/v1/elastic-policies/{policy.pk}/what-if/", {"days": digits})
-        assert (bad.status_code, list(bad.json()["errors"])) == (400, ["days"]), digits
+    queued, done = what_if(admin_api, policy, {}, django_capture_on_commit_callbacks)
+    assert (queued["status"], queued["progress"], queued["days"]) == ("pending", 0, 30)
+    assert (done["status"], done["progress"], done["result"]) == ("failed", 100, None)
+    assert done["error_code"] == "unavailable"
+    assert done["error"] == (
+        "PROMETHEUS_URL is not set and the loop has recorded no readings for this allocation "
+        "in that time."
+    )
+    url = f"/api/v1/elastic-policies/{policy.pk}/what-if/"
+    for body, field in (({"days": 99}, "days"), ({"days": 0}, "days"),
+                        ({"source": "guess"}, "source"), ({"days": "²"}, "days"),
+                        ({"days": "٣"}, "days")):  # fmt: skip
+        bad = admin_api.post(url, body, format="json")
+        assert (bad.status_code, bad.json()["code"]) == (400, "invalid_input"), body
+        assert list(bad.json()["errors"]) == [field], body
+    assert ElasticWhatIf.objects.count() == 1  # the refused ones queued nothing
 
 
-def test_what_if_over_the_recorded_readings(admin_api, allocation):
+def test_what_if_over_the_recorded_readings(
+    admin_api, allocation, django_capture_on_commit_callbacks
+):
     """Six readings of 20 % a minute apart at the floor of 2: nothing moves; 5 counted
     minutes x 2 cards = 10 card-minutes, the same as a fixed allocation of 2."""
     policy = ElasticPolicy.objects.create(allocation=allocation, ceiling_cards=4, cards_held=2)
@@ -100,17 +122,55 @@ def test_what_if_over_the_recorded_readings(admin_api, allocation):
                       latency_ms=300.0, request_s=4.0, cards_held=2)
         for m in range(6)
     )  # fmt: skip
-    answer = admin_api.get(f"/api/v1/elastic-policies/{policy.pk}/what-if/?days=1")
-    assert answer.status_code == 200
-    body = answer.json()
-    assert (body["available"], body["source"], body["samples"]) == (True, "recorded", 6)
+    _, done = what_if(admin_api, policy, {"days": 1}, django_capture_on_commit_callbacks)
+    assert (done["status"], done["progress"], done["error_code"]) == ("done", 100, "")
+    body = done["result"]
+    assert (body["source"], body["samples"], body["days"], body["short"]) == (
+        "recorded", 6, 1, True,
+    )  # fmt: skip
     assert (body["scale_ups"], body["scale_downs"], body["min_cards"], body["max_cards"]) == (
         0, 0, 2, 2,
     )  # fmt: skip
     assert body["card_hours"] == round(10 / 60, 2)
     assert body["saved_card_hours"] == 0
-    prometheus = admin_api.get(f"/api/v1/elastic-policies/{policy.pk}/what-if/?source=prometheus")
-    assert prometheus.json() == {"available": False, "reason": "PROMETHEUS_URL is not set."}
+    assert body["covered_hours"] == round(5 / 60, 2)
+    assert body["timeline"] == [[(NOW - timedelta(minutes=5)).timestamp(), 2]]
+    _, prometheus = what_if(admin_api, policy, {"source": "prometheus"},
+                            django_capture_on_commit_callbacks)  # fmt: skip
+    assert (prometheus["status"], prometheus["error_code"], prometheus["error"]) == (
+        "failed", "unavailable", "PROMETHEUS_URL is not set.",
+    )  # fmt: skip
+
+
+def test_a_what_if_is_seen_by_whoever_sees_the_policy(
+    admin_api, member_api, member, allocation, django_capture_on_commit_callbacks
+):
+    """Another team's member: the policy's what-if is a 404 to ask and to read (as a missing
+    one); once a member of the team, both work."""
+    policy = ElasticPolicy.objects.create(allocation=allocation, ceiling_cards=4, cards_held=2)
+    queued, _ = what_if(admin_api, policy, {}, django_capture_on_commit_callbacks)
+    assert member_api.get(queued["status_url"]).status_code == 404
+    asked = member_api.post(f"/api/v1/elastic-policies/{policy.pk}/what-if/", {}, format="json")
+    assert asked.status_code == 404
+    MembershipFactory(team=allocation.team, user=member, role=TeamRole.MEMBER)
+    assert member_api.get(queued["status_url"]).json()["error_code"] == "unavailable"
+    what_if(member_api, policy, {"days": 2}, django_capture_on_commit_callbacks)
+
+
+def test_prometheus_unreachable_is_a_failed_what_if_not_a_500(
+    admin_api, allocation, django_capture_on_commit_callbacks, settings
+):
+    """PROMETHEUS_URL names a port nothing listens on: the task records the failure with
+    ``prometheus_unavailable``; the status URL answers 200 with it."""
+    settings.PROMETHEUS_URL = "http://127.0.0.1:9"
+    policy = ElasticPolicy.objects.create(allocation=allocation, ceiling_cards=4, cards_held=2)
+    _, done = what_if(admin_api, policy, {"days": 1, "source": "prometheus"},
+                      django_capture_on_commit_callbacks)  # fmt: skip
+    assert (done["status"], done["error_code"]) == ("failed", "prometheus_unavailable")
+    assert done["error"] == (
+        "Prometheus could not be read: query_range: cannot reach Prometheus at "
+        "http://127.0.0.1:9: [Errno 111] Connection refused"
+    )
 
 
 def test_scale_events_list_and_filter(admin_api, allocation):
@@ -165,7 +225,9 @@ def test_a_dns_1123_subdomain_deployment_is_kept(admin_api, allocation):
     assert ElasticPolicy.objects.get().deployment == "qwen-7b.serve"
 
 
-def test_what_if_says_the_burst_both_ways_once_the_team_opted_in(admin_api, allocation):
+def test_what_if_says_the_burst_both_ways_once_the_team_opted_in(
+    admin_api, allocation, django_capture_on_commit_callbacks
+):
     """Readings at the floor of 2 in a pool of 8 (6 free): the home pool holds all 8, the
     replay never leaves the floor -> 0 card-hours at home and in the burst pool. No rate card:
     the amounts are unknown (null) with the reason, never 0. Without an opt-in: no block."""
@@ -177,12 +239,12 @@ def test_what_if_says_the_burst_both_ways_once_the_team_opted_in(admin_api, allo
                       latency_ms=300.0, request_s=4.0, cards_held=2)
         for m in range(6)
     )  # fmt: skip
-    url = f"/api/v1/elastic-policies/{policy.pk}/what-if/?days=1"
-    assert admin_api.get(url).json()["burst"] is None
+    capture = django_capture_on_commit_callbacks
+    assert what_if(admin_api, policy, {"days": 1}, capture)[1]["result"]["burst"] is None
     rented = PoolFactory(slug="rented", scheduler=Scheduler.KUBERNETES, slurm_partition="",
                          burst=True)  # fmt: skip
     BurstOptIn.objects.create(team=allocation.team, pool=rented)
-    burst = admin_api.get(url).json()["burst"]
+    burst = what_if(admin_api, policy, {"days": 1}, capture)[1]["result"]["burst"]
     assert (burst["burst_pool"], burst["home_cards"], burst["currency"]) == ("rented", 8, None)
     assert burst["with_burst"] == {"home_card_hours": "0.000000",
                                    "burst_pool_card_hours": "0.000000", "amount": None}  # fmt: skip
@@ -216,3 +278,40 @@ def test_burst_opt_ins_through_the_api(admin_api, member_api, member, allocation
     assert member_api.delete(f"/api/v1/burst-opt-ins/{opt_in.pk}/").status_code == 403
     assert admin_api.delete(f"/api/v1/burst-opt-ins/{opt_in.pk}/").status_code == 204
     assert not BurstOptIn.objects.exists()
+
+
+def test_the_sweep_queues_lost_what_ifs_again_and_deletes_old_ones(
+    allocation, django_capture_on_commit_callbacks, settings
+):
+    """TASK_TIME_LIMIT_S = 900: a what-if pending since 20 minutes ago, and one running since
+    then, lost their task (no worker runs one longer) and are queued again; one pending since 5
+    minutes ago may still run, and one whose job waits in the outbox will be sent: left. Done
+    40 days ago (> 31 days kept): deleted; done yesterday: kept."""
+    from pools.elastic.services import elastic_whatifs_sweep
+    from pools.jobs.models import QueuedJob
+
+    settings.TASK_TIME_LIMIT_S = 900
+    policy = ElasticPolicy.objects.create(allocation=allocation, ceiling_cards=4, cards_held=2)
+
+    def whatif(status, *, age_min, finished_days=None):
+        made = ElasticWhatIf.objects.create(policy=policy, status=status, params={"days": 1},
+                                            result={} if status == "done" else None)  # fmt: skip
+        ElasticWhatIf.objects.filter(pk=made.pk).update(
+            created_at=NOW - timedelta(minutes=age_min),
+            finished_at=None if finished_days is None else NOW - timedelta(days=finished_days),
+        )
+        return made.pk
+
+    lost = [whatif("pending", age_min=20), whatif("running", age_min=20)]
+    fresh = whatif("pending", age_min=5)
+    waiting = whatif("pending", age_min=20)
+    QueuedJob.objects.create(task_name="pools.elastic.tasks.elastic_whatif_task", args=[waiting])
+    whatif("done", age_min=40 * 1440, finished_days=40)
+    kept = whatif("done", age_min=1440, finished_days=1)
+    with django_capture_on_commit_callbacks(execute=True) as queued:
+        assert elastic_whatifs_sweep(now=NOW) == {"requeued": 2, "deleted": 1}
+    assert len(queued) == 2
+    # the two lost ones ran (no Prometheus, no readings: unavailable); the others did not
+    status = dict(ElasticWhatIf.objects.values_list("pk", "status"))
+    assert status == {lost[0]: "failed", lost[1]: "failed", fresh: "pending",
+                      waiting: "pending", kept: "done"}  # fmt: skip

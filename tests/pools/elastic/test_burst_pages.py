@@ -165,29 +165,39 @@ def replayed(monkeypatch):
     timeline = ((t0, 2), (t0 + 3600, 6), (t0 + 3 * 3600, 2))
     result = WhatIf(1, 1, 2, 6, 16.0, 6, 24.0, 8.0, 0.0, 0.0, 4.0, (), timeline)
     run = WhatIfRun(result, WhatIfSource.RECORDED, end - timedelta(hours=4), end, 240)
-    monkeypatch.setattr("pools.elastic.views.elastic_whatif", lambda **kwargs: run)
+    monkeypatch.setattr("pools.elastic.services.elastic_whatif", lambda **kwargs: run)
     return run
 
 
-def _whatif(page, policy):
+def _whatif(page, policy, capture):
+    """Queue the what-if (the worker runs it on commit), then open ``?whatif=<id>``."""
+    from pools.elastic.models import ElasticWhatIf
+
     params = {"whatif": 1, "ceiling_cards": 6, "step_cards": 1, "cards_per_replica": 1,
               "min_replicas": 1, "up_util_pct": 75, "up_latency_ms": 800,
               "up_window_minutes": 5, "down_util_pct": 30, "down_window_minutes": 30,
               "cooldown_minutes": 15, "prescale_lead_minutes": 30, "enabled": "on",
               "days": 1}  # fmt: skip
-    return _text(page.get(f"/elastic/{policy.pk}/", params))
+    with capture(execute=True):
+        queued = page.post(f"/elastic/{policy.pk}/", params)
+    assert queued.status_code == 302, _text(queued)
+    whatif = ElasticWhatIf.objects.filter(policy=policy).latest("pk")
+    assert whatif.status == "done", (whatif.status, whatif.error)
+    return _text(page.get(f"/elastic/{policy.pk}/", {"whatif": whatif.pk}))
 
 
 def test_the_whatif_prices_the_same_load_with_and_without_burst(
-    admin_page, team, whatif_policy, rented, card, replayed
+    admin_page, team, whatif_policy, rented, card, replayed, django_capture_on_commit_callbacks
 ):
     """With burst: home 4 - 2 = 2 cards x 2 h = 4 card-hours x 8.00 = 32.00, Rented 6 - 4 =
     2 x 2 h = 4 card-hours x 2.90 = 11.60: 43.60 EUR. Without: 32.00 EUR, 4 card-hours not
     served."""
-    assert "No burst pool: team NLP has opted into none" in _whatif(admin_page, whatif_policy)
+    assert "No burst pool: team NLP has opted into none" in _whatif(
+        admin_page, whatif_policy, django_capture_on_commit_callbacks
+    )
     BurstOptIn.objects.create(team=team, pool=rented)
 
-    body = _whatif(admin_page, whatif_policy)
+    body = _whatif(admin_page, whatif_policy, django_capture_on_commit_callbacks)
 
     assert "Inference can hold 4 of these cards now" in body
     assert (
@@ -200,10 +210,10 @@ def test_the_whatif_prices_the_same_load_with_and_without_burst(
 
 
 def test_the_burst_whatif_without_a_rate_card_says_the_cost_is_unknown(
-    admin_page, team, whatif_policy, rented, replayed
+    admin_page, team, whatif_policy, rented, replayed, django_capture_on_commit_callbacks
 ):
     BurstOptIn.objects.create(team=team, pool=rented)
-    body = _whatif(admin_page, whatif_policy)
+    body = _whatif(admin_page, whatif_policy, django_capture_on_commit_callbacks)
     assert "<strong>unknown</strong>" in body
     assert "Cost unknown: the rate card has no price for one of them." in body
 

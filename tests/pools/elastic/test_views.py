@@ -11,7 +11,7 @@ from django.utils import timezone
 from factories import AllocationFactory, MembershipFactory, PoolFactory, TeamFactory, node_with_gpus
 
 from pools.choices import AllocationStatus, Scheduler, TeamRole
-from pools.elastic.models import ElasticPolicy, SignalReading
+from pools.elastic.models import ElasticPolicy, ElasticWhatIf, SignalReading
 from pools.elastic.services import elastic_apply, elastic_scan
 from scheduler_adapters.prometheus import InferenceSignals, Sample
 from scheduler_adapters.prometheus_fake import FakePrometheus
@@ -89,38 +89,124 @@ def test_other_teams_get_404(member_page, policy):
     assert member_page.get(f"/elastic/{policy.pk}/").status_code == 404
 
 
-def test_what_if_totals_on_the_page(admin_page, policy, monkeypatch):
+FIELDS = {"ceiling_cards": 6, "step_cards": 2, "cards_per_replica": 1, "min_replicas": 1,
+          "up_util_pct": "75", "up_latency_ms": 800, "up_window_minutes": 5,
+          "down_util_pct": "30", "down_window_minutes": 30, "cooldown_minutes": 15,
+          "prescale_lead_minutes": 30, "enabled": "on"}  # fmt: skip
+
+
+def run_what_if(page_client, policy, data, capture, *, execute=True):
+    """POST the what-if form (its task runs eagerly on commit unless ``execute`` is off) and
+    follow the redirect to ``?whatif=<id>``: the what-if and the page."""
+    with capture(execute=execute):
+        queued = page_client.post(f"/elastic/{policy.pk}/", {"whatif": 1, **data})
+    whatif = ElasticWhatIf.objects.get()
+    assert queued.status_code == 302
+    assert queued["Location"] == f"/elastic/{policy.pk}/?whatif={whatif.pk}#whatif"
+    return whatif, page_client.get(f"/elastic/{policy.pk}/", {"whatif": whatif.pk})
+
+
+def test_what_if_totals_on_the_page(
+    admin_page, policy, monkeypatch, django_capture_on_commit_callbacks
+):
     monkeypatch.setattr(
         "pools.elastic.services.metrics_adapter",
         lambda: FakePrometheus(inference=[_signals(minutes=10)]),
     )
-    fields = {"ceiling_cards": 6, "step_cards": 2, "cards_per_replica": 1, "min_replicas": 1,
-              "up_util_pct": "75", "up_latency_ms": 800, "up_window_minutes": 5,
-              "down_util_pct": "30", "down_window_minutes": 30, "cooldown_minutes": 15,
-              "prescale_lead_minutes": 30, "enabled": "on"}  # fmt: skip
-    page = admin_page.get(f"/elastic/{policy.pk}/", {"whatif": 1, "days": 1, **fields})
+    # a trial latency target of 1,000 ms (saved: 800): the breach counts against the trial's
+    data = {**FIELDS, "up_latency_ms": 1000, "days": 1}
+    whatif, page = run_what_if(admin_page, policy, data, django_capture_on_commit_callbacks)
+    assert whatif.params == {"days": 1, "source": "", "fields": {
+        **{k: v for k, v in FIELDS.items() if k != "enabled"}, "up_latency_ms": 1000,
+        "up_util_pct": "75", "down_util_pct": "30", "per_card_tok_s": None}}  # fmt: skip
     text = " ".join(page.content.decode().split())
     # 10 minutes at 90 % / 1.5 s: up at minute 5 (2 -> 4), then cooldown
     assert "scaled up 1 time and down 0 times, held between 2 and 4 cards" in text
     # over what the samples cover (ten 1-minute steps), not "the last 1 day"
     assert "Over the 10 minutes the readings cover (of the 1 day asked: there are no" in text
-    assert "was above 800 ms for 10 minutes" in text
+    assert "was above 1000 ms for 10 minutes" in text
+    assert 'name="up_latency_ms" value="1000"' in text  # the form keeps the trial's values
+    policy.refresh_from_db()
+    assert policy.up_latency_ms == 800  # a what-if changes nothing
 
 
-def test_what_if_without_prometheus_says_so(admin_page, policy):
-    page = admin_page.get(f"/elastic/{policy.pk}/", {"whatif": 1, "ceiling_cards": 6,
-                          "step_cards": 2, "cards_per_replica": 1, "min_replicas": 1,
-                          "up_util_pct": "75", "up_latency_ms": 800, "up_window_minutes": 5,
-                          "down_util_pct": "30", "down_window_minutes": 30,
-                          "cooldown_minutes": 15, "prescale_lead_minutes": 30})  # fmt: skip
-    assert "What-if unavailable: PROMETHEUS_URL is not set" in page.content.decode()
+def test_what_if_without_prometheus_says_so(admin_page, policy, django_capture_on_commit_callbacks):
+    whatif, page = run_what_if(admin_page, policy, {**FIELDS, "days": 7},
+                               django_capture_on_commit_callbacks)  # fmt: skip
+    assert (whatif.status, whatif.error_code) == ("failed", "unavailable")
+    text = page.content.decode()
+    assert "What-if unavailable: PROMETHEUS_URL is not set and the loop has recorded" in text
+    assert 'data-error-code="unavailable"' in text
 
 
-def test_what_if_days_in_other_digits_fall_back_to_a_week(admin_page, policy):
-    """``days=²`` passes ``str.isdigit()`` but not ``int()`` (was a 500); ``٣`` would be 3."""
-    for digits in ("²", "٣"):
-        page = admin_page.get(f"/elastic/{policy.pk}/", {"whatif": 1, "days": digits})
-        assert page.status_code == 200, digits
+def test_what_if_days_not_from_1_to_30_are_a_form_error(
+    admin_page, policy, django_capture_on_commit_callbacks
+):
+    """``days=²`` passes ``str.isdigit()`` but not ``int()`` (was a 500); ``٣`` is no ASCII
+    number either; 31 is past the readings kept. Each: the form again, with the error, and
+    nothing queued."""
+    for days in ("²", "٣", "31", "0", ""):
+        with django_capture_on_commit_callbacks(execute=True):
+            page = admin_page.post(f"/elastic/{policy.pk}/", {"whatif": 1, **FIELDS,
+                                                              "days": days})  # fmt: skip
+        assert page.status_code == 200, days
+        assert "Days: A whole number of days from 1 to 30." in page.content.decode(), days
+    assert not ElasticWhatIf.objects.exists()
+
+
+def test_a_trial_the_policy_would_refuse_is_a_field_error(admin_page, policy):
+    data = {"whatif": 1, **FIELDS, "down_util_pct": "80", "days": 1}
+    page = admin_page.post(f"/elastic/{policy.pk}/", data)
+    assert page.status_code == 200
+    errors = page.context["whatif_form"].errors
+    assert errors == {"__all__": ["The scale-down threshold must be below the scale-up one."]}
+    assert not ElasticWhatIf.objects.exists()
+
+
+def test_the_page_polls_a_queued_what_if_then_reloads_once_done(
+    admin_page, policy, django_capture_on_commit_callbacks
+):
+    """Queued (no worker yet): the page says so and polls ``?whatif=<id>`` over htmx; the poll
+    answers the progress fragment while it runs, then 204 with ``HX-Refresh`` once done (the
+    whole page again, so the chart draws the what-if's cards)."""
+    from pools.elastic.services import elastic_whatif_run
+
+    SignalReading.objects.create(policy=policy, read_at=NOW - timedelta(minutes=1),
+                                 util_pct=20.0, cards_held=2)  # fmt: skip
+    SignalReading.objects.create(policy=policy, read_at=NOW, util_pct=20.0, cards_held=2)
+    whatif, page = run_what_if(admin_page, policy, {**FIELDS, "days": 1},
+                               django_capture_on_commit_callbacks, execute=False)  # fmt: skip
+    text = page.content.decode()
+    assert 'data-whatif-status="pending"' in text
+    assert f'hx-get="/elastic/{policy.pk}/?whatif={whatif.pk}"' in text
+    url = f"/elastic/{policy.pk}/?whatif={whatif.pk}"
+    poll = admin_page.get(url, headers={"HX-Request": "true"})
+    assert poll.status_code == 200 and poll["Vary"].count("HX-Request") == 1
+    assert poll.content.decode().lstrip().startswith('<div id="whatif-result"')
+    assert "<nav" not in poll.content.decode()  # the fragment, not the page
+    type(whatif).objects.filter(pk=whatif.pk).update(status="running", progress=60)
+    poll = admin_page.get(url, headers={"HX-Request": "true"})
+    assert "Reading the history and replaying it: 60 %." in poll.content.decode()
+    assert elastic_whatif_run(whatif_id=whatif.pk).status == "done"
+    poll = admin_page.get(url, headers={"HX-Request": "true"})
+    assert (poll.status_code, poll["HX-Refresh"]) == (204, "true")
+
+
+def test_another_policys_what_if_is_not_shown(
+    admin_page, policy, django_capture_on_commit_callbacks
+):
+    whatif, _ = run_what_if(admin_page, policy, {**FIELDS, "days": 1},
+                            django_capture_on_commit_callbacks)  # fmt: skip
+    other = ElasticPolicy.objects.create(
+        allocation=AllocationFactory(pool=policy.allocation.pool, card_count=1,
+                                     status=AllocationStatus.ACTIVE,
+                                     starts_at=NOW - timedelta(hours=1),
+                                     ends_at=NOW + timedelta(days=1)),
+        ceiling_cards=2, cards_held=1,
+    )  # fmt: skip
+    page = admin_page.get(f"/elastic/{other.pk}/", {"whatif": whatif.pk})
+    assert page.status_code == 200 and page.context["whatif"] is None
+    assert "data-whatif-status" not in page.content.decode()
 
 
 def test_the_hpa_for_the_deployment_is_shown(admin_page, policy):
@@ -153,7 +239,9 @@ def test_next_pre_scale_is_shown(admin_page, policy):
     assert "Next pre-scale: 4 cards from" in text and "expected 1000 tok/s" in text
 
 
-def test_what_if_over_recorded_readings_says_so_and_the_chart_draws_them(admin_page, policy):
+def test_what_if_over_recorded_readings_says_so_and_the_chart_draws_them(
+    admin_page, policy, django_capture_on_commit_callbacks
+):
     """No Prometheus: the what-if replays the loop's readings (10 minutes at 90 % / 1.5 s: up
     at minute 5, 2 -> 4) and says so; the chart draws the readings, not the decisions."""
     SignalReading.objects.bulk_create(
@@ -161,11 +249,8 @@ def test_what_if_over_recorded_readings_says_so_and_the_chart_draws_them(admin_p
                       latency_ms=1500.0, request_s=9.0, cards_held=2 if m < 5 else 4)
         for m in range(10)
     )  # fmt: skip
-    fields = {"ceiling_cards": 6, "step_cards": 2, "cards_per_replica": 1, "min_replicas": 1,
-              "up_util_pct": "75", "up_latency_ms": 800, "up_window_minutes": 5,
-              "down_util_pct": "30", "down_window_minutes": 30, "cooldown_minutes": 15,
-              "prescale_lead_minutes": 30, "enabled": "on"}  # fmt: skip
-    page = admin_page.get(f"/elastic/{policy.pk}/", {"whatif": 1, "days": 1, **fields})
+    _, page = run_what_if(admin_page, policy, {**FIELDS, "days": 1},
+                          django_capture_on_commit_callbacks)  # fmt: skip
     text = " ".join(page.content.decode().split())
     assert "History: the 10 readings the portal's loop recorded for this allocation" in text
     assert "Over the 9 minutes the readings cover (of the 1 day asked" in text

@@ -7,7 +7,6 @@ import pytest
 
 from pools.inventory.catalogue import load_cuda_driver_table
 from pools.inventory.driver_versions import (
-    cuda_supported,
     driver_branch,
     max_cuda_for_driver,
     parse_cuda_version,
@@ -147,38 +146,3 @@ def test_max_cuda_does_not_depend_on_row_order():
 def test_max_cuda_rejects_garbage_driver():
     with pytest.raises(ValueError):
         max_cuda_for_driver("N/A", TABLE)
-
-
-@pytest.mark.parametrize(
-    ("required", "driver", "expected"),
-    [
-        ("12.2", "535.129.03", True),
-        # C02: a job needing CUDA 12.4 on a node whose driver reports 12.2 is incompatible.
-        ("12.4", "535.129.03", False),
-        ("12.4", "550.54.15", True),
-        ("12.8", "570.86.10", True),
-        ("12.8", "565.57.01", False),
-        ("13.0", "570.86.10", False),
-        ("11.8", "535.129.03", True),
-        ("12.2", "418.87.01", False),
-        # Unknown inputs stay unknown.
-        ("N/A", "535.129.03", None),
-        ("12.2", "N/A", None),
-        ("12.2", "[Not Supported]", None),
-        # Newer than the table: a new enough driver might qualify, an old one cannot.
-        ("14.0", "595.80", None),
-        ("14.0", "535.129.03", False),
-        # Older than the table: drivers stay backward compatible.
-        ("10.2", "535.129.03", True),
-        ("10.2", "440.33", None),
-    ],
-)
-def test_cuda_supported(required, driver, expected):
-    assert cuda_supported(required, driver, TABLE) is expected
-
-
-def test_cuda_supported_rejects_garbage():
-    with pytest.raises(ValueError):
-        cuda_supported("12.2", "five-three-five", TABLE)
-    with pytest.raises(ValueError):
-        cuda_supported("twelve", "535.129.03", TABLE)

@@ -7,7 +7,8 @@ over the last 3 days every 60 min (steps on the hour). Default policy: idle < 30
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from unittest import mock
 
 import pytest
 from django.test import override_settings
@@ -17,10 +18,15 @@ from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, T
 from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation
 from pools.choices import AllocationStatus, GpuHealth, Scheduler
+from pools.errors import InvalidInput
 from pools.inventory.models import GpuModel
-from pools.reclamation.models import IdleFinding, ReclamationPolicy
+from pools.reclamation.models import IdleFinding, ReclamationPolicy, ReclamationWhatIf
 from pools.reclamation.services import whatif as reclamation_whatif
-from pools.reclamation.services.whatif import reclamation_what_if
+from pools.reclamation.services.whatif import (
+    reclamation_what_if,
+    reclamation_whatif_queue,
+    reclamation_whatif_run,
+)
 from scheduler_adapters.prometheus import DeviceUsage, Sample
 from scheduler_adapters.prometheus_fake import FakePrometheus
 
@@ -150,37 +156,262 @@ def test_the_database_is_unchanged(world):
 @override_settings(PROMETHEUS_URL="")
 def test_without_prometheus_the_report_says_so(world):
     report = reclamation_what_if(pool=world["pool"], now=NOW)
-    assert report.error and "no Prometheus configured" in report.error
+    assert (report.error, report.error_code) == (
+        "no Prometheus configured (PROMETHEUS_URL)", "unavailable",
+    )  # fmt: skip
 
 
-def test_policy_page_shows_the_what_if(admin_page, world, monkeypatch):
+def test_a_queued_what_if_stores_the_report_as_json_with_its_progress(
+    world, django_capture_on_commit_callbacks
+):
+    """Queued with a 12 h grace over 3 days (the ``world`` of the module docstring): the task
+    stores what :func:`run` reports — the idle allocation reclaimed at first idle (NOW - 30 h)
+    + 12 h = NOW - 18 h, 2 cards x 18 h = 36 card-hours — and reports its progress on the way:
+    40 % once Prometheus answered, then a step at least every 5 % up to 99, then 100."""
+    seen = []
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        whatif = reclamation_whatif_queue(pool=world["pool"], actor=None, days=3,
+                                          overrides={"grace_hours": 12})  # fmt: skip
+    assert len(queued) == 1 and whatif.status == "pending"
+    real_update = type(ReclamationWhatIf.objects.all()).update
+
+    def update(qs, **values):
+        seen.append(values.get("progress"))
+        return real_update(qs, **values)
+
+    with (
+        mock.patch.object(type(ReclamationWhatIf.objects.all()), "update", update),
+        mock.patch.object(reclamation_whatif, "timezone", mock.Mock(now=lambda: NOW)),
+    ):
+        done = reclamation_whatif_run(whatif_id=whatif.pk, metrics=world["metrics"])
+    assert (done.status, done.progress, done.error, done.error_code) == ("done", 100, "", "")
+    assert seen[0] == 40 and seen[-1] == 100 and seen[-2] <= 99
+    assert all(b - a >= 5 for a, b in zip(seen[:-2], seen[1:-1], strict=True))
+    rows = {row["team"]: row for row in done.result["rows"]}
+    assert rows["idle"] == {
+        "allocation": world["allocations"]["idle"].pk, "team": "idle", "card_count": 2,
+        "first_idle": (NOW - timedelta(hours=30)).isoformat(),
+        "would_reclaim_at": (NOW - timedelta(hours=18)).isoformat(),
+        "cards_reclaimed": 2, "card_hours_freed": 36.0, "findings": 1, "note": "",
+    }  # fmt: skip
+    assert (rows["busy"]["would_reclaim_at"], rows["gappy"]["first_idle"]) == (None, None)
+    assert (done.result["start"], done.result["end"]) == (
+        (NOW - timedelta(days=3)).isoformat(), NOW.isoformat(),
+    )  # fmt: skip
+    assert done.result["policy"]["grace_hours"] == 12
+    assert done.result["policy"]["idle_below_pct"] == "30.00"
+    assert (done.result["cards_reclaimed"], done.result["card_hours_freed"]) == (2, 36.0)
+    # a redelivered task leaves a finished what-if as it is
+    assert reclamation_whatif_run(whatif_id=whatif.pk).result == done.result
+
+
+@pytest.mark.parametrize(
+    "overrides, days, field",
+    [({"grace_hours": 12}, 31, "days"), ({"grace_hours": 12}, "3", "days"),
+     ({"cooldown_minutes": 5}, 3, "cooldown_minutes"), ({"idle_below_pct": 150}, 3,
+     "idle_below_pct")],
+)  # fmt: skip
+def test_a_what_if_that_cannot_run_is_refused_and_queues_nothing(world, overrides, days, field):
+    with pytest.raises(InvalidInput) as refused:
+        reclamation_whatif_queue(pool=world["pool"], actor=None, overrides=overrides, days=days)
+    assert list(refused.value.data["errors"]) == [field]
+    assert not ReclamationWhatIf.objects.exists()
+
+
+def test_prometheus_unreachable_is_a_failed_what_if(world, settings):
+    settings.PROMETHEUS_URL = "http://127.0.0.1:9"
+    whatif = reclamation_whatif_queue(pool=world["pool"], actor=None, days=1)
+    done = reclamation_whatif_run(whatif_id=whatif.pk)
+    assert (done.status, done.error_code, done.result) == (
+        "failed", "prometheus_unavailable", None,
+    )  # fmt: skip
+    assert done.error == (
+        "Prometheus unavailable: query_range: cannot reach Prometheus at http://127.0.0.1:9: "
+        "[Errno 111] Connection refused"
+    )
+
+
+THRESHOLDS = {"idle_below_pct": "0.5", "certainly_idle_below_pct": "0.5",
+              "process_memory_max_mib": 64, "window_minutes": 30, "min_coverage": "0.9",
+              "grace_hours": 24}  # fmt: skip
+
+
+def post_what_if(page_client, data, capture, *, execute=True):
+    """POST the what-if form of pool ``infer`` (its task runs eagerly on commit unless
+    ``execute`` is off); the what-if and the page the redirect leads to."""
+    with capture(execute=execute):
+        queued = page_client.post("/idle/policies/", {"kind": "whatif", "pool_slug": "infer",
+                                                      **data})  # fmt: skip
+    whatif = ReclamationWhatIf.objects.get()
+    assert queued.status_code == 302, queued.content
+    assert queued["Location"] == f"/idle/policies/?pool=infer&whatif={whatif.pk}#whatif"
+    return whatif, page_client.get("/idle/policies/", {"pool": "infer", "whatif": whatif.pk})
+
+
+def test_policy_page_shows_the_what_if(
+    admin_page, world, monkeypatch, django_capture_on_commit_callbacks
+):
     monkeypatch.setattr(reclamation_whatif, "metrics_adapter", lambda: world["metrics"])
-    body = admin_page.get("/idle/policies/?pool=infer&whatif=1&days=3").content.decode()
+    _, page = post_what_if(admin_page, {"days": 3}, django_capture_on_commit_callbacks)
+    body = page.content.decode()
     assert "What if…" in body and "data-whatif-totals" in body
     assert f"#{world['allocations']['idle'].pk}<" in body
-    strict = admin_page.get(
-        "/idle/policies/?pool=infer&whatif=1&days=3&idle_below_pct=0.5"
-        "&certainly_idle_below_pct=0.5&process_memory_max_mib=64&window_minutes=30"
-        "&min_coverage=0.9&grace_hours=24&cooldown_minutes=15"
-    ).content.decode()
-    assert "freeing 0" in strict
+    ReclamationWhatIf.objects.all().delete()
+    _, strict = post_what_if(admin_page, {"days": 3, **THRESHOLDS},
+                             django_capture_on_commit_callbacks)  # fmt: skip
+    assert "freeing 0.0 card-hours" in " ".join(strict.content.decode().split())
 
 
 @override_settings(PROMETHEUS_URL="")
-def test_policy_page_without_prometheus(admin_page, world):
-    body = admin_page.get("/idle/policies/?pool=infer&whatif=1").content.decode()
-    assert "data-whatif-error" in body and "no Prometheus configured" in body
+def test_policy_page_without_prometheus(admin_page, world, django_capture_on_commit_callbacks):
+    whatif, page = post_what_if(admin_page, {"days": 7}, django_capture_on_commit_callbacks)
+    assert (whatif.status, whatif.error_code) == ("failed", "unavailable")
+    body = page.content.decode()
+    assert 'data-error-code="unavailable"' in body
+    assert "What-if unavailable: no Prometheus configured (PROMETHEUS_URL)." in body
 
 
-def test_the_what_if_form_runs_and_keeps_the_saved_dry_run(admin_page, world, monkeypatch):
+def test_the_what_if_form_runs_and_keeps_the_saved_dry_run(
+    admin_page, world, monkeypatch, django_capture_on_commit_callbacks
+):
     # the what-if form sends only the numbers it replays: no cooldown, no dry-run box
     monkeypatch.setattr(reclamation_whatif, "metrics_adapter", lambda: world["metrics"])
     ReclamationPolicy.objects.update_or_create(pool=world["pool"], defaults={"dry_run": True})
-    body = admin_page.get(
-        "/idle/policies/?pool=infer&whatif=1&days=3&idle_below_pct=0.5"
-        "&certainly_idle_below_pct=0.5&process_memory_max_mib=64&window_minutes=30"
-        "&min_coverage=0.9&grace_hours=24"
-    ).content.decode()
+    whatif, page = post_what_if(admin_page, {"days": 3, **THRESHOLDS},
+                                django_capture_on_commit_callbacks)  # fmt: skip
+    assert whatif.params == {"days": 3, "overrides": {
+        "idle_below_pct": "0.5", "certainly_idle_below_pct": "0.5", "process_memory_max_mib": 64,
+        "window_minutes": 30, "min_coverage": "0.9", "grace_hours": 24}}  # fmt: skip
+    body = page.content.decode()
     assert "Fix the values above" not in body
-    assert "freeing 0" in body
+    assert "freeing 0.0 card-hours" in " ".join(body.split())
     assert 'name="dry_run" id="id_dry_run" checked' in body  # saving keeps the dry run
+    assert 'name="idle_below_pct" value="0.5"' in body  # the form keeps the trial's values
+
+
+def test_bad_what_if_values_are_form_errors_and_queue_nothing(admin_page, world):
+    page = admin_page.post("/idle/policies/", {"kind": "whatif", "pool_slug": "infer",
+                                               **THRESHOLDS, "idle_below_pct": "-1",
+                                               "days": "3"})  # fmt: skip
+    assert page.status_code == 200
+    assert "Fix the values above to run the what-if." in page.content.decode()
+    assert list(page.context["form"].errors) == ["idle_below_pct"]
+    page = admin_page.post("/idle/policies/", {"kind": "whatif", "pool_slug": "infer",
+                                               "days": "٣"})  # fmt: skip
+    assert page.context["form"].errors == {
+        "__all__": ["Days: A whole number of days from 1 to 30."]
+    }
+    assert not ReclamationWhatIf.objects.exists()
+
+
+def test_the_page_polls_a_queued_what_if(
+    admin_page, world, monkeypatch, django_capture_on_commit_callbacks
+):
+    """Queued (no worker yet): the page polls ``?pool=infer&whatif=<id>`` over htmx; the poll
+    answers the fragment (progress, then the totals) and stops polling once finished."""
+    monkeypatch.setattr(reclamation_whatif, "metrics_adapter", lambda: world["metrics"])
+    whatif, page = post_what_if(admin_page, {"days": 3}, django_capture_on_commit_callbacks,
+                                execute=False)  # fmt: skip
+    url = f"/idle/policies/?pool=infer&whatif={whatif.pk}"
+    assert f'hx-get="{url}"' in page.content.decode()
+    poll = admin_page.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert poll.lstrip().startswith('<div id="whatif-result" data-whatif-status="pending"')
+    reclamation_whatif_run(whatif_id=whatif.pk)
+    poll = admin_page.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert 'data-whatif-status="done"' in poll and "hx-get" not in poll
+    assert "data-whatif-totals" in poll and "<nav" not in poll
+
+
+def test_the_api_queues_a_what_if_and_answers_its_report(
+    admin_api, world, monkeypatch, django_capture_on_commit_callbacks
+):
+    """``POST /api/v1/reclamation-policies/infer/what-if/`` with a 12 h grace over 3 days: 202
+    and the status URL, which answers the report (as in
+    :func:`test_a_queued_what_if_stores_the_report_as_json_with_its_progress`, to the hour the
+    page's ``now`` falls in: the idle allocation reclaimed 12 h after it first idled)."""
+    monkeypatch.setattr(reclamation_whatif, "metrics_adapter", lambda: world["metrics"])
+    with django_capture_on_commit_callbacks(execute=True):
+        queued = admin_api.post("/api/v1/reclamation-policies/infer/what-if/",
+                                {"days": 3, "grace_hours": 12}, format="json")  # fmt: skip
+    assert queued.status_code == 202, queued.content
+    body = queued.json()
+    assert (body["pool"], body["days"], body["overrides"], body["status"]) == (
+        "infer", 3, {"grace_hours": 12}, "pending",
+    )  # fmt: skip
+    assert queued["Location"] == body["status_url"] == f"/api/v1/reclamation-whatifs/{body['id']}/"
+    done = admin_api.get(body["status_url"]).json()
+    assert (done["status"], done["progress"], done["error_code"]) == ("done", 100, "")
+    [idle] = [row for row in done["result"]["rows"] if row["team"] == "idle"]
+    first_idle = datetime.fromisoformat(idle["first_idle"])
+    assert datetime.fromisoformat(idle["would_reclaim_at"]) - first_idle == timedelta(hours=12)
+    assert idle["cards_reclaimed"] == 2
+
+
+def test_the_api_refuses_bad_what_ifs_and_members(
+    admin_api, member_api, world, django_capture_on_commit_callbacks
+):
+    url = "/api/v1/reclamation-policies/infer/what-if/"
+    for body, field in (({"days": 31}, "days"), ({"days": "٣"}, "days"),
+                        ({"idle_below_pct": "-1"}, "idle_below_pct")):  # fmt: skip
+        bad = admin_api.post(url, body, format="json")
+        assert (bad.status_code, bad.json()["code"]) == (400, "invalid_input"), body
+        assert list(bad.json()["errors"]) == [field], body
+    assert admin_api.post("/api/v1/reclamation-policies/nope/what-if/", {}).status_code == 404
+    assert member_api.post(url, {}, format="json").status_code == 403
+    with django_capture_on_commit_callbacks(execute=False):
+        queued = admin_api.post(url, {}, format="json").json()
+    assert member_api.get(queued["status_url"]).status_code == 403
+    assert ReclamationWhatIf.objects.count() == 1
+
+
+@override_settings(PROMETHEUS_URL="", TASK_TIME_LIMIT_S=900)
+def test_the_sweep_queues_lost_what_ifs_again_and_deletes_old_ones(
+    world, django_capture_on_commit_callbacks
+):
+    """TASK_TIME_LIMIT_S = 900: pending since 20 minutes ago is lost (queued again: it runs,
+    and without Prometheus fails as unavailable), since 5 minutes ago is left; done 31 days ago
+    (> 30 kept) is deleted, 29 days ago kept."""
+    from pools.reclamation.services.whatif import reclamation_whatifs_sweep
+
+    def whatif(status, *, age_min, finished_days=None):
+        result = {} if status == "done" else None
+        made = ReclamationWhatIf.objects.create(
+            pool=world["pool"], status=status, params={"days": 1}, result=result
+        )
+        ReclamationWhatIf.objects.filter(pk=made.pk).update(
+            created_at=NOW - timedelta(minutes=age_min),
+            finished_at=None if finished_days is None else NOW - timedelta(days=finished_days),
+        )
+        return made.pk
+
+    lost = whatif("pending", age_min=20)
+    fresh = whatif("pending", age_min=5)
+    whatif("done", age_min=31 * 1440, finished_days=31)
+    kept = whatif("done", age_min=29 * 1440, finished_days=29)
+    with django_capture_on_commit_callbacks(execute=True) as queued:
+        assert reclamation_whatifs_sweep(now=NOW) == {"requeued": 1, "deleted": 1}
+    assert len(queued) == 1
+    status = dict(ReclamationWhatIf.objects.values_list("pk", "status"))
+    assert status == {lost: "failed", fresh: "pending", kept: "done"}
+
+
+def test_the_what_ifs_rows_export_as_csv(admin_page, world, django_capture_on_commit_callbacks):
+    """The stored report's rows, one line each (the idle one as worked out in
+    :func:`test_a_queued_what_if_stores_the_report_as_json_with_its_progress`, 24 h grace)."""
+    whatif = reclamation_whatif_queue(pool=world["pool"], actor=None, days=3)
+    with mock.patch.object(reclamation_whatif, "timezone", mock.Mock(now=lambda: NOW)):
+        reclamation_whatif_run(whatif_id=whatif.pk, metrics=world["metrics"])
+    answer = admin_page.get("/idle/policies/", {"pool": "infer", "whatif": whatif.pk,
+                                                "export": "csv"})  # fmt: skip
+    assert answer["Content-Type"].startswith("text/csv")
+    lines = b"".join(answer.streaming_content).decode().splitlines()
+    assert lines[0] == (
+        "allocation,team,card_count,first_idle,would_reclaim_at,cards_reclaimed,"
+        "card_hours_freed,findings,note"
+    )
+    idle = world["allocations"]["idle"].pk
+    assert (
+        f"{idle},idle,2,{(NOW - timedelta(hours=30)).isoformat()},"
+        f"{(NOW - timedelta(hours=6)).isoformat()},2,12.0,1,"
+    ) in lines
+    assert len(lines) == 4  # the header and the three allocations

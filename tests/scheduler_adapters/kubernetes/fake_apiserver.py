@@ -89,9 +89,23 @@ import kubernetes_validate
 import yaml
 
 from scheduler_adapters.crd_schemas import CRD_SCHEMAS
-from scheduler_adapters.kubernetes_ownership import MAP_LISTS, element_key, keyed, unkeyed
+from scheduler_adapters.kubernetes_ownership import MAP_LISTS, element_key, keyed
 
 K8S_VERSION = ".".join(kubernetes_validate.latest_version().split(".")[:2])
+
+
+def unkeyed(obj: dict, kind: str | None = None) -> dict:
+    """The inverse of :func:`~scheduler_adapters.kubernetes_ownership.keyed` (what the API
+    server stores after a merge): associative lists back to lists, in their map's order."""
+    out = copy.deepcopy(dict(obj))
+    for path in MAP_LISTS.get(kind or str(obj.get("kind")), {}):
+        parent = out
+        for key in path[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and isinstance(parent.get(path[-1]), dict):
+            parent[path[-1]] = list(parent[path[-1]].values())
+    return out
+
 
 # k8s.io/apimachinery resource.Quantity, as the Kueue CRDs spell it in their schemas
 QUANTITY_PATTERN = (

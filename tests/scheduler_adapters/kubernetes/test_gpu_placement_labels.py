@@ -1,7 +1,7 @@
 """Placement on Kubernetes: the pool's GPU-model node label in the objects the adapter writes
-(ResourceFlavor nodeLabels, the PodNodeSelector namespace annotation) and the pod affinity
-block, checked against Kubernetes' strict OpenAPI schemas (kubernetes-validate) and the fake
-API server's Kueue schemas."""
+(ResourceFlavor nodeLabels, the PodNodeSelector namespace annotation), checked against
+Kubernetes' strict OpenAPI schemas (kubernetes-validate) and the fake API server's Kueue
+schemas."""
 
 import kubernetes_validate
 import pytest
@@ -11,7 +11,6 @@ from scheduler_adapters.kubernetes_manifests import (
     ANNOTATION_NODE_SELECTOR,
     GPU_TYPE_LABEL,
     check_gpu_label,
-    gpu_node_affinity,
     quota_manifests,
     team_manifests,
 )
@@ -20,35 +19,6 @@ from scheduler_adapters.registry import build_scheduler_adapter
 A100 = "NVIDIA-A100-SXM4-80GB"
 H100 = "NVIDIA-H100-80GB-HBM3"
 NEWEST = ".".join(kubernetes_validate.latest_version().split(".")[:2])
-
-
-def _pod(affinity: dict) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "vllm", "namespace": "team-nlp"},
-        "spec": {
-            "affinity": affinity,
-            "containers": [
-                {
-                    "name": "vllm",
-                    "image": "vllm/vllm-openai:v0.8.5",
-                    "resources": {"limits": {"nvidia.com/gpu": "8"}},
-                }
-            ],
-        },
-    }
-
-
-@pytest.mark.parametrize("label", ["nvidia.com/gpu.product", GPU_TYPE_LABEL])
-def test_pod_affinity_on_the_pools_label_is_a_valid_pod(label):
-    affinity = gpu_node_affinity([H100, A100, A100], label=label)
-    term = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert term["nodeSelectorTerms"] == [
-        {"matchExpressions": [{"key": label, "operator": "In", "values": [A100, H100]}]}
-    ]
-    for version in ("1.31", NEWEST):
-        assert kubernetes_validate.validate(_pod(affinity), version, strict=True) == version
 
 
 def test_flavors_select_nodes_by_the_configured_label(k8s_fake):
