@@ -3,7 +3,8 @@ ClusterName ``portal``) and 26.05 (``SLURM_2605_ENV``, ClusterName ``forky``), b
 ``make test``, each registered as a cluster and reached over its own slurmrestd.
 
 One team has a pool in each cluster and an allocation in each: each account's GrpTRES, read back
-from that cluster's slurmrestd and its own sacctmgr, holds the cards of that cluster's pool only.
+from that cluster's slurmrestd and its own sacctmgr, holds the cards of that cluster's pool only,
+and a team-wide card-hour budget is split across the two as GrpTRESMins by those caps.
 Reconcile runs per cluster, imports each cluster's nodes into its own pools (the two clusters
 name their nodes alike: 26.05's import refuses those already in 24.11's pool and says so in its
 health), and repairs a cap changed by hand in one of them, keeping the drift against it. The
@@ -23,7 +24,8 @@ import os
 import subprocess
 import time
 import uuid
-from datetime import timedelta
+from datetime import date, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
+from billing.budgets.models import Budget
+from billing.budgets.slurm import budget_minutes_sync
 from pools import adapters
 from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
 from pools.capacity.services.reconcile import reconcile_cluster
@@ -86,6 +90,11 @@ def sacctmgr(env: dict[str, str], *arguments: str) -> str:
 def grp_tres(env: dict[str, str], account: str) -> str:
     """The account association's GrpTRES as that cluster's slurmdbd holds it ("" when none)."""
     return sacctmgr(env, "show", "assoc", f"account={account}", "user=", "format=grptres")
+
+
+def grp_tres_mins(env: dict[str, str], account: str) -> str:
+    """The account association's GrpTRESMins as that cluster's slurmdbd holds it."""
+    return sacctmgr(env, "show", "assoc", f"account={account}", "user=", "format=grptresmins")
 
 
 def gpu_partition_nodes(env: dict[str, str]) -> set[str]:
@@ -238,6 +247,16 @@ def test_two_real_slurm_clusters_provision_reconcile_one_down_then_back(
     assert limits(forky) == (GpuLimit(account, "gpu", "a100", 2),)
     assert grp_tres(envs["modern"], account) == "gres/gpu:a100=1"
     assert grp_tres(envs["forky"], account) == "gres/gpu:a100=2"
+
+    # -- a team-wide budget split by the cap in each cluster, so the team cannot spend it twice:
+    # 100 card-hours, none used = 6,000 card-minutes; caps 1 and 2 cards: 2,000 and 4,000
+    # (fresh accounts: neither Slurm counts usage to add), read back from each slurmdbd
+    Budget.objects.create(team=team, period="month", starts_on=date(2020, 1, 1),
+                          card_hours_limit=Decimal(100))  # fmt: skip
+    written = budget_minutes_sync(team=team)
+    assert written == {"h2s-modern": {"gres/gpu": 2000}, "h2s-forky": {"gres/gpu": 4000}}
+    assert grp_tres_mins(envs["modern"], account) == "gres/gpu=2000"
+    assert grp_tres_mins(envs["forky"], account) == "gres/gpu=4000"
 
     # -- reconcile of both: an operator raises 26.05's cap by hand; only 26.05 drifts
     sacctmgr(
