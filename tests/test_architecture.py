@@ -106,6 +106,7 @@ def test_the_project_has_no_import_cycle():
         jobs.ADVISOR_PASS,
         jobs.ADVISOR_DIGEST,
         jobs.CLUSTER_CHECK,
+        jobs.PENDING_WORK_CLUSTER,
         USAGE_IMPORT_CLUSTER,
     ],
 )

@@ -44,6 +44,7 @@ ADVISOR_PASS = "pools.advisor.tasks.advisor_pass_task"
 ADVISOR_DIGEST = "pools.advisor.tasks.advisor_digest_task"
 OUTBOX_DRAIN = "pools.jobs.tasks.outbox_drain_task"
 PENDING_WORK_REFRESH = "pools.waiting.tasks.pending_work_refresh_task"
+PENDING_WORK_CLUSTER = "pools.waiting.tasks.pending_work_refresh_cluster_task"
 INVENTORY_UPLOAD = "pools.inventory.tasks.inventory_upload_task"
 CLUSTER_CHECK = "pools.clusters.tasks.cluster_check_task"
 
