@@ -99,7 +99,6 @@ def test_the_project_has_no_import_cycle():
         jobs.ELASTIC_HAND_BACK,
         jobs.RECONCILE,
         jobs.RECONCILE_CLUSTER,
-        jobs.IDLE_SCAN,
         jobs.SERVING_ROLLUP,
         jobs.SERVING_COMPACT,
         jobs.CALIBRATION_REFRESH,
@@ -107,6 +106,7 @@ def test_the_project_has_no_import_cycle():
         jobs.ADVISOR_DIGEST,
         jobs.CLUSTER_CHECK,
         jobs.PENDING_WORK_CLUSTER,
+        jobs.IDLE_SCAN_CLUSTER,
         USAGE_IMPORT_CLUSTER,
     ],
 )

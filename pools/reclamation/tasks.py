@@ -1,11 +1,12 @@
-"""Celery tasks of reclamation: the idle scan (beat) and re-applying a shrunk allocation's cap."""
+"""Celery tasks of reclamation: the idle scan (beat: one task per cluster) and re-applying a
+shrunk allocation's cap."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
 from pools.jobs import MAX_RETRIES, retry_countdown
-from pools.reclamation.services.runs import idle_scan_recorded
+from pools.reclamation.services.runs import idle_scan_cluster, idle_scan_fan_out
 from pools.reclamation.services.scan import allocation_rebind
 from scheduler_adapters.errors import SchedulerError
 
@@ -23,7 +24,16 @@ def allocation_rebind_task(self, allocation_id: int) -> dict | None:
 
 @shared_task(acks_late=True)
 def idle_scan_task() -> dict:
-    """Beat: find idle allocations, warn, reclaim after grace (see pools.reclamation.services.scan);
-    the run is recorded for the idle page. Returns the run's counts."""
-    run = idle_scan_recorded()
+    """Beat: queue one idle scan per cluster whose pools have a policy
+    (:func:`~pools.reclamation.services.runs.idle_scan_fan_out`); returns ``{"queued": n}``
+    (and ``"run"`` when no pool has a policy: that run is recorded here)."""
+    return idle_scan_fan_out()
+
+
+@shared_task(acks_late=True)
+def idle_scan_cluster_task(cluster_id: int | None) -> dict:
+    """Find idle allocations in one cluster's pools, warn, reclaim after grace (see
+    pools.reclamation.services.scan); the run is recorded for the idle page and what could
+    not be reached in the cluster's health. Returns the run's counts. Safe to run twice."""
+    run = idle_scan_cluster(cluster_id=cluster_id)
     return {"run": run.pk, "error": run.error, "idle": run.idle, "reclaimed": run.reclaimed}
