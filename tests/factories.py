@@ -58,6 +58,14 @@ class NodeFactory(factory.django.DjangoModelFactory):
 
     hostname = factory.Sequence(lambda n: f"gpu-node-{n:04d}")
     pool = factory.SubFactory(PoolFactory)
+    # a node is of its pool's cluster, as an import of that cluster makes it
+    cluster = factory.LazyAttribute(
+        lambda o: (
+            o.pool.cluster
+            if o.pool is not None and inventory_models.node_cluster_id(o.pool.cluster)
+            else None
+        )
+    )
     scheduler = Scheduler.SLURM
     state = NodeState.UP
     driver_version = "550.54.15"
