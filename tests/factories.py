@@ -697,8 +697,9 @@ class PendingWorkFactory(factory.django.DjangoModelFactory):
 class PendingWorkReadFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = waiting_models.PendingWorkRead
-        django_get_or_create = ("scheduler",)
+        django_get_or_create = ("cluster", "scheduler")
 
+    cluster = None
     scheduler = "slurm"
     read_at = factory.LazyFunction(timezone.now)
     ok = True
