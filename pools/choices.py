@@ -137,6 +137,7 @@ class ClusterOperation(models.TextChoices):
     INVENTORY = "inventory", "Inventory import"
     USAGE = "usage", "Usage import"
     IDLE_SCAN = "idle-scan", "Idle scan"
+    WAITING = "waiting", "Waiting work read"
 
 
 class CredentialKind(models.TextChoices):

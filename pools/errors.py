@@ -93,6 +93,14 @@ class ClusterTaken(Conflict):
     code = "cluster_taken"
 
 
+class NodeNameShared(Conflict):
+    """Several clusters have a node of this name (names are unique per cluster only); the
+    caller names one (data: ``hostname``, ``clusters``: their slugs, ``""`` for the
+    environment's)."""
+
+    code = "node_name_shared"
+
+
 class ClusterUnreachable(Conflict):
     """The pool's cluster was unreachable at its last check: its pools are read-only until it
     answers again (data: ``cluster``, ``reason``, ``checked_at``)."""

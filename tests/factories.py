@@ -58,6 +58,14 @@ class NodeFactory(factory.django.DjangoModelFactory):
 
     hostname = factory.Sequence(lambda n: f"gpu-node-{n:04d}")
     pool = factory.SubFactory(PoolFactory)
+    # a node is of its pool's cluster, as an import of that cluster makes it
+    cluster = factory.LazyAttribute(
+        lambda o: (
+            o.pool.cluster
+            if o.pool is not None and inventory_models.node_cluster_id(o.pool.cluster)
+            else None
+        )
+    )
     scheduler = Scheduler.SLURM
     state = NodeState.UP
     driver_version = "550.54.15"
@@ -709,8 +717,9 @@ class PendingWorkFactory(factory.django.DjangoModelFactory):
 class PendingWorkReadFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = waiting_models.PendingWorkRead
-        django_get_or_create = ("scheduler",)
+        django_get_or_create = ("cluster", "scheduler")
 
+    cluster = None
     scheduler = "slurm"
     read_at = factory.LazyFunction(timezone.now)
     ok = True

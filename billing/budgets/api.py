@@ -44,7 +44,9 @@ class BudgetStatusSerializer(serializers.Serializer):
     run_out_at = serializers.DateTimeField(allow_null=True)
 
 
-SLURM_FIELDS = ["slurm_tres", "slurm_minutes", "slurm_synced_at", "slurm_note"]
+SLURM_FIELDS = [
+    "slurm_tres", "slurm_minutes", "slurm_clusters", "slurm_synced_at", "slurm_note"
+]  # fmt: skip
 """What Slurm enforces of the budget (GrpTRESMins written, or why not): read only."""
 
 

@@ -25,8 +25,10 @@ class Budget(models.Model):
     ``carry`` hands over, in % of the base limit (empty: no cap). ``last_alert_*`` remember the
     highest alert threshold already sent and for which period, so managers hear it once.
     ``slurm_*`` is what :mod:`billing.budgets.slurm` last wrote to the team's Slurm account
-    (``slurm_tres`` the GrpTRESMins entry, ``slurm_minutes`` its card-minutes) or, in
-    ``slurm_note``, why Slurm does not enforce it (refused, no Slurm pool, pool-scoped).
+    (``slurm_tres`` the GrpTRESMins entry, ``slurm_clusters`` its card-minutes in each Slurm
+    cluster by slug — a team-wide budget is split across clusters — and ``slurm_minutes`` their
+    sum) or, in ``slurm_note``, why Slurm does not enforce it (refused, no Slurm pool, a pool
+    sharing its cluster with the team's other pools).
     """
 
     team = models.ForeignKey(
@@ -57,6 +59,7 @@ class Budget(models.Model):
     slurm_minutes = models.PositiveBigIntegerField(null=True, blank=True)
     slurm_synced_at = models.DateTimeField(null=True, blank=True)
     slurm_note = models.CharField(max_length=500, blank=True)
+    slurm_clusters = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -48,7 +48,7 @@ from pools.elastic.metering import burst_card_seconds
 from pools.elastic.models import ElasticPolicy
 from pools.elastic.selectors import burst_pool_timelines, held_timelines
 from pools.inventory.gpu_names import normalise_model_key
-from pools.inventory.models import Gpu, GpuModelAlias, Node, Pool
+from pools.inventory.models import Gpu, GpuModelAlias, Node, Pool, node_cluster_id
 from pools.reclamation.card_timeline import card_changes, card_pieces
 from pools.tenancy.models import Team
 from scheduler_adapters.records import JobRecord
@@ -303,8 +303,11 @@ def usage_import_elastic_burst(
 class UsageCatalogue:
     """Resolves Slurm accounts to teams and GRES types to GPU models, loaded once per import."""
 
-    def __init__(self, pools: QuerySet[Pool] | None = None) -> None:
-        """``pools``: the Slurm pools of the cluster the jobs ran in (default: every pool)."""
+    def __init__(
+        self, pools: QuerySet[Pool] | None = None, nodes: QuerySet[Node] | None = None
+    ) -> None:
+        """``pools`` and ``nodes``: those of the cluster the jobs ran in (default: all; node
+        names are unique per cluster only, so another cluster's partitions do not count)."""
         self.alias = dict(GpuModelAlias.objects.values_list("key", "gpu_model_id"))
         self.slugs = dict(
             (normalise_model_key(slug), model_id)
@@ -332,7 +335,10 @@ class UsageCatalogue:
             .distinct()
         }
         for partitions in (
-            Node.objects.filter(gpus__isnull=False).values_list("partitions", flat=True).distinct()
+            (Node.objects.all() if nodes is None else nodes)
+            .filter(gpus__isnull=False)
+            .values_list("partitions", flat=True)
+            .distinct()
         ):
             self.gpu_partitions.update(p for p in partitions or () if isinstance(p, str))
         self.model_slug = dict(GpuModelAlias.objects.values_list("gpu_model_id", "gpu_model__slug"))
@@ -422,7 +428,9 @@ def usage_import_slurm(
     now = now or timezone.now()
     jobs = scheduler.jobs_from_accounting(start, end)
     zone = billing_zone()
-    catalogue = UsageCatalogue(_pools_of(cluster))
+    catalogue = UsageCatalogue(
+        _pools_of(cluster), Node.objects.filter(cluster_id=node_cluster_id(cluster))
+    )
     prefix = "" if cluster is None or cluster.from_environment else f"{cluster.slurm_cluster_name}/"
     report = ImportReport(issues=list(read_issues))
     records: list[UsageRecord] = []

@@ -19,7 +19,7 @@ A window takes away the schedulable cards of its nodes (node up, card whole and 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -107,6 +107,12 @@ def scope_nodes(
         if missing:
             where = f" in {pool.name}" if pool is not None else ""
             errors["hostnames"] = f"No such node{where}: {', '.join(missing)}."
+        named = Counter(n.hostname for n in nodes)
+        shared = sorted(name for name, count in named.items() if count > 1)
+        if shared:  # host names are unique per cluster only: the pool says which
+            errors["hostnames"] = (
+                f"Several clusters have a node named {', '.join(shared)}: choose the pool."
+            )
         return nodes, errors
     if scope == MaintenanceScope.POOL:
         if pool is None:

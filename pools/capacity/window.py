@@ -8,9 +8,10 @@ held side of the card count and of the shape check, in one statement.
   or before shapes existed), which the shape check lays on the nodes as "any N cards"
   (:func:`pools.capacity.shapes.lay_unplaced`);
 - ``held`` (when asked): per hostname, the GPU indices placed allocations hold at any time in
-  the window, as a bit mask (:class:`pools.capacity.models.PlacedCards`), whatever pool the
-  allocation is in: a node moved to another pool keeps the cards it holds (the caller keeps
-  its own pool's hostnames);
+  the window, as a bit mask (:class:`pools.capacity.models.PlacedCards`), whatever pool of the
+  pool's cluster the allocation is in: a node moved to another pool keeps the cards it holds
+  (the caller keeps its own pool's hostnames), and another cluster's node of the same name is
+  another node (host names are unique per cluster, :func:`pools.inventory.models.node_cluster_id`);
 - ``generation``: the inventory generation read in the same statement
   (:mod:`pools.capacity.node_kinds` caches the inventory side under it; ``None`` on SQLite).
 
@@ -46,7 +47,8 @@ from functools import lru_cache
 from math import ceil
 
 from django.db import connection
-from django.db.models import Count
+from django.db.models import Case, Count, F, IntegerField, Subquery, Value, When
+from django.db.models.functions import Coalesce
 
 from pools.capacity.arithmetic import peak_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
@@ -59,6 +61,8 @@ from pools.capacity.models import (
 )
 from pools.capacity.placement import AwayNode
 from pools.capacity.recurrence import occurrences
+from pools.choices import CredentialKind
+from pools.clusters.models import Cluster
 from pools.inventory.models import Gpu, GpuModel, MigDevice, Node, Pool
 
 MAX_PLACED_INDEX = 62  # the highest GPU index a 64-bit mask (bigint, sign bit clear) holds
@@ -127,6 +131,13 @@ assert all(status.isalpha() for status in map(str, HOLDING_STATUSES))
 # GiST index on tstzrange(starts_at, ends_at) (migration 0017, PostgreSQL) finds them: two
 # B-tree bounds each match most of a pool's history, the range index only the overlap
 # (1,532 of 10,000 in 0.6 ms at the bench's size, against a 4.5 ms scan).
+# A pool's node cluster (:func:`pools.inventory.models.node_cluster_id`) over ``pools_pool pp``
+# joined to its cluster ``c``: its cluster's id, 0 for the environment's (no cluster, or the
+# row the variables define); the credential kind is a code constant, not input.
+_NODE_CLUSTER_SQL = (
+    f"COALESCE(CASE WHEN c.credential_kind = '{CredentialKind.ENVIRONMENT.value}' THEN NULL "
+    "ELSE pp.cluster_id END, 0)"
+)
 _WIN_SQL = f"""
 win AS MATERIALIZED (
   SELECT a.id, a.starts_at, a.ends_at, a.card_count
@@ -176,8 +187,9 @@ _WINDOW_SQL = (
 )
 # With the cards per node: the holding allocations of *every* pool overlapping the window
 # (``near``, one range-index scan), this pool × model's among them (``win``), and the placed
-# cards of all of them (``spots``): a node moved to another pool keeps the cards placed on it,
-# and the caller keeps the hostnames of its own pool's nodes.
+# cards of those in this pool's cluster (``spots``; a pool's node cluster is ``here``, 0 for
+# the environment's): a node moved to another pool keeps the cards placed on it, and the
+# caller keeps the hostnames of its own pool's nodes.
 _WINDOW_NODES_SQL = (
     f"""WITH
 near AS MATERIALIZED (
@@ -188,10 +200,17 @@ near AS MATERIALIZED (
 ), win AS MATERIALIZED (
   SELECT id, starts_at, ends_at, card_count FROM near
    WHERE pool_id = %(pool)s AND gpu_model_id = %(model)s AND mig_profile = %(profile)s
+), here AS (
+  SELECT {_NODE_CLUSTER_SQL} AS k
+    FROM {Pool._meta.db_table} pp LEFT JOIN {Cluster._meta.db_table} c ON c.id = pp.cluster_id
+   WHERE pp.id = %(pool)s
 ), spots AS MATERIALIZED (
   SELECT p.allocation_id, p.hostname, p.gpu_mask
     FROM {PlacedCards._meta.db_table} p
-   WHERE p.allocation_id IN (SELECT id FROM near)
+    JOIN near n ON n.id = p.allocation_id
+    JOIN {Pool._meta.db_table} pp ON pp.id = n.pool_id
+    LEFT JOIN {Cluster._meta.db_table} c ON c.id = pp.cluster_id
+   WHERE {_NODE_CLUSTER_SQL} = (SELECT k FROM here)
 ), held AS (
   SELECT hostname, bit_or(gpu_mask) AS mask FROM spots GROUP BY hostname
 ),"""
@@ -286,7 +305,12 @@ def _holds_orm(
         return WindowHolds(None, peak_cards(intervals, start, end), None, None)
     placed: dict[str, int] = {}
     placed_ids: set[int] = set()
-    anywhere = Allocation.objects.holding().overlapping(start, end).exclude(pk=exclude or 0)
+    anywhere = (
+        Allocation.objects.holding()
+        .overlapping(start, end)
+        .exclude(pk=exclude or 0)
+        .filter(pool__in=_same_cluster_pools(pool))
+    )
     spots = PlacedCards.objects.filter(allocation__in=anywhere.values("pk"))
     for allocation_id, hostname, mask in spots.values_list("allocation_id", "hostname", "gpu_mask"):
         placed_ids.add(allocation_id)
@@ -300,6 +324,21 @@ def _holds_orm(
     return WindowHolds(
         None, peak_cards(intervals, start, end), peak_cards(unplaced, start, end), placed, away
     )
+
+
+def _same_cluster_pools(pool: Pool):
+    """The pools whose nodes are of ``pool``'s cluster (the ORM twin of ``here`` above), as a
+    subquery: no query of its own."""
+    key = Coalesce(
+        Case(
+            When(cluster__credential_kind=CredentialKind.ENVIRONMENT, then=Value(None)),
+            default=F("cluster_id"),
+            output_field=IntegerField(),
+        ),
+        0,
+    )
+    here = Pool.objects.filter(pk=pool.pk).annotate(k=key).values("k")[:1]
+    return Pool.objects.annotate(k=key).filter(k=Subquery(here)).values("pk")
 
 
 def recurring_intervals(

@@ -114,8 +114,9 @@ def cluster_update(
 
 
 def cluster_delete(*, cluster: Cluster, actor: Any, before: dict) -> None:
-    """Delete a cluster that holds no pools and audit it; :class:`ClusterInUse` (409) listing
-    the pools' slugs otherwise."""
+    """Delete a cluster that holds no pools and no nodes and audit it; :class:`ClusterInUse`
+    (409) listing the pools' slugs otherwise, or saying how many nodes its imports left outside
+    any pool (a node is its cluster's: names are unique per cluster only)."""
     with transaction.atomic():
         locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
         pools = _pool_slugs(locked)
@@ -124,6 +125,14 @@ def cluster_delete(*, cluster: Cluster, actor: Any, before: dict) -> None:
                 f"Cluster {locked.slug} holds {len(pools)} pool(s): {', '.join(pools)}; move "
                 "or delete them first.",
                 pools=pools,
+            )
+        nodes = locked.nodes.count()
+        if nodes:
+            raise ClusterInUse(
+                f"Cluster {locked.slug} still has {nodes} node(s) its imports found outside "
+                "any pool; delete them first.",
+                pools=[],
+                nodes=nodes,
             )
         audit_event_record(actor=actor, action="cluster.deleted", obj=locked, before=before)
         locked.delete()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -9,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from pools.api_common import IsPoolAdmin, IsPoolAdminOrReadOnly
+from pools.errors import NodeNameShared
 from pools.inventory import selectors
 from pools.inventory import serializers as s
 from pools.inventory.filtersets import (
@@ -90,6 +92,24 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_class(self):
         return s.NodeDetailSerializer if self.action == "retrieve" else s.NodeSerializer
+
+    def get_object(self):
+        """The node named in the URL — of ``?cluster=<slug>`` when given: host names are
+        unique per cluster only, so a name several clusters have is a 409
+        (``node_name_shared``, naming them) until one is named; 404 when none has it."""
+        hostname = self.kwargs[self.lookup_field]
+        named = list(self.filter_queryset(self.get_queryset()).filter(hostname=hostname))
+        if not named:
+            raise Http404(f"No node named {hostname!r}.")
+        if len(named) > 1:
+            clusters = sorted(n.cluster.slug if n.cluster else "" for n in named)
+            raise NodeNameShared(
+                f"{len(named)} clusters have a node named {hostname}: add ?cluster=<slug>.",
+                hostname=hostname,
+                clusters=clusters,
+            )
+        self.check_object_permissions(self.request, named[0])
+        return named[0]
 
 
 class GpuViewSet(viewsets.ReadOnlyModelViewSet):

@@ -8,7 +8,7 @@ from django import forms
 from django.db.models import Q
 
 from pools.choices import CardClass, FormFactor, GpuHealth, NodeState, Scheduler
-from pools.inventory.models import DriverGroup, Gpu, GpuModel, Node, Pool
+from pools.inventory.models import Cluster, DriverGroup, Gpu, GpuModel, Node, Pool
 
 
 class AnyYesNo(forms.Select):
@@ -26,9 +26,16 @@ def yes_no(**kwargs) -> filters.BooleanFilter:
 
 
 class NodeFilterSet(filters.FilterSet):
-    """Filters for nodes: free-text ``q``, pool, state, scheduler, driver branch, GPU model."""
+    """Filters for nodes: free-text ``q``, cluster, pool, state, scheduler, driver branch, GPU
+    model."""
 
     q = filters.CharFilter(method="search", label="Search")
+    cluster = filters.ModelChoiceFilter(
+        queryset=Cluster.objects.order_by("name"),
+        to_field_name="slug",
+        label="Cluster",
+        empty_label="Any",
+    )
     pool = filters.ModelChoiceFilter(
         queryset=Pool.objects.all(), to_field_name="slug", label="Pool", empty_label="Any"
     )

@@ -211,10 +211,28 @@ class Pool(models.Model):
         return self.name
 
 
-class Node(models.Model):
-    """A host with GPUs, the scheduler that owns it, its state and when a source last saw it."""
+def node_cluster_id(cluster: Cluster | None) -> int | None:
+    """The ``Node.cluster_id`` of nodes imported from ``cluster``: ``None`` for the environment
+    variables' cluster (``None`` itself, or its row) — one cluster, as for pools — else its id."""
+    if cluster is None or cluster.from_environment:
+        return None
+    return cluster.pk
 
-    hostname = models.CharField(max_length=253, unique=True, validators=[hostname_validator])
+
+class Node(models.Model):
+    """A host with GPUs, the scheduler that owns it, its state and when a source last saw it.
+
+    A host name is unique within its ``cluster`` (issue 35: two clusters may name nodes alike —
+    both test Slurms do). ``cluster`` is set by the import that creates the node: the cluster
+    reconcile imported it from, or the pool's cluster of a file import; empty for the
+    environment variables' clusters (as :attr:`Pool.cluster`) and for a file imported without a
+    pool. Lookups by host name name the cluster too (:func:`node_cluster_id`).
+    """
+
+    hostname = models.CharField(max_length=253, validators=[hostname_validator])
+    cluster = models.ForeignKey(
+        Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="nodes"
+    )
     pool = models.ForeignKey(
         Pool, null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes"
     )
@@ -242,8 +260,20 @@ class Node(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        ordering = ["hostname"]
-        indexes = [models.Index(fields=["state"]), models.Index(fields=["pool", "state"])]
+        ordering = ["hostname", "cluster_id"]
+        indexes = [
+            models.Index(fields=["state"]),
+            models.Index(fields=["pool", "state"]),
+            models.Index(fields=["hostname"], name="node_hostname"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "hostname"],
+                name="node_unique_hostname_per_cluster",
+                nulls_distinct=False,
+                violation_error_message="This cluster already has a node of this name.",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.hostname

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Sum, Value
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
 from pools.choices import GpuHealth, NodeState
@@ -31,7 +31,7 @@ def node_list() -> QuerySet[Node]:
     The query count does not grow with the number of rows.
     """
     # Correlated subqueries, not a GROUP BY over every GPU: a page computes them for its rows only.
-    return Node.objects.select_related("pool", "driver_group").annotate(
+    return Node.objects.select_related("pool", "driver_group", "cluster").annotate(
         gpu_count=_gpu_count(),
         unrecognised_count=_gpu_count(gpu_model__isnull=True),
     )
@@ -56,13 +56,30 @@ def _count(model, counted=None, **filters):
     return Coalesce(Subquery(rows.annotate(n=counted or Count("*")).values("n")), 0)
 
 
-def node_detail(*, hostname: str) -> Node:
-    """One node with its GPUs, their models and MIG devices prefetched; raises DoesNotExist."""
-    return (
-        Node.objects.select_related("pool", "driver_group")
+def node_detail(*, hostname: str, cluster: str | None = None) -> tuple[Node, list[Node]]:
+    """The node named ``hostname`` — of the cluster of slug ``cluster`` when given, else the
+    first by cluster name (the environment's first) — with its pool, cluster, GPUs, their
+    models and MIG devices; and the other clusters' nodes of that name, with their clusters
+    (names are unique per cluster only). Raises ``Node.DoesNotExist``."""
+    named = Node.objects.filter(hostname=hostname).select_related("cluster")
+    if cluster:
+        named = named.filter(cluster__slug=cluster)
+    named = named.order_by(F("cluster__name").asc(nulls_first=True), "pk")
+    first = named.values_list("pk", flat=True).first()
+    if first is None:
+        raise Node.DoesNotExist(hostname)
+    node = (
+        Node.objects.select_related("pool", "driver_group", "cluster")
         .prefetch_related("gpus__gpu_model", "gpus__mig_devices")
-        .get(hostname=hostname)
+        .get(pk=first)
     )
+    others = list(
+        Node.objects.filter(hostname=hostname)
+        .exclude(pk=node.pk)
+        .select_related("cluster")
+        .order_by(F("cluster__name").asc(nulls_first=True), "pk")
+    )
+    return node, others
 
 
 def gpu_list() -> QuerySet[Gpu]:

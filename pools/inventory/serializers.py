@@ -265,6 +265,7 @@ class NodeGpuSerializer(serializers.ModelSerializer):
 
 class NodeSerializer(serializers.ModelSerializer):
     pool = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    cluster = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     driver_group = serializers.SlugRelatedField(
         slug_field="branch", read_only=True, allow_null=True
     )
@@ -275,6 +276,7 @@ class NodeSerializer(serializers.ModelSerializer):
         model = Node
         fields = [
             "hostname",
+            "cluster",
             "pool",
             "scheduler",
             "state",

@@ -25,6 +25,7 @@ from pools.web import Column, csv_response, filtered_list, mig_slices_text, pool
 
 NODE_COLUMNS = [
     Column("hostname", lambda n: n.hostname),
+    Column("cluster", lambda n: n.cluster.slug if n.cluster else ""),
     Column("pool", lambda n: n.pool.slug if n.pool else None),
     Column("scheduler", lambda n: n.scheduler),
     Column("state", lambda n: n.state),
@@ -153,8 +154,12 @@ _FORM_FIELD = {
 
 
 def node_detail(request, hostname: str):
+    """``/nodes/<hostname>/[?cluster=<slug>]``: host names are unique per cluster, so the page
+    names the cluster and links the other clusters' nodes of that name."""
     try:
-        node = selectors.node_detail(hostname=hostname)
+        node, others = selectors.node_detail(
+            hostname=hostname, cluster=request.GET.get("cluster") or None
+        )
     except Node.DoesNotExist:
         raise Http404(f"No node named {hostname!r}.") from None
     gpus = list(node.gpus.all())
@@ -162,7 +167,7 @@ def node_detail(request, hostname: str):
         for gpu in gpus:
             gpu.mig_device_count = len(gpu.mig_devices.all())
         return csv_response(gpus, GPU_COLUMNS, f"{node.hostname}-gpus.csv")
-    return render(request, "pools/node_detail.html", {"node": node, "gpus": gpus})
+    return render(request, "pools/node_detail.html", {"node": node, "gpus": gpus, "others": others})
 
 
 FLEET_COLUMNS = [

@@ -244,8 +244,16 @@ class IdleScanRun(models.Model):
     did, so that admins can tell a quiet fleet from a scan that could not read Prometheus.
     Counts are allocations; ``devices`` dcgm-exporter series; ``seconds`` wall time;
     ``no_data`` the allocations left unknown for want of series, one line each (pool admins
-    only: it names teams)."""
+    only: it names teams). ``cluster``: the cluster whose pools it scanned (empty: the pools
+    without a cluster — the environment's — or, with no policy anywhere, the whole fleet)."""
 
+    cluster = models.ForeignKey(
+        "pools.Cluster",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="idle_scan_runs",
+    )
     started_at = models.DateTimeField(db_index=True)
     seconds = models.FloatField(default=0.0)
     allocations = models.PositiveIntegerField(default=0)

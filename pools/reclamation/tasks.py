@@ -1,5 +1,5 @@
-"""Celery tasks of reclamation: the idle scan (beat), re-applying a shrunk allocation's cap, and
-a queued what-if (its range query kept out of the web request)."""
+"""Celery tasks of reclamation: the idle scan (beat: one task per cluster), re-applying a
+shrunk allocation's cap, and a queued what-if (its range query kept out of the web request)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from celery import shared_task
 
 from pools.errors import NotFound
 from pools.jobs import MAX_RETRIES, retry_countdown
-from pools.reclamation.services.runs import idle_scan_recorded
+from pools.reclamation.services.runs import idle_scan_cluster, idle_scan_fan_out
 from pools.reclamation.services.scan import allocation_rebind
 from pools.reclamation.services.whatif import reclamation_whatif_run, reclamation_whatifs_sweep
 from scheduler_adapters.errors import SchedulerError
@@ -26,12 +26,20 @@ def allocation_rebind_task(self, allocation_id: int) -> dict | None:
 
 @shared_task(acks_late=True)
 def idle_scan_task() -> dict:
-    """Beat: find idle allocations, warn, reclaim after grace (see pools.reclamation.services.scan);
-    the run is recorded for the idle page; then the queued what-ifs are swept (lost ones queued
-    again, old ones deleted). Returns the run's counts."""
-    run = idle_scan_recorded()
-    return {"run": run.pk, "error": run.error, "idle": run.idle, "reclaimed": run.reclaimed,
-            "whatifs": reclamation_whatifs_sweep()}  # fmt: skip
+    """Beat: queue one idle scan per cluster whose pools have a policy
+    (:func:`~pools.reclamation.services.runs.idle_scan_fan_out`), then sweep the queued what-ifs
+    (lost ones queued again, old ones deleted); returns ``{"queued": n, "whatifs": ...}`` (and
+    ``"run"`` when no pool has a policy: that run is recorded here)."""
+    return {**idle_scan_fan_out(), "whatifs": reclamation_whatifs_sweep()}
+
+
+@shared_task(acks_late=True)
+def idle_scan_cluster_task(cluster_id: int | None) -> dict:
+    """Find idle allocations in one cluster's pools, warn, reclaim after grace (see
+    pools.reclamation.services.scan); the run is recorded for the idle page and what could
+    not be reached in the cluster's health. Returns the run's counts. Safe to run twice."""
+    run = idle_scan_cluster(cluster_id=cluster_id)
+    return {"run": run.pk, "error": run.error, "idle": run.idle, "reclaimed": run.reclaimed}
 
 
 @shared_task(acks_late=True)

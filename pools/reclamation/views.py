@@ -25,7 +25,7 @@ from pools.capacity.models import Allocation
 from pools.choices import IdleFindingState
 from pools.errors import DomainError
 from pools.inventory.models import Pool
-from pools.jobs import IDLE_SCAN, enqueue
+from pools.jobs import IDLE_SCAN_CLUSTER, enqueue
 from pools.reclamation import selectors
 from pools.reclamation.models import (
     POLICY_FIELDS,
@@ -40,7 +40,7 @@ from pools.reclamation.services.actions import (
     idle_finding_reclaim_now,
     reclamation_policy_save,
 )
-from pools.reclamation.services.runs import last_scan_run
+from pools.reclamation.services.runs import idle_scan_clusters, last_scan_runs
 from pools.reclamation.services.scan import (
     DISMISSAL_HOLDS,
     grace_ends_at,
@@ -122,7 +122,7 @@ def idle_findings(request):
             "sparklines": sparklines,
             "dismissal_days": DISMISSAL_HOLDS.days,
             "exempt_form": ExemptFindingForm(),
-            "last_scan": last_scan_run(),
+            "last_scans": last_scan_runs(),
             "unscanned_pools": Pool.objects.filter(reclamation_policy__isnull=True).count(),
         },
     )
@@ -131,22 +131,24 @@ def idle_findings(request):
 @require_POST
 @pool_admin_required
 def idle_scan_now(request):
-    """Queue the idle scan now (the beat runs it every 5 minutes) and say what it found once it
-    has run; it reads Prometheus and may call schedulers, so never in this request's thread."""
-    counts = enqueue(IDLE_SCAN)
-    if counts is None:
+    """Scan now, one scan per cluster with a policy (the beat runs them every 5 minutes), and
+    say what each found once it has run; a scan reads Prometheus and may call schedulers, so
+    never in this request's thread (eager only in the demo, which has no worker)."""
+    results = [enqueue(IDLE_SCAN_CLUSTER, c) for c in idle_scan_clusters() or [None]]
+    ran = [r["run"] for r in results if r is not None]
+    if len(ran) < len(results):
         messages.info(request, "Scan queued: its findings appear here when it is done.")
-        return redirect("pools:idle-findings")
-    run = IdleScanRun.objects.get(pk=counts["run"])
-    if run.error:
-        messages.error(request, f"Scan could not run: {run.error}")
-    else:
-        messages.success(
-            request,
-            f"Scanned {run.allocations} allocation{'s' if run.allocations != 1 else ''}: "
-            f"{run.busy} busy, {run.idle} idle, {run.unknown} unknown; {run.warned} warned, "
-            f"{run.reclaimed} reclaimed.",
-        )
+    for run in IdleScanRun.objects.filter(pk__in=ran).select_related("cluster").order_by("pk"):
+        where = f" of {run.cluster.name}" if run.cluster else ""
+        if run.error:
+            messages.error(request, f"Scan{where} could not run: {run.error}")
+        else:
+            messages.success(
+                request,
+                f"Scanned{where} {run.allocations} allocation"
+                f"{'s' if run.allocations != 1 else ''}: {run.busy} busy, {run.idle} idle, "
+                f"{run.unknown} unknown; {run.warned} warned, {run.reclaimed} reclaimed.",
+            )
     return redirect("pools:idle-findings")
 
 

@@ -15,11 +15,12 @@ from pools.waiting.services import waiting_watch_touch
 
 class PendingWorkSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    cluster = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
 
     class Meta:
         model = PendingWork
         fields = [
-            "id", "team", "scheduler", "ref", "name", "user", "queue", "gres_type",
+            "id", "team", "cluster", "scheduler", "ref", "name", "user", "queue", "gres_type",
             "cards_requested", "kind", "translated", "explanation", "reason_code",
             "reason_message", "submitted_at", "expected_start_at", "read_at",
         ]  # fmt: skip

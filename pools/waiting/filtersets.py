@@ -7,6 +7,7 @@ from django.db.models import Q
 
 from pools.api_common import visible_teams
 from pools.choices import Scheduler
+from pools.clusters.models import Cluster
 from pools.inventory.filtersets import yes_no
 from pools.waiting.choices import WaitKind
 from pools.waiting.models import PendingWork
@@ -16,10 +17,13 @@ SCHEDULERS = [(s.value, s.label) for s in (Scheduler.SLURM, Scheduler.KUBERNETES
 
 
 class TeamPendingWorkFilterSet(filters.FilterSet):
-    """One team's page: scheduler, kind, whether the reason was translated, and ``q`` over
-    job id / name / user / reason code."""
+    """One team's page: scheduler, cluster (slug; an unknown one is a field error), kind,
+    whether the reason was translated, and ``q`` over job id / name / user / reason code."""
 
     scheduler = filters.ChoiceFilter(choices=SCHEDULERS, empty_label="Any")
+    cluster = filters.ModelChoiceFilter(
+        queryset=Cluster.objects.order_by("name"), to_field_name="slug", empty_label="Any"
+    )
     kind = filters.ChoiceFilter(choices=WaitKind.choices, empty_label="Any", label="Waits for")
     translated = yes_no(label="Translated")
     q = filters.CharFilter(method="search", label="Search")
@@ -33,7 +37,7 @@ class TeamPendingWorkFilterSet(filters.FilterSet):
 
     class Meta:
         model = PendingWork
-        fields = ["scheduler", "kind", "translated"]
+        fields = ["scheduler", "cluster", "kind", "translated"]
 
     def search(self, queryset, name, value):
         value = value.strip()
@@ -56,4 +60,4 @@ class PendingWorkFilterSet(TeamPendingWorkFilterSet):
 
     class Meta:
         model = PendingWork
-        fields = ["team", "scheduler", "kind", "translated"]
+        fields = ["team", "scheduler", "cluster", "kind", "translated"]

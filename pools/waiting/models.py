@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import models
 
 from pools.choices import Scheduler
+from pools.clusters.models import Cluster
 from pools.tenancy.models import Team, team_owned
 from pools.waiting.choices import WaitKind
 
@@ -17,10 +18,14 @@ class PendingWork(models.Model):
     when untyped or unknown). ``reason_code`` / ``reason_message`` are the scheduler's words,
     verbatim; ``explanation`` the portal's (``translated`` false: no sentence for that reason,
     the scheduler's words are shown). ``expected_start_at`` Slurm's backfill estimate.
-    The rows of one scheduler are replaced whole on every read.
+    ``cluster`` is where it waits (empty: the environment variables' cluster of ``scheduler``
+    before it has a row); the rows of one cluster are replaced whole on every read of it.
     """
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="pending_work")
+    cluster = models.ForeignKey(
+        Cluster, null=True, blank=True, on_delete=models.CASCADE, related_name="pending_work"
+    )
     scheduler = models.CharField(max_length=12, choices=Scheduler.choices)
     ref = models.CharField(max_length=200)
     name = models.CharField(max_length=200, blank=True)
@@ -42,7 +47,11 @@ class PendingWork(models.Model):
     class Meta:
         ordering = ["team", "submitted_at", "ref"]
         constraints = [
-            models.UniqueConstraint(fields=["scheduler", "ref"], name="pending_work_unique_ref")
+            models.UniqueConstraint(
+                fields=["cluster", "scheduler", "ref"],
+                name="pending_work_unique_ref",
+                nulls_distinct=False,
+            )
         ]
         indexes = [models.Index(fields=["team", "scheduler"], name="pending_work_team_sched")]
 
@@ -51,14 +60,28 @@ class PendingWork(models.Model):
 
 
 class PendingWorkRead(models.Model):
-    """The last read of one scheduler's waiting work: when, how many rows, or the error that
-    stopped it (then the rows of the read before stay, with their older ``read_at``)."""
+    """The last read of one cluster's waiting work (``cluster`` empty: the environment
+    variables' cluster of ``scheduler`` before it has a row): when, how many rows, or the error
+    that stopped it (then the rows of the read before stay, with their older ``read_at``; the
+    error is in the cluster's health too)."""
 
-    scheduler = models.CharField(max_length=12, choices=Scheduler.choices, unique=True)
+    cluster = models.ForeignKey(
+        Cluster, null=True, blank=True, on_delete=models.CASCADE, related_name="waiting_reads"
+    )
+    scheduler = models.CharField(max_length=12, choices=Scheduler.choices)
     read_at = models.DateTimeField()
     ok = models.BooleanField()
     error = models.TextField(blank=True)
     rows = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "scheduler"],
+                name="pending_work_read_one_per_cluster",
+                nulls_distinct=False,
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.scheduler} read at {self.read_at:%Y-%m-%d %H:%M:%S}"

@@ -3,9 +3,14 @@ someone is looking.
 
 :func:`pending_work_refresh` runs from beat every minute but reads only while some team's
 page was viewed within :data:`WATCH_WINDOW` (pages call :func:`waiting_watch_touch`), so an
-idle portal sends slurmrestd and the API server nothing. Per configured scheduler it reads
-first (no transaction open), translates, then replaces that scheduler's rows in one
-transaction; a scheduler that fails keeps its previous rows and records the error.
+idle portal sends slurmrestd and the API server nothing. It reads the clusters the environment
+variables define itself and queues one read per cluster kept as data
+(:data:`PENDING_WORK_CLUSTER`, :func:`pending_work_refresh_cluster`), as the Slurm usage import
+fans out, so 8 clusters are read by parallel workers and a slow one holds up none of the others.
+Each read asks the scheduler first (no transaction open), translates, then replaces that
+cluster's rows whole in one transaction; a cluster that fails keeps its previous rows and
+records the error on its read and in the cluster's health
+(:class:`~pools.clusters.models.ClusterError`, operation ``waiting``).
 """
 
 from __future__ import annotations
@@ -19,8 +24,11 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from pools.adapters import scheduler_adapter
-from pools.choices import Scheduler
+from pools.adapters import cluster_adapter, scheduler_adapter
+from pools.choices import ClusterOperation, CredentialKind, Scheduler
+from pools.clusters.models import Cluster
+from pools.clusters.services import cluster_of, cluster_operation_record
+from pools.jobs import PENDING_WORK_CLUSTER, enqueue_on_commit
 from pools.tenancy.models import Team
 from pools.waiting.models import PendingWork, PendingWorkRead, WaitingWatch
 from pools.waiting.translate import Holder, kueue_wait, slurm_wait
@@ -40,13 +48,21 @@ WATCH_TOUCH_EVERY = timedelta(seconds=30)
 per team, not one per request)."""
 
 
+_READERS = {
+    Scheduler.SLURM: "job_queue",
+    Scheduler.KUBERNETES: "pending_workloads",
+}
+
+
 @dataclass
 class RefreshReport:
-    """What one run did: ``skipped`` (nobody looked), rows written per scheduler, errors."""
+    """What one run did: ``skipped`` (nobody looked), rows written and errors of the
+    environment's clusters by scheduler, and how many clusters kept as data were ``queued``."""
 
     skipped: bool = False
     rows: dict[str, int] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    queued: int = 0
 
 
 def waiting_watch_touch(*, team: Team, now: datetime | None = None) -> None:
@@ -64,37 +80,89 @@ def someone_watching(*, now: datetime) -> bool:
     return WaitingWatch.objects.filter(viewed_at__gte=now - WATCH_WINDOW).exists()
 
 
-def pending_work_refresh(*, now: datetime | None = None, force: bool = False) -> RefreshReport:
-    """Read every configured scheduler's waiting work into ``PendingWork`` (see the module
-    docstring). ``force`` reads even when nobody looked. Never raises for a scheduler error."""
+def pending_work_refresh(
+    *, now: datetime | None = None, force: bool = False, fan_out: bool = True
+) -> RefreshReport:
+    """Read the environment's clusters' waiting work into ``PendingWork`` and queue one read
+    per cluster kept as data (``fan_out``; see the module docstring). ``force`` reads even when
+    nobody looked. Never raises for a scheduler error."""
     now = now or timezone.now()
     report = RefreshReport()
     if not force and not someone_watching(now=now):
         report.skipped = True
         return report
-    teams = {team.slug: team for team in Team.objects.only("id", "slug")}
-    readers = {
-        Scheduler.SLURM: ("job_queue", _slurm_rows),
-        Scheduler.KUBERNETES: ("pending_workloads", _kueue_rows),
-    }
-    for scheduler, (method, read) in readers.items():
-        adapter = scheduler_adapter(scheduler.value)
-        # not configured, an adapter without that reader, or a dry run without a cluster
-        # connection: nothing to read, and no failure to report
-        if adapter is None or not hasattr(adapter, method):
-            continue
-        if getattr(adapter, "transport", adapter) is None:
-            continue
-        try:
-            rows = read(adapter, teams, now)
-        except SchedulerError as exc:
-            logger.warning("waiting work: %s read failed: %s", scheduler.value, exc)
-            report.errors[scheduler.value] = str(exc)
-            _record_read(scheduler.value, now=now, ok=False, error=str(exc))
-            continue
-        _replace(scheduler.value, rows, now=now)
-        report.rows[scheduler.value] = len(rows)
+    teams = _teams()
+    for scheduler in _READERS:
+        cluster = cluster_of(kind=scheduler, cluster=None)
+        error, rows = _read(scheduler_adapter(scheduler.value), scheduler, cluster, teams, now)
+        if error is not None:
+            report.errors[scheduler.value] = error
+        elif rows is not None:
+            report.rows[scheduler.value] = rows
+    if fan_out:
+        ids = list(
+            Cluster.objects.exclude(credential_kind=CredentialKind.ENVIRONMENT)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        for cluster_id in ids:
+            enqueue_on_commit(PENDING_WORK_CLUSTER, cluster_id)
+        report.queued = len(ids)
     return report
+
+
+def pending_work_refresh_cluster(*, cluster_id: int, now: datetime | None = None) -> int | None:
+    """Read one cluster's waiting work (a Slurm queue or Kueue's Workloads) and replace its
+    rows whole; returns how many rows it has now (``None``: the cluster is gone, or the read
+    failed — the previous rows stay and the error is on its read and in its health)."""
+    now = now or timezone.now()
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return None
+    try:
+        adapter = cluster_adapter(cluster)
+    except (OSError, ValueError) as exc:  # credentials unreadable, settings refused
+        adapter, message = None, f"credentials: {exc}"
+        _record_read(cluster, Scheduler(cluster.kind), now=now, ok=False, error=message)
+        cluster_operation_record(
+            cluster=cluster, operation=ClusterOperation.WAITING, errors=[message], at=now
+        )
+        return None
+    error, rows = _read(adapter, Scheduler(cluster.kind), cluster, _teams(), now)
+    return None if error is not None else rows
+
+
+def _teams() -> dict[str, Team]:
+    return {team.slug: team for team in Team.objects.only("id", "slug")}
+
+
+def _read(
+    adapter, scheduler: Scheduler, cluster: Cluster | None, teams: dict[str, Team], now: datetime
+) -> tuple[str | None, int | None]:
+    """One cluster's read: ``(error, None)`` when it failed (kept on its read and in its
+    health), ``(None, rows)`` when stored, ``(None, None)`` when there is nothing to read — not
+    configured, an adapter without that reader, or a dry run without a connection."""
+    method = _READERS[scheduler]
+    if adapter is None or not hasattr(adapter, method):
+        return None, None
+    if getattr(adapter, "transport", adapter) is None:
+        return None, None
+    where = cluster.slug if cluster is not None else scheduler.value
+    try:
+        if scheduler == Scheduler.SLURM:
+            rows = _slurm_rows(adapter, teams, now)
+        else:
+            rows = _kueue_rows(adapter, teams, now)
+    except SchedulerError as exc:
+        logger.warning("waiting work: %s read failed: %s", where, exc)
+        _record_read(cluster, scheduler, now=now, ok=False, error=str(exc))
+        cluster_operation_record(
+            cluster=cluster, operation=ClusterOperation.WAITING, errors=[str(exc)], at=now
+        )
+        return str(exc), None
+    _replace(cluster, scheduler, rows, now=now)
+    cluster_operation_record(cluster=cluster, operation=ClusterOperation.WAITING, errors=[], at=now)
+    return None, len(rows)
 
 
 def pending_work_store(
@@ -103,18 +171,20 @@ def pending_work_store(
     queue: JobQueue | None = None,
     caps: dict[str, dict[str | None, int]] | None = None,
     workloads: Iterable[PendingWorkload] = (),
+    cluster: Cluster | None = None,
     now: datetime | None = None,
 ) -> int:
     """Store what was already read (the demo, tests): a Slurm ``queue`` with the teams'
     ``caps`` (``{account: {gres_type: cards}}``) or Kueue ``workloads`` (namespaces
-    ``team-<slug>``). Replaces that scheduler's rows; returns how many were stored."""
+    ``team-<slug>``), of ``cluster`` (default: the environment's of ``scheduler``). Replaces
+    that cluster's rows; returns how many were stored."""
     now = now or timezone.now()
     teams = {team.slug: team for team in Team.objects.only("id", "slug")}
     if scheduler == Scheduler.SLURM:
         rows = slurm_pending_rows(queue or JobQueue((), ()), teams, caps or {}, now=now)
     else:
         rows = kueue_pending_rows(workloads, teams, prefix="team-", now=now)
-    _replace(scheduler, rows, now=now)
+    _replace(cluster_of(kind=scheduler, cluster=cluster), Scheduler(scheduler), rows, now=now)
     return len(rows)
 
 
@@ -245,15 +315,36 @@ def kueue_pending_rows(
 # ------------------------------------------------------------------------------- storing
 
 
-def _replace(scheduler: str, rows: list[PendingWork], *, now: datetime) -> None:
+def _replace(
+    cluster: Cluster | None, scheduler: Scheduler, rows: list[PendingWork], *, now: datetime
+) -> None:
+    for row in rows:
+        row.cluster = cluster
     with transaction.atomic():
-        PendingWork.objects.filter(scheduler=scheduler).delete()
+        _of(PendingWork.objects, cluster, scheduler).delete()
         PendingWork.objects.bulk_create(rows, batch_size=1000)
-        _record_read(scheduler, now=now, ok=True, rows=len(rows))
+        _record_read(cluster, scheduler, now=now, ok=True, rows=len(rows))
 
 
-def _record_read(scheduler: str, *, now: datetime, ok: bool, error: str = "", rows: int = 0):
+def _of(queryset, cluster: Cluster | None, scheduler: Scheduler):
+    """The rows of ``cluster`` (``None``: the environment's of ``scheduler`` without a row)."""
+    if cluster is None:
+        return queryset.filter(cluster__isnull=True, scheduler=scheduler)
+    return queryset.filter(cluster=cluster)
+
+
+def _record_read(
+    cluster: Cluster | None,
+    scheduler: Scheduler,
+    *,
+    now: datetime,
+    ok: bool,
+    error: str = "",
+    rows: int = 0,
+) -> None:
     defaults = {"read_at": now, "ok": ok, "error": error}
     if ok:
         defaults["rows"] = rows
-    PendingWorkRead.objects.update_or_create(scheduler=scheduler, defaults=defaults)
+    PendingWorkRead.objects.update_or_create(
+        cluster=cluster, scheduler=scheduler, defaults=defaults
+    )

@@ -19,6 +19,7 @@ def _iso(value):
 
 PENDING_WORK_COLUMNS = [
     Column("scheduler", lambda w: w.scheduler),
+    Column("cluster", lambda w: w.cluster.slug if w.cluster else ""),
     Column("ref", lambda w: w.ref),
     Column("name", lambda w: w.name),
     Column("user", lambda w: w.user),

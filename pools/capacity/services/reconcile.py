@@ -371,18 +371,12 @@ def _refresh_nodes(
     within: QuerySet[Pool],
     cluster: Cluster | None,
 ) -> None:
-    """Import ``cluster``'s nodes, placed among its pools ``within`` only; a node in another
-    cluster's pool with the same name is rejected and reported, never moved."""
-    if cluster is None:  # the environment's: the other clusters are those kept as data
-        others = Pool.objects.filter(cluster__isnull=False).exclude(
-            cluster__credential_kind=CredentialKind.ENVIRONMENT
-        )
-    else:
-        others = Pool.objects.exclude(cluster=cluster)
-    foreign = set(others.values_list("pk", flat=True))
+    """Import ``cluster``'s nodes as that cluster's (a host name is unique per cluster: another
+    cluster's node of the same name is another node, never touched), placed among its pools
+    ``within`` only."""
     try:
         imported = inventory_import(
-            result=adapter.list_nodes(), source=source, within=within, foreign=foreign
+            result=adapter.list_nodes(), source=source, within=within, cluster=cluster
         )
     except SchedulerError as exc:
         report.errors.append(f"nodes: {exc}")

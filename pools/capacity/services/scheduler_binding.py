@@ -59,7 +59,15 @@ from pools.capacity.services.class_qos import (
 from pools.choices import AliasKind, CredentialKind, QuotaBackend, Scheduler
 from pools.classes.slurm_qos import class_qos_name
 from pools.clusters.models import Cluster
-from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, MigDevice, Node, Pool
+from pools.inventory.models import (
+    Gpu,
+    GpuModel,
+    GpuModelAlias,
+    MigDevice,
+    Node,
+    Pool,
+    node_cluster_id,
+)
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_usernames
 from scheduler_adapters.base import SchedulerAdapter
@@ -582,7 +590,11 @@ def slurm_reservation_apply(*, adapter, allocation: Allocation) -> dict:
     for spot in allocation.placement:
         placed.setdefault(spot["node"], set()).update(spot["gpus"])
     whole = dict(
-        Gpu.objects.filter(node__hostname__in=nodes, gpu_model=allocation.gpu_model)
+        Gpu.objects.filter(
+            node__hostname__in=nodes,
+            node__cluster_id=node_cluster_id(allocation.pool.cluster),  # names are per cluster
+            gpu_model=allocation.gpu_model,
+        )
         .values_list("node__hostname")
         .annotate(n=Count("id"))
     )

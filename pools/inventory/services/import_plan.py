@@ -63,12 +63,11 @@ class ImportRun:
     actor: Any
     pool: Pool | None
     pools: list[Pool]
-    foreign: frozenset[int] = frozenset()  # other clusters' pools: their nodes are not touched
+    # the cluster whose nodes these are (``Node.cluster_id``; None: the environment's), or
+    # ``any_cluster``: a file imported without a pool, matched to the one node of each name
+    cluster_id: int | None = None
+    any_cluster: bool = False
     driver_groups: dict[str, Any] = field(default_factory=dict)
-
-    def outside(self, pool_id: int | None) -> bool:
-        """Whether a node in ``pool_id`` belongs to another cluster's pool."""
-        return pool_id is not None and pool_id in self.foreign
 
     def driver_group(self, version: str):
         if version not in self.driver_groups:
@@ -190,7 +189,7 @@ def plan_node(
     unknown (``gpus_unknown``) leaves the GPUs alone."""
     created = node is None
     if created:
-        node = Node(hostname=snapshot.hostname)
+        node = Node(hostname=snapshot.hostname, cluster_id=run.cluster_id)
     before_values = None if created else _node_values(node)
     before = None if created else _node_state(node, len(existing))
     _apply_node_fields(node, snapshot, run=run)

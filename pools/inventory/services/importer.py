@@ -10,7 +10,7 @@ at all, and the report says which nodes were created, updated, unchanged or reje
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,8 +22,9 @@ from django.utils.module_loading import import_string
 
 from pools.audit.models import AuditEvent
 from pools.audit.services import audit_event_build
+from pools.clusters.models import Cluster
 from pools.inventory.bulk import bulk_update_rows
-from pools.inventory.models import Gpu, InventoryImport, MigDevice, Node, Pool
+from pools.inventory.models import Gpu, InventoryImport, MigDevice, Node, Pool, node_cluster_id
 from pools.inventory.services.gpu_models import GpuModelResolver
 from pools.inventory.services.import_plan import (
     NODE_FIELDS,
@@ -138,7 +139,7 @@ def inventory_import(
     source: InventorySource,
     pool: Pool | None = None,
     within: Sequence[Pool] | None = None,
-    foreign: Collection[int] = (),
+    cluster: Cluster | None = None,
     actor: Any | None = None,
     filename: str = "",
     on_progress: Callable[[int, int], None] | None = None,
@@ -156,9 +157,14 @@ def inventory_import(
     so one bad node never takes others down and no node is ever half written. ``pool``, when
     given, places every node in that pool; otherwise Slurm nodes join the pool whose partition
     they are in and Kubernetes nodes the pool whose node selector their labels match — among
-    ``within`` when given (one cluster's pools, the import of that cluster). A node already in
-    a pool of ``foreign`` (ids of other clusters' pools) is rejected, not touched: two clusters
-    may name nodes alike, and one cluster's import never takes or rewrites the other's nodes.
+    ``within`` when given (one cluster's pools, the import of ``cluster``).
+
+    Nodes are the nodes of one cluster (a host name is unique per cluster: two clusters may
+    name nodes alike, and one cluster's import never takes or rewrites the other's): of
+    ``pool``'s cluster when a pool is given, of ``cluster`` with ``within`` (``None``: the
+    environment's, :func:`~pools.inventory.models.node_cluster_id`). A file imported without a
+    pool updates the one node of each name in any cluster (a new one joins no cluster); a name
+    several clusters have is rejected, naming them (import it with its pool).
     """
     report = ImportReport(source=str(source), issues=list(result.issues))
     # a node the parser could not read (its GRES, say) is named by its issues: rejected too
@@ -173,7 +179,8 @@ def inventory_import(
         actor=actor,
         pool=pool,
         pools=_candidate_pools(pool, within),
-        foreign=frozenset(foreign),
+        cluster_id=node_cluster_id(pool.cluster if pool is not None else cluster),
+        any_cluster=pool is None and within is None,
     )
     snapshots = _screen([_mig_single_cards(n, run, report) for n in result.nodes], report)
     for start in range(0, len(snapshots), CHUNK_SIZE):
@@ -304,18 +311,26 @@ def _snapshot_problem(snapshot: NodeSnapshot, seen_hosts: set[str]) -> tuple[str
 def _write_chunk(snapshots: list[NodeSnapshot], run: ImportRun) -> tuple[list[NodePlan], list]:
     """Plan and write a chunk of nodes inside the caller's transaction."""
     hosts = [s.hostname for s in snapshots]
-    nodes = {n.hostname: n for n in Node.objects.select_for_update().filter(hostname__in=hosts)}
+    found = Node.objects.select_for_update().filter(hostname__in=hosts).order_by("pk")
+    if not run.any_cluster:
+        found = found.filter(cluster_id=run.cluster_id)
+    same_name: dict[str, list[Node]] = defaultdict(list)
+    for node in found:
+        same_name[node.hostname].append(node)
+    nodes = {name: named[0] for name, named in same_name.items() if len(named) == 1}
     gpus_by_node: dict[int, list[Gpu]] = {n.pk: [] for n in nodes.values()}
     for gpu in Gpu.objects.filter(node__in=list(nodes.values())).prefetch_related("mig_devices"):
         gpus_by_node[gpu.node_id].append(gpu)
     wanted = {u for s in snapshots for g in s.gpus if (u := clean_uuid(g.uuid))}
+    # a card's UUID -> the node holding it, (id, name): a node of another cluster may share
+    # the name, so the id decides
     held = (
-        dict(
-            (uuid, hostname)
-            for uuid, hostname in Gpu.objects.filter(uuid__in=wanted).values_list(
-                "uuid", "node__hostname"
+        {
+            uuid: (node_id, hostname)
+            for uuid, node_id, hostname in Gpu.objects.filter(uuid__in=wanted).values_list(
+                "uuid", "node_id", "node__hostname"
             )
-        )
+        }
         if wanted
         else {}
     )
@@ -326,16 +341,19 @@ def _write_chunk(snapshots: list[NodeSnapshot], run: ImportRun) -> tuple[list[No
         if len(snapshot.gpus) > MAX_GPUS_PER_NODE:
             rejected.append((snapshot.hostname, _too_many_cards(snapshot)))
             continue
+        if len(same_name.get(snapshot.hostname, ())) > 1:
+            rejected.append((snapshot.hostname, _in_several_clusters(same_name[snapshot.hostname])))
+            continue
+        node = nodes.get(snapshot.hostname)
+        mine = (node.pk if node else None, snapshot.hostname)
         uuids = [u for g in snapshot.gpus if (u := clean_uuid(g.uuid))]
-        clash = next(
-            (u for u in uuids if held.get(u, snapshot.hostname) != snapshot.hostname), None
-        )
+        clash = next((u for u in uuids if held.get(u, mine) != mine), None)
         if clash:
             rejected.append(
                 (
                     snapshot.hostname,
                     ParseIssue(
-                        f"GPU UUID {clash} is already held by node {held[clash]}; not moved "
+                        f"GPU UUID {clash} is already held by node {held[clash][1]}; not moved "
                         "(resolve by hand: remove the card from the other node first)",
                         field="uuid",
                         node=snapshot.hostname,
@@ -343,11 +361,7 @@ def _write_chunk(snapshots: list[NodeSnapshot], run: ImportRun) -> tuple[list[No
                 )
             )
             continue
-        node = nodes.get(snapshot.hostname)
-        if node is not None and run.outside(node.pool_id):
-            rejected.append((snapshot.hostname, _in_another_cluster(node)))
-            continue
-        held.update({u: snapshot.hostname for u in uuids})
+        held.update(dict.fromkeys(uuids, mine))
         plans.append(plan_node(node, gpus_by_node.get(node.pk, []) if node else [], snapshot, run))
     _drop_duplicate_mig_uuids(plans)
     _write_plans(plans, run)
@@ -393,13 +407,19 @@ def _drop_duplicate_mig_uuids(plans: list[NodePlan]) -> None:
         plan.mig = kept
 
 
-def _in_another_cluster(node: Node) -> ParseIssue:
-    pool = Pool.objects.filter(pk=node.pool_id).values_list("slug", flat=True).first()
+def _in_several_clusters(nodes: list[Node]) -> ParseIssue:
+    where = ", ".join(
+        sorted(
+            Cluster.objects.filter(pk=n.cluster_id).values_list("slug", flat=True).first()
+            or "the environment's"
+            for n in nodes
+        )
+    )
     return ParseIssue(
-        f"node {node.hostname} is in pool {pool}, another cluster's; not moved (two clusters "
-        "name a node alike: rename one, or move the node by hand)",
+        f"clusters {where} each have a node named {nodes[0].hostname}: import it with its "
+        "pool, which names the cluster",
         field="hostname",
-        node=node.hostname,
+        node=nodes[0].hostname,
     )
 
 

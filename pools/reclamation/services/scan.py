@@ -26,6 +26,7 @@ from __future__ import annotations
 import gc
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -104,6 +105,7 @@ class ScanReport:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     no_data: list[str] = field(default_factory=list)
+    cluster_errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in vars(self).items()}
@@ -171,9 +173,14 @@ def devices_for_group(
 
 
 def idle_scan(
-    *, now: datetime | None = None, metrics: Any = None, slurm_adapter: Any = None
+    *,
+    now: datetime | None = None,
+    metrics: Any = None,
+    slurm_adapter: Any = None,
+    pool_ids: Iterable[int] | None = None,
 ) -> ScanReport:
-    """Evaluate every active or expiring allocation of a pool with a reclamation policy.
+    """Evaluate every active or expiring allocation of a pool with a reclamation policy (of
+    ``pool_ids`` only, when given: one cluster's pools, :mod:`pools.reclamation.services.runs`).
 
     One Prometheus round (three range queries over the longest policy window, 60 s steps)
     for the whole fleet. Busy: an open finding is resolved. Unknown: nothing changes. Idle: a
@@ -181,15 +188,18 @@ def idle_scan(
     reclaimed when its grace period is over (see :func:`_maybe_reclaim`). Prometheus
     unreachable: the report carries the error and nothing changes. Slurm pools also cost two
     scheduler calls each (running jobs, recent accounting); ``slurm_adapter`` defaults to the
-    configured one, and Slurm unreachable makes those pools' allocations unknown. Safe to run
-    twice.
+    pool's cluster's, and a cluster that cannot be reached makes those pools' allocations
+    unknown and is said in ``cluster_errors`` too. Safe to run twice.
     """
     started = time.monotonic()
     # whole seconds: Prometheus keeps query times to the millisecond, and a window
     # start finer than its first sample would drop that sample (coverage 5/6)
     now = (now or timezone.now()).replace(microsecond=0)
     report = ScanReport(now=now)
-    policies = {p.pool_id: p for p in ReclamationPolicy.objects.select_related("pool")}
+    chosen = ReclamationPolicy.objects.select_related("pool")
+    if pool_ids is not None:
+        chosen = chosen.filter(pool_id__in=list(pool_ids))
+    policies = {p.pool_id: p for p in chosen}
     if not policies:
         report.notes.append("no pool has a reclamation policy")
         return report
@@ -344,6 +354,7 @@ class _SlurmView:
                     f"cluster of {pool.slug} cannot be reached, its allocations unknown: {exc}"
                 )
                 self.report.notes.append(message)
+                self.report.cluster_errors.append(f"credentials: {exc}")
                 self._pools[pool.pk] = message
                 return self._pools[pool.pk]
             if adapter is None:
@@ -360,6 +371,7 @@ class _SlurmView:
                 except SchedulerError as exc:
                     message = f"Slurm unavailable for {pool.slug}, its allocations unknown: {exc}"
                     self.report.notes.append(message)
+                    self.report.cluster_errors.append(f"{pool.slug}: {exc}")
                     self._pools[pool.pk] = message
                 else:
                     self._pools[pool.pk] = (

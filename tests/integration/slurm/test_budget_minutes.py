@@ -50,7 +50,7 @@ def test_a_budget_becomes_grptresmins(slurm, slurm_settings, cleanup, through, d
     budget = Budget.objects.create(team=team, period="month", starts_on=date(2020, 1, 1),
                                    card_hours_limit=Decimal(100))  # fmt: skip
 
-    written = budget_minutes_sync(team=team, adapter=adapter)
+    written = budget_minutes_sync(team=team, adapters={None: adapter})
 
     budget.refresh_from_db()
     if through == "rest" and adapter.api_version == "v0.0.38":
@@ -59,15 +59,17 @@ def test_a_budget_becomes_grptresmins(slurm, slurm_settings, cleanup, through, d
         assert "sacctmgr" in budget.slurm_note
         assert minutes_in_slurmdbd(account) == ""
         return
-    assert written == {"gres/gpu": 6000}
+    assert list(written.values()) == [{"gres/gpu": 6000}]  # one cluster: the environment's
     assert minutes_in_slurmdbd(account) == "gres/gpu=6000"
     assert (budget.slurm_tres, budget.slurm_minutes, budget.slurm_note) == ("gres/gpu", 6000, "")
 
     admin = django_user_model.objects.create_user("hgrpt-admin", password="x", is_staff=True)
     budget_update(budget=budget, actor=admin, card_hours_limit=Decimal(50))
-    assert budget_minutes_sync(team=team, adapter=adapter) == {"gres/gpu": 3000}
+    assert list(budget_minutes_sync(team=team, adapters={None: adapter}).values()) == [
+        {"gres/gpu": 3000}
+    ]
     assert minutes_in_slurmdbd(account) == "gres/gpu=3000"
 
     budget.delete()
-    assert budget_minutes_sync(team=team, adapter=adapter) == {}
+    assert budget_minutes_sync(team=team, adapters={None: adapter}) == {}
     assert minutes_in_slurmdbd(account) == ""  # no budget asks for it: removed

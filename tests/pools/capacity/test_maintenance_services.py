@@ -172,3 +172,22 @@ def test_the_week_calendar_shows_the_cards_away(pool_admin, infer_pool, l40s):
     monday = tuesday.date() - timedelta(days=1)
     bounds = [local_midnight(monday + timedelta(days=i)) for i in range(8)]
     assert free_per_day(pool=infer_pool, gpu_model=l40s, bounds=bounds) == [8, 4, 8, 8, 8, 8, 8]
+
+
+def test_a_node_name_two_clusters_share_needs_the_pool(pool_admin):
+    """Host names are unique per cluster only (issue 35): ``gpu-01`` of cluster east and of
+    cluster west are two nodes; naming it without a pool is a field error, with its pool it is
+    that cluster's node alone."""
+    from factories import ClusterFactory, NodeFactory, PoolFactory
+
+    from pools.capacity.maintenance import scope_nodes
+
+    pools = {}
+    for slug in ("east", "west"):
+        pools[slug] = PoolFactory(slug=f"{slug}-gpu", cluster=ClusterFactory(slug=slug))
+        NodeFactory(hostname="gpu-01", pool=pools[slug])
+
+    nodes, errors = scope_nodes(scope="nodes", hostnames=["gpu-01"])
+    assert errors == {"hostnames": "Several clusters have a node named gpu-01: choose the pool."}
+    nodes, errors = scope_nodes(scope="nodes", pool=pools["west"], hostnames=["gpu-01"])
+    assert (errors, [n.cluster.slug for n in nodes]) == ({}, ["west"])

@@ -172,3 +172,42 @@ def test_a_node_moved_to_another_pool_keeps_the_cards_it_holds(setup):
                 pool=dev, gpu_model=setup.a100, shape=eight, start=start, end=start + timedelta(7)
             )
         assert not fit.fits, (vendor, fit.message())
+
+
+def test_a_namesake_node_in_another_cluster_holds_nothing_here(setup):
+    """Host names are unique per cluster (issue 35): ``dgx-1`` of cluster ``east`` and
+    ``dgx-1`` of cluster ``west`` are two nodes. GPUs 0-7 of east's dgx-1 are held by an east
+    allocation; west's pool sees nothing held on its own dgx-1 (a 1 × 8 fits there), while a
+    second pool of east still sees east's cards held — on PostgreSQL and through the ORM. The
+    environment's pools (``setup.pool``) see neither."""
+    from factories import ClusterFactory
+
+    from pools.capacity.placement import Shape
+    from pools.capacity.shapes import shape_fit
+
+    east, west = ClusterFactory(slug="east"), ClusterFactory(slug="west")
+    pools = {}
+    for cluster in (east, west):
+        pools[cluster.slug] = PoolFactory(slug=f"{cluster.slug}-dgx", cluster=cluster)
+        node_with_gpus(8, hostname="dgx-1", pool=pools[cluster.slug],
+                       nvlink_domains=[list(range(8))])  # fmt: skip
+    east_more = PoolFactory(slug="east-more", cluster=east)
+    start = next_week_9am()
+    AllocationFactory(pool=pools["east"], gpu_model=setup.a100, card_count=8, status="approved",
+                      starts_at=start, ends_at=start + timedelta(days=7),
+                      placement=[{"node": "dgx-1", "gpus": list(range(8))}])  # fmt: skip
+    eight = Shape(cards_per_node=8, nodes=1, one_nvlink_domain=True)
+    for vendor in ("postgresql", "other"):
+        with pytest.MonkeyPatch.context() as patch:
+            if vendor == "other":
+                patch.setattr(window, "connection", SimpleNamespace(vendor="other"))
+            held = {
+                slug: window_holds(pool=pool, gpu_model=setup.a100, start=start,
+                                   end=start + timedelta(days=7), per_node=True).held
+                for slug, pool in [("east-more", east_more), ("west", pools["west"]),
+                                   ("environment", setup.pool)]
+            }  # fmt: skip
+            west_fit = shape_fit(pool=pools["west"], gpu_model=setup.a100, shape=eight,
+                                 start=start, end=start + timedelta(days=7))  # fmt: skip
+        assert held == {"east-more": {"dgx-1": 0xFF}, "west": {}, "environment": {}}, vendor
+        assert west_fit.fits, (vendor, west_fit.message())

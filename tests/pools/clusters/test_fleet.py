@@ -21,8 +21,7 @@ from billing.models import UsageRecord
 from billing.services.cluster_usage import usage_import_cluster, usage_import_clusters_queue
 from pools.capacity.models import SchedulerDrift
 from pools.capacity.services.reconcile import reconcile_cluster
-from pools.choices import AllocationStatus, ClusterOperation, Scheduler
-from pools.clusters.models import ClusterError
+from pools.choices import AllocationStatus, Scheduler
 from pools.clusters.selectors import cluster_list
 from pools.inventory.models import GpuModel, Node
 from scheduler_adapters.errors import NotFound, SchedulerUnavailable
@@ -115,28 +114,27 @@ def test_each_cluster_imports_its_nodes_into_its_own_pools(fleet):
     for slug in ("train", "old", "k-east", "k-west"):
         reconcile_cluster(clusters[slug].pk)
 
-    placed = dict(Node.objects.values_list("hostname", "pool__slug"))
-    assert placed == {
-        "fake-gpu-a100": "train-gpu",  # train came first; old's node of that name is refused
-        "fake-big-h100": "old-big",
-        "east-1": "east",
-        "east-2": "east",
-        "west-1": "west",
-    }
+    placed = sorted(Node.objects.values_list("cluster__slug", "hostname", "pool__slug"))
+    # host names are unique per cluster: train's and old's fake-gpu-a100 are two nodes
+    assert placed == [
+        ("k-east", "east-1", "east"),
+        ("k-east", "east-2", "east"),
+        ("k-west", "west-1", "west"),
+        ("old", "fake-big-h100", "old-big"),
+        ("old", "fake-gpu-a100", "old-gpu"),
+        ("train", "fake-gpu-a100", "train-gpu"),
+    ]
     # each cluster was asked through its own adapter, once
     assert [a.calls.count("list_nodes") for a in (adapters["train"], adapters["old"])] == [1, 1]
-    # old's import ran (stamped) and its refused node is an error of old alone
     rows = {c.slug: c for c in cluster_list()}
     assert all(rows[s].inventory_imported_at is not None for s in clusters)
-    assert {s: rows[s].errors_last_hour for s in clusters} == {
-        "train": 0,
-        "old": 1,
-        "k-east": 0,
-        "k-west": 0,
-    }
-    error = ClusterError.objects.get()
-    assert error.operation == ClusterOperation.INVENTORY
-    assert "fake-gpu-a100 is in pool train-gpu, another cluster's" in error.message
+    assert {s: rows[s].errors_last_hour for s in clusters} == dict.fromkeys(clusters, 0)
+
+    # a second reconcile of old updates old's node, never train's of the same name
+    train_node = Node.objects.get(cluster=clusters["train"], hostname="fake-gpu-a100")
+    reconcile_cluster(clusters["old"].pk)
+    assert Node.objects.filter(hostname="fake-gpu-a100").count() == 2
+    assert Node.objects.get(pk=train_node.pk).pool == pools["train-gpu"]
 
 
 def test_a_cluster_that_is_down_reports_in_its_own_health_and_touches_nothing(fleet):

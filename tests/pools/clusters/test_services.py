@@ -308,6 +308,21 @@ def test_deleting_a_cluster_that_holds_pools_is_refused_listing_them():
     assert Cluster.objects.filter(pk=cluster.pk).exists()
 
 
+def test_deleting_a_cluster_whose_nodes_are_outside_any_pool_is_refused_counting_them():
+    from factories import NodeFactory
+
+    cluster = ClusterFactory(slug="left")
+    NodeFactory(hostname="gpu-01", pool=None, cluster=cluster)
+    NodeFactory(hostname="gpu-02", pool=None, cluster=cluster)
+
+    with pytest.raises(ClusterInUse) as refused:
+        cluster_delete(cluster=cluster, actor=None, before={})
+
+    assert refused.value.data == {"pools": [], "nodes": 2}
+    assert str(refused.value).startswith("Cluster left still has 2 node(s)")
+    assert Cluster.objects.filter(pk=cluster.pk).exists()
+
+
 def test_deleting_an_empty_cluster_is_audited():
     cluster = ClusterFactory(slug="empty")
 

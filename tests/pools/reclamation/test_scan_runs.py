@@ -11,7 +11,7 @@ from factories import AllocationFactory, PoolFactory
 
 from pools.choices import AllocationStatus, Scheduler
 from pools.reclamation.models import IdleScanRun, ReclamationPolicy
-from pools.reclamation.services.runs import idle_scan_recorded, last_scan_run
+from pools.reclamation.services.runs import idle_scan_recorded, last_scan_runs
 from pools.reclamation.tasks import idle_scan_task
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +32,7 @@ def test_a_scan_that_cannot_read_prometheus_is_recorded_with_its_error():
         run = idle_scan_recorded(now=now)
     assert (run.started_at, run.allocations, run.idle) == (now, 1, 0)
     assert run.error.startswith("Prometheus unavailable, nothing changed")
-    assert last_scan_run() == run
+    assert last_scan_runs() == [run]
 
 
 def test_the_beat_task_records_and_old_runs_are_pruned():
