@@ -165,8 +165,9 @@ def approvals(team_id: int) -> None:
                         gpu_model=a100, card_count=1, starts_at=start + timedelta(hours=i),
                         ends_at=start + timedelta(hours=i + 1), justification="bench",
                         status="submitted", submitted_at=start)
-        for i in range(APPROVALS + 2)
+        for i in range(APPROVALS + 3)
     ])  # fmt: skip
+    spare = queue.pop()  # approved under the profiler (BENCH_PROFILE=1), not timed
     checked, bare = [], []
     for i, request in enumerate(queue):
         with override_settings(BUDGET_CHECK="") if i % 2 else nullcontext():
@@ -177,15 +178,47 @@ def approvals(team_id: int) -> None:
             import cProfile
             import pstats
 
+            from django.test.utils import CaptureQueriesContext
+
             prof = cProfile.Profile()
-            prof.enable()
-            capacity_request_approve(request=queue[-1], actor=admin)
-            prof.disable()
-            pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
-            queue = queue[:-1]
+            with CaptureQueriesContext(connection) as queries:
+                prof.enable()
+                capacity_request_approve(request=spare, actor=admin)
+                prof.disable()
+            pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+            for query in queries.captured_queries:
+                print(query["time"], query["sql"][:300])
         if i >= 2:  # the first pair warms up
             (bare if i % 2 else checked).append(elapsed)
-    assert CapacityRequest.objects.filter(status="approved").count() == len(queue)
+    if os.environ.get("BENCH_PROFILE"):
+        import cProfile
+        import pstats
+
+        from django.test.utils import CaptureQueriesContext
+
+        from billing.budgets.enforcement import budget_check
+
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(20):
+            budget_check(team=team, pool=pool, gpu_model=a100, cards=1,
+                         starts_at=spare.starts_at, ends_at=spare.ends_at)  # fmt: skip
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+        walls, in_db = [], []
+        for _ in range(50):
+            with CaptureQueriesContext(connection) as queries:
+                t0 = time.perf_counter()
+                budget_check(team=team, pool=pool, gpu_model=a100, cards=1,
+                             starts_at=spare.starts_at, ends_at=spare.ends_at)  # fmt: skip
+                walls.append((time.perf_counter() - t0) * 1000)
+            in_db.append(sum(float(q["time"]) for q in queries.captured_queries) * 1000)
+        print(
+            f"budget_check alone: {statistics.median(walls):.2f} ms median, "
+            f"{statistics.median(in_db):.2f} ms of it in {len(queries.captured_queries)} queries"
+        )
+    profiled = 1 if os.environ.get("BENCH_PROFILE") else 0
+    assert CapacityRequest.objects.filter(status="approved").count() == len(queue) + profiled
     with_check, without = statistics.median(checked), statistics.median(bare)
     ratio = with_check / without
     print(f"{'approval, bare transaction (median)':<46}{without:>10.2f} ms  n={len(bare)}")

@@ -19,6 +19,7 @@ from billing.choices import EXTRA_RATE_KINDS, ChargeBasis, RateKind, UsageUnit
 from billing.errors import RateCardConflict
 from billing.models import RateCard, RateCardEntry
 from billing.pricing import local_midnight, month_of, next_month
+from billing.services.versions import price_list_changed
 from pools.capacity.arithmetic import clip
 from pools.errors import InvalidInput
 from pools.validators import single_line_text_validator
@@ -205,6 +206,7 @@ def rate_card_create(
     cards = list(RateCard.objects.order_by("effective_from"))
     for index in range(len(cards)):
         _card_end(cards, index)  # raises on overlap, rolling the new card back
+    price_list_changed()
     return card
 
 
