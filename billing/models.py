@@ -440,9 +440,11 @@ class UsageMonthVersion(models.Model):
 
 
 class PriceListVersion(models.Model):
-    """One row (id 1): how many times the rate cards have changed (a card created, edited or
-    deleted: :func:`billing.services.versions.price_list_changed`). Every month's priced
-    figures depend on it as on :class:`UsageMonthVersion`. No row: version 0."""
+    """One row (id 1): the rate cards' version, a new random number at every change (a card
+    created, edited or deleted: :func:`billing.services.versions.price_list_changed`), so a
+    number is never reused, even after a change rolled back. Every month's priced figures
+    depend on it as on :class:`UsageMonthVersion`. No row: version 0 (never changed through
+    the services)."""
 
     version = models.PositiveBigIntegerField(default=0)
 

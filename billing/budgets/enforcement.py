@@ -25,15 +25,17 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import Q
+from django.db.models import Q, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from billing.budgets.models import Budget
 from billing.budgets.selectors import BudgetStatus, Dimension, budget_statuses, centre_teams
 from billing.choices import RateKind
 from billing.conf import billing_zone
+from billing.models import PriceListVersion
 from billing.pricing import month_of, round_money
-from billing.services.rates import price_for, rate_periods
+from billing.services.rates import price_for, rate_periods_kept
 from pools.capacity.arithmetic import card_hours, clip
 from pools.capacity.budget_gate import SEVERITY, BudgetVerdict
 from pools.capacity.models import Allocation
@@ -41,22 +43,32 @@ from pools.capacity.slices import card_share
 from pools.choices import PricingMethod
 
 
-def _reserved_price(gpu_model_id: int | None, at: datetime, cache: dict | None) -> Decimal | None:
-    """The reserved card-hour price of the GPU model in force at ``at`` (``None``: no model,
-    no price, or no ``cache``: nothing is priced). ``cache`` keeps each month's rate periods
-    across calls (one read per month, not one per allocation: benchmarks/budgets.py)."""
-    if gpu_model_id is None or cache is None:
+class _ReservedPrices:
+    """Reserved card-hour prices of the GPU models, each month's rate periods read once
+    (:func:`~billing.services.rates.rate_periods_kept` under the price list's ``version``: in
+    this process, once per version — an approval reads no rate card once warm)."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.months: dict = {}
+        self.zone = billing_zone()
+
+    def at(self, gpu_model_id: int | None, at: datetime) -> Decimal | None:
+        """The price in force at ``at`` (``None``: no model or no price)."""
+        if gpu_model_id is None:
+            return None
+        month = month_of(at, self.zone)
+        if month not in self.months:
+            self.months[month] = rate_periods_kept(
+                month=month, zone=self.zone, version=self.version
+            )
+        for period in self.months[month]:
+            if period.start <= at < period.end:
+                return price_for(period, RateKind.GPU_RESERVED, gpu_model_id, "")
         return None
-    month = month_of(at, billing_zone())
-    if month not in cache:
-        cache[month] = rate_periods(month=month, zone=billing_zone())
-    for period in cache[month]:
-        if period.start <= at < period.end:
-            return price_for(period, RateKind.GPU_RESERVED, gpu_model_id, "")
-    return None
 
 
-def _held(rows, start: datetime, end: datetime, now: datetime, months: dict | None) -> list[tuple]:
+def _held(rows, start: datetime, end: datetime, now: datetime, prices) -> list[tuple]:
     """``(team, pool, GPU model, card-hours, reserved price or None)`` of each allocation row
     that holds cards in ``[start, end)``: cards (a slice allocation: its share of a card) ×
     the hours held there, priced at the reserved price in force at its start, or now if
@@ -70,21 +82,20 @@ def _held(rows, start: datetime, end: datetime, now: datetime, months: dict | No
         if profile:  # slices: their share of a card (3 × 1g.10gb = 3/7 card)
             share = card_share(profile, model_key=model_slug)
             held = held * share.numerator / share.denominator
-        price = _reserved_price(model_id, max(starts, now), months)
+        price = prices.at(model_id, max(starts, now)) if prices is not None else None
         held_rows.append((team_id, pool_id, model_id, held, price))
     return held_rows
 
 
 def _committed(
-    team, budgets, statuses, now: datetime, months: dict | None
+    team, budgets, statuses, now: datetime, prices: _ReservedPrices | None
 ) -> dict[int, tuple[Decimal, Decimal]]:
     """Budget id -> ``(card-hours, money)`` the holding reserved-priced allocations of the
     budget's team (or of every team of its cost centre) in the budget's scope still hold
     between now and the end of the budget's period (one query for every budget; each
     allocation priced once per distinct period, not once per budget). Money in the rate card's
-    currency, rounded per allocation as a statement line is. ``months``: the rate periods read
-    so far, by month (``None``: no budget counts money, nothing is priced; see
-    :func:`_reserved_price`)."""
+    currency, rounded per allocation as a statement line is. ``prices``: ``None`` when no
+    budget counts money (nothing is priced)."""
     ends = [statuses[b.pk].ends_at for b in budgets]
     members = centre_teams(budgets)
     teams = {team.pk}.union(*members.values())
@@ -101,7 +112,7 @@ def _committed(
         status = statuses[budget.pk]
         window = (max(now, status.starts_at), status.ends_at)
         if window not in windows:
-            windows[window] = _held(rows, *window, now, months)
+            windows[window] = _held(rows, *window, now, prices)
         hours, money = Decimal(0), Decimal(0)
         owners = {budget.team_id} if budget.team_id else members.get(budget.cost_centre, set())
         for team_id, pool_id, model_id, held, price in windows[window]:
@@ -144,7 +155,12 @@ def budget_check(
     owner = Q(team=team)
     if team.cost_centre:  # the team's cost centre's budgets apply to it too
         owner |= Q(team__isnull=True, cost_centre=team.cost_centre)
-    budgets = list(Budget.objects.filter(scope, owner).order_by("pk"))
+    price_list = PriceListVersion.objects.filter(pk=1).values("version")[:1]
+    budgets = list(
+        Budget.objects.filter(scope, owner)
+        .annotate(price_list=Coalesce(Subquery(price_list), Value(0)))
+        .order_by("pk")
+    )
     if not budgets:
         return None
     for budget in budgets:  # what the labels name is in hand: no query per budget
@@ -153,13 +169,12 @@ def budget_check(
         budget.gpu_model = gpu_model if budget.gpu_model_id else None
     now = now or timezone.now()
     statuses = budget_statuses(budgets, now=now, at=max(starts_at, now))
-    # the request and the allocations mostly price in one month: its rates read once; and
-    # not at all when no budget has a money limit
-    months: dict | None = {} if any(b.money_limit is not None for b in budgets) else None
-    price = None
-    if months is not None and gpu_model is not None:
-        price = _reserved_price(gpu_model.pk, max(starts_at, now), months)
-    committed = _committed(team, budgets, statuses, now, months)
+    # no rate is read when no budget has a money limit
+    prices = None
+    if any(b.money_limit is not None for b in budgets):
+        prices = _ReservedPrices(budgets[0].price_list)
+    price = prices.at(gpu_model and gpu_model.pk, max(starts_at, now)) if prices else None
+    committed = _committed(team, budgets, statuses, now, prices)
     worst: BudgetVerdict | None = None
     for budget in budgets:
         status = statuses[budget.pk]

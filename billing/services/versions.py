@@ -11,12 +11,16 @@ computes with the old one, and what it keeps is stale, never wrong. Who calls wh
   it, so a use moves its co-tenants' cents too);
 - :func:`price_list_changed`: every write of rate cards and their entries.
 
-One ``INSERT … ON CONFLICT DO UPDATE SET version = version + 1`` (PostgreSQL and SQLite 3.24+):
-an increment, never a read-then-write, so two writers never both store the same version.
+A usage version is raised by one ``INSERT … ON CONFLICT DO UPDATE SET version = version + 1``
+(PostgreSQL and SQLite 3.24+): an increment, never a read-then-write, so two writers never both
+store the same version. The price list's version is a new random number at each change instead:
+a change rolled back never leaves its number to a later change, so a process may keep what it
+derived from the rate cards under that number (:func:`billing.services.rates.rate_periods_kept`).
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable
 from datetime import date, datetime
 
@@ -70,9 +74,12 @@ def shared_card_months_changed(*, start: datetime, end: datetime) -> None:
 
 
 def price_list_changed() -> None:
-    """Raise the price list's version by one (every month's priced figures move with it)."""
+    """Give the price list a new version, a random number never 0 (every month's priced
+    figures move with it; the module docstring says why random)."""
+    version = secrets.randbits(62) + 1
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {_PRICES} (id, version) VALUES (1, 1) "
-            f"ON CONFLICT (id) DO UPDATE SET version = {_PRICES}.version + 1"
+            f"INSERT INTO {_PRICES} (id, version) VALUES (1, %s) "
+            f"ON CONFLICT (id) DO UPDATE SET version = %s",
+            [version, version],
         )

@@ -265,3 +265,25 @@ def test_usage_months_changed_counts_each_write(team):
         usage_months_changed(pairs=[(team.pk, MAR)])
     assert UsageMonthVersion.objects.get(team=team, month=MAR).version == 3
     assert not UsageMonthVersion.objects.filter(team=team, month=FEB).exists()
+
+
+def test_rate_periods_are_kept_per_price_list_version(a100, django_assert_num_queries):
+    """Read once per version: a second read of March at the same version makes no query; a
+    card from 15 March draws a new version and March is read again, cut at the 15th (two
+    periods, A100 reserved 2.00 then 2.50)."""
+    from billing.models import PriceListVersion
+    from billing.services.rates import rate_periods_kept
+
+    version = PriceListVersion.objects.get(pk=1).version
+    first = rate_periods_kept(month=MAR, zone=UTC, version=version)
+    with django_assert_num_queries(0):
+        assert rate_periods_kept(month=MAR, zone=UTC, version=version) is first
+    rate_card_create(name="spring", currency="EUR", effective_from=date(2026, 3, 15),
+                     gpu_prices={(a100.pk, RateKind.GPU_RESERVED): Decimal("2.50")})  # fmt: skip
+    newer = PriceListVersion.objects.get(pk=1).version
+    assert newer != version
+    periods = rate_periods_kept(month=MAR, zone=UTC, version=newer)
+    assert [p.prices.get((RateKind.GPU_RESERVED, a100.pk, "")) for p in periods] == [
+        Decimal("2.00"),
+        Decimal("2.50"),
+    ]
