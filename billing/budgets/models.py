@@ -1,7 +1,9 @@
 """Budgets: card-hours and/or money a team may spend per month, quarter or year.
 
-Consumption is never stored: it is what the team's statements charge for the period's months
-(:mod:`billing.budgets.selectors`). Money is ``Decimal`` in the rate card's currency.
+Consumption is what the team's statements charge for the period's months
+(:mod:`billing.budgets.selectors`), kept per team, month and pool scope only as a figure the
+statements' lines give again on demand (:class:`BudgetConsumption`, current while no write
+changed its month). Money is ``Decimal`` in the rate card's currency.
 """
 
 from __future__ import annotations
