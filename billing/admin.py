@@ -4,6 +4,7 @@ read-only (importers and the statement services write them)."""
 from django.contrib import admin
 
 from billing import models
+from billing.services.versions import price_list_changed
 from pools.audit.admin_mixins import AuditedAdmin, ReadOnlyAdmin, admin_snapshot
 
 
@@ -22,6 +23,15 @@ class RateCardAdmin(AuditedAdmin):
             **admin_snapshot(obj),
             "entries": [admin_snapshot(e) for e in obj.entries.order_by("pk")],
         }
+
+    # every month's priced figures move with the cards (billing.services.versions)
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        price_list_changed()
+
+    def delete_model(self, request, obj):
+        super().delete_model(request, obj)
+        price_list_changed()
 
 
 @admin.register(models.UsageRecord)

@@ -30,6 +30,7 @@ from billing.services.usage_import import (
     usage_import_reservations,
     usage_import_slurm,
 )
+from billing.services.versions import shared_card_months_changed
 from billing.tokenflow.demo import demo_agent_tasks_load
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.services.requests import capacity_request_create
@@ -182,6 +183,8 @@ def _shared_card(month: date, zone) -> None:
                               period_end=midnight + timedelta(hours=hour_to), parts_held=held,
                               parts_per_card=SHARED_CARD_REPLICAS),
             )  # fmt: skip
+    start = local_midnight(month, zone)
+    shared_card_months_changed(start=start, end=start + timedelta(days=1))
 
 
 def _jobs(month: date, zone, rng: random.Random, first_id: int) -> list[JobRecord]:

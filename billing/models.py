@@ -418,5 +418,39 @@ class SharedCardUse(models.Model):
         return f"{self.team} on {self.gpu} ({self.basis})"
 
 
+class UsageMonthVersion(models.Model):
+    """How many times what a team's statement for ``month`` would charge has changed: raised
+    (:func:`billing.services.versions.usage_months_changed`) in the transaction of every write
+    of the team's usage records of the month, and of every shared-card use of a card the team
+    shares that month (a co-tenant's use moves the team's cents). Figures kept from the month
+    (:class:`billing.budgets.models.BudgetConsumption`) carry the version they were computed
+    at and are stale once it moved on. No row: version 0."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    month = models.DateField()
+    version = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["team", "month"], name="usage_month_version_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team} {self.month:%Y-%m} v{self.version}"
+
+
+class PriceListVersion(models.Model):
+    """One row (id 1): the rate cards' version, a new random number at every change (a card
+    created, edited or deleted: :func:`billing.services.versions.price_list_changed`), so a
+    number is never reused, even after a change rolled back. Every month's priced figures
+    depend on it as on :class:`UsageMonthVersion`. No row: version 0 (never changed through
+    the services)."""
+
+    version = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"price list v{self.version}"
+
+
 # Sub-packages' models, registered under the billing app label (Django loads only this module).
-from billing.budgets.models import Budget  # noqa: E402, F401
+from billing.budgets.models import Budget, BudgetConsumption  # noqa: E402, F401

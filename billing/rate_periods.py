@@ -170,3 +170,26 @@ def month_currency(periods: list[RatePeriod]) -> str:
     """The currency of a month's rate periods: its cards' one currency, else the configured
     default (no card covers the month)."""
     return next((p.currency for p in periods if p.currency), None) or default_currency()
+
+
+_KEPT_PERIODS: dict[tuple[date, str, int], list[RatePeriod]] = {}
+_KEPT_MAX = 256
+
+
+def rate_periods_kept(*, month: date, zone: tzinfo, version: int) -> list[RatePeriod]:
+    """:func:`rate_periods`, kept in this process under the price list's ``version``
+    (:class:`billing.models.PriceListVersion`, read by the caller in a query it makes anyway):
+    every rate-card write draws a new random version, never reused, so a kept list is the one
+    of its version. Version 0 (no change went through the services) is read every time. Up to
+    :data:`_KEPT_MAX` lists are kept (then all are dropped): a process asks for few months.
+    Treat the answer as read-only."""
+    if not version:
+        return rate_periods(month=month, zone=zone)
+    key = (month, str(zone), version)
+    periods = _KEPT_PERIODS.get(key)
+    if periods is None:
+        periods = rate_periods(month=month, zone=zone)
+        if len(_KEPT_PERIODS) >= _KEPT_MAX:
+            _KEPT_PERIODS.clear()
+        _KEPT_PERIODS[key] = periods
+    return periods

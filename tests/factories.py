@@ -12,6 +12,11 @@ from django.utils import timezone
 
 from billing import models as billing_models
 from billing.budgets import models as budget_models
+from billing.services.versions import (
+    price_list_changed,
+    shared_card_months_changed,
+    usage_records_changed,
+)
 from pools.access import models as access_models
 from pools.advisor import models as advisor_models
 from pools.audit import models as audit_models
@@ -604,10 +609,17 @@ class CalibrationRecordFactory(factory.django.DjangoModelFactory):
 class RateCardFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = billing_models.RateCard
+        skip_postgeneration_save = True
 
     name = factory.Sequence(lambda n: f"Rates {n}")
     currency = "EUR"
     effective_from = factory.LazyFunction(lambda: timezone.now().date().replace(day=1))
+
+    @factory.post_generation
+    def price_list_version(obj, create, extracted, **kwargs):
+        """A card is written as rate_card_create writes it: the price list's version raised."""
+        if create:
+            price_list_changed()
 
 
 class RateCardEntryFactory(factory.django.DjangoModelFactory):
@@ -615,11 +627,17 @@ class RateCardEntryFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = billing_models.RateCardEntry
+        skip_postgeneration_save = True
 
     rate_card = factory.SubFactory(RateCardFactory)
     kind = "gpu-reserved"
     gpu_model = factory.LazyFunction(lambda: inventory_models.GpuModel.objects.get(slug="l40s"))
     price = Decimal("1.25")
+
+    @factory.post_generation
+    def price_list_version(obj, create, extracted, **kwargs):
+        if create:
+            price_list_changed()
 
 
 class UsageRecordFactory(factory.django.DjangoModelFactory):
@@ -627,6 +645,7 @@ class UsageRecordFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = billing_models.UsageRecord
+        skip_postgeneration_save = True
 
     team = factory.SubFactory(TeamFactory)
     gpu_model = factory.LazyFunction(lambda: inventory_models.GpuModel.objects.get(slug="l40s"))
@@ -640,6 +659,12 @@ class UsageRecordFactory(factory.django.DjangoModelFactory):
     source_id = factory.Sequence(lambda n: f"test-{n}")
     created_at = factory.LazyFunction(timezone.now)
     updated_at = factory.LazyFunction(timezone.now)
+
+    @factory.post_generation
+    def usage_version(obj, create, extracted, **kwargs):
+        """A record is written as the importers write it: its team's month's version raised."""
+        if create:
+            usage_records_changed(records=[obj])
 
 
 class UsageImportFactory(factory.django.DjangoModelFactory):
@@ -690,6 +715,39 @@ class BudgetFactory(factory.django.DjangoModelFactory):
     starts_on = datetime(2026, 1, 1).date()
     card_hours_limit = Decimal(100)
     enforcement = "warn"
+
+
+class BudgetConsumptionFactory(factory.django.DjangoModelFactory):
+    """Kept figures of a team's month with no usage, current at versions 0."""
+
+    class Meta:
+        model = budget_models.BudgetConsumption
+
+    team = factory.SubFactory(TeamFactory)
+    month = datetime(2026, 1, 1).date()
+    currency = "EUR"
+    per_model = factory.LazyFunction(list)
+    usage_version = 0
+    price_version = 0
+    computed_at = factory.LazyFunction(timezone.now)
+
+
+class UsageMonthVersionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = billing_models.UsageMonthVersion
+
+    team = factory.SubFactory(TeamFactory)
+    month = datetime(2026, 1, 1).date()
+    version = 1
+
+
+class PriceListVersionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = billing_models.PriceListVersion
+        django_get_or_create = ("id",)
+
+    id = 1
+    version = 1
 
 
 class PendingWorkFactory(factory.django.DjangoModelFactory):
@@ -960,6 +1018,7 @@ class SharedCardUseFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = billing_models.SharedCardUse
+        skip_postgeneration_save = True
 
     gpu = factory.SubFactory(GpuFactory)
     team = factory.SubFactory(TeamFactory)
@@ -972,4 +1031,11 @@ class SharedCardUseFactory(factory.django.DjangoModelFactory):
     period_end = factory.LazyAttribute(lambda o: o.period_start + timedelta(hours=1))
     parts_held = 1
     parts_per_card = 4
+
+    @factory.post_generation
+    def usage_version(obj, create, extracted, **kwargs):
+        """A use is written as the shared-card import writes it: its tenants' months raised."""
+        if create:
+            shared_card_months_changed(start=obj.period_start, end=obj.period_end)
+
     source_id = factory.Sequence(lambda n: f"factory/{n}")

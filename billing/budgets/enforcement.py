@@ -25,15 +25,17 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import Q
+from django.db.models import Q, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from billing.budgets.models import Budget
 from billing.budgets.selectors import BudgetStatus, Dimension, budget_statuses, centre_teams
 from billing.choices import RateKind
 from billing.conf import billing_zone
+from billing.models import PriceListVersion
 from billing.pricing import month_of, round_money
-from billing.services.rates import price_for, rate_periods
+from billing.rate_periods import price_for, rate_periods_kept
 from pools.capacity.arithmetic import card_hours, clip
 from pools.capacity.budget_gate import SEVERITY, BudgetVerdict
 from pools.capacity.models import Allocation
@@ -41,69 +43,88 @@ from pools.capacity.slices import card_share
 from pools.choices import PricingMethod
 
 
-def _reserved_price(gpu_model, at: datetime, cache: dict | None = None) -> Decimal | None:
-    """The reserved card-hour price of ``gpu_model`` in force at ``at`` (``None``: no model or
-    no price). ``cache`` keeps each month's rate periods across calls (one read per month, not
-    one per allocation: benchmarks/budgets.py)."""
-    if gpu_model is None:
+class _ReservedPrices:
+    """Reserved card-hour prices of the GPU models, each month's rate periods read once
+    (:func:`~billing.rate_periods.rate_periods_kept` under the price list's ``version``: in
+    this process, once per version — an approval reads no rate card once warm)."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.months: dict = {}
+        self.zone = billing_zone()
+
+    def at(self, gpu_model_id: int | None, at: datetime) -> Decimal | None:
+        """The price in force at ``at`` (``None``: no model or no price)."""
+        if gpu_model_id is None:
+            return None
+        month = month_of(at, self.zone)
+        if month not in self.months:
+            self.months[month] = rate_periods_kept(
+                month=month, zone=self.zone, version=self.version
+            )
+        for period in self.months[month]:
+            if period.start <= at < period.end:
+                return price_for(period, RateKind.GPU_RESERVED, gpu_model_id, "")
         return None
-    month = month_of(at, billing_zone())
-    if cache is None or month not in cache:
-        periods = rate_periods(month=month, zone=billing_zone())
-        if cache is None:
-            cache = {}
-        cache[month] = periods
-    for period in cache[month]:
-        if period.start <= at < period.end:
-            return price_for(period, RateKind.GPU_RESERVED, gpu_model.pk, "")
-    return None
 
 
-def _committed(team, budgets, statuses, now: datetime) -> dict[int, tuple[Decimal, Decimal]]:
+def _held(rows, start: datetime, end: datetime, now: datetime, prices) -> list[tuple]:
+    """``(team, pool, GPU model, card-hours, reserved price or None)`` of each allocation row
+    that holds cards in ``[start, end)``: cards (a slice allocation: its share of a card) ×
+    the hours held there, priced at the reserved price in force at its start, or now if
+    started."""
+    held_rows = []
+    for team_id, pool_id, model_id, model_slug, cards, profile, starts, ends in rows:
+        span = clip(starts, ends, start, end)
+        held = card_hours(cards, *span) if span else Decimal(0)
+        if not held:
+            continue
+        if profile:  # slices: their share of a card (3 × 1g.10gb = 3/7 card)
+            share = card_share(profile, model_key=model_slug)
+            held = held * share.numerator / share.denominator
+        price = prices.at(model_id, max(starts, now)) if prices is not None else None
+        held_rows.append((team_id, pool_id, model_id, held, price))
+    return held_rows
+
+
+def _committed(
+    team, budgets, statuses, now: datetime, prices: _ReservedPrices | None
+) -> dict[int, tuple[Decimal, Decimal]]:
     """Budget id -> ``(card-hours, money)`` the holding reserved-priced allocations of the
     budget's team (or of every team of its cost centre) in the budget's scope still hold
-    between now and the end of the budget's period (one query for every budget). Money in the
-    rate card's currency, rounded per allocation as a statement line is."""
+    between now and the end of the budget's period (one query for every budget; each
+    allocation priced once per distinct period, not once per budget). Money in the rate card's
+    currency, rounded per allocation as a statement line is. ``prices``: ``None`` when no
+    budget counts money (nothing is priced)."""
     ends = [statuses[b.pk].ends_at for b in budgets]
     members = centre_teams(budgets)
     teams = {team.pk}.union(*members.values())
-    allocations = list(
+    rows = list(
         Allocation.objects.holding()
         .overlapping(now, max(ends))
         .filter(team_id__in=teams, pricing_method=PricingMethod.RESERVED)
-        .select_related("gpu_model")
-        .only(
-            "team_id", "pool_id", "gpu_model", "card_count", "mig_profile", "starts_at", "ends_at"
-        )
-    )
-    prices: dict[tuple[int, datetime], Decimal | None] = {}
-    months: dict = {}
+        .values_list("team_id", "pool_id", "gpu_model_id", "gpu_model__slug", "card_count",
+                     "mig_profile", "starts_at", "ends_at")
+    )  # fmt: skip
+    windows: dict[tuple[datetime, datetime], list[tuple]] = {}
     result = {}
     for budget in budgets:
         status = statuses[budget.pk]
+        window = (max(now, status.starts_at), status.ends_at)
+        if window not in windows:
+            windows[window] = _held(rows, *window, now, prices)
         hours, money = Decimal(0), Decimal(0)
         owners = {budget.team_id} if budget.team_id else members.get(budget.cost_centre, set())
-        for a in allocations:
-            if a.team_id not in owners:
+        for team_id, pool_id, model_id, held, price in windows[window]:
+            if team_id not in owners:
                 continue
-            if budget.pool_id is not None and a.pool_id != budget.pool_id:
+            if budget.pool_id is not None and pool_id != budget.pool_id:
                 continue
-            if budget.gpu_model_id is not None and a.gpu_model_id != budget.gpu_model_id:
+            if budget.gpu_model_id is not None and model_id != budget.gpu_model_id:
                 continue
-            span = clip(a.starts_at, a.ends_at, max(now, status.starts_at), status.ends_at)
-            held = card_hours(a.card_count, *span) if span else Decimal(0)
-            if not held:
-                continue
-            if a.mig_profile:  # slices: their share of a card (3 × 1g.10gb = 3/7 card)
-                share = card_share(a.mig_profile, model_key=a.gpu_model.slug)
-                held = held * share.numerator / share.denominator
             hours += held
-            priced_at = max(a.starts_at, now)
-            key = (a.gpu_model_id, priced_at)
-            if key not in prices:
-                prices[key] = _reserved_price(a.gpu_model, priced_at, months)
-            if prices[key] is not None and budget.money_limit is not None:
-                money += round_money(held * prices[key], budget.currency)
+            if price is not None and budget.money_limit is not None:
+                money += round_money(held * price, budget.currency)
         result[budget.pk] = (hours, money)
     return result
 
@@ -134,17 +155,26 @@ def budget_check(
     owner = Q(team=team)
     if team.cost_centre:  # the team's cost centre's budgets apply to it too
         owner |= Q(team__isnull=True, cost_centre=team.cost_centre)
+    price_list = PriceListVersion.objects.filter(pk=1).values("version")[:1]
     budgets = list(
         Budget.objects.filter(scope, owner)
-        .select_related("team", "pool", "gpu_model")
+        .annotate(price_list=Coalesce(Subquery(price_list), Value(0)))
         .order_by("pk")
     )
     if not budgets:
         return None
+    for budget in budgets:  # what the labels name is in hand: no query per budget
+        budget.team = team if budget.team_id else None
+        budget.pool = pool if budget.pool_id else None
+        budget.gpu_model = gpu_model if budget.gpu_model_id else None
     now = now or timezone.now()
     statuses = budget_statuses(budgets, now=now, at=max(starts_at, now))
-    price = _reserved_price(gpu_model, max(starts_at, now))
-    committed = _committed(team, budgets, statuses, now)
+    # no rate is read when no budget has a money limit
+    prices = None
+    if any(b.money_limit is not None for b in budgets):
+        prices = _ReservedPrices(budgets[0].price_list)
+    price = prices.at(gpu_model and gpu_model.pk, max(starts_at, now)) if prices else None
+    committed = _committed(team, budgets, statuses, now, prices)
     worst: BudgetVerdict | None = None
     for budget in budgets:
         status = statuses[budget.pk]

@@ -1,7 +1,9 @@
 """Budgets: card-hours and/or money a team may spend per month, quarter or year.
 
-Consumption is never stored: it is what the team's statements charge for the period's months
-(:mod:`billing.budgets.selectors`). Money is ``Decimal`` in the rate card's currency.
+Consumption is what the team's statements charge for the period's months
+(:mod:`billing.budgets.selectors`), kept per team, month and pool scope only as a figure the
+statements' lines give again on demand (:class:`BudgetConsumption`, current while no write
+changed its month). Money is ``Decimal`` in the rate card's currency.
 """
 
 from __future__ import annotations
@@ -110,3 +112,39 @@ class Budget(models.Model):
             self.gpu_model.name if self.gpu_model_id else "",
         ]
         return " · ".join(p for p in parts if p) or "all pools and models"
+
+
+class BudgetConsumption(models.Model):
+    """What a team's statement for ``month`` charges, kept so a budget check reads one row per
+    team, month and scope instead of pricing the month again (:mod:`billing.budgets.consumption`).
+
+    ``pool_scope`` 0: the usage of every pool; otherwise a pool's id: the usage of that pool's
+    allocations only (what a pool-scoped budget counts; a plain integer, not a key, so the
+    unique key has no NULL in it and one upsert keeps one row on PostgreSQL and SQLite alike).
+    ``per_model``: ``[[gpu_model_id or null, card_seconds, amount], ...]`` — per GPU model
+    (``null``: lines without one, tokens), the raw card-seconds of the card-hour lines and the
+    sum of every line's rounded amount in ``currency``, as exact decimal strings (prorated
+    seconds carry up to 28 significant digits, more than a fixed-point column keeps).
+    Current while ``usage_version`` and ``price_version`` equal the team's month's
+    :class:`~billing.models.UsageMonthVersion` and the :class:`~billing.models.PriceListVersion`.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    month = models.DateField()
+    pool_scope = models.PositiveIntegerField(default=0)
+    currency = models.CharField(max_length=3, validators=[currency_validator])
+    per_model = models.JSONField(default=list, blank=True)
+    usage_version = models.PositiveBigIntegerField()
+    price_version = models.PositiveBigIntegerField()
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "month", "pool_scope"], name="budget_consumption_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        scope = f"pool {self.pool_scope}" if self.pool_scope else "every pool"
+        return f"{self.team} {self.month:%Y-%m} ({scope})"

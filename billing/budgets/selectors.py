@@ -1,11 +1,12 @@
 """Reads of budgets: who may see which, and what each has consumed.
 
 Consumption is what the team's statements charge for the period's months — the usage lines of
-:func:`billing.services.statements.usage_lines_by_team` (reserved card-hours as the reservation
+:func:`billing.charges.usage_lines_by_team` (reserved card-hours as the reservation
 import accrues them, used card-hours outside reservations, elastic burst card-hours, tokens in
 money), one ``GROUP BY`` per month (and per pool, for pool-scoped budgets) for every budget at
-once. Card-hours count every card-hour line; money every line's rounded amount, as the
-statement adds it; tokens add money only.
+once, kept per team, month and scope while no write changed them
+(:mod:`billing.budgets.consumption`). Card-hours count every card-hour line; money every line's
+rounded amount, as the statement adds it; tokens add money only.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from billing.budgets import periods as p
+from billing.budgets.consumption import scoped_usage
 from billing.budgets.models import Budget
+from billing.charges import CARD_HOURS
 from billing.conf import billing_zone
 from billing.pricing import month_of
-from billing.services.statements import CARD_HOURS, usage_lines_by_team
 from pools.capacity.arithmetic import card_seconds_hours
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_list
@@ -97,36 +99,6 @@ class BudgetStatus:
     @property
     def alert(self) -> int | None:
         return p.alert_level(self.percent, exhausted=self.exhausted)
-
-
-FILTER_TEAMS_UP_TO = 200
-"""Up to this many teams the month's usage is read for those teams only; beyond, for every
-team (benchmarks/budgets.py: 1,600 ids in the IN list cost more than the rows they skip)."""
-
-
-def _usage(needs: dict[tuple[int | None, date], set[int]]) -> tuple[dict, dict[date, str]]:
-    """Priced usage per (team, pool, month) and GPU model, one statement path call per
-    (pool, month): ``{(team, pool, month): {gpu_model_id: [card_seconds, money]}}`` and each
-    month's currency."""
-    usage: dict = defaultdict(lambda: defaultdict(lambda: [Decimal(0), Decimal(0)]))
-    currencies: dict[date, str] = {}
-    for (pool_id, month), team_ids in needs.items():
-        # Many teams: read the month for every team (and drop the rest) rather than send an
-        # IN list of thousands of ids, which costs more to build and parse than it saves.
-        wanted = sorted(team_ids) if len(team_ids) <= FILTER_TEAMS_UP_TO else None
-        lines, currencies[month] = usage_lines_by_team(
-            month=month, team_ids=wanted, pool_id=pool_id
-        )
-        for team_id, team_lines in lines.items():
-            if team_id not in team_ids:
-                continue
-            per_model = usage[(team_id, pool_id, month)]
-            for line in team_lines:
-                sums = per_model[line.gpu_model_id]
-                if line.unit == CARD_HOURS:
-                    sums[0] += line.raw_quantity
-                sums[1] += line.amount
-    return usage, currencies
 
 
 def centre_teams(budgets: Iterable[Budget]) -> dict[str, set[int]]:
@@ -204,7 +176,7 @@ def budget_statuses(
             for month in p.period_months(budget.period, start):
                 if month <= now_month:
                     needs[(budget.pool_id, month)].update(_team_ids(budget, members))
-    usage, currencies = _usage(needs)
+    usage, currencies = scoped_usage(needs)
     result = {}
     for budget in budgets:
         first, previous = plan[budget.pk]

@@ -13,7 +13,7 @@ from billing.budgets import periods as p
 from billing.budgets.choices import BudgetPeriod, Enforcement, Rollover
 from billing.budgets.models import Budget
 from billing.conf import billing_zone, default_currency
-from billing.services.rates import rate_periods
+from billing.rate_periods import rate_periods
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.services.requests import require_pool_admin
 from pools.errors import Conflict, InvalidInput

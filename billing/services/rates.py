@@ -11,8 +11,9 @@ from django.db import transaction
 
 from billing.models import RateCard, RateCardEntry
 
-# billing.budgets (services, enforcement) reads these two here; they live in billing.rate_periods
+# billing.budgets (services, enforcement) reads these here; they live in billing.rate_periods
 from billing.rate_periods import PoolPriceKey, card_end, price_for, rate_periods  # noqa: F401
+from billing.services.versions import price_list_changed
 from pools.errors import InvalidInput
 from pools.validators import single_line_text_validator
 
@@ -63,4 +64,5 @@ def rate_card_create(
     cards = list(RateCard.objects.order_by("effective_from"))
     for index in range(len(cards)):
         card_end(cards, index)  # raises on overlap, rolling the new card back
+    price_list_changed()
     return card

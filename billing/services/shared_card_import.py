@@ -33,6 +33,7 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from billing.choices import UsageSource
@@ -53,6 +54,7 @@ from billing.services.usage_import import (
     usage_import_save,
     usage_window_check,
 )
+from billing.services.versions import shared_card_months_changed
 from pools.inventory.models import Gpu
 from scheduler_adapters.prometheus import dcgm_labels
 
@@ -114,12 +116,19 @@ def shared_card_usage_import(
         # a second run of the same days waits here, then replaces the first one's rows
         billing_lock(usage_source_lock_name(UsageSource.KUBERNETES_SHARED))
         if days:
-            SharedCardUse.objects.filter(
+            replaced = SharedCardUse.objects.filter(
                 source_id__startswith=SOURCE_PREFIX,
                 period_start__gte=wide_start,
                 period_start__lt=wide_end,
-            ).delete()
+            )
+            # the replaced uses can reach past the window: their months change too
+            reach = replaced.aggregate(end=Max("period_end"))["end"] or wide_end
+            shared_card_months_changed(start=wide_start, end=max(reach, wide_end))
+            replaced.delete()
             SharedCardUse.objects.bulk_create(rows)
+            shared_card_months_changed(
+                start=wide_start, end=max([wide_end, *(r.period_end for r in rows)])
+            )
         report.created = len(rows)
         return usage_import_save(UsageSource.KUBERNETES_SHARED, start, end, report)
 

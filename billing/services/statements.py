@@ -21,8 +21,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-# usage_lines_by_team: billing.budgets.selectors still imports it (and CARD_HOURS) from here
-from billing.charges import (  # noqa: F401
+from billing.charges import (
     CARD_HOURS,
     LineData,
     ambiguous_time_notes,
@@ -30,7 +29,6 @@ from billing.charges import (  # noqa: F401
     segment_sums_by_team,
     shared_card_lines,
     statement_lines_compute,
-    usage_lines_by_team,
 )
 from billing.choices import ChargeBasis, LineKind, StatementStatus, UsageUnit
 from billing.conf import billing_zone, default_currency

@@ -47,6 +47,7 @@ from billing.conf import billing_zone
 from billing.locks import billing_lock, usage_source_lock_name
 from billing.models import UsageRecord
 from billing.pricing import TokenSplit, month_of, split_prompt_tokens
+from billing.services.versions import usage_records_changed
 from pools.tenancy.models import Team
 from pools.tokenflow.extract import CallFields, call_fields
 from pools.tokenflow.flow import CallRow
@@ -320,4 +321,5 @@ def _insert_new(rows: list[UsageRecord]) -> set[str]:
             )
         fresh = [r for r in rows if r.source_id not in known]
         UsageRecord.objects.bulk_create(fresh, batch_size=5000, ignore_conflicts=True)
+        usage_records_changed(records=fresh)
     return known

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -39,6 +39,7 @@ from billing.pricing import (
     month_of,
     split_at_months,
 )
+from billing.services.versions import usage_months_changed
 from pools.capacity.arithmetic import clip
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
@@ -99,12 +100,14 @@ def usage_records_upsert(records: list[UsageRecord], report: ImportReport, now: 
             for row in UsageRecord.objects.filter(source=source, source_id__in=chunk):
                 existing[(row.source, row.source_id)] = row
     new, changed = [], []
+    touched: set[tuple[int, date]] = set()  # (team, month) before an update moves a record
     for key, record in by_key.items():
         old = existing.get(key)
         if old is None:
             record.created_at = record.updated_at = now
             new.append(record)
         elif any(getattr(old, f) != getattr(record, f) for f in _COMPARED):
+            touched.add((old.team_id, old.month))
             for name in _COMPARED:
                 setattr(old, name, getattr(record, name))
             old.updated_at = now
@@ -113,6 +116,7 @@ def usage_records_upsert(records: list[UsageRecord], report: ImportReport, now: 
             report.unchanged += 1
     UsageRecord.objects.bulk_create(new, batch_size=2000)
     UsageRecord.objects.bulk_update(changed, [*_COMPARED, "updated_at"], batch_size=2000)
+    usage_months_changed(pairs=touched | {(r.team_id, r.month) for r in new + changed})
     report.created += len(new)
     report.updated += len(changed)
 

@@ -577,16 +577,17 @@ class TemporaryOverride(models.Model):
         ]
 
     def __str__(self) -> str:
-        return (
-            f"{self.get_kind_display()} of {self.team.slug} in {self.pool.slug} → {self.raised_to}"
-        )
+        """What audit rows and the admin show: ``"Ceiling (card cap) of NLP in Training → 8 ×
+        A100 SXM4 80GB"`` — the team's, pool's and model's names, as the pages say them."""
+        kind, team, pool = self.get_kind_display(), self.team.name, self.pool.name
+        return f"{kind} of {team} in {pool} → {self.raised_to}"
 
     @property
     def raised_to(self) -> str:
-        """``"12 × a100"`` or the class name."""
+        """``"12 × A100 SXM4 80GB"`` (the model's name) or the class name."""
         if self.kind == OverrideKind.PRIORITY:
             return self.workload_class.name if self.workload_class_id else "?"
-        return f"{self.cards} × {self.gpu_model.slug if self.gpu_model_id else '?'}"
+        return f"{self.cards} × {self.gpu_model.name if self.gpu_model_id else '?'}"
 
 
 class TeamCalendarFeed(models.Model):

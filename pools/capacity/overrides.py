@@ -23,6 +23,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db.models import Max, QuerySet
+from django.utils import timezone
 
 from pools.capacity.models import OverrideKind, TemporaryOverride
 from pools.classes.models import WorkloadClass
@@ -83,3 +84,24 @@ def priority_raise(*, team: Team, pools: QuerySet[Pool], now: datetime) -> Workl
     return (
         WorkloadClass.objects.filter(pk__in=ids).order_by("-priority", "-preemption_order").first()
     )
+
+
+def override_summary(override: TemporaryOverride, *, team_name: str) -> str:
+    """One override in words, as the calendars and the explainer show it: "Ceiling (card cap)
+    of NLP raised 4 → 8 cards of A100 SXM4 80GB until Fri 12 Dec 18:00 UTC by admin";
+    a priority: "Priority of NLP raised Standard → Urgent until …". ``team_name``: the
+    team as the viewer may see it (another team's reads "other teams"). The time is in the
+    current time zone, named; one ended before its ``until`` says when, "(ended early)"; a
+    figure unknown when it was made reads "—". Reads ``gpu_model``,
+    ``workload_class``, ``class_before`` and ``created_by`` (select them)."""
+    if override.kind == OverrideKind.PRIORITY:
+        before = override.class_before.name if override.class_before_id else "—"
+        change = f"{before} → {override.workload_class.name}"
+    else:
+        before = "—" if override.cards_before is None else str(override.cards_before)
+        change = f"{before} → {override.cards} cards of {override.gpu_model.name}"
+    early = override.ended_at is not None and override.ended_at < override.until
+    stop = timezone.localtime(override.ended_at if early else override.until)
+    until = stop.strftime("%a %d %b %H:%M %Z") + (" (ended early)" if early else "")
+    who = override.created_by.username if override.created_by_id else "a pool admin"
+    return f"{override.get_kind_display()} of {team_name} raised {change} until {until} by {who}"

@@ -14,13 +14,14 @@ from django.db.models import (
     Func,
     IntegerField,
     Prefetch,
+    Q,
     QuerySet,
     Sum,
     Value,
     When,
     Window,
 )
-from django.db.models.functions import RowNumber
+from django.db.models.functions import Coalesce, RowNumber
 from django.utils.module_loading import import_string
 
 from pools.audit.models import AuditEvent
@@ -287,6 +288,20 @@ def override_list(*, user) -> QuerySet[TemporaryOverride]:
     with what they name joined, newest first."""
     return TemporaryOverride.objects.visible_to(user).select_related(
         "team", "pool", "gpu_model", "workload_class", "class_before", "created_by"
+    )
+
+
+def pool_overrides_over(*, pool_id: int, gpu_model_id: int, start, end) -> list[TemporaryOverride]:
+    """The overrides of the pool that count at some instant of ``[start, end)`` (from their
+    making to their ``until``, or to when they were ended early) and name ``gpu_model_id`` or no
+    model (a priority): what a pool × GPU model calendar shows, by start. One query."""
+    return list(
+        TemporaryOverride.objects.filter(pool_id=pool_id, created_at__lt=end)
+        .filter(Q(gpu_model_id=gpu_model_id) | Q(gpu_model__isnull=True))
+        .annotate(stopped=Coalesce("ended_at", "until"))
+        .filter(stopped__gt=start)
+        .select_related("gpu_model", "workload_class", "class_before", "created_by")
+        .order_by("created_at", "pk")
     )
 
 

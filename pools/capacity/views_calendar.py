@@ -37,7 +37,14 @@ from pools.capacity.calendar_month import (
     next_month,
     previous_month,
 )
-from pools.capacity.calendar_week import week_days, week_monday, week_name
+from pools.capacity.calendar_week import (
+    OTHER_TEAMS,
+    local_midnight,
+    week_days,
+    week_monday,
+    week_name,
+)
+from pools.capacity.overrides import override_summary
 from pools.capacity.services.calendar_feed import (
     team_calendar_feed_create,
     team_calendar_feed_reset,
@@ -142,6 +149,7 @@ def pool_calendar(request, pool: str, model: str):
     team_names = dict(Team.objects.visible_to(request.user).values_list("pk", "name"))
     days = week_days(pool=pool_obj, gpu_model=gpu_model, monday=monday, team_names=team_names)
     holds = {(h.kind, h.ref, h.starts_at): h for d in days for h in d.holds}
+    week_end = local_midnight(monday + timedelta(days=7))
     context = {
         "pool": pool_obj,
         "gpu_model": gpu_model,
@@ -155,8 +163,18 @@ def pool_calendar(request, pool: str, model: str):
         "days": days,
         "time_zone": timezone.get_current_timezone_name(),
         "holds": sorted(holds.values(), key=lambda h: (h.starts_at, h.kind, h.ref)),
+        "overrides": _overrides(pool_obj, gpu_model, local_midnight(monday), week_end, team_names),
     }
     return render(request, "pools/requests/pool_calendar.html", context)
+
+
+def _overrides(pool: Pool, gpu_model: GpuModel, start, end, team_names) -> list[str]:
+    """The temporary overrides of the pool × model counting in ``[start, end)``, in words
+    (another team's named "other teams", as its holds are)."""
+    found = capacity_selectors.pool_overrides_over(
+        pool_id=pool.pk, gpu_model_id=gpu_model.pk, start=start, end=end
+    )
+    return [override_summary(o, team_name=team_names.get(o.team_id, OTHER_TEAMS)) for o in found]
 
 
 def _usable(pool: Pool, gpu_model: GpuModel) -> int:
@@ -166,6 +184,8 @@ def _usable(pool: Pool, gpu_model: GpuModel) -> int:
 def _pool_month(request, pool: Pool, gpu_model: GpuModel):
     first = month_first(request.GET.get("month"), timezone.localdate())
     days = month_days(pool=pool, gpu_model=gpu_model, first=first)
+    team_names = dict(Team.objects.visible_to(request.user).values_list("pk", "name"))
+    bounds = (local_midnight(first), local_midnight(next_month(first)))
     context = {
         "pool": pool,
         "gpu_model": gpu_model,
@@ -178,6 +198,7 @@ def _pool_month(request, pool: Pool, gpu_model: GpuModel):
         "days": days,
         "grid": month_grid(days),
         "time_zone": timezone.get_current_timezone_name(),
+        "overrides": _overrides(pool, gpu_model, *bounds, team_names),
     }
     return render(request, "pools/requests/pool_calendar_month.html", context)
 

@@ -41,7 +41,8 @@ ANSWER_DOC = (
     "split_shape, smaller_shape, fewer_cards, growth) with free cards, earliest start, price and "
     "the request fields to change (`prefill`); `holders`: who holds the cards: pool admins get "
     "`allocations` (team, allocation id, cards, ends), everyone else `own_allocations`, "
-    "`other_teams` (a count) and `other_ends` (cards and end times only)."
+    "`other_teams` (a count) and `other_ends` (cards and end times only); `overrides`: the "
+    "team's temporary overrides in force in that pool and GPU model, in words."
 )
 ANSWER_EXAMPLE = {
     "approvable_now": False,

@@ -286,6 +286,7 @@ class Explanation:
     when: list[dict[str, Any]]
     where_instead: list[dict[str, Any]]
     holders: dict[str, Any] | None
+    overrides: list[str] = field(default_factory=list)  # the team's in force there, in words
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: datetimes as ISO 8601 (UTC), Decimals as strings."""
@@ -297,6 +298,7 @@ class Explanation:
                 "when": self.when,
                 "where_instead": self.where_instead,
                 "holders": self.holders,
+                "overrides": self.overrides,
             }
         )
 

@@ -22,13 +22,21 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 from django.db.models import Count, Q
+from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from pools.capacity.availability import SCHEDULER_OF_KIND
 from pools.capacity.budget_gate import budget_verdict
 from pools.capacity.lifecycle import HOLDING_STATUSES
-from pools.capacity.models import Allocation, CapacityRequest, PlacedCards, RecurringReservation
+from pools.capacity.models import (
+    Allocation,
+    CapacityRequest,
+    PlacedCards,
+    RecurringReservation,
+    TemporaryOverride,
+)
 from pools.capacity.node_kinds import inventory_generation, pool_nodes
+from pools.capacity.overrides import override_summary
 from pools.capacity.placement import NodeGroup, Shape
 from pools.capacity.recurrence import occurrences
 from pools.capacity.window import ALL_CARDS, maintenance_windows_by_pool_model
@@ -87,6 +95,7 @@ def explanations_for_requests(
     if not asks:
         return {}
     facts = Facts.load(list(asks.values()))
+    in_force = _overrides_in_force({r.team_id for r in requests})
     answers = {}
     for req in requests:
         stored = BudgetFacts(req.budget_verdict, req.budget_reason) if req.budget_verdict else None
@@ -94,7 +103,30 @@ def explanations_for_requests(
             asks[req.pk], facts.options(asks[req.pk]), viewer=_viewer(user, req.team),
             budget=stored,
         )  # fmt: skip
+        answers[req.pk].overrides = _overrides_text(in_force, req.team, req.pool, req.gpu_model)
     return answers
+
+
+def _overrides_in_force(team_ids: set[int]) -> list[TemporaryOverride]:
+    """The teams' temporary overrides in force now, soonest to end first (one query)."""
+    return list(
+        TemporaryOverride.objects.in_force(timezone.now())
+        .filter(team_id__in=team_ids)
+        .select_related("gpu_model", "workload_class", "class_before", "created_by")
+        .order_by("until", "pk")
+    )
+
+
+def _overrides_text(in_force, team: Team, pool: Pool | None, gpu_model: GpuModel | None):
+    """Those of ``in_force`` that concern the ask — the team's, in its pool (any, when open),
+    of its GPU model (any, when open) or a priority — in words."""
+    return [
+        override_summary(o, team_name=team.name)
+        for o in in_force
+        if o.team_id == team.pk
+        and (pool is None or o.pool_id == pool.pk)
+        and (gpu_model is None or o.gpu_model_id in (None, gpu_model.pk))
+    ]
 
 
 def _request_fields(request: CapacityRequest) -> dict[str, Any]:
@@ -152,12 +184,14 @@ def explanation_for_fields(
         team=team, pool=pool, gpu_model=gpu_model, cards=card_count,
         starts_at=starts_at, ends_at=ends_at,
     )  # fmt: skip
-    return explain(
+    answer = explain(
         ask,
         options,
         viewer=_viewer(user, team),
         budget=BudgetFacts(verdict.enforcement, verdict.reason) if verdict else None,
     )
+    answer.overrides = _overrides_text(_overrides_in_force({team.pk}), team, pool, gpu_model)
+    return answer
 
 
 def _viewer(user: Any, team: Team) -> Viewer:

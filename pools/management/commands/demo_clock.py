@@ -4,8 +4,10 @@ The demo runs no Celery beat, so nothing would open or close allocation windows:
 allocations would stay "not yet applied" and ended ones would keep holding cards. This command
 runs what beat's ``allocation-lifecycle`` task runs (:func:`allocation_lifecycle_sweep`:
 provision the allocations whose window opens, warn before the end, end the finished ones)
-every ``--every`` seconds (default ``settings.DEMO_CLOCK_S``, else 30) until stopped, and prints
-one line for each sweep that moved something. ``--once`` sweeps once and stops."""
+every ``--every`` seconds (default ``settings.DEMO_CLOCK_S``, else 30) until stopped, and with
+it what beat's ``override-expire`` task runs (:func:`override_expire_due`: temporary overrides
+past their ``until`` expire and the scheduler objects are put back), and prints one line for
+each sweep that moved something. ``--once`` sweeps once and stops."""
 
 import time
 
@@ -13,10 +15,14 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from pools.capacity.services.allocations import allocation_lifecycle_sweep
+from pools.capacity.services.overrides import override_expire_due
 
 
 class Command(BaseCommand):
-    help = "Run the allocation lifecycle every N seconds (make demo's stand-in for Celery beat)."
+    help = (
+        "Run the allocation lifecycle and override expiry every N seconds "
+        "(make demo's stand-in for Celery beat)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--every", type=int, default=settings.DEMO_CLOCK_S or 30)
@@ -27,8 +33,13 @@ class Command(BaseCommand):
             raise CommandError("--every must be at least 1 second")
         while True:
             counts = allocation_lifecycle_sweep()
-            if any(counts.values()) or once:
+            overrides = override_expire_due()
+            if any(counts.values()) or any(overrides.values()) or once:
                 moved = ", ".join(f"{n} {what}" for what, n in counts.items())
+                if any(overrides.values()):
+                    moved += "; overrides: " + ", ".join(
+                        f"{n} {what}" for what, n in overrides.items()
+                    )
                 self.stdout.write(f"demo clock: {moved}")
             if once:
                 return

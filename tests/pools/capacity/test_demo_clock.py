@@ -69,3 +69,40 @@ def test_the_allocation_page_says_who_applies_it_when_its_window_opens(
     when = timezone.localtime(start).strftime("%Y-%m-%d %H:%M")
     assert f"applied when its window opens ({when} " in page
     assert f") by {words}</span>" in page
+
+
+def test_one_tick_expires_an_override_past_its_until(team, infer_pool, l40s):
+    """Beat's ``override-expire`` runs on the demo's clock too: an L40S ceiling raised to 8
+    until 10 minutes ago expires (and its scheduler objects are put back: restored); one
+    until tomorrow stays active."""
+    from factories import TemporaryOverrideFactory
+
+    from pools.capacity.models import TemporaryOverride
+
+    now = timezone.now()
+    past = TemporaryOverrideFactory(team=team, pool=infer_pool, gpu_model=l40s,
+                                    created_at=now - timedelta(days=2),
+                                    until=now - timedelta(minutes=10))  # fmt: skip
+    later = TemporaryOverrideFactory(team=team, pool=infer_pool, kind="borrowing_limit",
+                                     gpu_model=l40s, created_at=now - timedelta(days=1),
+                                     until=now + timedelta(days=1))  # fmt: skip
+    out = io.StringIO()
+
+    call_command("demo_clock", "--once", stdout=out)
+
+    assert out.getvalue() == (
+        "demo clock: 0 provisioned, 0 expiring, 0 ended; overrides: 1 expired, 1 restored, "
+        "0 errors\n"
+    )
+    status = dict(TemporaryOverride.objects.values_list("pk", "status"))
+    assert (status[past.pk], status[later.pk]) == ("expired", "active")
+
+
+def test_an_override_names_its_team_pool_and_model():
+    """``__str__`` (audit rows, the admin) uses names, not slugs."""
+    from factories import TemporaryOverrideFactory
+
+    override = TemporaryOverrideFactory(team__name="Vision", pool__name="Inference")
+
+    # the kind's label (OverrideKind.CEILING) and the catalogue's name of a100_80g_sxm
+    assert str(override) == "Ceiling (card cap) of Vision in Inference → 8 × A100 SXM4 80GB"
