@@ -15,15 +15,12 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import (
-    Case,
     Count,
     DurationField,
     ExpressionWrapper,
     F,
     Q,
     Sum,
-    Value,
-    When,
     Window,
 )
 from django.db.models.functions import Coalesce
@@ -33,17 +30,15 @@ from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
 from pools.capacity.overcommit import Overcommit, overcommitted_windows
 from pools.capacity.selectors import InstantsBefore, cards_held_series
-from pools.choices import GpuHealth, NodeState, RequestStatus
+from pools.choices import NodeState, RequestStatus
 from pools.inventory.models import (
-    SCHEDULABLE_CARD,
-    SLICED_CARD,
     DriverGroup,
     Gpu,
     GpuModel,
     Node,
     Pool,
 )
-from pools.inventory.selectors import mig_slices, unrecognised_model_list
+from pools.inventory.selectors import inventory_census, mig_slices, unrecognised_model_list
 from pools.reclamation.evaluate import IDLE_BELOW_PCT
 from pools.reclamation.models import IdleFinding
 
@@ -224,6 +219,37 @@ def pooled_gpus(filters: DashboardFilters):
     return gpus
 
 
+def _inventory_counts(filters: DashboardFilters, pools: dict, models: dict, branches: dict):
+    """Cards in pools by (pool id, model id, raw name, driver group id): ``[total, healthy,
+    schedulable, sliced]``, narrowed to the filters as :func:`pooled_gpus` narrows, from the
+    census kept per inventory generation (:func:`pools.inventory.selectors.inventory_census`:
+    no card read unless the inventory changed). ``pools``, ``models``, ``branches``: the slugs
+    (first item) and branches by id."""
+
+    def kept(g) -> bool:
+        return (
+            g.pool_id is not None
+            and (not filters.pool or pools[g.pool_id][0] == filters.pool)
+            and (not filters.gpu_model or models.get(g.gpu_model_id, ("",))[0] == filters.gpu_model)
+            and (
+                not filters.driver_branch
+                or branches.get(g.driver_group_id) == filters.driver_branch
+            )
+        )
+
+    inventory: dict[tuple, list[int]] = {}
+    for g in inventory_census().cards:
+        if kept(g):
+            counts = inventory.setdefault(
+                (g.pool_id, g.gpu_model_id, g.raw_model_name, g.driver_group_id), [0, 0, 0, 0]
+            )
+            counts[0] += g.cards
+            counts[1] += g.cards if g.healthy else 0
+            counts[2] += g.cards if g.schedulable else 0
+            counts[3] += g.cards if g.sliced else 0
+    return inventory
+
+
 def capacity_rows(
     *, filters: DashboardFilters, now: datetime, plan: dict[tuple, PlanSeries] | None = None
 ) -> list[CapacityRow]:
@@ -235,36 +261,10 @@ def capacity_rows(
     (:data:`pools.inventory.models.SCHEDULABLE_CARD`: healthy, recognised, not in MIG mode);
     mig_cards and mig_slices: the cards in MIG mode holding schedulable slices and those slices
     by profile (:data:`pools.inventory.models.SLICED_CARD`), shown apart from whole cards.
-    Six queries (the cards; their MIG slices; the names of pools, models and driver groups; the
-    idle findings), three more without ``plan``.
+    Six queries (the inventory generation, and the census when it changed; their MIG slices;
+    the names of pools, models and driver groups; the idle findings), three more without
+    ``plan``.
     """
-    gpus = pooled_gpus(filters)
-    healthy = Q(node__state=NodeState.UP) & ~Q(health=GpuHealth.ERROR)
-    # Grouped by ids (a name only for an unrecognised card), the names read afterwards from the
-    # three small tables: grouping 16,000 cards by seven text columns took twice as long.
-    inventory = (
-        gpus.annotate(
-            raw=Case(When(gpu_model__isnull=True, then=F("raw_model_name")), default=Value(""))
-        )
-        .values("node__pool", "gpu_model", "raw", "node__driver_group")
-        .annotate(
-            total=Count("id"),
-            healthy=Count("id", filter=healthy),
-            schedulable=Count("id", filter=SCHEDULABLE_CARD),
-            mig=Count("id", filter=SLICED_CARD),
-        )
-        .order_by()
-        .values_list(
-            "node__pool",
-            "gpu_model",
-            "raw",
-            "node__driver_group",
-            "total",
-            "healthy",
-            "schedulable",
-            "mig",
-        )
-    )
     pools = {
         pk: (slug, name, ratio)
         for pk, slug, name, ratio in Pool.objects.values_list(
@@ -275,9 +275,12 @@ def capacity_rows(
         pk: (slug, name) for pk, slug, name in GpuModel.objects.values_list("pk", "slug", "name")
     }
     branches = dict(DriverGroup.objects.values_list("pk", "branch"))
+
+    inventory = _inventory_counts(filters, pools, models, branches)
     rows: dict[tuple[str, str], CapacityRow] = {}
-    slices = mig_slices(gpus=gpus)
-    for pool_id, model_id, raw, group_id, total, healthy_cards, schedulable, mig in inventory:
+    slices = mig_slices(gpus=pooled_gpus(filters))
+    for (pool_id, model_id, raw, group_id), counts in inventory.items():
+        total, healthy_cards, schedulable, mig = counts
         pool_slug, pool_name, ratio = pools[pool_id]
         model_slug, model_name = models.get(model_id, (None, None))
         slug, name, recognised = model_label(
