@@ -22,14 +22,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Max
+from django.db.models import Max, Sum
 
 from pools.capacity.arithmetic import peak_cards, usable_cards
 from pools.capacity.availability import pool_slices
-from pools.capacity.models import Allocation
+from pools.capacity.models import Allocation, RecurringReservation
 from pools.capacity.node_kinds import pool_nodes
-from pools.capacity.window import holding_allocations, window_holds
+from pools.capacity.window import (
+    holding_allocations,
+    maintenance_intervals_by_pool_model,
+    window_holds,
+)
 from pools.inventory.models import GpuModel, Pool
+from pools.inventory.selectors import inventory_census
 
 
 @dataclass(frozen=True)
@@ -72,24 +77,44 @@ class Overcommit:
 
 def overcommitted_windows(*, now: datetime) -> list[Overcommit]:
     """Every pool × GPU model over-committed at some instant from ``now`` on (see the module
-    doc), by pool and model slug. One query for the pairs (and one for the slices'), then one
-    per pair with holds; the allocations concerned are looked for only where the peak is
-    over."""
+    doc), by pool and model slug. One query for the pairs with the cards they hold from now on
+    in all (and one for the slices'), the census of cards
+    (:func:`pools.inventory.selectors.inventory_census`, kept per inventory generation), the
+    recurring reservations and maintenance windows from now on (two), then one per pair that
+    could be over; the allocations concerned are looked for only where the peak is over.
+
+    A pair whose allocations from now on hold, all added up, no more than its usable cards
+    cannot peak above them (the peak at any instant is a sum of some of them), so it is not
+    swept, unless recurring occurrences or maintenance windows add to its peak: the census
+    counts the same schedulable cards as :func:`pool_nodes`
+    (:data:`pools.inventory.models.SCHEDULABLE_CARD`, any driver)."""
     pairs = (
         Allocation.objects.holding()
         .whole_cards()
         .filter(ends_at__gt=now)
         .values_list("pool", "gpu_model")
-        .annotate(last=Max("ends_at"))
+        .annotate(last=Max("ends_at"), held=Sum("card_count"))
         .order_by()
     )
     found = _overcommitted_slices(now)
     if not pairs:
         return found
-    pools = Pool.objects.in_bulk({p for p, _m, _e in pairs})
-    models = GpuModel.objects.in_bulk({m for _p, m, _e in pairs})
-    for pool_id, model_id, last in pairs:
+    pools = Pool.objects.in_bulk({p for p, _m, _e, _h in pairs})
+    models = GpuModel.objects.in_bulk({m for _p, m, _e, _h in pairs})
+    schedulable = inventory_census().count_cards(
+        lambda g: (g.pool_id, g.gpu_model_id), lambda g: g.schedulable
+    )
+    horizon = max(last for _p, _m, last, _h in pairs)
+    # recurring occurrences and maintenance windows count in a pair's peak too: swept always
+    swept_always = {
+        (r.pool_id, r.gpu_model_id)
+        for r in RecurringReservation.objects.overlapping_dates(now, horizon)
+    } | set(maintenance_intervals_by_pool_model(now, horizon))
+    for pool_id, model_id, last, held in pairs:
         pool, model = pools[pool_id], models[model_id]
+        usable_now = usable_cards(schedulable.get((pool_id, model_id), 0), pool.overcommit_ratio)
+        if held <= usable_now and (pool_id, model_id) not in swept_always:
+            continue  # even every hold at once fits
         holds = window_holds(pool=pool, gpu_model=model, start=now, end=last)
         nodes = pool_nodes(pool=pool, gpu_model=model, generation=holds.generation)
         usable = usable_cards(nodes.schedulable(None), pool.overcommit_ratio)
