@@ -385,8 +385,10 @@ def plan_days(now: datetime) -> list[datetime]:
 
 def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, PlanSeries]:
     """Per (pool slug, model slug): cards of holding allocations and of submitted requests on
-    each of the next 56 days (at noon), and cards held at ``now``. Three queries, summed in the
-    database (:func:`pools.capacity.selectors.cards_held_series`).
+    each of the next 56 days (at noon), and cards held at ``now``. Five queries: three summed in
+    the database (:func:`pools.capacity.selectors.cards_held_series`) by pool and model id, then
+    the pools' and models' slugs and names (grouping 37,000 allocations by four joined names
+    cost more than the two small reads).
 
     A submitted request that names no pool or no model cannot be placed on one chart; it is
     counted in ``unplaced_pending`` of the key ``("", "")``.
@@ -400,29 +402,36 @@ def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, 
         status=RequestStatus.SUBMITTED, starts_at__lt=end, ends_at__gt=days[0], mig_profile=""
     )
     allocations, requests = _filtered(allocations, filters), _filtered(requests, filters)
-    names = ("pool__slug", "pool__name", "gpu_model__slug", "gpu_model__name")
-    plan: dict[tuple, PlanSeries] = {}
-
-    def series(row) -> PlanSeries:
-        key = (row[0] or "", row[2] or "")
-        if key not in plan:
-            plan[key] = PlanSeries(row[1] or "", row[3] or "", [0] * len(days), [0] * len(days))
-        return plan[key]
-
+    ids = ("pool", "gpu_model")
     # summed in the database, one row per pool × model and instant bucket; the last: now
-    for row, held in cards_held_series(allocations, names, [*noons, now]).items():
-        s = series(row)
-        s.held_now += held[-1]
-        s.held = [a + b for a, b in zip(s.held, held[:-1], strict=True)]
+    held_series = cards_held_series(allocations, ids, [*noons, now])
     placed = requests.filter(pool__isnull=False, gpu_model__isnull=False)
-    for row, pending in cards_held_series(placed, names, noons).items():
-        s = series(row)
-        s.pending = [a + b for a, b in zip(s.pending, pending, strict=True)]
+    pending_series = cards_held_series(placed, ids, noons)
     unplaced = requests.filter(Q(pool__isnull=True) | Q(gpu_model__isnull=True)).aggregate(
         cards=Sum("card_count")
     )["cards"]
+    pools = {pk: (slug, name) for pk, slug, name in Pool.objects.values_list("pk", "slug", "name")}
+    models = {
+        pk: (slug, name) for pk, slug, name in GpuModel.objects.values_list("pk", "slug", "name")
+    }
+    plan: dict[tuple, PlanSeries] = {}
+
+    def series(pool_id, model_id) -> PlanSeries:
+        (pool_slug, pool_name), (model_slug, model_name) = pools[pool_id], models[model_id]
+        key = (pool_slug, model_slug)
+        if key not in plan:
+            plan[key] = PlanSeries(pool_name, model_name, [0] * len(days), [0] * len(days))
+        return plan[key]
+
+    for (pool_id, model_id), held in held_series.items():
+        s = series(pool_id, model_id)
+        s.held_now += held[-1]
+        s.held = [a + b for a, b in zip(s.held, held[:-1], strict=True)]
+    for (pool_id, model_id), pending in pending_series.items():
+        s = series(pool_id, model_id)
+        s.pending = [a + b for a, b in zip(s.pending, pending, strict=True)]
     if unplaced:
-        s = series(("", "", "", ""))
+        s = plan.setdefault(("", ""), PlanSeries("", "", [0] * len(days), [0] * len(days)))
         s.unplaced_pending += unplaced
     return plan
 
