@@ -18,6 +18,7 @@ profile than they hold — reported with ``mig_profile`` set, ``peak`` and ``usa
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -80,13 +81,14 @@ def overcommitted_windows(*, now: datetime) -> list[Overcommit]:
     doc), by pool and model slug. One query for the pairs with the cards they hold from now on
     in all (and one for the slices'), the census of cards
     (:func:`pools.inventory.selectors.inventory_census`, kept per inventory generation), the
-    recurring reservations and maintenance windows from now on (two), then one per pair that
-    could be over; the allocations concerned are looked for only where the peak is over.
+    recurring reservations and maintenance windows from now on (two), the holds of the pairs
+    that could be over (one, :func:`_future_holds`, swept here), and one per pair with recurring
+    occurrences or maintenance windows (:func:`pools.capacity.window.window_holds`, which
+    counts them); the allocations concerned are looked for only where the peak is over.
 
     A pair whose allocations from now on hold, all added up, no more than its usable cards
     cannot peak above them (the peak at any instant is a sum of some of them), so it is not
-    swept, unless recurring occurrences or maintenance windows add to its peak: the census
-    counts the same schedulable cards as :func:`pool_nodes`
+    swept: the census counts the same schedulable cards as :func:`pool_nodes`
     (:data:`pools.inventory.models.SCHEDULABLE_CARD`, any driver)."""
     pairs = (
         Allocation.objects.holding()
@@ -110,28 +112,61 @@ def overcommitted_windows(*, now: datetime) -> list[Overcommit]:
         (r.pool_id, r.gpu_model_id)
         for r in RecurringReservation.objects.overlapping_dates(now, horizon)
     } | set(maintenance_intervals_by_pool_model(now, horizon))
-    for pool_id, model_id, last, held in pairs:
+    usable_now = {
+        (p, m): usable_cards(schedulable.get((p, m), 0), pools[p].overcommit_ratio)
+        for p, m, _e, _h in pairs
+    }
+    candidates = {
+        (p, m) for p, m, _e, held in pairs if held > usable_now[(p, m)]
+    } - swept_always  # even every hold at once fits the others
+    holds_of = _future_holds(candidates, now)
+    for pool_id, model_id, last, _held in pairs:
         pool, model = pools[pool_id], models[model_id]
-        usable_now = usable_cards(schedulable.get((pool_id, model_id), 0), pool.overcommit_ratio)
-        if held <= usable_now and (pool_id, model_id) not in swept_always:
-            continue  # even every hold at once fits
-        holds = window_holds(pool=pool, gpu_model=model, start=now, end=last)
-        nodes = pool_nodes(pool=pool, gpu_model=model, generation=holds.generation)
-        usable = usable_cards(nodes.schedulable(None), pool.overcommit_ratio)
-        if holds.peak <= usable:
+        if (pool_id, model_id) in swept_always:
+            holds = window_holds(pool=pool, gpu_model=model, start=now, end=last)
+            nodes = pool_nodes(pool=pool, gpu_model=model, generation=holds.generation)
+            usable, peak = usable_cards(nodes.schedulable(None), pool.overcommit_ratio), holds.peak
+        elif (pool_id, model_id) in candidates:
+            usable = usable_now[(pool_id, model_id)]
+            peak = peak_cards(holds_of[(pool_id, model_id)], now, last)
+        else:
+            continue
+        if peak <= usable:
             continue
         found.append(
             Overcommit(
                 pool.slug,
                 model.slug,
                 usable,
-                holds.peak,
+                peak,
                 now,
                 last,
                 _concerned(pool, model, now, last, usable),
             )
         )
     found.sort(key=lambda o: (o.pool, o.gpu_model, o.mig_profile))
+    return found
+
+
+def _future_holds(pairs: set[tuple[int, int]], now: datetime) -> dict[tuple[int, int], list]:
+    """``(starts_at, ends_at, cards)`` of the whole-card holding allocations of ``pairs``
+    (pool id, model id) ending after ``now``, by pair. One query, run for no pair too (ids no
+    row has: 0), so that the page's query count does not depend on how many pairs are
+    candidates."""
+    rows = (
+        Allocation.objects.holding()
+        .whole_cards()
+        .filter(
+            ends_at__gt=now,
+            pool_id__in=sorted({p for p, _m in pairs}) or [0],
+            gpu_model_id__in=sorted({m for _p, m in pairs}) or [0],
+        )
+        .values_list("pool_id", "gpu_model_id", "starts_at", "ends_at", "card_count")
+    )
+    found: dict[tuple[int, int], list] = defaultdict(list)
+    for pool_id, model_id, start, end, cards in rows:
+        if (pool_id, model_id) in pairs:
+            found[(pool_id, model_id)].append((start, end, cards))
     return found
 
 
