@@ -47,15 +47,12 @@ def schedulable_cards(*, pool: Pool, gpu_model: GpuModel, cuda: str | None = Non
 
 def schedulable_cards_by_pool_model() -> dict[tuple[int, int], int]:
     """:func:`schedulable_cards` of every pool and model at once (any CUDA), by
-    ``(pool id, model id)``: one query."""
-    rows = (
-        Gpu.objects.schedulable()
-        .filter(node__pool__isnull=False)
-        .values_list("node__pool", "gpu_model")
-        .annotate(n=Count("id"))
-        .order_by()
+    ``(pool id, model id)``, from the census kept per inventory generation
+    (:func:`pools.inventory.selectors.inventory_census`): one query, two when the inventory
+    changed."""
+    return inventory_census().count_cards(
+        lambda g: (g.pool_id, g.gpu_model_id), lambda g: g.pool_id is not None and g.schedulable
     )
-    return {(pool_id, model_id): n for pool_id, model_id, n in rows}
 
 
 def _schedulable_by_model(
