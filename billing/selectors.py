@@ -9,7 +9,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
 from django.db import connection
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from billing.charges import (
@@ -33,17 +34,27 @@ from billing.rate_periods import month_currency, rate_periods
 from pools.capacity.arithmetic import card_seconds_hours
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
-from pools.capacity.node_kinds import inventory_generation
 from pools.choices import IdleFindingState
 from pools.inventory.models import SCHEDULABLE_CARD, SLICED_CARD, Gpu, Pool
+from pools.inventory.selectors import inventory_generation
 from pools.reclamation.card_timeline import card_changes, card_pieces
 from pools.reclamation.models import IdleFinding
 from pools.tenancy.models import Team
 
 
 def statement_list(*, user) -> QuerySet[Statement]:
-    """Statements the user may see: all for staff (finance, pool admins), else their teams'."""
-    qs = Statement.objects.select_related("team").annotate(line_count=Count("lines"))
+    """Statements the user may see: all for staff (finance, pool admins), else their teams',
+    with ``line_count`` (a correlated count, computed for the rows a page keeps: a join and
+    ``GROUP BY`` counted the lines of every statement before the page was chosen, and again in
+    the paginator's ``COUNT(*)`` — 10,080 statements at 100,800 GPUs, 61 ms)."""
+    lines = (
+        StatementLine.objects.filter(statement=OuterRef("pk"))
+        .order_by()
+        .values("statement")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    qs = Statement.objects.select_related("team").annotate(line_count=Coalesce(Subquery(lines), 0))
     return qs.visible_to(user)
 
 

@@ -14,34 +14,15 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from pools.api_common import CheckedPageSize
 from pools.errors import DomainError
 from portal.handlers import RETRY_AFTER_S, unavailable_body
 from portal.middleware import api_body_limit_bytes, request_too_large_response
 
 
-class Pagination(PageNumberPagination):
-    """Page-number pagination; ``page_size`` may be raised by the client up to 500.
-
-    A ``page_size`` that is not a whole number from 1 to 500 is a 400 naming the field (DRF would
-    quietly clamp or ignore it, so a script asking for 1,000 rows would think it had them all).
-    """
-
-    page_size_query_param = "page_size"
-    max_page_size = 500
-
-    def get_page_size(self, request):
-        raw = request.query_params.get(self.page_size_query_param)
-        if raw is None or raw == "":
-            return self.page_size
-        try:
-            size = int(raw)
-        except ValueError:
-            size = 0
-        if not 1 <= size <= self.max_page_size:
-            raise exceptions.ValidationError(
-                {"page_size": [f"A whole number from 1 to {self.max_page_size}."]}
-            )
-        return size
+class Pagination(CheckedPageSize, PageNumberPagination):
+    """Page-number pagination; ``page_size`` may be raised by the client up to 500, checked
+    (:class:`pools.api_common.CheckedPageSize`)."""
 
     def get_schema_operation_parameters(self, view):
         """``page`` from 1 and ``page_size`` from 1 to ``max_page_size``, as they are checked
@@ -50,9 +31,7 @@ class Pagination(PageNumberPagination):
         for parameter in parameters:
             if parameter["name"] == self.page_query_param:
                 parameter["schema"]["minimum"] = 1
-            elif parameter["name"] == self.page_size_query_param:
-                parameter["schema"].update(minimum=1, maximum=self.max_page_size)
-        return parameters
+        return self.checked_size_parameters(parameters)
 
 
 # What a boolean query parameter may say (django-filter's own reading); "" is "any".

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from functools import reduce
-from operator import or_
 from typing import Any, Self
 
 from django.apps import apps
 from django.conf import settings
 from django.db import models
-from django.db.models import CharField, Q
+from django.db.models import CharField, F, Value
+from django.db.models.fields.tuple_lookups import TupleIn
 from django.db.models.functions import Cast
+from django.db.models.lookups import In
 
 from pools.tenancy.roles import sees_every_team
 
@@ -19,23 +19,40 @@ from pools.tenancy.roles import sees_every_team
 TEAM_AUDITED = ("pools.capacityrequest", "pools.allocation")
 
 
-def _text_ids(rows: models.QuerySet) -> models.QuerySet:
-    return rows.annotate(text_id=Cast("pk", output_field=CharField())).values("text_id")
+class _RowValueIn(TupleIn):
+    """``(a, b) IN (subquery)`` as written, on PostgreSQL and on SQLite alike: SQLite reads row
+    values since 3.15 (2016), but Django 5.2 rewrites the lookup there into an ``EXISTS`` that
+    drops the filters of a ``UNION``'s parts."""
+
+    def as_sql(self, compiler, connection):
+        return In.as_sql(self, compiler, connection)
+
+
+def _keys(rows: models.QuerySet) -> models.QuerySet:
+    """``(object_type, object_id)`` of the rows of ``rows`` (one model): its label and the
+    row's id cast to text, as events name them."""
+    return (
+        rows.order_by()
+        .annotate(
+            key_type=Value(rows.model._meta.label_lower, output_field=CharField()),
+            key_id=Cast("pk", output_field=CharField()),
+        )
+        .values_list("key_type", "key_id")
+    )
 
 
 class AuditEventQuerySet(models.QuerySet):
     def about(self, *querysets: models.QuerySet) -> Self:
-        """Events about the rows of ``querysets`` (each of one model), as subqueries:
-        ``object_id`` is text, so it is compared with the row's id cast to text."""
-        return self.filter(
-            reduce(
-                or_,
-                (
-                    Q(object_type=rows.model._meta.label_lower, object_id__in=_text_ids(rows))
-                    for rows in querysets
-                ),
-            )
-        )
+        """Events about the rows of ``querysets`` (each of one model), as one subquery:
+        ``(object_type, object_id) IN (keys of the first UNION ALL keys of the next …)``.
+
+        One row-value ``IN`` rather than an ``OR`` of one ``IN`` per model: PostgreSQL runs an
+        ``OR`` of subqueries as a filter on every event, newest first, until a page is found
+        (a member's 30 events of 201,600 at 100,800 GPUs: the whole index, 259 ms), but turns
+        one ``IN`` into a join on the ``(object_type, object_id)`` index (2.5 ms)."""
+        keys = [_keys(rows) for rows in querysets]
+        union = keys[0].union(*keys[1:], all=True) if len(keys) > 1 else keys[0]
+        return self.filter(_RowValueIn((F("object_type"), F("object_id")), union.query))
 
     def visible_to(self, user: Any) -> Self:
         """All events for pool admins; for others the events of the :data:`TEAM_AUDITED`

@@ -1,11 +1,13 @@
 """API of the audit trail (``/api/v1/audit-events/``): pool admins see every event, members the
-events of their teams' requests and allocations."""
+events of their teams' requests and allocations; newest first, by cursor
+(:class:`pools.api_common.NewestFirstCursorPagination`: no count of a trail that only grows)."""
 
 from __future__ import annotations
 
 import django_filters as filters
 from rest_framework import serializers, viewsets
 
+from pools.api_common import NewestFirstCursorPagination
 from pools.audit.models import AuditEvent
 from pools.capacity import selectors
 
@@ -41,11 +43,13 @@ class AuditEventFilterSet(filters.FilterSet):
 
 
 class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
-    """Who changed what and when; filter by ``object_type`` and ``object_id``."""
+    """Who changed what and when, newest first; filter by ``object_type`` and ``object_id``;
+    pages by ``cursor`` (follow ``next``)."""
 
     queryset = AuditEvent.objects.none()  # for the schema; get_queryset scopes by user
     serializer_class = AuditEventSerializer
     filterset_class = AuditEventFilterSet
+    pagination_class = NewestFirstCursorPagination
 
     def get_queryset(self):
         return selectors.audit_event_list(user=self.request.user).order_by("-created_at", "-id")

@@ -6,7 +6,8 @@ nodes are up, which of their cards of the model are not in error, their NVLink d
 driver's CUDA version) changes only when an import or an admin writes the inventory, while the
 held side changes with every approval. So the inventory side is read here and kept in this
 process, keyed by the pool, the model and the **inventory generation** read in the same
-transaction (``pools_inventorystamp``, maintained by PostgreSQL triggers on GPUs, nodes, driver
+transaction (:func:`pools.inventory.selectors.inventory_generation`: ``pools_inventorystamp``,
+maintained by PostgreSQL triggers on GPUs, nodes, driver
 groups and GPU models; migration ``0017_placed_cards_inventory_stamp`` says why it is
 consistent). A changed generation reads again; so does every call on SQLite, which has no
 stamp (``generation`` ``None``). At 2,000 nodes × 8 cards the read is one scan of 16,000 card
@@ -92,17 +93,6 @@ class PoolNodes:
     def schedulable(self, cuda: str | None) -> int:
         """Schedulable cards whose driver supports CUDA ``cuda`` (the card invariant's count)."""
         return sum(kind.cards for _, kind in self.kinds_for(cuda))
-
-
-def inventory_generation() -> int | None:
-    """The inventory generation now (one statement on PostgreSQL; ``None`` elsewhere, where
-    :func:`pool_nodes` reads the nodes each time)."""
-    if connection.vendor != "postgresql":
-        return None
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT generation FROM pools_inventorystamp")
-        row = cursor.fetchone()
-    return row[0] if row else None
 
 
 # (pool id, model id) -> (generation, nodes): the newest generation read in this process

@@ -18,18 +18,24 @@ profile than they hold — reported with ``mig_profile`` set, ``peak`` and ``usa
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Max
+from django.db.models import Max, Sum
 
 from pools.capacity.arithmetic import peak_cards, usable_cards
 from pools.capacity.availability import pool_slices
-from pools.capacity.models import Allocation
+from pools.capacity.models import Allocation, RecurringReservation
 from pools.capacity.node_kinds import pool_nodes
-from pools.capacity.window import holding_allocations, window_holds
+from pools.capacity.window import (
+    holding_allocations,
+    maintenance_intervals_by_pool_model,
+    window_holds,
+)
 from pools.inventory.models import GpuModel, Pool
+from pools.inventory.selectors import inventory_census
 
 
 @dataclass(frozen=True)
@@ -72,41 +78,95 @@ class Overcommit:
 
 def overcommitted_windows(*, now: datetime) -> list[Overcommit]:
     """Every pool × GPU model over-committed at some instant from ``now`` on (see the module
-    doc), by pool and model slug. One query for the pairs (and one for the slices'), then one
-    per pair with holds; the allocations concerned are looked for only where the peak is
-    over."""
+    doc), by pool and model slug. One query for the pairs with the cards they hold from now on
+    in all (and one for the slices'), the census of cards
+    (:func:`pools.inventory.selectors.inventory_census`, kept per inventory generation), the
+    recurring reservations and maintenance windows from now on (two), the holds of the pairs
+    that could be over (one, :func:`_future_holds`, swept here), and one per pair with recurring
+    occurrences or maintenance windows (:func:`pools.capacity.window.window_holds`, which
+    counts them); the allocations concerned are looked for only where the peak is over.
+
+    A pair whose allocations from now on hold, all added up, no more than its usable cards
+    cannot peak above them (the peak at any instant is a sum of some of them), so it is not
+    swept: the census counts the same schedulable cards as :func:`pool_nodes`
+    (:data:`pools.inventory.models.SCHEDULABLE_CARD`, any driver)."""
     pairs = (
         Allocation.objects.holding()
         .whole_cards()
         .filter(ends_at__gt=now)
         .values_list("pool", "gpu_model")
-        .annotate(last=Max("ends_at"))
+        .annotate(last=Max("ends_at"), held=Sum("card_count"))
         .order_by()
     )
     found = _overcommitted_slices(now)
     if not pairs:
         return found
-    pools = Pool.objects.in_bulk({p for p, _m, _e in pairs})
-    models = GpuModel.objects.in_bulk({m for _p, m, _e in pairs})
-    for pool_id, model_id, last in pairs:
+    pools = Pool.objects.in_bulk({p for p, _m, _e, _h in pairs})
+    models = GpuModel.objects.in_bulk({m for _p, m, _e, _h in pairs})
+    schedulable = inventory_census().count_cards(
+        lambda g: (g.pool_id, g.gpu_model_id), lambda g: g.schedulable
+    )
+    horizon = max(last for _p, _m, last, _h in pairs)
+    # recurring occurrences and maintenance windows count in a pair's peak too: swept always
+    swept_always = {
+        (r.pool_id, r.gpu_model_id)
+        for r in RecurringReservation.objects.overlapping_dates(now, horizon)
+    } | set(maintenance_intervals_by_pool_model(now, horizon))
+    usable_now = {
+        (p, m): usable_cards(schedulable.get((p, m), 0), pools[p].overcommit_ratio)
+        for p, m, _e, _h in pairs
+    }
+    candidates = {
+        (p, m) for p, m, _e, held in pairs if held > usable_now[(p, m)]
+    } - swept_always  # even every hold at once fits the others
+    holds_of = _future_holds(candidates, now)
+    for pool_id, model_id, last, _held in pairs:
         pool, model = pools[pool_id], models[model_id]
-        holds = window_holds(pool=pool, gpu_model=model, start=now, end=last)
-        nodes = pool_nodes(pool=pool, gpu_model=model, generation=holds.generation)
-        usable = usable_cards(nodes.schedulable(None), pool.overcommit_ratio)
-        if holds.peak <= usable:
+        if (pool_id, model_id) in swept_always:
+            holds = window_holds(pool=pool, gpu_model=model, start=now, end=last)
+            nodes = pool_nodes(pool=pool, gpu_model=model, generation=holds.generation)
+            usable, peak = usable_cards(nodes.schedulable(None), pool.overcommit_ratio), holds.peak
+        elif (pool_id, model_id) in candidates:
+            usable = usable_now[(pool_id, model_id)]
+            peak = peak_cards(holds_of[(pool_id, model_id)], now, last)
+        else:
+            continue
+        if peak <= usable:
             continue
         found.append(
             Overcommit(
                 pool.slug,
                 model.slug,
                 usable,
-                holds.peak,
+                peak,
                 now,
                 last,
                 _concerned(pool, model, now, last, usable),
             )
         )
     found.sort(key=lambda o: (o.pool, o.gpu_model, o.mig_profile))
+    return found
+
+
+def _future_holds(pairs: set[tuple[int, int]], now: datetime) -> dict[tuple[int, int], list]:
+    """``(starts_at, ends_at, cards)`` of the whole-card holding allocations of ``pairs``
+    (pool id, model id) ending after ``now``, by pair. One query, run for no pair too (ids no
+    row has: 0), so that the page's query count does not depend on how many pairs are
+    candidates."""
+    rows = (
+        Allocation.objects.holding()
+        .whole_cards()
+        .filter(
+            ends_at__gt=now,
+            pool_id__in=sorted({p for p, _m in pairs}) or [0],
+            gpu_model_id__in=sorted({m for _p, m in pairs}) or [0],
+        )
+        .values_list("pool_id", "gpu_model_id", "starts_at", "ends_at", "card_count")
+    )
+    found: dict[tuple[int, int], list] = defaultdict(list)
+    for pool_id, model_id, start, end, cards in rows:
+        if (pool_id, model_id) in pairs:
+            found[(pool_id, model_id)].append((start, end, cards))
     return found
 
 

@@ -147,25 +147,33 @@ def cards_held_series(qs: QuerySet, keys: list[str], instants: list) -> dict[tup
     cards of the rows whose ``[starts_at, ends_at)`` holds each of ``instants`` (aware
     datetimes, any order), in the order given; a key with rows has its list even if all 0.
 
-    One query, two grouped halves in a ``UNION ALL``: the cards starting and the cards ending
-    before each instant (:class:`InstantsBefore`), turned into counts by a running sum here.
-    A row holds the ``j``-th instant (sorted) iff ``#{t < starts_at} <= j < #{t < ends_at}``.
-    The cost per row is a binary search, where one conditional sum per instant cost 57 of
-    them per row on the dashboard's plan (and a millisecond of Python per instant to build)."""
+    One query, one scan: the rows grouped by their keys and by how many instants lie before
+    their start and before their end (:class:`InstantsBefore`, twice), turned into counts by a
+    running sum here. A row holds the ``j``-th instant (sorted) iff
+    ``#{t < starts_at} <= j < #{t < ends_at}``. The cost per row is two binary searches, where
+    one conditional sum per instant cost 57 of them per row on the dashboard's plan (and a
+    millisecond of Python per instant to build). One scan with both buckets reads the rows once
+    where two grouped halves in a ``UNION ALL`` read them twice: at 36,920 allocations in the
+    window (the 100,800-GPU bench) about two thirds of the time (130 against 190 ms, run in turn
+    on a loaded machine).
+    """
     order = sorted(range(len(instants)), key=lambda i: instants[i])
     thresholds = [instants[i] for i in order]
-    halves = [
-        qs.annotate(_at=InstantsBefore(field, thresholds))
-        .values(*keys, "_at")
-        .annotate(_cards=Sum(F("card_count") * sign))
+    rows = (
+        qs.annotate(
+            _from=InstantsBefore("starts_at", thresholds),
+            _to=InstantsBefore("ends_at", thresholds),
+        )
+        .values(*keys, "_from", "_to")
+        .annotate(_cards=Sum("card_count"))
         .order_by()
-        .values_list(*keys, "_at", "_cards")
-        for field, sign in (("starts_at", 1), ("ends_at", -1))
-    ]
+        .values_list(*keys, "_from", "_to", "_cards")
+    )
     deltas: dict[tuple, list[int]] = {}
-    for *key, at, cards in halves[0].union(halves[1], all=True):
+    for *key, since, until, cards in rows:
         row = deltas.setdefault(tuple(key), [0] * (len(instants) + 1))
-        row[at] += cards or 0
+        row[since] += cards or 0
+        row[until] -= cards or 0
     result = {}
     for key, row in deltas.items():
         held, running = [0] * len(instants), 0

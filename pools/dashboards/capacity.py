@@ -15,15 +15,12 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import (
-    Case,
     Count,
     DurationField,
     ExpressionWrapper,
     F,
     Q,
     Sum,
-    Value,
-    When,
     Window,
 )
 from django.db.models.functions import Coalesce
@@ -33,17 +30,15 @@ from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
 from pools.capacity.overcommit import Overcommit, overcommitted_windows
 from pools.capacity.selectors import InstantsBefore, cards_held_series
-from pools.choices import GpuHealth, NodeState, RequestStatus
+from pools.choices import NodeState, RequestStatus
 from pools.inventory.models import (
-    SCHEDULABLE_CARD,
-    SLICED_CARD,
     DriverGroup,
     Gpu,
     GpuModel,
     Node,
     Pool,
 )
-from pools.inventory.selectors import mig_slices, unrecognised_model_list
+from pools.inventory.selectors import inventory_census, mig_slices, unrecognised_model_list
 from pools.reclamation.evaluate import IDLE_BELOW_PCT
 from pools.reclamation.models import IdleFinding
 
@@ -224,6 +219,37 @@ def pooled_gpus(filters: DashboardFilters):
     return gpus
 
 
+def _inventory_counts(filters: DashboardFilters, pools: dict, models: dict, branches: dict):
+    """Cards in pools by (pool id, model id, raw name, driver group id): ``[total, healthy,
+    schedulable, sliced]``, narrowed to the filters as :func:`pooled_gpus` narrows, from the
+    census kept per inventory generation (:func:`pools.inventory.selectors.inventory_census`:
+    no card read unless the inventory changed). ``pools``, ``models``, ``branches``: the slugs
+    (first item) and branches by id."""
+
+    def kept(g) -> bool:
+        return (
+            g.pool_id is not None
+            and (not filters.pool or pools[g.pool_id][0] == filters.pool)
+            and (not filters.gpu_model or models.get(g.gpu_model_id, ("",))[0] == filters.gpu_model)
+            and (
+                not filters.driver_branch
+                or branches.get(g.driver_group_id) == filters.driver_branch
+            )
+        )
+
+    inventory: dict[tuple, list[int]] = {}
+    for g in inventory_census().cards:
+        if kept(g):
+            counts = inventory.setdefault(
+                (g.pool_id, g.gpu_model_id, g.raw_model_name, g.driver_group_id), [0, 0, 0, 0]
+            )
+            counts[0] += g.cards
+            counts[1] += g.cards if g.healthy else 0
+            counts[2] += g.cards if g.schedulable else 0
+            counts[3] += g.cards if g.sliced else 0
+    return inventory
+
+
 def capacity_rows(
     *, filters: DashboardFilters, now: datetime, plan: dict[tuple, PlanSeries] | None = None
 ) -> list[CapacityRow]:
@@ -235,36 +261,10 @@ def capacity_rows(
     (:data:`pools.inventory.models.SCHEDULABLE_CARD`: healthy, recognised, not in MIG mode);
     mig_cards and mig_slices: the cards in MIG mode holding schedulable slices and those slices
     by profile (:data:`pools.inventory.models.SLICED_CARD`), shown apart from whole cards.
-    Six queries (the cards; their MIG slices; the names of pools, models and driver groups; the
-    idle findings), three more without ``plan``.
+    Six queries (the inventory generation, and the census when it changed; their MIG slices;
+    the names of pools, models and driver groups; the idle findings), three more without
+    ``plan``.
     """
-    gpus = pooled_gpus(filters)
-    healthy = Q(node__state=NodeState.UP) & ~Q(health=GpuHealth.ERROR)
-    # Grouped by ids (a name only for an unrecognised card), the names read afterwards from the
-    # three small tables: grouping 16,000 cards by seven text columns took twice as long.
-    inventory = (
-        gpus.annotate(
-            raw=Case(When(gpu_model__isnull=True, then=F("raw_model_name")), default=Value(""))
-        )
-        .values("node__pool", "gpu_model", "raw", "node__driver_group")
-        .annotate(
-            total=Count("id"),
-            healthy=Count("id", filter=healthy),
-            schedulable=Count("id", filter=SCHEDULABLE_CARD),
-            mig=Count("id", filter=SLICED_CARD),
-        )
-        .order_by()
-        .values_list(
-            "node__pool",
-            "gpu_model",
-            "raw",
-            "node__driver_group",
-            "total",
-            "healthy",
-            "schedulable",
-            "mig",
-        )
-    )
     pools = {
         pk: (slug, name, ratio)
         for pk, slug, name, ratio in Pool.objects.values_list(
@@ -275,9 +275,12 @@ def capacity_rows(
         pk: (slug, name) for pk, slug, name in GpuModel.objects.values_list("pk", "slug", "name")
     }
     branches = dict(DriverGroup.objects.values_list("pk", "branch"))
+
+    inventory = _inventory_counts(filters, pools, models, branches)
     rows: dict[tuple[str, str], CapacityRow] = {}
-    slices = mig_slices(gpus=gpus)
-    for pool_id, model_id, raw, group_id, total, healthy_cards, schedulable, mig in inventory:
+    slices = mig_slices(gpus=pooled_gpus(filters))
+    for (pool_id, model_id, raw, group_id), counts in inventory.items():
+        total, healthy_cards, schedulable, mig = counts
         pool_slug, pool_name, ratio = pools[pool_id]
         model_slug, model_name = models.get(model_id, (None, None))
         slug, name, recognised = model_label(
@@ -382,8 +385,10 @@ def plan_days(now: datetime) -> list[datetime]:
 
 def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, PlanSeries]:
     """Per (pool slug, model slug): cards of holding allocations and of submitted requests on
-    each of the next 56 days (at noon), and cards held at ``now``. Three queries, summed in the
-    database (:func:`pools.capacity.selectors.cards_held_series`).
+    each of the next 56 days (at noon), and cards held at ``now``. Five queries: three summed in
+    the database (:func:`pools.capacity.selectors.cards_held_series`) by pool and model id, then
+    the pools' and models' slugs and names (grouping 37,000 allocations by four joined names
+    cost more than the two small reads).
 
     A submitted request that names no pool or no model cannot be placed on one chart; it is
     counted in ``unplaced_pending`` of the key ``("", "")``.
@@ -397,29 +402,36 @@ def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, 
         status=RequestStatus.SUBMITTED, starts_at__lt=end, ends_at__gt=days[0], mig_profile=""
     )
     allocations, requests = _filtered(allocations, filters), _filtered(requests, filters)
-    names = ("pool__slug", "pool__name", "gpu_model__slug", "gpu_model__name")
-    plan: dict[tuple, PlanSeries] = {}
-
-    def series(row) -> PlanSeries:
-        key = (row[0] or "", row[2] or "")
-        if key not in plan:
-            plan[key] = PlanSeries(row[1] or "", row[3] or "", [0] * len(days), [0] * len(days))
-        return plan[key]
-
+    ids = ("pool", "gpu_model")
     # summed in the database, one row per pool × model and instant bucket; the last: now
-    for row, held in cards_held_series(allocations, names, [*noons, now]).items():
-        s = series(row)
-        s.held_now += held[-1]
-        s.held = [a + b for a, b in zip(s.held, held[:-1], strict=True)]
+    held_series = cards_held_series(allocations, ids, [*noons, now])
     placed = requests.filter(pool__isnull=False, gpu_model__isnull=False)
-    for row, pending in cards_held_series(placed, names, noons).items():
-        s = series(row)
-        s.pending = [a + b for a, b in zip(s.pending, pending, strict=True)]
+    pending_series = cards_held_series(placed, ids, noons)
     unplaced = requests.filter(Q(pool__isnull=True) | Q(gpu_model__isnull=True)).aggregate(
         cards=Sum("card_count")
     )["cards"]
+    pools = {pk: (slug, name) for pk, slug, name in Pool.objects.values_list("pk", "slug", "name")}
+    models = {
+        pk: (slug, name) for pk, slug, name in GpuModel.objects.values_list("pk", "slug", "name")
+    }
+    plan: dict[tuple, PlanSeries] = {}
+
+    def series(pool_id, model_id) -> PlanSeries:
+        (pool_slug, pool_name), (model_slug, model_name) = pools[pool_id], models[model_id]
+        key = (pool_slug, model_slug)
+        if key not in plan:
+            plan[key] = PlanSeries(pool_name, model_name, [0] * len(days), [0] * len(days))
+        return plan[key]
+
+    for (pool_id, model_id), held in held_series.items():
+        s = series(pool_id, model_id)
+        s.held_now += held[-1]
+        s.held = [a + b for a, b in zip(s.held, held[:-1], strict=True)]
+    for (pool_id, model_id), pending in pending_series.items():
+        s = series(pool_id, model_id)
+        s.pending = [a + b for a, b in zip(s.pending, pending, strict=True)]
     if unplaced:
-        s = series(("", "", "", ""))
+        s = plan.setdefault(("", ""), PlanSeries("", "", [0] * len(days), [0] * len(days)))
         s.unplaced_pending += unplaced
     return plan
 

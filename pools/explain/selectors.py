@@ -21,7 +21,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -35,12 +34,12 @@ from pools.capacity.models import (
     RecurringReservation,
     TemporaryOverride,
 )
-from pools.capacity.node_kinds import inventory_generation, pool_nodes
+from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.overrides import override_summary
 from pools.capacity.placement import NodeGroup, Shape
 from pools.capacity.recurrence import occurrences
 from pools.capacity.window import ALL_CARDS, maintenance_windows_by_pool_model
-from pools.choices import GpuHealth, NodeState
+from pools.choices import NodeState
 from pools.classes.models import WorkloadClass
 from pools.classes.selectors import class_permitted_models
 from pools.explain.core import (
@@ -58,7 +57,8 @@ from pools.explain.core import (
     relevant_model,
 )
 from pools.inventory.driver_versions import driver_supports, parse_cuda_version
-from pools.inventory.models import WHOLE_CARD, Gpu, GpuModel, Pool
+from pools.inventory.models import Gpu, GpuModel, Pool
+from pools.inventory.selectors import inventory_census, inventory_generation
 from pools.sizing.selectors import sizing_estimate_list
 from pools.tenancy import permissions
 from pools.tenancy.models import Team
@@ -345,37 +345,24 @@ class Facts:
         )
 
 
-# the newest inventory generation read in this process and the card rows read under it
-_ROWS: dict[str, tuple[int, list[tuple]]] = {}
-
-
 def _card_rows() -> dict[tuple[int, int], list[tuple]]:
     """Cards by (pool id, model id): ``(node state, driver's max CUDA, cards, whole, MIG,
-    error)`` rows, one grouped read of the inventory kept per inventory generation on
-    PostgreSQL (the stamp the triggers of migration 0017 move on every change of GPUs, nodes or
-    driver groups, as :mod:`pools.capacity.node_kinds` keeps node kinds): a keystroke of the
-    live panel reads one row instead of 16,000 cards."""
-    generation = inventory_generation()
-    known = _ROWS.get("rows")
-    if generation is not None and known is not None and known[0] == generation:
-        rows = known[1]
-    else:
-        rows = list(
-            Gpu.objects.filter(node__pool__isnull=False, gpu_model__isnull=False)
-            .values_list("node__pool", "gpu_model", "node__state", "node__driver_group__max_cuda")
-            .annotate(
-                n=Count("id"),
-                whole=Count("id", filter=WHOLE_CARD),
-                mig=Count("id", filter=Q(mig_mode=True) & ~Q(health=GpuHealth.ERROR)),
-                error=Count("id", filter=Q(health=GpuHealth.ERROR)),
-            )
-            .order_by()
-        )
-        if generation is not None:
-            _ROWS["rows"] = (generation, rows)
+    error)`` rows, from the inventory census kept per inventory generation
+    (:func:`pools.inventory.selectors.inventory_census`): a keystroke of the live panel reads
+    one row instead of every card."""
+    counts: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for group in inventory_census().cards:
+        if group.pool_id is None or group.gpu_model_id is None:
+            continue
+        key = (group.pool_id, group.gpu_model_id, group.node_state, group.max_cuda)
+        row = counts[key]
+        row[0] += group.cards
+        row[1] += group.cards if group.whole else 0
+        row[2] += group.cards if group.mig and not group.error else 0
+        row[3] += group.cards if group.error else 0
     by_pair: dict[tuple[int, int], list[tuple]] = defaultdict(list)
-    for pool_id, model_id, *rest in rows:
-        by_pair[(pool_id, model_id)].append(tuple(rest))
+    for (pool_id, model_id, state, max_cuda), (n, whole, mig, error) in counts.items():
+        by_pair[(pool_id, model_id)].append((state, max_cuda, n, whole, mig, error))
     return by_pair
 
 

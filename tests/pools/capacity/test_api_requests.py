@@ -562,3 +562,32 @@ def test_list_query_count_does_not_grow_with_rows(api_as, users, team, infer_poo
     many = queries(client, url)
 
     assert few == many
+
+
+def test_audit_events_page_by_cursor_newest_first_without_a_count(api_as, users, world):
+    """Five events of the member's request, two a page: newest first, each once, by following
+    ``next``; no ``count`` (no COUNT(*) over the trail); a cursor the list did not give is a
+    400 naming ``cursor``, a page size outside 1-500 one naming ``page_size``."""
+    from pools.audit.services import audit_event_record
+
+    made = [
+        audit_event_record(actor=users["member"], action=f"request.step{i}", obj=world["request"])
+        for i in range(5)
+    ]
+    client = api_as(users["member"])
+    url = (
+        "/api/v1/audit-events/?object_type=pools.capacityrequest"
+        f"&object_id={world['request'].pk}&page_size=2"
+    )
+    seen, pages = [], 0
+    while url:
+        body = client.get(url).json()
+        assert "count" not in body and len(body["results"]) <= 2
+        seen += [row["id"] for row in body["results"]]
+        url, pages = body["next"], pages + 1
+    assert seen == [e.pk for e in reversed(made)] and pages == 3
+
+    bad = client.get("/api/v1/audit-events/?cursor=bogus")
+    assert bad.status_code == 400 and "cursor" in bad.json()["errors"]
+    too_big = client.get("/api/v1/audit-events/?page_size=501")
+    assert too_big.status_code == 400 and "page_size" in too_big.json()["errors"]

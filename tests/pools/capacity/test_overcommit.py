@@ -123,3 +123,25 @@ def test_the_dashboard_alert_lists_the_allocations_until_resolved(world, admin_c
     # B released (5 of 5 held at most): nothing to say any more
     type(world["b"]).objects.filter(pk=world["b"].pk).update(status=AllocationStatus.CANCELLED)
     assert dashboard_alerts(now=timezone.now()).overcommitted == []
+
+
+def test_a_maintenance_window_is_swept_though_the_holds_add_up_to_the_usable_cards(world):
+    """A, B and C hold 4 + 3 + 1 = 8 cards in all, the 8 usable: no instant can hold more, so
+    without anything else the pool is not swept. trn-01 (4 cards) planned out from day 2 to
+    day 2.5 takes 4 of them then, while A and B hold 7: 11 > 8, over-committed."""
+    from factories import MaintenanceWindowFactory
+
+    from pools.capacity.models import MaintenanceScope
+
+    now = timezone.now()
+    window = MaintenanceWindowFactory(
+        pool=world["pool"],
+        scope=MaintenanceScope.NODES,
+        starts_at=now + 2 * DAY,
+        ends_at=now + 2.5 * DAY,
+    )
+    window.nodes.set(Node.objects.filter(hostname="trn-01"))
+
+    [over] = overcommitted_windows(now=now)
+
+    assert (over.pool, over.usable, over.peak) == ("train", 8, 11)

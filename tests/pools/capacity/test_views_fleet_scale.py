@@ -95,6 +95,7 @@ def test_timeline_by_hand_and_constant_queries(
     allocate(team, 2)
     allocate(vision, 3)
     member = _client(team_member)
+    member.get("/timeline/")  # warm the census kept per inventory generation (usable cards)
     page, few = _get(member, "/timeline/")
     (chart,) = page.context["charts"]
     sets = {d["label"]: d["data"] for d in chart["data"]["datasets"]}
