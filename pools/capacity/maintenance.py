@@ -308,12 +308,30 @@ def _collision(allocation: Allocation, lost: int, exact: bool, how: str) -> Coll
 
 
 def window_away_cards(window: MaintenanceWindow) -> list[dict]:
-    """What ``window`` takes away now, per pool × GPU model: ``[{"pool", "gpu_model",
-    "cards"}]`` (schedulable cards on its nodes)."""
-    away = _away_by_key(window.nodes.values_list("pk", flat=True))
-    pools = Pool.objects.in_bulk({p for p, _ in away})
-    models = GpuModel.objects.in_bulk({m for _, m in away})
-    rows = [{"pool": pools[p], "gpu_model": models[m], "cards": n} for (p, m), n in away.items()]
+    """What ``window`` takes away now, per pool × GPU model: ``[{"pool", "gpu_model", "cards",
+    "slices": [{"profile", "slices"}]}]`` — schedulable cards on its nodes, and the MIG slices
+    on its nodes' cards in MIG mode by profile (a model with slices only has ``cards`` 0).
+    Two queries and the pools' and models'."""
+    node_ids = list(window.nodes.values_list("pk", flat=True))
+    cards = _away_by_key(node_ids)
+    slices: dict[tuple[int, int], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for _, _, (p, m, profile), n in _slices_by_node(node_ids):
+        slices[(p, m)][profile] += n
+    keys = set(cards) | set(slices)
+    pools = Pool.objects.in_bulk({p for p, _ in keys})
+    models = GpuModel.objects.in_bulk({m for _, m in keys})
+    rows = [
+        {
+            "pool": pools[p],
+            "gpu_model": models[m],
+            "cards": cards.get((p, m), 0),
+            "slices": [
+                {"profile": profile, "slices": n}
+                for profile, n in sorted(slices.get((p, m), {}).items())
+            ],
+        }
+        for p, m in keys
+    ]
     return sorted(rows, key=lambda r: (r["pool"].name, r["gpu_model"].name))
 
 

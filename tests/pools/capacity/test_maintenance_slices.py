@@ -221,3 +221,22 @@ def test_two_mig_nodes_never_go_in_one_wave_while_their_slices_are_needed(mig):
     assert [w.hostnames for w in plan.waves] == [("a100-mixed",), ("a100-mixed-2",)]
     assert plan.unplanned == ("h100nvl-single",)
     assert "fewer cards or MIG slices than are held" in plan.reason
+
+
+def test_the_windows_page_shows_the_slices_away(mig, pool_admin, admin_page):
+    """A window over both nodes, nothing held: away are a100-mixed's 6 whole A100 and its 9 ×
+    1g.10gb + 2 × 2g.20gb, and h100nvl-single's 14 × 1g.12gb (no whole H100 NVL: 0 cards)."""
+    from pools.capacity.maintenance import window_away_cards
+
+    t = mig["t"]
+    window = maintenance_window_create(actor=pool_admin, title="R570", scope="pool",
+                                       pool=mig["pool"], starts_at=t, ends_at=t + H)  # fmt: skip
+    rows = [(r["pool"].slug, r["gpu_model"].slug, r["cards"],
+             [(s["profile"], s["slices"]) for s in r["slices"]])
+            for r in window_away_cards(window)]  # fmt: skip
+    assert rows == [
+        ("infer", "a100_80g_sxm", 6, [("1g.10gb", 9), ("2g.20gb", 2)]),
+        ("infer", "h100_nvl", 0, [("1g.12gb", 14)]),
+    ]
+    body = admin_page.get(f"/maintenance/{window.pk}/").content.decode()
+    assert "9 × 1g.10gb, 2 × 2g.20gb" in body and "14 × 1g.12gb" in body
