@@ -3,7 +3,7 @@ everyone signed in (a window is pool-wide news), planned and cancelled by pool a
 :mod:`pools.capacity.services.maintenance`.
 
 - ``POST .../preview/``: the approved allocations the window would collide with and the cards
-  each team loses, nothing written;
+  and MIG slices (by profile) each team loses, nothing written;
 - ``POST ...`` (create): saves the window when ``acknowledged`` names every colliding
   allocation, else ``409 maintenance_collisions`` with the same list;
 - ``POST .../plan-waves/``: an upgrade of a driver group as waves; ``confirm: false`` answers
@@ -96,16 +96,27 @@ class MaintenanceCollisionSerializer(serializers.Serializer):
     team_name = serializers.CharField()
     pool = serializers.CharField()
     gpu_model = serializers.CharField()
-    cards = serializers.IntegerField()
+    profile = serializers.CharField(
+        allow_blank=True, help_text="The MIG profile of a slice allocation; blank: whole cards."
+    )
+    cards = serializers.IntegerField(help_text="Whole cards held; 0 for a slice allocation.")
     cards_lost = serializers.IntegerField(help_text="Exact when exact, else at most this many.")
+    slices = serializers.IntegerField(help_text="MIG slices of profile held; 0 for cards.")
+    slices_lost = serializers.IntegerField(help_text="Exact when exact, else at most this many.")
     exact = serializers.BooleanField()
     how = serializers.CharField()
+
+
+class ProfileLossSerializer(serializers.Serializer):
+    profile = serializers.CharField()
+    slices_lost = serializers.IntegerField()
 
 
 class TeamLossSerializer(serializers.Serializer):
     team = serializers.CharField()
     team_name = serializers.CharField()
     cards_lost = serializers.IntegerField()
+    slices_lost = ProfileLossSerializer(many=True, help_text="By MIG profile, never summed.")
 
 
 class MaintenancePreviewSerializer(serializers.Serializer):

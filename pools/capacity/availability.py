@@ -26,6 +26,7 @@ from pools.capacity.window import (
     maintenance_away_nodes,
     maintenance_intervals,
     maintenance_intervals_by_pool_model,
+    maintenance_slice_intervals,
     recurring_intervals,
     window_holds,
     window_holds_reusing,
@@ -79,17 +80,27 @@ def holding_intervals(
     start: datetime,
     end: datetime,
     exclude_allocation: int | None = None,
+    profile: str = "",
 ) -> list[tuple[datetime, datetime, int]]:
     """``(starts_at, ends_at, cards)`` of holding allocations of the pool/model overlapping
     ``[start, end)``, and of the occurrences of its active recurring reservations there
     (:func:`pools.capacity.window.recurring_intervals`, issue 32), and the cards planned
     maintenance windows take away (:func:`pools.capacity.window.maintenance_intervals`): what
     the request form, the earliest start and the recurring check count, as the approval does.
-    Three queries."""
+    With a MIG ``profile`` the same in slices of it: the slice allocations of that profile and
+    the slices windows take away (:func:`pools.capacity.window.maintenance_slice_intervals`);
+    recurring reservations hold whole cards only. Three queries (two for a profile)."""
     qs = holding_allocations(
-        pool=pool, gpu_model=gpu_model, start=start, end=end, exclude_allocation=exclude_allocation
+        pool=pool,
+        gpu_model=gpu_model,
+        start=start,
+        end=end,
+        exclude_allocation=exclude_allocation,
+        profile=profile,
     )
     held = list(qs.values_list("starts_at", "ends_at", "card_count"))
+    if profile:
+        return held + maintenance_slice_intervals(pool, gpu_model, profile, start, end)
     return (
         held
         + recurring_intervals(pool, gpu_model, start, end)

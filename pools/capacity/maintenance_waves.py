@@ -12,12 +12,16 @@ for each slot, each node not yet planned joins the slot's wave when
    holding intervals (allocations, recurring occurrences, other maintenance windows) over the
    slot is at most ``floor((schedulable − away) × over-commit ratio)`` — the card invariant
    the approval keeps (:func:`pools.capacity.arithmetic.usable_cards`), so the unplaced
-   allocations ("any N cards") still find theirs;
+   allocations ("any N cards") still find theirs. The same for every pool × model × MIG
+   profile the node has slices of, in slices at ratio 1 (slices are never placed: a slice
+   allocation holds "any N slices of the profile", and the slice approval counts them
+   without over-commit, :func:`pools.capacity.availability.pool_free_slices`); a key is any
+   hashable, the caller's (:func:`pools.capacity.maintenance.maintenance_wave_plan`);
 
 until the wave has ``per_wave`` nodes. A slot where no node can go is skipped (no window is
 made for it). Planning stops when every node is in a wave, or after ``max_slots`` slots: then
 there is no plan, and :attr:`WavePlan.reason` says which nodes could not go and why (placed
-cards on them in every slot tried, or the pool short of cards for what it holds).
+cards on them in every slot tried, or the pool short of cards or slices for what it holds).
 
 Greedy is not optimal (an earlier node taken in a slot can keep a later one out of it), but
 every wave it returns keeps both rules, which is what the property test checks.
@@ -38,7 +42,8 @@ Interval = tuple[datetime, datetime, int]
 
 @dataclass(frozen=True)
 class WaveNode:
-    """A node to upgrade: ``cards`` its schedulable cards by pool × model key."""
+    """A node to upgrade: ``cards`` its schedulable cards by pool × model key (and its MIG
+    slices by pool × model × profile key)."""
 
     hostname: str
     cards: Mapping[Hashable, int]
@@ -46,7 +51,8 @@ class WaveNode:
 
 @dataclass(frozen=True)
 class KeyCapacity:
-    """A pool × model: its schedulable cards, over-commit ratio and holding intervals."""
+    """A pool × model: its schedulable cards, over-commit ratio and holding intervals (a pool ×
+    model × profile: its slices, ratio 1 and the intervals held in slices)."""
 
     schedulable: int
     ratio: Decimal
@@ -155,7 +161,9 @@ def _why_not(remaining, placed, capacity, first_start, length, gap, max_slots) -
     if pinned:
         parts.append(f"allocations have cards placed on {', '.join(pinned)} in every slot")
     if short:
-        parts.append(f"taking {', '.join(short)} away would leave fewer cards than are held")
+        parts.append(
+            f"taking {', '.join(short)} away would leave fewer cards or MIG slices than are held"
+        )
     return (
         f"No wave plan within {max_slots} slot(s): {len(remaining)} node(s) could not go "
         f"without an approved allocation losing cards ({'; '.join(parts)})."

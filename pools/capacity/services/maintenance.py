@@ -5,10 +5,10 @@ into the window between the collision check and the save.
 
 A window that would collide with approved allocations
 (:func:`pools.capacity.maintenance.maintenance_collisions`) is saved only when the admin has
-seen them: ``acknowledged`` must name every colliding allocation id; otherwise
-:class:`MaintenanceCollides` (409) carries the list and what each team loses. Nothing is taken
-back from those allocations: they keep their status; the window's cards count as away from then
-on, so nothing new is approved into it. Slurm follows after commit
+seen them: ``acknowledged`` must name every colliding allocation id, of whole cards or of MIG
+slices; otherwise :class:`MaintenanceCollides` (409) carries the list and what each team
+loses. Nothing is taken back from those allocations: they keep their status; the window's
+cards count as away from then on, so nothing new is approved into it. Slurm follows after commit
 (:mod:`pools.capacity.services.maintenance_binding`); Kubernetes is not told (no cordon).
 """
 
@@ -50,8 +50,9 @@ SNAPSHOT_FIELDS = ("title", "scope", "starts_at", "ends_at", "reason", "status",
 
 
 class MaintenanceCollides(Conflict):
-    """The window takes cards from approved allocations not acknowledged (data:
-    ``collisions``, ``teams``: cards lost per team)."""
+    """The window takes cards or MIG slices from approved allocations not acknowledged (data:
+    ``collisions``, ``teams``: cards and slices lost per team,
+    :func:`pools.capacity.maintenance.team_losses`)."""
 
     code = "maintenance_collisions"
 
@@ -126,7 +127,8 @@ def maintenance_window_create(
         unseen = [c for c in collisions if c.allocation_id not in set(acknowledged)]
         if unseen:
             raise MaintenanceCollides(
-                f"The window takes cards from {len(collisions)} approved allocation(s); "
+                f"The window takes cards or MIG slices from {len(collisions)} approved "
+                "allocation(s); "
                 "confirm with their ids in acknowledged.",
                 collisions=[c.as_dict() for c in collisions],
                 teams=team_losses(collisions),

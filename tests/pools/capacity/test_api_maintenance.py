@@ -30,7 +30,9 @@ def test_preview_then_confirm(admin_api, member_api, team, infer_pool, l40s):
                             starts_at=t + H, ends_at=t + 5 * H)  # fmt: skip
     preview = admin_api.post(URL + "preview/", body(t), format="json")
     assert preview.status_code == 200, preview.content
-    assert preview.json()["teams"] == [{"team": "nlp", "team_name": "NLP", "cards_lost": 2}]
+    assert preview.json()["teams"] == [
+        {"team": "nlp", "team_name": "NLP", "cards_lost": 2, "slices_lost": []}
+    ]
     assert preview.json()["collisions"][0]["allocation"] == nlp.pk
     refused = admin_api.post(URL, body(t), format="json")
     assert refused.status_code == 409 and refused.json()["code"] == "maintenance_collisions"

@@ -92,19 +92,21 @@ def test_collision_preview_lists_each_team_and_the_cards_it_loses(
     nodes, errors = scope_nodes(scope="nodes", hostnames=["inf-01"])
     assert errors == {}
     found = maintenance_collisions(nodes=nodes, start=t + 3 * H, end=t + 4 * H)
-    assert [(c.allocation_id, c.team_slug, c.lost, c.placed) for c in found] == [
+    assert [(c.allocation_id, c.team_slug, c.lost, c.exact) for c in found] == [
         (nlp.pk, "nlp", 4, False),
         (vision.pk, "vision", 2, True),
     ]
     assert team_losses(found) == [
-        {"team": "nlp", "team_name": "NLP", "cards_lost": 4},
-        {"team": "vision", "team_name": "Vision", "cards_lost": 2},
+        {"team": "nlp", "team_name": "NLP", "cards_lost": 4, "slices_lost": []},
+        {"team": "vision", "team_name": "Vision", "cards_lost": 2, "slices_lost": []},
     ]
     before = table_counts()
     with pytest.raises(MaintenanceCollides) as refused:
         window(pool_admin, t + 3 * H, t + 4 * H, acknowledged=[nlp.pk])
     assert [c["cards_lost"] for c in refused.value.data["collisions"]] == [4, 2]
-    assert refused.value.data["teams"][0] == {"team": "nlp", "team_name": "NLP", "cards_lost": 4}
+    assert refused.value.data["teams"][0] == {
+        "team": "nlp", "team_name": "NLP", "cards_lost": 4, "slices_lost": []
+    }  # fmt: skip
     assert table_counts() == before and not MaintenanceWindow.objects.exists()
     saved = window(pool_admin, t + 3 * H, t + 4 * H, acknowledged=[nlp.pk, vision.pk])
     event = AuditEvent.objects.get(action="maintenance_window.created")

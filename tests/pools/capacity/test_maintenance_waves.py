@@ -24,30 +24,44 @@ from pools.inventory.models import DriverGroup, GpuModel
 T0 = datetime(2030, 1, 7, 6, tzinfo=UTC)
 H = timedelta(hours=1)
 KEY = "pool×a100"
+SLICES = "pool×a100×1g.10gb"  # a MIG profile's slices: never placed, no over-commit
 
 
 @st.composite
 def fleets(draw):
-    """2-8 nodes of 1-8 cards, some allocations placed on nodes, some unplaced holds."""
+    """2-8 nodes of 1-8 cards, some with 1g.10gb slices too (0-14: up to two cards in MIG
+    mode), some allocations placed on nodes, some unplaced holds of cards and of slices."""
     n = draw(st.integers(2, 8))
-    nodes = [WaveNode(f"n{i}", {KEY: draw(st.integers(1, 8))}) for i in range(n)]
+    nodes = []
+    for i in range(n):
+        cards = {KEY: draw(st.integers(1, 8))}
+        if slices := draw(st.integers(0, 14)):
+            cards[SLICES] = slices
+        nodes.append(WaveNode(f"n{i}", cards))
     hour = st.integers(0, 40)
     placed = []
     for _ in range(draw(st.integers(0, 6))):
         s = draw(hour)
         placed.append((f"n{draw(st.integers(0, n - 1))}", T0 + s * H,
                        T0 + (s + draw(st.integers(1, 12))) * H))  # fmt: skip
+
+    def holds(total, most):
+        found = []
+        for _ in range(draw(st.integers(0, most))):
+            s = draw(hour)
+            found.append((T0 + s * H, T0 + (s + draw(st.integers(1, 12))) * H,
+                          draw(st.integers(1, max(1, total // 3)))))  # fmt: skip
+        return found
+
     total = sum(x.cards[KEY] for x in nodes)
-    unplaced = []
-    for _ in range(draw(st.integers(0, 4))):
-        s = draw(hour)
-        unplaced.append((T0 + s * H, T0 + (s + draw(st.integers(1, 12))) * H,
-                         draw(st.integers(1, max(1, total // 3)))))  # fmt: skip
     # the placed allocations hold their node's cards in the count too
     cards_of = {x.hostname: x.cards[KEY] for x in nodes}
-    counted = unplaced + [(s, e, cards_of[h]) for h, s, e in placed]
+    counted = holds(total, 4) + [(s, e, cards_of[h]) for h, s, e in placed]
     ratio = draw(st.sampled_from([Decimal("1.00"), Decimal("1.50")]))
-    return nodes, placed, {KEY: KeyCapacity(total, ratio, counted)}
+    capacity = {KEY: KeyCapacity(total, ratio, counted)}
+    if slices := sum(x.cards.get(SLICES, 0) for x in nodes):
+        capacity[SLICES] = KeyCapacity(slices, Decimal(1), holds(slices, 4))
+    return nodes, placed, capacity
 
 
 @settings(max_examples=300, deadline=None)
@@ -55,6 +69,9 @@ def fleets(draw):
 def test_no_wave_takes_an_allocations_cards_and_every_node_is_covered_once(
     fleet, per_wave, length_h, gap_h
 ):
+    """Whole cards and MIG slices: every wave leaves each pool × model (× profile) it takes
+    from at least the peak held in the wave, ``floor((total − away) × ratio)`` (ratio 1 for
+    slices), and takes no node with cards placed on it."""
     nodes, placed, capacity = fleet
     plan = plan_waves(nodes=nodes, placed=placed, capacity=capacity, first_start=T0,
                       length=length_h * H, gap=gap_h * H, per_wave=per_wave,
@@ -63,18 +80,38 @@ def test_no_wave_takes_an_allocations_cards_and_every_node_is_covered_once(
     assert len(planned) == len(set(planned))  # once
     assert sorted(planned + list(plan.unplanned)) == sorted(n.hostname for n in nodes)
     assert (plan.reason is None) == (not plan.unplanned)
-    cap = capacity[KEY]
-    cards = {n.hostname: n.cards[KEY] for n in nodes}
+    by_host = {n.hostname: n.cards for n in nodes}
     for wave in plan.waves:
         assert 1 <= len(wave.hostnames) <= per_wave
         for host in wave.hostnames:
             assert not node_blocked(host, placed, wave.starts_at, wave.ends_at)
-        away = sum(cards[h] for h in wave.hostnames)
-        left = math.floor((cap.schedulable - away) * cap.ratio)
-        assert peak_cards(cap.intervals, wave.starts_at, wave.ends_at) <= left
+        for key, cap in capacity.items():
+            away = sum(by_host[h].get(key, 0) for h in wave.hostnames)
+            if not away:
+                continue
+            left = math.floor((cap.schedulable - away) * cap.ratio)
+            assert peak_cards(cap.intervals, wave.starts_at, wave.ends_at) <= left, key
     starts = [w.starts_at for w in plan.waves]
     assert starts == sorted(starts)
     assert all(a.ends_at <= b.starts_at for a, b in zip(plan.waves, plan.waves[1:], strict=False))
+
+
+def test_a_node_holding_every_slice_held_waits_out_the_allocation():
+    """n0: 4 cards and all 9 1g.10gb slices; n1: 4 cards. 3 slices held 0-10 h; nothing else.
+    Waves of 4 h every 5 h, one node each: slot 0-4 h takes n1 (n0's 9 − 9 = 0 < 3), slot 5-9 h
+    nothing (n0 still), slot 10-14 h n0. Without the slice key n0 would be wave 1."""
+    nodes = [WaveNode("n0", {KEY: 4, SLICES: 9}), WaveNode("n1", {KEY: 4})]
+    capacity = {KEY: KeyCapacity(8, Decimal(1), []),
+                SLICES: KeyCapacity(9, Decimal(1), [(T0, T0 + 10 * H, 3)])}  # fmt: skip
+    plan = plan_waves(nodes=nodes, placed=[], capacity=capacity, first_start=T0, length=4 * H,
+                      gap=H, per_wave=1, max_slots=5)  # fmt: skip
+    assert [(w.starts_at - T0, w.hostnames) for w in plan.waves] == [
+        (0 * H, ("n1",)), (10 * H, ("n0",)),
+    ]  # fmt: skip
+    assert [w.hostnames for w in plan_waves(
+        nodes=[WaveNode("n0", {KEY: 4}), WaveNode("n1", {KEY: 4})], placed=[],
+        capacity=capacity, first_start=T0, length=4 * H, gap=H, per_wave=1, max_slots=5,
+    ).waves] == [("n0",), ("n1",)]  # fmt: skip
 
 
 def test_a_node_pinned_by_a_placed_allocation_in_every_slot_means_no_plan():
@@ -134,5 +171,5 @@ def test_no_wave_plan_is_refused_with_why_and_nothing_written(pool_admin, r550):
         maintenance_waves_create(actor=pool_admin, title="R570",
                                  ask=WaveAsk(group, pool, t, 4 * H, 2 * H, 1, 4))  # fmt: skip
     assert refused.value.data["unplanned"] == ["w-1", "w-2", "w-3"]
-    assert "fewer cards than are held" in refused.value.data["reason"]
+    assert "fewer cards or MIG slices than are held" in refused.value.data["reason"]
     assert not MaintenanceWindow.objects.exists()
