@@ -198,7 +198,7 @@ def test_cost_so_far_path_has_the_shared_lines(month_of_three, card):
     statement; in another pool there are none."""
     from factories import PoolFactory
 
-    from billing.services.statements import usage_lines_by_team
+    from billing.charges import usage_lines_by_team
 
     alpha, beta, gamma = month_of_three
     lines, _ = usage_lines_by_team(month=NOV, team_ids=[alpha.pk, gamma.pk])

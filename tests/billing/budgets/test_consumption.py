@@ -24,7 +24,7 @@ from billing.budgets.selectors import budget_statuses
 from billing.choices import RateKind
 from billing.models import RateCard, SharedCardUse, UsageRecord
 from billing.services.rates import rate_card_create
-from billing.services.statements import CARD_HOURS, usage_lines_by_team
+from billing.charges import CARD_HOURS, usage_lines_by_team
 from billing.services.usage_import import ImportReport, usage_records_upsert
 from billing.services.versions import shared_card_months_changed, usage_months_changed
 
@@ -272,7 +272,7 @@ def test_rate_periods_are_kept_per_price_list_version(a100, django_assert_num_qu
     card from 15 March draws a new version and March is read again, cut at the 15th (two
     periods, A100 reserved 2.00 then 2.50)."""
     from billing.models import PriceListVersion
-    from billing.services.rates import rate_periods_kept
+    from billing.rate_periods import rate_periods_kept
 
     version = PriceListVersion.objects.get(pk=1).version
     first = rate_periods_kept(month=MAR, zone=UTC, version=version)
