@@ -21,10 +21,10 @@ from billing.budgets import consumption
 from billing.budgets.consumption import scoped_usage
 from billing.budgets.models import Budget, BudgetConsumption
 from billing.budgets.selectors import budget_statuses
+from billing.charges import CARD_HOURS, usage_lines_by_team
 from billing.choices import RateKind
 from billing.models import RateCard, SharedCardUse, UsageRecord
 from billing.services.rates import rate_card_create
-from billing.charges import CARD_HOURS, usage_lines_by_team
 from billing.services.usage_import import ImportReport, usage_records_upsert
 from billing.services.versions import shared_card_months_changed, usage_months_changed
 
