@@ -229,7 +229,8 @@ def test_the_role_check_pattern_passes_what_is_not_a_check(line):
 # The holding-allocations filter and the window-overlap filter, written by hand: a keyword
 # ``<path>status__in=HOLDING_STATUSES`` (or a literal list naming APPROVED and ACTIVE), or a pair
 # ``<path>starts_at__lt=`` / ``<path>ends_at__gt=`` (any ``*start*`` / ``*end*`` columns) in one
-# call. pools.capacity.models.holding_q / overlap_q are the one way to write them.
+# call, or ``<path>starts_at__lte=t`` with ``<path>ends_at__gt=t``. pools.capacity.models
+# holding_q / overlap_q / at_q are the one way to write them.
 RULE_HOMES = {("pools", "capacity", "models.py")}
 
 
@@ -252,6 +253,14 @@ def _hand_written_rules(source: str) -> list[str]:
             if "HOLDING_STATUSES" in text or ("APPROVED" in text and "ACTIVE" in text):
                 found.append(f"{name}={text}")
         bounds = [_bound(name) for name in keywords]
+        found.extend(
+            f"{start}=…, {end}=… (at one instant)"
+            for (path, column, op), start in zip(bounds, keywords, strict=True)
+            if op == "lte" and column == "starts_at"
+            for (other, column2, op2), end in zip(bounds, keywords, strict=True)
+            if (other, column2, op2) == (path, "ends_at", "gt")
+            and ast.dump(keywords[start]) == ast.dump(keywords[end])
+        )
         found.extend(
             f"{start}=…, {end}=…"
             for (path, column, op), start in zip(bounds, keywords, strict=True)
@@ -281,6 +290,7 @@ def test_holding_and_overlap_filters_are_written_once():
         "Allocation.objects.filter(starts_at__lt=end, ends_at__gt=start)",
         "P.objects.filter(allocation__ends_at__gt=a, allocation__starts_at__lt=b, pool=p)",
         "Use.objects.filter(period_start__lt=end, period_end__gt=start)",
+        "P.objects.filter(allocation__starts_at__lte=now, allocation__ends_at__gt=now)",
     ],
 )
 def test_the_rule_pattern_finds_each_way_of_writing_one(source):

@@ -2,7 +2,8 @@
 
 A request asks for ``card_count`` cards of one GPU model in one pool over a half-open window
 ``[starts_at, ends_at)``; an allocation holds them while its status says so (see
-``pools.choices.HOLDING_STATUSES``)."""
+``pools.capacity.lifecycle.HOLDING_STATUSES``; the filter is :func:`holding_q`, a window's
+overlap :func:`overlap_q`)."""
 
 from __future__ import annotations
 
