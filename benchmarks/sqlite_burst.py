@@ -108,9 +108,8 @@ def holding(env: dict[str, str]) -> tuple[int, int]:
 import django
 django.setup()
 from django.db.models import Sum
-from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.models import Allocation
-qs = Allocation.objects.filter(status__in=HOLDING_STATUSES)
+qs = Allocation.objects.holding()
 print(qs.count(), qs.aggregate(s=Sum("card_count"))["s"] or 0)
 """
     out = subprocess.run(

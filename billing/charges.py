@@ -69,10 +69,13 @@ from billing.shared_cards import (
     utilisation_fraction,
 )
 from pools.capacity.arithmetic import clip
+from pools.capacity.models import overlap_q
 from pools.inventory.models import Gpu
 
 CARD_HOURS = "card-hours"
 CHARGED = Q(quantity__gt=0) & ~Q(basis=ChargeBasis.INCLUDED)
+#: A usage row's window columns, for :func:`pools.capacity.models.overlap_q`.
+PERIOD = ("period_start", "period_end")
 """Records a statement charges: a quantity, and not jobs inside a reserved allocation."""
 STATEMENT_KEY = ("gpu_model_id", "served_model", "basis", "unit", "pool_id")
 """What a statement line is per (with the rate period and its price)."""
@@ -134,7 +137,7 @@ def straddling(periods: list[RatePeriod]) -> Q:
     ``len(periods) > 1`` first)."""
     straddles = Q()
     for cut in _cuts(periods):
-        straddles |= Q(period_start__lt=cut, period_end__gt=cut)
+        straddles |= overlap_q(cut, cut, fields=PERIOD)  # starts before the cut, ends after
     return straddles
 
 
@@ -402,7 +405,7 @@ def shared_card_splits(
     periods = periods or rate_periods(month=month, zone=billing_zone())
     currency = next((p.currency for p in periods if p.currency), None) or default_currency()
     start, end = periods[0].start, periods[-1].end
-    uses = SharedCardUse.objects.filter(period_start__lt=end, period_end__gt=start)
+    uses = SharedCardUse.objects.filter(overlap_q(start, end, fields=PERIOD))
     if team_ids is not None:
         uses = uses.filter(gpu_id__in=uses.filter(team_id__in=team_ids).values("gpu_id"))
     if pool_id is not None:

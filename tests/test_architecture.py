@@ -225,3 +225,89 @@ def test_the_role_check_pattern_finds_each_way_of_writing_one(line):
 )
 def test_the_role_check_pattern_passes_what_is_not_a_check(line):
     assert not ROLE_AND_MEMBERSHIP_CHECKS.search(line)
+
+
+# The holding-allocations filter and the window-overlap filter, written by hand: a keyword
+# ``<path>status__in=HOLDING_STATUSES`` (or a literal list naming APPROVED and ACTIVE), or a pair
+# ``<path>starts_at__lt=`` / ``<path>ends_at__gt=`` (any ``*start*`` / ``*end*`` columns) in one
+# call, or ``<path>starts_at__lte=t`` with ``<path>ends_at__gt=t``. pools.capacity.models
+# holding_q / overlap_q / at_q are the one way to write them.
+RULE_HOMES = {("pools", "capacity", "models.py")}
+
+
+def _bound(keyword: str) -> tuple[str, str, str]:
+    """``"allocation__starts_at__lt"`` as ``("allocation", "starts_at", "lt")``."""
+    *path, column, op = ["", "", *keyword.split("__")]
+    return "__".join(p for p in path if p), column, op
+
+
+def _hand_written_rules(source: str) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        keywords = {k.arg: k.value for k in node.keywords if k.arg}
+        for name, value in keywords.items():
+            if not name.endswith("status__in"):
+                continue
+            text = ast.unparse(value)
+            if "HOLDING_STATUSES" in text or ("APPROVED" in text and "ACTIVE" in text):
+                found.append(f"{name}={text}")
+        bounds = [_bound(name) for name in keywords]
+        found.extend(
+            f"{start}=…, {end}=… (at one instant)"
+            for (path, column, op), start in zip(bounds, keywords, strict=True)
+            if op == "lte" and column == "starts_at"
+            for (other, column2, op2), end in zip(bounds, keywords, strict=True)
+            if (other, column2, op2) == (path, "ends_at", "gt")
+            and ast.dump(keywords[start]) == ast.dump(keywords[end])
+        )
+        found.extend(
+            f"{start}=…, {end}=…"
+            for (path, column, op), start in zip(bounds, keywords, strict=True)
+            if op == "lt" and "start" in column
+            for (other, column2, op2), end in zip(bounds, keywords, strict=True)
+            if other == path and op2 == "gt" and "end" in column2
+        )
+    return found
+
+
+def test_holding_and_overlap_filters_are_written_once():
+    offences = [
+        f"{path.relative_to(ROOT)}: {rule}"
+        for path in _product_files()
+        if path.relative_to(ROOT).parts not in RULE_HOMES and "migrations" not in path.parts
+        for rule in _hand_written_rules(path.read_text())
+    ]
+    assert offences == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "Allocation.objects.filter(status__in=HOLDING_STATUSES)",
+        "qs.filter(state='open', allocation__status__in=lifecycle.HOLDING_STATUSES)",
+        "Q(status__in=[S.APPROVED, S.PROVISIONING, S.ACTIVE, S.EXPIRING])",
+        "Allocation.objects.filter(starts_at__lt=end, ends_at__gt=start)",
+        "P.objects.filter(allocation__ends_at__gt=a, allocation__starts_at__lt=b, pool=p)",
+        "Use.objects.filter(period_start__lt=end, period_end__gt=start)",
+        "P.objects.filter(allocation__starts_at__lte=now, allocation__ends_at__gt=now)",
+    ],
+)
+def test_the_rule_pattern_finds_each_way_of_writing_one(source):
+    assert _hand_written_rules(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "Allocation.objects.filter(holding_q(), overlap_q(start, end))",
+        "qs.filter(status__in=APPLIED_STATUSES, ends_at__gt=now)",
+        "qs.filter(status__in=(S.APPROVED, S.PROVISIONING))",
+        "qs.filter(bucket_start__gte=start, bucket_start__lt=end)",
+        "qs.filter(starts_at__lte=now + LEAD, ends_at__gt=now)",
+        "qs.filter(allocation__starts_at__lt=end, node__ends_at__gt=start)",
+    ],
+)
+def test_the_rule_pattern_passes_what_is_not_one(source):
+    assert not _hand_written_rules(source)

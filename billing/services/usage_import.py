@@ -42,7 +42,7 @@ from billing.pricing import (
 from billing.services.versions import usage_months_changed
 from pools.capacity.arithmetic import clip
 from pools.capacity.lifecycle import CHARGED_STATUSES
-from pools.capacity.models import Allocation
+from pools.capacity.models import Allocation, overlap_q
 from pools.choices import CredentialKind, PricingMethod
 from pools.clusters.models import Cluster
 from pools.elastic.metering import burst_card_seconds
@@ -233,9 +233,8 @@ def usage_import_elastic_burst(
     records = []
     policies = (
         ElasticPolicy.objects.filter(
+            overlap_q(start, min(end, now), via="allocation"),
             allocation__status__in=CHARGED_STATUSES,
-            allocation__starts_at__lt=min(end, now),
-            allocation__ends_at__gt=start,
         )
         .select_related("allocation")
         .order_by("allocation_id")

@@ -2,7 +2,8 @@
 
 A request asks for ``card_count`` cards of one GPU model in one pool over a half-open window
 ``[starts_at, ends_at)``; an allocation holds them while its status says so (see
-``pools.choices.HOLDING_STATUSES``)."""
+``pools.capacity.lifecycle.HOLDING_STATUSES``; the filter is :func:`holding_q`, a window's
+overlap :func:`overlap_q`)."""
 
 from __future__ import annotations
 
@@ -31,23 +32,55 @@ from pools.clusters.models import Cluster
 from pools.inventory.models import DriverGroup, GpuModel, Node, Pool
 from pools.tenancy.models import Team, TeamOwnedQuerySet, team_owned
 
+#: A window's start and end columns (half-open), as most models name them.
+WINDOW = ("starts_at", "ends_at")
+
+
+def _path(via: str, field: str) -> str:
+    return f"{via}__{field}" if via else field
+
+
+def holding_q(via: str = "") -> Q:
+    """Allocations whose status holds cards (:data:`pools.capacity.lifecycle.HOLDING_STATUSES`:
+    approved, provisioning, active, expiring), reached through the relation path ``via``
+    (``"allocation"`` from an elastic policy or an idle finding; blank: the allocation itself).
+    The one way to write the filter: ``Allocation.objects.holding()`` is this with no path."""
+    return Q(**{_path(via, "status__in"): HOLDING_STATUSES})
+
+
+def overlap_q(start, end, *, via: str = "", fields: tuple[str, str] = WINDOW) -> Q:
+    """Rows whose half-open window ``[fields[0], fields[1])`` meets ``[start, end)`` (aware
+    datetimes): ``fields[0] < end`` and ``fields[1] > start``, so one that ends as the other
+    starts does not (the database's form of :func:`pools.capacity.arithmetic.clip` being
+    non-empty). ``via``: the relation path to the windowed row (``"allocation"``,
+    ``"node__maintenance_windows"``); ``fields``: its start and end columns
+    (``("period_start", "period_end")`` for usage). The one way to write an overlap filter."""
+    first, last = fields
+    return Q(**{_path(via, f"{first}__lt"): end, _path(via, f"{last}__gt"): start})
+
+
+def at_q(instant, *, via: str = "") -> Q:
+    """Rows whose window ``[starts_at, ends_at)`` holds ``instant``: ``starts_at <= instant <
+    ends_at``, through the relation path ``via`` as :func:`overlap_q`."""
+    return Q(**{_path(via, "starts_at__lte"): instant, _path(via, "ends_at__gt"): instant})
+
 
 class AllocationQuerySet(TeamOwnedQuerySet):
     """Allocations: who may see them (:class:`TeamOwnedQuerySet`), which hold cards, and when."""
 
     def holding(self) -> AllocationQuerySet:
-        """Those whose status holds cards (:data:`pools.capacity.lifecycle.HOLDING_STATUSES`:
-        approved, provisioning, active, expiring)."""
-        return self.filter(status__in=HOLDING_STATUSES)
+        """Those whose status holds cards (:func:`holding_q`)."""
+        return self.filter(holding_q())
 
     def overlapping(self, start, end) -> AllocationQuerySet:
         """Those whose half-open window ``[starts_at, ends_at)`` meets ``[start, end)`` (aware
-        datetimes): one that ends as the other starts does not."""
-        return self.filter(starts_at__lt=end, ends_at__gt=start)
+        datetimes; :func:`overlap_q`): one that ends as the other starts does not."""
+        return self.filter(overlap_q(start, end))
 
     def at(self, instant) -> AllocationQuerySet:
-        """Those whose window holds ``instant``: ``starts_at <= instant < ends_at``."""
-        return self.filter(starts_at__lte=instant, ends_at__gt=instant)
+        """Those whose window holds ``instant``: ``starts_at <= instant < ends_at``
+        (:func:`at_q`)."""
+        return self.filter(at_q(instant))
 
     def whole_cards(self) -> AllocationQuerySet:
         """Those of whole cards (``mig_profile`` blank): every count of cards per pool × GPU
@@ -273,7 +306,7 @@ class Allocation(models.Model):
             models.Index(
                 fields=["ends_at", "id"],
                 name="allocation_holding_ends_id",
-                condition=Q(status__in=HOLDING_STATUSES),
+                condition=holding_q(),
             ),
         ]
 
@@ -635,8 +668,8 @@ class MaintenanceWindowQuerySet(models.QuerySet):
         return self.filter(status=MaintenanceStatus.PLANNED)
 
     def overlapping(self, start, end) -> MaintenanceWindowQuerySet:
-        """Windows overlapping ``[start, end)`` (half-open, aware)."""
-        return self.filter(starts_at__lt=end, ends_at__gt=start)
+        """Windows overlapping ``[start, end)`` (half-open, aware; :func:`overlap_q`)."""
+        return self.filter(overlap_q(start, end))
 
 
 class MaintenanceWindow(models.Model):

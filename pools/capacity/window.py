@@ -58,6 +58,7 @@ from pools.capacity.models import (
     MaintenanceWindow,
     PlacedCards,
     RecurringReservation,
+    overlap_q,
 )
 from pools.capacity.placement import AwayNode
 from pools.capacity.recurrence import occurrences
@@ -370,10 +371,9 @@ def maintenance_away_nodes(pool: Pool, start: datetime, end: datetime) -> tuple[
     window end. One query."""
     rows = (
         MaintenanceWindow.nodes.through.objects.filter(
+            overlap_q(start, end, via="maintenancewindow"),
             node__pool=pool,
             maintenancewindow__status=MaintenanceStatus.PLANNED,
-            maintenancewindow__starts_at__lt=end,
-            maintenancewindow__ends_at__gt=start,
         )
         .values_list(
             "node__hostname",
@@ -398,11 +398,10 @@ def maintenance_slice_intervals(
     cards = Gpu.objects.sliced().filter(node__pool=pool, gpu_model=gpu_model)
     rows = (
         MigDevice.objects.filter(
+            overlap_q(start, end, via="gpu__node__maintenance_windows"),
             gpu__in=cards.values("pk"),
             profile=profile,
             gpu__node__maintenance_windows__status=MaintenanceStatus.PLANNED,
-            gpu__node__maintenance_windows__starts_at__lt=end,
-            gpu__node__maintenance_windows__ends_at__gt=start,
         )
         .values_list(
             "gpu__node__maintenance_windows",
@@ -436,10 +435,9 @@ def maintenance_windows_by_pool_model(
     ``floor((schedulable − away) × ratio) − held`` (equal at ratio 1). Whole cards only: MIG
     slices are not counted. One query."""
     gpus = Gpu.objects.schedulable().filter(
+        overlap_q(start, end, via="node__maintenance_windows"),
         node__pool__isnull=False,
         node__maintenance_windows__status=MaintenanceStatus.PLANNED,
-        node__maintenance_windows__starts_at__lt=end,
-        node__maintenance_windows__ends_at__gt=start,
     )
     if pool_id is not None:
         gpus = gpus.filter(node__pool_id=pool_id)

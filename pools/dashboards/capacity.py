@@ -26,8 +26,13 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from pools.capacity.arithmetic import usable_cards
-from pools.capacity.lifecycle import HOLDING_STATUSES
-from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
+from pools.capacity.models import (
+    Allocation,
+    CapacityRequest,
+    SchedulerDrift,
+    holding_q,
+    overlap_q,
+)
 from pools.capacity.overcommit import Overcommit, overcommitted_windows
 from pools.capacity.selectors import InstantsBefore, cards_held_series
 from pools.choices import NodeState, RequestStatus
@@ -341,7 +346,7 @@ def idle_allocated_cards(*, team: str | None = None) -> dict[tuple[str, str], in
     """Cards of holding allocations that the idle scan found idle and has not closed: per
     (pool slug, model slug), ``card_count − cards_in_use`` of open findings, of one team's
     allocations when ``team`` (a slug) is given. One query."""
-    findings = IdleFinding.objects.filter(state="open", allocation__status__in=HOLDING_STATUSES)
+    findings = IdleFinding.objects.filter(holding_q(via="allocation"), state="open")
     if team:
         findings = findings.filter(allocation__team__slug=team)
     rows = (
@@ -399,7 +404,7 @@ def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, 
     # whole cards only: a MIG slice is not a card of the plan (issue 38)
     allocations = Allocation.objects.holding().whole_cards().overlapping(min(now, days[0]), end)
     requests = CapacityRequest.objects.filter(
-        status=RequestStatus.SUBMITTED, starts_at__lt=end, ends_at__gt=days[0], mig_profile=""
+        overlap_q(days[0], end), status=RequestStatus.SUBMITTED, mig_profile=""
     )
     allocations, requests = _filtered(allocations, filters), _filtered(requests, filters)
     ids = ("pool", "gpu_model")
@@ -712,10 +717,7 @@ def team_allocations(*, team_id: int, now: datetime) -> list[Allocation]:
     """The team's holding allocations (and those ended in the last 31 days), soonest end first."""
     return list(
         Allocation.objects.filter(team_id=team_id)
-        .filter(
-            Q(status__in=HOLDING_STATUSES)
-            | Q(ends_at__gt=now - timedelta(days=31), ends_at__lte=now)
-        )
+        .filter(holding_q() | Q(ends_at__gt=now - timedelta(days=31), ends_at__lte=now))
         .select_related("pool", "gpu_model")
         .order_by("ends_at", "id")
     )

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db.models import F, QuerySet, Sum
 from django.utils.module_loading import import_string
 
-from pools.capacity.lifecycle import HOLDING_STATUSES
+from pools.capacity.models import at_q, holding_q
 from pools.elastic.choices import ScaleAction
 from pools.elastic.models import BurstOptIn, ElasticPolicy, ElasticWhatIf, ScaleEvent, SignalReading
 from pools.elastic.policy import MetricSample
@@ -44,9 +44,8 @@ def borrowed_cards_by_pool(*, now) -> list[tuple[str, int]]:
     from the pool's free cards), pools without any left out; one query."""
     rows = (
         ElasticPolicy.objects.filter(
-            allocation__status__in=HOLDING_STATUSES,
-            allocation__starts_at__lte=now,
-            allocation__ends_at__gt=now,
+            holding_q(via="allocation"),
+            at_q(now, via="allocation"),
             cards_held__gt=F("allocation__card_count"),
         )
         .values_list("allocation__pool__name")

@@ -51,7 +51,7 @@ from pools.capacity.availability import pool_free_cards
 from pools.capacity.budget_gate import WARN, budget_verdict
 from pools.capacity.lifecycle import APPLIED_STATUSES, HOLDING_STATUSES
 from pools.capacity.locks import pool_lock
-from pools.capacity.models import Allocation
+from pools.capacity.models import Allocation, at_q, holding_q, overlap_q
 from pools.capacity.services.scheduler_binding import (
     LEND_HORIZON,
     k8s_product_label,
@@ -273,10 +273,7 @@ class ScanReport:
 
 def open_policies(now: datetime):
     return ElasticPolicy.objects.filter(
-        enabled=True,
-        allocation__status__in=APPLIED_STATUSES,
-        allocation__starts_at__lte=now,
-        allocation__ends_at__gt=now,
+        at_q(now, via="allocation"), enabled=True, allocation__status__in=APPLIED_STATUSES
     ).select_related("allocation__team", "allocation__pool", "allocation__gpu_model")
 
 
@@ -480,9 +477,9 @@ def elastic_forecast(
 
 def _group_policies(pool: Pool, model: GpuModel, now: datetime):
     return ElasticPolicy.objects.filter(
+        holding_q(via="allocation"),
         allocation__pool=pool,
         allocation__gpu_model=model,
-        allocation__status__in=HOLDING_STATUSES,
         allocation__ends_at__gt=now,
     ).select_related("allocation")
 
@@ -703,9 +700,9 @@ class _BurstRoom:
             )
             placed = sum(
                 ElasticPolicy.objects.filter(
+                    holding_q(via="allocation"),
                     burst_pool_id=pool_id,
                     allocation__gpu_model_id=self.gpu_model_id,
-                    allocation__status__in=HOLDING_STATUSES,
                     allocation__ends_at__gt=self.now,
                 ).values_list("burst_cards", flat=True)
             )
@@ -930,11 +927,10 @@ def elastic_hand_back(
         ElasticPolicy.objects.select_for_update(of=("self",))
         .select_related("allocation__team")
         .filter(
+            holding_q(via="allocation"),
+            overlap_q(starts_at, ends_at, via="allocation"),
             allocation__pool=pool,
             allocation__gpu_model=gpu_model,
-            allocation__status__in=HOLDING_STATUSES,
-            allocation__starts_at__lt=ends_at,
-            allocation__ends_at__gt=starts_at,
         )
     )
     # only what is borrowed from this pool: cards placed in a burst pool stay there

@@ -1,6 +1,6 @@
 """API of LLM sizing estimates (``/api/v1/estimates/``).
 
-``POST`` takes the inputs (:class:`pools.sizing.inputs.SizingInputsSerializer`, plus an
+``POST`` takes the inputs (:data:`pools.sizing.inputs.INPUTS`, plus an
 optional ``team`` slug to share the estimate with) and answers ``202 Accepted`` with the estimate
 and its URL in ``Location``: a job computes it. ``GET`` on that URL gives the status, the
 progress and, once done, the results. Lists are scoped: a caller sees their own estimates and
@@ -10,18 +10,103 @@ their teams' (pool admins see all); any other answers 404.
 from __future__ import annotations
 
 from django.urls import reverse
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import OpenApiExample, OpenApiTypes, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
 
 from pools.errors import InvalidInput
-from pools.sizing import schema as _sizing_schema  # noqa: F401  (the inputs' schema)
 from pools.sizing import selectors as sizing_selectors
 from pools.sizing import services as sizing_services
 from pools.sizing.filtersets import SizingEstimateFilterSet
-from pools.sizing.inputs import SizingInputsSerializer
+from pools.sizing.inputs import (
+    INPUTS,
+    Boolean,
+    BoundedNumber,
+    CardHourPrices,
+    Choice,
+    GpuModelSlugs,
+    Group,
+    Input,
+    Json,
+    ParsedChoice,
+    Text,
+    WholeNumber,
+)
 from pools.sizing.models import SizingEstimate
 from pools.tenancy import selectors as tenancy_selectors
+
+
+class InputField(serializers.Field):
+    """An input of :data:`pools.sizing.inputs.INPUTS` of its own kind (a bounded number, the GPU
+    model slugs, the prices ...), described to the schema by :class:`InputFieldSchema` from
+    ``spec``. Only described: the service checks the inputs (``sizing_inputs_clean``)."""
+
+    def __init__(self, spec: Input, **kwargs):
+        self.spec = spec
+        super().__init__(**kwargs)
+
+
+class InputFieldSchema(OpenApiSerializerFieldExtension):
+    """drf-spectacular finds this by class: an :class:`InputField`'s type and bounds (nullable,
+    default and required come from the field as usual)."""
+
+    target_class = InputField
+
+    def map_serializer_field(self, auto_schema, direction):
+        match self.target.spec:
+            case WholeNumber(low=low, high=high):
+                return {"type": "integer", "minimum": low} | (
+                    {} if high is None else {"maximum": high}
+                )
+            case BoundedNumber(low=low, high=high, low_open=low_open, high_open=high_open):
+                return {
+                    "type": "number",
+                    "minimum": low,
+                    "exclusiveMinimum": low_open,
+                    "maximum": high,
+                    "exclusiveMaximum": high_open,
+                }
+            case ParsedChoice(allowed=allowed):
+                return {"type": "string", "enum": list(allowed)}
+            case GpuModelSlugs():
+                return {"type": "array", "items": {"type": "string"}}
+            case CardHourPrices():
+                price = {"type": "string", "format": "decimal", "pattern": r"^\d+(\.\d+)?$"}
+                return {"type": "object", "additionalProperties": price}
+        raise TypeError(f"No schema for {type(self.target.spec).__name__}")
+
+
+def _described(spec: Input) -> serializers.Field:
+    """The DRF field that describes ``spec`` to the OpenAPI schema: its required / nullable /
+    default / help text, DRF's own field for a string, a choice, a boolean, JSON or a group."""
+    kwargs = {"required": spec.required, "allow_null": spec.nullable, "help_text": spec.help_text}
+    if not spec.required:
+        kwargs["default"] = spec.default
+    match spec:
+        case Group():
+            fields = {name: _described(part) for name, part in spec.parts.items()}
+            group = type(f"{spec.name}Serializer", (serializers.Serializer,), fields)
+            group.__doc__ = spec.description
+            return group(**kwargs)
+        case Text():
+            return serializers.CharField(allow_blank=spec.allow_blank, **kwargs)
+        case Choice():
+            return serializers.ChoiceField(choices=list(spec.choices), **kwargs)
+        case Boolean():
+            return serializers.BooleanField(**kwargs)
+        case Json():
+            return serializers.JSONField(**kwargs)
+    return InputField(spec, **kwargs)
+
+
+#: The inputs as a DRF serializer, for the schema only (:data:`pools.sizing.inputs.INPUTS`
+#: says what each takes; the service checks them).
+SizingInputsSerializer = type(
+    "SizingInputsSerializer",
+    (serializers.Serializer,),
+    {name: _described(spec) for name, spec in INPUTS.items()},
+)
 
 
 class SizingEstimateCreateSerializer(SizingInputsSerializer):

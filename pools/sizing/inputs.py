@@ -1,12 +1,12 @@
-"""An estimate's inputs: one DRF serializer for the API, the page and the service.
+"""An estimate's inputs, checked in plain Python for the API and the page alike.
 
-:class:`SizingInputsSerializer` declares every input with its default and bounds (the API's
-OpenAPI schema is generated from it); :func:`sizing_inputs_clean` runs it on a JSON object or
-the page's form and returns the inputs complete, or raises :class:`InvalidInput` naming every
-field at fault at once (one message per field; nested fields as ``custom_model.<name>`` and
-``prices.<slug>``). What only the model can tell (a consistent custom architecture, the
-context within the model's maximum, a sane peak) is checked after the fields, by the same
-arithmetic the plan uses.
+:data:`INPUTS` declares every input with its default and bounds (the API module builds the
+OpenAPI schema's serializer from it, :mod:`pools.sizing.api`); :func:`sizing_inputs_clean`
+checks a JSON object or the page's form against it and returns the inputs complete, or raises
+:class:`InvalidInput` naming every field at fault at once (one message per field; nested
+fields as ``custom_model.<name>`` and ``prices.<slug>``). What only the model can tell (a
+consistent custom architecture, the context within the model's maximum, a sane peak) is
+checked after the fields, by the same arithmetic the plan uses.
 
 Numbers may be JSON numbers or numeric strings (``"1,000"`` reads 1000); a blank string is "not
 given" (the default), except for the latency targets, where blank means "not checked".
@@ -14,13 +14,13 @@ given" (the default), except for the latency targets, where blank means "not che
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from functools import cached_property
 from typing import Any
-
-from rest_framework import serializers
-from rest_framework.settings import api_settings
 
 from pools.errors import InvalidInput
 from pools.inventory.models import GpuModel
@@ -150,447 +150,520 @@ def to_number(value: Any) -> Decimal | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Fields
+# Inputs: what each takes, its default and its bounds (pools.sizing.api describes them to the
+# OpenAPI schema; the checking is here, for the API and the page alike)
+
+REQUIRED = "This field is required."
+NOT_NULL = "This field may not be null."
+CUSTOM_MODEL_MISSING = "Give the custom architecture's fields."
+#: What a boolean input takes: the spellings DRF's ``BooleanField`` accepts
+#: (rest_framework/fields.py, ``BooleanField.TRUE_VALUES`` / ``FALSE_VALUES``), so the API reads
+#: ``"yes"`` / ``"off"`` / ``1`` as it always has.
+TRUE_VALUES = frozenset(
+    {"t", "T", "y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON", "1", 1}
+)  # 1 stands for True too (1 == True)
+FALSE_VALUES = frozenset(
+    {"f", "F", "n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF", "0", 0}
+)  # 0 stands for 0.0 and False
 
 
-class WholeNumberField(serializers.Field):
+class FieldError(Exception):
+    """An input refused: ``detail`` is its message, or for a group (the custom architecture, the
+    prices) ``{part: message}`` with ``""`` for the group as a whole."""
+
+    def __init__(self, detail: str | dict[str, Any]):
+        super().__init__(detail)
+        self.detail = detail
+
+
+class Known:
+    """What the database tells about inputs, read at most once per check: the GPU model slugs."""
+
+    @cached_property
+    def gpu_slugs(self) -> frozenset[str]:
+        return frozenset(GpuModel.objects.values_list("slug", flat=True))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Input:
+    """One input. ``required``: no default; ``nullable``: ``None`` is a value (not checked);
+    ``default``: the value when absent (a callable makes a fresh one); ``help_text``: for the
+    schema; ``then``: run on the clean value (and the default), may tidy it or raise
+    :class:`FieldError`; ``required_message`` / ``null_message``: the refusals of an absent
+    or ``None`` value."""
+
+    required: bool = False
+    nullable: bool = False
+    default: Any = None
+    help_text: str = ""
+    then: Callable[[Any], Any] | None = None
+    required_message: str = REQUIRED
+    null_message: str = NOT_NULL
+
+    def default_value(self) -> Any:
+        return self.default() if callable(self.default) else self.default
+
+    def clean(self, value: Any, known: Known) -> Any:
+        """The value clean, or :class:`FieldError`. ``value`` is neither absent nor ``None``."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, kw_only=True)
+class WholeNumber(Input):
     """A whole number in ``[low, high]`` from a JSON number or numeric string (``int``)."""
 
-    default_error_messages = {
-        "required": "This field is required.",
-        "null": "This field is required.",
-        "invalid": "Enter a whole number.",
-        "low": "Must be at least {low:,}.",
-        "high": "Must be at most {high:,}.",
-    }
+    low: int = 1
+    high: int | None = None
+    null_message: str = REQUIRED
 
-    def __init__(self, *, low: int = 1, high: int | None = None, **kwargs):
-        self.low, self.high = low, high
-        super().__init__(**kwargs)
-
-    def to_internal_value(self, data: Any) -> int:
-        number = to_number(data)
+    def clean(self, value: Any, known: Known) -> int:
+        number = to_number(value)
         if number is None or number != number.to_integral_value():
-            self.fail("invalid")
+            raise FieldError("Enter a whole number.")
         if number < self.low:
-            self.fail("low", low=self.low)
+            raise FieldError(f"Must be at least {self.low:,}.")
         if self.high is not None and number > self.high:
-            self.fail("high", high=self.high)
+            raise FieldError(f"Must be at most {self.high:,}.")
         return int(number)
 
-    def to_representation(self, value: int) -> int:
-        return value
 
-
-class BoundedNumberField(serializers.Field):
+@dataclass(frozen=True, kw_only=True)
+class BoundedNumber(Input):
     """A number in an interval, each end open or closed (``float``): ``(0, 1e+12]`` by default
-    ``low_open=True, high_open=False``; the error names the interval in that notation."""
+    ``low_open=True, high_open=False``; the refusal names the interval in that notation."""
 
-    default_error_messages = {
-        "required": "This field is required.",
-        "null": "This field is required.",
-        "invalid": "Enter a number.",
-        "interval": "Must be in {interval}.",
-    }
+    low: float
+    high: float
+    low_open: bool = True
+    high_open: bool = False
+    null_message: str = REQUIRED
 
-    def __init__(self, *, low: float, high: float, low_open=True, high_open=False, **kwargs):
-        self.low, self.high, self.low_open, self.high_open = low, high, low_open, high_open
-        super().__init__(**kwargs)
-
-    def to_internal_value(self, data: Any) -> float:
-        number = to_number(data)
+    def clean(self, value: Any, known: Known) -> float:
+        number = to_number(value)
         if number is None:
-            self.fail("invalid")
+            raise FieldError("Enter a number.")
         result = float(number)
         too_low = result <= self.low if self.low_open else result < self.low
         too_high = result >= self.high if self.high_open else result > self.high
         if too_low or too_high:
             lo, hi = "(" if self.low_open else "[", ")" if self.high_open else "]"
-            self.fail("interval", interval=f"{lo}{self.low:g}, {self.high:g}{hi}")
+            raise FieldError(f"Must be in {lo}{self.low:g}, {self.high:g}{hi}.")
         return result
 
-    def to_representation(self, value: float) -> float:
-        return value
 
-
-class ParsedChoiceField(serializers.Field):
+@dataclass(frozen=True, kw_only=True)
+class ParsedChoice(Input):
     """One of ``allowed`` (what the page offers), or any spelling ``parse`` accepts; the core's
-    own message when it refuses. Returns the value stripped."""
+    own message when it refuses. The value stripped."""
 
-    default_error_messages = {"invalid": "Choose one of {allowed}."}
+    allowed: tuple[str, ...]
+    parse: Callable[[str], Any]
 
-    def __init__(self, *, allowed, parse, **kwargs):
-        self.allowed, self.parse = tuple(allowed), parse
-        super().__init__(**kwargs)
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str) or not data.strip():
-            self.fail("invalid", allowed=", ".join(self.allowed))
+    def clean(self, value: Any, known: Known) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise FieldError(f"Choose one of {', '.join(self.allowed)}.")
         try:
-            self.parse(data)
+            self.parse(value)
         except SizingInputError as exc:
-            raise serializers.ValidationError(exc.message) from exc
-        return data.strip()
+            raise FieldError(exc.message) from exc
+        return value.strip()
 
-    def to_representation(self, value: str) -> str:
+
+@dataclass(frozen=True, kw_only=True)
+class Choice(Input):
+    """One of ``choices`` exactly (a value's ``str`` is compared); ``message`` when not."""
+
+    choices: tuple[str, ...]
+    message: str
+
+    def clean(self, value: Any, known: Known) -> str:
+        if str(value) not in self.choices:
+            raise FieldError(self.message)
+        return str(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Text(Input):
+    """A string (a number is taken as its digits), stripped; blank only if ``allow_blank``."""
+
+    allow_blank: bool = False
+
+    def clean(self, value: Any, known: Known) -> str:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise FieldError("Not a valid string.")
+        text = str(value).strip()
+        if not text and not self.allow_blank:
+            raise FieldError("This field may not be blank.")
+        return text
+
+
+@dataclass(frozen=True, kw_only=True)
+class Boolean(Input):
+    """``true`` / ``false`` in any spelling of :data:`TRUE_VALUES` / :data:`FALSE_VALUES`."""
+
+    def clean(self, value: Any, known: Known) -> bool:
+        try:
+            if value in TRUE_VALUES:
+                return True
+            if value in FALSE_VALUES:
+                return False
+        except TypeError:  # a list or an object: unhashable
+            pass
+        raise FieldError("Must be a valid boolean.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Json(Input):
+    """Any JSON value (an object, or text to be read later), kept as given."""
+
+    def clean(self, value: Any, known: Known) -> Any:
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError) as exc:
+            raise FieldError("Value must be valid JSON.") from exc
         return value
 
 
-class GpuModelSlugsField(serializers.Field):
+@dataclass(frozen=True, kw_only=True)
+class GpuModelSlugs(Input):
     """GPU model slugs to compare (a list, or a string separated by commas or spaces); empty:
-    every model. Returns them sorted, each once."""
+    every model. Sorted, each once."""
 
-    default_error_messages = {
-        "invalid": "Give a list of GPU model slugs.",
-        "unknown": "Unknown GPU models: {slugs}.",
-    }
-
-    def to_internal_value(self, data: Any) -> list[str]:
-        if isinstance(data, str):
-            data = [s for s in data.replace(",", " ").split() if s]
-        if not isinstance(data, list | tuple) or not all(isinstance(s, str) for s in data):
-            self.fail("invalid")
-        unknown = sorted(set(data) - known_gpu_slugs(self))
+    def clean(self, value: Any, known: Known) -> list[str]:
+        if isinstance(value, str):
+            value = [s for s in value.replace(",", " ").split() if s]
+        if not isinstance(value, list | tuple) or not all(isinstance(s, str) for s in value):
+            raise FieldError("Give a list of GPU model slugs.")
+        unknown = sorted(set(value) - known.gpu_slugs)
         if unknown:
-            self.fail("unknown", slugs=", ".join(unknown))
-        return sorted(set(data))
-
-    def to_representation(self, value: list[str]) -> list[str]:
-        return value
+            raise FieldError(f"Unknown GPU models: {', '.join(unknown)}.")
+        return sorted(set(value))
 
 
-class CardHourPricesField(serializers.Field):
+@dataclass(frozen=True, kw_only=True)
+class CardHourPrices(Input):
     """``{GPU model slug: price per card-hour}`` (currency of the rate card), 0 to
-    :data:`MAX_PRICE`; blank prices are left out. An unknown slug is an error of the field, a
-    bad price an error of ``prices.<slug>``. Returns the prices as strings (exact decimals)."""
+    :data:`MAX_PRICE`; blank prices are left out. An unknown slug is a refusal of the whole
+    input (the first one named), a bad price one of ``prices.<slug>``. Prices as strings
+    (exact decimals)."""
 
-    default_error_messages = {
-        "invalid": "Give prices as {{GPU model slug: price per card-hour}}.",
-        "unknown": "Unknown GPU model {slug!r} in prices.",
-        "price": f"A price per card-hour is 0 to {MAX_PRICE:,}.",
-    }
-
-    def to_internal_value(self, data: Any) -> dict[str, str]:
-        if not isinstance(data, Mapping):
-            self.fail("invalid")
-        known = known_gpu_slugs(self)
+    def clean(self, value: Any, known: Known) -> dict[str, str]:
+        if not isinstance(value, Mapping):
+            raise FieldError("Give prices as {GPU model slug: price per card-hour}.")
         clean, errors = {}, {}
-        for slug, value in data.items():
-            if is_blank(value):
+        for slug, given in value.items():
+            if is_blank(given):
                 continue
-            price = to_number(value)
-            if slug not in known:
-                errors.setdefault(
-                    api_settings.NON_FIELD_ERRORS_KEY,
-                    [self.error_messages["unknown"].format(slug=slug)],
-                )
+            price = to_number(given)
+            if slug not in known.gpu_slugs:
+                errors.setdefault("", f"Unknown GPU model {slug!r} in prices.")
             elif price is None or price < 0 or price > MAX_PRICE:
-                errors[slug] = [self.error_messages["price"]]
+                errors[slug] = f"A price per card-hour is 0 to {MAX_PRICE:,}."
             else:
                 clean[slug] = str(price)
         if errors:
-            raise serializers.ValidationError(errors)
+            raise FieldError(errors)
         return clean
 
-    def to_representation(self, value: dict[str, str]) -> dict[str, str]:
-        return value
+
+@dataclass(frozen=True, kw_only=True)
+class Group(Input):
+    """An object of inputs ``parts``, then ``check`` on the clean object (``{part: message}``
+    of what only the whole can tell; empty when sound); ``message`` when it is no object.
+    ``name`` and ``description``: for the schema (``CustomModel``)."""
+
+    name: str
+    parts: Mapping[str, Input]
+    check: Callable[[dict[str, Any]], dict[str, str]]
+    message: str
+    description: str = ""
+
+    def clean(self, value: Any, known: Known) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            raise FieldError({"": self.message})
+        clean, errors = check_inputs(self.parts, value, known)
+        errors = errors or self.check(clean)
+        if errors:
+            raise FieldError(errors)
+        return clean
 
 
-def known_gpu_slugs(field: serializers.Field) -> frozenset[str]:
-    """The GPU model slugs in the database, read once per validation (kept on the root)."""
-    root = field.root
-    if not hasattr(root, "_known_gpu_slugs"):
-        root._known_gpu_slugs = frozenset(GpuModel.objects.values_list("slug", flat=True))
-    return root._known_gpu_slugs
+def check_inputs(
+    inputs: Mapping[str, Input], data: Mapping[str, Any], known: Known
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each input of ``inputs`` read from ``data`` (keys not among them ignored): ``(clean,
+    errors)``, ``clean`` with every input that passed (its default when absent), ``errors``
+    ``{name: FieldError.detail}`` for the others, in the order of ``inputs``."""
+    clean: dict[str, Any] = {}
+    errors: dict[str, Any] = {}
+    for name, spec in inputs.items():
+        try:
+            if name not in data:
+                if spec.required:
+                    raise FieldError(spec.required_message)
+                value = spec.default_value()
+            elif data[name] is None:
+                if not spec.nullable:
+                    raise FieldError(spec.null_message)
+                value = None
+            else:
+                value = spec.clean(data[name], known)
+            clean[name] = spec.then(value) if spec.then else value
+        except FieldError as exc:
+            errors[name] = exc.detail
+    return clean, errors
 
 
-def _arch_field(name: str) -> WholeNumberField:
-    return WholeNumberField(
-        low=0 if name in ZERO_ALLOWED_ARCH_FIELDS else 1,
-        high=MAX_ARCH_VALUE,
-        required=False,
-        allow_null=True,
-        default=None,
+def _arch_input(name: str) -> WholeNumber:
+    return WholeNumber(
+        low=0 if name in ZERO_ALLOWED_ARCH_FIELDS else 1, high=MAX_ARCH_VALUE, nullable=True
     )
 
 
-class CustomModelSerializer(serializers.Serializer):
-    """A custom architecture, as in a Hugging Face ``config.json`` (counts; ``head_dim`` in
-    dimensions, ``max_context_tokens`` and ``sliding_window_tokens`` in tokens, ``total_params``
-    / ``active_params`` in parameters), and/or ``config``: the config.json itself (an object,
-    or its text pasted), read by :func:`pools.sizing.presets.arch_fields_from_hf_config`; fields
-    given here override the config's. Without a config the first eight fields are required."""
-
-    default_error_messages = {"invalid": "Give the custom architecture's fields."}
-
-    name = serializers.CharField(required=False, allow_blank=True, default="Custom model")
-    config = serializers.JSONField(required=False, allow_null=True, default=None)
-    num_layers = _arch_field("num_layers")
-    hidden_size = _arch_field("hidden_size")
-    num_attention_heads = _arch_field("num_attention_heads")
-    num_kv_heads = _arch_field("num_kv_heads")
-    head_dim = _arch_field("head_dim")
-    intermediate_size = _arch_field("intermediate_size")
-    vocab_size = _arch_field("vocab_size")
-    max_context_tokens = _arch_field("max_context_tokens")
-    total_params = _arch_field("total_params")
-    active_params = _arch_field("active_params")
-    num_experts = _arch_field("num_experts")
-    experts_per_token = _arch_field("experts_per_token")
-    num_shared_experts = _arch_field("num_shared_experts")
-    first_k_dense_layers = _arch_field("first_k_dense_layers")
-    dense_intermediate_size = _arch_field("dense_intermediate_size")
-    kv_lora_rank = _arch_field("kv_lora_rank")
-    qk_rope_head_dim = _arch_field("qk_rope_head_dim")
-    sliding_window_tokens = _arch_field("sliding_window_tokens")
-    sliding_window_layers = _arch_field("sliding_window_layers")
-
-    def validate_name(self, value: str) -> str:
-        return (value or "Custom model").strip()[:80] or "Custom model"
-
-    def validate(self, attrs: dict) -> dict:
-        if attrs.get("config") is None:
-            missing = {
-                name: "Required for a custom architecture (or give its config.json)."
-                for name in REQUIRED_ARCH_FIELDS
-                if attrs.get(name) is None
-            }
-            if missing:
-                raise serializers.ValidationError(missing)
-        return attrs
+def _custom_model_name(value: str) -> str:
+    return (value or "Custom model").strip()[:80] or "Custom model"
 
 
-class SizingInputsSerializer(serializers.Serializer):
-    """An estimate's inputs. ``model``: a preset id (``qwen2_5_72b``) or ``custom`` with
-    ``custom_model``; ``input_len`` / ``output_len``: tokens per request; ``demand_kind`` and
-    its figure (``output_tok_s`` output tok/s at the peak, ``requests_per_day`` with
-    ``peak_share`` (0, 1] of them in ``peak_hours`` (0, 24], or ``concurrency`` sequences in
-    flight); ``prompt_cache_hit_rate`` [0, 1); ``input_weight`` (prefill cost of an input
-    token against an output token, 0.5 from seeds/004); ``tpot_target_ms`` /
-    ``ttft_target_ms`` (ms, ``null``: not checked); ``gpu_models`` (slugs; empty: all);
-    ``only_free_capacity``; ``prices`` per card-hour; ``seed_per_card_tok_s`` (tok/s)."""
+def _custom_model_check(clean: dict[str, Any]) -> dict[str, str]:
+    """Without a config.json, the fields :data:`REQUIRED_ARCH_FIELDS` must be given."""
+    if clean.get("config") is not None:
+        return {}
+    return {
+        name: "Required for a custom architecture (or give its config.json)."
+        for name in REQUIRED_ARCH_FIELDS
+        if clean.get(name) is None
+    }
 
-    model = serializers.CharField(
-        error_messages={
-            "required": "Choose a model preset, or 'custom' with its architecture.",
-            "null": "Choose a model preset, or 'custom' with its architecture.",
-        }
-    )
-    custom_model = CustomModelSerializer(required=False, allow_null=True, default=None)
-    precision = ParsedChoiceField(allowed=WEIGHT_PRECISIONS, parse=precision_parse, default="BF16")
-    kv_cache_dtype = ParsedChoiceField(
+
+def _known_model(value: str) -> str:
+    if value != "custom" and value not in model_presets():
+        raise FieldError(f"Unknown model {value!r}; choose a preset or 'custom'.")
+    return value
+
+
+#: The custom architecture as the schema describes it (its line breaks kept).
+CUSTOM_MODEL_DESCRIPTION = """\
+A custom architecture, as in a Hugging Face ``config.json`` (counts; ``head_dim`` in
+dimensions, ``max_context_tokens`` and ``sliding_window_tokens`` in tokens, ``total_params``
+/ ``active_params`` in parameters), and/or ``config``: the config.json itself (an object,
+or its text pasted), read by :func:`pools.sizing.presets.arch_fields_from_hf_config`; fields
+given here override the config's. Without a config the first eight fields are required."""
+
+CUSTOM_MODEL = Group(
+    name="CustomModel",
+    nullable=True,
+    message=CUSTOM_MODEL_MISSING,
+    check=_custom_model_check,
+    description=CUSTOM_MODEL_DESCRIPTION,
+    parts={
+        "name": Text(allow_blank=True, default="Custom model", then=_custom_model_name),
+        "config": Json(nullable=True),
+        **{name: _arch_input(name) for name in CUSTOM_ARCH_FIELDS},
+    },
+)
+
+#: Every input of an estimate, in the order the API's schema lists them. ``model``: a preset
+#: id (``qwen2_5_72b``) or ``custom`` with ``custom_model``; ``input_len`` / ``output_len``:
+#: tokens per request; ``demand_kind`` and its figure (``output_tok_s`` output tok/s at the
+#: peak, ``requests_per_day`` with ``peak_share`` (0, 1] of them in ``peak_hours`` (0, 24], or
+#: ``concurrency`` sequences in flight); ``prompt_cache_hit_rate`` [0, 1); ``input_weight``
+#: (prefill cost of an input token against an output token, 0.5 from seeds/004);
+#: ``tpot_target_ms`` / ``ttft_target_ms`` (ms, ``null``: not checked); ``gpu_models`` (slugs;
+#: empty: all); ``only_free_capacity``; ``prices`` per card-hour; ``seed_per_card_tok_s``.
+INPUTS: dict[str, Input] = {
+    "model": Text(
+        required=True,
+        then=_known_model,
+        required_message="Choose a model preset, or 'custom' with its architecture.",
+        null_message="Choose a model preset, or 'custom' with its architecture.",
+    ),
+    "custom_model": CUSTOM_MODEL,
+    "precision": ParsedChoice(allowed=WEIGHT_PRECISIONS, parse=precision_parse, default="BF16"),
+    "kv_cache_dtype": ParsedChoice(
         allowed=KV_CACHE_DTYPE_NAMES, parse=kv_cache_bits, default="auto"
-    )
-    engine = ParsedChoiceField(allowed=ENGINE_PROFILES, parse=engine_profile, default="vllm")
-    input_len = WholeNumberField(high=MAX_TOKENS)
-    output_len = WholeNumberField(high=MAX_TOKENS)
-    demand_kind = serializers.ChoiceField(
-        choices=list(DEMAND_KINDS),
+    ),
+    "engine": ParsedChoice(allowed=ENGINE_PROFILES, parse=engine_profile, default="vllm"),
+    "input_len": WholeNumber(required=True, high=MAX_TOKENS),
+    "output_len": WholeNumber(required=True, high=MAX_TOKENS),
+    "demand_kind": Choice(
+        choices=tuple(DEMAND_KINDS),
         default="output_rate",
-        error_messages={"invalid_choice": f"Choose one of {', '.join(DEMAND_KINDS)}."},
-    )
-    output_tok_s = BoundedNumberField(low=0, high=1e12, required=False, default=None)
-    requests_per_day = BoundedNumberField(low=0, high=1e15, required=False, default=None)
-    concurrency = WholeNumberField(high=MAX_CONCURRENCY, required=False, default=None)
-    peak_share = BoundedNumberField(low=0, high=1, default=1.0)
-    peak_hours = BoundedNumberField(low=0, high=24, default=24.0)
-    prompt_cache_hit_rate = BoundedNumberField(
+        message=f"Choose one of {', '.join(DEMAND_KINDS)}.",
+    ),
+    "output_tok_s": BoundedNumber(low=0, high=1e12),
+    "requests_per_day": BoundedNumber(low=0, high=1e15),
+    "concurrency": WholeNumber(high=MAX_CONCURRENCY),
+    "peak_share": BoundedNumber(low=0, high=1, default=1.0),
+    "peak_hours": BoundedNumber(low=0, high=24, default=24.0),
+    "prompt_cache_hit_rate": BoundedNumber(
         low=0, high=1, low_open=False, high_open=True, default=0.0
-    )
-    input_weight = BoundedNumberField(low=0, high=4, low_open=False, default=INPUT_WEIGHT)
-    tpot_target_ms = BoundedNumberField(
-        low=0, high=MAX_TARGET_MS, allow_null=True, default=TPOT_TARGET_MS
-    )
-    ttft_target_ms = BoundedNumberField(
-        low=0, high=MAX_TARGET_MS, allow_null=True, default=TTFT_TARGET_MS
-    )
-    sized_share = BoundedNumberField(
+    ),
+    "input_weight": BoundedNumber(low=0, high=4, low_open=False, default=INPUT_WEIGHT),
+    "tpot_target_ms": BoundedNumber(
+        low=0, high=MAX_TARGET_MS, nullable=True, default=TPOT_TARGET_MS
+    ),
+    "ttft_target_ms": BoundedNumber(
+        low=0, high=MAX_TARGET_MS, nullable=True, default=TTFT_TARGET_MS
+    ),
+    "sized_share": BoundedNumber(
         low=0,
         high=1,
         default=1.0,
         help_text="Share of the peak the cards are sized for (0, 1]; the seed's 0.85 leaves "
         "the top 15 % to queueing or standby capacity.",
-    )
-    buffer_share = BoundedNumberField(
+    ),
+    "buffer_share": BoundedNumber(
         low=0,
         high=4,
         low_open=False,
         default=0.0,
         help_text="Extra capacity on top, as a share of the sized replicas [0, 4]; the seed "
         "keeps 0.30 for spikes.",
-    )
-    tp = WholeNumberField(
+    ),
+    "tp": WholeNumber(
         high=MAX_PARALLEL,
-        required=False,
-        allow_null=True,
+        nullable=True,
         default=None,
         help_text="Tensor-parallel degree per pipeline stage; empty: the cheapest that fits.",
-    )
-    pp = WholeNumberField(
+    ),
+    "pp": WholeNumber(
         high=MAX_PARALLEL,
         default=1,
         help_text="Pipeline stages per replica (000 §4.1: TP inside the node, PP across nodes); "
         "a replica is TP x PP cards.",
-    )
-    ep = WholeNumberField(
+    ),
+    "ep": WholeNumber(
         high=MAX_PARALLEL,
-        required=False,
-        allow_null=True,
+        nullable=True,
         default=None,
         help_text="Expert-parallel degree (mixture of experts; divides TP and the experts).",
-    )
-    dp_attention = WholeNumberField(
+    ),
+    "dp_attention": WholeNumber(
         high=MAX_PARALLEL,
-        required=False,
-        allow_null=True,
+        nullable=True,
         default=None,
         help_text="Attention data-parallel ranks (mixture of experts with EP = TP; divides TP): "
         "attention replicated per rank, each rank's KV holds only its own sequences, the "
         "experts exchange tokens all-to-all. Empty: none.",
-    )
-    nic_gbps = BoundedNumberField(
+    ),
+    "nic_gbps": BoundedNumber(
         low=0,
         high=1e5,
-        allow_null=True,
+        nullable=True,
         default=None,
         help_text="NIC rate per card, Gb/s, when a replica spans nodes; TP across nodes needs "
         "at least 400.",
-    )
-    speculative_draft_tokens = WholeNumberField(
+    ),
+    "speculative_draft_tokens": WholeNumber(
         high=MAX_DRAFT_TOKENS,
-        required=False,
-        allow_null=True,
+        nullable=True,
         default=None,
         help_text="Speculative decoding (000 §3.3): tokens the draft proposes per pass (gamma); "
         "empty: no speculation.",
-    )
-    speculative_acceptance_rate = BoundedNumberField(
+    ),
+    "speculative_acceptance_rate": BoundedNumber(
         low=0,
         high=1,
         low_open=False,
         high_open=True,
-        required=False,
-        allow_null=True,
+        nullable=True,
         default=None,
         help_text="Chance the target accepts a draft token (alpha), [0, 1).",
-    )
-    speculative_draft_cost_ratio = BoundedNumberField(
+    ),
+    "speculative_draft_cost_ratio": BoundedNumber(
         low=0,
         high=1,
         low_open=False,
-        required=False,
-        allow_null=True,
+        nullable=True,
         default=None,
         help_text="A draft step's time / a target step's (c), [0, 1]; empty with a draft model: "
         "its active parameters / the target's.",
-    )
-    speculative_draft_model = serializers.CharField(
-        required=False,
-        allow_null=True,
+    ),
+    "speculative_draft_model": Text(
+        nullable=True,
         allow_blank=True,
         default=None,
         help_text="Preset id of a separate draft model (`llama3_8b` for `llama3_70b`): its "
         "weights and KV cache are counted on every card. Empty: no separate draft (n-gram, or "
         "an MTP / EAGLE head with the cost ratio given).",
-    )
-    images_per_request = WholeNumberField(
+    ),
+    "images_per_request": WholeNumber(
         low=0,
         high=10_000,
         default=0,
         help_text="Images per request (000 §6.3), for a vision-language model: each becomes "
         "visual input tokens, and the vision encoder's work runs before the prefill.",
-    )
-    image_width_px = WholeNumberField(
+    ),
+    "image_width_px": WholeNumber(
         high=MAX_IMAGE_SIDE_PX, default=1024, help_text="Width of an image or video frame, px."
-    )
-    image_height_px = WholeNumberField(
+    ),
+    "image_height_px": WholeNumber(
         high=MAX_IMAGE_SIDE_PX, default=1024, help_text="Height of an image or video frame, px."
-    )
-    video_seconds_per_request = BoundedNumberField(
+    ),
+    "video_seconds_per_request": BoundedNumber(
         low=0,
         high=86_400,
         low_open=False,
         default=0.0,
         help_text="Seconds of video per request, sampled at video_fps frames per second.",
-    )
-    video_fps = BoundedNumberField(
+    ),
+    "video_fps": BoundedNumber(
         low=0, high=60, default=2.0, help_text="Video frames sampled per second (0, 60]."
-    )
-    gpu_models = GpuModelSlugsField(
+    ),
+    "gpu_models": GpuModelSlugs(
         default=list, help_text='GPU model slugs, not names: `["h100_sxm", "l40s"]`; empty: all.'
-    )
-    only_free_capacity = serializers.BooleanField(default=False)
-    prices = CardHourPricesField(default=dict)
-    seed_per_card_tok_s = BoundedNumberField(low=0, high=1e6, default=SEED_PER_CARD_TOK_S)
+    ),
+    "only_free_capacity": Boolean(default=False),
+    "prices": CardHourPrices(default=dict),
+    "seed_per_card_tok_s": BoundedNumber(low=0, high=1e6, default=SEED_PER_CARD_TOK_S),
+}
 
-    def to_internal_value(self, data):
-        """The fields, and with their errors the figure the demand kind needs (so every field
-        at fault is named at once)."""
-        figure = DEMAND_FIGURES.get(data.get("demand_kind", "output_rate"))
-        missing = {}
-        if figure and data.get(figure) is None:
-            missing[figure] = ["This field is required."]
-        if data.get("model") == "custom" and data.get("custom_model") is None:
-            missing["custom_model"] = [CustomModelSerializer.default_error_messages["invalid"]]
-        try:
-            clean = super().to_internal_value(data)
-        except serializers.ValidationError as exc:
-            raise serializers.ValidationError({**missing, **exc.detail}) from exc
-        if missing:
-            raise serializers.ValidationError(missing)
-        return clean
 
-    def validate_model(self, value: str) -> str:
-        if value != "custom" and value not in model_presets():
-            raise serializers.ValidationError(
-                f"Unknown model {value!r}; choose a preset or 'custom'."
-            )
-        return value
+def _figure(data: Mapping[str, Any]) -> str | None:
+    """The input naming the demand kind's figure (``None`` for an unknown kind)."""
+    kind = data.get("demand_kind", "output_rate")
+    return DEMAND_FIGURES.get(kind) if isinstance(kind, str) else None
 
-    def validate(self, attrs: dict) -> dict:
-        """What only the model and the arithmetic can tell: a consistent architecture, the
-        context within the model's maximum, sane traffic."""
-        try:
-            model = model_arch(attrs)
-        except SizingInputError as exc:
-            errors = exc.data.get("errors") or {exc.data.get("field"): exc.message}
-            raise serializers.ValidationError(
-                {
-                    f"custom_model.{field}" if field else "custom_model": message
-                    for field, message in errors.items()
-                }
-            ) from exc
-        try:
-            visual = visual_of(attrs, model)
-        except SizingInputError as exc:
-            raise serializers.ValidationError(
-                {exc.data.get("field") or "images_per_request": exc.message}
-            ) from exc
-        context = attrs["input_len"] + attrs["output_len"] + (visual.tokens if visual else 0)
-        if context > model.max_context_tokens:
-            seen = f" (with {visual.tokens:,} visual tokens)" if visual else ""
-            raise serializers.ValidationError(
-                {
-                    "input_len": f"Input + output = {context:,} tokens{seen} exceeds "
-                    f"{model.name}'s maximum context of {model.max_context_tokens:,}."
-                }
-            )
-        layout = _layout_errors(model, attrs)
-        if layout:
-            raise serializers.ValidationError(layout)
-        try:
-            speculation_of(attrs, model)
-        except SizingInputError as exc:
-            field = exc.data.get("field") or "speculative_draft_tokens"
-            raise serializers.ValidationError({field: exc.message}) from exc
-        try:
-            demand_of(attrs)
-        except SizingInputError as exc:
-            field = exc.data.get("field") or "demand_kind"
-            if field == "requests_per_day" and attrs["demand_kind"] == "output_rate":
-                field = "output_tok_s"  # the core names the traffic field for any absurd peak
-            raise serializers.ValidationError({field: exc.message}) from exc
-        return attrs
+
+def _whole_errors(clean: Mapping[str, Any]) -> dict[str, str]:
+    """What only the model and the arithmetic can tell about inputs whose every field passed: a
+    consistent architecture, the context within the model's maximum, a parallel layout that
+    divides, a sane speculation and traffic. The first of these at fault, as ``{field:
+    message}``; empty when sound."""
+    try:
+        model = model_arch(clean)
+    except SizingInputError as exc:
+        errors = exc.data.get("errors") or {exc.data.get("field"): exc.message}
+        return {
+            f"custom_model.{field}" if field else "custom_model": message
+            for field, message in errors.items()
+        }
+    try:
+        visual = visual_of(clean, model)
+    except SizingInputError as exc:
+        return {exc.data.get("field") or "images_per_request": exc.message}
+    context = clean["input_len"] + clean["output_len"] + (visual.tokens if visual else 0)
+    if context > model.max_context_tokens:
+        seen = f" (with {visual.tokens:,} visual tokens)" if visual else ""
+        return {
+            "input_len": f"Input + output = {context:,} tokens{seen} exceeds "
+            f"{model.name}'s maximum context of {model.max_context_tokens:,}."
+        }
+    layout = _layout_errors(model, clean)
+    if layout:
+        return layout
+    try:
+        speculation_of(clean, model)
+    except SizingInputError as exc:
+        return {exc.data.get("field") or "speculative_draft_tokens": exc.message}
+    try:
+        demand_of(clean)
+    except SizingInputError as exc:
+        field = exc.data.get("field") or "demand_kind"
+        if field == "requests_per_day" and clean["demand_kind"] == "output_rate":
+            field = "output_tok_s"  # the core names the traffic field for any absurd peak
+        return {field: exc.message}
+    return {}
 
 
 def _layout_errors(model: ModelArch, attrs: Mapping[str, Any]) -> dict[str, str]:
@@ -623,10 +696,9 @@ def _layout_errors(model: ModelArch, attrs: Mapping[str, Any]) -> dict[str, str]
 
 
 #: Every input with its default; ``None`` where the input is required (or, for the latency
-#: targets, not checked). Read off the serializer, so the two cannot disagree.
+#: targets, not checked). Read off :data:`INPUTS`, so the two cannot disagree.
 DEFAULT_INPUTS: dict[str, Any] = {
-    name: (field.get_default() if not field.required else None)
-    for name, field in SizingInputsSerializer().fields.items()
+    name: (None if spec.required else spec.default_value()) for name, spec in INPUTS.items()
 }
 
 
@@ -637,7 +709,7 @@ def _given(raw: Mapping[str, Any]) -> dict[str, Any]:
     data = {
         k: (None if is_blank(v) else v) for k, v in raw.items() if not is_blank(v) or k in NULLABLE
     }
-    figure = DEMAND_FIGURES.get(data.get("demand_kind", "output_rate"))
+    figure = _figure(data)
     for other in set(DEMAND_FIGURES.values()) - {figure}:
         data.pop(other, None)
     if data.get("model") != "custom":
@@ -649,39 +721,43 @@ def _given(raw: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _flat(detail, prefix: str = "") -> dict[str, str]:
-    """DRF's nested error detail as ``{"field": message}``, one message per field; a nested
-    field as ``parent.child``, a nested non-field error under the parent's name."""
+def _flat(errors: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Errors of :func:`check_inputs` as ``{"field": message}``, one message per field: a part of
+    a group as ``parent.child``, the group as a whole (``""``) under the parent's name."""
     flat: dict[str, str] = {}
-    for key, value in detail.items():
-        name = prefix if key == api_settings.NON_FIELD_ERRORS_KEY and prefix else key
-        if prefix and name != prefix:
-            name = f"{prefix}.{key}"
+    for key, value in errors.items():
+        name = f"{prefix}.{key}" if prefix and key else prefix or key
         if isinstance(value, Mapping):
             for inner, message in _flat(value, name).items():
                 flat.setdefault(inner, message)
         else:
-            messages = value if isinstance(value, list) else [value]
-            flat.setdefault(name, str(messages[0]))
+            flat.setdefault(name, value)
     return flat
 
 
 def sizing_inputs_clean(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Check an estimate's inputs (the keys of :class:`SizingInputsSerializer`; unknown keys
-    are ignored) and return them complete: every key of :data:`DEFAULT_INPUTS`, the figures of
-    the other demand kinds ``None``, ``custom_model`` ``None`` for a preset.
+    """Check an estimate's inputs (the keys of :data:`INPUTS`; unknown keys are ignored) and
+    return them complete: every key of :data:`DEFAULT_INPUTS`, the figures of the other demand
+    kinds ``None``, ``custom_model`` ``None`` for a preset. Plain Python: the API and the page
+    both reach it through the service, so they refuse the same input with the same words.
 
     Raises :class:`InvalidInput` with ``errors`` ``{field: message}`` naming every field at
-    fault (custom fields as ``custom_model.<name>``, prices as ``prices.<slug>``).
+    fault (custom fields as ``custom_model.<name>``, prices as ``prices.<slug>``); what only
+    the whole can tell (:func:`_whole_errors`) once every field has passed.
     """
     if not isinstance(raw, Mapping):
         raise InvalidInput("The estimate's inputs must be a JSON object.", errors={})
-    serializer = SizingInputsSerializer(data=_given(raw))
-    if not serializer.is_valid():
-        raise InvalidInput("The estimate has invalid inputs.", errors=_flat(serializer.errors))
-    clean = dict(serializer.validated_data)
-    if clean["custom_model"] is not None:
-        clean["custom_model"] = dict(clean["custom_model"])
+    data = _given(raw)
+    missing = {}
+    figure = _figure(data)
+    if figure and data.get(figure) is None:
+        missing[figure] = REQUIRED
+    if data.get("model") == "custom" and data.get("custom_model") is None:
+        missing["custom_model"] = CUSTOM_MODEL_MISSING
+    clean, errors = check_inputs(INPUTS, data, Known())
+    errors = {**missing, **errors} or _whole_errors(clean)
+    if errors:
+        raise InvalidInput("The estimate has invalid inputs.", errors=_flat(errors))
     for other in set(DEMAND_FIGURES.values()) - {DEMAND_FIGURES[clean["demand_kind"]]}:
         clean[other] = None
     return clean

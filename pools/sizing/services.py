@@ -19,7 +19,7 @@ and stores plain JSON. Where the numbers come from:
   is ``None`` (unknown), never a guess. :func:`card_hour_prices` is the one place prices come in.
 
 Inputs are a JSON object (the API body; the page's form sends the same names), checked by
-:func:`pools.sizing.inputs.sizing_inputs_clean` (one DRF serializer).
+:func:`pools.sizing.inputs.sizing_inputs_clean` (plain Python, no DRF).
 """
 
 from __future__ import annotations

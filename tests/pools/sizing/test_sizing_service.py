@@ -20,7 +20,12 @@ from pools.audit.models import AuditEvent
 from pools.choices import EstimateStatus
 from pools.errors import InvalidInput, PermissionDenied
 from pools.inventory.models import GpuModel, Pool
-from pools.sizing.inputs import CUSTOM_MODEL_FIELDS, DEFAULT_INPUTS, sizing_inputs_clean
+from pools.sizing.inputs import (
+    CUSTOM_MODEL_FIELDS,
+    DEFAULT_INPUTS,
+    WEIGHT_PRECISIONS,
+    sizing_inputs_clean,
+)
 from pools.sizing.models import SizingEstimate
 from pools.sizing.services import (
     capacity_window,
@@ -600,6 +605,17 @@ def test_absent_targets_take_the_defaults_and_null_targets_are_not_checked(fleet
         ({"input_len": "1.5"}, {"input_len": "Enter a whole number."}),
         ({"input_len": 10_000_001}, {"input_len": "Must be at most 10,000,000."}),
         ({"peak_share": "1.01"}, {"peak_share": "Must be in (0, 1]."}),
+        # a kind that is no string is refused as a kind (it was a 500: an unhashable key)
+        ({"demand_kind": ["traffic"]},
+         {"demand_kind": "Choose one of output_rate, traffic, concurrency."}),
+        ({"model": ["qwen2_5_72b"]}, {"model": "Not a valid string."}),
+        ({"precision": 8}, {"precision": "Choose one of " + ", ".join(WEIGHT_PRECISIONS) + "."}),
+        # the first unknown slug and every bad price at once
+        ({"prices": {"l40s": -1, "z1": 1, "z2": 2}},
+         {"prices": "Unknown GPU model 'z1' in prices.",
+          "prices.l40s": "A price per card-hour is 0 to 100,000."}),
+        ({"model": "custom", "custom_model": {"num_layers": "x"}},
+         {"custom_model.num_layers": "Enter a whole number."}),
     ],
 )  # fmt: skip
 def test_each_kind_of_bad_input_has_its_message(fleet, change, errors):
@@ -624,13 +640,12 @@ def test_clean_inputs_are_complete_and_ignore_the_other_kinds_figures(fleet):
     assert set(clean) == set(DEFAULT_INPUTS)
 
 
-def test_the_custom_fields_the_page_lists_are_the_serializers():
-    from pools.sizing.inputs import CUSTOM_MODEL_FIELDS, CustomModelSerializer
+def test_the_custom_fields_the_page_lists_are_the_inputs():
+    from pools.sizing.inputs import CUSTOM_MODEL, CUSTOM_MODEL_FIELDS
 
-    fields = CustomModelSerializer().fields
-    names = [n for n in fields if n not in ("name", "config")]
+    names = [n for n in CUSTOM_MODEL.parts if n not in ("name", "config")]
     assert names == [n for n, _ in CUSTOM_MODEL_FIELDS]
-    # without a config.json the first eight are required (checked by the serializer itself)
+    # without a config.json the first eight are required (checked by the group itself)
     assert [n for n, required in CUSTOM_MODEL_FIELDS if required] == names[:8]
 
 
