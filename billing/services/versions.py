@@ -26,9 +26,11 @@ from datetime import date, datetime
 
 from django.db import connection
 
+from billing.charges import PERIOD
 from billing.conf import billing_zone
 from billing.models import PriceListVersion, SharedCardUse, UsageMonthVersion, UsageRecord
 from billing.pricing import month_bounds, month_of, next_month
+from pools.capacity.models import overlap_q
 
 _BATCH = 500
 _USAGE = UsageMonthVersion._meta.db_table
@@ -68,7 +70,7 @@ def shared_card_months_changed(*, start: datetime, end: datetime) -> None:
     pairs: set[tuple[int, date]] = set()
     for month in months:
         lower, upper = month_bounds(month, zone)
-        teams = SharedCardUse.objects.filter(period_start__lt=upper, period_end__gt=lower)
+        teams = SharedCardUse.objects.filter(overlap_q(lower, upper, fields=PERIOD))
         pairs.update((t, month) for t in teams.values_list("team_id", flat=True).distinct())
     usage_months_changed(pairs=pairs)
 
