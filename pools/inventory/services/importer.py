@@ -26,6 +26,7 @@ from pools.inventory.bulk import bulk_update_rows
 from pools.inventory.models import Gpu, InventoryImport, MigDevice, Node, Pool
 from pools.inventory.services.gpu_models import GpuModelResolver
 from pools.inventory.services.import_plan import (
+    MIG_ROW_FIELDS,
     NODE_FIELDS,
     ImportRun,
     NodePlan,
@@ -306,8 +307,13 @@ def _write_chunk(snapshots: list[NodeSnapshot], run: ImportRun) -> tuple[list[No
     hosts = [s.hostname for s in snapshots]
     nodes = {n.hostname: n for n in Node.objects.select_for_update().filter(hostname__in=hosts)}
     gpus_by_node: dict[int, list[Gpu]] = {n.pk: [] for n in nodes.values()}
-    for gpu in Gpu.objects.filter(node__in=list(nodes.values())).prefetch_related("mig_devices"):
+    for gpu in Gpu.objects.filter(node__in=list(nodes.values())):
         gpus_by_node[gpu.node_id].append(gpu)
+    mig_rows: dict[int, list[tuple]] = defaultdict(list)
+    for gpu_id, *row in MigDevice.objects.filter(gpu__node__in=list(nodes.values())).values_list(
+        "gpu_id", *MIG_ROW_FIELDS
+    ):
+        mig_rows[gpu_id].append(tuple(row))
     wanted = {u for s in snapshots for g in s.gpus if (u := clean_uuid(g.uuid))}
     held = (
         dict(
@@ -348,7 +354,8 @@ def _write_chunk(snapshots: list[NodeSnapshot], run: ImportRun) -> tuple[list[No
             rejected.append((snapshot.hostname, _in_another_cluster(node)))
             continue
         held.update({u: snapshot.hostname for u in uuids})
-        plans.append(plan_node(node, gpus_by_node.get(node.pk, []) if node else [], snapshot, run))
+        existing = gpus_by_node.get(node.pk, []) if node else []
+        plans.append(plan_node(node, existing, snapshot, run, mig_rows))
     _drop_duplicate_mig_uuids(plans)
     _write_plans(plans, run)
     return plans, rejected
