@@ -5,9 +5,12 @@ Measures, on a fresh database ``gpu_pool_portal_bench`` (dropped and recreated e
   nvidia-smi CSV captures (with UUIDs, serials, bus ids), then the same nvidia-smi import again
   (every node unchanged);
 - server-side time (Django test client, no network) and SQL query count of ``GET
-  /api/v1/gpus/``, ``GET /api/v1/nodes/`` and the node list page with 16,000 GPUs in the fleet.
+  /api/v1/gpus/``, ``GET /api/v1/nodes/`` and the node list page with 16,000 GPUs in the fleet;
+- then import of ``BENCH_IMPORT_NODES`` (12,500) more nodes x 8 GPUs (100,000) from one
+  slurmrestd payload, new and again unchanged, with the statements each issues.
 
-Targets (issue #2): import under 10 s; p50 under 50 ms; query count constant in fleet size.
+Targets (issue #2): import under 10 s; p50 under 50 ms; query count constant in fleet size;
+(issue #29 item 7) the import of 100,000 GPUs under 30 s.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ os.environ["DATABASE_URL"] = BENCH_DB
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
 
 NODES = int(os.environ.get("BENCH_NODES", "2000"))
+IMPORT_NODES = int(os.environ.get("BENCH_IMPORT_NODES", "12500"))
 GPUS_PER_NODE = 8
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "30"))
 
@@ -41,12 +45,12 @@ def recreate_database() -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
-def slurm_payload(n: int) -> str:
+def slurm_payload(n: int, prefix: str = "bench") -> str:
     import json
 
     nodes = [
         {
-            "name": f"bench-{i:05d}",
+            "name": f"{prefix}-{i:05d}",
             "state": "idle",
             "state_flags": [],
             "gres": f"gpu:a100_80g_sxm:{GPUS_PER_NODE}(S:0-1)",
@@ -182,6 +186,24 @@ def main() -> None:
                 f"p50 {p50:.1f} ms, p95 {p95:.1f} ms",
                 "p50 < 50 ms",
                 f"{queries} queries, HTTP {status}",
+            )
+        )
+
+    from django.test.utils import CaptureQueriesContext
+
+    payload = slurm_payload(IMPORT_NODES, prefix="fleet").encode()
+    for state in ("new", "unchanged"):
+        with CaptureQueriesContext(connection) as ctx:
+            seconds, report = timed(
+                lambda: inventory_import_file(data=payload, source=InventorySource.SLURM)
+            )
+        rows.append(
+            (
+                f"import slurmrestd /nodes, {IMPORT_NODES} nodes x {GPUS_PER_NODE} GPUs ({state})",
+                f"{seconds:.2f} s",
+                "< 30 s",
+                f"{len(ctx.captured_queries)} statements, {Gpu.objects.count()} GPUs in all, "
+                f"load average {os.getloadavg()[0]:.1f}",
             )
         )
 

@@ -79,7 +79,7 @@ def enqueue_on_commit(task_name: str, *args) -> None:
         transaction.on_commit(lambda: task.delay(*args))
         return
     job = QueuedJob.objects.create(task_name=task_name, args=list(args))
-    transaction.on_commit(lambda: job_send_after_commit(job_id=job.pk))
+    job_send_after_commit(job_id=job.pk)
 
 
 def enqueue(task_name: str, *args) -> Any | None:

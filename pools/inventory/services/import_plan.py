@@ -181,12 +181,31 @@ def _node_state(node: Node, gpu_count: int) -> dict[str, Any]:
     }
 
 
+# The fields of a MIG slice the planner compares, in the order of its rows (tuples): the
+# stored slices are read with ``values_list(*MIG_ROW_FIELDS)`` and compared with the reported.
+MIG_ROW_FIELDS = (
+    "index",
+    "uuid",
+    "profile",
+    "gpu_instance_id",
+    "compute_instance_id",
+    "memory_total_mib",
+    "gres_type",
+)
+
+
 def plan_node(
-    node: Node | None, existing: list[Gpu], snapshot: NodeSnapshot, run: ImportRun
+    node: Node | None,
+    existing: list[Gpu],
+    snapshot: NodeSnapshot,
+    run: ImportRun,
+    mig_rows: dict[int, list[tuple]],
 ) -> NodePlan:
     """The writes that bring ``node`` (``None``: a new one) and its ``existing`` GPUs to what
-    ``snapshot`` says; the models are changed in memory only. A snapshot whose cards are
-    unknown (``gpus_unknown``) leaves the GPUs alone."""
+    ``snapshot`` says; the models are changed in memory only. ``mig_rows`` maps a stored GPU's
+    id to its MIG slices as rows of :data:`MIG_ROW_FIELDS` (absent: none), read for a whole
+    chunk in one query: a ``prefetch_related`` built a queryset per card, 9 s of an import of
+    100,000 cards. A snapshot whose cards are unknown (``gpus_unknown``) leaves the GPUs alone."""
     created = node is None
     if created:
         node = Node(hostname=snapshot.hostname, cluster_id=run.cluster_id)
@@ -204,7 +223,7 @@ def plan_node(
     )
     plan.warnings.extend(odd)
     if not snapshot.gpus_unknown:
-        _plan_gpus(plan, existing, snapshot, run)
+        _plan_gpus(plan, existing, snapshot, run, mig_rows)
     for gpu in existing:
         if gpu.uuid and is_placeholder_uuid(gpu.uuid):
             gpu.uuid = None
@@ -348,7 +367,13 @@ def _apply_node_reported(node: Node, snapshot: NodeSnapshot, *, run: ImportRun) 
             node.nvlink_read_at = run.now
 
 
-def _plan_gpus(plan: NodePlan, existing: list[Gpu], snapshot: NodeSnapshot, run: ImportRun) -> None:
+def _plan_gpus(
+    plan: NodePlan,
+    existing: list[Gpu],
+    snapshot: NodeSnapshot,
+    run: ImportRun,
+    mig_rows: dict[int, list[tuple]],
+) -> None:
     """Work out how the node's GPU rows must change to match the snapshot.
 
     GPUs are matched by UUID, then by index. A value the source did not report (``None``)
@@ -384,22 +409,7 @@ def _plan_gpus(plan: NodePlan, existing: list[Gpu], snapshot: NodeSnapshot, run:
             )
             for m in snap.mig_devices
         )
-        current = (
-            sorted(
-                (
-                    m.index,
-                    m.uuid,
-                    m.profile,
-                    m.gpu_instance_id,
-                    m.compute_instance_id,
-                    m.memory_total_mib,
-                    m.gres_type,
-                )
-                for m in gpu.mig_devices.all()
-            )
-            if gpu.pk
-            else []
-        )
+        current = sorted(mig_rows.get(gpu.pk, [])) if gpu.pk else []
         if rows != current and (rows or snap.mig_mode is False):
             plan.mig.append((gpu, rows))
     plan.gone_gpu_ids = [g.pk for g in existing if g.pk not in kept]

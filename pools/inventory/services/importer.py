@@ -27,6 +27,7 @@ from pools.inventory.bulk import bulk_update_rows
 from pools.inventory.models import Gpu, InventoryImport, MigDevice, Node, Pool, node_cluster_id
 from pools.inventory.services.gpu_models import GpuModelResolver
 from pools.inventory.services.import_plan import (
+    MIG_ROW_FIELDS,
     NODE_FIELDS,
     ImportRun,
     NodePlan,
@@ -319,8 +320,13 @@ def _write_chunk(snapshots: list[NodeSnapshot], run: ImportRun) -> tuple[list[No
         same_name[node.hostname].append(node)
     nodes = {name: named[0] for name, named in same_name.items() if len(named) == 1}
     gpus_by_node: dict[int, list[Gpu]] = {n.pk: [] for n in nodes.values()}
-    for gpu in Gpu.objects.filter(node__in=list(nodes.values())).prefetch_related("mig_devices"):
+    for gpu in Gpu.objects.filter(node__in=list(nodes.values())):
         gpus_by_node[gpu.node_id].append(gpu)
+    mig_rows: dict[int, list[tuple]] = defaultdict(list)
+    for gpu_id, *row in MigDevice.objects.filter(gpu__node__in=list(nodes.values())).values_list(
+        "gpu_id", *MIG_ROW_FIELDS
+    ):
+        mig_rows[gpu_id].append(tuple(row))
     wanted = {u for s in snapshots for g in s.gpus if (u := clean_uuid(g.uuid))}
     # a card's UUID -> the node holding it, (id, name): a node of another cluster may share
     # the name, so the id decides
@@ -362,7 +368,8 @@ def _write_chunk(snapshots: list[NodeSnapshot], run: ImportRun) -> tuple[list[No
             )
             continue
         held.update(dict.fromkeys(uuids, mine))
-        plans.append(plan_node(node, gpus_by_node.get(node.pk, []) if node else [], snapshot, run))
+        existing = gpus_by_node.get(node.pk, []) if node else []
+        plans.append(plan_node(node, existing, snapshot, run, mig_rows))
     _drop_duplicate_mig_uuids(plans)
     _write_plans(plans, run)
     return plans, rejected

@@ -82,6 +82,40 @@ def test_a_reachable_broker_takes_the_job_and_the_outbox_is_left_empty():
     assert QueuedJob.objects.count() == 0
 
 
+def test_the_jobs_of_one_transaction_are_sent_together_in_four_statements():
+    """Two jobs queued by one change: after its commit one transaction sends both (BEGIN, one
+    locking SELECT, one DELETE, COMMIT), not one transaction each (issue #29 item 7: approvals
+    queue two and paid 8 statements for them)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with celery_broker("memory://"):
+        with CaptureQueriesContext(connection) as ctx:
+            with transaction.atomic():
+                jobs.enqueue_on_commit(jobs.SIZING_ESTIMATE, 7)
+                jobs.enqueue_on_commit(jobs.RECONCILE)
+                inside = len(ctx.captured_queries)  # BEGIN and the two INSERTs
+        after = [q["sql"].split()[0] for q in ctx.captured_queries[inside:]]
+        sent = _memory_queue_messages()
+
+    assert after == ["COMMIT", "BEGIN", "SELECT", "DELETE", "COMMIT"]
+    assert sent == [(jobs.SIZING_ESTIMATE, [7]), (jobs.RECONCILE, [])]
+    assert QueuedJob.objects.count() == 0
+
+
+def test_a_job_queued_in_a_rolled_back_savepoint_takes_no_other_job_with_it():
+    with celery_broker("memory://"):
+        with transaction.atomic():
+            with pytest.raises(RuntimeError), transaction.atomic():
+                jobs.enqueue_on_commit(jobs.SIZING_ESTIMATE, 1)
+                raise RuntimeError("the inner step failed")
+            jobs.enqueue_on_commit(jobs.SIZING_ESTIMATE, 2)
+        sent = _memory_queue_messages()
+
+    assert sent == [(jobs.SIZING_ESTIMATE, [2])]
+    assert QueuedJob.objects.count() == 0
+
+
 def test_a_drain_after_the_outage_sends_each_job_exactly_once():
     with celery_broker(CLOSED_BROKER):
         for estimate_id in (1, 2, 3):
@@ -124,7 +158,7 @@ def test_an_unexpected_send_error_after_commit_is_logged_and_the_job_kept(monkey
         raise RuntimeError("the database went away")
 
     with celery_broker(CLOSED_BROKER):
-        monkeypatch.setattr(outbox, "job_send", broken)
+        monkeypatch.setattr(outbox, "jobs_send", broken)
         token = deferred_watch()
         with transaction.atomic():
             jobs.enqueue_on_commit(jobs.RECONCILE)
@@ -132,4 +166,4 @@ def test_an_unexpected_send_error_after_commit_is_logged_and_the_job_kept(monkey
 
     assert QueuedJob.objects.count() == 1
     assert len(deferred) == 1
-    assert "could not be sent; it stays in the outbox" in caplog.text
+    assert "could not be sent; they stay in the outbox" in caplog.text
