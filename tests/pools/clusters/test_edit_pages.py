@@ -217,3 +217,30 @@ def test_the_list_links_the_editor_for_pool_admins_only(admin_page, member_page)
     assert 'href="/clusters/c/delete/"' in admin
     member = member_page.get("/clusters/").content.decode()
     assert "/clusters/new/" not in member and "/clusters/c/edit/" not in member
+
+
+def test_a_kubeconfig_that_is_not_there_saves_unreachable_not_a_500(admin_page):
+    """A Kubernetes cluster whose kubeconfig path names no file: the client library raises its
+    own ConfigException (not an OSError); it was a 500 after the row was written."""
+    response = admin_page.post(
+        NEW,
+        {
+            "slug": "rented",
+            "name": "Rented",
+            "kind": "kubernetes",
+            "api_url": "",
+            "credential_kind": "kubeconfig",
+            "credential_path": "/nonexistent/kubeconfig",
+            "time_zone": "UTC",
+        },
+        follow=True,
+    )
+
+    assert response.status_code == 200
+    cluster = Cluster.objects.get(slug="rented")
+    assert cluster.status == ClusterStatus.UNREACHABLE
+    assert cluster.status_reason == (
+        "settings refused: kubeconfig /nonexistent/kubeconfig: "
+        "Invalid kube-config file. No configuration found."
+    )
+    assert "Rented saved, but unreachable: settings refused: kubeconfig" in _text(response)
