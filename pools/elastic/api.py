@@ -21,6 +21,7 @@ from pools.elastic import selectors
 from pools.elastic.models import BurstOptIn, ElasticPolicy, ScaleEvent
 from pools.elastic.services import (
     EDITABLE_FIELDS,
+    MAX_WHATIF_DAYS,
     WhatIfSource,
     burst_opt_in_set,
     elastic_burst_whatif,
@@ -32,8 +33,6 @@ from pools.errors import InvalidInput
 from pools.inventory.models import Pool
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_list
-
-MAX_WHATIF_DAYS = 30
 
 
 class VisibleAllocationField(serializers.PrimaryKeyRelatedField):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django import forms
 
 from pools.elastic.models import ElasticPolicy
-from pools.elastic.services import EDITABLE_FIELDS
+from pools.elastic.services import EDITABLE_FIELDS, MAX_WHATIF_DAYS, WhatIfSource
 from pools.inventory.models import Pool
 from pools.tenancy.models import Team
 
@@ -30,6 +30,23 @@ class ElasticPolicyForm(forms.ModelForm):
             "per_card_tok_s": "Per-card tok/s (sizing)",
             "deployment": "Serving Deployment (for the HPA)",
         }
+
+
+class ElasticWhatIfForm(ElasticPolicyForm):
+    """The what-if's GET form: the policy's numbers to try, the ``days`` of history to replay
+    (1-:data:`~pools.elastic.services.MAX_WHATIF_DAYS`, 7 when not given) and its ``source``
+    (empty: Prometheus when configured, else the loop's recorded readings)."""
+
+    days = forms.IntegerField(min_value=1, max_value=MAX_WHATIF_DAYS, initial=7, required=False)
+    source = forms.ChoiceField(
+        choices=[("", "Prometheus if configured, else recorded"),
+                 (WhatIfSource.PROMETHEUS.value, "Prometheus"),
+                 (WhatIfSource.RECORDED.value, "Recorded by the loop")],
+        required=False,
+    )  # fmt: skip
+
+    def clean_days(self) -> int:
+        return self.cleaned_data["days"] or self.fields["days"].initial
 
 
 class BurstOptInForm(forms.Form):

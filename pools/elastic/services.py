@@ -1048,6 +1048,10 @@ def elastic_hpa_yaml(*, policy: ElasticPolicy) -> str | None:
 # ------------------------------------------------------------------------------ what-if
 
 
+MAX_WHATIF_DAYS = 30
+"""The longest history a what-if replays (days): the API's ``days`` and the page's field."""
+
+
 class WhatIfSource(StrEnum):
     PROMETHEUS = "prometheus"  # the namespace's history in Prometheus
     RECORDED = "recorded"  # the readings the portal's own loop recorded (SignalReading)
@@ -1098,7 +1102,10 @@ def elastic_whatif(
     range queries in chunks; utilisation read from fewer cards than the policy's lower bound is
     unknown) when it is configured, else the readings the loop recorded
     (one query); ``source`` picks one. ``None`` when the source picked is not available
-    (Prometheus not configured, or no readings recorded) or, left to choose, neither is."""
+    (Prometheus not configured, or no readings recorded) or, left to choose, neither is.
+    Raises :class:`InvalidInput` (``errors`` per field, as the policy editor's) for trial
+    numbers that do not fit together, e.g. a ceiling under the floor."""
+    _check(policy)
     now = now or timezone.now()
     start = now - timedelta(days=days)
     source = WhatIfSource(source) if source else None

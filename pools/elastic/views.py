@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from pools.elastic import selectors
-from pools.elastic.forms import BurstOptInForm, ElasticPolicyForm
+from pools.elastic.forms import BurstOptInForm, ElasticPolicyForm, ElasticWhatIfForm
 from pools.elastic.services import (
     WhatIfSource,
     burst_opt_in_set,
@@ -66,14 +66,14 @@ def elastic_detail(request, pk: int):
             try:
                 elastic_policy_update(policy=policy, actor=request.user, **form.cleaned_data)
             except DomainError as exc:
-                for field, message in (exc.data.get("errors") or {}).items():
-                    form.add_error(field if field in form.fields else None, message)
-                if not exc.data.get("errors"):
-                    form.add_error(None, exc.message)
+                _add_errors(form, exc)
             else:
                 messages.success(request, "Elastic policy saved.")
                 return redirect("pools:elastic-detail", pk=policy.pk)
-    whatif = _whatif(request, policy) if request.GET.get("whatif") else None
+    if request.GET.get("whatif"):
+        whatif = _whatif(request, policy)
+    else:
+        whatif, whatif_form = None, ElasticWhatIfForm(instance=policy)
     events = list(policy.events.order_by("-decided_at", "-id")[:50])
     costs = _money([policy], events)
     money = costs.get(policy.pk) if costs else None
@@ -96,6 +96,7 @@ def elastic_detail(request, pk: int):
             "form": form,
             "can_edit": can_edit,
             "whatif": whatif,
+            "whatif_form": whatif["form"] if whatif else whatif_form,
             "events": events,
             "chart": chart,
             "burst": max(0, policy.cards_held - policy.allocation.card_count),
@@ -107,26 +108,36 @@ def elastic_detail(request, pk: int):
     )
 
 
+def _add_errors(form, exc: DomainError) -> None:
+    """A service's refusal on ``form``: each of its per-field ``errors`` on that field (the
+    form's own errors when the field is not one of its), else its message."""
+    for field, message in (exc.data.get("errors") or {}).items():
+        form.add_error(field if field in form.fields else None, message)
+    if not exc.data.get("errors"):
+        form.add_error(None, exc.message)
+
+
 def _whatif(request, policy) -> dict:
-    """The what-if of the GET form: the trial values replayed over ``days`` of history (the
-    source the user picked, else Prometheus when configured, else the recorded readings), and
-    its load with and without a burst pool (``burst``:
+    """The what-if of the GET form (``form``: :class:`ElasticWhatIfForm`, bound, so the page
+    shows the values tried and errors on their fields): the trial ``policy`` replayed over
+    ``days`` of history (the source the user picked, else Prometheus when configured, else the
+    recorded readings), and its load with and without a burst pool (``burst``:
     :func:`pools.elastic.services.elastic_burst_whatif`, ``None`` when the team may use
-    none)."""
-    days = request.GET.get("days", "7")
-    days = int(days) if days.isascii() and days.isdigit() and 1 <= int(days) <= 30 else 7
-    source = request.GET.get("source", "")
-    source = source if source in set(WhatIfSource) else ""
-    trial = ElasticPolicyForm(request.GET, instance=copy.copy(policy))
+    none). ``error`` says why there is no ``run``."""
+    trial = ElasticWhatIfForm(request.GET, instance=copy.copy(policy))
+    unfit = {"form": trial, "error": "fix the values marked above"}
     if not trial.is_valid():
-        return {"error": "Fix the values to run the what-if", "days": days, "source": source}
+        return unfit
+    days, source = trial.cleaned_data["days"], trial.cleaned_data["source"]
     trial_policy = trial.save(commit=False)
+    found = {"form": trial, "days": days, "source": source, "policy": trial_policy}
     try:
         run = elastic_whatif(policy=trial_policy, days=days, source=source or None)
     except DomainError as exc:
-        return {"error": exc.message, "days": days, "source": source}
+        _add_errors(trial, exc)
+        return unfit
     except Exception as exc:  # noqa: BLE001 - shown on the page, never a 500
-        return {"error": f"Prometheus could not be read: {exc}", "days": days, "source": source}
+        return {**found, "error": f"Prometheus could not be read: {exc}"}
     if run is None:
         why = (
             "PROMETHEUS_URL is not set"
@@ -134,9 +145,9 @@ def _whatif(request, policy) -> dict:
             else "PROMETHEUS_URL is not set and the loop has recorded no readings for this "
             "allocation in that time"
         )
-        return {"error": why, "days": days, "source": source}
+        return {**found, "error": why}
     burst = elastic_burst_whatif(policy=trial_policy, run=run)
-    return {"run": run, "days": days, "source": source, "error": "", "burst": burst}
+    return {**found, "run": run, "error": "", "burst": burst}
 
 
 def _whatif_line(timeline, *, since: datetime) -> list[dict]:

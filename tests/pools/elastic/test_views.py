@@ -116,11 +116,11 @@ def test_what_if_without_prometheus_says_so(admin_page, policy):
     assert "What-if unavailable: PROMETHEUS_URL is not set" in page.content.decode()
 
 
-def test_what_if_days_in_other_digits_fall_back_to_a_week(admin_page, policy):
-    """``days=²`` passes ``str.isdigit()`` but not ``int()`` (was a 500); ``٣`` would be 3."""
-    for digits in ("²", "٣"):
-        page = admin_page.get(f"/elastic/{policy.pk}/", {"whatif": 1, "days": digits})
-        assert page.status_code == 200, digits
+def test_what_if_days_in_other_digits_are_refused_not_a_500(admin_page, policy):
+    """``days=²`` passes ``str.isdigit()`` but not ``int()`` (was a 500)."""
+    page = admin_page.get(f"/elastic/{policy.pk}/", {"whatif": 1, "days": "²"})
+    assert page.status_code == 200
+    assert "What-if unavailable: fix the values marked above." in page.content.decode()
 
 
 def test_the_hpa_for_the_deployment_is_shown(admin_page, policy):
@@ -184,3 +184,58 @@ def test_an_event_held_in_the_portal_only_says_so(admin_page, policy):
     text = admin_page.get(f"/elastic/{policy.pk}/").content.decode()
     assert "Portal only: no Kubernetes connection is configured." in text
     assert ">pending<" not in text
+
+
+def _what_if_form(text: str) -> str:
+    return text.split('<article id="whatif">')[1].split("</form>")[0]
+
+
+def test_what_if_shows_the_values_it_ran_and_their_latency_target(admin_page, policy):
+    """The what-if's inputs keep the trial values (they went back to the saved 6 / 800), and
+    the totals name the trial's latency target: 10 readings at 1500 ms, above 1000 ms."""
+    SignalReading.objects.bulk_create(
+        SignalReading(policy=policy, read_at=NOW - timedelta(minutes=9 - m), util_pct=90.0,
+                      latency_ms=1500.0, request_s=9.0, cards_held=2)
+        for m in range(10)
+    )  # fmt: skip
+    fields = {"ceiling_cards": 8, "step_cards": 2, "cards_per_replica": 1, "min_replicas": 1,
+              "up_util_pct": "75", "up_latency_ms": 1000, "up_window_minutes": 5,
+              "down_util_pct": "30", "down_window_minutes": 30, "cooldown_minutes": 15,
+              "prescale_lead_minutes": 30, "enabled": "on"}  # fmt: skip
+    page = admin_page.get(f"/elastic/{policy.pk}/", {"whatif": 1, "days": 2, **fields})
+    text = " ".join(page.content.decode().split())
+    form = _what_if_form(text)
+    assert '<input name="ceiling_cards" value="8"' in form
+    assert '<input name="up_latency_ms" value="1000"' in form
+    assert 'name="days" type="number" min="1" max="30" value="2"' in form
+    assert "(of the 2 days asked" in text
+    assert "the recorded latency was above 1000 ms for" in text
+    # the policy editor above still shows what is saved
+    assert 'name="ceiling_cards" value="6"' in text.split('<article id="whatif">')[0]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("ceiling_cards", 1, "must be &gt;= floor_cards"),  # the floor is 2
+        ("days", 0, "Ensure this value is greater than or equal to 1."),
+        ("days", 31, "Ensure this value is less than or equal to 30."),
+        ("up_latency_ms", "x", "Enter a whole number."),
+    ],
+)
+def test_what_if_values_that_do_not_fit_are_errors_on_their_field(
+    admin_page, policy, field, value, message
+):
+    """Refused on the field it concerns (was: a floor above the ceiling reported as
+    "Prometheus could not be read", days outside 1-30 silently run as 7)."""
+    fields = {"ceiling_cards": 6, "step_cards": 2, "cards_per_replica": 1, "min_replicas": 1,
+              "up_util_pct": "75", "up_latency_ms": 800, "up_window_minutes": 5,
+              "down_util_pct": "30", "down_window_minutes": 30, "cooldown_minutes": 15,
+              "prescale_lead_minutes": 30, "enabled": "on", "days": 7}  # fmt: skip
+    page = admin_page.get(f"/elastic/{policy.pk}/", {"whatif": 1, **fields, field: value})
+    assert page.status_code == 200
+    text = " ".join(page.content.decode().split())
+    assert "Prometheus could not be read" not in text
+    assert "What-if unavailable: fix the values marked above." in text
+    label = _what_if_form(text).split(f'name="{field}"')[1].split("</label>")[0]
+    assert message in label
