@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 from datetime import UTC, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -33,12 +34,43 @@ from pools.web import Column, csv_response
 CHART_SPAN = timedelta(hours=24)
 
 
+def _money_of(attribute: str):
+    """A CSV cell of a policy's 7-day money (``policy.money``; empty when unpriced)."""
+    return lambda p: getattr(p.money, attribute) if p.money else None
+
+
+ELASTIC_COLUMNS = [
+    Column("allocation", lambda p: p.allocation_id),
+    Column("team", lambda p: p.allocation.team.slug),
+    Column("pool", lambda p: p.allocation.pool.slug),
+    Column("gpu_model", lambda p: p.allocation.gpu_model.slug),
+    Column("enabled", lambda p: p.enabled),
+    Column("floor_cards", lambda p: p.allocation.card_count),
+    Column("cards_now", lambda p: p.cards_held),
+    Column("ceiling_cards", lambda p: p.ceiling_cards),
+    Column(
+        "burst_card_hours_7d",
+        lambda p: (
+            p.money.burst_card_hours.quantize(Decimal("0.01"), ROUND_HALF_UP) if p.money else None
+        ),
+    ),
+    Column("burst_amount_7d", _money_of("burst_amount")),
+    Column("currency", _money_of("currency")),
+    Column("last_decision", lambda p: (p.last_decision or {}).get("reason")),
+]
+"""The list's CSV: the page's columns, the 7-day burst in card-hours (2 places, as shown) and
+its amount in ``currency`` (empty when no rate card prices it), the last decision's reason."""
+
+
 def elastic_list(request):
-    """Every elastic allocation the user may see: floor, ceiling, cards now, last decision."""
+    """Every elastic allocation the user may see: floor, ceiling, cards now, the last 7 days'
+    burst and its money, last decision; ``?export=csv``: :data:`ELASTIC_COLUMNS`."""
     policies = list(selectors.elastic_policy_list(user=request.user))
     money = _money(policies)
     for policy in policies:
         policy.money = money.get(policy.pk) if money else None
+    if request.GET.get("export") == "csv":
+        return csv_response(policies, ELASTIC_COLUMNS, "elastic-allocations.csv")
     return render(request, "pools/elastic/list.html", {"policies": policies, "money": money})
 
 

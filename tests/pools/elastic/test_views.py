@@ -239,3 +239,49 @@ def test_what_if_values_that_do_not_fit_are_errors_on_their_field(
     assert "What-if unavailable: fix the values marked above." in text
     label = _what_if_form(text).split(f'name="{field}"')[1].split("</label>")[0]
     assert message in label
+
+
+def test_the_list_exports_csv_with_the_seven_day_burst_money(admin_page, policy, monkeypatch):
+    """Up 2 -> 4 cards at NOW, read two hours later: 2 cards x 2 h = 4 card-hours above the
+    floor at the reserved 8.00 EUR (the card has no burst price) = 32.00 EUR."""
+    import csv
+    import io
+    from datetime import date
+    from decimal import Decimal
+
+    from billing.choices import RateKind
+    from billing.services.rates import rate_card_create
+    from pools.elastic.models import ScaleEvent
+
+    rate_card_create(name="c", currency="EUR", effective_from=date(2020, 1, 1),
+                     gpu_prices={(policy.allocation.gpu_model_id, RateKind.GPU_RESERVED):
+                                 Decimal("8.00")})  # fmt: skip
+    ScaleEvent.objects.create(policy=policy, decided_at=NOW, effective_at=NOW, action="up",
+                              reason="load_high", cards_from=2, cards_to=4)  # fmt: skip
+    policy.cards_held = 4
+    policy.last_decision = {"reason": "load_high", "message": "up", "at": NOW.isoformat()}
+    policy.save()
+    monkeypatch.setattr("django.utils.timezone.now", lambda: NOW + timedelta(hours=2))
+
+    page = admin_page.get("/elastic/")
+    assert 'href="?export=csv"' in page.content.decode()
+    answer = admin_page.get("/elastic/", {"export": "csv"})
+    assert answer["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(b"".join(answer.streaming_content).decode())))
+    allocation = policy.allocation
+    assert rows == [
+        {
+            "allocation": str(allocation.pk),
+            "team": "chat",
+            "pool": "infer",
+            "gpu_model": allocation.gpu_model.slug,
+            "enabled": "True",
+            "floor_cards": "2",
+            "cards_now": "4",
+            "ceiling_cards": "6",
+            "burst_card_hours_7d": "4.00",
+            "burst_amount_7d": "32.00",
+            "currency": "EUR",
+            "last_decision": "load_high",
+        }
+    ]
