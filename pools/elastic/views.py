@@ -303,7 +303,8 @@ def burst_opt_in_list(request):
         request,
         "pools/elastic/burst_opt_ins.html",
         {"opt_ins": opt_ins, "form": form, "pools": pools, "prices": prices,
-         "can_opt_in": bool(managed) and bool(pools)},
+         "can_opt_in": bool(managed) and bool(pools),
+         "every_team": may_administer_pools(request.user)},
     )  # fmt: skip
 
 

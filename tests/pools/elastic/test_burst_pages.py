@@ -55,7 +55,7 @@ def test_a_manager_opts_in_seeing_the_price_and_opts_out_after_confirming(
 ):
     page = _page(client, team_manager)
     form = _text(page.get(URL))
-    assert "No team has opted into a burst pool" in form
+    assert "None of your teams has opted into a burst pool" in form
     assert "Rented: L40S 2.90\u00a0EUR / card-hour" in page.get(URL).content.decode()
 
     answer = page.post(URL, {"team": team.pk, "pool": rented.pk})
@@ -113,7 +113,11 @@ def test_a_member_sees_the_opt_in_but_cannot_change_it(client, team, team_member
 def test_another_teams_opt_in_answers_like_a_missing_one(client, team, other_member, rented):
     opt_in = BurstOptIn.objects.create(team=team, pool=rented)
     page = _page(client, other_member)
-    assert "Rented</td>" not in page.get(URL).content.decode()
+    body = _text(page.get(URL))
+    assert "Rented</td>" not in body
+    # the list is theirs: it does not say no team at all has opted in
+    assert "No team has opted into a burst pool" not in body
+    assert "None of your teams has opted into a burst pool" in body
     assert page.get(f"/elastic/burst/{opt_in.pk}/opt-out/").status_code == 404
     assert page.get("/elastic/burst/999999/opt-out/").status_code == 404
 
@@ -134,6 +138,7 @@ def test_a_pool_not_marked_burst_or_another_team_is_a_field_error(
 def test_without_burst_pools_the_page_says_how_to_get_one(admin_page):
     body = _text(admin_page.get(URL))
     assert "No pool is marked burst yet" in body and "Opt a team in" not in body
+    assert "No team has opted into a burst pool" in body  # a pool admin's list is every team's
 
 
 # ------------------------------------------------------------------------- burst what-if
