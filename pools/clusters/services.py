@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
@@ -67,7 +68,7 @@ def cluster_create(*, fields: dict[str, Any], actor: Any, render: Any) -> Cluste
     :class:`InvalidInput` for inconsistent fields and :class:`ClusterTaken` for a ClusterName or
     API URL another cluster has; nothing is written then.
     """
-    cluster = Cluster(**fields)
+    cluster = Cluster(**_one_spelling(fields))
     _validate(cluster)
     try:
         with transaction.atomic():
@@ -91,6 +92,7 @@ def cluster_update(
     variables define it) or inconsistent fields, :class:`ClusterInUse` for a kind change while
     pools are in the cluster, :class:`ClusterTaken` as :func:`cluster_create`.
     """
+    changes = _one_spelling(changes)
     moved = [f for f in CONNECTION_FIELDS if f in changes and changes[f] != getattr(cluster, f)]
     if moved and cluster.from_environment:
         raise InvalidInput(
@@ -322,6 +324,24 @@ def _problem(cluster: Cluster) -> tuple[str, str] | None:
     except (ZoneInfoNotFoundError, ValueError):
         return "time_zone", f"Not a time zone: {cluster.time_zone!r} (e.g. Europe/Berlin)."
     return None
+
+
+def _one_spelling(fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` with ``api_url`` in one spelling, so one API server is one URL (the
+    uniqueness of a Kubernetes API URL compares strings): scheme and host in lower case (they
+    are case-insensitive, RFC 3986 §3.1 and §3.2.2; not a user name), no trailing ``/`` (an empty path is
+    ``/``, §6.2.3); the path's case is kept. ``HTTPS://K8S.Example.COM:6443/`` ->
+    ``https://k8s.example.com:6443``."""
+    url = fields.get("api_url")
+    if not url:
+        return fields
+    parts = urlsplit(url)
+    userinfo, at, host = parts.netloc.rpartition("@")  # a user name keeps its case
+    spelt = urlunsplit(
+        (parts.scheme.lower(), userinfo + at + host.lower(), parts.path.rstrip("/"), parts.query,
+         parts.fragment)
+    )  # fmt: skip
+    return {**fields, "api_url": spelt}
 
 
 def _refuse_taken(cluster: Cluster) -> None:

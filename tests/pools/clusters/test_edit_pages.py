@@ -101,6 +101,34 @@ def test_a_taken_kubernetes_api_url_is_a_field_error(admin_page):
 
 
 @pytest.mark.parametrize(
+    "spelling", ["HTTPS://K8S.Example.COM:6443", "https://k8s.example.com:6443/"]
+)
+def test_the_same_api_url_spelt_otherwise_is_taken_too(admin_page, spelling):
+    """Scheme and host are case-insensitive (RFC 3986 §3.1, §3.2.2) and an empty path is "/"
+    (§6.2.3): these name k1's API server; they were saved as a second cluster of it."""
+    ClusterFactory(slug="k1", kind="kubernetes", credential_kind="token-file",
+                   api_url="https://k8s.example.com:6443", slurm_cluster_name="")  # fmt: skip
+    response = admin_page.post(NEW, {
+        "slug": "k2", "name": "K2", "kind": "kubernetes", "api_url": spelling,
+        "credential_kind": "token-file", "credential_path": "/nonexistent/token",
+        "time_zone": "UTC",
+    })  # fmt: skip
+    assert response.context["form"].errors["api_url"] == [
+        "Cluster k1 already has api url 'https://k8s.example.com:6443'."
+    ]
+    assert not Cluster.objects.filter(slug="k2").exists()
+
+
+def test_an_api_url_is_kept_in_one_spelling(admin_page):
+    admin_page.post(NEW, {
+        "slug": "k2", "name": "K2", "kind": "kubernetes", "api_url": "HTTPS://K8S.Example.COM/api/",
+        "credential_kind": "token-file", "credential_path": "/nonexistent/token",
+        "time_zone": "UTC",
+    })  # fmt: skip
+    assert Cluster.objects.get(slug="k2").api_url == "https://k8s.example.com/api"
+
+
+@pytest.mark.parametrize(
     ("extra", "field", "message"),
     [
         ({"time_zone": "Nowhere/Else"}, "time_zone",
