@@ -327,11 +327,15 @@ def _problem(cluster: Cluster) -> tuple[str, str] | None:
 
 
 def _one_spelling(fields: dict[str, Any]) -> dict[str, Any]:
-    """``fields`` with ``api_url`` in one spelling, so one API server is one URL (the
+    """``fields`` with a Slurm ClusterName in lower case, as Slurm keeps it (slurm.conf(5):
+    "any upper case letters in the name will be silently mapped to lower case"), and
+    ``api_url`` in one spelling, so one API server is one URL (the
     uniqueness of a Kubernetes API URL compares strings): scheme and host in lower case (they
     are case-insensitive, RFC 3986 §3.1 and §3.2.2; a user name is not), no trailing ``/``
     (an empty path is ``/``, §6.2.3); the path's case is kept. ``HTTPS://K8S.Example.COM:6443/`` ->
     ``https://k8s.example.com:6443``."""
+    if fields.get("slurm_cluster_name"):  # slurm.conf(5): upper case is mapped to lower
+        fields = {**fields, "slurm_cluster_name": fields["slurm_cluster_name"].lower()}
     url = fields.get("api_url")
     if not url:
         return fields

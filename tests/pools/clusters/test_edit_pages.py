@@ -72,10 +72,13 @@ def test_a_pool_admin_creates_a_cluster_saved_unreachable_with_the_reason(admin_
     assert event.after["credential_path"] == "/nonexistent/jwt.key"
 
 
-def test_a_taken_cluster_name_is_a_field_error_naming_the_other(admin_page):
+@pytest.mark.parametrize("spelling", ["legacy", "Legacy"])
+def test_a_taken_cluster_name_is_a_field_error_naming_the_other(admin_page, spelling):
+    """Slurm maps a ClusterName's upper case letters to lower case (slurm.conf(5),
+    ClusterName): "Legacy" is cluster "legacy" too."""
     ClusterFactory(slug="first", slurm_cluster_name="legacy")
 
-    response = admin_page.post(NEW, slurm())
+    response = admin_page.post(NEW, slurm(slurm_cluster_name=spelling))
 
     assert response.status_code == 200
     form = response.context["form"]
