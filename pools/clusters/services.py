@@ -308,6 +308,13 @@ def _problem(cluster: Cluster) -> tuple[str, str] | None:
         return "credential_kind", f"A {cluster.kind} cluster's credentials are a {allowed}."
     if not cluster.credential_path:
         return "credential_path", "Give the path of the credentials file."
+    for field in ("credential_path", "ca_path"):  # the web and the workers' directories differ
+        path = getattr(cluster, field)
+        if path and not path.startswith("/"):
+            return field, (
+                f"Give an absolute path: {path!r} would be read from each process's working "
+                "directory."
+            )
     needed = {
         Scheduler.SLURM: ("api_url", "slurm_cluster_name", "slurm_user"),
         Scheduler.KUBERNETES: (

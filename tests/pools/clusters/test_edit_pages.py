@@ -141,6 +141,13 @@ def test_an_api_url_is_kept_in_one_spelling(admin_page):
          "An API version looks like v0.0.42 (empty: discover)."),
         ({"credential_kind": "kubeconfig"}, "credential_kind",
          "A slurm cluster's credentials are a jwt-key or token-file."),
+        # the web process and the Celery workers need not share a working directory
+        ({"credential_path": "../secrets/jwt.key"}, "credential_path",
+         "Give an absolute path: '../secrets/jwt.key' would be read from each process's "
+         "working directory."),
+        ({"ca_path": "ca.crt"}, "ca_path",
+         "Give an absolute path: 'ca.crt' would be read from each process's working "
+         "directory."),
         ({"credential_kind": "environment"}, "credential_kind",
          "Select a valid choice. environment is not one of the available choices."),
     ],
