@@ -301,6 +301,8 @@ def _validate(cluster: Cluster) -> None:
 def _problem(cluster: Cluster) -> tuple[str, str] | None:
     if cluster.kind not in _CREDENTIALS:
         return "kind", "A cluster is a Slurm or a Kubernetes cluster."
+    if cluster.kueue and cluster.kind != Scheduler.KUBERNETES:  # it showed as "Slurm + Kueue"
+        return "kueue", f"Kueue queues Kubernetes workloads: a {cluster.kind} cluster has none."
     if cluster.from_environment:
         return None
     if cluster.credential_kind not in _CREDENTIALS[cluster.kind]:

@@ -148,6 +148,8 @@ def test_an_api_url_is_kept_in_one_spelling(admin_page):
         ({"ca_path": "ca.crt"}, "ca_path",
          "Give an absolute path: 'ca.crt' would be read from each process's working "
          "directory."),
+        ({"kueue": "on"}, "kueue",
+         "Kueue queues Kubernetes workloads: a slurm cluster has none."),
         ({"credential_kind": "environment"}, "credential_kind",
          "Select a valid choice. environment is not one of the available choices."),
     ],
