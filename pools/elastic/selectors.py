@@ -49,6 +49,25 @@ def borrowed_cards_by_pool(*, now) -> list[tuple[str, int]]:
     return [(name, int(cards)) for name, cards in rows]
 
 
+def borrowed_cards_by_team(*, team_ids, now) -> dict[int, int]:
+    """Team id -> cards its elastic allocations hold above their floors now (the floors are
+    the allocations' ``card_count``, counted as held already); teams without any left out; one
+    query."""
+    rows = (
+        ElasticPolicy.objects.filter(
+            allocation__team_id__in=team_ids,
+            allocation__status__in=HOLDING_STATUSES,
+            allocation__starts_at__lte=now,
+            allocation__ends_at__gt=now,
+            cards_held__gt=F("allocation__card_count"),
+        )
+        .values_list("allocation__team_id")
+        .annotate(cards=Sum(F("cards_held") - F("allocation__card_count")))
+        .order_by()
+    )
+    return {team_id: int(cards) for team_id, cards in rows}
+
+
 def recorded_samples(*, policy_id: int, start: datetime, end: datetime) -> list[MetricSample]:
     """The loop's recorded readings of one policy in ``[start, end]`` as the policy reads
     signals (Unix s, %, ms; an unknown reading keeps ``None``), in time order; one query."""

@@ -285,3 +285,17 @@ def test_the_list_exports_csv_with_the_seven_day_burst_money(admin_page, policy,
             "last_decision": "load_high",
         }
     ]
+
+
+def test_my_teams_counts_the_cards_an_elastic_allocation_borrowed(admin_page, policy):
+    """Floor 2, holding 5: the team holds 5 cards now, 3 of them above the floor (My teams
+    said 2, the floor, while the elastic page said 5)."""
+    policy.cards_held = 5
+    policy.save()
+    page = admin_page.get("/teams/mine/")
+    assert page.context["held"][policy.allocation.team_id] == 5
+    text = " ".join(page.content.decode().split())
+    assert (
+        '<div class="value">5</div><div class="label">cards held now (3 borrowed above an '
+        "elastic floor)</div>" in text
+    )
