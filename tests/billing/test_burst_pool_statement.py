@@ -301,3 +301,16 @@ def test_the_statement_names_the_storage_and_egress_units(team, card, admin_page
     statement_pdf(statement)
     assert '<td class="num">250.000000</td><td>GB-months</td>' in rendered[0]
     assert '<td class="num">120.000</td><td>GB</td>' in rendered[0]
+
+
+def test_the_finance_months_lines_keep_their_team_on_a_phone(team, card, admin_page):
+    """Every team's lines in one table: on a phone, where the Team column folds away, the
+    team is named in the kept label cell, as the basis is (it read "1 usage Shared storage
+    10.00 EUR", of no team)."""
+    extra_charges_import(text=CSV, now=utc(2026, 11, 2))
+    statement_build(team=team, month=OCTOBER)
+    page = admin_page.get("/costs/finance/2026-10/").content.decode()
+    lines = page.split("<h3>All lines</h3>")[1]
+    assert lines.count('<span class="basis-on-phone" data-team-on-phone>NLP: </span>') == 2
+    team_page = admin_page.get(f"/costs/{team.slug}/2026-10/").content.decode()
+    assert "data-team-on-phone" not in team_page  # one team's statement: no need
