@@ -177,7 +177,8 @@ def burst_opt_in_list(*, user) -> QuerySet[BurstOptIn]:
 
 def burst_pool_prices(*, pool_ids, now: datetime) -> dict:
     """Each burst pool's card-hour prices on the rate card in force at ``now``: pool id -> a
-    list of objects with ``gpu_model``, ``price_per_card_hour``, ``currency`` and ``text``
+    list of objects with ``gpu_model``, ``price_per_card_hour`` (``shown_price``: to the places
+    statements show), ``currency`` and ``text``
     (``NVIDIA L40S 2.90 EUR / card-hour``), from the function
     ``settings.ELASTIC_BURST_POOL_PRICES`` names (billing's; pools do not import billing);
     ``{}`` without one or without a rate card."""

@@ -243,12 +243,17 @@ def _rise(policy) -> dict | None:
 # ------------------------------------------------------------------------------ burst pools
 
 BURST_OPT_IN_COLUMNS = [
-    Column("team", lambda o: o.team.slug),
-    Column("burst_pool", lambda o: o.pool.slug),
-    Column("cluster", lambda o: o.pool.cluster.slug if o.pool.cluster_id else ""),
-    Column("card_hour_prices", lambda o: "; ".join(p.text for p in o.prices)),
-    Column("opted_in_at", lambda o: o.created_at),
+    Column("team", lambda r: r[0].team.slug),
+    Column("burst_pool", lambda r: r[0].pool.slug),
+    Column("cluster", lambda r: r[0].pool.cluster.slug if r[0].pool.cluster_id else ""),
+    Column("gpu_model", lambda r: r[1].gpu_model if r[1] else None),
+    Column("price_per_card_hour", lambda r: r[1].shown_price if r[1] else None),
+    Column("currency", lambda r: r[1].currency if r[1] else None),
+    Column("opted_in_at", lambda r: r[0].created_at),
 ]
+"""The opt-ins' CSV, rows ``(opt-in, price or None)``: one per GPU model the rate card prices
+in the burst pool, the price a plain number beside its currency; an opt-in to a pool the card
+prices nothing in is one row with those cells empty (unknown, never 0)."""
 
 
 def _managed_teams(user):
@@ -275,7 +280,8 @@ def burst_opt_in_list(request):
         opt_in.prices = prices.get(opt_in.pool_id, [])
         opt_in.can_opt_out = opt_in.team_id in managed
     if request.GET.get("export") == "csv":
-        return csv_response(opt_ins, BURST_OPT_IN_COLUMNS, "burst-opt-ins.csv")
+        rows = [(o, price) for o in opt_ins for price in (o.prices or [None])]
+        return csv_response(rows, BURST_OPT_IN_COLUMNS, "burst-opt-ins.csv")
     form = BurstOptInForm(
         request.POST or None,
         teams=teams,

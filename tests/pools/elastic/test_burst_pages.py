@@ -68,9 +68,9 @@ def test_a_manager_opts_in_seeing_the_price_and_opts_out_after_confirming(
     assert "<td>NLP</td><td>Rented</td>" in listed
     rows = list(csv.DictReader(io.StringIO(b"".join(page.get(URL, {"export": "csv"})
                                                     .streaming_content).decode())))  # fmt: skip
-    assert [(r["team"], r["burst_pool"], r["card_hour_prices"]) for r in rows] == [
-        ("nlp", "rented", "L40S 2.90\u00a0EUR / card-hour")
-    ]
+    # money as a plain number beside its currency, one row per GPU model priced there
+    assert [(r["team"], r["burst_pool"], r["gpu_model"], r["price_per_card_hour"],
+             r["currency"]) for r in rows] == [("nlp", "rented", "L40S", "2.90", "EUR")]  # fmt: skip
 
     confirm = _text(page.get(f"/elastic/burst/{opt_in.pk}/opt-out/"))
     assert "Opt NLP out of Rented?" in confirm
@@ -104,6 +104,11 @@ def test_a_member_sees_the_opt_in_but_cannot_change_it(client, team, team_member
     assert "Opt a team in" not in body
     assert "A team's managers (and pool admins) opt it into a burst pool here." in body
     assert "no price on the rate card" in body  # no rate card
+    rows = list(csv.DictReader(io.StringIO(b"".join(page.get(URL, {"export": "csv"})
+                                                    .streaming_content).decode())))  # fmt: skip
+    assert [(r["team"], r["gpu_model"], r["price_per_card_hour"], r["currency"]) for r in rows] == [
+        ("nlp", "", "", "")
+    ]  # unknown, never 0
     assert page.post(URL, {"team": team.pk, "pool": rented.pk}).status_code == 403
     assert page.get(f"/elastic/burst/{opt_in.pk}/opt-out/").status_code == 403
     assert page.post(f"/elastic/burst/{opt_in.pk}/opt-out/").status_code == 403
