@@ -70,7 +70,9 @@ def test_a_manager_opts_in_seeing_the_price_and_opts_out_after_confirming(
                                                     .streaming_content).decode())))  # fmt: skip
     # money as a plain number beside its currency, one row per GPU model priced there
     assert [(r["team"], r["burst_pool"], r["gpu_model"], r["price_per_card_hour"],
-             r["currency"]) for r in rows] == [("nlp", "rented", "L40S", "2.90", "EUR")]  # fmt: skip
+             r["currency"]) for r in rows] == [
+        ("nlp", "rented", "L40S", "2.90", "EUR")
+    ]  # fmt: skip
 
     confirm = _text(page.get(f"/elastic/burst/{opt_in.pk}/opt-out/"))
     assert "Opt NLP out of Rented?" in confirm
