@@ -62,6 +62,37 @@ ELASTIC_COLUMNS = [
 its amount in ``currency`` (empty when no rate card prices it), the last decision's reason."""
 
 
+def _decision(attribute: str):
+    """A CSV cell of a decision's money (``event.money``; empty when unpriced or unknown)."""
+    return lambda e: getattr(e.money, attribute) if e.money else None
+
+
+SCALE_EVENT_COLUMNS = [
+    Column("decided_at", lambda e: e.decided_at),
+    Column("action", lambda e: e.action),
+    Column("source", lambda e: e.source),
+    Column("reason", lambda e: e.reason),
+    Column("message", lambda e: e.message),
+    Column("cards_from", lambda e: e.cards_from),
+    Column("cards_to", lambda e: e.cards_to),
+    Column("cards_changed", _decision("cards")),
+    Column(
+        "card_hours",
+        lambda e: e.money.card_hours.quantize(Decimal("0.01"), ROUND_HALF_UP) if e.money else None,
+    ),
+    Column("amount", _decision("amount")),
+    Column("currency", _decision("currency")),
+    Column("effective_at", lambda e: e.effective_at),
+    Column("util_pct", lambda e: e.numbers.get("util_pct")),
+    Column("latency_ms", lambda e: e.numbers.get("latency_ms")),
+    Column("applied", lambda e: e.applied),
+    Column("apply_note", lambda e: e.apply_note),
+]
+"""The scaling history's CSV (the 50 decisions the page lists): each decision's cards changed
+(+ added, - released), the card-hours they made or saved (2 places, as shown) and their amount
+in ``currency`` (empty when unpriced)."""
+
+
 def elastic_list(request):
     """Every elastic allocation the user may see: floor, ceiling, cards now, the last 7 days'
     burst and its money, last decision; ``?export=csv``: :data:`ELASTIC_COLUMNS`."""
@@ -111,6 +142,10 @@ def elastic_detail(request, pk: int):
     money = costs.get(policy.pk) if costs else None
     for event in events:
         event.money = money.decisions.get(event.pk) if money else None
+    if request.method == "GET" and request.GET.get("export") == "csv":
+        return csv_response(
+            events, SCALE_EVENT_COLUMNS, f"elastic-{policy.allocation_id}-scaling.csv"
+        )
     now = timezone.now()
     chart = _chart(policy, events, now)
     if whatif and whatif.get("run"):

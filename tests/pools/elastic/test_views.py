@@ -299,3 +299,39 @@ def test_my_teams_counts_the_cards_an_elastic_allocation_borrowed(admin_page, po
         '<div class="value">5</div><div class="label">cards held now (3 borrowed above an '
         "elastic floor)</div>" in text
     )
+
+
+def test_the_scaling_history_exports_csv_with_each_decisions_money(admin_page, policy, monkeypatch):
+    """The history's table as CSV: up 2 -> 4 at NOW, read two hours later, added 2 cards x
+    2 h = 4 card-hours at the reserved 8.00 EUR (no burst price) = 32.00 EUR."""
+    import csv
+    import io
+    from datetime import date
+    from decimal import Decimal
+
+    from billing.choices import RateKind
+    from billing.services.rates import rate_card_create
+    from pools.elastic.models import ScaleEvent
+
+    rate_card_create(name="c", currency="EUR", effective_from=date(2020, 1, 1),
+                     gpu_prices={(policy.allocation.gpu_model_id, RateKind.GPU_RESERVED):
+                                 Decimal("8.00")})  # fmt: skip
+    ScaleEvent.objects.create(policy=policy, decided_at=NOW, effective_at=NOW, action="up",
+                              reason="load_high", cards_from=2, cards_to=4,
+                              numbers={"util_pct": 91.5, "latency_ms": 1200})  # fmt: skip
+    policy.cards_held = 4
+    policy.save()
+    monkeypatch.setattr("django.utils.timezone.now", lambda: NOW + timedelta(hours=2))
+
+    assert 'href="?export=csv"' in admin_page.get(f"/elastic/{policy.pk}/").content.decode()
+    answer = admin_page.get(f"/elastic/{policy.pk}/", {"export": "csv"})
+    assert answer["Content-Type"].startswith("text/csv")
+    (row,) = csv.DictReader(io.StringIO(b"".join(answer.streaming_content).decode()))
+    assert {k: row[k] for k in ("action", "reason", "cards_from", "cards_to", "cards_changed",
+                                "card_hours", "amount", "currency", "util_pct",
+                                "latency_ms")} == {
+        "action": "up", "reason": "load_high", "cards_from": "2", "cards_to": "4",
+        "cards_changed": "2", "card_hours": "4.00", "amount": "32.00", "currency": "EUR",
+        "util_pct": "91.5", "latency_ms": "1200",
+    }  # fmt: skip
+    assert row["decided_at"].startswith(f"{NOW:%Y-%m-%d %H:%M}")
