@@ -217,7 +217,7 @@ def test_what_if_shows_the_values_it_ran_and_their_latency_target(admin_page, po
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("ceiling_cards", 1, "must be &gt;= floor_cards"),  # the floor is 2
+        ("ceiling_cards", 1, "must be at least the floor (2 cards)"),
         ("days", 0, "Ensure this value is greater than or equal to 1."),
         ("days", 31, "Ensure this value is less than or equal to 30."),
         ("up_latency_ms", "x", "Enter a whole number."),
