@@ -335,3 +335,14 @@ def test_the_scaling_history_exports_csv_with_each_decisions_money(admin_page, p
         "util_pct": "91.5", "latency_ms": "1200",
     }  # fmt: skip
     assert row["decided_at"].startswith(f"{NOW:%Y-%m-%d %H:%M}")
+
+
+def test_the_admin_dashboards_top_teams_count_borrowed_cards(policy):
+    """Floor 2, holding 5: "Top teams by cards held now" says 5 (it said the floor, 2)."""
+    from pools.dashboards import capacity as dashboard
+
+    policy.cards_held = 5
+    policy.save()
+    assert dashboard.top_teams_by_cards(filters=dashboard.DashboardFilters(), now=NOW) == [
+        {"team": "Chat", "slug": "chat", "cards": 5}
+    ]
