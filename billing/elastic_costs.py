@@ -477,6 +477,13 @@ class BurstPoolPrice:
     currency: str
 
     @property
+    def shown_price(self) -> Decimal:
+        """The price to the places statements show it: the currency's minor unit, or more when
+        finer (``2.900000`` -> ``2.90``, :func:`billing.pricing.unit_price_places`)."""
+        places = unit_price_places(self.price_per_card_hour, self.currency)
+        return self.price_per_card_hour.quantize(Decimal(1).scaleb(-places))
+
+    @property
     def text(self) -> str:
         """``NVIDIA L40S 2.90 EUR / card-hour`` (the price as statements show it)."""
         return (

@@ -579,7 +579,9 @@ def api_client_from_settings(
     ``KUBERNETES_SERVICE_HOST``/``_PORT`` from ``environ``, the token (re-read as the kubelet
     rotates it) and ``ca.crt`` from ``service_account_dir`` (the client's
     ``InClusterConfigLoader``, what ``load_incluster_config`` does). urllib3 retries are
-    off: callers retry transient errors themselves, and a hung server must cost one timeout."""
+    off: callers retry transient errors themselves, and a hung server must cost one timeout.
+    Raises ``ValueError`` for settings that configure no client (a kubeconfig the client
+    library refuses — missing file, unknown context — included)."""
     from kubernetes import client as k8s
     from kubernetes import config as kube_config
     from kubernetes.config.incluster_config import InClusterConfigLoader
@@ -587,12 +589,15 @@ def api_client_from_settings(
     configuration = k8s.Configuration()
     token_file = Path(service_account_dir) / "token"
     if kubeconfig:
-        kube_config.load_kube_config(
-            config_file=kubeconfig,
-            context=context,
-            client_configuration=configuration,
-            persist_config=False,
-        )
+        try:
+            kube_config.load_kube_config(
+                config_file=kubeconfig,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+        except kube_config.ConfigException as exc:  # no such file, no such context, no user
+            raise ValueError(f"kubeconfig {kubeconfig}: {exc}") from exc
     elif host and token:
         configuration.host = host
         configuration.api_key = {"authorization": token}

@@ -1,5 +1,6 @@
 from django import template
 
+from billing.choices import UsageUnit
 from billing.pricing import PRICE_UNITS, format_money, quantity_places, unit_price_places
 
 register = template.Library()
@@ -23,6 +24,14 @@ def unit_price(line):
     per = PRICE_UNITS.get(line.unit, (line.unit, None))[0]
     places = unit_price_places(line.unit_price, currency)
     return f"{line.unit_price:.{places}f}\u00a0{currency} / {per}"
+
+
+@register.filter
+def line_unit(line):
+    """A statement line's unit in words: ``gb-months`` -> ``GB-months``, ``gb`` -> ``GB``,
+    ``input-tokens`` -> ``input tokens (uncached)`` (:class:`billing.choices.UsageUnit`'s
+    labels); ``card-hours`` as it is. CSVs keep the code."""
+    return UsageUnit(line.unit).label if line.unit in UsageUnit.values else line.unit
 
 
 @register.filter

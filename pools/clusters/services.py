@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.db import IntegrityError, transaction
@@ -65,7 +66,7 @@ def cluster_create(*, fields: dict[str, Any], actor: Any, render: Any) -> Cluste
     :class:`InvalidInput` for inconsistent fields and :class:`ClusterTaken` for a ClusterName or
     API URL another cluster has; nothing is written then.
     """
-    cluster = Cluster(**fields)
+    cluster = Cluster(**_one_spelling(fields))
     _validate(cluster)
     try:
         with transaction.atomic():
@@ -89,6 +90,7 @@ def cluster_update(
     variables define it) or inconsistent fields, :class:`ClusterInUse` for a kind change while
     pools are in the cluster, :class:`ClusterTaken` as :func:`cluster_create`.
     """
+    changes = _one_spelling(changes)
     moved = [f for f in CONNECTION_FIELDS if f in changes and changes[f] != getattr(cluster, f)]
     if moved and cluster.from_environment:
         raise InvalidInput(
@@ -295,6 +297,8 @@ def _validate(cluster: Cluster) -> None:
 def _problem(cluster: Cluster) -> tuple[str, str] | None:
     if cluster.kind not in _CREDENTIALS:
         return "kind", "A cluster is a Slurm or a Kubernetes cluster."
+    if cluster.kueue and cluster.kind != Scheduler.KUBERNETES:  # it showed as "Slurm + Kueue"
+        return "kueue", f"Kueue queues Kubernetes workloads: a {cluster.kind} cluster has none."
     if cluster.from_environment:
         return None
     if cluster.credential_kind not in _CREDENTIALS[cluster.kind]:
@@ -302,6 +306,13 @@ def _problem(cluster: Cluster) -> tuple[str, str] | None:
         return "credential_kind", f"A {cluster.kind} cluster's credentials are a {allowed}."
     if not cluster.credential_path:
         return "credential_path", "Give the path of the credentials file."
+    for field in ("credential_path", "ca_path"):  # the web and the workers' directories differ
+        path = getattr(cluster, field)
+        if path and not path.startswith("/"):
+            return field, (
+                f"Give an absolute path: {path!r} would be read from each process's working "
+                "directory."
+            )
     needed = {
         Scheduler.SLURM: ("api_url", "slurm_cluster_name", "slurm_user"),
         Scheduler.KUBERNETES: (
@@ -318,6 +329,28 @@ def _problem(cluster: Cluster) -> tuple[str, str] | None:
     except (ZoneInfoNotFoundError, ValueError):
         return "time_zone", f"Not a time zone: {cluster.time_zone!r} (e.g. Europe/Berlin)."
     return None
+
+
+def _one_spelling(fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` with a Slurm ClusterName in lower case, as Slurm keeps it (slurm.conf(5):
+    "any upper case letters in the name will be silently mapped to lower case"), and
+    ``api_url`` in one spelling, so one API server is one URL (the
+    uniqueness of a Kubernetes API URL compares strings): scheme and host in lower case (they
+    are case-insensitive, RFC 3986 §3.1 and §3.2.2; a user name is not), no trailing ``/``
+    (an empty path is ``/``, §6.2.3); the path's case is kept. ``HTTPS://K8S.Example.COM:6443/`` ->
+    ``https://k8s.example.com:6443``."""
+    if fields.get("slurm_cluster_name"):  # slurm.conf(5): upper case is mapped to lower
+        fields = {**fields, "slurm_cluster_name": fields["slurm_cluster_name"].lower()}
+    url = fields.get("api_url")
+    if not url:
+        return fields
+    parts = urlsplit(url)
+    userinfo, at, host = parts.netloc.rpartition("@")  # a user name keeps its case
+    spelt = urlunsplit(
+        (parts.scheme.lower(), userinfo + at + host.lower(), parts.path.rstrip("/"), parts.query,
+         parts.fragment)
+    )  # fmt: skip
+    return {**fields, "api_url": spelt}
 
 
 def _refuse_taken(cluster: Cluster) -> None:

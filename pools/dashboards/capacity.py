@@ -442,14 +442,15 @@ def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, 
 
 
 def top_teams_by_cards(*, filters: DashboardFilters, now: datetime, limit: int = 10) -> list:
-    """Teams by cards of holding allocations at ``now``, most first: ``[{team, slug, cards}]``."""
+    """Teams by cards of holding allocations at ``now``, most first: ``[{team, slug, cards}]``;
+    an elastic allocation counts the cards it holds now (its floor and what it borrowed)."""
     qs = _filtered(
         Allocation.objects.holding().whole_cards().at(now),
         filters,
     )
     rows = (
         qs.values("team__slug", "team__name")
-        .annotate(cards=Sum("card_count"))
+        .annotate(cards=Sum(Coalesce("elastic_policy__cards_held", "card_count")))
         .order_by("-cards", "team__name")[:limit]
     )
     return [{"team": r["team__name"], "slug": r["team__slug"], "cards": r["cards"]} for r in rows]

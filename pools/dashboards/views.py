@@ -18,6 +18,7 @@ from pools.capacity.arithmetic import card_hours
 from pools.capacity.availability import (
     team_usage,
 )
+from pools.elastic.selectors import borrowed_cards_by_team
 from pools.reclamation.card_timeline import card_changes, card_pieces
 from pools.tenancy import selectors as tenancy_selectors
 from pools.tenancy.roles import is_pool_admin
@@ -33,8 +34,9 @@ def landing(request):
 
 
 def my_teams(request):
-    """The user's teams: allocations with time left, usage so far, recent requests. Teams and
-    allocations are paged (a pool admin sees every team)."""
+    """The user's teams: the cards each holds now (allocations' cards plus what elastic ones
+    borrowed above their floors), allocations with time left, usage so far, recent requests.
+    Teams and allocations are paged (a pool admin sees every team)."""
     team_page = Paginator(
         tenancy_selectors.team_list(user=request.user).order_by("name", "pk"), MY_TEAMS_PAGE_SIZE
     ).get_page(request.GET.get("teams_page"))
@@ -52,6 +54,9 @@ def my_teams(request):
     )
     requests = recent[:20]
     held = team_usage(team_ids=[t.pk for t in teams], at=now)
+    borrowed = borrowed_cards_by_team(team_ids=[t.pk for t in teams], now=now)
+    for team_id, cards in borrowed.items():  # the floors are in ``held`` already
+        held[team_id] += cards
     allocations = list(page.object_list)
     allocations = list(allocations)
     changes = card_changes(a.pk for a in allocations)
@@ -96,6 +101,7 @@ def my_teams(request):
             "rows": rows,
             "requests": requests,
             "held": held,
+            "borrowed": borrowed,
             "costs": _costs_so_far([t.pk for t in teams], now),
             "now": now,
         },

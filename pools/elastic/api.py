@@ -318,6 +318,7 @@ class BurstOptInSerializer(serializers.ModelSerializer):
         model = BurstOptIn
         fields = ["id", "team", "pool", "created_at"]
         read_only_fields = ["id", "created_at"]
+        validators = []  # opting in twice is no error: the view answers 200 with the opt-in
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -346,11 +347,19 @@ class BurstOptInViewSet(
             .order_by("team__slug", "pool__slug")
         )
 
-    def perform_create(self, serializer):
-        data = serializer.validated_data
-        burst_opt_in_set(team=data["team"], pool=data["pool"], actor=self.request.user,
-                         opted=True)  # fmt: skip
-        serializer.instance = BurstOptIn.objects.get(team=data["team"], pool=data["pool"])
+    @extend_schema(responses={201: BurstOptInSerializer, 200: BurstOptInSerializer})
+    def create(self, request, *args, **kwargs):
+        """Opt in: 201 with the new opt-in, 200 with the one there already (nothing changes,
+        nothing audited), as the page says "had already opted into"."""
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        team, pool = serializer.validated_data["team"], serializer.validated_data["pool"]
+        changed = burst_opt_in_set(team=team, pool=pool, actor=request.user, opted=True)
+        opt_in = BurstOptIn.objects.select_related("team", "pool").get(team=team, pool=pool)
+        return Response(
+            self.get_serializer(opt_in).data,
+            status=status.HTTP_201_CREATED if changed else status.HTTP_200_OK,
+        )
 
     def perform_destroy(self, instance):
         burst_opt_in_set(team=instance.team, pool=instance.pool, actor=self.request.user,

@@ -146,7 +146,9 @@ class ScalingPolicy:
         if self.floor_cards < 0:
             raise PolicyError("floor_cards", "must be >= 0")
         if self.ceiling_cards < self.floor_cards:
-            raise PolicyError("ceiling_cards", "must be >= floor_cards")
+            raise PolicyError(
+                "ceiling_cards", f"must be at least the floor ({self.floor_cards} cards)"
+            )
         if self.cards_per_replica < 1:
             raise PolicyError("cards_per_replica", "must be >= 1")
         if self.min_replicas < 1:

@@ -55,6 +55,24 @@ def borrowed_cards_by_pool(*, now) -> list[tuple[str, int]]:
     return [(name, int(cards)) for name, cards in rows]
 
 
+def borrowed_cards_by_team(*, team_ids, now) -> dict[int, int]:
+    """Team id -> cards its elastic allocations hold above their floors now (the floors are
+    the allocations' ``card_count``, counted as held already); teams without any left out; one
+    query."""
+    rows = (
+        ElasticPolicy.objects.filter(
+            holding_q(via="allocation"),
+            at_q(now, via="allocation"),
+            allocation__team_id__in=team_ids,
+            cards_held__gt=F("allocation__card_count"),
+        )
+        .values_list("allocation__team_id")
+        .annotate(cards=Sum(F("cards_held") - F("allocation__card_count")))
+        .order_by()
+    )
+    return {team_id: int(cards) for team_id, cards in rows}
+
+
 def recorded_samples(*, policy_id: int, start: datetime, end: datetime) -> list[MetricSample]:
     """The loop's recorded readings of one policy in ``[start, end]`` as the policy reads
     signals (Unix s, %, ms; an unknown reading keeps ``None``), in time order; one query."""
@@ -164,7 +182,8 @@ def burst_opt_in_list(*, user) -> QuerySet[BurstOptIn]:
 
 def burst_pool_prices(*, pool_ids, now: datetime) -> dict:
     """Each burst pool's card-hour prices on the rate card in force at ``now``: pool id -> a
-    list of objects with ``gpu_model``, ``price_per_card_hour``, ``currency`` and ``text``
+    list of objects with ``gpu_model``, ``price_per_card_hour`` (``shown_price``: to the places
+    statements show), ``currency`` and ``text``
     (``NVIDIA L40S 2.90 EUR / card-hour``), from the function
     ``settings.ELASTIC_BURST_POOL_PRICES`` names (billing's; pools do not import billing);
     ``{}`` without one or without a rate card."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 from datetime import UTC, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -35,12 +36,74 @@ from pools.web import Column, csv_response
 CHART_SPAN = timedelta(hours=24)
 
 
+def _money_of(attribute: str):
+    """A CSV cell of a policy's 7-day money (``policy.money``; empty when unpriced)."""
+    return lambda p: getattr(p.money, attribute) if p.money else None
+
+
+ELASTIC_COLUMNS = [
+    Column("allocation", lambda p: p.allocation_id),
+    Column("team", lambda p: p.allocation.team.slug),
+    Column("pool", lambda p: p.allocation.pool.slug),
+    Column("gpu_model", lambda p: p.allocation.gpu_model.slug),
+    Column("enabled", lambda p: p.enabled),
+    Column("floor_cards", lambda p: p.allocation.card_count),
+    Column("cards_now", lambda p: p.cards_held),
+    Column("ceiling_cards", lambda p: p.ceiling_cards),
+    Column(
+        "burst_card_hours_7d",
+        lambda p: (
+            p.money.burst_card_hours.quantize(Decimal("0.01"), ROUND_HALF_UP) if p.money else None
+        ),
+    ),
+    Column("burst_amount_7d", _money_of("burst_amount")),
+    Column("currency", _money_of("currency")),
+    Column("last_decision", lambda p: (p.last_decision or {}).get("reason")),
+]
+"""The list's CSV: the page's columns, the 7-day burst in card-hours (2 places, as shown) and
+its amount in ``currency`` (empty when no rate card prices it), the last decision's reason."""
+
+
+def _decision(attribute: str):
+    """A CSV cell of a decision's money (``event.money``; empty when unpriced or unknown)."""
+    return lambda e: getattr(e.money, attribute) if e.money else None
+
+
+SCALE_EVENT_COLUMNS = [
+    Column("decided_at", lambda e: e.decided_at),
+    Column("action", lambda e: e.action),
+    Column("source", lambda e: e.source),
+    Column("reason", lambda e: e.reason),
+    Column("message", lambda e: e.message),
+    Column("cards_from", lambda e: e.cards_from),
+    Column("cards_to", lambda e: e.cards_to),
+    Column("cards_changed", _decision("cards")),
+    Column(
+        "card_hours",
+        lambda e: e.money.card_hours.quantize(Decimal("0.01"), ROUND_HALF_UP) if e.money else None,
+    ),
+    Column("amount", _decision("amount")),
+    Column("currency", _decision("currency")),
+    Column("effective_at", lambda e: e.effective_at),
+    Column("util_pct", lambda e: e.numbers.get("util_pct")),
+    Column("latency_ms", lambda e: e.numbers.get("latency_ms")),
+    Column("applied", lambda e: e.applied),
+    Column("apply_note", lambda e: e.apply_note),
+]
+"""The scaling history's CSV (the 50 decisions the page lists): each decision's cards changed
+(+ added, - released), the card-hours they made or saved (2 places, as shown) and their amount
+in ``currency`` (empty when unpriced)."""
+
+
 def elastic_list(request):
-    """Every elastic allocation the user may see: floor, ceiling, cards now, last decision."""
+    """Every elastic allocation the user may see: floor, ceiling, cards now, the last 7 days'
+    burst and its money, last decision; ``?export=csv``: :data:`ELASTIC_COLUMNS`."""
     policies = list(selectors.elastic_policy_list(user=request.user))
     money = _money(policies)
     for policy in policies:
         policy.money = money.get(policy.pk) if money else None
+    if request.GET.get("export") == "csv":
+        return csv_response(policies, ELASTIC_COLUMNS, "elastic-allocations.csv")
     return render(request, "pools/elastic/list.html", {"policies": policies, "money": money})
 
 
@@ -75,11 +138,11 @@ def elastic_detail(request, pk: int):
         if whatif and request.htmx:  # the what-if's poll
             return _whatif_fragment(request, policy, whatif)
         whatif_form = _whatif_form(policy, whatif)
-    events = list(policy.events.order_by("-decided_at", "-id")[:50])
-    costs = _money([policy], events)
-    money = costs.get(policy.pk) if costs else None
-    for event in events:
-        event.money = money.decisions.get(event.pk) if money else None
+    events, money = _events_with_money(policy)
+    if request.method == "GET" and request.GET.get("export") == "csv":
+        return csv_response(
+            events, SCALE_EVENT_COLUMNS, f"elastic-{policy.allocation_id}-scaling.csv"
+        )
     now = timezone.now()
     chart = _chart(policy, events, now)
     if whatif and whatif["result"]:
@@ -107,6 +170,17 @@ def elastic_detail(request, pk: int):
             "rise": _rise(policy),
         },
     )
+
+
+def _events_with_money(policy) -> tuple[list, object]:
+    """The policy's newest 50 scale events, each with its decision's ``money`` (``None``
+    without pricing), and the policy's 7-day money (:func:`_money`; ``None`` without)."""
+    events = list(policy.events.order_by("-decided_at", "-id")[:50])
+    costs = _money([policy], events)
+    money = costs.get(policy.pk) if costs else None
+    for event in events:
+        event.money = money.decisions.get(event.pk) if money else None
+    return events, money
 
 
 def _policy_save(request, policy):
@@ -256,12 +330,17 @@ def _rise(policy) -> dict | None:
 # ------------------------------------------------------------------------------ burst pools
 
 BURST_OPT_IN_COLUMNS = [
-    Column("team", lambda o: o.team.slug),
-    Column("burst_pool", lambda o: o.pool.slug),
-    Column("cluster", lambda o: o.pool.cluster.slug if o.pool.cluster_id else ""),
-    Column("card_hour_prices", lambda o: "; ".join(p.text for p in o.prices)),
-    Column("opted_in_at", lambda o: o.created_at),
+    Column("team", lambda r: r[0].team.slug),
+    Column("burst_pool", lambda r: r[0].pool.slug),
+    Column("cluster", lambda r: r[0].pool.cluster.slug if r[0].pool.cluster_id else ""),
+    Column("gpu_model", lambda r: r[1].gpu_model if r[1] else None),
+    Column("price_per_card_hour", lambda r: r[1].shown_price if r[1] else None),
+    Column("currency", lambda r: r[1].currency if r[1] else None),
+    Column("opted_in_at", lambda r: r[0].created_at),
 ]
+"""The opt-ins' CSV, rows ``(opt-in, price or None)``: one per GPU model the rate card prices
+in the burst pool, the price a plain number beside its currency; an opt-in to a pool the card
+prices nothing in is one row with those cells empty (unknown, never 0)."""
 
 
 def _managed_teams(user):
@@ -288,7 +367,8 @@ def burst_opt_in_list(request):
         opt_in.prices = prices.get(opt_in.pool_id, [])
         opt_in.can_opt_out = opt_in.team_id in managed
     if request.GET.get("export") == "csv":
-        return csv_response(opt_ins, BURST_OPT_IN_COLUMNS, "burst-opt-ins.csv")
+        rows = [(o, price) for o in opt_ins for price in (o.prices or [None])]
+        return csv_response(rows, BURST_OPT_IN_COLUMNS, "burst-opt-ins.csv")
     form = BurstOptInForm(
         request.POST or None,
         teams=teams,
@@ -316,7 +396,8 @@ def burst_opt_in_list(request):
         request,
         "pools/elastic/burst_opt_ins.html",
         {"opt_ins": opt_ins, "form": form, "pools": pools, "prices": prices,
-         "can_opt_in": bool(managed) and bool(pools)},
+         "can_opt_in": bool(managed) and bool(pools),
+         "every_team": may_administer_pools(request.user)},
     )  # fmt: skip
 
 

@@ -106,7 +106,9 @@ _KV_BITS = {
 }
 
 PRECISION_NAMES = tuple(_PRECISIONS)
-KV_CACHE_DTYPE_NAMES = tuple(_KV_BITS)
+#: The KV-cache dtypes offered (any case is read), ``auto`` spelt as vLLM's and SGLang's
+#: ``--kv-cache-dtype auto`` (the API's default, so the schema's enum holds it).
+KV_CACHE_DTYPE_NAMES = tuple("auto" if name == "AUTO" else name for name in _KV_BITS)
 
 
 def precision_parse(text: str) -> Precision:

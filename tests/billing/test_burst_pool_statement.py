@@ -13,7 +13,7 @@ from kit import utc
 
 from billing.choices import ChargeBasis, RateKind, UsageSource
 from billing.models import UsageRecord
-from billing.reports import CSV_COLUMNS, statement_csv_rows
+from billing.reports import CSV_COLUMNS, statement_csv_rows, statement_pdf
 from billing.services.extra_charges import extra_charges_import
 from billing.services.rates import rate_card_create
 from billing.services.statements import statement_build
@@ -276,3 +276,41 @@ def test_a_month_with_a_dst_change_is_metered_by_its_real_length(team):
         assert extra_charges_import(text=text, now=utc(2026, 11, 2)).rejected == []
     quantities = UsageRecord.objects.filter(source=UsageSource.EXTRA_CHARGES_CSV)
     assert sorted(quantities.values_list("quantity", flat=True)) == [Decimal(10), Decimal(745)]
+
+
+def test_the_statement_names_the_storage_and_egress_units(team, card, admin_page, monkeypatch):
+    """The lines' Unit column reads GB-months and GB, as the unit price does ("0.02 EUR /
+    GB-month"), on the page and in the PDF, not the stored codes "gb-months" and "gb"."""
+    extra_charges_import(text=CSV, now=utc(2026, 11, 2))
+    statement = statement_build(team=team, month=OCTOBER)
+    # quantity, then unit: storage 250 GB-months (6 places), egress 120 GB (3 places)
+    page = admin_page.get(f"/costs/{team.slug}/2026-10/").content.decode()
+    assert '<td class="num">250.000000</td><td>GB-months</td>' in page
+    assert '<td class="num">120.000</td><td>GB</td>' in page
+
+    rendered = []
+
+    class _Html:  # weasyprint's HTML, keeping the page it was given
+        def __init__(self, string):
+            rendered.append(string)
+
+        def write_pdf(self):
+            return b"%PDF"
+
+    monkeypatch.setattr("weasyprint.HTML", _Html)
+    statement_pdf(statement)
+    assert '<td class="num">250.000000</td><td>GB-months</td>' in rendered[0]
+    assert '<td class="num">120.000</td><td>GB</td>' in rendered[0]
+
+
+def test_the_finance_months_lines_keep_their_team_on_a_phone(team, card, admin_page):
+    """Every team's lines in one table: on a phone, where the Team column folds away, the
+    team is named in the kept label cell, as the basis is (it read "1 usage Shared storage
+    10.00 EUR", of no team)."""
+    extra_charges_import(text=CSV, now=utc(2026, 11, 2))
+    statement_build(team=team, month=OCTOBER)
+    page = admin_page.get("/costs/finance/2026-10/").content.decode()
+    lines = page.split("<h3>All lines</h3>")[1]
+    assert lines.count('<span class="basis-on-phone" data-team-on-phone>NLP: </span>') == 2
+    team_page = admin_page.get(f"/costs/{team.slug}/2026-10/").content.decode()
+    assert "data-team-on-phone" not in team_page  # one team's statement: no need

@@ -72,10 +72,13 @@ def test_a_pool_admin_creates_a_cluster_saved_unreachable_with_the_reason(admin_
     assert event.after["credential_path"] == "/nonexistent/jwt.key"
 
 
-def test_a_taken_cluster_name_is_a_field_error_naming_the_other(admin_page):
+@pytest.mark.parametrize("spelling", ["legacy", "Legacy"])
+def test_a_taken_cluster_name_is_a_field_error_naming_the_other(admin_page, spelling):
+    """Slurm maps a ClusterName's upper case letters to lower case (slurm.conf(5),
+    ClusterName): "Legacy" is cluster "legacy" too."""
     ClusterFactory(slug="first", slurm_cluster_name="legacy")
 
-    response = admin_page.post(NEW, slurm())
+    response = admin_page.post(NEW, slurm(slurm_cluster_name=spelling))
 
     assert response.status_code == 200
     form = response.context["form"]
@@ -101,6 +104,34 @@ def test_a_taken_kubernetes_api_url_is_a_field_error(admin_page):
 
 
 @pytest.mark.parametrize(
+    "spelling", ["HTTPS://K8S.Example.COM:6443", "https://k8s.example.com:6443/"]
+)
+def test_the_same_api_url_spelt_otherwise_is_taken_too(admin_page, spelling):
+    """Scheme and host are case-insensitive (RFC 3986 §3.1, §3.2.2) and an empty path is "/"
+    (§6.2.3): these name k1's API server; they were saved as a second cluster of it."""
+    ClusterFactory(slug="k1", kind="kubernetes", credential_kind="token-file",
+                   api_url="https://k8s.example.com:6443", slurm_cluster_name="")  # fmt: skip
+    response = admin_page.post(NEW, {
+        "slug": "k2", "name": "K2", "kind": "kubernetes", "api_url": spelling,
+        "credential_kind": "token-file", "credential_path": "/nonexistent/token",
+        "time_zone": "UTC",
+    })  # fmt: skip
+    assert response.context["form"].errors["api_url"] == [
+        "Cluster k1 already has api url 'https://k8s.example.com:6443'."
+    ]
+    assert not Cluster.objects.filter(slug="k2").exists()
+
+
+def test_an_api_url_is_kept_in_one_spelling(admin_page):
+    admin_page.post(NEW, {
+        "slug": "k2", "name": "K2", "kind": "kubernetes", "api_url": "HTTPS://K8S.Example.COM/api/",
+        "credential_kind": "token-file", "credential_path": "/nonexistent/token",
+        "time_zone": "UTC",
+    })  # fmt: skip
+    assert Cluster.objects.get(slug="k2").api_url == "https://k8s.example.com/api"
+
+
+@pytest.mark.parametrize(
     ("extra", "field", "message"),
     [
         ({"time_zone": "Nowhere/Else"}, "time_zone",
@@ -110,6 +141,15 @@ def test_a_taken_kubernetes_api_url_is_a_field_error(admin_page):
          "An API version looks like v0.0.42 (empty: discover)."),
         ({"credential_kind": "kubeconfig"}, "credential_kind",
          "A slurm cluster's credentials are a jwt-key or token-file."),
+        # the web process and the Celery workers need not share a working directory
+        ({"credential_path": "../secrets/jwt.key"}, "credential_path",
+         "Give an absolute path: '../secrets/jwt.key' would be read from each process's "
+         "working directory."),
+        ({"ca_path": "ca.crt"}, "ca_path",
+         "Give an absolute path: 'ca.crt' would be read from each process's working "
+         "directory."),
+        ({"kueue": "on"}, "kueue",
+         "Kueue queues Kubernetes workloads: a slurm cluster has none."),
         ({"credential_kind": "environment"}, "credential_kind",
          "Select a valid choice. environment is not one of the available choices."),
     ],
@@ -217,3 +257,30 @@ def test_the_list_links_the_editor_for_pool_admins_only(admin_page, member_page)
     assert 'href="/clusters/c/delete/"' in admin
     member = member_page.get("/clusters/").content.decode()
     assert "/clusters/new/" not in member and "/clusters/c/edit/" not in member
+
+
+def test_a_kubeconfig_that_is_not_there_saves_unreachable_not_a_500(admin_page):
+    """A Kubernetes cluster whose kubeconfig path names no file: the client library raises its
+    own ConfigException (not an OSError); it was a 500 after the row was written."""
+    response = admin_page.post(
+        NEW,
+        {
+            "slug": "rented",
+            "name": "Rented",
+            "kind": "kubernetes",
+            "api_url": "",
+            "credential_kind": "kubeconfig",
+            "credential_path": "/nonexistent/kubeconfig",
+            "time_zone": "UTC",
+        },
+        follow=True,
+    )
+
+    assert response.status_code == 200
+    cluster = Cluster.objects.get(slug="rented")
+    assert cluster.status == ClusterStatus.UNREACHABLE
+    assert cluster.status_reason == (
+        "settings refused: kubeconfig /nonexistent/kubeconfig: "
+        "Invalid kube-config file. No configuration found."
+    )
+    assert "Rented saved, but unreachable: settings refused: kubeconfig" in _text(response)

@@ -253,9 +253,10 @@ def test_what_if_says_the_burst_both_ways_once_the_team_opted_in(
 
 
 def test_burst_opt_ins_through_the_api(admin_api, member_api, member, allocation):
-    """A pool admin opts team chat into burst pool ``rented`` (201, audited) and lists it; a
-    plain member of chat sees it but cannot opt out (403); a non-burst pool is a 400; a team
-    the caller cannot see answers like a missing one (400); the admin opts out (204)."""
+    """A pool admin opts team chat into burst pool ``rented`` (201, audited; again: 200) and
+    lists it; a plain member of chat sees it but cannot opt out (403); a non-burst pool is a
+    400; a team the caller cannot see answers like a missing one (400); the admin opts out
+    (204)."""
     from pools.audit.models import AuditEvent
     from pools.elastic.models import BurstOptIn
 
@@ -264,6 +265,12 @@ def test_burst_opt_ins_through_the_api(admin_api, member_api, member, allocation
                           format="json")  # fmt: skip
     assert made.status_code == 201, made.content
     assert (made.json()["team"], made.json()["pool"]) == ("chat", "rented")
+    assert AuditEvent.objects.filter(action="elastic.burst_opt_in").count() == 1
+    # again: already opted in, as the page says (was 400 "must make a unique set")
+    again = admin_api.post("/api/v1/burst-opt-ins/", {"team": "chat", "pool": "rented"},
+                           format="json")  # fmt: skip
+    assert again.status_code == 200, again.content
+    assert again.json()["id"] == made.json()["id"]
     assert AuditEvent.objects.filter(action="elastic.burst_opt_in").count() == 1
     home = admin_api.post("/api/v1/burst-opt-ins/", {"team": "chat", "pool": "infer"},
                           format="json")  # fmt: skip

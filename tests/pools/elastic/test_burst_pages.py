@@ -55,7 +55,7 @@ def test_a_manager_opts_in_seeing_the_price_and_opts_out_after_confirming(
 ):
     page = _page(client, team_manager)
     form = _text(page.get(URL))
-    assert "No team has opted into a burst pool" in form
+    assert "None of your teams has opted into a burst pool" in form
     assert "Rented: L40S 2.90\u00a0EUR / card-hour" in page.get(URL).content.decode()
 
     answer = page.post(URL, {"team": team.pk, "pool": rented.pk})
@@ -68,9 +68,11 @@ def test_a_manager_opts_in_seeing_the_price_and_opts_out_after_confirming(
     assert "<td>NLP</td><td>Rented</td>" in listed
     rows = list(csv.DictReader(io.StringIO(b"".join(page.get(URL, {"export": "csv"})
                                                     .streaming_content).decode())))  # fmt: skip
-    assert [(r["team"], r["burst_pool"], r["card_hour_prices"]) for r in rows] == [
-        ("nlp", "rented", "L40S 2.90\u00a0EUR / card-hour")
-    ]
+    # money as a plain number beside its currency, one row per GPU model priced there
+    assert [(r["team"], r["burst_pool"], r["gpu_model"], r["price_per_card_hour"],
+             r["currency"]) for r in rows] == [
+        ("nlp", "rented", "L40S", "2.90", "EUR")
+    ]  # fmt: skip
 
     confirm = _text(page.get(f"/elastic/burst/{opt_in.pk}/opt-out/"))
     assert "Opt NLP out of Rented?" in confirm
@@ -104,6 +106,11 @@ def test_a_member_sees_the_opt_in_but_cannot_change_it(client, team, team_member
     assert "Opt a team in" not in body
     assert "A team's managers (and pool admins) opt it into a burst pool here." in body
     assert "no price on the rate card" in body  # no rate card
+    rows = list(csv.DictReader(io.StringIO(b"".join(page.get(URL, {"export": "csv"})
+                                                    .streaming_content).decode())))  # fmt: skip
+    assert [(r["team"], r["gpu_model"], r["price_per_card_hour"], r["currency"]) for r in rows] == [
+        ("nlp", "", "", "")
+    ]  # unknown, never 0
     assert page.post(URL, {"team": team.pk, "pool": rented.pk}).status_code == 403
     assert page.get(f"/elastic/burst/{opt_in.pk}/opt-out/").status_code == 403
     assert page.post(f"/elastic/burst/{opt_in.pk}/opt-out/").status_code == 403
@@ -113,7 +120,11 @@ def test_a_member_sees_the_opt_in_but_cannot_change_it(client, team, team_member
 def test_another_teams_opt_in_answers_like_a_missing_one(client, team, other_member, rented):
     opt_in = BurstOptIn.objects.create(team=team, pool=rented)
     page = _page(client, other_member)
-    assert "Rented</td>" not in page.get(URL).content.decode()
+    body = _text(page.get(URL))
+    assert "Rented</td>" not in body
+    # the list is theirs: it does not say no team at all has opted in
+    assert "No team has opted into a burst pool" not in body
+    assert "None of your teams has opted into a burst pool" in body
     assert page.get(f"/elastic/burst/{opt_in.pk}/opt-out/").status_code == 404
     assert page.get("/elastic/burst/999999/opt-out/").status_code == 404
 
@@ -134,6 +145,7 @@ def test_a_pool_not_marked_burst_or_another_team_is_a_field_error(
 def test_without_burst_pools_the_page_says_how_to_get_one(admin_page):
     body = _text(admin_page.get(URL))
     assert "No pool is marked burst yet" in body and "Opt a team in" not in body
+    assert "No team has opted into a burst pool" in body  # a pool admin's list is every team's
 
 
 # ------------------------------------------------------------------------- burst what-if

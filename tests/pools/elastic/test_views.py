@@ -269,3 +269,136 @@ def test_an_event_held_in_the_portal_only_says_so(admin_page, policy):
     text = admin_page.get(f"/elastic/{policy.pk}/").content.decode()
     assert "Portal only: no Kubernetes connection is configured." in text
     assert ">pending<" not in text
+
+
+def _what_if_form(text: str) -> str:
+    return text.split('<article id="whatif">')[1].split("</form>")[0]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("ceiling_cards", 1, "must be at least the floor (2 cards)"),
+        ("up_latency_ms", "x", "Enter a whole number."),
+    ],
+)
+def test_what_if_values_that_do_not_fit_are_errors_on_their_field(
+    admin_page, policy, field, value, message
+):
+    """Refused on the field it concerns, nothing queued (was: a floor above the ceiling
+    reported as "Prometheus could not be read")."""
+    page = admin_page.post(f"/elastic/{policy.pk}/", {"whatif": 1, **FIELDS, "days": 7,
+                                                      field: value})  # fmt: skip
+    assert page.status_code == 200
+    text = " ".join(page.content.decode().split())
+    assert "Prometheus could not be read" not in text
+    label = _what_if_form(text).split(f'name="{field}"')[1].split("</label>")[0]
+    assert message in label
+    assert not ElasticWhatIf.objects.exists()
+
+
+def test_the_list_exports_csv_with_the_seven_day_burst_money(admin_page, policy, monkeypatch):
+    """Up 2 -> 4 cards at NOW, read two hours later: 2 cards x 2 h = 4 card-hours above the
+    floor at the reserved 8.00 EUR (the card has no burst price) = 32.00 EUR."""
+    import csv
+    import io
+    from datetime import date
+    from decimal import Decimal
+
+    from billing.choices import RateKind
+    from billing.services.rates import rate_card_create
+    from pools.elastic.models import ScaleEvent
+
+    rate_card_create(name="c", currency="EUR", effective_from=date(2020, 1, 1),
+                     gpu_prices={(policy.allocation.gpu_model_id, RateKind.GPU_RESERVED):
+                                 Decimal("8.00")})  # fmt: skip
+    ScaleEvent.objects.create(policy=policy, decided_at=NOW, effective_at=NOW, action="up",
+                              reason="load_high", cards_from=2, cards_to=4)  # fmt: skip
+    policy.cards_held = 4
+    policy.last_decision = {"reason": "load_high", "message": "up", "at": NOW.isoformat()}
+    policy.save()
+    monkeypatch.setattr("django.utils.timezone.now", lambda: NOW + timedelta(hours=2))
+
+    page = admin_page.get("/elastic/")
+    assert 'href="?export=csv"' in page.content.decode()
+    answer = admin_page.get("/elastic/", {"export": "csv"})
+    assert answer["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(b"".join(answer.streaming_content).decode())))
+    allocation = policy.allocation
+    assert rows == [
+        {
+            "allocation": str(allocation.pk),
+            "team": "chat",
+            "pool": "infer",
+            "gpu_model": allocation.gpu_model.slug,
+            "enabled": "True",
+            "floor_cards": "2",
+            "cards_now": "4",
+            "ceiling_cards": "6",
+            "burst_card_hours_7d": "4.00",
+            "burst_amount_7d": "32.00",
+            "currency": "EUR",
+            "last_decision": "load_high",
+        }
+    ]
+
+
+def test_my_teams_counts_the_cards_an_elastic_allocation_borrowed(admin_page, policy):
+    """Floor 2, holding 5: the team holds 5 cards now, 3 of them above the floor (My teams
+    said 2, the floor, while the elastic page said 5)."""
+    policy.cards_held = 5
+    policy.save()
+    page = admin_page.get("/teams/mine/")
+    assert page.context["held"][policy.allocation.team_id] == 5
+    text = " ".join(page.content.decode().split())
+    assert (
+        '<div class="value">5</div><div class="label">cards held now (3 borrowed above an '
+        "elastic floor)</div>" in text
+    )
+
+
+def test_the_scaling_history_exports_csv_with_each_decisions_money(admin_page, policy, monkeypatch):
+    """The history's table as CSV: up 2 -> 4 at NOW, read two hours later, added 2 cards x
+    2 h = 4 card-hours at the reserved 8.00 EUR (no burst price) = 32.00 EUR."""
+    import csv
+    import io
+    from datetime import date
+    from decimal import Decimal
+
+    from billing.choices import RateKind
+    from billing.services.rates import rate_card_create
+    from pools.elastic.models import ScaleEvent
+
+    rate_card_create(name="c", currency="EUR", effective_from=date(2020, 1, 1),
+                     gpu_prices={(policy.allocation.gpu_model_id, RateKind.GPU_RESERVED):
+                                 Decimal("8.00")})  # fmt: skip
+    ScaleEvent.objects.create(policy=policy, decided_at=NOW, effective_at=NOW, action="up",
+                              reason="load_high", cards_from=2, cards_to=4,
+                              numbers={"util_pct": 91.5, "latency_ms": 1200})  # fmt: skip
+    policy.cards_held = 4
+    policy.save()
+    monkeypatch.setattr("django.utils.timezone.now", lambda: NOW + timedelta(hours=2))
+
+    assert 'href="?export=csv"' in admin_page.get(f"/elastic/{policy.pk}/").content.decode()
+    answer = admin_page.get(f"/elastic/{policy.pk}/", {"export": "csv"})
+    assert answer["Content-Type"].startswith("text/csv")
+    (row,) = csv.DictReader(io.StringIO(b"".join(answer.streaming_content).decode()))
+    assert {k: row[k] for k in ("action", "reason", "cards_from", "cards_to", "cards_changed",
+                                "card_hours", "amount", "currency", "util_pct",
+                                "latency_ms")} == {
+        "action": "up", "reason": "load_high", "cards_from": "2", "cards_to": "4",
+        "cards_changed": "2", "card_hours": "4.00", "amount": "32.00", "currency": "EUR",
+        "util_pct": "91.5", "latency_ms": "1200",
+    }  # fmt: skip
+    assert row["decided_at"].startswith(f"{NOW:%Y-%m-%d %H:%M}")
+
+
+def test_the_admin_dashboards_top_teams_count_borrowed_cards(policy):
+    """Floor 2, holding 5: "Top teams by cards held now" says 5 (it said the floor, 2)."""
+    from pools.dashboards import capacity as dashboard
+
+    policy.cards_held = 5
+    policy.save()
+    assert dashboard.top_teams_by_cards(filters=dashboard.DashboardFilters(), now=NOW) == [
+        {"team": "Chat", "slug": "chat", "cards": 5}
+    ]

@@ -312,3 +312,19 @@ def test_images_through_the_api_are_input_tokens_with_the_encoders_cost(
     assert multimodal["encoder_flops"] == pytest.approx(7_707_810_125_312, rel=1e-6)  # rounded
     (row,) = done["results"]["rows"]
     assert row["vision_weights_bytes_per_gpu"] == 1_353_100_288
+
+
+def test_each_choice_defaults_to_a_value_its_schema_offers():
+    """The schema gives a choice's ``allowed`` as its enum: a default outside it (KV cache
+    ``auto`` beside ``AUTO``) made openapi-python-client drop POST /api/v1/estimates/."""
+    from pools.sizing.inputs import ParsedChoiceField, SizingInputsSerializer
+
+    choices = {
+        name: field
+        for name, field in SizingInputsSerializer().fields.items()
+        if isinstance(field, ParsedChoiceField)
+    }
+    assert {"precision", "kv_cache_dtype", "engine"} <= set(choices)
+    for name, field in choices.items():
+        assert field.default in field.allowed, name
+    assert choices["kv_cache_dtype"].default == "auto"  # as vLLM's --kv-cache-dtype spells it
