@@ -317,13 +317,9 @@ def test_images_through_the_api_are_input_tokens_with_the_encoders_cost(
 def test_each_choice_defaults_to_a_value_its_schema_offers():
     """The schema gives a choice's ``allowed`` as its enum: a default outside it (KV cache
     ``auto`` beside ``AUTO``) made openapi-python-client drop POST /api/v1/estimates/."""
-    from pools.sizing.inputs import ParsedChoiceField, SizingInputsSerializer
+    from pools.sizing.inputs import INPUTS, ParsedChoice
 
-    choices = {
-        name: field
-        for name, field in SizingInputsSerializer().fields.items()
-        if isinstance(field, ParsedChoiceField)
-    }
+    choices = {name: field for name, field in INPUTS.items() if isinstance(field, ParsedChoice)}
     assert {"precision", "kv_cache_dtype", "engine"} <= set(choices)
     for name, field in choices.items():
         assert field.default in field.allowed, name
