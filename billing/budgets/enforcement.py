@@ -52,11 +52,19 @@ class _ReservedPrices:
         self.version = version
         self.months: dict = {}
         self.zone = billing_zone()
+        self.found: dict[tuple[int, datetime], Decimal | None] = {}
 
     def at(self, gpu_model_id: int | None, at: datetime) -> Decimal | None:
-        """The price in force at ``at`` (``None``: no model or no price)."""
+        """The price in force at ``at`` (``None``: no model or no price); each (model,
+        instant) looked up once — allocations already started are all priced at ``now``."""
         if gpu_model_id is None:
             return None
+        key = (gpu_model_id, at)
+        if key not in self.found:
+            self.found[key] = self._lookup(gpu_model_id, at)
+        return self.found[key]
+
+    def _lookup(self, gpu_model_id: int, at: datetime) -> Decimal | None:
         month = month_of(at, self.zone)
         if month not in self.months:
             self.months[month] = rate_periods_kept(
