@@ -24,7 +24,7 @@ from pools.capacity.availability import (
     request_options,
     slice_nodes_away,
 )
-from pools.capacity.budget_gate import NEEDS_ADMIN, budget_check_step
+from pools.capacity.budget_gate import NEEDS_ADMIN, BudgetVerdict, budget_check_step
 from pools.capacity.class_room import class_room_check
 from pools.capacity.locks import pool_lock, request_lock, request_lock_reusing
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
@@ -461,15 +461,7 @@ def capacity_request_submit(*, request: CapacityRequest, actor: Any) -> Capacity
                 status=request.status,
                 action="submit",
             )
-        verdict = (
-            budget_check_step(
-                request=request, ends_at=request.ends_at,
-                cards=card_equivalents(request.card_count, request.mig_profile, request.gpu_model),
-                pool=request.pool, gpu_model=request.gpu_model, system=False,
-            )
-            if request.kind == RequestKind.CARDS
-            else None  # capacity to add grants no cards yet
-        )  # fmt: skip
+        verdict = _submit_budget_verdict(request)
         before = _snapshot(request)
         request.status = RequestStatus.SUBMITTED
         request.submitted_at = timezone.now()
@@ -491,6 +483,20 @@ def capacity_request_submit(*, request: CapacityRequest, actor: Any) -> Capacity
         except (InsufficientCapacity, BudgetExceeded, ClusterUnreachable):
             pass  # stays in the queue for a pool admin
     return request
+
+
+def _submit_budget_verdict(request: CapacityRequest) -> BudgetVerdict | None:
+    """The budget's verdict on submitting ``request`` as asked
+    (:func:`pools.capacity.budget_gate.budget_check_step`, which raises
+    :class:`BudgetExceeded` when a budget refuses it); ``None`` for capacity to add, which
+    grants no cards yet."""
+    if request.kind != RequestKind.CARDS:
+        return None
+    return budget_check_step(
+        request=request, ends_at=request.ends_at,
+        cards=card_equivalents(request.card_count, request.mig_profile, request.gpu_model),
+        pool=request.pool, gpu_model=request.gpu_model, system=False,
+    )  # fmt: skip
 
 
 def _auto_approvable(request: CapacityRequest) -> bool:
