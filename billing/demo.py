@@ -33,6 +33,7 @@ from billing.services.usage_import import (
 from billing.services.versions import shared_card_months_changed
 from billing.tokenflow.demo import demo_agent_tasks_load
 from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_create
 from pools.choices import AllocationStatus, PricingMethod, RequestStatus, WorkloadKind
 from pools.inventory.models import Gpu, GpuModel, Pool
@@ -309,9 +310,9 @@ def _near_budget(now: datetime, zone, rng: random.Random) -> None:
     pool = Pool.objects.filter(slug="infer-k8s").first()
     if member is not None and pool is not None:  # 4 L40S for 2 days: beyond what is left
         start = now.replace(second=0, microsecond=0) + timedelta(minutes=30)
-        capacity_request_create(
-            actor=member, team=team, workload_kind=WorkloadKind.INFERENCE, card_count=4,
+        capacity_request_create(actor=member, fields=RequestFields(
+            team=team, workload_kind=WorkloadKind.INFERENCE, card_count=4,
             starts_at=start, ends_at=start + timedelta(days=2), pool=pool,
             gpu_model=GpuModel.objects.get(slug="l40s"),
             justification="Load test of the chat assistant before launch.",
-        )  # fmt: skip
+        ))  # fmt: skip

@@ -17,6 +17,7 @@ from pools.capacity import selectors
 from pools.capacity.arithmetic import card_hours
 from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilterSet
 from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.request_fields import RequestFields
 from pools.capacity.scheduler_panel import scheduler_panel
 from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import classes as class_services
@@ -236,6 +237,10 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
             "submitted_at",
         ]
 
+    def request_fields(self) -> RequestFields:
+        """The validated input as the service takes it (call after ``is_valid``)."""
+        return RequestFields.from_data(self.validated_data)
+
 
 class ApproveSerializer(serializers.Serializer):
     card_count = serializers.IntegerField(min_value=1, max_value=MAX_REQUEST_CARDS, required=False)
@@ -329,27 +334,10 @@ class CapacityRequestViewSet(
         ``team``, ``pool`` and ``gpu_model`` are slugs."""
         form = self.get_serializer(data=request.data)
         form.is_valid(raise_exception=True)
-        data = dict(form.validated_data)
         created = request_services.capacity_request_create(
             actor=request.user,
-            team=data.pop("team"),
-            workload_kind=data.pop("workload_kind"),
-            kind=data.pop("kind", RequestKind.CARDS),
-            card_count=data.pop("card_count"),
-            starts_at=data.pop("starts_at"),
-            ends_at=data.pop("ends_at"),
-            justification=data.pop("justification"),
-            pool=data.pop("pool", None),
-            gpu_model=data.pop("gpu_model", None),
-            min_memory_gib=data.pop("min_memory_gib", None),
-            cuda_version=data.pop("cuda_version", ""),
-            submit=data.pop("submit", True),
-            cards_per_node=data.pop("cards_per_node", None),
-            node_count=data.pop("node_count", None),
-            one_nvlink_domain=data.pop("one_nvlink_domain", False),
-            shared_nodes=data.pop("shared_nodes", False),
-            mig_profile=data.pop("mig_profile", ""),
-            workload_class=data.pop("workload_class", None),
+            fields=form.request_fields(),
+            submit=form.validated_data["submit"],
         )
         return Response(
             self.get_serializer(self._fresh(created)).data, status=status.HTTP_201_CREATED

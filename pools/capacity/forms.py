@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from django import forms
 from django.utils import timezone
 
 from pools.capacity.models import OverrideKind
+from pools.capacity.request_fields import RequestFields
 from pools.choices import RequestKind, WorkloadKind
 from pools.classes.models import WorkloadClass
 from pools.inventory.models import DriverGroup, GpuModel, Pool
@@ -187,6 +189,18 @@ class CapacityRequestForm(forms.Form):
                 f"{nodes} × {per_node} is {per_node * nodes} cards, not {data['card_count']}.",
             )
         return data
+
+    def request_fields(self) -> RequestFields:
+        """The cleaned input as the service takes it (call after ``is_valid``). The NVLink and
+        shared-node boxes say something only with a shape: ticked without cards per node,
+        they are left unticked rather than refused."""
+        fields = RequestFields.from_data(self.cleaned_data)
+        shaped = fields.cards_per_node is not None
+        return replace(
+            fields,
+            one_nvlink_domain=fields.one_nvlink_domain and shaped,
+            shared_nodes=fields.shared_nodes and shaped,
+        )
 
 
 class ApproveForm(forms.Form):

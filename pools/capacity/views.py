@@ -180,29 +180,11 @@ def request_new(request):
         form, data = CapacityRequestForm(None, teams=teams, initial={**initial, **prefill}), None
     options = _options_for(form) if data is not None else None
     if request.method == "POST" and not request.htmx and form.is_valid():
-        d = form.cleaned_data
         try:
             created = request_services.capacity_request_create(
                 actor=request.user,
-                team=d["team"],
-                workload_kind=d["workload_kind"],
-                kind=d["kind"],
-                card_count=d["card_count"],
-                starts_at=d["starts_at"],
-                ends_at=d["ends_at"],
-                justification=d["justification"],
-                pool=d["pool"],
-                gpu_model=d["gpu_model"],
-                min_memory_gib=d["min_memory_gib"],
-                cuda_version=d["cuda_version"].strip(),
+                fields=form.request_fields(),
                 submit="save_draft" not in request.POST,
-                cards_per_node=d.get("cards_per_node"),
-                node_count=d.get("node_count"),
-                one_nvlink_domain=bool(d.get("one_nvlink_domain"))
-                and d.get("cards_per_node") is not None,
-                shared_nodes=bool(d.get("shared_nodes")) and d.get("cards_per_node") is not None,
-                mig_profile=d.get("mig_profile") or "",
-                workload_class=d.get("workload_class"),
             )
         except DomainError as exc:
             _apply_errors(form, exc)

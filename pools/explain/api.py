@@ -11,6 +11,8 @@ under ``submit_errors`` (what a create would refuse now). ``justification`` may 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -20,6 +22,7 @@ from rest_framework.views import APIView
 
 from pools.capacity import selectors as capacity_selectors
 from pools.capacity.api import CapacityRequestSerializer
+from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import (
     JUSTIFICATION_MAX,
     request_class,
@@ -109,30 +112,13 @@ def explain_fields(*, user, data: dict) -> dict:
     ``user`` as JSON, with ``submit_errors``; raises :class:`InvalidInput` (400) for fields a
     create would refuse before counting cards, and for a sizing estimate the user cannot see.
     A model the request's class may not use is a reason (``class``), not a 400."""
-    workload_class = request_class(team=data["team"], workload_class=data.get("workload_class"))
-    common = dict(
-        workload_kind=data["workload_kind"],
-        card_count=data["card_count"],
-        starts_at=data["starts_at"],
-        ends_at=data["ends_at"],
-        pool=data.get("pool"),
-        gpu_model=data.get("gpu_model"),
-        min_memory_gib=data.get("min_memory_gib"),
-        cuda_version=(data.get("cuda_version") or "").strip(),
-        workload_class=workload_class,
+    fields = RequestFields.from_data(data)
+    fields = replace(
+        fields, workload_class=request_class(team=fields.team, workload_class=fields.workload_class)
     )
-    kind = data.get("kind", RequestKind.CARDS)
-    errors = validate_request_fields(**common, kind=kind, capacity=False)
-    errors.update(
-        validate_shape_fields(
-            card_count=data["card_count"],
-            cards_per_node=data.get("cards_per_node"),
-            node_count=data.get("node_count"),
-            one_nvlink_domain=data.get("one_nvlink_domain", False),
-            shared_nodes=data.get("shared_nodes", False),
-        )
-    )
-    if kind != RequestKind.CARDS:
+    errors = validate_request_fields(fields, capacity=False)
+    errors.update(validate_shape_fields(fields))
+    if fields.kind != RequestKind.CARDS:
         errors["kind"] = "Only a request for cards is explained; capacity to add needs no pool."
     sizing = None
     if data.get("sizing_estimate") is not None:
@@ -141,19 +127,27 @@ def explain_fields(*, user, data: dict) -> dict:
             errors["sizing_estimate"] = "No finished sizing estimate of yours has this id."
     if errors:
         raise InvalidInput("The request has invalid fields.", errors=errors)
-    submit_errors = validate_request_fields(**common, kind=kind)
+    submit_errors = validate_request_fields(fields)
     submit_errors.update(
-        request_class_errors(workload_class=workload_class, gpu_model=data.get("gpu_model"))
+        request_class_errors(workload_class=fields.workload_class, gpu_model=fields.gpu_model)
     )
     answer = selectors.explanation_for_fields(
         user=user,
-        team=data["team"],
-        cards_per_node=data.get("cards_per_node"),
-        node_count=data.get("node_count"),
-        one_nvlink_domain=data.get("one_nvlink_domain", False),
-        shared_nodes=data.get("shared_nodes", False),
+        team=fields.team,
+        workload_kind=fields.workload_kind,
+        card_count=fields.card_count,
+        starts_at=fields.starts_at,
+        ends_at=fields.ends_at,
+        pool=fields.pool,
+        gpu_model=fields.gpu_model,
+        min_memory_gib=fields.min_memory_gib,
+        cuda_version=fields.cuda_version,
+        cards_per_node=fields.cards_per_node,
+        node_count=fields.node_count,
+        one_nvlink_domain=fields.one_nvlink_domain,
+        shared_nodes=fields.shared_nodes,
         sizing_cards=sizing,
-        **common,
+        workload_class=fields.workload_class,
     ).as_dict()
     answer["submit_errors"] = {k: [v] for k, v in submit_errors.items()}
     return answer

@@ -20,6 +20,7 @@ from pools.audit.services import audit_event_record
 from pools.capacity.lifecycle import APPLIED_STATUSES, HOLDING_STATUSES, transition_allowed
 from pools.capacity.locks import allocation_lock, pool_lock
 from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import allocation_snapshot, capacity_request_create
 from pools.capacity.services.scheduler_binding import (
     PROVISION_LEAD,
@@ -274,18 +275,20 @@ def allocation_extend(
         source = allocation.request
         return capacity_request_create(
             actor=actor,
-            team=allocation.team,
-            workload_kind=source.workload_kind,
-            card_count=allocation.card_count,
-            starts_at=granted_until,
-            ends_at=ends_at,
-            justification=justification,
-            pool=allocation.pool,
-            gpu_model=allocation.gpu_model,
-            cuda_version=source.cuda_version,
-            extends=allocation,
-            mig_profile=allocation.mig_profile,
-            **extension_shape(allocation),
+            fields=RequestFields(
+                team=allocation.team,
+                workload_kind=source.workload_kind,
+                card_count=allocation.card_count,
+                starts_at=granted_until,
+                ends_at=ends_at,
+                justification=justification,
+                pool=allocation.pool,
+                gpu_model=allocation.gpu_model,
+                cuda_version=source.cuda_version,
+                extends=allocation,
+                mig_profile=allocation.mig_profile,
+                **extension_shape(allocation),
+            ),
         )
 
 

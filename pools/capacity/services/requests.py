@@ -5,6 +5,7 @@ each in one transaction, each writing its audit event; approval holds the pool's
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -23,11 +24,12 @@ from pools.capacity.availability import (
     request_options,
     slice_nodes_away,
 )
-from pools.capacity.budget_gate import NEEDS_ADMIN, budget_check_step
+from pools.capacity.budget_gate import NEEDS_ADMIN, BudgetVerdict, budget_check_step
 from pools.capacity.class_room import class_room_check
 from pools.capacity.locks import pool_lock, request_lock, request_lock_reusing
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
 from pools.capacity.placement import away_reason
+from pools.capacity.request_fields import RequestFields
 from pools.capacity.shapes import (
     placed_cards,
     placement_record,
@@ -67,6 +69,10 @@ from scheduler_adapters.types import MAX_GPUS_PER_NODE
 START_GRACE = timedelta(minutes=10)
 MAX_WINDOW = timedelta(days=366)
 JUSTIFICATION_MAX = 5000
+GROWTH_NOT_APPROVED = (
+    "A request for capacity to add is accepted or rejected, not approved: no pool has the "
+    "cards yet."
+)
 
 
 def _snapshot(request: CapacityRequest) -> dict:
@@ -86,22 +92,12 @@ def _snapshot(request: CapacityRequest) -> dict:
 
 
 def validate_request_fields(
-    *,
-    workload_kind: str,
-    card_count: Any,
-    starts_at: datetime,
-    ends_at: datetime,
-    pool: Pool | None,
-    gpu_model: GpuModel | None,
-    min_memory_gib: Decimal | None,
-    cuda_version: str,
-    now: datetime | None = None,
-    kind: str = RequestKind.CARDS,
-    capacity: bool = True,
-    mig_profile: str = "",
-    workload_class: WorkloadClass | None = None,
+    fields: RequestFields, *, now: datetime | None = None, capacity: bool = True
 ) -> dict[str, str]:
-    """Field errors of a request's inputs, ``{field: message}``; empty when usable.
+    """Field errors of a request's inputs, ``{field: message}``; empty when usable. Of
+    ``fields``, reads all but ``team``, ``justification``, ``extends`` and the shape
+    (:func:`validate_shape_fields`); ``workload_class`` as stated (resolve it first with
+    :func:`request_class`).
 
     Checks: the kind is known; the count is a positive integer; the window ends after it starts,
     does not start in the past (10 min grace) and lasts at most a year; a model or a minimum
@@ -120,29 +116,22 @@ def validate_request_fields(
     With a ``workload_class``, the count must fit on models the class permits (the named
     model's refusal is :func:`request_class_errors`).
     """
-    now = now or timezone.now()
-    errors = _kind_and_count_errors(kind, workload_kind, card_count, gpu_model)
-    if starts_at.tzinfo is None or ends_at.tzinfo is None:
+    f = fields
+    errors = _kind_and_count_errors(f.kind, f.workload_kind, f.card_count, f.gpu_model)
+    if f.starts_at.tzinfo is None or f.ends_at.tzinfo is None:
         errors["starts_at"] = "Give times with a time zone offset."
         return errors
-    errors.update(_window_errors(starts_at, ends_at, now))
-    errors.update(_choice_errors(workload_kind, pool, gpu_model, min_memory_gib, cuda_version))
-    if mig_profile:
-        return errors or _slice_errors(mig_profile, kind, card_count, pool, gpu_model)
-    if errors or kind == RequestKind.GROWTH or not capacity:
-        return errors
-    return _capacity_errors(
-        workload_kind=workload_kind,
-        card_count=card_count,
-        starts_at=starts_at,
-        ends_at=ends_at,
-        pool=pool,
-        gpu_model=gpu_model,
-        min_memory_gib=min_memory_gib,
-        cuda_version=cuda_version,
-        # a named model the class refuses is request_class_errors' to say, not the count's
-        rule=workload_class.rule() if workload_class and gpu_model is None else None,
+    errors.update(_window_errors(f.starts_at, f.ends_at, now or timezone.now()))
+    errors.update(
+        _choice_errors(f.workload_kind, f.pool, f.gpu_model, f.min_memory_gib, f.cuda_version)
     )
+    if f.mig_profile:
+        return errors or _slice_errors(f.mig_profile, f.kind, f.card_count, f.pool, f.gpu_model)
+    if errors or f.kind == RequestKind.GROWTH or not capacity:
+        return errors
+    # a named model the class refuses is request_class_errors' to say, not the count's
+    rule = f.workload_class.rule() if f.workload_class and f.gpu_model is None else None
+    return _capacity_errors(f, rule)
 
 
 def _kind_and_count_errors(
@@ -199,56 +188,54 @@ def _choice_errors(
     return errors
 
 
-def _capacity_errors(
-    *,
-    workload_kind: str,
-    card_count: int,
-    starts_at: datetime,
-    ends_at: datetime,
-    pool: Pool | None,
-    gpu_model: GpuModel | None,
-    min_memory_gib: Decimal | None,
-    cuda_version: str,
-    rule: ClassRule | None = None,
-) -> dict[str, str]:
-    """Whether the cards exist at all for otherwise usable fields: the named pool offers the
-    model, some eligible pool's driver supports the CUDA version, and one holds the count (on
-    models the class ``rule`` permits)."""
-    errors: dict[str, str] = {}
+def _capacity_errors(fields: RequestFields, rule: ClassRule | None) -> dict[str, str]:
+    """Whether the cards exist at all for otherwise usable ``fields``: the named pool offers
+    the model, some eligible pool's driver supports the CUDA version, and one holds the count
+    (on models the class ``rule`` permits)."""
+    pool, gpu_model, cuda, count = (
+        fields.pool, fields.gpu_model, fields.cuda_version, fields.card_count
+    )  # fmt: skip
+    kind_ok = _kind_options(fields, rule)
+    offered = [o for o in kind_ok if o.schedulable or not cuda]
+    if pool is not None and gpu_model is not None and not any(o.total for o in kind_ok):
+        mig_cards = max((o.mig_cards for o in kind_ok), default=0)
+        return {
+            "gpu_model": f"{no_whole_cards(pool, gpu_model, mig_cards)}."
+            if mig_cards
+            else f"{pool.name} offers no schedulable {gpu_model.name} cards."
+        }
+    if cuda and not any(o.schedulable for o in kind_ok):
+        return {"cuda_version": f"No eligible pool has a driver that supports CUDA {cuda}."}
+    if not offered or max(o.usable for o in offered) < count:
+        most = max((o.usable for o in offered), default=0)
+        return {"card_count": f"No eligible pool has {count} such cards (the most is {most})."}
+    return {}
+
+
+def _kind_options(fields: RequestFields, rule: ClassRule | None) -> list:
+    """The (pool, model) options (:func:`pools.capacity.availability.request_options`) for
+    ``fields`` in pools of the workload's scheduler, on models the class ``rule`` permits."""
     options = request_options(
-        workload_kind=workload_kind,
-        card_count=card_count,
-        start=starts_at,
-        end=ends_at,
-        pool=pool,
-        gpu_model=gpu_model,
-        min_memory_gib=min_memory_gib,
-        cuda=cuda_version or None,
+        workload_kind=fields.workload_kind,
+        card_count=fields.card_count,
+        start=fields.starts_at,
+        end=fields.ends_at,
+        pool=fields.pool,
+        gpu_model=fields.gpu_model,
+        min_memory_gib=fields.min_memory_gib,
+        cuda=fields.cuda_version or None,
         rule=rule,
     )
-    kind_ok = [
+    scheduler = SCHEDULER_OF_KIND[fields.workload_kind]
+    return [
         o
         for o in options
-        if o.pool.scheduler == SCHEDULER_OF_KIND[workload_kind]
+        if o.pool.scheduler == scheduler
         and (
             rule is None
             or rule.permits(model_slug=o.gpu_model.slug, card_class=o.gpu_model.card_class)
         )
     ]
-    offered = [o for o in kind_ok if o.schedulable or not cuda_version]
-    if pool is not None and gpu_model is not None and not any(o.total for o in kind_ok):
-        mig_cards = max((o.mig_cards for o in kind_ok), default=0)
-        errors["gpu_model"] = (
-            f"{no_whole_cards(pool, gpu_model, mig_cards)}."
-            if mig_cards
-            else f"{pool.name} offers no schedulable {gpu_model.name} cards."
-        )
-    elif cuda_version and not any(o.schedulable for o in kind_ok):
-        errors["cuda_version"] = f"No eligible pool has a driver that supports CUDA {cuda_version}."
-    elif not offered or max(o.usable for o in offered) < card_count:
-        most = max((o.usable for o in offered), default=0)
-        errors["card_count"] = f"No eligible pool has {card_count} such cards (the most is {most})."
-    return errors
 
 
 def _slice_errors(
@@ -282,15 +269,14 @@ def _slice_errors(
     return {}
 
 
-def validate_shape_fields(
-    *,
-    card_count: Any,
-    cards_per_node: Any,
-    node_count: Any,
-    one_nvlink_domain: Any,
-    shared_nodes: Any,
-) -> dict[str, str]:
-    """Field errors of a request's shape; empty when there is none or it is usable."""
+def validate_shape_fields(fields: RequestFields) -> dict[str, str]:
+    """Field errors of a request's shape (``cards_per_node``, ``node_count``,
+    ``one_nvlink_domain``, ``shared_nodes`` of ``fields``, against its ``card_count``);
+    empty when there is none or it is usable."""
+    card_count, cards_per_node, node_count, one_nvlink_domain, shared_nodes = (
+        fields.card_count, fields.cards_per_node, fields.node_count, fields.one_nvlink_domain,
+        fields.shared_nodes,
+    )  # fmt: skip
     errors: dict[str, str] = {}
     for name, value in (("one_nvlink_domain", one_nvlink_domain), ("shared_nodes", shared_nodes)):
         if not isinstance(value, bool):
@@ -325,29 +311,9 @@ def _cuda_or_none(text: str) -> tuple[int, int] | None:
 
 
 def capacity_request_create(
-    *,
-    actor: Any,
-    team: Team,
-    workload_kind: str,
-    card_count: int,
-    starts_at: datetime,
-    ends_at: datetime,
-    justification: str,
-    pool: Pool | None = None,
-    gpu_model: GpuModel | None = None,
-    min_memory_gib: Decimal | None = None,
-    cuda_version: str = "",
-    submit: bool = True,
-    extends: Allocation | None = None,
-    cards_per_node: int | None = None,
-    node_count: int | None = None,
-    one_nvlink_domain: bool = False,
-    shared_nodes: bool = False,
-    kind: str = RequestKind.CARDS,
-    mig_profile: str = "",
-    workload_class: WorkloadClass | None = None,
+    *, actor: Any, fields: RequestFields, submit: bool = True
 ) -> CapacityRequest:
-    """Create a request for ``team`` (draft, or submitted when ``submit``).
+    """Create the request ``fields`` state for their team (draft, or submitted when ``submit``).
 
     ``workload_class`` (issue 36) defaults to the extended allocation's, else the team's
     default class; a named GPU model the class does not permit is refused on ``gpu_model``
@@ -365,82 +331,93 @@ def capacity_request_create(
     ``shared_nodes`` when groups may share a node) must multiply to ``card_count``; without one
     the request is for any ``card_count`` cards. See :mod:`pools.capacity.placement`.
 
-    Raises :class:`PermissionDenied` when ``actor`` is not a member of ``team`` (or staff) and
-    :class:`InvalidInput` with ``errors`` ``{field: message}`` for unusable fields; nothing is
-    written then. A submitted request that the pool's auto-approve rule covers is approved at
-    once (see :func:`capacity_request_submit`).
+    Raises :class:`PermissionDenied` when ``actor`` is not a member of the team (or staff),
+    :class:`InvalidInput` with ``errors`` ``{field: message}`` for unusable fields
+    (:func:`_create_errors`) and :class:`BudgetExceeded` when submitting is beyond a budget
+    that refuses it; nothing is written then. A submitted request that the pool's auto-approve
+    rule covers is approved at once (see :func:`capacity_request_submit`).
+
+    In steps: the class stated (:func:`request_class`), every field error at once
+    (:func:`_create_errors`), the budget for a submitted request of cards
+    (:func:`pools.capacity.budget_gate.budget_check_step`), the request written
+    (:func:`_request_record`), then submitted (:func:`capacity_request_submit`).
     """
-    require_member(actor, team)
-    workload_class = request_class(team=team, workload_class=workload_class, extends=extends)
-    errors = validate_request_fields(
-        workload_kind=workload_kind,
-        card_count=card_count,
-        starts_at=starts_at,
-        ends_at=ends_at,
-        pool=pool,
-        gpu_model=gpu_model,
-        min_memory_gib=min_memory_gib,
-        cuda_version=cuda_version,
-        kind=kind,
-        mig_profile=mig_profile,
-        workload_class=workload_class,
+    require_member(actor, fields.team)
+    workload_class = request_class(
+        team=fields.team, workload_class=fields.workload_class, extends=fields.extends
     )
-    if extends is not None and kind != RequestKind.CARDS:
+    fields = replace(fields, workload_class=workload_class)
+    errors = _create_errors(fields)
+    if errors:
+        raise InvalidInput("The request has invalid fields.", errors=errors)
+    if submit and fields.kind == RequestKind.CARDS:  # refused by a budget: not even a draft left
+        budget_check_step(
+            request=CapacityRequest(team=fields.team, starts_at=fields.starts_at,
+                                    ends_at=fields.ends_at),
+            cards=card_equivalents(fields.card_count, fields.mig_profile, fields.gpu_model),
+            ends_at=fields.ends_at, pool=fields.pool, gpu_model=fields.gpu_model, system=False,
+        )  # fmt: skip
+    request = _request_record(actor, fields)
+    if submit:
+        capacity_request_submit(request=request, actor=actor)
+        request.refresh_from_db()
+    return request
+
+
+def _create_errors(fields: RequestFields) -> dict[str, str]:
+    """Every field error of a create, ``{field: message}``: the request's fields
+    (:func:`validate_request_fields`), an extension that asks for other than cards of what the
+    allocation holds, a MIG request with a shape, the shape (:func:`validate_shape_fields`),
+    the class's models (:func:`request_class_errors`) and a blank or over-long justification
+    (:data:`JUSTIFICATION_MAX` characters)."""
+    errors = validate_request_fields(fields)
+    extends, mig_profile = fields.extends, fields.mig_profile
+    if extends is not None and fields.kind != RequestKind.CARDS:
         errors["kind"] = "An extension asks for cards from the allocation's pool."
     if extends is not None and mig_profile != extends.mig_profile:
         errors["mig_profile"] = "An extension asks for what the allocation holds."
-    if mig_profile and (cards_per_node is not None or node_count is not None):
+    if mig_profile and (fields.cards_per_node is not None or fields.node_count is not None):
         errors["cards_per_node"] = "MIG slices are asked for without a shape."
+    errors.update(validate_shape_fields(fields))
     errors.update(
-        validate_shape_fields(
-            card_count=card_count,
-            cards_per_node=cards_per_node,
-            node_count=node_count,
-            one_nvlink_domain=one_nvlink_domain,
-            shared_nodes=shared_nodes,
-        )
+        request_class_errors(workload_class=fields.workload_class, gpu_model=fields.gpu_model)
     )
-    errors.update(request_class_errors(workload_class=workload_class, gpu_model=gpu_model))
-    if not (justification or "").strip():
+    justification = fields.justification or ""
+    if not justification.strip():
         errors["justification"] = "Say what the cards are for."
     elif len(justification) > JUSTIFICATION_MAX:
         errors["justification"] = f"Keep it under {JUSTIFICATION_MAX:,} characters."
-    if errors:
-        raise InvalidInput("The request has invalid fields.", errors=errors)
-    if submit and kind == RequestKind.CARDS:  # refused by a budget: not even a draft is left
-        budget_check_step(
-            request=CapacityRequest(team=team, starts_at=starts_at, ends_at=ends_at),
-            cards=card_equivalents(card_count, mig_profile, gpu_model), ends_at=ends_at,
-            pool=pool, gpu_model=gpu_model, system=False,
-        )  # fmt: skip
+    return errors
+
+
+def _request_record(actor: Any, fields: RequestFields) -> CapacityRequest:
+    """Write the draft request ``actor`` asks with usable ``fields`` and its
+    ``request.created`` audit event, in one transaction."""
     with transaction.atomic():
         request = CapacityRequest.objects.create(
-            team=team,
+            team=fields.team,
             requested_by=actor,
-            workload_kind=workload_kind,
-            workload_class=workload_class,
-            kind=kind,
-            pool=pool,
-            gpu_model=gpu_model,
-            min_memory_gib=None if gpu_model else min_memory_gib,
-            card_count=card_count,
-            mig_profile=mig_profile,
-            starts_at=starts_at,
-            ends_at=ends_at,
-            cuda_version=cuda_version or "",
-            justification=justification.strip(),
-            extends=extends,
-            cards_per_node=cards_per_node,
-            node_count=node_count,
-            one_nvlink_domain=one_nvlink_domain,
-            shared_nodes=shared_nodes,
+            workload_kind=fields.workload_kind,
+            workload_class=fields.workload_class,
+            kind=fields.kind,
+            pool=fields.pool,
+            gpu_model=fields.gpu_model,
+            min_memory_gib=None if fields.gpu_model else fields.min_memory_gib,
+            card_count=fields.card_count,
+            mig_profile=fields.mig_profile,
+            starts_at=fields.starts_at,
+            ends_at=fields.ends_at,
+            cuda_version=fields.cuda_version or "",
+            justification=fields.justification.strip(),
+            extends=fields.extends,
+            cards_per_node=fields.cards_per_node,
+            node_count=fields.node_count,
+            one_nvlink_domain=fields.one_nvlink_domain,
+            shared_nodes=fields.shared_nodes,
         )
         audit_event_record(
             actor=actor, action="request.created", obj=request, after=_snapshot(request)
         )
-    if submit:
-        capacity_request_submit(request=request, actor=actor)
-        request.refresh_from_db()
     return request
 
 
@@ -484,15 +461,7 @@ def capacity_request_submit(*, request: CapacityRequest, actor: Any) -> Capacity
                 status=request.status,
                 action="submit",
             )
-        verdict = (
-            budget_check_step(
-                request=request, ends_at=request.ends_at,
-                cards=card_equivalents(request.card_count, request.mig_profile, request.gpu_model),
-                pool=request.pool, gpu_model=request.gpu_model, system=False,
-            )
-            if request.kind == RequestKind.CARDS
-            else None  # capacity to add grants no cards yet
-        )  # fmt: skip
+        verdict = _submit_budget_verdict(request)
         before = _snapshot(request)
         request.status = RequestStatus.SUBMITTED
         request.submitted_at = timezone.now()
@@ -514,6 +483,20 @@ def capacity_request_submit(*, request: CapacityRequest, actor: Any) -> Capacity
         except (InsufficientCapacity, BudgetExceeded, ClusterUnreachable):
             pass  # stays in the queue for a pool admin
     return request
+
+
+def _submit_budget_verdict(request: CapacityRequest) -> BudgetVerdict | None:
+    """The budget's verdict on submitting ``request`` as asked
+    (:func:`pools.capacity.budget_gate.budget_check_step`, which raises
+    :class:`BudgetExceeded` when a budget refuses it); ``None`` for capacity to add, which
+    grants no cards yet."""
+    if request.kind != RequestKind.CARDS:
+        return None
+    return budget_check_step(
+        request=request, ends_at=request.ends_at,
+        cards=card_equivalents(request.card_count, request.mig_profile, request.gpu_model),
+        pool=request.pool, gpu_model=request.gpu_model, system=False,
+    )  # fmt: skip
 
 
 def _auto_approvable(request: CapacityRequest) -> bool:
@@ -566,30 +549,25 @@ def capacity_request_approve(
     cards that are not free), however the shape might fit elsewhere: the running job is on
     those cards. An extension of an unplaced allocation is checked like any request.
 
-    In steps: where it grants (:func:`_approval_target`), the pool and request locked, the
-    grant's own bounds (:func:`_check_grant`), the class may use the model
-    (:func:`_check_class`), the cards and shape free for the window
-    (:func:`_grant_placement`), no two classes on one card
-    (:func:`pools.capacity.class_room.class_room_check`), the decision written
-    (:func:`_approval_record`), the scheduler work queued on commit (:func:`_approval_enqueue`).
+    In steps: where it grants (:func:`_approval_target`), the pool and request locked, still
+    approvable (:func:`_check_approvable`), the grant's own bounds (:func:`_check_grant`), the
+    class may use the model (:func:`_check_class`), the budget
+    (:func:`pools.capacity.budget_gate.budget_check_step`), the slices, or the cards and shape,
+    free for the window with no two classes on one card (:func:`_grant_room`), the decision
+    written (:func:`_approval_record` of :func:`_new_allocation`), the scheduler work queued on
+    commit (:func:`_approval_enqueue`).
     """
     if not system:
         require_pool_admin(actor)
     if request.kind == RequestKind.GROWTH:
-        raise _not_approvable(
-            request,
-            "A request for capacity to add is accepted or rejected, not approved: no pool "
-            "has the cards yet.",
-        )
+        raise _not_approvable(request, GROWTH_NOT_APPROVED)
     target_pool, target_model = _approval_target(request, pool, gpu_model, card_count, ends_at)
     with transaction.atomic():
         locked_pool = pool_lock(target_pool.pk) if target_pool is not None else None
         request = request_lock_reusing(request, locked_pool, target_model)
         if request.status == RequestStatus.APPROVED:
             return request.allocation
-        if request.status != RequestStatus.SUBMITTED or locked_pool is None:
-            raise _not_approvable(request, f"A {request.status} request cannot be approved.")
-        cluster_require_reachable(cluster_id=locked_pool.cluster_id)
+        _check_approvable(request, locked_pool)
         cards = request.card_count if card_count is None else card_count
         end = request.ends_at if ends_at is None else ends_at
         _check_grant(request, cards, end, locked_pool, target_model)
@@ -597,34 +575,64 @@ def capacity_request_approve(
         budget_check_step(request=request, ends_at=end, pool=locked_pool, gpu_model=target_model,
                           cards=card_equivalents(cards, request.mig_profile, target_model),
                           system=system)  # fmt: skip
-        if request.mig_profile:
-            placement = _grant_slices(request, cards, end, locked_pool, target_model)
-        else:
-            placement = _grant_placement(request, cards, end, locked_pool, target_model)
-            class_room_check(
-                pool=locked_pool, gpu_model=target_model, start=request.starts_at, end=end,
-                cards=cards, workload_class=request.workload_class,
-            )  # fmt: skip
+        placement = _grant_room(request, cards, end, locked_pool, target_model)
         allocation = _approval_record(
             request,
             actor,
             reason,
-            Allocation(
-                request=request,
-                team=request.team,
-                pool=locked_pool,
-                gpu_model=target_model,
-                workload_class=request.workload_class,
-                card_count=cards,
-                mig_profile=request.mig_profile,
-                starts_at=request.starts_at,
-                ends_at=end,
-                status=AllocationStatus.APPROVED,
-                placement=placement,
-            ),
+            _new_allocation(request, cards, end, locked_pool, target_model, placement),
         )
         _approval_enqueue(allocation)
     return allocation
+
+
+def _check_approvable(request: CapacityRequest, locked_pool: Pool | None) -> None:
+    """The (locked) request is submitted and has a pool to grant in, whose cluster answers:
+    else :class:`InvalidTransition` or :class:`ClusterUnreachable` (its pools are read-only)."""
+    if request.status != RequestStatus.SUBMITTED or locked_pool is None:
+        raise _not_approvable(request, f"A {request.status} request cannot be approved.")
+    cluster_require_reachable(cluster_id=locked_pool.cluster_id)
+
+
+def _grant_room(
+    request: CapacityRequest, cards: int, end: datetime, pool: Pool, model: GpuModel
+) -> list[dict[str, Any]]:
+    """Room for the grant in the locked ``pool``: MIG slices free (:func:`_grant_slices`), or
+    whole cards and the shape free (:func:`_grant_placement`) on cards no other class holds
+    (:func:`pools.capacity.class_room.class_room_check`). Returns the placement to record."""
+    if request.mig_profile:
+        return _grant_slices(request, cards, end, pool, model)
+    placement = _grant_placement(request, cards, end, pool, model)
+    class_room_check(
+        pool=pool, gpu_model=model, start=request.starts_at, end=end,
+        cards=cards, workload_class=request.workload_class,
+    )  # fmt: skip
+    return placement
+
+
+def _new_allocation(
+    request: CapacityRequest,
+    cards: int,
+    end: datetime,
+    pool: Pool,
+    model: GpuModel,
+    placement: list[dict[str, Any]],
+) -> Allocation:
+    """The allocation (unsaved, approved) of a grant of ``cards`` of ``model`` in ``pool``
+    from the request's start until ``end``, on ``placement``."""
+    return Allocation(
+        request=request,
+        team=request.team,
+        pool=pool,
+        gpu_model=model,
+        workload_class=request.workload_class,
+        card_count=cards,
+        mig_profile=request.mig_profile,
+        starts_at=request.starts_at,
+        ends_at=end,
+        status=AllocationStatus.APPROVED,
+        placement=placement,
+    )
 
 
 def _check_class(request: CapacityRequest, gpu_model: GpuModel) -> None:
@@ -972,6 +980,15 @@ def _choose_option(
     shape = request_shape(request)
     if shape is None or cards != shape.total_cards:
         return eligible[0].pool, eligible[0].gpu_model  # a partial grant is refused later
+    return _first_shape_fit(request, eligible, shape, cards, end)
+
+
+def _first_shape_fit(
+    request: CapacityRequest, eligible: list, shape, cards: int, end: datetime
+) -> tuple[Pool, GpuModel]:
+    """The first of the ``eligible`` options (most free cards first) where ``shape`` fits node
+    by node until ``end`` (:func:`pools.capacity.shapes.shape_fit`, one read per option
+    tried); else :class:`InsufficientCapacity` with the refusal of the first option."""
     refused = None
     for option in eligible:  # most free cards first; the first where the shape fits wins
         fit = shape_fit(

@@ -33,6 +33,7 @@ from pools.capacity.models import (
     RecurringReservation,
     TemporaryOverride,
 )
+from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.allocations import allocation_lifecycle_sweep
 from pools.capacity.services.calendar_feed import team_calendar_feed_create
 from pools.capacity.services.maintenance import maintenance_waves_create
@@ -151,9 +152,8 @@ class Command(BaseCommand):
         now = timezone.now().replace(second=0, microsecond=0)
         day = timedelta(days=1)
 
-        def ask(user, team, kind, pool, model, cards, start, days, why, **extra):
-            return capacity_request_create(
-                actor=users[user],
+        def ask(user, team, kind, pool, model, cards, start, days, why, submit=True, **extra):
+            fields = RequestFields(
                 team=teams[team],
                 workload_kind=kind,
                 card_count=cards,
@@ -164,6 +164,7 @@ class Command(BaseCommand):
                 gpu_model=models[model],
                 **extra,
             )
+            return capacity_request_create(actor=users[user], fields=fields, submit=submit)
 
         admin = users["admin"]
         soon = now + timedelta(minutes=1)
@@ -305,14 +306,16 @@ class Command(BaseCommand):
         now = timezone.now().replace(second=0, microsecond=0)
         request = capacity_request_create(
             actor=users["bob"],
-            team=Team.objects.get(slug="vision"),
-            workload_kind="inference",
-            card_count=4,
-            starts_at=now + timedelta(minutes=1),
-            ends_at=now + timedelta(days=14),
-            justification="Image-captioning API (Qwen2-VL-7B, TP=2), autoscaled.",
-            pool=Pool.objects.get(slug="infer-k8s"),
-            gpu_model=GpuModel.objects.get(slug="l40s"),
+            fields=RequestFields(
+                team=Team.objects.get(slug="vision"),
+                workload_kind="inference",
+                card_count=4,
+                starts_at=now + timedelta(minutes=1),
+                ends_at=now + timedelta(days=14),
+                justification="Image-captioning API (Qwen2-VL-7B, TP=2), autoscaled.",
+                pool=Pool.objects.get(slug="infer-k8s"),
+                gpu_model=GpuModel.objects.get(slug="l40s"),
+            ),
         )
         allocation = capacity_request_approve(request=request, actor=users["admin"])
         history_days = 3

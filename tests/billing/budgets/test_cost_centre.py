@@ -21,6 +21,7 @@ from billing.budgets.models import Budget
 from billing.budgets.selectors import budget_statuses
 from billing.budgets.services import budget_create
 from pools.capacity.models import CapacityRequest
+from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_create
 from pools.errors import BudgetExceeded, InvalidInput
 
@@ -70,11 +71,11 @@ def test_a_member_team_is_refused_beyond_it(centre, train_pool, a100, django_use
     MembershipFactory(team=vision, user=carol)
 
     def ask(hours):
-        return capacity_request_create(
-            actor=carol, team=vision, workload_kind="training", card_count=8, pool=train_pool,
+        return capacity_request_create(actor=carol, fields=RequestFields(
+            team=vision, workload_kind="training", card_count=8, pool=train_pool,
             gpu_model=a100, starts_at=NOW.replace(hour=13), ends_at=NOW.replace(hour=13 + hours),
             justification="centre",
-        )  # fmt: skip
+        ))  # fmt: skip
 
     with pytest.raises(BudgetExceeded) as caught:
         ask(2)
@@ -88,11 +89,11 @@ def test_a_team_outside_the_centre_is_not_bound_by_it(centre, train_pool, a100, 
     _, _, bio = centre
     dan = django_user_model.objects.create_user("dan")
     MembershipFactory(team=bio, user=dan)
-    request = capacity_request_create(
-        actor=dan, team=bio, workload_kind="training", card_count=8, pool=train_pool,
+    request = capacity_request_create(actor=dan, fields=RequestFields(
+        team=bio, workload_kind="training", card_count=8, pool=train_pool,
         gpu_model=a100, starts_at=NOW.replace(hour=13), ends_at=NOW.replace(hour=23),
         justification="not in CC-42",
-    )  # fmt: skip
+    ))  # fmt: skip
     # 8 cards x 10 h = 80 card-hours, past the centre's 60: stored, since bio is not in CC-42
     stored = CapacityRequest.objects.get(team=bio)
     assert (stored.pk, stored.card_count, stored.ends_at - stored.starts_at) == (

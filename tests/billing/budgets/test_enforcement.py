@@ -16,6 +16,7 @@ from django.test import override_settings
 
 from billing.budgets.models import Budget
 from pools.capacity.models import CapacityRequest
+from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.allocations import allocation_extend
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
 from pools.choices import RequestStatus
@@ -49,11 +50,11 @@ def budget(team, enforcement, hours=100, **extra):
 
 
 def ask(actor, team, pool, model, **extra):
-    return capacity_request_create(
-        actor=actor, team=team, workload_kind="training", card_count=8, pool=pool,
+    return capacity_request_create(actor=actor, fields=RequestFields(
+        team=team, workload_kind="training", card_count=8, pool=pool,
         gpu_model=model, starts_at=NOW.replace(hour=13), ends_at=NOW.replace(hour=23),
         justification="pretraining", **extra,
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def test_refuse_at_submission_writes_nothing(team, team_member, train_pool, a100, used_30):

@@ -25,6 +25,7 @@ from factories import (
 
 from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
 from pools.choices import AllocationStatus, RequestStatus
 
@@ -469,28 +470,32 @@ def test_audit_events_filter_by_object_and_are_scoped(api_as, users, team, infer
     start = next_week_9am()
     request = capacity_request_create(
         actor=users["member"],
-        team=team,
-        workload_kind="inference",
-        pool=infer_pool,
-        gpu_model=l40s,
-        card_count=2,
-        starts_at=start,
-        ends_at=start + timedelta(days=2),
-        justification="eval",
+        fields=RequestFields(
+            team=team,
+            workload_kind="inference",
+            pool=infer_pool,
+            gpu_model=l40s,
+            card_count=2,
+            starts_at=start,
+            ends_at=start + timedelta(days=2),
+            justification="eval",
+        ),
     )
     allocation = capacity_request_approve(request=request, actor=users["admin"], reason="ok")
     vision = TeamFactory(slug="vision")
     MembershipFactory(team=vision, user=users["admin"])  # so the admin may create for vision
     capacity_request_create(
         actor=users["admin"],
-        team=vision,
-        workload_kind="inference",
-        pool=infer_pool,
-        gpu_model=l40s,
-        card_count=1,
-        starts_at=start,
-        ends_at=start + timedelta(days=1),
-        justification="vision",
+        fields=RequestFields(
+            team=vision,
+            workload_kind="inference",
+            pool=infer_pool,
+            gpu_model=l40s,
+            card_count=1,
+            starts_at=start,
+            ends_at=start + timedelta(days=1),
+            justification="vision",
+        ),
     )
 
     def actions(role, query=""):

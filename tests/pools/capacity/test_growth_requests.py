@@ -16,6 +16,7 @@ from factories import next_week_9am
 from pools.audit.selectors import object_audit_trail
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import (
     capacity_request_accept,
     capacity_request_approve,
@@ -56,7 +57,7 @@ def ask(team, h100, window, infer_pool):
             "justification": "Serve Llama-3.1-70B; sized by the portal: 16 × H100",
         }
         values.update(fields)
-        return capacity_request_create(actor=actor, **values)
+        return capacity_request_create(actor=actor, fields=RequestFields(**values))
 
     return make
 
@@ -186,10 +187,10 @@ def test_the_database_refuses_an_accepted_request_for_cards(team_member, ask):
 @pytest.fixture
 def create_cards(team, infer_pool, l40s, window):
     def make(actor):
-        return capacity_request_create(
-            actor=actor, team=team, workload_kind="inference", pool=infer_pool, gpu_model=l40s,
+        return capacity_request_create(actor=actor, fields=RequestFields(
+            team=team, workload_kind="inference", pool=infer_pool, gpu_model=l40s,
             card_count=3, starts_at=window[0], ends_at=window[1], justification="serve",
-        )  # fmt: skip
+        ))  # fmt: skip
 
     return make
 

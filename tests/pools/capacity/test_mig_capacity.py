@@ -32,6 +32,7 @@ from pools.capacity.availability import (
 )
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.node_kinds import pool_nodes
+from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
 from pools.choices import RequestStatus, Scheduler, WorkloadKind
 from pools.dashboards.capacity import DashboardFilters, capacity_rows
@@ -256,14 +257,16 @@ def test_a_request_for_whole_h100_nvl_is_refused_at_creation_saying_why(mig_pool
     with pytest.raises(InvalidInput) as refused:
         capacity_request_create(
             actor=user,
-            team=team,
-            workload_kind=WorkloadKind.INFERENCE,
-            pool=mig_pool,
-            gpu_model=h100_nvl,
-            card_count=2,
-            starts_at=start,
-            ends_at=start + timedelta(days=7),
-            justification="serve",
+            fields=RequestFields(
+                team=team,
+                workload_kind=WorkloadKind.INFERENCE,
+                pool=mig_pool,
+                gpu_model=h100_nvl,
+                card_count=2,
+                starts_at=start,
+                ends_at=start + timedelta(days=7),
+                justification="serve",
+            ),
         )
     assert refused.value.data["errors"] == {
         "gpu_model": "Inference's 2 H100 NVL cards are in MIG mode: cut into MIG slices, "

@@ -26,6 +26,7 @@ from pools.audit.models import AuditEvent
 from pools.audit.selectors import object_audit_trail
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.allocations import (
     allocation_extend,
     allocation_lifecycle_sweep,
@@ -66,7 +67,8 @@ def create(team, infer_pool, l40s, window):
             "justification": "serve llama-3-8b",
         }
         values.update(fields)
-        return capacity_request_create(actor=actor, **values)
+        submit = values.pop("submit", True)
+        return capacity_request_create(actor=actor, fields=RequestFields(**values), submit=submit)
 
     return make
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 from factories import next_week_9am
 
 from pools.capacity.models import CapacityRequest
+from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_create, validate_request_fields
 from pools.errors import InvalidInput
 from pools.inventory.models import GpuModel
@@ -51,7 +52,7 @@ def create(team, team_member, infer_pool, train_pool, l40s, start):
             "justification": "serve llama-3-8b",
         }
         values.update(fields)
-        return capacity_request_create(actor=team_member, **values)
+        return capacity_request_create(actor=team_member, fields=RequestFields(**values))
 
     return make
 
@@ -210,17 +211,19 @@ def test_several_errors_are_reported_together(create, request_state):
     }
 
 
-def test_validate_request_fields_accepts_a_good_request(infer_pool, l40s, start):
+def test_validate_request_fields_accepts_a_good_request(team, infer_pool, l40s, start):
     assert (
         validate_request_fields(
-            workload_kind="inference",
-            card_count=8,
-            starts_at=start,
-            ends_at=start + timedelta(days=1),
-            pool=infer_pool,
-            gpu_model=l40s,
-            min_memory_gib=None,
-            cuda_version="12.4",
+            RequestFields(
+                team=team,
+                workload_kind="inference",
+                card_count=8,
+                starts_at=start,
+                ends_at=start + timedelta(days=1),
+                pool=infer_pool,
+                gpu_model=l40s,
+                cuda_version="12.4",
+            )
         )
         == {}
     )

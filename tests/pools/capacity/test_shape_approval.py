@@ -22,6 +22,7 @@ from factories import (
 from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.placement import Placement, Shape
+from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
 from pools.capacity.shapes import pool_free_groups, shape_fit
 from pools.choices import AllocationStatus, RequestStatus, Scheduler
@@ -197,20 +198,23 @@ def test_shaped_requests_are_granted_whole_and_validated_on_create(dgx_pool, a10
         justification="TP=8 pretraining",
     )
     with pytest.raises(InvalidInput) as mismatch:
-        capacity_request_create(actor=alice, card_count=8, cards_per_node=4, node_count=3, **fields)
+        capacity_request_create(
+            actor=alice,
+            fields=RequestFields(card_count=8, cards_per_node=4, node_count=3, **fields),
+        )
     assert mismatch.value.data["errors"] == {"card_count": "3 × 4 is 12 cards, not 8."}
     with pytest.raises(InvalidInput) as half:
-        capacity_request_create(actor=alice, card_count=8, cards_per_node=8, **fields)
+        capacity_request_create(
+            actor=alice, fields=RequestFields(card_count=8, cards_per_node=8, **fields)
+        )
     assert half.value.data["errors"] == {"node_count": "Give a whole number from 1 to 1024."}
     assert not CapacityRequest.objects.filter(team=team).exists()
     made = capacity_request_create(
         actor=alice,
-        card_count=8,
-        cards_per_node=8,
-        node_count=1,
-        one_nvlink_domain=True,
+        fields=RequestFields(
+            card_count=8, cards_per_node=8, node_count=1, one_nvlink_domain=True, **fields
+        ),
         submit=False,
-        **fields,
     )
     assert (made.cards_per_node, made.node_count, made.one_nvlink_domain) == (8, 1, True)
 

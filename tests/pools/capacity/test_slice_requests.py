@@ -26,6 +26,7 @@ from pools.capacity.availability import (
     team_usage,
 )
 from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
 from pools.capacity.services.scheduler_binding import team_cards_applied
 from pools.choices import AllocationStatus, RequestStatus, Scheduler, WorkloadKind
@@ -52,8 +53,7 @@ def fleet():
 
 def ask(fleet, count, profile="", model="a100", days=7, start=None, **extra):
     start = start or fleet["start"]
-    return capacity_request_create(
-        actor=fleet["alice"],
+    fields = RequestFields(
         team=fleet["team"],
         workload_kind=WorkloadKind.INFERENCE,
         card_count=count,
@@ -65,6 +65,7 @@ def ask(fleet, count, profile="", model="a100", days=7, start=None, **extra):
         mig_profile=profile,
         **extra,
     )
+    return capacity_request_create(actor=fleet["alice"], fields=fields)
 
 
 def approve(fleet, request):

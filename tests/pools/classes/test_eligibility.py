@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from factories import next_week_9am
 
 from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
 from pools.choices import RequestStatus
 from pools.classes.models import WorkloadClass, card_classes_validator
@@ -36,7 +37,6 @@ def ask(member, teams):
     def make(team_slug, **fields):
         start = next_week_9am()
         values = {
-            "actor": member,
             "team": teams[team_slug],
             "workload_kind": "inference",
             "card_count": 4,
@@ -45,7 +45,7 @@ def ask(member, teams):
             "justification": "serve",
         }
         values.update(fields)
-        return capacity_request_create(**values)
+        return capacity_request_create(actor=member, fields=RequestFields(**values))
 
     return make
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from factories import ClusterFactory, next_week_9am
 
+from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
 from pools.choices import ClusterStatus, RequestStatus, Scheduler
 from pools.errors import ClusterUnreachable
@@ -40,14 +41,16 @@ def request_for(team_member, team, infer_pool, l40s):
     start = next_week_9am()
     return capacity_request_create(
         actor=team_member,
-        team=team,
-        workload_kind="inference",
-        pool=infer_pool,
-        gpu_model=l40s,
-        card_count=2,
-        starts_at=start,
-        ends_at=start + timedelta(days=2),
-        justification="serve",
+        fields=RequestFields(
+            team=team,
+            workload_kind="inference",
+            pool=infer_pool,
+            gpu_model=l40s,
+            card_count=2,
+            starts_at=start,
+            ends_at=start + timedelta(days=2),
+            justification="serve",
+        ),
     )
 
 

@@ -22,6 +22,7 @@ from factories import MembershipFactory, UserFactory
 from kubernetes_support import portal_on_fake_apiserver
 from mig_nodes import mig_fleet, mixed_a100_node, single_h100_nvl_node
 
+from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.allocations import allocation_release
 from pools.capacity.services.reconcile import reconcile_kubernetes
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
@@ -42,12 +43,12 @@ def granted(django_capture_on_commit_callbacks):
     start = timezone.now()
 
     def grant(count, model, profile=""):
-        request = capacity_request_create(
-            actor=manager.user, team=manager.team, workload_kind=WorkloadKind.INFERENCE,
+        request = capacity_request_create(actor=manager.user, submit=True, fields=RequestFields(
+            team=manager.team, workload_kind=WorkloadKind.INFERENCE,
             card_count=count, starts_at=start, ends_at=start + timedelta(days=3),
             justification="slices", pool=pool, gpu_model=GpuModel.objects.get(slug=model),
-            mig_profile=profile, submit=True,
-        )  # fmt: skip
+            mig_profile=profile,
+        ))  # fmt: skip
         with django_capture_on_commit_callbacks(execute=True):
             return capacity_request_approve(request=request, actor=admin)
 
