@@ -15,6 +15,7 @@ from pools.inventory import serializers as s
 from pools.inventory.filtersets import (
     PoolFilterSet,
 )
+from pools.inventory.models import Pool
 
 
 class PoolViewSet(viewsets.ModelViewSet):
@@ -26,6 +27,8 @@ class PoolViewSet(viewsets.ModelViewSet):
     lookup_field = "slug"
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # the schema: no database to read
+            return Pool.objects.none()
         return selectors.pool_list().order_by("name")
 
     def perform_create(self, serializer):
