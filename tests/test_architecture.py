@@ -17,6 +17,8 @@ import pytest
 
 from billing.services.cluster_usage import USAGE_IMPORT_CLUSTER
 from pools import choices, jobs
+from pools.tenancy import permissions as tenancy_permissions
+from pools.tenancy import roles as tenancy_roles
 from scheduler_adapters import kubernetes_elastic, types
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,18 +172,21 @@ ROLE_AND_MEMBERSHIP_CHECKS = re.compile(
     r"""|\bstaff_member_required\b|\bIsAdminUser\b"""
     r"""|\brole\w*\s*(==|!=)|(==|!=)\s*(["'](manager|member)["']|TeamRole\.)"""
     r"""|\brole(__\w+)?\s*=\s*TeamRole"""  # .filter(role=TeamRole.MANAGER)
-    r"""|memberships__|members__|teams__|\.memberships\b"""
-    r"""|\bMembership\.objects\.(filter|exclude|get)\b"""
+    r"""|memberships__|members__|teams__|\.memberships\b|\b(user|actor)\.teams\b"""
+    r"""|\bMembership\.objects\.(?!(get_or_create|create|bulk_create)\b)\w+"""
 )
 
 
 def _app_sources():
-    for package in ("portal", "billing", "pools"):
+    """Every product file a rule could be copied into: the apps' Python (but the rules' home,
+    pools/tenancy, and migrations), the templates and the browser's scripts."""
+    for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
             parts = path.relative_to(ROOT).parts
             if parts[:2] != ("pools", "tenancy") and "migrations" not in parts:
                 yield path
     yield from (ROOT / "templates").rglob("*.html")
+    yield from (ROOT / "static").rglob("*.js")
 
 
 def test_only_tenancy_reads_roles_and_memberships():
@@ -191,6 +196,56 @@ def test_only_tenancy_reads_roles_and_memberships():
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if ROLE_AND_MEMBERSHIP_CHECKS.search(line)
     ]
+    assert offences == []
+
+
+def test_the_role_scan_reads_every_product_file():
+    # An empty or partial scan would pass the test above vacuously: it reads every package,
+    # the templates and the scripts, and the pages and APIs that check rules the most.
+    scanned = {path.relative_to(ROOT).as_posix() for path in _app_sources()}
+    homes = {name.split("/")[0] for name in scanned}
+    python = {p.relative_to(ROOT).as_posix() for package in PACKAGES
+              for p in (ROOT / package).rglob("*.py")}  # fmt: skip
+
+    assert homes == {*PACKAGES, "templates", "static"}
+    assert {
+        "billing/budgets/views.py",
+        "pools/capacity/api.py",
+        "pools/elastic/services.py",
+        "templates/base.html",
+        "static/js/portal.js",
+    } <= scanned
+    assert {
+        name
+        for name in python - scanned
+        if not name.startswith("pools/tenancy/") and "/migrations/" not in name
+    } == set()
+
+
+#: The names of the rules (:mod:`pools.tenancy.permissions`, :mod:`pools.tenancy.roles`).
+RULE_NAMES = {
+    name
+    for module in (tenancy_permissions, tenancy_roles)
+    for name, value in vars(module).items()
+    if callable(value)
+    and getattr(value, "__module__", "") == module.__name__
+    and not name.startswith("_")
+}
+
+
+def test_the_rules_are_imported_from_tenancy_only():
+    # A rule imported through another module (``from pools.capacity.services.requests import
+    # require_pool_admin``) reads as if that module owned it, and is the copy that drifts.
+    offences = [
+        f"{path.relative_to(ROOT)}: from {node.module} import {alias.name}"
+        for path in _product_files()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+        if isinstance(node, ast.ImportFrom) and node.module
+        and not node.module.startswith("pools.tenancy")
+        for alias in node.names
+        if alias.name in RULE_NAMES
+    ]  # fmt: skip
+    assert {"require_pool_admin", "may_request", "is_pool_admin"} <= RULE_NAMES
     assert offences == []
 
 
@@ -208,6 +263,8 @@ def test_only_tenancy_reads_roles_and_memberships():
         "team.memberships.filter(user=user).exists()",
         "Team.objects.filter(members__username=name)",
         "{% if user.is_staff or role == 'manager' %}",
+        "teams = request.user.teams.all()",
+        "Membership.objects.values('team')",
     ],
 )
 def test_the_role_check_pattern_finds_each_way_of_writing_one(line):
@@ -221,6 +278,7 @@ def test_the_role_check_pattern_finds_each_way_of_writing_one(line):
         "Membership.objects.get_or_create(team=team, user=alice)",
         "self.teams = {slug: pk for pk, slug in rows}",
         "{% if is_pool_admin %}",
+        "slugs = {team_id: slug for slug, team_id in catalogue.teams.items()}",
     ],
 )
 def test_the_role_check_pattern_passes_what_is_not_a_check(line):
