@@ -13,13 +13,14 @@ from django import forms
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.forms.utils import flatatt
-from django.http import StreamingHttpResponse
-from django.shortcuts import render
+from django.http import HttpResponseRedirect, StreamingHttpResponse
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.utils.dates import MONTHS_3
 from django.utils.html import format_html
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
 
 from pools.csv_cells import SafeCsvWriter
@@ -39,6 +40,18 @@ def pool_admin_required(view):
         return view(request, *args, **kwargs)
 
     return wrapper
+
+
+def redirect_back(request, fallback: str, *args, **kwargs) -> HttpResponseRedirect:
+    """A redirect to the form's ``next`` field when it is a page of this site (same host,
+    https if the request was), else to the URL named ``fallback`` (reversed with ``args`` /
+    ``kwargs``): a ``next`` of another site would make a portal link an open redirect."""
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return redirect(target)
+    return redirect(fallback, *args, **kwargs)
 
 
 @dataclass(frozen=True)

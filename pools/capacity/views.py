@@ -47,6 +47,7 @@ from pools.web import (
     filtered_list,
     minute_text,
     pool_admin_required,
+    redirect_back,
 )
 
 QUEUE_PAGE_SIZE = 50  # submitted requests per page of the approval queue
@@ -408,7 +409,6 @@ def request_detail(request, pk: int):
 def request_action(request, pk: int, action: str):
     """submit / cancel / approve / accept / reject from the detail page or the queue."""
     obj = _request_or_404(request, pk)
-    back = request.POST.get("next") or None
     try:
         if action == "submit":
             request_services.capacity_request_submit(request=obj, actor=request.user)
@@ -464,7 +464,7 @@ def request_action(request, pk: int, action: str):
             for k, v in errors.items()
         )
         messages.error(request, f"{exc.message} {detail}".strip())
-    return redirect(back) if back else redirect("pools:request-detail", pk=obj.pk)
+    return redirect_back(request, "pools:request-detail", pk=obj.pk)
 
 
 @require_POST

@@ -77,3 +77,29 @@ def test_a_member_learns_no_team_slug_from_a_pool_admins_endpoint(
 
     assert [(a.status_code, a.json()["detail"]) for a in answers] == [(403, message)] * 2
     assert not model.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "next_url, expected",
+    [
+        ("https://evil.example/login", None),  # another site: the request's page instead
+        ("//evil.example/", None),
+        ("/requests/", "/requests/"),  # a page of this site is followed
+    ],
+)
+def test_a_request_action_goes_back_to_this_site_only(next_url, expected):
+    # A link that posts a cancel with next=<another site> made the portal an open redirect.
+    from django.test import Client
+    from factories import CapacityRequestFactory
+
+    alice = UserFactory(username="alice")
+    team = TeamFactory(slug="alpha")
+    MembershipFactory(team=team, user=alice)
+    request = CapacityRequestFactory(team=team, requested_by=alice)
+    client = Client()
+    client.force_login(alice)
+
+    response = client.post(f"/requests/{request.pk}/cancel/", {"next": next_url, "reason": "x"})
+
+    assert response.status_code == 302
+    assert response["Location"] == (expected or f"/requests/{request.pk}/")
