@@ -16,7 +16,8 @@ import grimp
 import pytest
 
 from billing.services.cluster_usage import USAGE_IMPORT_CLUSTER
-from pools import choices, jobs
+from pools import jobs
+from pools.common import choices
 from scheduler_adapters import kubernetes_elastic, types
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,8 +20,8 @@ from billing.errors import UsageRejected
 from billing.focus import focus_csv
 from billing.models import Statement, StatementLine
 from billing.services.tokens import usage_tokens_ingest
+from pools.common.validators import date_range_validator
 from pools.tenancy.permissions import may_record_usage
-from pools.validators import date_range_validator
 
 
 class MonthField(forms.CharField):
@@ -39,7 +39,8 @@ class MonthField(forms.CharField):
         return month
 
 
-# Documented as checked: YYYY-MM, a year from 2000 to 2100 (pools.validators.date_range_validator).
+# Documented as checked: YYYY-MM, a year from 2000 to 2100
+# (pools.common.validators.date_range_validator).
 @extend_schema_field(
     {"type": "string", "pattern": r"^(20[0-9]{2}|2100)-(0[1-9]|1[0-2])$", "example": "2026-10"}
 )

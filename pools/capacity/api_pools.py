@@ -8,7 +8,6 @@ from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from pools.api_common import IsPoolAdminOrReadOnly
 from pools.capacity.services.pools import pool_create, pool_delete, pool_update
 from pools.inventory import selectors
 from pools.inventory import serializers as s
@@ -16,6 +15,7 @@ from pools.inventory.filtersets import (
     PoolFilterSet,
 )
 from pools.inventory.models import Pool
+from pools.web.api import IsPoolAdminOrReadOnly
 
 
 class PoolViewSet(viewsets.ModelViewSet):

@@ -9,8 +9,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pools.api_common import IsPoolAdmin, IsPoolAdminOrReadOnly
-from pools.errors import NodeNameShared
+from pools.common.errors import NodeNameShared
 from pools.inventory import selectors
 from pools.inventory import serializers as s
 from pools.inventory.filtersets import (
@@ -24,6 +23,7 @@ from pools.inventory.services.catalogue import gpu_model_create, gpu_model_updat
 from pools.inventory.services.gpu_models import gpu_model_alias_map
 from pools.inventory.services.import_files import inventory_import_file
 from pools.inventory.services.uploads import inventory_import_in_background, inventory_upload_queue
+from pools.web.api import IsPoolAdmin, IsPoolAdminOrReadOnly
 
 
 class GpuModelViewSet(

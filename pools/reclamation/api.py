@@ -18,9 +18,8 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.validators import UniqueValidator
 
-from pools.api_common import AwareDateTimeField, IsPoolAdmin
 from pools.capacity.models import Allocation
-from pools.choices import IdleFindingState
+from pools.common.choices import IdleFindingState
 from pools.inventory.models import Pool
 from pools.reclamation import selectors
 from pools.reclamation.models import (
@@ -36,6 +35,7 @@ from pools.reclamation.services import scan as reclamation_services
 from pools.reclamation.services.whatif import MAX_DAYS, reclamation_whatif_queue
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_pool_admin
+from pools.web.api import AwareDateTimeField, IsPoolAdmin
 
 MAX_REASON_CHARS = reclamation_actions.MAX_REASON_CHARS
 

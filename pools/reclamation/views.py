@@ -22,8 +22,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from pools.capacity.forms import RequiredReasonForm as ReasonForm
 from pools.capacity.models import Allocation
-from pools.choices import IdleFindingState
-from pools.errors import DomainError
+from pools.common.choices import IdleFindingState
+from pools.common.errors import DomainError
+from pools.common.validators import date_range_validator
 from pools.inventory.models import Pool
 from pools.jobs import IDLE_SCAN_CLUSTER, enqueue
 from pools.reclamation import selectors
@@ -49,8 +50,7 @@ from pools.reclamation.services.scan import (
 )
 from pools.reclamation.services.whatif import OVERRIDABLE, reclamation_whatif_queue
 from pools.tenancy.models import Team
-from pools.validators import date_range_validator
-from pools.web import Column, PlainSelect, csv_response, pool_admin_required
+from pools.web.pages import Column, PlainSelect, csv_response, pool_admin_required
 
 FINDING_COLUMNS = [
     Column("finding", lambda f: f.pk),

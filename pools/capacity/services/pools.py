@@ -16,7 +16,7 @@ from django.db.models import ProtectedError
 from pools.audit.services import audit_event_record
 from pools.capacity.locks import pool_lock
 from pools.capacity.models import Allocation, CapacityRequest
-from pools.errors import PoolInUse
+from pools.common.errors import PoolInUse
 from pools.inventory.models import Pool
 
 # Fields the scheduler bindings of holding allocations depend on (the quota backend and cohort

@@ -10,7 +10,7 @@ from factories import AllocationFactory, NodeFactory
 
 from pools.calibration.services import calibration_refresh
 from pools.capacity.models import PlacedCards
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.serving.models import ServedModel, ServingCalibrationDay, ServingRollup
 from pools.sizing.gpus import gpu_spec
 from pools.sizing.models import CalibrationRecord
