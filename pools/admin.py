@@ -12,9 +12,9 @@ from pools.access.services import api_token_revoke, user_rights_set
 from pools.audit import models as audit_models
 from pools.audit.admin_mixins import AuditedAdmin, ReadOnlyAdmin, admin_snapshot
 from pools.calibration.forms import ServedModelForm
-from pools.capacity.services.pools import POOL_BINDING_FIELDS, pool_usage
 from pools.classes import models as classes_models
 from pools.inventory import models as inventory_models
+from pools.inventory.services.pools import POOL_BINDING_FIELDS, pool_usage
 from pools.serving import models as serving_models
 from pools.sizing import models as sizing_models
 from pools.tenancy import models as tenancy_models
