@@ -15,7 +15,7 @@ from billing.budgets.models import Budget
 from billing.conf import billing_zone, default_currency
 from billing.rate_periods import rate_periods
 from pools.audit.services import audit_event_record, audit_snapshot
-from pools.errors import Conflict, InvalidInput
+from pools.common.errors import Conflict, InvalidInput
 from pools.jobs import enqueue_on_commit
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_pool_admin

@@ -28,9 +28,9 @@ from billing.budgets.services import (
 )
 from billing.conf import billing_zone
 from billing.pricing import local_midnight, next_month, round_money
-from pools.errors import DomainError
+from pools.common.errors import DomainError
 from pools.tenancy.permissions import may_administer_pools
-from pools.web import Column, csv_response
+from pools.web.pages import Column, csv_response
 
 BUDGETS_PER_PAGE = 50
 

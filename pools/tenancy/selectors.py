@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
-from pools.choices import TeamRole
-from pools.errors import InvalidInput
+from pools.common.choices import TeamRole
+from pools.common.errors import InvalidInput
 from pools.tenancy.models import Membership, Team
 
 

@@ -37,7 +37,7 @@ from factories import (
 )
 from rest_framework.test import APIClient
 
-from pools.choices import AllocationStatus, TeamRole
+from pools.common.choices import AllocationStatus, TeamRole
 from portal.urls import router
 
 pytestmark = pytest.mark.django_db
