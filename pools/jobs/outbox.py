@@ -80,11 +80,29 @@ def jobs_send(*, job_ids: list[int]) -> dict[int, Sent]:
     return outcome
 
 
-# The send's two statements written out: every approval pays them after its commit, and the
-# ORM took longer to build them than PostgreSQL to run them (issue #29 item 7: approvals within
+# The outbox's statements written out: every approval writes a row or two and pays the send's
+# two statements after its commit, and the ORM took longer to build them than PostgreSQL to run
+# them (issue #29 item 7: approvals within
 # 2x the bare transaction). SQLite has no row locks (a write transaction locks the database).
 _SELECT = f"SELECT * FROM {QueuedJob._meta.db_table} WHERE id IN ({{ids}}) ORDER BY id"
 _DELETE = f"DELETE FROM {QueuedJob._meta.db_table} WHERE id IN ({{ids}})"
+
+
+_INSERT = (
+    f"INSERT INTO {QueuedJob._meta.db_table} "
+    "(task_name, args, created_at, attempts, last_attempt_at, last_error) "
+    "VALUES (%s, %s, %s, 0, NULL, '') RETURNING id"
+)
+
+
+def job_write(task_name: str, args: list) -> int:
+    """Write one outbox row (``task_name`` with JSON ``args``, no attempt yet) in the caller's
+    transaction; returns its id. The approval's hot path writes one or two per request."""
+    encoded = QueuedJob._meta.get_field("args").get_db_prep_save(args, connection)
+    with connection.cursor() as cursor:
+        now = connection.ops.adapt_datetimefield_value(timezone.now())
+        cursor.execute(_INSERT, [task_name, encoded, now])
+        return cursor.fetchone()[0]
 
 
 def _jobs_locked(job_ids: list[int]) -> list[QueuedJob]:
