@@ -34,6 +34,7 @@ from pools.capacity.locks import pool_lock, request_lock, request_lock_reusing
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
 from pools.capacity.placement import away_reason
 from pools.capacity.request_fields import RequestFields
+from pools.capacity.rows import RowWriter
 from pools.capacity.shapes import (
     placed_cards,
     placement_record,
@@ -814,6 +815,7 @@ def _insufficient(
     )
 
 
+_ALLOCATIONS = RowWriter(Allocation)
 # The decision's UPDATE written out, as request.save(update_fields=…) writes it: the ORM took
 # longer to build it than PostgreSQL to run it (issue #29 item 7).
 _APPROVED = (
@@ -837,7 +839,7 @@ def _approval_record(
         decided_at = connection.ops.adapt_datetimefield_value(request.decided_at)
         cursor.execute(_APPROVED, [request.status, request.decided_by_id, decided_at, reason,
                                    request.pk])  # fmt: skip
-    allocation.save(force_insert=True)
+    _ALLOCATIONS.insert(allocation)
     if allocation.placement:
         PlacedCards.objects.bulk_create(placed_cards(allocation))
     audit_events_write(

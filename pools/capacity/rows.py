@@ -1,0 +1,70 @@
+"""Plain statements for the approval's hot path: a row read into its model and a model inserted,
+without a queryset. The ORM (and a raw queryset, which resolves its columns and converters on
+every call) took longer to build them than PostgreSQL to run them (issues #16 and #29 item 7:
+approvals within 2x a bare transaction of the same statements). Each value goes through its
+field's converters (read) or preparation (write) as a queryset's would; model signals are not
+sent (the models written here have no receivers).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import connection
+from django.db.models.expressions import Col
+
+
+class RowReader:
+    """Rows of ``model`` by id as model instances: its columns in field order, each value through
+    its field's converters (JSON, …) as a queryset does; built once per model."""
+
+    def __init__(self, model: type) -> None:
+        self.model = model
+        self.fields = model._meta.concrete_fields
+        self.names = [field.attname for field in self.fields]
+        columns = ", ".join(connection.ops.quote_name(field.column) for field in self.fields)
+        self.sql = f"SELECT {columns} FROM {model._meta.db_table} WHERE id = %s"
+        self.converters: list | None = None  # (index, converters), once a connection is open
+
+    def locked(self, pk: int) -> Any:
+        """The row ``pk`` locked (``FOR UPDATE``; SQLite has no row locks: a write transaction
+        locks the database, so there it is read) as a ``model``, or ``None``."""
+        sql = self.sql + " FOR UPDATE" if connection.features.has_select_for_update else self.sql
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [pk])
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        if self.converters is None:
+            found = enumerate(map(self._converters, self.fields))
+            self.converters = [(i, converters) for i, converters in found if converters]
+        values = list(row)
+        for i, converters in self.converters:
+            for convert in converters:
+                values[i] = convert(values[i], None, connection)
+        return self.model.from_db(connection.alias, self.names, values)
+
+    def _converters(self, field: Any) -> list:
+        column = Col(self.model._meta.db_table, field)
+        return field.get_db_converters(connection) + connection.ops.get_db_converters(column)
+
+
+class RowWriter:
+    """INSERTs of ``model`` rows, the statement built once: every column but the id, each value
+    prepared by its field as ``save`` prepares it (``auto_now(_add)`` stamped)."""
+
+    def __init__(self, model: type) -> None:
+        self.fields = [field for field in model._meta.concrete_fields if not field.primary_key]
+        columns = ", ".join(connection.ops.quote_name(field.column) for field in self.fields)
+        values = ", ".join(["%s"] * len(self.fields))
+        self.sql = f"INSERT INTO {model._meta.db_table} ({columns}) VALUES ({values}) RETURNING id"
+
+    def insert(self, obj: Any) -> None:
+        """Insert ``obj`` (unsaved) in the caller's transaction; sets its id and marks it
+        saved, as ``save(force_insert=True)`` does."""
+        params = [field.get_db_prep_save(field.pre_save(obj, True), connection)
+                  for field in self.fields]  # fmt: skip
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql, params)
+            obj.pk = cursor.fetchone()[0]
+        obj._state.adding, obj._state.db = False, connection.alias
