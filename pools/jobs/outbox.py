@@ -84,7 +84,11 @@ def jobs_send(*, job_ids: list[int]) -> dict[int, Sent]:
 # two statements after its commit, and the ORM took longer to build them than PostgreSQL to run
 # them (issue #29 item 7: approvals within
 # 2x the bare transaction). SQLite has no row locks (a write transaction locks the database).
-_SELECT = f"SELECT * FROM {QueuedJob._meta.db_table} WHERE id IN ({{ids}}) ORDER BY id"
+_SELECT = (
+    f"SELECT id, task_name, args, attempts FROM {QueuedJob._meta.db_table} "
+    "WHERE id IN ({ids}) ORDER BY id"
+)
+_COLUMNS = ["id", "task_name", "args", "attempts"]
 _DELETE = f"DELETE FROM {QueuedJob._meta.db_table} WHERE id IN ({{ids}})"
 
 
@@ -107,11 +111,20 @@ def job_write(task_name: str, args: list) -> int:
 
 def _jobs_locked(job_ids: list[int]) -> list[QueuedJob]:
     """The rows of ``job_ids`` no other process holds, oldest first, locked
-    (``FOR UPDATE SKIP LOCKED``) until the caller's transaction ends."""
+    (``FOR UPDATE SKIP LOCKED``) until the caller's transaction ends; each with its id, task
+    name, args and attempts (what a send and a refusal use)."""
     sql = _SELECT.format(ids=", ".join(["%s"] * len(job_ids)))
     if connection.features.has_select_for_update_skip_locked:
         sql += " FOR UPDATE SKIP LOCKED"
-    return list(QueuedJob.objects.raw(sql, job_ids))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, job_ids)
+        rows = cursor.fetchall()
+    args = QueuedJob._meta.get_field("args")
+    return [
+        QueuedJob.from_db(connection.alias, _COLUMNS,
+                          (pk, name, args.from_db_value(value, None, connection), attempts))
+        for pk, name, value, attempts in rows
+    ]  # fmt: skip
 
 
 def _record_refusal(job: QueuedJob, exc: Exception, deferred: list[str] | None) -> None:
