@@ -37,6 +37,7 @@ from billing.rate_periods import price_for, rate_periods_kept
 from pools.capacity.arithmetic import card_hours, clip
 from pools.capacity.budget_gate import SEVERITY, BudgetVerdict
 from pools.capacity.models import Allocation
+from pools.capacity.rows import RowReader
 from pools.capacity.slices import card_share
 from pools.choices import PricingMethod
 
@@ -150,14 +151,16 @@ def _over(status: BudgetStatus, committed: tuple[Decimal, Decimal], hours, money
     return None
 
 
-# The budgets a request answers to, as one plain statement: the ORM took longer to build it than
-# PostgreSQL to run it, on every approval (issue #29 item 7: approvals within 2x the bare
-# transaction). Team-wide budgets always apply, one for a pool or model only when the request
-# names it (NULL matches no pool); the team's own, and its cost centre's when it has one; each
-# with the price list's version (0 without its row) as ``price_list``.
-_BUDGETS = (
-    f"SELECT b.*, COALESCE((SELECT v.version FROM {PriceListVersion._meta.db_table} v "
-    f"WHERE v.id = 1), 0) AS price_list FROM {Budget._meta.db_table} b "
+# The budgets a request answers to, as one plain statement read without a queryset
+# (pools.capacity.rows): the ORM took longer to build it than PostgreSQL to run it, on every
+# approval (issue #29 item 7: approvals within 2x the bare transaction). Team-wide budgets
+# always apply, one for a pool or model only when the request names it (NULL matches no pool);
+# the team's own, and its cost centre's when it has one; each with the price list's version (0
+# without its row) as ``price_list``.
+_BUDGETS = RowReader(Budget)
+_BUDGETS_SQL = (
+    f"SELECT {_BUDGETS.columns}, COALESCE((SELECT v.version FROM "
+    f"{PriceListVersion._meta.db_table} v WHERE v.id = 1), 0) FROM {Budget._meta.db_table} b "
     "WHERE (b.pool_id IS NULL OR b.pool_id = %s) "
     "AND (b.gpu_model_id IS NULL OR b.gpu_model_id = %s) "
     "AND (b.team_id = %s OR (b.team_id IS NULL AND %s <> '' AND b.cost_centre = %s)) "
@@ -171,7 +174,7 @@ def _budgets_of(team, pool, gpu_model) -> list[Budget]:
     list's version) and its team, pool and model taken from the arguments (no query each)."""
     pool_id, model_id = getattr(pool, "pk", None), getattr(gpu_model, "pk", None)
     params = [pool_id, model_id, team.pk, team.cost_centre, team.cost_centre]
-    budgets = list(Budget.objects.raw(_BUDGETS, params))
+    budgets = _BUDGETS.read(_BUDGETS_SQL, params, extra=("price_list",))
     for budget in budgets:
         budget.team = team if budget.team_id else None
         budget.pool = pool if budget.pool_id else None

@@ -15,34 +15,47 @@ from django.db.models.expressions import Col
 
 
 class RowReader:
-    """Rows of ``model`` by id as model instances: its columns in field order, each value through
-    its field's converters (JSON, …) as a queryset does; built once per model."""
+    """Rows of ``model`` as model instances, read by a plain statement: ``columns`` (its columns
+    in field order) come first in the SELECT, each value through its field's converters (JSON,
+    …) as a queryset's would; built once per model."""
 
     def __init__(self, model: type) -> None:
         self.model = model
         self.fields = model._meta.concrete_fields
         self.names = [field.attname for field in self.fields]
-        columns = ", ".join(connection.ops.quote_name(field.column) for field in self.fields)
-        self.sql = f"SELECT {columns} FROM {model._meta.db_table} WHERE id = %s"
+        self.columns = ", ".join(connection.ops.quote_name(field.column) for field in self.fields)
         self.converters: list | None = None  # (index, converters), once a connection is open
+
+    def read(self, sql: str, params: list, extra: tuple[str, ...] = ()) -> list:
+        """The rows ``sql`` (``SELECT {columns}, …``) answers, as models; the values of the
+        columns after the model's are set as the attributes ``extra`` names."""
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        if rows and self.converters is None:
+            found = enumerate(map(self._converters, self.fields))
+            self.converters = [(i, converters) for i, converters in found if converters]
+        count = len(self.fields)
+        return [self._model(row[:count], zip(extra, row[count:], strict=True)) for row in rows]
 
     def locked(self, pk: int) -> Any:
         """The row ``pk`` locked (``FOR UPDATE``; SQLite has no row locks: a write transaction
         locks the database, so there it is read) as a ``model``, or ``None``."""
-        sql = self.sql + " FOR UPDATE" if connection.features.has_select_for_update else self.sql
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [pk])
-            row = cursor.fetchone()
-        if row is None:
-            return None
-        if self.converters is None:
-            found = enumerate(map(self._converters, self.fields))
-            self.converters = [(i, converters) for i, converters in found if converters]
+        sql = f"SELECT {self.columns} FROM {self.model._meta.db_table} WHERE id = %s"
+        if connection.features.has_select_for_update:
+            sql += " FOR UPDATE"
+        found = self.read(sql, [pk])
+        return found[0] if found else None
+
+    def _model(self, row: tuple, extra) -> Any:
         values = list(row)
         for i, converters in self.converters:
             for convert in converters:
                 values[i] = convert(values[i], None, connection)
-        return self.model.from_db(connection.alias, self.names, values)
+        obj = self.model.from_db(connection.alias, self.names, values)
+        for name, value in extra:
+            setattr(obj, name, value)
+        return obj
 
     def _converters(self, field: Any) -> list:
         column = Col(self.model._meta.db_table, field)
