@@ -24,7 +24,7 @@ class RowReader:
         self.fields = model._meta.concrete_fields
         self.names = [field.attname for field in self.fields]
         self.columns = ", ".join(connection.ops.quote_name(field.column) for field in self.fields)
-        self.converters: list | None = None  # (index, converters), once a connection is open
+        self.converters: list | None = None  # (index, column, converters), once connected
 
     def read(self, sql: str, params: list, extra: tuple[str, ...] = ()) -> list:
         """The rows ``sql`` (``SELECT {columns}, …``) answers, as models; the values of the
@@ -34,7 +34,7 @@ class RowReader:
             rows = cursor.fetchall()
         if rows and self.converters is None:
             found = enumerate(map(self._converters, self.fields))
-            self.converters = [(i, converters) for i, converters in found if converters]
+            self.converters = [(i, *pair) for i, pair in found if pair[1]]
         count = len(self.fields)
         return [self._model(row[:count], zip(extra, row[count:], strict=True)) for row in rows]
 
@@ -49,17 +49,18 @@ class RowReader:
 
     def _model(self, row: tuple, extra) -> Any:
         values = list(row)
-        for i, converters in self.converters:
+        for i, column, converters in self.converters:
             for convert in converters:
-                values[i] = convert(values[i], None, connection)
+                values[i] = convert(values[i], column, connection)
         obj = self.model.from_db(connection.alias, self.names, values)
         for name, value in extra:
             setattr(obj, name, value)
         return obj
 
-    def _converters(self, field: Any) -> list:
+    def _converters(self, field: Any) -> tuple[Col, list]:
         column = Col(self.model._meta.db_table, field)
-        return field.get_db_converters(connection) + connection.ops.get_db_converters(column)
+        converters = field.get_db_converters(connection)
+        return column, converters + connection.ops.get_db_converters(column)
 
 
 class RowWriter:
