@@ -39,7 +39,7 @@ from pools.capacity.budget_gate import SEVERITY, BudgetVerdict
 from pools.capacity.models import Allocation
 from pools.capacity.rows import RowReader
 from pools.capacity.slices import card_share
-from pools.choices import PricingMethod
+from pools.common.choices import PricingMethod
 
 
 class _ReservedPrices:
