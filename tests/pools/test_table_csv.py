@@ -55,6 +55,7 @@ def test_reclamation_policies_and_exemptions_export(admin_page):
     a = PoolFactory(slug="a", name="A")
     PoolFactory(slug="b", name="B")
     ReclamationPolicyFactory(pool=a, idle_below_pct=Decimal("20"))
+    assert "data-exemptions-csv" not in admin_page.get("/idle/policies/").content.decode()
     team = TeamFactory(slug="nlp")
     ExemptionFactory(team=team, allocation=None, reason="=HYPERLINK(x)",
                      expires_at=timezone.now() + timedelta(days=2))  # fmt: skip
