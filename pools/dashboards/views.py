@@ -18,12 +18,12 @@ from pools.capacity.arithmetic import card_hours
 from pools.capacity.availability import (
     team_usage,
 )
-from pools.csv_numbers import plain_number
 from pools.elastic.selectors import borrowed_cards_by_team, elastic_cards_by_allocation
 from pools.reclamation.card_timeline import card_changes, card_pieces
 from pools.tenancy import selectors as tenancy_selectors
 from pools.tenancy.roles import is_pool_admin
-from pools.web import Column, UrlOfId, csv_response, minute_text
+from pools.web.csv_numbers import plain_number
+from pools.web.pages import Column, UrlOfId, csv_response, minute_text
 
 MY_TEAMS_PAGE_SIZE = 50  # teams, and allocations, per page of "My teams"
 MY_TEAMS_RECENT_REQUESTS = 20  # the newest requests under the allocations

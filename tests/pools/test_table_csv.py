@@ -21,7 +21,7 @@ from factories import (
     node_with_gpus,
 )
 
-from pools.choices import AllocationStatus, Scheduler
+from pools.common.choices import AllocationStatus, Scheduler
 from pools.elastic.models import ElasticPolicy
 
 pytestmark = pytest.mark.django_db

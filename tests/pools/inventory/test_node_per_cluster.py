@@ -9,7 +9,7 @@ import pytest
 from django.db import IntegrityError, transaction
 from factories import ClusterFactory, NodeFactory, PoolFactory
 
-from pools.choices import Scheduler
+from pools.common.choices import Scheduler
 from pools.inventory.models import Node, node_cluster_id
 from pools.inventory.services.importer import inventory_import
 from scheduler_adapters.types import (
@@ -165,7 +165,7 @@ def test_every_link_to_a_node_page_names_its_cluster(two, pool_admin, client):
 
 
 def test_a_node_of_no_cluster_links_its_page_without_one():
-    from pools.web import node_url
+    from pools.web.pages import node_url
 
     assert node_url("gpu-01", None) == "/nodes/gpu-01/"
     assert node_url("gpu-01", "a b") == "/nodes/gpu-01/?cluster=a+b"
