@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import wraps
+from urllib.parse import urlencode
 
 from django import forms
 from django.core.exceptions import PermissionDenied
@@ -169,6 +170,14 @@ def minute_text(value: datetime) -> str:
     local = timezone.localtime(value)
     month = str(MONTHS_3[local.month]).title()
     return f"{local.day:02d} {month} {local.year:04d} {local.hour:02d}:{local.minute:02d}"
+
+
+def node_url(hostname: str, cluster_slug: str | None) -> str:
+    """The page of the node ``hostname`` of the cluster of slug ``cluster_slug`` (``None`` or
+    empty: a node of no cluster, the environment's): ``/nodes/<hostname>/?cluster=<slug>``. Host
+    names are unique per cluster only, so every link to a node page names its cluster."""
+    url = reverse("pools:node-detail", args=[hostname])
+    return f"{url}?{urlencode({'cluster': cluster_slug})}" if cluster_slug else url
 
 
 class UrlOfId:
