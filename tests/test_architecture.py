@@ -314,6 +314,76 @@ def test_the_rule_pattern_passes_what_is_not_one(source):
     assert not _hand_written_rules(source)
 
 
+# Issue #29 item 4: orchestrators read as named steps. Lines count from the def to the end, less
+# the docstring; complexity is McCabe's as ruff's C901 counts it: 1 + each if/elif,
+# loop, except clause and match case (not and/or, conditional expressions nor comprehensions).
+STEP_LINES, STEP_COMPLEXITY = 40, 10
+_BRANCHES = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.ExceptHandler, ast.match_case)
+
+
+def _function_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    lines = node.end_lineno - node.lineno + 1
+    first = node.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+        lines -= first.end_lineno - first.lineno + 1  # a docstring is not code
+    return lines
+
+
+def _complexity(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    count = 1
+    stack = list(node.body)
+    while stack:
+        child = stack.pop()
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue  # counted on its own
+        count += isinstance(child, _BRANCHES)
+        stack.extend(ast.iter_child_nodes(child))
+    return count
+
+
+def _step_offences(source: str) -> list[str]:
+    return [
+        f"{node.name}: {_function_lines(node)} lines, complexity {_complexity(node)}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and (_function_lines(node) > STEP_LINES or _complexity(node) > STEP_COMPLEXITY)
+    ]
+
+
+def test_the_request_orchestrators_are_short_named_steps():
+    """Every function of the module of the capacity request's transitions (create, validate,
+    submit, approve, accept, reject, cancel and their steps: the orchestrators issue #29 item 4
+    names) is at most 40 lines without its docstring and of complexity at most 10. Other
+    services modules still hold longer functions (listed on the issue), so they are not held to
+    it yet."""
+    services = [
+        path
+        for package in ("pools", "billing")
+        for path in (ROOT / package).rglob("*.py")
+        if "services" in path.relative_to(ROOT).as_posix()
+        and "def capacity_request_approve(" in path.read_text()
+    ]
+    assert len(services) == 1
+    assert _step_offences(services[0].read_text()) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "offence"),
+    [
+        ("def f():\n" + "    x = 1\n" * 40, "f: 41 lines, complexity 1"),
+        ('def f():\n    """Doc."""\n' + "    x = 1\n" * 39, None),
+        (
+            "def f(a, b, c):\n"
+            + "".join(f"    if a == {n}:\n        b += 1\n" for n in range(10))
+            + "    return [x for x in b if x and c or a] if a else b\n",
+            "f: 22 lines, complexity 11",
+        ),
+    ],
+)
+def test_the_step_measure_counts_lines_and_branches(source, offence):
+    assert _step_offences(source) == ([offence] if offence else [])
+
+
 # The app's registries, the only modules the root of pools/ may hold (issue 29, item 2): the
 # package, its AppConfig, and what Django and Celery look up by name (models, admin, tasks, urls).
 POOLS_ROOT_REGISTRIES = {"__init__", "apps", "admin", "models", "tasks", "urls"}
