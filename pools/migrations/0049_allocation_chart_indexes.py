@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("pools", "0047_clusterwork"),
+        ("pools", "0048_cluster_unique_name_elastic_ceiling_range"),
     ]
 
     operations = [
