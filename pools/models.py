@@ -8,13 +8,7 @@ their names (``pools_<model>``), so moving a model between sub-domains needs no 
 from pools.access.models import ApiToken
 from pools.advisor.models import AdvisorDigestOptIn, AdvisorFinding, AdvisorRun
 from pools.audit.models import AuditEvent
-from pools.capacity.models import (
-    Allocation,
-    CapacityRequest,
-    PlacedCards,
-    RecurringReservation,
-    SchedulerDrift,
-)
+from pools.capacity.models import Allocation, CapacityRequest, PlacedCards, SchedulerDrift
 from pools.classes.models import WorkloadClass
 from pools.clusters.models import Cluster, ClusterError
 from pools.elastic.models import BurstOptIn, ElasticPolicy, ElasticWhatIf, ScaleEvent
@@ -36,6 +30,7 @@ from pools.reclamation.models import (
     ReclamationPolicy,
     ReclamationWhatIf,
 )
+from pools.recurring.models import RecurringReservation
 from pools.serving.models import (
     ServedModel,
     ServingCalibrationDay,

@@ -2,7 +2,8 @@
 defines its own (``pools.capacity.tasks``, ``pools.sizing.tasks``, ``pools.reclamation.tasks``,
 ``pools.elastic.tasks``, ``pools.dashboards.tasks``, ``pools.serving.tasks``,
 ``pools.calibration.tasks``, ``pools.waiting.tasks``, ``pools.advisor.tasks``,
-``pools.tokenflow.tasks``, ``pools.inventory.tasks``, ``pools.clusters.tasks``), and the
+``pools.tokenflow.tasks``, ``pools.inventory.tasks``, ``pools.clusters.tasks``,
+``pools.recurring.tasks``), and the
 outbox's drain (``pools.jobs.tasks``)."""
 
 from pools.advisor import tasks as advisor_tasks
@@ -14,6 +15,7 @@ from pools.elastic import tasks as elastic_tasks
 from pools.inventory import tasks as inventory_tasks
 from pools.jobs import tasks as outbox_tasks
 from pools.reclamation import tasks as reclamation_tasks
+from pools.recurring import tasks as recurring_tasks
 from pools.serving import tasks as serving_tasks
 from pools.sizing import tasks as sizing_tasks
 from pools.tokenflow import tasks as tokenflow_tasks
@@ -29,6 +31,7 @@ __all__ = [
     "inventory_tasks",
     "outbox_tasks",
     "reclamation_tasks",
+    "recurring_tasks",
     "serving_tasks",
     "sizing_tasks",
     "waiting_tasks",

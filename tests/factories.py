@@ -39,6 +39,7 @@ from pools.inventory.gpu_names import normalise_model_key
 from pools.inventory.services.driver_groups import driver_group_for_version
 from pools.jobs import models as jobs_models
 from pools.reclamation import models as reclamation_models
+from pools.recurring import models as recurring_models
 from pools.serving import models as serving_models
 from pools.sizing import models as sizing_models
 from pools.tenancy import models as tenancy_models
@@ -889,7 +890,7 @@ class RecurringReservationFactory(factory.django.DjangoModelFactory):
     """4 L40S every weekday 09:00-18:00 Europe/Berlin for four weeks from next Monday."""
 
     class Meta:
-        model = capacity_models.RecurringReservation
+        model = recurring_models.RecurringReservation
 
     team = factory.SubFactory(TeamFactory)
     pool = factory.SubFactory(PoolFactory)
@@ -897,7 +898,7 @@ class RecurringReservationFactory(factory.django.DjangoModelFactory):
     name = factory.Sequence(lambda n: f"course-{n}")
     created_by = factory.SubFactory(UserFactory)
     card_count = 4
-    recurrence = capacity_models.Recurrence.WEEKDAY
+    recurrence = recurring_models.Recurrence.WEEKDAY
     time_zone = "Europe/Berlin"
     first_date = factory.LazyFunction(
         lambda: timezone.localdate() + timedelta(days=7 - timezone.localdate().weekday())

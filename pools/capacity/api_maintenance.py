@@ -29,7 +29,7 @@ from pools.capacity.maintenance import (
     scope_nodes,
     team_losses,
 )
-from pools.capacity.models import NAME_MAX_LENGTH, MaintenanceScope, MaintenanceWindow
+from pools.capacity.models import MaintenanceScope, MaintenanceWindow
 from pools.capacity.services.maintenance import (
     MAX_WAVES,
     maintenance_waves_create,
@@ -39,6 +39,7 @@ from pools.capacity.services.maintenance import (
 )
 from pools.errors import InvalidInput
 from pools.inventory.models import DriverGroup, Pool
+from pools.recurring.models import NAME_MAX_LENGTH
 from pools.tenancy.permissions import require_pool_admin
 
 MAX_HOSTS = 2000

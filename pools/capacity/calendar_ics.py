@@ -4,7 +4,7 @@ calendar app keeps 09:00-18:00 on the wall clock across a change of summer time.
 
 UIDs are ``allocation-<id>@<host>`` and ``recurring-<id>@<host>``: an app that subscribes
 updates an event in place rather than adding it twice. DTSTAMP is the feed's instant in UTC.
-The recurrence follows :mod:`pools.capacity.recurrence`: ``daily``, ``weekday`` (Monday to
+The recurrence follows :mod:`pools.recurring.recurrence`: ``daily``, ``weekday`` (Monday to
 Friday: ``FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR``) and ``weekly`` (on the first date's weekday),
 ``UNTIL`` the start of the last occurrence in UTC (RFC 5545 3.3.10: UTC when DTSTART has a
 TZID). DTSTART is the first date the rule holds on, since RFC 5545 counts DTSTART as an
@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 
 from icalendar import Calendar, Event
 
-from pools.capacity.recurrence import DAILY, WEEKDAY, occurrences
+from pools.recurring.recurrence import DAILY, WEEKDAY, occurrences
 
 PRODID = "-//gpu-pool-portal//capacity calendar//EN"
 _WEEKDAYS = ["MO", "TU", "WE", "TH", "FR"]

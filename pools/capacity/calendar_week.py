@@ -20,10 +20,10 @@ from django.utils import timezone
 
 from pools.capacity.arithmetic import peak_cards
 from pools.capacity.availability import holding_intervals, pool_free_cards
-from pools.capacity.models import RecurringReservation
-from pools.capacity.recurrence import occurrences
 from pools.capacity.window import WindowHolds, holding_allocations
 from pools.inventory.selectors import inventory_generation
+from pools.recurring.models import RecurringReservation
+from pools.recurring.recurrence import occurrences
 
 _WEEK = re.compile(r"(\d{4})-W(\d{2})")
 OTHER_TEAMS = "other teams"

@@ -26,14 +26,8 @@ from django.utils.module_loading import import_string
 
 from pools.audit.models import AuditEvent
 from pools.capacity.calendar_feed import TOKEN_LENGTH, feed_token, token_sha256
-from pools.capacity.models import (
-    Allocation,
-    CapacityRequest,
-    RecurringReservation,
-    ReservationStatus,
-    TeamCalendarFeed,
-    TemporaryOverride,
-)
+from pools.capacity.models import Allocation, CapacityRequest, TeamCalendarFeed, TemporaryOverride
+from pools.recurring.models import RecurringReservation, ReservationStatus
 from pools.tenancy.models import Team
 from pools.tenancy.roles import sees_every_team
 
@@ -264,12 +258,6 @@ def allocations_cost_so_far(allocations, *, now) -> dict:
     pools do not import billing); ``{}`` without one."""
     provider = getattr(settings, "ALLOCATION_COSTS_SO_FAR", "")
     return import_string(provider)(allocations=allocations, now=now) if provider else {}
-
-
-def recurring_reservation_list(*, user) -> QuerySet[RecurringReservation]:
-    """The recurring reservations ``user`` may see (their teams'; every one for a pool admin),
-    with team, pool and GPU model joined, by first date."""
-    return RecurringReservation.objects.visible_to(user).select_related("team", "pool", "gpu_model")
 
 
 def team_calendar_entries(*, team_id: int, now) -> tuple[list, list]:

@@ -15,7 +15,6 @@ from pools.capacity.services.allocations import (
 from pools.capacity.services.maintenance_binding import maintenance_sync
 from pools.capacity.services.overrides import override_apply, override_expire_due
 from pools.capacity.services.reconcile import ReconcileReport, reconcile_all, reconcile_cluster
-from pools.capacity.services.recurring_binding import recurring_sync
 from pools.jobs import MAX_RETRIES, retry_countdown, retry_note
 from scheduler_adapters.errors import SchedulerError
 
@@ -83,13 +82,6 @@ def report_counts(report: ReconcileReport) -> dict:
         "errors": report.errors,
         "nodes": report.nodes_refreshed,
     }
-
-
-@shared_task(acks_late=True)
-def recurring_sync_task() -> dict[str, int]:
-    """Beat: Slurm reservations of recurring reservations created and deleted, and the teams'
-    quota and caps raised and lowered around each occurrence (idempotent)."""
-    return recurring_sync()
 
 
 @shared_task(acks_late=True)

@@ -386,7 +386,7 @@ CELERY_BEAT_SCHEDULE = {
     },
     "scheduler-reconcile": {"task": "pools.capacity.tasks.reconcile_task", "schedule": 10 * 60},
     # Recurring reservations: quota up within the 15-minute lead of an occurrence, down after.
-    "recurring-sync": {"task": "pools.capacity.tasks.recurring_sync_task", "schedule": 5 * 60},
+    "recurring-sync": {"task": "pools.recurring.tasks.recurring_sync_task", "schedule": 5 * 60},
     # Maintenance windows: Slurm MAINT reservations made, and deleted once cancelled.
     "maintenance-sync": {"task": "pools.capacity.tasks.maintenance_sync_task", "schedule": 5 * 60},
     # Temporary overrides: expired at their date, the team's caps / quota / QOS put back.

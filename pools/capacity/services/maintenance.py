@@ -31,15 +31,11 @@ from pools.capacity.maintenance import (
     scope_nodes,
     team_losses,
 )
-from pools.capacity.models import (
-    NAME_MAX_LENGTH,
-    MaintenanceScope,
-    MaintenanceStatus,
-    MaintenanceWindow,
-)
+from pools.capacity.models import MaintenanceScope, MaintenanceStatus, MaintenanceWindow
 from pools.errors import Conflict, InvalidInput, InvalidTransition
 from pools.inventory.models import DriverGroup, Node, Pool
 from pools.jobs import MAINTENANCE_SYNC, enqueue_on_commit
+from pools.recurring.models import NAME_MAX_LENGTH
 from pools.tenancy.permissions import require_pool_admin
 
 MAX_WINDOW = timedelta(days=31)  # a longer outage is a change of inventory, not a window

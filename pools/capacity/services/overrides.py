@@ -33,8 +33,6 @@ from pools.capacity.models import (
     Allocation,
     OverrideKind,
     OverrideStatus,
-    RecurringReservation,
-    ReservationStatus,
     TemporaryOverride,
 )
 from pools.capacity.node_kinds import pool_nodes
@@ -54,6 +52,7 @@ from pools.classes.models import WorkloadClass
 from pools.errors import InvalidInput, InvalidTransition
 from pools.inventory.models import GpuModel, Pool
 from pools.jobs import OVERRIDE_SYNC, enqueue_on_commit
+from pools.recurring.models import RecurringReservation, ReservationStatus
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_pool_admin
 from scheduler_adapters.errors import SchedulerError

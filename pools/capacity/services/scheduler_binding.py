@@ -17,7 +17,7 @@ team's open-window cards in the Kubernetes pools of that cluster (:func:`kuberne
 
 Recurring reservations (issue 32) count like allocations while an occurrence is open (or
 opens within the provisioning lead): the cap and the quota go up for it and down after it,
-applied by the beat loop (:mod:`pools.capacity.services.recurring_binding`).
+applied by the beat loop (:mod:`pools.recurring.services.binding`).
 
 Temporary overrides (issue 32) raise a team's cap, Kueue borrowing limit or class while they
 last; each figure below reads them in one place (:mod:`pools.capacity.overrides`).
@@ -48,9 +48,8 @@ from django.utils import timezone
 from pools.adapters import pool_adapter
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES
-from pools.capacity.models import Allocation, RecurringReservation, ReservationStatus
+from pools.capacity.models import Allocation
 from pools.capacity.overrides import borrowing_raises, ceiling_models, ceiling_raise
-from pools.capacity.recurrence import occurrences
 from pools.capacity.services.class_qos import (
     kubernetes_priority_sync,
     slurm_account_qos_set,
@@ -68,6 +67,8 @@ from pools.inventory.models import (
     Pool,
     node_cluster_id,
 )
+from pools.recurring.models import RecurringReservation, ReservationStatus
+from pools.recurring.recurrence import occurrences
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_usernames
 from scheduler_adapters.base import SchedulerAdapter

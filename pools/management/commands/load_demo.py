@@ -29,8 +29,6 @@ from pools.capacity.models import (
     CapacityRequest,
     MaintenanceWindow,
     OverrideKind,
-    Recurrence,
-    RecurringReservation,
     TemporaryOverride,
 )
 from pools.capacity.request_fields import RequestFields
@@ -38,7 +36,6 @@ from pools.capacity.services.allocations import allocation_lifecycle_sweep
 from pools.capacity.services.calendar_feed import team_calendar_feed_create
 from pools.capacity.services.maintenance import maintenance_waves_create
 from pools.capacity.services.overrides import override_create
-from pools.capacity.services.recurring import recurring_reservation_create
 from pools.capacity.services.requests import (
     capacity_request_approve,
     capacity_request_create,
@@ -71,6 +68,8 @@ from pools.reclamation.services.scan import (
     percent_decimal,
     policy_thresholds,
 )
+from pools.recurring.models import Recurrence, RecurringReservation
+from pools.recurring.services.reservations import recurring_reservation_create
 from pools.serving.models import ServedModel, ServingRollup
 from pools.serving.rollup import held_at
 from pools.serving.services import bucket_floor, serving_rollup_replay

@@ -16,9 +16,10 @@ from icalendar import Calendar
 
 from pools.audit.models import AuditEvent
 from pools.capacity.calendar_feed import TOKEN_LENGTH, feed_token, token_sha256
-from pools.capacity.models import Recurrence, TeamCalendarFeed
+from pools.capacity.models import TeamCalendarFeed
 from pools.capacity.views_calendar import CalendarFeedThrottle
 from pools.choices import TeamRole
+from pools.recurring.models import Recurrence
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ from django.urls import reverse
 from factories import AllocationFactory, RecurringReservationFactory, TeamFactory
 from icalendar import Calendar
 
-from pools.capacity.models import Recurrence, ReservationStatus
 from pools.choices import AllocationStatus
+from pools.recurring.models import Recurrence, ReservationStatus
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ from django.urls import reverse
 from factories import AllocationFactory, RecurringReservationFactory, TeamFactory
 
 from pools.capacity.calendar_week import week_monday, week_name
-from pools.capacity.models import Recurrence
 from pools.classes.models import WorkloadClass
+from pools.recurring.models import Recurrence
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from django.urls import reverse
 from factories import AllocationFactory, RecurringReservationFactory
 
 from pools.capacity.calendar_month import month_first, month_grid, month_name
-from pools.capacity.models import Recurrence
+from pools.recurring.models import Recurrence
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 from factories import MembershipFactory, TeamFactory
 
-from pools.capacity.models import RecurringReservation
+from pools.recurring.models import RecurringReservation
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/recurring-reservations/"

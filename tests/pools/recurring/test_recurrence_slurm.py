@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime, time
 
-from pools.capacity.recurrence import Rule, occurrences, slurm_drift, slurm_repeats
+from pools.recurring.recurrence import Rule, occurrences, slurm_drift, slurm_repeats
 
 
 def utc(y, m, d, h) -> datetime:

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pools.capacity.arithmetic import peak_cards
-from pools.capacity.recurrence import Rule, Steps, occurrences
+from pools.recurring.recurrence import Rule, Steps, occurrences
 
 
 def utc(*args: int) -> datetime:

@@ -1,6 +1,6 @@
 """API of recurring reservations (issue 32 item 2, ``/api/v1/recurring-reservations/``): read by
 the team's members and pool admins, made and cancelled by pool admins through
-:mod:`pools.capacity.services.recurring`. Domain errors become 400 / 403 / 409 bodies in
+:mod:`pools.recurring.services.reservations`. Domain errors become 400 / 403 / 409 bodies in
 :func:`portal.api.exception_handler` (a conflict names the first conflicting ``date``)."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from pools.capacity import selectors
-from pools.capacity.models import NAME_MAX_LENGTH, Recurrence, RecurringReservation
-from pools.capacity.services.recurring import (
+from pools.inventory.models import GpuModel, Pool
+from pools.recurring import selectors
+from pools.recurring.models import NAME_MAX_LENGTH, Recurrence, RecurringReservation
+from pools.recurring.services.reservations import (
     recurring_reservation_cancel,
     recurring_reservation_create,
 )
-from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team
 
 MAX_CARDS = 100_000  # a bound for the integer field; the pool's usable cards refuse sooner

@@ -3,13 +3,13 @@
 Slurm: an active reservation becomes one Slurm reservation ``portal-recur-<id>`` of whole nodes
 of the pool × GPU model for the team's account, created over the next occurrence that has not
 started with the rule's flag (``Flags=DAILY`` / ``WEEKDAY`` / ``WEEKLY``,
-:data:`pools.capacity.recurrence.SLURM_REPEAT`), through ``scontrol`` as for allocations
+:data:`pools.recurring.recurrence.SLURM_REPEAT`), through ``scontrol`` as for allocations
 (:mod:`scheduler_adapters.slurm.reservations`: slurmrestd cannot create reservations before
 v0.0.43, i.e. on 22.05 and 24.11). slurmctld repeats it in its own wall-clock time and never
 stops, so:
 
 - a rule whose occurrences Slurm's repetition would not reproduce (a rule zone whose summer
-  time differs from slurmctld's, :func:`pools.capacity.recurrence.slurm_drift`) is not written;
+  time differs from slurmctld's, :func:`pools.recurring.recurrence.slurm_drift`) is not written;
   the binding says from which occurrence it would drift;
 - the Slurm reservation is deleted once the rule's last occurrence has ended, or when the
   reservation is cancelled, and read back gone.
@@ -35,11 +35,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from pools.adapters import pool_adapter
-from pools.capacity.models import RecurringReservation, ReservationStatus
 from pools.capacity.node_kinds import pool_nodes
-from pools.capacity.recurrence import SLURM_REPEAT, slurm_drift
 from pools.capacity.services.scheduler_binding import kubernetes_quota_sync, slurm_limit_sync
 from pools.choices import Scheduler
+from pools.recurring.models import RecurringReservation, ReservationStatus
+from pools.recurring.recurrence import SLURM_REPEAT, slurm_drift
 from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.records import ReservationSpec
 

@@ -22,18 +22,18 @@ from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.arithmetic import usable_cards
 from pools.capacity.availability import holding_intervals
 from pools.capacity.locks import pool_lock
-from pools.capacity.models import (
+from pools.capacity.node_kinds import pool_nodes
+from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition
+from pools.inventory.models import GpuModel, Pool
+from pools.jobs import RECURRING_SYNC, enqueue_on_commit
+from pools.recurring.models import (
     MAX_SPAN_DAYS,
     NAME_MAX_LENGTH,
     Recurrence,
     RecurringReservation,
     ReservationStatus,
 )
-from pools.capacity.node_kinds import pool_nodes
-from pools.capacity.recurrence import Rule, Steps, occurrences
-from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition
-from pools.inventory.models import GpuModel, Pool
-from pools.jobs import RECURRING_SYNC, enqueue_on_commit
+from pools.recurring.recurrence import Rule, Steps, occurrences
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_pool_admin
 
@@ -125,12 +125,12 @@ def recurring_reservation_create(
     now: datetime | None = None,
 ) -> RecurringReservation:
     """Reserve ``card_count`` whole cards of ``gpu_model`` in ``pool`` for ``team`` at each
-    occurrence of the rule (:mod:`pools.capacity.recurrence`), checked under the pool lock
+    occurrence of the rule (:mod:`pools.recurring.recurrence`), checked under the pool lock
     against the card invariant over every occurrence that ends after ``now`` (see the module
     doc). Raises :class:`PermissionDenied` (not a pool admin), :class:`InvalidInput` (``errors``
     by field; no occurrence left after ``now``) or :class:`InsufficientCapacity` (``date``: the
     first conflicting local date, ``free``, ``requested``, ``usable``); nothing is written then.
-    The schedulers follow after commit (:mod:`pools.capacity.services.recurring_binding`)."""
+    The schedulers follow after commit (:mod:`pools.recurring.services.binding`)."""
     require_pool_admin(actor, "Only pool admins may reserve recurring capacity.")
     now = now or timezone.now()
     rule = Rule(recurrence, first_date, last_date, start_time, end_time, time_zone, card_count)

@@ -18,15 +18,15 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from pools.audit.models import AuditEvent
-from pools.capacity.models import RecurringReservation, ReservationStatus
-from pools.capacity.services.recurring import (
-    recurring_reservation_cancel,
-    recurring_reservation_create,
-)
 from pools.capacity.services.requests import capacity_request_approve
 from pools.choices import AllocationStatus, NodeState, RequestStatus, Scheduler
 from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition, PermissionDenied
 from pools.inventory.models import Gpu, GpuModel, Node
+from pools.recurring.models import RecurringReservation, ReservationStatus
+from pools.recurring.services.reservations import (
+    recurring_reservation_cancel,
+    recurring_reservation_create,
+)
 
 pytestmark = pytest.mark.django_db
 YEAR = timezone.now().year + 2
