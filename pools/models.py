@@ -23,6 +23,7 @@ from pools.inventory.models import (
     Pool,
 )
 from pools.jobs.models import QueuedJob
+from pools.overrides.models import TemporaryOverride
 from pools.reclamation.models import (
     Exemption,
     IdleFinding,
@@ -84,6 +85,7 @@ __all__ = [
     "ScaleEvent",
     "SchedulerDrift",
     "ServedModel",
+    "TemporaryOverride",
     "ServingCalibrationDay",
     "ServingCoverage",
     "ServingRollup",

@@ -3,7 +3,7 @@ defines its own (``pools.capacity.tasks``, ``pools.sizing.tasks``, ``pools.recla
 ``pools.elastic.tasks``, ``pools.dashboards.tasks``, ``pools.serving.tasks``,
 ``pools.calibration.tasks``, ``pools.waiting.tasks``, ``pools.advisor.tasks``,
 ``pools.tokenflow.tasks``, ``pools.inventory.tasks``, ``pools.clusters.tasks``,
-``pools.recurring.tasks``), and the
+``pools.recurring.tasks``, ``pools.overrides.tasks``), and the
 outbox's drain (``pools.jobs.tasks``)."""
 
 from pools.advisor import tasks as advisor_tasks
@@ -14,6 +14,7 @@ from pools.dashboards import tasks as dashboard_tasks
 from pools.elastic import tasks as elastic_tasks
 from pools.inventory import tasks as inventory_tasks
 from pools.jobs import tasks as outbox_tasks
+from pools.overrides import tasks as override_tasks
 from pools.reclamation import tasks as reclamation_tasks
 from pools.recurring import tasks as recurring_tasks
 from pools.serving import tasks as serving_tasks
@@ -30,6 +31,7 @@ __all__ = [
     "elastic_tasks",
     "inventory_tasks",
     "outbox_tasks",
+    "override_tasks",
     "reclamation_tasks",
     "recurring_tasks",
     "serving_tasks",

@@ -38,6 +38,7 @@ from pools.inventory import models as inventory_models
 from pools.inventory.gpu_names import normalise_model_key
 from pools.inventory.services.driver_groups import driver_group_for_version
 from pools.jobs import models as jobs_models
+from pools.overrides import models as override_models
 from pools.reclamation import models as reclamation_models
 from pools.recurring import models as recurring_models
 from pools.serving import models as serving_models
@@ -968,11 +969,11 @@ class TemporaryOverrideFactory(factory.django.DjangoModelFactory):
     """The team's A100 ceiling in its pool raised to 8 cards for a week (from 4)."""
 
     class Meta:
-        model = capacity_models.TemporaryOverride
+        model = override_models.TemporaryOverride
 
     team = factory.SubFactory(TeamFactory)
     pool = factory.SubFactory(PoolFactory)
-    kind = capacity_models.OverrideKind.CEILING
+    kind = override_models.OverrideKind.CEILING
     gpu_model = factory.LazyFunction(
         lambda: inventory_models.GpuModel.objects.get(slug="a100_80g_sxm")
     )

@@ -12,16 +12,13 @@ from pools.capacity.models import (
     MaintenanceScope,
     MaintenanceStatus,
     MaintenanceWindow,
-    OverrideKind,
-    OverrideStatus,
-    TemporaryOverride,
 )
 from pools.choices import AllocationStatus, RequestKind, RequestStatus, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
 from pools.web import PlainSelect
 
 
-class _TeamPoolModelFilters(filters.FilterSet):
+class TeamPoolModelFilters(filters.FilterSet):
     """Team, pool and GPU model chosen by slug from a list; an unknown slug is a field error
     (400 in the API), not an empty result."""
 
@@ -43,7 +40,7 @@ class _TeamPoolModelFilters(filters.FilterSet):
     )
 
 
-class CapacityRequestFilterSet(_TeamPoolModelFilters):
+class CapacityRequestFilterSet(TeamPoolModelFilters):
     # distinct=False: the status is the row's own column, so no join can repeat a row, and
     # DISTINCT over the joined columns made ?status= pages 30 ms slower (benchmarks/approvals.py).
     status = filters.MultipleChoiceFilter(choices=RequestStatus.choices, distinct=False)
@@ -58,7 +55,7 @@ class CapacityRequestFilterSet(_TeamPoolModelFilters):
         fields = ["team", "pool", "gpu_model", "status", "workload_kind", "kind"]
 
 
-class AllocationFilterSet(_TeamPoolModelFilters):
+class AllocationFilterSet(TeamPoolModelFilters):
     status = filters.MultipleChoiceFilter(choices=AllocationStatus.choices, distinct=False)
     ordering = filters.OrderingFilter(
         fields=(("starts_at", "starts"), ("ends_at", "ends"), ("card_count", "cards"))
@@ -80,14 +77,3 @@ class MaintenanceWindowFilterSet(filters.FilterSet):
     class Meta:
         model = MaintenanceWindow
         fields = ["status", "scope", "pool", "wave"]
-
-
-class OverrideFilterSet(_TeamPoolModelFilters):
-    """Temporary overrides: the page, its CSV and the API."""
-
-    kind = filters.ChoiceFilter(choices=OverrideKind.choices, empty_label="Any")
-    status = filters.ChoiceFilter(choices=OverrideStatus.choices, empty_label="Any")
-
-    class Meta:
-        model = TemporaryOverride
-        fields = ["team", "pool", "gpu_model", "kind", "status"]

@@ -14,19 +14,18 @@ from django.db.models import (
     Func,
     IntegerField,
     Prefetch,
-    Q,
     QuerySet,
     Sum,
     Value,
     When,
     Window,
 )
-from django.db.models.functions import Coalesce, RowNumber
+from django.db.models.functions import RowNumber
 from django.utils.module_loading import import_string
 
 from pools.audit.models import AuditEvent
 from pools.capacity.calendar_feed import TOKEN_LENGTH, feed_token, token_sha256
-from pools.capacity.models import Allocation, CapacityRequest, TeamCalendarFeed, TemporaryOverride
+from pools.capacity.models import Allocation, CapacityRequest, TeamCalendarFeed
 from pools.recurring.models import RecurringReservation, ReservationStatus
 from pools.tenancy.models import Team
 from pools.tenancy.roles import sees_every_team
@@ -277,38 +276,6 @@ def team_calendar_entries(*, team_id: int, now) -> tuple[list, list]:
         last_date__gte=now.astimezone(UTC).date() - timedelta(days=1),
     ).select_related("pool", "gpu_model")
     return list(allocations), list(recurring)
-
-
-def override_list(*, user) -> QuerySet[TemporaryOverride]:
-    """The temporary overrides ``user`` may see (their teams'; every one for a pool admin),
-    with what they name joined, newest first."""
-    return TemporaryOverride.objects.visible_to(user).select_related(
-        "team", "pool", "gpu_model", "workload_class", "class_before", "created_by"
-    )
-
-
-def pool_overrides_over(*, pool_id: int, gpu_model_id: int, start, end) -> list[TemporaryOverride]:
-    """The overrides of the pool that count at some instant of ``[start, end)`` (from their
-    making to their ``until``, or to when they were ended early) and name ``gpu_model_id`` or no
-    model (a priority): what a pool × GPU model calendar shows, by start. One query."""
-    return list(
-        TemporaryOverride.objects.filter(pool_id=pool_id, created_at__lt=end)
-        .filter(Q(gpu_model_id=gpu_model_id) | Q(gpu_model__isnull=True))
-        .annotate(stopped=Coalesce("ended_at", "until"))
-        .filter(stopped__gt=start)
-        .select_related("gpu_model", "workload_class", "class_before", "created_by")
-        .order_by("created_at", "pk")
-    )
-
-
-def team_overrides_in_force(*, team_id: int, now) -> list[TemporaryOverride]:
-    """The team's overrides in force at ``now``, soonest to end first: what its pages show."""
-    return list(
-        TemporaryOverride.objects.in_force(now)
-        .filter(team_id=team_id)
-        .select_related("pool", "gpu_model", "workload_class", "class_before", "created_by")
-        .order_by("until", "pk")
-    )
 
 
 def team_calendar_feed_token(*, team_id: int) -> str | None:

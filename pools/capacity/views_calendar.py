@@ -44,13 +44,13 @@ from pools.capacity.calendar_week import (
     week_monday,
     week_name,
 )
-from pools.capacity.overrides import override_summary
 from pools.capacity.services.calendar_feed import (
     team_calendar_feed_create,
     team_calendar_feed_reset,
 )
 from pools.errors import PermissionDenied
 from pools.inventory.models import DriverGroup, GpuModel, Pool
+from pools.overrides.selectors import override_summary, pool_overrides_over
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_reset_calendar_feed, may_see_team
 
@@ -171,9 +171,7 @@ def pool_calendar(request, pool: str, model: str):
 def _overrides(pool: Pool, gpu_model: GpuModel, start, end, team_names) -> list[str]:
     """The temporary overrides of the pool × model counting in ``[start, end)``, in words
     (another team's named "other teams", as its holds are)."""
-    found = capacity_selectors.pool_overrides_over(
-        pool_id=pool.pk, gpu_model_id=gpu_model.pk, start=start, end=end
-    )
+    found = pool_overrides_over(pool_id=pool.pk, gpu_model_id=gpu_model.pk, start=start, end=end)
     return [override_summary(o, team_name=team_names.get(o.team_id, OTHER_TEAMS)) for o in found]
 
 

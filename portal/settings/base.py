@@ -390,7 +390,7 @@ CELERY_BEAT_SCHEDULE = {
     # Maintenance windows: Slurm MAINT reservations made, and deleted once cancelled.
     "maintenance-sync": {"task": "pools.capacity.tasks.maintenance_sync_task", "schedule": 5 * 60},
     # Temporary overrides: expired at their date, the team's caps / quota / QOS put back.
-    "override-expire": {"task": "pools.capacity.tasks.override_expire_task", "schedule": 5 * 60},
+    "override-expire": {"task": "pools.overrides.tasks.override_expire_task", "schedule": 5 * 60},
     # Each cluster's connection checked in its own task (pools.clusters): a down cluster makes
     # its pools read-only until a check finds it answering again.
     "clusters-check": {"task": "pools.clusters.tasks.clusters_check_task", "schedule": 5 * 60},

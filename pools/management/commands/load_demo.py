@@ -24,18 +24,11 @@ from pools.advisor.services import advisor_pass
 from pools.calibration.services import calibration_refresh
 from pools.capacity.lifecycle import RUNNING_STATUSES
 from pools.capacity.maintenance import WaveAsk
-from pools.capacity.models import (
-    Allocation,
-    CapacityRequest,
-    MaintenanceWindow,
-    OverrideKind,
-    TemporaryOverride,
-)
+from pools.capacity.models import Allocation, CapacityRequest, MaintenanceWindow
 from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.allocations import allocation_lifecycle_sweep
 from pools.capacity.services.calendar_feed import team_calendar_feed_create
 from pools.capacity.services.maintenance import maintenance_waves_create
-from pools.capacity.services.overrides import override_create
 from pools.capacity.services.requests import (
     capacity_request_approve,
     capacity_request_create,
@@ -61,6 +54,8 @@ from pools.elastic.selectors import held_timelines
 from pools.elastic.services import elastic_apply, elastic_policy_create, scaling_policy
 from pools.inventory.models import DriverGroup, Gpu, GpuModel, Pool
 from pools.inventory.services.import_files import inventory_import_file, inventory_import_files
+from pools.overrides.models import OverrideKind, TemporaryOverride
+from pools.overrides.services import override_create
 from pools.reclamation.evaluate import evaluate_group
 from pools.reclamation.models import IdleFinding, IdleScanRun, ReclamationPolicy
 from pools.reclamation.services.scan import (

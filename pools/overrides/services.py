@@ -3,7 +3,7 @@ Kueue borrowing limit or priority in one pool until a date, each change in one t
 with its audit event; the schedulers follow after commit and again at expiry.
 
 While an override is in force the functions that compute what the schedulers hold read it
-(:mod:`pools.capacity.overrides`), so binding, beat and reconcile agree. At ``until`` it stops
+(:mod:`pools.overrides.selectors`), so binding, beat and reconcile agree. At ``until`` it stops
 counting at once; the beat (:func:`override_expire_due`) marks it expired (audited) and puts
 the scheduler objects back by writing the team's figures again — the whole wanted state, so
 a second run writes the same and a failed write is retried at the next beat.
@@ -28,13 +28,7 @@ from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.arithmetic import usable_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.locks import pool_lock
-from pools.capacity.models import (
-    OVERRIDE_REASON_MAX_LENGTH,
-    Allocation,
-    OverrideKind,
-    OverrideStatus,
-    TemporaryOverride,
-)
+from pools.capacity.models import Allocation
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.services.class_qos import slurm_qos_sync, team_classes_held
 from pools.capacity.services.scheduler_binding import (
@@ -52,6 +46,12 @@ from pools.classes.models import WorkloadClass
 from pools.errors import InvalidInput, InvalidTransition
 from pools.inventory.models import GpuModel, Pool
 from pools.jobs import OVERRIDE_SYNC, enqueue_on_commit
+from pools.overrides.models import (
+    OVERRIDE_REASON_MAX_LENGTH,
+    OverrideKind,
+    OverrideStatus,
+    TemporaryOverride,
+)
 from pools.recurring.models import RecurringReservation, ReservationStatus
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_pool_admin

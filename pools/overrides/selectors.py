@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db.models import Max, QuerySet
+from django.db.models import Max, Q, QuerySet
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from pools.capacity.models import OverrideKind, TemporaryOverride
 from pools.classes.models import WorkloadClass
 from pools.inventory.models import GpuModel, Pool
+from pools.overrides.models import OverrideKind, TemporaryOverride
 from pools.tenancy.models import Team
 
 
@@ -105,3 +106,35 @@ def override_summary(override: TemporaryOverride, *, team_name: str) -> str:
     until = stop.strftime("%a %d %b %H:%M %Z") + (" (ended early)" if early else "")
     who = override.created_by.username if override.created_by_id else "a pool admin"
     return f"{override.get_kind_display()} of {team_name} raised {change} until {until} by {who}"
+
+
+def override_list(*, user) -> QuerySet[TemporaryOverride]:
+    """The temporary overrides ``user`` may see (their teams'; every one for a pool admin),
+    with what they name joined, newest first."""
+    return TemporaryOverride.objects.visible_to(user).select_related(
+        "team", "pool", "gpu_model", "workload_class", "class_before", "created_by"
+    )
+
+
+def pool_overrides_over(*, pool_id: int, gpu_model_id: int, start, end) -> list[TemporaryOverride]:
+    """The overrides of the pool that count at some instant of ``[start, end)`` (from their
+    making to their ``until``, or to when they were ended early) and name ``gpu_model_id`` or no
+    model (a priority): what a pool × GPU model calendar shows, by start. One query."""
+    return list(
+        TemporaryOverride.objects.filter(pool_id=pool_id, created_at__lt=end)
+        .filter(Q(gpu_model_id=gpu_model_id) | Q(gpu_model__isnull=True))
+        .annotate(stopped=Coalesce("ended_at", "until"))
+        .filter(stopped__gt=start)
+        .select_related("gpu_model", "workload_class", "class_before", "created_by")
+        .order_by("created_at", "pk")
+    )
+
+
+def team_overrides_in_force(*, team_id: int, now) -> list[TemporaryOverride]:
+    """The team's overrides in force at ``now``, soonest to end first: what its pages show."""
+    return list(
+        TemporaryOverride.objects.in_force(now)
+        .filter(team_id=team_id)
+        .select_related("pool", "gpu_model", "workload_class", "class_before", "created_by")
+        .order_by("until", "pk")
+    )

@@ -15,8 +15,8 @@ from django.utils import timezone
 from factories import AllocationFactory, WorkloadClassFactory
 
 from pools.audit.models import AuditEvent
-from pools.capacity.models import TemporaryOverride
 from pools.choices import AllocationStatus
+from pools.overrides.models import TemporaryOverride
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/overrides/"

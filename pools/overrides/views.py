@@ -13,12 +13,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from pools.capacity import selectors
-from pools.capacity.filtersets import OverrideFilterSet
-from pools.capacity.forms import OverrideForm
-from pools.capacity.models import OverrideKind
-from pools.capacity.services.overrides import override_cancel, override_create
 from pools.errors import DomainError
+from pools.overrides import selectors
+from pools.overrides.filtersets import OverrideFilterSet
+from pools.overrides.forms import OverrideForm
+from pools.overrides.models import OverrideKind
+from pools.overrides.services import override_cancel, override_create
 from pools.tenancy.permissions import may_administer_pools
 from pools.web import Column, filtered_list, pool_admin_required
 

@@ -1,6 +1,6 @@
 """API of temporary overrides (issue 32 item 2, ``/api/v1/overrides/``): read by the team's
 members and pool admins, made and cancelled (ended now) by pool admins through
-:mod:`pools.capacity.services.overrides`. Domain errors become 400 / 403 / 409 bodies in
+:mod:`pools.overrides.services`. Domain errors become 400 / 403 / 409 bodies in
 :func:`portal.api.exception_handler` (field errors under ``errors``)."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from pools.capacity import selectors
-from pools.capacity.filtersets import OverrideFilterSet
-from pools.capacity.models import OVERRIDE_REASON_MAX_LENGTH, OverrideKind, TemporaryOverride
-from pools.capacity.services.overrides import override_cancel, override_create
 from pools.classes.models import WorkloadClass
 from pools.inventory.models import GpuModel, Pool
+from pools.overrides import selectors
+from pools.overrides.filtersets import OverrideFilterSet
+from pools.overrides.models import OVERRIDE_REASON_MAX_LENGTH, OverrideKind, TemporaryOverride
+from pools.overrides.services import override_cancel, override_create
 from pools.tenancy.models import Team
 
 MAX_CARDS = 100_000  # a bound for the integer field; the pool's usable cards refuse sooner
