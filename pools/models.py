@@ -23,6 +23,7 @@ from pools.inventory.models import (
     Pool,
 )
 from pools.jobs.models import QueuedJob
+from pools.maintenance.models import MaintenanceWindow
 from pools.overrides.models import TemporaryOverride
 from pools.reclamation.models import (
     Exemption,
@@ -74,6 +75,7 @@ __all__ = [
     "IdleFinding",
     "IdleScanRun",
     "InventoryImport",
+    "MaintenanceWindow",
     "Membership",
     "MigDevice",
     "Node",

@@ -3,7 +3,8 @@ defines its own (``pools.capacity.tasks``, ``pools.sizing.tasks``, ``pools.recla
 ``pools.elastic.tasks``, ``pools.dashboards.tasks``, ``pools.serving.tasks``,
 ``pools.calibration.tasks``, ``pools.waiting.tasks``, ``pools.advisor.tasks``,
 ``pools.tokenflow.tasks``, ``pools.inventory.tasks``, ``pools.clusters.tasks``,
-``pools.recurring.tasks``, ``pools.overrides.tasks``), and the
+``pools.recurring.tasks``, ``pools.overrides.tasks``,
+``pools.maintenance.tasks``), and the
 outbox's drain (``pools.jobs.tasks``)."""
 
 from pools.advisor import tasks as advisor_tasks
@@ -14,6 +15,7 @@ from pools.dashboards import tasks as dashboard_tasks
 from pools.elastic import tasks as elastic_tasks
 from pools.inventory import tasks as inventory_tasks
 from pools.jobs import tasks as outbox_tasks
+from pools.maintenance import tasks as maintenance_tasks
 from pools.overrides import tasks as override_tasks
 from pools.reclamation import tasks as reclamation_tasks
 from pools.recurring import tasks as recurring_tasks
@@ -30,6 +32,7 @@ __all__ = [
     "dashboard_tasks",
     "elastic_tasks",
     "inventory_tasks",
+    "maintenance_tasks",
     "outbox_tasks",
     "override_tasks",
     "reclamation_tasks",

@@ -5,13 +5,13 @@ from pools.calibration import views as calibration_views
 from pools.capacity import views as views_requests
 from pools.capacity import views_calendar as capacity_views_calendar
 from pools.capacity import views_drift as capacity_views_drift
-from pools.capacity import views_maintenance as maintenance_views
 from pools.clusters import views as cluster_views
 from pools.dashboards import views as dashboard_views
 from pools.dashboards import views_classes as class_views
 from pools.elastic import views as elastic_views
 from pools.explain import views as explain_views
 from pools.inventory import views as inventory_views
+from pools.maintenance import views as maintenance_views
 from pools.overrides import views as capacity_views_overrides
 from pools.reclamation import views as views_reclamation
 from pools.serving import views as serving_views

@@ -38,6 +38,7 @@ from pools.inventory import models as inventory_models
 from pools.inventory.gpu_names import normalise_model_key
 from pools.inventory.services.driver_groups import driver_group_for_version
 from pools.jobs import models as jobs_models
+from pools.maintenance import models as maintenance_models
 from pools.overrides import models as override_models
 from pools.reclamation import models as reclamation_models
 from pools.recurring import models as recurring_models
@@ -989,10 +990,10 @@ class MaintenanceWindowFactory(factory.django.DjangoModelFactory):
     """A whole pool out tomorrow 06:00-12:00 (its nodes are added by the service, not here)."""
 
     class Meta:
-        model = capacity_models.MaintenanceWindow
+        model = maintenance_models.MaintenanceWindow
 
     title = factory.Sequence(lambda n: f"driver upgrade {n}")
-    scope = capacity_models.MaintenanceScope.POOL
+    scope = maintenance_models.MaintenanceScope.POOL
     pool = factory.SubFactory(PoolFactory)
     starts_at = factory.LazyFunction(
         lambda: (timezone.now() + timedelta(days=1)).replace(

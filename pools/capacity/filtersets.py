@@ -6,13 +6,7 @@ from __future__ import annotations
 import django_filters as filters
 
 from pools.api_common import visible_teams
-from pools.capacity.models import (
-    Allocation,
-    CapacityRequest,
-    MaintenanceScope,
-    MaintenanceStatus,
-    MaintenanceWindow,
-)
+from pools.capacity.models import Allocation, CapacityRequest
 from pools.choices import AllocationStatus, RequestKind, RequestStatus, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
 from pools.web import PlainSelect
@@ -64,16 +58,3 @@ class AllocationFilterSet(TeamPoolModelFilters):
     class Meta:
         model = Allocation
         fields = ["team", "pool", "gpu_model", "status"]
-
-
-class MaintenanceWindowFilterSet(filters.FilterSet):
-    status = filters.ChoiceFilter(choices=MaintenanceStatus.choices, empty_label="Any")
-    scope = filters.ChoiceFilter(choices=MaintenanceScope.choices, empty_label="Any")
-    pool = filters.ModelChoiceFilter(
-        queryset=Pool.objects.order_by("name"), to_field_name="slug", empty_label="Any"
-    )
-    ordering = filters.OrderingFilter(fields=(("starts_at", "starts"), ("ends_at", "ends")))
-
-    class Meta:
-        model = MaintenanceWindow
-        fields = ["status", "scope", "pool", "wave"]

@@ -12,7 +12,6 @@ from pools.capacity.services.allocations import (
     allocation_provision,
     allocation_unbind,
 )
-from pools.capacity.services.maintenance_binding import maintenance_sync
 from pools.capacity.services.reconcile import ReconcileReport, reconcile_all, reconcile_cluster
 from pools.jobs import MAX_RETRIES, retry_countdown, retry_note
 from scheduler_adapters.errors import SchedulerError
@@ -81,10 +80,3 @@ def report_counts(report: ReconcileReport) -> dict:
         "errors": report.errors,
         "nodes": report.nodes_refreshed,
     }
-
-
-@shared_task(acks_late=True)
-def maintenance_sync_task() -> dict[str, int]:
-    """Beat and after each maintenance write: Slurm MAINT reservations of planned windows
-    created, those of cancelled windows deleted (idempotent)."""
-    return maintenance_sync()

@@ -388,7 +388,10 @@ CELERY_BEAT_SCHEDULE = {
     # Recurring reservations: quota up within the 15-minute lead of an occurrence, down after.
     "recurring-sync": {"task": "pools.recurring.tasks.recurring_sync_task", "schedule": 5 * 60},
     # Maintenance windows: Slurm MAINT reservations made, and deleted once cancelled.
-    "maintenance-sync": {"task": "pools.capacity.tasks.maintenance_sync_task", "schedule": 5 * 60},
+    "maintenance-sync": {
+        "task": "pools.maintenance.tasks.maintenance_sync_task",
+        "schedule": 5 * 60,
+    },
     # Temporary overrides: expired at their date, the team's caps / quota / QOS put back.
     "override-expire": {"task": "pools.overrides.tasks.override_expire_task", "schedule": 5 * 60},
     # Each cluster's connection checked in its own task (pools.clusters): a down cluster makes

@@ -23,16 +23,16 @@ import pytest
 from factories import AllocationFactory, TeamFactory, next_week_9am
 from mig_nodes import import_nodes, mig_fleet, mixed_a100_node
 
-from pools.capacity.maintenance import (
+from pools.inventory.models import DriverGroup, GpuModel
+from pools.maintenance.models import MaintenanceWindow
+from pools.maintenance.selectors import (
     WaveAsk,
     maintenance_collisions,
     maintenance_wave_plan,
     scope_nodes,
     team_losses,
 )
-from pools.capacity.models import MaintenanceWindow
-from pools.capacity.services.maintenance import MaintenanceCollides, maintenance_window_create
-from pools.inventory.models import DriverGroup, GpuModel
+from pools.maintenance.services.windows import MaintenanceCollides, maintenance_window_create
 
 pytestmark = pytest.mark.django_db
 H = timedelta(hours=1)
@@ -226,7 +226,7 @@ def test_two_mig_nodes_never_go_in_one_wave_while_their_slices_are_needed(mig):
 def test_the_windows_page_shows_the_slices_away(mig, pool_admin, admin_page):
     """A window over both nodes, nothing held: away are a100-mixed's 6 whole A100 and its 9 ×
     1g.10gb + 2 × 2g.20gb, and h100nvl-single's 14 × 1g.12gb (no whole H100 NVL: 0 cards)."""
-    from pools.capacity.maintenance import window_away_cards
+    from pools.maintenance.selectors import window_away_cards
 
     t = mig["t"]
     window = maintenance_window_create(actor=pool_admin, title="R570", scope="pool",

@@ -27,7 +27,6 @@ from pools.audit.models import AuditEvent
 from pools.capacity.availability import pool_free_slices
 from pools.capacity.models import Allocation
 from pools.capacity.placement import Shape
-from pools.capacity.services.maintenance import maintenance_window_create
 from pools.capacity.services.requests import capacity_request_approve
 from pools.capacity.shapes import shape_fit
 from pools.capacity.views import slice_options
@@ -36,6 +35,7 @@ from pools.choices import Scheduler
 from pools.errors import InsufficientCapacity
 from pools.explain.views import queue_verdicts
 from pools.inventory.models import GpuModel
+from pools.maintenance.services.windows import maintenance_window_create
 
 pytestmark = pytest.mark.django_db
 H = timedelta(hours=1)

@@ -15,11 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pools.capacity.arithmetic import peak_cards
-from pools.capacity.maintenance import WaveAsk, maintenance_wave_plan
-from pools.capacity.maintenance_waves import KeyCapacity, WaveNode, node_blocked, plan_waves
-from pools.capacity.models import MaintenanceWindow, PlacedCards
-from pools.capacity.services.maintenance import NoWavePlan, maintenance_waves_create
+from pools.capacity.models import PlacedCards
 from pools.inventory.models import DriverGroup, GpuModel
+from pools.maintenance.models import MaintenanceWindow
+from pools.maintenance.selectors import WaveAsk, maintenance_wave_plan
+from pools.maintenance.services.windows import NoWavePlan, maintenance_waves_create
+from pools.maintenance.waves import KeyCapacity, WaveNode, node_blocked, plan_waves
 
 T0 = datetime(2030, 1, 7, 6, tzinfo=UTC)
 H = timedelta(hours=1)

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from factories import AllocationFactory, next_week_9am
 
-from pools.capacity.models import MaintenanceStatus, MaintenanceWindow
+from pools.maintenance.models import MaintenanceStatus, MaintenanceWindow
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/maintenance-windows/"

@@ -16,17 +16,18 @@ from factories import AllocationFactory, CapacityRequestFactory, TeamFactory, ne
 
 from pools.audit.models import AuditEvent
 from pools.capacity.availability import earliest_free_start, pool_free_cards
-from pools.capacity.maintenance import maintenance_collisions, scope_nodes, team_losses
-from pools.capacity.models import MaintenanceStatus, MaintenanceWindow, PlacedCards
-from pools.capacity.services.maintenance import (
-    MaintenanceCollides,
-    maintenance_window_cancel,
-    maintenance_window_create,
-)
+from pools.capacity.models import PlacedCards
 from pools.capacity.services.requests import capacity_request_approve
 from pools.capacity.window import window_holds
 from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition, PermissionDenied
 from pools.inventory.models import Node
+from pools.maintenance.models import MaintenanceStatus, MaintenanceWindow
+from pools.maintenance.selectors import maintenance_collisions, scope_nodes, team_losses
+from pools.maintenance.services.windows import (
+    MaintenanceCollides,
+    maintenance_window_cancel,
+    maintenance_window_create,
+)
 
 pytestmark = pytest.mark.django_db
 H = timedelta(hours=1)
@@ -182,7 +183,7 @@ def test_a_node_name_two_clusters_share_needs_the_pool(pool_admin):
     that cluster's node alone."""
     from factories import ClusterFactory, NodeFactory, PoolFactory
 
-    from pools.capacity.maintenance import scope_nodes
+    from pools.maintenance.selectors import scope_nodes
 
     pools = {}
     for slug in ("east", "west"):

@@ -25,8 +25,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from pools.adapters import pool_adapter
-from pools.capacity.models import MaintenanceStatus, MaintenanceWindow
 from pools.choices import Scheduler
+from pools.maintenance.models import MaintenanceStatus, MaintenanceWindow
 from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.records import ReservationSpec
 

@@ -1,6 +1,6 @@
 """API of maintenance windows (issue 32 item 2, ``/api/v1/maintenance-windows/``): read by
 everyone signed in (a window is pool-wide news), planned and cancelled by pool admins through
-:mod:`pools.capacity.services.maintenance`.
+:mod:`pools.maintenance.services.windows`.
 
 - ``POST .../preview/``: the approved allocations the window would collide with and the cards
   and MIG slices (by profile) each team loses, nothing written;
@@ -21,7 +21,10 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from pools.api_common import AwareDateTimeField, SlugLookupField
-from pools.capacity.maintenance import (
+from pools.errors import InvalidInput
+from pools.inventory.models import DriverGroup, Pool
+from pools.maintenance.models import MaintenanceScope, MaintenanceWindow
+from pools.maintenance.selectors import (
     WaveAsk,
     maintenance_collisions,
     maintenance_wave_plan,
@@ -29,16 +32,13 @@ from pools.capacity.maintenance import (
     scope_nodes,
     team_losses,
 )
-from pools.capacity.models import MaintenanceScope, MaintenanceWindow
-from pools.capacity.services.maintenance import (
+from pools.maintenance.services.windows import (
     MAX_WAVES,
     maintenance_waves_create,
     maintenance_window_cancel,
     maintenance_window_create,
     wave_ask_errors,
 )
-from pools.errors import InvalidInput
-from pools.inventory.models import DriverGroup, Pool
 from pools.recurring.models import NAME_MAX_LENGTH
 from pools.tenancy.permissions import require_pool_admin
 
@@ -240,7 +240,7 @@ class MaintenanceWindowViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelVi
     @action(detail=False, methods=["post"], url_path="plan-waves")
     def plan_waves(self, request):
         """Plan a driver group's upgrade as waves (see
-        :mod:`pools.capacity.maintenance_waves` for the rule); ``confirm`` saves them."""
+        :mod:`pools.maintenance.waves` for the rule); ``confirm`` saves them."""
         require_pool_admin(request.user, "Only pool admins may plan maintenance.")
         form = WaveAskSerializer(data=request.data)
         form.is_valid(raise_exception=True)

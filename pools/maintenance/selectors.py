@@ -1,6 +1,6 @@
 """Maintenance windows, the read side (issue 32 item 2): which nodes a scope names, which
 approved allocations a window would collide with and what each team would lose, and the inputs
-of the upgrade-wave planner (:mod:`pools.capacity.maintenance_waves`).
+of the upgrade-wave planner (:mod:`pools.maintenance.waves`).
 
 A window takes away the schedulable cards of its nodes (node up, card whole and not in error:
 :data:`pools.inventory.models.SCHEDULABLE_CARD`) for ``[starts_at, ends_at)``. An allocation
@@ -40,9 +40,10 @@ from django.db.models import Count
 
 from pools.capacity.arithmetic import peak_cards
 from pools.capacity.availability import holding_intervals, pool_slices, schedulable_cards
-from pools.capacity.maintenance_waves import KeyCapacity, WaveNode, WavePlan, plan_waves
-from pools.capacity.models import Allocation, MaintenanceScope, MaintenanceWindow, PlacedCards
+from pools.capacity.models import Allocation, PlacedCards
 from pools.inventory.models import DriverGroup, Gpu, GpuModel, MigDevice, Node, Pool
+from pools.maintenance.models import MaintenanceScope, MaintenanceWindow
+from pools.maintenance.waves import KeyCapacity, WaveNode, WavePlan, plan_waves
 
 SliceKey = tuple[int, int, str]  # (pool id, GPU model id, MIG profile)
 
@@ -357,7 +358,7 @@ class WaveAsk:
 
 
 def maintenance_wave_plan(ask: WaveAsk) -> tuple[WavePlan, list[Node]]:
-    """The greedy plan (:func:`pools.capacity.maintenance_waves.plan_waves`) over the database's
+    """The greedy plan (:func:`pools.maintenance.waves.plan_waves`) over the database's
     nodes, placed cards and holds, and the nodes planned over. A node's keys are the pool ×
     model of its schedulable cards (``(pool id, model id)``, counted in cards at the pool's
     over-commit) and the pool × model × profile of its MIG slices (:data:`SliceKey`, counted in

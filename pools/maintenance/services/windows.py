@@ -4,12 +4,12 @@ nodes they take (in pool id order, :mod:`pools.capacity.locks`), so an approval 
 into the window between the collision check and the save.
 
 A window that would collide with approved allocations
-(:func:`pools.capacity.maintenance.maintenance_collisions`) is saved only when the admin has
+(:func:`pools.maintenance.selectors.maintenance_collisions`) is saved only when the admin has
 seen them: ``acknowledged`` must name every colliding allocation id, of whole cards or of MIG
 slices; otherwise :class:`MaintenanceCollides` (409) carries the list and what each team
 loses. Nothing is taken back from those allocations: they keep their status; the window's
 cards count as away from then on, so nothing new is approved into it. Slurm follows after commit
-(:mod:`pools.capacity.services.maintenance_binding`); Kubernetes is not told (no cordon).
+(:mod:`pools.maintenance.services.binding`); Kubernetes is not told (no cordon).
 """
 
 from __future__ import annotations
@@ -24,17 +24,17 @@ from django.utils import timezone
 
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.locks import pool_lock
-from pools.capacity.maintenance import (
+from pools.errors import Conflict, InvalidInput, InvalidTransition
+from pools.inventory.models import DriverGroup, Node, Pool
+from pools.jobs import MAINTENANCE_SYNC, enqueue_on_commit
+from pools.maintenance.models import MaintenanceScope, MaintenanceStatus, MaintenanceWindow
+from pools.maintenance.selectors import (
     WaveAsk,
     maintenance_collisions,
     maintenance_wave_plan,
     scope_nodes,
     team_losses,
 )
-from pools.capacity.models import MaintenanceScope, MaintenanceStatus, MaintenanceWindow
-from pools.errors import Conflict, InvalidInput, InvalidTransition
-from pools.inventory.models import DriverGroup, Node, Pool
-from pools.jobs import MAINTENANCE_SYNC, enqueue_on_commit
 from pools.recurring.models import NAME_MAX_LENGTH
 from pools.tenancy.permissions import require_pool_admin
 
@@ -48,7 +48,7 @@ SNAPSHOT_FIELDS = ("title", "scope", "starts_at", "ends_at", "reason", "status",
 class MaintenanceCollides(Conflict):
     """The window takes cards or MIG slices from approved allocations not acknowledged (data:
     ``collisions``, ``teams``: cards and slices lost per team,
-    :func:`pools.capacity.maintenance.team_losses`)."""
+    :func:`pools.maintenance.selectors.team_losses`)."""
 
     code = "maintenance_collisions"
 
@@ -104,7 +104,7 @@ def maintenance_window_create(
     wave_number: int | None = None,
     now: datetime | None = None,
 ) -> MaintenanceWindow:
-    """Take the scope's nodes (:func:`pools.capacity.maintenance.scope_nodes`) out for
+    """Take the scope's nodes (:func:`pools.maintenance.selectors.scope_nodes`) out for
     ``[starts_at, ends_at)`` (aware). Raises :class:`PermissionDenied` (not a pool admin),
     :class:`InvalidInput` (``errors`` by field) or :class:`MaintenanceCollides` (module doc);
     nothing is written then."""
@@ -202,7 +202,7 @@ def wave_ask_errors(ask: WaveAsk) -> dict[str, str]:
 def maintenance_waves_create(
     *, actor: Any, ask: WaveAsk, title: str, reason: str = "", now: datetime | None = None
 ) -> list[MaintenanceWindow]:
-    """Plan the driver group's upgrade as waves (:mod:`pools.capacity.maintenance_waves`)
+    """Plan the driver group's upgrade as waves (:mod:`pools.maintenance.waves`)
     and save one window per wave, titled ``"<title> · wave N of M"``, sharing a wave id, under
     the locks of the group's pools (the plan is made again there). Raises
     :class:`PermissionDenied`, :class:`InvalidInput` or :class:`NoWavePlan` (reason, the nodes

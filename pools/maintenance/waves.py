@@ -16,7 +16,7 @@ for each slot, each node not yet planned joins the slot's wave when
    profile the node has slices of, in slices at ratio 1 (slices are never placed: a slice
    allocation holds "any N slices of the profile", and the slice approval counts them
    without over-commit, :func:`pools.capacity.availability.pool_free_slices`); a key is any
-   hashable, the caller's (:func:`pools.capacity.maintenance.maintenance_wave_plan`);
+   hashable, the caller's (:func:`pools.maintenance.selectors.maintenance_wave_plan`);
 
 until the wave has ``per_wave`` nodes. A slot where no node can go is skipped (no window is
 made for it). Planning stops when every node is in a wave, or after ``max_slots`` slots: then

@@ -1,7 +1,7 @@
 """Maintenance-window pages (issue 32 item 2): the list (everyone signed in; CSV), a new
 window in two steps — the collision preview (which approved allocations lose how many cards,
 per team), then confirm — the window's page, and cancel with a confirmation. Writes go through
-:mod:`pools.capacity.services.maintenance`; pool admins only."""
+:mod:`pools.maintenance.services.windows`; pool admins only."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from pools.capacity.filtersets import MaintenanceWindowFilterSet
-from pools.capacity.forms import MaintenanceWaveForm, MaintenanceWindowForm, ReasonForm
-from pools.capacity.maintenance import (
+from pools.capacity.forms import ReasonForm
+from pools.errors import DomainError
+from pools.maintenance.filtersets import MaintenanceWindowFilterSet
+from pools.maintenance.forms import MaintenanceWaveForm, MaintenanceWindowForm
+from pools.maintenance.models import MaintenanceStatus, MaintenanceWindow
+from pools.maintenance.selectors import (
     WaveAsk,
     maintenance_collisions,
     maintenance_wave_plan,
@@ -23,15 +26,13 @@ from pools.capacity.maintenance import (
     team_losses,
     window_away_cards,
 )
-from pools.capacity.models import MaintenanceStatus, MaintenanceWindow
-from pools.capacity.services.maintenance import (
+from pools.maintenance.services.windows import (
     MaintenanceCollides,
     maintenance_waves_create,
     maintenance_window_cancel,
     maintenance_window_create,
     wave_ask_errors,
 )
-from pools.errors import DomainError
 from pools.tenancy.permissions import may_administer_pools
 from pools.web import Column, filtered_list, pool_admin_required
 

@@ -12,8 +12,8 @@ import pytest
 from django.utils import timezone
 from factories import AllocationFactory, next_week_9am
 
-from pools.capacity.models import MaintenanceStatus, MaintenanceWindow
-from pools.capacity.services.maintenance import maintenance_window_create
+from pools.maintenance.models import MaintenanceStatus, MaintenanceWindow
+from pools.maintenance.services.windows import maintenance_window_create
 
 pytestmark = pytest.mark.django_db
 H = timedelta(hours=1)
