@@ -132,8 +132,8 @@ def best(fn, repeats: int = 5) -> float:
 
 
 def run() -> None:
-    from pools.capacity.calendar_month import month_days
-    from pools.capacity.calendar_week import week_days
+    from pools.calendar.month import month_days
+    from pools.calendar.week import week_days
     from pools.capacity.window import window_holds
     from pools.recurring.services.reservations import recurring_reservation_create
 

@@ -8,6 +8,7 @@ their names (``pools_<model>``), so moving a model between sub-domains needs no 
 from pools.access.models import ApiToken
 from pools.advisor.models import AdvisorDigestOptIn, AdvisorFinding, AdvisorRun
 from pools.audit.models import AuditEvent
+from pools.calendar.models import TeamCalendarFeed
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards, SchedulerDrift
 from pools.classes.models import WorkloadClass
 from pools.clusters.models import Cluster, ClusterError
@@ -94,4 +95,5 @@ __all__ = [
     "ServingRollupRun",
     "SizingEstimate",
     "Team",
+    "TeamCalendarFeed",
 ]

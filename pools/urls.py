@@ -1,9 +1,9 @@
 from django.urls import path
 
 from pools.advisor import views as advisor_views
+from pools.calendar import views as capacity_views_calendar
 from pools.calibration import views as calibration_views
 from pools.capacity import views as views_requests
-from pools.capacity import views_calendar as capacity_views_calendar
 from pools.capacity import views_drift as capacity_views_drift
 from pools.clusters import views as cluster_views
 from pools.dashboards import views as dashboard_views

@@ -20,9 +20,10 @@ from billing.services.versions import (
 from pools.access import models as access_models
 from pools.advisor import models as advisor_models
 from pools.audit import models as audit_models
+from pools.calendar import models as calendar_models
+from pools.calendar.feed import feed_token, new_salt, token_sha256
 from pools.capacity import models as capacity_models
 from pools.capacity import shapes
-from pools.capacity.calendar_feed import feed_token, new_salt, token_sha256
 from pools.choices import (
     AllocationStatus,
     NodeState,
@@ -914,7 +915,7 @@ class TeamCalendarFeedFactory(factory.django.DjangoModelFactory):
     """A team's secret feed link, as ``team_calendar_feed_create`` makes it (salt, token hash)."""
 
     class Meta:
-        model = capacity_models.TeamCalendarFeed
+        model = calendar_models.TeamCalendarFeed
 
     team = factory.SubFactory(TeamFactory)
     salt = factory.LazyFunction(new_salt)

@@ -285,7 +285,7 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "token": env.str("TOKEN_THROTTLE_RATE", default="20/minute"),
         "login": env.str("LOGIN_THROTTLE_RATE", default="30/minute"),  # portal.throttling
-        # a team's secret calendar feed, per client address (pools/capacity/views_calendar.py)
+        # a team's secret calendar feed, per client address (pools/calendar/views.py)
         "calendar_feed": env.str("CALENDAR_FEED_THROTTLE_RATE", default="60/minute"),
     },
     # Trusted reverse proxies in front of the portal (ingress, load balancer); see

@@ -21,12 +21,12 @@ from django.utils import timezone
 
 from pools.advisor.models import AdvisorRun
 from pools.advisor.services import advisor_pass
+from pools.calendar.services import team_calendar_feed_create
 from pools.calibration.services import calibration_refresh
 from pools.capacity.lifecycle import RUNNING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.allocations import allocation_lifecycle_sweep
-from pools.capacity.services.calendar_feed import team_calendar_feed_create
 from pools.capacity.services.requests import (
     capacity_request_approve,
     capacity_request_create,

@@ -168,7 +168,7 @@ def test_the_week_calendar_shows_the_cards_away(pool_admin, infer_pool, l40s):
     8 − 4 = 4 free over the whole day, the other days 8."""
     from datetime import UTC, datetime
 
-    from pools.capacity.calendar_week import free_per_day, local_midnight
+    from pools.calendar.week import free_per_day, local_midnight
 
     tuesday = datetime(2027, 1, 19, 10, tzinfo=UTC)
     window(pool_admin, tuesday, tuesday + H)

@@ -16,7 +16,7 @@ import secrets
 
 from django.utils.crypto import salted_hmac
 
-_PURPOSE = "pools.capacity.calendar_feed"
+_PURPOSE = "pools.calendar.feed"
 TOKEN_LENGTH = 43  # base64url of 32 bytes, without padding
 
 

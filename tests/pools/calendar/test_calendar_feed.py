@@ -15,9 +15,9 @@ from factories import AllocationFactory, MembershipFactory, RecurringReservation
 from icalendar import Calendar
 
 from pools.audit.models import AuditEvent
-from pools.capacity.calendar_feed import TOKEN_LENGTH, feed_token, token_sha256
-from pools.capacity.models import TeamCalendarFeed
-from pools.capacity.views_calendar import CalendarFeedThrottle
+from pools.calendar.feed import TOKEN_LENGTH, feed_token, token_sha256
+from pools.calendar.models import TeamCalendarFeed
+from pools.calendar.views import CalendarFeedThrottle
 from pools.choices import TeamRole
 from pools.recurring.models import Recurrence
 

@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 from factories import AllocationFactory, RecurringReservationFactory
 
-from pools.capacity.calendar_month import month_first, month_grid, month_name
+from pools.calendar.month import month_first, month_grid, month_name
 from pools.recurring.models import Recurrence
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 from factories import AllocationFactory, RecurringReservationFactory, TeamFactory
 
-from pools.capacity.calendar_week import week_monday, week_name
+from pools.calendar.week import week_monday, week_name
 from pools.classes.models import WorkloadClass
 from pools.recurring.models import Recurrence
 
@@ -142,7 +142,7 @@ def test_empty_week_and_unknown_pool(client, team_member, infer_pool, l40s):
 def test_queries_do_not_grow_with_the_week(client, team_member, week, django_assert_num_queries):
     """Session, user, pool, model, visible teams, the week's allocations, its recurring rules and
     the schedulable count (8), then for the free cards of all seven days at once
-    (:func:`pools.capacity.calendar_week.free_per_day`) the inventory generation, the
+    (:func:`pools.calendar.week.free_per_day`) the inventory generation, the
     allocations, the rules and the maintenance windows (4), and the week's temporary overrides
     (1): 13, with 2 or 42 allocations that week."""
     client.force_login(team_member)

@@ -1,15 +1,15 @@
 """Calendars: ``/teams/<slug>/calendar.ics``, the team's allocations and recurring
-reservations as an iCalendar feed (:mod:`pools.capacity.calendar_ics`), for members, managers
+reservations as an iCalendar feed (:mod:`pools.calendar.ics`), for members, managers
 and pool admins (anyone else gets the 404 the team's pages give); the same feed at the team's
 secret link ``/calendar/<token>.ics`` for calendar apps, which have no session (any other token
 404, every client address throttled to ``CALENDAR_FEED_THROTTLE_RATE``), shown with its copy
 button and reset on ``/teams/<slug>/calendar/``; and
 ``/pools/<pool>/<model>/calendar/?week=YYYY-Www``, a pool × GPU model's week
-(:mod:`pools.capacity.calendar_week`) for anyone signed in, other teams' names hidden as on the
-timeline, or with ``?month=YYYY-MM`` its month (:mod:`pools.capacity.calendar_month`: free cards
+(:mod:`pools.calendar.week`) for anyone signed in, other teams' names hidden as on the
+timeline, or with ``?month=YYYY-MM`` its month (:mod:`pools.calendar.month`: free cards
 and the count of what holds cards per day, no team named); and
 ``/driver-groups/<branch>/calendar/`` the same week or month across the pools × models a driver
-group has cards in (:mod:`pools.capacity.calendar_driver`: free cards only)."""
+group has cards in (:mod:`pools.calendar.driver`: free cards only)."""
 
 from __future__ import annotations
 
@@ -24,12 +24,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from rest_framework.throttling import SimpleRateThrottle
 
-from pools.capacity import selectors as capacity_selectors
-from pools.capacity.arithmetic import usable_cards
-from pools.capacity.availability import schedulable_cards
-from pools.capacity.calendar_driver import group_columns, group_days
-from pools.capacity.calendar_ics import team_calendar
-from pools.capacity.calendar_month import (
+from pools.calendar import selectors as calendar_selectors
+from pools.calendar.driver import group_columns, group_days
+from pools.calendar.ics import team_calendar
+from pools.calendar.month import (
     month_days,
     month_first,
     month_grid,
@@ -37,17 +35,19 @@ from pools.capacity.calendar_month import (
     next_month,
     previous_month,
 )
-from pools.capacity.calendar_week import (
+from pools.calendar.services import (
+    team_calendar_feed_create,
+    team_calendar_feed_reset,
+)
+from pools.calendar.week import (
     OTHER_TEAMS,
     local_midnight,
     week_days,
     week_monday,
     week_name,
 )
-from pools.capacity.services.calendar_feed import (
-    team_calendar_feed_create,
-    team_calendar_feed_reset,
-)
+from pools.capacity.arithmetic import usable_cards
+from pools.capacity.availability import schedulable_cards
 from pools.errors import PermissionDenied
 from pools.inventory.models import DriverGroup, GpuModel, Pool
 from pools.overrides.selectors import override_summary, pool_overrides_over
@@ -85,7 +85,7 @@ def calendar_feed(request, token: str):
         response = HttpResponse("Too many requests.", status=429, content_type="text/plain")
         response["Retry-After"] = str(int(throttle.wait() or 60))
         return response
-    team = capacity_selectors.team_by_feed_token(token)
+    team = calendar_selectors.team_by_feed_token(token)
     if team is None:
         raise Http404("No such calendar.")
     response = _ics(request, team)
@@ -95,7 +95,7 @@ def calendar_feed(request, token: str):
 
 def _ics(request, team: Team) -> HttpResponse:
     now = timezone.now()
-    allocations, recurring = capacity_selectors.team_calendar_entries(team_id=team.pk, now=now)
+    allocations, recurring = calendar_selectors.team_calendar_entries(team_id=team.pk, now=now)
     host = request.get_host().split(":")[0]
     body = team_calendar(team, allocations, recurring, host=host, now=now)
     response = HttpResponse(body, content_type="text/calendar; charset=utf-8")
@@ -111,7 +111,7 @@ def team_calendar_page(request, slug: str):
 
 
 def _calendar_page(request, team: Team) -> HttpResponse:
-    token = capacity_selectors.team_calendar_feed_token(team_id=team.pk)
+    token = calendar_selectors.team_calendar_feed_token(team_id=team.pk)
     feed_url = (
         request.build_absolute_uri(reverse("pools:calendar-feed", args=[token])) if token else None
     )

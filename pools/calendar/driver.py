@@ -4,7 +4,7 @@ across every pool × GPU model in which the group's nodes hold schedulable cards
 Allocations hold cards of a pool × GPU model, not of a driver branch (the scheduler places
 them on any of the pool's nodes of the model), so a driver group has no free cards of its own:
 per day the calendar shows, for each pool × model the group has cards in, the cards free there
-over the whole day (:func:`pools.capacity.calendar_week.free_per_day`, the pool calendar's own
+over the whole day (:func:`pools.calendar.week.free_per_day`, the pool calendar's own
 figure) beside the group's schedulable cards there. A driver upgrade of the group fits a day
 on which every column's free cards reach the group's cards (its nodes can leave without a
 granted card going short, at over-commit ratio 1).
@@ -17,7 +17,7 @@ from datetime import date, timedelta
 
 from django.db.models import Count
 
-from pools.capacity.calendar_week import free_per_day, local_midnight, week_name
+from pools.calendar.week import free_per_day, local_midnight, week_name
 from pools.inventory.models import DriverGroup, Gpu, GpuModel, Pool
 
 

@@ -2,7 +2,7 @@
 the cards free over the whole day, counted by :func:`pools.capacity.availability.pool_free_cards`
 as the week view and the request form count them (usable − the peak held: the least free at
 any instant of the day; read once for the month,
-:func:`pools.capacity.calendar_week.free_per_day`), and how many allocations and recurring
+:func:`pools.calendar.week.free_per_day`), and how many allocations and recurring
 occurrences hold cards that day.
 
 Days are local days of the portal's zone (``TIME_ZONE``, 23 or 25 hours over a change of summer
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from itertools import pairwise
 
-from pools.capacity.calendar_week import (
+from pools.calendar.week import (
     FIRST_YEAR,
     LAST_YEAR,
     Hold,

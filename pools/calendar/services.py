@@ -1,7 +1,7 @@
 """A team's secret calendar feed link (issue 32 item 2): made by any member (the first link),
 reset by a manager or a pool admin (a new link; the old one answers 404 from then on), each in
 one transaction with its audit event. The token itself is never written anywhere, the audit
-trail included (:mod:`pools.capacity.calendar_feed`).
+trail included (:mod:`pools.calendar.feed`).
 
 Both take the feed row's lock, ``SELECT … FOR UPDATE`` on the team's row first when there is
 no feed yet, so two members making the first link at once make one.
@@ -15,8 +15,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.audit.services import audit_event_record
-from pools.capacity.calendar_feed import feed_token, new_salt, token_sha256
-from pools.capacity.models import TeamCalendarFeed
+from pools.calendar.feed import feed_token, new_salt, token_sha256
+from pools.calendar.models import TeamCalendarFeed
 from pools.errors import PermissionDenied
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_reset_calendar_feed, require_member
