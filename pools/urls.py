@@ -4,7 +4,6 @@ from pools.advisor import views as advisor_views
 from pools.calendar import views as capacity_views_calendar
 from pools.calibration import views as calibration_views
 from pools.capacity import views as views_requests
-from pools.capacity import views_drift as capacity_views_drift
 from pools.clusters import views as cluster_views
 from pools.dashboards import views as dashboard_views
 from pools.dashboards import views_classes as class_views
@@ -64,7 +63,7 @@ urlpatterns = [
     path("unrecognised-models/", inventory_views.unrecognised_models, name="unrecognised-models"),
     path("inventory/import/", inventory_views.inventory_import, name="inventory-import"),
     path("inventory/uploads/<int:pk>/", inventory_views.inventory_upload, name="inventory-upload"),
-    path("scheduler/drift/", capacity_views_drift.scheduler_drift, name="scheduler-drift"),
+    path("scheduler/drift/", views_requests.scheduler_drift, name="scheduler-drift"),
     path("idle/", views_reclamation.idle_findings, name="idle-findings"),
     path("idle/policies/", views_reclamation.reclamation_policies, name="reclamation-policies"),
     path("idle/scan/", views_reclamation.idle_scan_now, name="idle-scan-now"),

@@ -23,7 +23,7 @@ from rest_framework.response import Response
 from pools.api_common import AwareDateTimeField, SlugLookupField
 from pools.errors import InvalidInput
 from pools.inventory.models import DriverGroup, Pool
-from pools.maintenance.models import MaintenanceScope, MaintenanceWindow
+from pools.maintenance.models import TITLE_MAX_LENGTH, MaintenanceScope, MaintenanceWindow
 from pools.maintenance.selectors import (
     WaveAsk,
     maintenance_collisions,
@@ -39,7 +39,6 @@ from pools.maintenance.services.windows import (
     maintenance_window_create,
     wave_ask_errors,
 )
-from pools.recurring.models import NAME_MAX_LENGTH
 from pools.tenancy.permissions import require_pool_admin
 
 MAX_HOSTS = 2000
@@ -59,7 +58,7 @@ class MaintenanceWindowSerializer(serializers.ModelSerializer):
         allow_null=True,
         help_text="The driver branch, e.g. 550.",
     )
-    title = serializers.CharField(max_length=NAME_MAX_LENGTH)
+    title = serializers.CharField(max_length=TITLE_MAX_LENGTH)
     scope = serializers.ChoiceField(choices=MaintenanceScope.choices)
     hostnames = serializers.ListField(
         child=serializers.CharField(max_length=253),
@@ -137,7 +136,7 @@ class WaveAskSerializer(serializers.Serializer):
     pool = SlugLookupField(
         slug_field="slug", queryset=Pool.objects.all(), required=False, allow_null=True
     )
-    title = serializers.CharField(max_length=NAME_MAX_LENGTH)
+    title = serializers.CharField(max_length=TITLE_MAX_LENGTH)
     reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
     first_start = AwareDateTimeField()
     window_hours = serializers.IntegerField(min_value=1, max_value=31 * 24)

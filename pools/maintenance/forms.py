@@ -7,6 +7,7 @@ import re
 from django import forms
 
 from pools.inventory.models import DriverGroup, Pool
+from pools.maintenance.models import TITLE_MAX_LENGTH
 from pools.validators import date_range_validator
 
 
@@ -14,7 +15,7 @@ class MaintenanceWindowForm(forms.Form):
     """A maintenance window: what to take out (named nodes, a pool, a driver group, within a
     pool when one is chosen) and when, in ``TIME_ZONE``."""
 
-    title = forms.CharField(max_length=60, help_text="e.g. Driver R570 upgrade")
+    title = forms.CharField(max_length=TITLE_MAX_LENGTH, help_text="e.g. Driver R570 upgrade")
     scope = forms.ChoiceField(
         choices=[
             ("nodes", "Named nodes"),

@@ -27,7 +27,12 @@ from pools.capacity.locks import pool_lock
 from pools.errors import Conflict, InvalidInput, InvalidTransition
 from pools.inventory.models import DriverGroup, Node, Pool
 from pools.jobs import MAINTENANCE_SYNC, enqueue_on_commit
-from pools.maintenance.models import MaintenanceScope, MaintenanceStatus, MaintenanceWindow
+from pools.maintenance.models import (
+    TITLE_MAX_LENGTH,
+    MaintenanceScope,
+    MaintenanceStatus,
+    MaintenanceWindow,
+)
 from pools.maintenance.selectors import (
     WaveAsk,
     maintenance_collisions,
@@ -35,7 +40,6 @@ from pools.maintenance.selectors import (
     scope_nodes,
     team_losses,
 )
-from pools.recurring.models import NAME_MAX_LENGTH
 from pools.tenancy.permissions import require_pool_admin
 
 MAX_WINDOW = timedelta(days=31)  # a longer outage is a change of inventory, not a window
@@ -70,8 +74,8 @@ def window_snapshot(window: MaintenanceWindow) -> dict[str, Any]:
 
 def _window_errors(title: str, starts_at: datetime, ends_at: datetime, now: datetime) -> dict:
     errors: dict[str, str] = {}
-    if not title.strip() or len(title) > NAME_MAX_LENGTH or "\n" in title:
-        errors["title"] = f"One line of 1 to {NAME_MAX_LENGTH} characters."
+    if not title.strip() or len(title) > TITLE_MAX_LENGTH or "\n" in title:
+        errors["title"] = f"One line of 1 to {TITLE_MAX_LENGTH} characters."
     if starts_at.tzinfo is None or ends_at.tzinfo is None:
         errors["starts_at"] = "A date and time with its offset."
     elif ends_at <= starts_at:
@@ -233,7 +237,7 @@ def maintenance_waves_create(
         windows = [
             maintenance_window_create(
                 actor=actor,
-                title=f"{title.strip()} · wave {w.number} of {len(plan.waves)}"[:NAME_MAX_LENGTH],
+                title=f"{title.strip()} · wave {w.number} of {len(plan.waves)}"[:TITLE_MAX_LENGTH],
                 scope=MaintenanceScope.NODES,
                 pool=ask.pool,
                 hostnames=w.hostnames,
