@@ -17,7 +17,6 @@ from pools.advisor import api as advisor_api
 from pools.calibration import api as calibration_api
 from pools.capacity import api as capacity_api
 from pools.capacity import api_audit as audit_api
-from pools.capacity import api_pools as capacity_api_pools
 from pools.clusters import api as clusters_api
 from pools.elastic import api as elastic_api
 from pools.explain import api as explain_api
@@ -52,7 +51,7 @@ handler500 = "portal.handlers.server_error"
 router = DefaultRouter()
 router.register("gpu-models", inventory_api.GpuModelViewSet, basename="gpu-model")
 router.register("driver-groups", inventory_api.DriverGroupViewSet, basename="driver-group")
-router.register("pools", capacity_api_pools.PoolViewSet, basename="pool")
+router.register("pools", inventory_api.PoolViewSet, basename="pool")
 router.register("clusters", clusters_api.ClusterViewSet, basename="cluster")
 router.register("nodes", inventory_api.NodeViewSet, basename="node")
 router.register("gpus", inventory_api.GpuViewSet, basename="gpu")

@@ -48,7 +48,7 @@ from pools.calendar.week import (
 )
 from pools.capacity.arithmetic import usable_cards
 from pools.capacity.availability import schedulable_cards
-from pools.errors import PermissionDenied
+from pools.common.errors import PermissionDenied
 from pools.inventory.models import DriverGroup, GpuModel, Pool
 from pools.overrides.selectors import override_summary, pool_overrides_over
 from pools.tenancy.models import Team

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import django_filters as filters
 
-from pools.api_common import visible_teams
 from pools.capacity.models import Allocation, CapacityRequest
-from pools.choices import AllocationStatus, RequestKind, RequestStatus, WorkloadKind
+from pools.common.choices import AllocationStatus, RequestKind, RequestStatus, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
-from pools.web import PlainSelect
+from pools.web.api import visible_teams
+from pools.web.pages import PlainSelect
 
 
 class TeamPoolModelFilters(filters.FilterSet):

@@ -17,7 +17,9 @@ from pools.capacity.arithmetic import card_hours
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.placement import Shape
 from pools.capacity.slices import PROFILE_MAX_LENGTH, card_share
-from pools.choices import (
+from pools.classes.models import WorkloadClass
+from pools.clusters.models import Cluster
+from pools.common.choices import (
     AllocationStatus,
     PricingMethod,
     RequestKind,
@@ -25,8 +27,6 @@ from pools.choices import (
     Scheduler,
     WorkloadKind,
 )
-from pools.classes.models import WorkloadClass
-from pools.clusters.models import Cluster
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team, TeamOwnedQuerySet, team_owned
 

@@ -54,8 +54,8 @@ from pools.capacity.arithmetic import peak_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation, PlacedCards, overlap_q
 from pools.capacity.placement import AwayNode
-from pools.choices import CredentialKind
 from pools.clusters.models import Cluster
+from pools.common.choices import CredentialKind
 from pools.inventory.models import Gpu, GpuModel, MigDevice, Node, Pool
 from pools.maintenance.models import MaintenanceStatus, MaintenanceWindow
 from pools.recurring.models import RecurringReservation

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from django import forms
 
-from pools.choices import CredentialKind
 from pools.clusters.models import Cluster
 from pools.clusters.services import CONNECTION_FIELDS
+from pools.common.choices import CredentialKind
 
 FIELDS = (
     "slug",

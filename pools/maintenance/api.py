@@ -20,8 +20,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from pools.api_common import AwareDateTimeField, SlugLookupField
-from pools.errors import InvalidInput
+from pools.common.errors import InvalidInput
 from pools.inventory.models import DriverGroup, Pool
 from pools.maintenance.models import TITLE_MAX_LENGTH, MaintenanceScope, MaintenanceWindow
 from pools.maintenance.selectors import (
@@ -40,6 +39,7 @@ from pools.maintenance.services.windows import (
     wave_ask_errors,
 )
 from pools.tenancy.permissions import require_pool_admin
+from pools.web.api import AwareDateTimeField, SlugLookupField
 
 MAX_HOSTS = 2000
 

@@ -6,9 +6,9 @@ import re
 
 from django import forms
 
+from pools.common.validators import date_range_validator
 from pools.inventory.models import DriverGroup, Pool
 from pools.maintenance.models import TITLE_MAX_LENGTH
-from pools.validators import date_range_validator
 
 
 class MaintenanceWindowForm(forms.Form):

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from pools.capacity.forms import ReasonForm
-from pools.errors import DomainError
+from pools.common.errors import DomainError
 from pools.maintenance.filtersets import MaintenanceWindowFilterSet
 from pools.maintenance.forms import MaintenanceWaveForm, MaintenanceWindowForm
 from pools.maintenance.models import MaintenanceStatus, MaintenanceWindow
@@ -34,7 +34,7 @@ from pools.maintenance.services.windows import (
     wave_ask_errors,
 )
 from pools.tenancy.permissions import may_administer_pools
-from pools.web import Column, filtered_list, pool_admin_required
+from pools.web.pages import Column, filtered_list, pool_admin_required
 
 MAINTENANCE_COLUMNS = [
     Column("window", lambda w: w.pk),

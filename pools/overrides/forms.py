@@ -6,10 +6,10 @@ from django import forms
 from django.utils import timezone
 
 from pools.classes.models import WorkloadClass
+from pools.common.validators import MAX_REQUEST_CARDS
 from pools.inventory.models import GpuModel, Pool
 from pools.overrides.models import OverrideKind
 from pools.tenancy.models import Team
-from pools.validators import MAX_REQUEST_CARDS
 
 
 class OverrideForm(forms.Form):

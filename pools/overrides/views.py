@@ -13,14 +13,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from pools.errors import DomainError
+from pools.common.errors import DomainError
 from pools.overrides import selectors
 from pools.overrides.filtersets import OverrideFilterSet
 from pools.overrides.forms import OverrideForm
 from pools.overrides.models import OverrideKind
 from pools.overrides.services import override_cancel, override_create
 from pools.tenancy.permissions import may_administer_pools
-from pools.web import Column, filtered_list, pool_admin_required
+from pools.web.pages import Column, filtered_list, pool_admin_required
 
 OVERRIDE_COLUMNS = [
     Column("id", lambda o: o.pk),

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.locks import pool_lock
-from pools.errors import Conflict, InvalidInput, InvalidTransition
+from pools.common.errors import Conflict, InvalidInput, InvalidTransition
 from pools.inventory.models import DriverGroup, Node, Pool
 from pools.jobs import MAINTENANCE_SYNC, enqueue_on_commit
 from pools.maintenance.models import (

@@ -38,8 +38,8 @@ from django.utils import timezone
 from pools.capacity.arithmetic import card_hours
 from pools.capacity.lifecycle import RAN_STATUSES
 from pools.capacity.models import Allocation
-from pools.choices import EstimateStatus, Scheduler
-from pools.errors import DomainError, InvalidInput, NotFound
+from pools.common.choices import EstimateStatus, Scheduler
+from pools.common.errors import DomainError, InvalidInput, NotFound
 from pools.inventory.models import Node, Pool
 from pools.jobs import RECLAMATION_WHATIF, enqueue_on_commit, jobs_waiting
 from pools.reclamation.evaluate import (

@@ -23,7 +23,7 @@ from pools.capacity.arithmetic import usable_cards
 from pools.capacity.availability import holding_intervals
 from pools.capacity.locks import pool_lock
 from pools.capacity.node_kinds import pool_nodes
-from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition
+from pools.common.errors import InsufficientCapacity, InvalidInput, InvalidTransition
 from pools.inventory.models import GpuModel, Pool
 from pools.jobs import RECURRING_SYNC, enqueue_on_commit
 from pools.recurring.models import (

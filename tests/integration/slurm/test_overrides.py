@@ -18,7 +18,7 @@ from integration.slurm.slurm_cluster import sacctmgr
 from pools import adapters
 from pools.capacity.models import CapacityRequest
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import RequestStatus
+from pools.common.choices import RequestStatus
 from pools.overrides.models import OverrideStatus
 from pools.overrides.services import override_create, override_expire_due
 from scheduler_adapters.records import GpuLimit

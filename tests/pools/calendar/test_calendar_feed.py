@@ -18,7 +18,7 @@ from pools.audit.models import AuditEvent
 from pools.calendar.feed import TOKEN_LENGTH, feed_token, token_sha256
 from pools.calendar.models import TeamCalendarFeed
 from pools.calendar.views import CalendarFeedThrottle
-from pools.choices import TeamRole
+from pools.common.choices import TeamRole
 from pools.recurring.models import Recurrence
 
 pytestmark = pytest.mark.django_db

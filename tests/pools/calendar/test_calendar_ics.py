@@ -11,7 +11,7 @@ from django.urls import reverse
 from factories import AllocationFactory, RecurringReservationFactory, TeamFactory
 from icalendar import Calendar
 
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.recurring.models import Recurrence, ReservationStatus
 
 pytestmark = pytest.mark.django_db

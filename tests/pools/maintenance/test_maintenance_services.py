@@ -19,7 +19,12 @@ from pools.capacity.availability import earliest_free_start, pool_free_cards
 from pools.capacity.models import PlacedCards
 from pools.capacity.services.requests import capacity_request_approve
 from pools.capacity.window import window_holds
-from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition, PermissionDenied
+from pools.common.errors import (
+    InsufficientCapacity,
+    InvalidInput,
+    InvalidTransition,
+    PermissionDenied,
+)
 from pools.inventory.models import Node
 from pools.maintenance.models import MaintenanceStatus, MaintenanceWindow
 from pools.maintenance.selectors import maintenance_collisions, scope_nodes, team_losses

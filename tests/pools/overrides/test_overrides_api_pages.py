@@ -15,7 +15,7 @@ from django.utils import timezone
 from factories import AllocationFactory, WorkloadClassFactory
 
 from pools.audit.models import AuditEvent
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.overrides.models import TemporaryOverride
 
 pytestmark = pytest.mark.django_db

@@ -19,8 +19,13 @@ from hypothesis import strategies as st
 
 from pools.audit.models import AuditEvent
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import AllocationStatus, NodeState, RequestStatus, Scheduler
-from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition, PermissionDenied
+from pools.common.choices import AllocationStatus, NodeState, RequestStatus, Scheduler
+from pools.common.errors import (
+    InsufficientCapacity,
+    InvalidInput,
+    InvalidTransition,
+    PermissionDenied,
+)
 from pools.inventory.models import Gpu, GpuModel, Node
 from pools.recurring.models import RecurringReservation, ReservationStatus
 from pools.recurring.services.reservations import (

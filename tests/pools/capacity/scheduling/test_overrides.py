@@ -19,9 +19,9 @@ from pools.capacity.services.scheduler_binding import (
     kubernetes_quota_wanted,
     team_cards_applied,
 )
-from pools.choices import AllocationStatus, Scheduler
 from pools.classes.models import WorkloadClass
-from pools.errors import InvalidInput
+from pools.common.choices import AllocationStatus, Scheduler
+from pools.common.errors import InvalidInput
 from pools.inventory.models import GpuModel
 from pools.overrides.models import OverrideStatus, TemporaryOverride
 from pools.overrides.services import override_cancel, override_create, override_expire_due

@@ -18,7 +18,7 @@ from factories import AllocationFactory, TeamFactory
 from kubernetes_support import portal_on_fake_apiserver
 
 from pools.capacity.services.scheduler_binding import k8s_product_label
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.recurring.models import RecurringReservation
 from pools.recurring.services.binding import recurring_sync
 from pools.recurring.services.reservations import (
