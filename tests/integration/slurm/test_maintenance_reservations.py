@@ -58,7 +58,7 @@ def test_through_the_portal_the_sync_reserves_and_cancel_deletes(portal_slurm_te
     deletes it (read back gone) and clears the binding."""
     from django.test import override_settings
 
-    from pools import adapters
+    from pools.clusters import adapters
     from pools.maintenance.services.binding import maintenance_sync
     from pools.maintenance.services.windows import (
         maintenance_window_cancel,

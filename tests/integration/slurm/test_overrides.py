@@ -15,9 +15,9 @@ from django.utils import timezone
 from factories import TeamFactory
 from integration.slurm.slurm_cluster import sacctmgr
 
-from pools import adapters
 from pools.capacity.models import CapacityRequest
 from pools.capacity.services.requests import capacity_request_approve
+from pools.clusters import adapters
 from pools.common.choices import RequestStatus
 from pools.overrides.models import OverrideStatus
 from pools.overrides.services import override_create, override_expire_due

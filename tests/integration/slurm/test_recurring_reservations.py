@@ -137,7 +137,7 @@ def test_through_the_portal_the_beat_reserves_and_cancel_deletes(portal_slurm_te
     and the next beat deletes it (read back gone) and clears the binding."""
     from django.test import override_settings
 
-    from pools import adapters
+    from pools.clusters import adapters
     from pools.recurring.services.binding import recurring_sync
     from pools.recurring.services.reservations import (
         recurring_reservation_cancel,
