@@ -61,8 +61,9 @@ def build():
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
-    from pools.capacity.models import Allocation, CapacityRequest, RecurringReservation
+    from pools.capacity.models import Allocation, CapacityRequest
     from pools.inventory.models import Gpu, GpuModel, Node, Pool
+    from pools.recurring.models import RecurringReservation
     from pools.tenancy.models import Team
 
     rng = random.Random(32)
@@ -131,10 +132,10 @@ def best(fn, repeats: int = 5) -> float:
 
 
 def run() -> None:
-    from pools.capacity.calendar_month import month_days
-    from pools.capacity.calendar_week import week_days
-    from pools.capacity.services.recurring import recurring_reservation_create
+    from pools.calendar.month import month_days
+    from pools.calendar.week import week_days
     from pools.capacity.window import window_holds
+    from pools.recurring.services.reservations import recurring_reservation_create
 
     pools, l40s, team, admin, today, now = build()
 

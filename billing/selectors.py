@@ -221,7 +221,7 @@ def _schedulable_cards() -> dict[tuple[int, int], int]:
     """(pool, GPU model) -> the pool's cards the schedulers can hand out: the capacity
     invariant's one rule (:data:`~pools.inventory.models.SCHEDULABLE_CARD`, or in MIG mode
     :data:`~pools.inventory.models.SLICED_CARD`), burst pools among them. Kept per inventory
-    generation (:func:`pools.capacity.node_kinds.inventory_generation`, which every write of
+    generation (:func:`pools.inventory.selectors.inventory_generation`, which every write of
     GPUs, nodes, driver groups and GPU models changes), as the pool's node kinds are: one
     small read while the inventory stands still, not a count over every card of the fleet."""
     generation = inventory_generation()

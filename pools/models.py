@@ -8,13 +8,8 @@ their names (``pools_<model>``), so moving a model between sub-domains needs no 
 from pools.access.models import ApiToken
 from pools.advisor.models import AdvisorDigestOptIn, AdvisorFinding, AdvisorRun
 from pools.audit.models import AuditEvent
-from pools.capacity.models import (
-    Allocation,
-    CapacityRequest,
-    PlacedCards,
-    RecurringReservation,
-    SchedulerDrift,
-)
+from pools.calendar.models import TeamCalendarFeed
+from pools.capacity.models import Allocation, CapacityRequest, PlacedCards, SchedulerDrift
 from pools.classes.models import WorkloadClass
 from pools.clusters.models import Cluster, ClusterError
 from pools.elastic.models import BurstOptIn, ElasticPolicy, ElasticWhatIf, ScaleEvent
@@ -29,6 +24,8 @@ from pools.inventory.models import (
     Pool,
 )
 from pools.jobs.models import QueuedJob
+from pools.maintenance.models import MaintenanceWindow
+from pools.overrides.models import TemporaryOverride
 from pools.reclamation.models import (
     Exemption,
     IdleFinding,
@@ -36,6 +33,7 @@ from pools.reclamation.models import (
     ReclamationPolicy,
     ReclamationWhatIf,
 )
+from pools.recurring.models import RecurringReservation
 from pools.serving.models import (
     ServedModel,
     ServingCalibrationDay,
@@ -78,6 +76,7 @@ __all__ = [
     "IdleFinding",
     "IdleScanRun",
     "InventoryImport",
+    "MaintenanceWindow",
     "Membership",
     "MigDevice",
     "Node",
@@ -89,10 +88,12 @@ __all__ = [
     "ScaleEvent",
     "SchedulerDrift",
     "ServedModel",
+    "TemporaryOverride",
     "ServingCalibrationDay",
     "ServingCoverage",
     "ServingRollup",
     "ServingRollupRun",
     "SizingEstimate",
     "Team",
+    "TeamCalendarFeed",
 ]

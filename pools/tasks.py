@@ -2,7 +2,9 @@
 defines its own (``pools.capacity.tasks``, ``pools.sizing.tasks``, ``pools.reclamation.tasks``,
 ``pools.elastic.tasks``, ``pools.dashboards.tasks``, ``pools.serving.tasks``,
 ``pools.calibration.tasks``, ``pools.waiting.tasks``, ``pools.advisor.tasks``,
-``pools.tokenflow.tasks``, ``pools.inventory.tasks``, ``pools.clusters.tasks``), and the
+``pools.tokenflow.tasks``, ``pools.inventory.tasks``, ``pools.clusters.tasks``,
+``pools.recurring.tasks``, ``pools.overrides.tasks``,
+``pools.maintenance.tasks``), and the
 outbox's drain (``pools.jobs.tasks``)."""
 
 from pools.advisor import tasks as advisor_tasks
@@ -13,7 +15,10 @@ from pools.dashboards import tasks as dashboard_tasks
 from pools.elastic import tasks as elastic_tasks
 from pools.inventory import tasks as inventory_tasks
 from pools.jobs import tasks as outbox_tasks
+from pools.maintenance import tasks as maintenance_tasks
+from pools.overrides import tasks as override_tasks
 from pools.reclamation import tasks as reclamation_tasks
+from pools.recurring import tasks as recurring_tasks
 from pools.serving import tasks as serving_tasks
 from pools.sizing import tasks as sizing_tasks
 from pools.tokenflow import tasks as tokenflow_tasks
@@ -27,8 +32,11 @@ __all__ = [
     "dashboard_tasks",
     "elastic_tasks",
     "inventory_tasks",
+    "maintenance_tasks",
     "outbox_tasks",
+    "override_tasks",
     "reclamation_tasks",
+    "recurring_tasks",
     "serving_tasks",
     "sizing_tasks",
     "waiting_tasks",

@@ -1,18 +1,17 @@
 from django.urls import path
 
 from pools.advisor import views as advisor_views
+from pools.calendar import views as capacity_views_calendar
 from pools.calibration import views as calibration_views
 from pools.capacity import views as views_requests
-from pools.capacity import views_calendar as capacity_views_calendar
-from pools.capacity import views_drift as capacity_views_drift
-from pools.capacity import views_maintenance as maintenance_views
-from pools.capacity import views_overrides as capacity_views_overrides
 from pools.clusters import views as cluster_views
 from pools.dashboards import views as dashboard_views
 from pools.dashboards import views_classes as class_views
 from pools.elastic import views as elastic_views
 from pools.explain import views as explain_views
 from pools.inventory import views as inventory_views
+from pools.maintenance import views as maintenance_views
+from pools.overrides import views as capacity_views_overrides
 from pools.reclamation import views as views_reclamation
 from pools.serving import views as serving_views
 from pools.sizing import views as views_sizing
@@ -64,7 +63,7 @@ urlpatterns = [
     path("unrecognised-models/", inventory_views.unrecognised_models, name="unrecognised-models"),
     path("inventory/import/", inventory_views.inventory_import, name="inventory-import"),
     path("inventory/uploads/<int:pk>/", inventory_views.inventory_upload, name="inventory-upload"),
-    path("scheduler/drift/", capacity_views_drift.scheduler_drift, name="scheduler-drift"),
+    path("scheduler/drift/", views_requests.scheduler_drift, name="scheduler-drift"),
     path("idle/", views_reclamation.idle_findings, name="idle-findings"),
     path("idle/policies/", views_reclamation.reclamation_policies, name="reclamation-policies"),
     path("idle/scan/", views_reclamation.idle_scan_now, name="idle-scan-now"),

@@ -17,14 +17,14 @@ from pools.advisor import api as advisor_api
 from pools.calibration import api as calibration_api
 from pools.capacity import api as capacity_api
 from pools.capacity import api_audit as audit_api
-from pools.capacity import api_maintenance as maintenance_api
-from pools.capacity import api_overrides as overrides_api
-from pools.capacity import api_recurring as recurring_api
 from pools.clusters import api as clusters_api
 from pools.elastic import api as elastic_api
 from pools.explain import api as explain_api
 from pools.inventory import api as inventory_api
+from pools.maintenance import api as maintenance_api
+from pools.overrides import api as overrides_api
 from pools.reclamation import api as reclamation_api
+from pools.recurring import api as recurring_api
 from pools.serving import api as serving_api
 from pools.sizing import api as estimates_api
 from pools.tenancy import api as tenancy_api

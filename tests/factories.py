@@ -20,9 +20,10 @@ from billing.services.versions import (
 from pools.access import models as access_models
 from pools.advisor import models as advisor_models
 from pools.audit import models as audit_models
+from pools.calendar import models as calendar_models
+from pools.calendar.feed import feed_token, new_salt, token_sha256
 from pools.capacity import models as capacity_models
 from pools.capacity import shapes
-from pools.capacity.calendar_feed import feed_token, new_salt, token_sha256
 from pools.classes import models as classes_models
 from pools.clusters import models as cluster_models
 from pools.common.choices import (
@@ -38,7 +39,10 @@ from pools.inventory import models as inventory_models
 from pools.inventory.gpu_names import normalise_model_key
 from pools.inventory.services.driver_groups import driver_group_for_version
 from pools.jobs import models as jobs_models
+from pools.maintenance import models as maintenance_models
+from pools.overrides import models as override_models
 from pools.reclamation import models as reclamation_models
+from pools.recurring import models as recurring_models
 from pools.serving import models as serving_models
 from pools.sizing import models as sizing_models
 from pools.tenancy import models as tenancy_models
@@ -889,7 +893,7 @@ class RecurringReservationFactory(factory.django.DjangoModelFactory):
     """4 L40S every weekday 09:00-18:00 Europe/Berlin for four weeks from next Monday."""
 
     class Meta:
-        model = capacity_models.RecurringReservation
+        model = recurring_models.RecurringReservation
 
     team = factory.SubFactory(TeamFactory)
     pool = factory.SubFactory(PoolFactory)
@@ -897,7 +901,7 @@ class RecurringReservationFactory(factory.django.DjangoModelFactory):
     name = factory.Sequence(lambda n: f"course-{n}")
     created_by = factory.SubFactory(UserFactory)
     card_count = 4
-    recurrence = capacity_models.Recurrence.WEEKDAY
+    recurrence = recurring_models.Recurrence.WEEKDAY
     time_zone = "Europe/Berlin"
     first_date = factory.LazyFunction(
         lambda: timezone.localdate() + timedelta(days=7 - timezone.localdate().weekday())
@@ -911,7 +915,7 @@ class TeamCalendarFeedFactory(factory.django.DjangoModelFactory):
     """A team's secret feed link, as ``team_calendar_feed_create`` makes it (salt, token hash)."""
 
     class Meta:
-        model = capacity_models.TeamCalendarFeed
+        model = calendar_models.TeamCalendarFeed
 
     team = factory.SubFactory(TeamFactory)
     salt = factory.LazyFunction(new_salt)
@@ -967,11 +971,11 @@ class TemporaryOverrideFactory(factory.django.DjangoModelFactory):
     """The team's A100 ceiling in its pool raised to 8 cards for a week (from 4)."""
 
     class Meta:
-        model = capacity_models.TemporaryOverride
+        model = override_models.TemporaryOverride
 
     team = factory.SubFactory(TeamFactory)
     pool = factory.SubFactory(PoolFactory)
-    kind = capacity_models.OverrideKind.CEILING
+    kind = override_models.OverrideKind.CEILING
     gpu_model = factory.LazyFunction(
         lambda: inventory_models.GpuModel.objects.get(slug="a100_80g_sxm")
     )
@@ -987,10 +991,10 @@ class MaintenanceWindowFactory(factory.django.DjangoModelFactory):
     """A whole pool out tomorrow 06:00-12:00 (its nodes are added by the service, not here)."""
 
     class Meta:
-        model = capacity_models.MaintenanceWindow
+        model = maintenance_models.MaintenanceWindow
 
     title = factory.Sequence(lambda n: f"driver upgrade {n}")
-    scope = capacity_models.MaintenanceScope.POOL
+    scope = maintenance_models.MaintenanceScope.POOL
     pool = factory.SubFactory(PoolFactory)
     starts_at = factory.LazyFunction(
         lambda: (timezone.now() + timedelta(days=1)).replace(

@@ -29,7 +29,6 @@ from billing.conf import billing_zone
 from billing.dashboards import costs
 from billing.dashboards import serving as serving_dash
 from billing.pricing import local_midnight, month_of, next_month, previous_month, round_money
-from pools.capacity.selectors import team_overrides_in_force
 from pools.clusters.selectors import cluster_list
 from pools.common.choices import IdleFindingState
 from pools.dashboards import capacity as dashboard
@@ -39,6 +38,7 @@ from pools.dashboards.stranded import stranded_for_dashboard
 from pools.elastic.selectors import borrowed_cards_by_pool
 from pools.inventory.models import DriverGroup, Gpu, GpuModel, Pool
 from pools.jobs import enqueue
+from pools.overrides.selectors import team_overrides_in_force
 from pools.reclamation.card_timeline import card_changes
 from pools.reclamation.models import IdleFinding
 from pools.serving import selectors as serving_selectors

@@ -16,10 +16,9 @@ from django.db.models import Count, Sum
 from django.template.defaultfilters import pluralize
 
 from pools.capacity.arithmetic import free_after_peak, free_cards, usable_cards
-from pools.capacity.models import Allocation, RecurringReservation
+from pools.capacity.models import Allocation
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.placement import AwayNode
-from pools.capacity.recurrence import occurrences
 from pools.capacity.window import (
     WindowHolds,
     holding_allocations,
@@ -36,6 +35,8 @@ from pools.common.choices import Scheduler, WorkloadKind
 from pools.inventory.driver_versions import driver_supports, parse_cuda_version
 from pools.inventory.models import Gpu, GpuModel, MigDevice, Pool
 from pools.inventory.selectors import inventory_census, mig_slices
+from pools.recurring.models import RecurringReservation
+from pools.recurring.recurrence import occurrences
 
 SCHEDULER_OF_KIND = {
     WorkloadKind.TRAINING: Scheduler.SLURM,

@@ -5,23 +5,14 @@ from __future__ import annotations
 
 import django_filters as filters
 
-from pools.capacity.models import (
-    Allocation,
-    CapacityRequest,
-    MaintenanceScope,
-    MaintenanceStatus,
-    MaintenanceWindow,
-    OverrideKind,
-    OverrideStatus,
-    TemporaryOverride,
-)
+from pools.capacity.models import Allocation, CapacityRequest
 from pools.common.choices import AllocationStatus, RequestKind, RequestStatus, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
 from pools.web.api import visible_teams
 from pools.web.pages import PlainSelect
 
 
-class _TeamPoolModelFilters(filters.FilterSet):
+class TeamPoolModelFilters(filters.FilterSet):
     """Team, pool and GPU model chosen by slug from a list; an unknown slug is a field error
     (400 in the API), not an empty result."""
 
@@ -43,7 +34,7 @@ class _TeamPoolModelFilters(filters.FilterSet):
     )
 
 
-class CapacityRequestFilterSet(_TeamPoolModelFilters):
+class CapacityRequestFilterSet(TeamPoolModelFilters):
     # distinct=False: the status is the row's own column, so no join can repeat a row, and
     # DISTINCT over the joined columns made ?status= pages 30 ms slower (benchmarks/approvals.py).
     status = filters.MultipleChoiceFilter(choices=RequestStatus.choices, distinct=False)
@@ -58,7 +49,7 @@ class CapacityRequestFilterSet(_TeamPoolModelFilters):
         fields = ["team", "pool", "gpu_model", "status", "workload_kind", "kind"]
 
 
-class AllocationFilterSet(_TeamPoolModelFilters):
+class AllocationFilterSet(TeamPoolModelFilters):
     status = filters.MultipleChoiceFilter(choices=AllocationStatus.choices, distinct=False)
     ordering = filters.OrderingFilter(
         fields=(("starts_at", "starts"), ("ends_at", "ends"), ("card_count", "cards"))
@@ -67,27 +58,3 @@ class AllocationFilterSet(_TeamPoolModelFilters):
     class Meta:
         model = Allocation
         fields = ["team", "pool", "gpu_model", "status"]
-
-
-class MaintenanceWindowFilterSet(filters.FilterSet):
-    status = filters.ChoiceFilter(choices=MaintenanceStatus.choices, empty_label="Any")
-    scope = filters.ChoiceFilter(choices=MaintenanceScope.choices, empty_label="Any")
-    pool = filters.ModelChoiceFilter(
-        queryset=Pool.objects.order_by("name"), to_field_name="slug", empty_label="Any"
-    )
-    ordering = filters.OrderingFilter(fields=(("starts_at", "starts"), ("ends_at", "ends")))
-
-    class Meta:
-        model = MaintenanceWindow
-        fields = ["status", "scope", "pool", "wave"]
-
-
-class OverrideFilterSet(_TeamPoolModelFilters):
-    """Temporary overrides: the page, its CSV and the API."""
-
-    kind = filters.ChoiceFilter(choices=OverrideKind.choices, empty_label="Any")
-    status = filters.ChoiceFilter(choices=OverrideStatus.choices, empty_label="Any")
-
-    class Meta:
-        model = TemporaryOverride
-        fields = ["team", "pool", "gpu_model", "kind", "status"]

@@ -6,14 +6,12 @@ import re
 from dataclasses import replace
 
 from django import forms
-from django.utils import timezone
 
-from pools.capacity.models import OverrideKind
 from pools.capacity.request_fields import RequestFields
 from pools.classes.models import WorkloadClass
 from pools.common.choices import RequestKind, WorkloadKind
 from pools.common.validators import MAX_REQUEST_CARDS, date_range_validator
-from pools.inventory.models import DriverGroup, GpuModel, Pool
+from pools.inventory.models import GpuModel, Pool
 from pools.inventory.selectors import mig_profiles, pooled_gpu_model_ids
 from pools.tenancy.models import Team
 from scheduler_adapters.types import MAX_GPUS_PER_NODE
@@ -252,122 +250,3 @@ class ExtendForm(forms.Form):
     justification = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}), max_length=JUSTIFICATION_MAX
     )
-
-
-class MaintenanceWindowForm(forms.Form):
-    """A maintenance window: what to take out (named nodes, a pool, a driver group, within a
-    pool when one is chosen) and when, in ``TIME_ZONE``."""
-
-    title = forms.CharField(max_length=60, help_text="e.g. Driver R570 upgrade")
-    scope = forms.ChoiceField(
-        choices=[
-            ("nodes", "Named nodes"),
-            ("pool", "A whole pool"),
-            ("driver_group", "A driver group"),
-        ],  # fmt: skip
-        widget=forms.RadioSelect,
-        initial="nodes",
-    )
-    hostnames = forms.CharField(
-        required=False,
-        label="Nodes",
-        help_text="Host names, separated by spaces or commas (scope: named nodes).",
-        widget=forms.Textarea(attrs={"rows": 2}),
-    )
-    pool = forms.ModelChoiceField(
-        queryset=Pool.objects.order_by("name"), to_field_name="slug", required=False,
-        empty_label="Any pool",
-    )  # fmt: skip
-    driver_group = forms.ModelChoiceField(
-        queryset=DriverGroup.objects.order_by("branch"), to_field_name="branch", required=False,
-        empty_label="—",
-    )  # fmt: skip
-    starts_at = forms.DateTimeField(
-        validators=[date_range_validator],
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
-        label="Start",
-    )
-    ends_at = forms.DateTimeField(
-        validators=[date_range_validator],
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
-        label="End",
-    )
-    reason = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
-
-    def clean_hostnames(self) -> list[str]:
-        return sorted({h for h in re.split(r"[\s,]+", self.cleaned_data["hostnames"]) if h})
-
-    def service_fields(self) -> dict:
-        data = self.cleaned_data
-        return {
-            "title": data["title"], "scope": data["scope"], "pool": data["pool"],
-            "driver_group": data["driver_group"], "hostnames": data["hostnames"],
-            "starts_at": data["starts_at"], "ends_at": data["ends_at"], "reason": data["reason"],
-        }  # fmt: skip
-
-
-class MaintenanceWaveForm(forms.Form):
-    """An upgrade of a driver group as waves (:mod:`pools.capacity.maintenance_waves`)."""
-
-    title = forms.CharField(max_length=40, initial="Driver upgrade")
-    driver_group = forms.ModelChoiceField(
-        queryset=DriverGroup.objects.order_by("branch"), to_field_name="branch"
-    )
-    pool = forms.ModelChoiceField(
-        queryset=Pool.objects.order_by("name"), to_field_name="slug", required=False,
-        empty_label="Every pool",
-    )  # fmt: skip
-    first_start = forms.DateTimeField(
-        validators=[date_range_validator],
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
-        label="First wave starts",
-    )
-    window_hours = forms.IntegerField(min_value=1, max_value=31 * 24, initial=6,
-                                      label="Hours per wave")  # fmt: skip
-    gap_hours = forms.IntegerField(min_value=0, max_value=31 * 24, initial=18,
-                                   label="Hours between waves")  # fmt: skip
-    nodes_per_wave = forms.IntegerField(min_value=1, max_value=2000, initial=2)
-    max_waves = forms.IntegerField(min_value=1, max_value=52, initial=12,
-                                   label="Try at most this many waves")  # fmt: skip
-    reason = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
-
-
-class OverrideForm(forms.Form):
-    """The *New override* page: the field types only; every rule (a raise, a future date, a
-    team with cards in the pool, Kueue for a borrowing limit) is the service's, whose field
-    errors the page shows next to each field, as the API answers them."""
-
-    team = forms.ModelChoiceField(queryset=Team.objects.order_by("name"), to_field_name="slug")
-    pool = forms.ModelChoiceField(queryset=Pool.objects.order_by("name"), to_field_name="slug")
-    kind = forms.ChoiceField(choices=OverrideKind.choices, label="Raise")
-    gpu_model = forms.ModelChoiceField(
-        queryset=GpuModel.objects.order_by("name"),
-        to_field_name="slug",
-        required=False,
-        label="GPU model",
-        help_text="For a ceiling or a borrowing limit.",
-    )
-    cards = forms.IntegerField(
-        min_value=1,
-        max_value=MAX_REQUEST_CARDS,
-        required=False,
-        label="Raise to (cards)",
-        help_text="More than the team has now; at most the pool's usable cards.",
-    )
-    workload_class = forms.ModelChoiceField(
-        queryset=WorkloadClass.objects.order_by("-priority"),
-        to_field_name="slug",
-        required=False,
-        label="Raise to class",
-        help_text="For a priority: a class of higher priority than the team's.",
-    )
-    until = forms.DateTimeField(
-        label="Until", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
-    )
-    reason = forms.CharField(max_length=500, help_text="Why: the team sees it.")
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        zone = timezone.get_current_timezone_name()  # the portal's TIME_ZONE, UTC by default
-        self.fields["until"].label = f"Until ({zone})"
-        self.fields["until"].help_text = f"A date and time in {zone}."

@@ -27,7 +27,7 @@ from django.db.models import Max, Sum
 
 from pools.capacity.arithmetic import peak_cards, usable_cards
 from pools.capacity.availability import pool_slices
-from pools.capacity.models import Allocation, RecurringReservation
+from pools.capacity.models import Allocation
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.window import (
     holding_allocations,
@@ -36,6 +36,7 @@ from pools.capacity.window import (
 )
 from pools.inventory.models import GpuModel, Pool
 from pools.inventory.selectors import inventory_census
+from pools.recurring.models import RecurringReservation
 
 
 @dataclass(frozen=True)

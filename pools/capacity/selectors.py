@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import UTC, timedelta
 
 from django.conf import settings
 from django.db.models import (
@@ -14,27 +13,18 @@ from django.db.models import (
     Func,
     IntegerField,
     Prefetch,
-    Q,
     QuerySet,
     Sum,
     Value,
     When,
     Window,
 )
-from django.db.models.functions import Coalesce, RowNumber
+from django.db.models.functions import RowNumber
 from django.db.models.query import RawQuerySet
 from django.utils.module_loading import import_string
 
 from pools.audit.models import AuditEvent
-from pools.capacity.calendar_feed import TOKEN_LENGTH, feed_token, token_sha256
-from pools.capacity.models import (
-    Allocation,
-    CapacityRequest,
-    RecurringReservation,
-    ReservationStatus,
-    TeamCalendarFeed,
-    TemporaryOverride,
-)
+from pools.capacity.models import Allocation, CapacityRequest
 from pools.tenancy.models import Team
 from pools.tenancy.roles import sees_every_team
 
@@ -273,80 +263,3 @@ def allocations_cost_so_far(allocations, *, now) -> dict:
     pools do not import billing); ``{}`` without one."""
     provider = getattr(settings, "ALLOCATION_COSTS_SO_FAR", "")
     return import_string(provider)(allocations=allocations, now=now) if provider else {}
-
-
-def recurring_reservation_list(*, user) -> QuerySet[RecurringReservation]:
-    """The recurring reservations ``user`` may see (their teams'; every one for a pool admin),
-    with team, pool and GPU model joined, by first date."""
-    return RecurringReservation.objects.visible_to(user).select_related("team", "pool", "gpu_model")
-
-
-def team_calendar_entries(*, team_id: int, now) -> tuple[list, list]:
-    """What the team's iCalendar feed lists: its allocations that hold cards (approved to
-    expiring) and end after ``now``, and its active recurring reservations with a date from
-    ``now``'s UTC date less a day on (a local date is at most 14 h from UTC's); pool and GPU
-    model joined, by start."""
-    allocations = (
-        Allocation.objects.holding()
-        .filter(team_id=team_id, ends_at__gt=now)
-        .select_related("pool", "gpu_model")
-        .order_by("starts_at", "id")
-    )
-    recurring = RecurringReservation.objects.filter(
-        team_id=team_id,
-        status=ReservationStatus.ACTIVE,
-        last_date__gte=now.astimezone(UTC).date() - timedelta(days=1),
-    ).select_related("pool", "gpu_model")
-    return list(allocations), list(recurring)
-
-
-def override_list(*, user) -> QuerySet[TemporaryOverride]:
-    """The temporary overrides ``user`` may see (their teams'; every one for a pool admin),
-    with what they name joined, newest first."""
-    return TemporaryOverride.objects.visible_to(user).select_related(
-        "team", "pool", "gpu_model", "workload_class", "class_before", "created_by"
-    )
-
-
-def pool_overrides_over(*, pool_id: int, gpu_model_id: int, start, end) -> list[TemporaryOverride]:
-    """The overrides of the pool that count at some instant of ``[start, end)`` (from their
-    making to their ``until``, or to when they were ended early) and name ``gpu_model_id`` or no
-    model (a priority): what a pool × GPU model calendar shows, by start. One query."""
-    return list(
-        TemporaryOverride.objects.filter(pool_id=pool_id, created_at__lt=end)
-        .filter(Q(gpu_model_id=gpu_model_id) | Q(gpu_model__isnull=True))
-        .annotate(stopped=Coalesce("ended_at", "until"))
-        .filter(stopped__gt=start)
-        .select_related("gpu_model", "workload_class", "class_before", "created_by")
-        .order_by("created_at", "pk")
-    )
-
-
-def team_overrides_in_force(*, team_id: int, now) -> list[TemporaryOverride]:
-    """The team's overrides in force at ``now``, soonest to end first: what its pages show."""
-    return list(
-        TemporaryOverride.objects.in_force(now)
-        .filter(team_id=team_id)
-        .select_related("pool", "gpu_model", "workload_class", "class_before", "created_by")
-        .order_by("until", "pk")
-    )
-
-
-def team_calendar_feed_token(*, team_id: int) -> str | None:
-    """The team's secret feed token (made again from the row's salt,
-    :mod:`pools.capacity.calendar_feed`), ``None`` while it has no link. One query."""
-    salt = TeamCalendarFeed.objects.filter(team_id=team_id).values_list("salt", flat=True).first()
-    return feed_token(salt) if salt else None
-
-
-def team_by_feed_token(token: str) -> Team | None:
-    """The team whose feed link has ``token``, ``None`` for any other string (a reset link,
-    a guess). One query, by the token's SHA-256."""
-    if len(token) != TOKEN_LENGTH:
-        return None
-    feed = (
-        TeamCalendarFeed.objects.filter(token_sha256=token_sha256(token))
-        .select_related("team")
-        .first()
-    )
-    return feed.team if feed else None

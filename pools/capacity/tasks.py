@@ -12,10 +12,7 @@ from pools.capacity.services.allocations import (
     allocation_provision,
     allocation_unbind,
 )
-from pools.capacity.services.maintenance_binding import maintenance_sync
-from pools.capacity.services.overrides import override_apply, override_expire_due
 from pools.capacity.services.reconcile import ReconcileReport, reconcile_all, reconcile_cluster
-from pools.capacity.services.recurring_binding import recurring_sync
 from pools.jobs import MAX_RETRIES, retry_countdown, retry_note
 from scheduler_adapters.errors import SchedulerError
 
@@ -83,34 +80,3 @@ def report_counts(report: ReconcileReport) -> dict:
         "errors": report.errors,
         "nodes": report.nodes_refreshed,
     }
-
-
-@shared_task(acks_late=True)
-def recurring_sync_task() -> dict[str, int]:
-    """Beat: Slurm reservations of recurring reservations created and deleted, and the teams'
-    quota and caps raised and lowered around each occurrence (idempotent)."""
-    return recurring_sync()
-
-
-@shared_task(acks_late=True)
-def maintenance_sync_task() -> dict[str, int]:
-    """Beat and after each maintenance write: Slurm MAINT reservations of planned windows
-    created, those of cancelled windows deleted (idempotent)."""
-    return maintenance_sync()
-
-
-@shared_task(bind=True, acks_late=True, max_retries=MAX_RETRIES)
-def override_sync_task(self, override_id: int) -> dict | None:
-    """Write the team's figures an override touches, after it was made or cancelled."""
-    try:
-        return override_apply(override_id=override_id)
-    except SchedulerError as exc:
-        if not exc.transient or self.request.is_eager:
-            return None  # the expiry beat and reconcile write the same again
-        raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
-
-
-@shared_task(acks_late=True)
-def override_expire_task() -> dict[str, int]:
-    """Beat: expire overrides whose date has passed and put the scheduler objects back."""
-    return override_expire_due()

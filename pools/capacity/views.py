@@ -1,5 +1,6 @@
 """Server-rendered request and allocation pages: my teams, requests, the approval
-queue, allocations and the capacity timeline. Thin: forms in, services and selectors out."""
+queue, allocations, the capacity timeline and the scheduler drift reconcile found. Thin: forms
+in, services and selectors out."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from pools.capacity.availability import (
 )
 from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilterSet
 from pools.capacity.forms import ApproveForm, CapacityRequestForm, ExtendForm, ReasonForm
+from pools.capacity.models import SchedulerDrift
 from pools.capacity.placement import Shape
 from pools.capacity.scheduler_panel import scheduler_panel
 from pools.capacity.services import allocations as allocation_services
@@ -38,6 +40,7 @@ from pools.capacity.shapes import request_shape, shape_fit
 from pools.common.choices import RequestKind, RequestStatus
 from pools.common.errors import DomainError
 from pools.inventory.models import GpuModel, Pool
+from pools.jobs import RECONCILE, enqueue
 from pools.tenancy import permissions
 from pools.tenancy import selectors as tenancy_selectors
 from pools.web.pages import (
@@ -745,4 +748,58 @@ def timeline(request):
         )
     return render(
         request, "pools/requests/timeline.html", {"charts": charts, "start": start, "end": end}
+    )
+
+
+DRIFT_COLUMNS = [
+    Column("detected_at", lambda d: d.detected_at.isoformat()),
+    Column("scheduler", lambda d: d.scheduler),
+    Column("team", lambda d: d.team.slug if d.team else None),
+    Column("subject", lambda d: d.subject),
+    Column("expected", lambda d: d.expected),
+    Column("found", lambda d: d.found),
+    Column("repaired", lambda d: d.repaired),
+    Column("detail", lambda d: d.detail),
+]
+
+
+@pool_admin_required
+@require_http_methods(["GET", "POST"])
+def scheduler_drift(request):
+    """Drift found by reconcile (newest first), and a button to reconcile now."""
+    if request.method == "POST":
+        # Reconcile calls the schedulers: a task does it, never this request's thread.
+        report = enqueue(RECONCILE)
+        if report is None:
+            messages.info(request, "Reconcile queued: differences appear here when it is done.")
+        elif report["drifts"]:
+            messages.warning(
+                request,
+                f"Reconciled: {report['drifts']} difference(s) found "
+                f"and {report['repaired']} repaired.",
+            )
+        elif report["checked"] or report["nodes"]:
+            messages.success(request, f"Reconciled: {report['checked']} cap(s) checked, no drift.")
+        else:
+            messages.info(request, "No scheduler connection is configured: nothing to reconcile.")
+        if (report or {}).get("clusters_queued"):
+            messages.info(
+                request,
+                f"{report['clusters_queued']} more cluster(s) are reconciled by their own "
+                "tasks: their differences appear here when they are done.",
+            )
+        for error in (report or {}).get("errors", []):
+            messages.error(request, error)
+        return redirect("pools:scheduler-drift")
+    rows = SchedulerDrift.objects.select_related("team")
+    if request.GET.get("export") == "csv":
+        return csv_response(rows.iterator(), DRIFT_COLUMNS, "scheduler-drift.csv")
+    paginator = Paginator(rows, 50)
+    return render(
+        request,
+        "pools/scheduler_drift.html",
+        {
+            "page": paginator.get_page(request.GET.get("page")),
+            "configured": sorted(settings.SCHEDULERS),
+        },
     )

@@ -15,11 +15,11 @@ held side of the card count and of the shape check, in one statement.
 - ``generation``: the inventory generation read in the same statement
   (:mod:`pools.capacity.node_kinds` caches the inventory side under it; ``None`` on SQLite).
 
-Recurring reservations (:class:`pools.capacity.models.RecurringReservation`) hold whole cards
+Recurring reservations (:class:`pools.recurring.models.RecurringReservation`) hold whole cards
 at each occurrence, as unplaced holds: the statement also says whether an active one of the
 pool × model has a date in the window, and then the sweep runs over the allocations and the
 occurrences together in Python (:func:`recurring_intervals`), the generation kept.
-Planned maintenance windows (:class:`pools.capacity.models.MaintenanceWindow`) take the
+Planned maintenance windows (:class:`pools.maintenance.models.MaintenanceWindow`) take the
 schedulable cards of their nodes away for their window: in the card count (``peak``) they enter
 the same Python sweep as unplaced holds (:func:`maintenance_intervals`), flagged by the same
 statement. In the cards per node they are no "any N cards": a window names its nodes, so each
@@ -52,19 +52,14 @@ from django.db.models.functions import Coalesce
 
 from pools.capacity.arithmetic import peak_cards
 from pools.capacity.lifecycle import HOLDING_STATUSES
-from pools.capacity.models import (
-    Allocation,
-    MaintenanceStatus,
-    MaintenanceWindow,
-    PlacedCards,
-    RecurringReservation,
-    overlap_q,
-)
+from pools.capacity.models import Allocation, PlacedCards, overlap_q
 from pools.capacity.placement import AwayNode
-from pools.capacity.recurrence import occurrences
 from pools.clusters.models import Cluster
 from pools.common.choices import CredentialKind
 from pools.inventory.models import Gpu, GpuModel, MigDevice, Node, Pool
+from pools.maintenance.models import MaintenanceStatus, MaintenanceWindow
+from pools.recurring.models import RecurringReservation
+from pools.recurring.recurrence import occurrences
 
 MAX_PLACED_INDEX = 62  # the highest GPU index a 64-bit mask (bigint, sign bit clear) holds
 ALL_CARDS = (1 << (MAX_PLACED_INDEX + 1)) - 1  # the mask of every placeable card: a node away

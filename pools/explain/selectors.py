@@ -27,17 +27,9 @@ from django.utils.module_loading import import_string
 from pools.capacity.availability import SCHEDULER_OF_KIND
 from pools.capacity.budget_gate import budget_verdict
 from pools.capacity.lifecycle import HOLDING_STATUSES
-from pools.capacity.models import (
-    Allocation,
-    CapacityRequest,
-    PlacedCards,
-    RecurringReservation,
-    TemporaryOverride,
-)
+from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
 from pools.capacity.node_kinds import pool_nodes
-from pools.capacity.overrides import override_summary
 from pools.capacity.placement import NodeGroup, Shape
-from pools.capacity.recurrence import occurrences
 from pools.capacity.window import ALL_CARDS, maintenance_windows_by_pool_model
 from pools.classes.models import WorkloadClass
 from pools.classes.selectors import class_permitted_models
@@ -59,6 +51,10 @@ from pools.explain.core import (
 from pools.inventory.driver_versions import driver_supports, parse_cuda_version
 from pools.inventory.models import Gpu, GpuModel, Pool
 from pools.inventory.selectors import inventory_census, inventory_generation
+from pools.overrides.models import TemporaryOverride
+from pools.overrides.selectors import override_summary
+from pools.recurring.models import RecurringReservation
+from pools.recurring.recurrence import occurrences
 from pools.sizing.selectors import sizing_estimate_list
 from pools.tenancy import permissions
 from pools.tenancy.models import Team

@@ -285,7 +285,7 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "token": env.str("TOKEN_THROTTLE_RATE", default="20/minute"),
         "login": env.str("LOGIN_THROTTLE_RATE", default="30/minute"),  # portal.throttling
-        # a team's secret calendar feed, per client address (pools/capacity/views_calendar.py)
+        # a team's secret calendar feed, per client address (pools/calendar/views.py)
         "calendar_feed": env.str("CALENDAR_FEED_THROTTLE_RATE", default="60/minute"),
     },
     # Trusted reverse proxies in front of the portal (ingress, load balancer); see
@@ -386,11 +386,14 @@ CELERY_BEAT_SCHEDULE = {
     },
     "scheduler-reconcile": {"task": "pools.capacity.tasks.reconcile_task", "schedule": 10 * 60},
     # Recurring reservations: quota up within the 15-minute lead of an occurrence, down after.
-    "recurring-sync": {"task": "pools.capacity.tasks.recurring_sync_task", "schedule": 5 * 60},
+    "recurring-sync": {"task": "pools.recurring.tasks.recurring_sync_task", "schedule": 5 * 60},
     # Maintenance windows: Slurm MAINT reservations made, and deleted once cancelled.
-    "maintenance-sync": {"task": "pools.capacity.tasks.maintenance_sync_task", "schedule": 5 * 60},
+    "maintenance-sync": {
+        "task": "pools.maintenance.tasks.maintenance_sync_task",
+        "schedule": 5 * 60,
+    },
     # Temporary overrides: expired at their date, the team's caps / quota / QOS put back.
-    "override-expire": {"task": "pools.capacity.tasks.override_expire_task", "schedule": 5 * 60},
+    "override-expire": {"task": "pools.overrides.tasks.override_expire_task", "schedule": 5 * 60},
     # Each cluster's connection checked in its own task (pools.clusters): a down cluster makes
     # its pools read-only until a check finds it answering again.
     "clusters-check": {"task": "pools.clusters.tasks.clusters_check_task", "schedule": 5 * 60},

@@ -196,8 +196,9 @@ def _demo_ids() -> dict[str, int]:
     from django.contrib.auth import get_user_model
 
     from billing.budgets.models import Budget
-    from pools.capacity.models import CapacityRequest, MaintenanceWindow
+    from pools.capacity.models import CapacityRequest
     from pools.elastic.models import BurstOptIn, ElasticPolicy
+    from pools.maintenance.models import MaintenanceWindow
     from pools.serving.models import ServingRollup
     from pools.sizing.services import PAGE_INITIAL, sizing_estimate_create, sizing_estimate_run
 

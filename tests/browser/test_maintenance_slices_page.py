@@ -64,7 +64,7 @@ def test_the_windows_page_lists_the_slices_away_and_fits(signed_in, live_server,
     from django.contrib.auth import get_user_model
     from factories import next_week_9am
 
-    from pools.capacity.services.maintenance import maintenance_window_create
+    from pools.maintenance.services.windows import maintenance_window_create
 
     pool = mig_fleet()
     t = next_week_9am()

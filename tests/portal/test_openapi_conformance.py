@@ -74,8 +74,8 @@ def world(team, team_member, infer_pool, l40s, django_user_model):
     # overrides with no author (a deleted user), no GPU model (a priority), no class before
     from datetime import timedelta
 
-    from pools.capacity.models import TemporaryOverride
     from pools.classes.models import WorkloadClass
+    from pools.overrides.models import TemporaryOverride
 
     now = timezone.now()
     held = {"team": team, "pool": infer_pool, "until": now + timedelta(days=1), "created_at": now}

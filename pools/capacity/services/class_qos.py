@@ -17,11 +17,11 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from pools.capacity.lifecycle import APPLIED_STATUSES
-from pools.capacity.overrides import priority_raise
 from pools.classes.models import WorkloadClass
 from pools.classes.selectors import class_list
 from pools.classes.slurm_qos import class_qos_name, class_qos_specs
 from pools.inventory.models import Pool
+from pools.overrides.selectors import priority_raise
 from pools.tenancy.models import Team
 from scheduler_adapters.base import QosAdapter
 from scheduler_adapters.errors import SchedulerRejected
@@ -33,7 +33,7 @@ from scheduler_adapters.records import AccountQos, QosSpec
 def team_classes_held(*, team: Team, pools: QuerySet[Pool], now: datetime) -> list[WorkloadClass]:
     """The workload classes of the team's applied allocations in ``pools`` open at ``now``,
     the default first: the most preemptible, or while a priority override is in force
-    (:func:`pools.capacity.overrides.priority_raise`) the override's class, added when the
+    (:func:`pools.overrides.selectors.priority_raise`) the override's class, added when the
     team holds no allocation of it. Two queries."""
     held = list(
         WorkloadClass.objects.filter(

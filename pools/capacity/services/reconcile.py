@@ -21,7 +21,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from pools.capacity.lifecycle import APPLIED_STATUSES
-from pools.capacity.models import Allocation, OverrideKind, SchedulerDrift, TemporaryOverride
+from pools.capacity.models import Allocation, SchedulerDrift
 from pools.capacity.services.class_qos import (
     slurm_class_qos_problem,
     slurm_qos_found,
@@ -47,6 +47,7 @@ from pools.common.choices import ClusterOperation, CredentialKind, QuotaBackend,
 from pools.inventory.models import GpuModel, Pool
 from pools.inventory.services.importer import inventory_import
 from pools.jobs import RECONCILE_CLUSTER, enqueue_on_commit
+from pools.overrides.models import OverrideKind, TemporaryOverride
 from pools.tenancy.models import Team
 from scheduler_adapters.base import QosAdapter, SchedulerAdapter
 from scheduler_adapters.errors import NotFound, SchedulerError

@@ -17,10 +17,10 @@ team's open-window cards in the Kubernetes pools of that cluster (:func:`kuberne
 
 Recurring reservations (issue 32) count like allocations while an occurrence is open (or
 opens within the provisioning lead): the cap and the quota go up for it and down after it,
-applied by the beat loop (:mod:`pools.capacity.services.recurring_binding`).
+applied by the beat loop (:mod:`pools.recurring.services.binding`).
 
 Temporary overrides (issue 32) raise a team's cap, Kueue borrowing limit or class while they
-last; each figure below reads them in one place (:mod:`pools.capacity.overrides`).
+last; each figure below reads them in one place (:mod:`pools.overrides.selectors`).
 
 Every figure is per cluster (:func:`cluster_pools`): a namespace or an account lives in one
 cluster, so its cap counts the team's allocations in that cluster's pools only (issue 35).
@@ -47,9 +47,7 @@ from django.utils import timezone
 
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES
-from pools.capacity.models import Allocation, RecurringReservation, ReservationStatus
-from pools.capacity.overrides import borrowing_raises, ceiling_models, ceiling_raise
-from pools.capacity.recurrence import occurrences
+from pools.capacity.models import Allocation
 from pools.capacity.services.class_qos import (
     kubernetes_priority_sync,
     slurm_account_qos_set,
@@ -68,6 +66,9 @@ from pools.inventory.models import (
     Pool,
     node_cluster_id,
 )
+from pools.overrides.selectors import borrowing_raises, ceiling_models, ceiling_raise
+from pools.recurring.models import RecurringReservation, ReservationStatus
+from pools.recurring.recurrence import occurrences
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_usernames
 from scheduler_adapters.base import SchedulerAdapter
@@ -164,7 +165,7 @@ def team_cards_applied(
     (:func:`recurring_cards_open`), and so do the cards the team's elastic allocations placed
     in burst pools of that cluster (issue 35: :func:`burst_cards_placed`). A ceiling override
     in force lifts the whole-card figure to at least its cards
-    (:func:`pools.capacity.overrides.ceiling_raise`)."""
+    (:func:`pools.overrides.selectors.ceiling_raise`)."""
     now = now or timezone.now()
     pools = cluster_pools(scheduler=scheduler, cluster=cluster)
     recurring = 0 if mig_profile else recurring_cards_open(team=team, pools=pools, now=now)
@@ -362,7 +363,7 @@ def kueue_borrowing(
     (ceilings less floors, less the cards placed in a burst pool, of those applied and open
     like :func:`team_cards_applied`'s),
     ``wanted`` the same raised by borrowing overrides in force
-    (:func:`pools.capacity.overrides.borrowing_raises`; the highest per product wins). One
+    (:func:`pools.overrides.selectors.borrowing_raises`; the highest per product wins). One
     namespace has one ClusterQueue, so one cohort: with elastic allocations in two Kueue pools
     of different cohorts, the first pool's by slug is used. Two queries (and one per model
     named)."""

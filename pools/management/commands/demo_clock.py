@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from pools.capacity.services.allocations import allocation_lifecycle_sweep
-from pools.capacity.services.overrides import override_expire_due
+from pools.overrides.services import override_expire_due
 
 
 class Command(BaseCommand):

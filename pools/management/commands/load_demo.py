@@ -21,24 +21,12 @@ from django.utils import timezone
 
 from pools.advisor.models import AdvisorRun
 from pools.advisor.services import advisor_pass
+from pools.calendar.services import team_calendar_feed_create
 from pools.calibration.services import calibration_refresh
 from pools.capacity.lifecycle import RUNNING_STATUSES
-from pools.capacity.maintenance import WaveAsk
-from pools.capacity.models import (
-    Allocation,
-    CapacityRequest,
-    MaintenanceWindow,
-    OverrideKind,
-    Recurrence,
-    RecurringReservation,
-    TemporaryOverride,
-)
+from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.allocations import allocation_lifecycle_sweep
-from pools.capacity.services.calendar_feed import team_calendar_feed_create
-from pools.capacity.services.maintenance import maintenance_waves_create
-from pools.capacity.services.overrides import override_create
-from pools.capacity.services.recurring import recurring_reservation_create
 from pools.capacity.services.requests import (
     capacity_request_approve,
     capacity_request_create,
@@ -53,6 +41,9 @@ from pools.elastic.selectors import held_timelines
 from pools.elastic.services import elastic_apply, elastic_policy_create, scaling_policy
 from pools.inventory.models import DriverGroup, Gpu, GpuModel, Pool
 from pools.inventory.services.import_files import inventory_import_file, inventory_import_files
+from pools.maintenance.models import MaintenanceWindow
+from pools.maintenance.selectors import WaveAsk
+from pools.maintenance.services.windows import maintenance_waves_create
 from pools.management.demo import (
     CLUSTER_HEALTH,
     CLUSTERS,
@@ -64,6 +55,8 @@ from pools.management.demo import (
     demo_fleet,
     demo_serving_answers,
 )
+from pools.overrides.models import OverrideKind, TemporaryOverride
+from pools.overrides.services import override_create
 from pools.reclamation.evaluate import evaluate_group
 from pools.reclamation.models import IdleFinding, IdleScanRun, ReclamationPolicy
 from pools.reclamation.services.scan import (
@@ -71,6 +64,8 @@ from pools.reclamation.services.scan import (
     percent_decimal,
     policy_thresholds,
 )
+from pools.recurring.models import Recurrence, RecurringReservation
+from pools.recurring.services.reservations import recurring_reservation_create
 from pools.serving.models import ServedModel, ServingRollup
 from pools.serving.rollup import held_at
 from pools.serving.services import bucket_floor, serving_rollup_replay
@@ -442,7 +437,7 @@ class Command(BaseCommand):
         """A planned driver upgrade of the R535 group (the training pool's A100 nodes) in
         waves of two nodes, 06:00-12:00 UTC on successive days from the Saturday after next,
         planned so that no approved allocation loses its cards
-        (:mod:`pools.capacity.maintenance_waves`)."""
+        (:mod:`pools.maintenance.waves`)."""
         if MaintenanceWindow.objects.exists():
             return
         today = timezone.now().astimezone(UTC).date()

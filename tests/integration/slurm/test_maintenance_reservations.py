@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from integration.slurm.slurm_cluster import build_adapter
 
-from pools.capacity.models import MaintenanceWindow
-from pools.capacity.services.maintenance_binding import maintenance_slurm_spec
+from pools.maintenance.models import MaintenanceWindow
+from pools.maintenance.services.binding import maintenance_slurm_spec
 
 pytestmark = pytest.mark.integration
 
@@ -58,12 +58,12 @@ def test_through_the_portal_the_sync_reserves_and_cancel_deletes(portal_slurm_te
     deletes it (read back gone) and clears the binding."""
     from django.test import override_settings
 
-    from pools.capacity.services.maintenance import (
+    from pools.clusters import adapters
+    from pools.maintenance.services.binding import maintenance_sync
+    from pools.maintenance.services.windows import (
         maintenance_window_cancel,
         maintenance_window_create,
     )
-    from pools.capacity.services.maintenance_binding import maintenance_sync
-    from pools.clusters import adapters
     from scheduler_adapters.registry import slurm_settings_from_env
 
     pool, _a100, _team, _alice, admin, _submit = portal_slurm_team

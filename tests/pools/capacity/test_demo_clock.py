@@ -77,7 +77,7 @@ def test_one_tick_expires_an_override_past_its_until(team, infer_pool, l40s):
     until tomorrow stays active."""
     from factories import TemporaryOverrideFactory
 
-    from pools.capacity.models import TemporaryOverride
+    from pools.overrides.models import TemporaryOverride
 
     now = timezone.now()
     past = TemporaryOverrideFactory(team=team, pool=infer_pool, gpu_model=l40s,

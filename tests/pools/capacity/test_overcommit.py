@@ -131,7 +131,7 @@ def test_a_maintenance_window_is_swept_though_the_holds_add_up_to_the_usable_car
     day 2.5 takes 4 of them then, while A and B hold 7: 11 > 8, over-committed."""
     from factories import MaintenanceWindowFactory
 
-    from pools.capacity.models import MaintenanceScope
+    from pools.maintenance.models import MaintenanceScope
 
     now = timezone.now()
     window = MaintenanceWindowFactory(

@@ -322,7 +322,7 @@ def test_a_maintenance_window_counts_as_cards_away_in_the_explanation(
     then 20 held + 16 away = 36 at the peak → 48 − 36 = 12 free, as the approval counts;
     bob still sees 3 other teams, and 16 cards away for maintenance; the pool admin sees the
     window's row."""
-    from pools.capacity.services.maintenance import maintenance_window_create
+    from pools.maintenance.services.windows import maintenance_window_create
 
     start = fleet["start"]
     a100 = GpuModel.objects.get(slug="a100_80g_sxm")

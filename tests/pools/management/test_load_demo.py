@@ -10,9 +10,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from pools.capacity.models import RecurringReservation
 from pools.inventory import selectors
 from pools.inventory.models import Node, Pool
+from pools.recurring.models import RecurringReservation
 from pools.tenancy.models import Membership, Team
 
 pytestmark = pytest.mark.django_db

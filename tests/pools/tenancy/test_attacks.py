@@ -9,7 +9,8 @@ from factories import MembershipFactory, PoolFactory, TeamFactory, UserFactory
 from rest_framework.test import APIClient
 
 from billing.budgets.models import Budget
-from pools.capacity.models import RecurringReservation, TemporaryOverride
+from pools.overrides.models import TemporaryOverride
+from pools.recurring.models import RecurringReservation
 
 pytestmark = pytest.mark.django_db
 

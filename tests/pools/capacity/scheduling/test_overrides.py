@@ -13,8 +13,7 @@ from factories import AllocationFactory, GpuFactory, NodeFactory, TeamFactory
 from kubernetes_support import portal_on_fake_apiserver
 
 from pools.audit.models import AuditEvent
-from pools.capacity.models import OverrideStatus, SchedulerDrift, TemporaryOverride
-from pools.capacity.services.overrides import override_cancel, override_create, override_expire_due
+from pools.capacity.models import SchedulerDrift
 from pools.capacity.services.reconcile import reconcile_slurm
 from pools.capacity.services.scheduler_binding import (
     kubernetes_quota_wanted,
@@ -24,6 +23,8 @@ from pools.classes.models import WorkloadClass
 from pools.common.choices import AllocationStatus, Scheduler
 from pools.common.errors import InvalidInput
 from pools.inventory.models import GpuModel
+from pools.overrides.models import OverrideStatus, TemporaryOverride
+from pools.overrides.services import override_cancel, override_create, override_expire_due
 from scheduler_adapters.records import AccountQos, GpuLimit
 
 pytestmark = pytest.mark.django_db

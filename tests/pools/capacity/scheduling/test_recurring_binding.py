@@ -17,14 +17,14 @@ from django.utils import timezone
 from factories import AllocationFactory, TeamFactory
 from kubernetes_support import portal_on_fake_apiserver
 
-from pools.capacity.models import RecurringReservation
-from pools.capacity.services.recurring import (
+from pools.capacity.services.scheduler_binding import k8s_product_label
+from pools.common.choices import AllocationStatus
+from pools.recurring.models import RecurringReservation
+from pools.recurring.services.binding import recurring_sync
+from pools.recurring.services.reservations import (
     recurring_reservation_cancel,
     recurring_reservation_create,
 )
-from pools.capacity.services.recurring_binding import recurring_sync
-from pools.capacity.services.scheduler_binding import k8s_product_label
-from pools.common.choices import AllocationStatus
 from scheduler_adapters.kubernetes_manifests import flavor_name
 
 pytestmark = pytest.mark.django_db

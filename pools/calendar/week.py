@@ -1,0 +1,149 @@
+"""The week view of a pool × GPU model's capacity calendar (issue 32 item 2): per local day the
+cards free over the whole day, as the request form counts them
+(:func:`pools.capacity.availability.pool_free_cards`: usable − the peak held, so the minimum
+free over the day), and what holds cards that week — holding allocations and the occurrences of
+active recurring reservations.
+
+Days are local days of the portal's zone (``TIME_ZONE``), so a day over a change of summer time
+has 23 or 25 hours. Weeks are ISO weeks (Monday first), named ``YYYY-Www``.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from itertools import pairwise
+
+from django.utils import timezone
+
+from pools.capacity.arithmetic import peak_cards
+from pools.capacity.availability import holding_intervals, pool_free_cards
+from pools.capacity.window import WindowHolds, holding_allocations
+from pools.inventory.selectors import inventory_generation
+from pools.recurring.models import RecurringReservation
+from pools.recurring.recurrence import occurrences
+
+_WEEK = re.compile(r"(\d{4})-W(\d{2})")
+OTHER_TEAMS = "other teams"
+# The years a calendar shows, weeks and months alike (pool and driver-group calendars): a
+# week or month outside them is treated as no week or month (today's is shown), as is one
+# that does not exist. Far from ``date.min``/``date.max`` so the previous and next links,
+# local midnights and the day's margin in UTC all stay dates.
+FIRST_YEAR, LAST_YEAR = 1970, 9998
+
+
+def week_monday(text: str | None, today: date) -> date:
+    """The Monday of ISO week ``text`` (``2027-W03``); of ``today``'s week when ``text`` is
+    absent, not a week or outside years ``FIRST_YEAR``-``LAST_YEAR``."""
+    match = _WEEK.fullmatch(text or "")
+    if match and FIRST_YEAR <= int(match[1]) <= LAST_YEAR:
+        try:
+            return date.fromisocalendar(int(match[1]), int(match[2]), 1)
+        except ValueError:
+            pass
+    return today - timedelta(days=today.weekday())
+
+
+def week_name(monday: date) -> str:
+    year, week, _ = monday.isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+@dataclass(frozen=True)
+class Hold:
+    kind: str  # "allocation" or "recurring"
+    ref: int
+    team: str
+    cards: int
+    starts_at: datetime
+    ends_at: datetime
+    workload_class: str = ""  # the allocation's class name (issue 36); "" unclassed or recurring
+    # A team the reader may not see: the page shows its cards and times only, never the
+    # allocation's or reservation's id or class (pools.tenancy.permissions.may_see_all_holders).
+    other_team: bool = False
+
+
+@dataclass(frozen=True)
+class Day:
+    day: date
+    free: int
+    holds: list[Hold]
+
+
+def local_midnight(day: date) -> datetime:
+    """00:00 of ``day`` in the portal's zone."""
+    return datetime.combine(day, time(), tzinfo=timezone.get_current_timezone())
+
+
+def week_holds(
+    *, pool, gpu_model, start, end, team_names: dict[int, str] | None = None
+) -> list[Hold]:
+    """Holding allocations of whole cards and recurring occurrences of the pool × model
+    overlapping ``[start, end)``, by start; a team not in ``team_names`` (those the reader
+    may see) reads :data:`OTHER_TEAMS`, its holds marked ``other_team``. Two queries."""
+    team_names = team_names or {}
+    holds = [
+        Hold(
+            "allocation",
+            a.pk,
+            team_names.get(a.team_id, OTHER_TEAMS),
+            a.card_count,
+            a.starts_at,
+            a.ends_at,
+            a.workload_class.name if a.workload_class else "",
+            a.team_id not in team_names,
+        )
+        for a in holding_allocations(
+            pool=pool, gpu_model=gpu_model, start=start, end=end
+        ).select_related("workload_class")
+    ]
+    rules = RecurringReservation.objects.holding(
+        pool_id=pool.pk, gpu_model_id=gpu_model.pk, start=start, end=end
+    )
+    for r in rules:
+        team, other = team_names.get(r.team_id, OTHER_TEAMS), r.team_id not in team_names
+        holds += [
+            Hold("recurring", r.pk, team, r.card_count, s, e, other_team=other)
+            for s, e in occurrences(r.rule, start, end)
+        ]
+    return sorted(holds, key=lambda h: (h.starts_at, h.kind, h.ref))
+
+
+def free_per_day(*, pool, gpu_model, bounds: list[datetime]) -> list[int]:
+    """Free cards over each day ``[bounds[i], bounds[i + 1])``:
+    :func:`pool_free_cards` of the day, given the day's peak of what holds cards over the whole
+    span (:func:`holding_intervals`, read once) and the inventory generation it is read at.
+    Four queries (the generation, the allocations, the recurring rules, the maintenance
+    windows), whatever the number of days or allocations."""
+    generation = inventory_generation()
+    intervals = holding_intervals(pool=pool, gpu_model=gpu_model, start=bounds[0], end=bounds[-1])
+    # as Unix seconds, by start: a day sweeps only what starts before its end (a month of a
+    # 16,000-card pool is ~1,700 intervals, 31 sweeps over all of them took 0.37 s)
+    spans = sorted((s.timestamp(), e.timestamp(), n) for s, e, n in intervals)
+    starts = [span[0] for span in spans]
+    free = []
+    for start, end in pairwise(bounds):
+        lo, hi = start.timestamp(), end.timestamp()
+        inside = [span for span in spans[: bisect_left(starts, hi)] if span[1] > lo]
+        holds = WindowHolds(generation, peak_cards(inside, lo, hi), None, None)
+        free.append(
+            pool_free_cards(pool=pool, gpu_model=gpu_model, start=start, end=end, holds=holds)
+        )
+    return free
+
+
+def week_days(*, pool, gpu_model, monday: date, team_names: dict[int, str]) -> list[Day]:
+    """The seven days from ``monday``: free cards over each local day and its holds."""
+    bounds = [local_midnight(monday + timedelta(days=i)) for i in range(8)]
+    holds = week_holds(
+        pool=pool, gpu_model=gpu_model, start=bounds[0], end=bounds[-1], team_names=team_names
+    )
+    free = free_per_day(pool=pool, gpu_model=gpu_model, bounds=bounds)
+    days = []
+    for i in range(7):
+        start, end = bounds[i], bounds[i + 1]
+        inside = [h for h in holds if h.starts_at < end and h.ends_at > start]
+        days.append(Day(start.date(), free[i], inside))
+    return days
