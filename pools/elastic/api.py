@@ -16,6 +16,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from pools.api_common import QueuedRunSerializer, WhatIfDaysField
 from pools.capacity.models import Allocation
 from pools.capacity.selectors import allocation_list
 from pools.elastic import selectors
@@ -173,22 +174,15 @@ class ScaleEventFilterSet(filters.FilterSet):
 class WhatIfRequestSerializer(serializers.Serializer):
     """``days`` (1-30, default 30) and ``source`` of a what-if to queue."""
 
-    days = serializers.IntegerField(min_value=1, max_value=WHATIF_MAX_DAYS, default=WHATIF_MAX_DAYS)
+    days = WhatIfDaysField(max_value=WHATIF_MAX_DAYS, default=WHATIF_MAX_DAYS)
     source = serializers.ChoiceField(
         choices=[s.value for s in WhatIfSource], required=False, allow_blank=True, default="",
         help_text="prometheus or recorded (the loop's own readings); default: Prometheus when "
         "configured, else recorded",
     )  # fmt: skip
 
-    def to_internal_value(self, data):
-        days = data.get("days") if hasattr(data, "get") else None
-        if isinstance(days, str) and not (days.isascii() and days.strip().isdigit()):
-            # int() reads "٣" as 3: a number is written in ASCII digits here, or refused
-            raise serializers.ValidationError({"days": ["A whole number from 1 to 30."]})
-        return super().to_internal_value(data)
 
-
-class ElasticWhatIfSerializer(serializers.ModelSerializer):
+class ElasticWhatIfSerializer(QueuedRunSerializer):
     """A queued what-if: ``status`` (``pending``, ``running``, ``done``, ``failed``),
     ``progress`` (per cent), ``days`` and ``source`` asked; once done ``result`` (``source``
     used, ``samples``, ``start``/``end``, ``covered_hours``, ``short``, the totals, the
@@ -198,19 +192,12 @@ class ElasticWhatIfSerializer(serializers.ModelSerializer):
 
     days = serializers.IntegerField(source="params.days", read_only=True)
     source = serializers.CharField(source="params.source", read_only=True)
-    result = serializers.JSONField(read_only=True, allow_null=True)
-    status_url = serializers.SerializerMethodField()
+    status_path = "/api/v1/elastic-whatifs/"
 
     class Meta:
         model = ElasticWhatIf
-        fields = [
-            "id", "policy", "days", "source", "status", "progress", "result", "error",
-            "error_code", "created_at", "finished_at", "status_url",
-        ]  # fmt: skip
+        fields = ["id", "policy", "days", "source", *QueuedRunSerializer.RUN_FIELDS]
         read_only_fields = fields
-
-    def get_status_url(self, whatif) -> str:
-        return f"/api/v1/elastic-whatifs/{whatif.pk}/"
 
 
 class ElasticPolicyViewSet(
