@@ -1445,6 +1445,26 @@ def _custom_model(custom: object) -> ModelArch:
         raise SizingInputError(exc.message, **data) from None
 
 
+def figures_json(value: Any) -> Any:
+    """``value`` JSON-ready as the page, the API and the ``estimate`` command show every
+    figure: floats to 6 significant digits, Decimals as strings, mapping keys as strings, other
+    objects as their text. Raises :class:`SizingInputError` (reason ``not_finite``) for a NaN
+    or infinite float: JSON has none, and an estimate that produced one is no estimate."""
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bool) or value is None or isinstance(value, int | str):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise SizingInputError("the estimate is not a finite number", reason="not_finite")
+        return float(f"{value:.6g}")
+    if isinstance(value, Mapping):
+        return {str(k): figures_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [figures_json(v) for v in value]
+    return str(value)
+
+
 def replica_estimate_as_dict(estimate: ReplicaEstimate) -> dict[str, object]:
     """A JSON-ready dict: the headline numbers first (``weights_bytes``, ``kv_cache_bytes``,
     ``fits``, ``output_tok_s_total``, ``tpot_ms``, ``ttft_ms``, ``warnings``), then every
