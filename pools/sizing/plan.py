@@ -848,7 +848,7 @@ def _plan_row(
     )
     replicas_low = replicas
     if band is not None and demand is not None and concurrency is None:
-        replicas_low = _pessimistic_replicas(
+        replicas_low = pessimistic_replicas(
             band,
             demand,
             chosen,
@@ -1000,7 +1000,7 @@ def _scored_option(
     return (at_targets is None, replicas * tp * pp, tp, base, chosen, replicas, counts, buffer)
 
 
-def _pessimistic_replicas(
+def pessimistic_replicas(
     band: Any,
     demand: Demand,
     chosen: ThroughputEstimate,
@@ -1010,7 +1010,10 @@ def _pessimistic_replicas(
     buffer_share: float,
 ) -> int:
     """Replicas (with the buffer) if each replica served only the band's low factor of its
-    requests/s; never fewer than ``sized``."""
+    requests/s: "N cards if the pessimistic end holds", for the page, the API and the
+    ``estimate`` command alike; never fewer than ``sized``. ``sized_share`` is the share of the
+    peak the replicas are sized for, ``buffer_share`` the spare replicas on top (both 1 and 0
+    for the command, which sizes for the whole peak without a buffer)."""
     low_sized = max(
         sized,
         replicas_for_demand(

@@ -53,7 +53,12 @@ from django.core.management.base import BaseCommand
 from pools.sizing import SizingInputError
 from pools.sizing.demand import demand_from_traffic, replicas_for_demand
 from pools.sizing.gpus import gpu_slug_for_name, gpu_specs_from_catalogue
-from pools.sizing.plan import estimate_from_fields, figures_json, replica_estimate_as_dict
+from pools.sizing.plan import (
+    estimate_from_fields,
+    figures_json,
+    pessimistic_replicas,
+    replica_estimate_as_dict,
+)
 from pools.sizing.presets import model_presets
 from pools.sizing.selectors import measured_on_fleet
 
@@ -101,11 +106,11 @@ def _traffic(fields: dict, result: dict, estimate) -> None:
     result["cards_needed"] = replicas * estimate.tp * estimate.pp
     result["cards_needed_pessimistic"] = result["cards_needed"]
     if estimate.band is not None:
-        pessimistic = replicas_for_demand(
-            peak_requests_per_s=demand.peak_requests_per_s,
-            replica_requests_per_s=estimate.throughput.requests_per_s * estimate.band.low_factor,
-        )
-        result["cards_needed_pessimistic"] = max(replicas, pessimistic) * estimate.tp * estimate.pp
+        pessimistic = pessimistic_replicas(
+            estimate.band, demand, estimate.throughput, sized=replicas, sized_share=1.0,
+            buffer_share=0.0,
+        )  # fmt: skip
+        result["cards_needed_pessimistic"] = pessimistic * estimate.tp * estimate.pp
 
 
 def _with_config_file(fields):
