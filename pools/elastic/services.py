@@ -85,7 +85,14 @@ from pools.elastic.whatif import WhatIf, replay
 from pools.errors import InvalidInput, PermissionDenied
 from pools.inventory.models import GpuModel, Pool
 from pools.jobs import ELASTIC_APPLY, ELASTIC_WHATIF, enqueue_on_commit
-from pools.jobs.runs import RunFailed, queued_run_create, queued_run_execute, queued_runs_sweep
+from pools.jobs.runs import (
+    RunFailed,
+    days_refusal,
+    params_json,
+    queued_run_create,
+    queued_run_execute,
+    queued_runs_sweep,
+)
 from pools.tenancy.permissions import may_manage_elastic
 from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.kubernetes_elastic import (
@@ -1316,21 +1323,20 @@ def elastic_whatif_queue(
     then. Anyone who sees the policy may ask (it changes nothing)."""
     fields = dict(fields or {})
     errors: dict[str, str] = {}
-    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= WHATIF_MAX_DAYS:
-        errors["days"] = f"A whole number of days from 1 to {WHATIF_MAX_DAYS}."
+    if refusal := days_refusal(days, most=WHATIF_MAX_DAYS):
+        errors["days"] = refusal
     if source and source not in set(WhatIfSource):
         errors["source"] = "prometheus or recorded."
     errors.update({name: "Unknown field." for name in set(fields) - set(EDITABLE_FIELDS)})
     if errors:
         raise InvalidInput("The what-if cannot run with these values.", errors=errors)
     _check(_trial(policy, fields))
-    plain = {k: str(v) if isinstance(v, Decimal) else v for k, v in fields.items()}
     return queued_run_create(
         ElasticWhatIf,
         task_name=ELASTIC_WHATIF,
         actor=actor,
         policy=policy,
-        params={"days": days, "source": str(source or ""), "fields": plain},
+        params={"days": days, "source": str(source or ""), "fields": params_json(fields)},
     )
 
 

@@ -6,8 +6,9 @@ reclamation what-ifs) brings only its own computation.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -32,6 +33,20 @@ class RunFailed(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+def days_refusal(days: Any, *, most: int) -> str | None:
+    """Why ``days`` cannot be the days of history a run replays (a whole number from 1 to
+    ``most``; ``True`` is not one), or ``None`` when it can."""
+    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= most:
+        return f"A whole number of days from 1 to {most}."
+    return None
+
+
+def params_json(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` as a run keeps them in JSON: Decimals as their text (``"30.00"``; the model
+    field's ``to_python`` reads them back), the rest as they are."""
+    return {k: str(v) if isinstance(v, Decimal) else v for k, v in values.items()}
 
 
 def queued_run_create(model: type[Run], *, task_name: str, actor: Any, **fields: Any) -> Run:

@@ -25,7 +25,6 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -39,7 +38,14 @@ from pools.choices import Scheduler
 from pools.errors import InvalidInput
 from pools.inventory.models import Node, Pool
 from pools.jobs import RECLAMATION_WHATIF
-from pools.jobs.runs import RunFailed, queued_run_create, queued_run_execute, queued_runs_sweep
+from pools.jobs.runs import (
+    RunFailed,
+    days_refusal,
+    params_json,
+    queued_run_create,
+    queued_run_execute,
+    queued_runs_sweep,
+)
 from pools.reclamation.evaluate import (
     AllocationShare,
     GroupEvaluation,
@@ -311,7 +317,7 @@ def report_json(report: WhatIfReport) -> dict[str, Any]:
         "start": report.start.isoformat(),
         "end": report.end.isoformat(),
         "step_minutes": report.step_minutes,
-        "policy": {k: str(v) if isinstance(v, Decimal) else v for k, v in report.policy.items()},
+        "policy": params_json(report.policy),
         "findings": report.findings,
         "reclaimed": report.reclaimed,
         "cards_reclaimed": report.cards_reclaimed,
@@ -343,8 +349,8 @@ def reclamation_whatif_queue(
     own validators refuse; nothing is written then."""
     overrides = dict(overrides or {})
     errors: dict[str, str] = {}
-    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS:
-        errors["days"] = f"A whole number of days from 1 to {MAX_DAYS}."
+    if refusal := days_refusal(days, most=MAX_DAYS):
+        errors["days"] = refusal
     errors.update({name: "Not a threshold." for name in set(overrides) - set(OVERRIDABLE)})
     if not errors:
         try:
@@ -353,13 +359,12 @@ def reclamation_whatif_queue(
             errors.update({k: "; ".join(v) for k, v in exc.message_dict.items()})
     if errors:
         raise InvalidInput("The what-if cannot run with these values.", errors=errors)
-    plain = {k: str(v) if isinstance(v, Decimal) else v for k, v in overrides.items()}
     return queued_run_create(
         ReclamationWhatIf,
         task_name=RECLAMATION_WHATIF,
         actor=actor,
         pool=pool,
-        params={"days": days, "overrides": plain},
+        params={"days": days, "overrides": params_json(overrides)},
     )
 
 

@@ -3,11 +3,19 @@ concrete run: what its computation returns or raises decides how the run ends.""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from factories import PoolFactory
 
 from pools.errors import InvalidInput, NotFound
-from pools.jobs.runs import RunFailed, queued_run_create, queued_run_execute
+from pools.jobs.runs import (
+    RunFailed,
+    days_refusal,
+    params_json,
+    queued_run_create,
+    queued_run_execute,
+)
 from pools.reclamation.models import ReclamationWhatIf
 
 pytestmark = pytest.mark.django_db
@@ -73,3 +81,20 @@ def test_a_run_that_is_gone_is_not_found():
     with pytest.raises(NotFound) as missing:
         queued_run_execute(ReclamationWhatIf, run_id=987654, compute=lambda *_: {})
     assert missing.value.message == "No reclamation what-if #987654."
+
+
+@pytest.mark.parametrize("days", [0, 31, True, "3", 2.0, None])
+def test_days_outside_a_whole_1_to_30_are_refused(days):
+    assert days_refusal(days, most=30) == "A whole number of days from 1 to 30."
+
+
+@pytest.mark.parametrize("days", [1, 30])
+def test_days_from_1_to_30_are_taken(days):
+    assert days_refusal(days, most=30) is None
+
+
+def test_params_keep_decimals_as_their_text():
+    assert params_json({"idle_below_pct": Decimal("30.00"), "grace_hours": 12}) == {
+        "idle_below_pct": "30.00",
+        "grace_hours": 12,
+    }
