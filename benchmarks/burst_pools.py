@@ -72,7 +72,7 @@ def run() -> None:
     from django.db import connection
     from factories import node_with_gpus
 
-    from pools.choices import Scheduler
+    from pools.common.choices import Scheduler
     from pools.elastic import services
     from pools.elastic.burst_pool import Placement, place
     from pools.elastic.models import BurstOptIn, ElasticPolicy, ScaleEvent, SignalReading

@@ -131,9 +131,9 @@ def main() -> None:
 
     from pools.capacity.models import CapacityRequest
     from pools.capacity.services.requests import capacity_request_approve
+    from pools.common.errors import InsufficientCapacity
     from pools.dashboards.capacity import DashboardFilters
     from pools.dashboards.stranded import stranded_capacity
-    from pools.errors import InsufficientCapacity
 
     call_command("migrate", verbosity=0)
     # provisioning is enqueued on commit, as in production (to kombu's in-memory transport, so

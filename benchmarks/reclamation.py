@@ -238,7 +238,7 @@ def build_database(cards: list[Card], *, now: datetime) -> list[tuple[int, int, 
     from django.db import connection
 
     from pools.capacity.models import Allocation, CapacityRequest
-    from pools.choices import AllocationStatus, Scheduler
+    from pools.common.choices import AllocationStatus, Scheduler
     from pools.inventory.models import Gpu, GpuModel, Node, Pool
     from pools.reclamation.models import ReclamationPolicy
     from pools.tenancy.models import Team

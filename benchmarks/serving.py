@@ -5,8 +5,8 @@ Kubernetes pool, each in its own namespace ``team-NNNN``, with 24 h of 5-minute 
 stored (288 rows each). Prometheus is faked at the HTTP level (``httpx.MockTransport`` behind the
 real :class:`~scheduler_adapters.prometheus.PrometheusAdapter`, so every answer is decoded and
 parsed as a real one): each family query is answered with what the demo's recorded serving
-series give for every namespace (``pools.demo.demo_serving_answers``: 24 signals of vLLM and
-dcgm-exporter, 88 series per allocation with the histogram buckets; 176,000 series a pass).
+series give for every namespace (``pools.management.demo.demo_serving_answers``: 24 signals of vLLM
+and dcgm-exporter, 88 series per allocation with the histogram buckets; 176,000 series a pass).
 
 Measured:
 
@@ -85,7 +85,7 @@ SELECT a.id, %(newest)s::timestamptz - interval '1440 minutes' FROM pools_alloca
 def fake_prometheus(namespaces: list[str]):
     """An adapter whose every family query is answered with the demo's recorded series of
     ``namespaces`` (JSON bodies built once; the pass decodes and parses them each time)."""
-    from pools.demo import demo_serving_answers
+    from pools.management.demo import demo_serving_answers
     from scheduler_adapters.prometheus import PrometheusAdapter
     from scheduler_adapters.serving_metrics import SIGNAL_BY_KEY, family_queries
 

@@ -28,7 +28,7 @@ def serving_fleet(n: int, user, now: datetime) -> list:
     in the Kubernetes pool ``serve`` requested by ``user`` and its active allocation, from two
     days before ``now`` to five days after; returns the allocations."""
     from pools.capacity.models import Allocation, CapacityRequest
-    from pools.choices import AllocationStatus, RequestStatus, Scheduler
+    from pools.common.choices import AllocationStatus, RequestStatus, Scheduler
     from pools.inventory.models import GpuModel, Pool
     from pools.tenancy.models import Team
 

@@ -35,7 +35,7 @@ from billing.tokenflow.demo import demo_agent_tasks_load
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_create
-from pools.choices import AllocationStatus, PricingMethod, RequestStatus, WorkloadKind
+from pools.common.choices import AllocationStatus, PricingMethod, RequestStatus, WorkloadKind
 from pools.inventory.models import Gpu, GpuModel, Pool
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import pool_admin_users, team_member_users

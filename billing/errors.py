@@ -1,6 +1,7 @@
-"""Billing's domain errors (codes and HTTP statuses via :class:`pools.errors.DomainError`)."""
+"""Billing's domain errors (codes and HTTP statuses via
+:class:`pools.common.errors.DomainError`)."""
 
-from pools.errors import Conflict, InvalidInput, InvalidTransition
+from pools.common.errors import Conflict, InvalidInput, InvalidTransition
 
 
 class StatementFinal(InvalidTransition):

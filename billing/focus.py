@@ -27,7 +27,7 @@ One row per statement line. How the portal's charges map:
 - ``ServiceCategory`` ``AI and Machine Learning`` (FOCUS's allowed value for GPU and model
   serving), ``ServiceName`` the charge basis (reserved / used / burst card-hours, tokens).
 
-Nulls are empty cells. Numbers are plain decimals (:func:`pools.csv_numbers.plain_number`).
+Nulls are empty cells. Numbers are plain decimals (:func:`pools.web.csv_numbers.plain_number`).
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ from billing.pricing import (
     unit_price_places,
 )
 from billing.selectors import lines_by_statement
-from pools.csv_cells import SafeCsvWriter
-from pools.csv_numbers import plain_number
+from pools.web.csv_cells import SafeCsvWriter
+from pools.web.csv_numbers import plain_number
 
 MANDATORY = (
     "BilledCost", "BillingAccountId", "BillingAccountName", "BillingCurrency",

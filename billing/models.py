@@ -30,9 +30,9 @@ from billing.choices import (
 )
 from billing.validators import currency_validator
 from pools.capacity.models import Allocation
+from pools.common.validators import single_line_text_validator
 from pools.inventory.models import Gpu, GpuModel, Pool
 from pools.tenancy.models import Team, team_owned
-from pools.validators import single_line_text_validator
 
 
 class RateCard(models.Model):

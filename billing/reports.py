@@ -26,8 +26,8 @@ from billing.pricing import (
     unit_price_places,
 )
 from billing.selectors import cost_by_gpu_model, lines_by_statement, month_trend, statement_lines
-from pools.csv_cells import SafeCsvWriter
-from pools.csv_numbers import plain_number
+from pools.web.csv_cells import SafeCsvWriter
+from pools.web.csv_numbers import plain_number
 
 CSV_COLUMNS = (
     "statement_id", "team", "cost_centre", "month", "status", "line", "kind", "period",
@@ -38,10 +38,10 @@ CSV_COLUMNS = (
 """One row per statement line. ``priced_quantity`` is ``quantity`` in ``price_unit`` (card-hours,
 or millions of tokens), so ``priced_quantity × unit_price`` rounded half-up to the currency's
 minor unit is ``amount``; ``unit_price`` is per ``price_unit``, in ``currency``. Numbers are plain
-decimals as the page shows them (:func:`pools.csv_numbers.plain_number`): ``quantity`` card-hours
-to 3 places or whole tokens, ``priced_quantity`` card-hours to 3 places or millions of tokens
-exactly (``534.907485``), ``unit_price`` to the currency's minor unit or finer, ``amount`` to the
-minor unit (``3456.00``). ``notes`` says, for a usage line holding jobs metered from a
+decimals as the page shows them (:func:`pools.web.csv_numbers.plain_number`): ``quantity``
+card-hours to 3 places or whole tokens, ``priced_quantity`` card-hours to 3 places or millions of
+tokens exactly (``534.907485``), ``unit_price`` to the currency's minor unit or finer, ``amount`` to
+the minor unit (``3456.00``). ``notes`` says, for a usage line holding jobs metered from a
 wall-clock time that happened twice without an elapsed time (flag ``ambiguous_time``), both
 readings of each such job — what the page and the PDF show beside the line; empty otherwise.
 A shared-card line (basis ``shared``, :mod:`billing.shared_cards`) names its ``card``

@@ -50,7 +50,7 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 from billing.pricing import gpu_counts_from_tres, parse_slurm_duration
-from pools.validators import DATE_RANGE_MESSAGE, MAX_REQUEST_CARDS, date_in_range
+from pools.common.validators import DATE_RANGE_MESSAGE, MAX_REQUEST_CARDS, date_in_range
 from scheduler_adapters.documents import TooDeep, load_json
 from scheduler_adapters.errors import UnexpectedResponse
 from scheduler_adapters.records import JobRecord, JobState
@@ -358,8 +358,8 @@ def _record(
 
 
 def _check_gpu_counts(tres: dict[str, Decimal]) -> None:
-    """A GPU count below 0 or above :data:`pools.validators.MAX_REQUEST_CARDS` (more cards than
-    the largest clusters hold) is a corrupt line, not a bill."""
+    """A GPU count below 0 or above :data:`pools.common.validators.MAX_REQUEST_CARDS` (more cards
+    than the largest clusters hold) is a corrupt line, not a bill."""
     for name, count in tres.items():
         if name.startswith("gres/gpu") and not 0 <= count <= MAX_REQUEST_CARDS:
             raise _Rejected(

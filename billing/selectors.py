@@ -34,7 +34,7 @@ from billing.rate_periods import month_currency, rate_periods
 from pools.capacity.arithmetic import card_seconds_hours
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
-from pools.choices import IdleFindingState
+from pools.common.choices import IdleFindingState
 from pools.inventory.models import SCHEDULABLE_CARD, SLICED_CARD, Gpu, Pool
 from pools.inventory.selectors import inventory_generation
 from pools.reclamation.card_timeline import card_changes, card_pieces

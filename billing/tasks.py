@@ -28,7 +28,7 @@ from billing.services.usage_import import (
     usage_import_reservations,
     usage_import_slurm,
 )
-from pools.adapters import metrics_adapter, scheduler_config
+from pools.clusters.adapters import metrics_adapter, scheduler_config
 from pools.tenancy.models import Team
 from scheduler_adapters.errors import SchedulerError, SchedulerUnavailable
 from scheduler_adapters.registry import build_scheduler_adapter

@@ -28,11 +28,11 @@ from billing.reports import (
     statements_csv,
     top_allocations_csv,
 )
+from pools.common.validators import DATE_RANGE_MESSAGE, date_in_range
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_all_costs, may_see_costs
 from pools.tenancy.selectors import member_team_list, team_list
-from pools.validators import DATE_RANGE_MESSAGE, date_in_range
-from pools.web import pool_admin_required
+from pools.web.pages import pool_admin_required
 
 STATEMENTS_PER_PAGE = 50
 LINES_PER_PAGE = 100

@@ -2,7 +2,6 @@
 pool binding fields follow the pool services' rules, rows only services write are read-only, and
 users' rights and API tokens change through the audited services of :mod:`pools.access`."""
 
-from django import forms
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
@@ -12,15 +11,12 @@ from pools.access import models as access_models
 from pools.access.services import api_token_revoke, user_rights_set
 from pools.audit import models as audit_models
 from pools.audit.admin_mixins import AuditedAdmin, ReadOnlyAdmin, admin_snapshot
-from pools.capacity.services.pools import POOL_BINDING_FIELDS, pool_usage
+from pools.calibration.forms import ServedModelForm
 from pools.classes import models as classes_models
 from pools.inventory import models as inventory_models
+from pools.inventory.services.pools import POOL_BINDING_FIELDS, pool_usage
 from pools.serving import models as serving_models
-from pools.sizing import SizingInputError
 from pools.sizing import models as sizing_models
-from pools.sizing.engines import engine_profile
-from pools.sizing.memory import precision_parse
-from pools.sizing.presets import model_preset
 from pools.tenancy import models as tenancy_models
 from pools.tenancy.roles import RIGHTS
 
@@ -186,34 +182,6 @@ class AuditEventAdmin(ReadOnlyAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
-
-
-class ServedModelForm(forms.ModelForm):
-    """Refuses what the sizing engine would refuse, naming the field: an unknown catalogue
-    model, precision or engine, and a TP that does not divide the model's attention heads."""
-
-    class Meta:
-        model = serving_models.ServedModel
-        fields = ["allocation", "model_id", "precision", "tp", "engine"]
-
-    def clean(self):
-        data = super().clean()
-        checks = (
-            ("model_id", model_preset),
-            ("precision", precision_parse),
-            ("engine", engine_profile),
-        )
-        for field, check in checks:
-            if data.get(field):
-                try:
-                    check(data[field])
-                except SizingInputError as exc:
-                    self.add_error(field, str(exc))
-        if data.get("tp") and "model_id" not in self.errors and data.get("model_id"):
-            heads = model_preset(data["model_id"]).num_attention_heads
-            if heads % data["tp"]:
-                self.add_error("tp", f"TP {data['tp']} does not divide the {heads} attention heads")
-        return data
 
 
 @admin.register(serving_models.ServedModel)

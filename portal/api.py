@@ -14,15 +14,15 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from pools.api_common import CheckedPageSize
-from pools.errors import DomainError
+from pools.common.errors import DomainError
+from pools.web.api import CheckedPageSize
 from portal.handlers import RETRY_AFTER_S, unavailable_body
 from portal.middleware import api_body_limit_bytes, request_too_large_response
 
 
 class Pagination(CheckedPageSize, PageNumberPagination):
     """Page-number pagination; ``page_size`` may be raised by the client up to 500, checked
-    (:class:`pools.api_common.CheckedPageSize`)."""
+    (:class:`pools.web.api.CheckedPageSize`)."""
 
     def get_schema_operation_parameters(self, view):
         """``page`` from 1 and ``page_size`` from 1 to ``max_page_size``, as they are checked
@@ -92,7 +92,7 @@ def exception_handler(exc, context):
     if response is not None and isinstance(response.data, dict) and "code" not in response.data:
         codes = exc.get_codes() if hasattr(exc, "get_codes") else None
         # one code per kind of error: field validation is "invalid_input" whether DRF's
-        # serializer or a service found it (pools.errors.InvalidInput)
+        # serializer or a service found it (pools.common.errors.InvalidInput)
         code = codes if isinstance(codes, str) else "invalid_input"
         if response.status_code == status.HTTP_400_BAD_REQUEST and not isinstance(codes, str):
             response.data = {

@@ -22,8 +22,8 @@ from django.views.decorators.http import require_GET
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pools.api_common import IsPoolAdmin
 from pools.jobs.models import QueuedJob
+from pools.web.api import IsPoolAdmin
 from portal.cache import RedisCacheWithLocalFallback
 
 logger = logging.getLogger(__name__)

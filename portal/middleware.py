@@ -22,8 +22,8 @@ from django.http.multipartparser import MultiPartParserError
 from django.shortcuts import render
 from django.urls import Resolver404, resolve
 
+from pools.common.validators import CONTROL_CHARACTERS
 from pools.jobs.outbox import deferred_unwatch, deferred_watch
-from pools.validators import CONTROL_CHARACTERS
 from portal.handlers import RequestTimeout
 
 QUEUED_DEFERRED = "Saved. Its background work is queued and will run when the broker is back."
@@ -174,7 +174,7 @@ class InputCharactersMiddleware:
       404 (PostgreSQL refuses NUL in a text parameter, so the lookup answered 500);
     - NUL in a query parameter (name or value), a form field, or a JSON string: 400. Other control
       characters in text (a description's line breaks) are each field's business
-      (:func:`pools.validators.single_line_text_validator` for names).
+      (:func:`pools.common.validators.single_line_text_validator` for names).
     """
 
     def __init__(self, get_response):

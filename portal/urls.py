@@ -19,7 +19,6 @@ from pools.capacity import api as capacity_api
 from pools.capacity import api_audit as audit_api
 from pools.capacity import api_maintenance as maintenance_api
 from pools.capacity import api_overrides as overrides_api
-from pools.capacity import api_pools as capacity_api_pools
 from pools.capacity import api_recurring as recurring_api
 from pools.clusters import api as clusters_api
 from pools.elastic import api as elastic_api
@@ -52,7 +51,7 @@ handler500 = "portal.handlers.server_error"
 router = DefaultRouter()
 router.register("gpu-models", inventory_api.GpuModelViewSet, basename="gpu-model")
 router.register("driver-groups", inventory_api.DriverGroupViewSet, basename="driver-group")
-router.register("pools", capacity_api_pools.PoolViewSet, basename="pool")
+router.register("pools", inventory_api.PoolViewSet, basename="pool")
 router.register("clusters", clusters_api.ClusterViewSet, basename="cluster")
 router.register("nodes", inventory_api.NodeViewSet, basename="node")
 router.register("gpus", inventory_api.GpuViewSet, basename="gpu")

@@ -124,7 +124,7 @@ def infer_pool(db):
     """Kubernetes pool ``infer``: 2 nodes x 4 L40S on driver 550.54.15 (CUDA up to 12.4)."""
     from factories import PoolFactory, node_with_gpus
 
-    from pools.choices import Scheduler
+    from pools.common.choices import Scheduler
 
     pool = PoolFactory(
         slug="infer", name="Inference", scheduler=Scheduler.KUBERNETES, slurm_partition=""
@@ -171,7 +171,7 @@ def team_manager(team):
     """``mia``, manager of team ``nlp``."""
     from factories import MembershipFactory
 
-    from pools.choices import TeamRole
+    from pools.common.choices import TeamRole
 
     return MembershipFactory(team=team, user__username="mia", role=TeamRole.MANAGER).user
 

@@ -23,7 +23,9 @@ from pools.audit import models as audit_models
 from pools.capacity import models as capacity_models
 from pools.capacity import shapes
 from pools.capacity.calendar_feed import feed_token, new_salt, token_sha256
-from pools.choices import (
+from pools.classes import models as classes_models
+from pools.clusters import models as cluster_models
+from pools.common.choices import (
     AllocationStatus,
     NodeState,
     RequestStatus,
@@ -31,8 +33,6 @@ from pools.choices import (
     TeamRole,
     WorkloadKind,
 )
-from pools.classes import models as classes_models
-from pools.clusters import models as cluster_models
 from pools.elastic import models as elastic_models
 from pools.inventory import models as inventory_models
 from pools.inventory.gpu_names import normalise_model_key

@@ -38,7 +38,9 @@ def portal_on_fake_apiserver(*, nodes: Any = None, **options: Any) -> Iterator[A
     """A started FakeApiServer (serving ``nodes`` when given, else its default GPU nodes),
     with ``SCHEDULERS["kubernetes"]`` pointing at it (HOST and TOKEN, plus ``options`` such as
     ``KUEUE=True``) and the adapter cache reset around it."""
-    from pools import adapters  # not at import: the adapter tests' conftest loads this module
+    from pools.clusters import (
+        adapters,  # not at import: the adapter tests' conftest loads this module
+    )
 
     module = fake_apiserver()
     server = (

@@ -93,7 +93,7 @@ def mig_fleet():
     """Kubernetes pool ``infer`` ("Inference") holding both nodes, imported."""
     from factories import PoolFactory
 
-    from pools.choices import Scheduler
+    from pools.common.choices import Scheduler
 
     pool = PoolFactory(slug="infer", name="Inference", scheduler=Scheduler.KUBERNETES)
     import_nodes(pool, mixed_a100_node(), single_h100_nvl_node())

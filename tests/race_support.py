@@ -11,7 +11,7 @@ from django.db import connections
 
 from pools.capacity.models import CapacityRequest
 from pools.capacity.services.requests import capacity_request_approve
-from pools.errors import InsufficientCapacity
+from pools.common.errors import InsufficientCapacity
 
 
 def approve_at_once(

@@ -16,7 +16,8 @@ import grimp
 import pytest
 
 from billing.services.cluster_usage import USAGE_IMPORT_CLUSTER
-from pools import choices, jobs
+from pools import jobs
+from pools.common import choices
 from scheduler_adapters import kubernetes_elastic, types
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -311,3 +312,50 @@ def test_the_rule_pattern_finds_each_way_of_writing_one(source):
 )
 def test_the_rule_pattern_passes_what_is_not_one(source):
     assert not _hand_written_rules(source)
+
+
+# The app's registries, the only modules the root of pools/ may hold (issue 29, item 2): the
+# package, its AppConfig, and what Django and Celery look up by name (models, admin, tasks, urls).
+POOLS_ROOT_REGISTRIES = {"__init__", "apps", "admin", "models", "tasks", "urls"}
+
+
+def test_the_root_of_pools_holds_only_registries():
+    root_modules = {path.stem for path in (ROOT / "pools").glob("*.py")}
+    assert root_modules <= POOLS_ROOT_REGISTRIES
+    assert len(root_modules) <= 8
+
+
+def _product_classes():
+    """Every class defined in the product's modules, imported (each module once)."""
+    import importlib
+    import inspect
+
+    for path in _product_files():
+        if "migrations" in path.parts:
+            continue
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        module = importlib.import_module(name)
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ == name:
+                yield cls
+
+
+def _defined_outside(base: type, module_name: str) -> list[str]:
+    return sorted(
+        f"{cls.__module__}.{cls.__qualname__}"
+        for cls in _product_classes()
+        if issubclass(cls, base) and cls.__module__.rsplit(".", 1)[-1] != module_name
+    )
+
+
+def test_every_filterset_is_defined_in_a_filtersets_module():
+    import django_filters
+
+    assert _defined_outside(django_filters.FilterSet, "filtersets") == []
+
+
+def test_every_form_is_defined_in_a_forms_module():
+    from django import forms
+
+    assert _defined_outside(forms.BaseForm, "forms") == []

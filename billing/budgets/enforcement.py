@@ -40,7 +40,7 @@ from pools.capacity.arithmetic import card_hours, clip
 from pools.capacity.budget_gate import SEVERITY, BudgetVerdict
 from pools.capacity.models import Allocation
 from pools.capacity.slices import card_share
-from pools.choices import PricingMethod
+from pools.common.choices import PricingMethod
 
 
 class _ReservedPrices:

@@ -16,7 +16,7 @@ from billing.conf import billing_zone, default_currency
 from billing.rate_periods import rate_periods
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.services.requests import require_pool_admin
-from pools.errors import Conflict, InvalidInput
+from pools.common.errors import Conflict, InvalidInput
 from pools.jobs import enqueue_on_commit
 from pools.tenancy.models import Team
 

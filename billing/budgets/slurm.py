@@ -52,12 +52,12 @@ from django.utils import timezone
 
 from billing.budgets.models import Budget
 from billing.budgets.selectors import budget_statuses
-from pools.adapters import cluster_adapter, scheduler_adapter
 from pools.capacity.models import Allocation
 from pools.capacity.services.scheduler_binding import slurm_gres_type
-from pools.choices import Scheduler
+from pools.clusters.adapters import cluster_adapter, scheduler_adapter
 from pools.clusters.models import Cluster
 from pools.clusters.services import cluster_of
+from pools.common.choices import Scheduler
 from pools.tenancy.models import Team
 from scheduler_adapters.errors import NotFound, SchedulerError
 

@@ -23,9 +23,9 @@ from billing.budgets.selectors import BudgetStatus, budget_list, budget_statuses
 from billing.budgets.services import budget_create, budget_delete, budget_update
 from billing.conf import billing_zone
 from billing.pricing import local_midnight, next_month, round_money
-from pools.errors import DomainError
+from pools.common.errors import DomainError
 from pools.tenancy.permissions import may_administer_pools
-from pools.web import Column, csv_response, form_add_domain_errors
+from pools.web.pages import Column, csv_response, form_add_domain_errors
 
 BUDGETS_PER_PAGE = 50
 

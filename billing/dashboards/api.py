@@ -18,10 +18,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from billing.dashboards import costs
-from pools.api_common import IsPoolAdmin
 from pools.dashboards.capacity import DashboardFilters
 from pools.dashboards.stranded import HORIZON, stranded_for_dashboard
 from pools.inventory.models import DriverGroup, GpuModel, Pool
+from pools.web.api import IsPoolAdmin
 
 
 def _card_hours(**kwargs) -> serializers.DecimalField:

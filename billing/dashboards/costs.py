@@ -29,7 +29,7 @@ from billing.rate_periods import price_for, rate_period_at
 from pools.capacity.arithmetic import card_seconds_hours, clip
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
-from pools.choices import PricingMethod
+from pools.common.choices import PricingMethod
 from pools.dashboards.stranded import StrandedRow
 from pools.reclamation.card_timeline import card_pieces
 

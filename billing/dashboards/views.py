@@ -30,8 +30,8 @@ from billing.dashboards import costs
 from billing.dashboards import serving as serving_dash
 from billing.pricing import local_midnight, month_of, next_month, previous_month, round_money
 from pools.capacity.selectors import team_overrides_in_force
-from pools.choices import IdleFindingState
 from pools.clusters.selectors import cluster_list
+from pools.common.choices import IdleFindingState
 from pools.dashboards import capacity as dashboard
 from pools.dashboards import utilisation
 from pools.dashboards.forms import DashboardFilterForm
@@ -44,7 +44,7 @@ from pools.reclamation.models import IdleFinding
 from pools.serving import selectors as serving_selectors
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_team
-from pools.web import PALETTE, Column, csv_response, mig_slices_text, pool_admin_required
+from pools.web.pages import PALETTE, Column, csv_response, mig_slices_text, pool_admin_required
 
 CAPACITY_COLUMNS = [
     Column("pool", lambda r: r["pool"]),

@@ -12,10 +12,10 @@ from datetime import datetime
 
 from billing.models import UsageImport
 from billing.services.usage_import import usage_import_slurm
-from pools.adapters import cluster_adapter_unshared
-from pools.choices import ClusterOperation, CredentialKind, Scheduler
+from pools.clusters.adapters import cluster_adapter_unshared
 from pools.clusters.models import Cluster
 from pools.clusters.services import cluster_of, cluster_operation_record
+from pools.common.choices import ClusterOperation, CredentialKind, Scheduler
 from pools.jobs import enqueue_on_commit
 from scheduler_adapters.errors import SchedulerError
 

@@ -73,7 +73,7 @@ from billing.services.usage_import import (
 )
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
-from pools.choices import Scheduler
+from pools.common.choices import Scheduler
 from pools.inventory.gpu_names import normalise_model_key
 from pools.inventory.models import Gpu
 from scheduler_adapters.prometheus import Series, dcgm_labels

@@ -14,8 +14,8 @@ from billing.models import RateCard, RateCardEntry
 # billing.budgets (services, enforcement) reads these here; they live in billing.rate_periods
 from billing.rate_periods import PoolPriceKey, card_end, price_for, rate_periods  # noqa: F401
 from billing.services.versions import price_list_changed
-from pools.errors import InvalidInput
-from pools.validators import single_line_text_validator
+from pools.common.errors import InvalidInput
+from pools.common.validators import single_line_text_validator
 
 
 @transaction.atomic

@@ -48,16 +48,16 @@ from billing.locks import billing_lock, usage_source_lock_name
 from billing.models import UsageRecord
 from billing.pricing import TokenSplit, month_of, split_prompt_tokens
 from billing.services.versions import usage_records_changed
-from pools.tenancy.models import Team
-from pools.tokenflow.extract import CallFields, call_fields
-from pools.tokenflow.flow import CallRow
-from pools.tokenflow.services import record_calls
-from pools.validators import (
+from pools.common.validators import (
     BIDI_CONTROLS,
     CONTROL_CHARACTERS,
     DATE_RANGE_MESSAGE,
     date_in_range,
 )
+from pools.tenancy.models import Team
+from pools.tokenflow.extract import CallFields, call_fields
+from pools.tokenflow.flow import CallRow
+from pools.tokenflow.services import record_calls
 
 MAX_BATCH = 50_000
 # Most tokens one record (one request) may carry in each of its counts: 10 x the longest context

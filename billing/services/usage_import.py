@@ -43,8 +43,8 @@ from billing.services.versions import usage_months_changed
 from pools.capacity.arithmetic import clip
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation, overlap_q
-from pools.choices import CredentialKind, PricingMethod
 from pools.clusters.models import Cluster
+from pools.common.choices import CredentialKind, PricingMethod
 from pools.elastic.metering import burst_card_seconds
 from pools.elastic.models import ElasticPolicy
 from pools.elastic.selectors import burst_pool_timelines, held_timelines

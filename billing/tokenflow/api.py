@@ -27,9 +27,9 @@ from billing.tokenflow.selectors import (
     task_days_between,
     token_prices,
 )
-from pools.api_common import visible_teams
 from pools.tokenflow import selectors
 from pools.tokenflow.models import AgentCall, AgentTask
+from pools.web.api import visible_teams
 
 FILTERS = [
     OpenApiParameter("team", str, description="Team slug (one the caller may see)."),

@@ -10,7 +10,7 @@ from django import forms
 
 from billing.conf import billing_zone
 from billing.pricing import local_midnight
-from pools.validators import date_range_validator
+from pools.common.validators import date_range_validator
 
 ORDERINGS = {
     "-cost": "Costliest first",

@@ -28,7 +28,7 @@ from billing.tokenflow.selectors import (
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_team
 from pools.tokenflow import selectors
-from pools.web import PAGE_SIZES, Column, csv_response
+from pools.web.pages import PAGE_SIZES, Column, csv_response
 
 TASK_COLUMNS = [
     Column("task_id", lambda t: t.task_id),

@@ -13,8 +13,8 @@ from rest_framework.views import APIView
 
 from pools.access.models import ApiToken
 from pools.access.services import api_token_create, api_token_revoke
-from pools.errors import InvalidInput
-from pools.validators import single_line_text_validator
+from pools.common.errors import InvalidInput
+from pools.common.validators import single_line_text_validator
 
 
 class TokenRequestSerializer(AuthTokenSerializer):

@@ -7,7 +7,7 @@ from django.db import models
 from knox.models import AbstractAuthToken
 from knox.settings import CONSTANTS
 
-from pools.validators import single_line_text_validator
+from pools.common.validators import single_line_text_validator
 
 
 class ApiToken(AbstractAuthToken):

@@ -8,7 +8,7 @@ from pools.advisor.choices import LIVE_STATUSES, FindingStatus, RuleChoice, Seve
 from pools.advisor.models import AdvisorFinding
 from pools.inventory.models import Pool
 from pools.tenancy.models import Team
-from pools.web import PlainSelect
+from pools.web.pages import PlainSelect
 
 # "live" (the default of the page): open, acknowledged or muted; "all" includes closed.
 STATUS_CHOICES = [("live", "Live"), *FindingStatus.choices, ("all", "All")]

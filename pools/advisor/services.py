@@ -44,7 +44,7 @@ from pools.advisor.selectors import (
     neighbours_of,
 )
 from pools.audit.services import audit_event_record
-from pools.errors import InvalidInput, InvalidTransition
+from pools.common.errors import InvalidInput, InvalidTransition
 from pools.serving.models import ServedModel
 from pools.tenancy.permissions import require_manager
 from pools.tenancy.selectors import managed_team_list
@@ -358,7 +358,7 @@ def advisor_finding_triage(
     """Acknowledge, mute or unmute ``finding`` (:data:`TRIAGE`) with ``reason``: the team's
     managers and pool admins; audited with the status before and after. Raises
     :class:`InvalidInput` (no or too long reason, unknown action),
-    :class:`~pools.errors.PermissionDenied`, :class:`InvalidTransition` (closed, or already
+    :class:`~pools.common.errors.PermissionDenied`, :class:`InvalidTransition` (closed, or already
     in that status)."""
     if action not in TRIAGE:
         raise InvalidInput(f"Unknown action {action!r}.", field="action")

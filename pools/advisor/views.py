@@ -26,11 +26,11 @@ from pools.advisor.services import (
     allocation_undecided,
 )
 from pools.capacity.selectors import allocation_list
-from pools.errors import DomainError
+from pools.common.errors import DomainError
 from pools.jobs import ADVISOR_PASS, enqueue
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_release, may_see_team
-from pools.web import Column, UrlOfId, filtered_list, pool_admin_required
+from pools.web.pages import Column, UrlOfId, filtered_list, pool_admin_required
 
 
 def _iso(value):

@@ -17,8 +17,8 @@ from django.db.models import Q
 
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.models import Allocation
-from pools.choices import EstimateStatus
-from pools.errors import InvalidInput, NotFound, PermissionDenied
+from pools.common.choices import EstimateStatus
+from pools.common.errors import InvalidInput, NotFound, PermissionDenied
 from pools.serving.models import ServedModel
 from pools.sizing.models import SizingEstimate
 from pools.tenancy.permissions import may_link_estimate

@@ -17,7 +17,7 @@ from pools.calibration.served import (
     served_model_unlink_estimate,
 )
 from pools.capacity.selectors import allocation_list
-from pools.errors import DomainError
+from pools.common.errors import DomainError
 from pools.serving.models import ServedModel
 from pools.tenancy.permissions import may_link_estimate
 

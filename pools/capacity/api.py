@@ -12,7 +12,6 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from pools.api_common import AwareDateTimeField, SlugLookupField, VisibleTeamField
 from pools.capacity import selectors
 from pools.capacity.arithmetic import card_hours
 from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilterSet
@@ -23,12 +22,13 @@ from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import classes as class_services
 from pools.capacity.services import requests as request_services
 from pools.capacity.slices import PROFILE_MAX_LENGTH, card_share
-from pools.choices import RequestKind, WorkloadKind
 from pools.classes.models import WorkloadClass
+from pools.common.choices import RequestKind, WorkloadKind
+from pools.common.validators import MAX_REQUEST_CARDS
 from pools.inventory.models import GpuModel, Pool
 from pools.inventory.selectors import mig_profiles
 from pools.tenancy import permissions
-from pools.validators import MAX_REQUEST_CARDS
+from pools.web.api import AwareDateTimeField, SlugLookupField, VisibleTeamField
 from scheduler_adapters.types import MAX_GPUS_PER_NODE
 
 

@@ -1,15 +1,15 @@
 """API of the audit trail (``/api/v1/audit-events/``): pool admins see every event, members the
 events of their teams' requests and allocations; newest first, by cursor
-(:class:`pools.api_common.NewestFirstCursorPagination`: no count of a trail that only grows)."""
+(:class:`pools.web.api.NewestFirstCursorPagination`: no count of a trail that only grows)."""
 
 from __future__ import annotations
 
-import django_filters as filters
 from rest_framework import serializers, viewsets
 
-from pools.api_common import NewestFirstCursorPagination
+from pools.audit.filtersets import AuditEventFilterSet
 from pools.audit.models import AuditEvent
 from pools.capacity import selectors
+from pools.web.api import NewestFirstCursorPagination
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
@@ -30,16 +30,6 @@ class AuditEventSerializer(serializers.ModelSerializer):
             "reason",
             "request_id",
         ]
-
-
-class AuditEventFilterSet(filters.FilterSet):
-    object_type = filters.CharFilter()
-    object_id = filters.CharFilter()
-    action = filters.CharFilter()
-
-    class Meta:
-        model = AuditEvent
-        fields = ["object_type", "object_id", "action"]
 
 
 class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):

@@ -20,7 +20,6 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from pools.api_common import AwareDateTimeField, SlugLookupField
 from pools.capacity.maintenance import (
     WaveAsk,
     maintenance_collisions,
@@ -37,9 +36,10 @@ from pools.capacity.services.maintenance import (
     maintenance_window_create,
     wave_ask_errors,
 )
-from pools.errors import InvalidInput
+from pools.common.errors import InvalidInput
 from pools.inventory.models import DriverGroup, Pool
 from pools.tenancy.permissions import require_pool_admin
+from pools.web.api import AwareDateTimeField, SlugLookupField
 
 MAX_HOSTS = 2000
 

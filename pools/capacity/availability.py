@@ -31,8 +31,8 @@ from pools.capacity.window import (
     window_holds,
     window_holds_reusing,
 )
-from pools.choices import Scheduler, WorkloadKind
 from pools.classes.rules import ClassRule
+from pools.common.choices import Scheduler, WorkloadKind
 from pools.inventory.driver_versions import driver_supports, parse_cuda_version
 from pools.inventory.models import Gpu, GpuModel, MigDevice, Pool
 from pools.inventory.selectors import inventory_census, mig_slices

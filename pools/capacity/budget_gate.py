@@ -5,7 +5,7 @@ this one; pools asks through the one function ``settings.BUDGET_CHECK`` names (a
 ``billing.budgets.enforcement.budget_check``; empty: no budgets, every request passes). It
 answers ``None`` (within every budget) or the :class:`BudgetVerdict` of the most severe budget
 the request would pass: *warn* (go on, the reason is shown), *needs_admin* (no auto-approval;
-a pool admin may still approve) or *refuse* (:class:`~pools.errors.BudgetExceeded`, 409).
+a pool admin may still approve) or *refuse* (:class:`~pools.common.errors.BudgetExceeded`, 409).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from pools.errors import BudgetExceeded
+from pools.common.errors import BudgetExceeded
 
 WARN, NEEDS_ADMIN, REFUSE = "warn", "needs_admin", "refuse"
 SEVERITY = {WARN: 1, NEEDS_ADMIN: 2, REFUSE: 3}

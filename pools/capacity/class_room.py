@@ -10,7 +10,7 @@ from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.window import holding_allocations
 from pools.classes.models import WorkloadClass
 from pools.classes.sharing import ClassHold, peak_cards_needed
-from pools.errors import InsufficientCapacity
+from pools.common.errors import InsufficientCapacity
 from pools.inventory.models import GpuModel, Pool
 
 

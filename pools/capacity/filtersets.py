@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import django_filters as filters
 
-from pools.api_common import visible_teams
 from pools.capacity.models import (
     Allocation,
     CapacityRequest,
@@ -16,9 +15,10 @@ from pools.capacity.models import (
     OverrideStatus,
     TemporaryOverride,
 )
-from pools.choices import AllocationStatus, RequestKind, RequestStatus, WorkloadKind
+from pools.common.choices import AllocationStatus, RequestKind, RequestStatus, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
-from pools.web import PlainSelect
+from pools.web.api import visible_teams
+from pools.web.pages import PlainSelect
 
 
 class _TeamPoolModelFilters(filters.FilterSet):

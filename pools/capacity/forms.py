@@ -10,12 +10,12 @@ from django.utils import timezone
 
 from pools.capacity.models import OverrideKind
 from pools.capacity.request_fields import RequestFields
-from pools.choices import RequestKind, WorkloadKind
 from pools.classes.models import WorkloadClass
+from pools.common.choices import RequestKind, WorkloadKind
+from pools.common.validators import MAX_REQUEST_CARDS, date_range_validator
 from pools.inventory.models import DriverGroup, GpuModel, Pool
 from pools.inventory.selectors import mig_profiles, pooled_gpu_model_ids
 from pools.tenancy.models import Team
-from pools.validators import MAX_REQUEST_CARDS, date_range_validator
 from scheduler_adapters.types import MAX_GPUS_PER_NODE
 
 JUSTIFICATION_MAX = 5000

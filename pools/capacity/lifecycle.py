@@ -9,7 +9,7 @@ undone back to where it was) are the others.
 
 from __future__ import annotations
 
-from pools.choices import AllocationStatus as S
+from pools.common.choices import AllocationStatus as S
 
 # Hold cards against the pool's capacity (the approval invariant counts these).
 HOLDING_STATUSES = (S.APPROVED, S.PROVISIONING, S.ACTIVE, S.EXPIRING)

@@ -19,7 +19,9 @@ from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.placement import Shape
 from pools.capacity.recurrence import Rule, occurrences
 from pools.capacity.slices import PROFILE_MAX_LENGTH, card_share
-from pools.choices import (
+from pools.classes.models import WorkloadClass
+from pools.clusters.models import Cluster
+from pools.common.choices import (
     AllocationStatus,
     PricingMethod,
     RequestKind,
@@ -27,8 +29,6 @@ from pools.choices import (
     Scheduler,
     WorkloadKind,
 )
-from pools.classes.models import WorkloadClass
-from pools.clusters.models import Cluster
 from pools.inventory.models import DriverGroup, GpuModel, Node, Pool
 from pools.tenancy.models import Team, TeamOwnedQuerySet, team_owned
 

@@ -32,7 +32,7 @@ from django.db.models import BooleanField, ExpressionWrapper
 
 from pools.capacity.placement import NodeCards, ShapeError
 from pools.capacity.window import MAX_PLACED_INDEX
-from pools.choices import NodeState
+from pools.common.choices import NodeState
 from pools.inventory.driver_versions import driver_supports, parse_cuda_version
 from pools.inventory.models import (
     WHOLE_CARD,

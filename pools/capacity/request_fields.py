@@ -30,14 +30,14 @@ class RequestFields:
     before it is written).
 
     - ``team``: the team asking; ``workload_kind``: ``"training"`` (Slurm) or ``"inference"``
-      (Kubernetes), :class:`pools.choices.WorkloadKind`;
+      (Kubernetes), :class:`pools.common.choices.WorkloadKind`;
     - ``card_count``: whole cards, an integer >= 1 (with ``mig_profile``: MIG slices of it);
     - ``starts_at``, ``ends_at``: the window, aware datetimes, ``[starts_at, ends_at)``;
     - ``justification``: plain text, at most ``JUSTIFICATION_MAX`` (5,000) characters; required
       to create (blank here: the explainer asks without one);
     - ``pool``, ``gpu_model``: named, or ``None`` for any eligible one; ``min_memory_gib``: GiB
       per card (Decimal) when no model is named; ``cuda_version``: ``"MAJOR.MINOR"`` or ``""``;
-    - ``kind``: ``"cards"`` (:attr:`pools.choices.RequestKind.CARDS`, from a pool) or
+    - ``kind``: ``"cards"`` (:attr:`pools.common.choices.RequestKind.CARDS`, from a pool) or
       ``"growth"`` (capacity no pool has yet);
     - a shape: ``node_count`` groups of ``cards_per_node`` cards (both or neither; integers),
       ``one_nvlink_domain`` (each group's cards joined by NVLink), ``shared_nodes`` (groups may

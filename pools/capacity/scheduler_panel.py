@@ -24,7 +24,6 @@ from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
-from pools.adapters import pool_adapter
 from pools.capacity.models import Allocation, SchedulerDrift
 from pools.capacity.services.scheduler_binding import (
     cap_drift_subject,
@@ -37,8 +36,9 @@ from pools.capacity.services.scheduler_binding import (
     slurm_mig_gres_type,
     team_cards_applied,
 )
-from pools.choices import AllocationStatus, QuotaBackend, Scheduler
 from pools.classes.slurm_qos import class_qos_name
+from pools.clusters.adapters import pool_adapter
+from pools.common.choices import AllocationStatus, QuotaBackend, Scheduler
 from pools.tenancy.selectors import team_usernames
 from scheduler_adapters.kubernetes_elastic import ElasticBounds, elastic_manifests
 from scheduler_adapters.kubernetes_manifests import namespace_name, quota_manifests

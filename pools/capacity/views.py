@@ -35,12 +35,12 @@ from pools.capacity.scheduler_panel import scheduler_panel
 from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import requests as request_services
 from pools.capacity.shapes import request_shape, shape_fit
-from pools.choices import RequestKind, RequestStatus
-from pools.errors import DomainError
+from pools.common.choices import RequestKind, RequestStatus
+from pools.common.errors import DomainError
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy import permissions
 from pools.tenancy import selectors as tenancy_selectors
-from pools.web import (
+from pools.web.pages import (
     PALETTE,
     Column,
     UrlOfId,

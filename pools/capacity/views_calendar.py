@@ -49,7 +49,7 @@ from pools.capacity.services.calendar_feed import (
     team_calendar_feed_create,
     team_calendar_feed_reset,
 )
-from pools.errors import PermissionDenied
+from pools.common.errors import PermissionDenied
 from pools.inventory.models import DriverGroup, GpuModel, Pool
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_reset_calendar_feed, may_see_team

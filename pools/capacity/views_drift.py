@@ -11,7 +11,7 @@ from django.views.decorators.http import require_http_methods
 
 from pools.capacity.models import SchedulerDrift
 from pools.jobs import RECONCILE, enqueue
-from pools.web import Column, csv_response, pool_admin_required
+from pools.web.pages import Column, csv_response, pool_admin_required
 
 DRIFT_COLUMNS = [
     Column("detected_at", lambda d: d.detected_at.isoformat()),

@@ -31,9 +31,9 @@ from pools.capacity.services.maintenance import (
     maintenance_window_create,
     wave_ask_errors,
 )
-from pools.errors import DomainError
+from pools.common.errors import DomainError
 from pools.tenancy.permissions import may_administer_pools
-from pools.web import Column, filtered_list, form_add_domain_errors, pool_admin_required
+from pools.web.pages import Column, filtered_list, form_add_domain_errors, pool_admin_required
 
 MAINTENANCE_COLUMNS = [
     Column("window", lambda w: w.pk),

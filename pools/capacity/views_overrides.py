@@ -18,9 +18,9 @@ from pools.capacity.filtersets import OverrideFilterSet
 from pools.capacity.forms import OverrideForm
 from pools.capacity.models import OverrideKind
 from pools.capacity.services.overrides import override_cancel, override_create
-from pools.errors import DomainError
+from pools.common.errors import DomainError
 from pools.tenancy.permissions import may_administer_pools
-from pools.web import Column, filtered_list, form_add_domain_errors, pool_admin_required
+from pools.web.pages import Column, filtered_list, form_add_domain_errors, pool_admin_required
 
 OVERRIDE_COLUMNS = [
     Column("id", lambda o: o.pk),

@@ -62,8 +62,8 @@ from pools.capacity.models import (
 )
 from pools.capacity.placement import AwayNode
 from pools.capacity.recurrence import occurrences
-from pools.choices import CredentialKind
 from pools.clusters.models import Cluster
+from pools.common.choices import CredentialKind
 from pools.inventory.models import Gpu, GpuModel, MigDevice, Node, Pool
 
 MAX_PLACED_INDEX = 62  # the highest GPU index a 64-bit mask (bigint, sign bit clear) holds

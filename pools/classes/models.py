@@ -7,15 +7,15 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from pools.choices import CardClass
 from pools.classes.rules import ClassRule
+from pools.common.choices import CardClass
+from pools.common.validators import single_line_text_validator, slug_validator
 from pools.inventory.models import GpuModel
-from pools.validators import single_line_text_validator, slug_validator
 
 
 def card_classes_validator(value: object) -> None:
-    """A list of distinct :class:`pools.choices.CardClass` values, else ValidationError. Kept as
-    JSON (not a PostgreSQL array) so the embedded SQLite demo migrates too; the admin's form is
+    """A list of distinct :class:`pools.common.choices.CardClass` values, else ValidationError. Kept
+    as JSON (not a PostgreSQL array) so the embedded SQLite demo migrates too; the admin's form is
     the only writer and runs this."""
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ValidationError('a list of card classes, e.g. ["datacentre"]', code="invalid")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.db.models import Q
 
-from pools.choices import AliasKind
 from pools.classes.models import WorkloadClass
 from pools.classes.rules import ClassRule
+from pools.common.choices import AliasKind
 from pools.inventory.models import Gpu, GpuModel, GpuModelAlias
 
 

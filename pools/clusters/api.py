@@ -9,10 +9,10 @@ from rest_framework import viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from pools.api_common import IsPoolAdmin, IsPoolAdminOrReadOnly
 from pools.clusters import selectors
 from pools.clusters.serializers import ClusterSerializer, cluster_render
 from pools.clusters.services import cluster_check, cluster_create, cluster_delete, cluster_update
+from pools.web.api import IsPoolAdmin, IsPoolAdminOrReadOnly
 
 
 class ClusterViewSet(viewsets.ModelViewSet):

@@ -103,7 +103,7 @@ def _user_of(config: dict, context_name: Any) -> dict | None:
 
 def credential_expiry(settings: Mapping[str, Any] | None) -> datetime | None:
     """When the credentials of an adapter's settings
-    (:func:`pools.adapters.cluster_settings`) expire: a ``TOKEN``'s JWT ``exp`` or a
+    (:func:`pools.clusters.adapters.cluster_settings`) expire: a ``TOKEN``'s JWT ``exp`` or a
     ``KUBECONFIG``'s user's; ``None`` otherwise. Raises ``OSError`` for an unreadable
     kubeconfig."""
     if not settings:

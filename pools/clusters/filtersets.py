@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import django_filters as filters
 
-from pools.choices import ClusterStatus
 from pools.clusters.models import CLUSTER_KINDS, Cluster
+from pools.common.choices import ClusterStatus
 
 
 class ClusterFilterSet(filters.FilterSet):

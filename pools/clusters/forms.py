@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from django import forms
 
-from pools.choices import CredentialKind
 from pools.clusters.models import Cluster
 from pools.clusters.services import CONNECTION_FIELDS, EDITABLE_FIELDS
+from pools.common.choices import CredentialKind
 
 # The fields of the conditional unique constraints: refused by the service with the other
 # cluster named, as a field error, not by the model's constraint check as a form-wide one.

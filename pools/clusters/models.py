@@ -16,8 +16,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from pools.choices import ClusterOperation, ClusterStatus, CredentialKind, Scheduler
-from pools.validators import single_line_text_validator, slug_validator
+from pools.common.choices import ClusterOperation, ClusterStatus, CredentialKind, Scheduler
+from pools.common.validators import single_line_text_validator, slug_validator
 
 CLUSTER_KINDS = (Scheduler.SLURM, Scheduler.KUBERNETES)
 CREDENTIAL_WARNING = timedelta(days=7)

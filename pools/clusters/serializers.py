@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from pools.choices import CredentialKind
 from pools.clusters import selectors
 from pools.clusters.models import Cluster
 from pools.clusters.services import EDITABLE_FIELDS
+from pools.common.choices import CredentialKind
 
 STATUS_FIELDS = ("status", "status_reason", "api_version_served", "checked_at", "reachable_at")
 # Health (issue 35): the last success of each per-cluster job and when the credentials expire.

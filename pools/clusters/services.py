@@ -22,12 +22,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from pools.adapters import cluster_adapter_unshared, cluster_settings, scheduler_config
 from pools.audit.services import audit_event_record
-from pools.choices import ClusterOperation, ClusterStatus, CredentialKind, Scheduler
+from pools.clusters.adapters import cluster_adapter_unshared, cluster_settings, scheduler_config
 from pools.clusters.credentials import credential_expiry
 from pools.clusters.models import Cluster, ClusterError
-from pools.errors import ClusterInUse, ClusterTaken, ClusterUnreachable, InvalidInput
+from pools.common.choices import ClusterOperation, ClusterStatus, CredentialKind, Scheduler
+from pools.common.errors import ClusterInUse, ClusterTaken, ClusterUnreachable, InvalidInput
 from pools.jobs import CLUSTER_CHECK, enqueue_on_commit
 from scheduler_adapters.errors import SchedulerError
 
@@ -206,7 +206,7 @@ def cluster_operation_record(
     errors: Sequence[str],
     at: datetime | None = None,
 ) -> None:
-    """Record how one per-cluster job (:class:`~pools.choices.ClusterOperation`) ended in
+    """Record how one per-cluster job (:class:`~pools.common.choices.ClusterOperation`) ended in
     ``cluster``'s health: with no ``errors``, its last success (``reconciled_at``,
     ``inventory_imported_at``, ``usage_imported_at``) becomes ``at`` (default now); else one
     :class:`ClusterError` per error, and errors older than :data:`ERRORS_KEPT` (7 days) go.

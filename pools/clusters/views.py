@@ -17,8 +17,8 @@ from pools.clusters.forms import ClusterForm
 from pools.clusters.models import Cluster
 from pools.clusters.serializers import cluster_render
 from pools.clusters.services import cluster_check, cluster_create, cluster_delete, cluster_update
-from pools.errors import ClusterInUse, DomainError
-from pools.web import Column, filtered_list, pool_admin_required
+from pools.common.errors import ClusterInUse, DomainError
+from pools.web.pages import Column, filtered_list, pool_admin_required
 
 CLUSTER_COLUMNS = [
     Column("slug", lambda c: c.slug),

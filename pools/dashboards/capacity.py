@@ -35,7 +35,7 @@ from pools.capacity.models import (
 )
 from pools.capacity.overcommit import Overcommit, overcommitted_windows
 from pools.capacity.selectors import InstantsBefore, cards_held_series
-from pools.choices import NodeState, RequestStatus
+from pools.common.choices import NodeState, RequestStatus
 from pools.inventory.models import (
     DriverGroup,
     Gpu,

@@ -5,7 +5,7 @@ with their named models, and the held cards grouped in the database.
 "Held now": allocations whose status holds cards (:meth:`AllocationQuerySet.holding`) and
 whose window holds the instant (:meth:`AllocationQuerySet.at`), whole cards only (MIG slices
 are not cards, issue 38), summed by the allocation's class (``None``: unclassed) and by its GPU
-model's capability class (:class:`pools.choices.CardClass`: consumer, data-centre).
+model's capability class (:class:`pools.common.choices.CardClass`: consumer, data-centre).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from datetime import datetime
 from django.db.models import Sum
 
 from pools.capacity.models import Allocation
-from pools.choices import CardClass
 from pools.classes.models import WorkloadClass
 from pools.classes.rules import CARD_CLASS_LABELS
 from pools.classes.selectors import class_list
 from pools.classes.slurm_qos import class_qos_name
+from pools.common.choices import CardClass
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from pools.web import PlainSelect
+from pools.web.pages import PlainSelect
 
 
 class DashboardFilterForm(forms.Form):

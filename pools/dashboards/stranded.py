@@ -49,7 +49,7 @@ from pools.capacity.placement import (
     stranded_cards,
 )
 from pools.capacity.shapes import lay_unplaced
-from pools.choices import NodeState
+from pools.common.choices import NodeState
 from pools.dashboards.capacity import DashboardFilters, pooled_gpus
 from pools.inventory.models import WHOLE_CARD, GpuModel, Node
 

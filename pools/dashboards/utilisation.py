@@ -41,7 +41,7 @@ from typing import Any
 
 from django.core.cache import cache
 
-from pools.adapters import dashboard_metrics
+from pools.clusters.adapters import dashboard_metrics
 from pools.dashboards import capacity as dashboard
 from pools.dashboards.capacity import CapacityRow, CardsInUse, DashboardFilters, HeatmapRow
 from pools.inventory.gpu_names import normalise_model_key

@@ -22,7 +22,7 @@ from pools.elastic.selectors import borrowed_cards_by_team
 from pools.reclamation.card_timeline import card_changes, card_pieces
 from pools.tenancy import selectors as tenancy_selectors
 from pools.tenancy.roles import is_pool_admin
-from pools.web import UrlOfId, minute_text
+from pools.web.pages import UrlOfId, minute_text
 
 MY_TEAMS_PAGE_SIZE = 50  # teams, and allocations, per page of "My teams"
 

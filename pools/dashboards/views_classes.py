@@ -8,9 +8,9 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 
-from pools.choices import CardClass
+from pools.common.choices import CardClass
 from pools.dashboards.classes import CARD_CLASSES, class_holdings
-from pools.web import Column, csv_response, pool_admin_required
+from pools.web.pages import Column, csv_response, pool_admin_required
 
 
 def _class_value(attribute: str):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import django_filters as filters
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
@@ -16,10 +15,10 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from pools.api_common import QueuedRunSerializer, WhatIfDaysField
 from pools.capacity.models import Allocation
 from pools.capacity.selectors import allocation_list
 from pools.elastic import selectors
+from pools.elastic.filtersets import ScaleEventFilterSet
 from pools.elastic.models import BurstOptIn, ElasticPolicy, ElasticWhatIf, ScaleEvent
 from pools.elastic.services import (
     EDITABLE_FIELDS,
@@ -33,6 +32,7 @@ from pools.elastic.services import (
 from pools.inventory.models import Pool
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_list
+from pools.web.api import QueuedRunSerializer, WhatIfDaysField
 
 
 class VisibleAllocationField(serializers.PrimaryKeyRelatedField):
@@ -160,15 +160,6 @@ class ScaleEventSerializer(serializers.ModelSerializer):
             "amount": _plain(d.amount),
             "currency": d.currency,
         }
-
-
-class ScaleEventFilterSet(filters.FilterSet):
-    allocation = filters.NumberFilter(field_name="policy__allocation_id")
-    since = filters.IsoDateTimeFilter(field_name="decided_at", lookup_expr="gte")
-
-    class Meta:
-        model = ScaleEvent
-        fields = ["policy", "allocation", "action", "source", "reason", "since"]
 
 
 class WhatIfRequestSerializer(serializers.Serializer):

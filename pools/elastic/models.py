@@ -15,10 +15,10 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from pools.common.validators import dns_subdomain_validator
 from pools.elastic.choices import ScaleAction, ScaleSource
 from pools.jobs.models import QueuedRun
 from pools.tenancy.models import team_owned
-from pools.validators import dns_subdomain_validator
 
 MIN_COOLDOWN_MINUTES = 10  # seed 004 §3.3: "at least 10 to 15 minutes"
 MAX_COOLDOWN_MINUTES = 30  # an autoscaling/v2 HPA policy period is at most 1800 s

@@ -44,7 +44,6 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from pools.adapters import metrics_adapter, pool_adapter
 from pools.audit.services import audit_event_record
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.budget_gate import WARN, budget_verdict
@@ -57,7 +56,9 @@ from pools.capacity.services.scheduler_binding import (
     kubernetes_quota_sync,
     kueue_lender_sync,
 )
-from pools.choices import QuotaBackend, Scheduler, WorkloadKind
+from pools.clusters.adapters import metrics_adapter, pool_adapter
+from pools.common.choices import QuotaBackend, Scheduler, WorkloadKind
+from pools.common.errors import InvalidInput, PermissionDenied
 from pools.elastic.burst import Burst, hand_back_plan
 from pools.elastic.burst_pool import Placement, burst_split, place
 from pools.elastic.choices import ScaleAction, ScaleSource
@@ -82,7 +83,6 @@ from pools.elastic.policy import (
 from pools.elastic.selectors import recorded_samples
 from pools.elastic.signals import SCAN_METRICS, demand_samples, metric_samples, newest_reading
 from pools.elastic.whatif import WhatIf, replay
-from pools.errors import InvalidInput, PermissionDenied
 from pools.inventory.models import GpuModel, Pool
 from pools.jobs import ELASTIC_APPLY, ELASTIC_WHATIF, enqueue_on_commit
 from pools.jobs.runs import (

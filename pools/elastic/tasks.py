@@ -9,6 +9,7 @@ from datetime import datetime
 
 from celery import shared_task
 
+from pools.common.errors import NotFound
 from pools.elastic.services import (
     elastic_apply,
     elastic_forecast,
@@ -18,7 +19,6 @@ from pools.elastic.services import (
     elastic_whatif_run,
     elastic_whatifs_sweep,
 )
-from pools.errors import NotFound
 from pools.jobs import MAX_RETRIES, retry_countdown
 from scheduler_adapters.errors import SchedulerError
 

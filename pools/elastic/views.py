@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods
 
+from pools.common.errors import DomainError
 from pools.elastic import selectors
 from pools.elastic.forms import BurstOptInForm, ElasticPolicyForm
 from pools.elastic.services import (
@@ -28,10 +29,9 @@ from pools.elastic.services import (
     elastic_whatif_queue,
     next_prescale,
 )
-from pools.errors import DomainError
 from pools.tenancy.permissions import may_administer_pools, may_manage_elastic
 from pools.tenancy.selectors import managed_team_list, team_list
-from pools.web import Column, csv_response, form_add_domain_errors
+from pools.web.pages import Column, csv_response, form_add_domain_errors
 
 CHART_SPAN = timedelta(hours=24)
 

@@ -30,8 +30,8 @@ from pools.capacity.services.requests import (
     validate_request_fields,
     validate_shape_fields,
 )
-from pools.choices import RequestKind
-from pools.errors import InvalidInput
+from pools.common.choices import RequestKind
+from pools.common.errors import InvalidInput
 from pools.explain import selectors
 from pools.tenancy import selectors as tenancy_selectors
 

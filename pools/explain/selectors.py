@@ -39,9 +39,9 @@ from pools.capacity.overrides import override_summary
 from pools.capacity.placement import NodeGroup, Shape
 from pools.capacity.recurrence import occurrences
 from pools.capacity.window import ALL_CARDS, maintenance_windows_by_pool_model
-from pools.choices import NodeState
 from pools.classes.models import WorkloadClass
 from pools.classes.selectors import class_permitted_models
+from pools.common.choices import NodeState
 from pools.explain.core import (
     HORIZON,
     MAINTENANCE_HOLD,

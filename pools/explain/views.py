@@ -18,7 +18,7 @@ from django.utils.cache import patch_vary_headers
 from pools.capacity import selectors as capacity_selectors
 from pools.capacity.forms import CapacityRequestForm
 from pools.capacity.services.requests import START_GRACE, request_class
-from pools.choices import RequestKind, RequestStatus
+from pools.common.choices import RequestKind, RequestStatus
 from pools.explain import selectors
 from pools.explain.core import Explanation, stamp
 from pools.tenancy import selectors as tenancy_selectors

@@ -7,7 +7,7 @@ import django_filters as filters
 from django import forms
 from django.db.models import Q
 
-from pools.choices import CardClass, FormFactor, GpuHealth, NodeState, Scheduler
+from pools.common.choices import CardClass, FormFactor, GpuHealth, NodeState, Scheduler
 from pools.inventory.models import Cluster, DriverGroup, Gpu, GpuModel, Node, Pool
 
 

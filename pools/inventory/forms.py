@@ -10,10 +10,10 @@ from django import forms
 from django.conf import settings
 from django.core.validators import MinValueValidator
 
-from pools.choices import AliasKind, InventorySource
+from pools.common.choices import AliasKind, InventorySource
+from pools.common.validators import hostname_validator
 from pools.inventory.models import GpuModel, GpuModelAlias, Pool
 from pools.inventory.services.catalogue import GPU_MODEL_FIELDS
-from pools.validators import hostname_validator
 
 
 class InventoryUploadForm(forms.Form):

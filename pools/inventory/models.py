@@ -13,7 +13,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from pools.choices import (
+from pools.clusters.models import Cluster
+from pools.common.choices import (
     AliasKind,
     CardClass,
     EstimateStatus,
@@ -24,10 +25,7 @@ from pools.choices import (
     QuotaBackend,
     Scheduler,
 )
-from pools.clusters.models import Cluster
-from pools.inventory.catalogue import load_cuda_driver_table
-from pools.inventory.driver_versions import cuda_beyond_table
-from pools.validators import (
+from pools.common.validators import (
     MAX_AUTO_APPROVE_DAYS,
     MAX_REQUEST_CARDS,
     dns_label_validator,
@@ -35,6 +33,8 @@ from pools.validators import (
     single_line_text_validator,
     slug_validator,
 )
+from pools.inventory.catalogue import load_cuda_driver_table
+from pools.inventory.driver_versions import cuda_beyond_table
 
 
 class GpuModel(models.Model):

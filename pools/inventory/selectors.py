@@ -24,7 +24,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
-from pools.choices import GpuHealth, NodeState
+from pools.common.choices import GpuHealth, NodeState
 from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import (
     SCHEDULABLE_CARD,

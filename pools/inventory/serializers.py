@@ -7,8 +7,8 @@ from decimal import Decimal
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from pools.choices import InventorySource, QuotaBackend, Scheduler
 from pools.clusters.models import Cluster
+from pools.common.choices import InventorySource, QuotaBackend, Scheduler
 from pools.inventory.models import (
     DriverGroup,
     Gpu,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from pools.errors import NotFound
+from pools.common.errors import NotFound
 from pools.inventory.services.uploads import inventory_upload_run
 
 

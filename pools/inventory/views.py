@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods
 
-from pools.errors import DomainError
+from pools.common.errors import DomainError
 from pools.inventory import selectors
 from pools.inventory.filtersets import GpuFilterSet, GpuModelFilterSet, NodeFilterSet
 from pools.inventory.forms import AliasMapForm, CudaCheckForm, GpuModelForm, InventoryUploadForm
@@ -21,7 +21,13 @@ from pools.inventory.services.import_files import inventory_import_file
 from pools.inventory.services.importer import ImportReport
 from pools.inventory.services.uploads import inventory_import_in_background, inventory_upload_queue
 from pools.tenancy.permissions import may_administer_pools
-from pools.web import Column, csv_response, filtered_list, mig_slices_text, pool_admin_required
+from pools.web.pages import (
+    Column,
+    csv_response,
+    filtered_list,
+    mig_slices_text,
+    pool_admin_required,
+)
 
 NODE_COLUMNS = [
     Column("hostname", lambda n: n.hostname),

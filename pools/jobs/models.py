@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from pools.choices import EstimateStatus
+from pools.common.choices import EstimateStatus
 
 
 class QueuedJob(models.Model):

@@ -15,8 +15,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from pools.choices import EstimateStatus
-from pools.errors import DomainError, NotFound
+from pools.common.choices import EstimateStatus
+from pools.common.errors import DomainError, NotFound
 from pools.jobs import enqueue_on_commit, jobs_waiting
 from pools.jobs.models import QueuedRun
 
@@ -67,12 +67,12 @@ def queued_run_execute(
     """Run queued ``model`` run ``run_id``: running at 0 %, then ``compute(run, progress)``
     (``progress(percent)`` stores the per cent done) and done with the JSON it returns as
     ``result``, or failed with ``error`` and ``error_code``: a :class:`RunFailed`'s or a
-    :class:`~pools.errors.DomainError`'s message and code, ``internal`` for any other exception
+    :class:`~pools.common.errors.DomainError`'s message and code, ``internal`` for any other exception
     (a bug, logged: it must not leave the run running for ever). ``progress`` 100 either way.
 
     Idempotent: a done or failed run is returned as it is (a redelivered task does nothing);
     an interrupted one runs again (computations write nothing else). Raises
-    :class:`~pools.errors.NotFound` when the row is gone (what it was about was deleted)."""
+    :class:`~pools.common.errors.NotFound` when the row is gone (what it was about was deleted)."""
     name = model._meta.verbose_name
     with transaction.atomic():
         run = model.objects.select_for_update().filter(pk=run_id).first()

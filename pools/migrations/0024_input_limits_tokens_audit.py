@@ -3,7 +3,7 @@
 
 import django.core.validators
 import django.db.models.deletion
-import pools.validators
+import pools.common.validators
 from django.conf import settings
 from django.db import migrations, models
 
@@ -65,7 +65,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='gpumodel',
             name='name',
-            field=models.CharField(max_length=80, validators=[pools.validators.single_line_text_validator]),
+            field=models.CharField(max_length=80, validators=[pools.common.validators.single_line_text_validator]),
         ),
         migrations.AlterField(
             model_name='gpumodel',
@@ -90,7 +90,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='pool',
             name='name',
-            field=models.CharField(max_length=100, validators=[pools.validators.single_line_text_validator]),
+            field=models.CharField(max_length=100, validators=[pools.common.validators.single_line_text_validator]),
         ),
         migrations.AlterField(
             model_name='pool',
@@ -105,12 +105,12 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='team',
             name='cost_centre',
-            field=models.CharField(blank=True, max_length=40, validators=[pools.validators.single_line_text_validator]),
+            field=models.CharField(blank=True, max_length=40, validators=[pools.common.validators.single_line_text_validator]),
         ),
         migrations.AlterField(
             model_name='team',
             name='name',
-            field=models.CharField(max_length=100, validators=[pools.validators.single_line_text_validator]),
+            field=models.CharField(max_length=100, validators=[pools.common.validators.single_line_text_validator]),
         ),
         migrations.AlterField(
             model_name='team',
@@ -125,7 +125,7 @@ class Migration(migrations.Migration):
                 ('expiry', models.DateTimeField(blank=True, null=True)),
                 ('id', models.BigAutoField(primary_key=True, serialize=False)),
                 ('digest', models.CharField(max_length=128, unique=True)),
-                ('client', models.CharField(blank=True, help_text="What uses the token, e.g. 'ci-pipeline' or 'gateway-eu'.", max_length=80, validators=[pools.validators.single_line_text_validator])),
+                ('client', models.CharField(blank=True, help_text="What uses the token, e.g. 'ci-pipeline' or 'gateway-eu'.", max_length=80, validators=[pools.common.validators.single_line_text_validator])),
                 ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='auth_token_set', to=settings.AUTH_USER_MODEL)),
             ],
             options={

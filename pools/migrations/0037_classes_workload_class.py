@@ -5,7 +5,7 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 import pools.classes.models
-import pools.validators
+import pools.common.validators
 from pools.classes import seed
 
 
@@ -43,7 +43,7 @@ class Migration(migrations.Migration):
                 (
                     "name",
                     models.CharField(
-                        max_length=60, validators=[pools.validators.single_line_text_validator]
+                        max_length=60, validators=[pools.common.validators.single_line_text_validator]
                     ),
                 ),
                 ("description", models.TextField(blank=True)),

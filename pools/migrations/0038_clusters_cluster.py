@@ -2,7 +2,7 @@
 
 import django.core.validators
 import django.db.models.deletion
-import pools.validators
+import pools.common.validators
 from django.conf import settings
 from django.db import migrations, models
 
@@ -49,7 +49,7 @@ class Migration(migrations.Migration):
                 (
                     "name",
                     models.CharField(
-                        max_length=100, validators=[pools.validators.single_line_text_validator]
+                        max_length=100, validators=[pools.common.validators.single_line_text_validator]
                     ),
                 ),
                 (
@@ -122,7 +122,7 @@ class Migration(migrations.Migration):
                     models.CharField(
                         blank=True,
                         max_length=64,
-                        validators=[pools.validators.single_line_text_validator],
+                        validators=[pools.common.validators.single_line_text_validator],
                     ),
                 ),
                 (
@@ -130,7 +130,7 @@ class Migration(migrations.Migration):
                     models.CharField(
                         blank=True,
                         max_length=64,
-                        validators=[pools.validators.single_line_text_validator],
+                        validators=[pools.common.validators.single_line_text_validator],
                     ),
                 ),
                 (

@@ -9,7 +9,6 @@ policy; the writes are pool admins' and go through the services, whose domain er
 
 from __future__ import annotations
 
-import django_filters as filters
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
@@ -18,16 +17,10 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.validators import UniqueValidator
 
-from pools.api_common import (
-    AwareDateTimeField,
-    IsPoolAdmin,
-    QueuedRunSerializer,
-    WhatIfDaysField,
-)
 from pools.capacity.models import Allocation
-from pools.choices import IdleFindingState
 from pools.inventory.models import Pool
 from pools.reclamation import selectors
+from pools.reclamation.filtersets import IdleFindingFilterSet
 from pools.reclamation.models import (
     POLICY_FIELDS,
     WHATIF_FIELDS,
@@ -41,6 +34,12 @@ from pools.reclamation.services import scan as reclamation_services
 from pools.reclamation.services.whatif import MAX_DAYS, reclamation_whatif_queue
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_pool_admin
+from pools.web.api import (
+    AwareDateTimeField,
+    IsPoolAdmin,
+    QueuedRunSerializer,
+    WhatIfDaysField,
+)
 
 MAX_REASON_CHARS = reclamation_actions.MAX_REASON_CHARS
 
@@ -170,25 +169,6 @@ class ReclamationWhatIfViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSe
 
     def get_queryset(self):
         return selectors.reclamation_whatif_list()
-
-
-class IdleFindingFilterSet(filters.FilterSet):
-    state = filters.MultipleChoiceFilter(choices=IdleFindingState.choices, distinct=False)
-    team = filters.CharFilter(field_name="allocation__team__slug")
-    pool = filters.CharFilter(field_name="allocation__pool__slug")
-    dry_run = filters.BooleanFilter()
-    ordering = filters.OrderingFilter(
-        fields=(
-            ("last_seen_at", "last_seen"),
-            ("first_seen_at", "first_seen"),
-            ("mean_util_pct", "mean_util"),
-            ("card_count", "cards"),
-        )
-    )
-
-    class Meta:
-        model = IdleFinding
-        fields = ["state", "team", "pool", "dry_run"]
 
 
 class IdleFindingViewSet(viewsets.ReadOnlyModelViewSet):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from pools.capacity.models import Allocation
-from pools.choices import IdleFindingState
+from pools.common.choices import IdleFindingState
 from pools.reclamation.models import IdleFinding
 
 

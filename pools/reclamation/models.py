@@ -11,7 +11,7 @@ from django.db import models
 from django.db.models import Q
 
 from pools.capacity.models import Allocation
-from pools.choices import (
+from pools.common.choices import (
     IdleFindingState,
 )
 from pools.inventory.models import Pool

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from pools.errors import NotFound
+from pools.common.errors import NotFound
 from pools.jobs import MAX_RETRIES, retry_countdown
 from pools.reclamation.services.runs import idle_scan_cluster, idle_scan_fan_out
 from pools.reclamation.services.scan import allocation_rebind

@@ -23,10 +23,10 @@ from django.forms.models import model_to_dict
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from pools.adapters import metrics_adapter
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation
-from pools.choices import Scheduler
+from pools.clusters.adapters import metrics_adapter
+from pools.common.choices import Scheduler
 from pools.serving.choices import Resolution
 from pools.serving.fold import ROW_FIELDS, fold
 from pools.serving.models import ServingCoverage, ServingRollup, ServingRollupRun

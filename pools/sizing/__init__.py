@@ -17,15 +17,15 @@ Modules, bottom to top:
 - :mod:`pools.sizing.demand` - traffic to peak requests/s, equivalent tokens, replicas, cards.
 - :mod:`pools.sizing.plan` - one result row per GPU model, warnings, cost, ranking.
 
-Bad input raises :class:`SizingInputError` (a :class:`pools.errors.InvalidInput`) with a stable
-``code`` in ``data["reason"]``; nothing here returns NaN, infinity or a negative count.
+Bad input raises :class:`SizingInputError` (a :class:`pools.common.errors.InvalidInput`) with a
+stable ``code`` in ``data["reason"]``; nothing here returns NaN, infinity or a negative count.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pools.errors import InvalidInput
+from pools.common.errors import InvalidInput
 
 
 class SizingInputError(InvalidInput):

@@ -15,7 +15,7 @@ from drf_spectacular.utils import OpenApiExample, OpenApiTypes, extend_schema, e
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
 
-from pools.errors import InvalidInput
+from pools.common.errors import InvalidInput
 from pools.sizing import selectors as sizing_selectors
 from pools.sizing import services as sizing_services
 from pools.sizing.filtersets import SizingEstimateFilterSet

@@ -6,7 +6,7 @@ import django_filters as filters
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
-from pools.choices import EstimateStatus
+from pools.common.choices import EstimateStatus
 from pools.sizing.models import SizingEstimate
 from pools.sizing.presets import model_presets
 

@@ -22,7 +22,7 @@ from decimal import Decimal, InvalidOperation
 from functools import cached_property
 from typing import Any
 
-from pools.errors import InvalidInput
+from pools.common.errors import InvalidInput
 from pools.inventory.models import GpuModel
 from pools.sizing import SizingInputError
 from pools.sizing.demand import (

@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
-from pools.choices import (
+from pools.common.choices import (
     EstimateStatus,
 )
 from pools.tenancy.models import Team, TeamOwnedQuerySet

@@ -43,8 +43,8 @@ from django.utils.module_loading import import_string
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.availability import SCHEDULER_OF_KIND, earliest_free_start, request_options
 from pools.capacity.placement import shape_from_sizing
-from pools.choices import EstimateStatus, RequestKind, WorkloadKind
-from pools.errors import InvalidInput, NotFound
+from pools.common.choices import EstimateStatus, RequestKind, WorkloadKind
+from pools.common.errors import InvalidInput, NotFound
 from pools.inventory import selectors
 from pools.inventory.models import GpuModel, Pool
 from pools.jobs import SIZING_ESTIMATE, enqueue_on_commit, jobs_waiting

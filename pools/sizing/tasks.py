@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from pools.errors import NotFound
+from pools.common.errors import NotFound
 from pools.sizing.services import sizing_estimate_run, sizing_estimates_requeue_stranded
 
 

@@ -11,8 +11,8 @@ from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
-from pools.choices import Scheduler
-from pools.errors import DomainError
+from pools.common.choices import Scheduler
+from pools.common.errors import DomainError
 from pools.inventory import selectors as inventory_selectors
 from pools.inventory.models import GpuModel, Pool
 from pools.sizing import inputs as sizing_inputs
@@ -22,7 +22,7 @@ from pools.sizing.engines import ENGINE_PROFILES
 from pools.sizing.filtersets import SizingEstimateFilterSet
 from pools.sizing.presets import model_presets
 from pools.tenancy import selectors as tenancy_selectors
-from pools.web import Column, csv_response, filtered_list
+from pools.web.pages import Column, csv_response, filtered_list
 
 # The service's scalar input names; the form uses them as they are.
 SCALAR_INPUTS = (

@@ -4,7 +4,7 @@ from django import template
 from django.http import QueryDict
 from django.utils.html import format_html
 
-from pools.web import mig_slices_text
+from pools.web.pages import mig_slices_text
 
 register = template.Library()
 
@@ -71,5 +71,5 @@ def get_item(mapping, key):
 
 @register.filter
 def mig_slices(slices: dict[str, int] | None) -> str:
-    """:func:`pools.web.mig_slices_text` in a template."""
+    """:func:`pools.web.pages.mig_slices_text` in a template."""
     return mig_slices_text(slices)

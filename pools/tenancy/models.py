@@ -11,11 +11,11 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from pools.choices import (
+from pools.common.choices import (
     TeamRole,
 )
+from pools.common.validators import single_line_text_validator, slug_validator
 from pools.tenancy.roles import sees_every_team
-from pools.validators import single_line_text_validator, slug_validator
 
 
 class TeamOwnedQuerySet(models.QuerySet):

@@ -1,7 +1,7 @@
 """Who may do what: one named rule per action, over the roles of :mod:`pools.tenancy.roles`.
 
 Every check of a role in the code is one of the ``may_*`` rules below (``True`` when allowed),
-or a ``require_*`` that raises :class:`pools.errors.PermissionDenied` (403, code
+or a ``require_*`` that raises :class:`pools.common.errors.PermissionDenied` (403, code
 ``permission_denied``) with a message saying who may. Which rows a user may *see* is the
 ``visible_to(user)`` method of each team-owned model's queryset
 (:class:`pools.tenancy.models.TeamOwnedQuerySet`).
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pools.choices import TeamRole
-from pools.errors import PermissionDenied
+from pools.common.choices import TeamRole
+from pools.common.errors import PermissionDenied
 from pools.tenancy.models import Team
 from pools.tenancy.roles import is_pool_admin
 

@@ -1,6 +1,7 @@
 """The roles (DESIGN.md, *Who uses it*): a **pool admin** is a Django staff user and may see and
-do everything; in a team a user is a **member** or a **manager** (:class:`pools.choices.TeamRole`,
-one :class:`~pools.tenancy.models.Membership` per team and user). Anonymous users hold none.
+do everything; in a team a user is a **member** or a **manager**
+(:class:`pools.common.choices.TeamRole`, one :class:`~pools.tenancy.models.Membership` per team and
+user). Anonymous users hold none.
 
 The one place that reads ``is_staff``; the rules built on it are :mod:`pools.tenancy.permissions`.
 """

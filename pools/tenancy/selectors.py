@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
-from pools.choices import TeamRole
+from pools.common.choices import TeamRole
 from pools.tenancy.models import Membership, Team
 
 

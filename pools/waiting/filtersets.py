@@ -5,13 +5,13 @@ from __future__ import annotations
 import django_filters as filters
 from django.db.models import Q
 
-from pools.api_common import visible_teams
-from pools.choices import Scheduler
 from pools.clusters.models import Cluster
+from pools.common.choices import Scheduler
 from pools.inventory.filtersets import yes_no
 from pools.waiting.choices import WaitKind
 from pools.waiting.models import PendingWork
-from pools.web import PlainSelect
+from pools.web.api import visible_teams
+from pools.web.pages import PlainSelect
 
 SCHEDULERS = [(s.value, s.label) for s in (Scheduler.SLURM, Scheduler.KUBERNETES)]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
-from pools.choices import Scheduler
 from pools.clusters.models import Cluster
+from pools.common.choices import Scheduler
 from pools.tenancy.models import Team, team_owned
 from pools.waiting.choices import WaitKind
 

@@ -24,10 +24,10 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from pools.adapters import cluster_adapter, scheduler_adapter
-from pools.choices import ClusterOperation, CredentialKind, Scheduler
+from pools.clusters.adapters import cluster_adapter, scheduler_adapter
 from pools.clusters.models import Cluster
 from pools.clusters.services import cluster_of, cluster_operation_record
+from pools.common.choices import ClusterOperation, CredentialKind, Scheduler
 from pools.jobs import PENDING_WORK_CLUSTER, enqueue_on_commit
 from pools.tenancy.models import Team
 from pools.waiting.models import PendingWork, PendingWorkRead, WaitingWatch

@@ -10,7 +10,7 @@ from pools.tenancy.models import Team
 from pools.waiting import selectors
 from pools.waiting.filtersets import TeamPendingWorkFilterSet
 from pools.waiting.services import WATCH_WINDOW, waiting_watch_touch
-from pools.web import Column, filtered_list
+from pools.web.pages import Column, filtered_list
 
 
 def _iso(value):

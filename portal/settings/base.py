@@ -339,12 +339,12 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # Node.last_source, InventoryImport.source and the upload's source share one choice set.
     "ENUM_NAME_OVERRIDES": {
-        "InventorySourceEnum": "pools.choices.InventorySource",
-        "EstimateStatusEnum": "pools.choices.EstimateStatus",
-        "NodeStateEnum": "pools.choices.NodeState",
-        "IdleFindingStateEnum": "pools.choices.IdleFindingState",
-        "RequestKindEnum": "pools.choices.RequestKind",
-        "AllocationStatusEnum": "pools.choices.AllocationStatus",
+        "InventorySourceEnum": "pools.common.choices.InventorySource",
+        "EstimateStatusEnum": "pools.common.choices.EstimateStatus",
+        "NodeStateEnum": "pools.common.choices.NodeState",
+        "IdleFindingStateEnum": "pools.common.choices.IdleFindingState",
+        "RequestKindEnum": "pools.common.choices.RequestKind",
+        "AllocationStatusEnum": "pools.common.choices.AllocationStatus",
     },
 }
 

@@ -8,7 +8,7 @@
 //                             form's "kind" radio has that value (capacity no pool has yet);
 //   data-node-from-file="id"  on a file input: when a file is chosen and the field with that id is
 //                             empty, fill it with the file's name without its extension, if that
-//                             is a node name (pools/validators.py; what import_inventory --node-from-filename does).
+//                             is a node name (pools/common/validators.py; what import_inventory --node-from-filename does).
 document.addEventListener("click", (event) => {
   const button = event.target.closest("[data-confirm]");
   if (button && !window.confirm(button.dataset.confirm)) event.preventDefault();

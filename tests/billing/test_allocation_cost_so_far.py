@@ -12,7 +12,7 @@ from factories import AllocationFactory, RateCardEntryFactory, RateCardFactory
 
 from billing.dashboards.costs import allocations_cost_so_far, teams_cost_so_far
 from billing.services.usage_import import usage_import_reservations
-from pools.choices import AllocationStatus, PricingMethod
+from pools.common.choices import AllocationStatus, PricingMethod
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.django_db

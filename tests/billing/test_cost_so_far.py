@@ -13,7 +13,7 @@ from factories import AllocationFactory, RateCardEntryFactory, RateCardFactory
 
 from billing.dashboards.costs import teams_cost_so_far
 from billing.services.usage_import import usage_import_reservations
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from kit import Accounting, job, utc
 
 from billing.services.statements import statement_build
 from billing.services.usage_import import usage_import_slurm
-from pools.csv_numbers import plain_number
+from pools.web.csv_numbers import plain_number
 
 OCT = date(2026, 10, 1)
 

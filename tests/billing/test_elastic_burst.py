@@ -15,7 +15,7 @@ from billing.models import UsageRecord
 from billing.services.rates import rate_card_create
 from billing.services.statements import statement_build
 from billing.services.usage_import import usage_import_elastic_burst, usage_import_reservations
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 
 pytestmark = pytest.mark.django_db

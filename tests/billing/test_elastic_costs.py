@@ -14,7 +14,7 @@ from kit import utc
 from billing.choices import RateKind
 from billing.elastic_costs import elastic_scale_costs
 from billing.services.rates import rate_card_create
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 
 pytestmark = pytest.mark.django_db
@@ -184,7 +184,7 @@ def test_queries_do_not_grow_with_the_policies(policy, rates, team, infer_pool, 
 def rented(db):
     from factories import PoolFactory
 
-    from pools.choices import Scheduler
+    from pools.common.choices import Scheduler
 
     return PoolFactory(slug="rented", name="Rented", scheduler=Scheduler.KUBERNETES,
                        slurm_partition="", burst=True)  # fmt: skip

@@ -124,7 +124,7 @@ def test_the_admin_refuses_bidi_marks_and_line_breaks_in_a_rate_card_name(superu
 def test_the_rate_card_service_refuses_a_served_model_with_a_bidi_mark():
     from billing.models import RateCard
     from billing.services.rates import rate_card_create
-    from pools.errors import InvalidInput
+    from pools.common.errors import InvalidInput
 
     with pytest.raises(InvalidInput) as refused:
         rate_card_create(

@@ -18,7 +18,7 @@ from factories import (
 from serving_support import StubPrometheus, term
 
 from billing.dashboards.serving import serving_efficiency, serving_groups, serving_rows, sort_rows
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.serving.models import ServingRollup
 from pools.serving.services import bucket_floor, serving_rollup_pass
 

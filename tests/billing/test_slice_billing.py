@@ -21,7 +21,7 @@ from billing.models import UsageRecord
 from billing.sacct import SacctFile
 from billing.selectors import top_allocations
 from billing.services.usage_import import usage_import_reservations, usage_import_slurm
-from pools.choices import AllocationStatus, PricingMethod
+from pools.common.choices import AllocationStatus, PricingMethod
 
 pytestmark = pytest.mark.django_db
 

@@ -148,7 +148,7 @@ def test_included_usage_is_not_charged_twice(team, rates, train_pool, a100):
     from factories import AllocationFactory
 
     from billing.services.usage_import import usage_import_reservations
-    from pools.choices import AllocationStatus
+    from pools.common.choices import AllocationStatus
 
     AllocationFactory(team=team, pool=train_pool, gpu_model=a100, card_count=2,
                       starts_at=utc(2026, 10, 1), ends_at=utc(2026, 10, 2),

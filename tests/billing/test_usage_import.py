@@ -157,7 +157,7 @@ def test_unknown_account_and_gpu_type_are_reported_not_charged(team, train_pool)
 def test_jobs_inside_a_reserved_allocation_are_included_not_charged(team, train_pool, a100):
     from factories import AllocationFactory
 
-    from pools.choices import AllocationStatus
+    from pools.common.choices import AllocationStatus
 
     AllocationFactory(team=team, pool=train_pool, gpu_model=a100, card_count=4,
                       starts_at=utc(2026, 10, 1), ends_at=utc(2026, 10, 20),
@@ -176,7 +176,7 @@ def test_jobs_inside_a_reserved_allocation_are_included_not_charged(team, train_
 def test_reservations_cards_times_wall_time_per_month(team, train_pool, a100):
     from factories import AllocationFactory
 
-    from pools.choices import AllocationStatus
+    from pools.common.choices import AllocationStatus
 
     # 4 cards 30 Oct 12:00 → 2 Nov 12:00: Oct 36 h × 4 = 144 card-h, Nov 36 h × 4 = 144
     allocation = AllocationFactory(team=team, pool=train_pool, gpu_model=a100, card_count=4,
@@ -203,7 +203,7 @@ def test_reservation_not_charged_ahead_of_now(team, train_pool, a100):
 def test_dst_day_in_berlin_reservation(team, train_pool, a100):
     from factories import AllocationFactory
 
-    from pools.choices import AllocationStatus
+    from pools.common.choices import AllocationStatus
 
     # 26 Oct 2025 00:00 CEST (25 Oct 22:00Z) → 27 Oct 00:00 CET (26 Oct 23:00Z): 25 h × 2 cards
     AllocationFactory(team=team, pool=train_pool, gpu_model=a100, card_count=2,
@@ -226,7 +226,7 @@ def test_month_boundary_in_berlin(team, train_pool):
 def test_a_reclamation_shrink_does_not_reprice_the_days_before_it(team, train_pool, a100):
     from factories import AllocationFactory
 
-    from pools.choices import AllocationStatus, IdleFindingState
+    from pools.common.choices import AllocationStatus, IdleFindingState
     from pools.reclamation.models import IdleFinding
 
     # 8 cards from 30 Oct 12:00; shrunk to 2 at 31 Oct 22:00 (34 h in); the reclamation undone

@@ -10,9 +10,9 @@ import pytest
 from django.utils import timezone
 from factories import AllocationFactory, PoolFactory, TeamFactory, node_with_gpus
 
-from pools.choices import AllocationStatus, Scheduler
 from pools.classes.models import WorkloadClass
 from pools.classes.seed import seed_classes
+from pools.common.choices import AllocationStatus, Scheduler
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.browser
@@ -62,8 +62,8 @@ def test_classes_page_fits_and_the_dashboard_shows_cards_per_class(signed_in, li
 
 @pytest.mark.parametrize("width", [1366, 390])
 def test_a_class_qos_problem_shows_on_the_clusters_page(signed_in, live_server, width):
-    from pools.choices import ClusterStatus, CredentialKind
     from pools.clusters.models import Cluster
+    from pools.common.choices import ClusterStatus, CredentialKind
 
     problem = (
         "account QOS cannot be written: API v0.0.38 does not apply association QOS changes "

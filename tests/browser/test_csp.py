@@ -17,7 +17,7 @@ from factories import (
     TeamFactory,
 )
 
-from pools.choices import AllocationStatus, RequestStatus
+from pools.common.choices import AllocationStatus, RequestStatus
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.browser

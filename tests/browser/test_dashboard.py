@@ -10,7 +10,7 @@ from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
 from playwright.sync_api import expect
 
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.browser

@@ -11,7 +11,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from pools.capacity.models import Allocation, CapacityRequest
-from pools.choices import NodeState
+from pools.common.choices import NodeState
 from pools.inventory.models import Gpu, GpuModel, Node, Pool
 from pools.tenancy.models import Membership, Team
 

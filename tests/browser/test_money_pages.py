@@ -17,7 +17,7 @@ from factories import AllocationFactory
 
 from billing.choices import RateKind
 from billing.services.rates import rate_card_create
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 from pools.inventory.models import GpuModel
 

@@ -10,7 +10,7 @@ import pytest
 from factories import AllocationFactory, MembershipFactory, PoolFactory, TeamFactory, node_with_gpus
 from playwright.sync_api import expect
 
-from pools.choices import Scheduler, TeamRole
+from pools.common.choices import Scheduler, TeamRole
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.browser

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from factories import PoolFactory, node_with_gpus
 
-from pools.choices import Scheduler
+from pools.common.choices import Scheduler
 
 pytestmark = pytest.mark.browser
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from pools.capacity.models import Allocation
-from pools.choices import TeamRole
+from pools.common.choices import TeamRole
 from pools.inventory.models import Pool
 from pools.inventory.services.import_files import inventory_import_file
 from pools.tenancy.models import Membership, Team

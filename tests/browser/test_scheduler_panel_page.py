@@ -21,7 +21,7 @@ from factories import (
     TeamFactory,
 )
 
-from pools.choices import AllocationStatus, Scheduler
+from pools.common.choices import AllocationStatus, Scheduler
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.browser

@@ -11,7 +11,7 @@ from django.utils import timezone
 from factories import AllocationFactory, MembershipFactory, SizingEstimateFactory, TeamFactory
 from playwright.sync_api import expect
 
-from pools.choices import AllocationStatus, EstimateStatus, TeamRole
+from pools.common.choices import AllocationStatus, EstimateStatus, TeamRole
 from pools.inventory.models import GpuModel
 from pools.serving.models import ServingRollup
 from pools.serving.services import bucket_floor, serving_coverage_note

@@ -245,7 +245,7 @@ def fleet(stack, django_user_model):
     throttle or lockout counters from earlier tests."""
     import redis
 
-    from pools.choices import Scheduler, TeamRole
+    from pools.common.choices import Scheduler, TeamRole
     from pools.inventory.catalogue.sync import catalogue_sync
     from pools.inventory.models import Gpu, GpuModel, GpuModelAlias, Node, Pool
     from pools.inventory.services.driver_groups import driver_group_for_version
@@ -420,7 +420,7 @@ def test_the_token_throttle_is_one_budget_across_both_processes(stack, fleet):
 def test_scheduled_work_sent_twice_at_once_runs_once(stack, fleet):
     from pools.audit.models import AuditEvent
     from pools.capacity.models import Allocation, CapacityRequest
-    from pools.choices import AllocationStatus
+    from pools.common.choices import AllocationStatus
     from portal.celery import app as celery_app
 
     now = timezone.now()

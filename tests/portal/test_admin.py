@@ -13,7 +13,7 @@ from factories import AllocationFactory, NodeFactory
 
 from billing.models import RateCard, UsageRecord
 from pools.audit.models import AuditEvent
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from factories import AllocationFactory, next_week_9am
 
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 
 pytestmark = pytest.mark.django_db
 

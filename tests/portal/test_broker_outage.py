@@ -19,7 +19,7 @@ from factories import AllocationFactory, CapacityRequestFactory, inference_fleet
 
 from pools import jobs
 from pools.capacity.models import Allocation
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.jobs.models import QueuedJob
 from pools.sizing.models import SizingEstimate
 

@@ -1,6 +1,6 @@
 """CSV formula injection (issue 27, item 7): every CSV export goes through one writer
-(pools.csv_cells) that prefixes a ``'`` to text starting with ``=``, ``+``, ``-``, ``@``, a tab or
-a CR (OWASP's rule), and leaves plain numbers (a negative amount) numbers.
+(pools.web.csv_cells) that prefixes a ``'`` to text starting with ``=``, ``+``, ``-``, ``@``, a tab
+or a CR (OWASP's rule), and leaves plain numbers (a negative amount) numbers.
 
 The world below holds hostile names where the QA found them (imported GPU names, pool names, cost
 centres, decision reasons); every export is opened and every cell read back."""
@@ -27,8 +27,8 @@ from factories import (
     TeamFactory,
 )
 
-from pools.choices import AllocationStatus, RequestStatus
-from pools.csv_cells import csv_cell
+from pools.common.choices import AllocationStatus, RequestStatus
+from pools.web.csv_cells import csv_cell
 
 pytestmark = pytest.mark.django_db
 
@@ -61,7 +61,7 @@ def test_csv_cell_escapes_formula_leads_and_keeps_numbers(value, cell):
 
 
 def test_no_module_writes_csv_but_the_safe_writer():
-    """Every export must route through pools.csv_cells: no other csv.writer / DictWriter."""
+    """Every export must route through pools.web.csv_cells: no other csv.writer / DictWriter."""
     offenders = [
         str(path.relative_to(ROOT))
         for package in ("pools", "billing", "portal")

@@ -36,7 +36,7 @@ def world(team, team_member, infer_pool, l40s, django_user_model):
     from billing.models import Statement, StatementLine
     from pools.access.services import api_token_create
     from pools.audit.services import audit_event_record
-    from pools.choices import AllocationStatus
+    from pools.common.choices import AllocationStatus
     from pools.inventory.models import Gpu
 
     admin = django_user_model.objects.create_user("api-admin", password="x", is_staff=True)

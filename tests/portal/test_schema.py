@@ -63,7 +63,7 @@ def test_each_write_has_an_example_body_the_api_accepts(member_api, admin_api):
     from django.utils import timezone
     from factories import AllocationFactory, PoolFactory, TeamFactory, node_with_gpus
 
-    from pools.choices import AllocationStatus, Scheduler
+    from pools.common.choices import AllocationStatus, Scheduler
     from pools.inventory.models import GpuModel
 
     schema = member_api.get("/api/schema/", {"format": "json"}).json()

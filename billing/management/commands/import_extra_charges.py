@@ -24,7 +24,7 @@ from billing.services.extra_charges_prometheus import (
     configured_charges,
     extra_charges_import_prometheus,
 )
-from pools.adapters import metrics_adapter
+from pools.clusters.adapters import metrics_adapter
 from scheduler_adapters.errors import SchedulerError
 
 

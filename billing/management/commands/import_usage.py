@@ -25,7 +25,7 @@ from billing.pricing import local_midnight
 from billing.sacct import DEFAULT_DELIMITER, SacctFile, SacctUnusable
 from billing.services.prometheus_import import usage_import_kubernetes, usage_import_vllm_tokens
 from billing.services.usage_import import usage_import_reservations, usage_import_slurm
-from pools.adapters import metrics_adapter, scheduler_config
+from pools.clusters.adapters import metrics_adapter, scheduler_config
 from scheduler_adapters.registry import build_scheduler_adapter
 
 # strptime directives that carry the year; SLURM_TIME_FORMAT may omit it ("%m/%d-%H:%M")

@@ -15,7 +15,6 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from pools.adapters import pool_adapter
 from pools.audit.services import audit_event_record
 from pools.capacity.lifecycle import APPLIED_STATUSES, HOLDING_STATUSES, transition_allowed
 from pools.capacity.locks import allocation_lock, pool_lock
@@ -30,8 +29,9 @@ from pools.capacity.services.scheduler_binding import (
     slurm_limit_sync,
     slurm_reservation_remove,
 )
-from pools.choices import AllocationStatus, RequestStatus, Scheduler
-from pools.errors import InvalidInput, InvalidTransition
+from pools.clusters.adapters import pool_adapter
+from pools.common.choices import AllocationStatus, RequestStatus, Scheduler
+from pools.common.errors import InvalidInput, InvalidTransition
 from pools.jobs import ALLOCATION_UNBIND, enqueue_on_commit
 from pools.tenancy import selectors as tenancy_selectors
 from pools.tenancy.permissions import require_manager, require_member

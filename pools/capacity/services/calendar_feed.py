@@ -17,7 +17,7 @@ from django.utils import timezone
 from pools.audit.services import audit_event_record
 from pools.capacity.calendar_feed import feed_token, new_salt, token_sha256
 from pools.capacity.models import TeamCalendarFeed
-from pools.errors import PermissionDenied
+from pools.common.errors import PermissionDenied
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_reset_calendar_feed, require_member
 
@@ -45,7 +45,7 @@ def _locked_feed(team: Team) -> TeamCalendarFeed | None:
 def team_calendar_feed_create(*, actor: Any, team: Team) -> TeamCalendarFeed:
     """The team's feed link, made now if it has none (audited ``team_calendar_feed.created``);
     an existing one is returned as it is. Members, managers, pool admins; anyone else gets
-    :class:`pools.errors.PermissionDenied`."""
+    :class:`pools.common.errors.PermissionDenied`."""
     require_member(actor, team)
     with transaction.atomic():
         feed = _locked_feed(team)
@@ -63,8 +63,8 @@ def team_calendar_feed_create(*, actor: Any, team: Team) -> TeamCalendarFeed:
 def team_calendar_feed_reset(*, actor: Any, team: Team) -> TeamCalendarFeed:
     """A new link for the team, the old one dead from the commit (audited
     ``team_calendar_feed.reset``, before and after say when and by whom each was made).
-    Managers and pool admins; anyone else gets :class:`pools.errors.PermissionDenied`, nothing
-    written."""
+    Managers and pool admins; anyone else gets :class:`pools.common.errors.PermissionDenied`,
+    nothing written."""
     if not may_reset_calendar_feed(actor, team):
         raise PermissionDenied(
             f"Only a manager of team {team.name} or a pool admin may reset its calendar link.",

@@ -17,7 +17,7 @@ from pools.capacity.models import Allocation
 from pools.capacity.services.requests import request_class_errors
 from pools.capacity.window import holding_allocations
 from pools.classes.models import WorkloadClass
-from pools.errors import Conflict, InvalidInput, InvalidTransition
+from pools.common.errors import Conflict, InvalidInput, InvalidTransition
 from pools.tenancy.permissions import require_pool_admin
 
 

@@ -37,7 +37,7 @@ from pools.capacity.models import (
     MaintenanceStatus,
     MaintenanceWindow,
 )
-from pools.errors import Conflict, InvalidInput, InvalidTransition
+from pools.common.errors import Conflict, InvalidInput, InvalidTransition
 from pools.inventory.models import DriverGroup, Node, Pool
 from pools.jobs import MAINTENANCE_SYNC, enqueue_on_commit
 from pools.tenancy.permissions import require_pool_admin

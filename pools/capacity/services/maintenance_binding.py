@@ -24,9 +24,9 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from pools.adapters import pool_adapter
 from pools.capacity.models import MaintenanceStatus, MaintenanceWindow
-from pools.choices import Scheduler
+from pools.clusters.adapters import pool_adapter
+from pools.common.choices import Scheduler
 from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.records import ReservationSpec
 

@@ -23,7 +23,6 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from pools.adapters import pool_adapter
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.arithmetic import usable_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES
@@ -49,9 +48,10 @@ from pools.capacity.services.scheduler_binding import (
     slurm_limit_sync,
     team_cards_applied,
 )
-from pools.choices import QuotaBackend, Scheduler
 from pools.classes.models import WorkloadClass
-from pools.errors import InvalidInput, InvalidTransition
+from pools.clusters.adapters import pool_adapter
+from pools.common.choices import QuotaBackend, Scheduler
+from pools.common.errors import InvalidInput, InvalidTransition
 from pools.inventory.models import GpuModel, Pool
 from pools.jobs import OVERRIDE_SYNC, enqueue_on_commit
 from pools.tenancy.models import Team

@@ -20,7 +20,6 @@ from django.db.models import Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from pools.adapters import cluster_adapter, scheduler_adapter
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation, OverrideKind, SchedulerDrift, TemporaryOverride
 from pools.capacity.services.class_qos import (
@@ -41,9 +40,10 @@ from pools.capacity.services.scheduler_binding import (
     slurm_mig_gres_type,
     team_cards_applied,
 )
-from pools.choices import ClusterOperation, CredentialKind, QuotaBackend, Scheduler
+from pools.clusters.adapters import cluster_adapter, scheduler_adapter
 from pools.clusters.models import Cluster
 from pools.clusters.services import cluster_of, cluster_operation_record
+from pools.common.choices import ClusterOperation, CredentialKind, QuotaBackend, Scheduler
 from pools.inventory.models import GpuModel, Pool
 from pools.inventory.services.importer import inventory_import
 from pools.jobs import RECONCILE_CLUSTER, enqueue_on_commit

@@ -31,7 +31,7 @@ from pools.capacity.models import (
 )
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.recurrence import Rule, Steps, occurrences
-from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition
+from pools.common.errors import InsufficientCapacity, InvalidInput, InvalidTransition
 from pools.inventory.models import GpuModel, Pool
 from pools.jobs import RECURRING_SYNC, enqueue_on_commit
 from pools.tenancy.models import Team

@@ -34,12 +34,12 @@ from zoneinfo import ZoneInfo
 from django.conf import settings
 from django.utils import timezone
 
-from pools.adapters import pool_adapter
 from pools.capacity.models import RecurringReservation, ReservationStatus
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.recurrence import SLURM_REPEAT, slurm_drift
 from pools.capacity.services.scheduler_binding import kubernetes_quota_sync, slurm_limit_sync
-from pools.choices import Scheduler
+from pools.clusters.adapters import pool_adapter
+from pools.common.choices import Scheduler
 from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.records import ReservationSpec
 

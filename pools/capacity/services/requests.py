@@ -40,18 +40,18 @@ from pools.capacity.shapes import (
 )
 from pools.capacity.slices import card_share, is_profile
 from pools.capacity.window import WindowHolds, maintenance_windows_by_pool_model, window_holds
-from pools.choices import (
+from pools.classes.models import WorkloadClass
+from pools.classes.rules import ClassRule
+from pools.classes.selectors import class_model_refusal
+from pools.clusters.services import cluster_require_reachable
+from pools.common.choices import (
     AllocationStatus,
     RequestKind,
     RequestStatus,
     Scheduler,
     WorkloadKind,
 )
-from pools.classes.models import WorkloadClass
-from pools.classes.rules import ClassRule
-from pools.classes.selectors import class_model_refusal
-from pools.clusters.services import cluster_require_reachable
-from pools.errors import (
+from pools.common.errors import (
     BudgetExceeded,
     ClusterUnreachable,
     InsufficientCapacity,

@@ -45,7 +45,6 @@ from django.db.models import (
 )
 from django.utils import timezone
 
-from pools.adapters import pool_adapter
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation, RecurringReservation, ReservationStatus
@@ -56,9 +55,10 @@ from pools.capacity.services.class_qos import (
     slurm_account_qos_set,
     slurm_qos_prepare,
 )
-from pools.choices import AliasKind, CredentialKind, QuotaBackend, Scheduler
 from pools.classes.slurm_qos import class_qos_name
+from pools.clusters.adapters import pool_adapter
 from pools.clusters.models import Cluster
+from pools.common.choices import AliasKind, CredentialKind, QuotaBackend, Scheduler
 from pools.inventory.models import (
     Gpu,
     GpuModel,
@@ -122,8 +122,8 @@ def slurm_mig_gres_type(*, pool: Pool, gpu_model: GpuModel, profile: str) -> str
 def cluster_pools(*, scheduler: str, cluster: Cluster | None) -> QuerySet[Pool]:
     """The pools of ``scheduler`` in ``cluster``. ``None`` and the environment's cluster
     (``credential_kind`` environment) are one cluster, the one the environment variables
-    define: a pool without a cluster is in it (:func:`pools.adapters.pool_adapter` builds both
-    the same adapter)."""
+    define: a pool without a cluster is in it (:func:`pools.clusters.adapters.pool_adapter` builds
+    both the same adapter)."""
     pools = Pool.objects.filter(scheduler=scheduler)
     if cluster is None or cluster.from_environment:
         return pools.filter(
@@ -414,7 +414,7 @@ def kubernetes_quota_sync(
     *, adapter, team: Team, cluster: Cluster | None, now: datetime | None = None
 ) -> dict:
     """Make the team's namespace quota in ``cluster`` (``adapter`` is that cluster's,
-    :func:`pools.adapters.pool_adapter`) equal its open-window cards in that cluster's
+    :func:`pools.clusters.adapters.pool_adapter`) equal its open-window cards in that cluster's
     Kubernetes pools (:func:`kubernetes_quota_wanted`).
 
     ``ensure_team`` is idempotent (server-side apply): it creates or updates the namespace,

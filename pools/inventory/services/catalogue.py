@@ -22,8 +22,8 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from pools.audit.services import audit_event_record, audit_snapshot
-from pools.choices import AliasKind
-from pools.errors import InvalidInput
+from pools.common.choices import AliasKind
+from pools.common.errors import InvalidInput
 from pools.inventory.catalogue import load_ambiguous_names
 from pools.inventory.gpu_names import normalise_model_key, pci_device_id_key
 from pools.inventory.models import Gpu, GpuModel, GpuModelAlias

@@ -8,8 +8,8 @@ from typing import Any
 from django.db import connection, transaction
 
 from pools.audit.services import audit_event_record
-from pools.choices import AliasKind
-from pools.errors import Conflict, InvalidInput
+from pools.common.choices import AliasKind
+from pools.common.errors import Conflict, InvalidInput
 from pools.inventory.catalogue import load_ambiguous_names, load_gpu_models
 from pools.inventory.gpu_names import (
     ambiguous_name_index,

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
-from pools.errors import InvalidInput, UnsupportedFormat, UploadTooLarge
+from pools.common.errors import InvalidInput, UnsupportedFormat, UploadTooLarge
 from pools.inventory.models import Pool
 from pools.inventory.nvidia_smi import parse_nvidia_smi
 from pools.inventory.services.importer import ImportReport, inventory_import
@@ -34,10 +34,10 @@ def inventory_parse_file(
     Slurm input is the JSON of slurmrestd ``GET /slurm/<version>/nodes``; Kubernetes input is a
     Node or NodeList as JSON or YAML (``kubectl get nodes -o json``); for these two, ``node``
     keeps only that node. Bytes that are not UTF-8 are replaced and reported with their line
-    number; the rest of the file is still read. Raises :class:`pools.errors.InvalidInput` for
+    number; the rest of the file is still read. Raises :class:`pools.common.errors.InvalidInput` for
     an unknown source, a missing ``node`` for nvidia-smi, a slurmrestd file of a data-parser
     version the reader does not know, an empty file, or one over
-    ``INVENTORY_UPLOAD_MAX_BYTES`` (:class:`pools.errors.UploadTooLarge`).
+    ``INVENTORY_UPLOAD_MAX_BYTES`` (:class:`pools.common.errors.UploadTooLarge`).
     """
     source = _source(source)
     label = filename or "The file"

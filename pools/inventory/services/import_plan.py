@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from pools.choices import GpuHealth, NodeState, Scheduler
+from pools.common.choices import GpuHealth, NodeState, Scheduler
 from pools.inventory.driver_versions import cuda_beyond_table, parse_driver_version
 from pools.inventory.gpu_names import is_truncated_name
 from pools.inventory.models import Gpu, Node, Pool

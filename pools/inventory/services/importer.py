@@ -23,6 +23,7 @@ from django.utils.module_loading import import_string
 from pools.audit.models import AuditEvent
 from pools.audit.services import audit_event_build
 from pools.clusters.models import Cluster
+from pools.common.validators import hostname_validator
 from pools.inventory.bulk import bulk_update_rows
 from pools.inventory.models import Gpu, InventoryImport, MigDevice, Node, Pool, node_cluster_id
 from pools.inventory.services.gpu_models import GpuModelResolver
@@ -34,7 +35,6 @@ from pools.inventory.services.import_plan import (
     clean_uuid,
     plan_node,
 )
-from pools.validators import hostname_validator
 from scheduler_adapters.kubernetes_nodes import mig_per_card
 from scheduler_adapters.types import (
     MAX_GPUS_PER_NODE,

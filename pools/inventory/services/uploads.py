@@ -18,8 +18,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from pools.choices import EstimateStatus
-from pools.errors import DomainError, InvalidInput, NotFound, UploadTooLarge
+from pools.common.choices import EstimateStatus
+from pools.common.errors import DomainError, InvalidInput, NotFound, UploadTooLarge
 from pools.inventory.models import InventoryUpload, Pool
 from pools.inventory.services.import_files import inventory_parse_file
 from pools.inventory.services.importer import inventory_import

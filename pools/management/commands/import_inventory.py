@@ -17,7 +17,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand
 
-from pools.errors import InvalidInput
+from pools.common.errors import InvalidInput
 from pools.inventory.models import Pool
 from pools.inventory.services.import_files import inventory_import_files
 from scheduler_adapters.types import InventorySource

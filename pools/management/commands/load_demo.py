@@ -1,7 +1,7 @@
 """``manage.py load_demo``: demo users, teams, pools and fleet, all through the real importers.
 
 Imports every nvidia-smi capture in ``tests/fixtures/nvidia-smi/`` (one node per capture),
-then the generated fleet of :mod:`pools.demo` as nvidia-smi CSV, slurmrestd JSON and a
+then the generated fleet of :mod:`pools.management.demo` as nvidia-smi CSV, slurmrestd JSON and a
 Kubernetes NodeList. Safe to run twice (the second run reports nodes unchanged). Demo users
 (``admin``, ``alice``, ``bob``, password ``demo``) are for the demo only.
 """
@@ -44,11 +44,16 @@ from pools.capacity.services.requests import (
     capacity_request_create,
     capacity_request_reject,
 )
-from pools.choices import AllocationStatus, IdleFindingState, TeamRole
 from pools.classes.models import WorkloadClass
 from pools.classes.seed import seed_classes
 from pools.clusters.models import Cluster, ClusterError
-from pools.demo import (
+from pools.common.choices import AllocationStatus, IdleFindingState, TeamRole
+from pools.elastic.models import BurstOptIn, ElasticPolicy, ScaleEvent, SignalReading
+from pools.elastic.selectors import held_timelines
+from pools.elastic.services import elastic_apply, elastic_policy_create, scaling_policy
+from pools.inventory.models import DriverGroup, Gpu, GpuModel, Pool
+from pools.inventory.services.import_files import inventory_import_file, inventory_import_files
+from pools.management.demo import (
     CLUSTER_HEALTH,
     CLUSTERS,
     DEMO_SERVED,
@@ -59,11 +64,6 @@ from pools.demo import (
     demo_fleet,
     demo_serving_answers,
 )
-from pools.elastic.models import BurstOptIn, ElasticPolicy, ScaleEvent, SignalReading
-from pools.elastic.selectors import held_timelines
-from pools.elastic.services import elastic_apply, elastic_policy_create, scaling_policy
-from pools.inventory.models import DriverGroup, Gpu, GpuModel, Pool
-from pools.inventory.services.import_files import inventory_import_file, inventory_import_files
 from pools.reclamation.evaluate import evaluate_group
 from pools.reclamation.models import IdleFinding, IdleScanRun, ReclamationPolicy
 from pools.reclamation.services.scan import (
@@ -295,8 +295,8 @@ class Command(BaseCommand):
     def _elastic(self):
         """An inference team's elastic allocation (vision: 4 L40S guaranteed, up to 12) with
         three days of what the loop would have recorded: a reading a minute of the demo
-        traffic (pools.demo.demo_elastic_history: quiet nights, two daily peaks) under the
-        cards the loop's own rules held, and the scale events those rules decided from them.
+        traffic (pools.management.demo.demo_elastic_history: quiet nights, two daily peaks) under
+        the cards the loop's own rules held, and the scale events those rules decided from them.
         The what-if replays these readings (the demo has no Prometheus). The events are then
         applied the way the pool's quota backend applies them; without a Kubernetes
         connection that says they are held in the portal only."""
@@ -509,9 +509,9 @@ class Command(BaseCommand):
         self.stdout.write(f"calibration: {calibration_refresh(now=now)}")
 
     def _advisor(self):
-        """Serving rows for nlp's four A100 (pools.demo.demo_advisor_rollups: free framebuffer
-        decaying over the days, a batching limit in the last 45 minutes), then the advisor's
-        passes every two hours over the last day and one now, so findings show when they
+        """Serving rows for nlp's four A100 (pools.management.demo.demo_advisor_rollups: free
+        framebuffer decaying over the days, a batching limit in the last 45 minutes), then the
+        advisor's passes every two hours over the last day and one now, so findings show when they
         opened and which closed again."""
         if AdvisorRun.objects.exists():
             return
@@ -711,8 +711,9 @@ class Command(BaseCommand):
         )
 
     def _clusters(self) -> None:
-        """The demo's four clusters and their pools (:data:`pools.demo.CLUSTERS`), and the
-        health their last checks would have found (:data:`pools.demo.CLUSTER_HEALTH`)."""
+        """The demo's four clusters and their pools (:data:`pools.management.demo.CLUSTERS`), and
+        the health their last checks would have found
+        (:data:`pools.management.demo.CLUSTER_HEALTH`)."""
         now = timezone.now()
         for spec in CLUSTERS:
             spec = dict(spec)

@@ -18,8 +18,8 @@ from django.utils import timezone
 
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.models import Allocation
-from pools.choices import IdleFindingState
-from pools.errors import InvalidInput, InvalidTransition
+from pools.common.choices import IdleFindingState
+from pools.common.errors import InvalidInput, InvalidTransition
 from pools.inventory.models import Pool
 from pools.reclamation.models import POLICY_FIELDS, Exemption, IdleFinding, ReclamationPolicy
 from pools.reclamation.services.scan import allocation_reclaim, exemption_in_force

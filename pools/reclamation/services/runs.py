@@ -13,9 +13,9 @@ from typing import Any
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
-from pools.choices import ClusterOperation, Scheduler
 from pools.clusters.models import Cluster
 from pools.clusters.services import cluster_of, cluster_operation_record
+from pools.common.choices import ClusterOperation, Scheduler
 from pools.jobs import IDLE_SCAN_CLUSTER, enqueue_on_commit
 from pools.reclamation.models import IdleScanRun, ReclamationPolicy
 from pools.reclamation.services.scan import ScanReport, idle_scan

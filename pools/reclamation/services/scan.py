@@ -37,7 +37,6 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from pools.adapters import metrics_adapter, pool_adapter
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import RUNNING_STATUSES
@@ -50,8 +49,9 @@ from pools.capacity.services.scheduler_binding import (
     slurm_gres_type,
 )
 from pools.capacity.shapes import placed_cards, placement_kept, placement_taken
-from pools.choices import AllocationStatus, IdleFindingState, Scheduler
-from pools.errors import InsufficientCapacity, InvalidTransition
+from pools.clusters.adapters import metrics_adapter, pool_adapter
+from pools.common.choices import AllocationStatus, IdleFindingState, Scheduler
+from pools.common.errors import InsufficientCapacity, InvalidTransition
 from pools.inventory.models import Gpu, Node
 from pools.jobs import ALLOCATION_REBIND, enqueue_on_commit
 from pools.reclamation.evaluate import (

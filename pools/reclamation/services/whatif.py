@@ -34,8 +34,8 @@ from django.utils import timezone
 from pools.capacity.arithmetic import card_hours
 from pools.capacity.lifecycle import RAN_STATUSES
 from pools.capacity.models import Allocation
-from pools.choices import Scheduler
-from pools.errors import InvalidInput
+from pools.common.choices import Scheduler
+from pools.common.errors import InvalidInput
 from pools.inventory.models import Node, Pool
 from pools.jobs import RECLAMATION_WHATIF
 from pools.jobs.runs import (

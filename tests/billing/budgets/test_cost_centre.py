@@ -23,7 +23,7 @@ from billing.budgets.services import budget_create
 from pools.capacity.models import CapacityRequest
 from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_create
-from pools.errors import BudgetExceeded, InvalidInput
+from pools.common.errors import BudgetExceeded, InvalidInput
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rates", "fixed_now")]
 NOW = datetime(2026, 3, 10, 12, tzinfo=UTC)

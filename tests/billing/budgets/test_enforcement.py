@@ -19,8 +19,8 @@ from pools.capacity.models import CapacityRequest
 from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.allocations import allocation_extend
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
-from pools.choices import RequestStatus
-from pools.errors import BudgetExceeded
+from pools.common.choices import RequestStatus
+from pools.common.errors import BudgetExceeded
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rates", "fixed_now")]
 NOW = datetime(2026, 3, 10, 12, tzinfo=UTC)

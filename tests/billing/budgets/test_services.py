@@ -10,7 +10,7 @@ import pytest
 from billing.budgets.models import Budget
 from billing.budgets.services import budget_create, budget_delete, budget_update
 from pools.audit.models import AuditEvent
-from pools.errors import Conflict, InvalidInput, PermissionDenied
+from pools.common.errors import Conflict, InvalidInput, PermissionDenied
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rates")]
 

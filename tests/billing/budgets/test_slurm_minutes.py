@@ -44,7 +44,7 @@ def fixed_now(monkeypatch, settings):
 def slurm_team(team, train_pool, a100):
     from factories import AllocationFactory, UsageRecordFactory
 
-    from pools.choices import AliasKind
+    from pools.common.choices import AliasKind
     from pools.inventory.models import GpuModelAlias
 
     GpuModelAlias.objects.create(gpu_model=a100, value="a100", kind=AliasKind.ADMIN, key="a100")

@@ -35,7 +35,7 @@ from integration.processes import gunicorn_command
 
 from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation, CapacityRequest
-from pools.choices import RequestStatus
+from pools.common.choices import RequestStatus
 from pools.jobs.models import QueuedJob
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -28,7 +28,7 @@ from integration.processes import celery_worker_command
 
 from pools import jobs
 from pools.capacity.models import Allocation
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.jobs.models import QueuedJob
 from pools.jobs.outbox import outbox_drain
 

@@ -29,7 +29,7 @@ from integration.processes import celery_worker_command
 
 from pools import jobs
 from pools.audit.models import AuditEvent
-from pools.choices import EstimateStatus
+from pools.common.choices import EstimateStatus
 from pools.sizing.models import SizingEstimate
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -20,7 +20,7 @@ import pytest
 from factories import GpuFactory, NodeFactory, PoolFactory
 from integration.prometheus.dcgm_history import generate
 
-from pools.choices import Scheduler
+from pools.common.choices import Scheduler
 from pools.dashboards import capacity as dashboard
 from pools.dashboards import utilisation
 from pools.inventory.models import GpuModel

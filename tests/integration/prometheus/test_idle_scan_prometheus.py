@@ -10,7 +10,7 @@ import pytest
 from django.test import override_settings
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
-from pools.choices import AllocationStatus, GpuHealth, Scheduler
+from pools.common.choices import AllocationStatus, GpuHealth, Scheduler
 from pools.inventory.models import GpuModel
 from pools.reclamation.models import IdleFinding, ReclamationPolicy
 from pools.reclamation.services.scan import idle_scan

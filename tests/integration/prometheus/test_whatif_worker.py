@@ -31,7 +31,7 @@ from integration.processes import celery_worker_command
 from integration.prometheus.dcgm_history import generate
 from integration.prometheus.server import backfilled_prometheus
 
-from pools.choices import AllocationStatus, GpuHealth, Scheduler
+from pools.common.choices import AllocationStatus, GpuHealth, Scheduler
 from pools.inventory.models import GpuModel, GpuModelAlias
 from portal.celery import app as celery_app
 

@@ -62,7 +62,7 @@ def portal_slurm_team(a100_partition, cleanup, django_user_model):
     from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
     from pools.capacity.models import CapacityRequest
-    from pools.choices import AliasKind, RequestStatus, Scheduler, TeamRole
+    from pools.common.choices import AliasKind, RequestStatus, Scheduler, TeamRole
     from pools.inventory.models import GpuModel, GpuModelAlias
     from pools.tenancy.models import Membership
 

@@ -15,9 +15,9 @@ from integration.slurm.slurm_cluster import eventually
 
 from billing.models import UsageRecord
 from billing.services.usage_import import usage_import_slurm
-from pools import adapters
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import AllocationStatus
+from pools.clusters import adapters
+from pools.common.choices import AllocationStatus
 from scheduler_adapters.records import JobSpec, JobState
 from scheduler_adapters.registry import slurm_settings_from_env
 

@@ -31,7 +31,7 @@ def minutes_in_slurmdbd(account: str) -> str:
 def test_a_budget_becomes_grptresmins(slurm, slurm_settings, cleanup, through, django_user_model):
     from factories import AllocationFactory, PoolFactory, TeamFactory
 
-    from pools.choices import Scheduler
+    from pools.common.choices import Scheduler
     from pools.inventory.models import GpuModel
 
     adapter = (

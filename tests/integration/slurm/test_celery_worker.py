@@ -22,7 +22,7 @@ from integration.slurm.slurm_cluster import eventually, sacctmgr
 from pools.capacity.models import Allocation
 from pools.capacity.services.allocations import allocation_release
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.inventory.models import GpuModel, GpuModelAlias
 from portal.celery import app as celery_app
 

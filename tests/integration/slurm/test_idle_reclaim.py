@@ -25,10 +25,10 @@ from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, T
 from integration.prometheus.dcgm_history import SLURM_AHEAD_S, SLURM_NODE
 from integration.slurm.slurm_cluster import enforced_cards, eventually, sacctmgr
 
-from pools import adapters
 from pools.audit.models import AuditEvent
 from pools.capacity.services import scheduler_binding
-from pools.choices import AliasKind, AllocationStatus, IdleFindingState, Scheduler, TeamRole
+from pools.clusters import adapters
+from pools.common.choices import AliasKind, AllocationStatus, IdleFindingState, Scheduler, TeamRole
 from pools.inventory.models import GpuModel, GpuModelAlias
 from pools.reclamation.models import IdleFinding, ReclamationPolicy
 from pools.reclamation.services.scan import idle_scan

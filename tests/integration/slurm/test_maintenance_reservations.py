@@ -58,12 +58,12 @@ def test_through_the_portal_the_sync_reserves_and_cancel_deletes(portal_slurm_te
     deletes it (read back gone) and clears the binding."""
     from django.test import override_settings
 
-    from pools import adapters
     from pools.capacity.services.maintenance import (
         maintenance_window_cancel,
         maintenance_window_create,
     )
     from pools.capacity.services.maintenance_binding import maintenance_sync
+    from pools.clusters import adapters
     from scheduler_adapters.registry import slurm_settings_from_env
 
     pool, _a100, _team, _alice, admin, _submit = portal_slurm_team

@@ -15,11 +15,11 @@ from django.utils import timezone
 from factories import TeamFactory
 from integration.slurm.slurm_cluster import sacctmgr
 
-from pools import adapters
 from pools.capacity.models import CapacityRequest, OverrideStatus
 from pools.capacity.services.overrides import override_create, override_expire_due
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import RequestStatus
+from pools.clusters import adapters
+from pools.common.choices import RequestStatus
 from scheduler_adapters.records import GpuLimit
 from scheduler_adapters.registry import slurm_settings_from_env
 

@@ -11,10 +11,10 @@ import pytest
 from django.test import override_settings
 from integration.slurm.slurm_cluster import eventually, sacctmgr
 
-from pools import adapters
 from pools.capacity.services.allocations import allocation_release
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import AllocationStatus
+from pools.clusters import adapters
+from pools.common.choices import AllocationStatus
 from scheduler_adapters.records import GpuLimit, JobSpec
 from scheduler_adapters.registry import slurm_settings_from_env
 

@@ -269,13 +269,13 @@ def test_portal_approval_writes_the_class_qos_on_the_real_cluster(
     from django.utils import timezone
     from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
-    from pools import adapters
     from pools.capacity.models import CapacityRequest
     from pools.capacity.services.reconcile import reconcile_slurm
     from pools.capacity.services.requests import capacity_request_approve
-    from pools.choices import AliasKind, AllocationStatus, RequestStatus, Scheduler
     from pools.classes import slurm_qos
     from pools.classes.models import WorkloadClass
+    from pools.clusters import adapters
+    from pools.common.choices import AliasKind, AllocationStatus, RequestStatus, Scheduler
     from pools.inventory.models import GpuModel, GpuModelAlias
     from scheduler_adapters.registry import slurm_settings_from_env
 
@@ -381,12 +381,12 @@ def test_portal_approval_on_22_05_without_sacctmgr_writes_no_cap_and_no_qos(
     from django.utils import timezone
     from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
-    from pools import adapters
     from pools.capacity.models import CapacityRequest
     from pools.capacity.services.requests import capacity_request_approve
-    from pools.choices import AliasKind, AllocationStatus, RequestStatus, Scheduler
     from pools.classes import slurm_qos
     from pools.classes.models import WorkloadClass
+    from pools.clusters import adapters
+    from pools.common.choices import AliasKind, AllocationStatus, RequestStatus, Scheduler
     from pools.inventory.models import GpuModel, GpuModelAlias
     from scheduler_adapters.registry import slurm_settings_from_env
 

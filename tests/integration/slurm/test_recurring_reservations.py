@@ -137,12 +137,12 @@ def test_through_the_portal_the_beat_reserves_and_cancel_deletes(portal_slurm_te
     and the next beat deletes it (read back gone) and clears the binding."""
     from django.test import override_settings
 
-    from pools import adapters
     from pools.capacity.services.recurring import (
         recurring_reservation_cancel,
         recurring_reservation_create,
     )
     from pools.capacity.services.recurring_binding import recurring_sync
+    from pools.clusters import adapters
     from scheduler_adapters.registry import slurm_settings_from_env
 
     pool, a100, team, _alice, admin, _submit = portal_slurm_team

@@ -27,12 +27,12 @@ from django.test import override_settings
 from django.utils import timezone
 from integration.slurm.slurm_cluster import eventually, sacctmgr, unique_account
 
-from pools import adapters
 from pools.capacity.models import CapacityRequest
 from pools.capacity.services.allocations import allocation_release
 from pools.capacity.services.reconcile import reconcile_slurm
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import AliasKind, AllocationStatus, RequestStatus, Scheduler, TeamRole
+from pools.clusters import adapters
+from pools.common.choices import AliasKind, AllocationStatus, RequestStatus, Scheduler, TeamRole
 from pools.inventory.models import GpuModel, GpuModelAlias, Node
 from scheduler_adapters.errors import SchedulerRejected
 from scheduler_adapters.records import GpuLimit, JobSpec, JobState

@@ -34,15 +34,21 @@ from django.utils.html import escape
 
 from billing.budgets.models import Budget
 from billing.budgets.slurm import budget_minutes_sync
-from pools import adapters
 from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
 from pools.capacity.services.reconcile import reconcile_cluster
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import AliasKind, AllocationStatus, ClusterStatus, RequestStatus, Scheduler
+from pools.clusters import adapters
 from pools.clusters.models import Cluster
 from pools.clusters.selectors import cluster_list
 from pools.clusters.services import cluster_create, cluster_update
-from pools.errors import ClusterTaken
+from pools.common.choices import (
+    AliasKind,
+    AllocationStatus,
+    ClusterStatus,
+    RequestStatus,
+    Scheduler,
+)
+from pools.common.errors import ClusterTaken
 from pools.inventory.models import GpuModel, GpuModelAlias, Node
 from scheduler_adapters.records import GpuLimit
 from scheduler_adapters.registry import read_env_file, slurm_command_prefix
@@ -186,7 +192,7 @@ def test_two_real_slurm_clusters_provision_reconcile_one_down_then_back(
 ):
     from factories import TeamFactory
 
-    from pools.choices import TeamRole
+    from pools.common.choices import TeamRole
     from pools.tenancy.models import Membership
 
     modern = cluster_create(

@@ -9,8 +9,8 @@ from django.test import override_settings
 from integration.slurm.slurm_cluster import eventually, sacctmgr
 from playwright.sync_api import expect
 
-from pools import adapters
 from pools.capacity.models import Allocation
+from pools.clusters import adapters
 from pools.inventory.models import GpuModel, GpuModelAlias
 from scheduler_adapters.registry import slurm_settings_from_env
 

@@ -14,8 +14,8 @@ pytestmark = pytest.mark.django_db
 def test_the_demo_fires_six_rules_with_evidence():
     """nlp's overloaded SGLang serving: queue avalanche, memory pressure, saturation; vision's
     elastic endpoint: scaling churn; nlp's A100 evaluation endpoint: memory decay and
-    batching (pools.demo.demo_advisor_rollups). Whatever the hour: the window is a day, so
-    both daily peaks are in it, and the last 45 minutes are the batching limit's."""
+    batching (pools.management.demo.demo_advisor_rollups). Whatever the hour: the window is a day,
+    so both daily peaks are in it, and the last 45 minutes are the batching limit's."""
     call_command("load_demo", verbosity=0)
     live = AdvisorFinding.objects.exclude(status="closed")
     assert set(live.values_list("rule", flat=True)) == {

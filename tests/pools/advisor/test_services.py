@@ -29,8 +29,8 @@ from pools.advisor.services import (
     advisor_thresholds,
 )
 from pools.audit.models import AuditEvent
-from pools.choices import AllocationStatus, TeamRole
-from pools.errors import InvalidInput, InvalidTransition, PermissionDenied
+from pools.common.choices import AllocationStatus, TeamRole
+from pools.common.errors import InvalidInput, InvalidTransition, PermissionDenied
 
 pytestmark = pytest.mark.django_db
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)

@@ -10,7 +10,7 @@ from factories import AllocationFactory, NodeFactory
 
 from pools.calibration.services import calibration_refresh
 from pools.capacity.models import PlacedCards
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.serving.models import ServedModel, ServingCalibrationDay, ServingRollup
 from pools.sizing.gpus import gpu_spec
 from pools.sizing.models import CalibrationRecord
@@ -148,7 +148,7 @@ def test_unknown_model_id_is_noted_not_raised(served):
     ],
 )
 def test_the_admin_form_refuses_what_the_sizing_engine_would(served, change, field):
-    from pools.admin import ServedModelForm
+    from pools.calibration.forms import ServedModelForm
 
     ServedModel.objects.all().delete()
     data = {"allocation": served.pk, "model_id": "llama3_8b", "precision": "fp16", "tp": 1,

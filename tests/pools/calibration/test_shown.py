@@ -14,7 +14,7 @@ from django.utils import timezone
 from factories import AllocationFactory
 
 from pools.calibration.services import calibration_refresh
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.serving.models import ServedModel, ServingCalibrationDay, ServingRollup
 from pools.sizing.services import sizing_preview
 

@@ -11,7 +11,7 @@ from factories import AllocationFactory
 
 from pools.capacity.arithmetic import clip
 from pools.capacity.models import Allocation
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 
 T0 = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)
 H = timedelta(hours=1)

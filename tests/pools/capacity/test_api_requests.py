@@ -27,7 +27,7 @@ from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
-from pools.choices import AllocationStatus, RequestStatus
+from pools.common.choices import AllocationStatus, RequestStatus
 
 pytestmark = pytest.mark.django_db
 

@@ -23,8 +23,8 @@ from factories import GpuFactory, MigDeviceFactory, NodeFactory, PoolFactory, Te
 from race_support import approve_at_once
 
 from pools.capacity.models import Allocation, CapacityRequest
-from pools.choices import AllocationStatus, RequestStatus, Scheduler
-from pools.errors import InsufficientCapacity
+from pools.common.choices import AllocationStatus, RequestStatus, Scheduler
+from pools.common.errors import InsufficientCapacity
 from pools.inventory.models import GpuModel
 from pools.tenancy.models import Membership
 

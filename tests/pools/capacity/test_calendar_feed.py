@@ -18,7 +18,7 @@ from pools.audit.models import AuditEvent
 from pools.capacity.calendar_feed import TOKEN_LENGTH, feed_token, token_sha256
 from pools.capacity.models import Recurrence, TeamCalendarFeed
 from pools.capacity.views_calendar import CalendarFeedThrottle
-from pools.choices import TeamRole
+from pools.common.choices import TeamRole
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from factories import AllocationFactory, RecurringReservationFactory, TeamFactor
 from icalendar import Calendar
 
 from pools.capacity.models import Recurrence, ReservationStatus
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 
 pytestmark = pytest.mark.django_db
 

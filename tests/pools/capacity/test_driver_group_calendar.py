@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 from factories import AllocationFactory, node_with_gpus
 
-from pools.choices import Scheduler
+from pools.common.choices import Scheduler
 
 pytestmark = pytest.mark.django_db
 

@@ -23,8 +23,8 @@ from pools.capacity.services.requests import (
     capacity_request_create,
     capacity_request_reject,
 )
-from pools.choices import RequestKind, RequestStatus
-from pools.errors import InvalidInput, InvalidTransition, PermissionDenied
+from pools.common.choices import RequestKind, RequestStatus
+from pools.common.errors import InvalidInput, InvalidTransition, PermissionDenied
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.django_db

@@ -25,7 +25,12 @@ from pools.capacity.services.maintenance import (
 )
 from pools.capacity.services.requests import capacity_request_approve
 from pools.capacity.window import window_holds
-from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition, PermissionDenied
+from pools.common.errors import (
+    InsufficientCapacity,
+    InvalidInput,
+    InvalidTransition,
+    PermissionDenied,
+)
 from pools.inventory.models import Node
 
 pytestmark = pytest.mark.django_db

@@ -32,8 +32,8 @@ from pools.capacity.services.requests import capacity_request_approve
 from pools.capacity.shapes import shape_fit
 from pools.capacity.views import slice_options
 from pools.capacity.window import window_holds
-from pools.choices import Scheduler
-from pools.errors import InsufficientCapacity
+from pools.common.choices import Scheduler
+from pools.common.errors import InsufficientCapacity
 from pools.explain.views import queue_verdicts
 from pools.inventory.models import GpuModel
 

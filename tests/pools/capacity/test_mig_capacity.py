@@ -34,10 +34,10 @@ from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
-from pools.choices import RequestStatus, Scheduler, WorkloadKind
+from pools.common.choices import RequestStatus, Scheduler, WorkloadKind
+from pools.common.errors import InsufficientCapacity, InvalidInput
 from pools.dashboards.capacity import DashboardFilters, capacity_rows
 from pools.dashboards.stranded import stranded_capacity
-from pools.errors import InsufficientCapacity, InvalidInput
 from pools.inventory.models import Gpu, GpuModel, MigDevice
 from pools.tenancy.models import Membership
 

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import GpuHealth, NodeState, RequestStatus, Scheduler, WorkloadKind
-from pools.errors import InsufficientCapacity
+from pools.common.choices import GpuHealth, NodeState, RequestStatus, Scheduler, WorkloadKind
+from pools.common.errors import InsufficientCapacity
 from pools.inventory.models import Gpu, GpuModel, MigDevice, Node
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,7 @@ from factories import GpuFactory, PoolFactory, node_with_gpus
 
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.window import gpu_mask, mask_gpus
-from pools.choices import NodeState
+from pools.common.choices import NodeState
 from pools.inventory.models import DriverGroup, Gpu, GpuModel, Node
 
 pytestmark = pytest.mark.django_db

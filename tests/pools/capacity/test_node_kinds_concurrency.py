@@ -12,7 +12,7 @@ from django.db import connection, connections, transaction
 from factories import PoolFactory, node_with_gpus
 
 from pools.capacity.node_kinds import pool_nodes
-from pools.choices import NodeState
+from pools.common.choices import NodeState
 from pools.inventory.models import GpuModel, Node
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -20,7 +20,7 @@ from django.utils import timezone
 from factories import AllocationFactory, PoolFactory, TeamFactory, nvidia_smi_csv
 
 from pools.capacity.overcommit import overcommitted_windows
-from pools.choices import AllocationStatus, NodeState
+from pools.common.choices import AllocationStatus, NodeState
 from pools.dashboards.capacity import dashboard_alerts
 from pools.inventory.models import Gpu, GpuModel, Node
 from pools.inventory.services.import_files import inventory_import_file

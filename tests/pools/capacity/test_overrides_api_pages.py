@@ -16,7 +16,7 @@ from factories import AllocationFactory, WorkloadClassFactory
 
 from pools.audit.models import AuditEvent
 from pools.capacity.models import TemporaryOverride
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/overrides/"

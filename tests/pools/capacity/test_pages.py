@@ -13,7 +13,7 @@ from django.utils import timezone
 from factories import CapacityRequestFactory
 
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import RequestStatus
+from pools.common.choices import RequestStatus
 
 pytestmark = pytest.mark.django_db
 

@@ -24,7 +24,7 @@ from pools.capacity import window
 from pools.capacity.models import Allocation, PlacedCards
 from pools.capacity.services.requests import capacity_request_approve
 from pools.capacity.window import window_holds
-from pools.choices import RequestStatus, Scheduler
+from pools.common.choices import RequestStatus, Scheduler
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.django_db

@@ -28,7 +28,7 @@ from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, n
 from pools.capacity import availability, node_kinds, window
 from pools.capacity.arithmetic import free_cards
 from pools.capacity.availability import holding_intervals, pool_free_cards, schedulable_cards
-from pools.choices import GpuHealth, NodeState, Scheduler
+from pools.common.choices import GpuHealth, NodeState, Scheduler
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.django_db

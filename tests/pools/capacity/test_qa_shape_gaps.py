@@ -22,8 +22,8 @@ from pools.capacity.placement import Shape
 from pools.capacity.services.allocations import allocation_extend
 from pools.capacity.services.requests import capacity_request_approve
 from pools.capacity.shapes import shape_fit
-from pools.choices import AllocationStatus, IdleFindingState, RequestStatus, Scheduler
-from pools.errors import InsufficientCapacity
+from pools.common.choices import AllocationStatus, IdleFindingState, RequestStatus, Scheduler
+from pools.common.errors import InsufficientCapacity
 from pools.inventory.models import GpuModel
 from pools.reclamation.models import IdleFinding
 from pools.reclamation.services.scan import allocation_reclaim, reclamation_undo

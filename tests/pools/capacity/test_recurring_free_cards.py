@@ -24,7 +24,7 @@ from pools.capacity.availability import (
     pool_free_cards,
     request_options,
 )
-from pools.choices import NodeState, Scheduler
+from pools.common.choices import NodeState, Scheduler
 from pools.inventory.models import Gpu, GpuModel, Node
 
 pytestmark = pytest.mark.django_db

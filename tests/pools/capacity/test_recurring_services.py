@@ -24,8 +24,13 @@ from pools.capacity.services.recurring import (
     recurring_reservation_create,
 )
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import AllocationStatus, NodeState, RequestStatus, Scheduler
-from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition, PermissionDenied
+from pools.common.choices import AllocationStatus, NodeState, RequestStatus, Scheduler
+from pools.common.errors import (
+    InsufficientCapacity,
+    InvalidInput,
+    InvalidTransition,
+    PermissionDenied,
+)
 from pools.inventory.models import Gpu, GpuModel, Node
 
 pytestmark = pytest.mark.django_db

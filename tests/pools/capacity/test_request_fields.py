@@ -19,7 +19,7 @@ from pools.capacity.api import CapacityRequestSerializer
 from pools.capacity.forms import CapacityRequestForm
 from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import validate_shape_fields
-from pools.choices import RequestKind
+from pools.common.choices import RequestKind
 from pools.tenancy.models import Team
 
 
@@ -56,7 +56,8 @@ def test_from_data_without_a_required_field_raises():
 
 
 def test_the_default_kind_is_the_stored_choice_for_cards():
-    # the pure module cannot import pools.choices (Django's TextChoices): the literal must match
+    # the pure module cannot import pools.common.choices (Django's TextChoices): the literal must
+    # match
     assert RequestFields.__dataclass_fields__["kind"].default == RequestKind.CARDS
 
 

@@ -39,8 +39,13 @@ from pools.capacity.services.requests import (
     capacity_request_reject,
     capacity_request_submit,
 )
-from pools.choices import AllocationStatus, RequestStatus, Scheduler
-from pools.errors import InsufficientCapacity, InvalidInput, InvalidTransition, PermissionDenied
+from pools.common.choices import AllocationStatus, RequestStatus, Scheduler
+from pools.common.errors import (
+    InsufficientCapacity,
+    InvalidInput,
+    InvalidTransition,
+    PermissionDenied,
+)
 
 pytestmark = pytest.mark.django_db
 

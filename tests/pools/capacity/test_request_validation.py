@@ -17,7 +17,7 @@ from factories import next_week_9am
 from pools.capacity.models import CapacityRequest
 from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_create, validate_request_fields
-from pools.errors import InvalidInput
+from pools.common.errors import InvalidInput
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.django_db

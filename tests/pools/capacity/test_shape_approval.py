@@ -25,8 +25,8 @@ from pools.capacity.placement import Placement, Shape
 from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
 from pools.capacity.shapes import pool_free_groups, shape_fit
-from pools.choices import AllocationStatus, RequestStatus, Scheduler
-from pools.errors import InsufficientCapacity, InvalidInput
+from pools.common.choices import AllocationStatus, RequestStatus, Scheduler
+from pools.common.errors import InsufficientCapacity, InvalidInput
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.django_db

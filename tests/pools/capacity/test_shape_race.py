@@ -20,7 +20,7 @@ from race_support import approve_at_once
 
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
 from pools.capacity.shapes import placed_cards
-from pools.choices import RequestStatus, Scheduler
+from pools.common.choices import RequestStatus, Scheduler
 from pools.inventory.models import GpuModel
 from pools.tenancy.models import Membership
 

@@ -23,7 +23,7 @@ from factories import AllocationFactory, GpuFactory, MigDeviceFactory, NodeFacto
 
 from pools.capacity.services.reconcile import reconcile_slurm
 from pools.capacity.services.scheduler_binding import slurm_limit_sync, slurm_mig_gres_type
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.inventory.models import GpuModel
 from scheduler_adapters.fake import FakeScheduler
 

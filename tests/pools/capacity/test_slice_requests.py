@@ -29,8 +29,8 @@ from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
 from pools.capacity.services.scheduler_binding import team_cards_applied
-from pools.choices import AllocationStatus, RequestStatus, Scheduler, WorkloadKind
-from pools.errors import InsufficientCapacity, InvalidInput
+from pools.common.choices import AllocationStatus, RequestStatus, Scheduler, WorkloadKind
+from pools.common.errors import InsufficientCapacity, InvalidInput
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.django_db

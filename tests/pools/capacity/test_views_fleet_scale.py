@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from factories import AllocationFactory, CapacityRequestFactory, TeamFactory
 
-from pools.choices import WorkloadKind
+from pools.common.choices import WorkloadKind
 from pools.models import GpuModel
 
 pytestmark = pytest.mark.django_db

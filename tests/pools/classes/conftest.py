@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from factories import MembershipFactory, PoolFactory, TeamFactory, node_with_gpus
 
-from pools.choices import Scheduler
 from pools.classes.models import WorkloadClass
+from pools.common.choices import Scheduler
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 from factories import AllocationFactory
 
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.dashboards.classes import class_holdings
 from pools.inventory.models import GpuModel
 

@@ -17,10 +17,10 @@ from factories import next_week_9am
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
-from pools.choices import RequestStatus
 from pools.classes.models import WorkloadClass, card_classes_validator
 from pools.classes.rules import ClassRule
-from pools.errors import InvalidInput
+from pools.common.choices import RequestStatus
+from pools.common.errors import InvalidInput
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.django_db

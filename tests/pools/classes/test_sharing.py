@@ -12,9 +12,9 @@ from factories import CapacityRequestFactory, PoolFactory, next_week_9am, node_w
 from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import Scheduler
 from pools.classes.models import WorkloadClass
-from pools.errors import InsufficientCapacity
+from pools.common.choices import Scheduler
+from pools.common.errors import InsufficientCapacity
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.django_db

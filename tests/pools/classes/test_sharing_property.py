@@ -25,10 +25,10 @@ from hypothesis import strategies as st
 
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import RequestStatus, Scheduler, WorkloadKind
 from pools.classes.models import WorkloadClass
 from pools.classes.sharing import ClassHold, peak_cards_needed
-from pools.errors import InsufficientCapacity
+from pools.common.choices import RequestStatus, Scheduler, WorkloadKind
+from pools.common.errors import InsufficientCapacity
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.django_db

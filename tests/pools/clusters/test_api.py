@@ -7,8 +7,8 @@ import pytest
 from factories import ClusterFactory, PoolFactory
 from kubernetes_support import fake_apiserver
 
-from pools import adapters
 from pools.audit.models import AuditEvent
+from pools.clusters import adapters
 from pools.clusters.models import Cluster
 from pools.inventory.models import Pool
 

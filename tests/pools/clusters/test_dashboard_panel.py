@@ -12,8 +12,8 @@ from django.utils import timezone
 from factories import ClusterFactory, PoolFactory
 
 from pools.capacity.models import SchedulerDrift
-from pools.choices import ClusterStatus, Scheduler
 from pools.clusters.models import ClusterError
+from pools.common.choices import ClusterStatus, Scheduler
 
 pytestmark = pytest.mark.django_db
 

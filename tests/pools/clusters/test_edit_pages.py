@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from factories import ClusterFactory, PoolFactory
 
-from pools import adapters
 from pools.audit.models import AuditEvent
-from pools.choices import ClusterStatus
+from pools.clusters import adapters
 from pools.clusters.models import Cluster
+from pools.common.choices import ClusterStatus
 
 pytestmark = pytest.mark.django_db
 

@@ -21,8 +21,8 @@ from billing.models import UsageRecord
 from billing.services.cluster_usage import usage_import_cluster, usage_import_clusters_queue
 from pools.capacity.models import SchedulerDrift
 from pools.capacity.services.reconcile import reconcile_cluster
-from pools.choices import AllocationStatus, Scheduler
 from pools.clusters.selectors import cluster_list
+from pools.common.choices import AllocationStatus, Scheduler
 from pools.inventory.models import GpuModel, Node
 from scheduler_adapters.errors import NotFound, SchedulerUnavailable
 from scheduler_adapters.fake import FakeScheduler

@@ -20,11 +20,11 @@ from django.utils import timezone
 from factories import ClusterFactory, PoolFactory
 
 from pools.capacity.models import SchedulerDrift
-from pools.choices import ClusterOperation, ClusterStatus, Scheduler
 from pools.clusters.credentials import jwt_expiry, kubeconfig_expiry
 from pools.clusters.models import Cluster, ClusterError
 from pools.clusters.selectors import cluster_list
 from pools.clusters.services import cluster_check, cluster_operation_record
+from pools.common.choices import ClusterOperation, ClusterStatus, Scheduler
 
 
 def jwt(claims: dict) -> str:

@@ -10,13 +10,13 @@ from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
 from kubernetes_support import kubernetes_cluster
 
-from pools import adapters
 from pools.capacity.models import CapacityRequest, SchedulerDrift
 from pools.capacity.services.reconcile import reconcile_all, reconcile_cluster
 from pools.capacity.services.requests import capacity_request_approve
 from pools.capacity.services.scheduler_binding import team_cards_applied
-from pools.choices import AllocationStatus, RequestStatus, Scheduler, TeamRole
+from pools.clusters import adapters
 from pools.clusters.models import Cluster
+from pools.common.choices import AllocationStatus, RequestStatus, Scheduler, TeamRole
 from pools.inventory.models import GpuModel
 from pools.tenancy.models import Membership
 

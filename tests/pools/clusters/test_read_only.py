@@ -11,8 +11,8 @@ from factories import ClusterFactory, next_week_9am
 
 from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
-from pools.choices import ClusterStatus, RequestStatus, Scheduler
-from pools.errors import ClusterUnreachable
+from pools.common.choices import ClusterStatus, RequestStatus, Scheduler
+from pools.common.errors import ClusterUnreachable
 
 pytestmark = pytest.mark.django_db
 

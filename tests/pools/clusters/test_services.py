@@ -11,9 +11,8 @@ from django.test import override_settings
 from factories import ClusterFactory, PoolFactory
 from kubernetes_support import fake_apiserver, kubernetes_cluster_fields
 
-from pools import adapters
 from pools.audit.models import AuditEvent
-from pools.choices import ClusterStatus, Scheduler
+from pools.clusters import adapters
 from pools.clusters.environment import environment_clusters
 from pools.clusters.models import Cluster
 from pools.clusters.services import (
@@ -22,7 +21,8 @@ from pools.clusters.services import (
     cluster_delete,
     cluster_update,
 )
-from pools.errors import ClusterInUse, ClusterTaken, InvalidInput
+from pools.common.choices import ClusterStatus, Scheduler
+from pools.common.errors import ClusterInUse, ClusterTaken, InvalidInput
 from pools.inventory.models import Pool
 from scheduler_adapters.fake import FakeScheduler
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from factories import ClusterFactory
 
-from pools.choices import ClusterStatus
 from pools.clusters.models import Cluster
 from pools.clusters.tasks import cluster_check_task, clusters_check_task
+from pools.common.choices import ClusterStatus
 
 pytestmark = pytest.mark.django_db
 

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 from factories import ClusterFactory, PoolFactory
 
-from pools.choices import ClusterStatus
 from pools.clusters.models import Cluster
+from pools.common.choices import ClusterStatus
 
 pytestmark = pytest.mark.django_db
 

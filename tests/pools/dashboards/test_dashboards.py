@@ -33,7 +33,7 @@ from factories import (
 from billing.choices import ChargeBasis, UsageSource, UsageUnit
 from billing.models import Statement, UsageRecord
 from billing.pricing import month_of, previous_month
-from pools.choices import AllocationStatus, GpuHealth, NodeState, Scheduler
+from pools.common.choices import AllocationStatus, GpuHealth, NodeState, Scheduler
 from pools.dashboards import capacity as dashboard
 from pools.dashboards.stranded import SNAPSHOT_KEY
 from pools.inventory.models import GpuModel

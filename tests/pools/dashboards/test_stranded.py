@@ -24,7 +24,7 @@ from billing.choices import RateKind
 from billing.dashboards.costs import stranded_costs
 from billing.models import RateCard, RateCardEntry
 from pools.capacity.models import Allocation
-from pools.choices import AllocationStatus, Scheduler
+from pools.common.choices import AllocationStatus, Scheduler
 from pools.dashboards.capacity import DashboardFilters
 from pools.dashboards.stranded import (
     SNAPSHOT_EVERY,

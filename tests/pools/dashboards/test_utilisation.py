@@ -27,7 +27,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from factories import GpuFactory, NodeFactory, PoolFactory
 
-from pools.choices import Scheduler
+from pools.common.choices import Scheduler
 from pools.dashboards import capacity as dashboard
 from pools.dashboards import utilisation
 from pools.dashboards.stranded import SNAPSHOT_KEY

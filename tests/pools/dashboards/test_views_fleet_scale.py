@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from factories import AllocationFactory, TeamFactory
 
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 
 pytestmark = pytest.mark.django_db
 

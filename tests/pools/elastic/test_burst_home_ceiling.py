@@ -14,10 +14,10 @@ from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
 from kubernetes_support import kubernetes_cluster
 
-from pools import adapters
 from pools.capacity.scheduler_panel import scheduler_panel
-from pools.choices import AllocationStatus, QuotaBackend, Scheduler
+from pools.clusters import adapters
 from pools.clusters.models import Cluster
+from pools.common.choices import AllocationStatus, QuotaBackend, Scheduler
 from pools.elastic.models import ElasticPolicy
 from pools.elastic.services import elastic_apply
 from pools.inventory.models import GpuModel

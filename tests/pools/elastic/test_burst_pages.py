@@ -17,7 +17,7 @@ from factories import AllocationFactory, PoolFactory
 from billing.choices import RateKind
 from billing.services.rates import rate_card_create
 from pools.audit.models import AuditEvent
-from pools.choices import AllocationStatus, Scheduler
+from pools.common.choices import AllocationStatus, Scheduler
 from pools.elastic.models import BurstOptIn, ElasticPolicy
 
 pytestmark = pytest.mark.django_db
@@ -237,7 +237,7 @@ def test_the_page_reads_the_same_number_of_queries_for_more_opt_ins(
     from django.test.utils import CaptureQueriesContext
     from factories import MembershipFactory, TeamFactory
 
-    from pools.choices import TeamRole
+    from pools.common.choices import TeamRole
 
     page = _page(client, team_manager)
     BurstOptIn.objects.create(team=team, pool=rented)

@@ -11,9 +11,9 @@ from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
 from kubernetes_support import kubernetes_cluster
 
-from pools import adapters
-from pools.choices import AllocationStatus, Scheduler
+from pools.clusters import adapters
 from pools.clusters.models import Cluster
+from pools.common.choices import AllocationStatus, Scheduler
 from pools.elastic.models import BurstOptIn, ElasticPolicy, ScaleEvent
 from pools.elastic.services import elastic_scan
 from pools.inventory.models import GpuModel
@@ -124,8 +124,8 @@ def test_no_opt_in_no_burst(apiservers, tmp_path):
 
 def test_opt_in_is_for_managers_and_burst_pools_only(member, pool_admin):
     from pools.audit.models import AuditEvent
+    from pools.common.errors import InvalidInput, PermissionDenied
     from pools.elastic.services import burst_opt_in_set
-    from pools.errors import InvalidInput, PermissionDenied
 
     team = TeamFactory(slug="nlp")
     rented = PoolFactory(slug="rented", scheduler=Scheduler.KUBERNETES, slurm_partition="",

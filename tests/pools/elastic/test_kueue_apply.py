@@ -15,7 +15,7 @@ from kubernetes_support import portal_on_fake_apiserver
 
 from pools.capacity.services.reconcile import reconcile_kubernetes
 from pools.capacity.services.scheduler_binding import k8s_product_label
-from pools.choices import AllocationStatus, QuotaBackend, Scheduler
+from pools.common.choices import AllocationStatus, QuotaBackend, Scheduler
 from pools.elastic.models import ScaleEvent
 from pools.elastic.services import elastic_apply, elastic_policy_create, elastic_scan
 from pools.inventory.models import GpuModel

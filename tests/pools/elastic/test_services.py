@@ -20,7 +20,8 @@ from factories import (
 from pools.audit.models import AuditEvent
 from pools.capacity.services.requests import capacity_request_approve
 from pools.capacity.services.scheduler_binding import team_cards_applied
-from pools.choices import AllocationStatus, Scheduler, TeamRole
+from pools.common.choices import AllocationStatus, Scheduler, TeamRole
+from pools.common.errors import InvalidInput, PermissionDenied
 from pools.elastic.models import ScaleEvent, SignalReading
 from pools.elastic.services import (
     elastic_apply,
@@ -30,7 +31,6 @@ from pools.elastic.services import (
     elastic_scan,
     elastic_whatif,
 )
-from pools.errors import InvalidInput, PermissionDenied
 from pools.inventory.models import GpuModel
 from scheduler_adapters.prometheus import InferenceSignals, Sample
 from scheduler_adapters.prometheus_fake import FakePrometheus
@@ -393,7 +393,7 @@ def test_apply_without_kubernetes_says_portal_only(pool, team, admin):
 def fake_k8s():
     from django.test import override_settings
 
-    from pools import adapters
+    from pools.clusters import adapters
 
     adapters.reset()
     with override_settings(SCHEDULERS={"kubernetes": {"BACKEND": "kubernetes-fake"}}):

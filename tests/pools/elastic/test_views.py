@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 from factories import AllocationFactory, MembershipFactory, PoolFactory, TeamFactory, node_with_gpus
 
-from pools.choices import AllocationStatus, Scheduler, TeamRole
+from pools.common.choices import AllocationStatus, Scheduler, TeamRole
 from pools.elastic.models import ElasticPolicy, ElasticWhatIf, SignalReading
 from pools.elastic.services import elastic_apply, elastic_scan
 from scheduler_adapters.prometheus import InferenceSignals, Sample

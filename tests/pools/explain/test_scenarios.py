@@ -21,7 +21,7 @@ from factories import (
 from pools.audit.models import AuditEvent
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.models import CapacityRequest
-from pools.choices import NodeState
+from pools.common.choices import NodeState
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.django_db
@@ -255,7 +255,7 @@ def test_inference_alternatives_ask_the_sizing_estimates_card_count(api_as, bob)
     (more than the 4 there) it does not. Someone else's estimate is a field error."""
     from factories import SizingEstimateFactory
 
-    from pools.choices import Scheduler
+    from pools.common.choices import Scheduler
 
     pool = PoolFactory(slug="infer", name="Inference", scheduler=Scheduler.KUBERNETES,
                        slurm_partition="")  # fmt: skip

@@ -6,7 +6,7 @@ import pytest
 from factories import nvidia_smi_csv, slurm_node, slurm_nodes_json
 
 from pools.audit.models import AuditEvent
-from pools.errors import Conflict, InvalidInput
+from pools.common.errors import Conflict, InvalidInput
 from pools.inventory import selectors
 from pools.inventory.models import Gpu, GpuModel, GpuModelAlias
 from pools.inventory.services.gpu_models import GpuModelResolver, gpu_model_alias_map

@@ -15,7 +15,7 @@ from factories import (
 )
 
 from pools.audit.models import AuditEvent
-from pools.errors import InvalidInput, UploadTooLarge
+from pools.common.errors import InvalidInput, UploadTooLarge
 from pools.inventory import selectors
 from pools.inventory.models import DriverGroup, Gpu, InventoryImport, MigDevice, Node
 from pools.inventory.services.import_files import inventory_import_file, inventory_import_files

@@ -9,7 +9,7 @@ import pytest
 from django.db import IntegrityError, transaction
 from factories import ClusterFactory, NodeFactory, PoolFactory
 
-from pools.choices import Scheduler
+from pools.common.choices import Scheduler
 from pools.inventory.models import Node, node_cluster_id
 from pools.inventory.services.importer import inventory_import
 from scheduler_adapters.types import (

@@ -24,7 +24,7 @@ import pytest
 from broker_support import catalogue_loaded
 from django.db import connection
 
-from pools.errors import InvalidInput
+from pools.common.errors import InvalidInput
 from pools.inventory.models import GpuModel
 from pools.inventory.services import catalogue as catalogue_services
 

@@ -29,7 +29,7 @@ from django.db import connection
 from factories import GpuFactory, NodeFactory, PoolFactory
 
 from pools.capacity import node_kinds
-from pools.choices import GpuHealth, NodeState
+from pools.common.choices import GpuHealth, NodeState
 from pools.inventory.models import WHOLE_CARD, WHOLE_CARD_SQL, Gpu, GpuModel
 
 pytestmark = pytest.mark.django_db

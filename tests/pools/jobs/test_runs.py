@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from factories import PoolFactory
 
-from pools.errors import InvalidInput, NotFound
+from pools.common.errors import InvalidInput, NotFound
 from pools.jobs.runs import (
     RunFailed,
     days_refusal,

@@ -13,8 +13,8 @@ from reclamation_support import fake_k8s, reclamation_world  # noqa: F401  (fixt
 
 from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation
-from pools.choices import AllocationStatus, IdleFindingState
-from pools.errors import InvalidInput, InvalidTransition, PermissionDenied
+from pools.common.choices import AllocationStatus, IdleFindingState
+from pools.common.errors import InvalidInput, InvalidTransition, PermissionDenied
 from pools.reclamation.models import Exemption, IdleFinding, ReclamationPolicy
 from pools.reclamation.services.actions import (
     exemption_grant,

@@ -18,7 +18,7 @@ from reclamation_support import fake_k8s, reclamation_world  # noqa: F401  (fixt
 from rest_framework.test import APIClient
 
 from pools.audit.models import AuditEvent
-from pools.choices import AllocationStatus, IdleFindingState
+from pools.common.choices import AllocationStatus, IdleFindingState
 from pools.inventory.models import Pool
 from pools.reclamation.models import Exemption, IdleFinding, ReclamationPolicy
 

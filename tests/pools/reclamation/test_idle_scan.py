@@ -18,8 +18,8 @@ from reclamation_support import fake_k8s  # noqa: F401  (fixture)
 
 from pools.audit.models import AuditEvent
 from pools.capacity.services import scheduler_binding
-from pools.choices import AllocationStatus, GpuHealth, IdleFindingState, Scheduler, TeamRole
-from pools.errors import InsufficientCapacity, InvalidTransition, PermissionDenied
+from pools.common.choices import AllocationStatus, GpuHealth, IdleFindingState, Scheduler, TeamRole
+from pools.common.errors import InsufficientCapacity, InvalidTransition, PermissionDenied
 from pools.inventory.models import GpuModel
 from pools.reclamation.models import Exemption, IdleFinding, ReclamationPolicy
 from pools.reclamation.services.scan import idle_finding_dismiss, idle_scan, reclamation_undo

@@ -15,9 +15,9 @@ from django.test import override_settings
 from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
-from pools import adapters
 from pools.capacity.services import scheduler_binding
-from pools.choices import AliasKind, AllocationStatus, IdleFindingState, Scheduler, TeamRole
+from pools.clusters import adapters
+from pools.common.choices import AliasKind, AllocationStatus, IdleFindingState, Scheduler, TeamRole
 from pools.inventory.models import GpuModel, GpuModelAlias
 from pools.reclamation.models import IdleFinding, ReclamationPolicy
 from pools.reclamation.services.scan import idle_scan

@@ -9,7 +9,7 @@ from django.utils import timezone
 from factories import AllocationFactory, TeamFactory
 
 from pools.audit.models import AuditEvent
-from pools.choices import IdleFindingState, TeamRole
+from pools.common.choices import IdleFindingState, TeamRole
 from pools.reclamation.models import Exemption, IdleFinding, ReclamationPolicy
 from pools.tenancy.models import Membership
 
@@ -273,7 +273,7 @@ def test_the_idle_page_says_when_the_scan_last_ran_and_admins_can_scan_now(
 ):
     from factories import PoolFactory
 
-    from pools.choices import Scheduler
+    from pools.common.choices import Scheduler
     from pools.reclamation.models import IdleScanRun
 
     PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")

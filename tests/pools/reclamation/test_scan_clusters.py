@@ -11,9 +11,9 @@ import pytest
 from django.utils import timezone
 from factories import AllocationFactory, ClusterFactory, PoolFactory
 
-from pools.choices import AllocationStatus, ClusterOperation
 from pools.clusters.models import ClusterError
 from pools.clusters.selectors import cluster_list
+from pools.common.choices import AllocationStatus, ClusterOperation
 from pools.reclamation.models import IdleScanRun, ReclamationPolicy
 from pools.reclamation.services.runs import (
     idle_scan_cluster,

@@ -9,7 +9,7 @@ from django.test import override_settings
 from django.utils import timezone
 from factories import AllocationFactory, PoolFactory
 
-from pools.choices import AllocationStatus, Scheduler
+from pools.common.choices import AllocationStatus, Scheduler
 from pools.reclamation.models import IdleScanRun, ReclamationPolicy
 from pools.reclamation.services.runs import idle_scan_recorded, last_scan_runs
 from pools.reclamation.tasks import idle_scan_task

@@ -17,8 +17,8 @@ from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, T
 
 from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation
-from pools.choices import AllocationStatus, GpuHealth, Scheduler
-from pools.errors import InvalidInput
+from pools.common.choices import AllocationStatus, GpuHealth, Scheduler
+from pools.common.errors import InvalidInput
 from pools.inventory.models import GpuModel
 from pools.reclamation.models import IdleFinding, ReclamationPolicy, ReclamationWhatIf
 from pools.reclamation.services import whatif as reclamation_whatif

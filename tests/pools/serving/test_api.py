@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 from factories import AllocationFactory, MembershipFactory, TeamFactory
 
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.serving.models import ServingRollup
 from pools.serving.services import bucket_floor, serving_coverage_note
 

@@ -11,7 +11,7 @@ from factories import AllocationFactory, SizingEstimateFactory, TeamFactory
 
 from pools.audit.models import AuditEvent
 from pools.calibration.services import calibration_refresh
-from pools.choices import AllocationStatus, EstimateStatus
+from pools.common.choices import AllocationStatus, EstimateStatus
 from pools.serving.models import ServedModel, ServingCalibrationDay, ServingRollup
 from pools.sizing.gpus import gpu_spec
 from pools.sizing.plan import estimate_replica

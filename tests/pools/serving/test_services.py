@@ -17,7 +17,7 @@ from factories import (
 )
 from serving_support import StubPrometheus, histogram, term
 
-from pools.choices import AllocationStatus, Scheduler
+from pools.common.choices import AllocationStatus, Scheduler
 from pools.serving.models import ServingCoverage, ServingRollup, ServingRollupRun
 from pools.serving.selectors import serving_usage
 from pools.serving.services import (

@@ -17,8 +17,8 @@ from django.utils import timezone
 from factories import AllocationFactory, MembershipFactory, inference_fleet
 
 from pools.audit.models import AuditEvent
-from pools.choices import EstimateStatus
-from pools.errors import InvalidInput, PermissionDenied
+from pools.common.choices import EstimateStatus
+from pools.common.errors import InvalidInput, PermissionDenied
 from pools.inventory.models import GpuModel, Pool
 from pools.sizing.inputs import (
     CUSTOM_MODEL_FIELDS,

@@ -15,7 +15,7 @@ from django.utils import timezone
 from factories import SizingEstimateFactory
 
 from pools import jobs
-from pools.choices import EstimateStatus
+from pools.common.choices import EstimateStatus
 from pools.jobs.models import QueuedJob
 from pools.sizing.models import SizingEstimate
 from pools.sizing.services import sizing_estimates_requeue_stranded

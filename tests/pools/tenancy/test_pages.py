@@ -14,7 +14,7 @@ from factories import (
     UserFactory,
 )
 
-from pools.choices import TeamRole
+from pools.common.choices import TeamRole
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ import pytest
 from django.contrib.auth.models import AnonymousUser, Permission
 from factories import MembershipFactory, TeamFactory, UserFactory
 
-from pools.choices import TeamRole
-from pools.errors import PermissionDenied
+from pools.common.choices import TeamRole
+from pools.common.errors import PermissionDenied
 from pools.tenancy import permissions
 from pools.tenancy.roles import is_pool_admin
 

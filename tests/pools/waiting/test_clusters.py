@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from factories import ClusterFactory, WaitingWatchFactory
 
-from pools.choices import ClusterOperation, Scheduler
 from pools.clusters.models import ClusterError
 from pools.clusters.selectors import cluster_list
+from pools.common.choices import ClusterOperation, Scheduler
 from pools.waiting import services
 from pools.waiting.models import PendingWork, PendingWorkRead
 from scheduler_adapters.errors import SchedulerUnavailable

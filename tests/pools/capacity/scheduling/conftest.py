@@ -8,9 +8,9 @@ import pytest
 from django.test import override_settings
 from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
-from pools import adapters
 from pools.capacity.models import CapacityRequest
-from pools.choices import AliasKind, RequestStatus, Scheduler, TeamRole
+from pools.clusters import adapters
+from pools.common.choices import AliasKind, RequestStatus, Scheduler, TeamRole
 from pools.inventory.models import GpuModel, GpuModelAlias
 from pools.tenancy.models import Membership
 

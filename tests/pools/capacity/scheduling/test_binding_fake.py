@@ -19,7 +19,7 @@ from pools.capacity.services.allocations import (
     allocation_release,
 )
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from pools.jobs import retry_note
 from scheduler_adapters.errors import SchedulerError, SchedulerUnavailable
 from scheduler_adapters.records import GpuLimit

@@ -7,10 +7,10 @@ from django.test import override_settings
 from django.utils import timezone
 from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
-from pools import adapters
 from pools.capacity.services.allocations import allocation_release
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import AllocationStatus, Scheduler, TeamRole
+from pools.clusters import adapters
+from pools.common.choices import AllocationStatus, Scheduler, TeamRole
 from pools.inventory.models import GpuModel
 from pools.tenancy.models import Membership
 

@@ -12,7 +12,7 @@ from kubernetes_support import portal_on_fake_apiserver
 from pools.capacity.models import SchedulerDrift
 from pools.capacity.services.reconcile import reconcile_kubernetes
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import Scheduler, TeamRole
+from pools.common.choices import Scheduler, TeamRole
 from pools.inventory.models import GpuModel
 from pools.tenancy.models import Membership
 

@@ -7,9 +7,9 @@ import pytest
 from django.utils import timezone
 
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import AllocationStatus
 from pools.classes.models import WorkloadClass
 from pools.classes.slurm_qos import class_qos_specs
+from pools.common.choices import AllocationStatus
 from scheduler_adapters.records import AccountQos, QosSpec
 
 pytestmark = pytest.mark.django_db
@@ -83,8 +83,8 @@ def test_a_classed_kubernetes_allocation_writes_the_priority_classes(
     from django.test import override_settings
     from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
-    from pools import adapters
-    from pools.choices import Scheduler, TeamRole
+    from pools.clusters import adapters
+    from pools.common.choices import Scheduler, TeamRole
     from pools.inventory.models import GpuModel
     from pools.tenancy.models import Membership
 
@@ -184,8 +184,8 @@ def test_reconcile_reports_class_qos_it_could_not_repair_on_the_cluster_health(
     slurmdbd now refuses writes) shows "portal-batch missing"; a cluster that cannot take the
     account's QOS list says so."""
     from pools.capacity.services.reconcile import reconcile_slurm
-    from pools.choices import CredentialKind, Scheduler
     from pools.clusters.models import Cluster
+    from pools.common.choices import CredentialKind, Scheduler
     from scheduler_adapters.errors import SchedulerRejected
 
     cluster = Cluster.objects.create(

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from pools.capacity.services.allocations import allocation_release
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from scheduler_adapters.errors import SchedulerRejected
 from scheduler_adapters.records import JobSpec, JobState
 

@@ -8,11 +8,11 @@ import pytest
 from django.utils import timezone
 from factories import ClusterFactory
 
-from pools import adapters
 from pools.capacity.models import Allocation
 from pools.capacity.services.allocations import allocation_provision
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import AllocationStatus
+from pools.clusters import adapters
+from pools.common.choices import AllocationStatus
 from pools.jobs import retry_note
 from scheduler_adapters.errors import CredentialsUnreadable
 from scheduler_adapters.fake import FakeScheduler

@@ -20,9 +20,9 @@ from pools.capacity.services.scheduler_binding import (
     kubernetes_quota_wanted,
     team_cards_applied,
 )
-from pools.choices import AllocationStatus, Scheduler
 from pools.classes.models import WorkloadClass
-from pools.errors import InvalidInput
+from pools.common.choices import AllocationStatus, Scheduler
+from pools.common.errors import InvalidInput
 from pools.inventory.models import GpuModel
 from scheduler_adapters.records import AccountQos, GpuLimit
 

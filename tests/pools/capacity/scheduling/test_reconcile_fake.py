@@ -16,7 +16,7 @@ from pools.capacity.services.reconcile import (
 )
 from pools.capacity.services.requests import capacity_request_approve
 from pools.capacity.services.scheduler_binding import cap_drift_subject
-from pools.choices import AllocationStatus, Scheduler
+from pools.common.choices import AllocationStatus, Scheduler
 from scheduler_adapters.records import GpuLimit
 
 pytestmark = pytest.mark.django_db

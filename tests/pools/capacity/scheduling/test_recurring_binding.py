@@ -24,7 +24,7 @@ from pools.capacity.services.recurring import (
 )
 from pools.capacity.services.recurring_binding import recurring_sync
 from pools.capacity.services.scheduler_binding import k8s_product_label
-from pools.choices import AllocationStatus
+from pools.common.choices import AllocationStatus
 from scheduler_adapters.kubernetes_manifests import flavor_name
 
 pytestmark = pytest.mark.django_db

@@ -17,13 +17,13 @@ from django.test import override_settings
 from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
-from pools import adapters
 from pools.capacity.models import SchedulerDrift
 from pools.capacity.scheduler_panel import scheduler_panel
 from pools.capacity.services.reconcile import reconcile_slurm
 from pools.capacity.services.requests import capacity_request_approve
-from pools.choices import AllocationStatus, QuotaBackend, Scheduler, TeamRole
+from pools.clusters import adapters
 from pools.clusters.models import Cluster
+from pools.common.choices import AllocationStatus, QuotaBackend, Scheduler, TeamRole
 from pools.inventory.models import GpuModel
 from pools.tenancy.models import Membership
 from scheduler_adapters.records import GpuLimit

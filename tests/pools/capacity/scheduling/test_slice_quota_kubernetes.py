@@ -26,7 +26,7 @@ from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.allocations import allocation_release
 from pools.capacity.services.reconcile import reconcile_kubernetes
 from pools.capacity.services.requests import capacity_request_approve, capacity_request_create
-from pools.choices import TeamRole, WorkloadKind
+from pools.common.choices import TeamRole, WorkloadKind
 from pools.inventory.models import GpuModel
 from scheduler_adapters.kubernetes_manifests import flavor_name
 

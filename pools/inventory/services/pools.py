@@ -4,6 +4,10 @@ A pool's binding to its scheduler (``scheduler``, ``slug`` — the Kubernetes na
 and URLs — and ``slurm_partition``) cannot change while allocations hold cards in it, since the
 Slurm associations and ResourceQuotas already applied name them; a pool with any allocation or
 request cannot be deleted (they are the billing and audit history).
+
+What refers to a pool is read through its reverse relations (``allocations``, ``requests``: the
+capacity sub-domain's rows point at the pool), so inventory imports nothing of capacity; the
+pool's row lock is the one capacity's services take first (:mod:`pools.capacity.locks`).
 """
 
 from __future__ import annotations
@@ -14,9 +18,7 @@ from django.db import transaction
 from django.db.models import ProtectedError
 
 from pools.audit.services import audit_event_record
-from pools.capacity.locks import pool_lock
-from pools.capacity.models import Allocation, CapacityRequest
-from pools.errors import PoolInUse
+from pools.common.errors import PoolInUse
 from pools.inventory.models import Pool
 
 # Fields the scheduler bindings of holding allocations depend on (the quota backend and cohort
@@ -34,12 +36,18 @@ POOL_BINDING_FIELDS = (
 
 def pool_usage(pool: Pool) -> dict[str, int]:
     """What refers to ``pool``: holding allocations, all allocations, requests (counts)."""
-    allocations = Allocation.objects.filter(pool=pool)
     return {
-        "holding_allocations": allocations.holding().count(),
-        "allocations": allocations.count(),
-        "requests": CapacityRequest.objects.filter(pool=pool).count(),
+        "holding_allocations": pool.allocations.holding().count(),
+        "allocations": pool.allocations.count(),
+        "requests": pool.requests.count(),
     }
+
+
+def _pool_lock(pool: Pool) -> Pool:
+    """``pool``'s row read again under ``SELECT … FOR UPDATE`` (call inside ``atomic()``): the
+    lock approvals, extensions and releases in the pool take first
+    (:func:`pools.capacity.locks.pool_lock`), so a change waits for them and they for it."""
+    return Pool.objects.select_for_update().get(pk=pool.pk)
 
 
 def pool_create(*, fields: dict[str, Any], actor: Any, render: Any) -> Pool:
@@ -64,7 +72,7 @@ def pool_update(
     ``render(pool)`` its representation after (the audit event's before/after).
     """
     with transaction.atomic():
-        locked = pool_lock(pool.pk)
+        locked = _pool_lock(pool)
         moved = [
             f for f in POOL_BINDING_FIELDS if f in changes and changes[f] != getattr(locked, f)
         ]
@@ -92,7 +100,7 @@ def pool_delete(*, pool: Pool, actor: Any, before: dict) -> None:
     a temporary override, usage or statement lines of a burst pool (``referred_by``: their
     names); nothing is written then."""
     with transaction.atomic():
-        locked = pool_lock(pool.pk)
+        locked = _pool_lock(pool)
         usage = pool_usage(locked)
         if usage["allocations"] or usage["requests"]:
             raise PoolInUse(

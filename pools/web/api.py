@@ -8,10 +8,10 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from rest_framework import exceptions, pagination, permissions, serializers
 
+from pools.common.validators import DATE_RANGE_MESSAGE, date_in_range
 from pools.tenancy import selectors
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_administer_pools
-from pools.validators import DATE_RANGE_MESSAGE, date_in_range
 
 
 class IsPoolAdminOrReadOnly(permissions.BasePermission):
@@ -30,7 +30,7 @@ class IsPoolAdmin(permissions.BasePermission):
 
 class AwareDateTimeField(serializers.DateTimeField):
     """ISO 8601 with an offset (``2026-12-07T09:00:00+01:00`` or ``…Z``); naive is refused, and
-    so is a date outside 2000–2100 (:data:`pools.validators.EARLIEST_DATE`)."""
+    so is a date outside 2000–2100 (:data:`pools.common.validators.EARLIEST_DATE`)."""
 
     default_error_messages = {"date_range": DATE_RANGE_MESSAGE}
 

@@ -22,10 +22,10 @@ from django.utils.dates import MONTHS_3
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from pools.csv_cells import SafeCsvWriter
-from pools.csv_numbers import plain_number
-from pools.errors import DomainError
+from pools.common.errors import DomainError
 from pools.tenancy.permissions import may_administer_pools
+from pools.web.csv_cells import SafeCsvWriter
+from pools.web.csv_numbers import plain_number
 
 PAGE_SIZES = (25, 50, 100, 200)
 
@@ -76,8 +76,8 @@ class _Echo:
 
 def csv_response(rows: Iterable, columns: Sequence[Column], filename: str) -> StreamingHttpResponse:
     """Stream ``rows`` as CSV with ``columns``; values ``None`` become empty cells, numbers plain
-    decimals (:func:`pools.csv_numbers.plain_number`: ``2880``, never ``2.88E+3``), and text
-    that would start a spreadsheet formula is escaped (:mod:`pools.csv_cells`)."""
+    decimals (:func:`pools.web.csv_numbers.plain_number`: ``2880``, never ``2.88E+3``), and text
+    that would start a spreadsheet formula is escaped (:mod:`pools.web.csv_cells`)."""
     writer = SafeCsvWriter(_Echo())
 
     def lines():

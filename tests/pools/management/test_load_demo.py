@@ -62,7 +62,7 @@ def test_the_demo_data(capsys):
             "team__slug", "user__username", "role"
         )
     ) == [("nlp", "alice", "member"), ("vision", "bob", "manager")]
-    # pools.demo: 2 legacy Slurm nodes with 4 cards of GRES type "p100" each.
+    # pools.management.demo: 2 legacy Slurm nodes with 4 cards of GRES type "p100" each.
     assert selectors.unrecognised_model_list() == [
         {"raw_model_name": "p100", "model_candidates": [], "gpu_count": 8, "node_count": 2}
     ]
@@ -112,7 +112,7 @@ def test_the_demo_has_an_elastic_allocation_with_history(capsys):
 def test_demo_burst_once_is_the_first_run_above_the_home_pool():
     from types import SimpleNamespace
 
-    from pools.demo import demo_burst_once
+    from pools.management.demo import demo_burst_once
 
     # cards 6 -> 10 -> 12 -> 8 -> 10: the first run above 8 is 10, 12 (2, 4 in the burst pool);
     # the later 10 stays home (the pool had room again)
@@ -124,8 +124,8 @@ def test_the_demo_elastic_history_is_what_the_loop_recorded_and_decided(capsys):
     """Three days of readings, one a minute; the events follow from them: the what-if of the
     allocation's own policy over its recorded readings (the demo has no Prometheus) decides
     exactly the demo's scale events, and the cards each reading records are the cards those
-    events held. The demo traffic (pools.demo) peaks 09:00-12:00 and 14:00-17:00 UTC at 7.5
-    cards' worth of work: up 4 -> 6 -> 8 -> 10 from 09:05 every 15 min (10 cards: 75 %, no
+    events held. The demo traffic (pools.management.demo) peaks 09:00-12:00 and 14:00-17:00 UTC at
+    7.5 cards' worth of work: up 4 -> 6 -> 8 -> 10 from 09:05 every 15 min (10 cards: 75 %, no
     longer above the threshold), down to 8 at 12:30 (2.6 cards' worth is 26 % of 10), up to
     10 at 14:05, down 10 -> 8 -> 6 -> 4 from 17:30 every 30 min."""
     from pools.elastic.models import ElasticPolicy, SignalReading

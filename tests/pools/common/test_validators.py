@@ -1,5 +1,5 @@
 """Bounds on names, counts and dates the pools app takes in (issue 27, items 6 and 10): each
-refused with a field error, nothing written. The rules: pools.validators."""
+refused with a field error, nothing written. The rules: pools.common.validators."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from factories import TeamFactory
 
 from pools.audit.models import AuditEvent
 from pools.capacity.models import CapacityRequest
+from pools.common.validators import dns_label_validator, hostname_validator, slug_validator
 from pools.inventory.models import Pool
 from pools.tenancy.models import Team
-from pools.validators import dns_label_validator, hostname_validator, slug_validator
 
 pytestmark = pytest.mark.django_db
 
@@ -80,7 +80,7 @@ def test_the_admin_refuses_bidi_marks_and_line_breaks_in_a_team(superuser_page, 
 
 @pytest.mark.parametrize(("value", "ok"), [(2**40, False), (100_001, False), (100_000, True)])
 def test_auto_approve_max_cards_is_bounded(superuser_page, infer_pool, value, ok):
-    """At most 100,000 cards (pools.validators.MAX_REQUEST_CARDS); 2**40 does not even fit
+    """At most 100,000 cards (pools.common.validators.MAX_REQUEST_CARDS); 2**40 does not even fit
     PostgreSQL's integer."""
     url = f"/admin/pools/pool/{infer_pool.pk}/change/"
     data = _admin_form(superuser_page, url)

@@ -1,4 +1,4 @@
-"""The page helpers of ``pools.web`` that stand in for template machinery: they write what the
+"""The page helpers of ``pools.web.pages`` that stand in for template machinery: they write what the
 template tags and Django's widgets write, byte for byte."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from pools.errors import InvalidInput
-from pools.web import PlainSelect, UrlOfId, form_add_domain_errors, minute_text
+from pools.common.errors import InvalidInput
+from pools.web.pages import PlainSelect, UrlOfId, form_add_domain_errors, minute_text
 
 
 @pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin", "Asia/Shanghai", "America/New_York"])

@@ -12,7 +12,7 @@ from factories import (
 )
 
 from pools.audit.models import AuditEvent
-from pools.choices import AllocationStatus, RequestStatus, Scheduler
+from pools.common.choices import AllocationStatus, RequestStatus, Scheduler
 from pools.inventory.models import Pool
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 from factories import AllocationFactory, PoolFactory
 
 from pools.audit.models import AuditEvent
-from pools.choices import AllocationStatus, Scheduler
+from pools.common.choices import AllocationStatus, Scheduler
 from pools.inventory.models import Pool
 
 pytestmark = pytest.mark.django_db

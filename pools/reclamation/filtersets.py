@@ -1,0 +1,28 @@
+"""Filters of the reclamation API's idle findings: ``state`` (any of), ``team`` and ``pool``
+(slugs), ``dry_run``, and ``ordering`` by last or first seen, mean use or cards."""
+
+from __future__ import annotations
+
+import django_filters as filters
+
+from pools.common.choices import IdleFindingState
+from pools.reclamation.models import IdleFinding
+
+
+class IdleFindingFilterSet(filters.FilterSet):
+    state = filters.MultipleChoiceFilter(choices=IdleFindingState.choices, distinct=False)
+    team = filters.CharFilter(field_name="allocation__team__slug")
+    pool = filters.CharFilter(field_name="allocation__pool__slug")
+    dry_run = filters.BooleanFilter()
+    ordering = filters.OrderingFilter(
+        fields=(
+            ("last_seen_at", "last_seen"),
+            ("first_seen_at", "first_seen"),
+            ("mean_util_pct", "mean_util"),
+            ("card_count", "cards"),
+        )
+    )
+
+    class Meta:
+        model = IdleFinding
+        fields = ["state", "team", "pool", "dry_run"]
