@@ -23,14 +23,22 @@ turns them into estimator inputs with the rules below and says so (``note``) whe
 
 - precision: "16-bit" and "not stated (16-bit assumed)" -> FP16; "FP8 (ModelOpt)" -> FP8;
   "GPTQ 4-bit" / "GPTQ-Int4" -> INT4-GPTQ; "GPTQ-Int8" -> W8A16; "AWQ" -> INT4-AWQ.
-- KV-cache dtype "not stated": FP8 for TensorRT-LLM FP8 runs (its docs: "If you specify FP8
-  quantization, the KV cache will automatically be set to FP8 as well") and for its NVFP4 runs
-  (an assumption: ModelOpt's FP4 checkpoints are taken to quantise the KV cache to FP8 as its
-  FP8 ones do), else 16-bit. "NVFP4 (ModelOpt FP4)" -> NVFP4.
+- KV-cache dtype "not stated": FP8 for TensorRT-LLM FP8 and NVFP4 runs, else 16-bit. The
+  TensorRT engine flow: "If you specify FP8 quantization, the KV cache will automatically be set
+  to FP8 as well" (its docs). The PyTorch flow (``trtllm-bench``, 1.0) keeps the checkpoint's own
+  ``hf_quant_config.json`` ``kv_cache_quant_algo``: ``bench/benchmark/utils/general.py`` passes
+  ``kv_cache_dtype="auto"`` (its FP8 / NVFP4 -> "fp8" map applies only to ``None``, which it never
+  passes; NVIDIA/TensorRT-LLM @0171265e and @c0b2ee6e) and "auto" logs "Using checkpoint KV
+  quantization"; ModelOpt's export writes FP8 unless told otherwise (``examples/llm_ptq/
+  hf_ptq.py --kv_cache_qformat`` "default to fp8", NVIDIA/TensorRT-Model-Optimizer @05ab9484).
+  Each MoE-set row cites what its checkpoint's file says where found (``kv_cache_source``).
+  "NVFP4 (ModelOpt FP4)" -> NVFP4.
 - lengths given as "ShareGPT (~206 mean input tokens ...)" -> the stated mean (206); rows whose
   lengths are "not stated" cannot be estimated and are listed as skipped.
-- engine: TensorRT-LLM -> tensorrt-llm profile; vLLM -> vllm with its ``engine_version`` (below
-  0.8: vllm-v0); Hugging Face TGI and "not stated" -> vllm.
+- engine: TensorRT-LLM -> tensorrt-llm profile, its PyTorch backend -> tensorrt-llm-pytorch
+  (the same kernels plus the Python executor's host time per sequence,
+  ``pools.sizing.engines``); vLLM -> vllm with its ``engine_version`` (below 0.8: vllm-v0);
+  Hugging Face TGI and "not stated" -> vllm.
 - load: ``concurrency`` -> closed loop at that many sequences; ``request_rate_qps`` -> open loop at
   that rate (Little's law); neither, or "INF" -> saturation.
 - a run of a stated number of requests ("over 200 prompts", "300 prompts", "30000 requests"):
@@ -88,21 +96,21 @@ DATASET_2026 = ROOT / "tests" / "fixtures" / "sizing_dataset_2026.json"
 #: Issue 34: mixture-of-experts models (Qwen3-30B-A3B, Qwen3-235B-A22B, Llama 4 Scout and
 #: Maverick) in NVFP4 / FP8 on Blackwell and Hopper, TensorRT-LLM 1.0's perf-overview (110
 #: cells), and the 20 dense NVFP4 cells of the same table (Llama 3.3 70B on B200 / GB200), so an
-#: FP4 error and an MoE error can be told apart. Not in the default run. The model now costs the
-#: routed rows' activation traffic between the grouped GEMMs (``throughput.moe_glue_s``) and adds
-#: a step's prompt attention to its decode attention; over the default rows + the 110 MoE cells
-#: that took the cross-validation from median 14.2 % / P90 83.9 % (W4A4 Blackwell 67.8 %) to
-#: 12.0 % / 71.2 % (52.4 %); with the dense FP4 cells 12.7 % / 67.6 % (38.2 %): above the
-#: targets. What is left is not a MoE GEMM term: (1) single-card Qwen3-30B-A3B and Scout on B200 /
-#: GB200 (14-460 % high) - short GPU steps over thousands of sequences leave the engine's per-step
-#: CPU work as the bound: GB200 (Grace CPU) measures below B200 on exactly these cells while the
-#: dense 70B measures above, and NVIDIA/TransformerEngine issue 2053 measured 2.7x the CPU time
-#: per PyTorch op on Grace; TensorRT-LLM publishes no per-sequence CPU figure, so it is not
-#: modelled; (2) the KV-cache width, unstated in the rows, which TensorRT-LLM's PyTorch backend
-#: takes from each checkpoint (``_kv_dtype``): ``--kv-unstated-16bit`` gives W4A4 Blackwell
-#: 22 % but 8-bit Hopper 29 %, so neither rule holds for every checkpoint; (3) Llama 4 on 80 GB
-#: H100 (26-174 % high against -23 to +76 % on H200), whose batch follows the KV memory left.
-#: ``--dataset`` it (with the other two) to see the table.
+#: FP4 error and an MoE error can be told apart. Not in the default run: above the targets. The
+#: model costs the routed rows' activation traffic between the grouped GEMMs
+#: (``throughput.moe_glue_s``), a step's prompt attention on top of its decode attention, and the
+#: PyTorch backend's host time per sequence (``engines.TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE*``, a
+#: step lasts max(GPU, host)): over the default rows + these 130 cells median 12.7 %, P90
+#: 65.2 %, W4A4 Blackwell 35.6 % (38.2 % before the host time: it caps GB200's single-card
+#: MoE cells at 1 / 29.4 us = 34,000 tok/s), 8-bit Hopper 12.8 % / P90 75.5 %. Left, measured
+#: (``--dataset`` it with the other two to see the rows): (1) single-card Qwen3-30B-A3B and
+#: Scout on B200 (x86 host) 40-135 % high, Llama 3.3 70B NVFP4 15-40 % high - not the KV width:
+#: trtllm-bench keeps the checkpoint's KV dtype and every checkpoint found is FP8 (rows'
+#: ``kv_cache_source``); a 16-bit cache would fit these rows but no source says so; (2) Llama 4
+#: on 80 GB H100 (71-174 % high) - the MoE runs use attention DP (perf-overview's MoE options),
+#: which replicates the attention and dense weights on every card and so leaves less KV memory;
+#: scoring them with ``dp_attention`` = ``ep`` = tp moves Maverick on H100 to +41-88 % but every
+#: other TP > 1 row 40-190 % high (the attention-DP step model is too fast), so it is not used.
 DATASET_2026_MOE = ROOT / "tests" / "fixtures" / "sizing_dataset_2026_moe.json"
 DATASETS = (DATASET, DATASET_2026)
 TARGET_MEDIAN = 12.0
@@ -127,27 +135,14 @@ def _precision(text: str) -> str:
     return "FP16"
 
 
-#: ``--kv-unstated-16bit`` sets this: TensorRT-LLM PyTorch-backend rows whose KV dtype is "not
-#: stated" are scored with a 16-bit KV cache instead of FP8 (see :func:`_kv_dtype`).
-KV_UNSTATED_16BIT: list[bool] = [False]
-
-
 def _kv_dtype(row: dict, precision: str) -> str:
-    """The KV-cache dtype of a row: the stated one, else the assumption of the module docstring.
-
-    With :data:`KV_UNSTATED_16BIT` set, an unstated KV dtype of a TensorRT-LLM *PyTorch backend*
-    row is 16-bit: that backend takes the KV dtype from the checkpoint's ``hf_quant_config.json``
-    (``kv_cache_quant_algo``), not from the weight quantisation ("TensorRT LLM allows you to
-    enable the FP8 KV cache manually, even for checkpoints that do not have it enabled by
-    default", nvidia.github.io/TensorRT-LLM features/quantization.html; the perf-overview
-    commands pass no KV dtype), and which NVIDIA checkpoints enable it is not recorded here.
-    """
+    """The KV-cache dtype of a row: the stated one, else the rule of the module docstring (FP8
+    for an unstated TensorRT-LLM FP8 / NVFP4 run: the engine's own rule, or the ModelOpt
+    checkpoint's, which a PyTorch-flow run keeps)."""
     text = str(row.get("kv_cache_dtype") or "").upper()
     if "FP8" in text:
         return "FP8"
     if "BF16" in text:
-        return "BF16"
-    if KV_UNSTATED_16BIT[0] and "not stated".upper() in text and "PyTorch" in row["engine"]:
         return "BF16"
     if (
         "not stated".upper() in text
@@ -159,7 +154,10 @@ def _kv_dtype(row: dict, precision: str) -> str:
 
 
 def _engine(text: str) -> str:
-    return "tensorrt-llm" if "tensorrt" in text.lower() else "vllm"
+    lower = text.lower()
+    if "tensorrt" not in lower:
+        return "vllm"
+    return "tensorrt-llm-pytorch" if "pytorch" in lower else "tensorrt-llm"
 
 
 def _engine_version(row: dict) -> str | None:
@@ -373,7 +371,10 @@ def _log_error(case: dict, engines: dict[str, EngineProfile]) -> float | None:
 #: Engine families that share one GEMM overlap exponent (the same kernels: vLLM's generations),
 #: and the exponents the fit tries (``None``: the hard roofline max, which a family without
 #: rows in a fold keeps). ``throughput.overlapped_s``.
-OVERLAP_FAMILIES = {"vllm": ("vllm", "vllm-v0"), "tensorrt-llm": ("tensorrt-llm",)}
+OVERLAP_FAMILIES = {
+    "vllm": ("vllm", "vllm-v0"),
+    "tensorrt-llm": ("tensorrt-llm", "tensorrt-llm-pytorch"),
+}
 OVERLAP_GRID = (1.0, 1.5, 2.0, 3.0, 4.0, None)
 
 #: The exponents the fit tries: the whole grid unless ``--hard-roofline`` narrows it to ``None``.
@@ -710,18 +711,7 @@ def main() -> int:
         help="score the hard roofline max(stream, multiply) instead of the fitted GEMM overlap "
         "(what the shipped profiles held before issue 34); never with --write-bands",
     )
-    parser.add_argument(
-        "--kv-unstated-16bit",
-        action="store_true",
-        help="score TensorRT-LLM PyTorch-backend rows whose KV dtype is not stated with a 16-bit "
-        "KV cache (the backend reads it from the checkpoint, not from the weight quantisation); "
-        "never with --write-bands",
-    )
     args = parser.parse_args()
-    if args.kv_unstated_16bit:
-        if args.write_bands:
-            parser.error("--kv-unstated-16bit scores an assumption that is not shipped")
-        KV_UNSTATED_16BIT[0] = True
     if args.hard_roofline:
         if args.write_bands:
             parser.error("--hard-roofline scores a model that is not shipped; its bands are not")

@@ -18,6 +18,8 @@ import pytest
 from billing.services.cluster_usage import USAGE_IMPORT_CLUSTER
 from pools import jobs
 from pools.common import choices
+from pools.tenancy import permissions as tenancy_permissions
+from pools.tenancy import roles as tenancy_roles
 from scheduler_adapters import kubernetes_elastic, types
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,18 +173,21 @@ ROLE_AND_MEMBERSHIP_CHECKS = re.compile(
     r"""|\bstaff_member_required\b|\bIsAdminUser\b"""
     r"""|\brole\w*\s*(==|!=)|(==|!=)\s*(["'](manager|member)["']|TeamRole\.)"""
     r"""|\brole(__\w+)?\s*=\s*TeamRole"""  # .filter(role=TeamRole.MANAGER)
-    r"""|memberships__|members__|teams__|\.memberships\b"""
-    r"""|\bMembership\.objects\.(filter|exclude|get)\b"""
+    r"""|memberships__|members__|teams__|\.memberships\b|\b(user|actor)\.teams\b"""
+    r"""|\bMembership\.objects\.(?!(get_or_create|create|bulk_create)\b)\w+"""
 )
 
 
 def _app_sources():
-    for package in ("portal", "billing", "pools"):
+    """Every product file a rule could be copied into: the apps' Python (but the rules' home,
+    pools/tenancy, and migrations), the templates and the browser's scripts."""
+    for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
             parts = path.relative_to(ROOT).parts
             if parts[:2] != ("pools", "tenancy") and "migrations" not in parts:
                 yield path
     yield from (ROOT / "templates").rglob("*.html")
+    yield from (ROOT / "static").rglob("*.js")
 
 
 def test_only_tenancy_reads_roles_and_memberships():
@@ -192,6 +197,56 @@ def test_only_tenancy_reads_roles_and_memberships():
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if ROLE_AND_MEMBERSHIP_CHECKS.search(line)
     ]
+    assert offences == []
+
+
+def test_the_role_scan_reads_every_product_file():
+    # An empty or partial scan would pass the test above vacuously: it reads every package,
+    # the templates and the scripts, and the pages and APIs that check rules the most.
+    scanned = {path.relative_to(ROOT).as_posix() for path in _app_sources()}
+    homes = {name.split("/")[0] for name in scanned}
+    python = {p.relative_to(ROOT).as_posix() for package in PACKAGES
+              for p in (ROOT / package).rglob("*.py")}  # fmt: skip
+
+    assert homes == {*PACKAGES, "templates", "static"}
+    assert {
+        "billing/budgets/views.py",
+        "pools/capacity/api.py",
+        "pools/elastic/services.py",
+        "templates/base.html",
+        "static/js/portal.js",
+    } <= scanned
+    assert {
+        name
+        for name in python - scanned
+        if not name.startswith("pools/tenancy/") and "/migrations/" not in name
+    } == set()
+
+
+#: The names of the rules (:mod:`pools.tenancy.permissions`, :mod:`pools.tenancy.roles`).
+RULE_NAMES = {
+    name
+    for module in (tenancy_permissions, tenancy_roles)
+    for name, value in vars(module).items()
+    if callable(value)
+    and getattr(value, "__module__", "") == module.__name__
+    and not name.startswith("_")
+}
+
+
+def test_the_rules_are_imported_from_tenancy_only():
+    # A rule imported through another module (``from pools.capacity.services.requests import
+    # require_pool_admin``) reads as if that module owned it, and is the copy that drifts.
+    offences = [
+        f"{path.relative_to(ROOT)}: from {node.module} import {alias.name}"
+        for path in _product_files()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+        if isinstance(node, ast.ImportFrom) and node.module
+        and not node.module.startswith("pools.tenancy")
+        for alias in node.names
+        if alias.name in RULE_NAMES
+    ]  # fmt: skip
+    assert {"require_pool_admin", "may_request", "is_pool_admin"} <= RULE_NAMES
     assert offences == []
 
 
@@ -209,6 +264,8 @@ def test_only_tenancy_reads_roles_and_memberships():
         "team.memberships.filter(user=user).exists()",
         "Team.objects.filter(members__username=name)",
         "{% if user.is_staff or role == 'manager' %}",
+        "teams = request.user.teams.all()",
+        "Membership.objects.values('team')",
     ],
 )
 def test_the_role_check_pattern_finds_each_way_of_writing_one(line):
@@ -222,6 +279,7 @@ def test_the_role_check_pattern_finds_each_way_of_writing_one(line):
         "Membership.objects.get_or_create(team=team, user=alice)",
         "self.teams = {slug: pk for pk, slug in rows}",
         "{% if is_pool_admin %}",
+        "slugs = {team_id: slug for slug, team_id in catalogue.teams.items()}",
     ],
 )
 def test_the_role_check_pattern_passes_what_is_not_a_check(line):
@@ -312,6 +370,76 @@ def test_the_rule_pattern_finds_each_way_of_writing_one(source):
 )
 def test_the_rule_pattern_passes_what_is_not_one(source):
     assert not _hand_written_rules(source)
+
+
+# Issue #29 item 4: orchestrators read as named steps. Lines count from the def to the end, less
+# the docstring; complexity is McCabe's as ruff's C901 counts it: 1 + each if/elif,
+# loop, except clause and match case (not and/or, conditional expressions nor comprehensions).
+STEP_LINES, STEP_COMPLEXITY = 40, 10
+_BRANCHES = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.ExceptHandler, ast.match_case)
+
+
+def _function_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    lines = node.end_lineno - node.lineno + 1
+    first = node.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+        lines -= first.end_lineno - first.lineno + 1  # a docstring is not code
+    return lines
+
+
+def _complexity(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    count = 1
+    stack = list(node.body)
+    while stack:
+        child = stack.pop()
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue  # counted on its own
+        count += isinstance(child, _BRANCHES)
+        stack.extend(ast.iter_child_nodes(child))
+    return count
+
+
+def _step_offences(source: str) -> list[str]:
+    return [
+        f"{node.name}: {_function_lines(node)} lines, complexity {_complexity(node)}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and (_function_lines(node) > STEP_LINES or _complexity(node) > STEP_COMPLEXITY)
+    ]
+
+
+def test_the_request_orchestrators_are_short_named_steps():
+    """Every function of the module of the capacity request's transitions (create, validate,
+    submit, approve, accept, reject, cancel and their steps: the orchestrators issue #29 item 4
+    names) is at most 40 lines without its docstring and of complexity at most 10. Other
+    services modules still hold longer functions (listed on the issue), so they are not held to
+    it yet."""
+    services = [
+        path
+        for package in ("pools", "billing")
+        for path in (ROOT / package).rglob("*.py")
+        if "services" in path.relative_to(ROOT).as_posix()
+        and "def capacity_request_approve(" in path.read_text()
+    ]
+    assert len(services) == 1
+    assert _step_offences(services[0].read_text()) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "offence"),
+    [
+        ("def f():\n" + "    x = 1\n" * 40, "f: 41 lines, complexity 1"),
+        ('def f():\n    """Doc."""\n' + "    x = 1\n" * 39, None),
+        (
+            "def f(a, b, c):\n"
+            + "".join(f"    if a == {n}:\n        b += 1\n" for n in range(10))
+            + "    return [x for x in b if x and c or a] if a else b\n",
+            "f: 22 lines, complexity 11",
+        ),
+    ],
+)
+def test_the_step_measure_counts_lines_and_branches(source, offence):
+    assert _step_offences(source) == ([offence] if offence else [])
 
 
 # The app's registries, the only modules the root of pools/ may hold (issue 29, item 2): the

@@ -12,9 +12,9 @@ from billing.budgets import services
 from billing.budgets.filtersets import BudgetFilterSet
 from billing.budgets.models import Budget
 from billing.budgets.selectors import budget_list, budget_statuses
-from pools.capacity.services.requests import require_pool_admin
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team
+from pools.tenancy.permissions import require_pool_admin
 
 
 class DimensionSerializer(serializers.Serializer):
@@ -94,14 +94,15 @@ class BudgetViewSet(viewsets.ModelViewSet):
         return Response(self._data(self.get_object()))
 
     def create(self, request, *args, **kwargs):
-        require_pool_admin(request.user)  # before the body: a member learns nothing from a 400
+        # Before the body: a member's 400 would tell which team slugs exist.
+        require_pool_admin(request.user, services.BUDGETS_ADMIN_ONLY)
         form = self.get_serializer(data=request.data)
         form.is_valid(raise_exception=True)
         budget = services.budget_create(actor=request.user, **form.validated_data)
         return Response(self._data(budget), status=status.HTTP_201_CREATED)
 
     def update(self, request, *args, **kwargs):
-        require_pool_admin(request.user)
+        require_pool_admin(request.user, services.BUDGETS_ADMIN_ONLY)
         budget = self.get_object()
         form = self.get_serializer(budget, data=request.data, partial=kwargs.get("partial", False))
         form.is_valid(raise_exception=True)
@@ -109,7 +110,7 @@ class BudgetViewSet(viewsets.ModelViewSet):
         return Response(self._data(budget))
 
     def destroy(self, request, *args, **kwargs):
-        require_pool_admin(request.user)
+        require_pool_admin(request.user, services.BUDGETS_ADMIN_ONLY)
         services.budget_delete(budget=self.get_object(), actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 

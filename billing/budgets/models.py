@@ -14,7 +14,16 @@ from django.db.models import Q
 from billing.budgets.choices import BudgetPeriod, Enforcement, Rollover
 from billing.validators import currency_validator
 from pools.inventory.models import GpuModel, Pool
-from pools.tenancy.models import Team
+from pools.tenancy.models import Team, TeamOwnedQuerySet
+
+
+class BudgetQuerySet(TeamOwnedQuerySet):
+    """A team's budget is seen by the team (:class:`TeamOwnedQuerySet`); a cost centre's by
+    every team whose cost centre it is, as a subquery on the teams the user is in."""
+
+    def member_q(self, user) -> Q:
+        centres = Team.objects.visible_to(user).exclude(cost_centre="").values("cost_centre")
+        return super().member_q(user) | Q(team__isnull=True, cost_centre__in=centres)
 
 
 class Budget(models.Model):
@@ -64,6 +73,8 @@ class Budget(models.Model):
     slurm_clusters = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = BudgetQuerySet.as_manager()
 
     class Meta:
         ordering = ["team__name", "cost_centre", "period", "id"]

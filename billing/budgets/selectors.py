@@ -28,17 +28,13 @@ from billing.conf import billing_zone
 from billing.pricing import month_of
 from pools.capacity.arithmetic import card_seconds_hours
 from pools.tenancy.models import Team
-from pools.tenancy.selectors import team_list
 
 
 def budget_list(*, user) -> QuerySet[Budget]:
-    """Budgets of the teams the user can see (:func:`pools.tenancy.selectors.team_list`) and
-    of those teams' cost centres."""
-    teams = team_list(user=user)
-    centres = teams.exclude(cost_centre="").values("cost_centre")
-    return Budget.objects.filter(
-        Q(team__in=teams) | Q(team__isnull=True, cost_centre__in=centres)
-    ).select_related("team", "pool", "gpu_model")
+    """The budgets the user may see (``Budget.objects.visible_to``,
+    :class:`~billing.budgets.models.BudgetQuerySet`): pool admins every one, others their
+    teams' and their teams' cost centres'."""
+    return Budget.objects.visible_to(user).select_related("team", "pool", "gpu_model")
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,14 @@ from billing.budgets.models import Budget
 from billing.conf import billing_zone, default_currency
 from billing.rate_periods import rate_periods
 from pools.audit.services import audit_event_record, audit_snapshot
-from pools.capacity.services.requests import require_pool_admin
 from pools.common.errors import Conflict, InvalidInput
 from pools.jobs import enqueue_on_commit
 from pools.tenancy.models import Team
+from pools.tenancy.permissions import require_pool_admin
 
 SLURM_SYNC = "billing.tasks.budget_minutes_sync_task"
+#: What a member is told when they try to set, change or delete a budget (pages and API).
+BUDGETS_ADMIN_ONLY = "Only pool admins set budgets."
 """Re-writes the team's Slurm GrpTRESMins after a budget change (:mod:`billing.budgets.slurm`)."""
 
 FIELDS = (
@@ -152,7 +154,7 @@ def budget_create(*, actor: Any, **values: Any) -> Budget:
     """A new budget from ``values`` (the names of :data:`FIELDS`; ``team``, ``pool`` and
     ``gpu_model`` as objects). Raises PermissionDenied, InvalidInput (field errors),
     Conflict (the scope already has a budget for that period)."""
-    require_pool_admin(actor)
+    require_pool_admin(actor, BUDGETS_ADMIN_ONLY)
     values = {"rollover": Rollover.NONE, "enforcement": Enforcement.WARN, **values}
     values["cost_centre"] = (values.get("cost_centre") or "").strip()
     _validate(values)
@@ -169,7 +171,7 @@ def budget_update(*, budget: Budget, actor: Any, **changes: Any) -> Budget:
     """Change the given fields; the budget is checked whole. A change of period or limit
     applies to the period containing now: consumption is always recounted from usage, so it
     stays exact to the second whatever the period became."""
-    require_pool_admin(actor)
+    require_pool_admin(actor, BUDGETS_ADMIN_ONLY)
     with transaction.atomic():
         budget = (
             Budget.objects.select_for_update(of=("self",)).select_related("team").get(pk=budget.pk)
@@ -191,7 +193,7 @@ def budget_update(*, budget: Budget, actor: Any, **changes: Any) -> Budget:
 
 
 def budget_delete(*, budget: Budget, actor: Any) -> None:
-    require_pool_admin(actor)
+    require_pool_admin(actor, BUDGETS_ADMIN_ONLY)
     with transaction.atomic():
         audit_event_record(actor=actor, action="budget.deleted", obj=budget,
                            before=_snapshot(budget))  # fmt: skip

@@ -20,7 +20,12 @@ from billing.budgets.filtersets import BudgetFilterSet
 from billing.budgets.forms import BudgetForm
 from billing.budgets.models import Budget
 from billing.budgets.selectors import BudgetStatus, budget_list, budget_statuses
-from billing.budgets.services import budget_create, budget_delete, budget_update
+from billing.budgets.services import (
+    BUDGETS_ADMIN_ONLY,
+    budget_create,
+    budget_delete,
+    budget_update,
+)
 from billing.conf import billing_zone
 from billing.pricing import local_midnight, next_month, round_money
 from pools.common.errors import DomainError
@@ -142,7 +147,7 @@ def _budget_form(request, budget: Budget | None):
     """The create / edit page: pool admins only (others: 403); the service decides, and its
     field errors go next to the fields with nothing written."""
     if not may_administer_pools(request.user):
-        raise PermissionDenied("Only pool admins set budgets.")
+        raise PermissionDenied(BUDGETS_ADMIN_ONLY)
     form = BudgetForm(request.POST or None, budget=budget)
     if request.method == "POST" and form.is_valid():
         try:

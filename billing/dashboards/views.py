@@ -126,6 +126,7 @@ HEATMAP_COLUMNS = [
     Column("gpu_model", lambda r: r[1].gpu_model),
     Column("gpu_state", lambda r: r[1].state),
     Column("util_pct", lambda r: None if r[1].util_pct is None else f"{r[1].util_pct:.1f}"),
+    Column("cluster", lambda r: r[0].cluster_slug),  # host names are unique per cluster only
 ]
 
 

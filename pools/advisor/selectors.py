@@ -18,12 +18,14 @@ from pools.advisor.rules import BUCKET_FIELDS, Bucket, DaySummary, ScaleChange
 from pools.capacity.lifecycle import RUNNING_STATUSES
 from pools.capacity.models import Allocation, PlacedCards
 from pools.elastic.models import ElasticPolicy, ScaleEvent
-from pools.inventory.models import Node
+from pools.inventory.models import Node, pool_node_cluster_id
 from pools.serving.choices import Resolution
 from pools.serving.models import ServingRollup
 
 # Node labels that say whether a node has an RDMA fabric (Node Feature Discovery's, and the
 # portal's own for Slurm nodes): a value "true" is a fast fabric, "false" none; absent unknown.
+# A node as placed cards name it: (its cluster's id, None for the environment's; host name).
+NodeKey = tuple[int | None, str]
 FABRIC_LABELS = (
     "feature.node.kubernetes.io/rdma.available",
     "feature.node.kubernetes.io/rdma.capable",
@@ -100,46 +102,56 @@ def _buckets_orm(ids: list[int], start: datetime, end: datetime) -> dict[int, li
     return out
 
 
-def advisor_placement(*, allocation_ids: Iterable[int]) -> dict[int, list[tuple[str, int]]]:
-    """Allocation id -> ``(hostname, GPU mask)`` of each node its cards are on. One query."""
-    out: dict[int, list[tuple[str, int]]] = defaultdict(list)
-    for allocation_id, host, mask in PlacedCards.objects.filter(
-        allocation_id__in=list(allocation_ids)
-    ).values_list("allocation_id", "hostname", "gpu_mask"):
-        out[allocation_id].append((host, mask))
+def advisor_placement(*, allocation_ids: Iterable[int]) -> dict[int, list[tuple[NodeKey, int]]]:
+    """Allocation id -> ``((cluster id, hostname), GPU mask)`` of each node its cards are on:
+    the node of that name in the allocation's pool's cluster (``None``: the environment's;
+    names are unique per cluster only). One query."""
+    out: dict[int, list[tuple[NodeKey, int]]] = defaultdict(list)
+    rows = (
+        PlacedCards.objects.filter(allocation_id__in=list(allocation_ids))
+        .annotate(node_cluster=pool_node_cluster_id("allocation__pool"))
+        .values_list("allocation_id", "node_cluster", "hostname", "gpu_mask")
+    )
+    for allocation_id, cluster_id, host, mask in rows:
+        out[allocation_id].append(((cluster_id, host), mask))
     return out
 
 
 def neighbours_of(
-    placement: dict[int, list[tuple[str, int]]],
+    placement: dict[int, list[tuple[NodeKey, int]]],
 ) -> dict[int, tuple[set[int], str, tuple[str, ...]]]:
-    """Allocation id -> ``(neighbour ids, "card" | "node", shared hosts)``: the allocations
-    with cards on a node it uses ("card" when a GPU mask overlaps: they share a card)."""
-    by_host: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    """Allocation id -> ``(neighbour ids, "card" | "node", shared host names)``: the
+    allocations with cards on a node it uses ("card" when a GPU mask overlaps: they share a
+    card); a node is its cluster's, so namesakes in two clusters are not neighbours."""
+    by_node: dict[NodeKey, list[tuple[int, int]]] = defaultdict(list)
     for allocation_id, nodes in placement.items():
-        for host, mask in nodes:
-            by_host[host].append((allocation_id, mask))
+        for node, mask in nodes:
+            by_node[node].append((allocation_id, mask))
     out = {}
     for allocation_id, nodes in placement.items():
         ids, hosts, card = set(), set(), False
-        for host, mask in nodes:
-            for other, other_mask in by_host[host]:
+        for node, mask in nodes:
+            for other, other_mask in by_node[node]:
                 if other != allocation_id:
                     ids.add(other)
-                    hosts.add(host)
+                    hosts.add(node[1])
                     card = card or bool(mask & other_mask)
         out[allocation_id] = (ids, "card" if card else "node", tuple(sorted(hosts)))
     return out
 
 
-def fabric_of(hosts: Iterable[str]) -> dict[str, bool | None]:
-    """Hostname -> whether its labels say it has an RDMA fabric (``None`` unknown). One query."""
-    out: dict[str, bool | None] = {}
-    for hostname, labels in Node.objects.filter(hostname__in=set(hosts)).values_list(
-        "hostname", "labels"
-    ):
+def fabric_of(nodes: Iterable[NodeKey]) -> dict[NodeKey, bool | None]:
+    """``(cluster id, hostname)`` -> whether that node's labels say it has an RDMA fabric
+    (``None`` unknown). One query."""
+    nodes = set(nodes)
+    out: dict[NodeKey, bool | None] = {}
+    for cluster_id, hostname, labels in Node.objects.filter(
+        hostname__in={h for _, h in nodes}
+    ).values_list("cluster_id", "hostname", "labels"):
+        if (cluster_id, hostname) not in nodes:
+            continue
         value = next((str(labels[k]).lower() for k in FABRIC_LABELS if k in (labels or {})), None)
-        out[hostname] = None if value is None else value == "true"
+        out[cluster_id, hostname] = None if value is None else value == "true"
     return out
 
 

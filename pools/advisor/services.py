@@ -87,7 +87,7 @@ def advisor_gather(*, allocation_ids: list[int], now: datetime) -> Gathered:
         buckets=advisor_buckets(allocation_ids=allocation_ids, start=start, end=now),
         neighbours=neighbours_of(placement),
         placement=placement,
-        fabric=fabric_of(h for nodes in placement.values() for h, _ in nodes),
+        fabric=fabric_of(node for nodes in placement.values() for node, _ in nodes),
         scaling=advisor_scaling(allocation_ids=allocation_ids, start=start, end=now),
         days=advisor_days(
             allocation_ids=allocation_ids,
@@ -179,8 +179,10 @@ def _neighbour_signals(allocation_id: int, own: tuple, g: Gathered, busy: dict) 
 
 
 def _fabric_signals(allocation_id: int, own: tuple, g: Gathered) -> FabricSignals:
-    hosts = tuple(sorted(h for h, _ in g.placement.get(allocation_id, [])))
-    known = [g.fabric.get(h) for h in hosts]
+    placed = (node for node, _ in g.placement.get(allocation_id, []))
+    nodes = sorted(placed, key=lambda node: (node[1], node[0] or 0))  # by name, then cluster
+    hosts = tuple(host for _, host in nodes)
+    known = [g.fabric.get(node) for node in nodes]
     fast = False if False in known else (None if None in known or not known else True)
     return FabricSignals(nodes=len(hosts), hosts=hosts, fast_fabric=fast, buckets=own)
 

@@ -10,7 +10,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from pools.advisor import selectors
@@ -30,7 +29,7 @@ from pools.common.errors import DomainError
 from pools.jobs import ADVISOR_PASS, enqueue
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_release, may_see_team
-from pools.web.pages import Column, UrlOfId, filtered_list, pool_admin_required
+from pools.web.pages import Column, UrlOfId, filtered_list, pool_admin_required, redirect_back
 
 
 def _iso(value):
@@ -125,15 +124,6 @@ def team_findings(request, slug: str):
     return response
 
 
-def _back(request, fallback: str = "pools:advisor-findings"):
-    target = request.POST.get("next", "")
-    if target and url_has_allowed_host_and_scheme(
-        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-    ):
-        return redirect(target)
-    return redirect(fallback)
-
-
 @require_POST
 def finding_action(request, pk: int, action: str):
     """Acknowledge, mute or unmute a finding with a reason (its team's managers, pool admins)."""
@@ -145,7 +135,7 @@ def finding_action(request, pk: int, action: str):
     form = TriageForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Say why: a reason is required (at most 1,000 characters).")
-        return _back(request)
+        return redirect_back(request, "pools:advisor-findings")
     try:
         advisor_finding_triage(
             finding=finding,
@@ -158,7 +148,7 @@ def finding_action(request, pk: int, action: str):
         messages.error(request, exc.message)
     else:
         messages.success(request, f"Finding #{finding.pk}: {action}d.")
-    return _back(request)
+    return redirect_back(request, "pools:advisor-findings")
 
 
 @require_POST
@@ -172,7 +162,7 @@ def digest_toggle(request):
         if wanted
         else "No more advisor digests.",
     )
-    return _back(request, fallback="pools:my-teams")
+    return redirect_back(request, "pools:my-teams")
 
 
 @require_POST

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import transaction
 
 from pools.capacity.models import PlacedCards
-from pools.inventory.models import Node
+from pools.inventory.models import Node, pool_node_cluster_id
 from pools.serving.calibration import compare, day_measure, median_or_none
 from pools.serving.models import ServedModel, ServingCalibrationDay, ServingRollup
 from pools.sizing import SizingInputError
@@ -37,17 +37,23 @@ ROLLUP_FIELDS = (
 
 def _driver_branches(allocation_ids: list[int]) -> dict[int, int | None]:
     """Allocation id -> the driver branch of the nodes its cards are on; ``None`` when they
-    span several driver groups or none is known. Two queries."""
-    placed = PlacedCards.objects.filter(allocation_id__in=allocation_ids).values_list(
-        "allocation_id", "hostname"
+    span several driver groups or none is known. A placed card's node is the one of that name
+    in the allocation's pool's cluster (names are unique per cluster only). Two queries."""
+    placed = list(
+        PlacedCards.objects.filter(allocation_id__in=allocation_ids)
+        .annotate(node_cluster=pool_node_cluster_id("allocation__pool"))
+        .values_list("allocation_id", "node_cluster", "hostname")
     )
-    hosts = {h for _, h in placed}
-    branch_of = dict(
-        Node.objects.filter(hostname__in=hosts).values_list("hostname", "driver_group__branch")
-    )
+    hosts = {h for _, _, h in placed}
+    branch_of = {
+        (cluster_id, hostname): branch
+        for cluster_id, hostname, branch in Node.objects.filter(hostname__in=hosts).values_list(
+            "cluster_id", "hostname", "driver_group__branch"
+        )
+    }
     branches: dict[int, set] = defaultdict(set)
-    for allocation_id, host in placed:
-        branches[allocation_id].add(branch_of.get(host))
+    for allocation_id, cluster_id, host in placed:
+        branches[allocation_id].add(branch_of.get((cluster_id, host)))
     return {
         a: (next(iter(b)) if len(b) == 1 else None) for a, b in branches.items()
     }  # fmt: skip

@@ -18,6 +18,7 @@ from pools.capacity.services.overrides import override_cancel, override_create
 from pools.classes.models import WorkloadClass
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team
+from pools.tenancy.permissions import require_pool_admin
 
 MAX_CARDS = 100_000  # a bound for the integer field; the pool's usable cards refuse sooner
 
@@ -94,6 +95,8 @@ class OverrideViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         ]
     )
     def create(self, request, *args, **kwargs):
+        # Before the body: a member's 400 would tell which team slugs exist.
+        require_pool_admin(request.user, "Only pool admins may override a team's limits.")
         form = self.get_serializer(data=request.data)
         form.is_valid(raise_exception=True)
         override = override_create(actor=request.user, **form.validated_data)

@@ -21,6 +21,7 @@ from pools.capacity.services.recurring import (
 )
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team
+from pools.tenancy.permissions import require_pool_admin
 
 MAX_CARDS = 100_000  # a bound for the integer field; the pool's usable cards refuse sooner
 WALL_CLOCK_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$"
@@ -121,6 +122,8 @@ class RecurringReservationViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyMode
         ]
     )
     def create(self, request, *args, **kwargs):
+        # Before the body: a member's 400 would tell which team slugs exist.
+        require_pool_admin(request.user, "Only pool admins may reserve recurring capacity.")
         form = self.get_serializer(data=request.data)
         form.is_valid(raise_exception=True)
         reservation = recurring_reservation_create(actor=request.user, **form.validated_data)

@@ -60,6 +60,9 @@ class Hold:
     starts_at: datetime
     ends_at: datetime
     workload_class: str = ""  # the allocation's class name (issue 36); "" unclassed or recurring
+    # A team the reader may not see: the page shows its cards and times only, never the
+    # allocation's or reservation's id or class (pools.tenancy.permissions.may_see_all_holders).
+    other_team: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,7 @@ def week_holds(
 ) -> list[Hold]:
     """Holding allocations of whole cards and recurring occurrences of the pool × model
     overlapping ``[start, end)``, by start; a team not in ``team_names`` (those the reader
-    may see) reads :data:`OTHER_TEAMS`. Two queries."""
+    may see) reads :data:`OTHER_TEAMS`, its holds marked ``other_team``. Two queries."""
     team_names = team_names or {}
     holds = [
         Hold(
@@ -90,6 +93,7 @@ def week_holds(
             a.starts_at,
             a.ends_at,
             a.workload_class.name if a.workload_class else "",
+            a.team_id not in team_names,
         )
         for a in holding_allocations(
             pool=pool, gpu_model=gpu_model, start=start, end=end
@@ -99,9 +103,9 @@ def week_holds(
         pool_id=pool.pk, gpu_model_id=gpu_model.pk, start=start, end=end
     )
     for r in rules:
-        team = team_names.get(r.team_id, OTHER_TEAMS)
+        team, other = team_names.get(r.team_id, OTHER_TEAMS), r.team_id not in team_names
         holds += [
-            Hold("recurring", r.pk, team, r.card_count, s, e)
+            Hold("recurring", r.pk, team, r.card_count, s, e, other_team=other)
             for s, e in occurrences(r.rule, start, end)
         ]
     return sorted(holds, key=lambda h: (h.starts_at, h.kind, h.ref))

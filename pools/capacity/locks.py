@@ -7,28 +7,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connection
-
 from pools.capacity.models import Allocation, CapacityRequest
+from pools.capacity.rows import RowReader
 from pools.inventory.models import Pool
 
-# The two locks of every approval as plain statements: the ORM took longer to build them than
-# PostgreSQL to run them (issue #16: the approval within 2× a bare transaction). SQLite has no
-# row locks (a write transaction locks the database), so there the statement reads the row.
-_POOL_LOCK = f"SELECT * FROM {Pool._meta.db_table} WHERE id = %s"
-_REQUEST_LOCK = f"SELECT * FROM {CapacityRequest._meta.db_table} WHERE id = %s"
+# The two locks of every approval as plain statements (issues #16 and #29 item 7: the approval
+# within 2x a bare transaction; pools.capacity.rows).
 
 
-def _for_update(sql: str) -> str:
-    return sql + " FOR UPDATE" if connection.features.has_select_for_update else sql
+_POOLS = RowReader(Pool)
+_REQUESTS = RowReader(CapacityRequest)
 
 
 def pool_lock(pool_id: int) -> Pool:
     """Lock and return the pool row (``SELECT … FOR UPDATE``); call inside ``atomic()``.
     Raises :class:`Pool.DoesNotExist`."""
-    for pool in Pool.objects.raw(_for_update(_POOL_LOCK), [pool_id]):
-        return pool
-    raise Pool.DoesNotExist(f"No pool {pool_id}.")
+    pool = _POOLS.locked(pool_id)
+    if pool is None:
+        raise Pool.DoesNotExist(f"No pool {pool_id}.")
+    return pool
 
 
 def request_lock(request_id: int) -> CapacityRequest:
@@ -45,8 +42,7 @@ def request_lock_reusing(request: CapacityRequest, *loaded: Any) -> CapacityRequ
     or from ``request``'s own loaded relations when the locked row still points at it, and read
     by Django on first use otherwise. The approval's hot path (issue #16: the service within 2×
     a bare transaction of its statements; the joins cost more to build than to run)."""
-    rows = CapacityRequest.objects.raw(_for_update(_REQUEST_LOCK), [request.pk])
-    locked = next(iter(rows), None)
+    locked = _REQUESTS.locked(request.pk)
     if locked is None:
         raise CapacityRequest.DoesNotExist(f"No request {request.pk}.")
     for name in ("team", "pool", "gpu_model"):

@@ -308,6 +308,24 @@ class Allocation(models.Model):
                 name="allocation_holding_ends_id",
                 condition=holding_q(),
             ),
+            # The charts of the holding allocations (the dashboard's plan, over-commit and top
+            # teams, the timeline's series and its first allocations per pool × model by start)
+            # read these columns only: an index-only scan in the timeline's order, where a
+            # bitmap scan of allocation_holding_ends_id read every row's page (2,073 buffers
+            # against 434 at 100,800 allocations, and the timeline's sort of 36,800 rows gone).
+            models.Index(
+                fields=["pool", "gpu_model", "starts_at", "id"],
+                include=["ends_at", "card_count", "team", "mig_profile"],
+                name="allocation_holding_chart",
+                condition=holding_q(),
+            ),
+            # The over-commit check's MIG slices: a handful among the holding allocations,
+            # which it read all of to find none (2,073 buffers against 5).
+            models.Index(
+                fields=["ends_at"],
+                name="allocation_holding_slices",
+                condition=holding_q() & ~Q(mig_profile=""),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -44,10 +44,12 @@ from pools.web.pages import (
     PALETTE,
     Column,
     UrlOfId,
+    csv_response,
     filtered_list,
     form_add_domain_errors,
     minute_text,
     pool_admin_required,
+    redirect_back,
 )
 
 QUEUE_PAGE_SIZE = 50  # submitted requests per page of the approval queue
@@ -401,7 +403,6 @@ def request_detail(request, pk: int):
 def request_action(request, pk: int, action: str):
     """submit / cancel / approve / accept / reject from the detail page or the queue."""
     obj = _request_or_404(request, pk)
-    back = request.POST.get("next") or None
     try:
         if action == "submit":
             request_services.capacity_request_submit(request=obj, actor=request.user)
@@ -457,7 +458,7 @@ def request_action(request, pk: int, action: str):
             for k, v in errors.items()
         )
         messages.error(request, f"{exc.message} {detail}".strip())
-    return redirect(back) if back else redirect("pools:request-detail", pk=obj.pk)
+    return redirect_back(request, "pools:request-detail", pk=obj.pk)
 
 
 @require_POST
@@ -498,6 +499,31 @@ def allocation_action(request, pk: int, action: str):
 QUEUE_VERDICTS_MAX = 500  # submitted requests explained to sort the queue by "could approve"
 
 
+QUEUE_COLUMNS = [
+    Column("request", lambda r: r["req"].pk),
+    Column("team", lambda r: r["req"].team.slug),
+    Column("kind", lambda r: r["req"].kind),
+    Column("workload_kind", lambda r: r["req"].workload_kind),
+    Column("pool", lambda r: r["req"].pool.slug if r["req"].pool_id else None),
+    Column("gpu_model", lambda r: r["req"].model_label),
+    Column("cards", lambda r: r["req"].card_count),
+    Column("mig_profile", lambda r: r["req"].mig_profile),
+    Column("starts_at", lambda r: r["req"].starts_at.isoformat()),
+    Column("ends_at", lambda r: r["req"].ends_at.isoformat()),
+    Column("team_cards_now", lambda r: r["team_cards"]),
+    Column("free_in_pool", lambda r: r["free"]),
+    Column("suggested_pool", lambda r: r["suggestion"].pool.slug if r["suggestion"] else None),
+    Column("could_approve_now", lambda r: r["verdict"]["approvable"] if r["verdict"] else None),
+    Column("why_not", lambda r: r["verdict"]["reason"] if r["verdict"] else None),
+    Column("budget_verdict", lambda r: r["req"].budget_verdict),
+    Column("submitted_at", lambda r: r["req"].submitted_at.isoformat()),
+]
+QUEUE_ORDERINGS = {
+    "submitted_at", "-submitted_at", "starts_at", "-starts_at",
+    "card_count", "-card_count", "team__name", "-team__name",
+}  # fmt: skip
+
+
 @pool_admin_required
 def approval_queue(request, verdicts=None):
     """Submitted requests with the team's current usage and the pool's free cards beside each.
@@ -505,27 +531,21 @@ def approval_queue(request, verdicts=None):
     ``verdicts`` (``pools/urls.py`` hands in :func:`pools.explain.views.queue_verdicts`, which
     sits above this sub-domain): per request whether it could be approved now, and why not;
     ordering ``approvable`` / ``-approvable`` sorts by it (over at most
-    :data:`QUEUE_VERDICTS_MAX` requests, oldest first)."""
+    :data:`QUEUE_VERDICTS_MAX` requests, oldest first). ``?export=csv``: the queue in the same
+    order as CSV (:data:`QUEUE_COLUMNS`), its first :data:`QUEUE_VERDICTS_MAX` requests (each
+    explained as on the page)."""
     ordering = request.GET.get("ordering", "submitted_at")
-    allowed = {
-        "submitted_at",
-        "-submitted_at",
-        "starts_at",
-        "-starts_at",
-        "card_count",
-        "-card_count",
-        "team__name",
-        "-team__name",
-    }
     pending = (
         capacity_selectors.capacity_request_list(user=request.user)
         .filter(status=RequestStatus.SUBMITTED)
-        .order_by(ordering if ordering in allowed else "submitted_at", "pk")
+        .order_by(ordering if ordering in QUEUE_ORDERINGS else "submitted_at", "pk")
     )
     judged: dict = {}
-    if verdicts is not None and ordering in ("approvable", "-approvable"):
+    export = request.GET.get("export") == "csv"
+    if export or (verdicts is not None and ordering in ("approvable", "-approvable")):
         pending = list(pending[:QUEUE_VERDICTS_MAX])
-        judged = verdicts(user=request.user, requests=pending)
+        judged = verdicts(user=request.user, requests=pending) if verdicts is not None else {}
+    if verdicts is not None and ordering in ("approvable", "-approvable"):
         first = ordering == "approvable"  # those that could be approved now first, or last
 
         def rank(r) -> int:  # growth requests (not explained) after both
@@ -534,12 +554,29 @@ def approval_queue(request, verdicts=None):
             return 0 if judged[r.pk]["approvable"] == first else 1
 
         pending.sort(key=rank)  # stable: oldest first within each
+    if export:
+        return csv_response(_queue_rows(pending, judged), QUEUE_COLUMNS, "approval-queue.csv")
     page = Paginator(pending, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
     items = list(page.object_list)
     if verdicts is not None and not judged:
         judged = verdicts(user=request.user, requests=items)
+    return render(
+        request,
+        "pools/requests/approval_queue.html",
+        {
+            "rows": _queue_rows(items, judged),
+            "page": page,
+            "ordering": ordering,
+            "reason_form": ReasonForm(),
+        },
+    )
+
+
+def _queue_rows(items: list, judged: dict) -> list[dict]:
+    """The queue's rows: each request with its team's cards held now, the cards free for it
+    (``None``: unknown), where approval would place an "any" request, and its verdict."""
     held = team_usage(team_ids=list({r.team_id for r in items}), at=timezone.now())
-    # One read of pools, cards and holdings for the whole page, not one per request.
+    # One read of pools, cards and holdings for all the rows, not one per request.
     snapshot = (
         CapacitySnapshot.load(
             start=min(r.starts_at for r in items), end=max(r.ends_at for r in items)
@@ -601,11 +638,17 @@ def approval_queue(request, verdicts=None):
                 "verdict": judged.get(item.pk),
             }
         )
-    return render(
-        request,
-        "pools/requests/approval_queue.html",
-        {"rows": rows, "page": page, "ordering": ordering, "reason_form": ReasonForm()},
-    )
+    return rows
+
+
+TIMELINE_COLUMNS = [
+    Column("pool", lambda r: r["pool"].slug),
+    Column("gpu_model", lambda r: r["gpu_model"].slug),
+    Column("day", lambda r: r["day"].date().isoformat()),
+    Column("team", lambda r: r["team"]),
+    Column("cards_held_at_noon", lambda r: r["cards"]),
+    Column("usable_cards", lambda r: r["usable"]),
+]
 
 
 def timeline(request):
@@ -613,7 +656,9 @@ def timeline(request):
 
     Summed in the database (``capacity_selectors.timeline_holdings``), so the page costs the
     same whatever the fleet holds; each chart lists the first :data:`TIMELINE_ALLOCATIONS` of
-    the user's allocations in it, with a link to all of them."""
+    the user's allocations in it, with a link to all of them. ``?export=csv``: the charts'
+    bars as CSV (:data:`TIMELINE_COLUMNS`), one row per pool × GPU model × day × team (teams
+    the user is not in summed as "other teams"), in the page's order."""
     start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     days = [start + timedelta(days=i) for i in range(56)]
     end = days[-1] + timedelta(days=1)
@@ -623,15 +668,26 @@ def timeline(request):
     series = capacity_selectors.timeline_holdings(
         user=request.user, start=start, end=end, instants=noons
     )
-    counts, listed = capacity_selectors.timeline_allocations(
-        user=request.user, start=start, end=end, first=TIMELINE_ALLOCATIONS
-    )
     groups: dict[tuple, dict[str, list[int]]] = defaultdict(dict)
     for line in series:
         groups[(line.pool_id, line.gpu_model_id)][line.team or "other teams"] = line.cards
     pools = Pool.objects.in_bulk({p for p, _ in groups})
     models = GpuModel.objects.in_bulk({m for _, m in groups})
     usable_of = schedulable_cards_by_pool_model()
+    ordered = sorted(groups.items(), key=lambda kv: (pools[kv[0][0]].name, models[kv[0][1]].name))
+    if request.GET.get("export") == "csv":
+        lines = [
+            {"pool": pools[pool_id], "gpu_model": models[model_id], "day": day, "team": team,
+             "cards": cards[i], "usable": usable_cards(usable_of.get((pool_id, model_id), 0),
+                                                       pools[pool_id].overcommit_ratio)}
+            for (pool_id, model_id), per_team in ordered
+            for i, day in enumerate(days)
+            for team, cards in sorted(per_team.items())
+        ]  # fmt: skip
+        return csv_response(lines, TIMELINE_COLUMNS, "capacity-timeline.csv")
+    counts, listed = capacity_selectors.timeline_allocations(
+        user=request.user, start=start, end=end, first=TIMELINE_ALLOCATIONS
+    )
     # Each listed row's link and window written here once, not by a {% url %} and two date
     # filters per row (16 charts × 10 rows cost 20 ms of template).
     detail_url = UrlOfId("pools:request-detail")
@@ -641,9 +697,7 @@ def timeline(request):
             a.window = f"{minute_text(a.starts_at)} → {minute_text(a.ends_at)}"
     all_url = reverse("pools:allocation-list")
     charts = []
-    for (pool_id, model_id), per_team in sorted(
-        groups.items(), key=lambda kv: (pools[kv[0][0]].name, models[kv[0][1]].name)
-    ):
+    for (pool_id, model_id), per_team in ordered:
         pool, model = pools[pool_id], models[model_id]
         usable = usable_cards(usable_of.get((pool_id, model_id), 0), pool.overcommit_ratio)
         charts.append(

@@ -163,7 +163,9 @@ def maintenance_detail(request, pk: int):
         "pools/maintenance/maintenance_detail.html",
         {
             "window": window,
-            "nodes": list(window.nodes.select_related("pool", "driver_group").order_by("hostname")),
+            "nodes": list(
+                window.nodes.select_related("pool", "driver_group", "cluster").order_by("hostname")
+            ),
             "away": window_away_cards(window),
             "siblings": siblings,
             "may_cancel": may_administer_pools(request.user)

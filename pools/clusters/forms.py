@@ -11,9 +11,9 @@ from pools.clusters.models import Cluster
 from pools.clusters.services import CONNECTION_FIELDS, EDITABLE_FIELDS
 from pools.common.choices import CredentialKind
 
-# The fields of the conditional unique constraints: refused by the service with the other
-# cluster named, as a field error, not by the model's constraint check as a form-wide one.
-_SERVICE_CHECKED = {"kind", "api_url", "slurm_cluster_name"}
+# The fields of the unique constraints: refused by the service with the other cluster named,
+# as a field error, not by the model's constraint check as a form-wide one.
+_SERVICE_CHECKED = {"kind", "api_url", "slurm_cluster_name", "name"}
 
 
 class ClusterForm(forms.ModelForm):

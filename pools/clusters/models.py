@@ -14,6 +14,7 @@ from datetime import timedelta
 
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Lower
 from django.utils import timezone
 
 from pools.common.choices import ClusterOperation, ClusterStatus, CredentialKind, Scheduler
@@ -106,6 +107,13 @@ class Cluster(models.Model):
                 fields=["kind"],
                 condition=Q(credential_kind=CredentialKind.ENVIRONMENT),
                 name="cluster_one_environment_per_kind",
+            ),
+            # Pages and filters show clusters by name: two alike (ignoring case) could not be
+            # told apart.
+            models.UniqueConstraint(
+                Lower("name"),
+                name="cluster_unique_name",
+                violation_error_message="Another cluster has this name.",
             ),
         ]
 

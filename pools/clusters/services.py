@@ -27,7 +27,13 @@ from pools.clusters.adapters import cluster_adapter_unshared, cluster_settings, 
 from pools.clusters.credentials import credential_expiry
 from pools.clusters.models import Cluster, ClusterError
 from pools.common.choices import ClusterOperation, ClusterStatus, CredentialKind, Scheduler
-from pools.common.errors import ClusterInUse, ClusterTaken, ClusterUnreachable, InvalidInput
+from pools.common.errors import (
+    ClusterInUse,
+    ClusterNameTaken,
+    ClusterTaken,
+    ClusterUnreachable,
+    InvalidInput,
+)
 from pools.jobs import CLUSTER_CHECK, enqueue_on_commit
 from scheduler_adapters.errors import SchedulerError
 
@@ -356,8 +362,17 @@ def _one_spelling(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def _refuse_taken(cluster: Cluster) -> None:
-    """:class:`ClusterTaken` when another cluster has the same Slurm ClusterName or the same
+    """:class:`ClusterNameTaken` (400) when another cluster has the same name, ignoring case;
+    :class:`ClusterTaken` (409) when another has the same Slurm ClusterName or the same
     Kubernetes API URL (the database constraints say the same; this names the other)."""
+    namesake = Cluster.objects.exclude(pk=cluster.pk).filter(name__iexact=cluster.name).first()
+    if namesake is not None:
+        raise ClusterNameTaken(
+            f"Cluster {namesake.slug} is already named {namesake.name!r}; give this one "
+            "another name.",
+            field="name",
+            cluster=namesake.slug,
+        )
     others = Cluster.objects.filter(kind=cluster.kind).exclude(pk=cluster.pk)
     if cluster.kind == Scheduler.SLURM:
         field, value = "slurm_cluster_name", cluster.slurm_cluster_name

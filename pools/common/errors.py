@@ -27,6 +27,14 @@ class InvalidInput(DomainError):
     code = "invalid_input"
 
 
+class ClusterNameTaken(InvalidInput):
+    """Another cluster already has this display name, ignoring case: two clusters of one name
+    could not be told apart in any list (data: ``field`` = ``"name"``, ``cluster``: the other
+    cluster's slug)."""
+
+    code = "cluster_name_taken"
+
+
 class UnsupportedFormat(InvalidInput):
     """A file in a format version the portal does not read (a slurmrestd data-parser version it
     does not know): refused as a whole, never read as if it had no cards."""

@@ -622,6 +622,7 @@ class HeatmapCell:
 @dataclass(frozen=True)
 class HeatmapRow:
     hostname: str
+    cluster_slug: str | None  # the node's cluster (None: the environment's); names its page
     pool_slug: str
     pool: str
     node_state: str
@@ -648,19 +649,20 @@ def node_heatmap(
         nodes = nodes.filter(gpus__gpu_model__slug=filters.gpu_model).distinct()
     if page is None:
         pages = 1
-        chosen = list(nodes.order_by("hostname").values_list("pk", flat=True))
+        chosen = list(nodes.order_by("hostname", "pk").values_list("pk", flat=True))
     else:
         pages = max(1, math.ceil(nodes.count() / HEATMAP_PAGE))
         page = min(max(page, 1), pages)
         chosen = list(
-            nodes.order_by("hostname").values_list("pk", flat=True)[
+            nodes.order_by("hostname", "pk").values_list("pk", flat=True)[
                 (page - 1) * HEATMAP_PAGE : page * HEATMAP_PAGE
             ]
         )
     gpus = (
         Gpu.objects.filter(node_id__in=chosen)
         .values(
-            "node_id", "node__hostname", "node__state", "node__pool__slug", "node__pool__name",
+            "node_id", "node__hostname", "node__cluster__slug", "node__state",
+            "node__pool__slug", "node__pool__name",
             "index", "health", "gpu_model__slug", "gpu_model__name", "raw_model_name",
             "id", "uuid", "mig_mode",
         )
@@ -684,6 +686,7 @@ def node_heatmap(
             g["node_id"],
             {
                 "hostname": g["node__hostname"],
+                "cluster_slug": g["node__cluster__slug"],
                 "pool_slug": g["node__pool__slug"],
                 "pool": g["node__pool__name"],
                 "node_state": g["node__state"],
@@ -707,7 +710,8 @@ def node_heatmap(
         main = max(row["models"], key=row["models"].get) if row["models"] else ""
         result.append(
             HeatmapRow(
-                row["hostname"], row["pool_slug"], row["pool"], row["node_state"], main,
+                row["hostname"], row["cluster_slug"], row["pool_slug"], row["pool"],
+                row["node_state"], main,
                 row["cells"], held.get((row["pool_slug"], main), 0),
             )
         )  # fmt: skip

@@ -23,7 +23,10 @@ Prometheus does the heavy part, so the number of queries is fixed whatever the f
 
 Series are placed on the inventory by host (``Hostname`` up to exporter 4.5, ``hostname``
 after; compared case-blind, then by short name when the exporter reports an FQDN) and by card:
-``UUID`` when the inventory knows it, else the ``gpu`` index. A card without a reading is
+``UUID`` when the inventory knows it, else the ``gpu`` index. A host name two clusters' nodes
+share (names are unique per cluster only, and dcgm-exporter's series name no cluster) places
+nothing by name: those cards are read by ``UUID`` alone, and the history leaves their series
+unplaced. A card without a reading is
 *unknown*, never idle, and Prometheus not configured or not answering is said so, never shown
 as 0.
 """
@@ -40,12 +43,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.core.cache import cache
+from django.db.models import Count
 
 from pools.clusters.adapters import dashboard_metrics
 from pools.dashboards import capacity as dashboard
 from pools.dashboards.capacity import CapacityRow, CardsInUse, DashboardFilters, HeatmapRow
 from pools.inventory.gpu_names import normalise_model_key
-from pools.inventory.models import Gpu
+from pools.inventory.models import Gpu, Node
 from pools.reclamation.evaluate import IDLE_BELOW_PCT
 from pools.reclamation.models import ReclamationPolicy
 from scheduler_adapters.errors import SchedulerError
@@ -106,6 +110,18 @@ def _host_keys(hostname: str) -> tuple[str, str]:
     return name, name.split(".", 1)[0]
 
 
+def _shared_names(hostnames: Iterable[str]) -> set[str]:
+    """Those of ``hostnames`` that nodes of more than one cluster have. One query."""
+    rows = (
+        Node.objects.filter(hostname__in=set(hostnames))
+        .values("hostname")
+        .annotate(nodes=Count("id"))
+        .filter(nodes__gt=1)
+        .order_by()
+    )
+    return {r["hostname"] for r in rows}
+
+
 class _HostIndex:
     """Inventory hostnames, found by exact (case-blind) name, else by short name."""
 
@@ -143,10 +159,12 @@ def card_utilisation(
     *, metrics: Any, cards: Iterable[CardRef], now: datetime, window_s: int = BUSY_WINDOW_S
 ) -> dict[int, float]:
     """Mean utilisation, % (0-100), of each card over the ``window_s`` seconds before ``now``,
-    by ``Gpu`` id; a card without a reading is absent. Two instant queries (PROF, then DEV).
+    by ``Gpu`` id; a card without a reading is absent. Two instant queries (PROF, then DEV)
+    and one database query (host names several clusters share: read by UUID only).
     Raises :class:`~scheduler_adapters.errors.SchedulerError` when Prometheus fails."""
     cards = list(cards)
-    hosts = _HostIndex(c.hostname for c in cards)
+    shared = _shared_names(c.hostname for c in cards)
+    hosts = _HostIndex(c.hostname for c in cards if c.hostname not in shared)
     readings: dict[str, dict[tuple, float]] = {}
     for metric, scale in ((GR_ENGINE_ACTIVE, 100.0), (GPU_UTIL, 1.0)):
         by_card: dict[tuple, float] = {}
@@ -167,7 +185,7 @@ def card_utilisation(
         readings[metric] = by_card
     out: dict[int, float] = {}
     for card in cards:
-        keys = [("index", card.hostname, str(card.index))]
+        keys = [] if card.hostname in shared else [("index", card.hostname, str(card.index))]
         if card.uuid:
             keys.insert(0, ("uuid", card.uuid))
         value = _first(readings[GR_ENGINE_ACTIVE], keys)
@@ -384,7 +402,8 @@ class UtilisationHistory:
 
 def _placements(filters: DashboardFilters) -> tuple[_HostIndex, dict[str, dict[str, tuple]]]:
     """Pooled hosts of the filters and, per host, model key → (pool slug, pool name, model slug,
-    model name) under the keys of its nvidia-smi name and catalogue name. One query."""
+    model name) under the keys of its nvidia-smi name and catalogue name; host names several
+    clusters share left out (:func:`_shared_names`). Two queries."""
     rows = (
         dashboard.pooled_gpus(filters)
         .values(
@@ -395,7 +414,10 @@ def _placements(filters: DashboardFilters) -> tuple[_HostIndex, dict[str, dict[s
         .order_by()
     )  # fmt: skip
     models: dict[str, dict[str, tuple]] = defaultdict(dict)
+    shared = _shared_names(r["node__hostname"] for r in rows)
     for r in rows:
+        if r["node__hostname"] in shared:
+            continue
         slug, name, _ = dashboard.model_label(r)
         place = (r["node__pool__slug"], r["node__pool__name"], slug, name)
         for raw in (r["raw_model_name"], r["gpu_model__name"]):

@@ -39,7 +39,9 @@ class ElasticPolicy(models.Model):
     allocation = models.OneToOneField(
         "pools.Allocation", on_delete=models.CASCADE, related_name="elastic_policy"
     )
-    ceiling_cards = models.PositiveIntegerField()
+    # 0 to 2**31 - 1 on every database ("safe in all databases supported by Django", the
+    # PositiveIntegerField reference): SQLite alone would store far more.
+    ceiling_cards = models.PositiveIntegerField(validators=[MaxValueValidator(2**31 - 1)])
     cards_held = models.PositiveIntegerField()
     step_cards = models.PositiveIntegerField(default=1)
     cards_per_replica = models.PositiveIntegerField(default=1)

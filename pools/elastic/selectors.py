@@ -5,14 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import F, QuerySet, Sum
+from django.db.models import F, Q, QuerySet, Sum
 from django.utils.module_loading import import_string
 
 from pools.capacity.models import at_q, holding_q
 from pools.elastic.choices import ScaleAction
 from pools.elastic.models import BurstOptIn, ElasticPolicy, ElasticWhatIf, ScaleEvent, SignalReading
 from pools.elastic.policy import MetricSample
-from pools.inventory.models import Pool
+from pools.inventory.models import Gpu, Pool
 
 
 def elastic_policy_list(*, user) -> QuerySet[ElasticPolicy]:
@@ -71,6 +71,27 @@ def borrowed_cards_by_team(*, team_ids, now) -> dict[int, int]:
         .order_by()
     )
     return {team_id: int(cards) for team_id, cards in rows}
+
+
+def elastic_cards_by_allocation(*, allocation_ids) -> dict[int, tuple[int, int]]:
+    """Allocation id -> ``(cards held now, ceiling)`` for the elastic ones of
+    ``allocation_ids`` (their floor is the allocation's ``card_count``); others absent; one
+    query."""
+    rows = ElasticPolicy.objects.filter(allocation_id__in=list(allocation_ids)).values_list(
+        "allocation_id", "cards_held", "ceiling_cards"
+    )
+    return {allocation_id: (held, ceiling) for allocation_id, held, ceiling in rows}
+
+
+def elastic_ceiling_bound(*, allocation) -> int:
+    """The most cards ``allocation`` could ever hold: the cards of its GPU model in its pool
+    and in the burst pools (where scale-up goes when the home pool is full), whatever their
+    nodes' state; one query."""
+    return (
+        Gpu.objects.filter(gpu_model_id=allocation.gpu_model_id)
+        .filter(Q(node__pool_id=allocation.pool_id) | Q(node__pool__burst=True))
+        .count()
+    )
 
 
 def recorded_samples(*, policy_id: int, start: datetime, end: datetime) -> list[MetricSample]:

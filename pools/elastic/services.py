@@ -80,7 +80,7 @@ from pools.elastic.policy import (
     ScalingPolicy,
     evaluate,
 )
-from pools.elastic.selectors import recorded_samples
+from pools.elastic.selectors import elastic_ceiling_bound, recorded_samples
 from pools.elastic.signals import SCAN_METRICS, demand_samples, metric_samples, newest_reading
 from pools.elastic.whatif import WhatIf, replay
 from pools.inventory.models import GpuModel, Pool
@@ -164,13 +164,24 @@ _MODEL_FIELD = {
 }
 
 
-def _check(policy: ElasticPolicy) -> None:
-    """Validate the numbers together (the pure policy's rules) and the model's own."""
+def _check(policy: ElasticPolicy, *, ceiling_set: bool) -> None:
+    """Validate the numbers together (the pure policy's rules) and the model's own; with
+    ``ceiling_set`` (a new policy, or its ceiling changed) a ceiling above the floor is at most
+    :func:`~pools.elastic.selectors.elastic_ceiling_bound`, the cards there are to borrow."""
     errors: dict[str, str] = {}
     try:
         scaling_policy(policy)
     except PolicyError as exc:
         errors[_MODEL_FIELD.get(exc.field, exc.field)] = exc.message
+    allocation = policy.allocation
+    floor = allocation.card_count
+    if ceiling_set and "ceiling_cards" not in errors and policy.ceiling_cards > floor:
+        most = max(elastic_ceiling_bound(allocation=allocation), floor)
+        if policy.ceiling_cards > most:
+            errors["ceiling_cards"] = (
+                f"At most {most}: the {allocation.gpu_model.name} cards of "
+                f"{allocation.pool.name} and the burst pools."
+            )
     try:
         policy.full_clean(exclude=["allocation", "cards_held", "last_decision"])
     except ValidationError as exc:
@@ -214,7 +225,7 @@ def elastic_policy_create(*, allocation: Allocation, actor: Any, **fields: Any) 
         )
     fields.setdefault("ceiling_cards", allocation.card_count)
     policy = ElasticPolicy(allocation=allocation, cards_held=allocation.card_count, **fields)
-    _check(policy)
+    _check(policy, ceiling_set=True)
     with transaction.atomic():
         policy.save()
         audit_event_record(
@@ -244,7 +255,7 @@ def elastic_policy_update(*, policy: ElasticPolicy, actor: Any, **fields: Any) -
             cut = locked.cards_held - locked.ceiling_cards
             locked.burst_cards = max(0, locked.burst_cards - cut)
             locked.cards_held = locked.ceiling_cards
-        _check(locked)
+        _check(locked, ceiling_set=locked.ceiling_cards != before["ceiling_cards"])
         locked.save()
         audit_event_record(
             actor=actor,
@@ -1330,7 +1341,8 @@ def elastic_whatif_queue(
     errors.update({name: "Unknown field." for name in set(fields) - set(EDITABLE_FIELDS)})
     if errors:
         raise InvalidInput("The what-if cannot run with these values.", errors=errors)
-    _check(_trial(policy, fields))
+    trial_ceiling = fields.get("ceiling_cards", policy.ceiling_cards)
+    _check(_trial(policy, fields), ceiling_set=trial_ceiling != policy.ceiling_cards)
     return queued_run_create(
         ElasticWhatIf,
         task_name=ELASTIC_WHATIF,

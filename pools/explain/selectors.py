@@ -398,10 +398,13 @@ _HOLDS_WHERE = """
  WHERE a.status = ANY(%(statuses)s) AND a.id <> %(exclude)s
    AND a.pool_id = ANY(%(pools)s) AND a.gpu_model_id = ANY(%(models)s)
    AND tstzrange(a.starts_at, a.ends_at, '[)') && tstzrange(%(start)s, %(end)s, '[)')"""
+# with their teams' slugs and names joined: a read of the teams by id afterwards was a
+# statement only when some allocation was found, so the count varied with the data
 _HOLDS_SQL = f"""
-SELECT a.id, a.pool_id, a.gpu_model_id, a.team_id, a.card_count,
+SELECT a.id, a.pool_id, a.gpu_model_id, t.slug, t.name, a.card_count,
        EXTRACT(EPOCH FROM a.starts_at)::float8, EXTRACT(EPOCH FROM a.ends_at)::float8
-  FROM {Allocation._meta.db_table} a {_HOLDS_WHERE}"""
+  FROM {Allocation._meta.db_table} a JOIN {Team._meta.db_table} t ON t.id = a.team_id
+ {_HOLDS_WHERE}"""
 # their placed cards (the same allocations, joined rather than listed by id)
 _PLACED_SQL = f"""
 SELECT p.allocation_id, p.hostname, p.gpu_mask
@@ -416,20 +419,13 @@ def _holds(
     """Holding allocations of ``pairs`` (pool id, model id) overlapping ``[start, end)``, by
     pair, each with its team's slug and name; with ``placed``, their placed cards too; and the
     occurrences of recurring reservations there (:func:`_occurrence_holds`) and the cards
-    maintenance windows take away (:func:`_maintenance_holds`). Five statements, six when a
+    maintenance windows take away (:func:`_maintenance_holds`). Four statements, five when a
     window overlaps."""
     if not pairs:
         return {}
     rows, spots = _hold_rows(pairs, start, end, exclude, placed=placed)
-    teams = dict(
-        (pk, (slug, name))
-        for pk, slug, name in Team.objects.filter(pk__in={r[3] for r in rows}).values_list(
-            "pk", "slug", "name"
-        )
-    )
     holds: dict[tuple[int, int], list[HoldFacts]] = defaultdict(list)
-    for pk, pool_id, model_id, team_id, cards, begins, stop in rows:
-        slug, name = teams[team_id]
+    for pk, pool_id, model_id, slug, name, cards, begins, stop in rows:
         holds[(pool_id, model_id)].append(
             HoldFacts(pk, slug, name, cards, begins, stop, tuple(spots.get(pk, ())))
         )
@@ -494,7 +490,7 @@ def _occurrence_holds(
 def _hold_rows(
     pairs, start: datetime, end: datetime, exclude: int | None, *, placed: bool
 ) -> tuple[list[tuple], dict[int, list[tuple[str, int]]]]:
-    """``(id, pool id, model id, team id, cards, starts_at, ends_at)`` of the holding
+    """``(id, pool id, model id, team slug, team name, cards, starts_at, ends_at)`` of the holding
     allocations of ``pairs`` overlapping ``[start, end)``, and with ``placed`` their placed
     cards by allocation id (``(hostname, mask)``)."""
     pool_ids = sorted({p for p, _ in pairs})
@@ -517,13 +513,20 @@ def _hold_rows(
                 for allocation_id, host, mask in cursor.fetchall():
                     spots[allocation_id].append((host, mask))
         at = datetime.fromtimestamp
-        rows = [(r[0], r[1], r[2], r[3], r[4], at(r[5], UTC), at(r[6], UTC)) for r in raw]
+        rows = [(*r[:6], at(r[6], UTC), at(r[7], UTC)) for r in raw]
     else:
         qs = Allocation.objects.holding().overlapping(start, end)
         qs = qs.filter(pool_id__in=pool_ids, gpu_model_id__in=model_ids).exclude(pk=exclude or 0)
         rows = list(
             qs.order_by().values_list(
-                "pk", "pool", "gpu_model", "team", "card_count", "starts_at", "ends_at"
+                "pk",
+                "pool",
+                "gpu_model",
+                "team__slug",
+                "team__name",
+                "card_count",
+                "starts_at",
+                "ends_at",
             )
         )
         if placed:

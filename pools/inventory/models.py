@@ -17,6 +17,7 @@ from pools.clusters.models import Cluster
 from pools.common.choices import (
     AliasKind,
     CardClass,
+    CredentialKind,
     EstimateStatus,
     FormFactor,
     GpuHealth,
@@ -217,6 +218,21 @@ def node_cluster_id(cluster: Cluster | None) -> int | None:
     if cluster is None or cluster.from_environment:
         return None
     return cluster.pk
+
+
+def pool_node_cluster_id(via: str) -> models.Case:
+    """:func:`node_cluster_id` in SQL for the pool at the lookup path ``via``
+    (``"allocation__pool"``): the ``Node.cluster_id`` of that pool's nodes, so a host name
+    found through a pool (an allocation's placed cards) is matched to its node by
+    ``(cluster_id, hostname)`` — names are unique per cluster only."""
+    return models.Case(
+        models.When(
+            **{f"{via}__cluster__credential_kind": CredentialKind.ENVIRONMENT},
+            then=models.Value(None),
+        ),
+        default=models.F(f"{via}__cluster_id"),
+        output_field=models.IntegerField(),
+    )
 
 
 class Node(models.Model):

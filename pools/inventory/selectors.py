@@ -99,7 +99,8 @@ def node_detail(*, hostname: str, cluster: str | None = None) -> tuple[Node, lis
 
 
 def gpu_list() -> QuerySet[Gpu]:
-    """GPUs with node, pool, driver group and model joined (one query per page)."""
+    """GPUs with node, its pool, driver group and cluster, and model joined (one query per
+    page)."""
     mig_count = (
         MigDevice.objects.filter(gpu=OuterRef("pk"))
         .order_by()
@@ -108,7 +109,9 @@ def gpu_list() -> QuerySet[Gpu]:
         .values("n")
     )
     return (
-        Gpu.objects.select_related("node", "node__pool", "node__driver_group", "gpu_model")
+        Gpu.objects.select_related(
+            "node", "node__pool", "node__driver_group", "node__cluster", "gpu_model"
+        )
         .defer("node__labels", "node__partitions", "gpu_model__sources")
         .annotate(mig_device_count=Coalesce(Subquery(mig_count), 0))
     )

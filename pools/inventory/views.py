@@ -213,7 +213,44 @@ def fleet_overview(request):
     return render(request, "pools/fleet_overview.html", context)
 
 
+POOL_COLUMNS = [
+    Column("pool", lambda p: p.slug),
+    Column("name", lambda p: p.name),
+    Column("cluster", lambda p: p.cluster.slug if p.cluster else None),
+    Column("scheduler", lambda p: p.scheduler),
+    Column("slurm_partition", lambda p: p.slurm_partition),
+    Column(
+        "k8s_node_selector",
+        lambda p: ",".join(f"{k}={v}" for k, v in p.k8s_node_selector.items()),
+    ),
+    Column("overcommit_ratio", lambda p: p.overcommit_ratio),
+    Column("nodes", lambda p: p.node_count),
+    Column("gpus", lambda p: p.gpu_count),
+    Column("gpus_in_mig_mode", lambda p: p.mig_gpu_count),
+    Column("driver_branches", lambda p: p.driver_branch_count),
+]
+DRIVER_GROUP_COLUMNS = [
+    Column("branch", lambda g: g.branch),
+    Column("min_driver_version", lambda g: g.min_driver_version),
+    Column("max_driver_version", lambda g: g.max_driver_version),
+    Column("max_cuda", lambda g: g.max_cuda),
+    Column("nodes", lambda g: g.node_count),
+    Column("gpus", lambda g: g.gpu_count),
+    Column("gpus_in_mig_mode", lambda g: g.mig_gpu_count),
+]
+
+
 def pool_list(request):
+    """Pools and driver groups with their cards; ``?export=csv`` the pools table
+    (:data:`POOL_COLUMNS`), ``?export=driver-groups`` the driver groups'
+    (:data:`DRIVER_GROUP_COLUMNS`), in the page's order (by name, by branch)."""
+    export = request.GET.get("export")
+    if export == "csv":
+        pools = selectors.pool_list(with_mig=True).order_by("name")
+        return csv_response(pools, POOL_COLUMNS, "pools.csv")
+    if export == "driver-groups":
+        groups = selectors.driver_group_list().order_by("branch")
+        return csv_response(groups, DRIVER_GROUP_COLUMNS, "driver-groups.csv")
     form = CudaCheckForm(request.GET or None)
     support = None
     if form.is_bound and form.is_valid():

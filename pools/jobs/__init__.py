@@ -20,7 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.jobs.models import QueuedJob
-from pools.jobs.outbox import job_send, job_send_after_commit
+from pools.jobs.outbox import job_send, job_send_after_commit, job_write
 
 MAX_RETRIES = 8
 
@@ -78,8 +78,7 @@ def enqueue_on_commit(task_name: str, *args) -> None:
     if current_app.conf.task_always_eager:
         transaction.on_commit(lambda: task.delay(*args))
         return
-    job = QueuedJob.objects.create(task_name=task_name, args=list(args))
-    job_send_after_commit(job_id=job.pk)
+    job_send_after_commit(job_id=job_write(task_name, list(args)))
 
 
 def enqueue(task_name: str, *args) -> Any | None:

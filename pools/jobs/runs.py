@@ -67,8 +67,9 @@ def queued_run_execute(
     """Run queued ``model`` run ``run_id``: running at 0 %, then ``compute(run, progress)``
     (``progress(percent)`` stores the per cent done) and done with the JSON it returns as
     ``result``, or failed with ``error`` and ``error_code``: a :class:`RunFailed`'s or a
-    :class:`~pools.common.errors.DomainError`'s message and code, ``internal`` for any other exception
-    (a bug, logged: it must not leave the run running for ever). ``progress`` 100 either way.
+    :class:`~pools.common.errors.DomainError`'s message and code, ``internal`` for any other
+    exception (a bug, logged: it must not leave the run running for ever). ``progress`` 100
+    either way.
 
     Idempotent: a done or failed run is returned as it is (a redelivered task does nothing);
     an interrupted one runs again (computations write nothing else). Raises

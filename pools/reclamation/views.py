@@ -274,6 +274,45 @@ def idle_finding_action(request, pk: int, action: str):
     return redirect("pools:idle-findings")
 
 
+POLICY_COLUMNS = [
+    Column("pool", lambda r: r["pool"].slug),
+    Column("saved", lambda r: r["saved"]),
+    Column("idle_below_pct", lambda r: r["idle_pct"]),
+    Column("certainly_idle_below_pct", lambda r: r["certainly_idle_pct"]),
+    Column("process_memory_max_mib", lambda r: r["policy"].process_memory_max_mib),
+    Column("window_minutes", lambda r: r["policy"].window_minutes),
+    Column("min_coverage", lambda r: r["policy"].min_coverage),
+    Column("grace_hours", lambda r: r["policy"].grace_hours),
+    Column("cooldown_minutes", lambda r: r["policy"].cooldown_minutes),
+    Column("dry_run", lambda r: r["policy"].dry_run),
+]
+EXEMPTION_COLUMNS = [
+    Column("exemption", lambda e: e.pk),
+    Column("team", lambda e: e.team.slug if e.team_id else None),
+    Column("allocation", lambda e: e.allocation_id),
+    Column("allocation_team", lambda e: e.allocation.team.slug if e.allocation_id else None),
+    Column("reason", lambda e: e.reason),
+    Column("expires_at", lambda e: e.expires_at.isoformat()),
+]
+
+
+def _policies_csv(table: str, pools: list[Pool], policies: dict[int, ReclamationPolicy]):
+    """The policies page's ``table`` (``policies`` or ``exemptions``) as CSV."""
+    if table == "policies":
+        rows = _policy_rows(pools, policies)
+        return csv_response(rows, POLICY_COLUMNS, "reclamation-policies.csv")
+    return csv_response(_exemptions_in_force(), EXEMPTION_COLUMNS, "idle-exemptions.csv")
+
+
+def _exemptions_in_force():
+    """Exemptions not yet expired, soonest to expire first (the page's table and its CSV)."""
+    return (
+        Exemption.objects.select_related("team", "allocation__team")
+        .filter(expires_at__gt=timezone.now())
+        .order_by("expires_at", "pk")
+    )
+
+
 def _policy_rows(pools: list[Pool], policies: dict[int, ReclamationPolicy]) -> list[dict[str, Any]]:
     """One row per pool: its policy (an unsaved default when never edited), whether it is
     saved, and its idle thresholds as plain numbers (%)."""
@@ -332,9 +371,13 @@ def _exemption_revoke(request) -> None:
 @pool_admin_required
 @require_http_methods(["GET", "POST"])
 def reclamation_policies(request):
-    """Every pool's policy (defaults until edited) and the exemptions in force."""
+    """Every pool's policy (defaults until edited) and the exemptions in force;
+    ``?export=policies`` the policies table as CSV (:data:`POLICY_COLUMNS`),
+    ``?export=exemptions`` the exemptions' (:data:`EXEMPTION_COLUMNS`)."""
     pools = list(Pool.objects.order_by("name"))
     policies = {p.pool_id: p for p in ReclamationPolicy.objects.all()}
+    if request.GET.get("export") in ("policies", "exemptions"):
+        return _policies_csv(request.GET["export"], pools, policies)
     edit = request.GET.get("pool") or request.POST.get("pool_slug")
     form = exemption_form = None
     if request.method == "POST" and request.POST.get("kind") == "policy":
@@ -377,11 +420,7 @@ def reclamation_policies(request):
     ).order_by("-id")[:200]
     exemption_form.fields["team"].queryset = Team.objects.order_by("name")
     rows = _policy_rows(pools, policies)
-    exemptions = (
-        Exemption.objects.select_related("team", "allocation__team")
-        .filter(expires_at__gt=timezone.now())
-        .order_by("expires_at")
-    )
+    exemptions = _exemptions_in_force()
     return render(
         request,
         "pools/reclamation/policies.html",

@@ -245,15 +245,7 @@ class SizingEstimateViewSet(
         if body is None:
             raise InvalidInput("Send the inputs as a JSON object.", errors={})
         inputs = {key: value for key, value in body.items() if key != "team"}
-        team = None
-        if body.get("team"):
-            # Among the caller's teams: another team's slug answers like a missing one.
-            team = tenancy_selectors.team_list(user=request.user).filter(slug=body["team"]).first()
-            if team is None:
-                raise InvalidInput(
-                    "The estimate has invalid inputs.",
-                    errors={"team": f"No team {body['team']!r}."},
-                )
+        team = tenancy_selectors.team_named(user=request.user, slug=body.get("team"))
         estimate = sizing_services.sizing_estimate_create(
             actor=request.user, inputs=inputs, team=team
         )

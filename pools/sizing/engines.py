@@ -56,6 +56,24 @@ STEP_OVERHEAD_S_PER_LAYER = 10 * 3e-6
 #: (0.6.3 alone gives about 111 us, 0.4.2 alone about 129 us).
 VLLM_V0_STEP_OVERHEAD_S_PER_LAYER = 115e-6
 
+#: Host (CPU) seconds per sequence in flight per step of TensorRT-LLM's PyTorch backend
+#: (PyExecutor: scheduling, sampling and request bookkeeping in Python, one loop per rank) on a
+#: Grace host (GB200 / GB300, ``pools.sizing.gpus.GRACE_HOSTED``): NVIDIA/TensorRT-LLM pull
+#: request 10273 measured a host-bound run (GB200, GPT-OSS-120B, attention DP 2 with
+#: max_batch_size 1536 per rank, ISL = OSL = 1k, "scenarios where the host overhead is the
+#: bottleneck"): "the average per iteration host_step_time is 45.11 ms", 45.11 ms / 1536 =
+#: 29.4 us per sequence. Its overlap scheduler (on by default) runs a step's host work while the
+#: previous step's kernels run, so a step lasts max(GPU, host)
+#: (``pools.sizing.throughput.replica_throughput``). Not a fit: a cited measurement.
+TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE_GRACE = 45.11e-3 / 1536
+
+#: The same on an x86 host: the Grace figure x 13.48 / 37.08, the CPU time of one PyTorch
+#: ``Linear`` call on an H100 DGX (Xeon Platinum 8480C) over a GB200 (NVIDIA/TransformerEngine
+#: issue 2053's table: 13.48 us vs 37.08 us): 10.7 us. NVIDIA/TensorRT-LLM issue 13957 agrees
+#: (B200, Llama-3.1-8B-Instruct-FP8, 64 sequences: "~580 us/iter of host overhead" exposed,
+#: 9.1 us per sequence).
+TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE = TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE_GRACE * 13.48 / 37.08
+
 
 @dataclass(frozen=True)
 class EngineProfile:
@@ -80,6 +98,10 @@ class EngineProfile:
     once per query head instead of once per KV head (vLLM before
     :data:`VLLM_FLASH_DECODE_FIRST_VERSION`: its paged-attention kernel gives every query head
     its own thread block, so grouped-query attention saves no reads).
+    ``host_s_per_sequence`` / ``host_s_per_sequence_grace``: host seconds per sequence in flight
+    that each step adds on an x86 / a Grace host (``pools.sizing.gpus.grace_hosted``); 0 for
+    engines whose host loop is not charged per sequence (vLLM, SGLang, TensorRT-LLM's C++
+    executor).
     """
 
     name: str
@@ -91,6 +113,8 @@ class EngineProfile:
     awq_kernel: str = "marlin"
     decode_kv_reads_per_query_head: bool = False
     gemm_overlap_exponent: float | None = None
+    host_s_per_sequence: float = 0.0
+    host_s_per_sequence_grace: float = 0.0
 
 
 ENGINE_PROFILES = {
@@ -128,6 +152,18 @@ ENGINE_PROFILES = {
         "(sizing_dataset.json trt014 rows' notes)",
         gemm_overlap_exponent=TENSORRT_LLM_GEMM_OVERLAP_EXPONENT,
     ),
+    "tensorrt-llm-pytorch": EngineProfile(
+        "tensorrt-llm-pytorch",
+        True,
+        4096,
+        "TensorRT-LLM's PyTorch backend (trtllm-bench --backend pytorch, trtllm-serve; the "
+        "perf-overview tables from v0.19 on): memory rule, batch cap and kernels as "
+        "tensorrt-llm, plus its Python executor's host time per sequence per step "
+        "(TensorRT-LLM issue 13957 on x86, pull request 10273 on Grace)",
+        gemm_overlap_exponent=TENSORRT_LLM_GEMM_OVERLAP_EXPONENT,
+        host_s_per_sequence=TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE,
+        host_s_per_sequence_grace=TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE_GRACE,
+    ),
 }
 
 
@@ -163,8 +199,9 @@ def _version(text: str | None) -> tuple[int, ...] | None:
 
 
 def engine_profile(name: str | EngineProfile | None, version: str | None = None) -> EngineProfile:
-    """The profile for ``name`` (vllm, vllm-v0, sglang, tensorrt-llm / trt-llm; ``None`` = the
-    current vllm); a profile passes through unchanged (callers that override one).
+    """The profile for ``name`` (vllm, vllm-v0, sglang, tensorrt-llm / trt-llm,
+    tensorrt-llm-pytorch / trtllm-pytorch; ``None`` = the current vllm); a profile passes
+    through unchanged (callers that override one).
 
     ``version`` is the engine's release (``"0.6.3"``): vLLM below 0.8 is ``vllm-v0``; below
     0.5.3 it also runs AWQ on its original GEMM kernel (``awq_kernel="gemm"``,
@@ -176,7 +213,12 @@ def engine_profile(name: str | EngineProfile | None, version: str | None = None)
     if isinstance(name, EngineProfile):
         return name
     key = str(name or "vllm").strip().lower().replace("_", "-").replace(" ", "-")
-    key = {"trt-llm": "tensorrt-llm", "trtllm": "tensorrt-llm"}.get(key, key)
+    key = {
+        "trt-llm": "tensorrt-llm",
+        "trtllm": "tensorrt-llm",
+        "trt-llm-pytorch": "tensorrt-llm-pytorch",
+        "trtllm-pytorch": "tensorrt-llm-pytorch",
+    }.get(key, key)
     parsed = _version(version)
     if key == "vllm" and parsed is not None and parsed < VLLM_V1_FIRST_VERSION:
         key = "vllm-v0"

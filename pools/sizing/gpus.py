@@ -216,6 +216,19 @@ NVLINK_DOMAIN_GPUS = {"gb200": 72, "gb300": 72}
 GPUS_PER_NODE = 8
 
 
+#: Cards whose host CPU is an NVIDIA Grace (Arm Neoverse V2) instead of an x86 server CPU: a
+#: GB200 / GB300 superchip pairs one Grace CPU with two Blackwell GPUs (NVIDIA GB200 NVL72 and
+#: GB300 NVL72 specifications: "36 Grace CPUs, 72 Blackwell GPUs"). An engine whose host
+#: work per step grows with the batch runs it at Grace's speed there
+#: (``pools.sizing.engines.EngineProfile.host_s_per_sequence_grace``).
+GRACE_HOSTED = frozenset({"gb200", "gb300"})
+
+
+def grace_hosted(gpu: GpuSpec) -> bool:
+    """True when ``gpu``'s host CPU is a Grace (:data:`GRACE_HOSTED`): GB200 yes, B200 no."""
+    return gpu.slug in GRACE_HOSTED
+
+
 def node_gpus(gpu: GpuSpec) -> int:
     """Cards that talk without the NIC: the NVLink domain of a rack-scale system, else one node
     of :data:`GPUS_PER_NODE`. GB200: 72; H100 SXM: 8."""

@@ -51,6 +51,7 @@ from pools.sizing.gpus import (
     GpuSpec,
     cuda_core_instructions_per_s,
     fp4_dense_tflops,
+    grace_hosted,
     node_gpus,
 )
 from pools.sizing.memory import (
@@ -599,7 +600,9 @@ class ThroughputEstimate:
     ``dp_attention``: attention DP ranks; ``allreduce_ms`` is then inside one rank and
     ``all_to_all_ms`` the MoE dispatch and combine of a step (0 without). ``moe_glue_ms``: the
     part of ``gemm_ms`` a mixture of experts spends moving its routed rows' activations between
-    the grouped GEMMs (:func:`moe_glue_s`; 0 for a dense model).
+    the grouped GEMMs (:func:`moe_glue_s`; 0 for a dense model). ``host_ms``: the engine's
+    exposed host (CPU) time of a step, batch / d x its host seconds per sequence (0 for
+    engines without one).
     """
 
     engine: str
@@ -636,6 +639,7 @@ class ThroughputEstimate:
     dp_attention: int = 1
     all_to_all_ms: float = 0.0
     moe_glue_ms: float = 0.0
+    host_ms: float = 0.0
 
 
 def _check_lengths(input_tokens: int, output_tokens: int, cached_tokens: int) -> None:
@@ -726,7 +730,9 @@ def replica_throughput(
     ``input_tokens``), run at the card's 16-bit tensor rate before the prefill - added to the
     prefill, so to TTFT, and to the share of prefill work that rides in the decode steps.
 
-    step = GEMM + attention + kernel latencies + all-reduces (module docstring); TPOT = step;
+    step = GEMM + attention + kernel latencies + the engine's host time per sequence in flight
+    (``host_ms``: ``EngineProfile.host_s_per_sequence``, or ``host_s_per_sequence_grace`` on a
+    Grace-hosted card, x batch / d) + all-reduces (module docstring); TPOT = step;
     output tok/s = batch / step; requests/s = that / output tokens; TTFT = prefill alone
     (+ one step when other sequences run). ``precision`` should already be the one the card runs
     (:func:`precision_on_gpu`).
@@ -790,6 +796,12 @@ def replica_throughput(
     )
     prefill_attention_flops = request_prefill_flops - 2 * _linear_params(model) * new_input
     kernel_s = model.num_layers * profile.step_overhead_s_per_layer
+    # The engine's host work per sequence in flight (engines.py), on each attention DP rank's
+    # own host loop over its batch / d sequences; TP ranks loop over the same batch in parallel.
+    host_per_sequence = (
+        profile.host_s_per_sequence_grace if grace_hosted(gpu) else profile.host_s_per_sequence
+    )
+    host_s = host_per_sequence * batch / dp
     encoder_s = encoder_flops_per_request / attention_rate if attention_rate else 0.0
 
     def communication_s(tokens: float, rank_tokens: float, card_tokens: float) -> tuple:
@@ -918,7 +930,11 @@ def replica_throughput(
             attention_s = max(attention_s, decode_attention_flops / attention_rate)
             attention_s += prefill_attention_share / attention_rate
         allreduce_step_s, all_to_all_step_s = communication_s(tokens, tokens / dp, tokens / tp)
-        decode_step_s = gemm_s + attention_s + kernel_s + allreduce_step_s + all_to_all_step_s
+        # The engine prepares the next step on the host while this one runs on the GPU
+        # (TensorRT-LLM's overlap scheduler, on by default): a step lasts the longer of the two.
+        decode_step_s = max(
+            gemm_s + attention_s + kernel_s + allreduce_step_s + all_to_all_step_s, host_s
+        )
         serial_prefill_s = 0.0
         if prefill_alone_s is not None:
             serial_prefill_s = (
@@ -990,6 +1006,7 @@ def replica_throughput(
         dp_attention=dp,
         all_to_all_ms=chosen["all_to_all_step_s"] * 1e3,
         moe_glue_ms=chosen["moe_glue_s"] * 1e3,
+        host_ms=host_s * 1e3,
     )
 
 

@@ -333,10 +333,8 @@ def sizing_page(request):
 def sizing_save(request):
     """Save the inputs as an estimate and run its job; htmx is sent to the estimate's page."""
     form = _raw_inputs(request.POST)
-    team = (
-        tenancy_selectors.team_list(user=request.user).filter(slug=request.POST.get("team")).first()
-    )
     try:
+        team = tenancy_selectors.team_named(user=request.user, slug=request.POST.get("team"))
         estimate = sizing_services.sizing_estimate_create(
             actor=request.user, inputs=form, team=team
         )

@@ -4,7 +4,7 @@ from django import template
 from django.http import QueryDict
 from django.utils.html import format_html
 
-from pools.web.pages import mig_slices_text
+from pools.web.pages import mig_slices_text, node_url
 
 register = template.Library()
 
@@ -30,6 +30,12 @@ def sort_header(context, field: str, label: str, numeric: bool = False, essentia
         label,
         arrow,
     )
+
+
+@register.simple_tag(name="node_url")
+def node_url_tag(hostname: str, cluster_slug: str | None = None) -> str:
+    """``{% node_url hostname cluster_slug %}``: :func:`pools.web.node_url`."""
+    return node_url(hostname, cluster_slug)
 
 
 @register.simple_tag(takes_context=True)

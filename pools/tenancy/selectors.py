@@ -9,12 +9,31 @@ from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
 from pools.common.choices import TeamRole
+from pools.common.errors import InvalidInput
 from pools.tenancy.models import Membership, Team
 
 
 def team_list(*, user) -> QuerySet[Team]:
     """Teams the user can see: all for pool admins, their own for everyone else."""
     return Team.objects.visible_to(user)
+
+
+def team_named(*, user, slug: object, field: str = "team") -> Team | None:
+    """The team ``slug`` names among those ``user`` may see (:func:`team_list`); ``None`` when
+    ``slug`` is empty or absent (nothing named). One query.
+
+    Raises :class:`InvalidInput` (400) with ``errors[field]`` when ``slug`` names no team the
+    user may see: another team's slug answers exactly as a slug no team has, so the answer never
+    tells whether that team exists, and the caller writes nothing (a slug dropped silently would
+    save a row the user meant to share as a private one)."""
+    if slug in (None, ""):
+        return None
+    team = team_list(user=user).filter(slug=str(slug)).first()
+    if team is None:
+        raise InvalidInput(
+            f"No team {str(slug)!r} among your teams.", errors={field: f"No team {str(slug)!r}."}
+        )
+    return team
 
 
 def member_team_list(*, user) -> QuerySet[Team]:

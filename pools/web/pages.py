@@ -8,18 +8,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import wraps
+from urllib.parse import urlencode
 
 from django import forms
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.forms.utils import flatatt
-from django.http import StreamingHttpResponse
-from django.shortcuts import render
+from django.http import HttpResponseRedirect, StreamingHttpResponse
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.utils.dates import MONTHS_3
 from django.utils.html import format_html
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
 
 from pools.common.errors import DomainError
@@ -59,6 +61,18 @@ def form_add_domain_errors(
             form.add_error(None, message)
     if not errors:
         form.add_error(None, exc.message)
+
+
+def redirect_back(request, fallback: str, *args, **kwargs) -> HttpResponseRedirect:
+    """A redirect to the form's ``next`` field when it is a page of this site (same host,
+    https if the request was), else to the URL named ``fallback`` (reversed with ``args`` /
+    ``kwargs``): a ``next`` of another site would make a portal link an open redirect."""
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return redirect(target)
+    return redirect(fallback, *args, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -176,6 +190,14 @@ def minute_text(value: datetime) -> str:
     local = timezone.localtime(value)
     month = str(MONTHS_3[local.month]).title()
     return f"{local.day:02d} {month} {local.year:04d} {local.hour:02d}:{local.minute:02d}"
+
+
+def node_url(hostname: str, cluster_slug: str | None) -> str:
+    """The page of the node ``hostname`` of the cluster of slug ``cluster_slug`` (``None`` or
+    empty: a node of no cluster, the environment's): ``/nodes/<hostname>/?cluster=<slug>``. Host
+    names are unique per cluster only, so every link to a node page names its cluster."""
+    url = reverse("pools:node-detail", args=[hostname])
+    return f"{url}?{urlencode({'cluster': cluster_slug})}" if cluster_slug else url
 
 
 class UrlOfId:

@@ -66,6 +66,9 @@ class ImportReport:
     warnings: list[ParseIssue] = field(default_factory=list)
     gpus_seen: int = 0
     changes: dict[str, list[str]] = field(default_factory=dict)
+    # host name -> slug of the cluster of the node imported under it (nodes of a cluster only;
+    # names are unique per cluster, so the report's links name it)
+    node_clusters: dict[str, str] = field(default_factory=dict)
     record_id: int | None = None
     overcommitted: list[dict[str, Any]] = field(default_factory=list)
 
@@ -87,6 +90,7 @@ class ImportReport:
             warnings=[ParseIssue(**w) for w in data["warnings"]],
             gpus_seen=data["gpus_seen"],
             changes=dict(data.get("changes", {})),
+            node_clusters=dict(data.get("node_clusters", {})),
             record_id=data["import_id"],
             overcommitted=list(data["overcommitted"]),
         )
@@ -101,6 +105,7 @@ class ImportReport:
             "rejected": self.rejected,
             "gpus_seen": self.gpus_seen,
             "changes": self.changes,
+            "node_clusters": self.node_clusters,
             "issues": [_issue_dict(i) for i in self.issues],
             "warnings": [_issue_dict(i) for i in self.warnings],
             "overcommitted": self.overcommitted,
@@ -232,8 +237,12 @@ def _record(report: ImportReport, outcome: tuple[list, list]) -> None:
     for hostname, issue in rejected:
         report.rejected.append(hostname)
         report.issues.append(issue)
+    cluster_ids = {plan.node.cluster_id for plan in plans} - {None}
+    slugs = dict(Cluster.objects.filter(pk__in=cluster_ids).values_list("pk", "slug"))
     for plan in plans:
         getattr(report, plan.outcome).append(plan.node.hostname)
+        if plan.node.cluster_id is not None:
+            report.node_clusters[plan.node.hostname] = slugs[plan.node.cluster_id]
         if plan.outcome == "updated":
             report.changes[plan.node.hostname] = plan.changes
         report.gpus_seen += len(plan.new_gpus) + len(plan.changed_gpus) + len(plan.seen_gpu_ids)

@@ -204,11 +204,18 @@ def test_rule_5_reads_the_token_flow_of_any_number_of_allocations_in_constant_qu
 def test_neighbours_share_a_node_or_a_card():
     """A on n1 GPUs 0-1 (mask 3) and n2; B on n1 GPU 1 (mask 2): they share card 1. C on n3
     alone."""
-    out = neighbours_of({1: [("n1", 3), ("n2", 1)], 2: [("n1", 2)], 3: [("n3", 1)]})
+    n1, n2, n3 = (None, "n1"), (None, "n2"), (None, "n3")
+    out = neighbours_of({1: [(n1, 3), (n2, 1)], 2: [(n1, 2)], 3: [(n3, 1)]})
     assert out[1] == ({2}, "card", ("n1",))
     assert out[2] == ({1}, "card", ("n1",))
     assert out[3] == (set(), "node", ())
-    assert neighbours_of({1: [("n1", 1)], 2: [("n1", 2)]})[1][1] == "node"
+    assert neighbours_of({1: [(n1, 1)], 2: [(n1, 2)]})[1][1] == "node"
+
+
+def test_namesake_nodes_of_two_clusters_are_not_neighbours():
+    """A on n1 of cluster 7 and B on n1 of cluster 8, the same GPU: two nodes, no neighbours."""
+    out = neighbours_of({1: [((7, "n1"), 1)], 2: [((8, "n1"), 1)]})
+    assert out == {1: (set(), "node", ()), 2: (set(), "node", ())}
 
 
 def test_thresholds_from_settings_and_an_unknown_name_refused(settings):
@@ -312,3 +319,23 @@ def test_rule_5_reads_the_token_flow_of_the_model_the_allocation_serves(team):
     assert finding.evidence["cached_share"] == 0.27
     assert sorted(finding.evidence["triggers"]) == ["growth", "low_cache", "retries"]
     assert not AdvisorFinding.objects.filter(rule="prompt_bloat", allocation=other).exists()
+
+
+def test_placement_and_fabric_are_keyed_by_the_allocations_cluster():
+    """gpu-01 in cluster ``a`` has an RDMA fabric label, gpu-01 in cluster ``b`` says none: the
+    allocation in ``a``'s pool is placed on a's gpu-01 and reads a's label."""
+    from factories import AllocationFactory, ClusterFactory, NodeFactory, PoolFactory
+
+    from pools.advisor.selectors import advisor_placement, fabric_of
+    from pools.capacity.models import PlacedCards
+
+    pools = {s: PoolFactory(slug=s, cluster=ClusterFactory(slug=s)) for s in ("a", "b")}
+    rdma = "feature.node.kubernetes.io/rdma.available"
+    NodeFactory(hostname="gpu-01", pool=pools["a"], labels={rdma: "true"})
+    NodeFactory(hostname="gpu-01", pool=pools["b"], labels={rdma: "false"})
+    allocation = AllocationFactory(pool=pools["a"], card_count=1)
+    PlacedCards.objects.create(allocation=allocation, hostname="gpu-01", gpu_mask=1)
+    placement = advisor_placement(allocation_ids=[allocation.pk])
+    a = pools["a"].cluster_id
+    assert placement == {allocation.pk: [((a, "gpu-01"), 1)]}
+    assert fabric_of([(a, "gpu-01")]) == {(a, "gpu-01"): True}

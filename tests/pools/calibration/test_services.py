@@ -160,3 +160,18 @@ def test_the_admin_form_refuses_what_the_sizing_engine_would(served, change, fie
     good = {"allocation": served.pk, "model_id": "llama3_8b", "precision": "fp16", "tp": 2,
             "engine": "vllm"}  # fmt: skip
     assert ServedModelForm(data=good).is_valid()
+
+
+def test_the_driver_branch_is_the_placed_nodes_in_the_allocations_cluster(served):
+    """Another cluster has a node of the same name on branch 570: the record keeps the branch
+    of the node in the allocation's pool's cluster (550), not a mix of the two (``None``)."""
+    from factories import ClusterFactory, PoolFactory
+
+    from pools.calibration.services import _driver_branches
+
+    hostname = served.placed_cards.get().hostname
+    other = PoolFactory(slug="elsewhere", cluster=ClusterFactory(slug="elsewhere"))
+    NodeFactory(hostname=hostname, pool=other, driver_version="570.86.10")
+    assert _driver_branches([served.pk]) == {served.pk: 550}
+    calibration_refresh(now=NOW)
+    assert CalibrationRecord.objects.get().driver_branch == 550

@@ -178,3 +178,15 @@ def test_a_pool_refuses_a_cluster_of_another_kind_or_retiring(admin_api, cluster
     assert response.status_code == 400
     assert response.json()["errors"]["cluster"] == [message]
     assert not Pool.objects.exists()
+
+
+def test_a_display_name_another_cluster_has_is_a_400_with_its_code(admin_api):
+    ClusterFactory(slug="first", name="Legacy", slurm_cluster_name="old")
+
+    response = admin_api.post(URL, new_slurm(name="legacy"), format="json")
+
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "cluster_name_taken"
+    assert body["data"] == {"field": "name", "cluster": "first"}
+    assert Cluster.objects.count() == 1

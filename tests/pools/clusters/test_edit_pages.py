@@ -284,3 +284,27 @@ def test_a_kubeconfig_that_is_not_there_saves_unreachable_not_a_500(admin_page):
         "Invalid kube-config file. No configuration found."
     )
     assert "Rented saved, but unreachable: settings refused: kubeconfig" in _text(response)
+
+
+@pytest.mark.parametrize("spelling", ["Legacy", "LEGACY"])
+def test_a_display_name_another_cluster_has_is_a_field_error(admin_page, spelling):
+    """Clusters are told apart by name on every page: "Legacy" twice (any case) is refused,
+    on create and on an edit, naming the other; the database refuses it too."""
+    from django.db import IntegrityError, transaction
+
+    ClusterFactory(slug="first", name="Legacy", slurm_cluster_name="old")
+
+    response = admin_page.post(NEW, slurm(name=spelling))
+
+    assert response.status_code == 200
+    assert response.context["form"].errors["name"] == [
+        "Cluster first is already named 'Legacy'; give this one another name."
+    ]
+    assert Cluster.objects.count() == 1 and not AuditEvent.objects.exists()
+    ClusterFactory(slug="c", name="Other", slurm_cluster_name="c")
+    edit = admin_page.post("/clusters/c/edit/", slurm(slug="c", name=spelling,
+                                                      slurm_cluster_name="c"))  # fmt: skip
+    assert list(edit.context["form"].errors) == ["name"]
+    assert Cluster.objects.get(slug="c").name == "Other"
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Cluster.objects.filter(slug="c").update(name=spelling.lower())

@@ -251,7 +251,7 @@ def test_csv_exports(fleet, django_user_model):
     plan = _csv(admin.get("/dashboard/?export=plan"))
     assert len(plan) == 1 + 56 and plan[1].startswith("train,a100_80g_sxm,")
     heat = _csv(admin.get("/dashboard/?export=heatmap"))
-    assert heat[0] == "node,pool,node_state,gpu_index,gpu_model,gpu_state,util_pct"
+    assert heat[0] == "node,pool,node_state,gpu_index,gpu_model,gpu_state,util_pct,cluster"
     assert len(heat) == 1 + 6 and heat[1].split(",")[4] == "a100_80g_sxm"
     assert _csv(admin.get("/dashboard/?export=forecast"))[1].startswith("train,a100_80g_sxm,")
     for table in ("alerts", "teams-cost"):

@@ -405,3 +405,22 @@ def test_history_places_exporter_pod_names_on_the_node_of_their_uuids(fleet):
     # host name, 85, 30, 45, 29.9, 10, 0, 2, 100 -> 301.9 / 8
     assert series[("infer", "l40s")].values[-1] == pytest.approx(37.7)
     assert history.unplaced == 0
+
+
+def test_a_host_name_two_clusters_share_is_read_by_uuid_only(fleet):
+    """Another cluster has a node gpu-a too, its card 0 unknown to Prometheus: it stays
+    without a reading (it took gpu-a's index-0 series by name), and gpu-a's own card 7 (no
+    UUID, placed by host and index alone) is unknown now, never a namesake's reading; cards
+    with UUIDs keep theirs. In use: L40S 85, 30, 45 (100 % of card 7 unknown) -> 3 of 7."""
+    from factories import ClusterFactory
+
+    cluster = ClusterFactory(slug="other", kind=Scheduler.KUBERNETES)
+    other = PoolFactory(slug="other", name="Other", scheduler=Scheduler.KUBERNETES,
+                        cluster=cluster)  # fmt: skip
+    namesake = NodeFactory(hostname="gpu-a", pool=other, driver_version="550.54.15")
+    twin = GpuFactory(node=namesake, index=0, gpu_model=GpuModel.objects.get(slug="l40s"),
+                      raw_model_name="NVIDIA L40S", uuid=None)  # fmt: skip
+    reading = utilisation.utilisation_now(filters=ALL, now=NOW, metrics=fleet["fake"])
+    assert twin.pk not in reading.by_gpu
+    assert in_use(reading, "infer", "l40s") == (3, 7, 8)
+    assert in_use(reading, "other", "l40s") == (0, 0, 1)

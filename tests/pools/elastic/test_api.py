@@ -322,3 +322,34 @@ def test_the_sweep_queues_lost_what_ifs_again_and_deletes_old_ones(
     status = dict(ElasticWhatIf.objects.values_list("pk", "status"))
     assert status == {lost[0]: "failed", lost[1]: "failed", fresh: "pending",
                       waiting: "pending", kept: "done"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "ceiling, message",
+    [(9, "At most 8: the L40S cards of Infer and the burst pools."),
+     (10**6, "At most 8: the L40S cards of Infer and the burst pools."),
+     (10**12, "Ensure this value is less than or equal to 2147483647."),
+     (2**63 + 1, "Ensure this value is less than or equal to 2147483647.")],
+)  # fmt: skip
+def test_a_ceiling_above_the_cards_there_are_is_a_400_on_its_field(
+    admin_api, allocation, ceiling, message
+):
+    """The pool has 8 L40S and no burst pool: a ceiling of 9 is refused on ``ceiling_cards``,
+    naming the 8; a number past a 32-bit integer (SQLite stored it, PostgreSQL refused it) by
+    the model's range on every database; 8 is accepted, and an edit to 9 refused alike."""
+    answer = admin_api.post("/api/v1/elastic-policies/", {"allocation": allocation.pk,
+                            "ceiling_cards": ceiling}, format="json")  # fmt: skip
+    assert answer.status_code == 400
+    body = answer.json()
+    assert body["code"] == "invalid_input"
+    assert body["errors"]["ceiling_cards"] == [message]
+    assert not ElasticPolicy.objects.exists()
+    made = admin_api.post("/api/v1/elastic-policies/", {"allocation": allocation.pk,
+                          "ceiling_cards": 8}, format="json")  # fmt: skip
+    assert made.status_code == 201
+    policy = ElasticPolicy.objects.get()
+    edit = admin_api.patch(f"/api/v1/elastic-policies/{policy.pk}/", {"ceiling_cards": 9},
+                           format="json")  # fmt: skip
+    assert edit.status_code == 400 and "ceiling_cards" in edit.json()["errors"]
+    policy.refresh_from_db()
+    assert policy.ceiling_cards == 8

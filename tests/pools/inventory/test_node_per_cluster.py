@@ -137,3 +137,35 @@ def test_the_api_names_the_cluster_and_refuses_a_shared_name_until_one_is_named(
     named = member_api.get("/api/v1/nodes/gpu-01/", {"cluster": "train"})
     assert (named.status_code, named.json()["cluster"]) == (200, "train")
     assert member_api.get("/api/v1/nodes/gpu-03/").status_code == 404
+
+
+def test_every_link_to_a_node_page_names_its_cluster(two, pool_admin, client):
+    """gpu-01 in Train and in Old: the GPU list, the dashboard's heatmap and an import's report
+    link each to its own cluster's page (``/nodes/gpu-01/`` alone answers Old's, first by
+    name, for both)."""
+    from factories import GpuFactory
+
+    for pool in two.values():
+        GpuFactory(node=NodeFactory(hostname="gpu-01", pool=pool), index=0)
+    client.force_login(pool_admin)
+    links = {'<a href="/nodes/gpu-01/?cluster=train">', '<a href="/nodes/gpu-01/?cluster=old">'}
+
+    gpus = client.get("/gpus/").content.decode()
+    assert all(link in gpus for link in links)
+
+    heat = client.get("/dashboard/?part=heatmap", headers={"HX-Request": "true"}).content.decode()
+    assert all(f'{link[:2]} class="hm-host" {link[3:]}' in heat for link in links)
+
+    report = inventory_import(result=nodes("gpu-01"), source="nvidia-smi", pool=two["train"])
+    assert report.node_clusters == {"gpu-01": "train"}
+    from django.template.loader import render_to_string
+
+    html = render_to_string("pools/_import_report.html", {"report": report})
+    assert '<a href="/nodes/gpu-01/?cluster=train">gpu-01</a>' in html
+
+
+def test_a_node_of_no_cluster_links_its_page_without_one():
+    from pools.web.pages import node_url
+
+    assert node_url("gpu-01", None) == "/nodes/gpu-01/"
+    assert node_url("gpu-01", "a b") == "/nodes/gpu-01/?cluster=a+b"

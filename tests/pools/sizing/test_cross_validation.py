@@ -131,27 +131,22 @@ def test_bands_are_never_written_from_the_unshipped_hard_roofline(monkeypatch, c
     assert bench.FIT_OVERLAP_GRID == list(bench.OVERLAP_GRID)  # the default fits the overlap
 
 
-def test_an_unstated_kv_dtype_of_the_pytorch_backend_is_16_bit_only_on_request(monkeypatch):
-    """TensorRT-LLM's PyTorch backend takes the KV dtype from the checkpoint, so the opt-in
-    assumption scores an unstated one as 16-bit; a stated one and other engines are untouched."""
+def test_an_unstated_kv_dtype_of_a_modelopt_fp8_or_fp4_run_is_fp8():
+    """trtllm-bench keeps the checkpoint's KV dtype and ModelOpt exports FP8 unless told not to,
+    so an unstated TensorRT-LLM FP8 / NVFP4 row is FP8; a stated one wins; 16-bit otherwise."""
     pytorch = {"engine": "TensorRT-LLM (PyTorch backend)", "kv_cache_dtype": "not stated"}
-    trt = {"engine": "TensorRT-LLM", "kv_cache_dtype": "not stated"}
-    stated = {"engine": "TensorRT-LLM (PyTorch backend)", "kv_cache_dtype": "FP8"}
+    stated = {"engine": "TensorRT-LLM (PyTorch backend)", "kv_cache_dtype": "BF16 (auto)"}
+    vllm = {"engine": "vLLM", "kv_cache_dtype": "not stated"}
 
-    assert bench._kv_dtype(pytorch, "NVFP4") == "FP8"  # the shipped assumption
-    monkeypatch.setattr(bench, "KV_UNSTATED_16BIT", [True])
-    assert bench._kv_dtype(pytorch, "NVFP4") == "BF16"
-    assert bench._kv_dtype(pytorch, "FP8") == "BF16"
-    assert bench._kv_dtype(trt, "FP8") == "FP8"
-    assert bench._kv_dtype(stated, "NVFP4") == "FP8"
+    assert bench._kv_dtype(pytorch, "NVFP4") == "FP8"
+    assert bench._kv_dtype(pytorch, "FP8") == "FP8"
+    assert bench._kv_dtype(pytorch, "BF16") == "FP16"
+    assert bench._kv_dtype(stated, "NVFP4") == "BF16"
+    assert bench._kv_dtype(vllm, "FP8") == "FP16"
 
 
-def test_bands_are_never_written_from_the_16_bit_kv_assumption(monkeypatch, capsys):
-    monkeypatch.setattr("sys.argv", ["sizing.py", "--kv-unstated-16bit", "--write-bands"])
-
-    with pytest.raises(SystemExit) as exit_info:
-        bench.main()
-
-    assert exit_info.value.code == 2
-    assert "not shipped" in capsys.readouterr().err
-    assert bench.KV_UNSTATED_16BIT == [False]
+def test_the_pytorch_backend_rows_run_its_own_profile():
+    assert bench._engine("TensorRT-LLM (PyTorch backend)") == "tensorrt-llm-pytorch"
+    assert bench._engine("TensorRT-LLM (PyTorch backend, trtllm-bench)") == "tensorrt-llm-pytorch"
+    assert bench._engine("TensorRT-LLM + Triton tensorrtllm_backend") == "tensorrt-llm"
+    assert bench._engine("vLLM") == "vllm"

@@ -166,6 +166,21 @@ def test_saving_bad_inputs_writes_nothing_and_shows_the_errors(fleet, alice_page
     assert not SizingEstimate.objects.exists()
 
 
+@pytest.mark.parametrize("slug", ["vision", "no-such-team"])
+def test_saving_for_a_team_one_is_not_in_is_refused_and_writes_nothing(fleet, alice_page, slug):
+    # alice is in nlp only: another team's slug (vision exists) answers as an unknown one,
+    # with the error on the team field; the estimate is not saved as a private one instead.
+    from factories import TeamFactory
+
+    TeamFactory(slug="vision")
+
+    response = _htmx(alice_page, "/sizing/save/", {**QWEN_72B, "team": slug}, method="post")
+
+    assert response.status_code == 200 and "HX-Redirect" not in response
+    assert f"No team &#x27;{slug}&#x27;." in response.content.decode()
+    assert not SizingEstimate.objects.exists()
+
+
 @pytest.fixture
 def pending(team, team_member):
     return SizingEstimate.objects.create(

@@ -23,8 +23,12 @@ from pools.sizing.services import sizing_estimates_requeue_stranded
 pytestmark = pytest.mark.django_db
 
 
+NOW = timezone.now()
+
+
 def _estimate(status: str, *, created_s_ago: int, started_s_ago: int | None = None) -> int:
-    now = timezone.now()
+    """An estimate in ``status`` created (and started) that many seconds before :data:`NOW`."""
+    now = NOW
     estimate = SizingEstimateFactory(
         status=status, results={} if status == EstimateStatus.DONE else None
     )
@@ -51,7 +55,7 @@ def test_only_estimates_older_than_the_longest_task_and_not_waiting_are_queued_a
     QueuedJob.objects.create(task_name=jobs.SIZING_ESTIMATE, args=[waiting])
 
     with celery_broker(CLOSED_BROKER), django_capture_on_commit_callbacks(execute=True):
-        requeued = sizing_estimates_requeue_stranded()
+        requeued = sizing_estimates_requeue_stranded(now=NOW)
 
     assert sorted(requeued) == sorted([pending_old, running_old])
     queued = QueuedJob.objects.filter(task_name=jobs.SIZING_ESTIMATE).exclude(args=[waiting])

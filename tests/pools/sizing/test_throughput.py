@@ -375,7 +375,13 @@ def test_the_gemm_roofline_is_a_hard_max_unless_a_profile_overlaps_less():
     assert overlapped_s(0.003, 0.004, 1.0) == pytest.approx(0.007)
     assert overlapped_s(0.003, 0.0, 1.5) == 0.003
     exponents = {name: profile.gemm_overlap_exponent for name, profile in ENGINE_PROFILES.items()}
-    assert exponents == {"vllm": 1.0, "vllm-v0": 1.0, "sglang": None, "tensorrt-llm": 1.5}
+    assert exponents == {
+        "vllm": 1.0,
+        "vllm-v0": 1.0,
+        "sglang": None,
+        "tensorrt-llm": 1.5,
+        "tensorrt-llm-pytorch": 1.5,
+    }
 
 
 def test_moe_glue_bytes_by_hand():
@@ -440,3 +446,32 @@ def test_prompt_attention_mixed_into_a_step_adds_to_the_decode_attention():
     assert share > 0.9  # the prompts ride in the decode steps
     assert kv > decode_flops
     assert estimate.attention_ms == pytest.approx((kv + prompts) * 1e3)
+
+
+def test_the_pytorch_backend_step_lasts_at_least_its_host_time_per_sequence():
+    """TensorRT-LLM pull request 10273: 45.11 ms of host time per step at 1,536 sequences per
+    rank on GB200 (29.4 us each); on x86 that x 13.48 / 37.08 (TransformerEngine issue 2053).
+    The host prepares the next step during this one, so a step is max(GPU, host)."""
+    pytorch = replace(engine_profile("tensorrt-llm-pytorch"), gemm_overlap_exponent=None)
+    common = {"model_id": "qwen3_30b_a3b", "precision": precision_parse("NVFP4"), "kv_bits": 8}
+    grace = replica(gpu="gb200", batch=4096, engine=pytorch, **common)
+    grace_host_s = 4096 * 45.11e-3 / 1536  # 120.3 ms
+    assert grace.host_ms == pytest.approx(grace_host_s * 1e3)
+    assert grace.tpot_ms == pytest.approx(grace_host_s * 1e3)  # host-bound decode step
+    # 34,050 tok/s, less the 1 / 4,096 share of prefill that runs alone (a few microseconds).
+    assert grace.output_tok_s_total == pytest.approx(1536 / 45.11e-3, rel=1e-4)
+
+    x86 = replica(gpu="b200", batch=4096, engine=pytorch, **common)
+    assert x86.host_ms == pytest.approx(4096 * 45.11e-3 / 1536 * 13.48 / 37.08 * 1e3)  # 43.7 ms
+    # The C++ executor's profile charges no host time: the same step without it.
+    without_host = replace(pytorch, host_s_per_sequence=0.0)
+    cpp = replica(gpu="b200", batch=4096, engine=without_host, **common)
+    assert cpp.host_ms == 0
+    assert x86.tpot_ms == pytest.approx(max(cpp.tpot_ms, x86.host_ms))
+
+
+def test_the_pytorch_backend_is_named_by_its_aliases():
+    assert engine_profile("trtllm-pytorch").name == "tensorrt-llm-pytorch"
+    assert engine_profile("TRT-LLM pytorch").name == "tensorrt-llm-pytorch"
+    assert ENGINE_PROFILES["tensorrt-llm"].host_s_per_sequence == 0.0
+    assert ENGINE_PROFILES["vllm"].host_s_per_sequence_grace == 0.0

@@ -1,0 +1,45 @@
+"""The timeline's named teams for a pool admin: the teams holding the most cards in the window,
+ties by name, every other team's cards summed as one series (``team`` None)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from factories import AllocationFactory, PoolFactory, TeamFactory
+
+from pools.capacity.selectors import TIMELINE_NAMED_TEAMS, timeline_holdings
+from pools.inventory.models import GpuModel
+
+pytestmark = pytest.mark.django_db
+
+
+def at(day: int, hour: int = 0) -> datetime:
+    return datetime(2026, 12, day, hour, tzinfo=UTC)
+
+
+def test_most_cards_named_the_tie_at_the_cut_by_name_the_rest_summed(pool_admin):
+    assert TIMELINE_NAMED_TEAMS == 10
+    pool, l40s = PoolFactory(slug="p"), GpuModel.objects.get(slug="l40s")
+    # Teams 01..09 hold 20, 19, ..., 12 cards; teams 10, 11, 12 hold 5 each: the tenth name
+    # goes to "Team 10" by name. Team 01 holds its 20 as 15 + 5 (two allocations).
+    cards = {f"{i:02d}": 21 - i for i in range(1, 10)} | {"10": 5, "11": 5, "12": 5}
+    for suffix, count in cards.items():
+        team = TeamFactory(slug=f"t{suffix}", name=f"Team {suffix}")
+        parts = [15, 5] if suffix == "01" else [count]
+        for part in parts:
+            AllocationFactory(team=team, pool=pool, gpu_model=l40s, card_count=part,
+                              starts_at=at(7), ends_at=at(9), status="active")  # fmt: skip
+    # outside the window: counts for no ranking
+    late = TeamFactory(slug="t13", name="Team 13")
+    AllocationFactory(team=late, pool=pool, gpu_model=l40s, card_count=50,
+                      starts_at=at(20), ends_at=at(21), status="approved")  # fmt: skip
+
+    series = timeline_holdings(
+        user=pool_admin, start=at(7), end=at(9), instants=[at(7, 12), at(9, 12)]
+    )
+
+    held = {s.team: s.cards for s in series}
+    expected = {f"Team {i:02d}": [21 - i, 0] for i in range(1, 10)}
+    expected |= {"Team 10": [5, 0], None: [5 + 5, 0]}  # teams 11 and 12, summed
+    assert held == expected
