@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from browser_support import browser, page  # noqa: F401  (one session browser for all)
+from kubernetes_support import apiservers  # noqa: F401  (two fake Kubernetes clusters)
 
 from pools.audit import models as audit_models
 from pools.inventory import models as inventory_models

@@ -30,7 +30,7 @@ from billing.conf import billing_zone
 from billing.pricing import local_midnight, next_month, round_money
 from pools.common.errors import DomainError
 from pools.tenancy.permissions import may_administer_pools
-from pools.web.pages import Column, csv_response
+from pools.web.pages import Column, csv_response, form_add_domain_errors
 
 BUDGETS_PER_PAGE = 50
 
@@ -156,10 +156,7 @@ def _budget_form(request, budget: Budget | None):
             else:
                 budget = budget_update(budget=budget, actor=request.user, **form.cleaned_data)
         except DomainError as exc:
-            for field, message in (exc.data.get("errors") or {}).items():
-                form.add_error(field if field in form.fields else None, message)
-            if not exc.data.get("errors"):
-                form.add_error(None, exc.message)
+            form_add_domain_errors(form, exc)
         else:
             messages.success(request, f"Saved: {budget}.")
             return redirect(f"{reverse('billing:budget-list')}?budget={budget.pk}")

@@ -49,6 +49,7 @@ from pools.web.pages import (
     UrlOfId,
     csv_response,
     filtered_list,
+    form_add_domain_errors,
     minute_text,
     pool_admin_required,
     redirect_back,
@@ -124,14 +125,6 @@ def _allocation_or_404(request, pk: int):
         raise Http404("No such allocation.") from None
 
 
-def _apply_errors(form, exc: DomainError) -> None:
-    errors = exc.data.get("errors") or {}
-    for field, message in errors.items():
-        form.add_error(field if field in form.fields else None, message)
-    if not errors:
-        form.add_error(None, exc.message)
-
-
 def request_list(request):
     return filtered_list(
         request,
@@ -192,7 +185,7 @@ def request_new(request):
                 submit="save_draft" not in request.POST,
             )
         except DomainError as exc:
-            _apply_errors(form, exc)
+            form_add_domain_errors(form, exc)
         else:
             messages.success(request, f"Request #{created.pk} is {created.get_status_display()}.")
             return redirect("pools:request-detail", pk=created.pk)

@@ -8,27 +8,9 @@ from __future__ import annotations
 from django import forms
 
 from pools.clusters.models import Cluster
-from pools.clusters.services import CONNECTION_FIELDS
+from pools.clusters.services import CONNECTION_FIELDS, EDITABLE_FIELDS
 from pools.common.choices import CredentialKind
 
-FIELDS = (
-    "slug",
-    "name",
-    "kind",
-    "api_url",
-    "slurm_cluster_name",
-    "slurm_user",
-    "credential_kind",
-    "credential_path",
-    "ca_path",
-    "kube_context",
-    "time_zone",
-    "api_version",
-    "kueue",
-    "site",
-    "provider",
-    "retiring",
-)
 # The fields of the unique constraints: refused by the service with the other cluster named,
 # as a field error, not by the model's constraint check as a form-wide one.
 _SERVICE_CHECKED = {"kind", "api_url", "slurm_cluster_name", "name"}
@@ -49,7 +31,7 @@ class ClusterForm(forms.ModelForm):
 
     class Meta:
         model = Cluster
-        fields = list(FIELDS)
+        fields = list(EDITABLE_FIELDS)
         labels = {
             "slurm_cluster_name": "Slurm ClusterName",
             "slurm_user": "Slurm user",

@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from pools.clusters import selectors
 from pools.clusters.models import Cluster
+from pools.clusters.services import EDITABLE_FIELDS
 from pools.common.choices import CredentialKind
 
 STATUS_FIELDS = ("status", "status_reason", "api_version_served", "checked_at", "reachable_at")
@@ -38,22 +39,7 @@ class ClusterSerializer(serializers.ModelSerializer):
     class Meta:
         model = Cluster
         fields = [
-            "slug",
-            "name",
-            "kind",
-            "api_url",
-            "slurm_cluster_name",
-            "slurm_user",
-            "credential_kind",
-            "credential_path",
-            "ca_path",
-            "kube_context",
-            "time_zone",
-            "api_version",
-            "kueue",
-            "site",
-            "provider",
-            "retiring",
+            *EDITABLE_FIELDS,
             *STATUS_FIELDS,
             "class_qos_problem",
             *HEALTH_FIELDS,

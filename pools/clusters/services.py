@@ -51,6 +51,8 @@ CONNECTION_FIELDS = (
     "api_version",
     "kueue",
 )
+# What a pool admin may set on a cluster, in the order the page and the API show them.
+EDITABLE_FIELDS = ("slug", "name", *CONNECTION_FIELDS, "site", "provider", "retiring")
 _CREDENTIALS = {
     Scheduler.SLURM: (CredentialKind.JWT_KEY, CredentialKind.TOKEN_FILE),
     Scheduler.KUBERNETES: (CredentialKind.KUBECONFIG, CredentialKind.TOKEN_FILE),

@@ -32,6 +32,7 @@ from pools.elastic.services import (
 from pools.inventory.models import Pool
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_list
+from pools.web.api import QueuedRunSerializer, WhatIfDaysField
 
 
 class VisibleAllocationField(serializers.PrimaryKeyRelatedField):
@@ -164,22 +165,15 @@ class ScaleEventSerializer(serializers.ModelSerializer):
 class WhatIfRequestSerializer(serializers.Serializer):
     """``days`` (1-30, default 30) and ``source`` of a what-if to queue."""
 
-    days = serializers.IntegerField(min_value=1, max_value=WHATIF_MAX_DAYS, default=WHATIF_MAX_DAYS)
+    days = WhatIfDaysField(max_value=WHATIF_MAX_DAYS, default=WHATIF_MAX_DAYS)
     source = serializers.ChoiceField(
         choices=[s.value for s in WhatIfSource], required=False, allow_blank=True, default="",
         help_text="prometheus or recorded (the loop's own readings); default: Prometheus when "
         "configured, else recorded",
     )  # fmt: skip
 
-    def to_internal_value(self, data):
-        days = data.get("days") if hasattr(data, "get") else None
-        if isinstance(days, str) and not (days.isascii() and days.strip().isdigit()):
-            # int() reads "٣" as 3: a number is written in ASCII digits here, or refused
-            raise serializers.ValidationError({"days": ["A whole number from 1 to 30."]})
-        return super().to_internal_value(data)
 
-
-class ElasticWhatIfSerializer(serializers.ModelSerializer):
+class ElasticWhatIfSerializer(QueuedRunSerializer):
     """A queued what-if: ``status`` (``pending``, ``running``, ``done``, ``failed``),
     ``progress`` (per cent), ``days`` and ``source`` asked; once done ``result`` (``source``
     used, ``samples``, ``start``/``end``, ``covered_hours``, ``short``, the totals, the
@@ -189,19 +183,12 @@ class ElasticWhatIfSerializer(serializers.ModelSerializer):
 
     days = serializers.IntegerField(source="params.days", read_only=True)
     source = serializers.CharField(source="params.source", read_only=True)
-    result = serializers.JSONField(read_only=True, allow_null=True)
-    status_url = serializers.SerializerMethodField()
+    status_path = "/api/v1/elastic-whatifs/"
 
     class Meta:
         model = ElasticWhatIf
-        fields = [
-            "id", "policy", "days", "source", "status", "progress", "result", "error",
-            "error_code", "created_at", "finished_at", "status_url",
-        ]  # fmt: skip
+        fields = ["id", "policy", "days", "source", *QueuedRunSerializer.RUN_FIELDS]
         read_only_fields = fields
-
-    def get_status_url(self, whatif) -> str:
-        return f"/api/v1/elastic-whatifs/{whatif.pk}/"
 
 
 class ElasticPolicyViewSet(

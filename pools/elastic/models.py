@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from pools.common.choices import EstimateStatus
 from pools.common.validators import dns_subdomain_validator
 from pools.elastic.choices import ScaleAction, ScaleSource
+from pools.jobs.models import QueuedRun
 from pools.tenancy.models import team_owned
 
 MIN_COOLDOWN_MINUTES = 10  # seed 004 §3.3: "at least 10 to 15 minutes"
@@ -205,12 +204,10 @@ class SignalReading(models.Model):
         return f"#{self.policy_id} at {self.read_at:%Y-%m-%d %H:%M}"
 
 
-class ElasticWhatIf(models.Model):
-    """One what-if of an elastic policy, run by a Celery task so that no web request waits on
-    Prometheus' range queries (issue 29): pending → running (``progress``, per cent) → done
-    (``result``: the what-if's totals, timeline and burst money, the JSON the API answers) or
-    failed (``error`` in words, ``error_code`` for programs: ``unavailable`` — no history
-    source — ``prometheus_unavailable`` or ``internal``).
+class ElasticWhatIf(QueuedRun):
+    """One what-if of an elastic policy (:class:`~pools.jobs.models.QueuedRun`): ``result`` is
+    the what-if's totals, timeline and burst money, the JSON the API answers; ``error_code``
+    ``unavailable`` (no history source), ``prometheus_unavailable`` or ``internal``.
 
     ``params``: ``{"days": 1-30, "source": "prometheus" | "recorded" | "", "fields": {name:
     value}}`` — the trial values replayed instead of the saved policy's (empty: the saved
@@ -218,41 +215,14 @@ class ElasticWhatIf(models.Model):
     """
 
     policy = models.ForeignKey(ElasticPolicy, on_delete=models.CASCADE, related_name="whatifs")
-    params = models.JSONField(default=dict)
-    status = models.CharField(
-        max_length=8, choices=EstimateStatus.choices, default=EstimateStatus.PENDING
-    )
-    progress = models.PositiveSmallIntegerField(default=0)
-    result = models.JSONField(null=True, blank=True)
-    error = models.TextField(blank=True)
-    error_code = models.CharField(max_length=30, blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     objects = team_owned("policy__allocation__team").as_manager()
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(progress__gte=0) & Q(progress__lte=100),
-                name="elastic_whatif_progress_0_100",
-            ),
-            models.CheckConstraint(
-                condition=~Q(status="done") | Q(result__isnull=False),
-                name="elastic_whatif_done_has_result",
-            ),
-        ]
+    class Meta(QueuedRun.Meta):
+        verbose_name = "elastic what-if"
 
     def __str__(self) -> str:
         return f"What-if #{self.pk} of elastic allocation #{self.policy.allocation_id}"
-
-    @property
-    def finished(self) -> bool:
-        return self.status in (EstimateStatus.DONE, EstimateStatus.FAILED)
 
 
 class BurstOptIn(models.Model):

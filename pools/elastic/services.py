@@ -31,7 +31,6 @@ Missing Prometheus or missing series are *unknown*: nothing scales (reason ``unk
 from __future__ import annotations
 
 import copy
-import logging
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -58,8 +57,8 @@ from pools.capacity.services.scheduler_binding import (
     kueue_lender_sync,
 )
 from pools.clusters.adapters import metrics_adapter, pool_adapter
-from pools.common.choices import EstimateStatus, QuotaBackend, Scheduler, WorkloadKind
-from pools.common.errors import DomainError, InvalidInput, NotFound, PermissionDenied
+from pools.common.choices import QuotaBackend, Scheduler, WorkloadKind
+from pools.common.errors import InvalidInput, PermissionDenied
 from pools.elastic.burst import Burst, hand_back_plan
 from pools.elastic.burst_pool import Placement, burst_split, place
 from pools.elastic.choices import ScaleAction, ScaleSource
@@ -85,7 +84,15 @@ from pools.elastic.selectors import elastic_ceiling_bound, recorded_samples
 from pools.elastic.signals import SCAN_METRICS, demand_samples, metric_samples, newest_reading
 from pools.elastic.whatif import WhatIf, replay
 from pools.inventory.models import GpuModel, Pool
-from pools.jobs import ELASTIC_APPLY, ELASTIC_WHATIF, enqueue_on_commit, jobs_waiting
+from pools.jobs import ELASTIC_APPLY, ELASTIC_WHATIF, enqueue_on_commit
+from pools.jobs.runs import (
+    RunFailed,
+    days_refusal,
+    params_json,
+    queued_run_create,
+    queued_run_execute,
+    queued_runs_sweep,
+)
 from pools.tenancy.permissions import may_manage_elastic
 from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.kubernetes_elastic import (
@@ -99,7 +106,6 @@ from scheduler_adapters.kubernetes_manifests import render_yaml
 STEP_S = 60
 FORECAST_SLOT_S = 900  # pools.elastic.forecast: 15-minute slots of the week
 FORECAST_WEEKS = 4
-logger = logging.getLogger(__name__)
 
 EDITABLE_FIELDS = (
     "ceiling_cards",
@@ -1180,7 +1186,6 @@ def elastic_burst_whatif(*, policy: ElasticPolicy, run: WhatIfRun, now: datetime
     cards in, else the first the team opted into — or, without burst, are not served. Card-
     hours from :func:`pools.elastic.burst_pool.burst_split`, priced by the function
     ``settings.ELASTIC_BURST_WHATIF_MONEY`` names (billing's; ``None`` without one)."""
-    from django.conf import settings
     from django.utils.module_loading import import_string
 
     from pools.capacity.arithmetic import card_seconds_hours
@@ -1329,8 +1334,8 @@ def elastic_whatif_queue(
     then. Anyone who sees the policy may ask (it changes nothing)."""
     fields = dict(fields or {})
     errors: dict[str, str] = {}
-    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= WHATIF_MAX_DAYS:
-        errors["days"] = f"A whole number of days from 1 to {WHATIF_MAX_DAYS}."
+    if refusal := days_refusal(days, most=WHATIF_MAX_DAYS):
+        errors["days"] = refusal
     if source and source not in set(WhatIfSource):
         errors["source"] = "prometheus or recorded."
     errors.update({name: "Unknown field." for name in set(fields) - set(EDITABLE_FIELDS)})
@@ -1338,98 +1343,54 @@ def elastic_whatif_queue(
         raise InvalidInput("The what-if cannot run with these values.", errors=errors)
     trial_ceiling = fields.get("ceiling_cards", policy.ceiling_cards)
     _check(_trial(policy, fields), ceiling_set=trial_ceiling != policy.ceiling_cards)
-    plain = {k: str(v) if isinstance(v, Decimal) else v for k, v in fields.items()}
-    with transaction.atomic():
-        whatif = ElasticWhatIf.objects.create(
-            policy=policy,
-            params={"days": days, "source": str(source or ""), "fields": plain},
-            created_by=actor if getattr(actor, "is_authenticated", False) else None,
-        )
-        enqueue_on_commit(ELASTIC_WHATIF, whatif.pk)
-    return whatif
+    return queued_run_create(
+        ElasticWhatIf,
+        task_name=ELASTIC_WHATIF,
+        actor=actor,
+        policy=policy,
+        params={"days": days, "source": str(source or ""), "fields": params_json(fields)},
+    )
 
 
 def elastic_whatif_run(*, whatif_id: int, metrics: Any = None) -> ElasticWhatIf:
-    """Run a queued what-if: :func:`elastic_whatif` over its params, then the burst split and
-    money; done with :func:`whatif_answer` as ``result``, or failed with ``error`` and
-    ``error_code`` (``unavailable``: no history source; ``prometheus_unavailable``: Prometheus
-    could not be read; ``internal``: a bug, logged). ``progress``: 0 started,
-    :data:`WHATIF_READ_PERCENT` history read, :data:`WHATIF_REPLAYED_PERCENT` replayed, 100.
+    """Run a queued what-if (:func:`~pools.jobs.runs.queued_run_execute`): :func:`elastic_whatif`
+    over its params, then the burst split and money; done with :func:`whatif_answer` as
+    ``result``, or failed with ``error_code`` ``unavailable`` (no history source),
+    ``prometheus_unavailable`` (Prometheus could not be read) or ``internal``. ``progress``: 0
+    started, :data:`WHATIF_READ_PERCENT` history read, :data:`WHATIF_REPLAYED_PERCENT`
+    replayed, 100. :class:`NotFound` when the row is gone (the policy was deleted)."""
 
-    Idempotent: a done or failed what-if is returned as it is (a redelivered task does
-    nothing); an interrupted one runs again (it writes nothing else). :class:`NotFound` when
-    the row is gone (the policy was deleted)."""
-    with transaction.atomic():
-        whatif = ElasticWhatIf.objects.select_for_update().filter(pk=whatif_id).first()
-        if whatif is None:
-            raise NotFound(f"No elastic what-if #{whatif_id}.", id=whatif_id)
-        if whatif.finished:
-            return whatif
-        whatif.status, whatif.progress = EstimateStatus.RUNNING, 0
-        whatif.save(update_fields=["status", "progress"])
-
-    def progress(percent: int) -> None:
-        ElasticWhatIf.objects.filter(pk=whatif_id).update(progress=percent)
-
-    params = whatif.params
-    result, error, code = None, "", ""
-    try:
+    def compute(whatif: ElasticWhatIf, progress: Callable[[int], None]) -> dict[str, Any]:
+        params = whatif.params
         policy = ElasticPolicy.objects.select_related(
             "allocation__team", "allocation__pool", "burst_pool"
         ).get(pk=whatif.policy_id)
         trial = _trial(policy, params.get("fields") or {})
         source = params.get("source") or None
-        run = elastic_whatif(
-            policy=trial, days=params["days"], source=source, metrics=metrics,
-            on_progress=progress,
-        )  # fmt: skip
+        try:
+            run = elastic_whatif(
+                policy=trial, days=params["days"], source=source, metrics=metrics,
+                on_progress=progress,
+            )  # fmt: skip
+        except SchedulerError as exc:
+            code = "prometheus_unavailable"
+            raise RunFailed(f"Prometheus could not be read: {exc}", code=code) from exc
         if run is None:
-            error, code = whatif_unavailable_reason(source), "unavailable"
-        else:
-            progress(WHATIF_REPLAYED_PERCENT)
-            burst = elastic_burst_whatif(policy=trial, run=run)
-            result = whatif_answer(run, days=params["days"], burst=burst)
-    except SchedulerError as exc:
-        error, code = f"Prometheus could not be read: {exc}", "prometheus_unavailable"
-    except DomainError as exc:
-        error, code = exc.message, exc.code
-    except Exception as exc:  # a bug must not leave the what-if running for ever
-        logger.exception("elastic what-if %s failed", whatif_id)
-        error = f"The what-if failed with an internal error ({type(exc).__name__}); see the logs."
-        code = "internal"
-    ElasticWhatIf.objects.filter(pk=whatif_id).update(
-        status=EstimateStatus.FAILED if error else EstimateStatus.DONE,
-        progress=100,
-        result=result,
-        error=error,
-        error_code=code,
-        finished_at=timezone.now(),
-    )
-    whatif.refresh_from_db()
-    return whatif
+            raise RunFailed(whatif_unavailable_reason(source), code="unavailable")
+        progress(WHATIF_REPLAYED_PERCENT)
+        burst = elastic_burst_whatif(policy=trial, run=run)
+        return whatif_answer(run, days=params["days"], burst=burst)
+
+    return queued_run_execute(ElasticWhatIf, run_id=whatif_id, compute=compute)
 
 
 def elastic_whatifs_sweep(*, now: datetime | None = None) -> dict[str, int]:
-    """Beat's housekeeping of queued what-ifs: queue again those whose task was lost (pending
-    or running since before ``now`` minus ``TASK_TIME_LIMIT_S``, the longest a task may run,
-    unless their job still waits in the outbox), and delete those finished more than
-    :data:`READING_RETENTION_DAYS` days ago. Returns ``{"requeued", "deleted"}``."""
-    now = now or timezone.now()
-    cutoff = now - timedelta(seconds=settings.TASK_TIME_LIMIT_S)
-    waiting = {args[0] for args in jobs_waiting(ELASTIC_WHATIF) if args}
-    stranded = [
-        pk
-        for pk in ElasticWhatIf.objects.filter(
-            status__in=(EstimateStatus.PENDING, EstimateStatus.RUNNING), created_at__lt=cutoff
-        ).values_list("pk", flat=True)
-        if pk not in waiting
-    ]
-    for pk in stranded:
-        enqueue_on_commit(ELASTIC_WHATIF, pk)
-    deleted, _ = ElasticWhatIf.objects.filter(
-        finished_at__lt=now - timedelta(days=READING_RETENTION_DAYS)
-    ).delete()
-    return {"requeued": len(stranded), "deleted": deleted}
+    """Beat's housekeeping of queued what-ifs (:func:`~pools.jobs.runs.queued_runs_sweep`):
+    lost ones queued again, those finished more than :data:`READING_RETENTION_DAYS` days ago
+    deleted. Returns ``{"requeued", "deleted"}``."""
+    return queued_runs_sweep(
+        ElasticWhatIf, task_name=ELASTIC_WHATIF, keep_days=READING_RETENTION_DAYS, now=now
+    )
 
 
 def elastic_readings_prune(*, now: datetime | None = None) -> int:

@@ -31,7 +31,7 @@ from pools.elastic.services import (
 )
 from pools.tenancy.permissions import may_administer_pools, may_manage_elastic
 from pools.tenancy.selectors import managed_team_list, team_list
-from pools.web.pages import Column, csv_response
+from pools.web.pages import Column, csv_response, form_add_domain_errors
 
 CHART_SPAN = timedelta(hours=24)
 
@@ -191,10 +191,7 @@ def _policy_save(request, policy):
     try:
         elastic_policy_update(policy=policy, actor=request.user, **form.cleaned_data)
     except DomainError as exc:
-        for field, message in (exc.data.get("errors") or {}).items():
-            form.add_error(field if field in form.fields else None, message)
-        if not exc.data.get("errors"):
-            form.add_error(None, exc.message)
+        form_add_domain_errors(form, exc)
         return form
     messages.success(request, "Elastic policy saved.")
     return redirect("pools:elastic-detail", pk=policy.pk)
@@ -224,11 +221,7 @@ def _whatif_queue(request, policy):
             days=int(raw_days) if raw_days.isascii() and raw_days.isdigit() else raw_days,
         )  # fmt: skip
     except DomainError as exc:
-        for field, message in (exc.data.get("errors") or {"": exc.message}).items():
-            if field in trial.fields:
-                trial.add_error(field, message)
-            else:
-                trial.add_error(None, f"{field.capitalize()}: {message}" if field else message)
+        form_add_domain_errors(trial, exc, name_other_fields=True)
         return trial
     url = reverse("pools:elastic-detail", args=[policy.pk])
     return redirect(f"{url}?whatif={whatif.pk}#whatif")

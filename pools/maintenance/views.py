@@ -34,7 +34,7 @@ from pools.maintenance.services.windows import (
     wave_ask_errors,
 )
 from pools.tenancy.permissions import may_administer_pools
-from pools.web.pages import Column, filtered_list, pool_admin_required
+from pools.web.pages import Column, filtered_list, form_add_domain_errors, pool_admin_required
 
 MAINTENANCE_COLUMNS = [
     Column("window", lambda w: w.pk),
@@ -64,14 +64,6 @@ def maintenance_list(request):
     )
 
 
-def _apply_errors(form, exc: DomainError) -> None:
-    errors = exc.data.get("errors") or {}
-    for field, message in errors.items():
-        form.add_error(field if field in form.fields else None, message)
-    if not errors:
-        form.add_error(None, exc.message)
-
-
 def _acknowledged(request) -> list[int]:
     return [int(v) for v in request.POST.getlist("acknowledged") if v.isdigit()]
 
@@ -95,7 +87,7 @@ def maintenance_new(request):
                 preview = {"collisions": exc.data["collisions"], "teams": exc.data["teams"],
                            "changed": True}  # fmt: skip
             except DomainError as exc:
-                _apply_errors(form, exc)
+                form_add_domain_errors(form, exc)
             else:
                 messages.success(request, f"Maintenance window #{window.pk} planned.")
                 return redirect("pools:maintenance-detail", window.pk)
@@ -148,7 +140,7 @@ def maintenance_waves(request):
                     actor=request.user, ask=ask, title=data["title"], reason=data["reason"]
                 )
             except DomainError as exc:
-                _apply_errors(form, exc)
+                form_add_domain_errors(form, exc)
             else:
                 messages.success(request, f"{len(windows)} upgrade waves planned.")
                 return redirect(f"{reverse('pools:maintenance-list')}?wave={windows[0].wave}")

@@ -20,7 +20,7 @@ from pools.overrides.forms import OverrideForm
 from pools.overrides.models import OverrideKind
 from pools.overrides.services import override_cancel, override_create
 from pools.tenancy.permissions import may_administer_pools
-from pools.web.pages import Column, filtered_list, pool_admin_required
+from pools.web.pages import Column, filtered_list, form_add_domain_errors, pool_admin_required
 
 OVERRIDE_COLUMNS = [
     Column("id", lambda o: o.pk),
@@ -66,11 +66,7 @@ def override_new(request):
         try:
             override = override_create(actor=request.user, **form.cleaned_data)
         except DomainError as exc:
-            errors = exc.data.get("errors") or {}
-            for field, message in errors.items():
-                form.add_error(field if field in form.fields else None, message)
-            if not errors:
-                form.add_error(None, exc.message)
+            form_add_domain_errors(form, exc)
         else:
             until = timezone.localtime(override.until)
             messages.success(

@@ -34,7 +34,12 @@ from pools.reclamation.services import scan as reclamation_services
 from pools.reclamation.services.whatif import MAX_DAYS, reclamation_whatif_queue
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_pool_admin
-from pools.web.api import AwareDateTimeField, IsPoolAdmin
+from pools.web.api import (
+    AwareDateTimeField,
+    IsPoolAdmin,
+    QueuedRunSerializer,
+    WhatIfDaysField,
+)
 
 MAX_REASON_CHARS = reclamation_actions.MAX_REASON_CHARS
 
@@ -129,22 +134,15 @@ class ReclamationWhatIfRequestSerializer(serializers.ModelSerializer):
     """``days`` (1-30, default 7) and any of the policy's thresholds to try instead of the
     saved ones (the model's validators give the field errors)."""
 
-    days = serializers.IntegerField(min_value=1, max_value=MAX_DAYS, default=7)
+    days = WhatIfDaysField(max_value=MAX_DAYS, default=7)
 
     class Meta:
         model = ReclamationPolicy
         fields = ["days", *WHATIF_FIELDS]
         extra_kwargs = {name: {"required": False} for name in WHATIF_FIELDS}
 
-    def to_internal_value(self, data):
-        days = data.get("days") if hasattr(data, "get") else None
-        if isinstance(days, str) and not (days.isascii() and days.strip().isdigit()):
-            # int() reads "٣" as 3: a number is written in ASCII digits here, or refused
-            raise serializers.ValidationError({"days": ["A whole number from 1 to 30."]})
-        return super().to_internal_value(data)
 
-
-class ReclamationWhatIfSerializer(serializers.ModelSerializer):
+class ReclamationWhatIfSerializer(QueuedRunSerializer):
     """A queued what-if: ``status`` (``pending``, ``running``, ``done``, ``failed``),
     ``progress`` (per cent), the ``days`` and ``overrides`` asked; once done ``result``
     (``start``/``end``, ``step_minutes``, the ``policy`` replayed, the totals and ``rows`` per
@@ -154,19 +152,12 @@ class ReclamationWhatIfSerializer(serializers.ModelSerializer):
     pool = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     days = serializers.IntegerField(source="params.days", read_only=True)
     overrides = serializers.JSONField(source="params.overrides", read_only=True)
-    result = serializers.JSONField(read_only=True, allow_null=True)
-    status_url = serializers.SerializerMethodField()
+    status_path = "/api/v1/reclamation-whatifs/"
 
     class Meta:
         model = ReclamationWhatIf
-        fields = [
-            "id", "pool", "days", "overrides", "status", "progress", "result", "error",
-            "error_code", "created_at", "finished_at", "status_url",
-        ]  # fmt: skip
+        fields = ["id", "pool", "days", "overrides", *QueuedRunSerializer.RUN_FIELDS]
         read_only_fields = fields
-
-    def get_status_url(self, whatif) -> str:
-        return f"/api/v1/reclamation-whatifs/{whatif.pk}/"
 
 
 class ReclamationWhatIfViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):

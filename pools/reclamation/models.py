@@ -12,10 +12,10 @@ from django.db.models import Q
 
 from pools.capacity.models import Allocation
 from pools.common.choices import (
-    EstimateStatus,
     IdleFindingState,
 )
 from pools.inventory.models import Pool
+from pools.jobs.models import QueuedRun
 from pools.reclamation.evaluate import IDLE_BELOW_PCT
 from pools.tenancy.models import Team, team_owned
 
@@ -278,49 +278,21 @@ class IdleScanRun(models.Model):
         return f"Idle scan at {self.started_at:%Y-%m-%d %H:%M}"
 
 
-class ReclamationWhatIf(models.Model):
-    """One reclamation what-if (:func:`pools.reclamation.services.whatif.reclamation_what_if`),
-    run by a Celery task so that no web request waits on Prometheus' range query (issue 29):
-    pending → running (``progress``, per cent of the replay's steps) → done (``result``: the
-    report as JSON, :func:`pools.reclamation.services.whatif.report_json`) or failed (``error``
-    in words, ``error_code`` for programs: ``unavailable`` — no Prometheus configured —
-    ``prometheus_unavailable`` or ``internal``).
+class ReclamationWhatIf(QueuedRun):
+    """One reclamation what-if (:func:`pools.reclamation.services.whatif.reclamation_what_if`,
+    a :class:`~pools.jobs.models.QueuedRun`): ``progress`` is the per cent of the replay's
+    steps, ``result`` the report as JSON (:func:`pools.reclamation.services.whatif.report_json`);
+    ``error_code`` ``unavailable`` (no Prometheus configured), ``prometheus_unavailable`` or
+    ``internal``.
 
     ``params``: ``{"days": 1-30, "overrides": {field: value}}``, the trial thresholds of
     :data:`WHATIF_FIELDS` (JSON: decimals as strings). Pool admins see them.
     """
 
     pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="reclamation_whatifs")
-    params = models.JSONField(default=dict)
-    status = models.CharField(
-        max_length=8, choices=EstimateStatus.choices, default=EstimateStatus.PENDING
-    )
-    progress = models.PositiveSmallIntegerField(default=0)
-    result = models.JSONField(null=True, blank=True)
-    error = models.TextField(blank=True)
-    error_code = models.CharField(max_length=30, blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(progress__gte=0) & Q(progress__lte=100),
-                name="reclamation_whatif_progress_0_100",
-            ),
-            models.CheckConstraint(
-                condition=~Q(status="done") | Q(result__isnull=False),
-                name="reclamation_whatif_done_has_result",
-            ),
-        ]
+    class Meta(QueuedRun.Meta):
+        verbose_name = "reclamation what-if"
 
     def __str__(self) -> str:
         return f"Reclamation what-if #{self.pk} of pool {self.pool_id}"
-
-    @property
-    def finished(self) -> bool:
-        return self.status in (EstimateStatus.DONE, EstimateStatus.FAILED)

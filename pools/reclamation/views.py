@@ -49,7 +49,12 @@ from pools.reclamation.services.scan import (
 )
 from pools.reclamation.services.whatif import OVERRIDABLE, reclamation_whatif_queue
 from pools.tenancy.models import Team
-from pools.web.pages import Column, csv_response, pool_admin_required
+from pools.web.pages import (
+    Column,
+    csv_response,
+    form_add_domain_errors,
+    pool_admin_required,
+)
 
 FINDING_COLUMNS = [
     Column("finding", lambda f: f.pk),
@@ -469,11 +474,7 @@ def _what_if_queue(request, pool: Pool, policy: ReclamationPolicy | None):
             days=int(raw_days) if raw_days.isascii() and raw_days.isdigit() else raw_days,
         )  # fmt: skip
     except DomainError as exc:
-        for field, message in (exc.data.get("errors") or {"": exc.message}).items():
-            if field in form.fields:
-                form.add_error(field, message)
-            else:
-                form.add_error(None, f"{field.capitalize()}: {message}" if field else message)
+        form_add_domain_errors(form, exc, name_other_fields=True)
         return form
     url = reverse("pools:reclamation-policies")
     return redirect(f"{url}?pool={pool.slug}&whatif={whatif.pk}#whatif")

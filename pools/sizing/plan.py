@@ -848,7 +848,7 @@ def _plan_row(
     )
     replicas_low = replicas
     if band is not None and demand is not None and concurrency is None:
-        replicas_low = _pessimistic_replicas(
+        replicas_low = pessimistic_replicas(
             band,
             demand,
             chosen,
@@ -1000,7 +1000,7 @@ def _scored_option(
     return (at_targets is None, replicas * tp * pp, tp, base, chosen, replicas, counts, buffer)
 
 
-def _pessimistic_replicas(
+def pessimistic_replicas(
     band: Any,
     demand: Demand,
     chosen: ThroughputEstimate,
@@ -1010,7 +1010,10 @@ def _pessimistic_replicas(
     buffer_share: float,
 ) -> int:
     """Replicas (with the buffer) if each replica served only the band's low factor of its
-    requests/s; never fewer than ``sized``."""
+    requests/s: "N cards if the pessimistic end holds", for the page, the API and the
+    ``estimate`` command alike; never fewer than ``sized``. ``sized_share`` is the share of the
+    peak the replicas are sized for, ``buffer_share`` the spare replicas on top (both 1 and 0
+    for the command, which sizes for the whole peak without a buffer)."""
     low_sized = max(
         sized,
         replicas_for_demand(
@@ -1443,6 +1446,26 @@ def _custom_model(custom: object) -> ModelArch:
         if "errors" in data:
             data["errors"] = {f"custom_model.{k}": v for k, v in data["errors"].items()}
         raise SizingInputError(exc.message, **data) from None
+
+
+def figures_json(value: Any) -> Any:
+    """``value`` JSON-ready as the page, the API and the ``estimate`` command show every
+    figure: floats to 6 significant digits, Decimals as strings, mapping keys as strings, other
+    objects as their text. Raises :class:`SizingInputError` (reason ``not_finite``) for a NaN
+    or infinite float: JSON has none, and an estimate that produced one is no estimate."""
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bool) or value is None or isinstance(value, int | str):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise SizingInputError("the estimate is not a finite number", reason="not_finite")
+        return float(f"{value:.6g}")
+    if isinstance(value, Mapping):
+        return {str(k): figures_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [figures_json(v) for v in value]
+    return str(value)
 
 
 def replica_estimate_as_dict(estimate: ReplicaEstimate) -> dict[str, object]:

@@ -75,6 +75,7 @@ from pools.sizing.plan import (
     DEFAULT_CARDS_PER_NODE,
     PlanRow,
     SizingPlan,
+    figures_json,
     replica_estimate_as_dict,
     sizing_plan,
 )
@@ -172,23 +173,6 @@ def _cards_per_node() -> dict[str, int]:
 
 # ---------------------------------------------------------------------------------------------
 # Computing
-
-
-def _plain(value: Any) -> Any:
-    """JSON-ready: Decimals as strings, floats to 6 significant digits (never NaN/inf)."""
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, bool) or value is None or isinstance(value, int | str):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise SizingInputError("the estimate is not a finite number", reason="not_finite")
-        return float(f"{value:.6g}")
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return str(value)
 
 
 def _row_json(
@@ -611,7 +595,7 @@ def sizing_results(
     for row in results["rows"]:
         row["measured_on_fleet"] = fleet.get(row["gpu_model"])
     results["request"], results["request_lacks"] = _request(results)
-    return _plain(results)
+    return figures_json(results)
 
 
 def sizing_preview(*, raw: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -1,6 +1,7 @@
 """Pieces the sub-domains' APIs share: timezone-aware datetime fields, the pool-admin
-permissions, the team field that only offers the caller's teams, and the checked page size and
-cursor pagination of lists that grow without bound."""
+permissions, the team field that only offers the caller's teams, the checked page size and
+cursor pagination of lists that grow without bound, and what a queued run (a what-if) asks and
+answers."""
 
 from __future__ import annotations
 
@@ -125,3 +126,37 @@ class NewestFirstCursorPagination(CheckedPageSize, pagination.CursorPagination):
 
     def get_schema_operation_parameters(self, view):
         return self.checked_size_parameters(super().get_schema_operation_parameters(view))
+
+
+class WhatIfDaysField(serializers.IntegerField):
+    """The days of history a what-if replays, a whole number from 1 to ``max_value`` written in
+    ASCII digits: ``int()`` reads "٣" as 3, which is refused here with the range's message."""
+
+    default_error_messages = {"digits": "A whole number from 1 to {max_value}."}
+
+    def __init__(self, *, max_value: int, **kwargs):
+        super().__init__(min_value=1, max_value=max_value, **kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and not (data.isascii() and data.strip().isdigit()):
+            self.fail("digits", max_value=self.max_value)
+        return super().to_internal_value(data)
+
+
+class QueuedRunSerializer(serializers.ModelSerializer):
+    """A queued run (:class:`pools.jobs.models.QueuedRun`) as the API answers it: ``status``
+    (``pending``, ``running``, ``done``, ``failed``), ``progress`` (per cent), ``result`` once
+    done, ``error`` and ``error_code`` once failed, and ``status_url`` (``status_path`` + id),
+    where it is polled. Subclasses name the model and list :data:`RUN_FIELDS` after their own."""
+
+    RUN_FIELDS = (
+        "status", "progress", "result", "error", "error_code", "created_at", "finished_at",
+        "status_url",
+    )  # fmt: skip
+    status_path = ""
+
+    result = serializers.JSONField(read_only=True, allow_null=True)
+    status_url = serializers.SerializerMethodField()
+
+    def get_status_url(self, run) -> str:
+        return f"{self.status_path}{run.pk}/"

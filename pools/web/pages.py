@@ -1,5 +1,5 @@
 """Pieces every server-rendered page shares: the pool-admin guard, table columns, CSV export,
-filtered and paginated lists, the chart palette."""
+filtered and paginated lists, a service's refusal shown on its form, the chart palette."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
 
+from pools.common.errors import DomainError
 from pools.tenancy.permissions import may_administer_pools
 from pools.web.csv_cells import SafeCsvWriter
 from pools.web.csv_numbers import plain_number
@@ -41,6 +42,25 @@ def pool_admin_required(view):
         return view(request, *args, **kwargs)
 
     return wrapper
+
+
+def form_add_domain_errors(
+    form: forms.BaseForm, exc: DomainError, *, name_other_fields: bool = False
+) -> None:
+    """Show a service's refusal ``exc`` on ``form``: each message of ``exc.data["errors"]``
+    (``{field: message}``) on its field, a field the form does not have form-wide (named first,
+    ``"Days: …"``, with ``name_other_fields``: the what-if forms keep ``days`` outside their
+    fields); without ``errors``, ``exc.message`` form-wide."""
+    errors = exc.data.get("errors") or {}
+    for field, message in errors.items():
+        if field in form.fields:
+            form.add_error(field, message)
+        elif name_other_fields and field:
+            form.add_error(None, f"{field.capitalize()}: {message}")
+        else:
+            form.add_error(None, message)
+    if not errors:
+        form.add_error(None, exc.message)
 
 
 def redirect_back(request, fallback: str, *args, **kwargs) -> HttpResponseRedirect:

@@ -45,7 +45,6 @@ Exit status: 0 when every input was estimated, 1 when any was refused, 2 when FI
 from __future__ import annotations
 
 import json
-import math
 import sys
 from dataclasses import asdict
 
@@ -54,23 +53,16 @@ from django.core.management.base import BaseCommand
 from pools.sizing import SizingInputError
 from pools.sizing.demand import demand_from_traffic, replicas_for_demand
 from pools.sizing.gpus import gpu_slug_for_name, gpu_specs_from_catalogue
-from pools.sizing.plan import estimate_from_fields, replica_estimate_as_dict
+from pools.sizing.plan import (
+    estimate_from_fields,
+    figures_json,
+    pessimistic_replicas,
+    replica_estimate_as_dict,
+)
 from pools.sizing.presets import model_presets
 from pools.sizing.selectors import measured_on_fleet
 
 TRAFFIC_DEFAULTS = {"peak_share": 1.0, "peak_hours": 24.0, "input_weight": 0.5}
-
-
-def _rounded(value):
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise SizingInputError("the estimate is not a finite number", reason="not_finite")
-        return float(f"{value:.6g}")
-    if isinstance(value, dict):
-        return {key: _rounded(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_rounded(item) for item in value]
-    return value
 
 
 def _refuse_constant(name: str):
@@ -114,11 +106,11 @@ def _traffic(fields: dict, result: dict, estimate) -> None:
     result["cards_needed"] = replicas * estimate.tp * estimate.pp
     result["cards_needed_pessimistic"] = result["cards_needed"]
     if estimate.band is not None:
-        pessimistic = replicas_for_demand(
-            peak_requests_per_s=demand.peak_requests_per_s,
-            replica_requests_per_s=estimate.throughput.requests_per_s * estimate.band.low_factor,
-        )
-        result["cards_needed_pessimistic"] = max(replicas, pessimistic) * estimate.tp * estimate.pp
+        pessimistic = pessimistic_replicas(
+            estimate.band, demand, estimate.throughput, sized=replicas, sized_share=1.0,
+            buffer_share=0.0,
+        )  # fmt: skip
+        result["cards_needed_pessimistic"] = pessimistic * estimate.tp * estimate.pp
 
 
 def _with_config_file(fields):
@@ -183,7 +175,7 @@ class Command(BaseCommand):
             result = {"input": fields, **replica_estimate_as_dict(estimate)}
             result["measured_on_fleet"] = self._measured(estimate, list(gpus))
             _traffic(fields, result, estimate)
-            return _rounded(result)
+            return figures_json(result)
         except SizingInputError as exc:
             return {"input": fields, "error": _error(exc)}
 

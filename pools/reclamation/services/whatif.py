@@ -21,27 +21,31 @@ A page or the API never runs it in the request: :func:`reclamation_whatif_queue`
 
 from __future__ import annotations
 
-import logging
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from pools.capacity.arithmetic import card_hours
 from pools.capacity.lifecycle import RAN_STATUSES
 from pools.capacity.models import Allocation
-from pools.common.choices import EstimateStatus, Scheduler
-from pools.common.errors import DomainError, InvalidInput, NotFound
+from pools.common.choices import Scheduler
+from pools.common.errors import InvalidInput
 from pools.inventory.models import Node, Pool
-from pools.jobs import RECLAMATION_WHATIF, enqueue_on_commit, jobs_waiting
+from pools.jobs import RECLAMATION_WHATIF
+from pools.jobs.runs import (
+    RunFailed,
+    days_refusal,
+    params_json,
+    queued_run_create,
+    queued_run_execute,
+    queued_runs_sweep,
+)
 from pools.reclamation.evaluate import (
     AllocationShare,
     GroupEvaluation,
@@ -64,8 +68,6 @@ from pools.reclamation.services.scan import (
     policy_thresholds,
 )
 from scheduler_adapters.errors import SchedulerError
-
-logger = logging.getLogger(__name__)
 
 OVERRIDABLE = WHATIF_FIELDS
 MAX_DAYS = 30
@@ -315,7 +317,7 @@ def report_json(report: WhatIfReport) -> dict[str, Any]:
         "start": report.start.isoformat(),
         "end": report.end.isoformat(),
         "step_minutes": report.step_minutes,
-        "policy": {k: str(v) if isinstance(v, Decimal) else v for k, v in report.policy.items()},
+        "policy": params_json(report.policy),
         "findings": report.findings,
         "reclaimed": report.reclaimed,
         "cards_reclaimed": report.cards_reclaimed,
@@ -347,8 +349,8 @@ def reclamation_whatif_queue(
     own validators refuse; nothing is written then."""
     overrides = dict(overrides or {})
     errors: dict[str, str] = {}
-    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS:
-        errors["days"] = f"A whole number of days from 1 to {MAX_DAYS}."
+    if refusal := days_refusal(days, most=MAX_DAYS):
+        errors["days"] = refusal
     errors.update({name: "Not a threshold." for name in set(overrides) - set(OVERRIDABLE)})
     if not errors:
         try:
@@ -357,62 +359,31 @@ def reclamation_whatif_queue(
             errors.update({k: "; ".join(v) for k, v in exc.message_dict.items()})
     if errors:
         raise InvalidInput("The what-if cannot run with these values.", errors=errors)
-    plain = {k: str(v) if isinstance(v, Decimal) else v for k, v in overrides.items()}
-    with transaction.atomic():
-        whatif = ReclamationWhatIf.objects.create(
-            pool=pool,
-            params={"days": days, "overrides": plain},
-            created_by=actor if getattr(actor, "is_authenticated", False) else None,
-        )
-        enqueue_on_commit(RECLAMATION_WHATIF, whatif.pk)
-    return whatif
+    return queued_run_create(
+        ReclamationWhatIf,
+        task_name=RECLAMATION_WHATIF,
+        actor=actor,
+        pool=pool,
+        params={"days": days, "overrides": params_json(overrides)},
+    )
 
 
 def reclamation_whatifs_sweep(*, now: datetime | None = None) -> dict[str, int]:
-    """Beat's housekeeping of queued what-ifs: queue again those whose task was lost (pending
-    or running since before ``now`` minus ``TASK_TIME_LIMIT_S``, the longest a task may run,
-    unless their job still waits in the outbox), and delete those finished more than
-    :data:`KEEP_DAYS` days ago. Returns ``{"requeued", "deleted"}``."""
-    now = now or timezone.now()
-    cutoff = now - timedelta(seconds=settings.TASK_TIME_LIMIT_S)
-    waiting = {args[0] for args in jobs_waiting(RECLAMATION_WHATIF) if args}
-    stranded = [
-        pk
-        for pk in ReclamationWhatIf.objects.filter(
-            status__in=(EstimateStatus.PENDING, EstimateStatus.RUNNING), created_at__lt=cutoff
-        ).values_list("pk", flat=True)
-        if pk not in waiting
-    ]
-    for pk in stranded:
-        enqueue_on_commit(RECLAMATION_WHATIF, pk)
-    deleted, _ = ReclamationWhatIf.objects.filter(
-        finished_at__lt=now - timedelta(days=KEEP_DAYS)
-    ).delete()
-    return {"requeued": len(stranded), "deleted": deleted}
+    """Beat's housekeeping of queued what-ifs (:func:`~pools.jobs.runs.queued_runs_sweep`):
+    lost ones queued again, those finished more than :data:`KEEP_DAYS` days ago deleted.
+    Returns ``{"requeued", "deleted"}``."""
+    return queued_runs_sweep(
+        ReclamationWhatIf, task_name=RECLAMATION_WHATIF, keep_days=KEEP_DAYS, now=now
+    )
 
 
 def reclamation_whatif_run(*, whatif_id: int, metrics: Any = None) -> ReclamationWhatIf:
-    """Run a queued what-if: done with :func:`report_json` as ``result``, or failed with
-    ``error`` and ``error_code`` (``unavailable``: no Prometheus configured;
-    ``prometheus_unavailable``: it could not be read; ``internal``: a bug, logged).
+    """Run a queued what-if (:func:`~pools.jobs.runs.queued_run_execute`): done with
+    :func:`report_json` as ``result``, or failed with ``error_code`` ``unavailable`` (no
+    Prometheus configured), ``prometheus_unavailable`` (it could not be read) or ``internal``.
+    :class:`NotFound` when the row is gone (its pool was deleted)."""
 
-    Idempotent: a done or failed what-if is returned as it is (a redelivered task does
-    nothing); an interrupted one runs again (it writes nothing else). :class:`NotFound` when
-    the row is gone (its pool was deleted)."""
-    with transaction.atomic():
-        whatif = ReclamationWhatIf.objects.select_for_update().filter(pk=whatif_id).first()
-        if whatif is None:
-            raise NotFound(f"No reclamation what-if #{whatif_id}.", id=whatif_id)
-        if whatif.finished:
-            return whatif
-        whatif.status, whatif.progress = EstimateStatus.RUNNING, 0
-        whatif.save(update_fields=["status", "progress"])
-
-    def progress(percent: int) -> None:
-        ReclamationWhatIf.objects.filter(pk=whatif_id).update(progress=percent)
-
-    result, error, code = None, "", ""
-    try:
+    def compute(whatif: ReclamationWhatIf, progress: Callable[[int], None]) -> dict[str, Any]:
         overrides = {
             name: ReclamationPolicy._meta.get_field(name).to_python(value)
             for name, value in (whatif.params.get("overrides") or {}).items()
@@ -421,23 +392,8 @@ def reclamation_whatif_run(*, whatif_id: int, metrics: Any = None) -> Reclamatio
             pool=whatif.pool, policy_overrides=overrides, days=whatif.params["days"],
             metrics=metrics, on_progress=progress,
         )  # fmt: skip
-        if report.error is None:
-            result = report_json(report)
-        else:
-            error, code = report.error, report.error_code
-    except DomainError as exc:
-        error, code = exc.message, exc.code
-    except Exception as exc:  # a bug must not leave the what-if running for ever
-        logger.exception("reclamation what-if %s failed", whatif_id)
-        error = f"The what-if failed with an internal error ({type(exc).__name__}); see the logs."
-        code = "internal"
-    ReclamationWhatIf.objects.filter(pk=whatif_id).update(
-        status=EstimateStatus.FAILED if error else EstimateStatus.DONE,
-        progress=100,
-        result=result,
-        error=error,
-        error_code=code,
-        finished_at=timezone.now(),
-    )
-    whatif.refresh_from_db()
-    return whatif
+        if report.error is not None:
+            raise RunFailed(report.error, code=report.error_code)
+        return report_json(report)
+
+    return queued_run_execute(ReclamationWhatIf, run_id=whatif_id, compute=compute)

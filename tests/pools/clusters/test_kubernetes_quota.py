@@ -4,12 +4,11 @@ allocations in that cluster's pools only, written through that cluster's adapter
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
-from kubernetes_support import fake_apiserver
+from kubernetes_support import kubernetes_cluster
 
 from pools.capacity.models import CapacityRequest, SchedulerDrift
 from pools.capacity.services.reconcile import reconcile_all, reconcile_cluster
@@ -17,11 +16,9 @@ from pools.capacity.services.requests import capacity_request_approve
 from pools.capacity.services.scheduler_binding import team_cards_applied
 from pools.clusters import adapters
 from pools.clusters.models import Cluster
-from pools.clusters.services import cluster_create
 from pools.common.choices import AllocationStatus, RequestStatus, Scheduler, TeamRole
 from pools.inventory.models import GpuModel
 from pools.tenancy.models import Membership
-from scheduler_adapters.kubernetes_fake import DEFAULT_NODES
 
 pytestmark = pytest.mark.django_db
 
@@ -31,30 +28,6 @@ def _fresh_adapters():
     adapters.reset()
     yield
     adapters.reset()
-
-
-@pytest.fixture
-def apiservers():
-    """Two HTTP-fake Kubernetes API servers: two clusters."""
-    module = fake_apiserver()
-    servers = [module.FakeApiServer(nodes=DEFAULT_NODES).start() for _ in range(2)]
-    yield servers
-    for server in servers:
-        server.stop()
-
-
-def kubernetes_cluster(server, tmp_path: Path, slug: str) -> Cluster:
-    token = tmp_path / f"{slug}.token"
-    token.write_text(server.token + "\n", encoding="utf-8")
-    fields = {
-        "slug": slug,
-        "name": slug.title(),
-        "kind": Scheduler.KUBERNETES,
-        "api_url": server.url,
-        "credential_kind": "token-file",
-        "credential_path": str(token),
-    }
-    return cluster_create(fields=fields, actor=None, render=lambda c: {"slug": c.slug})
 
 
 def l40s_pool(slug: str, cluster: Cluster | None, gpu_model: GpuModel):

@@ -4,13 +4,12 @@ and the refusals (a taken ClusterName or API URL, a cluster holding pools, bad f
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 
 import pytest
 from django.apps import apps
 from django.test import override_settings
 from factories import ClusterFactory, PoolFactory
-from kubernetes_support import fake_apiserver
+from kubernetes_support import fake_apiserver, kubernetes_cluster_fields
 
 from pools.audit.models import AuditEvent
 from pools.clusters import adapters
@@ -26,7 +25,6 @@ from pools.common.choices import ClusterStatus, Scheduler
 from pools.common.errors import ClusterInUse, ClusterTaken, InvalidInput
 from pools.inventory.models import Pool
 from scheduler_adapters.fake import FakeScheduler
-from scheduler_adapters.kubernetes_fake import DEFAULT_NODES
 
 pytestmark = pytest.mark.django_db
 
@@ -50,29 +48,6 @@ def _fresh_adapters():
     adapters.reset()
     yield
     adapters.reset()
-
-
-@pytest.fixture
-def apiservers():
-    """Two HTTP-fake Kubernetes API servers: two clusters."""
-    module = fake_apiserver()
-    servers = [module.FakeApiServer(nodes=DEFAULT_NODES).start() for _ in range(2)]
-    yield servers
-    for server in servers:
-        server.stop()
-
-
-def kubernetes_fields(server, tmp_path: Path, slug: str) -> dict:
-    token = tmp_path / f"{slug}.token"
-    token.write_text(server.token + "\n", encoding="utf-8")
-    return {
-        "slug": slug,
-        "name": slug.title(),
-        "kind": Scheduler.KUBERNETES,
-        "api_url": server.url,
-        "credential_kind": "token-file",
-        "credential_path": str(token),
-    }
 
 
 # ----------------------------------------------------------------- the environment's clusters
@@ -138,12 +113,10 @@ def test_the_environment_configuration_keeps_working_unchanged():
 def test_two_kubernetes_clusters_each_get_their_own_adapter(apiservers, tmp_path):
     """Each pool's adapter talks to its own cluster's API server: listing nodes through the
     pool of cluster A reaches server A only, and through B server B only."""
-    a = cluster_create(
-        fields=kubernetes_fields(apiservers[0], tmp_path, "site-a"), actor=None, render=render
-    )
-    b = cluster_create(
-        fields=kubernetes_fields(apiservers[1], tmp_path, "site-b"), actor=None, render=render
-    )
+    fields = kubernetes_cluster_fields(apiservers[0], tmp_path, "site-a")
+    a = cluster_create(fields=fields, actor=None, render=render)
+    fields = kubernetes_cluster_fields(apiservers[1], tmp_path, "site-b")
+    b = cluster_create(fields=fields, actor=None, render=render)
     pool_a = PoolFactory(slug="infer-a", scheduler=Scheduler.KUBERNETES, cluster=a)
     pool_b = PoolFactory(slug="infer-b", scheduler=Scheduler.KUBERNETES, cluster=b)
     before = [len(server.requests) for server in apiservers]

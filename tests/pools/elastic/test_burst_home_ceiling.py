@@ -8,22 +8,19 @@ hand in each test."""
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
-from kubernetes_support import fake_apiserver
+from kubernetes_support import kubernetes_cluster
 
 from pools.capacity.scheduler_panel import scheduler_panel
 from pools.clusters import adapters
 from pools.clusters.models import Cluster
-from pools.clusters.services import cluster_create
 from pools.common.choices import AllocationStatus, QuotaBackend, Scheduler
 from pools.elastic.models import ElasticPolicy
 from pools.elastic.services import elastic_apply
 from pools.inventory.models import GpuModel
-from scheduler_adapters.kubernetes_fake import DEFAULT_NODES
 
 pytestmark = pytest.mark.django_db
 
@@ -36,24 +33,6 @@ def _fresh_adapters():
     adapters.reset()
     yield
     adapters.reset()
-
-
-@pytest.fixture
-def apiservers():
-    module = fake_apiserver()
-    servers = [module.FakeApiServer(nodes=DEFAULT_NODES).start() for _ in range(2)]
-    yield servers
-    for server in servers:
-        server.stop()
-
-
-def kubernetes_cluster(server, tmp_path: Path, slug: str) -> Cluster:
-    token = tmp_path / f"{slug}.token"
-    token.write_text(server.token + "\n", encoding="utf-8")
-    fields = {"slug": slug, "name": slug.title(), "kind": Scheduler.KUBERNETES,
-              "api_url": server.url, "credential_kind": "token-file",
-              "credential_path": str(token)}  # fmt: skip
-    return cluster_create(fields=fields, actor=None, render=lambda c: {"slug": c.slug})
 
 
 def l40s_pool(slug: str, cluster: Cluster, cards: int, **fields):

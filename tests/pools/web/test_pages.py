@@ -7,12 +7,14 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from django import forms
 from django.template import Context, Template
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from pools.web.pages import PlainSelect, UrlOfId, minute_text
+from pools.common.errors import InvalidInput
+from pools.web.pages import PlainSelect, UrlOfId, form_add_domain_errors, minute_text
 
 
 @pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin", "Asia/Shanghai", "America/New_York"])
@@ -42,4 +44,31 @@ def test_plain_select_writes_what_format_html_wrote():
         '<option value="a&amp;b&quot;&#x27;&lt;x&gt;" selected>O&#x27;Brien &amp; &lt;Co&gt;'
         '</option><option value="<b>"><i>x</i></option><option value="3" selected>4</option>'
         "</select>"
+    )
+
+
+class _NameForm(forms.Form):
+    name = forms.CharField()
+
+
+@pytest.mark.parametrize(
+    "name_other_fields, form_wide",
+    [(False, ["A whole number."]), (True, ["Days: A whole number."])],
+)
+def test_a_refusal_lands_on_its_fields_and_the_rest_form_wide(name_other_fields, form_wide):
+    form = _NameForm({"name": "x"})
+    assert form.is_valid()
+    refusal = InvalidInput("Refused.", errors={"name": "Taken.", "days": "A whole number."})
+    form_add_domain_errors(form, refusal, name_other_fields=name_other_fields)
+    assert form.errors["name"] == ["Taken."]
+    assert form.non_field_errors() == form_wide
+
+
+def test_a_refusal_without_field_errors_is_its_message_form_wide():
+    form = _NameForm({"name": "x"})
+    assert form.is_valid()
+    form_add_domain_errors(form, InvalidInput("The cluster is down."))
+    assert (dict(form.errors), form.non_field_errors()) == (
+        {"__all__": ["The cluster is down."]},
+        ["The cluster is down."],
     )
