@@ -20,6 +20,7 @@ from django.db.models import (
     ExpressionWrapper,
     F,
     Q,
+    QuerySet,
     Sum,
     Window,
 )
@@ -36,6 +37,7 @@ from pools.capacity.models import (
 from pools.capacity.overcommit import Overcommit, overcommitted_windows
 from pools.capacity.selectors import InstantsBefore, cards_held_series
 from pools.common.choices import NodeState, RequestStatus
+from pools.dashboards.demand_history import HOUR, floor_hour, hourly_demand
 from pools.inventory.models import (
     DriverGroup,
     Gpu,
@@ -484,7 +486,11 @@ def demand_forecasts(
     *, filters: DashboardFilters, now: datetime, usable: dict[tuple[str, str], int]
 ) -> list[Forecast]:
     """When each pool × model runs out at the trend of the last 90 days of requests. Three
-    queries (sums per week in the database, then the pools' and models' names).
+    queries (sums per week in the database, then the pools' and models' names), and without a
+    team filter the hourly sums of the days before today from the cache
+    (:func:`pools.dashboards.demand_history.hourly_demand`: one query more when it has none, or
+    two with the pool and model filters' ids); then only the requests submitted in the hours
+    the week starts fall in, or today or later, are summed live.
 
     Method: take the requests submitted in the last 13 whole weeks (91 days, ending now) that were
     sent (submitted, approved or rejected; a request naming no pool or model counts for the pool
@@ -514,8 +520,13 @@ def demand_forecasts(
     # cards here, as exact intervals, and divided into card-days once.
     length = ExpressionWrapper(F("ends_at") - F("starts_at"), output_field=DurationField())
     starts = [since + i * timedelta(weeks=1) for i in range(1, weeks)]
+    totals: dict[tuple, list[timedelta]] = {}
+    live_named = named
+    if not filters.team:
+        totals, live = _cached_weeks(named, filters=filters, now=now, since=since, starts=starts)
+        live_named = named.filter(live)
     halves = []
-    for half in (named, unnamed):
+    for half in (live_named, unnamed):
         if filters.pool:
             half = half.filter(p_id__in=Pool.objects.filter(slug=filters.pool).values("pk"))
         if filters.gpu_model:
@@ -531,7 +542,6 @@ def demand_forecasts(
             .values_list("p_id", "m_id", "card_count", "week", "length")
         )
     rows = halves[0].union(halves[1], all=True)
-    totals: dict[tuple, list[timedelta]] = {}
     for p, m, cards, week, total in rows:
         totals.setdefault((p, m), [timedelta(0)] * weeks)[week] += cards * total
     by_ids = {key: [t / timedelta(days=1) for t in ts] for key, ts in totals.items()}
@@ -564,6 +574,36 @@ def demand_forecasts(
         )
     result.sort(key=lambda f: (f.runs_out is None, f.runs_out or now, f.pool, f.gpu_model))
     return result
+
+
+def _cached_weeks(
+    named: QuerySet, *, filters: DashboardFilters, now: datetime, since: datetime, starts: list
+) -> tuple[dict[tuple, list[timedelta]], Q]:
+    """Card-time per (pool id, model id) and week from the cached hourly sums
+    (:func:`pools.dashboards.demand_history.hourly_demand`) of ``named`` (not team-filtered),
+    narrowed to the filters' pool and model: week k takes the whole hours after the hour of
+    its start ``since``/``starts[k - 1]`` and before the hour of the next (the last: on without
+    end). Returns those sums (only pool × models with a request in them) and the condition on
+    ``submitted_at`` of the rest, to sum live: the hours holding a week start."""
+    hourly = hourly_demand(named, now=now, days=len(starts) * 7 + 7)
+    cuts = [floor_hour(t) for t in (since, *starts)]
+    spans = [(cut + HOUR, nxt) for cut, nxt in zip(cuts, [*cuts[1:], None], strict=True)]
+    live = Q()
+    for cut in cuts:
+        live |= Q(submitted_at__gte=cut, submitted_at__lt=cut + HOUR)
+    keys = list(hourly.card_us)
+    if filters.pool:
+        ids = set(Pool.objects.filter(slug=filters.pool).values_list("pk", flat=True))
+        keys = [k for k in keys if k[0] in ids]
+    if filters.gpu_model:
+        ids = set(GpuModel.objects.filter(slug=filters.gpu_model).values_list("pk", flat=True))
+        keys = [k for k in keys if k[1] in ids]
+    totals = {}
+    for key in keys:
+        sums = [hourly.between(key, lo, hi) for lo, hi in spans]
+        if any(n for _, n in sums):
+            totals[key] = [timedelta(microseconds=us) for us, _ in sums]
+    return totals, live
 
 
 @dataclass(frozen=True)

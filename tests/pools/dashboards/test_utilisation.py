@@ -30,6 +30,7 @@ from factories import GpuFactory, NodeFactory, PoolFactory
 from pools.common.choices import Scheduler
 from pools.dashboards import capacity as dashboard
 from pools.dashboards import utilisation
+from pools.dashboards.demand_history import GENERATION_KEY
 from pools.dashboards.stranded import SNAPSHOT_KEY
 from pools.inventory.models import GpuModel
 from pools.reclamation.models import ReclamationPolicy
@@ -333,6 +334,7 @@ def test_queries_do_not_grow_with_the_fleet(fleet, admin, prometheus):
             GpuFactory(node=node, index=i, gpu_model=l40s, raw_model_name="NVIDIA L40S")
     fake.queries.clear()
     cache.delete(SNAPSHOT_KEY)  # computed again, as by the first view (then stored)
+    cache.delete(GENERATION_KEY)  # the forecast's hourly sums too
     assert [count(url) for url in urls] == small
     assert len(fake.queries) == prometheus_small == 2 + 5 + 2
 
