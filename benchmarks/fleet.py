@@ -689,6 +689,8 @@ def run(*, reuse: bool = False) -> None:
 
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)
+    from pools.dashboards.demand_history import requests_changed
+
     fleet = Fleet.load() if reuse else Fleet()
     if reuse:
         print(f"reusing the seeded fleet of {fleet.blocks} blocks in {BENCH_DB}", flush=True)
@@ -698,6 +700,7 @@ def run(*, reuse: bool = False) -> None:
     for i, blocks in enumerate(BLOCKS):
         started = time.perf_counter()
         fleet.grow(blocks)
+        requests_changed()  # seeded by bulk_create, which sends no save signal
         from pools.models import Allocation, CapacityRequest, Gpu, Team
 
         name = (
