@@ -44,14 +44,12 @@ def pool_admin_required(view):
     return wrapper
 
 
-def form_add_domain_errors(
-    form: forms.BaseForm, exc: DomainError, *, name_other_fields: bool = False
+def form_add_errors(
+    form: forms.BaseForm, errors: dict[str, object], *, name_other_fields: bool = False
 ) -> None:
-    """Show a service's refusal ``exc`` on ``form``: each message of ``exc.data["errors"]``
-    (``{field: message}``) on its field, a field the form does not have form-wide (named first,
-    ``"Days: …"``, with ``name_other_fields``: the what-if forms keep ``days`` outside their
-    fields); without ``errors``, ``exc.message`` form-wide."""
-    errors = exc.data.get("errors") or {}
+    """Show ``errors`` (``{field: message or [messages]}``) on ``form``: each on its field, a
+    field the form does not have form-wide (named first, ``"Days: …"``, with
+    ``name_other_fields``: the what-if forms keep ``days`` outside their fields)."""
     for field, message in errors.items():
         if field in form.fields:
             form.add_error(field, message)
@@ -59,8 +57,20 @@ def form_add_domain_errors(
             form.add_error(None, f"{field.capitalize()}: {message}")
         else:
             form.add_error(None, message)
-    if not errors:
-        form.add_error(None, exc.message)
+
+
+def form_add_domain_errors(
+    form: forms.BaseForm, exc: DomainError, *, name_other_fields: bool = False
+) -> None:
+    """Show a service's refusal ``exc`` on ``form``: the messages of ``exc.data["errors"]``
+    through :func:`form_add_errors`; without ``errors``, ``exc.message`` on the one field
+    ``exc.data["field"]`` names when the form has it, else form-wide."""
+    errors = exc.data.get("errors")
+    if errors:
+        form_add_errors(form, errors, name_other_fields=name_other_fields)
+        return
+    field = exc.data.get("field")
+    form.add_error(field if field in form.fields else None, exc.message)
 
 
 def redirect_back(request, fallback: str, *args, **kwargs) -> HttpResponseRedirect:
