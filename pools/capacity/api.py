@@ -360,7 +360,7 @@ class CapacityRequestViewSet(
         """Approve (pool admins): answers with the allocation; again → the same allocation."""
         # Who may act is decided before the body is read: 404 / 403 whatever it holds.
         obj = self.get_object()
-        permissions.require_pool_admin(request.user)
+        permissions.require_pool_admin(request.user, request_services.ADMINS_DECIDE)
         form = ApproveSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         allocation = request_services.capacity_request_approve(
@@ -377,7 +377,7 @@ class CapacityRequestViewSet(
         """Accept a ``growth`` request as planned capacity (pool admins); ``reason`` says how
         (required); no allocation is made. Again → the same request."""
         obj = self.get_object()
-        permissions.require_pool_admin(request.user)
+        permissions.require_pool_admin(request.user, request_services.ADMINS_DECIDE)
         form = ReasonSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         obj = request_services.capacity_request_accept(
@@ -389,7 +389,7 @@ class CapacityRequestViewSet(
     @action(detail=True, methods=["post"])
     def reject(self, request, pk=None):
         obj = self.get_object()
-        permissions.require_pool_admin(request.user)
+        permissions.require_pool_admin(request.user, request_services.ADMINS_DECIDE)
         form = ReasonSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         obj = request_services.capacity_request_reject(

@@ -9,19 +9,16 @@ from pools.capacity.models import Allocation, CapacityRequest
 from pools.common.choices import AllocationStatus, RequestKind, RequestStatus, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
 from pools.web.api import visible_teams
-from pools.web.pages import PlainSelect
+from pools.web.pages import SlugNameChoiceFilter
 
 
 class TeamPoolModelFilters(filters.FilterSet):
     """Team, pool and GPU model chosen by slug from a list; an unknown slug is a field error
     (400 in the API), not an empty result."""
 
-    team = filters.ModelChoiceFilter(
-        queryset=visible_teams,
-        to_field_name="slug",
-        empty_label="Any",
-        label="Team",
-        widget=PlainSelect,  # a pool admin's list holds every team of the fleet
+    # a pool admin's list holds every team of the fleet: read as (slug, name) rows
+    team = SlugNameChoiceFilter(
+        queryset=visible_teams, to_field_name="slug", empty_label="Any", label="Team"
     )
     pool = filters.ModelChoiceFilter(
         queryset=Pool.objects.order_by("name"), to_field_name="slug", empty_label="Any"

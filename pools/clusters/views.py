@@ -18,7 +18,7 @@ from pools.clusters.models import Cluster
 from pools.clusters.serializers import cluster_render
 from pools.clusters.services import cluster_check, cluster_create, cluster_delete, cluster_update
 from pools.common.errors import ClusterInUse, DomainError
-from pools.web.pages import Column, filtered_list, pool_admin_required
+from pools.web.pages import Column, filtered_list, form_add_domain_errors, pool_admin_required
 
 CLUSTER_COLUMNS = [
     Column("slug", lambda c: c.slug),
@@ -94,11 +94,10 @@ def cluster_edit(request, slug: str | None = None):
                     before=cluster_render(cluster),
                     render=cluster_render,
                 )
+        except ClusterInUse as exc:  # raised on save only for a new kind of a cluster with pools
+            form.add_error("kind", exc.message)
         except DomainError as exc:
-            field = exc.data.get("field")
-            if isinstance(exc, ClusterInUse):
-                field = "kind"
-            form.add_error(field if field in form.fields else None, exc.message)
+            form_add_domain_errors(form, exc)
         else:
             _say_status(request, saved)
             return redirect("pools:cluster-list")

@@ -25,6 +25,7 @@ from pools.web.pages import (
     Column,
     csv_response,
     filtered_list,
+    form_add_domain_errors,
     mig_slices_text,
     pool_admin_required,
 )
@@ -335,9 +336,7 @@ def inventory_import(request):
             else:
                 report = outcome
         except DomainError as exc:
-            form.add_error(
-                exc.data.get("field") if exc.data.get("field") in form.fields else None, exc.message
-            )
+            form_add_domain_errors(form, exc)
             # htmx swaps only 2xx answers: its fragment shows the error with 200
             status = 200 if request.htmx else 400
     context = {

@@ -34,7 +34,13 @@ from pools.maintenance.services.windows import (
     wave_ask_errors,
 )
 from pools.tenancy.permissions import may_administer_pools
-from pools.web.pages import Column, filtered_list, form_add_domain_errors, pool_admin_required
+from pools.web.pages import (
+    Column,
+    filtered_list,
+    form_add_domain_errors,
+    form_add_errors,
+    pool_admin_required,
+)
 
 MAINTENANCE_COLUMNS = [
     Column("window", lambda w: w.pk),
@@ -98,8 +104,7 @@ def maintenance_new(request):
             )  # fmt: skip
             if fields["ends_at"] <= fields["starts_at"]:
                 errors["ends_at"] = "After the start."
-            for field, message in errors.items():
-                form.add_error(field if field in form.fields else None, message)
+            form_add_errors(form, errors)
             if not errors:
                 found = maintenance_collisions(
                     nodes=nodes, start=fields["starts_at"], end=fields["ends_at"]
@@ -132,8 +137,7 @@ def maintenance_waves(request):
             max_slots=data["max_waves"],
         )
         errors = wave_ask_errors(ask)
-        for field, message in errors.items():
-            form.add_error(field if field in form.fields else None, message)
+        form_add_errors(form, errors)
         if not errors and request.POST.get("step") == "save":
             try:
                 windows = maintenance_waves_create(

@@ -249,7 +249,7 @@ class ReclamationPolicyViewSet(
         return ReclamationPolicy.objects.select_related("pool").order_by("pool__name")
 
     def create(self, request, *args, **kwargs):
-        self._require_admin(request)
+        self._require_admin(request, "change a reclamation policy")
         form = self.get_serializer(data=request.data)
         form.is_valid(raise_exception=True)
         values = dict(form.validated_data)
@@ -259,7 +259,7 @@ class ReclamationPolicyViewSet(
         return Response(self.get_serializer(policy).data, status=status.HTTP_201_CREATED)
 
     def update(self, request, *args, **kwargs):
-        self._require_admin(request)
+        self._require_admin(request, "change a reclamation policy")
         policy = self.get_object()
         form = self.get_serializer(policy, data=request.data, partial=kwargs.get("partial", False))
         form.is_valid(raise_exception=True)
@@ -295,7 +295,7 @@ class ReclamationPolicyViewSet(
         )
 
     @staticmethod
-    def _require_admin(request, what: str = "change a reclamation policy") -> None:
+    def _require_admin(request, what: str) -> None:
         # before validation: a member learns nothing from a 400 about a body they may not send
         require_pool_admin(request.user, f"Only pool admins can {what}.")
 

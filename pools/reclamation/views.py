@@ -346,8 +346,7 @@ def _exemption_granted(request, exemption_form: ExemptionForm) -> bool:
             allocation=data.get("allocation"),
         )
     except DomainError as exc:
-        field = exc.data.get("field")
-        exemption_form.add_error(field if field in exemption_form.fields else None, exc.message)
+        form_add_domain_errors(exemption_form, exc)
         return False
     messages.success(
         request,

@@ -123,7 +123,9 @@ def require_manager(user: Any, team: Team) -> None:
         )
 
 
-def require_pool_admin(user: Any, message: str = "Only pool admins may decide requests.") -> None:
-    """:func:`is_pool_admin`, else :class:`PermissionDenied` with ``message``."""
+def require_pool_admin(user: Any, message: str) -> None:
+    """:func:`is_pool_admin`, else :class:`PermissionDenied` with ``message``, which names the
+    action refused (``"Only pool admins may plan maintenance."``): no default, so no caller
+    can answer with another action's words."""
     if not is_pool_admin(user):
         raise PermissionDenied(message)

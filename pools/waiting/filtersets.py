@@ -11,7 +11,7 @@ from pools.inventory.filtersets import yes_no
 from pools.waiting.choices import WaitKind
 from pools.waiting.models import PendingWork
 from pools.web.api import visible_teams
-from pools.web.pages import PlainSelect
+from pools.web.pages import SlugNameChoiceFilter
 
 SCHEDULERS = [(s.value, s.label) for s in (Scheduler.SLURM, Scheduler.KUBERNETES)]
 
@@ -54,9 +54,7 @@ class TeamPendingWorkFilterSet(filters.FilterSet):
 class PendingWorkFilterSet(TeamPendingWorkFilterSet):
     """The API's: also ``team`` (slug; an unknown or invisible one is a field error, 400)."""
 
-    team = filters.ModelChoiceFilter(
-        queryset=visible_teams, to_field_name="slug", empty_label="Any", widget=PlainSelect
-    )
+    team = SlugNameChoiceFilter(queryset=visible_teams, to_field_name="slug", empty_label="Any")
 
     class Meta:
         model = PendingWork

@@ -74,6 +74,8 @@ from scheduler_adapters.types import MAX_GPUS_PER_NODE
 START_GRACE = timedelta(minutes=10)
 MAX_WINDOW = timedelta(days=366)
 JUSTIFICATION_MAX = 5000
+# The 403 of a non-admin approving, accepting or rejecting (services and API alike).
+ADMINS_DECIDE = "Only pool admins may decide requests."
 GROWTH_NOT_APPROVED = (
     "A request for capacity to add is accepted or rejected, not approved: no pool has the "
     "cards yet."
@@ -563,7 +565,7 @@ def capacity_request_approve(
     commit (:func:`_approval_enqueue`).
     """
     if not system:
-        require_pool_admin(actor)
+        require_pool_admin(actor, ADMINS_DECIDE)
     if request.kind == RequestKind.GROWTH:
         raise _not_approvable(request, GROWTH_NOT_APPROVED)
     target_pool, target_model = _approval_target(request, pool, gpu_model, card_count, ends_at)
@@ -1106,7 +1108,7 @@ def _decide(
     the blank reason (:class:`InvalidInput`) are checked before the row is locked, the
     request's kind and status (:func:`_check_decidable`) after.
     """
-    require_pool_admin(actor)
+    require_pool_admin(actor, ADMINS_DECIDE)
     reason = (reason or "").strip()
     if not reason:
         raise InvalidInput(decision.reason_missing, errors={"reason": "Required."})

@@ -5,12 +5,20 @@ exists, nothing is written, and the refusal says who may."""
 from __future__ import annotations
 
 import pytest
-from factories import MembershipFactory, PoolFactory, TeamFactory, UserFactory
+from factories import (
+    CapacityRequestFactory,
+    MembershipFactory,
+    PoolFactory,
+    TeamFactory,
+    UserFactory,
+)
 from rest_framework.test import APIClient
 
 from billing.budgets.models import Budget
+from pools.capacity.models import CapacityRequest
 from pools.overrides.models import TemporaryOverride
 from pools.recurring.models import RecurringReservation
+from pools.tenancy.models import Team
 
 pytestmark = pytest.mark.django_db
 
@@ -104,3 +112,31 @@ def test_a_request_action_goes_back_to_this_site_only(next_url, expected):
 
     assert response.status_code == 302
     assert response["Location"] == (expected or f"/requests/{request.pk}/")
+
+
+@pytest.mark.parametrize(
+    "action, body",
+    [("approve", {}), ("accept", {"reason": "planned"}), ("reject", {"reason": "no"})],
+)
+def test_a_member_deciding_its_own_request_is_told_who_decides(alice_api, action, body):
+    request = CapacityRequestFactory(team=Team.objects.get(slug="alpha"))
+
+    answer = alice_api.post(f"/api/v1/requests/{request.pk}/{action}/", body, format="json")
+
+    assert (answer.status_code, answer.json()["detail"]) == (
+        403,
+        "Only pool admins may decide requests.",
+    )
+    assert CapacityRequest.objects.get(pk=request.pk).status == request.status
+
+
+@pytest.mark.parametrize("method", ["post", "put"])
+def test_a_member_changing_a_reclamation_policy_is_told_what_it_may_not_do(alice_api, method):
+    url = "/api/v1/reclamation-policies/" + (f"{PoolFactory().slug}/" if method == "put" else "")
+
+    answer = getattr(alice_api, method)(url, {"idle_hours": 4}, format="json")
+
+    assert (answer.status_code, answer.json()["detail"]) == (
+        403,
+        "Only pool admins can change a reclamation policy.",
+    )

@@ -14,7 +14,13 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from pools.common.errors import InvalidInput
-from pools.web.pages import PlainSelect, UrlOfId, form_add_domain_errors, minute_text
+from pools.web.pages import (
+    PlainSelect,
+    UrlOfId,
+    form_add_domain_errors,
+    form_add_errors,
+    minute_text,
+)
 
 
 @pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin", "Asia/Shanghai", "America/New_York"])
@@ -72,3 +78,27 @@ def test_a_refusal_without_field_errors_is_its_message_form_wide():
         {"__all__": ["The cluster is down."]},
         ["The cluster is down."],
     )
+
+
+@pytest.mark.parametrize(
+    ("field", "errors"),
+    [
+        ("name", {"name": ["Taken."]}),  # the form's field: there
+        ("slurm_user", {"__all__": ["Taken."]}),  # a field the form lacks: form-wide
+    ],
+)
+def test_a_refusal_naming_one_field_is_its_message_on_that_field(field, errors):
+    form = _NameForm({"name": "x"})
+    assert form.is_valid()
+    form_add_domain_errors(form, InvalidInput("Taken.", field=field))
+    assert dict(form.errors) == errors
+
+
+def test_form_add_errors_puts_each_message_on_its_field():
+    form = _NameForm({"name": "x"})
+    assert form.is_valid()
+    form_add_errors(form, {"name": "After the start.", "hostnames": "No such node: gpu9."})
+    assert dict(form.errors) == {
+        "name": ["After the start."],
+        "__all__": ["No such node: gpu9."],
+    }
