@@ -20,6 +20,7 @@ most; it is deleted at the end either way.
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -165,6 +166,9 @@ def test_a_1x8_request_approved_reserves_the_node_and_a_job_of_that_shape_runs_i
 
         # Released while the job runs: slurmctld will not delete a reservation in use, so it is
         # ended now; the team's cap is 0 at once, and the node is free once the job is gone.
+        # Slurm keeps whole seconds: "EndTime=now" in the second the reservation started would
+        # be its start (on a quiet machine all of the above can take under a second).
+        time.sleep(max(0.0, (now + timedelta(seconds=1) - timezone.now()).total_seconds()))
         with django_capture_on_commit_callbacks(execute=True):
             allocation_release(allocation=allocation, actor=alice, reason="done")
         ended = slurm.get_reservation(reservation)  # State turns INACTIVE on slurmctld's next pass
