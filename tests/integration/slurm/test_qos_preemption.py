@@ -220,7 +220,12 @@ def test_a_production_job_preempts_a_batch_job_on_the_real_cluster(
 
     batch, prod = eventually(
         both,
-        lambda pair: pair[1].state == JobState.RUNNING and pair[0].state != JobState.RUNNING,
+        # the batch job passes through COMPLETING (its epilog runs) after production started:
+        # wait for the state it settles in
+        lambda pair: (
+            pair[1].state == JobState.RUNNING
+            and pair[0].state not in {JobState.RUNNING, JobState.COMPLETING}
+        ),
         timeout_s=90,
     )
     release = slurm_settings.get("SLURM_RELEASE")
