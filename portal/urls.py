@@ -14,9 +14,9 @@ from billing.dashboards import views as dashboards_views
 from billing.tokenflow import api as tokenflow_api
 from pools.access import api as access_api
 from pools.advisor import api as advisor_api
+from pools.audit import api as audit_api
 from pools.calibration import api as calibration_api
 from pools.capacity import api as capacity_api
-from pools.capacity import api_audit as audit_api
 from pools.clusters import api as clusters_api
 from pools.elastic import api as elastic_api
 from pools.explain import api as explain_api
