@@ -1,17 +1,20 @@
 """Pieces the sub-domains' APIs share: timezone-aware datetime fields, the pool-admin
 permissions, the team field that only offers the caller's teams, the checked page size and
-cursor pagination of lists that grow without bound, and what a queued run (a what-if) asks and
-answers."""
+cursor pagination of lists that grow without bound, the pool admins' create action, and what a
+queued run (a what-if) asks and answers."""
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
-from rest_framework import exceptions, pagination, permissions, serializers
+from collections.abc import Callable
+
+from django.db.models import Model, QuerySet
+from rest_framework import exceptions, mixins, pagination, permissions, serializers, status
+from rest_framework.response import Response
 
 from pools.common.validators import DATE_RANGE_MESSAGE, date_in_range
 from pools.tenancy import selectors
 from pools.tenancy.models import Team
-from pools.tenancy.permissions import may_administer_pools
+from pools.tenancy.permissions import may_administer_pools, require_pool_admin
 
 
 class IsPoolAdminOrReadOnly(permissions.BasePermission):
@@ -26,6 +29,31 @@ class IsPoolAdminOrReadOnly(permissions.BasePermission):
 class IsPoolAdmin(permissions.BasePermission):
     def has_permission(self, request, view):
         return may_administer_pools(request.user)
+
+
+class PoolAdminCreateMixin(mixins.CreateModelMixin):
+    """``POST`` on a list whose rows only pool admins make (overrides, recurring reservations,
+    maintenance windows), in one order: the caller's right first, a 403 whose words are
+    :attr:`create_refusal` (before the body: a member's 400 would tell which team and pool
+    slugs exist); then the body, a 400 by field; then :attr:`create_service` (keyword-only:
+    ``actor`` and the serializer's validated fields; its domain errors answer 400 / 403 / 409
+    through :func:`portal.api.exception_handler`); then ``201`` with the new row read again
+    through ``get_queryset`` (the list's annotations and related rows) and serialized.
+
+    A subclass sets ``create_refusal`` and ``create_service = staticmethod(service)``. The
+    ``create`` below has no docstring on purpose: the schema describes the operation by the
+    viewset's docstring, as it did before the action was shared."""
+
+    create_refusal: str = ""
+    create_service: Callable[..., Model]
+
+    def create(self, request, *args, **kwargs):
+        require_pool_admin(request.user, self.create_refusal)
+        form = self.get_serializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        made = self.create_service(actor=request.user, **form.validated_data)
+        fresh = self.get_queryset().get(pk=made.pk)
+        return Response(self.get_serializer(fresh).data, status=status.HTTP_201_CREATED)
 
 
 class AwareDateTimeField(serializers.DateTimeField):
