@@ -39,7 +39,12 @@ from pools.maintenance.services.windows import (
     wave_ask_errors,
 )
 from pools.tenancy.permissions import require_pool_admin
-from pools.web.api import AwareDateTimeField, PoolAdminCreateMixin, SlugLookupField
+from pools.web.api import (
+    AwareDateTimeField,
+    CancelActionMixin,
+    PoolAdminCreateMixin,
+    SlugLookupField,
+)
 
 MAX_HOSTS = 2000
 
@@ -173,8 +178,15 @@ def wave_ask(data: dict) -> WaveAsk:
     )
 
 
-@extend_schema_view(create=extend_schema(responses={201: MaintenanceWindowSerializer}))
-class MaintenanceWindowViewSet(PoolAdminCreateMixin, viewsets.ReadOnlyModelViewSet):
+@extend_schema_view(
+    create=extend_schema(responses={201: MaintenanceWindowSerializer}),
+    cancel=extend_schema(
+        request=MaintenanceCancelSerializer, responses=MaintenanceWindowSerializer
+    ),
+)
+class MaintenanceWindowViewSet(
+    PoolAdminCreateMixin, CancelActionMixin, viewsets.ReadOnlyModelViewSet
+):
     """Maintenance windows: nodes, a pool or a driver group out for a window."""
 
     queryset = MaintenanceWindow.objects.none()  # for the schema; get_queryset reads the user
@@ -182,6 +194,9 @@ class MaintenanceWindowViewSet(PoolAdminCreateMixin, viewsets.ReadOnlyModelViewS
     filterset_fields = ["status", "scope", "wave"]
     create_refusal = "Only pool admins may plan maintenance."
     create_service = staticmethod(maintenance_window_create)
+    cancel_serializer_class = MaintenanceCancelSerializer
+    cancel_service = staticmethod(maintenance_window_cancel)
+    cancel_keyword = "window"
 
     def get_queryset(self):
         return maintenance_window_list(user=self.request.user).prefetch_related("nodes")
@@ -216,17 +231,6 @@ class MaintenanceWindowViewSet(PoolAdminCreateMixin, viewsets.ReadOnlyModelViewS
                 "teams": team_losses(found),
             }
         )
-
-    @extend_schema(request=MaintenanceCancelSerializer, responses=MaintenanceWindowSerializer)
-    @action(detail=True, methods=["post"])
-    def cancel(self, request, pk=None):
-        window = self.get_object()
-        form = MaintenanceCancelSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        window = maintenance_window_cancel(
-            window=window, actor=request.user, reason=form.validated_data["reason"]
-        )
-        return Response(self.get_serializer(self.get_queryset().get(pk=window.pk)).data)
 
     @extend_schema(
         request=WaveAskSerializer,

@@ -8,8 +8,6 @@ from __future__ import annotations
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
-from rest_framework.decorators import action
-from rest_framework.response import Response
 
 from pools.classes.models import WorkloadClass
 from pools.inventory.models import GpuModel, Pool
@@ -18,7 +16,7 @@ from pools.overrides.filtersets import OverrideFilterSet
 from pools.overrides.models import OVERRIDE_REASON_MAX_LENGTH, OverrideKind, TemporaryOverride
 from pools.overrides.services import override_cancel, override_create
 from pools.tenancy.models import Team
-from pools.web.api import PoolAdminCreateMixin
+from pools.web.api import CancelActionMixin, PoolAdminCreateMixin
 
 MAX_CARDS = 100_000  # a bound for the integer field; the pool's usable cards refuse sooner
 
@@ -83,9 +81,14 @@ class OverrideCancelSerializer(serializers.Serializer):
                 request_only=True,
             )
         ]
-    )
+    ),
+    cancel=extend_schema(
+        request=OverrideCancelSerializer,
+        responses=OverrideSerializer,
+        description="End the override now; the team's figures go back to normal.",
+    ),
 )
-class OverrideViewSet(PoolAdminCreateMixin, viewsets.ReadOnlyModelViewSet):
+class OverrideViewSet(PoolAdminCreateMixin, CancelActionMixin, viewsets.ReadOnlyModelViewSet):
     """Temporary overrides: a team's ceiling, Kueue borrowing limit or priority raised in one
     pool until a date."""
 
@@ -94,18 +97,9 @@ class OverrideViewSet(PoolAdminCreateMixin, viewsets.ReadOnlyModelViewSet):
     filterset_class = OverrideFilterSet
     create_refusal = "Only pool admins may override a team's limits."
     create_service = staticmethod(override_create)
+    cancel_serializer_class = OverrideCancelSerializer
+    cancel_service = staticmethod(override_cancel)
+    cancel_keyword = "override"
 
     def get_queryset(self):
         return selectors.override_list(user=self.request.user)
-
-    @extend_schema(request=OverrideCancelSerializer, responses=OverrideSerializer)
-    @action(detail=True, methods=["post"])
-    def cancel(self, request, pk=None):
-        """End the override now; the team's figures go back to normal."""
-        override = self.get_object()
-        form = OverrideCancelSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        override = override_cancel(
-            override=override, actor=request.user, reason=form.validated_data["reason"]
-        )
-        return Response(self.get_serializer(self.get_queryset().get(pk=override.pk)).data)

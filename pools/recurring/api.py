@@ -15,8 +15,6 @@ from drf_spectacular.utils import (
     extend_schema_view,
 )
 from rest_framework import serializers, viewsets
-from rest_framework.decorators import action
-from rest_framework.response import Response
 
 from pools.inventory.models import GpuModel, Pool
 from pools.recurring import selectors
@@ -26,7 +24,7 @@ from pools.recurring.services.reservations import (
     recurring_reservation_create,
 )
 from pools.tenancy.models import Team
-from pools.web.api import PoolAdminCreateMixin
+from pools.web.api import CancelActionMixin, PoolAdminCreateMixin
 
 MAX_CARDS = 100_000  # a bound for the integer field; the pool's usable cards refuse sooner
 WALL_CLOCK_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$"
@@ -116,9 +114,12 @@ class CancelSerializer(serializers.Serializer):
                 request_only=True,
             )
         ]
-    )
+    ),
+    cancel=extend_schema(request=CancelSerializer, responses=RecurringReservationSerializer),
 )
-class RecurringReservationViewSet(PoolAdminCreateMixin, viewsets.ReadOnlyModelViewSet):
+class RecurringReservationViewSet(
+    PoolAdminCreateMixin, CancelActionMixin, viewsets.ReadOnlyModelViewSet
+):
     """Recurring reservations of whole cards (daily, weekdays, weekly in a time zone)."""
 
     queryset = RecurringReservation.objects.none()  # for the schema; get_queryset scopes by user
@@ -126,17 +127,9 @@ class RecurringReservationViewSet(PoolAdminCreateMixin, viewsets.ReadOnlyModelVi
     filterset_fields = ["status", "recurrence"]
     create_refusal = "Only pool admins may reserve recurring capacity."
     create_service = staticmethod(recurring_reservation_create)
+    cancel_serializer_class = CancelSerializer
+    cancel_service = staticmethod(recurring_reservation_cancel)
+    cancel_keyword = "reservation"
 
     def get_queryset(self):
         return selectors.recurring_reservation_list(user=self.request.user)
-
-    @extend_schema(request=CancelSerializer, responses=RecurringReservationSerializer)
-    @action(detail=True, methods=["post"])
-    def cancel(self, request, pk=None):
-        reservation = self.get_object()
-        form = CancelSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        reservation = recurring_reservation_cancel(
-            reservation=reservation, actor=request.user, reason=form.validated_data["reason"]
-        )
-        return Response(self.get_serializer(self.get_queryset().get(pk=reservation.pk)).data)
