@@ -175,6 +175,103 @@ def _cards_per_node() -> dict[str, int]:
 # Computing
 
 
+def _kv_per_replica(memory, batch: float | None) -> int | None:
+    """One sequence's KV bytes counted once per replica (a TP rank's share × the ranks it is
+    split over; MLA's latent and replicated KV heads are one copy) × the sequences in flight
+    (the batch, rounded up); ``None`` without a fit (pure)."""
+    if memory is None or batch is None:
+        return None
+    per_sequence = (
+        memory.kv_bytes_per_sequence_per_gpu
+        * memory.kv_bytes_per_token
+        // memory.kv_bytes_per_token_per_gpu
+    )
+    return per_sequence * math.ceil(batch)
+
+
+def _row_parallelism_json(
+    row: PlanRow, *, gpu: GpuModel, spec: GpuSpec, cards_per_node: int
+) -> dict[str, Any]:
+    """The card and how a replica is split over cards and nodes (pure)."""
+    return {
+        "gpu_model": row.gpu_slug,
+        "gpu_name": row.gpu_name,
+        "memory_gib": float(gpu.memory_gib),
+        "memory_bandwidth_gbps": spec.memory_bandwidth_gbps,
+        "nvlink": spec.has_nvlink,
+        "card_class": gpu.card_class,
+        "cards_per_node": cards_per_node,
+        "precision": None if row.estimate is None else row.estimate.precision,
+        "min_fit_tp": row.min_fit_tp,
+        "tp": row.tp,
+        "pp": row.pp,
+        "cards_per_replica": None if row.tp is None else row.tp * row.pp,
+        "ep": row.ep,
+        "dp_attention": row.dp_attention,
+        "nic_gbps": row.nic_gbps,
+    }
+
+
+def _row_memory_json(row: PlanRow, memory, *, batch, kv_per_token: int) -> dict[str, Any]:
+    """Bytes per card of the weights, the KV cache, overhead and reserve, and of the vision
+    encoder and the draft model when there are (pools/sizing/memory.py; pure). Without a fit
+    (``memory`` ``None``) only the model's KV bytes per token."""
+    kv_per_replica = _kv_per_replica(memory, batch)
+    fitted = (
+        "weights_bytes", "weights_bytes_per_gpu", "vision_weights_bytes_per_gpu",
+        "draft_weights_bytes_per_gpu", "draft_kv_bytes_per_sequence_per_gpu",
+    )  # fmt: skip
+    return {
+        **{name: None if memory is None else getattr(memory, name) for name in fitted},
+        "kv_bytes_per_token": kv_per_token if memory is None else memory.kv_bytes_per_token,
+        "kv_bytes_per_replica": kv_per_replica,
+        "kv_bytes_total": None
+        if kv_per_replica is None or row.replicas is None
+        else kv_per_replica * row.replicas,
+        "overhead_reserve_bytes_per_gpu": None
+        if memory is None
+        else memory.engine_overhead_bytes_per_gpu + memory.reserve_bytes_per_gpu,
+    }
+
+
+def _row_throughput_json(throughput) -> dict[str, Any]:
+    """A replica's speed at its batch (pools/sizing/throughput.py), with speculative decoding's
+    output tokens per sequence per draft-and-verify pass and whether it beat plain decoding
+    there (000 §3.3); all ``None`` without a fit (pure)."""
+    names = (
+        "decode_ceiling_batch1_tok_s", "tpot_ms", "ttft_ms", "speculative_tokens_per_step",
+        "speculative_credited",
+    )  # fmt: skip
+    return {
+        "batch": None if throughput is None else throughput.batch,
+        **{name: None if throughput is None else getattr(throughput, name) for name in names},
+        "output_tok_s_per_replica": None if throughput is None else throughput.output_tok_s_total,
+    }
+
+
+def _row_cards_json(row: PlanRow) -> dict[str, Any]:
+    """The replicas and cards, and the cards as separate lines (seeds/004 section 2.3): the
+    whole peak, the share of it sized for, and the buffer on top; cards = (sized + buffer)
+    replicas × TP × PP. With where similar published measurements fell
+    (pools/sizing/band.py) and the cards if every replica serves only its low end (pure)."""
+
+    def cards(replicas: int | None) -> int | None:
+        return None if replicas is None else replicas * row.tp * row.pp
+
+    return {
+        "replica_requests_per_s": row.replica_requests_per_s,
+        "per_card_equivalent_tok_s": row.per_card_equivalent_tok_s,
+        "replicas": row.replicas,
+        "cards": row.cards,
+        "cards_at_peak": cards(row.replicas_at_peak),
+        "cards_sized": cards(row.replicas_sized),
+        "cards_buffer": cards(row.replicas_buffer),
+        "band": None if row.band is None else row.band.as_dict(),
+        "replicas_pessimistic": row.replicas_pessimistic,
+        "cards_pessimistic": row.cards_pessimistic,
+    }
+
+
 def _row_json(
     row: PlanRow,
     *,
@@ -185,71 +282,17 @@ def _row_json(
     kv_per_token: int,
     pool_names: Mapping[str, str],
 ) -> dict[str, Any]:
+    """One GPU model's row of the plan as JSON (pure): the parallelism, memory, throughput and
+    cards parts, then where the cards are free, the price and the verdicts."""
     estimate = row.estimate
     throughput = estimate.throughput if estimate is not None else None
     memory = estimate.memory if estimate is not None else None
-    batch = None if throughput is None else throughput.batch
-    kv_per_replica = None
-    if memory is not None and batch is not None:
-        # One sequence's KV counted once per replica (a TP rank's share x the ranks it is
-        # split over; MLA's latent and replicated KV heads are one copy).
-        per_sequence = (
-            memory.kv_bytes_per_sequence_per_gpu
-            * memory.kv_bytes_per_token
-            // memory.kv_bytes_per_token_per_gpu
-        )
-        kv_per_replica = per_sequence * math.ceil(batch)
+    speed = _row_throughput_json(throughput)
     return {
-        "gpu_model": row.gpu_slug,
-        "gpu_name": row.gpu_name,
-        "memory_gib": float(gpu.memory_gib),
-        "memory_bandwidth_gbps": spec.memory_bandwidth_gbps,
-        "nvlink": spec.has_nvlink,
-        "card_class": gpu.card_class,
-        "cards_per_node": cards_per_node,
-        "precision": None if estimate is None else estimate.precision,
-        "min_fit_tp": row.min_fit_tp,
-        "tp": row.tp,
-        "pp": row.pp,
-        "cards_per_replica": None if row.tp is None else row.tp * row.pp,
-        "ep": row.ep,
-        "dp_attention": row.dp_attention,
-        "nic_gbps": row.nic_gbps,
-        "batch": batch,
-        "weights_bytes": None if memory is None else memory.weights_bytes,
-        "weights_bytes_per_gpu": None if memory is None else memory.weights_bytes_per_gpu,
-        "kv_bytes_per_token": kv_per_token if memory is None else memory.kv_bytes_per_token,
-        "kv_bytes_per_replica": kv_per_replica,
-        "kv_bytes_total": None
-        if kv_per_replica is None or row.replicas is None
-        else kv_per_replica * row.replicas,
-        "overhead_reserve_bytes_per_gpu": None
-        if memory is None
-        else memory.engine_overhead_bytes_per_gpu + memory.reserve_bytes_per_gpu,
-        "decode_ceiling_batch1_tok_s": None
-        if throughput is None
-        else throughput.decode_ceiling_batch1_tok_s,
-        "output_tok_s_per_replica": None if throughput is None else throughput.output_tok_s_total,
-        "tpot_ms": None if throughput is None else throughput.tpot_ms,
-        "ttft_ms": None if throughput is None else throughput.ttft_ms,
-        "replica_requests_per_s": row.replica_requests_per_s,
-        "per_card_equivalent_tok_s": row.per_card_equivalent_tok_s,
-        "replicas": row.replicas,
-        "cards": row.cards,
-        # The cards as separate lines (seeds/004 section 2.3): the whole peak, the share of it
-        # sized for, and the buffer on top; cards = (sized + buffer) replicas x TP x PP.
-        "cards_at_peak": None
-        if row.replicas_at_peak is None
-        else row.replicas_at_peak * row.tp * row.pp,
-        "cards_sized": None if row.replicas_sized is None else row.replicas_sized * row.tp * row.pp,
-        "cards_buffer": None
-        if row.replicas_buffer is None
-        else row.replicas_buffer * row.tp * row.pp,
-        # Where similar published measurements fell (pools/sizing/band.py), and the cards if
-        # every replica serves only the low end of that band.
-        "band": None if row.band is None else row.band.as_dict(),
-        "replicas_pessimistic": row.replicas_pessimistic,
-        "cards_pessimistic": row.cards_pessimistic,
+        **_row_parallelism_json(row, gpu=gpu, spec=spec, cards_per_node=cards_per_node),
+        **_row_memory_json(row, memory, batch=speed["batch"], kv_per_token=kv_per_token),
+        **speed,
+        **_row_cards_json(row),
         "free_cards": row.free_cards,
         "pool": None if free is None else free[1],
         "pool_name": None if free is None else pool_names.get(free[1], free[1]),
@@ -257,21 +300,6 @@ def _row_json(
         "monthly_cost": row.monthly_cost,
         "meets_targets": row.meets_targets,
         "fits_free_capacity": row.fits_free_capacity,
-        # Speculative decoding at the batch the replica runs (000 §3.3): output tokens per
-        # sequence per draft-and-verify pass, and whether it beat plain decoding there.
-        "speculative_tokens_per_step": None
-        if throughput is None
-        else throughput.speculative_tokens_per_step,
-        "speculative_credited": None if throughput is None else throughput.speculative_credited,
-        "vision_weights_bytes_per_gpu": None
-        if memory is None
-        else memory.vision_weights_bytes_per_gpu,
-        "draft_weights_bytes_per_gpu": None
-        if memory is None
-        else memory.draft_weights_bytes_per_gpu,
-        "draft_kv_bytes_per_sequence_per_gpu": None
-        if memory is None
-        else memory.draft_kv_bytes_per_sequence_per_gpu,
         "warnings": [_warning(w, row=row, free=free, pool_names=pool_names) for w in row.warnings],
         "estimate": None if estimate is None else replica_estimate_as_dict(estimate),
     }
