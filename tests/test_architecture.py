@@ -483,8 +483,6 @@ LONG_SERVICE_FUNCTIONS = {
     "pools/inventory/services/importer.py::_write_plans": 65,
     "pools/inventory/services/importer.py::inventory_import": 63,
     "pools/maintenance/services/windows.py::maintenance_waves_create": 43,
-    "pools/maintenance/services/windows.py::maintenance_window_create": 59,
-    "pools/overrides/services.py::override_create": 70,
     "pools/reclamation/services/actions.py::exemption_grant": 53,
     "pools/reclamation/services/actions.py::idle_finding_reclaim_now": 60,
     "pools/reclamation/services/scan.py::_judge": 62,
@@ -493,10 +491,7 @@ LONG_SERVICE_FUNCTIONS = {
     "pools/reclamation/services/scan.py::allocation_reclaim": 62,
     "pools/reclamation/services/scan.py::idle_scan": 55,
     "pools/reclamation/services/scan.py::reclamation_undo": 67,
-    "pools/reclamation/services/whatif.py::reclamation_what_if": 83,
-    "pools/recurring/services/reservations.py::recurring_reservation_create": 56,
     "pools/sizing/services.py::_request": 50,
-    "pools/sizing/services.py::_row_json": 100,
     "pools/waiting/services.py::slurm_pending_rows": 44,
 }
 
