@@ -455,7 +455,6 @@ LONG_SERVICE_FUNCTIONS = {
     "billing/services/statements.py::_adjustments": 70,
     "billing/services/tokens.py::usage_tokens_ingest": 44,
     "billing/services/usage_import.py::UsageCatalogue.__init__": 53,
-    "billing/services/usage_import.py::usage_import_elastic_burst": 75,
     "billing/services/usage_import.py::usage_import_reservations": 50,
     "billing/services/usage_import.py::usage_import_slurm": 69,
     "pools/advisor/services.py::_apply": 47,
