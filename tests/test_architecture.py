@@ -459,7 +459,6 @@ LONG_SERVICE_FUNCTIONS = {
     "billing/services/usage_import.py::usage_import_slurm": 69,
     "pools/advisor/services.py::_apply": 47,
     "pools/advisor/services.py::advisor_digest_send": 43,
-    "pools/calibration/services.py::calibration_refresh": 72,
     "pools/capacity/services/allocations.py::allocation_extend": 54,
     "pools/capacity/services/allocations.py::allocation_lifecycle_sweep": 54,
     "pools/capacity/services/reconcile.py::_reconcile_gres": 52,
