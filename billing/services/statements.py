@@ -97,6 +97,74 @@ def late_shared_months(team_ids: list[int] | None, month: date) -> dict[int, set
     return late
 
 
+def _billed_sums(team_id: int, old: Statement) -> tuple[dict[tuple, list[Decimal]], dict]:
+    """What was billed for ``old``'s month: its usage lines and the team's final adjustments
+    for that month, summed per line key as ``[quantity, amount]``, with each key's rate card."""
+    billed_lines = StatementLine.objects.filter(
+        Q(statement=old, kind=LineKind.USAGE)
+        | Q(
+            statement__team_id=team_id,
+            statement__status=StatementStatus.FINAL,
+            kind=LineKind.ADJUSTMENT,
+            period=old.month,
+        )  # fmt: skip
+    )
+    billed: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
+    meta: dict[tuple, Any] = {}
+    for line in billed_lines:
+        key = (line.gpu_model_id, line.served_model, line.basis, line.unit, line.unit_price,
+               line.rate_from, line.rate_to, line.gpu_id, line.share_basis,
+               line.pool_id)  # fmt: skip
+        billed[key][0] += line.quantity
+        billed[key][1] += line.amount
+        meta[key] = line.rate_card_id
+    return billed, meta
+
+
+def _adjustment_lines(
+    period: date,
+    recomputed: list[LineData],
+    billed: dict[tuple, list[Decimal]],
+    meta: dict,
+    currency: str,
+) -> list[LineData]:
+    """One adjustment line per key whose recomputed quantity or amount differs from what was
+    billed for ``period`` (pure): the differences, the amount rounded to the currency."""
+    result: list[LineData] = []
+    now_lines = {line.key: line for line in recomputed}
+    for key in sorted(set(now_lines) | set(billed), key=str):
+        new = now_lines.get(key)
+        was = billed.get(key, [Decimal(0), Decimal(0)])
+        quantity = (new.quantity if new else 0) - was[0]
+        amount = (new.amount if new else 0) - was[1]
+        if not quantity and not amount:
+            continue
+        (gpu_model_id, served, basis, unit, price, rate_from, rate_to, gpu_id, share_basis,
+         pool_id) = key  # fmt: skip
+        result.append(
+            LineData(
+                LineKind.ADJUSTMENT,
+                period,
+                gpu_model_id,
+                served,
+                basis,
+                unit,
+                Decimal(0),
+                quantity,
+                price,
+                round_money(amount, currency),
+                rate_from,
+                rate_to,
+                new.rate_card_id if new else meta.get(key),
+                gpu_id,
+                new.card_share if new else None,
+                share_basis,
+                pool_id,
+            )  # fmt: skip
+        )
+    return result
+
+
 def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
     """Differences between recomputed and billed amounts of earlier final months whose usage
     (usage records, the team's shared-card uses) changed after they were finalized."""
@@ -110,64 +178,8 @@ def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
     result: list[LineData] = []
     for old in closed.order_by("month"):
         recomputed, _, _ = statement_lines_compute(team_id=team_id, month=old.month)
-        billed_lines = StatementLine.objects.filter(
-            Q(statement=old, kind=LineKind.USAGE)
-            | Q(
-                statement__team_id=team_id,
-                statement__status=StatementStatus.FINAL,
-                kind=LineKind.ADJUSTMENT,
-                period=old.month,
-            )  # fmt: skip
-        )
-        billed: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
-        meta: dict[tuple, Any] = {}
-        for line in billed_lines:
-            key = (line.gpu_model_id, line.served_model, line.basis, line.unit, line.unit_price,
-                   line.rate_from, line.rate_to, line.gpu_id, line.share_basis,
-                   line.pool_id)  # fmt: skip
-            billed[key][0] += line.quantity
-            billed[key][1] += line.amount
-            meta[key] = line.rate_card_id
-        now_lines = {line.key: line for line in recomputed}
-        for key in sorted(set(now_lines) | set(billed), key=str):
-            new = now_lines.get(key)
-            quantity = (new.quantity if new else 0) - billed[key][0]
-            amount = (new.amount if new else 0) - billed[key][1]
-            if not quantity and not amount:
-                continue
-            (
-                gpu_model_id,
-                served,
-                basis,
-                unit,
-                price,
-                rate_from,
-                rate_to,
-                gpu_id,
-                share_basis,
-                pool_id,
-            ) = key
-            result.append(
-                LineData(
-                    LineKind.ADJUSTMENT,
-                    old.month,
-                    gpu_model_id,
-                    served,
-                    basis,
-                    unit,
-                    Decimal(0),
-                    quantity,
-                    price,
-                    round_money(amount, currency),
-                    rate_from,
-                    rate_to,
-                    new.rate_card_id if new else meta.get(key),
-                    gpu_id,
-                    new.card_share if new else None,
-                    share_basis,
-                    pool_id,
-                )  # fmt: skip
-            )
+        billed, meta = _billed_sums(team_id, old)
+        result += _adjustment_lines(old.month, recomputed, billed, meta, currency)
     return result
 
 
