@@ -268,6 +268,22 @@ def engine_profile(name: str | EngineProfile | None, version: str | None = None)
     return profile
 
 
+def batch_cap(profile: EngineProfile, dp_attention: int = 1) -> int | None:
+    """Sequences in flight the engine admits to one replica: ``profile.max_batch`` per
+    scheduler, and with attention data parallelism every one of the ``dp_attention`` ranks runs
+    its own scheduler, so d x ``max_batch`` in all. TensorRT-LLM's PyTorch executor admits new
+    requests up to ``total_max_num_active_requests = self.dist.tp_size *
+    self.max_num_active_requests`` when ``enable_attention_dp`` is on and spreads them so that
+    each rank holds about the same number (``expected_num_active_requests``), against
+    ``self.max_num_active_requests`` without it (NVIDIA/TensorRT-LLM
+    ``tensorrt_llm/_torch/pyexecutor/py_executor.py`` @9521caf4696c1fb79b0f946f0d980f8f0ebd3e64,
+    ``_fetch_new_requests``). ``None``: no engine cap (only the KV cache limits the batch).
+    TensorRT-LLM (4,096) with 8 attention DP ranks: 32,768."""
+    if profile.max_batch is None:
+        return None
+    return profile.max_batch * dp_attention
+
+
 #: The fields of a profile ``benchmarks/sizing.py`` fits; :func:`with_fitted` copies only these.
 FITTED_FIELDS = ("step_overhead_s_per_layer", "compute_efficiency", "gemm_overlap_exponent")
 

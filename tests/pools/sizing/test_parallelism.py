@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pools.sizing import SizingInputError
-from pools.sizing.engines import ENGINE_PROFILES
+from pools.sizing.engines import ENGINE_PROFILES, batch_cap
 from pools.sizing.gpus import gpu_spec, gpu_specs_from_catalogue, node_gpus
 from pools.sizing.memory import memory_estimate, precision_parse
 from pools.sizing.plan import estimate_from_fields, replica_estimate_as_dict
@@ -436,3 +436,27 @@ def test_dp_attention_layouts_that_cannot_be_costed_are_refused(fields, field):
         _dsv3(**fields)
 
     assert (error.value.data["reason"], error.value.data["field"]) == ("inconsistent", field)
+
+
+def test_each_attention_dp_rank_schedules_its_own_batch_cap():
+    """Qwen3-30B-A3B NVFP4 on 8 B200 at 128/128 holds far more than 4,096 sequences: without
+    attention DP TensorRT-LLM admits its 4,096 (max_batch_size), with 8 DP ranks each rank
+    admits 4,096 of its own, 32,768 in all (py_executor.py: tp_size x max_num_active_requests)."""
+    common = {
+        "model": "qwen3_30b_a3b",
+        "gpu": "b200",
+        "precision": "NVFP4",
+        "kv_cache_dtype": "FP8",
+        "tp": 8,
+        "ep": 8,
+        "engine": "tensorrt-llm-pytorch",
+        "input_len": 128,
+        "output_len": 128,
+    }
+    plain = _estimate(**common)
+    ranks = _estimate(**common, dp_attention=8)
+
+    assert plain.memory.max_sequences > 4_096 and ranks.memory.max_sequences > 32_768
+    assert (plain.throughput.batch, plain.batch_limit) == (4_096, "engine")
+    assert (ranks.throughput.batch, ranks.batch_limit) == (32_768, "engine")
+    assert batch_cap(ENGINE_PROFILES["sglang"], 8) is None  # SGLang: only the KV cache limits
