@@ -815,7 +815,11 @@ def replica_throughput(
     every rank's tokens and a reduce-scatter of the output (:func:`moe_allgather_s`), each card
     then writing every token's output row (:func:`moe_glue_s` ``gathered``). A request's prefill
     alone runs its replicated part on its own rank's tp / d cards. The multiplies are the same
-    in all. Ranks are taken as evenly loaded.
+    in all. Ranks are taken as evenly loaded, as TensorRT-LLM's executor loads them: it tops
+    every rank up to the same number of active requests and hands the new prompts, longest first,
+    to the rank with the fewest new context tokens so far (``py_executor.py`` @9521caf4,
+    ``_fetch_new_requests``: ``expected_num_active_requests``, a heap on ``num_tokens``); each
+    rank's scheduler admits up to the engine's cap (``engines.batch_cap``).
 
     ``pp`` > 1: :func:`pipelined`. ``nic_gbps``: NIC rate per card, Gb/s, for groups that span
     nodes (required then). ``speculation``: speculative decoding, credited only where it is
