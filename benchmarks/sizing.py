@@ -112,7 +112,7 @@ DATASET_2026 = ROOT / "tests" / "fixtures" / "sizing_dataset_2026.json"
 #: ``--attention-dp`` scores them with ``dp_attention`` = ``ep`` = tp and TensorRT-LLM's
 #: all-gather / reduce-scatter exchange (``throughput.moe_allgather_s``): it gets the H200 / H100
 #: ratio of Maverick at 128/2048 nearly right (3.52 against the measured 3.75; 2.0 without) but
-#: puts all 70 TP > 1 MoE rows 10-193 % high (median 66 %; Qwen3-235B on B200 +94-193 %, which
+#: puts all 70 TP > 1 MoE rows 25-196 % high (median 68 %; Qwen3-235B on B200 +94-196 %, which
 #: is -13-+29 % without), so the default does not use it.
 DATASET_2026_MOE = ROOT / "tests" / "fixtures" / "sizing_dataset_2026_moe.json"
 DATASETS = (DATASET, DATASET_2026)
