@@ -23,8 +23,17 @@ ENDPOINTS = {
         "/api/v1/recurring-reservations/",
         "Only pool admins may reserve recurring capacity.",
         {
-            "team", "pool", "gpu_model", "name", "card_count", "recurrence", "time_zone",
-            "first_date", "last_date", "start_time", "end_time",
+            "team",
+            "pool",
+            "gpu_model",
+            "name",
+            "card_count",
+            "recurrence",
+            "time_zone",
+            "first_date",
+            "last_date",
+            "start_time",
+            "end_time",
         },
     ),  # fmt: skip
     "maintenance": (
