@@ -470,7 +470,6 @@ LONG_SERVICE_FUNCTIONS = {
     "pools/capacity/services/scheduler_binding.py::slurm_reservation_apply": 46,
     "pools/elastic/services.py::_BurstRoom.spill": 44,
     "pools/elastic/services.py::_judge_group": 64,
-    "pools/elastic/services.py::_record": 68,
     "pools/elastic/services.py::elastic_apply": 48,
     "pools/elastic/services.py::elastic_burst_whatif": 52,
     "pools/elastic/services.py::elastic_whatif": 43,

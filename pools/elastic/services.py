@@ -549,45 +549,48 @@ def _capped(decision: Decision, granted: int) -> Decision:
     )
 
 
-def _record(
-    policy: ElasticPolicy,
-    decision: Decision,
-    now: datetime,
-    report: ScanReport,
-    placement: Placement | None = None,
-) -> None:
-    changed = decision.action is not Action.HOLD and decision.cards_to != decision.cards_from
+def _tally(report: ScanReport, policy: ElasticPolicy, decision: Decision, changed: bool) -> bool:
+    """Count the decision in the scan's report; ``False`` for a hold with the same reason as
+    the policy's last decision (nothing new to record)."""
     if decision.reason == Reason.UNKNOWN:
         report.unknown += 1
     if not changed:
         report.holds += 1
-        if policy.last_decision.get("reason") == str(decision.reason):
-            return  # the same hold as last time: nothing new to record
-    else:
-        report.ups += decision.action is Action.UP
-        report.downs += decision.action is Action.DOWN
-    numbers = decision.numbers()
-    before = {"cards_held": policy.cards_held}
-    if changed:
-        floor = policy.allocation.card_count
-        if decision.cards_to > floor and policy.cards_held <= floor:
-            policy.borrowed_since = now
-        elif decision.cards_to <= floor:
-            policy.borrowed_since = None
-        policy.cards_held = decision.cards_to
-        policy.last_scaled_at = now
-        if placement is not None:
-            policy.burst_cards = placement.burst_cards
-            if placement.burst_cards:
-                numbers["burst_cards"] = placement.burst_cards
-                numbers["burst_pool"] = policy.burst_pool.slug
-    policy.last_decision = {**numbers, "decided_at": now.isoformat()}
-    policy.save(
-        update_fields=[
-            "cards_held", "last_scaled_at", "borrowed_since", "last_decision", "burst_pool",
-            "burst_cards",
-        ]
-    )  # fmt: skip
+        return policy.last_decision.get("reason") != str(decision.reason)
+    report.ups += decision.action is Action.UP
+    report.downs += decision.action is Action.DOWN
+    return True
+
+
+def _policy_scaled(
+    policy: ElasticPolicy,
+    decision: Decision,
+    now: datetime,
+    placement: Placement | None,
+    numbers: dict[str, Any],
+) -> None:
+    """The policy's cards set to the decision's: borrowing since now when it first goes above
+    the floor, not borrowing at or below it; a burst pool's cards from ``placement``, named in
+    ``numbers`` when there are some. Not saved."""
+    floor = policy.allocation.card_count
+    if decision.cards_to > floor and policy.cards_held <= floor:
+        policy.borrowed_since = now
+    elif decision.cards_to <= floor:
+        policy.borrowed_since = None
+    policy.cards_held = decision.cards_to
+    policy.last_scaled_at = now
+    if placement is not None:
+        policy.burst_cards = placement.burst_cards
+        if placement.burst_cards:
+            numbers["burst_cards"] = placement.burst_cards
+            numbers["burst_pool"] = policy.burst_pool.slug
+
+
+def _scale_event_create(
+    policy: ElasticPolicy, decision: Decision, now: datetime, numbers: dict, *, changed: bool
+) -> bool:
+    """The loop's scale event of this instant; ``False`` if the instant was judged already (a
+    retried task: the event's unique key)."""
     try:
         with transaction.atomic():
             ScaleEvent.objects.create(
@@ -605,6 +608,36 @@ def _record(
                 numbers=numbers,
             )
     except IntegrityError:
+        return False
+    return True
+
+
+def _record(
+    policy: ElasticPolicy,
+    decision: Decision,
+    now: datetime,
+    report: ScanReport,
+    placement: Placement | None = None,
+) -> None:
+    """Record one policy's decision of the scan: counted (:func:`_tally`), the policy scaled
+    (:func:`_policy_scaled`) and saved with its last decision, the scale event
+    (:func:`_scale_event_create`) and the audit record; a changed policy's id is kept for the
+    apply step."""
+    changed = decision.action is not Action.HOLD and decision.cards_to != decision.cards_from
+    if not _tally(report, policy, decision, changed):
+        return  # the same hold as last time: nothing new to record
+    numbers = decision.numbers()
+    before = {"cards_held": policy.cards_held}
+    if changed:
+        _policy_scaled(policy, decision, now, placement, numbers)
+    policy.last_decision = {**numbers, "decided_at": now.isoformat()}
+    policy.save(
+        update_fields=[
+            "cards_held", "last_scaled_at", "borrowed_since", "last_decision", "burst_pool",
+            "burst_cards",
+        ]
+    )  # fmt: skip
+    if not _scale_event_create(policy, decision, now, numbers, changed=changed):
         return  # this instant was judged already (a retried task)
     report.events += 1
     audit_event_record(
