@@ -486,7 +486,6 @@ LONG_SERVICE_FUNCTIONS = {
     "pools/reclamation/services/scan.py::_record": 62,
     "pools/reclamation/services/scan.py::allocation_reclaim": 62,
     "pools/reclamation/services/scan.py::idle_scan": 55,
-    "pools/reclamation/services/scan.py::reclamation_undo": 67,
     "pools/sizing/services.py::_request": 50,
     "pools/waiting/services.py::slurm_pending_rows": 44,
 }
