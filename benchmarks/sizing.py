@@ -110,7 +110,9 @@ DATASET_2026 = ROOT / "tests" / "fixtures" / "sizing_dataset_2026.json"
 #: 65.2 %, W4A4 Blackwell 35.6 % (38.2 % before the host time: it caps GB200's single-card
 #: MoE cells at 1 / 29.4 us = 34,000 tok/s), 8-bit Hopper 12.8 % / P90 75.5 %. Left, measured
 #: (``--dataset`` it with the other two to see the rows): (1) single-card Qwen3-30B-A3B and
-#: Scout on B200 (x86 host) 40-135 % high, Llama 3.3 70B NVFP4 15-40 % high - not the KV width:
+#: Scout on B200 (x86 host) 40-135 % high, Llama 3.3 70B NVFP4 15-40 % high - not tile or wave
+#: quantisation of the grouped GEMMs (0.5-5 ms of 18-110 ms steps at their rows per expert;
+#: README, ``--achieved``), and not the KV width:
 #: trtllm-bench keeps the checkpoint's KV dtype and every checkpoint found is FP8 (rows'
 #: ``kv_cache_source``); a 16-bit cache would fit these rows but no source says so; (2) Llama 4
 #: on 80 GB H100 (71-174 % high) - the MoE runs use attention DP (perf-overview's MoE options),
