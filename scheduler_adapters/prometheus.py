@@ -206,6 +206,94 @@ class DeviceUsage:
         return (self.uuid, self.gpu_instance_id, self.namespace)
 
 
+@dataclass(frozen=True)
+class WindowStats:
+    """One device's samples over one window ``[end - window_s, end]``, reduced to what the idle
+    rules read (:func:`pools.reclamation.evaluate.instance_verdict`).
+
+    ``util_points``: utilisation samples in the window (the mean's divisor); ``util_steps``:
+    steps of ``step_s`` that hold one (coverage's numerator; equal to ``util_points`` for a range
+    query's answer, one sample per step); ``util_sum``/``util_peak`` in %; ``util_newest``: Unix
+    seconds of the newest sample (``None``: none). ``fb_steps``/``fb_peak``: the same for
+    ``DCGM_FI_DEV_FB_USED``, MiB. Samples whose value is ``None`` (``NaN``/``±Inf``) are not
+    samples."""
+
+    util_points: int = 0
+    util_steps: int = 0
+    util_sum: float = 0.0
+    util_peak: float | None = None
+    util_newest: float | None = None
+    fb_steps: int = 0
+    fb_peak: float | None = None
+
+
+def window_stats(
+    util_pct: Iterable[Sample],
+    fb_used_mib: Iterable[Sample],
+    *,
+    end: float,
+    window_s: float,
+    step_s: float,
+) -> WindowStats:
+    """:class:`WindowStats` of per-step samples (``end`` in Unix seconds): what
+    :meth:`PrometheusAdapter.gpu_usage_summary` has Prometheus compute, done here on samples
+    (a range query's answer, the fake's, the what-if's). A step is ``round((t - start) /
+    step_s)``, so a step counts once however many samples fall near it."""
+    start = end - window_s
+    util = [s for s in util_pct if s.value is not None and start <= s.timestamp <= end]
+    fb = [s for s in fb_used_mib if s.value is not None and start <= s.timestamp <= end]
+
+    def steps(points: list[Sample]) -> int:
+        return len({round((s.timestamp - start) / step_s) for s in points})
+
+    values = [s.value for s in util if s.value is not None]
+    return WindowStats(
+        util_points=len(values),
+        util_steps=steps(util),
+        util_sum=sum(values),
+        util_peak=max(values, default=None),
+        util_newest=max((s.timestamp for s in util), default=None),
+        fb_steps=steps(fb),
+        fb_peak=max((s.value for s in fb if s.value is not None), default=None),
+    )
+
+
+@dataclass(frozen=True)
+class DeviceSummary:
+    """One GPU (or MIG instance) and workload namespace, as :class:`DeviceUsage` but with its
+    samples reduced by Prometheus: ``windows`` maps a window length (s) to its
+    :class:`WindowStats` for windows ending at ``end`` (Unix seconds) with ``step_s`` steps.
+    ``util_source`` as in :class:`DeviceUsage` (chosen over the longest window)."""
+
+    hostname: str | None
+    uuid: str
+    gpu: str | None
+    model_name: str | None
+    gpu_instance_id: str | None
+    mig_profile: str | None
+    namespace: str | None
+    pods: tuple[str, ...]
+    hpc_jobs: tuple[str, ...]
+    util_source: str | None
+    end: float
+    step_s: float
+    windows: Mapping[int, WindowStats]
+
+    @property
+    def key(self) -> tuple[str, str | None, str | None]:
+        return (self.uuid, self.gpu_instance_id, self.namespace)
+
+    def stats(self, *, end: float, window_s: int, step_s: float) -> WindowStats:
+        """The reduced window; ``ValueError`` for a window, end or step it was not read for
+        (never a silent "no samples")."""
+        if end != self.end or step_s != self.step_s or window_s not in self.windows:
+            raise ValueError(
+                f"summary read for windows {sorted(self.windows)} s ending {self.end} every "
+                f"{self.step_s} s, not {window_s} s ending {end} every {step_s} s"
+            )
+        return self.windows[window_s]
+
+
 class PrometheusAdapter:
     """Instant and range queries against one Prometheus server (``url``, e.g.
     ``http://127.0.0.1:9090``). ``timeout_s`` bounds each request (Prometheus gets the same
@@ -300,6 +388,64 @@ class PrometheusAdapter:
                     )
             return device_usage_from_series(series)
 
+    def gpu_usage_summary(
+        self, *, end: datetime, windows_s: Iterable[int], step_s: int = 60
+    ) -> tuple[DeviceSummary, ...]:
+        """What :meth:`gpu_usage` returns, reduced in Prometheus: one :class:`DeviceSummary`
+        per device with, for each window of ``windows_s`` ending at ``end``, the
+        :class:`WindowStats` that :func:`window_stats` would compute from ``gpu_usage``'s
+        answer over that window (same steps ``end - k x step_s``, same lookback, same
+        ``unless`` fallback, same merge of a device's series by maximum), without sending any
+        per-step value (:func:`summary_queries`). Two instant queries for the labels over the
+        longest window, then per window six (four more where any card has no profiling
+        metrics): one value per device each. Whatever the number of GPUs."""
+        windows = sorted({int(w) for w in windows_s})
+        if not windows or windows[0] <= 0 or step_s <= 0:
+            raise ValueError("windows_s and step_s must be positive")
+        end_ms = round(end.timestamp() * 1000)
+        shift_ms = end_ms % (int(step_s) * 1000)
+        at = datetime.fromtimestamp((end_ms - shift_ms) / 1000, tz=end.tzinfo)
+        queries = summary_queries(windows, step_s=int(step_s), shift_ms=shift_ms)
+        with cyclic_gc_paused():
+            answers = {
+                name: self._instant(queries[name], at)
+                for name in (("meta", "pf", 0), ("meta", "dev", 0))
+            }
+            # the DEV_GPU_UTIL fallback only where some card has no profiling metric
+            skip_dev = not answers[("meta", "dev", 0)]
+            for name, expr in queries.items():
+                if name not in answers and not (skip_dev and name[0] == "dev"):
+                    answers[name] = self._instant(expr, at)
+            return device_summaries(
+                answers, windows=windows, end=end_ms / 1000, step_s=step_s, shift_s=shift_ms / 1000
+            )
+
+    def utilisation_by_namespace(
+        self, *, start: datetime, end: datetime, step_s: int = 60
+    ) -> dict[str, tuple[Sample, ...]]:
+        """Per workload namespace, the mean utilisation (%) over its cards at each step from
+        ``start`` to ``end``: at each step, each card's mean over its MIG instances, then the
+        mean over the cards that report, of ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` x 100 only (the
+        caller uses it for namespaces without ``DEV_GPU_UTIL``-only cards). Two range queries
+        (sum and count ``by`` namespace): one short series per namespace."""
+        card = f"avg by (gpp_ns, gpp_uuid) ({_keyed(_finite(_prof()))} * 100)"
+        sums, counts = (
+            self.query_range(f"{op} by (gpp_ns) ({card})", start=start, end=end, step_s=step_s)
+            for op in ("sum", "count")
+        )
+        n = {(item.label("gpp_ns"), s.timestamp): s.value for item in counts for s in item.samples}
+        out = {}
+        for item in sums:
+            namespace = item.label("gpp_ns")
+            if namespace is None:
+                continue
+            out[namespace] = tuple(
+                Sample(s.timestamp, s.value / n[(namespace, s.timestamp)])
+                for s in item.samples
+                if s.value is not None and n.get((namespace, s.timestamp))
+            )
+        return out
+
     # ------------------------------------------------------------------------ elastic view
 
     def inference_signals(
@@ -340,6 +486,19 @@ class PrometheusAdapter:
         return inference_signals_from_series(results, namespaces=namespaces)
 
     # ----------------------------------------------------------------------------- private
+
+    def _instant(self, expr: str, at: datetime) -> list[Any]:
+        """An instant query's raw ``result`` list (``[{"metric": {...}, "value": [t, "v"]}]``),
+        left undecoded into :class:`Series`: the summary reads a handful of labels of each."""
+        data = self._get(
+            "query", "/api/v1/query", {"query": expr, "time": _unix(at), **self._timeout()}
+        )
+        if not isinstance(data, dict) or data.get("resultType") != "vector":
+            raise UnexpectedResponse("no vector result in the answer", operation="query")
+        result = data.get("result")
+        if not isinstance(result, list):
+            raise UnexpectedResponse("no 'data.result' list in the answer", operation="query")
+        return result
 
     def _timeout(self) -> dict[str, str]:
         return {"timeout": f"{self.timeout_s:g}s"}
@@ -549,6 +708,211 @@ def device_usage_from_series(series: Iterable[Series]) -> tuple[DeviceUsage, ...
                 util_source=source,
                 util_pct=util,
                 fb_used_mib=_timeline(metrics.get(FB_USED, ()), scale=1.0),
+            )
+        )
+    return tuple(out)
+
+
+# ------------------------------------------------------------- the idle scan's reductions
+
+# A device of the summary: (UUID, MIG instance, workload namespace) as :func:`dcgm_labels`
+# reads them, computed in PromQL by :func:`_keyed` into labels of its own.
+_KEY_LABELS = ("gpp_uuid", "GPU_I_ID", "gpp_ns")
+# The labels :func:`dcgm_labels` reads for a DeviceSummary; the rest (instance, job, pci_bus_id,
+# DCGM_FI_DRIVER_VERSION, device, container …) are aggregated away in Prometheus.
+_READ_LABELS = (
+    "Hostname", "hostname", "UUID", "uuid", "gpu", "modelName", "model_name", "GPU_I_ID",
+    "GPU_I_PROFILE", "exported_namespace", "pod_namespace", "namespace", "exported_pod",
+    "pod_name", "pod", "hpc_job",
+)  # fmt: skip
+
+
+def _prof(shift_ms: int = 0) -> str:
+    return _shifted(metric_selector(GR_ENGINE_ACTIVE), shift_ms)
+
+
+def _shifted(selector: str, shift_ms: int) -> str:
+    """``selector`` read ``shift_ms`` later than it is evaluated (a negative offset, PromQL
+    since 2.33), so that steps aligned to the epoch read the data of steps aligned to ``end``."""
+    return f"{selector} offset -{shift_ms}ms" if shift_ms else selector
+
+
+def _finite(expr: str) -> str:
+    """``expr`` without its ``NaN`` and ``±Inf`` values (``None`` samples in Python)."""
+    return f"(({expr}) > -Inf < +Inf)"
+
+
+def _keyed(expr: str) -> str:
+    """``expr`` merged by maximum per device and step, as :func:`device_usage_from_series`
+    merges the series of one key: ``gpp_uuid`` is ``UUID``, else ``uuid``; ``gpp_ns`` is
+    ``exported_namespace``, else ``pod_namespace``, else ``namespace`` unless ``exported_pod``
+    is set (the precedence of :func:`dcgm_labels`; ``label_replace``'s ``(.+)`` does not match
+    an empty or absent label, so those leave the label as it was)."""
+    for target, source, replacement in (
+        ("gpp_uuid", "uuid", "$1"),
+        ("gpp_uuid", "UUID", "$1"),
+        ("gpp_ns", "namespace", "$1"),
+        ("gpp_ns", "exported_pod", ""),
+        ("gpp_ns", "pod_namespace", "$1"),
+        ("gpp_ns", "exported_namespace", "$1"),
+    ):
+        expr = f'label_replace({expr}, "{target}", "{replacement}", "{source}", "(.+)")'
+    return f"max by ({', '.join(_KEY_LABELS)}) ({expr})"
+
+
+SummaryName = tuple[str, str, int]
+"""``(metric, reduction, window_s)``: ``("prof" | "dev" | "fb", "count" | "sum" | "max" |
+"newest", window)``, or ``("meta", "pf" | "dev", 0)``."""
+
+
+def summary_queries(
+    windows: Sequence[int], *, step_s: int, shift_ms: int
+) -> dict[SummaryName, str]:
+    """The PromQL of :meth:`PrometheusAdapter.gpu_usage_summary`, each an instant query at
+    ``end - shift_ms`` (a multiple of ``step_s``).
+
+    Each reduction runs over a subquery ``[W + step_s/2 : step_s]``: Prometheus evaluates the
+    inner expression at the epoch-aligned steps in that range (``end - k x step_s`` once
+    shifted: ``_shifted`` reads every selector ``shift_ms`` later), ``W / step_s + 1`` of them
+    on Prometheus 2.x (range closed on the left) and 3.x (open) alike — the very steps of
+    ``query_range(start=end - W, end=end, step=step_s)``, with the same lookback. The inner
+    expressions are :meth:`PrometheusAdapter.gpu_usage`'s (``DEV_GPU_UTIL unless
+    GR_ENGINE_ACTIVE`` per step), less ``NaN``/``±Inf``, merged per device by maximum
+    (:func:`_keyed`); ``GR_ENGINE_ACTIVE`` x 100. ``count_over_time`` gives the steps with a
+    sample, ``sum_over_time``/``max_over_time`` the sum and peak, ``max_over_time(timestamp())``
+    the newest step. The two ``meta`` queries give, per label set that :func:`dcgm_labels`
+    reads, its newest step over the longest window, ``NaN`` included (as a range query's
+    series carries its ``NaN`` points): profiling or framebuffer series, and the
+    ``DEV_GPU_UTIL`` fallback."""
+    prof = _prof(shift_ms)
+    dev = f"({_shifted(metric_selector(GPU_UTIL), shift_ms)} unless {prof})"
+    fb = _shifted(metric_selector(FB_USED), shift_ms)
+    keyed = {
+        "prof": f"({_keyed(_finite(prof))} * 100)",
+        "dev": _keyed(_finite(dev)),
+        "fb": _keyed(_finite(fb)),
+    }
+    half = step_s / 2
+
+    def over(window: int) -> str:
+        return f"[{window + half:g}s:{step_s}s]"
+
+    longest = over(max(windows))
+    read = ", ".join(_READ_LABELS)
+    queries: dict[SummaryName, str] = {
+        ("meta", "pf", 0): f"max_over_time(timestamp(max by ({read}) ({prof} or {fb})){longest})",
+        ("meta", "dev", 0): f"max_over_time(timestamp(max by ({read}) ({dev})){longest})",
+    }
+    for window in windows:
+        for metric, expr in keyed.items():
+            queries[(metric, "count", window)] = f"count_over_time({expr}{over(window)})"
+            queries[(metric, "max", window)] = f"max_over_time({expr}{over(window)})"
+            if metric != "fb":
+                queries[(metric, "sum", window)] = f"sum_over_time({expr}{over(window)})"
+                queries[(metric, "newest", window)] = (
+                    f"max_over_time(timestamp({expr}){over(window)})"
+                )
+    return queries
+
+
+def _values_by_key(result: Iterable[Any]) -> dict[tuple[str, str | None, str | None], float]:
+    out = {}
+    for item in result:
+        metric = item["metric"]
+        uuid = metric.get("gpp_uuid")
+        if uuid:
+            out[(uuid, metric.get("GPU_I_ID"), metric.get("gpp_ns"))] = float(item["value"][1])
+    return out
+
+
+def device_summaries(
+    answers: Mapping[SummaryName, Sequence[Any]],
+    *,
+    windows: Sequence[int],
+    end: float,
+    step_s: float,
+    shift_s: float,
+) -> tuple[DeviceSummary, ...]:
+    """The answers of :func:`summary_queries` (raw instant-vector ``result`` lists; a query not
+    asked counts as an empty answer) as one :class:`DeviceSummary` per device, with the rules
+    of :func:`device_usage_from_series`: a device is a key of the ``meta`` answers (a series of
+    any of the three metrics in the longest window); its host, index, model and MIG profile are
+    those of its newest label set (ties: the first in label order, profiling or framebuffer
+    before the fallback); ``DEV_GPU_UTIL`` of a MIG-mode parent is ignored; the profiling
+    reading wins when it has any sample in the longest window, else ``DEV_GPU_UTIL`` (never on
+    a MIG instance). ``newest`` steps are moved back by ``shift_s``."""
+    try:
+        return _device_summaries(answers, windows, end, step_s, shift_s)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise UnexpectedResponse(f"unreadable summary answer: {exc}", operation="query") from exc
+
+
+def _device_summaries(answers, windows, end, step_s, shift_s) -> tuple[DeviceSummary, ...]:
+    metas = []
+    for kind in ("pf", "dev"):
+        rows = [
+            (dict(item["metric"]), float(item["value"][1])) for item in answers[("meta", kind, 0)]
+        ]
+        rows.sort(key=lambda row: sorted(row[0].items()))
+        metas += [(kind, dcgm_labels(labels), last) for labels, last in rows]
+    mig_uuids = {labels.uuid for _kind, labels, _last in metas if labels.gpu_instance_id}
+    meta: dict[tuple, DcgmLabels] = {}
+    latest: dict[tuple, float] = {}
+    pods: dict[tuple, set[str]] = defaultdict(set)
+    jobs: dict[tuple, set[str]] = defaultdict(set)
+    for kind, labels, last in metas:
+        if not labels.uuid:
+            continue
+        if kind == "dev" and labels.uuid in mig_uuids and labels.gpu_instance_id is None:
+            continue  # DEV_GPU_UTIL of a MIG-mode parent: unsupported, reads 0
+        key = (labels.uuid, labels.gpu_instance_id, labels.namespace)
+        if key not in meta or last > latest[key]:
+            meta[key], latest[key] = labels, last
+        if labels.pod:
+            pods[key].add(labels.pod)
+        if labels.hpc_job:
+            jobs[key].add(labels.hpc_job)
+    values = {name: _values_by_key(result) for name, result in answers.items() if name[0] != "meta"}
+
+    def value(metric: str, reduction: str, window: int, key: tuple) -> float | None:
+        return values.get((metric, reduction, window), {}).get(key)
+
+    longest = max(windows)
+    out = []
+    for key in sorted(meta, key=lambda k: tuple("" if part is None else part for part in k)):
+        labels = meta[key]
+        source = "prof" if value("prof", "count", longest, key) else None
+        if source is None and labels.gpu_instance_id is None and labels.uuid not in mig_uuids:
+            source = "dev" if value("dev", "count", longest, key) else None
+        stats = {}
+        for window in windows:
+            steps = int(value(source, "count", window, key) or 0) if source else 0
+            newest = value(source, "newest", window, key) if steps else None
+            fb_steps = int(value("fb", "count", window, key) or 0)
+            stats[window] = WindowStats(
+                util_points=steps,
+                util_steps=steps,
+                util_sum=value(source, "sum", window, key) or 0.0 if steps else 0.0,
+                util_peak=value(source, "max", window, key) if steps else None,
+                util_newest=None if newest is None else newest + shift_s,
+                fb_steps=fb_steps,
+                fb_peak=value("fb", "max", window, key) if fb_steps else None,
+            )
+        out.append(
+            DeviceSummary(
+                hostname=labels.hostname,
+                uuid=labels.uuid or "",
+                gpu=labels.gpu,
+                model_name=labels.model_name,
+                gpu_instance_id=labels.gpu_instance_id,
+                mig_profile=labels.mig_profile,
+                namespace=labels.namespace,
+                pods=tuple(sorted(pods[key])),
+                hpc_jobs=tuple(sorted(jobs[key])),
+                util_source=source,
+                end=end,
+                step_s=step_s,
+                windows=stats,
             )
         )
     return tuple(out)
