@@ -48,6 +48,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -263,7 +264,8 @@ class DeviceSummary:
     """One GPU (or MIG instance) and workload namespace, as :class:`DeviceUsage` but with its
     samples reduced by Prometheus: ``windows`` maps a window length (s) to its
     :class:`WindowStats` for windows ending at ``end`` (Unix seconds) with ``step_s`` steps.
-    ``util_source`` as in :class:`DeviceUsage` (chosen over the longest window)."""
+    ``util_source`` as in :class:`DeviceUsage` (chosen over the longest window). ``reduced``:
+    one series, reduced by Prometheus (``False``: read per step and reduced here)."""
 
     hostname: str | None
     uuid: str
@@ -278,6 +280,7 @@ class DeviceSummary:
     end: float
     step_s: float
     windows: Mapping[int, WindowStats]
+    reduced: bool = True
 
     @property
     def key(self) -> tuple[str, str | None, str | None]:
@@ -389,16 +392,23 @@ class PrometheusAdapter:
             return device_usage_from_series(series)
 
     def gpu_usage_summary(
-        self, *, end: datetime, windows_s: Iterable[int], step_s: int = 60
+        self,
+        *,
+        end: datetime,
+        windows_s: Iterable[int],
+        step_s: int = 60,
+        min_coverage: float = 0.0,
+        near_pct: Iterable[float] = (),
     ) -> tuple[DeviceSummary, ...]:
         """What :meth:`gpu_usage` returns, reduced in Prometheus: one :class:`DeviceSummary`
         per device with, for each window of ``windows_s`` ending at ``end``, the
-        :class:`WindowStats` that :func:`window_stats` would compute from ``gpu_usage``'s
-        answer over that window (same steps ``end - k x step_s``, same lookback, same
-        ``unless`` fallback, same merge of a device's series by maximum), without sending any
-        per-step value (:func:`summary_queries`). Two instant queries for the labels over the
-        longest window, then per window six (four more where any card has no profiling
-        metrics): one value per device each. Whatever the number of GPUs."""
+        :class:`WindowStats` that :func:`window_stats` computes from ``gpu_usage``'s answer over
+        that window (same steps ``end - k x step_s``, same lookback), one value per device and
+        reduction (:func:`summary_queries`: 9 instant queries for one window, 6 more per other
+        window, sent 4 at a time), whatever the number of GPUs. The devices that one series
+        does not describe whole (:func:`device_summaries`; ``min_coverage`` and ``near_pct``
+        are the policies' lowest coverage and their thresholds) are read per step with
+        :meth:`gpu_usage`, their UUIDs in the selector, and reduced by :func:`window_stats`."""
         windows = sorted({int(w) for w in windows_s})
         if not windows or windows[0] <= 0 or step_s <= 0:
             raise ValueError("windows_s and step_s must be positive")
@@ -406,45 +416,69 @@ class PrometheusAdapter:
         shift_ms = end_ms % (int(step_s) * 1000)
         at = datetime.fromtimestamp((end_ms - shift_ms) / 1000, tz=end.tzinfo)
         queries = summary_queries(windows, step_s=int(step_s), shift_ms=shift_ms)
-        with cyclic_gc_paused():
-            answers = {
-                name: self._instant(queries[name], at)
-                for name in (("meta", "pf", 0), ("meta", "dev", 0))
-            }
-            # the DEV_GPU_UTIL fallback only where some card has no profiling metric
-            skip_dev = not answers[("meta", "dev", 0)]
-            for name, expr in queries.items():
-                if name not in answers and not (skip_dev and name[0] == "dev"):
-                    answers[name] = self._instant(expr, at)
-            return device_summaries(
-                answers, windows=windows, end=end_ms / 1000, step_s=step_s, shift_s=shift_ms / 1000
+        with cyclic_gc_paused(), ThreadPoolExecutor(max_workers=4) as pool:
+            futures = {name: pool.submit(self._instant, expr, at) for name, expr in queries.items()}
+            answers = {name: future.result() for name, future in futures.items()}
+            read = device_summaries(
+                answers,
+                windows=windows,
+                end=end_ms / 1000,
+                step_s=step_s,
+                min_coverage=min_coverage,
+                near_pct=near_pct,
             )
+            if not read.per_step:
+                return read.devices
+            uuids = sorted({key[0] for key in read.per_step})
+            alternation = "|".join(re.escape(u) for u in uuids)
+            alternation = alternation.replace("\\", "\\\\").replace('"', '\\"')
+            found: list[DeviceUsage] = []
+            for label in ("UUID", "uuid"):
+                found += self.gpu_usage(
+                    start=end - timedelta(seconds=windows[-1]),
+                    end=end,
+                    step_s=step_s,
+                    selector=f'{label}=~"{alternation}"',
+                )
+            at_s = end_ms / 1000
+            stepped = tuple(
+                summary_of(device, end=at_s, windows=windows, step_s=step_s)
+                for device in found
+                if device.key in read.per_step
+            )
+            return read.devices + stepped
 
     def utilisation_by_namespace(
         self, *, start: datetime, end: datetime, step_s: int = 60
     ) -> dict[str, tuple[Sample, ...]]:
-        """Per workload namespace, the mean utilisation (%) over its cards at each step from
-        ``start`` to ``end``: at each step, each card's mean over its MIG instances, then the
-        mean over the cards that report, of ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` x 100 only (the
-        caller uses it for namespaces without ``DEV_GPU_UTIL``-only cards). Two range queries
-        (sum and count ``by`` namespace): one short series per namespace."""
-        card = f"avg by (gpp_ns, gpp_uuid) ({_keyed(_finite(_prof()))} * 100)"
+        """Per workload namespace, the mean ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (x 100, %) over
+        its series at each step from ``start`` to ``end``: two range queries (sum and count
+        ``by`` the labels that name the namespace), one short series per namespace label set,
+        added up here. The mean over series is the mean over cards where each card has one
+        series and no MIG instances (the caller's to check)."""
+        by = ", ".join(_NAMESPACE_LABELS)
+        prof = metric_selector(GR_ENGINE_ACTIVE)
         sums, counts = (
-            self.query_range(f"{op} by (gpp_ns) ({card})", start=start, end=end, step_s=step_s)
+            self.query_range(f"{op} by ({by}) ({prof})", start=start, end=end, step_s=step_s)
             for op in ("sum", "count")
         )
-        n = {(item.label("gpp_ns"), s.timestamp): s.value for item in counts for s in item.samples}
-        out = {}
-        for item in sums:
-            namespace = item.label("gpp_ns")
-            if namespace is None:
-                continue
-            out[namespace] = tuple(
-                Sample(s.timestamp, s.value / n[(namespace, s.timestamp)])
-                for s in item.samples
-                if s.value is not None and n.get((namespace, s.timestamp))
+        totals: dict[str, dict[float, list[float]]] = defaultdict(
+            lambda: defaultdict(lambda: [0.0, 0.0])
+        )
+        for index, answer in enumerate((sums, counts)):
+            for item in answer:
+                namespace = dcgm_labels(item.label_map).namespace
+                if namespace is None:
+                    continue
+                for sample in item.samples:
+                    if sample.value is not None:
+                        totals[namespace][sample.timestamp][index] += sample.value
+        return {
+            namespace: tuple(
+                Sample(t, 100 * total / n) for t, (total, n) in sorted(steps.items()) if n
             )
-        return out
+            for namespace, steps in totals.items()
+        }
 
     # ------------------------------------------------------------------------ elastic view
 
@@ -716,19 +750,10 @@ def device_usage_from_series(series: Iterable[Series]) -> tuple[DeviceUsage, ...
 # ------------------------------------------------------------- the idle scan's reductions
 
 # A device of the summary: (UUID, MIG instance, workload namespace) as :func:`dcgm_labels`
-# reads them, computed in PromQL by :func:`_keyed` into labels of its own.
+# reads them, computed in PromQL by :func:`_by_device` into labels of its own.
 _KEY_LABELS = ("gpp_uuid", "GPU_I_ID", "gpp_ns")
-# The labels :func:`dcgm_labels` reads for a DeviceSummary; the rest (instance, job, pci_bus_id,
-# DCGM_FI_DRIVER_VERSION, device, container …) are aggregated away in Prometheus.
-_READ_LABELS = (
-    "Hostname", "hostname", "UUID", "uuid", "gpu", "modelName", "model_name", "GPU_I_ID",
-    "GPU_I_PROFILE", "exported_namespace", "pod_namespace", "namespace", "exported_pod",
-    "pod_name", "pod", "hpc_job",
-)  # fmt: skip
-
-
-def _prof(shift_ms: int = 0) -> str:
-    return _shifted(metric_selector(GR_ENGINE_ACTIVE), shift_ms)
+# The labels that decide a series' workload namespace (dcgm_labels' precedence)
+_NAMESPACE_LABELS = ("namespace", "exported_namespace", "pod_namespace", "exported_pod")
 
 
 def _shifted(selector: str, shift_ms: int) -> str:
@@ -737,17 +762,13 @@ def _shifted(selector: str, shift_ms: int) -> str:
     return f"{selector} offset -{shift_ms}ms" if shift_ms else selector
 
 
-def _finite(expr: str) -> str:
-    """``expr`` without its ``NaN`` and ``±Inf`` values (``None`` samples in Python)."""
-    return f"(({expr}) > -Inf < +Inf)"
-
-
-def _keyed(expr: str) -> str:
-    """``expr`` merged by maximum per device and step, as :func:`device_usage_from_series`
-    merges the series of one key: ``gpp_uuid`` is ``UUID``, else ``uuid``; ``gpp_ns`` is
-    ``exported_namespace``, else ``pod_namespace``, else ``namespace`` unless ``exported_pod``
-    is set (the precedence of :func:`dcgm_labels`; ``label_replace``'s ``(.+)`` does not match
-    an empty or absent label, so those leave the label as it was)."""
+def _by_device(expr: str) -> str:
+    """The instant vector ``expr`` (one value per series) as one value per device (the
+    maximum, where a device has several series): ``gpp_uuid`` is ``UUID``, else ``uuid``;
+    ``gpp_ns`` is ``exported_namespace``, else ``pod_namespace``, else ``namespace`` unless
+    ``exported_pod`` is set (:func:`dcgm_labels`' precedence; ``(.+)`` does not match an empty
+    or absent label, so those leave the label as it was). Applied to the reduced answer only
+    (one value per series): inside a subquery it would run at every step, several times slower."""
     for target, source, replacement in (
         ("gpp_uuid", "uuid", "$1"),
         ("gpp_uuid", "UUID", "$1"),
@@ -761,8 +782,8 @@ def _keyed(expr: str) -> str:
 
 
 SummaryName = tuple[str, str, int]
-"""``(metric, reduction, window_s)``: ``("prof" | "dev" | "fb", "count" | "sum" | "max" |
-"newest", window)``, or ``("meta", "pf" | "dev", 0)``."""
+"""``(metric, reduction, window_s)``: ``("prof" | "fb", "count" | "sum" | "max", window)``,
+``("prof" | "fb", "series", longest)`` (full labels) or ``("dev", "count", longest)``."""
 
 
 def summary_queries(
@@ -771,46 +792,39 @@ def summary_queries(
     """The PromQL of :meth:`PrometheusAdapter.gpu_usage_summary`, each an instant query at
     ``end - shift_ms`` (a multiple of ``step_s``).
 
-    Each reduction runs over a subquery ``[W + step_s/2 : step_s]``: Prometheus evaluates the
-    inner expression at the epoch-aligned steps in that range (``end - k x step_s`` once
-    shifted: ``_shifted`` reads every selector ``shift_ms`` later), ``W / step_s + 1`` of them
-    on Prometheus 2.x (range closed on the left) and 3.x (open) alike — the very steps of
-    ``query_range(start=end - W, end=end, step=step_s)``, with the same lookback. The inner
-    expressions are :meth:`PrometheusAdapter.gpu_usage`'s (``DEV_GPU_UTIL unless
-    GR_ENGINE_ACTIVE`` per step), less ``NaN``/``±Inf``, merged per device by maximum
-    (:func:`_keyed`); ``GR_ENGINE_ACTIVE`` x 100. ``count_over_time`` gives the steps with a
-    sample, ``sum_over_time``/``max_over_time`` the sum and peak, ``max_over_time(timestamp())``
-    the newest step. The two ``meta`` queries give, per label set that :func:`dcgm_labels`
-    reads, its newest step over the longest window, ``NaN`` included (as a range query's
-    series carries its ``NaN`` points): profiling or framebuffer series, and the
-    ``DEV_GPU_UTIL`` fallback."""
-    prof = _prof(shift_ms)
-    dev = f"({_shifted(metric_selector(GPU_UTIL), shift_ms)} unless {prof})"
+    Each reduction runs over a subquery of a plain selector, ``sel[W + step_s/2 : step_s]``:
+    Prometheus evaluates ``sel`` at the epoch-aligned steps in that range (``end - k x step_s``
+    once :func:`_shifted` reads it ``shift_ms`` later), ``W / step_s + 1`` of them on Prometheus
+    2.x (range closed on the left) and 3.x (open) alike — the very steps, and lookback, of
+    ``query_range(start=end - W, end=end, step=step_s)``. ``count_over_time`` counts the steps
+    with a sample (``NaN`` included), ``sum_over_time`` their sum in time order (``NaN``/``±Inf``
+    when one is), ``max_over_time`` their peak (``NaN`` skipped). Nothing else runs per step (no
+    ``unless``, filter or ``label_replace`` inside: those cost several times the reduction).
+    Over the longest window, the profiling and framebuffer counts keep every label (one result
+    per series: the device's labels, and whether it has several series); the rest are one value
+    per device (:func:`_by_device`). ``DEV_GPU_UTIL`` is only counted (where a device has no
+    profiling series, the summary reads it per step)."""
+    prof = _shifted(metric_selector(GR_ENGINE_ACTIVE), shift_ms)
     fb = _shifted(metric_selector(FB_USED), shift_ms)
-    keyed = {
-        "prof": f"({_keyed(_finite(prof))} * 100)",
-        "dev": _keyed(_finite(dev)),
-        "fb": _keyed(_finite(fb)),
-    }
+    dev = _shifted(metric_selector(GPU_UTIL), shift_ms)
     half = step_s / 2
 
-    def over(window: int) -> str:
-        return f"[{window + half:g}s:{step_s}s]"
+    def over(selector: str, window: int) -> str:
+        return f"({selector})[{window + half:g}s:{step_s}s]"
 
-    longest = over(max(windows))
-    read = ", ".join(_READ_LABELS)
+    longest = max(windows)
     queries: dict[SummaryName, str] = {
-        ("meta", "pf", 0): f"max_over_time(timestamp(max by ({read}) ({prof} or {fb})){longest})",
-        ("meta", "dev", 0): f"max_over_time(timestamp(max by ({read}) ({dev})){longest})",
+        ("prof", "series", longest): f"count_over_time({over(prof, longest)})",
+        ("fb", "series", longest): f"count_over_time({over(fb, longest)})",
+        ("dev", "count", longest): _by_device(f"count_over_time({over(dev, longest)})"),
     }
     for window in windows:
-        for metric, expr in keyed.items():
-            queries[(metric, "count", window)] = f"count_over_time({expr}{over(window)})"
-            queries[(metric, "max", window)] = f"max_over_time({expr}{over(window)})"
-            if metric != "fb":
-                queries[(metric, "sum", window)] = f"sum_over_time({expr}{over(window)})"
-                queries[(metric, "newest", window)] = (
-                    f"max_over_time(timestamp({expr}){over(window)})"
+        for metric, selector in (("prof", prof), ("fb", fb)):
+            for reduction in ("count", "sum", "max"):
+                if reduction == "count" and window == longest:
+                    continue  # the series query's values
+                queries[(metric, reduction, window)] = _by_device(
+                    f"{reduction}_over_time({over(selector, window)})"
                 )
     return queries
 
@@ -825,97 +839,161 @@ def _values_by_key(result: Iterable[Any]) -> dict[tuple[str, str | None, str | N
     return out
 
 
+@dataclass(frozen=True)
+class SummaryRead:
+    """:func:`device_summaries`' answer: the devices it could reduce, and the keys of those it
+    could not (several series, a ``NaN`` or ``±Inf`` sample, ``DEV_GPU_UTIL`` only, a gap at
+    the window's end): :meth:`PrometheusAdapter.gpu_usage_summary` reads those per step."""
+
+    devices: tuple[DeviceSummary, ...]
+    per_step: frozenset[tuple[str, str | None, str | None]]
+
+
 def device_summaries(
     answers: Mapping[SummaryName, Sequence[Any]],
     *,
     windows: Sequence[int],
     end: float,
     step_s: float,
-    shift_s: float,
-) -> tuple[DeviceSummary, ...]:
-    """The answers of :func:`summary_queries` (raw instant-vector ``result`` lists; a query not
-    asked counts as an empty answer) as one :class:`DeviceSummary` per device, with the rules
-    of :func:`device_usage_from_series`: a device is a key of the ``meta`` answers (a series of
-    any of the three metrics in the longest window); its host, index, model and MIG profile are
-    those of its newest label set (ties: the first in label order, profiling or framebuffer
-    before the fallback); ``DEV_GPU_UTIL`` of a MIG-mode parent is ignored; the profiling
-    reading wins when it has any sample in the longest window, else ``DEV_GPU_UTIL`` (never on
-    a MIG instance). ``newest`` steps are moved back by ``shift_s``."""
+    min_coverage: float,
+    near_pct: Iterable[float] = (),
+) -> SummaryRead:
+    """The answers of :func:`summary_queries` (raw instant-vector ``result`` lists) as one
+    :class:`DeviceSummary` per device that one profiling series (and at most one framebuffer
+    series with the same labels) describes whole, with the rules of
+    :func:`device_usage_from_series`; the other devices' keys are returned for a per-step
+    reading. Per step too: a device whose newest step matters and is not known — fewer steps
+    than the longest window's but at least ``min_coverage`` of them in some window (with all
+    steps, the newest is ``end``; under ``min_coverage``, the device is unknown whatever its
+    newest step); and one whose mean is within 1e-9 of one of ``near_pct`` (%, the policies'
+    thresholds: there the sum's last bit decides). A device is a key of the profiling or
+    framebuffer series, or of ``DEV_GPU_UTIL`` (``DEV_GPU_UTIL`` of a MIG-mode parent
+    ignored, as there)."""
     try:
-        return _device_summaries(answers, windows, end, step_s, shift_s)
+        return _device_summaries(answers, windows, end, step_s, min_coverage, tuple(near_pct))
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise UnexpectedResponse(f"unreadable summary answer: {exc}", operation="query") from exc
 
 
-def _device_summaries(answers, windows, end, step_s, shift_s) -> tuple[DeviceSummary, ...]:
-    metas = []
-    for kind in ("pf", "dev"):
-        rows = [
-            (dict(item["metric"]), float(item["value"][1])) for item in answers[("meta", kind, 0)]
-        ]
-        rows.sort(key=lambda row: sorted(row[0].items()))
-        metas += [(kind, dcgm_labels(labels), last) for labels, last in rows]
-    mig_uuids = {labels.uuid for _kind, labels, _last in metas if labels.gpu_instance_id}
-    meta: dict[tuple, DcgmLabels] = {}
-    latest: dict[tuple, float] = {}
-    pods: dict[tuple, set[str]] = defaultdict(set)
-    jobs: dict[tuple, set[str]] = defaultdict(set)
-    for kind, labels, last in metas:
-        if not labels.uuid:
-            continue
-        if kind == "dev" and labels.uuid in mig_uuids and labels.gpu_instance_id is None:
-            continue  # DEV_GPU_UTIL of a MIG-mode parent: unsupported, reads 0
-        key = (labels.uuid, labels.gpu_instance_id, labels.namespace)
-        if key not in meta or last > latest[key]:
-            meta[key], latest[key] = labels, last
-        if labels.pod:
-            pods[key].add(labels.pod)
-        if labels.hpc_job:
-            jobs[key].add(labels.hpc_job)
-    values = {name: _values_by_key(result) for name, result in answers.items() if name[0] != "meta"}
-
-    def value(metric: str, reduction: str, window: int, key: tuple) -> float | None:
-        return values.get((metric, reduction, window), {}).get(key)
-
-    longest = max(windows)
-    out = []
-    for key in sorted(meta, key=lambda k: tuple("" if part is None else part for part in k)):
-        labels = meta[key]
-        source = "prof" if value("prof", "count", longest, key) else None
-        if source is None and labels.gpu_instance_id is None and labels.uuid not in mig_uuids:
-            source = "dev" if value("dev", "count", longest, key) else None
-        stats = {}
-        for window in windows:
-            steps = int(value(source, "count", window, key) or 0) if source else 0
-            newest = value(source, "newest", window, key) if steps else None
-            fb_steps = int(value("fb", "count", window, key) or 0)
-            stats[window] = WindowStats(
-                util_points=steps,
-                util_steps=steps,
-                util_sum=value(source, "sum", window, key) or 0.0 if steps else 0.0,
-                util_peak=value(source, "max", window, key) if steps else None,
-                util_newest=None if newest is None else newest + shift_s,
-                fb_steps=fb_steps,
-                fb_peak=value("fb", "max", window, key) if fb_steps else None,
+def _series_by_key(result: Iterable[Any]) -> dict[tuple, list[tuple[dict, float]]]:
+    """Full-label answers by device key: each series' labels and value."""
+    by_key: dict[tuple, list[tuple[dict, float]]] = defaultdict(list)
+    for item in result:
+        labels = item["metric"]
+        read = dcgm_labels(labels)
+        if read.uuid:
+            by_key[(read.uuid, read.gpu_instance_id, read.namespace)].append(
+                (labels, float(item["value"][1]))
             )
+    return by_key
+
+
+def _device_summaries(answers, windows, end, step_s, min_coverage, near) -> SummaryRead:
+    longest = max(windows)
+    series = {m: _series_by_key(answers[(m, "series", longest)]) for m in ("prof", "fb")}
+    values = {
+        name: _values_by_key(result) for name, result in answers.items() if name[1] != "series"
+    }
+    for metric in ("prof", "fb"):  # the longest window's counts are the series query's
+        values[(metric, "count", longest)] = {
+            key: rows[0][1] for key, rows in series[metric].items() if len(rows) == 1
+        }
+    mig_uuids = {key[0] for metric in series.values() for key in metric if key[1]}
+    mig_uuids |= {key[0] for key in values[("dev", "count", longest)] if key[1]}
+    steps = {window: window // step_s + 1 for window in windows}
+    per_step: set[tuple] = set()
+    out = []
+    keys = set(series["prof"]) | set(series["fb"])
+    for key in values[("dev", "count", longest)]:
+        if key in keys or (key[1] is None and key[0] in mig_uuids):
+            continue  # DEV_GPU_UTIL of a MIG-mode parent: unsupported, reads 0
+        per_step.add(key)  # DEV_GPU_UTIL only: read per step (``unless`` and all)
+    for key in keys:
+        prof, fb = series["prof"].get(key, []), series["fb"].get(key, [])
+        if len(prof) > 1 or len(fb) > 1 or (prof and fb and prof[0][0] != fb[0][0]):
+            per_step.add(key)  # several series: merged step by step
+            continue
+        if not prof and key in values[("dev", "count", longest)] and key[0] not in mig_uuids:
+            per_step.add(key)  # no profiling series: DEV_GPU_UTIL's, step by step
+            continue
+        stats = _reduced(key, values, windows, steps, min_coverage, near, end)
+        if stats is None:
+            per_step.add(key)
+            continue
+        labels = dcgm_labels((prof or fb)[0][0])
         out.append(
             DeviceSummary(
                 hostname=labels.hostname,
-                uuid=labels.uuid or "",
+                uuid=key[0],
                 gpu=labels.gpu,
                 model_name=labels.model_name,
                 gpu_instance_id=labels.gpu_instance_id,
                 mig_profile=labels.mig_profile,
                 namespace=labels.namespace,
-                pods=tuple(sorted(pods[key])),
-                hpc_jobs=tuple(sorted(jobs[key])),
-                util_source=source,
+                pods=(labels.pod,) if labels.pod else (),
+                hpc_jobs=(labels.hpc_job,) if labels.hpc_job else (),
+                util_source="prof" if prof and stats[longest].util_points else None,
                 end=end,
                 step_s=step_s,
                 windows=stats,
             )
         )
-    return tuple(out)
+    return SummaryRead(tuple(out), frozenset(per_step))
+
+
+def _reduced(key, values, windows, steps, min_coverage, near, end) -> dict[int, WindowStats] | None:
+    """One device's :class:`WindowStats` per window from the reductions, or ``None`` when they
+    cannot say (see :func:`device_summaries`)."""
+    stats = {}
+    for window in windows:
+        count = int(values[("prof", "count", window)].get(key, 0))
+        total = values[("prof", "sum", window)].get(key)
+        fb_count = int(values[("fb", "count", window)].get(key, 0))
+        fb_total = values[("fb", "sum", window)].get(key)
+        if (count and not math.isfinite(total)) or (fb_count and not math.isfinite(fb_total)):
+            return None  # a NaN or ±Inf step: not a sample there
+        if steps[window] > count >= min_coverage * steps[window] - 1e-9:
+            return None  # the newest step decides
+        # x 100 after the sum, not per sample: the last bit may differ from the per-step
+        # reading's, which decides only a mean on a threshold (read per step)
+        total = total * 100 if count else 0.0
+        if count and any(abs(total / count - pct) <= 1e-9 * max(1.0, pct) for pct in near):
+            return None
+        stats[window] = WindowStats(
+            util_points=count,
+            util_steps=count,
+            util_sum=total,
+            util_peak=values[("prof", "max", window)][key] * 100 if count else None,
+            util_newest=end if count == steps[window] else None,
+            fb_steps=fb_count,
+            fb_peak=values[("fb", "max", window)].get(key) if fb_count else None,
+        )
+    return stats
+
+
+def summary_of(
+    device: DeviceUsage, *, end: float, windows: Sequence[int], step_s: float
+) -> DeviceSummary:
+    """A per-step reading as a :class:`DeviceSummary` (:func:`window_stats` per window)."""
+    return DeviceSummary(
+        hostname=device.hostname,
+        uuid=device.uuid,
+        gpu=device.gpu,
+        model_name=device.model_name,
+        gpu_instance_id=device.gpu_instance_id,
+        mig_profile=device.mig_profile,
+        namespace=device.namespace,
+        pods=device.pods,
+        hpc_jobs=device.hpc_jobs,
+        util_source=device.util_source,
+        end=end,
+        step_s=step_s,
+        windows={
+            w: window_stats(device.util_pct, device.fb_used_mib, end=end, window_s=w, step_s=step_s)
+            for w in windows
+        },
+        reduced=False,
+    )
 
 
 def _timeline(series: Sequence[Series], *, scale: float) -> tuple[Sample, ...]:

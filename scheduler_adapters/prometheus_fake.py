@@ -104,7 +104,13 @@ class FakePrometheus:
         return tuple(d for d in cut if d.util_pct or d.fb_used_mib)
 
     def gpu_usage_summary(
-        self, *, end: datetime, windows_s: Iterable[int], step_s: int = 60
+        self,
+        *,
+        end: datetime,
+        windows_s: Iterable[int],
+        step_s: int = 60,
+        min_coverage: float = 0.0,
+        near_pct: Iterable[float] = (),
     ) -> tuple[DeviceSummary, ...]:
         """:meth:`gpu_usage` over the longest window, each device reduced per window by
         :func:`~scheduler_adapters.prometheus.window_stats` (what the real adapter has
@@ -117,7 +123,7 @@ class FakePrometheus:
                 **{
                     f.name: getattr(d, f.name)
                     for f in fields(DeviceSummary)
-                    if f.name not in ("end", "step_s", "windows")
+                    if f.name not in ("end", "step_s", "windows", "reduced")
                 },
                 end=at,
                 step_s=step_s,

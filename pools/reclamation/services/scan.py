@@ -223,7 +223,15 @@ def idle_scan(
         return report
     windows = {p.window_minutes * 60 for p in policies.values()}
     try:
-        devices = list(metrics.gpu_usage_summary(end=now, windows_s=windows, step_s=STEP_S))
+        devices = list(
+            metrics.gpu_usage_summary(
+                end=now,
+                windows_s=windows,
+                step_s=STEP_S,
+                min_coverage=min(float(p.min_coverage) for p in policies.values()),
+                near_pct={float(p.idle_below_pct) for p in policies.values()},
+            )
+        )
     except SchedulerError as exc:
         report.error = f"Prometheus unavailable, nothing changed: {exc}"
         report.seconds = time.monotonic() - started
@@ -397,13 +405,13 @@ class _Sparklines:
     """The utilisation sparklines of one scan's idle groups (:func:`utilisation_sparkline`),
     read from Prometheus only for them: the scan's summary holds no per-step values.
 
-    A Kubernetes group that is its namespace's whole set of reporting devices, all with
-    profiling metrics, in a window of at most 60 steps (so one step per point): the
-    namespace's line from the adapter's ``utilisation_by_namespace`` (two range queries per
-    window for all namespaces, one short series each; the same mean of card means, summed in
-    Prometheus). Any other group (Slurm's cards, a namespace spread over pools, consumer
-    cards, longer windows): its own cards' samples over the scan's longest window
-    (``gpu_usage`` with their UUIDs), as the scan read them before."""
+    A Kubernetes group that is its namespace's whole set of reporting devices, each one card
+    of one profiling series (no MIG, not read per step), in a window of at most 60 steps (one
+    step per point): the namespace's line from the adapter's ``utilisation_by_namespace`` (two
+    range queries per window for all namespaces, one short series each; the mean over series
+    is then the mean over cards). Any other group (Slurm's cards, a namespace spread over
+    pools, consumer cards, longer windows): its own cards' samples over the scan's longest
+    window (``gpu_usage`` with their UUIDs), as the scan read them before."""
 
     POINTS = 60  # utilisation_sparkline's default
 
@@ -418,12 +426,14 @@ class _Sparklines:
         by_namespace: dict[str | None, list],
         t: Thresholds,
     ) -> list[list[float]]:
-        reporting = {d.key for d in mine if d.util_source}
-        whole = reporting == {d.key for d in by_namespace.get(namespace, ()) if d.util_source}
+        reporting = [d for d in by_namespace.get(namespace, ()) if d.util_source]
         if (
             namespace is not None
-            and whole
-            and all(d.util_source != "dev" for d in mine)
+            and {d.key for d in mine if d.util_source} == {d.key for d in reporting}
+            and all(
+                d.util_source == "prof" and d.reduced and d.gpu_instance_id is None
+                for d in reporting
+            )
             and t.window_s <= t.step_s * self.POINTS
         ):
             if t.window_s not in self._namespaces:
