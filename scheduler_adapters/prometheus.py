@@ -749,9 +749,10 @@ def device_usage_from_series(series: Iterable[Series]) -> tuple[DeviceUsage, ...
 
 # ------------------------------------------------------------- the idle scan's reductions
 
-# A device of the summary: (UUID, MIG instance, workload namespace) as :func:`dcgm_labels`
-# reads them, computed in PromQL by :func:`_by_device` into labels of its own.
-_KEY_LABELS = ("gpp_uuid", "GPU_I_ID", "gpp_ns")
+# The labels from which dcgm_labels reads a device's key (UUID, MIG instance, namespace)
+_DEVICE_LABELS = (
+    "UUID", "uuid", "GPU_I_ID", "namespace", "exported_namespace", "pod_namespace", "exported_pod",
+)  # fmt: skip
 # The labels that decide a series' workload namespace (dcgm_labels' precedence)
 _NAMESPACE_LABELS = ("namespace", "exported_namespace", "pod_namespace", "exported_pod")
 
@@ -763,22 +764,12 @@ def _shifted(selector: str, shift_ms: int) -> str:
 
 
 def _by_device(expr: str) -> str:
-    """The instant vector ``expr`` (one value per series) as one value per device (the
-    maximum, where a device has several series): ``gpp_uuid`` is ``UUID``, else ``uuid``;
-    ``gpp_ns`` is ``exported_namespace``, else ``pod_namespace``, else ``namespace`` unless
-    ``exported_pod`` is set (:func:`dcgm_labels`' precedence; ``(.+)`` does not match an empty
-    or absent label, so those leave the label as it was). Applied to the reduced answer only
-    (one value per series): inside a subquery it would run at every step, several times slower."""
-    for target, source, replacement in (
-        ("gpp_uuid", "uuid", "$1"),
-        ("gpp_uuid", "UUID", "$1"),
-        ("gpp_ns", "namespace", "$1"),
-        ("gpp_ns", "exported_pod", ""),
-        ("gpp_ns", "pod_namespace", "$1"),
-        ("gpp_ns", "exported_namespace", "$1"),
-    ):
-        expr = f'label_replace({expr}, "{target}", "{replacement}", "{source}", "(.+)")'
-    return f"max by ({', '.join(_KEY_LABELS)}) ({expr})"
+    """The instant vector ``expr`` (one value per series) with only the labels that make a
+    device's key (:func:`dcgm_labels`: UUID, MIG instance, workload namespace), the maximum
+    where a device has several series (those are read per step anyway). Applied to the reduced
+    answer only (one value per series); no ``label_replace``, which costs Prometheus 2.42 about
+    a second per 16,000 series."""
+    return f"max by ({', '.join(_DEVICE_LABELS)}) ({expr})"
 
 
 SummaryName = tuple[str, str, int]
@@ -832,10 +823,11 @@ def summary_queries(
 def _values_by_key(result: Iterable[Any]) -> dict[tuple[str, str | None, str | None], float]:
     out = {}
     for item in result:
-        metric = item["metric"]
-        uuid = metric.get("gpp_uuid")
-        if uuid:
-            out[(uuid, metric.get("GPU_I_ID"), metric.get("gpp_ns"))] = float(item["value"][1])
+        labels = dcgm_labels(item["metric"])
+        if labels.uuid:
+            key = (labels.uuid, labels.gpu_instance_id, labels.namespace)
+            value = float(item["value"][1])  # NaN kept: it says a step was NaN
+            out[key] = value if key not in out else max(out[key], value)
     return out
 
 
