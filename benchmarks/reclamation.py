@@ -495,7 +495,7 @@ def fetch_breakdown(url: str, *, now: datetime) -> dict[str, float]:
             out["results"] += len(answers[name])
     started = time.perf_counter()
     device_summaries(
-        answers, windows=[1800], end=end_ms / 1000, step_s=STEP_S, shift_s=shift_ms / 1000
+        answers, windows=[1800], end=end_ms / 1000, step_s=STEP_S, min_coverage=0.9, near_pct=[30]
     )
     out["device_summaries"] = time.perf_counter() - started
     return out
