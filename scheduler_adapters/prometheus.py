@@ -820,12 +820,21 @@ def summary_queries(
     return queries
 
 
+def _device_key(labels: Mapping[str, str]) -> tuple[str | None, str | None, str | None]:
+    """(UUID, MIG instance, workload namespace) as :func:`dcgm_labels` reads them, inlined:
+    the summary reads it for every value of every answer."""
+    get = labels.get
+    namespace = get("exported_namespace") or get("pod_namespace")
+    if not namespace and "exported_pod" not in labels:
+        namespace = get("namespace")
+    return (get("UUID") or get("uuid") or None, get("GPU_I_ID") or None, namespace or None)
+
+
 def _values_by_key(result: Iterable[Any]) -> dict[tuple[str, str | None, str | None], float]:
-    out = {}
+    out: dict[tuple, float] = {}
     for item in result:
-        labels = dcgm_labels(item["metric"])
-        if labels.uuid:
-            key = (labels.uuid, labels.gpu_instance_id, labels.namespace)
+        key = _device_key(item["metric"])
+        if key[0]:
             value = float(item["value"][1])  # NaN kept: it says a step was NaN
             out[key] = value if key not in out else max(out[key], value)
     return out
@@ -872,11 +881,9 @@ def _series_by_key(result: Iterable[Any]) -> dict[tuple, list[tuple[dict, float]
     by_key: dict[tuple, list[tuple[dict, float]]] = defaultdict(list)
     for item in result:
         labels = item["metric"]
-        read = dcgm_labels(labels)
-        if read.uuid:
-            by_key[(read.uuid, read.gpu_instance_id, read.namespace)].append(
-                (labels, float(item["value"][1]))
-            )
+        key = _device_key(labels)
+        if key[0]:
+            by_key[key].append((labels, float(item["value"][1])))
     return by_key
 
 
