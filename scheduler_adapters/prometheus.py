@@ -9,6 +9,9 @@ Two layers:
   :class:`SchedulerUnavailable`, a PromQL Prometheus refuses (HTTP 400/422, ``errorType``
   ``bad_data``/``execution``) is :class:`SchedulerRejected`, a body that is not the API's JSON is
   :class:`UnexpectedResponse`.
+- :meth:`PrometheusAdapter.gpu_usage_summary` (the idle scan) has Prometheus reduce each
+  device's steps over a window to a few numbers (:func:`summary_queries`), and reads per step
+  only the devices that one series cannot describe whole.
 - :meth:`PrometheusAdapter.gpu_usage` batches by metric name (three range queries, whatever
   the number of GPUs) and returns one :class:`DeviceUsage` per GPU (or MIG instance) and
   workload namespace, with the dcgm-exporter label traps resolved by :func:`dcgm_labels` and

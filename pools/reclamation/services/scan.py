@@ -183,14 +183,17 @@ def idle_scan(
     """Evaluate every active or expiring allocation of a pool with a reclamation policy (of
     ``pool_ids`` only, when given: one cluster's pools, :mod:`pools.reclamation.services.runs`).
 
-    One Prometheus round (three range queries over the longest policy window, 60 s steps)
-    for the whole fleet. Busy: an open finding is resolved. Unknown: nothing changes. Idle: a
-    finding is opened (the team emailed once unless the policy is dry-run) or updated, and
-    reclaimed when its grace period is over (see :func:`_maybe_reclaim`). Prometheus
-    unreachable: the report carries the error and nothing changes. Slurm pools also cost two
-    scheduler calls each (running jobs, recent accounting); ``slurm_adapter`` defaults to the
-    pool's cluster's, and a cluster that cannot be reached makes those pools' allocations
-    unknown and is said in ``cluster_errors`` too. Safe to run twice.
+    One Prometheus round for the whole fleet, reduced in Prometheus to a few values per device
+    (:meth:`~scheduler_adapters.prometheus.PrometheusAdapter.gpu_usage_summary`: the verdicts of
+    the 60 s steps over each policy window, without the steps), and per-step reads only for the
+    devices that need them and for idle groups' sparklines. Busy: an open finding is resolved.
+    Unknown: nothing changes. Idle: a finding is opened (the team emailed once unless the policy
+    is dry-run) or updated, and reclaimed when its grace period is over (see
+    :func:`_maybe_reclaim`). Prometheus unreachable: the report carries the error and nothing
+    changes. Slurm pools also cost two scheduler calls each (running jobs, recent accounting);
+    ``slurm_adapter`` defaults to the pool's cluster's, and a cluster that cannot be reached
+    makes those pools' allocations unknown and is said in ``cluster_errors`` too. Safe to run
+    twice.
     """
     started = time.monotonic()
     # whole seconds: Prometheus keeps query times to the millisecond, and a window
