@@ -58,7 +58,7 @@ from pools.management.demo import (
 )
 from pools.overrides.models import OverrideKind, TemporaryOverride
 from pools.overrides.services import override_create
-from pools.reclamation.evaluate import evaluate_group
+from pools.reclamation.evaluate import evaluate_group, utilisation_sparkline
 from pools.reclamation.models import IdleFinding, IdleScanRun, ReclamationPolicy
 from pools.reclamation.services.scan import (
     finding_detail,
@@ -581,7 +581,10 @@ class Command(BaseCommand):
                 peak_util_pct=percent_decimal(max(peaks) if peaks else None),
                 card_count=allocation.card_count,
                 cards_in_use=min(group.cards_busy, allocation.card_count),
-                detail=finding_detail(group, devices, seen_at, thresholds),
+                detail=finding_detail(
+                    group,
+                    utilisation_sparkline(devices, end=seen_at.timestamp(), t=thresholds),
+                ),
                 **fields,
             )
 
