@@ -14,6 +14,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from pools.capacity.models import Allocation, SchedulerDrift
@@ -88,6 +89,19 @@ def test_the_refusal_is_on_the_dashboard_with_slurms_message(
         "delete_reservation: "
         f"scontrol: delete_reservation ReservationName={name}: Access/permission denied"
     )
+
+
+def test_the_admin_dashboard_shows_the_refusal(
+    reserved, django_capture_on_commit_callbacks, client
+):
+    fake, allocation, bob, name = reserved
+    _release_refused(fake, allocation, bob, name, django_capture_on_commit_callbacks)
+    client.force_login(type(bob).objects.get(username="admin"))
+
+    page = client.get(reverse("dashboard")).content.decode()
+
+    assert f"reservation {name} — expected none: allocation #{allocation.pk} is ended" in page
+    assert f"ReservationName={name}: Access/permission denied" in page
 
 
 def test_a_transient_failure_is_left_to_the_retries_not_recorded(
