@@ -196,6 +196,18 @@ class PlainSelect(forms.Select):
         )
 
 
+class SlugChoiceField(forms.ModelChoiceField):
+    """The pickers of the pages' forms (team, pool, GPU model, workload class): a row of
+    ``queryset`` sent and read back by its ``slug`` and listed in ``order`` (by ``name``
+    unless told; ``None`` keeps the model's own ordering). A slug the queryset does not hold
+    is "Select a valid choice." on the field."""
+
+    def __init__(self, queryset, *, order: str | None = "name", **kwargs):
+        if queryset is not None and order is not None:
+            queryset = queryset.order_by(order)
+        super().__init__(queryset=queryset, to_field_name="slug", **kwargs)
+
+
 class _SlugNameChoices(ModelChoiceIterator):
     """The options of a :class:`SlugNameChoiceField`: the empty choice, then ``(key, name)``
     rows of one ``values_list`` query, no model instance per option (the team picker of a

@@ -658,6 +658,58 @@ def allocation_rebind(*, allocation_id: int) -> dict | None:
     return binding
 
 
+def _undo_ends_at(finding: IdleFinding, allocation: Allocation, now: datetime) -> datetime:
+    """The end the undone allocation gets back (its end before the reclamation), once the
+    finding is reclaimed, less than :data:`UNDO_WINDOW` ago, and that end is still ahead;
+    else :class:`InvalidTransition` saying which (pure)."""
+    if finding.state != IdleFindingState.RECLAIMED or finding.reclaimed_at is None:
+        raise InvalidTransition(
+            "This reclamation was undone already."
+            if finding.state == IdleFindingState.UNDONE
+            else f"Only a reclaimed finding can be undone; this one is {finding.state}.",
+            status=finding.state,
+            action="undo",
+        )
+    if now > finding.reclaimed_at + UNDO_WINDOW:
+        raise InvalidTransition(
+            "A reclamation can be undone for a day only.",
+            status=finding.state,
+            action="undo",
+            reclaimed_at=finding.reclaimed_at.isoformat(),
+        )
+    ends_at = finding.ends_at_before or allocation.ends_at
+    if ends_at <= now:
+        raise InvalidTransition(
+            "The allocation's window is over.", status=finding.state, action="undo"
+        )
+    return ends_at
+
+
+def _undo_placement(
+    finding: IdleFinding, allocation: Allocation, now: datetime, ends_at: datetime
+) -> list[dict]:
+    """The placement the undone allocation gets back (a shrink kept part of it: the whole one
+    before), once the pool has as many cards free over ``[now, ends_at)`` as it held and, when
+    placed, those very cards; else :class:`InsufficientCapacity`."""
+    free = pool_free_cards(
+        pool=allocation.pool,
+        gpu_model=allocation.gpu_model,
+        start=now,
+        end=ends_at,
+        exclude_allocation=allocation.pk,
+    )
+    if free < finding.card_count:
+        raise InsufficientCapacity(
+            f"Only {free} {allocation.gpu_model.name} card(s) are free in "
+            f"{allocation.pool.name}; undoing needs {finding.card_count}.",
+            free=free,
+            requested=finding.card_count,
+        )
+    placement = finding.placement_before or allocation.placement
+    _check_placed_cards_free(allocation, placement, now, ends_at, free)
+    return placement
+
+
 def reclamation_undo(
     *, finding: IdleFinding, actor: Any, now: datetime | None = None
 ) -> IdleFinding:
@@ -678,43 +730,8 @@ def reclamation_undo(
         pool_lock(finding.allocation.pool_id)
         allocation = allocation_lock(finding.allocation_id)
         finding = IdleFinding.objects.select_for_update().get(pk=finding.pk)
-        if finding.state != IdleFindingState.RECLAIMED or finding.reclaimed_at is None:
-            raise InvalidTransition(
-                "This reclamation was undone already."
-                if finding.state == IdleFindingState.UNDONE
-                else f"Only a reclaimed finding can be undone; this one is {finding.state}.",
-                status=finding.state,
-                action="undo",
-            )
-        if now > finding.reclaimed_at + UNDO_WINDOW:
-            raise InvalidTransition(
-                "A reclamation can be undone for a day only.",
-                status=finding.state,
-                action="undo",
-                reclaimed_at=finding.reclaimed_at.isoformat(),
-            )
-        ends_at = finding.ends_at_before or allocation.ends_at
-        if ends_at <= now:
-            raise InvalidTransition(
-                "The allocation's window is over.", status=finding.state, action="undo"
-            )
-        free = pool_free_cards(
-            pool=allocation.pool,
-            gpu_model=allocation.gpu_model,
-            start=now,
-            end=ends_at,
-            exclude_allocation=allocation.pk,
-        )
-        if free < finding.card_count:
-            raise InsufficientCapacity(
-                f"Only {free} {allocation.gpu_model.name} card(s) are free in "
-                f"{allocation.pool.name}; undoing needs {finding.card_count}.",
-                free=free,
-                requested=finding.card_count,
-            )
-        # a shrink kept part of the placement: the undo gives back the whole one
-        placement = finding.placement_before or allocation.placement
-        _check_placed_cards_free(allocation, placement, now, ends_at, free)
+        ends_at = _undo_ends_at(finding, allocation, now)
+        placement = _undo_placement(finding, allocation, now, ends_at)
         before = allocation_snapshot(allocation)
         allocation.status = finding.status_before or AllocationStatus.ACTIVE
         allocation.card_count = finding.card_count
