@@ -7,6 +7,7 @@ ResourceQuota) is applied by the adapter configured for the pool's scheduler.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,6 +27,7 @@ from pools.capacity.services.scheduler_binding import (
     binding_apply,
     kubernetes_quota_sync,
     kueue_lender_sync,
+    quota_refusal_record,
     reservation_refusal_record,
     slurm_limit_sync,
     slurm_reservation_remove,
@@ -164,14 +166,15 @@ def allocation_fail(*, allocation_id: int, reason: str) -> Allocation:
 def allocation_unbind(*, allocation_id: int) -> dict | None:
     """After an allocation stopped holding cards (released, ended, cancelled, reclaimed), set the
     team's scheduler cap to what its other allocations still hold and, in Slurm, remove the
-    allocation's reservation. Returns the new binding, or ``None`` when the pool's scheduler is
-    not configured.
+    allocation's reservation; in Kubernetes, set the pool's Kueue lender to its free cards.
+    Returns the new binding, or ``None`` when the pool's scheduler is not configured.
 
-    Each step runs whatever the other answered, so a refused reservation removal never leaves
-    the cap high (nor the reverse); the first error is raised again once both ran. A refusal
-    of the removal that is not transient is recorded for admins with Slurm's message
-    (:func:`reservation_refusal_record`); a transient one is left to the task's retries and
-    reconcile.
+    Each step runs whatever the other answered (:func:`unbind_steps`), so a refused reservation
+    removal never leaves the cap high, nor a refused quota update the lender low (nor the
+    reverse); the first error is raised again once both ran. A refusal of the removal or of
+    the quota update that is not transient is recorded for admins with the scheduler's message
+    (:func:`reservation_refusal_record`, :func:`quota_refusal_record`); a transient one is left
+    to the task's retries and reconcile.
     """
     allocation = Allocation.objects.select_related(
         "team", "pool", "pool__cluster", "gpu_model"
@@ -182,33 +185,61 @@ def allocation_unbind(*, allocation_id: int) -> dict | None:
     if adapter is None:
         return None
     if allocation.pool.scheduler == Scheduler.KUBERNETES:
-        binding = kubernetes_quota_sync(
-            adapter=adapter, team=allocation.team, cluster=allocation.pool.cluster
+        binding, _lender = unbind_steps(
+            allocation,
+            (
+                lambda: kubernetes_quota_sync(
+                    adapter=adapter, team=allocation.team, cluster=allocation.pool.cluster
+                ),
+                quota_refusal_record,
+            ),
+            # its cards are free again
+            (lambda: kueue_lender_sync(adapter=adapter, pool=allocation.pool), None),
         )
-        kueue_lender_sync(adapter=adapter, pool=allocation.pool)  # its cards are free again
         return binding
-    refused: SchedulerError | None = None
-    try:
-        slurm_reservation_remove(adapter=adapter, allocation=allocation)
-    except SchedulerError as exc:
-        refused = exc
-        if not exc.transient:
-            reservation_refusal_record(allocation=allocation, error=exc)
-    try:
-        binding = slurm_limit_sync(
-            adapter=adapter,
-            team=allocation.team,
-            pool=allocation.pool,
-            gpu_model=allocation.gpu_model,
-            mig_profile=allocation.mig_profile,
-        )
-    except SchedulerError:
-        if refused is None:
-            raise
-        raise refused from None  # the first error; reconcile repairs the cap as well
-    if refused is not None:
-        raise refused
+    _removed, binding = unbind_steps(
+        allocation,
+        (
+            lambda: slurm_reservation_remove(adapter=adapter, allocation=allocation),
+            reservation_refusal_record,
+        ),
+        (
+            lambda: slurm_limit_sync(
+                adapter=adapter,
+                team=allocation.team,
+                pool=allocation.pool,
+                gpu_model=allocation.gpu_model,
+                mig_profile=allocation.mig_profile,
+            ),
+            None,
+        ),
+    )
     return binding
+
+
+UnbindStep = tuple[Callable[[], Any], Callable[..., Any] | None]
+
+
+def unbind_steps(allocation: Allocation, *steps: UnbindStep) -> list[Any]:
+    """Run each ``(step, record)`` of ``allocation``'s unbind in order, whatever the steps
+    before it answered, and return their results (one per step). A step's non-transient
+    :class:`SchedulerError` is passed to its ``record`` (``record(allocation=, error=)``,
+    e.g. :func:`reservation_refusal_record`; ``None``: nothing recorded, reconcile repairs
+    it); a transient one is left to the task's retries. Once every step ran, the first error
+    is raised again."""
+    first: SchedulerError | None = None
+    results: list[Any] = []
+    for step, record in steps:
+        try:
+            results.append(step())
+        except SchedulerError as exc:
+            results.append(None)
+            if record is not None and not exc.transient:
+                record(allocation=allocation, error=exc)
+            first = first or exc
+    if first is not None:
+        raise first
+    return results
 
 
 def allocation_release(*, allocation: Allocation, actor: Any, reason: str = "") -> Allocation:

@@ -698,25 +698,60 @@ def reservation_drift_subject(name: str, cluster: Cluster | None) -> str:
     return f"reservation {name}{_in_cluster(cluster)}"
 
 
-def reservation_refusal_record(*, allocation: Allocation, error: SchedulerError) -> SchedulerDrift:
-    """Record that Slurm refused to remove the reservation of ``allocation``, which no longer
-    holds cards: an unrepaired :class:`~pools.capacity.models.SchedulerDrift` (the dashboard's
-    scheduler alerts list those) naming the allocation, the reservation and Slurm's message.
-    Its nodes stay held until the reservation's planned end unless someone acts; reconcile
-    tries again (:func:`pools.capacity.services.reconcile.reconcile_slurm`)."""
-    cluster = allocation.pool.cluster
+def unbind_refusal_record(
+    *, allocation: Allocation, subject: str, expected: str, found: str, error: SchedulerError
+) -> SchedulerDrift:
+    """Record that the scheduler of ``allocation``'s pool refused a step of its unbind
+    (:func:`pools.capacity.services.allocations.allocation_unbind`): an unrepaired
+    :class:`~pools.capacity.models.SchedulerDrift` of ``subject`` (the dashboard's scheduler
+    alerts list those) with the scheduler's message as its ``detail``. Its cluster is the
+    pool's, or the environment's cluster row of that scheduler for a pool without one."""
+    pool = allocation.pool
     return SchedulerDrift.objects.create(
-        scheduler=Scheduler.SLURM,
+        scheduler=pool.scheduler,
         team=allocation.team,
-        subject=reservation_drift_subject(reservation_name(allocation), cluster)[:200],
-        expected=f"none: allocation #{allocation.pk} is {allocation.status}"[:200],
-        found="kept: Slurm refused its removal",
+        subject=subject[:200],
+        expected=expected[:200],
+        found=found[:200],
         detail=str(error),
         repaired=False,
-        cluster=cluster
+        cluster=pool.cluster
         or Cluster.objects.filter(
-            kind=Scheduler.SLURM, credential_kind=CredentialKind.ENVIRONMENT
+            kind=pool.scheduler, credential_kind=CredentialKind.ENVIRONMENT
         ).first(),
+    )
+
+
+def reservation_refusal_record(*, allocation: Allocation, error: SchedulerError) -> SchedulerDrift:
+    """Record that Slurm refused to remove the reservation of ``allocation``, which no longer
+    holds cards (:func:`unbind_refusal_record`), naming the allocation, the reservation and
+    Slurm's message. Its nodes stay held until the reservation's planned end unless someone
+    acts; reconcile tries again (:func:`pools.capacity.services.reconcile.reconcile_slurm`)."""
+    return unbind_refusal_record(
+        allocation=allocation,
+        subject=reservation_drift_subject(reservation_name(allocation), allocation.pool.cluster),
+        expected=f"none: allocation #{allocation.pk} is {allocation.status}",
+        found="kept: Slurm refused its removal",
+        error=error,
+    )
+
+
+def quota_refusal_record(*, allocation: Allocation, error: SchedulerError) -> SchedulerDrift:
+    """Record that Kubernetes refused to lower the namespace quota of ``allocation``'s team
+    after the allocation stopped holding cards (:func:`unbind_refusal_record`): expected the
+    ``nvidia.com/gpu`` total the team's other allocations still hold
+    (:func:`kubernetes_quota_wanted`, what reconcile compares), found the quota as it was.
+    The team may run on the cards until reconcile writes the quota
+    (:func:`pools.capacity.services.reconcile.reconcile_kubernetes`)."""
+    cluster = allocation.pool.cluster
+    wanted, _mig = kubernetes_quota_wanted(team=allocation.team, cluster=cluster)
+    return unbind_refusal_record(
+        allocation=allocation,
+        subject=quota_drift_subject(f"team-{allocation.team.slug}", cluster),
+        expected=str(sum(wanted.values())),
+        found=f"kept: Kubernetes refused the update after allocation #{allocation.pk} "
+        f"{allocation.status}",
+        error=error,
     )
 
 
