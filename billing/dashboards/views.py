@@ -117,6 +117,7 @@ ALERT_COLUMNS = [
     Column("kind", lambda a: a[0]),
     Column("subject", lambda a: a[1]),
     Column("detail", lambda a: a[2]),
+    Column("scheduler_message", lambda a: a[3]),  # a drift's: what the scheduler answered
 ]
 HEATMAP_COLUMNS = [
     Column("node", lambda r: r[0].hostname),
@@ -379,14 +380,15 @@ def _plan_lines(board: _Board):
 
 
 def _alert_lines(alerts) -> list[tuple]:
-    """ALERT_COLUMNS rows: unrecognised models, scheduler drift, over-commit."""
+    """ALERT_COLUMNS rows: unrecognised models, scheduler drift (with the scheduler's message,
+    e.g. why it refused a repair or an unbind), over-commit."""
     lines = [
-        ("unrecognised_model", u["raw_model_name"], f"{u['gpu_count']} cards")
+        ("unrecognised_model", u["raw_model_name"], f"{u['gpu_count']} cards", "")
         for u in alerts.unrecognised
     ]
-    lines += [("scheduler_drift", d.subject, f"expected {d.expected}, found {d.found}")
+    lines += [("scheduler_drift", d.subject, f"expected {d.expected}, found {d.found}", d.detail)
               for d in alerts.drifts]  # fmt: skip
-    lines += [("over_commit", f"{o.pool} {o.gpu_model}", str(o)) for o in alerts.overcommitted]
+    lines += [("over_commit", f"{o.pool} {o.gpu_model}", str(o), "") for o in alerts.overcommitted]
     return lines
 
 

@@ -11,6 +11,8 @@ without root or SlurmUser rights (https://slurm.schedmd.com/reservations.html): 
 
 from __future__ import annotations
 
+import csv
+import io
 from datetime import timedelta
 
 import pytest
@@ -102,6 +104,30 @@ def test_the_admin_dashboard_shows_the_refusal(
 
     assert f"reservation {name} — expected none: allocation #{allocation.pk} is ended" in page
     assert f"ReservationName={name}: Access/permission denied" in page
+
+
+def test_the_alert_csv_carries_slurms_message_last(
+    reserved, django_capture_on_commit_callbacks, client
+):
+    fake, allocation, bob, name = reserved
+    _release_refused(fake, allocation, bob, name, django_capture_on_commit_callbacks)
+    client.force_login(type(bob).objects.get(username="admin"))
+
+    response = client.get(reverse("dashboard"), {"export": "alerts"})
+
+    body = b"".join(response.streaming_content).decode()
+    rows = list(csv.reader(io.StringIO(body)))
+    assert rows[0] == ["kind", "subject", "detail", "scheduler_message"]
+    assert [row for row in rows[1:] if row[0] == "scheduler_drift"] == [
+        [
+            "scheduler_drift",
+            f"reservation {name}",
+            f"expected none: allocation #{allocation.pk} is ended, "
+            "found kept: Slurm refused its removal",
+            "delete_reservation: "
+            f"scontrol: delete_reservation ReservationName={name}: Access/permission denied",
+        ]
+    ]
 
 
 def test_a_transient_failure_is_left_to_the_retries_not_recorded(
