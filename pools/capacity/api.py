@@ -86,7 +86,8 @@ class AllocationDetailSerializer(AllocationSerializer):
 
     def get_scheduler(self, obj) -> dict:
         """``state`` (``written`` / ``will write`` / ``portal only``), ``objects`` (``kind``,
-        ``name``, ``detail`` each), ``notes``, ``read_back_at``, ``read_back``, ``drift``."""
+        ``name``, ``detail`` each), ``notes``, ``read_back_at``, ``read_back``, ``drift``,
+        ``unrepaired_drifts`` (with the scheduler's message as ``detail``)."""
         return scheduler_panel(obj).as_dict()
 
     def get_cost_so_far(self, obj) -> dict | None:

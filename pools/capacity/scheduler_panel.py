@@ -13,7 +13,10 @@ themselves. Once written, the stored binding says what was written; before, the 
 preview computed from the same functions with the allocation's window open.
 
 The read-back is what reconcile last found (``read_back_at`` / ``read_back`` it stamps on the
-binding) and the newest :class:`~pools.capacity.models.SchedulerDrift` of the same object.
+binding) and the newest :class:`~pools.capacity.models.SchedulerDrift` of the same object; beside
+it each of the allocation's objects (the team's cap or namespace quota, and in Slurm the
+allocation's reservation) whose newest drift is not repaired, so a refused reservation removal
+shows here as it does on the admin dashboard.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pools.capacity.services.scheduler_binding import (
     k8s_product_label,
     kubernetes_quota_wanted,
     quota_drift_subject,
+    reservation_drift_subject,
     reservation_name,
     slurm_account_name,
     slurm_gres_type,
@@ -66,7 +70,10 @@ class SchedulerPanel:
     """``state``: ``written`` (the binding is applied), ``will write`` (a preview, before
     provisioning or for an unconnected scheduler's pools it would be written with one), or
     ``portal only`` (ended allocations never applied). ``drift``: the newest drift record of
-    these objects, ``None`` when reconcile never found one."""
+    the team's cap (Slurm) or namespace quota (Kubernetes), ``None`` when none was recorded.
+    ``unrepaired``: the allocation's objects (that cap or quota, and its Slurm reservation)
+    whose newest drift is not repaired — that drift each, newest first; one a later reconcile
+    repaired (a newer, repaired drift of the object) is no longer listed."""
 
     scheduler: str
     state: str
@@ -75,10 +82,13 @@ class SchedulerPanel:
     read_back_at: datetime | None = None
     read_back: str = ""
     drift: SchedulerDrift | None = None
+    unrepaired: list[SchedulerDrift] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """The API's ``scheduler`` object (datetimes ISO 8601; ``drift`` ``null`` or its
-        ``detected_at``, ``subject``, ``expected``, ``found``, ``repaired``)."""
+        ``detected_at``, ``subject``, ``expected``, ``found``, ``repaired``;
+        ``unrepaired_drifts`` a list of ``detected_at``, ``subject``, ``expected``, ``found``
+        and ``detail``, the scheduler's message)."""
         drift = self.drift
         return {
             "scheduler": self.scheduler,
@@ -96,12 +106,22 @@ class SchedulerPanel:
                 "found": drift.found,
                 "repaired": drift.repaired,
             },
+            "unrepaired_drifts": [
+                {
+                    "detected_at": d.detected_at.isoformat(),
+                    "subject": d.subject,
+                    "expected": d.expected,
+                    "found": d.found,
+                    "detail": d.detail,
+                }
+                for d in self.unrepaired
+            ],
         }
 
 
 def scheduler_panel(allocation: Allocation) -> SchedulerPanel:
     """The panel of ``allocation`` (pool, team, gpu_model loaded or loaded here). A few
-    queries: the team's members, the team's applied cards, the newest drift."""
+    queries: the team's members, the team's applied cards, the newest drift of each object."""
     binding = allocation.scheduler_binding or {}
     applied = bool(binding.get("applied"))
     if applied:
@@ -120,14 +140,22 @@ def scheduler_panel(allocation: Allocation) -> SchedulerPanel:
         objects, subject = _kubernetes_objects(allocation, binding, applied)
     else:
         objects, subject = [], None
-    drift = None
+    drift, unrepaired = None, []
     if subject is not None:
-        drift = (
-            SchedulerDrift.objects.filter(
-                team_id=allocation.team_id, scheduler=scheduler, subject=subject
+        subjects = [subject]
+        if scheduler == Scheduler.SLURM:
+            subjects.append(
+                reservation_drift_subject(reservation_name(allocation), allocation.pool.cluster)
             )
-            .order_by("-detected_at", "-id")
-            .first()
+        drifts = SchedulerDrift.objects.filter(
+            team_id=allocation.team_id, scheduler=scheduler
+        ).order_by("-detected_at", "-id")
+        newest = [drifts.filter(subject=s).first() for s in subjects]  # one query each
+        drift = newest[0]
+        unrepaired = sorted(
+            (d for d in newest if d is not None and not d.repaired),
+            key=lambda d: (d.detected_at, d.pk),
+            reverse=True,
         )
     read_back_at = parse_datetime(binding["read_back_at"]) if binding.get("read_back_at") else None
     return SchedulerPanel(
@@ -138,6 +166,7 @@ def scheduler_panel(allocation: Allocation) -> SchedulerPanel:
         read_back_at=read_back_at,
         read_back=binding.get("read_back", ""),
         drift=drift,
+        unrepaired=unrepaired,
     )
 
 

@@ -130,6 +130,36 @@ def test_the_alert_csv_carries_slurms_message_last(
     ]
 
 
+def test_the_allocations_own_panel_shows_the_refusal_until_reconcile_repairs_it(
+    reserved, django_capture_on_commit_callbacks, client, api_as
+):
+    """The panel's drift used to be the cap's alone: the reservation's refusal, on the
+    dashboard, was missing from the allocation's page and API."""
+    fake, allocation, bob, name = reserved
+    _release_refused(fake, allocation, bob, name, django_capture_on_commit_callbacks)
+    client.force_login(bob)
+    message = f"scontrol: delete_reservation ReservationName={name}: Access/permission denied"
+
+    page = client.get(reverse("pools:request-detail", args=[allocation.request_id]))
+    listed = page.content.decode().split('data-testid="unrepaired-drifts"')[1].split("</ul>")[0]
+    assert f"reservation {name} expected none: allocation #{allocation.pk} is ended" in listed
+    assert message in listed
+    body = api_as(bob).get(f"/api/v1/allocations/{allocation.pk}/").json()["scheduler"]
+    assert [(d["subject"], d["detail"]) for d in body["unrepaired_drifts"]] == [
+        (f"reservation {name}", f"delete_reservation: {message}")
+    ]
+
+    Allocation.objects.filter(pk=allocation.pk).update(
+        updated_at=timezone.now() - UNBIND_GRACE - timedelta(seconds=1)
+    )
+    reconcile_slurm()  # Slurm lets it now: a newer, repaired drift of the reservation
+
+    page = client.get(reverse("pools:request-detail", args=[allocation.request_id]))
+    assert 'data-testid="unrepaired-drifts"' not in page.content.decode()
+    body = api_as(bob).get(f"/api/v1/allocations/{allocation.pk}/").json()["scheduler"]
+    assert body["unrepaired_drifts"] == []
+
+
 def test_a_transient_failure_is_left_to_the_retries_not_recorded(
     reserved, django_capture_on_commit_callbacks
 ):

@@ -19,6 +19,7 @@ from factories import AllocationFactory, PoolFactory, TeamFactory, node_with_gpu
 from kubernetes_support import portal_on_fake_apiserver
 
 from pools.capacity.models import SchedulerDrift
+from pools.capacity.scheduler_panel import scheduler_panel
 from pools.capacity.services.allocations import allocation_unbind
 from pools.capacity.services.scheduler_binding import binding_apply
 from pools.common.choices import AllocationStatus, QuotaBackend, Scheduler
@@ -101,6 +102,8 @@ def test_the_refusal_is_an_unrepaired_drift_with_the_api_servers_message(applied
         == f"kept: Kubernetes refused the update after allocation #{allocation.pk} ended"
     )
     assert FORBIDDEN in drift.detail
+    allocation.refresh_from_db()
+    assert scheduler_panel(allocation).unrepaired == [drift]  # on the allocation's own panel
 
 
 def test_a_transient_refusal_is_left_to_the_retries_not_recorded(applied):
