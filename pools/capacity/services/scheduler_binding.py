@@ -699,10 +699,16 @@ def reservation_drift_subject(name: str, cluster: Cluster | None) -> str:
 
 
 def unbind_refusal_record(
-    *, allocation: Allocation, subject: str, expected: str, found: str, error: SchedulerError
+    *,
+    allocation: Allocation | RecurringReservation,
+    subject: str,
+    expected: str,
+    found: str,
+    error: SchedulerError,
 ) -> SchedulerDrift:
-    """Record that the scheduler of ``allocation``'s pool refused a step of its unbind
-    (:func:`pools.capacity.services.allocations.allocation_unbind`): an unrepaired
+    """Record that the scheduler of ``allocation``'s pool refused to take back what it held
+    (a step of :func:`pools.capacity.services.allocations.allocation_unbind`, or the removal of
+    a recurring reservation's Slurm reservation): an unrepaired
     :class:`~pools.capacity.models.SchedulerDrift` of ``subject`` (the dashboard's scheduler
     alerts list those) with the scheduler's message as its ``detail``. Its cluster is the
     pool's, or the environment's cluster row of that scheduler for a pool without one."""

@@ -12,7 +12,10 @@ stops, so:
   time differs from slurmctld's, :func:`pools.recurring.recurrence.slurm_drift`) is not written;
   the binding says from which occurrence it would drift;
 - the Slurm reservation is deleted once the rule's last occurrence has ended, or when the
-  reservation is cancelled, and read back gone.
+  reservation is cancelled, and read back gone. Until the deletion succeeds the binding is kept
+  and every beat tries again; a refusal that is not transient (Slurm's permissions) is an
+  unrepaired :class:`~pools.capacity.models.SchedulerDrift` with Slurm's message, recorded once
+  per message (:func:`recurring_refusal_record`).
 
 Cards that are not a sum of whole nodes (first fit over the pool's nodes of the model, by host
 name) are not reserved in Slurm either; the binding says so, and the team's GrpTRES cap still
@@ -34,8 +37,14 @@ from zoneinfo import ZoneInfo
 from django.conf import settings
 from django.utils import timezone
 
+from pools.capacity.models import SchedulerDrift
 from pools.capacity.node_kinds import pool_nodes
-from pools.capacity.services.scheduler_binding import kubernetes_quota_sync, slurm_limit_sync
+from pools.capacity.services.scheduler_binding import (
+    kubernetes_quota_sync,
+    reservation_drift_subject,
+    slurm_limit_sync,
+    unbind_refusal_record,
+)
 from pools.clusters.adapters import pool_adapter
 from pools.common.choices import Scheduler
 from pools.recurring.models import RecurringReservation, ReservationStatus
@@ -159,8 +168,10 @@ def _slurm_pass(now: datetime, counts: dict[str, int]) -> None:
             continue
         try:
             adapter.delete_reservation(reservation.scheduler_binding["reservation"])
-        except SchedulerError:
+        except SchedulerError as exc:
             counts["errors"] += 1  # kept bound: the next beat deletes it
+            if not exc.transient:
+                recurring_refusal_record(reservation=reservation, error=exc)
             continue
         _save_binding(reservation, {})
         counts["removed"] += 1
@@ -184,6 +195,33 @@ def _slurm_pass(now: datetime, counts: dict[str, int]) -> None:
             continue
         _save_binding(reservation, binding)
         counts["reserved" if binding["reservation"] else "not_reserved"] += 1
+
+
+def recurring_refusal_record(
+    *, reservation: RecurringReservation, error: SchedulerError
+) -> SchedulerDrift | None:
+    """Record that Slurm refused to delete the Slurm reservation of ``reservation`` (cancelled,
+    or past its last occurrence): an unrepaired drift naming it, with Slurm's message
+    (:func:`~pools.capacity.services.scheduler_binding.unbind_refusal_record`). The beat asks
+    every 5 minutes: when the newest drift of that Slurm reservation is already this refusal
+    (unrepaired, same message) nothing new is recorded and ``None`` is returned."""
+    name = reservation.scheduler_binding["reservation"]
+    subject = reservation_drift_subject(name, reservation.pool.cluster)[:200]
+    newest = (
+        SchedulerDrift.objects.filter(subject=subject, team_id=reservation.team_id)
+        .order_by("-detected_at", "-id")
+        .first()
+    )
+    if newest is not None and not newest.repaired and newest.detail == str(error):
+        return None
+    why = "cancelled" if reservation.status != ReservationStatus.ACTIVE else "over"
+    return unbind_refusal_record(
+        allocation=reservation,
+        subject=subject,
+        expected=f"none: recurring reservation #{reservation.pk} is {why}",
+        found="kept: Slurm refused its removal",
+        error=error,
+    )
 
 
 def _around(now: datetime, scheduler: str):

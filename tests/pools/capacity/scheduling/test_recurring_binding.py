@@ -17,6 +17,7 @@ from django.utils import timezone
 from factories import AllocationFactory, TeamFactory
 from kubernetes_support import portal_on_fake_apiserver
 
+from pools.capacity.models import SchedulerDrift
 from pools.capacity.services.scheduler_binding import k8s_product_label
 from pools.common.choices import AllocationStatus
 from pools.recurring.models import RecurringReservation
@@ -25,6 +26,7 @@ from pools.recurring.services.reservations import (
     recurring_reservation_cancel,
     recurring_reservation_create,
 )
+from scheduler_adapters.errors import SchedulerAuthError
 from scheduler_adapters.kubernetes_manifests import flavor_name
 
 pytestmark = pytest.mark.django_db
@@ -130,6 +132,47 @@ def test_slurm_reservation_is_deleted_after_the_last_occurrence(fake_slurm, setu
     assert recurring_sync(now=utc(MONDAY, 16, 59))["removed"] == 0  # still on
     assert recurring_sync(now=utc(MONDAY, 17))["removed"] == 1  # the last one has ended
     assert fake_slurm.get_reservation(name) is None
+
+
+def test_a_refused_deletion_is_an_unrepaired_drift_once_and_the_beat_keeps_asking(
+    fake_slurm, setup, pool_admin
+):
+    """Cancelled, and Slurm refuses the deletion (scontrol's ``Access/permission denied``
+    without root or SlurmUser rights, https://slurm.schedmd.com/reservations.html): the
+    beat records one unrepaired drift with Slurm's message however often it asks, keeps the
+    binding, and deletes the reservation once Slurm lets it."""
+    pool, a100, team, _bob, _admin = setup
+    pool.nodes.update(hostname="fake-gpu-a100")
+    reservation = course(pool_admin, team, pool, a100)
+    name = f"portal-recur-{reservation.pk}"
+    recurring_sync(now=utc(MONDAY, 6))
+    recurring_reservation_cancel(reservation=reservation, actor=pool_admin)
+    message = f"scontrol: delete_reservation ReservationName={name}: Access/permission denied"
+    real_delete = fake_slurm.delete_reservation
+
+    def refuse(reservation_name: str) -> bool:
+        raise SchedulerAuthError(message, operation="delete_reservation")
+
+    fake_slurm.delete_reservation = refuse
+    for minute in (0, 5, 10):  # three beats
+        assert recurring_sync(now=utc(MONDAY, 18, minute))["errors"] == 1
+    drift = SchedulerDrift.objects.get()
+    assert (drift.subject, drift.expected, drift.found, drift.repaired, drift.team) == (
+        f"reservation {name}",
+        f"none: recurring reservation #{reservation.pk} is cancelled",
+        "kept: Slurm refused its removal",
+        False,
+        team,
+    )
+    assert drift.detail == f"delete_reservation: {message}"
+    assert fake_slurm.get_reservation(name) is not None
+    reservation.refresh_from_db()
+    assert reservation.scheduler_binding["reservation"] == name
+
+    fake_slurm.delete_reservation = real_delete  # permissions fixed
+    assert recurring_sync(now=utc(MONDAY, 18, 15))["removed"] == 1
+    assert fake_slurm.get_reservation(name) is None
+    assert SchedulerDrift.objects.count() == 1
 
 
 def test_a_rule_slurm_would_move_at_a_summer_time_change_is_not_reserved(
