@@ -75,9 +75,8 @@ def test_a_manager_links_a_saved_estimate_from_the_serving_panel(
     # "Canvas is already in use" on a second chart on one canvas)
     canvases = page.locator("[data-serving-panel] canvas[data-chart-index]")
     assert canvases.count() > 0
-    assert page.evaluate(
-        "[...document.querySelectorAll('[data-serving-panel] canvas')].every(c => Chart.getChart(c))"
-    )
+    drawn = "[...document.querySelectorAll('[data-serving-panel] canvas')]"
+    assert page.evaluate(f"{drawn}.every(c => Chart.getChart(c))")
     assert errors == []
     form.get_by_role("button", name="Link").click()
     expect(page.locator("#measured-vs-sized")).to_contain_text(f"estimate #{estimate.pk}")
