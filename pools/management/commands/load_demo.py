@@ -420,6 +420,8 @@ class Command(BaseCommand):
         end = min(start + timedelta(days=2), course_start)
         lend = DEMO_HOME_CARDS - policy.allocation.card_count
         free = pool_free_cards(pool=pool, gpu_model=model, start=start, end=end)
+        if free <= lend:  # a demo database loaded before and used since: already as full
+            return
         admin = get_user_model().objects.get(username="admin")
         request = capacity_request_create(
             actor=admin,
