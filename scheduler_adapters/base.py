@@ -47,7 +47,9 @@ class ReservationAdapter(Protocol):
     reservation``); what makes a placement shape real in the scheduler. Idempotent like the
     rest: ``create_reservation`` returns ``False`` when the same reservation exists and raises
     SchedulerRejected when one by that name exists with other values; ``delete_reservation``
-    returns ``False`` when there was none."""
+    returns ``False`` when there was none, and ends the reservation within the coming second
+    instead when a job (running or pending) still ties it, whatever the timing: before its
+    start, in its first second or later (:mod:`scheduler_adapters.slurm.reservations`)."""
 
     def create_reservation(self, spec: ReservationSpec) -> bool: ...
 

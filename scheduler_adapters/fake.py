@@ -25,8 +25,12 @@ Reservations (:class:`~scheduler_adapters.base.ReservationAdapter`, what ``scont
 the real adapter) are kept on the fake nodes by name (``fake-<partition>-<type>``): a job
 submitted with ``reservation`` starts only inside the window and only for an account the
 reservation names; while a reservation is active, other jobs cannot use its node's cards.
-Deleting one that a running job uses ends it now instead (as ``scontrol`` does for the real
-adapter); it is purged once no running job uses it.
+Deleting one a job is tied to (running, or pending for it: slurmctld's "in use") ends it
+instead, as the real adapter's ``scontrol`` does: now, or one second after its start when
+"now" (whole seconds, as slurmctld keeps them) is its first second, or, when it has not
+started, over the coming second (slurmctld refuses an end at or before the start; see
+:mod:`scheduler_adapters.slurm.reservations`). It is purged once it has ended and no job is
+tied to it; a job pending for it then waits on (reason ``Reservation``).
 Errors carry scontrol's/slurmctld's words without a number, as the command line gives them.
 """
 
@@ -398,7 +402,14 @@ class FakeScheduler:
             return False
         if self._in_use(name):  # slurmctld: "Requested reservation is in use"
             now = self.clock().replace(microsecond=0)
-            self.reservations[name] = replace(record, ends_at=min(record.ends_at, now))
+            second = timedelta(seconds=1)
+            if now > record.starts_at:  # EndTime=now
+                ended = replace(record, ends_at=min(record.ends_at, now))
+            elif now == record.starts_at:  # its first second: EndTime=now+1
+                ended = replace(record, ends_at=now + second)
+            else:  # not started: StartTime=now EndTime=now+1
+                ended = replace(record, starts_at=now, ends_at=now + second)
+            self.reservations[name] = ended
         else:
             del self.reservations[name]
         self._advance()
@@ -598,8 +609,10 @@ class FakeScheduler:
         return record.starts_at <= now < record.ends_at  # type: ignore[operator]
 
     def _in_use(self, name: str) -> bool:
+        """A job runs in it or waits for it (slurmctld counts both)."""
         return any(
-            j.state is JobState.RUNNING and j.spec.reservation == name for j in self.jobs.values()
+            j.state in (JobState.RUNNING, JobState.PENDING) and j.spec.reservation == name
+            for j in self.jobs.values()
         )
 
     def _node_of(self, job: _Job) -> str:

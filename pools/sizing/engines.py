@@ -74,6 +74,23 @@ TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE_GRACE = 45.11e-3 / 1536
 #: 9.1 us per sequence).
 TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE = TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE_GRACE * 13.48 / 37.08
 
+#: How a mixture of experts moves its tokens between attention data-parallel ranks
+#: (``EngineProfile.moe_dp_exchange``; ``pools.sizing.throughput.moe_exchange_s``):
+#: ``"all_to_all"`` sends each token only to the ranks of its k experts and back (DeepSeek-V3
+#: technical report §3.4, DeepEP); ``"allgather"`` gathers every rank's tokens on every card,
+#: runs the MoE of its own experts over all of them and reduce-scatters the 16-bit output.
+#: TensorRT-LLM's PyTorch MoE does the latter with attention DP: its CUTLASS backend's flow is
+#: "routing(topK, etc.) [+ dynamic quant for fp8 qdq and nvfp4 ] [+ fp4_allgather] + FusedMoe
+#: Op[no allreduce] + reducescatter, with AttentionDP on" (NVIDIA/TensorRT-LLM
+#: ``tensorrt_llm/_torch/modules/fused_moe/fused_moe_cutlass.py`` @000a01de66f0eab4ab05640711f0
+#: 253f50f5209c, ``forward_chunk``: ``allgather([x, x_sf, token_selected_experts,
+#: token_final_scales])`` then ``reducescatter``), and its all-to-all needs a multi-node NVLink
+#: (MNNVL) fabric and more expert-parallel ranks than experts per token
+#: (``fused_moe_trtllm_gen.py`` @7b437aaa73bf5a44b1102aee5c631074da763b8f ``enable_alltoall``:
+#: ``moe_ep_size > experts_per_token and enable_attention_dp and tp_size > 1 ...
+#: MnnvlMemory.supports_mnnvl()``), i.e. a GB200 / GB300 NVL72 rack.
+MOE_DP_EXCHANGES = ("all_to_all", "allgather")
+
 
 @dataclass(frozen=True)
 class EngineProfile:
@@ -102,6 +119,9 @@ class EngineProfile:
     that each step adds on an x86 / a Grace host (``pools.sizing.gpus.grace_hosted``); 0 for
     engines whose host loop is not charged per sequence (vLLM, SGLang, TensorRT-LLM's C++
     executor).
+    ``moe_dp_exchange``: how a mixture of experts exchanges tokens between attention DP ranks,
+    one of :data:`MOE_DP_EXCHANGES` (``"allgather"`` for TensorRT-LLM, which uses an all-to-all
+    only on an NVL72 rack's NVLink fabric).
     """
 
     name: str
@@ -115,6 +135,7 @@ class EngineProfile:
     gemm_overlap_exponent: float | None = None
     host_s_per_sequence: float = 0.0
     host_s_per_sequence_grace: float = 0.0
+    moe_dp_exchange: str = "all_to_all"
 
 
 ENGINE_PROFILES = {
@@ -151,6 +172,7 @@ ENGINE_PROFILES = {
         "activations (docs reference/memory.md); trtllm-bench max_batch_size default 4096 "
         "(sizing_dataset.json trt014 rows' notes)",
         gemm_overlap_exponent=TENSORRT_LLM_GEMM_OVERLAP_EXPONENT,
+        moe_dp_exchange="allgather",
     ),
     "tensorrt-llm-pytorch": EngineProfile(
         "tensorrt-llm-pytorch",
@@ -163,6 +185,7 @@ ENGINE_PROFILES = {
         gemm_overlap_exponent=TENSORRT_LLM_GEMM_OVERLAP_EXPONENT,
         host_s_per_sequence=TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE,
         host_s_per_sequence_grace=TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE_GRACE,
+        moe_dp_exchange="allgather",
     ),
 }
 
@@ -243,6 +266,22 @@ def engine_profile(name: str | EngineProfile | None, version: str | None = None)
             source=profile.source + "; before 0.4.3 decode attention reads KV per query head",
         )
     return profile
+
+
+def batch_cap(profile: EngineProfile, dp_attention: int = 1) -> int | None:
+    """Sequences in flight the engine admits to one replica: ``profile.max_batch`` per
+    scheduler, and with attention data parallelism every one of the ``dp_attention`` ranks runs
+    its own scheduler, so d x ``max_batch`` in all. TensorRT-LLM's PyTorch executor admits new
+    requests up to ``total_max_num_active_requests = self.dist.tp_size *
+    self.max_num_active_requests`` when ``enable_attention_dp`` is on and spreads them so that
+    each rank holds about the same number (``expected_num_active_requests``), against
+    ``self.max_num_active_requests`` without it (NVIDIA/TensorRT-LLM
+    ``tensorrt_llm/_torch/pyexecutor/py_executor.py`` @9521caf4696c1fb79b0f946f0d980f8f0ebd3e64,
+    ``_fetch_new_requests``). ``None``: no engine cap (only the KV cache limits the batch).
+    TensorRT-LLM (4,096) with 8 attention DP ranks: 32,768."""
+    if profile.max_batch is None:
+        return None
+    return profile.max_batch * dp_attention
 
 
 #: The fields of a profile ``benchmarks/sizing.py`` fits; :func:`with_fitted` copies only these.

@@ -13,7 +13,7 @@ from typing import Any
 from pools.sizing import SizingInputError, SizingWarning
 from pools.sizing.band import ErrorBand, error_band
 from pools.sizing.demand import Demand, cards_for_rate, replicas_for_demand
-from pools.sizing.engines import EngineProfile, engine_profile, with_fitted
+from pools.sizing.engines import EngineProfile, batch_cap, engine_profile, with_fitted
 from pools.sizing.gpus import NVLINK_DOMAIN_GPUS, GpuSpec, node_gpus
 from pools.sizing.memory import (
     MemoryEstimate,
@@ -372,8 +372,9 @@ def estimate_replica(
     if memory.fits:
         cap = memory.max_sequences
         limit = "memory"
-        if profile.max_batch is not None and profile.max_batch < cap:
-            cap, limit = profile.max_batch, "engine"
+        engine_cap = batch_cap(profile, dp)
+        if engine_cap is not None and engine_cap < cap:
+            cap, limit = engine_cap, "engine"
         if concurrency is not None:
             throughput, limit = replica_throughput(batch=concurrency, **replica), "concurrency"
         elif request_rate is not None:
@@ -554,8 +555,9 @@ def _option(
         return base, None
     profile = engine_profile(engine)
     cap = base.memory.max_sequences
-    if profile.max_batch is not None:
-        cap = min(cap, profile.max_batch)
+    engine_cap = batch_cap(profile, dp_attention or 1)
+    if engine_cap is not None:
+        cap = min(cap, engine_cap)
     replica = {
         "model": model,
         "precision": precision_on_gpu(precision_parse(precision), gpu)[0],

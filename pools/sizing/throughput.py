@@ -48,6 +48,7 @@ from pools.sizing import SizingInputError, SizingWarning
 from pools.sizing.engines import COMPUTE_EFFICIENCY as _DEFAULT_COMPUTE_EFFICIENCY
 from pools.sizing.engines import engine_profile
 from pools.sizing.gpus import (
+    NVLINK_DOMAIN_GPUS,
     GpuSpec,
     cuda_core_instructions_per_s,
     fp4_dense_tflops,
@@ -187,12 +188,37 @@ def allreduce_s(
     """
     if tp <= 1:
         return 0.0
-    if tp > node_gpus(gpu):
-        return NIC_LATENCY_S + 2 * (tp - 1) / tp * message_bytes / _nic_bytes_per_s(nic_gbps)
-    nvlink = gpu.nvlink_spans(tp)
-    latency = ALLREDUCE_LATENCY_NVLINK_S if nvlink else ALLREDUCE_LATENCY_PCIE_S
-    bandwidth = gpu.peer_bandwidth_bytes_per_s(tp) * (1.0 if nvlink else PCIE_ALLREDUCE_SHARE)
+    latency, bandwidth = _ring_link(ranks=tp, gpu=gpu, nic_gbps=nic_gbps)
     return latency + 2 * (tp - 1) / tp * message_bytes / bandwidth
+
+
+def _ring_link(*, ranks: int, gpu: GpuSpec, nic_gbps: float | None) -> tuple[float, float]:
+    """(latency s, bus bandwidth B/s) of a ring collective over ``ranks`` cards of ``gpu``:
+    the NIC (:data:`NIC_LATENCY_S`, ``nic_gbps`` / 8) for a group larger than a node, else
+    NVLink per direction where it spans the group, else PCIe x :data:`PCIE_ALLREDUCE_SHARE`."""
+    if ranks > node_gpus(gpu):
+        return NIC_LATENCY_S, _nic_bytes_per_s(nic_gbps)
+    nvlink = gpu.nvlink_spans(ranks)
+    latency = ALLREDUCE_LATENCY_NVLINK_S if nvlink else ALLREDUCE_LATENCY_PCIE_S
+    bandwidth = gpu.peer_bandwidth_bytes_per_s(ranks) * (1.0 if nvlink else PCIE_ALLREDUCE_SHARE)
+    return latency, bandwidth
+
+
+def gather_or_scatter_s(
+    *, message_bytes: float, ranks: int, gpu: GpuSpec, nic_gbps: float | None = None
+) -> float:
+    """Seconds of one ring all-gather, or one reduce-scatter, of a tensor of ``message_bytes``
+    (the whole gathered tensor, every rank's part) across ``ranks`` cards: each is half of a
+    ring all-reduce (which is a reduce-scatter followed by an all-gather), so latency +
+    (ranks - 1) / ranks x bytes / bus bandwidth, over the links of :func:`allreduce_s` (Patarasuk
+    and Yuan, "Bandwidth optimal all-reduce algorithms for clusters of workstations", JPDC
+    2009: the ring all-reduce moves 2 (p - 1) / p of the data per node, each half (p - 1) / p).
+    0 for one rank. 8 H200 (NVLink 450 GB/s per direction), 8 MB: 10 us + 7 / 8 x 8e6 / 450e9
+    = 25.556 us."""
+    if ranks <= 1:
+        return 0.0
+    latency, bandwidth = _ring_link(ranks=ranks, gpu=gpu, nic_gbps=nic_gbps)
+    return latency + (ranks - 1) / ranks * message_bytes / bandwidth
 
 
 #: Bytes per element of the MoE all-to-all: tokens are dispatched to their experts in FP8 when
@@ -256,6 +282,59 @@ def moe_all_to_all_s(
         bytes_per_card=per_card * ACTIVATION_BYTES, ranks=ranks, gpu=gpu, nic_gbps=nic_gbps
     )
     return model.num_moe_layers * (dispatch + combine)  # fmt: skip
+
+
+#: Bytes per expert choice of the routing result gathered beside each token's activations:
+#: the expert id (int32) and its weight (float32) - TensorRT-LLM's CUTLASS MoE asserts
+#: ``token_final_scales.dtype == torch.float32`` and ``token_selected_experts.dtype ==
+#: torch.int32`` before the gather (``fused_moe_cutlass.py`` @000a01de, ``forward_chunk``).
+ROUTING_BYTES_PER_CHOICE = 4 + 4
+
+
+def moe_allgather_s(
+    *,
+    model: ModelArch,
+    precision: Precision,
+    tokens: float,
+    ranks: int,
+    gpu: GpuSpec,
+    nic_gbps: float | None,
+) -> float:
+    """Seconds of a pass's MoE exchange when attention DP gathers tokens instead of sending
+    them to their experts (``engines.MOE_DP_EXCHANGES`` ``"allgather"``: TensorRT-LLM's CUTLASS
+    MoE): per MoE layer every card all-gathers all ``tokens`` of the pass - each token's
+    activations quantised to the experts' GEMM input type first (:func:`_expert_input_bytes`:
+    FP8 1 byte, NVFP4 0.5625 with its scales, else 2) plus its k routing choices
+    (:data:`ROUTING_BYTES_PER_CHOICE`) - and reduce-scatters the MoE output, tokens x hidden
+    x 2 bytes (:func:`gather_or_scatter_s` each). Unlike the all-to-all
+    (:func:`moe_all_to_all_s`, tokens x k rows) the volume does not depend on k: the same for
+    k = ranks, k times more below it. Llama 4 Maverick FP8 (h 5,120, k 1, 24 MoE layers),
+    3,000 tokens on 8 H200: (10 us + 7 / 8 x 3,000 x 5,128 / 450e9) + (10 us + 7 / 8 x
+    3,000 x 10,240 / 450e9) = 109.6 us a layer, 2.63 ms a pass."""
+    if not model.is_moe or ranks <= 1:
+        return 0.0
+    choices = model.experts_per_token * ROUTING_BYTES_PER_CHOICE
+    gathered = tokens * (model.hidden_size * _expert_input_bytes(precision) + choices)
+    scattered = tokens * model.hidden_size * ACTIVATION_BYTES
+    common = {"ranks": ranks, "gpu": gpu, "nic_gbps": nic_gbps}
+    one_layer = gather_or_scatter_s(message_bytes=gathered, **common) + gather_or_scatter_s(
+        message_bytes=scattered, **common
+    )
+    return model.num_moe_layers * one_layer
+
+
+def moe_dp_exchange(*, exchange: str, model: ModelArch, gpu: GpuSpec, ranks: int) -> str:
+    """The exchange an engine whose profile says ``exchange`` runs for ``model`` over ``ranks``
+    expert-parallel cards of ``gpu``: ``"allgather"`` becomes ``"all_to_all"`` on an NVL72
+    rack's NVLink fabric (``gpus.NVLINK_DOMAIN_GPUS``) with more ranks than experts per token,
+    TensorRT-LLM's ``enable_alltoall`` rule (``engines.MOE_DP_EXCHANGES``)."""
+    if (
+        exchange == "allgather"
+        and gpu.slug in NVLINK_DOMAIN_GPUS
+        and ranks > model.experts_per_token
+    ):
+        return "all_to_all"
+    return exchange
 
 
 def routed_expert_bytes(*, model: ModelArch, precision: Precision, tokens: float) -> float:
@@ -344,14 +423,24 @@ def moe_glue_s(
     tp: int,
     dp_attention: int,
     card_bandwidth: float,
+    gathered: bool = False,
 ) -> float:
     """Seconds of :func:`moe_glue_bytes` on a replica of ``tp`` cards, each streaming
     ``card_bandwidth`` B/s (peak x :data:`BANDWIDTH_EFFICIENCY`). Tensor parallelism splits
     each expert's I across the cards, so every card handles every slot: its hidden part is
     not split, the intermediate part is (hidden + intermediate / tp per card). With attention
     data parallelism the experts are spread over the cards (expert parallelism) and the slots
-    with them: (hidden + intermediate) / tp per card."""
+    with them: (hidden + intermediate) / tp per card. ``gathered`` (attention DP with the
+    ``"allgather"`` exchange, :func:`moe_allgather_s`): every card holds every token of the
+    pass and its finalize kernel writes each token's 16-bit output row - zeros where none of
+    its experts was chosen - for the reduce-scatter (``fused_moe_cutlass.py``: the fused MoE
+    op returns one row per gathered token, then ``reducescatter``), so the per-token part of
+    the hidden bytes, MoE layers x tokens x 2 h, is not split: it is paid whole on every card.
+    """
     hidden, intermediate = moe_glue_bytes(model=model, precision=precision, tokens=tokens)
+    if dp_attention > 1 and gathered:
+        per_token = model.num_moe_layers * tokens * ACTIVATION_BYTES * model.hidden_size
+        return ((hidden - per_token + intermediate) / tp + per_token) / card_bandwidth
     if dp_attention > 1:
         return (hidden + intermediate) / tp / card_bandwidth
     return (hidden + intermediate / tp) / card_bandwidth
@@ -598,7 +687,8 @@ class ThroughputEstimate:
     output tokens per sequence (1.0 when not credited), ``tpot_ms`` = step / that;
     ``speculative_credited`` says whether it was faster than plain decoding (``None``: not asked).
     ``dp_attention``: attention DP ranks; ``allreduce_ms`` is then inside one rank and
-    ``all_to_all_ms`` the MoE dispatch and combine of a step (0 without). ``moe_glue_ms``: the
+    ``all_to_all_ms`` the MoE exchange of a step (dispatch and combine, or all-gather and
+    reduce-scatter; 0 without). ``moe_glue_ms``: the
     part of ``gemm_ms`` a mixture of experts spends moving its routed rows' activations between
     the grouped GEMMs (:func:`moe_glue_s`; 0 for a dense model). ``host_ms``: the engine's
     exposed host (CPU) time of a step, batch / d x its host seconds per sequence (0 for
@@ -718,10 +808,18 @@ def replica_throughput(
     batch / d sequences on tp / d cards. A step then streams the replicated weights once per
     rank and the routed experts the whole batch touches once (:func:`dp_weight_bytes`); the KV
     cache of each sequence once on its rank; all-reduces only inside a rank (after attention,
-    and after a dense layer's MLP) over batch / d tokens; and per MoE layer an all-to-all
-    dispatch and combine (:func:`moe_all_to_all_s`, ``all_to_all_ms``). A request's prefill
+    and after a dense layer's MLP) over batch / d tokens; and per MoE layer the engine's
+    exchange (``all_to_all_ms``): an all-to-all dispatch and combine
+    (:func:`moe_all_to_all_s`), or, where the engine gathers (``EngineProfile.moe_dp_exchange``
+    ``"allgather"``, :func:`moe_dp_exchange`: TensorRT-LLM off an NVL72 rack), an all-gather of
+    every rank's tokens and a reduce-scatter of the output (:func:`moe_allgather_s`), each card
+    then writing every token's output row (:func:`moe_glue_s` ``gathered``). A request's prefill
     alone runs its replicated part on its own rank's tp / d cards. The multiplies are the same
-    in all. Ranks are taken as evenly loaded.
+    in all. Ranks are taken as evenly loaded, as TensorRT-LLM's executor loads them: it tops
+    every rank up to the same number of active requests and hands the new prompts, longest first,
+    to the rank with the fewest new context tokens so far (``py_executor.py`` @9521caf4,
+    ``_fetch_new_requests``: ``expected_num_active_requests``, a heap on ``num_tokens``); each
+    rank's scheduler admits up to the engine's cap (``engines.batch_cap``).
 
     ``pp`` > 1: :func:`pipelined`. ``nic_gbps``: NIC rate per card, Gb/s, for groups that span
     nodes (required then). ``speculation``: speculative decoding, credited only where it is
@@ -803,6 +901,11 @@ def replica_throughput(
     )
     host_s = host_per_sequence * batch / dp
     encoder_s = encoder_flops_per_request / attention_rate if attention_rate else 0.0
+    # How the MoE layers exchange tokens between attention DP ranks (engines.MOE_DP_EXCHANGES).
+    gathered = dp > 1 and (
+        moe_dp_exchange(exchange=profile.moe_dp_exchange, model=model, gpu=gpu, ranks=tp)
+        == "allgather"
+    )
 
     def communication_s(tokens: float, rank_tokens: float, card_tokens: float) -> tuple:
         """(all-reduce s, all-to-all s) of a pass over ``tokens`` tokens, ``rank_tokens`` of
@@ -814,14 +917,24 @@ def replica_throughput(
         message = rank_tokens * model.hidden_size * ACTIVATION_BYTES
         one = allreduce_s(message_bytes=message, tp=group, gpu=gpu, nic_gbps=nic_gbps)
         dense_layers = model.num_layers - model.num_moe_layers
-        exchange = moe_all_to_all_s(
-            model=model,
-            precision=precision,
-            tokens_per_card=card_tokens,
-            ranks=tp,
-            gpu=gpu,
-            nic_gbps=nic_gbps,
-        )
+        if gathered:
+            exchange = moe_allgather_s(
+                model=model,
+                precision=precision,
+                tokens=tokens,
+                ranks=tp,
+                gpu=gpu,
+                nic_gbps=nic_gbps,
+            )
+        else:
+            exchange = moe_all_to_all_s(
+                model=model,
+                precision=precision,
+                tokens_per_card=card_tokens,
+                ranks=tp,
+                gpu=gpu,
+                nic_gbps=nic_gbps,
+            )
         return (model.num_layers + dense_layers) * one, exchange
 
     prefill_alone_s = None
@@ -862,6 +975,7 @@ def replica_throughput(
                 tp=tp,
                 dp_attention=dp,
                 card_bandwidth=effective_bandwidth / tp,
+                gathered=gathered,
             )
             + kernel_s
             + dp * encoder_s
@@ -915,6 +1029,7 @@ def replica_throughput(
             tp=tp,
             dp_attention=dp,
             card_bandwidth=effective_bandwidth / tp,
+            gathered=gathered,
         )
         gemm_s += glue_s
         # Decode attention reads each sequence's KV cache (bandwidth) for a few FLOPs per byte;

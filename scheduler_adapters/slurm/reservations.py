@@ -20,11 +20,23 @@ Commands (https://slurm.schedmd.com/scontrol.html, "RESERVATIONS"):
   never stops on its own. The same flags on 22.05, 24.11 and 26.05 (``Flags=`` in ``show``).
   A maintenance window is ``Flags=MAINT,IGNORE_JOBS`` (may overlap other reservations, made
   over running jobs without killing them).
-- delete: ``scontrol delete ReservationName=N``. slurmctld refuses while jobs run in it
-  (``Requested reservation is in use``, ESLURM_RESERVATION_BUSY; seen on 22.05, 24.11 and
-  26.05), so the reservation is ended instead: ``scontrol update ReservationName=N
-  EndTime=now``. The running jobs go on; no new job starts in it, the node is free for others
-  once they end, and slurmctld purges the ended reservation then (within seconds here).
+- delete: ``scontrol delete ReservationName=N``. slurmctld refuses while a job is tied to it,
+  running or still pending (``Requested reservation is in use``, ESLURM_RESERVATION_BUSY; seen
+  on 22.05.8, 24.11.5 and 26.05.5 with a running and with a pending job), so the reservation is
+  ended instead: ``scontrol update ReservationName=N EndTime=now``. The running jobs go on; no
+  new job starts in it, the node is free for others once they end, and slurmctld purges the
+  ended reservation once no job is tied to it (within seconds of the last one ending here; a
+  job left pending for it keeps it, ``INACTIVE``, holding nothing).
+  slurmctld keeps whole seconds and refuses an end at or before the start: while its "now" is
+  the reservation's first second, or before its start, ``EndTime=now`` answers ``Invalid time
+  specified`` (exit 1; 22.05 prefixes ``Error updating the reservation:``) and the reservation
+  keeps its planned end. Then ``EndTime=now+1`` (scontrol counts ``now+N`` in seconds): accepted
+  in the first second, the reservation ends one second after it started. Before the start
+  that is refused the same way, and ``StartTime=now EndTime=now+1`` moves the window to the
+  coming second, which ends it (``StartTime=`` on a started reservation answers ``Reservation
+  already started``). All three answers seen on 22.05.8, 24.11.5 and 26.05.5. A job pending
+  for a window that had not started stays pending on 24.11 and 26.05; on 22.05 it was started
+  in that one second (and, as every job in an ended reservation, runs on).
 - read: ``scontrol show reservation N --oneliner`` (``Key=value`` pairs on one line).
 - QOS (issue 36): ``QOS=q1,q2`` on create admits only jobs of the account that also run under
   one of those QOS (26.05.5: a job of the account under ``normal`` was refused "Problem using
@@ -64,6 +76,16 @@ _UNREACHABLE = ("unable to contact slurm controller", "connection refused", "soc
 _NOT_FOUND = ("not found", "invalid reservation", "reservation is invalid")
 _NO_QOS = "unknown parameter qos="  # 22.05 and 24.11's scontrol; nothing is created
 _IN_USE = "reservation is in use"  # ESLURM_RESERVATION_BUSY's text (slurm_errno.c)
+# slurmctld's refusals of an end at or before the start, or of a new start once started
+_TOO_EARLY = ("invalid time specified", "reservation already started")
+# Ways to end a reservation that is in use, each tried when slurmctld refuses the one before for
+# its timing (module docstring, "delete"); the last: it started between the two before it.
+_ENDINGS = (
+    ("EndTime=now",),
+    ("EndTime=now+1",),
+    ("StartTime=now", "EndTime=now+1"),
+    ("EndTime=now+1",),
+)
 _PAIR = re.compile(r"(?P<key>[A-Za-z]+)=(?P<value>\S*)")
 
 
@@ -123,8 +145,9 @@ class ScontrolReservations:
         return True
 
     def delete_reservation(self, name: str) -> bool:
-        """Remove the reservation, or end it now while jobs still run in it (module
-        docstring); ``False`` when there was none."""
+        """Remove the reservation, or, while a job is tied to it, end it now, or within the
+        coming second when it has not started or started this second (module docstring);
+        ``False`` when there was none."""
         operation = "delete_reservation"
         if self.get_reservation(name) is None:
             return False
@@ -133,9 +156,7 @@ class ScontrolReservations:
         except SchedulerRejected as exc:
             if _IN_USE not in exc.message.lower():
                 raise
-            self._scontrol(
-                ["update", f"ReservationName={name}", "EndTime=now"], operation=operation
-            )
+            self._end_now(name, operation=operation)
         return True
 
     def get_reservation(self, name: str) -> ReservationRecord | None:
@@ -159,6 +180,16 @@ class ScontrolReservations:
         return self._zone.key
 
     # ------------------------------------------------------------------ internals
+
+    def _end_now(self, name: str, *, operation: str) -> None:
+        last = len(_ENDINGS) - 1
+        for attempt, times in enumerate(_ENDINGS):
+            try:
+                self._scontrol(["update", f"ReservationName={name}", *times], operation=operation)
+                return
+            except SchedulerRejected as exc:
+                if attempt == last or not any(t in exc.message.lower() for t in _TOO_EARLY):
+                    raise
 
     def _wall_clock(self, moment: datetime) -> str:
         return moment.astimezone(self._zone).strftime(_TIME_FORMAT)

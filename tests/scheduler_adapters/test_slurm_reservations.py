@@ -118,6 +118,57 @@ def test_delete_of_a_reservation_jobs_still_use_ends_it_now():
     assert len(refused.commands) == 2  # no update after another refusal
 
 
+# slurmctld's answers to an end at or before the start, and to a new start once started, as
+# 24.11.5 and 26.05.5 print them, and 22.05.8 (both lines, exit 1; the reservation unchanged)
+TOO_EARLY = "slurm_update error: Invalid time specified"
+TOO_EARLY_22 = (
+    "Error updating the reservation: Invalid time specified\n"
+    "slurm_update error: Invalid time specified"
+)
+STARTED = "slurm_update error: Reservation already started"
+BUSY = "delete_reservation ReservationName=alloc-17: Requested reservation is in use"
+
+
+@pytest.mark.parametrize("too_early", [TOO_EARLY, TOO_EARLY_22])
+def test_in_its_first_second_a_reservation_in_use_ends_a_second_after_its_start(too_early):
+    runner = Runner((0, SHOWN), (1, BUSY), (1, too_early), (0, "Reservation updated."))
+    assert tool(runner).delete_reservation("alloc-17") is True
+    assert [c[-1] for c in runner.commands[2:]] == ["EndTime=now", "EndTime=now+1"]
+
+
+@pytest.mark.parametrize("too_early", [TOO_EARLY, TOO_EARLY_22])
+def test_a_reservation_in_use_before_its_start_is_moved_to_the_coming_second(too_early):
+    runner = Runner(
+        (0, SHOWN), (1, BUSY), (1, too_early), (1, too_early), (0, "Reservation updated.")
+    )
+    assert tool(runner).delete_reservation("alloc-17") is True
+    assert runner.commands[4][-3:] == ["ReservationName=alloc-17", "StartTime=now", "EndTime=now+1"]
+
+
+def test_a_reservation_that_starts_while_it_is_being_ended_ends_a_second_later():
+    runner = Runner(
+        (0, SHOWN), (1, BUSY), (1, TOO_EARLY), (1, TOO_EARLY), (1, STARTED),
+        (0, "Reservation updated."),
+    )  # fmt: skip
+    assert tool(runner).delete_reservation("alloc-17") is True
+    assert runner.commands[5][-2:] == ["ReservationName=alloc-17", "EndTime=now+1"]
+
+
+def test_ending_stops_at_a_refusal_that_is_not_about_its_timing_or_after_every_way():
+    denied = Runner((0, SHOWN), (1, BUSY), (1, "Error: Access/permission denied"))
+    with pytest.raises(SchedulerAuthError):
+        tool(denied).delete_reservation("alloc-17")
+    assert len(denied.commands) == 3
+    other = Runner((0, SHOWN), (1, BUSY), (1, TOO_EARLY), (1, "slurm_update error: Invalid node"))
+    with pytest.raises(SchedulerRejected, match="Invalid node"):
+        tool(other).delete_reservation("alloc-17")
+    assert len(other.commands) == 4
+    refused = Runner((0, SHOWN), (1, BUSY), *[(1, TOO_EARLY)] * 4)
+    with pytest.raises(SchedulerRejected, match="Invalid time specified"):
+        tool(refused).delete_reservation("alloc-17")
+    assert len(refused.commands) == 6  # show, delete and four updates, then no more
+
+
 @pytest.mark.parametrize(
     ("answer", "error"),
     [
@@ -257,6 +308,84 @@ def test_fake_ends_a_reservation_a_running_job_uses_and_purges_it_when_the_job_e
     fake.cancel_job(inside)
     assert fake.get_reservation("alloc-17") is None
     assert fake.get_job(outsider).state is JobState.RUNNING
+
+
+def fake_with_two_accounts(clock: Clock) -> FakeScheduler:
+    fake = FakeScheduler({"gpu": {"a100": 4}}, clock=clock)
+    for account in ("team-nlp", "team-vision"):
+        fake.ensure_account(account, description=account, organization="org")
+        fake.ensure_user_association(account, "alice", "gpu")
+    return fake
+
+
+HALF = dict(user="alice", partition="gpu", script="#!/bin/sh\n", gpus=2, gres_type="a100")
+
+
+def test_fake_ends_a_reservation_released_in_its_first_second_one_second_after_its_start():
+    """slurmctld refuses EndTime=now while now is the start's second; the adapter ends it at
+    start + 1 s (what 22.05, 24.11 and 26.05 accepted), so the fake does too."""
+    clock = Clock(START + timedelta(milliseconds=400))
+    fake = fake_with_two_accounts(clock)
+    fake.create_reservation(spec(nodes=("fake-gpu-a100",)))
+    inside = fake.submit_job(JobSpec(account="team-nlp", reservation="alloc-17", **HALF))
+    assert fake.get_job(inside).state is JobState.RUNNING
+
+    assert fake.delete_reservation("alloc-17") is True
+    ended = fake.get_reservation("alloc-17")
+    assert (ended.starts_at, ended.ends_at) == (START, START + timedelta(seconds=1))
+    outsider = fake.submit_job(JobSpec(account="team-vision", **HALF))
+    assert fake.get_job(outsider).state_reason == "Resources"  # held for 0.6 s more
+    clock.now = START + timedelta(seconds=1)
+    assert fake.get_job(outsider).state is JobState.RUNNING  # on the two cards left free
+    assert fake.get_reservation("alloc-17").state == "INACTIVE"
+    assert fake.get_job(inside).state is JobState.RUNNING  # ending it cancels no job
+    fake.cancel_job(inside)
+    assert fake.get_reservation("alloc-17") is None
+
+
+def test_fake_moves_a_reservation_released_before_its_start_with_a_job_waiting_to_now():
+    """A pending job ties the reservation too (slurmctld: "in use"); before the start no end is
+    accepted, so the window becomes the coming second and nothing is held at the planned one."""
+    clock = Clock(START - timedelta(hours=1, milliseconds=-250))  # 07:59:00.250 UTC
+    fake = fake_with_two_accounts(clock)
+    fake.create_reservation(spec(nodes=("fake-gpu-a100",)))
+    waiting = fake.submit_job(
+        JobSpec(account="team-nlp", reservation="alloc-17", time_limit_min=600, **HALF)
+    )
+    assert fake.get_job(waiting).state_reason == "Reservation"
+
+    assert fake.delete_reservation("alloc-17") is True
+    moved = fake.get_reservation("alloc-17")
+    assert (moved.starts_at, moved.ends_at) == (
+        datetime(2026, 12, 7, 8, 0, tzinfo=UTC),
+        datetime(2026, 12, 7, 8, 0, 1, tzinfo=UTC),
+    )
+    fake.cancel_job(waiting)
+    clock.now = datetime(2026, 12, 7, 8, 0, 1, tzinfo=UTC)
+    assert fake.get_reservation("alloc-17") is None
+    # the planned window is free for anyone
+    clock.now = START + timedelta(minutes=1)
+    whole = fake.submit_job(JobSpec(account="team-vision", **(HALF | {"gpus": 4})))
+    assert fake.get_job(whole).state is JobState.RUNNING
+
+
+def test_fake_keeps_an_ended_reservation_a_job_still_waits_for_until_that_job_goes():
+    clock = Clock(START + timedelta(minutes=5))
+    fake = fake_with_two_accounts(clock)
+    fake.create_reservation(spec(nodes=("fake-gpu-a100",)))
+    first = fake.submit_job(JobSpec(account="team-nlp", reservation="alloc-17", **HALF))
+    second = fake.submit_job(
+        JobSpec(account="team-nlp", reservation="alloc-17", **(HALF | {"gpus": 4}))
+    )
+    assert fake.get_job(second).state_reason == "Resources"
+    assert fake.delete_reservation("alloc-17") is True  # ended at 09:05
+    clock.now = START + timedelta(minutes=6)
+    fake.cancel_job(first)
+    ended = fake.get_reservation("alloc-17")  # the pending job still ties it
+    assert (ended.ends_at, ended.state) == (START + timedelta(minutes=5), "INACTIVE")
+    assert fake.get_job(second).state_reason == "Reservation"
+    fake.cancel_job(second)
+    assert fake.get_reservation("alloc-17") is None
 
 
 # A repeating reservation as 24.11 shows it after slurmctld moved it forward a day: the

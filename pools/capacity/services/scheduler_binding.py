@@ -660,8 +660,9 @@ def _reservation_qos_binding(adapter, name: str, wanted: tuple[str, ...]) -> dic
 
 
 def slurm_reservation_remove(*, adapter, allocation: Allocation) -> None:
-    """Delete the allocation's reservation, if it has one (idempotent); while a job still runs in
-    it the adapter ends it now instead (Slurm will not delete a reservation in use)."""
+    """Delete the allocation's reservation, if it has one (idempotent); while a job runs in it or
+    waits for it the adapter ends it now instead (Slurm will not delete a reservation in use),
+    within a second when it has not started or started this second."""
     if not (allocation.scheduler_binding or {}).get("reservation"):
         return
     try:

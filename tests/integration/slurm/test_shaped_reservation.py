@@ -20,7 +20,6 @@ most; it is deleted at the end either way.
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -165,15 +164,16 @@ def test_a_1x8_request_approved_reserves_the_node_and_a_job_of_that_shape_runs_i
             assert slurm.get_job(other).state is JobState.PENDING
 
         # Released while the job runs: slurmctld will not delete a reservation in use, so it is
-        # ended now; the team's cap is 0 at once, and the node is free once the job is gone.
-        # Slurm keeps whole seconds: "EndTime=now" in the second the reservation started would
-        # be its start (on a quiet machine all of the above can take under a second).
-        time.sleep(max(0.0, (now + timedelta(seconds=1) - timezone.now()).total_seconds()))
+        # ended now (in its first second, which a quiet machine can reach here, a second after
+        # its start: slurmctld keeps whole seconds and refuses an end at the start; see
+        # test_release_timing.py); the team's cap is 0 at once, and the node is free once the
+        # job is gone.
         with django_capture_on_commit_callbacks(execute=True):
             allocation_release(allocation=allocation, actor=alice, reason="done")
+        released = timezone.now().replace(microsecond=0)
         ended = slurm.get_reservation(reservation)  # State turns INACTIVE on slurmctld's next pass
         assert (ended.accounts, ended.nodes) == ((account,), (node_name,))
-        assert now < ended.ends_at <= timezone.now()
+        assert now < ended.ends_at <= released + timedelta(seconds=1)
         assert slurm.get_gpu_limits(account) == (GpuLimit(account, partition, gres, 0),)
         assert f"gres/gpu:{gres}=0" in sacctmgr(
             "show", "assoc", f"account={account}", "user=", "format=account,grptres"

@@ -93,7 +93,10 @@ def test_a_finished_job_is_read_back_from_accounting(slurm, cleanup, cluster):
     assert record.elapsed_s == int((record.end - record.start).total_seconds())
     assert record.card_seconds == {"rtx4090": record.elapsed_s}
 
-    live = slurm.get_job(job_id)  # slurmctld still holds it (MinJobAge=300)
+    # slurmctld still holds it (MinJobAge=300). slurmdbd has the job's end as soon as it ends,
+    # while slurmctld may still show it COMPLETING (its nodes have not reported the end yet;
+    # seen right after a cancel on 22.05, 24.11 and 26.05): wait for the state it settles in.
+    live = eventually(lambda: slurm.get_job(job_id), lambda j: j.state is not JobState.COMPLETING)
     assert (live.state, live.elapsed_s, live.gpus_allocated) == (
         JobState.COMPLETED,
         record.elapsed_s,

@@ -150,3 +150,36 @@ def test_the_pytorch_backend_rows_run_its_own_profile():
     assert bench._engine("TensorRT-LLM (PyTorch backend, trtllm-bench)") == "tensorrt-llm-pytorch"
     assert bench._engine("TensorRT-LLM + Triton tensorrtllm_backend") == "tensorrt-llm"
     assert bench._engine("vLLM") == "vllm"
+
+
+def _moe_row(tp: int) -> dict:
+    row = next(
+        row
+        for row in bench.load_rows([bench.DATASET_2026_MOE])
+        if row["model_ref"] == "llama4_maverick" and row["gpu"] == "h200_sxm"
+    )
+    return {**row, "tp": tp, "gpu_count": tp}
+
+
+def test_attention_dp_is_scored_only_when_asked_and_only_for_tp_above_one(monkeypatch):
+    """The perf-overview's MoE rows name enable_attention_dp, but its printed options file
+    cannot have run as printed, so they are scored without it unless --attention-dp asks."""
+    request, _ = bench.request_for(_moe_row(8))
+    assert "dp_attention" not in request
+
+    monkeypatch.setattr(bench, "SCORE_ATTENTION_DP", [True])
+    request, note = bench.request_for(_moe_row(8))
+    assert request["dp_attention"] == request["ep"] == 8
+    assert "attention DP" in note
+    single, _ = bench.request_for(_moe_row(1))
+    assert "dp_attention" not in single
+
+
+def test_bands_are_never_written_from_attention_dp_scoring(monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["sizing.py", "--attention-dp", "--write-bands"])
+
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main()
+
+    assert exit_info.value.code == 2
+    assert bench.SCORE_ATTENTION_DP == [False]

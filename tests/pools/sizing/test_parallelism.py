@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pools.sizing import SizingInputError
+from pools.sizing.engines import ENGINE_PROFILES, batch_cap
 from pools.sizing.gpus import gpu_spec, gpu_specs_from_catalogue, node_gpus
 from pools.sizing.memory import memory_estimate, precision_parse
 from pools.sizing.plan import estimate_from_fields, replica_estimate_as_dict
@@ -14,7 +15,10 @@ from pools.sizing.throughput import (
     allreduce_s,
     decode_weight_bytes,
     dp_weight_bytes,
+    gather_or_scatter_s,
     moe_all_to_all_s,
+    moe_allgather_s,
+    moe_dp_exchange,
     pipeline_cross_node_hops,
     pipeline_hop_s,
     replica_throughput,
@@ -310,6 +314,100 @@ def test_dp_attention_decode_step_costs_the_all_to_all_and_no_cross_node_all_red
     assert replica_estimate_as_dict(_dsv3(dp_attention=16, concurrency=1))["dp_attention"] == 16
 
 
+def test_an_all_gather_or_reduce_scatter_is_half_a_ring_all_reduce():
+    """8 H200 (NVLink 450 GB/s per direction), 8 MB gathered: 10 us + 7 / 8 x 8e6 / 450e9 s =
+    25.556 us; the all-reduce of the same tensor moves twice the bytes after one latency."""
+    gpu = gpu_spec("h200_sxm")
+
+    gathered = gather_or_scatter_s(message_bytes=8e6, ranks=8, gpu=gpu)
+    assert gathered == pytest.approx(25.5556e-6, rel=1e-5)
+    assert allreduce_s(message_bytes=8e6, tp=8, gpu=gpu) == pytest.approx(
+        10e-6 + 2 * (gathered - 10e-6)
+    )
+    assert gather_or_scatter_s(message_bytes=8e6, ranks=1, gpu=gpu) == 0.0
+
+
+def test_moe_all_gather_moves_every_token_whatever_k():
+    """Llama 4 Maverick FP8 (h 5,120, k 1, 24 MoE layers), 3,000 tokens on 8 H200: gather
+    3,000 x (5,120 x 1 B + 1 x 8 B routing) = 15,384,000 B, reduce-scatter 3,000 x 5,120 x 2 B
+    = 30,720,000 B: (10 us + 7 / 8 x 15,384,000 / 450e9) + (10 us + 7 / 8 x 30,720,000 /
+    450e9) = 109.647 us a layer, 2.6315 ms for 24. The all-to-all of the same pass sends each
+    card's 375 tokens to k = 1 expert: (10 us + 7 / 8 x 1,920,000 / 450e9) + (10 us + 7 / 8 x
+    3,840,000 / 450e9) = 31.2 us a layer, 8 times less data."""
+    model, fp8, gpu = model_preset("llama4_maverick"), precision_parse("FP8"), gpu_spec("h200_sxm")
+
+    gathered = moe_allgather_s(
+        model=model, precision=fp8, tokens=3_000, ranks=8, gpu=gpu, nic_gbps=None
+    )
+    layer = (10e-6 + 7 / 8 * 15_384_000 / 450e9) + (10e-6 + 7 / 8 * 30_720_000 / 450e9)
+    assert layer == pytest.approx(109.647e-6, rel=1e-5)
+    assert gathered == pytest.approx(24 * layer)
+    sent = moe_all_to_all_s(
+        model=model, precision=fp8, tokens_per_card=375, ranks=8, gpu=gpu, nic_gbps=None
+    )
+    assert sent == pytest.approx(24 * (20e-6 + 7 / 8 * (1_920_000 + 3_840_000) / 450e9))
+    dense = model_preset("llama3_70b")
+    assert (
+        moe_allgather_s(model=dense, precision=fp8, tokens=3_000, ranks=8, gpu=gpu, nic_gbps=None)
+        == 0.0
+    )
+
+
+def test_tensorrt_llm_gathers_except_on_an_nvl72_rack_with_more_ranks_than_k():
+    """TensorRT-LLM's MoE all-to-all needs MNNVL (GB200 / GB300 NVL72) and EP above k
+    (``enable_alltoall``); elsewhere it gathers. SGLang's profile keeps the all-to-all."""
+    maverick, qwen = model_preset("llama4_maverick"), model_preset("qwen3_235b_a22b")
+    h200, gb200 = gpu_spec("h200_sxm"), gpu_spec("gb200")
+    trt = ENGINE_PROFILES["tensorrt-llm-pytorch"].moe_dp_exchange
+
+    assert trt == "allgather"
+    assert moe_dp_exchange(exchange=trt, model=maverick, gpu=h200, ranks=8) == "allgather"
+    assert moe_dp_exchange(exchange=trt, model=maverick, gpu=gb200, ranks=8) == "all_to_all"
+    assert moe_dp_exchange(exchange=trt, model=qwen, gpu=gb200, ranks=8) == "allgather"  # k 8
+    assert moe_dp_exchange(exchange=trt, model=qwen, gpu=gb200, ranks=16) == "all_to_all"
+    assert ENGINE_PROFILES["sglang"].moe_dp_exchange == "all_to_all"
+
+
+def test_a_tensorrt_llm_dp_step_pays_the_all_gather_and_sglang_the_all_to_all():
+    """Maverick FP8 on 8 H200 at 256 sequences with attention DP 8: under TensorRT-LLM the
+    step's exchange is the all-gather of the step's tokens, under SGLang the all-to-all of each
+    card's eighth of them."""
+    fields = {
+        "model": "llama4_maverick",
+        "gpu": "h200_sxm",
+        "precision": "FP8",
+        "kv_cache_dtype": "FP8",
+        "tp": 8,
+        "ep": 8,
+        "dp_attention": 8,
+        "concurrency": 256,
+        "input_len": 1_000,
+        "output_len": 1_000,
+    }
+    model, fp8, gpu = model_preset("llama4_maverick"), precision_parse("FP8"), gpu_spec("h200_sxm")
+    trt = _estimate(**fields, engine="tensorrt-llm-pytorch").throughput
+    sgl = _estimate(**fields, engine="sglang").throughput
+
+    assert trt.all_to_all_ms == pytest.approx(
+        moe_allgather_s(
+            model=model, precision=fp8, tokens=trt.tokens_per_step, ranks=8, gpu=gpu, nic_gbps=None
+        )
+        * 1e3
+    )
+    assert sgl.all_to_all_ms == pytest.approx(
+        moe_all_to_all_s(
+            model=model,
+            precision=fp8,
+            tokens_per_card=sgl.tokens_per_step / 8,
+            ranks=8,
+            gpu=gpu,
+            nic_gbps=None,
+        )
+        * 1e3
+    )
+    assert trt.all_to_all_ms > sgl.all_to_all_ms  # k = 1: the gather moves 8x the bytes
+
+
 def test_dp_attention_reads_the_replicated_weights_once_per_rank():
     """At one sequence the step streams every rank's copy of the replicated weights: d x
     (decode bytes - routed experts touched - embedding lookups) + routed + lookups."""
@@ -338,3 +436,27 @@ def test_dp_attention_layouts_that_cannot_be_costed_are_refused(fields, field):
         _dsv3(**fields)
 
     assert (error.value.data["reason"], error.value.data["field"]) == ("inconsistent", field)
+
+
+def test_each_attention_dp_rank_schedules_its_own_batch_cap():
+    """Qwen3-30B-A3B NVFP4 on 8 B200 at 128/128 holds far more than 4,096 sequences: without
+    attention DP TensorRT-LLM admits its 4,096 (max_batch_size), with 8 DP ranks each rank
+    admits 4,096 of its own, 32,768 in all (py_executor.py: tp_size x max_num_active_requests)."""
+    common = {
+        "model": "qwen3_30b_a3b",
+        "gpu": "b200",
+        "precision": "NVFP4",
+        "kv_cache_dtype": "FP8",
+        "tp": 8,
+        "ep": 8,
+        "engine": "tensorrt-llm-pytorch",
+        "input_len": 128,
+        "output_len": 128,
+    }
+    plain = _estimate(**common)
+    ranks = _estimate(**common, dp_attention=8)
+
+    assert plain.memory.max_sequences > 4_096 and ranks.memory.max_sequences > 32_768
+    assert (plain.throughput.batch, plain.batch_limit) == (4_096, "engine")
+    assert (ranks.throughput.batch, ranks.batch_limit) == (32_768, "engine")
+    assert batch_cap(ENGINE_PROFILES["sglang"], 8) is None  # SGLang: only the KV cache limits

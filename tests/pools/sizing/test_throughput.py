@@ -416,6 +416,26 @@ def test_moe_glue_splits_the_intermediate_over_tp_and_everything_over_expert_par
     )
 
 
+def test_gathered_moe_glue_writes_every_tokens_output_row_on_every_card():
+    """Attention DP with the all-gather exchange: each card's finalize writes a 16-bit row for
+    every token of the pass, 48 layers x 1,000 tokens x 2 B x 2,048 = 196,608,000 B on each of
+    the 2 cards; the slots and the intermediate part stay split over them."""
+    qwen = model_preset("qwen3_30b_a3b")
+    nvfp4 = precision_parse("NVFP4")
+    common = {"model": qwen, "precision": nvfp4, "tokens": 1000, "tp": 2, "card_bandwidth": 6.4e12}
+    slot_part = 48 * 8000 * 7.125 * 2048  # the hidden bytes of the slots, split over EP
+    intermediate = 48 * 8000 * 9.125 * 768
+    per_token = 48 * 1000 * 2 * 2048
+    assert per_token == 196_608_000
+    assert moe_glue_s(dp_attention=2, gathered=True, **common) == pytest.approx(
+        ((slot_part + intermediate) / 2 + per_token) / 6.4e12
+    )
+    # Without the gather each card writes only its own half of the token rows.
+    assert moe_glue_s(dp_attention=2, **common) == pytest.approx(
+        (slot_part + intermediate + per_token) / 2 / 6.4e12
+    )
+
+
 def test_a_moe_step_streams_its_routed_rows_and_a_dense_step_does_not():
     qwen = replica(
         "qwen3_30b_a3b", gpu="b200", batch=64, precision=precision_parse("NVFP4"), kv_bits=8

@@ -129,3 +129,38 @@ def test_a_slurm_whose_reservations_take_no_qos_reserves_without_it_and_says_so(
     assert binding["reservation_qos"] is None
     assert "take no QOS" in binding["reservation_qos_note"]
     assert binding["qos"] == ["portal-production"]  # the account's list still applies
+
+
+def test_released_before_its_window_with_a_job_waiting_the_reservation_holds_nothing_then(
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks
+):
+    """Provisioned ahead of its window (PROVISION_LEAD), a job already waiting for it: Slurm
+    will not delete it (in use) nor end it before its start, so it is moved to the coming
+    second; the window it was to hold is free, and the team's cap is 0."""
+    pool, a100, team, bob, admin = setup
+    pool.nodes.update(hostname="fake-gpu-a100", nvlink_domains=[[0, 1, 2, 3]])
+    starts_at = timezone.now().replace(microsecond=0) + timedelta(minutes=10)
+    request = submitted(pool, a100, team, bob, 4, starts_at)
+    request.cards_per_node, request.node_count, request.one_nvlink_domain = 4, 1, True
+    request.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation = capacity_request_approve(request=request, actor=admin)
+    allocation.refresh_from_db()
+    name = allocation.scheduler_binding["reservation"]
+    assert fake_slurm.get_reservation(name).starts_at == starts_at
+    job = fake_slurm.submit_job(
+        JobSpec(account="vision", user="bob", partition="gpu", script="#!/bin/sh\n", gpus=4,
+                gres_type="a100", reservation=name, time_limit_min=60)
+    )  # fmt: skip
+    assert fake_slurm.get_job(job).state_reason == "Reservation"
+
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation_release(allocation=allocation, actor=bob, reason="not needed")
+    released = timezone.now().replace(microsecond=0)
+    allocation.refresh_from_db()
+    assert allocation.status == AllocationStatus.CANCELLED
+    moved = fake_slurm.get_reservation(name)  # the waiting job ties it
+    assert released - timedelta(seconds=1) <= moved.starts_at <= released
+    assert moved.ends_at == moved.starts_at + timedelta(seconds=1)
+    assert fake_slurm.get_gpu_limits("vision")[0].cards == 0
+    fake_slurm.cancel_job(job)
