@@ -17,6 +17,12 @@ On a fresh database ``gpu_pool_portal_bench_approvals`` (dropped and recreated e
   any implementation of them pays, pool and request locks included; in two rounds of bare then
   service so that load on the shared machine falls on both alike. Throughput is approvals over
   the wall time from the first client's start to the last one's end;
+- the same with budgets (``BENCH_BUDGET_APPROVALS``, 200 through the service in this process,
+  then ``BENCH_CONCURRENT_APPROVALS`` from the clients, service beside bare): a rate card with a
+  reserved card-hour price for each model, and for every team a monthly budget (card-hours and
+  EUR) and a quarterly one for one pool, every limit far above what the bench approves, so
+  each approval prices the budgets' consumption and the team's committed allocations (a
+  few hundred each) and passes;
 - with 1,000 pending requests, server-side time and SQL query count of
   ``GET /api/v1/requests/?status=submitted`` (as a pool admin and as a team member, page of 50
   and of 500: the query count must not change).
@@ -35,6 +41,7 @@ import statistics
 import sys
 import time
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,6 +58,7 @@ EAGER_APPROVALS = int(os.environ.get("BENCH_EAGER_APPROVALS", "200"))
 API_APPROVALS = int(os.environ.get("BENCH_API_APPROVALS", "200"))
 PENDING = int(os.environ.get("BENCH_PENDING", "1000"))
 CONCURRENT = int(os.environ.get("BENCH_CONCURRENT_APPROVALS", "400"))
+BUDGET_APPROVALS = int(os.environ.get("BENCH_BUDGET_APPROVALS", "200"))
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "8"))
 ROUNDS = 2
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "30"))
@@ -391,6 +399,81 @@ def approve_concurrently(path, requests, admin) -> tuple[float, float, float, in
     return len(samples) / wall, statistics.median(samples), p95, failed, cpu_ms
 
 
+def concurrent_rows(label: str, concurrent, admin, rows) -> None:
+    """``ROUNDS`` rounds of bare then service (so that load on a shared machine falls on both
+    alike) over ``CONCURRENT / ROUNDS`` of ``concurrent`` each; appends their rows to ``rows``
+    (``label`` after each name)."""
+    conc: dict[str, list] = {"service": [], "bare": []}
+    per_round = CONCURRENT // ROUNDS
+    for r in range(ROUNDS):
+        for i, path in enumerate(("bare", "service")):
+            lo = (2 * r + i) * per_round
+            conc[path].append(approve_concurrently(path, concurrent[lo : lo + per_round], admin))
+    load = os.getloadavg()[0]
+    for path in ("service", "bare"):
+        runs = conc[path]
+        rate = sum(per_round for _ in runs) / sum(per_round / run[0] for run in runs)
+        p50 = statistics.median(run[1] for run in runs)
+        rows.append(
+            (
+                f"approve {per_round * ROUNDS} requests, {CLIENTS} concurrent clients, {path}"
+                + label,
+                f"{rate:.0f} approvals/s",
+                "≥ 100/s" if path == "service" else "",
+                f"p50 {p50:.2f} ms (median of rounds), client CPU "
+                f"{statistics.mean(run[4] for run in runs):.2f} ms each, "
+                f"{sum(run[3] for run in runs)} failed, load average {load:.1f}",
+            )
+        )
+    service_rate = CONCURRENT / sum(per_round / run[0] for run in conc["service"])
+    bare_rate = CONCURRENT / sum(per_round / run[0] for run in conc["bare"])
+    rows.append(
+        (
+            f"bare / service throughput, {CLIENTS} clients" + label,
+            f"{bare_rate / service_rate:.2f}x",
+            "≤ 2x",
+            "",
+        )
+    )
+
+
+def build_budgets(pools, models, teams) -> None:
+    """A rate card from the start of last year with a reserved card-hour price per model, and
+    for each team a monthly budget (card-hours and EUR) and a quarterly one for its first pool
+    (warn only), every limit far above what the bench approves."""
+    from datetime import date
+
+    from django.utils import timezone
+
+    from billing.budgets.models import Budget
+    from billing.choices import RateKind
+    from billing.services.rates import rate_card_create
+
+    today = timezone.now().date()
+    rate_card_create(
+        name="bench",
+        currency="EUR",
+        effective_from=date(today.year - 1, 1, 1),
+        gpu_prices={
+            (model.pk, RateKind.GPU_RESERVED): Decimal(price)
+            for model, price in zip(models, ("2.10", "3.40", "0.95"), strict=True)
+        },
+    )
+    first = date(today.year - 1, 1, 1)
+    Budget.objects.bulk_create(
+        [
+            Budget(team=team, period="month", starts_on=first, card_hours_limit=Decimal(10**9),
+                   money_limit=Decimal(10**9), currency="EUR", enforcement="warn")
+            for team in teams
+        ]
+        + [
+            Budget(team=team, pool=pools[t % len(pools)], period="quarter", starts_on=first,
+                   card_hours_limit=Decimal(10**9), enforcement="warn")
+            for t, team in enumerate(teams)
+        ]
+    )  # fmt: skip
+
+
 def request_stats(client, url: str) -> tuple[float, float, int, int]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -503,38 +586,29 @@ def main() -> None:
     # the service and, beside it, a bare replay of the statements the service issues for each
     # request (captured in a rolled-back transaction before the clock starts), through the raw
     # driver cursor -- the floor any implementation of those statements pays, locks included.
-    # ROUNDS rounds, bare then service, so that load on a shared machine falls on both alike.
-    conc: dict[str, list] = {"service": [], "bare": []}
-    per_round = CONCURRENT // ROUNDS
-    for r in range(ROUNDS):
-        for i, path in enumerate(("bare", "service")):
-            lo = (2 * r + i) * per_round
-            conc[path].append(approve_concurrently(path, concurrent[lo : lo + per_round], admin))
-    load = os.getloadavg()[0]
-    for path in ("service", "bare"):
-        runs = conc[path]
-        rate = sum(per_round for _ in runs) / sum(per_round / run[0] for run in runs)
-        p50 = statistics.median(run[1] for run in runs)
-        rows.append(
-            (
-                f"approve {per_round * ROUNDS} requests, {CLIENTS} concurrent clients, {path}",
-                f"{rate:.0f} approvals/s",
-                "≥ 100/s" if path == "service" else "",
-                f"p50 {p50:.2f} ms (median of rounds), client CPU "
-                f"{statistics.mean(run[4] for run in runs):.2f} ms each, "
-                f"{sum(run[3] for run in runs)} failed, load average {load:.1f}",
-            )
+    concurrent_rows("", concurrent, admin, rows)
+
+    # The same with budgets: every approval prices the team's budgets and committed allocations.
+    build_budgets(pools, models, teams)
+    queue = build_pending(BUDGET_APPROVALS, pools, models, teams, users, rng)
+    budget_concurrent = build_pending(2 * CONCURRENT, pools, models, teams, users, rng)
+    analyze()
+    with CaptureQueriesContext(connection) as ctx:
+        capacity_request_approve(request=queue[0], actor=admin)  # prices the budgets' months
+    with CaptureQueriesContext(connection) as ctx:
+        capacity_request_approve(request=queue[1], actor=admin)
+    samples, refused, cpu = approve_all(queue[2:], admin)
+    if samples:
+        summarise(
+            f"approve {len(samples)} requests, service, with budgets (broker)",
+            samples,
+            rows,
+            target="",
+            detail=f", CPU {cpu:.2f} ms, {len(ctx.captured_queries)} statements each, "
+            f"{refused} refused",
         )
-    service_rate = CONCURRENT / sum(per_round / run[0] for run in conc["service"])
-    bare_rate = CONCURRENT / sum(per_round / run[0] for run in conc["bare"])
-    rows.append(
-        (
-            f"bare / service throughput, {CLIENTS} clients",
-            f"{bare_rate / service_rate:.2f}x",
-            "≤ 2x",
-            "",
-        )
-    )
+    concurrent_rows(", with budgets", budget_concurrent, admin, rows)
+    pending = pending + queue + concurrent + budget_concurrent
 
     approved = CapacityRequest.objects.filter(pk__in=[r.pk for r in pending], status="approved")
     rows.append(

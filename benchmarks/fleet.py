@@ -689,6 +689,7 @@ def run(*, reuse: bool = False) -> None:
 
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)
+    from pools.capacity.generation import allocations_changed
     from pools.dashboards.demand_history import requests_changed
 
     fleet = Fleet.load() if reuse else Fleet()
@@ -701,6 +702,7 @@ def run(*, reuse: bool = False) -> None:
         started = time.perf_counter()
         fleet.grow(blocks)
         requests_changed()  # seeded by bulk_create, which sends no save signal
+        allocations_changed()
         from pools.models import Allocation, CapacityRequest, Gpu, Team
 
         name = (

@@ -55,8 +55,13 @@ on the other sources' rows with more than one sequence in flight (issue 17's not
 the TPOT error of the vLLM 0.8.5 runs); the shipped profiles hold the fit on every source
 (``pools.sizing.engines``). ``--hard-roofline`` scores the hard max instead, for comparison.
 
+**Achieved FLOP rate** (``--achieved``): per saturated row, the TFLOP/s per card the measured
+and the predicted rate imply (:func:`request_flops`: the FLOPs the estimator counts per
+request) and their share of the card's dense tensor peak at the run's precision - which rows the
+model thinks compute bound, and how far from its peak each really ran.
+
 Usage: ``python benchmarks/sizing.py [--dataset PATH ...] [--quiet] [--write-bands]
-[--hard-roofline] [--attention-dp]``; exit status 0 when the targets hold, else 1.
+[--hard-roofline] [--attention-dp] [--achieved]``; exit status 0 when the targets hold, else 1.
 """
 
 from __future__ import annotations
@@ -86,9 +91,10 @@ from pools.sizing.band import (  # noqa: E402
 )
 from pools.sizing.engines import ENGINE_PROFILES, EngineProfile, engine_profile  # noqa: E402
 from pools.sizing.gpus import gpu_specs_from_catalogue  # noqa: E402
-from pools.sizing.memory import precision_parse  # noqa: E402
+from pools.sizing.memory import kv_tokens_per_sequence, precision_parse  # noqa: E402
 from pools.sizing.plan import estimate_from_fields  # noqa: E402
-from pools.sizing.presets import model_presets  # noqa: E402
+from pools.sizing.presets import ModelArch, model_presets  # noqa: E402
+from pools.sizing.throughput import prefill_flops, tensor_tflops  # noqa: E402
 
 DATASET = ROOT / "tests" / "fixtures" / "sizing_dataset.json"
 #: The second part of the validation set (issue 17): current engines, weight-only quantisation.
@@ -104,7 +110,9 @@ DATASET_2026 = ROOT / "tests" / "fixtures" / "sizing_dataset_2026.json"
 #: 65.2 %, W4A4 Blackwell 35.6 % (38.2 % before the host time: it caps GB200's single-card
 #: MoE cells at 1 / 29.4 us = 34,000 tok/s), 8-bit Hopper 12.8 % / P90 75.5 %. Left, measured
 #: (``--dataset`` it with the other two to see the rows): (1) single-card Qwen3-30B-A3B and
-#: Scout on B200 (x86 host) 40-135 % high, Llama 3.3 70B NVFP4 15-40 % high - not the KV width:
+#: Scout on B200 (x86 host) 40-135 % high, Llama 3.3 70B NVFP4 15-40 % high - not tile or wave
+#: quantisation of the grouped GEMMs (0.5-5 ms of 18-110 ms steps at their rows per expert;
+#: README, ``--achieved``), and not the KV width:
 #: trtllm-bench keeps the checkpoint's KV dtype and every checkpoint found is FP8 (rows'
 #: ``kv_cache_source``); a 16-bit cache would fit these rows but no source says so; (2) Llama 4
 #: on 80 GB H100 (71-174 % high) - the MoE runs use attention DP (perf-overview's MoE options),
@@ -569,6 +577,64 @@ def print_rows(cases: list[dict]) -> None:
         )
 
 
+def request_flops(model: ModelArch, input_tokens: int, output_tokens: int) -> float:
+    """FLOPs of one request as the estimator counts them: its prefill
+    (:func:`pools.sizing.throughput.prefill_flops`) plus ``output_tokens`` decode steps, each
+    2 x linear parameters (active parameters less the input embedding, a lookup) + 4 x layers
+    x attention width x the mean context (input + (output + 1) // 2 tokens, capped at a sliding
+    window as the KV cache is; ``replica_throughput``'s ``decode_attention_flops`` per
+    sequence)."""
+    mean_context = kv_tokens_per_sequence(model, input_tokens + (output_tokens + 1) // 2)
+    linear = model.active_params - model.vocab_size * model.hidden_size
+    per_output = 2 * linear + 4 * model.num_layers * model.attention_width * mean_context
+    return prefill_flops(model=model, input_tokens=input_tokens) + output_tokens * per_output
+
+
+def achieved_tflops(case: dict) -> tuple[float, float | None]:
+    """(TFLOP/s per card a measured row implies, the card's dense tensor peak at the precision
+    the estimate ran, TFLOPS, or ``None`` when unknown): measured output tok/s / output tokens
+    x :func:`request_flops` / cards. A throughput row that reaches a small share of the peak
+    is bound by something other than its multiplies (memory traffic, host time, or GEMMs far
+    from their peak for their shapes)."""
+    request, estimate = case["request"], case["estimate"]
+    model = model_presets()[request["model"]]
+    flops = request_flops(model, request["input_len"], request["output_len"])
+    cards = request["gpu_count"]
+    achieved = case["measured"] / request["output_len"] * flops / cards / 1e12
+    peak = tensor_tflops(precision_parse(estimate.precision), _gpus()[request["gpu"]])
+    return achieved, peak
+
+
+def print_achieved(cases: list[dict]) -> None:
+    """``--achieved``: per saturated row, the TFLOP/s per card measured and predicted
+    (:func:`achieved_tflops`) and each as a share of the card's tensor peak, lowest measured
+    share first."""
+    lines = []
+    for case in cases:
+        if case["load"] != "throughput" or case["request"]["concurrency"] or not case["predicted"]:
+            continue
+        if case["request"]["request_rate"]:
+            continue
+        achieved, peak = achieved_tflops(case)
+        if not peak:
+            continue
+        predicted = achieved * case["predicted"] / case["measured"]
+        lines.append((achieved / peak, case, achieved, predicted, peak))
+    print()
+    print(
+        f"{'model':<16} {'gpu':<10} {'tp':>2} {'prec':<6} {'in/out':>11} {'peak TF':>8} "
+        f"{'meas TF/s':>9} {'meas %':>6} {'pred TF/s':>9} {'pred %':>6}"
+    )
+    for share, case, achieved, predicted, peak in sorted(lines, key=lambda line: line[0]):
+        request = case["request"]
+        lengths = f"{request['input_len']}/{request['output_len']}"
+        print(
+            f"{request['model'][:16]:<16} {request['gpu'][:10]:<10} {request['tp']:>2} "
+            f"{case['estimate'].precision[:6]:<6} {lengths:>11} {peak:>8,.0f} {achieved:>9,.0f} "
+            f"{100 * share:>6.1f} {predicted:>9,.0f} {100 * predicted / peak:>6.1f}"
+        )
+
+
 def regime_table(cases: list[dict]) -> list[tuple[str, int, float, float, float, float]]:
     """(regime, rows, median |error| %, P90 |error| %, P10 ratio, P90 ratio) for ``all``, every
     load, load + precision and load + precision + generation present in ``cases``."""
@@ -597,7 +663,9 @@ def regime_table(cases: list[dict]) -> list[tuple[str, int, float, float, float,
     return table
 
 
-def run(datasets: list[Path], *, write_bands: bool = False, quiet: bool = False) -> int:
+def run(
+    datasets: list[Path], *, write_bands: bool = False, quiet: bool = False, achieved: bool = False
+) -> int:
     """Cross-validate on ``datasets`` and print the rows and the table; return 0 when the
     targets hold (median <= 12 %, P90 <= 30 % overall, no regime median above 25 %), else 1.
     """
@@ -680,6 +748,8 @@ def run(datasets: list[Path], *, write_bands: bool = False, quiet: bool = False)
             )
     for name, errors in sorted(_by_source(cases).items()):
         print(f"  source {name}: median {statistics.median(errors):.1f} % over {len(errors)} rows")
+    if achieved:
+        print_achieved(cases)
     if write_bands:
         bands = {
             "note": "Written by benchmarks/sizing.py --write-bands from its leave-one-source-out "
@@ -734,6 +804,12 @@ def main() -> int:
         help="score rows whose notes name enable_attention_dp with dp_attention = ep = tp "
         "(tp > 1); never with --write-bands",
     )
+    parser.add_argument(
+        "--achieved",
+        action="store_true",
+        help="print each saturated row's TFLOP/s per card, measured and predicted, and its "
+        "share of the card's tensor peak",
+    )
     args = parser.parse_args()
     if args.attention_dp:
         if args.write_bands:
@@ -743,7 +819,12 @@ def main() -> int:
         if args.write_bands:
             parser.error("--hard-roofline scores a model that is not shipped; its bands are not")
         FIT_OVERLAP_GRID[:] = [None]
-    return run(args.dataset or list(DATASETS), write_bands=args.write_bands, quiet=args.quiet)
+    return run(
+        args.dataset or list(DATASETS),
+        write_bands=args.write_bands,
+        quiet=args.quiet,
+        achieved=args.achieved,
+    )
 
 
 if __name__ == "__main__":

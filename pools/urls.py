@@ -16,6 +16,7 @@ from pools.reclamation import views as views_reclamation
 from pools.serving import views as serving_views
 from pools.sizing import views as views_sizing
 from pools.waiting import views as waiting_views
+from pools.web import team_picker
 
 app_name = "pools"
 
@@ -92,6 +93,7 @@ urlpatterns = [
     path("elastic/burst/<int:pk>/opt-out/", elastic_views.burst_opt_out, name="burst-opt-out"),
     path("start/", dashboard_views.landing, name="landing"),
     path("teams/mine/", dashboard_views.my_teams, name="my-teams"),
+    path("teams/suggest/", team_picker.team_suggestions, name="team-suggest"),
     path(
         "teams/<slug:slug>/calendar.ics",
         capacity_views_calendar.team_calendar_ics,

@@ -22,9 +22,12 @@ statement could not price it either.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from decimal import Decimal
+from fractions import Fraction
 
+from django.db import connection
 from django.utils import timezone
 
 from billing.budgets.models import Budget
@@ -32,14 +35,23 @@ from billing.budgets.selectors import BudgetStatus, Dimension, budget_statuses, 
 from billing.choices import RateKind
 from billing.conf import billing_zone
 from billing.models import PriceListVersion
-from billing.pricing import month_of, round_money
+from billing.pricing import (
+    local_midnight,
+    minor_unit,
+    month_of,
+    next_month,
+    round_money,
+    whole_seconds,
+)
 from billing.rate_periods import price_for, rate_periods_kept
 from pools.capacity.arithmetic import card_hours, clip
 from pools.capacity.budget_gate import SEVERITY, BudgetVerdict
+from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation
 from pools.capacity.rows import RowReader
 from pools.capacity.slices import card_share
 from pools.common.choices import PricingMethod
+from pools.inventory.models import GpuModel
 
 
 class _ReservedPrices:
@@ -63,13 +75,31 @@ class _ReservedPrices:
             self.found[key] = self._lookup(gpu_model_id, at)
         return self.found[key]
 
-    def _lookup(self, gpu_model_id: int, at: datetime) -> Decimal | None:
-        month = month_of(at, self.zone)
+    def periods(self, start: datetime, end: datetime) -> list[tuple]:
+        """``(start, end, GPU model id, price)`` of every reserved card-hour price in force
+        at some instant of ``[start, end)``: the rate periods of the months it touches (those
+        :meth:`at` looks in), one row per model priced."""
+        found = []
+        month = month_of(start, self.zone)
+        while local_midnight(month, self.zone) < end:
+            for period in self._month(month):
+                found.extend(
+                    (period.start, period.end, model_id, price)
+                    for (kind, model_id, served), price in period.prices.items()
+                    if kind == RateKind.GPU_RESERVED and model_id is not None and not served
+                )
+            month = next_month(month)
+        return found
+
+    def _month(self, month) -> list:
         if month not in self.months:
             self.months[month] = rate_periods_kept(
                 month=month, zone=self.zone, version=self.version
             )
-        for period in self.months[month]:
+        return self.months[month]
+
+    def _lookup(self, gpu_model_id: int, at: datetime) -> Decimal | None:
+        for period in self._month(month_of(at, self.zone)):
             if period.start <= at < period.end:
                 return price_for(period, RateKind.GPU_RESERVED, gpu_model_id, "")
         return None
@@ -78,20 +108,23 @@ class _ReservedPrices:
 def _held(rows, start: datetime, end: datetime, now: datetime, prices) -> list[tuple]:
     """``(team, pool, GPU model, card-hours, reserved price or None)`` of each allocation row
     that holds cards in ``[start, end)``: cards (a slice allocation: its share of a card) ×
-    the hours held there, priced at the reserved price in force at its start, or now if
-    started."""
+    the whole seconds held there / 3,600 s, an exact :class:`~fractions.Fraction`, priced at
+    the reserved price in force at its start, or now if started."""
     held_rows = []
     for team_id, pool_id, model_id, model_slug, cards, profile, starts, ends in rows:
         span = clip(starts, ends, start, end)
-        held = card_hours(cards, *span) if span else Decimal(0)
-        if not held:
+        if span is None or not (seconds := whole_seconds(*span)):
             continue
-        if profile:  # slices: their share of a card (3 × 1g.10gb = 3/7 card)
-            share = card_share(profile, model_key=model_slug)
-            held = held * share.numerator / share.denominator
+        held = Fraction(cards * seconds, 3600) * card_share(profile, model_key=model_slug)
         price = prices.at(model_id, max(starts, now)) if prices is not None else None
         held_rows.append((team_id, pool_id, model_id, held, price))
     return held_rows
+
+
+def _money_units(held: Fraction, price: Decimal, places: int) -> int:
+    """``held`` card-hours at ``price`` in the currency's minor units (``places`` decimals),
+    rounded half-up once (:func:`billing.pricing.round_money`), exactly."""
+    return math.floor(held * Fraction(price) * 10**places + Fraction(1, 2))
 
 
 def _committed(
@@ -99,12 +132,36 @@ def _committed(
 ) -> dict[int, tuple[Decimal, Decimal]]:
     """Budget id -> ``(card-hours, money)`` the holding reserved-priced allocations of the
     budget's team (or of every team of its cost centre) in the budget's scope still hold
-    between now and the end of the budget's period (one query for every budget; each
-    allocation priced once per distinct period, not once per budget). Money in the rate card's
-    currency, rounded per allocation as a statement line is. ``prices``: ``None`` when no
-    budget counts money (nothing is priced)."""
-    ends = [statuses[b.pk].ends_at for b in budgets]
+    between now and the end of the budget's period. Money in the rate card's currency, each
+    allocation rounded half-up once to the budget currency's minor unit (as a statement line
+    is); ``prices``: ``None`` when no budget counts money (nothing is priced).
+
+    On PostgreSQL one aggregate statement (:func:`_committed_sql`; a team holds hundreds of
+    allocations, which took longer to load than the rest of an approval); elsewhere (SQLite:
+    the demo) the rows are read and summed here (:func:`_committed_rows`). Both are exact
+    (integer card-seconds, one half-up rounding per allocation), so they agree to the last
+    digit (``tests/billing/budgets/test_committed_sql.py``, over random data)."""
     members = centre_teams(budgets)
+    if connection.vendor == "postgresql":
+        return _committed_sql(team, budgets, statuses, now, prices, members)
+    return _committed_rows(team, budgets, statuses, now, prices, members)
+
+
+def _owners(budget, members: dict[str, set[int]]) -> set[int]:
+    return {budget.team_id} if budget.team_id else members.get(budget.cost_centre, set())
+
+
+def _window(status, now: datetime) -> tuple[datetime, datetime]:
+    """What of the budget's period is still to come: ``[max(now, start), end)``."""
+    return max(now, status.starts_at), status.ends_at
+
+
+def _committed_rows(
+    team, budgets, statuses, now: datetime, prices: _ReservedPrices | None, members
+) -> dict[int, tuple[Decimal, Decimal]]:
+    """:func:`_committed` by reading the allocation rows (one query) and summing in Python;
+    each allocation priced once per distinct period, not once per budget."""
+    ends = [statuses[b.pk].ends_at for b in budgets]
     teams = {team.pk}.union(*members.values())
     rows = list(
         Allocation.objects.holding()
@@ -116,12 +173,12 @@ def _committed(
     windows: dict[tuple[datetime, datetime], list[tuple]] = {}
     result = {}
     for budget in budgets:
-        status = statuses[budget.pk]
-        window = (max(now, status.starts_at), status.ends_at)
+        window = _window(statuses[budget.pk], now)
         if window not in windows:
             windows[window] = _held(rows, *window, now, prices)
-        hours, money = Decimal(0), Decimal(0)
-        owners = {budget.team_id} if budget.team_id else members.get(budget.cost_centre, set())
+        places = minor_unit(budget.currency)
+        hours, units = Fraction(0), 0
+        owners = _owners(budget, members)
         for team_id, pool_id, model_id, held, price in windows[window]:
             if team_id not in owners:
                 continue
@@ -131,9 +188,109 @@ def _committed(
                 continue
             hours += held
             if price is not None and budget.money_limit is not None:
-                money += round_money(held * price, budget.currency)
-        result[budget.pk] = (hours, money)
+                units += _money_units(held, price, places)
+        result[budget.pk] = (_decimal(hours), Decimal(units).scaleb(-places))
     return result
+
+
+def _decimal(value: Fraction) -> Decimal:
+    """An exact fraction as a Decimal (28 significant digits, one rounding)."""
+    return Decimal(value.numerator) / Decimal(value.denominator)
+
+
+# The holding statuses as SQL literals (constants of the code, not input).
+_HOLDING = ", ".join(f"'{status}'" for status in sorted(map(str, HOLDING_STATUSES)))
+# The committed card-seconds and money of every budget of a check as one aggregate: the
+# budgets (``b``: the window still to come, scope, minor unit; money NULL when not counted),
+# their owner teams (``o``), the reserved card-hour prices in force over the windows (``p``:
+# rate periods × models, from the rate card as the statements read it) and the team's
+# holding reserved allocations overlapping them (``a``). Whole cards are summed here, money
+# rounded half-up per allocation in the currency's minor units (``div`` truncates an exact
+# ``numeric`` quotient: floor((2·s·price·10^places + 3,600) / 7,200) is s card-seconds at
+# price per card-hour rounded half-up); an allocation of MIG slices comes back as a row of
+# its own (``id`` not NULL), for :func:`pools.capacity.slices.card_share` to weigh in Python.
+_COMMITTED_SQL = f"""
+WITH b AS (
+  SELECT * FROM unnest(%(ids)s::int[], %(los)s::timestamptz[], %(his)s::timestamptz[],
+                       %(pools)s::int[], %(models)s::int[], %(scales)s::bigint[])
+             AS b(id, lo, hi, pool_id, model_id, scale)
+), o AS (
+  SELECT * FROM unnest(%(owner_budgets)s::int[], %(owner_teams)s::int[]) AS o(budget_id, team_id)
+), p AS (
+  SELECT * FROM unnest(%(price_los)s::timestamptz[], %(price_his)s::timestamptz[],
+                       %(price_models)s::int[], %(prices)s::numeric[])
+             AS p(lo, hi, model_id, price)
+), a AS MATERIALIZED (
+  SELECT a.id, a.team_id, a.pool_id, a.gpu_model_id, a.card_count, a.mig_profile,
+         a.starts_at, a.ends_at, GREATEST(a.starts_at, %(now)s) AS priced_at
+    FROM {Allocation._meta.db_table} a
+   WHERE a.team_id = ANY(%(teams)s) AND a.pricing_method = '{PricingMethod.RESERVED.value}'
+     AND a.status IN ({_HOLDING}) AND a.starts_at < %(end)s AND a.ends_at > %(now)s
+), h AS (
+  SELECT b.id AS budget_id, b.scale, a.id, a.gpu_model_id, a.card_count, a.mig_profile,
+         a.priced_at,
+         floor(extract(epoch FROM LEAST(a.ends_at, b.hi))
+               - extract(epoch FROM GREATEST(a.starts_at, b.lo)))::bigint AS seconds
+    FROM b
+    JOIN o ON o.budget_id = b.id
+    JOIN a ON a.team_id = o.team_id AND a.starts_at < b.hi AND a.ends_at > b.lo
+   WHERE (b.pool_id IS NULL OR a.pool_id = b.pool_id)
+     AND (b.model_id IS NULL OR a.gpu_model_id = b.model_id)
+)
+SELECT h.budget_id, CASE WHEN h.mig_profile = '' THEN NULL ELSE h.id END,
+       SUM(h.card_count::numeric * h.seconds),
+       SUM(div(2 * h.card_count * h.seconds * p.price * h.scale + 3600, 7200)),
+       MIN(h.mig_profile), MIN(m.slug), MIN(p.price)
+  FROM h
+  JOIN {GpuModel._meta.db_table} m ON m.id = h.gpu_model_id
+  LEFT JOIN p ON p.model_id = h.gpu_model_id AND p.lo <= h.priced_at AND h.priced_at < p.hi
+ GROUP BY 1, 2
+"""
+
+
+def _committed_sql(
+    team, budgets, statuses, now: datetime, prices: _ReservedPrices | None, members
+) -> dict[int, tuple[Decimal, Decimal]]:
+    """:func:`_committed` in one statement (:data:`_COMMITTED_SQL`)."""
+    windows = [_window(statuses[b.pk], now) for b in budgets]
+    end = max(hi for _, hi in windows)
+    owners = [(b.pk, t) for b in budgets for t in sorted(_owners(b, members))]
+    periods = prices.periods(now, end) if prices is not None else []
+    places = {b.pk: minor_unit(b.currency) for b in budgets}
+    priced = {b.pk for b in budgets if b.money_limit is not None}
+    params = {
+        "ids": [b.pk for b in budgets],
+        "los": [lo for lo, _ in windows],
+        "his": [hi for _, hi in windows],
+        "pools": [b.pool_id for b in budgets],
+        "models": [b.gpu_model_id for b in budgets],
+        # money counted: 10^places; not counted (no money limit): NULL, which prices nothing
+        "scales": [10 ** places[b.pk] if b.pk in priced else None for b in budgets],
+        "owner_budgets": [pk for pk, _ in owners],
+        "owner_teams": [t for _, t in owners],
+        "price_los": [lo for lo, _, _, _ in periods],
+        "price_his": [hi for _, hi, _, _ in periods],
+        "price_models": [model for _, _, model, _ in periods],
+        "prices": [price for _, _, _, price in periods],
+        "teams": sorted({team.pk}.union(*members.values())),
+        "now": now,
+        "end": end,
+    }
+    hours = {b.pk: Fraction(0) for b in budgets}
+    units = dict.fromkeys(hours, 0)
+    with connection.cursor() as cursor:
+        cursor.execute(_COMMITTED_SQL, params)
+        rows = cursor.fetchall()
+    for budget_id, sliced, card_seconds, money, profile, slug, price in rows:
+        if sliced is None:  # whole cards, summed and priced by the statement
+            hours[budget_id] += Fraction(int(card_seconds), 3600)
+            units[budget_id] += int(money or 0)
+            continue
+        held = Fraction(int(card_seconds), 3600) * card_share(profile, model_key=slug)
+        hours[budget_id] += held
+        if price is not None and budget_id in priced:
+            units[budget_id] += _money_units(held, price, places[budget_id])
+    return {pk: (_decimal(hours[pk]), Decimal(units[pk]).scaleb(-places[pk])) for pk in hours}
 
 
 def _over(status: BudgetStatus, committed: tuple[Decimal, Decimal], hours, money):

@@ -139,7 +139,6 @@ def _filter_form(request) -> tuple[DashboardFilterForm, dashboard.DashboardFilte
         .order_by("name")
         .values_list("slug", "name"),
         branches=DriverGroup.objects.order_by("branch").values_list("branch", flat=True),
-        teams=Team.objects.order_by("name").values_list("slug", "name"),
     )
     if not form.is_bound or not form.is_valid():
         return form, dashboard.DashboardFilters()
@@ -148,7 +147,7 @@ def _filter_form(request) -> tuple[DashboardFilterForm, dashboard.DashboardFilte
         pool=data["pool"] or None,
         gpu_model=data["gpu_model"] or None,
         driver_branch=data["driver_branch"],
-        team=data["team"] or None,
+        team=data["team"].slug if data["team"] else None,
     )
 
 

@@ -7,8 +7,7 @@ import django_filters as filters
 from pools.advisor.choices import LIVE_STATUSES, FindingStatus, RuleChoice, SeverityChoice
 from pools.advisor.models import AdvisorFinding
 from pools.inventory.models import Pool
-from pools.tenancy.models import Team
-from pools.web.pages import PlainSelect
+from pools.web.team_picker import TeamChoiceFilter, TeamPicker
 
 # "live" (the default of the page): open, acknowledged or muted; "all" includes closed.
 STATUS_CHOICES = [("live", "Live"), *FindingStatus.choices, ("all", "All")]
@@ -25,12 +24,8 @@ class AdvisorFindingFilterSet(filters.FilterSet):
         label="Pool",
         empty_label="Any",
     )
-    team = filters.ChoiceFilter(
-        choices=lambda: list(Team.objects.order_by("name").values_list("slug", "name")),
-        field_name="team__slug",
-        label="Team",
-        empty_label="Any",
-        widget=PlainSelect,  # every team of the fleet, read as (slug, name) pairs
+    team = TeamChoiceFilter(  # typed: a fleet has too many teams for a <select>
+        field_name="team", label="Team", widget=TeamPicker(attrs={"placeholder": "Any"})
     )
     severity = filters.ChoiceFilter(choices=SeverityChoice.choices, empty_label="Any")
     rule = filters.ChoiceFilter(choices=RuleChoice.choices, empty_label="Any")

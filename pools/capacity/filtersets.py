@@ -9,16 +9,16 @@ from pools.capacity.models import Allocation, CapacityRequest
 from pools.common.choices import AllocationStatus, RequestKind, RequestStatus, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
 from pools.web.api import visible_teams
-from pools.web.pages import SlugNameChoiceFilter
+from pools.web.team_picker import TeamChoiceFilter, TeamPicker
 
 
 class TeamPoolModelFilters(filters.FilterSet):
-    """Team, pool and GPU model chosen by slug from a list; an unknown slug is a field error
-    (400 in the API), not an empty result."""
+    """Team (typed: a pool admin may see every team of the fleet, too many for a list), pool
+    and GPU model chosen by slug; an unknown slug, or one of a team the user may not see, is a
+    field error (400 in the API), not an empty result."""
 
-    # a pool admin's list holds every team of the fleet: read as (slug, name) rows
-    team = SlugNameChoiceFilter(
-        queryset=visible_teams, to_field_name="slug", empty_label="Any", label="Team"
+    team = TeamChoiceFilter(
+        queryset=visible_teams, label="Team", widget=TeamPicker(attrs={"placeholder": "Any"})
     )
     pool = filters.ModelChoiceFilter(
         queryset=Pool.objects.order_by("name"), to_field_name="slug", empty_label="Any"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from django.core.cache import cache
 from django.db.models import (
     Count,
     DurationField,
@@ -26,6 +27,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from pools.capacity.arithmetic import usable_cards
+from pools.capacity.generation import allocations_generation
 from pools.capacity.models import (
     Allocation,
     CapacityRequest,
@@ -389,12 +391,42 @@ def plan_days(now: datetime) -> list[datetime]:
     return [start + timedelta(days=i) for i in range(WEEKS_AHEAD * 7)]
 
 
+PLAN_CACHE_S = 15 * 60
+"""How long the plan's held cards per noon are kept at most, whatever the generation says (a
+writer that forgot :func:`pools.capacity.generation.allocations_changed` is late by this)."""
+
+
+def _held_at_noons(*, filters: DashboardFilters, days: list[datetime]) -> dict[tuple, list[int]]:
+    """Cards of the holding whole-card allocations held at noon of each of ``days``, per
+    (pool id, model id), narrowed by the filters' pool, model and team: summed in the database
+    (:func:`pools.capacity.selectors.cards_held_series`, one query) and kept in the shared cache
+    under the allocations' generation, the first day and the filters
+    (:mod:`pools.capacity.generation`), at most :data:`PLAN_CACHE_S`."""
+    key = (
+        f"dashboards:plan-held:{allocations_generation()}:{days[0].isoformat()}:"
+        f"{filters.pool or ''}:{filters.gpu_model or ''}:{filters.team or ''}"
+    )
+    found = cache.get(key)
+    if isinstance(found, dict):
+        return found
+    end = days[-1] + timedelta(days=1)
+    noons = [d + timedelta(hours=12) for d in days]
+    # whole cards only: a MIG slice is not a card of the plan (issue 38)
+    allocations = Allocation.objects.holding().whole_cards().overlapping(days[0], end)
+    found = cards_held_series(_filtered(allocations, filters), ["pool", "gpu_model"], noons)
+    cache.set(key, found, PLAN_CACHE_S)
+    return found
+
+
 def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, PlanSeries]:
     """Per (pool slug, model slug): cards of holding allocations and of submitted requests on
-    each of the next 56 days (at noon), and cards held at ``now``. Five queries: three summed in
-    the database (:func:`pools.capacity.selectors.cards_held_series`) by pool and model id, then
-    the pools' and models' slugs and names (grouping 37,000 allocations by four joined names
-    cost more than the two small reads).
+    each of the next 56 days (at noon), and cards held at ``now``. Six queries: the held cards
+    per noon (:func:`_held_at_noons`, kept per allocations' generation: one query, and one
+    more when the cache has them not), those held now (the few thousand started, from the
+    index ``allocation_holding_started`` alone), the submitted requests' per noon and those
+    that name no pool or model (summed in the database, by pool and model id), then the pools'
+    and models' slugs and names (grouping 37,000 allocations by four joined names cost more than
+    the two small reads).
 
     A submitted request that names no pool or no model cannot be placed on one chart; it is
     counted in ``unplaced_pending`` of the key ``("", "")``.
@@ -402,17 +434,19 @@ def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, 
     days = plan_days(now)
     end = days[-1] + timedelta(days=1)
     noons = [d + timedelta(hours=12) for d in days]
-    # whole cards only: a MIG slice is not a card of the plan (issue 38)
-    allocations = Allocation.objects.holding().whole_cards().overlapping(min(now, days[0]), end)
     requests = CapacityRequest.objects.filter(
         overlap_q(days[0], end), status=RequestStatus.SUBMITTED, mig_profile=""
     )
-    allocations, requests = _filtered(allocations, filters), _filtered(requests, filters)
-    ids = ("pool", "gpu_model")
-    # summed in the database, one row per pool × model and instant bucket; the last: now
-    held_series = cards_held_series(allocations, ids, [*noons, now])
+    requests = _filtered(requests, filters)
+    held_series = _held_at_noons(filters=filters, days=days)
+    held_now = (
+        _filtered(Allocation.objects.holding().whole_cards().at(now), filters)
+        .values_list("pool", "gpu_model")
+        .annotate(cards=Sum("card_count"))
+        .order_by()
+    )
     placed = requests.filter(pool__isnull=False, gpu_model__isnull=False)
-    pending_series = cards_held_series(placed, ids, noons)
+    pending_series = cards_held_series(placed, ["pool", "gpu_model"], noons)
     unplaced = requests.filter(Q(pool__isnull=True) | Q(gpu_model__isnull=True)).aggregate(
         cards=Sum("card_count")
     )["cards"]
@@ -431,8 +465,9 @@ def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, 
 
     for (pool_id, model_id), held in held_series.items():
         s = series(pool_id, model_id)
-        s.held_now += held[-1]
-        s.held = [a + b for a, b in zip(s.held, held[:-1], strict=True)]
+        s.held = [a + b for a, b in zip(s.held, held, strict=True)]
+    for pool_id, model_id, cards in held_now:
+        series(pool_id, model_id).held_now += cards
     for (pool_id, model_id), pending in pending_series.items():
         s = series(pool_id, model_id)
         s.pending = [a + b for a, b in zip(s.pending, pending, strict=True)]

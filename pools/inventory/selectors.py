@@ -398,29 +398,42 @@ def _fleet_key(row: dict, prefix: str = "") -> tuple[str, str, str, str]:
 
 
 def fleet_summary() -> list[FleetRow]:
-    """Cards grouped by pool × GPU model × driver group × node state, in two queries.
+    """Cards grouped by pool × GPU model × driver group × node state, by pool, model and
+    driver branch name (none last), from the census (:func:`inventory_census`, kept per
+    inventory generation) and the names of pools, models and driver groups: no read of every
+    card (at 100,800 cards the grouped read of them took 79 ms of the fleet overview's 125).
 
     ``healthy`` counts cards whose own health is not ``error`` on nodes that are ``up``;
     ``mig_cards`` the cards in MIG mode (whole cards to nobody) and ``mig_slices`` the MIG
-    instances recorded under them, by profile. Unrecognised models are grouped under their
-    reported name, prefixed ``?``.
+    instances recorded under them, by profile (one query over the MIG instances only).
+    Unrecognised models are grouped under their reported name, prefixed ``?``.
     """
-    rows = (
-        Gpu.objects.values(*_FLEET_KEYS)
-        .annotate(
-            cards=Count("id"),
-            healthy=Count("id", filter=Q(node__state=NodeState.UP) & ~Q(health=GpuHealth.ERROR)),
-            mig=Count("id", filter=Q(mig_mode=True)),
-        )
-        .order_by("node__pool__name", "gpu_model__name", "node__driver_group__branch")
-    )
+    census = inventory_census()
+    pools = dict(Pool.objects.values_list("pk", "name"))
+    models = dict(GpuModel.objects.values_list("pk", "name"))
+    branches = dict(DriverGroup.objects.values_list("pk", "branch"))
+
+    def row_of(group: CardGroup) -> dict:
+        return {
+            "node__pool__name": pools.get(group.pool_id),
+            "gpu_model__name": models.get(group.gpu_model_id),
+            "raw_model_name": group.raw_model_name,
+            "node__driver_group__branch": branches.get(group.driver_group_id),
+            "node__state": group.node_state,
+        }
+
+    def order(row: dict) -> tuple:  # as ORDER BY pool name, model name, branch: NULLs last
+        return tuple((row[k] is None, row[k] or "") for k in _FLEET_KEYS)
+
     merged: dict[tuple, FleetRow] = {}
-    for row in rows:
+    for group, row in sorted(
+        ((g, row_of(g)) for g in census.cards), key=lambda pair: order(pair[1])
+    ):
         key = _fleet_key(row)
         merged.setdefault(key, FleetRow(*key, cards=0, healthy=0))
-        merged[key].cards += row["cards"]
-        merged[key].healthy += row["healthy"]
-        merged[key].mig_cards += row["mig"]
+        merged[key].cards += group.cards
+        merged[key].healthy += group.cards if group.healthy else 0
+        merged[key].mig_cards += group.cards if group.mig else 0
     slices = (
         MigDevice.objects.filter(gpu__mig_mode=True)
         .values(*(f"gpu__{k}" for k in _FLEET_KEYS), "profile")
@@ -435,16 +448,17 @@ def fleet_summary() -> list[FleetRow]:
 
 
 def fleet_totals() -> dict[str, int]:
-    """Headline numbers: nodes, cards, healthy cards, unrecognised cards, pools."""
-    gpu = Gpu.objects.aggregate(
-        cards=Count("id"),
-        healthy=Count("id", filter=Q(node__state=NodeState.UP) & ~Q(health=GpuHealth.ERROR)),
-        unrecognised=Count("id", filter=Q(gpu_model__isnull=True)),
-    )
+    """Headline numbers: nodes, cards, healthy cards, unrecognised cards, pools; from the
+    census (:func:`inventory_census`) and the count of pools."""
+    census = inventory_census()
     return {
-        "nodes": Node.objects.count(),
+        "nodes": sum(census.count_nodes(lambda g: 0).values()),
         "pools": Pool.objects.count(),
-        **gpu,
+        "cards": sum(census.count_cards(lambda g: 0).values()),
+        "healthy": sum(census.count_cards(lambda g: 0, lambda g: g.healthy).values()),
+        "unrecognised": sum(
+            census.count_cards(lambda g: 0, lambda g: g.gpu_model_id is None).values()
+        ),
     }
 
 

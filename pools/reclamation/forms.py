@@ -11,8 +11,8 @@ from django.utils import timezone
 from pools.capacity.models import Allocation
 from pools.common.validators import date_range_validator
 from pools.reclamation.models import POLICY_FIELDS, ReclamationPolicy
-from pools.tenancy.models import Team
 from pools.web.pages import PlainSelect
+from pools.web.team_picker import TeamChoiceField, TeamPicker
 
 
 class ExemptFindingForm(forms.Form):
@@ -52,9 +52,7 @@ class ExemptionForm(forms.Form):
     """A team's or one allocation's exemption; :func:`exemption_grant` creates it (a plain form:
     the service, not the model, says what is valid, so no constraint is reported twice)."""
 
-    team = forms.ModelChoiceField(
-        queryset=Team.objects.order_by("name"), required=False, widget=PlainSelect
-    )
+    team = TeamChoiceField(required=False, widget=TeamPicker(attrs={"placeholder": "team slug"}))
     allocation = forms.ModelChoiceField(
         queryset=Allocation.objects.all(), required=False, widget=PlainSelect
     )

@@ -48,7 +48,6 @@ from pools.reclamation.services.scan import (
     reclamation_undo,
 )
 from pools.reclamation.services.whatif import OVERRIDABLE, reclamation_whatif_queue
-from pools.tenancy.models import Team
 from pools.web.pages import (
     Column,
     csv_response,
@@ -417,7 +416,6 @@ def reclamation_policies(request):
     exemption_form.fields["allocation"].queryset = Allocation.objects.select_related(
         "team", "gpu_model"
     ).order_by("-id")[:200]
-    exemption_form.fields["team"].queryset = Team.objects.order_by("name")
     rows = _policy_rows(pools, policies)
     exemptions = _exemptions_in_force()
     return render(

@@ -133,6 +133,7 @@ NOT_PAGES = {
     "api/schema/": "the OpenAPI document (YAML)",
     "start/": "a redirect by role (after sign-in): to Fleet or My teams",
     "requests/explain/": "the request form's live panel (an htmx fragment; opened in its form)",
+    "teams/suggest/": "the team pickers' <option>s (an htmx fragment for their datalist)",
     "teams/<slug:slug>/calendar.ics": "the team's iCalendar feed (text/calendar)",
     "teams/<slug:slug>/calendar/<str:action>/": "POST only (make or reset the feed link)",
     "calendar/<str:token>.ics": "the team's iCalendar feed at its secret link (text/calendar)",

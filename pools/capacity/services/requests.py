@@ -30,6 +30,7 @@ from pools.capacity.availability import (
 )
 from pools.capacity.budget_gate import NEEDS_ADMIN, BudgetVerdict, budget_check_step
 from pools.capacity.class_room import class_room_check
+from pools.capacity.generation import allocations_changed
 from pools.capacity.locks import pool_lock, request_lock, request_lock_reusing
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
 from pools.capacity.placement import away_reason
@@ -842,6 +843,7 @@ def _approval_record(
         cursor.execute(_APPROVED, [request.status, request.decided_by_id, decided_at, reason,
                                    request.pk])  # fmt: skip
     _ALLOCATIONS.insert(allocation)
+    allocations_changed()  # the INSERT sends no post_save
     if allocation.placement:
         PlacedCards.objects.bulk_create(placed_cards(allocation))
     audit_events_write(

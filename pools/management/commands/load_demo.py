@@ -25,6 +25,7 @@ from pools.advisor.services import advisor_pass
 from pools.calendar.services import team_calendar_feed_create
 from pools.calibration.services import calibration_refresh
 from pools.capacity.availability import pool_free_cards
+from pools.capacity.generation import allocations_changed
 from pools.capacity.lifecycle import RUNNING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.request_fields import RequestFields
@@ -326,6 +327,7 @@ class Command(BaseCommand):
         Allocation.objects.filter(pk=allocation.pk).update(
             starts_at=now - timedelta(days=history_days, hours=1), status=AllocationStatus.ACTIVE
         )
+        allocations_changed()  # an UPDATE sends no post_save
         allocation.refresh_from_db()
         policy = elastic_policy_create(
             allocation=allocation,
@@ -616,6 +618,7 @@ class Command(BaseCommand):
         Allocation.objects.filter(pk__in=[serving.pk, training.pk]).update(
             starts_at=now - timedelta(days=2)
         )
+        allocations_changed()
         rng = random.Random(7)
         hour = timedelta(hours=1)
 

@@ -1,6 +1,6 @@
-"""The team picker of the request and allocation lists: its options are read as (slug, name)
-rows and the slug given is resolved by one query, so a pool admin's page builds no Team per
-team of the fleet (10,080 at 100k GPUs: 78 → 31 ms a page with 10,001 teams)."""
+"""The team filter of the request and allocation lists: a typed slug
+(:class:`pools.web.team_picker.TeamPicker`), resolved by one query, so a pool admin's page
+lists no team and builds no Team but the chosen one (10,080 teams at 100k GPUs)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,7 @@ def teams_built():
 
 
 @pytest.mark.parametrize("url", ["/requests/", "/allocations/"])
-def test_the_team_picker_lists_every_team_and_builds_only_the_chosen_one(
-    pool_admin, url, teams_built
-):
+def test_the_team_picker_lists_no_team_and_builds_only_the_chosen_one(pool_admin, url, teams_built):
     TeamFactory(slug="vision", name="Vision & Co")
     TeamFactory(slug="audio", name="Audio")
     client = Client()
@@ -41,8 +39,8 @@ def test_the_team_picker_lists_every_team_and_builds_only_the_chosen_one(
     assert page.status_code == 200
     assert [t.slug for t in teams_built] == ["vision"]
     html = page.content.decode()
-    assert '<option value="audio">Audio</option>' in html
-    assert '<option value="vision" selected>Vision &amp; Co</option>' in html
+    assert '<option value="audio"' not in html and "Audio" not in html
+    assert 'name="team" value="vision"' in html
     assert page.context["filterset"].form.cleaned_data["team"].slug == "vision"
 
 
@@ -51,6 +49,18 @@ def test_an_unknown_team_is_a_field_error_on_the_page(pool_admin):
     client.force_login(pool_admin)
 
     page = client.get("/allocations/", {"team": "no-such-team"})
+
+    assert page.context["filterset"].form.errors == {
+        "team": ["Select a valid choice. That choice is not one of the available choices."]
+    }
+
+
+def test_a_member_cannot_filter_by_a_team_they_may_not_see(team_member):
+    TeamFactory(slug="vision")
+    client = Client()
+    client.force_login(team_member)
+
+    page = client.get("/allocations/", {"team": "vision"})
 
     assert page.context["filterset"].form.errors == {
         "team": ["Select a valid choice. That choice is not one of the available choices."]

@@ -27,6 +27,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from factories import GpuFactory, NodeFactory, PoolFactory
 
+from pools.capacity.generation import GENERATION_KEY as ALLOCATIONS_GENERATION_KEY
 from pools.common.choices import Scheduler
 from pools.dashboards import capacity as dashboard
 from pools.dashboards import utilisation
@@ -335,6 +336,7 @@ def test_queries_do_not_grow_with_the_fleet(fleet, admin, prometheus):
     fake.queries.clear()
     cache.delete(SNAPSHOT_KEY)  # computed again, as by the first view (then stored)
     cache.delete(GENERATION_KEY)  # the forecast's hourly sums too
+    cache.delete(ALLOCATIONS_GENERATION_KEY)  # and the plan's held cards
     assert [count(url) for url in urls] == small
     assert len(fake.queries) == prometheus_small == 2 + 5 + 2
 

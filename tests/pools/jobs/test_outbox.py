@@ -103,6 +103,51 @@ def test_the_jobs_of_one_transaction_are_sent_together_in_four_statements():
     assert QueuedJob.objects.count() == 0
 
 
+def _synchronous_commit_at_send(monkeypatch) -> list[str]:
+    """What ``synchronous_commit`` says in the transaction each send runs in, as the broker
+    takes the job."""
+    from django.db import connection
+
+    seen = []
+    task = current_app.tasks[jobs.SIZING_ESTIMATE]
+    original = task.apply_async
+
+    def apply_async(*args, **kwargs):
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            seen.append(cursor.fetchone()[0])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(task, "apply_async", apply_async)
+    return seen
+
+
+def test_the_send_after_commit_does_not_wait_for_the_disk_a_callers_transaction_does(
+    monkeypatch,
+):
+    """The send's own transaction commits asynchronously (a delete lost to a crash only means
+    a second send); a page that queues inside its own transaction keeps that one durable."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("synchronous_commit is PostgreSQL's")
+    seen = _synchronous_commit_at_send(monkeypatch)
+    with celery_broker("memory://"):
+        with transaction.atomic():
+            jobs.enqueue_on_commit(jobs.SIZING_ESTIMATE, 7)
+        with transaction.atomic():
+            jobs.enqueue(jobs.SIZING_ESTIMATE, 8)
+            with connection.cursor() as cursor:
+                cursor.execute("SHOW synchronous_commit")
+                after = cursor.fetchone()[0]
+        sent = _memory_queue_messages()
+
+    assert seen == ["off", "on"]
+    assert after == "on"
+    assert sent == [(jobs.SIZING_ESTIMATE, [7]), (jobs.SIZING_ESTIMATE, [8])]
+    assert QueuedJob.objects.count() == 0
+
+
 def test_a_job_queued_in_a_rolled_back_savepoint_takes_no_other_job_with_it():
     with celery_broker("memory://"):
         with transaction.atomic():

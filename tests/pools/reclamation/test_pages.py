@@ -250,7 +250,7 @@ def test_exemption_form_errors_open_the_form(admin_page, findings):
     assert "Exempt either a team or one allocation." in neither
     past = admin_page.post(
         "/idle/policies/",
-        {"kind": "exemption", "team": team.pk, "reason": "x", "expires_at": "2020-01-01T00:00"},
+        {"kind": "exemption", "team": team.slug, "reason": "x", "expires_at": "2020-01-01T00:00"},
     ).content.decode()
     assert '<details open id="grant-exemption">' in past
     assert "The exemption must end in the future." in past

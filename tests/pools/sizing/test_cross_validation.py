@@ -183,3 +183,36 @@ def test_bands_are_never_written_from_attention_dp_scoring(monkeypatch, capsys):
 
     assert exit_info.value.code == 2
     assert bench.SCORE_ATTENTION_DP == [False]
+
+
+def test_a_request_costs_its_prefill_and_its_decode_steps_flops():
+    """Llama-3-8B (config.json: 8,030,261,248 parameters, vocabulary 128,256, hidden 4,096,
+    32 layers of 32 heads x 128), 128 in / 128 out. Linear parameters 8,030,261,248 - 128,256
+    x 4,096 = 7,504,924,672. Prefill: 2 x 7,504,924,672 x 128 + 2 x 32 x 4,096 x 128^2 =
+    1,921,260,716,032 + 4,294,967,296. Decode, mean context 128 + 64 = 192: 128 x (2 x
+    7,504,924,672 + 4 x 32 x 4,096 x 192) = 128 x 15,110,512,640 = 1,934,145,617,920."""
+    model = bench.model_presets()["llama3_8b"]
+
+    assert bench.request_flops(model, 128, 128) == 3_859_701_301_248
+
+
+def test_the_achieved_rate_of_a_row_is_its_requests_flops_per_card():
+    """12,800 output tok/s of 128-token answers on two cards: 100 requests/s x
+    3,859,701,301,248 FLOP / 2 = 192.985 TFLOP/s per card, against the H100 SXM's dense FP8
+    peak of 1,979 TFLOPS (NVIDIA H100 datasheet: 3,958 with sparsity)."""
+    case = {
+        "request": {
+            "model": "llama3_8b",
+            "gpu": "h100_sxm",
+            "gpu_count": 2,
+            "input_len": 128,
+            "output_len": 128,
+        },
+        "estimate": SimpleNamespace(precision="FP8"),
+        "measured": 12_800.0,
+    }
+
+    achieved, peak = bench.achieved_tflops(case)
+
+    assert achieved == pytest.approx(192.98506506240)
+    assert peak == pytest.approx(1979, abs=1)

@@ -1,0 +1,47 @@
+"""The dashboard's typed team picker in a browser: typing fetches suggestions into its
+datalist (htmx, under the page's Content-Security-Policy), and the slug typed filters the page
+as the old ``<select>`` did."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from factories import TeamFactory
+
+pytestmark = pytest.mark.browser
+
+
+def _until(page, expression: str, timeout_s: float = 10.0) -> None:
+    # polled: wait_for_function evaluates its string with eval(), which the CSP refuses
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression):
+        assert time.monotonic() < deadline, f"still false after {timeout_s} s: {expression}"
+        page.wait_for_timeout(100)
+
+
+def test_typing_suggests_teams_and_the_slug_filters_the_dashboard(signed_in, live_server):
+    page = signed_in
+    TeamFactory(slug="nlp", name="Language")
+    TeamFactory(slug="nlp-eval", name="Evaluation")
+    TeamFactory(slug="vision", name="Vision")
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+
+    page.goto(f"{live_server.url}/dashboard/")
+    picker = page.locator("input[name=team]")
+    picker.click()
+    picker.press_sequentially("nl", delay=50)
+    options = "[...document.querySelectorAll('#id_team-suggestions option')].map(o => o.value)"
+    # by name: Evaluation, Language; vision matches neither slug nor name
+    _until(page, f"JSON.stringify({options}) === JSON.stringify(['nlp-eval', 'nlp'])")
+
+    picker.fill("vision")
+    _until(page, f"JSON.stringify({options}) === JSON.stringify(['vision'])")
+    picker.press("Enter")  # change: the filter form's htmx request, pushed to the URL
+    page.wait_for_url("**team=vision**")
+    assert page.input_value("input[name=team]") == "vision"
+    assert not [e for e in errors if "Content Security Policy" in e]
+
+    page.goto(f"{live_server.url}/dashboard/?team=no-such-team")
+    assert "Select a valid choice" in page.locator("p.errorlist").inner_text()
