@@ -18,8 +18,8 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from pools.capacity.lifecycle import APPLIED_STATUSES, HOLDING_STATUSES
-from pools.capacity.models import Allocation, SchedulerDrift
+from pools.capacity.lifecycle import APPLIED_STATUSES
+from pools.capacity.models import Allocation, SchedulerDrift, holding_q
 from pools.capacity.services.class_qos import (
     slurm_class_qos_problem,
     slurm_qos_found,
@@ -166,16 +166,7 @@ def _reconcile_reservations(
     if not isinstance(adapter, ReservationAdapter):
         return
     now = timezone.now()
-    left = (
-        Allocation.objects.filter(pool__in=pools, updated_at__lt=now - UNBIND_GRACE)
-        .exclude(status__in=HOLDING_STATUSES)
-        .filter(scheduler_binding__has_key="reservation")
-        .exclude(scheduler_binding__reservation=None)
-        .exclude(scheduler_binding__has_key="reservation_removed_at")
-        .select_related("team")
-        .order_by("pk")
-    )
-    for allocation in left:
+    for allocation in _reservations_left(pools, now=now):
         name = reservation_name(allocation)
         report.checked += 1
         try:
@@ -203,6 +194,20 @@ def _reconcile_reservations(
             report.errors.append(f"reservation {name}: {exc}")
         drift.save()
         report.drifts.append(drift)
+
+
+def _reservations_left(pools: QuerySet[Pool], *, now: datetime) -> QuerySet[Allocation]:
+    """The allocations of ``pools`` that no longer hold cards, changed before ``now`` less
+    :data:`UNBIND_GRACE`, whose binding names a reservation not yet marked removed."""
+    return (
+        Allocation.objects.filter(pool__in=pools, updated_at__lt=now - UNBIND_GRACE)
+        .exclude(holding_q())
+        .filter(scheduler_binding__has_key="reservation")
+        .exclude(scheduler_binding__reservation=None)
+        .exclude(scheduler_binding__has_key="reservation_removed_at")
+        .select_related("team")
+        .order_by("pk")
+    )
 
 
 def _record_class_qos_health(

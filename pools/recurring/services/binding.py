@@ -164,17 +164,8 @@ def _slurm_pass(now: datetime, counts: dict[str, int]) -> None:
             now
         )
         adapter = pool_adapter(reservation.pool) if over else None
-        if adapter is None:
-            continue
-        try:
-            adapter.delete_reservation(reservation.scheduler_binding["reservation"])
-        except SchedulerError as exc:
-            counts["errors"] += 1  # kept bound: the next beat deletes it
-            if not exc.transient:
-                recurring_refusal_record(reservation=reservation, error=exc)
-            continue
-        _save_binding(reservation, {})
-        counts["removed"] += 1
+        if adapter is not None:
+            _slurm_remove(adapter, reservation, counts)
     fresh = rows.filter(status=ReservationStatus.ACTIVE, last_date__gte=today - AROUND)
     for reservation in fresh.filter(scheduler_binding={}):
         adapter = pool_adapter(reservation.pool)
@@ -195,6 +186,20 @@ def _slurm_pass(now: datetime, counts: dict[str, int]) -> None:
             continue
         _save_binding(reservation, binding)
         counts["reserved" if binding["reservation"] else "not_reserved"] += 1
+
+
+def _slurm_remove(adapter: Any, reservation: RecurringReservation, counts: dict[str, int]) -> None:
+    """Delete the Slurm reservation of ``reservation`` and unbind it; on an error keep it bound
+    (the next beat deletes it) and record a refusal that is not transient."""
+    try:
+        adapter.delete_reservation(reservation.scheduler_binding["reservation"])
+    except SchedulerError as exc:
+        counts["errors"] += 1
+        if not exc.transient:
+            recurring_refusal_record(reservation=reservation, error=exc)
+        return
+    _save_binding(reservation, {})
+    counts["removed"] += 1
 
 
 def recurring_refusal_record(
