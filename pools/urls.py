@@ -1,20 +1,20 @@
 from django.urls import path
 
 from pools.advisor import views as advisor_views
-from pools.calendar import views as capacity_views_calendar
+from pools.calendar import views as calendar_views
 from pools.calibration import views as calibration_views
-from pools.capacity import views as views_requests
+from pools.capacity import views as capacity_views
 from pools.clusters import views as cluster_views
 from pools.dashboards import views as dashboard_views
-from pools.dashboards import views_classes as class_views
+from pools.dashboards import views_classes as dashboard_class_views
 from pools.elastic import views as elastic_views
 from pools.explain import views as explain_views
 from pools.inventory import views as inventory_views
 from pools.maintenance import views as maintenance_views
-from pools.overrides import views as capacity_views_overrides
-from pools.reclamation import views as views_reclamation
+from pools.overrides import views as overrides_views
+from pools.reclamation import views as reclamation_views
 from pools.serving import views as serving_views
-from pools.sizing import views as views_sizing
+from pools.sizing import views as sizing_views
 from pools.waiting import views as waiting_views
 from pools.web import team_picker
 
@@ -40,23 +40,23 @@ urlpatterns = [
     ),
     path(
         "pools/<slug:pool>/<slug:model>/calendar/",
-        capacity_views_calendar.pool_calendar,
+        calendar_views.pool_calendar,
         name="pool-calendar",
     ),
-    path("overrides/", capacity_views_overrides.override_list, name="override-list"),
-    path("overrides/new/", capacity_views_overrides.override_new, name="override-new"),
+    path("overrides/", overrides_views.override_list, name="override-list"),
+    path("overrides/new/", overrides_views.override_new, name="override-new"),
     path(
         "overrides/<int:pk>/cancel/",
-        capacity_views_overrides.override_cancel_page,
+        overrides_views.override_cancel_page,
         name="override-cancel",
     ),
     path(
         "driver-groups/<int:branch>/calendar/",
-        capacity_views_calendar.driver_group_calendar,
+        calendar_views.driver_group_calendar,
         name="driver-group-calendar",
     ),
     path("clusters/", cluster_views.cluster_list, name="cluster-list"),
-    path("classes/", class_views.class_list, name="class-list"),
+    path("classes/", dashboard_class_views.class_list, name="class-list"),
     path("clusters/<slug:slug>/check/", cluster_views.cluster_check_now, name="cluster-check"),
     path("clusters/new/", cluster_views.cluster_edit, name="cluster-create"),
     path("clusters/<slug:slug>/edit/", cluster_views.cluster_edit, name="cluster-edit"),
@@ -64,13 +64,13 @@ urlpatterns = [
     path("unrecognised-models/", inventory_views.unrecognised_models, name="unrecognised-models"),
     path("inventory/import/", inventory_views.inventory_import, name="inventory-import"),
     path("inventory/uploads/<int:pk>/", inventory_views.inventory_upload, name="inventory-upload"),
-    path("scheduler/drift/", views_requests.scheduler_drift, name="scheduler-drift"),
-    path("idle/", views_reclamation.idle_findings, name="idle-findings"),
-    path("idle/policies/", views_reclamation.reclamation_policies, name="reclamation-policies"),
-    path("idle/scan/", views_reclamation.idle_scan_now, name="idle-scan-now"),
+    path("scheduler/drift/", capacity_views.scheduler_drift, name="scheduler-drift"),
+    path("idle/", reclamation_views.idle_findings, name="idle-findings"),
+    path("idle/policies/", reclamation_views.reclamation_policies, name="reclamation-policies"),
+    path("idle/scan/", reclamation_views.idle_scan_now, name="idle-scan-now"),
     path(
         "idle/<int:pk>/<str:action>/",
-        views_reclamation.idle_finding_action,
+        reclamation_views.idle_finding_action,
         name="idle-finding-action",
     ),
     path("advisor/", advisor_views.advisor_findings, name="advisor-findings"),
@@ -96,43 +96,43 @@ urlpatterns = [
     path("teams/suggest/", team_picker.team_suggestions, name="team-suggest"),
     path(
         "teams/<slug:slug>/calendar.ics",
-        capacity_views_calendar.team_calendar_ics,
+        calendar_views.team_calendar_ics,
         name="team-calendar-ics",
     ),
     path(
         "teams/<slug:slug>/calendar/",
-        capacity_views_calendar.team_calendar_page,
+        calendar_views.team_calendar_page,
         name="team-calendar",
     ),
     path(
         "teams/<slug:slug>/calendar/<str:action>/",
-        capacity_views_calendar.team_calendar_link,
+        calendar_views.team_calendar_link,
         name="team-calendar-link",
     ),
     path(
         "calendar/<str:token>.ics",
-        capacity_views_calendar.calendar_feed,
+        calendar_views.calendar_feed,
         name="calendar-feed",
     ),
     path("teams/<slug:slug>/waiting/", waiting_views.waiting_work, name="waiting-work"),
-    path("requests/", views_requests.request_list, name="request-list"),
-    path("requests/new/", views_requests.request_new, name="request-new"),
+    path("requests/", capacity_views.request_list, name="request-list"),
+    path("requests/new/", capacity_views.request_new, name="request-new"),
     # the queue shows the explainer's verdicts (capacity sits below explain: handed in here)
     path(
         "requests/queue/",
-        views_requests.approval_queue,
+        capacity_views.approval_queue,
         {"verdicts": explain_views.queue_verdicts},
         name="approval-queue",
     ),
     path("requests/explain/", explain_views.draft_explanation, name="request-explain"),
-    path("requests/<int:pk>/", views_requests.request_detail, name="request-detail"),
+    path("requests/<int:pk>/", capacity_views.request_detail, name="request-detail"),
     path(
         "requests/<int:pk>/explanation/",
         explain_views.request_explanation,
         name="request-explanation",
     ),
-    path("requests/<int:pk>/<str:action>/", views_requests.request_action, name="request-action"),
-    path("allocations/", views_requests.allocation_list, name="allocation-list"),
+    path("requests/<int:pk>/<str:action>/", capacity_views.request_action, name="request-action"),
+    path("allocations/", capacity_views.allocation_list, name="allocation-list"),
     path(
         "allocations/<int:pk>/serving/",
         serving_views.allocation_serving,
@@ -145,16 +145,16 @@ urlpatterns = [
     ),
     path(
         "allocations/<int:pk>/<str:action>/",
-        views_requests.allocation_action,
+        capacity_views.allocation_action,
         name="allocation-action",
     ),
-    path("timeline/", views_requests.timeline, name="timeline"),
-    path("sizing/", views_sizing.sizing_page, name="sizing"),
-    path("sizing/save/", views_sizing.sizing_save, name="sizing-save"),
-    path("sizing/estimates/", views_sizing.sizing_estimate_list, name="sizing-estimate-list"),
+    path("timeline/", capacity_views.timeline, name="timeline"),
+    path("sizing/", sizing_views.sizing_page, name="sizing"),
+    path("sizing/save/", sizing_views.sizing_save, name="sizing-save"),
+    path("sizing/estimates/", sizing_views.sizing_estimate_list, name="sizing-estimate-list"),
     path(
         "sizing/estimates/<int:pk>/",
-        views_sizing.sizing_estimate_detail,
+        sizing_views.sizing_estimate_detail,
         name="sizing-estimate-detail",
     ),
 ]

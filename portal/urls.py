@@ -10,13 +10,13 @@ from rest_framework.routers import DefaultRouter
 from billing.api import views as billing_api
 from billing.budgets import api as budgets_api
 from billing.dashboards import api as dashboards_api
-from billing.dashboards import views as views_dashboard
+from billing.dashboards import views as dashboards_views
 from billing.tokenflow import api as tokenflow_api
 from pools.access import api as access_api
 from pools.advisor import api as advisor_api
+from pools.audit import api as audit_api
 from pools.calibration import api as calibration_api
 from pools.capacity import api as capacity_api
-from pools.capacity import api_audit as audit_api
 from pools.clusters import api as clusters_api
 from pools.elastic import api as elastic_api
 from pools.explain import api as explain_api
@@ -26,7 +26,7 @@ from pools.overrides import api as overrides_api
 from pools.reclamation import api as reclamation_api
 from pools.recurring import api as recurring_api
 from pools.serving import api as serving_api
-from pools.sizing import api as estimates_api
+from pools.sizing import api as sizing_api
 from pools.tenancy import api as tenancy_api
 from pools.waiting import api as waiting_api
 from portal.health import deep_health, healthz, readyz
@@ -76,7 +76,7 @@ router.register(
 )
 router.register("overrides", overrides_api.OverrideViewSet, basename="override")
 router.register("audit-events", audit_api.AuditEventViewSet, basename="audit-event")
-router.register("estimates", estimates_api.SizingEstimateViewSet, basename="estimate")
+router.register("estimates", sizing_api.SizingEstimateViewSet, basename="estimate")
 router.register("idle-findings", reclamation_api.IdleFindingViewSet, basename="idle-finding")
 router.register(
     "reclamation-policies", reclamation_api.ReclamationPolicyViewSet, basename="reclamation-policy"
@@ -137,13 +137,13 @@ urlpatterns = [
     # The split view serves its script from a URL (?script), not inline: the CSP allows it.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("costs/", include("billing.urls")),
-    path("dashboard/", views_dashboard.admin_dashboard, name="dashboard"),
+    path("dashboard/", dashboards_views.admin_dashboard, name="dashboard"),
     path(
         "dashboard/stranded/recompute/",
-        views_dashboard.stranded_recompute,
+        dashboards_views.stranded_recompute,
         name="dashboard-stranded-recompute",
     ),
-    path("teams/<slug:slug>/dashboard/", views_dashboard.team_dashboard, name="team-dashboard"),
+    path("teams/<slug:slug>/dashboard/", dashboards_views.team_dashboard, name="team-dashboard"),
     path("", include("django_prometheus.urls")),
     path("", include("pools.urls")),
 ]

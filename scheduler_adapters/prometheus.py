@@ -9,6 +9,9 @@ Two layers:
   :class:`SchedulerUnavailable`, a PromQL Prometheus refuses (HTTP 400/422, ``errorType``
   ``bad_data``/``execution``) is :class:`SchedulerRejected`, a body that is not the API's JSON is
   :class:`UnexpectedResponse`.
+- :meth:`PrometheusAdapter.gpu_usage_summary` (the idle scan) has Prometheus reduce each
+  device's steps over a window to a few numbers (:func:`summary_queries`), and reads per step
+  only the devices that one series cannot describe whole.
 - :meth:`PrometheusAdapter.gpu_usage` batches by metric name (three range queries, whatever
   the number of GPUs) and returns one :class:`DeviceUsage` per GPU (or MIG instance) and
   workload namespace, with the dcgm-exporter label traps resolved by :func:`dcgm_labels` and
@@ -48,6 +51,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -206,6 +210,96 @@ class DeviceUsage:
         return (self.uuid, self.gpu_instance_id, self.namespace)
 
 
+@dataclass(frozen=True)
+class WindowStats:
+    """One device's samples over one window ``[end - window_s, end]``, reduced to what the idle
+    rules read (:func:`pools.reclamation.evaluate.instance_verdict`).
+
+    ``util_points``: utilisation samples in the window (the mean's divisor); ``util_steps``:
+    steps of ``step_s`` that hold one (coverage's numerator; equal to ``util_points`` for a range
+    query's answer, one sample per step); ``util_sum``/``util_peak`` in %; ``util_newest``: Unix
+    seconds of the newest sample (``None``: none). ``fb_steps``/``fb_peak``: the same for
+    ``DCGM_FI_DEV_FB_USED``, MiB. Samples whose value is ``None`` (``NaN``/``±Inf``) are not
+    samples."""
+
+    util_points: int = 0
+    util_steps: int = 0
+    util_sum: float = 0.0
+    util_peak: float | None = None
+    util_newest: float | None = None
+    fb_steps: int = 0
+    fb_peak: float | None = None
+
+
+def window_stats(
+    util_pct: Iterable[Sample],
+    fb_used_mib: Iterable[Sample],
+    *,
+    end: float,
+    window_s: float,
+    step_s: float,
+) -> WindowStats:
+    """:class:`WindowStats` of per-step samples (``end`` in Unix seconds): what
+    :meth:`PrometheusAdapter.gpu_usage_summary` has Prometheus compute, done here on samples
+    (a range query's answer, the fake's, the what-if's). A step is ``round((t - start) /
+    step_s)``, so a step counts once however many samples fall near it."""
+    start = end - window_s
+    util = [s for s in util_pct if s.value is not None and start <= s.timestamp <= end]
+    fb = [s for s in fb_used_mib if s.value is not None and start <= s.timestamp <= end]
+
+    def steps(points: list[Sample]) -> int:
+        return len({round((s.timestamp - start) / step_s) for s in points})
+
+    values = [s.value for s in util if s.value is not None]
+    return WindowStats(
+        util_points=len(values),
+        util_steps=steps(util),
+        util_sum=sum(values),
+        util_peak=max(values, default=None),
+        util_newest=max((s.timestamp for s in util), default=None),
+        fb_steps=steps(fb),
+        fb_peak=max((s.value for s in fb if s.value is not None), default=None),
+    )
+
+
+@dataclass(frozen=True)
+class DeviceSummary:
+    """One GPU (or MIG instance) and workload namespace, as :class:`DeviceUsage` but with its
+    samples reduced by Prometheus: ``windows`` maps a window length (s) to its
+    :class:`WindowStats` for windows ending at ``end`` (Unix seconds) with ``step_s`` steps.
+    ``util_source`` as in :class:`DeviceUsage` (chosen over the longest window). ``reduced``:
+    one series, reduced by Prometheus (``False``: read per step and reduced here)."""
+
+    hostname: str | None
+    uuid: str
+    gpu: str | None
+    model_name: str | None
+    gpu_instance_id: str | None
+    mig_profile: str | None
+    namespace: str | None
+    pods: tuple[str, ...]
+    hpc_jobs: tuple[str, ...]
+    util_source: str | None
+    end: float
+    step_s: float
+    windows: Mapping[int, WindowStats]
+    reduced: bool = True
+
+    @property
+    def key(self) -> tuple[str, str | None, str | None]:
+        return (self.uuid, self.gpu_instance_id, self.namespace)
+
+    def stats(self, *, end: float, window_s: int, step_s: float) -> WindowStats:
+        """The reduced window; ``ValueError`` for a window, end or step it was not read for
+        (never a silent "no samples")."""
+        if end != self.end or step_s != self.step_s or window_s not in self.windows:
+            raise ValueError(
+                f"summary read for windows {sorted(self.windows)} s ending {self.end} every "
+                f"{self.step_s} s, not {window_s} s ending {end} every {step_s} s"
+            )
+        return self.windows[window_s]
+
+
 class PrometheusAdapter:
     """Instant and range queries against one Prometheus server (``url``, e.g.
     ``http://127.0.0.1:9090``). ``timeout_s`` bounds each request (Prometheus gets the same
@@ -300,6 +394,95 @@ class PrometheusAdapter:
                     )
             return device_usage_from_series(series)
 
+    def gpu_usage_summary(
+        self,
+        *,
+        end: datetime,
+        windows_s: Iterable[int],
+        step_s: int = 60,
+        min_coverage: float = 0.0,
+        near_pct: Iterable[float] = (),
+    ) -> tuple[DeviceSummary, ...]:
+        """What :meth:`gpu_usage` returns, reduced in Prometheus: one :class:`DeviceSummary`
+        per device with, for each window of ``windows_s`` ending at ``end``, the
+        :class:`WindowStats` that :func:`window_stats` computes from ``gpu_usage``'s answer over
+        that window (same steps ``end - k x step_s``, same lookback), one value per device and
+        reduction (:func:`summary_queries`: 9 instant queries for one window, 6 more per other
+        window, sent 4 at a time), whatever the number of GPUs. The devices that one series
+        does not describe whole (:func:`device_summaries`; ``min_coverage`` and ``near_pct``
+        are the policies' lowest coverage and their thresholds) are read per step with
+        :meth:`gpu_usage`, their UUIDs in the selector, and reduced by :func:`window_stats`."""
+        windows = sorted({int(w) for w in windows_s})
+        if not windows or windows[0] <= 0 or step_s <= 0:
+            raise ValueError("windows_s and step_s must be positive")
+        end_ms = round(end.timestamp() * 1000)
+        shift_ms = end_ms % (int(step_s) * 1000)
+        at = datetime.fromtimestamp((end_ms - shift_ms) / 1000, tz=end.tzinfo)
+        queries = summary_queries(windows, step_s=int(step_s), shift_ms=shift_ms)
+        with cyclic_gc_paused(), ThreadPoolExecutor(max_workers=4) as pool:
+            futures = {name: pool.submit(self._instant, expr, at) for name, expr in queries.items()}
+            answers = {name: future.result() for name, future in futures.items()}
+            read = device_summaries(
+                answers,
+                windows=windows,
+                end=end_ms / 1000,
+                step_s=step_s,
+                min_coverage=min_coverage,
+                near_pct=near_pct,
+            )
+            if not read.per_step:
+                return read.devices
+            uuids = sorted({key[0] for key in read.per_step})
+            alternation = "|".join(re.escape(u) for u in uuids)
+            alternation = alternation.replace("\\", "\\\\").replace('"', '\\"')
+            found: list[DeviceUsage] = []
+            for label in ("UUID", "uuid"):
+                found += self.gpu_usage(
+                    start=end - timedelta(seconds=windows[-1]),
+                    end=end,
+                    step_s=step_s,
+                    selector=f'{label}=~"{alternation}"',
+                )
+            at_s = end_ms / 1000
+            stepped = tuple(
+                summary_of(device, end=at_s, windows=windows, step_s=step_s)
+                for device in found
+                if device.key in read.per_step
+            )
+            return read.devices + stepped
+
+    def utilisation_by_namespace(
+        self, *, start: datetime, end: datetime, step_s: int = 60
+    ) -> dict[str, tuple[Sample, ...]]:
+        """Per workload namespace, the mean ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (x 100, %) over
+        its series at each step from ``start`` to ``end``: two range queries (sum and count
+        ``by`` the labels that name the namespace), one short series per namespace label set,
+        added up here. The mean over series is the mean over cards where each card has one
+        series and no MIG instances (the caller's to check)."""
+        by = ", ".join(_NAMESPACE_LABELS)
+        prof = metric_selector(GR_ENGINE_ACTIVE)
+        sums, counts = (
+            self.query_range(f"{op} by ({by}) ({prof})", start=start, end=end, step_s=step_s)
+            for op in ("sum", "count")
+        )
+        totals: dict[str, dict[float, list[float]]] = defaultdict(
+            lambda: defaultdict(lambda: [0.0, 0.0])
+        )
+        for index, answer in enumerate((sums, counts)):
+            for item in answer:
+                namespace = dcgm_labels(item.label_map).namespace
+                if namespace is None:
+                    continue
+                for sample in item.samples:
+                    if sample.value is not None:
+                        totals[namespace][sample.timestamp][index] += sample.value
+        return {
+            namespace: tuple(
+                Sample(t, 100 * total / n) for t, (total, n) in sorted(steps.items()) if n
+            )
+            for namespace, steps in totals.items()
+        }
+
     # ------------------------------------------------------------------------ elastic view
 
     def inference_signals(
@@ -340,6 +523,19 @@ class PrometheusAdapter:
         return inference_signals_from_series(results, namespaces=namespaces)
 
     # ----------------------------------------------------------------------------- private
+
+    def _instant(self, expr: str, at: datetime) -> list[Any]:
+        """An instant query's raw ``result`` list (``[{"metric": {...}, "value": [t, "v"]}]``),
+        left undecoded into :class:`Series`: the summary reads a handful of labels of each."""
+        data = self._get(
+            "query", "/api/v1/query", {"query": expr, "time": _unix(at), **self._timeout()}
+        )
+        if not isinstance(data, dict) or data.get("resultType") != "vector":
+            raise UnexpectedResponse("no vector result in the answer", operation="query")
+        result = data.get("result")
+        if not isinstance(result, list):
+            raise UnexpectedResponse("no 'data.result' list in the answer", operation="query")
+        return result
 
     def _timeout(self) -> dict[str, str]:
         return {"timeout": f"{self.timeout_s:g}s"}
@@ -552,6 +748,254 @@ def device_usage_from_series(series: Iterable[Series]) -> tuple[DeviceUsage, ...
             )
         )
     return tuple(out)
+
+
+# ------------------------------------------------------------- the idle scan's reductions
+
+# The labels from which dcgm_labels reads a device's key (UUID, MIG instance, namespace)
+_DEVICE_LABELS = (
+    "UUID", "uuid", "GPU_I_ID", "namespace", "exported_namespace", "pod_namespace", "exported_pod",
+)  # fmt: skip
+# The labels that decide a series' workload namespace (dcgm_labels' precedence)
+_NAMESPACE_LABELS = ("namespace", "exported_namespace", "pod_namespace", "exported_pod")
+
+
+def _shifted(selector: str, shift_ms: int) -> str:
+    """``selector`` read ``shift_ms`` later than it is evaluated (a negative offset, PromQL
+    since 2.33), so that steps aligned to the epoch read the data of steps aligned to ``end``."""
+    return f"{selector} offset -{shift_ms}ms" if shift_ms else selector
+
+
+def _by_device(expr: str) -> str:
+    """The instant vector ``expr`` (one value per series) with only the labels that make a
+    device's key (:func:`dcgm_labels`: UUID, MIG instance, workload namespace), the maximum
+    where a device has several series (those are read per step anyway). Applied to the reduced
+    answer only (one value per series); no ``label_replace``, which costs Prometheus 2.42 about
+    a second per 16,000 series."""
+    return f"max by ({', '.join(_DEVICE_LABELS)}) ({expr})"
+
+
+SummaryName = tuple[str, str, int]
+"""``(metric, reduction, window_s)``: ``("prof" | "fb", "count" | "sum" | "max", window)``,
+``("prof" | "fb", "series", longest)`` (full labels) or ``("dev", "count", longest)``."""
+
+
+def summary_queries(
+    windows: Sequence[int], *, step_s: int, shift_ms: int
+) -> dict[SummaryName, str]:
+    """The PromQL of :meth:`PrometheusAdapter.gpu_usage_summary`, each an instant query at
+    ``end - shift_ms`` (a multiple of ``step_s``).
+
+    Each reduction runs over a subquery of a plain selector, ``sel[W + step_s/2 : step_s]``:
+    Prometheus evaluates ``sel`` at the epoch-aligned steps in that range (``end - k x step_s``
+    once :func:`_shifted` reads it ``shift_ms`` later), ``W / step_s + 1`` of them on Prometheus
+    2.x (range closed on the left) and 3.x (open) alike — the very steps, and lookback, of
+    ``query_range(start=end - W, end=end, step=step_s)``. ``count_over_time`` counts the steps
+    with a sample (``NaN`` included), ``sum_over_time`` their sum in time order (``NaN``/``±Inf``
+    when one is), ``max_over_time`` their peak (``NaN`` skipped). Nothing else runs per step (no
+    ``unless``, filter or ``label_replace`` inside: those cost several times the reduction).
+    Over the longest window, the profiling and framebuffer counts keep every label (one result
+    per series: the device's labels, and whether it has several series); the rest are one value
+    per device (:func:`_by_device`). ``DEV_GPU_UTIL`` is only counted (where a device has no
+    profiling series, the summary reads it per step)."""
+    prof = _shifted(metric_selector(GR_ENGINE_ACTIVE), shift_ms)
+    fb = _shifted(metric_selector(FB_USED), shift_ms)
+    dev = _shifted(metric_selector(GPU_UTIL), shift_ms)
+    half = step_s / 2
+
+    def over(selector: str, window: int) -> str:
+        return f"({selector})[{window + half:g}s:{step_s}s]"
+
+    longest = max(windows)
+    queries: dict[SummaryName, str] = {
+        ("prof", "series", longest): f"count_over_time({over(prof, longest)})",
+        ("fb", "series", longest): f"count_over_time({over(fb, longest)})",
+        ("dev", "count", longest): _by_device(f"count_over_time({over(dev, longest)})"),
+    }
+    for window in windows:
+        for metric, selector in (("prof", prof), ("fb", fb)):
+            for reduction in ("count", "sum", "max"):
+                if reduction == "count" and window == longest:
+                    continue  # the series query's values
+                queries[(metric, reduction, window)] = _by_device(
+                    f"{reduction}_over_time({over(selector, window)})"
+                )
+    return queries
+
+
+def _device_key(labels: Mapping[str, str]) -> tuple[str | None, str | None, str | None]:
+    """(UUID, MIG instance, workload namespace) as :func:`dcgm_labels` reads them, inlined:
+    the summary reads it for every value of every answer."""
+    get = labels.get
+    namespace = get("exported_namespace") or get("pod_namespace")
+    if not namespace and "exported_pod" not in labels:
+        namespace = get("namespace")
+    return (get("UUID") or get("uuid") or None, get("GPU_I_ID") or None, namespace or None)
+
+
+def _values_by_key(result: Iterable[Any]) -> dict[tuple[str, str | None, str | None], float]:
+    out: dict[tuple, float] = {}
+    for item in result:
+        key = _device_key(item["metric"])
+        if key[0]:
+            value = float(item["value"][1])  # NaN kept: it says a step was NaN
+            out[key] = value if key not in out else max(out[key], value)
+    return out
+
+
+@dataclass(frozen=True)
+class SummaryRead:
+    """:func:`device_summaries`' answer: the devices it could reduce, and the keys of those it
+    could not (several series, a ``NaN`` or ``±Inf`` sample, ``DEV_GPU_UTIL`` only, a gap at
+    the window's end): :meth:`PrometheusAdapter.gpu_usage_summary` reads those per step."""
+
+    devices: tuple[DeviceSummary, ...]
+    per_step: frozenset[tuple[str, str | None, str | None]]
+
+
+def device_summaries(
+    answers: Mapping[SummaryName, Sequence[Any]],
+    *,
+    windows: Sequence[int],
+    end: float,
+    step_s: float,
+    min_coverage: float,
+    near_pct: Iterable[float] = (),
+) -> SummaryRead:
+    """The answers of :func:`summary_queries` (raw instant-vector ``result`` lists) as one
+    :class:`DeviceSummary` per device that one profiling series (and at most one framebuffer
+    series with the same labels) describes whole, with the rules of
+    :func:`device_usage_from_series`; the other devices' keys are returned for a per-step
+    reading. Per step too: a device whose newest step matters and is not known — fewer steps
+    than the longest window's but at least ``min_coverage`` of them in some window (with all
+    steps, the newest is ``end``; under ``min_coverage``, the device is unknown whatever its
+    newest step); and one whose mean is within 1e-9 of one of ``near_pct`` (%, the policies'
+    thresholds: there the sum's last bit decides). A device is a key of the profiling or
+    framebuffer series, or of ``DEV_GPU_UTIL`` (``DEV_GPU_UTIL`` of a MIG-mode parent
+    ignored, as there)."""
+    try:
+        return _device_summaries(answers, windows, end, step_s, min_coverage, tuple(near_pct))
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise UnexpectedResponse(f"unreadable summary answer: {exc}", operation="query") from exc
+
+
+def _series_by_key(result: Iterable[Any]) -> dict[tuple, list[tuple[dict, float]]]:
+    """Full-label answers by device key: each series' labels and value."""
+    by_key: dict[tuple, list[tuple[dict, float]]] = defaultdict(list)
+    for item in result:
+        labels = item["metric"]
+        key = _device_key(labels)
+        if key[0]:
+            by_key[key].append((labels, float(item["value"][1])))
+    return by_key
+
+
+def _device_summaries(answers, windows, end, step_s, min_coverage, near) -> SummaryRead:
+    longest = max(windows)
+    series = {m: _series_by_key(answers[(m, "series", longest)]) for m in ("prof", "fb")}
+    values = {
+        name: _values_by_key(result) for name, result in answers.items() if name[1] != "series"
+    }
+    for metric in ("prof", "fb"):  # the longest window's counts are the series query's
+        values[(metric, "count", longest)] = {
+            key: rows[0][1] for key, rows in series[metric].items() if len(rows) == 1
+        }
+    mig_uuids = {key[0] for metric in series.values() for key in metric if key[1]}
+    mig_uuids |= {key[0] for key in values[("dev", "count", longest)] if key[1]}
+    steps = {window: window // step_s + 1 for window in windows}
+    per_step: set[tuple] = set()
+    out = []
+    keys = set(series["prof"]) | set(series["fb"])
+    for key in values[("dev", "count", longest)]:
+        if key in keys or (key[1] is None and key[0] in mig_uuids):
+            continue  # DEV_GPU_UTIL of a MIG-mode parent: unsupported, reads 0
+        per_step.add(key)  # DEV_GPU_UTIL only: read per step (``unless`` and all)
+    for key in keys:
+        prof, fb = series["prof"].get(key, []), series["fb"].get(key, [])
+        if len(prof) > 1 or len(fb) > 1 or (prof and fb and prof[0][0] != fb[0][0]):
+            per_step.add(key)  # several series: merged step by step
+            continue
+        if not prof and key in values[("dev", "count", longest)] and key[0] not in mig_uuids:
+            per_step.add(key)  # no profiling series: DEV_GPU_UTIL's, step by step
+            continue
+        stats = _reduced(key, values, windows, steps, min_coverage, near, end)
+        if stats is None:
+            per_step.add(key)
+            continue
+        labels = dcgm_labels((prof or fb)[0][0])
+        out.append(
+            DeviceSummary(
+                hostname=labels.hostname,
+                uuid=key[0],
+                gpu=labels.gpu,
+                model_name=labels.model_name,
+                gpu_instance_id=labels.gpu_instance_id,
+                mig_profile=labels.mig_profile,
+                namespace=labels.namespace,
+                pods=(labels.pod,) if labels.pod else (),
+                hpc_jobs=(labels.hpc_job,) if labels.hpc_job else (),
+                util_source="prof" if prof and stats[longest].util_points else None,
+                end=end,
+                step_s=step_s,
+                windows=stats,
+            )
+        )
+    return SummaryRead(tuple(out), frozenset(per_step))
+
+
+def _reduced(key, values, windows, steps, min_coverage, near, end) -> dict[int, WindowStats] | None:
+    """One device's :class:`WindowStats` per window from the reductions, or ``None`` when they
+    cannot say (see :func:`device_summaries`)."""
+    stats = {}
+    for window in windows:
+        count = int(values[("prof", "count", window)].get(key, 0))
+        total = values[("prof", "sum", window)].get(key)
+        fb_count = int(values[("fb", "count", window)].get(key, 0))
+        fb_total = values[("fb", "sum", window)].get(key)
+        if (count and not math.isfinite(total)) or (fb_count and not math.isfinite(fb_total)):
+            return None  # a NaN or ±Inf step: not a sample there
+        if steps[window] > count >= min_coverage * steps[window] - 1e-9:
+            return None  # the newest step decides
+        # x 100 after the sum, not per sample: the last bit may differ from the per-step
+        # reading's, which decides only a mean on a threshold (read per step)
+        total = total * 100 if count else 0.0
+        if count and any(abs(total / count - pct) <= 1e-9 * max(1.0, pct) for pct in near):
+            return None
+        stats[window] = WindowStats(
+            util_points=count,
+            util_steps=count,
+            util_sum=total,
+            util_peak=values[("prof", "max", window)][key] * 100 if count else None,
+            util_newest=end if count == steps[window] else None,
+            fb_steps=fb_count,
+            fb_peak=values[("fb", "max", window)].get(key) if fb_count else None,
+        )
+    return stats
+
+
+def summary_of(
+    device: DeviceUsage, *, end: float, windows: Sequence[int], step_s: float
+) -> DeviceSummary:
+    """A per-step reading as a :class:`DeviceSummary` (:func:`window_stats` per window)."""
+    return DeviceSummary(
+        hostname=device.hostname,
+        uuid=device.uuid,
+        gpu=device.gpu,
+        model_name=device.model_name,
+        gpu_instance_id=device.gpu_instance_id,
+        mig_profile=device.mig_profile,
+        namespace=device.namespace,
+        pods=device.pods,
+        hpc_jobs=device.hpc_jobs,
+        util_source=device.util_source,
+        end=end,
+        step_s=step_s,
+        windows={
+            w: window_stats(device.util_pct, device.fb_used_mib, end=end, window_s=w, step_s=step_s)
+            for w in windows
+        },
+        reduced=False,
+    )
 
 
 def _timeline(series: Sequence[Series], *, scale: float) -> tuple[Sample, ...]:

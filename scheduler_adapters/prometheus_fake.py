@@ -25,16 +25,18 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import replace
-from datetime import datetime
+from dataclasses import fields, replace
+from datetime import datetime, timedelta
 
 from scheduler_adapters.errors import SchedulerRejected, SchedulerUnavailable
 from scheduler_adapters.prometheus import (
     INFERENCE_METRICS,
+    DeviceSummary,
     DeviceUsage,
     InferenceSignals,
     Sample,
     Series,
+    window_stats,
 )
 
 _SELECTOR = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)?(\{(?P<matchers>[^}]*)\})?"
@@ -100,6 +102,66 @@ class FakePrometheus:
         # a range query answers only series with a sample in the range: a card silent for the
         # whole range is absent, not an empty series
         return tuple(d for d in cut if d.util_pct or d.fb_used_mib)
+
+    def gpu_usage_summary(
+        self,
+        *,
+        end: datetime,
+        windows_s: Iterable[int],
+        step_s: int = 60,
+        min_coverage: float = 0.0,
+        near_pct: Iterable[float] = (),
+    ) -> tuple[DeviceSummary, ...]:
+        """:meth:`gpu_usage` over the longest window, each device reduced per window by
+        :func:`~scheduler_adapters.prometheus.window_stats` (what the real adapter has
+        Prometheus compute on per-step values)."""
+        windows = sorted({int(w) for w in windows_s})
+        at = end.timestamp()
+        devices = self.gpu_usage(start=end - timedelta(seconds=windows[-1]), end=end, step_s=step_s)
+        return tuple(
+            DeviceSummary(
+                **{
+                    f.name: getattr(d, f.name)
+                    for f in fields(DeviceSummary)
+                    if f.name not in ("end", "step_s", "windows", "reduced")
+                },
+                end=at,
+                step_s=step_s,
+                windows={
+                    w: window_stats(d.util_pct, d.fb_used_mib, end=at, window_s=w, step_s=step_s)
+                    for w in windows
+                },
+            )
+            for d in devices
+        )
+
+    def utilisation_by_namespace(
+        self, *, start: datetime, end: datetime, step_s: int = 60
+    ) -> dict[str, tuple[Sample, ...]]:
+        """Per namespace, at each step of ``[start, end]``, the mean over its cards of each
+        card's mean over its instances, of the devices whose reading is profiling; a sample
+        counts at its nearest step (as the real adapter's range queries answer)."""
+        self.calls.append((start, end, step_s))
+        self._check_up()
+        lo, hi = start.timestamp(), end.timestamp()
+        steps: dict[str, dict[int, dict[str, list[float]]]] = defaultdict(
+            lambda: defaultdict(lambda: defaultdict(list))
+        )
+        for device in self.devices:
+            if device.namespace is None or device.util_source != "prof":
+                continue
+            for sample in device.util_pct:
+                if sample.value is not None and lo <= sample.timestamp <= hi:
+                    k = round((sample.timestamp - lo) / step_s)
+                    steps[device.namespace][k][device.uuid].append(sample.value)
+        out = {}
+        for namespace, by_step in steps.items():
+            line = []
+            for k in sorted(by_step):
+                cards = [sum(v) / len(v) for v in by_step[k].values()]
+                line.append(Sample(lo + k * step_s, sum(cards) / len(cards)))
+            out[namespace] = tuple(line)
+        return out
 
     def inference_signals(
         self,

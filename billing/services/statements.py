@@ -13,6 +13,7 @@ adjustment lines whose ``period`` is that month.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
@@ -36,7 +37,7 @@ from billing.errors import StatementFinal
 from billing.locks import billing_lock, month_close_lock_name
 from billing.models import SharedCardUse, Statement, StatementLine, UsageRecord
 from billing.pricing import month_of, previous_month, round_money, rounding_note, split_at_months
-from billing.rate_periods import month_currency, rate_periods
+from billing.rate_periods import RatePeriod, month_currency, rate_periods
 from pools.audit.models import AuditEvent
 from pools.audit.services import audit_event_build, audit_event_record
 from pools.inventory.models import GpuModel
@@ -96,6 +97,74 @@ def late_shared_months(team_ids: list[int] | None, month: date) -> dict[int, set
     return late
 
 
+def _billed_sums(team_id: int, old: Statement) -> tuple[dict[tuple, list[Decimal]], dict]:
+    """What was billed for ``old``'s month: its usage lines and the team's final adjustments
+    for that month, summed per line key as ``[quantity, amount]``, with each key's rate card."""
+    billed_lines = StatementLine.objects.filter(
+        Q(statement=old, kind=LineKind.USAGE)
+        | Q(
+            statement__team_id=team_id,
+            statement__status=StatementStatus.FINAL,
+            kind=LineKind.ADJUSTMENT,
+            period=old.month,
+        )  # fmt: skip
+    )
+    billed: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
+    meta: dict[tuple, Any] = {}
+    for line in billed_lines:
+        key = (line.gpu_model_id, line.served_model, line.basis, line.unit, line.unit_price,
+               line.rate_from, line.rate_to, line.gpu_id, line.share_basis,
+               line.pool_id)  # fmt: skip
+        billed[key][0] += line.quantity
+        billed[key][1] += line.amount
+        meta[key] = line.rate_card_id
+    return billed, meta
+
+
+def _adjustment_lines(
+    period: date,
+    recomputed: list[LineData],
+    billed: dict[tuple, list[Decimal]],
+    meta: dict,
+    currency: str,
+) -> list[LineData]:
+    """One adjustment line per key whose recomputed quantity or amount differs from what was
+    billed for ``period`` (pure): the differences, the amount rounded to the currency."""
+    result: list[LineData] = []
+    now_lines = {line.key: line for line in recomputed}
+    for key in sorted(set(now_lines) | set(billed), key=str):
+        new = now_lines.get(key)
+        was = billed.get(key, [Decimal(0), Decimal(0)])
+        quantity = (new.quantity if new else 0) - was[0]
+        amount = (new.amount if new else 0) - was[1]
+        if not quantity and not amount:
+            continue
+        (gpu_model_id, served, basis, unit, price, rate_from, rate_to, gpu_id, share_basis,
+         pool_id) = key  # fmt: skip
+        result.append(
+            LineData(
+                LineKind.ADJUSTMENT,
+                period,
+                gpu_model_id,
+                served,
+                basis,
+                unit,
+                Decimal(0),
+                quantity,
+                price,
+                round_money(amount, currency),
+                rate_from,
+                rate_to,
+                new.rate_card_id if new else meta.get(key),
+                gpu_id,
+                new.card_share if new else None,
+                share_basis,
+                pool_id,
+            )  # fmt: skip
+        )
+    return result
+
+
 def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
     """Differences between recomputed and billed amounts of earlier final months whose usage
     (usage records, the team's shared-card uses) changed after they were finalized."""
@@ -109,64 +178,8 @@ def _adjustments(team_id: int, month: date, currency: str) -> list[LineData]:
     result: list[LineData] = []
     for old in closed.order_by("month"):
         recomputed, _, _ = statement_lines_compute(team_id=team_id, month=old.month)
-        billed_lines = StatementLine.objects.filter(
-            Q(statement=old, kind=LineKind.USAGE)
-            | Q(
-                statement__team_id=team_id,
-                statement__status=StatementStatus.FINAL,
-                kind=LineKind.ADJUSTMENT,
-                period=old.month,
-            )  # fmt: skip
-        )
-        billed: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
-        meta: dict[tuple, Any] = {}
-        for line in billed_lines:
-            key = (line.gpu_model_id, line.served_model, line.basis, line.unit, line.unit_price,
-                   line.rate_from, line.rate_to, line.gpu_id, line.share_basis,
-                   line.pool_id)  # fmt: skip
-            billed[key][0] += line.quantity
-            billed[key][1] += line.amount
-            meta[key] = line.rate_card_id
-        now_lines = {line.key: line for line in recomputed}
-        for key in sorted(set(now_lines) | set(billed), key=str):
-            new = now_lines.get(key)
-            quantity = (new.quantity if new else 0) - billed[key][0]
-            amount = (new.amount if new else 0) - billed[key][1]
-            if not quantity and not amount:
-                continue
-            (
-                gpu_model_id,
-                served,
-                basis,
-                unit,
-                price,
-                rate_from,
-                rate_to,
-                gpu_id,
-                share_basis,
-                pool_id,
-            ) = key
-            result.append(
-                LineData(
-                    LineKind.ADJUSTMENT,
-                    old.month,
-                    gpu_model_id,
-                    served,
-                    basis,
-                    unit,
-                    Decimal(0),
-                    quantity,
-                    price,
-                    round_money(amount, currency),
-                    rate_from,
-                    rate_to,
-                    new.rate_card_id if new else meta.get(key),
-                    gpu_id,
-                    new.card_share if new else None,
-                    share_basis,
-                    pool_id,
-                )  # fmt: skip
-            )
+        billed, meta = _billed_sums(team_id, old)
+        result += _adjustment_lines(old.month, recomputed, billed, meta, currency)
     return result
 
 
@@ -340,26 +353,25 @@ _STATEMENT_FIELDS = [
 ]  # fmt: skip
 
 
-def statements_close_month(
-    *, month: date | None = None, now: datetime | None = None
-) -> list[Statement]:  # noqa: E501
-    """Build and finalize every team's statement for ``month`` (default: the previous month in
-    the billing time zone). Teams with usage in the month or late usage for earlier final
-    months get one. Safe to run again: final statements are skipped.
+@dataclass(frozen=True)
+class _MonthSums:
+    """What a month's close prices, read before its lock: the rate periods and the month's
+    currency, the usage sums per team (:func:`billing.charges.segment_sums_by_team`), the
+    shared-card lines and warnings per team, the teams with late usage or late shared-card use
+    in earlier final months, and every team that gets a statement."""
 
-    Same lines as :func:`statement_build` + :func:`statement_finalize` per team, in bulk: one
-    ``GROUP BY`` over the month's usage for all teams (split at rate periods), lines priced
-    per group in Python; statements and audit events written with ``bulk_create``, lines with
-    ``COPY`` on PostgreSQL (``bulk_create`` elsewhere), all in one transaction; managers get
-    their PDFs once it commits.
-    """
-    now = now or timezone.now()
-    month = (month or previous_month(month_of(now, billing_zone()))).replace(day=1)
-    periods = rate_periods(month=month, zone=billing_zone())
-    currency = month_currency(periods)
-    sums, team_ids = segment_sums_by_team(month, periods)
-    shared, shared_warnings = shared_card_lines(month, periods=periods)
-    team_ids |= set(shared) | set(shared_warnings)
+    periods: list[RatePeriod]
+    currency: str
+    sums: dict[int, dict]
+    shared: dict[int, list[LineData]]
+    shared_warnings: dict[int, list[dict]]
+    late_team_ids: set[int]
+    team_ids: set[int]
+
+
+def _late_team_ids(month: date) -> set[int]:
+    """Teams with a final statement before ``month`` whose usage records, or shared-card uses,
+    were written after it was finalized: they get adjustments on ``month``'s statement."""
     late = UsageRecord.objects.filter(
         team_id=OuterRef("team_id"),
         month=OuterRef("month"),
@@ -370,63 +382,135 @@ def statements_close_month(
         .filter(Exists(late))
         .values_list("team_id", flat=True)
     )
-    late_team_ids |= set(late_shared_months(None, month))
-    team_ids |= late_team_ids
+    return late_team_ids | set(late_shared_months(None, month))
+
+
+def _month_sums(month: date) -> _MonthSums:
+    """Step 1 of :func:`statements_close_month`: the reads (one ``GROUP BY`` for the usage)."""
+    periods = rate_periods(month=month, zone=billing_zone())
+    sums, team_ids = segment_sums_by_team(month, periods)
+    shared, shared_warnings = shared_card_lines(month, periods=periods)
+    late_team_ids = _late_team_ids(month)
+    team_ids |= set(shared) | set(shared_warnings) | late_team_ids
     team_ids |= set(Statement.objects.filter(month=month).values_list("team_id", flat=True))
+    return _MonthSums(
+        periods=periods,
+        currency=month_currency(periods),
+        sums=sums,
+        shared=shared,
+        shared_warnings=shared_warnings,
+        late_team_ids=late_team_ids,
+        team_ids=team_ids,
+    )
+
+
+def _month_lines(
+    month: date, todo: list[Team], got: _MonthSums
+) -> dict[int, tuple[list[LineData], list[dict]]]:
+    """Step 2: each team's lines and warnings, in a statement's order (as
+    :func:`statement_build`: usage priced per rate period, the ambiguous wall-clock notes,
+    shared cards, adjustments for late usage)."""
+    names = dict(GpuModel.objects.values_list("pk", "name"))
+    ambiguous = ambiguous_time_notes(month, [team.pk for team in todo])
+    built: dict[int, tuple[list[LineData], list[dict]]] = {}
+    for team in todo:
+        lines, warnings = lines_from_sums(
+            month, got.periods, got.currency, got.sums.get(team.pk, {})
+        )
+        warnings += ambiguous.get(team.pk, [])
+        lines += got.shared.get(team.pk, [])
+        warnings += got.shared_warnings.get(team.pk, [])
+        if team.pk in got.late_team_ids:
+            lines += _adjustments(team.pk, month, got.currency)
+        lines.sort(key=_sort_key(names))
+        built[team.pk] = (lines, warnings)
+    return built
+
+
+def _month_statements_write(
+    month: date,
+    todo: list[Team],
+    existing: dict[int, Statement],
+    built: dict[int, tuple[list[LineData], list[dict]]],
+    *,
+    currency: str,
+    now: datetime,
+) -> dict[int, Statement]:
+    """Step 3: the statements final (new ones ``bulk_create``, open ones ``bulk_update`` with
+    their old lines deleted), their lines inserted, one audit event each; by team id."""
+    new, old = [], []
+    for team in todo:
+        statement = existing.get(team.pk) or Statement(team=team, month=month)
+        statement.team = team
+        _statement_fill(statement, team, *built[team.pk], currency, now)
+        statement.status = StatementStatus.FINAL
+        statement.finalized_at = now
+        (old if statement.pk else new).append(statement)
+    Statement.objects.bulk_create(new)
+    if old:
+        Statement.objects.bulk_update(old, _STATEMENT_FIELDS)
+        StatementLine.objects.filter(statement__in=old).delete()
+    finalized = {s.team_id: s for s in new + old}
+    _lines_insert([(finalized[team.pk], built[team.pk][0]) for team in todo])
+    AuditEvent.objects.bulk_create(
+        [
+            audit_event_build(
+                actor=None,
+                action="statement.finalized",
+                obj=s,
+                after={"total": str(s.total_amount), "currency": s.currency},
+            )
+            for s in (finalized[team.pk] for team in todo)
+        ]  # fmt: skip
+    )
+    return finalized
+
+
+def _email_managers_on_commit(todo: list[Team], finalized: dict[int, Statement]) -> None:
+    """Step 4: each finalized statement's PDF to its team's managers once the close commits."""
+    with_managers = teams_with_manager_email(team_ids=finalized)
+    for team in todo:
+        if team.pk in with_managers:
+            statement_id = finalized[team.pk].pk
+            transaction.on_commit(
+                lambda statement_id=statement_id: statement_email_managers(
+                    statement_id=statement_id
+                )
+            )
+
+
+def statements_close_month(
+    *, month: date | None = None, now: datetime | None = None
+) -> list[Statement]:
+    """Build and finalize every team's statement for ``month`` (default: the previous month in
+    the billing time zone). Teams with usage in the month or late usage for earlier final
+    months get one. Safe to run again: final statements are skipped.
+
+    Same lines as :func:`statement_build` + :func:`statement_finalize` per team, in bulk: one
+    ``GROUP BY`` over the month's usage for all teams (split at rate periods), lines priced
+    per group in Python; statements and audit events written with ``bulk_create``, lines with
+    ``COPY`` on PostgreSQL (``bulk_create`` elsewhere), all in one transaction; managers get
+    their PDFs once it commits. Steps: :func:`_month_sums`, :func:`_month_lines`,
+    :func:`_month_statements_write`, :func:`_email_managers_on_commit`.
+    """
+    now = now or timezone.now()
+    month = (month or previous_month(month_of(now, billing_zone()))).replace(day=1)
+    got = _month_sums(month)
     with transaction.atomic():
         # A second close of the month waits here, then finds the first one's statements final
         # and leaves them (not a unique-constraint error).
         billing_lock(month_close_lock_name(month))
-        teams = list(Team.objects.filter(pk__in=team_ids).order_by("slug"))
+        teams = list(Team.objects.filter(pk__in=got.team_ids).order_by("slug"))
         existing = {
             s.team_id: s
-            for s in Statement.objects.select_for_update().filter(month=month, team_id__in=team_ids)
+            for s in Statement.objects.select_for_update().filter(
+                month=month, team_id__in=got.team_ids
+            )
         }
         todo = [t for t in teams if not (t.pk in existing and existing[t.pk].is_final)]
-        names = dict(GpuModel.objects.values_list("pk", "name"))
-        built: dict[int, tuple[list[LineData], list[dict]]] = {}
-        ambiguous = ambiguous_time_notes(month, [team.pk for team in todo])
-        for team in todo:
-            lines, warnings = lines_from_sums(month, periods, currency, sums.get(team.pk, {}))
-            warnings += ambiguous.get(team.pk, [])
-            lines += shared.get(team.pk, [])
-            warnings += shared_warnings.get(team.pk, [])
-            if team.pk in late_team_ids:
-                lines += _adjustments(team.pk, month, currency)
-            lines.sort(key=_sort_key(names))
-            built[team.pk] = (lines, warnings)
-        new, old = [], []
-        for team in todo:
-            statement = existing.get(team.pk) or Statement(team=team, month=month)
-            statement.team = team
-            _statement_fill(statement, team, *built[team.pk], currency, now)
-            statement.status = StatementStatus.FINAL
-            statement.finalized_at = now
-            (old if statement.pk else new).append(statement)
-        Statement.objects.bulk_create(new)
-        if old:
-            Statement.objects.bulk_update(old, _STATEMENT_FIELDS)
-            StatementLine.objects.filter(statement__in=old).delete()
-        finalized = {s.team_id: s for s in new + old}
-        _lines_insert([(finalized[team.pk], built[team.pk][0]) for team in todo])
-        AuditEvent.objects.bulk_create(
-            [
-                audit_event_build(
-                    actor=None,
-                    action="statement.finalized",
-                    obj=s,
-                    after={"total": str(s.total_amount), "currency": s.currency},
-                )
-                for s in (finalized[team.pk] for team in todo)
-            ]  # fmt: skip
+        built = _month_lines(month, todo, got)
+        finalized = _month_statements_write(
+            month, todo, existing, built, currency=got.currency, now=now
         )
-        with_managers = teams_with_manager_email(team_ids=finalized)
-        for team in todo:
-            if team.pk in with_managers:
-                statement_id = finalized[team.pk].pk
-                transaction.on_commit(
-                    lambda statement_id=statement_id: statement_email_managers(
-                        statement_id=statement_id
-                    )
-                )
+        _email_managers_on_commit(todo, finalized)
     return [finalized.get(t.pk) or existing[t.pk] for t in teams]

@@ -211,6 +211,49 @@ def usage_import_reservations(
 
 
 @transaction.atomic
+def _burst_records(
+    allocation: Allocation,
+    timeline: Any,
+    placed: dict[int, Any],
+    *,
+    month: date,
+    start: datetime,
+    end: datetime,
+) -> list[UsageRecord]:
+    """One allocation's burst records of one month's piece ``[start, end)`` (pure): one per
+    burst pool its cards were placed in (basis ``burst-pool``, that pool's card-seconds of the
+    ``placed`` timelines by pool id), then the home burst (basis ``burst``: the card-seconds
+    above the floor less those placed, never below 0); keyed per allocation, pool and month."""
+
+    def record(seconds: float, basis: str, source_id: str, pool_id: int | None = None):
+        return UsageRecord(
+            team_id=allocation.team_id,
+            gpu_model_id=allocation.gpu_model_id,
+            allocation_id=allocation.id,
+            pool_id=pool_id,
+            quantity=Decimal(round(seconds)),
+            unit=UsageUnit.CARD_SECONDS,
+            basis=basis,
+            month=month,
+            period_start=start,
+            period_end=end,
+            source=UsageSource.ELASTIC_BURST,
+            source_id=source_id,
+        )
+
+    span = {"start": start.timestamp(), "end": end.timestamp()}
+    seconds = burst_card_seconds(timeline, floor_cards=allocation.card_count, **span)
+    records = []
+    for pool_id, pool_timeline in sorted(placed.items()):
+        pool_seconds = burst_card_seconds(pool_timeline, floor_cards=0, **span)
+        seconds -= pool_seconds
+        key = f"burst-pool:{allocation.id}:{pool_id}:{month:%Y-%m}"
+        records.append(record(pool_seconds, ChargeBasis.BURST_POOL, key, pool_id))
+    key = f"burst:{allocation.id}:{month:%Y-%m}"
+    records.append(record(max(0.0, seconds), ChargeBasis.BURST, key))
+    return records
+
+
 def usage_import_elastic_burst(
     *, start: datetime, end: datetime, now: datetime | None = None
 ) -> UsageImport:
@@ -246,56 +289,12 @@ def usage_import_elastic_burst(
         held = clip(allocation.starts_at, allocation.ends_at, allocation.starts_at, now)
         if held is None:
             continue
-        timeline = timelines[allocation.pk]
         for month, piece_start, piece_end in split_at_months(*held, zone):
-            span = clip(piece_start, piece_end, start, end)
-            if span is None:
-                continue
-            seconds = burst_card_seconds(
-                timeline,
-                floor_cards=allocation.card_count,
-                start=piece_start.timestamp(),
-                end=piece_end.timestamp(),
-            )
-            for pool_id, pool_timeline in sorted(placed.get(allocation.pk, {}).items()):
-                pool_seconds = burst_card_seconds(
-                    pool_timeline,
-                    floor_cards=0,
-                    start=piece_start.timestamp(),
-                    end=piece_end.timestamp(),
-                )
-                seconds -= pool_seconds
-                records.append(
-                    UsageRecord(
-                        team_id=allocation.team_id,
-                        gpu_model_id=allocation.gpu_model_id,
-                        allocation_id=allocation.id,
-                        pool_id=pool_id,
-                        quantity=Decimal(round(pool_seconds)),
-                        unit=UsageUnit.CARD_SECONDS,
-                        basis=ChargeBasis.BURST_POOL,
-                        month=month,
-                        period_start=piece_start,
-                        period_end=piece_end,
-                        source=UsageSource.ELASTIC_BURST,
-                        source_id=f"burst-pool:{allocation.id}:{pool_id}:{month:%Y-%m}",
-                    )
-                )
-            records.append(
-                UsageRecord(
-                    team_id=allocation.team_id,
-                    gpu_model_id=allocation.gpu_model_id,
-                    allocation_id=allocation.id,
-                    quantity=Decimal(round(max(0.0, seconds))),
-                    unit=UsageUnit.CARD_SECONDS,
-                    basis=ChargeBasis.BURST,
-                    month=month,
-                    period_start=piece_start,
-                    period_end=piece_end,
-                    source=UsageSource.ELASTIC_BURST,
-                    source_id=f"burst:{allocation.id}:{month:%Y-%m}",
-                )
-            )
+            if clip(piece_start, piece_end, start, end) is not None:
+                records += _burst_records(
+                    allocation, timelines[allocation.pk], placed.get(allocation.pk, {}),
+                    month=month, start=piece_start, end=piece_end,
+                )  # fmt: skip
     usage_records_upsert(records, report, now)
     return usage_import_save(UsageSource.ELASTIC_BURST, start, end, report)
 

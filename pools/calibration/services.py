@@ -18,7 +18,7 @@ from pools.serving.calibration import compare, day_measure, median_or_none
 from pools.serving.models import ServedModel, ServingCalibrationDay, ServingRollup
 from pools.sizing import SizingInputError
 from pools.sizing.engines import engine_profile
-from pools.sizing.gpus import GPU_SPEC_FIELDS, gpu_spec_from_fields
+from pools.sizing.gpus import GPU_SPEC_FIELDS, GpuSpec, gpu_spec_from_fields
 from pools.sizing.inputs import model_arch
 from pools.sizing.memory import precision_parse
 from pools.sizing.models import CalibrationRecord
@@ -115,77 +115,95 @@ def _sized(served: ServedModel, measure, gpu_spec) -> tuple[float | None, object
     return weighted / total, band, ""
 
 
+def _rollup_rows_by_day(
+    allocation_ids: list[int], start: datetime, end: datetime
+) -> dict[int, dict[date, list[dict]]]:
+    """The 5-minute serving rollups of ``[start, end)`` per allocation and UTC day."""
+    rows_by_day: dict[int, dict[date, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for row in ServingRollup.objects.filter(
+        allocation_id__in=allocation_ids, bucket_start__gte=start, bucket_start__lt=end
+    ).values("allocation_id", "bucket_start", *ROLLUP_FIELDS):
+        day = row["bucket_start"].astimezone(UTC).date()
+        rows_by_day[row["allocation_id"]][day].append(row)
+    return rows_by_day
+
+
+def _served_days(
+    s: ServedModel, rows_by_day: dict[date, list[dict]], spec: GpuSpec
+) -> list[ServingCalibrationDay]:
+    """One served model's calibration days (pure): per UTC day with a measure
+    (:func:`day_measure`), the measured and sized output tok/s per card, the sizing's error
+    band and where the measure falls in it (:func:`compare`)."""
+    days = []
+    for day, rows in sorted(rows_by_day.items()):
+        measure = day_measure(rows, tp=s.tp)
+        if measure is None:
+            continue
+        sized, band, note = _sized(s, measure, spec)
+        low = band.low_factor if band else None
+        high = band.high_factor if band else None
+        result = None if sized is None else compare(
+            measured=measure.tok_s_per_card, sized=sized, low_factor=low, high_factor=high
+        )  # fmt: skip
+        days.append(
+            ServingCalibrationDay(
+                allocation_id=s.allocation_id, day=day, concurrency=measure.concurrency,
+                measured_tok_s_per_card=measure.tok_s_per_card, sized_tok_s_per_card=sized,
+                band_low_factor=low, band_high_factor=high,
+                ratio=result.ratio if result else None,
+                position=result.position if result else "", note=note,
+            )
+        )  # fmt: skip
+    return days
+
+
+def _calibration_records(
+    grouped: dict[tuple, list[ServingCalibrationDay]], now: datetime
+) -> list[CalibrationRecord]:
+    """One record per (model, GPU model, engine, precision, driver branch): its days, its
+    allocations, and the medians of the measured tok/s per card and of measured / sized."""
+    return [
+        CalibrationRecord(
+            model_id=key[0],
+            gpu_model_id=key[1],
+            engine=key[2],
+            precision=key[3],
+            driver_branch=key[4],
+            days=len(group),
+            allocations=len({d.allocation_id for d in group}),
+            median_tok_s_per_card=median_or_none(d.measured_tok_s_per_card for d in group),
+            median_ratio=median_or_none(d.ratio for d in group),
+            updated_at=now,
+        )
+        for key, group in grouped.items()
+    ]
+
+
 def calibration_refresh(*, now: datetime) -> dict:
     """Rewrite the calibration days of the last ``SERVING_ROLLUP_5M_DAYS`` days and the
-    records built from them; returns counts ``{"days", "records"}``."""
+    records built from them; returns counts ``{"days", "records"}``. Steps: the rollups by
+    day (:func:`_rollup_rows_by_day`), each served model's days (:func:`_served_days`), the
+    records (:func:`_calibration_records`), both tables replaced in one transaction."""
     window_days = settings.SERVING_ROLLUP_5M_DAYS
     start = datetime.combine(now.date() - timedelta(days=window_days - 1), datetime.min.time(), UTC)
     served = list(ServedModel.objects.select_related("allocation__gpu_model", "estimate"))
     ids = [s.allocation_id for s in served]
-    rows_by_day: dict[int, dict[date, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for row in ServingRollup.objects.filter(
-        allocation_id__in=ids, bucket_start__gte=start, bucket_start__lt=now
-    ).values("allocation_id", "bucket_start", *ROLLUP_FIELDS):
-        day = row["bucket_start"].astimezone(UTC).date()
-        rows_by_day[row["allocation_id"]][day].append(row)
+    rows_by_day = _rollup_rows_by_day(ids, start, now)
     branches = _driver_branches(ids)
     days: list[ServingCalibrationDay] = []
-    keys: dict[int, tuple] = {}
+    grouped: dict[tuple, list[ServingCalibrationDay]] = defaultdict(list)
     for s in served:
         gpu = s.allocation.gpu_model
         spec = gpu_spec_from_fields(**{f: getattr(gpu, f) for f in GPU_SPEC_FIELDS})
         precision, engine = _key_names(s)
-        keys[s.allocation_id] = (
-            s.model_id,
-            gpu.pk,
-            engine,
-            precision,
-            branches.get(s.allocation_id),
-        )
-        for day, rows in sorted(rows_by_day[s.allocation_id].items()):
-            measure = day_measure(rows, tp=s.tp)
-            if measure is None:
-                continue
-            sized, band, note = _sized(s, measure, spec)
-            low = band.low_factor if band else None
-            high = band.high_factor if band else None
-            result = None if sized is None else compare(
-                measured=measure.tok_s_per_card, sized=sized, low_factor=low, high_factor=high
-            )  # fmt: skip
-            days.append(
-                ServingCalibrationDay(
-                    allocation_id=s.allocation_id,
-                    day=day,
-                    concurrency=measure.concurrency,
-                    measured_tok_s_per_card=measure.tok_s_per_card,
-                    sized_tok_s_per_card=sized,
-                    band_low_factor=low,
-                    band_high_factor=high,
-                    ratio=result.ratio if result else None,
-                    position=result.position if result else "",
-                    note=note,
-                )
-            )
-    grouped: dict[tuple, list[ServingCalibrationDay]] = defaultdict(list)
-    for d in days:
-        grouped[keys[d.allocation_id]].append(d)
+        key = (s.model_id, gpu.pk, engine, precision, branches.get(s.allocation_id))
+        served_days = _served_days(s, rows_by_day[s.allocation_id], spec)
+        days += served_days
+        if served_days:
+            grouped[key] += served_days
     with transaction.atomic():
         ServingCalibrationDay.objects.all().delete()
         ServingCalibrationDay.objects.bulk_create(days)
         CalibrationRecord.objects.all().delete()
-        CalibrationRecord.objects.bulk_create(
-            CalibrationRecord(
-                model_id=key[0],
-                gpu_model_id=key[1],
-                engine=key[2],
-                precision=key[3],
-                driver_branch=key[4],
-                days=len(group),
-                allocations=len({d.allocation_id for d in group}),
-                median_tok_s_per_card=median_or_none(d.measured_tok_s_per_card for d in group),
-                median_ratio=median_or_none(d.ratio for d in group),
-                updated_at=now,
-            )
-            for key, group in grouped.items()
-        )
+        CalibrationRecord.objects.bulk_create(_calibration_records(grouped, now))
     return {"days": len(days), "records": len(grouped)}

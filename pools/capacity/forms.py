@@ -14,6 +14,7 @@ from pools.common.validators import MAX_REQUEST_CARDS, date_range_validator
 from pools.inventory.models import GpuModel, Pool
 from pools.inventory.selectors import mig_profiles, pooled_gpu_model_ids
 from pools.tenancy.models import Team
+from pools.web.pages import SlugChoiceField
 from scheduler_adapters.types import MAX_GPUS_PER_NODE
 
 JUSTIFICATION_MAX = 5000
@@ -44,7 +45,7 @@ class GpuModelSelect(forms.Select):
 class CapacityRequestForm(forms.Form):
     """A new capacity request; the service validates capacity and eligibility."""
 
-    team = forms.ModelChoiceField(queryset=None, to_field_name="slug", empty_label=None)
+    team = SlugChoiceField(None, empty_label=None)  # the caller's teams (__init__)
     kind = forms.ChoiceField(
         choices=[
             (RequestKind.CARDS, "Cards a pool has"),
@@ -58,23 +59,17 @@ class CapacityRequestForm(forms.Form):
     workload_kind = forms.ChoiceField(
         choices=WorkloadKind.choices, initial=WorkloadKind.TRAINING, widget=forms.RadioSelect
     )
-    workload_class = forms.ModelChoiceField(
-        queryset=WorkloadClass.objects.all(),
-        to_field_name="slug",
+    workload_class = SlugChoiceField(
+        WorkloadClass.objects.all(),
+        order=None,  # the classes' own order: highest preemption order first
         required=False,
         empty_label="The team's default class",
         label="Workload class",
         help_text="Decides the GPU models the work may use (production: data-centre cards).",
     )
-    pool = forms.ModelChoiceField(
-        queryset=Pool.objects.order_by("name"),
-        to_field_name="slug",
-        required=False,
-        empty_label="Any eligible pool",
-    )
-    gpu_model = forms.ModelChoiceField(
-        queryset=GpuModel.objects.order_by("name"),
-        to_field_name="slug",
+    pool = SlugChoiceField(Pool.objects, required=False, empty_label="Any eligible pool")
+    gpu_model = SlugChoiceField(
+        GpuModel.objects,
         required=False,
         empty_label="Any model with enough memory",
         label="GPU model",
@@ -213,15 +208,11 @@ class ApproveForm(forms.Form):
         label="Grant until",
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
     )
-    pool = forms.ModelChoiceField(
-        queryset=Pool.objects.order_by("name"),
-        to_field_name="slug",
-        required=False,
-        empty_label="(as requested / first eligible)",
+    pool = SlugChoiceField(
+        Pool.objects, required=False, empty_label="(as requested / first eligible)"
     )
-    gpu_model = forms.ModelChoiceField(
-        queryset=GpuModel.objects.order_by("name"),
-        to_field_name="slug",
+    gpu_model = SlugChoiceField(
+        GpuModel.objects,
         required=False,
         empty_label="(as requested / first eligible)",
         label="GPU model",

@@ -25,7 +25,6 @@ from django.db.models.functions import RowNumber
 from django.db.models.query import RawQuerySet
 from django.utils.module_loading import import_string
 
-from pools.audit.models import AuditEvent
 from pools.capacity.generation import allocations_generation
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.tenancy.models import Team
@@ -94,13 +93,6 @@ def allocation_list(*, user, names_only: bool = False) -> QuerySet[Allocation]:
             "workload_class__name",
         )
     return qs.visible_to(user)
-
-
-def audit_event_list(*, user) -> QuerySet[AuditEvent]:
-    """Audit events the user may see: all for pool admins; for others, the events of the
-    requests and allocations of their teams (subqueries, not lists of every id they may see:
-    the database keeps to one page of the newest events)."""
-    return AuditEvent.objects.select_related("actor").visible_to(user)
 
 
 class InstantsBefore(Func):

@@ -41,12 +41,14 @@ def allocation_provision_task(self, allocation_id: int) -> str:
 
 @shared_task(bind=True, acks_late=True, max_retries=MAX_RETRIES)
 def allocation_unbind_task(self, allocation_id: int) -> dict | None:
-    """Lower the team's scheduler cap after an allocation stopped holding cards."""
+    """Lower the team's scheduler cap and remove its reservation after an allocation stopped
+    holding cards. A transient error is retried; a refusal is not: the unbind recorded it for
+    admins, and reconcile repairs the cap and ends a reservation left behind."""
     try:
         return allocation_unbind(allocation_id=allocation_id)
     except SchedulerError as exc:
         if not exc.transient or self.request.is_eager:
-            return None  # reconcile repairs the cap (and records the drift)
+            return None
         raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
 
 

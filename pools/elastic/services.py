@@ -59,7 +59,7 @@ from pools.capacity.services.scheduler_binding import (
 from pools.clusters.adapters import metrics_adapter, pool_adapter
 from pools.common.choices import QuotaBackend, Scheduler, WorkloadKind
 from pools.common.errors import InvalidInput, PermissionDenied
-from pools.elastic.burst import Burst, hand_back_plan
+from pools.elastic.burst import Burst, HandBack, hand_back_plan
 from pools.elastic.burst_pool import Placement, burst_split, place
 from pools.elastic.choices import ScaleAction, ScaleSource
 from pools.elastic.forecast import Prescale, build_profile, plan_ahead, prescale_from_plan
@@ -549,45 +549,48 @@ def _capped(decision: Decision, granted: int) -> Decision:
     )
 
 
-def _record(
-    policy: ElasticPolicy,
-    decision: Decision,
-    now: datetime,
-    report: ScanReport,
-    placement: Placement | None = None,
-) -> None:
-    changed = decision.action is not Action.HOLD and decision.cards_to != decision.cards_from
+def _tally(report: ScanReport, policy: ElasticPolicy, decision: Decision, changed: bool) -> bool:
+    """Count the decision in the scan's report; ``False`` for a hold with the same reason as
+    the policy's last decision (nothing new to record)."""
     if decision.reason == Reason.UNKNOWN:
         report.unknown += 1
     if not changed:
         report.holds += 1
-        if policy.last_decision.get("reason") == str(decision.reason):
-            return  # the same hold as last time: nothing new to record
-    else:
-        report.ups += decision.action is Action.UP
-        report.downs += decision.action is Action.DOWN
-    numbers = decision.numbers()
-    before = {"cards_held": policy.cards_held}
-    if changed:
-        floor = policy.allocation.card_count
-        if decision.cards_to > floor and policy.cards_held <= floor:
-            policy.borrowed_since = now
-        elif decision.cards_to <= floor:
-            policy.borrowed_since = None
-        policy.cards_held = decision.cards_to
-        policy.last_scaled_at = now
-        if placement is not None:
-            policy.burst_cards = placement.burst_cards
-            if placement.burst_cards:
-                numbers["burst_cards"] = placement.burst_cards
-                numbers["burst_pool"] = policy.burst_pool.slug
-    policy.last_decision = {**numbers, "decided_at": now.isoformat()}
-    policy.save(
-        update_fields=[
-            "cards_held", "last_scaled_at", "borrowed_since", "last_decision", "burst_pool",
-            "burst_cards",
-        ]
-    )  # fmt: skip
+        return policy.last_decision.get("reason") != str(decision.reason)
+    report.ups += decision.action is Action.UP
+    report.downs += decision.action is Action.DOWN
+    return True
+
+
+def _policy_scaled(
+    policy: ElasticPolicy,
+    decision: Decision,
+    now: datetime,
+    placement: Placement | None,
+    numbers: dict[str, Any],
+) -> None:
+    """The policy's cards set to the decision's: borrowing since now when it first goes above
+    the floor, not borrowing at or below it; a burst pool's cards from ``placement``, named in
+    ``numbers`` when there are some. Not saved."""
+    floor = policy.allocation.card_count
+    if decision.cards_to > floor and policy.cards_held <= floor:
+        policy.borrowed_since = now
+    elif decision.cards_to <= floor:
+        policy.borrowed_since = None
+    policy.cards_held = decision.cards_to
+    policy.last_scaled_at = now
+    if placement is not None:
+        policy.burst_cards = placement.burst_cards
+        if placement.burst_cards:
+            numbers["burst_cards"] = placement.burst_cards
+            numbers["burst_pool"] = policy.burst_pool.slug
+
+
+def _scale_event_create(
+    policy: ElasticPolicy, decision: Decision, now: datetime, numbers: dict, *, changed: bool
+) -> bool:
+    """The loop's scale event of this instant; ``False`` if the instant was judged already (a
+    retried task: the event's unique key)."""
     try:
         with transaction.atomic():
             ScaleEvent.objects.create(
@@ -605,6 +608,36 @@ def _record(
                 numbers=numbers,
             )
     except IntegrityError:
+        return False
+    return True
+
+
+def _record(
+    policy: ElasticPolicy,
+    decision: Decision,
+    now: datetime,
+    report: ScanReport,
+    placement: Placement | None = None,
+) -> None:
+    """Record one policy's decision of the scan: counted (:func:`_tally`), the policy scaled
+    (:func:`_policy_scaled`) and saved with its last decision, the scale event
+    (:func:`_scale_event_create`) and the audit record; a changed policy's id is kept for the
+    apply step."""
+    changed = decision.action is not Action.HOLD and decision.cards_to != decision.cards_from
+    if not _tally(report, policy, decision, changed):
+        return  # the same hold as last time: nothing new to record
+    numbers = decision.numbers()
+    before = {"cards_held": policy.cards_held}
+    if changed:
+        _policy_scaled(policy, decision, now, placement, numbers)
+    policy.last_decision = {**numbers, "decided_at": now.isoformat()}
+    policy.save(
+        update_fields=[
+            "cards_held", "last_scaled_at", "borrowed_since", "last_decision", "burst_pool",
+            "burst_cards",
+        ]
+    )  # fmt: skip
+    if not _scale_event_create(policy, decision, now, numbers, changed=changed):
         return  # this instant was judged already (a retried task)
     report.events += 1
     audit_event_record(
@@ -931,16 +964,12 @@ def _due_hand_backs(members: list[ElasticPolicy], locked: dict, now: datetime) -
             ScaleEvent.objects.filter(pk=event.pk).update(applied=True)
 
 
-def elastic_hand_back(
-    *, pool: Pool, gpu_model: GpuModel, starts_at: datetime, ends_at: datetime, actor: Any
-) -> list[ScaleEvent]:
-    """After a guaranteed approval in ``pool`` (whose row the caller holds locked): take burst
-    cards back, newest first, until floors plus burst fit the cards usable over the new
-    allocation's window. The cut takes effect when that allocation starts (at once if it has,
-    else the loop carries it out then: :func:`_due_hand_backs`); the team is told now (the
-    event, the live page and the audit record say how many cards go and when)."""
-    now = timezone.now()
-    policies = list(
+def _hand_back_holders(
+    pool: Pool, gpu_model: GpuModel, starts_at: datetime, ends_at: datetime
+) -> list[ElasticPolicy]:
+    """The policies of the allocations of ``pool`` and ``gpu_model`` holding cards in
+    ``[starts_at, ends_at)``, locked (``FOR UPDATE`` of the policy rows only)."""
+    return list(
         ElasticPolicy.objects.select_for_update(of=("self",))
         .select_related("allocation__team")
         .filter(
@@ -950,8 +979,12 @@ def elastic_hand_back(
             allocation__gpu_model=gpu_model,
         )
     )
-    # only what is borrowed from this pool: cards placed in a burst pool stay there
-    bursts = [
+
+
+def _home_bursts(policies: list[ElasticPolicy]) -> list[Burst]:
+    """What each policy borrows from its home pool (pure): cards placed in a burst pool stay
+    there, so they are left out of the totals the hand-back plan cuts."""
+    return [
         Burst(
             allocation_id=p.pk,
             floor_cards=p.allocation.card_count,
@@ -961,6 +994,103 @@ def elastic_hand_back(
         for p in policies
         if _home_burst(p) > 0
     ]
+
+
+@dataclass(frozen=True)
+class _HandBackNote:
+    """One hand-back as the policy, the event and the audit record say it: the cut in the
+    policy's totals (burst-pool cards included), when it takes effect (aware), the sentence,
+    and the figures behind it."""
+
+    cut: HandBack
+    effective: datetime
+    message: str
+    numbers: dict[str, Any]
+
+
+def _hand_back_note(
+    home_cut: HandBack, policy: ElasticPolicy, *, pool: Pool, free: int, now: datetime
+) -> _HandBackNote:
+    """The plan's cut of the home-pool cards moved to the policy's totals and said (pure)."""
+    offset = policy.burst_cards  # the totals held, burst-pool cards included
+    cut = replace(
+        home_cut, cards_from=home_cut.cards_from + offset, cards_to=home_cut.cards_to + offset
+    )
+    effective = datetime.fromtimestamp(cut.effective_at, tz=now.tzinfo)
+    message = (
+        f"{cut.cards_from - cut.cards_to} burst card(s) handed back for a guaranteed "
+        f"allocation in {pool.name}: {cut.cards_from} -> {cut.cards_to} cards from "
+        f"{effective:%Y-%m-%d %H:%M %Z} (notice {cut.notice_s / 60:.0f} min)"
+    )
+    numbers = {
+        "cards_from": cut.cards_from,
+        "cards_to": cut.cards_to,
+        "effective_at": effective.isoformat(),
+        "notice_s": cut.notice_s,
+        "free_cards": free,
+    }
+    return _HandBackNote(cut=cut, effective=effective, message=message, numbers=numbers)
+
+
+def _hand_back_record(
+    policy: ElasticPolicy, note: _HandBackNote, *, now: datetime, actor: Any
+) -> ScaleEvent:
+    """Carry out one hand-back: cut now when it is due within the loop's step (and apply it
+    after commit), else leave it to :func:`_due_hand_backs`; the policy's last decision, the
+    scale event and the audit record say it either way."""
+    cut = note.cut
+    due = cut.effective_at <= now.timestamp() + STEP_S
+    if due:
+        _cut_to(policy, cut.cards_to, now)
+    policy.last_decision = {
+        "reason": "hand_back",
+        "message": note.message,
+        **note.numbers,
+        "decided_at": now.isoformat(),
+    }
+    policy.save(update_fields=["last_decision"])
+    event = ScaleEvent.objects.create(
+        policy=policy,
+        decided_at=now,
+        source=ScaleSource.HAND_BACK,
+        action=ScaleAction.DOWN,
+        reason="hand_back",
+        cards_from=cut.cards_from,
+        cards_to=cut.cards_to,
+        burst_pool=policy.burst_pool if policy.burst_cards else None,
+        burst_cards_to=policy.burst_cards,
+        effective_at=note.effective,
+        message=note.message,
+        numbers=note.numbers,
+    )
+    audit_event_record(
+        actor=actor,
+        action="elastic.hand_back",
+        obj=policy.allocation,
+        before={"cards_held": cut.cards_from},
+        after={"cards_held": cut.cards_to, **note.numbers},
+        reason=note.message,
+    )
+    if due:
+        enqueue_on_commit(ELASTIC_APPLY, policy.pk)
+    return event
+
+
+def elastic_hand_back(
+    *, pool: Pool, gpu_model: GpuModel, starts_at: datetime, ends_at: datetime, actor: Any
+) -> list[ScaleEvent]:
+    """After a guaranteed approval in ``pool`` (whose row the caller holds locked): take burst
+    cards back, newest first, until floors plus burst fit the cards usable over the new
+    allocation's window. The cut takes effect when that allocation starts (at once if it has,
+    else the loop carries it out then: :func:`_due_hand_backs`); the team is told now (the
+    event, the live page and the audit record say how many cards go and when).
+
+    Steps: the holders locked (:func:`_hand_back_holders`), what they borrow from this pool
+    (:func:`_home_bursts`), the plan (:func:`pools.elastic.burst.hand_back_plan`), then each
+    cut said (:func:`_hand_back_note`) and carried out (:func:`_hand_back_record`)."""
+    now = timezone.now()
+    policies = _hand_back_holders(pool, gpu_model, starts_at, ends_at)
+    bursts = _home_bursts(policies)
     if not bursts:
         return []
     free = pool_free_cards(pool=pool, gpu_model=gpu_model, start=starts_at, end=ends_at)
@@ -972,62 +1102,15 @@ def elastic_hand_back(
         guaranteed_starts_at=starts_at.timestamp(),
     )
     by_id = {p.pk: p for p in policies}
-    events = []
-    for home_cut in plan:
-        policy = by_id[home_cut.allocation_id]
-        offset = policy.burst_cards  # the totals held, burst-pool cards included
-        cut = replace(
-            home_cut, cards_from=home_cut.cards_from + offset, cards_to=home_cut.cards_to + offset
-        )
-        effective = datetime.fromtimestamp(cut.effective_at, tz=now.tzinfo)
-        message = (
-            f"{cut.cards_from - cut.cards_to} burst card(s) handed back for a guaranteed "
-            f"allocation in {pool.name}: {cut.cards_from} -> {cut.cards_to} cards from "
-            f"{effective:%Y-%m-%d %H:%M %Z} (notice {cut.notice_s / 60:.0f} min)"
-        )
-        numbers = {
-            "cards_from": cut.cards_from,
-            "cards_to": cut.cards_to,
-            "effective_at": effective.isoformat(),
-            "notice_s": cut.notice_s,
-            "free_cards": free,
-        }
-        due = cut.effective_at <= now.timestamp() + STEP_S
-        if due:
-            _cut_to(policy, cut.cards_to, now)
-        policy.last_decision = {
-            "reason": "hand_back",
-            "message": message,
-            **numbers,
-            "decided_at": now.isoformat(),
-        }
-        policy.save(update_fields=["last_decision"])
-        event = ScaleEvent.objects.create(
-            policy=policy,
-            decided_at=now,
-            source=ScaleSource.HAND_BACK,
-            action=ScaleAction.DOWN,
-            reason="hand_back",
-            cards_from=cut.cards_from,
-            cards_to=cut.cards_to,
-            burst_pool=policy.burst_pool if policy.burst_cards else None,
-            burst_cards_to=policy.burst_cards,
-            effective_at=effective,
-            message=message,
-            numbers=numbers,
-        )
-        audit_event_record(
+    return [
+        _hand_back_record(
+            by_id[home_cut.allocation_id],
+            _hand_back_note(home_cut, by_id[home_cut.allocation_id], pool=pool, free=free, now=now),
+            now=now,
             actor=actor,
-            action="elastic.hand_back",
-            obj=policy.allocation,
-            before={"cards_held": cut.cards_from},
-            after={"cards_held": cut.cards_to, **numbers},
-            reason=message,
         )
-        if due:
-            enqueue_on_commit(ELASTIC_APPLY, policy.pk)
-        events.append(event)
-    return events
+        for home_cut in plan
+    ]
 
 
 # ------------------------------------------------------------------------------ the HPA
@@ -1180,9 +1263,10 @@ def _run(result, source, samples, start: datetime, now: datetime) -> WhatIfRun:
 
 def elastic_burst_whatif(*, policy: ElasticPolicy, run: WhatIfRun, now: datetime | None = None):
     """The what-if's load with and without a burst pool (issue 35), or ``None`` when the team
-    may use no burst pool for it. The home pool holds the floor plus what it can lend now (its
-    free cards over the lending horizon less the burst others borrow, plus this allocation's
-    own home burst); the replayed cards above that go to the burst pool the allocation holds
+    may use no burst pool for it. The home pool holds the floor plus this allocation's own
+    home burst plus what it can still lend now (its free cards over the lending horizon, which
+    count guaranteed cards only, less the home burst of every elastic allocation there, this
+    one's included); the replayed cards above that go to the burst pool the allocation holds
     cards in, else the first the team opted into — or, without burst, are not served. Card-
     hours from :func:`pools.elastic.burst_pool.burst_split`, priced by the function
     ``settings.ELASTIC_BURST_WHATIF_MONEY`` names (billing's; ``None`` without one)."""
@@ -1211,7 +1295,10 @@ def elastic_burst_whatif(*, policy: ElasticPolicy, run: WhatIfRun, now: datetime
         for p in _group_policies(allocation.pool, allocation.gpu_model, now)
         if p.pk != policy.pk
     )
-    home_cards = allocation.card_count + _home_burst(policy) + max(0, free - others)
+    # as the loop lends (:func:`_judge_group`): ``free`` counts guaranteed cards only, so
+    # what is left to lend is ``free`` less every allocation's home burst, this one's too
+    own = _home_burst(policy)
+    home_cards = allocation.card_count + own + max(0, free - others - own)
     home_s, burst_s = burst_split(
         run.result.timeline,
         floor_cards=allocation.card_count,

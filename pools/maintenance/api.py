@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, serializers, status, viewsets
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
@@ -39,7 +39,12 @@ from pools.maintenance.services.windows import (
     wave_ask_errors,
 )
 from pools.tenancy.permissions import require_pool_admin
-from pools.web.api import AwareDateTimeField, SlugLookupField
+from pools.web.api import (
+    AwareDateTimeField,
+    CancelActionMixin,
+    PoolAdminCreateMixin,
+    SlugLookupField,
+)
 
 MAX_HOSTS = 2000
 
@@ -173,12 +178,25 @@ def wave_ask(data: dict) -> WaveAsk:
     )
 
 
-class MaintenanceWindowViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+@extend_schema_view(
+    create=extend_schema(responses={201: MaintenanceWindowSerializer}),
+    cancel=extend_schema(
+        request=MaintenanceCancelSerializer, responses=MaintenanceWindowSerializer
+    ),
+)
+class MaintenanceWindowViewSet(
+    PoolAdminCreateMixin, CancelActionMixin, viewsets.ReadOnlyModelViewSet
+):
     """Maintenance windows: nodes, a pool or a driver group out for a window."""
 
     queryset = MaintenanceWindow.objects.none()  # for the schema; get_queryset reads the user
     serializer_class = MaintenanceWindowSerializer
     filterset_fields = ["status", "scope", "wave"]
+    create_refusal = "Only pool admins may plan maintenance."
+    create_service = staticmethod(maintenance_window_create)
+    cancel_serializer_class = MaintenanceCancelSerializer
+    cancel_service = staticmethod(maintenance_window_cancel)
+    cancel_keyword = "window"
 
     def get_queryset(self):
         return maintenance_window_list(user=self.request.user).prefetch_related("nodes")
@@ -187,13 +205,6 @@ class MaintenanceWindowViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelVi
         form = self.get_serializer(data=request.data)
         form.is_valid(raise_exception=True)
         return dict(form.validated_data)
-
-    @extend_schema(responses={201: MaintenanceWindowSerializer})
-    def create(self, request, *args, **kwargs):
-        fields = self._fields(request)
-        window = maintenance_window_create(actor=request.user, **fields)
-        fresh = self.get_queryset().get(pk=window.pk)
-        return Response(self.get_serializer(fresh).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=MaintenanceWindowSerializer, responses=MaintenancePreviewSerializer)
     @action(detail=False, methods=["post"])
@@ -220,17 +231,6 @@ class MaintenanceWindowViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelVi
                 "teams": team_losses(found),
             }
         )
-
-    @extend_schema(request=MaintenanceCancelSerializer, responses=MaintenanceWindowSerializer)
-    @action(detail=True, methods=["post"])
-    def cancel(self, request, pk=None):
-        window = self.get_object()
-        form = MaintenanceCancelSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        window = maintenance_window_cancel(
-            window=window, actor=request.user, reason=form.validated_data["reason"]
-        )
-        return Response(self.get_serializer(self.get_queryset().get(pk=window.pk)).data)
 
     @extend_schema(
         request=WaveAskSerializer,

@@ -9,6 +9,7 @@ from django import forms
 from pools.common.validators import date_range_validator
 from pools.inventory.models import DriverGroup, Pool
 from pools.maintenance.models import TITLE_MAX_LENGTH
+from pools.web.pages import SlugChoiceField
 
 
 class MaintenanceWindowForm(forms.Form):
@@ -31,10 +32,7 @@ class MaintenanceWindowForm(forms.Form):
         help_text="Host names, separated by spaces or commas (scope: named nodes).",
         widget=forms.Textarea(attrs={"rows": 2}),
     )
-    pool = forms.ModelChoiceField(
-        queryset=Pool.objects.order_by("name"), to_field_name="slug", required=False,
-        empty_label="Any pool",
-    )  # fmt: skip
+    pool = SlugChoiceField(Pool.objects, required=False, empty_label="Any pool")
     driver_group = forms.ModelChoiceField(
         queryset=DriverGroup.objects.order_by("branch"), to_field_name="branch", required=False,
         empty_label="—",
@@ -70,10 +68,7 @@ class MaintenanceWaveForm(forms.Form):
     driver_group = forms.ModelChoiceField(
         queryset=DriverGroup.objects.order_by("branch"), to_field_name="branch"
     )
-    pool = forms.ModelChoiceField(
-        queryset=Pool.objects.order_by("name"), to_field_name="slug", required=False,
-        empty_label="Every pool",
-    )  # fmt: skip
+    pool = SlugChoiceField(Pool.objects, required=False, empty_label="Every pool")
     first_start = forms.DateTimeField(
         validators=[date_range_validator],
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),

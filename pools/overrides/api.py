@@ -6,10 +6,8 @@ members and pool admins, made and cancelled (ended now) by pool admins through
 from __future__ import annotations
 
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiExample, extend_schema
-from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.decorators import action
-from rest_framework.response import Response
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
+from rest_framework import serializers, viewsets
 
 from pools.classes.models import WorkloadClass
 from pools.inventory.models import GpuModel, Pool
@@ -18,7 +16,7 @@ from pools.overrides.filtersets import OverrideFilterSet
 from pools.overrides.models import OVERRIDE_REASON_MAX_LENGTH, OverrideKind, TemporaryOverride
 from pools.overrides.services import override_cancel, override_create
 from pools.tenancy.models import Team
-from pools.tenancy.permissions import require_pool_admin
+from pools.web.api import CancelActionMixin, PoolAdminCreateMixin
 
 MAX_CARDS = 100_000  # a bound for the integer field; the pool's usable cards refuse sooner
 
@@ -66,18 +64,8 @@ class OverrideCancelSerializer(serializers.Serializer):
     reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
 
 
-class OverrideViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
-    """Temporary overrides: a team's ceiling, Kueue borrowing limit or priority raised in one
-    pool until a date."""
-
-    queryset = TemporaryOverride.objects.none()  # for the schema; get_queryset scopes by user
-    serializer_class = OverrideSerializer
-    filterset_class = OverrideFilterSet
-
-    def get_queryset(self):
-        return selectors.override_list(user=self.request.user)
-
-    @extend_schema(
+@extend_schema_view(
+    create=extend_schema(
         examples=[
             OpenApiExample(
                 "Lift nlp's A100 cap to 12 cards until Friday",
@@ -93,24 +81,25 @@ class OverrideViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                 request_only=True,
             )
         ]
-    )
-    def create(self, request, *args, **kwargs):
-        # Before the body: a member's 400 would tell which team slugs exist.
-        require_pool_admin(request.user, "Only pool admins may override a team's limits.")
-        form = self.get_serializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        override = override_create(actor=request.user, **form.validated_data)
-        fresh = self.get_queryset().get(pk=override.pk)
-        return Response(self.get_serializer(fresh).data, status=status.HTTP_201_CREATED)
+    ),
+    cancel=extend_schema(
+        request=OverrideCancelSerializer,
+        responses=OverrideSerializer,
+        description="End the override now; the team's figures go back to normal.",
+    ),
+)
+class OverrideViewSet(PoolAdminCreateMixin, CancelActionMixin, viewsets.ReadOnlyModelViewSet):
+    """Temporary overrides: a team's ceiling, Kueue borrowing limit or priority raised in one
+    pool until a date."""
 
-    @extend_schema(request=OverrideCancelSerializer, responses=OverrideSerializer)
-    @action(detail=True, methods=["post"])
-    def cancel(self, request, pk=None):
-        """End the override now; the team's figures go back to normal."""
-        override = self.get_object()
-        form = OverrideCancelSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        override = override_cancel(
-            override=override, actor=request.user, reason=form.validated_data["reason"]
-        )
-        return Response(self.get_serializer(self.get_queryset().get(pk=override.pk)).data)
+    queryset = TemporaryOverride.objects.none()  # for the schema; get_queryset scopes by user
+    serializer_class = OverrideSerializer
+    filterset_class = OverrideFilterSet
+    create_refusal = "Only pool admins may override a team's limits."
+    create_service = staticmethod(override_create)
+    cancel_serializer_class = OverrideCancelSerializer
+    cancel_service = staticmethod(override_cancel)
+    cancel_keyword = "override"
+
+    def get_queryset(self):
+        return selectors.override_list(user=self.request.user)

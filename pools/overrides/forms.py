@@ -10,6 +10,7 @@ from pools.common.validators import MAX_REQUEST_CARDS
 from pools.inventory.models import GpuModel, Pool
 from pools.overrides.models import OverrideKind
 from pools.tenancy.models import Team
+from pools.web.pages import SlugChoiceField
 
 
 class OverrideForm(forms.Form):
@@ -17,12 +18,11 @@ class OverrideForm(forms.Form):
     team with cards in the pool, Kueue for a borrowing limit) is the service's, whose field
     errors the page shows next to each field, as the API answers them."""
 
-    team = forms.ModelChoiceField(queryset=Team.objects.order_by("name"), to_field_name="slug")
-    pool = forms.ModelChoiceField(queryset=Pool.objects.order_by("name"), to_field_name="slug")
+    team = SlugChoiceField(Team.objects)
+    pool = SlugChoiceField(Pool.objects)
     kind = forms.ChoiceField(choices=OverrideKind.choices, label="Raise")
-    gpu_model = forms.ModelChoiceField(
-        queryset=GpuModel.objects.order_by("name"),
-        to_field_name="slug",
+    gpu_model = SlugChoiceField(
+        GpuModel.objects,
         required=False,
         label="GPU model",
         help_text="For a ceiling or a borrowing limit.",
@@ -34,9 +34,9 @@ class OverrideForm(forms.Form):
         label="Raise to (cards)",
         help_text="More than the team has now; at most the pool's usable cards.",
     )
-    workload_class = forms.ModelChoiceField(
-        queryset=WorkloadClass.objects.order_by("-priority"),
-        to_field_name="slug",
+    workload_class = SlugChoiceField(
+        WorkloadClass.objects,
+        order="-priority",
         required=False,
         label="Raise to class",
         help_text="For a priority: a class of higher priority than the team's.",

@@ -183,6 +183,68 @@ def _priority_errors(
     return {}, before
 
 
+def _kind_checked(
+    *,
+    errors: dict[str, str],
+    team: Team,
+    pool: Pool,
+    kind: str,
+    gpu_model: GpuModel | None,
+    cards: int | None,
+    workload_class: WorkloadClass | None,
+    now: datetime,
+) -> tuple[int | None, WorkloadClass | None]:
+    """The figure the override raises from, ``(cards_before, class_before)``, once the kind's
+    fields pass (the pool's row locked): a priority names a class and no GPU model or cards; a
+    ceiling or borrowing limit names cards of a GPU model and no class. Raises
+    :class:`InvalidInput` with those fields' errors and ``errors`` (the common fields')."""
+    errors = dict(errors)
+    cards_before = class_before = None
+    if kind == OverrideKind.PRIORITY:
+        if gpu_model is not None or cards is not None:
+            errors["gpu_model"] = "A priority is the team's, not a GPU model's: leave empty."
+        more, class_before = _priority_errors(
+            team=team, pool=pool, workload_class=workload_class, now=now
+        )
+    else:
+        if workload_class is not None:
+            errors["workload_class"] = "Only for a priority override: leave empty."
+        more, cards_before = _cards_errors(
+            team=team, pool=pool, kind=kind, gpu_model=gpu_model, cards=cards, now=now
+        )
+    errors = {**more, **errors}
+    if errors:
+        raise InvalidInput("The override has invalid fields.", errors=errors)
+    return cards_before, class_before
+
+
+def _override_insert(**fields: Any) -> TemporaryOverride:
+    """Insert the override with the fields of its kind only (a priority's class, or a ceiling's
+    or borrowing limit's GPU model and cards); a second active one of the same team, pool,
+    kind and GPU model (the database's unique constraint) is a field error on ``kind`` naming
+    until when the first one holds."""
+    if fields["kind"] == OverrideKind.PRIORITY:
+        fields.update(gpu_model=None, cards=None)
+    else:
+        fields.update(workload_class=None)
+    try:
+        with transaction.atomic():
+            return TemporaryOverride.objects.create(**fields)
+    except IntegrityError as exc:
+        active = TemporaryOverride.objects.filter(
+            team=fields["team"],
+            pool=fields["pool"],
+            kind=fields["kind"],
+            gpu_model=fields["gpu_model"],
+            status=OverrideStatus.ACTIVE,
+        ).first()
+        until_text = f" until {active.until:%Y-%m-%d %H:%M} UTC" if active else ""
+        raise InvalidInput(
+            "The override has invalid fields.",
+            errors={"kind": f"Already raised{until_text}: cancel that override first."},
+        ) from exc
+
+
 def override_create(
     *,
     actor: Any,
@@ -199,7 +261,10 @@ def override_create(
     """Raise ``kind`` of ``team`` in ``pool`` from now to ``until``: a ceiling or borrowing
     limit to ``cards`` of ``gpu_model``, a priority to ``workload_class``. Raises
     :class:`PermissionDenied` (not a pool admin) or :class:`InvalidInput` (``errors`` by field,
-    see the module doc); nothing is written then. The schedulers follow after commit."""
+    see the module doc); nothing is written then. The schedulers follow after commit.
+
+    Steps: the common fields (:func:`_common_errors`), the pool locked, the kind's fields
+    (:func:`_kind_checked`), the row (:func:`_override_insert`), the audit record."""
     require_pool_admin(actor, "Only pool admins may override a team's limits.")
     now = now or timezone.now()
     errors = _common_errors(team=team, pool=pool, kind=kind, until=until, reason=reason, now=now)
@@ -207,47 +272,16 @@ def override_create(
         raise InvalidInput("The override has invalid fields.", errors=errors)
     with transaction.atomic():
         pool = pool_lock(pool.pk)
-        cards_before = class_before = None
-        if kind == OverrideKind.PRIORITY:
-            if gpu_model is not None or cards is not None:
-                errors["gpu_model"] = "A priority is the team's, not a GPU model's: leave empty."
-            more, class_before = _priority_errors(
-                team=team, pool=pool, workload_class=workload_class, now=now
-            )
-        else:
-            if workload_class is not None:
-                errors["workload_class"] = "Only for a priority override: leave empty."
-            more, cards_before = _cards_errors(
-                team=team, pool=pool, kind=kind, gpu_model=gpu_model, cards=cards, now=now
-            )
-        errors = {**more, **errors}
-        if errors:
-            raise InvalidInput("The override has invalid fields.", errors=errors)
-        try:
-            with transaction.atomic():
-                override = TemporaryOverride.objects.create(
-                    team=team,
-                    pool=pool,
-                    kind=kind,
-                    gpu_model=gpu_model if kind != OverrideKind.PRIORITY else None,
-                    cards=cards if kind != OverrideKind.PRIORITY else None,
-                    cards_before=cards_before,
-                    workload_class=workload_class if kind == OverrideKind.PRIORITY else None,
-                    class_before=class_before,
-                    reason=reason.strip(),
-                    until=until,
-                    created_by=actor if getattr(actor, "is_authenticated", False) else None,
-                    created_at=now,
-                )
-        except IntegrityError as exc:
-            active = TemporaryOverride.objects.filter(
-                team=team, pool=pool, kind=kind, gpu_model=gpu_model, status=OverrideStatus.ACTIVE
-            ).first()
-            until_text = f" until {active.until:%Y-%m-%d %H:%M} UTC" if active else ""
-            raise InvalidInput(
-                "The override has invalid fields.",
-                errors={"kind": f"Already raised{until_text}: cancel that override first."},
-            ) from exc
+        cards_before, class_before = _kind_checked(
+            errors=errors, team=team, pool=pool, kind=kind, gpu_model=gpu_model, cards=cards,
+            workload_class=workload_class, now=now,
+        )  # fmt: skip
+        override = _override_insert(
+            team=team, pool=pool, kind=kind, gpu_model=gpu_model, cards=cards,
+            cards_before=cards_before, workload_class=workload_class, class_before=class_before,
+            reason=reason.strip(), until=until, created_at=now,
+            created_by=actor if getattr(actor, "is_authenticated", False) else None,
+        )  # fmt: skip
         audit_event_record(
             actor=actor,
             action="override.created",

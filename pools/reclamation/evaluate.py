@@ -14,11 +14,18 @@ a group holding 8 cards with series for 4 has 4 unknown cards, whatever those 4 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from scheduler_adapters.prometheus import DeviceUsage, Sample
+from scheduler_adapters.prometheus import (
+    DeviceSummary,
+    DeviceUsage,
+    Sample,
+    WindowStats,
+    window_stats,
+)
 
 # Mean utilisation (%) under which a card is idle, unless its pool's policy says otherwise:
 # the seeds' scale-down rule (seed 004 §3.3: down when utilisation < 30 % for 30 min). The
@@ -100,10 +107,22 @@ def _in_window(samples: Iterable[Sample], start: float, end: float) -> list[Samp
 def coverage(samples: Sequence[Sample], *, end: float, t: Thresholds) -> float:
     """Share (0-1) of the window's steps that hold a sample: a range query from
     ``end - window_s`` to ``end`` every ``step_s`` has ``window_s // step_s + 1`` steps."""
-    expected = t.window_s // t.step_s + 1
-    start = end - t.window_s
-    steps = {round((s.timestamp - start) / t.step_s) for s in _in_window(samples, start, end)}
-    return min(1.0, len(steps) / expected)
+    stats = window_stats(samples, (), end=end, window_s=t.window_s, step_s=t.step_s)
+    return _share(stats.util_steps, t)
+
+
+def _share(steps: int, t: Thresholds) -> float:
+    return min(1.0, steps / (t.window_s // t.step_s + 1))
+
+
+def device_stats(device: DeviceUsage | DeviceSummary, *, end: float, t: Thresholds) -> WindowStats:
+    """A device's window ``[end - window_s, end]``: reduced by Prometheus already (a
+    :class:`DeviceSummary`), or reduced here from its samples (:func:`window_stats`)."""
+    if isinstance(device, DeviceSummary):
+        return device.stats(end=end, window_s=t.window_s, step_s=t.step_s)
+    return window_stats(
+        device.util_pct, device.fb_used_mib, end=end, window_s=t.window_s, step_s=t.step_s
+    )
 
 
 def evaluate_instance(
@@ -113,39 +132,52 @@ def evaluate_instance(
     end: float,
     t: Thresholds,
 ) -> tuple[Verdict, bool, float | None, float | None, float, float | None, str]:
-    """One device or MIG instance: (verdict, certainly idle, mean %, peak %, coverage,
-    peak MiB, reason)."""
-    start = end - t.window_s
-    points = _in_window(util_pct, start, end)
-    cover = coverage(util_pct, end=end, t=t)
-    if not points:
+    """One device or MIG instance from its samples: see :func:`instance_verdict`."""
+    stats = window_stats(util_pct, fb_used_mib, end=end, window_s=t.window_s, step_s=t.step_s)
+    return instance_verdict(stats, end=end, t=t)
+
+
+def instance_verdict(
+    stats: WindowStats, *, end: float, t: Thresholds
+) -> tuple[Verdict, bool, float | None, float | None, float, float | None, str]:
+    """One device or MIG instance from its window's :class:`WindowStats`: (verdict, certainly
+    idle, mean %, peak %, coverage, peak MiB, reason).
+
+    Unknown without samples, with coverage under ``min_coverage`` or with the newest sample
+    more than ``max_staleness_s`` before ``end``; else busy when the mean is at least
+    ``idle_below_pct``; else idle, *certainly* when the peak is under
+    ``certainly_idle_below_pct`` and the framebuffer, sampled over ``min_coverage`` of the
+    steps, never went over ``process_memory_max_mib``."""
+    if not stats.util_points:
         return Verdict.UNKNOWN, False, None, None, 0.0, None, "no utilisation samples"
-    values = [s.value for s in points if s.value is not None]
-    mean, peak = sum(values) / len(values), max(values)
+    cover = _share(stats.util_steps, t)
+    mean, peak = stats.util_sum / stats.util_points, stats.util_peak
     if cover < t.min_coverage:
         reason = f"samples cover {cover:.0%} of the window (< {t.min_coverage:.0%})"
         return Verdict.UNKNOWN, False, mean, peak, cover, None, reason
-    newest = max(s.timestamp for s in points)
+    newest = stats.util_newest if stats.util_newest is not None else -math.inf
     if end - newest > t.max_staleness_s:
         reason = f"newest sample is {end - newest:.0f} s old (> {t.max_staleness_s} s)"
         return Verdict.UNKNOWN, False, mean, peak, cover, None, reason
-    memory = _in_window(fb_used_mib, start, end)
-    peak_fb = max((s.value for s in memory if s.value is not None), default=None)
+    peak_fb = stats.fb_peak
     if mean >= t.idle_below_pct:
         return Verdict.BUSY, False, mean, peak, cover, peak_fb, f"mean {mean:.1f} %"
     certain = (
-        peak < t.certainly_idle_below_pct
+        peak is not None
+        and peak < t.certainly_idle_below_pct
         and peak_fb is not None
         and peak_fb <= t.process_memory_max_mib
-        and coverage(fb_used_mib, end=end, t=t) >= t.min_coverage
+        and _share(stats.fb_steps, t) >= t.min_coverage
     )
     return Verdict.IDLE, certain, mean, peak, cover, peak_fb, f"mean {mean:.1f} %"
 
 
-def evaluate_card(instances: Sequence[DeviceUsage], *, end: float, t: Thresholds) -> CardEvaluation:
+def evaluate_card(
+    instances: Sequence[DeviceUsage | DeviceSummary], *, end: float, t: Thresholds
+) -> CardEvaluation:
     """A card from its series (one, or one per MIG instance): busy when any instance is busy,
     else unknown when any is unknown, else idle."""
-    results = [evaluate_instance(d.util_pct, d.fb_used_mib, end=end, t=t) for d in instances]
+    results = [instance_verdict(device_stats(d, end=end, t=t), end=end, t=t) for d in instances]
     verdicts = [r[0] for r in results]
     if Verdict.BUSY in verdicts:
         verdict = Verdict.BUSY
@@ -175,7 +207,7 @@ def evaluate_card(instances: Sequence[DeviceUsage], *, end: float, t: Thresholds
 
 
 def evaluate_group(
-    devices: Sequence[DeviceUsage], *, held: int, end: float, t: Thresholds
+    devices: Sequence[DeviceUsage | DeviceSummary], *, held: int, end: float, t: Thresholds
 ) -> GroupEvaluation:
     """The cards of one team in one pool (the devices the scan attributed to it), ``held``
     cards in all.
@@ -238,7 +270,7 @@ def utilisation_sparkline(
 
 
 def evaluate_job_cards(
-    cards: Sequence[tuple[str, Sequence[DeviceUsage]]],
+    cards: Sequence[tuple[str, Sequence[DeviceUsage | DeviceSummary]]],
     *,
     held: int,
     recent_cards: int,

@@ -8,10 +8,13 @@ from __future__ import annotations
 import re
 
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field
-from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.decorators import action
-from rest_framework.response import Response
+from drf_spectacular.utils import (
+    OpenApiExample,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
+from rest_framework import serializers, viewsets
 
 from pools.inventory.models import GpuModel, Pool
 from pools.recurring import selectors
@@ -21,7 +24,7 @@ from pools.recurring.services.reservations import (
     recurring_reservation_create,
 )
 from pools.tenancy.models import Team
-from pools.tenancy.permissions import require_pool_admin
+from pools.web.api import CancelActionMixin, PoolAdminCreateMixin
 
 MAX_CARDS = 100_000  # a bound for the integer field; the pool's usable cards refuse sooner
 WALL_CLOCK_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$"
@@ -90,17 +93,8 @@ class CancelSerializer(serializers.Serializer):
     reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
 
 
-class RecurringReservationViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
-    """Recurring reservations of whole cards (daily, weekdays, weekly in a time zone)."""
-
-    queryset = RecurringReservation.objects.none()  # for the schema; get_queryset scopes by user
-    serializer_class = RecurringReservationSerializer
-    filterset_fields = ["status", "recurrence"]
-
-    def get_queryset(self):
-        return selectors.recurring_reservation_list(user=self.request.user)
-
-    @extend_schema(
+@extend_schema_view(
+    create=extend_schema(
         examples=[
             OpenApiExample(
                 "A course: 8 L40S every weekday 09:00-18:00 Berlin time",
@@ -120,23 +114,22 @@ class RecurringReservationViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyMode
                 request_only=True,
             )
         ]
-    )
-    def create(self, request, *args, **kwargs):
-        # Before the body: a member's 400 would tell which team slugs exist.
-        require_pool_admin(request.user, "Only pool admins may reserve recurring capacity.")
-        form = self.get_serializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        reservation = recurring_reservation_create(actor=request.user, **form.validated_data)
-        fresh = self.get_queryset().get(pk=reservation.pk)
-        return Response(self.get_serializer(fresh).data, status=status.HTTP_201_CREATED)
+    ),
+    cancel=extend_schema(request=CancelSerializer, responses=RecurringReservationSerializer),
+)
+class RecurringReservationViewSet(
+    PoolAdminCreateMixin, CancelActionMixin, viewsets.ReadOnlyModelViewSet
+):
+    """Recurring reservations of whole cards (daily, weekdays, weekly in a time zone)."""
 
-    @extend_schema(request=CancelSerializer, responses=RecurringReservationSerializer)
-    @action(detail=True, methods=["post"])
-    def cancel(self, request, pk=None):
-        reservation = self.get_object()
-        form = CancelSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        reservation = recurring_reservation_cancel(
-            reservation=reservation, actor=request.user, reason=form.validated_data["reason"]
-        )
-        return Response(self.get_serializer(self.get_queryset().get(pk=reservation.pk)).data)
+    queryset = RecurringReservation.objects.none()  # for the schema; get_queryset scopes by user
+    serializer_class = RecurringReservationSerializer
+    filterset_fields = ["status", "recurrence"]
+    create_refusal = "Only pool admins may reserve recurring capacity."
+    create_service = staticmethod(recurring_reservation_create)
+    cancel_serializer_class = CancelSerializer
+    cancel_service = staticmethod(recurring_reservation_cancel)
+    cancel_keyword = "reservation"
+
+    def get_queryset(self):
+        return selectors.recurring_reservation_list(user=self.request.user)

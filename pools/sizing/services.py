@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -175,6 +175,103 @@ def _cards_per_node() -> dict[str, int]:
 # Computing
 
 
+def _kv_per_replica(memory, batch: float | None) -> int | None:
+    """One sequence's KV bytes counted once per replica (a TP rank's share × the ranks it is
+    split over; MLA's latent and replicated KV heads are one copy) × the sequences in flight
+    (the batch, rounded up); ``None`` without a fit (pure)."""
+    if memory is None or batch is None:
+        return None
+    per_sequence = (
+        memory.kv_bytes_per_sequence_per_gpu
+        * memory.kv_bytes_per_token
+        // memory.kv_bytes_per_token_per_gpu
+    )
+    return per_sequence * math.ceil(batch)
+
+
+def _row_parallelism_json(
+    row: PlanRow, *, gpu: GpuModel, spec: GpuSpec, cards_per_node: int
+) -> dict[str, Any]:
+    """The card and how a replica is split over cards and nodes (pure)."""
+    return {
+        "gpu_model": row.gpu_slug,
+        "gpu_name": row.gpu_name,
+        "memory_gib": float(gpu.memory_gib),
+        "memory_bandwidth_gbps": spec.memory_bandwidth_gbps,
+        "nvlink": spec.has_nvlink,
+        "card_class": gpu.card_class,
+        "cards_per_node": cards_per_node,
+        "precision": None if row.estimate is None else row.estimate.precision,
+        "min_fit_tp": row.min_fit_tp,
+        "tp": row.tp,
+        "pp": row.pp,
+        "cards_per_replica": None if row.tp is None else row.tp * row.pp,
+        "ep": row.ep,
+        "dp_attention": row.dp_attention,
+        "nic_gbps": row.nic_gbps,
+    }
+
+
+def _row_memory_json(row: PlanRow, memory, *, batch, kv_per_token: int) -> dict[str, Any]:
+    """Bytes per card of the weights, the KV cache, overhead and reserve, and of the vision
+    encoder and the draft model when there are (pools/sizing/memory.py; pure). Without a fit
+    (``memory`` ``None``) only the model's KV bytes per token."""
+    kv_per_replica = _kv_per_replica(memory, batch)
+    fitted = (
+        "weights_bytes", "weights_bytes_per_gpu", "vision_weights_bytes_per_gpu",
+        "draft_weights_bytes_per_gpu", "draft_kv_bytes_per_sequence_per_gpu",
+    )  # fmt: skip
+    return {
+        **{name: None if memory is None else getattr(memory, name) for name in fitted},
+        "kv_bytes_per_token": kv_per_token if memory is None else memory.kv_bytes_per_token,
+        "kv_bytes_per_replica": kv_per_replica,
+        "kv_bytes_total": None
+        if kv_per_replica is None or row.replicas is None
+        else kv_per_replica * row.replicas,
+        "overhead_reserve_bytes_per_gpu": None
+        if memory is None
+        else memory.engine_overhead_bytes_per_gpu + memory.reserve_bytes_per_gpu,
+    }
+
+
+def _row_throughput_json(throughput) -> dict[str, Any]:
+    """A replica's speed at its batch (pools/sizing/throughput.py), with speculative decoding's
+    output tokens per sequence per draft-and-verify pass and whether it beat plain decoding
+    there (000 §3.3); all ``None`` without a fit (pure)."""
+    names = (
+        "decode_ceiling_batch1_tok_s", "tpot_ms", "ttft_ms", "speculative_tokens_per_step",
+        "speculative_credited",
+    )  # fmt: skip
+    return {
+        "batch": None if throughput is None else throughput.batch,
+        **{name: None if throughput is None else getattr(throughput, name) for name in names},
+        "output_tok_s_per_replica": None if throughput is None else throughput.output_tok_s_total,
+    }
+
+
+def _row_cards_json(row: PlanRow) -> dict[str, Any]:
+    """The replicas and cards, and the cards as separate lines (seeds/004 section 2.3): the
+    whole peak, the share of it sized for, and the buffer on top; cards = (sized + buffer)
+    replicas × TP × PP. With where similar published measurements fell
+    (pools/sizing/band.py) and the cards if every replica serves only its low end (pure)."""
+
+    def cards(replicas: int | None) -> int | None:
+        return None if replicas is None else replicas * row.tp * row.pp
+
+    return {
+        "replica_requests_per_s": row.replica_requests_per_s,
+        "per_card_equivalent_tok_s": row.per_card_equivalent_tok_s,
+        "replicas": row.replicas,
+        "cards": row.cards,
+        "cards_at_peak": cards(row.replicas_at_peak),
+        "cards_sized": cards(row.replicas_sized),
+        "cards_buffer": cards(row.replicas_buffer),
+        "band": None if row.band is None else row.band.as_dict(),
+        "replicas_pessimistic": row.replicas_pessimistic,
+        "cards_pessimistic": row.cards_pessimistic,
+    }
+
+
 def _row_json(
     row: PlanRow,
     *,
@@ -185,71 +282,17 @@ def _row_json(
     kv_per_token: int,
     pool_names: Mapping[str, str],
 ) -> dict[str, Any]:
+    """One GPU model's row of the plan as JSON (pure): the parallelism, memory, throughput and
+    cards parts, then where the cards are free, the price and the verdicts."""
     estimate = row.estimate
     throughput = estimate.throughput if estimate is not None else None
     memory = estimate.memory if estimate is not None else None
-    batch = None if throughput is None else throughput.batch
-    kv_per_replica = None
-    if memory is not None and batch is not None:
-        # One sequence's KV counted once per replica (a TP rank's share x the ranks it is
-        # split over; MLA's latent and replicated KV heads are one copy).
-        per_sequence = (
-            memory.kv_bytes_per_sequence_per_gpu
-            * memory.kv_bytes_per_token
-            // memory.kv_bytes_per_token_per_gpu
-        )
-        kv_per_replica = per_sequence * math.ceil(batch)
+    speed = _row_throughput_json(throughput)
     return {
-        "gpu_model": row.gpu_slug,
-        "gpu_name": row.gpu_name,
-        "memory_gib": float(gpu.memory_gib),
-        "memory_bandwidth_gbps": spec.memory_bandwidth_gbps,
-        "nvlink": spec.has_nvlink,
-        "card_class": gpu.card_class,
-        "cards_per_node": cards_per_node,
-        "precision": None if estimate is None else estimate.precision,
-        "min_fit_tp": row.min_fit_tp,
-        "tp": row.tp,
-        "pp": row.pp,
-        "cards_per_replica": None if row.tp is None else row.tp * row.pp,
-        "ep": row.ep,
-        "dp_attention": row.dp_attention,
-        "nic_gbps": row.nic_gbps,
-        "batch": batch,
-        "weights_bytes": None if memory is None else memory.weights_bytes,
-        "weights_bytes_per_gpu": None if memory is None else memory.weights_bytes_per_gpu,
-        "kv_bytes_per_token": kv_per_token if memory is None else memory.kv_bytes_per_token,
-        "kv_bytes_per_replica": kv_per_replica,
-        "kv_bytes_total": None
-        if kv_per_replica is None or row.replicas is None
-        else kv_per_replica * row.replicas,
-        "overhead_reserve_bytes_per_gpu": None
-        if memory is None
-        else memory.engine_overhead_bytes_per_gpu + memory.reserve_bytes_per_gpu,
-        "decode_ceiling_batch1_tok_s": None
-        if throughput is None
-        else throughput.decode_ceiling_batch1_tok_s,
-        "output_tok_s_per_replica": None if throughput is None else throughput.output_tok_s_total,
-        "tpot_ms": None if throughput is None else throughput.tpot_ms,
-        "ttft_ms": None if throughput is None else throughput.ttft_ms,
-        "replica_requests_per_s": row.replica_requests_per_s,
-        "per_card_equivalent_tok_s": row.per_card_equivalent_tok_s,
-        "replicas": row.replicas,
-        "cards": row.cards,
-        # The cards as separate lines (seeds/004 section 2.3): the whole peak, the share of it
-        # sized for, and the buffer on top; cards = (sized + buffer) replicas x TP x PP.
-        "cards_at_peak": None
-        if row.replicas_at_peak is None
-        else row.replicas_at_peak * row.tp * row.pp,
-        "cards_sized": None if row.replicas_sized is None else row.replicas_sized * row.tp * row.pp,
-        "cards_buffer": None
-        if row.replicas_buffer is None
-        else row.replicas_buffer * row.tp * row.pp,
-        # Where similar published measurements fell (pools/sizing/band.py), and the cards if
-        # every replica serves only the low end of that band.
-        "band": None if row.band is None else row.band.as_dict(),
-        "replicas_pessimistic": row.replicas_pessimistic,
-        "cards_pessimistic": row.cards_pessimistic,
+        **_row_parallelism_json(row, gpu=gpu, spec=spec, cards_per_node=cards_per_node),
+        **_row_memory_json(row, memory, batch=speed["batch"], kv_per_token=kv_per_token),
+        **speed,
+        **_row_cards_json(row),
         "free_cards": row.free_cards,
         "pool": None if free is None else free[1],
         "pool_name": None if free is None else pool_names.get(free[1], free[1]),
@@ -257,21 +300,6 @@ def _row_json(
         "monthly_cost": row.monthly_cost,
         "meets_targets": row.meets_targets,
         "fits_free_capacity": row.fits_free_capacity,
-        # Speculative decoding at the batch the replica runs (000 §3.3): output tokens per
-        # sequence per draft-and-verify pass, and whether it beat plain decoding there.
-        "speculative_tokens_per_step": None
-        if throughput is None
-        else throughput.speculative_tokens_per_step,
-        "speculative_credited": None if throughput is None else throughput.speculative_credited,
-        "vision_weights_bytes_per_gpu": None
-        if memory is None
-        else memory.vision_weights_bytes_per_gpu,
-        "draft_weights_bytes_per_gpu": None
-        if memory is None
-        else memory.draft_weights_bytes_per_gpu,
-        "draft_kv_bytes_per_sequence_per_gpu": None
-        if memory is None
-        else memory.draft_kv_bytes_per_sequence_per_gpu,
         "warnings": [_warning(w, row=row, free=free, pool_names=pool_names) for w in row.warnings],
         "estimate": None if estimate is None else replica_estimate_as_dict(estimate),
     }
@@ -437,46 +465,102 @@ def _justification(results: dict[str, Any], row: dict[str, Any]) -> str:
     )
 
 
-def sizing_results(
-    *, inputs: Mapping[str, Any], on_progress: Callable[[int, int], None] | None = None
-) -> dict[str, Any]:
-    """Compute the plan for clean ``inputs`` (from :func:`sizing_inputs_clean`) as plain JSON:
-    the model's numbers, the demand, the seeds' rule, one row per GPU model with every
-    intermediate number, the recommendations and what to request. Reads the GPU models and the
-    free cards of the inference pools; writes nothing. ``on_progress(done, total)`` per GPU
-    model. Raises :class:`SizingInputError` if the arithmetic refuses the inputs."""
-    model = model_arch(inputs)
-    visual = visual_of(inputs, model)
-    # A multimodal request's images and video reach the language model as input tokens
-    # (000 §6.3): the prefill, the KV cache and the demand count them with the text.
-    input_len = inputs["input_len"] + (0 if visual is None else visual.tokens)
-    demand = demand_of({**inputs, "input_len": input_len})
-    speculation = speculation_of(inputs, model)
+@dataclass(frozen=True)
+class _Fleet:
+    """What the fleet offers the plan, read once: the capacity window (aware), the best
+    inference pool's free and usable cards per GPU model slug (``(cards, pool slug)``), the GPU
+    models asked about with their specs, the largest TP degree per slug, the card-hour prices
+    (currency, ``{slug: Decimal}``) and the pools' names by slug."""
+
+    start: datetime
+    end: datetime
+    free: dict[str, tuple[int, str]]
+    usable: dict[str, tuple[int, str]]
+    gpus: list[tuple[GpuModel, GpuSpec]]
+    max_tp: dict[str, int]
+    currency: str | None
+    prices: dict[str, Decimal]
+    pool_names: dict[str, str]
+
+    def free_cards(self, slug: str) -> int:
+        return self.free.get(slug, (0, ""))[0]
+
+
+def _fleet_read(inputs: Mapping[str, Any]) -> _Fleet:
+    """Step 1 of :func:`sizing_results`: the database reads (module doc: where the free cards,
+    cards per node and prices come from)."""
     start, end = capacity_window()
     free = inference_free_cards(start=start, end=end)
-    usable = inference_usable_cards(start=start, end=end)
     gpus = _gpu_specs(inputs)
     if inputs["only_free_capacity"]:
         gpus = [(row, spec) for row, spec in gpus if free.get(spec.slug, (0, ""))[0] > 0]
     per_node = _cards_per_node()
-    max_tp = {spec.slug: per_node.get(spec.slug, DEFAULT_CARDS_PER_NODE) for _, spec in gpus}
     currency, prices = card_hour_prices(inputs=inputs, gpu_slugs=[spec.slug for _, spec in gpus])
-    plan: SizingPlan = sizing_plan(
+    return _Fleet(
+        start=start,
+        end=end,
+        free=free,
+        usable=inference_usable_cards(start=start, end=end),
+        gpus=gpus,
+        max_tp={spec.slug: per_node.get(spec.slug, DEFAULT_CARDS_PER_NODE) for _, spec in gpus},
+        currency=currency,
+        prices=prices,
+        pool_names=dict(Pool.objects.values_list("slug", "name")),  # people read names
+    )
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """The workload the plan sizes, from the inputs: the architecture, the vision part (or
+    ``None``), the input tokens with the images' and video's (000 §6.3: they reach the language
+    model as input tokens, so the prefill, the KV cache and the demand count them), the demand
+    (or ``None``: sized by concurrency) and the speculative decoding (or ``None``)."""
+
+    model: Any
+    visual: Any
+    input_len: int
+    demand: Any
+    speculation: Speculation | None
+
+
+def _ask_of(inputs: Mapping[str, Any]) -> _Ask:
+    """Step 2 of :func:`sizing_results` (pure)."""
+    model = model_arch(inputs)
+    visual = visual_of(inputs, model)
+    input_len = inputs["input_len"] + (0 if visual is None else visual.tokens)
+    return _Ask(
         model=model,
-        gpus=[spec for _, spec in gpus],
+        visual=visual,
+        input_len=input_len,
+        demand=demand_of({**inputs, "input_len": input_len}),
+        speculation=speculation_of(inputs, model),
+    )
+
+
+def _plan_of(
+    inputs: Mapping[str, Any],
+    ask: _Ask,
+    fleet: _Fleet,
+    on_progress: Callable[[int, int], None] | None,
+) -> SizingPlan:
+    """Step 3 of :func:`sizing_results`: :func:`pools.sizing.plan.sizing_plan` over the fleet's
+    GPU models (pure but for ``on_progress``)."""
+    return sizing_plan(
+        model=ask.model,
+        gpus=[spec for _, spec in fleet.gpus],
         precision=inputs["precision"],
         kv_cache_dtype=inputs["kv_cache_dtype"],
-        input_tokens=input_len,
+        input_tokens=ask.input_len,
         output_tokens=inputs["output_len"],
-        demand=demand,
+        demand=ask.demand,
         concurrency=inputs["concurrency"],
         tpot_target_ms=inputs["tpot_target_ms"],
         ttft_target_ms=inputs["ttft_target_ms"],
         engine=inputs["engine"],
-        cards_per_node=max_tp,
-        free_cards={spec.slug: free.get(spec.slug, (0, ""))[0] for _, spec in gpus},
-        prices=prices,
-        seed_per_card_tok_s=inputs["seed_per_card_tok_s"] if demand is not None else None,
+        cards_per_node=fleet.max_tp,
+        free_cards={spec.slug: fleet.free_cards(spec.slug) for _, spec in fleet.gpus},
+        prices=fleet.prices,
+        seed_per_card_tok_s=inputs["seed_per_card_tok_s"] if ask.demand is not None else None,
         on_progress=on_progress,
         sized_share=inputs.get("sized_share", 1.0),
         buffer_share=inputs.get("buffer_share", 0.0),
@@ -485,115 +569,159 @@ def sizing_results(
         ep=inputs.get("ep"),
         dp_attention=inputs.get("dp_attention"),
         nic_gbps=inputs.get("nic_gbps"),
-        speculation=speculation,
-        encoder_flops_per_request=0.0 if visual is None else visual.encoder_flops,
+        speculation=ask.speculation,
+        encoder_flops_per_request=0.0 if ask.visual is None else ask.visual.encoder_flops,
     )
-    by_slug = {spec.slug: (row, spec) for row, spec in gpus}
-    pool_names = dict(Pool.objects.values_list("slug", "name"))  # people read names, not slugs
+
+
+def _model_json(model) -> dict[str, Any]:
+    """The architecture's figures the page shows (pure)."""
+    names = (
+        "id", "name", "hf_repo", "total_params", "active_params", "num_layers", "num_kv_heads",
+        "head_dim", "kv_lora_rank", "qk_rope_head_dim", "max_context_tokens",
+    )  # fmt: skip
+    return {name: getattr(model, name) for name in names}
+
+
+def _memory_json(inputs: Mapping[str, Any], ask: _Ask) -> dict[str, Any]:
+    """The precision, the engine's constants and the per-token and per-sequence KV bytes behind
+    every row (pools/sizing/memory.py; pure)."""
+    model, context = ask.model, ask.input_len + inputs["output_len"]
     precision = precision_parse(inputs["precision"])
+    engine = engine_profile(inputs["engine"])
     kv_bits = kv_cache_bits(kv_cache_dtype_for(inputs["kv_cache_dtype"], model)[0])
-    per_token = model_kv_bytes_per_token(model, kv_bits=kv_bits)
-    per_sequence = kv_bytes_per_sequence(
-        model, context_tokens=input_len + inputs["output_len"], kv_bits=kv_bits
-    )
-    results = {
-        "model": {
-            "id": model.id,
-            "name": model.name,
-            "hf_repo": model.hf_repo,
-            "total_params": model.total_params,
-            "active_params": model.active_params,
-            "num_layers": model.num_layers,
-            "num_kv_heads": model.num_kv_heads,
-            "head_dim": model.head_dim,
-            "kv_lora_rank": model.kv_lora_rank,
-            "qk_rope_head_dim": model.qk_rope_head_dim,
-            "max_context_tokens": model.max_context_tokens,
-        },
+    per_sequence = kv_bytes_per_sequence(model, context_tokens=context, kv_bits=kv_bits)
+    concurrency = inputs["concurrency"]
+    return {
         "precision": precision.name,
         "weight_bits": precision.weight_bits,
         "kv_cache_bits": kv_bits,
-        "engine": engine_profile(inputs["engine"]).name,
+        "engine": engine.name,
         "bandwidth_efficiency": BANDWIDTH_EFFICIENCY,
-        "compute_efficiency": engine_profile(inputs["engine"]).compute_efficiency,
+        "compute_efficiency": engine.compute_efficiency,
         # What the page's "overhead + reserve" is made of (pools/sizing/memory.py).
         "engine_overhead_bytes": ENGINE_OVERHEAD_BYTES,
         "reserve_fraction": RESERVE_FRACTION,
         "reserve_min_bytes": RESERVE_MIN_BYTES,
-        "reserve_of_free": engine_profile(inputs["engine"]).reserve_of_free,
+        "reserve_of_free": engine.reserve_of_free,
         "sized_share": inputs.get("sized_share", 1.0),
         "buffer_share": inputs.get("buffer_share", 0.0),
         "weights_bytes": weights_bytes(
             params=model.total_params, weight_bits=precision.weight_bits
         ),
-        "kv_bytes_per_token": per_token,
+        "kv_bytes_per_token": model_kv_bytes_per_token(model, kv_bits=kv_bits),
         "kv_bytes_per_sequence": per_sequence,
-        "context_tokens": input_len + inputs["output_len"],
-        "concurrency": inputs["concurrency"],
-        "kv_bytes_for_concurrency": None
-        if inputs["concurrency"] is None
-        else per_sequence * inputs["concurrency"],
-        "demand": None if demand is None else asdict(demand),
-        "speculation": _speculation_json(speculation, precision=precision),
-        # Images and video as input tokens and the vision encoder's cost (000 §6.3).
-        "multimodal": None
-        if visual is None
-        else {
-            **asdict(visual),
-            "text_input_len": inputs["input_len"],
-            "input_len": input_len,
-            "encoder_params": model.vision.params,
-            "encoder_weights_bytes": weights_bytes(params=model.vision.params, weight_bits=16),
-        },
-        "seed_rule": None
-        if plan.seed_rule_cards is None
-        else {
-            "per_card_tok_s": plan.seed_per_card_tok_s,
-            "equivalent_tok_s": demand.peak_equivalent_output_tok_s,
-            "cards": plan.seed_rule_cards,
-        },
+        "context_tokens": context,
+        "concurrency": concurrency,
+        "kv_bytes_for_concurrency": None if concurrency is None else per_sequence * concurrency,
+    }
+
+
+def _multimodal_json(inputs: Mapping[str, Any], ask: _Ask) -> dict[str, Any] | None:
+    """Images and video as input tokens and the vision encoder's cost (000 §6.3; pure)."""
+    if ask.visual is None:
+        return None
+    encoder = ask.model.vision.params
+    return {
+        **asdict(ask.visual),
+        "text_input_len": inputs["input_len"],
+        "input_len": ask.input_len,
+        "encoder_params": encoder,
+        "encoder_weights_bytes": weights_bytes(params=encoder, weight_bits=16),
+    }
+
+
+def _seed_rule_json(plan: SizingPlan, demand) -> dict[str, Any] | None:
+    """The seeds' rule of thumb beside the plan (pure)."""
+    if plan.seed_rule_cards is None:
+        return None
+    return {
+        "per_card_tok_s": plan.seed_per_card_tok_s,
+        "equivalent_tok_s": demand.peak_equivalent_output_tok_s,
+        "cards": plan.seed_rule_cards,
+    }
+
+
+def _rows_json(plan: SizingPlan, fleet: _Fleet, *, kv_per_token: int) -> list[dict[str, Any]]:
+    """One row per GPU model with every intermediate number, its price's currency and the
+    usable cards of its best inference pool (pure)."""
+    specs = {spec.slug: (row, spec) for row, spec in fleet.gpus}
+    rows = []
+    for plan_row in plan.rows:
+        gpu, spec = specs[plan_row.gpu_slug]
+        row = _row_json(
+            plan_row,
+            gpu=gpu,
+            spec=spec,
+            cards_per_node=fleet.max_tp[plan_row.gpu_slug],
+            free=fleet.free.get(plan_row.gpu_slug),
+            kv_per_token=kv_per_token,
+            pool_names=fleet.pool_names,
+        )
+        row["currency"] = fleet.currency if row["monthly_cost"] is not None else None
+        row["usable_cards"], row["usable_pool"] = fleet.usable.get(row["gpu_model"], (0, None))
+        row["usable_pool_name"] = fleet.pool_names.get(row["usable_pool"], row["usable_pool"])
+        rows.append(row)
+    return rows
+
+
+def _pricing(rows: list[dict[str, Any]]) -> str:
+    """Whether the rows that meet the targets are all, partly or not priced: with prices for
+    some models only, "cheapest" ranks the priced ones first (plan.py), and the page says so."""
+    meeting = [row for row in rows if row["meets_targets"]]
+    priced = [row for row in meeting if row["monthly_cost"] is not None]
+    return "none" if not priced else "all" if len(priced) == len(meeting) else "partial"
+
+
+def _slug_or_none(row: PlanRow | None) -> str | None:
+    return row.gpu_slug if row else None
+
+
+def sizing_results(
+    *, inputs: Mapping[str, Any], on_progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
+    """Compute the plan for clean ``inputs`` (from :func:`sizing_inputs_clean`) as plain JSON:
+    the model's numbers, the demand, the seeds' rule, one row per GPU model with every
+    intermediate number, the recommendations and what to request. Reads the GPU models and the
+    free cards of the inference pools; writes nothing. ``on_progress(done, total)`` per GPU
+    model. Raises :class:`SizingInputError` if the arithmetic refuses the inputs.
+
+    Steps: the workload asked for (:func:`_ask_of`), the fleet's reads (:func:`_fleet_read`),
+    the plan (:func:`_plan_of`), its JSON parts, the fleet's measurements per row, and the
+    request the recommendation makes (:func:`_request`)."""
+    ask = _ask_of(inputs)
+    fleet = _fleet_read(inputs)
+    plan = _plan_of(inputs, ask, fleet, on_progress)
+    memory = _memory_json(inputs, ask)
+    results = {
+        "model": _model_json(ask.model),
+        **memory,
+        "demand": None if ask.demand is None else asdict(ask.demand),
+        "speculation": _speculation_json(
+            ask.speculation, precision=precision_parse(inputs["precision"])
+        ),
+        "multimodal": _multimodal_json(inputs, ask),
+        "seed_rule": _seed_rule_json(plan, ask.demand),
         "capacity": {
-            "window_start": start.isoformat(),
-            "window_end": end.isoformat(),
+            "window_start": fleet.start.isoformat(),
+            "window_end": fleet.end.isoformat(),
             "pools": "inference (Kubernetes) pools",
         },
-        "rows": [
-            _row_json(
-                row,
-                gpu=by_slug[row.gpu_slug][0],
-                spec=by_slug[row.gpu_slug][1],
-                cards_per_node=max_tp[row.gpu_slug],
-                free=free.get(row.gpu_slug),
-                kv_per_token=per_token,
-                pool_names=pool_names,
-            )
-            for row in plan.rows
-        ],
-        "recommended": plan.recommended.gpu_slug if plan.recommended else None,
-        "recommended_in_free_capacity": plan.recommended_in_free_capacity.gpu_slug
-        if plan.recommended_in_free_capacity
-        else None,
-        "priced": bool(prices),
-        "currency": currency,
+        "rows": _rows_json(plan, fleet, kv_per_token=memory["kv_bytes_per_token"]),
+        "recommended": _slug_or_none(plan.recommended),
+        "recommended_in_free_capacity": _slug_or_none(plan.recommended_in_free_capacity),
+        "priced": bool(fleet.prices),
+        "currency": fleet.currency,
     }
-    # With prices for some models only, "cheapest" ranks the priced ones first (plan.py); say so.
-    meeting = [row for row in results["rows"] if row["meets_targets"]]
-    priced = [row for row in meeting if row["monthly_cost"] is not None]
-    results["pricing"] = (
-        "none" if not priced else "all" if len(priced) == len(meeting) else "partial"
-    )
-    for row in results["rows"]:
-        row["currency"] = currency if row["monthly_cost"] is not None else None
-        row["usable_cards"], row["usable_pool"] = usable.get(row["gpu_model"], (0, None))
-        row["usable_pool_name"] = pool_names.get(row["usable_pool"], row["usable_pool"])
-    fleet = measured_on_fleet(
-        model_id=model.id,
-        precision=precision.name,
-        engine=results["engine"],
+    results["pricing"] = _pricing(results["rows"])
+    fleet_measured = measured_on_fleet(
+        model_id=ask.model.id,
+        precision=memory["precision"],
+        engine=memory["engine"],
         gpu_slugs=[row["gpu_model"] for row in results["rows"]],
     )
     for row in results["rows"]:
-        row["measured_on_fleet"] = fleet.get(row["gpu_model"])
+        row["measured_on_fleet"] = fleet_measured.get(row["gpu_model"])
     results["request"], results["request_lacks"] = _request(results)
     return figures_json(results)
 

@@ -1,17 +1,21 @@
 """Pieces the sub-domains' APIs share: timezone-aware datetime fields, the pool-admin
 permissions, the team field that only offers the caller's teams, the checked page size and
-cursor pagination of lists that grow without bound, and what a queued run (a what-if) asks and
-answers."""
+cursor pagination of lists that grow without bound, the pool admins' create and cancel actions,
+and what a queued run (a what-if) asks and answers."""
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
-from rest_framework import exceptions, pagination, permissions, serializers
+from collections.abc import Callable
+
+from django.db.models import Model, QuerySet
+from rest_framework import exceptions, mixins, pagination, permissions, serializers, status
+from rest_framework.decorators import action
+from rest_framework.response import Response
 
 from pools.common.validators import DATE_RANGE_MESSAGE, date_in_range
 from pools.tenancy import selectors
 from pools.tenancy.models import Team
-from pools.tenancy.permissions import may_administer_pools
+from pools.tenancy.permissions import may_administer_pools, require_pool_admin
 
 
 class IsPoolAdminOrReadOnly(permissions.BasePermission):
@@ -26,6 +30,55 @@ class IsPoolAdminOrReadOnly(permissions.BasePermission):
 class IsPoolAdmin(permissions.BasePermission):
     def has_permission(self, request, view):
         return may_administer_pools(request.user)
+
+
+class PoolAdminCreateMixin(mixins.CreateModelMixin):
+    """``POST`` on a list whose rows only pool admins make (overrides, recurring reservations,
+    maintenance windows), in one order: the caller's right first, a 403 whose words are
+    :attr:`create_refusal` (before the body: a member's 400 would tell which team and pool
+    slugs exist); then the body, a 400 by field; then :attr:`create_service` (keyword-only:
+    ``actor`` and the serializer's validated fields; its domain errors answer 400 / 403 / 409
+    through :func:`portal.api.exception_handler`); then ``201`` with the new row read again
+    through ``get_queryset`` (the list's annotations and related rows) and serialized.
+
+    A subclass sets ``create_refusal`` and ``create_service = staticmethod(service)``. The
+    ``create`` below has no docstring on purpose: the schema describes the operation by the
+    viewset's docstring, as it did before the action was shared."""
+
+    create_refusal: str = ""
+    create_service: Callable[..., Model]
+
+    def create(self, request, *args, **kwargs):
+        require_pool_admin(request.user, self.create_refusal)
+        form = self.get_serializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        made = self.create_service(actor=request.user, **form.validated_data)
+        fresh = self.get_queryset().get(pk=made.pk)
+        return Response(self.get_serializer(fresh).data, status=status.HTTP_201_CREATED)
+
+
+class CancelActionMixin:
+    """``POST .../<id>/cancel/`` on the same lists, in one order: the row through
+    ``get_object`` (404 for a row the caller may not see); the body, read by
+    :attr:`cancel_serializer_class` (a ``reason``; 400 by field); then :attr:`cancel_service`,
+    called with the row under the keyword :attr:`cancel_keyword`, ``actor`` and ``reason`` (its
+    403 for a member, 409 for a row already ended); then ``200`` with the row read again
+    through ``get_queryset`` and serialized. The schema's request, response and words are the
+    subclass's (``extend_schema_view(cancel=...)``); ``cancel`` has no docstring, as
+    :class:`PoolAdminCreateMixin`'s ``create``."""
+
+    cancel_serializer_class: type[serializers.Serializer]
+    cancel_service: Callable[..., Model]
+    cancel_keyword: str = ""
+
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        row = self.get_object()
+        form = self.cancel_serializer_class(data=request.data)
+        form.is_valid(raise_exception=True)
+        reason = form.validated_data["reason"]
+        row = self.cancel_service(**{self.cancel_keyword: row}, actor=request.user, reason=reason)
+        return Response(self.get_serializer(self.get_queryset().get(pk=row.pk)).data)
 
 
 class AwareDateTimeField(serializers.DateTimeField):

@@ -26,6 +26,7 @@ from pools.capacity.services.scheduler_binding import (
     binding_apply,
     kubernetes_quota_sync,
     kueue_lender_sync,
+    reservation_refusal_record,
     slurm_limit_sync,
     slurm_reservation_remove,
 )
@@ -162,11 +163,19 @@ def allocation_fail(*, allocation_id: int, reason: str) -> Allocation:
 
 def allocation_unbind(*, allocation_id: int) -> dict | None:
     """After an allocation stopped holding cards (released, ended, cancelled, reclaimed), set the
-    team's scheduler cap to what its other allocations still hold. Returns the new binding, or
-    ``None`` when the pool's scheduler is not configured. Raises the adapter's errors."""
-    allocation = Allocation.objects.select_related("team", "pool", "gpu_model").get(
-        pk=allocation_id
-    )
+    team's scheduler cap to what its other allocations still hold and, in Slurm, remove the
+    allocation's reservation. Returns the new binding, or ``None`` when the pool's scheduler is
+    not configured.
+
+    Each step runs whatever the other answered, so a refused reservation removal never leaves
+    the cap high (nor the reverse); the first error is raised again once both ran. A refusal
+    of the removal that is not transient is recorded for admins with Slurm's message
+    (:func:`reservation_refusal_record`); a transient one is left to the task's retries and
+    reconcile.
+    """
+    allocation = Allocation.objects.select_related(
+        "team", "pool", "pool__cluster", "gpu_model"
+    ).get(pk=allocation_id)
     if allocation.status in HOLDING_STATUSES:
         return None
     adapter = pool_adapter(allocation.pool)
@@ -178,14 +187,28 @@ def allocation_unbind(*, allocation_id: int) -> dict | None:
         )
         kueue_lender_sync(adapter=adapter, pool=allocation.pool)  # its cards are free again
         return binding
-    slurm_reservation_remove(adapter=adapter, allocation=allocation)
-    return slurm_limit_sync(
-        adapter=adapter,
-        team=allocation.team,
-        pool=allocation.pool,
-        gpu_model=allocation.gpu_model,
-        mig_profile=allocation.mig_profile,
-    )
+    refused: SchedulerError | None = None
+    try:
+        slurm_reservation_remove(adapter=adapter, allocation=allocation)
+    except SchedulerError as exc:
+        refused = exc
+        if not exc.transient:
+            reservation_refusal_record(allocation=allocation, error=exc)
+    try:
+        binding = slurm_limit_sync(
+            adapter=adapter,
+            team=allocation.team,
+            pool=allocation.pool,
+            gpu_model=allocation.gpu_model,
+            mig_profile=allocation.mig_profile,
+        )
+    except SchedulerError:
+        if refused is None:
+            raise
+        raise refused from None  # the first error; reconcile repairs the cap as well
+    if refused is not None:
+        raise refused
+    return binding
 
 
 def allocation_release(*, allocation: Allocation, actor: Any, reason: str = "") -> Allocation:

@@ -11,17 +11,15 @@ node inventory from the scheduler (the same importer as an upload).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Q, QuerySet
-from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from pools.capacity.lifecycle import APPLIED_STATUSES
-from pools.capacity.models import Allocation, SchedulerDrift
+from pools.capacity.models import Allocation, SchedulerDrift, holding_q
 from pools.capacity.services.class_qos import (
     slurm_class_qos_problem,
     slurm_qos_found,
@@ -29,12 +27,16 @@ from pools.capacity.services.class_qos import (
     slurm_qos_wanted,
 )
 from pools.capacity.services.scheduler_binding import (
+    binding_merge,
     cap_drift_subject,
     cluster_pools,
     kubernetes_quota_sync,
     kubernetes_quota_wanted,
     kueue_lender_sync,
     quota_drift_subject,
+    reservation_drift_subject,
+    reservation_name,
+    reservation_removed_stamp,
     slurm_gres_type,
     slurm_limit_sync,
     slurm_mig_gres_type,
@@ -49,7 +51,7 @@ from pools.inventory.services.importer import inventory_import
 from pools.jobs import RECONCILE_CLUSTER, enqueue_on_commit
 from pools.overrides.models import OverrideKind, TemporaryOverride
 from pools.tenancy.models import Team
-from scheduler_adapters.base import QosAdapter, SchedulerAdapter
+from scheduler_adapters.base import QosAdapter, ReservationAdapter, SchedulerAdapter
 from scheduler_adapters.errors import NotFound, SchedulerError
 from scheduler_adapters.kubernetes import KubernetesAdapter
 from scheduler_adapters.kubernetes_taints import (
@@ -57,7 +59,7 @@ from scheduler_adapters.kubernetes_taints import (
     CARD_CLASS_TAINT_KEY,
     ensure_card_class_taints,
 )
-from scheduler_adapters.records import GpuLimit
+from scheduler_adapters.records import GpuLimit, ReservationRecord
 from scheduler_adapters.types import InventorySource
 
 
@@ -80,10 +82,7 @@ def stamp_read_back(allocations, *, at: datetime, found: str) -> int:
     ``gres/gpu:a100=4``) and when (``read_back_at``, ISO 8601), merged into the stored JSON in
     one UPDATE (PostgreSQL ``jsonb ||``) so a binding written meanwhile is not overwritten.
     Returns the rows stamped."""
-    stamp = json.dumps({"read_back_at": at.isoformat(), "read_back": found})
-    return allocations.update(
-        scheduler_binding=RawSQL("COALESCE(scheduler_binding, '{}'::jsonb) || %s::jsonb", [stamp])
-    )
+    return binding_merge(allocations, {"read_back_at": at.isoformat(), "read_back": found})
 
 
 def reconcile_slurm(cluster: Cluster | None = None) -> ReconcileReport:
@@ -102,13 +101,9 @@ def reconcile_slurm(cluster: Cluster | None = None) -> ReconcileReport:
         return report
     in_cluster = cluster_pools(scheduler=Scheduler.SLURM, cluster=cluster)
     _refresh_nodes(adapter, report, InventorySource.SLURM, within=in_cluster, cluster=cluster)
+    _reconcile_reservations(adapter, report, pools=in_cluster, cluster=cluster)
     holding = Allocation.objects.filter(pool__in=in_cluster, status__in=APPLIED_STATUSES)
-    pairs = {(a.team_id, a.gpu_model_id, a.pool_id, a.mig_profile) for a in holding}
-    # a cap a ceiling override holds up, also for a model the team has no allocation of
-    raised = TemporaryOverride.objects.in_force(timezone.now()).filter(
-        pool__in=in_cluster, kind=OverrideKind.CEILING
-    )
-    pairs |= {(o.team_id, o.gpu_model_id, o.pool_id, "") for o in raised}
+    pairs = _capped_pairs(in_cluster, holding)
     teams = {
         t.pk: t
         for t in Team.objects.filter(
@@ -141,6 +136,100 @@ def reconcile_slurm(cluster: Cluster | None = None) -> ReconcileReport:
             )
     _record_class_qos_health(adapter, report, cluster=cluster, pools=in_cluster)
     return report
+
+
+# An allocation that stopped holding cards this recently may still have its unbind task queued
+# or retrying (pools.jobs back-off): its reservation is the task's to remove, not drift yet.
+UNBIND_GRACE = timedelta(minutes=10)
+
+
+def _capped_pairs(
+    in_cluster: QuerySet[Pool], holding: QuerySet[Allocation]
+) -> set[tuple[int, int, int, str]]:
+    """(team id, GPU model id, pool id, MIG profile) of every cap the pools ``in_cluster`` should
+    carry: the applied allocations ``holding``, and ceiling overrides in force (a cap an override
+    holds up, also for a model the team has no allocation of; profile blank)."""
+    pairs = {(a.team_id, a.gpu_model_id, a.pool_id, a.mig_profile) for a in holding}
+    raised = TemporaryOverride.objects.in_force(timezone.now()).filter(
+        pool__in=in_cluster, kind=OverrideKind.CEILING
+    )
+    return pairs | {(o.team_id, o.gpu_model_id, o.pool_id, "") for o in raised}
+
+
+def _reconcile_reservations(
+    adapter: object, report: ReconcileReport, *, pools: QuerySet[Pool], cluster: Cluster | None
+) -> None:
+    """End the reservations Slurm still holds for allocations of ``pools`` that no longer hold
+    cards (released, ended, cancelled, reclaimed, failed) — left behind by a refused or lost
+    unbind, they would keep their nodes until their planned end, or for ever when repeating.
+
+    Asked: the allocations whose binding names a reservation not yet marked removed
+    (``reservation_removed_at``), changed more than :data:`UNBIND_GRACE` ago; one
+    ``get_reservation`` each, after which each is marked, so every allocation is checked until
+    its reservation is gone and then never again. A reservation still holding nodes (its end
+    after now) is a :class:`SchedulerDrift`, repaired with ``delete_reservation`` (which ends
+    it instead while a job is tied to it); a refusal stays on the drift, unrepaired, and the
+    allocation is asked again next time. Nothing for an adapter without reservations.
+    """
+    if not isinstance(adapter, ReservationAdapter):
+        return
+    now = timezone.now()
+    for allocation in _released_with_reservation(pools, now):
+        name = reservation_name(allocation)
+        report.checked += 1
+        try:
+            record = adapter.get_reservation(name)
+        except SchedulerError as exc:
+            report.errors.append(f"reservation {name}: {exc}")
+            continue
+        if record is None or (record.ends_at is not None and record.ends_at <= now):
+            reservation_removed_stamp(Allocation.objects.filter(pk=allocation.pk))
+            continue
+        _reservation_leftover_end(adapter, report, allocation, record, cluster)
+
+
+def _released_with_reservation(pools: QuerySet[Pool], now: datetime) -> QuerySet[Allocation]:
+    """Allocations of ``pools`` no longer holding cards whose binding names a reservation not
+    yet marked removed, changed more than :data:`UNBIND_GRACE` before ``now``; by id."""
+    return (
+        Allocation.objects.filter(pool__in=pools, updated_at__lt=now - UNBIND_GRACE)
+        .exclude(holding_q())
+        .filter(scheduler_binding__has_key="reservation")
+        .exclude(scheduler_binding__reservation=None)
+        .exclude(scheduler_binding__has_key="reservation_removed_at")
+        .select_related("team")
+        .order_by("pk")
+    )
+
+
+def _reservation_leftover_end(
+    adapter: ReservationAdapter,
+    report: ReconcileReport,
+    allocation: Allocation,
+    record: ReservationRecord,
+    cluster: Cluster | None,
+) -> None:
+    """Record the leftover reservation ``record`` of ``allocation`` as a drift and end it
+    (``delete_reservation``); repaired and the binding marked, or unrepaired with Slurm's
+    refusal as the drift's detail (and in ``report.errors``)."""
+    name = reservation_name(allocation)
+    until = record.ends_at.isoformat() if record.ends_at else "no end"
+    drift = SchedulerDrift(
+        scheduler=Scheduler.SLURM,
+        team=allocation.team,
+        subject=reservation_drift_subject(name, cluster)[:200],
+        expected=f"none: allocation #{allocation.pk} is {allocation.status}"[:200],
+        found=f"{record.state or 'held'} on {','.join(record.nodes)} until {until}"[:200],
+    )
+    try:
+        adapter.delete_reservation(name)
+        drift.repaired = True
+        reservation_removed_stamp(Allocation.objects.filter(pk=allocation.pk))
+    except SchedulerError as exc:
+        drift.detail = str(exc)
+        report.errors.append(f"reservation {name}: {exc}")
+    drift.save()
+    report.drifts.append(drift)
 
 
 def _record_class_qos_health(

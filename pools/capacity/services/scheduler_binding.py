@@ -28,6 +28,7 @@ cluster, so its cap counts the team's allocations in that cluster's pools only (
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -43,11 +44,12 @@ from django.db.models import (
     Sum,
     When,
 )
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from pools.capacity.availability import pool_free_cards
 from pools.capacity.lifecycle import APPLIED_STATUSES
-from pools.capacity.models import Allocation
+from pools.capacity.models import Allocation, SchedulerDrift
 from pools.capacity.services.class_qos import (
     kubernetes_priority_sync,
     slurm_account_qos_set,
@@ -662,13 +664,60 @@ def _reservation_qos_binding(adapter, name: str, wanted: tuple[str, ...]) -> dic
 def slurm_reservation_remove(*, adapter, allocation: Allocation) -> None:
     """Delete the allocation's reservation, if it has one (idempotent); while a job runs in it or
     waits for it the adapter ends it now instead (Slurm will not delete a reservation in use),
-    within a second when it has not started or started this second."""
+    within a second when it has not started or started this second. Once done the binding is
+    stamped ``reservation_removed_at`` (:func:`reservation_removed_stamp`), so reconcile's
+    leftover check skips it. Raises the adapter's errors (nothing stamped then)."""
     if not (allocation.scheduler_binding or {}).get("reservation"):
         return
     try:
         adapter.delete_reservation(reservation_name(allocation))
     except AttributeError:
         return
+    reservation_removed_stamp(Allocation.objects.filter(pk=allocation.pk))
+
+
+def binding_merge(allocations: QuerySet[Allocation], values: dict[str, str]) -> int:
+    """Merge ``values`` into each allocation's stored binding in one UPDATE (PostgreSQL
+    ``jsonb ||``), so a binding written meanwhile is not overwritten. Returns the rows merged."""
+    return allocations.update(
+        scheduler_binding=RawSQL(
+            "COALESCE(scheduler_binding, '{}'::jsonb) || %s::jsonb", [json.dumps(values)]
+        )
+    )
+
+
+def reservation_removed_stamp(allocations: QuerySet[Allocation]) -> int:
+    """Mark on each allocation's binding that its reservation no longer holds nodes
+    (``reservation_removed_at``, ISO 8601) (:func:`binding_merge`). Returns the rows stamped."""
+    return binding_merge(allocations, {"reservation_removed_at": timezone.now().isoformat()})
+
+
+def reservation_drift_subject(name: str, cluster: Cluster | None) -> str:
+    """The :class:`~pools.capacity.models.SchedulerDrift` subject of an allocation's Slurm
+    reservation; outside the environment's cluster it names the cluster."""
+    return f"reservation {name}{_in_cluster(cluster)}"
+
+
+def reservation_refusal_record(*, allocation: Allocation, error: SchedulerError) -> SchedulerDrift:
+    """Record that Slurm refused to remove the reservation of ``allocation``, which no longer
+    holds cards: an unrepaired :class:`~pools.capacity.models.SchedulerDrift` (the dashboard's
+    scheduler alerts list those) naming the allocation, the reservation and Slurm's message.
+    Its nodes stay held until the reservation's planned end unless someone acts; reconcile
+    tries again (:func:`pools.capacity.services.reconcile.reconcile_slurm`)."""
+    cluster = allocation.pool.cluster
+    return SchedulerDrift.objects.create(
+        scheduler=Scheduler.SLURM,
+        team=allocation.team,
+        subject=reservation_drift_subject(reservation_name(allocation), cluster)[:200],
+        expected=f"none: allocation #{allocation.pk} is {allocation.status}"[:200],
+        found="kept: Slurm refused its removal",
+        detail=str(error),
+        repaired=False,
+        cluster=cluster
+        or Cluster.objects.filter(
+            kind=Scheduler.SLURM, credential_kind=CredentialKind.ENVIRONMENT
+        ).first(),
+    )
 
 
 def binding_apply(allocation: Allocation, *, now: datetime | None = None) -> dict:

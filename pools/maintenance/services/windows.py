@@ -92,6 +92,41 @@ def _lock_pools(nodes: Sequence[Node]) -> None:
         pool_lock(pool_id)
 
 
+def _collisions_acknowledged(
+    nodes: Sequence[Node], start: datetime, end: datetime, acknowledged: Collection[int]
+) -> list:
+    """The approved allocations ``[start, end)`` on ``nodes`` takes cards or MIG slices from
+    (:func:`pools.maintenance.selectors.maintenance_collisions`), once ``acknowledged`` names
+    each; else :class:`MaintenanceCollides` with them and what each team loses."""
+    collisions = maintenance_collisions(nodes=nodes, start=start, end=end)
+    unseen = [c for c in collisions if c.allocation_id not in set(acknowledged)]
+    if unseen:
+        raise MaintenanceCollides(
+            f"The window takes cards or MIG slices from {len(collisions)} approved "
+            "allocation(s); "
+            "confirm with their ids in acknowledged.",
+            collisions=[c.as_dict() for c in collisions],
+            teams=team_losses(collisions),
+        )
+    return collisions
+
+
+def _window_nodes_record(
+    window: MaintenanceWindow, nodes: Sequence[Node], collisions: list, *, actor: Any
+) -> None:
+    """A new window's nodes set, its audit record (with the collisions acknowledged), and the
+    Slurm MAINT reservation queued for after commit."""
+    window.nodes.set(nodes)
+    audit_event_record(
+        actor=actor,
+        action="maintenance_window.created",
+        obj=window,
+        after=window_snapshot(window) | {"collisions": [c.as_dict() for c in collisions]},
+        reason=window.reason,
+    )
+    enqueue_on_commit(MAINTENANCE_SYNC)  # the Slurm MAINT reservation
+
+
 def maintenance_window_create(
     *,
     actor: Any,
@@ -113,8 +148,7 @@ def maintenance_window_create(
     :class:`InvalidInput` (``errors`` by field) or :class:`MaintenanceCollides` (module doc);
     nothing is written then."""
     require_pool_admin(actor, "Only pool admins may plan maintenance.")
-    now = now or timezone.now()
-    errors = _window_errors(title, starts_at, ends_at, now)
+    errors = _window_errors(title, starts_at, ends_at, now or timezone.now())
     nodes, scope_errors = scope_nodes(
         scope=scope, pool=pool, driver_group=driver_group, hostnames=hostnames
     )
@@ -123,37 +157,15 @@ def maintenance_window_create(
         raise InvalidInput("The maintenance window has invalid fields.", errors=errors)
     with transaction.atomic():
         _lock_pools(nodes)
-        collisions = maintenance_collisions(nodes=nodes, start=starts_at, end=ends_at)
-        unseen = [c for c in collisions if c.allocation_id not in set(acknowledged)]
-        if unseen:
-            raise MaintenanceCollides(
-                f"The window takes cards or MIG slices from {len(collisions)} approved "
-                "allocation(s); "
-                "confirm with their ids in acknowledged.",
-                collisions=[c.as_dict() for c in collisions],
-                teams=team_losses(collisions),
-            )
+        collisions = _collisions_acknowledged(nodes, starts_at, ends_at, acknowledged)
         window = MaintenanceWindow.objects.create(
-            title=title.strip(),
-            scope=scope,
-            pool=pool,
+            title=title.strip(), scope=scope, pool=pool,
             driver_group=driver_group if scope == MaintenanceScope.DRIVER_GROUP else None,
-            starts_at=starts_at,
-            ends_at=ends_at,
-            reason=reason,
-            wave=wave,
+            starts_at=starts_at, ends_at=ends_at, reason=reason, wave=wave,
             wave_number=wave_number,
             created_by=actor if getattr(actor, "is_authenticated", False) else None,
-        )
-        window.nodes.set(nodes)
-        audit_event_record(
-            actor=actor,
-            action="maintenance_window.created",
-            obj=window,
-            after=window_snapshot(window) | {"collisions": [c.as_dict() for c in collisions]},
-            reason=reason,
-        )
-        enqueue_on_commit(MAINTENANCE_SYNC)  # the Slurm MAINT reservation
+        )  # fmt: skip
+        _window_nodes_record(window, nodes, collisions, actor=actor)
     return window
 
 

@@ -24,6 +24,7 @@ Nothing calls a scheduler while a lock is held.
 from __future__ import annotations
 
 import gc
+import re
 import time
 from collections import defaultdict
 from collections.abc import Iterable
@@ -182,14 +183,17 @@ def idle_scan(
     """Evaluate every active or expiring allocation of a pool with a reclamation policy (of
     ``pool_ids`` only, when given: one cluster's pools, :mod:`pools.reclamation.services.runs`).
 
-    One Prometheus round (three range queries over the longest policy window, 60 s steps)
-    for the whole fleet. Busy: an open finding is resolved. Unknown: nothing changes. Idle: a
-    finding is opened (the team emailed once unless the policy is dry-run) or updated, and
-    reclaimed when its grace period is over (see :func:`_maybe_reclaim`). Prometheus
-    unreachable: the report carries the error and nothing changes. Slurm pools also cost two
-    scheduler calls each (running jobs, recent accounting); ``slurm_adapter`` defaults to the
-    pool's cluster's, and a cluster that cannot be reached makes those pools' allocations
-    unknown and is said in ``cluster_errors`` too. Safe to run twice.
+    One Prometheus round for the whole fleet, reduced in Prometheus to a few values per device
+    (:meth:`~scheduler_adapters.prometheus.PrometheusAdapter.gpu_usage_summary`: the verdicts of
+    the 60 s steps over each policy window, without the steps), and per-step reads only for the
+    devices that need them and for idle groups' sparklines. Busy: an open finding is resolved.
+    Unknown: nothing changes. Idle: a finding is opened (the team emailed once unless the policy
+    is dry-run) or updated, and reclaimed when its grace period is over (see
+    :func:`_maybe_reclaim`). Prometheus unreachable: the report carries the error and nothing
+    changes. Slurm pools also cost two scheduler calls each (running jobs, recent accounting);
+    ``slurm_adapter`` defaults to the pool's cluster's, and a cluster that cannot be reached
+    makes those pools' allocations unknown and is said in ``cluster_errors`` too. Safe to run
+    twice.
     """
     started = time.monotonic()
     # whole seconds: Prometheus keeps query times to the millisecond, and a window
@@ -220,9 +224,16 @@ def idle_scan(
     report.allocations = len(allocations)
     if not allocations:
         return report
+    windows = {p.window_minutes * 60 for p in policies.values()}
     try:
         devices = list(
-            metrics.gpu_usage(start=now - timedelta(minutes=longest), end=now, step_s=STEP_S)
+            metrics.gpu_usage_summary(
+                end=now,
+                windows_s=windows,
+                step_s=STEP_S,
+                min_coverage=min(float(p.min_coverage) for p in policies.values()),
+                near_pct={float(p.idle_below_pct) for p in policies.values()},
+            )
         )
     except SchedulerError as exc:
         report.error = f"Prometheus unavailable, nothing changed: {exc}"
@@ -234,14 +245,19 @@ def idle_scan(
     # that the ORM's work below triggers need not walk them (benchmarks/reclamation.py).
     gc.freeze()
     try:
-        _judge(policies, allocations, devices, now, slurm_adapter, report)
+        sparklines = _Sparklines(metrics, now, timedelta(minutes=longest))
+        _judge(policies, allocations, devices, now, slurm_adapter, sparklines, report)
+    except SchedulerError as exc:  # the sparklines' queries, after the summary was read
+        report.error = f"Prometheus unavailable while reading sparklines: {exc}"
     finally:
         gc.unfreeze()
     report.seconds = time.monotonic() - started
     return report
 
 
-def _judge(policies, allocations, devices, now, slurm_adapter, report: ScanReport) -> None:
+def _judge(
+    policies, allocations, devices, now, slurm_adapter, sparklines, report: ScanReport
+) -> None:
     """Evaluate every (team, pool[, model]) group and record each allocation's verdict."""
     hosts: dict[int, set[str]] = defaultdict(set)
     for hostname, pool_id in Node.objects.filter(pool_id__in=policies).values_list(
@@ -297,7 +313,13 @@ def _judge(policies, allocations, devices, now, slurm_adapter, report: ScanRepor
         if idle and mine is None:
             uuids = {c.uuid for c in group.cards}
             mine = [d for d in by_namespace.get(None, ()) if d.uuid in uuids]
-        detail = finding_detail(group, mine, now, thresholds) if idle else {}
+        detail = {}
+        if idle:
+            namespace = (
+                None if pool.scheduler == Scheduler.SLURM else f"team-{members[0].team.slug}"
+            )
+            sparkline = sparklines.points(mine, namespace, by_namespace, thresholds)
+            detail = finding_detail(group, sparkline)
         for allocation, share in zip(members, shares, strict=True):
             finding = open_findings.get(allocation.pk)
             if finding is None and allocation.pk in dismissed and share.verdict == Verdict.IDLE:
@@ -382,14 +404,73 @@ class _SlurmView:
         return self._pools[pool.pk]
 
 
-def finding_detail(
-    group: GroupEvaluation, devices: list[DeviceUsage], now: datetime, thresholds: Thresholds
-) -> dict[str, Any]:
+class _Sparklines:
+    """The utilisation sparklines of one scan's idle groups (:func:`utilisation_sparkline`),
+    read from Prometheus only for them: the scan's summary holds no per-step values.
+
+    A Kubernetes group that is its namespace's whole set of reporting devices, each one card
+    of one profiling series (no MIG, not read per step), in a window of at most 60 steps (one
+    step per point): the namespace's line from the adapter's ``utilisation_by_namespace`` (two
+    range queries per window for all namespaces, one short series each; the mean over series
+    is then the mean over cards). Any other group (Slurm's cards, a namespace spread over
+    pools, consumer cards, longer windows): its own cards' samples over the scan's longest
+    window (``gpu_usage`` with their UUIDs), as the scan read them before."""
+
+    POINTS = 60  # utilisation_sparkline's default
+
+    def __init__(self, metrics: Any, now: datetime, longest: timedelta) -> None:
+        self.metrics, self.now, self.longest = metrics, now, longest
+        self._namespaces: dict[int, dict[str, tuple]] = {}
+
+    def points(
+        self,
+        mine: list,
+        namespace: str | None,
+        by_namespace: dict[str | None, list],
+        t: Thresholds,
+    ) -> list[list[float]]:
+        reporting = [d for d in by_namespace.get(namespace, ()) if d.util_source]
+        if (
+            namespace is not None
+            and {d.key for d in mine if d.util_source} == {d.key for d in reporting}
+            and all(
+                d.util_source == "prof" and d.reduced and d.gpu_instance_id is None
+                for d in reporting
+            )
+            and t.window_s <= t.step_s * self.POINTS
+        ):
+            if t.window_s not in self._namespaces:
+                self._namespaces[t.window_s] = self.metrics.utilisation_by_namespace(
+                    start=self.now - timedelta(seconds=t.window_s), end=self.now, step_s=t.step_s
+                )
+            line = self._namespaces[t.window_s].get(namespace, ())
+            return [[s.timestamp, round(s.value, 1)] for s in line]
+        uuids = sorted({d.uuid for d in mine if d.util_source})
+        if not uuids:
+            return []
+        # RE2 in a PromQL string: the regex's backslashes and any quote escaped once more
+        alternation = "|".join(re.escape(u) for u in uuids)
+        alternation = alternation.replace("\\", "\\\\").replace('"', '\\"')
+        keys = {d.key for d in mine}
+        devices: list[DeviceUsage] = []
+        for label in ("UUID", "uuid"):
+            found = self.metrics.gpu_usage(
+                start=self.now - self.longest,
+                end=self.now,
+                step_s=t.step_s,
+                selector=f'{label}=~"{alternation}"',
+            )
+            devices += [d for d in found if d.key in keys]
+        return utilisation_sparkline(devices, end=self.now.timestamp(), t=t)
+
+
+def finding_detail(group: GroupEvaluation, sparkline: list[list[float]]) -> dict[str, Any]:
     """The evaluation's per-card numbers and the group's utilisation sparkline over the
-    window (``[unix_ts, %]`` pairs), stored on each finding of the group (built once)."""
+    window (``[unix_ts, %]`` pairs, :func:`utilisation_sparkline`), stored on each finding
+    of the group (built once)."""
     return {
         "reason": group.reason,
-        "sparkline": utilisation_sparkline(devices, end=now.timestamp(), t=thresholds),
+        "sparkline": sparkline,
         "cards": [
             {
                 "uuid": c.uuid,
@@ -658,6 +739,58 @@ def allocation_rebind(*, allocation_id: int) -> dict | None:
     return binding
 
 
+def _undo_ends_at(finding: IdleFinding, allocation: Allocation, now: datetime) -> datetime:
+    """The end the undone allocation gets back (its end before the reclamation), once the
+    finding is reclaimed, less than :data:`UNDO_WINDOW` ago, and that end is still ahead;
+    else :class:`InvalidTransition` saying which (pure)."""
+    if finding.state != IdleFindingState.RECLAIMED or finding.reclaimed_at is None:
+        raise InvalidTransition(
+            "This reclamation was undone already."
+            if finding.state == IdleFindingState.UNDONE
+            else f"Only a reclaimed finding can be undone; this one is {finding.state}.",
+            status=finding.state,
+            action="undo",
+        )
+    if now > finding.reclaimed_at + UNDO_WINDOW:
+        raise InvalidTransition(
+            "A reclamation can be undone for a day only.",
+            status=finding.state,
+            action="undo",
+            reclaimed_at=finding.reclaimed_at.isoformat(),
+        )
+    ends_at = finding.ends_at_before or allocation.ends_at
+    if ends_at <= now:
+        raise InvalidTransition(
+            "The allocation's window is over.", status=finding.state, action="undo"
+        )
+    return ends_at
+
+
+def _undo_placement(
+    finding: IdleFinding, allocation: Allocation, now: datetime, ends_at: datetime
+) -> list[dict]:
+    """The placement the undone allocation gets back (a shrink kept part of it: the whole one
+    before), once the pool has as many cards free over ``[now, ends_at)`` as it held and, when
+    placed, those very cards; else :class:`InsufficientCapacity`."""
+    free = pool_free_cards(
+        pool=allocation.pool,
+        gpu_model=allocation.gpu_model,
+        start=now,
+        end=ends_at,
+        exclude_allocation=allocation.pk,
+    )
+    if free < finding.card_count:
+        raise InsufficientCapacity(
+            f"Only {free} {allocation.gpu_model.name} card(s) are free in "
+            f"{allocation.pool.name}; undoing needs {finding.card_count}.",
+            free=free,
+            requested=finding.card_count,
+        )
+    placement = finding.placement_before or allocation.placement
+    _check_placed_cards_free(allocation, placement, now, ends_at, free)
+    return placement
+
+
 def reclamation_undo(
     *, finding: IdleFinding, actor: Any, now: datetime | None = None
 ) -> IdleFinding:
@@ -678,43 +811,8 @@ def reclamation_undo(
         pool_lock(finding.allocation.pool_id)
         allocation = allocation_lock(finding.allocation_id)
         finding = IdleFinding.objects.select_for_update().get(pk=finding.pk)
-        if finding.state != IdleFindingState.RECLAIMED or finding.reclaimed_at is None:
-            raise InvalidTransition(
-                "This reclamation was undone already."
-                if finding.state == IdleFindingState.UNDONE
-                else f"Only a reclaimed finding can be undone; this one is {finding.state}.",
-                status=finding.state,
-                action="undo",
-            )
-        if now > finding.reclaimed_at + UNDO_WINDOW:
-            raise InvalidTransition(
-                "A reclamation can be undone for a day only.",
-                status=finding.state,
-                action="undo",
-                reclaimed_at=finding.reclaimed_at.isoformat(),
-            )
-        ends_at = finding.ends_at_before or allocation.ends_at
-        if ends_at <= now:
-            raise InvalidTransition(
-                "The allocation's window is over.", status=finding.state, action="undo"
-            )
-        free = pool_free_cards(
-            pool=allocation.pool,
-            gpu_model=allocation.gpu_model,
-            start=now,
-            end=ends_at,
-            exclude_allocation=allocation.pk,
-        )
-        if free < finding.card_count:
-            raise InsufficientCapacity(
-                f"Only {free} {allocation.gpu_model.name} card(s) are free in "
-                f"{allocation.pool.name}; undoing needs {finding.card_count}.",
-                free=free,
-                requested=finding.card_count,
-            )
-        # a shrink kept part of the placement: the undo gives back the whole one
-        placement = finding.placement_before or allocation.placement
-        _check_placed_cards_free(allocation, placement, now, ends_at, free)
+        ends_at = _undo_ends_at(finding, allocation, now)
+        placement = _undo_placement(finding, allocation, now, ends_at)
         before = allocation_snapshot(allocation)
         allocation.status = finding.status_before or AllocationStatus.ACTIVE
         allocation.card_count = finding.card_count

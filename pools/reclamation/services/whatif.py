@@ -216,6 +216,95 @@ def _reclaimed_at(
     return True
 
 
+def _ran_allocations(pool: Pool, start: datetime, end: datetime) -> list[Allocation]:
+    """The pool's allocations that ran (or run) in ``[start, end)``, of whole cards only (idle
+    cards are whole cards; MIG slices are not reclaimed), in start order."""
+    return list(
+        Allocation.objects.filter(pool=pool, status__in=RAN_STATUSES)
+        .whole_cards()
+        .overlapping(start, end)
+        .select_related("team")
+        .order_by("starts_at", "id")
+    )
+
+
+def _exemptions_for(allocations: list[Allocation], *, expiring_after: datetime) -> list:
+    """The exemptions of the allocations' teams or of the allocations themselves that had
+    not expired by ``expiring_after``."""
+    return list(
+        Exemption.objects.filter(
+            Q(team_id__in={a.team_id for a in allocations})
+            | Q(allocation_id__in=[a.pk for a in allocations]),
+            expires_at__gt=expiring_after,
+        )
+    )
+
+
+def _devices_read(
+    report: WhatIfReport, metrics: Any, *, start: datetime, end: datetime
+) -> list | None:
+    """The cards' usage samples over ``[start, end]`` (Prometheus, every :data:`STEP_S`), on
+    the inventory's cards; ``None`` with ``report.error`` and ``error_code`` set when there is
+    no Prometheus or it does not answer."""
+    metrics = metrics if metrics is not None else metrics_adapter()
+    if metrics is None:
+        report.error = "no Prometheus configured (PROMETHEUS_URL)"
+        report.error_code = "unavailable"
+        return None
+    try:
+        return devices_on_inventory(list(metrics.gpu_usage(start=start, end=end, step_s=STEP_S)))
+    except SchedulerError as exc:
+        report.error = f"Prometheus unavailable: {exc}"
+        report.error_code = "prometheus_unavailable"
+        return None
+
+
+def _replay(
+    report: WhatIfReport,
+    pool: Pool,
+    allocations: list[Allocation],
+    devices: list,
+    policy: Any,
+    *,
+    rows: dict[int, WhatIfRow],
+    step_minutes: int,
+    on_progress: Callable[[int], None] | None,
+) -> None:
+    """Evaluate the policy every ``step_minutes`` from the report's start to its end, as the
+    scan would have (each allocation's share of its group's idle cards, grace, exemptions);
+    the rows record what it would have reclaimed and when. ``on_progress`` from
+    :data:`READ_PERCENT` up to 99, in steps of at least 5."""
+    start, now = report.start, report.end
+    window, grace = timedelta(minutes=policy.window_minutes), timedelta(hours=policy.grace_hours)
+    thresholds = policy_thresholds(policy)
+    hosts = set(Node.objects.filter(pool=pool).values_list("hostname", flat=True))
+    by_namespace = devices_by_namespace(devices)
+    exemptions = _exemptions_for(allocations, expiring_after=start)
+    open_at: dict[int, datetime] = {}
+    done: set[int] = set()
+    steps = int((now - start) / timedelta(minutes=step_minutes)) + 1
+    reported = 0
+    for step in range(steps):
+        percent = READ_PERCENT + (99 - READ_PERCENT) * step // steps
+        if on_progress is not None and percent >= reported + 5:
+            reported = percent
+            on_progress(percent)
+        t = start + step * timedelta(minutes=step_minutes)
+        groups = _groups_at(allocations, done, t, window)
+        shared_slurm = pool.scheduler == Scheduler.SLURM and len(groups) > 1
+        for members in groups.values():
+            group = _group_at(
+                pool, members, by_namespace, hosts, thresholds, t, shared_slurm=shared_slurm
+            )
+            shares = split_group(group, [(a.pk, a.card_count) for a in members])
+            for a, share in zip(members, shares, strict=True):
+                if _reclaimed_at(
+                    rows[a.pk], a, share, t, open_at, grace=grace, exempt=exemptions, now=now,
+                    certainly_idle=group.certainly_idle,
+                ):  # fmt: skip
+                    done.add(a.pk)
+
+
 def reclamation_what_if(
     *,
     pool: Pool,
@@ -234,9 +323,7 @@ def reclamation_what_if(
     now = (now or timezone.now()).replace(microsecond=0)
     start = now - timedelta(days=days)
     policy = _policy(pool, policy_overrides)
-    thresholds = policy_thresholds(policy)
     window = timedelta(minutes=policy.window_minutes)
-    grace = timedelta(hours=policy.grace_hours)
     report = WhatIfReport(
         pool=pool,
         start=start,
@@ -244,63 +331,18 @@ def reclamation_what_if(
         step_minutes=step_minutes,
         policy={name: getattr(policy, name) for name in OVERRIDABLE},
     )
-    allocations = list(
-        Allocation.objects.filter(pool=pool, status__in=RAN_STATUSES)
-        .whole_cards()  # idle cards are whole cards; MIG slices are not reclaimed
-        .overlapping(start - window, now)
-        .select_related("team")
-        .order_by("starts_at", "id")
-    )
+    allocations = _ran_allocations(pool, start - window, now)
     rows = {a.pk: WhatIfRow(a, a.team.slug, a.card_count) for a in allocations}
     report.rows = list(rows.values())
     if not allocations:
         return report
-    metrics = metrics if metrics is not None else metrics_adapter()
-    if metrics is None:
-        report.error = "no Prometheus configured (PROMETHEUS_URL)"
-        report.error_code = "unavailable"
+    devices = _devices_read(report, metrics, start=start - window, end=now)
+    if devices is None:
         return report
-    try:
-        devices = devices_on_inventory(
-            list(metrics.gpu_usage(start=start - window, end=now, step_s=STEP_S))
-        )
-    except SchedulerError as exc:
-        report.error = f"Prometheus unavailable: {exc}"
-        report.error_code = "prometheus_unavailable"
-        return report
-    hosts = set(Node.objects.filter(pool=pool).values_list("hostname", flat=True))
-    by_namespace = devices_by_namespace(devices)
-    exemptions = list(
-        Exemption.objects.filter(
-            Q(team_id__in={a.team_id for a in allocations})
-            | Q(allocation_id__in=[a.pk for a in allocations]),
-            expires_at__gt=start,
-        )
-    )
-    open_at: dict[int, datetime] = {}
-    done: set[int] = set()
-    steps = int((now - start) / timedelta(minutes=step_minutes)) + 1
-    reported = 0
-    t = start
-    for step in range(steps):
-        percent = READ_PERCENT + (99 - READ_PERCENT) * step // steps
-        if on_progress is not None and percent >= reported + 5:
-            reported = percent
-            on_progress(percent)
-        groups = _groups_at(allocations, done, t, window)
-        shared_slurm = pool.scheduler == Scheduler.SLURM and len(groups) > 1
-        for members in groups.values():
-            group = _group_at(
-                pool, members, by_namespace, hosts, thresholds, t, shared_slurm=shared_slurm
-            )
-            shares = split_group(group, [(a.pk, a.card_count) for a in members])
-            for a, share in zip(members, shares, strict=True):
-                if _reclaimed_at(
-                    rows[a.pk], a, share, t, open_at, grace=grace, exempt=exemptions, now=now,
-                    certainly_idle=group.certainly_idle,
-                ):  # fmt: skip
-                    done.add(a.pk)
-        t += timedelta(minutes=step_minutes)
+    _replay(
+        report, pool, allocations, devices, policy,
+        rows=rows, step_minutes=step_minutes, on_progress=on_progress,
+    )  # fmt: skip
     return report
 
 

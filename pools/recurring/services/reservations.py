@@ -108,6 +108,22 @@ def _first_conflict(
     return None
 
 
+def _occurrences_ahead(rule: Rule, name: str, now: datetime) -> list[tuple[datetime, datetime]]:
+    """The rule's occurrences (aware ``(start, end)``) that end after ``now``. Raises
+    :class:`InvalidInput` by field for a rule or name the module doc refuses, or a rule with
+    no occurrence left (pure)."""
+    errors = _rule_errors(rule, name)
+    if errors:
+        raise InvalidInput("The recurring reservation has invalid fields.", errors=errors)
+    ahead = [o for o in occurrences(rule) if o[1] > now]
+    if not ahead:
+        raise InvalidInput(
+            "The rule has no occurrence after now.",
+            errors={"last_date": "No occurrence of the rule ends after now."},
+        )
+    return ahead
+
+
 def recurring_reservation_create(
     *,
     actor: Any,
@@ -132,36 +148,19 @@ def recurring_reservation_create(
     first conflicting local date, ``free``, ``requested``, ``usable``); nothing is written then.
     The schedulers follow after commit (:mod:`pools.recurring.services.binding`)."""
     require_pool_admin(actor, "Only pool admins may reserve recurring capacity.")
-    now = now or timezone.now()
     rule = Rule(recurrence, first_date, last_date, start_time, end_time, time_zone, card_count)
-    errors = _rule_errors(rule, name)
-    if errors:
-        raise InvalidInput("The recurring reservation has invalid fields.", errors=errors)
-    ahead = [o for o in occurrences(rule) if o[1] > now]
-    if not ahead:
-        raise InvalidInput(
-            "The rule has no occurrence after now.",
-            errors={"last_date": "No occurrence of the rule ends after now."},
-        )
+    ahead = _occurrences_ahead(rule, name, now or timezone.now())
     with transaction.atomic():
         pool = pool_lock(pool.pk)
         refusal = _first_conflict(rule, pool, gpu_model, ahead)
         if refusal is not None:
             raise refusal
         reservation = RecurringReservation.objects.create(
-            team=team,
-            pool=pool,
-            gpu_model=gpu_model,
-            name=name.strip(),
-            card_count=card_count,
-            recurrence=recurrence,
-            time_zone=time_zone,
-            first_date=first_date,
-            last_date=last_date,
-            start_time=start_time,
-            end_time=end_time,
+            team=team, pool=pool, gpu_model=gpu_model, name=name.strip(), card_count=card_count,
+            recurrence=recurrence, time_zone=time_zone, first_date=first_date,
+            last_date=last_date, start_time=start_time, end_time=end_time,
             created_by=actor if getattr(actor, "is_authenticated", False) else None,
-        )
+        )  # fmt: skip
         audit_event_record(
             actor=actor,
             action="recurring_reservation.created",

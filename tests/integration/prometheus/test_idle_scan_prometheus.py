@@ -3,7 +3,6 @@ history (see dcgm_history.py): a busy, an idle, a MIG and a gappy GPU."""
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -73,17 +72,14 @@ def test_scan_classifies_busy_idle_mig_and_gappy(prometheus, django_capture_on_c
         )
         for slug in ("busy", "idle", "mig", "gap")
     }
-    started = time.monotonic()
     with override_settings(PROMETHEUS_URL=url), django_capture_on_commit_callbacks(execute=True):
         report = idle_scan(now=now)
-    elapsed = time.monotonic() - started
     assert report.error is None
     assert (report.busy, report.idle, report.unknown) == (2, 1, 1), report.as_dict()
     finding = IdleFinding.objects.get()
     assert finding.allocation == allocations["idle"]
     assert finding.certainly_idle
     assert str(finding.mean_util_pct) == "2.00"
-    assert elapsed < 5
 
 
 @pytest.mark.django_db

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db
 class NoSeries:
     """Prometheus answering, with no dcgm-exporter series: nothing is judged idle."""
 
-    def gpu_usage(self, *, start, end, step_s):
+    def gpu_usage_summary(self, **_kwargs):
         return []
 
 

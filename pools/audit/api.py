@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from rest_framework import serializers, viewsets
 
+from pools.audit import selectors
 from pools.audit.filtersets import AuditEventFilterSet
 from pools.audit.models import AuditEvent
-from pools.capacity import selectors
 from pools.web.api import NewestFirstCursorPagination
 
 
