@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
+from django.core.cache import cache
 from django.db import connection
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
@@ -32,6 +34,7 @@ from billing.pricing import (
 )
 from billing.rate_periods import month_currency, rate_periods
 from pools.capacity.arithmetic import card_seconds_hours
+from pools.capacity.generation import allocations_generation
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
 from pools.common.choices import IdleFindingState
@@ -175,7 +178,8 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     """
     periods = rate_periods(month=month, zone=billing_zone())
     currency = month_currency(periods)
-    start, end = periods[0].start, min(periods[-1].end, timezone.now())
+    now = timezone.now()
+    start, end = periods[0].start, min(periods[-1].end, now)
     if end <= start:  # a month still to come: nothing has happened yet
         return []
     bounds = [(max(p.start, start), min(p.end, end)) for p in periods]
@@ -187,7 +191,9 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
         seconds = [Decimal(cards * s) for s in month_seconds]
         full[pool_id] += period_cost(seconds, periods, RateKind.GPU_RESERVED, model_id)
     held: dict[int, Decimal] = defaultdict(Decimal)
-    for (pool_id, model_id), seconds in _held_card_seconds(start, end, bounds).items():
+    for (pool_id, model_id), seconds in _held_card_seconds(
+        start, end, bounds, ended=periods[-1].end <= now
+    ).items():
         held[pool_id] += period_cost(seconds, periods, RateKind.GPU_RESERVED, model_id)
     outside = _used_outside_costs(periods, month, capacity)
     shared, _ = shared_card_splits(month=month, periods=periods)
@@ -269,15 +275,39 @@ def _used_outside_costs(periods, month, capacity) -> dict[int, Decimal]:
     return netted
 
 
-def _held_card_seconds(start, end, bounds) -> dict[tuple[int, int], list[Decimal]]:
+HELD_CACHE_S = 15 * 60
+"""How long a past month's held card-seconds are kept at most, whatever the allocations'
+generation says (a writer that forgot :func:`pools.capacity.generation.allocations_changed` is
+late by this, as the admin dashboard's plan is)."""
+
+
+def _held_card_seconds(start, end, bounds, *, ended: bool) -> dict[tuple[int, int], list[Decimal]]:
     """(pool, GPU model) -> card-seconds its charged allocations held in each rate period of
     ``[start, end)`` (``bounds``: the periods clipped to it), every pricing method alike.
+
+    A window that has ended (``ended``: a past month, whose ``end`` is its last rate period's)
+    is kept in the shared cache under the allocations' generation (:mod:`pools.capacity.
+    generation`, which every write of an allocation -- a reclamation or its undo among them --
+    replaces), the database's path and the window, at most :data:`HELD_CACHE_S`: at 100,800
+    GPUs its two queries over the month's ~100,000 allocations took ~100 ms of the finance
+    month's page (issue #29 item 7). The current month's window ends now, a new key each time,
+    so it is summed afresh.
 
     A MIG slice holds its share of a card (:attr:`pools.capacity.models.Allocation.card_share`)
     and a reclaimed allocation the cards of its timeline (:mod:`pools.reclamation.card_timeline`),
     read in Python; on PostgreSQL the others — nearly all — are summed by
     :data:`_HELD_SQL` in one statement (``tests/billing/test_one_pricing_path.py`` checks the
     two agree)."""
+    # the vendor names the path (one SQL statement, or every allocation read), which the tests
+    # compare; the window and the rate periods' bounds name what is summed
+    window = ",".join(f"{a.isoformat()}/{b.isoformat()}" for a, b in [(start, end), *bounds])
+    key = (  # a digest of the window: a cache key stays under 250 characters
+        f"billing:held:{allocations_generation()}:{connection.vendor}:"
+        f"{hashlib.sha256(window.encode()).hexdigest()}"
+    )
+    found = cache.get(key) if ended else None
+    if isinstance(found, dict):
+        return found
     held: dict[tuple[int, int], list[Decimal]] = defaultdict(lambda: [Decimal(0)] * len(bounds))
     allocations = Allocation.objects.filter(status__in=CHARGED_STATUSES).overlapping(start, end)
     if connection.vendor == "postgresql":
@@ -296,7 +326,10 @@ def _held_card_seconds(start, end, bounds) -> dict[tuple[int, int], list[Decimal
             seconds = seconds_in_periods(max(piece.start, start), min(piece.end, end), bounds)
             for index, s in enumerate(seconds):
                 held[(a.pool_id, a.gpu_model_id)][index] += cards * s
-    return held
+    found = dict(held)  # a defaultdict's factory (a lambda) cannot be pickled into the cache
+    if ended:
+        cache.set(key, found, HELD_CACHE_S)
+    return found
 
 
 _CARD_CHANGES = [IdleFindingState.RECLAIMED.value, IdleFindingState.UNDONE.value]

@@ -70,6 +70,10 @@ class Team(models.Model):
 
     class Meta:
         ordering = ["name"]
+        # Read in name order everywhere (the default ordering): the finance month's lines, by
+        # team name, walk it and stop at the page's 100 instead of sorting the month's every
+        # line (20,160 at 100,800 GPUs: 53 -> 0.3 ms for the first page, issue #29 item 7).
+        indexes = [models.Index(fields=["name"], name="team_name_idx")]
 
     def __str__(self) -> str:
         return self.name

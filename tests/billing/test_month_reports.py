@@ -329,3 +329,27 @@ def test_idle_cost_counts_the_cards_again_once_the_inventory_changes(month_of_al
     counts = [q for q in ctx.captured_queries if 'COUNT("pools_gpu"."id")' in q["sql"]]
     # kept on PostgreSQL (its inventory stamp); SQLite, without one, counts every time
     assert len(counts) == (0 if connection.vendor == "postgresql" else 1)
+
+
+def test_idle_cost_keeps_a_past_months_held_cards_until_an_allocation_is_written(
+    month_of_allocations, train_pool, team, a100, django_capture_on_commit_callbacks
+):
+    """A past month's held card-seconds are kept per allocations' generation: read again, no
+    allocation is read; once a new allocation commits, it counts. Held in October (fixture):
+    A 192.00 + B 24.00 + C 240.00 = 456.00; then E, 1 card for 20 → 21 Oct (24 h at 2.00 EUR):
+    + 48.00 = 504.00."""
+    from factories import AllocationFactory
+
+    (before,) = selectors.pool_idle_costs(month=OCT)
+    with CaptureQueriesContext(connection) as ctx:
+        (again,) = selectors.pool_idle_costs(month=OCT)
+    assert [q["sql"] for q in ctx.captured_queries if '"pools_allocation"' in q["sql"]] == []
+    with django_capture_on_commit_callbacks(execute=True):
+        AllocationFactory(
+            team=team, pool=train_pool, gpu_model=a100, card_count=1,
+            starts_at=utc(2026, 10, 20), ends_at=utc(2026, 10, 21), status="active",
+        )  # fmt: skip
+    (after,) = selectors.pool_idle_costs(month=OCT)
+    assert (before.allocated_cost, again.allocated_cost, after.allocated_cost) == (
+        Decimal("456.00"), Decimal("456.00"), Decimal("504.00"),
+    )  # fmt: skip
