@@ -281,19 +281,7 @@ def _judge(
         groups[(allocation.team_id, allocation.pool_id, model)].append(allocation)
     slurm = _SlurmView(policies, groups, hosts, devices, now, slurm_adapter, report)
     by_namespace = devices_by_namespace(devices)
-    open_findings = {
-        f.allocation_id: f
-        for f in IdleFinding.objects.filter(
-            allocation_id__in=[a.pk for a in allocations], state=IdleFindingState.OPEN
-        )
-    }
-    dismissed = set(
-        IdleFinding.objects.filter(
-            allocation_id__in=[a.pk for a in allocations],
-            state=IdleFindingState.DISMISSED,
-            closed_at__gt=now - DISMISSAL_HOLDS,
-        ).values_list("allocation_id", flat=True)
-    )
+    open_findings, dismissed = _findings_of(allocations, now)
     for (_team_id, pool_id, _model), members in groups.items():
         policy = policies[pool_id]
         pool = policy.pool
@@ -350,6 +338,24 @@ def _idle_evaluation(
     namespace = None if pool.scheduler == Scheduler.SLURM else f"team-{team_slug}"
     sparkline = sparklines.points(mine, namespace, by_namespace, thresholds)
     return IdleGroupEvaluation(evaluated_at=sparklines.now, detail=finding_detail(group, sparkline))
+
+
+def _findings_of(allocations, now) -> tuple[dict[int, IdleFinding], set[int]]:
+    """The allocations' open findings by allocation id, and the ids of those dismissed
+    within :data:`DISMISSAL_HOLDS`."""
+    ids = [a.pk for a in allocations]
+    open_findings = {
+        f.allocation_id: f
+        for f in IdleFinding.objects.filter(allocation_id__in=ids, state=IdleFindingState.OPEN)
+    }
+    dismissed = set(
+        IdleFinding.objects.filter(
+            allocation_id__in=ids,
+            state=IdleFindingState.DISMISSED,
+            closed_at__gt=now - DISMISSAL_HOLDS,
+        ).values_list("allocation_id", flat=True)
+    )
+    return open_findings, dismissed
 
 
 class _SlurmView:
@@ -568,6 +574,31 @@ def _record_group(
     statements (issue #29 item 7: a transaction per allocation cost a COMMIT each); the
     warning emails are sent on commit. Returns the idle findings, for :func:`_maybe_reclaim`
     after that commit."""
+    resolved, opened, seen, idle = _sort_verdicts(rows, group, evaluation, policy, now, report)
+    warned = [f for f, _, _ in idle if not policy.dry_run and f.warned_at is None]
+    for finding in warned:
+        finding.warned_at = now
+    if not resolved and not idle:
+        return idle
+    with transaction.atomic():
+        if idle:
+            evaluation.save()
+        IdleFinding.objects.bulk_create(opened)
+        IdleFinding.objects.bulk_update(resolved, ["state", "closed_at", "note"])
+        IdleFinding.objects.bulk_update(seen, _SEEN_FIELDS)
+        events = _group_events(resolved, opened, warned, group, policy)
+        if events:
+            audit_events_write(events)
+        for finding in warned:
+            transaction.on_commit(lambda f=finding, p=policy: _email_warning(f, p))
+    report.resolved += len(resolved)
+    report.warned += len(warned)
+    return idle
+
+
+def _sort_verdicts(rows, group, evaluation, policy, now, report) -> tuple[list, list, list, list]:
+    """:func:`_record_group`'s findings changed in memory, nothing saved: (resolved, opened,
+    seen idle again, idle as (finding, allocation, share)); the report counts the verdicts."""
     resolved, opened, seen, idle = [], [], [], []
     for allocation, finding, share in rows:
         if share.verdict == Verdict.UNKNOWN:
@@ -594,25 +625,7 @@ def _record_group(
                 seen.append(finding)
             finding.last_seen_at = now
             idle.append((finding, allocation, share))
-    warned = [f for f, _, _ in idle if not policy.dry_run and f.warned_at is None]
-    for finding in warned:
-        finding.warned_at = now
-    if not resolved and not idle:
-        return idle
-    with transaction.atomic():
-        if idle:
-            evaluation.save()
-        IdleFinding.objects.bulk_create(opened)
-        IdleFinding.objects.bulk_update(resolved, ["state", "closed_at", "note"])
-        IdleFinding.objects.bulk_update(seen, _SEEN_FIELDS)
-        events = _group_events(resolved, opened, warned, group, policy)
-        if events:
-            audit_events_write(events)
-        for finding in warned:
-            transaction.on_commit(lambda f=finding, p=policy: _email_warning(f, p))
-    report.resolved += len(resolved)
-    report.warned += len(warned)
-    return idle
+    return resolved, opened, seen, idle
 
 
 def _group_events(resolved, opened, warned, group, policy) -> list:
