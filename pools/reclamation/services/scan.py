@@ -34,7 +34,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.core.mail import send_mail
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -517,17 +517,24 @@ def finding_detail(group: GroupEvaluation, sparkline: list[list[float]]) -> dict
     }
 
 
-def _numbers(
-    share: AllocationShare, group: GroupEvaluation, evaluation: IdleGroupEvaluation
-) -> dict[str, Any]:
+def _group_numbers(group: GroupEvaluation, evaluation: IdleGroupEvaluation) -> dict[str, Any]:
+    """What every idle finding of the group stores alike (once per group: the peak is over
+    all the group's cards): ``mean_util_pct`` and ``peak_util_pct`` as 2-place Decimals."""
     peaks = [c.peak_util_pct for c in group.cards if c.peak_util_pct is not None]
     return {
-        "card_count": share.card_count,
-        "cards_in_use": min(share.cards_in_use, share.card_count),
         "certainly_idle": group.certainly_idle,
         "mean_util_pct": percent_decimal(group.mean_util_pct),
         "peak_util_pct": percent_decimal(max(peaks) if peaks else None),
         "evaluation": evaluation,
+    }
+
+
+def _numbers(share: AllocationShare, shared: dict[str, Any]) -> dict[str, Any]:
+    """One idle finding's numbers: its share's cards and the group's ``shared`` numbers."""
+    return {
+        "card_count": share.card_count,
+        "cards_in_use": min(share.cards_in_use, share.card_count),
+        **shared,
     }
 
 
@@ -583,9 +590,11 @@ def _record_group(
     with transaction.atomic():
         if idle:
             evaluation.save()
+            for finding, _, _ in idle:
+                finding.evaluation = evaluation  # its id, now that it has one
         IdleFinding.objects.bulk_create(opened)
-        IdleFinding.objects.bulk_update(resolved, ["state", "closed_at", "note"])
-        IdleFinding.objects.bulk_update(seen, _SEEN_FIELDS)
+        _findings_update(resolved, ["state", "closed_at", "note"])
+        _findings_update(seen, _SEEN_FIELDS)
         events = _group_events(resolved, opened, warned, group, policy)
         if events:
             audit_events_write(events)
@@ -600,6 +609,7 @@ def _sort_verdicts(rows, group, evaluation, policy, now, report) -> tuple[list, 
     """:func:`_record_group`'s findings changed in memory, nothing saved: (resolved, opened,
     seen idle again, idle as (finding, allocation, share)); the report counts the verdicts."""
     resolved, opened, seen, idle = [], [], [], []
+    shared: dict[str, Any] = {}
     for allocation, finding, share in rows:
         if share.verdict == Verdict.UNKNOWN:
             report.unknown += 1  # no evidence either way: an open finding waits, its grace too
@@ -612,7 +622,8 @@ def _sort_verdicts(rows, group, evaluation, policy, now, report) -> tuple[list, 
                 resolved.append(finding)
         else:
             report.idle += 1
-            numbers = _numbers(share, group, evaluation)
+            shared = shared or _group_numbers(group, evaluation)
+            numbers = _numbers(share, shared)
             if finding is None:
                 finding = IdleFinding(
                     allocation=allocation, first_seen_at=now, dry_run=policy.dry_run, **numbers
@@ -626,6 +637,35 @@ def _sort_verdicts(rows, group, evaluation, policy, now, report) -> tuple[list, 
             finding.last_seen_at = now
             idle.append((finding, allocation, share))
     return resolved, opened, seen, idle
+
+
+def _findings_update(findings: list[IdleFinding], names: list[str]) -> None:
+    """Write the fields ``names`` of ``findings`` in one ``UPDATE … FROM (VALUES …)``
+    (PostgreSQL), each value prepared by its field as ``save`` does. ``bulk_update`` writes
+    the same in one statement too, but builds a ``CASE`` per field and finding first: ~1 ms a
+    finding in the ORM against ~0.1 ms in PostgreSQL (benchmarks/reclamation.py, 400
+    findings)."""
+    if not findings:
+        return
+    meta = IdleFinding._meta
+    columns = [meta.pk, *(meta.get_field(name) for name in names)]
+    quote = connection.ops.quote_name
+    row = "(" + ", ".join(f"CAST(%s AS {c.cast_db_type(connection)})" for c in columns) + ")"
+    sql = "UPDATE {table} AS f SET {sets} FROM (VALUES {rows}) AS v ({names}) WHERE f.{pk} = v.{pk}"
+    sql = sql.format(
+        table=quote(meta.db_table),
+        sets=", ".join(f"{quote(c.column)} = v.{quote(c.column)}" for c in columns[1:]),
+        rows=", ".join([row] * len(findings)),
+        names=", ".join(quote(c.column) for c in columns),
+        pk=quote(meta.pk.column),
+    )
+    params = [
+        c.get_db_prep_save(getattr(finding, c.attname), connection)
+        for finding in findings
+        for c in columns
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
 
 
 def _group_events(resolved, opened, warned, group, policy) -> list:

@@ -202,7 +202,25 @@ def test_a_groups_findings_share_one_evaluation_written_in_one_statement_each(
     scan(T0 + timedelta(minutes=10), devices, django_capture_on_commit_callbacks)
     again = IdleGroupEvaluation.objects.get()
     assert again.pk != evaluation.pk and again.evaluated_at == T0 + timedelta(minutes=10)
-    assert {f.evaluation_id for f in IdleFinding.objects.all()} == {again.pk}
+    assert set(IdleFinding.objects.values_list("evaluation_id", "last_seen_at")) == {
+        (again.pk, T0 + timedelta(minutes=10))
+    }
+
+
+def test_an_idle_allocation_busy_again_resolves_its_finding(
+    world, django_capture_on_commit_callbacks
+):
+    scan(T0, [usage("GPU-1", 1.0), usage("GPU-2", 2.0)], django_capture_on_commit_callbacks)
+    later = T0 + timedelta(hours=1)
+    report = scan(
+        later, [usage("GPU-1", 80.0), usage("GPU-2", 60.0)], django_capture_on_commit_callbacks
+    )
+    assert (report.busy, report.resolved) == (1, 1)
+    finding = IdleFinding.objects.get()
+    assert (finding.state, finding.closed_at) == (IdleFindingState.RESOLVED, later)
+    assert finding.note.startswith("busy again: ")
+    resolved = AuditEvent.objects.get(action="idle_finding.resolved")
+    assert (resolved.object_id, resolved.reason) == (str(finding.pk), finding.note)
 
 
 def test_partly_used_allocation_shrinks_to_the_cards_in_use(
