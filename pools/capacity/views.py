@@ -699,6 +699,9 @@ def timeline(request):
             a.detail_url = detail_url(a.request_id)
             a.window = f"{minute_text(a.starts_at)} → {minute_text(a.ends_at)}"
     all_url = reverse("pools:allocation-list")
+    # one colour per team (and "other teams") on the whole page, not per chart by position
+    teams = sorted({team for _, per_team in ordered for team in per_team})
+    colour = {team: PALETTE[i % len(PALETTE)] for i, team in enumerate(teams)}
     charts = []
     for (pool_id, model_id), per_team in ordered:
         pool, model = pools[pool_id], models[model_id]
@@ -718,9 +721,9 @@ def timeline(request):
                             "label": team,
                             "data": values,
                             "stack": "held",
-                            "backgroundColor": PALETTE[i % len(PALETTE)],
+                            "backgroundColor": colour[team],
                         }
-                        for i, (team, values) in enumerate(sorted(per_team.items()))
+                        for team, values in sorted(per_team.items())
                     ]
                     + [
                         {

@@ -1263,9 +1263,10 @@ def _run(result, source, samples, start: datetime, now: datetime) -> WhatIfRun:
 
 def elastic_burst_whatif(*, policy: ElasticPolicy, run: WhatIfRun, now: datetime | None = None):
     """The what-if's load with and without a burst pool (issue 35), or ``None`` when the team
-    may use no burst pool for it. The home pool holds the floor plus what it can lend now (its
-    free cards over the lending horizon less the burst others borrow, plus this allocation's
-    own home burst); the replayed cards above that go to the burst pool the allocation holds
+    may use no burst pool for it. The home pool holds the floor plus this allocation's own
+    home burst plus what it can still lend now (its free cards over the lending horizon, which
+    count guaranteed cards only, less the home burst of every elastic allocation there, this
+    one's included); the replayed cards above that go to the burst pool the allocation holds
     cards in, else the first the team opted into — or, without burst, are not served. Card-
     hours from :func:`pools.elastic.burst_pool.burst_split`, priced by the function
     ``settings.ELASTIC_BURST_WHATIF_MONEY`` names (billing's; ``None`` without one)."""
@@ -1294,7 +1295,10 @@ def elastic_burst_whatif(*, policy: ElasticPolicy, run: WhatIfRun, now: datetime
         for p in _group_policies(allocation.pool, allocation.gpu_model, now)
         if p.pk != policy.pk
     )
-    home_cards = allocation.card_count + _home_burst(policy) + max(0, free - others)
+    # as the loop lends (:func:`_judge_group`): ``free`` counts guaranteed cards only, so
+    # what is left to lend is ``free`` less every allocation's home burst, this one's too
+    own = _home_burst(policy)
+    home_cards = allocation.card_count + own + max(0, free - others - own)
     home_s, burst_s = burst_split(
         run.result.timeline,
         floor_cards=allocation.card_count,

@@ -77,14 +77,15 @@ def form_add_domain_errors(
 
 
 def redirect_back(request, fallback: str, *args, **kwargs) -> HttpResponseRedirect:
-    """A redirect to the form's ``next`` field when it is a page of this site (same host,
-    https if the request was), else to the URL named ``fallback`` (reversed with ``args`` /
-    ``kwargs``): a ``next`` of another site would make a portal link an open redirect."""
+    """A redirect to the form's ``next`` field when it is a path of this site (``/``-rooted,
+    same host, https if the request was), else to the URL named ``fallback`` (reversed with
+    ``args`` / ``kwargs``): a ``next`` of another site would make a portal link an open
+    redirect, and any other text (``-1``) is no page; it is never read as a view name."""
     target = request.POST.get("next", "")
-    if target and url_has_allowed_host_and_scheme(
+    if target.startswith("/") and url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
-        return redirect(target)
+        return HttpResponseRedirect(target)
     return redirect(fallback, *args, **kwargs)
 
 

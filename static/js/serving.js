@@ -7,6 +7,8 @@
     if (!script) return;
     const data = JSON.parse(script.textContent);
     panel.querySelectorAll("canvas[data-chart-index]").forEach((canvas) => {
+      // an htmx part settling inside the panel (the estimate form) reaches here again
+      if (Chart.getChart(canvas)) return;
       const chart = data.charts[Number(canvas.dataset.chartIndex)];
       new Chart(canvas, {
         type: "line",

@@ -246,6 +246,44 @@ def test_whatif_prices_the_same_load_with_and_without_burst(team, infer_pool, l4
     assert (money["currency"], money["burst_pool_price"]) == ("EUR", Decimal("2.90"))
 
 
+def test_whatif_home_pool_counts_the_cards_this_allocation_already_borrows_once(
+    team, infer_pool, l40s, rented
+):
+    """Home pool ``infer``: 8 L40S; another team holds 4, our floor is 2 and we borrow 2 more
+    (held 4): the guaranteed cards leave 8 - 4 - 2 = 2 free, and our 2 borrowed take them, so
+    nothing is left to lend: the home pool holds 2 + 2 = 4 of ours (not 2 + 2 + 2 = 6, our
+    borrowed cards counted twice). Replay: 6 cards for 2 h -> 6 - 4 = 2 cards x 2 h = 4
+    card-hours in the burst pool."""
+    from django.utils import timezone
+
+    from pools.elastic.models import BurstOptIn
+    from pools.elastic.services import WhatIfRun, WhatIfSource, elastic_burst_whatif
+    from pools.elastic.whatif import WhatIf
+
+    now = timezone.now()
+    window = {"status": AllocationStatus.ACTIVE, "starts_at": now - timedelta(days=1),
+              "ends_at": now + timedelta(days=1), "pool": infer_pool,
+              "gpu_model": l40s}  # fmt: skip
+    AllocationFactory(card_count=4, **window)
+    policy = ElasticPolicy.objects.create(
+        allocation=AllocationFactory(team=team, card_count=2, **window),
+        ceiling_cards=6, cards_held=4,
+    )  # fmt: skip
+    BurstOptIn.objects.create(team=team, pool=rented)
+    rate_card_create(
+        name="w", currency="EUR", effective_from=date(2020, 1, 1),
+        gpu_prices={(l40s.pk, RateKind.GPU_RESERVED): Decimal("8.00")},
+        pool_prices={(RateKind.POOL_BURST, rented.pk, l40s.pk): Decimal("2.90")},
+    )  # fmt: skip
+    t0 = (now - timedelta(hours=3)).timestamp()
+    timeline = ((t0, 6), (t0 + 2 * 3600, 4))
+    result = WhatIf(0, 1, 4, 6, 12.0, 6, 12.0, 0.0, 0.0, 0.0, 4.0, (), timeline)
+    run = WhatIfRun(result, WhatIfSource.RECORDED, datetime_of(t0), datetime_of(t0 + 2 * 3600), 120)
+    found = elastic_burst_whatif(policy=policy, run=run, now=now)
+    assert found["home_cards"] == 4
+    assert found["money"]["with_burst"]["burst_pool_card_hours"] == Decimal(4)
+
+
 def datetime_of(t: float):
     from datetime import UTC, datetime
 

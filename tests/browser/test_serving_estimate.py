@@ -58,6 +58,9 @@ def test_a_manager_links_a_saved_estimate_from_the_serving_panel(
         inputs=inputs, results=results, status=EstimateStatus.DONE, created_by=user, team=team
     )
 
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
     page.set_viewport_size({"width": width, "height": height})
     page.goto(f"{live_server.url}/login/")
     page.fill("input[name=username]", "mia")
@@ -68,6 +71,13 @@ def test_a_manager_links_a_saved_estimate_from_the_serving_panel(
     form = page.locator("#served-estimate")
     expect(form).to_be_visible()  # loaded into the panel by htmx
     expect(form.locator("select")).to_have_value(str(estimate.pk))
+    # the estimate form settling inside the panel draws no chart twice (Chart.js throws
+    # "Canvas is already in use" on a second chart on one canvas)
+    canvases = page.locator("[data-serving-panel] canvas[data-chart-index]")
+    assert canvases.count() > 0
+    drawn = "[...document.querySelectorAll('[data-serving-panel] canvas')]"
+    assert page.evaluate(f"{drawn}.every(c => Chart.getChart(c))")
+    assert errors == []
     form.get_by_role("button", name="Link").click()
     expect(page.locator("#measured-vs-sized")).to_contain_text(f"estimate #{estimate.pk}")
     expect(form.get_by_role("button", name="Unlink")).to_be_visible()

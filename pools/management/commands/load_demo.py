@@ -12,6 +12,7 @@ import random
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -23,6 +24,7 @@ from pools.advisor.models import AdvisorRun
 from pools.advisor.services import advisor_pass
 from pools.calendar.services import team_calendar_feed_create
 from pools.calibration.services import calibration_refresh
+from pools.capacity.availability import pool_free_cards
 from pools.capacity.generation import allocations_changed
 from pools.capacity.lifecycle import RUNNING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest
@@ -39,7 +41,12 @@ from pools.clusters.models import Cluster, ClusterError
 from pools.common.choices import AllocationStatus, IdleFindingState, TeamRole
 from pools.elastic.models import BurstOptIn, ElasticPolicy, ScaleEvent, SignalReading
 from pools.elastic.selectors import held_timelines
-from pools.elastic.services import elastic_apply, elastic_policy_create, scaling_policy
+from pools.elastic.services import (
+    elastic_apply,
+    elastic_hand_back_run,
+    elastic_policy_create,
+    scaling_policy,
+)
 from pools.inventory.models import DriverGroup, Gpu, GpuModel, Pool
 from pools.inventory.services.import_files import inventory_import_file, inventory_import_files
 from pools.maintenance.models import MaintenanceWindow
@@ -48,6 +55,7 @@ from pools.maintenance.services.windows import maintenance_waves_create
 from pools.management.demo import (
     CLUSTER_HEALTH,
     CLUSTERS,
+    DEMO_HOME_CARDS,
     DEMO_SERVED,
     POOLS,
     demo_advisor_rollups,
@@ -134,6 +142,7 @@ class Command(BaseCommand):
         self._serving()
         self._waiting()
         self._advisor()
+        self._inference_pool_full()
 
     def _requests(self):
         """A few requests in every state, made through the services as people would."""
@@ -386,6 +395,55 @@ class Command(BaseCommand):
             f"{len(changes) - ups} downs over {history_days} days, "
             f"{min(r[4] for r in readings)}-{max(r[4] for r in readings)} cards, "
             f"burst once: up to {max(placed, default=0)} card(s) in {burst_pool.name}"
+        )
+
+    def _inference_pool_full(self):
+        """Platform's re-embedding batch holds the inference pool's L40S but the 4 vision's
+        elastic allocation may still borrow over its floor of 4 (``DEMO_HOME_CARDS`` = 8 at
+        home), for two days or until the course's first lab session, whichever is sooner:
+        36 usable L40S (40, less a node of 4 down) - nlp's 8 - vision's 4 - 4 = 20 cards. So
+        the pool is full now, as it was the first time vision burst: the what-if on vision's
+        allocation replays its peaks of 10 cards with 8 at home and 2 in the burst pool.
+        Approved through the services like any request; the guarantee takes vision's borrowed
+        cards above 8 back at once (:func:`pools.elastic.services.elastic_hand_back_run`, which
+        the approval queues on commit; called here too, for a test's database never commits,
+        and once done it finds nothing more to take)."""
+        pool, model = Pool.objects.get(slug="infer-k8s"), GpuModel.objects.get(slug="l40s")
+        platform = Team.objects.get(slug="platform")
+        if Allocation.objects.filter(team=platform, pool=pool, gpu_model=model).exists():
+            return
+        policy = ElasticPolicy.objects.select_related("allocation").get()
+        now = timezone.now().replace(second=0, microsecond=0)
+        start = now + timedelta(minutes=1)
+        course = RecurringReservation.objects.get(pool=pool, gpu_model=model)
+        course_start = datetime.combine(
+            course.first_date, course.start_time, tzinfo=ZoneInfo(course.time_zone)
+        )
+        end = min(start + timedelta(days=2), course_start)
+        lend = DEMO_HOME_CARDS - policy.allocation.card_count
+        free = pool_free_cards(pool=pool, gpu_model=model, start=start, end=end)
+        if free <= lend:  # a demo database loaded before and used since: already as full
+            return
+        admin = get_user_model().objects.get(username="admin")
+        request = capacity_request_create(
+            actor=admin,
+            fields=RequestFields(
+                team=platform,
+                workload_kind="inference",
+                card_count=free - lend,
+                starts_at=start,
+                ends_at=end,
+                justification="Re-embedding the document store with the new retriever (batch).",
+                pool=pool,
+                gpu_model=model,
+            ),
+        )
+        capacity_request_approve(request=request, actor=admin, reason="fits before the course")
+        elastic_hand_back_run(pool_id=pool.pk, gpu_model_id=model.pk, starts_at=start, ends_at=end)
+        until = end.astimezone(UTC)
+        self.stdout.write(
+            f"inference pool: platform holds {free - lend} L40S until {until:%Y-%m-%d %H:%M} UTC; "
+            f"{lend} left to lend"
         )
 
     def _recurring(self):

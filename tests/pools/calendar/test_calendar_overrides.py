@@ -105,3 +105,23 @@ def test_the_explainer_names_the_teams_override_in_force(
     other = {**ask, "gpu_model": "a100_80g_sxm"}
     data = api_as(team_member).post("/api/v1/requests/explain/", other, format="json").json()
     assert data["overrides"] == []
+
+
+@pytest.mark.parametrize(
+    ("query", "title"),
+    [
+        ({"week": "2027-W03"}, "Inference · L40S calendar · gpu-pool-portal"),
+        ({"month": "2027-01"}, "Inference · L40S calendar 2027-01 · gpu-pool-portal"),
+    ],
+)
+def test_the_overrides_list_sits_once_in_the_page_not_in_its_title(
+    client, team_member, overrides, query, title
+):
+    """The browser tab reads the pool, model and span only; the overrides list is one element
+    of the page's body (it once sat in the title block too, so the tab showed its markup)."""
+    client.force_login(team_member)
+    url = reverse("pools:pool-calendar", args=["infer", "l40s"])
+    html = client.get(url, query).content.decode()
+    assert re.search(r"<title>(.*?)</title>", html, re.S)[1] == title
+    assert html.count('id="calendar-overrides"') == 1
+    assert html.index('id="calendar-overrides"') > html.index("<main")

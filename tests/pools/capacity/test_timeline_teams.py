@@ -43,3 +43,37 @@ def test_most_cards_named_the_tie_at_the_cut_by_name_the_rest_summed(pool_admin)
     expected = {f"Team {i:02d}": [21 - i, 0] for i in range(1, 10)}
     expected |= {"Team 10": [5, 0], None: [5 + 5, 0]}  # teams 11 and 12, summed
     assert held == expected
+
+
+def test_a_team_keeps_its_colour_in_every_chart_of_the_page(
+    client, team, team_member, infer_pool, train_pool
+):
+    """nlp's member: in Inference only vision holds cards ("other teams" alone); in Training
+    nlp and vision do ("NLP", "other teams"). The page's teams, sorted, are NLP then "other
+    teams": NLP takes the palette's first colour and "other teams" its second, in both charts
+    (by position per chart, "other teams" was the first colour in Inference, NLP's colour)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from pools.web.pages import PALETTE
+
+    vision = TeamFactory(slug="vision", name="Vision")
+    now = timezone.now()
+    window = {"starts_at": now - timedelta(days=1), "ends_at": now + timedelta(days=3),
+              "status": "active"}  # fmt: skip
+    l40s, a100 = GpuModel.objects.get(slug="l40s"), GpuModel.objects.get(slug="a100_80g_sxm")
+    AllocationFactory(team=vision, pool=infer_pool, gpu_model=l40s, card_count=2, **window)
+    AllocationFactory(team=team, pool=train_pool, gpu_model=a100, card_count=4, **window)
+    AllocationFactory(team=vision, pool=train_pool, gpu_model=a100, card_count=2, **window)
+    client.force_login(team_member)
+    charts = client.get("/timeline/").context["charts"]
+    colours = {
+        chart["title"]: {d["label"]: d["backgroundColor"] for d in chart["data"]["datasets"]
+                         if d["type"] == "bar"}
+        for chart in charts
+    }  # fmt: skip
+    assert colours == {
+        "Inference · L40S": {"other teams": PALETTE[1]},
+        "Training · A100 SXM4 80GB": {"NLP": PALETTE[0], "other teams": PALETTE[1]},
+    }

@@ -20,6 +20,7 @@ from pools.web.pages import (
     form_add_domain_errors,
     form_add_errors,
     minute_text,
+    redirect_back,
 )
 
 
@@ -102,3 +103,21 @@ def test_form_add_errors_puts_each_message_on_its_field():
         "name": ["After the start."],
         "__all__": ["No such node: gpu9."],
     }
+
+
+@pytest.mark.parametrize(
+    ("next_", "location"),
+    [
+        ("/teams/nlp/?tab=1", "/teams/nlp/?tab=1"),  # a page of this site: kept
+        ("https://evil.example/", "/advisor/"),  # another site: the fallback
+        ("//evil.example/", "/advisor/"),
+        ("-1", "/advisor/"),  # no page: once read as a view name (NoReverseMatch, a 500)
+        ("pools:advisor-findings", "/advisor/"),
+        ("x.y", "/advisor/"),  # once a relative redirect, resolved under the form's URL
+        ("", "/advisor/"),
+    ],
+)
+def test_redirect_back_goes_to_a_path_of_this_site_or_the_fallback(rf, next_, location):
+    request = rf.post("/advisor/2/acknowledge/", {"next": next_})
+    response = redirect_back(request, "pools:advisor-findings")
+    assert (response.status_code, response["Location"]) == (302, location)
