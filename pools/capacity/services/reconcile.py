@@ -18,8 +18,8 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from pools.capacity.lifecycle import APPLIED_STATUSES, HOLDING_STATUSES
-from pools.capacity.models import Allocation, SchedulerDrift
+from pools.capacity.lifecycle import APPLIED_STATUSES
+from pools.capacity.models import Allocation, SchedulerDrift, holding_q
 from pools.capacity.services.class_qos import (
     slurm_class_qos_problem,
     slurm_qos_found,
@@ -59,7 +59,7 @@ from scheduler_adapters.kubernetes_taints import (
     CARD_CLASS_TAINT_KEY,
     ensure_card_class_taints,
 )
-from scheduler_adapters.records import GpuLimit
+from scheduler_adapters.records import GpuLimit, ReservationRecord
 from scheduler_adapters.types import InventorySource
 
 
@@ -103,12 +103,7 @@ def reconcile_slurm(cluster: Cluster | None = None) -> ReconcileReport:
     _refresh_nodes(adapter, report, InventorySource.SLURM, within=in_cluster, cluster=cluster)
     _reconcile_reservations(adapter, report, pools=in_cluster, cluster=cluster)
     holding = Allocation.objects.filter(pool__in=in_cluster, status__in=APPLIED_STATUSES)
-    pairs = {(a.team_id, a.gpu_model_id, a.pool_id, a.mig_profile) for a in holding}
-    # a cap a ceiling override holds up, also for a model the team has no allocation of
-    raised = TemporaryOverride.objects.in_force(timezone.now()).filter(
-        pool__in=in_cluster, kind=OverrideKind.CEILING
-    )
-    pairs |= {(o.team_id, o.gpu_model_id, o.pool_id, "") for o in raised}
+    pairs = _capped_pairs(in_cluster, holding)
     teams = {
         t.pk: t
         for t in Team.objects.filter(
@@ -148,6 +143,19 @@ def reconcile_slurm(cluster: Cluster | None = None) -> ReconcileReport:
 UNBIND_GRACE = timedelta(minutes=10)
 
 
+def _capped_pairs(
+    in_cluster: QuerySet[Pool], holding: QuerySet[Allocation]
+) -> set[tuple[int, int, int, str]]:
+    """(team id, GPU model id, pool id, MIG profile) of every cap the pools ``in_cluster`` should
+    carry: the applied allocations ``holding``, and ceiling overrides in force (a cap an override
+    holds up, also for a model the team has no allocation of; profile blank)."""
+    pairs = {(a.team_id, a.gpu_model_id, a.pool_id, a.mig_profile) for a in holding}
+    raised = TemporaryOverride.objects.in_force(timezone.now()).filter(
+        pool__in=in_cluster, kind=OverrideKind.CEILING
+    )
+    return pairs | {(o.team_id, o.gpu_model_id, o.pool_id, "") for o in raised}
+
+
 def _reconcile_reservations(
     adapter: object, report: ReconcileReport, *, pools: QuerySet[Pool], cluster: Cluster | None
 ) -> None:
@@ -166,16 +174,7 @@ def _reconcile_reservations(
     if not isinstance(adapter, ReservationAdapter):
         return
     now = timezone.now()
-    left = (
-        Allocation.objects.filter(pool__in=pools, updated_at__lt=now - UNBIND_GRACE)
-        .exclude(status__in=HOLDING_STATUSES)
-        .filter(scheduler_binding__has_key="reservation")
-        .exclude(scheduler_binding__reservation=None)
-        .exclude(scheduler_binding__has_key="reservation_removed_at")
-        .select_related("team")
-        .order_by("pk")
-    )
-    for allocation in left:
+    for allocation in _released_with_reservation(pools, now):
         name = reservation_name(allocation)
         report.checked += 1
         try:
@@ -186,23 +185,51 @@ def _reconcile_reservations(
         if record is None or (record.ends_at is not None and record.ends_at <= now):
             reservation_removed_stamp(Allocation.objects.filter(pk=allocation.pk))
             continue
-        until = record.ends_at.isoformat() if record.ends_at else "no end"
-        drift = SchedulerDrift(
-            scheduler=Scheduler.SLURM,
-            team=allocation.team,
-            subject=reservation_drift_subject(name, cluster)[:200],
-            expected=f"none: allocation #{allocation.pk} is {allocation.status}"[:200],
-            found=f"{record.state or 'held'} on {','.join(record.nodes)} until {until}"[:200],
-        )
-        try:
-            adapter.delete_reservation(name)
-            drift.repaired = True
-            reservation_removed_stamp(Allocation.objects.filter(pk=allocation.pk))
-        except SchedulerError as exc:
-            drift.detail = str(exc)
-            report.errors.append(f"reservation {name}: {exc}")
-        drift.save()
-        report.drifts.append(drift)
+        _reservation_leftover_end(adapter, report, allocation, record, cluster)
+
+
+def _released_with_reservation(pools: QuerySet[Pool], now: datetime) -> QuerySet[Allocation]:
+    """Allocations of ``pools`` no longer holding cards whose binding names a reservation not
+    yet marked removed, changed more than :data:`UNBIND_GRACE` before ``now``; by id."""
+    return (
+        Allocation.objects.filter(pool__in=pools, updated_at__lt=now - UNBIND_GRACE)
+        .exclude(holding_q())
+        .filter(scheduler_binding__has_key="reservation")
+        .exclude(scheduler_binding__reservation=None)
+        .exclude(scheduler_binding__has_key="reservation_removed_at")
+        .select_related("team")
+        .order_by("pk")
+    )
+
+
+def _reservation_leftover_end(
+    adapter: ReservationAdapter,
+    report: ReconcileReport,
+    allocation: Allocation,
+    record: ReservationRecord,
+    cluster: Cluster | None,
+) -> None:
+    """Record the leftover reservation ``record`` of ``allocation`` as a drift and end it
+    (``delete_reservation``); repaired and the binding marked, or unrepaired with Slurm's
+    refusal as the drift's detail (and in ``report.errors``)."""
+    name = reservation_name(allocation)
+    until = record.ends_at.isoformat() if record.ends_at else "no end"
+    drift = SchedulerDrift(
+        scheduler=Scheduler.SLURM,
+        team=allocation.team,
+        subject=reservation_drift_subject(name, cluster)[:200],
+        expected=f"none: allocation #{allocation.pk} is {allocation.status}"[:200],
+        found=f"{record.state or 'held'} on {','.join(record.nodes)} until {until}"[:200],
+    )
+    try:
+        adapter.delete_reservation(name)
+        drift.repaired = True
+        reservation_removed_stamp(Allocation.objects.filter(pk=allocation.pk))
+    except SchedulerError as exc:
+        drift.detail = str(exc)
+        report.errors.append(f"reservation {name}: {exc}")
+    drift.save()
+    report.drifts.append(drift)
 
 
 def _record_class_qos_health(
