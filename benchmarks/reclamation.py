@@ -32,7 +32,7 @@ opens the findings, the later ones update them. Reported: p50/max wall seconds, 
 per scan (counted at the adapter's HTTP transport), devices, verdicts checked against the mix,
 peak RSS, and where the time of one more, instrumented scan goes: Prometheus answering (gzip as
 the adapter asks, and uncompressed), JSON decoding, building ``Series`` and ``DeviceUsage``,
-attributing series to groups, evaluating them, recording each allocation (SQL, COMMIT, ORM),
+attributing series to groups, evaluating them, recording each group (SQL, COMMIT, ORM),
 and the garbage collector's pauses. Prometheus is stopped and its directory deleted.
 
 Target: a scan under 10 s with a number of PromQL queries that does not grow with the fleet.
@@ -76,6 +76,8 @@ HISTORY_S = 40 * 60
 STEP_S = 60
 TARGET_S = 10.0
 SCRIPT = ROOT / "scripts" / "services" / "prometheus.sh"
+# The scan's functions that record the verdicts, timed together as "record".
+RECORDING = ("_record_group", "_maybe_reclaim")
 METRICS = ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED")
 
 # (slug, GPU model, model name as the exporter reports it, host label, honorLabels)
@@ -504,7 +506,8 @@ def fetch_breakdown(url: str, *, now: datetime) -> dict[str, float]:
 def instrumented_scan(url: str, *, now: datetime) -> Counter:
     """One more scan with its parts timed: ``gpu_usage``; the functions the scan calls to
     attribute series to groups, to evaluate them and to record each allocation's verdict
-    (wrapped in place for this run only); SQL, inside and outside ``_record``; and the cyclic
+    (wrapped in place for this run only); SQL, inside and outside the recording
+    (``_record_group`` and ``_maybe_reclaim``, as ``record``); and the cyclic
     garbage collector's pauses (``gc.callbacks``), inside and outside ``gpu_usage``."""
     from django.db import connection
 
@@ -517,11 +520,11 @@ def instrumented_scan(url: str, *, now: datetime) -> Counter:
     def timed(name: str, fn):
         def wrapper(*args, **kwargs):
             started, outer = time.perf_counter(), sql.section
-            sql.section = name if name == "_record" else outer
+            sql.section = "record" if name in RECORDING else outer
             try:
                 return fn(*args, **kwargs)
             finally:
-                timings[name] += time.perf_counter() - started
+                timings["record" if name in RECORDING else name] += time.perf_counter() - started
                 timings[f"{name} calls"] += 1
                 sql.section = outer
 
@@ -537,7 +540,7 @@ def instrumented_scan(url: str, *, now: datetime) -> Counter:
         timings[where] += time.perf_counter() - gc_started[0]
         timings["gc runs"] += 1
 
-    names = ("devices_for_group", "evaluate_group", "split_group", "_record", "_numbers")
+    names = ("devices_for_group", "evaluate_group", "split_group", *RECORDING, "_numbers")
     originals = {name: getattr(service, name) for name in names if hasattr(service, name)}
     for name, fn in originals.items():
         setattr(service, name, timed(name, fn))
@@ -557,7 +560,7 @@ def instrumented_scan(url: str, *, now: datetime) -> Counter:
     timings["prometheus"] = metrics.seconds
     timings["summary"] = metrics.by_call["gpu_usage_summary"]
     timings["sparklines"] = metrics.seconds - timings["summary"]
-    for section in ("scan", "_record"):
+    for section in ("scan", "record"):
         timings[f"sql {section}"] = sql.seconds[section]
         timings[f"statements {section}"] = sql.count[section]
     return timings
@@ -721,9 +724,9 @@ def run(prom_dir: Path, rows: list[tuple[str, str, str, str]]) -> None:
     scan = instrumented_scan(url, now=now)
     attribution = scan["devices_for_group"]
     evaluation = scan["evaluate_group"] + scan["split_group"]
-    rest = scan["scan"] - scan["prometheus"] - attribution - evaluation - scan["_record"]
+    rest = scan["scan"] - scan["prometheus"] - attribution - evaluation - scan["record"]
     mib = parts["bytes"] / 2**20
-    record_python = scan["_record"] - scan["sql _record"] - scan["_numbers"] - scan["commit"]
+    record_python = scan["record"] - scan["sql record"] - scan["_numbers"] - scan["commit"]
     for label, seconds, detail in [
         ("one instrumented scan", scan["scan"], "the parts below add up to it"),
         ("gpu_usage_summary", scan["summary"], "instant queries, one value per device each"),
@@ -738,11 +741,11 @@ def run(prom_dir: Path, rows: list[tuple[str, str, str, str]]) -> None:
         ("sparklines of idle groups", scan["sparklines"], "utilisation_by_namespace / gpu_usage"),
         ("devices_for_group", attribution, "per (team, pool) group, scans every device"),
         ("evaluate_group + split_group", evaluation, "pools/reclamation/evaluate.py"),
-        ("_record, once per allocation", scan["_record"], "finding lookup, save, audit"),
-        ("  SQL", scan["sql _record"], f"{scan['statements _record']:.0f} statements"),
+        ("recording, once per group", scan["record"], "_record_group + _maybe_reclaim"),
+        ("  SQL", scan["sql record"], f"{scan['statements record']:.0f} statements"),
         ("  COMMIT", scan["commit"], f"{scan['commit calls']:.0f} transactions"),
-        ("  _numbers (finding detail)", scan["_numbers"], "all the group's cards, each allocation"),
-        ("  ORM and Python", record_python, "_record less the three"),
+        ("  _numbers", scan["_numbers"], "each idle allocation's numbers"),
+        ("  ORM and Python", record_python, "the recording less the three"),
         ("the rest of idle_scan", rest, f"{scan['statements scan']:.0f} statements, grouping"),
         (
             "of all the above: cyclic GC pauses",
@@ -764,7 +767,7 @@ def run(prom_dir: Path, rows: list[tuple[str, str, str, str]]) -> None:
         profiler.disable()
         stats = pstats.Stats(profiler)
         stats.sort_stats("tottime").print_stats(25)
-        stats.sort_stats("cumulative").print_callees("_record")
+        stats.sort_stats("cumulative").print_callees("_record_group")
 
 
 def main() -> None:

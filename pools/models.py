@@ -29,6 +29,7 @@ from pools.overrides.models import TemporaryOverride
 from pools.reclamation.models import (
     Exemption,
     IdleFinding,
+    IdleGroupEvaluation,
     IdleScanRun,
     ReclamationPolicy,
     ReclamationWhatIf,
@@ -74,6 +75,7 @@ __all__ = [
     "GpuModel",
     "GpuModelAlias",
     "IdleFinding",
+    "IdleGroupEvaluation",
     "IdleScanRun",
     "InventoryImport",
     "MaintenanceWindow",

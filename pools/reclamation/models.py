@@ -184,7 +184,9 @@ class IdleFinding(models.Model):
     Numbers from the latest scan that saw it idle: ``mean_util_pct`` (%), ``peak_util_pct`` (%),
     ``cards_in_use`` of ``card_count``; ``cards_reclaimed`` once reclaimed (``card_count`` before
     minus after). ``would_reclaim_at`` is set instead of reclaiming under a dry-run policy.
-    ``detail`` holds the per-card evaluation. At most one open finding per allocation.
+    ``detail`` is the per-card evaluation of the latest scan that saw it idle, kept once per
+    group on :class:`IdleGroupEvaluation` (``evaluation``) and shared by the group's findings.
+    At most one open finding per allocation.
     ``card_count``, ``status_before``, ``ends_at_before`` and ``placement_before`` are what a
     reclamation changed, for its undo.
     """
@@ -217,7 +219,13 @@ class IdleFinding(models.Model):
     # gives it back); empty for an unplaced allocation or a reclamation before it was kept.
     placement_before = models.JSONField(default=list, blank=True)
     note = models.TextField(blank=True)
-    detail = models.JSONField(default=dict, blank=True)
+    evaluation = models.ForeignKey(
+        "IdleGroupEvaluation",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="findings",
+    )
 
     objects = team_owned("allocation__team").as_manager()
 
@@ -237,6 +245,26 @@ class IdleFinding(models.Model):
 
     def __str__(self) -> str:
         return f"Idle finding #{self.pk} allocation {self.allocation_id} ({self.state})"
+
+    @property
+    def detail(self) -> dict:
+        """The group's evaluation when this finding was last seen idle
+        (:func:`pools.reclamation.services.scan.finding_detail`: ``reason``, ``sparkline``
+        ``[unix_ts, %]`` pairs, ``cards``); ``{}`` before any."""
+        return self.evaluation.detail if self.evaluation_id else {}
+
+
+class IdleGroupEvaluation(models.Model):
+    """One scan's evaluation of one idle group (a team's allocations in a pool; per GPU model
+    in a Slurm pool), stored once for all the group's findings rather than on each (issue #29
+    item 7: 126 findings of a team each held the same ~1,000 cards' numbers). ``detail``: see
+    :attr:`IdleFinding.detail`. The scan deletes the ones no finding points to any more."""
+
+    evaluated_at = models.DateTimeField()
+    detail = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"Idle group evaluation #{self.pk} at {self.evaluated_at:%Y-%m-%d %H:%M}"
 
 
 class IdleScanRun(models.Model):

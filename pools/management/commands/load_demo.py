@@ -67,7 +67,12 @@ from pools.management.demo import (
 from pools.overrides.models import OverrideKind, TemporaryOverride
 from pools.overrides.services import override_create
 from pools.reclamation.evaluate import evaluate_group, utilisation_sparkline
-from pools.reclamation.models import IdleFinding, IdleScanRun, ReclamationPolicy
+from pools.reclamation.models import (
+    IdleFinding,
+    IdleGroupEvaluation,
+    IdleScanRun,
+    ReclamationPolicy,
+)
 from pools.reclamation.services.scan import (
     finding_detail,
     percent_decimal,
@@ -639,9 +644,12 @@ class Command(BaseCommand):
                 peak_util_pct=percent_decimal(max(peaks) if peaks else None),
                 card_count=allocation.card_count,
                 cards_in_use=min(group.cards_busy, allocation.card_count),
-                detail=finding_detail(
-                    group,
-                    utilisation_sparkline(devices, end=seen_at.timestamp(), t=thresholds),
+                evaluation=IdleGroupEvaluation.objects.create(
+                    evaluated_at=seen_at,
+                    detail=finding_detail(
+                        group,
+                        utilisation_sparkline(devices, end=seen_at.timestamp(), t=thresholds),
+                    ),
                 ),
                 **fields,
             )

@@ -8,10 +8,14 @@ allocation of 2 cards in namespace ``team-nlp`` since two days ago; the policy i
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections import Counter
 from datetime import timedelta
 
 import pytest
 from django.core import mail
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
 from reclamation_support import fake_k8s  # noqa: F401  (fixture)
@@ -21,7 +25,12 @@ from pools.capacity.services import scheduler_binding
 from pools.common.choices import AllocationStatus, GpuHealth, IdleFindingState, Scheduler, TeamRole
 from pools.common.errors import InsufficientCapacity, InvalidTransition, PermissionDenied
 from pools.inventory.models import GpuModel
-from pools.reclamation.models import Exemption, IdleFinding, ReclamationPolicy
+from pools.reclamation.models import (
+    Exemption,
+    IdleFinding,
+    IdleGroupEvaluation,
+    ReclamationPolicy,
+)
 from pools.reclamation.services.scan import idle_finding_dismiss, idle_scan, reclamation_undo
 from pools.tenancy.models import Membership
 from scheduler_adapters.prometheus import DeviceUsage, Sample
@@ -152,6 +161,66 @@ def test_the_finding_stores_the_groups_utilisation_sparkline(
     # 30-min window every 60 s: 31 points, each the mean of 1 % and 2 %
     start = (T0 - timedelta(minutes=30)).timestamp()
     assert sparkline == [[start + 60 * i, 1.5] for i in range(31)]
+
+
+def test_a_groups_findings_share_one_evaluation_written_in_one_statement_each(
+    world, django_capture_on_commit_callbacks
+):
+    """A second allocation of nlp's (cards 3 and 4) makes a group of two idle allocations:
+    one evaluation row holds the four cards' numbers for both findings; their two findings,
+    and their four audit events (opened and warned, each), are one INSERT each; the next scan
+    points both at a new evaluation and deletes the one nothing points to."""
+    AllocationFactory(
+        team=world["team"],
+        pool=world["pool"],
+        gpu_model=world["l40s"],
+        card_count=2,
+        status=AllocationStatus.ACTIVE,
+        starts_at=T0 - timedelta(days=2),
+        ends_at=T0 + timedelta(days=5),
+    )
+    devices = [usage(f"GPU-{n}", 0.0) for n in (1, 2, 3, 4)]
+    with CaptureQueriesContext(connection) as queries:
+        first = scan(T0, devices, django_capture_on_commit_callbacks)
+    assert (first.idle, first.warned) == (2, 2)
+    inserts = Counter(
+        re.match(r'INSERT INTO "?(\w+)', q["sql"]).group(1)
+        for q in queries.captured_queries
+        if q["sql"].startswith("INSERT")
+    )
+    assert inserts == {
+        IdleGroupEvaluation._meta.db_table: 1,
+        IdleFinding._meta.db_table: 1,
+        AuditEvent._meta.db_table: 1,
+    }
+    assert AuditEvent.objects.filter(action__startswith="idle_finding.").count() == 4
+    evaluation = IdleGroupEvaluation.objects.get()
+    assert {f.evaluation_id for f in IdleFinding.objects.all()} == {evaluation.pk}
+    cards = IdleFinding.objects.first().detail["cards"]
+    assert sorted(c["uuid"] for c in cards) == ["GPU-1", "GPU-2", "GPU-3", "GPU-4"]
+
+    scan(T0 + timedelta(minutes=10), devices, django_capture_on_commit_callbacks)
+    again = IdleGroupEvaluation.objects.get()
+    assert again.pk != evaluation.pk and again.evaluated_at == T0 + timedelta(minutes=10)
+    assert set(IdleFinding.objects.values_list("evaluation_id", "last_seen_at")) == {
+        (again.pk, T0 + timedelta(minutes=10))
+    }
+
+
+def test_an_idle_allocation_busy_again_resolves_its_finding(
+    world, django_capture_on_commit_callbacks
+):
+    scan(T0, [usage("GPU-1", 1.0), usage("GPU-2", 2.0)], django_capture_on_commit_callbacks)
+    later = T0 + timedelta(hours=1)
+    report = scan(
+        later, [usage("GPU-1", 80.0), usage("GPU-2", 60.0)], django_capture_on_commit_callbacks
+    )
+    assert (report.busy, report.resolved) == (1, 1)
+    finding = IdleFinding.objects.get()
+    assert (finding.state, finding.closed_at) == (IdleFindingState.RESOLVED, later)
+    assert finding.note.startswith("busy again: ")
+    resolved = AuditEvent.objects.get(action="idle_finding.resolved")
+    assert (resolved.object_id, resolved.reason) == (str(finding.pk), finding.note)
 
 
 def test_partly_used_allocation_shrinks_to_the_cards_in_use(

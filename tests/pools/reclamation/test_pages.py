@@ -10,7 +10,7 @@ from factories import AllocationFactory, TeamFactory
 
 from pools.audit.models import AuditEvent
 from pools.common.choices import IdleFindingState, TeamRole
-from pools.reclamation.models import Exemption, IdleFinding, ReclamationPolicy
+from pools.reclamation.models import Exemption, IdleFinding, IdleGroupEvaluation, ReclamationPolicy
 from pools.tenancy.models import Membership
 
 pytestmark = pytest.mark.django_db
@@ -104,7 +104,10 @@ def _policy(finding, **fields):
 
 def test_a_findings_sparkline_and_threshold_are_on_the_page(admin_page, findings):
     mine, _ = findings
-    mine.detail = {"sparkline": [[1_800_000_000, 2.5], [1_800_000_060, 4.0]]}
+    mine.evaluation = IdleGroupEvaluation.objects.create(
+        evaluated_at=mine.last_seen_at,
+        detail={"sparkline": [[1_800_000_000, 2.5], [1_800_000_060, 4.0]]},
+    )
     mine.save()
     _policy(mine, idle_below_pct=25)
     response = admin_page.get("/idle/")
