@@ -27,7 +27,7 @@ def evaluations_to_details(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("pools", "0052_allocation_holding_started"),
+        ("pools", "0053_team_name_index"),
     ]
 
     operations = [
