@@ -439,6 +439,16 @@ class IdleFindingFactory(factory.django.DjangoModelFactory):
     cards_in_use = 0
 
 
+class IdleGroupEvaluationFactory(factory.django.DjangoModelFactory):
+    """A group's stored evaluation with no cards' numbers (what a finding reads as ``{}``)."""
+
+    class Meta:
+        model = reclamation_models.IdleGroupEvaluation
+
+    evaluated_at = factory.LazyFunction(timezone.now)
+    detail = factory.LazyFunction(dict)
+
+
 class IdleScanRunFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = reclamation_models.IdleScanRun
