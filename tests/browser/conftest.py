@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import pytest
+from browser_support import live_server_settled
 
 
 @pytest.fixture(autouse=True)
 def gpu_catalogue(transactional_db):
     """Browser tests are transactional: the database is flushed after each, migration data
-    included, so the shipped catalogue is loaded again before each one."""
+    included, so the shipped catalogue is loaded again before each one; and the flush waits
+    for the live server to finish what the page asked of it (:func:`live_server_settled`;
+    this teardown runs after the pages' contexts closed, before the flush)."""
     from pools.inventory.catalogue.sync import catalogue_sync
     from pools.inventory.models import GpuModel, GpuModelAlias
 
     catalogue_sync(GpuModel, GpuModelAlias)
+    yield
+    live_server_settled()
 
 
 @pytest.fixture
