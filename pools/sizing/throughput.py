@@ -459,6 +459,50 @@ def routed_active_params(model: ModelArch) -> int:
     )
 
 
+#: Share of a card's dense FP4 tensor peak that a mixture of experts' routed-expert GEMMs reach
+#: in NVFP4 on Blackwell - published kernel-level measurements of whole MoE layers (grouped
+#: expert GEMMs with their routing, activation quantisation and combine), not an end-to-end fit:
+#: "TFLOPS Gap: Why FP4 MoE Kernel Engineering Matters on Blackwell" (Hugging Face blog,
+#: huggingface.co/blog/apsys/blackwell-nvfp4-comparison, 2026-01), one B200, GPT-OSS-20B's MoE
+#: layer (32 experts, top 4) at 4,096 tokens (512 rows per expert): SGLang's NVFP4 kernels
+#: 1,262 TFLOPS, FlashInfer CuteDSL 1,225, vLLM 1,117. The best of the three over the B200's
+#: 9,000 dense FP4 TFLOPS (:data:`pools.sizing.gpus.FP4_DENSE_TFLOPS`): 1262 / 9000 = 0.1402,
+#: against the 0.5 (``engines.COMPUTE_EFFICIENCY``) the dense layers are given. Corroborated by
+#: NVIDIA/TransformerEngine issue 2281 (2025-10): on a B200, NVFP4 ``GroupedLinear`` at
+#: DeepSeek-V3 MoE shapes ran "no better than MXFP8 in many shapes" and at most 15 % faster,
+#: the maintainer naming the quantisation kernels and the small GEMM sizes of MoE layers. The
+#: measurement is one card type; other FP4 cards get the same share of their own peak.
+MOE_FP4_GROUPED_GEMM_PEAK_SHARE = 1262 / 9000
+
+
+def routed_expert_flops_rate(
+    *, model: ModelArch, precision: Precision, gpu: GpuSpec, tp: int, flops_rate: float
+) -> float:
+    """FLOP/s of the routed-expert GEMMs on a TP group of ``tp`` cards whose other linear
+    layers multiply at ``flops_rate`` FLOP/s: ``min(flops_rate, tp x FP4 dense peak x
+    MOE_FP4_GROUPED_GEMM_PEAK_SHARE)`` for a mixture of experts multiplied in FP4 (NVFP4 /
+    MXFP4 on Blackwell tensor cores), else ``flops_rate``. One B200 (9,000 TFLOPS FP4) at
+    efficiency 0.5: min(4.5e15, 9e15 x 0.1402) = 1.262e15 FLOP/s.
+    """
+    peak = fp4_dense_tflops(gpu)
+    if not model.is_moe or precision.compute != "fp4" or not peak:
+        return flops_rate
+    return min(flops_rate, peak * 1e12 * tp * MOE_FP4_GROUPED_GEMM_PEAK_SHARE)
+
+
+def linear_compute_s(
+    *, model: ModelArch, tokens: float, flops_rate: float, routed_rate: float
+) -> float:
+    """Seconds of the linear layers' multiplies for ``tokens`` tokens: 2 x (linear params -
+    routed-expert params) x tokens / ``flops_rate`` + 2 x routed-expert params x tokens /
+    ``routed_rate`` (:func:`routed_expert_flops_rate`); the one rate for both when equal."""
+    routed = routed_active_params(model)
+    return (
+        2 * (_linear_params(model) - routed) * tokens / flops_rate
+        + 2 * routed * tokens / routed_rate
+    )
+
+
 def weight_bytes_read(*, model: ModelArch, weight_bits: int, tokens: float) -> float:
     """The seeds' weight bytes for ``tokens`` tokens, whole model: parameters × bits / 8 (the
     decode ceiling uses it; the step time uses :func:`decode_weight_bytes`).
@@ -872,6 +916,13 @@ def replica_throughput(
     # runs at the card's 16-bit tensor rate.
     half = gpu.bf16_dense_tflops or gpu.fp16_dense_tflops
     attention_rate = half * 1e12 * tp * profile.compute_efficiency if half else flops_rate
+    routed_rate = (
+        routed_expert_flops_rate(
+            model=model, precision=precision, gpu=gpu, tp=tp, flops_rate=flops_rate
+        )
+        if flops_rate
+        else None
+    )
 
     ceiling_s = weight_bytes_read(model=model, weight_bits=precision.weight_bits, tokens=1) / (
         bandwidth
@@ -944,10 +995,13 @@ def replica_throughput(
         prefill_weights = dp_weight_bytes(
             model=model, precision=precision, tokens=new_input, dp_attention=dp
         )
-        routed_flops = 2 * routed_active_params(model) * new_input if dp > 1 else 0.0
+        # The routed experts' multiplies spread over every card (expert parallelism), the rest
+        # on the rank's tp / d cards: dp times as long.
+        routed_flops = 2 * routed_active_params(model) * new_input
         prefill_linear_s = (
-            dp * (request_prefill_flops - prefill_attention_flops - routed_flops) + routed_flops
-        ) / flops_rate
+            dp * (request_prefill_flops - prefill_attention_flops - routed_flops) / flops_rate
+            + routed_flops / routed_rate
+        )
         prefill_compute_s = prefill_linear_s + dp * prefill_attention_flops / attention_rate
         prefill_dequant_extra_s, _ = dequant_seconds(
             model=model,
@@ -1007,7 +1061,13 @@ def replica_throughput(
             * (prefill_attention_flops + encoder_flops_per_request)
         )
         memory_s = weights_read / effective_bandwidth
-        compute_s = 2 * _linear_params(model) * tokens / flops_rate if flops_rate else 0.0
+        compute_s = (
+            linear_compute_s(
+                model=model, tokens=tokens, flops_rate=flops_rate, routed_rate=routed_rate
+            )
+            if flops_rate
+            else 0.0
+        )
         dequant_extra_s, dequant_s = dequant_seconds(
             model=model,
             precision=precision,
