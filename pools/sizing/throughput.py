@@ -10,7 +10,10 @@ with aiconfigurator's empirical constants), and issue 17's evidence:
   experts only the experts the batch's tokens route to - plus the batch's KV cache
   (:func:`decode_weight_bytes`). GEMM time = the roofline of weight bytes / (bandwidth ×
   efficiency) and 2 × active params × tokens / (tensor FLOPS × efficiency), combined as far as
-  the engine overlaps them (:func:`overlapped_s`); a mixture of experts adds the activation
+  the engine overlaps them (:func:`overlapped_s`) - a mixture of experts' routed-expert GEMMs
+  in FP4 on Blackwell at the share of the FP4 peak published MoE-layer kernels reach
+  (:data:`MOE_FP4_GROUPED_GEMM_PEAK_SHARE`, 14 %), not the dense layers' efficiency; a mixture
+  of experts adds the activation
   traffic of its routed rows between the grouped GEMMs (:func:`moe_glue_s`); attention time =
   max(KV bytes read / (bandwidth × efficiency), decode attention FLOPs / (16-bit FLOPS ×
   efficiency)) + the context attention FLOPs of the prompts mixed into the step at that rate

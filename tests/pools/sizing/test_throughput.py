@@ -21,12 +21,14 @@ from pools.sizing.throughput import (
     batch_for_targets,
     decode_ceiling_batch1_tok_s,
     decode_weight_bytes,
+    linear_compute_s,
     moe_glue_bytes,
     moe_glue_s,
     overlapped_s,
     precision_on_gpu,
     prefill_flops,
     replica_throughput,
+    routed_expert_flops_rate,
     weight_bytes_read,
 )
 
@@ -495,3 +497,64 @@ def test_the_pytorch_backend_is_named_by_its_aliases():
     assert engine_profile("TRT-LLM pytorch").name == "tensorrt-llm-pytorch"
     assert ENGINE_PROFILES["tensorrt-llm"].host_s_per_sequence == 0.0
     assert ENGINE_PROFILES["vllm"].host_s_per_sequence_grace == 0.0
+
+
+def test_nvfp4_routed_experts_multiply_at_the_published_moe_kernel_share_of_the_fp4_peak():
+    # 1,262 TFLOPS (SGLang's NVFP4 MoE layer on one B200, Hugging Face blog "TFLOPS Gap") over
+    # the B200's 9,000 dense FP4 TFLOPS; the dense layers keep 9,000 x 0.5 = 4,500 TFLOPS.
+    b200 = gpu_spec("b200")
+    qwen = model_preset("qwen3_30b_a3b")
+    nvfp4 = precision_parse("NVFP4")
+    assert routed_expert_flops_rate(
+        model=qwen, precision=nvfp4, gpu=b200, tp=1, flops_rate=4500e12
+    ) == pytest.approx(1262e12)
+    assert routed_expert_flops_rate(
+        model=qwen, precision=nvfp4, gpu=b200, tp=8, flops_rate=8 * 4500e12
+    ) == pytest.approx(8 * 1262e12)
+    # Below the share already, a dense model, or FP8: the rate passed in.
+    assert routed_expert_flops_rate(
+        model=qwen, precision=nvfp4, gpu=b200, tp=1, flops_rate=1000e12
+    ) == pytest.approx(1000e12)
+    llama = model_preset("llama3_8b")
+    assert routed_expert_flops_rate(
+        model=llama, precision=nvfp4, gpu=b200, tp=1, flops_rate=4500e12
+    ) == pytest.approx(4500e12)
+    fp8 = precision_parse("FP8")
+    assert routed_expert_flops_rate(
+        model=qwen, precision=fp8, gpu=b200, tp=1, flops_rate=2250e12
+    ) == pytest.approx(2250e12)
+
+
+def test_a_compute_bound_nvfp4_moe_prefill_runs_its_routed_experts_at_the_moe_kernel_rate():
+    # Qwen3-30B-A3B NVFP4 on one B200, a lone 4,000-token prompt. Routed experts: 48 layers x 8
+    # experts x 3 x 2,048 x 768 = 1,811,939,328 parameters a token; the other linears: 3,353,020,416
+    # active - 151,936 x 2,048 embedding - the routed = 1,229,918,720. Attention: 2 x 48 layers x
+    # 32 heads x 128 x 4,000^2 FLOPs at the 16-bit rate (2,250 TFLOPS x 0.5).
+    tokens = 4000
+    routed = 48 * 8 * 3 * 2048 * 768
+    assert routed == 1_811_939_328
+    other = 3_353_020_416 - 151_936 * 2048 - routed
+    compute_s = (
+        2 * other * tokens / (9000e12 * COMPUTE_EFFICIENCY)
+        + 2 * routed * tokens / 1262e12
+        + 2 * 48 * 32 * 128 * tokens**2 / (2250e12 * COMPUTE_EFFICIENCY)
+    )
+    nvfp4 = precision_parse("NVFP4")
+    qwen = model_preset("qwen3_30b_a3b")
+    estimate = replica("qwen3_30b_a3b", gpu="b200", precision=nvfp4, kv_bits=8, input_tokens=tokens)
+    glue_s = moe_glue_s(
+        model=qwen,
+        precision=nvfp4,
+        tokens=tokens,
+        tp=1,
+        dp_attention=1,
+        card_bandwidth=8000e9 * BANDWIDTH_EFFICIENCY,
+        gathered=False,
+    )
+    # The multiplies outlast the weight stream (30.5 B weights at 4.5 bits: ~17 GB, 2.7 ms).
+    assert compute_s > 17.2e9 / (8000e9 * BANDWIDTH_EFFICIENCY)
+    kernel_s = 48 * HARD_MAX.step_overhead_s_per_layer
+    assert estimate.ttft_ms == pytest.approx((compute_s + glue_s + kernel_s) * 1e3)
+    assert linear_compute_s(
+        model=qwen, tokens=tokens, flops_rate=4500e12, routed_rate=1262e12
+    ) == pytest.approx(2 * other * tokens / 4500e12 + 2 * routed * tokens / 1262e12)
