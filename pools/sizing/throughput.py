@@ -12,8 +12,9 @@ with aiconfigurator's empirical constants), and issue 17's evidence:
   efficiency) and 2 × active params × tokens / (tensor FLOPS × efficiency), combined as far as
   the engine overlaps them (:func:`overlapped_s`) - a mixture of experts' routed-expert GEMMs
   in FP4 on Blackwell at the share of the FP4 peak published MoE-layer kernels reach
-  (:data:`MOE_FP4_GROUPED_GEMM_PEAK_SHARE`, 14 %), not the dense layers' efficiency; a mixture
-  of experts adds the activation
+  (:data:`MOE_FP4_GROUPED_GEMM_PEAK_SHARE`, 14 %), and FP4 on Blackwell at most at the share
+  published dense NVFP4 GEMMs reach (:data:`DENSE_FP4_GEMM_PEAK_SHARE`, 34 %), not the
+  efficiency of the other tensor rates; a mixture of experts adds the activation
   traffic of its routed rows between the grouped GEMMs (:func:`moe_glue_s`); attention time =
   max(KV bytes read / (bandwidth × efficiency), decode attention FLOPs / (16-bit FLOPS ×
   efficiency)) + the context attention FLOPs of the prompts mixed into the step at that rate
@@ -460,6 +461,37 @@ def routed_active_params(model: ModelArch) -> int:
         * model.hidden_size
         * (model.intermediate_size)
     )
+
+
+#: Share of a card's dense FP4 tensor peak that dense NVFP4 GEMMs reach on Blackwell, activation
+#: quantisation included - a published kernel measurement, not an end-to-end fit: vLLM pull
+#: request 20646 ("Basic tuned configs for NVFP4 CUTLASS dense GEMM", 2025-07,
+#: ``benchmarks/kernels/bench_nvfp4_gemm.py``), Llama-3.1-8B's QKV shape N = 6,144, K = 4,096:
+#: "nvfp4" (quantise the BF16 activations, then multiply) levels off at 2,948 / 3,025 / 3,039
+#: TFLOPS at 4,096 / 8,192 / 16,384 rows, "nvfp4-noquant" at 3,904. The card is an SM100 one
+#: (3,904 TFLOPS exceeds every SM120 card's FP4 peak, 2,015 for the RTX PRO 6000); taken as a
+#: B200, 9,000 dense FP4 TFLOPS: 3039 / 9000 = 0.338, below the 0.5 of every other tensor rate
+#: (``engines.COMPUTE_EFFICIENCY``). NVIDIA's B200 datasheet FP4 rate is twice its FP8 rate;
+#: these kernels reach 0.68 x the FP8 peak. flashinfer-ai/flashinfer issue 1732 (2025-09,
+#: "[Perf] FP4 GEMM on B200", priority P0) reports the same: the CUTLASS FP4 GEMM "not
+#: approaching the hardware limit" for compute- and memory-bound shapes alike.
+DENSE_FP4_GEMM_PEAK_SHARE = 3039 / 9000
+
+
+def linear_flops_rate(
+    *, precision: Precision, tflops: float | None, tp: int, efficiency: float
+) -> float | None:
+    """FLOP/s of the linear layers on a TP group of ``tp`` cards of ``tflops`` dense TFLOPS each at
+    ``precision``: ``tflops x 1e12 x tp x efficiency``, capped at ``tflops x 1e12 x tp x``
+    :data:`DENSE_FP4_GEMM_PEAK_SHARE` when the card multiplies in FP4. ``None`` without a rate.
+    One B200 in NVFP4 at 0.5: min(4.5e15, 9e15 x 0.3377) = 3.039e15 FLOP/s.
+    """
+    if not tflops:
+        return None
+    share = efficiency
+    if precision.compute == "fp4":
+        share = min(share, DENSE_FP4_GEMM_PEAK_SHARE)
+    return tflops * 1e12 * tp * share
 
 
 #: Share of a card's dense FP4 tensor peak that a mixture of experts' routed-expert GEMMs reach
@@ -913,7 +945,9 @@ def replica_throughput(
     bandwidth = gpu.memory_bandwidth_gbps * 1e9 * tp
     effective_bandwidth = bandwidth * BANDWIDTH_EFFICIENCY
     tflops = tensor_tflops(precision, gpu)
-    flops_rate = tflops * 1e12 * tp * profile.compute_efficiency if tflops else None
+    flops_rate = linear_flops_rate(
+        precision=precision, tflops=tflops, tp=tp, efficiency=profile.compute_efficiency
+    )
     # Attention (QK^T, PV) multiplies 16-bit activations with the (de-quantised) KV cache: FP8
     # and INT8 checkpoints quantise the linear layers only (module docstring), so attention
     # runs at the card's 16-bit tensor rate.
