@@ -76,6 +76,7 @@ from pools.sizing.plan import (
     PlanRow,
     SizingPlan,
     figures_json,
+    model_as_run,
     replica_estimate_as_dict,
     sizing_plan,
 )
@@ -586,9 +587,10 @@ def _model_json(model) -> dict[str, Any]:
 def _memory_json(inputs: Mapping[str, Any], ask: _Ask) -> dict[str, Any]:
     """The precision, the engine's constants and the per-token and per-sequence KV bytes behind
     every row (pools/sizing/memory.py; pure)."""
-    model, context = ask.model, ask.input_len + inputs["output_len"]
+    context = ask.input_len + inputs["output_len"]
     precision = precision_parse(inputs["precision"])
     engine = engine_profile(inputs["engine"])
+    model = model_as_run(ask.model, engine)
     kv_bits = kv_cache_bits(kv_cache_dtype_for(inputs["kv_cache_dtype"], model)[0])
     per_sequence = kv_bytes_per_sequence(model, context_tokens=context, kv_bits=kv_bits)
     concurrency = inputs["concurrency"]
