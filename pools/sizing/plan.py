@@ -254,6 +254,18 @@ def model_as_run(model: ModelArch, profile: EngineProfile) -> ModelArch:
     return replace(model, sliding_window_tokens=None, sliding_window_layers=None)
 
 
+def model_as_kept(model: ModelArch, profile: EngineProfile) -> ModelArch:
+    """``model`` as ``profile``'s engine allocates its KV cache: :func:`model_as_run`, and
+    without a sliding window when the engine keeps every layer's KV to the context anyway
+    (``EngineProfile.sliding_window_keeps_full_kv``: TensorRT-LLM). For memory only: the
+    engine's decode still reads the window (:func:`model_as_run` keeps it). gpt-oss-120b on
+    TensorRT-LLM: 36 layers of the whole context kept, 18 of them read at 128 tokens."""
+    run = model_as_run(model, profile)
+    if not (run.sliding_window_tokens and profile.sliding_window_keeps_full_kv):
+        return run
+    return replace(run, sliding_window_tokens=None, sliding_window_layers=None)
+
+
 def estimate_replica(
     *,
     model: ModelArch,
@@ -351,7 +363,7 @@ def estimate_replica(
     profile = engine_profile(engine, engine_version)
     model = model_as_run(model, profile)
     memory = memory_estimate(
-        model=model,
+        model=model_as_kept(model, profile),
         precision=runs,
         kv_bits=kv_bits,
         gpu_memory_bytes=gpu.memory_bytes,

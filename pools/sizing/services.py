@@ -76,6 +76,7 @@ from pools.sizing.plan import (
     PlanRow,
     SizingPlan,
     figures_json,
+    model_as_kept,
     model_as_run,
     replica_estimate_as_dict,
     sizing_plan,
@@ -592,7 +593,9 @@ def _memory_json(inputs: Mapping[str, Any], ask: _Ask) -> dict[str, Any]:
     engine = engine_profile(inputs["engine"])
     model = model_as_run(ask.model, engine)
     kv_bits = kv_cache_bits(kv_cache_dtype_for(inputs["kv_cache_dtype"], model)[0])
-    per_sequence = kv_bytes_per_sequence(model, context_tokens=context, kv_bits=kv_bits)
+    # The KV the engine allocates: TensorRT-LLM keeps a sliding layer's whole context (plan.py).
+    kept = model_as_kept(ask.model, engine)
+    per_sequence = kv_bytes_per_sequence(kept, context_tokens=context, kv_bits=kv_bits)
     concurrency = inputs["concurrency"]
     fp4_linear, fp4_routed = fp4_compute_shares(
         model=model, precision=precision, efficiency=engine.compute_efficiency
