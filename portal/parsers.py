@@ -34,5 +34,7 @@ class BoundedJSONParser(JSONParser):
         except (LookupError, UnicodeDecodeError):
             text = ""
         if bracket_depth(text) > MAX_DEPTH:
-            raise ParseError(f"JSON parse error - the body is nested deeper than {MAX_DEPTH} levels.")
+            raise ParseError(
+                f"JSON parse error - the body is nested deeper than {MAX_DEPTH} levels."
+            )
         return super().parse(io.BytesIO(raw), media_type, parser_context)
