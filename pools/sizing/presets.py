@@ -796,9 +796,10 @@ def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> Model
     (:func:`arch_fields_from_hf_config`), then the fields given explicitly on top.
 
     Raises :class:`SizingInputError`: ``invalid_json`` (field ``config``) for unreadable config
-    text, or text nested deeper than 64 levels; the config reader's errors; ``missing`` (field named) for a required field that
-    neither gives; ``inconsistent`` with ``errors`` ``{field: message}`` for every
-    inconsistency :func:`custom_arch_errors` finds (``field`` the first of them).
+    text, or text nested deeper than 64 levels; the config reader's errors; ``missing`` (field
+    named) for a required field that neither gives; ``inconsistent`` with ``errors``
+    ``{field: message}`` for every inconsistency :func:`custom_arch_errors` finds (``field`` the
+    first of them).
     """
     if not isinstance(custom, Mapping):
         raise SizingInputError(
