@@ -31,13 +31,21 @@ from pools.tenancy.models import Team
 from pools.tenancy.roles import sees_every_team
 
 
-def capacity_request_list(*, user) -> QuerySet[CapacityRequest]:
+def capacity_request_list(*, user, decider: bool = True) -> QuerySet[CapacityRequest]:
     """Requests the user may see (their teams', or all for pool admins), related rows joined;
     allocations (nested by the API with their team, pool and model) in one more query, not
-    joined: three more joins on every page cost more to plan than the query takes to run."""
+    joined: three more joins on every page cost more to plan than the query takes to run.
+
+    ``decider=False`` leaves out the join of who decided (read lazily, one query per decided
+    request, if anything asks): for lists that never show it -- the approval queue, whose
+    requests are undecided, and *My teams*. The eighth relation is what makes planning dear:
+    PostgreSQL searches every join order up to ``join_collapse_limit`` (8) relations, and a
+    member's list (with the membership semi-join) took 35-57 ms to plan and 0.4 ms to run at
+    100,800 GPUs under load 10; without it, 6 ms to plan (issue #29 item 7)."""
     allocations = Allocation.objects.select_related("team", "pool", "gpu_model", "workload_class")
+    related = ["team", "requested_by", "pool", "gpu_model", "workload_class"]
     qs = CapacityRequest.objects.select_related(
-        "team", "requested_by", "pool", "gpu_model", "decided_by", "workload_class"
+        *related, *(["decided_by"] if decider else [])
     ).prefetch_related(
         Prefetch("allocation", queryset=allocations), "workload_class__gpu_models"
     )  # the class's models: its rule (pools.classes.rules), read by the explainer
