@@ -24,7 +24,7 @@ from __future__ import annotations
 import uuid
 
 from django.core.cache import cache
-from django.db import transaction
+from django.db import connection, transaction
 
 GENERATION_KEY = "billing:statements-generation"
 
@@ -43,3 +43,11 @@ def statements_changed(**_signal_kwargs) -> None:
     """Statements were written: a new generation once the transaction commits (at once
     outside one)."""
     transaction.on_commit(lambda: cache.set(GENERATION_KEY, uuid.uuid4().hex, None))
+
+
+def in_transaction() -> bool:
+    """Whether the default connection is inside ``atomic`` (a test's transaction too): a
+    reader there may have written statements that are in no generation yet (they are bumped
+    on commit), so it reads afresh and keeps nothing. Pages run outside one
+    (``ATOMIC_REQUESTS`` is off)."""
+    return connection.in_atomic_block

@@ -25,7 +25,7 @@ from billing.charges import (
 )
 from billing.choices import TOKEN_UNITS, ChargeBasis, RateKind, UsageUnit
 from billing.conf import billing_zone
-from billing.generation import statements_generation
+from billing.generation import in_transaction, statements_generation
 from billing.models import RateCard, Statement, StatementLine, UsageRecord
 from billing.pricing import (
     next_month,
@@ -420,14 +420,16 @@ def _finance_sums(month: date, statements: QuerySet[Statement]) -> dict:
     (:mod:`billing.generation`, which every statement write and team save replaces) and the
     inventory's (GPU model names label the sums), at most :data:`FINANCE_CACHE_S`. At 100,800
     GPUs the six took ~120 ms of the page under load (issue #29 item 7). Not kept where the
-    inventory has no generation (SQLite)."""
+    inventory has no generation (SQLite), nor inside a transaction
+    (:func:`billing.generation.in_transaction`)."""
     inventory = inventory_generation()
+    keep = inventory is not None and not in_transaction()
     key = f"billing:finance:{statements_generation()}:{inventory}:{month.isoformat()}"
-    found = cache.get(key) if inventory is not None else None
+    found = cache.get(key) if keep else None
     if isinstance(found, dict):
         return found
     found = _finance_sums_read(month, statements)
-    if inventory is not None:
+    if keep:
         cache.set(key, found, FINANCE_CACHE_S)
     return found
 

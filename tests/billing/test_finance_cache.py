@@ -1,7 +1,7 @@
-"""The finance month's sums are kept per statements' generation (:mod:`billing.generation`): a
-second read runs no query over statements or lines, and every committed write the sums show --
-a statement saved, a line saved, a team renamed, the month close's bulk writes -- is on the
-next read. Amounts worked out by hand in each test."""
+"""The finance month's sums are kept per statements' generation (:mod:`billing.generation`)
+outside a transaction: a second read runs no query over statements or lines, and every
+committed write the sums show -- a statement saved, a line saved, a team renamed, the month
+close's bulk writes -- is on the next read. Amounts worked out by hand in each test."""
 
 from __future__ import annotations
 
@@ -18,6 +18,16 @@ from billing import selectors
 
 pytestmark = pytest.mark.django_db
 OCT = date(2026, 10, 1)
+
+
+@pytest.fixture(autouse=True)
+def outside_a_transaction():
+    """Read as the page reads, outside a transaction (the test's own is one), so the sums are
+    kept; writes reach them through committed generations as in production."""
+    from unittest import mock
+
+    with mock.patch.object(selectors, "in_transaction", return_value=False):
+        yield
 
 
 def _sums():
