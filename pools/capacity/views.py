@@ -545,7 +545,7 @@ def approval_queue(request, verdicts=None):
     explained as on the page)."""
     ordering = request.GET.get("ordering", "submitted_at")
     pending = (
-        capacity_selectors.capacity_request_list(user=request.user)
+        capacity_selectors.capacity_request_list(user=request.user, decider=False)
         .filter(status=RequestStatus.SUBMITTED)
         .order_by(ordering if ordering in QUEUE_ORDERINGS else "submitted_at", "pk")
     )
