@@ -16,6 +16,7 @@ from typing import Any
 
 from pools.sizing import SizingInputError
 from pools.sizing.vision import VisionEncoder
+from scheduler_adapters.documents import load_json
 
 _MODELS_JSON = Path(__file__).resolve().parent / "models.json"
 
@@ -803,9 +804,10 @@ def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> Model
     (:func:`arch_fields_from_hf_config`), then the fields given explicitly on top.
 
     Raises :class:`SizingInputError`: ``invalid_json`` (field ``config``) for unreadable config
-    text; the config reader's errors; ``missing`` (field named) for a required field that
-    neither gives; ``inconsistent`` with ``errors`` ``{field: message}`` for every
-    inconsistency :func:`custom_arch_errors` finds (``field`` the first of them).
+    text, or text nested deeper than 64 levels; the config reader's errors; ``missing`` (field
+    named) for a required field that neither gives; ``inconsistent`` with ``errors``
+    ``{field: message}`` for every inconsistency :func:`custom_arch_errors` finds (``field`` the
+    first of them).
     """
     if not isinstance(custom, Mapping):
         raise SizingInputError(
@@ -816,8 +818,8 @@ def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> Model
     config = custom.get("config")
     if isinstance(config, str):
         try:
-            config = json.loads(config)
-        except ValueError as exc:
+            config = load_json(config)  # bounded nesting: 5000 "[" was a RecursionError, a 500
+        except ValueError as exc:  # TooDeep is one
             raise SizingInputError(
                 f"the config.json is not valid JSON: {exc}", reason="invalid_json", field="config"
             ) from None

@@ -101,6 +101,20 @@ def test_bad_inputs_show_their_errors_in_the_fragment(fleet, member_page):
     assert "request-cards" not in html
 
 
+@pytest.mark.parametrize("config", ["[" * 5000, '{"a": ' * 5000 + "1" + "}" * 5000])
+def test_a_pasted_config_nested_5000_deep_is_an_input_error_not_a_500(fleet, member_page, config):
+    """Found by hand (newcomer probe): the pasted config.json went to json.loads, whose
+    RecursionError was the page's 500."""
+    inputs = {**QWEN_72B, "model": "custom", "custom_model.config": config}
+
+    response = _htmx(member_page, "/sizing/", inputs)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "Fix these inputs" in html
+    assert "the config.json is not valid JSON: nested deeper than 64 levels" in html
+
+
 def test_a_context_above_the_models_maximum_is_an_error(fleet, member_page):
     response = _htmx(member_page, "/sizing/", {**QWEN_72B, "input_len": "40000"})
 
