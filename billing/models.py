@@ -200,7 +200,17 @@ class UsageRecord(models.Model):
         indexes = [
             models.Index(fields=["team", "month"]),
             models.Index(fields=["month"]),
+            # The month close's ambiguous-time notes read these few rows; without it, a second
+            # scan of the whole month (migration 0014).
+            models.Index(
+                fields=["month"],
+                condition=Q(flag=UsageFlag.AMBIGUOUS_TIME),
+                name="usage_ambiguous_month",
+            ),
         ]
+        # Migration 0014 also adds the extended statistics ``usage_statement_key_nd`` (PostgreSQL
+        # only; Django has no Meta option for them): the number of distinct
+        # (team, STATEMENT_KEY) groups, so the close's GROUP BY is planned as a hash aggregate.
 
     def __str__(self) -> str:
         what = self.gpu_model or self.served_model or "?"
