@@ -198,7 +198,10 @@ class UsageRecord(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["team", "month"]),
+            # updated_at too: the close's late-usage check (does a final month have a record
+            # written after it was finalized?) is one index descent per final statement, not a
+            # read of every record of every past month (migration 0014).
+            models.Index(fields=["team", "month", "updated_at"], name="usage_team_month_updated"),
             models.Index(fields=["month"]),
             # The month close's ambiguous-time notes read these few rows; without it, a second
             # scan of the whole month (migration 0014).

@@ -16,17 +16,21 @@ The rows: 6,000 records of October 2026, 3 teams x 2 GPU models x 2 bases (reser
 from __future__ import annotations
 
 import json
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from billing.charges import ambiguous_time_notes, segment_sums_by_team
+from billing.choices import StatementStatus
 from billing.conf import billing_zone
 from billing.rate_periods import rate_periods
+from billing.services.statements import statements_close_month
 from pools.inventory.models import GpuModel
-from tests.factories import TeamFactory
+from pools.tenancy.models import Team
+from tests.factories import StatementFactory, TeamFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -86,3 +90,28 @@ def test_the_close_usage_query_is_planned_for_the_real_number_of_groups(october)
 def test_the_ambiguous_time_notes_read_the_partial_index(october):
     (sql,) = _captured(lambda: ambiguous_time_notes(MONTH, october))
     assert "usage_ambiguous_month" in json.dumps(_explain(sql))
+
+
+def _index_conditions(plan: dict) -> list[str]:
+    found = [plan["Index Cond"]] if "Index Cond" in plan else []
+    for child in plan.get("Plans", []):
+        found += _index_conditions(child)
+    return found
+
+
+def test_the_late_usage_check_is_an_index_condition_on_updated_at(october):
+    after_the_rows = timezone.now() + timedelta(days=1)  # no late usage: no adjustments
+    for team in Team.objects.filter(pk__in=october):
+        StatementFactory(
+            team=team, month=MONTH, status=StatementStatus.FINAL, finalized_at=after_the_rows
+        )
+    november = date(2026, 11, 1)
+    queries = _captured(
+        lambda: statements_close_month(month=november, now=datetime(2026, 12, 1, 1, tzinfo=UTC))
+    )
+    (sql,) = [q for q in queries if "EXISTS" in q and "billing_usagerecord" in q]
+    with connection.cursor() as cur:
+        # The shape of the index is under test, not the size of the table.
+        cur.execute("SET LOCAL enable_seqscan = off")
+    conditions = _index_conditions(_explain(sql))
+    assert any("updated_at" in c for c in conditions), conditions
