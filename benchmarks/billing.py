@@ -5,10 +5,11 @@ throwaway test database's table with its secondary indexes, unique constraint an
 foreign keys dropped, then builds them back from the catalog's own definitions, checks the set
 is the one the migrations made, and runs ``VACUUM (ANALYZE)`` (hint bits and statistics, as
 autovacuum leaves a production table): the close is timed against the production indexes.
-50 M records: about 10 min here, against about 50 min inserting into the indexed table.
+50 M records: 20 min here at load 15 (7 min inserting, 13 rebuilding), against about 50 min
+inserting into the indexed table.
 Then times ``statements_close_month`` against a hand-written ``GROUP BY`` over the same rows,
-and the token ingest service. ``BENCH_RECORDS`` (default 5,000,000) sets the size; the table
-takes about 250 bytes a record on disk with its indexes (50 M: about 13 GB).
+and the token ingest service. ``BENCH_RECORDS`` (default 5,000,000) sets the size (50 M:
+more than 10 GB of disk while the indexes are rebuilt; keep 20 GB free).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/gpp_bench python benchmarks/billing.py
 """
