@@ -200,18 +200,18 @@ class UsageRecord(models.Model):
         indexes = [
             # updated_at too: the close's late-usage check (does a final month have a record
             # written after it was finalized?) is one index descent per final statement, not a
-            # read of every record of every past month (migration 0014).
+            # read of every record of every past month (migration 0015).
             models.Index(fields=["team", "month", "updated_at"], name="usage_team_month_updated"),
             models.Index(fields=["month"]),
             # The month close's ambiguous-time notes read these few rows; without it, a second
-            # scan of the whole month (migration 0014).
+            # scan of the whole month (migration 0015).
             models.Index(
                 fields=["month"],
                 condition=Q(flag=UsageFlag.AMBIGUOUS_TIME),
                 name="usage_ambiguous_month",
             ),
         ]
-        # Migration 0014 also adds the extended statistics ``usage_statement_key_nd`` (PostgreSQL
+        # Migration 0015 also adds the extended statistics ``usage_statement_key_nd`` (PostgreSQL
         # only; Django has no Meta option for them): the number of distinct
         # (team, STATEMENT_KEY) groups, so the close's GROUP BY is planned as a hash aggregate.
 

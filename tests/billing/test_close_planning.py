@@ -5,7 +5,7 @@ groups as the product of each column's distinct count, and takes 200 for a colum
 no value of (``pool_id`` is NULL on nearly every row), capped at a tenth of the rows: a
 hundred times too many groups here, so the plan was a disk sort instead of a hash aggregate
 (benchmarks/billing.py, 1 M rows: 1.28 s against 0.47 s for the same GROUP BY without
-``pool_id``). The ndistinct statistics of billing migration 0014 give it the real count. And the
+``pool_id``). The ndistinct statistics of billing migration 0015 give it the real count. And the
 ambiguous-time notes read their few flagged rows by a partial index, not a second scan of the
 month.
 

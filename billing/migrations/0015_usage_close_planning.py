@@ -27,7 +27,7 @@ def _on_postgresql(sql):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('billing', '0013_budget_consumption_kept'),
+        ('billing', '0014_statement_month_total'),
         ('pools', '0054_idle_group_evaluation_once'),
     ]
 
