@@ -108,21 +108,32 @@ _PUT_BACK = (
     f"INSERT INTO {_TABLE} (id, task_name, args, attempts, created_at, last_attempt_at, "
     "last_error) VALUES (%s, %s, %s, %s, %s, %s, %s)"
 )
-_INSERT = (
-    f"INSERT INTO {_TABLE} "
-    "(task_name, args, created_at, attempts, last_attempt_at, last_error) "
-    "VALUES (%s, %s, %s, 0, NULL, '') RETURNING id"
+_INSERT_INTO = (
+    f"INSERT INTO {_TABLE} (task_name, args, created_at, attempts, last_attempt_at, last_error)"
 )
+_INSERT_VALUES = "(%s, %s, %s, 0, NULL, '')"
 
 
 def job_write(task_name: str, args: list) -> int:
     """Write one outbox row (``task_name`` with JSON ``args``, no attempt yet) in the caller's
-    transaction; returns its id. The approval's hot path writes one or two per request."""
-    encoded = QueuedJob._meta.get_field("args").get_db_prep_save(args, connection)
+    transaction; returns its id (:func:`jobs_write` of one)."""
+    return jobs_write([(task_name, args)])[0]
+
+
+def jobs_write(jobs: list[tuple[str, list]]) -> list[int]:
+    """Write an outbox row for each ``(task_name, args)`` of ``jobs`` in one INSERT, in the
+    caller's transaction, no attempt yet; returns their ids in that order (ids follow the VALUES
+    order). The approval's hot path writes one or two per request."""
+    if not jobs:
+        return []
+    args = QueuedJob._meta.get_field("args")
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    values = ", ".join([_INSERT_VALUES] * len(jobs))
+    params = [p for name, job_args in jobs
+              for p in (name, args.get_db_prep_save(job_args, connection), now)]  # fmt: skip
     with connection.cursor() as cursor:
-        now = connection.ops.adapt_datetimefield_value(timezone.now())
-        cursor.execute(_INSERT, [task_name, encoded, now])
-        return cursor.fetchone()[0]
+        cursor.execute(f"{_INSERT_INTO} VALUES {values} RETURNING id", params)
+        return sorted(pk for (pk,) in cursor.fetchall())
 
 
 def _jobs_taken(job_ids: list[int], *, commit_async: bool = False) -> list[tuple]:

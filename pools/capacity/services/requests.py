@@ -71,7 +71,7 @@ from pools.common.errors import (
 )
 from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import GpuModel, Pool
-from pools.jobs import ALLOCATION_PROVISION, ELASTIC_HAND_BACK, enqueue_on_commit
+from pools.jobs import ALLOCATION_PROVISION, ELASTIC_HAND_BACK, enqueue_all_on_commit
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_manager, require_member, require_pool_admin
 from scheduler_adapters.types import MAX_GPUS_PER_NODE
@@ -885,15 +885,11 @@ def _approval_enqueue(allocation: Allocation) -> None:
     """On commit: provision the allocation, and in a Kubernetes pool take back (with notice)
     the burst cards lent to elastic allocations that this guarantee needs: burst never counts
     against a guarantee (pools/elastic/services.py)."""
+    jobs = [(ALLOCATION_PROVISION, allocation.pk)]
     if allocation.pool.scheduler == Scheduler.KUBERNETES:
-        enqueue_on_commit(
-            ELASTIC_HAND_BACK,
-            allocation.pool_id,
-            allocation.gpu_model_id,
-            allocation.starts_at.isoformat(),
-            allocation.ends_at.isoformat(),
-        )
-    enqueue_on_commit(ALLOCATION_PROVISION, allocation.pk)
+        window = (allocation.starts_at.isoformat(), allocation.ends_at.isoformat())
+        jobs.insert(0, (ELASTIC_HAND_BACK, allocation.pool_id, allocation.gpu_model_id, *window))
+    enqueue_all_on_commit(*jobs)
 
 
 def _extended_placement(

@@ -122,6 +122,24 @@ def test_the_jobs_of_one_transaction_are_sent_together_in_three_statements():
     assert QueuedJob.objects.count() == 0
 
 
+def test_jobs_queued_together_are_written_by_one_insert_and_sent_in_order():
+    """``enqueue_all_on_commit``: the approval's two jobs cost one INSERT in its transaction
+    (issue #29 item 7), and reach the broker in the order given."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with celery_broker("memory://"):
+        with CaptureQueriesContext(connection) as ctx:
+            with transaction.atomic():
+                jobs.enqueue_all_on_commit((jobs.SIZING_ESTIMATE, 7), (jobs.RECONCILE,))
+                inside = [q["sql"].split()[0] for q in ctx.captured_queries]
+        sent = _memory_queue_messages()
+
+    assert inside == ["INSERT"]
+    assert sent == [(jobs.SIZING_ESTIMATE, [7]), (jobs.RECONCILE, [])]
+    assert QueuedJob.objects.count() == 0
+
+
 def _synchronous_commit_at_send(monkeypatch) -> list[str]:
     """What ``synchronous_commit`` says in the transaction each send runs in, as the broker
     takes the job."""
