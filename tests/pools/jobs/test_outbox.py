@@ -135,7 +135,7 @@ def test_jobs_queued_together_are_written_by_one_insert_and_sent_in_order():
                 inside = [q["sql"].split()[0] for q in ctx.captured_queries]
         sent = _memory_queue_messages()
 
-    assert inside == ["INSERT"]
+    assert inside == ["BEGIN", "INSERT"]
     assert sent == [(jobs.SIZING_ESTIMATE, [7]), (jobs.RECONCILE, [])]
     assert QueuedJob.objects.count() == 0
 
