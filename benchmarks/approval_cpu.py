@@ -42,7 +42,6 @@ def one_round() -> None:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import approvals as bench  # sets DATABASE_URL from BENCH_DATABASE_URL
-
     import django
 
     django.setup()
