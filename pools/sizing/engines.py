@@ -122,6 +122,9 @@ class EngineProfile:
     ``moe_dp_exchange``: how a mixture of experts exchanges tokens between attention DP ranks,
     one of :data:`MOE_DP_EXCHANGES` (``"allgather"`` for TensorRT-LLM, which uses an all-to-all
     only on an NVL72 rack's NVLink fabric).
+    ``chunked_attention_keeps_full_kv``: a model whose window is chunked attention
+    (``ModelArch.window_chunked``) keeps and reads its whole context's KV on every layer
+    (:data:`TENSORRT_LLM_CHUNKED_ATTENTION_KEEPS_FULL_KV`), as if it had no window.
     """
 
     name: str
@@ -136,6 +139,19 @@ class EngineProfile:
     host_s_per_sequence: float = 0.0
     host_s_per_sequence_grace: float = 0.0
     moe_dp_exchange: str = "all_to_all"
+    chunked_attention_keeps_full_kv: bool = False
+
+
+#: TensorRT-LLM keeps the whole KV cache of a chunked-attention layer (Llama 4's
+#: ``attention_chunk_size``): its 1.0 documentation (docs/source/features/long-sequence.md,
+#: "Chunked attention") says chunked attention "can only be applied to context requests", so
+#: decode steps attend over the whole sequence, and the KV cache manager keeps every layer's KV
+#: up to ``max_seq_len`` unless ``KvCacheConfig.max_attention_window`` is set
+#: (``_torch/pyexecutor/resource_manager.py``, "Use max_seq_len as default
+#: max_attention_window"), which trtllm-bench's perf runs do not set (perf-overview.md's
+#: options files). The KV a chunked layer keeps and reads is therefore the context's, not the
+#: chunk's; a sliding window (Mistral, gpt-oss) is not affected.
+TENSORRT_LLM_CHUNKED_ATTENTION_KEEPS_FULL_KV = True
 
 
 ENGINE_PROFILES = {
@@ -173,6 +189,7 @@ ENGINE_PROFILES = {
         "(sizing_dataset.json trt014 rows' notes)",
         gemm_overlap_exponent=TENSORRT_LLM_GEMM_OVERLAP_EXPONENT,
         moe_dp_exchange="allgather",
+        chunked_attention_keeps_full_kv=TENSORRT_LLM_CHUNKED_ATTENTION_KEEPS_FULL_KV,
     ),
     "tensorrt-llm-pytorch": EngineProfile(
         "tensorrt-llm-pytorch",
@@ -186,6 +203,7 @@ ENGINE_PROFILES = {
         host_s_per_sequence=TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE,
         host_s_per_sequence_grace=TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE_GRACE,
         moe_dp_exchange="allgather",
+        chunked_attention_keeps_full_kv=TENSORRT_LLM_CHUNKED_ATTENTION_KEEPS_FULL_KV,
     ),
 }
 

@@ -474,3 +474,36 @@ def test_an_nvl72_rack_lets_tensor_parallelism_span_trays():
     assert rows["gb200"].tp is not None and rows["gb200"].tp >= 8
     assert rows["gb200"].min_fit_tp == 8
     assert rows["b200"].tp is None
+
+
+def test_tensorrt_llm_keeps_the_whole_kv_of_llama_4s_chunked_layers():
+    """Llama 4 Scout's 36 chunked-attention layers (attention_chunk_size 8,192) keep at most a
+    chunk of KV where the engine chunks decode too, but TensorRT-LLM applies chunked attention to
+    prompts only and keeps every layer's KV to max_seq_len (its long-sequence doc,
+    resource_manager.py). 20,000 + 2,000 tokens, FP8 KV, TP 4 (2 of 8 KV heads a card):
+    2 x 128 x 2 x 1 B = 512 B per layer-token per card.
+    vLLM: (12 x 22,000 + 36 x 8,192) x 512 = 558,912 x 512 = 286,162,944 B a sequence;
+    TensorRT-LLM: 48 x 22,000 x 512 = 540,672,000 B. A sliding window (gpt-oss) is kept."""
+    from pools.sizing.engines import engine_profile
+    from pools.sizing.plan import estimate_replica, model_as_run
+
+    scout = model_preset("llama4_scout")
+    common = {
+        "model": scout,
+        "gpu": gpu_spec("h200_sxm"),
+        "precision": "FP8",
+        "kv_cache_dtype": "FP8",
+        "tp": 4,
+        "input_tokens": 20_000,
+        "output_tokens": 2_000,
+        "concurrency": 8,
+    }
+    vllm = estimate_replica(**common, engine="vllm")
+    trt = estimate_replica(**common, engine="tensorrt-llm-pytorch")
+
+    assert vllm.memory.kv_bytes_per_sequence_per_gpu == 286_162_944
+    assert trt.memory.kv_bytes_per_sequence_per_gpu == 540_672_000
+    # The decode step reads the same whole context per sequence.
+    assert trt.throughput.kv_bytes_read_per_step > vllm.throughput.kv_bytes_read_per_step
+    gpt_oss = model_preset("gpt_oss_120b")
+    assert model_as_run(gpt_oss, engine_profile("tensorrt-llm")) is gpt_oss
