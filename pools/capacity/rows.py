@@ -32,11 +32,13 @@ class RowReader:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             rows = cursor.fetchall()
-        if rows and self.converters is None:
-            found = enumerate(map(self._converters, self.fields))
-            self.converters = [(i, *pair) for i, pair in found if pair[1]]
         count = len(self.fields)
-        return [self._model(row[:count], zip(extra, row[count:], strict=True)) for row in rows]
+        return [self.model_of(row[:count], zip(extra, row[count:], strict=True)) for row in rows]
+
+    def qualified(self, alias: str) -> str:
+        """The model's columns, in field order, each as ``alias."column"`` (for a join)."""
+        quote = connection.ops.quote_name
+        return ", ".join(f"{alias}.{quote(field.column)}" for field in self.fields)
 
     def locked(self, pk: int) -> Any:
         """The row ``pk`` locked (``FOR UPDATE``; SQLite has no row locks: a write transaction
@@ -47,7 +49,12 @@ class RowReader:
         found = self.read(sql, [pk])
         return found[0] if found else None
 
-    def _model(self, row: tuple, extra) -> Any:
+    def model_of(self, row: tuple, extra=()) -> Any:
+        """``row`` (the model's columns in field order) as a ``model``, each value through its
+        field's converters; the ``(name, value)`` pairs of ``extra`` set as attributes."""
+        if self.converters is None:
+            found = enumerate(map(self._converters, self.fields))
+            self.converters = [(i, *pair) for i, pair in found if pair[1]]
         values = list(row)
         for i, column, converters in self.converters:
             for convert in converters:

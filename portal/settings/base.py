@@ -134,6 +134,13 @@ if DATABASES["default"].get("ENGINE") == "django.db.backends.postgresql":
     # planner guesses 100 rows for every jsonb_to_recordset/unnest call, so the shape check's
     # 60 ms query spent 1.1 s compiling (issue #20). Short OLTP queries never repay it.
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("options", "-c jit=off")
+    if env.bool("DB_SERVER_SIDE_BINDING", default=False):
+        # Parameters bound by the server, and a statement run DB_PREPARE_THRESHOLD times on one
+        # connection prepared there (planned once): issue #29 item 7 measured it.
+        DATABASES["default"]["OPTIONS"].update(
+            server_side_binding=True,
+            prepare_threshold=env.int("DB_PREPARE_THRESHOLD", default=5),
+        )
 elif DATABASES["default"].get("ENGINE") == "django.db.backends.sqlite3":
     # The demo database under concurrent writes: every transaction takes SQLite's write lock
     # when it begins (IMMEDIATE), so two approvals queue instead of one failing with "database

@@ -31,7 +31,12 @@ from pools.capacity.availability import (
 from pools.capacity.budget_gate import NEEDS_ADMIN, BudgetVerdict, budget_check_step
 from pools.capacity.class_room import class_room_check
 from pools.capacity.generation import allocations_changed
-from pools.capacity.locks import pool_lock, request_lock, request_lock_reusing
+from pools.capacity.locks import (
+    pool_and_request_lock,
+    pool_lock,
+    request_lock,
+    request_lock_reusing,
+)
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
 from pools.capacity.placement import away_reason
 from pools.capacity.request_fields import RequestFields
@@ -66,7 +71,7 @@ from pools.common.errors import (
 )
 from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import GpuModel, Pool
-from pools.jobs import ALLOCATION_PROVISION, ELASTIC_HAND_BACK, enqueue_on_commit
+from pools.jobs import ALLOCATION_PROVISION, ELASTIC_HAND_BACK, enqueue_all_on_commit
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_manager, require_member, require_pool_admin
 from scheduler_adapters.types import MAX_GPUS_PER_NODE
@@ -571,8 +576,7 @@ def capacity_request_approve(
         raise _not_approvable(request, GROWTH_NOT_APPROVED)
     target_pool, target_model = _approval_target(request, pool, gpu_model, card_count, ends_at)
     with transaction.atomic():
-        locked_pool = pool_lock(target_pool.pk) if target_pool is not None else None
-        request = request_lock_reusing(request, locked_pool, target_model)
+        locked_pool, request = _approval_locks(request, target_pool, target_model)
         if request.status == RequestStatus.APPROVED:
             return request.allocation
         _check_approvable(request, locked_pool)
@@ -592,6 +596,15 @@ def capacity_request_approve(
         )
         _approval_enqueue(allocation)
     return allocation
+
+
+def _approval_locks(
+    request: CapacityRequest, pool: Pool | None, model: GpuModel | None
+) -> tuple[Pool | None, CapacityRequest]:
+    """The pool granted in (when known) and the request, locked in one statement."""
+    if pool is None:
+        return None, request_lock_reusing(request, model)
+    return pool_and_request_lock(pool.pk, request, model)
 
 
 def _check_approvable(request: CapacityRequest, locked_pool: Pool | None) -> None:
@@ -872,15 +885,11 @@ def _approval_enqueue(allocation: Allocation) -> None:
     """On commit: provision the allocation, and in a Kubernetes pool take back (with notice)
     the burst cards lent to elastic allocations that this guarantee needs: burst never counts
     against a guarantee (pools/elastic/services.py)."""
+    jobs = [(ALLOCATION_PROVISION, allocation.pk)]
     if allocation.pool.scheduler == Scheduler.KUBERNETES:
-        enqueue_on_commit(
-            ELASTIC_HAND_BACK,
-            allocation.pool_id,
-            allocation.gpu_model_id,
-            allocation.starts_at.isoformat(),
-            allocation.ends_at.isoformat(),
-        )
-    enqueue_on_commit(ALLOCATION_PROVISION, allocation.pk)
+        window = (allocation.starts_at.isoformat(), allocation.ends_at.isoformat())
+        jobs.insert(0, (ELASTIC_HAND_BACK, allocation.pool_id, allocation.gpu_model_id, *window))
+    enqueue_all_on_commit(*jobs)
 
 
 def _extended_placement(

@@ -56,6 +56,25 @@ def test_a_broker_outage_keeps_the_job_in_the_outbox_and_logs_it(caplog):
     assert "stays in the outbox" in warnings[0]
 
 
+def test_a_refused_job_stays_under_its_own_id_and_time():
+    """The send takes the rows out before it tries the broker; a refused job is put back as it
+    was (id, task, args, created_at), with its attempt recorded."""
+    from datetime import UTC, datetime
+
+    from pools.jobs.outbox import job_send
+
+    queued = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
+    job = QueuedJob.objects.create(task_name=jobs.SIZING_ESTIMATE, args=[5], created_at=queued)
+    with celery_broker(CLOSED_BROKER):
+        outcome = job_send(job_id=job.pk)
+
+    assert outcome == "failed"
+    assert list(
+        QueuedJob.objects.values_list("pk", "task_name", "args", "created_at", "attempts")
+    ) == [(job.pk, jobs.SIZING_ESTIMATE, [5], queued, 1)]
+    assert QueuedJob.objects.get().last_attempt_at is not None
+
+
 def test_a_rolled_back_change_queues_nothing():
     with celery_broker(CLOSED_BROKER):
         with pytest.raises(RuntimeError), transaction.atomic():
@@ -82,10 +101,10 @@ def test_a_reachable_broker_takes_the_job_and_the_outbox_is_left_empty():
     assert QueuedJob.objects.count() == 0
 
 
-def test_the_jobs_of_one_transaction_are_sent_together_in_four_statements():
+def test_the_jobs_of_one_transaction_are_sent_together_in_three_statements():
     """Two jobs queued by one change: after its commit one transaction sends both (BEGIN, one
-    locking SELECT, one DELETE, COMMIT), not one transaction each (issue #29 item 7: approvals
-    queue two and paid 8 statements for them)."""
+    DELETE that locks and returns them, COMMIT), not one transaction each (issue #29 item 7:
+    approvals queue two and paid 8 statements for them, then 4 with a SELECT and a DELETE)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -98,7 +117,25 @@ def test_the_jobs_of_one_transaction_are_sent_together_in_four_statements():
         after = [q["sql"].split()[0] for q in ctx.captured_queries[inside:]]
         sent = _memory_queue_messages()
 
-    assert after == ["COMMIT", "BEGIN", "SELECT", "DELETE", "COMMIT"]
+    assert after == ["COMMIT", "BEGIN", "DELETE", "COMMIT"]
+    assert sent == [(jobs.SIZING_ESTIMATE, [7]), (jobs.RECONCILE, [])]
+    assert QueuedJob.objects.count() == 0
+
+
+def test_jobs_queued_together_are_written_by_one_insert_and_sent_in_order():
+    """``enqueue_all_on_commit``: the approval's two jobs cost one INSERT in its transaction
+    (issue #29 item 7), and reach the broker in the order given."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with celery_broker("memory://"):
+        with CaptureQueriesContext(connection) as ctx:
+            with transaction.atomic():
+                jobs.enqueue_all_on_commit((jobs.SIZING_ESTIMATE, 7), (jobs.RECONCILE,))
+                inside = [q["sql"].split()[0] for q in ctx.captured_queries]
+        sent = _memory_queue_messages()
+
+    assert inside == ["BEGIN", "INSERT"]
     assert sent == [(jobs.SIZING_ESTIMATE, [7]), (jobs.RECONCILE, [])]
     assert QueuedJob.objects.count() == 0
 
