@@ -150,13 +150,22 @@ def _save(budget: Budget) -> None:
         raise taken from error
 
 
+def _normalised(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with the cost centre stripped and the currency as ISO 4217 writes it
+    (upper case, no spaces: ``" eur"`` is EUR)."""
+    return {
+        **values,
+        "cost_centre": (values.get("cost_centre") or "").strip(),
+        "currency": (values.get("currency") or "").strip().upper(),
+    }
+
+
 def budget_create(*, actor: Any, **values: Any) -> Budget:
     """A new budget from ``values`` (the names of :data:`FIELDS`; ``team``, ``pool`` and
     ``gpu_model`` as objects). Raises PermissionDenied, InvalidInput (field errors),
     Conflict (the scope already has a budget for that period)."""
     require_pool_admin(actor, BUDGETS_ADMIN_ONLY)
-    values = {"rollover": Rollover.NONE, "enforcement": Enforcement.WARN, **values}
-    values["cost_centre"] = (values.get("cost_centre") or "").strip()
+    values = _normalised({"rollover": Rollover.NONE, "enforcement": Enforcement.WARN, **values})
     _validate(values)
     with transaction.atomic():
         budget = Budget(**{k: v for k, v in values.items() if k in FIELDS})
@@ -179,7 +188,7 @@ def budget_update(*, budget: Budget, actor: Any, **changes: Any) -> Budget:
         before, old_team_id = _snapshot(budget), budget.team_id
         values = {f: getattr(budget, f) for f in FIELDS}
         values.update({k: v for k, v in changes.items() if k in FIELDS})
-        values["cost_centre"] = (values.get("cost_centre") or "").strip()
+        values = _normalised(values)
         _validate(values)
         for key, value in values.items():
             setattr(budget, key, value)

@@ -44,6 +44,14 @@ def test_currency_other_than_the_rate_card_refused(team, pool_admin):
     assert not Budget.objects.exists() and not AuditEvent.objects.exists()
 
 
+def test_currency_in_lower_case_or_with_spaces_is_the_iso_code(team, pool_admin):
+    """ISO 4217 codes are upper case: " eur " is the rate card's EUR, on create and update."""
+    budget = budget_create(actor=pool_admin, **values(team, currency=" eur "))
+    assert Budget.objects.get().currency == "EUR"
+    budget_update(budget=budget, actor=pool_admin, currency="Eur", money_limit=Decimal(5000))
+    assert Budget.objects.values_list("currency", "money_limit").get() == ("EUR", Decimal(5000))
+
+
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
