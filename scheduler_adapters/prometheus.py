@@ -452,26 +452,46 @@ class PrometheusAdapter:
             return read.devices + stepped
 
     def utilisation_by_namespace(
-        self, *, start: datetime, end: datetime, step_s: int = 60
+        self,
+        *,
+        start: datetime,
+        end: datetime,
+        step_s: int = 60,
+        namespaces: Iterable[str] | None = None,
     ) -> dict[str, tuple[Sample, ...]]:
         """Per workload namespace, the mean ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (x 100, %) over
         its series at each step from ``start`` to ``end``: two range queries (sum and count
         ``by`` the labels that name the namespace), one short series per namespace label set,
         added up here. The mean over series is the mean over cards where each card has one
-        series and no MIG instances (the caller's to check)."""
+        series and no MIG instances (the caller's to check). The two queries are sent at once.
+        ``namespaces``: only the series of those (:func:`namespace_selection`), ``None``: all."""
+        if namespaces is not None:
+            namespaces = set(namespaces)
+            if not namespaces:
+                return {}
         by = ", ".join(_NAMESPACE_LABELS)
-        prof = metric_selector(GR_ENGINE_ACTIVE)
-        sums, counts = (
-            self.query_range(f"{op} by ({by}) ({prof})", start=start, end=end, step_s=step_s)
-            for op in ("sum", "count")
-        )
+        prof = namespace_selection(metric_selector(GR_ENGINE_ACTIVE), namespaces)
+        with ThreadPoolExecutor(max_workers=2) as pool:  # Prometheus answers both at once
+            sums, counts = [
+                future.result()
+                for future in [
+                    pool.submit(
+                        self.query_range,
+                        f"{op} by ({by}) ({prof})",
+                        start=start,
+                        end=end,
+                        step_s=step_s,
+                    )
+                    for op in ("sum", "count")
+                ]
+            ]
         totals: dict[str, dict[float, list[float]]] = defaultdict(
             lambda: defaultdict(lambda: [0.0, 0.0])
         )
         for index, answer in enumerate((sums, counts)):
             for item in answer:
                 namespace = dcgm_labels(item.label_map).namespace
-                if namespace is None:
+                if namespace is None or (namespaces is not None and namespace not in namespaces):
                     continue
                 for sample in item.samples:
                     if sample.value is not None:
@@ -760,6 +780,32 @@ _DEVICE_LABELS = (
 _NAMESPACE_LABELS = ("namespace", "exported_namespace", "pod_namespace", "exported_pod")
 
 
+def namespace_selection(selector: str, namespaces: Iterable[str] | None) -> str:
+    """``selector`` (``{...}``) narrowed to the series whose workload namespace, as
+    :func:`dcgm_labels` reads it, is one of ``namespaces`` (unchanged for ``None``): three
+    selectors joined by ``or`` that split those series without overlap, by the label that
+    names the namespace (``exported_namespace``; else ``pod_namespace``; else ``namespace``
+    when there is no ``exported_pod``). Raises ``ValueError`` for no namespace (an empty
+    alternation would match the series without the label)."""
+    if namespaces is None:
+        return selector
+    wanted = sorted(set(namespaces))
+    if not wanted or not all(wanted):
+        raise ValueError("namespaces must be non-empty names")
+    # RE2 in a PromQL string: the regex's backslashes and any quote escaped once more
+    alternation = "|".join(re.escape(n) for n in wanted)
+    alternation = alternation.replace("\\", "\\\\").replace('"', '\\"')
+    base = selector[:-1] + ", "
+    return " or ".join(
+        f"{base}{matchers}}}"
+        for matchers in (
+            f'exported_namespace=~"{alternation}"',
+            f'exported_namespace="", pod_namespace=~"{alternation}"',
+            f'exported_namespace="", pod_namespace="", exported_pod="", namespace=~"{alternation}"',
+        )
+    )
+
+
 def _shifted(selector: str, shift_ms: int) -> str:
     """``selector`` read ``shift_ms`` later than it is evaluated (a negative offset, PromQL
     since 2.33), so that steps aligned to the epoch read the data of steps aligned to ``end``."""
@@ -817,9 +863,12 @@ def summary_queries(
             for reduction in ("count", "sum", "max"):
                 if reduction == "count" and window == longest:
                     continue  # the series query's values
-                queries[(metric, reduction, window)] = _by_device(
-                    f"{reduction}_over_time({over(selector, window)})"
-                )
+                expr = f"{reduction}_over_time({over(selector, window)})"
+                if (metric, reduction) == ("fb", "sum"):
+                    # only whether a step is NaN or ±Inf (x * 0 is NaN then, else 0): the
+                    # framebuffer's sum is read for nothing else
+                    reduction, expr = "nonfinite", f"{expr} * 0 != 0"
+                queries[(metric, reduction, window)] = _by_device(expr)
     return queries
 
 
@@ -951,8 +1000,8 @@ def _reduced(key, values, windows, steps, min_coverage, near, end) -> dict[int, 
         count = int(values[("prof", "count", window)].get(key, 0))
         total = values[("prof", "sum", window)].get(key)
         fb_count = int(values[("fb", "count", window)].get(key, 0))
-        fb_total = values[("fb", "sum", window)].get(key)
-        if (count and not math.isfinite(total)) or (fb_count and not math.isfinite(fb_total)):
+        fb_nonfinite = key in values[("fb", "nonfinite", window)]
+        if (count and not math.isfinite(total)) or (fb_count and fb_nonfinite):
             return None  # a NaN or ±Inf step: not a sample there
         if steps[window] > count >= min_coverage * steps[window] - 1e-9:
             return None  # the newest step decides
