@@ -460,39 +460,45 @@ class PrometheusAdapter:
         namespaces: Iterable[str] | None = None,
     ) -> dict[str, tuple[Sample, ...]]:
         """Per workload namespace, the mean ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (x 100, %) over
-        its series at each step from ``start`` to ``end``: two range queries (sum and count
-        ``by`` the labels that name the namespace), one short series per namespace label set,
-        added up here. The mean over series is the mean over cards where each card has one
-        series and no MIG instances (the caller's to check). The two queries are sent at once.
-        ``namespaces``: only the series of those (:func:`namespace_selection`), ``None``: all."""
+        its series at each step from ``start`` to ``end``: range queries of the sum and the
+        count ``by`` the labels that name the namespace, one short series per namespace label
+        set, added up here, all sent at once. The mean over series is the mean over cards where
+        each card has one series and no MIG instances (the caller's to check). ``namespaces``:
+        only those (``None``: all; none: ``{}``), read by :func:`namespace_selectors` (a few
+        selected series instead of the fleet's); ``ValueError`` for an empty name."""
         if namespaces is not None:
             namespaces = set(namespaces)
             if not namespaces:
                 return {}
         by = ", ".join(_NAMESPACE_LABELS)
-        prof = namespace_selection(metric_selector(GR_ENGINE_ACTIVE), namespaces)
-        with ThreadPoolExecutor(max_workers=2) as pool:  # Prometheus answers both at once
-            sums, counts = [
-                future.result()
-                for future in [
+        prof = metric_selector(GR_ENGINE_ACTIVE)
+        selectors = {None: prof} if namespaces is None else namespace_selectors(prof, namespaces)
+        with ThreadPoolExecutor(max_workers=2) as pool:  # Prometheus answers two at once
+            futures = [
+                (
+                    label,
+                    index,
                     pool.submit(
                         self.query_range,
-                        f"{op} by ({by}) ({prof})",
+                        f"{op} by ({by}) ({sel})",
                         start=start,
                         end=end,
                         step_s=step_s,
-                    )
-                    for op in ("sum", "count")
-                ]
+                    ),
+                )
+                for label, sel in selectors.items()
+                for index, op in enumerate(("sum", "count"))
             ]
+            answers = [(label, index, future.result()) for label, index, future in futures]
         totals: dict[str, dict[float, list[float]]] = defaultdict(
             lambda: defaultdict(lambda: [0.0, 0.0])
         )
-        for index, answer in enumerate((sums, counts)):
+        for label, index, answer in answers:
             for item in answer:
-                namespace = dcgm_labels(item.label_map).namespace
-                if namespace is None or (namespaces is not None and namespace not in namespaces):
-                    continue
+                labels = item.label_map
+                namespace = dcgm_labels(labels).namespace
+                if namespace is None or (label is not None and _namespace_label(labels) != label):
+                    continue  # another selector's (each label set is counted once)
                 for sample in item.samples:
                     if sample.value is not None:
                         totals[namespace][sample.timestamp][index] += sample.value
@@ -780,30 +786,32 @@ _DEVICE_LABELS = (
 _NAMESPACE_LABELS = ("namespace", "exported_namespace", "pod_namespace", "exported_pod")
 
 
-def namespace_selection(selector: str, namespaces: Iterable[str] | None) -> str:
-    """``selector`` (``{...}``) narrowed to the series whose workload namespace, as
-    :func:`dcgm_labels` reads it, is one of ``namespaces`` (unchanged for ``None``): three
-    selectors joined by ``or`` that split those series without overlap, by the label that
-    names the namespace (``exported_namespace``; else ``pod_namespace``; else ``namespace``
-    when there is no ``exported_pod``). Raises ``ValueError`` for no namespace (an empty
-    alternation would match the series without the label)."""
-    if namespaces is None:
-        return selector
+def namespace_selectors(selector: str, namespaces: Iterable[str]) -> dict[str, str]:
+    """``selector`` (``{...}``) narrowed to ``namespaces``, one selector per label that may
+    name a workload namespace (``exported_namespace``, ``pod_namespace``, ``namespace``), each
+    a regex matcher of the names (plain matchers only: an ``or`` of them, or a ``label=""``
+    matcher, costs Prometheus 2.42 about the fleet's whole range query). A series may match
+    two; the caller keeps each answer only from the selector of the label
+    :func:`_namespace_label` says names its namespace. ``ValueError``: no name, or an empty
+    one (an empty alternation would match the series without the label)."""
     wanted = sorted(set(namespaces))
     if not wanted or not all(wanted):
         raise ValueError("namespaces must be non-empty names")
     # RE2 in a PromQL string: the regex's backslashes and any quote escaped once more
     alternation = "|".join(re.escape(n) for n in wanted)
     alternation = alternation.replace("\\", "\\\\").replace('"', '\\"')
-    base = selector[:-1] + ", "
-    return " or ".join(
-        f"{base}{matchers}}}"
-        for matchers in (
-            f'exported_namespace=~"{alternation}"',
-            f'exported_namespace="", pod_namespace=~"{alternation}"',
-            f'exported_namespace="", pod_namespace="", exported_pod="", namespace=~"{alternation}"',
-        )
-    )
+    return {
+        label: f'{selector[:-1]}, {label}=~"{alternation}"}}'
+        for label in ("exported_namespace", "pod_namespace", "namespace")
+    }
+
+
+def _namespace_label(labels: Mapping[str, str]) -> str | None:
+    """The label :func:`dcgm_labels` reads the workload namespace from (``None``: none)."""
+    for label in ("exported_namespace", "pod_namespace"):
+        if labels.get(label):
+            return label
+    return "namespace" if labels.get("namespace") and "exported_pod" not in labels else None
 
 
 def _shifted(selector: str, shift_ms: int) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler_adapters.errors import UnexpectedResponse
-from scheduler_adapters.prometheus import device_summaries, summary_queries
+from scheduler_adapters.prometheus import device_summaries, namespace_selectors, summary_queries
 
 END = 1_800_000_000.0
 W = 1800  # 31 steps of 60 s
@@ -158,3 +158,17 @@ def test_queries_read_plain_selectors_at_steps_aligned_to_the_end():
     # the framebuffer's sum only says which devices have a NaN or ±Inf step (x * 0 is NaN)
     assert queries[("fb", "nonfinite", 600)].endswith("[630s:60s]) * 0 != 0)")
     assert len(queries) == 3 + 4 + 6  # series x 2 + DEV; 4 more at 1800 s, 6 at 600 s
+
+
+def test_namespace_selectors_are_plain_regex_matchers_one_per_label():
+    selectors = namespace_selectors('{__name__=~"A|a"}', ["team-b", 'te"am.a', "team-b"])
+    # names sorted and deduplicated, regex-escaped, then escaped for the PromQL string
+    names = 'te\\"am\\\\.a|team\\\\-b'
+    assert selectors == {
+        "exported_namespace": '{__name__=~"A|a", exported_namespace=~"' + names + '"}',
+        "pod_namespace": '{__name__=~"A|a", pod_namespace=~"' + names + '"}',
+        "namespace": '{__name__=~"A|a", namespace=~"' + names + '"}',
+    }
+    for wrong in ([], ["team-a", ""]):
+        with pytest.raises(ValueError):
+            namespace_selectors('{__name__=~"A|a"}', wrong)
