@@ -407,7 +407,7 @@ class PrometheusAdapter:
         per device with, for each window of ``windows_s`` ending at ``end``, the
         :class:`WindowStats` that :func:`window_stats` computes from ``gpu_usage``'s answer over
         that window (same steps ``end - k x step_s``, same lookback), one value per device and
-        reduction (:func:`summary_queries`: 9 instant queries for one window, 6 more per other
+        reduction (:func:`summary_queries`: 7 instant queries for one window, 6 more per other
         window, sent 4 at a time), whatever the number of GPUs. The devices that one series
         does not describe whole (:func:`device_summaries`; ``min_coverage`` and ``near_pct``
         are the policies' lowest coverage and their thresholds) are read per step with
@@ -850,8 +850,11 @@ def summary_queries(
     ``unless``, filter or ``label_replace`` inside: those cost several times the reduction).
     Over the longest window, the profiling and framebuffer counts keep every label (one result
     per series: the device's labels, and whether it has several series); the rest are one value
-    per device (:func:`_by_device`). ``DEV_GPU_UTIL`` is only counted (where a device has no
-    profiling series, the summary reads it per step)."""
+    per device (:func:`_by_device`); of the framebuffer's sums only those that are not finite
+    (``* 0 != 0`` on the reduced value: the devices with a ``NaN`` or ``±Inf`` step, named
+    ``("fb", "nonfinite", window)``), an empty answer on a healthy fleet instead of a value
+    per device to decode. ``DEV_GPU_UTIL`` is only counted (where a device has no profiling
+    series, the summary reads it per step)."""
     prof = _shifted(metric_selector(GR_ENGINE_ACTIVE), shift_ms)
     fb = _shifted(metric_selector(FB_USED), shift_ms)
     dev = _shifted(metric_selector(GPU_UTIL), shift_ms)
