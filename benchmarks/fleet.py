@@ -689,6 +689,7 @@ def run(*, reuse: bool = False) -> None:
 
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)
+    from billing.generation import statements_changed
     from pools.capacity.generation import allocations_changed
     from pools.dashboards.demand_history import requests_changed
 
@@ -703,6 +704,7 @@ def run(*, reuse: bool = False) -> None:
         fleet.grow(blocks)
         requests_changed()  # seeded by bulk_create, which sends no save signal
         allocations_changed()
+        statements_changed()
         from pools.models import Allocation, CapacityRequest, Gpu, Team
 
         name = (

@@ -198,9 +198,22 @@ class UsageRecord(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["team", "month"]),
+            # updated_at too: the close's late-usage check (does a final month have a record
+            # written after it was finalized?) is one index descent per final statement, not a
+            # read of every record of every past month (migration 0015).
+            models.Index(fields=["team", "month", "updated_at"], name="usage_team_month_updated"),
             models.Index(fields=["month"]),
+            # The month close's ambiguous-time notes read these few rows; without it, a second
+            # scan of the whole month (migration 0015).
+            models.Index(
+                fields=["month"],
+                condition=Q(flag=UsageFlag.AMBIGUOUS_TIME),
+                name="usage_ambiguous_month",
+            ),
         ]
+        # Migration 0015 also adds the extended statistics ``usage_statement_key_nd`` (PostgreSQL
+        # only; Django has no Meta option for them): the number of distinct
+        # (team, STATEMENT_KEY) groups, so the close's GROUP BY is planned as a hash aggregate.
 
     def __str__(self) -> str:
         what = self.gpu_model or self.served_model or "?"
@@ -276,7 +289,12 @@ class Statement(models.Model):
                 name="statement_total_adds_up",
             ),
         ]
-        indexes = [models.Index(fields=["month", "status"])]
+        indexes = [
+            models.Index(fields=["month", "status"]),
+            # the month's dearest first (the finance month's and the admin dashboard's top
+            # teams): 10 of 10,080 statements read in order, not all sorted -- 22 -> 4 ms
+            models.Index(fields=["month", "-total_amount"], name="statement_month_total"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.team} {self.month:%Y-%m} ({self.status})"

@@ -25,6 +25,7 @@ from billing.charges import (
 )
 from billing.choices import TOKEN_UNITS, ChargeBasis, RateKind, UsageUnit
 from billing.conf import billing_zone
+from billing.generation import in_transaction, statements_generation
 from billing.models import RateCard, Statement, StatementLine, UsageRecord
 from billing.pricing import (
     next_month,
@@ -87,7 +88,10 @@ def month_trend(*, team: Team | None, month: date, months: int = 12) -> list[dic
     qs = Statement.objects.filter(month__gte=first, month__lte=month)
     if team is not None:
         qs = qs.filter(team=team)
-    totals = dict(qs.values("month").annotate(t=Sum("total_amount")).values_list("month", "t"))
+    # no ordering: the model's (by team name) would join every statement with its team
+    totals = dict(
+        qs.order_by().values("month").annotate(t=Sum("total_amount")).values_list("month", "t")
+    )
     result, cursor = [], first
     while cursor <= month:
         result.append({"month": cursor, "total": totals.get(cursor) or Decimal(0)})
@@ -372,9 +376,10 @@ into one bar (1,600 bars tell a reader nothing, and cost 20 ms to build at fleet
 
 def finance_month(*, month: date) -> dict:
     """Every team's statement of the month (a queryset, by team name), its lines (a queryset,
-    by team name and position), and the month's sums made in the database: total, count,
-    per cost centre, by GPU / served model, and by team (the :data:`CHART_TEAMS` dearest by
-    total, ties by name, then one "N other teams" item holding the rest)."""
+    by team name and position), and the month's sums made in the database: total, count of
+    statements and of lines, per cost centre, by GPU / served model, and by team (the
+    :data:`CHART_TEAMS` dearest by total, ties by name, then one "N other teams" item holding
+    the rest) -- the sums kept per statements' generation (:func:`_finance_sums`)."""
     statements = (
         Statement.objects.filter(month=month).select_related("team").order_by("team__name", "pk")
     )
@@ -399,6 +404,38 @@ def finance_month(*, month: date) -> dict:
         )
         .order_by("statement__team__name", "statement_id", "position")
     )
+    return {"statements": statements, "lines": lines, **_finance_sums(month, statements)}
+
+
+FINANCE_CACHE_S = 15 * 60
+"""How long a month's statement sums are kept at most, whatever the statements' generation
+says (a writer that forgot :func:`billing.generation.statements_changed` is late by this)."""
+
+
+def _finance_sums(month: date, statements: QuerySet[Statement]) -> dict:
+    """The finance month's sums of ``statements`` (the month's) and its lines, as
+    :func:`finance_month` returns them: ``statement_count``, ``line_count``, ``total``,
+    ``currency``, ``by_cost_centre``, ``by_team``, ``by_gpu_model``. Six queries, or one (the
+    inventory's generation) when kept: in the shared cache under the statements' generation
+    (:mod:`billing.generation`, which every statement write and team save replaces) and the
+    inventory's (GPU model names label the sums), at most :data:`FINANCE_CACHE_S`. At 100,800
+    GPUs the six took ~120 ms of the page under load (issue #29 item 7). Not kept where the
+    inventory has no generation (SQLite), nor inside a transaction
+    (:func:`billing.generation.in_transaction`)."""
+    inventory = inventory_generation()
+    keep = inventory is not None and not in_transaction()
+    key = f"billing:finance:{statements_generation()}:{inventory}:{month.isoformat()}"
+    found = cache.get(key) if keep else None
+    if isinstance(found, dict):
+        return found
+    found = _finance_sums_read(month, statements)
+    if keep:
+        cache.set(key, found, FINANCE_CACHE_S)
+    return found
+
+
+def _finance_sums_read(month: date, statements: QuerySet[Statement]) -> dict:
+    """:func:`_finance_sums` read from the database (six queries)."""
     sums = statements.aggregate(total=Sum("total_amount"), count=Count("pk"))
     by_centre = (
         statements.values("cost_centre")
@@ -419,6 +456,20 @@ def finance_month(*, month: date) -> dict:
     if others > 0:  # the rest as one bar: the total minus what the named bars hold
         rest = (sums["total"] or Decimal(0)) - sum((amount for _, amount in top), Decimal(0))
         by_team.append({"label": f"{others} other teams", "amount": rest})
+    return {
+        "statement_count": sums["count"],
+        "total": sums["total"] or Decimal(0),
+        "currency": statements.values_list("currency", flat=True).first(),
+        "by_cost_centre": sorted(centres.items()),
+        "by_team": by_team,
+        "by_gpu_model": _cost_by_model(month),
+        "line_count": StatementLine.objects.filter(statement__month=month).count(),
+    }
+
+
+def _cost_by_model(month: date) -> list[dict]:
+    """The month's statement lines summed per GPU model (or served model; storage and egress
+    named as the team pages name them), dearest first."""
     by_model = (
         StatementLine.objects.filter(statement__month=month)
         .values("gpu_model__name", "served_model", "basis")
@@ -426,25 +477,13 @@ def finance_month(*, month: date) -> dict:
         .order_by()
     )
     models: dict[str, Decimal] = defaultdict(Decimal)
-    for row in by_model:  # storage and egress named as the team pages name them
+    for row in by_model:
         if row["basis"] in (ChargeBasis.STORAGE, ChargeBasis.EGRESS):
             label = ChargeBasis(row["basis"]).label
         else:
             label = row["gpu_model__name"] or row["served_model"] or "—"
         models[label] += row["amount"]
-    first = statements.values_list("currency", flat=True).first()
-    return {
-        "statements": statements,
-        "statement_count": sums["count"],
-        "lines": lines,
-        "total": sums["total"] or Decimal(0),
-        "currency": first,
-        "by_cost_centre": sorted(centres.items()),
-        "by_team": by_team,
-        "by_gpu_model": [
-            {"label": k, "amount": v} for k, v in sorted(models.items(), key=lambda kv: -kv[1])
-        ],
-    }
+    return [{"label": k, "amount": v} for k, v in sorted(models.items(), key=lambda kv: -kv[1])]
 
 
 def tokens_toward_quota(*, team_id: int, month: date) -> dict[str, int]:

@@ -191,9 +191,11 @@ def finance_month(request, month: str):
         return response
     trend = selectors.month_trend(team=None, month=month_d)
     # a person pages through a month's statements and lines; the sums above cover all
-    statements = Paginator(data["statements"], STATEMENTS_PER_PAGE).get_page(
-        request.GET.get("page")
-    )
+    pages = Paginator(data["statements"], STATEMENTS_PER_PAGE)
+    line_pages = Paginator(data["lines"], LINES_PER_PAGE)
+    # counted with the month's sums (kept per statements' generation), not counted again here
+    pages.count, line_pages.count = data["statement_count"], data["line_count"]
+    statements = pages.get_page(request.GET.get("page"))
     marker = "team-slug-placeholder"  # one reverse() for the page, not two per row
     href = reverse("billing:team-month", args=[marker, month])
     for s in statements:
@@ -201,7 +203,7 @@ def finance_month(request, month: str):
     context = {
         **data,
         "statements": statements,
-        "lines": Paginator(data["lines"], LINES_PER_PAGE).get_page(request.GET.get("lines_page")),
+        "lines": line_pages.get_page(request.GET.get("lines_page")),
         "month": month_d,
         "prev": previous_month(month_d),
         "next": next_month(month_d),

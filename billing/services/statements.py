@@ -34,6 +34,7 @@ from billing.charges import (
 from billing.choices import ChargeBasis, LineKind, StatementStatus, UsageUnit
 from billing.conf import billing_zone, default_currency
 from billing.errors import StatementFinal
+from billing.generation import statements_changed
 from billing.locks import billing_lock, month_close_lock_name
 from billing.models import SharedCardUse, Statement, StatementLine, UsageRecord
 from billing.pricing import month_of, previous_month, round_money, rounding_note, split_at_months
@@ -255,6 +256,7 @@ def statement_build(*, team: Team, month: date, now: datetime | None = None) -> 
     StatementLine.objects.bulk_create(_line_objects(statement, lines))
     _statement_fill(statement, team, lines, warnings, currency, now)
     statement.save()
+    statements_changed()  # the lines' delete and bulk_create send no signal
     return statement
 
 
@@ -452,6 +454,7 @@ def _month_statements_write(
         StatementLine.objects.filter(statement__in=old).delete()
     finalized = {s.team_id: s for s in new + old}
     _lines_insert([(finalized[team.pk], built[team.pk][0]) for team in todo])
+    statements_changed()  # bulk writes and COPY: no signal
     AuditEvent.objects.bulk_create(
         [
             audit_event_build(

@@ -353,6 +353,7 @@ class _Ask:
     gpu_model: GpuModel | None
     cuda: str | None
     rule: ClassRule | None
+    pool_named: bool = False
 
 
 def _snapshot_reads(
@@ -405,8 +406,15 @@ def _database_reads(
 
 def _fit_reasons(candidate: Pool, model: GpuModel, ask: _Ask) -> list[str]:
     """Why the pool or model does not suit the request's kind of work: wrong scheduler
-    (:data:`SCHEDULER_OF_KIND`), or the workload class's rule does not permit the model."""
+    (:data:`SCHEDULER_OF_KIND`), a burst pool the request did not name (rented capacity is for
+    the elastic scale-up of teams that opted in, issue 35; a request may still name it), or the
+    workload class's rule does not permit the model."""
     reasons = []
+    if candidate.burst and not ask.pool_named:
+        reasons.append(
+            f"{candidate.name} is a burst pool: only elastic scale-up of teams that opted in "
+            "lands there unless a request names it"
+        )
     if candidate.scheduler != SCHEDULER_OF_KIND.get(ask.workload_kind):
         reasons.append(
             f"{candidate.name} runs {candidate.get_scheduler_display()}, not "
@@ -476,11 +484,11 @@ def request_options(
     A pool is considered when it runs the workload's scheduler (training → Slurm, inference →
     Kubernetes) and, if named, is the one asked for; a model when it is the one asked for or has
     at least ``min_memory_gib``. ``reasons`` says why an option cannot take the request: wrong
-    scheduler, the workload class's ``rule`` does not permit the model (issue 36), no card of the
-    model, no driver supporting the CUDA version, or too few free cards. With a ``snapshot``
-    (covering the window) nothing more is read from the database.
+    scheduler, a burst pool not named, the workload class's ``rule`` does not permit the model
+    (issue 36), no card of the model, no driver supporting the CUDA version, or too few free
+    cards. With a ``snapshot`` (covering the window) nothing more is read from the database.
     """
-    ask = _Ask(workload_kind, card_count, start, end, gpu_model, cuda, rule)
+    ask = _Ask(workload_kind, card_count, start, end, gpu_model, cuda, rule, pool is not None)
     where = {"pool": pool, "gpu_model": gpu_model, "min_memory_gib": min_memory_gib, "ask": ask}
     reads = _snapshot_reads(snapshot, **where) if snapshot is not None else _database_reads(**where)
     options = [

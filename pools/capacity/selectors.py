@@ -31,13 +31,21 @@ from pools.tenancy.models import Team
 from pools.tenancy.roles import sees_every_team
 
 
-def capacity_request_list(*, user) -> QuerySet[CapacityRequest]:
+def capacity_request_list(*, user, decider: bool = True) -> QuerySet[CapacityRequest]:
     """Requests the user may see (their teams', or all for pool admins), related rows joined;
     allocations (nested by the API with their team, pool and model) in one more query, not
-    joined: three more joins on every page cost more to plan than the query takes to run."""
+    joined: three more joins on every page cost more to plan than the query takes to run.
+
+    ``decider=False`` leaves out the join of who decided (read lazily, one query per decided
+    request, if anything asks): for lists that never show it -- the approval queue, whose
+    requests are undecided, and *My teams*. The eighth relation is what makes planning dear:
+    PostgreSQL searches every join order up to ``join_collapse_limit`` (8) relations, and a
+    member's list (with the membership semi-join) took 35-57 ms to plan and 0.4 ms to run at
+    100,800 GPUs under load 10; without it, 6 ms to plan (issue #29 item 7)."""
     allocations = Allocation.objects.select_related("team", "pool", "gpu_model", "workload_class")
+    related = ["team", "requested_by", "pool", "gpu_model", "workload_class"]
     qs = CapacityRequest.objects.select_related(
-        "team", "requested_by", "pool", "gpu_model", "decided_by", "workload_class"
+        *related, *(["decided_by"] if decider else [])
     ).prefetch_related(
         Prefetch("allocation", queryset=allocations), "workload_class__gpu_models"
     )  # the class's models: its rule (pools.classes.rules), read by the explainer
@@ -260,9 +268,41 @@ def _teams_holding_most(window: QuerySet[Allocation]) -> RawQuerySet[Team]:
 def timeline_allocations(*, user, start, end, first: int) -> tuple[dict, dict]:
     """The user's holding allocations overlapping ``[start, end)``: how many per ``(pool id,
     model id)``, and the ``first`` of each by start (team joined, nothing else: the timeline
-    links each to its request by id). Two queries: the ranking (and each chart's count, a
-    window over the same partition) runs over ids only, and the rows are read for the few it
-    keeps (ranking the whole rows took 5x as long at 16,000 allocations)."""
+    links each to its request by id). The rows are read by id (one query) after the ranking
+    (:func:`_timeline_ranking`, one query over ids only).
+
+    The ranking -- the counts and the ids kept -- is kept in the shared cache as
+    :func:`timeline_holdings`' sums are: under the allocations' generation, the window,
+    ``first`` and whose allocations (every team, or the member's team ids: one small query),
+    at most :data:`TIMELINE_CACHE_S`. At 100,800 GPUs it ranked the window's ~37,000
+    allocations in 34-52 ms of the page (issue #29 item 7). The rows are read afresh, so a
+    renamed team shows its new name."""
+    every = sees_every_team(user)
+    scope = "every"
+    if not every:
+        scope = ",".join(
+            str(pk) for pk in sorted(Team.objects.visible_to(user).values_list("pk", flat=True))
+        )
+    digest = hashlib.sha256(f"{start.isoformat()}|{end.isoformat()}|{first}|{scope}".encode())
+    key = f"capacity:timeline-allocations:{allocations_generation()}:{digest.hexdigest()}"
+    found = cache.get(key)
+    if isinstance(found, tuple):
+        counts, kept = found
+    else:
+        counts, kept = _timeline_ranking(user=user, start=start, end=end, first=first)
+        cache.set(key, (counts, kept), TIMELINE_CACHE_S)
+    listed: dict[tuple[int, int], list[Allocation]] = defaultdict(list)
+    rows = Allocation.objects.filter(pk__in=kept).select_related("team").order_by("starts_at", "pk")
+    for allocation in rows:
+        listed[(allocation.pool_id, allocation.gpu_model_id)].append(allocation)
+    return counts, listed
+
+
+def _timeline_ranking(*, user, start, end, first: int) -> tuple[dict, list[int]]:
+    """``({(pool id, model id): holding allocations of the user's overlapping the window},
+    [the ids of the ``first`` of each by start, then id])``. One query over ids only, each
+    chart's count a window over the same partition (ranking the whole rows took 5x as long at
+    16,000 allocations)."""
     mine = allocation_list(user=user).holding().whole_cards().overlapping(start, end)
     chart = [F("pool"), F("gpu_model")]
     ranked = (
@@ -277,11 +317,7 @@ def timeline_allocations(*, user, start, end, first: int) -> tuple[dict, dict]:
     for pk, pool, model, n in ranked:
         counts[(pool, model)] = n
         kept.append(pk)
-    listed: dict[tuple[int, int], list[Allocation]] = defaultdict(list)
-    rows = Allocation.objects.filter(pk__in=kept).select_related("team").order_by("starts_at", "pk")
-    for allocation in rows:
-        listed[(allocation.pool_id, allocation.gpu_model_id)].append(allocation)
-    return counts, listed
+    return counts, kept
 
 
 def allocations_cost_so_far(allocations, *, now) -> dict:

@@ -454,14 +454,20 @@ def request_action(request, pk: int, action: str):
         else:
             raise Http404("No such action.")
     except DomainError as exc:
-        errors = exc.data.get("errors") or {}
-        detail = "; ".join(
-            f"{_FIELD_LABELS.get(k, k.replace('_', ' ').capitalize())}: "
-            f"{v if isinstance(v, str) else ' '.join(v)}"
-            for k, v in errors.items()
-        )
-        messages.error(request, f"{exc.message} {detail}".strip())
+        messages.error(request, _refusal_message(exc))
     return redirect_back(request, "pools:request-detail", pk=obj.pk)
+
+
+def _refusal_message(exc: DomainError) -> str:
+    """The flash message of a refused action: the refusal, then each field's errors
+    ("Check the extension fields. Justification: This field is required.")."""
+    errors = exc.data.get("errors") or {}
+    detail = "; ".join(
+        f"{_FIELD_LABELS.get(k, k.replace('_', ' ').capitalize())}: "
+        f"{v if isinstance(v, str) else ' '.join(v)}"
+        for k, v in errors.items()
+    )
+    return f"{exc.message} {detail}".strip()
 
 
 @require_POST
@@ -495,7 +501,7 @@ def allocation_action(request, pk: int, action: str):
         else:
             raise Http404("No such action.")
     except DomainError as exc:
-        messages.error(request, exc.message)
+        messages.error(request, _refusal_message(exc))  # which field, and why
     return redirect("pools:request-detail", pk=allocation.request_id)
 
 
@@ -539,7 +545,7 @@ def approval_queue(request, verdicts=None):
     explained as on the page)."""
     ordering = request.GET.get("ordering", "submitted_at")
     pending = (
-        capacity_selectors.capacity_request_list(user=request.user)
+        capacity_selectors.capacity_request_list(user=request.user, decider=False)
         .filter(status=RequestStatus.SUBMITTED)
         .order_by(ordering if ordering in QUEUE_ORDERINGS else "submitted_at", "pk")
     )

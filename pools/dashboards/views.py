@@ -80,9 +80,9 @@ def my_teams(request):
         rows = _allocation_rows(list(holding), timezone.now())
         return csv_response(rows, MY_ALLOCATION_COLUMNS, "my-allocations.csv")
     if export == "requests":
-        recent = capacity_selectors.capacity_request_list(user=request.user).order_by(
-            "-created_at", "-pk"
-        )[:MY_TEAMS_RECENT_REQUESTS]
+        recent = capacity_selectors.capacity_request_list(
+            user=request.user, decider=False
+        ).order_by("-created_at", "-pk")[:MY_TEAMS_RECENT_REQUESTS]
         return csv_response(recent, MY_REQUEST_COLUMNS, "my-recent-requests.csv")
     team_page = Paginator(
         tenancy_selectors.team_list(user=request.user).order_by("name", "pk"), MY_TEAMS_PAGE_SIZE
@@ -96,7 +96,7 @@ def my_teams(request):
         .order_by("ends_at", "pk")
     )
     page = Paginator(holding, MY_TEAMS_PAGE_SIZE).get_page(request.GET.get("page"))
-    recent = capacity_selectors.capacity_request_list(user=request.user).order_by(
+    recent = capacity_selectors.capacity_request_list(user=request.user, decider=False).order_by(
         "-created_at", "-pk"
     )
     requests = recent[:MY_TEAMS_RECENT_REQUESTS]

@@ -122,6 +122,12 @@ class EngineProfile:
     ``moe_dp_exchange``: how a mixture of experts exchanges tokens between attention DP ranks,
     one of :data:`MOE_DP_EXCHANGES` (``"allgather"`` for TensorRT-LLM, which uses an all-to-all
     only on an NVL72 rack's NVLink fabric).
+    ``chunked_attention_keeps_full_kv``: a model whose window is chunked attention
+    (``ModelArch.window_chunked``) keeps and reads its whole context's KV on every layer
+    (:data:`TENSORRT_LLM_CHUNKED_ATTENTION_KEEPS_FULL_KV`), as if it had no window.
+    ``sliding_window_keeps_full_kv``: a sliding-window model keeps (allocates) its whole
+    context's KV on every layer but still reads only the window on its sliding layers
+    (:data:`TENSORRT_LLM_SLIDING_WINDOW_KEEPS_FULL_KV`): memory only, not throughput.
     """
 
     name: str
@@ -136,6 +142,35 @@ class EngineProfile:
     host_s_per_sequence: float = 0.0
     host_s_per_sequence_grace: float = 0.0
     moe_dp_exchange: str = "all_to_all"
+    chunked_attention_keeps_full_kv: bool = False
+    sliding_window_keeps_full_kv: bool = False
+
+
+#: TensorRT-LLM keeps the whole KV cache of a chunked-attention layer (Llama 4's
+#: ``attention_chunk_size``): its 1.0 documentation (docs/source/features/long-sequence.md,
+#: "Chunked attention") says chunked attention "can only be applied to context requests", so
+#: decode steps attend over the whole sequence, and the KV cache manager keeps every layer's KV
+#: up to ``max_seq_len`` unless ``KvCacheConfig.max_attention_window`` is set
+#: (``_torch/pyexecutor/resource_manager.py``, "Use max_seq_len as default
+#: max_attention_window"), which trtllm-bench's perf runs do not set (perf-overview.md's
+#: options files). The KV a chunked layer keeps and reads is therefore the context's, not the
+#: chunk's. A sliding window is :data:`TENSORRT_LLM_SLIDING_WINDOW_KEEPS_FULL_KV`.
+TENSORRT_LLM_CHUNKED_ATTENTION_KEEPS_FULL_KV = True
+
+#: TensorRT-LLM allocates a sliding-window layer's KV to ``max_seq_len`` as well, but its decode
+#: reads only the window: the KV cache manager takes ``max_seq_len`` as every layer's window
+#: when ``KvCacheConfig.max_attention_window`` is unset (NVIDIA/TensorRT-LLM
+#: ``tensorrt_llm/_torch/pyexecutor/resource_manager.py`` @001541bad83b84ae4c5c4a279e464572d5f690f7,
+#: ``KVCacheManager.__init__``), and nothing sets it from the checkpoint (pull request 5722, which
+#: would have read ``sliding_window`` from the Hugging Face config, was closed unmerged;
+#: trtllm-bench's perf options do not set it), while gpt-oss's sliding layers pass their window
+#: to the attention op on every call (``tensorrt_llm/_torch/models/modeling_gpt_oss.py``
+#: @050b6cb92871a4ed73486c5e5a573d4198d1a6d9, ``AttentionBlock``: ``attention_window_size =
+#: self.sliding_window`` on even layers). The long-sequence doc (docs/source/features/
+#: long-sequence.md) says the same of a window that is set: allocation "still relies on the
+#: buffer's maximum value". gpt-oss-120b at 22,000 tokens: 36 x 22,000 layer-tokens kept, not
+#: 18 x 22,000 + 18 x 128; read per step as the window gives.
+TENSORRT_LLM_SLIDING_WINDOW_KEEPS_FULL_KV = True
 
 
 ENGINE_PROFILES = {
@@ -173,6 +208,8 @@ ENGINE_PROFILES = {
         "(sizing_dataset.json trt014 rows' notes)",
         gemm_overlap_exponent=TENSORRT_LLM_GEMM_OVERLAP_EXPONENT,
         moe_dp_exchange="allgather",
+        chunked_attention_keeps_full_kv=TENSORRT_LLM_CHUNKED_ATTENTION_KEEPS_FULL_KV,
+        sliding_window_keeps_full_kv=TENSORRT_LLM_SLIDING_WINDOW_KEEPS_FULL_KV,
     ),
     "tensorrt-llm-pytorch": EngineProfile(
         "tensorrt-llm-pytorch",
@@ -186,6 +223,8 @@ ENGINE_PROFILES = {
         host_s_per_sequence=TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE,
         host_s_per_sequence_grace=TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE_GRACE,
         moe_dp_exchange="allgather",
+        chunked_attention_keeps_full_kv=TENSORRT_LLM_CHUNKED_ATTENTION_KEEPS_FULL_KV,
+        sliding_window_keeps_full_kv=TENSORRT_LLM_SLIDING_WINDOW_KEEPS_FULL_KV,
     ),
 }
 

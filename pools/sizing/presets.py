@@ -16,6 +16,7 @@ from typing import Any
 
 from pools.sizing import SizingInputError
 from pools.sizing.vision import VisionEncoder
+from scheduler_adapters.documents import load_json
 
 _MODELS_JSON = Path(__file__).resolve().parent / "models.json"
 
@@ -50,7 +51,11 @@ class ModelArch:
     billions). ``num_experts`` / ``experts_per_token`` are ``None`` for dense models; for a
     mixture of experts (MoE) ``total_params`` counts every expert and ``active_params`` the
     ``experts_per_token`` routed per token. ``sliding_window_tokens`` caps the KV cache kept per
-    sequence (Mistral-7B-v0.1: 4,096). ``sources`` maps a field name to its citation.
+    sequence (Mistral-7B-v0.1: 4,096); ``window_chunked``: that window is Llama 4's chunked
+    attention (``attention_chunk_size``: a token attends within its chunk of the prompt), which
+    an engine may apply to prompts only and then keeps the full KV (``pools.sizing.engines``
+    ``EngineProfile.chunked_attention_keeps_full_kv``). ``sources`` maps a field name to its
+    citation.
     ``vision``: a vision-language model's encoder (:class:`pools.sizing.vision.VisionEncoder`),
     counted apart from the language model's ``total_params``. ``kv_cache_dtype``: the KV-cache
     dtype the checkpoint itself names (``FP8``, ``INT8``; ``None``: not stated, 16-bit), used
@@ -89,6 +94,7 @@ class ModelArch:
     sliding_window_layers: int | None = None
     vision: VisionEncoder | None = None
     kv_cache_dtype: str | None = None
+    window_chunked: bool = False
 
     def __post_init__(self) -> None:
         """Checks in order: field ranges, layer layout, heads and experts; raises
@@ -211,6 +217,7 @@ class ModelArch:
         qkv_bias: bool = False,
         sliding_window_tokens: int | None = None,
         sliding_window_layers: int | None = None,
+        window_chunked: bool = False,
         num_shared_experts: int | None = None,
         first_k_dense_layers: int | None = None,
         dense_intermediate_size: int | None = None,
@@ -268,6 +275,7 @@ class ModelArch:
             active_params=active_params,
             sliding_window_tokens=sliding_window_tokens,
             sliding_window_layers=sliding_window_layers,
+            window_chunked=window_chunked,
             sources=dict(sources or {}),
             kv_cache_dtype=kv_cache_dtype,
             **config,
@@ -567,6 +575,7 @@ def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
         "v_head_dim": config.get("v_head_dim") if kv_lora is not None else None,
         "sliding_window_tokens": window,
         "sliding_window_layers": window_layers,
+        "window_chunked": window is not None and window == config.get("attention_chunk_size"),
         "tie_word_embeddings": bool(config.get("tie_word_embeddings") or False),
         "qkv_bias": bool(bias),
         "kv_cache_dtype": hf_kv_cache_dtype(outer),
@@ -795,9 +804,10 @@ def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> Model
     (:func:`arch_fields_from_hf_config`), then the fields given explicitly on top.
 
     Raises :class:`SizingInputError`: ``invalid_json`` (field ``config``) for unreadable config
-    text; the config reader's errors; ``missing`` (field named) for a required field that
-    neither gives; ``inconsistent`` with ``errors`` ``{field: message}`` for every
-    inconsistency :func:`custom_arch_errors` finds (``field`` the first of them).
+    text, or text nested deeper than 64 levels; the config reader's errors; ``missing`` (field
+    named) for a required field that neither gives; ``inconsistent`` with ``errors``
+    ``{field: message}`` for every inconsistency :func:`custom_arch_errors` finds (``field`` the
+    first of them).
     """
     if not isinstance(custom, Mapping):
         raise SizingInputError(
@@ -808,8 +818,8 @@ def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> Model
     config = custom.get("config")
     if isinstance(config, str):
         try:
-            config = json.loads(config)
-        except ValueError as exc:
+            config = load_json(config)  # bounded nesting: 5000 "[" was a RecursionError, a 500
+        except ValueError as exc:  # TooDeep is one
             raise SizingInputError(
                 f"the config.json is not valid JSON: {exc}", reason="invalid_json", field="config"
             ) from None

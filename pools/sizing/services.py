@@ -76,11 +76,13 @@ from pools.sizing.plan import (
     PlanRow,
     SizingPlan,
     figures_json,
+    model_as_kept,
+    model_as_run,
     replica_estimate_as_dict,
     sizing_plan,
 )
 from pools.sizing.selectors import measured_on_fleet
-from pools.sizing.throughput import BANDWIDTH_EFFICIENCY, Speculation
+from pools.sizing.throughput import BANDWIDTH_EFFICIENCY, Speculation, fp4_compute_shares
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_member
 
@@ -586,12 +588,18 @@ def _model_json(model) -> dict[str, Any]:
 def _memory_json(inputs: Mapping[str, Any], ask: _Ask) -> dict[str, Any]:
     """The precision, the engine's constants and the per-token and per-sequence KV bytes behind
     every row (pools/sizing/memory.py; pure)."""
-    model, context = ask.model, ask.input_len + inputs["output_len"]
+    context = ask.input_len + inputs["output_len"]
     precision = precision_parse(inputs["precision"])
     engine = engine_profile(inputs["engine"])
+    model = model_as_run(ask.model, engine)
     kv_bits = kv_cache_bits(kv_cache_dtype_for(inputs["kv_cache_dtype"], model)[0])
-    per_sequence = kv_bytes_per_sequence(model, context_tokens=context, kv_bits=kv_bits)
+    # The KV the engine allocates: TensorRT-LLM keeps a sliding layer's whole context (plan.py).
+    kept = model_as_kept(ask.model, engine)
+    per_sequence = kv_bytes_per_sequence(kept, context_tokens=context, kv_bits=kv_bits)
     concurrency = inputs["concurrency"]
+    fp4_linear, fp4_routed = fp4_compute_shares(
+        model=model, precision=precision, efficiency=engine.compute_efficiency
+    )
     return {
         "precision": precision.name,
         "weight_bits": precision.weight_bits,
@@ -599,6 +607,9 @@ def _memory_json(inputs: Mapping[str, Any], ask: _Ask) -> dict[str, Any]:
         "engine": engine.name,
         "bandwidth_efficiency": BANDWIDTH_EFFICIENCY,
         "compute_efficiency": engine.compute_efficiency,
+        # FP4 on Blackwell multiplies below it: the published kernel rates (throughput.py).
+        "fp4_linear_share": fp4_linear,
+        "fp4_routed_share": fp4_routed,
         # What the page's "overhead + reserve" is made of (pools/sizing/memory.py).
         "engine_overhead_bytes": ENGINE_OVERHEAD_BYTES,
         "reserve_fraction": RESERVE_FRACTION,

@@ -525,6 +525,24 @@ def routed_expert_flops_rate(
     return min(flops_rate, peak * 1e12 * tp * MOE_FP4_GROUPED_GEMM_PEAK_SHARE)
 
 
+def fp4_compute_shares(
+    *, model: ModelArch, precision: Precision, efficiency: float
+) -> tuple[float | None, float | None]:
+    """The shares of the FP4 tensor peak a run multiplies at on cards with FP4 tensor cores, as
+    (linear layers, routed experts), for the page's account of the rates used: ``(min(
+    efficiency,`` :data:`DENSE_FP4_GEMM_PEAK_SHARE` ``), min(efficiency,``
+    :data:`MOE_FP4_GROUPED_GEMM_PEAK_SHARE` ``))`` for an FP4 precision (NVFP4 / MXFP4), the
+    second ``None`` for a dense model; ``(None, None)`` for any other precision (every GEMM at
+    ``efficiency`` of its own peak). The same caps as :func:`linear_flops_rate` and
+    :func:`routed_expert_flops_rate`. NVFP4 mixture of experts at 0.5: (0.3377, 0.1402).
+    """
+    if precision.compute != "fp4":
+        return None, None
+    linear = min(efficiency, DENSE_FP4_GEMM_PEAK_SHARE)
+    routed = min(efficiency, MOE_FP4_GROUPED_GEMM_PEAK_SHARE) if model.is_moe else None
+    return linear, routed
+
+
 def linear_compute_s(
     *, model: ModelArch, tokens: float, flops_rate: float, routed_rate: float
 ) -> float:

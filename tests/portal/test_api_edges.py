@@ -149,3 +149,52 @@ def test_a_multipart_body_with_more_fields_than_django_reads_is_a_json_400(admin
     assert response.json()["code"] == "bad_request"
     assert not Pool.objects.exists()
     assert not AuditEvent.objects.exists()
+
+
+def nested(depth: int, leaf: str = "1") -> str:
+    """A JSON value ``depth`` objects deep: ``{"a": {"a": ... leaf ...}}``."""
+    return '{"a": ' * depth + leaf + "}" * depth
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "[" * 5000,  # unterminated: the decoder recursed before it could say so
+        "[" * 5000 + "]" * 5000,  # well-formed, 5000 levels
+        nested(5000),
+        json.dumps({"slug": "big", "description": nested(10)})[:-1] + ', "x": ' + nested(65) + "}",
+    ],
+    ids=["open-arrays", "closed-arrays", "objects", "deep-field"],
+)
+def test_a_json_body_nested_past_64_levels_is_a_400_parse_error_not_a_500(admin_api, body):
+    """Found by hand (newcomer probe): 5000 ``[`` posted to any API operation raised
+    RecursionError in the JSON decoder, a 500."""
+    response = admin_api.post("/api/v1/pools/", body, content_type="application/json")
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "code": "parse_error",
+        "detail": "JSON parse error - the body is nested deeper than 64 levels.",
+    }
+    assert not Pool.objects.exists()
+    assert not AuditEvent.objects.exists()
+
+
+def test_a_body_64_levels_deep_reaches_the_serializer(admin_api):
+    """The bound refuses only past 64 levels: a 64-deep body is parsed, and the serializer
+    judges it (here: the fields a pool needs are missing)."""
+    response = admin_api.post("/api/v1/pools/", nested(64), content_type="application/json")
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_input"
+    assert "slug" in response.json()["errors"]
+
+
+def test_brackets_inside_json_strings_are_not_counted_as_depth(admin_api):
+    description = "[" * 200 + "{" * 200
+    body = json.dumps({**pool_body(0), "description": description})
+
+    response = admin_api.post("/api/v1/pools/", body, content_type="application/json")
+
+    assert response.status_code == 201, response.content
+    assert Pool.objects.get().description == description

@@ -14,6 +14,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.utils import timezone
@@ -145,3 +146,59 @@ def test_a_maintenance_window_is_swept_though_the_holds_add_up_to_the_usable_car
     [over] = overcommitted_windows(now=now)
 
     assert (over.pool, over.usable, over.peak) == ("train", 8, 11)
+
+
+@pytest.fixture
+def outside_a_transaction():
+    """Readers here as outside a transaction (the test's own is one), so the pairs' sums are
+    kept; written allocations reach them through committed generations as in production."""
+    from unittest import mock
+
+    from pools.capacity import overcommit
+
+    with mock.patch.object(overcommit, "_in_transaction", return_value=False):
+        yield
+
+
+def test_the_pairs_sums_are_kept_and_a_committed_allocation_shows_at_once(
+    world, django_capture_on_commit_callbacks, outside_a_transaction
+):
+    """Read as the dashboard reads, outside a transaction. After the import 5 cards are
+    usable. B cancelled: A (4) and C (1) hold 5 in all, so the pair is no candidate and its
+    sums are kept; a second read sums nothing. Then D, 2 cards from day 1 to day 3, is
+    committed: 4 + 2 = 6 > 5 from day 1 to day 3 (C, 1 card from day 6, alone then): over,
+    with A and D."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    inventory_import_file(data=one_card_left(), source="nvidia-smi", node="trn-02",
+                          pool=world["pool"])  # fmt: skip
+    cache.clear()  # the fixture's reads kept the sums from before its allocations
+    with django_capture_on_commit_callbacks(execute=True):
+        world["b"].status = AllocationStatus.CANCELLED
+        world["b"].save(update_fields=["status"])
+    assert overcommitted_windows(now=timezone.now()) == []
+    with CaptureQueriesContext(connection) as ctx:
+        assert overcommitted_windows(now=timezone.now()) == []
+    assert not [q for q in ctx.captured_queries if 'AS "held"' in q["sql"]]  # kept
+
+    a = world["a"]
+    with django_capture_on_commit_callbacks(execute=True):
+        d = AllocationFactory(team=a.team, pool=a.pool, gpu_model=a.gpu_model, card_count=2,
+                              status=AllocationStatus.APPROVED, starts_at=a.starts_at + 2 * DAY,
+                              ends_at=a.starts_at + 4 * DAY)  # fmt: skip
+    [over] = overcommitted_windows(now=timezone.now())
+    assert (over.usable, over.peak, over.allocations) == (5, 6, (a.pk, d.pk))
+
+
+def test_kept_sums_read_later_leave_out_what_ended_since(world, outside_a_transaction):
+    """The sums kept at one instant, read 3.5 days later: B (3 cards, ends on day 3) has
+    ended, A (4) and C (1) never overlap -- at most 4 of 5 usable, nothing over; read at the
+    first instant it is over (7 of 5)."""
+    inventory_import_file(data=one_card_left(), source="nvidia-smi", node="trn-02",
+                          pool=world["pool"])  # fmt: skip
+    cache.clear()  # the fixture's reads kept the sums from before its allocations
+    now = timezone.now()
+    [over] = overcommitted_windows(now=now)
+    assert (over.usable, over.peak) == (5, 7)
+    assert overcommitted_windows(now=now + 3 * DAY + DAY / 2) == []

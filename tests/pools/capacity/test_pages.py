@@ -66,6 +66,45 @@ def test_a_refused_approval_names_fields_as_the_form_does(
     assert request.status == RequestStatus.SUBMITTED  # nothing changed
 
 
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ({"ends_at": "", "justification": "more"}, "End: This field is required."),
+        (
+            {"ends_at": "2026-12-21T10:00", "justification": ""},
+            "Justification: This field is required.",
+        ),
+    ],
+    ids=["no-end", "no-justification"],
+)
+def test_a_refused_extension_says_which_field_and_why(
+    team, team_member, pool_admin, infer_pool, l40s, data, said
+):
+    """Found by a newcomer: the extend form's refusal was only "Check the extension fields.",
+    naming no field, while a refused approval names each."""
+    start = timezone.now() + timedelta(days=1)
+    request = CapacityRequestFactory(
+        team=team,
+        requested_by=team_member,
+        pool=infer_pool,
+        gpu_model=l40s,
+        card_count=2,
+        starts_at=start,
+        ends_at=start + timedelta(days=7),
+        status=RequestStatus.SUBMITTED,
+    )
+    allocation = capacity_request_approve(request=request, actor=pool_admin)
+    client = Client()
+    client.force_login(team_member)
+
+    response = client.post(f"/allocations/{allocation.pk}/extend/", data, follow=True)
+
+    (message,) = [str(m) for m in response.context["messages"]]
+    assert message == f"Check the extension fields. {said}"
+    assert response.redirect_chain == [(f"/requests/{request.pk}/", 302)]
+    assert CapacityRequestFactory._meta.model.objects.count() == 1  # no extension written
+
+
 def _ticked(page: str, name: str) -> list[str]:
     """The values of the ``name`` radios the page renders ticked."""
     radios = re.findall(rf'<input type="radio" name="{name}" value="([^"]*)"([^>]*)>', page)

@@ -24,7 +24,7 @@ from factories import (
 
 from pools.audit.models import AuditEvent
 from pools.audit.selectors import object_audit_trail
-from pools.capacity.availability import pool_free_cards
+from pools.capacity.availability import pool_free_cards, request_options
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.allocations import (
@@ -293,6 +293,51 @@ def test_approve_any_eligible_pool_picks_the_one_with_room(
     request.refresh_from_db()
     assert request.pool is None  # the request keeps what was asked; the allocation says where
     assert held(infer_b, l40s, *window) == 1
+
+
+def test_any_eligible_pool_skips_a_burst_pool_the_request_did_not_name(
+    team, team_member, pool_admin, infer_pool, l40s, window
+):
+    # infer: 8 L40S, 4 held -> 4 free. burst: 8 L40S free (more room) but rented capacity for
+    # elastic scale-up only: an open request for 3 lands at home, and the burst pool is refused
+    # with its reason; naming the burst pool still places it there.
+    AllocationFactory(
+        team=team,
+        pool=infer_pool,
+        gpu_model=l40s,
+        card_count=4,
+        starts_at=window[0],
+        ends_at=window[1],
+    )
+    burst = PoolFactory(
+        slug="burst",
+        name="Burst (rented)",
+        scheduler=Scheduler.KUBERNETES,
+        slurm_partition="",
+        burst=True,
+    )
+    node_with_gpus(8, gpu_model="l40s", pool=burst, scheduler=Scheduler.KUBERNETES)
+    ask = {"workload_kind": "inference", "gpu_model": l40s, "card_count": 3}
+    request = CapacityRequestFactory(team=team, requested_by=team_member, pool=None, **ask)
+
+    allocation = capacity_request_approve(request=request, actor=pool_admin)
+
+    assert (allocation.pool, allocation.card_count) == (infer_pool, 3)
+    options = {
+        o.pool.slug: o.reasons
+        for o in request_options(
+            card_count=3,
+            start=window[0],
+            end=window[1],
+            **{k: v for k, v in ask.items() if k != "card_count"},
+        )
+    }
+    assert options["burst"] == [
+        "Burst (rented) is a burst pool: only elastic scale-up of teams that opted in lands "
+        "there unless a request names it"
+    ]
+    named = CapacityRequestFactory(team=team, requested_by=team_member, pool=burst, **ask)
+    assert capacity_request_approve(request=named, actor=pool_admin).pool == burst
 
 
 def test_approve_fewer_cards_of_an_any_pool_request_looks_for_room_for_the_grant(

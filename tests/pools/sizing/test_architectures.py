@@ -159,6 +159,15 @@ def test_bad_json_text_is_refused():
     assert caught.value.data == {"reason": "invalid_json", "field": "config"}
 
 
+def test_config_text_nested_past_64_levels_is_refused_as_invalid_json():
+    """5000 ``[`` raised RecursionError from json.loads (the sizing page's 500)."""
+    with pytest.raises(SizingInputError) as caught:
+        custom_model_arch({"config": "[" * 5000})
+
+    assert caught.value.data == {"reason": "invalid_json", "field": "config"}
+    assert caught.value.message == "the config.json is not valid JSON: nested deeper than 64 levels"
+
+
 # --- The checkpoint's own KV-cache dtype (issue 34) ------------------------------------------
 
 #: hf_quant_config.json of an NVIDIA ModelOpt FP8 checkpoint, its quantization block as such

@@ -101,6 +101,20 @@ def test_bad_inputs_show_their_errors_in_the_fragment(fleet, member_page):
     assert "request-cards" not in html
 
 
+@pytest.mark.parametrize("config", ["[" * 5000, '{"a": ' * 5000 + "1" + "}" * 5000])
+def test_a_pasted_config_nested_5000_deep_is_an_input_error_not_a_500(fleet, member_page, config):
+    """Found by hand (newcomer probe): the pasted config.json went to json.loads, whose
+    RecursionError was the page's 500."""
+    inputs = {**QWEN_72B, "model": "custom", "custom_model.config": config}
+
+    response = _htmx(member_page, "/sizing/", inputs)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "Fix these inputs" in html
+    assert "the config.json is not valid JSON: nested deeper than 64 levels" in html
+
+
 def test_a_context_above_the_models_maximum_is_an_error(fleet, member_page):
     response = _htmx(member_page, "/sizing/", {**QWEN_72B, "input_len": "40000"})
 
@@ -377,3 +391,22 @@ def test_images_on_the_page_add_visual_tokens_and_the_encoder(fleet, member_page
     assert "so 3,738 input tokens a request" in html
     assert "encoder 15.4 TFLOP a request, 1.4 GB of 16-bit weights" in html
     assert "<strong>Images per request</strong>: Qwen2.5-7B has no vision encoder" in text_only
+
+
+def test_the_footnote_gives_the_fp4_shares_the_run_multiplies_at(fleet, member_page):
+    """Issue 34: NVFP4 runs do not multiply at the engine's 50 % of the tensor peak. Qwen3-30B-A3B
+    in NVFP4: linear layers at 3,039 / 9,000 = 33.8 %, routed experts at 1,262 / 9,000 = 14.0 %
+    of the FP4 peak; dense Llama 3.3 70B NVFP4 has no routed share; FP8 keeps the plain 50 %."""
+    moe = {**QWEN_72B, "model": "qwen3_30b_a3b", "precision": "NVFP4", "gpu_models": "b200"}
+    shares = r'<span id="compute-shares">(.*?)</span>'
+    html = _htmx(member_page, "/sizing/", moe).content.decode()
+    dense = _htmx(member_page, "/sizing/", {**moe, "model": "llama3_70b"}).content.decode()
+    fp8 = _htmx(member_page, "/sizing/", {**moe, "precision": "FP8"}).content.decode()
+
+    text = re.search(shares, html, re.S).group(1)
+    assert text.startswith("50 % of tensor peak — NVFP4 on cards with FP4 tensor cores")
+    assert "its linear layers at 33.8 % and its routed experts at 14.0 % of the FP4 peak" in text
+    dense_text = re.search(shares, dense, re.S).group(1)
+    assert "its linear layers at 33.8 % of the FP4 peak" in dense_text
+    assert "routed experts" not in dense_text
+    assert re.search(shares, fp8, re.S).group(1) == "50 % of tensor peak"

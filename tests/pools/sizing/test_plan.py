@@ -474,3 +474,72 @@ def test_an_nvl72_rack_lets_tensor_parallelism_span_trays():
     assert rows["gb200"].tp is not None and rows["gb200"].tp >= 8
     assert rows["gb200"].min_fit_tp == 8
     assert rows["b200"].tp is None
+
+
+def test_tensorrt_llm_keeps_the_whole_kv_of_llama_4s_chunked_layers():
+    """Llama 4 Scout's 36 chunked-attention layers (attention_chunk_size 8,192) keep at most a
+    chunk of KV where the engine chunks decode too, but TensorRT-LLM applies chunked attention to
+    prompts only and keeps every layer's KV to max_seq_len (its long-sequence doc,
+    resource_manager.py). 20,000 + 2,000 tokens, FP8 KV, TP 4 (2 of 8 KV heads a card):
+    2 x 128 x 2 x 1 B = 512 B per layer-token per card.
+    vLLM: (12 x 22,000 + 36 x 8,192) x 512 = 558,912 x 512 = 286,162,944 B a sequence;
+    TensorRT-LLM: 48 x 22,000 x 512 = 540,672,000 B. A sliding window (gpt-oss) is kept."""
+    from pools.sizing.engines import engine_profile
+    from pools.sizing.plan import estimate_replica, model_as_run
+
+    scout = model_preset("llama4_scout")
+    common = {
+        "model": scout,
+        "gpu": gpu_spec("h200_sxm"),
+        "precision": "FP8",
+        "kv_cache_dtype": "FP8",
+        "tp": 4,
+        "input_tokens": 20_000,
+        "output_tokens": 2_000,
+        "concurrency": 8,
+    }
+    vllm = estimate_replica(**common, engine="vllm")
+    trt = estimate_replica(**common, engine="tensorrt-llm-pytorch")
+
+    assert vllm.memory.kv_bytes_per_sequence_per_gpu == 286_162_944
+    assert trt.memory.kv_bytes_per_sequence_per_gpu == 540_672_000
+    # The decode step reads the same whole context per sequence.
+    assert trt.throughput.kv_bytes_read_per_step > vllm.throughput.kv_bytes_read_per_step
+    gpt_oss = model_preset("gpt_oss_120b")
+    assert model_as_run(gpt_oss, engine_profile("tensorrt-llm")) is gpt_oss
+
+
+def test_tensorrt_llm_keeps_the_whole_kv_of_gpt_oss_sliding_layers_but_reads_the_window():
+    """gpt-oss-120b: 36 layers, 18 of them a 128-token sliding window, 8 KV heads of 64.
+    TensorRT-LLM sizes every layer's KV to max_seq_len unless max_attention_window is set
+    (resource_manager.py), which gpt-oss's model code does not set; its sliding layers pass the
+    window to the attention op (modeling_gpt_oss.py, attention_window_size), so decode reads
+    only the window. 20,000 + 2,000 tokens, FP8 KV, TP 1: 2 x 8 x 64 x 1 B = 1,024 B per
+    layer-token. Kept: vLLM (18 x 22,000 + 18 x 128) x 1,024 = 398,304 x 1,024 = 407,863,296 B;
+    TensorRT-LLM 36 x 22,000 x 1,024 = 792,000 x 1,024 = 811,008,000 B. Read per decode step
+    at batch 8, mean context 20,000 + 2,001 // 2 = 21,000 tokens, on both engines:
+    8 x (18 x 21,000 + 18 x 128) x 1,024 = 8 x 380,304 x 1,024 = 3,115,450,368 B."""
+    from pools.sizing.engines import engine_profile
+    from pools.sizing.plan import estimate_replica, model_as_run
+
+    gpt_oss = model_preset("gpt_oss_120b")
+    common = {
+        "model": gpt_oss,
+        "gpu": gpu_spec("h200_sxm"),
+        "precision": "FP8",
+        "kv_cache_dtype": "FP8",
+        "tp": 1,
+        "input_tokens": 20_000,
+        "output_tokens": 2_000,
+        "concurrency": 8,
+    }
+    vllm = estimate_replica(**common, engine="vllm")
+    trt = estimate_replica(**common, engine="tensorrt-llm-pytorch")
+
+    assert vllm.memory.kv_bytes_per_sequence_per_gpu == 407_863_296
+    assert trt.memory.kv_bytes_per_sequence_per_gpu == 811_008_000
+    assert vllm.throughput.batch == trt.throughput.batch == 8
+    assert vllm.throughput.kv_bytes_read_per_step == 3_115_450_368
+    assert trt.throughput.kv_bytes_read_per_step == 3_115_450_368
+    # The window stays on the model the throughput reads.
+    assert model_as_run(gpt_oss, engine_profile("tensorrt-llm")) is gpt_oss

@@ -21,6 +21,7 @@ from pools.sizing.throughput import (
     batch_for_targets,
     decode_ceiling_batch1_tok_s,
     decode_weight_bytes,
+    fp4_compute_shares,
     linear_compute_s,
     linear_flops_rate,
     moe_glue_bytes,
@@ -589,3 +590,23 @@ def test_a_compute_bound_dense_nvfp4_prefill_runs_at_the_dense_fp4_gemm_rate():
         gpu="b200", precision=precision_parse("NVFP4"), kv_bits=8, input_tokens=tokens
     )
     assert estimate.ttft_ms == pytest.approx((seconds + 32 * 10 * 3e-6) * 1e3)
+
+
+def test_fp4_compute_shares_name_the_published_kernel_rates_the_run_multiplies_at():
+    """NVFP4 at the engines' 0.5: linear layers at 3,039 / 9,000 = 0.33767 of the FP4 peak (vLLM
+    PR 20646), a mixture of experts' routed experts at 1,262 / 9,000 = 0.14022 (HF "TFLOPS Gap"
+    blog); a dense model has no routed share; FP8 keeps the engine's share everywhere (None)."""
+    qwen_moe, dense = model_preset("qwen3_30b_a3b"), model_preset("llama3_70b")
+    nvfp4, mxfp4 = precision_parse("NVFP4"), precision_parse("MXFP4")
+
+    linear, routed = fp4_compute_shares(model=qwen_moe, precision=nvfp4, efficiency=0.5)
+    assert linear == pytest.approx(0.337667, abs=1e-6)
+    assert routed == pytest.approx(0.140222, abs=1e-6)
+    assert fp4_compute_shares(model=dense, precision=mxfp4, efficiency=0.5) == (
+        pytest.approx(0.337667, abs=1e-6),
+        None,
+    )
+    # An efficiency below both caps is the rate used for both.
+    assert fp4_compute_shares(model=qwen_moe, precision=nvfp4, efficiency=0.1) == (0.1, 0.1)
+    fp8 = precision_parse("FP8")
+    assert fp4_compute_shares(model=qwen_moe, precision=fp8, efficiency=0.5) == (None, None)
