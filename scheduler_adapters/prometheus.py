@@ -407,7 +407,7 @@ class PrometheusAdapter:
         per device with, for each window of ``windows_s`` ending at ``end``, the
         :class:`WindowStats` that :func:`window_stats` computes from ``gpu_usage``'s answer over
         that window (same steps ``end - k x step_s``, same lookback), one value per device and
-        reduction (:func:`summary_queries`: 9 instant queries for one window, 6 more per other
+        reduction (:func:`summary_queries`: 7 instant queries for one window, 6 more per other
         window, sent 4 at a time), whatever the number of GPUs. The devices that one series
         does not describe whole (:func:`device_summaries`; ``min_coverage`` and ``near_pct``
         are the policies' lowest coverage and their thresholds) are read per step with
@@ -452,27 +452,53 @@ class PrometheusAdapter:
             return read.devices + stepped
 
     def utilisation_by_namespace(
-        self, *, start: datetime, end: datetime, step_s: int = 60
+        self,
+        *,
+        start: datetime,
+        end: datetime,
+        step_s: int = 60,
+        namespaces: Iterable[str] | None = None,
     ) -> dict[str, tuple[Sample, ...]]:
         """Per workload namespace, the mean ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (x 100, %) over
-        its series at each step from ``start`` to ``end``: two range queries (sum and count
-        ``by`` the labels that name the namespace), one short series per namespace label set,
-        added up here. The mean over series is the mean over cards where each card has one
-        series and no MIG instances (the caller's to check)."""
+        its series at each step from ``start`` to ``end``: range queries of the sum and the
+        count ``by`` the labels that name the namespace, one short series per namespace label
+        set, added up here, all sent at once. The mean over series is the mean over cards where
+        each card has one series and no MIG instances (the caller's to check). ``namespaces``:
+        only those (``None``: all; none: ``{}``), read by :func:`namespace_selectors` (a few
+        selected series instead of the fleet's); ``ValueError`` for an empty name."""
+        if namespaces is not None:
+            namespaces = set(namespaces)
+            if not namespaces:
+                return {}
         by = ", ".join(_NAMESPACE_LABELS)
         prof = metric_selector(GR_ENGINE_ACTIVE)
-        sums, counts = (
-            self.query_range(f"{op} by ({by}) ({prof})", start=start, end=end, step_s=step_s)
-            for op in ("sum", "count")
-        )
+        selectors = {None: prof} if namespaces is None else namespace_selectors(prof, namespaces)
+        with ThreadPoolExecutor(max_workers=2) as pool:  # Prometheus answers two at once
+            futures = [
+                (
+                    label,
+                    index,
+                    pool.submit(
+                        self.query_range,
+                        f"{op} by ({by}) ({sel})",
+                        start=start,
+                        end=end,
+                        step_s=step_s,
+                    ),
+                )
+                for label, sel in selectors.items()
+                for index, op in enumerate(("sum", "count"))
+            ]
+            answers = [(label, index, future.result()) for label, index, future in futures]
         totals: dict[str, dict[float, list[float]]] = defaultdict(
             lambda: defaultdict(lambda: [0.0, 0.0])
         )
-        for index, answer in enumerate((sums, counts)):
+        for label, index, answer in answers:
             for item in answer:
-                namespace = dcgm_labels(item.label_map).namespace
-                if namespace is None:
-                    continue
+                labels = item.label_map
+                namespace = dcgm_labels(labels).namespace
+                if namespace is None or (label is not None and _namespace_label(labels) != label):
+                    continue  # another selector's (each label set is counted once)
                 for sample in item.samples:
                     if sample.value is not None:
                         totals[namespace][sample.timestamp][index] += sample.value
@@ -760,6 +786,34 @@ _DEVICE_LABELS = (
 _NAMESPACE_LABELS = ("namespace", "exported_namespace", "pod_namespace", "exported_pod")
 
 
+def namespace_selectors(selector: str, namespaces: Iterable[str]) -> dict[str, str]:
+    """``selector`` (``{...}``) narrowed to ``namespaces``, one selector per label that may
+    name a workload namespace (``exported_namespace``, ``pod_namespace``, ``namespace``), each
+    a regex matcher of the names (plain matchers only: an ``or`` of them, or a ``label=""``
+    matcher, costs Prometheus 2.42 about the fleet's whole range query). A series may match
+    two; the caller keeps each answer only from the selector of the label
+    :func:`_namespace_label` says names its namespace. ``ValueError``: no name, or an empty
+    one (an empty alternation would match the series without the label)."""
+    wanted = sorted(set(namespaces))
+    if not wanted or not all(wanted):
+        raise ValueError("namespaces must be non-empty names")
+    # RE2 in a PromQL string: the regex's backslashes and any quote escaped once more
+    alternation = "|".join(re.escape(n) for n in wanted)
+    alternation = alternation.replace("\\", "\\\\").replace('"', '\\"')
+    return {
+        label: f'{selector[:-1]}, {label}=~"{alternation}"}}'
+        for label in ("exported_namespace", "pod_namespace", "namespace")
+    }
+
+
+def _namespace_label(labels: Mapping[str, str]) -> str | None:
+    """The label :func:`dcgm_labels` reads the workload namespace from (``None``: none)."""
+    for label in ("exported_namespace", "pod_namespace"):
+        if labels.get(label):
+            return label
+    return "namespace" if labels.get("namespace") and "exported_pod" not in labels else None
+
+
 def _shifted(selector: str, shift_ms: int) -> str:
     """``selector`` read ``shift_ms`` later than it is evaluated (a negative offset, PromQL
     since 2.33), so that steps aligned to the epoch read the data of steps aligned to ``end``."""
@@ -796,8 +850,11 @@ def summary_queries(
     ``unless``, filter or ``label_replace`` inside: those cost several times the reduction).
     Over the longest window, the profiling and framebuffer counts keep every label (one result
     per series: the device's labels, and whether it has several series); the rest are one value
-    per device (:func:`_by_device`). ``DEV_GPU_UTIL`` is only counted (where a device has no
-    profiling series, the summary reads it per step)."""
+    per device (:func:`_by_device`); of the framebuffer's sums only those that are not finite
+    (``* 0 != 0`` on the reduced value: the devices with a ``NaN`` or ``±Inf`` step, named
+    ``("fb", "nonfinite", window)``), an empty answer on a healthy fleet instead of a value
+    per device to decode. ``DEV_GPU_UTIL`` is only counted (where a device has no profiling
+    series, the summary reads it per step)."""
     prof = _shifted(metric_selector(GR_ENGINE_ACTIVE), shift_ms)
     fb = _shifted(metric_selector(FB_USED), shift_ms)
     dev = _shifted(metric_selector(GPU_UTIL), shift_ms)
@@ -817,9 +874,12 @@ def summary_queries(
             for reduction in ("count", "sum", "max"):
                 if reduction == "count" and window == longest:
                     continue  # the series query's values
-                queries[(metric, reduction, window)] = _by_device(
-                    f"{reduction}_over_time({over(selector, window)})"
-                )
+                expr = f"{reduction}_over_time({over(selector, window)})"
+                if (metric, reduction) == ("fb", "sum"):
+                    # only whether a step is NaN or ±Inf (x * 0 is NaN then, else 0): the
+                    # framebuffer's sum is read for nothing else
+                    reduction, expr = "nonfinite", f"{expr} * 0 != 0"
+                queries[(metric, reduction, window)] = _by_device(expr)
     return queries
 
 
@@ -951,8 +1011,8 @@ def _reduced(key, values, windows, steps, min_coverage, near, end) -> dict[int, 
         count = int(values[("prof", "count", window)].get(key, 0))
         total = values[("prof", "sum", window)].get(key)
         fb_count = int(values[("fb", "count", window)].get(key, 0))
-        fb_total = values[("fb", "sum", window)].get(key)
-        if (count and not math.isfinite(total)) or (fb_count and not math.isfinite(fb_total)):
+        fb_nonfinite = key in values[("fb", "nonfinite", window)]
+        if (count and not math.isfinite(total)) or (fb_count and fb_nonfinite):
             return None  # a NaN or ±Inf step: not a sample there
         if steps[window] > count >= min_coverage * steps[window] - 1e-9:
             return None  # the newest step decides

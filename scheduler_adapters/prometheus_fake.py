@@ -136,12 +136,19 @@ class FakePrometheus:
         )
 
     def utilisation_by_namespace(
-        self, *, start: datetime, end: datetime, step_s: int = 60
+        self,
+        *,
+        start: datetime,
+        end: datetime,
+        step_s: int = 60,
+        namespaces: Iterable[str] | None = None,
     ) -> dict[str, tuple[Sample, ...]]:
-        """Per namespace, at each step of ``[start, end]``, the mean over its cards of each
-        card's mean over its instances, of the devices whose reading is profiling; a sample
-        counts at its nearest step (as the real adapter's range queries answer)."""
+        """Per namespace (of ``namespaces`` only, unless ``None``), at each step of
+        ``[start, end]``, the mean over its cards of each card's mean over its instances, of
+        the devices whose reading is profiling; a sample counts at its nearest step (as the
+        real adapter's range queries answer)."""
         self.calls.append((start, end, step_s))
+        wanted = None if namespaces is None else set(namespaces)
         self._check_up()
         lo, hi = start.timestamp(), end.timestamp()
         steps: dict[str, dict[int, dict[str, list[float]]]] = defaultdict(
@@ -149,6 +156,8 @@ class FakePrometheus:
         )
         for device in self.devices:
             if device.namespace is None or device.util_source != "prof":
+                continue
+            if wanted is not None and device.namespace not in wanted:
                 continue
             for sample in device.util_pct:
                 if sample.value is not None and lo <= sample.timestamp <= hi:

@@ -487,7 +487,7 @@ LONG_SERVICE_FUNCTIONS = {
     "pools/maintenance/services/windows.py::maintenance_waves_create": 43,
     "pools/reclamation/services/actions.py::exemption_grant": 53,
     "pools/reclamation/services/actions.py::idle_finding_reclaim_now": 60,
-    "pools/reclamation/services/scan.py::_judge": 56,
+    "pools/reclamation/services/scan.py::_judge": 54,
     "pools/reclamation/services/scan.py::_maybe_reclaim": 50,
     "pools/reclamation/services/scan.py::allocation_reclaim": 62,
     "pools/reclamation/services/scan.py::idle_scan": 65,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler_adapters.errors import UnexpectedResponse
-from scheduler_adapters.prometheus import device_summaries, summary_queries
+from scheduler_adapters.prometheus import device_summaries, namespace_selectors, summary_queries
 
 END = 1_800_000_000.0
 W = 1800  # 31 steps of 60 s
@@ -29,9 +29,8 @@ def answers(prof=(), fb=(), dev=(), **values):
         ("fb", "series", W): list(fb),
         ("dev", "count", W): list(dev),
     }
-    for metric in ("prof", "fb"):
-        for reduction in ("sum", "max"):
-            out[(metric, reduction, W)] = list(values.get(f"{metric}_{reduction}", ()))
+    for metric, reduction in (("prof", "sum"), ("prof", "max"), ("fb", "nonfinite"), ("fb", "max")):
+        out[(metric, reduction, W)] = list(values.get(f"{metric}_{reduction}", ()))
     return out
 
 
@@ -49,7 +48,6 @@ def test_one_series_is_taken_from_the_reductions():
             fb=[row(31, **key)],
             prof_sum=[row(0.62, **key)],
             prof_max=[row(0.02, **key)],
-            fb_sum=[row(0, **key)],
             fb_max=[row(0, **key)],
         )
     )
@@ -80,6 +78,7 @@ def test_one_series_is_taken_from_the_reductions():
         ("gray", "29 of 31 steps: coverage passes and the newest step decides"),
         ("threshold", "mean exactly 30 %: the sum's last bit decides"),
         ("consumer", "DEV_GPU_UTIL only"),
+        ("fb_nan", "a NaN framebuffer step: the device is answered by the NaN filter"),
     ],
 )
 def test_what_the_reductions_cannot_say_is_read_per_step(case, why):
@@ -89,7 +88,6 @@ def test_what_the_reductions_cannot_say_is_read_per_step(case, why):
         "fb": [row(31, **key)],
         "prof_sum": [row(0.62, **key)],
         "prof_max": [row(0.02, **key)],
-        "fb_sum": [row(0, **key)],
         "fb_max": [row(0, **key)],
     }
     if case == "two_pods":
@@ -100,8 +98,10 @@ def test_what_the_reductions_cannot_say_is_read_per_step(case, why):
         rows["prof"] = [row(29, **key)]
     elif case == "threshold":
         rows["prof_sum"] = [row(9.3, **key)]  # 9.3 x 100 / 31 = 30.0
+    elif case == "fb_nan":
+        rows["fb_nonfinite"] = [row("NaN", **key)]
     elif case == "consumer":
-        rows = {"fb": rows["fb"], "fb_sum": rows["fb_sum"], "fb_max": rows["fb_max"]}
+        rows = {"fb": rows["fb"], "fb_max": rows["fb_max"]}
         rows["dev"] = [row(31, **key)]
     out = read(answers(**rows))
     assert out.per_step == {("GPU-1", None, "team-a")}, why
@@ -155,4 +155,20 @@ def test_queries_read_plain_selectors_at_steps_aligned_to_the_end():
     )
     assert queries[("fb", "max", 600)].startswith("max by (UUID, uuid, GPU_I_ID,")
     assert "[630s:60s]" in queries[("fb", "max", 600)]
+    # the framebuffer's sum only says which devices have a NaN or ±Inf step (x * 0 is NaN)
+    assert queries[("fb", "nonfinite", 600)].endswith("[630s:60s]) * 0 != 0)")
     assert len(queries) == 3 + 4 + 6  # series x 2 + DEV; 4 more at 1800 s, 6 at 600 s
+
+
+def test_namespace_selectors_are_plain_regex_matchers_one_per_label():
+    selectors = namespace_selectors('{__name__=~"A|a"}', ["team-b", 'te"am.a', "team-b"])
+    # names sorted and deduplicated, regex-escaped, then escaped for the PromQL string
+    names = 'te\\"am\\\\.a|team\\\\-b'
+    assert selectors == {
+        "exported_namespace": '{__name__=~"A|a", exported_namespace=~"' + names + '"}',
+        "pod_namespace": '{__name__=~"A|a", pod_namespace=~"' + names + '"}',
+        "namespace": '{__name__=~"A|a", namespace=~"' + names + '"}',
+    }
+    for wrong in ([], ["team-a", ""]):
+        with pytest.raises(ValueError):
+            namespace_selectors('{__name__=~"A|a"}', wrong)

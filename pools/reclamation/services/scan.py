@@ -282,32 +282,30 @@ def _judge(
     slurm = _SlurmView(policies, groups, hosts, devices, now, slurm_adapter, report)
     by_namespace = devices_by_namespace(devices)
     open_findings, dismissed = _findings_of(allocations, now)
-    for (_team_id, pool_id, _model), members in groups.items():
-        policy = policies[pool_id]
-        pool = policy.pool
-        thresholds = policy_thresholds(policy)
-        if pool.scheduler == Scheduler.SLURM:
-            group = slurm.evaluate(members, thresholds)
-            mine = None  # the series of its cards, looked up only if a finding needs them
-        else:
-            mine = devices_for_group(
-                by_namespace,
-                scheduler=pool.scheduler,
-                team_slug=members[0].team.slug,
-                pool_hosts=hosts[pool_id],
-            )
-            group = evaluate_group(
-                mine, held=sum(a.card_count for a in members), end=now.timestamp(), t=thresholds
-            )
-        shares = split_group(group, [(a.pk, a.card_count) for a in members])
-        report.no_data.extend(
-            f"allocation #{a.pk} ({a.team.slug}, {pool.slug}, {a.card_count} cards): "
-            f"not judged, {group.reason}"
-            for a, share in zip(members, shares, strict=True)
-            if share.verdict == Verdict.UNKNOWN
+    judged = [
+        (
+            members,
+            policies[pool_id],
+            *_evaluate(members, policies[pool_id], hosts, slurm, by_namespace, now, report),
         )
+        for (_team_id, pool_id, _model), members in groups.items()
+    ]
+    # the sparklines' namespace lines are read for the idle groups' namespaces only
+    sparklines.namespaces = {
+        f"team-{members[0].team.slug}"
+        for members, _policy, _group, mine, shares in judged
+        if mine is not None and any(share.verdict == Verdict.IDLE for share in shares)
+    }
+    for members, policy, group, mine, shares in judged:
         evaluation = _idle_evaluation(
-            group, shares, mine, pool, members[0].team.slug, by_namespace, sparklines, thresholds
+            group,
+            shares,
+            mine,
+            policy.pool,
+            members[0].team.slug,
+            by_namespace,
+            sparklines,
+            policy_thresholds(policy),
         )
         rows = []
         for allocation, share in zip(members, shares, strict=True):
@@ -322,6 +320,34 @@ def _judge(
             _maybe_reclaim(finding, allocation, share, group, policy, now, report)
     # the evaluations that every finding of theirs has moved on from
     IdleGroupEvaluation.objects.filter(findings__isnull=True).delete()
+
+
+def _evaluate(members, policy, hosts, slurm, by_namespace, now, report) -> tuple:
+    """One group's ``(evaluation, its series or None for Slurm, each allocation's share)``;
+    the allocations left unknown are said in ``report.no_data``."""
+    pool = policy.pool
+    thresholds = policy_thresholds(policy)
+    if pool.scheduler == Scheduler.SLURM:
+        group = slurm.evaluate(members, thresholds)
+        mine = None  # the series of its cards, looked up only if a finding needs them
+    else:
+        mine = devices_for_group(
+            by_namespace,
+            scheduler=pool.scheduler,
+            team_slug=members[0].team.slug,
+            pool_hosts=hosts[pool.pk],
+        )
+        group = evaluate_group(
+            mine, held=sum(a.card_count for a in members), end=now.timestamp(), t=thresholds
+        )
+    shares = split_group(group, [(a.pk, a.card_count) for a in members])
+    report.no_data.extend(
+        f"allocation #{a.pk} ({a.team.slug}, {pool.slug}, {a.card_count} cards): "
+        f"not judged, {group.reason}"
+        for a, share in zip(members, shares, strict=True)
+        if share.verdict == Verdict.UNKNOWN
+    )
+    return group, mine, shares
 
 
 def _idle_evaluation(
@@ -451,6 +477,9 @@ class _Sparklines:
     def __init__(self, metrics: Any, now: datetime, longest: timedelta) -> None:
         self.metrics, self.now, self.longest = metrics, now, longest
         self._namespaces: dict[int, dict[str, tuple]] = {}
+        # the namespaces whose lines may be asked for (``None``: any): the lines are read
+        # for those only, a fraction of the fleet's series
+        self.namespaces: set[str] | None = None
 
     def points(
         self,
@@ -469,11 +498,7 @@ class _Sparklines:
             )
             and t.window_s <= t.step_s * self.POINTS
         ):
-            if t.window_s not in self._namespaces:
-                self._namespaces[t.window_s] = self.metrics.utilisation_by_namespace(
-                    start=self.now - timedelta(seconds=t.window_s), end=self.now, step_s=t.step_s
-                )
-            line = self._namespaces[t.window_s].get(namespace, ())
+            line = self._namespace_lines(t).get(namespace, ())
             return [[s.timestamp, round(s.value, 1)] for s in line]
         uuids = sorted({d.uuid for d in mine if d.util_source})
         if not uuids:
@@ -492,6 +517,17 @@ class _Sparklines:
             )
             devices += [d for d in found if d.key in keys]
         return utilisation_sparkline(devices, end=self.now.timestamp(), t=t)
+
+    def _namespace_lines(self, t: Thresholds) -> dict[str, tuple]:
+        """The namespaces' lines over ``t``'s window, read once per window."""
+        if t.window_s not in self._namespaces:
+            self._namespaces[t.window_s] = self.metrics.utilisation_by_namespace(
+                start=self.now - timedelta(seconds=t.window_s),
+                end=self.now,
+                step_s=t.step_s,
+                namespaces=self.namespaces,
+            )
+        return self._namespaces[t.window_s]
 
 
 def finding_detail(group: GroupEvaluation, sparkline: list[list[float]]) -> dict[str, Any]:

@@ -278,3 +278,33 @@ def test_namespace_sparkline_equals_the_per_card_one(random_prometheus):
         assert [p[1] for p in expected] == [pytest.approx(s.value, abs=0.05 + 1e-9) for s in line]
         compared += 1
     assert compared
+
+
+def test_namespace_lines_of_some_namespaces_are_theirs_among_all(random_prometheus):
+    """The idle scan asks the namespace lines of its idle groups' namespaces only: those
+    lines are the fleet-wide answer's lines of the same namespaces (to a float's last bits:
+    Prometheus may add the series in another order), whichever
+    label names the namespace (``exported_namespace``, ``pod_namespace``, ``namespace``); a
+    name that is a regex of others (``.`` for ``-``), absent, or the exporter's own namespace
+    selects nothing."""
+    url, end = random_prometheus
+    now = datetime.fromtimestamp(end - 17, tz=UTC)
+    adapter = PrometheusAdapter(url, timeout_s=30)
+    window = {"start": now - timedelta(seconds=1800), "end": now, "step_s": 60}
+    every = adapter.utilisation_by_namespace(**window)
+    some = sorted(every)[::2]
+    assert len(some) >= 3
+    decoys = {n.replace("-", ".") for n in sorted(every)[1::2]} | {"team-absent"}
+    # the exporter's own namespace when Prometheus renamed the workload's (honorLabels:
+    # false): its series are their exported namespace's, never counted twice
+    decoys.add("gpu-operator")
+    asked = adapter.utilisation_by_namespace(**window, namespaces=[*some, *decoys])
+    none = adapter.utilisation_by_namespace(**window, namespaces=[])
+    adapter.close()
+    assert sorted(asked) == some
+    for namespace in some:
+        assert [s.timestamp for s in asked[namespace]] == [s.timestamp for s in every[namespace]]
+        assert [s.value for s in asked[namespace]] == [
+            pytest.approx(s.value, rel=1e-12, abs=1e-12) for s in every[namespace]
+        ]
+    assert none == {}

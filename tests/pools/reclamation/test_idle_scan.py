@@ -163,6 +163,38 @@ def test_the_finding_stores_the_groups_utilisation_sparkline(
     assert sparkline == [[start + 60 * i, 1.5] for i in range(31)]
 
 
+def test_the_namespace_lines_are_asked_for_the_idle_groups_namespaces_only(
+    world, django_capture_on_commit_callbacks
+):
+    """Team cv is busy on cards 3 and 4 of the same pool: its namespace's line is not read
+    (at 100,800 GPUs the fleet-wide lines cost the scan seconds); nlp's idle line is."""
+    AllocationFactory(
+        team=TeamFactory(slug="cv"),
+        pool=world["pool"],
+        gpu_model=world["l40s"],
+        card_count=2,
+        status=AllocationStatus.ACTIVE,
+        starts_at=T0 - timedelta(days=2),
+        ends_at=T0 + timedelta(days=5),
+    )
+    asked = []
+
+    class Recording(FakePrometheus):
+        def utilisation_by_namespace(self, **kwargs):
+            asked.append(kwargs.get("namespaces"))
+            return super().utilisation_by_namespace(**kwargs)
+
+    devices = [usage("GPU-1", 1.0), usage("GPU-2", 2.0)]
+    devices += [usage(f"GPU-{n}", 90.0, namespace="team-cv") for n in (3, 4)]
+    with django_capture_on_commit_callbacks(execute=True):
+        report = idle_scan(now=T0, metrics=Recording(devices))
+    assert (report.busy, report.idle) == (1, 1)
+    assert asked == [{"team-nlp"}]
+    start = (T0 - timedelta(minutes=30)).timestamp()
+    sparkline = IdleFinding.objects.get().detail["sparkline"]
+    assert sparkline == [[start + 60 * i, 1.5] for i in range(31)]
+
+
 def test_a_groups_findings_share_one_evaluation_written_in_one_statement_each(
     world, django_capture_on_commit_callbacks
 ):
