@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import redirect, render
@@ -37,6 +38,7 @@ from pools.capacity.scheduler_panel import scheduler_panel
 from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import requests as request_services
 from pools.capacity.shapes import request_shape, shape_fit
+from pools.common import errors as domain_errors
 from pools.common.choices import RequestKind, RequestStatus
 from pools.common.errors import DomainError
 from pools.inventory.models import GpuModel, Pool
@@ -404,8 +406,12 @@ def request_detail(request, pk: int):
 
 @require_POST
 def request_action(request, pk: int, action: str):
-    """submit / cancel / approve / accept / reject from the detail page or the queue."""
+    """submit / cancel / approve / accept / reject from the detail page or the queue. As the API:
+    a request the user may not see is a 404; a decision by someone who may not decide a 403
+    before the fields are read, as is any other action the service refuses for who asks."""
     obj = _request_or_404(request, pk)
+    if action in ("approve", "accept", "reject") and not permissions.may_decide(request.user):
+        raise PermissionDenied(request_services.ADMINS_DECIDE)
     try:
         if action == "submit":
             request_services.capacity_request_submit(request=obj, actor=request.user)
@@ -453,6 +459,8 @@ def request_action(request, pk: int, action: str):
             messages.success(request, f"Request #{obj.pk} rejected.")
         else:
             raise Http404("No such action.")
+    except domain_errors.PermissionDenied as exc:
+        raise PermissionDenied(exc.message) from exc
     except DomainError as exc:
         errors = exc.data.get("errors") or {}
         detail = "; ".join(
@@ -466,7 +474,7 @@ def request_action(request, pk: int, action: str):
 
 @require_POST
 def allocation_action(request, pk: int, action: str):
-    """release / extend an allocation."""
+    """release / extend an allocation; a refusal for who asks is a 403, as the API answers."""
     allocation = _allocation_or_404(request, pk)
     try:
         if action == "release":
@@ -494,6 +502,8 @@ def allocation_action(request, pk: int, action: str):
             return redirect("pools:request-detail", pk=new.pk)
         else:
             raise Http404("No such action.")
+    except domain_errors.PermissionDenied as exc:
+        raise PermissionDenied(exc.message) from exc
     except DomainError as exc:
         messages.error(request, exc.message)
     return redirect("pools:request-detail", pk=allocation.request_id)
