@@ -4,6 +4,7 @@ in, services and selectors out."""
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import timedelta
@@ -181,7 +182,7 @@ def request_new(request):
     options = _options_for(form) if data is not None else None
     if request.method == "POST" and not request.htmx and form.is_valid():
         try:
-            created = request_services.capacity_request_create(
+            created, new = request_services.capacity_request_create_once(
                 actor=request.user,
                 fields=form.request_fields(),
                 submit="save_draft" not in request.POST,
@@ -189,7 +190,10 @@ def request_new(request):
         except DomainError as exc:
             form_add_domain_errors(form, exc)
         else:
-            messages.success(request, f"Request #{created.pk} is {created.get_status_display()}.")
+            said = "is" if new else "was already sent; it is"
+            messages.success(
+                request, f"Request #{created.pk} {said} {created.get_status_display()}."
+            )
             return redirect("pools:request-detail", pk=created.pk)
     template = "pools/requests/request_new.html"
     name = f"{template}#options" if request.htmx else template
@@ -209,8 +213,10 @@ def request_new(request):
 
 
 def _initial_window() -> dict:
+    """The form's initial window (the next whole hour, a week) and a fresh form token."""
     start = timezone.localtime().replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     return {
+        "form_token": uuid.uuid4(),
         "starts_at": start.strftime("%Y-%m-%dT%H:%M"),
         "ends_at": (start + timedelta(days=7)).strftime("%Y-%m-%dT%H:%M"),
     }
