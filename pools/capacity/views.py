@@ -24,7 +24,10 @@ from pools.audit import selectors as audit_selectors
 from pools.capacity import selectors as capacity_selectors
 from pools.capacity.arithmetic import card_hours, usable_cards
 from pools.capacity.availability import (
+    MAINTENANCE_AWAY,
+    RECURRING_HELD,
     CapacitySnapshot,
+    blocked_cards_at,
     pool_free_slices,
     pool_slices,
     request_options,
@@ -660,6 +663,9 @@ def _queue_rows(items: list, judged: dict) -> list[dict]:
     return rows
 
 
+# Greys, apart from the teams' palette: cards no team of the chart holds by allocation.
+BLOCKED_COLOURS = {RECURRING_HELD: "#8d96a0", MAINTENANCE_AWAY: "#4b5563"}
+
 TIMELINE_COLUMNS = [
     Column("pool", lambda r: r["pool"].slug),
     Column("gpu_model", lambda r: r["gpu_model"].slug),
@@ -677,7 +683,13 @@ def timeline(request):
     same whatever the fleet holds; each chart lists the first :data:`TIMELINE_ALLOCATIONS` of
     the user's allocations in it, with a link to all of them. ``?export=csv``: the charts'
     bars as CSV (:data:`TIMELINE_COLUMNS`), one row per pool × GPU model × day × team (teams
-    the user is not in summed as "other teams"), in the page's order."""
+    the user is not in summed as "other teams"), in the page's order.
+
+    Besides the allocations, the cards recurring reservations hold and planned maintenance
+    windows take away (:func:`pools.capacity.availability.blocked_cards_at`) are bars of their
+    own, after the teams' (in the CSV, rows whose ``team`` is :data:`RECURRING_HELD` or
+    :data:`MAINTENANCE_AWAY`), as the approval counts them; each chart's ``free`` is usable
+    minus all of them at each noon, never below 0."""
     start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     days = [start + timedelta(days=i) for i in range(56)]
     end = days[-1] + timedelta(days=1)
@@ -690,6 +702,9 @@ def timeline(request):
     groups: dict[tuple, dict[str, list[int]]] = defaultdict(dict)
     for line in series:
         groups[(line.pool_id, line.gpu_model_id)][line.team or "other teams"] = line.cards
+    blocked = blocked_cards_at(start=start, end=end, instants=noons)
+    for key in blocked:
+        groups.setdefault(key, {})  # a pair with only reservations or maintenance: a chart too
     pools = Pool.objects.in_bulk({p for p, _ in groups})
     models = GpuModel.objects.in_bulk({m for _, m in groups})
     usable_of = schedulable_cards_by_pool_model()
@@ -701,7 +716,8 @@ def timeline(request):
                                                        pools[pool_id].overcommit_ratio)}
             for (pool_id, model_id), per_team in ordered
             for i, day in enumerate(days)
-            for team, cards in sorted(per_team.items())
+            for team, cards in [*sorted(per_team.items()),
+                                *blocked.get((pool_id, model_id), {}).items()]
         ]  # fmt: skip
         return csv_response(lines, TIMELINE_COLUMNS, "capacity-timeline.csv")
     counts, listed = capacity_selectors.timeline_allocations(
@@ -722,6 +738,10 @@ def timeline(request):
     for (pool_id, model_id), per_team in ordered:
         pool, model = pools[pool_id], models[model_id]
         usable = usable_cards(usable_of.get((pool_id, model_id), 0), pool.overcommit_ratio)
+        kinds = blocked.get((pool_id, model_id), {})
+        taken = [sum(v[i] for v in [*per_team.values(), *kinds.values()]) for i in range(len(days))]
+        free = [max(0, usable - n) for n in taken]
+        fewest = min(range(len(days)), key=lambda i: (free[i], i))
         charts.append(
             {
                 "id": f"tl-{pool.pk}-{model.pk}",
@@ -729,6 +749,9 @@ def timeline(request):
                 "title": f"{pool.name} · {model.name}",
                 "calendar_url": reverse("pools:pool-calendar", args=[pool.slug, model.slug]),
                 "usable": usable,
+                "free": free,
+                "fewest_free": free[fewest],
+                "fewest_free_day": days[fewest],
                 "data": {
                     "labels": [d.strftime("%d %b") for d in days],
                     "datasets": [
@@ -740,6 +763,16 @@ def timeline(request):
                             "backgroundColor": colour[team],
                         }
                         for team, values in sorted(per_team.items())
+                    ]
+                    + [
+                        {
+                            "type": "bar",
+                            "label": kind,
+                            "data": values,
+                            "stack": "held",
+                            "backgroundColor": BLOCKED_COLOURS[kind],
+                        }
+                        for kind, values in kinds.items()
                     ]
                     + [
                         {
