@@ -530,10 +530,10 @@ def blocked_cards_at(
     (:data:`RECURRING_HELD`) and taken away by planned maintenance windows
     (:data:`MAINTENANCE_AWAY`: :func:`pools.capacity.window.maintenance_intervals_by_pool_model`),
     each a list as long as ``instants``; an occurrence or window ``[a, b)`` counts at ``t`` when
-    ``a <= t < b``. Only pairs with some occurrence or window in ``[start, end)``, and of those
-    only the kinds they have. What the approval counts besides allocations
-    (:class:`CapacitySnapshot`), so the timeline shows no free card the approval would refuse.
-    Two queries."""
+    ``a <= t < b``. Only the pairs and kinds with some card at some instant (a window between
+    two samples is not seen, as an allocation's is not). What the approval counts besides
+    allocations (:class:`CapacitySnapshot`), so the timeline shows no free card the approval
+    would refuse. Two queries."""
     intervals: dict[tuple[int, int], dict[str, list]] = {}
     for reservation in RecurringReservation.objects.overlapping_dates(start, end):
         key = (reservation.pool_id, reservation.gpu_model_id)
@@ -543,12 +543,10 @@ def blocked_cards_at(
         ]
     for key, away in maintenance_intervals_by_pool_model(start, end).items():
         intervals.setdefault(key, {}).setdefault(MAINTENANCE_AWAY, []).extend(away)
-    return {
-        key: {
-            kind: [sum(n for a, b, n in spans if a <= t < b) for t in instants]
-            for kind, spans in kinds.items()
-            if spans
-        }
-        for key, kinds in intervals.items()
-        if any(kinds.values())
-    }
+    found: dict[tuple[int, int], dict[str, list[int]]] = {}
+    for key, kinds in intervals.items():
+        for kind, spans in kinds.items():
+            cards = [sum(n for a, b, n in spans if a <= t < b) for t in instants]
+            if any(cards):
+                found.setdefault(key, {})[kind] = cards
+    return found
