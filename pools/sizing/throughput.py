@@ -10,7 +10,11 @@ with aiconfigurator's empirical constants), and issue 17's evidence:
   experts only the experts the batch's tokens route to - plus the batch's KV cache
   (:func:`decode_weight_bytes`). GEMM time = the roofline of weight bytes / (bandwidth ×
   efficiency) and 2 × active params × tokens / (tensor FLOPS × efficiency), combined as far as
-  the engine overlaps them (:func:`overlapped_s`); a mixture of experts adds the activation
+  the engine overlaps them (:func:`overlapped_s`) - a mixture of experts' routed-expert GEMMs
+  in FP4 on Blackwell at the share of the FP4 peak published MoE-layer kernels reach
+  (:data:`MOE_FP4_GROUPED_GEMM_PEAK_SHARE`, 14 %), and FP4 on Blackwell at most at the share
+  published dense NVFP4 GEMMs reach (:data:`DENSE_FP4_GEMM_PEAK_SHARE`, 34 %), not the
+  efficiency of the other tensor rates; a mixture of experts adds the activation
   traffic of its routed rows between the grouped GEMMs (:func:`moe_glue_s`); attention time =
   max(KV bytes read / (bandwidth × efficiency), decode attention FLOPs / (16-bit FLOPS ×
   efficiency)) + the context attention FLOPs of the prompts mixed into the step at that rate
@@ -459,6 +463,81 @@ def routed_active_params(model: ModelArch) -> int:
     )
 
 
+#: Share of a card's dense FP4 tensor peak that dense NVFP4 GEMMs reach on Blackwell, activation
+#: quantisation included - a published kernel measurement, not an end-to-end fit: vLLM pull
+#: request 20646 ("Basic tuned configs for NVFP4 CUTLASS dense GEMM", 2025-07,
+#: ``benchmarks/kernels/bench_nvfp4_gemm.py``), Llama-3.1-8B's QKV shape N = 6,144, K = 4,096:
+#: "nvfp4" (quantise the BF16 activations, then multiply) levels off at 2,948 / 3,025 / 3,039
+#: TFLOPS at 4,096 / 8,192 / 16,384 rows, "nvfp4-noquant" at 3,904. The card is an SM100 one
+#: (3,904 TFLOPS exceeds every SM120 card's FP4 peak, 2,015 for the RTX PRO 6000); taken as a
+#: B200, 9,000 dense FP4 TFLOPS: 3039 / 9000 = 0.338, below the 0.5 of every other tensor rate
+#: (``engines.COMPUTE_EFFICIENCY``). NVIDIA's B200 datasheet FP4 rate is twice its FP8 rate;
+#: these kernels reach 0.68 x the FP8 peak. flashinfer-ai/flashinfer issue 1732 (2025-09,
+#: "[Perf] FP4 GEMM on B200", priority P0) reports the same: the CUTLASS FP4 GEMM "not
+#: approaching the hardware limit" for compute- and memory-bound shapes alike.
+DENSE_FP4_GEMM_PEAK_SHARE = 3039 / 9000
+
+
+def linear_flops_rate(
+    *, precision: Precision, tflops: float | None, tp: int, efficiency: float
+) -> float | None:
+    """FLOP/s of the linear layers on a TP group of ``tp`` cards of ``tflops`` dense TFLOPS each at
+    ``precision``: ``tflops x 1e12 x tp x efficiency``, capped at ``tflops x 1e12 x tp x``
+    :data:`DENSE_FP4_GEMM_PEAK_SHARE` when the card multiplies in FP4. ``None`` without a rate.
+    One B200 in NVFP4 at 0.5: min(4.5e15, 9e15 x 0.3377) = 3.039e15 FLOP/s.
+    """
+    if not tflops:
+        return None
+    share = efficiency
+    if precision.compute == "fp4":
+        share = min(share, DENSE_FP4_GEMM_PEAK_SHARE)
+    return tflops * 1e12 * tp * share
+
+
+#: Share of a card's dense FP4 tensor peak that a mixture of experts' routed-expert GEMMs reach
+#: in NVFP4 on Blackwell - published kernel-level measurements of whole MoE layers (grouped
+#: expert GEMMs with their routing, activation quantisation and combine), not an end-to-end fit:
+#: "TFLOPS Gap: Why FP4 MoE Kernel Engineering Matters on Blackwell" (Hugging Face blog,
+#: huggingface.co/blog/apsys/blackwell-nvfp4-comparison, 2026-01), one B200, GPT-OSS-20B's MoE
+#: layer (32 experts, top 4) at 4,096 tokens (512 rows per expert): SGLang's NVFP4 kernels
+#: 1,262 TFLOPS, FlashInfer CuteDSL 1,225, vLLM 1,117. The best of the three over the B200's
+#: 9,000 dense FP4 TFLOPS (:data:`pools.sizing.gpus.FP4_DENSE_TFLOPS`): 1262 / 9000 = 0.1402,
+#: against the 0.5 (``engines.COMPUTE_EFFICIENCY``) the dense layers are given. Corroborated by
+#: NVIDIA/TransformerEngine issue 2281 (2025-10): on a B200, NVFP4 ``GroupedLinear`` at
+#: DeepSeek-V3 MoE shapes ran "no better than MXFP8 in many shapes" and at most 15 % faster,
+#: the maintainer naming the quantisation kernels and the small GEMM sizes of MoE layers. The
+#: measurement is one card type; other FP4 cards get the same share of their own peak.
+MOE_FP4_GROUPED_GEMM_PEAK_SHARE = 1262 / 9000
+
+
+def routed_expert_flops_rate(
+    *, model: ModelArch, precision: Precision, gpu: GpuSpec, tp: int, flops_rate: float
+) -> float:
+    """FLOP/s of the routed-expert GEMMs on a TP group of ``tp`` cards whose other linear
+    layers multiply at ``flops_rate`` FLOP/s: ``min(flops_rate, tp x FP4 dense peak x
+    MOE_FP4_GROUPED_GEMM_PEAK_SHARE)`` for a mixture of experts multiplied in FP4 (NVFP4 /
+    MXFP4 on Blackwell tensor cores), else ``flops_rate``. One B200 (9,000 TFLOPS FP4) at
+    efficiency 0.5: min(4.5e15, 9e15 x 0.1402) = 1.262e15 FLOP/s.
+    """
+    peak = fp4_dense_tflops(gpu)
+    if not model.is_moe or precision.compute != "fp4" or not peak:
+        return flops_rate
+    return min(flops_rate, peak * 1e12 * tp * MOE_FP4_GROUPED_GEMM_PEAK_SHARE)
+
+
+def linear_compute_s(
+    *, model: ModelArch, tokens: float, flops_rate: float, routed_rate: float
+) -> float:
+    """Seconds of the linear layers' multiplies for ``tokens`` tokens: 2 x (linear params -
+    routed-expert params) x tokens / ``flops_rate`` + 2 x routed-expert params x tokens /
+    ``routed_rate`` (:func:`routed_expert_flops_rate`); the one rate for both when equal."""
+    routed = routed_active_params(model)
+    return (
+        2 * (_linear_params(model) - routed) * tokens / flops_rate
+        + 2 * routed * tokens / routed_rate
+    )
+
+
 def weight_bytes_read(*, model: ModelArch, weight_bits: int, tokens: float) -> float:
     """The seeds' weight bytes for ``tokens`` tokens, whole model: parameters × bits / 8 (the
     decode ceiling uses it; the step time uses :func:`decode_weight_bytes`).
@@ -866,12 +945,21 @@ def replica_throughput(
     bandwidth = gpu.memory_bandwidth_gbps * 1e9 * tp
     effective_bandwidth = bandwidth * BANDWIDTH_EFFICIENCY
     tflops = tensor_tflops(precision, gpu)
-    flops_rate = tflops * 1e12 * tp * profile.compute_efficiency if tflops else None
+    flops_rate = linear_flops_rate(
+        precision=precision, tflops=tflops, tp=tp, efficiency=profile.compute_efficiency
+    )
     # Attention (QK^T, PV) multiplies 16-bit activations with the (de-quantised) KV cache: FP8
     # and INT8 checkpoints quantise the linear layers only (module docstring), so attention
     # runs at the card's 16-bit tensor rate.
     half = gpu.bf16_dense_tflops or gpu.fp16_dense_tflops
     attention_rate = half * 1e12 * tp * profile.compute_efficiency if half else flops_rate
+    routed_rate = (
+        routed_expert_flops_rate(
+            model=model, precision=precision, gpu=gpu, tp=tp, flops_rate=flops_rate
+        )
+        if flops_rate
+        else None
+    )
 
     ceiling_s = weight_bytes_read(model=model, weight_bits=precision.weight_bits, tokens=1) / (
         bandwidth
@@ -944,10 +1032,13 @@ def replica_throughput(
         prefill_weights = dp_weight_bytes(
             model=model, precision=precision, tokens=new_input, dp_attention=dp
         )
-        routed_flops = 2 * routed_active_params(model) * new_input if dp > 1 else 0.0
+        # The routed experts' multiplies spread over every card (expert parallelism), the rest
+        # on the rank's tp / d cards: dp times as long.
+        routed_flops = 2 * routed_active_params(model) * new_input
         prefill_linear_s = (
-            dp * (request_prefill_flops - prefill_attention_flops - routed_flops) + routed_flops
-        ) / flops_rate
+            dp * (request_prefill_flops - prefill_attention_flops - routed_flops) / flops_rate
+            + routed_flops / routed_rate
+        )
         prefill_compute_s = prefill_linear_s + dp * prefill_attention_flops / attention_rate
         prefill_dequant_extra_s, _ = dequant_seconds(
             model=model,
@@ -1007,7 +1098,13 @@ def replica_throughput(
             * (prefill_attention_flops + encoder_flops_per_request)
         )
         memory_s = weights_read / effective_bandwidth
-        compute_s = 2 * _linear_params(model) * tokens / flops_rate if flops_rate else 0.0
+        compute_s = (
+            linear_compute_s(
+                model=model, tokens=tokens, flops_rate=flops_rate, routed_rate=routed_rate
+            )
+            if flops_rate
+            else 0.0
+        )
         dequant_extra_s, dequant_s = dequant_seconds(
             model=model,
             precision=precision,

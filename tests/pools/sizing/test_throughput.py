@@ -21,12 +21,15 @@ from pools.sizing.throughput import (
     batch_for_targets,
     decode_ceiling_batch1_tok_s,
     decode_weight_bytes,
+    linear_compute_s,
+    linear_flops_rate,
     moe_glue_bytes,
     moe_glue_s,
     overlapped_s,
     precision_on_gpu,
     prefill_flops,
     replica_throughput,
+    routed_expert_flops_rate,
     weight_bytes_read,
 )
 
@@ -495,3 +498,94 @@ def test_the_pytorch_backend_is_named_by_its_aliases():
     assert engine_profile("TRT-LLM pytorch").name == "tensorrt-llm-pytorch"
     assert ENGINE_PROFILES["tensorrt-llm"].host_s_per_sequence == 0.0
     assert ENGINE_PROFILES["vllm"].host_s_per_sequence_grace == 0.0
+
+
+def test_nvfp4_routed_experts_multiply_at_the_published_moe_kernel_share_of_the_fp4_peak():
+    # 1,262 TFLOPS (SGLang's NVFP4 MoE layer on one B200, Hugging Face blog "TFLOPS Gap") over
+    # the B200's 9,000 dense FP4 TFLOPS; the dense layers keep 9,000 x 0.5 = 4,500 TFLOPS.
+    b200 = gpu_spec("b200")
+    qwen = model_preset("qwen3_30b_a3b")
+    nvfp4 = precision_parse("NVFP4")
+    assert routed_expert_flops_rate(
+        model=qwen, precision=nvfp4, gpu=b200, tp=1, flops_rate=4500e12
+    ) == pytest.approx(1262e12)
+    assert routed_expert_flops_rate(
+        model=qwen, precision=nvfp4, gpu=b200, tp=8, flops_rate=8 * 4500e12
+    ) == pytest.approx(8 * 1262e12)
+    # Below the share already, a dense model, or FP8: the rate passed in.
+    assert routed_expert_flops_rate(
+        model=qwen, precision=nvfp4, gpu=b200, tp=1, flops_rate=1000e12
+    ) == pytest.approx(1000e12)
+    llama = model_preset("llama3_8b")
+    assert routed_expert_flops_rate(
+        model=llama, precision=nvfp4, gpu=b200, tp=1, flops_rate=4500e12
+    ) == pytest.approx(4500e12)
+    fp8 = precision_parse("FP8")
+    assert routed_expert_flops_rate(
+        model=qwen, precision=fp8, gpu=b200, tp=1, flops_rate=2250e12
+    ) == pytest.approx(2250e12)
+
+
+def test_a_compute_bound_nvfp4_moe_prefill_runs_its_routed_experts_at_the_moe_kernel_rate():
+    # Qwen3-30B-A3B NVFP4 on one B200, a lone 4,000-token prompt. Routed experts: 48 layers x 8
+    # experts x 3 x 2,048 x 768 = 1,811,939,328 parameters a token; the other linears: 3,353,020,416
+    # active - 151,936 x 2,048 embedding - the routed = 1,229,918,720. Attention: 2 x 48 layers x
+    # 32 heads x 128 x 4,000^2 FLOPs at the 16-bit rate (2,250 TFLOPS x 0.5). The other linears
+    # at the published dense NVFP4 GEMM rate, 3,039 TFLOPS (vLLM pull request 20646).
+    tokens = 4000
+    routed = 48 * 8 * 3 * 2048 * 768
+    assert routed == 1_811_939_328
+    other = 3_353_020_416 - 151_936 * 2048 - routed
+    compute_s = (
+        2 * other * tokens / 3039e12
+        + 2 * routed * tokens / 1262e12
+        + 2 * 48 * 32 * 128 * tokens**2 / (2250e12 * COMPUTE_EFFICIENCY)
+    )
+    nvfp4 = precision_parse("NVFP4")
+    qwen = model_preset("qwen3_30b_a3b")
+    estimate = replica("qwen3_30b_a3b", gpu="b200", precision=nvfp4, kv_bits=8, input_tokens=tokens)
+    glue_s = moe_glue_s(
+        model=qwen,
+        precision=nvfp4,
+        tokens=tokens,
+        tp=1,
+        dp_attention=1,
+        card_bandwidth=8000e9 * BANDWIDTH_EFFICIENCY,
+        gathered=False,
+    )
+    # The multiplies outlast the weight stream (30.5 B weights at 4.5 bits: ~17 GB, 2.7 ms).
+    assert compute_s > 17.2e9 / (8000e9 * BANDWIDTH_EFFICIENCY)
+    kernel_s = 48 * HARD_MAX.step_overhead_s_per_layer
+    assert estimate.ttft_ms == pytest.approx((compute_s + glue_s + kernel_s) * 1e3)
+    assert linear_compute_s(
+        model=qwen, tokens=tokens, flops_rate=4500e12, routed_rate=1262e12
+    ) == pytest.approx(2 * other * tokens / 4500e12 + 2 * routed * tokens / 1262e12)
+
+
+def test_fp4_linear_layers_multiply_at_the_published_dense_nvfp4_gemm_share_of_the_peak():
+    # 3,039 TFLOPS (vLLM's NVFP4 CUTLASS GEMM with activation quantisation, 16,384 rows) of the
+    # B200's 9,000: below the 0.5 efficiency, so it binds; FP8 keeps 4,500 x 0.5.
+    nvfp4, fp8 = precision_parse("NVFP4"), precision_parse("FP8")
+    assert linear_flops_rate(precision=nvfp4, tflops=9000, tp=1, efficiency=0.5) == pytest.approx(
+        3039e12
+    )
+    assert linear_flops_rate(precision=nvfp4, tflops=9000, tp=4, efficiency=0.3) == pytest.approx(
+        4 * 9000e12 * 0.3
+    )
+    assert linear_flops_rate(precision=fp8, tflops=4500, tp=2, efficiency=0.5) == pytest.approx(
+        2 * 2250e12
+    )
+    assert linear_flops_rate(precision=nvfp4, tflops=None, tp=1, efficiency=0.5) is None
+
+
+def test_a_compute_bound_dense_nvfp4_prefill_runs_at_the_dense_fp4_gemm_rate():
+    # Llama-3-8B NVFP4 on one B200, a lone 8,000-token prompt: linears 2 x (8,030,261,248 -
+    # 128,256 x 4,096) x 8,000 at 3,039 TFLOPS, attention 2 x 32 x 4,096 x 8,000^2 at 2,250 x 0.5.
+    tokens = 8000
+    seconds = 2 * (8_030_261_248 - 128_256 * 4_096) * tokens / 3039e12 + (
+        2 * 32 * 4096 * tokens**2 / (2250e12 * COMPUTE_EFFICIENCY)
+    )
+    estimate = replica(
+        gpu="b200", precision=precision_parse("NVFP4"), kv_bits=8, input_tokens=tokens
+    )
+    assert estimate.ttft_ms == pytest.approx((seconds + 32 * 10 * 3e-6) * 1e3)
