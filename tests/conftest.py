@@ -7,12 +7,18 @@ from pathlib import Path
 
 import pytest
 from browser_support import browser, page  # noqa: F401  (one session browser for all)
+from db_marks import require_postgresql
 from kubernetes_support import apiservers  # noqa: F401  (two fake Kubernetes clusters)
 
 from pools.audit import models as audit_models
 from pools.inventory import models as inventory_models
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def pytest_runtest_setup(item):
+    """The ``postgresql`` mark (:func:`db_marks.require_postgresql`)."""
+    require_postgresql(item)
 
 
 @pytest.fixture(autouse=True)

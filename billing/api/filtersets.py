@@ -11,6 +11,7 @@ from drf_spectacular.utils import extend_schema_field
 
 from billing.models import Statement
 from pools.common.validators import date_range_validator
+from pools.web.team_picker import VisibleTeamFilter
 
 
 class MonthField(forms.CharField):
@@ -44,7 +45,7 @@ class MonthFilter(django_filters.Filter):
 
 class StatementFilterSet(django_filters.FilterSet):
     month = MonthFilter(help_text="YYYY-MM")
-    team = django_filters.CharFilter(field_name="team__slug")
+    team = VisibleTeamFilter()
     status = django_filters.CharFilter()
 
     class Meta:

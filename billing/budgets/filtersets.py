@@ -6,10 +6,11 @@ import django_filters as filters
 
 from billing.budgets.choices import BudgetPeriod, Enforcement
 from billing.budgets.models import Budget
+from pools.web.team_picker import VisibleTeamFilter
 
 
 class BudgetFilterSet(filters.FilterSet):
-    team = filters.CharFilter(field_name="team__slug", label="Team (slug)")
+    team = VisibleTeamFilter()
     pool = filters.CharFilter(field_name="pool__slug", label="Pool (slug)")
     gpu_model = filters.CharFilter(field_name="gpu_model__slug", label="GPU model (slug)")
     period = filters.ChoiceFilter(choices=BudgetPeriod.choices)

@@ -105,7 +105,9 @@ def budget_list_page(request):
     FilterSet); ``?budget=<id>`` picks the budget charted (default: the fullest on the page);
     ``?export=csv`` every filtered budget with its figures."""
     now = timezone.now()
-    filterset = BudgetFilterSet(request.GET or None, queryset=budget_list(user=request.user))
+    filterset = BudgetFilterSet(
+        request.GET or None, queryset=budget_list(user=request.user), request=request
+    )
     rows = filterset.qs if filterset.is_bound and filterset.is_valid() else filterset.queryset
     if filterset.is_bound and not filterset.is_valid():
         rows = rows.none()

@@ -7,7 +7,7 @@ import django_filters as filters
 from pools.advisor.choices import LIVE_STATUSES, FindingStatus, RuleChoice, SeverityChoice
 from pools.advisor.models import AdvisorFinding
 from pools.inventory.models import Pool
-from pools.web.team_picker import TeamChoiceFilter, TeamPicker
+from pools.web.team_picker import VisibleTeamFilter
 
 # "live" (the default of the page): open, acknowledged or muted; "all" includes closed.
 STATUS_CHOICES = [("live", "Live"), *FindingStatus.choices, ("all", "All")]
@@ -24,9 +24,7 @@ class AdvisorFindingFilterSet(filters.FilterSet):
         label="Pool",
         empty_label="Any",
     )
-    team = TeamChoiceFilter(  # typed: a fleet has too many teams for a <select>
-        field_name="team", label="Team", widget=TeamPicker(attrs={"placeholder": "Any"})
-    )
+    team = VisibleTeamFilter()  # typed: a fleet has too many teams for a <select>
     severity = filters.ChoiceFilter(choices=SeverityChoice.choices, empty_label="Any")
     rule = filters.ChoiceFilter(choices=RuleChoice.choices, empty_label="Any")
     status = filters.ChoiceFilter(

@@ -524,3 +524,37 @@ def team_usage(*, team_ids: list[int], at: datetime) -> dict[int, int]:
     held = dict.fromkeys(team_ids, 0)
     held.update({row["team"]: row["cards"] for row in rows})
     return held
+
+
+RECURRING_HELD = "recurring reservations"
+MAINTENANCE_AWAY = "maintenance"
+
+
+def blocked_cards_at(
+    *, start: datetime, end: datetime, instants: list[datetime]
+) -> dict[tuple[int, int], dict[str, list[int]]]:
+    """By ``(pool id, model id)``: whole cards held at each of ``instants`` (aware, within
+    ``[start, end)``) by the occurrences of active recurring reservations
+    (:data:`RECURRING_HELD`) and taken away by planned maintenance windows
+    (:data:`MAINTENANCE_AWAY`: :func:`pools.capacity.window.maintenance_intervals_by_pool_model`),
+    each a list as long as ``instants``; an occurrence or window ``[a, b)`` counts at ``t`` when
+    ``a <= t < b``. Only the pairs and kinds with some card at some instant (a window between
+    two samples is not seen, as an allocation's is not). What the approval counts besides
+    allocations (:class:`CapacitySnapshot`), so the timeline shows no free card the approval
+    would refuse. Two queries."""
+    intervals: dict[tuple[int, int], dict[str, list]] = {}
+    for reservation in RecurringReservation.objects.overlapping_dates(start, end):
+        key = (reservation.pool_id, reservation.gpu_model_id)
+        held = intervals.setdefault(key, {}).setdefault(RECURRING_HELD, [])
+        held += [
+            (a, b, reservation.card_count) for a, b in occurrences(reservation.rule, start, end)
+        ]
+    for key, away in maintenance_intervals_by_pool_model(start, end).items():
+        intervals.setdefault(key, {}).setdefault(MAINTENANCE_AWAY, []).extend(away)
+    found: dict[tuple[int, int], dict[str, list[int]]] = {}
+    for key, kinds in intervals.items():
+        for kind, spans in kinds.items():
+            cards = [sum(n for a, b, n in spans if a <= t < b) for t in instants]
+            if any(cards):
+                found.setdefault(key, {})[kind] = cards
+    return found

@@ -8,8 +8,7 @@ import django_filters as filters
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.common.choices import AllocationStatus, RequestKind, RequestStatus, WorkloadKind
 from pools.inventory.models import GpuModel, Pool
-from pools.web.api import visible_teams
-from pools.web.team_picker import TeamChoiceFilter, TeamPicker
+from pools.web.team_picker import VisibleTeamFilter
 
 
 class TeamPoolModelFilters(filters.FilterSet):
@@ -17,9 +16,7 @@ class TeamPoolModelFilters(filters.FilterSet):
     and GPU model chosen by slug; an unknown slug, or one of a team the user may not see, is a
     field error (400 in the API), not an empty result."""
 
-    team = TeamChoiceFilter(
-        queryset=visible_teams, label="Team", widget=TeamPicker(attrs={"placeholder": "Any"})
-    )
+    team = VisibleTeamFilter()
     pool = filters.ModelChoiceFilter(
         queryset=Pool.objects.order_by("name"), to_field_name="slug", empty_label="Any"
     )

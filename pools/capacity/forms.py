@@ -46,6 +46,10 @@ class CapacityRequestForm(forms.Form):
     """A new capacity request; the service validates capacity and eligibility."""
 
     team = SlugChoiceField(None, empty_label=None)  # the caller's teams (__init__)
+    # A fresh UUID each time the page shows the form (the view's initial): its second POST
+    # answers with the request the first wrote (capacity_request_create_once). Optional: a
+    # script that posts without it is not guarded.
+    form_token = forms.UUIDField(required=False, widget=forms.HiddenInput)
     kind = forms.ChoiceField(
         choices=[
             (RequestKind.CARDS, "Cards a pool has"),

@@ -157,6 +157,10 @@ class CapacityRequest(models.Model):
     node_count = models.PositiveSmallIntegerField(null=True, blank=True)
     one_nvlink_domain = models.BooleanField(default=False)
     shared_nodes = models.BooleanField(default=False)
+    # The token of the page's form that created it (a fresh UUID each time the form is shown):
+    # unique per requester, so a second POST of the same form cannot write a second request
+    # (pools.capacity.services.requests.capacity_request_create_once). Empty from the API.
+    form_token = models.UUIDField(null=True, blank=True, editable=False)
 
     objects = team_owned("team").as_manager()
 
@@ -164,6 +168,9 @@ class CapacityRequest(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(condition=Q(card_count__gt=0), name="request_cards_positive"),
+            models.UniqueConstraint(
+                fields=["requested_by", "form_token"], name="request_form_token_once"
+            ),
             models.CheckConstraint(
                 condition=(Q(cards_per_node__isnull=True) & Q(node_count__isnull=True))
                 | (

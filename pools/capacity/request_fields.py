@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 if TYPE_CHECKING:
     from pools.capacity.models import Allocation
@@ -45,7 +46,9 @@ class RequestFields:
     - ``mig_profile``: ``"1g.10gb"`` asks for slices of that profile, ``""`` for whole cards;
     - ``workload_class``: ``None`` is the extended allocation's class, else the team's default
       (:func:`pools.capacity.services.requests.request_class`);
-    - ``extends``: the allocation a request extends (its cards, from its current end), or ``None``.
+    - ``extends``: the allocation a request extends (its cards, from its current end), or ``None``;
+    - ``form_token``: the UUID of the page's form that sent it, or ``None`` (the API): one request
+      per token (:func:`pools.capacity.services.requests.capacity_request_create_once`).
     """
 
     team: Team
@@ -66,6 +69,7 @@ class RequestFields:
     mig_profile: str = ""
     workload_class: WorkloadClass | None = None
     extends: Allocation | None = None
+    form_token: UUID | None = None
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> RequestFields:

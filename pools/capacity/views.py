@@ -4,12 +4,14 @@ in, services and selectors out."""
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import redirect, render
@@ -22,7 +24,10 @@ from pools.audit import selectors as audit_selectors
 from pools.capacity import selectors as capacity_selectors
 from pools.capacity.arithmetic import card_hours, usable_cards
 from pools.capacity.availability import (
+    MAINTENANCE_AWAY,
+    RECURRING_HELD,
     CapacitySnapshot,
+    blocked_cards_at,
     pool_free_slices,
     pool_slices,
     request_options,
@@ -37,6 +42,7 @@ from pools.capacity.scheduler_panel import scheduler_panel
 from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import requests as request_services
 from pools.capacity.shapes import request_shape, shape_fit
+from pools.common import errors as domain_errors
 from pools.common.choices import RequestKind, RequestStatus
 from pools.common.errors import DomainError
 from pools.inventory.models import GpuModel, Pool
@@ -179,7 +185,7 @@ def request_new(request):
     options = _options_for(form) if data is not None else None
     if request.method == "POST" and not request.htmx and form.is_valid():
         try:
-            created = request_services.capacity_request_create(
+            created, new = request_services.capacity_request_create_once(
                 actor=request.user,
                 fields=form.request_fields(),
                 submit="save_draft" not in request.POST,
@@ -187,7 +193,10 @@ def request_new(request):
         except DomainError as exc:
             form_add_domain_errors(form, exc)
         else:
-            messages.success(request, f"Request #{created.pk} is {created.get_status_display()}.")
+            said = "is" if new else "was already sent; it is"
+            messages.success(
+                request, f"Request #{created.pk} {said} {created.get_status_display()}."
+            )
             return redirect("pools:request-detail", pk=created.pk)
     template = "pools/requests/request_new.html"
     name = f"{template}#options" if request.htmx else template
@@ -207,8 +216,10 @@ def request_new(request):
 
 
 def _initial_window() -> dict:
+    """The form's initial window (the next whole hour, a week) and a fresh form token."""
     start = timezone.localtime().replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     return {
+        "form_token": uuid.uuid4(),
         "starts_at": start.strftime("%Y-%m-%dT%H:%M"),
         "ends_at": (start + timedelta(days=7)).strftime("%Y-%m-%dT%H:%M"),
     }
@@ -404,8 +415,12 @@ def request_detail(request, pk: int):
 
 @require_POST
 def request_action(request, pk: int, action: str):
-    """submit / cancel / approve / accept / reject from the detail page or the queue."""
+    """submit / cancel / approve / accept / reject from the detail page or the queue. As the API:
+    a request the user may not see is a 404; a decision by someone who may not decide a 403
+    before the fields are read, as is any other action the service refuses for who asks."""
     obj = _request_or_404(request, pk)
+    if action in ("approve", "accept", "reject") and not permissions.may_decide(request.user):
+        raise PermissionDenied(request_services.ADMINS_DECIDE)
     try:
         if action == "submit":
             request_services.capacity_request_submit(request=obj, actor=request.user)
@@ -453,6 +468,8 @@ def request_action(request, pk: int, action: str):
             messages.success(request, f"Request #{obj.pk} rejected.")
         else:
             raise Http404("No such action.")
+    except domain_errors.PermissionDenied as exc:
+        raise PermissionDenied(exc.message) from exc
     except DomainError as exc:
         messages.error(request, _refusal_message(exc))
     return redirect_back(request, "pools:request-detail", pk=obj.pk)
@@ -472,7 +489,7 @@ def _refusal_message(exc: DomainError) -> str:
 
 @require_POST
 def allocation_action(request, pk: int, action: str):
-    """release / extend an allocation."""
+    """release / extend an allocation; a refusal for who asks is a 403, as the API answers."""
     allocation = _allocation_or_404(request, pk)
     try:
         if action == "release":
@@ -500,6 +517,8 @@ def allocation_action(request, pk: int, action: str):
             return redirect("pools:request-detail", pk=new.pk)
         else:
             raise Http404("No such action.")
+    except domain_errors.PermissionDenied as exc:
+        raise PermissionDenied(exc.message) from exc
     except DomainError as exc:
         messages.error(request, _refusal_message(exc))  # which field, and why
     return redirect("pools:request-detail", pk=allocation.request_id)
@@ -650,6 +669,9 @@ def _queue_rows(items: list, judged: dict) -> list[dict]:
     return rows
 
 
+# Greys, apart from the teams' palette: cards no team of the chart holds by allocation.
+BLOCKED_COLOURS = {RECURRING_HELD: "#8d96a0", MAINTENANCE_AWAY: "#4b5563"}
+
 TIMELINE_COLUMNS = [
     Column("pool", lambda r: r["pool"].slug),
     Column("gpu_model", lambda r: r["gpu_model"].slug),
@@ -667,7 +689,13 @@ def timeline(request):
     same whatever the fleet holds; each chart lists the first :data:`TIMELINE_ALLOCATIONS` of
     the user's allocations in it, with a link to all of them. ``?export=csv``: the charts'
     bars as CSV (:data:`TIMELINE_COLUMNS`), one row per pool × GPU model × day × team (teams
-    the user is not in summed as "other teams"), in the page's order."""
+    the user is not in summed as "other teams"), in the page's order.
+
+    Besides the allocations, the cards recurring reservations hold and planned maintenance
+    windows take away (:func:`pools.capacity.availability.blocked_cards_at`) are bars of their
+    own, after the teams' (in the CSV, rows whose ``team`` is :data:`RECURRING_HELD` or
+    :data:`MAINTENANCE_AWAY`), as the approval counts them; each chart's ``free`` is usable
+    minus all of them at each noon, never below 0."""
     start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     days = [start + timedelta(days=i) for i in range(56)]
     end = days[-1] + timedelta(days=1)
@@ -680,6 +708,9 @@ def timeline(request):
     groups: dict[tuple, dict[str, list[int]]] = defaultdict(dict)
     for line in series:
         groups[(line.pool_id, line.gpu_model_id)][line.team or "other teams"] = line.cards
+    blocked = blocked_cards_at(start=start, end=end, instants=noons)
+    for key in blocked:
+        groups.setdefault(key, {})  # a pair with only reservations or maintenance: a chart too
     pools = Pool.objects.in_bulk({p for p, _ in groups})
     models = GpuModel.objects.in_bulk({m for _, m in groups})
     usable_of = schedulable_cards_by_pool_model()
@@ -691,7 +722,8 @@ def timeline(request):
                                                        pools[pool_id].overcommit_ratio)}
             for (pool_id, model_id), per_team in ordered
             for i, day in enumerate(days)
-            for team, cards in sorted(per_team.items())
+            for team, cards in [*sorted(per_team.items()),
+                                *blocked.get((pool_id, model_id), {}).items()]
         ]  # fmt: skip
         return csv_response(lines, TIMELINE_COLUMNS, "capacity-timeline.csv")
     counts, listed = capacity_selectors.timeline_allocations(
@@ -712,6 +744,10 @@ def timeline(request):
     for (pool_id, model_id), per_team in ordered:
         pool, model = pools[pool_id], models[model_id]
         usable = usable_cards(usable_of.get((pool_id, model_id), 0), pool.overcommit_ratio)
+        kinds = blocked.get((pool_id, model_id), {})
+        taken = [sum(v[i] for v in [*per_team.values(), *kinds.values()]) for i in range(len(days))]
+        free = [max(0, usable - n) for n in taken]
+        fewest = min(range(len(days)), key=lambda i: (free[i], i))
         charts.append(
             {
                 "id": f"tl-{pool.pk}-{model.pk}",
@@ -719,6 +755,9 @@ def timeline(request):
                 "title": f"{pool.name} · {model.name}",
                 "calendar_url": reverse("pools:pool-calendar", args=[pool.slug, model.slug]),
                 "usable": usable,
+                "free": free,
+                "fewest_free": free[fewest],
+                "fewest_free_day": days[fewest],
                 "data": {
                     "labels": [d.strftime("%d %b") for d in days],
                     "datasets": [
@@ -730,6 +769,16 @@ def timeline(request):
                             "backgroundColor": colour[team],
                         }
                         for team, values in sorted(per_team.items())
+                    ]
+                    + [
+                        {
+                            "type": "bar",
+                            "label": kind,
+                            "data": values,
+                            "stack": "held",
+                            "backgroundColor": BLOCKED_COLOURS[kind],
+                        }
+                        for kind, values in kinds.items()
                     ]
                     + [
                         {

@@ -36,7 +36,7 @@ from pools.capacity.models import (
     overlap_q,
 )
 from pools.capacity.overcommit import Overcommit, overcommitted_windows
-from pools.capacity.selectors import InstantsBefore, cards_held_series
+from pools.capacity.selectors import InstantsBefore, cards_held_series, unrepaired_drifts
 from pools.common.choices import NodeState, RequestStatus
 from pools.dashboards.demand_history import HOUR, floor_hour, hourly_demand
 from pools.inventory.models import (
@@ -654,12 +654,13 @@ class Alerts:
 
 
 def dashboard_alerts(*, now: datetime, limit: int = 5) -> Alerts:
-    """Unrecognised model names, scheduler drift reconcile could not repair (two queries), and
+    """Unrecognised model names, scheduler drift reconcile could not repair and has not repaired
+    since (:func:`pools.capacity.selectors.unrepaired_drifts`, newest first; two queries), and
     pool × model windows from ``now`` on that hold more cards than usable
     (:func:`pools.capacity.overcommit.overcommitted_windows`: one query, and one per pool × model
     with holds)."""
     drifts = list(
-        SchedulerDrift.objects.filter(repaired=False)
+        unrepaired_drifts()
         .select_related("team")
         .annotate(total=Window(Count("id")))
         .order_by("-detected_at", "-id")[:limit]

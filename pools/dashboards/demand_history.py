@@ -10,24 +10,24 @@ one sum (seeded or imported requests may carry one), are summed here once per ge
 forecast adds the hours between its week starts from this and sums live only the 13 hours its
 week starts fall in (about 1/170 of the rows).
 
-Generation: a random token in the cache, replaced once a transaction that saved or deleted a
-request commits (:func:`requests_changed`, connected in :mod:`pools.apps`). The approval's
-plain UPDATE (:mod:`pools.capacity.services.requests`) sends no signal; it turns a submitted
-request approved, both demand, and changes no pool, model, card count, window or submission
-time, so no sum here. A writer that bypasses ``save``/``delete`` otherwise (``QuerySet.update``,
-``bulk_create``, raw SQL) must call :func:`requests_changed` itself.
+Generation: a token of :mod:`pools.common.generation`, replaced once a transaction that saved
+or deleted a request commits (:func:`requests_changed`, connected in :mod:`pools.apps`). The
+approval's plain UPDATE (:mod:`pools.capacity.services.requests`) sends no signal; it turns a
+submitted request approved, both demand, and changes no pool, model, card count, window or
+submission time, so no sum here. A writer that bypasses ``save``/``delete`` otherwise
+(``QuerySet.update``, ``bulk_create``, raw SQL) must call :func:`requests_changed` itself.
 """
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.core.cache import cache
-from django.db import transaction
 from django.db.models import Count, DurationField, ExpressionWrapper, F, QuerySet, Sum
 from django.db.models.functions import Trunc
+
+from pools.common.generation import changed, generation
 
 HOUR = timedelta(hours=1)
 MICROSECOND = timedelta(microseconds=1)
@@ -39,17 +39,13 @@ HISTORY_CACHE_S = 26 * 3600
 def requests_generation() -> str:
     """The current generation token (32 hex digits); a new one when the cache has none (first
     use, cleared, evicted), so no entry stored under an earlier token is read again."""
-    token = cache.get(GENERATION_KEY)
-    if token is None:
-        cache.add(GENERATION_KEY, uuid.uuid4().hex, None)
-        token = cache.get(GENERATION_KEY) or ""
-    return token
+    return generation(GENERATION_KEY)
 
 
 def requests_changed(**_signal_kwargs) -> None:
     """A request was written: a new generation once the transaction commits (at once outside
     one). After the commit, so that no reader stores sums read before it under the new token."""
-    transaction.on_commit(lambda: cache.set(GENERATION_KEY, uuid.uuid4().hex, None))
+    changed(GENERATION_KEY)
 
 
 def floor_hour(at: datetime) -> datetime:

@@ -7,11 +7,12 @@ import django_filters as filters
 
 from pools.common.choices import IdleFindingState
 from pools.reclamation.models import IdleFinding
+from pools.web.team_picker import VisibleTeamFilter
 
 
 class IdleFindingFilterSet(filters.FilterSet):
     state = filters.MultipleChoiceFilter(choices=IdleFindingState.choices, distinct=False)
-    team = filters.CharFilter(field_name="allocation__team__slug")
+    team = VisibleTeamFilter(field_name="allocation__team")
     pool = filters.CharFilter(field_name="allocation__pool__slug")
     dry_run = filters.BooleanFilter()
     ordering = filters.OrderingFilter(

@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from pools.common.choices import EstimateStatus
 from pools.sizing.models import SizingEstimate
 from pools.sizing.presets import model_presets
+from pools.web.team_picker import VisibleTeamFilter
 
 
 def _model_choices():
@@ -24,7 +25,7 @@ class SizingEstimateFilterSet(filters.FilterSet):
     """Filters for sizing estimates: status, team, model preset."""
 
     status = filters.ChoiceFilter(choices=EstimateStatus.choices, empty_label="Any")
-    team = filters.CharFilter(field_name="team__slug", label="Team")
+    team = VisibleTeamFilter()
     model = _PresetFilter(
         field_name="inputs__model", choices=_model_choices, empty_label="Any", label="Model"
     )

@@ -80,6 +80,27 @@ class TeamChoiceFilter(filters.ModelChoiceFilter):
         super().__init__(*args, **kwargs)
 
 
+def _visible_teams(request):
+    """The teams a filter may name: those ``request``'s user may see (none without a request)."""
+    if request is None:
+        return Team.objects.none()
+    return team_list(user=request.user).order_by("name")
+
+
+class VisibleTeamFilter(TeamChoiceFilter):
+    """The ``team`` filter of every list: a slug among the teams the user may see, typed in a
+    :class:`TeamPicker`. An unknown slug, or one of a team the user may not see, is a field
+    error ("Select a valid choice."; 400 in the API, no rows on a page), never an empty list
+    that would say the team has none. The FilterSet must be given the request. ``field_name``
+    the path to the row's team (``"allocation__team"``)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("queryset", _visible_teams)
+        kwargs.setdefault("label", "Team")
+        kwargs.setdefault("widget", TeamPicker(attrs={"placeholder": "Any"}))
+        super().__init__(*args, **kwargs)
+
+
 def team_matches(*, user, text: str, limit: int = SUGGESTIONS) -> list[tuple[str, str]]:
     """``(slug, name)`` of at most ``limit`` teams ``user`` may see
     (:func:`pools.tenancy.selectors.team_list`) whose slug or name starts with ``text`` (case

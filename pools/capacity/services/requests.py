@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from pools.audit.services import (
@@ -377,6 +377,29 @@ def capacity_request_create(
     return request
 
 
+def capacity_request_create_once(
+    *, actor: Any, fields: RequestFields, submit: bool = True
+) -> tuple[CapacityRequest, bool]:
+    """:func:`capacity_request_create`, once per ``fields.form_token``: ``(request, True)`` when
+    it wrote one; ``(the request actor's form of that token wrote, False)`` when it is a second
+    POST of the same form (a double click, a reload that posts again), nothing written. Two
+    POSTs at once: the token's unique index makes the later INSERT fail once the earlier
+    commits, and that one is answered (the index is per requester: another user's token
+    collides with nothing). No token (``None``): always created. Raises what
+    :func:`capacity_request_create` raises."""
+    token = fields.form_token
+    earlier = CapacityRequest.objects.filter(requested_by=actor, form_token=token)
+    if token is not None and (found := earlier.first()) is not None:
+        return found, False
+    try:
+        return capacity_request_create(actor=actor, fields=fields, submit=submit), True
+    except IntegrityError:
+        found = earlier.first() if token is not None else None
+        if found is None:
+            raise
+        return found, False
+
+
 def _create_errors(fields: RequestFields) -> dict[str, str]:
     """Every field error of a create, ``{field: message}``: the request's fields
     (:func:`validate_request_fields`), an extension that asks for other than cards of what the
@@ -427,6 +450,7 @@ def _request_record(actor: Any, fields: RequestFields) -> CapacityRequest:
             node_count=fields.node_count,
             one_nvlink_domain=fields.one_nvlink_domain,
             shared_nodes=fields.shared_nodes,
+            form_token=fields.form_token,
         )
         audit_event_record(
             actor=actor, action="request.created", obj=request, after=_snapshot(request)

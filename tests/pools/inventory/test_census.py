@@ -59,7 +59,7 @@ def test_census_counts_by_hand(fleet):
     assert sum(census.count_cards(lambda g: 0).values()) == Gpu.objects.count() == 9
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="the stamp is PostgreSQL's")
+@pytest.mark.postgresql  # the stamp is PostgreSQL's
 def test_census_is_kept_until_the_inventory_changes(fleet):
     inventory_census()
     with CaptureQueriesContext(connection) as kept:

@@ -159,6 +159,7 @@ def _synchronous_commit_at_send(monkeypatch) -> list[str]:
     return seen
 
 
+@pytest.mark.postgresql  # synchronous_commit is PostgreSQL's
 def test_the_send_after_commit_does_not_wait_for_the_disk_a_callers_transaction_does(
     monkeypatch,
 ):
@@ -166,8 +167,6 @@ def test_the_send_after_commit_does_not_wait_for_the_disk_a_callers_transaction_
     a second send); a page that queues inside its own transaction keeps that one durable."""
     from django.db import connection
 
-    if connection.vendor != "postgresql":
-        pytest.skip("synchronous_commit is PostgreSQL's")
     seen = _synchronous_commit_at_send(monkeypatch)
     with celery_broker("memory://"):
         with transaction.atomic():

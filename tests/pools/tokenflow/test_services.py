@@ -197,12 +197,11 @@ def test_prompt_bloat_signals_unknowns_and_no_tasks(nlp):
     assert prompt_bloat_signals(nlp.pk, "other-model", T0, T0 + timedelta(hours=1)) is None
 
 
+@pytest.mark.postgresql  # advisory locks
 @pytest.mark.django_db(transaction=True)
 def test_two_identical_batches_at_once_count_once():
     """Two gateway workers post the same batch at the same moment: the token-flow lock makes
     the second wait and find every call known, so A still has 12 calls (not 24)."""
-    if connection.vendor != "postgresql":
-        pytest.skip("advisory locks: PostgreSQL")
     from factories import TeamFactory
 
     TeamFactory(slug="nlp", name="NLP")

@@ -141,9 +141,12 @@ def test_the_allocations_own_panel_shows_the_refusal_until_reconcile_repairs_it(
     message = f"scontrol: delete_reservation ReservationName={name}: Access/permission denied"
 
     page = client.get(reverse("pools:request-detail", args=[allocation.request_id]))
-    listed = page.content.decode().split('data-testid="unrepaired-drifts"')[1].split("</ul>")[0]
-    assert f"reservation {name} expected none: allocation #{allocation.pk} is ended" in listed
-    assert message in listed
+    listed = page.content.decode().split('data-testid="unrepaired-drifts"')[1].split("</table>")[0]
+    assert (
+        f'<td data-label="Object"><code>reservation {name}</code></td>'
+        f'<td data-label="Expected">none: allocation #{allocation.pk} is ended</td>'
+    ) in listed
+    assert f"<code>delete_reservation: {message}</code>" in listed
     body = api_as(bob).get(f"/api/v1/allocations/{allocation.pk}/").json()["scheduler"]
     assert [(d["subject"], d["detail"]) for d in body["unrepaired_drifts"]] == [
         (f"reservation {name}", f"delete_reservation: {message}")
