@@ -96,3 +96,32 @@ document.addEventListener("click", (event) => {
   if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(field.value).then(done, fallback);
   else fallback();
 });
+// A form with a form_token field (the request form) sends its first token again when Back
+// brought the page up and it is sent unchanged: the page is no-store, so Back fetches it afresh
+// with a fresh token while the browser puts the typed fields back, and a second Submit wrote a
+// second request. The server answers a token it has seen with the request it made (capacity_
+// request_create_once). Kept per tab (sessionStorage) and page; a changed form is a new request.
+function formSnapshot(form) {
+  const data = new FormData(form);
+  data.delete("form_token");
+  data.delete("csrfmiddlewaretoken");
+  return JSON.stringify(Array.from(data.entries()));
+}
+document.addEventListener("submit", (event) => {
+  const form = event.target;
+  const token = form.querySelector("input[name=form_token]");
+  if (!token) return;
+  const key = `form_token:${location.pathname}`;
+  const navigation = performance.getEntriesByType("navigation")[0];
+  const sent = JSON.parse(sessionStorage.getItem(key) || "null");
+  if (
+    sent &&
+    navigation &&
+    navigation.type === "back_forward" &&
+    sent.snapshot === formSnapshot(form)
+  ) {
+    token.value = sent.token;
+  }
+  const kept = { token: token.value, snapshot: formSnapshot(form) };
+  sessionStorage.setItem(key, JSON.stringify(kept));
+});

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from pools.capacity.models import Allocation
+from pools.capacity.models import Allocation, CapacityRequest
 from pools.common.choices import TeamRole
 from pools.inventory.models import Pool
 from pools.inventory.services.import_files import inventory_import_file
@@ -107,3 +107,42 @@ def test_alice_requests_admin_approves_and_it_shows_everywhere(
     assert body["count"] == 1
     assert body["results"][0]["card_count"] == 2
     assert body["results"][0]["status"] == "approved"
+
+
+def test_back_and_submit_again_answers_the_first_request(page, live_server, django_user_model):
+    """The request page is no-store: Back fetches it afresh (a fresh form token) while Chromium
+    puts the typed fields back, so an unchanged second Submit wrote a second request. It sends
+    the first token again and is answered with the first request; a changed form is a new one."""
+    Pool.objects.create(
+        slug="infer",
+        name="Inference",
+        scheduler="kubernetes",
+        k8s_node_selector={"gpu-pool.example.com/pool": "inference"},
+    )
+    inventory_import_file(data=_inference_fleet(), source=InventorySource.KUBERNETES)
+    alice = django_user_model.objects.create_user("alice", password="pw-123456")
+    nlp = Team.objects.create(slug="nlp", name="NLP")
+    Membership.objects.create(team=nlp, user=alice, role=TeamRole.MEMBER)
+
+    _sign_in(page, live_server, "alice")
+    page.goto(f"{live_server.url}/requests/new/")
+    page.check("input[value=inference]")
+    page.select_option("select[name=gpu_model]", "l40s")
+    page.fill("input[name=card_count]", "2")
+    page.fill("textarea[name=justification]", "Serve the new retriever")
+    page.click("button[name=submit_request]")
+    expect(page.locator("h2")).to_contain_text("Submitted")
+    first = CapacityRequest.objects.get()
+
+    page.go_back()
+    expect(page.locator("input[name=card_count]")).to_have_value("2")
+    page.click("button[name=submit_request]")
+    expect(page.locator(".messages")).to_contain_text(f"Request #{first.pk} was already sent")
+    assert CapacityRequest.objects.count() == 1
+
+    page.go_back()
+    expect(page.locator("input[name=card_count]")).to_have_value("2")
+    page.fill("input[name=card_count]", "3")
+    page.click("button[name=submit_request]")
+    expect(page.locator("h2")).to_contain_text("Submitted")
+    assert sorted(CapacityRequest.objects.values_list("card_count", flat=True)) == [2, 3]
