@@ -12,6 +12,7 @@ from billing.budgets import services
 from billing.budgets.filtersets import BudgetFilterSet
 from billing.budgets.models import Budget
 from billing.budgets.selectors import budget_list, budget_statuses
+from billing.validators import currency_validator
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_pool_admin
@@ -50,6 +51,14 @@ SLURM_FIELDS = [
 """What Slurm enforces of the budget (GrpTRESMins written, or why not): read only."""
 
 
+class CurrencyField(serializers.CharField):
+    """An ISO 4217 code read as the budget service reads it: stripped and upper-cased before the
+    three-capital-letters check (``" eur "`` is ``EUR``, as on the budget page); empty is none."""
+
+    def to_internal_value(self, data) -> str:
+        return super().to_internal_value(data).strip().upper()
+
+
 class BudgetSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(
         slug_field="slug", queryset=Team.objects.all(), required=False, allow_null=True
@@ -59,6 +68,9 @@ class BudgetSerializer(serializers.ModelSerializer):
     )
     gpu_model = serializers.SlugRelatedField(
         slug_field="slug", queryset=GpuModel.objects.all(), required=False, allow_null=True
+    )
+    currency = CurrencyField(
+        max_length=3, required=False, allow_blank=True, validators=[currency_validator]
     )
     status = serializers.SerializerMethodField()
 

@@ -87,3 +87,23 @@ def test_update_and_delete(team, pool_admin, api_as):
     assert changed.status_code == 200 and changed.json()["enforcement"] == "refuse"
     assert api_as(pool_admin).delete(f"/api/v1/budgets/{pk}/").status_code == 204
     assert not Budget.objects.exists()
+
+
+@pytest.mark.parametrize("given", ["eur", " Eur ", "EUR"])
+def test_currency_in_any_case_or_spaced_is_the_iso_code(team, pool_admin, api_as, given):
+    """As on the budget page (the service upper-cases and strips): the API's field check ran
+    first and refused 'eur' as 'An ISO 4217 code: three capital letters.'"""
+    created = api_as(pool_admin).post(
+        "/api/v1/budgets/", {**BODY, "currency": given}, format="json"
+    )
+    assert created.status_code == 201, created.content
+    assert created.json()["currency"] == "EUR"
+    assert Budget.objects.get().currency == "EUR"
+
+
+@pytest.mark.parametrize("given", ["eu", "euro", "€", "e1r"])
+def test_a_currency_that_is_no_code_stays_a_field_error(team, pool_admin, api_as, given):
+    answer = api_as(pool_admin).post("/api/v1/budgets/", {**BODY, "currency": given}, format="json")
+    assert answer.status_code == 400
+    assert "currency" in answer.json()["errors"]
+    assert not Budget.objects.exists()
