@@ -151,7 +151,10 @@ class OptionFacts:
     """One pool × GPU model: its scheduler and over-commit ratio, cards, the holding
     allocations overlapping ``[ask start, ask start + horizon + length)``, its schedulable nodes
     on a usable driver as groups (every card free; ``None`` when not read: no shape asked) and
-    the reserved price per card-hour (``None``: the rate card has none)."""
+    the reserved price per card-hour (``None``: the rate card has none). ``burst``: a burst pool,
+    which an ask lands on or is pointed to only when it names it (as
+    :func:`pools.capacity.availability.request_options`: rented capacity is for the elastic
+    scale-up of teams that opted in, issue 35)."""
 
     pool_slug: str
     pool_name: str
@@ -163,6 +166,7 @@ class OptionFacts:
     groups: tuple[NodeGroup, ...] | None = None
     price_per_card_hour: Decimal | None = None
     currency: str | None = None
+    burst: bool = False
 
     @property
     def usable(self) -> int:
@@ -444,8 +448,8 @@ def relevant_model(ask: Ask, model: ModelFacts) -> bool:
 
 
 def targets(ask: Ask, options: Iterable[OptionFacts]) -> list[OptionFacts]:
-    """The options the ask names: its pool (or every pool of its scheduler) × its model (or
-    every model with at least its memory)."""
+    """The options the ask names: its pool (or every pool of its scheduler but a burst pool) ×
+    its model (or every model with at least its memory)."""
     return [o for o in options if _is_target(ask, o)]
 
 
@@ -453,7 +457,7 @@ def _is_target(ask: Ask, option: OptionFacts) -> bool:
     if ask.pool_slug is not None:
         if option.pool_slug != ask.pool_slug:
             return False
-    elif option.scheduler != ask.scheduler:
+    elif option.scheduler != ask.scheduler or option.burst:
         return False
     if ask.model_slug is not None:
         return option.model.slug == ask.model_slug
@@ -465,6 +469,7 @@ def _eligible(ask: Ask, option: OptionFacts) -> bool:
         option.scheduler == ask.scheduler
         and option.cards.on_driver > 0
         and ask.permits(option.model)
+        and (not option.burst or option.pool_slug == ask.pool_slug)
     )
 
 

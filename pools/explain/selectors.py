@@ -338,6 +338,7 @@ class Facts:
             groups=_groups(pool, model, ask.cuda, self.generation) if shaped and eligible else None,
             price_per_card_hour=self.prices.get(model.slug),
             currency=self.currency if model.slug in self.prices else None,
+            burst=pool.burst,
         )
 
 

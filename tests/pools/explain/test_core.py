@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -257,3 +258,18 @@ def test_held_beyond_usable_is_reported_as_held():
     answer = explain(ask(2), [opt], viewer=MEMBER)
     assert answer.why_not[0].data["held_peak"] == 10 and answer.why_not[0].data["free"] == 0
     assert answer.holders["held_peak"] == 10
+
+
+def test_any_pool_neither_lands_on_nor_is_pointed_to_a_burst_pool():
+    """Any pool, 2 A100: home 'train' has 48 usable with 46 held (2 free), the burst pool 8
+    free. As the request form's panel (availability) says, only a request naming the burst
+    pool lands there: 'when' and 'who holds it' speak of train alone, and no alternative
+    names the burst pool; named, it is the target."""
+    home = option(holds=[hold(1, "vision", 46, -1, 9)])
+    burst = replace(option(usable=8, pool="burst"), burst=True)
+    answer = explain(ask(2, pool=None), [burst, home], viewer=MEMBER)
+    assert [row["pool"] for row in answer.when] == ["train"]
+    assert answer.holders["pool"] == "train"
+    assert all(row["pool"] != "burst" for row in answer.where_instead)
+    named = explain(ask(2, pool="burst"), [burst, home], viewer=MEMBER)
+    assert [row["pool"] for row in named.when] == ["burst"]
