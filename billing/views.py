@@ -18,7 +18,7 @@ from billing.choices import ChargeBasis
 from billing.conf import billing_zone
 from billing.dashboards.serving import team_showback
 from billing.focus import focus_csv
-from billing.pricing import month_of, next_month, previous_month
+from billing.pricing import month_of, next_month, previous_month, round_money
 from billing.reports import (
     ambiguous_time_of,
     idle_costs_csv,
@@ -32,7 +32,7 @@ from pools.common.validators import DATE_RANGE_MESSAGE, date_in_range
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_all_costs, may_see_costs
 from pools.tenancy.selectors import member_team_list, team_list
-from pools.web.pages import pool_admin_required
+from pools.web.pages import Column, csv_response, pool_admin_required
 
 STATEMENTS_PER_PAGE = 50
 LINES_PER_PAGE = 100
@@ -161,6 +161,21 @@ def _team_links(user, current: Team, month: date) -> str:
     )
 
 
+# The finance month's Statements table as CSV (every statement of the month, in the page's
+# order, not one page): amounts to the currency's minor unit (3.00 EUR, 300 JPY), as shown.
+STATEMENT_COLUMNS = (
+    Column("team", lambda s: s.team.slug),
+    Column("team_name", lambda s: s.team.name),
+    Column("cost_centre", lambda s: s.cost_centre),
+    Column("status", lambda s: s.status),
+    Column("currency", lambda s: s.currency),
+    *(
+        Column(name, lambda s, name=name: round_money(getattr(s, name), s.currency))
+        for name in ("usage_amount", "adjustment_amount", "total_amount")
+    ),
+)
+
+
 @pool_admin_required
 def finance_month(request, month: str):
     month_d = _month(month)
@@ -173,6 +188,8 @@ def finance_month(request, month: str):
         return response
     if request.GET.get("export") == "focus":
         return _focus_response(data["statements"], f"focus-{month}.csv")
+    if request.GET.get("export") == "statements":
+        return csv_response(data["statements"], STATEMENT_COLUMNS, f"statements-{month}.csv")
     if request.GET.get("export") == "idle":
         idle_csv = idle_costs_csv(month_d, selectors.pool_idle_costs(month=month_d))
         response = HttpResponse(idle_csv, content_type="text/csv; charset=utf-8")

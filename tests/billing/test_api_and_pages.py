@@ -109,3 +109,17 @@ def test_finance_page_shows_every_team_and_idle_cost(admin_page, two_statements)
     assert b"Vision" in page.content and b"NLP" in page.content
     # train pool: 8 A100 × 744 h × 2.00 reserved = 11,904.00 capacity, nothing allocated
     assert "11\u202f904.00" in page.content.decode()
+
+
+def test_finance_statements_table_has_its_csv(admin_page, two_statements):
+    # nlp: 1 A100 card-hour used × 3.00 EUR; vision: 2 × 3.00 (the two jobs above), in the
+    # table's order (team name); linked from the table's heading
+    page = admin_page.get("/costs/finance/2026-10/").content.decode()
+    assert 'href="?export=statements"' in page
+    csv = admin_page.get("/costs/finance/2026-10/?export=statements")
+    assert csv["Content-Disposition"] == 'attachment; filename="statements-2026-10.csv"'
+    rows = [line.split(",") for line in b"".join(csv.streaming_content).decode().splitlines()]
+    assert rows[0] == ["team", "team_name", "cost_centre", "status", "currency",
+                       "usage_amount", "adjustment_amount", "total_amount"]  # fmt: skip
+    assert [(r[0], r[4], r[7]) for r in rows[1:]] == [
+        ("nlp", "EUR", "3.00"), ("vision", "EUR", "6.00")]  # fmt: skip
