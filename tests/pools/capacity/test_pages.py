@@ -43,6 +43,36 @@ def test_a_partial_grant_shows_held_of_requested(team, team_member, pool_admin, 
     assert [(r["card_count"], r["allocation_card_count"]) for r in rows] == [("4", "2")]
 
 
+def test_the_audit_trail_has_its_csv(team, team_member, pool_admin, infer_pool, l40s):
+    # approved with 2 of 4 cards by the pool admin: the request's approval and its allocation's
+    # creation, in time order, as the page's table; another team's request is a 404
+    start = timezone.now() + timedelta(days=1)
+    request = CapacityRequestFactory(
+        team=team, requested_by=team_member, pool=infer_pool, gpu_model=l40s, card_count=4,
+        starts_at=start, ends_at=start + timedelta(days=7), status=RequestStatus.SUBMITTED,
+    )  # fmt: skip
+    allocation = capacity_request_approve(
+        request=request, actor=pool_admin, card_count=2, reason="half"
+    )
+    client = Client()
+    client.force_login(team_member)
+
+    assert 'href="?export=audit"' in client.get(f"/requests/{request.pk}/").content.decode()
+    export = client.get(f"/requests/{request.pk}/?export=audit")
+    assert export["Content-Disposition"] == (
+        f'attachment; filename="request-{request.pk}-audit.csv"'
+    )
+    rows = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
+    assert {(r["actor"], r["action"], r["object_id"], r["reason"]) for r in rows} >= {
+        (pool_admin.username, "request.approved", str(request.pk), "half"),
+    }
+    assert all(r["at"].endswith("+00:00") for r in rows)
+    assert [r["at"] for r in rows] == sorted(r["at"] for r in rows)
+    assert str(allocation.pk) in {r["object_id"] for r in rows if "allocation" in r["object_type"]}
+    other = CapacityRequestFactory(pool=infer_pool, gpu_model=l40s)
+    assert client.get(f"/requests/{other.pk}/?export=audit").status_code == 404
+
+
 def test_a_refused_approval_names_fields_as_the_form_does(
     team, team_member, pool_admin, infer_pool, l40s
 ):
