@@ -1,8 +1,8 @@
 """A generation of the statements, for readers that keep sums of them in the shared cache (the
 finance month's totals, per cost centre, by team and by model: :func:`billing.selectors.
-finance_month`, issue #29 item 7). The same shape as the allocations' generation
-(:mod:`pools.capacity.generation`): read it with :func:`statements_generation`, bump it with
-:func:`statements_changed`.
+finance_month`, issue #29 item 7), a token of :mod:`pools.common.generation` as the
+allocations' generation is (:mod:`pools.capacity.generation`): read it with
+:func:`statements_generation`, bump it with :func:`statements_changed`.
 
 At 100,800 GPUs a month has ~10,000 statements and ~20,000 lines, and the finance month's five
 sums over them took ~100 ms of its page; they change only when a statement is written.
@@ -21,10 +21,9 @@ generation beside this one. After the commit, for the reason the allocations' mo
 
 from __future__ import annotations
 
-import uuid
+from django.db import connection
 
-from django.core.cache import cache
-from django.db import connection, transaction
+from pools.common.generation import changed, generation
 
 GENERATION_KEY = "billing:statements-generation"
 
@@ -32,17 +31,13 @@ GENERATION_KEY = "billing:statements-generation"
 def statements_generation() -> str:
     """The current generation token (32 hex digits); a new one when the cache has none (first
     use, cleared, evicted), so no entry stored under an earlier token is read again."""
-    token = cache.get(GENERATION_KEY)
-    if token is None:
-        cache.add(GENERATION_KEY, uuid.uuid4().hex, None)
-        token = cache.get(GENERATION_KEY) or ""
-    return token
+    return generation(GENERATION_KEY)
 
 
 def statements_changed(**_signal_kwargs) -> None:
     """Statements were written: a new generation once the transaction commits (at once
     outside one)."""
-    transaction.on_commit(lambda: cache.set(GENERATION_KEY, uuid.uuid4().hex, None))
+    changed(GENERATION_KEY)
 
 
 def in_transaction() -> bool:

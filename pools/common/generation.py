@@ -1,7 +1,8 @@
 """Generation tokens: a random token per cache key, replaced once a transaction that wrote what
 the key stands for commits, for readers that keep sums of those rows in the shared cache under
 the token (the capacity plan's and timeline's held cards: :mod:`pools.capacity.generation`; the
-forecast's hourly demand: :mod:`pools.dashboards.demand_history`).
+forecast's hourly demand: :mod:`pools.dashboards.demand_history`; the finance month's sums of
+statements: :mod:`billing.generation`).
 
 A reader puts :func:`generation` in its cache key; a writer calls :func:`changed`. The token is
 replaced after the commit, so that no reader stores sums read before it under the new token; a
