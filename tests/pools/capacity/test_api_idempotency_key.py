@@ -23,8 +23,12 @@ from pools.capacity.services import requests as request_services
 URL = "/api/v1/requests/"
 
 
+# One window for the whole module: two bodies built a second apart must not differ by it.
+START = (timezone.now() + timedelta(days=2)).replace(minute=0, second=0, microsecond=0)
+
+
 def _body(team, **changes) -> dict:
-    start = (timezone.now() + timedelta(days=2)).replace(microsecond=0)
+    start = START
     body = {
         "team": team.slug, "workload_kind": "inference", "pool": "infer", "gpu_model": "l40s",
         "card_count": 2, "starts_at": start.isoformat(),
