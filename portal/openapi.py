@@ -12,6 +12,8 @@ and where (``DEFAULT_SCHEMA_CLASS`` is :class:`PortalAutoSchema`):
 - ``404``: an operation with a path parameter (no such object, or one of another team) or a
   paginated list (``page`` past the last);
 - ``409``: a write (``Conflict``: a state transition not allowed, capacity taken, a pool in use);
+- ``422 idempotency_key_reused``: an operation that takes an ``Idempotency-Key`` header (the
+  key reused with another body);
 - ``413``: an operation with a body (``portal.middleware`` body limits);
 - ``429``: an operation with a throttle (``TOKEN_THROTTLE_RATE``, sign-in lockout);
 - ``503 database_unavailable`` / ``timeout``, with ``Retry-After`` (``portal.handlers``): every
@@ -52,6 +54,7 @@ DESCRIPTIONS = {
     "404": "No such object visible to this user, or a page past the last.",
     "409": "Conflicts with the object's state (transition not allowed, capacity taken, in use).",
     "413": "The request body is larger than the portal accepts.",
+    "422": "The Idempotency-Key was used for a request that asked for something else.",
     "429": "Too many requests: wait as `Retry-After` says.",
     "503": "The database is not answering, or the request ran past its deadline: retry.",
 }
@@ -84,6 +87,8 @@ class PortalAutoSchema(AutoSchema):
             statuses.append("409")
         if has_body:
             statuses.append("413")
+        if any(p.get("in") == "header" and p.get("name") == "Idempotency-Key" for p in parameters):
+            statuses.append("422")
         if self.view.get_throttles():
             statuses.append("429")
         statuses.append("503")

@@ -7,7 +7,7 @@ Lists and details are scoped by the selectors (a member sees their teams' object
 from __future__ import annotations
 
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -20,6 +20,7 @@ from pools.capacity.request_fields import RequestFields
 from pools.capacity.scheduler_panel import scheduler_panel
 from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import classes as class_services
+from pools.capacity.services import idempotency
 from pools.capacity.services import requests as request_services
 from pools.capacity.slices import PROFILE_MAX_LENGTH, card_share
 from pools.classes.models import WorkloadClass
@@ -329,19 +330,57 @@ class CapacityRequestViewSet(
             rows = selectors.capacity_request_list(user=self.request.user)
         return rows.order_by("-created_at")
 
-    @extend_schema(examples=[REQUEST_EXAMPLE, GROWTH_EXAMPLE])
+    @extend_schema(
+        examples=[REQUEST_EXAMPLE, GROWTH_EXAMPLE],
+        parameters=[
+            OpenApiParameter(
+                idempotency.KEY_HEADER,
+                str,
+                OpenApiParameter.HEADER,
+                required=False,
+                description="Optional; 1-255 printable ASCII characters (a UUID will do). The "
+                "same key from the same user within 24 h answers the first request's 201 again "
+                "(nothing written, header Idempotent-Replayed: true); with a body asking for "
+                "something else, 422 idempotency_key_reused. Older, the key is forgotten.",
+            ),
+            OpenApiParameter(
+                "Idempotent-Replayed",
+                str,
+                OpenApiParameter.HEADER,
+                response=[201],
+                enum=["true"],
+                description="Present (true) when the answer is an earlier request of the same "
+                "Idempotency-Key, as it is now.",
+            ),
+        ],
+    )
     def create(self, request, *args, **kwargs):
         """Ask for cards (``kind`` ``cards``) or for capacity no pool has yet (``growth``).
-        ``team``, ``pool`` and ``gpu_model`` are slugs."""
+        ``team``, ``pool`` and ``gpu_model`` are slugs. With an ``Idempotency-Key`` header, a
+        retry answers the first request (:mod:`pools.capacity.services.idempotency`)."""
         form = self.get_serializer(data=request.data)
         form.is_valid(raise_exception=True)
-        created = request_services.capacity_request_create(
-            actor=request.user,
-            fields=form.request_fields(),
-            submit=form.validated_data["submit"],
-        )
+        key = request.headers.get(idempotency.KEY_HEADER)
+        headers = {}
+        if key is None:
+            created = request_services.capacity_request_create(
+                actor=request.user,
+                fields=form.request_fields(),
+                submit=form.validated_data["submit"],
+            )
+        else:
+            created, replayed = idempotency.capacity_request_create_idempotent(
+                actor=request.user,
+                fields=form.request_fields(),
+                key=key,
+                submit=form.validated_data["submit"],
+            )
+            if replayed:
+                headers["Idempotent-Replayed"] = "true"
         return Response(
-            self.get_serializer(self._fresh(created)).data, status=status.HTTP_201_CREATED
+            self.get_serializer(self._fresh(created)).data,
+            status=status.HTTP_201_CREATED,
+            headers=headers,
         )
 
     def _fresh(self, obj):

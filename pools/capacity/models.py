@@ -11,7 +11,8 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q, Value
+from django.db.models.functions import Coalesce
 
 from pools.capacity.arithmetic import card_hours
 from pools.capacity.lifecycle import HOLDING_STATUSES
@@ -387,6 +388,32 @@ class PlacedCards(models.Model):
         return f"Allocation #{self.allocation_id} on {self.hostname}: mask {self.gpu_mask:#x}"
 
 
+class SchedulerDriftQuerySet(models.QuerySet):
+    def unrepaired(self) -> SchedulerDriftQuerySet:
+        """Drifts not repaired that are still the newest of their object: scheduler, team (none
+        counting as one) and subject, the object the allocation panel
+        (:func:`pools.capacity.scheduler_panel.scheduler_panel`) reads the newest drift of. A
+        drift a later reconcile repaired (a newer drift of the same object, repaired) is not
+        listed; newer means a later ``detected_at``, or the same and a higher id, among every
+        drift (not only this queryset's). Unordered; one query. Here, on the model, so that
+        cluster health (:mod:`pools.clusters.selectors`, a layer below capacity) counts the
+        same rows as the dashboard without importing capacity."""
+        team = Coalesce("team_id", Value(0))
+        newer = (
+            SchedulerDrift.objects.alias(team_key=team)
+            .filter(
+                scheduler=OuterRef("scheduler"),
+                subject=OuterRef("subject"),
+                team_key=OuterRef("team_key"),
+            )
+            .filter(
+                Q(detected_at__gt=OuterRef("detected_at"))
+                | Q(detected_at=OuterRef("detected_at"), id__gt=OuterRef("id"))
+            )
+        )
+        return self.alias(team_key=team).filter(repaired=False).exclude(Exists(newer))
+
+
 class SchedulerDrift(models.Model):
     """A difference found between what allocations require and what a scheduler holds.
 
@@ -409,6 +436,8 @@ class SchedulerDrift(models.Model):
     cluster = models.ForeignKey(
         Cluster, null=True, blank=True, on_delete=models.SET_NULL, related_name="drifts"
     )
+
+    objects = SchedulerDriftQuerySet.as_manager()
 
     class Meta:
         ordering = ["-detected_at", "-id"]

@@ -11,20 +11,17 @@ from django.core.cache import cache
 from django.db.models import (
     Case,
     Count,
-    Exists,
     F,
     Func,
     IntegerField,
-    OuterRef,
     Prefetch,
-    Q,
     QuerySet,
     Sum,
     Value,
     When,
     Window,
 )
-from django.db.models.functions import Coalesce, RowNumber
+from django.db.models.functions import RowNumber
 from django.db.models.query import RawQuerySet
 from django.utils.module_loading import import_string
 
@@ -333,22 +330,6 @@ def allocations_cost_so_far(allocations, *, now) -> dict:
 
 
 def unrepaired_drifts() -> QuerySet[SchedulerDrift]:
-    """Drifts not repaired that are still the newest of their object: scheduler, team (none
-    counting as one) and subject, the object the allocation panel
-    (:func:`pools.capacity.scheduler_panel.scheduler_panel`) reads the newest drift of. A drift a
-    later reconcile repaired (a newer drift of the same object, repaired) is not listed; newer
-    means a later ``detected_at``, or the same and a higher id. Unordered; one query."""
-    team = Coalesce("team_id", Value(0))
-    newer = (
-        SchedulerDrift.objects.alias(team_key=team)
-        .filter(
-            scheduler=OuterRef("scheduler"),
-            subject=OuterRef("subject"),
-            team_key=OuterRef("team_key"),
-        )
-        .filter(
-            Q(detected_at__gt=OuterRef("detected_at"))
-            | Q(detected_at=OuterRef("detected_at"), id__gt=OuterRef("id"))
-        )
-    )
-    return SchedulerDrift.objects.alias(team_key=team).filter(repaired=False).exclude(Exists(newer))
+    """Drifts not repaired that are still the newest of their object (scheduler, team, subject):
+    :meth:`pools.capacity.models.SchedulerDriftQuerySet.unrepaired`. Unordered; one query."""
+    return SchedulerDrift.objects.unrepaired()

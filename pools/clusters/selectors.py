@@ -24,12 +24,22 @@ def _count(relation: str, condition: Q | None = None) -> Subquery:
     return Subquery(counted, output_field=IntegerField())
 
 
+def _unrepaired_drifts() -> QuerySet:
+    """The drifts :func:`pools.capacity.selectors.unrepaired_drifts` lists, from the model's
+    queryset (``SchedulerDriftQuerySet.unrepaired``); the model is reached through the
+    cluster's ``drifts`` relation: capacity sits above clusters and is not imported here."""
+    return Cluster._meta.get_field("drifts").related_model.objects.unrepaired()
+
+
 def cluster_list(*, now: datetime | None = None) -> QuerySet[Cluster]:
     """Every cluster by name, with its health figures; one query whatever the number of
     clusters:
 
     - ``pool_count``: its pools;
-    - ``drift_count``: scheduler drifts found in it that reconcile could not repair;
+    - ``drift_count``: scheduler drifts found in it that reconcile could not repair and that are
+      still the newest of their object — the dashboard's rows
+      (:func:`pools.capacity.selectors.unrepaired_drifts`): a drift a later reconcile repaired
+      no longer counts;
     - ``errors_last_hour``: :class:`ClusterError` rows (failed checks, reconciles, imports,
       idle scans) in the hour before ``now``;
     - ``last_error``: the newest error's message (any age, kept 7 days), or ``None``.
@@ -42,7 +52,7 @@ def cluster_list(*, now: datetime | None = None) -> QuerySet[Cluster]:
     )
     return Cluster.objects.annotate(
         pool_count=_count("pools"),
-        drift_count=_count("drifts", Q(drifts__repaired=False)),
+        drift_count=_count("drifts", Q(drifts__in=_unrepaired_drifts())),
         errors_last_hour=_count("errors", Q(errors__at__gte=now - ERROR_WINDOW)),
         last_error=Subquery(newest),
     ).order_by("name", "pk")

@@ -9,7 +9,7 @@ class DomainError(Exception):
     """Base of every error a service raises on purpose.
 
     ``code`` is a stable snake_case identifier; ``data`` is JSON-serialisable detail;
-    ``status`` is the HTTP status the API answers with (400, 403, 404 or 409).
+    ``status`` is the HTTP status the API answers with (400, 403, 404, 409 or 422).
     """
 
     code = "domain_error"
@@ -114,3 +114,12 @@ class ClusterUnreachable(Conflict):
     answers again (data: ``cluster``, ``reason``, ``checked_at``)."""
 
     code = "cluster_unreachable"
+
+
+class IdempotencyKeyReused(DomainError):
+    """An ``Idempotency-Key`` the caller already used, within its window, for a request that
+    asked for something else (data: ``request``, that request's id; ``fields``, the names that
+    differ). 422, as the IETF draft on the header says for a key reused with another body."""
+
+    code = "idempotency_key_reused"
+    status = 422

@@ -426,31 +426,39 @@ def _create_errors(fields: RequestFields) -> dict[str, str]:
     return errors
 
 
+def request_record_values(fields: RequestFields) -> dict[str, Any]:
+    """The columns a create writes for usable ``fields`` (requester aside), ``{name: value}``:
+    no ``min_memory_gib`` when a model is named, ``cuda_version`` ``""`` for none, the
+    justification stripped."""
+    return {
+        "team": fields.team,
+        "workload_kind": fields.workload_kind,
+        "workload_class": fields.workload_class,
+        "kind": fields.kind,
+        "pool": fields.pool,
+        "gpu_model": fields.gpu_model,
+        "min_memory_gib": None if fields.gpu_model else fields.min_memory_gib,
+        "card_count": fields.card_count,
+        "mig_profile": fields.mig_profile,
+        "starts_at": fields.starts_at,
+        "ends_at": fields.ends_at,
+        "cuda_version": fields.cuda_version or "",
+        "justification": fields.justification.strip(),
+        "extends": fields.extends,
+        "cards_per_node": fields.cards_per_node,
+        "node_count": fields.node_count,
+        "one_nvlink_domain": fields.one_nvlink_domain,
+        "shared_nodes": fields.shared_nodes,
+        "form_token": fields.form_token,
+    }
+
+
 def _request_record(actor: Any, fields: RequestFields) -> CapacityRequest:
     """Write the draft request ``actor`` asks with usable ``fields`` and its
     ``request.created`` audit event, in one transaction."""
     with transaction.atomic():
         request = CapacityRequest.objects.create(
-            team=fields.team,
-            requested_by=actor,
-            workload_kind=fields.workload_kind,
-            workload_class=fields.workload_class,
-            kind=fields.kind,
-            pool=fields.pool,
-            gpu_model=fields.gpu_model,
-            min_memory_gib=None if fields.gpu_model else fields.min_memory_gib,
-            card_count=fields.card_count,
-            mig_profile=fields.mig_profile,
-            starts_at=fields.starts_at,
-            ends_at=fields.ends_at,
-            cuda_version=fields.cuda_version or "",
-            justification=fields.justification.strip(),
-            extends=fields.extends,
-            cards_per_node=fields.cards_per_node,
-            node_count=fields.node_count,
-            one_nvlink_domain=fields.one_nvlink_domain,
-            shared_nodes=fields.shared_nodes,
-            form_token=fields.form_token,
+            requested_by=actor, **request_record_values(fields)
         )
         audit_event_record(
             actor=actor, action="request.created", obj=request, after=_snapshot(request)

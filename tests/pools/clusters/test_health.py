@@ -17,7 +17,7 @@ from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
-from factories import ClusterFactory, PoolFactory
+from factories import ClusterFactory, PoolFactory, TeamFactory
 
 from pools.capacity.models import SchedulerDrift
 from pools.clusters.credentials import jwt_expiry, kubeconfig_expiry
@@ -125,10 +125,10 @@ def test_health_figures_per_cluster():
     ClusterFactory(slug="b", name="B")
     for n in range(3):
         PoolFactory(slug=f"a{n}", cluster=a)
-    for repaired in (False, False, True):
+    for account, repaired in (("x", False), ("y", False), ("z", True)):
         SchedulerDrift.objects.create(
             scheduler=Scheduler.SLURM,
-            subject="account x GrpTRES gres/gpu:a100",
+            subject=f"account {account} GrpTRES gres/gpu:a100",
             expected="0",
             found="3",
             repaired=repaired,
@@ -149,6 +149,47 @@ def test_health_figures_per_cluster():
         s: (r.pool_count, r.drift_count, r.errors_last_hour, r.last_error) for s, r in rows.items()
     }
     assert figures == {"a": (3, 2, 2, "newest"), "b": (0, 0, 0, None)}
+
+
+@pytest.mark.django_db
+def test_health_counts_only_drifts_still_the_newest_of_their_object():
+    """A history on cluster a (subject = the object; times are detected_at):
+
+    - account x: unrepaired at t0, t1, then repaired at t2 -> repaired now: 0;
+    - account y: repaired at t0, unrepaired at t1 -> 1 (its newest);
+    - account z: unrepaired at t0 and t1, both with the same time for w (two rows, the
+      higher id newest) -> 1;
+    - account v on team T: unrepaired at t0; account v, no team, repaired at t1 -> another
+      object (team differs): 1;
+    - account x again, Kubernetes, unrepaired at t0 -> another scheduler: 1.
+    Newest per object: 4 (every unrepaired row ever: 7); cluster b: 0. The old count was 7."""
+    t0 = timezone.now() - timedelta(hours=3)
+    t1, t2 = t0 + timedelta(hours=1), t0 + timedelta(hours=2)
+    a = ClusterFactory(slug="a", name="A")
+    ClusterFactory(slug="b", name="B")
+    team = TeamFactory()
+    history = [
+        (Scheduler.SLURM, None, "account x", t0, False),
+        (Scheduler.SLURM, None, "account x", t1, False),
+        (Scheduler.SLURM, None, "account x", t2, True),
+        (Scheduler.SLURM, None, "account y", t0, True),
+        (Scheduler.SLURM, None, "account y", t1, False),
+        (Scheduler.SLURM, None, "account z", t1, False),
+        (Scheduler.SLURM, None, "account z", t1, False),
+        (Scheduler.SLURM, team, "account v", t0, False),
+        (Scheduler.SLURM, None, "account v", t1, True),
+        (Scheduler.KUBERNETES, None, "account x", t0, False),
+    ]
+    for scheduler, owner, subject, at, repaired in history:
+        drift = SchedulerDrift.objects.create(
+            scheduler=scheduler, team=owner, subject=subject, expected="0", found="1",
+            repaired=repaired, cluster=a,
+        )  # fmt: skip
+        SchedulerDrift.objects.filter(pk=drift.pk).update(detected_at=at)  # auto_now_add
+    assert SchedulerDrift.objects.filter(repaired=False).count() == 7
+
+    rows = {c.slug: c.drift_count for c in cluster_list()}
+    assert rows == {"a": 4, "b": 0}
 
 
 @pytest.mark.django_db
