@@ -4,6 +4,7 @@ to sit in the Team cell, squeezed to its width."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from html.parser import HTMLParser
 
 import pytest
@@ -52,7 +53,12 @@ def _rows(html: str) -> list[tuple[str, list[tuple[int, str]]]]:
 
 
 def test_the_budget_explanation_has_a_row_under_its_request(admin_page, team, l40s):
-    over = CapacityRequestFactory(team=team, budget_verdict="needs_admin", budget_reason=REASON)
+    # the reason is what the budgets said when the request was submitted (kept on the request),
+    # so the row says when: 09:30 UTC on 1 December shown in the portal's zone (UTC in tests)
+    over = CapacityRequestFactory(
+        team=team, budget_verdict="needs_admin", budget_reason=REASON,
+        submitted_at=datetime(2026, 12, 1, 9, 30, tzinfo=UTC),
+    )  # fmt: skip
     within = CapacityRequestFactory(team=team)
 
     rows = [(cls, cells) for cls, cells in _rows(page(admin_page)) if cells]  # th rows: none
@@ -62,7 +68,10 @@ def test_the_budget_explanation_has_a_row_under_its_request(admin_page, team, l4
     team_cell = request_row[1][1][1]
     assert "over budget: you decide" in team_cell
     assert REASON not in team_cell  # not squeezed into the Team column
-    assert budget_row == ("queue-budget", [(11, f"#{over.pk} over budget: {REASON}")])
+    assert budget_row == (
+        "queue-budget",
+        [(11, f"#{over.pk} over budget at submission (2026-12-01 09:30): {REASON}")],
+    )
     # The request within its budgets has no such row.
     assert [cls for cls, _ in rows].count("queue-budget") == 1
     assert any(cells[0][1] == f"#{within.pk}" for _, cells in rows)
