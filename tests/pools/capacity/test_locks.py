@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connections, transaction
 from factories import CapacityRequestFactory, PoolFactory
 
 from pools.capacity.locks import pool_and_request_lock
@@ -50,9 +50,8 @@ def _lockable_elsewhere(table: str, pk: int) -> bool:
     return answer[0]
 
 
+@pytest.mark.postgresql  # row locks: fails, never skips, on another database
 def test_one_statement_locks_the_pool_and_the_request():
-    if connection.vendor != "postgresql":
-        pytest.skip("row locks are PostgreSQL's")
     request = CapacityRequestFactory()
     pool = request.pool
     with transaction.atomic():
