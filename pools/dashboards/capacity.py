@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.core.cache import cache
 from django.db.models import (
     Count,
     DurationField,
@@ -38,6 +37,7 @@ from pools.capacity.models import (
 from pools.capacity.overcommit import Overcommit, overcommitted_windows
 from pools.capacity.selectors import InstantsBefore, cards_held_series, unrepaired_drifts
 from pools.common.choices import NodeState, RequestStatus
+from pools.common.generation import cached
 from pools.dashboards.demand_history import HOUR, floor_hour, hourly_demand
 from pools.inventory.models import (
     DriverGroup,
@@ -401,21 +401,21 @@ def _held_at_noons(*, filters: DashboardFilters, days: list[datetime]) -> dict[t
     (pool id, model id), narrowed by the filters' pool, model and team: summed in the database
     (:func:`pools.capacity.selectors.cards_held_series`, one query) and kept in the shared cache
     under the allocations' generation, the first day and the filters
-    (:mod:`pools.capacity.generation`), at most :data:`PLAN_CACHE_S`."""
+    (:mod:`pools.capacity.generation`), at most :data:`PLAN_CACHE_S`; summed afresh and not
+    kept inside a transaction (:func:`pools.common.generation.cached`)."""
     key = (
         f"dashboards:plan-held:{allocations_generation()}:{days[0].isoformat()}:"
         f"{filters.pool or ''}:{filters.gpu_model or ''}:{filters.team or ''}"
     )
-    found = cache.get(key)
-    if isinstance(found, dict):
-        return found
-    end = days[-1] + timedelta(days=1)
-    noons = [d + timedelta(hours=12) for d in days]
-    # whole cards only: a MIG slice is not a card of the plan (issue 38)
-    allocations = Allocation.objects.holding().whole_cards().overlapping(days[0], end)
-    found = cards_held_series(_filtered(allocations, filters), ["pool", "gpu_model"], noons)
-    cache.set(key, found, PLAN_CACHE_S)
-    return found
+
+    def read() -> dict[tuple, list[int]]:
+        end = days[-1] + timedelta(days=1)
+        noons = [d + timedelta(hours=12) for d in days]
+        # whole cards only: a MIG slice is not a card of the plan (issue 38)
+        allocations = Allocation.objects.holding().whole_cards().overlapping(days[0], end)
+        return cards_held_series(_filtered(allocations, filters), ["pool", "gpu_model"], noons)
+
+    return cached(key, read, PLAN_CACHE_S, fits=lambda found: isinstance(found, dict))
 
 
 def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, PlanSeries]:
