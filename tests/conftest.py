@@ -32,6 +32,17 @@ def _fresh_cache():
 
 
 @pytest.fixture
+def outside_a_transaction():
+    """Read as a page reads, outside a transaction (the test's own is one), so generation-keyed
+    sums are read from and kept in the cache (:func:`pools.common.generation.cached`); writes
+    reach them through committed generations (``django_capture_on_commit_callbacks``)."""
+    from unittest import mock
+
+    with mock.patch("pools.common.generation.in_transaction", return_value=False):
+        yield
+
+
+@pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
 
