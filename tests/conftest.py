@@ -43,6 +43,25 @@ def outside_a_transaction():
 
 
 @pytest.fixture
+def read_as_a_page():
+    """A context manager: the reads inside it run as a page's do, outside a transaction (the
+    test's own hidden from the connection's ``in_atomic_block``), so generation-keyed sums are
+    read from and kept in the cache. Reads only: a write there would not be in the test's
+    transaction's bookkeeping."""
+    from contextlib import contextmanager
+    from unittest import mock
+
+    from django.db import connection
+
+    @contextmanager
+    def outside():
+        with mock.patch.object(connection, "in_atomic_block", False):
+            yield
+
+    return outside
+
+
+@pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
 
