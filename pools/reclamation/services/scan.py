@@ -58,7 +58,7 @@ from pools.capacity.shapes import placed_cards, placement_kept, placement_taken
 from pools.clusters.adapters import metrics_adapter, pool_adapter
 from pools.common.choices import AllocationStatus, IdleFindingState, Scheduler
 from pools.common.errors import InsufficientCapacity, InvalidTransition
-from pools.inventory.models import Gpu, Node
+from pools.inventory.models import Gpu, GpuModel, Node
 from pools.jobs import ALLOCATION_REBIND, enqueue_on_commit
 from pools.reclamation.evaluate import (
     AllocationShare,
@@ -82,6 +82,7 @@ from pools.reclamation.services.slurm_jobs import (
     series_by_card,
     slurm_pool_jobs,
 )
+from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_pool_admin
 from pools.tenancy.selectors import team_member_emails
 from scheduler_adapters.errors import SchedulerError
@@ -222,15 +223,7 @@ def idle_scan(
         report.error = "no Prometheus configured (PROMETHEUS_URL)"
         return report
     longest = max(p.window_minutes for p in policies.values())
-    allocations = [
-        a
-        for a in Allocation.objects.filter(pool_id__in=policies, status__in=RUNNING_STATUSES)
-        .whole_cards()  # card-level idleness; MIG slices are not reclaimed (issue 38)
-        .select_related("team", "pool", "gpu_model")
-        .order_by("starts_at", "id")
-        # younger than the window: the metrics may still be the previous holder's
-        if a.starts_at <= now - timedelta(minutes=policies[a.pool_id].window_minutes)
-    ]
+    allocations = _allocations_to_judge(policies, now)
     report.allocations = len(allocations)
     if not allocations:
         return report
@@ -263,6 +256,40 @@ def idle_scan(
         gc.unfreeze()
     report.seconds = time.monotonic() - started
     return report
+
+
+# The allocation columns the scan reads (the rest, JSON included, loads on first use): the
+# scan reads every running allocation of the policies' pools, 12,600 rows at 100,800 GPUs.
+_SCAN_FIELDS = (
+    "id", "team", "pool", "gpu_model", "card_count", "starts_at", "ends_at", "status",
+    "updated_at",
+)  # fmt: skip
+
+
+def _allocations_to_judge(
+    policies: dict[int, ReclamationPolicy], now: datetime
+) -> list[Allocation]:
+    """The running whole-card allocations of the policies' pools that started at least their
+    pool's window before ``now``, oldest first (``starts_at``, ``id``): the order the busy
+    cards are shared out in. Only :data:`_SCAN_FIELDS` are read; ``pool`` is the policy's pool
+    object and ``team`` / ``gpu_model`` one shared object per row of theirs, read once each
+    (``select_related`` built three model objects per allocation from 56 columns)."""
+    allocations = [
+        a
+        for a in Allocation.objects.filter(pool_id__in=policies, status__in=RUNNING_STATUSES)
+        .whole_cards()  # card-level idleness; MIG slices are not reclaimed (issue 38)
+        .only(*_SCAN_FIELDS)
+        .order_by("starts_at", "id")
+        # younger than the window: the metrics may still be the previous holder's
+        if a.starts_at <= now - timedelta(minutes=policies[a.pool_id].window_minutes)
+    ]
+    teams = Team.objects.in_bulk({a.team_id for a in allocations})
+    models = GpuModel.objects.in_bulk({a.gpu_model_id for a in allocations})
+    for a in allocations:
+        a.pool = policies[a.pool_id].pool
+        a.team = teams[a.team_id]
+        a.gpu_model = models[a.gpu_model_id]
+    return allocations
 
 
 def _judge(
