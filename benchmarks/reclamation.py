@@ -30,11 +30,11 @@ only after its ~60 s reload. ``idle_scan(now=<end of history>)`` then runs ``BEN
 times, each with a fresh adapter as the scan would build from ``PROMETHEUS_URL``; the first run
 opens the findings, the later ones update them. Reported: p50/max wall seconds, CPU seconds
 per scan of this process and of Prometheus (the numbers the machine's load does not change),
-PromQL requests per scan (counted at the adapter's HTTP transport), devices, verdicts checked against the mix,
-peak RSS, and where the time of one more, instrumented scan goes: Prometheus answering (gzip as
-the adapter asks, and uncompressed), JSON decoding, building ``Series`` and ``DeviceUsage``,
-attributing series to groups, evaluating them, recording each group (SQL, COMMIT, ORM),
-and the garbage collector's pauses. Prometheus is stopped and its directory deleted.
+PromQL requests per scan (counted at the adapter's HTTP transport), devices, verdicts checked
+against the mix, peak RSS, and where the time of one more, instrumented scan goes: Prometheus
+answering (gzip as the adapter asks, and uncompressed), JSON decoding, building ``Series``
+and ``DeviceUsage``, attributing series to groups, evaluating them, recording each group (SQL,
+COMMIT, ORM), and the garbage collector's pauses. Prometheus is stopped and its directory deleted.
 
 Target: a scan under 10 s with a number of PromQL queries that does not grow with the fleet.
 Run: ``.venv/bin/python benchmarks/reclamation.py`` (PostgreSQL on 127.0.0.1:5432, Debian's
