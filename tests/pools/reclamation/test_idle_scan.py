@@ -284,6 +284,41 @@ def test_the_allocations_are_read_once_without_the_columns_the_scan_does_not_use
     assert expected in body, body
 
 
+def test_the_findings_are_looked_up_by_pool_not_by_a_list_of_allocation_ids(
+    world, django_capture_on_commit_callbacks
+):
+    """Three idle allocations of nlp's (2 + 1 + 1 cards, its 4 idle cards): the open and the
+    recently dismissed findings are two SELECTs that list no allocation ids (12,600 of them
+    twice a scan at 100,800 GPUs), and the second scan still finds the three the first
+    opened."""
+    for _ in range(2):
+        AllocationFactory(
+            team=world["team"],
+            pool=world["pool"],
+            gpu_model=world["l40s"],
+            card_count=1,
+            status=AllocationStatus.ACTIVE,
+            starts_at=T0 - timedelta(days=2),
+            ends_at=T0 + timedelta(days=5),
+        )
+    devices = [usage(f"GPU-{n}", 0.0) for n in (1, 2, 3, 4)]
+    scan(T0, devices, django_capture_on_commit_callbacks)
+    opened = IdleFinding.objects.count()
+    assert opened == 3
+    with CaptureQueriesContext(connection) as queries:
+        report = scan(T0 + timedelta(minutes=10), devices, django_capture_on_commit_callbacks)
+    assert report.allocations == 3 and report.idle == opened
+    table = connection.ops.quote_name(IdleFinding._meta.db_table)
+    reads = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith("SELECT") and f"FROM {table}" in q["sql"]
+    ]
+    assert len(reads) == 2, reads
+    assert not any(re.search(r'"allocation_id" IN \(', sql) for sql in reads), reads
+    assert IdleFinding.objects.count() == opened  # seen again, none opened twice
+
+
 def test_an_idle_allocation_busy_again_resolves_its_finding(
     world, django_capture_on_commit_callbacks
 ):
