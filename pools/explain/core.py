@@ -1028,7 +1028,8 @@ def _summary(
     if approvable:
         return f"{ask.cards} cards can be approved as asked."
     first = min(reasons, key=lambda r: WHY_ORDER.index(r.code)).text if reasons else ""
-    text = f"Cannot be approved as asked: {first}."
+    # a reason may be a sentence with its own full stop (the budget check's): one stop only
+    text = f"Cannot be approved as asked: {first.rstrip('.')}."
     dated = [w for w in when if w["earliest_start"] is not None]
     if dated:
         soonest = min(dated, key=lambda w: w["earliest_start"])

@@ -203,6 +203,16 @@ def test_reasons_come_in_order_budget_blocks_and_ceiling():
     assert warn.approvable_now is True and [r.code for r in warn.why_not] == ["budget"]
 
 
+def test_summary_ends_each_sentence_once():
+    """The budget check's message is a sentence of its own ("… card-hours: refused."): the
+    summary puts no second full stop after it (QA saw "decides.. Instead:" on the demo)."""
+    opt = option(usable=8)
+    said = "Beyond the month budget of NLP: 900 + 10 > 898.00 card-hours: refused."
+    answer = explain(ask(4), [opt], viewer=MEMBER, budget=BudgetFacts("refuse", said))
+    assert answer.summary.startswith(f"Cannot be approved as asked: {said}")
+    assert ".." not in answer.summary
+
+
 def test_model_no_pool_has_points_to_growth_and_the_model_that_is_there():
     """alice: 8 H100 in train, which has no H100 (only H800): reason model, alternatives
     H800 (80 ≥ 79.65 GiB) and capacity to add."""
