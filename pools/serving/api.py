@@ -30,7 +30,9 @@ def _usage(usage) -> dict:
 
 class ServingValuesSerializer(serializers.Serializer):
     """The signals of one bucket (units in the names: ``_pct`` %, ``_s`` seconds, ``_mib`` MiB,
-    ``_c`` °C; tokens, requests and preemptions are counts over the bucket)."""
+    ``_c`` °C; tokens, requests and preemptions are counts over the bucket), rounded to the
+    precision their unit deserves: % 1 place, seconds 4 (0.1 ms), counts 1, averaged gauges 2,
+    MiB and °C 1, XID and NVLink bytes/s 0 (``pools/serving/precision.py``)."""
 
     def get_fields(self):
         return {name: serializers.FloatField(allow_null=True) for name in SIGNAL_FIELDS}
