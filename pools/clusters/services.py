@@ -25,7 +25,7 @@ from django.utils import timezone
 from pools.audit.services import audit_event_record
 from pools.clusters.adapters import cluster_adapter_unshared, cluster_settings, scheduler_config
 from pools.clusters.credentials import credential_expiry
-from pools.clusters.models import Cluster, ClusterError
+from pools.clusters.models import PROMETHEUS_SCHEMES, Cluster, ClusterError
 from pools.common.choices import ClusterOperation, ClusterStatus, CredentialKind, Scheduler
 from pools.common.errors import (
     ClusterInUse,
@@ -52,7 +52,11 @@ CONNECTION_FIELDS = (
     "kueue",
 )
 # What a pool admin may set on a cluster, in the order the page and the API show them.
-EDITABLE_FIELDS = ("slug", "name", *CONNECTION_FIELDS, "site", "provider", "retiring")
+# ``prometheus_url`` is not a connection field: the environment's clusters may set it too, and
+# changing it needs no connection check (the next idle scan reads it).
+EDITABLE_FIELDS = (
+    "slug", "name", *CONNECTION_FIELDS, "prometheus_url", "site", "provider", "retiring",
+)  # fmt: skip
 _CREDENTIALS = {
     Scheduler.SLURM: (CredentialKind.JWT_KEY, CredentialKind.TOKEN_FILE),
     Scheduler.KUBERNETES: (CredentialKind.KUBECONFIG, CredentialKind.TOKEN_FILE),
@@ -307,6 +311,13 @@ def _problem(cluster: Cluster) -> tuple[str, str] | None:
         return "kind", "A cluster is a Slurm or a Kubernetes cluster."
     if cluster.kueue and cluster.kind != Scheduler.KUBERNETES:  # it showed as "Slurm + Kueue"
         return "kueue", f"Kueue queues Kubernetes workloads: a {cluster.kind} cluster has none."
+    if cluster.prometheus_url:
+        scheme = urlsplit(cluster.prometheus_url).scheme.lower()
+        if scheme not in PROMETHEUS_SCHEMES or not urlsplit(cluster.prometheus_url).hostname:
+            return "prometheus_url", (
+                "A Prometheus URL is http:// or https:// and a host, e.g. "
+                "http://prometheus.example.org:9090 (empty: the portal's PROMETHEUS_URL)."
+            )
     if cluster.from_environment:
         return None
     if cluster.credential_kind not in _CREDENTIALS[cluster.kind]:
