@@ -300,7 +300,7 @@ def _reason(error: Exception) -> str:
 
 def _validate(cluster: Cluster) -> None:
     """Fields that fit together, else :class:`InvalidInput` naming the first wrong one."""
-    problem = _problem(cluster)
+    problem = _problem(cluster) or _prometheus_problem(cluster)
     if problem is not None:
         field, message = problem
         raise InvalidInput(message, field=field)
@@ -311,13 +311,6 @@ def _problem(cluster: Cluster) -> tuple[str, str] | None:
         return "kind", "A cluster is a Slurm or a Kubernetes cluster."
     if cluster.kueue and cluster.kind != Scheduler.KUBERNETES:  # it showed as "Slurm + Kueue"
         return "kueue", f"Kueue queues Kubernetes workloads: a {cluster.kind} cluster has none."
-    if cluster.prometheus_url:
-        scheme = urlsplit(cluster.prometheus_url).scheme.lower()
-        if scheme not in PROMETHEUS_SCHEMES or not urlsplit(cluster.prometheus_url).hostname:
-            return "prometheus_url", (
-                "A Prometheus URL is http:// or https:// and a host, e.g. "
-                "http://prometheus.example.org:9090 (empty: the portal's PROMETHEUS_URL)."
-            )
     if cluster.from_environment:
         return None
     if cluster.credential_kind not in _CREDENTIALS[cluster.kind]:
@@ -348,6 +341,26 @@ def _problem(cluster: Cluster) -> tuple[str, str] | None:
     except (ZoneInfoNotFoundError, ValueError):
         return "time_zone", f"Not a time zone: {cluster.time_zone!r} (e.g. Europe/Berlin)."
     return None
+
+
+def _prometheus_problem(cluster: Cluster) -> tuple[str, str] | None:
+    """A ``prometheus_url`` that is not ``http(s)://`` with a host
+    (:data:`~pools.clusters.models.PROMETHEUS_SCHEMES`; the API's URL field alone would take
+    ``ftp://``), as ``(field, message)``; ``None`` when it is fine or blank."""
+    url = cluster.prometheus_url
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        fine = parts.scheme.lower() in PROMETHEUS_SCHEMES and bool(parts.hostname)
+    except ValueError:  # an unparseable port or bracketed host
+        fine = False
+    if fine:
+        return None
+    return "prometheus_url", (
+        "A Prometheus URL is http:// or https:// and a host, e.g. "
+        "http://prometheus.example.org:9090 (empty: the portal's PROMETHEUS_URL)."
+    )
 
 
 def _one_spelling(fields: dict[str, Any]) -> dict[str, Any]:
