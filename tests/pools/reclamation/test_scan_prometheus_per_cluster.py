@@ -1,7 +1,8 @@
 """Each cluster's idle scan reads its own Prometheus (``Cluster.prometheus_url``), not the
 whole fleet's ``PROMETHEUS_URL``; a cluster without one, and the pools without a cluster, read
 ``PROMETHEUS_URL``. Real HTTP: three loopback servers that answer every instant query with an
-empty vector (Prometheus HTTP API, ``/api/v1/query``) and record what they were asked."""
+empty vector (Prometheus HTTP API, ``/api/v1/query``; a range query with an empty matrix) and
+record what they were asked. A pool's reclamation what-if reads its cluster's Prometheus too."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from django.utils import timezone
 from factories import AllocationFactory, ClusterFactory, PoolFactory
 
 from pools.common.choices import AllocationStatus
+from pools.inventory.models import Pool
 from pools.reclamation.models import ReclamationPolicy
 from pools.reclamation.services.runs import idle_scan_cluster
+from pools.reclamation.services.whatif import reclamation_what_if
 from scheduler_adapters.fake import FakeScheduler
 
 pytestmark = pytest.mark.django_db
@@ -25,8 +28,8 @@ pytestmark = pytest.mark.django_db
 
 class RecordingPrometheus:
     """A loopback HTTP server answering ``/api/v1/query`` with ``{"status": "success",
-    "data": {"resultType": "vector", "result": []}}``; ``queries`` lists the ``query``
-    parameters it was sent."""
+    "data": {"resultType": "vector", "result": []}}`` (``/api/v1/query_range``: ``"matrix"``);
+    ``queries`` lists the ``query`` parameters it was sent."""
 
     def __init__(self) -> None:
         self.queries: list[str] = []
@@ -36,11 +39,13 @@ class RecordingPrometheus:
             def do_GET(self):  # noqa: N802 (http.server's name)
                 parts = urlsplit(self.path)
                 recorded.extend(parse_qs(parts.query).get("query", []))
-                body = {"status": "success", "data": {"resultType": "vector", "result": []}}
-                if parts.path != "/api/v1/query":
+                kind = {"/api/v1/query": "vector", "/api/v1/query_range": "matrix"}
+                body = {"status": "success", "data": {"resultType": kind.get(parts.path),
+                                                      "result": []}}  # fmt: skip
+                if parts.path not in kind:
                     body = {"status": "error", "errorType": "bad_data", "error": parts.path}
                 raw = json.dumps(body).encode()
-                self.send_response(200 if parts.path == "/api/v1/query" else 400)
+                self.send_response(200 if parts.path in kind else 400)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(raw)))
                 self.end_headers()
@@ -126,3 +131,14 @@ def test_a_clusters_prometheus_that_is_down_fails_its_scan_only(fleet, prometheu
     assert f"cannot reach Prometheus at {prometheuses['infer'].url}" in infer.error
     train = idle_scan_cluster(cluster_id=fleet["train"].pk)
     assert train.error == "" and asked(prometheuses)["global"] == 0
+
+
+def test_a_pools_what_if_reads_its_clusters_prometheus(fleet, prometheuses):
+    report = reclamation_what_if(pool=Pool.objects.get(slug="train-gpu"), days=1)
+    assert report.error is None and len(report.rows) == 1
+    range_reads = len(prometheuses["train"].queries)
+    assert range_reads > 0 and asked(prometheuses) == {"global": 0, "train": range_reads,
+                                                       "infer": 0}  # fmt: skip
+
+    reclamation_what_if(pool=Pool.objects.get(slug="env-gpu"), days=1)
+    assert asked(prometheuses) == {"global": range_reads, "train": range_reads, "infer": 0}
