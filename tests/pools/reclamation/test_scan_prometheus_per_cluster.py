@@ -2,7 +2,8 @@
 whole fleet's ``PROMETHEUS_URL``; a cluster without one, and the pools without a cluster, read
 ``PROMETHEUS_URL``. Real HTTP: three loopback servers that answer every instant query with an
 empty vector (Prometheus HTTP API, ``/api/v1/query``; a range query with an empty matrix) and
-record what they were asked. A pool's reclamation what-if reads its cluster's Prometheus too."""
+record what they were asked. A pool's reclamation what-if, and an elastic allocation's, read
+their cluster's Prometheus too."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.utils import timezone
-from factories import AllocationFactory, ClusterFactory, PoolFactory
+from factories import AllocationFactory, ClusterFactory, ElasticPolicyFactory, PoolFactory
 
+from pools.capacity.models import Allocation
 from pools.common.choices import AllocationStatus
+from pools.elastic.services import elastic_whatif
 from pools.inventory.models import Pool
 from pools.reclamation.models import ReclamationPolicy
 from pools.reclamation.services.runs import idle_scan_cluster
@@ -142,3 +145,10 @@ def test_a_pools_what_if_reads_its_clusters_prometheus(fleet, prometheuses):
 
     reclamation_what_if(pool=Pool.objects.get(slug="env-gpu"), days=1)
     assert asked(prometheuses) == {"global": range_reads, "train": range_reads, "infer": 0}
+
+
+def test_an_elastic_what_if_reads_its_allocations_clusters_prometheus(fleet, prometheuses):
+    policy = ElasticPolicyFactory(allocation=Allocation.objects.get(pool__slug="infer-gpu"))
+    elastic_whatif(policy=policy, days=1, source="prometheus")
+    reads = len(prometheuses["infer"].queries)
+    assert reads > 0 and asked(prometheuses) == {"global": 0, "train": 0, "infer": reads}
