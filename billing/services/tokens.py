@@ -171,9 +171,7 @@ def usage_tokens_ingest(
         result.rejected.append({"index": None, "error": f"at most {MAX_BATCH} records a batch"})
         return result
     team_ids = dict(Team.objects.values_list("slug", "id"))
-    zone = billing_zone()
-    now = timezone.now()
-    task_settings = _task_settings()
+    zone, now, task_settings = billing_zone(), timezone.now(), _task_settings()
     rows: list[tuple] = []
     calls: list[CallRow] = []
     seen: set[str] = set()
