@@ -221,6 +221,8 @@ def _field_error(
     or ``None``."""
     if not isinstance(key, str) or not 0 < len(key) <= 150:
         return "idempotency_key: a string of 1 to 150 characters"
+    if "\x00" in key:  # PostgreSQL stores no NUL in text; any other character is kept as sent
+        return "idempotency_key: no NUL character"
     if team_id is None or (teams is not None and team_id not in teams):
         return f"team: unknown team {raw.get('team')!r}"
     if not isinstance(served, str) or not 0 < len(served) <= 120:

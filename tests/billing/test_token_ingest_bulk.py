@@ -58,3 +58,17 @@ def test_a_batch_takes_as_many_statements_at_2000_records_as_at_3(team, rates):
 
     assert statements(2_000, "big") == statements(3, "small")
     assert UsageRecord.objects.filter(source_id__startswith="big-").count() == 3 * 2_000
+
+
+def test_a_key_with_a_nul_is_rejected_by_line_and_the_rest_kept(team, rates):
+    """PostgreSQL cannot store NUL in a text column: the record is refused by name (before, the
+    whole batch failed inside the database), the others are stored."""
+    result = usage_tokens_ingest(records=[record("ok-1"), record("bad\x00key"), record("ok-2")])
+    assert result.accepted == 2
+    assert [(r["index"], r["error"]) for r in result.rejected] == [
+        (1, "idempotency_key: no NUL character")
+    ]
+    stored = {
+        source.split(":")[0] for source in UsageRecord.objects.values_list("source_id", flat=True)
+    }
+    assert stored == {"ok-1", "ok-2"}
