@@ -454,14 +454,7 @@ def test_the_step_measure_counts_lines_and_branches(source, offence):
 # that got shorter has its number lowered (or is dropped at STEP_LINES or less), and no other
 # function may pass STEP_LINES. Keys are "path::qualified name" (Class.method, outer.inner).
 LONG_SERVICE_FUNCTIONS = {
-    "billing/services/extra_charges.py::extra_charges_import": 42,
-    "billing/services/extra_charges_prometheus.py::extra_charges_import_prometheus": 46,
-    "billing/services/prometheus_import.py::usage_import_kubernetes": 48,
-    "billing/services/prometheus_import.py::usage_import_vllm_tokens": 70,
     "billing/services/tokens.py::usage_tokens_ingest": 44,
-    "billing/services/usage_import.py::UsageCatalogue.__init__": 53,
-    "billing/services/usage_import.py::usage_import_reservations": 50,
-    "billing/services/usage_import.py::usage_import_slurm": 69,
     "pools/advisor/services.py::_apply": 47,
     "pools/advisor/services.py::advisor_digest_send": 43,
     "pools/capacity/services/allocations.py::allocation_extend": 54,
