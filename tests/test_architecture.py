@@ -455,12 +455,6 @@ def test_the_step_measure_counts_lines_and_branches(source, offence):
 # function may pass STEP_LINES. Keys are "path::qualified name" (Class.method, outer.inner).
 LONG_SERVICE_FUNCTIONS = {
     "billing/services/tokens.py::usage_tokens_ingest": 44,
-    "pools/advisor/services.py::_apply": 47,
-    "pools/advisor/services.py::advisor_digest_send": 43,
-    "pools/capacity/services/allocations.py::allocation_extend": 54,
-    "pools/capacity/services/allocations.py::allocation_lifecycle_sweep": 54,
-    "pools/capacity/services/reconcile.py::_reconcile_gres": 52,
-    "pools/capacity/services/reconcile.py::reconcile_slurm": 42,
     "pools/capacity/services/scheduler_binding.py::binding_apply": 48,
     "pools/capacity/services/scheduler_binding.py::kubernetes_quota_sync": 41,
     "pools/capacity/services/scheduler_binding.py::kubernetes_quota_wanted": 47,
