@@ -37,9 +37,8 @@ from pools.capacity.services.scheduler_binding import (
     reservation_drift_subject,
     reservation_name,
     reservation_removed_stamp,
-    slurm_gres_type,
+    slurm_cap_gres_type,
     slurm_limit_sync,
-    slurm_mig_gres_type,
     team_cards_applied,
 )
 from pools.clusters.adapters import cluster_adapter, scheduler_adapter
@@ -319,11 +318,7 @@ def _wanted_gres(
     for team_id, model_id, pool_id, profile in pairs:
         if team_id == team.pk:
             model, pool = models[model_id], pools[pool_id]
-            gres = (
-                slurm_mig_gres_type(pool=pool, gpu_model=model, profile=profile)
-                if profile
-                else slurm_gres_type(model)
-            )
+            gres = slurm_cap_gres_type(pool=pool, gpu_model=model, mig_profile=profile)
             wanted[gres] = (model, pool, profile)
     return wanted
 
