@@ -455,9 +455,6 @@ def test_the_step_measure_counts_lines_and_branches(source, offence):
 # function may pass STEP_LINES. Keys are "path::qualified name" (Class.method, outer.inner).
 LONG_SERVICE_FUNCTIONS = {
     "billing/services/tokens.py::usage_tokens_ingest": 44,
-    "pools/inventory/services/importer.py::_write_chunk": 63,
-    "pools/inventory/services/importer.py::_write_plans": 65,
-    "pools/inventory/services/importer.py::inventory_import": 63,
     "pools/maintenance/services/windows.py::maintenance_waves_create": 43,
     "pools/reclamation/services/actions.py::exemption_grant": 53,
     "pools/reclamation/services/actions.py::idle_finding_reclaim_now": 60,
