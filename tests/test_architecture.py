@@ -455,13 +455,10 @@ def test_the_step_measure_counts_lines_and_branches(source, offence):
 # function may pass STEP_LINES. Keys are "path::qualified name" (Class.method, outer.inner).
 LONG_SERVICE_FUNCTIONS = {
     "billing/services/tokens.py::usage_tokens_ingest": 44,
-    "pools/reclamation/services/actions.py::exemption_grant": 53,
-    "pools/reclamation/services/actions.py::idle_finding_reclaim_now": 60,
     "pools/reclamation/services/scan.py::_judge": 54,
     "pools/reclamation/services/scan.py::_maybe_reclaim": 50,
     "pools/reclamation/services/scan.py::allocation_reclaim": 62,
     "pools/reclamation/services/scan.py::idle_scan": 65,
-    "pools/sizing/services.py::_request": 50,
 }
 
 
