@@ -21,6 +21,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST
 
 from pools.audit import selectors as audit_selectors
+from pools.capacity import request_page_csv
 from pools.capacity import selectors as capacity_selectors
 from pools.capacity.arithmetic import card_hours, usable_cards
 from pools.capacity.availability import (
@@ -404,6 +405,12 @@ def request_detail(request, pk: int):
         context["cost"] = capacity_selectors.allocations_cost_so_far(
             [allocation], now=timezone.now()
         ).get(allocation.pk)
+    export = request.GET.get("export")
+    if export in request_page_csv.EXPORTS:
+        return request_page_csv.request_page_csv(
+            export, req=obj, allocation=allocation, scheduler=context.get("scheduler"),
+            cost=context.get("cost"),
+        )  # fmt: skip
     if context["may_decide"] and obj.status == RequestStatus.SUBMITTED and obj.mig_profile:
         context["options"] = slice_options(pool=obj.pool, gpu_model=obj.gpu_model,
                                            profile=obj.mig_profile, start=obj.starts_at,
