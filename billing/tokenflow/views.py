@@ -28,7 +28,7 @@ from billing.tokenflow.selectors import (
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_team
 from pools.tokenflow import selectors
-from pools.web.pages import PAGE_SIZES, Column, csv_response
+from pools.web.pages import Column, checked_page, checked_page_size, csv_response
 
 TASK_COLUMNS = [
     Column("task_id", lambda t: t.task_id),
@@ -77,11 +77,6 @@ def _page_rows(priced, window) -> list:
     return [rows[pk] for pk in ids if pk in rows]
 
 
-def _page_size(request) -> int:
-    size = request.GET.get("page_size", "50")
-    return int(size) if size.isdigit() and int(size) in PAGE_SIZES else 50
-
-
 def _with_money(tasks, currency: str):
     """Each task with its costs rounded to the currency's minor unit (and whether a positive
     cost rounded to 0: the page then says "< 0.01 EUR") and its mean step latency (s)."""
@@ -128,10 +123,10 @@ def token_flow(request, team: str):
     summary = money = None
     if not request.htmx:
         summary, money = flow_totals(days if valid else days.none(), prices=prices, models=chosen)
-    paginator = Paginator(ordered, _page_size(request))
+    paginator = Paginator(ordered, checked_page_size(request))
     if summary is not None:
         paginator.count = summary.tasks  # the same rows: no second COUNT
-    page = paginator.get_page(request.GET.get("page"))
+    page = checked_page(request, paginator)
     page.object_list = list(_with_money(_page_rows(priced, page.object_list), currency))
     context = {
         "team": team_obj,
