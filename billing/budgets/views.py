@@ -123,7 +123,7 @@ def budget_list_page(request):
     rows = rows.order_by("team__name", "cost_centre", "period", "pk")
     if request.GET.get("export") == "csv":
         if refused:
-            return filter_refusal_csv(filterset)
+            return filter_refusal_csv(filterset.form)
         statuses = budget_statuses(rows, now=now)
         return csv_response(statuses.values(), CSV_COLUMNS, "budgets.csv")
     page = checked_page(request, Paginator(rows, BUDGETS_PER_PAGE))
@@ -136,7 +136,7 @@ def budget_list_page(request):
     query.pop("budget", None)
     context = {
         "filterset": filterset,
-        "refusal": filter_refusal(filterset) if refused else "",
+        "refusal": filter_refusal(filterset.form) if refused else "",
         "page": page,
         "statuses": [statuses[b.pk] for b in page.object_list],
         "chosen": chosen,

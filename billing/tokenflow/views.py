@@ -3,7 +3,9 @@ tasks, model calls per task (a distribution chart), input and output tokens per 
 cached share, retries and errors with their tokens and cost, step latency, and the costliest
 tasks (sortable, paginated, ``?export=csv``). Members of the team and pool admins; anyone else
 gets a 404 (whether the team exists is not said). One URL: the page, or its ``table`` fragment
-for htmx."""
+for htmx. Filters it cannot use (``since`` after ``until``, a model the team has not served)
+are a 400: the page with the errors and no tasks; the CSV a ``text/plain`` 400 saying why
+(:func:`pools.web.pages.filter_refusal_csv`), never a header-only CSV."""
 
 from __future__ import annotations
 
@@ -28,7 +30,14 @@ from billing.tokenflow.selectors import (
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_team
 from pools.tokenflow import selectors
-from pools.web.pages import Column, checked_page, checked_page_size, csv_response
+from pools.web.pages import (
+    Column,
+    checked_page,
+    checked_page_size,
+    csv_response,
+    filter_refusal,
+    filter_refusal_csv,
+)
 
 TASK_COLUMNS = [
     Column("task_id", lambda t: t.task_id),
@@ -118,6 +127,8 @@ def token_flow(request, team: str):
     key = cost_order_key(ordering.removeprefix("-"), prices=prices, models=chosen, days=days)
     ordered = _ordered(priced, ordering, key)
     if request.GET.get("export") == "csv":
+        if not valid:  # a header-only CSV would say the team made no calls then
+            return filter_refusal_csv(form)
         rows = _with_money(ordered.iterator(chunk_size=2000), currency)
         return csv_response(rows, TASK_COLUMNS, f"{team_obj.slug}-token-flow.csv")
     summary = money = None
@@ -138,6 +149,7 @@ def token_flow(request, team: str):
         "ordering": ordering,
         "orderings": ORDERINGS,
         "page": page,
+        "refusal": "" if valid else filter_refusal(form),
         "currency": currency,
         "minor": Decimal(1).scaleb(-minor_unit(currency)),
     }
@@ -151,6 +163,11 @@ def token_flow(request, team: str):
             },  # fmt: skip
         }
     template = "billing/token_flow.html"
-    response = render(request, f"{template}#table" if request.htmx else template, context)
+    response = render(
+        request,
+        f"{template}#table" if request.htmx else template,
+        context,
+        status=200 if valid else 400,
+    )
     patch_vary_headers(response, ["HX-Request"])
     return response

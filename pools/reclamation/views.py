@@ -96,7 +96,7 @@ def idle_findings(request):
     rows = filterset.queryset.none() if refused else filterset.qs
     if request.GET.get("export") == "csv":
         if refused:
-            return filter_refusal_csv(filterset)
+            return filter_refusal_csv(filterset.form)
         return csv_response(rows.iterator(), FINDING_COLUMNS, "idle-findings.csv")
     page = checked_page(request, Paginator(rows, 50))
     policies = {
@@ -135,7 +135,7 @@ def idle_findings(request):
         "pools/reclamation/idle_findings.html",
         {
             "filterset": filterset,
-            "refusal": filter_refusal(filterset) if refused else "",
+            "refusal": filter_refusal(filterset.form) if refused else "",
             "query": query.urlencode(),
             "page": page,
             "state": request.GET.get("state", ""),

@@ -161,25 +161,29 @@ def checked_page(request, paginator: Paginator, *, param: str = "page") -> Page:
         ) from None
 
 
-def filter_refusal(filterset) -> str:
-    """The filter errors of ``filterset`` (bound and invalid) as one readable line, each
-    field by its label and the value sent: ``Team "vision": Select a valid choice. …``."""
-    form = filterset.form
+def filter_refusal(form: forms.BaseForm) -> str:
+    """The errors of a bound, invalid filter ``form`` (a FilterSet's ``.form``) as one readable
+    line, each field by its label and the value sent: ``Team "vision": Select a valid choice.
+    …``; errors of no field last, as they are."""
     parts = []
     for name, messages in form.errors.items():
         field = form.fields.get(name)
-        label = field.label if field is not None and field.label else name
+        if field is None:
+            parts.append(" ".join(messages))
+            continue
+        label = form[name].label  # the field's label, else its name as a label ("Until")
         value = form.data.get(name, "")
         named = f'{label} "{value}"' if value else str(label)
         parts.append(f"{named}: {' '.join(messages)}")
     return "; ".join(parts)
 
 
-def filter_refusal_csv(filterset) -> HttpResponse:
-    """The CSV export's answer to filters it cannot use: 400, ``text/plain``, the refusal of
-    :func:`filter_refusal` (never a header-only CSV, which says there are no rows)."""
+def filter_refusal_csv(form: forms.BaseForm) -> HttpResponse:
+    """A CSV export's answer to filters it cannot use: 400, ``text/plain``, the refusal of
+    :func:`filter_refusal` (never a header-only CSV, which says there are no rows, nor the
+    unfiltered rows)."""
     return HttpResponse(
-        f"The filters are invalid: {filter_refusal(filterset)}\n",
+        f"The filters are invalid: {filter_refusal(form)}\n",
         status=400,
         content_type="text/plain; charset=utf-8",
     )
@@ -210,14 +214,14 @@ def filtered_list(
         rows = rows.order_by(*default_ordering)
     if request.GET.get("export") == "csv":
         if refused:
-            return filter_refusal_csv(filterset)
+            return filter_refusal_csv(filterset.form)
         return csv_response(rows.iterator(chunk_size=2000), columns, filename)
     page = checked_page(request, Paginator(rows, checked_page_size(request)))
     query = request.GET.copy()
     query.pop("page", None)
     context = {
         "filterset": filterset,
-        "refusal": filter_refusal(filterset) if refused else "",
+        "refusal": filter_refusal(filterset.form) if refused else "",
         "page": page,
         "query": query.urlencode(),
         "ordering": params.get("ordering", ""),

@@ -69,6 +69,17 @@ def test_an_htmx_table_of_a_refused_filter_says_why(member_client):
     assert 'role="alert"' in answer.content.decode()
 
 
+@pytest.mark.parametrize("table", ["plan", "teams-cards", "heatmap"])
+def test_a_dashboard_csv_of_a_team_of_no_slug_says_why(table, admin_page, team):
+    """The admin dashboard shows the whole fleet under a filter it cannot read (its form says
+    so); its CSV answered the fleet's rows as if they were the team's."""
+    answer = admin_page.get("/dashboard/", {"team": "no-such", "export": table})
+
+    assert answer.status_code == 400
+    assert answer["Content-Type"] == "text/plain; charset=utf-8"
+    assert answer.content.decode() == f'The filters are invalid: Team "no-such": {INVALID}\n'
+
+
 # (url, the page parameter it reads). Every HTML list of the portal with pages.
 PAGED = [
     ("/requests/", "page"),  # pools.web.pages.filtered_list: every filtered list
