@@ -33,6 +33,8 @@ from pools.web.csv_cells import SafeCsvWriter
 from pools.web.csv_numbers import plain_number
 
 PAGE_SIZES = (25, 50, 100, 200)
+PAGE_DIGITS_MAX = 18
+"""Digits a page number may have before it is past the end of any list (10^18 rows)."""
 
 
 def pool_admin_required(view):
@@ -137,7 +139,7 @@ def checked_page_size(request, *, default: int = 50, sizes: Sequence[int] = PAGE
     raw = request.GET.get("page_size", "")
     if raw == "":
         return default
-    if not (raw.isascii() and raw.isdigit() and int(raw) in sizes):
+    if raw not in {str(size) for size in sizes}:  # compared as text: no int() of 5,000 digits
         raise ListParameterInvalid("page_size", "one of " + ", ".join(map(str, sizes)) + ".")
     return int(raw)
 
@@ -151,8 +153,10 @@ def checked_page(request, paginator: Paginator, *, param: str = "page") -> Page:
     raw = request.GET.get(param, "")
     if raw == "":
         return paginator.page(1)
-    if not (raw.isascii() and raw.isdigit() and int(raw) >= 1):
+    if not (raw.isascii() and raw.isdigit() and raw.strip("0")):
         raise ListParameterInvalid(param, "a whole number from 1.")
+    if len(raw) > PAGE_DIGITS_MAX:  # past any last page; int() refuses over 4,300 digits
+        raise Http404(f"{param}: page {raw[:PAGE_DIGITS_MAX]}… is past the last page.")
     try:
         return paginator.page(int(raw))
     except EmptyPage:

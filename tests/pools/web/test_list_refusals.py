@@ -98,7 +98,7 @@ PAGED = [
 
 
 @pytest.mark.parametrize("url,param", PAGED)
-@pytest.mark.parametrize("value", ["-1", "0", "abc", "1.5", "２"])
+@pytest.mark.parametrize("value", ["-1", "0", "000", "abc", "1.5", "２", " 1"])
 def test_a_page_number_that_is_none_is_a_400_naming_it(url, param, value, admin_page, team):
     answer = admin_page.get(url, {param: value, "state": ""})
 
@@ -117,13 +117,14 @@ def test_a_page_past_the_last_is_a_404_the_first_a_200(url, param, admin_page, t
     assert admin_page.get(url, {param: "1"}).status_code == 200
     assert admin_page.get(url, {param: ""}).status_code == 200
     assert admin_page.get(url, {param: "2"}).status_code == 404
+    assert admin_page.get(url, {param: "9" * 5000}).status_code == 404  # int() refuses it
 
 
 SIZED = ["/requests/", "/nodes/", "/advisor/", "/costs/token-flow/nlp/"]
 
 
 @pytest.mark.parametrize("url", SIZED)
-@pytest.mark.parametrize("value", ["7", "1000", "abc", "-25"])
+@pytest.mark.parametrize("value", ["7", "1000", "abc", "-25", "025", "9" * 5000])
 def test_a_page_size_off_the_menu_is_a_400_naming_the_sizes(url, value, admin_page, team):
     answer = admin_page.get(url, {"page_size": value})
 
