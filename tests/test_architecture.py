@@ -490,7 +490,7 @@ LONG_SERVICE_FUNCTIONS = {
     "pools/reclamation/services/scan.py::_judge": 54,
     "pools/reclamation/services/scan.py::_maybe_reclaim": 50,
     "pools/reclamation/services/scan.py::allocation_reclaim": 62,
-    "pools/reclamation/services/scan.py::idle_scan": 65,
+    "pools/reclamation/services/scan.py::idle_scan": 57,
     "pools/sizing/services.py::_request": 50,
     "pools/waiting/services.py::slurm_pending_rows": 44,
 }

@@ -8,6 +8,8 @@ changed its month). Money is ``Decimal`` in the rate card's currency.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.db import models
 from django.db.models import Q
 
@@ -15,6 +17,18 @@ from billing.budgets.choices import BudgetPeriod, Enforcement, Rollover
 from billing.validators import currency_validator
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team, TeamOwnedQuerySet
+
+#: The largest rollover cap the column holds (``max_digits=6``, 2 decimals): 9999.99 %.
+ROLLOVER_CAP_MAX_PERCENT = Decimal("9999.99")
+#: What the budget form and the API say of a cap the column cannot hold, by the code of Django's
+#: ``DecimalValidator`` / DRF's ``DecimalField`` (their own words, "no more than 4 digits before
+#: the decimal point", name the storage, not the rule).
+ROLLOVER_CAP_ERRORS = {
+    "max_whole_digits": f"A cap of at most {ROLLOVER_CAP_MAX_PERCENT} % of the limit.",
+    "max_digits": f"A cap of at most {ROLLOVER_CAP_MAX_PERCENT} % of the limit, with at most 2 "
+    "decimals.",
+    "max_decimal_places": "At most 2 decimals (e.g. 12.25 %).",
+}
 
 
 class BudgetQuerySet(TeamOwnedQuerySet):

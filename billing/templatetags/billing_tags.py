@@ -1,4 +1,5 @@
 from django import template
+from django.utils.html import format_html
 
 from billing.choices import UsageUnit
 from billing.pricing import PRICE_UNITS, format_money, quantity_places, unit_price_places
@@ -13,6 +14,37 @@ def money(amount, currency="EUR"):
     if amount is None:
         return "—"
     return format_money(amount, currency or "EUR")
+
+
+def _money_parts(amount, currency: str, sign: str = ""):
+    """``amount`` as :func:`format_money` writes it, the number (with ``sign`` before it, joined
+    by a no-break space) in one unbreakable span and the currency code in another after an
+    ordinary space, so a narrow cell wraps between them and nowhere else."""
+    number, code = format_money(amount, currency).rsplit("\u00a0", 1)
+    return format_html(
+        '<span class="money-parts"><span class="amount">{}{}</span> <span class="unit">{}</span>'
+        "</span>",
+        f"{sign}\u00a0" if sign else "",
+        number,
+        code,
+    )
+
+
+@register.filter
+def money_wrap(amount, currency="EUR"):
+    """``{{ amount|money_wrap:currency }}``: :func:`money` for a table's narrow money column,
+    free to wrap the currency code below the number; ``None`` -> ``—``."""
+    if amount is None:
+        return "—"
+    return _money_parts(amount, currency or "EUR")
+
+
+@register.filter
+def money_below(minor, currency="EUR"):
+    """``{{ minor|money_below:currency }}`` -> ``< 0.01 EUR`` for an amount under the currency's
+    minor unit: "<" kept with the number by a no-break space, the currency code free to wrap
+    below them (at 390 px the token-flow table broke after the "<")."""
+    return _money_parts(minor, currency or "EUR", sign="<")
 
 
 @register.filter

@@ -21,6 +21,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST
 
 from pools.audit import selectors as audit_selectors
+from pools.capacity import request_page_csv
 from pools.capacity import selectors as capacity_selectors
 from pools.capacity.arithmetic import card_hours, usable_cards
 from pools.capacity.availability import (
@@ -405,6 +406,12 @@ def request_detail(request, pk: int):
         context["cost"] = capacity_selectors.allocations_cost_so_far(
             [allocation], now=timezone.now()
         ).get(allocation.pk)
+    export = request.GET.get("export")
+    if export in request_page_csv.EXPORTS:
+        return request_page_csv.request_page_csv(
+            export, req=obj, allocation=allocation, scheduler=context.get("scheduler"),
+            cost=context.get("cost"),
+        )  # fmt: skip
     if context["may_decide"] and obj.status == RequestStatus.SUBMITTED and obj.mig_profile:
         context["options"] = slice_options(pool=obj.pool, gpu_model=obj.gpu_model,
                                            profile=obj.mig_profile, start=obj.starts_at,
@@ -689,11 +696,14 @@ def _queue_rows(items: list, judged: dict) -> list[dict]:
 # Greys, apart from the teams' palette: cards no team of the chart holds by allocation.
 BLOCKED_COLOURS = {RECURRING_HELD: "#8d96a0", MAINTENANCE_AWAY: "#4b5563"}
 
+OTHER_TEAMS = "other teams"
+"""The timeline's bar (and CSV ``team``) of the cards of teams it does not name."""
+
 TIMELINE_COLUMNS = [
     Column("pool", lambda r: r["pool"].slug),
     Column("gpu_model", lambda r: r["gpu_model"].slug),
     Column("day", lambda r: r["day"].date().isoformat()),
-    Column("team", lambda r: r["team"]),
+    Column("team", lambda r: r["team"]),  # a slug, "other teams" or a blocked kind
     Column("cards_held_at_noon", lambda r: r["cards"]),
     Column("usable_cards", lambda r: r["usable"]),
 ]
@@ -705,8 +715,9 @@ def timeline(request):
     Summed in the database (``capacity_selectors.timeline_holdings``), so the page costs the
     same whatever the fleet holds; each chart lists the first :data:`TIMELINE_ALLOCATIONS` of
     the user's allocations in it, with a link to all of them. ``?export=csv``: the charts'
-    bars as CSV (:data:`TIMELINE_COLUMNS`), one row per pool × GPU model × day × team (teams
-    the user is not in summed as "other teams"), in the page's order.
+    bars as CSV (:data:`TIMELINE_COLUMNS`), one row per pool × GPU model × day × team, the team
+    by slug as in the requests' and allocations' CSVs (teams the user is not in summed as
+    :data:`OTHER_TEAMS`), in the page's order.
 
     Besides the allocations, the cards recurring reservations hold and planned maintenance
     windows take away (:func:`pools.capacity.availability.blocked_cards_at`) are bars of their
@@ -722,9 +733,12 @@ def timeline(request):
     series = capacity_selectors.timeline_holdings(
         user=request.user, start=start, end=end, instants=noons
     )
-    groups: dict[tuple, dict[str, list[int]]] = defaultdict(dict)
+    # per chart: (team name, team slug) -> cards, "other teams" both for the rest (no slug
+    # holds a space); two teams of one name stay two bars
+    groups: dict[tuple, dict[tuple[str, str], list[int]]] = defaultdict(dict)
     for line in series:
-        groups[(line.pool_id, line.gpu_model_id)][line.team or "other teams"] = line.cards
+        team = (line.team, line.team_slug) if line.team_slug else (OTHER_TEAMS, OTHER_TEAMS)
+        groups[(line.pool_id, line.gpu_model_id)][team] = line.cards
     blocked = blocked_cards_at(start=start, end=end, instants=noons)
     for key in blocked:
         groups.setdefault(key, {})  # a pair with only reservations or maintenance: a chart too
@@ -739,7 +753,7 @@ def timeline(request):
                                                        pools[pool_id].overcommit_ratio)}
             for (pool_id, model_id), per_team in ordered
             for i, day in enumerate(days)
-            for team, cards in [*sorted(per_team.items()),
+            for team, cards in [*((slug, v) for (_, slug), v in sorted(per_team.items())),
                                 *blocked.get((pool_id, model_id), {}).items()]
         ]  # fmt: skip
         return csv_response(lines, TIMELINE_COLUMNS, "capacity-timeline.csv")
@@ -780,7 +794,7 @@ def timeline(request):
                     "datasets": [
                         {
                             "type": "bar",
-                            "label": team,
+                            "label": team[0],
                             "data": values,
                             "stack": "held",
                             "backgroundColor": colour[team],

@@ -9,10 +9,14 @@ from django.core.validators import RegexValidator
 
 # Patterns end in \Z, not $: "$" also matches before a trailing newline, so "gpu-01\n" passed.
 
-# RFC 1123 host names, plus '_' which Slurm node names allow. No spaces.
+# RFC 1123 host names, plus '_' which Slurm node names allow. No spaces. RFC 1123 §2.1 keeps
+# RFC 1035 §2.3.4's lengths: at most 63 characters a label (between dots), 255 octets in all,
+# which DNS's length bytes leave at 253 characters of text (RFC 2181 §11). Empty labels
+# ("a..b", a trailing dot) are still let through as before: only the lengths are checked.
 hostname_validator = RegexValidator(
-    r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})\Z",
-    "A node name is letters, digits, '.', '-' and '_' (no spaces), at most 253 characters.",
+    r"^(?=.{1,253}\Z)[A-Za-z0-9][A-Za-z0-9_-]{0,62}(?:\.[A-Za-z0-9_-]{0,63})*\Z",
+    "A node name is letters, digits, '.', '-' and '_' (no spaces): at most 63 characters "
+    "between dots, 253 in all.",
 )
 
 # Kubernetes object names of one DNS-1123 label (a Kueue cohort, a Volcano queue, a label value).

@@ -880,6 +880,166 @@ def _check_decode(*, batch: float, gpu: GpuSpec) -> None:
         )
 
 
+#: trtllm-bench's share of the free memory it plans the KV cache in when it picks the engine's
+#: limits (``--kv_cache_free_gpu_mem_fraction``, default 0.90: perf-overview.md "the default
+#: setting of 0.90"; the same share as ``pools.sizing.memory.RESERVE_FRACTION`` leaves).
+TRTLLM_BENCH_KV_FRACTION = 0.90
+
+#: trtllm-bench's cap on the sequences its heuristic plans for (``finetune_setting``: "Cap total
+#: batch size to avoid decoder buffer size becoming too large", 4096) and on the tokens per step
+#: (32768, "avoid TRT activation buffer becoming too large").
+TRTLLM_BENCH_MAX_REQUESTS = 4096
+TRTLLM_BENCH_MAX_TOKENS = 32768
+
+
+def _trtllm_bench_bytes(precision: Precision) -> float:
+    """trtllm-bench's bytes per weight (``BYTES_PER_ELEM``): FP8 1, NVFP4 0.5, anything else 2
+    (16-bit, and the quantisations its table does not list)."""
+    if precision.name == "NVFP4":
+        return 0.5
+    if precision.compute == "fp8" and precision.weight_bits == 8:
+        return 1.0
+    return 2.0
+
+
+def trtllm_bench_settings(
+    *,
+    model: ModelArch,
+    precision: Precision,
+    kv_bits: int,
+    gpu: GpuSpec,
+    tp: int,
+    pp: int,
+    input_tokens: int,
+    output_tokens: int,
+) -> tuple[int, int] | None:
+    """(max_batch_size, max_num_tokens) that ``trtllm-bench throughput`` gives the engine when the
+    run sets neither, as NVIDIA's perf-overview runs do; ``None`` when its estimate leaves no KV
+    memory (it refuses the run then).
+
+    NVIDIA/TensorRT-LLM ``tensorrt_llm/bench/build/tuning.py``
+    @04cba882084a25665e7f80f5bda71b35b9790b6f: ``calc_engine_setting`` takes the weights as
+    parameters x bytes per element (:func:`_trtllm_bench_bytes`), the KV bytes per token as
+    2 x layers x max(tp, KV heads) x head size x KV bytes (FP8 1, NVFP4 0.5, else 2), the GPUs'
+    memory in GiB (``get_device_memory`` x tp x pp), and plans
+    :data:`TRTLLM_BENCH_KV_FRACTION` of (memory - weights) as KV for sequences of input + output
+    tokens; ``finetune_setting`` then rounds: requests r = min(that, 4096) / pp; batch
+    max(64, 32 x ceil(r / 32)) below 256, 128 x ceil(r / 128) below 1024, else 256 x
+    ceil(r / 256); tokens t = min(r x (1 + input / output), 32768), max(2048, 256 x ceil(t / 256))
+    below 4096, 512 x ceil(t / 512) below 8192, else 1024 x ceil(t / 1024). No activation or
+    runtime memory is counted, so the batch it allows is at or above the one the KV cache holds.
+    Qwen3-30B-A3B NVFP4 (30,532,110,336 parameters; 48 layers, 4 KV heads of 128, FP8 KV) on
+    one B200 (180 GiB) at 128 / 2,048 tokens: 1,497.9 requests -> (1536, 2048).
+    """
+    gib = 2**30
+    weights = model.total_params * _trtllm_bench_bytes(precision) / gib
+    kv_bytes = {8: 1.0, 4: 0.5}.get(kv_bits, 2.0)
+    per_token = 2 * model.num_layers * max(tp, model.num_kv_heads) * model.head_dim * kv_bytes
+    available = gpu.memory_bytes / gib * tp * pp - weights
+    requests = (
+        available * TRTLLM_BENCH_KV_FRACTION / (per_token / gib * (input_tokens + output_tokens))
+    )
+    if requests < 1:
+        return None
+    raw_batch = min(requests, TRTLLM_BENCH_MAX_REQUESTS) / pp
+    raw_tokens = min(raw_batch * (1 + input_tokens / output_tokens), TRTLLM_BENCH_MAX_TOKENS)
+    if raw_batch < 256:
+        batch = max(64, 32 * math.ceil(raw_batch / 32))
+    elif raw_batch < 1024:
+        batch = 128 * math.ceil(raw_batch / 128)
+    else:
+        batch = 256 * math.ceil(raw_batch / 256)
+    if raw_tokens < 4096:
+        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
+    elif raw_tokens < 8192:
+        tokens = 512 * math.ceil(raw_tokens / 512)
+    else:
+        tokens = 1024 * math.ceil(raw_tokens / 1024)
+    return batch, tokens
+
+
+def cuda_graph_sizes(
+    sizes: tuple[int, ...], *, max_batch_size: int, max_num_tokens: int
+) -> tuple[int, ...]:
+    """The CUDA-graph batch sizes an engine with padding on captures from the configured
+    ``sizes`` (ascending): those up to min(``max_batch_size``, ``max_num_tokens``) - the largest
+    decode-only batch - and, when a configured size exceeds it, that largest batch itself
+    (NVIDIA/TensorRT-LLM ``tensorrt_llm/_torch/pyexecutor/model_engine.py``
+    @001e67005b4f64b69b0045456870be48ab7b2cf0, ``_filter_cuda_graph_batch_sizes``: "padding to
+    max_cuda_graph_bs is acceptable"). Limits (1536, 2048) with the perf-overview's sizes:
+    1, 2, 4, ..., 512, 1024, 1536."""
+    largest = min(max_batch_size, max_num_tokens)
+    kept = [size for size in sizes if size <= largest]
+    if len(kept) < len(sizes) and (not kept or kept[-1] != largest):
+        kept.append(largest)
+    return tuple(kept)
+
+
+def padded_batch(batch: float, sizes: tuple[int, ...]) -> float:
+    """The batch a decode-only step of ``batch`` sequences runs: the smallest captured size at or
+    above it; ``batch`` itself above the largest (the step runs without a graph, unpadded) or
+    when nothing is captured. 1,470 with sizes ..., 1024, 1536: 1536."""
+    for size in sizes:
+        if size >= batch:
+            return float(size)
+    return batch
+
+
+def graph_step_share(
+    *, batch: float, input_tokens: int, output_tokens: int, max_num_tokens: int
+) -> float:
+    """Share of decode steps that carry no prompt and so run as a CUDA graph (a step with any
+    context request runs without one: TensorRT-LLM ``_torch/pyexecutor/scheduler.py``,
+    ``ScheduledRequests.can_run_cuda_graph`` is ``not self.context_requests``).
+
+    batch / output_tokens new requests start per step; a step that takes prompts fills its token
+    budget with the queued ones (the micro-batch scheduler adds context requests until
+    ``max_num_tokens``, decode tokens included), so it takes max(1, (max_num_tokens - batch) /
+    input_tokens) of them, and 1 - (batch / output_tokens) / that share of the steps take none
+    (0 when every step must take prompts). Qwen3-30B-A3B at 1,470 sequences, 128 / 2,048 tokens,
+    2,048-token budget: 1 - 0.7178 / 4.516 = 0.841."""
+    per_step = max(1.0, (max_num_tokens - batch) / input_tokens)
+    return max(0.0, 1.0 - batch / output_tokens / per_step)
+
+
+def cuda_graph_padding_tokens(
+    *,
+    sizes: tuple[int, ...],
+    settings: tuple[int, int] | None,
+    batch: float,
+    dp: int,
+    input_tokens: int,
+    output_tokens: int,
+    decode_only: bool,
+) -> float:
+    """Rows a step multiplies beyond its sequences, averaged over the decode steps, because
+    decode-only steps run the CUDA graph of a padded batch (:func:`padded_batch` per attention DP
+    rank of batch / ``dp`` sequences, over :func:`cuda_graph_sizes` of the engine's ``sizes`` and
+    the bench's ``settings``): (padded - batch / dp) x dp x :func:`graph_step_share`, or x 1 when
+    ``decode_only`` (every prompt runs in steps of its own). The dummy rows pass through every
+    linear layer and the experts they route to (their multiplies and activations); attention
+    over their one-token contexts is left out. 0 without ``sizes`` or ``settings``."""
+    if not sizes or settings is None:
+        return 0.0
+    max_batch_size, max_num_tokens = settings
+    captured = cuda_graph_sizes(sizes, max_batch_size=max_batch_size, max_num_tokens=max_num_tokens)
+    rank_batch = batch / dp
+    extra = padded_batch(rank_batch, captured) - rank_batch
+    if extra <= 0:
+        return 0.0
+    share = (
+        1.0
+        if decode_only
+        else graph_step_share(
+            batch=rank_batch,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            max_num_tokens=max_num_tokens,
+        )
+    )
+    return extra * dp * share
+
+
 def replica_throughput(
     *,
     model: ModelArch,
@@ -924,6 +1084,11 @@ def replica_throughput(
     vision-encoder work (:mod:`pools.sizing.vision`; its visual tokens are in
     ``input_tokens``), run at the card's 16-bit tensor rate before the prefill - added to the
     prefill, so to TTFT, and to the share of prefill work that rides in the decode steps.
+
+    An engine that captures CUDA graphs with padding (``EngineProfile.cuda_graph_batch_sizes``:
+    TensorRT-LLM's PyTorch backend) multiplies, in its decode-only steps, the padded batch
+    (:func:`cuda_graph_padding_tokens`, with the limits :func:`trtllm_bench_settings` gives it):
+    the linear layers and the routed experts' activations count those rows too.
 
     step = GEMM + attention + kernel latencies + the engine's host time per sequence in flight
     (``host_ms``: ``EngineProfile.host_s_per_sequence``, or ``host_s_per_sequence_grace`` on a
@@ -981,6 +1146,21 @@ def replica_throughput(
 
     ceiling_s = weight_bytes_read(model=model, weight_bits=precision.weight_bits, tokens=1) / (
         bandwidth
+    )
+    # The engine's own limits, as trtllm-bench sets them, fix which CUDA graphs it captures.
+    bench_settings = (
+        trtllm_bench_settings(
+            model=model,
+            precision=precision,
+            kv_bits=kv_bits,
+            gpu=gpu,
+            tp=tp,
+            pp=1,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+        )
+        if profile.cuda_graph_batch_sizes
+        else None
     )
 
     new_input = input_tokens - cached_input_tokens
@@ -1116,9 +1296,26 @@ def replica_throughput(
             * (prefill_attention_flops + encoder_flops_per_request)
         )
         memory_s = weights_read / effective_bandwidth
+        # Decode-only steps multiply a CUDA graph's padded batch (engines.EngineProfile).
+        padding = (
+            cuda_graph_padding_tokens(
+                sizes=profile.cuda_graph_batch_sizes,
+                settings=bench_settings,
+                batch=batch,
+                dp=dp,
+                input_tokens=new_input,
+                output_tokens=output_tokens,
+                decode_only=serial_share >= 1.0,
+            )
+            if query_tokens == 1
+            else 0.0
+        )
         compute_s = (
             linear_compute_s(
-                model=model, tokens=tokens, flops_rate=flops_rate, routed_rate=routed_rate
+                model=model,
+                tokens=tokens + padding,
+                flops_rate=flops_rate,
+                routed_rate=routed_rate,
             )
             if flops_rate
             else 0.0
@@ -1140,7 +1337,7 @@ def replica_throughput(
         glue_s = moe_glue_s(
             model=model,
             precision=precision,
-            tokens=tokens,
+            tokens=tokens + padding,
             tp=tp,
             dp_attention=dp,
             card_bandwidth=effective_bandwidth / tp,
@@ -1172,6 +1369,7 @@ def replica_throughput(
             )
         return {
             "tokens": tokens,
+            "padding_tokens": padding,
             "weights_read": weights_read,
             "gemm_s": gemm_s,
             "dequant_s": dequant_s,

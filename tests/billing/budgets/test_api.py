@@ -107,3 +107,23 @@ def test_a_currency_that_is_no_code_stays_a_field_error(team, pool_admin, api_as
     assert answer.status_code == 400
     assert "currency" in answer.json()["errors"]
     assert not Budget.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("cap", "said"),
+    [
+        ("100000", "A cap of at most 9999.99 % of the limit."),
+        ("99999.555", "A cap of at most 9999.99 % of the limit, with at most 2 decimals."),
+        ("12.345", "At most 2 decimals (e.g. 12.25 %)."),
+    ],
+)
+def test_a_rollover_cap_the_column_cannot_hold_is_said_in_per_cent(
+    team, pool_admin, api_as, cap, said
+):
+    """As the budget form: not "no more than 4 digits before the decimal point"."""
+    answer = api_as(pool_admin).post(
+        "/api/v1/budgets/", {**BODY, "rollover_cap_percent": cap}, format="json"
+    )
+    assert answer.status_code == 400
+    assert answer.json()["errors"] == {"rollover_cap_percent": [said]}
+    assert not Budget.objects.exists()

@@ -88,3 +88,35 @@ def test_managers_see_but_do_not_edit(client, pool_admin, team, team_manager):
     assert client.get(f"/costs/budgets/{budget.pk}/edit/").status_code == 403
     assert client.post(f"/costs/budgets/{budget.pk}/delete/").status_code == 403
     assert Budget.objects.count() == 1 and actions() == []
+
+
+@pytest.mark.parametrize(
+    ("cap", "said"),
+    [
+        ("100000", "A cap of at most 9999.99 % of the limit."),
+        ("99999.555", "A cap of at most 9999.99 % of the limit, with at most 2 decimals."),
+        ("12.345", "At most 2 decimals (e.g. 12.25 %)."),
+    ],
+)
+def test_a_rollover_cap_the_column_cannot_hold_is_said_in_per_cent(
+    client, pool_admin, team, cap, said
+):
+    """Found by a newcomer: 100000 % answered "Ensure that there are no more than 4 digits
+    before the decimal point." The column holds 6 digits, 2 of them decimals: 9999.99 % at
+    most."""
+    client.force_login(pool_admin)
+    page = client.post(
+        "/costs/budgets/new/", form(team, rollover="carry", rollover_cap_percent=cap)
+    )
+    assert page.status_code == 200
+    assert page.context["form"].errors["rollover_cap_percent"] == [said]
+    assert not Budget.objects.exists() and actions() == []
+
+
+def test_the_largest_rollover_cap_is_kept(client, pool_admin, team):
+    client.force_login(pool_admin)
+    done = client.post(
+        "/costs/budgets/new/", form(team, rollover="carry", rollover_cap_percent="9999.99")
+    )
+    assert done.status_code == 302
+    assert Budget.objects.get().rollover_cap_percent == Decimal("9999.99")

@@ -21,6 +21,7 @@ from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, T
 from reclamation_support import fake_k8s  # noqa: F401  (fixture)
 
 from pools.audit.models import AuditEvent
+from pools.capacity.models import Allocation
 from pools.capacity.services import scheduler_binding
 from pools.common.choices import AllocationStatus, GpuHealth, IdleFindingState, Scheduler, TeamRole
 from pools.common.errors import InsufficientCapacity, InvalidTransition, PermissionDenied
@@ -32,7 +33,7 @@ from pools.reclamation.models import (
     ReclamationPolicy,
 )
 from pools.reclamation.services.scan import idle_finding_dismiss, idle_scan, reclamation_undo
-from pools.tenancy.models import Membership
+from pools.tenancy.models import Membership, Team
 from scheduler_adapters.prometheus import DeviceUsage, Sample
 from scheduler_adapters.prometheus_fake import FakePrometheus
 
@@ -237,6 +238,85 @@ def test_a_groups_findings_share_one_evaluation_written_in_one_statement_each(
     assert set(IdleFinding.objects.values_list("evaluation_id", "last_seen_at")) == {
         (again.pk, T0 + timedelta(minutes=10))
     }
+
+
+def test_the_allocations_are_read_once_without_the_columns_the_scan_does_not_use(
+    world, django_capture_on_commit_callbacks
+):
+    """Two idle allocations of nlp's, warned by e-mail: the allocations are one SELECT of
+    their own table (no join: pool, team and GPU model are not read per row, and no JSON
+    column such as ``placement``), none re-read column by column afterwards, the team and
+    the GPU model one SELECT each; the warning still names the team, model and pool."""
+    AllocationFactory(
+        team=world["team"],
+        pool=world["pool"],
+        gpu_model=world["l40s"],
+        card_count=2,
+        status=AllocationStatus.ACTIVE,
+        starts_at=T0 - timedelta(days=2),
+        ends_at=T0 + timedelta(days=5),
+    )
+    devices = [usage(f"GPU-{n}", 0.0) for n in (1, 2, 3, 4)]
+    with CaptureQueriesContext(connection) as queries:
+        report = scan(T0, devices, django_capture_on_commit_callbacks)
+    assert (report.idle, report.warned) == (2, 2)
+    table = connection.ops.quote_name(Allocation._meta.db_table)
+    reads = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith("SELECT") and f"FROM {table}" in q["sql"]
+    ]
+    assert len(reads) == 1, reads
+    assert " JOIN " not in reads[0]
+    assert '"placement"' not in reads[0] and '"scheduler_binding"' not in reads[0]
+    for model in (Team, GpuModel):
+        model_table = connection.ops.quote_name(model._meta.db_table)
+        assert (
+            sum(
+                q["sql"].startswith("SELECT") and f"FROM {model_table}" in q["sql"]
+                for q in queries.captured_queries
+            )
+            == 1
+        ), model
+    assert len(mail.outbox) == 2
+    body = mail.outbox[0].body
+    expected = f"of team {world['team'].name} (2x {world['l40s'].name} in {world['pool'].name})"
+    assert expected in body, body
+
+
+def test_the_findings_are_looked_up_by_pool_not_by_a_list_of_allocation_ids(
+    world, django_capture_on_commit_callbacks
+):
+    """Three idle allocations of nlp's (2 + 1 + 1 cards, its 4 idle cards): the open and the
+    recently dismissed findings are two SELECTs that list no allocation ids (12,600 of them
+    twice a scan at 100,800 GPUs), and the second scan still finds the three the first
+    opened."""
+    for _ in range(2):
+        AllocationFactory(
+            team=world["team"],
+            pool=world["pool"],
+            gpu_model=world["l40s"],
+            card_count=1,
+            status=AllocationStatus.ACTIVE,
+            starts_at=T0 - timedelta(days=2),
+            ends_at=T0 + timedelta(days=5),
+        )
+    devices = [usage(f"GPU-{n}", 0.0) for n in (1, 2, 3, 4)]
+    scan(T0, devices, django_capture_on_commit_callbacks)
+    opened = IdleFinding.objects.count()
+    assert opened == 3
+    with CaptureQueriesContext(connection) as queries:
+        report = scan(T0 + timedelta(minutes=10), devices, django_capture_on_commit_callbacks)
+    assert report.allocations == 3 and report.idle == opened
+    table = connection.ops.quote_name(IdleFinding._meta.db_table)
+    reads = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith("SELECT") and f"FROM {table}" in q["sql"]
+    ]
+    assert len(reads) == 2, reads
+    assert not any(re.search(r'"allocation_id" IN \(', sql) for sql in reads), reads
+    assert IdleFinding.objects.count() == opened  # seen again, none opened twice
 
 
 def test_an_idle_allocation_busy_again_resolves_its_finding(
