@@ -117,6 +117,7 @@ def test_a_member_sees_the_advisor_of_their_own_teams(client, team_member, findi
     assert "Run the advisor now" not in page.content.decode()
     assert "Acknowledge / mute" not in page.content.decode()
     assert other.status_code == 400 and list(other.context["page"]) == []
+    assert '<a href="/advisor/">Advisor</a>' in client.get("/teams/mine/").content.decode()
 
 
 def test_a_manager_triages_their_teams_findings_from_the_advisor(client, team_manager, findings):
