@@ -458,7 +458,7 @@ LONG_SERVICE_FUNCTIONS = {
     "billing/services/extra_charges_prometheus.py::extra_charges_import_prometheus": 46,
     "billing/services/prometheus_import.py::usage_import_kubernetes": 48,
     "billing/services/prometheus_import.py::usage_import_vllm_tokens": 70,
-    "billing/services/tokens.py::usage_tokens_ingest": 44,
+    "billing/services/tokens.py::usage_tokens_ingest": 43,
     "billing/services/usage_import.py::UsageCatalogue.__init__": 53,
     "billing/services/usage_import.py::usage_import_reservations": 50,
     "billing/services/usage_import.py::usage_import_slurm": 69,
