@@ -21,8 +21,6 @@ generation beside this one. After the commit, for the reason the allocations' mo
 
 from __future__ import annotations
 
-from django.db import connection
-
 from pools.common.generation import changed, generation
 
 GENERATION_KEY = "billing:statements-generation"
@@ -38,11 +36,3 @@ def statements_changed(**_signal_kwargs) -> None:
     """Statements were written: a new generation once the transaction commits (at once
     outside one)."""
     changed(GENERATION_KEY)
-
-
-def in_transaction() -> bool:
-    """Whether the default connection is inside ``atomic`` (a test's transaction too): a
-    reader there may have written statements that are in no generation yet (they are bumped
-    on commit), so it reads afresh and keeps nothing. Pages run outside one
-    (``ATOMIC_REQUESTS`` is off)."""
-    return connection.in_atomic_block

@@ -9,7 +9,6 @@ from datetime import date, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
-from django.core.cache import cache
 from django.db import connection
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
@@ -25,7 +24,7 @@ from billing.charges import (
 )
 from billing.choices import TOKEN_UNITS, ChargeBasis, RateKind, UsageUnit
 from billing.conf import billing_zone
-from billing.generation import in_transaction, statements_generation
+from billing.generation import statements_generation
 from billing.models import RateCard, Statement, StatementLine, UsageRecord
 from billing.pricing import (
     next_month,
@@ -39,6 +38,7 @@ from pools.capacity.generation import allocations_generation
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
 from pools.common.choices import IdleFindingState
+from pools.common.generation import cached
 from pools.inventory.models import SCHEDULABLE_CARD, SLICED_CARD, Gpu, Pool
 from pools.inventory.selectors import inventory_generation
 from pools.reclamation.card_timeline import card_changes, card_pieces
@@ -295,13 +295,16 @@ def _held_card_seconds(start, end, bounds, *, ended: bool) -> dict[tuple[int, in
     replaces), the database's path and the window, at most :data:`HELD_CACHE_S`: at 100,800
     GPUs its two queries over the month's ~100,000 allocations took ~100 ms of the finance
     month's page (issue #29 item 7). The current month's window ends now, a new key each time,
-    so it is summed afresh.
+    so it is summed afresh; so is any window inside a transaction
+    (:func:`pools.common.generation.cached`).
 
     A MIG slice holds its share of a card (:attr:`pools.capacity.models.Allocation.card_share`)
     and a reclaimed allocation the cards of its timeline (:mod:`pools.reclamation.card_timeline`),
     read in Python; on PostgreSQL the others — nearly all — are summed by
     :data:`_HELD_SQL` in one statement (``tests/billing/test_one_pricing_path.py`` checks the
     two agree)."""
+    if not ended:
+        return _held_card_seconds_read(start, end, bounds)
     # the vendor names the path (one SQL statement, or every allocation read), which the tests
     # compare; the window and the rate periods' bounds name what is summed
     window = ",".join(f"{a.isoformat()}/{b.isoformat()}" for a, b in [(start, end), *bounds])
@@ -309,9 +312,16 @@ def _held_card_seconds(start, end, bounds, *, ended: bool) -> dict[tuple[int, in
         f"billing:held:{allocations_generation()}:{connection.vendor}:"
         f"{hashlib.sha256(window.encode()).hexdigest()}"
     )
-    found = cache.get(key) if ended else None
-    if isinstance(found, dict):
-        return found
+    return cached(
+        key,
+        lambda: _held_card_seconds_read(start, end, bounds),
+        HELD_CACHE_S,
+        fits=lambda found: isinstance(found, dict),
+    )
+
+
+def _held_card_seconds_read(start, end, bounds) -> dict[tuple[int, int], list[Decimal]]:
+    """:func:`_held_card_seconds` read from the database."""
     held: dict[tuple[int, int], list[Decimal]] = defaultdict(lambda: [Decimal(0)] * len(bounds))
     allocations = Allocation.objects.filter(status__in=CHARGED_STATUSES).overlapping(start, end)
     if connection.vendor == "postgresql":
@@ -330,10 +340,7 @@ def _held_card_seconds(start, end, bounds, *, ended: bool) -> dict[tuple[int, in
             seconds = seconds_in_periods(max(piece.start, start), min(piece.end, end), bounds)
             for index, s in enumerate(seconds):
                 held[(a.pool_id, a.gpu_model_id)][index] += cards * s
-    found = dict(held)  # a defaultdict's factory (a lambda) cannot be pickled into the cache
-    if ended:
-        cache.set(key, found, HELD_CACHE_S)
-    return found
+    return dict(held)  # a defaultdict's factory (a lambda) cannot be pickled into the cache
 
 
 _CARD_CHANGES = [IdleFindingState.RECLAIMED.value, IdleFindingState.UNDONE.value]
@@ -421,17 +428,16 @@ def _finance_sums(month: date, statements: QuerySet[Statement]) -> dict:
     inventory's (GPU model names label the sums), at most :data:`FINANCE_CACHE_S`. At 100,800
     GPUs the six took ~120 ms of the page under load (issue #29 item 7). Not kept where the
     inventory has no generation (SQLite), nor inside a transaction
-    (:func:`billing.generation.in_transaction`)."""
+    (:func:`pools.common.generation.cached`)."""
     inventory = inventory_generation()
-    keep = inventory is not None and not in_transaction()
-    key = f"billing:finance:{statements_generation()}:{inventory}:{month.isoformat()}"
-    found = cache.get(key) if keep else None
-    if isinstance(found, dict):
-        return found
-    found = _finance_sums_read(month, statements)
-    if keep:
-        cache.set(key, found, FINANCE_CACHE_S)
-    return found
+    if inventory is None:
+        return _finance_sums_read(month, statements)
+    return cached(
+        f"billing:finance:{statements_generation()}:{inventory}:{month.isoformat()}",
+        lambda: _finance_sums_read(month, statements),
+        FINANCE_CACHE_S,
+        fits=lambda found: isinstance(found, dict),
+    )
 
 
 def _finance_sums_read(month: date, statements: QuerySet[Statement]) -> dict:

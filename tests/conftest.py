@@ -32,6 +32,36 @@ def _fresh_cache():
 
 
 @pytest.fixture
+def outside_a_transaction():
+    """Read as a page reads, outside a transaction (the test's own is one), so generation-keyed
+    sums are read from and kept in the cache (:func:`pools.common.generation.cached`); writes
+    reach them through committed generations (``django_capture_on_commit_callbacks``)."""
+    from unittest import mock
+
+    with mock.patch("pools.common.generation.in_transaction", return_value=False):
+        yield
+
+
+@pytest.fixture
+def read_as_a_page():
+    """A context manager: the reads inside it run as a page's do, outside a transaction (the
+    test's own hidden from the connection's ``in_atomic_block``), so generation-keyed sums are
+    read from and kept in the cache. Reads only: a write there would not be in the test's
+    transaction's bookkeeping."""
+    from contextlib import contextmanager
+    from unittest import mock
+
+    from django.db import connection
+
+    @contextmanager
+    def outside():
+        with mock.patch.object(connection, "in_atomic_block", False):
+            yield
+
+    return outside
+
+
+@pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
 

@@ -16,6 +16,7 @@ from billing.conf import billing_zone, default_currency
 from billing.rate_periods import rate_periods
 from pools.audit.services import audit_event_record, audit_snapshot
 from pools.common.errors import Conflict, InvalidInput
+from pools.common.validators import DATE_RANGE_MESSAGE, date_in_range
 from pools.jobs import enqueue_on_commit
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_pool_admin
@@ -64,10 +65,13 @@ def _owner_errors(values: dict[str, Any]) -> dict[str, str]:
 
 def _period_errors(values: dict[str, Any]) -> dict[str, str]:
     """Errors of the period: a known period, starting on its first day
-    (:func:`billing.budgets.periods.period_start`)."""
+    (:func:`billing.budgets.periods.period_start`) within the portal's dates
+    (:data:`pools.common.validators.DATE_RANGE_MESSAGE`: year 9999 has no next period)."""
     period, starts_on = values["period"], values["starts_on"]
     if period not in BudgetPeriod.values:
         return {"period": f"One of {', '.join(BudgetPeriod.values)}."}
+    if not date_in_range(starts_on):
+        return {"starts_on": DATE_RANGE_MESSAGE}
     first = p.period_start(period, starts_on)
     if starts_on != first:
         return {"starts_on": f"The first day of a {period}: {first.isoformat()}?"}
@@ -95,6 +99,8 @@ def _money_errors(values: dict[str, Any]) -> dict[str, str]:
         return errors
     if Decimal(money) <= 0:
         errors["money_limit"] = "More than 0."
+    if not date_in_range(values["starts_on"]):
+        return errors  # the period's error says so; no rate card is read out of range
     expected = rate_card_currency(values["starts_on"])
     if currency != expected:
         errors["currency"] = (

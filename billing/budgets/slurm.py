@@ -69,6 +69,10 @@ NOTE_POOL = (
 NOTE_POOL_OTHER = "The team has no allocation in this pool: the portal enforces it."
 NOTE_MONEY = "A money-only budget: the portal enforces it (Slurm counts card-minutes)."
 NOTE_NO_SLURM = "The team has no allocation in a Slurm pool: the portal enforces it."
+NOTE_NO_CONNECTION = (
+    "No connection to the team's Slurm cluster ({clusters}) is configured here: the portal "
+    "enforces it."
+)
 NOTE_NO_ACCOUNT = "The team has no Slurm account yet: the portal enforces it until it has one."
 
 ENVIRONMENT = "environment"
@@ -194,10 +198,15 @@ def budget_minutes_sync(
     budgets = list(
         Budget.objects.filter(team=team).select_related("team", "pool", "gpu_model").order_by("pk")
     )
-    clusters = {k: c for k, c in _team_clusters(team, adapters).items() if c.adapter is not None}
+    team_clusters = _team_clusters(team, adapters)
+    clusters = {k: c for k, c in team_clusters.items() if c.adapter is not None}
     if not clusters:
+        # Slurm pools but no adapter (no SLURM_REST_URL, unreadable credentials) is not "no
+        # Slurm pool": the note names the clusters that could not be asked
+        labels = ", ".join(c.label for c in team_clusters.values())
+        note = NOTE_NO_CONNECTION.format(clusters=labels) if labels else NOTE_NO_SLURM
         for budget in budgets:
-            _record(budget, tres="", minutes=None, note=NOTE_NO_SLURM, now=now)
+            _record(budget, tres="", minutes=None, note=note, now=now)
         return {}
     unasked = _read(clusters, team.slug)
     if unasked:

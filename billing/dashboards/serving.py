@@ -23,6 +23,7 @@ from billing.rate_periods import price_for, rate_periods
 from pools.capacity.models import Allocation
 from pools.serving.efficiency import Usage, cost_per_million
 from pools.serving.selectors import (
+    RollupState,
     allocations_served,
     merge_usage,
     serving_current,
@@ -123,12 +124,16 @@ HEADERS = (
 )  # fmt: skip
 
 
-def serving_rows(*, allocations: Iterable[Allocation], month: date, now) -> list[dict]:
+def serving_rows(
+    *, allocations: Iterable[Allocation], month: date, now, state: RollupState | None = None
+) -> list[dict]:
     """One row per allocation with stored rollups: its newest values (``now``: field -> value,
     empty when it has none in the newest bucket) and the month's :class:`ServingEfficiency`
-    (``None`` without rollups this month). Constant queries whatever the number."""
+    (``None`` without rollups this month). Constant queries whatever the number. ``state``:
+    the rollups' :func:`~pools.serving.selectors.serving_state` at ``now`` if the caller read
+    it already (two queries less), else read here."""
     allocations = list(allocations)
-    state = serving_state(now=now)
+    state = state or serving_state(now=now)
     current = serving_current(allocation_ids=[a.pk for a in allocations], state=state)
     efficiency = serving_efficiency(allocations=allocations, month=month)
     return [

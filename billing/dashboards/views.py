@@ -44,7 +44,14 @@ from pools.reclamation.models import IdleFinding
 from pools.serving import selectors as serving_selectors
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_team
-from pools.web.pages import PALETTE, Column, csv_response, mig_slices_text, pool_admin_required
+from pools.web.pages import (
+    PALETTE,
+    Column,
+    csv_response,
+    filter_refusal_csv,
+    mig_slices_text,
+    pool_admin_required,
+)
 
 CAPACITY_COLUMNS = [
     Column("pool", lambda r: r["pool"]),
@@ -299,6 +306,7 @@ class _Board:
     top_cost: list[costs.TeamCost]
     serving_rows: list
     serving_groups: list
+    serving_state: serving_selectors.RollupState  # read once for the rows and the page
     stranded: list[costs.StrandedCost] | None = None
     stranded_at: datetime | None = None
 
@@ -346,26 +354,30 @@ def _top_cost(filters, now) -> tuple:
 def _load_board(filters, now, export) -> _Board:
     """Everything but the stranded capacity; Prometheus is asked for cards in use only for
     the page and the capacity and serving exports."""
-    plan = dashboard.allocation_plan(filters=filters, now=now)
-    rows = dashboard.capacity_rows(filters=filters, now=now, plan=plan)
+    names = dashboard.pool_model_names()  # the plan's, the table's and the forecast's
+    plan = dashboard.allocation_plan(filters=filters, now=now, names=names)
+    rows = dashboard.capacity_rows(filters=filters, now=now, plan=plan, names=names)
     in_use = utilisation.UtilisationNow(now=now, error="not read for this export")
     if export not in _NO_IN_USE_EXPORTS:
         in_use = utilisation.utilisation_now(filters=filters, now=now)  # the page and capacity
         utilisation.apply_in_use(rows, in_use)
     usable = {(r.pool_slug, r.gpu_model_slug): r.usable for r in rows}
     days = dashboard.plan_days(now)
-    forecasts = dashboard.demand_forecasts(filters=filters, now=now, usable=usable)
+    forecasts = dashboard.demand_forecasts(filters=filters, now=now, usable=usable, names=names)
     alerts = dashboard.dashboard_alerts(now=now)
     top_cards = dashboard.top_teams_by_cards(filters=filters, now=now)
     this_month, cost_month, top_cost = _top_cost(filters, now)
     month_start = local_midnight(this_month, billing_zone())
     served = serving_selectors.allocations_served(start=month_start, end=now + timedelta(minutes=5))
-    serving_rows = serving_dash.serving_rows(allocations=served, month=this_month, now=now)
+    serving_state = serving_selectors.serving_state(now=now)
+    serving_rows = serving_dash.serving_rows(
+        allocations=served, month=this_month, now=now, state=serving_state
+    )
     return _Board(
         plan=plan, rows=rows, in_use=in_use, days=days, usable=usable, forecasts=forecasts,
         alerts=alerts, top_cards=top_cards, this_month=this_month, cost_month=cost_month,
         top_cost=top_cost, serving_rows=serving_rows,
-        serving_groups=serving_dash.serving_groups(serving_rows),
+        serving_groups=serving_dash.serving_groups(serving_rows), serving_state=serving_state,
     )  # fmt: skip
 
 
@@ -468,7 +480,7 @@ def _page_context(request, form, filters, board: _Board, now, heat) -> dict:
         "top_cost": board.top_cost,
         "cost_month": board.cost_month,
         "serving_groups": board.serving_groups,
-        "serving_state": serving_selectors.serving_state(now=now),
+        "serving_state": board.serving_state,
         "this_month": board.this_month,
         "in_use": board.in_use,
         "colour": heat,
@@ -483,10 +495,15 @@ def _page_context(request, form, filters, board: _Board, now, heat) -> dict:
 @pool_admin_required
 def admin_dashboard(request):
     """The pool admins' dashboard: the page, its htmx body, a part (``?part=utilisation``,
-    ``?part=heatmap``) or a table as CSV (``?export=<table>``); see the module doc."""
+    ``?part=heatmap``) or a table as CSV (``?export=<table>``); see the module doc. A CSV
+    asked with filters the form cannot read (a team of no slug) is a ``text/plain`` 400 saying
+    why (:func:`pools.web.pages.filter_refusal_csv`), not the whole fleet's rows."""
     now = timezone.now()
     form, filters = _filter_form(request)
     part, export = request.GET.get("part"), request.GET.get("export")
+    if export and form.is_bound and not form.is_valid():
+        # the fleet's rows under a filter it could not read would pass for the filtered ones
+        return filter_refusal_csv(form)
     if part == "utilisation":
         return _utilisation_part(request, filters, now)
     heat = "util" if request.GET.get("heat") == "util" else "state"

@@ -2,8 +2,8 @@
 the cards free over the whole day, counted by :func:`pools.capacity.availability.pool_free_cards`
 as the week view and the request form count them (usable − the peak held: the least free at
 any instant of the day; read once for the month,
-:func:`pools.calendar.week.free_per_day`), and how many allocations and recurring
-occurrences hold cards that day.
+:func:`pools.calendar.week.free_per_day`), how many allocations and recurring
+occurrences hold cards that day, and how many planned maintenance windows take cards away.
 
 Days are local days of the portal's zone (``TIME_ZONE``, 23 or 25 hours over a change of summer
 time); months are named ``YYYY-MM``. The grid starts on the Monday on or before the 1st and
@@ -23,6 +23,7 @@ from pools.calendar.week import (
     Hold,
     free_per_day,
     local_midnight,
+    maintenance_holds,
     week_holds,
     week_name,
 )
@@ -55,13 +56,15 @@ def previous_month(first: date) -> date:
 class MonthDay:
     """One local day of the month: ``free`` cards over the whole day, ``allocations`` and
     ``occurrences`` the holding allocations and recurring occurrences overlapping it, ``week``
-    the ISO week that holds it (``2027-W12``)."""
+    the ISO week that holds it (``2027-W12``), ``maintenance`` the planned maintenance windows
+    taking cards away that day."""
 
     day: date
     free: int
     allocations: int
     occurrences: int
     week: str
+    maintenance: int = 0
 
     @property
     def holds(self) -> int:
@@ -69,7 +72,7 @@ class MonthDay:
 
 
 def count_holds(holds: list[Hold], bounds: list) -> list[tuple[int, int]]:
-    """``(allocations, occurrences)`` among ``holds`` overlapping each day
+    """``(allocations, occurrences, maintenance windows)`` among ``holds`` overlapping each day
     ``[bounds[i], bounds[i + 1])`` (compared as Unix seconds: aware datetimes of two zones
     compare slowly, and a month has ~1,700 holds on the bench)."""
     spans = [(h.starts_at.timestamp(), h.ends_at.timestamp(), h.kind) for h in holds]
@@ -77,24 +80,28 @@ def count_holds(holds: list[Hold], bounds: list) -> list[tuple[int, int]]:
     counts = []
     for lo, hi in pairwise(edges):
         inside = [kind for s, e, kind in spans if s < hi and e > lo]
-        counts.append((inside.count("allocation"), inside.count("recurring")))
+        counts.append(
+            (inside.count("allocation"), inside.count("recurring"), inside.count("maintenance"))
+        )
     return counts
 
 
 def month_days(*, pool, gpu_model, first: date) -> list[MonthDay]:
-    """The days of ``first``'s month. Five queries (the month's holds, two, and
+    """The days of ``first``'s month. Six queries (the month's holds, two, its maintenance
+    windows, one, and
     :func:`free_per_day`'s three), whatever the number of days or allocations."""
     last = next_month(first)
     count = (last - first).days
     bounds = [local_midnight(first + timedelta(days=i)) for i in range(count + 1)]
     holds = week_holds(pool=pool, gpu_model=gpu_model, start=bounds[0], end=bounds[-1])
+    holds += maintenance_holds(pool=pool, gpu_model=gpu_model, start=bounds[0], end=bounds[-1])
     free = free_per_day(pool=pool, gpu_model=gpu_model, bounds=bounds)
     counts = count_holds(holds, bounds)
     days = []
     for i in range(count):
-        allocations, occurrences = counts[i]
+        allocations, occurrences, maintenance = counts[i]
         day = first + timedelta(days=i)
-        days.append(MonthDay(day, free[i], allocations, occurrences, week_name(day)))
+        days.append(MonthDay(day, free[i], allocations, occurrences, week_name(day), maintenance))
     return days
 
 

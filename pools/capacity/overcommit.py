@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.core.cache import cache
-from django.db import connection
 from django.db.models import Max, Sum
 
 from pools.capacity.arithmetic import peak_cards, usable_cards
@@ -37,6 +35,7 @@ from pools.capacity.window import (
     maintenance_intervals_by_pool_model,
     window_holds,
 )
+from pools.common.generation import cached
 from pools.inventory.models import GpuModel, Pool
 from pools.inventory.selectors import inventory_census
 from pools.recurring.models import RecurringReservation
@@ -164,30 +163,27 @@ def _holding_pairs(now: datetime) -> list[tuple[int, int, datetime, int]]:
     same while any of its allocations still ends after ``now`` (the latest does), and a pair
     whose last end has passed is dropped here.
 
-    Summed afresh, and not kept, inside a transaction (:func:`_in_transaction`): its own
-    uncommitted writes are in no generation yet (the import checks inside its transaction; the
-    dashboard reads outside one, ``ATOMIC_REQUESTS`` being off)."""
-    keep = not _in_transaction()
+    Summed afresh, and not kept, inside a transaction (:func:`pools.common.generation.cached`):
+    its own uncommitted writes are in no generation yet (the import checks inside its
+    transaction; the dashboard reads outside one, ``ATOMIC_REQUESTS`` being off)."""
     key = f"capacity:overcommit-pairs:{allocations_generation()}"
-    found = cache.get(key) if keep else None
-    if isinstance(found, tuple) and found[0] <= now:
-        return [(p, m, last, held) for p, m, last, held in found[1] if last > now]
-    rows = list(
-        Allocation.objects.holding()
-        .whole_cards()
-        .filter(ends_at__gt=now)
-        .values_list("pool", "gpu_model")
-        .annotate(last=Max("ends_at"), held=Sum("card_count"))
-        .order_by()
-    )
-    if keep:
-        cache.set(key, (now, rows), PAIRS_CACHE_S)
-    return rows
 
+    def read() -> tuple[datetime, list]:
+        rows = (
+            Allocation.objects.holding()
+            .whole_cards()
+            .filter(ends_at__gt=now)
+            .values_list("pool", "gpu_model")
+            .annotate(last=Max("ends_at"), held=Sum("card_count"))
+            .order_by()
+        )
+        return now, list(rows)
 
-def _in_transaction() -> bool:
-    """Whether the default connection is inside ``atomic`` (a test's transaction too)."""
-    return connection.in_atomic_block
+    def summed_by_now(found) -> bool:
+        return isinstance(found, tuple) and found[0] <= now
+
+    _summed_at, rows = cached(key, read, PAIRS_CACHE_S, fits=summed_by_now)
+    return [(p, m, last, held) for p, m, last, held in rows if last > now]
 
 
 def _future_holds(pairs: set[tuple[int, int]], now: datetime) -> dict[tuple[int, int], list]:

@@ -7,7 +7,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db.models import (
     Case,
     Count,
@@ -27,6 +26,7 @@ from django.utils.module_loading import import_string
 
 from pools.capacity.generation import allocations_generation
 from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
+from pools.common.generation import cached
 from pools.tenancy.models import Team
 from pools.tenancy.roles import sees_every_team
 
@@ -183,12 +183,13 @@ TIMELINE_NAMED_TEAMS = 10  # a pool admin's timeline names the teams holding mos
 
 @dataclass(frozen=True)
 class TimelineSeries:
-    """Cards held at each sampled instant by one team (``team`` None: "other teams") in one
-    pool and GPU model."""
+    """Cards held at each sampled instant by one team (its name ``team`` and its slug
+    ``team_slug``; both None: "other teams") in one pool and GPU model."""
 
     pool_id: int
     gpu_model_id: int
     team: str | None
+    team_slug: str | None
     cards: list[int]
 
 
@@ -203,63 +204,68 @@ def timeline_holdings(*, user, start, end, instants: list) -> list[TimelineSerie
     (aware datetimes), per pool, model and team, summed in the database (one conditional sum
     per instant). A pool and model with such allocations has its series even if all are 0.
 
-    A member sees their own teams by name and every other team's cards as one "other teams"
-    series (capacity is shared; names and allocations are not). A pool admin sees by name the
-    :data:`TIMELINE_NAMED_TEAMS` teams whose allocations in the window hold the most cards,
-    the rest summed, so the chart (and the page) does not grow with the number of teams.
-    Two queries (:func:`cards_held_series`).
+    A member sees their own teams by slug and name and every other team's cards as one
+    "other teams" series (capacity is shared; names and allocations are not). A pool admin
+    sees by slug and name the :data:`TIMELINE_NAMED_TEAMS` teams whose allocations in the
+    window hold the most cards, the rest summed, so the chart (and the page) does not grow
+    with the number of teams. Two queries (:func:`cards_held_series`).
 
     The named teams' ids and the sums are kept in the shared cache under the allocations'
     generation (:mod:`pools.capacity.generation`), the window, the instants and whose teams are
     named (every team, or the member's ids), at most :data:`TIMELINE_CACHE_S`: the timeline's
     window starts at midnight, so its instants stand all day, and at 100,800 GPUs its two scans
     of the window's ~37,000 allocations took ~85 ms of the page (issue #29 item 7). Read from
-    the cache, a pool admin's named teams' names are read afresh (one small query; a member's
-    already are), so a renamed team is not shown by its old name.
+    the cache, a pool admin's named teams' slugs and names are read afresh (one small query; a
+    member's already are), so a renamed team is not shown by its old name. Inside a transaction
+    summed afresh and not kept (:func:`pools.common.generation.cached`).
     """
     window = Allocation.objects.holding().whole_cards().overlapping(start, end)
     every = sees_every_team(user)
-    names = {} if every else dict(Team.objects.visible_to(user).values_list("pk", "name"))
-    scope = "every" if every else ",".join(str(pk) for pk in sorted(names))
+    teams = {} if every else _slugs_and_names(Team.objects.visible_to(user))
+    scope = "every" if every else ",".join(str(pk) for pk in sorted(teams))
     digest = hashlib.sha256(
         "|".join(
             [start.isoformat(), end.isoformat(), *(t.isoformat() for t in instants), scope]
         ).encode()
     ).hexdigest()
-    key = f"capacity:timeline:{allocations_generation()}:{digest}"
-    found = cache.get(key)
-    if isinstance(found, tuple):
-        named, rows = found
+
+    def read() -> tuple[list[int], dict]:
         if every:
-            names = dict(Team.objects.filter(pk__in=named).values_list("pk", "name"))
-    else:
-        if every:
-            names = {team.pk: team.name for team in _teams_holding_most(window)}
-        named = list(names)
+            teams.update({t.pk: (t.slug, t.name) for t in _teams_holding_most(window)})
+        named = list(teams)
         label = Case(
             When(team__in=named, then="team"), default=Value(0), output_field=IntegerField()
         )
-        rows = dict(
-            cards_held_series(
-                window.annotate(label=label), ["pool", "gpu_model", "label"], instants
-            )
+        rows = cards_held_series(
+            window.annotate(label=label), ["pool", "gpu_model", "label"], instants
         )
-        cache.set(key, (named, rows), TIMELINE_CACHE_S)
-    return [
-        TimelineSeries(pool, model, names.get(team), cards)
-        for (pool, model, team), cards in rows.items()
-    ]
+        return named, dict(rows)
+
+    key = f"capacity:timeline:{allocations_generation()}:{digest}"
+    named, rows = cached(key, read, TIMELINE_CACHE_S, fits=lambda found: isinstance(found, tuple))
+    if every and not teams:  # kept: the named teams' slugs and names read afresh
+        teams = _slugs_and_names(Team.objects.filter(pk__in=named))
+    series = []
+    for (pool, model, team), cards in rows.items():
+        slug, name = teams.get(team, (None, None))
+        series.append(TimelineSeries(pool, model, name, slug, cards))
+    return series
+
+
+def _slugs_and_names(teams: QuerySet[Team]) -> dict[int, tuple[str, str]]:
+    """Team id -> (slug, name) of ``teams`` (one query)."""
+    return {pk: (slug, name) for pk, slug, name in teams.values_list("pk", "slug", "name")}
 
 
 def _teams_holding_most(window: QuerySet[Allocation]) -> RawQuerySet[Team]:
     """The :data:`TIMELINE_NAMED_TEAMS` teams whose allocations in ``window`` add up to the most
-    cards, ties by name (id and name read). Summed per team id first and joined with the teams
+    cards, ties by name (id, slug and name read). Summed per team id first and joined with the teams
     after: joining every allocation with its team's name before grouping took twice as long
     (36,800 allocations of 9,800 teams at 100,800 GPUs: 65 against 145 ms, loaded machine)."""
     totals = window.values("team").annotate(total=Sum("card_count")).order_by()
     inner, params = totals.values_list("team", "total").query.sql_with_params()
     return Team.objects.raw(
-        f"SELECT t.id, t.name FROM ({inner}) AS s JOIN {Team._meta.db_table} AS t"
+        f"SELECT t.id, t.slug, t.name FROM ({inner}) AS s JOIN {Team._meta.db_table} AS t"
         " ON t.id = s.team ORDER BY s.total DESC, t.name LIMIT %s",
         [*params, TIMELINE_NAMED_TEAMS],
     )
@@ -275,7 +281,8 @@ def timeline_allocations(*, user, start, end, first: int) -> tuple[dict, dict]:
     :func:`timeline_holdings`' sums are: under the allocations' generation, the window,
     ``first`` and whose allocations (every team, or the member's team ids: one small query),
     at most :data:`TIMELINE_CACHE_S`. At 100,800 GPUs it ranked the window's ~37,000
-    allocations in 34-52 ms of the page (issue #29 item 7). The rows are read afresh, so a
+    allocations in 34-52 ms of the page (issue #29 item 7); inside a transaction ranked afresh
+    and not kept (:func:`pools.common.generation.cached`). The rows are read afresh, so a
     renamed team shows its new name."""
     every = sees_every_team(user)
     scope = "every"
@@ -285,12 +292,12 @@ def timeline_allocations(*, user, start, end, first: int) -> tuple[dict, dict]:
         )
     digest = hashlib.sha256(f"{start.isoformat()}|{end.isoformat()}|{first}|{scope}".encode())
     key = f"capacity:timeline-allocations:{allocations_generation()}:{digest.hexdigest()}"
-    found = cache.get(key)
-    if isinstance(found, tuple):
-        counts, kept = found
-    else:
-        counts, kept = _timeline_ranking(user=user, start=start, end=end, first=first)
-        cache.set(key, (counts, kept), TIMELINE_CACHE_S)
+    counts, kept = cached(
+        key,
+        lambda: _timeline_ranking(user=user, start=start, end=end, first=first),
+        TIMELINE_CACHE_S,
+        fits=lambda found: isinstance(found, tuple),
+    )
     listed: dict[tuple[int, int], list[Allocation]] = defaultdict(list)
     rows = Allocation.objects.filter(pk__in=kept).select_related("team").order_by("starts_at", "pk")
     for allocation in rows:

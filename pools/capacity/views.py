@@ -54,6 +54,7 @@ from pools.web.pages import (
     PALETTE,
     Column,
     UrlOfId,
+    checked_page,
     csv_response,
     filtered_list,
     form_add_domain_errors,
@@ -607,7 +608,7 @@ def approval_queue(request, verdicts=None):
         pending.sort(key=rank)  # stable: oldest first within each
     if export:
         return csv_response(_queue_rows(pending, judged), QUEUE_COLUMNS, "approval-queue.csv")
-    page = Paginator(pending, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    page = checked_page(request, Paginator(pending, QUEUE_PAGE_SIZE))
     items = list(page.object_list)
     if verdicts is not None and not judged:
         judged = verdicts(user=request.user, requests=items)
@@ -695,11 +696,14 @@ def _queue_rows(items: list, judged: dict) -> list[dict]:
 # Greys, apart from the teams' palette: cards no team of the chart holds by allocation.
 BLOCKED_COLOURS = {RECURRING_HELD: "#8d96a0", MAINTENANCE_AWAY: "#4b5563"}
 
+OTHER_TEAMS = "other teams"
+"""The timeline's bar (and CSV ``team``) of the cards of teams it does not name."""
+
 TIMELINE_COLUMNS = [
     Column("pool", lambda r: r["pool"].slug),
     Column("gpu_model", lambda r: r["gpu_model"].slug),
     Column("day", lambda r: r["day"].date().isoformat()),
-    Column("team", lambda r: r["team"]),
+    Column("team", lambda r: r["team"]),  # a slug, "other teams" or a blocked kind
     Column("cards_held_at_noon", lambda r: r["cards"]),
     Column("usable_cards", lambda r: r["usable"]),
 ]
@@ -711,8 +715,9 @@ def timeline(request):
     Summed in the database (``capacity_selectors.timeline_holdings``), so the page costs the
     same whatever the fleet holds; each chart lists the first :data:`TIMELINE_ALLOCATIONS` of
     the user's allocations in it, with a link to all of them. ``?export=csv``: the charts'
-    bars as CSV (:data:`TIMELINE_COLUMNS`), one row per pool × GPU model × day × team (teams
-    the user is not in summed as "other teams"), in the page's order.
+    bars as CSV (:data:`TIMELINE_COLUMNS`), one row per pool × GPU model × day × team, the team
+    by slug as in the requests' and allocations' CSVs (teams the user is not in summed as
+    :data:`OTHER_TEAMS`), in the page's order.
 
     Besides the allocations, the cards recurring reservations hold and planned maintenance
     windows take away (:func:`pools.capacity.availability.blocked_cards_at`) are bars of their
@@ -728,9 +733,12 @@ def timeline(request):
     series = capacity_selectors.timeline_holdings(
         user=request.user, start=start, end=end, instants=noons
     )
-    groups: dict[tuple, dict[str, list[int]]] = defaultdict(dict)
+    # per chart: (team name, team slug) -> cards, "other teams" both for the rest (no slug
+    # holds a space); two teams of one name stay two bars
+    groups: dict[tuple, dict[tuple[str, str], list[int]]] = defaultdict(dict)
     for line in series:
-        groups[(line.pool_id, line.gpu_model_id)][line.team or "other teams"] = line.cards
+        team = (line.team, line.team_slug) if line.team_slug else (OTHER_TEAMS, OTHER_TEAMS)
+        groups[(line.pool_id, line.gpu_model_id)][team] = line.cards
     blocked = blocked_cards_at(start=start, end=end, instants=noons)
     for key in blocked:
         groups.setdefault(key, {})  # a pair with only reservations or maintenance: a chart too
@@ -745,7 +753,7 @@ def timeline(request):
                                                        pools[pool_id].overcommit_ratio)}
             for (pool_id, model_id), per_team in ordered
             for i, day in enumerate(days)
-            for team, cards in [*sorted(per_team.items()),
+            for team, cards in [*((slug, v) for (_, slug), v in sorted(per_team.items())),
                                 *blocked.get((pool_id, model_id), {}).items()]
         ]  # fmt: skip
         return csv_response(lines, TIMELINE_COLUMNS, "capacity-timeline.csv")
@@ -786,7 +794,7 @@ def timeline(request):
                     "datasets": [
                         {
                             "type": "bar",
-                            "label": team,
+                            "label": team[0],
                             "data": values,
                             "stack": "held",
                             "backgroundColor": colour[team],
@@ -868,12 +876,11 @@ def scheduler_drift(request):
     rows = SchedulerDrift.objects.select_related("team")
     if request.GET.get("export") == "csv":
         return csv_response(rows.iterator(), DRIFT_COLUMNS, "scheduler-drift.csv")
-    paginator = Paginator(rows, 50)
     return render(
         request,
         "pools/scheduler_drift.html",
         {
-            "page": paginator.get_page(request.GET.get("page")),
+            "page": checked_page(request, Paginator(rows, 50)),
             "configured": sorted(settings.SCHEDULERS),
         },
     )

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -34,6 +35,7 @@ from pools.common.errors import (
     ClusterUnreachable,
     InvalidInput,
 )
+from pools.common.validators import single_line_text_validator
 from pools.jobs import CLUSTER_CHECK, enqueue_on_commit
 from scheduler_adapters.errors import SchedulerError
 
@@ -300,10 +302,27 @@ def _reason(error: Exception) -> str:
 
 def _validate(cluster: Cluster) -> None:
     """Fields that fit together, else :class:`InvalidInput` naming the first wrong one."""
-    problem = _problem(cluster) or _prometheus_problem(cluster)
+    problem = _text_problem(cluster) or _problem(cluster) or _prometheus_problem(cluster)
     if problem is not None:
         field, message = problem
         raise InvalidInput(message, field=field)
+
+
+# Names shown on one line and sent to the scheduler: the form leaves ``name`` and
+# ``slurm_cluster_name`` to this service (their uniqueness is a field error here), so their
+# character rule is checked here too, for the form and the API alike.
+_ONE_LINE_FIELDS = ("name", "slurm_cluster_name", "slurm_user", "kube_context")
+
+
+def _text_problem(cluster: Cluster) -> tuple[str, str] | None:
+    """The first of :data:`_ONE_LINE_FIELDS` with a control character or a bidirectional mark
+    (:func:`pools.common.validators.single_line_text_validator`), and its message."""
+    for field in _ONE_LINE_FIELDS:
+        try:
+            single_line_text_validator(getattr(cluster, field))
+        except ValidationError as error:
+            return field, error.messages[0]
+    return None
 
 
 def _problem(cluster: Cluster) -> tuple[str, str] | None:

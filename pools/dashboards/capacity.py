@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.core.cache import cache
 from django.db.models import (
     Count,
     DurationField,
@@ -38,6 +37,7 @@ from pools.capacity.models import (
 from pools.capacity.overcommit import Overcommit, overcommitted_windows
 from pools.capacity.selectors import InstantsBefore, cards_held_series, unrepaired_drifts
 from pools.common.choices import NodeState, RequestStatus
+from pools.common.generation import cached
 from pools.dashboards.demand_history import HOUR, floor_hour, hourly_demand
 from pools.inventory.models import (
     DriverGroup,
@@ -73,6 +73,27 @@ class DashboardFilters:
     gpu_model: str | None = None
     driver_branch: int | None = None
     team: str | None = None
+
+
+@dataclass(frozen=True)
+class Names:
+    """Every pool's ``(slug, name, over-commit ratio)`` and every GPU model's ``(slug, name)``
+    by id (:func:`pool_model_names`), read once for the admin dashboard's plan, capacity table
+    and forecast, which each read them alone (two queries each) when not handed them."""
+
+    pools: dict[int, tuple[str, str, Decimal]]
+    models: dict[int, tuple[str, str]]
+
+
+def pool_model_names() -> Names:
+    """:class:`Names` now. Two queries, a row per pool and per GPU model (tens, whatever the
+    number of cards)."""
+    pools = Pool.objects.values_list("pk", "slug", "name", "overcommit_ratio")
+    models = GpuModel.objects.values_list("pk", "slug", "name")
+    return Names(
+        {pk: (slug, name, ratio) for pk, slug, name, ratio in pools},
+        {pk: (slug, name) for pk, slug, name in models},
+    )
 
 
 @dataclass
@@ -259,7 +280,11 @@ def _inventory_counts(filters: DashboardFilters, pools: dict, models: dict, bran
 
 
 def capacity_rows(
-    *, filters: DashboardFilters, now: datetime, plan: dict[tuple, PlanSeries] | None = None
+    *,
+    filters: DashboardFilters,
+    now: datetime,
+    plan: dict[tuple, PlanSeries] | None = None,
+    names: Names | None = None,
 ) -> list[CapacityRow]:
     """Per pool × model: cards by driver group (total, healthy, schedulable), allocated now and
     the 8-week peaks of held and pending cards.
@@ -270,18 +295,11 @@ def capacity_rows(
     mig_cards and mig_slices: the cards in MIG mode holding schedulable slices and those slices
     by profile (:data:`pools.inventory.models.SLICED_CARD`), shown apart from whole cards.
     Six queries (the inventory generation, and the census when it changed; their MIG slices;
-    the names of pools, models and driver groups; the idle findings), three more without
-    ``plan``.
+    the names of pools, models and driver groups; the idle findings), two fewer with ``names``
+    (:func:`pool_model_names`), and :func:`allocation_plan`'s without ``plan``.
     """
-    pools = {
-        pk: (slug, name, ratio)
-        for pk, slug, name, ratio in Pool.objects.values_list(
-            "pk", "slug", "name", "overcommit_ratio"
-        )
-    }
-    models = {
-        pk: (slug, name) for pk, slug, name in GpuModel.objects.values_list("pk", "slug", "name")
-    }
+    names = names or pool_model_names()
+    pools, models = names.pools, names.models
     branches = dict(DriverGroup.objects.values_list("pk", "branch"))
 
     inventory = _inventory_counts(filters, pools, models, branches)
@@ -319,7 +337,7 @@ def capacity_rows(
         row.groups.sort(key=lambda g: g.driver_group)
 
     if plan is None:
-        plan = allocation_plan(filters=filters, now=now)
+        plan = allocation_plan(filters=filters, now=now, names=names)
     for (pool_slug, model_slug), series in plan.items():
         row = rows.get((pool_slug, model_slug))
         if row is None:  # held or asked for, but no inventory matches the filters
@@ -401,32 +419,34 @@ def _held_at_noons(*, filters: DashboardFilters, days: list[datetime]) -> dict[t
     (pool id, model id), narrowed by the filters' pool, model and team: summed in the database
     (:func:`pools.capacity.selectors.cards_held_series`, one query) and kept in the shared cache
     under the allocations' generation, the first day and the filters
-    (:mod:`pools.capacity.generation`), at most :data:`PLAN_CACHE_S`."""
+    (:mod:`pools.capacity.generation`), at most :data:`PLAN_CACHE_S`; summed afresh and not
+    kept inside a transaction (:func:`pools.common.generation.cached`)."""
     key = (
         f"dashboards:plan-held:{allocations_generation()}:{days[0].isoformat()}:"
         f"{filters.pool or ''}:{filters.gpu_model or ''}:{filters.team or ''}"
     )
-    found = cache.get(key)
-    if isinstance(found, dict):
-        return found
-    end = days[-1] + timedelta(days=1)
-    noons = [d + timedelta(hours=12) for d in days]
-    # whole cards only: a MIG slice is not a card of the plan (issue 38)
-    allocations = Allocation.objects.holding().whole_cards().overlapping(days[0], end)
-    found = cards_held_series(_filtered(allocations, filters), ["pool", "gpu_model"], noons)
-    cache.set(key, found, PLAN_CACHE_S)
-    return found
+
+    def read() -> dict[tuple, list[int]]:
+        end = days[-1] + timedelta(days=1)
+        noons = [d + timedelta(hours=12) for d in days]
+        # whole cards only: a MIG slice is not a card of the plan (issue 38)
+        allocations = Allocation.objects.holding().whole_cards().overlapping(days[0], end)
+        return cards_held_series(_filtered(allocations, filters), ["pool", "gpu_model"], noons)
+
+    return cached(key, read, PLAN_CACHE_S, fits=lambda found: isinstance(found, dict))
 
 
-def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, PlanSeries]:
+def allocation_plan(
+    *, filters: DashboardFilters, now: datetime, names: Names | None = None
+) -> dict[tuple, PlanSeries]:
     """Per (pool slug, model slug): cards of holding allocations and of submitted requests on
     each of the next 56 days (at noon), and cards held at ``now``. Six queries: the held cards
     per noon (:func:`_held_at_noons`, kept per allocations' generation: one query, and one
     more when the cache has them not), those held now (the few thousand started, from the
     index ``allocation_holding_started`` alone), the submitted requests' per noon and those
     that name no pool or model (summed in the database, by pool and model id), then the pools'
-    and models' slugs and names (grouping 37,000 allocations by four joined names cost more than
-    the two small reads).
+    and models' slugs and names (:func:`pool_model_names`; none when handed ``names``: grouping
+    37,000 allocations by four joined names cost more than the two small reads).
 
     A submitted request that names no pool or no model cannot be placed on one chart; it is
     counted in ``unplaced_pending`` of the key ``("", "")``.
@@ -450,14 +470,14 @@ def allocation_plan(*, filters: DashboardFilters, now: datetime) -> dict[tuple, 
     unplaced = requests.filter(Q(pool__isnull=True) | Q(gpu_model__isnull=True)).aggregate(
         cards=Sum("card_count")
     )["cards"]
-    pools = {pk: (slug, name) for pk, slug, name in Pool.objects.values_list("pk", "slug", "name")}
-    models = {
-        pk: (slug, name) for pk, slug, name in GpuModel.objects.values_list("pk", "slug", "name")
-    }
+    names = names or pool_model_names()
     plan: dict[tuple, PlanSeries] = {}
 
     def series(pool_id, model_id) -> PlanSeries:
-        (pool_slug, pool_name), (model_slug, model_name) = pools[pool_id], models[model_id]
+        (pool_slug, pool_name, _ratio), (model_slug, model_name) = (
+            names.pools[pool_id],
+            names.models[model_id],
+        )
         key = (pool_slug, model_slug)
         if key not in plan:
             plan[key] = PlanSeries(pool_name, model_name, [0] * len(days), [0] * len(days))
@@ -517,11 +537,16 @@ def _least_squares(ys: list[float]) -> tuple[float, float]:
 
 
 def demand_forecasts(
-    *, filters: DashboardFilters, now: datetime, usable: dict[tuple[str, str], int]
+    *,
+    filters: DashboardFilters,
+    now: datetime,
+    usable: dict[tuple[str, str], int],
+    names: Names | None = None,
 ) -> list[Forecast]:
     """When each pool × model runs out at the trend of the last 90 days of requests. Four
     queries (sums per week in the database, of the requests that name their pool and model and
-    of the rest, then the pools' and models' names). Without a team filter the first sums only
+    of the rest, then the pools' and models' names: :func:`pool_model_names`, none when handed
+    ``names``). Without a team filter the first sums only
     the requests submitted in the 13 hours the week starts fall in; the other hours come from
     the cache (:func:`pools.dashboards.demand_history.hourly_demand`: one query more when it has
     none, and one for each of the pool and model filters' ids).
@@ -581,13 +606,13 @@ def demand_forecasts(
     for p, m, cards, week, total in rows:
         totals.setdefault((p, m), [timedelta(0)] * weeks)[week] += cards * total
     by_ids = {key: [t / timedelta(days=1) for t in ts] for key, ts in totals.items()}
-    pools = Pool.objects.in_bulk({p for p, _ in by_ids})
-    models = GpuModel.objects.in_bulk({m for _, m in by_ids})
+    names = names or pool_model_names()
     weekly: dict[tuple, list[float]] = {}
-    names: dict[tuple, tuple[str, str]] = {}
+    labels: dict[tuple, tuple[str, str]] = {}
     for (p, m), ys in by_ids.items():
-        key = (pools[p].slug, models[m].slug)
-        weekly[key], names[key] = ys, (pools[p].name, models[m].name)
+        (pool_slug, pool_name, _ratio), (model_slug, model_name) = names.pools[p], names.models[m]
+        key = (pool_slug, model_slug)
+        weekly[key], labels[key] = ys, (pool_name, model_name)
     result = []
     for key, ys in weekly.items():
         intercept, slope = _least_squares(ys)
@@ -604,7 +629,7 @@ def demand_forecasts(
             weeks_left = (capacity - current) / slope
             runs_out = now + timedelta(weeks=weeks_left)
             text = f"Runs out in about {weeks_left:.0f} weeks ({runs_out:%d %b %Y})."
-        pool_name, model_name = names[key]
+        pool_name, model_name = labels[key]
         result.append(
             Forecast(key[0], pool_name, key[1], model_name, ys, slope, capacity, runs_out, text)
         )

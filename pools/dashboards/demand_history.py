@@ -23,11 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.core.cache import cache
 from django.db.models import Count, DurationField, ExpressionWrapper, F, QuerySet, Sum
 from django.db.models.functions import Trunc
 
-from pools.common.generation import changed, generation
+from pools.common.generation import cached, changed, generation
 
 HOUR = timedelta(hours=1)
 MICROSECOND = timedelta(microseconds=1)
@@ -82,13 +81,21 @@ def hourly_demand(named: QuerySet, *, now: datetime, days: int) -> HourlyDemand:
     statuses, not filtered by team, pool or model) over the whole hours from ``days`` days
     before today (UTC, ``now``'s day) to the end of today, and from then on, from the cache
     under today and the generation, or read in one query (grouped by pool, model, card count
-    and hour) and stored."""
+    and hour) and stored; read and not stored inside a transaction
+    (:func:`pools.common.generation.cached`)."""
     today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     start, end = today - timedelta(days=days), today + timedelta(days=1)
     key = f"dashboards:demand-hours:{requests_generation()}:{today:%Y-%m-%d}:{days}"
-    found = cache.get(key)
-    if isinstance(found, HourlyDemand):
-        return found
+    return cached(
+        key,
+        lambda: _hourly_demand_read(named, start, end),
+        HISTORY_CACHE_S,
+        fits=lambda found: isinstance(found, HourlyDemand),
+    )
+
+
+def _hourly_demand_read(named: QuerySet, start: datetime, end: datetime) -> HourlyDemand:
+    """:func:`hourly_demand` read from the database (one query) over ``[start, end)``."""
     length = ExpressionWrapper(F("ends_at") - F("starts_at"), output_field=DurationField())
     rows = (
         named.filter(submitted_at__gte=start)
@@ -109,9 +116,7 @@ def hourly_demand(named: QuerySet, *, now: datetime, days: int) -> HourlyDemand:
     card_us, row_counts = {}, {}
     for k, (us, counts) in per_hour.items():
         card_us[k], row_counts[k] = _prefix(us), _prefix(counts)
-    found = HourlyDemand(start, end, card_us, row_counts)
-    cache.set(key, found, HISTORY_CACHE_S)
-    return found
+    return HourlyDemand(start, end, card_us, row_counts)
 
 
 def _prefix(values: list[int]) -> list[int]:

@@ -1018,6 +1018,11 @@ def _holders_text(
     return text
 
 
+def _budget_allows(reason: Reason) -> bool:
+    """Whether ``reason`` is a budget verdict that does not block (warn, needs an admin)."""
+    return reason.code == "budget" and reason.data.get("enforcement") != BLOCKING_BUDGET
+
+
 def _summary(
     ask: Ask,
     approvable: bool,
@@ -1027,8 +1032,12 @@ def _summary(
 ) -> str:
     if approvable:
         return f"{ask.cards} cards can be approved as asked."
-    first = min(reasons, key=lambda r: WHY_ORDER.index(r.code)).text if reasons else ""
-    text = f"Cannot be approved as asked: {first}."
+    # the first reason that blocks: a budget that warns or leaves it to a pool admin does not
+    # (it stays first in ``why_not``), so it is named only when nothing else is
+    blocking = [r for r in reasons if not _budget_allows(r)] or list(reasons)
+    first = min(blocking, key=lambda r: WHY_ORDER.index(r.code)).text if blocking else ""
+    # a reason may be a sentence with its own full stop (the budget check's): one stop only
+    text = f"Cannot be approved as asked: {first.rstrip('.')}."
     dated = [w for w in when if w["earliest_start"] is not None]
     if dated:
         soonest = min(dated, key=lambda w: w["earliest_start"])

@@ -173,6 +173,12 @@ def merge_usage(items: Iterable[Usage]) -> Usage | None:
     )
 
 
+def serving_stored(*, allocation_id: int) -> bool:
+    """Whether any rollup of the allocation is stored (the Serving page's empty state: never
+    served, not yet started, or only other series). One probe of the rollups' index."""
+    return ServingRollup.objects.filter(allocation_id=allocation_id).exists()
+
+
 def serving_allocation_list(*, user):
     """Allocations ``user`` may see that have any stored rollup, oldest window first (the API's
     list), reading only what the list writes: the allocation's own columns and the team, pool

@@ -78,11 +78,20 @@ def allocation_serving(request, pk: int):
     usage: Usage | None = selectors.serving_usage(
         allocation_ids=[allocation.pk], start=month_start, end=now + timedelta(minutes=5)
     ).get(allocation.pk)
+    # no rollup ever named it: one sentence, not twenty "unknown" under the fleet's newest five
+    # minutes (a training allocation, one not started, one ended before the rollups)
+    stored = (
+        current is not None
+        or bool(points)
+        or usage is not None
+        or selectors.serving_stored(allocation_id=allocation.pk)
+    )
     context = {
         "allocation": allocation,
         "span": span,
         "spans": list(selectors.SPANS),
         "state": state,
+        "stored": stored,
         "current": _current_rows(current),
         "missing": current["missing"] if current else [],
         "notes": current["notes"] if current else [],

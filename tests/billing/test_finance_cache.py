@@ -21,13 +21,8 @@ OCT = date(2026, 10, 1)
 
 
 @pytest.fixture(autouse=True)
-def outside_a_transaction():
-    """Read as the page reads, outside a transaction (the test's own is one), so the sums are
-    kept; writes reach them through committed generations as in production."""
-    from unittest import mock
-
-    with mock.patch.object(selectors, "in_transaction", return_value=False):
-        yield
+def _outside(outside_a_transaction):
+    """Read as the page reads, outside a transaction, so the sums are kept."""
 
 
 def _sums():

@@ -332,9 +332,11 @@ def test_idle_cost_counts_the_cards_again_once_the_inventory_changes(month_of_al
 
 
 def test_idle_cost_keeps_a_past_months_held_cards_until_an_allocation_is_written(
-    month_of_allocations, train_pool, team, a100, django_capture_on_commit_callbacks
-):
-    """A past month's held card-seconds are kept per allocations' generation: read again, no
+    month_of_allocations, train_pool, team, a100, django_capture_on_commit_callbacks,
+    outside_a_transaction,
+):  # fmt: skip
+    """Read as the page reads, outside a transaction. A past month's held card-seconds are kept
+    per allocations' generation: read again, no
     allocation is read; once a new allocation commits, it counts. Held in October (fixture):
     A 192.00 + B 24.00 + C 240.00 = 456.00; then E, 1 card for 20 → 21 Oct (24 h at 2.00 EUR):
     + 48.00 = 504.00."""

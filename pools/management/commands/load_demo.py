@@ -82,7 +82,7 @@ from pools.recurring.models import Recurrence, RecurringReservation
 from pools.recurring.services.reservations import recurring_reservation_create
 from pools.serving.models import ServedModel, ServingRollup
 from pools.serving.rollup import held_at
-from pools.serving.services import bucket_floor, serving_rollup_replay
+from pools.serving.services import bucket_floor, serving_coverage_note, serving_rollup_replay
 from pools.tenancy.models import Membership, Team
 from pools.waiting.services import pending_work_store
 from scheduler_adapters.kueue_workloads import PendingWorkload, QuotaShortfall
@@ -587,9 +587,10 @@ class Command(BaseCommand):
                 cards=evaluation.card_count,
                 rng=random.Random(31),
             )
-            ServingRollup.objects.bulk_create(
-                ServingRollup(allocation=evaluation, **row) for row in rows
-            )
+            stored = [ServingRollup(allocation=evaluation, **row) for row in rows]
+            with transaction.atomic():  # as a pass stores them: the API's list joins coverage
+                ServingRollup.objects.bulk_create(stored)
+                serving_coverage_note(stored)
         for hours in range(24, 0, -2):
             advisor_pass(now=now - timedelta(hours=hours))
         run = advisor_pass(now=now)

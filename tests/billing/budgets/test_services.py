@@ -63,6 +63,10 @@ def test_currency_in_lower_case_or_with_spaces_is_the_iso_code(team, pool_admin)
         ({"rollover": "none"}, "rollover_cap_percent"),  # a cap only when carrying
         ({"enforcement": "block"}, "enforcement"),
         ({"period": "week"}, "period"),
+        # outside 2000-01-01..2100-12-31: a 9999-10 quarter has no next period (was a 500 on
+        # the budgets page and API after it was saved), 1999 is a typo
+        ({"starts_on": date(9999, 10, 1)}, "starts_on"),
+        ({"starts_on": date(1999, 10, 1)}, "starts_on"),
     ],
 )
 def test_bad_fields_refused(team, pool_admin, changes, field):

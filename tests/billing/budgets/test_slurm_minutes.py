@@ -139,6 +139,20 @@ def test_no_slurm_pool_or_no_account(team, fake, slurm_team):
     assert fake.calls == ["ensure_account"]  # the fixture's own: Slurm not asked
 
 
+def test_slurm_pools_without_a_connection_are_not_called_no_slurm_pool(slurm_team):
+    """The team holds an allocation in a Slurm pool, but no adapter is configured for its
+    cluster (the demo: no SLURM_REST_URL): the note says so, not "no allocation in a Slurm
+    pool" (QA read that on the demo's budget page next to NLP's active Slurm allocation)."""
+    row = budget(slurm_team, "month", 100)
+    assert budget_minutes_sync(team=slurm_team, adapters={}) == {}
+    row.refresh_from_db()
+    assert row.slurm_note == (
+        "No connection to the team's Slurm cluster (environment) is configured here: the "
+        "portal enforces it."
+    )
+    assert row.slurm_minutes is None
+
+
 def test_the_budget_page_shows_what_slurm_holds_or_why_not(slurm_team, fake, l40s, a100,
                                                            team_member, client):  # fmt: skip
     budget(slurm_team, "year", 2000, gpu_model=a100)

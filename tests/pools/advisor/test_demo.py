@@ -7,6 +7,7 @@ import pytest
 from django.core.management import call_command
 
 from pools.advisor.models import AdvisorFinding, AdvisorRun
+from pools.serving.models import ServingCoverage, ServingRollup
 
 pytestmark = pytest.mark.django_db
 
@@ -27,6 +28,11 @@ def test_the_demo_fires_six_rules_with_evidence():
         "batching",
     }
     assert all(f.evidence and f.fix for f in live)
+    # every allocation with rollups is in /api/v1/serving/'s list, which joins the coverage
+    # rows a pass writes beside them (nlp's A100 evaluation endpoint was missing from it)
+    rolled_up = set(ServingRollup.objects.values_list("allocation_id", flat=True))
+    assert len(rolled_up) == 3
+    assert set(ServingCoverage.objects.values_list("allocation_id", flat=True)) == rolled_up
     assert AdvisorRun.objects.count() == 13  # every two hours over the last day, and now
     findings = AdvisorFinding.objects.count()
     call_command("load_demo", verbosity=0)

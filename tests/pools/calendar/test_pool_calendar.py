@@ -123,6 +123,40 @@ def test_free_cards_per_day_and_holds(client, team_member, week):
     ]
 
 
+def test_a_maintenance_window_says_where_the_cards_went(client, team_member, week, infer_pool):
+    """A planned window on inf-01 (4 L40S) Sat 23 Jan 10:00-12:00 Berlin: Saturday has 8 − 4 =
+    4 free, and the page says so — before, the day read "4 free" out of 8 with "—" holding
+    anything (QA saw "40 free, nothing held" on the demo's driver-upgrade waves)."""
+    from factories import MaintenanceWindowFactory
+
+    from pools.inventory.models import Node
+    from pools.maintenance.models import MaintenanceScope
+
+    window = MaintenanceWindowFactory(
+        title="driver R570 wave 1",
+        scope=MaintenanceScope.NODES,
+        pool=infer_pool,
+        starts_at=datetime(2027, 1, 23, 9, 0, tzinfo=UTC),
+        ends_at=datetime(2027, 1, 23, 11, 0, tzinfo=UTC),
+    )
+    window.nodes.add(Node.objects.get(hostname="inf-01"))
+    client.force_login(team_member)
+    url = reverse("pools:pool-calendar", args=["infer", "l40s"])
+    html = client.get(url, {"week": "2027-W03"}).content.decode()
+    days = _cells(html, "calendar-days")
+    assert days[5] == ["Sat 23 Jan", "4", f"4 away for maintenance (window #{window.pk})"]
+    assert days[6] == ["Sun 24 Jan", "8", "—"]
+    holds = _cells(html, "calendar-holds")
+    assert holds[-1] == [
+        f"Maintenance #{window.pk}: driver R570 wave 1",
+        "— (cards away)",
+        "—",
+        "4",
+        "Sat 23 Jan 10:00",
+        "Sat 23 Jan 12:00",
+    ]
+
+
 def test_pool_admin_reads_every_team(client, pool_admin, week):
     client.force_login(pool_admin)
     url = reverse("pools:pool-calendar", args=["infer", "l40s"])
@@ -146,12 +180,13 @@ def test_queries_do_not_grow_with_the_week(client, team_member, week, django_ass
     """Session, user, pool, model, visible teams, the week's allocations, its recurring rules and
     the schedulable count (8), then for the free cards of all seven days at once
     (:func:`pools.calendar.week.free_per_day`) the inventory generation, the
-    allocations, the rules and the maintenance windows (4), and the week's temporary overrides
-    (1): 13, with 2 or 42 allocations that week."""
+    allocations, the rules and the maintenance windows (4), the week's maintenance windows
+    shown as holds (1) and its temporary overrides (1): 14, with 2 or 42 allocations that
+    week."""
     client.force_login(team_member)
     url = reverse("pools:pool-calendar", args=["infer", "l40s"])
     client.get(url, {"week": "2027-W03"})  # the pool's node read is cached from here on
-    with django_assert_num_queries(13):
+    with django_assert_num_queries(14):
         client.get(url, {"week": "2027-W03"})
     pool, l40s = week[0].pool, week[0].gpu_model
     for hour in range(40):
@@ -164,7 +199,7 @@ def test_queries_do_not_grow_with_the_week(client, team_member, week, django_ass
             starts_at=datetime(2027, 1, 23, tzinfo=UTC) + timedelta(hours=hour),
             ends_at=datetime(2027, 1, 25, 0, tzinfo=UTC),
         )
-    with django_assert_num_queries(13):
+    with django_assert_num_queries(14):
         client.get(url, {"week": "2027-W03"})
 
 

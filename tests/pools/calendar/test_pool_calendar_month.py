@@ -128,6 +128,29 @@ def test_free_cards_per_day_across_both_changes_of_summer_time(client, team_memb
     assert 'href="?week=2027-W09" class="day-name">Mon 1 Mar' in html
 
 
+def test_a_day_with_maintenance_says_so(client, team_member, march, infer_pool):
+    """A planned window on inf-01 (4 L40S) Sun 28 March 10:00-12:00 Berlin (08:00-10:00 UTC,
+    summer time from 03:00): 8 − 4 = 4 free, and the day says "1 maintenance", not "nothing
+    held"; Monday 29 has neither (8 free)."""
+    from factories import MaintenanceWindowFactory
+
+    from pools.inventory.models import Node
+    from pools.maintenance.models import MaintenanceScope
+
+    window = MaintenanceWindowFactory(
+        scope=MaintenanceScope.NODES,
+        pool=infer_pool,
+        starts_at=datetime(2027, 3, 28, 8, 0, tzinfo=UTC),
+        ends_at=datetime(2027, 3, 28, 10, 0, tzinfo=UTC),
+    )
+    window.nodes.add(Node.objects.get(hostname="inf-01"))
+    client.force_login(team_member)
+    url = reverse("pools:pool-calendar", args=["infer", "l40s"])
+    days = _days(client.get(url, {"month": "2027-03"}).content.decode())
+    assert days[28] == (4, "1 maintenance")
+    assert days[29] == (8, "nothing held")
+
+
 def test_week_links_to_its_month_and_bad_month_is_this_month(client, team_member, march):
     client.force_login(team_member)
     url = reverse("pools:pool-calendar", args=["infer", "l40s"])
@@ -145,13 +168,14 @@ def test_queries_do_not_grow_with_the_allocations(
 ):
     """Session, user, pool, model, the month's allocations and recurring rules (listed), the
     schedulable count (7), then for the free cards of all 31 days at once the inventory
-    generation, the allocations, the rules and the maintenance windows (4), then the visible
-    teams and the month's temporary overrides (2): 13, with 1 or 41 allocations that month."""
+    generation, the allocations, the rules and the maintenance windows (4), the month's
+    maintenance windows counted per day (1), then the visible teams and the month's temporary
+    overrides (2): 14, with 1 or 41 allocations that month."""
     course, allocation = march
     client.force_login(team_member)
     url = reverse("pools:pool-calendar", args=["infer", "l40s"])
     client.get(url, {"month": "2027-03"})  # the pool's node read is cached from here on
-    with django_assert_num_queries(13):
+    with django_assert_num_queries(14):
         client.get(url, {"month": "2027-03"})
     for hour in range(40):
         AllocationFactory(
@@ -162,5 +186,5 @@ def test_queries_do_not_grow_with_the_allocations(
             starts_at=datetime(2027, 3, 5, tzinfo=UTC) + timedelta(hours=hour),
             ends_at=datetime(2027, 3, 9, tzinfo=UTC),
         )
-    with django_assert_num_queries(13):
+    with django_assert_num_queries(14):
         client.get(url, {"month": "2027-03"})

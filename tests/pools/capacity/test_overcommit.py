@@ -148,18 +148,6 @@ def test_a_maintenance_window_is_swept_though_the_holds_add_up_to_the_usable_car
     assert (over.pool, over.usable, over.peak) == ("train", 8, 11)
 
 
-@pytest.fixture
-def outside_a_transaction():
-    """Readers here as outside a transaction (the test's own is one), so the pairs' sums are
-    kept; written allocations reach them through committed generations as in production."""
-    from unittest import mock
-
-    from pools.capacity import overcommit
-
-    with mock.patch.object(overcommit, "_in_transaction", return_value=False):
-        yield
-
-
 def test_the_pairs_sums_are_kept_and_a_committed_allocation_shows_at_once(
     world, django_capture_on_commit_callbacks, outside_a_transaction
 ):

@@ -15,7 +15,7 @@ from factories import AllocationFactory, MembershipFactory, PoolFactory, TeamFac
 from pools.capacity.selectors import timeline_allocations
 from pools.inventory.models import GpuModel
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("outside_a_transaction")]
 
 
 def at(day: int, hour: int = 0) -> datetime:

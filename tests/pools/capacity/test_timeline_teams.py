@@ -3,6 +3,8 @@ ties by name, every other team's cards summed as one series (``team`` None)."""
 
 from __future__ import annotations
 
+import csv
+import io
 from datetime import UTC, datetime
 
 import pytest
@@ -10,6 +12,7 @@ from factories import AllocationFactory, PoolFactory, TeamFactory
 
 from pools.capacity.selectors import TIMELINE_NAMED_TEAMS, timeline_holdings
 from pools.inventory.models import GpuModel
+from pools.tenancy.models import Team
 
 pytestmark = pytest.mark.django_db
 
@@ -77,3 +80,38 @@ def test_a_team_keeps_its_colour_in_every_chart_of_the_page(
         "Inference · L40S": {"other teams": PALETTE[1]},
         "Training · A100 SXM4 80GB": {"NLP": PALETTE[0], "other teams": PALETTE[1]},
     }
+
+
+def test_the_csv_names_teams_by_slug_and_two_of_one_name_stay_two(admin_page, member, member_page):
+    """Teams ``nlp-a`` and ``nlp-b``, both named "NLP", hold 2 and 1 L40S of pool ``p`` from a
+    day ago to in 3 days: today's noon rows say 2 for nlp-a and 1 for nlp-b (by slug, as the
+    requests' and allocations' CSVs; by name they were one "NLP" row), and the chart shows two
+    "NLP" bars. A member of nlp-a sees nlp-b's card as "other teams"."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from factories import MembershipFactory, node_with_gpus
+
+    from pools.common.choices import Scheduler
+
+    pool = PoolFactory(slug="p", scheduler=Scheduler.KUBERNETES, slurm_partition="")
+    node_with_gpus(8, gpu_model="l40s", hostname="p-0", pool=pool)
+    l40s, now = GpuModel.objects.get(slug="l40s"), timezone.now()
+    for slug, cards in (("nlp-a", 2), ("nlp-b", 1)):
+        AllocationFactory(team=TeamFactory(slug=slug, name="NLP"), pool=pool, gpu_model=l40s,
+                          card_count=cards, starts_at=now - timedelta(days=1),
+                          ends_at=now + timedelta(days=3), status="active")  # fmt: skip
+    today = timezone.localdate().isoformat()
+
+    def today_rows(client):
+        response = client.get("/timeline/?export=csv")
+        rows = csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode()))
+        return {r["team"]: r["cards_held_at_noon"] for r in rows if r["day"] == today}
+
+    assert today_rows(admin_page) == {"nlp-a": "2", "nlp-b": "1"}
+    [chart] = admin_page.get("/timeline/").context["charts"]
+    bars = [d["label"] for d in chart["data"]["datasets"] if d["type"] == "bar"]
+    assert bars[:2] == ["NLP", "NLP"]
+
+    MembershipFactory(user=member, team=Team.objects.get(slug="nlp-a"))
+    assert today_rows(member_page) == {"nlp-a": "2", "other teams": "1"}

@@ -152,6 +152,9 @@ def test_an_api_url_is_kept_in_one_spelling(admin_page):
          "Kueue queues Kubernetes workloads: a slurm cluster has none."),
         ({"credential_kind": "environment"}, "credential_kind",
          "Select a valid choice. environment is not one of the available choices."),
+        # the page saved a name with a right-to-left override (the API refused it)
+        ({"name": "Legacy\u202eevil"}, "name",
+         "Right-to-left and other bidirectional formatting marks are not allowed in a name."),
     ],
 )  # fmt: skip
 def test_fields_that_do_not_fit_are_field_errors(admin_page, extra, field, message):

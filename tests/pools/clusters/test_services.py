@@ -351,6 +351,11 @@ def test_an_environment_cluster_keeps_its_connection_but_takes_labels():
         ({"credential_kind": "kubeconfig"}, "credential_kind"),
         ({"credential_path": ""}, "credential_path"),
         ({"api_version": "0.0.42"}, "api_version"),
+        # control characters and bidirectional marks: the API refused them in the name only,
+        # the page not even there (its form leaves name to the service)
+        ({"name": "Evil\u202eName"}, "name"),
+        ({"slurm_cluster_name": "bad\nname"}, "slurm_cluster_name"),
+        ({"slurm_user": "portal\u202e"}, "slurm_user"),
     ],
 )
 def test_inconsistent_fields_are_refused_and_change_nothing(change, field):

@@ -1,5 +1,6 @@
 """The generation tokens of pools.common.generation: read, replaced only when a transaction that
-wrote commits, and the callers (allocations, requests) on their own keys."""
+wrote commits, and the callers (allocations, requests) on their own keys; ``cached`` reads and
+keeps an entry outside a transaction only."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from django.db import transaction
 from factories import AllocationFactory
 
 from pools.capacity import generation as allocations
-from pools.common.generation import changed, generation
+from pools.common.generation import cached, changed, generation
 from pools.dashboards import demand_history
 
 pytestmark = pytest.mark.django_db
@@ -78,3 +79,42 @@ def test_saving_an_allocation_moves_its_generation_not_the_requests(
         allocation.save()
     assert allocations.allocations_generation() != held
     assert demand_history.requests_generation() == asked
+
+
+def _counting(values):
+    """A reader returning ``values`` one by one, and the list of what it returned."""
+    returned = []
+
+    def read():
+        returned.append(values[len(returned)])
+        return returned[-1]
+
+    return read, returned
+
+
+def test_cached_outside_a_transaction_reads_once_and_keeps(read_as_a_page):
+    read, returned = _counting([10, 20])
+    with read_as_a_page():
+        assert cached(KEY, read, 60) == 10
+        assert cached(KEY, read, 60) == 10
+    assert returned == [10]
+    assert cache.get(KEY) == 10
+
+
+def test_cached_inside_a_transaction_reads_each_time_and_keeps_nothing(read_as_a_page):
+    read, returned = _counting([10, 20, 30])
+    with read_as_a_page():
+        assert cached(KEY, read, 60) == 10  # kept
+    with transaction.atomic():
+        assert cached(KEY, read, 60) == 20  # not the kept 10
+    assert cached(KEY, read, 60) == 30  # the test's own transaction is one too
+    assert returned == [10, 20, 30]
+    assert cache.get(KEY) == 10  # neither 20 nor 30 was kept
+
+
+def test_cached_reads_again_when_the_entry_does_not_fit(read_as_a_page):
+    read, returned = _counting([(5, "new")])
+    cache.set(KEY, (9, "later"), 60)
+    with read_as_a_page():
+        assert cached(KEY, read, 60, fits=lambda found: found[0] <= 5) == (5, "new")
+    assert cache.get(KEY) == (5, "new")

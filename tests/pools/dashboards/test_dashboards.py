@@ -185,7 +185,7 @@ def _grow(nodes: int):
                           starts_at=timezone.now() - timedelta(hours=1))  # fmt: skip
 
 
-def test_query_count_does_not_grow_with_the_fleet(fleet, django_user_model):
+def test_query_count_does_not_grow_with_the_fleet(fleet, django_user_model, outside_a_transaction):
     client = _admin_client(django_user_model)
     _grow(5)
     cache.delete(SNAPSHOT_KEY)  # the stranded snapshot: computed by each first view, then read
@@ -210,8 +210,9 @@ def test_query_count_does_not_grow_with_the_fleet(fleet, django_user_model):
     # pools.inventory.selectors.inventory_census). Neither train x A100 nor grow x L40S holds
     # more cards in all than it has usable, so neither is swept for over-commit. The forecast
     # reads its hourly sums from the cache (pools.dashboards.demand_history): one query less;
-    # so does the plan its held cards per noon (pools.capacity.generation).
-    assert _count_queries(client, "/dashboard/") == small[0] - 4 - 1 - 1 - 1
+    # so do the plan its held cards per noon and the over-commit check its pairs' sums
+    # (pools.capacity.generation), read as the page reads, outside a transaction.
+    assert _count_queries(client, "/dashboard/") == small[0] - 4 - 1 - 1 - 1 - 1
     assert _count_queries(client, "/teams/nlp/dashboard/") == team_small
 
 
@@ -304,3 +305,20 @@ def test_heatmap_csv_has_every_node_not_the_page(fleet, django_user_model, monke
     assert page.count('href="/nodes/') == 1
     rows = _csv(admin.get("/dashboard/?export=heatmap"))[1:]
     assert len(rows) == 6 and len({r.split(",")[0] for r in rows}) == 2
+
+
+def test_the_page_reads_pools_models_and_the_serving_state_once_each_where_it_can(
+    fleet, django_user_model
+):
+    """Pools and GPU models: the filter form's choices, the names the plan, the capacity table
+    and the forecast share (``pool_model_names``), the over-commit check's pairs -- three reads
+    of each table (five before: the plan, table and forecast read them each). The serving
+    rollups' state: once for the rows and the page (twice before)."""
+    client = _admin_client(django_user_model)
+    client.get("/dashboard/")
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get("/dashboard/").status_code == 200
+    sql = [q["sql"] for q in ctx.captured_queries]
+    assert sum(' FROM "pools_pool" ' in s for s in sql) == 3
+    assert sum(' FROM "pools_gpumodel" ' in s for s in sql) == 3
+    assert sum('MAX("pools_servingrollup"."bucket_start")' in s for s in sql) == 1

@@ -203,6 +203,31 @@ def test_reasons_come_in_order_budget_blocks_and_ceiling():
     assert warn.approvable_now is True and [r.code for r in warn.why_not] == ["budget"]
 
 
+def test_summary_names_what_blocks_not_a_budget_left_to_an_admin():
+    """12 cards of 8 usable, and a budget that leaves it to a pool admin (it does not block):
+    the summary names the free cards, which block, not the budget, which comes first in
+    why_not (QA: a 64-card dry run read "Cannot be approved as asked: Beyond the month budget
+    … a pool admin decides", while the pool has 48 cards)."""
+    said = "Beyond the month budget of NLP: a pool admin decides."
+    answer = explain(ask(12), [option(usable=8)], viewer=MEMBER,
+                     budget=BudgetFacts("needs_admin", said))  # fmt: skip
+    assert answer.approvable_now is False
+    assert [r.code for r in answer.why_not][:2] == ["budget", "free_cards"]
+    free_cards = answer.why_not[1].text
+    assert answer.summary.startswith(f"Cannot be approved as asked: {free_cards}.")
+    assert "budget" not in answer.summary
+
+
+def test_summary_ends_each_sentence_once():
+    """The budget check's message is a sentence of its own ("… card-hours: refused."): the
+    summary puts no second full stop after it (QA saw "decides.. Instead:" on the demo)."""
+    opt = option(usable=8)
+    said = "Beyond the month budget of NLP: 900 + 10 > 898.00 card-hours: refused."
+    answer = explain(ask(4), [opt], viewer=MEMBER, budget=BudgetFacts("refuse", said))
+    assert answer.summary.startswith(f"Cannot be approved as asked: {said}")
+    assert ".." not in answer.summary
+
+
 def test_model_no_pool_has_points_to_growth_and_the_model_that_is_there():
     """alice: 8 H100 in train, which has no H100 (only H800): reason model, alternatives
     H800 (80 ≥ 79.65 GiB) and capacity to add."""

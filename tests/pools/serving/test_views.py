@@ -1,0 +1,65 @@
+"""The Serving page of an allocation (``/allocations/<id>/serving/``): its empty state."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from factories import AllocationFactory
+
+from pools.common.choices import AllocationStatus
+from pools.serving.models import ServingRollup
+from pools.serving.services import bucket_floor, serving_coverage_note
+
+pytestmark = pytest.mark.django_db
+
+
+def rolled_up(team):
+    """An active allocation of ``team`` with one rollup, the newest bucket before now."""
+    now = timezone.now()
+    allocation = AllocationFactory(
+        team=team,
+        status=AllocationStatus.ACTIVE,
+        card_count=2,
+        starts_at=now - timedelta(days=1),
+        ends_at=now + timedelta(days=1),
+    )
+    row = ServingRollup.objects.create(
+        allocation=allocation,
+        bucket_start=bucket_floor(now) - timedelta(minutes=5),
+        cards_held=2,
+        engine="vllm",
+        requests_waiting=3.0,
+    )
+    serving_coverage_note([row])
+    return allocation
+
+
+def test_an_allocation_no_rollup_named_says_so_once(client, team, team_member):
+    """Another allocation was rolled up five minutes ago (so the fleet's newest rollup is
+    fresh); this one, not started yet, never was: the page says there is nothing stored for
+    it, instead of twenty "unknown" values under "The 5 minutes to …" (QA: the demo's training
+    allocations, one approved for next week and one ended in June, read that way)."""
+    rolled_up(team)
+    now = timezone.now()
+    later = AllocationFactory(
+        team=team,
+        status=AllocationStatus.APPROVED,
+        starts_at=now + timedelta(days=7),
+        ends_at=now + timedelta(days=9),
+    )
+    client.force_login(team_member)
+    html = client.get(f"/allocations/{later.pk}/serving/").content.decode()
+    assert (
+        "No serving signals stored for this allocation: no engine (vLLM, SGLang) or "
+        "dcgm-exporter series has named it — its window has not started. Unknown, not idle."
+    ) in html
+    assert "The 5 minutes to" not in html and "no series answered" not in html
+
+
+def test_a_rolled_up_allocation_shows_its_newest_values(client, team, team_member):
+    allocation = rolled_up(team)
+    client.force_login(team_member)
+    html = client.get(f"/allocations/{allocation.pk}/serving/").content.decode()
+    assert "The 5 minutes to" in html and 'id="serving-none"' not in html
