@@ -32,7 +32,7 @@ from pools.common.validators import DATE_RANGE_MESSAGE, date_in_range
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_all_costs, may_see_costs
 from pools.tenancy.selectors import member_team_list, team_list
-from pools.web.pages import Column, csv_response, pool_admin_required
+from pools.web.pages import Column, checked_page, csv_response, pool_admin_required
 
 STATEMENTS_PER_PAGE = 50
 LINES_PER_PAGE = 100
@@ -212,7 +212,7 @@ def finance_month(request, month: str):
     line_pages = Paginator(data["lines"], LINES_PER_PAGE)
     # counted with the month's sums (kept per statements' generation), not counted again here
     pages.count, line_pages.count = data["statement_count"], data["line_count"]
-    statements = pages.get_page(request.GET.get("page"))
+    statements = checked_page(request, pages)
     marker = "team-slug-placeholder"  # one reverse() for the page, not two per row
     href = reverse("billing:team-month", args=[marker, month])
     for s in statements:
@@ -220,7 +220,7 @@ def finance_month(request, month: str):
     context = {
         **data,
         "statements": statements,
-        "lines": line_pages.get_page(request.GET.get("lines_page")),
+        "lines": checked_page(request, line_pages, param="lines_page"),
         "month": month_d,
         "prev": previous_month(month_d),
         "next": next_month(month_d),

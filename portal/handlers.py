@@ -14,8 +14,11 @@ from __future__ import annotations
 import sys
 
 from django.db.utils import InterfaceError, OperationalError
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
+from django.template import loader
 from django.views import defaults
+
+from pools.web.pages import ListParameterInvalid
 
 RETRY_AFTER_S = 30
 
@@ -66,7 +69,22 @@ def bad_request(request, exception):
             },
             400,
         )
+    if isinstance(exception, ListParameterInvalid):
+        return _list_parameter_page(request, exception)
     return defaults.bad_request(request, exception)
+
+
+def _list_parameter_page(request, exception: ListParameterInvalid) -> HttpResponse:
+    """The 400 page of a list's parameter it cannot read: which one, what it may be, and a
+    link to the same list without it. Rendered without the request's context processors,
+    as Django's own 400 page is."""
+    query = request.GET.copy()
+    query.pop(exception.parameter, None)
+    back = f"{request.path}?{query.urlencode()}" if query else request.path
+    body = loader.get_template("400.html").render(
+        {"parameter": exception.parameter, "allowed": exception.allowed, "back": back}
+    )
+    return HttpResponse(body, status=400)
 
 
 def server_error(request):

@@ -30,7 +30,14 @@ from billing.conf import billing_zone
 from billing.pricing import local_midnight, next_month, round_money
 from pools.common.errors import DomainError
 from pools.tenancy.permissions import may_administer_pools
-from pools.web.pages import Column, csv_response, form_add_domain_errors
+from pools.web.pages import (
+    Column,
+    checked_page,
+    csv_response,
+    filter_refusal,
+    filter_refusal_csv,
+    form_add_domain_errors,
+)
 
 BUDGETS_PER_PAGE = 50
 
@@ -103,19 +110,23 @@ def burn_down(status: BudgetStatus, now: datetime) -> dict:
 def budget_list_page(request):
     """``/costs/budgets/``: filter by team, pool, GPU model, period, enforcement (the API's
     FilterSet); ``?budget=<id>`` picks the budget charted (default: the fullest on the page);
-    ``?export=csv`` every filtered budget with its figures."""
+    ``?export=csv`` every filtered budget with its figures. A filter it cannot use (a team
+    the user may not see) is a 400: the page with the error and no rows, the CSV
+    :func:`pools.web.pages.filter_refusal_csv`."""
     now = timezone.now()
     filterset = BudgetFilterSet(
         request.GET or None, queryset=budget_list(user=request.user), request=request
     )
-    rows = filterset.qs if filterset.is_bound and filterset.is_valid() else filterset.queryset
-    if filterset.is_bound and not filterset.is_valid():
-        rows = rows.none()
+    refused = filterset.is_bound and not filterset.is_valid()
+    # An invalid filter (a team the user may not see) is a 400 over no rows, never every budget.
+    rows = filterset.queryset.none() if refused else filterset.qs
     rows = rows.order_by("team__name", "cost_centre", "period", "pk")
     if request.GET.get("export") == "csv":
+        if refused:
+            return filter_refusal_csv(filterset.form)
         statuses = budget_statuses(rows, now=now)
         return csv_response(statuses.values(), CSV_COLUMNS, "budgets.csv")
-    page = Paginator(rows, BUDGETS_PER_PAGE).get_page(request.GET.get("page"))
+    page = checked_page(request, Paginator(rows, BUDGETS_PER_PAGE))
     statuses = budget_statuses(page.object_list, now=now)
     chosen = statuses.get(_int(request.GET.get("budget")))
     if chosen is None and statuses:
@@ -125,6 +136,7 @@ def budget_list_page(request):
     query.pop("budget", None)
     context = {
         "filterset": filterset,
+        "refusal": filter_refusal(filterset.form) if refused else "",
         "page": page,
         "statuses": [statuses[b.pk] for b in page.object_list],
         "chosen": chosen,
@@ -133,7 +145,7 @@ def budget_list_page(request):
         "now": now,
         "can_edit": may_administer_pools(request.user),
     }
-    response = render(request, "billing/budgets/list.html", context)
+    response = render(request, "billing/budgets/list.html", context, status=400 if refused else 200)
     patch_vary_headers(response, ["HX-Request"])
     return response
 

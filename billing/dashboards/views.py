@@ -44,7 +44,14 @@ from pools.reclamation.models import IdleFinding
 from pools.serving import selectors as serving_selectors
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_team
-from pools.web.pages import PALETTE, Column, csv_response, mig_slices_text, pool_admin_required
+from pools.web.pages import (
+    PALETTE,
+    Column,
+    csv_response,
+    filter_refusal_csv,
+    mig_slices_text,
+    pool_admin_required,
+)
 
 CAPACITY_COLUMNS = [
     Column("pool", lambda r: r["pool"]),
@@ -488,10 +495,15 @@ def _page_context(request, form, filters, board: _Board, now, heat) -> dict:
 @pool_admin_required
 def admin_dashboard(request):
     """The pool admins' dashboard: the page, its htmx body, a part (``?part=utilisation``,
-    ``?part=heatmap``) or a table as CSV (``?export=<table>``); see the module doc."""
+    ``?part=heatmap``) or a table as CSV (``?export=<table>``); see the module doc. A CSV
+    asked with filters the form cannot read (a team of no slug) is a ``text/plain`` 400 saying
+    why (:func:`pools.web.pages.filter_refusal_csv`), not the whole fleet's rows."""
     now = timezone.now()
     form, filters = _filter_form(request)
     part, export = request.GET.get("part"), request.GET.get("export")
+    if export and form.is_bound and not form.is_valid():
+        # the fleet's rows under a filter it could not read would pass for the filtered ones
+        return filter_refusal_csv(form)
     if part == "utilisation":
         return _utilisation_part(request, filters, now)
     heat = "util" if request.GET.get("heat") == "util" else "state"

@@ -124,6 +124,46 @@ def _records(row: dict[str, str], team: Team, pool: Pool | None, zone) -> list[U
     return records
 
 
+def _line_records(
+    row: dict[str, str | None], number: int, lookups: tuple[dict, dict], zone, seen: dict[str, int]
+) -> list[UsageRecord]:
+    """The records of CSV line ``number`` (``row`` as :class:`csv.DictReader` reads it), its
+    team and pool found in ``lookups`` (``({slug: Team}, {slug: Pool})``). ``seen`` maps a
+    charge's first record's ``source_id`` to the line it was read on, and is updated. Raises
+    ``ValueError`` with the reason when the line cannot be read (module docstring) or repeats
+    an earlier one."""
+    teams, pools = lookups
+    if None in row or any(row.get(c) is None for c in COLUMNS):
+        raise ValueError("the line does not have the header's columns")
+    team = teams.get(row["team"].strip())
+    if team is None:
+        raise ValueError(f"no team {row['team']!r}")
+    pool_slug = row["pool"].strip()
+    pool = pools.get(pool_slug) if pool_slug else None
+    if pool_slug and pool is None:
+        raise ValueError(f"no pool {pool_slug!r}")
+    found = _records(row, team, pool, zone)
+    first = seen.setdefault(found[0].source_id, number)
+    if first != number:
+        raise ValueError(f"the same charge as line {first}")
+    return found
+
+
+def _save(records: list[UsageRecord], report: ExtraChargesReport, now: datetime) -> None:
+    """Upsert ``records``, save the :class:`UsageImport` over their span (``now`` when there
+    are none) with ``report``'s rejected lines as its issues, and copy the counts and the
+    import's id into ``report``."""
+    usage = ImportReport(issues=list(report.rejected))
+    usage_records_upsert(records, usage, now)
+    report.created, report.updated, report.unchanged = usage.created, usage.updated, usage.unchanged
+    window_start = min((r.period_start for r in records), default=now)
+    window_end = max((r.period_end for r in records), default=now)
+    saved: UsageImport = usage_import_save(
+        UsageSource.EXTRA_CHARGES_CSV, window_start, window_end, usage
+    )
+    report.import_id = saved.pk
+
+
 @transaction.atomic
 def extra_charges_import(*, text: str, now: datetime | None = None) -> ExtraChargesReport:
     """Import storage / egress usage from CSV ``text`` (module docstring); bad lines are
@@ -135,38 +175,15 @@ def extra_charges_import(*, text: str, now: datetime | None = None) -> ExtraChar
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
         raise ValueError(f"the CSV has no column {', '.join(missing)} (header: {COLUMNS})")
-    teams = {t.slug: t for t in Team.objects.all()}
-    pools = {p.slug: p for p in Pool.objects.all()}
+    lookups = ({t.slug: t for t in Team.objects.all()}, {p.slug: p for p in Pool.objects.all()})
     report = ExtraChargesReport()
     records: list[UsageRecord] = []
     seen: dict[str, int] = {}
     for number, row in enumerate(reader, start=2):
         report.lines += 1
         try:
-            if None in row or any(row.get(c) is None for c in COLUMNS):
-                raise ValueError("the line does not have the header's columns")
-            team = teams.get(row["team"].strip())
-            if team is None:
-                raise ValueError(f"no team {row['team']!r}")
-            pool_slug = row["pool"].strip()
-            pool = pools.get(pool_slug) if pool_slug else None
-            if pool_slug and pool is None:
-                raise ValueError(f"no pool {pool_slug!r}")
-            found = _records(row, team, pool, zone)
-            first = seen.setdefault(found[0].source_id, number)
-            if first != number:
-                raise ValueError(f"the same charge as line {first}")
+            records.extend(_line_records(row, number, lookups, zone, seen))
         except ValueError as exc:
             report.rejected.append({"line": number, "error": str(exc)})
-            continue
-        records.extend(found)
-    usage = ImportReport(issues=list(report.rejected))
-    usage_records_upsert(records, usage, now)
-    report.created, report.updated, report.unchanged = usage.created, usage.updated, usage.unchanged
-    window_start = min((r.period_start for r in records), default=now)
-    window_end = max((r.period_end for r in records), default=now)
-    saved: UsageImport = usage_import_save(
-        UsageSource.EXTRA_CHARGES_CSV, window_start, window_end, usage
-    )
-    report.import_id = saved.pk
+    _save(records, report, now)
     return report

@@ -148,32 +148,12 @@ def extra_charges_import_prometheus(
     zone = billing_zone()
     charges = configured_charges() if charges is None else charges
     report = ImportReport()
-    periods = []
-    for month in billing_months(start, end, zone):
-        month_start, month_end = month_bounds(month, zone)
-        period_end = min(month_end, now)
-        if period_end > month_start:
-            periods.append((month, month_start, period_end))
-    catalogue = UsageCatalogue()
-    teams = NamespaceTeams(catalogue)
-    slugs = {team_id: slug for slug, team_id in catalogue.teams.items()}
+    periods = _periods(start, end, now, zone)
+    teams = NamespaceTeams(UsageCatalogue())
     records: list[UsageRecord] = []
     for charge in charges:
-        for month, month_start, period_end in periods:
-            try:
-                series = _read(metrics, charge, month_start, period_end)
-            except (SchedulerRejected, UnexpectedResponse) as exc:
-                rejected = isinstance(exc, SchedulerRejected)
-                code = "query_refused" if rejected else "unreadable_answer"
-                report.issues.append({"charge": charge.name, "month": f"{month:%Y-%m}",
-                                      "code": code, "detail": str(exc)[:300]})  # fmt: skip
-                continue
-            report.jobs_seen += len(series)
-            month_s = month_seconds(month, zone)
-            totals = _team_totals(series, charge, month, period_end, month_s, teams, report)
-            for team_id, quantity in sorted(totals.items()):
-                records.append(_record(charge, team_id, slugs[team_id], month, quantity,
-                                       month_start, period_end))  # fmt: skip
+        for period in periods:
+            records += _month_records(metrics, charge, period, teams, zone, report)
     with transaction.atomic():
         usage_records_upsert(records, report, now)
         window_start = periods[0][1] if periods else start
@@ -181,6 +161,50 @@ def extra_charges_import_prometheus(
         return usage_import_save(
             UsageSource.EXTRA_CHARGES_PROMETHEUS, window_start, window_end, report
         )
+
+
+def _periods(start: datetime, end: datetime, now: datetime, zone) -> list[tuple]:
+    """``[(month, month start, period end)]`` of the billing months (in ``zone``) that
+    ``[start, end)`` touches, each from its start to ``min(month end, now)``; a month that has
+    not begun by ``now`` is left out."""
+    periods = []
+    for month in billing_months(start, end, zone):
+        month_start, month_end = month_bounds(month, zone)
+        period_end = min(month_end, now)
+        if period_end > month_start:
+            periods.append((month, month_start, period_end))
+    return periods
+
+
+def _month_records(
+    metrics: MetricsSource,
+    charge: Charge,
+    period: tuple[date, datetime, datetime],
+    teams: NamespaceTeams,
+    zone,
+    report: ImportReport,
+) -> list[UsageRecord]:
+    """The records of one ``charge`` over one ``period`` (``(month, month start, period
+    end)``, a billing month of ``zone``), one per team with usage, in team-id order. A refused
+    query or an unreadable answer is added to ``report.issues`` (``query_refused`` /
+    ``unreadable_answer``) and gives no records; ``report.jobs_seen`` counts the series
+    read."""
+    month, month_start, period_end = period
+    try:
+        series = _read(metrics, charge, month_start, period_end)
+    except (SchedulerRejected, UnexpectedResponse) as exc:
+        rejected = isinstance(exc, SchedulerRejected)
+        code = "query_refused" if rejected else "unreadable_answer"
+        report.issues.append({"charge": charge.name, "month": f"{month:%Y-%m}",
+                              "code": code, "detail": str(exc)[:300]})  # fmt: skip
+        return []
+    report.jobs_seen += len(series)
+    month_s = month_seconds(month, zone)
+    totals = _team_totals(series, charge, month, period_end, month_s, teams, report)
+    return [
+        _record(charge, team_id, teams.slugs[team_id], month, quantity, month_start, period_end)
+        for team_id, quantity in sorted(totals.items())
+    ]
 
 
 def _read(

@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Protocol
@@ -130,9 +130,10 @@ def billing_days(
 
 class NamespaceTeams:
     """Team ids by Kubernetes namespace: ``team-<slug>``, and any namespace an allocation's
-    binding names (read once per import)."""
+    binding names (read once per import); ``slugs``: each team's slug by its id."""
 
     def __init__(self, catalogue: UsageCatalogue) -> None:
+        self.slugs = {team_id: slug for slug, team_id in catalogue.teams.items()}
         self.by_namespace = {f"team-{slug}": team_id for slug, team_id in catalogue.teams.items()}
         for team_id, binding in Allocation.objects.values_list("team_id", "scheduler_binding"):
             namespace = (binding or {}).get("namespace")
@@ -257,7 +258,6 @@ def usage_import_kubernetes(
     series, finished = _k8s_series(metrics, days, step_s)
     cards = _k8s_cards(series, finished, report)
     _drop_shared_nodes(cards, shared_nodes(metrics, wide_start, wide_end), report)
-    day_starts = [a for _, a, _ in days[1:]]
     # (team, model, day, allocation) -> card-seconds
     totals: dict[tuple[int, int, date, int | None], Decimal] = defaultdict(Decimal)
     reported: set[tuple[str, str]] = set()
@@ -266,20 +266,34 @@ def usage_import_kubernetes(
         if charged is None:
             continue
         team_id, model_id, share = charged
-        for timestamp, count in points.items():
-            t = datetime.fromtimestamp(timestamp, tz=UTC)
-            t_end = min(t + timedelta(seconds=step_s), wide_end)
-            if t < wide_start or t_end <= t:
-                continue
-            for a, b in split_at(t, t_end, day_starts):
-                day = a.astimezone(zone).date()
-                covering = catalogue.covering_reservation(team_id, model_id, a)
-                seconds = int((b - a).total_seconds())
-                totals[(team_id, model_id, day, covering)] += count * share * seconds
+        for day, a, count, seconds in _k8s_step_pieces(points, step_s, days, zone):
+            covering = catalogue.covering_reservation(team_id, model_id, a)
+            totals[(team_id, model_id, day, covering)] += count * share * seconds
     records = _k8s_records(totals, days, catalogue, teams)
     with transaction.atomic():
         usage_records_upsert(records, report, now)
         return usage_import_save(UsageSource.KUBERNETES, start, end, report)
+
+
+def _k8s_step_pieces(
+    points: dict[float, Decimal],
+    step_s: int,
+    days: list[tuple[date, datetime, datetime]],
+    zone,
+) -> Iterator[tuple[date, datetime, Decimal, int]]:
+    """``(billing day, piece start, cards, seconds)`` of each sample of ``points`` (``{step
+    timestamp in epoch s: cards}``): the step ``[t, t + step_s)`` clipped to the end of
+    ``days`` (``[(day, start, end)]``, in order, the days of ``zone``) and split at their
+    starts; a step before the first day or with nothing left after clipping gives none."""
+    wide_start, wide_end = days[0][1], days[-1][2]
+    day_starts = [a for _, a, _ in days[1:]]
+    for timestamp, count in points.items():
+        t = datetime.fromtimestamp(timestamp, tz=UTC)
+        t_end = min(t + timedelta(seconds=step_s), wide_end)
+        if t < wide_start or t_end <= t:
+            continue
+        for a, b in split_at(t, t_end, day_starts):
+            yield a.astimezone(zone).date(), a, count, int((b - a).total_seconds())
 
 
 def _drop_shared_nodes(
@@ -417,6 +431,94 @@ def _increase_by_day(
     return out
 
 
+def _vllm_totals(
+    metrics: MetricsSource,
+    days: list[tuple[date, datetime, datetime]],
+    lookback_s: int,
+    zone,
+    report: ImportReport,
+) -> dict[tuple[int, str, str, str, date], Decimal]:
+    """Tokens per ``(team, namespace, served model, unit, billing day)`` over ``days``
+    (``[(day, start, end)]``, in order, the days of ``zone``, not empty): one instant range
+    query per counter of :data:`TOKEN_COUNTERS` reaching ``lookback_s`` before the first day,
+    each increase given to the day of its later sample. Series with no team's namespace or no
+    ``model_name`` are reported once per namespace; every series counts in
+    ``report.jobs_seen``."""
+    wide_start, wide_end = days[0][1], days[-1][2]
+    teams = NamespaceTeams(UsageCatalogue())
+    at = wide_end - timedelta(milliseconds=1)  # samples at t < wide_end
+    seconds = math.ceil((at - wide_start).total_seconds()) + lookback_s
+    totals: dict[tuple[int, str, str, str, date], Decimal] = defaultdict(Decimal)
+    reported: set[str] = set()
+    for metric, unit in TOKEN_COUNTERS:
+        for item in metrics.query(f'{metric}{{namespace!=""}}[{seconds}s]', at=at):
+            report.jobs_seen += 1
+            charged = _vllm_charged(item, teams, reported, report)
+            if charged is None:
+                continue
+            team_id, namespace, served = charged
+            points = [
+                (datetime.fromtimestamp(s.timestamp, tz=UTC), Decimal(str(s.value)))
+                for s in item.samples
+                if s.value is not None
+            ]
+            by_day = _increase_by_day(
+                points, lambda t: t.astimezone(zone).date(), wide_start, wide_end
+            )
+            for day, tokens in by_day.items():
+                totals[(team_id, namespace, served, unit, day)] += tokens
+    return totals
+
+
+def _vllm_charged(
+    item: Series, teams: NamespaceTeams, reported: set[str], report: ImportReport
+) -> tuple[int, str, str] | None:
+    """``(team, namespace, served model)`` a vLLM counter series is charged to, or ``None``
+    when its namespace is no team's (``unknown_namespace``) or it has no ``model_name``
+    (``no_model_name``), reported once per namespace (``reported`` holds those done)."""
+    namespace = dcgm_labels(item.label_map).namespace or ""
+    served = item.label("model_name") or ""
+    team_id = teams.get(namespace)
+    if team_id is not None and served:
+        return team_id, namespace, served
+    if namespace not in reported:
+        reported.add(namespace)
+        code = "unknown_namespace" if served else "no_model_name"
+        detail = f"namespace {namespace!r}: no team's, or no model_name; not charged"
+        report.issues.append({"namespace": namespace, "code": code, "detail": detail})
+    return None
+
+
+def _vllm_records(
+    totals: dict[tuple[int, str, str, str, date], Decimal],
+    days: list[tuple[date, datetime, datetime]],
+) -> list[UsageRecord]:
+    """One token :class:`UsageRecord` per non-zero total of ``totals`` (as
+    :func:`_vllm_totals` returns), in key order, over its billing day of ``days``, keyed
+    ``vllm:<namespace>:<served model>:<unit>:<day>``."""
+    bounds = {day: (a, b) for day, a, b in days}
+    records = []
+    for (team_id, namespace, served, unit, day), tokens in sorted(totals.items()):
+        if not tokens:
+            continue
+        a, b = bounds[day]
+        records.append(
+            UsageRecord(
+                team_id=team_id,
+                served_model=served[:120],
+                quantity=tokens.quantize(Decimal("0.000001")),
+                unit=unit,
+                basis=ChargeBasis.TOKENS,
+                month=day.replace(day=1),
+                period_start=a,
+                period_end=b,
+                source=UsageSource.PROMETHEUS_TOKENS,
+                source_id=f"vllm:{namespace}:{served}:{unit.value}:{day:%Y-%m-%d}"[:200],
+            )
+        )
+    return records
+
+
 def usage_import_vllm_tokens(
     *,
     metrics: MetricsSource,
@@ -432,60 +534,9 @@ def usage_import_vllm_tokens(
     zone = billing_zone()
     report = ImportReport()
     days = billing_days(start, end, now, zone)
-    records = []
-    if days:
-        wide_start, wide_end = days[0][1], days[-1][2]
-        teams = NamespaceTeams(UsageCatalogue())
-        at = wide_end - timedelta(milliseconds=1)  # samples at t < wide_end
-        seconds = math.ceil((at - wide_start).total_seconds()) + lookback_s
-        bounds = {day: (a, b) for day, a, b in days}
-        totals: dict[tuple[int, str, str, str, date], Decimal] = defaultdict(Decimal)
-        reported: set[str] = set()
-        for metric, unit in TOKEN_COUNTERS:
-            for item in metrics.query(f'{metric}{{namespace!=""}}[{seconds}s]', at=at):
-                report.jobs_seen += 1
-                namespace = dcgm_labels(item.label_map).namespace or ""
-                served = item.label("model_name") or ""
-                team_id = teams.get(namespace)
-                if team_id is None or not served:
-                    if namespace not in reported:
-                        reported.add(namespace)
-                        code = "unknown_namespace" if served else "no_model_name"
-                        detail = (
-                            f"namespace {namespace!r}: no team's, or no model_name; not charged"
-                        )
-                        report.issues.append(
-                            {"namespace": namespace, "code": code, "detail": detail}
-                        )
-                    continue
-                points = [
-                    (datetime.fromtimestamp(s.timestamp, tz=UTC), Decimal(str(s.value)))
-                    for s in item.samples
-                    if s.value is not None
-                ]
-                by_day = _increase_by_day(
-                    points, lambda t: t.astimezone(zone).date(), wide_start, wide_end
-                )
-                for day, tokens in by_day.items():
-                    totals[(team_id, namespace, served, unit, day)] += tokens
-        for (team_id, namespace, served, unit, day), tokens in sorted(totals.items()):
-            if not tokens:
-                continue
-            a, b = bounds[day]
-            records.append(
-                UsageRecord(
-                    team_id=team_id,
-                    served_model=served[:120],
-                    quantity=tokens.quantize(Decimal("0.000001")),
-                    unit=unit,
-                    basis=ChargeBasis.TOKENS,
-                    month=day.replace(day=1),
-                    period_start=a,
-                    period_end=b,
-                    source=UsageSource.PROMETHEUS_TOKENS,
-                    source_id=f"vllm:{namespace}:{served}:{unit.value}:{day:%Y-%m-%d}"[:200],
-                )
-            )
+    records = (
+        _vllm_records(_vllm_totals(metrics, days, lookback_s, zone, report), days) if days else []
+    )
     with transaction.atomic():
         usage_records_upsert(records, report, now)
         return usage_import_save(UsageSource.PROMETHEUS_TOKENS, start, end, report)

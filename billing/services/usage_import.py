@@ -181,33 +181,40 @@ def usage_import_reservations(
             continue
         pieces = card_pieces(allocation, changes.get(allocation.pk, ()))
         for month, piece_start, piece_end in split_at_months(*held, zone):
-            if clip(piece_start, piece_end, start, end) is None:
-                continue
-            unit_seconds = sum(
-                piece.cards * int((span[1] - span[0]).total_seconds())
-                for piece in pieces
-                if (span := clip(piece.start, piece.end, piece_start, piece_end)) is not None
-            )
-            share = allocation.card_share
-            records.append(
-                UsageRecord(
-                    team_id=allocation.team_id,
-                    gpu_model_id=allocation.gpu_model_id,
-                    allocation_id=allocation.id,
-                    quantity=(Decimal(unit_seconds * share.numerator) / share.denominator).quantize(
-                        Decimal("0.000001")
-                    ),
-                    unit=UsageUnit.CARD_SECONDS,
-                    basis=ChargeBasis.RESERVED,
-                    month=month,
-                    period_start=piece_start,
-                    period_end=piece_end,
-                    source=UsageSource.RESERVATION,
-                    source_id=f"alloc:{allocation.id}:{month:%Y-%m}",
-                )
-            )
+            if clip(piece_start, piece_end, start, end) is not None:
+                records.append(_reserved_record(allocation, pieces, month, piece_start, piece_end))
     usage_records_upsert(records, report, now)
     return usage_import_save(UsageSource.RESERVATION, start, end, report)
+
+
+def _reserved_record(
+    allocation: Allocation, pieces: list, month: date, start: datetime, end: datetime
+) -> UsageRecord:
+    """The reserved card-seconds record of ``allocation`` over its ``month``'s piece ``[start,
+    end)`` (pure): the cards of each of ``pieces`` (:func:`card_pieces`: cards held from
+    ``start`` to ``end``) × their seconds inside the piece, × the allocation's card share,
+    rounded to 6 places; keyed ``alloc:<id>:<YYYY-MM>``."""
+    unit_seconds = sum(
+        piece.cards * int((span[1] - span[0]).total_seconds())
+        for piece in pieces
+        if (span := clip(piece.start, piece.end, start, end)) is not None
+    )
+    share = allocation.card_share
+    return UsageRecord(
+        team_id=allocation.team_id,
+        gpu_model_id=allocation.gpu_model_id,
+        allocation_id=allocation.id,
+        quantity=(Decimal(unit_seconds * share.numerator) / share.denominator).quantize(
+            Decimal("0.000001")
+        ),
+        unit=UsageUnit.CARD_SECONDS,
+        basis=ChargeBasis.RESERVED,
+        month=month,
+        period_start=start,
+        period_end=end,
+        source=UsageSource.RESERVATION,
+        source_id=f"alloc:{allocation.id}:{month:%Y-%m}",
+    )
 
 
 @transaction.atomic
@@ -317,6 +324,21 @@ class UsageCatalogue:
                 "gpu_model__slug", "gpu_model_id"
             )
         )
+        self._load_partitions(pools, nodes)
+        self.model_slug = dict(GpuModelAlias.objects.values_list("gpu_model_id", "gpu_model__slug"))
+        self.teams = {slug: team_id for team_id, slug in Team.objects.values_list("id", "slug")}
+        self._load_reservations()
+        self.accounts = dict(self.teams)
+        for team_id, binding in Allocation.objects.values_list("team_id", "scheduler_binding"):
+            account = (binding or {}).get("account")
+            if isinstance(account, str):
+                self.accounts.setdefault(account, team_id)
+
+    def _load_partitions(self, pools: QuerySet[Pool] | None, nodes: QuerySet[Node] | None) -> None:
+        """Set ``pool_models`` (``{partition: {GPU model id}}`` of the GPUs of the pools of
+        ``pools`` that have a Slurm partition) and ``gpu_partitions`` (the partitions whose
+        nodes advertise GPUs, recognised or not: those pools' and the ones ``nodes`` with GPUs
+        list); ``None`` stands for all pools / nodes."""
         self.pool_models: dict[str, set[int]] = defaultdict(set)
         partition_of = dict(
             (Pool.objects.all() if pools is None else pools)
@@ -343,8 +365,10 @@ class UsageCatalogue:
             .distinct()
         ):
             self.gpu_partitions.update(p for p in partitions or () if isinstance(p, str))
-        self.model_slug = dict(GpuModelAlias.objects.values_list("gpu_model_id", "gpu_model__slug"))
-        self.teams = {slug: team_id for team_id, slug in Team.objects.values_list("id", "slug")}
+
+    def _load_reservations(self) -> None:
+        """Set ``reserved``: ``{(team id, GPU model id): [(starts, ends, allocation id)]}`` of
+        the charged reserved allocations of whole cards."""
         self.reserved: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = defaultdict(
             list
         )
@@ -355,11 +379,6 @@ class UsageCatalogue:
             .only("id", "team_id", "gpu_model_id", "starts_at", "ends_at", "scheduler_binding")
         ):
             self.reserved[(a.team_id, a.gpu_model_id)].append((a.starts_at, a.ends_at, a.id))
-        self.accounts = dict(self.teams)
-        for team_id, binding in Allocation.objects.values_list("team_id", "scheduler_binding"):
-            account = (binding or {}).get("account")
-            if isinstance(account, str):
-                self.accounts.setdefault(account, team_id)
 
     def gpu_model(self, gres_type: str | None, partition: str | None) -> int | None:
         """A typed GRES matches an alias exactly, else the one model of the partition's pool
@@ -438,54 +457,91 @@ def usage_import_slurm(
     records: list[UsageRecord] = []
     for job in jobs:
         report.jobs_seen += 1
-        team_id = catalogue.accounts.get(job.account or "")
-        run_end = job.end if job.end is not None else (now if job.start is not None else None)
-        try:
-            seconds = meter_interval(job.start, run_end)
-        except UnusableInterval as problem:
-            if problem.code == "clock_skew":
-                report.flagged += 1
-                report.issues.append({"job_id": job.job_id, "code": problem.code,
-                                      "detail": problem.reason})  # fmt: skip
-                if team_id is not None and job.start is not None:
-                    records.extend(_skew_records(job, team_id, catalogue, zone, prefix))
-            continue
-        del seconds
-        if team_id is None:
-            report.issues.append({"job_id": job.job_id, "code": "unknown_account",
-                                  "detail": f"account {job.account!r} is no team's"})  # fmt: skip
-            continue
-        for key, gres_type, cards in _gpu_shares(job):
-            model_id = catalogue.gpu_model(gres_type, job.partition)
-            if model_id is None:
-                report.issues.append({"job_id": job.job_id, "code": "unknown_gpu_model",
-                                      "detail": f"GRES type {key!r} in partition "
-                                                f"{job.partition!r} matches no model"})  # fmt: skip
-                continue
-            for month, piece_start, piece_end in split_at_months(job.start, run_end, zone):
-                piece_seconds = int((piece_end - piece_start).total_seconds())
-                covering = catalogue.covering_reservation(team_id, model_id, piece_start)
-                record = UsageRecord(
-                    team_id=team_id,
-                    gpu_model_id=model_id,
-                    allocation_id=covering,
-                    quantity=(cards * piece_seconds).quantize(Decimal("0.000001")),
-                    unit=UsageUnit.CARD_SECONDS,
-                    basis=ChargeBasis.INCLUDED if covering else ChargeBasis.USED,
-                    month=month,
-                    period_start=piece_start,
-                    period_end=piece_end,
-                    source=UsageSource.SLURM_ACCOUNTING,
-                    source_id=_job_key(job, key, month, prefix),
-                )
-                report.flagged += _flag_other_reading(record, job, run_end)
-                records.append(record)
+        records += _job_records(job, now, catalogue, zone, prefix, report)
     problem = accounting_gpu_tres_problem(jobs, catalogue.gpu_partitions)
     if problem is not None:
         report.issues.insert(0, problem)
     with transaction.atomic():
         usage_records_upsert(records, report, now)
         return usage_import_save(UsageSource.SLURM_ACCOUNTING, start, end, report)
+
+
+def _job_records(
+    job: JobRecord,
+    now: datetime,
+    catalogue: UsageCatalogue,
+    zone,
+    prefix: str,
+    report: ImportReport,
+) -> list[UsageRecord]:
+    """The records of one Slurm ``job``, metered over ``[start, end or now)`` (a running job
+    up to ``now``) in billing months of ``zone``, keys prefixed by ``prefix`` (the cluster's,
+    :func:`_job_key`). A job that cannot be metered gives none, but clock skew is reported
+    (``clock_skew``, flagged) and kept as 0 records (:func:`_skew_records`) when its account
+    is a team's and it started; a job of no team's account is reported
+    (``unknown_account``)."""
+    team_id = catalogue.accounts.get(job.account or "")
+    run_end = job.end if job.end is not None else (now if job.start is not None else None)
+    try:
+        meter_interval(job.start, run_end)
+    except UnusableInterval as problem:
+        if problem.code != "clock_skew":
+            return []
+        report.flagged += 1
+        report.issues.append({"job_id": job.job_id, "code": problem.code,
+                              "detail": problem.reason})  # fmt: skip
+        if team_id is not None and job.start is not None:
+            return _skew_records(job, team_id, catalogue, zone, prefix)
+        return []
+    if team_id is None:
+        report.issues.append({"job_id": job.job_id, "code": "unknown_account",
+                              "detail": f"account {job.account!r} is no team's"})  # fmt: skip
+        return []
+    records = []
+    for key, gres_type, cards in _gpu_shares(job):
+        model_id = catalogue.gpu_model(gres_type, job.partition)
+        if model_id is None:
+            report.issues.append({"job_id": job.job_id, "code": "unknown_gpu_model",
+                                  "detail": f"GRES type {key!r} in partition "
+                                            f"{job.partition!r} matches no model"})  # fmt: skip
+            continue
+        for month, piece_start, piece_end in split_at_months(job.start, run_end, zone):
+            record = _job_piece_record(job, team_id, model_id, cards, key, catalogue,
+                                       (month, piece_start, piece_end), prefix)  # fmt: skip
+            report.flagged += _flag_other_reading(record, job, run_end)
+            records.append(record)
+    return records
+
+
+def _job_piece_record(
+    job: JobRecord,
+    team_id: int,
+    model_id: int,
+    cards: Decimal,
+    key: str | None,
+    catalogue: UsageCatalogue,
+    piece: tuple[date, datetime, datetime],
+    prefix: str,
+) -> UsageRecord:
+    """The card-seconds record of ``cards`` of one GRES entry (``key``, :func:`_gpu_shares`)
+    of ``job`` over one month's ``piece`` (``(month, start, end)``): ``included`` in the
+    team's reserved allocation of ``model_id`` in force at the piece's start, else ``used``."""
+    month, piece_start, piece_end = piece
+    piece_seconds = int((piece_end - piece_start).total_seconds())
+    covering = catalogue.covering_reservation(team_id, model_id, piece_start)
+    return UsageRecord(
+        team_id=team_id,
+        gpu_model_id=model_id,
+        allocation_id=covering,
+        quantity=(cards * piece_seconds).quantize(Decimal("0.000001")),
+        unit=UsageUnit.CARD_SECONDS,
+        basis=ChargeBasis.INCLUDED if covering else ChargeBasis.USED,
+        month=month,
+        period_start=piece_start,
+        period_end=piece_end,
+        source=UsageSource.SLURM_ACCOUNTING,
+        source_id=_job_key(job, key, month, prefix),
+    )
 
 
 def accounting_gpu_tres_problem(

@@ -3,7 +3,9 @@ tasks, model calls per task (a distribution chart), input and output tokens per 
 cached share, retries and errors with their tokens and cost, step latency, and the costliest
 tasks (sortable, paginated, ``?export=csv``). Members of the team and pool admins; anyone else
 gets a 404 (whether the team exists is not said). One URL: the page, or its ``table`` fragment
-for htmx."""
+for htmx. Filters it cannot use (``since`` after ``until``, a model the team has not served)
+are a 400: the page with the errors and no tasks; the CSV a ``text/plain`` 400 saying why
+(:func:`pools.web.pages.filter_refusal_csv`), never a header-only CSV."""
 
 from __future__ import annotations
 
@@ -28,7 +30,14 @@ from billing.tokenflow.selectors import (
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_team
 from pools.tokenflow import selectors
-from pools.web.pages import PAGE_SIZES, Column, csv_response
+from pools.web.pages import (
+    Column,
+    checked_page,
+    checked_page_size,
+    csv_response,
+    filter_refusal,
+    filter_refusal_csv,
+)
 
 TASK_COLUMNS = [
     Column("task_id", lambda t: t.task_id),
@@ -77,11 +86,6 @@ def _page_rows(priced, window) -> list:
     return [rows[pk] for pk in ids if pk in rows]
 
 
-def _page_size(request) -> int:
-    size = request.GET.get("page_size", "50")
-    return int(size) if size.isdigit() and int(size) in PAGE_SIZES else 50
-
-
 def _with_money(tasks, currency: str):
     """Each task with its costs rounded to the currency's minor unit (and whether a positive
     cost rounded to 0: the page then says "< 0.01 EUR") and its mean step latency (s)."""
@@ -123,15 +127,17 @@ def token_flow(request, team: str):
     key = cost_order_key(ordering.removeprefix("-"), prices=prices, models=chosen, days=days)
     ordered = _ordered(priced, ordering, key)
     if request.GET.get("export") == "csv":
+        if not valid:  # a header-only CSV would say the team made no calls then
+            return filter_refusal_csv(form)
         rows = _with_money(ordered.iterator(chunk_size=2000), currency)
         return csv_response(rows, TASK_COLUMNS, f"{team_obj.slug}-token-flow.csv")
     summary = money = None
     if not request.htmx:
         summary, money = flow_totals(days if valid else days.none(), prices=prices, models=chosen)
-    paginator = Paginator(ordered, _page_size(request))
+    paginator = Paginator(ordered, checked_page_size(request))
     if summary is not None:
         paginator.count = summary.tasks  # the same rows: no second COUNT
-    page = paginator.get_page(request.GET.get("page"))
+    page = checked_page(request, paginator)
     page.object_list = list(_with_money(_page_rows(priced, page.object_list), currency))
     context = {
         "team": team_obj,
@@ -143,6 +149,7 @@ def token_flow(request, team: str):
         "ordering": ordering,
         "orderings": ORDERINGS,
         "page": page,
+        "refusal": "" if valid else filter_refusal(form),
         "currency": currency,
         "minor": Decimal(1).scaleb(-minor_unit(currency)),
     }
@@ -156,6 +163,11 @@ def token_flow(request, team: str):
             },  # fmt: skip
         }
     template = "billing/token_flow.html"
-    response = render(request, f"{template}#table" if request.htmx else template, context)
+    response = render(
+        request,
+        f"{template}#table" if request.htmx else template,
+        context,
+        status=200 if valid else 400,
+    )
     patch_vary_headers(response, ["HX-Request"])
     return response

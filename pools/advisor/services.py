@@ -250,6 +250,33 @@ def _finding_fields(outcome: Finding) -> dict:
     }
 
 
+def _new_finding(allocation, rule: Rule, outcome: Finding, now: datetime) -> AdvisorFinding:
+    """An unsaved open :class:`AdvisorFinding` of ``rule`` on ``allocation`` (and its team)
+    from ``outcome``, opened and last seen at ``now``."""
+    return AdvisorFinding(
+        allocation=allocation,
+        team_id=allocation.team_id,
+        rule=rule.value,
+        since=outcome.since,
+        opened_at=now,
+        last_seen_at=now,
+        **_finding_fields(outcome),
+    )
+
+
+def _refreshed(existing: AdvisorFinding, outcome: Finding, now: datetime) -> bool:
+    """Whether the live ``existing`` finding changed: if ``outcome``'s severity, summary, fix
+    or evidence differ, they are set on it (unsaved) with ``last_seen_at = now`` and ``True``
+    is returned; the same ones leave it untouched (``False``)."""
+    fields = _finding_fields(outcome)
+    if all(getattr(existing, k) == v for k, v in fields.items()):
+        return False
+    for name, value in fields.items():
+        setattr(existing, name, value)
+    existing.last_seen_at = now
+    return True
+
+
 def _apply(
     allocations: list, outcomes: dict[int, dict[Rule, Outcome]], now: datetime
 ) -> tuple[int, int, int]:
@@ -266,27 +293,11 @@ def _apply(
             existing = live.pop((allocation_id, rule.value), None)
             if isinstance(outcome, Finding):
                 if existing is None:
-                    allocation = by_id[allocation_id]
-                    new.append(
-                        AdvisorFinding(
-                            allocation=allocation,
-                            team_id=allocation.team_id,
-                            rule=rule.value,
-                            since=outcome.since,
-                            opened_at=now,
-                            last_seen_at=now,
-                            **_finding_fields(outcome),
-                        )
-                    )
-                else:
-                    fields = _finding_fields(outcome)
-                    if all(getattr(existing, k) == v for k, v in fields.items()):
-                        seen.append(existing.pk)
-                        continue
-                    for name, value in fields.items():
-                        setattr(existing, name, value)
-                    existing.last_seen_at = now
+                    new.append(_new_finding(by_id[allocation_id], rule, outcome, now))
+                elif _refreshed(existing, outcome, now):
                     changed.append(existing)
+                else:
+                    seen.append(existing.pk)
             elif outcome is None and existing is not None:
                 closed.append(existing)
     # live findings of allocations not judged (ended, or not running any more) close too
@@ -405,6 +416,26 @@ def advisor_digest_set(*, user, wanted: bool) -> bool:
     return wanted
 
 
+def _digest_lines(findings: list[AdvisorFinding]) -> list[str]:
+    """The lines of a digest of ``findings`` (ordered by team name): per team a heading with
+    its count, then per finding its severity, rule title, allocation (or "team"), local start
+    time and summary, and its fix on a line of its own."""
+    by_team: dict[str, list] = defaultdict(list)
+    for f in findings:
+        by_team[f.team.name].append(f)
+    lines = []
+    for team, items in by_team.items():
+        lines.append(f"{team}: {len(items)} finding(s)")
+        for f in items:
+            subject = f"allocation #{f.allocation_id}" if f.allocation_id else "team"
+            lines.append(
+                f"  [{f.severity}] {RULE_TITLES[f.rule]} - {subject}, since "
+                f"{timezone.localtime(f.since):%Y-%m-%d %H:%M}: {f.summary}"
+            )
+            lines.append(f"    Fix: {f.fix}")
+    return lines
+
+
 def advisor_digest_send(*, now: datetime) -> dict[str, int]:
     """E-mail each opted-in user the live findings (not muted) of the teams they manage, once
     a week (skipped when their last digest is under 6 days old, so beat may run it daily);
@@ -416,10 +447,10 @@ def advisor_digest_send(*, now: datetime) -> dict[str, int]:
         if opt_in.last_sent_at and now - opt_in.last_sent_at < timedelta(days=6):
             skipped += 1
             continue
-        teams = managed_team_list(user=user)
         findings = list(
             AdvisorFinding.objects.filter(
-                team__in=teams, status__in=[FindingStatus.OPEN, FindingStatus.ACKNOWLEDGED]
+                team__in=managed_team_list(user=user),
+                status__in=[FindingStatus.OPEN, FindingStatus.ACKNOWLEDGED],
             )
             .select_related("team")
             .order_by("team__name", "severity_rank", "-last_seen_at")[:200]
@@ -427,22 +458,9 @@ def advisor_digest_send(*, now: datetime) -> dict[str, int]:
         if not findings or not user.email:
             skipped += 1
             continue
-        by_team: dict[str, list] = defaultdict(list)
-        for f in findings:
-            by_team[f.team.name].append(f)
-        lines = []
-        for team, items in by_team.items():
-            lines.append(f"{team}: {len(items)} finding(s)")
-            for f in items:
-                subject = f"allocation #{f.allocation_id}" if f.allocation_id else "team"
-                lines.append(
-                    f"  [{f.severity}] {RULE_TITLES[f.rule]} - {subject}, since "
-                    f"{timezone.localtime(f.since):%Y-%m-%d %H:%M}: {f.summary}"
-                )
-                lines.append(f"    Fix: {f.fix}")
         send_mail(
             subject=f"[gpu-pool] Advisor: {len(findings)} finding(s) this week",
-            message="\n".join(lines),
+            message="\n".join(_digest_lines(findings)),
             from_email=None,
             recipient_list=[user.email],
             fail_silently=True,

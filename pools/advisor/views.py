@@ -28,7 +28,8 @@ from pools.capacity.selectors import allocation_list
 from pools.common.errors import DomainError
 from pools.jobs import ADVISOR_PASS, enqueue
 from pools.tenancy.models import Team
-from pools.tenancy.permissions import may_release, may_see_team
+from pools.tenancy.permissions import may_administer_pools, may_release, may_see_team
+from pools.tenancy.selectors import managed_team_list
 from pools.web.pages import Column, UrlOfId, filtered_list, pool_admin_required, redirect_back
 
 
@@ -56,10 +57,20 @@ FINDING_COLUMNS = [
 ]
 
 
-@pool_admin_required
 def advisor_findings(request):
-    """Every finding (live ones unless ``?status=`` says otherwise), most urgent first."""
+    """The findings the user may see (live ones unless ``?status=`` says otherwise), most
+    urgent first: pool admins every team's, members their own teams' (``visible_to``, the rule
+    of :func:`pools.tenancy.permissions.may_see_team`, as the API's list). ``?team=`` a team
+    the user may not see is a 400 (:class:`pools.web.team_picker.VisibleTeamFilter`). A row's
+    acknowledge / mute form is shown to whom :func:`~pools.tenancy.permissions.may_release`
+    allows (its team's managers, pool admins); "run the advisor now" to pool admins."""
     rows = selectors.finding_list(user=request.user)
+    triage_all = may_administer_pools(request.user)
+    managed = (
+        set()
+        if triage_all
+        else set(managed_team_list(user=request.user).values_list("pk", flat=True))
+    )
     serving = UrlOfId("pools:allocation-serving")
     if not request.GET.get("status"):
         rows = rows.filter(status__in=LIVE_STATUSES)
@@ -79,6 +90,8 @@ def advisor_findings(request):
             "rules": RULES,
             "last_run": selectors.last_advisor_run(),
             "triage_form": TriageForm(),
+            "triage_all": triage_all,
+            "triage_team_ids": managed,
         },
     )
 

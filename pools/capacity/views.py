@@ -54,6 +54,7 @@ from pools.web.pages import (
     PALETTE,
     Column,
     UrlOfId,
+    checked_page,
     csv_response,
     filtered_list,
     form_add_domain_errors,
@@ -607,7 +608,7 @@ def approval_queue(request, verdicts=None):
         pending.sort(key=rank)  # stable: oldest first within each
     if export:
         return csv_response(_queue_rows(pending, judged), QUEUE_COLUMNS, "approval-queue.csv")
-    page = Paginator(pending, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    page = checked_page(request, Paginator(pending, QUEUE_PAGE_SIZE))
     items = list(page.object_list)
     if verdicts is not None and not judged:
         judged = verdicts(user=request.user, requests=items)
@@ -875,12 +876,11 @@ def scheduler_drift(request):
     rows = SchedulerDrift.objects.select_related("team")
     if request.GET.get("export") == "csv":
         return csv_response(rows.iterator(), DRIFT_COLUMNS, "scheduler-drift.csv")
-    paginator = Paginator(rows, 50)
     return render(
         request,
         "pools/scheduler_drift.html",
         {
-            "page": paginator.get_page(request.GET.get("page")),
+            "page": checked_page(request, Paginator(rows, 50)),
             "configured": sorted(settings.SCHEDULERS),
         },
     )

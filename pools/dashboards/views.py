@@ -23,7 +23,7 @@ from pools.reclamation.card_timeline import card_changes, card_pieces
 from pools.tenancy import selectors as tenancy_selectors
 from pools.tenancy.roles import is_pool_admin
 from pools.web.csv_numbers import plain_number
-from pools.web.pages import Column, UrlOfId, csv_response, minute_text
+from pools.web.pages import Column, UrlOfId, checked_page, csv_response, minute_text
 
 MY_TEAMS_PAGE_SIZE = 50  # teams, and allocations, per page of "My teams"
 MY_TEAMS_RECENT_REQUESTS = 20  # the newest requests under the allocations
@@ -84,9 +84,14 @@ def my_teams(request):
             user=request.user, decider=False
         ).order_by("-created_at", "-pk")[:MY_TEAMS_RECENT_REQUESTS]
         return csv_response(recent, MY_REQUEST_COLUMNS, "my-recent-requests.csv")
-    team_page = Paginator(
-        tenancy_selectors.team_list(user=request.user).order_by("name", "pk"), MY_TEAMS_PAGE_SIZE
-    ).get_page(request.GET.get("teams_page"))
+    team_page = checked_page(
+        request,
+        Paginator(
+            tenancy_selectors.team_list(user=request.user).order_by("name", "pk"),
+            MY_TEAMS_PAGE_SIZE,
+        ),
+        param="teams_page",
+    )
     teams = list(team_page.object_list)
     now = timezone.now()
     # The selectors already keep to the user's teams (every team for a pool admin).
@@ -95,7 +100,7 @@ def my_teams(request):
         .holding()
         .order_by("ends_at", "pk")
     )
-    page = Paginator(holding, MY_TEAMS_PAGE_SIZE).get_page(request.GET.get("page"))
+    page = checked_page(request, Paginator(holding, MY_TEAMS_PAGE_SIZE))
     recent = capacity_selectors.capacity_request_list(user=request.user, decider=False).order_by(
         "-created_at", "-pk"
     )

@@ -339,6 +339,55 @@ def elastic_scan(*, now: datetime | None = None, metrics: Any = None) -> ScanRep
     return report
 
 
+def _lock_policies(ids: list[int]) -> dict[int, ElasticPolicy]:
+    """The policies of ``ids`` by id, locked (``SELECT … FOR UPDATE`` of the policy rows) with
+    their allocation's team, pool and GPU model."""
+    return {
+        p.pk: p
+        for p in ElasticPolicy.objects.select_for_update(of=("self",))
+        .select_related("allocation__team", "allocation__pool", "allocation__gpu_model")
+        .filter(pk__in=ids)
+    }
+
+
+def _evaluated(policy: ElasticPolicy, found: Any, now: datetime) -> Decision:
+    """The scaling :class:`Decision` for ``policy`` at ``now`` from its namespace's signal
+    series ``found`` (``None``: no samples), its cards held, last scaling and prescale
+    (:func:`pools.elastic.policy.evaluate`)."""
+    samples: list[MetricSample] = (
+        metric_samples(found, cards_held=policy.cards_held) if found is not None else []
+    )
+    last = policy.last_scaled_at.timestamp() if policy.last_scaled_at else None
+    return evaluate(
+        scaling_policy(policy),
+        samples,
+        cards_now=policy.cards_held,
+        now=now.timestamp(),
+        last_scaled_at=last,
+        prescale_cards=prescale_now(policy, now).cards,
+    )
+
+
+def _lent_up(
+    policy: ElasticPolicy, decision: Decision, lendable: int, lent: int, now: datetime
+) -> tuple[Decision, int]:
+    """``(decision, lent)`` after granting an up ``decision`` in the home pool: at most
+    ``lendable`` (the group's free cards not yet lent) above the allocation's floor, plus any
+    cards it is under its floor by; none to grant holds (``no_free_cards``), else the budget
+    check, and a granted up adds its cards above the floor to ``lent``."""
+    own_floor = policy.allocation.card_count
+    already_floor = max(0, own_floor - decision.cards_from)  # under the floor: not burst
+    room = lendable + already_floor
+    granted = min(decision.cards_to, decision.cards_from + room)
+    if granted <= decision.cards_from:
+        return _no_free_cards(decision, lendable), lent
+    decision = _budget_checked(policy, decision, granted, now)
+    if decision.action is not Action.HOLD:
+        lent += max(0, granted - max(own_floor, decision.cards_from))
+        decision = _capped(decision, granted)
+    return decision, lent
+
+
 def _judge_group(
     pool: Pool,
     members: list[ElasticPolicy],
@@ -350,12 +399,7 @@ def _judge_group(
     burst: _BurstRoom | None = None,
 ) -> None:
     ids = [p.pk for p in members]
-    locked = {
-        p.pk: p
-        for p in ElasticPolicy.objects.select_for_update(of=("self",))
-        .select_related("allocation__team", "allocation__pool", "allocation__gpu_model")
-        .filter(pk__in=ids)
-    }
+    locked = _lock_policies(ids)
     _due_hand_backs(members, locked, now)
     model = members[0].allocation.gpu_model
     # Lend only what stays free for the next hour: a guaranteed allocation starting within it
@@ -366,33 +410,11 @@ def _judge_group(
     for policy_id in ids:
         policy = locked[policy_id]
         found = signals.get(namespace_of(policy))
-        samples: list[MetricSample] = (
-            metric_samples(found, cards_held=policy.cards_held) if found is not None else []
-        )
-        last = policy.last_scaled_at.timestamp() if policy.last_scaled_at else None
-        decision = evaluate(
-            scaling_policy(policy),
-            samples,
-            cards_now=policy.cards_held,
-            now=now.timestamp(),
-            last_scaled_at=last,
-            prescale_cards=prescale_now(policy, now).cards,
-        )
+        decision = _evaluated(policy, found, now)
         asked, spilled = decision, None
         home_before = _home_burst(policy)
         if decision.action is Action.UP and decision.cards_to > decision.cards_from:
-            lendable = max(0, free - lent)
-            own_floor = policy.allocation.card_count
-            already_floor = max(0, own_floor - decision.cards_from)  # under the floor: not burst
-            room = lendable + already_floor
-            granted = min(decision.cards_to, decision.cards_from + room)
-            if granted <= decision.cards_from:
-                decision = _no_free_cards(decision, lendable)
-            else:
-                decision = _budget_checked(policy, decision, granted, now)
-                if decision.action is not Action.HOLD:
-                    lent += max(0, granted - max(own_floor, decision.cards_from))
-                    decision = _capped(decision, granted)
+            decision, lent = _lent_up(policy, decision, max(0, free - lent), lent, now)
             if burst is not None and decision.reason != "budget_exceeded":
                 decision, spilled = burst.spill(policy, asked, decision, now)
         placement = spilled or _placed(policy, decision)
@@ -797,16 +819,23 @@ class _BurstRoom:
                                f"not used: {verdict.reason}"), None  # fmt: skip
             self._free[pool_id] = room - extra
             policy.burst_pool = pool
-            return replace(
-                asked,
-                cards_to=placement.cards,
-                message=(
-                    f"{asked.message}; {placement.home_cards} card(s) in the home pool, "
-                    f"{placement.burst_cards} in burst pool {pool.name} at its price"
-                    + (f"; {verdict.reason}" if verdict is not None else "")
-                ),
-            ), placement
+            return _spilled(asked, placement, pool, verdict), placement
         return decision, None
+
+
+def _spilled(asked: Decision, placement: Placement, pool: Pool, verdict: Any) -> Decision:
+    """``asked`` (an up) as granted with ``placement``'s cards, part of them in burst ``pool``:
+    its message says where the cards sit, and the budget ``verdict``'s warning (``None``:
+    none)."""
+    return replace(
+        asked,
+        cards_to=placement.cards,
+        message=(
+            f"{asked.message}; {placement.home_cards} card(s) in the home pool, "
+            f"{placement.burst_cards} in burst pool {pool.name} at its price"
+            + (f"; {verdict.reason}" if verdict is not None else "")
+        ),
+    )
 
 
 # ------------------------------------------------------------------------------ applying
@@ -835,6 +864,34 @@ def team_elastic_bounds(*, policy: ElasticPolicy, now: datetime) -> ElasticBound
         ceiling_cards=max(ceiling, cards),
         cards=max(floor, cards),
         cohort=allocation.pool.quota_cohort or None,
+    )
+
+
+def _backend_apply(
+    adapter: Any, pool: Pool, binding: dict[str, Any], bounds: ElasticBounds, now: datetime
+) -> str:
+    """Write what ``pool``'s quota backend needs beyond the quota sync's ``binding`` (the
+    team's namespace, updated) for ``bounds`` and return the note saying what it holds:
+    nothing for ``resourcequota``; the lender queue for ``kueue`` (``binding["kueue_lender"]``);
+    the Volcano Queue or Koordinator ElasticQuota (:class:`ElasticQuotaWriter`) otherwise.
+    Raises the adapter's errors."""
+    namespace = binding["namespace"]
+    backend = pool.quota_backend
+    if backend == QuotaBackend.RESOURCE_QUOTA:
+        return f"ResourceQuota of {namespace}: {binding['total']} nvidia.com/gpu"
+    if backend == QuotaBackend.KUEUE:
+        binding["kueue_lender"] = kueue_lender_sync(adapter=adapter, pool=pool, now=now)
+        return (
+            f"ClusterQueue {namespace} in cohort {pool.quota_cohort}: nominalQuota "
+            f"{bounds.floor_cards}, borrowingLimit {bounds.ceiling_cards - bounds.floor_cards}; "
+            "Kueue admits within them"
+        )
+    ElasticQuotaWriter(adapter).set_elastic_quota(backend, bounds, with_quota=False)
+    return (
+        f"Volcano Queue {namespace}: deserved {bounds.cards}, capability {bounds.ceiling_cards}"
+        if backend == QuotaBackend.VOLCANO
+        else f"ElasticQuota {namespace}: min {bounds.floor_cards}, max "
+        f"{bounds.ceiling_cards}; Koordinator admits within them"
     )
 
 
@@ -869,26 +926,9 @@ def elastic_apply(*, policy_id: int, now: datetime | None = None) -> dict[str, A
     binding = kubernetes_quota_sync(
         adapter=adapter, team=policy.allocation.team, cluster=pool.cluster, now=now
     )
-    namespace = binding["namespace"]
     bounds = team_elastic_bounds(policy=policy, now=now)
     backend = pool.quota_backend
-    if backend == QuotaBackend.RESOURCE_QUOTA:
-        note = f"ResourceQuota of {namespace}: {binding['total']} nvidia.com/gpu"
-    elif backend == QuotaBackend.KUEUE:
-        binding["kueue_lender"] = kueue_lender_sync(adapter=adapter, pool=pool, now=now)
-        note = (
-            f"ClusterQueue {namespace} in cohort {pool.quota_cohort}: nominalQuota "
-            f"{bounds.floor_cards}, borrowingLimit {bounds.ceiling_cards - bounds.floor_cards}; "
-            "Kueue admits within them"
-        )
-    else:
-        ElasticQuotaWriter(adapter).set_elastic_quota(backend, bounds, with_quota=False)
-        note = (
-            f"Volcano Queue {namespace}: deserved {bounds.cards}, capability {bounds.ceiling_cards}"
-            if backend == QuotaBackend.VOLCANO
-            else f"ElasticQuota {namespace}: min {bounds.floor_cards}, max "
-            f"{bounds.ceiling_cards}; Koordinator admits within them"
-        )
+    note = _backend_apply(adapter, pool, binding, bounds, now)
     binding["elastic"] = {
         "backend": backend,
         "floor": bounds.floor_cards,
@@ -1198,6 +1238,26 @@ def covered_text(seconds: float) -> str:
     return f"{seconds / 86400:.1f} days"
 
 
+def _prometheus_samples(
+    metrics: Any, policy: ElasticPolicy, rules: ScalingPolicy, start: datetime, now: datetime
+) -> list[MetricSample]:
+    """The samples of ``policy``'s namespace over ``[start, now)`` at :data:`STEP_S` from
+    Prometheus (``metrics``: utilisation, cards reporting, latency; ``[]`` when it has none),
+    read as from ``rules``' lower bound of cards (the cards held then are not in Prometheus;
+    the lower bound was always held). Raises the adapter's errors."""
+    namespace = namespace_of(policy)
+    found = metrics.inference_signals(
+        start=start,
+        end=now,
+        step_s=STEP_S,
+        namespaces=[namespace],
+        metrics=("util_pct", "cards_reporting", "latency_s"),
+    )
+    if namespace not in found:
+        return []
+    return metric_samples(found[namespace], cards_held=rules.lower_bound_cards)
+
+
 def elastic_whatif(
     *,
     policy: ElasticPolicy,
@@ -1209,7 +1269,8 @@ def elastic_whatif(
 ) -> WhatIfRun | None:
     """Replay ``policy`` over the last ``days`` of its namespace's history: Prometheus' (three
     range queries in chunks; utilisation read from fewer cards than the policy's lower bound is
-    unknown) when it is configured, else the readings the loop recorded
+    unknown) when it is configured (the allocation's cluster's ``prometheus_url``, else
+    ``PROMETHEUS_URL``), else the readings the loop recorded
     (one query); ``source`` picks one. ``None`` when the source picked is not available
     (Prometheus not configured, or no readings recorded) or, left to choose, neither is.
     ``on_progress(percent)`` is told :data:`WHATIF_READ_PERCENT` once the history is read (the
@@ -1220,24 +1281,11 @@ def elastic_whatif(
     start = now - timedelta(days=days)
     source = WhatIfSource(source) if source else None
     if source is not WhatIfSource.RECORDED:
-        if metrics is None:
-            metrics = metrics_adapter()
+        if metrics is None:  # the allocation's cluster's own Prometheus, if it has one
+            metrics = metrics_adapter(cluster=policy.allocation.pool.cluster)
         if metrics is not None:
-            namespace = namespace_of(policy)
-            found = metrics.inference_signals(
-                start=start,
-                end=now,
-                step_s=STEP_S,
-                namespaces=[namespace],
-                metrics=("util_pct", "cards_reporting", "latency_s"),
-            )
             rules = scaling_policy(policy)
-            # the cards held then are not in Prometheus; the lower bound was always held
-            samples = (
-                metric_samples(found[namespace], cards_held=rules.lower_bound_cards)
-                if namespace in found
-                else []
-            )
+            samples = _prometheus_samples(metrics, policy, rules, start, now)
             progress(WHATIF_READ_PERCENT)
             result = replay(rules, samples)
             return _run(result, WhatIfSource.PROMETHEUS, samples, start, now)
@@ -1261,6 +1309,38 @@ def _run(result, source, samples, start: datetime, now: datetime) -> WhatIfRun:
     return WhatIfRun(result, source, first, last, len(samples), start)
 
 
+def _whatif_burst_pool(policy: ElasticPolicy) -> Pool | None:
+    """The burst pool ``policy``'s allocation would spill to: the one it holds cards in, else
+    the first Kubernetes burst pool (by id) its team opted into; ``None`` without one."""
+    if policy.burst_cards and policy.burst_pool_id:
+        return policy.burst_pool
+    return (
+        Pool.objects.filter(
+            burst=True, scheduler=Scheduler.KUBERNETES,
+            burst_opt_ins__team_id=policy.allocation.team_id,
+        ).order_by("pk").first()
+    )  # fmt: skip
+
+
+def _whatif_home_cards(policy: ElasticPolicy, now: datetime) -> int:
+    """The cards ``policy``'s allocation can hold in its home pool now: its floor, its own home
+    burst, and what the pool can still lend (its free cards over the lending horizon less every
+    elastic allocation's home burst there, this one's included)."""
+    allocation = policy.allocation
+    free = pool_free_cards(
+        pool=allocation.pool, gpu_model=allocation.gpu_model, start=now, end=now + LEND_HORIZON
+    )
+    others = sum(
+        _home_burst(p)
+        for p in _group_policies(allocation.pool, allocation.gpu_model, now)
+        if p.pk != policy.pk
+    )
+    # as the loop lends (:func:`_judge_group`): ``free`` counts guaranteed cards only, so
+    # what is left to lend is ``free`` less every allocation's home burst, this one's too
+    own = _home_burst(policy)
+    return allocation.card_count + own + max(0, free - others - own)
+
+
 def elastic_burst_whatif(*, policy: ElasticPolicy, run: WhatIfRun, now: datetime | None = None):
     """The what-if's load with and without a burst pool (issue 35), or ``None`` when the team
     may use no burst pool for it. The home pool holds the floor plus this allocation's own
@@ -1276,29 +1356,10 @@ def elastic_burst_whatif(*, policy: ElasticPolicy, run: WhatIfRun, now: datetime
 
     now = now or timezone.now()
     allocation = policy.allocation
-    if policy.burst_cards and policy.burst_pool_id:
-        burst_pool = policy.burst_pool
-    else:
-        burst_pool = (
-            Pool.objects.filter(
-                burst=True, scheduler=Scheduler.KUBERNETES,
-                burst_opt_ins__team_id=allocation.team_id,
-            ).order_by("pk").first()
-        )  # fmt: skip
+    burst_pool = _whatif_burst_pool(policy)
     if burst_pool is None:
         return None
-    free = pool_free_cards(
-        pool=allocation.pool, gpu_model=allocation.gpu_model, start=now, end=now + LEND_HORIZON
-    )
-    others = sum(
-        _home_burst(p)
-        for p in _group_policies(allocation.pool, allocation.gpu_model, now)
-        if p.pk != policy.pk
-    )
-    # as the loop lends (:func:`_judge_group`): ``free`` counts guaranteed cards only, so
-    # what is left to lend is ``free`` less every allocation's home burst, this one's too
-    own = _home_burst(policy)
-    home_cards = allocation.card_count + own + max(0, free - others - own)
+    home_cards = _whatif_home_cards(policy, now)
     home_s, burst_s = burst_split(
         run.result.timeline,
         floor_cards=allocation.card_count,

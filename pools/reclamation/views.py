@@ -27,6 +27,7 @@ from pools.common.errors import DomainError
 from pools.inventory.models import Pool
 from pools.jobs import IDLE_SCAN_CLUSTER, enqueue
 from pools.reclamation import selectors
+from pools.reclamation.filtersets import IdleFindingFilterSet
 from pools.reclamation.forms import ExemptFindingForm, ExemptionForm, PolicyForm, plain_decimal
 from pools.reclamation.models import (
     Exemption,
@@ -50,7 +51,10 @@ from pools.reclamation.services.scan import (
 from pools.reclamation.services.whatif import OVERRIDABLE, reclamation_whatif_queue
 from pools.web.pages import (
     Column,
+    checked_page,
     csv_response,
+    filter_refusal,
+    filter_refusal_csv,
     form_add_domain_errors,
     pool_admin_required,
 )
@@ -78,14 +82,23 @@ FINDING_COLUMNS = [
 
 
 def idle_findings(request):
-    """Idle findings, newest first; ``?state=open`` (or any state) filters; CSV export."""
-    rows = selectors.idle_finding_list(user=request.user)
-    state = request.GET.get("state", "")
-    if state in IdleFindingState.values:
-        rows = rows.filter(state=state)
+    """Idle findings, newest first, filtered as the API's list (:class:`IdleFindingFilterSet`:
+    ``?state=open``, ``?team=<slug>`` among the teams the user may see, ``pool``, ``dry_run``);
+    ``?export=csv`` the same rows. Filters it cannot use (a team the user may not see, a state
+    that is none) are a 400: the page with the error and no rows, the CSV
+    :func:`pools.web.pages.filter_refusal_csv`. 50 findings a page (:func:`checked_page`)."""
+    filterset = IdleFindingFilterSet(
+        request.GET or None,
+        queryset=selectors.idle_finding_list(user=request.user),
+        request=request,
+    )
+    refused = filterset.is_bound and not filterset.is_valid()
+    rows = filterset.queryset.none() if refused else filterset.qs
     if request.GET.get("export") == "csv":
+        if refused:
+            return filter_refusal_csv(filterset.form)
         return csv_response(rows.iterator(), FINDING_COLUMNS, "idle-findings.csv")
-    page = Paginator(rows, 50).get_page(request.GET.get("page"))
+    page = checked_page(request, Paginator(rows, 50))
     policies = {
         p.pool_id: p
         for p in ReclamationPolicy.objects.filter(pool_id__in={f.allocation.pool_id for f in page})
@@ -114,12 +127,18 @@ def idle_findings(request):
                 }
             )
         finding.has_sparkline = bool(points)
+    query = request.GET.copy()
+    for name in ("page", "export"):
+        query.pop(name, None)
     return render(
         request,
         "pools/reclamation/idle_findings.html",
         {
+            "filterset": filterset,
+            "refusal": filter_refusal(filterset.form) if refused else "",
+            "query": query.urlencode(),
             "page": page,
-            "state": state,
+            "state": request.GET.get("state", ""),
             "states": IdleFindingState.choices,
             "undo_until": now - timedelta(days=1),
             "sparklines": sparklines,
@@ -128,6 +147,7 @@ def idle_findings(request):
             "last_scans": last_scan_runs(),
             "unscanned_pools": Pool.objects.filter(reclamation_policy__isnull=True).count(),
         },
+        status=400 if refused else 200,
     )
 
 

@@ -370,31 +370,12 @@ def _request(results: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None
         lacks = None
     elif holdable:  # rows are ranked, cheapest first
         basis, row, pool = "offered_by_a_pool", holdable[0], holdable[0]["usable_pool"]
-        free_now = row["free_cards"] if row["pool"] == pool else None
-        name = row["usable_pool_name"]
-        starts = _free_from(row, pool, results["capacity"])
-        when = f" from {timezone.localtime(starts):%Y-%m-%d %H:%M %Z}" if starts else ""
-        lacks = (
-            f"needs {row['cards'] - free_now:,} more {row['gpu_name']} cards free in {name} "
-            f"than the {free_now:,} free now; {row['cards']:,} are free{when}"
-            if free_now is not None
-            else f"waits until {row['cards']:,} {row['gpu_name']} cards are free in {name}{when}"
-        )
-        if starts:  # the request asks for the first week they are free
-            window = {"starts_at": starts, "ends_at": starts + REQUEST_WINDOW}
+        lacks, window = _pool_wait(row, pool, results["capacity"])
     elif meeting:
         window = {}
         row = rows.get(results["recommended"]) or meeting[0]
         basis, pool = "capacity_to_add", row["usable_pool"]
-        lacks = (
-            f"no inference pool has {row['gpu_name']} cards: ask a pool admin to host "
-            f"{row['cards']:,} of them"
-            if not pool
-            else f"{row['cards']:,} × {row['gpu_name']} are needed and the most any inference "
-            f"pool could hold is {row['usable_cards']:,} (in {row['usable_pool_name']}): ask a "
-            "pool admin to add "
-            f"{row['cards'] - row['usable_cards']:,}"
-        )
+        lacks = _growth_lacks(row, pool)
     else:
         return None, None
     return {
@@ -409,6 +390,45 @@ def _request(results: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None
         **_shape_of(row),
         **{key: value.isoformat() for key, value in window.items()},
     }, lacks
+
+
+def _pool_wait(
+    row: dict[str, Any], pool: str, capacity: dict[str, str]
+) -> tuple[str, dict[str, datetime]]:
+    """``(lacks, window)`` of an option ``row`` that inference ``pool`` (slug) could hold but
+    not from today's free cards: how many more cards must be free there (or that it waits for
+    them) and from when they are (:func:`_free_from`); ``window`` the first
+    :data:`REQUEST_WINDOW` from then (``{}`` when no time is known)."""
+    free_now = row["free_cards"] if row["pool"] == pool else None
+    name = row["usable_pool_name"]
+    starts = _free_from(row, pool, capacity)
+    when = f" from {timezone.localtime(starts):%Y-%m-%d %H:%M %Z}" if starts else ""
+    lacks = (
+        f"needs {row['cards'] - free_now:,} more {row['gpu_name']} cards free in {name} "
+        f"than the {free_now:,} free now; {row['cards']:,} are free{when}"
+        if free_now is not None
+        else f"waits until {row['cards']:,} {row['gpu_name']} cards are free in {name}{when}"
+    )
+    if not starts:
+        return lacks, {}
+    # the request asks for the first week they are free
+    return lacks, {"starts_at": starts, "ends_at": starts + REQUEST_WINDOW}
+
+
+def _growth_lacks(row: dict[str, Any], pool: str | None) -> str:
+    """What a growth request for option ``row`` lacks, in words: no inference pool has its
+    model (``pool`` empty), or how many cards ``pool`` (the one holding most) must add."""
+    if not pool:
+        return (
+            f"no inference pool has {row['gpu_name']} cards: ask a pool admin to host "
+            f"{row['cards']:,} of them"
+        )
+    return (
+        f"{row['cards']:,} × {row['gpu_name']} are needed and the most any inference "
+        f"pool could hold is {row['usable_cards']:,} (in {row['usable_pool_name']}): ask a "
+        "pool admin to add "
+        f"{row['cards'] - row['usable_cards']:,}"
+    )
 
 
 def _free_from(row: dict[str, Any], pool: str, capacity: dict[str, str]) -> datetime | None:

@@ -40,6 +40,7 @@ Errors are ``ValueError("<field>: <what is expected>")`` so the record is reject
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -79,10 +80,15 @@ class CallFields:
     tool_return_tokens: int | None
 
 
+@functools.lru_cache(maxsize=256)
+def _parts(path: str) -> tuple[str, ...]:
+    return tuple(path.split("."))
+
+
 def read_path(record: dict, path: str) -> Any:
     """The value at the dotted ``path`` of ``record`` (``metadata.task_id``), or ``None``."""
     value: Any = record
-    for part in path.split("."):
+    for part in _parts(path):
         if not isinstance(value, dict):
             return None
         value = value.get(part)
@@ -100,12 +106,19 @@ def _header(record: dict, name: str) -> Any:
     return None
 
 
+def _task_id_candidates(record: dict, paths: tuple[str, ...], header: str):
+    """The places a task id may be, in order, each read only when those before it are empty
+    (most records give ``metadata.task_id``, the first path)."""
+    yield record.get("task_id")
+    for path in paths:
+        yield read_path(record, path)
+    if header:
+        yield _header(record, header)
+
+
 def task_id_of(record: dict, *, paths: tuple[str, ...], header: str) -> str | None:
     """The record's task id (module docstring), or ``None`` when it names none."""
-    candidates = [record.get("task_id"), *(read_path(record, p) for p in paths)]
-    if header:
-        candidates.append(_header(record, header))
-    for value in candidates:
+    for value in _task_id_candidates(record, paths, header):
         if value is None or value == "":
             continue
         if isinstance(value, bool) or not isinstance(value, str | int):

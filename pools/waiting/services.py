@@ -209,6 +209,18 @@ def _slurm_rows(adapter, teams: dict[str, Team], now: datetime) -> list[PendingW
     return slurm_pending_rows(queue, teams, caps, now=now)
 
 
+def _slurm_holders(queue: JobQueue) -> dict[tuple[str, str | None], list[Holder]]:
+    """The running jobs of ``queue`` as card holders per ``(account, GRES type)`` (``None``:
+    untyped), each with its cards and expected end."""
+    holders: dict[tuple[str, str | None], list[Holder]] = defaultdict(list)
+    for job in queue.running:
+        for gres_type, count in job.gpus_allocated.items():
+            holders[(job.account or "", gres_type)].append(
+                Holder(ref=str(job.job_id), cards=count, ends_at=job.expected_end)
+            )
+    return holders
+
+
 def slurm_pending_rows(
     queue: JobQueue,
     teams: dict[str, Team],
@@ -218,12 +230,7 @@ def slurm_pending_rows(
 ) -> list[PendingWork]:
     """``PendingWork`` rows (unsaved) for the pending jobs of ``queue`` whose account is a
     team's slug; ``caps`` the accounts' card caps per GRES type (``None`` key: untyped)."""
-    holders: dict[tuple[str, str | None], list[Holder]] = defaultdict(list)
-    for job in queue.running:
-        for gres_type, count in job.gpus_allocated.items():
-            holders[(job.account or "", gres_type)].append(
-                Holder(ref=str(job.job_id), cards=count, ends_at=job.expected_end)
-            )
+    holders = _slurm_holders(queue)
     rows = []
     for job in queue.pending:
         team = teams.get(job.account or "")

@@ -12,11 +12,11 @@ from urllib.parse import urlencode
 
 import django_filters as filters
 from django import forms
-from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
+from django.core.exceptions import BadRequest, PermissionDenied
+from django.core.paginator import EmptyPage, Page, Paginator
 from django.forms.models import ModelChoiceIterator
 from django.forms.utils import flatatt
-from django.http import HttpResponseRedirect, StreamingHttpResponse
+from django.http import Http404, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -33,6 +33,8 @@ from pools.web.csv_cells import SafeCsvWriter
 from pools.web.csv_numbers import plain_number
 
 PAGE_SIZES = (25, 50, 100, 200)
+PAGE_DIGITS_MAX = 18
+"""Digits a page number may have before it is past the end of any list (10^18 rows)."""
 
 
 def pool_admin_required(view):
@@ -128,18 +130,85 @@ def csv_response(rows: Iterable, columns: Sequence[Column], filename: str) -> St
     return response
 
 
-def _page_size(request) -> int:
+class ListParameterInvalid(BadRequest):
+    """A list page's query parameter it cannot read (``page=abc``, ``page_size=7``): a 400 page
+    naming ``parameter`` and what it may be (``allowed``) (``portal.handlers.bad_request``),
+    as the API answers 400 for a ``page_size`` out of its bounds."""
+
+    def __init__(self, parameter: str, allowed: str):
+        self.parameter, self.allowed = parameter, allowed
+        super().__init__(f"{parameter}: {allowed}")
+
+
+def checked_page_size(request, *, default: int = 50, sizes: Sequence[int] = PAGE_SIZES) -> int:
+    """``?page_size=`` of a list page: one of ``sizes`` (the page's menu); absent or empty,
+    ``default``. Raises :class:`ListParameterInvalid` for any other text (a hand-written
+    ``page_size=1000`` was shown 50 rows, saying nothing)."""
+    raw = request.GET.get("page_size", "")
+    if raw == "":
+        return default
+    if raw not in {str(size) for size in sizes}:  # compared as text: no int() of 5,000 digits
+        raise ListParameterInvalid("page_size", "one of " + ", ".join(map(str, sizes)) + ".")
+    return int(raw)
+
+
+def checked_page(request, paginator: Paginator, *, param: str = "page") -> Page:
+    """The page of ``paginator`` that ``?<param>=`` names, checked as the API checks it: absent
+    or empty, page 1; a whole number from 1 past the last page is :class:`Http404` (as
+    DRF's ``Invalid page.``); anything else (``-1``, ``0``, ``abc``) is
+    :class:`ListParameterInvalid`. Django's ``get_page`` showed the last page for all of them.
+    The one page reader of every HTML list; counts the rows once (``paginator.count``)."""
+    raw = request.GET.get(param, "")
+    if raw == "":
+        return paginator.page(1)
+    if not (raw.isascii() and raw.isdigit() and raw.strip("0")):
+        raise ListParameterInvalid(param, "a whole number from 1.")
+    if len(raw) > PAGE_DIGITS_MAX:  # past any last page; int() refuses over 4,300 digits
+        raise Http404(f"{param}: page {raw[:PAGE_DIGITS_MAX]}… is past the last page.")
     try:
-        size = int(request.GET.get("page_size", 50))
-    except ValueError:
-        return 50
-    return size if size in PAGE_SIZES else 50
+        return paginator.page(int(raw))
+    except EmptyPage:
+        raise Http404(
+            f"{param}: page {int(raw)} is past the last page ({paginator.num_pages})."
+        ) from None
+
+
+def filter_refusal(form: forms.BaseForm) -> str:
+    """The errors of a bound, invalid filter ``form`` (a FilterSet's ``.form``) as one readable
+    line, each field by its label and the value sent: ``Team "vision": Select a valid choice.
+    …``; errors of no field last, as they are."""
+    parts = []
+    for name, messages in form.errors.items():
+        field = form.fields.get(name)
+        if field is None:
+            parts.append(" ".join(messages))
+            continue
+        label = form[name].label  # the field's label, else its name as a label ("Until")
+        value = form.data.get(name, "")
+        named = f'{label} "{value}"' if value else str(label)
+        parts.append(f"{named}: {' '.join(messages)}")
+    return "; ".join(parts)
+
+
+def filter_refusal_csv(form: forms.BaseForm) -> HttpResponse:
+    """A CSV export's answer to filters it cannot use: 400, ``text/plain``, the refusal of
+    :func:`filter_refusal` (never a header-only CSV, which says there are no rows, nor the
+    unfiltered rows)."""
+    return HttpResponse(
+        f"The filters are invalid: {filter_refusal(form)}\n",
+        status=400,
+        content_type="text/plain; charset=utf-8",
+    )
 
 
 def filtered_list(
     request, *, queryset, filterset_class, template, columns, filename, default_ordering, extra=None
 ):
-    """Render a filterable, sortable, paginated list page, its htmx fragment, or its CSV."""
+    """Render a filterable, sortable, paginated list page, its htmx fragment, or its CSV.
+
+    Filters it cannot use (a team the user may not see) answer 400: the page (or fragment) with
+    the errors on the form and in ``refusal``, no rows; the CSV :func:`filter_refusal_csv`.
+    ``page`` and ``page_size`` are read by :func:`checked_page` / :func:`checked_page_size`."""
     params = request.GET.copy()
     filterset = filterset_class(params or None, queryset=queryset, request=request)
     if filterset.is_bound and not filterset.is_valid() and set(filterset.errors) == {"ordering"}:
@@ -147,21 +216,24 @@ def filtered_list(
         # looking like the data is gone.
         params.pop("ordering")
         filterset = filterset_class(params or None, queryset=queryset, request=request)
+    refused = filterset.is_bound and not filterset.is_valid()
     if not filterset.is_bound:
         rows = queryset
     else:
         # An invalid filter shows its error over no rows, never the unfiltered list (or CSV).
-        rows = filterset.qs if filterset.is_valid() else queryset.none()
+        rows = queryset.none() if refused else filterset.qs
     if not params.get("ordering"):
         rows = rows.order_by(*default_ordering)
     if request.GET.get("export") == "csv":
+        if refused:
+            return filter_refusal_csv(filterset.form)
         return csv_response(rows.iterator(chunk_size=2000), columns, filename)
-    paginator = Paginator(rows, _page_size(request))
-    page = paginator.get_page(request.GET.get("page"))
+    page = checked_page(request, Paginator(rows, checked_page_size(request)))
     query = request.GET.copy()
     query.pop("page", None)
     context = {
         "filterset": filterset,
+        "refusal": filter_refusal(filterset.form) if refused else "",
         "page": page,
         "query": query.urlencode(),
         "ordering": params.get("ordering", ""),
@@ -169,7 +241,7 @@ def filtered_list(
         **(extra or {}),
     }
     name = f"{template}#table" if request.htmx else template
-    response = render(request, name, context)
+    response = render(request, name, context, status=400 if refused else 200)
     patch_vary_headers(response, ["HX-Request"])
     return response
 

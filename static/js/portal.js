@@ -80,6 +80,14 @@ function markKeyColumns(root) {
 }
 document.addEventListener("DOMContentLoaded", () => markKeyColumns(document));
 document.addEventListener("htmx:load", (event) => markKeyColumns(event.target));
+// A list's table answers 400 when its filters cannot be used (a team one may not see): the
+// fragment says why, so it is swapped in like any other (htmx keeps 4xx answers out by default).
+document.addEventListener("htmx:beforeSwap", (event) => {
+  if (event.detail.xhr.status === 400 && event.detail.target && event.detail.target.id === "table") {
+    event.detail.shouldSwap = true;
+    event.detail.isError = false;
+  }
+});
 // data-copy="id" on a button: copy the value of the field with that id (the team's calendar
 // link); the button says "Copied" for two seconds.
 document.addEventListener("click", (event) => {

@@ -110,8 +110,21 @@ def test_bad_filters_are_field_errors_over_no_rows(flow, team_member, client):
 
     response = client.get(f"{URL}?since=2026-12-02&until=2026-12-01")
 
+    assert response.status_code == 400
     assert response.context["form"].errors == {"until": ["Until must be on or after since."]}
     assert response.context["page"].paginator.count == 0
+
+
+def test_a_csv_of_bad_filters_says_why_not_a_header_only_csv(flow, team_member, client):
+    client.force_login(team_member)
+
+    response = client.get(f"{URL}?since=2026-12-02&until=2026-12-01&export=csv")
+
+    assert response.status_code == 400
+    assert response["Content-Type"] == "text/plain; charset=utf-8"
+    assert response.content.decode() == (
+        'The filters are invalid: Until "2026-12-01": Until must be on or after since.\n'
+    )
 
 
 def test_api_lists_tasks_costliest_first(flow, team_member, api_as):

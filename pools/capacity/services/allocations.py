@@ -297,30 +297,7 @@ def allocation_extend(
     with transaction.atomic():
         # Decide on the row as it is now, locked so two clicks cannot both pass the checks.
         allocation = allocation_lock(allocation.pk)
-        if allocation.status not in HOLDING_STATUSES:
-            raise InvalidTransition(
-                f"This allocation is {allocation.status} and can no longer be extended.",
-                status=allocation.status,
-                action="extend",
-            )
-        pending = CapacityRequest.objects.filter(
-            extends=allocation, status__in=(RequestStatus.DRAFT, RequestStatus.SUBMITTED)
-        ).first()
-        if pending is not None:
-            raise InvalidTransition(
-                f"An extension of this allocation is already waiting: request #{pending.pk}.",
-                status=allocation.status,
-                action="extend",
-                pending_request=pending.pk,
-            )
-        granted_until = max(
-            [allocation.ends_at]
-            + list(
-                Allocation.objects.holding()
-                .filter(request__extends=allocation)
-                .values_list("ends_at", flat=True)
-            )
-        )
+        granted_until = _extendable_until(allocation)
         if ends_at <= granted_until:
             raise InvalidInput(
                 "The new end must be after the current end.",
@@ -344,6 +321,36 @@ def allocation_extend(
                 **extension_shape(allocation),
             ),
         )
+
+
+def _extendable_until(allocation: Allocation) -> datetime:
+    """The end of the time ``allocation`` (locked) holds: its own end or its last approved
+    extension's, where a new extension starts. Raises :class:`InvalidTransition` when it no
+    longer holds cards or an extension of it (draft or submitted) is already waiting."""
+    if allocation.status not in HOLDING_STATUSES:
+        raise InvalidTransition(
+            f"This allocation is {allocation.status} and can no longer be extended.",
+            status=allocation.status,
+            action="extend",
+        )
+    pending = CapacityRequest.objects.filter(
+        extends=allocation, status__in=(RequestStatus.DRAFT, RequestStatus.SUBMITTED)
+    ).first()
+    if pending is not None:
+        raise InvalidTransition(
+            f"An extension of this allocation is already waiting: request #{pending.pk}.",
+            status=allocation.status,
+            action="extend",
+            pending_request=pending.pk,
+        )
+    return max(
+        [allocation.ends_at]
+        + list(
+            Allocation.objects.holding()
+            .filter(request__extends=allocation)
+            .values_list("ends_at", flat=True)
+        )
+    )
 
 
 def extension_shape(allocation: Allocation) -> dict[str, Any]:
@@ -378,7 +385,15 @@ def allocation_lifecycle_sweep(
     warn = timedelta(
         days=warn_days if warn_days is not None else settings.ALLOCATION_EXPIRY_WARNING_DAYS
     )
-    counts = {"provisioned": 0, "expiring": 0, "ended": 0}
+    ended = _end_past(now)
+    provisioned = _provision_due(now)
+    return {"provisioned": provisioned, "expiring": _mark_expiring(now, warn), "ended": ended}
+
+
+def _end_past(now: datetime) -> int:
+    """End every allocation holding cards whose window ended by ``now`` (each locked and checked
+    again in its own transaction); returns how many ended."""
+    ended = 0
     ending = Allocation.objects.holding().filter(ends_at__lte=now)
     for allocation_id in ending.values_list("pk", flat=True):
         with transaction.atomic():
@@ -391,7 +406,15 @@ def allocation_lifecycle_sweep(
                     action="allocation.ended",
                     reason="window ended",
                 )
-                counts["ended"] += 1
+                ended += 1
+    return ended
+
+
+def _provision_due(now: datetime) -> int:
+    """Provision the approved / provisioning allocations whose window opens within
+    ``PROVISION_LEAD`` of ``now`` and has not ended; one the scheduler fails stays provisioning
+    for the next sweep. Returns how many became active."""
+    provisioned = 0
     due = Allocation.objects.filter(
         status__in=(AllocationStatus.APPROVED, AllocationStatus.PROVISIONING),
         ends_at__gt=now,
@@ -399,13 +422,20 @@ def allocation_lifecycle_sweep(
     )
     for allocation_id in due.values_list("pk", flat=True):
         try:
-            provisioned = allocation_provision(
+            allocation = allocation_provision(
                 allocation_id=allocation_id, now=now, final_attempt=False
             )
         except SchedulerError:
             continue  # stays provisioning; the next sweep (or the task) tries again
-        if provisioned.status == AllocationStatus.ACTIVE:
-            counts["provisioned"] += 1
+        if allocation.status == AllocationStatus.ACTIVE:
+            provisioned += 1
+    return provisioned
+
+
+def _mark_expiring(now: datetime, warn: timedelta) -> int:
+    """Mark ``expiring`` the active allocations ending within ``warn`` of ``now`` (each locked
+    and checked again), e-mailing the team once the transaction commits; returns how many."""
+    expiring = 0
     soon = Allocation.objects.filter(
         status=AllocationStatus.ACTIVE, ends_at__gt=now, ends_at__lte=now + warn
     )
@@ -423,8 +453,8 @@ def allocation_lifecycle_sweep(
                 reason=f"ends within {warn.days} days",
             )
             transaction.on_commit(lambda a=allocation: _email_expiry(a))
-            counts["expiring"] += 1
-    return counts
+            expiring += 1
+    return expiring
 
 
 def _email_expiry(allocation: Allocation) -> None:

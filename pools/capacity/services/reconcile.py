@@ -37,9 +37,8 @@ from pools.capacity.services.scheduler_binding import (
     reservation_drift_subject,
     reservation_name,
     reservation_removed_stamp,
-    slurm_gres_type,
+    slurm_cap_gres_type,
     slurm_limit_sync,
-    slurm_mig_gres_type,
     team_cards_applied,
 )
 from pools.clusters.adapters import cluster_adapter, scheduler_adapter
@@ -104,22 +103,17 @@ def reconcile_slurm(cluster: Cluster | None = None) -> ReconcileReport:
     _reconcile_reservations(adapter, report, pools=in_cluster, cluster=cluster)
     holding = Allocation.objects.filter(pool__in=in_cluster, status__in=APPLIED_STATUSES)
     pairs = _capped_pairs(in_cluster, holding)
+    in_pairs = Q(pk__in=[p[0] for p in pairs])
     teams = {
         t.pk: t
-        for t in Team.objects.filter(
-            Q(pk__in=[p[0] for p in pairs]) | Q(allocations__pool__in=in_cluster)
-        ).distinct()
+        for t in Team.objects.filter(in_pairs | Q(allocations__pool__in=in_cluster)).distinct()
     }
     models = {m.pk: m for m in GpuModel.objects.all()}
     pools = {p.pk: p for p in in_cluster.select_related("cluster")}
     default_pool = next(iter(pools.values()), None)
     for team in teams.values():
-        try:
-            held = {lim.gres_type: lim.cards for lim in adapter.get_gpu_limits(team.slug)}
-        except NotFound:
-            held = {}
-        except SchedulerError as exc:
-            report.errors.append(f"{team.slug}: {exc}")
+        held = _held_limits(adapter, report, team)
+        if held is None:
             continue
         _reconcile_qos(adapter, report, team=team, pools=in_cluster, cluster=cluster)
         wanted = _wanted_gres(team, pairs, models, pools)
@@ -136,6 +130,20 @@ def reconcile_slurm(cluster: Cluster | None = None) -> ReconcileReport:
             )
     _record_class_qos_health(adapter, report, cluster=cluster, pools=in_cluster)
     return report
+
+
+def _held_limits(
+    adapter: SchedulerAdapter, report: ReconcileReport, team: Team
+) -> dict[str, int] | None:
+    """``{GRES type: cards}`` the team's Slurm account is capped at now (``{}``: no account),
+    or ``None`` when the scheduler cannot say (the error added to ``report.errors``)."""
+    try:
+        return {lim.gres_type: lim.cards for lim in adapter.get_gpu_limits(team.slug)}
+    except NotFound:
+        return {}
+    except SchedulerError as exc:
+        report.errors.append(f"{team.slug}: {exc}")
+        return None
 
 
 # An allocation that stopped holding cards this recently may still have its unbind task queued
@@ -310,11 +318,7 @@ def _wanted_gres(
     for team_id, model_id, pool_id, profile in pairs:
         if team_id == team.pk:
             model, pool = models[model_id], pools[pool_id]
-            gres = (
-                slurm_mig_gres_type(pool=pool, gpu_model=model, profile=profile)
-                if profile
-                else slurm_gres_type(model)
-            )
+            gres = slurm_cap_gres_type(pool=pool, gpu_model=model, mig_profile=profile)
             wanted[gres] = (model, pool, profile)
     return wanted
 
@@ -352,14 +356,35 @@ def _reconcile_gres(
             at=timezone.now(),
             found=f"gres/gpu:{gres}={found}" if gres in held else "no limit",
         )
-    if expected == found:
-        return
+    if expected != found:
+        found_text = str(found) if gres in held else "no limit"
+        _repair_gres(adapter, report, team=team, gres=gres, target=target,
+                     shown=(str(expected), found_text))  # fmt: skip
+
+
+def _repair_gres(
+    adapter: SchedulerAdapter,
+    report: ReconcileReport,
+    *,
+    team: Team,
+    gres: str,
+    target: tuple[GpuModel | None, Pool | None, str],
+    shown: tuple[str, str],
+) -> None:
+    """Record the drift of the cap of GRES type ``gres`` on ``team``'s account (``shown``:
+    ``(expected, found)`` as the drift shows them) as a :class:`SchedulerDrift` added to
+    ``report.drifts``, and set the cap back to the portal's (``target``: the type's GPU model,
+    pool and MIG profile), or to 0 for a type the portal no longer maps (``None`` model); a
+    scheduler error is kept as the drift's ``detail`` and added to ``report.errors``, else the
+    drift is marked repaired."""
+    model, pool, profile = target
+    expected, found = shown
     drift = SchedulerDrift(
         scheduler=Scheduler.SLURM,
         team=team,
         subject=cap_drift_subject(team.slug, gres, pool.cluster if pool else None),
-        expected=str(expected),
-        found=str(found) if gres in held else "no limit",
+        expected=expected,
+        found=found,
     )
     try:
         if model is not None:

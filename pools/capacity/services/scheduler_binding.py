@@ -122,6 +122,15 @@ def slurm_mig_gres_type(*, pool: Pool, gpu_model: GpuModel, profile: str) -> str
     return reported or profile
 
 
+def slurm_cap_gres_type(*, pool: Pool, gpu_model: GpuModel, mig_profile: str) -> str:
+    """The GRES type a team's cap on ``gpu_model`` cards in ``pool`` is set on: the slice type
+    of ``mig_profile`` (:func:`slurm_mig_gres_type`), or with ``""`` the whole cards'
+    (:func:`slurm_gres_type`)."""
+    if mig_profile:
+        return slurm_mig_gres_type(pool=pool, gpu_model=gpu_model, profile=mig_profile)
+    return slurm_gres_type(gpu_model)
+
+
 def cluster_pools(*, scheduler: str, cluster: Cluster | None) -> QuerySet[Pool]:
     """The pools of ``scheduler`` in ``cluster``. ``None`` and the environment's cluster
     (``credential_kind`` environment) are one cluster, the one the environment variables
@@ -279,6 +288,21 @@ def slurm_account_ensure(*, adapter: SchedulerAdapter, team: Team) -> str:
     return account
 
 
+def _associate_members(
+    adapter: SchedulerAdapter, team: Team, account: str, partition: str | None
+) -> list[str]:
+    """Ensure an association of each of ``team``'s members with its Slurm ``account`` on
+    ``partition`` (``None``: any); returns the usernames Slurm does not know or refused (they
+    get access once they have a unix account)."""
+    missing = []
+    for username in team_usernames(team_id=team.pk):
+        try:
+            adapter.ensure_user_association(account, username, partition or "")
+        except (NotFound, SchedulerRejected, ValueError):
+            missing.append(username)
+    return missing
+
+
 def slurm_limit_sync(
     *,
     adapter: SchedulerAdapter,
@@ -298,10 +322,7 @@ def slurm_limit_sync(
     :class:`~scheduler_adapters.errors.SchedulerError` subclasses (``transient`` says whether
     a retry can help).
     """
-    if mig_profile:
-        gres = slurm_mig_gres_type(pool=pool, gpu_model=gpu_model, profile=mig_profile)
-    else:
-        gres = slurm_gres_type(gpu_model)
+    gres = slurm_cap_gres_type(pool=pool, gpu_model=gpu_model, mig_profile=mig_profile)
     cards = team_cards_applied(
         team=team,
         gpu_model=gpu_model,
@@ -316,12 +337,7 @@ def slurm_limit_sync(
     slurm_pools = cluster_pools(scheduler=Scheduler.SLURM, cluster=pool.cluster)
     classes_held = slurm_qos_prepare(adapter=adapter, team=team, pools=slurm_pools, now=now)
     account = slurm_account_ensure(adapter=adapter, team=team)
-    missing = []
-    for username in team_usernames(team_id=team.pk):
-        try:
-            adapter.ensure_user_association(account, username, partition or "")
-        except (NotFound, SchedulerRejected, ValueError):
-            missing.append(username)
+    missing = _associate_members(adapter, team, account, partition)
     # 0 is a limit (no cards); removing the limit would leave the account unlimited
     adapter.set_gpu_limit(
         GpuLimit(account=account, partition=partition, gres_type=gres, cards=cards)
@@ -357,21 +373,12 @@ def kueue_cohort_of(
     return None if name is None else KueueCohort(name, wanted)
 
 
-def kueue_borrowing(
-    *, team: Team, cluster: Cluster | None, now: datetime | None = None
-) -> tuple[str | None, dict[str, int], dict[str, int]]:
-    """``(cohort, normal, wanted)``: the team's Kueue cohort in ``cluster`` (``None``: none)
-    and per GPU product the cards it may borrow — ``normal`` from its elastic allocations
-    (ceilings less floors, less the cards placed in a burst pool, of those applied and open
-    like :func:`team_cards_applied`'s),
-    ``wanted`` the same raised by borrowing overrides in force
-    (:func:`pools.overrides.selectors.borrowing_raises`; the highest per product wins). One
-    namespace has one ClusterQueue, so one cohort: with elastic allocations in two Kueue pools
-    of different cohorts, the first pool's by slug is used. Two queries (and one per model
-    named)."""
-    now = now or timezone.now()
-    pools = cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster)
-    rows = (
+def _elastic_burst_rows(team: Team, pools: QuerySet[Pool], now: datetime) -> QuerySet:
+    """``(pool slug, pool cohort, GPU model id, burst cards)`` rows, by pool slug and model, of
+    ``team``'s elastic whole-card allocations in the Kueue pools of ``pools`` that are applied
+    and open at ``now`` (like :func:`team_cards_applied`'s): burst = ceiling less floor, less
+    the cards placed in a burst pool."""
+    return (
         Allocation.objects.whole_cards()
         .filter(
             pool__in=pools,
@@ -393,6 +400,23 @@ def kueue_borrowing(
         )
         .order_by("pool__slug", "gpu_model_id")
     )
+
+
+def kueue_borrowing(
+    *, team: Team, cluster: Cluster | None, now: datetime | None = None
+) -> tuple[str | None, dict[str, int], dict[str, int]]:
+    """``(cohort, normal, wanted)``: the team's Kueue cohort in ``cluster`` (``None``: none)
+    and per GPU product the cards it may borrow — ``normal`` from its elastic allocations
+    (ceilings less floors, less the cards placed in a burst pool, of those applied and open
+    like :func:`team_cards_applied`'s),
+    ``wanted`` the same raised by borrowing overrides in force
+    (:func:`pools.overrides.selectors.borrowing_raises`; the highest per product wins). One
+    namespace has one ClusterQueue, so one cohort: with elastic allocations in two Kueue pools
+    of different cohorts, the first pool's by slug is used. Two queries (and one per model
+    named)."""
+    now = now or timezone.now()
+    pools = cluster_pools(scheduler=Scheduler.KUBERNETES, cluster=cluster)
+    rows = _elastic_burst_rows(team, pools, now)
     rows = [row for row in rows if row[1]]  # the pool constraint: Kueue pools have a cohort
     raises = borrowing_raises(
         team=team, pools=pools.filter(quota_backend=QuotaBackend.KUEUE), now=now
@@ -411,6 +435,23 @@ def kueue_borrowing(
         wanted[product] = max(wanted.get(product, 0), cards)
     name = rows[0][1] if rows else raises[0][0]
     return name, normal, wanted
+
+
+def _card_class_taints(adapter, quota: dict[str, int], extra: dict[str, Any]) -> dict | None:
+    """With card-class taints on (a :class:`KubernetesAdapter` with ``card_class_taints``),
+    taint the GPU nodes with their card class (not in a dry run: nodes are the cluster's, not a
+    team's), put the sorted card classes of ``quota``'s products with cards in
+    ``extra["card_classes"]`` and return the tainted nodes (``{}`` in a dry run); otherwise
+    ``None`` and ``extra`` untouched."""
+    if not (isinstance(adapter, KubernetesAdapter) and adapter.card_class_taints):
+        return None
+    # a dry run renders the team's objects only: nodes are the cluster's, not a team's
+    tainted = {} if adapter.dry_run else ensure_card_class_taints(adapter).nodes
+    classes = adapter.product_card_classes
+    extra["card_classes"] = sorted(
+        {classes[product] for product, cards in quota.items() if cards and product in classes}
+    )
+    return tainted
 
 
 def kubernetes_quota_sync(
@@ -437,14 +478,7 @@ def kubernetes_quota_sync(
     extra: dict[str, Any] = {"cohort": cohort} if cohort is not None else {}
     if mig_quota:
         extra["mig_quota"] = mig_quota
-    tainted: dict[str, str] | None = None
-    if isinstance(adapter, KubernetesAdapter) and adapter.card_class_taints:
-        # a dry run renders the team's objects only: nodes are the cluster's, not a team's
-        tainted = {} if adapter.dry_run else ensure_card_class_taints(adapter).nodes
-        classes = adapter.product_card_classes
-        extra["card_classes"] = sorted(
-            {classes[product] for product, cards in quota.items() if cards and product in classes}
-        )
+    tainted = _card_class_taints(adapter, quota, extra)
     adapter.ensure_team(team.slug, group=f"team-{team.slug}", gpu_quota=quota, **extra)
     binding = {
         "scheduler": "kubernetes",
@@ -512,6 +546,17 @@ def kubernetes_quota_wanted(
         extra = cards - normal.get(product, 0)
         if extra > 0:
             quota[product] = quota.get(product, 0) + extra
+    mig_quota = _slice_quota(team, pools, now, quota)
+    return quota, mig_quota
+
+
+def _slice_quota(
+    team: Team, pools: QuerySet[Pool], now: datetime, quota: dict[str, int]
+) -> dict[str, int]:
+    """MIG slices per profile (``{"1g.10gb": 9}``) of ``team``'s slice allocations in
+    ``pools`` applied and open at ``now`` whose nodes use the *mixed* strategy; those under
+    *single* are added to ``quota`` (``{GPU product label: cards}``, updated) as the product
+    ``<product>-MIG-<profile>`` instead (:func:`kubernetes_quota_wanted`)."""
     slices = (
         Allocation.objects.slices()
         .filter(
@@ -535,7 +580,7 @@ def kubernetes_quota_wanted(
             quota[product] = quota.get(product, 0) + n
         else:
             mig_quota[profile] = mig_quota.get(profile, 0) + n
-    return quota, mig_quota
+    return mig_quota
 
 
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
@@ -582,13 +627,10 @@ def reservation_name(allocation: Allocation) -> str:
     return f"portal-alloc-{allocation.pk}"
 
 
-def slurm_reservation_apply(*, adapter, allocation: Allocation) -> dict:
-    """Make an allocation's placement real in Slurm: a reservation of its nodes for the team's
-    account over its window (``scontrol create reservation``, see
-    :mod:`scheduler_adapters.slurm.reservations`). Slurm reservations here hold whole nodes, so
-    a placement that takes part of a node is not reserved, and the binding says so; so does
-    one whose adapter cannot write reservations. Idempotent (the adapter's create is)."""
-    nodes = sorted({spot["node"] for spot in allocation.placement})
+def _partly_placed_nodes(allocation: Allocation, nodes: list[str]) -> list[str]:
+    """The ``nodes`` (hostnames of ``allocation``'s placement, in order) of which the placement
+    takes fewer cards than the node has of the allocation's GPU model (nodes of its pool's
+    cluster: hostnames are per cluster)."""
     placed: dict[str, set[int]] = {}  # groups may share a node: a node's cards are their union
     for spot in allocation.placement:
         placed.setdefault(spot["node"], set()).update(spot["gpus"])
@@ -601,7 +643,17 @@ def slurm_reservation_apply(*, adapter, allocation: Allocation) -> dict:
         .values_list("node__hostname")
         .annotate(n=Count("id"))
     )
-    partial = [node for node in nodes if len(placed.get(node, ())) < whole.get(node, 0)]
+    return [node for node in nodes if len(placed.get(node, ())) < whole.get(node, 0)]
+
+
+def slurm_reservation_apply(*, adapter, allocation: Allocation) -> dict:
+    """Make an allocation's placement real in Slurm: a reservation of its nodes for the team's
+    account over its window (``scontrol create reservation``, see
+    :mod:`scheduler_adapters.slurm.reservations`). Slurm reservations here hold whole nodes, so
+    a placement that takes part of a node is not reserved, and the binding says so; so does
+    one whose adapter cannot write reservations. Idempotent (the adapter's create is)."""
+    nodes = sorted({spot["node"] for spot in allocation.placement})
+    partial = _partly_placed_nodes(allocation, nodes)
     if partial:
         return {
             "reservation": None,
@@ -761,6 +813,27 @@ def quota_refusal_record(*, allocation: Allocation, error: SchedulerError) -> Sc
     )
 
 
+def _kubernetes_binding_apply(adapter, allocation: Allocation, now: datetime | None) -> dict:
+    """Apply ``allocation`` in its Kubernetes pool through ``adapter``: the team's namespace
+    quota (:func:`kubernetes_quota_sync`) and the pool's Kueue lender queue
+    (:func:`kueue_lender_sync`); returns the binding, with a note when the allocation was
+    placed on nodes (Kubernetes places pods itself). Raises the adapter's errors."""
+    pool = allocation.pool
+    binding = kubernetes_quota_sync(
+        adapter=adapter, team=allocation.team, cluster=pool.cluster, now=now
+    )
+    lender = kueue_lender_sync(adapter=adapter, pool=pool, now=now)
+    if lender is not None:
+        binding["kueue_lender"] = lender
+    if allocation.placement:
+        binding["placement_note"] = (
+            "Kubernetes places pods itself: the nodes counted on are the portal's; pods are "
+            "kept to the GPU model by its node label (Kueue flavours, node affinity), not "
+            "pinned to those nodes."
+        )
+    return binding
+
+
 def binding_apply(allocation: Allocation, *, now: datetime | None = None) -> dict:
     """Apply ``allocation`` in its pool's scheduler; return the binding to record.
 
@@ -784,19 +857,7 @@ def binding_apply(allocation: Allocation, *, now: datetime | None = None) -> dic
             "reserved in the portal only.",
         }
     if pool.scheduler == Scheduler.KUBERNETES:
-        binding = kubernetes_quota_sync(
-            adapter=adapter, team=allocation.team, cluster=pool.cluster, now=now
-        )
-        lender = kueue_lender_sync(adapter=adapter, pool=pool, now=now)
-        if lender is not None:
-            binding["kueue_lender"] = lender
-        if allocation.placement:
-            binding["placement_note"] = (
-                "Kubernetes places pods itself: the nodes counted on are the portal's; pods are "
-                "kept to the GPU model by its node label (Kueue flavours, node affinity), not "
-                "pinned to those nodes."
-            )
-        return binding
+        return _kubernetes_binding_apply(adapter, allocation, now)
     if pool.scheduler == Scheduler.SLURM:
         binding = slurm_limit_sync(
             adapter=adapter,

@@ -14,7 +14,7 @@ from pools.inventory.driver_versions import cuda_beyond_table, parse_driver_vers
 from pools.inventory.gpu_names import is_truncated_name
 from pools.inventory.models import Gpu, Node, Pool
 from pools.inventory.services.driver_groups import cuda_driver_table, driver_group_for_version
-from pools.inventory.services.gpu_models import GpuModelResolver
+from pools.inventory.services.gpu_models import GpuModelResolver, ResolvedModel
 from scheduler_adapters.types import GpuSnapshot, InventorySource, NodeSnapshot, ParseIssue
 
 _SCHEDULER_OF_SOURCE = {
@@ -397,18 +397,7 @@ def _plan_gpus(
             (plan.changed_gpus if touched else []).append(gpu)
             if not touched:
                 plan.seen_gpu_ids.append(gpu.pk)
-        rows = sorted(
-            (
-                m.index,
-                clean_uuid(m.uuid) or "",
-                m.profile or "",
-                m.gpu_instance_id,
-                m.compute_instance_id,
-                m.memory_total_mib,
-                m.gres_type or "",
-            )
-            for m in snap.mig_devices
-        )
+        rows = _mig_device_rows(snap)
         current = sorted(mig_rows.get(gpu.pk, [])) if gpu.pk else []
         if rows != current and (rows or snap.mig_mode is False):
             plan.mig.append((gpu, rows))
@@ -416,9 +405,32 @@ def _plan_gpus(
     _renumber_clashes(plan.new_gpus, taken={g.index for g in existing if g.pk in kept})
 
 
+def _mig_device_rows(snap: GpuSnapshot) -> list[tuple]:
+    """The snapshot's MIG devices as sorted rows ``(index, uuid, profile, GPU instance id,
+    compute instance id, memory MiB, GRES type)``, missing text as ``""``: the form the stored
+    rows are compared in."""
+    return sorted(
+        (
+            m.index,
+            clean_uuid(m.uuid) or "",
+            m.profile or "",
+            m.gpu_instance_id,
+            m.compute_instance_id,
+            m.memory_total_mib,
+            m.gres_type or "",
+        )
+        for m in snap.mig_devices
+    )
+
+
 def _apply_gpu_fields(
     gpu: Gpu, snap: GpuSnapshot, *, index: int, uuid: str | None, plan: NodePlan, run: ImportRun
 ) -> bool:
+    """Set on ``gpu`` what ``snap`` reports of it (at ``index``, with the cleaned ``uuid``):
+    values not reported (``None``) are left alone, the model resolves through the run's
+    resolver (an unrecognised name is warned on the ``plan``), a re-indexed row is listed in
+    ``plan.reindexed``. Returns whether any field changed (then ``last_seen_at`` is the run's
+    ``now``)."""
     values = {
         "index": index,
         "uuid": uuid,
@@ -438,33 +450,9 @@ def _apply_gpu_fields(
     if device_id and gpu.pci_device_id != device_id:
         gpu.pci_device_id, touched = device_id, True
     found = run.resolver.match(snap.model_name, pci_device_id=device_id or gpu.pci_device_id)
-    model = found.gpu_model
-    if snap.model_name and model is None:
-        listed = (
-            f"ambiguous, could be {', '.join(found.candidates)} ({found.reason}); "
-            "listed for an admin to map"
-            if found.candidates
-            else f"{found.reason}; listed as unrecognised"
-        )
-        plan.warnings.append(
-            ParseIssue(
-                f"GPU {index}: model {snap.model_name!r} {listed}",
-                field="model",
-                node=plan.node.hostname,
-            )
-        )
-    # A recognised card keeps its name unless a source reports a different model
-    # (a card swap); an unrecognised name never replaces a recognised one.
-    if snap.model_name and not is_truncated_name(snap.model_name):
-        if model is not None and gpu.gpu_model_id != model.pk:
-            gpu.raw_model_name, gpu.gpu_model = snap.model_name[:120], model
-            gpu.model_candidates = []
-            touched = True
-        elif model is None and gpu.gpu_model_id is None:
-            candidates = list(found.candidates)
-            if gpu.raw_model_name != snap.model_name or gpu.model_candidates != candidates:
-                gpu.raw_model_name, gpu.model_candidates = snap.model_name[:120], candidates
-                touched = True
+    if snap.model_name and found.gpu_model is None:
+        plan.warnings.append(_unrecognised_model(snap.model_name, found, index, plan))
+    touched = _apply_model(gpu, snap.model_name, found) or touched
     health = str(snap.health)
     if health != GpuHealth.UNKNOWN and gpu.health != health:
         gpu.health = health
@@ -472,6 +460,41 @@ def _apply_gpu_fields(
     if touched:
         gpu.last_seen_at = run.now
     return touched
+
+
+def _unrecognised_model(name: str, found: ResolvedModel, index: int, plan: NodePlan) -> ParseIssue:
+    """The warning that GPU ``index`` of ``plan``'s node reports a model ``name`` the resolver
+    did not recognise (``found``: its match, with no model): ambiguous among its candidates
+    (listed for an admin to map) or unrecognised, with the resolver's reason."""
+    listed = (
+        f"ambiguous, could be {', '.join(found.candidates)} ({found.reason}); "
+        "listed for an admin to map"
+        if found.candidates
+        else f"{found.reason}; listed as unrecognised"
+    )
+    return ParseIssue(
+        f"GPU {index}: model {name!r} {listed}", field="model", node=plan.node.hostname
+    )
+
+
+def _apply_model(gpu: Gpu, name: str | None, found: ResolvedModel) -> bool:
+    """Set ``gpu``'s model from the reported model ``name`` and its resolver match ``found``;
+    returns whether anything changed. A recognised card keeps its name unless a source reports
+    a different model (a card swap); an unrecognised name never replaces a recognised one; a
+    missing or truncated name changes nothing."""
+    if not name or is_truncated_name(name):
+        return False
+    model = found.gpu_model
+    if model is not None and gpu.gpu_model_id != model.pk:
+        gpu.raw_model_name, gpu.gpu_model = name[:120], model
+        gpu.model_candidates = []
+        return True
+    if model is None and gpu.gpu_model_id is None:
+        candidates = list(found.candidates)
+        if gpu.raw_model_name != name or gpu.model_candidates != candidates:
+            gpu.raw_model_name, gpu.model_candidates = name[:120], candidates
+            return True
+    return False
 
 
 def _renumber_clashes(gpus: list[Gpu], *, taken: set[int]) -> None:

@@ -190,26 +190,42 @@ def inventory_import(
     )
     snapshots = _screen([_mig_single_cards(n, run, report) for n in result.nodes], report)
     for start in range(0, len(snapshots), CHUNK_SIZE):
-        chunk = snapshots[start : start + CHUNK_SIZE]
-        try:
-            with transaction.atomic():
-                _record(report, _write_chunk(chunk, run))
-        except DatabaseError:
-            for snapshot in chunk:
-                try:
-                    with transaction.atomic():
-                        _record(report, _write_chunk([snapshot], run))
-                except DatabaseError as exc:
-                    report.rejected.append(snapshot.hostname)
-                    report.issues.append(
-                        ParseIssue(
-                            f"the database refused this node: {exc}".strip(), node=snapshot.hostname
-                        )
-                    )
+        _write_chunk_or_nodes(snapshots[start : start + CHUNK_SIZE], run, report)
         if on_progress is not None:
             on_progress(min(start + CHUNK_SIZE, len(snapshots)), len(snapshots))
-    record = InventoryImport.objects.create(
-        source=str(source),
+    report.record_id = _import_record(report, filename=filename, actor=actor).pk
+    if report.created or report.updated or report.unchanged:  # the fleet as it now stands
+        check = import_string(settings.INVENTORY_OVERCOMMIT_CHECK)
+        report.overcommitted = [{"text": str(o), **o.as_dict()} for o in check(now=run.now)]
+    return report
+
+
+def _write_chunk_or_nodes(chunk: list[NodeSnapshot], run: ImportRun, report: ImportReport) -> None:
+    """Write ``chunk`` in one transaction; if the database refuses it, each of its nodes in a
+    transaction of its own, a node refused again rejected with the database's message. The
+    outcome goes into ``report``."""
+    try:
+        with transaction.atomic():
+            _record(report, _write_chunk(chunk, run))
+    except DatabaseError:
+        for snapshot in chunk:
+            try:
+                with transaction.atomic():
+                    _record(report, _write_chunk([snapshot], run))
+            except DatabaseError as exc:
+                report.rejected.append(snapshot.hostname)
+                report.issues.append(
+                    ParseIssue(
+                        f"the database refused this node: {exc}".strip(), node=snapshot.hostname
+                    )
+                )
+
+
+def _import_record(report: ImportReport, *, filename: str, actor: Any) -> InventoryImport:
+    """Store ``report`` as an :class:`InventoryImport` (its counts and issues; the file name
+    cut to 255 characters; ``actor`` only when authenticated) and return it."""
+    return InventoryImport.objects.create(
+        source=report.source,
         filename=filename[:255],
         actor=actor if getattr(actor, "is_authenticated", False) else None,
         nodes_created=len(report.created),
@@ -219,11 +235,6 @@ def inventory_import(
         gpus_seen=report.gpus_seen,
         errors=[_issue_dict(i) for i in report.issues],
     )
-    report.record_id = record.pk
-    if report.created or report.updated or report.unchanged:  # the fleet as it now stands
-        check = import_string(settings.INVENTORY_OVERCOMMIT_CHECK)
-        report.overcommitted = [{"text": str(o), **o.as_dict()} for o in check(now=run.now)]
-    return report
 
 
 def _candidate_pools(pool: Pool | None, within: Sequence[Pool] | None) -> list[Pool]:
@@ -318,38 +329,64 @@ def _snapshot_problem(snapshot: NodeSnapshot, seen_hosts: set[str]) -> tuple[str
     return None
 
 
-def _write_chunk(snapshots: list[NodeSnapshot], run: ImportRun) -> tuple[list[NodePlan], list]:
-    """Plan and write a chunk of nodes inside the caller's transaction."""
-    hosts = [s.hostname for s in snapshots]
+def _locked_nodes(hosts: list[str], run: ImportRun) -> dict[str, list[Node]]:
+    """The stored nodes named ``hosts`` (of the run's cluster unless it takes any cluster),
+    locked, by name, each name's nodes by id (several: the name is in several clusters)."""
     found = Node.objects.select_for_update().filter(hostname__in=hosts).order_by("pk")
     if not run.any_cluster:
         found = found.filter(cluster_id=run.cluster_id)
     same_name: dict[str, list[Node]] = defaultdict(list)
     for node in found:
         same_name[node.hostname].append(node)
-    nodes = {name: named[0] for name, named in same_name.items() if len(named) == 1}
-    gpus_by_node: dict[int, list[Gpu]] = {n.pk: [] for n in nodes.values()}
-    for gpu in Gpu.objects.filter(node__in=list(nodes.values())):
+    return same_name
+
+
+def _stored_cards(
+    nodes: list[Node],
+) -> tuple[dict[int, list[Gpu]], dict[int, list[tuple]]]:
+    """``(GPUs by node id, MIG device rows by GPU id)`` stored for ``nodes``; a row holds the
+    :data:`MIG_ROW_FIELDS` values, as :func:`plan_node` compares them."""
+    gpus_by_node: dict[int, list[Gpu]] = {n.pk: [] for n in nodes}
+    for gpu in Gpu.objects.filter(node__in=nodes):
         gpus_by_node[gpu.node_id].append(gpu)
     mig_rows: dict[int, list[tuple]] = defaultdict(list)
-    for gpu_id, *row in MigDevice.objects.filter(gpu__node__in=list(nodes.values())).values_list(
+    for gpu_id, *row in MigDevice.objects.filter(gpu__node__in=nodes).values_list(
         "gpu_id", *MIG_ROW_FIELDS
     ):
         mig_rows[gpu_id].append(tuple(row))
+    return gpus_by_node, mig_rows
+
+
+def _uuid_holders(snapshots: list[NodeSnapshot]) -> dict[str, tuple[int, str]]:
+    """A card's UUID -> the node holding it, ``(id, name)``, for the UUIDs the ``snapshots``
+    report: a node of another cluster may share the name, so the id decides."""
     wanted = {u for s in snapshots for g in s.gpus if (u := clean_uuid(g.uuid))}
-    # a card's UUID -> the node holding it, (id, name): a node of another cluster may share
-    # the name, so the id decides
-    held = (
-        {
-            uuid: (node_id, hostname)
-            for uuid, node_id, hostname in Gpu.objects.filter(uuid__in=wanted).values_list(
-                "uuid", "node_id", "node__hostname"
-            )
-        }
-        if wanted
-        else {}
+    if not wanted:
+        return {}
+    return {
+        uuid: (node_id, hostname)
+        for uuid, node_id, hostname in Gpu.objects.filter(uuid__in=wanted).values_list(
+            "uuid", "node_id", "node__hostname"
+        )
+    }
+
+
+def _uuid_held(snapshot: NodeSnapshot, uuid: str, holder: str) -> ParseIssue:
+    """The issue rejecting ``snapshot``'s node: its card ``uuid`` is held by node ``holder``."""
+    return ParseIssue(
+        f"GPU UUID {uuid} is already held by node {holder}; not moved "
+        "(resolve by hand: remove the card from the other node first)",
+        field="uuid",
+        node=snapshot.hostname,
     )
 
+
+def _write_chunk(snapshots: list[NodeSnapshot], run: ImportRun) -> tuple[list[NodePlan], list]:
+    """Plan and write a chunk of nodes inside the caller's transaction."""
+    same_name = _locked_nodes([s.hostname for s in snapshots], run)
+    nodes = {name: named[0] for name, named in same_name.items() if len(named) == 1}
+    gpus_by_node, mig_rows = _stored_cards(list(nodes.values()))
+    held = _uuid_holders(snapshots)
     plans: list[NodePlan] = []
     rejected: list[tuple[str, ParseIssue]] = []
     for snapshot in snapshots:
@@ -364,17 +401,7 @@ def _write_chunk(snapshots: list[NodeSnapshot], run: ImportRun) -> tuple[list[No
         uuids = [u for g in snapshot.gpus if (u := clean_uuid(g.uuid))]
         clash = next((u for u in uuids if held.get(u, mine) != mine), None)
         if clash:
-            rejected.append(
-                (
-                    snapshot.hostname,
-                    ParseIssue(
-                        f"GPU UUID {clash} is already held by node {held[clash][1]}; not moved "
-                        "(resolve by hand: remove the card from the other node first)",
-                        field="uuid",
-                        node=snapshot.hostname,
-                    ),
-                )
-            )
+            rejected.append((snapshot.hostname, _uuid_held(snapshot, clash, held[clash][1])))
             continue
         held.update(dict.fromkeys(uuids, mine))
         existing = gpus_by_node.get(node.pk, []) if node else []
@@ -450,6 +477,27 @@ def _too_many_cards(snapshot: NodeSnapshot) -> ParseIssue:
 
 def _write_plans(plans: list[NodePlan], run: ImportRun) -> None:
     """Apply every plan with bulk statements; the caller holds the transaction."""
+    _write_nodes(plans, run)
+    _write_gpus(plans, run)
+    _write_mig_devices(plans)
+    events = [
+        audit_event_build(
+            actor=run.actor,
+            action=f"node.{p.outcome}",
+            obj=p.node,
+            before=p.before,
+            after=p.after,
+            reason=f"imported from {run.source}",
+        )
+        for p in plans
+        if p.outcome != "unchanged"
+    ]
+    AuditEvent.objects.bulk_create(events)
+
+
+def _write_nodes(plans: list[NodePlan], run: ImportRun) -> None:
+    """Create the plans' new nodes, update the changed ones and stamp the unchanged ones seen
+    (``last_seen_at`` / ``last_source`` of the run)."""
     Node.objects.bulk_create([p.node for p in plans if p.created])
     changed_nodes = [p.node for p in plans if p.node_changed and not p.created]
     if changed_nodes:
@@ -463,6 +511,12 @@ def _write_plans(plans: list[NodePlan], run: ImportRun) -> None:
         Node.objects.filter(pk__in=seen_nodes).update(
             last_seen_at=run.now, last_source=str(run.source)
         )
+
+
+def _write_gpus(plans: list[NodePlan], run: ImportRun) -> None:
+    """Delete the plans' gone GPUs, move the re-indexed ones (through parking indices), update
+    the changed ones, create the new ones and stamp the unchanged ones seen at the run's
+    ``now``, in that order."""
     gone = [pk for p in plans for pk in p.gone_gpu_ids]
     if gone:
         Gpu.objects.filter(pk__in=gone).delete()
@@ -484,6 +538,11 @@ def _write_plans(plans: list[NodePlan], run: ImportRun) -> None:
     seen = [pk for p in plans for pk in p.seen_gpu_ids]
     if seen:
         Gpu.objects.filter(pk__in=seen).update(last_seen_at=run.now)
+
+
+def _write_mig_devices(plans: list[NodePlan]) -> None:
+    """Replace the MIG devices of every GPU the plans list with MIG rows (``(index, uuid,
+    profile, GPU instance, compute instance, memory MiB, GRES type)``; none: all removed)."""
     mig = [(gpu, rows) for p in plans for gpu, rows in p.mig]
     if mig:
         MigDevice.objects.filter(gpu__in=[g for g, _ in mig if g.pk]).delete()
@@ -501,16 +560,3 @@ def _write_plans(plans: list[NodePlan], run: ImportRun) -> None:
             for gpu, rows in mig
             for i, u, prof, gi, ci, mem, gres in rows
         )
-    events = [
-        audit_event_build(
-            actor=run.actor,
-            action=f"node.{p.outcome}",
-            obj=p.node,
-            before=p.before,
-            after=p.after,
-            reason=f"imported from {run.source}",
-        )
-        for p in plans
-        if p.outcome != "unchanged"
-    ]
-    AuditEvent.objects.bulk_create(events)

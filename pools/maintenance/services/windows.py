@@ -40,6 +40,7 @@ from pools.maintenance.selectors import (
     scope_nodes,
     team_losses,
 )
+from pools.maintenance.waves import WavePlan
 from pools.tenancy.permissions import require_pool_admin
 
 MAX_WINDOW = timedelta(days=31)  # a longer outage is a change of inventory, not a window
@@ -215,6 +216,31 @@ def wave_ask_errors(ask: WaveAsk) -> dict[str, str]:
     return errors
 
 
+def _wave_windows(
+    actor: Any, ask: WaveAsk, plan: WavePlan, *, title: str, reason: str, now: datetime
+) -> list[MaintenanceWindow]:
+    """Save one node window per wave of the complete ``plan`` for ``ask``'s pool, titled
+    ``"<title> · wave N of M"`` (cut to the title's length) and sharing a new 12-hex wave id;
+    returns them in wave order (:func:`maintenance_window_create` raises as it does)."""
+    wave_id = uuid.uuid4().hex[:12]
+    return [
+        maintenance_window_create(
+            actor=actor,
+            title=f"{title.strip()} · wave {w.number} of {len(plan.waves)}"[:TITLE_MAX_LENGTH],
+            scope=MaintenanceScope.NODES,
+            pool=ask.pool,
+            hostnames=w.hostnames,
+            starts_at=w.starts_at,
+            ends_at=w.ends_at,
+            reason=reason,
+            wave=wave_id,
+            wave_number=w.number,
+            now=now,
+        )
+        for w in plan.waves
+    ]
+
+
 def maintenance_waves_create(
     *, actor: Any, ask: WaveAsk, title: str, reason: str = "", now: datetime | None = None
 ) -> list[MaintenanceWindow]:
@@ -245,21 +271,4 @@ def maintenance_waves_create(
                 unplanned=list(plan.unplanned),
                 waves=[w.hostnames for w in plan.waves],
             )
-        wave_id = uuid.uuid4().hex[:12]
-        windows = [
-            maintenance_window_create(
-                actor=actor,
-                title=f"{title.strip()} · wave {w.number} of {len(plan.waves)}"[:TITLE_MAX_LENGTH],
-                scope=MaintenanceScope.NODES,
-                pool=ask.pool,
-                hostnames=w.hostnames,
-                starts_at=w.starts_at,
-                ends_at=w.ends_at,
-                reason=reason,
-                wave=wave_id,
-                wave_number=w.number,
-                now=now,
-            )
-            for w in plan.waves
-        ]
-    return windows
+        return _wave_windows(actor, ask, plan, title=title, reason=reason, now=now)

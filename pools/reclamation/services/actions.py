@@ -44,6 +44,42 @@ def _exemption_snapshot(exemption: Exemption) -> dict:
     )
 
 
+def _exemption_reason(reason: str | None) -> str:
+    """``reason`` stripped; raises :class:`InvalidInput` (field ``reason``) when it is empty or
+    longer than :data:`MAX_REASON_CHARS`."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise _invalid("reason", "Give a reason for the exemption.")
+    if len(reason) > MAX_REASON_CHARS:
+        raise _invalid(
+            "reason",
+            f"The reason must be at most {MAX_REASON_CHARS} characters.",
+            max_length=MAX_REASON_CHARS,
+            length=len(reason),
+        )
+    return reason
+
+
+def _check_expiry(expires_at: datetime | None, now: datetime) -> None:
+    """Raise :class:`InvalidInput` (field ``expires_at``) unless ``expires_at`` is aware, after
+    ``now`` and at most :data:`MAX_EXEMPTION` (365 days) after it."""
+    if expires_at is None or timezone.is_naive(expires_at):
+        raise _invalid("expires_at", "The expiry needs a time zone (an aware date and time).")
+    if expires_at <= now:
+        raise _invalid(
+            "expires_at",
+            "The expiry must be in the future.",
+            expires_at=expires_at.isoformat(),
+        )
+    if expires_at > now + MAX_EXEMPTION:
+        raise _invalid(
+            "expires_at",
+            "An exemption can last at most 365 days.",
+            expires_at=expires_at.isoformat(),
+            max_days=MAX_EXEMPTION.days,
+        )
+
+
 def exemption_grant(
     *,
     actor: Any,
@@ -60,32 +96,8 @@ def exemption_grant(
     _require_admin(actor, "grant an exemption")
     if (team is None) == (allocation is None):
         raise _invalid("team", "Exempt either a team or an allocation, not both or neither.")
-    reason = (reason or "").strip()
-    if not reason:
-        raise _invalid("reason", "Give a reason for the exemption.")
-    if len(reason) > MAX_REASON_CHARS:
-        raise _invalid(
-            "reason",
-            f"The reason must be at most {MAX_REASON_CHARS} characters.",
-            max_length=MAX_REASON_CHARS,
-            length=len(reason),
-        )
-    if expires_at is None or timezone.is_naive(expires_at):
-        raise _invalid("expires_at", "The expiry needs a time zone (an aware date and time).")
-    now = timezone.now()
-    if expires_at <= now:
-        raise _invalid(
-            "expires_at",
-            "The expiry must be in the future.",
-            expires_at=expires_at.isoformat(),
-        )
-    if expires_at > now + MAX_EXEMPTION:
-        raise _invalid(
-            "expires_at",
-            "An exemption can last at most 365 days.",
-            expires_at=expires_at.isoformat(),
-            max_days=MAX_EXEMPTION.days,
-        )
+    reason = _exemption_reason(reason)
+    _check_expiry(expires_at, timezone.now())
     with transaction.atomic():
         exemption = Exemption.objects.create(
             team=team,
@@ -131,29 +143,11 @@ def exemption_revoke(*, exemption: Exemption, actor: Any) -> Exemption:
     return exemption
 
 
-def idle_finding_reclaim_now(
-    *, finding: IdleFinding, actor: Any, now: datetime | None = None
-) -> IdleFinding:
-    """Reclaim an open finding at once (pool admins only): the allocation shrinks to the
-    finding's ``cards_in_use`` cards, or ends when none is in use, skipping the grace period and
-    the cooldown.
-
-    Raises :class:`PermissionDenied`, or :class:`InvalidTransition` when the finding is not
-    open, its allocation no longer active or expiring, the pool's policy or the finding is
-    dry-run (or the policy is gone),
-    or an exemption of the team or the allocation is in force (data: ``exemption``,
-    ``expires_at``); a refused reclaim changes nothing.
-    """
-    _require_admin(actor, "reclaim cards")
-    now = now or timezone.now()
-    finding = IdleFinding.objects.select_related("allocation").get(pk=finding.pk)
-    allocation = finding.allocation
-    if finding.state != IdleFindingState.OPEN:
-        raise InvalidTransition(
-            f"A {finding.state} finding cannot be reclaimed.",
-            status=finding.state,
-            action="reclaim_now",
-        )
+def _check_reclaim_allowed(finding: IdleFinding, allocation: Allocation, now: datetime) -> None:
+    """Raise :class:`InvalidTransition` (action ``reclaim_now``) when ``allocation``'s pool has
+    no reclamation policy, the policy or ``finding`` is dry-run (data: ``dry_run``), or an
+    exemption of the team or the allocation is in force at ``now`` (data: ``exemption``,
+    ``expires_at``)."""
     policy = ReclamationPolicy.objects.filter(pool_id=allocation.pool_id).first()
     if policy is None:
         raise InvalidTransition(
@@ -178,6 +172,32 @@ def idle_finding_reclaim_now(
             exemption=exemption.pk,
             expires_at=exemption.expires_at.isoformat(),
         )
+
+
+def idle_finding_reclaim_now(
+    *, finding: IdleFinding, actor: Any, now: datetime | None = None
+) -> IdleFinding:
+    """Reclaim an open finding at once (pool admins only): the allocation shrinks to the
+    finding's ``cards_in_use`` cards, or ends when none is in use, skipping the grace period and
+    the cooldown.
+
+    Raises :class:`PermissionDenied`, or :class:`InvalidTransition` when the finding is not
+    open, its allocation no longer active or expiring, the pool's policy or the finding is
+    dry-run (or the policy is gone),
+    or an exemption of the team or the allocation is in force (data: ``exemption``,
+    ``expires_at``); a refused reclaim changes nothing.
+    """
+    _require_admin(actor, "reclaim cards")
+    now = now or timezone.now()
+    finding = IdleFinding.objects.select_related("allocation").get(pk=finding.pk)
+    allocation = finding.allocation
+    if finding.state != IdleFindingState.OPEN:
+        raise InvalidTransition(
+            f"A {finding.state} finding cannot be reclaimed.",
+            status=finding.state,
+            action="reclaim_now",
+        )
+    _check_reclaim_allowed(finding, allocation, now)
     why = (
         f"reclaimed now by {actor}: idle since {finding.first_seen_at:%Y-%m-%d %H:%M %Z}, "
         f"mean {finding.mean_util_pct} %"

@@ -89,8 +89,7 @@ def test_the_schema_documents_findings_with_an_example(admin_api):
     assert "/api/v1/advisor/findings/{id}/mute/" in schema["paths"]
 
 
-def test_the_advisor_page_is_for_pool_admins(admin_page, member_page, findings):
-    assert member_page.get("/advisor/").status_code == 403
+def test_the_advisor_page_lists_every_team_for_pool_admins(admin_page, findings):
     page = admin_page.get("/advisor/")
     text = page.content.decode()
     assert page.status_code == 200
@@ -99,6 +98,35 @@ def test_the_advisor_page_is_for_pool_admins(admin_page, member_page, findings):
     assert table.index("Critical") < table.index("Warning")  # most urgent first
     empty = admin_page.get("/advisor/", {"rule": "cold_start"})
     assert "No findings match these filters." in empty.content.decode()
+
+
+def test_a_member_sees_the_advisor_of_their_own_teams(client, team_member, findings):
+    """alice (nlp): nlp's live finding, not vision's critical one; ``?team=nlp`` the same;
+    ``?team=vision`` a 400 with no rows. Members neither run the advisor nor triage (the
+    triage form is for managers: may_release)."""
+    mine, theirs = findings
+    client.force_login(team_member)
+
+    page = client.get("/advisor/")
+    own = client.get("/advisor/", {"team": "nlp"})
+    other = client.get("/advisor/", {"team": "vision"})
+
+    assert page.status_code == own.status_code == 200
+    assert [f.pk for f in page.context["page"]] == [f.pk for f in own.context["page"]] == [mine.pk]
+    assert f'id="finding-{theirs.pk}"' not in page.content.decode()
+    assert "Run the advisor now" not in page.content.decode()
+    assert "Acknowledge / mute" not in page.content.decode()
+    assert other.status_code == 400 and list(other.context["page"]) == []
+    assert '<a href="/advisor/">Advisor</a>' in client.get("/teams/mine/").content.decode()
+
+
+def test_a_manager_triages_their_teams_findings_from_the_advisor(client, team_manager, findings):
+    client.force_login(team_manager)
+    assert "Acknowledge / mute" in client.get("/advisor/").content.decode()
+
+
+def test_a_member_may_not_run_the_advisor(member_page):
+    assert member_page.post("/advisor/run/").status_code == 403
 
 
 def test_the_advisor_csv_and_page_queries_do_not_grow(admin_page, findings, team):

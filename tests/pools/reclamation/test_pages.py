@@ -296,3 +296,55 @@ def test_the_idle_page_says_when_the_scan_last_ran_and_admins_can_scan_now(
     assert run.error == "no Prometheus configured (PROMETHEUS_URL)"
     body = response.content.decode()
     assert "could not run" in body and "no Prometheus configured" in body
+
+
+def test_the_idle_page_and_csv_filter_by_team_and_keep_it_in_their_links(
+    admin_page, findings, member
+):
+    """``?team=vision``: only vision's finding on the page and in its CSV; the CSV link keeps
+    the team (the page listed every team's findings whatever ``team`` said)."""
+    mine, other = findings
+
+    page = admin_page.get("/idle/", {"team": "vision"})
+    body = page.content.decode()
+    csv = admin_page.get("/idle/", {"team": "vision", "export": "csv"})
+    lines = b"".join(csv.streaming_content).decode().strip().splitlines()
+
+    assert page.status_code == 200
+    assert [f.pk for f in page.context["page"]] == [other.pk]
+    assert f"#{mine.allocation_id}<" not in body
+    assert 'href="?team=vision&amp;export=csv"' in body
+    assert [line.split(",")[:3] for line in lines[1:]] == [
+        [str(other.pk), str(other.allocation_id), "vision"]
+    ]
+
+
+def test_the_idle_pager_keeps_the_team(admin_page, findings):
+    """51 findings of vision (50 a page): page 1's "Older" link names the team and page 2;
+    page 2 holds the 51st."""
+    _, other = findings
+    now = timezone.now()
+    for n in range(50):
+        IdleFinding.objects.create(
+            allocation=AllocationFactory(team=other.allocation.team, status="active"),
+            state=IdleFindingState.OPEN,
+            first_seen_at=now,
+            last_seen_at=now + timedelta(seconds=n + 1),
+            card_count=1,
+            cards_in_use=0,
+        )
+
+    first = admin_page.get("/idle/", {"team": "vision"}).content.decode()
+    second = admin_page.get("/idle/", {"team": "vision", "page": "2"})
+
+    assert 'href="?team=vision&amp;page=2">Older' in first
+    assert [f.pk for f in second.context["page"]] == [other.pk]
+
+
+def test_the_idle_page_refuses_a_team_the_member_may_not_see(member_page, findings):
+    page = member_page.get("/idle/", {"team": "vision"})
+    csv = member_page.get("/idle/", {"team": "vision", "export": "csv"})
+
+    assert page.status_code == 400 and list(page.context["page"]) == []
+    assert page.context["filterset"].form.errors["team"]
+    assert csv.status_code == 400 and csv["Content-Type"].startswith("text/plain")

@@ -1,7 +1,8 @@
 """Every list's ``team`` filter names a team the user may see: a slug of a team they may not see,
-or of no team, is a 400 naming ``team`` in the API (a field error and no rows on a page), as the
-request list has answered. The statements, budgets, estimates, idle findings and advisor
-findings answered 200 with an empty list, which says the team has none."""
+or of no team, is a 400 naming ``team`` in the API (on a page: a 400 with the field error and
+no rows, tests/pools/web/test_list_refusals.py), as the request list has answered. The
+statements, budgets, estimates, idle findings and advisor findings answered 200 with an empty
+list, which says the team has none."""
 
 from __future__ import annotations
 
@@ -63,5 +64,5 @@ def test_the_budgets_page_refuses_a_team_the_member_may_not_see(team, team_manag
 
     page = client.get("/costs/budgets/", {"team": "vision"})
 
-    assert page.status_code == 200
+    assert page.status_code == 400
     assert page.context["filterset"].form.errors == {"team": INVALID}

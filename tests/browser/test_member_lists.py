@@ -1,0 +1,55 @@
+"""A member's idle findings and advisor pages with the demo's data: alice (nlp) sees her team's
+rows, filters by her team, and a team she is not in is refused with the reason on the page; at a
+laptop's and a phone's width (screenshots under the test's tmp_path)."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from playwright.sync_api import expect
+
+from pools.advisor.models import AdvisorFinding
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.mark.parametrize("width,height", [(1366, 900), (390, 844)])
+def test_a_member_filters_idle_and_advisor_by_her_team(
+    browser, live_server, tmp_path, width, height
+):
+    call_command("load_demo", verbosity=0)
+    nlp_live = AdvisorFinding.objects.filter(team__slug="nlp").exclude(status="closed").count()
+    assert nlp_live and AdvisorFinding.objects.exclude(team__slug="nlp").exists()
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.goto(f"{live_server.url}/login/")
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", "demo")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/**")
+
+    page.goto(f"{live_server.url}/idle/?team=nlp")
+    expect(page.locator("input[name=team]")).to_have_value("nlp")
+    expect(page.get_by_role("button", name="Export CSV")).to_have_attribute(
+        "href", "?team=nlp&export=csv"
+    )
+    page.screenshot(path=str(tmp_path / f"idle-{width}.png"), full_page=True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+
+    refused = page.goto(f"{live_server.url}/idle/?team=vision")
+    assert refused.status == 400
+    expect(page.get_by_role("alert")).to_contain_text('Team "vision": Select a valid choice.')
+    page.screenshot(path=str(tmp_path / f"idle-refused-{width}.png"), full_page=True)
+
+    page.goto(f"{live_server.url}/advisor/")
+    expect(page.locator("table.findings tbody tr")).to_have_count(nlp_live)
+    expect(page.get_by_role("button", name="Run the advisor now")).to_have_count(0)
+    page.screenshot(path=str(tmp_path / f"advisor-{width}.png"), full_page=True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+
+    # typing another team: htmx swaps in the table's 400, which says why
+    page.fill("input[name=team]", "vision")
+    expect(page.locator("#table [role=alert]")).to_contain_text('Team "vision"')
+    expect(page.locator("table.findings tbody tr")).to_have_count(1)  # the empty row
+    page.screenshot(path=str(tmp_path / f"advisor-refused-{width}.png"), full_page=True)
+    context.close()
