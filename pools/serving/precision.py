@@ -13,6 +13,8 @@ Decimal places per signal, by unit (the figures are measurements, not money: flo
 - gauges averaged over buckets (requests running / waiting, cards reporting / busy): 2;
 - framebuffer ``_mib``: 1 (dcgm-exporter reports whole MiB); ``temperature_c``: 1;
   ``xid_last``: 0 (a code); ``nvlink_bytes_s``: 0 (bytes a second).
+
+The calibration's figures have theirs in :data:`CALIBRATION_PLACES`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,18 @@ PLACES: dict[str, int] = {
     "temperature_c": 1,
     "xid_last": 0,
     "nvlink_bytes_s": 0,
+}
+
+
+# The calibration days' figures (``ServingCalibrationDay``): mean running requests per replica
+# 2 places, output tok/s per card 1, the band's factors and measured ÷ sized 3 (0.1 %).
+CALIBRATION_PLACES: dict[str, int] = {
+    "concurrency": 2,
+    "measured_tok_s_per_card": 1,
+    "sized_tok_s_per_card": 1,
+    "band_low_factor": 3,
+    "band_high_factor": 3,
+    "ratio": 3,
 }
 
 

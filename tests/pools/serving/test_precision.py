@@ -76,3 +76,27 @@ def test_the_dashboard_serving_csv_is_rounded(admin_page, noisy):
     assert cells["requests_waiting"] == "2.33"
     assert cells["output_tokens_5min"] == "3000.0"
     assert cells["gpu_util_pct"] == "71.4"
+
+
+def test_the_calibration_api_answers_rounded_figures(api_as, team_member, noisy):
+    """Figures as a mean and ratios leave them (demo: 35.28504901960784 tok/s per card,
+    ratio 0.9986661743691772): concurrency 2 places, tok/s 1, factors and ratio 3."""
+    from factories import ServedModelFactory, ServingCalibrationDayFactory
+
+    allocation = noisy  # an allocation the API lists: one with a stored rollup
+    ServedModelFactory(allocation=allocation)
+    ServingCalibrationDayFactory(
+        allocation=allocation, concurrency=2.6666666666666665,
+        measured_tok_s_per_card=35.28504901960784, sized_tok_s_per_card=35.33217598152474,
+        band_low_factor=0.7170000000000001, band_high_factor=1.4574652777777777,
+        ratio=0.9986661743691772,
+    )  # fmt: skip
+    body = api_as(team_member).get(f"/api/v1/serving/{allocation.pk}/calibration/").json()
+
+    (day,) = body["days"]
+    assert {k: day[k] for k in ("concurrency", "measured_tok_s_per_card",
+                                "sized_tok_s_per_card", "band_low_factor", "band_high_factor",
+                                "ratio")} == {
+        "concurrency": 2.67, "measured_tok_s_per_card": 35.3, "sized_tok_s_per_card": 35.3,
+        "band_low_factor": 0.717, "band_high_factor": 1.457, "ratio": 0.999,
+    }  # fmt: skip
