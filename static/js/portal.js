@@ -88,6 +88,19 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     event.detail.isError = false;
   }
 });
+// The filters form sits outside #table, so a refused page's field errors (and the fields'
+// aria-invalid) stayed under a team fixed since; each answer swapped into #table is the list's
+// state now, its own refusal (includes/refusal.html) naming any filter it still cannot use.
+document.addEventListener("htmx:afterSwap", (event) => {
+  if (!event.detail.target || event.detail.target.id !== "table") return;
+  document.querySelectorAll("form.filters").forEach((form) => {
+    form.querySelectorAll(".errorlist").forEach((list) => list.remove());
+    form.querySelectorAll("[aria-invalid]").forEach((field) => {
+      field.removeAttribute("aria-invalid");
+      if (/_error$/.test(field.getAttribute("aria-describedby") || "")) field.removeAttribute("aria-describedby");
+    });
+  });
+});
 // data-copy="id" on a button: copy the value of the field with that id (the team's calendar
 // link); the button says "Copied" for two seconds.
 document.addEventListener("click", (event) => {
