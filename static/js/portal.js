@@ -26,12 +26,14 @@ document.addEventListener("change", (event) => {
     if (!open && option.selected) select.value = "";
   });
 });
+// pools/common/validators.py's hostname_validator: at most 63 characters a label, 253 in all.
+const NODE_NAME = /^(?=.{1,253}$)[A-Za-z0-9][A-Za-z0-9_-]{0,62}(?:\.[A-Za-z0-9_-]{0,63})*$/;
 document.addEventListener("change", (event) => {
   const input = event.target;
   if (!input.matches("input[type=file][data-node-from-file]") || !input.files.length) return;
   const node = document.getElementById(input.dataset.nodeFromFile);
   const stem = input.files[0].name.replace(/\.[^.]*$/, "");
-  if (node && !node.value && /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/.test(stem)) {
+  if (node && !node.value && NODE_NAME.test(stem)) {
     node.value = stem;
   }
 });
