@@ -146,14 +146,19 @@ def checked_page_size(request, *, default: int = 50, sizes: Sequence[int] = PAGE
     return int(raw)
 
 
-def checked_page(request, paginator: Paginator, *, param: str = "page") -> Page:
+def checked_page(
+    request, paginator: Paginator, *, param: str = "page", refused: bool = False
+) -> Page:
     """The page of ``paginator`` that ``?<param>=`` names, checked as the API checks it: absent
     or empty, page 1; a whole number from 1 past the last page is :class:`Http404` (as
     DRF's ``Invalid page.``); anything else (``-1``, ``0``, ``abc``) is
     :class:`ParameterInvalid`. Django's ``get_page`` showed the last page for all of them.
-    The one page reader of every HTML list; counts the rows once (``paginator.count``)."""
+    ``refused``: the list's filters were refused (no rows), so its one empty page whatever
+    ``?<param>=`` says, for the page's 400 to say why (``?team=vision&page=2`` was a 404,
+    "nothing here"). The one page reader of every HTML list; counts the rows once
+    (``paginator.count``)."""
     raw = request.GET.get(param, "")
-    if raw == "":
+    if raw == "" or refused:
         return paginator.page(1)
     if not (raw.isascii() and raw.isdigit() and raw.strip("0")):
         raise ParameterInvalid(param, "a whole number from 1")
@@ -222,7 +227,7 @@ def filtered_list(
         if refused:
             return filter_refusal_csv(filterset.form)
         return csv_response(rows.iterator(chunk_size=2000), columns, filename)
-    page = checked_page(request, Paginator(rows, checked_page_size(request)))
+    page = checked_page(request, Paginator(rows, checked_page_size(request)), refused=refused)
     query = request.GET.copy()
     query.pop("page", None)
     context = {

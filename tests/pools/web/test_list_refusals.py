@@ -55,6 +55,18 @@ def test_the_page_of_a_team_one_may_not_see_is_a_400_saying_why(url, member_clie
 
 
 @pytest.mark.parametrize("url", TEAM_LISTS)
+@pytest.mark.parametrize("page", ["2", "abc"])
+def test_a_refused_team_with_a_page_number_is_the_refusal_not_a_404(url, page, member_client):
+    """A shared link to page 2 of another team's list answered 404 ("nothing here"): the
+    refused filter leaves no rows, so one empty page, and the 400 says why."""
+    answer = member_client.get(url, {"team": "vision", "page": page})
+
+    assert answer.status_code == 400
+    assert f"nothing is listed. {REFUSAL}".replace('"', "&quot;") in answer.content.decode()
+    assert answer.context["page"].number == 1
+
+
+@pytest.mark.parametrize("url", TEAM_LISTS)
 def test_the_members_own_team_is_a_200_page_and_csv(url, member_client):
     assert member_client.get(url, {"team": "nlp"}).status_code == 200
     csv = member_client.get(url, {"team": "nlp", "export": "csv"})
