@@ -3,7 +3,7 @@ page's *In the scheduler* panel and the API's ``scheduler`` object).
 
 Names come from the places that compute them when writing: Slurm's account
 (:func:`~pools.capacity.services.scheduler_binding.slurm_account_name`), GRES type
-(:func:`~pools.capacity.services.scheduler_binding.slurm_gres_type`) and reservation
+(:func:`~pools.capacity.services.scheduler_binding.slurm_cap_gres_type`) and reservation
 (:func:`~pools.capacity.services.scheduler_binding.reservation_name`); Kubernetes' namespace
 (:func:`scheduler_adapters.kubernetes_manifests.namespace_name`) and the objects of
 :func:`scheduler_adapters.kubernetes_manifests.quota_manifests` /
@@ -36,8 +36,7 @@ from pools.capacity.services.scheduler_binding import (
     reservation_drift_subject,
     reservation_name,
     slurm_account_name,
-    slurm_gres_type,
-    slurm_mig_gres_type,
+    slurm_cap_gres_type,
     team_cards_applied,
 )
 from pools.classes.slurm_qos import class_qos_name
@@ -191,12 +190,9 @@ def _slurm_objects(
     allocation: Allocation, binding: dict, applied: bool
 ) -> tuple[list[SchedulerObject], str]:
     team = allocation.team
-    if allocation.mig_profile:
-        gres = slurm_mig_gres_type(
-            pool=allocation.pool, gpu_model=allocation.gpu_model, profile=allocation.mig_profile
-        )
-    else:
-        gres = slurm_gres_type(allocation.gpu_model)
+    gres = slurm_cap_gres_type(
+        pool=allocation.pool, gpu_model=allocation.gpu_model, mig_profile=allocation.mig_profile
+    )
     account = binding.get("account") if applied else None
     account = account or slurm_account_name(team)
     partition = (binding.get("partition") if applied else None) or allocation.pool.slurm_partition

@@ -1,6 +1,7 @@
 """The one place that builds adapters from settings: scheduler adapters (``SCHEDULERS``, and
 the clusters kept as data: :func:`cluster_adapter`, :func:`pool_adapter`) and Prometheus
-(``PROMETHEUS_URL``), so no module repeats a setting's default.
+(``PROMETHEUS_URL``, or a cluster's own ``prometheus_url``: :func:`metrics_adapter`), so no
+module repeats a setting's default.
 
 Scheduler adapters are built once per distinct configuration and kept (they hold HTTP
 connection pools); :func:`reset` closes and forgets them (tests that change ``SCHEDULERS``).
@@ -140,13 +141,21 @@ def pool_adapter(pool: Any) -> SchedulerAdapter | None:
     return cluster_adapter(pool.cluster)
 
 
+def metrics_url(cluster: Any = None) -> str:
+    """The Prometheus URL of ``cluster`` (a :class:`pools.clusters.models.Cluster`): its
+    ``prometheus_url``, or ``settings.PROMETHEUS_URL`` when that is blank or there is no
+    cluster (pools without one). ``""`` when neither is set."""
+    return (getattr(cluster, "prometheus_url", "") or "") or settings.PROMETHEUS_URL
+
+
 def metrics_adapter(
-    *, url: str | None = None, timeout_s: float | None = None
+    *, url: str | None = None, timeout_s: float | None = None, cluster: Any = None
 ) -> PrometheusAdapter | None:
-    """The Prometheus of ``url`` (default ``settings.PROMETHEUS_URL``) with
-    ``timeout_s`` seconds per query (default ``PROMETHEUS_TIMEOUT_S``, 30 s), or ``None`` when
-    no URL is configured."""
-    url = url or settings.PROMETHEUS_URL
+    """The Prometheus of ``url``, else of ``cluster`` (:func:`metrics_url`: its
+    ``prometheus_url``, blank = ``settings.PROMETHEUS_URL``), else ``settings.PROMETHEUS_URL``,
+    with ``timeout_s`` seconds per query (default ``PROMETHEUS_TIMEOUT_S``, 30 s), or ``None``
+    when no URL is configured. The caller closes it."""
+    url = url or metrics_url(cluster)
     if not url:
         return None
     return PrometheusAdapter(url, timeout_s=float(timeout_s or settings.PROMETHEUS_TIMEOUT_S))

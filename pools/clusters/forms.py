@@ -29,6 +29,14 @@ class ClusterForm(forms.ModelForm):
         help_text=Cluster._meta.get_field("api_url").help_text,
     )
 
+    prometheus_url = forms.URLField(
+        label="Prometheus URL",
+        max_length=255,
+        required=False,
+        assume_scheme="https",
+        help_text=Cluster._meta.get_field("prometheus_url").help_text,
+    )
+
     class Meta:
         model = Cluster
         fields = list(EDITABLE_FIELDS)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.core.validators import URLValidator
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Lower
@@ -22,6 +23,8 @@ from pools.common.validators import single_line_text_validator, slug_validator
 
 CLUSTER_KINDS = (Scheduler.SLURM, Scheduler.KUBERNETES)
 CREDENTIAL_WARNING = timedelta(days=7)
+# A cluster's Prometheus is read over HTTP(S) only (URLField alone also takes ftp/ftps).
+PROMETHEUS_SCHEMES = ("http", "https")
 
 
 class Cluster(models.Model):
@@ -59,6 +62,14 @@ class Cluster(models.Model):
         max_length=16, blank=True, help_text="Pinned API version (empty: the newest both know)."
     )
     kueue = models.BooleanField(default=False)
+    prometheus_url = models.URLField(
+        max_length=255,
+        blank=True,
+        validators=[URLValidator(schemes=list(PROMETHEUS_SCHEMES))],
+        help_text="The Prometheus (or Thanos / Mimir query URL) holding this cluster's "
+        "dcgm-exporter series, e.g. http://prometheus.train:9090; its idle scan reads only "
+        "this one. Empty: the portal's PROMETHEUS_URL.",
+    )
     site = models.CharField(max_length=64, blank=True, validators=[single_line_text_validator])
     provider = models.CharField(max_length=64, blank=True, validators=[single_line_text_validator])
     retiring = models.BooleanField(default=False, help_text="Being retired: no new pools.")

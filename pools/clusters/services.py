@@ -26,7 +26,7 @@ from django.utils import timezone
 from pools.audit.services import audit_event_record
 from pools.clusters.adapters import cluster_adapter_unshared, cluster_settings, scheduler_config
 from pools.clusters.credentials import credential_expiry
-from pools.clusters.models import Cluster, ClusterError
+from pools.clusters.models import PROMETHEUS_SCHEMES, Cluster, ClusterError
 from pools.common.choices import ClusterOperation, ClusterStatus, CredentialKind, Scheduler
 from pools.common.errors import (
     ClusterInUse,
@@ -54,7 +54,11 @@ CONNECTION_FIELDS = (
     "kueue",
 )
 # What a pool admin may set on a cluster, in the order the page and the API show them.
-EDITABLE_FIELDS = ("slug", "name", *CONNECTION_FIELDS, "site", "provider", "retiring")
+# ``prometheus_url`` is not a connection field: the environment's clusters may set it too, and
+# changing it needs no connection check (the next idle scan reads it).
+EDITABLE_FIELDS = (
+    "slug", "name", *CONNECTION_FIELDS, "prometheus_url", "site", "provider", "retiring",
+)  # fmt: skip
 _CREDENTIALS = {
     Scheduler.SLURM: (CredentialKind.JWT_KEY, CredentialKind.TOKEN_FILE),
     Scheduler.KUBERNETES: (CredentialKind.KUBECONFIG, CredentialKind.TOKEN_FILE),
@@ -298,7 +302,7 @@ def _reason(error: Exception) -> str:
 
 def _validate(cluster: Cluster) -> None:
     """Fields that fit together, else :class:`InvalidInput` naming the first wrong one."""
-    problem = _text_problem(cluster) or _problem(cluster)
+    problem = _text_problem(cluster) or _problem(cluster) or _prometheus_problem(cluster)
     if problem is not None:
         field, message = problem
         raise InvalidInput(message, field=field)
@@ -356,6 +360,26 @@ def _problem(cluster: Cluster) -> tuple[str, str] | None:
     except (ZoneInfoNotFoundError, ValueError):
         return "time_zone", f"Not a time zone: {cluster.time_zone!r} (e.g. Europe/Berlin)."
     return None
+
+
+def _prometheus_problem(cluster: Cluster) -> tuple[str, str] | None:
+    """A ``prometheus_url`` that is not ``http(s)://`` with a host
+    (:data:`~pools.clusters.models.PROMETHEUS_SCHEMES`; the API's URL field alone would take
+    ``ftp://``), as ``(field, message)``; ``None`` when it is fine or blank."""
+    url = cluster.prometheus_url
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        fine = parts.scheme.lower() in PROMETHEUS_SCHEMES and bool(parts.hostname)
+    except ValueError:  # an unparseable port or bracketed host
+        fine = False
+    if fine:
+        return None
+    return "prometheus_url", (
+        "A Prometheus URL is http:// or https:// and a host, e.g. "
+        "http://prometheus.example.org:9090 (empty: the portal's PROMETHEUS_URL)."
+    )
 
 
 def _one_spelling(fields: dict[str, Any]) -> dict[str, Any]:

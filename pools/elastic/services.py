@@ -1269,7 +1269,8 @@ def elastic_whatif(
 ) -> WhatIfRun | None:
     """Replay ``policy`` over the last ``days`` of its namespace's history: Prometheus' (three
     range queries in chunks; utilisation read from fewer cards than the policy's lower bound is
-    unknown) when it is configured, else the readings the loop recorded
+    unknown) when it is configured (the allocation's cluster's ``prometheus_url``, else
+    ``PROMETHEUS_URL``), else the readings the loop recorded
     (one query); ``source`` picks one. ``None`` when the source picked is not available
     (Prometheus not configured, or no readings recorded) or, left to choose, neither is.
     ``on_progress(percent)`` is told :data:`WHATIF_READ_PERCENT` once the history is read (the
@@ -1280,8 +1281,8 @@ def elastic_whatif(
     start = now - timedelta(days=days)
     source = WhatIfSource(source) if source else None
     if source is not WhatIfSource.RECORDED:
-        if metrics is None:
-            metrics = metrics_adapter()
+        if metrics is None:  # the allocation's cluster's own Prometheus, if it has one
+            metrics = metrics_adapter(cluster=policy.allocation.pool.cluster)
         if metrics is not None:
             rules = scaling_policy(policy)
             samples = _prometheus_samples(metrics, policy, rules, start, now)

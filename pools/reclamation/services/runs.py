@@ -1,8 +1,9 @@
 """Idle scans that leave a record (:class:`pools.models.IdleScanRun`), one per cluster: beat's
 task queues one scan per cluster whose pools have a reclamation policy
 (:func:`idle_scan_fan_out`, as the Slurm usage import fans out), so a cluster that is slow or
-down holds up none of the others; each scan reads its cluster's pools only, records its run for
-the idle page, and a cluster it cannot reach is an ``idle-scan`` error in that cluster's health
+down holds up none of the others; each scan reads its cluster's pools only, from the cluster's
+own Prometheus (``Cluster.prometheus_url``), records its run for the idle page, and a cluster
+it cannot reach is an ``idle-scan`` error in that cluster's health
 (:class:`~pools.clusters.models.ClusterError`) while the other clusters still scan."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
+from pools.clusters.adapters import metrics_adapter
 from pools.clusters.models import Cluster
 from pools.clusters.services import cluster_of, cluster_operation_record
 from pools.common.choices import ClusterOperation, Scheduler
@@ -61,7 +63,9 @@ def idle_scan_cluster(
     *, cluster_id: int | None, now: datetime | None = None, **kwargs: Any
 ) -> IdleScanRun:
     """Scan the pools of one cluster (``None``: the pools without one) and record the run
-    (``kwargs`` passed on to :func:`~pools.reclamation.services.scan.idle_scan`). What the scan
+    (``kwargs`` passed on to :func:`~pools.reclamation.services.scan.idle_scan`). The scan reads
+    the cluster's own Prometheus (``Cluster.prometheus_url``; blank, or the pools without a
+    cluster: ``settings.PROMETHEUS_URL``), unless ``metrics`` is given. What the scan
     could not reach of the cluster (its slurmrestd down, credentials unreadable) is kept as
     ``idle-scan`` errors in its health — for pools without a cluster, the row the environment
     defines for Slurm, if any."""
@@ -74,7 +78,14 @@ def idle_scan_cluster(
                 "pool_id", flat=True
             )
         )
-    run = idle_scan_recorded(now=now, cluster=cluster, pool_ids=pool_ids, **kwargs)
+    own = kwargs.get("metrics") is None and bool(pool_ids)
+    if own:  # this cluster's Prometheus only, not the whole fleet's (Cluster.prometheus_url)
+        kwargs["metrics"] = metrics_adapter(cluster=cluster)
+    try:
+        run = idle_scan_recorded(now=now, cluster=cluster, pool_ids=pool_ids, **kwargs)
+    finally:
+        if own and kwargs["metrics"] is not None:
+            kwargs["metrics"].close()
     cluster_operation_record(
         cluster=cluster or cluster_of(kind=Scheduler.SLURM, cluster=None),
         operation=ClusterOperation.IDLE_SCAN,

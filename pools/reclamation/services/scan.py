@@ -33,8 +33,8 @@ query that answers nothing still 1.0 s). Hence:
 - no further sharding per pool or cluster against one Prometheus: the total CPU is the same,
   and 2 to 4 queries at a time already take the least wall time on 2 cores (16,000 GPUs:
   1 at a time 5.2 s, 2 4.5 s, 4 4.4 s, 7 5.2 s). Scans already run per cluster
-  (:mod:`pools.reclamation.services.runs`), but each reads the one ``PROMETHEUS_URL``'s
-  whole fleet;
+  (:mod:`pools.reclamation.services.runs`), each from its cluster's own Prometheus when it
+  has one (``Cluster.prometheus_url``), else the one ``PROMETHEUS_URL``'s whole fleet;
 - the allocations are read with the columns the scan uses (:func:`_allocations_to_judge`):
   at 12,600 allocations 0.32 s of CPU instead of 1.02 s; their findings by pool, not by a
   list of 12,600 ids (:func:`_findings_of`): 0.04 s instead of 0.31 s.

@@ -241,12 +241,14 @@ def _exemptions_for(allocations: list[Allocation], *, expiring_after: datetime) 
 
 
 def _devices_read(
-    report: WhatIfReport, metrics: Any, *, start: datetime, end: datetime
+    report: WhatIfReport, metrics: Any, *, start: datetime, end: datetime, cluster: Any = None
 ) -> list | None:
     """The cards' usage samples over ``[start, end]`` (Prometheus, every :data:`STEP_S`), on
     the inventory's cards; ``None`` with ``report.error`` and ``error_code`` set when there is
-    no Prometheus or it does not answer."""
-    metrics = metrics if metrics is not None else metrics_adapter()
+    no Prometheus or it does not answer. ``metrics`` defaults to ``cluster``'s own Prometheus
+    (``Cluster.prometheus_url``; blank or no cluster: ``PROMETHEUS_URL``), closed after."""
+    own = metrics is None
+    metrics = metrics_adapter(cluster=cluster) if own else metrics
     if metrics is None:
         report.error = "no Prometheus configured (PROMETHEUS_URL)"
         report.error_code = "unavailable"
@@ -257,6 +259,9 @@ def _devices_read(
         report.error = f"Prometheus unavailable: {exc}"
         report.error_code = "prometheus_unavailable"
         return None
+    finally:
+        if own:
+            metrics.close()
 
 
 def _replay(
@@ -336,7 +341,7 @@ def reclamation_what_if(
     report.rows = list(rows.values())
     if not allocations:
         return report
-    devices = _devices_read(report, metrics, start=start - window, end=now)
+    devices = _devices_read(report, metrics, start=start - window, end=now, cluster=pool.cluster)
     if devices is None:
         return report
     _replay(

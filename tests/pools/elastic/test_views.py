@@ -111,7 +111,7 @@ def test_what_if_totals_on_the_page(
 ):
     monkeypatch.setattr(
         "pools.elastic.services.metrics_adapter",
-        lambda: FakePrometheus(inference=[_signals(minutes=10)]),
+        lambda **_: FakePrometheus(inference=[_signals(minutes=10)]),
     )
     # a trial latency target of 1,000 ms (saved: 800): the breach counts against the trial's
     data = {**FIELDS, "up_latency_ms": 1000, "days": 1}

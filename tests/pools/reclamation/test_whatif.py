@@ -251,7 +251,7 @@ def post_what_if(page_client, data, capture, *, execute=True):
 def test_policy_page_shows_the_what_if(
     admin_page, world, monkeypatch, django_capture_on_commit_callbacks
 ):
-    monkeypatch.setattr(reclamation_whatif, "metrics_adapter", lambda: world["metrics"])
+    monkeypatch.setattr(reclamation_whatif, "metrics_adapter", lambda **_: world["metrics"])
     _, page = post_what_if(admin_page, {"days": 3}, django_capture_on_commit_callbacks)
     body = page.content.decode()
     assert "What if…" in body and "data-whatif-totals" in body
@@ -275,7 +275,7 @@ def test_the_what_if_form_runs_and_keeps_the_saved_dry_run(
     admin_page, world, monkeypatch, django_capture_on_commit_callbacks
 ):
     # the what-if form sends only the numbers it replays: no cooldown, no dry-run box
-    monkeypatch.setattr(reclamation_whatif, "metrics_adapter", lambda: world["metrics"])
+    monkeypatch.setattr(reclamation_whatif, "metrics_adapter", lambda **_: world["metrics"])
     ReclamationPolicy.objects.update_or_create(pool=world["pool"], defaults={"dry_run": True})
     whatif, page = post_what_if(admin_page, {"days": 3, **THRESHOLDS},
                                 django_capture_on_commit_callbacks)  # fmt: skip
@@ -309,7 +309,7 @@ def test_the_page_polls_a_queued_what_if(
 ):
     """Queued (no worker yet): the page polls ``?pool=infer&whatif=<id>`` over htmx; the poll
     answers the fragment (progress, then the totals) and stops polling once finished."""
-    monkeypatch.setattr(reclamation_whatif, "metrics_adapter", lambda: world["metrics"])
+    monkeypatch.setattr(reclamation_whatif, "metrics_adapter", lambda **_: world["metrics"])
     whatif, page = post_what_if(admin_page, {"days": 3}, django_capture_on_commit_callbacks,
                                 execute=False)  # fmt: skip
     url = f"/idle/policies/?pool=infer&whatif={whatif.pk}"
@@ -331,7 +331,7 @@ def test_the_api_queues_a_what_if_and_answers_its_report(
     allocation first idle at NOW - 30 h, reclaimed 12 h later at NOW - 18 h. The what-if's
     clock is NOW, where the fake samples end (with the real clock the replay's steps would
     fall wherever the minute it runs puts them)."""
-    monkeypatch.setattr(reclamation_whatif, "metrics_adapter", lambda: world["metrics"])
+    monkeypatch.setattr(reclamation_whatif, "metrics_adapter", lambda **_: world["metrics"])
     monkeypatch.setattr(reclamation_whatif, "timezone", mock.Mock(now=lambda: NOW))
     with django_capture_on_commit_callbacks(execute=True):
         queued = admin_api.post("/api/v1/reclamation-policies/infer/what-if/",
