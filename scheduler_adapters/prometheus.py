@@ -964,10 +964,12 @@ def device_summaries(
     newest step); and one whose mean is within 1e-9 of one of ``near_pct`` (%, the policies'
     thresholds: there the sum's last bit decides). A device is a key of the profiling or
     framebuffer series, or of ``DEV_GPU_UTIL`` (``DEV_GPU_UTIL`` of a MIG-mode parent
-    ignored, as there)."""
+    ignored, as there). Devices come in the profiling answer's order, then the framebuffer's.
+    :class:`UnexpectedResponse` for an answer it cannot read (a missing value, labels that are
+    not an object)."""
     try:
         return _device_summaries(answers, windows, end, step_s, min_coverage, tuple(near_pct))
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise UnexpectedResponse(f"unreadable summary answer: {exc}", operation="query") from exc
 
 

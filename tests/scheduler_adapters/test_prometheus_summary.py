@@ -141,9 +141,19 @@ def test_honor_labels_false_reads_the_workloads_namespace():
     assert (device.namespace, device.pods) == ("team-b", ("w-0",))
 
 
-def test_an_unreadable_answer_is_an_unexpected_response():
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"metric": card(), "value": [END]},  # no value
+        {"metric": "UUID=GPU-1", "value": [END, "1"]},  # labels that are no JSON object
+        {"metric": ["UUID", "GPU-1"], "value": [END, "1"]},
+    ],
+)
+def test_an_unreadable_answer_is_an_unexpected_response(item):
     with pytest.raises(UnexpectedResponse):
-        read(answers(prof=[{"metric": card(), "value": [END]}]))
+        read(answers(prof=[item]))
+    with pytest.raises(UnexpectedResponse):
+        read(answers(prof_sum=[item]))
 
 
 def test_queries_read_plain_selectors_at_steps_aligned_to_the_end():
