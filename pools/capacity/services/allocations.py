@@ -21,7 +21,11 @@ from pools.capacity.lifecycle import APPLIED_STATUSES, HOLDING_STATUSES, transit
 from pools.capacity.locks import allocation_lock, pool_lock
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.request_fields import RequestFields
-from pools.capacity.services.requests import allocation_snapshot, capacity_request_create
+from pools.capacity.services.requests import (
+    allocation_snapshot,
+    capacity_request_cancel,
+    capacity_request_create,
+)
 from pools.capacity.services.scheduler_binding import (
     PROVISION_LEAD,
     binding_apply,
@@ -245,9 +249,12 @@ def unbind_steps(allocation: Allocation, *steps: UnbindStep) -> list[Any]:
 def allocation_release(*, allocation: Allocation, actor: Any, reason: str = "") -> Allocation:
     """End an allocation early (team managers, pool admins): its cards return to the pool now.
 
-    A window that has not started yet ends as cancelled. Idempotent for an ended or cancelled
-    allocation (releasing twice answers the first outcome); :class:`InvalidTransition` for failed
-    or reclaimed ones.
+    A window that has not started yet ends as cancelled. Its extensions go with it: an approved
+    one (an allocation of its own from this one's end, :func:`allocation_extend`) is cancelled,
+    and one still waiting (draft or submitted) is cancelled too -- released cards were otherwise
+    held again from the old end, and billed. Idempotent for an ended or cancelled allocation
+    (releasing twice answers the first outcome); :class:`InvalidTransition` for failed or
+    reclaimed ones.
     """
     require_manager(actor, allocation.team)
     with transaction.atomic():
@@ -261,23 +268,45 @@ def allocation_release(*, allocation: Allocation, actor: Any, reason: str = "") 
                 status=allocation.status,
                 action="release",
             )
-        now = timezone.now()
-        if allocation.starts_at >= now:
-            return allocation_transition(
-                allocation,
-                to=AllocationStatus.CANCELLED,
-                actor=actor,
-                action="allocation.cancelled",
-                reason=reason or "released",
-            )
+        released = _release_now(allocation, actor, reason)
+        _release_extensions(released, actor)
+    return released
+
+
+def _release_now(allocation: Allocation, actor: Any, reason: str) -> Allocation:
+    """The locked, holding ``allocation`` ended now, or cancelled when its window has not
+    started (its audit event says which; ``reason`` empty: "released early" / "released")."""
+    now = timezone.now()
+    if allocation.starts_at >= now:
         return allocation_transition(
             allocation,
-            to=AllocationStatus.ENDED,
+            to=AllocationStatus.CANCELLED,
             actor=actor,
-            action="allocation.released",
-            reason=reason or "released early",
-            ends_at=min(allocation.ends_at, now),
+            action="allocation.cancelled",
+            reason=reason or "released",
         )
+    return allocation_transition(
+        allocation,
+        to=AllocationStatus.ENDED,
+        actor=actor,
+        action="allocation.released",
+        reason=reason or "released early",
+        ends_at=min(allocation.ends_at, now),
+    )
+
+
+def _release_extensions(allocation: Allocation, actor: Any) -> None:
+    """The extensions of the just released ``allocation`` (pool locked): each approved one's
+    allocation released as well, each waiting one cancelled, all audited with the reason."""
+    reason = f"the allocation it extends (#{allocation.pk}) was released"
+    granted = Allocation.objects.holding().filter(request__extends=allocation).order_by("pk")
+    for pk in granted.values_list("pk", flat=True):
+        _release_now(allocation_lock(pk), actor, reason)
+    waiting = CapacityRequest.objects.filter(
+        extends=allocation, status__in=(RequestStatus.DRAFT, RequestStatus.SUBMITTED)
+    )
+    for request in waiting:
+        capacity_request_cancel(request=request, actor=actor, reason=reason)
 
 
 def allocation_extend(

@@ -1055,3 +1055,38 @@ def test_the_sweep_uses_the_settings_warning_days(team, infer_pool, l40s, settin
 
     assert allocation_lifecycle_sweep(now=NOW)["expiring"] == 1
     assert Allocation.objects.get(pk=allocation.pk).status_reason == "ends within 5 days"
+
+
+def test_a_release_takes_its_extensions_with_it(running, team_member, team_manager, pool_admin):
+    """h-newuser3: releasing an allocation left its approved extension approved, holding the
+    same cards again from the old end (and billing them), and a waiting one still waiting."""
+    one_day = running.ends_at + timedelta(days=1)
+    granted = allocation_extend(
+        allocation=running, actor=team_member, ends_at=one_day, justification="a"
+    )
+    extension = capacity_request_approve(request=granted, actor=pool_admin)
+    waiting = allocation_extend(
+        allocation=running,
+        actor=team_member,
+        ends_at=one_day + timedelta(days=1),
+        justification="b",
+    )
+    assert (extension.status, waiting.status) == (
+        AllocationStatus.APPROVED,
+        RequestStatus.SUBMITTED,
+    )
+
+    released = allocation_release(allocation=running, actor=team_manager)
+
+    extension.refresh_from_db()
+    waiting.refresh_from_db()
+    assert released.status == AllocationStatus.ENDED
+    # The extension's window (from the old end) had not started: cancelled, not ended.
+    assert extension.status == AllocationStatus.CANCELLED
+    assert waiting.status == RequestStatus.CANCELLED
+    reason = f"the allocation it extends (#{running.pk}) was released"
+    assert extension.status_reason == reason
+    assert AuditEvent.objects.filter(
+        action="allocation.cancelled", object_id=extension.pk, reason=reason
+    ).exists()
+    assert not Allocation.objects.holding().filter(request__extends=running).exists()
