@@ -10,9 +10,9 @@ Prometheus adapters are cheap and built per use; the caller closes them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 
@@ -20,6 +20,8 @@ from scheduler_adapters.base import SchedulerAdapter
 from scheduler_adapters.kubernetes import KubernetesAdapter
 from scheduler_adapters.prometheus import PrometheusAdapter
 from scheduler_adapters.registry import build_scheduler_adapter
+
+T = TypeVar("T")
 
 _SCHEDULERS: dict[str, SchedulerAdapter] = {}
 _CARD_CLASS_SOURCE: list[Callable[[], Mapping[str, str]]] = [dict]  # no classes until set
@@ -146,6 +148,18 @@ def metrics_url(cluster: Any = None) -> str:
     ``prometheus_url``, or ``settings.PROMETHEUS_URL`` when that is blank or there is no
     cluster (pools without one). ``""`` when neither is set."""
     return (getattr(cluster, "prometheus_url", "") or "") or settings.PROMETHEUS_URL
+
+
+def by_metrics_url(items: Iterable[T], cluster_of: Callable[[T], Any]) -> dict[str, list[T]]:
+    """``items`` grouped by the Prometheus URL of their cluster (:func:`metrics_url` of
+    ``cluster_of(item)``, ``None`` for no cluster), URLs in first-seen order, each group in
+    ``items`` order; ``""`` groups the items when neither the cluster nor ``PROMETHEUS_URL``
+    names one. A fleet-wide reader asks each URL once for its group. URLs differing only by a
+    trailing ``/`` are one group (keyed without it)."""
+    groups: dict[str, list[T]] = {}
+    for item in items:
+        groups.setdefault(metrics_url(cluster_of(item)).rstrip("/"), []).append(item)
+    return groups
 
 
 def metrics_adapter(
