@@ -175,15 +175,15 @@ def metrics_adapter(
     return PrometheusAdapter(url, timeout_s=float(timeout_s or settings.PROMETHEUS_TIMEOUT_S))
 
 
-def dashboard_metrics() -> PrometheusAdapter | None:
-    """Prometheus with the short timeouts a page can wait on: ``PROMETHEUS_DASHBOARD_TIMEOUT_S``
-    seconds per query (default 5 s), at most 2 s to connect; ``None`` without a URL."""
-    if not settings.PROMETHEUS_URL:
+def dashboard_metrics(url: str | None = None) -> PrometheusAdapter | None:
+    """The Prometheus of ``url`` (default ``settings.PROMETHEUS_URL``) with the short timeouts
+    a page can wait on: ``PROMETHEUS_DASHBOARD_TIMEOUT_S`` seconds per query (default 5 s), at
+    most 2 s to connect; ``None`` without a URL."""
+    url = url or settings.PROMETHEUS_URL
+    if not url:
         return None
     timeout_s = float(settings.PROMETHEUS_DASHBOARD_TIMEOUT_S)
-    return PrometheusAdapter(
-        settings.PROMETHEUS_URL, timeout_s=timeout_s, connect_timeout_s=min(2.0, timeout_s)
-    )
+    return PrometheusAdapter(url, timeout_s=timeout_s, connect_timeout_s=min(2.0, timeout_s))
 
 
 def reset() -> None:
