@@ -23,6 +23,9 @@ from pools.common.validators import single_line_text_validator, slug_validator
 
 CLUSTER_KINDS = (Scheduler.SLURM, Scheduler.KUBERNETES)
 CREDENTIAL_WARNING = timedelta(days=7)
+#: The two states a member is shown (:attr:`Cluster.summary_status`).
+SUMMARY_OK, SUMMARY_DEGRADED = "ok", "degraded"
+SUMMARY_STATUSES = (SUMMARY_OK, SUMMARY_DEGRADED)
 # A cluster's Prometheus is read over HTTP(S) only (URLField alone also takes ftp/ftps).
 PROMETHEUS_SCHEMES = ("http", "https")
 
@@ -145,6 +148,16 @@ class Cluster(models.Model):
         if left <= timedelta(0):
             return "expired"
         return "soon" if left <= CREDENTIAL_WARNING else "valid"
+
+    @property
+    def summary_status(self) -> str:
+        """What a member is told: ``"degraded"`` when the last check found the cluster
+        unreachable or a per-cluster job failed in the last hour (``errors_last_hour``, which
+        :func:`pools.clusters.selectors.cluster_list` annotates; 0 when not annotated), else
+        ``"ok"`` (not checked yet included: nothing known to be wrong)."""
+        if self.is_down or getattr(self, "errors_last_hour", 0):
+            return SUMMARY_DEGRADED
+        return SUMMARY_OK
 
     @property
     def is_down(self) -> bool:

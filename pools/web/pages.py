@@ -78,6 +78,14 @@ def form_add_domain_errors(
     form.add_error(field if field in form.fields else None, exc.message)
 
 
+def bad_parameter(request, name: str, expected: str):
+    """The 400 page of a query parameter that cannot be read (``?month=junk``): it names the
+    parameter, the value given and ``expected`` (the format, e.g. "a month YYYY-MM (2027-03),
+    years 1970-9998"), rather than quietly showing something else."""
+    context = {"name": name, "value": request.GET.get(name, ""), "expected": expected}
+    return render(request, "bad_parameter.html", context, status=400)
+
+
 def redirect_back(request, fallback: str, *args, **kwargs) -> HttpResponseRedirect:
     """A redirect to the form's ``next`` field when it is a path of this site (``/``-rooted,
     same host, https if the request was), else to the URL named ``fallback`` (reversed with
