@@ -342,6 +342,29 @@ def elastic_scan(*, now: datetime | None = None, metrics: Any = None) -> ScanRep
     report.policies = len(policies)
     if not policies:
         return report
+    found, recorded, report.error = _scan_signals(policies, now, metrics)
+    groups: dict[tuple[int, int], list[ElasticPolicy]] = defaultdict(list)
+    for policy in policies:
+        groups[(policy.allocation.pool_id, policy.allocation.gpu_model_id)].append(policy)
+    for (pool_id, model_id), members in sorted(groups.items()):
+        with transaction.atomic():
+            bursts = _burst_candidates(members, model_id)
+            # pools locked in id order (the home pool and the burst pools its teams may use)
+            locked_pools = {pid: pool_lock(pid) for pid in sorted({pool_id, *bursts})}
+            room = _BurstRoom(bursts, locked_pools, model_id, now)
+            _judge_group(locked_pools[pool_id], members, found, now, report,
+                         recorded=recorded, burst=room)  # fmt: skip
+    for policy_id in report.changed_ids:
+        enqueue_on_commit(ELASTIC_APPLY, policy_id)
+    return report
+
+
+def _scan_signals(
+    policies: list[ElasticPolicy], now: datetime, metrics: Any
+) -> tuple[dict[int, Any], set[int], str]:
+    """Step 1 of the loop: ``(found, recorded, error)``: policy id -> its namespace's series
+    read from its Prometheus (absent: unknown), the ids whose Prometheus is set (their readings
+    are stored, unknown ones too), and why some groups were not read (``""``: all were)."""
     longest = max(max(p.up_window_minutes, p.down_window_minutes) for p in policies)
     found: dict[int, Any] = {}  # policy id -> its namespace's series in its Prometheus
     recorded: set[int] = set()  # policies whose Prometheus is set: their readings are stored
@@ -371,21 +394,7 @@ def elastic_scan(*, now: datetime | None = None, metrics: Any = None) -> ScanRep
         finally:
             _close(adapter, metrics)
         found.update({p.pk: signals.get(namespace_of(p)) for p in group})
-    report.error = "; ".join(errors)
-    groups: dict[tuple[int, int], list[ElasticPolicy]] = defaultdict(list)
-    for policy in policies:
-        groups[(policy.allocation.pool_id, policy.allocation.gpu_model_id)].append(policy)
-    for (pool_id, model_id), members in sorted(groups.items()):
-        with transaction.atomic():
-            bursts = _burst_candidates(members, model_id)
-            # pools locked in id order (the home pool and the burst pools its teams may use)
-            locked_pools = {pid: pool_lock(pid) for pid in sorted({pool_id, *bursts})}
-            room = _BurstRoom(bursts, locked_pools, model_id, now)
-            _judge_group(locked_pools[pool_id], members, found, now, report,
-                         recorded=recorded, burst=room)  # fmt: skip
-    for policy_id in report.changed_ids:
-        enqueue_on_commit(ELASTIC_APPLY, policy_id)
-    return report
+    return found, recorded, "; ".join(errors)
 
 
 def _lock_policies(ids: list[int]) -> dict[int, ElasticPolicy]:

@@ -96,6 +96,53 @@ def serving_rollup_pass(*, now: datetime | None = None, metrics=None) -> Serving
     run = ServingRollupRun(bucket_start=start, started_at=now)
     allocations = _open_allocations(start, end)
     run.allocations = len(allocations)
+    read, errors = _read_answers(run, allocations, end, metrics)
+    run.error = "; ".join(errors)
+    if not read:
+        return _failed(run, run.error)
+    rows, unmatched, unlabelled = _pass_rows(read, start)
+    with transaction.atomic():
+        # ignore_conflicts: a pass running at the same moment may have written some rows
+        ServingRollup.objects.bulk_create(rows, ignore_conflicts=True, batch_size=1000)
+        serving_coverage_note(rows)
+        run.rollups = len(rows)
+        run.unmatched_count = len(unmatched) + unlabelled
+        run.unmatched = [u.as_dict() for u in unmatched[:UNMATCHED_LISTED]]
+        run.ok = True
+        run.finished_at = timezone.now()
+        run.save()
+    return run
+
+
+def _pass_rows(
+    read: list[tuple[list[Allocation], Answers]], start: datetime
+) -> tuple[list[ServingRollup], list[Unmatched], int]:
+    """The bucket's new rows of each group from its own Prometheus's answers (allocations
+    already rolled up for ``start`` left out), what matched none, and the unlabelled count."""
+    done = set(
+        ServingRollup.objects.filter(
+            bucket_seconds=Resolution.FIVE_MINUTES, bucket_start=start
+        ).values_list("allocation_id", flat=True)
+    )
+    rows: list[ServingRollup] = []
+    unmatched: list[Unmatched] = []
+    unlabelled = 0
+    for group, answers in read:
+        todo = [a for a in group if a.pk not in done]
+        found, missed = _bucket_rows(todo, answers, start, _held_timelines(todo))
+        rows += found
+        unmatched += missed
+        unlabelled += answers.unlabelled
+    return rows, unmatched, unlabelled
+
+
+def _read_answers(
+    run: ServingRollupRun, allocations: list[Allocation], end: datetime, metrics
+) -> tuple[list[tuple[list[Allocation], Answers]], list[str]]:
+    """Every family at ``end`` from each Prometheus for its allocations (grouped by their
+    pool's cluster's, :func:`~pools.clusters.adapters.by_metrics_url`; ``metrics`` stands for
+    all): ``[(group, answers)]`` of those read, and why the others were not; adds the requests
+    sent to ``run.queries``."""
     groups = (
         {"": allocations}
         if metrics is not None
@@ -124,34 +171,7 @@ def serving_rollup_pass(*, now: datetime | None = None, metrics=None) -> Serving
                 adapter.close()
         run.queries += queries
         read.append((group, answers))
-    run.error = "; ".join(errors)
-    if not read:
-        return _failed(run, run.error)
-    done = set(
-        ServingRollup.objects.filter(
-            bucket_seconds=Resolution.FIVE_MINUTES, bucket_start=start
-        ).values_list("allocation_id", flat=True)
-    )
-    rows: list[ServingRollup] = []
-    unmatched: list[Unmatched] = []
-    unlabelled = 0
-    for group, answers in read:
-        todo = [a for a in group if a.pk not in done]
-        found, missed = _bucket_rows(todo, answers, start, _held_timelines(todo))
-        rows += found
-        unmatched += missed
-        unlabelled += answers.unlabelled
-    with transaction.atomic():
-        # ignore_conflicts: a pass running at the same moment may have written some rows
-        ServingRollup.objects.bulk_create(rows, ignore_conflicts=True, batch_size=1000)
-        serving_coverage_note(rows)
-        run.rollups = len(rows)
-        run.unmatched_count = len(unmatched) + unlabelled
-        run.unmatched = [u.as_dict() for u in unmatched[:UNMATCHED_LISTED]]
-        run.ok = True
-        run.finished_at = timezone.now()
-        run.save()
-    return run
+    return read, errors
 
 
 def _held_timelines(allocations: list[Allocation]) -> dict[int, list[tuple[float, int]]]:
