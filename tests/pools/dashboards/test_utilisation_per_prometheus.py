@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from django.core.cache import cache
+from django.test import Client
 from django.utils import timezone
 from factories import ClusterFactory, GpuFactory, NodeFactory, PoolFactory
 from prometheus_support import RecordingPrometheus, asked
@@ -108,3 +109,16 @@ def test_the_history_asks_each_prometheus_its_four_range_queries(fleet, promethe
     history = utilisation_history(filters=DashboardFilters(), now=timezone.now())
     assert history.error is None
     assert f"cannot reach Prometheus at {prometheuses['infer'].url}" in history.missed
+
+
+def test_the_page_says_which_prometheus_gave_no_reading(fleet, prometheuses, django_user_model):
+    client = Client()
+    client.force_login(django_user_model.objects.create_user("boss", password="pw", is_staff=True))
+    prometheuses["infer"].stop()
+    page = client.get("/dashboard/").content.decode()
+    assert "<strong>In use: partly unknown.</strong> 1 card(s) without a reading: " in page
+    assert f"cannot reach Prometheus at {prometheuses['infer'].url}" in page
+    assert "In use: not available." not in page
+    chart = client.get("/dashboard/?part=utilisation").content.decode()
+    assert "<strong>Utilisation: partly unknown.</strong>" in chart
+    assert f"cannot reach Prometheus at {prometheuses['infer'].url}" in chart
