@@ -54,7 +54,7 @@ from pools.inventory.models import DriverGroup, GpuModel, Pool
 from pools.overrides.selectors import override_summary, pool_overrides_over
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_reset_calendar_feed, may_see_team
-from pools.web.pages import bad_parameter
+from pools.web.pages import ParameterInvalid
 
 
 def _visible_team(request, slug: str) -> Team:
@@ -150,7 +150,7 @@ def pool_calendar(request, pool: str, model: str):
     try:
         monday = week_monday(request.GET.get("week"), timezone.localdate())
     except ValueError as exc:
-        return bad_parameter(request, "week", str(exc))
+        raise ParameterInvalid("week", str(exc)) from None
     team_names = dict(Team.objects.visible_to(request.user).values_list("pk", "name"))
     days = week_days(pool=pool_obj, gpu_model=gpu_model, monday=monday, team_names=team_names)
     holds = {(h.kind, h.ref, h.starts_at): h for d in days for h in d.holds}
@@ -188,7 +188,7 @@ def _pool_month(request, pool: Pool, gpu_model: GpuModel):
     try:
         first = month_first(request.GET.get("month"), timezone.localdate())
     except ValueError as exc:
-        return bad_parameter(request, "month", str(exc))
+        raise ParameterInvalid("month", str(exc)) from None
     days = month_days(pool=pool, gpu_model=gpu_model, first=first)
     team_names = dict(Team.objects.visible_to(request.user).values_list("pk", "name"))
     bounds = (local_midnight(first), local_midnight(next_month(first)))
@@ -224,7 +224,7 @@ def driver_group_calendar(request, branch: int):
     try:
         first = read(request.GET.get(view), today)
     except ValueError as exc:
-        return bad_parameter(request, view, str(exc))
+        raise ParameterInvalid(view, str(exc)) from None
     if view == "month":
         count = (next_month(first) - first).days
         days = group_days(columns=columns, first=first, count=count)

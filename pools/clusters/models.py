@@ -22,6 +22,7 @@ from pools.common.choices import ClusterOperation, ClusterStatus, CredentialKind
 from pools.common.validators import single_line_text_validator, slug_validator
 
 CLUSTER_KINDS = (Scheduler.SLURM, Scheduler.KUBERNETES)
+CLUSTER_KIND_CHOICES = [(k.value, k.label) for k in CLUSTER_KINDS]
 CREDENTIAL_WARNING = timedelta(days=7)
 #: The two states a member is shown (:attr:`Cluster.summary_status`).
 SUMMARY_OK, SUMMARY_DEGRADED = "ok", "degraded"
@@ -39,7 +40,7 @@ class Cluster(models.Model):
 
     slug = models.SlugField(max_length=50, unique=True, validators=[slug_validator])
     name = models.CharField(max_length=100, validators=[single_line_text_validator])
-    kind = models.CharField(max_length=12, choices=[(k.value, k.label) for k in CLUSTER_KINDS])
+    kind = models.CharField(max_length=12, choices=CLUSTER_KIND_CHOICES)
     api_url = models.URLField(
         max_length=255,
         blank=True,
