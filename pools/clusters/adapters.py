@@ -10,9 +10,9 @@ Prometheus adapters are cheap and built per use; the caller closes them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 
@@ -20,6 +20,8 @@ from scheduler_adapters.base import SchedulerAdapter
 from scheduler_adapters.kubernetes import KubernetesAdapter
 from scheduler_adapters.prometheus import PrometheusAdapter
 from scheduler_adapters.registry import build_scheduler_adapter
+
+T = TypeVar("T")
 
 _SCHEDULERS: dict[str, SchedulerAdapter] = {}
 _CARD_CLASS_SOURCE: list[Callable[[], Mapping[str, str]]] = [dict]  # no classes until set
@@ -148,6 +150,18 @@ def metrics_url(cluster: Any = None) -> str:
     return (getattr(cluster, "prometheus_url", "") or "") or settings.PROMETHEUS_URL
 
 
+def by_metrics_url(items: Iterable[T], cluster_of: Callable[[T], Any]) -> dict[str, list[T]]:
+    """``items`` grouped by the Prometheus URL of their cluster (:func:`metrics_url` of
+    ``cluster_of(item)``, ``None`` for no cluster), URLs in first-seen order, each group in
+    ``items`` order; ``""`` groups the items when neither the cluster nor ``PROMETHEUS_URL``
+    names one. A fleet-wide reader asks each URL once for its group. URLs differing only by a
+    trailing ``/`` are one group (keyed without it)."""
+    groups: dict[str, list[T]] = {}
+    for item in items:
+        groups.setdefault(metrics_url(cluster_of(item)).rstrip("/"), []).append(item)
+    return groups
+
+
 def metrics_adapter(
     *, url: str | None = None, timeout_s: float | None = None, cluster: Any = None
 ) -> PrometheusAdapter | None:
@@ -161,15 +175,15 @@ def metrics_adapter(
     return PrometheusAdapter(url, timeout_s=float(timeout_s or settings.PROMETHEUS_TIMEOUT_S))
 
 
-def dashboard_metrics() -> PrometheusAdapter | None:
-    """Prometheus with the short timeouts a page can wait on: ``PROMETHEUS_DASHBOARD_TIMEOUT_S``
-    seconds per query (default 5 s), at most 2 s to connect; ``None`` without a URL."""
-    if not settings.PROMETHEUS_URL:
+def dashboard_metrics(url: str | None = None) -> PrometheusAdapter | None:
+    """The Prometheus of ``url`` (default ``settings.PROMETHEUS_URL``) with the short timeouts
+    a page can wait on: ``PROMETHEUS_DASHBOARD_TIMEOUT_S`` seconds per query (default 5 s), at
+    most 2 s to connect; ``None`` without a URL."""
+    url = url or settings.PROMETHEUS_URL
+    if not url:
         return None
     timeout_s = float(settings.PROMETHEUS_DASHBOARD_TIMEOUT_S)
-    return PrometheusAdapter(
-        settings.PROMETHEUS_URL, timeout_s=timeout_s, connect_timeout_s=min(2.0, timeout_s)
-    )
+    return PrometheusAdapter(url, timeout_s=timeout_s, connect_timeout_s=min(2.0, timeout_s))
 
 
 def reset() -> None:

@@ -1,7 +1,8 @@
 """Utilisation on the capacity dashboard (issue 8): cards in use now, per-card utilisation for
 the node heatmap, and mean utilisation over time per pool × GPU model.
 
-Source: NVIDIA dcgm-exporter metrics in Prometheus (``settings.PROMETHEUS_URL``), read through
+Source: NVIDIA dcgm-exporter metrics in Prometheus (each pool's cluster's ``prometheus_url``,
+blank or no cluster: ``settings.PROMETHEUS_URL``; each Prometheus asked once per read), through
 :class:`scheduler_adapters.prometheus.PrometheusAdapter`. Utilisation is
 ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (ratio 0-1) × 100 where a card has profiling metrics, else
 ``DCGM_FI_DEV_GPU_UTIL`` (%; consumer cards such as the RTX 4090 have no ``DCGM_FI_PROF_*``).
@@ -36,8 +37,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -45,11 +45,11 @@ from typing import Any
 from django.core.cache import cache
 from django.db.models import Count
 
-from pools.clusters.adapters import dashboard_metrics
+from pools.clusters.adapters import dashboard_metrics, metrics_url
 from pools.dashboards import capacity as dashboard
 from pools.dashboards.capacity import CapacityRow, CardsInUse, DashboardFilters, HeatmapRow
 from pools.inventory.gpu_names import normalise_model_key
-from pools.inventory.models import Gpu, Node
+from pools.inventory.models import Gpu, Node, Pool
 from pools.reclamation.evaluate import IDLE_BELOW_PCT
 from pools.reclamation.models import ReclamationPolicy
 from scheduler_adapters.errors import SchedulerError
@@ -203,23 +203,75 @@ def _first(readings: dict[tuple, float], keys: list[tuple]) -> float | None:
     return None
 
 
-@contextmanager
-def _adapter(metrics: Any) -> Iterator[Any]:
-    """``metrics`` as given, or :func:`dashboard_metrics` (``None`` when not configured),
-    closed on the way out."""
-    if metrics is not None:
-        yield metrics
-        return
-    built = dashboard_metrics()
-    try:
-        yield built
-    finally:
-        if built is not None:
-            built.close()
-
-
 def _why(exc: SchedulerError) -> str:
     return f"Prometheus could not be read: {exc}"
+
+
+def _by_prometheus(cards: Iterable[tuple[CardRef, str]], metrics: Any) -> dict[str, list[CardRef]]:
+    """``(card, its pool's cluster's prometheus_url)`` pairs grouped by the Prometheus to read
+    (blank = ``PROMETHEUS_URL``, :func:`~pools.clusters.adapters.metrics_url`; ``""``: none);
+    one group ``""`` when ``metrics`` (an adapter, tests) stands for all. No cards: the one
+    group of ``PROMETHEUS_URL`` (asked as before, with nothing to place)."""
+    if metrics is not None:
+        return {"": [card for card, _ in cards]}
+    groups: dict[str, list[CardRef]] = {}
+    for card, own in cards:
+        groups.setdefault((own or metrics_url()).rstrip("/"), []).append(card)
+    return groups or {metrics_url().rstrip("/"): []}
+
+
+def _pool_prometheus(slugs: Iterable[str]) -> dict[str, str]:
+    """Pool slug -> its cluster's ``prometheus_url`` (``""``: none set, or no cluster). One
+    query."""
+    return {
+        slug: url or ""
+        for slug, url in Pool.objects.filter(slug__in=set(slugs)).values_list(
+            "slug", "cluster__prometheus_url"
+        )
+    }
+
+
+def _read_cards(
+    groups: dict[str, list[CardRef]], *, now: datetime, metrics: Any, cached: bool = False
+) -> tuple[dict[int, float], dict[str, str]]:
+    """Each group's cards (Prometheus URL -> cards) read from its Prometheus
+    (:func:`card_utilisation`, two instant queries per URL): the readings by ``Gpu`` id, and
+    URL -> why it gave none (:data:`NOT_CONFIGURED` without a URL). ``cached``: keep each
+    URL's answer :data:`IN_USE_CACHE_S` seconds (not with ``metrics``, an adapter for tests)."""
+    by_gpu: dict[int, float] = {}
+    missed: dict[str, str] = {}
+    for url, cards in groups.items():
+        adapter = metrics if metrics is not None else dashboard_metrics(url)  # "": None
+        if adapter is None:
+            missed[url] = NOT_CONFIGURED
+            continue
+        keep = cached and metrics is None
+        try:
+            found = cache.get(_in_use_key(cards, url)) if keep else None
+            if found is None:
+                try:
+                    found = card_utilisation(metrics=adapter, cards=cards, now=now), None
+                except SchedulerError as exc:
+                    found = {}, _why(exc)
+                if keep:  # a slow or hung Prometheus costs one wait per IN_USE_CACHE_S
+                    cache.set(_in_use_key(cards, url), found, IN_USE_CACHE_S)
+        finally:
+            if adapter is not metrics:
+                adapter.close()
+        readings, error = found
+        by_gpu.update(readings)
+        if error is not None:
+            missed[url] = error
+    return by_gpu, missed
+
+
+def _missed_text(groups: dict[str, list[CardRef]], missed: dict[str, str]) -> str:
+    """Why some groups gave no reading, one clause per Prometheus with its card count."""
+    return "; ".join(
+        f"{len(groups[url])} card(s) without a reading: "
+        + ("no Prometheus is configured for their cluster." if why == NOT_CONFIGURED else why)
+        for url, why in missed.items()
+    )
 
 
 # ------------------------------------------------------------------------------ in use now
@@ -229,11 +281,13 @@ def _why(exc: SchedulerError) -> str:
 class UtilisationNow:
     """Cards in use now, per pool × model (``rows``) and per pool × model × driver group
     (``groups``), by the keys of :func:`pools.dashboards.capacity.capacity_rows`. ``error`` says why
-    there is no reading at all (then every count is unknown); ``busy_pct`` is each pool's
+    there is no reading at all (then every count is unknown), ``missed`` which Prometheus gave
+    none when others did (their cards count as without a reading); ``busy_pct`` is each pool's
     threshold, %; ``by_gpu`` each card's mean utilisation over the last 30 min, %."""
 
     now: datetime
     error: str | None = None
+    missed: str = ""  # the Prometheus that gave no reading when others did, and why
     busy_pct: dict[str, float] = field(default_factory=dict)
     by_gpu: dict[int, float] = field(default_factory=dict)
     rows: dict[tuple[str, str], CardsInUse] = field(default_factory=dict)
@@ -258,8 +312,9 @@ def busy_thresholds() -> dict[str, float]:
 IN_USE_CACHE_S = 120
 
 
-def _in_use_key(cards: list[CardRef]) -> str:
-    digest = hashlib.sha1(",".join(str(c.gpu_id) for c in cards).encode()).hexdigest()
+def _in_use_key(cards: list[CardRef], url: str = "") -> str:
+    ids = ",".join(str(c.gpu_id) for c in cards)
+    digest = hashlib.sha1(f"{url} {ids}".encode()).hexdigest()
     return f"dashboard:in-use:{digest}"
 
 
@@ -268,38 +323,33 @@ def utilisation_now(
 ) -> UtilisationNow:
     """Cards in use now: mean utilisation over the last 30 min (:data:`BUSY_WINDOW_S`) at or
     above the pool's busy threshold (:func:`busy_thresholds`), counted per capacity row and
-    driver group. Two queries and two Prometheus instant queries; none of either when no
-    Prometheus is configured. ``metrics``: an adapter (tests); ``None`` builds and closes
-    :func:`dashboard_metrics`."""
+    driver group. Each card is read from its pool's cluster's Prometheus (blank or no cluster:
+    ``PROMETHEUS_URL``): two queries and two Prometheus instant queries per Prometheus (one
+    query and none when no Prometheus is configured). ``metrics``: an adapter (tests) standing for
+    every card's; ``None`` builds and closes :func:`dashboard_metrics` per URL."""
     result = UtilisationNow(now=now)
-    with _adapter(metrics) as adapter:
-        if adapter is None:
-            result.error = NOT_CONFIGURED
-            return result
-        gpus = list(
-            dashboard.pooled_gpus(filters).values(
-                "id", "index", "uuid", "mig_mode", "node__hostname", "node__pool__slug",
-                "gpu_model__slug", "gpu_model__name", "raw_model_name",
-                "node__driver_group__branch",
+    gpus = list(
+        dashboard.pooled_gpus(filters).values(
+            "id", "index", "uuid", "mig_mode", "node__hostname", "node__pool__slug",
+            "gpu_model__slug", "gpu_model__name", "raw_model_name",
+            "node__driver_group__branch", "node__pool__cluster__prometheus_url",
+        )
+    )  # fmt: skip
+    groups = _by_prometheus(
+        (
+            (
+                CardRef(g["id"], g["node__hostname"], g["index"], g["uuid"], g["mig_mode"]),
+                g["node__pool__cluster__prometheus_url"] or "",
             )
-        )  # fmt: skip
-        cards = [
-            CardRef(g["id"], g["node__hostname"], g["index"], g["uuid"], g["mig_mode"])
             for g in gpus
-        ]
-        cached = None if metrics is not None else cache.get(_in_use_key(cards))
-        if cached is not None:
-            by_gpu, error = cached
-        else:
-            try:
-                by_gpu, error = card_utilisation(metrics=adapter, cards=cards, now=now), None
-            except SchedulerError as exc:
-                by_gpu, error = {}, _why(exc)
-            if metrics is None:  # a slow or hung Prometheus costs one wait per IN_USE_CACHE_S
-                cache.set(_in_use_key(cards), (by_gpu, error), IN_USE_CACHE_S)
-        if error is not None:
-            result.error = error
-            return result
+        ),
+        metrics,
+    )
+    by_gpu, missed = _read_cards(groups, now=now, metrics=metrics, cached=True)
+    if len(missed) == len(groups):  # no reading at all
+        result.error = "; ".join(dict.fromkeys(missed.values()))
+        return result
+    result.missed = _missed_text(groups, missed)
     result.by_gpu = by_gpu
     result.busy_pct = busy_thresholds()
     for g in gpus:
@@ -338,27 +388,34 @@ def heatmap_utilisation(
     *, rows: list[HeatmapRow], now: datetime, metrics: Any = None
 ) -> tuple[list[HeatmapRow], str | None]:
     """The heatmap's cells with ``util_pct`` (mean %, last 30 min) and a title saying it;
-    ``(rows unchanged, why)`` when Prometheus gives no reading. Two instant queries."""
-    cards = [
-        CardRef(c.gpu_id, r.hostname, c.index, c.uuid, c.mig_mode)
-        for r in rows
-        for c in r.cells
-        if c.gpu_id is not None
-    ]
-    with _adapter(metrics) as adapter:
-        if adapter is None:
-            return rows, NOT_CONFIGURED
-        try:
-            by_gpu = card_utilisation(metrics=adapter, cards=cards, now=now)
-        except SchedulerError as exc:
-            return rows, _why(exc)
+    ``(rows unchanged, why)`` when no Prometheus gives a reading. Each card is read from its
+    pool's cluster's Prometheus (blank or no cluster: ``PROMETHEUS_URL``; ``metrics``, an
+    adapter for tests, stands for all): one query, two instant queries per Prometheus; a card
+    whose Prometheus failed says why in its title."""
+    own = _pool_prometheus({r.pool_slug for r in rows}) if metrics is None else {}
+    groups = _by_prometheus(
+        (
+            (CardRef(c.gpu_id, r.hostname, c.index, c.uuid, c.mig_mode), own.get(r.pool_slug, ""))
+            for r in rows
+            for c in r.cells
+            if c.gpu_id is not None
+        ),
+        metrics,
+    )
+    by_gpu, missed = _read_cards(groups, now=now, metrics=metrics)
+    if len(missed) == len(groups):  # no reading at all
+        return rows, "; ".join(dict.fromkeys(missed.values()))
+    why_not = {c.gpu_id: f" ({missed[url]})" for url, cards in groups.items() if url in missed
+               for c in cards}  # fmt: skip
     out = []
     for r in rows:
         cells = []
         for c in r.cells:
             value = by_gpu.get(c.gpu_id)
             reading = (
-                "no utilisation reading" if value is None else f"{value:.0f} % mean, last 30 min"
+                f"no utilisation reading{why_not.get(c.gpu_id, '')}"
+                if value is None
+                else f"{value:.0f} % mean, last 30 min"
             )
             cells.append(replace(c, util_pct=value, title=f"{c.title} · {reading}"))
         out.append(replace(r, cells=cells))
@@ -393,6 +450,7 @@ class UtilisationHistory:
     timestamps: list[datetime] = field(default_factory=list)
     series: list[UtilisationSeries] = field(default_factory=list)
     error: str | None = None
+    missed: str = ""  # the Prometheus that gave nothing when others did, and why
     unplaced: int = 0
 
     @property
@@ -470,8 +528,11 @@ def utilisation_history(
 ) -> UtilisationHistory:
     """Mean utilisation per pool × model over the range ending at ``now`` (aligned down to a
     step): at each step, the mean of the cards' step means (%) over the cards that report, PROF
-    where a host × model reports it at that step, else DEV. One query and four Prometheus
-    range queries. ``metrics``: an adapter (tests); ``None`` builds :func:`dashboard_metrics`."""
+    where a host × model reports it at that step, else DEV. Each pool's cards are read from its
+    cluster's Prometheus (blank or no cluster: ``PROMETHEUS_URL``): two queries and four range
+    queries per Prometheus; one that fails is named in ``missed`` and the others are charted.
+    ``metrics``: an adapter (tests) standing for all; ``None`` builds
+    :func:`dashboard_metrics` per URL."""
     chosen = RANGES.get(range_key, RANGES[DEFAULT_RANGE])
     step = chosen.step_s
     end_s = math.floor(now.timestamp() / step) * step
@@ -481,25 +542,44 @@ def utilisation_history(
     points = int(chosen.duration.total_seconds() // step) + 1
     history = UtilisationHistory(range=chosen, start=start, end=end)
     history.timestamps = [start + timedelta(seconds=i * step) for i in range(points)]
-    with _adapter(metrics) as adapter:
+    urls = [""] if metrics is not None else _history_urls(filters)
+    answers: dict[str, tuple[Series, ...]] = {}
+    aliases: dict[str, str] = {}
+    missed: dict[str, str] = {}
+    hosts, models = None, None
+    for url in urls:
+        adapter = metrics if metrics is not None else dashboard_metrics(url)  # "": None
         if adapter is None:
-            history.error = NOT_CONFIGURED
-            return history
+            missed[url] = NOT_CONFIGURED
+            continue
         try:
-            answers = _history_answers(adapter, start=start, end=end, step=step)
-        except SchedulerError as exc:
-            history.error = _why(exc)
-            return history
-        hosts, models = _placements(filters)
-        names = {dcgm_labels(s.label_map).hostname for found in answers.values() for s in found}
-        aliases = None
-        if any(name and hosts.find(name) is None for name in names):
-            window_s = int((end - start).total_seconds())
-            aliases = _exporter_hosts(adapter, hosts, at=end, window_s=window_s)
+            try:
+                found = _history_answers(adapter, start=start, end=end, step=step)
+            except SchedulerError as exc:
+                missed[url] = _why(exc)
+                continue
+            if hosts is None:
+                hosts, models = _placements(filters)
+            for key, series in found.items():
+                answers[key] = answers.get(key, ()) + series
+            names = {dcgm_labels(s.label_map).hostname for got in found.values() for s in got}
+            if any(name and hosts.find(name) is None for name in names):
+                window_s = int((end - start).total_seconds())
+                aliases.update(_exporter_hosts(adapter, hosts, at=end, window_s=window_s))
+        finally:
+            if adapter is not metrics:
+                adapter.close()
+    if hosts is None or models is None:  # no reading at all
+        history.error = "; ".join(dict.fromkeys(missed.values()))
+        return history
+    history.missed = "; ".join(
+        ("no Prometheus is configured for some clusters" if why == NOT_CONFIGURED else why)
+        for why in missed.values()
+    )
     per_key = _steps_by_labels(answers, start_s=start_s, step=step, points=points)
     totals: dict[tuple, list[list[float]]] = {}
     for labels, metrics_by_name in per_key.items():
-        place = _place(hosts, models, dict(labels), aliases)
+        place = _place(hosts, models, dict(labels), aliases or None)
         if place is None:
             history.unplaced += 1
             continue
@@ -519,6 +599,19 @@ def utilisation_history(
             )  # fmt: skip
         )
     return history
+
+
+def _history_urls(filters: DashboardFilters) -> list[str]:
+    """The Prometheus URLs of the filters' pooled cards (each pool's cluster's
+    ``prometheus_url``, blank or no cluster: ``PROMETHEUS_URL``; ``""``: none), in a stable
+    order; ``[PROMETHEUS_URL]`` when there are no cards. One query."""
+    own = (
+        dashboard.pooled_gpus(filters)
+        .values_list("node__pool__cluster__prometheus_url", flat=True)
+        .distinct()
+        .order_by()
+    )
+    return sorted({(url or metrics_url()).rstrip("/") for url in own}) or [metrics_url()]
 
 
 def _history_answers(

@@ -3,11 +3,12 @@ handing burst cards back when a guaranteed approval needs them.
 
 The loop (:func:`elastic_scan`, a Celery beat task every minute):
 
-1. one :meth:`~scheduler_adapters.prometheus.PrometheusAdapter.inference_signals` call for
-   every enabled elastic allocation whose window is open (four range queries: utilisation, the
-   cards it was read from, mean latency and request rate by namespace, over the longest rule
-   window plus 5 minutes; utilisation read from fewer cards than the allocation holds is
-   unknown);
+1. one :meth:`~scheduler_adapters.prometheus.PrometheusAdapter.inference_signals` call per
+   Prometheus for every enabled elastic allocation whose window is open (each reads its pool's
+   cluster's Prometheus, blank or no cluster = ``PROMETHEUS_URL``; four range queries:
+   utilisation, the cards it was read from, mean latency and request rate by namespace, over
+   the longest rule window plus 5 minutes; utilisation read from fewer cards than the
+   allocation holds is unknown);
 2. per pool x GPU model, with the pool row locked (the invariant's owner, pools/capacity/locks):
    hand-backs whose notice has run out are carried out; the cards free over the next hour
    (floors of every holding allocation already counted) less the burst elastic allocations
@@ -31,6 +32,7 @@ Missing Prometheus or missing series are *unknown*: nothing scales (reason ``unk
 from __future__ import annotations
 
 import copy
+import logging
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -56,7 +58,7 @@ from pools.capacity.services.scheduler_binding import (
     kubernetes_quota_sync,
     kueue_lender_sync,
 )
-from pools.clusters.adapters import metrics_adapter, pool_adapter
+from pools.clusters.adapters import by_metrics_url, metrics_adapter, pool_adapter
 from pools.common.choices import QuotaBackend, Scheduler, WorkloadKind
 from pools.common.errors import InvalidInput, PermissionDenied
 from pools.elastic.burst import Burst, HandBack, hand_back_plan
@@ -102,6 +104,8 @@ from scheduler_adapters.kubernetes_elastic import (
     hpa_manifest,
 )
 from scheduler_adapters.kubernetes_manifests import render_yaml
+
+logger = logging.getLogger(__name__)
 
 STEP_S = 60
 FORECAST_SLOT_S = 900  # pools.elastic.forecast: 15-minute slots of the week
@@ -291,38 +295,54 @@ class ScanReport:
 def open_policies(now: datetime):
     return ElasticPolicy.objects.filter(
         at_q(now, via="allocation"), enabled=True, allocation__status__in=APPLIED_STATUSES
-    ).select_related("allocation__team", "allocation__pool", "allocation__gpu_model")
+    ).select_related("allocation__team", "allocation__pool__cluster", "allocation__gpu_model")
 
 
 def namespace_of(policy: ElasticPolicy) -> str:
     return f"team-{policy.allocation.team.slug}"
 
 
+def _cluster_of(policy: ElasticPolicy) -> Any:
+    return policy.allocation.pool.cluster
+
+
+def _per_prometheus(
+    policies: list[ElasticPolicy], metrics: Any
+) -> list[tuple[str, list[ElasticPolicy], Any]]:
+    """``[(url, group, adapter)]``: ``policies`` grouped by their pool's cluster's Prometheus
+    (:func:`~pools.clusters.adapters.by_metrics_url`), each with the adapter that reads it
+    (``None``: no URL); ``metrics`` (tests) stands for every group's, as one group."""
+    if metrics is not None:
+        return [("", policies, metrics)]
+    return [
+        (url, group, metrics_adapter(url=url) if url else None)
+        for url, group in by_metrics_url(policies, _cluster_of).items()
+    ]
+
+
+def _close(adapter: Any, given: Any) -> None:
+    """Close ``adapter`` unless it is ``given`` (the caller's, which the caller closes)."""
+    if adapter is not None and adapter is not given:
+        adapter.close()
+
+
 def elastic_scan(*, now: datetime | None = None, metrics: Any = None) -> ScanReport:
-    """One pass of the loop over every open elastic allocation (module docstring)."""
+    """One pass of the loop over every open elastic allocation (module docstring).
+
+    Each Prometheus is read once per pass: the allocations are grouped by their pool's
+    cluster's Prometheus (``Cluster.prometheus_url``, blank or no cluster =
+    ``PROMETHEUS_URL``) and each URL gets one ``inference_signals`` call for its group's
+    namespaces; ``metrics`` (tests) stands for every allocation's. A group whose Prometheus
+    is not set or cannot be read has unknown metrics (nothing of it scales up or down;
+    ``report.error`` names the URL), the other groups proceed.
+    """
     now = now or timezone.now()
     report = ScanReport(at=now)
     policies = list(open_policies(now))
     report.policies = len(policies)
     if not policies:
         return report
-    longest = max(max(p.up_window_minutes, p.down_window_minutes) for p in policies)
-    signals: dict[str, Any] = {}
-    if metrics is None:
-        metrics = metrics_adapter()
-    if metrics is None:
-        report.error = "PROMETHEUS_URL is not set: every allocation's metrics are unknown."
-    else:
-        try:
-            signals = metrics.inference_signals(
-                start=now - timedelta(minutes=longest + 5),
-                end=now,
-                step_s=STEP_S,
-                namespaces={namespace_of(p) for p in policies},
-                metrics=SCAN_METRICS,
-            )
-        except SchedulerError as exc:  # unreadable metrics are unknown: nothing scales
-            report.error = f"Prometheus could not be read: {exc}"
+    found, recorded, report.error = _scan_signals(policies, now, metrics)
     groups: dict[tuple[int, int], list[ElasticPolicy]] = defaultdict(list)
     for policy in policies:
         groups[(policy.allocation.pool_id, policy.allocation.gpu_model_id)].append(policy)
@@ -332,11 +352,49 @@ def elastic_scan(*, now: datetime | None = None, metrics: Any = None) -> ScanRep
             # pools locked in id order (the home pool and the burst pools its teams may use)
             locked_pools = {pid: pool_lock(pid) for pid in sorted({pool_id, *bursts})}
             room = _BurstRoom(bursts, locked_pools, model_id, now)
-            _judge_group(locked_pools[pool_id], members, signals, now, report,
-                         record=metrics is not None, burst=room)  # fmt: skip
+            _judge_group(locked_pools[pool_id], members, found, now, report,
+                         recorded=recorded, burst=room)  # fmt: skip
     for policy_id in report.changed_ids:
         enqueue_on_commit(ELASTIC_APPLY, policy_id)
     return report
+
+
+def _scan_signals(
+    policies: list[ElasticPolicy], now: datetime, metrics: Any
+) -> tuple[dict[int, Any], set[int], str]:
+    """Step 1 of the loop: ``(found, recorded, error)``: policy id -> its namespace's series
+    read from its Prometheus (absent: unknown), the ids whose Prometheus is set (their readings
+    are stored, unknown ones too), and why some groups were not read (``""``: all were)."""
+    longest = max(max(p.up_window_minutes, p.down_window_minutes) for p in policies)
+    found: dict[int, Any] = {}  # policy id -> its namespace's series in its Prometheus
+    recorded: set[int] = set()  # policies whose Prometheus is set: their readings are stored
+    errors: list[str] = []
+    groups_by_url = _per_prometheus(policies, metrics)
+    for _url, group, adapter in groups_by_url:
+        if adapter is None:
+            errors.append(
+                "PROMETHEUS_URL is not set: every allocation's metrics are unknown."
+                if len(groups_by_url) == 1
+                else f"PROMETHEUS_URL is not set: the metrics of {len(group)} allocation(s) "
+                "whose cluster names no Prometheus are unknown."
+            )
+            continue
+        recorded.update(p.pk for p in group)
+        try:
+            signals = adapter.inference_signals(
+                start=now - timedelta(minutes=longest + 5),
+                end=now,
+                step_s=STEP_S,
+                namespaces={namespace_of(p) for p in group},
+                metrics=SCAN_METRICS,
+            )
+        except SchedulerError as exc:  # unreadable metrics are unknown: nothing scales
+            errors.append(f"Prometheus could not be read: {exc}")
+            continue
+        finally:
+            _close(adapter, metrics)
+        found.update({p.pk: signals.get(namespace_of(p)) for p in group})
+    return found, recorded, "; ".join(errors)
 
 
 def _lock_policies(ids: list[int]) -> dict[int, ElasticPolicy]:
@@ -391,13 +449,16 @@ def _lent_up(
 def _judge_group(
     pool: Pool,
     members: list[ElasticPolicy],
-    signals: dict,
+    found_of: dict[int, Any],
     now: datetime,
     report: ScanReport,
     *,
-    record: bool,
+    recorded: set[int],
     burst: _BurstRoom | None = None,
 ) -> None:
+    """Judge, cap and record ``members`` (one pool x GPU model) with ``found_of`` (policy id
+    -> its namespace's series; missing: unknown); a reading is stored for the policies in
+    ``recorded`` (their Prometheus is set)."""
     ids = [p.pk for p in members]
     locked = _lock_policies(ids)
     _due_hand_backs(members, locked, now)
@@ -409,7 +470,7 @@ def _judge_group(
     readings: list[SignalReading] = []
     for policy_id in ids:
         policy = locked[policy_id]
-        found = signals.get(namespace_of(policy))
+        found = found_of.get(policy_id)
         decision = _evaluated(policy, found, now)
         asked, spilled = decision, None
         home_before = _home_burst(policy)
@@ -421,7 +482,7 @@ def _judge_group(
         if decision.action is Action.DOWN:
             lent -= home_before - max(0, placement.home_cards - policy.allocation.card_count)
         _record(policy, decision, now, report, placement)
-        if record:
+        if policy_id in recorded:
             readings.append(_reading(policy, found, now))
     # one INSERT for the group; a retried pass meets the same samples and stores nothing new
     SignalReading.objects.bulk_create(readings, ignore_conflicts=True)
@@ -481,23 +542,38 @@ def elastic_forecast(
 ) -> int:
     """Hourly: for every open elastic allocation with a per-card throughput, the time-of-week
     profile of its namespace's output-equivalent token rate over the last ``weeks`` weeks
-    (two range queries for all of them, 15-minute steps), stored as the plan of the next two
-    hours. Returns how many plans were stored; without Prometheus, 0 (plans age out)."""
+    (two range queries per Prometheus for all of its allocations, 15-minute steps), stored as
+    the plan of the next two hours. Each allocation reads its pool's cluster's Prometheus
+    (blank or no cluster = ``PROMETHEUS_URL``; ``metrics``, tests, stands for all). Returns
+    how many plans were stored; allocations without a Prometheus, or whose Prometheus cannot
+    be read (logged with its URL), keep their plan (plans age out), the others proceed."""
     now = now or timezone.now()
     policies = list(open_policies(now).filter(per_card_tok_s__isnull=False))
-    if not policies:
-        return 0
-    metrics = metrics if metrics is not None else metrics_adapter()
-    if metrics is None:
-        return 0
-    found = metrics.inference_signals(
-        start=now - timedelta(weeks=weeks),
-        end=now,
-        step_s=FORECAST_SLOT_S,
-        rate_window_s=FORECAST_SLOT_S,
-        namespaces={namespace_of(p) for p in policies},
-        metrics=("generation_tok_s", "prompt_tok_s"),
-    )
+    stored = 0
+    for url, group, adapter in _per_prometheus(policies, metrics) if policies else []:
+        if adapter is None:
+            continue
+        try:
+            found = adapter.inference_signals(
+                start=now - timedelta(weeks=weeks),
+                end=now,
+                step_s=FORECAST_SLOT_S,
+                rate_window_s=FORECAST_SLOT_S,
+                namespaces={namespace_of(p) for p in group},
+                metrics=("generation_tok_s", "prompt_tok_s"),
+            )
+        except SchedulerError as exc:
+            logger.warning("elastic plans of %s not refreshed: %s", url or "metrics", exc)
+            continue
+        finally:
+            _close(adapter, metrics)
+        stored += _store_plans(group, found, now, weeks)
+    return stored
+
+
+def _store_plans(policies: list[ElasticPolicy], found: dict, now: datetime, weeks: int) -> int:
+    """Store each policy's plan from its namespace's token-rate series in ``found``; returns
+    how many plans are not empty."""
     stored = 0
     for policy in policies:
         signals = found.get(namespace_of(policy))

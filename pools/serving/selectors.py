@@ -33,7 +33,8 @@ STALE_AFTER = timedelta(minutes=15)  # three missed passes
 @dataclass(frozen=True)
 class RollupState:
     """How fresh the stored values are: the newest bucket's end, its age at ``now``, whether it
-    is stale (older than :data:`STALE_AFTER`, or none yet), and the newest pass's error."""
+        is stale (older than :data:`STALE_AFTER`, or none yet), and the newest pass's error (a pass
+    that rolled up some clusters names the Prometheus it could not read)."""
 
     newest_end: datetime | None
     age: timedelta | None
@@ -59,7 +60,7 @@ def serving_state(*, now: datetime) -> RollupState:
         newest_end=end,
         age=age,
         stale=age is None or age > STALE_AFTER,
-        error=run.error if run and not run.ok else "",
+        error=run.error if run else "",  # an ok pass's: a Prometheus it could not read
         unmatched_count=run.unmatched_count if run and run.ok else 0,
         unmatched=run.unmatched if run and run.ok else [],
     )

@@ -1,11 +1,14 @@
 """The serving rollup: one pass every 5 minutes (beat ``serving-rollup``) reads every family of
-signals for every open allocation from Prometheus (six instant queries, whatever the number of
-allocations) and stores one :class:`~pools.serving.models.ServingRollup` per allocation; an
-hourly compaction keeps 5-minute rows for ``SERVING_ROLLUP_5M_DAYS`` (35) days, then one row per
-hour for ``SERVING_ROLLUP_HOURLY_MONTHS`` (13) months.
+signals for every open allocation from Prometheus (six instant queries per Prometheus, whatever
+the number of allocations) and stores one :class:`~pools.serving.models.ServingRollup` per
+allocation; an hourly compaction keeps 5-minute rows for ``SERVING_ROLLUP_5M_DAYS`` (35) days,
+then one row per hour for ``SERVING_ROLLUP_HOURLY_MONTHS`` (13) months.
 
 A pass that cannot read Prometheus (not configured, a timeout, a refused query) writes no
 rollup: the last ones stay and the pages say how old they are (``selectors.serving_state``).
+Each allocation is read from its cluster's Prometheus (``Cluster.prometheus_url``, blank =
+``PROMETHEUS_URL``), each Prometheus once a pass; one that cannot be read leaves only its
+allocations' last rollups in place, and the pass's error names it.
 Running a pass twice for one bucket writes nothing new (one row per allocation and bucket).
 """
 
@@ -25,7 +28,7 @@ from django.utils.module_loading import import_string
 
 from pools.capacity.lifecycle import APPLIED_STATUSES
 from pools.capacity.models import Allocation
-from pools.clusters.adapters import metrics_adapter
+from pools.clusters.adapters import by_metrics_url, metrics_adapter, metrics_url
 from pools.common.choices import Scheduler
 from pools.serving.choices import Resolution
 from pools.serving.fold import ROW_FIELDS, fold
@@ -53,7 +56,7 @@ def _open_allocations(start: datetime, end: datetime) -> list[Allocation]:
     return list(
         Allocation.objects.filter(status__in=APPLIED_STATUSES)
         .overlapping(start, end)
-        .select_related("team", "pool")
+        .select_related("team", "pool__cluster")
         .only(
             "id",
             "card_count",
@@ -62,6 +65,8 @@ def _open_allocations(start: datetime, end: datetime) -> list[Allocation]:
             "scheduler_binding",
             "team__slug",
             "pool__scheduler",
+            "pool__cluster",
+            "pool__cluster__prometheus_url",
         )
     )
 
@@ -79,42 +84,94 @@ def serving_rollup_pass(*, now: datetime | None = None, metrics=None) -> Serving
 
     Rows: every open Kubernetes allocation (all ``None`` with ``missing`` filled when nothing
     answered: unknown, not idle), and every other open allocation a labelled series placed.
-    ``metrics`` is the Prometheus adapter (default from settings)."""
+    Each allocation is read from its pool's cluster's Prometheus (``Cluster.prometheus_url``,
+    blank or no cluster = ``PROMETHEUS_URL``): every family once per Prometheus, its answers
+    placed among that Prometheus's allocations only. ``metrics`` (an adapter, tests) stands for
+    every allocation's. A Prometheus not set or not read writes no rows for its allocations
+    (their last rollup stays; ``run.error`` names it) and the others are still rolled up; the
+    run fails (``ok`` false) only when none was read."""
     now = now or timezone.now()
     end = bucket_floor(now)
     start = end - timedelta(seconds=WINDOW_S)
     run = ServingRollupRun(bucket_start=start, started_at=now)
     allocations = _open_allocations(start, end)
     run.allocations = len(allocations)
-    own = metrics is None
-    metrics = metrics_adapter() if own else metrics
-    if metrics is None:
-        return _failed(run, "PROMETHEUS_URL is not set: serving signals are unknown.")
-    try:
-        answers, run.queries = serving_answers(metrics, at=end, busy_pct=settings.SERVING_BUSY_PCT)
-    except SchedulerError as exc:
-        return _failed(run, f"Prometheus could not be read, the last rollup stays: {exc}")
-    finally:
-        if own:
-            metrics.close()
-    done = set(
-        ServingRollup.objects.filter(
-            bucket_seconds=Resolution.FIVE_MINUTES, bucket_start=start
-        ).values_list("allocation_id", flat=True)
-    )
-    todo = [a for a in allocations if a.pk not in done]
-    rows, unmatched = _bucket_rows(todo, answers, start, _held_timelines(todo))
+    read, errors = _read_answers(run, allocations, end, metrics)
+    run.error = "; ".join(errors)
+    if not read:
+        return _failed(run, run.error)
+    rows, unmatched, unlabelled = _pass_rows(read, start)
     with transaction.atomic():
         # ignore_conflicts: a pass running at the same moment may have written some rows
         ServingRollup.objects.bulk_create(rows, ignore_conflicts=True, batch_size=1000)
         serving_coverage_note(rows)
         run.rollups = len(rows)
-        run.unmatched_count = len(unmatched) + answers.unlabelled
+        run.unmatched_count = len(unmatched) + unlabelled
         run.unmatched = [u.as_dict() for u in unmatched[:UNMATCHED_LISTED]]
         run.ok = True
         run.finished_at = timezone.now()
         run.save()
     return run
+
+
+def _pass_rows(
+    read: list[tuple[list[Allocation], Answers]], start: datetime
+) -> tuple[list[ServingRollup], list[Unmatched], int]:
+    """The bucket's new rows of each group from its own Prometheus's answers (allocations
+    already rolled up for ``start`` left out), what matched none, and the unlabelled count."""
+    done = set(
+        ServingRollup.objects.filter(
+            bucket_seconds=Resolution.FIVE_MINUTES, bucket_start=start
+        ).values_list("allocation_id", flat=True)
+    )
+    rows: list[ServingRollup] = []
+    unmatched: list[Unmatched] = []
+    unlabelled = 0
+    for group, answers in read:
+        todo = [a for a in group if a.pk not in done]
+        found, missed = _bucket_rows(todo, answers, start, _held_timelines(todo))
+        rows += found
+        unmatched += missed
+        unlabelled += answers.unlabelled
+    return rows, unmatched, unlabelled
+
+
+def _read_answers(
+    run: ServingRollupRun, allocations: list[Allocation], end: datetime, metrics
+) -> tuple[list[tuple[list[Allocation], Answers]], list[str]]:
+    """Every family at ``end`` from each Prometheus for its allocations (grouped by their
+    pool's cluster's, :func:`~pools.clusters.adapters.by_metrics_url`; ``metrics`` stands for
+    all): ``[(group, answers)]`` of those read, and why the others were not; adds the requests
+    sent to ``run.queries``."""
+    groups = (
+        {"": allocations}
+        if metrics is not None
+        else by_metrics_url(allocations, lambda a: a.pool.cluster) or {metrics_url(): []}
+    )
+    read: list[tuple[list[Allocation], Answers]] = []
+    errors: list[str] = []
+    for url, group in groups.items():
+        adapter = metrics if metrics is not None else metrics_adapter(url=url) if url else None
+        if adapter is None:
+            errors.append(
+                "PROMETHEUS_URL is not set: serving signals are unknown."
+                if len(groups) == 1
+                else f"PROMETHEUS_URL is not set: the serving signals of {len(group)} "
+                "allocation(s) whose cluster names no Prometheus are unknown."
+            )
+            continue
+        try:
+            answers, queries = serving_answers(adapter, at=end, busy_pct=settings.SERVING_BUSY_PCT)
+        except SchedulerError as exc:
+            stays = "" if len(groups) == 1 else f" of {len(group)} allocation(s)"
+            errors.append(f"Prometheus could not be read, the last rollup{stays} stays: {exc}")
+            continue
+        finally:
+            if adapter is not metrics:
+                adapter.close()
+        run.queries += queries
+        read.append((group, answers))
+    return read, errors
 
 
 def _held_timelines(allocations: list[Allocation]) -> dict[int, list[tuple[float, int]]]:

@@ -64,7 +64,7 @@ def test_utilisation_chart_range_and_heatmap_colour_survive_filters_and_refresh(
         for host in ("infer-01", "train-01")
     ]  # fmt: skip
     monkeypatch.setattr(dashboard_utilisation, "dashboard_metrics",
-                        lambda: FakePrometheus(series=series))  # fmt: skip
+                        lambda url=None: FakePrometheus(series=series))  # fmt: skip
 
     page.goto(f"{live_server.url}/dashboard/")
     page.wait_for_selector("#util-chart")

@@ -235,7 +235,7 @@ def prometheus(monkeypatch):
     """Point the dashboard at a FakePrometheus instead of settings.PROMETHEUS_URL."""
 
     def use(fake: FakePrometheus) -> FakePrometheus:
-        monkeypatch.setattr(utilisation, "dashboard_metrics", lambda: fake)
+        monkeypatch.setattr(utilisation, "dashboard_metrics", lambda url=None: fake)
         return fake
 
     return use

@@ -7,15 +7,12 @@ their cluster's Prometheus too."""
 
 from __future__ import annotations
 
-import json
-import threading
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.utils import timezone
 from factories import AllocationFactory, ClusterFactory, ElasticPolicyFactory, PoolFactory
+from prometheus_support import RecordingPrometheus, asked
 
 from pools.capacity.models import Allocation
 from pools.common.choices import AllocationStatus
@@ -27,44 +24,6 @@ from pools.reclamation.services.whatif import reclamation_what_if
 from scheduler_adapters.fake import FakeScheduler
 
 pytestmark = pytest.mark.django_db
-
-
-class RecordingPrometheus:
-    """A loopback HTTP server answering ``/api/v1/query`` with ``{"status": "success",
-    "data": {"resultType": "vector", "result": []}}`` (``/api/v1/query_range``: ``"matrix"``);
-    ``queries`` lists the ``query`` parameters it was sent."""
-
-    def __init__(self) -> None:
-        self.queries: list[str] = []
-        recorded = self.queries
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 (http.server's name)
-                parts = urlsplit(self.path)
-                recorded.extend(parse_qs(parts.query).get("query", []))
-                kind = {"/api/v1/query": "vector", "/api/v1/query_range": "matrix"}
-                body = {"status": "success", "data": {"resultType": kind.get(parts.path),
-                                                      "result": []}}  # fmt: skip
-                if parts.path not in kind:
-                    body = {"status": "error", "errorType": "bad_data", "error": parts.path}
-                raw = json.dumps(body).encode()
-                self.send_response(200 if parts.path in kind else 400)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, *args):
-                pass
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
 
 
 @pytest.fixture
@@ -94,10 +53,6 @@ def fleet(prometheuses, monkeypatch):
                           ends_at=now + timedelta(days=1))  # fmt: skip
     monkeypatch.setattr("pools.reclamation.services.scan.pool_adapter", lambda p: FakeScheduler())
     return clusters
-
-
-def asked(prometheuses) -> dict[str, int]:
-    return {name: len(server.queries) for name, server in prometheuses.items()}
 
 
 def test_each_cluster_scan_asks_only_its_own_prometheus(fleet, prometheuses):

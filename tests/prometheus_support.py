@@ -1,0 +1,59 @@
+"""A real Prometheus stand-in for the fleet-wide readers' routing tests: a loopback HTTP server
+that answers every instant query (Prometheus HTTP API, ``/api/v1/query``) with an empty vector
+and every range query (``/api/v1/query_range``) with an empty matrix, recording what it was
+asked. Source of the answer shape: https://prometheus.io/docs/prometheus/latest/querying/api/
+("Instant queries", "Range queries")."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+
+class RecordingPrometheus:
+    """A loopback HTTP server answering ``/api/v1/query`` with ``{"status": "success",
+    "data": {"resultType": "vector", "result": []}}`` (``/api/v1/query_range``: ``"matrix"``);
+    ``queries`` lists the ``query`` parameters it was sent."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+        recorded = self.queries
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server's name)
+                parts = urlsplit(self.path)
+                recorded.extend(parse_qs(parts.query).get("query", []))
+                kind = {"/api/v1/query": "vector", "/api/v1/query_range": "matrix"}
+                body = {"status": "success", "data": {"resultType": kind.get(parts.path),
+                                                      "result": []}}  # fmt: skip
+                if parts.path not in kind:
+                    body = {"status": "error", "errorType": "bad_data", "error": parts.path}
+                raw = json.dumps(body).encode()
+                self.send_response(200 if parts.path in kind else 400)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, *args):
+                pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        self._running = True
+
+    def stop(self) -> None:
+        """Shut the server down (its port then refuses connections); safe twice."""
+        if self._running:
+            self._running = False
+            self._httpd.shutdown()
+            self._httpd.server_close()
+
+
+def asked(servers: dict[str, RecordingPrometheus]) -> dict[str, int]:
+    """How many queries each server of ``servers`` (by name) was sent."""
+    return {name: len(server.queries) for name, server in servers.items()}
