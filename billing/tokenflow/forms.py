@@ -25,9 +25,13 @@ DEFAULT_DAYS = 30
 
 class TokenFlowFilterForm(forms.Form):
     model = forms.ChoiceField(required=False, label="Served model")
+    # The labels are the page's (templates/billing/token_flow.html renders them) and the
+    # refusal's (pools.web.pages.filter_refusal names a field by its label).
     since = forms.DateField(required=False, validators=[date_range_validator],
+                            label="First call from",
                             widget=forms.DateInput(attrs={"type": "date"}))  # fmt: skip
     until = forms.DateField(required=False, validators=[date_range_validator],
+                            label="First call until",
                             widget=forms.DateInput(attrs={"type": "date"}))  # fmt: skip
     ordering = forms.ChoiceField(required=False, choices=list(ORDERINGS.items()), label="Order")
 
@@ -41,7 +45,7 @@ class TokenFlowFilterForm(forms.Form):
         data = super().clean()
         since, until = data.get("since"), data.get("until")
         if since and until and since > until:
-            self.add_error("until", "Until must be on or after since.")
+            self.add_error("until", "Must be on or after the “First call from” day.")
         return data
 
     def window(self) -> tuple[datetime, datetime, str, str]:

@@ -111,7 +111,11 @@ def test_bad_filters_are_field_errors_over_no_rows(flow, team_member, client):
     response = client.get(f"{URL}?since=2026-12-02&until=2026-12-01")
 
     assert response.status_code == 400
-    assert response.context["form"].errors == {"until": ["Until must be on or after since."]}
+    message = "Must be on or after the “First call from” day."
+    assert response.context["form"].errors == {"until": [message]}
+    # The refusal names the field by the label the page shows next to it.
+    assert response.context["refusal"] == f'First call until "2026-12-01": {message}'
+    assert "<label>First call until <input" in response.content.decode()
     assert response.context["page"].paginator.count == 0
 
 
@@ -123,7 +127,8 @@ def test_a_csv_of_bad_filters_says_why_not_a_header_only_csv(flow, team_member, 
     assert response.status_code == 400
     assert response["Content-Type"] == "text/plain; charset=utf-8"
     assert response.content.decode() == (
-        'The filters are invalid: Until "2026-12-01": Until must be on or after since.\n'
+        'The filters are invalid: First call until "2026-12-01": '
+        "Must be on or after the “First call from” day.\n"
     )
 
 
