@@ -60,16 +60,41 @@ def _chart(items, label):
     }
 
 
+TEAM_MONTH_EXPORTS = ("csv", "focus", "showback", "pdf", "top")
+FINANCE_MONTH_EXPORTS = ("csv", "focus", "statements", "idle", "top", "shared")
+
+
+def _unknown_export(name: str, known: tuple[str, ...]) -> HttpResponse:
+    """The answer to ``?export=<name>`` that a cost page has not: 400, ``text/plain``, naming
+    the exports it has (never the HTML page, which a script would save as a ``.csv``)."""
+    return HttpResponse(
+        f"No export {name[:40]!r} here; export is one of: {', '.join(known)}.\n",
+        status=400,
+        content_type="text/plain; charset=utf-8",
+    )
+
+
 @login_required
 def costs_index(request):
-    """Staff land on the finance page; members on their first team's month."""
+    """Staff land on the finance page; members on their first team's month. The query string
+    other than ``month`` goes along (``/costs/?export=csv`` is that month's statement CSV);
+    ``?export=`` for a user in no team is a 400 in plain text (there is no table)."""
     month = _month(request.GET.get("month"))
+    params = request.GET.copy()
+    params.pop("month", None)
+    query = f"?{params.urlencode()}" if params else ""
     if may_see_all_costs(request.user):
-        return redirect("billing:finance-month", month=f"{month:%Y-%m}")
+        return redirect(reverse("billing:finance-month", args=[f"{month:%Y-%m}"]) + query)
     team = team_list(user=request.user).first()
     if team is None:
+        if "export" in request.GET:
+            return HttpResponse(
+                "You are in no team, so there is no cost table to export.\n",
+                status=400,
+                content_type="text/plain; charset=utf-8",
+            )
         return render(request, "billing/no_team.html")
-    return redirect("billing:team-month", team=team.slug, month=f"{month:%Y-%m}")
+    return redirect(reverse("billing:team-month", args=[team.slug, f"{month:%Y-%m}"]) + query)
 
 
 def _mark_ambiguous_time(lines: list, statement) -> None:
@@ -91,6 +116,8 @@ def team_month(request, team: str, month: str):
     lines = list(selectors.statement_lines(statement=statement)) if statement else []
     _mark_ambiguous_time(lines, statement)
     export = request.GET.get("export")
+    if export is not None and export not in TEAM_MONTH_EXPORTS:
+        return _unknown_export(export, TEAM_MONTH_EXPORTS)
     if export == "top":
         rows = selectors.top_allocations(month=month_d, team=team_obj)
         return _top_allocations_response(month_d, rows, f"top-allocations-{team}-{month}.csv")
@@ -179,6 +206,9 @@ STATEMENT_COLUMNS = (
 @pool_admin_required
 def finance_month(request, month: str):
     month_d = _month(month)
+    export = request.GET.get("export")
+    if export is not None and export not in FINANCE_MONTH_EXPORTS:
+        return _unknown_export(export, FINANCE_MONTH_EXPORTS)
     data = selectors.finance_month(month=month_d)
     if request.GET.get("export") == "csv":
         response = HttpResponse(

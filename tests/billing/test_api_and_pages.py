@@ -123,3 +123,39 @@ def test_finance_statements_table_has_its_csv(admin_page, two_statements):
                        "usage_amount", "adjustment_amount", "total_amount"]  # fmt: skip
     assert [(r[0], r[4], r[7]) for r in rows[1:]] == [
         ("nlp", "EUR", "3.00"), ("vision", "EUR", "6.00")]  # fmt: skip
+
+
+def test_costs_index_takes_the_export_along_and_unknown_exports_are_refused(
+    team_member, admin_page, two_statements, client
+):
+    # /costs/?export=csv answered the team's HTML month page (the redirect dropped the query):
+    # now the redirect keeps it, and following it gives the statement CSV of that month.
+    client.force_login(team_member)
+    hop = client.get("/costs/?month=2026-10&export=csv")
+    assert (hop.status_code, hop["Location"]) == (302, "/costs/nlp/2026-10/?export=csv")
+    csv = client.get("/costs/?month=2026-10&export=csv", follow=True)
+    assert csv["Content-Type"] == "text/csv; charset=utf-8"
+    assert csv.content.decode().splitlines()[0].split(",") == list(CSV_COLUMNS)
+    hop = admin_page.get("/costs/?month=2026-10&export=idle")
+    assert hop["Location"] == "/costs/finance/2026-10/?export=idle"
+    # An export a cost page has not is a plain-text 400 naming those it has, not the page.
+    bad = client.get("/costs/nlp/2026-10/?export=xlsx")
+    assert (bad.status_code, bad["Content-Type"]) == (400, "text/plain; charset=utf-8")
+    assert bad.content.decode() == (
+        "No export 'xlsx' here; export is one of: csv, focus, showback, pdf, top.\n"
+    )
+    bad = admin_page.get("/costs/finance/2026-10/?export=xlsx")
+    assert (bad.status_code, bad["Content-Type"]) == (400, "text/plain; charset=utf-8")
+    assert bad.content.decode() == (
+        "No export 'xlsx' here; export is one of: csv, focus, statements, idle, top, shared.\n"
+    )
+
+
+def test_costs_export_for_a_user_in_no_team_is_a_plain_refusal(client, db):
+    from factories import UserFactory
+
+    client.force_login(UserFactory())
+    assert client.get("/costs/").status_code == 200  # the "you are in no team" page
+    bad = client.get("/costs/?export=csv")
+    assert (bad.status_code, bad["Content-Type"]) == (400, "text/plain; charset=utf-8")
+    assert bad.content.decode() == "You are in no team, so there is no cost table to export.\n"
