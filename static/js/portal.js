@@ -90,6 +90,24 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     event.detail.isError = false;
   }
 });
+// A pager link whose page has gone (rows deleted since the page was drawn) answers 404, which
+// htmx neither swaps nor shows: the click did nothing. Say so above the table, with a link to
+// page 1 of the same list (its other parameters kept); the rows shown stay as they were.
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const target = event.detail.target;
+  if (event.detail.xhr.status !== 404 || !target || target.id !== "table") return;
+  const url = new URL(event.detail.pathInfo.requestPath, window.location.href);
+  url.searchParams.delete("page");
+  target.querySelectorAll(".page-gone").forEach((old) => old.remove());
+  const note = document.createElement("p");
+  note.className = "page-gone notice error";
+  note.setAttribute("role", "alert");
+  const back = document.createElement("a");
+  back.href = url.pathname + url.search;
+  back.textContent = "back to page 1";
+  note.append("That page no longer exists; ", back);
+  target.prepend(note);
+});
 // The filters form sits outside #table, so a refused page's field errors (and the fields'
 // aria-invalid) stayed under a team fixed since; each answer swapped into #table is the list's
 // state now, its own refusal (includes/refusal.html) naming any filter it still cannot use.
