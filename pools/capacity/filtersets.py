@@ -52,3 +52,16 @@ class AllocationFilterSet(TeamPoolModelFilters):
     class Meta:
         model = Allocation
         fields = ["team", "pool", "gpu_model", "status"]
+
+
+class TimelineFilterSet(filters.FilterSet):
+    """The capacity timeline's one filter: ``team``, a slug among the teams the user may see
+    (:class:`VisibleTeamFilter`; any other is a field error, the page a 400). Given the
+    request. The timeline reads the chosen team from ``form.cleaned_data``: the sums are made
+    by :func:`pools.capacity.selectors.timeline_holdings`, not by filtering this queryset."""
+
+    team = VisibleTeamFilter(field_name="team")
+
+    class Meta:
+        model = Allocation
+        fields = ["team"]

@@ -199,7 +199,9 @@ TIMELINE_CACHE_S = 15 * 60
 the admin dashboard's plan is)."""
 
 
-def timeline_holdings(*, user, start, end, instants: list) -> list[TimelineSeries]:
+def timeline_holdings(
+    *, user, start, end, instants: list, team: Team | None = None
+) -> list[TimelineSeries]:
     """Cards of the holding allocations overlapping ``[start, end)`` at each of ``instants``
     (aware datetimes), per pool, model and team, summed in the database (one conditional sum
     per instant). A pool and model with such allocations has its series even if all are 0.
@@ -208,7 +210,9 @@ def timeline_holdings(*, user, start, end, instants: list) -> list[TimelineSerie
     "other teams" series (capacity is shared; names and allocations are not). A pool admin
     sees by slug and name the :data:`TIMELINE_NAMED_TEAMS` teams whose allocations in the
     window hold the most cards, the rest summed, so the chart (and the page) does not grow
-    with the number of teams. Two queries (:func:`cards_held_series`).
+    with the number of teams. Two queries (:func:`cards_held_series`). ``team`` (one the user
+    may see, checked by the caller): that team alone is named, every other team's cards are
+    "other teams" (capacity is shared: the bars' total is the same).
 
     The named teams' ids and the sums are kept in the shared cache under the allocations'
     generation (:mod:`pools.capacity.generation`), the window, the instants and whose teams are
@@ -220,8 +224,11 @@ def timeline_holdings(*, user, start, end, instants: list) -> list[TimelineSerie
     summed afresh and not kept (:func:`pools.common.generation.cached`).
     """
     window = Allocation.objects.holding().whole_cards().overlapping(start, end)
-    every = sees_every_team(user)
-    teams = {} if every else _slugs_and_names(Team.objects.visible_to(user))
+    every = team is None and sees_every_team(user)
+    if team is not None:
+        teams = {team.pk: (team.slug, team.name)}
+    else:
+        teams = {} if every else _slugs_and_names(Team.objects.visible_to(user))
     scope = "every" if every else ",".join(str(pk) for pk in sorted(teams))
     digest = hashlib.sha256(
         "|".join(
@@ -271,7 +278,9 @@ def _teams_holding_most(window: QuerySet[Allocation]) -> RawQuerySet[Team]:
     )
 
 
-def timeline_allocations(*, user, start, end, first: int) -> tuple[dict, dict]:
+def timeline_allocations(
+    *, user, start, end, first: int, team: Team | None = None
+) -> tuple[dict, dict]:
     """The user's holding allocations overlapping ``[start, end)``: how many per ``(pool id,
     model id)``, and the ``first`` of each by start (team joined, nothing else: the timeline
     links each to its request by id). The rows are read by id (one query) after the ranking
@@ -283,10 +292,13 @@ def timeline_allocations(*, user, start, end, first: int) -> tuple[dict, dict]:
     at most :data:`TIMELINE_CACHE_S`. At 100,800 GPUs it ranked the window's ~37,000
     allocations in 34-52 ms of the page (issue #29 item 7); inside a transaction ranked afresh
     and not kept (:func:`pools.common.generation.cached`). The rows are read afresh, so a
-    renamed team shows its new name."""
+    renamed team shows its new name. ``team`` (one the user may see, checked by the caller):
+    only its allocations, counted and listed; its id is the cache key's scope."""
     every = sees_every_team(user)
     scope = "every"
-    if not every:
+    if team is not None:
+        scope = f"team:{team.pk}"
+    elif not every:
         scope = ",".join(
             str(pk) for pk in sorted(Team.objects.visible_to(user).values_list("pk", flat=True))
         )
@@ -294,7 +306,7 @@ def timeline_allocations(*, user, start, end, first: int) -> tuple[dict, dict]:
     key = f"capacity:timeline-allocations:{allocations_generation()}:{digest.hexdigest()}"
     counts, kept = cached(
         key,
-        lambda: _timeline_ranking(user=user, start=start, end=end, first=first),
+        lambda: _timeline_ranking(user=user, start=start, end=end, first=first, team=team),
         TIMELINE_CACHE_S,
         fits=lambda found: isinstance(found, tuple),
     )
@@ -305,12 +317,14 @@ def timeline_allocations(*, user, start, end, first: int) -> tuple[dict, dict]:
     return counts, listed
 
 
-def _timeline_ranking(*, user, start, end, first: int) -> tuple[dict, list[int]]:
+def _timeline_ranking(*, user, start, end, first: int, team=None) -> tuple[dict, list[int]]:
     """``({(pool id, model id): holding allocations of the user's overlapping the window},
     [the ids of the ``first`` of each by start, then id])``. One query over ids only, each
     chart's count a window over the same partition (ranking the whole rows took 5x as long at
     16,000 allocations)."""
     mine = allocation_list(user=user).holding().whole_cards().overlapping(start, end)
+    if team is not None:
+        mine = mine.filter(team=team)
     chart = [F("pool"), F("gpu_model")]
     ranked = (
         mine.annotate(

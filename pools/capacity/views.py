@@ -35,9 +35,13 @@ from pools.capacity.availability import (
     schedulable_cards_by_pool_model,
     team_usage,
 )
-from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilterSet
+from pools.capacity.filtersets import (
+    AllocationFilterSet,
+    CapacityRequestFilterSet,
+    TimelineFilterSet,
+)
 from pools.capacity.forms import ApproveForm, CapacityRequestForm, ExtendForm, ReasonForm
-from pools.capacity.models import SchedulerDrift
+from pools.capacity.models import Allocation, SchedulerDrift
 from pools.capacity.placement import Shape
 from pools.capacity.scheduler_panel import scheduler_panel
 from pools.capacity.services import allocations as allocation_services
@@ -56,6 +60,8 @@ from pools.web.pages import (
     UrlOfId,
     checked_page,
     csv_response,
+    filter_refusal,
+    filter_refusal_csv,
     filtered_list,
     form_add_domain_errors,
     minute_text,
@@ -725,7 +731,20 @@ def timeline(request):
     windows take away (:func:`pools.capacity.availability.blocked_cards_at`) are bars of their
     own, after the teams' (in the CSV, rows whose ``team`` is :data:`RECURRING_HELD` or
     :data:`MAINTENANCE_AWAY`), as the approval counts them; each chart's ``free`` is usable
-    minus all of them at each noon, never below 0."""
+    minus all of them at each noon, never below 0.
+
+    ``?team=<slug>`` (a team the user may see, :class:`TimelineFilterSet`): that team alone is
+    named and its allocations alone listed, every other team's cards "other teams" (the bars'
+    total, and so ``free``, the same). Any other slug is a 400: the page with the refusal and no
+    charts, the CSV :func:`filter_refusal_csv`."""
+    filterset = TimelineFilterSet(request.GET or None, queryset=Allocation.objects.none(),
+                                  request=request)  # fmt: skip
+    if filterset.is_bound and not filterset.is_valid():
+        if request.GET.get("export") == "csv":
+            return filter_refusal_csv(filterset.form)
+        context = {"form": filterset.form, "refusal": filter_refusal(filterset.form), "charts": []}
+        return render(request, "pools/requests/timeline.html", context, status=400)
+    chosen = filterset.form.cleaned_data.get("team") if filterset.is_bound else None
     start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     days = [start + timedelta(days=i) for i in range(56)]
     end = days[-1] + timedelta(days=1)
@@ -733,7 +752,7 @@ def timeline(request):
     # summed as "other teams", never their names or allocations (the selector says how).
     noons = [day + timedelta(hours=12) for day in days]  # cards held at noon: a daily sample
     series = capacity_selectors.timeline_holdings(
-        user=request.user, start=start, end=end, instants=noons
+        user=request.user, start=start, end=end, instants=noons, team=chosen
     )
     # per chart: (team name, team slug) -> cards, "other teams" both for the rest (no slug
     # holds a space); two teams of one name stay two bars
@@ -760,7 +779,7 @@ def timeline(request):
         ]  # fmt: skip
         return csv_response(lines, TIMELINE_COLUMNS, "capacity-timeline.csv")
     counts, listed = capacity_selectors.timeline_allocations(
-        user=request.user, start=start, end=end, first=TIMELINE_ALLOCATIONS
+        user=request.user, start=start, end=end, first=TIMELINE_ALLOCATIONS, team=chosen
     )
     # Each listed row's link and window written here once, not by a {% url %} and two date
     # filters per row (16 charts × 10 rows cost 20 ms of template).
@@ -770,6 +789,7 @@ def timeline(request):
             a.detail_url = detail_url(a.request_id)
             a.window = f"{minute_text(a.starts_at)} → {minute_text(a.ends_at)}"
     all_url = reverse("pools:allocation-list")
+    team_query = f"&team={chosen.slug}" if chosen else ""
     # one colour per team (and "other teams") on the whole page, not per chart by position
     teams = sorted({team for _, per_team in ordered for team in per_team})
     colour = {team: PALETTE[i % len(PALETTE)] for i, team in enumerate(teams)}
@@ -827,12 +847,11 @@ def timeline(request):
                 },
                 "allocations": listed.get((pool_id, model_id), []),
                 "allocation_count": counts.get((pool_id, model_id), 0),
-                "all_url": f"{all_url}?pool={pool.slug}&gpu_model={model.slug}",
+                "all_url": f"{all_url}?pool={pool.slug}&gpu_model={model.slug}{team_query}",
             }
         )
-    return render(
-        request, "pools/requests/timeline.html", {"charts": charts, "start": start, "end": end}
-    )
+    context = {"charts": charts, "start": start, "end": end, "form": filterset.form, "team": chosen}
+    return render(request, "pools/requests/timeline.html", context)
 
 
 DRIFT_COLUMNS = [

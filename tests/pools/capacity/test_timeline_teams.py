@@ -115,3 +115,62 @@ def test_the_csv_names_teams_by_slug_and_two_of_one_name_stay_two(admin_page, me
 
     MembershipFactory(user=member, team=Team.objects.get(slug="nlp-a"))
     assert today_rows(member_page) == {"nlp-a": "2", "other teams": "1"}
+
+
+def test_the_team_filter_names_that_team_alone_and_refuses_a_team_not_seen(
+    admin_page, member, member_page
+):
+    """Teams ``nlp`` and ``vision`` hold 2 and 3 L40S of pool ``p`` from a day ago to in 3 days.
+    ``?team=vision`` as a pool admin: today's noon rows are vision 3 and "other teams" 2 (nlp's;
+    capacity is shared, the total stays 5) and only vision's allocation is listed; the same page
+    unfiltered right before (the cache) names both. A member of nlp only: ``?team=vision`` is a
+    400 saying why (page and CSV), ``?team=nlp`` lists nlp's. ``?team=`` was ignored."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from factories import MembershipFactory, node_with_gpus
+
+    from pools.common.choices import Scheduler
+
+    pool = PoolFactory(slug="p", scheduler=Scheduler.KUBERNETES, slurm_partition="")
+    node_with_gpus(8, gpu_model="l40s", hostname="p-0", pool=pool)
+    l40s, now = GpuModel.objects.get(slug="l40s"), timezone.now()
+    made = {}
+    for slug, cards in (("nlp", 2), ("vision", 3)):
+        made[slug] = AllocationFactory(
+            team=TeamFactory(slug=slug, name=slug.upper()), pool=pool, gpu_model=l40s,
+            card_count=cards, starts_at=now - timedelta(days=1),
+            ends_at=now + timedelta(days=3), status="active",
+        )  # fmt: skip
+    today = timezone.localdate().isoformat()
+
+    def today_rows(client, query=""):
+        response = client.get(f"/timeline/?{query}export=csv")
+        assert response.status_code == 200
+        rows = csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode()))
+        return {r["team"]: r["cards_held_at_noon"] for r in rows if r["day"] == today}
+
+    assert today_rows(admin_page) == {"nlp": "2", "vision": "3"}
+    assert today_rows(admin_page, "team=vision&") == {"vision": "3", "other teams": "2"}
+    [chart] = admin_page.get("/timeline/?team=vision").context["charts"]
+    assert [a.pk for a in chart["allocations"]] == [made["vision"].pk]
+    assert chart["allocation_count"] == 1
+    assert chart["all_url"].endswith("&team=vision")
+    [chart] = admin_page.get("/timeline/").context["charts"]
+    assert chart["allocation_count"] == 2
+
+    MembershipFactory(user=member, team=Team.objects.get(slug="nlp"))
+    refused = member_page.get("/timeline/?team=vision")
+    assert refused.status_code == 400
+    assert (
+        refused.context["refusal"]
+        == 'Team "vision": Select a valid choice. That choice is not one of the available choices.'
+    )
+    assert refused.context["charts"] == []
+    refused_csv = member_page.get("/timeline/?team=vision&export=csv")
+    assert (refused_csv.status_code, refused_csv["Content-Type"]) == (
+        400,
+        "text/plain; charset=utf-8",
+    )
+    [chart] = member_page.get("/timeline/?team=nlp").context["charts"]
+    assert [a.pk for a in chart["allocations"]] == [made["nlp"].pk]
