@@ -158,9 +158,7 @@ def test_the_wrong_scheduler_for_the_workload_kind(create, request_state, train_
     }
 
 
-def test_the_wrong_scheduler_names_the_pool_apart_from_the_kind(
-    create, request_state, infer_pool
-):
+def test_the_wrong_scheduler_names_the_pool_apart_from_the_kind(create, request_state, infer_pool):
     """A Kubernetes pool called like the training kind's label: the error still tells which is
     the pool (quoted) and which the kind."""
     infer_pool.name = "Training (Slurm)"
