@@ -163,6 +163,12 @@ def rate_period_at(instant: datetime, *, zone: tzinfo) -> RatePeriod | None:
         periods = rate_periods(month=month_of(instant, zone), zone=zone)
     except RateCardConflict:
         return None
+    return period_in(periods, instant)
+
+
+def period_in(periods: list[RatePeriod], instant: datetime) -> RatePeriod | None:
+    """Of ``periods`` (:func:`rate_periods` of ``instant``'s month, read by the caller), the one
+    in force at ``instant`` (aware); ``None`` when none covers it. No query."""
     return next((p for p in periods if p.start <= instant < p.end), None)
 
 

@@ -37,8 +37,7 @@ MONEY_LIMIT_MAX = Decimal("999999999999.9999")
 #: budget's currency (not "no more than 13 digits before the decimal point").
 CARD_HOURS_LIMIT_ERRORS = {
     "max_whole_digits": f"A limit of at most {CARD_HOURS_LIMIT_MAX} card-hours.",
-    "max_digits": f"A limit of at most {CARD_HOURS_LIMIT_MAX} card-hours, with at most 3 "
-    "decimals.",
+    "max_digits": f"A limit of at most {CARD_HOURS_LIMIT_MAX} card-hours, with at most 3 decimals.",
     "max_decimal_places": "At most 3 decimals (e.g. 1500.125 card-hours).",
 }
 MONEY_LIMIT_ERRORS = {
