@@ -166,6 +166,18 @@ def rate_period_at(instant: datetime, *, zone: tzinfo) -> RatePeriod | None:
     return period_in(periods, instant)
 
 
+def rate_periods_or_unpriced(*, month: date, zone: tzinfo) -> list[RatePeriod]:
+    """:func:`rate_periods`; when the month's cards mix currencies (no single price list to
+    read), one period without a card over the whole month instead: nothing in it is priced, as
+    in a gap between cards, where :func:`rate_period_at` answers ``None``."""
+    try:
+        return rate_periods(month=month, zone=zone)
+    except RateCardConflict:
+        end = next_month(month)
+        start_at, end_at = local_midnight(month, zone), local_midnight(end, zone)
+        return [RatePeriod(start_at, end_at, month, end, None, None, {})]
+
+
 def period_in(periods: list[RatePeriod], instant: datetime) -> RatePeriod | None:
     """Of ``periods`` (:func:`rate_periods` of ``instant``'s month, read by the caller), the one
     in force at ``instant`` (aware); ``None`` when none covers it. No query."""
