@@ -483,7 +483,7 @@ def fetch_breakdown(url: str, *, now: datetime) -> dict[str, float]:
     """The scan's summary queries (:func:`scheduler_adapters.prometheus.summary_queries`, one
     30 min window) taken apart: each whole answer over HTTP (gzip, as the adapter's httpx
     client asks), its bytes, JSON decoding (collector paused, as the adapter does), and
-    building the devices from the decoded answers (``device_summaries``)."""
+    building the devices from the decoded answers (``device_summaries``, wall and CPU s)."""
     import httpx
 
     from scheduler_adapters.prometheus import device_summaries, summary_queries
@@ -511,11 +511,12 @@ def fetch_breakdown(url: str, *, now: datetime) -> dict[str, float]:
             gc.enable()
             out["queries"] += 1
             out["results"] += len(answers[name])
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     device_summaries(
         answers, windows=[1800], end=end_ms / 1000, step_s=STEP_S, min_coverage=0.9, near_pct=[30]
     )
     out["device_summaries"] = time.perf_counter() - started
+    out["device_summaries cpu"] = time.process_time() - cpu_started
     return out
 
 
@@ -768,7 +769,11 @@ def run(prom_dir: Path, rows: list[tuple[str, str, str, str]]) -> None:
             f"{mib:.1f} MiB of JSON",
         ),
         ("  JSON decoding", parts["json"], "json.loads, collector paused"),
-        ("  DeviceSummary building", parts["device_summaries"], "device_summaries"),
+        (
+            "  DeviceSummary building",
+            parts["device_summaries"],
+            f"device_summaries, {parts['device_summaries cpu']:.2f} s CPU",
+        ),
         ("sparklines of idle groups", scan["sparklines"], "utilisation_by_namespace / gpu_usage"),
         ("devices_for_group", attribution, "per (team, pool) group, scans every device"),
         ("evaluate_group + split_group", evaluation, "pools/reclamation/evaluate.py"),

@@ -15,10 +15,10 @@ import sys
 
 from django.db.utils import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
-from django.template import loader
+from django.shortcuts import render
 from django.views import defaults
 
-from pools.web.pages import ListParameterInvalid
+from pools.web.pages import ParameterInvalid
 
 RETRY_AFTER_S = 30
 
@@ -69,22 +69,27 @@ def bad_request(request, exception):
             },
             400,
         )
-    if isinstance(exception, ListParameterInvalid):
-        return _list_parameter_page(request, exception)
+    if isinstance(exception, ParameterInvalid):
+        return _parameter_page(request, exception)
     return defaults.bad_request(request, exception)
 
 
-def _list_parameter_page(request, exception: ListParameterInvalid) -> HttpResponse:
-    """The 400 page of a list's parameter it cannot read: which one, what it may be, and a
-    link to the same list without it. Rendered without the request's context processors,
-    as Django's own 400 page is."""
+def _parameter_page(request, exception: ParameterInvalid) -> HttpResponse:
+    """The 400 page of a query parameter a page cannot read: which one, the value sent, what
+    it may be, and a link to the same page without it (its other parameters kept). Raised
+    inside a view, so the request has its user: the portal's layout, or for htmx only the
+    message (``bad_parameter.html#message``)."""
     query = request.GET.copy()
     query.pop(exception.parameter, None)
-    back = f"{request.path}?{query.urlencode()}" if query else request.path
-    body = loader.get_template("400.html").render(
-        {"parameter": exception.parameter, "allowed": exception.allowed, "back": back}
-    )
-    return HttpResponse(body, status=400)
+    context = {
+        "parameter": exception.parameter,
+        "value": request.GET.get(exception.parameter, ""),
+        "allowed": exception.allowed,
+        "back": f"{request.path}?{query.urlencode()}" if query else request.path,
+    }
+    htmx = request.headers.get("HX-Request") == "true"
+    template = "bad_parameter.html#message" if htmx else "bad_parameter.html"
+    return render(request, template, context, status=400)
 
 
 def server_error(request):

@@ -154,28 +154,23 @@ def dcgm_labels(labels: Mapping[str, str]) -> DcgmLabels:
     Prometheus renamed the exporter's labels (``honorLabels: false``) and ``namespace``/``pod``
     name the exporter's own pod, never the workload.
     """
-
-    def first(*names: str) -> str | None:
-        for name in names:
-            value = labels.get(name)
-            if value:
-                return value
-        return None
-
+    get = labels.get  # `a or b or None`: the first non-empty value, as a loop would read it
+    renamed = "exported_namespace" in labels
     return DcgmLabels(
-        hostname=first("Hostname", "hostname"),
-        uuid=first("UUID", "uuid"),
-        gpu=first("gpu"),
-        model_name=first("modelName", "model_name"),
-        gpu_instance_id=first("GPU_I_ID"),
-        mig_profile=first("GPU_I_PROFILE"),
-        namespace=first("exported_namespace", "pod_namespace")
-        or (None if "exported_pod" in labels else first("namespace")),
-        pod=first("exported_pod", "pod_name")
-        or (None if "exported_namespace" in labels else first("pod")),
-        hpc_job=first("hpc_job"),
-        container=first("exported_container", "container_name")
-        or (None if "exported_namespace" in labels else first("container")),
+        hostname=get("Hostname") or get("hostname") or None,
+        uuid=get("UUID") or get("uuid") or None,
+        gpu=get("gpu") or None,
+        model_name=get("modelName") or get("model_name") or None,
+        gpu_instance_id=get("GPU_I_ID") or None,
+        mig_profile=get("GPU_I_PROFILE") or None,
+        namespace=get("exported_namespace")
+        or get("pod_namespace")
+        or (None if "exported_pod" in labels else get("namespace") or None),
+        pod=get("exported_pod") or get("pod_name") or (None if renamed else get("pod") or None),
+        hpc_job=get("hpc_job") or None,
+        container=get("exported_container")
+        or get("container_name")
+        or (None if renamed else get("container") or None),
     )
 
 
@@ -893,12 +888,49 @@ def _device_key(labels: Mapping[str, str]) -> tuple[str | None, str | None, str 
     return (get("UUID") or get("uuid") or None, get("GPU_I_ID") or None, namespace or None)
 
 
-def _values_by_key(result: Iterable[Any]) -> dict[tuple[str, str | None, str | None], float]:
-    out: dict[tuple, float] = {}
-    for item in result:
-        key = _device_key(item["metric"])
+DeviceKey = tuple[str | None, str | None, str | None]
+"""(UUID, MIG instance, workload namespace) of :func:`_device_key`; UUID ``None``: no device."""
+
+
+def _keyed(
+    result: Sequence[Any],
+    like: tuple[list[Mapping[str, str]], list[DeviceKey]],
+    keys_seen: dict[DeviceKey, DeviceKey],
+) -> tuple[list[Mapping[str, str]], list[DeviceKey]]:
+    """Each item's labels and :func:`_device_key`, in the answer's order, each key the very
+    tuple of ``keys_seen`` (added to it when new), so that the answers' dicts share key
+    objects and a lookup is an identity, not a comparison of strings. ``like`` is another
+    answer's labels and keys: Prometheus lists the series of one selector in one order (its
+    index's) in every answer with the same labels, so where ``like`` has equal labels at the
+    same index its key is taken; elsewhere (another order, a device missing from one answer)
+    the key is computed, the same key either way."""
+    labels = [item["metric"] for item in result]
+    like_labels, like_keys = like
+    seen = keys_seen.setdefault
+    keys = [
+        key if mine == theirs else seen(new := _device_key(mine), new)
+        for mine, theirs, key in zip(labels, like_labels, like_keys, strict=False)
+    ]
+    keys += [seen(new := _device_key(mine), new) for mine in labels[len(keys) :]]
+    return labels, keys
+
+
+def _values_by_key(result: Sequence[Any], keys: list[DeviceKey]) -> dict[DeviceKey, float]:
+    """``{key: value}`` of the items of ``result`` (``keys``: theirs, :func:`_keyed`) with a
+    UUID; the maximum where several share a key (``NaN`` kept: it says a step was ``NaN``).
+    An item without a UUID is skipped unread, whatever its value."""
+    try:
+        values = [float(item["value"][1]) for item in result]
+    except (KeyError, TypeError, ValueError, IndexError):
+        values = None  # raised below unless the unreadable value's item has no UUID
+    if values is not None:
+        out = dict(zip(keys, values, strict=True))
+        if len(out) == len(values) and all(key[0] for key in out):
+            return out  # one item per device, each with a UUID: nothing to merge or drop
+    out = {}
+    for item, key in zip(result, keys, strict=True):
         if key[0]:
-            value = float(item["value"][1])  # NaN kept: it says a step was NaN
+            value = float(item["value"][1])
             out[key] = value if key not in out else max(out[key], value)
     return out
 
@@ -932,53 +964,77 @@ def device_summaries(
     newest step); and one whose mean is within 1e-9 of one of ``near_pct`` (%, the policies'
     thresholds: there the sum's last bit decides). A device is a key of the profiling or
     framebuffer series, or of ``DEV_GPU_UTIL`` (``DEV_GPU_UTIL`` of a MIG-mode parent
-    ignored, as there)."""
+    ignored, as there). Devices come in the profiling answer's order, then the framebuffer's.
+    :class:`UnexpectedResponse` for an answer it cannot read (a missing value, labels that are
+    not an object)."""
     try:
         return _device_summaries(answers, windows, end, step_s, min_coverage, tuple(near_pct))
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise UnexpectedResponse(f"unreadable summary answer: {exc}", operation="query") from exc
 
 
-def _series_by_key(result: Iterable[Any]) -> dict[tuple, list[tuple[dict, float]]]:
-    """Full-label answers by device key: each series' labels and value."""
-    by_key: dict[tuple, list[tuple[dict, float]]] = defaultdict(list)
-    for item in result:
-        labels = item["metric"]
-        key = _device_key(labels)
+def _series_by_key(
+    result: Sequence[Any], labels: list[Mapping[str, str]], keys: list[DeviceKey]
+) -> dict[DeviceKey, list[tuple[Mapping[str, str], float]]]:
+    """Full-label answers by device key: each series' labels and value (``labels``/``keys``:
+    the items', :func:`_keyed`)."""
+    by_key: dict[DeviceKey, list[tuple[Mapping[str, str], float]]] = defaultdict(list)
+    for item, item_labels, key in zip(result, labels, keys, strict=True):
         if key[0]:
-            by_key[key].append((labels, float(item["value"][1])))
+            by_key[key].append((item_labels, float(item["value"][1])))
     return by_key
 
 
 def _device_summaries(answers, windows, end, step_s, min_coverage, near) -> SummaryRead:
     longest = max(windows)
-    series = {m: _series_by_key(answers[(m, "series", longest)]) for m in ("prof", "fb")}
-    values = {
-        name: _values_by_key(result) for name, result in answers.items() if name[1] != "series"
-    }
+    # Keys computed once per series, each answer's taken from the one before where the labels
+    # are the same at the same index (:func:`_keyed`): full labels for the two series answers,
+    # the key's labels for the rest.
+    series, like, keys_seen = {}, ([], []), {}
+    for metric in ("prof", "fb"):
+        result = answers[(metric, "series", longest)]
+        like = _keyed(result, like, keys_seen)
+        series[metric] = _series_by_key(result, *like)
+    values, like = {}, ([], [])
+    for name, result in answers.items():
+        if name[1] != "series":
+            keyed = _keyed(result, like, keys_seen)
+            values[name] = _values_by_key(result, keyed[1])
+            like = keyed if keyed[1] else like  # an empty answer (no NaN) is no reference
     for metric in ("prof", "fb"):  # the longest window's counts are the series query's
         values[(metric, "count", longest)] = {
             key: rows[0][1] for key, rows in series[metric].items() if len(rows) == 1
         }
+    dev = values[("dev", "count", longest)]
+    prof_series, fb_series = series["prof"], series["fb"]
     mig_uuids = {key[0] for metric in series.values() for key in metric if key[1]}
-    mig_uuids |= {key[0] for key in values[("dev", "count", longest)] if key[1]}
-    steps = {window: window // step_s + 1 for window in windows}
+    mig_uuids |= {key[0] for key in dev if key[1]}
     per_step: set[tuple] = set()
     out = []
-    keys = set(series["prof"]) | set(series["fb"])
-    for key in values[("dev", "count", longest)]:
-        if key in keys or (key[1] is None and key[0] in mig_uuids):
+    # in the answers' order, not a set's: one device's objects after the other's in memory
+    keys = list(series["prof"]) + [key for key in series["fb"] if key not in series["prof"]]
+    for key in dev:
+        if key in prof_series or key in fb_series or (key[1] is None and key[0] in mig_uuids):
             continue  # DEV_GPU_UTIL of a MIG-mode parent: unsupported, reads 0
         per_step.add(key)  # DEV_GPU_UTIL only: read per step (``unless`` and all)
+    # each window's answers looked up once, not once per device
+    reductions = [
+        (
+            window,
+            window // step_s + 1,
+            *(values[(metric, reduction, window)] for metric, reduction in _REDUCTIONS),
+        )
+        for window in (windows if keys else ())
+    ]
     for key in keys:
-        prof, fb = series["prof"].get(key, []), series["fb"].get(key, [])
+        prof, fb = prof_series.get(key, []), fb_series.get(key, [])
         if len(prof) > 1 or len(fb) > 1 or (prof and fb and prof[0][0] != fb[0][0]):
             per_step.add(key)  # several series: merged step by step
             continue
-        if not prof and key in values[("dev", "count", longest)] and key[0] not in mig_uuids:
+        if not prof and key in dev and key[0] not in mig_uuids:
             per_step.add(key)  # no profiling series: DEV_GPU_UTIL's, step by step
             continue
-        stats = _reduced(key, values, windows, steps, min_coverage, near, end)
+        stats = _reduced(key, reductions, min_coverage, near, end)
         if stats is None:
             per_step.add(key)
             continue
@@ -1003,32 +1059,42 @@ def _device_summaries(answers, windows, end, step_s, min_coverage, near) -> Summ
     return SummaryRead(tuple(out), frozenset(per_step))
 
 
-def _reduced(key, values, windows, steps, min_coverage, near, end) -> dict[int, WindowStats] | None:
-    """One device's :class:`WindowStats` per window from the reductions, or ``None`` when they
-    cannot say (see :func:`device_summaries`)."""
+_REDUCTIONS = (
+    ("prof", "count"), ("prof", "sum"), ("prof", "max"),
+    ("fb", "count"), ("fb", "nonfinite"), ("fb", "max"),
+)  # fmt: skip
+# The order of each window's answers in :func:`_reduced`'s ``reductions``
+
+
+def _reduced(key, reductions, min_coverage, near, end) -> dict[int, WindowStats] | None:
+    """One device's :class:`WindowStats` per window from the reductions (``reductions``: per
+    window, its length, its steps and its answers by key in :data:`_REDUCTIONS`' order), or
+    ``None`` when they cannot say (see :func:`device_summaries`)."""
     stats = {}
-    for window in windows:
-        count = int(values[("prof", "count", window)].get(key, 0))
-        total = values[("prof", "sum", window)].get(key)
-        fb_count = int(values[("fb", "count", window)].get(key, 0))
-        fb_nonfinite = key in values[("fb", "nonfinite", window)]
-        if (count and not math.isfinite(total)) or (fb_count and fb_nonfinite):
+    for window, steps, counts, sums, peaks, fb_counts, fb_nonfinite, fb_peaks in reductions:
+        count = int(counts.get(key, 0))
+        total = sums.get(key)
+        fb_count = int(fb_counts.get(key, 0))
+        if (count and not math.isfinite(total)) or (fb_count and key in fb_nonfinite):
             return None  # a NaN or ±Inf step: not a sample there
-        if steps[window] > count >= min_coverage * steps[window] - 1e-9:
+        if steps > count >= min_coverage * steps - 1e-9:
             return None  # the newest step decides
         # x 100 after the sum, not per sample: the last bit may differ from the per-step
         # reading's, which decides only a mean on a threshold (read per step)
         total = total * 100 if count else 0.0
-        if count and any(abs(total / count - pct) <= 1e-9 * max(1.0, pct) for pct in near):
-            return None
+        if count:
+            mean = total / count
+            for pct in near:
+                if abs(mean - pct) <= 1e-9 * max(1.0, pct):
+                    return None
         stats[window] = WindowStats(
             util_points=count,
             util_steps=count,
             util_sum=total,
-            util_peak=values[("prof", "max", window)][key] * 100 if count else None,
-            util_newest=end if count == steps[window] else None,
+            util_peak=peaks[key] * 100 if count else None,
+            util_newest=end if count == steps else None,
             fb_steps=fb_count,
-            fb_peak=values[("fb", "max", window)].get(key) if fb_count else None,
+            fb_peak=fb_peaks.get(key) if fb_count else None,
         )
     return stats
 

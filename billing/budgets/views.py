@@ -126,7 +126,7 @@ def budget_list_page(request):
             return filter_refusal_csv(filterset.form)
         statuses = budget_statuses(rows, now=now)
         return csv_response(statuses.values(), CSV_COLUMNS, "budgets.csv")
-    page = checked_page(request, Paginator(rows, BUDGETS_PER_PAGE))
+    page = checked_page(request, Paginator(rows, BUDGETS_PER_PAGE), refused=refused)
     statuses = budget_statuses(page.object_list, now=now)
     chosen = statuses.get(_int(request.GET.get("budget")))
     if chosen is None and statuses:

@@ -1,7 +1,8 @@
 """Cost reads for the capacity dashboards: spend per team and month, used vs held card-hours.
 
-Each function runs a fixed number of queries. Money is what the statements say (built by
-``statement_build``); a month without statements has "no cost data", never a zero.
+Each function runs a fixed number of queries. Money of a past month is what the statements say
+(built by ``statement_build``); a month without statements has "no cost data", never a zero.
+This month's money is the cost so far, priced by the statements' own path.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pools.capacity.models import Allocation
 from pools.common.choices import PricingMethod
 from pools.dashboards.stranded import StrandedRow
 from pools.reclamation.card_timeline import card_pieces
+from pools.tenancy.models import Team
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,39 @@ def top_teams_by_cost(*, month: date, team: str | None = None, limit: int = 10) 
         TeamCost(s.team.name, s.team.slug, s.total_amount, s.currency)
         for s in qs.order_by("-total_amount", "team__name")[:limit]
     ]
+
+
+def top_teams_by_cost_so_far(
+    *, now: datetime, team: str | None = None, limit: int = 10
+) -> list[TeamCost]:
+    """Teams by their money so far this month (the month of ``now`` in the billing zone),
+    largest first, ties by name: each team's ``to_date`` of :func:`teams_cost_so_far` (the
+    lines :func:`billing.charges.usage_lines_by_team` prices, summed), the figure its own
+    dashboard shows, whether or not a statement of the month is built. Teams without charged
+    usage are absent; ``[]`` when none has any or no rate card is in force at ``now`` (money
+    unknown). ``team`` a slug keeps that team only. The statement path's queries plus two (the
+    team filter's id, the names), however many teams and allocations there are."""
+    zone = billing_zone()
+    period = rate_period_at(now, zone=zone)
+    if period is None:
+        return []
+    team_ids = None
+    if team:
+        team_ids = list(Team.objects.filter(slug=team).values_list("pk", flat=True))
+        if not team_ids:
+            return []
+    lines, _ = usage_lines_by_team(month=month_of(now, zone), team_ids=team_ids)
+    amounts = {tid: _to_date(team_lines) for tid, team_lines in lines.items() if team_lines}
+    names = Team.objects.filter(pk__in=list(amounts)).values_list("pk", "name", "slug")
+    rows = [TeamCost(name, slug, amounts[pk], period.currency) for pk, name, slug in names]
+    rows.sort(key=lambda t: (-t.amount, t.team))
+    return rows[:limit]
+
+
+def _to_date(lines) -> Decimal:
+    """A team's money so far: Σ of its statement lines' amounts (each already rounded as the
+    statement rounds it)."""
+    return sum((line.amount for line in lines), Decimal(0))
 
 
 @dataclass(frozen=True)
@@ -228,7 +263,7 @@ def teams_cost_so_far(*, team_ids: list[int], now: datetime) -> dict[int, CostSo
     for team_id in team_ids:
         to_date = None
         if currency is not None:
-            to_date = sum((line.amount for line in lines.get(team_id, [])), Decimal(0))
+            to_date = _to_date(lines.get(team_id, []))
         forecast, unpriced, card_hours = to_date, [], Decimal(0)
         for (owner, model_id), seconds in sorted(ahead.items()):
             if owner != team_id:

@@ -344,10 +344,10 @@ def _heatmap_part(request, filters, now, heat):
 
 
 def _top_cost(filters, now) -> tuple:
-    """(this month, the month shown, its top teams by cost): this month's, last month's when
-    this month has none."""
+    """(this month, the month shown, its top teams by cost): this month's by cost so far (the
+    figure each team's dashboard shows), last month's statements when this month has none."""
     this_month, last_month = _cost_month(now)
-    top_cost = costs.top_teams_by_cost(month=this_month, team=filters.team)
+    top_cost = costs.top_teams_by_cost_so_far(now=now, team=filters.team)
     if top_cost:
         return this_month, this_month, top_cost
     return this_month, last_month, costs.top_teams_by_cost(month=last_month, team=filters.team)

@@ -104,7 +104,8 @@ class TriageSerializer(serializers.Serializer):
         description=(
             "Live findings (open, acknowledged, muted) unless `status` says `closed` or "
             "`all`; most urgent first. Filters: pool, team (slugs), severity, rule, status; "
-            "`ordering` by severity, rule, team, allocation, since, last_seen."
+            "`ordering` by severity (by how severe: `-severity` critical, warning, info), rule, "
+            "team, allocation, since, last_seen."
         ),
         examples=[OpenApiExample("A memory-pressure finding", value=[EXAMPLE])],
     ),

@@ -13,6 +13,19 @@ from pools.web.team_picker import VisibleTeamFilter
 STATUS_CHOICES = [("live", "Live"), *FindingStatus.choices, ("all", "All")]
 
 
+class FindingOrderingFilter(filters.OrderingFilter):
+    """``severity`` sorts by how severe (ascending: info, warning, critical; ``-severity`` the
+    most severe first), not by the stored ``severity_rank``, which counts the other way (0
+    critical, 1 warning, 2 info: the index of the lists' default, most urgent first)."""
+
+    def get_ordering_value(self, param: str) -> str:
+        if param == "severity":
+            return "-severity_rank"
+        if param == "-severity":
+            return "severity_rank"
+        return super().get_ordering_value(param)
+
+
 class AdvisorFindingFilterSet(filters.FilterSet):
     """Filters: pool and team (slugs), severity, rule, status (``live`` by default on the
     page); ordering by severity, rule, team, since, last seen."""
@@ -30,7 +43,7 @@ class AdvisorFindingFilterSet(filters.FilterSet):
     status = filters.ChoiceFilter(
         choices=STATUS_CHOICES, method="filter_status", empty_label=None, label="Status"
     )
-    ordering = filters.OrderingFilter(
+    ordering = FindingOrderingFilter(
         fields=(
             ("severity_rank", "severity"),
             ("rule", "rule"),

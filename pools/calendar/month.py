@@ -31,13 +31,19 @@ from pools.calendar.week import (
 _MONTH = re.compile(r"(\d{4})-(\d{2})")
 
 
+MONTH_FORMAT = f"a month YYYY-MM (2027-03), years {FIRST_YEAR}-{LAST_YEAR}"
+
+
 def month_first(text: str | None, today: date) -> date:
-    """The 1st of month ``text`` (``2027-03``); of ``today``'s month when ``text`` is absent,
-    not a month or outside years ``FIRST_YEAR``-``LAST_YEAR`` (as :func:`week_monday`)."""
-    match = _MONTH.fullmatch(text or "")
+    """The 1st of month ``text`` (``2027-03``); of ``today``'s month when ``text`` is absent or
+    empty. ``ValueError`` (its message :data:`MONTH_FORMAT`) when ``text`` is not a month
+    within years ``FIRST_YEAR``-``LAST_YEAR`` (as :func:`week_monday`)."""
+    if not text:
+        return today.replace(day=1)
+    match = _MONTH.fullmatch(text)
     if match and 1 <= int(match[2]) <= 12 and FIRST_YEAR <= int(match[1]) <= LAST_YEAR:
         return date(int(match[1]), int(match[2]), 1)
-    return today.replace(day=1)
+    raise ValueError(MONTH_FORMAT)
 
 
 def month_name(first: date) -> str:

@@ -9,7 +9,8 @@ button and reset on ``/teams/<slug>/calendar/``; and
 timeline, or with ``?month=YYYY-MM`` its month (:mod:`pools.calendar.month`: free cards
 and the count of what holds cards per day, no team named); and
 ``/driver-groups/<branch>/calendar/`` the same week or month across the pools × models a driver
-group has cards in (:mod:`pools.calendar.driver`: free cards only)."""
+group has cards in (:mod:`pools.calendar.driver`: free cards only). A ``week`` or ``month``
+that cannot be read is a 400 page naming the parameter and its format; empty is the current."""
 
 from __future__ import annotations
 
@@ -53,6 +54,7 @@ from pools.inventory.models import DriverGroup, GpuModel, Pool
 from pools.overrides.selectors import override_summary, pool_overrides_over
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_reset_calendar_feed, may_see_team
+from pools.web.pages import ParameterInvalid
 
 
 def _visible_team(request, slug: str) -> Team:
@@ -145,7 +147,10 @@ def pool_calendar(request, pool: str, model: str):
     gpu_model = get_object_or_404(GpuModel, slug=model)
     if "month" in request.GET:
         return _pool_month(request, pool_obj, gpu_model)
-    monday = week_monday(request.GET.get("week"), timezone.localdate())
+    try:
+        monday = week_monday(request.GET.get("week"), timezone.localdate())
+    except ValueError as exc:
+        raise ParameterInvalid("week", str(exc)) from None
     team_names = dict(Team.objects.visible_to(request.user).values_list("pk", "name"))
     days = week_days(pool=pool_obj, gpu_model=gpu_model, monday=monday, team_names=team_names)
     holds = {(h.kind, h.ref, h.starts_at): h for d in days for h in d.holds}
@@ -180,7 +185,10 @@ def _usable(pool: Pool, gpu_model: GpuModel) -> int:
 
 
 def _pool_month(request, pool: Pool, gpu_model: GpuModel):
-    first = month_first(request.GET.get("month"), timezone.localdate())
+    try:
+        first = month_first(request.GET.get("month"), timezone.localdate())
+    except ValueError as exc:
+        raise ParameterInvalid("month", str(exc)) from None
     days = month_days(pool=pool, gpu_model=gpu_model, first=first)
     team_names = dict(Team.objects.visible_to(request.user).values_list("pk", "name"))
     bounds = (local_midnight(first), local_midnight(next_month(first)))
@@ -211,8 +219,13 @@ def driver_group_calendar(request, branch: int):
         "columns": columns,
         "time_zone": timezone.get_current_timezone_name(),
     }
-    if "month" in request.GET:
-        first = month_first(request.GET.get("month"), today)
+    view = "month" if "month" in request.GET else "week"
+    read = month_first if view == "month" else week_monday
+    try:
+        first = read(request.GET.get(view), today)
+    except ValueError as exc:
+        raise ParameterInvalid(view, str(exc)) from None
+    if view == "month":
         count = (next_month(first) - first).days
         days = group_days(columns=columns, first=first, count=count)
         context |= {
@@ -226,15 +239,14 @@ def driver_group_calendar(request, branch: int):
             "grid": month_grid(days),
         }
     else:
-        monday = week_monday(request.GET.get("week"), today)
         context |= {
             "view": "week",
-            "first": monday,
-            "last": monday + timedelta(days=6),
-            "week": week_name(monday),
-            "previous": week_name(monday - timedelta(days=7)),
-            "next": week_name(monday + timedelta(days=7)),
-            "month": month_name(monday.replace(day=1)),
-            "days": group_days(columns=columns, first=monday, count=7),
+            "first": first,
+            "last": first + timedelta(days=6),
+            "week": week_name(first),
+            "previous": week_name(first - timedelta(days=7)),
+            "next": week_name(first + timedelta(days=7)),
+            "month": month_name(first.replace(day=1)),
+            "days": group_days(columns=columns, first=first, count=7),
         }
     return render(request, "pools/requests/driver_group_calendar.html", context)

@@ -33,22 +33,26 @@ from pools.recurring.recurrence import occurrences
 _WEEK = re.compile(r"(\d{4})-W(\d{2})")
 OTHER_TEAMS = "other teams"
 # The years a calendar shows, weeks and months alike (pool and driver-group calendars): a
-# week or month outside them is treated as no week or month (today's is shown), as is one
-# that does not exist. Far from ``date.min``/``date.max`` so the previous and next links,
-# local midnights and the day's margin in UTC all stay dates.
+# week or month outside them is refused like one that does not exist (the pages answer 400).
+# Far from ``date.min``/``date.max`` so the previous and next links, local midnights and the
+# day's margin in UTC all stay dates.
 FIRST_YEAR, LAST_YEAR = 1970, 9998
+WEEK_FORMAT = f"an ISO week YYYY-Www (2027-W03), years {FIRST_YEAR}-{LAST_YEAR}"
 
 
 def week_monday(text: str | None, today: date) -> date:
     """The Monday of ISO week ``text`` (``2027-W03``); of ``today``'s week when ``text`` is
-    absent, not a week or outside years ``FIRST_YEAR``-``LAST_YEAR``."""
-    match = _WEEK.fullmatch(text or "")
+    absent or empty. ``ValueError`` (its message :data:`WEEK_FORMAT`) when ``text`` is not a
+    week that exists (``2027-W53``) within years ``FIRST_YEAR``-``LAST_YEAR``."""
+    if not text:
+        return today - timedelta(days=today.weekday())
+    match = _WEEK.fullmatch(text)
     if match and FIRST_YEAR <= int(match[1]) <= LAST_YEAR:
         try:
             return date.fromisocalendar(int(match[1]), int(match[2]), 1)
         except ValueError:
             pass
-    return today - timedelta(days=today.weekday())
+    raise ValueError(WEEK_FORMAT)
 
 
 def week_name(monday: date) -> str:

@@ -398,7 +398,10 @@ def request_detail(request, pk: int):
         "may_decide": permissions.may_decide(request.user),
     }
     context["trail"].sort(key=lambda e: (e.created_at, e.pk))
-    if request.GET.get("export") == "audit":
+    export = request.GET.get("export", "")
+    if export and export != "audit" and export not in request_page_csv.EXPORTS:
+        return request_page_csv.unknown_export(export)
+    if export == "audit":
         return csv_response(context["trail"], AUDIT_TRAIL_COLUMNS, f"request-{pk}-audit.csv")
     if allocation is not None:
         context["lifecycle"] = lifecycle_clock()
@@ -406,7 +409,6 @@ def request_detail(request, pk: int):
         context["cost"] = capacity_selectors.allocations_cost_so_far(
             [allocation], now=timezone.now()
         ).get(allocation.pk)
-    export = request.GET.get("export")
     if export in request_page_csv.EXPORTS:
         return request_page_csv.request_page_csv(
             export, req=obj, allocation=allocation, scheduler=context.get("scheduler"),

@@ -1,20 +1,45 @@
-"""API of clusters (``/api/v1/clusters/``): read by every signed-in user, changed by pool admins
-through the cluster services (audited; 409 for a taken ClusterName / API URL or a cluster that
-holds pools); ``POST …/{slug}/check/`` checks the connection again."""
+"""API of clusters (``/api/v1/clusters/``): read by every signed-in user (pool admins the whole
+cluster, everyone else name, kind, site, provider and ok / degraded:
+:func:`pools.tenancy.permissions.may_see_cluster_details`), changed by pool admins through the
+cluster services (audited; 409 for a taken ClusterName / API URL or a cluster that holds pools);
+``POST …/{slug}/check/`` checks the connection again."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema, extend_schema_view
 from rest_framework import viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from pools.clusters import selectors
-from pools.clusters.serializers import ClusterSerializer, cluster_render
+from pools.clusters.serializers import ClusterMemberSerializer, ClusterSerializer, cluster_render
 from pools.clusters.services import cluster_check, cluster_create, cluster_delete, cluster_update
+from pools.tenancy.permissions import may_see_cluster_details
 from pools.web.api import IsPoolAdmin, IsPoolAdminOrReadOnly
 
 
+def _read_schema(many: bool) -> PolymorphicProxySerializer:
+    """A read's answer: the whole cluster for a pool admin, the member's fields otherwise."""
+    return PolymorphicProxySerializer(
+        component_name="ClusterRead",
+        serializers=[ClusterSerializer, ClusterMemberSerializer],
+        resource_type_field_name=None,
+        many=many,
+    )
+
+
+@extend_schema_view(
+    list=extend_schema(
+        responses=_read_schema(True),
+        description="Pool admins: every field of the cluster. Everyone else: slug, name, kind, "
+        "site, provider and status ok / degraded (ClusterMember).",
+    ),
+    retrieve=extend_schema(
+        responses=_read_schema(False),
+        description="Pool admins: every field of the cluster. Everyone else: slug, name, kind, "
+        "site, provider and status ok / degraded (ClusterMember).",
+    ),
+)
 class ClusterViewSet(viewsets.ModelViewSet):
     """Slurm and Kubernetes clusters, with the last connection check's status."""
 
@@ -24,6 +49,12 @@ class ClusterViewSet(viewsets.ModelViewSet):
 
     def get_queryset(self):
         return selectors.cluster_list()
+
+    def get_serializer_class(self):
+        # Writes are pool admins' only (the permission refuses the rest first).
+        if self.action in ("list", "retrieve") and not may_see_cluster_details(self.request.user):
+            return ClusterMemberSerializer
+        return ClusterSerializer
 
     def perform_create(self, serializer):
         cluster = cluster_create(

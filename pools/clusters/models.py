@@ -22,7 +22,11 @@ from pools.common.choices import ClusterOperation, ClusterStatus, CredentialKind
 from pools.common.validators import single_line_text_validator, slug_validator
 
 CLUSTER_KINDS = (Scheduler.SLURM, Scheduler.KUBERNETES)
+CLUSTER_KIND_CHOICES = [(k.value, k.label) for k in CLUSTER_KINDS]
 CREDENTIAL_WARNING = timedelta(days=7)
+#: The two states a member is shown (:attr:`Cluster.summary_status`).
+SUMMARY_OK, SUMMARY_DEGRADED = "ok", "degraded"
+SUMMARY_STATUSES = (SUMMARY_OK, SUMMARY_DEGRADED)
 # A cluster's Prometheus is read over HTTP(S) only (URLField alone also takes ftp/ftps).
 PROMETHEUS_SCHEMES = ("http", "https")
 
@@ -36,7 +40,7 @@ class Cluster(models.Model):
 
     slug = models.SlugField(max_length=50, unique=True, validators=[slug_validator])
     name = models.CharField(max_length=100, validators=[single_line_text_validator])
-    kind = models.CharField(max_length=12, choices=[(k.value, k.label) for k in CLUSTER_KINDS])
+    kind = models.CharField(max_length=12, choices=CLUSTER_KIND_CHOICES)
     api_url = models.URLField(
         max_length=255,
         blank=True,
@@ -145,6 +149,16 @@ class Cluster(models.Model):
         if left <= timedelta(0):
             return "expired"
         return "soon" if left <= CREDENTIAL_WARNING else "valid"
+
+    @property
+    def summary_status(self) -> str:
+        """What a member is told: ``"degraded"`` when the last check found the cluster
+        unreachable or a per-cluster job failed in the last hour (``errors_last_hour``, which
+        :func:`pools.clusters.selectors.cluster_list` annotates; 0 when not annotated), else
+        ``"ok"`` (not checked yet included: nothing known to be wrong)."""
+        if self.is_down or getattr(self, "errors_last_hour", 0):
+            return SUMMARY_DEGRADED
+        return SUMMARY_OK
 
     @property
     def is_down(self) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from pools.clusters import selectors
-from pools.clusters.models import Cluster
+from pools.clusters.models import SUMMARY_STATUSES, Cluster
 from pools.clusters.services import EDITABLE_FIELDS
 from pools.common.choices import CredentialKind
 
@@ -60,6 +60,25 @@ class ClusterSerializer(serializers.ModelSerializer):
                 "jwt-key, token-file or kubeconfig and the file's path."
             )
         return value
+
+
+class ClusterMemberSerializer(serializers.ModelSerializer):
+    """A cluster as a user who is not a pool admin reads it
+    (:func:`pools.tenancy.permissions.may_see_cluster_details`): no connection, credential
+    path, check reason or health figures, which name hosts and files."""
+
+    status = serializers.ChoiceField(
+        source="summary_status",
+        choices=SUMMARY_STATUSES,
+        read_only=True,
+        help_text="'degraded': the last connection check found the cluster unreachable (its "
+        "pools are read-only) or a per-cluster job failed in the last hour; else 'ok'.",
+    )
+
+    class Meta:
+        model = Cluster
+        fields = ["slug", "name", "kind", "site", "provider", "status"]
+        read_only_fields = fields
 
 
 def cluster_render(cluster: Cluster) -> dict:

@@ -18,6 +18,7 @@ from pools.clusters.models import Cluster
 from pools.clusters.serializers import cluster_render
 from pools.clusters.services import cluster_check, cluster_create, cluster_delete, cluster_update
 from pools.common.errors import ClusterInUse, DomainError
+from pools.tenancy.permissions import may_see_cluster_details
 from pools.web.pages import Column, filtered_list, form_add_domain_errors, pool_admin_required
 
 CLUSTER_COLUMNS = [
@@ -46,16 +47,30 @@ CLUSTER_COLUMNS = [
     Column("pools", lambda c: c.pool_count),
 ]
 
+# What a user who is not a pool admin sees (may_see_cluster_details): no paths, URLs, reasons.
+MEMBER_CLUSTER_COLUMNS = [
+    Column("slug", lambda c: c.slug),
+    Column("name", lambda c: c.name),
+    Column("kind", lambda c: c.kind),
+    Column("site", lambda c: c.site),
+    Column("provider", lambda c: c.provider),
+    Column("status", lambda c: c.summary_status),
+]
+
 
 def cluster_list(request):
+    """Every cluster: whole for pool admins, name, kind, site / provider and ok / degraded for
+    everyone else (page and CSV alike)."""
+    details = may_see_cluster_details(request.user)
     return filtered_list(
         request,
         queryset=selectors.cluster_list(),
         filterset_class=ClusterFilterSet,
         template="pools/clusters/cluster_list.html",
-        columns=CLUSTER_COLUMNS,
+        columns=CLUSTER_COLUMNS if details else MEMBER_CLUSTER_COLUMNS,
         filename="clusters.csv",
         default_ordering=("name", "pk"),
+        extra={"details": details},
     )
 
 

@@ -98,7 +98,7 @@ def idle_findings(request):
         if refused:
             return filter_refusal_csv(filterset.form)
         return csv_response(rows.iterator(), FINDING_COLUMNS, "idle-findings.csv")
-    page = checked_page(request, Paginator(rows, 50))
+    page = checked_page(request, Paginator(rows, 50), refused=refused)
     policies = {
         p.pool_id: p
         for p in ReclamationPolicy.objects.filter(pool_id__in={f.allocation.pool_id for f in page})

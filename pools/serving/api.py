@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from pools.serving import selectors
 from pools.serving.fold import SIGNAL_FIELDS
 from pools.serving.models import ServingRollup
+from pools.serving.precision import CALIBRATION_PLACES
 
 SPAN_NAMES = tuple(selectors.SPANS)
 USAGE_FIELDS = (
@@ -30,7 +31,9 @@ def _usage(usage) -> dict:
 
 class ServingValuesSerializer(serializers.Serializer):
     """The signals of one bucket (units in the names: ``_pct`` %, ``_s`` seconds, ``_mib`` MiB,
-    ``_c`` °C; tokens, requests and preemptions are counts over the bucket)."""
+    ``_c`` °C; tokens, requests and preemptions are counts over the bucket), rounded to the
+    precision their unit deserves: % 1 place, seconds 4 (0.1 ms), counts 1, averaged gauges 2,
+    MiB and °C 1, XID and NVLink bytes/s 0 (``pools/serving/precision.py``)."""
 
     def get_fields(self):
         return {name: serializers.FloatField(allow_null=True) for name in SIGNAL_FIELDS}
@@ -154,16 +157,35 @@ class ServedModelSerializer(serializers.Serializer):
     )
 
 
+class RoundedFloatField(serializers.FloatField):
+    """A float written rounded to its ``places`` (:data:`CALIBRATION_PLACES`), not with the
+    binary noise a mean or a ratio leaves (``0.9986661743691772``)."""
+
+    def __init__(self, *, places: int, **kwargs):
+        self.places = places
+        super().__init__(**kwargs)
+
+    def to_representation(self, value):
+        return round(float(value), self.places)
+
+
+def _calibration(name: str, help_text: str, **kwargs) -> RoundedFloatField:
+    places = CALIBRATION_PLACES[name]
+    return RoundedFloatField(places=places, help_text=f"{help_text} ({places} places)", **kwargs)
+
+
 class CalibrationDaySerializer(serializers.Serializer):
     day = serializers.DateField(help_text="UTC day.")
-    concurrency = serializers.FloatField(help_text="Mean running requests per replica.")
-    measured_tok_s_per_card = serializers.FloatField(help_text="Output tok/s per card.")
-    sized_tok_s_per_card = serializers.FloatField(
-        allow_null=True, help_text="The sizing engine at that concurrency; null = unknown."
+    concurrency = _calibration("concurrency", "Mean running requests per replica.")
+    measured_tok_s_per_card = _calibration("measured_tok_s_per_card", "Output tok/s per card.")
+    sized_tok_s_per_card = _calibration(
+        "sized_tok_s_per_card",
+        "The sizing engine at that concurrency; null = unknown.",
+        allow_null=True,
     )
-    band_low_factor = serializers.FloatField(allow_null=True, help_text="P10 measured ÷ sized.")
-    band_high_factor = serializers.FloatField(allow_null=True, help_text="P90 measured ÷ sized.")
-    ratio = serializers.FloatField(allow_null=True, help_text="measured ÷ sized")
+    band_low_factor = _calibration("band_low_factor", "P10 measured ÷ sized.", allow_null=True)
+    band_high_factor = _calibration("band_high_factor", "P90 measured ÷ sized.", allow_null=True)
+    ratio = _calibration("ratio", "measured ÷ sized", allow_null=True)
     position = serializers.CharField(help_text="inside, below or above the band; empty unknown.")
     note = serializers.CharField(help_text="Why sized is unknown, if it is.")
 

@@ -23,6 +23,7 @@ from pools.serving.models import (
     ServingRollup,
     ServingRollupRun,
 )
+from pools.serving.precision import signal_rounded, signals_rounded
 
 # A chart's span: how far back, and the point it draws (24 h of 5-minute rows, 7 d of hours).
 SPANS = {"24h": (timedelta(hours=24), 300), "7d": (timedelta(days=7), 3600)}
@@ -65,8 +66,9 @@ def serving_state(*, now: datetime) -> RollupState:
 
 
 def serving_current(*, allocation_ids: Iterable[int], state: RollupState) -> dict[int, dict]:
-    """The newest bucket's row of each allocation (allocation id -> its fields); allocations
-    without a row there are absent (unknown). One query."""
+    """The newest bucket's row of each allocation (allocation id -> its fields, signals rounded
+    to :data:`pools.serving.precision.PLACES`); allocations without a row there are absent
+    (unknown). One query."""
     if state.newest_end is None:
         return {}
     start = state.newest_end - timedelta(seconds=Resolution.FIVE_MINUTES)
@@ -75,13 +77,14 @@ def serving_current(*, allocation_ids: Iterable[int], state: RollupState) -> dic
         bucket_seconds=Resolution.FIVE_MINUTES,
         bucket_start=start,
     ).values("allocation_id", "bucket_start", *ROW_FIELDS)
-    return {row["allocation_id"]: row for row in rows}
+    return {row["allocation_id"]: signals_rounded(row) for row in rows}
 
 
 def serving_series(*, allocation_id: int, span: str, now: datetime) -> list[dict]:
     """Points of one allocation over ``span`` (:data:`SPANS`), oldest first: each a dict of
     ``at`` (bucket start), ``seconds`` (the time its rows cover: counts over it, not over the
-    step, where buckets are missing) and the signal fields. 7 d folds 5-minute rows into hours
+    step, where buckets are missing) and the signal fields (rounded to
+    :data:`pools.serving.precision.PLACES`). 7 d folds 5-minute rows into hours
     (:func:`~pools.serving.fold.fold`); hours already compacted are read as they are."""
     length, step = SPANS[span]
     rows = (
@@ -99,7 +102,11 @@ def serving_series(*, allocation_id: int, span: str, now: datetime) -> list[dict
         folded = group[0] if len(group) == 1 else fold(group, step)
         seconds = sum(row["bucket_seconds"] for row in group)
         points.append(
-            {"at": at, "seconds": seconds, **{name: folded.get(name) for name in SIGNAL_FIELDS}}
+            {
+                "at": at,
+                "seconds": seconds,
+                **{name: signal_rounded(name, folded.get(name)) for name in SIGNAL_FIELDS},
+            }
         )
     return points
 

@@ -95,6 +95,14 @@ def may_administer_pools(user: Any) -> bool:
     return is_pool_admin(user)
 
 
+def may_see_cluster_details(user: Any) -> bool:
+    """See a cluster's connection (API URL, ClusterName, credential kind and file path), its
+    last check's reason and API version, and its health (jobs' last runs, drifts, errors):
+    pool admins. Everyone else sees name, kind, site / provider and ``ok`` / ``degraded``
+    (:attr:`pools.clusters.models.Cluster.summary_status`): reasons and paths name hosts."""
+    return is_pool_admin(user)
+
+
 def may_see_all_costs(user: Any) -> bool:
     """Every team's statements and the finance reports: pool admins (and finance, as staff)."""
     return is_pool_admin(user)

@@ -122,10 +122,12 @@ def csv_response(rows: Iterable, columns: Sequence[Column], filename: str) -> St
     return response
 
 
-class ListParameterInvalid(BadRequest):
-    """A list page's query parameter it cannot read (``page=abc``, ``page_size=7``): a 400 page
-    naming ``parameter`` and what it may be (``allowed``) (``portal.handlers.bad_request``),
-    as the API answers 400 for a ``page_size`` out of its bounds."""
+class ParameterInvalid(BadRequest):
+    """A page's query parameter it cannot read (``page=abc``, ``page_size=7``, ``week=junk``):
+    one 400 page, ``templates/bad_parameter.html``, naming ``parameter``, the value sent and
+    what it may be (``allowed``, a phrase without a full stop), with a link to the same page
+    without it (``portal.handlers.bad_request``) -- as the API answers 400 for a ``page_size``
+    out of its bounds, rather than quietly showing something else."""
 
     def __init__(self, parameter: str, allowed: str):
         self.parameter, self.allowed = parameter, allowed
@@ -134,27 +136,32 @@ class ListParameterInvalid(BadRequest):
 
 def checked_page_size(request, *, default: int = 50, sizes: Sequence[int] = PAGE_SIZES) -> int:
     """``?page_size=`` of a list page: one of ``sizes`` (the page's menu); absent or empty,
-    ``default``. Raises :class:`ListParameterInvalid` for any other text (a hand-written
+    ``default``. Raises :class:`ParameterInvalid` for any other text (a hand-written
     ``page_size=1000`` was shown 50 rows, saying nothing)."""
     raw = request.GET.get("page_size", "")
     if raw == "":
         return default
     if raw not in {str(size) for size in sizes}:  # compared as text: no int() of 5,000 digits
-        raise ListParameterInvalid("page_size", "one of " + ", ".join(map(str, sizes)) + ".")
+        raise ParameterInvalid("page_size", "one of " + ", ".join(map(str, sizes)))
     return int(raw)
 
 
-def checked_page(request, paginator: Paginator, *, param: str = "page") -> Page:
+def checked_page(
+    request, paginator: Paginator, *, param: str = "page", refused: bool = False
+) -> Page:
     """The page of ``paginator`` that ``?<param>=`` names, checked as the API checks it: absent
     or empty, page 1; a whole number from 1 past the last page is :class:`Http404` (as
     DRF's ``Invalid page.``); anything else (``-1``, ``0``, ``abc``) is
-    :class:`ListParameterInvalid`. Django's ``get_page`` showed the last page for all of them.
-    The one page reader of every HTML list; counts the rows once (``paginator.count``)."""
+    :class:`ParameterInvalid`. Django's ``get_page`` showed the last page for all of them.
+    ``refused``: the list's filters were refused (no rows), so its one empty page whatever
+    ``?<param>=`` says, for the page's 400 to say why (``?team=vision&page=2`` was a 404,
+    "nothing here"). The one page reader of every HTML list; counts the rows once
+    (``paginator.count``)."""
     raw = request.GET.get(param, "")
-    if raw == "":
+    if raw == "" or refused:
         return paginator.page(1)
     if not (raw.isascii() and raw.isdigit() and raw.strip("0")):
-        raise ListParameterInvalid(param, "a whole number from 1.")
+        raise ParameterInvalid(param, "a whole number from 1")
     if len(raw) > PAGE_DIGITS_MAX:  # past any last page; int() refuses over 4,300 digits
         raise Http404(f"{param}: page {raw[:PAGE_DIGITS_MAX]}… is past the last page.")
     try:
@@ -220,7 +227,7 @@ def filtered_list(
         if refused:
             return filter_refusal_csv(filterset.form)
         return csv_response(rows.iterator(chunk_size=2000), columns, filename)
-    page = checked_page(request, Paginator(rows, checked_page_size(request)))
+    page = checked_page(request, Paginator(rows, checked_page_size(request)), refused=refused)
     query = request.GET.copy()
     query.pop("page", None)
     context = {

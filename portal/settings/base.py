@@ -361,6 +361,7 @@ SPECTACULAR_SETTINGS = {
         "IdleFindingStateEnum": "pools.common.choices.IdleFindingState",
         "RequestKindEnum": "pools.common.choices.RequestKind",
         "AllocationStatusEnum": "pools.common.choices.AllocationStatus",
+        "ClusterKindEnum": "pools.clusters.models.CLUSTER_KIND_CHOICES",
     },
 }
 

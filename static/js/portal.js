@@ -26,12 +26,14 @@ document.addEventListener("change", (event) => {
     if (!open && option.selected) select.value = "";
   });
 });
+// pools/common/validators.py's hostname_validator: at most 63 characters a label, 253 in all.
+const NODE_NAME = /^(?=.{1,253}$)[A-Za-z0-9][A-Za-z0-9_-]{0,62}(?:\.[A-Za-z0-9_-]{0,63})*$/;
 document.addEventListener("change", (event) => {
   const input = event.target;
   if (!input.matches("input[type=file][data-node-from-file]") || !input.files.length) return;
   const node = document.getElementById(input.dataset.nodeFromFile);
   const stem = input.files[0].name.replace(/\.[^.]*$/, "");
-  if (node && !node.value && /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/.test(stem)) {
+  if (node && !node.value && NODE_NAME.test(stem)) {
     node.value = stem;
   }
 });
@@ -87,6 +89,19 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     event.detail.shouldSwap = true;
     event.detail.isError = false;
   }
+});
+// The filters form sits outside #table, so a refused page's field errors (and the fields'
+// aria-invalid) stayed under a team fixed since; each answer swapped into #table is the list's
+// state now, its own refusal (includes/refusal.html) naming any filter it still cannot use.
+document.addEventListener("htmx:afterSwap", (event) => {
+  if (!event.detail.target || event.detail.target.id !== "table") return;
+  document.querySelectorAll("form.filters").forEach((form) => {
+    form.querySelectorAll(".errorlist").forEach((list) => list.remove());
+    form.querySelectorAll("[aria-invalid]").forEach((field) => {
+      field.removeAttribute("aria-invalid");
+      if (/_error$/.test(field.getAttribute("aria-describedby") || "")) field.removeAttribute("aria-describedby");
+    });
+  });
 });
 // data-copy="id" on a button: copy the value of the field with that id (the team's calendar
 // link); the button says "Copied" for two seconds.

@@ -4,6 +4,8 @@ laptop's and a phone's width (screenshots under the test's tmp_path)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
@@ -52,4 +54,32 @@ def test_a_member_filters_idle_and_advisor_by_her_team(
     expect(page.locator("#table [role=alert]")).to_contain_text('Team "vision"')
     expect(page.locator("table.findings tbody tr")).to_have_count(1)  # the empty row
     page.screenshot(path=str(tmp_path / f"advisor-refused-{width}.png"), full_page=True)
+    context.close()
+
+
+def test_fixing_a_refused_team_filter_clears_its_error_under_the_field(browser, live_server):
+    """A request list opened with a team alice is not in answers 400 with the error under the
+    Team field; typing her own team swaps in the list by htmx, and the field's stale error and
+    aria-invalid go with it (the form is outside the swapped #table, so they stayed)."""
+    call_command("load_demo", verbosity=0)
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    page = context.new_page()
+    page.goto(f"{live_server.url}/login/")
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", "demo")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/**")
+
+    refused = page.goto(f"{live_server.url}/requests/?team=vision&status=submitted")
+    assert refused.status == 400
+    team = page.locator("input[name=team]")
+    expect(team).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("form.filters .errorlist")).to_have_count(1)
+
+    team.fill("nlp")
+    expect(page).to_have_url(re.compile(r"[?&]team=nlp(&|$)"))
+    expect(page.locator("#table [role=alert]")).to_have_count(0)
+    expect(page.locator("#table tbody tr").first).to_contain_text("NLP")
+    expect(page.locator("form.filters .errorlist")).to_have_count(0)
+    expect(team).not_to_have_attribute("aria-invalid", "true")
     context.close()

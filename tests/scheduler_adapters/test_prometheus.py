@@ -193,6 +193,30 @@ def test_honor_labels_false_uses_exported_namespace_not_the_exporters_pod():
     assert (bare.namespace, bare.pod) == (None, None)
 
 
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        # an empty value is no value: the next spelling is read
+        ({"Hostname": "", "hostname": "h", "UUID": "", "uuid": "G"}, ("h", "G", None, None, None)),
+        # renamed (exported_namespace present, even empty): the exporter's pod and container
+        # are never the workload's; namespace falls to pod_namespace
+        (
+            {"exported_namespace": "", "pod_namespace": "ns", "pod": "x", "container": "c"},
+            (None, None, "ns", None, None),
+        ),
+        # exported_pod present (empty): namespace is the exporter's, not the workload's
+        (
+            {"exported_pod": "", "namespace": "gpu-operator", "pod_name": "p"},
+            (None, None, None, "p", None),
+        ),
+        ({"namespace": "", "pod": "", "container": "c"}, (None, None, None, None, "c")),
+    ],
+)
+def test_empty_labels_are_read_as_absent(labels, expected):
+    read = dcgm_labels(labels)
+    assert (read.hostname, read.uuid, read.namespace, read.pod, read.container) == expected
+
+
 def series(metric, values, **labels) -> Series:
     return Series(
         metric,

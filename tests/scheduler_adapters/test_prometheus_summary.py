@@ -141,9 +141,19 @@ def test_honor_labels_false_reads_the_workloads_namespace():
     assert (device.namespace, device.pods) == ("team-b", ("w-0",))
 
 
-def test_an_unreadable_answer_is_an_unexpected_response():
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"metric": card(), "value": [END]},  # no value
+        {"metric": "UUID=GPU-1", "value": [END, "1"]},  # labels that are no JSON object
+        {"metric": ["UUID", "GPU-1"], "value": [END, "1"]},
+    ],
+)
+def test_an_unreadable_answer_is_an_unexpected_response(item):
     with pytest.raises(UnexpectedResponse):
-        read(answers(prof=[{"metric": card(), "value": [END]}]))
+        read(answers(prof=[item]))
+    with pytest.raises(UnexpectedResponse):
+        read(answers(prof_sum=[item]))
 
 
 def test_queries_read_plain_selectors_at_steps_aligned_to_the_end():
@@ -172,3 +182,103 @@ def test_namespace_selectors_are_plain_regex_matchers_one_per_label():
     for wrong in ([], ["team-a", ""]):
         with pytest.raises(ValueError):
             namespace_selectors('{__name__=~"A|a"}', wrong)
+
+
+def by_device(labels):
+    """The labels a ``max by (UUID, uuid, GPU_I_ID, namespace, ...)`` answer keeps."""
+    kept = ("UUID", "uuid", "GPU_I_ID", "namespace", "exported_namespace", "pod_namespace")
+    return {k: v for k, v in labels.items() if k in kept + ("exported_pod",)}
+
+
+def test_a_mixed_fleet_read_whatever_the_order_of_each_answer():
+    # Series answers in one order; each per-device answer in the reverse order (another
+    # device at every index), as a Prometheus that sorted differently would send them.
+    plain = card("GPU-1")
+    renamed = card("GPU-2", namespace="gpu-operator", exported_namespace="team-b", exported_pod="w")
+    mig1 = card("GPU-m", GPU_I_ID="1", GPU_I_PROFILE="3g.40gb")
+    mig2 = card("GPU-m", GPU_I_ID="2", GPU_I_PROFILE="3g.40gb", pod="p2")
+    nan = card("GPU-n")
+    dup, dup_other_pod = card("GPU-d"), card("GPU-d", pod="p1")
+    prof = [plain, renamed, nan, mig1, dup, dup_other_pod, mig2]
+    counts = {"GPU-1": 31, "GPU-2": 31, "GPU-n": 31, "GPU-d": 31}
+    rows = {
+        "prof": [
+            row(counts.get(labels["UUID"], 31 if labels.get("GPU_I_ID") == "1" else 20), **labels)
+            for labels in prof
+        ],  # fmt: skip
+        "fb": [row(31, **plain), row(31, **renamed)],
+        # the MIG parent (no GPU_I_ID) is ignored; a consumer card (DEV only) is read per step
+        "dev": [row(31, **by_device(x)) for x in (plain, card("GPU-m"), card("GPU-c"))],
+    }
+    sums = {"GPU-1": 0.62, "GPU-2": 3.1, "GPU-n": "NaN", "GPU-d": 31}
+    maxes = {"GPU-1": 0.02, "GPU-2": 0.5, "GPU-n": 1, "GPU-d": 1}
+    devices = [plain, renamed, nan, mig1, dup, mig2]
+    rows["prof_sum"] = [row(sums.get(x["UUID"], 24.8 if x.get("GPU_I_ID") == "1" else 2.0),
+                            **by_device(x)) for x in reversed(devices)]  # fmt: skip
+    rows["prof_max"] = [row(maxes.get(x["UUID"], 0.8 if x.get("GPU_I_ID") == "1" else 0.1),
+                            **by_device(x)) for x in reversed(devices)]  # fmt: skip
+    rows["fb_max"] = [row(2048, **by_device(renamed)), row(100, **by_device(plain))]
+    # a value without a UUID names no device: skipped unread, even unreadable
+    rows["prof_sum"].insert(2, row("garbage", namespace="team-a"))
+    out = read(answers(**rows))
+    assert out.per_step == {
+        ("GPU-n", None, "team-a"),  # a NaN step
+        ("GPU-d", None, "team-a"),  # two pods' series
+        ("GPU-c", None, "team-a"),  # DEV_GPU_UTIL only
+    }
+    # in the profiling answer's order (was a set's, a different one in every process)
+    assert [d.key for d in out.devices] == [
+        ("GPU-1", None, "team-a"),
+        ("GPU-2", None, "team-b"),
+        ("GPU-m", "1", "team-a"),
+        ("GPU-m", "2", "team-a"),
+    ]
+    got = {
+        d.key: (
+            d.hostname,
+            d.pods,
+            d.mig_profile,
+            tuple(vars(d.stats(end=END, window_s=W, step_s=60)).values()),
+        )
+        for d in out.devices
+    }
+    # (points, steps, sum %, peak %, newest, fb steps, fb peak MiB): sum x 100, max x 100
+    assert got == {
+        ("GPU-1", None, "team-a"): ("n1", ("p0",), None, (31, 31, 62.0, 2.0, END, 31, 100.0)),
+        ("GPU-2", None, "team-b"): ("n1", ("w",), None, (31, 31, 310.0, 50.0, END, 31, 2048.0)),
+        ("GPU-m", "1", "team-a"): ("n1", ("p0",), "3g.40gb", (31, 31, 2480.0, 80.0, END, 0, None)),
+        # 20 of 31 steps: under the coverage (27.9), no newest step needed
+        ("GPU-m", "2", "team-a"): ("n1", ("p2",), "3g.40gb", (20, 20, 200.0, 10.0, None, 0, None)),
+    }
+
+
+def test_each_value_goes_to_its_own_device_when_labels_differ_at_one_index():
+    # Two devices whose namespace label is the same: one renamed by honorLabels false (its
+    # workload is team-z), so at index 0 the two answers hold different labels and different
+    # keys; a key taken by position, or read from ``namespace``, swaps or merges their values.
+    a = card("GPU-a", namespace="team-a")
+    b = card("GPU-b", namespace="team-a", exported_namespace="team-z", exported_pod="w")
+    rows = {
+        "prof": [row(31, **a), row(31, **b)],
+        "prof_sum": [row(3.1, **by_device(a)), row(6.2, **by_device(b))],
+        "prof_max": [row(0.9, **by_device(b)), row(0.1, **by_device(a))],
+    }
+    out = read(answers(**rows))
+    got = {d.key: (d.windows[W].util_sum, d.windows[W].util_peak) for d in out.devices}
+    assert got == {
+        ("GPU-a", None, "team-a"): (310.0, 10.0),
+        ("GPU-b", None, "team-z"): (620.0, 90.0),
+    }
+
+
+def test_several_values_of_one_device_in_a_reduction_keep_the_maximum():
+    # two rows with one key (``uuid`` and ``UUID`` spellings of one card): max of 0.02 and 0.05
+    key = card()
+    old_name = {"uuid": "GPU-1", "namespace": "team-a"}
+    rows = {
+        "prof": [row(31, **key)],
+        "prof_sum": [row(0.62, **by_device(key))],
+        "prof_max": [row(0.05, **old_name), row(0.02, **by_device(key))],
+    }
+    (device,) = read(answers(**rows)).devices
+    assert device.windows[W].util_peak == pytest.approx(5.0)

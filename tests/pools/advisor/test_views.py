@@ -184,3 +184,46 @@ def test_triage_and_digest_through_the_pages(team, team_manager, findings):
 def test_run_now_judges_at_once_without_a_broker(admin_page):
     response = admin_page.post("/advisor/run/", follow=True)
     assert "Judged 0 allocations" in response.content.decode()
+
+
+@pytest.fixture
+def three_severities(team):
+    """One live finding of each severity, all of team nlp (different rules)."""
+    made = {}
+    for rule, severity, rank in (
+        ("saturation", "info", 2),
+        ("batching", "warning", 1),
+        ("memory_pressure", "critical", 0),
+    ):
+        made[severity] = AdvisorFindingFactory(
+            allocation__team=team, team=team, rule=rule, severity=severity, severity_rank=rank
+        ).pk
+    return made
+
+
+def test_ordering_by_severity_is_by_how_severe_not_by_name(admin_api, admin_page, three_severities):
+    """``-severity``: critical, warning, info (most severe first); ``severity`` the other way
+    round. String order would put info before critical and warning; the stored rank (0
+    critical) counted backwards."""
+    ids = three_severities
+    most_first = [ids["critical"], ids["warning"], ids["info"]]
+    url = "/api/v1/advisor/findings/"
+    desc = admin_api.get(url, {"ordering": "-severity"}).json()["results"]
+    asc = admin_api.get(url, {"ordering": "severity"}).json()["results"]
+    assert [r["id"] for r in desc] == most_first
+    assert [r["id"] for r in asc] == most_first[::-1]
+
+    rows = list(
+        csv.DictReader(
+            io.StringIO(
+                b"".join(
+                    admin_page.get(
+                        "/advisor/", {"ordering": "-severity", "export": "csv"}
+                    ).streaming_content
+                ).decode()
+            )
+        )
+    )
+    assert [r["severity"] for r in rows] == ["critical", "warning", "info"]
+    page = admin_page.get("/advisor/", {"ordering": "-severity"}).content.decode()
+    assert page.index(f"/advisor/{ids['critical']}/") < page.index(f"/advisor/{ids['info']}/")

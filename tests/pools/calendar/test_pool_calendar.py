@@ -19,13 +19,14 @@ pytestmark = pytest.mark.django_db
 
 def test_week_names_read_and_written():
     # 2026 starts on a Thursday, so it has an ISO week 53 (Monday 2026-12-28); 2027-W01 starts
-    # Monday 2027-01-04. A week that does not exist, or no week, is today's (2026-12-05 is a
-    # Saturday: Monday 2026-11-30).
+    # Monday 2027-01-04. No week is today's (2026-12-05 is a Saturday: Monday 2026-11-30); a
+    # week that does not exist is refused.
     saturday = date(2026, 12, 5)
     assert week_monday("2026-W53", saturday) == date(2026, 12, 28)
     assert week_monday("2027-W03", saturday) == date(2027, 1, 18)
-    assert week_monday("2027-W53", saturday) == date(2026, 11, 30)
-    assert week_monday("junk", saturday) == date(2026, 11, 30)
+    for bad in ("2027-W53", "junk", "2027-W00"):
+        with pytest.raises(ValueError, match="YYYY-Www"):
+            week_monday(bad, saturday)
     assert week_monday(None, saturday) == date(2026, 11, 30)
     assert week_name(date(2027, 1, 4)) == "2027-W01"
     assert week_name(date(2026, 12, 28)) == "2026-W53"
@@ -248,14 +249,15 @@ def test_a_day_over_the_change_to_summer_time(client, settings, team_member, inf
         {"week": "1969-W52"},
     ],
 )
-def test_out_of_range_week_or_month_is_this_one(
+def test_out_of_range_week_or_month_is_a_400_naming_it(
     client, team_member, infer_pool, l40s, view, args, query
 ):
-    # QA defect 1: years outside 1970-9998 answered 500 (date out of range); now, as for a week
-    # or month that does not exist, today's week or month is shown.
+    # QA defect 1: years outside 1970-9998 answered 500 (date out of range); then today's week or
+    # month was shown as if asked for; now, as for a week or month that does not exist, a 400
+    # names the parameter and its format.
     client.force_login(team_member)
     response = client.get(reverse(view, args=args), query)
-    assert response.status_code == 200
-    today = datetime.now(UTC).date()
-    shown = today.replace(day=1) if "month" in query else today - timedelta(days=today.weekday())
-    assert response.context.get("first", response.context.get("monday")) == shown
+    assert response.status_code == 400
+    (name,) = query
+    assert f'data-bad-parameter="{name}"' in response.content.decode()
+    assert "years 1970-9998" in response.content.decode()

@@ -18,14 +18,14 @@ pytestmark = pytest.mark.django_db
 
 
 def test_month_names_read_and_written():
-    # A month that does not exist, or no month, is today's.
+    # No month is today's; a month that does not exist, or outside 1970-9998, is refused.
     saturday = date(2026, 12, 5)
     assert month_first("2027-03", saturday) == date(2027, 3, 1)
-    assert month_first("2027-13", saturday) == date(2026, 12, 1)
-    assert month_first("2027-00", saturday) == date(2026, 12, 1)
-    assert month_first("9999-12", saturday) == date(2026, 12, 1)
-    assert month_first("junk", saturday) == date(2026, 12, 1)
+    for bad in ("2027-13", "2027-00", "9999-12", "junk"):
+        with pytest.raises(ValueError, match="YYYY-MM"):
+            month_first(bad, saturday)
     assert month_first(None, saturday) == date(2026, 12, 1)
+    assert month_first("", saturday) == date(2026, 12, 1)
     assert month_name(date(2027, 3, 1)) == "2027-03"
 
 
@@ -151,16 +151,16 @@ def test_a_day_with_maintenance_says_so(client, team_member, march, infer_pool):
     assert days[29] == (8, "nothing held")
 
 
-def test_week_links_to_its_month_and_bad_month_is_this_month(client, team_member, march):
+def test_week_links_to_its_month_and_bad_month_is_a_400(client, team_member, march):
     client.force_login(team_member)
     url = reverse("pools:pool-calendar", args=["infer", "l40s"])
     week = client.get(url, {"week": "2027-W11"}).content.decode()
     assert "?month=2027-03" in week
-    # 2027-13 is no month: today's is shown, not an error
+    # 2027-13 is no month: a 400 naming it, not today's month shown as if asked for
     response = client.get(url, {"month": "2027-13"})
-    assert response.status_code == 200
+    assert response.status_code == 400
     first = datetime.now(UTC).date().replace(day=1)
-    assert f'data-day="{first:%Y-%m-%d}"' in response.content.decode()
+    assert f'data-day="{first:%Y-%m-%d}"' not in response.content.decode()
 
 
 def test_queries_do_not_grow_with_the_allocations(

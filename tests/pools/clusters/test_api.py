@@ -40,11 +40,11 @@ def new_slurm(**extra) -> dict:
     }
 
 
-def test_a_member_reads_clusters_with_their_pool_count(member_api):
+def test_a_pool_admin_reads_clusters_with_their_pool_count(admin_api):
     cluster = ClusterFactory(slug="modern", name="Modern", site="Munich", provider="on-prem")
     PoolFactory(slug="train", cluster=cluster)
 
-    response = member_api.get(f"{URL}modern/")
+    response = admin_api.get(f"{URL}modern/")
 
     assert response.status_code == 200
     body = response.json()

@@ -348,3 +348,26 @@ def test_the_idle_page_refuses_a_team_the_member_may_not_see(member_page, findin
     assert page.status_code == 400 and list(page.context["page"]) == []
     assert page.context["filterset"].form.errors["team"]
     assert csv.status_code == 400 and csv["Content-Type"].startswith("text/plain")
+
+
+@pytest.mark.parametrize(
+    "query", ["?state=", "?state=&team=", "?state=&team=nlp", "?state=&state=open"]
+)
+def test_the_state_select_s_any_lists_the_findings(member_page, findings, query):
+    """The page's own form sends ``state=`` for *Any* (its select submits on change, its Filter
+    button with the defaults): that is every state, not a 400 "Select a valid choice."."""
+    mine, _ = findings
+
+    page = member_page.get(f"/idle/{query}")
+
+    assert page.status_code == 200
+    assert [f.pk for f in page.context["page"]] == [mine.pk]
+    csv = member_page.get(f"/idle/{query}&export=csv")
+    assert csv.status_code == 200
+
+
+def test_a_state_that_is_none_is_still_refused(member_page, findings):
+    page = member_page.get("/idle/", {"state": "bogus"})
+
+    assert page.status_code == 400
+    assert page.context["filterset"].form.errors["state"]

@@ -9,6 +9,7 @@ last page for ``page=-1`` and ``page=abc``, and a ``page_size`` off the menu was
 from __future__ import annotations
 
 import pytest
+from django.utils.html import escape
 
 pytestmark = pytest.mark.django_db
 
@@ -51,6 +52,18 @@ def test_the_page_of_a_team_one_may_not_see_is_a_400_saying_why(url, member_clie
     assert answer.context["filterset"].form.errors == {"team": [INVALID]}
     assert f"nothing is listed. {REFUSAL}".replace('"', "&quot;") in answer.content.decode()
     assert answer.context["page"].paginator.count == 0
+
+
+@pytest.mark.parametrize("url", TEAM_LISTS)
+@pytest.mark.parametrize("page", ["2", "abc"])
+def test_a_refused_team_with_a_page_number_is_the_refusal_not_a_404(url, page, member_client):
+    """A shared link to page 2 of another team's list answered 404 ("nothing here"): the
+    refused filter leaves no rows, so one empty page, and the 400 says why."""
+    answer = member_client.get(url, {"team": "vision", "page": page})
+
+    assert answer.status_code == 400
+    assert f"nothing is listed. {REFUSAL}".replace('"', "&quot;") in answer.content.decode()
+    assert answer.context["page"].number == 1
 
 
 @pytest.mark.parametrize("url", TEAM_LISTS)
@@ -104,11 +117,9 @@ def test_a_page_number_that_is_none_is_a_400_naming_it(url, param, value, admin_
 
     assert answer.status_code == 400
     body = answer.content.decode()
-    assert (
-        f"The list cannot read its <code>{param}</code> parameter: it must be a whole number "
-        "from 1." in body
-    )
-    assert f'<a href="{url}?state=">The list without <code>{param}</code></a>' in body
+    assert f'data-bad-parameter="{param}"' in body
+    assert f"<code>?{param}={escape(value)}</code> is not a whole number from 1." in body
+    assert f'<a href="{url}?state=">The same page without <code>{param}</code></a>' in body
 
 
 @pytest.mark.parametrize("url,param", PAGED)
@@ -129,9 +140,10 @@ def test_a_page_size_off_the_menu_is_a_400_naming_the_sizes(url, value, admin_pa
     answer = admin_page.get(url, {"page_size": value})
 
     assert answer.status_code == 400
+    shown = value if len(value) <= 40 else value[:39] + "…"  # the page cuts a long value
     assert (
-        "The list cannot read its <code>page_size</code> parameter: it must be one of "
-        "25, 50, 100, 200." in answer.content.decode()
+        f"<code>?page_size={escape(shown)}</code> is not one of 25, 50, 100, 200."
+        in answer.content.decode()
     )
 
 

@@ -180,3 +180,19 @@ def test_another_teams_request_is_a_404(setup, django_user_model):
     client.force_login(django_user_model.objects.create_user("eve", password="x"))
     for name in ("request", "allocation", "scheduler", "drifts"):
         assert client.get(f"/requests/{request.pk}/?export={name}").status_code == 404
+
+
+def test_an_export_of_no_table_is_a_400_naming_the_tables(fake_slurm, placed):
+    """``?export=alocation`` (a typo) answered the page's HTML with 200, which a script saved as
+    its CSV; it is a 400 in plain text naming the five tables, and ``?export=`` is the page."""
+    client, allocation, _node = placed
+    url = f"/requests/{allocation.request_id}/"
+    response = client.get(f"{url}?export=alocation")
+    assert response.status_code == 400
+    assert response["Content-Type"] == "text/plain; charset=utf-8"
+    assert response.content.decode() == (
+        "No table 'alocation' to export; export is one of: "
+        "audit, request, allocation, scheduler, drifts.\n"
+    )
+    page = client.get(f"{url}?export=")
+    assert page.status_code == 200 and page["Content-Type"].startswith("text/html")
