@@ -327,18 +327,21 @@ def test_the_page_reads_pools_models_and_the_serving_state_once_each_where_it_ca
     assert sum('MAX("pools_servingrollup"."bucket_start")' in s for s in sql) == 1
 
 
-def test_the_page_reads_this_months_rate_cards_once(fleet, django_user_model):
+def test_the_page_reads_this_months_rate_cards_once_for_serving_and_stranded(
+    fleet, django_user_model
+):
     """The serving efficiency and the stranded capacity's cost both price from this month's
     rate cards: one read of the cards and one of their entries for both (each read them
-    before: two of each)."""
+    before). The top teams by cost so far read them twice more on their own
+    (``rate_period_at`` and ``usage_lines_by_team``): three of each (four before)."""
     RateCardEntryFactory(gpu_model=fleet["a100"], price=Decimal("3.00"))
     client = _admin_client(django_user_model)
     client.get("/dashboard/")
     with CaptureQueriesContext(connection) as ctx:
         assert client.get("/dashboard/").status_code == 200
     sql = [q["sql"] for q in ctx.captured_queries]
-    assert sum(' FROM "billing_ratecard" ' in s for s in sql) == 1
-    assert sum(' FROM "billing_ratecardentry" ' in s for s in sql) == 1
+    assert sum(' FROM "billing_ratecard" ' in s for s in sql) == 3
+    assert sum(' FROM "billing_ratecardentry" ' in s for s in sql) == 3
 
 
 def test_a_month_whose_rate_cards_mix_currencies_is_shown_unpriced(fleet, django_user_model):
